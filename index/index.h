@@ -1,0 +1,268 @@
+/* ISN index: analyzer, posting codec, index builder, mmap reader and posting cursors.
+ * The one public header of index/; every other folder includes only this. */
+#ifndef ISN_INDEX_H
+#define ISN_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the ISN index format is little-endian and is mapped in place"
+#endif
+
+#define ISN_BLOCK_SIZE 128
+#define ISN_DOC_END UINT32_MAX
+#define ISN_MAX_FIELDS 16
+#define ISN_FIELD_NAME_MAX 32
+#define ISN_ERR_LEN 256
+
+/* ------------------------------------------------------------------ analyzer */
+
+typedef struct {
+    bool stem;                /* Snowball English stemming */
+    bool stopwords;           /* drop Lucene's 33-word English stopword list */
+    uint32_t max_token_bytes; /* longer tokens are cut (at a UTF-8 boundary) */
+} isn_analyzer_config;
+
+/* Lucene EnglishAnalyzer-like: stemming on, stopwords on, tokens cut at 64 bytes. */
+void isn_analyzer_config_default(isn_analyzer_config *config);
+
+typedef struct isn_analyzer isn_analyzer;
+
+/* One analyzer per thread: it owns a Snowball stemmer and scratch buffers. NULL on allocation failure. */
+isn_analyzer *isn_analyzer_new(const isn_analyzer_config *config);
+void isn_analyzer_free(isn_analyzer *analyzer);
+
+/* Called once per emitted term. `term` is NUL-terminated, valid until the callback returns.
+ * `position` counts tokens within the text (stopwords take a position but are not emitted). */
+typedef void (*isn_term_fn)(void *ctx, const char *term, size_t len, uint32_t position);
+
+/* Tokenizes UTF-8 text: NFKC + Unicode case folding, tokens are runs of letters and digits,
+ * invalid UTF-8 becomes U+FFFD (a separator), then stopwords and stemming per the config.
+ * Returns the number of positions used (emitted terms plus removed stopwords). */
+uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_term_fn emit, void *ctx);
+
+/* ------------------------------------------------------------------ posting codec */
+
+/* Upper bound of the bytes one encoded block of up to ISN_BLOCK_SIZE values takes. */
+#define ISN_CODEC_MAX_BLOCK_BYTES (4 + ISN_BLOCK_SIZE * 4 + ISN_BLOCK_SIZE * 6)
+
+/* Bit-packing with exceptions (PForDelta family): encodes n (1..128) 32-bit values, returns bytes written. */
+size_t isn_codec_encode(const uint32_t *values, uint32_t n, uint8_t *out);
+
+/* Decodes n values encoded by isn_codec_encode; returns the bytes consumed. `in` must be readable for
+ * ISN_CODEC_READ_SLACK bytes past the end of the encoding (the index pads its payload so). */
+#define ISN_CODEC_READ_SLACK 16
+size_t isn_codec_decode(const uint8_t *in, uint32_t n, uint32_t *values);
+
+/* Bytes the encoding at `in` (n values) occupies, without decoding it. */
+size_t isn_codec_encoded_size(const uint8_t *in, uint32_t n);
+
+/* ------------------------------------------------------------------ BM25 */
+
+typedef struct {
+    float k1;
+    float b;
+} isn_bm25_params;
+
+#define ISN_BM25_DEFAULT_K1 1.2f
+#define ISN_BM25_DEFAULT_B 0.75f
+
+/* IDF as Lucene: ln(1 + (N - df + 0.5) / (df + 0.5)). */
+float isn_bm25_idf(uint64_t num_docs, uint64_t df);
+
+/* The document-length part of the BM25 denominator: k1 * (1 - b + b * len / avg_len). */
+float isn_bm25_doc_norm(const isn_bm25_params *params, uint32_t doc_len, float avg_doc_len);
+
+/* Score per unit of IDF: tf * (k1 + 1) / (tf + norm). The index's block maxima are maxima of this,
+ * so one function computes it for the builder, the reader and every algorithm. */
+static inline float isn_bm25_tf_part(float k1_plus_1, uint32_t tf, float doc_norm) {
+    float f = (float)tf;
+    return f * k1_plus_1 / (f + doc_norm);
+}
+
+/* ------------------------------------------------------------------ builder */
+
+typedef enum {
+    ISN_ORDER_INPUT = 0,  /* doc ids in input order */
+    ISN_ORDER_STATIC = 1, /* by static score, highest first */
+    ISN_ORDER_ID = 2,     /* by external id, bytewise */
+} isn_doc_order;
+
+typedef enum {
+    ISN_FORMAT_JSONL = 0,
+    ISN_FORMAT_TSV = 1, /* id<TAB>text, one field named "body" */
+} isn_input_format;
+
+typedef enum {
+    ISN_SPLIT_HASH = 0,       /* partition = xxh64(external id) % N */
+    ISN_SPLIT_CONTIGUOUS = 1, /* input split into N consecutive runs */
+} isn_partition_split;
+
+typedef struct {
+    isn_input_format format;
+    uint32_t num_fields;
+    char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX]; /* JSONL keys indexed, in order */
+    char id_field[ISN_FIELD_NAME_MAX];               /* JSONL key of the external id ("id") */
+    char static_score_field[ISN_FIELD_NAME_MAX];     /* JSONL key of a numeric prior; "" for none */
+    isn_analyzer_config analyzer;
+    isn_bm25_params bm25;
+    bool positions;
+    isn_doc_order order;
+    uint32_t partitions; /* 1 = one index in out_dir; N > 1 = out_dir/part-0000 ... */
+    isn_partition_split split;
+    bool strict;   /* a bad record is fatal instead of skipped */
+    bool progress; /* progress bar on stderr */
+} isn_build_options;
+
+void isn_build_options_default(isn_build_options *options);
+
+typedef struct {
+    uint64_t records_read;
+    uint64_t records_skipped;
+    uint64_t docs;
+    uint64_t terms;
+    uint64_t postings;
+    uint64_t tokens;
+    uint64_t bytes_total;
+    uint64_t bytes_postings;
+    uint64_t bytes_block_meta;
+    uint64_t bytes_positions;
+    uint64_t bytes_lexicon;
+    uint64_t bytes_docs;
+    double seconds;
+} isn_build_summary;
+
+/* Builds an index (or N partitions) from a JSONL or TSV file. Bad records are reported on stderr with
+ * their line number. Returns 0, or -1 with a message in err. */
+int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
+                        isn_build_summary *summary, char *err, size_t err_len);
+
+/* In-memory builder, for tests and for programs that produce documents themselves. */
+typedef struct isn_builder isn_builder;
+isn_builder *isn_builder_new(const isn_build_options *options);
+/* fields[i] is the text of options->fields[i] (NULL = empty). Returns 0, or -1 with err (duplicate id...). */
+int isn_builder_add(isn_builder *builder, const char *external_id, const char *const *fields,
+                    const size_t *field_lens, float static_score, char *err, size_t err_len);
+int isn_builder_write(isn_builder *builder, const char *out_dir, isn_build_summary *summary, char *err,
+                      size_t err_len);
+void isn_builder_free(isn_builder *builder);
+
+/* ------------------------------------------------------------------ reader */
+
+typedef struct isn_index isn_index;
+
+/* The name of the single index file inside an index directory. */
+#define ISN_INDEX_FILE "index.isn"
+#define ISN_FORMAT_VERSION 1
+
+/* Maps DIR/index.isn and validates header, section table and every section checksum. A damaged or
+ * wrong-version file is refused with a message naming the section. */
+isn_index *isn_index_open(const char *dir, char *err, size_t err_len);
+void isn_index_close(isn_index *index);
+
+typedef struct {
+    uint32_t version;
+    uint32_t num_docs;
+    uint32_t num_terms;
+    uint32_t num_fields;
+    char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
+    uint64_t num_postings;
+    uint64_t num_blocks;
+    uint64_t total_doc_len; /* sum of document lengths, all fields */
+    float avg_doc_len;
+    float avg_field_len[ISN_MAX_FIELDS];
+    isn_analyzer_config analyzer;
+    isn_bm25_params bm25; /* the parameters the block maxima were computed with */
+    bool has_positions;
+    bool has_static_scores;
+    uint64_t file_bytes;
+    uint32_t num_sections;
+    struct {
+        char name[16];
+        uint64_t bytes;
+    } sections[16];
+} isn_index_info;
+
+const isn_index_info *isn_index_get_info(const isn_index *index);
+
+/* Structural checks beyond checksums: doc ids strictly increasing within lists, block last ids and
+ * offsets consistent, block maxima equal to the real maxima, lengths consistent. 0 or -1 with err. */
+int isn_index_verify(const isn_index *index, char *err, size_t err_len);
+
+/* Lexicon lookup of an analyzed term. */
+bool isn_index_find_term(const isn_index *index, const char *term, size_t len, uint32_t *term_id);
+/* Copies the text of a term id into buf (NUL-terminated, cut to buf_len); returns its full length. */
+size_t isn_index_term_text(const isn_index *index, uint32_t term_id, char *buf, size_t buf_len);
+
+typedef struct {
+    uint32_t df;
+    uint32_t num_blocks;
+    uint64_t cf;          /* collection frequency */
+    uint64_t first_block; /* index into the block metadata array */
+    float max_tf_part;    /* maximum of isn_bm25_tf_part over the list */
+} isn_term_stats;
+
+void isn_index_term_stats(const isn_index *index, uint32_t term_id, isn_term_stats *stats);
+
+/* External id of a document (not NUL-terminated). */
+const char *isn_index_doc_id(const isn_index *index, uint32_t doc, size_t *len);
+uint32_t isn_index_doc_len(const isn_index *index, uint32_t doc);       /* all fields */
+uint32_t isn_index_field_len(const isn_index *index, uint32_t doc, uint32_t field);
+float isn_index_static_score(const isn_index *index, uint32_t doc);
+/* Per-document isn_bm25_doc_norm for the index's parameters, precomputed at open. */
+const float *isn_index_doc_norms(const isn_index *index);
+
+/* A fresh analyzer configured exactly as the index's (caller frees). */
+isn_analyzer *isn_index_new_analyzer(const isn_index *index);
+
+/* ------------------------------------------------------------------ cursors */
+
+typedef struct {
+    uint32_t last_doc;  /* last doc id of the block */
+    float max_tf_part;  /* block maximum of isn_bm25_tf_part */
+    uint64_t offset;    /* byte offset of the block in the postings section */
+} isn_block_meta;
+
+/* A cursor over one posting list. Decodes one block at a time into its own buffers; term frequencies
+ * are decoded only when asked for. Lives in caller memory (per-query arenas); no allocation. */
+typedef struct {
+    const uint8_t *payload;      /* postings section */
+    const isn_block_meta *blocks; /* this list's block metadata */
+    uint32_t num_blocks;
+    uint32_t df;
+    uint32_t block;       /* current block (num_blocks when exhausted) */
+    uint32_t pos;         /* index of the current posting within the decoded block */
+    uint32_t count;       /* postings in the decoded block */
+    uint32_t decoded_block; /* which block docs[] holds; UINT32_MAX for none */
+    uint32_t doc;         /* current doc id, ISN_DOC_END when exhausted */
+    bool freqs_ready;
+    const uint8_t *freq_bytes; /* where the current block's frequencies start */
+    uint32_t shallow_block;    /* block found by isn_cursor_shallow_next_geq */
+    uint32_t docs[ISN_BLOCK_SIZE];
+    uint32_t freqs[ISN_BLOCK_SIZE];
+} isn_cursor;
+
+/* Positions the cursor on the first posting of the term's list. */
+void isn_cursor_open(isn_cursor *cursor, const isn_index *index, uint32_t term_id);
+/* Advances to the next posting; returns its doc id or ISN_DOC_END. */
+uint32_t isn_cursor_next(isn_cursor *cursor);
+/* Advances to the first posting with doc >= target (never backwards); skips blocks by metadata. */
+uint32_t isn_cursor_next_geq(isn_cursor *cursor, uint32_t target);
+/* Term frequency of the current posting. */
+uint32_t isn_cursor_freq(isn_cursor *cursor);
+
+/* Block-max support: moves only the metadata pointer to the block that may hold `target`, decoding
+ * nothing. Returns that block's last doc id (ISN_DOC_END past the end of the list). */
+uint32_t isn_cursor_shallow_next_geq(isn_cursor *cursor, uint32_t target);
+/* max_tf_part of the block found by the last shallow move (0 past the end). */
+float isn_cursor_shallow_max(const isn_cursor *cursor);
+
+/* Positions (token offsets within the field) of `term_id` in `doc` for one field, ascending.
+ * Writes at most `cap` and returns how many there are (0 when the doc lacks the term or the index
+ * has no positions). Reads the positions section only; L1 never calls it. */
+uint32_t isn_index_positions(const isn_index *index, uint32_t term_id, uint32_t doc, uint32_t field,
+                             uint32_t *out, uint32_t cap);
+
+#endif

@@ -1,0 +1,8 @@
+# Every tools/isn-*.c is one program, linked with every library.
+TOOL_SRCS := $(wildcard tools/isn-*.c)
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%)
+PROGRAMS  += $(TOOL_BINS)
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
