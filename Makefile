@@ -5,7 +5,9 @@
 #   make bench      run the benchmarks; JSON results land in build/bench/
 #   make CUDA=0     force a CPU-only build even when nvcc is present
 
-CC      ?= gcc
+ifeq ($(origin CC),default)
+CC = gcc
+endif
 NVCC    ?= nvcc
 BUILD   ?= build
 CUDA    ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -44,6 +46,10 @@ $(DEPS_STAMP): tools/setup-deps.sh
 include index/module.mk
 include ranking/module.mk
 include gpu/module.mk
+-include proto/module.mk
+-include conf/module.mk
+-include scheduler/module.mk
+-include daemon/module.mk
 include tools/module.mk
 include tests/module.mk
 include bench/module.mk
@@ -71,5 +77,6 @@ asan-test:
 clean:
 	rm -rf build build-asan
 
+.SECONDARY:
 .PHONY: all programs test asan-test bench clean
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,163 @@
+/* In-memory inversion: documents in, per-term posting lists (and positions) out. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index/builder.h"
+#include "index/format.h"
+
+void isn_build_options_default(isn_build_options *o) {
+    memset(o, 0, sizeof *o);
+    o->format = ISN_FORMAT_JSONL;
+    o->num_fields = 2;
+    strcpy(o->fields[0], "title");
+    strcpy(o->fields[1], "body");
+    strcpy(o->id_field, "id");
+    isn_analyzer_config_default(&o->analyzer);
+    o->bm25.k1 = ISN_BM25_DEFAULT_K1;
+    o->bm25.b = ISN_BM25_DEFAULT_B;
+    o->positions = true;
+    o->order = ISN_ORDER_INPUT;
+    o->partitions = 1;
+    o->split = ISN_SPLIT_HASH;
+}
+
+isn_builder *isn_builder_new(const isn_build_options *options) {
+    if (options->num_fields == 0 || options->num_fields > ISN_MAX_FIELDS) return NULL;
+    isn_builder *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->options = *options;
+    if (b->options.analyzer.max_token_bytes == 0 || b->options.analyzer.max_token_bytes > ISN_MAX_TERM_BYTES)
+        b->options.analyzer.max_token_bytes = ISN_MAX_TERM_BYTES;
+    b->analyzer = isn_analyzer_new(&b->options.analyzer);
+    if (!b->analyzer || isn_strtab_init(&b->terms, 1 << 16) != 0 || isn_strtab_init(&b->ids, 1 << 16) != 0) {
+        isn_builder_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void isn_builder_free(isn_builder *b) {
+    if (!b) return;
+    for (uint32_t i = 0; i < b->terms.count; i++) {
+        free(b->lists[i].postings);
+        free(b->lists[i].positions);
+    }
+    free(b->lists);
+    isn_strtab_free(&b->terms);
+    isn_strtab_free(&b->ids);
+    free(b->field_lens);
+    free(b->static_scores);
+    if (b->analyzer) isn_analyzer_free(b->analyzer);
+    free(b);
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    uint32_t c = *cap ? *cap : 4;
+    while (c < need) c = c > UINT32_MAX / 2 ? UINT32_MAX : c * 2;
+    void *n = realloc(*p, (size_t)c * elem);
+    if (!n) return -1;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+static void add_term(void *ctx, const char *term, size_t len, uint32_t position) {
+    isn_builder *b = ctx;
+    bool added;
+    uint32_t t = isn_strtab_intern(&b->terms, term, len, &added);
+    if (t == UINT32_MAX) {
+        b->oom = 1;
+        return;
+    }
+    if (added) {
+        if (grow((void **)&b->lists, &b->lists_cap, t + 1, sizeof *b->lists) != 0) {
+            b->oom = 1;
+            return;
+        }
+        memset(&b->lists[t], 0, sizeof b->lists[t]);
+    }
+    isn_build_list *l = &b->lists[t];
+    if (l->last_doc != b->cur_doc + 1) {
+        if (grow((void **)&l->postings, &l->postings_cap, 2 * (l->num_postings + 1), sizeof *l->postings) != 0) {
+            b->oom = 1;
+            return;
+        }
+        l->postings[2 * l->num_postings] = b->cur_doc;
+        l->postings[2 * l->num_postings + 1] = 0;
+        l->num_postings++;
+        l->last_doc = b->cur_doc + 1;
+    }
+    l->postings[2 * l->num_postings - 1]++;
+    if (b->options.positions) {
+        if (grow((void **)&l->positions, &l->positions_cap, l->num_positions + 1, sizeof *l->positions) != 0) {
+            b->oom = 1;
+            return;
+        }
+        uint32_t pos = position > ISN_BUILD_POS_MAX ? ISN_BUILD_POS_MAX : position;
+        l->positions[l->num_positions++] = b->cur_field << ISN_BUILD_POS_BITS | pos;
+    }
+    b->cur_field_len++;
+    b->tokens++;
+}
+
+static bool blank(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!isspace((unsigned char)s[i])) return false;
+    return true;
+}
+
+int isn_builder_add(isn_builder *b, const char *external_id, const char *const *fields, const size_t *field_lens,
+                    float static_score, char *err, size_t err_len) {
+    size_t id_len = external_id ? strlen(external_id) : 0;
+    if (id_len == 0) {
+        snprintf(err, err_len, "missing or empty id");
+        return -1;
+    }
+    bool has_text = false;
+    for (uint32_t f = 0; f < b->options.num_fields; f++)
+        if (fields[f] && !blank(fields[f], field_lens[f])) has_text = true;
+    if (!has_text) {
+        snprintf(err, err_len, "empty text in every indexed field");
+        return -1;
+    }
+    if (isn_strtab_find(&b->ids, external_id, id_len) != UINT32_MAX) {
+        snprintf(err, err_len, "duplicate id \"%.*s\"", (int)(id_len > 80 ? 80 : id_len), external_id);
+        return -1;
+    }
+    if (b->num_docs == UINT32_MAX - 1) {
+        snprintf(err, err_len, "too many documents for one partition (max %u)", UINT32_MAX - 1);
+        return -1;
+    }
+    uint32_t nf = b->options.num_fields;
+    if (b->num_docs == b->docs_cap) {
+        uint32_t cap = b->docs_cap ? b->docs_cap * 2 : 1024;
+        uint32_t *lens = realloc(b->field_lens, (size_t)cap * nf * sizeof *lens);
+        if (!lens) goto oom;
+        b->field_lens = lens;
+        float *scores = realloc(b->static_scores, (size_t)cap * sizeof *scores);
+        if (!scores) goto oom;
+        b->static_scores = scores;
+        b->docs_cap = cap;
+    }
+
+    bool added;
+    if (isn_strtab_intern(&b->ids, external_id, id_len, &added) == UINT32_MAX) goto oom;
+    b->cur_doc = b->num_docs;
+    for (uint32_t f = 0; f < nf; f++) {
+        b->cur_field = f;
+        b->cur_field_len = 0;
+        if (fields[f] && field_lens[f]) isn_analyze(b->analyzer, fields[f], field_lens[f], add_term, b);
+        b->field_lens[(size_t)b->cur_doc * nf + f] = b->cur_field_len;
+    }
+    if (b->oom) goto oom;
+    b->static_scores[b->cur_doc] = static_score;
+    b->num_docs++;
+    return 0;
+oom:
+    snprintf(err, err_len, "out of memory while indexing document %u", b->num_docs);
+    b->oom = 1;
+    return -1;
+}

@@ -1,0 +1,38 @@
+/* Builder state shared by builder.c (inversion) and builder_write.c (the file). Private to index/. */
+#ifndef ISN_INDEX_BUILDER_H
+#define ISN_INDEX_BUILDER_H
+
+#include "index/index.h"
+#include "index/strtab.h"
+
+/* Positions are kept as (field << 28 | position) while building. */
+#define ISN_BUILD_POS_BITS 28
+#define ISN_BUILD_POS_MAX ((1u << ISN_BUILD_POS_BITS) - 1)
+
+typedef struct {
+    uint32_t *postings; /* (doc, tf) pairs in input doc order */
+    uint32_t *positions; /* tf entries per posting, in posting order */
+    uint32_t num_postings, postings_cap;
+    uint32_t num_positions, positions_cap;
+    uint32_t last_doc; /* doc of the last posting + 1; 0 = none yet */
+} isn_build_list;
+
+struct isn_builder {
+    isn_build_options options;
+    isn_analyzer *analyzer;
+    isn_strtab terms;
+    isn_build_list *lists; /* one per term id of `terms` */
+    uint32_t lists_cap;
+    isn_strtab ids; /* external ids; id order = input doc order */
+    uint32_t *field_lens; /* [doc][num_fields] */
+    float *static_scores;
+    uint32_t num_docs, docs_cap;
+    uint64_t tokens;
+    /* current document while analyzing */
+    uint32_t cur_doc;
+    uint32_t cur_field;
+    uint32_t cur_field_len;
+    int oom;
+};
+
+#endif

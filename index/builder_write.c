@@ -1,0 +1,404 @@
+/* Writes the builder's inverted lists as one index file (format.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "index/builder.h"
+#include "index/format.h"
+
+typedef struct {
+    uint8_t *data;
+    uint64_t len, cap;
+} out_buf;
+
+static int buf_reserve(out_buf *b, uint64_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    uint64_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d) return -1;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(out_buf *b, const void *p, uint64_t n) {
+    if (buf_reserve(b, n) != 0) return -1;
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+/* Builder-wide state of one write. */
+typedef struct {
+    const isn_builder *b;
+    uint32_t *new_of_old;
+    const float *norms; /* by new doc id */
+    float k1_plus_1;
+    out_buf postings, block_meta, pos_blocks, positions, terms, lex_index, lex_data;
+    /* per-list scratch */
+    uint32_t *sorted; /* (new doc, tf, position start) triples */
+    uint32_t sorted_cap;
+} writer;
+
+static const isn_builder *sort_ctx_builder;
+
+static int cmp_term_text(const void *a, const void *b) {
+    size_t la, lb;
+    const char *sa = isn_strtab_get(&sort_ctx_builder->terms, *(const uint32_t *)a, &la);
+    const char *sb = isn_strtab_get(&sort_ctx_builder->terms, *(const uint32_t *)b, &lb);
+    int c = memcmp(sa, sb, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+static int cmp_doc_by_static(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    float sx = sort_ctx_builder->static_scores[x], sy = sort_ctx_builder->static_scores[y];
+    if (sx != sy) return sx > sy ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int cmp_doc_by_id(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    size_t lx, ly;
+    const char *ix = isn_strtab_get(&sort_ctx_builder->ids, x, &lx);
+    const char *iy = isn_strtab_get(&sort_ctx_builder->ids, y, &ly);
+    int c = memcmp(ix, iy, lx < ly ? lx : ly);
+    return c ? c : (lx > ly) - (lx < ly);
+}
+
+static int cmp_triple(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Encodes one term's list: blocks into postings, metadata, positions. */
+static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry) {
+    uint32_t n = l->num_postings;
+    if (w->sorted_cap < 3 * n) {
+        uint32_t *s = realloc(w->sorted, (size_t)3 * n * sizeof *s);
+        if (!s) return -1;
+        w->sorted = s;
+        w->sorted_cap = 3 * n;
+    }
+    uint32_t pos_start = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        w->sorted[3 * i] = w->new_of_old ? w->new_of_old[l->postings[2 * i]] : l->postings[2 * i];
+        w->sorted[3 * i + 1] = l->postings[2 * i + 1];
+        w->sorted[3 * i + 2] = pos_start;
+        pos_start += l->postings[2 * i + 1];
+    }
+    if (w->new_of_old) qsort(w->sorted, n, 3 * sizeof(uint32_t), cmp_triple);
+
+    uint32_t nf = w->b->options.num_fields;
+    bool positions = w->b->options.positions;
+    entry->df = n;
+    entry->num_blocks = (n + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE;
+    entry->first_block = w->block_meta.len / sizeof(isn_block_meta);
+    entry->cf = 0;
+    entry->max_tf_part = 0.0f;
+    entry->reserved = 0;
+
+    uint32_t values[ISN_BLOCK_SIZE];
+    uint8_t enc[ISN_CODEC_MAX_BLOCK_BYTES];
+    uint32_t prev_last = UINT32_MAX; /* so that the first gap is doc - 0 */
+    for (uint32_t start = 0; start < n; start += ISN_BLOCK_SIZE) {
+        uint32_t count = n - start < ISN_BLOCK_SIZE ? n - start : ISN_BLOCK_SIZE;
+        isn_block_meta meta = {.offset = w->postings.len};
+        uint32_t prev = prev_last;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t doc = w->sorted[3 * (start + i)];
+            values[i] = doc - prev - 1;
+            prev = doc;
+        }
+        if (buf_put(&w->postings, enc, isn_codec_encode(values, count, enc)) != 0) return -1;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t doc = w->sorted[3 * (start + i)], tf = w->sorted[3 * (start + i) + 1];
+            values[i] = tf - 1;
+            entry->cf += tf;
+            float part = isn_bm25_tf_part(w->k1_plus_1, tf, w->norms[doc]);
+            if (part > meta.max_tf_part) meta.max_tf_part = part;
+        }
+        if (buf_put(&w->postings, enc, isn_codec_encode(values, count, enc)) != 0) return -1;
+        meta.last_doc = prev;
+        prev_last = prev;
+        if (meta.max_tf_part > entry->max_tf_part) entry->max_tf_part = meta.max_tf_part;
+        if (buf_put(&w->block_meta, &meta, sizeof meta) != 0) return -1;
+
+        if (!positions) continue;
+        uint64_t pos_off = w->positions.len;
+        if (buf_put(&w->pos_blocks, &pos_off, sizeof pos_off) != 0) return -1;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t tf = w->sorted[3 * (start + i) + 1];
+            const uint32_t *p = l->positions + w->sorted[3 * (start + i) + 2];
+            if (buf_reserve(&w->positions, (uint64_t)nf * 5 + (uint64_t)tf * 5) != 0) return -1;
+            uint8_t *o = w->positions.data + w->positions.len;
+            uint32_t k = 0;
+            for (uint32_t f = 0; f < nf; f++) {
+                uint32_t c = 0;
+                while (k + c < tf && p[k + c] >> ISN_BUILD_POS_BITS == f) c++;
+                o = isn_varint_put(o, c);
+                uint32_t last = 0;
+                for (uint32_t j = 0; j < c; j++) {
+                    uint32_t pos = p[k + j] & ISN_BUILD_POS_MAX;
+                    o = isn_varint_put(o, j == 0 ? pos : pos - last);
+                    last = pos;
+                }
+                k += c;
+            }
+            w->positions.len = (uint64_t)(o - w->positions.data);
+        }
+    }
+    return 0;
+}
+
+static int add_lexicon_term(writer *w, uint32_t rank, const char *s, size_t len, const char *prev, size_t prev_len) {
+    uint8_t head[2];
+    if (rank % ISN_LEXICON_BLOCK == 0) {
+        uint64_t off = w->lex_data.len;
+        if (buf_put(&w->lex_index, &off, sizeof off) != 0) return -1;
+        head[0] = (uint8_t)len;
+        return buf_put(&w->lex_data, head, 1) || buf_put(&w->lex_data, s, len);
+    }
+    size_t shared = 0;
+    while (shared < len && shared < prev_len && s[shared] == prev[shared]) shared++;
+    head[0] = (uint8_t)shared;
+    head[1] = (uint8_t)(len - shared);
+    return buf_put(&w->lex_data, head, 2) || buf_put(&w->lex_data, s + shared, len - shared);
+}
+
+static int write_file(const char *dir, const isn_meta *meta, const out_buf *sections, isn_build_summary *summary,
+                      char *err, size_t err_len) {
+    isn_file_header header;
+    isn_section_entry table[SEC_COUNT];
+    memset(&header, 0, sizeof header);
+    memset(table, 0, sizeof table);
+    memcpy(header.magic, ISN_MAGIC, 8);
+    header.version = ISN_FORMAT_VERSION;
+    header.num_sections = SEC_COUNT;
+    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    for (int s = 0; s < SEC_COUNT; s++) {
+        const void *data = s == SEC_META ? (const void *)meta : sections[s].data;
+        uint64_t bytes = s == SEC_META ? sizeof *meta : sections[s].len;
+        snprintf(table[s].name, sizeof table[s].name, "%s", isn_section_names[s]);
+        table[s].offset = off;
+        table[s].bytes = bytes;
+        table[s].checksum = XXH64(bytes ? data : "", bytes, 0);
+        off = isn_align_up(off + bytes, ISN_SECTION_ALIGN);
+    }
+    header.file_bytes = off;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &header, sizeof header);
+    XXH64_update(st, table, sizeof table);
+    header.header_checksum = XXH64_digest(st);
+    XXH64_freeState(st);
+
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    static const uint8_t zeros[ISN_SECTION_ALIGN];
+    uint64_t at = 0;
+    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
+    at = sizeof header + sizeof table;
+    for (int s = 0; ok && s < SEC_COUNT; s++) {
+        ok = fwrite(zeros, 1, table[s].offset - at, f) == table[s].offset - at;
+        const void *data = s == SEC_META ? (const void *)meta : sections[s].data;
+        if (ok && table[s].bytes) ok = fwrite(data, 1, table[s].bytes, f) == table[s].bytes;
+        at = table[s].offset + table[s].bytes;
+    }
+    if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (summary) {
+        summary->bytes_total = header.file_bytes;
+        summary->bytes_postings = table[SEC_POSTINGS].bytes;
+        summary->bytes_block_meta = table[SEC_BLOCK_META].bytes;
+        summary->bytes_positions = table[SEC_POSITIONS].bytes + table[SEC_POS_BLOCKS].bytes;
+        summary->bytes_lexicon = table[SEC_LEX_INDEX].bytes + table[SEC_LEX_DATA].bytes + table[SEC_TERMS].bytes;
+        summary->bytes_docs = table[SEC_DOC_LENS].bytes + table[SEC_DOC_STATIC].bytes + table[SEC_DOCID_OFFS].bytes +
+                              table[SEC_DOCID_TEXT].bytes;
+    }
+    return 0;
+}
+
+static uint32_t *doc_permutation(const isn_builder *b) {
+    if (b->options.order == ISN_ORDER_INPUT) return NULL;
+    uint32_t n = b->num_docs;
+    uint32_t *old_of_new = malloc((size_t)(n ? n : 1) * sizeof *old_of_new);
+    uint32_t *new_of_old = malloc((size_t)(n ? n : 1) * sizeof *new_of_old);
+    if (!old_of_new || !new_of_old) {
+        free(old_of_new);
+        free(new_of_old);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) old_of_new[i] = i;
+    sort_ctx_builder = b;
+    qsort(old_of_new, n, sizeof *old_of_new, b->options.order == ISN_ORDER_STATIC ? cmp_doc_by_static : cmp_doc_by_id);
+    for (uint32_t i = 0; i < n; i++) new_of_old[old_of_new[i]] = i;
+    free(old_of_new);
+    return new_of_old;
+}
+
+int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *summary, char *err, size_t err_len) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (b->oom) {
+        snprintf(err, err_len, "the builder ran out of memory earlier; nothing written");
+        return -1;
+    }
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
+        return -1;
+    }
+    uint32_t nd = b->num_docs, nf = b->options.num_fields, nt = b->terms.count;
+    writer w;
+    memset(&w, 0, sizeof w);
+    w.b = b;
+    w.k1_plus_1 = b->options.bm25.k1 + 1.0f;
+    w.new_of_old = doc_permutation(b);
+    int rc = -1;
+    if (b->options.order != ISN_ORDER_INPUT && !w.new_of_old && nd) goto oom;
+
+    isn_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.num_docs = nd;
+    meta.num_terms = nt;
+    meta.num_fields = nf;
+    meta.flags = (b->options.positions ? ISN_META_HAS_POSITIONS : 0) |
+                 (b->options.static_score_field[0] ? ISN_META_HAS_STATIC : 0);
+    meta.k1 = b->options.bm25.k1;
+    meta.b = b->options.bm25.b;
+    meta.analyzer_stem = b->options.analyzer.stem;
+    meta.analyzer_stopwords = b->options.analyzer.stopwords;
+    meta.analyzer_max_token_bytes = b->options.analyzer.max_token_bytes;
+    meta.num_lex_blocks = (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
+    for (uint32_t f = 0; f < nf; f++) memcpy(meta.fields[f], b->options.fields[f], ISN_FIELD_NAME_MAX);
+
+    out_buf sections[SEC_COUNT];
+    memset(sections, 0, sizeof sections);
+    uint32_t *lens = malloc((size_t)(nd ? nd : 1) * nf * sizeof *lens);
+    float *norms = malloc((size_t)(nd ? nd : 1) * sizeof *norms);
+    uint32_t *term_order = malloc((size_t)(nt ? nt : 1) * sizeof *term_order);
+    if (!lens || !norms || !term_order) goto oom_locals;
+    uint64_t *id_offs = malloc(((size_t)nd + 1) * sizeof *id_offs);
+    if (!id_offs) goto oom_locals;
+    uint32_t *old_of_new = malloc((size_t)(nd ? nd : 1) * sizeof *old_of_new);
+    if (!old_of_new) {
+        free(id_offs);
+        goto oom_locals;
+    }
+    for (uint32_t old = 0; old < nd; old++) old_of_new[w.new_of_old ? w.new_of_old[old] : old] = old;
+    id_offs[0] = 0;
+    for (uint32_t nw = 0; nw < nd; nw++) {
+        uint32_t old = old_of_new[nw];
+        uint32_t dl = 0;
+        for (uint32_t f = 0; f < nf; f++) {
+            uint32_t fl = b->field_lens[(size_t)old * nf + f];
+            lens[(size_t)nw * nf + f] = fl;
+            meta.total_field_len[f] += fl;
+            dl += fl;
+        }
+        meta.total_doc_len += dl;
+        size_t il;
+        const char *id = isn_strtab_get(&b->ids, old, &il);
+        if (buf_put(&sections[SEC_DOCID_TEXT], id, il) != 0) goto oom_all;
+        id_offs[nw + 1] = sections[SEC_DOCID_TEXT].len;
+        if (meta.flags & ISN_META_HAS_STATIC && buf_put(&sections[SEC_DOC_STATIC], &b->static_scores[old], sizeof(float)) != 0)
+            goto oom_all;
+    }
+    float avg = isn_avg_len(meta.total_doc_len, nd);
+    for (uint32_t nw = 0; nw < nd; nw++) {
+        uint32_t dl = 0;
+        for (uint32_t f = 0; f < nf; f++) dl += lens[(size_t)nw * nf + f];
+        norms[nw] = isn_bm25_doc_norm(&b->options.bm25, dl, avg);
+    }
+    w.norms = norms;
+
+    for (uint32_t t = 0; t < nt; t++) term_order[t] = t;
+    sort_ctx_builder = b;
+    qsort(term_order, nt, sizeof *term_order, cmp_term_text);
+    const char *prev = "";
+    size_t prev_len = 0;
+    for (uint32_t rank = 0; rank < nt; rank++) {
+        uint32_t t = term_order[rank];
+        size_t len;
+        const char *s = isn_strtab_get(&b->terms, t, &len);
+        isn_term_entry entry;
+        if (write_list(&w, &b->lists[t], &entry) != 0 || buf_put(&w.terms, &entry, sizeof entry) != 0 ||
+            add_lexicon_term(&w, rank, s, len, prev, prev_len) != 0)
+            goto oom_all;
+        meta.num_postings += entry.df;
+        prev = s;
+        prev_len = len;
+    }
+    uint64_t lex_end = w.lex_data.len;
+    if (buf_put(&w.lex_index, &lex_end, sizeof lex_end) != 0) goto oom_all;
+    static const uint8_t slack[ISN_CODEC_READ_SLACK];
+    if (buf_put(&w.postings, slack, sizeof slack) != 0) goto oom_all;
+    meta.num_blocks = w.block_meta.len / sizeof(isn_block_meta);
+
+    sections[SEC_DOC_LENS] = (out_buf){(uint8_t *)lens, (uint64_t)nd * nf * sizeof *lens, 0};
+    sections[SEC_DOCID_OFFS] = (out_buf){(uint8_t *)id_offs, ((uint64_t)nd + 1) * sizeof *id_offs, 0};
+    sections[SEC_LEX_INDEX] = w.lex_index;
+    sections[SEC_LEX_DATA] = w.lex_data;
+    sections[SEC_TERMS] = w.terms;
+    sections[SEC_BLOCK_META] = w.block_meta;
+    sections[SEC_POSTINGS] = w.postings;
+    sections[SEC_POS_BLOCKS] = w.pos_blocks;
+    sections[SEC_POSITIONS] = w.positions;
+    rc = write_file(out_dir, &meta, sections, summary, err, err_len);
+    if (summary) {
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        summary->docs = nd;
+        summary->terms = nt;
+        summary->postings = meta.num_postings;
+        summary->tokens = b->tokens;
+        summary->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    }
+    goto done;
+oom_all:
+    snprintf(err, err_len, "out of memory while writing the index");
+    rc = -1;
+done:
+    free(id_offs);
+    free(old_of_new);
+    free(sections[SEC_DOCID_TEXT].data);
+    free(sections[SEC_DOC_STATIC].data);
+    free(w.lex_index.data);
+    free(w.lex_data.data);
+    free(w.terms.data);
+    free(w.block_meta.data);
+    free(w.postings.data);
+    free(w.pos_blocks.data);
+    free(w.positions.data);
+    free(lens);
+    free(norms);
+    free(term_order);
+    free(w.sorted);
+    free(w.new_of_old);
+    return rc;
+oom_locals:
+    free(lens);
+    free(norms);
+    free(term_order);
+oom:
+    free(w.new_of_old);
+    snprintf(err, err_len, "out of memory while writing the index");
+    return -1;
+}

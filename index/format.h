@@ -1,0 +1,114 @@
+/* On-disk layout of an ISN index file (private to index/).
+ *
+ * One file, DIR/index.isn: a header, a section table, then sections each aligned to 64 bytes.
+ * Every section has an xxHash64 checksum in the table; the header checks itself. All integers are
+ * little-endian and every structure is naturally aligned, so sections are used in place after mmap. */
+#ifndef ISN_INDEX_FORMAT_H
+#define ISN_INDEX_FORMAT_H
+
+#include <stdint.h>
+
+#include "index/index.h"
+
+#define ISN_MAGIC "ISNINDEX"
+#define ISN_SECTION_ALIGN 64
+#define ISN_LEXICON_BLOCK 16 /* terms per front-coded lexicon block */
+#define ISN_MAX_TERM_BYTES 255
+
+typedef struct {
+    char magic[8];
+    uint32_t version;
+    uint32_t num_sections;
+    uint64_t file_bytes;
+    uint64_t header_checksum; /* xxh64 of header + section table, with this field zero */
+} isn_file_header;
+
+typedef struct {
+    char name[16];
+    uint64_t offset;
+    uint64_t bytes;
+    uint64_t checksum;
+} isn_section_entry;
+
+/* Section order in the table; the reader requires every one (empty ones have 0 bytes). */
+enum {
+    SEC_META = 0,
+    SEC_DOC_LENS,    /* uint32 [num_docs][num_fields] */
+    SEC_DOC_STATIC,  /* float [num_docs], or empty when the index has no static scores */
+    SEC_DOCID_OFFS,  /* uint64 [num_docs + 1] into SEC_DOCID_TEXT */
+    SEC_DOCID_TEXT,  /* external ids, concatenated */
+    SEC_LEX_INDEX,   /* uint64 [num_lex_blocks + 1] into SEC_LEX_DATA */
+    SEC_LEX_DATA,    /* front-coded term blocks */
+    SEC_TERMS,       /* isn_term_entry [num_terms], in lexicon order */
+    SEC_BLOCK_META,  /* isn_block_meta [num_blocks] */
+    SEC_POSTINGS,    /* per block: codec(doc gaps - 1) then codec(tf - 1); padded for decode slack */
+    SEC_POS_BLOCKS,  /* uint64 [num_blocks] into SEC_POSITIONS, or empty without positions */
+    SEC_POSITIONS,   /* per posting, per field: varint count, varint position gaps */
+    SEC_COUNT
+};
+
+extern const char *const isn_section_names[SEC_COUNT];
+
+#define ISN_META_HAS_POSITIONS 1u
+#define ISN_META_HAS_STATIC 2u
+
+typedef struct {
+    uint32_t num_docs;
+    uint32_t num_terms;
+    uint32_t num_fields;
+    uint32_t flags;
+    uint64_t num_postings;
+    uint64_t num_blocks;
+    uint64_t total_doc_len;
+    uint64_t total_field_len[ISN_MAX_FIELDS];
+    float k1;
+    float b;
+    uint32_t analyzer_stem;
+    uint32_t analyzer_stopwords;
+    uint32_t analyzer_max_token_bytes;
+    uint32_t num_lex_blocks;
+    char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
+} isn_meta;
+
+typedef struct {
+    uint32_t df;
+    uint32_t num_blocks;
+    uint64_t cf;
+    uint64_t first_block;
+    float max_tf_part;
+    uint32_t reserved;
+} isn_term_entry;
+
+/* Lexicon block: first term as (len u8, bytes); each following term as (shared prefix u8, suffix
+ * len u8, suffix bytes). */
+
+/* Average length as both builder and reader compute it, so block maxima match query-time scores. */
+static inline float isn_avg_len(uint64_t total, uint32_t n) { return n ? (float)((double)total / n) : 0.0f; }
+
+static inline uint64_t isn_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* Little-endian base-128 varints, used for positions only (L1 never reads them). */
+static inline uint8_t *isn_varint_put(uint8_t *p, uint32_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Returns NULL when the varint runs past end or is longer than 5 bytes. */
+static inline const uint8_t *isn_varint_get(const uint8_t *p, const uint8_t *end, uint32_t *v) {
+    uint32_t x = 0;
+    for (int shift = 0; shift < 35 && p < end; shift += 7) {
+        uint8_t byte = *p++;
+        x |= (uint32_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *v = x;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,320 @@
+/* Opens an index file: maps it, validates every section, exposes documents and the lexicon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "index/reader.h"
+
+const char *const isn_section_names[SEC_COUNT] = {
+    "meta", "doc_lens", "doc_static", "docid_offs", "docid_text", "lex_index",
+    "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions",
+};
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int check_size(const isn_section_entry *table, int s, uint64_t expected, char *err, size_t err_len) {
+    if (table[s].bytes != expected)
+        return fail(err, err_len, "section '%s' has %llu bytes, expected %llu", isn_section_names[s],
+                    (unsigned long long)table[s].bytes, (unsigned long long)expected);
+    return 0;
+}
+
+static int check_sections(isn_index *ix, const isn_section_entry *table, char *err, size_t err_len) {
+    const isn_meta *m = ix->meta;
+    uint64_t nd = m->num_docs, nf = m->num_fields, nt = m->num_terms, nb = m->num_blocks;
+    if (nf == 0 || nf > ISN_MAX_FIELDS) return fail(err, err_len, "section 'meta': %u fields (1..%d allowed)", m->num_fields, ISN_MAX_FIELDS);
+    for (uint64_t f = 0; f < nf; f++)
+        if (memchr(m->fields[f], 0, ISN_FIELD_NAME_MAX) == NULL) return fail(err, err_len, "section 'meta': field name %llu is not terminated", (unsigned long long)f);
+    if (m->num_lex_blocks != (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK)
+        return fail(err, err_len, "section 'meta': %u lexicon blocks for %u terms", m->num_lex_blocks, m->num_terms);
+    if (m->analyzer_max_token_bytes == 0 || m->analyzer_max_token_bytes > ISN_MAX_TERM_BYTES)
+        return fail(err, err_len, "section 'meta': analyzer max token bytes %u out of range", m->analyzer_max_token_bytes);
+    if (!(m->k1 >= 0.0f && m->k1 < 1000.0f && m->b >= 0.0f && m->b <= 1.0f))
+        return fail(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
+    if (check_size(table, SEC_DOC_LENS, nd * nf * 4, err, err_len) ||
+        check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
+        check_size(table, SEC_DOCID_OFFS, (nd + 1) * 8, err, err_len) ||
+        check_size(table, SEC_LEX_INDEX, ((uint64_t)m->num_lex_blocks + 1) * 8, err, err_len) ||
+        check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
+        check_size(table, SEC_BLOCK_META, nb * sizeof(isn_block_meta), err, err_len) ||
+        check_size(table, SEC_POS_BLOCKS, (m->flags & ISN_META_HAS_POSITIONS) ? nb * 8 : 0, err, err_len))
+        return -1;
+    if (table[SEC_POSTINGS].bytes < ISN_CODEC_READ_SLACK)
+        return fail(err, err_len, "section 'postings' is shorter than its padding");
+
+    for (uint64_t d = 0; d < nd; d++)
+        if (ix->docid_offs[d] > ix->docid_offs[d + 1])
+            return fail(err, err_len, "section 'docid_offs': offsets decrease at document %llu", (unsigned long long)d);
+    if (ix->docid_offs[0] != 0 || ix->docid_offs[nd] != table[SEC_DOCID_TEXT].bytes)
+        return fail(err, err_len, "section 'docid_offs' does not cover section 'docid_text'");
+    for (uint64_t i = 0; i <= m->num_lex_blocks; i++)
+        if (ix->lex_index[i] > table[SEC_LEX_DATA].bytes || (i && ix->lex_index[i] < ix->lex_index[i - 1]))
+            return fail(err, err_len, "section 'lex_index': block %llu offset out of order or range", (unsigned long long)i);
+    if (ix->lex_index[m->num_lex_blocks] != table[SEC_LEX_DATA].bytes)
+        return fail(err, err_len, "section 'lex_index' does not cover section 'lex_data'");
+
+    uint64_t postings = 0, next_block = 0;
+    uint64_t payload_end = table[SEC_POSTINGS].bytes - ISN_CODEC_READ_SLACK;
+    for (uint64_t t = 0; t < nt; t++) {
+        const isn_term_entry *e = &ix->terms[t];
+        if (e->df == 0 || e->df > nd || e->num_blocks != (e->df + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE ||
+            e->first_block != next_block || e->first_block + e->num_blocks > nb)
+            return fail(err, err_len, "section 'terms': term %llu has inconsistent df/block counts", (unsigned long long)t);
+        next_block += e->num_blocks;
+        postings += e->df;
+        uint32_t prev_last = 0;
+        for (uint32_t k = 0; k < e->num_blocks; k++) {
+            const isn_block_meta *bm = &ix->blocks[e->first_block + k];
+            if (bm->last_doc >= nd || (k && bm->last_doc <= prev_last) || bm->offset >= payload_end ||
+                (e->first_block + k && bm->offset <= ix->blocks[e->first_block + k - 1].offset))
+                return fail(err, err_len, "section 'block_meta': block %llu of term %llu is out of order or range",
+                            (unsigned long long)k, (unsigned long long)t);
+            if (ix->pos_blocks && ix->pos_blocks[e->first_block + k] > table[SEC_POSITIONS].bytes)
+                return fail(err, err_len, "section 'pos_blocks': block %llu points past the positions", (unsigned long long)(e->first_block + k));
+            prev_last = bm->last_doc;
+        }
+    }
+    if (next_block != nb || postings != m->num_postings)
+        return fail(err, err_len, "section 'terms' does not account for all %llu blocks / %llu postings",
+                    (unsigned long long)nb, (unsigned long long)m->num_postings);
+    return 0;
+}
+
+static void fill_info(isn_index *ix, const isn_section_entry *table) {
+    const isn_meta *m = ix->meta;
+    isn_index_info *in = &ix->info;
+    in->version = ISN_FORMAT_VERSION;
+    in->num_docs = m->num_docs;
+    in->num_terms = m->num_terms;
+    in->num_fields = m->num_fields;
+    memcpy(in->fields, m->fields, sizeof in->fields);
+    in->num_postings = m->num_postings;
+    in->num_blocks = m->num_blocks;
+    in->total_doc_len = m->total_doc_len;
+    in->avg_doc_len = isn_avg_len(m->total_doc_len, m->num_docs);
+    for (uint32_t f = 0; f < m->num_fields; f++) in->avg_field_len[f] = isn_avg_len(m->total_field_len[f], m->num_docs);
+    in->analyzer.stem = m->analyzer_stem != 0;
+    in->analyzer.stopwords = m->analyzer_stopwords != 0;
+    in->analyzer.max_token_bytes = m->analyzer_max_token_bytes;
+    in->bm25.k1 = m->k1;
+    in->bm25.b = m->b;
+    in->has_positions = (m->flags & ISN_META_HAS_POSITIONS) != 0;
+    in->has_static_scores = (m->flags & ISN_META_HAS_STATIC) != 0;
+    in->file_bytes = ix->map_bytes;
+    in->num_sections = SEC_COUNT;
+    for (int s = 0; s < SEC_COUNT; s++) {
+        snprintf(in->sections[s].name, sizeof in->sections[s].name, "%s", isn_section_names[s]);
+        in->sections[s].bytes = table[s].bytes;
+    }
+}
+
+static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+    }
+    size_t head = sizeof(isn_file_header) + SEC_COUNT * sizeof(isn_section_entry);
+    if ((uint64_t)st.st_size < head) {
+        close(fd);
+        return fail(err, err_len, "%s: section 'header' is truncated (%lld bytes)", path, (long long)st.st_size);
+    }
+    ix->map_bytes = (size_t)st.st_size;
+    ix->map = mmap(NULL, ix->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (ix->map == MAP_FAILED) {
+        ix->map = NULL;
+        return fail(err, err_len, "cannot map %s: %s", path, strerror(errno));
+    }
+    madvise(ix->map, ix->map_bytes, MADV_WILLNEED);
+
+    isn_file_header h;
+    memcpy(&h, ix->map, sizeof h);
+    if (memcmp(h.magic, ISN_MAGIC, 8) != 0) return fail(err, err_len, "%s: section 'header': not an ISN index (bad magic)", path);
+    if (h.version != ISN_FORMAT_VERSION)
+        return fail(err, err_len, "%s: section 'header': format version %u, this build reads version %u", path, h.version, ISN_FORMAT_VERSION);
+    if (h.num_sections != SEC_COUNT)
+        return fail(err, err_len, "%s: section 'header': %u sections, expected %d", path, h.num_sections, SEC_COUNT);
+    uint64_t stored = h.header_checksum;
+    h.header_checksum = 0;
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0);
+    XXH64_update(xs, &h, sizeof h);
+    XXH64_update(xs, ix->map + sizeof h, SEC_COUNT * sizeof(isn_section_entry));
+    uint64_t sum = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    if (sum != stored) return fail(err, err_len, "%s: section 'header' is corrupt (checksum mismatch)", path);
+    if (h.file_bytes != (uint64_t)st.st_size)
+        return fail(err, err_len, "%s: file is truncated or padded: %lld bytes, header says %llu", path,
+                    (long long)st.st_size, (unsigned long long)h.file_bytes);
+
+    const isn_section_entry *table = (const isn_section_entry *)(ix->map + sizeof h);
+    const void *sec[SEC_COUNT];
+    for (int s = 0; s < SEC_COUNT; s++) {
+        const isn_section_entry *e = &table[s];
+        if (strncmp(e->name, isn_section_names[s], sizeof e->name) != 0)
+            return fail(err, err_len, "%s: section %d is named '%.16s', expected '%s'", path, s, e->name, isn_section_names[s]);
+        if (e->offset % ISN_SECTION_ALIGN || e->offset < head || e->offset > h.file_bytes || e->bytes > h.file_bytes - e->offset)
+            return fail(err, err_len, "%s: section '%s' lies outside the file", path, isn_section_names[s]);
+        sec[s] = ix->map + e->offset;
+        if (XXH64(sec[s], e->bytes, 0) != e->checksum)
+            return fail(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[s]);
+    }
+    if (table[SEC_META].bytes != sizeof(isn_meta))
+        return fail(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
+    ix->meta = sec[SEC_META];
+    ix->doc_lens = sec[SEC_DOC_LENS];
+    ix->static_scores = table[SEC_DOC_STATIC].bytes ? sec[SEC_DOC_STATIC] : NULL;
+    ix->docid_offs = sec[SEC_DOCID_OFFS];
+    ix->docid_text = sec[SEC_DOCID_TEXT];
+    ix->lex_index = sec[SEC_LEX_INDEX];
+    ix->lex_data = sec[SEC_LEX_DATA];
+    ix->terms = sec[SEC_TERMS];
+    ix->blocks = sec[SEC_BLOCK_META];
+    ix->postings = sec[SEC_POSTINGS];
+    ix->postings_bytes = table[SEC_POSTINGS].bytes;
+    ix->pos_blocks = table[SEC_POS_BLOCKS].bytes ? sec[SEC_POS_BLOCKS] : NULL;
+    ix->positions = sec[SEC_POSITIONS];
+    ix->positions_bytes = table[SEC_POSITIONS].bytes;
+    char inner[ISN_ERR_LEN];
+    if (check_sections(ix, table, inner, sizeof inner) != 0) return fail(err, err_len, "%s: %s", path, inner);
+    fill_info(ix, table);
+    return 0;
+}
+
+isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
+    isn_index *ix = calloc(1, sizeof *ix);
+    if (!ix) {
+        fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
+    if (map_and_check(ix, path, err, err_len) != 0) {
+        isn_index_close(ix);
+        return NULL;
+    }
+    uint32_t nd = ix->meta->num_docs;
+    ix->norms = malloc((size_t)(nd ? nd : 1) * sizeof *ix->norms);
+    if (!ix->norms) {
+        fail(err, err_len, "out of memory for %u document norms", nd);
+        isn_index_close(ix);
+        return NULL;
+    }
+    for (uint32_t d = 0; d < nd; d++) ix->norms[d] = isn_bm25_doc_norm(&ix->info.bm25, isn_index_doc_len(ix, d), ix->info.avg_doc_len);
+    return ix;
+}
+
+void isn_index_close(isn_index *ix) {
+    if (!ix) return;
+    if (ix->map) munmap(ix->map, ix->map_bytes);
+    free(ix->norms);
+    free(ix);
+}
+
+const isn_index_info *isn_index_get_info(const isn_index *ix) { return &ix->info; }
+
+const char *isn_index_doc_id(const isn_index *ix, uint32_t doc, size_t *len) {
+    *len = (size_t)(ix->docid_offs[doc + 1] - ix->docid_offs[doc]);
+    return ix->docid_text + ix->docid_offs[doc];
+}
+
+uint32_t isn_index_doc_len(const isn_index *ix, uint32_t doc) {
+    uint32_t nf = ix->meta->num_fields, sum = 0;
+    for (uint32_t f = 0; f < nf; f++) sum += ix->doc_lens[(size_t)doc * nf + f];
+    return sum;
+}
+
+uint32_t isn_index_field_len(const isn_index *ix, uint32_t doc, uint32_t field) {
+    return ix->doc_lens[(size_t)doc * ix->meta->num_fields + field];
+}
+
+float isn_index_static_score(const isn_index *ix, uint32_t doc) { return ix->static_scores ? ix->static_scores[doc] : 0.0f; }
+
+const float *isn_index_doc_norms(const isn_index *ix) { return ix->norms; }
+
+isn_analyzer *isn_index_new_analyzer(const isn_index *ix) { return isn_analyzer_new(&ix->info.analyzer); }
+
+void isn_index_term_stats(const isn_index *ix, uint32_t term_id, isn_term_stats *stats) {
+    const isn_term_entry *e = &ix->terms[term_id];
+    stats->df = e->df;
+    stats->num_blocks = e->num_blocks;
+    stats->cf = e->cf;
+    stats->first_block = e->first_block;
+    stats->max_tf_part = e->max_tf_part;
+}
+
+/* ------------------------------------------------------------------ lexicon */
+
+static int compare_bytes(const char *a, size_t la, const uint8_t *b, size_t lb) {
+    int c = memcmp(a, b, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+bool isn_index_find_term(const isn_index *ix, const char *term, size_t len, uint32_t *term_id) {
+    uint32_t nblocks = ix->meta->num_lex_blocks;
+    if (nblocks == 0 || len > ISN_MAX_TERM_BYTES) return false;
+    /* Last block whose first term <= term. */
+    uint32_t lo = 0, hi = nblocks;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const uint8_t *p = ix->lex_data + ix->lex_index[mid];
+        if (compare_bytes(term, len, p + 1, p[0]) >= 0) lo = mid;
+        else hi = mid;
+    }
+    const uint8_t *p = ix->lex_data + ix->lex_index[lo];
+    const uint8_t *end = ix->lex_data + ix->lex_index[lo + 1];
+    uint8_t cur[ISN_MAX_TERM_BYTES];
+    size_t cur_len = p[0];
+    memcpy(cur, p + 1, cur_len);
+    p += 1 + cur_len;
+    for (uint32_t i = 0;; i++) {
+        int c = compare_bytes(term, len, cur, cur_len);
+        if (c == 0) {
+            *term_id = lo * ISN_LEXICON_BLOCK + i;
+            return true;
+        }
+        if (c < 0 || p + 2 > end) return false;
+        size_t shared = p[0], suffix = p[1];
+        if (shared > cur_len || p + 2 + suffix > end || shared + suffix > ISN_MAX_TERM_BYTES) return false;
+        memcpy(cur + shared, p + 2, suffix);
+        cur_len = shared + suffix;
+        p += 2 + suffix;
+    }
+}
+
+size_t isn_index_term_text(const isn_index *ix, uint32_t term_id, char *buf, size_t buf_len) {
+    uint32_t block = term_id / ISN_LEXICON_BLOCK;
+    const uint8_t *p = ix->lex_data + ix->lex_index[block];
+    uint8_t cur[ISN_MAX_TERM_BYTES + 1];
+    size_t cur_len = p[0];
+    memcpy(cur, p + 1, cur_len);
+    p += 1 + cur_len;
+    for (uint32_t i = 0; i < term_id % ISN_LEXICON_BLOCK; i++) {
+        size_t shared = p[0], suffix = p[1];
+        memcpy(cur + shared, p + 2, suffix);
+        cur_len = shared + suffix;
+        p += 2 + suffix;
+    }
+    if (buf_len) {
+        size_t n = cur_len < buf_len - 1 ? cur_len : buf_len - 1;
+        memcpy(buf, cur, n);
+        buf[n] = 0;
+    }
+    return cur_len;
+}

@@ -1,0 +1,32 @@
+/* The opened index (private to index/): pointers into the mapped file. */
+#ifndef ISN_INDEX_READER_H
+#define ISN_INDEX_READER_H
+
+#include "index/format.h"
+
+struct isn_index {
+    uint8_t *map;
+    size_t map_bytes;
+    const isn_meta *meta;
+    const uint32_t *doc_lens;
+    const float *static_scores; /* NULL without static scores */
+    const uint64_t *docid_offs;
+    const char *docid_text;
+    const uint64_t *lex_index;
+    const uint8_t *lex_data;
+    const isn_term_entry *terms;
+    const isn_block_meta *blocks;
+    const uint8_t *postings;
+    uint64_t postings_bytes;
+    const uint64_t *pos_blocks; /* NULL without positions */
+    const uint8_t *positions;
+    uint64_t positions_bytes;
+    float *norms;
+    isn_index_info info;
+};
+
+/* Decodes the doc ids of one block into docs (absolute ids); returns where its frequencies start. */
+const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entry *term, uint32_t block, uint32_t *docs,
+                                     uint32_t *count);
+
+#endif

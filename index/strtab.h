@@ -1,0 +1,31 @@
+/* String interning table (private to index/): bytes -> dense ids 0,1,2,... in insertion order.
+ * Used by the builder for terms and external ids. */
+#ifndef ISN_INDEX_STRTAB_H
+#define ISN_INDEX_STRTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char *bytes; /* all strings, concatenated */
+    uint64_t bytes_len, bytes_cap;
+    uint64_t *offsets; /* offsets[id], offsets[count] = bytes_len */
+    uint32_t count, offsets_cap;
+    uint32_t *slots; /* open addressing: id + 1, 0 = empty */
+    uint32_t *slot_hash;
+    uint32_t num_slots;
+} isn_strtab;
+
+int isn_strtab_init(isn_strtab *table, uint32_t expected);
+void isn_strtab_free(isn_strtab *table);
+/* Returns the id of the string, adding it when absent (*added says which); UINT32_MAX on OOM. */
+uint32_t isn_strtab_intern(isn_strtab *table, const char *s, size_t len, bool *added);
+/* UINT32_MAX when absent. */
+uint32_t isn_strtab_find(const isn_strtab *table, const char *s, size_t len);
+static inline const char *isn_strtab_get(const isn_strtab *table, uint32_t id, size_t *len) {
+    *len = (size_t)(table->offsets[id + 1] - table->offsets[id]);
+    return table->bytes + table->offsets[id];
+}
+
+#endif

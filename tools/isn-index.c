@@ -1,0 +1,213 @@
+/* isn-index: build, inspect and verify ISN index partitions. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index/index.h"
+
+static void usage(FILE *out) {
+    fputs("usage:\n"
+          "  isn-index build --input FILE --out DIR [options]\n"
+          "      --format jsonl|tsv      input format (default jsonl; tsv is id<TAB>text)\n"
+          "      --fields a,b,...        JSONL keys to index, in order (default title,body)\n"
+          "      --id-field KEY          JSONL key of the external id (default id)\n"
+          "      --static-score KEY      JSONL key of a numeric document prior\n"
+          "      --no-stem               no Snowball English stemming\n"
+          "      --no-stopwords          keep English stopwords\n"
+          "      --max-token-bytes N     cut longer tokens (default 64, at most 255)\n"
+          "      --no-positions          do not store positions (smaller; no proximity features)\n"
+          "      --order input|static|id document id order (default input)\n"
+          "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
+          "      --partitions N          write N partitions DIR/part-0000... (default 1)\n"
+          "      --split hash|contiguous how records are split into partitions (default hash)\n"
+          "      --strict                a bad record is fatal instead of skipped\n"
+          "      --quiet                 no progress bar\n"
+          "  isn-index info DIR        counts, sizes, analyzer and BM25 parameters\n"
+          "  isn-index verify DIR      checksums and structural checks\n",
+          out);
+}
+
+static int parse_fields(const char *list, isn_build_options *o) {
+    o->num_fields = 0;
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= ISN_FIELD_NAME_MAX || o->num_fields == ISN_MAX_FIELDS) {
+            fprintf(stderr, "isn-index: --fields: each name 1..%d bytes, at most %d fields\n", ISN_FIELD_NAME_MAX - 1, ISN_MAX_FIELDS);
+            return -1;
+        }
+        memcpy(o->fields[o->num_fields], p, len);
+        o->fields[o->num_fields][len] = 0;
+        o->num_fields++;
+        p += len + (comma ? 1 : 0);
+    }
+    if (o->num_fields == 0) {
+        fprintf(stderr, "isn-index: --fields is empty\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int copy_name(char *dst, const char *src, const char *flag) {
+    if (strlen(src) >= ISN_FIELD_NAME_MAX) {
+        fprintf(stderr, "isn-index: %s is longer than %d bytes\n", flag, ISN_FIELD_NAME_MAX - 1);
+        return -1;
+    }
+    strcpy(dst, src);
+    return 0;
+}
+
+static int parse_float(const char *s, const char *flag, float lo, float hi, float *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end || v < lo || v > hi) {
+        fprintf(stderr, "isn-index: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+static int cmd_build(int argc, char **argv) {
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.progress = true;
+    const char *input = NULL, *out = NULL;
+    static const struct option opts[] = {
+        {"input", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"format", 1, 0, 'f'}, {"fields", 1, 0, 'F'},
+        {"id-field", 1, 0, 'I'}, {"static-score", 1, 0, 'S'}, {"no-stem", 0, 0, 's'}, {"no-stopwords", 0, 0, 'w'},
+        {"max-token-bytes", 1, 0, 'm'}, {"no-positions", 0, 0, 'p'}, {"order", 1, 0, 'O'}, {"k1", 1, 0, 'k'},
+        {"b", 1, 0, 'b'}, {"partitions", 1, 0, 'P'}, {"split", 1, 0, 'x'}, {"strict", 0, 0, 'X'},
+        {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        unsigned long n;
+        switch (c) {
+        case 'i': input = optarg; break;
+        case 'o': out = optarg; break;
+        case 'f':
+            if (strcmp(optarg, "jsonl") == 0) o.format = ISN_FORMAT_JSONL;
+            else if (strcmp(optarg, "tsv") == 0) o.format = ISN_FORMAT_TSV;
+            else return fprintf(stderr, "isn-index: --format must be jsonl or tsv, got '%s'\n", optarg), 2;
+            break;
+        case 'F': if (parse_fields(optarg, &o)) return 2; break;
+        case 'I': if (copy_name(o.id_field, optarg, "--id-field")) return 2; break;
+        case 'S': if (copy_name(o.static_score_field, optarg, "--static-score")) return 2; break;
+        case 's': o.analyzer.stem = false; break;
+        case 'w': o.analyzer.stopwords = false; break;
+        case 'm':
+            n = strtoul(optarg, &end, 10);
+            if (*end || n < 1 || n > 255) return fprintf(stderr, "isn-index: --max-token-bytes must be 1..255\n"), 2;
+            o.analyzer.max_token_bytes = (uint32_t)n;
+            break;
+        case 'p': o.positions = false; break;
+        case 'O':
+            if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
+            else if (strcmp(optarg, "static") == 0) o.order = ISN_ORDER_STATIC;
+            else if (strcmp(optarg, "id") == 0) o.order = ISN_ORDER_ID;
+            else return fprintf(stderr, "isn-index: --order must be input, static or id, got '%s'\n", optarg), 2;
+            break;
+        case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
+        case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;
+        case 'P':
+            n = strtoul(optarg, &end, 10);
+            if (*end || n < 1 || n > 4096) return fprintf(stderr, "isn-index: --partitions must be 1..4096\n"), 2;
+            o.partitions = (uint32_t)n;
+            break;
+        case 'x':
+            if (strcmp(optarg, "hash") == 0) o.split = ISN_SPLIT_HASH;
+            else if (strcmp(optarg, "contiguous") == 0) o.split = ISN_SPLIT_CONTIGUOUS;
+            else return fprintf(stderr, "isn-index: --split must be hash or contiguous\n"), 2;
+            break;
+        case 'X': o.strict = true; break;
+        case 'q': o.progress = false; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!input || !out) {
+        fprintf(stderr, "isn-index build: --input and --out are required\n");
+        return 2;
+    }
+    if (o.order == ISN_ORDER_STATIC && !o.static_score_field[0]) {
+        fprintf(stderr, "isn-index build: --order static needs --static-score KEY\n");
+        return 2;
+    }
+    isn_build_summary s;
+    char err[ISN_ERR_LEN];
+    if (isn_build_from_file(input, out, &o, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-index build: %s\n", err);
+        return 1;
+    }
+    printf("{\"records\":%llu,\"skipped\":%llu,\"docs\":%llu,\"terms\":%llu,\"postings\":%llu,\"tokens\":%llu,"
+           "\"partitions\":%u,\"bytes\":{\"total\":%llu,\"postings\":%llu,\"block_meta\":%llu,\"positions\":%llu,"
+           "\"lexicon\":%llu,\"docs\":%llu},\"seconds\":%.3f}\n",
+           (unsigned long long)s.records_read, (unsigned long long)s.records_skipped, (unsigned long long)s.docs,
+           (unsigned long long)s.terms, (unsigned long long)s.postings, (unsigned long long)s.tokens, o.partitions,
+           (unsigned long long)s.bytes_total, (unsigned long long)s.bytes_postings, (unsigned long long)s.bytes_block_meta,
+           (unsigned long long)s.bytes_positions, (unsigned long long)s.bytes_lexicon, (unsigned long long)s.bytes_docs,
+           s.seconds);
+    return 0;
+}
+
+static int cmd_info(const char *dir) {
+    char err[ISN_ERR_LEN];
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) {
+        fprintf(stderr, "isn-index info: %s\n", err);
+        return 1;
+    }
+    const isn_index_info *in = isn_index_get_info(ix);
+    printf("index          %s (format version %u)\n", dir, in->version);
+    printf("documents      %u\n", in->num_docs);
+    printf("terms          %u\n", in->num_terms);
+    printf("postings       %llu in %llu blocks of %d\n", (unsigned long long)in->num_postings,
+           (unsigned long long)in->num_blocks, ISN_BLOCK_SIZE);
+    printf("tokens         %llu (average document length %.2f)\n", (unsigned long long)in->total_doc_len, in->avg_doc_len);
+    printf("fields        ");
+    for (uint32_t f = 0; f < in->num_fields; f++) printf(" %s (avg %.2f)", in->fields[f], in->avg_field_len[f]);
+    printf("\nanalyzer       stemming %s, stopwords %s, max token %u bytes\n", in->analyzer.stem ? "english" : "off",
+           in->analyzer.stopwords ? "english" : "kept", in->analyzer.max_token_bytes);
+    printf("bm25           k1 %.3g, b %.3g\n", in->bm25.k1, in->bm25.b);
+    printf("positions      %s; static scores %s\n", in->has_positions ? "yes" : "no", in->has_static_scores ? "yes" : "no");
+    printf("file bytes     %llu\n", (unsigned long long)in->file_bytes);
+    for (uint32_t s = 0; s < in->num_sections; s++)
+        printf("  %-12s %llu\n", in->sections[s].name, (unsigned long long)in->sections[s].bytes);
+    isn_index_close(ix);
+    return 0;
+}
+
+static int cmd_verify(const char *dir) {
+    char err[ISN_ERR_LEN];
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) {
+        fprintf(stderr, "isn-index verify: %s\n", err);
+        return 1;
+    }
+    int rc = isn_index_verify(ix, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "isn-index verify: %s: %s\n", dir, err);
+    else printf("%s: OK (%u documents, %u terms, %llu postings)\n", dir, isn_index_get_info(ix)->num_docs,
+                isn_index_get_info(ix)->num_terms, (unsigned long long)isn_index_get_info(ix)->num_postings);
+    isn_index_close(ix);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 1, argv + 1);
+    if ((strcmp(argv[1], "info") == 0 || strcmp(argv[1], "verify") == 0) && argc == 3)
+        return argv[1][0] == 'i' ? cmd_info(argv[2]) : cmd_verify(argv[2]);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    usage(stderr);
+    return 2;
+}
