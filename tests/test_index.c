@@ -1,0 +1,407 @@
+/* Index builder, reader, cursors, verify, and refusal of damaged files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "index/format.h" /* the damage tests rewrite checksums, so they need the layout */
+#include "index/index.h"
+
+static char tmp_root[] = "/tmp/isn-test-index-XXXXXX";
+static int dir_counter;
+
+static void make_dir(char *out, size_t len) {
+    snprintf(out, len, "%s/%d", tmp_root, dir_counter++);
+}
+
+static isn_build_options plain_options(void) {
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_fields = 2;
+    o.analyzer.stem = false;
+    o.analyzer.stopwords = false;
+    return o;
+}
+
+static void add_doc(isn_builder *b, const char *id, const char *title, const char *body, float score) {
+    const char *fields[2] = {title, body};
+    size_t lens[2] = {title ? strlen(title) : 0, body ? strlen(body) : 0};
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_builder_add(b, id, fields, lens, score, err, sizeof err), 0);
+}
+
+/* A collection with one long list (300 postings, 3 blocks) and short ones. */
+static isn_index *build_sample(char *dir, size_t dir_len, isn_doc_order order, bool positions) {
+    isn_build_options o = plain_options();
+    o.order = order;
+    o.positions = positions;
+    if (order == ISN_ORDER_STATIC) strcpy(o.static_score_field, "prior");
+    isn_builder *b = isn_builder_new(&o);
+    assert_non_null(b);
+    char id[32], body[256];
+    for (int d = 0; d < 300; d++) {
+        snprintf(id, sizeof id, "doc%03d", 299 - d);
+        int n = snprintf(body, sizeof body, "common");
+        for (int r = 0; r < d % 4; r++) n += snprintf(body + n, sizeof body - (size_t)n, " common");
+        if (d % 7 == 0) n += snprintf(body + n, sizeof body - (size_t)n, " seven");
+        if (d == 150) snprintf(body + n, sizeof body - (size_t)n, " unique");
+        add_doc(b, id, d % 2 ? "odd title" : NULL, body, (float)d);
+    }
+    char err[ISN_ERR_LEN];
+    make_dir(dir, dir_len);
+    isn_build_summary s;
+    assert_int_equal(isn_builder_write(b, dir, &s, err, sizeof err), 0);
+    assert_int_equal(s.docs, 300);
+    isn_builder_free(b);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    return ix;
+}
+
+static uint32_t term(const isn_index *ix, const char *t) {
+    uint32_t id;
+    if (!isn_index_find_term(ix, t, strlen(t), &id)) fail_msg("term %s not found", t);
+    return id;
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    isn_index *ix = build_sample(dir, sizeof dir, ISN_ORDER_INPUT, true);
+    const isn_index_info *in = isn_index_get_info(ix);
+    assert_int_equal(in->num_docs, 300);
+    assert_int_equal(in->num_terms, 5); /* common odd seven title unique */
+    assert_string_equal(in->fields[1], "body");
+    assert_true(in->has_positions);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+
+    size_t len;
+    const char *id = isn_index_doc_id(ix, 0, &len);
+    assert_int_equal(len, 6);
+    assert_memory_equal(id, "doc299", 6);
+    assert_int_equal(isn_index_field_len(ix, 3, 0), 2);
+    assert_int_equal(isn_index_field_len(ix, 3, 1), 4);
+    assert_int_equal(isn_index_doc_len(ix, 7), 1 + 3 + 1 + 2);
+
+    uint32_t t;
+    assert_false(isn_index_find_term(ix, "absent", 6, &t));
+    assert_false(isn_index_find_term(ix, "", 0, &t));
+    char text[16];
+    assert_int_equal(isn_index_term_text(ix, term(ix, "seven"), text, sizeof text), 5);
+    assert_string_equal(text, "seven");
+
+    isn_term_stats st;
+    isn_index_term_stats(ix, term(ix, "common"), &st);
+    assert_int_equal(st.df, 300);
+    assert_int_equal(st.num_blocks, 3);
+    assert_int_equal(st.cf, 300 + 75 * (0 + 1 + 2 + 3));
+
+    isn_cursor c;
+    isn_cursor_open(&c, ix, term(ix, "common"));
+    for (uint32_t d = 0; d < 300; d++) {
+        assert_int_equal(c.doc, d);
+        assert_int_equal(isn_cursor_freq(&c), 1 + d % 4);
+        isn_cursor_next(&c);
+    }
+    assert_int_equal(c.doc, ISN_DOC_END);
+    assert_int_equal(isn_cursor_next(&c), ISN_DOC_END);
+
+    isn_cursor_open(&c, ix, term(ix, "seven"));
+    assert_int_equal(isn_cursor_next_geq(&c, 8), 14);
+    assert_int_equal(isn_cursor_next_geq(&c, 14), 14);
+    assert_int_equal(isn_cursor_next_geq(&c, 3), 14); /* never backwards */
+    assert_int_equal(isn_cursor_freq(&c), 1);
+    assert_int_equal(isn_cursor_next_geq(&c, 295), ISN_DOC_END);
+
+    isn_cursor_open(&c, ix, term(ix, "common"));
+    assert_int_equal(isn_cursor_next_geq(&c, 200), 200); /* skips into the second block */
+    assert_int_equal(isn_cursor_freq(&c), 1);
+    assert_int_equal(isn_cursor_shallow_next_geq(&c, 260), 299);
+    assert_true(isn_cursor_shallow_max(&c) > 0.0f);
+    assert_int_equal(isn_cursor_shallow_next_geq(&c, 100), 255); /* back to the cursor's own block */
+    assert_int_equal(isn_cursor_shallow_next_geq(&c, 300), ISN_DOC_END);
+    assert_true(isn_cursor_shallow_max(&c) == 0.0f);
+
+    uint32_t pos[8];
+    assert_int_equal(isn_index_positions(ix, term(ix, "common"), 3, 1, pos, 8), 4);
+    assert_int_equal(pos[0], 0);
+    assert_int_equal(pos[3], 3);
+    assert_int_equal(isn_index_positions(ix, term(ix, "odd"), 3, 0, pos, 8), 1);
+    assert_int_equal(pos[0], 0);
+    assert_int_equal(isn_index_positions(ix, term(ix, "odd"), 3, 1, pos, 8), 0);
+    assert_int_equal(isn_index_positions(ix, term(ix, "unique"), 150, 1, pos, 8), 1);
+    assert_int_equal(pos[0], 3);
+    assert_int_equal(isn_index_positions(ix, term(ix, "unique"), 151, 1, pos, 8), 0);
+    isn_index_close(ix);
+}
+
+static void test_document_orders(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    size_t len;
+    isn_index *ix = build_sample(dir, sizeof dir, ISN_ORDER_ID, false);
+    assert_memory_equal(isn_index_doc_id(ix, 0, &len), "doc000", 6);
+    assert_memory_equal(isn_index_doc_id(ix, 299, &len), "doc299", 6);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    assert_false(isn_index_get_info(ix)->has_positions);
+    /* input doc 150 (id doc149) has "unique" */
+    isn_cursor c;
+    isn_cursor_open(&c, ix, term(ix, "unique"));
+    assert_memory_equal(isn_index_doc_id(ix, c.doc, &len), "doc149", 6);
+    isn_index_close(ix);
+
+    ix = build_sample(dir, sizeof dir, ISN_ORDER_STATIC, false);
+    assert_memory_equal(isn_index_doc_id(ix, 0, &len), "doc000", 6); /* highest prior: input doc 299 */
+    assert_true(isn_index_static_score(ix, 0) == 299.0f);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    isn_index_close(ix);
+}
+
+static void test_builder_rejects(void **state) {
+    (void)state;
+    isn_build_options o = plain_options();
+    isn_builder *b = isn_builder_new(&o);
+    char err[ISN_ERR_LEN];
+    const char *fields[2] = {"a", "b"};
+    size_t lens[2] = {1, 1};
+    assert_int_equal(isn_builder_add(b, "x", fields, lens, 0, err, sizeof err), 0);
+    assert_int_equal(isn_builder_add(b, "x", fields, lens, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "duplicate id"));
+    assert_int_equal(isn_builder_add(b, "", fields, lens, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "id"));
+    const char *blank[2] = {"  ", NULL};
+    size_t blank_lens[2] = {2, 0};
+    assert_int_equal(isn_builder_add(b, "y", blank, blank_lens, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "empty"));
+    isn_builder_free(b);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_build_from_jsonl(void **state) {
+    (void)state;
+    char dir[256], input[300], err[ISN_ERR_LEN];
+    make_dir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s.jsonl", dir);
+    write_text(input, "{\"id\":\"a\",\"title\":\"Hello\",\"body\":\"world of search\"}\n"
+                      "{\"id\":\"b\",\"title\":\"broken\"\n"          /* malformed JSON */
+                      "{\"title\":\"no id\"}\n"                       /* missing id */
+                      "{\"id\":\"a\",\"body\":\"again\"}\n"          /* duplicate id */
+                      "{\"id\":\"c\",\"body\":\"\"}\n"               /* empty text */
+                      "{\"id\":\"d\",\"body\":42}\n"                 /* wrong type */
+                      "[1,2]\n"                                      /* not an object */
+                      "\n"                                           /* blank lines are skipped */
+                      "{\"id\":7,\"body\":\"caf\xff\xfe latte\"}\n"  /* integer id, invalid UTF-8 */
+                      "{\"id\":\"e\",\"body\":\"searching worlds\"}");
+    isn_build_options o;
+    isn_build_options_default(&o);
+    isn_build_summary s;
+    assert_int_equal(isn_build_from_file(input, dir, &o, &s, err, sizeof err), 0);
+    assert_int_equal(s.records_read, 9);
+    assert_int_equal(s.records_skipped, 6);
+    assert_int_equal(s.docs, 3);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    assert_non_null(ix);
+    size_t len;
+    assert_memory_equal(isn_index_doc_id(ix, 1, &len), "7", 1);
+    assert_int_equal(term(ix, "search"), term(ix, "search")); /* "searching" stems to "search" */
+    uint32_t t;
+    assert_false(isn_index_find_term(ix, "of", 2, &t)); /* stopword */
+    assert_true(isn_index_find_term(ix, "latt", 4, &t) || isn_index_find_term(ix, "latte", 5, &t));
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    isn_index_close(ix);
+
+    o.strict = true;
+    make_dir(dir, sizeof dir);
+    assert_int_equal(isn_build_from_file(input, dir, &o, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2"));
+
+    assert_int_equal(isn_build_from_file("/nonexistent/input.jsonl", dir, &o, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/input.jsonl"));
+}
+
+static void test_build_tsv_partitions(void **state) {
+    (void)state;
+    char dir[256], input[300], err[ISN_ERR_LEN], part[400];
+    make_dir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s.tsv", dir);
+    FILE *f = fopen(input, "w");
+    for (int i = 0; i < 1000; i++) fprintf(f, "q%d\tterm%d shared words %d\n", i, i % 13, i);
+    fputs("no tab here\n", f);
+    fclose(f);
+    for (int split = 0; split < 2; split++) {
+        isn_build_options o;
+        isn_build_options_default(&o);
+        o.format = ISN_FORMAT_TSV;
+        o.partitions = 3;
+        o.split = split ? ISN_SPLIT_CONTIGUOUS : ISN_SPLIT_HASH;
+        isn_build_summary s;
+        make_dir(dir, sizeof dir);
+        assert_int_equal(isn_build_from_file(input, dir, &o, &s, err, sizeof err), 0);
+        assert_int_equal(s.docs, 1000);
+        assert_int_equal(s.records_skipped, 1);
+        uint32_t total = 0;
+        for (int p = 0; p < 3; p++) {
+            snprintf(part, sizeof part, "%s/part-%04d", dir, p);
+            isn_index *ix = isn_index_open(part, err, sizeof err);
+            if (!ix) fail_msg("%s", err);
+            uint32_t n = isn_index_get_info(ix)->num_docs;
+            assert_true(n > 200 && n < 450);
+            if (split) {
+                size_t len;
+                char expect[16];
+                snprintf(expect, sizeof expect, "q%d", p * 334);
+                const char *id = isn_index_doc_id(ix, 0, &len);
+                assert_int_equal(len, strlen(expect));
+                assert_memory_equal(id, expect, len);
+            }
+            assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+            total += n;
+            isn_index_close(ix);
+        }
+        assert_int_equal(total, 1000);
+    }
+}
+
+/* ------------------------------------------------------------------ damaged files */
+
+static uint8_t *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *data = malloc(*len);
+    assert_int_equal(fread(data, 1, *len, f), *len);
+    fclose(f);
+    return data;
+}
+
+static void write_file(const char *path, const uint8_t *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static void expect_refused(const char *dir, const char *needle) {
+    char err[ISN_ERR_LEN];
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (ix) fail_msg("damaged index opened; expected an error naming '%s'", needle);
+    if (!strstr(err, needle)) fail_msg("error '%s' does not name '%s'", err, needle);
+}
+
+/* Recomputes a section checksum and the header checksum, as a writer with a bug would. */
+static void reseal(uint8_t *data, int section) {
+    isn_file_header *h = (isn_file_header *)data;
+    isn_section_entry *table = (isn_section_entry *)(data + sizeof *h);
+    table[section].checksum = XXH64(data + table[section].offset, table[section].bytes, 0);
+    h->header_checksum = 0;
+    h->header_checksum = XXH64(data, sizeof *h + SEC_COUNT * sizeof *table, 0);
+}
+
+static void test_damaged_files(void **state) {
+    (void)state;
+    char dir[256], path[300];
+    isn_index *ix = build_sample(dir, sizeof dir, ISN_ORDER_INPUT, true);
+    isn_index_close(ix);
+    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
+    size_t len;
+    uint8_t *good = read_file(path, &len);
+    uint8_t *bad = malloc(len);
+    const isn_section_entry *table = (const isn_section_entry *)(good + sizeof(isn_file_header));
+
+    for (int s = 0; s < SEC_COUNT; s++) {
+        if (table[s].bytes == 0) continue;
+        memcpy(bad, good, len);
+        bad[table[s].offset + table[s].bytes / 2] ^= 0x10;
+        write_file(path, bad, len);
+        expect_refused(dir, isn_section_names[s]);
+    }
+    memcpy(bad, good, len);
+    bad[20] ^= 1; /* inside the header */
+    write_file(path, bad, len);
+    expect_refused(dir, "header");
+    memcpy(bad, good, len);
+    ((isn_file_header *)bad)->version = 99;
+    write_file(path, bad, len);
+    expect_refused(dir, "version 99");
+    memcpy(bad, good, len);
+    memcpy(bad, "NOTINDEX", 8);
+    write_file(path, bad, len);
+    expect_refused(dir, "magic");
+    write_file(path, good, len - 100);
+    expect_refused(dir, "truncated");
+    write_file(path, good, 10);
+    expect_refused(dir, "truncated");
+    unlink(path);
+    expect_refused(dir, "cannot open");
+
+    /* Checksums intact but structure wrong: a block maximum that is not the maximum. */
+    memcpy(bad, good, len);
+    isn_block_meta *blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
+    blocks[0].max_tf_part *= 0.5f;
+    reseal(bad, SEC_BLOCK_META);
+    write_file(path, bad, len);
+    char err[ISN_ERR_LEN];
+    ix = isn_index_open(dir, err, sizeof err);
+    assert_non_null(ix);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
+    assert_non_null(strstr(err, "block_meta"));
+    isn_index_close(ix);
+
+    /* A block out of order is caught at open. */
+    memcpy(bad, good, len);
+    blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
+    blocks[1].last_doc = blocks[0].last_doc;
+    reseal(bad, SEC_BLOCK_META);
+    write_file(path, bad, len);
+    expect_refused(dir, "block_meta");
+
+    /* Document lengths that disagree with the postings. */
+    memcpy(bad, good, len);
+    ((uint32_t *)(bad + table[SEC_DOC_LENS].offset))[5] += 1;
+    reseal(bad, SEC_DOC_LENS);
+    write_file(path, bad, len);
+    ix = isn_index_open(dir, err, sizeof err);
+    assert_non_null(ix);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
+    assert_non_null(strstr(err, "doc_lens"));
+    isn_index_close(ix);
+
+    write_file(path, good, len);
+    ix = isn_index_open(dir, err, sizeof err);
+    assert_non_null(ix);
+    isn_index_close(ix);
+    free(good);
+    free(bad);
+}
+
+static int cleanup(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    if (!mkdtemp(tmp_root)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_document_orders),
+        cmocka_unit_test(test_builder_rejects),  cmocka_unit_test(test_build_from_jsonl),
+        cmocka_unit_test(test_build_tsv_partitions), cmocka_unit_test(test_damaged_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, cleanup);
+}
