@@ -1,0 +1,145 @@
+/* Single-thread first-stage speed: every algorithm over one query log, several passes.
+ * usage: bench_query INDEX_DIR QUERIES.tsv LABEL [k] [passes] [algo,algo,...]
+ * Prints one JSON object: per algorithm, queries/s (median and best pass) and latency percentiles,
+ * plus how many queries gave hits different from the first algorithm (must be 0). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static char **read_queries(const char *path, size_t *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    size_t cap = 1024;
+    char **q = malloc(cap * sizeof *q);
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t got;
+    *n = 0;
+    while ((got = getline(&line, &lcap, f)) >= 0) {
+        while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab || !tab[1]) continue;
+        if (*n == cap) q = realloc(q, (cap *= 2) * sizeof *q);
+        q[(*n)++] = strdup(tab + 1);
+    }
+    free(line);
+    fclose(f);
+    return q;
+}
+
+static double percentile(const double *sorted, size_t n, double p) {
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return sorted[i < n ? i : n - 1];
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_query INDEX_DIR QUERIES.tsv LABEL [k] [passes] [algo,...]\n");
+        return 2;
+    }
+    uint32_t k = argc > 4 ? (uint32_t)atoi(argv[4]) : 10;
+    int passes = argc > 5 ? atoi(argv[5]) : 5;
+    const char *algos = argc > 6 ? argv[6] : "or,maxscore,wand,bmw,auto,and,bmand";
+    char err[ISN_ERR_LEN];
+    isn_index *ix = isn_index_open(argv[1], err, sizeof err);
+    if (!ix) {
+        fprintf(stderr, "bench_query: %s\n", err);
+        return 1;
+    }
+    size_t nq;
+    char **queries = read_queries(argv[2], &nq);
+    isn_searcher *s = isn_searcher_new(ix);
+    isn_hit *hits = malloc(k * sizeof *hits), *reference = malloc(nq * k * sizeof *reference);
+    uint32_t *ref_n = calloc(nq, sizeof *ref_n);
+    double *lat = malloc(nq * (size_t)passes * sizeof *lat), *pass_qps = malloc((size_t)passes * sizeof *pass_qps);
+    isn_mode ref_mode = ISN_MODE_OR;
+    bool have_ref = false;
+
+    printf("{\"benchmark\":\"first_stage\",\"label\":\"%s\",\"index\":\"%s\",\"queries\":%zu,\"k\":%u,\"passes\":%d,"
+           "\"threads\":1,\"results\":[",
+           argv[3], argv[1], nq, k, passes);
+    char *list = strdup(algos);
+    int first = 1;
+    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
+        isn_search_options o;
+        isn_search_options_default(&o);
+        o.k = k;
+        bool and_mode = strcmp(name, "and") == 0 || strcmp(name, "bmand") == 0 || strcmp(name, "auto-and") == 0;
+        if (!isn_algo_from_name(strcmp(name, "auto-and") == 0 ? "auto" : name, &o.algo)) {
+            fprintf(stderr, "bench_query: unknown algorithm %s\n", name);
+            return 2;
+        }
+        o.mode = and_mode ? ISN_MODE_AND : ISN_MODE_OR;
+        if (have_ref && ref_mode != o.mode) have_ref = false; /* results of the other mode differ by design */
+        uint64_t postings = 0, mismatches = 0;
+        for (int p = 0; p < passes; p++) {
+            double t0 = now_seconds();
+            for (size_t i = 0; i < nq; i++) {
+                double q0 = now_seconds();
+                isn_query q;
+                isn_search_stats st;
+                uint32_t n;
+                if (isn_query_parse(s, queries[i], strlen(queries[i]), &q, err, sizeof err) != 0 ||
+                    isn_search(s, &q, &o, hits, &n, &st, err, sizeof err) != 0) {
+                    fprintf(stderr, "bench_query: query %zu: %s\n", i, err);
+                    return 1;
+                }
+                lat[(size_t)p * nq + i] = now_seconds() - q0;
+                if (p == 0) {
+                    postings += st.postings_scored;
+                    if (!have_ref) {
+                        memcpy(reference + i * k, hits, n * sizeof *hits);
+                        ref_n[i] = n;
+                    } else if (n != ref_n[i] || memcmp(reference + i * k, hits, n * sizeof *hits) != 0) {
+                        mismatches++;
+                    }
+                }
+            }
+            pass_qps[p] = (double)nq / (now_seconds() - t0);
+        }
+        if (!have_ref) {
+            have_ref = true;
+            ref_mode = o.mode;
+        }
+        qsort(pass_qps, (size_t)passes, sizeof *pass_qps, cmp_double);
+        qsort(lat, nq * (size_t)passes, sizeof *lat, cmp_double);
+        size_t nl = nq * (size_t)passes;
+        printf("%s{\"algo\":\"%s\",\"mode\":\"%s\",\"qps_median\":%.1f,\"qps_best\":%.1f,\"latency_us\":{\"p50\":%.1f,"
+               "\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f},\"postings_scored_per_query\":%.1f,\"mismatches\":%llu}",
+               first ? "" : ",", name, and_mode ? "and" : "or", pass_qps[passes / 2], pass_qps[passes - 1],
+               percentile(lat, nl, 0.5) * 1e6, percentile(lat, nl, 0.9) * 1e6, percentile(lat, nl, 0.99) * 1e6,
+               percentile(lat, nl, 0.999) * 1e6, (double)postings / (double)nq, (unsigned long long)mismatches);
+        first = 0;
+        fflush(stdout);
+    }
+    printf("]}\n");
+    free(list);
+    for (size_t i = 0; i < nq; i++) free(queries[i]);
+    free(queries);
+    free(hits);
+    free(reference);
+    free(ref_n);
+    free(lat);
+    free(pass_qps);
+    isn_searcher_free(s);
+    isn_index_close(ix);
+    return 0;
+}

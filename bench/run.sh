@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue-2 benchmarks: Cranfield quality, Debian-corpus build time and size, single-thread query speed
+# per algorithm, codec decode speed, and the decode share of query time. Results: $BUILD/bench/*.json,
+# with a summary in $BUILD/bench/summary.json.
+#   BENCH_PASSES=5 BENCH_BUILDS=3 make bench
+set -euo pipefail
+BUILD=${BUILD:-build}
+BIN=$BUILD/bin
+OUT=$BUILD/bench
+DATA=${ISN_DATA:-$BUILD/data}
+SHARED=${ISN_SHARED:-../shared}
+PASSES=${BENCH_PASSES:-5}
+BUILDS=${BENCH_BUILDS:-3}
+mkdir -p "$OUT" "$DATA"
+
+log() { echo "bench: $*" >&2; }
+
+if [ ! -f "$DATA/cran/cranfield.jsonl" ]; then
+  log "building the Cranfield corpus"
+  python3 "$SHARED/data/build_corpus.py" cranfield "$DATA/cran" >/dev/null
+fi
+if [ ! -f "$DATA/deb/debian.jsonl" ]; then
+  log "building the Debian corpus (installs Debian text packages; needs root or sudo)"
+  python3 "$SHARED/data/build_corpus.py" debian "$DATA/deb" >/dev/null
+fi
+
+log "Cranfield quality"
+"$BIN/isn-index" build --quiet --input "$DATA/cran/cranfield.jsonl" --out "$OUT/idx-cran" >/dev/null 2>&1
+"$BIN/isn-query" --index "$OUT/idx-cran" --queries "$DATA/cran/cranfield.queries.tsv" --run-tag isn-bm25 --out "$OUT/cran.run"
+"$BIN/isn-eval" --json "$DATA/cran/cranfield.qrels" "$OUT/cran.run" >"$OUT/quality_cranfield.json"
+
+log "Debian corpus: build time and size ($BUILDS builds each, median)"
+build_index() { # $1 = out dir, rest = extra flags; prints the median build JSON
+  local out=$1; shift
+  for i in $(seq "$BUILDS"); do
+    rm -rf "$out"
+    "$BIN/isn-index" build --quiet --input "$DATA/deb/debian.jsonl" --out "$out" "$@" 2>/dev/null
+  done | python3 -c '
+import json, sys
+runs = [json.loads(l) for l in sys.stdin]
+runs.sort(key=lambda r: r["seconds"])
+med = runs[len(runs) // 2]
+med["seconds_all"] = [r["seconds"] for r in runs]
+print(json.dumps(med))'
+}
+{
+  echo "{\"benchmark\":\"build\",\"corpus\":\"debian\",\"threads\":1,"
+  echo "\"with_positions\":$(build_index "$OUT/idx-deb-pos"),"
+  echo "\"without_positions\":$(build_index "$OUT/idx-deb" --no-positions)}"
+} >"$OUT/build_debian.json"
+
+log "query speed (single thread, top-10, $PASSES passes)"
+"$BUILD/bench/bench_query" "$OUT/idx-deb" "$DATA/deb/short.queries.tsv" debian-short 10 "$PASSES" >"$OUT/speed_short.json"
+"$BUILD/bench/bench_query" "$OUT/idx-deb" "$DATA/cran/cranfield.queries.tsv" debian-cranfield-queries 10 "$PASSES" >"$OUT/speed_long.json"
+
+if [ -x "$BUILD/bench/bench_codec" ]; then
+  log "codec decode speed"
+  "$BUILD/bench/bench_codec" >"$OUT/codec.json"
+fi
+
+log "decode share of query time (long queries, auto algorithm)"
+bash bench/decode_share.sh "$BUILD" "$OUT/idx-deb" "$DATA/cran/cranfield.queries.tsv" >"$OUT/decode_share.json" ||
+  echo '{"benchmark":"decode_share","error":"no profiler available"}' >"$OUT/decode_share.json"
+
+python3 - "$OUT" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    p = os.path.join(out, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+summary = {"quality_cranfield": load("quality_cranfield.json"), "build_debian": load("build_debian.json"),
+           "codec": load("codec.json"), "decode_share": load("decode_share.json")}
+for name in ("speed_short.json", "speed_long.json"):
+    s = load(name)
+    summary[s["label"]] = {r["algo"]: {"qps_median": r["qps_median"], "p50_us": r["latency_us"]["p50"],
+                                       "p99_us": r["latency_us"]["p99"], "mismatches": r["mismatches"]}
+                           for r in s["results"]}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print(json.dumps(summary, indent=1))
+EOF
