@@ -1,0 +1,127 @@
+/* Private pieces of the analyzer: strict UTF-8 decoding, the stopword set and the stem cache. */
+#ifndef ISN_ANALYZER_INTERNAL_H
+#define ISN_ANALYZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+#define ANALYZER_INVALID_CODEPOINT (-1)
+
+/* Decodes one character of s[0..avail) (avail >= 1) into *codepoint and returns the bytes it takes.
+ * An ill-formed sequence (stray continuation byte, overlong form, surrogate, value past U+10FFFF,
+ * truncated sequence) yields ANALYZER_INVALID_CODEPOINT and consumes only its maximal ill-formed
+ * subpart, as Unicode recommends for U+FFFD substitution, so that a valid character right after a
+ * broken one is never swallowed. Never reads s[avail] or beyond. */
+static inline size_t analyzer_utf8_decode(const uint8_t *s, size_t avail, int32_t *codepoint) {
+    uint8_t lead = s[0];
+    if (lead < 0x80) {
+        *codepoint = lead;
+        return 1;
+    }
+    *codepoint = ANALYZER_INVALID_CODEPOINT;
+    size_t need;
+    uint8_t second_lo = 0x80, second_hi = 0xBF;
+    int32_t value;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        need = 1;
+        value = lead & 0x1F;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        need = 2;
+        value = lead & 0x0F;
+        if (lead == 0xE0)
+            second_lo = 0xA0; /* overlong below U+0800 */
+        else if (lead == 0xED)
+            second_hi = 0x9F; /* UTF-16 surrogates */
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        need = 3;
+        value = lead & 0x07;
+        if (lead == 0xF0)
+            second_lo = 0x90; /* overlong below U+10000 */
+        else if (lead == 0xF4)
+            second_hi = 0x8F; /* past U+10FFFF */
+    } else {
+        return 1; /* continuation byte, C0/C1 (always overlong) or F5..FF */
+    }
+    if (avail < 2 || s[1] < second_lo || s[1] > second_hi)
+        return 1;
+    value = (value << 6) | (s[1] & 0x3F);
+    for (size_t k = 2; k <= need; k++) {
+        if (avail <= k || (s[k] & 0xC0) != 0x80)
+            return k;
+        value = (value << 6) | (s[k] & 0x3F);
+    }
+    *codepoint = value;
+    return need + 1;
+}
+
+/* ------------------------------------------------------------------ stopwords */
+
+/* Open-addressing set of the stopwords packed into 64-bit keys; every stopword is 1..5 bytes. */
+#define STOPWORD_MAX_BYTES 5
+#define STOPWORD_SLOTS 128
+
+typedef struct {
+    uint64_t keys[STOPWORD_SLOTS]; /* 0 = empty slot; terms never hold a NUL byte, so keys are nonzero */
+} stopword_set;
+
+void stopword_set_init(stopword_set *set);
+
+static inline uint64_t stopword_key(const char *term, size_t len) {
+    uint64_t key = 0;
+    memcpy(&key, term, len);
+    return key;
+}
+
+static inline uint32_t stopword_slot(uint64_t key) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 57);
+}
+
+static inline bool stopword_set_contains(const stopword_set *set, const char *term, size_t len) {
+    if (len > STOPWORD_MAX_BYTES || len == 0)
+        return false;
+    uint64_t key = stopword_key(term, len);
+    for (uint32_t slot = stopword_slot(key);; slot = (slot + 1) & (STOPWORD_SLOTS - 1)) {
+        if (set->keys[slot] == key)
+            return true;
+        if (set->keys[slot] == 0)
+            return false;
+    }
+}
+
+/* ------------------------------------------------------------------ stem cache */
+
+/* A fixed-size cache from folded term to stem. A stem is stored as the length of the prefix it
+ * shares with the term plus its remaining suffix (Snowball mostly trims or rewrites a short ending),
+ * so one 32-byte slot holds term and stem together. Terms that do not fit bypass the cache. */
+#define STEM_CACHE_SLOT_BYTES 24
+#define STEM_CACHE_PROBES 4
+
+typedef struct {
+    uint32_t tag;        /* high bits of the term's hash */
+    uint8_t term_len;    /* 0 = empty slot */
+    uint8_t stem_prefix; /* bytes of the stem equal to the term's first bytes */
+    uint8_t suffix_len;  /* bytes of the stem after that prefix */
+    uint8_t unused;
+    char bytes[STEM_CACHE_SLOT_BYTES]; /* term, then the stem's suffix */
+} stem_cache_slot;
+
+typedef struct {
+    stem_cache_slot *slots; /* allocated on the first insertion; NULL = not yet (or disabled) */
+    uint32_t capacity;      /* power of two; 0 disables the cache */
+    uint64_t hits;
+    uint64_t misses;
+} stem_cache;
+
+void stem_cache_init(stem_cache *cache, uint32_t capacity);
+void stem_cache_release(stem_cache *cache);
+uint64_t stem_cache_hash(const char *term, size_t len);
+/* Writes the cached stem of `term` into out (room for len bytes) and returns its length, or -1. */
+int stem_cache_lookup(stem_cache *cache, uint64_t hash, const char *term, size_t len, char *out);
+void stem_cache_insert(stem_cache *cache, uint64_t hash, const char *term, size_t len, const char *stem,
+                       size_t stem_len);
+
+#endif
