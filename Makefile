@@ -80,3 +80,12 @@ clean:
 .SECONDARY:
 .PHONY: all programs test asan-test bench clean
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# The built-in sample: Debian's package descriptions, indexed with the default analyzer.
+SAMPLE_INDEX := $(BUILD)/sample/index
+$(SAMPLE_INDEX)/index.isn: $(BUILD)/bin/isn-index tools/make-sample.py
+	@mkdir -p $(BUILD)/sample
+	python3 tools/make-sample.py $(BUILD)/sample/packages.jsonl
+	$(BUILD)/bin/isn-index build --quiet --input $(BUILD)/sample/packages.jsonl --out $(SAMPLE_INDEX)
+sample-index: $(SAMPLE_INDEX)/index.isn
+.PHONY: sample-index
