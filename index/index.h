@@ -22,7 +22,7 @@
 typedef struct {
     bool stem;                /* Snowball English stemming */
     bool stopwords;           /* drop Lucene's 33-word English stopword list */
-    uint32_t max_token_bytes; /* longer tokens are cut (at a UTF-8 boundary) */
+    uint32_t max_token_bytes; /* longer tokens are cut (at a UTF-8 boundary); values below 4 act as 4 */
 } isn_analyzer_config;
 
 /* Lucene EnglishAnalyzer-like: stemming on, stopwords on, tokens cut at 64 bytes. */
@@ -48,15 +48,17 @@ uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_t
 /* Upper bound of the bytes one encoded block of up to ISN_BLOCK_SIZE values takes. */
 #define ISN_CODEC_MAX_BLOCK_BYTES (4 + ISN_BLOCK_SIZE * 4 + ISN_BLOCK_SIZE * 6)
 
-/* Bit-packing with exceptions (PForDelta family): encodes n (1..128) 32-bit values, returns bytes written. */
+/* Bit-packing with exceptions (PForDelta family): encodes n (1..128) 32-bit values, returns bytes written
+ * (0 when n is out of range). */
 size_t isn_codec_encode(const uint32_t *values, uint32_t n, uint8_t *out);
 
-/* Decodes n values encoded by isn_codec_encode; returns the bytes consumed. `in` must be readable for
- * ISN_CODEC_READ_SLACK bytes past the end of the encoding (the index pads its payload so). */
+/* Decodes n values encoded by isn_codec_encode; returns the bytes consumed, or 0 for a malformed block.
+ * `in` must be readable for ISN_CODEC_READ_SLACK bytes past the end of the encoding (the index pads
+ * its payload so). */
 #define ISN_CODEC_READ_SLACK 16
 size_t isn_codec_decode(const uint8_t *in, uint32_t n, uint32_t *values);
 
-/* Bytes the encoding at `in` (n values) occupies, without decoding it. */
+/* Bytes the encoding at `in` (n values) occupies, without decoding it; 0 for a malformed block. */
 size_t isn_codec_encoded_size(const uint8_t *in, uint32_t n);
 
 /* ------------------------------------------------------------------ BM25 */
