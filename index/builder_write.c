@@ -98,11 +98,11 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
     uint32_t nf = w->b->options.num_fields;
     bool positions = w->b->options.positions;
     entry->df = n;
-    entry->num_blocks = (n + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE;
-    entry->first_block = w->block_meta.len / sizeof(isn_block_meta);
+    uint64_t first_block = w->block_meta.len / sizeof(isn_block_meta);
+    if (first_block + isn_term_num_blocks(entry) > UINT32_MAX) return -1;
+    entry->first_block = (uint32_t)first_block;
     entry->cf = 0;
     entry->max_tf_part = 0.0f;
-    entry->reserved = 0;
 
     uint32_t values[ISN_BLOCK_SIZE];
     uint8_t enc[ISN_CODEC_MAX_BLOCK_BYTES];
@@ -120,7 +120,7 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
         for (uint32_t i = 0; i < count; i++) {
             uint32_t doc = w->sorted[3 * (start + i)], tf = w->sorted[3 * (start + i) + 1];
             values[i] = tf - 1;
-            entry->cf += tf;
+            entry->cf = tf > UINT32_MAX - entry->cf ? UINT32_MAX : entry->cf + tf;
             float part = isn_bm25_tf_part(w->k1_plus_1, tf, w->norms[doc]);
             if (part > meta.max_tf_part) meta.max_tf_part = part;
         }
@@ -295,7 +295,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     float *norms = malloc((size_t)(nd ? nd : 1) * sizeof *norms);
     uint32_t *term_order = malloc((size_t)(nt ? nt : 1) * sizeof *term_order);
     if (!lens || !norms || !term_order) goto oom_locals;
-    uint64_t *id_offs = malloc(((size_t)nd + 1) * sizeof *id_offs);
+    uint32_t *id_offs = malloc(((size_t)nd + 1) * sizeof *id_offs);
     if (!id_offs) goto oom_locals;
     uint32_t *old_of_new = malloc((size_t)(nd ? nd : 1) * sizeof *old_of_new);
     if (!old_of_new) {
@@ -317,7 +317,12 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         size_t il;
         const char *id = isn_strtab_get(&b->ids, old, &il);
         if (buf_put(&sections[SEC_DOCID_TEXT], id, il) != 0) goto oom_all;
-        id_offs[nw + 1] = sections[SEC_DOCID_TEXT].len;
+        if (sections[SEC_DOCID_TEXT].len > UINT32_MAX) {
+            snprintf(err, err_len, "external ids add up to more than 4 GiB; split the input into more partitions");
+            rc = -1;
+            goto done;
+        }
+        id_offs[nw + 1] = (uint32_t)sections[SEC_DOCID_TEXT].len;
         if (meta.flags & ISN_META_HAS_STATIC && buf_put(&sections[SEC_DOC_STATIC], &b->static_scores[old], sizeof(float)) != 0)
             goto oom_all;
     }

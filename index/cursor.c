@@ -18,7 +18,7 @@ static inline const uint8_t *decode_docs(const uint8_t *p, uint32_t count, uint3
 const uint8_t *isn_block_decode_docs(const isn_index *ix, const isn_term_entry *term, uint32_t block, uint32_t *docs,
                                      uint32_t *count) {
     const isn_block_meta *blocks = ix->blocks + term->first_block;
-    *count = block_count(term->df, term->num_blocks, block);
+    *count = block_count(term->df, isn_term_num_blocks(term), block);
     uint32_t prev = block ? blocks[block - 1].last_doc : UINT32_MAX;
     return decode_docs(ix->postings + blocks[block].offset, *count, prev, docs);
 }
@@ -36,7 +36,7 @@ void isn_cursor_open(isn_cursor *c, const isn_index *ix, uint32_t term_id) {
     const isn_term_entry *e = &ix->terms[term_id];
     c->payload = ix->postings;
     c->blocks = ix->blocks + e->first_block;
-    c->num_blocks = e->num_blocks;
+    c->num_blocks = isn_term_num_blocks(e);
     c->df = e->df;
     c->shallow_block = 0;
     load_block(c, 0);

@@ -35,7 +35,7 @@ enum {
     SEC_META = 0,
     SEC_DOC_LENS,    /* uint32 [num_docs][num_fields] */
     SEC_DOC_STATIC,  /* float [num_docs], or empty when the index has no static scores */
-    SEC_DOCID_OFFS,  /* uint64 [num_docs + 1] into SEC_DOCID_TEXT */
+    SEC_DOCID_OFFS,  /* uint32 [num_docs + 1] into SEC_DOCID_TEXT */
     SEC_DOCID_TEXT,  /* external ids, concatenated */
     SEC_LEX_INDEX,   /* uint64 [num_lex_blocks + 1] into SEC_LEX_DATA */
     SEC_LEX_DATA,    /* front-coded term blocks */
@@ -70,14 +70,15 @@ typedef struct {
     char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
 } isn_meta;
 
+/* 16 bytes a term: most terms are rare, so this table is a large part of a small index. */
 typedef struct {
     uint32_t df;
-    uint32_t num_blocks;
-    uint64_t cf;
-    uint64_t first_block;
+    uint32_t first_block;
+    uint32_t cf; /* collection frequency, saturating at UINT32_MAX */
     float max_tf_part;
-    uint32_t reserved;
 } isn_term_entry;
+
+static inline uint32_t isn_term_num_blocks(const isn_term_entry *e) { return (e->df + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE; }
 
 /* Lexicon block: first term as (len u8, bytes); each following term as (shared prefix u8, suffix
  * len u8, suffix bytes). */

@@ -17,8 +17,9 @@ uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc
     const isn_term_entry *e = &ix->terms[term_id];
     const isn_block_meta *blocks = ix->blocks + e->first_block;
     uint32_t b = 0;
-    while (b < e->num_blocks && blocks[b].last_doc < doc) b++;
-    if (b == e->num_blocks) return 0;
+    uint32_t num_blocks = isn_term_num_blocks(e);
+    while (b < num_blocks && blocks[b].last_doc < doc) b++;
+    if (b == num_blocks) return 0;
     uint32_t docs[ISN_BLOCK_SIZE], count;
     isn_block_decode_docs(ix, e, b, docs, &count);
     uint32_t i = 0;

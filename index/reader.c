@@ -46,7 +46,7 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
         return fail(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
     if (check_size(table, SEC_DOC_LENS, nd * nf * 4, err, err_len) ||
         check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
-        check_size(table, SEC_DOCID_OFFS, (nd + 1) * 8, err, err_len) ||
+        check_size(table, SEC_DOCID_OFFS, (nd + 1) * 4, err, err_len) ||
         check_size(table, SEC_LEX_INDEX, ((uint64_t)m->num_lex_blocks + 1) * 8, err, err_len) ||
         check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
         check_size(table, SEC_BLOCK_META, nb * sizeof(isn_block_meta), err, err_len) ||
@@ -70,13 +70,13 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
     uint64_t payload_end = table[SEC_POSTINGS].bytes - ISN_CODEC_READ_SLACK;
     for (uint64_t t = 0; t < nt; t++) {
         const isn_term_entry *e = &ix->terms[t];
-        if (e->df == 0 || e->df > nd || e->num_blocks != (e->df + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE ||
-            e->first_block != next_block || e->first_block + e->num_blocks > nb)
+        uint32_t num_blocks = isn_term_num_blocks(e);
+        if (e->df == 0 || e->df > nd || e->first_block != next_block || (uint64_t)e->first_block + num_blocks > nb)
             return fail(err, err_len, "section 'terms': term %llu has inconsistent df/block counts", (unsigned long long)t);
-        next_block += e->num_blocks;
+        next_block += num_blocks;
         postings += e->df;
         uint32_t prev_last = 0;
-        for (uint32_t k = 0; k < e->num_blocks; k++) {
+        for (uint32_t k = 0; k < num_blocks; k++) {
             const isn_block_meta *bm = &ix->blocks[e->first_block + k];
             if (bm->last_doc >= nd || (k && bm->last_doc <= prev_last) || bm->offset >= payload_end ||
                 (e->first_block + k && bm->offset <= ix->blocks[e->first_block + k - 1].offset))
@@ -253,7 +253,7 @@ isn_analyzer *isn_index_new_analyzer(const isn_index *ix) { return isn_analyzer_
 void isn_index_term_stats(const isn_index *ix, uint32_t term_id, isn_term_stats *stats) {
     const isn_term_entry *e = &ix->terms[term_id];
     stats->df = e->df;
-    stats->num_blocks = e->num_blocks;
+    stats->num_blocks = isn_term_num_blocks(e);
     stats->cf = e->cf;
     stats->first_block = e->first_block;
     stats->max_tf_part = e->max_tf_part;

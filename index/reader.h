@@ -10,7 +10,7 @@ struct isn_index {
     const isn_meta *meta;
     const uint32_t *doc_lens;
     const float *static_scores; /* NULL without static scores */
-    const uint64_t *docid_offs;
+    const uint32_t *docid_offs;
     const char *docid_text;
     const uint64_t *lex_index;
     const uint8_t *lex_data;

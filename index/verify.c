@@ -48,7 +48,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
         const isn_term_entry *e = &ix->terms[t];
         uint64_t cf = 0;
         float list_max = 0.0f;
-        for (uint32_t b = 0; b < e->num_blocks && rc == 0; b++) {
+        for (uint32_t b = 0; b < isn_term_num_blocks(e) && rc == 0; b++) {
             const isn_block_meta *bm = &ix->blocks[e->first_block + b];
             uint32_t count;
             const uint8_t *fp = isn_block_decode_docs(ix, e, b, docs, &count);
@@ -80,6 +80,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
                 rc = fail(err, err_len, "section 'block_meta': term %u block %u maximum %g, real maximum %g", t, b, bm->max_tf_part, block_max);
             if (block_max > list_max) list_max = block_max;
         }
+        if (cf > UINT32_MAX) cf = UINT32_MAX;
         if (rc == 0 && cf != e->cf) rc = fail(err, err_len, "section 'terms': term %u cf %llu, postings sum to %llu", t, (unsigned long long)e->cf, (unsigned long long)cf);
         if (rc == 0 && list_max != e->max_tf_part) rc = fail(err, err_len, "section 'terms': term %u maximum %g, real maximum %g", t, e->max_tf_part, list_max);
     }
