@@ -230,8 +230,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
         summary->bytes_block_meta = table[SEC_BLOCK_META].bytes;
         summary->bytes_positions = table[SEC_POSITIONS].bytes + table[SEC_POS_BLOCKS].bytes;
         summary->bytes_lexicon = table[SEC_LEX_INDEX].bytes + table[SEC_LEX_DATA].bytes + table[SEC_TERMS].bytes;
-        summary->bytes_docs = table[SEC_DOC_LENS].bytes + table[SEC_DOC_STATIC].bytes + table[SEC_DOCID_OFFS].bytes +
-                              table[SEC_DOCID_TEXT].bytes;
+        summary->bytes_docs = table[SEC_DOC_LENS].bytes + table[SEC_DOC_STATIC].bytes + table[SEC_DOCID_TEXT].bytes;
     }
     return 0;
 }
@@ -295,15 +294,11 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     float *norms = malloc((size_t)(nd ? nd : 1) * sizeof *norms);
     uint32_t *term_order = malloc((size_t)(nt ? nt : 1) * sizeof *term_order);
     if (!lens || !norms || !term_order) goto oom_locals;
-    uint32_t *id_offs = malloc(((size_t)nd + 1) * sizeof *id_offs);
-    if (!id_offs) goto oom_locals;
     uint32_t *old_of_new = malloc((size_t)(nd ? nd : 1) * sizeof *old_of_new);
-    if (!old_of_new) {
-        free(id_offs);
-        goto oom_locals;
-    }
+    if (!old_of_new) goto oom_locals;
     for (uint32_t old = 0; old < nd; old++) old_of_new[w.new_of_old ? w.new_of_old[old] : old] = old;
-    id_offs[0] = 0;
+    const char *prev_id = "";
+    size_t prev_id_len = 0;
     for (uint32_t nw = 0; nw < nd; nw++) {
         uint32_t old = old_of_new[nw];
         uint32_t dl = 0;
@@ -312,17 +307,21 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
             lens[(size_t)nw * nf + f] = fl;
             meta.total_field_len[f] += fl;
             dl += fl;
+            uint8_t v[5];
+            if (buf_put(&sections[SEC_DOC_LENS], v, (uint64_t)(isn_varint_put(v, fl) - v)) != 0) goto oom_all;
         }
         meta.total_doc_len += dl;
         size_t il;
         const char *id = isn_strtab_get(&b->ids, old, &il);
-        if (buf_put(&sections[SEC_DOCID_TEXT], id, il) != 0) goto oom_all;
-        if (sections[SEC_DOCID_TEXT].len > UINT32_MAX) {
-            snprintf(err, err_len, "external ids add up to more than 4 GiB; split the input into more partitions");
-            rc = -1;
-            goto done;
-        }
-        id_offs[nw + 1] = (uint32_t)sections[SEC_DOCID_TEXT].len;
+        size_t shared = 0;
+        while (shared < il && shared < prev_id_len && id[shared] == prev_id[shared]) shared++;
+        uint8_t head[10], *h = isn_varint_put(head, (uint32_t)shared);
+        h = isn_varint_put(h, (uint32_t)(il - shared));
+        if (buf_put(&sections[SEC_DOCID_TEXT], head, (uint64_t)(h - head)) != 0 ||
+            buf_put(&sections[SEC_DOCID_TEXT], id + shared, il - shared) != 0)
+            goto oom_all;
+        prev_id = id;
+        prev_id_len = il;
         if (meta.flags & ISN_META_HAS_STATIC && buf_put(&sections[SEC_DOC_STATIC], &b->static_scores[old], sizeof(float)) != 0)
             goto oom_all;
     }
@@ -357,8 +356,6 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     if (buf_put(&w.postings, slack, sizeof slack) != 0) goto oom_all;
     meta.num_blocks = w.block_meta.len / sizeof(isn_block_meta);
 
-    sections[SEC_DOC_LENS] = (out_buf){(uint8_t *)lens, (uint64_t)nd * nf * sizeof *lens, 0};
-    sections[SEC_DOCID_OFFS] = (out_buf){(uint8_t *)id_offs, ((uint64_t)nd + 1) * sizeof *id_offs, 0};
     sections[SEC_LEX_INDEX] = w.lex_index;
     sections[SEC_LEX_DATA] = w.lex_data;
     sections[SEC_TERMS] = w.terms;
@@ -381,8 +378,8 @@ oom_all:
     snprintf(err, err_len, "out of memory while writing the index");
     rc = -1;
 done:
-    free(id_offs);
     free(old_of_new);
+    free(sections[SEC_DOC_LENS].data);
     free(sections[SEC_DOCID_TEXT].data);
     free(sections[SEC_DOC_STATIC].data);
     free(w.lex_index.data);

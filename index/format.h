@@ -33,10 +33,9 @@ typedef struct {
 /* Section order in the table; the reader requires every one (empty ones have 0 bytes). */
 enum {
     SEC_META = 0,
-    SEC_DOC_LENS,    /* uint32 [num_docs][num_fields] */
+    SEC_DOC_LENS,    /* varint field lengths, document by document; decoded into memory at open */
     SEC_DOC_STATIC,  /* float [num_docs], or empty when the index has no static scores */
-    SEC_DOCID_OFFS,  /* uint32 [num_docs + 1] into SEC_DOCID_TEXT */
-    SEC_DOCID_TEXT,  /* external ids, concatenated */
+    SEC_DOCID_TEXT,  /* external ids front-coded: varint shared prefix, varint suffix length, suffix */
     SEC_LEX_INDEX,   /* uint64 [num_lex_blocks + 1] into SEC_LEX_DATA */
     SEC_LEX_DATA,    /* front-coded term blocks */
     SEC_TERMS,       /* isn_term_entry [num_terms], in lexicon order */

@@ -13,7 +13,7 @@
 #include "index/reader.h"
 
 const char *const isn_section_names[SEC_COUNT] = {
-    "meta", "doc_lens", "doc_static", "docid_offs", "docid_text", "lex_index",
+    "meta", "doc_lens", "doc_static", "docid_text", "lex_index",
     "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions",
 };
 
@@ -44,9 +44,7 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
         return fail(err, err_len, "section 'meta': analyzer max token bytes %u out of range", m->analyzer_max_token_bytes);
     if (!(m->k1 >= 0.0f && m->k1 < 1000.0f && m->b >= 0.0f && m->b <= 1.0f))
         return fail(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
-    if (check_size(table, SEC_DOC_LENS, nd * nf * 4, err, err_len) ||
-        check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
-        check_size(table, SEC_DOCID_OFFS, (nd + 1) * 4, err, err_len) ||
+    if (check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
         check_size(table, SEC_LEX_INDEX, ((uint64_t)m->num_lex_blocks + 1) * 8, err, err_len) ||
         check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
         check_size(table, SEC_BLOCK_META, nb * sizeof(isn_block_meta), err, err_len) ||
@@ -55,11 +53,6 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
     if (table[SEC_POSTINGS].bytes < ISN_CODEC_READ_SLACK)
         return fail(err, err_len, "section 'postings' is shorter than its padding");
 
-    for (uint64_t d = 0; d < nd; d++)
-        if (ix->docid_offs[d] > ix->docid_offs[d + 1])
-            return fail(err, err_len, "section 'docid_offs': offsets decrease at document %llu", (unsigned long long)d);
-    if (ix->docid_offs[0] != 0 || ix->docid_offs[nd] != table[SEC_DOCID_TEXT].bytes)
-        return fail(err, err_len, "section 'docid_offs' does not cover section 'docid_text'");
     for (uint64_t i = 0; i <= m->num_lex_blocks; i++)
         if (ix->lex_index[i] > table[SEC_LEX_DATA].bytes || (i && ix->lex_index[i] < ix->lex_index[i - 1]))
             return fail(err, err_len, "section 'lex_index': block %llu offset out of order or range", (unsigned long long)i);
@@ -90,6 +83,52 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
     if (next_block != nb || postings != m->num_postings)
         return fail(err, err_len, "section 'terms' does not account for all %llu blocks / %llu postings",
                     (unsigned long long)nb, (unsigned long long)m->num_postings);
+    return 0;
+}
+
+/* Document lengths and external ids are compressed on disk and expanded once here: every query needs
+ * the lengths (norms) and every reply the ids, so random access must be cheap. */
+static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_bytes, const uint8_t *ids,
+                            uint64_t ids_bytes, char *err, size_t err_len) {
+    uint64_t nd = ix->meta->num_docs, nf = ix->meta->num_fields;
+    ix->doc_lens = malloc((nd * nf + 1) * sizeof *ix->doc_lens);
+    ix->docid_offs = malloc((nd + 1) * sizeof *ix->docid_offs);
+    uint64_t text_cap = ids_bytes * 4 + 64, text_len = 0;
+    ix->docid_text = malloc(text_cap);
+    if (!ix->doc_lens || !ix->docid_offs || !ix->docid_text) return fail(err, err_len, "out of memory for %llu documents", (unsigned long long)nd);
+    const uint8_t *p = lens, *end = lens + lens_bytes;
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < nd * nf; i++) {
+        if (!(p = isn_varint_get(p, end, &ix->doc_lens[i])))
+            return fail(err, err_len, "section 'doc_lens' ends inside document %llu", (unsigned long long)(i / nf));
+        total += ix->doc_lens[i];
+    }
+    if (p != end || total != ix->meta->total_doc_len)
+        return fail(err, err_len, "section 'doc_lens' does not match %llu documents of total length %llu",
+                    (unsigned long long)nd, (unsigned long long)ix->meta->total_doc_len);
+    p = ids;
+    end = ids + ids_bytes;
+    ix->docid_offs[0] = 0;
+    uint32_t prev_len = 0;
+    for (uint64_t d = 0; d < nd; d++) {
+        uint32_t shared, suffix;
+        if (!(p = isn_varint_get(p, end, &shared)) || !(p = isn_varint_get(p, end, &suffix)) || shared > prev_len ||
+            suffix > (uint64_t)(end - p) || (uint64_t)shared + suffix == 0)
+            return fail(err, err_len, "section 'docid_text' is malformed at document %llu", (unsigned long long)d);
+        if (text_len + shared + suffix > text_cap) {
+            while (text_len + shared + suffix > text_cap) text_cap *= 2;
+            char *t = realloc(ix->docid_text, text_cap);
+            if (!t) return fail(err, err_len, "out of memory for external ids");
+            ix->docid_text = t;
+        }
+        memmove(ix->docid_text + text_len, ix->docid_text + text_len - prev_len, shared);
+        memcpy(ix->docid_text + text_len + shared, p, suffix);
+        p += suffix;
+        prev_len = shared + suffix;
+        text_len += prev_len;
+        ix->docid_offs[d + 1] = text_len;
+    }
+    if (p != end) return fail(err, err_len, "section 'docid_text' has bytes past the last document");
     return 0;
 }
 
@@ -178,10 +217,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     if (table[SEC_META].bytes != sizeof(isn_meta))
         return fail(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
     ix->meta = sec[SEC_META];
-    ix->doc_lens = sec[SEC_DOC_LENS];
     ix->static_scores = table[SEC_DOC_STATIC].bytes ? sec[SEC_DOC_STATIC] : NULL;
-    ix->docid_offs = sec[SEC_DOCID_OFFS];
-    ix->docid_text = sec[SEC_DOCID_TEXT];
     ix->lex_index = sec[SEC_LEX_INDEX];
     ix->lex_data = sec[SEC_LEX_DATA];
     ix->terms = sec[SEC_TERMS];
@@ -192,7 +228,10 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     ix->positions = sec[SEC_POSITIONS];
     ix->positions_bytes = table[SEC_POSITIONS].bytes;
     char inner[ISN_ERR_LEN];
-    if (check_sections(ix, table, inner, sizeof inner) != 0) return fail(err, err_len, "%s: %s", path, inner);
+    if (check_sections(ix, table, inner, sizeof inner) != 0 ||
+        decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
+                         inner, sizeof inner) != 0)
+        return fail(err, err_len, "%s: %s", path, inner);
     fill_info(ix, table);
     return 0;
 }
@@ -224,6 +263,9 @@ void isn_index_close(isn_index *ix) {
     if (!ix) return;
     if (ix->map) munmap(ix->map, ix->map_bytes);
     free(ix->norms);
+    free(ix->doc_lens);
+    free(ix->docid_offs);
+    free(ix->docid_text);
     free(ix);
 }
 

@@ -8,10 +8,10 @@ struct isn_index {
     uint8_t *map;
     size_t map_bytes;
     const isn_meta *meta;
-    const uint32_t *doc_lens;
+    uint32_t *doc_lens;   /* [doc][field], decoded at open */
     const float *static_scores; /* NULL without static scores */
-    const uint32_t *docid_offs;
-    const char *docid_text;
+    uint64_t *docid_offs; /* [num_docs + 1] into docid_text, decoded at open */
+    char *docid_text;
     const uint64_t *lex_index;
     const uint8_t *lex_data;
     const isn_term_entry *terms;
