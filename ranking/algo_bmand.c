@@ -1,0 +1,63 @@
+/* Block-max AND: the leapfrog of ranked AND, but before aligning the lists on a candidate the block
+ * maxima of the blocks holding it bound every doc up to the first of those blocks' ends; when that
+ * bound cannot beat the threshold the lead list jumps past the range, decoding nothing in it. */
+#include "ranking/ranking_internal.h"
+
+void ranking_block_max_and(ranking_run *run) {
+    ranking_term *terms = run->terms;
+    uint32_t n = run->num_terms;
+    ranking_sort_terms_by_df(terms, n);
+    double total_bound = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        total_bound += terms[i].max_score;
+    ranking_topk *topk = &run->topk;
+    isn_cursor *lead = terms[0].cursor;
+    /* The block bound holds for every doc up to blocks_end: reuse it while candidates stay there. */
+    bool have_blocks = false;
+    uint32_t blocks_end = 0;
+    double block_bound = 0.0;
+    uint32_t doc = lead->doc;
+    while (doc != ISN_DOC_END) {
+        if (topk->threshold != -INFINITY) {
+            if (ranking_bound_fails(total_bound, topk))
+                break;
+            if (!have_blocks || doc > blocks_end) {
+                have_blocks = true;
+                block_bound = 0.0;
+                blocks_end = ISN_DOC_END;
+                for (uint32_t i = 0; i < n; i++) {
+                    uint32_t block_last = isn_cursor_shallow_next_geq(terms[i].cursor, doc);
+                    block_bound += (double)(terms[i].weight * isn_cursor_shallow_max(terms[i].cursor));
+                    if (block_last < blocks_end)
+                        blocks_end = block_last;
+                }
+            }
+            if (ranking_bound_fails(block_bound, topk)) {
+                if (blocks_end == ISN_DOC_END)
+                    break;
+                doc = ranking_next_geq(run, lead, blocks_end + 1);
+                continue;
+            }
+        }
+        uint32_t i = 1;
+        uint32_t found = doc;
+        for (; i < n; i++) {
+            found = ranking_next_geq(run, terms[i].cursor, doc);
+            if (found != doc)
+                break;
+        }
+        if (i < n) {
+            if (found == ISN_DOC_END)
+                break;
+            doc = ranking_next_geq(run, lead, found);
+            continue;
+        }
+        double score = 0.0;
+        for (uint32_t j = 0; j < n; j++)
+            score += ranking_term_score(run, &terms[j], doc);
+        run->docs_evaluated++;
+        run->matched++;
+        ranking_topk_offer(topk, doc, (float)score);
+        doc = ranking_next(run, lead);
+    }
+}

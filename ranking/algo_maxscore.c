@@ -1,0 +1,66 @@
+/* MaxScore: terms sorted by upper bound; the lowest ones whose bounds together cannot beat the
+ * threshold are non-essential. Candidates come only from essential lists; non-essential lists are
+ * probed (next_geq) for a candidate while its partial score plus their remaining bounds can win. */
+#include "ranking/ranking_internal.h"
+
+void ranking_maxscore(ranking_run *run) {
+    ranking_term *terms = run->terms;
+    uint32_t n = run->num_terms;
+    ranking_sort_terms_by_max_score(terms, n);
+    /* bound_below[i]: sum of the bounds of terms 0..i, the most the non-essentials up to i can add. */
+    double *bound_below = run->scratch_bounds;
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += terms[i].max_score;
+        bound_below[i] = sum;
+    }
+    ranking_topk *topk = &run->topk;
+    uint32_t first_essential = 0;
+    while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
+        first_essential++;
+
+    uint32_t doc = ISN_DOC_END;
+    for (uint32_t i = first_essential; i < n; i++)
+        if (terms[i].cursor->doc < doc)
+            doc = terms[i].cursor->doc;
+    while (doc != ISN_DOC_END) {
+        double score = 0.0;
+        uint32_t next_doc = ISN_DOC_END;
+        for (uint32_t i = first_essential; i < n; i++) {
+            isn_cursor *cursor = terms[i].cursor;
+            if (cursor->doc == doc) {
+                score += ranking_term_score(run, &terms[i], doc);
+                ranking_next(run, cursor);
+            }
+            if (cursor->doc < next_doc)
+                next_doc = cursor->doc;
+        }
+        run->matched++;
+        bool complete = true;
+        for (uint32_t i = first_essential; i-- > 0;) {
+            if (ranking_bound_fails(score + bound_below[i], topk)) {
+                complete = false;
+                break;
+            }
+            isn_cursor *cursor = terms[i].cursor;
+            if (cursor->doc < doc)
+                ranking_next_geq(run, cursor, doc);
+            if (cursor->doc == doc)
+                score += ranking_term_score(run, &terms[i], doc);
+        }
+        if (complete) {
+            run->docs_evaluated++;
+            if (ranking_topk_offer(topk, doc, (float)score) &&
+                ranking_bound_fails(bound_below[first_essential], topk)) {
+                while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
+                    first_essential++;
+                /* Lists that just became non-essential no longer propose candidates. */
+                next_doc = ISN_DOC_END;
+                for (uint32_t i = first_essential; i < n; i++)
+                    if (terms[i].cursor->doc < next_doc)
+                        next_doc = terms[i].cursor->doc;
+            }
+        }
+        doc = next_doc;
+    }
+}

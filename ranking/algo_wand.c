@@ -1,0 +1,102 @@
+/* WAND and Block-Max WAND. Terms are kept sorted by their cursor's doc. The pivot is the first term
+ * at which the sum of upper bounds of the terms before it (and itself) could beat the threshold: no
+ * document before the pivot's doc can enter the top-k, so the terms before the pivot may jump to it. */
+#include "ranking/ranking_internal.h"
+
+/* Index of the pivot term, or n when no remaining document can beat the threshold. */
+static inline uint32_t find_pivot(const ranking_term *terms, uint32_t n, const ranking_topk *topk) {
+    double bound = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (terms[i].cursor->doc == ISN_DOC_END)
+            return n;
+        bound += terms[i].max_score;
+        if (!ranking_bound_fails(bound, topk))
+            return i;
+    }
+    return n;
+}
+
+/* Scores the document on which terms[0..] sit, moves them on, and keeps the order. */
+static inline void evaluate_pivot(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t doc) {
+    double score = 0.0;
+    uint32_t moved = 0;
+    while (moved < n && terms[moved].cursor->doc == doc) {
+        score += ranking_term_score(run, &terms[moved], doc);
+        ranking_next(run, terms[moved].cursor);
+        moved++;
+    }
+    run->docs_evaluated++;
+    run->matched++;
+    ranking_topk_offer(&run->topk, doc, (float)score);
+    ranking_resort_prefix(terms, moved, n);
+}
+
+/* Moves every term before the pivot up to the pivot's doc. */
+static inline void advance_to_pivot(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t doc) {
+    uint32_t moved = 0;
+    while (terms[moved].cursor->doc < doc) {
+        ranking_next_geq(run, terms[moved].cursor, doc);
+        moved++;
+    }
+    ranking_resort_prefix(terms, moved, n);
+}
+
+void ranking_wand(ranking_run *run) {
+    ranking_term *terms = run->terms;
+    uint32_t n = run->num_terms;
+    ranking_sort_terms_by_doc(terms, n);
+    for (;;) {
+        uint32_t pivot = find_pivot(terms, n, &run->topk);
+        if (pivot == n)
+            break;
+        uint32_t pivot_doc = terms[pivot].cursor->doc;
+        if (terms[0].cursor->doc == pivot_doc)
+            evaluate_pivot(run, terms, n, pivot_doc);
+        else
+            advance_to_pivot(run, terms, n, pivot_doc);
+    }
+}
+
+/* Block-Max WAND: before touching postings at the pivot doc, the block maxima of the blocks that hold
+ * it bound the score of every doc up to the first of those blocks' ends. When that bound cannot beat
+ * the threshold, the whole range is skipped without decoding. */
+void ranking_block_max_wand(ranking_run *run) {
+    ranking_term *terms = run->terms;
+    uint32_t n = run->num_terms;
+    ranking_sort_terms_by_doc(terms, n);
+    for (;;) {
+        uint32_t pivot = find_pivot(terms, n, &run->topk);
+        if (pivot == n)
+            break;
+        uint32_t pivot_doc = terms[pivot].cursor->doc;
+        /* Terms after the pivot sitting on the same doc add to its score: include them. */
+        uint32_t last = pivot;
+        while (last + 1 < n && terms[last + 1].cursor->doc == pivot_doc)
+            last++;
+        double block_bound = 0.0;
+        uint32_t blocks_end = ISN_DOC_END;
+        uint32_t strongest = 0;
+        for (uint32_t i = 0; i <= last; i++) {
+            isn_cursor *cursor = terms[i].cursor;
+            uint32_t block_last = isn_cursor_shallow_next_geq(cursor, pivot_doc);
+            block_bound += (double)(terms[i].weight * isn_cursor_shallow_max(cursor));
+            if (block_last < blocks_end)
+                blocks_end = block_last;
+            if (terms[i].max_score > terms[strongest].max_score)
+                strongest = i;
+        }
+        if (!ranking_bound_fails(block_bound, &run->topk)) {
+            if (terms[0].cursor->doc == pivot_doc)
+                evaluate_pivot(run, terms, n, pivot_doc);
+            else
+                advance_to_pivot(run, terms, n, pivot_doc);
+            continue;
+        }
+        /* No doc in [pivot_doc, blocks_end] can win, nor any doc before the next term's doc. */
+        uint32_t next = blocks_end == ISN_DOC_END ? ISN_DOC_END : blocks_end + 1;
+        if (last + 1 < n && terms[last + 1].cursor->doc < next)
+            next = terms[last + 1].cursor->doc;
+        ranking_next_geq(run, terms[strongest].cursor, next);
+        ranking_sink_term(terms, strongest, n);
+    }
+}

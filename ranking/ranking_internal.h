@@ -1,0 +1,130 @@
+/* Private to ranking/: searcher state, the per-query execution context shared by the algorithms,
+ * and the small inline helpers they all use (scoring one posting, counted cursor moves). */
+#ifndef ISN_RANKING_INTERNAL_H
+#define ISN_RANKING_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ranking/ranking.h"
+#include "ranking/topk.h"
+
+/* Bounds are inflated by this factor before being compared with the threshold, so that float
+ * rounding of a score can never make a pruned document one that belongs in the top-k. */
+#define RANKING_BOUND_SLACK (1.0 + 1e-6)
+
+/* Query-term dedup table of isn_query_parse: open addressing, comfortably above ISN_MAX_QUERY_TERMS. */
+#define RANKING_PARSE_SLOTS 4096u
+
+typedef struct {
+    uint32_t generation; /* slot is live only when equal to the searcher's parse generation */
+    uint32_t term_id;
+    uint32_t index; /* into the parsed term array */
+} ranking_parse_slot;
+
+/* Bump arena for one query: reset at the start of each search, grown only when a query needs more
+ * than it has ever needed (more terms or a larger k). */
+typedef struct {
+    uint8_t *base;
+    size_t capacity;
+    size_t used;
+} ranking_arena;
+
+struct isn_searcher {
+    const isn_index *index;
+    const float *norms;
+    float k1_plus_1;
+    uint32_t index_num_docs;
+    isn_analyzer *analyzer;
+    ranking_arena arena;
+    isn_query_term *parsed_terms; /* ISN_MAX_QUERY_TERMS entries, owned by the searcher */
+    ranking_parse_slot *parse_slots;
+    uint32_t parse_generation;
+};
+
+/* One query term as the algorithms see it. Algorithms reorder arrays of these freely. */
+typedef struct {
+    isn_cursor *cursor;
+    float weight;    /* idf * count */
+    float max_score; /* weight * the list's max_tf_part: upper bound of the term's contribution */
+} ranking_term;
+
+/* What every algorithm runs on. */
+typedef struct {
+    ranking_term *terms;
+    uint32_t num_terms;
+    const float *norms;
+    float k1_plus_1;
+    ranking_topk topk;
+    /* Per-query scratch, num_terms entries each, from the arena. */
+    ranking_term *scratch_terms;
+    double *scratch_bounds;
+    /* Counters, copied into isn_search_stats at the end. */
+    uint64_t postings_scored;
+    uint64_t docs_evaluated;
+    uint64_t blocks_decoded;
+    uint64_t matched;
+} ranking_run;
+
+/* Contribution of the term at the cursor's current posting, in float as the index computes maxima. */
+static inline double ranking_term_score(ranking_run *run, const ranking_term *term, uint32_t doc) {
+    run->postings_scored++;
+    float tf_part = isn_bm25_tf_part(run->k1_plus_1, isn_cursor_freq(term->cursor), run->norms[doc]);
+    return (double)(term->weight * tf_part);
+}
+
+/* Cursor moves that count decoded blocks: a move decodes at most one block (the one it lands in). */
+static inline uint32_t ranking_next(ranking_run *run, isn_cursor *cursor) {
+    uint32_t before = cursor->decoded_block;
+    uint32_t doc = isn_cursor_next(cursor);
+    run->blocks_decoded += cursor->decoded_block != before;
+    return doc;
+}
+
+static inline uint32_t ranking_next_geq(ranking_run *run, isn_cursor *cursor, uint32_t target) {
+    uint32_t before = cursor->decoded_block;
+    uint32_t doc = isn_cursor_next_geq(cursor, target);
+    run->blocks_decoded += cursor->decoded_block != before;
+    return doc;
+}
+
+static inline bool ranking_bound_fails(double bound, const ranking_topk *topk) {
+    return bound * RANKING_BOUND_SLACK <= topk->threshold;
+}
+
+/* Restores doc order after terms[at] moved forward, given that the rest was sorted: it sinks right. */
+static inline void ranking_sink_term(ranking_term *terms, uint32_t at, uint32_t n) {
+    ranking_term moving = terms[at];
+    uint32_t doc = moving.cursor->doc;
+    while (at + 1 < n && terms[at + 1].cursor->doc < doc) {
+        terms[at] = terms[at + 1];
+        at++;
+    }
+    terms[at] = moving;
+}
+
+/* The same after terms[0..count) all moved forward: each sinks into the sorted rest, which costs far
+ * less than a full sort since most of them move a few places. */
+static inline void ranking_resort_prefix(ranking_term *terms, uint32_t count, uint32_t n) {
+    for (uint32_t i = count; i-- > 0;)
+        ranking_sink_term(terms, i, n);
+}
+
+void ranking_sort_terms_by_doc(ranking_term *terms, uint32_t n);
+void ranking_sort_terms_by_df(ranking_term *terms, uint32_t n);
+void ranking_sort_terms_by_max_score(ranking_term *terms, uint32_t n);
+
+/* The algorithms. Each visits documents in increasing id and offers them to run->topk. */
+void ranking_exhaustive_or(ranking_run *run);
+void ranking_exhaustive_and(ranking_run *run);
+void ranking_maxscore(ranking_run *run);
+void ranking_wand(ranking_run *run);
+void ranking_block_max_wand(ranking_run *run);
+void ranking_block_max_and(ranking_run *run);
+
+/* AUTO: which algorithm runs a query of this shape in this mode. */
+isn_algo ranking_auto_algo(isn_mode mode, const isn_query *query);
+
+void ranking_set_error(char *err, size_t err_len, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

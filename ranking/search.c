@@ -1,0 +1,138 @@
+/* isn_search: validates options, prepares cursors and term weights, runs one algorithm, sorts hits. */
+#include <string.h>
+
+#include "ranking/arena.h"
+#include "ranking/ranking_internal.h"
+
+static int validate(const isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
+                    char *err, size_t err_len) {
+    if (options->mode != ISN_MODE_OR && options->mode != ISN_MODE_AND) {
+        ranking_set_error(err, err_len, "unknown search mode %d (expected OR or AND)", (int)options->mode);
+        return -1;
+    }
+    if ((unsigned)options->algo >= ISN_ALGO_COUNT) {
+        ranking_set_error(err, err_len, "unknown ranking algorithm %d", (int)options->algo);
+        return -1;
+    }
+    if (options->k == 0 || options->k > ISN_MAX_K) {
+        ranking_set_error(err, err_len, "k must be between 1 and %d, got %u", ISN_MAX_K, options->k);
+        return -1;
+    }
+    isn_mode algo_mode = isn_algo_mode(options->algo, options->mode);
+    if (algo_mode != options->mode) {
+        ranking_set_error(err, err_len, "algorithm '%s' implements %s mode but the search asks for %s mode",
+                          isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
+                          options->mode == ISN_MODE_OR ? "OR" : "AND");
+        return -1;
+    }
+    if (query->num_terms > ISN_MAX_QUERY_TERMS) {
+        ranking_set_error(err, err_len, "query has %u terms, more than the limit of %d", query->num_terms,
+                          ISN_MAX_QUERY_TERMS);
+        return -1;
+    }
+    if (query->num_terms > 0 && query->terms == NULL) {
+        ranking_set_error(err, err_len, "query has %u terms but no term array", query->num_terms);
+        return -1;
+    }
+    uint32_t index_terms = isn_index_get_info(searcher->index)->num_terms;
+    for (uint32_t i = 0; i < query->num_terms; i++) {
+        const isn_query_term *term = &query->terms[i];
+        if (term->term_id >= index_terms) {
+            ranking_set_error(err, err_len, "query term %u has id %u but the index has %u terms", i,
+                              term->term_id, index_terms);
+            return -1;
+        }
+        if (term->count == 0) {
+            ranking_set_error(err, err_len, "query term %u (id %u) has count 0", i, term->term_id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Lays out this query's memory in the arena and opens one cursor per term. */
+static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, ranking_run *run) {
+    uint32_t n = query->num_terms;
+    size_t needed = ranking_arena_size(n * sizeof(isn_cursor)) + 2 * ranking_arena_size(n * sizeof(ranking_term)) +
+                    ranking_arena_size(n * sizeof(double));
+    if (ranking_arena_reset(&searcher->arena, needed) != 0)
+        return -1;
+    isn_cursor *cursors = ranking_arena_take(&searcher->arena, n * sizeof(isn_cursor));
+    run->terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
+    run->scratch_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
+    run->scratch_bounds = ranking_arena_take(&searcher->arena, n * sizeof(double));
+    run->num_terms = n;
+    run->norms = searcher->norms;
+    run->k1_plus_1 = searcher->k1_plus_1;
+    for (uint32_t i = 0; i < n; i++) {
+        const isn_query_term *term = &query->terms[i];
+        isn_term_stats stats;
+        isn_index_term_stats(searcher->index, term->term_id, &stats);
+        isn_cursor_open(&cursors[i], searcher->index, term->term_id);
+        run->blocks_decoded += cursors[i].decoded_block != UINT32_MAX;
+        float weight = isn_bm25_idf(num_docs, term->df) * (float)term->count;
+        run->terms[i] = (ranking_term){
+            .cursor = &cursors[i], .weight = weight, .max_score = weight * stats.max_tf_part};
+    }
+    return 0;
+}
+
+int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
+               uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
+    if (searcher == NULL || query == NULL || options == NULL || hits == NULL || num_hits == NULL) {
+        ranking_set_error(err, err_len, "isn_search: searcher, query, options, hits and num_hits must not be NULL");
+        return -1;
+    }
+    *num_hits = 0;
+    uint64_t num_docs = options->num_docs != 0 ? options->num_docs : searcher->index_num_docs;
+    if (validate(searcher, query, options, err, err_len) != 0)
+        return -1;
+    isn_algo algo = options->algo == ISN_ALGO_AUTO ? ranking_auto_algo(options->mode, query) : options->algo;
+    if (stats != NULL) {
+        memset(stats, 0, sizeof *stats);
+        stats->algo_used = algo;
+    }
+    if (query->num_terms == 0 || (options->mode == ISN_MODE_AND && query->num_unknown > 0))
+        return 0;
+
+    ranking_run run;
+    memset(&run, 0, sizeof run);
+    if (prepare_run(searcher, query, num_docs, &run) != 0) {
+        ranking_set_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
+        return -1;
+    }
+    /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
+    ranking_topk_init(&run.topk, hits, options->k);
+    switch (algo) {
+    case ISN_ALGO_OR:
+        ranking_exhaustive_or(&run);
+        break;
+    case ISN_ALGO_AND:
+        ranking_exhaustive_and(&run);
+        break;
+    case ISN_ALGO_MAXSCORE:
+        ranking_maxscore(&run);
+        break;
+    case ISN_ALGO_WAND:
+        ranking_wand(&run);
+        break;
+    case ISN_ALGO_BMW:
+        ranking_block_max_wand(&run);
+        break;
+    case ISN_ALGO_BMAND:
+        ranking_block_max_and(&run);
+        break;
+    default:
+        ranking_set_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
+        return -1;
+    }
+    ranking_topk_sort(&run.topk);
+    *num_hits = run.topk.size;
+    if (stats != NULL) {
+        stats->postings_scored = run.postings_scored;
+        stats->docs_evaluated = run.docs_evaluated;
+        stats->blocks_decoded = run.blocks_decoded;
+        stats->matched_lower_bound = run.matched;
+    }
+    return 0;
+}
