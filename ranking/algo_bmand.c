@@ -35,7 +35,9 @@ void ranking_block_max_and(ranking_run *run) {
             if (ranking_bound_fails(block_bound, topk)) {
                 if (blocks_end == ISN_DOC_END)
                     break;
-                doc = ranking_next_geq(run, lead, blocks_end + 1);
+                /* As in BMW: metadata ending a block before the candidate (an index failing
+                 * isn_index_verify) must not stop progress. */
+                doc = ranking_next_geq(run, lead, blocks_end >= doc ? blocks_end + 1 : doc + 1);
                 continue;
             }
         }

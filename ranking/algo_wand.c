@@ -96,6 +96,10 @@ void ranking_block_max_wand(ranking_run *run) {
         uint32_t next = blocks_end == ISN_DOC_END ? ISN_DOC_END : blocks_end + 1;
         if (last + 1 < n && terms[last + 1].cursor->doc < next)
             next = terms[last + 1].cursor->doc;
+        /* Only block metadata that contradicts the postings (an index failing isn_index_verify) could
+         * end a block before the pivot; moving on anyway keeps such an index from hanging a thread. */
+        if (next <= pivot_doc)
+            next = pivot_doc + 1;
         ranking_next_geq(run, terms[strongest].cursor, next);
         ranking_sink_term(terms, strongest, n);
     }
