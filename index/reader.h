@@ -25,6 +25,9 @@ struct isn_index {
     isn_index_info info;
 };
 
+/* Formats a message into err; returns -1 so callers can `return index_fail(...)`. */
+int index_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Decodes the doc ids of one block into docs (absolute ids); returns where its frequencies start. */
 const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entry *term, uint32_t block, uint32_t *docs,
                                      uint32_t *count);
