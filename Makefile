@@ -88,4 +88,11 @@ $(SAMPLE_INDEX)/index.isn: $(BUILD)/bin/isn-index tools/make-sample.py
 	python3 tools/make-sample.py $(BUILD)/sample/packages.jsonl
 	$(BUILD)/bin/isn-index build --quiet --input $(BUILD)/sample/packages.jsonl --out $(SAMPLE_INDEX)
 sample-index: $(SAMPLE_INDEX)/index.isn
-.PHONY: sample-index
+
+# The README's first command: everything set up, then isnd in the foreground on the sample.
+run: programs sample-index
+	@echo "isnd: serving the sample on 127.0.0.1:7070 (gRPC) and 127.0.0.1:9090 (stats). Try:"
+	@echo "  $(BUILD)/bin/isn-query --server 127.0.0.1:7070 \"image editor\""
+	@echo "  curl localhost:9090/metrics"
+	exec $(BUILD)/bin/isnd --index $(SAMPLE_INDEX) --listen 127.0.0.1:7070 --stats-listen 127.0.0.1:9090
+.PHONY: sample-index run

@@ -62,6 +62,9 @@ log "decode share of query time (long queries, auto algorithm)"
 bash bench/decode_share.sh "$BUILD" "$OUT/idx-deb" "$DATA/cran/cranfield.queries.tsv" >"$OUT/decode_share.json" ||
   echo '{"benchmark":"decode_share","error":"no profiler available"}' >"$OUT/decode_share.json"
 
+log "RPC overhead (h2load, trivial query)"
+bash bench/rpc_overhead.sh "$BUILD" >"$OUT/rpc_overhead.json" || echo '{"benchmark":"rpc_overhead","error":"failed"}' >"$OUT/rpc_overhead.json"
+
 python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]

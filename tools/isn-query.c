@@ -6,9 +6,11 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tools/grpc_client.h"
 
 typedef struct {
     const char *index_dir;
+    const char *server; /* HOST:PORT of an isnd; NULL = search the index in process */
     const char *queries_path;
     const char *run_tag;
     const char *out_path;
@@ -17,8 +19,9 @@ typedef struct {
 } query_args;
 
 static void usage(FILE *out) {
-    fputs("usage: isn-query --index DIR [options] \"query text\"\n"
-          "       isn-query --index DIR --queries FILE.tsv [--run-tag T] [--out RUN] [options]\n"
+    fputs("usage: isn-query --index DIR | --server HOST:PORT [options] \"query text\"\n"
+          "       isn-query --index DIR | --server HOST:PORT --queries FILE.tsv [--run-tag T] [--out RUN] [options]\n"
+          "  --server HOST:PORT  ask a running isnd over gRPC instead of opening the index\n"
           "  --algo auto|or|and|maxscore|wand|bmw|bmand   first-stage algorithm (default auto)\n"
           "  --mode or|and       match any / every term when --algo is auto (default or)\n"
           "  -k N                hits to return (default 10)\n"
@@ -32,7 +35,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
     memset(a, 0, sizeof *a);
     isn_search_options_default(&a->search);
     a->run_tag = "isn";
-    static const struct option opts[] = {{"index", 1, 0, 'i'}, {"algo", 1, 0, 'a'}, {"mode", 1, 0, 'm'},
+    static const struct option opts[] = {{"index", 1, 0, 'i'}, {"server", 1, 0, 's'}, {"algo", 1, 0, 'a'}, {"mode", 1, 0, 'm'},
                                          {"queries", 1, 0, 'q'}, {"run-tag", 1, 0, 't'}, {"out", 1, 0, 'o'},
                                          {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
@@ -41,6 +44,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         unsigned long k;
         switch (c) {
         case 'i': a->index_dir = optarg; break;
+        case 's': a->server = optarg; break;
         case 'a':
             if (!isn_algo_from_name(optarg, &a->search.algo)) {
                 fprintf(stderr, "isn-query: unknown --algo '%s' (auto, or, and, maxscore, wand, bmw, bmand)\n", optarg);
@@ -79,8 +83,8 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         }
         a->search.mode = implied;
     }
-    if (!a->index_dir) {
-        fprintf(stderr, "isn-query: --index DIR is required\n");
+    if (!a->index_dir == !a->server) {
+        fprintf(stderr, "isn-query: give exactly one of --index DIR and --server HOST:PORT\n");
         return -1;
     }
     *text = optind < argc ? argv[optind] : NULL;
@@ -89,6 +93,104 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         return -1;
     }
     return 0;
+}
+
+/* One query through isnd: the same hits, scores and ids as the in-process path. */
+typedef struct {
+    uint32_t n;
+    char **ids;
+    isn_hit *hits;
+    char algo[16];
+    uint32_t num_terms, num_unknown;
+    uint64_t postings;
+} remote_hits;
+
+static int search_remote(isn_grpc_client *c, const query_args *a, const char *text, remote_hits *out, char *err,
+                         size_t err_len) {
+    isn_grpc_search_request rq = {.query = text, .k = a->search.k, .debug = true,
+                                  .mode = a->search.mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR,
+                                  .algorithm = isn_algo_name(a->search.algo)};
+    isn_grpc_search_reply reply;
+    if (isn_grpc_search(c, &rq, &reply, err, err_len) != 0) return -1;
+    if (reply.status != 0) {
+        snprintf(err, err_len, "server answered status %d: %.200s", reply.status, reply.message);
+        isn_grpc_search_reply_free(&reply);
+        return -1;
+    }
+    out->n = reply.num_hits < a->search.k ? reply.num_hits : a->search.k;
+    for (uint32_t i = 0; i < out->n; i++) {
+        out->hits[i].doc = reply.hits[i].doc;
+        out->hits[i].score = reply.hits[i].score;
+        out->ids[i] = strdup(reply.hits[i].external_id ? reply.hits[i].external_id : "");
+    }
+    snprintf(out->algo, sizeof out->algo, "%s", reply.algorithm_used);
+    out->num_terms = reply.num_terms;
+    out->num_unknown = reply.num_unknown_terms;
+    out->postings = reply.postings_scored;
+    isn_grpc_search_reply_free(&reply);
+    return 0;
+}
+
+static void free_remote(remote_hits *r) {
+    for (uint32_t i = 0; i < r->n; i++) free(r->ids[i]);
+    r->n = 0;
+}
+
+static int run_server(const query_args *a, const char *text) {
+    char err[ISN_ERR_LEN];
+    isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "isn-query: %s: %s\n", a->server, err);
+        return 1;
+    }
+    remote_hits r = {.ids = calloc(a->search.k, sizeof(char *)), .hits = calloc(a->search.k, sizeof(isn_hit))};
+    int rc = 0;
+    FILE *in = a->queries_path ? fopen(a->queries_path, "r") : NULL;
+    FILE *out = a->out_path ? fopen(a->out_path, "w") : stdout;
+    if ((a->queries_path && !in) || !out || !r.ids || !r.hits) {
+        perror(a->queries_path && !in ? a->queries_path : "isn-query");
+        rc = 1;
+    } else if (!in) {
+        if (search_remote(c, a, text, &r, err, sizeof err) != 0) {
+            fprintf(stderr, "isn-query: %s\n", err);
+            rc = 1;
+        } else {
+            printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", r.n, r.algo, r.num_terms,
+                   r.num_unknown, (unsigned long long)r.postings);
+            for (uint32_t i = 0; i < r.n; i++) printf("%u\t%.6f\t%s\t(doc %u)\n", i + 1, r.hits[i].score, r.ids[i], r.hits[i].doc);
+        }
+        free_remote(&r);
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t got;
+        unsigned long lineno = 0;
+        while ((got = getline(&line, &cap, in)) >= 0) {
+            lineno++;
+            while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+            char *tab = got ? strchr(line, '\t') : NULL;
+            if (!tab) {
+                if (got) fprintf(stderr, "isn-query: %s:%lu: no TAB between query id and text (skipped)\n", a->queries_path, lineno);
+                continue;
+            }
+            *tab = 0;
+            if (search_remote(c, a, tab + 1, &r, err, sizeof err) != 0) {
+                fprintf(stderr, "isn-query: %s:%lu: %s\n", a->queries_path, lineno, err);
+                rc = 1;
+                continue;
+            }
+            for (uint32_t i = 0; i < r.n; i++)
+                fprintf(out, "%s Q0 %s %u %.6f %s\n", line, r.ids[i], i + 1, r.hits[i].score, a->run_tag);
+            free_remote(&r);
+        }
+        free(line);
+    }
+    if (in) fclose(in);
+    if (out && out != stdout) fclose(out);
+    free(r.ids);
+    free(r.hits);
+    isn_grpc_close(c);
+    return rc;
 }
 
 static int run_one(isn_searcher *s, const isn_index *ix, const query_args *a, const char *text, isn_hit *hits) {
@@ -168,6 +270,7 @@ int main(int argc, char **argv) {
     query_args a;
     const char *text;
     if (parse_args(argc, argv, &a, &text) != 0) return 2;
+    if (a.server) return run_server(&a, text);
     char err[ISN_ERR_LEN];
     isn_index *ix = isn_index_open(a.index_dir, err, sizeof err);
     if (!ix) {

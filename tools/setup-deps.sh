@@ -8,6 +8,7 @@ packages=(
   libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
   libcmocka-dev libinih-dev libutf8proc-dev libstemmer-dev libxxhash-dev libsystemd-dev
   libjansson-dev
+  python3-grpcio python3-grpc-tools prometheus nghttp2-client
 )
 # Extra packages a caller may need (tests, benchmarks) are passed as arguments.
 packages+=("$@")

@@ -1,0 +1,87 @@
+/* isnd configuration: defaults, INI file (libinih), "section.key=value" overrides, validation.
+ * Every key is listed in conf/isnd.conf with its meaning and default. */
+#ifndef ISN_CONF_H
+#define ISN_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ranking/ranking.h"
+
+#define ISN_CONF_ADDR_MAX 272 /* host (up to 255) + ":" + port, or "[v6]:port" */
+#define ISN_CONF_PATH_MAX 4096
+
+typedef enum {
+    ISN_LOG_ERROR = 0,
+    ISN_LOG_WARN = 1,
+    ISN_LOG_INFO = 2,
+    ISN_LOG_DEBUG = 3,
+} isn_log_level;
+
+typedef struct {
+    /* [server] */
+    char listen[ISN_CONF_ADDR_MAX];       /* gRPC, HOST:PORT; port 0 = any free port */
+    char stats_listen[ISN_CONF_ADDR_MAX]; /* HTTP/1.1 stats; "" = off */
+    uint32_t max_connections;
+    uint32_t max_concurrent_streams; /* per connection */
+    uint32_t max_message_bytes;      /* largest gRPC request message accepted */
+    uint32_t header_timeout_ms;      /* preface + a request's headers and body must arrive within this */
+    uint32_t idle_timeout_ms;        /* a connection with no open stream is closed after this */
+    uint32_t drain_timeout_ms;       /* SIGTERM: longest wait for in-flight requests */
+    /* [index] */
+    char index_path[ISN_CONF_PATH_MAX];
+    uint32_t partition_id;
+    bool warm_up;
+    /* [search] */
+    uint32_t workers; /* 0 = one per online CPU */
+    uint32_t max_queue;
+    uint32_t default_k;
+    uint32_t max_k;
+    uint32_t default_timeout_ms; /* deadline when the request gives none; 0 = none */
+    uint32_t max_timeout_ms;     /* cap on any requested deadline; 0 = no cap */
+    isn_mode default_mode;
+    isn_algo default_algo;
+    /* [log] */
+    isn_log_level log_level;
+    /* [testing] */
+    uint32_t job_delay_us; /* sleep added to every search job; for drain and overload tests only */
+} isn_conf;
+
+void isn_conf_default(isn_conf *conf);
+
+/* Reads an INI file over `conf`. Every problem (syntax, unknown section or key, bad value) is
+ * reported as "FILE:LINE: message", one per line, into err. Returns the number of problems (0 = ok),
+ * or -1 when the file cannot be read. */
+int isn_conf_load_file(isn_conf *conf, const char *path, char *err, size_t err_len);
+
+/* Sets one key, as the file would. 0, or -1 with err ("unknown key", "bad value ..."). */
+int isn_conf_set(isn_conf *conf, const char *section, const char *key, const char *value, char *err,
+                 size_t err_len);
+
+/* "section.key=value" (the command line's --set). 0, or -1 with err. */
+int isn_conf_set_option(isn_conf *conf, const char *option, char *err, size_t err_len);
+
+/* Checks that hold between keys (default_k <= max_k, an index path is given, addresses parse...).
+ * 0, or -1 with err. */
+int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len);
+
+/* Writes the effective configuration as an INI file that isn_conf_load_file accepts. */
+void isn_conf_write(const isn_conf *conf, FILE *out);
+
+/* True when every key that differs between the two can change without a restart (SIGHUP reload).
+ * Otherwise names the first key that cannot in `key` ("section.key"). */
+bool isn_conf_reloadable(const isn_conf *old_conf, const isn_conf *new_conf, char *key, size_t key_len);
+
+/* Value parsers, shared with the command line. Each returns 0, or -1 with err. */
+/* "250ms", "10s", "5m", "1h", "0" (zero needs no unit). */
+int isn_conf_parse_duration_ms(const char *text, uint32_t *ms, char *err, size_t err_len);
+/* "4096", "64KiB", "4MiB", "1GiB" (also k/K/KB/M/MB/G/GB, all powers of 1024). */
+int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err_len);
+/* "HOST:PORT" or "[IPv6]:PORT"; host is copied without brackets. */
+int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
+                             size_t err_len);
+const char *isn_log_level_name(isn_log_level level);
+
+#endif

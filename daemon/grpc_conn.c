@@ -1,0 +1,244 @@
+/* One gRPC client connection: bytes in and out through libuv, an nghttp2 session in between
+ * (grpc_session.c), connection limits and timeouts. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+
+/* Pull at most this much from nghttp2 before handing it to the kernel, so a client that does not
+ * read cannot make us buffer without bound: the rest stays queued inside nghttp2 (bounded by the
+ * streams it may have open). */
+#define FLUSH_CHUNK (64 * 1024)
+#define KEEP_BUFFER (256 * 1024)
+
+static void conn_flush(grpc_conn *conn);
+
+/* ------------------------------------------------------------------ I/O */
+
+static void on_closed(uv_handle_t *handle) {
+    grpc_conn *conn = handle->data;
+    isn_server *server = conn->server;
+    if (conn->prev) conn->prev->next = conn->next;
+    else server->grpc_conns = conn->next;
+    if (conn->next) conn->next->prev = conn->prev;
+    server->num_grpc_conns--;
+    buffer_free(&conn->pending);
+    buffer_free(&conn->sending);
+    free(conn);
+    if (server->state == SERVER_DRAINING) server_check_drained(server);
+}
+
+void grpc_conn_close(grpc_conn *conn) {
+    if (conn->closing) return;
+    conn->closing = true;
+    while (conn->streams) {
+        grpc_stream *stream = conn->streams;
+        nghttp2_session_set_stream_user_data(conn->session, stream->id, NULL);
+        grpc_stream_detach(conn, stream);
+    }
+    nghttp2_session_del(conn->session);
+    conn->session = NULL;
+    uv_close((uv_handle_t *)&conn->tcp, on_closed);
+}
+
+void grpc_conn_schedule_flush(grpc_conn *conn) {
+    if (conn->dirty || conn->closing) return;
+    conn->dirty = true;
+    conn->next_dirty = conn->server->dirty;
+    conn->server->dirty = conn;
+}
+
+void grpc_flush_dirty(uv_check_t *check) {
+    isn_server *server = check->data;
+    while (server->dirty) {
+        grpc_conn *conn = server->dirty;
+        server->dirty = conn->next_dirty;
+        conn->dirty = false;
+        conn->next_dirty = NULL;
+        conn_flush(conn);
+    }
+}
+
+static void on_written(uv_write_t *req, int status) {
+    grpc_conn *conn = req->data;
+    conn->writing = false;
+    buffer_clear(&conn->sending, KEEP_BUFFER); /* a burst must not pin its memory */
+    if (conn->closing) return;
+    if (status < 0) {
+        log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(status));
+        grpc_conn_close(conn);
+        return;
+    }
+    conn_flush(conn);
+}
+
+static void conn_flush(grpc_conn *conn) {
+    if (conn->closing) return;
+    while (conn->pending.len < FLUSH_CHUNK) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(conn->session, &data);
+        if (n < 0) {
+            log_debug("grpc %s: HTTP/2 send failed: %s", conn->peer, nghttp2_strerror((int)n));
+            grpc_conn_close(conn);
+            return;
+        }
+        if (n == 0) break;
+        if (!buffer_append(&conn->pending, data, (size_t)n)) {
+            log_warn("grpc %s: out of memory for output; closing", conn->peer);
+            grpc_conn_close(conn);
+            return;
+        }
+    }
+    if (!conn->writing && conn->pending.len) {
+        byte_buffer swap = conn->sending;
+        conn->sending = conn->pending;
+        conn->pending = swap;
+        conn->pending.len = 0;
+        uv_buf_t buf = uv_buf_init((char *)conn->sending.data, (unsigned)conn->sending.len);
+        conn->write_req.data = conn;
+        int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
+        if (rc < 0) {
+            log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
+            grpc_conn_close(conn);
+            return;
+        }
+        conn->writing = true;
+        return;
+    }
+    if (conn->writing) return;
+    bool more = nghttp2_session_want_write(conn->session);
+    if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) grpc_conn_close(conn);
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+    (void)suggested;
+    grpc_conn *conn = handle->data;
+    /* One buffer for all connections: nghttp2 consumes every read before the next. */
+    *buf = uv_buf_init((char *)conn->server->read_buffer, sizeof conn->server->read_buffer);
+}
+
+static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
+    grpc_conn *conn = tcp->data;
+    if (conn->closing) return;
+    if (nread < 0) {
+        if (nread != UV_EOF) log_debug("grpc %s: read failed: %s", conn->peer, uv_strerror((int)nread));
+        grpc_conn_close(conn);
+        return;
+    }
+    if (nread == 0) return;
+    conn->last_activity_ns = monotonic_ns();
+    ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+    if (conn->closing) return;
+    if (rv < 0) {
+        conn->server->metrics.protocol_errors++;
+        log_debug("grpc %s: HTTP/2 protocol error: %s", conn->peer, nghttp2_strerror((int)rv));
+        if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+            grpc_conn_close(conn);
+            return;
+        }
+        nghttp2_session_terminate_session(conn->session, NGHTTP2_PROTOCOL_ERROR);
+        uv_read_stop(tcp);
+        conn->close_when_flushed = true;
+    }
+    conn_flush(conn);
+}
+
+void grpc_conn_goaway(grpc_conn *conn) {
+    if (conn->closing || conn->goaway_sent) return;
+    conn->goaway_sent = true;
+    nghttp2_submit_goaway(conn->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(conn->session),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    grpc_conn_schedule_flush(conn);
+}
+
+void grpc_conn_close_when_flushed(grpc_conn *conn) {
+    if (conn->closing) return;
+    conn->close_when_flushed = true;
+    uv_read_stop((uv_stream_t *)&conn->tcp);
+    grpc_conn_schedule_flush(conn);
+}
+
+static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
+    struct sockaddr_storage addr;
+    int len = sizeof addr;
+    char host[64] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&addr, &len) == 0) {
+        if (addr.ss_family == AF_INET) {
+            uv_ip4_name((struct sockaddr_in *)&addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&addr)->sin_port);
+        } else if (addr.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
+        }
+    }
+    snprintf(out, out_len, "%.46s:%d", host, port);
+}
+
+void grpc_on_connection(uv_stream_t *listener, int status) {
+    isn_server *server = listener->data;
+    if (status < 0) {
+        log_warn("grpc accept failed: %s", uv_strerror(status));
+        return;
+    }
+    grpc_conn *conn = calloc(1, sizeof *conn);
+    if (!conn) {
+        log_warn("grpc: out of memory for a connection");
+        return;
+    }
+    conn->server = server;
+    if (accept_or_reject(server, listener, &conn->tcp, conn) < 0) return; /* freed by the reject path */
+    uint64_t now = monotonic_ns();
+    conn->accepted_ns = conn->last_activity_ns = now;
+    peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
+    uv_tcp_nodelay(&conn->tcp, 1);
+
+    conn->next = server->grpc_conns;
+    if (server->grpc_conns) server->grpc_conns->prev = conn;
+    server->grpc_conns = conn;
+    server->num_grpc_conns++;
+    server->metrics.connections_accepted++;
+
+    if (grpc_session_new(conn) != 0) {
+        log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
+        conn->closing = true;
+        uv_close((uv_handle_t *)&conn->tcp, on_closed);
+        return;
+    }
+    if (server->state == SERVER_DRAINING) grpc_conn_goaway(conn);
+    log_debug("grpc %s: connected", conn->peer);
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    grpc_conn_schedule_flush(conn);
+}
+
+/* ------------------------------------------------------------------ timeouts */
+
+void grpc_sweep(isn_server *server, uint64_t now) {
+    uint64_t header_ns = (uint64_t)server->conf.header_timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)server->conf.idle_timeout_ms * 1000000ull;
+    for (grpc_conn *conn = server->grpc_conns, *next; conn; conn = next) {
+        next = conn->next;
+        if (conn->closing) continue;
+        if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
+            log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
+            server->metrics.connections_timed_out++;
+            grpc_conn_close(conn);
+            continue;
+        }
+        for (grpc_stream *stream = conn->streams; stream; stream = stream->next) {
+            if (stream->request_complete || stream->responded || now - stream->opened_ns <= header_ns) continue;
+            grpc_stream_fail(stream, GRPC_STATUS_DEADLINE_EXCEEDED,
+                             "request not received in full within header_timeout (%u ms)",
+                             server->conf.header_timeout_ms);
+        }
+        if (conn->num_streams == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
+            log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
+            server->metrics.connections_timed_out++;
+            grpc_conn_goaway(conn);
+            grpc_conn_close_when_flushed(conn);
+        }
+    }
+}

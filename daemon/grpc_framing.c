@@ -1,0 +1,148 @@
+#include "daemon/grpc_framing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const STATUS_NAMES[GRPC_STATUS_COUNT] = {
+    "OK",        "CANCELLED",    "UNKNOWN",       "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",  "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED",
+};
+
+const char *grpc_status_name(int status) {
+    return status >= 0 && status < GRPC_STATUS_COUNT ? STATUS_NAMES[status] : "UNKNOWN";
+}
+
+void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
+    out[0] = 0;
+    out[1] = (uint8_t)(length >> 24);
+    out[2] = (uint8_t)(length >> 16);
+    out[3] = (uint8_t)(length >> 8);
+    out[4] = (uint8_t)length;
+}
+
+void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length) {
+    memset(reader, 0, sizeof *reader);
+    reader->inline_buf = inline_buf;
+    reader->inline_cap = inline_cap;
+    reader->max_length = max_length;
+}
+
+void grpc_reader_reset(grpc_reader *reader) {
+    if (reader->body && reader->body != reader->inline_buf) free(reader->body);
+    grpc_reader_init(reader, reader->inline_buf, reader->inline_cap, reader->max_length);
+}
+
+grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size_t len) {
+    while (len > 0) {
+        if (reader->prefix_have < GRPC_PREFIX_BYTES) {
+            size_t take = GRPC_PREFIX_BYTES - reader->prefix_have;
+            if (take > len) take = len;
+            memcpy(reader->prefix + reader->prefix_have, data, take);
+            reader->prefix_have += (uint32_t)take;
+            data += take;
+            len -= take;
+            if (reader->prefix_have < GRPC_PREFIX_BYTES) return GRPC_READ_OK;
+            reader->messages++;
+            reader->length = (uint32_t)reader->prefix[1] << 24 | (uint32_t)reader->prefix[2] << 16 |
+                             (uint32_t)reader->prefix[3] << 8 | reader->prefix[4];
+            if (reader->prefix[0] == 1) return GRPC_READ_COMPRESSED;
+            if (reader->prefix[0] != 0) return GRPC_READ_BAD_FLAGS;
+            if (reader->length > reader->max_length) return GRPC_READ_TOO_LARGE;
+            if (reader->length <= reader->inline_cap) reader->body = reader->inline_buf;
+            else if (!(reader->body = malloc(reader->length))) return GRPC_READ_OUT_OF_MEMORY;
+            continue;
+        }
+        size_t take = reader->length - reader->have;
+        if (take == 0) {
+            /* Message complete; any further byte starts a second message. */
+            return GRPC_READ_EXTRA_MESSAGE;
+        }
+        if (take > len) take = len;
+        memcpy(reader->body + reader->have, data, take);
+        reader->have += (uint32_t)take;
+        data += take;
+        len -= take;
+    }
+    return GRPC_READ_OK;
+}
+
+grpc_read_result grpc_reader_finish(const grpc_reader *reader) {
+    if (reader->messages == 0 && reader->prefix_have == 0) return GRPC_READ_NO_MESSAGE;
+    if (reader->prefix_have < GRPC_PREFIX_BYTES || reader->have < reader->length) return GRPC_READ_TRUNCATED;
+    return GRPC_READ_OK;
+}
+
+void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, char *out, size_t out_len) {
+    switch (result) {
+    case GRPC_READ_OK: snprintf(out, out_len, "ok"); break;
+    case GRPC_READ_TOO_LARGE:
+        snprintf(out, out_len, "request message of %u bytes exceeds the server's limit of %u bytes", reader->length,
+                 reader->max_length);
+        break;
+    case GRPC_READ_COMPRESSED:
+        snprintf(out, out_len, "compressed messages are not supported; send them uncompressed (grpc-encoding identity)");
+        break;
+    case GRPC_READ_BAD_FLAGS:
+        snprintf(out, out_len, "bad gRPC message flags byte 0x%02x (expected 0 or 1)", reader->prefix[0]);
+        break;
+    case GRPC_READ_EXTRA_MESSAGE:
+        snprintf(out, out_len, "more than one request message on a unary call");
+        break;
+    case GRPC_READ_OUT_OF_MEMORY:
+        snprintf(out, out_len, "out of memory for a request message of %u bytes", reader->length);
+        break;
+    case GRPC_READ_TRUNCATED:
+        if (reader->prefix_have < GRPC_PREFIX_BYTES)
+            snprintf(out, out_len, "request ended inside the 5-byte message prefix (%u bytes received)",
+                     reader->prefix_have);
+        else
+            snprintf(out, out_len, "request message truncated: prefix announces %u bytes, stream ended after %u",
+                     reader->length, reader->have);
+        break;
+    case GRPC_READ_NO_MESSAGE: snprintf(out, out_len, "request stream ended without a message"); break;
+    }
+}
+
+int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns) {
+    if (len < 2 || len > 9) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (value[i] < '0' || value[i] > '9') return -1;
+        v = v * 10 + (uint64_t)(value[i] - '0');
+    }
+    uint64_t scale;
+    switch (value[len - 1]) {
+    case 'H': scale = 3600000000000ull; break;
+    case 'M': scale = 60000000000ull; break;
+    case 'S': scale = 1000000000ull; break;
+    case 'm': scale = 1000000ull; break;
+    case 'u': scale = 1000ull; break;
+    case 'n': scale = 1ull; break;
+    default: return -1;
+    }
+    /* 8 digits of hours still fit: 99999999 h = 3.6e20 ns would not; saturate. */
+    *ns = v > UINT64_MAX / scale ? UINT64_MAX : v * scale;
+    return 0;
+}
+
+size_t grpc_percent_encode(const char *in, char *out, size_t out_len) {
+    static const char HEX[] = "0123456789ABCDEF";
+    size_t n = 0;
+    if (out_len == 0) return 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        bool plain = *p >= 0x20 && *p <= 0x7e && *p != '%';
+        size_t need = plain ? 1 : 3;
+        if (n + need >= out_len) break;
+        if (plain) {
+            out[n++] = (char)*p;
+        } else {
+            out[n++] = '%';
+            out[n++] = HEX[*p >> 4];
+            out[n++] = HEX[*p & 15];
+        }
+    }
+    out[n] = '\0';
+    return n;
+}

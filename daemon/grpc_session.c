@@ -1,0 +1,152 @@
+/* The HTTP/2 side of a connection: nghttp2 server-session callbacks that turn frames into request
+ * streams, headers, message bytes and closes, and hand complete requests to rpc.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+
+#define CONNECTION_WINDOW (16 << 20)
+#define STREAM_WINDOW (1 << 20)
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    grpc_conn *conn = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    grpc_stream *stream = grpc_stream_new(conn, frame->hd.stream_id);
+    if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM for this one only */
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream);
+    return 0;
+}
+
+static bool header_is(const uint8_t *name, size_t len, const char *literal) {
+    return len == strlen(literal) && !memcmp(name, literal, len);
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
+    (void)flags, (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!stream) return 0;
+    if (header_is(name, namelen, ":method")) {
+        stream->post = valuelen == 4 && !memcmp(value, "POST", 4);
+    } else if (header_is(name, namelen, ":path")) {
+        stream->method = rpc_method_from_path((const char *)value, valuelen);
+        size_t n = valuelen < STREAM_PATH_MAX - 1 ? valuelen : STREAM_PATH_MAX - 1;
+        memcpy(stream->path, value, n);
+        stream->path[n] = '\0';
+    } else if (header_is(name, namelen, "content-type")) {
+        /* application/grpc, application/grpc+proto, application/grpc;charset=... */
+        stream->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
+                                  (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (header_is(name, namelen, "grpc-timeout")) {
+        if (grpc_parse_timeout((const char *)value, valuelen, &stream->timeout_ns) < 0) stream->timeout_bad = true;
+    }
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    grpc_conn *conn = user_data;
+    conn->preface_done = true;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!stream) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !stream->responded)
+        rpc_on_headers(stream);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        stream->request_complete = true;
+        if (!stream->responded) rpc_on_request(stream);
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *user_data) {
+    (void)flags;
+    grpc_conn *conn = user_data;
+    conn->server->metrics.bytes_received += len;
+    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!stream || stream->responded) return 0;
+    grpc_read_result result = grpc_reader_feed(&stream->reader, data, len);
+    if (result == GRPC_READ_OK) return 0;
+    char why[200];
+    grpc_reader_describe(&stream->reader, result, why, sizeof why);
+    int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                 : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
+                                                                                     : GRPC_STATUS_INVALID_ARGUMENT;
+    grpc_stream_fail(stream, status, "%s", why);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
+    (void)error_code;
+    grpc_conn *conn = user_data;
+    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!stream) return 0;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    grpc_stream_detach(conn, stream);
+    if (conn->server->state == SERVER_DRAINING) server_check_drained(conn->server);
+    return 0;
+}
+
+/* Answered before the request ended (too large, stalled, refused early): once the reply is out,
+ * ask the client to stop sending, without error (RFC 9113 section 8.1). Submitted earlier, the
+ * RST_STREAM could overtake the reply. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    (void)user_data;
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (stream && !stream->request_complete)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data) {
+    (void)session, (void)lib_error_code;
+    grpc_conn *conn = user_data;
+    log_debug("grpc %s: HTTP/2: %.*s", conn->peer, (int)len, msg);
+    return 0;
+}
+
+static nghttp2_session_callbacks *shared_callbacks(void) {
+    static nghttp2_session_callbacks *callbacks;
+    if (!callbacks && nghttp2_session_callbacks_new(&callbacks) == 0) {
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+        nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
+    }
+    return callbacks;
+}
+
+static nghttp2_option *shared_options(void) {
+    static nghttp2_option *options;
+    if (!options && nghttp2_option_new(&options) == 0) {
+        /* Bounds on what a peer can make us hold, beyond nghttp2's own defaults. */
+        nghttp2_option_set_max_settings(options, 32);
+        nghttp2_option_set_max_outbound_ack(options, 1000);
+        nghttp2_option_set_stream_reset_rate_limit(options, 1000, 100);
+    }
+    return options;
+}
+
+/* A server session for the connection with isnd's settings; 0 or an nghttp2 error. */
+int grpc_session_new(grpc_conn *conn) {
+    if (!shared_callbacks() || !shared_options()) return NGHTTP2_ERR_NOMEM;
+    int rc = nghttp2_session_server_new2(&conn->session, shared_callbacks(), conn, shared_options());
+    if (rc != 0) return rc;
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->conf.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+    };
+    nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, settings, 3);
+    nghttp2_session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, CONNECTION_WINDOW);
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* Listening sockets for gRPC and stats, and the connection limit shared by both. */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+
+int listen_tcp(isn_server *server, uv_tcp_t *tcp, const char *host_port, uv_connection_cb on_connection,
+               char *bound, size_t bound_len, char *err, size_t err_len) {
+    char host[256], why[200];
+    uint16_t port;
+    if (isn_conf_parse_host_port(host_port, host, sizeof host, &port, why, sizeof why) < 0) {
+        snprintf(err, err_len, "%s", why);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *found;
+    int rc = getaddrinfo(host, NULL, &hints, &found);
+    if (rc != 0) {
+        snprintf(err, err_len, "cannot resolve listen address %s: %s", host_port, gai_strerror(rc));
+        return -1;
+    }
+    struct sockaddr_storage addr;
+    memcpy(&addr, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (addr.ss_family == AF_INET) ((struct sockaddr_in *)&addr)->sin_port = htons(port);
+    else ((struct sockaddr_in6 *)&addr)->sin6_port = htons(port);
+
+    uv_tcp_init(server->loop, tcp);
+    tcp->data = server;
+    if ((rc = uv_tcp_bind(tcp, (struct sockaddr *)&addr, 0)) < 0 || (rc = uv_listen((uv_stream_t *)tcp, 1024, on_connection)) < 0) {
+        snprintf(err, err_len, "cannot listen on %s: %s", host_port, uv_strerror(rc));
+        uv_close((uv_handle_t *)tcp, NULL);
+        return -1;
+    }
+    int len = sizeof addr;
+    uv_tcp_getsockname(tcp, (struct sockaddr *)&addr, &len);
+    char ip[64];
+    if (addr.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&addr, ip, sizeof ip);
+        snprintf(bound, bound_len, "%s:%d", ip, ntohs(((struct sockaddr_in *)&addr)->sin_port));
+    } else {
+        uv_ip6_name((struct sockaddr_in6 *)&addr, ip, sizeof ip);
+        snprintf(bound, bound_len, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&addr)->sin6_port));
+    }
+    return 0;
+}
+
+static void free_on_close(uv_handle_t *handle) { free(handle->data); }
+
+int accept_or_reject(isn_server *server, uv_stream_t *listener, uv_tcp_t *tcp, void *owner) {
+    uv_tcp_init(server->loop, tcp);
+    tcp->data = owner;
+    int rc = uv_accept(listener, (uv_stream_t *)tcp);
+    if (rc < 0 || server->num_grpc_conns + server->num_stats_conns >= server->conf.max_connections) {
+        if (rc < 0) log_warn("accept failed: %s", uv_strerror(rc));
+        else {
+            server->metrics.connections_rejected++;
+            log_debug("connection refused: max_connections (%u) reached", server->conf.max_connections);
+        }
+        uv_close((uv_handle_t *)tcp, free_on_close);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,202 @@
+/* The metrics as Prometheus text (format 0.0.4) and as JSON; both read the same counters. */
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/server.h"
+
+uint64_t process_resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long long size = 0, resident = 0;
+    int n = fscanf(f, "%llu %llu", &size, &resident);
+    fclose(f);
+    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* jemalloc's own count when it is the allocator; AddressSanitizer's in the sanitizer builds. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+uint64_t process_heap_bytes(void) {
+    if (mallctl) {
+        uint64_t epoch = 1;
+        size_t allocated = 0, len = sizeof epoch;
+        mallctl("epoch", &epoch, &len, &epoch, len); /* refresh the statistics */
+        len = sizeof allocated;
+        if (mallctl("stats.allocated", &allocated, &len, NULL, 0) == 0) return allocated;
+    }
+    if (__sanitizer_get_current_allocated_bytes) return __sanitizer_get_current_allocated_bytes();
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
+
+static void family(byte_buffer *out, const char *name, const char *type, const char *help) {
+    buffer_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample_u64(byte_buffer *out, const char *name, uint64_t value) {
+    buffer_printf(out, "%s %llu\n", name, (unsigned long long)value);
+}
+
+static void simple(byte_buffer *out, const char *name, const char *type, const char *help, uint64_t value) {
+    family(out, name, type, help);
+    sample_u64(out, name, value);
+}
+
+static void histogram_lines(byte_buffer *out, const char *name, const char *labels, const histogram *h) {
+    uint64_t cumulative = 0;
+    const char *sep = labels[0] ? "," : "";
+    for (int i = 0; i < HISTOGRAM_BUCKETS; i++) {
+        cumulative += h->buckets[i];
+        buffer_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, HISTOGRAM_BOUNDS[i],
+                      (unsigned long long)cumulative);
+    }
+    cumulative += h->buckets[HISTOGRAM_BUCKETS];
+    buffer_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)cumulative);
+    buffer_printf(out, "%s_sum{%s} %.9g\n", name, labels, h->sum);
+    buffer_printf(out, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->count);
+}
+
+void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
+    const metrics *m = &server->metrics;
+    char labels[128];
+
+    family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
+    for (int method = 0; method < RPC_COUNT; method++)
+        for (int status = 0; status < GRPC_STATUS_COUNT; status++)
+            if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH))
+                buffer_printf(out, "isn_requests_total{method=\"%s\",code=\"%s\"} %llu\n", rpc_method_label(method),
+                              grpc_status_name(status), (unsigned long long)m->requests[method][status]);
+
+    family(out, "isn_request_duration_seconds", "histogram",
+           "Time from a request's headers to its reply being queued for sending, by method.");
+    for (int method = 0; method < RPC_COUNT; method++) {
+        if (!m->request_seconds[method].count && method != RPC_SEARCH) continue;
+        snprintf(labels, sizeof labels, "method=\"%s\"", rpc_method_label(method));
+        histogram_lines(out, "isn_request_duration_seconds", labels, &m->request_seconds[method]);
+    }
+
+    family(out, "isn_search_stage_duration_seconds", "histogram",
+           "Search time by stage: queue (waiting for a worker), retrieval (analysis and first stage), total "
+           "(request received to reply ready), on the cpu device.");
+    for (int stage = 0; stage < STAGE_COUNT; stage++) {
+        snprintf(labels, sizeof labels, "stage=\"%s\",device=\"cpu\"", search_stage_label(stage));
+        histogram_lines(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
+    }
+
+    simple(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
+           server->inflight_jobs);
+    simple(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
+           server->pool ? worker_pool_queued(server->pool) : 0);
+    simple(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
+           server->pool ? worker_pool_running(server->pool) : 0);
+    simple(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
+           server->open_streams);
+    simple(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
+    simple(out, "isn_shed_total", "counter", "Search requests refused because the queue was full.", m->shed);
+    simple(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
+    simple(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
+
+    family(out, "isn_connections", "gauge", "Open client connections, by protocol.");
+    buffer_printf(out, "isn_connections{protocol=\"grpc\"} %u\nisn_connections{protocol=\"http\"} %u\n",
+                  server->num_grpc_conns, server->num_stats_conns);
+    simple(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", m->connections_accepted);
+    simple(out, "isn_connections_rejected_total", "counter", "Connections closed at once: max_connections reached.",
+           m->connections_rejected);
+    simple(out, "isn_connections_timed_out_total", "counter",
+           "Connections closed for a missing preface, a stalled request or idleness.", m->connections_timed_out);
+    simple(out, "isn_protocol_errors_total", "counter", "HTTP/2 protocol errors that ended a connection.",
+           m->protocol_errors);
+    simple(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", m->http_rejects);
+    simple(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", m->bytes_received);
+    simple(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", m->bytes_sent);
+    simple(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", m->stats_requests);
+    simple(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    simple(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
+
+    const isn_index_info *info = server->info;
+    simple(out, "isn_index_documents", "gauge", "Documents in the served partition.", info ? info->num_docs : 0);
+    simple(out, "isn_index_terms", "gauge", "Distinct terms in the served partition.", info ? info->num_terms : 0);
+    simple(out, "isn_index_postings", "gauge", "Postings in the served partition.", info ? info->num_postings : 0);
+    simple(out, "isn_index_bytes", "gauge", "Size of the index file.", info ? info->file_bytes : 0);
+    family(out, "isn_index_info", "gauge", "Served partition (value 1).");
+    buffer_printf(out, "isn_index_info{partition=\"%u\",version=\"%u\"} 1\n", server->conf.partition_id,
+                  info ? info->version : 0);
+
+    simple(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
+    simple(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
+    simple(out, "process_resident_memory_bytes", "gauge", "Resident memory of the isnd process.",
+           process_resident_bytes());
+    simple(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
+    family(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
+    buffer_printf(out, "process_start_time_seconds %.3f\n", server->start_time);
+    family(out, "isn_build_info", "gauge", "isnd version (value 1).");
+    buffer_printf(out, "isn_build_info{version=\"%s\"} 1\n", ISND_VERSION);
+}
+
+static void json_histogram(byte_buffer *out, const histogram *h) {
+    buffer_printf(out, "{\"count\":%llu,\"sum_seconds\":%.9g,\"buckets\":[", (unsigned long long)h->count, h->sum);
+    uint64_t cumulative = 0;
+    for (int i = 0; i <= HISTOGRAM_BUCKETS; i++) {
+        cumulative += h->buckets[i];
+        if (i < HISTOGRAM_BUCKETS)
+            buffer_printf(out, "%s{\"le\":%g,\"count\":%llu}", i ? "," : "", HISTOGRAM_BOUNDS[i],
+                          (unsigned long long)cumulative);
+        else buffer_printf(out, ",{\"le\":\"+Inf\",\"count\":%llu}", (unsigned long long)cumulative);
+    }
+    buffer_printf(out, "]}");
+}
+
+void metrics_render_json(const isn_server *server, byte_buffer *out) {
+    const metrics *m = &server->metrics;
+    const isn_index_info *info = server->info;
+    static const char *const STATES[] = {"starting", "ready", "draining", "stopping"};
+    buffer_printf(out, "{\"version\":\"%s\",\"state\":\"%s\",\"ready\":%s,\"uptime_seconds\":%.3f,", ISND_VERSION,
+                  STATES[server->state], server_ready(server) ? "true" : "false",
+                  (double)(monotonic_ns() - server->start_ns) / 1e9);
+    buffer_printf(out, "\"listen\":\"%s\",\"stats_listen\":\"%s\",", server->grpc_address, server->stats_address);
+    buffer_printf(out, "\"index\":{\"partition_id\":%u,\"documents\":%u,\"terms\":%u,\"postings\":%llu,\"bytes\":%llu},",
+                  server->conf.partition_id, info ? info->num_docs : 0, info ? info->num_terms : 0,
+                  (unsigned long long)(info ? info->num_postings : 0), (unsigned long long)(info ? info->file_bytes : 0));
+    buffer_printf(out, "\"requests\":{");
+    bool first_method = true;
+    for (int method = 0; method < RPC_COUNT; method++) {
+        buffer_printf(out, "%s\"%s\":{", first_method ? "" : ",", rpc_method_label(method));
+        first_method = false;
+        bool first = true;
+        for (int status = 0; status < GRPC_STATUS_COUNT; status++) {
+            if (!m->requests[method][status]) continue;
+            buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", grpc_status_name(status),
+                          (unsigned long long)m->requests[method][status]);
+            first = false;
+        }
+        buffer_printf(out, "}");
+    }
+    buffer_printf(out, "},\"request_duration_seconds\":{");
+    for (int method = 0; method < RPC_COUNT; method++) {
+        buffer_printf(out, "%s\"%s\":", method ? "," : "", rpc_method_label(method));
+        json_histogram(out, &m->request_seconds[method]);
+    }
+    buffer_printf(out, "},\"search_stage_duration_seconds\":{");
+    for (int stage = 0; stage < STAGE_COUNT; stage++) {
+        buffer_printf(out, "%s\"%s\":", stage ? "," : "", search_stage_label(stage));
+        json_histogram(out, &m->search_stage_seconds[stage]);
+    }
+    buffer_printf(out,
+                  "},\"inflight\":%u,\"queued\":%u,\"running\":%u,\"open_streams\":%u,\"workers\":%u,"
+                  "\"connections\":{\"grpc\":%u,\"http\":%u,\"accepted\":%llu,\"rejected\":%llu,\"timed_out\":%llu},"
+                  "\"protocol_errors\":%llu,\"http_rejects\":%llu,\"shed\":%llu,\"cancelled\":%llu,"
+                  "\"hits_returned\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"reloads\":%llu,"
+                  "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu}\n",
+                  server->inflight_jobs, server->pool ? worker_pool_queued(server->pool) : 0,
+                  server->pool ? worker_pool_running(server->pool) : 0, server->open_streams, server->num_workers,
+                  server->num_grpc_conns, server->num_stats_conns, (unsigned long long)m->connections_accepted,
+                  (unsigned long long)m->connections_rejected, (unsigned long long)m->connections_timed_out,
+                  (unsigned long long)m->protocol_errors, (unsigned long long)m->http_rejects,
+                  (unsigned long long)m->shed, (unsigned long long)m->cancelled,
+                  (unsigned long long)m->hits_returned, (unsigned long long)m->bytes_received,
+                  (unsigned long long)m->bytes_sent, (unsigned long long)m->reloads,
+                  (unsigned long long)process_resident_bytes(), (unsigned long long)process_heap_bytes());
+}

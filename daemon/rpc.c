@@ -1,0 +1,364 @@
+/* The RPC methods: which path is which, request validation, Search dispatch to the workers and
+ * their replies, and Info and Health answered on the loop thread (metadata only, bounded work). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+#include "proto/health.pb-c.h"
+
+#define INFO_MAX_TERMS 1024
+#define GLOBAL_STATS_MAX_TERMS 8192
+#define SEARCH_MAX_TERMS 8192 /* pre-analyzed terms, repeats included */
+
+static const struct {
+    const char *path;
+    rpc_method method;
+} PATHS[] = {
+    {"/isn.v1.Search/Search", RPC_SEARCH},
+    {"/isn.v1.Search/Info", RPC_INFO},
+    {"/grpc.health.v1.Health/Check", RPC_HEALTH_CHECK},
+    {"/grpc.health.v1.Health/Watch", RPC_HEALTH_WATCH},
+};
+
+rpc_method rpc_method_from_path(const char *path, size_t len) {
+    for (size_t i = 0; i < sizeof PATHS / sizeof PATHS[0]; i++)
+        if (strlen(PATHS[i].path) == len && !memcmp(PATHS[i].path, path, len)) return PATHS[i].method;
+    return RPC_UNKNOWN;
+}
+
+bool server_ready(const isn_server *server) { return server->state == SERVER_READY; }
+
+/* Headers are complete: refuse what can be refused before the body arrives. */
+void rpc_on_headers(grpc_stream *stream) {
+    isn_server *server = stream->server;
+    if (!stream->post) {
+        grpc_stream_http_error(stream, 405);
+        return;
+    }
+    if (!stream->content_type_ok) {
+        grpc_stream_http_error(stream, 415);
+        return;
+    }
+    if (stream->method == RPC_UNKNOWN) {
+        grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", stream->path);
+        return;
+    }
+    if (stream->method == RPC_HEALTH_WATCH) {
+        grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "Health/Watch is not supported; poll Health/Check");
+        return;
+    }
+    if (stream->timeout_bad) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
+        return;
+    }
+    if (stream->method == RPC_HEALTH_CHECK) return; /* answered in every state */
+    if (server->state == SERVER_STARTING) {
+        grpc_stream_fail(stream, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
+        return;
+    }
+    if (server->state != SERVER_READY && stream->opened_ns >= server->drain_start_ns) {
+        grpc_stream_fail(stream, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ Search */
+
+static bool reply_with(grpc_stream *stream, const ProtobufCMessage *message) {
+    size_t size = protobuf_c_message_get_packed_size(message);
+    stream->job.reply.len = 0;
+    if (!buffer_reserve(&stream->job.reply, GRPC_PREFIX_BYTES + size)) {
+        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
+        return false;
+    }
+    grpc_write_prefix(stream->job.reply.data, (uint32_t)size);
+    protobuf_c_message_pack(message, stream->job.reply.data + GRPC_PREFIX_BYTES);
+    stream->job.reply.len = GRPC_PREFIX_BYTES + size;
+    double seconds = (double)(monotonic_ns() - stream->opened_ns) / 1e9;
+    metrics_count_request(&stream->server->metrics, stream->method, GRPC_STATUS_OK, seconds);
+    grpc_stream_reply(stream);
+    return true;
+}
+
+static uint64_t deadline_for(const isn_server *server, const grpc_stream *stream, uint32_t request_timeout_ms,
+                             uint64_t now) {
+    uint64_t timeout_ns = stream->timeout_ns; /* the header wins */
+    if (!timeout_ns && request_timeout_ms) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
+    if (!timeout_ns && server->conf.default_timeout_ms) timeout_ns = (uint64_t)server->conf.default_timeout_ms * 1000000ull;
+    uint64_t cap_ns = (uint64_t)server->conf.max_timeout_ms * 1000000ull;
+    if (cap_ns && (!timeout_ns || timeout_ns > cap_ns)) timeout_ns = cap_ns;
+    return timeout_ns ? now + timeout_ns : 0;
+}
+
+static bool blank(const char *text) {
+    if (!text) return true;
+    for (; *text; text++)
+        if (*text != ' ' && *text != '\t' && *text != '\n' && *text != '\r') return false;
+    return true;
+}
+
+static void handle_search(grpc_stream *stream) {
+    isn_server *server = stream->server;
+    const isn_conf *conf = &server->conf;
+    Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(&stream->arena.allocator, stream->reader.length,
+                                                                      stream->reader.body);
+    if (!request) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
+        return;
+    }
+    if (blank(request->query) && request->n_terms == 0) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
+        return;
+    }
+    if (request->n_terms > SEARCH_MAX_TERMS) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "%zu pre-analyzed terms (at most %d)", request->n_terms,
+                         SEARCH_MAX_TERMS);
+        return;
+    }
+    uint32_t k = request->k ? request->k : conf->default_k;
+    if (k > conf->max_k) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "k = %u is above this server's limit (max_k = %u)", k,
+                         conf->max_k);
+        return;
+    }
+    isn_mode mode;
+    switch (request->mode) {
+    case ISN__V1__MODE__MODE_DEFAULT: mode = conf->default_mode; break;
+    case ISN__V1__MODE__MODE_OR: mode = ISN_MODE_OR; break;
+    case ISN__V1__MODE__MODE_AND: mode = ISN_MODE_AND; break;
+    default:
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d (use MODE_OR or MODE_AND)",
+                         (int)request->mode);
+        return;
+    }
+    isn_algo algo = conf->default_algo;
+    if (request->algorithm && request->algorithm[0] && !isn_algo_from_name(request->algorithm, &algo)) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT,
+                         "unknown algorithm \"%.64s\" (auto, or, and, maxscore, wand, bmw, bmand)", request->algorithm);
+        return;
+    }
+    if (algo != ISN_ALGO_AUTO && isn_algo_mode(algo, mode) != mode) {
+        if (request->algorithm && request->algorithm[0] && request->mode != ISN__V1__MODE__MODE_DEFAULT) {
+            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "algorithm %s does not run %s queries",
+                             isn_algo_name(algo), mode == ISN_MODE_AND ? "AND" : "OR");
+            return;
+        }
+        /* One side was a default: the explicit side decides. */
+        if (request->algorithm && request->algorithm[0]) mode = isn_algo_mode(algo, mode);
+        else algo = ISN_ALGO_AUTO;
+    }
+    const Isn__V1__GlobalStatistics *global = request->global_stats;
+    if (global) {
+        if (global->n_terms > GLOBAL_STATS_MAX_TERMS) {
+            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "global_stats has %zu terms (at most %d)",
+                             global->n_terms, GLOBAL_STATS_MAX_TERMS);
+            return;
+        }
+        if (global->n_terms && !global->num_docs) {
+            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "global_stats gives term df but num_docs = 0");
+            return;
+        }
+        for (size_t i = 0; i < global->n_terms; i++) {
+            if (global->terms[i]->df > global->num_docs || global->terms[i]->df > UINT32_MAX) {
+                grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT,
+                                 "global_stats: df %llu of term \"%.64s\" is above num_docs %llu",
+                                 (unsigned long long)global->terms[i]->df, global->terms[i]->term,
+                                 (unsigned long long)global->num_docs);
+                return;
+            }
+        }
+    }
+    uint64_t now = monotonic_ns();
+    search_job *job = &stream->job;
+    job->request = request;
+    job->k = k;
+    job->mode = mode;
+    job->algo = algo;
+    job->partition_id = conf->partition_id;
+    job->delay_us = conf->job_delay_us;
+    job->received_ns = now;
+    job->enqueued_ns = now;
+    job->deadline_ns = deadline_for(server, stream, request->timeout_ms, now);
+    atomic_store(&job->cancelled, false);
+    if (!worker_pool_submit(server->pool, job)) {
+        server->metrics.shed++;
+        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "server overloaded: %u requests already queued",
+                         worker_pool_queued(server->pool));
+        return;
+    }
+    stream->job_in_flight = true;
+    server->inflight_jobs++;
+}
+
+void rpc_on_completions(uv_async_t *async) {
+    isn_server *server = async->data;
+    search_job *job = server->pool ? worker_pool_take_completed(server->pool) : NULL;
+    uint64_t now = monotonic_ns();
+    while (job) {
+        search_job *next = job->next;
+        grpc_stream *stream = (grpc_stream *)((char *)job - offsetof(grpc_stream, job));
+        stream->job_in_flight = false;
+        server->inflight_jobs--;
+        metrics *m = &server->metrics;
+        if (!stream->conn) {
+            /* The client went away while a worker had its request. */
+            m->cancelled++;
+            if (stream->prev) stream->prev->next = stream->next;
+            else server->orphans = stream->next;
+            if (stream->next) stream->next->prev = stream->prev;
+            grpc_stream_release(server, stream);
+        } else if (job->status == GRPC_STATUS_OK) {
+            histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
+            histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
+            histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
+            m->hits_returned += job->num_hits;
+            metrics_count_request(m, RPC_SEARCH, GRPC_STATUS_OK, (double)(now - stream->opened_ns) / 1e9);
+            grpc_stream_reply(stream);
+        } else {
+            grpc_stream_fail(stream, job->status, "%s", job->message);
+        }
+        job = next;
+    }
+    if (server->state == SERVER_DRAINING) server_check_drained(server);
+}
+
+/* ------------------------------------------------------------------ Info */
+
+typedef struct {
+    grpc_stream *stream;
+    Isn__V1__InfoResponse *response;
+    const char *asked;
+    size_t cap;
+    bool failed;
+} info_ctx;
+
+static void add_term_info(info_ctx *ctx, const char *asked, const char *term, size_t len) {
+    if (ctx->failed) return;
+    isn_server *server = ctx->stream->server;
+    Isn__V1__InfoResponse *response = ctx->response;
+    if (response->n_terms == ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap * 2 : 16;
+        Isn__V1__TermInfo **grown = arena_alloc(&ctx->stream->arena, cap * sizeof *grown);
+        if (!grown) {
+            ctx->failed = true;
+            return;
+        }
+        if (response->n_terms) memcpy(grown, response->terms, response->n_terms * sizeof *grown);
+        response->terms = grown;
+        ctx->cap = cap;
+    }
+    Isn__V1__TermInfo *info = arena_alloc(&ctx->stream->arena, sizeof *info);
+    char *copy = arena_alloc(&ctx->stream->arena, len + 1);
+    if (!info || !copy) {
+        ctx->failed = true;
+        return;
+    }
+    isn__v1__term_info__init(info);
+    memcpy(copy, term, len);
+    copy[len] = '\0';
+    info->term = (char *)asked;
+    info->index_term = copy;
+    uint32_t term_id;
+    if (isn_index_find_term(server->index, term, len, &term_id)) {
+        isn_term_stats stats;
+        isn_index_term_stats(server->index, term_id, &stats);
+        info->found = true;
+        info->df = stats.df;
+        info->cf = stats.cf;
+    }
+    response->terms[response->n_terms++] = info;
+}
+
+static void on_analyzed_term(void *user, const char *term, size_t len, uint32_t position) {
+    (void)position;
+    info_ctx *ctx = user;
+    add_term_info(ctx, ctx->asked, term, len);
+}
+
+static void handle_info(grpc_stream *stream) {
+    isn_server *server = stream->server;
+    Isn__V1__InfoRequest *request = isn__v1__info_request__unpack(&stream->arena.allocator, stream->reader.length,
+                                                                  stream->reader.body);
+    if (!request) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.InfoRequest message");
+        return;
+    }
+    if (request->n_terms > INFO_MAX_TERMS) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
+                         request->n_terms, INFO_MAX_TERMS);
+        return;
+    }
+    const isn_index_info *info = server->info;
+    Isn__V1__InfoResponse response = ISN__V1__INFO_RESPONSE__INIT;
+    Isn__V1__AnalyzerSettings analyzer = ISN__V1__ANALYZER_SETTINGS__INIT;
+    char *fields[ISN_MAX_FIELDS];
+    analyzer.stem = info->analyzer.stem;
+    analyzer.stopwords = info->analyzer.stopwords;
+    analyzer.max_token_bytes = info->analyzer.max_token_bytes;
+    response.partition_id = server->conf.partition_id;
+    response.num_docs = info->num_docs;
+    response.index_version = info->version;
+    response.analyzer = &analyzer;
+    response.bm25_k1 = info->bm25.k1;
+    response.bm25_b = info->bm25.b;
+    response.num_terms = info->num_terms;
+    response.num_postings = info->num_postings;
+    response.avg_doc_len = info->avg_doc_len;
+    response.total_doc_len = info->total_doc_len;
+    for (uint32_t i = 0; i < info->num_fields && i < ISN_MAX_FIELDS; i++) fields[i] = (char *)info->fields[i];
+    response.n_fields = info->num_fields;
+    response.fields = fields;
+    response.has_positions = info->has_positions;
+    response.index_bytes = info->file_bytes;
+    response.server_version = ISND_VERSION;
+    info_ctx ctx = {.stream = stream, .response = &response};
+    for (size_t i = 0; i < request->n_terms; i++) {
+        const char *term = request->terms[i] ? request->terms[i] : "";
+        ctx.asked = term;
+        if (request->analyze) isn_analyze(server->analyzer, term, strlen(term), on_analyzed_term, &ctx);
+        else add_term_info(&ctx, term, term, strlen(term));
+    }
+    if (ctx.failed) {
+        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
+        return;
+    }
+    reply_with(stream, &response.base);
+}
+
+/* ------------------------------------------------------------------ Health */
+
+static void handle_health_check(grpc_stream *stream) {
+    Grpc__Health__V1__HealthCheckRequest *request =
+        grpc__health__v1__health_check_request__unpack(&stream->arena.allocator, stream->reader.length, stream->reader.body);
+    if (!request) {
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid grpc.health.v1.HealthCheckRequest");
+        return;
+    }
+    const char *service = request->service ? request->service : "";
+    if (*service && strcmp(service, "isn.v1.Search")) {
+        grpc_stream_fail(stream, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
+        return;
+    }
+    Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    response.status = server_ready(stream->server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    reply_with(stream, &response.base);
+}
+
+void rpc_on_request(grpc_stream *stream) {
+    grpc_read_result result = grpc_reader_finish(&stream->reader);
+    if (result != GRPC_READ_OK) {
+        char why[200];
+        grpc_reader_describe(&stream->reader, result, why, sizeof why);
+        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
+    }
+    switch (stream->method) {
+    case RPC_SEARCH: handle_search(stream); break;
+    case RPC_INFO: handle_info(stream); break;
+    case RPC_HEALTH_CHECK: handle_health_check(stream); break;
+    default: grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", stream->path); break;
+    }
+}

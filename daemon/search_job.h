@@ -1,0 +1,49 @@
+/* One Search request on its way through a worker: what the loop thread decided (input) and what
+ * the worker produced (output: a status, or a framed SearchResponse ready to send). */
+#ifndef ISN_DAEMON_SEARCH_JOB_H
+#define ISN_DAEMON_SEARCH_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/buffer.h"
+#include "proto/isn.pb-c.h"
+#include "ranking/ranking.h"
+
+typedef struct search_job search_job;
+struct search_job {
+    search_job *next; /* queue link, then completion link */
+    /* input: set by the loop thread; read-only for the worker */
+    const Isn__V1__SearchRequest *request;
+    uint32_t k;
+    isn_mode mode;
+    isn_algo algo;
+    uint32_t partition_id;
+    uint32_t delay_us;
+    uint64_t received_ns; /* request fully received */
+    uint64_t enqueued_ns;
+    uint64_t deadline_ns; /* 0 = none */
+    atomic_bool cancelled; /* the client went away: skip if not started */
+    /* output: set by the worker */
+    int status;
+    char message[256];
+    byte_buffer reply; /* 5-byte prefix + SearchResponse; kept across uses of the job */
+    uint64_t queue_ns, retrieval_ns, total_ns;
+    uint32_t num_hits;
+    uint32_t worker;
+};
+
+/* Per-worker state: a searcher and scratch sized for k up to its capacity, grown on demand. */
+typedef struct search_worker search_worker;
+
+search_worker *search_worker_new(const isn_index *index, uint32_t id, uint32_t max_k);
+void search_worker_free(search_worker *worker);
+/* Runs the job to its end (status + reply). abandon: answer UNAVAILABLE without running. */
+void search_worker_run(search_worker *worker, search_job *job, bool abandon);
+/* A few queries over frequent and rare terms, so pages and caches are hot before READY. */
+void search_worker_warm_up(search_worker *worker);
+
+uint64_t monotonic_ns(void);
+
+#endif

@@ -1,0 +1,63 @@
+/* Signals: SIGTERM and SIGINT drain (a second SIGINT stops at once); SIGHUP re-reads the
+ * configuration file, re-applies the command-line flags, and applies the result when every key
+ * that changed can change without a restart. */
+#include <signal.h>
+#include <stdio.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+
+static void reload(isn_server *server) {
+    sd_notify(0, "RELOADING=1");
+    isn_conf next;
+    isn_conf_default(&next);
+    char err[2048];
+    int problems = server->config_path ? isn_conf_load_file(&next, server->config_path, err, sizeof err) : 0;
+    for (size_t i = 0; problems == 0 && i < server->num_overrides; i++)
+        if (isn_conf_set_option(&next, server->overrides[i], err, sizeof err) < 0) problems = 1;
+    if (problems == 0 && isn_conf_validate(&next, err, sizeof err) < 0) problems = 1;
+    char key[64];
+    if (problems != 0) {
+        log_error("SIGHUP: configuration not reloaded: %s", err);
+        server->metrics.reload_failures++;
+    } else if (!isn_conf_reloadable(&server->conf, &next, key, sizeof key)) {
+        log_error("SIGHUP: configuration not reloaded: %s changed, which needs a restart", key);
+        server->metrics.reload_failures++;
+    } else {
+        server->conf = next;
+        log_set_level(next.log_level);
+        server->metrics.reloads++;
+        log_info("SIGHUP: configuration reloaded from %s (log level %s, max_k %u, drain_timeout %u ms)",
+                 server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
+                 next.max_k, next.drain_timeout_ms);
+    }
+    sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");
+}
+
+static void on_signal(uv_signal_t *handle, int signum) {
+    isn_server *server = handle->data;
+    if (signum == SIGHUP) {
+        reload(server);
+        return;
+    }
+    if (server->state == SERVER_DRAINING && signum == SIGINT) {
+        log_warn("SIGINT again: stopping now with %u requests open", server->open_streams);
+        server->lost_requests += server->open_streams;
+        server->exit_code = 1;
+        server_stop(server);
+        return;
+    }
+    server_begin_drain(server, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+void signals_start(isn_server *server) {
+    uv_signal_init(server->loop, &server->sigterm);
+    uv_signal_init(server->loop, &server->sigint);
+    uv_signal_init(server->loop, &server->sighup);
+    server->sigterm.data = server->sigint.data = server->sighup.data = server;
+    uv_signal_start(&server->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&server->sigint, on_signal, SIGINT);
+    uv_signal_start(&server->sighup, on_signal, SIGHUP);
+}

@@ -1,0 +1,33 @@
+# proto/*.proto -> C by protoc-c into $(BUILD)/gen/proto (included as "proto/NAME.pb-c.h"),
+# compiled into libisn_proto.a. Objects that include a generated header list it as an order-only
+# prerequisite so the first build generates it before compiling them; -MMD tracks it afterwards.
+PROTO_SRCS  := $(wildcard proto/*.proto)
+PROTO_GEN_C := $(PROTO_SRCS:%.proto=$(BUILD)/gen/%.pb-c.c)
+PROTO_GEN_H := $(PROTO_GEN_C:.c=.h)
+PROTO_OBJS  := $(PROTO_SRCS:%.proto=$(BUILD)/obj/gen/%.pb-c.o)
+PROTO_LIB   := $(BUILD)/lib/libisn_proto.a
+
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto | $(DEPS_STAMP)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen $<
+
+$(BUILD)/obj/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c | $(PROTO_GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(PROTO_LIB): $(PROTO_OBJS)
+LIBS   += $(PROTO_LIB)
+LDLIBS += -lprotobuf-c
+
+# Our sources that include generated headers (tests by name prefix).
+PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c tools/grpc_client*.c \
+               tests/test_grpc*.c tests/test_isnd*.c))
+$(PROTO_USERS): | $(PROTO_GEN_H)
+
+.SECONDARY: $(PROTO_GEN_C) $(PROTO_GEN_H)
+
+# The gRPC client (tools/grpc_client*.c) as a library too, so tests link it as the tools do.
+GRPC_CLIENT_SRCS := $(wildcard tools/grpc_client*.c)
+GRPC_CLIENT_LIB  := $(BUILD)/lib/libisn_grpc_client.a
+$(GRPC_CLIENT_LIB): $(GRPC_CLIENT_SRCS:%.c=$(BUILD)/obj/%.o)
+LIBS := $(GRPC_CLIENT_LIB) $(LIBS)

@@ -1,0 +1,331 @@
+/* Shared by the isnd integration tests (tests/test_isnd_*.c): a deterministic test index, an isnd
+ * child process on ephemeral loopback ports (found from its log), HTTP GETs to its stats port, and
+ * the offline engine for comparison. Header-only: each test program includes it once. */
+#ifndef ISN_TESTS_ISND_HARNESS_H
+#define ISN_TESTS_ISND_HARNESS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+#define HARNESS_UNUSED __attribute__((unused))
+
+typedef struct {
+    char build_dir[512];      /* build or build-asan */
+    char work_dir[256];       /* temp dir: index, logs */
+    char index_dir[512];
+    char log_path[512];
+    pid_t pid;
+    int grpc_port, stats_port;
+    char grpc_address[64];
+} harness;
+
+static HARNESS_UNUSED int64_t harness_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static HARNESS_UNUSED void harness_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* The build directory is the test program's grandparent: BUILD/tests/test_x -> BUILD. */
+static HARNESS_UNUSED void harness_init(harness *h, const char *argv0) {
+    memset(h, 0, sizeof *h);
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", argv0);
+    char *tests_dir = dirname(copy);
+    snprintf(h->build_dir, sizeof h->build_dir, "%s", dirname(tests_dir));
+    snprintf(h->work_dir, sizeof h->work_dir, "/tmp/isnd_test_XXXXXX");
+    if (!mkdtemp(h->work_dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(h->index_dir, sizeof h->index_dir, "%s/index", h->work_dir);
+    h->pid = -1;
+}
+
+/* ------------------------------------------------------------------ test index */
+
+static uint64_t harness_rng = 42;
+static HARNESS_UNUSED uint32_t harness_random(uint32_t bound) {
+    uint64_t z = (harness_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((z ^ (z >> 31)) % bound);
+}
+
+static const char *const HARNESS_WORDS[] = {
+    "search", "engine", "index", "query", "ranking", "document", "score", "partition", "wind", "tunnel",
+    "flow", "boundary", "layer", "pressure", "wing", "supersonic", "heat", "transfer", "running", "runs",
+    "connection", "connected", "connects", "aggregator", "server", "latency", "throughput", "the", "of", "and",
+};
+#define HARNESS_NUM_WORDS (sizeof HARNESS_WORDS / sizeof HARNESS_WORDS[0])
+
+/* Zipf-like: low ranks much more frequent; many ties in scores, which tests tie order too. */
+static HARNESS_UNUSED const char *harness_word(void) {
+    uint32_t r = harness_random(1000);
+    uint32_t rank = (uint32_t)((double)HARNESS_NUM_WORDS * (double)r * r / 1e6);
+    if (rank >= HARNESS_NUM_WORDS) rank = HARNESS_NUM_WORDS - 1;
+    static char synthetic[16];
+    if (harness_random(4) == 0) { /* a long tail of rarer terms */
+        snprintf(synthetic, sizeof synthetic, "t%u", harness_random(400));
+        return synthetic;
+    }
+    return HARNESS_WORDS[rank];
+}
+
+static HARNESS_UNUSED void harness_build_index(harness *h, uint32_t num_docs) {
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.num_fields = 2;
+    strcpy(options.fields[0], "title");
+    strcpy(options.fields[1], "body");
+    options.progress = false;
+    isn_builder *builder = isn_builder_new(&options);
+    if (!builder) {
+        fprintf(stderr, "harness: isn_builder_new failed\n");
+        exit(1);
+    }
+    char err[ISN_ERR_LEN], id[32], title[256], body[4096];
+    harness_rng = 42;
+    for (uint32_t d = 0; d < num_docs; d++) {
+        snprintf(id, sizeof id, "doc-%05u", d);
+        size_t tn = 0, bn = 0;
+        for (uint32_t i = 0, n = 2 + harness_random(4); i < n; i++)
+            tn += (size_t)snprintf(title + tn, sizeof title - tn, "%s ", harness_word());
+        for (uint32_t i = 0, n = 5 + harness_random(60); i < n && bn < sizeof body - 32; i++)
+            bn += (size_t)snprintf(body + bn, sizeof body - bn, "%s ", harness_word());
+        const char *fields[2] = {title, body};
+        size_t lens[2] = {tn, bn};
+        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) {
+            fprintf(stderr, "harness: isn_builder_add: %s\n", err);
+            exit(1);
+        }
+    }
+    isn_build_summary summary;
+    if (isn_builder_write(builder, h->index_dir, &summary, err, sizeof err) != 0) {
+        fprintf(stderr, "harness: isn_builder_write: %s\n", err);
+        exit(1);
+    }
+    isn_builder_free(builder);
+}
+
+/* ------------------------------------------------------------------ the daemon */
+
+static HARNESS_UNUSED void harness_dump_log(const harness *h) {
+    FILE *f = fopen(h->log_path, "r");
+    if (!f) return;
+    char line[2048];
+    fprintf(stderr, "---- isnd log (%s)\n", h->log_path);
+    while (fgets(line, sizeof line, f)) fputs(line, stderr);
+    fprintf(stderr, "----\n");
+    fclose(f);
+}
+
+/* Whether the log contains `needle`. */
+static HARNESS_UNUSED bool harness_log_has(const harness *h, const char *needle) {
+    FILE *f = fopen(h->log_path, "r");
+    if (!f) return false;
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Starts isnd with the test index on ephemeral ports plus `extra` arguments (NULL-terminated) and
+ * waits until it logs "ready:" (or `wait_for` when given). Returns 0, or -1 after dumping the log. */
+static HARNESS_UNUSED int harness_start(harness *h, const char *wait_for, const char *const *extra) {
+    static int run = 0;
+    snprintf(h->log_path, sizeof h->log_path, "%s/isnd-%d.log", h->work_dir, run++);
+    char isnd[PATH_MAX + 16];
+    snprintf(isnd, sizeof isnd, "%s/bin/isnd", h->build_dir);
+    const char *argv[64] = {isnd, "--index", h->index_dir, "--listen", "127.0.0.1:0", "--stats-listen", "127.0.0.1:0",
+                            "--workers", "2"};
+    int argc = 9;
+    for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
+    /* ISN_TEST_ISND_ARGS="--log-level debug": more arguments for every daemon the tests start. */
+    static char env_args[1024];
+    const char *env = getenv("ISN_TEST_ISND_ARGS");
+    if (env) {
+        snprintf(env_args, sizeof env_args, "%s", env);
+        char *save = NULL;
+        for (char *arg = strtok_r(env_args, " ", &save); arg && argc < 62; arg = strtok_r(NULL, " ", &save))
+            argv[argc++] = arg;
+    }
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(h->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+            close(fd);
+        }
+        execv(isnd, (char *const *)argv);
+        perror("execv isnd");
+        _exit(127);
+    }
+    h->pid = pid;
+    h->grpc_port = h->stats_port = 0;
+    const char *ready = wait_for ? wait_for : "ready:";
+    int64_t deadline = harness_now_ms() + 30000;
+    while (harness_now_ms() < deadline) {
+        FILE *f = fopen(h->log_path, "r");
+        char line[2048];
+        bool is_ready = false;
+        while (f && fgets(line, sizeof line, f)) {
+            const char *p;
+            if ((p = strstr(line, "gRPC listening on 127.0.0.1:"))) h->grpc_port = atoi(p + strlen("gRPC listening on 127.0.0.1:"));
+            if ((p = strstr(line, "stats listening on http://127.0.0.1:")))
+                h->stats_port = atoi(p + strlen("stats listening on http://127.0.0.1:"));
+            if (strstr(line, ready)) is_ready = true;
+        }
+        if (f) fclose(f);
+        if (is_ready && h->grpc_port) {
+            snprintf(h->grpc_address, sizeof h->grpc_address, "127.0.0.1:%d", h->grpc_port);
+            return 0;
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            fprintf(stderr, "harness: isnd exited early (status %d)\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            h->pid = -1;
+            harness_dump_log(h);
+            return -1;
+        }
+        harness_sleep_ms(20);
+    }
+    fprintf(stderr, "harness: isnd not ready within 30 s\n");
+    harness_dump_log(h);
+    return -1;
+}
+
+/* Waits for the daemon to exit (after a signal); returns its exit status, or -1 on timeout/crash. */
+static HARNESS_UNUSED int harness_wait_exit(harness *h, int timeout_ms) {
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    while (h->pid > 0) {
+        int status;
+        pid_t r = waitpid(h->pid, &status, WNOHANG);
+        if (r == h->pid) {
+            h->pid = -1;
+            if (WIFEXITED(status)) return WEXITSTATUS(status);
+            fprintf(stderr, "harness: isnd died by signal %d\n", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            harness_dump_log(h);
+            return -1;
+        }
+        if (harness_now_ms() > deadline) {
+            fprintf(stderr, "harness: isnd did not exit within %d ms\n", timeout_ms);
+            harness_dump_log(h);
+            return -1;
+        }
+        harness_sleep_ms(10);
+    }
+    return -1;
+}
+
+/* SIGTERM and wait: the exit status (0 = drained cleanly). */
+static HARNESS_UNUSED int harness_stop(harness *h) {
+    if (h->pid <= 0) return -1;
+    kill(h->pid, SIGTERM);
+    return harness_wait_exit(h, 30000);
+}
+
+static HARNESS_UNUSED void harness_cleanup(harness *h) {
+    if (h->pid > 0) {
+        kill(h->pid, SIGKILL);
+        waitpid(h->pid, NULL, 0);
+        h->pid = -1;
+    }
+    if (!getenv("ISN_KEEP_TEST_DIR")) {
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->work_dir);
+        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", h->work_dir);
+    }
+}
+
+/* ------------------------------------------------------------------ sockets */
+
+static HARNESS_UNUSED int harness_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until EOF or timeout; returns bytes read, or -1 on timeout without EOF. */
+static HARNESS_UNUSED ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms) {
+    size_t n = 0;
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    for (;;) {
+        int left = (int)(deadline - harness_now_ms());
+        if (left <= 0) return -1;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, left) <= 0) continue;
+        char scratch[4096];
+        char *dst = n < cap ? buf + n : scratch;
+        size_t room = n < cap ? cap - n : sizeof scratch;
+        ssize_t r = recv(fd, dst, room, 0);
+        if (r == 0) return (ssize_t)n;
+        if (r < 0) return errno == ECONNRESET ? (ssize_t)n : -1;
+        if (dst != scratch) n += (size_t)r;
+    }
+}
+
+/* GET http://127.0.0.1:stats_port/path; body (NUL-terminated) into buf. Returns the HTTP status or -1. */
+static HARNESS_UNUSED int harness_http_get(const harness *h, const char *path, char *buf, size_t cap) {
+    int fd = harness_connect(h->stats_port);
+    if (fd < 0) return -1;
+    char request[512];
+    int n = snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
+    if (send(fd, request, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    ssize_t got = harness_read_until_close(fd, buf, cap - 1, 10000);
+    close(fd);
+    if (got < 0) return -1;
+    buf[got] = '\0';
+    int status = -1;
+    if (sscanf(buf, "HTTP/1.1 %d", &status) != 1) return -1;
+    char *body = strstr(buf, "\r\n\r\n");
+    if (body) memmove(buf, body + 4, strlen(body + 4) + 1);
+    return status;
+}
+
+/* A numeric field of /stats ("open_streams", "resident_memory_bytes"...), or -1. */
+static HARNESS_UNUSED long long harness_stat(const harness *h, const char *field) {
+    static char buf[1 << 16];
+    if (harness_http_get(h, "/stats", buf, sizeof buf) != 200) return -1;
+    char needle[80];
+    snprintf(needle, sizeof needle, "\"%s\":", field);
+    const char *p = strstr(buf, needle);
+    return p ? atoll(p + strlen(needle)) : -1;
+}
+
+#endif

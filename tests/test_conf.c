@@ -1,0 +1,297 @@
+/* isnd configuration: value parsers, FILE:LINE problems for bad files, every key documented in
+ * conf/isnd.conf, command-line overrides, cross-key validation and the SIGHUP reload rule. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "conf/conf.h"
+
+static char temp_path[64];
+
+static const char *write_temp(const char *text) {
+    snprintf(temp_path, sizeof temp_path, "/tmp/isn_test_conf_XXXXXX");
+    int fd = mkstemp(temp_path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return temp_path;
+}
+
+static void test_durations(void **state) {
+    (void)state;
+    char err[200];
+    uint32_t ms;
+    assert_int_equal(isn_conf_parse_duration_ms("250ms", &ms, err, sizeof err), 0);
+    assert_int_equal(ms, 250);
+    assert_int_equal(isn_conf_parse_duration_ms("10s", &ms, err, sizeof err), 0);
+    assert_int_equal(ms, 10000);
+    assert_int_equal(isn_conf_parse_duration_ms("5m", &ms, err, sizeof err), 0);
+    assert_int_equal(ms, 300000);
+    assert_int_equal(isn_conf_parse_duration_ms("1h", &ms, err, sizeof err), 0);
+    assert_int_equal(ms, 3600000);
+    assert_int_equal(isn_conf_parse_duration_ms("0", &ms, err, sizeof err), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(isn_conf_parse_duration_ms("10", &ms, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs a unit"));
+    assert_int_equal(isn_conf_parse_duration_ms("1.5s", &ms, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_duration_ms("10x", &ms, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_duration_ms("-1s", &ms, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_duration_ms("1500us", &ms, err, sizeof err), -1); /* finer than 1 ms */
+    assert_int_equal(isn_conf_parse_duration_ms("99999999999h", &ms, err, sizeof err), -1);
+}
+
+static void test_sizes(void **state) {
+    (void)state;
+    char err[200];
+    uint64_t bytes;
+    assert_int_equal(isn_conf_parse_size("4096", &bytes, err, sizeof err), 0);
+    assert_int_equal(bytes, 4096);
+    assert_int_equal(isn_conf_parse_size("64KiB", &bytes, err, sizeof err), 0);
+    assert_int_equal(bytes, 65536);
+    assert_int_equal(isn_conf_parse_size("4MiB", &bytes, err, sizeof err), 0);
+    assert_int_equal(bytes, 4u << 20);
+    assert_int_equal(isn_conf_parse_size("1G", &bytes, err, sizeof err), 0);
+    assert_int_equal(bytes, 1u << 30);
+    assert_int_equal(isn_conf_parse_size("4 MiB", &bytes, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_size("4TiB", &bytes, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_size("MiB", &bytes, err, sizeof err), -1);
+}
+
+static void test_host_port(void **state) {
+    (void)state;
+    char err[200], host[64];
+    uint16_t port;
+    assert_int_equal(isn_conf_parse_host_port("127.0.0.1:7070", host, sizeof host, &port, err, sizeof err), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 7070);
+    assert_int_equal(isn_conf_parse_host_port("[::1]:0", host, sizeof host, &port, err, sizeof err), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 0);
+    assert_int_equal(isn_conf_parse_host_port("localhost:9090", host, sizeof host, &port, err, sizeof err), 0);
+    assert_string_equal(host, "localhost");
+    assert_int_equal(isn_conf_parse_host_port("::1:80", host, sizeof host, &port, err, sizeof err), -1);
+    assert_non_null(strstr(err, "brackets"));
+    assert_int_equal(isn_conf_parse_host_port("host:", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_host_port("host:70000", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_host_port(":80", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_conf_parse_host_port("7070", host, sizeof host, &port, err, sizeof err), -1);
+}
+
+static void test_good_file(void **state) {
+    (void)state;
+    const char *path = write_temp("# comment\n[server]\nlisten = 0.0.0.0:1234\nmax_message_size = 1MiB\n"
+                                  "header_timeout = 500ms\n\n[index]\npath = /srv/isn/part-0003\npartition_id = 3\n"
+                                  "[search]\nworkers = 4\nmax_k = 500\ndefault_k = 20\ndefault_mode = and\n"
+                                  "default_algorithm = bmand\n[log]\nlevel = debug\n");
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[1024];
+    assert_int_equal(isn_conf_load_file(&conf, path, err, sizeof err), 0);
+    unlink(path);
+    assert_string_equal(conf.listen, "0.0.0.0:1234");
+    assert_int_equal(conf.max_message_bytes, 1u << 20);
+    assert_int_equal(conf.header_timeout_ms, 500);
+    assert_string_equal(conf.index_path, "/srv/isn/part-0003");
+    assert_int_equal(conf.partition_id, 3);
+    assert_int_equal(conf.workers, 4);
+    assert_int_equal(conf.max_k, 500);
+    assert_int_equal(conf.default_k, 20);
+    assert_int_equal(conf.default_mode, ISN_MODE_AND);
+    assert_int_equal(conf.default_algo, ISN_ALGO_BMAND);
+    assert_int_equal(conf.log_level, ISN_LOG_DEBUG);
+    assert_string_equal(conf.stats_listen, "127.0.0.1:9090"); /* untouched default */
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), 0);
+}
+
+static void test_bad_file_reports_every_line(void **state) {
+    (void)state;
+    const char *path = write_temp("[server]\n"                   /* 1 */
+                                  "listen = 127.0.0.1:7070\n"    /* 2 */
+                                  "listne = 127.0.0.1:7070\n"    /* 3: unknown key */
+                                  "idle_timeout = 30\n"          /* 4: no unit */
+                                  "[serch]\n"                    /* 5 */
+                                  "workers = 2\n"                /* 6: unknown section */
+                                  "[search]\n"                   /* 7 */
+                                  "max_k = 0\n"                  /* 8: out of range */
+                                  "default_algorithm = fast\n"   /* 9: unknown algorithm */
+                                  "this line is not ini\n"       /* 10: syntax */
+                                  "[index]\n"                    /* 11 */
+                                  "warm_up = maybe\n");          /* 12: not a boolean */
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[4096];
+    int problems = isn_conf_load_file(&conf, path, err, sizeof err);
+    assert_int_equal(problems, 7);
+    char expect[256];
+    const int lines[] = {3, 4, 6, 8, 9, 10, 12};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        snprintf(expect, sizeof expect, "%s:%d: ", path, lines[i]);
+        assert_non_null(strstr(err, expect));
+    }
+    assert_non_null(strstr(err, "unknown key \"listne\" in [server]"));
+    assert_non_null(strstr(err, "unknown section [serch]"));
+    assert_non_null(strstr(err, "needs a unit"));
+    assert_non_null(strstr(err, "out of range"));
+    assert_non_null(strstr(err, "unknown algorithm \"fast\""));
+    assert_non_null(strstr(err, "not a boolean"));
+    unlink(path);
+}
+
+static void test_missing_file(void **state) {
+    (void)state;
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[512];
+    assert_int_equal(isn_conf_load_file(&conf, "/nonexistent/isnd.conf", err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/isnd.conf: cannot open"));
+}
+
+/* The documented example must load cleanly and mention every key the parser knows. */
+static void test_example_documents_every_key(void **state) {
+    (void)state;
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[4096];
+    assert_int_equal(isn_conf_load_file(&conf, "conf/isnd.conf", err, sizeof err), 0);
+    isn_conf defaults;
+    isn_conf_default(&defaults);
+    assert_memory_equal(&conf, &defaults, sizeof conf); /* the example shows the defaults */
+
+    FILE *example = fopen("conf/isnd.conf", "r");
+    assert_non_null(example);
+    char text[32768];
+    size_t n = fread(text, 1, sizeof text - 1, example);
+    text[n] = '\0';
+    fclose(example);
+
+    char written[8192];
+    FILE *out = fmemopen(written, sizeof written, "w");
+    isn_conf_write(&conf, out);
+    fclose(out);
+    char section[64] = "", *save = NULL;
+    int keys = 0;
+    for (char *line = strtok_r(written, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '[') {
+            snprintf(section, sizeof section, "%s", line);
+            assert_non_null(strstr(text, section));
+            continue;
+        }
+        char key[64];
+        assert_int_equal(sscanf(line, "%63s =", key), 1);
+        char needle[80];
+        snprintf(needle, sizeof needle, "\n%s =", key);
+        if (!strstr(text, needle)) fail_msg("key %s of %s is not documented in conf/isnd.conf", key, section);
+        keys++;
+    }
+    assert_true(keys >= 20);
+}
+
+static void test_write_round_trip(void **state) {
+    (void)state;
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[512];
+    assert_int_equal(isn_conf_set_option(&conf, "index.path=/data/idx", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(&conf, "server.idle_timeout=90s", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(&conf, "server.max_message_size=1536KiB", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(&conf, "testing.job_delay=1500us", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(&conf, "server.stats_listen=", err, sizeof err), 0);
+    char text[8192];
+    FILE *out = fmemopen(text, sizeof text, "w");
+    isn_conf_write(&conf, out);
+    fclose(out);
+    const char *path = write_temp(text);
+    isn_conf again;
+    isn_conf_default(&again);
+    assert_int_equal(isn_conf_load_file(&again, path, err, sizeof err), 0);
+    unlink(path);
+    assert_memory_equal(&conf, &again, sizeof conf);
+    assert_int_equal(again.job_delay_us, 1500);
+    assert_string_equal(again.stats_listen, "");
+}
+
+static void test_overrides(void **state) {
+    (void)state;
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[512];
+    assert_int_equal(isn_conf_set_option(&conf, "search.workers=3", err, sizeof err), 0);
+    assert_int_equal(conf.workers, 3);
+    assert_int_equal(isn_conf_set_option(&conf, "workers=3", err, sizeof err), -1);
+    assert_non_null(strstr(err, "SECTION.KEY=VALUE"));
+    assert_int_equal(isn_conf_set_option(&conf, "search.workerz=3", err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown key \"workerz\""));
+    assert_int_equal(isn_conf_set_option(&conf, "search.workers=-3", err, sizeof err), -1);
+    assert_int_equal(isn_conf_set_option(&conf, "server.listen=nowhere", err, sizeof err), -1);
+    assert_non_null(strstr(err, "server.listen"));
+}
+
+static void test_validate(void **state) {
+    (void)state;
+    isn_conf conf;
+    isn_conf_default(&conf);
+    char err[512];
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--index"));
+    strcpy(conf.index_path, "/idx");
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), 0);
+    conf.default_k = 50;
+    conf.max_k = 20;
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), -1);
+    assert_non_null(strstr(err, "default_k"));
+    isn_conf_default(&conf);
+    strcpy(conf.index_path, "/idx");
+    conf.default_mode = ISN_MODE_AND;
+    conf.default_algo = ISN_ALGO_WAND;
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), -1);
+    assert_non_null(strstr(err, "default_algorithm"));
+    isn_conf_default(&conf);
+    strcpy(conf.index_path, "/idx");
+    strcpy(conf.stats_listen, conf.listen);
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), -1);
+}
+
+static void test_reloadable(void **state) {
+    (void)state;
+    isn_conf a, b;
+    isn_conf_default(&a);
+    isn_conf_default(&b);
+    char key[64];
+    assert_true(isn_conf_reloadable(&a, &b, key, sizeof key));
+    b.log_level = ISN_LOG_DEBUG;
+    b.max_k = 50;
+    b.idle_timeout_ms = 1000;
+    assert_true(isn_conf_reloadable(&a, &b, key, sizeof key));
+    strcpy(b.listen, "127.0.0.1:1");
+    assert_false(isn_conf_reloadable(&a, &b, key, sizeof key));
+    assert_string_equal(key, "server.listen");
+    isn_conf_default(&b);
+    b.workers = 7;
+    assert_false(isn_conf_reloadable(&a, &b, key, sizeof key));
+    assert_string_equal(key, "search.workers");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_host_port),
+        cmocka_unit_test(test_good_file),
+        cmocka_unit_test(test_bad_file_reports_every_line),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_example_documents_every_key),
+        cmocka_unit_test(test_write_round_trip),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_reloadable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,238 @@
+/* gRPC message framing as isnd reads it: a unary request's one message reassembled from DATA
+ * chunks split at every byte, the size limit, compression and flag errors, extra and truncated
+ * messages; grpc-timeout parsing, grpc-message encoding, method paths, the request arena and
+ * the latency histogram's buckets. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/arena.h"
+#include "daemon/grpc_framing.h"
+#include "daemon/metrics.h"
+#include "daemon/server.h"
+
+static size_t frame(uint8_t *out, const uint8_t *body, uint32_t len) {
+    grpc_write_prefix(out, len);
+    if (len) memcpy(out + GRPC_PREFIX_BYTES, body, len);
+    return GRPC_PREFIX_BYTES + len;
+}
+
+static void test_prefix(void **state) {
+    (void)state;
+    uint8_t p[5];
+    grpc_write_prefix(p, 0x01020304);
+    const uint8_t want[5] = {0, 1, 2, 3, 4};
+    assert_memory_equal(p, want, 5);
+}
+
+/* Every way of cutting the wire bytes into two or three chunks gives the same message. */
+static void test_reassembly_at_every_split(void **state) {
+    (void)state;
+    uint8_t body[300], wire[400], inline_buf[64];
+    for (size_t i = 0; i < sizeof body; i++) body[i] = (uint8_t)(i * 7 + 1);
+    for (uint32_t len = 0; len <= 300; len += 60) {
+        size_t n = frame(wire, body, len);
+        for (size_t a = 0; a <= n; a += 3) {
+            for (size_t b = a; b <= n; b += 17) {
+                grpc_reader r;
+                grpc_reader_init(&r, inline_buf, sizeof inline_buf, 1000);
+                assert_int_equal(grpc_reader_feed(&r, wire, a), GRPC_READ_OK);
+                assert_int_equal(grpc_reader_feed(&r, wire + a, b - a), GRPC_READ_OK);
+                assert_int_equal(grpc_reader_feed(&r, wire + b, n - b), GRPC_READ_OK);
+                assert_int_equal(grpc_reader_finish(&r), GRPC_READ_OK);
+                assert_int_equal(r.length, len);
+                if (len) assert_memory_equal(r.body, body, len);
+                assert_true(len > sizeof inline_buf ? r.body != inline_buf : r.body == inline_buf);
+                grpc_reader_reset(&r);
+            }
+        }
+    }
+}
+
+static void test_too_large(void **state) {
+    (void)state;
+    uint8_t wire[5], inline_buf[16];
+    grpc_write_prefix(wire, 4u << 20 | 1);
+    grpc_reader r;
+    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 4u << 20);
+    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_TOO_LARGE);
+    char why[200];
+    grpc_reader_describe(&r, GRPC_READ_TOO_LARGE, why, sizeof why);
+    assert_non_null(strstr(why, "4194305 bytes exceeds the server's limit of 4194304"));
+    assert_null(r.body); /* nothing allocated for a refused message */
+    grpc_reader_reset(&r);
+    /* exactly at the limit is fine */
+    grpc_write_prefix(wire, 100);
+    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_OK);
+    grpc_reader_reset(&r);
+}
+
+static void test_flags(void **state) {
+    (void)state;
+    uint8_t wire[8] = {1, 0, 0, 0, 1, 'x'}, inline_buf[16];
+    grpc_reader r;
+    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(grpc_reader_feed(&r, wire, 6), GRPC_READ_COMPRESSED);
+    grpc_reader_reset(&r);
+    wire[0] = 0x80;
+    assert_int_equal(grpc_reader_feed(&r, wire, 6), GRPC_READ_BAD_FLAGS);
+    char why[200];
+    grpc_reader_describe(&r, GRPC_READ_BAD_FLAGS, why, sizeof why);
+    assert_non_null(strstr(why, "0x80"));
+    grpc_reader_reset(&r);
+}
+
+static void test_extra_message(void **state) {
+    (void)state;
+    uint8_t wire[64], inline_buf[16];
+    size_t n = frame(wire, (const uint8_t *)"abc", 3);
+    n += frame(wire + n, (const uint8_t *)"de", 2);
+    grpc_reader r;
+    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(grpc_reader_feed(&r, wire, n), GRPC_READ_EXTRA_MESSAGE);
+    grpc_reader_reset(&r);
+    /* the second message in a later chunk, and after a zero-length first message */
+    n = frame(wire, NULL, 0);
+    assert_int_equal(grpc_reader_feed(&r, wire, n), GRPC_READ_OK);
+    assert_int_equal(grpc_reader_feed(&r, wire, 1), GRPC_READ_EXTRA_MESSAGE);
+    grpc_reader_reset(&r);
+}
+
+static void test_truncated_and_missing(void **state) {
+    (void)state;
+    uint8_t wire[64], inline_buf[16];
+    char why[200];
+    grpc_reader r;
+    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_NO_MESSAGE);
+    size_t n = frame(wire, (const uint8_t *)"0123456789", 10);
+    assert_int_equal(grpc_reader_feed(&r, wire, 3), GRPC_READ_OK);
+    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
+    grpc_reader_describe(&r, GRPC_READ_TRUNCATED, why, sizeof why);
+    assert_non_null(strstr(why, "prefix"));
+    assert_int_equal(grpc_reader_feed(&r, wire + 3, n - 3 - 4), GRPC_READ_OK);
+    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
+    grpc_reader_describe(&r, GRPC_READ_TRUNCATED, why, sizeof why);
+    assert_non_null(strstr(why, "announces 10 bytes, stream ended after 6"));
+    /* a frame longer than its body: prefix says 1000, a heap body was reserved, freed by reset */
+    grpc_reader_reset(&r);
+    grpc_write_prefix(wire, 90);
+    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_OK);
+    assert_int_equal(grpc_reader_feed(&r, (const uint8_t *)"abc", 3), GRPC_READ_OK);
+    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
+    grpc_reader_reset(&r);
+}
+
+static void test_timeout_header(void **state) {
+    (void)state;
+    uint64_t ns;
+    assert_int_equal(grpc_parse_timeout("100m", 4, &ns), 0);
+    assert_int_equal(ns, 100000000ull);
+    assert_int_equal(grpc_parse_timeout("5S", 2, &ns), 0);
+    assert_int_equal(ns, 5000000000ull);
+    assert_int_equal(grpc_parse_timeout("2H", 2, &ns), 0);
+    assert_int_equal(ns, 7200000000000ull);
+    assert_int_equal(grpc_parse_timeout("1M", 2, &ns), 0);
+    assert_int_equal(ns, 60000000000ull);
+    assert_int_equal(grpc_parse_timeout("250u", 4, &ns), 0);
+    assert_int_equal(ns, 250000ull);
+    assert_int_equal(grpc_parse_timeout("99999999n", 9, &ns), 0);
+    assert_int_equal(ns, 99999999ull);
+    assert_int_equal(grpc_parse_timeout("123456789m", 10, &ns), -1); /* 9 digits */
+    assert_int_equal(grpc_parse_timeout("m", 1, &ns), -1);
+    assert_int_equal(grpc_parse_timeout("10x", 3, &ns), -1);
+    assert_int_equal(grpc_parse_timeout("1.5S", 4, &ns), -1);
+    assert_int_equal(grpc_parse_timeout("-1S", 3, &ns), -1);
+}
+
+static void test_percent_encoding(void **state) {
+    (void)state;
+    char out[64];
+    assert_int_equal(grpc_percent_encode("k = 0 is 100% wrong\n", out, sizeof out), 24);
+    assert_string_equal(out, "k = 0 is 100%25 wrong%0A");
+    grpc_percent_encode("caf\xc3\xa9", out, sizeof out);
+    assert_string_equal(out, "caf%C3%A9");
+    /* cut at a whole escape, never inside one */
+    grpc_percent_encode("ab\n", out, 5);
+    assert_string_equal(out, "ab");
+}
+
+static void test_status_names_and_paths(void **state) {
+    (void)state;
+    assert_string_equal(grpc_status_name(0), "OK");
+    assert_string_equal(grpc_status_name(3), "INVALID_ARGUMENT");
+    assert_string_equal(grpc_status_name(8), "RESOURCE_EXHAUSTED");
+    assert_string_equal(grpc_status_name(12), "UNIMPLEMENTED");
+    assert_string_equal(grpc_status_name(14), "UNAVAILABLE");
+    assert_string_equal(grpc_status_name(99), "UNKNOWN");
+    const char *p = "/isn.v1.Search/Search";
+    assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_SEARCH);
+    p = "/isn.v1.Search/Info";
+    assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_INFO);
+    p = "/grpc.health.v1.Health/Check";
+    assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_HEALTH_CHECK);
+    p = "/isn.v1.Search/Searc";
+    assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_UNKNOWN);
+    p = "/isn.v1.Search/SearchX";
+    assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_UNKNOWN);
+}
+
+static void test_arena(void **state) {
+    (void)state;
+    max_align_t first[64];
+    arena a;
+    arena_init(&a, first, sizeof first, 1 << 16);
+    void *p = arena_alloc(&a, 10);
+    assert_ptr_equal(p, first);
+    assert_int_equal((uintptr_t)arena_alloc(&a, 3) % 16, 0);
+    void *big = arena_alloc(&a, 20000); /* beyond the first chunk */
+    assert_non_null(big);
+    memset(big, 1, 20000);
+    assert_null(arena_alloc(&a, 1 << 17)); /* past the limit */
+    /* protobuf-c's allocator interface goes through the arena */
+    void *q = a.allocator.alloc(a.allocator.allocator_data, 64);
+    assert_non_null(q);
+    a.allocator.free(a.allocator.allocator_data, q);
+    arena_reset(&a);
+    assert_null(a.extra);
+    assert_ptr_equal(arena_alloc(&a, 1), first);
+}
+
+static void test_histogram_buckets(void **state) {
+    (void)state;
+    histogram h;
+    memset(&h, 0, sizeof h);
+    histogram_observe(&h, 0.000005);  /* <= 10 us */
+    histogram_observe(&h, 0.00001);   /* exactly a bound: that bucket */
+    histogram_observe(&h, 0.0003);    /* <= 0.5 ms */
+    histogram_observe(&h, 60.0);      /* +Inf */
+    assert_int_equal(h.buckets[0], 2);
+    assert_int_equal(h.buckets[5], 1);
+    assert_int_equal(h.buckets[HISTOGRAM_BUCKETS], 1);
+    assert_int_equal(h.count, 4);
+    assert_true(h.sum > 60.0 && h.sum < 60.001);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_reassembly_at_every_split),
+        cmocka_unit_test(test_too_large),
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_extra_message),
+        cmocka_unit_test(test_truncated_and_missing),
+        cmocka_unit_test(test_timeout_header),
+        cmocka_unit_test(test_percent_encoding),
+        cmocka_unit_test(test_status_names_and_paths),
+        cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_histogram_buckets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,490 @@
+/* gRPC client transport: socket + nghttp2 client session; see grpc_client.h. */
+#include "tools/grpc_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nghttp2/nghttp2.h>
+
+#define PREFIX_BYTES 5
+#define READ_CHUNK 65536
+
+struct isn_grpc_call {
+    isn_grpc_client *client; /* NULL once the client is gone */
+    isn_grpc_call *prev, *next;
+    int32_t stream_id;
+    bool done;
+    uint8_t *body; /* request bytes, prefix included when asked */
+    size_t body_len, body_sent;
+    bool leave_open;
+    isn_grpc_result result;
+    uint8_t *raw; /* response body as received */
+    size_t raw_len, raw_cap;
+};
+
+struct isn_grpc_client {
+    int fd;
+    nghttp2_session *session;
+    bool failed;
+    bool goaway;
+    isn_grpc_call *calls; /* unfinished, owned by their callers */
+    uint8_t *out;
+    size_t out_len, out_cap, out_sent;
+    char authority[300];
+    char error[256];
+};
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && err_len) vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------ calls */
+
+static void call_unlink(isn_grpc_call *call) {
+    isn_grpc_client *client = call->client;
+    if (!client) return;
+    if (call->prev) call->prev->next = call->next;
+    else client->calls = call->next;
+    if (call->next) call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+}
+
+static void call_finish(isn_grpc_call *call) {
+    if (call->done) return;
+    call->done = true;
+    call_unlink(call);
+    call->client = NULL;
+    isn_grpc_result *r = &call->result;
+    r->body_len = call->raw_len;
+    if (call->raw_len >= PREFIX_BYTES) {
+        size_t len = (size_t)call->raw[1] << 24 | (size_t)call->raw[2] << 16 | (size_t)call->raw[3] << 8 | call->raw[4];
+        if (len <= call->raw_len - PREFIX_BYTES) {
+            r->message = malloc(len ? len : 1);
+            if (r->message) {
+                memcpy(r->message, call->raw + PREFIX_BYTES, len);
+                r->message_len = len;
+            }
+        }
+    }
+    free(call->raw);
+    call->raw = NULL;
+    free(call->body);
+    call->body = NULL;
+}
+
+bool isn_grpc_call_done(const isn_grpc_call *call) { return call->done; }
+const isn_grpc_result *isn_grpc_call_result(const isn_grpc_call *call) { return &call->result; }
+
+void isn_grpc_call_free(isn_grpc_call *call) {
+    if (!call) return;
+    if (!call->done && call->client) {
+        isn_grpc_client *client = call->client;
+        if (client->session && call->stream_id > 0) {
+            nghttp2_session_set_stream_user_data(client->session, call->stream_id, NULL);
+            nghttp2_submit_rst_stream(client->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
+        }
+        call_unlink(call);
+    }
+    free(call->raw);
+    free(call->body);
+    free(call->result.message);
+    free(call);
+}
+
+/* ------------------------------------------------------------------ nghttp2 callbacks */
+
+static int hex_value(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static void percent_decode(const uint8_t *in, size_t len, char *out, size_t out_len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < out_len; i++) {
+        int hi, lo;
+        if (in[i] == '%' && i + 2 < len && (hi = hex_value(in[i + 1])) >= 0 && (lo = hex_value(in[i + 2])) >= 0) {
+            out[n++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            out[n++] = (char)in[i];
+        }
+    }
+    out[n] = '\0';
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
+    (void)flags, (void)user_data;
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call) return 0;
+    char text[16];
+    size_t n = valuelen < sizeof text - 1 ? valuelen : sizeof text - 1;
+    memcpy(text, value, n);
+    text[n] = '\0';
+    if (namelen == 7 && !memcmp(name, ":status", 7)) call->result.http_status = atoi(text);
+    else if (namelen == 11 && !memcmp(name, "grpc-status", 11)) call->result.grpc_status = atoi(text);
+    else if (namelen == 12 && !memcmp(name, "grpc-message", 12))
+        percent_decode(value, valuelen, call->result.grpc_message, sizeof call->result.grpc_message);
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *user_data) {
+    (void)flags, (void)user_data;
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!call) return 0;
+    if (call->raw_len + len > call->raw_cap) {
+        size_t cap = call->raw_cap ? call->raw_cap : 4096;
+        while (cap < call->raw_len + len) cap *= 2;
+        uint8_t *raw = realloc(call->raw, cap);
+        if (!raw) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        call->raw = raw;
+        call->raw_cap = cap;
+    }
+    memcpy(call->raw + call->raw_len, data, len);
+    call->raw_len += len;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
+    isn_grpc_client *client = user_data;
+    if (frame->hd.type == NGHTTP2_GOAWAY) client->goaway = true;
+    isn_grpc_call *call = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
+    if (!call) return 0;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        call->result.reset = true;
+        call->result.reset_code = frame->rst_stream.error_code;
+    }
+    /* The reply is complete once the server ends its side, even if ours is still open (the server
+     * answered before reading the whole request): stop sending and finish the call. */
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        if (nghttp2_session_get_stream_local_close(session, frame->hd.stream_id) == 0)
+            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+        nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, NULL);
+        call_finish(call);
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
+    (void)user_data;
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!call) return 0;
+    if (error_code != NGHTTP2_NO_ERROR && !call->result.reset) {
+        call->result.reset = true;
+        call->result.reset_code = error_code;
+    }
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    call_finish(call);
+    return 0;
+}
+
+static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
+    (void)session, (void)stream_id, (void)user_data;
+    isn_grpc_call *call = source->ptr;
+    size_t left = call->body_len - call->body_sent;
+    size_t n = left < length ? left : length;
+    if (n) memcpy(buf, call->body + call->body_sent, n);
+    call->body_sent += n;
+    if (call->body_sent == call->body_len) {
+        if (call->leave_open) {
+            if (n == 0) return NGHTTP2_ERR_DEFERRED; /* never resumed: the stream stays open */
+        } else {
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* ------------------------------------------------------------------ connection */
+
+static int set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    char host[256];
+    const char *port, *host_start = host_port, *host_end;
+    if (*host_port == '[') {
+        host_start++;
+        host_end = strchr(host_start, ']');
+        if (!host_end || host_end[1] != ':') return fail(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", host_port);
+        port = host_end + 2;
+    } else {
+        host_end = strrchr(host_port, ':');
+        if (!host_end) return fail(err, err_len, "bad address \"%s\": expected HOST:PORT", host_port);
+        port = host_end + 1;
+    }
+    size_t host_len = (size_t)(host_end - host_start);
+    if (host_len == 0 || host_len >= sizeof host || !*port)
+        return fail(err, err_len, "bad address \"%s\": expected HOST:PORT", host_port);
+    memcpy(host, host_start, host_len);
+    host[host_len] = '\0';
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found, *ai;
+    int rc = getaddrinfo(host, port, &hints, &found);
+    if (rc != 0) return fail(err, err_len, "cannot resolve %s: %s", host_port, gai_strerror(rc));
+    int fd = -1;
+    char why[128] = "no address";
+    for (ai = found; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        set_nonblocking(fd);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            if (poll(&pfd, 1, timeout_ms ? (int)timeout_ms : -1) == 1 &&
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+                break;
+            snprintf(why, sizeof why, "%s", soerr ? strerror(soerr) : "timed out");
+        } else {
+            snprintf(why, sizeof why, "%s", strerror(errno));
+        }
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(found);
+    if (fd < 0) return fail(err, err_len, "cannot connect to %s: %s", host_port, why);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    int fd = connect_socket(host_port, timeout_ms, err, err_len);
+    if (fd < 0) return NULL;
+    isn_grpc_client *client = calloc(1, sizeof *client);
+    nghttp2_session_callbacks *callbacks = NULL;
+    if (!client || nghttp2_session_callbacks_new(&callbacks) != 0) {
+        free(client);
+        close(fd);
+        fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    client->fd = fd;
+    snprintf(client->authority, sizeof client->authority, "%s", host_port);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    int rc = nghttp2_session_client_new(&client->session, callbacks, client);
+    nghttp2_session_callbacks_del(callbacks);
+    if (rc != 0) {
+        close(fd);
+        free(client);
+        fail(err, err_len, "cannot create an HTTP/2 session: %s", nghttp2_strerror(rc));
+        return NULL;
+    }
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+    };
+    nghttp2_submit_settings(client->session, NGHTTP2_FLAG_NONE, settings, 2);
+    nghttp2_session_set_local_window_size(client->session, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    return client;
+}
+
+int isn_grpc_fd(const isn_grpc_client *client) { return client->fd; }
+bool isn_grpc_usable(const isn_grpc_client *client) { return !client->failed && !client->goaway; }
+
+static void fail_connection(isn_grpc_client *client, const char *why) {
+    if (!client->failed) snprintf(client->error, sizeof client->error, "%s", why);
+    client->failed = true;
+    while (client->calls) {
+        isn_grpc_call *call = client->calls;
+        if (client->session && call->stream_id > 0)
+            nghttp2_session_set_stream_user_data(client->session, call->stream_id, NULL);
+        if (!call->result.grpc_message[0])
+            snprintf(call->result.grpc_message, sizeof call->result.grpc_message, "connection lost: %s", why);
+        call_finish(call);
+    }
+}
+
+void isn_grpc_close(isn_grpc_client *client) {
+    if (!client) return;
+    fail_connection(client, "client closed");
+    nghttp2_session_del(client->session);
+    close(client->fd);
+    free(client->out);
+    free(client);
+}
+
+isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
+    if (client->failed) {
+        fail(err, err_len, "connection failed: %s", client->error);
+        return NULL;
+    }
+    if (client->goaway) {
+        fail(err, err_len, "server sent GOAWAY; connect again");
+        return NULL;
+    }
+    isn_grpc_call *call = calloc(1, sizeof *call);
+    size_t total = request->body_len + (request->frame ? PREFIX_BYTES : 0);
+    if (!call || !(call->body = malloc(total ? total : 1))) {
+        free(call);
+        fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    uint8_t *p = call->body;
+    if (request->frame) {
+        uint32_t len = (uint32_t)request->body_len;
+        p[0] = 0;
+        p[1] = (uint8_t)(len >> 24);
+        p[2] = (uint8_t)(len >> 16);
+        p[3] = (uint8_t)(len >> 8);
+        p[4] = (uint8_t)len;
+        p += PREFIX_BYTES;
+    }
+    if (request->body_len) memcpy(p, request->body, request->body_len);
+    call->body_len = total;
+    call->leave_open = request->leave_open;
+    call->result.grpc_status = -1;
+
+    char timeout[24];
+    const char *content_type = request->content_type ? request->content_type : "application/grpc";
+    nghttp2_nv headers[8];
+    size_t n = 0;
+#define NV(name, value) \
+    headers[n++] = (nghttp2_nv){(uint8_t *)(name), (uint8_t *)(value), strlen(name), strlen(value), NGHTTP2_NV_FLAG_NONE}
+    NV(":method", "POST");
+    NV(":scheme", "http");
+    NV(":authority", client->authority);
+    NV(":path", request->path);
+    NV("content-type", content_type);
+    NV("te", "trailers");
+    NV("user-agent", "isn-grpc-client/0.1");
+    if (request->timeout_ms) {
+        snprintf(timeout, sizeof timeout, "%um", request->timeout_ms);
+        NV("grpc-timeout", timeout);
+    }
+#undef NV
+    nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_body};
+    int32_t id = nghttp2_submit_request(client->session, NULL, headers, n, &provider, call);
+    if (id < 0) {
+        free(call->body);
+        free(call);
+        fail(err, err_len, "cannot start a call: %s", nghttp2_strerror(id));
+        return NULL;
+    }
+    call->stream_id = id;
+    call->client = client;
+    call->next = client->calls;
+    if (client->calls) client->calls->prev = call;
+    client->calls = call;
+    return call;
+}
+
+/* Moves queued frames to the socket as far as it takes them. -1 on a dead connection. */
+static int send_pending(isn_grpc_client *client) {
+    for (;;) {
+        if (client->out_sent == client->out_len) {
+            client->out_len = client->out_sent = 0;
+            const uint8_t *data;
+            ssize_t n;
+            while ((n = nghttp2_session_mem_send(client->session, &data)) > 0) {
+                if (client->out_len + (size_t)n > client->out_cap) {
+                    size_t cap = client->out_cap ? client->out_cap : 16384;
+                    while (cap < client->out_len + (size_t)n) cap *= 2;
+                    uint8_t *out = realloc(client->out, cap);
+                    if (!out) return -1;
+                    client->out = out;
+                    client->out_cap = cap;
+                }
+                memcpy(client->out + client->out_len, data, (size_t)n);
+                client->out_len += (size_t)n;
+                if (client->out_len >= 65536) break;
+            }
+            if (n < 0) return -1;
+            if (client->out_len == 0) return 0;
+        }
+        ssize_t w = send(client->fd, client->out + client->out_sent, client->out_len - client->out_sent, MSG_NOSIGNAL);
+        if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+        client->out_sent += (size_t)w;
+    }
+}
+
+int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
+    if (client->failed) return fail(err, err_len, "connection failed: %s", client->error);
+    if (send_pending(client) < 0) {
+        fail_connection(client, "send failed");
+        return fail(err, err_len, "connection failed: %s", client->error);
+    }
+    struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
+    if (client->out_sent < client->out_len) pfd.events |= POLLOUT;
+    int rc = poll(&pfd, 1, timeout_ms);
+    if (rc < 0 && errno != EINTR) {
+        fail_connection(client, strerror(errno));
+        return fail(err, err_len, "poll failed: %s", client->error);
+    }
+    if (rc > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+        uint8_t buf[READ_CHUNK];
+        for (;;) {
+            ssize_t r = recv(client->fd, buf, sizeof buf, 0);
+            if (r > 0) {
+                ssize_t used = nghttp2_session_mem_recv(client->session, buf, (size_t)r);
+                if (used < 0) {
+                    fail_connection(client, nghttp2_strerror((int)used));
+                    return fail(err, err_len, "HTTP/2 error: %s", client->error);
+                }
+                if ((size_t)r < sizeof buf) break;
+                continue;
+            }
+            if (r == 0) {
+                fail_connection(client, "server closed the connection");
+                return fail(err, err_len, "%s", client->error);
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EINTR) continue;
+            fail_connection(client, strerror(errno));
+            return fail(err, err_len, "read failed: %s", client->error);
+        }
+    }
+    if (send_pending(client) < 0) {
+        fail_connection(client, "send failed");
+        return fail(err, err_len, "connection failed: %s", client->error);
+    }
+    return 0;
+}
+
+int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, char *err, size_t err_len) {
+    int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+    while (!call->done) {
+        int wait = 1000;
+        if (timeout_ms >= 0) {
+            int64_t left = deadline - now_ms();
+            if (left <= 0) return fail(err, err_len, "no reply within %d ms", timeout_ms);
+            wait = left < 1000 ? (int)left : 1000;
+        }
+        if (isn_grpc_poll(client, wait, err, err_len) < 0 && !call->done) return -1;
+    }
+    return 0;
+}

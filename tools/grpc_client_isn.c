@@ -1,0 +1,261 @@
+/* isn.v1 and grpc.health.v1 calls on top of the raw client: protobuf-c in, plain structs out. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/health.pb-c.h"
+#include "proto/isn.pb-c.h"
+#include "tools/grpc_client.h"
+
+#define WAIT_SLACK_MS 5000
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && err_len) vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
+                                    uint32_t timeout_ms, char *err, size_t err_len) {
+    size_t size = protobuf_c_message_get_packed_size(message);
+    uint8_t *body = malloc(size ? size : 1);
+    if (!body) {
+        fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    protobuf_c_message_pack(message, body);
+    isn_grpc_request request = {
+        .path = path, .body = body, .body_len = size, .frame = true, .timeout_ms = timeout_ms};
+    isn_grpc_call *call = isn_grpc_start(client, &request, err, err_len);
+    free(body);
+    return call;
+}
+
+/* The status of a finished call: its grpc-status, or -1 with what happened instead in `message`. */
+static int call_status(const isn_grpc_result *result, char *message, size_t message_len) {
+    if (result->grpc_status >= 0) {
+        snprintf(message, message_len, "%s", result->grpc_message);
+        return result->grpc_status;
+    }
+    if (result->reset) snprintf(message, message_len, "stream reset by the server (HTTP/2 error %u)", result->reset_code);
+    else if (result->http_status && result->http_status != 200)
+        snprintf(message, message_len, "HTTP status %d (not a gRPC reply)", result->http_status);
+    else snprintf(message, message_len, "%s", result->grpc_message[0] ? result->grpc_message : "no gRPC status");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ Search */
+
+isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
+                                     size_t err_len) {
+    Isn__V1__SearchRequest message = ISN__V1__SEARCH_REQUEST__INIT;
+    Isn__V1__GlobalStatistics global = ISN__V1__GLOBAL_STATISTICS__INIT;
+    message.query = (char *)(request->query ? request->query : "");
+    message.n_terms = request->num_terms;
+    message.terms = (char **)request->terms;
+    message.k = request->k;
+    message.mode = (Isn__V1__Mode)request->mode;
+    message.algorithm = (char *)(request->algorithm ? request->algorithm : "");
+    message.request_id = (char *)(request->request_id ? request->request_id : "");
+    message.debug = request->debug;
+    Isn__V1__TermStatistics *stats = NULL, **stat_ptrs = NULL;
+    if (request->global_num_docs || request->num_global_terms) {
+        global.num_docs = request->global_num_docs;
+        global.avg_doc_len = request->global_avg_doc_len;
+        if (request->num_global_terms) {
+            stats = calloc(request->num_global_terms, sizeof *stats);
+            stat_ptrs = calloc(request->num_global_terms, sizeof *stat_ptrs);
+            if (!stats || !stat_ptrs) {
+                free(stats);
+                free(stat_ptrs);
+                fail(err, err_len, "out of memory");
+                return NULL;
+            }
+            for (uint32_t i = 0; i < request->num_global_terms; i++) {
+                isn__v1__term_statistics__init(&stats[i]);
+                stats[i].term = (char *)request->global_terms[i];
+                stats[i].df = request->global_dfs[i];
+                stat_ptrs[i] = &stats[i];
+            }
+            global.n_terms = request->num_global_terms;
+            global.terms = stat_ptrs;
+        }
+        message.global_stats = &global;
+    }
+    isn_grpc_call *call =
+        start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms, err, err_len);
+    free(stats);
+    free(stat_ptrs);
+    return call;
+}
+
+static void copy_text(char *out, size_t out_len, const char *in) { snprintf(out, out_len, "%s", in ? in : ""); }
+
+int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len) {
+    memset(reply, 0, sizeof *reply);
+    const isn_grpc_result *result = isn_grpc_call_result(call);
+    reply->status = call_status(result, reply->message, sizeof reply->message);
+    if (reply->status != 0) {
+        isn_grpc_call_free(call);
+        return 0;
+    }
+    Isn__V1__SearchResponse *response = isn__v1__search_response__unpack(NULL, result->message_len, result->message);
+    isn_grpc_call_free(call);
+    if (!response) return fail(err, err_len, "the reply is not a valid isn.v1.SearchResponse");
+    int rc = 0;
+    reply->hits = calloc(response->n_hits ? response->n_hits : 1, sizeof *reply->hits);
+    if (!reply->hits) rc = fail(err, err_len, "out of memory");
+    for (size_t i = 0; rc == 0 && i < response->n_hits; i++) {
+        const Isn__V1__Hit *hit = response->hits[i];
+        isn_grpc_hit *out = &reply->hits[i];
+        out->external_id = strdup(hit->external_id ? hit->external_id : "");
+        if (!out->external_id) rc = fail(err, err_len, "out of memory");
+        out->doc = hit->doc;
+        out->score = hit->score;
+        out->l1_score = hit->l1_score;
+        reply->num_hits++;
+    }
+    reply->complete = response->complete;
+    copy_text(reply->incomplete_reason, sizeof reply->incomplete_reason, response->incomplete_reason);
+    reply->matched_lower_bound = response->matched_lower_bound;
+    copy_text(reply->device, sizeof reply->device, response->device);
+    reply->partition_id = response->partition_id;
+    if (response->times) {
+        reply->queue_us = response->times->queue_us;
+        reply->retrieval_us = response->times->retrieval_us;
+        reply->total_us = response->times->total_us;
+    }
+    if (response->debug) {
+        copy_text(reply->algorithm_used, sizeof reply->algorithm_used, response->debug->algorithm_used);
+        reply->num_terms = response->debug->num_terms;
+        reply->num_unknown_terms = response->debug->num_unknown_terms;
+        reply->postings_scored = response->debug->postings_scored;
+        reply->docs_evaluated = response->debug->docs_evaluated;
+        reply->blocks_decoded = response->debug->blocks_decoded;
+    }
+    isn__v1__search_response__free_unpacked(response, NULL);
+    if (rc != 0) isn_grpc_search_reply_free(reply);
+    return rc;
+}
+
+int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *request, isn_grpc_search_reply *reply,
+                    char *err, size_t err_len) {
+    memset(reply, 0, sizeof *reply);
+    isn_grpc_call *call = isn_grpc_search_start(client, request, err, err_len);
+    if (!call) return -1;
+    int limit = request->timeout_ms ? (int)request->timeout_ms + WAIT_SLACK_MS : -1;
+    if (isn_grpc_wait(client, call, limit, err, err_len) < 0) {
+        isn_grpc_call_free(call);
+        return -1;
+    }
+    return isn_grpc_search_finish(call, reply, err, err_len);
+}
+
+void isn_grpc_search_reply_free(isn_grpc_search_reply *reply) {
+    for (uint32_t i = 0; i < reply->num_hits; i++) free(reply->hits[i].external_id);
+    free(reply->hits);
+    reply->hits = NULL;
+    reply->num_hits = 0;
+}
+
+/* ------------------------------------------------------------------ Info and Health */
+
+int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze,
+                  isn_grpc_info_reply *reply, char *err, size_t err_len) {
+    memset(reply, 0, sizeof *reply);
+    Isn__V1__InfoRequest message = ISN__V1__INFO_REQUEST__INIT;
+    message.n_terms = num_terms;
+    message.terms = (char **)terms;
+    message.analyze = analyze;
+    isn_grpc_call *call = start_message(client, "/isn.v1.Search/Info", &message.base, 0, err, err_len);
+    if (!call) return -1;
+    if (isn_grpc_wait(client, call, -1, err, err_len) < 0) {
+        isn_grpc_call_free(call);
+        return -1;
+    }
+    const isn_grpc_result *result = isn_grpc_call_result(call);
+    reply->status = call_status(result, reply->message, sizeof reply->message);
+    if (reply->status != 0) {
+        isn_grpc_call_free(call);
+        return 0;
+    }
+    Isn__V1__InfoResponse *response = isn__v1__info_response__unpack(NULL, result->message_len, result->message);
+    isn_grpc_call_free(call);
+    if (!response) return fail(err, err_len, "the reply is not a valid isn.v1.InfoResponse");
+    reply->partition_id = response->partition_id;
+    reply->num_docs = response->num_docs;
+    reply->index_version = response->index_version;
+    reply->num_terms = response->num_terms;
+    reply->num_postings = response->num_postings;
+    reply->index_bytes = response->index_bytes;
+    reply->total_doc_len = response->total_doc_len;
+    reply->avg_doc_len = response->avg_doc_len;
+    reply->bm25_k1 = response->bm25_k1;
+    reply->bm25_b = response->bm25_b;
+    if (response->analyzer) {
+        reply->stem = response->analyzer->stem;
+        reply->stopwords = response->analyzer->stopwords;
+    }
+    copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
+    int rc = 0;
+    if (response->n_terms) {
+        reply->terms = calloc(response->n_terms, sizeof *reply->terms);
+        if (!reply->terms) rc = fail(err, err_len, "out of memory");
+        for (size_t i = 0; rc == 0 && i < response->n_terms; i++) {
+            isn_grpc_term_info *t = &reply->terms[i];
+            t->term = strdup(response->terms[i]->term ? response->terms[i]->term : "");
+            t->index_term = strdup(response->terms[i]->index_term ? response->terms[i]->index_term : "");
+            t->found = response->terms[i]->found;
+            t->df = response->terms[i]->df;
+            t->cf = response->terms[i]->cf;
+            reply->num_term_infos++;
+            if (!t->term || !t->index_term) rc = fail(err, err_len, "out of memory");
+        }
+    }
+    isn__v1__info_response__free_unpacked(response, NULL);
+    if (rc != 0) isn_grpc_info_reply_free(reply);
+    return rc;
+}
+
+void isn_grpc_info_reply_free(isn_grpc_info_reply *reply) {
+    for (uint32_t i = 0; i < reply->num_term_infos; i++) {
+        free(reply->terms[i].term);
+        free(reply->terms[i].index_term);
+    }
+    free(reply->terms);
+    reply->terms = NULL;
+    reply->num_term_infos = 0;
+}
+
+int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *serving, char *err, size_t err_len) {
+    Grpc__Health__V1__HealthCheckRequest message = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    message.service = (char *)(service ? service : "");
+    isn_grpc_call *call = start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, err, err_len);
+    if (!call) return -1;
+    if (isn_grpc_wait(client, call, -1, err, err_len) < 0) {
+        isn_grpc_call_free(call);
+        return -1;
+    }
+    const isn_grpc_result *result = isn_grpc_call_result(call);
+    char why[512];
+    int status = call_status(result, why, sizeof why);
+    *serving = 0;
+    if (status == 0) {
+        Grpc__Health__V1__HealthCheckResponse *response =
+            grpc__health__v1__health_check_response__unpack(NULL, result->message_len, result->message);
+        if (response) {
+            *serving = response->status;
+            grpc__health__v1__health_check_response__free_unpacked(response, NULL);
+        } else {
+            status = -1;
+            snprintf(why, sizeof why, "the reply is not a valid HealthCheckResponse");
+        }
+    }
+    isn_grpc_call_free(call);
+    if (status != 0) fail(err, err_len, "%s", why);
+    return status;
+}
