@@ -4,6 +4,7 @@
 #   make asan-test  the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      run the benchmarks; JSON results land in build/bench/
 #   make CUDA=0     force a CPU-only build even when nvcc is present
+#   make gpu-test   only the GPU tests; make CUDA=1 STATIC=1 BUILD=build-gpu: binaries for the GPU machine
 
 ifeq ($(origin CC),default)
 CC = gcc
@@ -54,6 +55,18 @@ include tools/module.mk
 include tests/module.mk
 include bench/module.mk
 
+# make CUDA=1 STATIC=1: binaries for the GPU machine, which lacks these libraries: Debian's static archives
+# linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
+ifeq ($(STATIC),1)
+STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -ljemalloc -lnghttp2 -lprotobuf-c -linih
+LDLIBS := -Wl,--as-needed -Wl,-Bstatic $(STATIC_LIBS) -luv_a -Wl,-Bdynamic $(filter-out $(STATIC_LIBS) -luv,$(LDLIBS))
+endif
+
+# The GPU tests alone; on a machine without a GPU their device checks skip and say so.
+GPU_TESTS := $(filter $(BUILD)/tests/test_gpu%,$(TESTS))
+gpu-test: $(GPU_TESTS)
+	@bash tests/run-tests.sh $(GPU_TESTS)
+
 programs: $(PROGRAMS)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
@@ -74,11 +87,18 @@ test: $(TESTS) $(PROGRAMS)
 asan-test:
 	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
+# The deque and scheduler tests under ThreadSanitizer (lock-free code, worker and dispatcher threads).
+TSAN_TESTS := test_deque test_scheduler
+tsan-test:
+	$(MAKE) BUILD=build-tsan CUDA=0 OPT=-O1 SAN="-fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
+	set -e; for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t; done
+.PHONY: tsan-test
+
 clean:
 	rm -rf build build-asan
 
 .SECONDARY:
-.PHONY: all programs test asan-test bench clean
+.PHONY: all programs test asan-test bench clean gpu-test
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # The built-in sample: Debian's package descriptions, indexed with the default analyzer.

@@ -81,3 +81,9 @@ for name in ("speed_short.json", "speed_long.json"):
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print(json.dumps(summary, indent=1))
 EOF
+
+log "cluster: throughput vs p99 through isn-agg for 1, 2, 4 partitions; the aggregator's own cost"
+DATA="$DATA" bash bench/cluster_curves.sh "$BUILD" "$OUT" >"$OUT/cluster_curves.json" ||
+  echo '{"benchmark":"cluster_curves","error":"failed"}' >"$OUT/cluster_curves.json"
+log "hedging: p99 with and without, one replica slowed on 5% of its requests"
+DATA="$DATA" bash bench/hedging.sh "$BUILD" >"$OUT/hedging.json" || echo '{"benchmark":"hedging","error":"failed"}' >"$OUT/hedging.json"

@@ -58,8 +58,28 @@ static const key_spec KEYS[] = {
     {"search", "max_timeout", KEY_DURATION, FIELD(max_timeout_ms), 0, 3600000, true},
     {"search", "default_mode", KEY_MODE, FIELD(default_mode), 0, 0, true},
     {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), 0, 0, true},
+    {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), 1, 100, false},
+    {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), 1, 100, false},
+    {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), 0, 1000, false},
+    {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), 0, 0, false},
+    {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), 0, 0, false},
+    {"scheduler", "gpu_batch_max", KEY_U32, FIELD(gpu_batch_max), 1, 4096, false},
+    {"scheduler", "gpu_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), 4096, 1u << 31, false},
+    {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), 0, 1000000, false},
+    {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), 0, 1000000, false},
+    {"scheduler", "gpu_sim_devices", KEY_U32, FIELD(gpu_sim_devices), 0, 16, false},
+    {"scheduler", "gpu_sim_launch_ns", KEY_U32, FIELD(gpu_sim_launch_ns), 0, 100000000, false},
+    {"scheduler", "gpu_sim_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), 1, 1000000000, false},
+    {"scheduler", "gpu_sim_query_ns", KEY_U32, FIELD(gpu_sim_query_ns), 0, 100000000, false},
+    {"scheduler", "gpu_sim_failure_permille", KEY_U32, FIELD(gpu_sim_failure_permille), 0, 1000, false},
+    {"rerank", "ranker_dir", KEY_PATH, FIELD(ranker_dir), 0, 0, false},
+    {"rerank", "default_n1", KEY_U32, FIELD(default_n1), 1, ISN_MAX_K, true},
+    {"rerank", "max_n1", KEY_U32, FIELD(max_n1), 1, ISN_MAX_K, true},
+    {"rerank", "gpu_model_memory", KEY_SIZE, FIELD(gpu_model_memory_bytes), 1u << 20, 1u << 31, false},
     {"log", "level", KEY_LEVEL, FIELD(log_level), 0, 0, true},
     {"testing", "job_delay", KEY_DURATION_US, FIELD(job_delay_us), 0, 60000000, true},
+    {"testing", "inject_delay", KEY_DURATION, FIELD(inject_delay_ms), 0, 60000, true},
+    {"testing", "inject_delay_percent", KEY_U32, FIELD(inject_delay_percent), 0, 100, true},
 };
 #define NUM_KEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -85,6 +105,20 @@ void isn_conf_default(isn_conf *conf) {
     conf->default_mode = ISN_MODE_OR;
     conf->default_algo = ISN_ALGO_AUTO;
     conf->log_level = ISN_LOG_INFO;
+    conf->early_stop_percent = 90;
+    conf->degraded_stop_percent = 50;
+    conf->route_margin_percent = 25;
+    conf->overload_degrade = false;
+    conf->gpu_batch_max = 64;
+    conf->gpu_batch_memory_bytes = 256u << 20;
+    conf->gpu_batch_linger_us = 200;
+    conf->gpu_deadline_safety_us = 1000;
+    conf->gpu_sim_launch_ns = 8500;
+    conf->gpu_sim_postings_per_us = 25000;
+    conf->gpu_sim_query_ns = 2000;
+    conf->default_n1 = 1000;
+    conf->max_n1 = 10000;
+    conf->gpu_model_memory_bytes = 512u << 20;
 }
 
 const char *isn_log_level_name(isn_log_level level) {
@@ -391,6 +425,8 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
         isn_algo_mode(conf->default_algo, conf->default_mode) != conf->default_mode)
         return fail(err, err_len, "search.default_algorithm %s does not implement search.default_mode %s",
                     isn_algo_name(conf->default_algo), conf->default_mode == ISN_MODE_AND ? "and" : "or");
+    if (conf->default_n1 > conf->max_n1)
+        return fail(err, err_len, "rerank.default_n1 (%u) is above rerank.max_n1 (%u)", conf->default_n1, conf->max_n1);
     if (!strcmp(conf->listen, conf->stats_listen) && port != 0)
         return fail(err, err_len, "server.listen and server.stats_listen are the same address %s", conf->listen);
     return 0;

@@ -43,10 +43,32 @@ typedef struct {
     uint32_t max_timeout_ms;     /* cap on any requested deadline; 0 = no cap */
     isn_mode default_mode;
     isn_algo default_algo;
+    /* [scheduler] (scheduler/scheduler.h) */
+    uint32_t early_stop_percent;    /* a CPU job stops at this share of its budget with its best hits */
+    uint32_t degraded_stop_percent; /* the same for a job admitted degraded under overload */
+    uint32_t route_margin_percent;  /* a device wins clearly when this much faster (completion time) */
+    bool overload_degrade;          /* false: shed (RESOURCE_EXHAUSTED); true: run degraded when it can */
+    char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */
+    uint32_t gpu_batch_max;
+    uint32_t gpu_batch_memory_bytes;
+    uint32_t gpu_batch_linger_us;
+    uint32_t gpu_deadline_safety_us;
+    uint32_t gpu_sim_devices; /* simulated GPUs (benchmarks, tests); 0 = none */
+    uint32_t gpu_sim_launch_ns;
+    uint32_t gpu_sim_postings_per_us;
+    uint32_t gpu_sim_query_ns;
+    uint32_t gpu_sim_failure_permille;
+    /* [rerank] (second stage) */
+    char ranker_dir[ISN_CONF_PATH_MAX]; /* *.ranker files loaded at start, re-read on SIGHUP; "" = none */
+    uint32_t default_n1;                /* first-stage candidates re-ranked when the request gives none */
+    uint32_t max_n1;
+    uint32_t gpu_model_memory_bytes; /* GPU model cache budget */
     /* [log] */
     isn_log_level log_level;
     /* [testing] */
     uint32_t job_delay_us; /* sleep added to every search job; for drain and overload tests only */
+    uint32_t inject_delay_ms;      /* extra sleep on a random inject_delay_percent of search jobs: a slow */
+    uint32_t inject_delay_percent; /* replica for the aggregator's hedging benchmark; 0 = off */
 } isn_conf;
 
 void isn_conf_default(isn_conf *conf);

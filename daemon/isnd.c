@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "daemon/log.h"
+#include "daemon/rankers.h"
 #include "daemon/server.h"
 
 #define MAX_OVERRIDES 256
@@ -140,6 +141,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
+    rankers_stop();
     if (server.analyzer) isn_analyzer_free(server.analyzer);
     if (server.index) isn_index_close(server.index);
     uv_loop_close(server.loop);

@@ -9,6 +9,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon/log.h"
+#include "daemon/rankers.h"
 #include "daemon/server.h"
 
 #define FORCED_STOP_GRACE_MS 2000
@@ -147,15 +148,17 @@ static void load_index(uv_work_t *work) {
              server->conf.index_path, server->info->num_docs, server->info->num_terms,
              (unsigned long long)server->info->file_bytes, server->info->version,
              (double)(monotonic_ns() - start) / 1e9);
+    if (rankers_start(server->conf.ranker_dir, server->info, server->conf.default_n1, server->conf.max_n1,
+                      server->load_error, sizeof server->load_error) < 0)
+        return;
     uint32_t workers = server->conf.workers;
     if (workers == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         workers = cpus > 0 ? (uint32_t)cpus : 1;
     }
     start = monotonic_ns();
-    server->pool = worker_pool_start(server->index, workers, server->conf.max_queue, server->conf.max_k,
-                                     server->conf.warm_up, &server->completion_async, server->load_error,
-                                     sizeof server->load_error);
+    server->pool = worker_pool_start(server->index, &server->conf, workers, &server->completion_async,
+                                     server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
     log_info("%u search workers started%s in %.3f s", workers, server->conf.warm_up ? " and warmed up" : "",

@@ -95,7 +95,10 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     simple(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
            server->open_streams);
     simple(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
-    simple(out, "isn_shed_total", "counter", "Search requests refused because the queue was full.", m->shed);
+    simple(out, "isn_shed_total", "counter",
+           "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
+           m->shed);
+    if (server->pool) worker_pool_render_metrics(server->pool, out, false);
     simple(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
     simple(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
 
@@ -189,7 +192,7 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   "\"connections\":{\"grpc\":%u,\"http\":%u,\"accepted\":%llu,\"rejected\":%llu,\"timed_out\":%llu},"
                   "\"protocol_errors\":%llu,\"http_rejects\":%llu,\"shed\":%llu,\"cancelled\":%llu,"
                   "\"hits_returned\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"reloads\":%llu,"
-                  "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu}\n",
+                  "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu",
                   server->inflight_jobs, server->pool ? worker_pool_queued(server->pool) : 0,
                   server->pool ? worker_pool_running(server->pool) : 0, server->open_streams, server->num_workers,
                   server->num_grpc_conns, server->num_stats_conns, (unsigned long long)m->connections_accepted,
@@ -199,4 +202,9 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   (unsigned long long)m->hits_returned, (unsigned long long)m->bytes_received,
                   (unsigned long long)m->bytes_sent, (unsigned long long)m->reloads,
                   (unsigned long long)process_resident_bytes(), (unsigned long long)process_heap_bytes());
+    if (server->pool) {
+        buffer_printf(out, ",");
+        worker_pool_render_metrics(server->pool, out, true);
+    }
+    buffer_printf(out, "}\n");
 }

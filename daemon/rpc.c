@@ -82,6 +82,14 @@ static bool reply_with(grpc_stream *stream, const ProtobufCMessage *message) {
     return true;
 }
 
+/* testing.inject_delay on a random testing.inject_delay_percent of jobs (the loop thread is the only caller). */
+static uint32_t injected_delay_us(const isn_conf *conf) {
+    static uint64_t state = 0x2545F4914F6CDD1Dull;
+    if (!conf->inject_delay_ms || !conf->inject_delay_percent) return 0;
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state % 10000 < (uint64_t)conf->inject_delay_percent * 100 ? conf->inject_delay_ms * 1000 : 0;
+}
+
 static uint64_t deadline_for(const isn_server *server, const grpc_stream *stream, uint32_t request_timeout_ms,
                              uint64_t now) {
     uint64_t timeout_ns = stream->timeout_ns; /* the header wins */
@@ -177,15 +185,15 @@ static void handle_search(grpc_stream *stream) {
     job->mode = mode;
     job->algo = algo;
     job->partition_id = conf->partition_id;
-    job->delay_us = conf->job_delay_us;
+    job->delay_us = conf->job_delay_us + injected_delay_us(conf);
     job->received_ns = now;
     job->enqueued_ns = now;
     job->deadline_ns = deadline_for(server, stream, request->timeout_ms, now);
     atomic_store(&job->cancelled, false);
-    if (!worker_pool_submit(server->pool, job)) {
-        server->metrics.shed++;
-        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "server overloaded: %u requests already queued",
-                         worker_pool_queued(server->pool));
+    int refused = worker_pool_submit(server->pool, job);
+    if (refused) {
+        if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
+        grpc_stream_fail(stream, refused, "%s", job->message);
         return;
     }
     stream->job_in_flight = true;

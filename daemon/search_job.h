@@ -10,6 +10,7 @@
 #include "daemon/buffer.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
+#include "scheduler/scheduler.h"
 
 typedef struct search_job search_job;
 struct search_job {
@@ -25,6 +26,8 @@ struct search_job {
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */
+    isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
+    uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
     /* output: set by the worker */
     int status;
     char message[256];
@@ -32,6 +35,7 @@ struct search_job {
     uint64_t queue_ns, retrieval_ns, total_ns;
     uint32_t num_hits;
     uint32_t worker;
+    bool complete; /* false: stopped early, the hits are the best found so far */
 };
 
 /* Per-worker state: a searcher and scratch sized for k up to its capacity, grown on demand. */
@@ -41,6 +45,8 @@ search_worker *search_worker_new(const isn_index *index, uint32_t id, uint32_t m
 void search_worker_free(search_worker *worker);
 /* Runs the job to its end (status + reply). abandon: answer UNAVAILABLE without running. */
 void search_worker_run(search_worker *worker, search_job *job, bool abandon);
+/* The reply of a job a simulated GPU ran (timing only, no hits). */
+void search_job_pack_simulated(search_job *job);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */
 void search_worker_warm_up(search_worker *worker);
 

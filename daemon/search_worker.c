@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "daemon/grpc_framing.h"
+#include "daemon/rankers.h"
 
 struct search_worker {
     const isn_index *index;
@@ -20,6 +21,15 @@ struct search_worker {
     Isn__V1__Hit **pb_hit_ptrs;
     byte_buffer id_chars; /* NUL-terminated external ids of the hits */
     isn_query_term terms[ISN_MAX_QUERY_TERMS];
+    float *global_norms; /* document norms for the aggregator's global average length, */
+    float global_avg_len; /* computed once per distinct average (it changes only with the corpus) */
+    /* Second stage: made on the first request that names a ranker, grown to the largest k since. */
+    isn_l2_workspace *l2;
+    isn_l2_hit *l2_hits;
+    float *l1_scores; /* first-stage score of each reply hit once hits[] hold the ranker's scores */
+    uint32_t l2_capacity;
+    bool reranked;
+    uint64_t rerank_ns;
 };
 
 uint64_t monotonic_ns(void) {
@@ -61,6 +71,10 @@ void search_worker_free(search_worker *w) {
     free(w->pb_hits);
     free(w->pb_hit_ptrs);
     buffer_free(&w->id_chars);
+    free(w->global_norms);
+    isn_l2_workspace_free(w->l2);
+    free(w->l2_hits);
+    free(w->l1_scores);
     free(w);
 }
 
@@ -104,9 +118,25 @@ static int query_from_terms(search_worker *w, const Isn__V1__SearchRequest *requ
     return 0;
 }
 
+/* Norms for the corpus-wide average document length, so that BM25's length part matches an
+ * unpartitioned index too. NULL when it equals this partition's (or memory is short: then the
+ * partition's own average is used). */
+static const float *global_doc_norms(search_worker *w, double avg_doc_len) {
+    const isn_index_info *info = isn_index_get_info(w->index);
+    float avg = (float)avg_doc_len;
+    if (!(avg > 0.0f) || avg == info->avg_doc_len || info->num_docs == 0) return NULL;
+    if (w->global_norms && w->global_avg_len == avg) return w->global_norms;
+    if (!w->global_norms && !(w->global_norms = malloc(info->num_docs * sizeof *w->global_norms))) return NULL;
+    for (uint32_t d = 0; d < info->num_docs; d++)
+        w->global_norms[d] = isn_bm25_doc_norm(&info->bm25, isn_index_doc_len(w->index, d), avg);
+    w->global_avg_len = avg;
+    return w->global_norms;
+}
+
 static void apply_global_stats(search_worker *w, const Isn__V1__GlobalStatistics *global, isn_query *query,
                                isn_search_options *options) {
     options->num_docs = global->num_docs;
+    options->doc_norms = global_doc_norms(w, global->avg_doc_len);
     for (size_t i = 0; i < global->n_terms; i++) {
         const Isn__V1__TermStatistics *ts = global->terms[i];
         uint32_t term_id;
@@ -125,7 +155,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         isn__v1__hit__init(&w->pb_hits[i]);
         w->pb_hits[i].doc = w->hits[i].doc;
         w->pb_hits[i].score = w->hits[i].score;
-        w->pb_hits[i].l1_score = w->hits[i].score;
+        w->pb_hits[i].l1_score = w->reranked ? w->l1_scores[i] : w->hits[i].score;
         /* Offsets now, pointers after the buffer stops growing. */
         w->pb_hits[i].external_id = (char *)(uintptr_t)w->id_chars.len;
         if (!buffer_append(&w->id_chars, id, len) || !buffer_append(&w->id_chars, "", 1)) {
@@ -143,8 +173,9 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     Isn__V1__SearchDebug debug = ISN__V1__SEARCH_DEBUG__INIT;
     response.n_hits = job->num_hits;
     response.hits = w->pb_hit_ptrs;
-    response.complete = true;
-    response.incomplete_reason = "";
+    response.complete = stats->complete;
+    response.incomplete_reason = (char *)(stats->complete ? "" : stats->incomplete_reason);
+    job->complete = stats->complete;
     response.matched_lower_bound = stats->matched_lower_bound;
     response.device = "cpu";
     response.partition_id = job->partition_id;
@@ -153,6 +184,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     times.queue_us = job->queue_ns / 1000;
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;
+    times.rerank_us = w->rerank_ns / 1000;
     response.times = &times;
     if (request->debug) {
         debug.algorithm_used = (char *)isn_algo_name(stats->algo_used);
@@ -177,8 +209,74 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     job->message[0] = '\0';
 }
 
+/* The ranker a request names, and its n1 (first-stage candidates): 0, or -1 with the job failed. */
+static int ranker_for(search_job *job, ranker_ref **ranker, uint32_t *n1) {
+    const Isn__V1__SearchRequest *request = job->request;
+    *ranker = NULL;
+    *n1 = job->k;
+    if (!request->ranker || !request->ranker[0]) {
+        if (request->n1) {
+            fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u without a ranker: name one in `ranker`", request->n1);
+            return -1;
+        }
+        return 0;
+    }
+    uint32_t max_n1;
+    if (rankers_n1(request->n1, job->k, n1, &max_n1) < 0) {
+        fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u is above this server's limit (rerank.max_n1 = %u)",
+                 request->n1, max_n1);
+        return -1;
+    }
+    if (!(*ranker = rankers_acquire(request->ranker))) {
+        char names[160];
+        rankers_names(names, sizeof names);
+        fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "unknown ranker \"%.64s\" (served: %s)", request->ranker, names);
+        return -1;
+    }
+    return 0;
+}
+
+/* Re-scores the first stage's hits with the ranker; hits[] then hold its best k, l1_scores theirs. */
+static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *ranker, const isn_query *query,
+                       uint64_t num_docs) {
+    char err[ISN_ERR_LEN];
+    if (!w->l2 && !(w->l2 = isn_l2_workspace_new(w->index))) {
+        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the second stage");
+        return -1;
+    }
+    if (job->k > w->l2_capacity) {
+        isn_l2_hit *l2_hits = realloc(w->l2_hits, job->k * sizeof *l2_hits);
+        if (l2_hits) w->l2_hits = l2_hits;
+        float *l1 = realloc(w->l1_scores, job->k * sizeof *l1);
+        if (l1) w->l1_scores = l1;
+        if (!l2_hits || !l1) {
+            fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", job->k);
+            return -1;
+        }
+        w->l2_capacity = job->k;
+    }
+    uint32_t m;
+    if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, w->l2_hits, &m, err,
+                   sizeof err) != 0) {
+        fail_job(job, GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
+        return -1;
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        w->hits[i] = (isn_hit){.doc = w->l2_hits[i].doc, .score = w->l2_hits[i].score};
+        w->l1_scores[i] = w->l2_hits[i].l1_score;
+    }
+    job->num_hits = m;
+    w->reranked = true;
+    return 0;
+}
+
+static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
+                                 ranker_ref *ranker);
+
 void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     uint64_t start = monotonic_ns();
+    w->reranked = false;
+    w->rerank_ns = 0;
     job->queue_ns = start - job->enqueued_ns;
     job->retrieval_ns = 0;
     job->num_hits = 0;
@@ -201,6 +299,16 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
         nanosleep(&delay, NULL);
     }
 
+    ranker_ref *ranker;
+    uint32_t first_k;
+    if (ranker_for(job, &ranker, &first_k) < 0) return;
+    search_worker_search(w, job, start, first_k, ranker);
+    if (ranker) rankers_release(ranker);
+}
+
+/* Analysis, the first stage for first_k hits, the second stage when a ranker is given, the reply. */
+static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
+                                 ranker_ref *ranker) {
     const Isn__V1__SearchRequest *request = job->request;
     isn_query query;
     char err[ISN_ERR_LEN];
@@ -214,14 +322,15 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     }
     isn_search_options options;
     isn_search_options_default(&options);
-    options.k = job->k;
+    options.k = first_k;
     options.mode = job->mode;
     options.algo = job->algo;
     if (request->global_stats) apply_global_stats(w, request->global_stats, &query, &options);
-    if (!ensure_capacity(w, job->k)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", job->k);
+    if (!ensure_capacity(w, first_k)) {
+        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", first_k);
         return;
     }
+    options.deadline_ns = job->stop_ns; /* the scheduler's early-termination point */
     isn_search_stats stats;
     memset(&stats, 0, sizeof stats);
     if (isn_search(w->searcher, &query, &options, w->hits, &job->num_hits, &stats, err, sizeof err) < 0) {
@@ -229,6 +338,11 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
         return;
     }
     job->retrieval_ns = monotonic_ns() - start;
+    if (ranker) {
+        uint64_t l2_start = monotonic_ns();
+        if (rerank_hits(w, job, ranker_ref_get(ranker), &query, options.num_docs) < 0) return;
+        w->rerank_ns = monotonic_ns() - l2_start;
+    }
     pack_reply(w, job, &stats, &query);
 }
 
@@ -253,4 +367,33 @@ void search_worker_warm_up(search_worker *w) {
         char err[ISN_ERR_LEN];
         isn_search(w->searcher, &query, &options, w->hits, &n, &stats, err, sizeof err);
     }
+}
+
+/* A simulated GPU answers with timing only: no hits, device "gpu-sim", so benchmarks can tell. */
+void search_job_pack_simulated(search_job *job) {
+    Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
+    Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;
+    response.complete = true;
+    response.incomplete_reason = "";
+    response.device = "gpu-sim";
+    response.partition_id = job->partition_id;
+    response.request_id = job->request->request_id ? job->request->request_id : "";
+    job->num_hits = 0;
+    job->complete = true;
+    job->total_ns = monotonic_ns() - job->received_ns;
+    times.queue_us = job->queue_ns / 1000;
+    times.retrieval_us = job->retrieval_ns / 1000;
+    times.total_us = job->total_ns / 1000;
+    response.times = &times;
+    size_t size = isn__v1__search_response__get_packed_size(&response);
+    job->reply.len = 0;
+    if (!buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
+        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
+        return;
+    }
+    grpc_write_prefix(job->reply.data, (uint32_t)size);
+    isn__v1__search_response__pack(&response, job->reply.data + GRPC_PREFIX_BYTES);
+    job->reply.len = GRPC_PREFIX_BYTES + size;
+    job->status = GRPC_STATUS_OK;
+    job->message[0] = '\0';
 }

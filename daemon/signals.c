@@ -7,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon/log.h"
+#include "daemon/rankers.h"
 #include "daemon/server.h"
 
 static void reload(isn_server *server) {
@@ -33,6 +34,7 @@ static void reload(isn_server *server) {
                  server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
                  next.max_k, next.drain_timeout_ms);
     }
+    if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0) server->metrics.reload_failures++;
     sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");
 }
 

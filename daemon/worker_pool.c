@@ -1,40 +1,29 @@
 #include "daemon/worker_pool.h"
 
-#include <pthread.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/grpc_framing.h"
 #include "daemon/log.h"
 
-typedef struct {
-    worker_pool *pool;
-    pthread_t thread;
-    uint32_t id;
-    search_worker *worker;
-    bool started;
-} worker_thread;
-
 struct worker_pool {
-    pthread_mutex_t lock;
-    pthread_cond_t has_work;
-    pthread_cond_t ready_changed;
-    search_job *head, *tail;
-    uint32_t max_queue;
-    atomic_uint queued;
-    atomic_uint running;
-    bool stopping;
-    atomic_bool abandon;
-    uint32_t ready, failed;
-    bool warm_up;
+    isn_scheduler *scheduler;
     const isn_index *index;
+    isn_searcher *planner; /* loop thread's, to analyze queries for their features */
     uint32_t max_k;
+    bool warm_up;
+    uint32_t num_threads;
+    char cost_model_state[ISN_CONF_PATH_MAX];
+    isn_gpu_device *gpus;
+    uint32_t num_gpus;
     _Atomic(search_job *) completed; /* Treiber stack, newest first */
     uv_async_t *wake;
-    uint32_t num_threads;
-    worker_thread threads[];
 };
+
+static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
 
 static void push_completed(worker_pool *pool, search_job *job) {
     search_job *head = atomic_load_explicit(&pool->completed, memory_order_relaxed);
@@ -55,118 +44,346 @@ search_job *worker_pool_take_completed(worker_pool *pool) {
     return ordered;
 }
 
-static void *worker_main(void *arg) {
-    worker_thread *self = arg;
-    worker_pool *pool = self->pool;
-    self->worker = search_worker_new(pool->index, self->id, pool->max_k);
-    if (self->worker && pool->warm_up) search_worker_warm_up(self->worker);
-    pthread_mutex_lock(&pool->lock);
-    if (self->worker) pool->ready++;
-    else pool->failed++;
-    pthread_cond_broadcast(&pool->ready_changed);
-    if (!self->worker) {
-        pthread_mutex_unlock(&pool->lock);
-        return NULL;
-    }
-    for (;;) {
-        while (!pool->head && !pool->stopping) pthread_cond_wait(&pool->has_work, &pool->lock);
-        if (pool->stopping) break;
-        search_job *job = pool->head;
-        pool->head = job->next;
-        if (!pool->head) pool->tail = NULL;
-        atomic_fetch_sub(&pool->queued, 1);
-        atomic_fetch_add(&pool->running, 1);
-        pthread_mutex_unlock(&pool->lock);
+/* ------------------------------------------------------------------ scheduler callbacks */
 
-        search_worker_run(self->worker, job, atomic_load(&pool->abandon));
-        atomic_fetch_sub(&pool->running, 1);
-        push_completed(pool, job);
-
-        pthread_mutex_lock(&pool->lock);
-    }
-    pthread_mutex_unlock(&pool->lock);
-    search_worker_free(self->worker);
-    self->worker = NULL;
-    return NULL;
+static void *on_worker_init(void *user, uint32_t id) {
+    worker_pool *pool = user;
+    search_worker *worker = search_worker_new(pool->index, id, pool->max_k);
+    if (worker && pool->warm_up) search_worker_warm_up(worker);
+    return worker;
 }
 
-worker_pool *worker_pool_start(const isn_index *index, uint32_t workers, uint32_t max_queue, uint32_t max_k,
-                               bool warm_up, uv_async_t *wake, char *err, size_t err_len) {
-    worker_pool *pool = calloc(1, sizeof *pool + workers * sizeof(worker_thread));
+static void on_worker_free(void *user, void *state) {
+    (void)user;
+    search_worker_free(state);
+}
+
+static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *context) {
+    (void)user;
+    search_job *job = job_of(sched);
+    job->enqueued_ns = sched->enqueued_ns;
+    job->stop_ns = context->stop_ns;
+    job->complete = true;
+    search_worker_run(context->worker_state, job, false);
+    sched->complete = job->status != GRPC_STATUS_OK || job->complete;
+    /* Errors and cancellations end early for reasons unrelated to the query's cost. */
+    sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
+}
+
+static void on_gpu_done(void *user, isn_job *sched) {
+    (void)user;
+    search_job *job = job_of(sched);
+    job->queue_ns = sched->started_ns - sched->enqueued_ns;
+    job->retrieval_ns = isn_sched_now_ns() - sched->started_ns;
+    job->worker = sched->worker;
+    search_job_pack_simulated(job);
+}
+
+static void on_complete(void *user, isn_job *sched) {
+    worker_pool *pool = user;
+    search_job *job = job_of(sched);
+    if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
+        job->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        job->reply.len = 0;
+        snprintf(job->message, sizeof job->message, "deadline passed after %.3f ms in the queue",
+                 (double)(sched->finished_ns - sched->enqueued_ns) / 1e6);
+    } else if (sched->outcome == ISN_JOB_ABANDONED) {
+        job->status = GRPC_STATUS_UNAVAILABLE;
+        job->reply.len = 0;
+        snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
+    }
+    push_completed(pool, job);
+}
+
+/* ------------------------------------------------------------------ planning */
+
+static void add_list(isn_job_features *f, uint64_t postings) {
+    f->total += postings;
+    f->blocks += (postings + 127) / 128;
+    if (f->num_terms == 0 || postings < f->shortest) {
+        f->second_shortest = f->num_terms ? f->shortest : 0;
+        f->shortest = postings;
+    } else if (f->num_terms == 1 || postings < f->second_shortest) {
+        f->second_shortest = postings;
+    }
+    f->num_terms++;
+}
+
+/* What the cost model needs, from the lexicon only. A query the worker will refuse (too many terms)
+ * gets whatever was counted: it runs for a few microseconds either way. */
+static void plan_features(worker_pool *pool, search_job *job, isn_job_features *f) {
+    memset(f, 0, sizeof *f);
+    f->k = job->k;
+    f->mode = job->mode;
+    f->algo = job->algo;
+    const Isn__V1__SearchRequest *request = job->request;
+    if (request->query && request->query[0]) {
+        isn_query query;
+        char err[ISN_ERR_LEN];
+        if (isn_query_parse(pool->planner, request->query, strlen(request->query), &query, err, sizeof err) < 0)
+            return;
+        for (uint32_t i = 0; i < query.num_terms; i++) {
+            isn_term_stats stats;
+            isn_index_term_stats(pool->index, query.terms[i].term_id, &stats);
+            add_list(f, stats.df);
+        }
+        return;
+    }
+    for (size_t i = 0; i < request->n_terms && f->num_terms < ISN_MAX_QUERY_TERMS; i++) {
+        uint32_t term_id;
+        if (!isn_index_find_term(pool->index, request->terms[i], strlen(request->terms[i]), &term_id)) continue;
+        isn_term_stats stats;
+        isn_index_term_stats(pool->index, term_id, &stats);
+        add_list(f, stats.df);
+    }
+}
+
+int worker_pool_submit(worker_pool *pool, search_job *job) {
+    job->next = NULL;
+    job->complete = true;
+    job->stop_ns = 0;
+    isn_job *sched = &job->sched;
+    memset(sched, 0, sizeof *sched);
+    sched->user = job;
+    sched->received_ns = job->received_ns;
+    sched->deadline_ns = job->deadline_ns;
+    plan_features(pool, job, &sched->features);
+    switch (isn_scheduler_submit(pool->scheduler, sched)) {
+    case ISN_SUBMIT_QUEUED: return 0;
+    case ISN_SUBMIT_SHED_FULL:
+        snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case ISN_SUBMIT_SHED_OVERLOAD:
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
+                 sched->predicted_ns[ISN_DEVICE_CPU] / 1e6);
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case ISN_SUBMIT_STOPPED: break;
+    }
+    snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
+    return GRPC_STATUS_UNAVAILABLE;
+}
+
+/* ------------------------------------------------------------------ start, stop */
+
+worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uint32_t workers, uv_async_t *wake,
+                               char *err, size_t err_len) {
+    worker_pool *pool = calloc(1, sizeof *pool);
     if (!pool) {
         snprintf(err, err_len, "out of memory for the worker pool");
         return NULL;
     }
-    pthread_mutex_init(&pool->lock, NULL);
-    pthread_cond_init(&pool->has_work, NULL);
-    pthread_cond_init(&pool->ready_changed, NULL);
-    pool->max_queue = max_queue;
     pool->index = index;
-    pool->max_k = max_k;
-    pool->warm_up = warm_up;
+    pool->max_k = conf->max_k;
+    pool->warm_up = conf->warm_up;
     pool->wake = wake;
     pool->num_threads = workers;
-    for (uint32_t i = 0; i < workers; i++) {
-        worker_thread *t = &pool->threads[i];
-        t->pool = pool;
-        t->id = i;
-        if (pthread_create(&t->thread, NULL, worker_main, t) != 0) {
-            pthread_mutex_lock(&pool->lock);
-            pool->failed++;
-            pthread_mutex_unlock(&pool->lock);
-            continue;
-        }
-        t->started = true;
-        char name[32];
-        snprintf(name, sizeof name, "isn-worker-%u", i);
-        name[15] = '\0'; /* the kernel's limit */
-        pthread_setname_np(t->thread, name);
+    snprintf(pool->cost_model_state, sizeof pool->cost_model_state, "%s", conf->cost_model_state);
+    pool->planner = isn_searcher_new(index);
+    if (!pool->planner) {
+        snprintf(err, err_len, "out of memory for the query planner");
+        worker_pool_stop(pool);
+        return NULL;
     }
-    pthread_mutex_lock(&pool->lock);
-    while (pool->ready + pool->failed < workers) pthread_cond_wait(&pool->ready_changed, &pool->lock);
-    uint32_t failed = pool->failed;
-    pthread_mutex_unlock(&pool->lock);
-    if (failed) {
-        snprintf(err, err_len, "%u of %u search workers could not start (out of memory or threads)", failed,
-                 workers);
+
+    isn_scheduler_config config;
+    isn_scheduler_config_default(&config);
+    config.workers = workers;
+    config.queue_capacity = conf->max_queue;
+    config.early_stop_fraction = conf->early_stop_percent / 100.0;
+    config.degraded_fraction = conf->degraded_stop_percent / 100.0;
+    config.route_margin = conf->route_margin_percent / 100.0;
+    config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
+    config.batch.max_batch = conf->gpu_batch_max;
+    config.batch.memory_budget = conf->gpu_batch_memory_bytes;
+    config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
+    config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
+    config.batch.launch_ns = conf->gpu_sim_devices ? conf->gpu_sim_launch_ns : config.batch.launch_ns;
+    config.worker_init = on_worker_init;
+    config.worker_free = on_worker_free;
+    config.run_cpu = on_run_cpu;
+    config.complete = on_complete;
+    config.user = pool;
+    if (conf->cost_model_state[0]) {
+        char why[512];
+        int rc = isn_cost_model_load(&config.model, conf->cost_model_state, why, sizeof why);
+        if (rc < 0) log_warn("cost model state not loaded, starting from the fitted formula: %s", why);
+        else if (rc == 0) log_info("cost model state loaded from %s", conf->cost_model_state);
+    }
+    if (conf->gpu_sim_devices) {
+        pool->gpus = calloc(conf->gpu_sim_devices, sizeof *pool->gpus);
+        isn_gpu_sim_config sim;
+        isn_gpu_sim_config_default(&sim);
+        sim.launch_ns = conf->gpu_sim_launch_ns;
+        sim.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
+        sim.per_query_ns = conf->gpu_sim_query_ns;
+        sim.failure_rate = conf->gpu_sim_failure_permille / 1000.0;
+        sim.on_job_done = on_gpu_done;
+        sim.user = pool;
+        for (uint32_t i = 0; pool->gpus && i < conf->gpu_sim_devices; i++) {
+            sim.seed = i + 1;
+            if (isn_gpu_sim_new(&sim, conf->gpu_batch_max, conf->gpu_batch_memory_bytes, &pool->gpus[i]) < 0) break;
+            pool->num_gpus++;
+        }
+        if (pool->num_gpus < conf->gpu_sim_devices) {
+            snprintf(err, err_len, "out of memory for %u simulated GPU devices", conf->gpu_sim_devices);
+            worker_pool_stop(pool);
+            return NULL;
+        }
+        config.gpus = pool->gpus;
+        config.num_gpus = pool->num_gpus;
+    }
+    pool->scheduler = isn_scheduler_start(&config, err, err_len);
+    if (!pool->scheduler) {
         worker_pool_stop(pool);
         return NULL;
     }
     return pool;
 }
 
-bool worker_pool_submit(worker_pool *pool, search_job *job) {
-    job->next = NULL;
-    pthread_mutex_lock(&pool->lock);
-    if (atomic_load(&pool->queued) >= pool->max_queue) {
-        pthread_mutex_unlock(&pool->lock);
-        return false;
-    }
-    if (pool->tail) pool->tail->next = job;
-    else pool->head = job;
-    pool->tail = job;
-    atomic_fetch_add(&pool->queued, 1);
-    pthread_cond_signal(&pool->has_work);
-    pthread_mutex_unlock(&pool->lock);
-    return true;
+void worker_pool_abandon_queued(worker_pool *pool) { isn_scheduler_abandon_queued(pool->scheduler); }
+
+uint32_t worker_pool_queued(const worker_pool *pool) {
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(pool->scheduler, &stats);
+    return stats.queue_depth[0] + stats.queue_depth[1] + stats.queue_depth[2] + stats.deque_depth;
 }
 
-void worker_pool_abandon_queued(worker_pool *pool) { atomic_store(&pool->abandon, true); }
+uint32_t worker_pool_running(const worker_pool *pool) {
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(pool->scheduler, &stats);
+    return stats.running;
+}
 
-uint32_t worker_pool_queued(const worker_pool *pool) { return atomic_load(&((worker_pool *)pool)->queued); }
-uint32_t worker_pool_running(const worker_pool *pool) { return atomic_load(&((worker_pool *)pool)->running); }
 uint32_t worker_pool_size(const worker_pool *pool) { return pool->num_threads; }
 
 void worker_pool_stop(worker_pool *pool) {
     if (!pool) return;
-    pthread_mutex_lock(&pool->lock);
-    pool->stopping = true;
-    pthread_cond_broadcast(&pool->has_work);
-    pthread_mutex_unlock(&pool->lock);
-    for (uint32_t i = 0; i < pool->num_threads; i++)
-        if (pool->threads[i].started) pthread_join(pool->threads[i].thread, NULL);
-    pthread_mutex_destroy(&pool->lock);
-    pthread_cond_destroy(&pool->has_work);
-    pthread_cond_destroy(&pool->ready_changed);
+    if (pool->scheduler) {
+        if (pool->cost_model_state[0]) {
+            isn_cost_model model;
+            char why[512];
+            isn_scheduler_get_model(pool->scheduler, &model);
+            if (isn_cost_model_save(&model, pool->cost_model_state, why, sizeof why) < 0)
+                log_warn("cost model state not saved: %s", why);
+        }
+        isn_scheduler_stop(pool->scheduler);
+    }
+    for (uint32_t i = 0; i < pool->num_gpus; i++) isn_gpu_sim_free(&pool->gpus[i]);
+    free(pool->gpus);
+    isn_searcher_free(pool->planner);
     free(pool);
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
+static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
+
+static void prom(byte_buffer *out, const char *name, const char *type, const char *help) {
+    buffer_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
+    prom(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
+    for (int q = 0; q < ISN_QUEUES; q++)
+        buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);
+    prom(out, "isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.");
+    buffer_printf(out, "isn_scheduler_deque_depth %u\n", st->deque_depth);
+    prom(out, "isn_scheduler_routed_total", "counter", "Routing decisions: the queue each admitted job went to.");
+    for (int q = 0; q < ISN_QUEUES; q++)
+        buffer_printf(out, "isn_scheduler_routed_total{queue=\"%s\"} %llu\n", QUEUE_NAMES[q],
+                      (unsigned long long)st->routed[q]);
+    prom(out, "isn_scheduler_ran_total", "counter", "Jobs run, by device.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        buffer_printf(out, "isn_scheduler_ran_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->ran_on[d]);
+    prom(out, "isn_scheduler_wait_seconds_total", "counter", "Time jobs waited from admission to start, by device.");
+    prom(out, "isn_scheduler_waits_total", "counter", "Jobs counted in isn_scheduler_wait_seconds_total.");
+    prom(out, "isn_scheduler_busy_seconds_total", "counter",
+         "Time spent running jobs, summed over CPU workers or GPU devices (utilisation = rate / units).");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        buffer_printf(out, "isn_scheduler_wait_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
+                      st->wait_seconds_sum[d]);
+        buffer_printf(out, "isn_scheduler_waits_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->wait_count[d]);
+        buffer_printf(out, "isn_scheduler_busy_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
+                      st->busy_seconds[d]);
+    }
+    prom(out, "isn_scheduler_utilisation", "gauge", "Busy share of each device kind since start (0..1).");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        uint32_t units = d == ISN_DEVICE_CPU ? st->workers : st->gpus;
+        double u = units && st->uptime_seconds > 0 ? st->busy_seconds[d] / (units * st->uptime_seconds) : 0;
+        buffer_printf(out, "isn_scheduler_utilisation{device=\"%s\"} %.6f\n", DEVICE_NAMES[d], u);
+    }
+    prom(out, "isn_scheduler_steals_total", "counter",
+         "Work taken across: from another worker's deque, GPU-preferred jobs run by the CPU, undecided jobs "
+         "taken by each side.");
+    buffer_printf(out,
+                  "isn_scheduler_steals_total{kind=\"deque\"} %llu\nisn_scheduler_steals_total{kind=\"gpu_to_cpu\"} "
+                  "%llu\nisn_scheduler_steals_total{kind=\"undecided_cpu\"} %llu\n"
+                  "isn_scheduler_steals_total{kind=\"undecided_gpu\"} %llu\n",
+                  (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
+                  (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu);
+    prom(out, "isn_scheduler_shed_total", "counter",
+         "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
+    buffer_printf(out, "isn_scheduler_shed_total{reason=\"queue_full\"} %llu\nisn_scheduler_shed_total{reason=\"overload\"} %llu\n",
+                  (unsigned long long)st->shed_full, (unsigned long long)st->shed_overload);
+    prom(out, "isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).");
+    buffer_printf(out, "isn_scheduler_degraded_total %llu\n", (unsigned long long)st->degraded);
+    prom(out, "isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.");
+    buffer_printf(out, "isn_scheduler_dropped_dead_total %llu\n", (unsigned long long)st->dropped_dead);
+    prom(out, "isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).");
+    buffer_printf(out, "isn_scheduler_partial_total %llu\n", (unsigned long long)st->partial);
+    prom(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
+    for (int r = 0; r < ISN_FLUSH_REASONS; r++)
+        buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
+                      (unsigned long long)st->batch_flush[r]);
+    prom(out, "isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).");
+    buffer_printf(out, "isn_scheduler_batch_jobs_total %llu\n", (unsigned long long)st->batch_jobs);
+    prom(out, "isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).");
+    buffer_printf(out, "isn_scheduler_gpu_failures_total %llu\n", (unsigned long long)st->gpu_failures);
+    prom(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
+    buffer_printf(out, "isn_scheduler_gpu_reruns_total %llu\n", (unsigned long long)st->gpu_reruns);
+    prom(out, "isn_cost_model_mape_percent", "gauge",
+         "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
+    prom(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        if (isnan(st->mape[d])) buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} NaN\n", DEVICE_NAMES[d]);
+        else buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->mape[d]);
+        buffer_printf(out, "isn_cost_model_updates_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->model_updates[d]);
+    }
+}
+
+static void render_json(const isn_scheduler_stats *st, byte_buffer *out) {
+    buffer_printf(out,
+                  "\"scheduler\":{\"queues\":{\"cpu\":%u,\"gpu\":%u,\"undecided\":%u,\"deques\":%u},"
+                  "\"routed\":{\"cpu\":%llu,\"gpu\":%llu,\"undecided\":%llu},\"ran\":{\"cpu\":%llu,\"gpu\":%llu},"
+                  "\"shed_queue_full\":%llu,\"shed_overload\":%llu,\"degraded\":%llu,\"dropped_dead\":%llu,"
+                  "\"partial\":%llu,\"steals\":{\"deque\":%llu,\"gpu_to_cpu\":%llu,\"undecided_cpu\":%llu,"
+                  "\"undecided_gpu\":%llu},\"batches\":%llu,\"batch_jobs\":%llu,\"gpu_failures\":%llu,",
+                  st->queue_depth[0], st->queue_depth[1], st->queue_depth[2], st->deque_depth,
+                  (unsigned long long)st->routed[0], (unsigned long long)st->routed[1],
+                  (unsigned long long)st->routed[2], (unsigned long long)st->ran_on[0],
+                  (unsigned long long)st->ran_on[1], (unsigned long long)st->shed_full,
+                  (unsigned long long)st->shed_overload, (unsigned long long)st->degraded,
+                  (unsigned long long)st->dropped_dead, (unsigned long long)st->partial,
+                  (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
+                  (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu,
+                  (unsigned long long)st->batches, (unsigned long long)st->batch_jobs,
+                  (unsigned long long)st->gpu_failures);
+    buffer_printf(out, "\"cost_model_mape_percent\":{");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        if (isnan(st->mape[d])) buffer_printf(out, "%s\"%s\":null", d ? "," : "", DEVICE_NAMES[d]);
+        else buffer_printf(out, "%s\"%s\":%.3f", d ? "," : "", DEVICE_NAMES[d], st->mape[d]);
+    }
+    buffer_printf(out, "}}");
+}
+
+void worker_pool_render_metrics(worker_pool *pool, byte_buffer *out, bool json) {
+    isn_scheduler_stats st;
+    isn_scheduler_get_stats(pool->scheduler, &st);
+    if (json) render_json(&st, out);
+    else render_prometheus(&st, out);
 }

@@ -1,6 +1,6 @@
-/* Search workers: one thread per worker, each with its own searcher; a bounded FIFO of jobs in, a
- * lock-free completion stack out, and uv_async_send to wake the loop. Workers never touch any
- * other libuv handle. (The scheduler issue replaces this pool with deadline-ordered queues.) */
+/* Search execution: the scheduler (scheduler/scheduler.h) with one search_worker per CPU worker
+ * thread, simulated GPU devices when configured, and a lock-free completion stack plus
+ * uv_async_send back to the loop. Workers never touch any other libuv handle. */
 #ifndef ISN_DAEMON_WORKER_POOL_H
 #define ISN_DAEMON_WORKER_POOL_H
 
@@ -10,15 +10,20 @@
 
 #include <uv.h>
 
+#include "conf/conf.h"
+#include "daemon/buffer.h"
 #include "daemon/search_job.h"
 
 typedef struct worker_pool worker_pool;
 
-/* Starts the threads and waits until each has its searcher (and warm-up, when asked). NULL with err. */
-worker_pool *worker_pool_start(const isn_index *index, uint32_t workers, uint32_t max_queue, uint32_t max_k,
-                               bool warm_up, uv_async_t *wake, char *err, size_t err_len);
-/* False when the queue is full (the caller sheds the request). */
-bool worker_pool_submit(worker_pool *pool, search_job *job);
+/* Starts the threads and waits until each has its searcher (and warm-up, when conf asks). Loads
+ * the cost model from conf->cost_model_state when set. NULL with err. */
+worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uint32_t workers, uv_async_t *wake,
+                               char *err, size_t err_len);
+/* Loop thread. Plans the job (query features for the cost model) and hands it to the scheduler.
+ * 0 when queued; otherwise the gRPC status to answer with (RESOURCE_EXHAUSTED when shed) and
+ * job->message says why. */
+int worker_pool_submit(worker_pool *pool, search_job *job);
 /* Finished jobs, oldest first; NULL when none. Loop thread only. */
 search_job *worker_pool_take_completed(worker_pool *pool);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */
@@ -26,7 +31,10 @@ void worker_pool_abandon_queued(worker_pool *pool);
 uint32_t worker_pool_queued(const worker_pool *pool);
 uint32_t worker_pool_running(const worker_pool *pool);
 uint32_t worker_pool_size(const worker_pool *pool);
-/* Stops and joins the threads; jobs still queued are dropped (the caller drained first). */
+/* The scheduler's metrics: Prometheus text, or a JSON object's members ("scheduler":{...}). */
+void worker_pool_render_metrics(worker_pool *pool, byte_buffer *out, bool json);
+/* Stops and joins the threads (queued jobs are dropped: the caller drained first) and saves the
+ * cost model when configured. */
 void worker_pool_stop(worker_pool *pool);
 
 #endif

@@ -6,4 +6,5 @@ endif
 GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS:%.c=$(BUILD)/obj/%.o))
 GPU_LIB  := $(BUILD)/lib/libisn_gpu.a
 $(GPU_LIB): $(GPU_OBJS)
-LIBS += $(GPU_LIB)
+# Before ranking and index in link order: the backend's CPU fallback calls them.
+LIBS := $(GPU_LIB) $(LIBS)

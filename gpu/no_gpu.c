@@ -2,7 +2,10 @@
 #ifndef ISN_WITH_CUDA
 #include <stdio.h>
 
+#include "gpu/device.h"
 #include "gpu/gpu.h"
+
+const gpu_device_ops *gpu_cuda_device_ops(void) { return NULL; }
 
 const char *isn_gpu_backend_name(void) { return "none"; }
 

@@ -9,6 +9,30 @@
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the ISN index format is little-endian and is mapped in place"
+/* ------------------------------------------------------------------ synthetic partitions */
+
+typedef struct {
+    uint32_t docs;             /* documents (required) */
+    uint64_t seed;
+    uint32_t vocabulary;       /* distinct terms; 0 = by Heaps' law from docs (or from the fitted corpus) */
+    double zipf_exponent;      /* document-frequency curve without a fitted corpus (default 1.0) */
+    double postings_per_doc;   /* mean distinct terms per document (default 40) */
+    double mean_doc_len;       /* log-normal document lengths, in tokens (default 80, sigma 0.6) */
+    double doc_len_sigma;
+    const char *fit_index;     /* an index whose df curve is rescaled to `docs` (NULL: Zipf) */
+    const char *fit_queries;   /* a TSV query log (id<TAB>text) over fit_index whose term df profile the
+                                  synthetic log follows (NULL: log-uniform ranks) */
+    uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
+    uint32_t threads;          /* 0 = all online CPUs */
+} isn_synth_options;
+
+void isn_synth_options_default(isn_synth_options *options);
+
+/* Writes a synthetic partition DIR/index.isn (one field "body", terms "t00000000"..., no stemming or
+ * stopwords, no positions) and DIR/queries.tsv. Returns 0, or -1 with err. */
+int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
+                    size_t err_len);
+
 #endif
 
 #define ISN_BLOCK_SIZE 128
@@ -216,12 +240,17 @@ float isn_index_static_score(const isn_index *index, uint32_t doc);
 /* Per-document isn_bm25_doc_norm for the index's parameters, precomputed at open. */
 const float *isn_index_doc_norms(const isn_index *index);
 
+/* The raw posting payload (ISN_CODEC_READ_SLACK padding included in *bytes) and the block metadata
+ * array, exactly as stored: the GPU backend uploads these bytes unchanged. */
+const uint8_t *isn_index_postings_payload(const isn_index *index, uint64_t *bytes);
+const struct isn_block_meta_s *isn_index_block_metas(const isn_index *index, uint64_t *count);
+
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);
 
 /* ------------------------------------------------------------------ cursors */
 
-typedef struct {
+typedef struct isn_block_meta_s {
     uint32_t last_doc;  /* last doc id of the block */
     float max_tf_part;  /* block maximum of isn_bm25_tf_part */
     uint64_t offset;    /* byte offset of the block in the postings section */
@@ -266,5 +295,29 @@ float isn_cursor_shallow_max(const isn_cursor *cursor);
  * has no positions). Reads the positions section only; L1 never calls it. */
 uint32_t isn_index_positions(const isn_index *index, uint32_t term_id, uint32_t doc, uint32_t field,
                              uint32_t *out, uint32_t cap);
+
+/* ------------------------------------------------------------------ synthetic partitions */
+
+typedef struct {
+    uint32_t docs;             /* documents (required) */
+    uint64_t seed;
+    uint32_t vocabulary;       /* distinct terms; 0 = by Heaps' law from docs (or from the fitted corpus) */
+    double zipf_exponent;      /* document-frequency curve without a fitted corpus (default 1.0) */
+    double postings_per_doc;   /* mean distinct terms per document (default 40) */
+    double mean_doc_len;       /* log-normal document lengths, in tokens (default 80, sigma 0.6) */
+    double doc_len_sigma;
+    const char *fit_index;     /* an index whose df curve is rescaled to `docs` (NULL: Zipf) */
+    const char *fit_queries;   /* a TSV query log (id<TAB>text) over fit_index whose term df profile the
+                                  synthetic log follows (NULL: log-uniform ranks) */
+    uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
+    uint32_t threads;          /* 0 = all online CPUs */
+} isn_synth_options;
+
+void isn_synth_options_default(isn_synth_options *options);
+
+/* Writes a synthetic partition DIR/index.isn (one field "body", terms "t00000000"..., no stemming or
+ * stopwords, no positions) and DIR/queries.tsv. Returns 0, or -1 with err. */
+int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
+                    size_t err_len);
 
 #endif

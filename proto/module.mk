@@ -20,7 +20,7 @@ LIBS   += $(PROTO_LIB)
 LDLIBS += -lprotobuf-c
 
 # Our sources that include generated headers (tests by name prefix).
-PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c tools/grpc_client*.c \
+PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c tools/grpc_client*.c tools/isn-agg.c tools/agg_*.c \
                tests/test_grpc*.c tests/test_isnd*.c))
 $(PROTO_USERS): | $(PROTO_GEN_H)
 

@@ -18,6 +18,8 @@ void ranking_block_max_and(ranking_run *run) {
     double block_bound = 0.0;
     uint32_t doc = lead->doc;
     while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc))
+            break;
         if (topk->threshold != -INFINITY) {
             if (ranking_bound_fails(total_bound, topk))
                 break;

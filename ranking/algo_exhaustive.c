@@ -9,6 +9,8 @@ void ranking_exhaustive_or(ranking_run *run) {
         if (terms[i].cursor->doc < doc)
             doc = terms[i].cursor->doc;
     while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc))
+            break;
         double score = 0.0;
         uint32_t next_doc = ISN_DOC_END;
         for (uint32_t i = 0; i < n; i++) {
@@ -35,6 +37,8 @@ void ranking_exhaustive_and(ranking_run *run) {
     isn_cursor *lead = terms[0].cursor;
     uint32_t doc = lead->doc;
     while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc))
+            break;
         uint32_t i = 1;
         uint32_t found = doc;
         for (; i < n; i++) {

@@ -24,6 +24,8 @@ void ranking_maxscore(ranking_run *run) {
         if (terms[i].cursor->doc < doc)
             doc = terms[i].cursor->doc;
     while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc))
+            break;
         double score = 0.0;
         uint32_t next_doc = ISN_DOC_END;
         for (uint32_t i = first_essential; i < n; i++) {

@@ -47,4 +47,6 @@ void isn_search_options_default(isn_search_options *options) {
     options->algo = ISN_ALGO_AUTO;
     options->k = 10;
     options->num_docs = 0;
+    options->deadline_ns = 0;
+    options->early_stop_fraction = 1.0;
 }

@@ -46,6 +46,8 @@ void ranking_wand(ranking_run *run) {
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_doc(terms, n);
     for (;;) {
+        if (ranking_should_stop(run, terms[0].cursor->doc))
+            break;
         uint32_t pivot = find_pivot(terms, n, &run->topk);
         if (pivot == n)
             break;
@@ -65,6 +67,8 @@ void ranking_block_max_wand(ranking_run *run) {
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_doc(terms, n);
     for (;;) {
+        if (ranking_should_stop(run, terms[0].cursor->doc))
+            break;
         uint32_t pivot = find_pivot(terms, n, &run->topk);
         if (pivot == n)
             break;

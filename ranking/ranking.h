@@ -61,6 +61,16 @@ typedef struct {
     /* Collection statistics for IDF; 0 = the index's own. Global statistics from an aggregator go
      * here and in isn_query_term.df so that partitions score alike. */
     uint64_t num_docs;
+    /* Per-document BM25 norms (isn_bm25_doc_norm of each document) to score with instead of the
+     * index's; NULL = the index's. An aggregator's global average length goes here. The index's
+     * block maxima are not bounds under other norms, so such a search runs exhaustively (or / and). */
+    const float *doc_norms;
+    /* Early termination (scheduler): absolute CLOCK_MONOTONIC time in ns, 0 = none. The search stops
+     * once early_stop_fraction of the time from its start to this deadline has passed (checked every
+     * few hundred candidates, so cheaply) and returns its best hits so far with complete = false.
+     * A fraction of 0 or above 1 counts as 1 (stop at the deadline itself). */
+    uint64_t deadline_ns;
+    double early_stop_fraction;
 } isn_search_options;
 
 void isn_search_options_default(isn_search_options *options);
@@ -71,6 +81,11 @@ typedef struct {
     uint64_t docs_evaluated;  /* candidates fully scored */
     uint64_t blocks_decoded;
     uint64_t matched_lower_bound; /* documents known to match (a lower bound under pruning) */
+    /* False when the search stopped early; the hits are then exactly the top-k of the documents with
+     * id below exact_below_doc (every one of them was considered), reason says why ("deadline"). */
+    bool complete;
+    const char *incomplete_reason; /* "" when complete */
+    uint32_t exact_below_doc;
 } isn_search_stats;
 
 /* Per-thread search state: query arena, cursors, heap. Reused across queries with no allocation. */
@@ -90,5 +105,92 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
  * Returns 0, or -1 with err for invalid options (k = 0 or above ISN_MAX_K, algorithm of the other mode). */
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                isn_hit *hits, uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len);
+
+/* ================================================================== second stage (L2, re-ranking)
+ * The first stage's n1 candidates are re-scored: features per (query, candidate) from the index,
+ * model-input transforms, then a learned model (tree ensemble or MLP). A ranker file names all three. */
+
+/* ------------------------------------------------------------------ features */
+
+#define ISN_FEATURE_NAME_MAX 64
+
+/* Features of an index with these fields: the document-level features, then the same per-field block
+ * for each field, named "FIELD.NAME" (e.g. "body.bm25"). Names are stable across versions. */
+uint32_t isn_feature_count(const isn_index_info *info);
+/* Writes the name of feature `id`; false when id is out of range. */
+bool isn_feature_name(const isn_index_info *info, uint32_t id, char *buf, size_t buf_len);
+/* Feature id of a name; false for a name this index does not have. */
+bool isn_feature_lookup(const isn_index_info *info, const char *name, uint32_t *id);
+
+/* Per-thread second-stage state: feature scratch, model inputs, scores. Grows only when a query needs
+ * more than any before it (more terms or candidates); nothing is allocated per document. */
+typedef struct isn_l2_workspace isn_l2_workspace;
+isn_l2_workspace *isn_l2_workspace_new(const isn_index *index);
+void isn_l2_workspace_free(isn_l2_workspace *workspace);
+
+/* Fills out[i * isn_feature_count(info) + f] for each docs[i] (any order, no duplicates needed).
+ * num_docs = collection size for IDF (0 = the index's own, as isn_search_options). 0, or -1 with err. */
+int isn_features_extract(isn_l2_workspace *workspace, const isn_query *query, uint64_t num_docs,
+                         const uint32_t *docs, uint32_t n, float *out, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ models */
+
+/* Gradient-boosted tree ensemble, evaluated over many rows at once (blocked, branch-free traversal). */
+typedef struct isn_forest isn_forest;
+/* XGBoost JSON (Booster.save_model("x.json")), gbtree: go left when x < threshold, a missing value
+ * (NaN) follows default_left; prediction = base_score (as a margin) + sum of leaves, in float. */
+isn_forest *isn_forest_load_xgboost(const char *path, char *err, size_t err_len);
+/* LightGBM text model (model.txt): go left when x <= threshold; missing types None (NaN acts as 0),
+ * Zero (0 and NaN take the default direction) and NaN; sum of leaves in double (no separate base
+ * score: LightGBM folds it into the first tree). */
+isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len);
+void isn_forest_free(isn_forest *forest);
+uint32_t isn_forest_num_trees(const isn_forest *forest);
+/* Inputs the model reads: one more than the largest split feature index (or its declared count). */
+uint32_t isn_forest_num_inputs(const isn_forest *forest);
+/* Input names the model file declares, or NULL for none / an index past them. */
+const char *isn_forest_input_name(const isn_forest *forest, uint32_t input);
+/* Scores n rows (row i starts at rows + i * stride; stride >= num_inputs); NaN is a missing value. */
+void isn_forest_predict(const isn_forest *forest, const float *rows, uint32_t n, uint32_t stride, float *out);
+
+/* Multi-layer perceptron: dense layers, ReLU or linear, one output. File format in ranking/mlp.c. */
+typedef struct isn_mlp isn_mlp;
+isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len);
+void isn_mlp_free(isn_mlp *mlp);
+uint32_t isn_mlp_num_inputs(const isn_mlp *mlp);
+/* Floats of scratch isn_mlp_predict needs for n rows. */
+size_t isn_mlp_scratch_floats(const isn_mlp *mlp, uint32_t n);
+void isn_mlp_predict(const isn_mlp *mlp, const float *rows, uint32_t n, uint32_t stride, float *scratch,
+                     float *out);
+
+/* ------------------------------------------------------------------ rankers */
+
+/* A ranker file (format in ranking/ranker_load.c) names the model and, per model input, a feature
+ * and its transform. Every feature name is checked against the index's registry at load. */
+typedef struct isn_ranker isn_ranker;
+isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *err, size_t err_len);
+void isn_ranker_free(isn_ranker *ranker);
+const char *isn_ranker_name(const isn_ranker *ranker);
+uint32_t isn_ranker_num_inputs(const isn_ranker *ranker);
+/* "xgboost", "lightgbm" or "mlp". */
+const char *isn_ranker_model_kind(const isn_ranker *ranker);
+/* Trees (0 for an MLP). */
+uint32_t isn_ranker_num_trees(const isn_ranker *ranker);
+
+/* Transforms feature rows (n x isn_feature_count) into model inputs (n x isn_ranker_num_inputs). */
+void isn_ranker_transform(const isn_ranker *ranker, const float *features, uint32_t num_features, uint32_t n,
+                          float *inputs);
+
+typedef struct {
+    uint32_t doc;
+    float score;    /* the model's */
+    float l1_score; /* the first stage's */
+} isn_l2_hit;
+
+/* Scores the candidates (e.g. the first stage's n1 hits) with the ranker and writes the best k into
+ * out (k entries), model score descending, ties to the lower doc id. 0, or -1 with err. */
+int isn_rerank(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
+               const isn_hit *candidates, uint32_t n, uint32_t k, isn_l2_hit *out, uint32_t *num_out, char *err,
+               size_t err_len);
 
 #endif

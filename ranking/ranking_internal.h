@@ -64,7 +64,31 @@ typedef struct {
     uint64_t docs_evaluated;
     uint64_t blocks_decoded;
     uint64_t matched;
+    /* Early termination: 0 = never; otherwise the clock is read every RANKING_CLOCK_CHECK_EVERY
+     * candidates, and once past stop_ns the algorithm leaves its loop. */
+    uint64_t stop_ns;
+    uint32_t until_clock_check;
+    bool stopped;
+    uint32_t stopped_before_doc; /* every doc below it was considered when the run stopped */
 } ranking_run;
+
+/* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */
+#define RANKING_CLOCK_CHECK_EVERY 256u
+
+uint64_t ranking_monotonic_ns(void);
+
+/* Called by the algorithms at the top of their candidate loop; next_doc is the smallest doc not yet
+ * considered. True means stop now (run->stopped is set). */
+static inline bool ranking_should_stop(ranking_run *run, uint32_t next_doc) {
+    if (!run->stop_ns || --run->until_clock_check)
+        return false;
+    run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
+    if (ranking_monotonic_ns() < run->stop_ns)
+        return false;
+    run->stopped = true;
+    run->stopped_before_doc = next_doc;
+    return true;
+}
 
 /* Contribution of the term at the cursor's current posting, in float as the index computes maxima. */
 static inline double ranking_term_score(ranking_run *run, const ranking_term *term, uint32_t doc) {

@@ -1,5 +1,6 @@
 /* isn_search: validates options, prepares cursors and term weights, runs one algorithm, sorts hits. */
 #include <string.h>
+#include <time.h>
 
 #include "ranking/arena.h"
 #include "ranking/ranking_internal.h"
@@ -77,6 +78,12 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
     return 0;
 }
 
+uint64_t ranking_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
                uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
     if (searcher == NULL || query == NULL || options == NULL || hits == NULL || num_hits == NULL) {
@@ -88,9 +95,14 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     if (validate(searcher, query, options, err, err_len) != 0)
         return -1;
     isn_algo algo = options->algo == ISN_ALGO_AUTO ? ranking_auto_algo(options->mode, query) : options->algo;
+    if (options->doc_norms)
+        algo = isn_algo_mode(algo, options->mode) == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR;
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);
         stats->algo_used = algo;
+        stats->complete = true;
+        stats->incomplete_reason = "";
+        stats->exact_below_doc = ISN_DOC_END;
     }
     if (query->num_terms == 0 || (options->mode == ISN_MODE_AND && query->num_unknown > 0))
         return 0;
@@ -100,6 +112,18 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     if (prepare_run(searcher, query, num_docs, &run) != 0) {
         ranking_set_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
         return -1;
+    }
+    if (options->doc_norms)
+        run.norms = options->doc_norms;
+    if (options->deadline_ns) {
+        uint64_t start = ranking_monotonic_ns();
+        double fraction = options->early_stop_fraction > 0.0 && options->early_stop_fraction <= 1.0
+                              ? options->early_stop_fraction
+                              : 1.0;
+        run.stop_ns = options->deadline_ns <= start
+                          ? 1
+                          : start + (uint64_t)(fraction * (double)(options->deadline_ns - start));
+        run.until_clock_check = RANKING_CLOCK_CHECK_EVERY;
     }
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     ranking_topk_init(&run.topk, hits, options->k);
@@ -133,6 +157,9 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         stats->docs_evaluated = run.docs_evaluated;
         stats->blocks_decoded = run.blocks_decoded;
         stats->matched_lower_bound = run.matched;
+        stats->complete = !run.stopped;
+        stats->incomplete_reason = run.stopped ? "deadline" : "";
+        stats->exact_below_doc = run.stopped ? run.stopped_before_doc : ISN_DOC_END;
     }
     return 0;
 }

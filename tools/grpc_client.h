@@ -75,6 +75,9 @@ typedef struct {
     const char *const *global_terms;
     const uint64_t *global_dfs;
     uint32_t num_global_terms;
+    /* Second stage: re-rank the best n1 (0 = server default) with the server's ranker of this name. */
+    const char *ranker;
+    uint32_t n1;
 } isn_grpc_search_request;
 
 typedef struct {
@@ -94,7 +97,8 @@ typedef struct {
     uint64_t matched_lower_bound;
     char device[16];
     uint32_t partition_id;
-    uint64_t queue_us, retrieval_us, total_us;
+    uint64_t queue_us, retrieval_us, total_us, rerank_us;
+    uint32_t partitions_answered, partitions_total; /* from an aggregator; 0 from an ISN */
     /* when debug was asked: */
     char algorithm_used[16];
     uint32_t num_terms, num_unknown_terms;

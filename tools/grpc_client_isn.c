@@ -62,6 +62,8 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
     message.algorithm = (char *)(request->algorithm ? request->algorithm : "");
     message.request_id = (char *)(request->request_id ? request->request_id : "");
     message.debug = request->debug;
+    message.ranker = (char *)(request->ranker ? request->ranker : "");
+    message.n1 = request->n1;
     Isn__V1__TermStatistics *stats = NULL, **stat_ptrs = NULL;
     if (request->global_num_docs || request->num_global_terms) {
         global.num_docs = request->global_num_docs;
@@ -124,9 +126,12 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
     reply->matched_lower_bound = response->matched_lower_bound;
     copy_text(reply->device, sizeof reply->device, response->device);
     reply->partition_id = response->partition_id;
+    reply->partitions_answered = response->partitions_answered;
+    reply->partitions_total = response->partitions_total;
     if (response->times) {
         reply->queue_us = response->times->queue_us;
         reply->retrieval_us = response->times->retrieval_us;
+        reply->rerank_us = response->times->rerank_us;
         reply->total_us = response->times->total_us;
     }
     if (response->debug) {

@@ -24,7 +24,10 @@ static void usage(FILE *out) {
           "      --strict                a bad record is fatal instead of skipped\n"
           "      --quiet                 no progress bar\n"
           "  isn-index info DIR        counts, sizes, analyzer and BM25 parameters\n"
-          "  isn-index verify DIR      checksums and structural checks\n",
+          "  isn-index verify DIR      checksums and structural checks\n"
+          "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
+          "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
+          "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n",
           out);
 }
 
@@ -196,12 +199,72 @@ static int cmd_verify(const char *dir) {
     return rc ? 1 : 0;
 }
 
+static int parse_number(const char *s, const char *flag, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "isn-index synth: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int cmd_synth(int argc, char **argv) {
+    isn_synth_options o;
+    isn_synth_options_default(&o);
+    const char *out = NULL;
+    static const struct option opts[] = {
+        {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
+        {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
+        {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    double v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': if (parse_number(optarg, "--docs", 1, 4e9, &v)) return 2; o.docs = (uint32_t)v; break;
+        case 's': if (parse_number(optarg, "--seed", 0, 1.8e19, &v)) return 2; o.seed = (uint64_t)v; break;
+        case 'v': if (parse_number(optarg, "--vocab", 1, 2e7, &v)) return 2; o.vocabulary = (uint32_t)v; break;
+        case 'z': if (parse_number(optarg, "--zipf", 0.01, 4, &o.zipf_exponent)) return 2; break;
+        case 'p': if (parse_number(optarg, "--postings-per-doc", 0.01, 10000, &o.postings_per_doc)) return 2; break;
+        case 'l': if (parse_number(optarg, "--mean-len", 1, 1e6, &o.mean_doc_len)) return 2; break;
+        case 'g': if (parse_number(optarg, "--len-sigma", 0, 3, &o.doc_len_sigma)) return 2; break;
+        case 'f': o.fit_index = optarg; break;
+        case 'q': o.fit_queries = optarg; break;
+        case 'Q': if (parse_number(optarg, "--queries", 0, 1e8, &v)) return 2; o.queries = (uint32_t)v; break;
+        case 't': if (parse_number(optarg, "--threads", 1, 256, &v)) return 2; o.threads = (uint32_t)v; break;
+        case 'o': out = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!out || o.docs == 0) {
+        fprintf(stderr, "isn-index synth: --docs N and --out DIR are required\n");
+        return 2;
+    }
+    isn_build_summary sum;
+    memset(&sum, 0, sizeof sum);
+    char err[ISN_ERR_LEN];
+    if (isn_synth_build(out, &o, &sum, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-index synth: %s\n", err);
+        return 1;
+    }
+    printf("{\"docs\": %llu, \"terms\": %llu, \"postings\": %llu, \"bytes_total\": %llu, \"bytes_postings\": %llu, "
+           "\"seconds\": %.2f}\n",
+           (unsigned long long)sum.docs, (unsigned long long)sum.terms, (unsigned long long)sum.postings,
+           (unsigned long long)sum.bytes_total, (unsigned long long)sum.bytes_postings, sum.seconds);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 1, argv + 1);
+    if (strcmp(argv[1], "synth") == 0) return cmd_synth(argc - 1, argv + 1);
     if ((strcmp(argv[1], "info") == 0 || strcmp(argv[1], "verify") == 0) && argc == 3)
         return argv[1][0] == 'i' ? cmd_info(argv[2]) : cmd_verify(argv[2]);
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -16,6 +16,12 @@ typedef struct {
     const char *out_path;
     isn_search_options search;
     bool explicit_mode;
+    /* Second stage: re-rank the best n1 with a ranker, or dump their features (LETOR lines). */
+    const char *ranker_path;
+    const char *dump_path;
+    const char *qrels_path;
+    uint32_t n1;
+    bool list_features;
 } query_args;
 
 static void usage(FILE *out) {
@@ -27,7 +33,13 @@ static void usage(FILE *out) {
           "  -k N                hits to return (default 10)\n"
           "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag)\n"
           "  --run-tag T         the run's tag (default isn)\n"
-          "  --out FILE          write the run there instead of stdout\n",
+          "  --out FILE          write the run there instead of stdout\n"
+          "  --ranker FILE       re-rank the first stage's best --n1 with this ranker (second stage)\n"
+          "  --n1 N              first-stage candidates for --ranker / --dump-features (default 100)\n"
+          "  --dump-features OUT with --queries: write LETOR/SVMrank lines (rel qid:Q 1:v ... # docid) for the\n"
+          "                      best --n1 of each query; relevance from --qrels FILE (else 0); feature names\n"
+          "                      in '# feature N NAME' header lines\n"
+          "  --list-features     print the index's feature names and exit\n",
           out);
 }
 
@@ -35,9 +47,12 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
     memset(a, 0, sizeof *a);
     isn_search_options_default(&a->search);
     a->run_tag = "isn";
+    a->n1 = 100;
     static const struct option opts[] = {{"index", 1, 0, 'i'}, {"server", 1, 0, 's'}, {"algo", 1, 0, 'a'}, {"mode", 1, 0, 'm'},
                                          {"queries", 1, 0, 'q'}, {"run-tag", 1, 0, 't'}, {"out", 1, 0, 'o'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"help", 0, 0, 'h'}, {"ranker", 1, 0, 'R'}, {"dump-features", 1, 0, 'D'},
+                                         {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
+                                         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
         char *end;
@@ -70,6 +85,18 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 'q': a->queries_path = optarg; break;
         case 't': a->run_tag = optarg; break;
         case 'o': a->out_path = optarg; break;
+        case 'R': a->ranker_path = optarg; break;
+        case 'D': a->dump_path = optarg; break;
+        case 'Q': a->qrels_path = optarg; break;
+        case 'L': a->list_features = true; break;
+        case 'N':
+            k = strtoul(optarg, &end, 10);
+            if (*end || k < 1 || k > ISN_MAX_K) {
+                fprintf(stderr, "isn-query: --n1 must be 1..%d, got '%s'\n", ISN_MAX_K, optarg);
+                return -1;
+            }
+            a->n1 = (uint32_t)k;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -88,6 +115,16 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         return -1;
     }
     *text = optind < argc ? argv[optind] : NULL;
+    if ((a->ranker_path || a->dump_path || a->list_features) && !a->index_dir) {
+        fprintf(stderr, "isn-query: --ranker, --dump-features and --list-features need --index\n");
+        return -1;
+    }
+    if (a->dump_path && !a->queries_path) {
+        fprintf(stderr, "isn-query: --dump-features needs --queries\n");
+        return -1;
+    }
+    if (a->list_features)
+        return 0;
     if (!a->queries_path && (!*text || optind + 1 != argc)) {
         fprintf(stderr, "isn-query: give one query text (quote it) or --queries FILE\n");
         return -1;
@@ -266,6 +303,164 @@ static int run_file(isn_searcher *s, const isn_index *ix, const query_args *a, i
     return rc;
 }
 
+/* ------------------------------------------------------------------ second stage */
+
+typedef struct {
+    char qid[64];
+    char doc[256];
+    int rel;
+} qrel_line;
+
+static qrel_line *load_qrels(const char *path, size_t *count) {
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        perror(path);
+        return NULL;
+    }
+    qrel_line *q = NULL;
+    size_t n = 0, cap = 0;
+    char qid[64], doc[256], iter[32];
+    int rel;
+    while (fscanf(in, "%63s %31s %255s %d", qid, iter, doc, &rel) == 4) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            qrel_line *grown = realloc(q, cap * sizeof *q);
+            if (!grown) break;
+            q = grown;
+        }
+        snprintf(q[n].qid, sizeof q[n].qid, "%s", qid);
+        snprintf(q[n].doc, sizeof q[n].doc, "%s", doc);
+        q[n++].rel = rel;
+    }
+    fclose(in);
+    *count = n;
+    return q;
+}
+
+static int relevance(const qrel_line *q, size_t n, const char *qid, const char *doc, size_t doc_len) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(q[i].qid, qid) == 0 && strlen(q[i].doc) == doc_len && memcmp(q[i].doc, doc, doc_len) == 0)
+            return q[i].rel;
+    return 0;
+}
+
+/* --list-features, --ranker (re-rank the best n1) and --dump-features (LETOR lines for training). */
+static int run_l2(isn_index *ix, const query_args *a, const char *text) {
+    const isn_index_info *info = isn_index_get_info(ix);
+    uint32_t nf = isn_feature_count(info);
+    char name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
+    if (a->list_features) {
+        for (uint32_t f = 0; f < nf; f++) {
+            isn_feature_name(info, f, name, sizeof name);
+            printf("%u\t%s\n", f + 1, name);
+        }
+        isn_index_close(ix);
+        return 0;
+    }
+    isn_ranker *ranker = NULL;
+    if (a->ranker_path && !(ranker = isn_ranker_load(a->ranker_path, info, err, sizeof err))) {
+        fprintf(stderr, "isn-query: %s\n", err);
+        return 1;
+    }
+    size_t num_qrels = 0;
+    qrel_line *qrels = a->qrels_path ? load_qrels(a->qrels_path, &num_qrels) : NULL;
+    isn_searcher *s = isn_searcher_new(ix);
+    isn_l2_workspace *ws = isn_l2_workspace_new(ix);
+    isn_search_options first = a->search;
+    first.k = a->n1 > a->search.k ? a->n1 : a->search.k;
+    isn_hit *hits = malloc(first.k * sizeof *hits);
+    isn_l2_hit *l2 = malloc(first.k * sizeof *l2);
+    uint32_t *docs = malloc(first.k * sizeof *docs);
+    float *features = malloc((size_t)first.k * nf * sizeof *features);
+    FILE *in = a->queries_path ? fopen(a->queries_path, "r") : NULL;
+    const char *out_path = a->dump_path ? a->dump_path : a->out_path;
+    FILE *out = out_path ? fopen(out_path, "w") : stdout;
+    int rc = 0;
+    if (!s || !ws || !hits || !l2 || !docs || !features || (a->qrels_path && !qrels) || (a->queries_path && !in) || !out) {
+        fprintf(stderr, "isn-query: cannot set up the second stage (out of memory or a file cannot be opened)\n");
+        rc = 1;
+        goto done;
+    }
+    if (a->dump_path)
+        for (uint32_t f = 0; f < nf; f++) {
+            isn_feature_name(info, f, name, sizeof name);
+            fprintf(out, "# feature %u %s\n", f + 1, name);
+        }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    unsigned long lineno = 0;
+    while (rc == 0 && (in ? (got = getline(&line, &cap, in)) >= 0 : lineno == 0)) {
+        lineno++;
+        const char *qid = "1", *qtext = text;
+        if (in) {
+            while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+            char *tab = got ? strchr(line, '\t') : NULL;
+            if (!tab) continue;
+            *tab = 0;
+            qid = line;
+            qtext = tab + 1;
+        }
+        isn_query q;
+        isn_search_stats st;
+        uint32_t n, m;
+        if (isn_query_parse(s, qtext, strlen(qtext), &q, err, sizeof err) != 0 ||
+            isn_search(s, &q, &first, hits, &n, &st, err, sizeof err) != 0) {
+            fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
+            rc = 1;
+            break;
+        }
+        if (a->dump_path) {
+            for (uint32_t i = 0; i < n; i++) docs[i] = hits[i].doc;
+            if (isn_features_extract(ws, &q, first.num_docs, docs, n, features, err, sizeof err) != 0) {
+                fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
+                rc = 1;
+                break;
+            }
+            for (uint32_t i = 0; i < n; i++) {
+                size_t len;
+                const char *id = isn_index_doc_id(ix, docs[i], &len);
+                fprintf(out, "%d qid:%s", qrels ? relevance(qrels, num_qrels, qid, id, len) : 0, qid);
+                for (uint32_t f = 0; f < nf; f++) fprintf(out, " %u:%.9g", f + 1, features[(size_t)i * nf + f]);
+                fprintf(out, " # %.*s\n", (int)len, id);
+            }
+            continue;
+        }
+        if (isn_rerank(ws, ranker, &q, first.num_docs, hits, n, a->search.k, l2, &m, err, sizeof err) != 0) {
+            fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
+            rc = 1;
+            break;
+        }
+        if (!in) printf("# %u hits (ranker %s over %u first-stage candidates)\n", m, isn_ranker_name(ranker), n);
+        for (uint32_t i = 0; i < m; i++) {
+            size_t len;
+            const char *id = isn_index_doc_id(ix, l2[i].doc, &len);
+            if (in)
+                fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)len, id, i + 1, l2[i].score, a->run_tag);
+            else
+                printf("%u\t%.6f\t%.*s\t(doc %u, first stage %.6f)\n", i + 1, l2[i].score, (int)len, id, l2[i].doc,
+                       l2[i].l1_score);
+        }
+    }
+    free(line);
+done:
+    if (in) fclose(in);
+    if (out && out != stdout && fclose(out) != 0) {
+        perror(out_path);
+        rc = 1;
+    }
+    free(hits);
+    free(l2);
+    free(docs);
+    free(features);
+    free(qrels);
+    isn_l2_workspace_free(ws);
+    isn_searcher_free(s);
+    isn_ranker_free(ranker);
+    isn_index_close(ix);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     query_args a;
     const char *text;
@@ -277,6 +472,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "isn-query: %s\n", err);
         return 1;
     }
+    if (a.list_features || a.ranker_path || a.dump_path)
+        return run_l2(ix, &a, text);
     isn_searcher *s = isn_searcher_new(ix);
     isn_hit *hits = malloc(a.search.k * sizeof *hits);
     if (!s || !hits) {

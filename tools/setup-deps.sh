@@ -8,7 +8,8 @@ packages=(
   libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
   libcmocka-dev libinih-dev libutf8proc-dev libstemmer-dev libxxhash-dev libsystemd-dev
   libjansson-dev
-  python3-grpcio python3-grpc-tools prometheus nghttp2-client
+  python3-grpcio python3-grpc-tools prometheus nghttp2-client gnuplot-nox
+  python3-numpy python3-xgboost
 )
 # Extra packages a caller may need (tests, benchmarks) are passed as arguments.
 packages+=("$@")

@@ -1,0 +1,246 @@
+/* GPU first stage against the CPU on one index and query log: equality of every query's top-k
+ * (GPU vs isn_search), GPU queries/s per batch size with the per-stage breakdown, and the CPU's
+ * queries/s on all cores (one searcher per thread). JSON lines on stdout.
+ *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
+ *             [--threads N] [--max-queries N] [--emulate] [--label NAME] */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu/gpu.h"
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint32_t parse_list(const char *s, uint32_t *out, uint32_t cap) {
+    uint32_t n = 0;
+    while (*s && n < cap) {
+        out[n++] = (uint32_t)strtoul(s, (char **)&s, 10);
+        if (*s == ',') s++;
+    }
+    return n;
+}
+
+typedef struct {
+    isn_query *queries;
+    isn_query_term *terms;
+    uint32_t n;
+} query_log;
+
+static int load_queries(const isn_index *ix, const char *path, uint32_t max, query_log *log) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fprintf(stderr, "bench_gpu: cannot open %s\n", path), -1;
+    isn_searcher *s = isn_searcher_new(ix);
+    log->queries = calloc(max, sizeof *log->queries);
+    log->terms = calloc((size_t)max * 64, sizeof *log->terms);
+    char *line = NULL, err[256];
+    size_t cap = 0;
+    ssize_t len;
+    while (log->n < max && (len = getline(&line, &cap, f)) > 0) {
+        char *tab = memchr(line, '\t', (size_t)len);
+        if (!tab) continue;
+        isn_query q;
+        if (isn_query_parse(s, tab + 1, (size_t)(line + len - tab - 1), &q, err, sizeof err) != 0 || q.num_terms == 0 ||
+            q.num_terms > 64)
+            continue;
+        isn_query *dst = &log->queries[log->n];
+        dst->terms = log->terms + (size_t)log->n * 64;
+        memcpy(dst->terms, q.terms, q.num_terms * sizeof *q.terms);
+        dst->num_terms = q.num_terms;
+        dst->num_unknown = q.num_unknown;
+        log->n++;
+    }
+    free(line);
+    fclose(f);
+    isn_searcher_free(s);
+    return 0;
+}
+
+typedef struct {
+    const isn_index *ix;
+    const query_log *log;
+    uint32_t k, thread, threads;
+    isn_mode mode;
+    isn_hit *hits; /* [n][k] when recording, else NULL */
+    uint32_t *num_hits;
+} cpu_job;
+
+static void *cpu_worker(void *arg) {
+    cpu_job *j = arg;
+    isn_searcher *s = isn_searcher_new(j->ix);
+    isn_hit *scratch = malloc(j->k * sizeof *scratch);
+    isn_search_options o;
+    isn_search_options_default(&o);
+    o.k = j->k;
+    o.mode = j->mode;
+    char err[256];
+    for (uint32_t q = j->thread; q < j->log->n; q += j->threads) {
+        isn_hit *out = j->hits ? j->hits + (size_t)q * j->k : scratch;
+        uint32_t n = 0;
+        isn_search(s, &j->log->queries[q], &o, out, &n, NULL, err, sizeof err);
+        if (j->num_hits) j->num_hits[q] = n;
+    }
+    free(scratch);
+    isn_searcher_free(s);
+    return NULL;
+}
+
+static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, uint32_t threads,
+                      isn_hit *hits, uint32_t *num_hits) {
+    pthread_t ids[256];
+    cpu_job jobs[256];
+    double t0 = now_s();
+    for (uint32_t t = 0; t < threads; t++) {
+        jobs[t] = (cpu_job){ix, log, k, t, threads, mode, hits, num_hits};
+        pthread_create(&ids[t], NULL, cpu_worker, &jobs[t]);
+    }
+    for (uint32_t t = 0; t < threads; t++) pthread_join(ids[t], NULL);
+    return now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+    const char *index_dir = NULL, *queries_path = NULL, *label = "index";
+    uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096;
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    bool emulate = false, modes[2] = {true, true};
+    static const struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"ks", 1, 0, 'k'},
+                                         {"batches", 1, 0, 'b'}, {"threads", 1, 0, 't'}, {"max-queries", 1, 0, 'm'},
+                                         {"emulate", 0, 0, 'e'}, {"label", 1, 0, 'l'},   {"modes", 1, 0, 'M'},
+                                         {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'i': index_dir = optarg; break;
+        case 'q': queries_path = optarg; break;
+        case 'k': nks = parse_list(optarg, ks, 8); break;
+        case 'b': nb = parse_list(optarg, batches, 8); break;
+        case 't': threads = (uint32_t)atoi(optarg); break;
+        case 'm': max_queries = (uint32_t)atoi(optarg); break;
+        case 'e': emulate = true; break;
+        case 'l': label = optarg; break;
+        case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
+        default: return 2;
+        }
+    }
+    if (!index_dir || !queries_path || threads == 0 || threads > 256) {
+        fprintf(stderr, "usage: bench_gpu --index DIR --queries FILE.tsv [--ks ..] [--batches ..] [--threads N]\n");
+        return 2;
+    }
+    char err[512];
+    isn_index *ix = isn_index_open(index_dir, err, sizeof err);
+    if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+    query_log log = {0};
+    if (load_queries(ix, queries_path, max_queries, &log) != 0 || log.n == 0)
+        return fprintf(stderr, "bench_gpu: no usable query in %s\n", queries_path), 1;
+    uint32_t max_k = 0, max_batch = 0;
+    for (uint32_t i = 0; i < nks; i++) max_k = ks[i] > max_k ? ks[i] : max_k;
+    for (uint32_t i = 0; i < nb; i++) max_batch = batches[i] > max_batch ? batches[i] : max_batch;
+    isn_gpu_options go;
+    isn_gpu_options_default(&go);
+    go.emulate = emulate;
+    go.max_batch = max_batch;
+    go.max_k = max_k;
+    double t_open = now_s();
+    isn_gpu_backend *gpu = isn_gpu_open(ix, &go, err, sizeof err);
+    if (!gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+    t_open = now_s() - t_open;
+    isn_gpu_health h;
+    isn_gpu_health_get(gpu, &h);
+    const isn_index_info *info = isn_index_get_info(ix);
+    printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
+           "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms\": %u, "
+           "\"open_seconds\": %.3f}\n",
+           label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
+           (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_total,
+           t_open);
+    fflush(stdout);
+    isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
+    isn_hit *gpu_hits = malloc((size_t)log.n * max_k * sizeof *gpu_hits);
+    uint32_t *cpu_n = malloc(log.n * sizeof *cpu_n);
+    isn_gpu_request *req = calloc(log.n, sizeof *req);
+    for (int m = 0; m < 2; m++) {
+        if (!modes[m]) continue;
+        isn_mode mode = m ? ISN_MODE_AND : ISN_MODE_OR;
+        for (uint32_t ki = 0; ki < nks; ki++) {
+            uint32_t k = ks[ki];
+            double cpu_s = run_cpu(ix, &log, k, mode, threads, cpu_hits, cpu_n);
+            printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, \"queries\": %u, "
+                   "\"qps\": %.1f}\n",
+                   label, m ? "and" : "or", k, threads, log.n, log.n / cpu_s);
+            fflush(stdout);
+            for (uint32_t bi = 0; bi < nb; bi++) {
+                uint32_t bs = batches[bi];
+                /* batch 1 and 16 run over a prefix of the log: enough batches to time, bounded in length */
+                uint32_t n = bs < 64 ? (log.n < 64 * bs ? log.n : 64 * bs) : log.n;
+                isn_gpu_batch_stats sum;
+                memset(&sum, 0, sizeof sum);
+                uint32_t mismatches = 0, on_device = 0, nbatches = 0;
+                double max_batch_ms = 0;
+                double t0 = now_s();
+                for (uint32_t at = 0; at < n; at += bs) {
+                    uint32_t cnt = n - at < bs ? n - at : bs;
+                    for (uint32_t i = 0; i < cnt; i++)
+                        req[at + i] = (isn_gpu_request){.query = &log.queries[at + i], .mode = mode, .k = k,
+                                                        .hits = gpu_hits + (size_t)(at + i) * k};
+                    isn_gpu_batch_stats st;
+                    if (isn_gpu_search_batch(gpu, req + at, cnt, &st, err, sizeof err) != 0)
+                        return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+                    nbatches++;
+                    sum.ms_transfer_in += st.ms_transfer_in;
+                    sum.ms_threshold_pass += st.ms_threshold_pass;
+                    sum.ms_select_threshold += st.ms_select_threshold;
+                    sum.ms_score_pass += st.ms_score_pass;
+                    sum.ms_sort += st.ms_sort;
+                    sum.ms_transfer_out += st.ms_transfer_out;
+                    sum.ms_total += st.ms_total;
+                    sum.postings_scored += st.postings_scored;
+                    sum.ranges_scored += st.ranges_scored;
+                    sum.ranges_pruned += st.ranges_pruned;
+                    sum.candidates += st.candidates;
+                    sum.cpu_queries += st.cpu_queries;
+                    if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
+                }
+                double wall = now_s() - t0;
+                for (uint32_t q = 0; q < n; q++) {
+                    on_device += req[q].answered_by == ISN_GPU_ANSWERED_DEVICE;
+                    bool same = req[q].num_hits == cpu_n[q];
+                    for (uint32_t i = 0; same && i < cpu_n[q]; i++)
+                        same = gpu_hits[(size_t)q * k + i].doc == cpu_hits[(size_t)q * k + i].doc &&
+                               gpu_hits[(size_t)q * k + i].score == cpu_hits[(size_t)q * k + i].score;
+                    if (!same && mismatches++ < 3)
+                        fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
+                                req[q].num_hits, cpu_n[q]);
+                }
+                double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass;
+                printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"queries\": %u, "
+                       "\"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
+                       "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
+                       "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
+                       "\"postings_scored\": %llu, \"decode_score_postings_per_s\": %.4g, \"ranges_pruned_fraction\": %.4f, "
+                       "\"candidates_per_query\": %.1f}\n",
+                       label, m ? "and" : "or", k, bs, n, n / wall, sum.ms_total / nbatches, max_batch_ms, on_device,
+                       mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
+                       sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_sort / nbatches,
+                       sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
+                       kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
+                       sum.ranges_scored + sum.ranges_pruned
+                           ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
+                           : 0.0,
+                       (double)sum.candidates / n);
+                fflush(stdout);
+            }
+        }
+    }
+    isn_gpu_close(gpu);
+    isn_index_close(ix);
+    return 0;
+}

@@ -1,0 +1,137 @@
+/* Private to gpu/: reading the index's posting blocks (index/codec.c's layout) one value at a time, and
+ * the per-range block lookups. Shared by the CUDA kernels and the host emulation, so the host tests
+ * check the same arithmetic the device runs. */
+#ifndef ISN_GPU_POSTING_DECODE_H
+#define ISN_GPU_POSTING_DECODE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "gpu/device.h"
+
+#ifdef __CUDACC__
+#define GPU_HD __host__ __device__ __forceinline__
+#else
+#define GPU_HD static inline
+#endif
+
+/* Little-endian 32-bit load at any byte address. On the device: two aligned loads and a funnel shift
+ * (the payload buffer is padded so the second load stays inside it). */
+GPU_HD uint32_t gpu_load_u32(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    uintptr_t address = (uintptr_t)p;
+    const uint32_t *word = (const uint32_t *)(address & ~(uintptr_t)3);
+    return __funnelshift_r(__ldg(word), __ldg(word + 1), (unsigned)(address & 3) * 8u);
+#else
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#endif
+}
+
+GPU_HD uint32_t gpu_width_mask(uint32_t bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u; }
+
+typedef struct {
+    uint32_t bits;
+    uint32_t exceptions;
+    uint32_t high_bits;
+    uint32_t header_bytes;
+} gpu_block_header;
+
+GPU_HD gpu_block_header gpu_read_header(const uint8_t *in) {
+    gpu_block_header h;
+    uint32_t first = in[0];
+    h.bits = first & 0x3Fu;
+    if (first & 0x80u) {
+        h.exceptions = (uint32_t)in[1] + 1u;
+        h.high_bits = in[2];
+        h.header_bytes = 3;
+    } else {
+        h.exceptions = 0;
+        h.high_bits = 0;
+        h.header_bytes = 1;
+    }
+    return h;
+}
+
+GPU_HD uint32_t gpu_stream_bytes(uint32_t count, uint32_t bits) { return (count * bits + 7u) / 8u; }
+
+GPU_HD uint32_t gpu_encoded_bytes(gpu_block_header h, uint32_t n) {
+    uint32_t bytes = h.header_bytes + gpu_stream_bytes(n, h.bits);
+    if (h.exceptions) bytes += h.exceptions + gpu_stream_bytes(h.exceptions, h.high_bits);
+    return bytes;
+}
+
+/* Field `index` of a bit stream of `bits`-bit fields (1..32). */
+GPU_HD uint32_t gpu_stream_field(const uint8_t *stream, uint32_t index, uint32_t bits) {
+    uint32_t bit = index * bits;
+    const uint8_t *at = stream + bit / 8u;
+    uint64_t window = ((uint64_t)gpu_load_u32(at + 4) << 32) | gpu_load_u32(at);
+    return (uint32_t)(window >> (bit % 8u)) & gpu_width_mask(bits);
+}
+
+/* Low bits of value i of a block of n values: four interleaved lanes when n == 128, else a stream. */
+GPU_HD uint32_t gpu_packed_value(const uint8_t *packed, uint32_t n, uint32_t bits, uint32_t i) {
+    if (bits == 0) return 0;
+    if (n != ISN_BLOCK_SIZE) return gpu_stream_field(packed, i, bits);
+    uint32_t lane = i & 3u, bit = (i >> 2) * bits, word = bit >> 5, shift = bit & 31u;
+    uint32_t v = gpu_load_u32(packed + 16u * word + 4u * lane) >> shift;
+    if (shift + bits > 32u) v |= gpu_load_u32(packed + 16u * (word + 1u) + 4u * lane) << (32u - shift);
+    return v & gpu_width_mask(bits);
+}
+
+/* High part of exception e, already shifted into place. */
+GPU_HD uint32_t gpu_exception_high(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t e) {
+    const uint8_t *positions = in + h.header_bytes + gpu_stream_bytes(n, h.bits);
+    return gpu_stream_field(positions + h.exceptions, e, h.high_bits) << h.bits;
+}
+
+GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t e) {
+    return in[h.header_bytes + gpu_stream_bytes(n, h.bits) + e];
+}
+
+/* Postings in block b of a list of df postings. */
+GPU_HD uint32_t gpu_block_count(uint32_t df, uint32_t num_blocks, uint32_t b) {
+    return b + 1 == num_blocks ? df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE;
+}
+
+/* First block of the list whose last doc >= target (num_blocks when none). */
+GPU_HD uint32_t gpu_lower_block(const isn_block_meta *blocks, uint32_t num_blocks, uint32_t target) {
+    uint32_t lo = 0, hi = num_blocks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (blocks[mid].last_doc < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The blocks of a list that may hold documents of [lo, hi): [*first, *end). */
+GPU_HD void gpu_blocks_in_range(const isn_block_meta *blocks, uint32_t num_blocks, uint32_t lo, uint32_t hi,
+                                uint32_t *first, uint32_t *end) {
+    uint32_t f = gpu_lower_block(blocks, num_blocks, lo);
+    uint32_t last = gpu_lower_block(blocks, num_blocks, hi - 1);
+    *first = f;
+    *end = last < num_blocks ? last + 1 : num_blocks;
+    if (*end < f) *end = f;
+}
+
+/* The CPU's per-posting contribution: isn_bm25_tf_part in float, times the weight in float. */
+GPU_HD float gpu_term_contribution(float weight, float k1_plus_1, uint32_t tf, float norm) {
+    float f = (float)tf;
+    float part = f * k1_plus_1 / (f + norm);
+    return weight * part;
+}
+
+GPU_HD uint32_t gpu_float_key(float score) {
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    return bits; /* scores are positive: their bits order as the scores */
+}
+
+/* Candidates sort ascending as (score descending, doc ascending). */
+GPU_HD uint64_t gpu_candidate_key(uint32_t score_key, uint32_t doc) {
+    return ((uint64_t)(~score_key) << 32) | doc;
+}
+
+#endif

@@ -1,0 +1,654 @@
+/* Synthetic partitions for scale tests (isn-index synth): documents are never materialised; each term's
+ * posting list is drawn directly (geometric gaps at the term's document rate, frequencies growing with
+ * document length), encoded with the index codec and written in the normal file format, in parallel
+ * over terms. Document-frequency curve: Zipf, or a real index's curve rescaled; query log: term counts
+ * and document-frequency fractions of a real query log, or log-uniform ranks. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "index/format.h"
+
+#define TERM_NAME_FORMAT "t%08u"
+#define DOC_NAME_FORMAT "d%09u"
+#define MAX_QUERY_TERMS 8
+#define MAX_TF 1000u
+
+void isn_synth_options_default(isn_synth_options *o) {
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->zipf_exponent = 1.0;
+    o->postings_per_doc = 40.0;
+    o->mean_doc_len = 80.0;
+    o->doc_len_sigma = 0.6;
+    o->queries = 10000;
+}
+
+static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    uint64_t state;
+} rng;
+
+static inline uint64_t rng_next(rng *r) { return mix(r->state += 0x9E3779B97F4A7C15ull); }
+/* (0, 1]: never 0, so log() is finite */
+static inline double rng_open_unit(rng *r) { return ((double)(rng_next(r) >> 11) + 1.0) / 9007199254740992.0; }
+static inline rng rng_for(uint64_t seed, uint64_t stream) { return (rng){mix(seed * 0x2545F4914F6CDD1Dull + stream)}; }
+
+/* ------------------------------------------------------------------ parallel for */
+
+typedef struct {
+    void (*fn)(void *ctx, uint32_t task);
+    void *ctx;
+    uint32_t tasks;
+    _Atomic uint32_t next;
+} parallel_job;
+
+static void *parallel_worker(void *arg) {
+    parallel_job *job = arg;
+    for (uint32_t t; (t = atomic_fetch_add(&job->next, 1)) < job->tasks;) job->fn(job->ctx, t);
+    return NULL;
+}
+
+static void parallel_for(uint32_t threads, uint32_t tasks, void (*fn)(void *, uint32_t), void *ctx) {
+    parallel_job job = {.fn = fn, .ctx = ctx, .tasks = tasks};
+    atomic_init(&job.next, 0);
+    pthread_t ids[256];
+    uint32_t started = 0;
+    for (; started + 1 < threads && started < 256; started++)
+        if (pthread_create(&ids[started], NULL, parallel_worker, &job) != 0) break;
+    parallel_worker(&job);
+    for (uint32_t i = 0; i < started; i++) pthread_join(ids[i], NULL);
+}
+
+/* ------------------------------------------------------------------ the generator */
+
+typedef struct {
+    uint8_t *payload;
+    uint64_t payload_len, payload_cap;
+    isn_block_meta *blocks;
+    uint64_t num_blocks, blocks_cap;
+    uint64_t postings;
+    int oom;
+} chunk_out;
+
+typedef struct {
+    const isn_synth_options *o;
+    uint32_t num_docs, vocabulary;
+    uint32_t *target_lens; /* drawn lengths, which set term frequencies */
+    uint32_t *doc_lens;    /* sums of the term frequencies drawn: the index's lengths */
+    bool counting;         /* first run over the lists: only sum lengths (the second draws the same lists) */
+    float *norms;
+    double avg_len;
+    float k1_plus_1;
+    const double *rate; /* per term rank: probability that a document holds it */
+    isn_term_entry *terms;
+    uint32_t *chunk_first; /* [chunks + 1] term ranges */
+    chunk_out *chunks;
+} synth;
+
+static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    uint64_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void doc_lens_task(void *ctx, uint32_t task) {
+    synth *s = ctx;
+    const isn_synth_options *o = s->o;
+    double mu = log(o->mean_doc_len) - o->doc_len_sigma * o->doc_len_sigma / 2;
+    uint32_t from = task * 65536u, to = from + 65536u < s->num_docs ? from + 65536u : s->num_docs;
+    rng r = rng_for(o->seed, 0x10000000000ull + task);
+    for (uint32_t d = from; d < to; d++) {
+        /* Box-Muller: one normal per document is plenty */
+        double z = sqrt(-2.0 * log(rng_open_unit(&r))) * cos(6.283185307179586 * rng_open_unit(&r));
+        double len = exp(mu + o->doc_len_sigma * z);
+        s->target_lens[d] = len < 1.0 ? 1u : len > 1e6 ? 1000000u : (uint32_t)(len + 0.5);
+    }
+}
+
+static void write_list(synth *s, chunk_out *out, uint32_t t, rng *r) {
+    double p = s->rate[t];
+    double log_miss = log1p(-p);
+    uint32_t docs[ISN_BLOCK_SIZE], tfs[ISN_BLOCK_SIZE], values[ISN_BLOCK_SIZE];
+    uint8_t enc[2 * ISN_CODEC_MAX_BLOCK_BYTES];
+    isn_term_entry *e = &s->terms[t];
+    memset(e, 0, sizeof *e);
+    e->first_block = (uint32_t)out->num_blocks; /* chunk-relative until stitched */
+    uint64_t doc = 0;
+    uint32_t prev_last = UINT32_MAX, n = 0;
+    /* A term holds at least one document: start from one drawn uniformly when the first gap overshoots. */
+    bool first = true;
+    for (;;) {
+        double gap = floor(log(rng_open_unit(r)) / log_miss);
+        doc = first ? (uint64_t)gap : doc + 1 + (uint64_t)gap;
+        if (first && doc >= s->num_docs) doc = rng_next(r) % s->num_docs;
+        first = false;
+        bool end = doc >= s->num_docs;
+        if (!end) {
+            double lambda = 0.35 * (double)s->target_lens[doc] / s->avg_len;
+            uint32_t extra = (uint32_t)floor(-log(rng_open_unit(r)) * lambda);
+            docs[n] = (uint32_t)doc;
+            tfs[n] = 1 + (extra < MAX_TF ? extra : MAX_TF);
+            n++;
+        }
+        if (s->counting) {
+            if (!end) {
+                n--;
+                __atomic_fetch_add(&s->doc_lens[docs[n]], tfs[n], __ATOMIC_RELAXED);
+            }
+            if (end) break;
+            continue;
+        }
+        if (n == ISN_BLOCK_SIZE || (end && n > 0)) {
+            isn_block_meta meta = {.offset = out->payload_len, .last_doc = docs[n - 1], .max_tf_part = 0.0f};
+            uint32_t prev = prev_last;
+            for (uint32_t i = 0; i < n; i++) {
+                values[i] = docs[i] - prev - 1;
+                prev = docs[i];
+            }
+            size_t bytes = isn_codec_encode(values, n, enc);
+            for (uint32_t i = 0; i < n; i++) {
+                values[i] = tfs[i] - 1;
+                e->cf = tfs[i] > UINT32_MAX - e->cf ? UINT32_MAX : e->cf + tfs[i];
+                float part = isn_bm25_tf_part(s->k1_plus_1, tfs[i], s->norms[docs[i]]);
+                if (part > meta.max_tf_part) meta.max_tf_part = part;
+            }
+            bytes += isn_codec_encode(values, n, enc + bytes);
+            if (grow((void **)&out->payload, &out->payload_cap, out->payload_len + bytes, 1) ||
+                grow((void **)&out->blocks, &out->blocks_cap, out->num_blocks + 1, sizeof meta)) {
+                out->oom = 1;
+                return;
+            }
+            memcpy(out->payload + out->payload_len, enc, bytes);
+            out->payload_len += bytes;
+            out->blocks[out->num_blocks++] = meta;
+            if (meta.max_tf_part > e->max_tf_part) e->max_tf_part = meta.max_tf_part;
+            e->df += n;
+            prev_last = docs[n - 1];
+            n = 0;
+        }
+        if (end) break;
+    }
+    out->postings += e->df;
+}
+
+static void chunk_task(void *ctx, uint32_t task) {
+    synth *s = ctx;
+    rng r = rng_for(s->o->seed, task);
+    for (uint32_t t = s->chunk_first[task]; t < s->chunk_first[task + 1] && !s->chunks[task].oom; t++)
+        write_list(s, &s->chunks[task], t, &r);
+}
+
+static int cmp_u32_desc(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Document rates by term rank, summing to postings_per_doc: a real index's curve when fitting, else Zipf. */
+static int term_rates(const isn_synth_options *o, uint32_t vocabulary, const uint32_t *fit_dfs, uint32_t fit_terms,
+                      uint32_t fit_docs, double *rate) {
+    for (uint32_t t = 0; t < vocabulary; t++) {
+        if (fit_dfs) {
+            uint64_t at = (uint64_t)t * fit_terms / vocabulary;
+            rate[t] = (double)fit_dfs[at] / fit_docs;
+        } else {
+            rate[t] = pow(t + 1.0, -o->zipf_exponent);
+        }
+    }
+    /* scale (rates capped at 0.9) so that the expected postings per document is the target */
+    double lo = 0, hi = 1e12;
+    for (int it = 0; it < 200; it++) {
+        double mid = (lo + hi) / 2, sum = 0;
+        for (uint32_t t = 0; t < vocabulary; t++) sum += fmin(0.9, rate[t] * mid);
+        if (sum < o->postings_per_doc) lo = mid;
+        else hi = mid;
+    }
+    for (uint32_t t = 0; t < vocabulary; t++) {
+        rate[t] = fmin(0.9, rate[t] * lo);
+        if (rate[t] < 1e-12) rate[t] = 1e-12;
+    }
+    return 0;
+}
+
+typedef struct {
+    float fractions[MAX_QUERY_TERMS];
+    uint32_t n;
+} query_profile;
+
+typedef struct {
+    const isn_index *ix;
+    query_profile *q;
+} analyze_ctx;
+
+static void collect_term(void *ctx, const char *term, size_t len, uint32_t position) {
+    (void)position;
+    analyze_ctx *a = ctx;
+    uint32_t id;
+    if (a->q->n >= MAX_QUERY_TERMS || !isn_index_find_term(a->ix, term, len, &id)) return;
+    isn_term_stats st;
+    isn_index_term_stats(a->ix, id, &st);
+    a->q->fractions[a->q->n++] = (float)((double)st.df / isn_index_get_info(a->ix)->num_docs);
+}
+
+/* Per real query: its known terms' df / N. */
+static query_profile *read_query_profiles(const char *path, const isn_index *ix, uint32_t *count, char *err,
+                                          size_t err_len) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_len, "cannot open query log %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    isn_analyzer *an = isn_index_new_analyzer(ix);
+    query_profile *out = NULL;
+    uint64_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t len;
+    while (an && (len = getline(&line, &line_cap, f)) > 0) {
+        char *tab = memchr(line, '\t', (size_t)len);
+        if (!tab) continue;
+        if (grow((void **)&out, &cap, n + 1, sizeof *out)) break;
+        query_profile *q = &out[n];
+        q->n = 0;
+        analyze_ctx ctx = {ix, q};
+        isn_analyze(an, tab + 1, (size_t)(line + len - tab - 1), collect_term, &ctx);
+        if (q->n) n++;
+    }
+    free(line);
+    fclose(f);
+    isn_analyzer_free(an);
+    if (n == 0) {
+        free(out);
+        snprintf(err, err_len, "query log %s has no query with a term of the fitted index", path);
+        return NULL;
+    }
+    *count = (uint32_t)n;
+    return out;
+}
+
+/* Term rank whose rate is closest to `fraction` (rates decrease with rank). */
+static uint32_t rank_of_rate(const double *rate, uint32_t vocabulary, double fraction) {
+    uint32_t lo = 0, hi = vocabulary;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (rate[mid] > fraction) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= vocabulary) return vocabulary - 1;
+    if (lo > 0 && fabs(rate[lo - 1] - fraction) < fabs(rate[lo] - fraction)) return lo - 1;
+    return lo;
+}
+
+static int write_queries(const char *dir, const isn_synth_options *o, const double *rate, uint32_t vocabulary,
+                         const query_profile *profiles, uint32_t num_profiles, char *err, size_t err_len) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/queries.tsv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    rng r = rng_for(o->seed, 0x20000000000ull);
+    static const double length_cdf[MAX_QUERY_TERMS] = {0.22, 0.50, 0.72, 0.85, 0.93, 0.97, 0.99, 1.0};
+    for (uint32_t q = 0; q < o->queries; q++) {
+        fprintf(f, "q%u\t", q);
+        if (profiles) {
+            const query_profile *p = &profiles[rng_next(&r) % num_profiles];
+            for (uint32_t i = 0; i < p->n; i++)
+                fprintf(f, i ? " " TERM_NAME_FORMAT : TERM_NAME_FORMAT, rank_of_rate(rate, vocabulary, p->fractions[i]));
+        } else {
+            double u = rng_open_unit(&r);
+            uint32_t n = 1;
+            while (n < MAX_QUERY_TERMS && u > length_cdf[n - 1]) n++;
+            for (uint32_t i = 0; i < n; i++) {
+                /* log-uniform over ranks 5 .. vocabulary / 4: queries favour mid-frequency terms */
+                double hi = fmax(6.0, vocabulary / 4.0);
+                uint32_t rank = (uint32_t)exp(log(5.0) + rng_open_unit(&r) * (log(hi) - log(5.0)));
+                fprintf(f, i ? " " TERM_NAME_FORMAT : TERM_NAME_FORMAT, rank < vocabulary ? rank : vocabulary - 1);
+            }
+        }
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the file */
+
+static int put_varint_buf(uint8_t **buf, uint64_t *len, uint64_t *cap, uint32_t v) {
+    if (grow((void **)buf, cap, *len + 5, 1)) return -1;
+    *len = (uint64_t)(isn_varint_put(*buf + *len, v) - *buf);
+    return 0;
+}
+
+static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err, size_t err_len,
+                       isn_build_summary *summary) {
+    int rc = -1;
+    uint32_t nd = s->num_docs, nt = s->vocabulary;
+    isn_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.num_docs = nd;
+    meta.num_terms = nt;
+    meta.num_fields = 1;
+    meta.k1 = ISN_BM25_DEFAULT_K1;
+    meta.b = ISN_BM25_DEFAULT_B;
+    meta.analyzer_max_token_bytes = 64;
+    meta.num_lex_blocks = (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
+    snprintf(meta.fields[0], sizeof meta.fields[0], "body");
+
+    uint8_t *lens = NULL, *ids = NULL, *lex = NULL;
+    uint64_t lens_len = 0, lens_cap = 0, ids_len = 0, ids_cap = 0, lex_len = 0, lex_cap = 0;
+    uint64_t *lex_index = malloc(((uint64_t)meta.num_lex_blocks + 1) * sizeof *lex_index);
+    if (!lex_index) goto oom;
+    for (uint32_t d = 0; d < nd; d++) {
+        meta.total_doc_len += s->doc_lens[d];
+        char id[16];
+        int il = snprintf(id, sizeof id, DOC_NAME_FORMAT, d);
+        /* front coding against the previous id: ids differ only in their last digits */
+        uint32_t shared = 0;
+        if (d > 0) {
+            char prev[16];
+            snprintf(prev, sizeof prev, DOC_NAME_FORMAT, d - 1);
+            while (shared < (uint32_t)il && id[shared] == prev[shared]) shared++;
+        }
+        if (put_varint_buf(&lens, &lens_len, &lens_cap, s->doc_lens[d]) ||
+            put_varint_buf(&ids, &ids_len, &ids_cap, shared) ||
+            put_varint_buf(&ids, &ids_len, &ids_cap, (uint32_t)il - shared) ||
+            grow((void **)&ids, &ids_cap, ids_len + (uint64_t)il, 1))
+            goto oom;
+        memcpy(ids + ids_len, id + shared, (size_t)il - shared);
+        ids_len += (uint64_t)il - shared;
+    }
+    meta.total_field_len[0] = meta.total_doc_len;
+    for (uint32_t t = 0; t < nt; t++) {
+        char name[16], prev[16];
+        int len = snprintf(name, sizeof name, TERM_NAME_FORMAT, t);
+        if (grow((void **)&lex, &lex_cap, lex_len + 2 + (uint64_t)len, 1)) goto oom;
+        if (t % ISN_LEXICON_BLOCK == 0) {
+            lex_index[t / ISN_LEXICON_BLOCK] = lex_len;
+            lex[lex_len++] = (uint8_t)len;
+            memcpy(lex + lex_len, name, (size_t)len);
+            lex_len += (uint64_t)len;
+        } else {
+            snprintf(prev, sizeof prev, TERM_NAME_FORMAT, t - 1);
+            uint32_t shared = 0;
+            while (shared < (uint32_t)len && name[shared] == prev[shared]) shared++;
+            lex[lex_len++] = (uint8_t)shared;
+            lex[lex_len++] = (uint8_t)(len - (int)shared);
+            memcpy(lex + lex_len, name + shared, (size_t)len - shared);
+            lex_len += (uint64_t)len - shared;
+        }
+    }
+    lex_index[meta.num_lex_blocks] = lex_len;
+
+    /* stitch the chunks: block offsets and first blocks become global */
+    uint64_t payload_base = 0, block_base = 0;
+    for (uint32_t c = 0; c < num_chunks; c++) {
+        chunk_out *ch = &s->chunks[c];
+        if (ch->oom) goto oom;
+        for (uint64_t b = 0; b < ch->num_blocks; b++) ch->blocks[b].offset += payload_base;
+        for (uint32_t t = s->chunk_first[c]; t < s->chunk_first[c + 1]; t++) s->terms[t].first_block += (uint32_t)block_base;
+        payload_base += ch->payload_len;
+        block_base += ch->num_blocks;
+        meta.num_postings += ch->postings;
+    }
+    if (block_base > UINT32_MAX) {
+        snprintf(err, err_len, "synthetic partition has %llu blocks, above the format's 2^32",
+                 (unsigned long long)block_base);
+        goto done;
+    }
+    meta.num_blocks = block_base;
+
+    static const uint8_t zeros[ISN_SECTION_ALIGN];
+    uint64_t bytes[SEC_COUNT] = {0}, checksum[SEC_COUNT];
+    bytes[SEC_META] = sizeof meta;
+    bytes[SEC_DOC_LENS] = lens_len;
+    bytes[SEC_DOCID_TEXT] = ids_len;
+    bytes[SEC_LEX_INDEX] = ((uint64_t)meta.num_lex_blocks + 1) * 8;
+    bytes[SEC_LEX_DATA] = lex_len;
+    bytes[SEC_TERMS] = (uint64_t)nt * sizeof(isn_term_entry);
+    bytes[SEC_BLOCK_META] = block_base * sizeof(isn_block_meta);
+    bytes[SEC_POSTINGS] = payload_base + ISN_CODEC_READ_SLACK;
+    const void *plain[SEC_COUNT] = {[SEC_META] = &meta, [SEC_DOC_LENS] = lens, [SEC_DOCID_TEXT] = ids,
+                                    [SEC_LEX_INDEX] = lex_index, [SEC_LEX_DATA] = lex, [SEC_TERMS] = s->terms};
+    for (int sec = 0; sec < SEC_COUNT; sec++) {
+        XXH64_state_t *st = XXH64_createState();
+        XXH64_reset(st, 0);
+        if (sec == SEC_BLOCK_META || sec == SEC_POSTINGS) {
+            for (uint32_t c = 0; c < num_chunks; c++) {
+                if (sec == SEC_BLOCK_META) XXH64_update(st, s->chunks[c].blocks, s->chunks[c].num_blocks * sizeof(isn_block_meta));
+                else XXH64_update(st, s->chunks[c].payload, s->chunks[c].payload_len);
+            }
+            if (sec == SEC_POSTINGS) XXH64_update(st, zeros, ISN_CODEC_READ_SLACK);
+        } else if (bytes[sec]) {
+            XXH64_update(st, plain[sec], bytes[sec]);
+        }
+        checksum[sec] = XXH64_digest(st);
+        XXH64_freeState(st);
+    }
+    isn_file_header header;
+    isn_section_entry table[SEC_COUNT];
+    memset(&header, 0, sizeof header);
+    memset(table, 0, sizeof table);
+    memcpy(header.magic, ISN_MAGIC, 8);
+    header.version = ISN_FORMAT_VERSION;
+    header.num_sections = SEC_COUNT;
+    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    for (int sec = 0; sec < SEC_COUNT; sec++) {
+        snprintf(table[sec].name, sizeof table[sec].name, "%s", isn_section_names[sec]);
+        table[sec].offset = off;
+        table[sec].bytes = bytes[sec];
+        table[sec].checksum = checksum[sec];
+        off = isn_align_up(off + bytes[sec], ISN_SECTION_ALIGN);
+    }
+    header.file_bytes = off;
+    XXH64_state_t *hs = XXH64_createState();
+    XXH64_reset(hs, 0);
+    XXH64_update(hs, &header, sizeof header);
+    XXH64_update(hs, table, sizeof table);
+    header.header_checksum = XXH64_digest(hs);
+    XXH64_freeState(hs);
+
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
+    uint64_t at = sizeof header + sizeof table;
+    for (int sec = 0; ok && sec < SEC_COUNT; sec++) {
+        ok = fwrite(zeros, 1, table[sec].offset - at, f) == table[sec].offset - at;
+        if (sec == SEC_BLOCK_META || sec == SEC_POSTINGS) {
+            for (uint32_t c = 0; ok && c < num_chunks; c++) {
+                const void *data = sec == SEC_BLOCK_META ? (const void *)s->chunks[c].blocks : s->chunks[c].payload;
+                uint64_t n = sec == SEC_BLOCK_META ? s->chunks[c].num_blocks * sizeof(isn_block_meta) : s->chunks[c].payload_len;
+                if (n) ok = fwrite(data, 1, n, f) == n;
+            }
+            if (ok && sec == SEC_POSTINGS) ok = fwrite(zeros, 1, ISN_CODEC_READ_SLACK, f) == ISN_CODEC_READ_SLACK;
+        } else if (bytes[sec]) {
+            ok = fwrite(plain[sec], 1, bytes[sec], f) == bytes[sec];
+        }
+        at = table[sec].offset + table[sec].bytes;
+    }
+    if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    if (summary) {
+        summary->docs = nd;
+        summary->terms = nt;
+        summary->postings = meta.num_postings;
+        summary->tokens = meta.total_doc_len;
+        summary->bytes_total = header.file_bytes;
+        summary->bytes_postings = bytes[SEC_POSTINGS];
+        summary->bytes_block_meta = bytes[SEC_BLOCK_META];
+        summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
+        summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOCID_TEXT];
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, err_len, "out of memory while writing the synthetic partition");
+done:
+    free(lens);
+    free(ids);
+    free(lex);
+    free(lex_index);
+    return rc;
+}
+
+int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_summary *summary, char *err,
+                    size_t err_len) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (o->docs == 0) {
+        snprintf(err, err_len, "synth: --docs must be at least 1");
+        return -1;
+    }
+    if (!(o->postings_per_doc > 0 && o->postings_per_doc <= 10000) || !(o->mean_doc_len >= 1) ||
+        !(o->doc_len_sigma >= 0 && o->doc_len_sigma <= 3) || !(o->zipf_exponent > 0 && o->zipf_exponent <= 4)) {
+        snprintf(err, err_len, "synth: postings per doc must be in (0, 10000], mean length >= 1, sigma in [0, 3], "
+                               "Zipf exponent in (0, 4]");
+        return -1;
+    }
+    if (o->fit_queries && !o->fit_index) {
+        snprintf(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
+        return -1;
+    }
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
+        return -1;
+    }
+    uint32_t threads = o->threads ? o->threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    int rc = -1;
+    uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;
+    query_profile *profiles = NULL;
+    isn_index *fit = NULL;
+    synth s;
+    memset(&s, 0, sizeof s);
+    double *rate = NULL;
+    uint32_t num_chunks = 0;
+    if (o->fit_index) {
+        fit = isn_index_open(o->fit_index, err, err_len);
+        if (!fit) return -1;
+        fit_terms = isn_index_get_info(fit)->num_terms;
+        fit_docs = isn_index_get_info(fit)->num_docs;
+        if (fit_terms == 0 || fit_docs == 0) {
+            snprintf(err, err_len, "synth: the fitted index %s is empty", o->fit_index);
+            goto done;
+        }
+        fit_dfs = malloc(fit_terms * sizeof *fit_dfs);
+        if (!fit_dfs) goto oom;
+        for (uint32_t t = 0; t < fit_terms; t++) {
+            isn_term_stats st;
+            isn_index_term_stats(fit, t, &st);
+            fit_dfs[t] = st.df;
+        }
+        qsort(fit_dfs, fit_terms, sizeof *fit_dfs, cmp_u32_desc);
+        if (o->fit_queries && !(profiles = read_query_profiles(o->fit_queries, fit, &num_profiles, err, err_len)))
+            goto done;
+    }
+    s.o = o;
+    s.num_docs = o->docs;
+    s.vocabulary = o->vocabulary;
+    if (s.vocabulary == 0) {
+        double tokens = (double)o->docs * o->mean_doc_len;
+        s.vocabulary = fit ? (uint32_t)fmin(2e7, fit_terms * sqrt((double)o->docs / fit_docs) + 1)
+                           : (uint32_t)fmin(2e7, 30.0 * sqrt(tokens) + 1);
+    }
+    s.k1_plus_1 = ISN_BM25_DEFAULT_K1 + 1.0f;
+    s.doc_lens = calloc(s.num_docs, sizeof *s.doc_lens);
+    s.target_lens = malloc((size_t)s.num_docs * sizeof *s.target_lens);
+    s.norms = malloc((size_t)s.num_docs * sizeof *s.norms);
+    rate = malloc((size_t)s.vocabulary * sizeof *rate);
+    s.terms = calloc(s.vocabulary, sizeof *s.terms);
+    if (!s.doc_lens || !s.target_lens || !s.norms || !rate || !s.terms) goto oom;
+    parallel_for(threads, (s.num_docs + 65535) / 65536, doc_lens_task, &s);
+    uint64_t total_len = 0;
+    for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.target_lens[d];
+    s.avg_len = (double)total_len / s.num_docs;
+    term_rates(o, s.vocabulary, fit_dfs, fit_terms, fit_docs, rate);
+    s.rate = rate;
+
+    /* chunks of about equal expected postings, so that the head terms spread over the threads */
+    double expected = 0;
+    for (uint32_t t = 0; t < s.vocabulary; t++) expected += rate[t];
+    double per_chunk = expected / (threads * 8.0);
+    s.chunk_first = malloc(((size_t)s.vocabulary + 1) * sizeof *s.chunk_first);
+    if (!s.chunk_first) goto oom;
+    double acc = 0;
+    s.chunk_first[0] = 0;
+    for (uint32_t t = 0; t < s.vocabulary; t++) {
+        acc += rate[t];
+        if (acc >= per_chunk || t + 1 == s.vocabulary) {
+            s.chunk_first[++num_chunks] = t + 1;
+            acc = 0;
+        }
+    }
+    s.chunks = calloc(num_chunks, sizeof *s.chunks);
+    if (!s.chunks) goto oom;
+    /* Lengths are the sums of the frequencies (as the builder's are), and the block maxima need the
+     * norms of those lengths: one run over the lists sums them, a second draws the same lists again. */
+    s.counting = true;
+    parallel_for(threads, num_chunks, chunk_task, &s);
+    total_len = 0;
+    for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.doc_lens[d];
+    float avg = isn_avg_len(total_len, s.num_docs);
+    isn_bm25_params params = {ISN_BM25_DEFAULT_K1, ISN_BM25_DEFAULT_B};
+    for (uint32_t d = 0; d < s.num_docs; d++) s.norms[d] = isn_bm25_doc_norm(&params, s.doc_lens[d], avg);
+    s.counting = false;
+    parallel_for(threads, num_chunks, chunk_task, &s);
+    if (write_index(out_dir, &s, num_chunks, err, err_len, summary) != 0) goto done;
+    if (write_queries(out_dir, o, rate, s.vocabulary, profiles, num_profiles, err, err_len) != 0) goto done;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (summary) summary->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, err_len, "synth: out of memory for %u documents", o->docs);
+done:
+    if (s.chunks)
+        for (uint32_t c = 0; c < num_chunks; c++) {
+            free(s.chunks[c].payload);
+            free(s.chunks[c].blocks);
+        }
+    free(s.chunks);
+    free(s.chunk_first);
+    free(s.doc_lens);
+    free(s.target_lens);
+    free(s.norms);
+    free(s.terms);
+    free(rate);
+    free(fit_dfs);
+    free(profiles);
+    isn_index_close(fit);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* The feature registry: stable names for the second stage's features. Models name their inputs with
+ * these, so a name never changes meaning; new features are appended. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ranking/l2_internal.h"
+
+static const char *const doc_feature_names[L2_DOC_FEATURES] = {
+    [F_BM25] = "bm25",                     /* the first stage's score: whole document */
+    [F_BM25F] = "bm25f",                   /* fields weighted alike, each normalised by its own length */
+    [F_LM_DIRICHLET] = "lm_dirichlet",     /* query log-likelihood, Dirichlet smoothing (mu 2000) */
+    [F_QUERY_TERMS] = "query_terms",       /* analyzed query terms, repeats and unknown ones included */
+    [F_QUERY_UNKNOWN] = "query_unknown",   /* terms absent from the index */
+    [F_MATCHED_TERMS] = "matched_terms",   /* distinct query terms in the document */
+    [F_MATCHED_FRAC] = "matched_frac",     /* matched_terms over distinct query terms (unknown included) */
+    [F_ALL_MATCHED] = "all_matched",       /* 1 when every query term is in the document */
+    [F_TF_SUM] = "tf_sum",                 /* term frequencies over distinct known query terms */
+    [F_TF_MIN] = "tf_min",
+    [F_TF_MAX] = "tf_max",
+    [F_TF_MEAN] = "tf_mean",
+    [F_NTF_SUM] = "ntf_sum",               /* sum of tf / document length */
+    [F_IDF_SUM] = "idf_sum",               /* IDF over distinct known query terms */
+    [F_IDF_MIN] = "idf_min",
+    [F_IDF_MAX] = "idf_max",
+    [F_IDF_MEAN] = "idf_mean",
+    [F_MATCHED_IDF_SUM] = "matched_idf_sum",
+    [F_MATCHED_IDF_FRAC] = "matched_idf_frac",
+    [F_TFIDF_SUM] = "tfidf_sum",
+    [F_TERM_BM25_MAX] = "term_bm25_max",   /* the largest single-term BM25 contribution */
+    [F_TERM_BM25_MIN] = "term_bm25_min",   /* the smallest among matched terms (0 when none) */
+    [F_DOC_LEN] = "doc_len",
+    [F_LOG_DOC_LEN] = "log_doc_len",
+    [F_STATIC_SCORE] = "static_score",
+    [F_MIN_WINDOW] = "min_window",         /* smallest window (positions) holding all matched terms of a field; 0 = none */
+    [F_WINDOW_DENSITY] = "window_density", /* terms in that window over its length */
+    [F_ORDERED_PAIRS] = "ordered_pairs",   /* consecutive query-term pairs found in order within 8 positions */
+    [F_UNORDERED_PAIRS] = "unordered_pairs",
+    [F_ADJACENT_PAIRS] = "adjacent_pairs", /* pairs found next to each other, in order */
+    [F_FIRST_POS] = "first_pos",           /* earliest position of any query term (document length when none) */
+    [F_FIRST_POS_NORM] = "first_pos_norm", /* first_pos over that field's length */
+};
+
+static const char *const field_feature_names[L2_FIELD_FEATURES] = {
+    [FF_BM25] = "bm25",
+    [FF_TF_SUM] = "tf_sum",
+    [FF_MATCHED_FRAC] = "matched_frac",
+    [FF_LEN] = "len",
+    [FF_FIRST_POS] = "first_pos",
+    [FF_MIN_WINDOW] = "min_window",
+    [FF_ORDERED_PAIRS] = "ordered_pairs",
+    [FF_UNORDERED_PAIRS] = "unordered_pairs",
+};
+
+uint32_t isn_feature_count(const isn_index_info *info) {
+    return L2_DOC_FEATURES + L2_FIELD_FEATURES * info->num_fields;
+}
+
+bool isn_feature_name(const isn_index_info *info, uint32_t id, char *buf, size_t buf_len) {
+    if (id < L2_DOC_FEATURES) {
+        snprintf(buf, buf_len, "%s", doc_feature_names[id]);
+        return true;
+    }
+    if (id >= isn_feature_count(info))
+        return false;
+    id -= L2_DOC_FEATURES;
+    snprintf(buf, buf_len, "%s.%s", info->fields[id / L2_FIELD_FEATURES], field_feature_names[id % L2_FIELD_FEATURES]);
+    return true;
+}
+
+bool isn_feature_lookup(const isn_index_info *info, const char *name, uint32_t *id) {
+    char buf[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX];
+    uint32_t count = isn_feature_count(info);
+    for (uint32_t i = 0; i < count; i++) {
+        isn_feature_name(info, i, buf, sizeof buf);
+        if (strcmp(buf, name) == 0) {
+            *id = i;
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,189 @@
+/* One dispatcher thread per GPU device: forms a batch from the GPU-preferred queue (and undecided
+ * jobs when there is room), earliest deadline first and of similar predicted size, sends it when it
+ * is full, when the next job would pass the memory budget, when waiting longer would endanger the
+ * earliest deadline in it, or when nothing more came for the linger time. Results go back through
+ * the same complete() as CPU results; a failed batch is re-run on the CPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "scheduler/scheduler_internal.h"
+
+/* Under the lock: index in the queue of the earliest-deadline job among the first few whose
+ * predicted size is close to the batch's first job; the head when there is none. */
+static uint32_t pick_similar(const isn_edf_queue *queue, double seed_ns) {
+    if (seed_ns <= 0) return 0;
+    uint32_t best = UINT32_MAX;
+    uint64_t best_deadline = UINT64_MAX;
+    uint32_t scan = queue->size < SCHED_GROUP_SCAN ? queue->size : SCHED_GROUP_SCAN;
+    for (uint32_t i = 0; i < scan; i++) {
+        const isn_job *job = isn_edf_at(queue, i);
+        double ratio = job->predicted_ns[ISN_DEVICE_GPU] / seed_ns;
+        if (ratio > SCHED_GROUP_RATIO || ratio < 1.0 / SCHED_GROUP_RATIO) continue;
+        uint64_t deadline = job->deadline_ns ? job->deadline_ns : UINT64_MAX;
+        if (best == UINT32_MAX || deadline < best_deadline) {
+            best = i;
+            best_deadline = deadline;
+        }
+    }
+    return best == UINT32_MAX ? 0 : best;
+}
+
+/* Under the lock: the next candidate for the batch, without taking it. */
+static isn_edf_queue *next_source(isn_scheduler *s, double seed_ns, uint32_t *at) {
+    isn_edf_queue *queue = NULL;
+    if (s->queues[ISN_QUEUE_GPU].size) queue = &s->queues[ISN_QUEUE_GPU];
+    else if (s->queues[ISN_QUEUE_UNDECIDED].size) queue = &s->queues[ISN_QUEUE_UNDECIDED];
+    if (queue) *at = pick_similar(queue, seed_ns);
+    return queue;
+}
+
+static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_reason reason) {
+    isn_job **batch = d->batch;
+    double predicted = s->config.batch.launch_ns;
+    for (uint32_t i = 0; i < n; i++) predicted += batch[i]->predicted_ns[ISN_DEVICE_GPU];
+    s->gpu_inflight_ns += predicted;
+    pthread_mutex_unlock(&s->lock);
+
+    COUNT(s->batches);
+    ADD(s->batch_jobs, n);
+    COUNT(s->batch_flush[reason]);
+    uint64_t start = isn_sched_now_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        batch[i]->started_ns = start;
+        batch[i]->device = ISN_DEVICE_GPU;
+        batch[i]->worker = d->id;
+        batch[i]->batch_size = n;
+        batch[i]->complete = true;
+        ADD(s->wait_ns[ISN_DEVICE_GPU], start - batch[i]->enqueued_ns);
+        COUNT(s->wait_count[ISN_DEVICE_GPU]);
+    }
+    char err[256] = "";
+    int rc = d->device->run_batch(d->device->state, batch, n, err, sizeof err);
+    uint64_t end = isn_sched_now_ns();
+    ADD(s->busy_ns[ISN_DEVICE_GPU], end - start);
+    if (rc == 0) {
+        /* Each job learns its share of the batch time, in proportion to its prediction. */
+        double measured = (double)(end - start), sum = predicted - s->config.batch.launch_ns;
+        for (uint32_t i = 0; i < n; i++) {
+            double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
+            sched_learn(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share);
+            batch[i]->finished_ns = end;
+            COUNT(s->ran_on[ISN_DEVICE_GPU]);
+            sched_finish(s, batch[i], ISN_JOB_RAN);
+        }
+        pthread_mutex_lock(&s->lock);
+        s->gpu_inflight_ns -= predicted;
+        if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
+        return;
+    }
+    /* The device is unhealthy: rest it, and let the CPU answer these jobs. */
+    COUNT(s->gpu_failures);
+    fprintf(stderr, "isn scheduler: GPU device %u (%s) failed a batch of %u: %s; its jobs run on the CPU\n", d->id,
+            d->device->name ? d->device->name : "?", n, err);
+    atomic_store(&d->rest_until_ns, end + s->config.gpu_rest_ns);
+    pthread_mutex_lock(&s->lock);
+    s->gpu_inflight_ns -= predicted;
+    if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        batch[i]->rerun_on_cpu = true;
+        batch[i]->queue = ISN_QUEUE_CPU;
+        batch[i]->started_ns = 0;
+        COUNT(s->gpu_reruns);
+        isn_edf_push(&s->queues[ISN_QUEUE_CPU], batch[i]); /* within the reserve kept for this */
+    }
+    pthread_cond_broadcast(&s->cpu_wake);
+}
+
+static void *dispatcher_main(void *arg) {
+    sched_dispatcher *d = arg;
+    isn_scheduler *s = d->scheduler;
+    const isn_batch_policy *policy = &s->config.batch;
+    uint32_t max_batch = d->device->max_batch < policy->max_batch ? d->device->max_batch : policy->max_batch;
+    isn_batch_policy device_policy = *policy;
+    device_policy.max_batch = max_batch ? max_batch : 1;
+    if (d->device->memory_budget && d->device->memory_budget < device_policy.memory_budget)
+        device_policy.memory_budget = d->device->memory_budget;
+
+    pthread_mutex_lock(&s->lock);
+    s->ready++;
+    pthread_cond_broadcast(&s->ready_changed);
+    uint32_t n = 0;
+    uint64_t first_added = 0;
+    isn_job *dead[SCHED_MAX_DEAD];
+    while (!s->stopping) {
+        uint64_t now = isn_sched_now_ns();
+        uint64_t rest_until = atomic_load(&d->rest_until_ns);
+        if (rest_until > now) {
+            struct timespec until;
+            sched_timespec_at(rest_until, &until);
+            pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
+            continue;
+        }
+        /* Fill the batch while there is room and memory. */
+        uint32_t num_dead = 0;
+        uint64_t next_bytes = 0;
+        bool abandon = atomic_load_explicit(&s->abandon, memory_order_relaxed);
+        while (n < device_policy.max_batch) {
+            uint32_t at;
+            isn_edf_queue *queue = next_source(s, n ? d->batch[0]->predicted_ns[ISN_DEVICE_GPU] : 0, &at);
+            if (!queue) break;
+            isn_job *job = isn_edf_at(queue, at);
+            bool dead_job = job->deadline_ns && job->deadline_ns <= now;
+            if (dead_job || abandon) {
+                if (num_dead == SCHED_MAX_DEAD) break;
+                dead[num_dead++] = isn_edf_remove_at(queue, at);
+                continue;
+            }
+            uint64_t bytes = isn_job_memory_bytes(job);
+            uint64_t batch_bytes = 0;
+            for (uint32_t i = 0; i < n; i++) batch_bytes += isn_job_memory_bytes(d->batch[i]);
+            if (n && batch_bytes + bytes > device_policy.memory_budget) {
+                next_bytes = bytes;
+                break;
+            }
+            if (queue == &s->queues[ISN_QUEUE_UNDECIDED]) COUNT(s->undecided_gpu);
+            d->batch[n++] = isn_edf_remove_at(queue, at);
+            if (n == 1) first_added = now;
+        }
+        if (num_dead) {
+            pthread_mutex_unlock(&s->lock);
+            for (uint32_t i = 0; i < num_dead; i++)
+                sched_finish(s, dead[i], abandon ? ISN_JOB_ABANDONED : ISN_JOB_DEADLINE_EXCEEDED);
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        isn_flush_reason reason;
+        uint64_t wait_until;
+        if (n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
+                                        &wait_until)) {
+            run_batch(s, d, n, reason);
+            n = 0;
+            continue;
+        }
+        struct timespec until;
+        sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
+        pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
+    }
+    /* Stopping: what the batch holds was never sent. */
+    pthread_mutex_unlock(&s->lock);
+    for (uint32_t i = 0; i < n; i++) sched_finish(s, d->batch[i], ISN_JOB_ABANDONED);
+    return NULL;
+}
+
+int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
+    sched_dispatcher *d = &s->dispatchers[i];
+    d->scheduler = s;
+    d->id = i;
+    d->device = &s->config.gpus[i];
+    atomic_init(&d->rest_until_ns, 0);
+    d->batch = calloc(d->device->max_batch ? d->device->max_batch : 1, sizeof *d->batch);
+    if (!d->batch || !d->device->run_batch) return -1;
+    if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
+    d->started = true;
+    char name[32];
+    snprintf(name, sizeof name, "isn-gpu-%u", i);
+    name[15] = '\0'; /* the kernel's limit */
+    pthread_setname_np(d->thread, name);
+    return 0;
+}

@@ -1,0 +1,494 @@
+/* The scheduler: admission and routing at submit, CPU workers (EDF queues, own deque, stealing),
+ * and the shared parts (lock, counters, start and stop). GPU dispatchers are in gpu_dispatch.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scheduler/scheduler_internal.h"
+
+uint64_t isn_sched_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void isn_scheduler_config_default(isn_scheduler_config *config) {
+    memset(config, 0, sizeof *config);
+    config->workers = 1;
+    config->queue_capacity = 4096;
+    config->deque_capacity = 64;
+    config->arena_bytes = 64 * 1024;
+    config->early_stop_fraction = 0.9;
+    config->degraded_fraction = 0.5;
+    config->route_margin = 0.25;
+    config->overload = ISN_OVERLOAD_SHED;
+    config->batch = (isn_batch_policy){.max_batch = 64,
+                                       .memory_budget = 256u << 20,
+                                       .linger_ns = 200000,
+                                       .safety_ns = 1000000,
+                                       .launch_ns = 8500};
+    config->gpu_rest_ns = 1000000000ull;
+    isn_cost_model_init(&config->model);
+}
+
+void sched_timespec_at(uint64_t ns, struct timespec *ts) {
+    /* Condition variables here wait on CLOCK_MONOTONIC (set at init). */
+    ts->tv_sec = (time_t)(ns / 1000000000ull);
+    ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+void sched_predict(isn_scheduler *s, isn_job *job) {
+    pthread_mutex_lock(&s->model_lock);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features);
+    pthread_mutex_unlock(&s->model_lock);
+}
+
+void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double ns) {
+    pthread_mutex_lock(&s->model_lock);
+    isn_cost_learn(&s->model, device, features, ns);
+    pthread_mutex_unlock(&s->model_lock);
+}
+
+void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
+    job->outcome = outcome;
+    if (!job->finished_ns) job->finished_ns = isn_sched_now_ns();
+    if (outcome == ISN_JOB_DEADLINE_EXCEEDED) COUNT(s->dropped_dead);
+    else if (outcome == ISN_JOB_ABANDONED) COUNT(s->abandoned);
+    COUNT(s->completed);
+    s->config.complete(s->config.user, job);
+}
+
+uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->num_dispatchers; i++)
+        if (atomic_load_explicit(&s->dispatchers[i].rest_until_ns, memory_order_relaxed) <= now) n++;
+    return n;
+}
+
+/* ------------------------------------------------------------------ submit */
+
+isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
+    uint64_t now = isn_sched_now_ns();
+    job->enqueued_ns = now;
+    job->started_ns = job->finished_ns = 0;
+    job->degraded = false;
+    job->rerun_on_cpu = false;
+    job->batch_size = 0;
+    job->complete = true;
+    job->measured = true;
+    if (!job->received_ns) job->received_ns = now;
+    sched_predict(s, job);
+
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return ISN_SUBMIT_STOPPED;
+    }
+    uint32_t gpus = sched_available_gpus(s, now);
+    isn_route_input in = {.margin = s->config.route_margin, .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE};
+    const isn_edf_queue *q = s->queues;
+    double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
+    in.available[ISN_DEVICE_CPU] = s->config.workers > 0;
+    in.wait_ns[ISN_DEVICE_CPU] = (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] +
+                                  q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] + (committed > 0 ? committed : 0)) /
+                                 (s->config.workers ? s->config.workers : 1);
+    in.service_ns[ISN_DEVICE_CPU] = job->predicted_ns[ISN_DEVICE_CPU];
+    in.available[ISN_DEVICE_GPU] = gpus > 0;
+    in.wait_ns[ISN_DEVICE_GPU] = gpus ? (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
+                                         q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) /
+                                            gpus
+                                      : 0;
+    in.service_ns[ISN_DEVICE_GPU] = job->predicted_ns[ISN_DEVICE_GPU] + s->config.batch.launch_ns;
+    bool already_dead = job->deadline_ns && job->deadline_ns <= now;
+    /* Admission counts to the early-stop point: a job finishing after it answers only partially. */
+    double stop_at = (double)job->received_ns +
+                     s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns);
+    in.remaining_ns = job->deadline_ns && !already_dead ? (stop_at > (double)now ? stop_at - (double)now : 1) : 0;
+
+    isn_device_kind best;
+    isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
+    if (route == ISN_ROUTE_SHED) {
+        pthread_mutex_unlock(&s->lock);
+        COUNT(s->shed_overload);
+        return ISN_SUBMIT_SHED_OVERLOAD;
+    }
+    if (route == ISN_ROUTE_DEGRADE) {
+        job->degraded = true;
+        route = best == ISN_DEVICE_GPU ? ISN_ROUTE_GPU : ISN_ROUTE_CPU;
+    }
+    isn_queue_id queue = route == ISN_ROUTE_GPU ? ISN_QUEUE_GPU
+                         : route == ISN_ROUTE_UNDECIDED ? ISN_QUEUE_UNDECIDED
+                                                        : ISN_QUEUE_CPU;
+    job->queue = queue;
+    /* The CPU queue's heap keeps a reserve beyond the admission limit for jobs a failed GPU hands back. */
+    if (s->queues[queue].size >= s->config.queue_capacity || !isn_edf_push(&s->queues[queue], job)) {
+        pthread_mutex_unlock(&s->lock);
+        COUNT(s->shed_full);
+        return ISN_SUBMIT_SHED_FULL;
+    }
+    if (job->degraded) COUNT(s->degraded);
+    COUNT(s->submitted);
+    COUNT(s->routed[queue]);
+    if (queue != ISN_QUEUE_GPU && s->idle_workers) pthread_cond_signal(&s->cpu_wake);
+    if (queue != ISN_QUEUE_CPU && s->num_dispatchers) pthread_cond_broadcast(&s->gpu_wake);
+    pthread_mutex_unlock(&s->lock);
+    return ISN_SUBMIT_QUEUED;
+}
+
+/* ------------------------------------------------------------------ CPU workers */
+
+/* Under the lock: the next job for an idle CPU worker, in the order CPU-preferred, undecided, then
+ * GPU-preferred when the GPU side is behind (the job would finish sooner here than after the GPU's
+ * backlog). Dead jobs met on the way are unlinked into *dead. */
+static isn_job *take_shared(isn_scheduler *s, uint64_t now, isn_job **dead, uint32_t *num_dead, uint32_t max_dead) {
+    for (;;) {
+        isn_job *job = NULL;
+        isn_queue_id from = ISN_QUEUE_CPU;
+        if (s->queues[ISN_QUEUE_CPU].size) job = isn_edf_pop(&s->queues[ISN_QUEUE_CPU]);
+        else if (s->queues[ISN_QUEUE_UNDECIDED].size) {
+            job = isn_edf_pop(&s->queues[ISN_QUEUE_UNDECIDED]);
+            from = ISN_QUEUE_UNDECIDED;
+        } else if (s->queues[ISN_QUEUE_GPU].size) {
+            isn_job *head = isn_edf_peek(&s->queues[ISN_QUEUE_GPU]);
+            uint32_t gpus = sched_available_gpus(s, now);
+            double gpu_done = gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) / gpus
+                                   : INFINITY;
+            if (head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
+                job = isn_edf_pop(&s->queues[ISN_QUEUE_GPU]);
+                from = ISN_QUEUE_GPU;
+            }
+        }
+        if (!job) return NULL;
+        if (job->deadline_ns && job->deadline_ns <= now && *num_dead < max_dead) {
+            dead[(*num_dead)++] = job;
+            continue;
+        }
+        if (from == ISN_QUEUE_UNDECIDED) COUNT(s->undecided_cpu);
+        else if (from == ISN_QUEUE_GPU) COUNT(s->stolen_gpu);
+        return job;
+    }
+}
+
+static void commit_cpu(isn_scheduler *s, const isn_job *job, int sign) {
+    atomic_fetch_add_explicit(&s->cpu_committed_ns, sign * (long long)job->predicted_ns[ISN_DEVICE_CPU],
+                              memory_order_relaxed);
+}
+
+/* Under the lock, after taking a job: when the CPU queue is long, a few more of its earliest jobs
+ * go to this worker's deque at once (fewer trips through the lock; others may steal them). They are
+ * pushed latest first, so the owner pops them in deadline order. */
+static void grab_extra(isn_scheduler *s, sched_worker *w) {
+    uint32_t queued = s->queues[ISN_QUEUE_CPU].size, workers = s->config.workers;
+    if (queued <= workers) return;
+    uint32_t extra = queued / workers - 1;
+    if (extra > SCHED_MAX_GRAB) extra = SCHED_MAX_GRAB;
+    isn_job *grabbed[SCHED_MAX_GRAB];
+    uint32_t n = 0;
+    while (n < extra && s->queues[ISN_QUEUE_CPU].size) grabbed[n++] = isn_edf_pop(&s->queues[ISN_QUEUE_CPU]);
+    while (n > 0) {
+        isn_job *job = grabbed[--n];
+        if (!isn_deque_push(&w->deque, job)) {
+            isn_edf_push(&s->queues[ISN_QUEUE_CPU], job);
+            continue;
+        }
+        commit_cpu(s, job, +1);
+    }
+    if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
+}
+
+static isn_job *steal_from_others(isn_scheduler *s, sched_worker *self) {
+    uint32_t n = s->config.workers;
+    if (n < 2) return NULL;
+    self->rng = self->rng * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t start = (uint32_t)(self->rng >> 33) % n;
+    for (uint32_t i = 0; i < n; i++) {
+        sched_worker *victim = &s->workers[(start + i) % n];
+        if (victim == self || !atomic_load_explicit(&victim->started, memory_order_acquire)) continue;
+        isn_job *job = isn_deque_steal(&victim->deque);
+        if (job) {
+            COUNT(s->stolen_deque);
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool committed) {
+    uint64_t now = isn_sched_now_ns();
+    if (!committed) commit_cpu(s, job, +1);
+    if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
+        commit_cpu(s, job, -1);
+        sched_finish(s, job, ISN_JOB_ABANDONED);
+        return;
+    }
+    if (job->deadline_ns && now >= job->deadline_ns) {
+        commit_cpu(s, job, -1);
+        sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
+        return;
+    }
+    isn_cpu_context context = {.worker = w->id,
+                               .worker_state = w->state,
+                               .arena = w->arena,
+                               .arena_bytes = s->config.arena_bytes};
+    if (job->deadline_ns) {
+        double fraction = job->degraded ? s->config.degraded_fraction : s->config.early_stop_fraction;
+        context.stop_ns = job->received_ns + (uint64_t)(fraction * (double)(job->deadline_ns - job->received_ns));
+        if (context.stop_ns > job->deadline_ns) context.stop_ns = job->deadline_ns;
+    }
+    job->started_ns = now;
+    job->device = ISN_DEVICE_CPU;
+    job->worker = w->id;
+    job->complete = true;
+    job->measured = true;
+    atomic_fetch_add_explicit(&s->running, 1, memory_order_relaxed);
+    s->config.run_cpu(s->config.user, job, &context);
+    atomic_fetch_sub_explicit(&s->running, 1, memory_order_relaxed);
+    job->finished_ns = isn_sched_now_ns();
+    uint64_t service = job->finished_ns - job->started_ns;
+    ADD(s->busy_ns[ISN_DEVICE_CPU], service);
+    ADD(s->wait_ns[ISN_DEVICE_CPU], job->started_ns - job->enqueued_ns);
+    COUNT(s->wait_count[ISN_DEVICE_CPU]);
+    COUNT(s->ran_on[ISN_DEVICE_CPU]);
+    if (!job->complete) COUNT(s->partial);
+    /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing. */
+    if (job->complete && job->measured) sched_learn(s, ISN_DEVICE_CPU, &job->features, (double)service);
+    commit_cpu(s, job, -1);
+    sched_finish(s, job, ISN_JOB_RAN);
+}
+
+static void *worker_main(void *arg) {
+    sched_worker *w = arg;
+    isn_scheduler *s = w->scheduler;
+    w->state = s->config.worker_init ? s->config.worker_init(s->config.user, w->id) : w;
+    pthread_mutex_lock(&s->lock);
+    if (w->state) s->ready++;
+    else s->failed++;
+    pthread_cond_broadcast(&s->ready_changed);
+    pthread_mutex_unlock(&s->lock);
+    if (!w->state) return NULL;
+
+    isn_job *dead[SCHED_MAX_DEAD];
+    for (;;) {
+        isn_job *job = isn_deque_pop(&w->deque);
+        if (job) {
+            run_cpu_job(s, w, job, true);
+            continue;
+        }
+        uint32_t num_dead = 0;
+        uint64_t now = isn_sched_now_ns();
+        pthread_mutex_lock(&s->lock);
+        job = take_shared(s, now, dead, &num_dead, SCHED_MAX_DEAD);
+        if (job) grab_extra(s, w);
+        pthread_mutex_unlock(&s->lock);
+        for (uint32_t i = 0; i < num_dead; i++) sched_finish(s, dead[i], ISN_JOB_DEADLINE_EXCEEDED);
+        if (job) {
+            run_cpu_job(s, w, job, false);
+            continue;
+        }
+        if (num_dead) continue;
+        job = steal_from_others(s, w);
+        if (job) {
+            run_cpu_job(s, w, job, true);
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size) {
+            /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
+            struct timespec until;
+            sched_timespec_at(isn_sched_now_ns() + SCHED_IDLE_POLL_NS, &until);
+            s->idle_workers++;
+            pthread_cond_timedwait(&s->cpu_wake, &s->lock, &until);
+            s->idle_workers--;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (s->config.worker_free) s->config.worker_free(s->config.user, w->state);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ start, stop */
+
+static int init_cond(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err, size_t err_len) {
+    if (!config->run_cpu || !config->complete || config->workers == 0) {
+        snprintf(err, err_len, "scheduler: run_cpu, complete and at least one worker are required");
+        return NULL;
+    }
+    if (config->queue_capacity == 0 || config->batch.max_batch == 0) {
+        snprintf(err, err_len, "scheduler: queue capacity and batch size must be at least 1");
+        return NULL;
+    }
+    isn_scheduler *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_len, "scheduler: out of memory");
+        return NULL;
+    }
+    s->config = *config;
+    s->model = config->model;
+    s->start_ns = isn_sched_now_ns();
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->model_lock, NULL);
+    init_cond(&s->cpu_wake);
+    init_cond(&s->gpu_wake);
+    init_cond(&s->ready_changed);
+    uint32_t reserve = 0;
+    for (uint32_t i = 0; i < config->num_gpus; i++) reserve += config->gpus[i].max_batch;
+    s->workers = calloc(config->workers, sizeof *s->workers);
+    s->dispatchers = calloc(config->num_gpus ? config->num_gpus : 1, sizeof *s->dispatchers);
+    bool ok = s->workers && s->dispatchers;
+    for (int q = 0; q < ISN_QUEUES && ok; q++)
+        ok = isn_edf_init(&s->queues[q], config->queue_capacity + (q == ISN_QUEUE_CPU ? reserve : 0)) == 0;
+    for (uint32_t i = 0; i < config->workers && ok; i++) {
+        sched_worker *w = &s->workers[i];
+        w->scheduler = s;
+        w->id = i;
+        w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+        w->arena = config->arena_bytes ? malloc(config->arena_bytes) : NULL;
+        ok = isn_deque_init(&w->deque, config->deque_capacity ? config->deque_capacity : 64) == 0 &&
+             (w->arena || !config->arena_bytes);
+    }
+    if (!ok) {
+        snprintf(err, err_len, "scheduler: out of memory for queues of %u jobs", config->queue_capacity);
+        isn_scheduler_stop(s);
+        return NULL;
+    }
+    /* Thieves look at w->started: set them all before any thread runs. */
+    for (uint32_t i = 0; i < config->workers; i++) atomic_store(&s->workers[i].started, true);
+    uint32_t spawned = 0;
+    for (uint32_t i = 0; i < config->workers; i++) {
+        if (pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]) != 0) {
+            atomic_store(&s->workers[i].started, false);
+            pthread_mutex_lock(&s->lock);
+            s->failed++;
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        spawned++;
+        char name[32];
+        snprintf(name, sizeof name, "isn-cpu-%u", i);
+        name[15] = '\0'; /* the kernel's limit */
+        pthread_setname_np(s->workers[i].thread, name);
+    }
+    s->num_dispatchers = config->num_gpus;
+    for (uint32_t i = 0; i < config->num_gpus; i++) {
+        if (sched_start_dispatcher(s, i) != 0) {
+            pthread_mutex_lock(&s->lock);
+            s->failed++;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    (void)spawned;
+    pthread_mutex_lock(&s->lock);
+    while (s->ready + s->failed < config->workers + config->num_gpus) pthread_cond_wait(&s->ready_changed, &s->lock);
+    uint32_t failed = s->failed;
+    pthread_mutex_unlock(&s->lock);
+    if (failed) {
+        snprintf(err, err_len, "scheduler: %u of %u threads could not start (out of memory or threads)", failed,
+                 config->workers + config->num_gpus);
+        isn_scheduler_stop(s);
+        return NULL;
+    }
+    return s;
+}
+
+void isn_scheduler_abandon_queued(isn_scheduler *s) { atomic_store(&s->abandon, true); }
+
+void isn_scheduler_stop(isn_scheduler *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cpu_wake);
+    pthread_cond_broadcast(&s->gpu_wake);
+    pthread_mutex_unlock(&s->lock);
+    for (uint32_t i = 0; s->workers && i < s->config.workers; i++)
+        if (atomic_load(&s->workers[i].started)) pthread_join(s->workers[i].thread, NULL);
+    for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++)
+        if (s->dispatchers[i].started) pthread_join(s->dispatchers[i].thread, NULL);
+    /* Whatever is left was never run. */
+    for (uint32_t i = 0; s->workers && i < s->config.workers; i++) {
+        isn_job *job;
+        if (s->workers[i].deque.slots)
+            while ((job = isn_deque_pop(&s->workers[i].deque))) sched_finish(s, job, ISN_JOB_ABANDONED);
+        isn_deque_destroy(&s->workers[i].deque);
+        free(s->workers[i].arena);
+    }
+    for (int q = 0; q < ISN_QUEUES; q++) {
+        isn_job *job;
+        while (s->queues[q].heap && (job = isn_edf_pop(&s->queues[q]))) sched_finish(s, job, ISN_JOB_ABANDONED);
+        isn_edf_destroy(&s->queues[q]);
+    }
+    for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) free(s->dispatchers[i].batch);
+    free(s->workers);
+    free(s->dispatchers);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->model_lock);
+    pthread_cond_destroy(&s->cpu_wake);
+    pthread_cond_destroy(&s->gpu_wake);
+    pthread_cond_destroy(&s->ready_changed);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ stats */
+
+void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->submitted = LOAD(s->submitted);
+    st->completed = LOAD(s->completed);
+    st->shed_full = LOAD(s->shed_full);
+    st->shed_overload = LOAD(s->shed_overload);
+    st->degraded = LOAD(s->degraded);
+    st->dropped_dead = LOAD(s->dropped_dead);
+    st->partial = LOAD(s->partial);
+    st->abandoned = LOAD(s->abandoned);
+    for (int q = 0; q < 3; q++) st->routed[q] = LOAD(s->routed[q]);
+    st->stolen_deque = LOAD(s->stolen_deque);
+    st->stolen_gpu = LOAD(s->stolen_gpu);
+    st->undecided_cpu = LOAD(s->undecided_cpu);
+    st->undecided_gpu = LOAD(s->undecided_gpu);
+    st->batches = LOAD(s->batches);
+    st->batch_jobs = LOAD(s->batch_jobs);
+    for (int r = 0; r < ISN_FLUSH_REASONS; r++) st->batch_flush[r] = LOAD(s->batch_flush[r]);
+    st->gpu_failures = LOAD(s->gpu_failures);
+    st->gpu_reruns = LOAD(s->gpu_reruns);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        st->ran_on[d] = LOAD(s->ran_on[d]);
+        st->wait_seconds_sum[d] = (double)LOAD(s->wait_ns[d]) / 1e9;
+        st->wait_count[d] = LOAD(s->wait_count[d]);
+        st->busy_seconds[d] = (double)LOAD(s->busy_ns[d]) / 1e9;
+    }
+    st->running = atomic_load_explicit(&s->running, memory_order_relaxed);
+    st->uptime_seconds = (double)(isn_sched_now_ns() - s->start_ns) / 1e9;
+    st->workers = s->config.workers;
+    st->gpus = s->num_dispatchers;
+    pthread_mutex_lock(&s->lock);
+    for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
+    pthread_mutex_unlock(&s->lock);
+    for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
+    pthread_mutex_lock(&s->model_lock);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        st->mape[d] = isn_cost_mape(&s->model, (isn_device_kind)d);
+        st->model_updates[d] = s->model.device[d].updates;
+    }
+    pthread_mutex_unlock(&s->model_lock);
+}
+
+void isn_scheduler_get_model(isn_scheduler *s, isn_cost_model *model) {
+    pthread_mutex_lock(&s->model_lock);
+    *model = s->model;
+    pthread_mutex_unlock(&s->model_lock);
+}

@@ -1,0 +1,321 @@
+/* ISN scheduler: deadline-ordered queues, CPU workers with work-stealing deques, a batching
+ * dispatcher per GPU device, a learned cost model, routing and admission control.
+ * The one public header of scheduler/ (design: ../shared/DESIGN.md section 7).
+ *
+ * The scheduler runs jobs; it does not know what a query is. Its user supplies callbacks that run a
+ * job on a CPU worker and a device backend that runs a batch of jobs on a GPU (or the simulated
+ * one in gpu_sim.c). Every job submitted is completed exactly once through complete(), from a
+ * worker or dispatcher thread, except a job refused at submit, which the caller answers itself. */
+#ifndef ISN_SCHEDULER_H
+#define ISN_SCHEDULER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranking/ranking.h"
+
+/* ------------------------------------------------------------------ Chase-Lev deque */
+
+/* A work-stealing deque of pointers (Chase and Lev; the C11 memory orders of Le et al., PPoPP 2013).
+ * One owner pushes and pops at the bottom; any thread steals from the top. Fixed capacity (a power of
+ * two), so no buffer is ever freed under a thief. */
+typedef struct {
+    _Alignas(64) atomic_llong top;
+    _Alignas(64) atomic_llong bottom;
+    _Alignas(64) uint32_t mask;
+    _Atomic(void *) *slots;
+} isn_deque;
+
+/* 0, or -1 when out of memory. capacity is rounded up to a power of two. */
+int isn_deque_init(isn_deque *deque, uint32_t capacity);
+void isn_deque_destroy(isn_deque *deque);
+/* Owner only. False when full. */
+bool isn_deque_push(isn_deque *deque, void *item);
+/* Owner only. NULL when empty. */
+void *isn_deque_pop(isn_deque *deque);
+/* Any thread. NULL when empty or when it lost a race (the caller may try again elsewhere). */
+void *isn_deque_steal(isn_deque *deque);
+/* Approximate; any thread. */
+uint32_t isn_deque_size(isn_deque *deque);
+
+/* ------------------------------------------------------------------ jobs */
+
+typedef enum { ISN_DEVICE_CPU = 0, ISN_DEVICE_GPU = 1, ISN_DEVICE_KINDS = 2 } isn_device_kind;
+
+/* What is known about a query before it runs: the cost model's input. */
+typedef struct {
+    uint32_t num_terms;
+    uint64_t shortest;        /* postings of the shortest list */
+    uint64_t second_shortest; /* of the second shortest (0 for one term) */
+    uint64_t total;           /* of all lists */
+    uint64_t blocks;          /* 128-posting blocks of all lists */
+    uint32_t k;
+    isn_mode mode;
+    isn_algo algo;
+    bool gpu_resident; /* every list is in GPU memory */
+} isn_job_features;
+
+typedef enum {
+    ISN_JOB_RAN,               /* the callback (CPU) or the device (GPU) produced its answer */
+    ISN_JOB_DEADLINE_EXCEEDED, /* dequeued after its deadline: not run */
+    ISN_JOB_ABANDONED,         /* the scheduler stopped or was told to abandon queued work: not run */
+} isn_job_outcome;
+
+typedef enum { ISN_QUEUE_CPU = 0, ISN_QUEUE_GPU = 1, ISN_QUEUE_UNDECIDED = 2, ISN_QUEUES = 3 } isn_queue_id;
+
+typedef struct isn_job isn_job;
+struct isn_job {
+    /* set by the submitter */
+    uint64_t received_ns; /* start of its time budget */
+    uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */
+    isn_job_features features;
+    void *user;
+    /* set by the scheduler */
+    isn_queue_id queue;
+    bool degraded;            /* admitted under overload with a reduced budget (degrade policy) */
+    double predicted_ns[ISN_DEVICE_KINDS];
+    uint64_t enqueued_ns, started_ns, finished_ns;
+    isn_job_outcome outcome;
+    isn_device_kind device; /* where it ran */
+    uint32_t worker;        /* CPU worker, or GPU device number */
+    uint32_t batch_size;    /* GPU: jobs in its batch */
+    bool rerun_on_cpu;      /* its GPU batch failed; the CPU ran it */
+    /* set by run_cpu */
+    bool complete;      /* false: a partial answer (stopped early) */
+    bool measured;      /* run_cpu sets false when its time says nothing about the cost (an error) */
+};
+
+/* What a CPU job gets: its worker's state and a scratch arena reset before each job. */
+typedef struct {
+    uint32_t worker;
+    void *worker_state; /* from worker_init */
+    void *arena;        /* arena_bytes of scratch */
+    size_t arena_bytes;
+    /* Early termination: the job should stop at stop_ns (absolute; 0 = never) and mark itself
+     * incomplete. Degraded jobs get an earlier stop. */
+    uint64_t stop_ns;
+} isn_cpu_context;
+
+/* ------------------------------------------------------------------ GPU devices */
+
+/* A GPU device backend. run_batch runs the jobs (the same features the cost model saw) and returns
+ * when all are done: 0, or -1 with err when the device failed (the jobs are then re-run on the CPU
+ * and the device is rested for a while). */
+typedef struct {
+    const char *name;
+    void *state;
+    int (*run_batch)(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len);
+    uint32_t max_batch;          /* jobs per launch */
+    uint64_t memory_budget;      /* bytes of posting data one batch may touch */
+} isn_gpu_device;
+
+/* Simulated GPU: sleeps for launch_ns + per_posting_ns * postings + per_query_ns * jobs per batch,
+ * and fails a batch with probability failure_rate. Numbers from DESIGN.md section 6 (H200): launch +
+ * wait ~8-9 us; fused decode + BM25 at 12-74 G postings/s. */
+typedef struct {
+    double launch_ns;
+    double per_posting_ns;
+    double per_query_ns;
+    double failure_rate; /* 0..1 */
+    uint64_t seed;
+    /* Called for each job of a successful batch, from the dispatcher thread (may be NULL). */
+    void (*on_job_done)(void *user, isn_job *job);
+    void *user;
+} isn_gpu_sim_config;
+
+void isn_gpu_sim_config_default(isn_gpu_sim_config *config);
+/* Fills *device; free with isn_gpu_sim_free(device). 0, or -1 when out of memory. */
+int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64_t memory_budget,
+                    isn_gpu_device *device);
+void isn_gpu_sim_free(isn_gpu_device *device);
+/* The simulated service time of a batch: what the sleep lasts. */
+double isn_gpu_sim_batch_ns(const isn_gpu_sim_config *config, isn_job *const *jobs, uint32_t n);
+
+/* ------------------------------------------------------------------ cost model */
+
+/* Per device: log(service ns) = w . x(features), learned by recursive least squares with forgetting.
+ * Starts from a fitted formula; learns from every measured time; error is tracked as MAPE. */
+#define ISN_COST_FEATURES 11
+
+typedef struct {
+    double w[ISN_COST_FEATURES];
+    double p[ISN_COST_FEATURES][ISN_COST_FEATURES];
+    uint64_t updates;
+    /* mean absolute percentage error: since warm-up, and an exponential moving average (recent) */
+    double ape_sum;
+    uint64_t ape_count;
+    double ape_recent;
+} isn_cost_device_model;
+
+typedef struct {
+    isn_cost_device_model device[ISN_DEVICE_KINDS];
+    double forgetting;     /* RLS lambda, e.g. 0.999 */
+    uint64_t warm_up;      /* updates before a device's errors count in MAPE */
+} isn_cost_model;
+
+void isn_cost_model_init(isn_cost_model *model);
+void isn_cost_features(const isn_job_features *features, double x[ISN_COST_FEATURES]);
+double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features);
+/* Learns one measured time; counts its error first (against the prediction before learning). */
+void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
+                    double measured_ns);
+/* Percent, since warm-up; NAN when nothing counted yet. */
+double isn_cost_mape(const isn_cost_model *model, isn_device_kind device);
+/* Text file, written to PATH.tmp then renamed. 0, or -1 with err. */
+int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err, size_t err_len);
+/* 0; 1 when the file does not exist (the model is left as it was); -1 with err for a bad file. */
+int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ EDF queue */
+
+/* Bounded min-heap of jobs by deadline (no deadline sorts last, then first come first served).
+ * Not thread-safe: the scheduler holds its lock around it. */
+typedef struct {
+    isn_job **heap;
+    uint64_t *keys; /* deadline, or UINT64_MAX */
+    uint64_t *seq;  /* arrival order among equal keys */
+    uint32_t size, capacity;
+    uint64_t next_seq;
+    double backlog_ns[ISN_DEVICE_KINDS]; /* predicted service of what is queued, per device */
+} isn_edf_queue;
+
+int isn_edf_init(isn_edf_queue *queue, uint32_t capacity);
+void isn_edf_destroy(isn_edf_queue *queue);
+bool isn_edf_push(isn_edf_queue *queue, isn_job *job);
+isn_job *isn_edf_pop(isn_edf_queue *queue);
+isn_job *isn_edf_peek(const isn_edf_queue *queue);
+/* The i-th entry of the heap array (any order): for scans that pick by size. */
+isn_job *isn_edf_at(const isn_edf_queue *queue, uint32_t i);
+/* Removes the i-th heap entry. */
+isn_job *isn_edf_remove_at(isn_edf_queue *queue, uint32_t i);
+
+/* ------------------------------------------------------------------ routing */
+
+typedef enum { ISN_ROUTE_CPU, ISN_ROUTE_GPU, ISN_ROUTE_UNDECIDED, ISN_ROUTE_SHED, ISN_ROUTE_DEGRADE } isn_route;
+
+/* The routing decision as a pure function, so it can be tested alone. completion = wait + service per
+ * device (a device with no capacity has an infinite one). A device wins clearly when its completion
+ * time times (1 + margin) is still below the other's. Overload: when no device finishes within the
+ * remaining budget, shed, or degrade when degrade_ok and the best device at least starts in time. */
+typedef struct {
+    double wait_ns[ISN_DEVICE_KINDS];
+    double service_ns[ISN_DEVICE_KINDS];
+    bool available[ISN_DEVICE_KINDS];
+    double remaining_ns; /* until the deadline; <= 0 means none */
+    double margin;       /* e.g. 0.25 */
+    bool degrade_ok;
+} isn_route_input;
+
+isn_route isn_route_decide(const isn_route_input *input, isn_device_kind *best);
+
+/* ------------------------------------------------------------------ batch forming */
+
+typedef enum {
+    ISN_FLUSH_FULL,     /* max_batch jobs */
+    ISN_FLUSH_MEMORY,   /* the next job would pass the memory budget */
+    ISN_FLUSH_DEADLINE, /* waiting longer would endanger the earliest deadline in the batch */
+    ISN_FLUSH_LINGER,   /* nothing more came within the longest wait allowed */
+    ISN_FLUSH_REASONS
+} isn_flush_reason;
+
+const char *isn_flush_reason_name(isn_flush_reason reason);
+
+/* Decides whether a batch of these jobs must go now. The batch's service is predicted with the GPU
+ * cost (per job plus one launch); it must finish by the earliest deadline minus safety_ns. Returns
+ * true with *reason when it must; else false with *wait_until_ns, the latest time to wait for more. */
+typedef struct {
+    uint32_t max_batch;
+    uint64_t memory_budget;
+    uint64_t linger_ns;   /* longest wait for more jobs after the first */
+    uint64_t safety_ns;   /* slack kept before the earliest deadline */
+    double launch_ns;     /* fixed cost of one batch */
+} isn_batch_policy;
+
+/* Postings bytes the device touches for a job: what the memory budget counts. */
+uint64_t isn_job_memory_bytes(const isn_job *job);
+bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs, uint32_t n, uint64_t next_job_bytes,
+                            uint64_t first_added_ns, uint64_t now_ns, isn_flush_reason *reason,
+                            uint64_t *wait_until_ns);
+
+/* ------------------------------------------------------------------ the scheduler */
+
+typedef enum { ISN_OVERLOAD_SHED, ISN_OVERLOAD_DEGRADE } isn_overload_policy;
+
+typedef struct {
+    uint32_t workers;        /* CPU worker threads */
+    uint32_t queue_capacity; /* per queue (CPU, GPU, undecided) */
+    uint32_t deque_capacity; /* per worker */
+    size_t arena_bytes;      /* per-worker scratch */
+    double early_stop_fraction; /* a CPU job stops at received + this * (deadline - received) */
+    double degraded_fraction;   /* the same for a degraded job */
+    double route_margin;
+    isn_overload_policy overload;
+    isn_batch_policy batch;
+    uint64_t gpu_rest_ns;    /* a failed device is left alone this long */
+    isn_cost_model model;    /* starting point (isn_cost_model_init, or loaded) */
+    /* CPU side. worker_init runs on each worker thread before it takes jobs (NULL state = failure). */
+    void *(*worker_init)(void *user, uint32_t worker);
+    void (*worker_free)(void *user, void *worker_state);
+    void (*run_cpu)(void *user, isn_job *job, const isn_cpu_context *context);
+    /* Every job's end, from the thread that ended it. */
+    void (*complete)(void *user, isn_job *job);
+    void *user;
+    isn_gpu_device *gpus; /* may be NULL */
+    uint32_t num_gpus;
+} isn_scheduler_config;
+
+void isn_scheduler_config_default(isn_scheduler_config *config);
+
+typedef struct isn_scheduler isn_scheduler;
+
+/* Starts the threads (and runs worker_init on each). NULL with err. */
+isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err, size_t err_len);
+
+typedef enum {
+    ISN_SUBMIT_QUEUED,
+    ISN_SUBMIT_SHED_FULL,     /* its queue is at capacity */
+    ISN_SUBMIT_SHED_OVERLOAD, /* no device can finish it in time (shed policy) */
+    ISN_SUBMIT_STOPPED,       /* the scheduler is stopping */
+} isn_submit_result;
+
+/* Any thread. On ISN_SUBMIT_QUEUED the job belongs to the scheduler until complete(). */
+isn_submit_result isn_scheduler_submit(isn_scheduler *scheduler, isn_job *job);
+/* From now on queued jobs complete ISN_JOB_ABANDONED instead of running. */
+void isn_scheduler_abandon_queued(isn_scheduler *scheduler);
+/* Stops and joins the threads; queued jobs complete ISN_JOB_ABANDONED. */
+void isn_scheduler_stop(isn_scheduler *scheduler);
+
+/* Counters, read at any time (each is read atomically; the set is not one snapshot). */
+typedef struct {
+    uint64_t submitted, completed;
+    uint64_t shed_full, shed_overload, degraded;
+    uint64_t dropped_dead, partial, abandoned;
+    uint64_t routed[3]; /* cpu, gpu, undecided */
+    uint64_t ran_on[ISN_DEVICE_KINDS];
+    uint64_t stolen_deque;   /* jobs a worker took from another worker's deque */
+    uint64_t stolen_gpu;     /* GPU-preferred jobs a CPU worker took */
+    uint64_t undecided_cpu;  /* undecided jobs a CPU worker took */
+    uint64_t undecided_gpu;  /* undecided jobs a dispatcher took */
+    uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS];
+    uint64_t gpu_failures, gpu_reruns;
+    uint32_t queue_depth[ISN_QUEUES];
+    uint32_t deque_depth;    /* all workers */
+    uint32_t running;
+    double wait_seconds_sum[ISN_DEVICE_KINDS]; /* enqueued to started */
+    uint64_t wait_count[ISN_DEVICE_KINDS];
+    double busy_seconds[ISN_DEVICE_KINDS];     /* summed over workers / devices */
+    double uptime_seconds;
+    uint32_t workers, gpus;
+    double mape[ISN_DEVICE_KINDS];             /* percent; NAN before any */
+    uint64_t model_updates[ISN_DEVICE_KINDS];
+} isn_scheduler_stats;
+
+void isn_scheduler_get_stats(isn_scheduler *scheduler, isn_scheduler_stats *stats);
+/* The model as learned so far (for saving). */
+void isn_scheduler_get_model(isn_scheduler *scheduler, isn_cost_model *model);
+
+uint64_t isn_sched_now_ns(void);
+
+#endif

@@ -1,0 +1,235 @@
+/* Second stage end to end on a tiny two-field index with positions: hand-computed features (term
+ * frequencies, proximity, first position, BM25 equal to the first stage's), the registry, ranker files
+ * (transforms, the bucket's inclusive lower bound, decision-tree input, unknown features refused), an
+ * MLP, and re-ranking order with both scores. */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+static char dir[64];
+static isn_index *ix;
+static isn_searcher *searcher;
+static isn_l2_workspace *ws;
+
+/* title, body */
+static const char *docs[][2] = {
+    {"alpha beta", "gamma alpha x x beta y"},
+    {"delta", "beta z z z z z z z z z z alpha"},
+    {"alpha", "alpha alpha alpha"},
+};
+
+static int setup(void **state) {
+    (void)state;
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_fields = 2;
+    snprintf(o.fields[0], sizeof o.fields[0], "title");
+    snprintf(o.fields[1], sizeof o.fields[1], "body");
+    o.analyzer.stem = false;
+    o.analyzer.stopwords = false;
+    o.positions = true;
+    o.progress = false;
+    isn_builder *b = isn_builder_new(&o);
+    char err[ISN_ERR_LEN];
+    for (uint32_t d = 0; d < 3; d++) {
+        char id[16];
+        snprintf(id, sizeof id, "d%u", d);
+        size_t lens[2] = {strlen(docs[d][0]), strlen(docs[d][1])};
+        if (isn_builder_add(b, id, docs[d], lens, 0.5f * d, err, sizeof err) != 0)
+            return -1;
+    }
+    snprintf(dir, sizeof dir, "/tmp/isn-test-ranker-XXXXXX");
+    if (!mkdtemp(dir) || isn_builder_write(b, dir, NULL, err, sizeof err) != 0)
+        return -1;
+    isn_builder_free(b);
+    ix = isn_index_open(dir, err, sizeof err);
+    searcher = ix ? isn_searcher_new(ix) : NULL;
+    ws = ix ? isn_l2_workspace_new(ix) : NULL;
+    return ws ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    isn_l2_workspace_free(ws);
+    isn_searcher_free(searcher);
+    isn_index_close(ix);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static float feature(const float *row, const char *name) {
+    uint32_t id;
+    if (!isn_feature_lookup(isn_index_get_info(ix), name, &id))
+        fail_msg("no feature %s", name);
+    return row[id];
+}
+
+static void test_registry(void **state) {
+    (void)state;
+    const isn_index_info *info = isn_index_get_info(ix);
+    uint32_t n = isn_feature_count(info), id;
+    char name[128];
+    assert_true(n >= 30);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(isn_feature_name(info, i, name, sizeof name));
+        assert_true(isn_feature_lookup(info, name, &id));
+        assert_int_equal(id, i);
+    }
+    assert_false(isn_feature_name(info, n, name, sizeof name));
+    assert_false(isn_feature_lookup(info, "no_such_feature", &id));
+    assert_true(isn_feature_lookup(info, "body.min_window", &id));
+}
+
+static void test_features(void **state) {
+    (void)state;
+    isn_query q;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(searcher, "alpha beta nothere", 18, &q, err, sizeof err), 0);
+    uint32_t nf = isn_feature_count(isn_index_get_info(ix));
+    uint32_t cand[3] = {2, 0, 1}; /* any order */
+    float *f = calloc(3 * nf, sizeof *f);
+    assert_int_equal(isn_features_extract(ws, &q, 0, cand, 3, f, err, sizeof err), 0);
+    const float *d0 = f + 1 * nf, *d1 = f + 2 * nf, *d2 = f;
+    assert_float_equal(feature(d0, "tf_sum"), 4, 0);      /* alpha 2, beta 2 */
+    assert_float_equal(feature(d0, "matched_terms"), 2, 0);
+    assert_float_equal(feature(d0, "query_terms"), 3, 0);
+    assert_float_equal(feature(d0, "matched_frac"), 2.0 / 3, 1e-6);
+    assert_float_equal(feature(d0, "title.min_window"), 2, 0); /* "alpha beta" */
+    assert_float_equal(feature(d0, "body.min_window"), 4, 0);  /* alpha(1) .. beta(4) */
+    assert_float_equal(feature(d0, "min_window"), 2, 0);
+    assert_float_equal(feature(d0, "adjacent_pairs"), 1, 0);
+    assert_float_equal(feature(d0, "body.ordered_pairs"), 1, 0);
+    assert_float_equal(feature(d0, "body.first_pos"), 1, 0);
+    assert_float_equal(feature(d0, "title.first_pos"), 0, 0);
+    assert_float_equal(feature(d1, "body.ordered_pairs"), 0, 0); /* beta before alpha, 11 apart */
+    assert_float_equal(feature(d1, "body.unordered_pairs"), 0, 0);
+    assert_float_equal(feature(d1, "body.min_window"), 12, 0);
+    assert_float_equal(feature(d1, "title.tf_sum"), 0, 0);
+    assert_float_equal(feature(d1, "title.first_pos"), 1, 0); /* field length when absent */
+    assert_float_equal(feature(d2, "tf_max"), 4, 0);
+    assert_float_equal(feature(d2, "tf_min"), 0, 0);
+    assert_float_equal(feature(d2, "body.len"), 3, 0);
+    assert_float_equal(feature(d2, "static_score"), isn_index_static_score(ix, 2), 0);
+    /* The bm25 feature is the first stage's score. */
+    isn_search_options o;
+    isn_search_options_default(&o);
+    isn_hit hits[3];
+    uint32_t n;
+    isn_search_stats st;
+    assert_int_equal(isn_search(searcher, &q, &o, hits, &n, &st, err, sizeof err), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        const float *row = hits[i].doc == 0 ? d0 : hits[i].doc == 1 ? d1 : d2;
+        assert_float_equal(feature(row, "bm25"), hits[i].score, 1e-5);
+    }
+    free(f);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    fputs(text, out);
+    fclose(out);
+}
+
+static isn_ranker *load_ranker(const char *text, char *err) {
+    char path[128], cwd[512], model[700];
+    snprintf(path, sizeof path, "%s/r.ranker", dir);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(model, sizeof model, text, cwd);
+    write_file(path, model);
+    return isn_ranker_load(path, isn_index_get_info(ix), err, ISN_ERR_LEN);
+}
+
+static void test_ranker_transforms(void **state) {
+    (void)state;
+    char err[ISN_ERR_LEN];
+    /* tiny_xgb: f0 < 0.5 -> 1.75; else f1 < 2 -> 10.75 else 20.75. */
+    isn_ranker *r = load_ranker("isn-ranker 1\nname t\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\n"
+                                "input tf_sum bucket 1 3   # 0 below 1, 1 for [1,3), 2 from 3\n"
+                                "input tree 3\nsplit body.len 4 1 2\nleaf 0\nleaf 5\n", err);
+    if (r == NULL)
+        fail_msg("%s", err);
+    assert_string_equal(isn_ranker_name(r), "t");
+    assert_int_equal(isn_ranker_num_inputs(r), 2);
+    const isn_index_info *info = isn_index_get_info(ix);
+    uint32_t nf = isn_feature_count(info), tf, len;
+    isn_feature_lookup(info, "tf_sum", &tf);
+    isn_feature_lookup(info, "body.len", &len);
+    float rows[4][128] = {{0}}, in[8];
+    rows[0][tf] = 0.99f, rows[1][tf] = 1, rows[2][tf] = 3, rows[3][tf] = 2.5f;
+    rows[0][len] = 3, rows[1][len] = 4;
+    float flat[4 * 128];
+    for (int i = 0; i < 4; i++)
+        memcpy(flat + i * nf, rows[i], nf * sizeof(float));
+    isn_ranker_transform(r, flat, nf, 4, in);
+    const float want[8] = {0, 0, 1, 5, 2, 0, 1, 0};
+    for (int i = 0; i < 8; i++)
+        assert_float_equal(in[i], want[i], 0);
+    isn_ranker_free(r);
+}
+
+static void test_ranker_refusals(void **state) {
+    (void)state;
+    char err[ISN_ERR_LEN];
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\ninput bm25\ninput bm99\n", err));
+    assert_non_null(strstr(err, "unknown feature 'bm99'"));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\ninput bm25\n", err));
+    assert_non_null(strstr(err, "gives 1 inputs but the model reads 2"));
+    /* tiny_lgb names its inputs a and b: neither is a feature. */
+    assert_null(load_ranker("isn-ranker 1\nmodel lightgbm %s/tests/data/l2/tiny_lgb.txt\n", err));
+    assert_non_null(strstr(err, "'a', an unknown feature"));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\ninput bm25 bucket 3 1\n"
+                            "input bm25\n", err));
+    assert_non_null(strstr(err, "ascending"));
+    assert_null(load_ranker("isn-ranker 2\n%s\n", err));
+    assert_non_null(strstr(err, "isn-ranker 1"));
+}
+
+static void test_mlp_rerank(void **state) {
+    (void)state;
+    char err[ISN_ERR_LEN], mlp_path[128];
+    /* score = relu(tf_sum - 1) * 2 + 0.5 * relu(-tf_sum + 10) ... with a linear output layer */
+    snprintf(mlp_path, sizeof mlp_path, "%s/m.mlp", dir);
+    write_file(mlp_path, "isn-mlp 1\ninputs 2\nlayer 2 relu\n1 0\n0 -1\n-1 0\nlayer 1 linear\n2 1\n0.25\n");
+    isn_ranker *r = load_ranker("isn-ranker 1\nmodel mlp m.mlp\ninput tf_sum\ninput body.len log 1 0\n%.0s", err);
+    if (r == NULL)
+        fail_msg("%s", err);
+    assert_string_equal(isn_ranker_model_kind(r), "mlp");
+    isn_query q;
+    assert_int_equal(isn_query_parse(searcher, "alpha beta", 10, &q, err, sizeof err), 0);
+    isn_hit cand[3] = {{0, 3.0f}, {1, 2.0f}, {2, 1.0f}};
+    isn_l2_hit out[3];
+    uint32_t n;
+    assert_int_equal(isn_rerank(ws, r, &q, 0, cand, 3, 2, out, &n, err, sizeof err), 0);
+    assert_int_equal(n, 2);
+    /* doc0: tf_sum 4 -> 2*3 = 6.25; doc2: tf 4 -> 6.25 (tie: lower doc first); doc1: tf 2 -> 2.25 */
+    assert_int_equal(out[0].doc, 0);
+    assert_float_equal(out[0].score, 6.25, 1e-5);
+    assert_float_equal(out[0].l1_score, 3.0, 0);
+    assert_int_equal(out[1].doc, 2);
+    assert_float_equal(out[1].l1_score, 1.0, 0);
+    isn_ranker_free(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_features),
+        cmocka_unit_test(test_ranker_transforms),
+        cmocka_unit_test(test_ranker_refusals),
+        cmocka_unit_test(test_mlp_rerank),
+    };
+    return cmocka_run_group_tests_name("ranker", tests, setup, teardown);
+}

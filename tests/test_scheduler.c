@@ -1,0 +1,490 @@
+/* The scheduler: EDF order, routing decisions (clear, close, overload), batch flush on each
+ * condition, cost-model convergence and persistence, and the running scheduler dropping dead jobs,
+ * shedding, batching on the simulated GPU and re-running a failed batch on the CPU. No timing is
+ * asserted: tests wait for events, never for durations. */
+#include <setjmp.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scheduler/scheduler.h"
+
+/* ------------------------------------------------------------------ EDF */
+
+static void edf_pops_earliest_deadline_first(void **state) {
+    (void)state;
+    isn_edf_queue q;
+    assert_int_equal(isn_edf_init(&q, 16), 0);
+    static const uint64_t deadlines[] = {50, 0, 10, 40, 10, 30, 0, 20};
+    isn_job jobs[8];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 8; i++) {
+        jobs[i].deadline_ns = deadlines[i];
+        jobs[i].predicted_ns[ISN_DEVICE_CPU] = 100;
+        assert_true(isn_edf_push(&q, &jobs[i]));
+    }
+    assert_true(q.backlog_ns[ISN_DEVICE_CPU] == 800);
+    /* Equal deadlines keep arrival order; no deadline goes last. */
+    const isn_job *expected[] = {&jobs[2], &jobs[4], &jobs[7], &jobs[5], &jobs[3], &jobs[0], &jobs[1], &jobs[6]};
+    for (int i = 0; i < 8; i++) assert_ptr_equal(isn_edf_pop(&q), expected[i]);
+    assert_null(isn_edf_pop(&q));
+    assert_true(q.backlog_ns[ISN_DEVICE_CPU] == 0);
+    isn_edf_destroy(&q);
+}
+
+static void edf_is_bounded_and_removes_from_the_middle(void **state) {
+    (void)state;
+    isn_edf_queue q;
+    assert_int_equal(isn_edf_init(&q, 4), 0);
+    isn_job jobs[5];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 5; i++) jobs[i].deadline_ns = 100 - (uint64_t)i * 10;
+    for (int i = 0; i < 4; i++) assert_true(isn_edf_push(&q, &jobs[i]));
+    assert_false(isn_edf_push(&q, &jobs[4]));
+    for (uint32_t i = 0; i < q.size; i++)
+        if (isn_edf_at(&q, i) == &jobs[2]) assert_ptr_equal(isn_edf_remove_at(&q, i), &jobs[2]);
+    assert_int_equal(q.size, 3);
+    assert_ptr_equal(isn_edf_pop(&q), &jobs[3]);
+    assert_ptr_equal(isn_edf_pop(&q), &jobs[1]);
+    assert_ptr_equal(isn_edf_pop(&q), &jobs[0]);
+    isn_edf_destroy(&q);
+}
+
+/* ------------------------------------------------------------------ routing */
+
+static isn_route_input route_input(double cpu_wait, double cpu_service, double gpu_wait, double gpu_service,
+                                   double remaining) {
+    return (isn_route_input){.wait_ns = {cpu_wait, gpu_wait},
+                             .service_ns = {cpu_service, gpu_service},
+                             .available = {true, true},
+                             .remaining_ns = remaining,
+                             .margin = 0.25};
+}
+
+static void routing_clear_close_and_overload(void **state) {
+    (void)state;
+    isn_device_kind best;
+    isn_route_input in = route_input(0, 100e3, 0, 20e3, 50e6); /* GPU 5x faster */
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_GPU);
+    assert_int_equal(best, ISN_DEVICE_GPU);
+    in = route_input(0, 20e3, 0, 100e3, 50e6);
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_CPU);
+    /* The GPU is faster per query but its queue makes it finish later: the CPU wins. */
+    in = route_input(0, 100e3, 1e6, 20e3, 50e6);
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_CPU);
+    /* Within the margin: a close call. */
+    in = route_input(0, 100e3, 0, 90e3, 50e6);
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_UNDECIDED);
+    /* No GPU: the CPU, whatever the numbers. */
+    in = route_input(0, 100e3, 0, 1e3, 50e6);
+    in.available[ISN_DEVICE_GPU] = false;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_CPU);
+    /* Nobody finishes in time: shed; or degrade when allowed and the job at least starts in time. */
+    in = route_input(40e6, 20e6, 60e6, 1e6, 50e6);
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_SHED);
+    in.degrade_ok = true;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_DEGRADE);
+    assert_int_equal(best, ISN_DEVICE_CPU);
+    in = route_input(60e6, 20e6, 60e6, 1e6, 50e6);
+    in.degrade_ok = true;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_SHED);
+    /* No deadline: never overloaded. */
+    in = route_input(60e9, 20e6, 60e9, 1e6, 0);
+    assert_int_not_equal(isn_route_decide(&in, &best), ISN_ROUTE_SHED);
+}
+
+/* ------------------------------------------------------------------ batch flush */
+
+static void batch_flushes_on_each_condition(void **state) {
+    (void)state;
+    isn_batch_policy policy = {
+        .max_batch = 4, .memory_budget = 10000, .linger_ns = 1000000, .safety_ns = 100000, .launch_ns = 10000};
+    isn_job jobs[4];
+    isn_job *batch[4];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 4; i++) {
+        jobs[i].features.total = 1000;
+        jobs[i].predicted_ns[ISN_DEVICE_GPU] = 5000;
+        batch[i] = &jobs[i];
+    }
+    isn_flush_reason reason;
+    uint64_t until;
+    uint64_t t0 = 1000000000ull;
+    /* Two jobs, no deadline, just added: wait until the linger time is up. */
+    assert_false(isn_batch_should_flush(&policy, batch, 2, 0, t0, t0, &reason, &until));
+    assert_true(until == t0 + policy.linger_ns);
+    assert_true(isn_batch_should_flush(&policy, batch, 2, 0, t0, t0 + policy.linger_ns, &reason, &until));
+    assert_int_equal(reason, ISN_FLUSH_LINGER);
+    assert_true(isn_batch_should_flush(&policy, batch, 4, 0, t0, t0, &reason, &until));
+    assert_int_equal(reason, ISN_FLUSH_FULL);
+    /* 2 x 1000 postings in, a job of 9000 would pass the 10000-byte budget. */
+    assert_true(isn_batch_should_flush(&policy, batch, 2, 9000, t0, t0, &reason, &until));
+    assert_int_equal(reason, ISN_FLUSH_MEMORY);
+    assert_false(isn_batch_should_flush(&policy, batch, 2, 1000, t0, t0, &reason, &until));
+    /* Deadline: service 10 + 2 x 5 us, safety 100 us; a deadline 500 us away leaves 380 us. */
+    jobs[1].deadline_ns = t0 + 500000;
+    assert_false(isn_batch_should_flush(&policy, batch, 2, 0, t0, t0, &reason, &until));
+    assert_true(until == t0 + 500000 - 100000 - 20000);
+    assert_true(isn_batch_should_flush(&policy, batch, 2, 0, t0, until, &reason, &until));
+    assert_int_equal(reason, ISN_FLUSH_DEADLINE);
+}
+
+/* ------------------------------------------------------------------ cost model */
+
+static uint64_t rng = 88172645463325252ull;
+static double unit_random(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static isn_job_features random_features(void) {
+    isn_job_features f = {.k = 10, .mode = ISN_MODE_OR, .algo = ISN_ALGO_MAXSCORE};
+    f.num_terms = 1 + (uint32_t)(unit_random() * 4);
+    f.shortest = (uint64_t)exp(2 + unit_random() * 9);
+    f.second_shortest = f.num_terms > 1 ? f.shortest + (uint64_t)exp(2 + unit_random() * 9) : 0;
+    f.total = f.shortest + f.second_shortest * (f.num_terms - 1);
+    f.blocks = (f.total + 127) / 128 + f.num_terms;
+    return f;
+}
+
+/* A synthetic device: fixed cost plus per-posting cost, 5% noise. */
+static double synthetic_ns(const isn_job_features *f) {
+    return (3000.0 + 2.0 * (double)f->total + 500.0 * f->num_terms) * (0.95 + 0.1 * unit_random());
+}
+
+static void cost_model_converges_on_synthetic_times(void **state) {
+    (void)state;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    model.warm_up = 3000;
+    double before = 0;
+    for (int i = 0; i < 500; i++) {
+        isn_job_features f = random_features();
+        double t = synthetic_ns(&f);
+        before += fabs(isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &f) - t) / t;
+    }
+    for (int i = 0; i < 6000; i++) {
+        isn_job_features f = random_features();
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &f, synthetic_ns(&f));
+    }
+    double mape = isn_cost_mape(&model, ISN_DEVICE_CPU);
+    print_message("cost model: MAPE %.1f%% before learning, %.1f%% after warm-up\n", 100 * before / 500, mape);
+    assert_true(mape < 15.0);
+    assert_true(mape < 100 * before / 500);
+    assert_true(isnan(isn_cost_mape(&model, ISN_DEVICE_GPU)));
+
+    char path[] = "/tmp/isn-test-cost-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256];
+    assert_int_equal(isn_cost_model_save(&model, path, err, sizeof err), 0);
+    isn_cost_model loaded;
+    isn_cost_model_init(&loaded);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
+    isn_job_features f = random_features();
+    assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &f) - isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &f)) <
+                1e-6 * isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &f));
+    assert_int_equal(loaded.device[ISN_DEVICE_CPU].updates, 6000);
+
+    FILE *bad = fopen(path, "w");
+    fputs("isn-cost-model 1 features 11\ndevice cpu updates 3\nw 1 2 x\n", bad);
+    fclose(bad);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bad weight"));
+    remove(path);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 1); /* missing: keep the start */
+}
+
+/* ------------------------------------------------------------------ the running scheduler */
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool hold;      /* run_cpu blocks while set */
+    uint32_t holding;
+    uint32_t ran_cpu, completed;
+} harness;
+
+typedef struct {
+    isn_job job;
+    bool done;
+} test_job;
+
+static void *harness_worker_init(void *user, uint32_t worker) {
+    (void)worker;
+    return user;
+}
+
+static void harness_run_cpu(void *user, isn_job *job, const isn_cpu_context *context) {
+    harness *h = user;
+    assert_non_null(context->arena);
+    pthread_mutex_lock(&h->lock);
+    h->ran_cpu++;
+    h->holding++;
+    pthread_cond_broadcast(&h->changed);
+    while (h->hold) pthread_cond_wait(&h->changed, &h->lock);
+    h->holding--;
+    pthread_mutex_unlock(&h->lock);
+    job->complete = true;
+}
+
+static void harness_complete(void *user, isn_job *job) {
+    harness *h = user;
+    pthread_mutex_lock(&h->lock);
+    ((test_job *)job->user)->done = true;
+    h->completed++;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void harness_wait(harness *h, uint32_t *counter, uint32_t value) {
+    pthread_mutex_lock(&h->lock);
+    while (*counter < value) pthread_cond_wait(&h->changed, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void harness_release(harness *h) {
+    pthread_mutex_lock(&h->lock);
+    h->hold = false;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void harness_config(harness *h, isn_scheduler_config *config) {
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->changed, NULL);
+    isn_scheduler_config_default(config);
+    config->workers = 1;
+    config->worker_init = harness_worker_init;
+    config->run_cpu = harness_run_cpu;
+    config->complete = harness_complete;
+    config->user = h;
+}
+
+static void small_job(test_job *t, uint64_t deadline_ns) {
+    memset(t, 0, sizeof *t);
+    t->job.user = t;
+    t->job.deadline_ns = deadline_ns;
+    t->job.features = (isn_job_features){.num_terms = 1, .shortest = 100, .total = 100, .blocks = 1, .k = 10};
+}
+
+static void sleep_until(uint64_t ns) {
+    while (isn_sched_now_ns() <= ns) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void dead_jobs_are_dropped_without_running(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    h.hold = true;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    test_job blocker, doomed, later;
+    small_job(&blocker, 0);
+    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.holding, 1); /* the only worker is busy */
+    uint64_t deadline = isn_sched_now_ns() + 100000000ull; /* well above the predicted time: admitted */
+    small_job(&doomed, deadline);
+    assert_int_equal(isn_scheduler_submit(s, &doomed.job), ISN_SUBMIT_QUEUED);
+    small_job(&later, 0);
+    assert_int_equal(isn_scheduler_submit(s, &later.job), ISN_SUBMIT_QUEUED);
+    sleep_until(deadline);
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 3);
+    assert_int_equal(doomed.job.outcome, ISN_JOB_DEADLINE_EXCEEDED);
+    assert_int_equal(later.job.outcome, ISN_JOB_RAN);
+    assert_int_equal(h.ran_cpu, 2); /* blocker and later; not the dead one */
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.dropped_dead, 1);
+    isn_scheduler_stop(s);
+}
+
+static void overload_sheds_or_degrades(void **state) {
+    (void)state;
+    for (int policy = 0; policy < 2; policy++) {
+        harness h;
+        isn_scheduler_config config;
+        harness_config(&h, &config);
+        config.overload = policy ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
+        config.queue_capacity = 2;
+        h.hold = true;
+        char err[256];
+        isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+        assert_non_null(s);
+        test_job blocker, big, small1, small2, small3;
+        small_job(&blocker, 0);
+        assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
+        harness_wait(&h, &h.holding, 1);
+        /* A query predicted to take far longer than its 1 ms budget. */
+        small_job(&big, isn_sched_now_ns() + 1000000);
+        big.job.features.total = big.job.features.shortest = 50000000;
+        big.job.features.blocks = 400000;
+        isn_submit_result r = isn_scheduler_submit(s, &big.job);
+        if (policy == 0) assert_int_equal(r, ISN_SUBMIT_SHED_OVERLOAD);
+        else {
+            assert_int_equal(r, ISN_SUBMIT_QUEUED);
+            assert_true(big.job.degraded);
+        }
+        /* Queue bound: no deadline, so only capacity refuses. */
+        small_job(&small1, 0);
+        small_job(&small2, 0);
+        small_job(&small3, 0);
+        int queued = policy;
+        queued += isn_scheduler_submit(s, &small1.job) == ISN_SUBMIT_QUEUED;
+        queued += isn_scheduler_submit(s, &small2.job) == ISN_SUBMIT_QUEUED;
+        assert_int_equal(isn_scheduler_submit(s, &small3.job), ISN_SUBMIT_SHED_FULL);
+        assert_int_equal(queued, 2);
+        isn_scheduler_stats stats;
+        isn_scheduler_get_stats(s, &stats);
+        assert_int_equal(stats.shed_overload, policy ? 0 : 1);
+        assert_int_equal(stats.degraded, policy ? 1 : 0);
+        assert_int_equal(stats.shed_full, policy ? 2 : 1);
+        harness_release(&h);
+        harness_wait(&h, &h.completed, 3);
+        isn_scheduler_stop(s);
+    }
+}
+
+static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
+    (void)state;
+    for (int failing = 0; failing < 2; failing++) {
+        harness h;
+        isn_scheduler_config config;
+        harness_config(&h, &config);
+        h.hold = true; /* the CPU is busy with the blocker, so the GPU is the clear winner */
+        isn_gpu_sim_config sim;
+        isn_gpu_sim_config_default(&sim);
+        sim.failure_rate = failing ? 1.0 : 0.0;
+        isn_gpu_device gpu;
+        assert_int_equal(isn_gpu_sim_new(&sim, 8, 1u << 30, &gpu), 0);
+        config.gpus = &gpu;
+        config.num_gpus = 1;
+        config.batch.linger_ns = 5000000;
+        char err[256];
+        isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+        assert_non_null(s);
+        test_job blocker;
+        small_job(&blocker, 0);
+        blocker.job.features.total = blocker.job.features.shortest = 1; /* clearly a CPU job */
+        test_job jobs[20];
+        assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
+        harness_wait(&h, &h.holding, 1);
+        uint32_t on_gpu_queue = 0;
+        for (int i = 0; i < 20; i++) {
+            small_job(&jobs[i], 0);
+            jobs[i].job.features.total = jobs[i].job.features.shortest = 1000000;
+            assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+            on_gpu_queue += jobs[i].job.queue != ISN_QUEUE_CPU;
+        }
+        assert_int_equal(on_gpu_queue, 20);
+        if (failing) {
+            /* The CPU answers what the GPU could not. */
+            isn_scheduler_stats stats;
+            do {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+                isn_scheduler_get_stats(s, &stats);
+            } while (stats.gpu_failures == 0);
+        }
+        harness_release(&h);
+        harness_wait(&h, &h.completed, 21);
+        isn_scheduler_stats stats;
+        isn_scheduler_get_stats(s, &stats);
+        if (!failing) {
+            for (int i = 0; i < 20; i++) {
+                assert_int_equal(jobs[i].job.outcome, ISN_JOB_RAN);
+                assert_int_equal(jobs[i].job.device, ISN_DEVICE_GPU);
+                assert_true(jobs[i].job.batch_size >= 1 && jobs[i].job.batch_size <= 8);
+            }
+            assert_true(stats.batches >= 3); /* 20 jobs, at most 8 a batch */
+            assert_int_equal(stats.batch_jobs, 20);
+        } else {
+            assert_true(stats.gpu_failures >= 1);
+            assert_true(stats.gpu_reruns >= 1);
+            for (int i = 0; i < 20; i++) assert_int_equal(jobs[i].job.outcome, ISN_JOB_RAN);
+        }
+        isn_scheduler_stop(s);
+        isn_gpu_sim_free(&gpu);
+    }
+}
+
+static void stop_abandons_queued_jobs(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    h.hold = true;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    test_job blocker, queued;
+    small_job(&blocker, 0);
+    small_job(&queued, 0);
+    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.holding, 1);
+    assert_int_equal(isn_scheduler_submit(s, &queued.job), ISN_SUBMIT_QUEUED);
+    isn_scheduler_abandon_queued(s);
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 2);
+    assert_int_equal(queued.job.outcome, ISN_JOB_ABANDONED);
+    isn_scheduler_stop(s);
+}
+
+static void many_jobs_many_workers_all_complete(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.workers = 4;
+    config.queue_capacity = 5000;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    enum { N = 3000 };
+    test_job *jobs = calloc(N, sizeof *jobs);
+    assert_non_null(jobs);
+    for (int i = 0; i < N; i++) {
+        small_job(&jobs[i], 0);
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    harness_wait(&h, &h.completed, N);
+    for (int i = 0; i < N; i++) assert_int_equal(jobs[i].job.outcome, ISN_JOB_RAN);
+    assert_int_equal(h.ran_cpu, N);
+    isn_scheduler_stop(s);
+    free(jobs);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(edf_pops_earliest_deadline_first),
+        cmocka_unit_test(edf_is_bounded_and_removes_from_the_middle),
+        cmocka_unit_test(routing_clear_close_and_overload),
+        cmocka_unit_test(batch_flushes_on_each_condition),
+        cmocka_unit_test(cost_model_converges_on_synthetic_times),
+        cmocka_unit_test(dead_jobs_are_dropped_without_running),
+        cmocka_unit_test(overload_sheds_or_degrades),
+        cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
+        cmocka_unit_test(stop_abandons_queued_jobs),
+        cmocka_unit_test(many_jobs_many_workers_all_complete),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
