@@ -2,7 +2,11 @@
  * (GPU vs isn_search), GPU queries/s per batch size with the per-stage breakdown, and the CPU's
  * queries/s on all cores (one searcher per thread). JSON lines on stdout.
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
- *             [--threads N] [--max-queries N] [--emulate] [--label NAME] */
+ *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
+ * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit);
+ * --double-acc forces double range accumulators instead of exact fixed point (to compare);
+ * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
+ * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -111,10 +115,13 @@ int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096;
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    bool emulate = false, modes[2] = {true, true};
+    double budget_mb = 0;
+    bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, cpu_rate = true, double_acc = false;
     static const struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"ks", 1, 0, 'k'},
                                          {"batches", 1, 0, 'b'}, {"threads", 1, 0, 't'}, {"max-queries", 1, 0, 'm'},
                                          {"emulate", 0, 0, 'e'}, {"label", 1, 0, 'l'},   {"modes", 1, 0, 'M'},
+                                         {"and-by-ranges", 0, 0, 'A'}, {"no-cpu-rate", 0, 0, 'N'},
+                                         {"double-acc", 0, 0, 'D'},     {"budget-mb", 1, 0, 'B'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -126,6 +133,10 @@ int main(int argc, char **argv) {
         case 't': threads = (uint32_t)atoi(optarg); break;
         case 'm': max_queries = (uint32_t)atoi(optarg); break;
         case 'e': emulate = true; break;
+        case 'A': and_by_ranges = true; break;
+        case 'D': double_acc = true; break;
+        case 'B': budget_mb = strtod(optarg, NULL); break;
+        case 'N': cpu_rate = false; break;
         case 'l': label = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
@@ -149,6 +160,13 @@ int main(int argc, char **argv) {
     go.emulate = emulate;
     go.max_batch = max_batch;
     go.max_k = max_k;
+    go.and_by_ranges = and_by_ranges;
+    go.double_accumulators = double_acc;
+    if (budget_mb > 0) { /* a pruned-prefix cache, trained on the log itself */
+        go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
+        go.training_queries = log.queries;
+        go.num_training_queries = log.n;
+    }
     double t_open = now_s();
     isn_gpu_backend *gpu = isn_gpu_open(ix, &go, err, sizeof err);
     if (!gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -157,11 +175,11 @@ int main(int argc, char **argv) {
     isn_gpu_health_get(gpu, &h);
     const isn_index_info *info = isn_index_get_info(ix);
     printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
-           "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms\": %u, "
-           "\"open_seconds\": %.3f}\n",
+           "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
+           "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f}\n",
            label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
-           (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_total,
-           t_open);
+           (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
+           h.terms_total, t_open, h.warmup_ms);
     fflush(stdout);
     isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
     isn_hit *gpu_hits = malloc((size_t)log.n * max_k * sizeof *gpu_hits);
@@ -173,9 +191,10 @@ int main(int argc, char **argv) {
         for (uint32_t ki = 0; ki < nks; ki++) {
             uint32_t k = ks[ki];
             double cpu_s = run_cpu(ix, &log, k, mode, threads, cpu_hits, cpu_n);
-            printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, \"queries\": %u, "
-                   "\"qps\": %.1f}\n",
-                   label, m ? "and" : "or", k, threads, log.n, log.n / cpu_s);
+            if (cpu_rate)
+                printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, \"queries\": %u, "
+                       "\"qps\": %.1f}\n",
+                       label, m ? "and" : "or", k, threads, log.n, log.n / cpu_s);
             fflush(stdout);
             for (uint32_t bi = 0; bi < nb; bi++) {
                 uint32_t bs = batches[bi];
@@ -199,6 +218,8 @@ int main(int argc, char **argv) {
                     sum.ms_threshold_pass += st.ms_threshold_pass;
                     sum.ms_select_threshold += st.ms_select_threshold;
                     sum.ms_score_pass += st.ms_score_pass;
+                    sum.ms_and_probe += st.ms_and_probe;
+                    sum.ranges_rescored += st.ranges_rescored;
                     sum.ms_sort += st.ms_sort;
                     sum.ms_transfer_out += st.ms_transfer_out;
                     sum.ms_total += st.ms_total;
@@ -207,6 +228,7 @@ int main(int argc, char **argv) {
                     sum.ranges_pruned += st.ranges_pruned;
                     sum.candidates += st.candidates;
                     sum.cpu_queries += st.cpu_queries;
+                    sum.prefix_queries += st.prefix_queries;
                     if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
                 }
                 double wall = now_s() - t0;
@@ -220,22 +242,25 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
                                 req[q].num_hits, cpu_n[q]);
                 }
-                double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass;
+                double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass + sum.ms_and_probe;
                 printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"queries\": %u, "
                        "\"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
                        "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
-                       "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
+                       "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
                        "\"postings_scored\": %llu, \"decode_score_postings_per_s\": %.4g, \"ranges_pruned_fraction\": %.4f, "
-                       "\"candidates_per_query\": %.1f}\n",
+                       "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"cpu_answered\": %llu, "
+                       "\"prefix_completed\": %u}\n",
                        label, m ? "and" : "or", k, bs, n, n / wall, sum.ms_total / nbatches, max_batch_ms, on_device,
                        mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
-                       sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_sort / nbatches,
+                       sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
+                       sum.ms_sort / nbatches,
                        sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
                        kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
                        sum.ranges_scored + sum.ranges_pruned
                            ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                            : 0.0,
-                       (double)sum.candidates / n);
+                       (double)sum.candidates / n, (double)sum.ranges_rescored / n,
+                       (unsigned long long)sum.cpu_queries, sum.prefix_queries);
                 fflush(stdout);
             }
         }

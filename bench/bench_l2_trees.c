@@ -79,10 +79,11 @@ int main(int argc, char **argv) {
     double ms1, msT;
     double qps1 = measure(f, n, 1, seconds, &ms1);
     double qpsT = measure(f, n, threads, seconds, &msT);
-    printf("{\"model\": \"%s\", \"trees\": %u, \"candidates\": %u, \"cores\": %ld,\n"
+    const char *kernel = getenv("ISN_L2_KERNEL"); /* scalar | avx2 | avx512; unset = the best this CPU has */
+    printf("{\"model\": \"%s\", \"kernel\": \"%s\", \"trees\": %u, \"candidates\": %u, \"cores\": %ld,\n"
            " \"one_thread\": {\"ms_per_query\": %.3f, \"queries_per_s\": %.1f, \"ns_per_doc_tree\": %.3f},\n"
            " \"threads_%u\": {\"ms_per_query\": %.3f, \"queries_per_s\": %.1f}}\n",
-           model, isn_forest_num_trees(f), n, cores, ms1, qps1, ms1 * 1e6 / ((double)n * isn_forest_num_trees(f)),
+           model, kernel ? kernel : "best", isn_forest_num_trees(f), n, cores, ms1, qps1, ms1 * 1e6 / ((double)n * isn_forest_num_trees(f)),
            threads, msT, qpsT);
     isn_forest_free(f);
     return 0;

@@ -39,6 +39,13 @@ for P in $PARTITIONS; do
     >"$RUN/agg-cpu-$P.json"
   if [ "$P" = 1 ]; then
     bench 127.0.0.1:7100 "$OUT/cluster_1_direct.png" >"$RUN/direct.json"
+    # One query at a time, alternating: the extra hop with nothing queued.
+    for i in 1 2 3; do
+      for t in agg:127.0.0.1:8070 direct:127.0.0.1:7100; do
+        "$BIN/isn-bench" --target "${t#*:}" --queries "$QUERIES" --concurrency 1 --duration "$DURATION" --warmup 1 \
+          --deadline-ms "$DEADLINE_MS" --connections 1 >"$RUN/c1-${t%%:*}-$i.json"
+      done
+    done
   fi
   tools/isn-cluster.sh stop --run-dir "$RUN/cluster"
 done
@@ -49,7 +56,8 @@ run, parts, cores, corpus, queries = sys.argv[1], sys.argv[2].split(), int(sys.a
 def brief(s):
     return {"rate": s["target_rate"], "throughput": s["throughput"], "p50_us": s["latency_us"]["p50"],
             "p99_us": s["latency_us"]["p99"], "p999_us": s["latency_us"]["p999"],
-            "deadline_miss_rate": s["deadline_miss_rate"], "errors": s["error_rate"]}
+            "deadline_miss_rate": s["deadline_miss_rate"], "errors": s["error_rate"],
+            "status": {k: v for k, v in s["status"].items() if v}, "partial": s["partial"]}
 out = {"benchmark": "cluster_curves", "cores": cores, "corpus": corpus, "queries": queries, "curves": {}}
 for p in parts:
     sweep = json.load(open(f"{run}/agg-{p}.json"))["sweep"]
@@ -62,5 +70,10 @@ if "1" in parts:
     out["curves"]["1"]["direct_to_isnd"] = [brief(s) for s in direct]
     out["agg_overhead_p50_us_by_rate"] = {str(d["target_rate"]): v["latency_us"]["p50"] - d["latency_us"]["p50"]
                                          for d, v in zip(direct, via)}
+    c1 = {k: [json.load(open(f"{run}/c1-{k}-{i}.json"))["latency_us"] for i in (1, 2, 3)] for k in ("agg", "direct")}
+    med = lambda k, q: sorted(r[q] for r in c1[k])[1]
+    out["agg_overhead_one_at_a_time_us"] = {
+        "p50_agg": med("agg", "p50"), "p50_direct": med("direct", "p50"), "p50_added": med("agg", "p50") - med("direct", "p50"),
+        "mean_added": med("agg", "mean") - med("direct", "mean"), "p99_agg": med("agg", "p99"), "p99_direct": med("direct", "p99")}
 print(json.dumps(out))
 EOF

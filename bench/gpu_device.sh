@@ -8,9 +8,12 @@
 set -u
 B=${BUILD:-build-gpu}
 D=${DEVDATA:-.devdata}
-O=${OUT:-$B/results}
+# Everything is written under $O and packed into one archive in $OUT at the end (the device tool brings
+# back only a few files).
+O=/tmp/gpu-results
+FINAL=${OUT:-$B/results}
 SYNTH_DOCS=${SYNTH_DOCS:-20000000}
-mkdir -p "$O"
+mkdir -p "$O" "$FINAL"
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
 nproc
@@ -28,6 +31,12 @@ run_bench debian 120 --index "$D/idx-deb" --queries "$D/debpkg.queries.tsv" --ks
   --fit-queries "$D/debpkg.queries.tsv" --queries 8192 --out /tmp/synth 2>"$O/synth.time" | tee "$O/synth.json"
 grep -E "Elapsed|Maximum resident" "$O/synth.time"
 run_bench synth20m 330 --index /tmp/synth --queries /tmp/synth/queries.tsv --ks 10,1000 --batches 1,16,256,4096 --max-queries 4096
+# variants, for comparison: double accumulators instead of exact fixed point; a pruned-prefix cache of
+# half the partition (trained on the same log) with CPU completion
+run_bench synth20m-double 120 --index /tmp/synth --queries /tmp/synth/queries.tsv --ks 10,1000 --batches 16,256 \
+  --max-queries 1024 --modes or --no-cpu-rate --double-acc
+run_bench synth20m-prefix 150 --index /tmp/synth --queries /tmp/synth/queries.tsv --ks 10,1000 --batches 16,256 \
+  --max-queries 1024 --budget-mb 800
 python3 - "$O" <<'PY'
 import json, sys, glob, os
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
@@ -38,10 +47,14 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
             s = r["ms_per_batch"]
             print(f'{r["label"]:9s} {r["mode"]:3s} k={r["k"]:<5d} b={r["batch"]:<5d} qps={r["qps"]:>10.1f} '
                   f'lat={r["mean_batch_ms"]:8.2f}ms mism={r["mismatches"]} dev={r["on_device"]}/{r["queries"]} '
-                  f'p1={s["threshold_pass"]:.2f} p2={s["score_pass"]:.2f} sort={s["sort"]:.2f} '
-                  f'Gpost/s={r["decode_score_postings_per_s"]/1e9:.1f} pruned={r["ranges_pruned_fraction"]:.2f}')
+                  f'rep={s["threshold_pass"]:.2f} sel={s["select_threshold"]:.2f} resc={s["score_pass"]:.2f} '
+                  f'probe={s.get("and_probe", 0):.2f} sort={s["sort"]:.2f} '
+                  f'Gpost/s={r["decode_score_postings_per_s"]/1e9:.1f} pruned={r["ranges_pruned_fraction"]:.2f} '
+                  f'resc/q={r.get("ranges_rescored_per_query", 0):.2f} cand/q={r["candidates_per_query"]:.0f} cpu={r.get("cpu_answered", 0)} '
+                  f'prefix={r.get("prefix_completed", 0)}')
         elif r.get("bench") == "cpu":
             print(f'{r["label"]:9s} {r["mode"]:3s} k={r["k"]:<5d} CPU {r["threads"]} threads qps={r["qps"]:.1f}')
         elif r.get("bench") == "gpu_open":
             print(json.dumps(r))
 PY
+tar czf "$FINAL/gpu-results.tgz" -C "$O" .

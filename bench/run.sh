@@ -62,6 +62,19 @@ log "decode share of query time (long queries, auto algorithm)"
 bash bench/decode_share.sh "$BUILD" "$OUT/idx-deb" "$DATA/cran/cranfield.queries.tsv" >"$OUT/decode_share.json" ||
   echo '{"benchmark":"decode_share","error":"no profiler available"}' >"$OUT/decode_share.json"
 
+# GPU first stage against the CPU (equality and queries/s per batch size) when this machine has a GPU
+# and the build has CUDA; bench/gpu_device.sh runs the full set (20M synthetic partition) there.
+if [ -x "$BUILD/bench/bench_gpu" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  log "GPU first stage (Cranfield and Debian; bench/gpu_device.sh for the 20M partition)"
+  "$BUILD/bench/bench_gpu" --label cran --index "$OUT/idx-cran" --queries "$DATA/cran/cranfield.queries.tsv" \
+    --ks 10,1000 --batches 1,16,256 >"$OUT/gpu_cran.json" || echo '{"bench":"gpu","error":"failed"}' >"$OUT/gpu_cran.json"
+  "$BUILD/bench/bench_gpu" --label debian --index "$OUT/idx-deb" --queries "$DATA/deb/debpkg.queries.tsv" \
+    --ks 10,1000 --batches 1,16,256 >"$OUT/gpu_debian.json" || echo '{"bench":"gpu","error":"failed"}' >"$OUT/gpu_debian.json"
+else
+  log "GPU first stage skipped: no GPU here (or a build without CUDA); bench/gpu_device.sh runs it on a GPU machine"
+  echo '{"bench":"gpu","skipped":"no GPU on this machine"}' >"$OUT/gpu_cran.json"
+fi
+
 log "RPC overhead (h2load, trivial query)"
 bash bench/rpc_overhead.sh "$BUILD" >"$OUT/rpc_overhead.json" || echo '{"benchmark":"rpc_overhead","error":"failed"}' >"$OUT/rpc_overhead.json"
 
@@ -87,3 +100,6 @@ DATA="$DATA" bash bench/cluster_curves.sh "$BUILD" "$OUT" >"$OUT/cluster_curves.
   echo '{"benchmark":"cluster_curves","error":"failed"}' >"$OUT/cluster_curves.json"
 log "hedging: p99 with and without, one replica slowed on 5% of its requests"
 DATA="$DATA" bash bench/hedging.sh "$BUILD" >"$OUT/hedging.json" || echo '{"benchmark":"hedging","error":"failed"}' >"$OUT/hedging.json"
+log "hedging: both replicas of a partition with random hiccups on 5% of requests"
+SLOW=0.0,0.1 DATA="$DATA" bash bench/hedging.sh "$BUILD" >"$OUT/hedging_hiccups.json" ||
+  echo '{"benchmark":"hedging","error":"failed"}' >"$OUT/hedging_hiccups.json"

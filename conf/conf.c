@@ -59,6 +59,7 @@ static const key_spec KEYS[] = {
     {"search", "default_mode", KEY_MODE, FIELD(default_mode), 0, 0, true},
     {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), 0, 0, true},
     {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), 1, 100, false},
+    {"scheduler", "admit_percent", KEY_U32, FIELD(admit_percent), 1, 100, false},
     {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), 1, 100, false},
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), 0, 1000, false},
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), 0, 0, false},
@@ -67,7 +68,8 @@ static const key_spec KEYS[] = {
     {"scheduler", "gpu_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), 4096, 1u << 31, false},
     {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), 0, 1000000, false},
     {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), 0, 1000000, false},
-    {"scheduler", "gpu_sim_devices", KEY_U32, FIELD(gpu_sim_devices), 0, 16, false},
+    /* Named for what it does to answers, so nobody turns it on by accident. */
+    {"scheduler", "simulated_gpus_answer_without_hits", KEY_U32, FIELD(gpu_sim_devices), 0, 16, false},
     {"scheduler", "gpu_sim_launch_ns", KEY_U32, FIELD(gpu_sim_launch_ns), 0, 100000000, false},
     {"scheduler", "gpu_sim_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), 1, 1000000000, false},
     {"scheduler", "gpu_sim_query_ns", KEY_U32, FIELD(gpu_sim_query_ns), 0, 100000000, false},
@@ -106,6 +108,7 @@ void isn_conf_default(isn_conf *conf) {
     conf->default_algo = ISN_ALGO_AUTO;
     conf->log_level = ISN_LOG_INFO;
     conf->early_stop_percent = 90;
+    conf->admit_percent = 40;
     conf->degraded_stop_percent = 50;
     conf->route_margin_percent = 25;
     conf->overload_degrade = false;

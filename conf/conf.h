@@ -45,7 +45,8 @@ typedef struct {
     isn_algo default_algo;
     /* [scheduler] (scheduler/scheduler.h) */
     uint32_t early_stop_percent;    /* a CPU job stops at this share of its budget with its best hits */
-    uint32_t degraded_stop_percent; /* the same for a job admitted degraded under overload */
+    uint32_t admit_percent;         /* admitted only when predicted to finish within this share of it */
+    uint32_t degraded_stop_percent; /* degraded only if it can run this share of its predicted time */
     uint32_t route_margin_percent;  /* a device wins clearly when this much faster (completion time) */
     bool overload_degrade;          /* false: shed (RESOURCE_EXHAUSTED); true: run degraded when it can */
     char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */
@@ -53,7 +54,7 @@ typedef struct {
     uint32_t gpu_batch_memory_bytes;
     uint32_t gpu_batch_linger_us;
     uint32_t gpu_deadline_safety_us;
-    uint32_t gpu_sim_devices; /* simulated GPUs (benchmarks, tests); 0 = none */
+    uint32_t gpu_sim_devices; /* simulated_gpus_answer_without_hits: benchmarks and tests only; 0 = none */
     uint32_t gpu_sim_launch_ns;
     uint32_t gpu_sim_postings_per_us;
     uint32_t gpu_sim_query_ns;

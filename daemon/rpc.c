@@ -181,6 +181,7 @@ static void handle_search(grpc_stream *stream) {
     uint64_t now = monotonic_ns();
     search_job *job = &stream->job;
     job->request = request;
+    job->memory = &stream->arena;
     job->k = k;
     job->mode = mode;
     job->algo = algo;

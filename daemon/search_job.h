@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "daemon/arena.h"
 #include "daemon/buffer.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
@@ -26,6 +27,8 @@ struct search_job {
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */
+    arena *memory;         /* the request's arena: the analysed terms live there */
+    isn_query query;       /* analysed once, by worker_pool_submit; the worker may rewrite df */
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
     /* output: set by the worker */
@@ -43,7 +46,7 @@ typedef struct search_worker search_worker;
 
 search_worker *search_worker_new(const isn_index *index, uint32_t id, uint32_t max_k);
 void search_worker_free(search_worker *worker);
-/* Runs the job to its end (status + reply). abandon: answer UNAVAILABLE without running. */
+/* Runs the job's analysed query to its end (status + reply). abandon: answer UNAVAILABLE without running. */
 void search_worker_run(search_worker *worker, search_job *job, bool abandon);
 /* The reply of a job a simulated GPU ran (timing only, no hits). */
 void search_job_pack_simulated(search_job *job);

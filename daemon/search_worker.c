@@ -1,4 +1,4 @@
-/* What a worker does with one Search job: analysis (or pre-analyzed terms), global statistics,
+/* What a worker does with one Search job (analysed once by the loop thread): global statistics,
  * the first stage, and packing the reply, so the loop thread only copies bytes out. */
 #include "daemon/search_job.h"
 
@@ -20,7 +20,7 @@ struct search_worker {
     Isn__V1__Hit *pb_hits;
     Isn__V1__Hit **pb_hit_ptrs;
     byte_buffer id_chars; /* NUL-terminated external ids of the hits */
-    isn_query_term terms[ISN_MAX_QUERY_TERMS];
+    isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* warm-up queries */
     float *global_norms; /* document norms for the aggregator's global average length, */
     float global_avg_len; /* computed once per distinct average (it changes only with the corpus) */
     /* Second stage: made on the first request that names a ranker, grown to the largest k since. */
@@ -86,36 +86,6 @@ static void fail_job(search_job *job, int status, const char *fmt, ...) {
     va_end(ap);
     job->status = status;
     job->reply.len = 0;
-}
-
-/* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
-static int query_from_terms(search_worker *w, const Isn__V1__SearchRequest *request, isn_query *query,
-                            search_job *job) {
-    query->terms = w->terms;
-    query->num_terms = 0;
-    query->num_unknown = 0;
-    for (size_t i = 0; i < request->n_terms; i++) {
-        const char *text = request->terms[i];
-        uint32_t term_id;
-        if (!isn_index_find_term(w->index, text, strlen(text), &term_id)) {
-            query->num_unknown++;
-            continue;
-        }
-        uint32_t j = 0;
-        while (j < query->num_terms && w->terms[j].term_id != term_id) j++;
-        if (j < query->num_terms) {
-            w->terms[j].count++;
-            continue;
-        }
-        if (query->num_terms == ISN_MAX_QUERY_TERMS) {
-            fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "query has more than %d distinct terms", ISN_MAX_QUERY_TERMS);
-            return -1;
-        }
-        isn_term_stats stats;
-        isn_index_term_stats(w->index, term_id, &stats);
-        w->terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
-    }
-    return 0;
 }
 
 /* Norms for the corpus-wide average document length, so that BM25's length part matches an
@@ -306,20 +276,12 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     if (ranker) rankers_release(ranker);
 }
 
-/* Analysis, the first stage for first_k hits, the second stage when a ranker is given, the reply. */
+/* The first stage for first_k hits, the second stage when a ranker is given, the reply. */
 static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
                                  ranker_ref *ranker) {
     const Isn__V1__SearchRequest *request = job->request;
-    isn_query query;
+    isn_query query = job->query; /* analysed by the loop thread before admission */
     char err[ISN_ERR_LEN];
-    if (request->query && request->query[0]) {
-        if (isn_query_parse(w->searcher, request->query, strlen(request->query), &query, err, sizeof err) < 0) {
-            fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
-            return;
-        }
-    } else if (query_from_terms(w, request, &query, job) < 0) {
-        return;
-    }
     isn_search_options options;
     isn_search_options_default(&options);
     options.k = first_k;

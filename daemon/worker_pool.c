@@ -12,7 +12,8 @@
 struct worker_pool {
     isn_scheduler *scheduler;
     const isn_index *index;
-    isn_searcher *planner; /* loop thread's, to analyze queries for their features */
+    isn_searcher *planner; /* the loop thread's: queries are analysed once, before admission */
+    isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* the loop thread's, for pre-analyzed terms */
     uint32_t max_k;
     bool warm_up;
     uint32_t num_threads;
@@ -95,47 +96,66 @@ static void on_complete(void *user, isn_job *sched) {
     push_completed(pool, job);
 }
 
-/* ------------------------------------------------------------------ planning */
+/* ------------------------------------------------------------------ analysis (once, here) */
 
-static void add_list(isn_job_features *f, uint64_t postings) {
-    f->total += postings;
-    f->blocks += (postings + 127) / 128;
-    if (f->num_terms == 0 || postings < f->shortest) {
-        f->second_shortest = f->num_terms ? f->shortest : 0;
-        f->shortest = postings;
-    } else if (f->num_terms == 1 || postings < f->second_shortest) {
-        f->second_shortest = postings;
-    }
-    f->num_terms++;
-}
-
-/* What the cost model needs, from the lexicon only. A query the worker will refuse (too many terms)
- * gets whatever was counted: it runs for a few microseconds either way. */
-static void plan_features(worker_pool *pool, search_job *job, isn_job_features *f) {
-    memset(f, 0, sizeof *f);
-    f->k = job->k;
-    f->mode = job->mode;
-    f->algo = job->algo;
-    const Isn__V1__SearchRequest *request = job->request;
-    if (request->query && request->query[0]) {
-        isn_query query;
-        char err[ISN_ERR_LEN];
-        if (isn_query_parse(pool->planner, request->query, strlen(request->query), &query, err, sizeof err) < 0)
-            return;
-        for (uint32_t i = 0; i < query.num_terms; i++) {
-            isn_term_stats stats;
-            isn_index_term_stats(pool->index, query.terms[i].term_id, &stats);
-            add_list(f, stats.df);
-        }
-        return;
-    }
-    for (size_t i = 0; i < request->n_terms && f->num_terms < ISN_MAX_QUERY_TERMS; i++) {
+/* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
+static int query_from_terms(worker_pool *pool, const Isn__V1__SearchRequest *request, isn_query *query,
+                            search_job *job) {
+    query->terms = pool->terms;
+    query->num_terms = 0;
+    query->num_unknown = 0;
+    for (size_t i = 0; i < request->n_terms; i++) {
+        const char *text = request->terms[i];
         uint32_t term_id;
-        if (!isn_index_find_term(pool->index, request->terms[i], strlen(request->terms[i]), &term_id)) continue;
+        if (!isn_index_find_term(pool->index, text, strlen(text), &term_id)) {
+            query->num_unknown++;
+            continue;
+        }
+        uint32_t j = 0;
+        while (j < query->num_terms && pool->terms[j].term_id != term_id) j++;
+        if (j < query->num_terms) {
+            pool->terms[j].count++;
+            continue;
+        }
+        if (query->num_terms == ISN_MAX_QUERY_TERMS) {
+            snprintf(job->message, sizeof job->message, "query has more than %d distinct terms", ISN_MAX_QUERY_TERMS);
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
         isn_term_stats stats;
         isn_index_term_stats(pool->index, term_id, &stats);
-        add_list(f, stats.df);
+        pool->terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
     }
+    return 0;
+}
+
+/* Analyses the request once: its terms go with the job (in the request's arena) to the worker,
+ * and the cost model's features come from them. 0, or the gRPC status to answer with. */
+static int analyse(worker_pool *pool, search_job *job) {
+    const Isn__V1__SearchRequest *request = job->request;
+    isn_query parsed;
+    if (request->query && request->query[0]) {
+        char err[ISN_ERR_LEN];
+        if (isn_query_parse(pool->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
+            snprintf(job->message, sizeof job->message, "%s", err);
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+    } else {
+        int status = query_from_terms(pool, request, &parsed, job);
+        if (status) return status;
+    }
+    job->query = parsed;
+    job->query.terms = NULL;
+    if (parsed.num_terms) {
+        size_t bytes = parsed.num_terms * sizeof *parsed.terms;
+        job->query.terms = job->memory ? arena_alloc(job->memory, bytes) : NULL;
+        if (!job->query.terms) {
+            snprintf(job->message, sizeof job->message, "out of memory for %u query terms", parsed.num_terms);
+            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        }
+        memcpy(job->query.terms, parsed.terms, bytes);
+    }
+    isn_job_features_of(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
+    return 0;
 }
 
 int worker_pool_submit(worker_pool *pool, search_job *job) {
@@ -147,7 +167,13 @@ int worker_pool_submit(worker_pool *pool, search_job *job) {
     sched->user = job;
     sched->received_ns = job->received_ns;
     sched->deadline_ns = job->deadline_ns;
-    plan_features(pool, job, &sched->features);
+    if (!isn_scheduler_may_admit(pool->scheduler, job->received_ns, job->deadline_ns)) {
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can start this query before its deadline");
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    int refused = analyse(pool, job);
+    if (refused) return refused;
     switch (isn_scheduler_submit(pool->scheduler, sched)) {
     case ISN_SUBMIT_QUEUED: return 0;
     case ISN_SUBMIT_SHED_FULL:
@@ -191,6 +217,7 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     config.workers = workers;
     config.queue_capacity = conf->max_queue;
     config.early_stop_fraction = conf->early_stop_percent / 100.0;
+    config.admit_fraction = conf->admit_percent / 100.0;
     config.degraded_fraction = conf->degraded_stop_percent / 100.0;
     config.route_margin = conf->route_margin_percent / 100.0;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
@@ -232,6 +259,14 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
         }
         config.gpus = pool->gpus;
         config.num_gpus = pool->num_gpus;
+        /* The simulator's latency model is known: the GPU side starts from it instead of learning
+         * it under load (a state file's GPU part may be from another simulator setting). */
+        isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+        log_warn("SIMULATED GPUs: scheduler.simulated_gpus_answer_without_hits = %u; queries routed to them "
+                 "are answered WITHOUT HITS (device \"gpu-sim\"). For benchmarks and tests only, never in "
+                 "production. Latency model: launch %u ns + %u ns per query + postings at %u per us; the cost "
+                 "model's GPU side is seeded from it",
+                 pool->num_gpus, conf->gpu_sim_launch_ns, conf->gpu_sim_query_ns, conf->gpu_sim_postings_per_us);
     }
     pool->scheduler = isn_scheduler_start(&config, err, err_len);
     if (!pool->scheduler) {
@@ -373,6 +408,8 @@ static void render_json(const isn_scheduler_stats *st, byte_buffer *out) {
                   (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu,
                   (unsigned long long)st->batches, (unsigned long long)st->batch_jobs,
                   (unsigned long long)st->gpu_failures);
+    buffer_printf(out, "\"simulated_gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},", st->gpus,
+                  st->service_scale[0], st->service_scale[1]);
     buffer_printf(out, "\"cost_model_mape_percent\":{");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         if (isnan(st->mape[d])) buffer_printf(out, "%s\"%s\":null", d ? "," : "", DEVICE_NAMES[d]);

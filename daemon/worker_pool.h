@@ -20,9 +20,10 @@ typedef struct worker_pool worker_pool;
  * the cost model from conf->cost_model_state when set. NULL with err. */
 worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uint32_t workers, uv_async_t *wake,
                                char *err, size_t err_len);
-/* Loop thread. Plans the job (query features for the cost model) and hands it to the scheduler.
- * 0 when queued; otherwise the gRPC status to answer with (RESOURCE_EXHAUSTED when shed) and
- * job->message says why. */
+/* Loop thread. Analyses the query once (its terms go with the job, in job->memory; the cost
+ * model's features come from them) and hands the job to the scheduler. 0 when queued; otherwise
+ * the gRPC status to answer with (INVALID_ARGUMENT for a query that cannot run, RESOURCE_EXHAUSTED
+ * when shed) and job->message says why. */
 int worker_pool_submit(worker_pool *pool, search_job *job);
 /* Finished jobs, oldest first; NULL when none. Loop thread only. */
 search_job *worker_pool_take_completed(worker_pool *pool);

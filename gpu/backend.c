@@ -8,6 +8,7 @@
 
 #include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "gpu/prefix_completion.h"
 
 #define MAX_STREAMS 8
 #define NOT_RESIDENT INT64_MIN
@@ -18,6 +19,7 @@ typedef struct {
     isn_gpu_request *requests;
     uint32_t num_requests;
     uint32_t *device_request; /* batch query -> request */
+    uint8_t *path_of;         /* request -> GPU_PATH_* */
     gpu_query *queries;
     gpu_term *terms;
     gpu_query_result *results;
@@ -34,9 +36,16 @@ struct isn_gpu_backend {
     gpu_device *device;
     isn_searcher *searcher; /* the CPU fallback */
     int64_t *term_delta;    /* per term; NOT_RESIDENT when its list is not on the device */
+    uint32_t *term_blocks;  /* per term: resident leading blocks (all of them, a prefix, or 0) */
+    prefix_completion *completion; /* the CPU's part of queries answered on resident prefixes */
+    isn_hit *merge_scratch, *suffix_hits;
+    float weights[GPU_MAX_OR_TERMS];
+    const isn_block_meta *index_blocks;
+    float k1_plus_1, max_norm; /* for gpu_fixed_shift */
     uint8_t *packed_payload; /* the resident lists, when not all of them fit */
     uint32_t max_terms;     /* gpu_term entries per batch */
     bool fault_armed;
+    bool no_probe; /* options.and_by_ranges */
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];
 };
@@ -46,6 +55,7 @@ void isn_gpu_options_default(isn_gpu_options *o) {
     o->max_batch = 1024;
     o->max_k = 1000;
     o->streams = 2;
+    o->prefix_cap = 0.5;
 }
 
 static double now_ms(void) {
@@ -62,19 +72,21 @@ static void mark_unhealthy(isn_gpu_backend *b, const char *why) {
     fprintf(stderr, "isn gpu: device marked unhealthy, serving on the CPU: %s\n", why);
 }
 
-/* Bytes of each list in the payload: lists are stored one after the other in term order. */
-static uint64_t list_bytes(const isn_index *ix, uint32_t term, const isn_block_meta *blocks, uint64_t num_blocks,
-                           uint64_t payload_end) {
+/* Bytes of blocks [0, upto) of a list in the payload: lists are stored one after the other in term
+ * order, blocks in order within a list. */
+static uint64_t prefix_bytes(const isn_index *ix, uint32_t term, uint32_t upto, const isn_block_meta *blocks,
+                             uint64_t num_blocks, uint64_t payload_end) {
     isn_term_stats s;
     isn_index_term_stats(ix, term, &s);
-    uint64_t next = s.first_block + s.num_blocks;
+    uint64_t next = s.first_block + upto;
     uint64_t end = next < num_blocks ? blocks[next].offset : payload_end;
     return end - blocks[s.first_block].offset;
 }
 
 typedef struct {
-    double value; /* visits per byte */
+    double value; /* block visits per byte */
     uint32_t term;
+    uint32_t blocks; /* of the prefix to admit */
 } term_value;
 
 static int cmp_value_desc(const void *a, const void *b) {
@@ -83,8 +95,16 @@ static int cmp_value_desc(const void *a, const void *b) {
     return (x->term > y->term) - (x->term < y->term);
 }
 
-/* Chooses the resident lists: all when they fit, else the most visited per byte (training log, or df).
- * Fills term_delta and, when packing, packed_payload. Returns the payload to upload. */
+/* Lists shorter than this many blocks are admitted whole or not at all: cutting them saves little and
+ * costs a CPU completion. */
+#define PREFIX_MIN_BLOCKS 8u
+
+/* Chooses what is resident. When the payload fits, all of it. Otherwise a pruned-prefix cache: block
+ * visit counts are replayed from the training query log (the device's range passes read every block
+ * of a query's lists below its coverage, so a list's leading blocks are visited by every query that
+ * names it), each list is admitted up to options.prefix_cap of its blocks, and prefixes go in by visits
+ * per byte (df stands in for visits without a log) while the budget lasts. Fills term_delta,
+ * term_blocks and, when packing, packed_payload. Returns the payload to upload. */
 static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint64_t *upload_bytes, char *err,
                                      size_t err_len) {
     const isn_index *ix = b->index;
@@ -93,37 +113,56 @@ static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget
     const uint8_t *payload = isn_index_postings_payload(ix, &payload_bytes);
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     uint32_t nt = info->num_terms;
+    term_value *values = NULL;
     b->term_delta = calloc(nt ? nt : 1, sizeof *b->term_delta);
-    if (!b->term_delta) goto oom;
+    b->term_blocks = calloc(nt ? nt : 1, sizeof *b->term_blocks);
+    if (!b->term_delta || !b->term_blocks) goto oom;
     b->health.terms_total = nt;
     if (payload_bytes <= payload_budget) {
+        for (uint32_t t = 0; t < nt; t++) {
+            isn_term_stats st;
+            isn_index_term_stats(ix, t, &st);
+            b->term_blocks[t] = st.num_blocks;
+        }
         b->health.terms_resident = nt;
         *upload_bytes = payload_bytes;
         return payload;
     }
     uint64_t payload_end = payload_bytes - ISN_CODEC_READ_SLACK;
-    term_value *values = calloc(nt ? nt : 1, sizeof *values);
+    values = calloc(nt ? nt : 1, sizeof *values);
     if (!values) goto oom;
+    double cap = b->options.prefix_cap;
     for (uint32_t t = 0; t < nt; t++) {
-        isn_term_stats s;
-        isn_index_term_stats(ix, t, &s);
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
         values[t].term = t;
-        values[t].value = b->options.training_terms ? 0.0 : (double)s.df;
+        values[t].value = b->options.training_queries ? 0.0 : (double)st.df;
+        uint32_t keep = (uint32_t)(cap * st.num_blocks + 0.999999);
+        if (st.num_blocks <= PREFIX_MIN_BLOCKS || keep >= st.num_blocks) keep = st.num_blocks;
+        if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
+        values[t].blocks = keep;
     }
-    for (uint64_t i = 0; i < b->options.num_training_terms; i++)
-        if (b->options.training_terms[i] < nt) values[b->options.training_terms[i]].value += 1.0;
-    for (uint32_t t = 0; t < nt; t++) values[t].value /= (double)list_bytes(ix, t, blocks, num_blocks, payload_end) + 1.0;
+    for (uint32_t i = 0; i < b->options.num_training_queries; i++) {
+        const isn_query *q = &b->options.training_queries[i];
+        for (uint32_t j = 0; j < q->num_terms; j++)
+            if (q->terms[j].term_id < nt) values[q->terms[j].term_id].value += 1.0;
+    }
+    for (uint32_t t = 0; t < nt; t++)
+        values[t].value /= (double)prefix_bytes(ix, t, values[t].blocks, blocks, num_blocks, payload_end) + 1.0;
     qsort(values, nt, sizeof *values, cmp_value_desc);
     uint64_t used = 0;
+    for (uint32_t t = 0; t < nt; t++) b->term_delta[t] = NOT_RESIDENT;
     for (uint32_t i = 0; i < nt; i++) {
         uint32_t t = values[i].term;
-        uint64_t bytes = list_bytes(ix, t, blocks, num_blocks, payload_end);
+        uint64_t bytes = prefix_bytes(ix, t, values[i].blocks, blocks, num_blocks, payload_end);
         if (values[i].value > 0 && used + bytes + ISN_CODEC_READ_SLACK <= payload_budget) {
             b->term_delta[t] = (int64_t)used; /* offset for now; delta below */
+            b->term_blocks[t] = values[i].blocks;
             used += bytes;
-            b->health.terms_resident++;
-        } else {
-            b->term_delta[t] = NOT_RESIDENT;
+            isn_term_stats st;
+            isn_index_term_stats(ix, t, &st);
+            if (values[i].blocks == st.num_blocks) b->health.terms_resident++;
+            else b->health.terms_prefix++;
         }
     }
     free(values);
@@ -131,21 +170,24 @@ static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget
     if (!b->packed_payload) goto oom;
     for (uint32_t t = 0; t < nt; t++) {
         if (b->term_delta[t] == NOT_RESIDENT) continue;
-        isn_term_stats s;
-        isn_index_term_stats(ix, t, &s);
-        uint64_t from = blocks[s.first_block].offset;
-        memcpy(b->packed_payload + b->term_delta[t], payload + from, list_bytes(ix, t, blocks, num_blocks, payload_end));
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        uint64_t from = blocks[st.first_block].offset;
+        memcpy(b->packed_payload + b->term_delta[t], payload + from,
+               prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end));
         b->term_delta[t] -= (int64_t)from;
     }
     *upload_bytes = used + ISN_CODEC_READ_SLACK;
     return b->packed_payload;
 oom:
+    free(values);
     snprintf(err, err_len, "GPU backend: out of memory planning residency for %u terms", nt);
     return NULL;
 }
 
 static void free_slot(stream_slot *s) {
     free(s->device_request);
+    free(s->path_of);
     free(s->queries);
     free(s->terms);
     free(s->results);
@@ -158,9 +200,15 @@ void isn_gpu_close(isn_gpu_backend *b) {
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     isn_searcher_free(b->searcher);
     free(b->term_delta);
+    free(b->term_blocks);
+    prefix_completion_free(b->completion);
+    free(b->merge_scratch);
+    free(b->suffix_hits);
     free(b->packed_payload);
     free(b);
 }
+
+static int warm_up(isn_gpu_backend *b, char *err, size_t err_len);
 
 isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *options, char *err, size_t err_len) {
     isn_gpu_options o;
@@ -222,8 +270,13 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->ops = ops;
     b->max_terms = o.max_batch * 16 > GPU_MAX_TERMS ? o.max_batch * 16 : GPU_MAX_TERMS;
     b->health.healthy = true;
+    b->no_probe = o.and_by_ranges;
     uint64_t num_blocks, payload_bytes;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
+    b->index_blocks = blocks;
+    b->k1_plus_1 = info->bm25.k1 + 1.0f;
+    const float *norms = isn_index_doc_norms(index);
+    for (uint32_t d = 0; d < info->num_docs; d++) b->max_norm = norms[d] > b->max_norm ? norms[d] : b->max_norm;
     isn_index_postings_payload(index, &payload_bytes);
     uint64_t fixed = num_blocks * sizeof(isn_block_meta) + (uint64_t)info->num_docs * sizeof(float);
     b->health.index_bytes = payload_bytes + fixed;
@@ -244,17 +297,21 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     for (uint32_t i = 0; i < o.streams; i++) {
         stream_slot *s = &b->slots[i];
         s->device_request = malloc(o.max_batch * sizeof *s->device_request);
+        s->path_of = malloc(o.max_batch * sizeof *s->path_of);
         s->queries = malloc(o.max_batch * sizeof *s->queries);
         s->terms = malloc(b->max_terms * sizeof *s->terms);
         s->results = malloc(o.max_batch * sizeof *s->results);
         s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
-        if (!s->device_request || !s->queries || !s->terms || !s->results || !s->hits) {
+        if (!s->device_request || !s->path_of || !s->queries || !s->terms || !s->results || !s->hits) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             isn_gpu_close(b);
             return NULL;
         }
     }
-    if (b->searcher == NULL) {
+    b->completion = prefix_completion_new(index, GPU_MAX_OR_TERMS, o.max_k);
+    b->merge_scratch = malloc((size_t)o.max_k * sizeof *b->merge_scratch);
+    b->suffix_hits = malloc((size_t)o.max_k * sizeof *b->suffix_hits);
+    if (b->searcher == NULL || b->completion == NULL || b->merge_scratch == NULL || b->suffix_hits == NULL) {
         snprintf(err, err_len, "GPU backend: out of memory for the CPU searcher");
         isn_gpu_close(b);
         return NULL;
@@ -279,7 +336,50 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         return NULL;
     }
     snprintf(b->health.device_name, sizeof b->health.device_name, "%s", ops->name(b->device));
+    if (warm_up(b, err, err_len) != 0) {
+        isn_gpu_close(b);
+        return NULL;
+    }
     return b;
+}
+
+/* One disjunctive and one probed conjunctive query through every kernel (module load, first launches,
+ * pinned pages) before the backend is handed out, so that the node reports ready only when the first
+ * real batch runs at speed. The counters start from zero afterwards. 0, or -1 with err. */
+static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
+    uint32_t nt = isn_index_get_info(b->index)->num_terms, common = UINT32_MAX, rare = UINT32_MAX;
+    uint32_t common_df = 0, rare_df = UINT32_MAX;
+    for (uint32_t t = 0; t < nt && t < 100000; t++) {
+        if (b->term_blocks[t] == 0) continue;
+        isn_term_stats st;
+        isn_index_term_stats(b->index, t, &st);
+        if (st.df > common_df) common_df = st.df, common = t;
+        if (st.df < rare_df) rare_df = st.df, rare = t;
+    }
+    double t0 = now_ms();
+    if (common != UINT32_MAX) {
+        isn_query_term terms[3] = {{.term_id = common, .count = 1, .df = common_df},
+                                   {.term_id = rare, .count = 1, .df = rare_df},
+                                   {.term_id = common, .count = 1, .df = common_df}};
+        isn_query or_query = {.terms = terms, .num_terms = common == rare ? 1 : 2};
+        isn_query and_query = {.terms = terms + 1, .num_terms = common == rare ? 1 : 2};
+        isn_hit hits[2][10];
+        uint32_t k = b->options.max_k < 10 ? b->options.max_k : 10;
+        isn_gpu_request r[2] = {{.query = &or_query, .mode = ISN_MODE_OR, .k = k, .hits = hits[0]},
+                                {.query = &and_query, .mode = ISN_MODE_AND, .k = k, .hits = hits[1]}};
+        if (isn_gpu_search_batch(b, r, 2, NULL, err, err_len) != 0) return -1;
+        if (!b->health.healthy) {
+            snprintf(err, err_len, "GPU backend: warm-up failed: %s", b->health.reason);
+            return -1;
+        }
+    }
+    isn_gpu_health fresh = b->health;
+    fresh.batches = fresh.queries_device = fresh.queries_cpu = fresh.queries_not_resident = 0;
+    fresh.queries_prefix = fresh.bytes_transferred = 0;
+    fresh.warmup_ms = now_ms() - t0;
+    fresh.ready = true;
+    b->health = fresh;
+    return 0;
 }
 
 /* Why the device cannot answer this request exactly; NULL when it can. */
@@ -287,10 +387,11 @@ static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_reques
     if (!b->health.healthy) return "device unhealthy";
     if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0)) return "empty query";
     if (r->k > b->options.max_k) return "k above the device's max_k";
-    if (r->query->num_terms > GPU_MAX_TERMS) return "more terms than the device takes";
+    if (r->query->num_terms > (r->mode == ISN_MODE_AND ? GPU_MAX_TERMS : GPU_MAX_OR_TERMS))
+        return "more terms than the device takes";
     for (uint32_t t = 0; t < r->query->num_terms; t++) {
         const isn_query_term *qt = &r->query->terms[t];
-        if (b->term_delta[qt->term_id] == NOT_RESIDENT) return "posting list not resident";
+        if (b->term_blocks[qt->term_id] == 0) return "posting list not resident";
         if (!(isn_bm25_idf(num_docs, qt->df) > 0.0f)) return "non-positive term weight";
     }
     return NULL;
@@ -350,7 +451,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     s->requests = requests;
     s->num_requests = n;
     s->submitted_at = now_ms();
-    uint32_t nq = 0, nterms = 0, hits = 0;
+    uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
         isn_gpu_request *r = &requests[i];
@@ -358,33 +459,94 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
         r->answered_by = ISN_GPU_ANSWERED_CPU;
         uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
         r->fallback_reason = device_refusal(b, r, num_docs);
-        if (r->fallback_reason == NULL && nterms + r->query->num_terms > b->max_terms)
-            r->fallback_reason = "batch term budget exhausted";
-        if (r->fallback_reason != NULL) continue;
-        gpu_query *q = &s->queries[nq];
-        q->term_begin = nterms;
-        q->num_terms = r->query->num_terms;
-        q->k = r->k;
-        q->and_mode = r->mode == ISN_MODE_AND;
-        q->range_top = gpu_range_top(r->k, index_docs);
-        q->hit_offset = hits;
-        for (uint32_t t = 0; t < r->query->num_terms; t++) {
-            const isn_query_term *qt = &r->query->terms[t];
-            isn_term_stats st;
-            isn_index_term_stats(b->index, qt->term_id, &st);
-            s->terms[nterms++] = (gpu_term){
-                .first_block = (uint32_t)st.first_block,
-                .num_blocks = st.num_blocks,
-                .df = st.df,
-                .weight = isn_bm25_idf(num_docs, qt->df) * (float)qt->count,
-                .payload_delta = b->term_delta[qt->term_id],
-            };
-        }
-        hits += r->k;
-        s->device_request[nq++] = i;
     }
-    s->batch = (gpu_batch){.queries = s->queries, .num_queries = nq, .terms = s->terms, .num_terms = nterms,
-                           .total_hits = hits, .results = s->results, .hits = s->hits};
+    /* range-path queries first, then the probed conjunctive ones (device.h). Candidates share one pool
+     * of max_batch * max_candidates: a range query takes max_candidates of it, a probed one as many as
+     * its driver list has postings (it cannot match more), so probing is exact for any driver that
+     * fits what the rest of the batch leaves. */
+    const uint64_t pool = (uint64_t)b->options.max_batch * b->options.max_candidates;
+    uint64_t pool_used = 0, pool_offset = 0;
+    for (int path = GPU_PATH_RANGES; path <= GPU_PATH_PROBE; path++) {
+        for (uint32_t i = 0; i < n; i++) {
+            isn_gpu_request *r = &requests[i];
+            if (r->fallback_reason != NULL) continue;
+            /* resident postings per term, and the coverage: below it every resident prefix is whole */
+            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs;
+            for (uint32_t t = 0; t < r->query->num_terms; t++) {
+                uint32_t id = r->query->terms[t].term_id;
+                isn_term_stats st;
+                isn_index_term_stats(b->index, id, &st);
+                uint32_t df = st.df;
+                if (b->term_blocks[id] < st.num_blocks) {
+                    df = b->term_blocks[id] * ISN_BLOCK_SIZE;
+                    uint32_t covered = b->index_blocks[st.first_block + b->term_blocks[id] - 1].last_doc + 1;
+                    limit = covered < limit ? covered : limit;
+                }
+                if (df < driver_df) {
+                    driver_df = df;
+                    driver = t;
+                }
+            }
+            int wanted = GPU_PATH_RANGES;
+            if (path == GPU_PATH_RANGES) {
+                /* decided once, in the first round, in request order */
+                uint64_t rest = (uint64_t)(n - i - 1) * b->options.max_candidates;
+                bool probe = r->mode == ISN_MODE_AND && !b->no_probe && pool_used + driver_df + rest <= pool;
+                s->path_of[i] = probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
+                pool_used += probe ? driver_df : b->options.max_candidates;
+            }
+            wanted = s->path_of[i];
+            if (wanted != path) continue;
+            if (nterms + r->query->num_terms > b->max_terms) {
+                r->fallback_reason = "batch term budget exhausted";
+                continue;
+            }
+            uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
+            gpu_query *q = &s->queries[nq];
+            q->term_begin = nterms;
+            q->num_terms = r->query->num_terms;
+            q->k = r->k;
+            q->and_mode = r->mode == ISN_MODE_AND;
+            q->range_top = gpu_range_top(r->k, index_docs);
+            q->hit_offset = hits;
+            q->path = (uint32_t)path;
+            q->driver = driver;
+            q->doc_limit = limit;
+            q->cand_cap = path == GPU_PATH_PROBE ? (driver_df ? driver_df : 1) : b->options.max_candidates;
+            q->cand_offset = (uint32_t)pool_offset;
+            pool_offset += q->cand_cap;
+            float min_weight = INFINITY;
+            double weight_sum = 0.0;
+            for (uint32_t t = 0; t < r->query->num_terms; t++) {
+                const isn_query_term *qt = &r->query->terms[t];
+                isn_term_stats st;
+                isn_index_term_stats(b->index, qt->term_id, &st);
+                uint32_t resident = b->term_blocks[qt->term_id];
+                s->terms[nterms++] = (gpu_term){
+                    .first_block = (uint32_t)st.first_block,
+                    .num_blocks = resident,
+                    /* a cut list's resident blocks are all full */
+                    .df = resident < st.num_blocks ? resident * ISN_BLOCK_SIZE : st.df,
+                    .weight = isn_bm25_idf(num_docs, qt->df) * (float)qt->count,
+                    .payload_delta = b->term_delta[qt->term_id],
+                };
+                float w = s->terms[nterms - 1].weight;
+                min_weight = w < min_weight ? w : min_weight;
+                weight_sum += w;
+            }
+            q->fixed_shift = b->options.double_accumulators
+                                 ? 0
+                                 : gpu_fixed_shift(min_weight, weight_sum, b->k1_plus_1, b->max_norm);
+            q->reserved = 0;
+            hits += r->k;
+            s->device_request[nq++] = i;
+        }
+        if (path == GPU_PATH_RANGES) num_range = nq;
+    }
+    s->batch = (gpu_batch){.queries = s->queries, .num_queries = nq, .num_range_queries = num_range,
+                           .terms = s->terms, .num_terms = nterms, .total_hits = hits,
+                           .total_candidates = (uint32_t)pool_offset, .results = s->results,
+                           .hits = s->hits};
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
@@ -433,6 +595,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.ms_threshold_pass = timing.ms_threshold_pass;
             st.ms_select_threshold = timing.ms_select_threshold;
             st.ms_score_pass = timing.ms_score_pass;
+            st.ms_and_probe = timing.ms_and_probe;
             st.ms_sort = timing.ms_sort;
             st.ms_transfer_out = timing.ms_transfer_out;
             st.bytes_to_device = timing.bytes_to_device;
@@ -448,14 +611,27 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         }
         st.ranges_scored += res->ranges_scored;
         st.ranges_pruned += res->ranges_pruned;
+        st.ranges_rescored += res->ranges_rescored;
         st.postings_scored += res->postings_scored;
         st.candidates += res->candidates;
-        if (res->candidates > b->options.max_candidates) {
+        if (res->candidates > s->queries[q].cand_cap) {
             r->fallback_reason = "candidate overflow";
             continue;
         }
         memcpy(r->hits, s->hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
         r->num_hits = res->num_hits;
+        if (s->queries[q].doc_limit < isn_index_get_info(b->index)->num_docs) {
+            /* resident prefixes answered the documents below the limit; the CPU scores the rest */
+            const gpu_query *gq = &s->queries[q];
+            for (uint32_t t = 0; t < gq->num_terms; t++) b->weights[t] = s->terms[gq->term_begin + t].weight;
+            uint64_t postings = 0;
+            uint32_t n = prefix_complete(b->completion, r->query, b->weights, r->mode == ISN_MODE_AND, r->k,
+                                         gq->doc_limit, b->suffix_hits, &postings);
+            r->num_hits = prefix_merge(r->hits, r->num_hits, b->suffix_hits, n, r->k, b->merge_scratch);
+            b->health.queries_prefix++;
+            st.prefix_queries++;
+            st.prefix_cpu_postings += postings;
+        }
         r->answered_by = ISN_GPU_ANSWERED_DEVICE;
         r->fallback_reason = NULL;
         st.device_queries++;
@@ -488,5 +664,32 @@ int isn_gpu_search_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t
 }
 
 void isn_gpu_health_get(const isn_gpu_backend *b, isn_gpu_health *health) { *health = b->health; }
+
+size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels, char *buf, size_t len) {
+    const char *l = labels ? labels : "";
+    int n = snprintf(buf, len,
+                     "isn_gpu_ready{%s} %d\n"
+                     "isn_gpu_healthy{%s} %d\n"
+                     "isn_gpu_warmup_ms{%s} %.3f\n"
+                     "isn_gpu_index_bytes{%s} %llu\n"
+                     "isn_gpu_bytes_resident{%s} %llu\n"
+                     "isn_gpu_terms_total{%s} %u\n"
+                     "isn_gpu_terms_resident{%s} %u\n"
+                     "isn_gpu_terms_prefix{%s} %u\n"
+                     "isn_gpu_batches_total{%s} %llu\n"
+                     "isn_gpu_queries_device_total{%s} %llu\n"
+                     "isn_gpu_queries_cpu_total{%s} %llu\n"
+                     "isn_gpu_queries_not_resident_total{%s} %llu\n"
+                     "isn_gpu_queries_prefix_total{%s} %llu\n"
+                     "isn_gpu_device_errors_total{%s} %llu\n"
+                     "isn_gpu_bytes_transferred_total{%s} %llu\n",
+                     l, h->ready, l, h->healthy, l, h->warmup_ms, l, (unsigned long long)h->index_bytes, l,
+                     (unsigned long long)h->bytes_resident, l, h->terms_total, l, h->terms_resident, l, h->terms_prefix, l,
+                     (unsigned long long)h->batches, l, (unsigned long long)h->queries_device, l,
+                     (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,
+                     (unsigned long long)h->queries_prefix, l, (unsigned long long)h->device_errors, l,
+                     (unsigned long long)h->bytes_transferred);
+    return n < 0 ? 0 : (size_t)n;
+}
 
 void isn_gpu_inject_fault(isn_gpu_backend *b) { b->fault_armed = true; }

@@ -1,12 +1,35 @@
 // The CUDA device: the partition resident in device memory, and per batch a fixed sequence on one stream:
-// copy the batch in, a threshold pass (every (query, range) block reports its best scores), the k-th best
-// of those per query (a lower bound of the answer's k-th score), a scoring pass that skips ranges by
-// their block-max bound and keeps documents at or above the threshold, a segmented sort of the
-// candidates, and one copy of all results back. Decode is fused into both passes: blocks are decoded
-// by warps straight into a shared-memory accumulator of the range, never into global memory.
+//  1. copy the batch in;
+//  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
+//     its range_top best documents (score desc, doc asc) as candidate keys;
+//  3. the k-th best report per query is the threshold theta (a lower bound of the answer's k-th score:
+//     reports are scores of distinct documents); the reports at or above theta are candidates, and a
+//     range whose every report reaches theta (it may hold more such documents) goes on a work list;
+//  4. rescore pass: only the ranges of the work list (almost none when range_top fits k, see
+//     gpu_range_top) are scored again and give every document at or above theta;
+//  5. conjunctive queries with a short enough shortest list skip 2-4: their shortest list's documents
+//     are probed into the other lists, skipping blocks by their metadata;
+//  6. a segmented sort of the candidates, and one copy of all results back.
+// Decode is fused into the consumers: blocks are decoded by warps straight into the accumulator (or the
+// probe), never into global memory.
+//
+// Why one pruned range kernel serves OR, WAND, BMW and MaxScore: the answer does not depend on the
+// algorithm, only the work does. On the CPU WAND/BMW skip postings one pivot at a time with a threshold
+// that rises as the heap fills; on the GPU a whole range is decoded by 16 warps in the time one pivot
+// step takes, and the report pass already gives the threshold a finished WAND run would end with, for
+// the price of one dense pass, after which almost no range is scored twice: measured on the 20M synthetic
+// partition (H200, 4,096 logged queries, 2,442 ranges each), 2.2 ranges per query are rescored at k = 1000
+// and 0.02 at k = 10, the rescore pass and the threshold selection take 0.3% of the batch (0.13 of 43 ms
+// at 256 queries); and the first version's second pass, which skipped ranges whose block-max bound was
+// below the final threshold, skipped 0% of them on that log. So a shared WAND/BMW threshold skips no
+// range there and saves at most the rescore; what it could still save is blocks inside a range whose
+// block max cannot lift a document over the threshold, not tried (an open item). Per-posting pivoting inside a range would make lanes diverge and serialize on the
+// cursor order; the block-max skip is kept where it pays (AND probing, and range skipping when a term
+// has no block in a range).
 #include <cuda_runtime.h>
 #include <cub/device/device_segmented_sort.cuh>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -18,9 +41,15 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kDocsPerThread = GPU_RANGE_DOCS / kThreads;
-constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + GPU_RANGE_DOCS; // accumulator + match counts
-constexpr int kEvents = 7;
+constexpr int kSlotsPerLane = GPU_RANGE_DOCS / kThreads;
+// accumulator, then a region that holds the AND match counts while scoring and the per-warp report
+// lists while selecting
+constexpr size_t kAuxBytes = GPU_RANGE_DOCS;
+constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + kAuxBytes;
+static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kAuxBytes, "report lists fit the aux region");
+constexpr int kProbeThreads = 256;
+constexpr int kProbeWarps = kProbeThreads / 32;
+constexpr int kEvents = 8;
 
 struct stream_buffers {
     cudaStream_t stream;
@@ -29,9 +58,11 @@ struct stream_buffers {
     gpu_term *d_terms;
     gpu_query_result *d_results; // followed by the hits: one region, one copy back
     isn_hit *d_hits;
-    uint32_t *d_range_keys;
+    uint64_t *d_reports;
     uint32_t *d_theta;
     uint32_t *d_cand_count;
+    uint2 *d_work;
+    uint32_t *d_work_count;
     uint64_t *d_cands, *d_cands_sorted;
     int *d_seg_begin, *d_seg_end;
     void *d_sort_temp;
@@ -48,16 +79,18 @@ struct range_args {
     const float *norms;
     uint32_t num_docs;
     uint32_t num_ranges;
+    uint32_t ranges_per_block;
     float k1_plus_1;
     const gpu_query *queries;
     const gpu_term *terms;
     gpu_query_result *results;
-    uint32_t *range_keys; // [query][range][key_stride]
-    uint32_t key_stride;
+    uint64_t *reports; // [query][range][report_stride]
+    uint32_t report_stride;
     const uint32_t *theta;
-    uint64_t *cands; // [query][cand_cap]
+    uint64_t *cands; // the pool: query q's segment at queries[q].cand_offset
     uint32_t *cand_count;
-    uint32_t cand_cap;
+    uint2 *work; // (query, range) pairs for the rescore pass
+    uint32_t *work_count;
 };
 
 __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
@@ -70,23 +103,43 @@ __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
     return v;
 }
 
-__device__ __forceinline__ uint64_t block_max_u64(uint64_t v, uint64_t *scratch) {
+__device__ __forceinline__ uint64_t warp_min_u64(uint64_t v) {
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) {
         uint64_t other = __shfl_xor_sync(0xFFFFFFFFu, v, d);
-        v = other > v ? other : v;
-    }
-    const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < kWarps ? scratch[lane] : 0;
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-        uint64_t other = __shfl_xor_sync(0xFFFFFFFFu, v, d);
-        v = other > v ? other : v;
+        v = other < v ? other : v;
     }
     return v;
+}
+
+__device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+// First block in [lo, hi) whose last doc >= target, hi when none; all 32 lanes call it and get the
+// answer. A 33-way search: each round one independent load per lane instead of a chain of dependent
+// loads (the latency of a binary search is what limited the first version).
+__device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, uint32_t hi, uint32_t target) {
+    const uint32_t lane = threadIdx.x & 31u;
+    while (hi - lo > 32u) {
+        const uint32_t span = hi - lo;
+        const uint32_t p = lo + (uint32_t)(((uint64_t)(lane + 1) * span) / 33u);
+        const uint32_t mask = __ballot_sync(0xFFFFFFFFu, __ldg(&blocks[p].last_doc) >= target);
+        if (mask == 0) {
+            lo = __shfl_sync(0xFFFFFFFFu, p, 31) + 1;
+        } else {
+            const int f = __ffs(mask) - 1;
+            const uint32_t at = __shfl_sync(0xFFFFFFFFu, p, f);
+            const uint32_t before = __shfl_sync(0xFFFFFFFFu, p, f > 0 ? f - 1 : 0);
+            lo = f > 0 ? before + 1 : lo;
+            hi = at + 1;
+        }
+    }
+    const uint32_t p = lo + lane;
+    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, p < hi && __ldg(&blocks[p].last_doc) >= target);
+    return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
 }
 
 __device__ __forceinline__ void patch_exceptions(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t lane,
@@ -103,156 +156,295 @@ __device__ __forceinline__ void patch_exceptions(const uint8_t *in, gpu_block_he
     }
 }
 
-template <bool kScorePass>
-__global__ void __launch_bounds__(kThreads) range_kernel(range_args a) {
-    extern __shared__ double acc[];
-    uint32_t *matches = reinterpret_cast<uint32_t *>(acc + GPU_RANGE_DOCS); // four 8-bit counts a word
-    __shared__ uint32_t s_first[GPU_MAX_TERMS], s_count[GPU_MAX_TERMS];
-    __shared__ double s_bound[GPU_MAX_TERMS];
-    __shared__ gpu_term s_terms[GPU_MAX_TERMS];
-    __shared__ uint32_t s_items;
-    __shared__ int s_skip;
-    __shared__ uint64_t s_scratch[kWarps];
+// Block b of a list decoded by one warp: lane l gets values 4l..4l+3 (docs and tf - 1), valid below n.
+__device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, const isn_block_meta *blocks,
+                                                      const gpu_term &term, uint32_t b, uint32_t docs[4],
+                                                      uint32_t freqs[4]) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
+    const uint8_t *in = payload + (int64_t)__ldg(&blocks[b].offset) + term.payload_delta;
+    const uint32_t base = b ? __ldg(&blocks[b - 1].last_doc) : UINT32_MAX;
+    const gpu_block_header dh = gpu_read_header(in);
+    const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
+    const gpu_block_header fh = gpu_read_header(freq_in);
+    uint32_t gaps[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t i = 4 * lane + j;
+        gaps[j] = i < n ? gpu_packed_value(in + dh.header_bytes, n, dh.bits, i) : 0u;
+        freqs[j] = i < n ? gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i) : 0u;
+    }
+    if (dh.exceptions) patch_exceptions(in, dh, n, lane, gaps);
+    if (fh.exceptions) patch_exceptions(freq_in, fh, n, lane, freqs);
+    uint32_t local = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        gaps[j] = 4 * lane + j < n ? gaps[j] + 1u : 0u;
+        local += gaps[j];
+    }
+    uint32_t doc = base + (warp_inclusive_sum(local) - local);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        doc += gaps[j];
+        docs[j] = doc;
+    }
+    return n;
+}
 
-    const uint32_t q = blockIdx.y, r = blockIdx.x, tid = threadIdx.x;
-    const gpu_query query = a.queries[q];
-    const uint32_t lo = r * GPU_RANGE_DOCS;
-    const uint32_t hi = lo + GPU_RANGE_DOCS < a.num_docs ? lo + GPU_RANGE_DOCS : a.num_docs;
+struct range_shared {
+    gpu_term terms[GPU_MAX_TERMS];
+    uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
+    uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
+    uint32_t items;
+    int skip;
+};
+
+// Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term).
+// With `cursor`, the block spans continue from the previous range of the same block (r = previous + 1,
+// terms fit one chunk). Returns false when the range was skipped (acc untouched); all threads agree.
+__device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
+                            bool cursor, double *acc, uint8_t *matches, range_shared &s) {
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms;
-
-    if (tid < nt) {
-        gpu_term term = a.terms[query.term_begin + tid];
-        s_terms[tid] = term;
-        const isn_block_meta *blocks = a.blocks + term.first_block;
-        uint32_t first, end;
-        gpu_blocks_in_range(blocks, term.num_blocks, lo, hi, &first, &end);
-        float max_part = 0.0f;
-        for (uint32_t k = first; k < end; k++) max_part = fmaxf(max_part, blocks[k].max_tf_part);
-        s_first[tid] = first;
-        s_count[tid] = end - first;
-        s_bound[tid] = (double)(term.weight * max_part);
-    }
-    __syncthreads();
-    if (tid == 0) {
-        int skip = 0;
-        double bound = 0.0;
-        uint32_t items = 0;
-        for (uint32_t t = 0; t < nt; t++) {
-            if (query.and_mode && s_count[t] == 0) skip = 1;
-            bound += s_bound[t];
-            items += s_count[t];
-        }
-        if (kScorePass && !skip) {
-            uint32_t theta = a.theta[q];
-            if (theta != 0 && bound * GPU_BOUND_SLACK < (double)__uint_as_float(theta)) skip = 1;
-        }
-        if (items == 0) skip = 1;
-        s_skip = skip;
-        s_items = items;
-        if (skip && kScorePass) atomicAdd(&a.results[q].ranges_pruned, 1u);
-        if (!skip) atomicAdd(&a.results[q].ranges_scored, 1u);
-    }
-    __syncthreads();
-    uint32_t *keys_out = a.range_keys + ((size_t)q * a.num_ranges + r) * a.key_stride;
-    if (s_skip) {
-        if (!kScorePass && tid < query.range_top) keys_out[tid] = 0;
-        return;
-    }
-    for (uint32_t i = tid; i < GPU_RANGE_DOCS; i += kThreads) acc[i] = 0.0;
-    for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) matches[i] = 0;
-    __syncthreads();
-
-    const uint32_t warp = tid >> 5, lane = tid & 31u;
+    bool zeroed = false;
     uint32_t scored = 0;
-    for (uint32_t item = warp; item < s_items; item += kWarps) {
-        uint32_t t = 0, rem = item;
-        while (rem >= s_count[t]) rem -= s_count[t++];
-        const gpu_term term = s_terms[t];
-        const isn_block_meta *blocks = a.blocks + term.first_block;
-        const uint32_t b = s_first[t] + rem;
-        const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
-        const uint8_t *in = a.payload + (int64_t)blocks[b].offset + term.payload_delta;
-        const gpu_block_header dh = gpu_read_header(in);
-        const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
-        const gpu_block_header fh = gpu_read_header(freq_in);
-        uint32_t gaps[4], freqs[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint32_t i = 4 * lane + j;
-            gaps[j] = i < n ? gpu_packed_value(in + dh.header_bytes, n, dh.bits, i) : 0u;
-            freqs[j] = i < n ? gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i) : 0u;
-        }
-        if (dh.exceptions) patch_exceptions(in, dh, n, lane, gaps);
-        if (fh.exceptions) patch_exceptions(freq_in, fh, n, lane, freqs);
-        uint32_t step[4], local = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            step[j] = 4 * lane + j < n ? gaps[j] + 1u : 0u;
-            local += step[j];
-        }
-        uint32_t doc = (b ? blocks[b - 1].last_doc : UINT32_MAX) + (warp_inclusive_sum(local) - local);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            doc += step[j];
-            if (4 * lane + j < n && doc >= lo && doc < hi) {
-                float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, a.norms[doc]);
-                atomicAdd(&acc[doc - lo], (double)c);
-                atomicAdd(&matches[(doc - lo) >> 2], 1u << (8u * ((doc - lo) & 3u)));
-                scored++;
+    const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
+    for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
+        const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
+        // block spans of this chunk's terms, one warp per term
+        for (uint32_t t = warp; t < cn; t += kWarps) {
+            gpu_term term;
+            if (!cursor) term = a.terms[query.term_begin + c0 + t];
+            else term = s.terms[t];
+            const isn_block_meta *blocks = a.blocks + term.first_block;
+            const uint32_t nb = term.num_blocks;
+            uint32_t first;
+            if (cursor) {
+                const uint32_t lb = s.lb[t];
+                first = lb < nb && __ldg(&blocks[lb].last_doc) >= lo ? lb : (lb < nb ? lb + 1 : nb);
+            } else {
+                first = warp_lower_block(blocks, 0, nb, lo);
+            }
+            // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
+            const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
+            uint32_t lb = warp_lower_block(blocks, first, window, hi - 1);
+            if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+            if (lane == 0) {
+                if (!cursor) s.terms[t] = term;
+                s.first[t] = first;
+                const uint32_t end = lb < nb ? lb + 1 : nb;
+                s.count[t] = end > first ? end - first : 0;
+                s.lb[t] = lb;
             }
         }
+        __syncthreads();
+        if (tid == 0) {
+            int skip = 0;
+            uint32_t items = 0;
+            for (uint32_t t = 0; t < cn; t++) {
+                if (query.and_mode && s.count[t] == 0) skip = 1;
+                items += s.count[t];
+            }
+            // a disjunctive range is skipped only when no chunk has postings in it (decided below)
+            s.skip = query.and_mode ? skip || items == 0 : 0;
+            s.items = items;
+        }
+        __syncthreads();
+        if (s.skip) return false; // AND: one chunk only, acc untouched
+        const uint32_t items = s.items;
+        if (items == 0) {
+            __syncthreads();
+            continue;
+        }
+        if (!zeroed) {
+            double2 *acc2 = reinterpret_cast<double2 *>(acc);
+            for (uint32_t i = tid; i < (hi - lo + 1) / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+            if (query.and_mode)
+                for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
+            zeroed = true;
+            __syncthreads();
+        }
+        for (uint32_t item = warp; item < items; item += kWarps) {
+            uint32_t t = 0, rem = item;
+            while (rem >= s.count[t]) rem -= s.count[t++];
+            const gpu_term term = s.terms[t];
+            const uint32_t b = s.first[t] + rem;
+            uint32_t docs[4], freqs[4];
+            const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t doc = docs[j];
+                if (4 * lane + j < n && doc >= lo && doc < hi) {
+                    float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, __ldg(&a.norms[doc]));
+                    if (query.fixed_shift)
+                        atomicAdd(reinterpret_cast<unsigned long long *>(acc) + (doc - lo),
+                                  (unsigned long long)__double2ll_rn((double)c * scale));
+                    else
+                        atomicAdd(&acc[doc - lo], (double)c);
+                    if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + ((doc - lo) >> 2), 1u << (8u * ((doc - lo) & 3u)));
+                    scored++;
+                }
+            }
+        }
+        __syncthreads();
     }
     for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
     if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
-    __syncthreads();
+    if (!zeroed) return false; // OR with no postings in any chunk
+    if (query.and_mode) {
+        for (uint32_t i = tid; i < hi - lo; i += kThreads)
+            if (matches[i] < nt) acc[i] = 0.0;
+        __syncthreads();
+    }
+    return true;
+}
 
-    const uint32_t need = query.and_mode ? nt : 1u;
-    uint32_t keys[kDocsPerThread];
-#pragma unroll
-    for (int j = 0; j < kDocsPerThread; j++) {
-        uint32_t i = j * kThreads + tid;
-        uint32_t count = (matches[i >> 2] >> (8u * (i & 3u))) & 0xFFu;
-        keys[j] = i < hi - lo && count >= need ? __float_as_uint((float)acc[i]) : 0u;
+// The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
+// inv_scale: 0 for double accumulators, else 2^-fixed_shift (integer ones).
+__device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
+    if (i >= n) return GPU_NO_CANDIDATE;
+    double v = acc[i];
+    if (inv_scale != 0.0) v = (double)__double_as_longlong(v) * inv_scale;
+    return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
+}
+
+// Lowest candidate key among the lane's slots above `above`.
+__device__ __forceinline__ uint64_t lane_next(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
+                                              double inv_scale) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t best = GPU_NO_CANDIDATE;
+#pragma unroll 4
+    for (int j = 0; j < kSlotsPerLane; j++) {
+        uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        if (c > above && c < best) best = c;
     }
-    if (!kScorePass) {
-        // m rounds of "best below the previous pick", by (key desc, position asc)
-        uint64_t previous = ~0ull;
-        for (uint32_t m = 0; m < query.range_top; m++) {
-            uint64_t best = 0;
-#pragma unroll
-            for (int j = 0; j < kDocsPerThread; j++) {
-                uint32_t i = j * kThreads + tid;
-                uint64_t composite = keys[j] ? ((uint64_t)keys[j] << 32) | (0xFFFFFFFFu - i) : 0ull;
-                if (composite < previous && composite > best) best = composite;
-            }
-            best = block_max_u64(best, s_scratch);
-            if (tid == 0) keys_out[m] = (uint32_t)(best >> 32);
-            previous = best;
+    return best;
+}
+
+// Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
+// Each warp selects its m best (a lane keeps its best two and rescans its slots only when both were
+// taken), then warp 0 merges the 16 sorted lists.
+__device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
+                             uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
+#pragma unroll 4
+    for (int j = 0; j < kSlotsPerLane; j++) {
+        uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        if (c < first) {
+            second = first;
+            first = c;
+        } else if (c < second) {
+            second = c;
         }
-        return;
     }
-    const uint32_t theta = a.theta[q];
-    uint64_t *cands = a.cands + (size_t)q * a.cand_cap;
-#pragma unroll
-    for (int j = 0; j < kDocsPerThread; j++) {
-        uint32_t i = j * kThreads + tid;
-        bool keep = keys[j] != 0 && keys[j] >= theta;
-        uint32_t mask = __ballot_sync(0xFFFFFFFFu, keep);
-        if (mask == 0) continue;
-        uint32_t base = 0;
-        if (lane == 0) base = atomicAdd(&a.cand_count[q], (uint32_t)__popc(mask));
-        base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        if (keep) {
-            uint32_t at = base + __popc(mask & ((1u << lane) - 1u));
-            if (at < a.cand_cap) cands[at] = gpu_candidate_key(keys[j], lo + i);
+    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t w = warp_min_u64(first);
+        if (lane == 0) mine[round] = w;
+        if (w == GPU_NO_CANDIDATE) {
+            for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
+            break;
+        }
+        if (first == w) {
+            first = second;
+            second = first == GPU_NO_CANDIDATE || round + 2 >= m ? GPU_NO_CANDIDATE : lane_next(acc, lo, n, first, inv_scale);
+        }
+    }
+    __syncthreads();
+    if (warp == 0) {
+        uint32_t at = 0;
+        for (uint32_t round = 0; round < m; round++) {
+            const uint64_t v = lane < kWarps && at < m ? lists[lane * GPU_MAX_RANGE_TOP + at] : GPU_NO_CANDIDATE;
+            const uint64_t w = warp_min_u64(v);
+            if (lane == 0) out[round] = w;
+            if (v == w && w != GPU_NO_CANDIDATE) at++;
         }
     }
 }
 
-// The k-th largest of the keys the ranges reported (0 when fewer than k were reported): radix select,
+// Report pass: block (x, q) scores ranges [x * rpb, x * rpb + rpb) of range query q in order, carrying
+// each term's block cursor from range to range. kMinBlocks trades registers for resident blocks
+// (ISN_GPU_REPORT_BLOCKS picks one at run time, for measuring).
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args a) {
+    extern __shared__ double acc[];
+    uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
+    __shared__ range_shared s;
+    const uint32_t q = blockIdx.y;
+    const gpu_query query = a.queries[q];
+    const uint32_t m = query.range_top;
+    const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+    const uint32_t r0 = blockIdx.x * a.ranges_per_block;
+    const uint32_t r1 = r0 + a.ranges_per_block < a.num_ranges ? r0 + a.ranges_per_block : a.num_ranges;
+    uint32_t scored = 0, pruned = 0;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    for (uint32_t r = r0; r < r1; r++) {
+        const uint32_t lo = r * GPU_RANGE_DOCS;
+        const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        __syncthreads(); // the previous range's lists and shared spans are consumed
+        const bool cursor = r > r0 && query.num_terms <= GPU_MAX_TERMS;
+        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, acc, aux, s)) {
+            for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
+            pruned++;
+            continue;
+        }
+        scored++;
+        report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+    }
+    if (threadIdx.x == 0) {
+        if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+    }
+}
+
+// Rescore pass over the work list: every document at or above the threshold is a candidate.
+__global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
+    extern __shared__ double acc[];
+    uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
+    __shared__ range_shared s;
+    const uint32_t work = *a.work_count;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    for (uint32_t item = blockIdx.x; item < work; item += gridDim.x) {
+        const uint2 w = a.work[item];
+        const uint32_t q = w.x, r = w.y;
+        const gpu_query query = a.queries[q];
+        const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+        const uint32_t lo = r * GPU_RANGE_DOCS;
+        const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        __syncthreads();
+        if (!score_range(a, query, q, lo, hi, false, acc, aux, s)) continue;
+        if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
+        const uint32_t theta = a.theta[q];
+        const double inv_scale =
+            query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+        uint64_t *cands = a.cands + query.cand_offset;
+        for (int j = 0; j < kSlotsPerLane; j++) {
+            const uint32_t i = warp * (kSlotsPerLane * 32) + j * 32 + lane;
+            const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale);
+            const bool keep = c != GPU_NO_CANDIDATE && ~(uint32_t)(c >> 32) >= theta;
+            const uint32_t mask = __ballot_sync(0xFFFFFFFFu, keep);
+            if (mask == 0) continue;
+            uint32_t base = 0;
+            if (lane == 0) base = atomicAdd(&a.cand_count[q], (uint32_t)__popc(mask));
+            base = __shfl_sync(0xFFFFFFFFu, base, 0);
+            if (keep) {
+                const uint32_t at = base + __popc(mask & ((1u << lane) - 1u));
+                if (at < query.cand_cap) cands[at] = c;
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
+    return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
+}
+
+// The k-th largest reported score key (0 when fewer than k documents were reported): radix select,
 // 8 bits a round.
-__global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries, const uint32_t *range_keys,
-                                                        uint32_t num_ranges, uint32_t key_stride, uint32_t *theta) {
+__global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                        uint32_t num_ranges, uint32_t stride, uint32_t *theta) {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t s_prefix, s_remaining;
     const uint32_t q = blockIdx.x;
@@ -263,7 +455,7 @@ __global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries
         if (threadIdx.x == 0) theta[q] = 0;
         return;
     }
-    const uint32_t *keys = range_keys + (size_t)q * num_ranges * key_stride;
+    const uint64_t *mine = reports + (size_t)q * num_ranges * stride;
     if (threadIdx.x == 0) {
         s_prefix = 0;
         s_remaining = query.k;
@@ -274,7 +466,7 @@ __global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries
         __syncthreads();
         const uint32_t prefix = s_prefix;
         for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
-            uint32_t key = keys[(i / m) * key_stride + i % m];
+            uint32_t key = report_score_key(mine[(i / m) * stride + i % m]);
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
         }
         __syncthreads();
@@ -293,26 +485,169 @@ __global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries
     if (threadIdx.x == 0) theta[q] = s_prefix;
 }
 
-__global__ void segments_kernel(const uint32_t *cand_count, uint32_t cand_cap, uint32_t num_queries, int *begin,
+// Reports at or above theta become candidates; ranges whose every report reaches theta go on the
+// rescore work list instead (their reports are not taken: the rescore gives all their candidates).
+__global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                      uint32_t num_ranges, uint32_t stride, const uint32_t *theta,
+                                                      uint64_t *cands, uint32_t *cand_count, uint2 *work,
+                                                      uint32_t *work_count) {
+    __shared__ uint32_t s_count;
+    const uint32_t q = blockIdx.x;
+    const uint32_t m = queries[q].range_top;
+    const uint32_t cand_cap = queries[q].cand_cap;
+    const uint32_t th = theta[q];
+    if (threadIdx.x == 0) s_count = 0;
+    __syncthreads();
+    uint64_t *out = cands + queries[q].cand_offset;
+    for (uint32_t r = threadIdx.x; r < num_ranges; r += blockDim.x) {
+        const uint64_t *rep = reports + ((size_t)q * num_ranges + r) * stride;
+        const uint32_t last = report_score_key(rep[m - 1]);
+        if (last != 0 && last >= th) {
+            uint32_t at = atomicAdd(work_count, 1u);
+            work[at] = make_uint2(q, r);
+            continue;
+        }
+        for (uint32_t j = 0; j < m; j++) {
+            const uint64_t c = rep[j];
+            const uint32_t key = report_score_key(c);
+            if (key == 0 || key < th) break;
+            uint32_t at = atomicAdd(&s_count, 1u);
+            if (at < cand_cap) out[at] = c;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) cand_count[q] = s_count;
+}
+
+struct probe_args {
+    const uint8_t *payload;
+    const isn_block_meta *blocks;
+    const float *norms;
+    float k1_plus_1;
+    const gpu_query *queries; // the probe queries
+    const gpu_term *terms;
+    gpu_query_result *results;
+    uint64_t *cands; // the pool
+    uint32_t *cand_count;
+};
+
+// Conjunctive queries: each warp decodes one block of the driver (shortest) list, then for every other
+// term finds, by the block metadata alone, the blocks that can hold its surviving documents, decodes
+// only those, and looks the documents up; a document missing from any list is dropped.
+__global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
+    __shared__ uint32_t s_docs[kProbeWarps][ISN_BLOCK_SIZE];
+    __shared__ uint32_t s_freqs[kProbeWarps][ISN_BLOCK_SIZE];
+    const uint32_t q = blockIdx.y;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const gpu_query query = a.queries[q];
+    const gpu_term driver = a.terms[query.term_begin + query.driver];
+    const isn_block_meta *dblocks = a.blocks + driver.first_block;
+    uint32_t *wdocs = s_docs[warp], *wfreqs = s_freqs[warp];
+    uint64_t scored = 0;
+    for (uint32_t db = blockIdx.x * kProbeWarps + warp; db < driver.num_blocks; db += gridDim.x * kProbeWarps) {
+        uint32_t docs[4], freqs[4];
+        const uint32_t n = warp_decode_block(a.payload, dblocks, driver, db, docs, freqs);
+        double score[4];
+        bool alive[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            alive[j] = 4 * lane + j < n && docs[j] < query.doc_limit;
+            score[j] = alive[j] ? (double)gpu_term_contribution(driver.weight, a.k1_plus_1, freqs[j] + 1u,
+                                                                 __ldg(&a.norms[docs[j]]))
+                                : 0.0;
+            scored += alive[j];
+        }
+        for (uint32_t t = 0; t < query.num_terms; t++) {
+            if (t == query.driver) continue;
+            if (!__any_sync(0xFFFFFFFFu, alive[0] | alive[1] | alive[2] | alive[3])) break;
+            const gpu_term term = a.terms[query.term_begin + t];
+            const isn_block_meta *blocks = a.blocks + term.first_block;
+            bool pending[4] = {alive[0], alive[1], alive[2], alive[3]};
+            uint32_t from = 0;
+            for (;;) {
+                uint32_t mine = UINT32_MAX;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (pending[j]) mine = min(mine, docs[j]);
+                const uint32_t target = warp_min_u32(mine);
+                if (target == UINT32_MAX) break;
+                const uint32_t b = warp_lower_block(blocks, from, term.num_blocks, target);
+                if (b == term.num_blocks) {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) alive[j] = alive[j] && !pending[j];
+                    break;
+                }
+                from = b + 1;
+                const uint32_t last = __ldg(&blocks[b].last_doc);
+                uint32_t bdocs[4], bfreqs[4];
+                const uint32_t bn = warp_decode_block(a.payload, blocks, term, b, bdocs, bfreqs);
+                __syncwarp();
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    wdocs[4 * lane + j] = 4 * lane + j < bn ? bdocs[j] : UINT32_MAX;
+                    wfreqs[4 * lane + j] = bfreqs[j];
+                }
+                __syncwarp();
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if (!pending[j] || docs[j] > last) continue;
+                    pending[j] = false;
+                    uint32_t lo = 0, hi = bn;
+                    while (lo < hi) {
+                        uint32_t mid = (lo + hi) >> 1;
+                        if (wdocs[mid] < docs[j]) lo = mid + 1;
+                        else hi = mid;
+                    }
+                    if (lo < bn && wdocs[lo] == docs[j]) {
+                        score[j] += (double)gpu_term_contribution(term.weight, a.k1_plus_1, wfreqs[lo] + 1u,
+                                                                  __ldg(&a.norms[docs[j]]));
+                        scored++;
+                    } else {
+                        alive[j] = false;
+                    }
+                }
+            }
+        }
+        uint64_t *out = a.cands + query.cand_offset;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t mask = __ballot_sync(0xFFFFFFFFu, alive[j]);
+            if (mask == 0) continue;
+            uint32_t base = 0;
+            if (lane == 0) base = atomicAdd(&a.cand_count[q], (uint32_t)__popc(mask));
+            base = __shfl_sync(0xFFFFFFFFu, base, 0);
+            if (alive[j]) {
+                const uint32_t at = base + __popc(mask & ((1u << lane) - 1u));
+                if (at < query.cand_cap) out[at] = gpu_candidate_key(gpu_float_key((float)score[j]), docs[j]);
+            }
+        }
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+}
+
+__global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
                                 int *end) {
     uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= num_queries) return;
-    uint32_t n = cand_count[q] < cand_cap ? cand_count[q] : cand_cap;
-    begin[q] = (int)(q * cand_cap);
-    end[q] = (int)(q * cand_cap + n);
+    const uint32_t cap = queries[q].cand_cap;
+    uint32_t n = cand_count[q] < cap ? cand_count[q] : cap;
+    begin[q] = (int)queries[q].cand_offset;
+    end[q] = (int)(queries[q].cand_offset + n);
 }
 
 __global__ void gather_kernel(const gpu_query *queries, const uint64_t *sorted, const uint32_t *cand_count,
-                              uint32_t cand_cap, gpu_query_result *results, isn_hit *hits) {
+                              gpu_query_result *results, isn_hit *hits) {
     const uint32_t q = blockIdx.x;
     const uint32_t count = cand_count[q];
     const uint32_t k = queries[q].k;
+    const uint32_t cand_cap = queries[q].cand_cap;
     const uint32_t n = count > cand_cap ? 0 : (count < k ? count : k);
     if (threadIdx.x == 0) {
         results[q].num_hits = n;
         results[q].candidates = count;
     }
-    const uint64_t *mine = sorted + (size_t)q * cand_cap;
+    const uint64_t *mine = sorted + queries[q].cand_offset;
     isn_hit *out = hits + queries[q].hit_offset;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         uint64_t key = mine[i];
@@ -333,7 +668,9 @@ struct gpu_device {
     isn_block_meta *d_blocks;
     float *d_norms;
     uint32_t num_ranges;
-    uint32_t key_stride;
+    uint32_t report_stride;
+    uint32_t resident_blocks; // report/rescore blocks the device runs at once
+    int report_blocks;        // 2 or 3: which report_kernel
     stream_buffers streams[8];
 };
 
@@ -359,9 +696,11 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_queries);
         cudaFree(s->d_terms);
         cudaFree(s->d_results);
-        cudaFree(s->d_range_keys);
+        cudaFree(s->d_reports);
         cudaFree(s->d_theta);
         cudaFree(s->d_cand_count);
+        cudaFree(s->d_work);
+        cudaFree(s->d_work_count);
         cudaFree(s->d_cands);
         cudaFree(s->d_cands_sorted);
         cudaFree(s->d_seg_begin);
@@ -388,9 +727,11 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_terms, u->max_terms * sizeof(gpu_term)));
     CHECK(cudaMalloc(&s->d_results, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(u->max_batch));
-    CHECK(cudaMalloc(&s->d_range_keys, (size_t)u->max_batch * d->num_ranges * d->key_stride * sizeof(uint32_t)));
+    CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_theta, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_cand_count, u->max_batch * sizeof(uint32_t)));
+    CHECK(cudaMalloc(&s->d_work, (size_t)u->max_batch * d->num_ranges * sizeof(uint2)));
+    CHECK(cudaMalloc(&s->d_work_count, sizeof(uint32_t)));
     size_t cand_items = (size_t)u->max_batch * u->max_candidates;
     if (cand_items > (size_t)INT32_MAX) {
         snprintf(err, err_len, "max_batch * max_candidates (%zu) is above the sort's 2^31 limit", cand_items);
@@ -421,8 +762,14 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_norms, (u->num_docs ? u->num_docs : 1) * sizeof(float)));
     CHECK(cudaMemcpy(d->d_norms, u->norms, (size_t)u->num_docs * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaFuncSetAttribute(range_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(range_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
+    d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
+    CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3>, kThreads, kSharedBytes));
+    d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
     return 0;
@@ -438,7 +785,7 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
     d->upload = *upload;
     d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (d->num_ranges == 0) d->num_ranges = 1;
-    d->key_stride = gpu_range_top(upload->max_k, upload->num_docs);
+    d->report_stride = gpu_range_top(upload->max_k, upload->num_docs);
     if (upload->streams > 8 || open_device(d, err, err_len) != 0) {
         if (upload->streams > 8) snprintf(err, err_len, "CUDA device: at most 8 streams");
         cuda_close(d);
@@ -451,7 +798,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     const gpu_upload *u = &d->upload;
     stream_buffers *s = &d->streams[slot];
     cudaStream_t st = s->stream;
-    const uint32_t nq = batch->num_queries;
+    const uint32_t nq = batch->num_queries, nr = batch->num_range_queries, np = nq - nr;
     CHECK(cudaSetDevice(d->ordinal));
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
@@ -461,6 +808,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaMemcpyAsync(s->d_terms, s->h_stage + qbytes, tbytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemsetAsync(s->d_results, 0, nq * sizeof(gpu_query_result), st));
     CHECK(cudaMemsetAsync(s->d_cand_count, 0, nq * sizeof(uint32_t), st));
+    CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
     range_args a;
@@ -473,39 +821,77 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     a.queries = s->d_queries;
     a.terms = s->d_terms;
     a.results = s->d_results;
-    a.range_keys = s->d_range_keys;
-    a.key_stride = d->key_stride;
+    a.reports = s->d_reports;
+    a.report_stride = d->report_stride;
     a.theta = s->d_theta;
     a.cands = s->d_cands;
     a.cand_count = s->d_cand_count;
-    a.cand_cap = u->max_candidates;
-    dim3 grid(d->num_ranges, nq);
-    range_kernel<false><<<grid, kThreads, kSharedBytes, st>>>(a);
-    CHECK(cudaGetLastError());
+    a.work = s->d_work;
+    a.work_count = s->d_work_count;
+    // Ranges per block: enough blocks for four waves of the device, consecutive ranges otherwise (each
+    // block then follows its lists' blocks with a cursor instead of searching them).
+    uint64_t wanted = (uint64_t)d->resident_blocks * 4;
+    uint64_t per = nr ? ((uint64_t)d->num_ranges * nr) / wanted : 1;
+    a.ranges_per_block = per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
+    if (nr) {
+        dim3 grid((d->num_ranges + a.ranges_per_block - 1) / a.ranges_per_block, nr);
+        if (d->report_blocks == 2) report_kernel<2><<<grid, kThreads, kSharedBytes, st>>>(a);
+        else report_kernel<3><<<grid, kThreads, kSharedBytes, st>>>(a);
+        CHECK(cudaGetLastError());
+    }
     CHECK(cudaEventRecord(s->events[2], st));
-    threshold_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_range_keys, d->num_ranges, d->key_stride, s->d_theta);
-    CHECK(cudaGetLastError());
+    if (nr) {
+        threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta);
+        CHECK(cudaGetLastError());
+        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta,
+                                           s->d_cands, s->d_cand_count, s->d_work, s->d_work_count);
+        CHECK(cudaGetLastError());
+    }
     CHECK(cudaEventRecord(s->events[3], st));
-    range_kernel<true><<<grid, kThreads, kSharedBytes, st>>>(a);
-    CHECK(cudaGetLastError());
+    if (nr) {
+        rescore_kernel<<<d->resident_blocks, kThreads, kSharedBytes, st>>>(a);
+        CHECK(cudaGetLastError());
+    }
     CHECK(cudaEventRecord(s->events[4], st));
-    segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_cand_count, u->max_candidates, nq, s->d_seg_begin,
+    if (np) {
+        uint32_t most = 0;
+        for (uint32_t q = nr; q < nq; q++) {
+            const gpu_query *query = &batch->queries[q];
+            uint32_t blocks = batch->terms[query->term_begin + query->driver].num_blocks;
+            most = blocks > most ? blocks : most;
+        }
+        uint32_t gx = (most + kProbeWarps - 1) / kProbeWarps;
+        gx = gx < 1 ? 1 : gx > 1024 ? 1024 : gx;
+        probe_args p;
+        p.payload = d->d_payload;
+        p.blocks = d->d_blocks;
+        p.norms = d->d_norms;
+        p.k1_plus_1 = u->k1_plus_1;
+        p.queries = s->d_queries + nr;
+        p.terms = s->d_terms;
+        p.results = s->d_results + nr;
+        p.cands = s->d_cands;
+        p.cand_count = s->d_cand_count + nr;
+        probe_kernel<<<dim3(gx, np), kProbeThreads, 0, st>>>(p);
+        CHECK(cudaGetLastError());
+    }
+    CHECK(cudaEventRecord(s->events[5], st));
+    segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
                                                        s->d_seg_end);
     CHECK(cudaGetLastError());
     size_t temp = s->sort_temp_bytes;
     CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
-                                             (int)((size_t)nq * u->max_candidates), (int)nq, s->d_seg_begin,
+                                             (int)batch->total_candidates, (int)nq, s->d_seg_begin,
                                              s->d_seg_end, st));
-    gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, u->max_candidates,
-                                      s->d_results, s->d_hits);
+    gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
     CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(s->events[5], st));
+    CHECK(cudaEventRecord(s->events[6], st));
     // One copy back: the results, then the hits of every query.
     size_t rbytes = results_bytes(u->max_batch);
     CHECK(cudaMemcpyAsync(s->h_out, s->d_results, nq * sizeof(gpu_query_result), cudaMemcpyDeviceToHost, st));
     CHECK(cudaMemcpyAsync(s->h_out + rbytes, s->d_hits, (size_t)batch->total_hits * sizeof(isn_hit),
                           cudaMemcpyDeviceToHost, st));
-    CHECK(cudaEventRecord(s->events[6], st));
+    CHECK(cudaEventRecord(s->events[7], st));
     s->num_queries = nq;
     s->total_hits = batch->total_hits;
     s->bytes_in = qbytes + tbytes;
@@ -525,8 +911,9 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
     timing->ms_threshold_pass = ms[1];
     timing->ms_select_threshold = ms[2];
     timing->ms_score_pass = ms[3];
-    timing->ms_sort = ms[4];
-    timing->ms_transfer_out = ms[5];
+    timing->ms_and_probe = ms[4];
+    timing->ms_sort = ms[5];
+    timing->ms_transfer_out = ms[6];
     timing->bytes_to_device = s->bytes_in;
     timing->bytes_from_device = s->bytes_out;
     memcpy(batch->results, s->h_out, s->num_queries * sizeof(gpu_query_result));

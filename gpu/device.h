@@ -17,12 +17,21 @@ extern "C" {
 /* Documents per range: one thread block scores one (query, range) pair in a shared-memory accumulator
  * of this many doubles (64 KB). */
 #define GPU_RANGE_DOCS 8192u
-/* Terms per query on the device; longer queries go to the CPU. */
+/* Terms a range block holds at once; longer disjunctive queries are scored in chunks of this many
+ * terms into the same dense range accumulator, up to GPU_MAX_OR_TERMS. Conjunctive queries take at
+ * most GPU_MAX_TERMS (their match counts are 8-bit). */
 #define GPU_MAX_TERMS 64u
-/* Largest number of per-range best scores reported for the threshold. */
-#define GPU_MAX_RANGE_TOP 32u
-/* Bounds are inflated by this before being compared with the threshold (as ranking/ does). */
-#define GPU_BOUND_SLACK (1.0 + 1e-6)
+#define GPU_MAX_OR_TERMS 1024u
+/* Largest number of per-range best documents reported by the first pass. */
+#define GPU_MAX_RANGE_TOP 64u
+/* An empty report slot: sorts after every candidate key. */
+#define GPU_NO_CANDIDATE UINT64_MAX
+
+/* How the device answers a query. */
+enum {
+    GPU_PATH_RANGES = 0, /* every range scored into a dense accumulator (OR; AND with long shortest lists) */
+    GPU_PATH_PROBE = 1,  /* AND: the shortest list's documents probed into the others */
+};
 
 typedef struct {
     uint32_t first_block; /* into the block metadata */
@@ -37,8 +46,17 @@ typedef struct {
     uint32_t num_terms;
     uint32_t k;
     uint32_t and_mode;
-    uint32_t range_top;  /* best scores each range reports for the threshold (1..GPU_MAX_RANGE_TOP) */
+    uint32_t range_top;  /* best documents each range reports (1..GPU_MAX_RANGE_TOP) */
     uint32_t hit_offset; /* into the batch's hit array */
+    uint32_t path;       /* GPU_PATH_* */
+    uint32_t driver;     /* GPU_PATH_PROBE: the term (0..num_terms-1) whose list drives the probes */
+    uint32_t doc_limit;  /* only documents below this are answered (a resident prefix ends there) */
+    uint32_t cand_offset; /* its candidates' segment of the batch's pool */
+    uint32_t cand_cap;    /* and that segment's size: more candidates is an overflow (the CPU answers) */
+    /* Nonzero: range accumulators sum contributions as 64-bit integers in units of 2^-fixed_shift
+     * (gpu_fixed_shift: exact, so equal to the CPU's double sums), else in double. */
+    uint32_t fixed_shift;
+    uint32_t reserved;
 } gpu_query;
 
 /* What the device returns, per query. */
@@ -46,23 +64,28 @@ typedef struct {
     uint32_t num_hits;
     uint32_t candidates; /* above max_candidates: overflow, the CPU answers */
     uint64_t postings_scored;
-    uint32_t ranges_scored;
-    uint32_t ranges_pruned;
+    uint32_t ranges_scored;   /* first pass, ranges with postings */
+    uint32_t ranges_pruned;   /* first pass, ranges skipped without decoding (no postings, AND term absent) */
+    uint32_t ranges_rescored; /* second pass: ranges with more documents above the threshold than reported */
+    uint32_t reserved;
 } gpu_query_result;
 
 typedef struct {
-    const gpu_query *queries;
+    const gpu_query *queries; /* GPU_PATH_RANGES queries first, then GPU_PATH_PROBE ones */
     uint32_t num_queries;
+    uint32_t num_range_queries;
     const gpu_term *terms;
     uint32_t num_terms;
     uint32_t total_hits; /* sum of k */
+    uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */
     /* out, valid after finish */
     gpu_query_result *results;
     isn_hit *hits; /* total_hits entries */
 } gpu_batch;
 
 typedef struct {
-    double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_sort, ms_transfer_out;
+    double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_and_probe, ms_sort,
+        ms_transfer_out;
     uint64_t bytes_to_device, bytes_from_device;
 } gpu_batch_timing;
 
@@ -95,14 +118,37 @@ extern const gpu_device_ops gpu_emulated_device;
 /* NULL in a build without CUDA. */
 const gpu_device_ops *gpu_cuda_device_ops(void);
 
-/* Per-range best-score count so that ranges * range_top >= 2k where possible. */
+/* Best documents each range reports in the first pass. The k-th best report is the threshold; a range
+ * is scored again only when all its reports reach it (it may hold more). Documents fall into ranges
+ * about evenly, so with lambda = k / ranges expected answers per range, lambda + 3 sqrt(lambda) + 1
+ * reports leave almost no range to score again. */
 static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
     uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (ranges == 0) ranges = 1;
-    uint64_t m = ((uint64_t)2 * k + ranges - 1) / ranges;
-    if (m < 1) m = 1;
+    double lambda = (double)k / ranges, m = 1.0;
+    /* sqrt without libm: a few Newton steps are plenty for a bound */
+    double root = lambda > 1.0 ? lambda : 1.0;
+    for (int i = 0; i < 30; i++) root = 0.5 * (root + lambda / root);
+    m += lambda + 3.0 * root;
     if (m > GPU_MAX_RANGE_TOP) m = GPU_MAX_RANGE_TOP;
-    return (uint32_t)m;
+    return (uint32_t)m + (m < GPU_MAX_RANGE_TOP && m > (uint32_t)m ? 1u : 0u);
+}
+
+/* Shift for exact integer accumulation, or 0. Every contribution is a float of at least 2^-e (e from
+ * the smallest: the lowest weight times the tf part of tf = 1 at the longest document), so a multiple
+ * of 2^-(e + 23); sums of such multiples below 2^(53 - e - 23) are exact in double (the CPU's sums) and
+ * in a 64-bit integer scaled by 2^(e + 23) alike, whatever the order. */
+static inline uint32_t gpu_fixed_shift(float min_weight, double weight_sum, float k1_plus_1, float max_norm) {
+    double smallest = (double)min_weight * k1_plus_1 / (1.0 + max_norm) * 0.999;
+    if (!(smallest > 0.0)) return 0;
+    int e = 0;
+    while (e < 64 && smallest < 1.0 / (double)((uint64_t)1 << (e < 63 ? e : 63))) e++;
+    /* 2^-e <= smallest */
+    int shift = e + 23;
+    if (e >= 64 || shift > 60 || shift < 1) return 0;
+    double largest = weight_sum * k1_plus_1 * 1.001;
+    if (largest * (double)((uint64_t)1 << shift) >= 9007199254740992.0) return 0; /* 2^53 */
+    return (uint32_t)shift;
 }
 
 #ifdef __cplusplus

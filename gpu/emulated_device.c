@@ -1,7 +1,8 @@
-/* The device algorithm run on the host, one query at a time: the same two passes over doc-id ranges,
- * the same decode and arithmetic (posting_decode.h), the same threshold and candidate rules as the
- * CUDA kernels. Tests and CI use it to check the algorithm and the backend's fallback paths without a
+/* The device algorithm run on the host, one query at a time: the same report pass over doc-id ranges,
+ * threshold, collection and rescoring of saturated ranges, the same AND probing, the same decode and
+ * arithmetic (posting_decode.h) and candidate rules as the CUDA kernels. Tests and CI use it to check the algorithm and the backend's fallback paths without a
  * GPU. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,13 @@
 struct gpu_device {
     gpu_upload upload;
     double *acc;
+    uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
-    uint32_t *range_keys;
+    uint64_t *reports;
+    uint32_t *report_keys;
     uint64_t *candidates;
+    uint32_t candidates_cap;
+    uint32_t first[GPU_MAX_OR_TERMS], end[GPU_MAX_OR_TERMS];
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
 };
@@ -29,15 +34,20 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (d->num_ranges == 0) d->num_ranges = 1;
     d->acc = malloc(GPU_RANGE_DOCS * sizeof *d->acc);
+    d->iacc = malloc(GPU_RANGE_DOCS * sizeof *d->iacc);
     d->matches = malloc(GPU_RANGE_DOCS);
-    d->range_keys = malloc((size_t)d->num_ranges * GPU_MAX_RANGE_TOP * sizeof *d->range_keys);
+    d->reports = malloc((size_t)d->num_ranges * GPU_MAX_RANGE_TOP * sizeof *d->reports);
+    d->report_keys = malloc((size_t)d->num_ranges * GPU_MAX_RANGE_TOP * sizeof *d->report_keys);
     d->candidates = malloc((size_t)upload->max_candidates * sizeof *d->candidates);
-    if (d->acc && d->matches && d->range_keys && d->candidates) return d;
+    d->candidates_cap = upload->max_candidates;
+    if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates) return d;
 oom:
     if (d) {
         free(d->acc);
+        free(d->iacc);
         free(d->matches);
-        free(d->range_keys);
+        free(d->reports);
+        free(d->report_keys);
         free(d->candidates);
         free(d);
     }
@@ -48,8 +58,10 @@ oom:
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
     free(d->acc);
+    free(d->iacc);
     free(d->matches);
-    free(d->range_keys);
+    free(d->reports);
+    free(d->report_keys);
     free(d->candidates);
     free(d);
 }
@@ -59,62 +71,75 @@ static const char *emulated_name(const gpu_device *d) {
     return "emulated device (host)";
 }
 
-/* Scores documents [lo, hi) of one query into d->acc / d->matches; returns postings scored, or
- * UINT64_MAX when the range is pruned (by an AND term with no block here, or by the bound). */
-static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t lo, uint32_t hi,
-                            double threshold) {
+/* Decodes block k of a list: docs and tf - 1 of its n postings. */
+static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t k, uint32_t *docs, uint32_t *freqs) {
+    const isn_block_meta *blocks = u->blocks + term->first_block;
+    uint32_t n = gpu_block_count(term->df, term->num_blocks, k);
+    const uint8_t *in = u->payload + (int64_t)blocks[k].offset + term->payload_delta;
+    gpu_block_header dh = gpu_read_header(in);
+    const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
+    gpu_block_header fh = gpu_read_header(freq_in);
+    for (uint32_t i = 0; i < n; i++) {
+        docs[i] = gpu_packed_value(in + dh.header_bytes, n, dh.bits, i);
+        freqs[i] = gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i);
+    }
+    for (uint32_t e = 0; e < dh.exceptions; e++)
+        docs[gpu_exception_position(in, dh, n, e)] |= gpu_exception_high(in, dh, n, e);
+    for (uint32_t e = 0; e < fh.exceptions; e++)
+        freqs[gpu_exception_position(freq_in, fh, n, e)] |= gpu_exception_high(freq_in, fh, n, e);
+    uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) docs[i] = doc += docs[i] + 1;
+    return n;
+}
+
+/* Scores documents [lo, hi) of one query into d->acc (AND: documents missing a term cleared); returns
+ * postings scored, or UINT64_MAX when the range is skipped (an AND term with no block here, or no
+ * postings at all). */
+static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t lo, uint32_t hi) {
     const gpu_upload *u = &d->upload;
-    uint32_t first[GPU_MAX_TERMS], end[GPU_MAX_TERMS];
-    double bound = 0.0;
+    uint64_t items = 0;
     for (uint32_t t = 0; t < q->num_terms; t++) {
         const gpu_term *term = &b->terms[q->term_begin + t];
         const isn_block_meta *blocks = u->blocks + term->first_block;
-        gpu_blocks_in_range(blocks, term->num_blocks, lo, hi, &first[t], &end[t]);
-        if (q->and_mode && first[t] == end[t]) return UINT64_MAX;
-        float max_part = 0.0f;
-        for (uint32_t k = first[t]; k < end[t]; k++)
-            if (blocks[k].max_tf_part > max_part) max_part = blocks[k].max_tf_part;
-        bound += (double)(term->weight * max_part);
+        gpu_blocks_in_range(blocks, term->num_blocks, lo, hi, &d->first[t], &d->end[t]);
+        if (q->and_mode && d->first[t] == d->end[t]) return UINT64_MAX;
+        items += d->end[t] - d->first[t];
     }
-    if (bound * GPU_BOUND_SLACK < threshold) return UINT64_MAX;
+    if (items == 0) return UINT64_MAX;
     memset(d->acc, 0, (hi - lo) * sizeof *d->acc);
+    memset(d->iacc, 0, (hi - lo) * sizeof *d->iacc);
     memset(d->matches, 0, hi - lo);
+    const double scale = ldexp(1.0, (int)q->fixed_shift);
     uint64_t scored = 0;
     for (uint32_t t = 0; t < q->num_terms; t++) {
         const gpu_term *term = &b->terms[q->term_begin + t];
-        const isn_block_meta *blocks = u->blocks + term->first_block;
-        for (uint32_t k = first[t]; k < end[t]; k++) {
-            uint32_t n = gpu_block_count(term->df, term->num_blocks, k);
-            const uint8_t *in = u->payload + (int64_t)blocks[k].offset + term->payload_delta;
-            gpu_block_header dh = gpu_read_header(in);
-            const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
-            gpu_block_header fh = gpu_read_header(freq_in);
-            uint32_t gaps[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
+        for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
+            uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
+            uint32_t n = decode_block(u, term, k, docs, freqs);
             for (uint32_t i = 0; i < n; i++) {
-                gaps[i] = gpu_packed_value(in + dh.header_bytes, n, dh.bits, i);
-                freqs[i] = gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i);
-            }
-            for (uint32_t e = 0; e < dh.exceptions; e++)
-                gaps[gpu_exception_position(in, dh, n, e)] |= gpu_exception_high(in, dh, n, e);
-            for (uint32_t e = 0; e < fh.exceptions; e++)
-                freqs[gpu_exception_position(freq_in, fh, n, e)] |= gpu_exception_high(freq_in, fh, n, e);
-            uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
-            for (uint32_t i = 0; i < n; i++) {
-                doc += gaps[i] + 1;
+                uint32_t doc = docs[i];
                 if (doc < lo || doc >= hi) continue;
-                d->acc[doc - lo] += (double)gpu_term_contribution(term->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+                float c = gpu_term_contribution(term->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+                if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
+                else d->acc[doc - lo] += (double)c;
                 d->matches[doc - lo]++;
                 scored++;
             }
         }
     }
+    if (q->fixed_shift)
+        for (uint32_t i = 0; i < hi - lo; i++) d->acc[i] = (double)d->iacc[i] / scale;
+    if (q->and_mode)
+        for (uint32_t i = 0; i < hi - lo; i++)
+            if (d->matches[i] < q->num_terms) d->acc[i] = 0.0;
     return scored;
 }
 
-static inline uint32_t range_key(const gpu_device *d, const gpu_query *q, uint32_t i) {
-    uint32_t need = q->and_mode ? q->num_terms : 1;
-    return d->matches[i] >= need ? gpu_float_key((float)d->acc[i]) : 0;
+static inline uint64_t slot_key(const gpu_device *d, uint32_t lo, uint32_t i) {
+    return d->acc[i] > 0.0 ? gpu_candidate_key(gpu_float_key((float)d->acc[i]), lo + i) : GPU_NO_CANDIDATE;
 }
+
+static inline uint32_t score_key(uint64_t c) { return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32); }
 
 static int cmp_u32_desc(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -126,64 +151,123 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void run_query(gpu_device *d, const gpu_batch *b, uint32_t qi) {
-    const gpu_query *q = &b->queries[qi];
-    gpu_query_result *res = &b->results[qi];
-    memset(res, 0, sizeof *res);
-    uint32_t num_docs = d->upload.num_docs, m = q->range_top;
-
-    /* Pass 1: every range reports its m best scores; the k-th best of all of them bounds the answer's
-     * k-th score from below (they are scores of distinct documents). */
-    uint32_t reported = 0;
+/* The report pass, the threshold, the collection of reports and the rescoring of saturated ranges, as
+ * the kernels do them (cuda_device.cu). Appends candidates; returns their count. */
+static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res) {
+    uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs, m = q->range_top;
     for (uint32_t r = 0; r < d->num_ranges; r++) {
         uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
-        uint32_t *keys = d->range_keys + (size_t)r * m;
-        for (uint32_t j = 0; j < m; j++) keys[j] = 0;
-        uint64_t scored = score_range(d, b, q, lo, hi, 0.0);
-        if (scored == UINT64_MAX) continue;
-        res->postings_scored += scored;
-        res->ranges_scored++;
-        /* m rounds of "best below the previous pick" by (key desc, position asc), as the kernel does */
-        uint64_t previous = UINT64_MAX;
-        for (uint32_t j = 0; j < m; j++) {
-            uint64_t best = 0;
-            for (uint32_t i = 0; i < hi - lo; i++) {
-                uint32_t key = range_key(d, q, i);
-                uint64_t composite = key ? ((uint64_t)key << 32) | (0xFFFFFFFFu - i) : 0;
-                if (composite < previous && composite > best) best = composite;
-            }
-            keys[j] = (uint32_t)(best >> 32);
-            previous = best;
-            if (best == 0) break;
-        }
-    }
-    reported = d->num_ranges * m;
-    qsort(d->range_keys, reported, sizeof *d->range_keys, cmp_u32_desc);
-    uint32_t theta_key = q->k <= reported ? d->range_keys[q->k - 1] : 0;
-    float theta;
-    memcpy(&theta, &theta_key, sizeof theta);
-
-    /* Pass 2: ranges whose block-max bound cannot reach the threshold are skipped; documents at or above
-     * it are candidates. */
-    uint32_t count = 0;
-    for (uint32_t r = 0; r < d->num_ranges; r++) {
-        uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
-        uint64_t scored = score_range(d, b, q, lo, hi, theta_key ? (double)theta : 0.0);
+        uint64_t *rep = d->reports + (size_t)r * m;
+        for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
+        uint64_t scored = lo < hi ? score_range(d, b, q, lo, hi) : UINT64_MAX;
         if (scored == UINT64_MAX) {
             res->ranges_pruned++;
             continue;
         }
         res->postings_scored += scored;
         res->ranges_scored++;
+        /* m rounds of "lowest candidate key above the previous pick" */
+        uint64_t previous = 0;
+        for (uint32_t j = 0; j < m; j++) {
+            uint64_t best = GPU_NO_CANDIDATE;
+            for (uint32_t i = 0; i < hi - lo; i++) {
+                uint64_t c = slot_key(d, lo, i);
+                if ((j == 0 || c > previous) && c < best) best = c;
+            }
+            rep[j] = best;
+            previous = best;
+            if (best == GPU_NO_CANDIDATE) break;
+        }
+    }
+    uint32_t reported = d->num_ranges * m;
+    for (uint32_t i = 0; i < reported; i++) d->report_keys[i] = score_key(d->reports[i]);
+    qsort(d->report_keys, reported, sizeof *d->report_keys, cmp_u32_desc);
+    uint32_t theta = q->k <= reported ? d->report_keys[q->k - 1] : 0;
+
+    uint32_t count = 0;
+    for (uint32_t r = 0; r < d->num_ranges; r++) {
+        const uint64_t *rep = d->reports + (size_t)r * m;
+        uint32_t last = score_key(rep[m - 1]);
+        if (last == 0 || last < theta) {
+            for (uint32_t j = 0; j < m; j++) {
+                uint32_t key = score_key(rep[j]);
+                if (key == 0 || key < theta) break;
+                if (count < q->cand_cap) d->candidates[count] = rep[j];
+                count++;
+            }
+            continue;
+        }
+        /* every report reaches theta: the range may hold more such documents */
+        uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
+        uint64_t scored = score_range(d, b, q, lo, hi);
+        if (scored == UINT64_MAX) continue;
+        res->postings_scored += scored;
+        res->ranges_rescored++;
         for (uint32_t i = 0; i < hi - lo; i++) {
-            uint32_t key = range_key(d, q, i);
-            if (key == 0 || key < theta_key) continue;
-            if (count < d->upload.max_candidates) d->candidates[count] = gpu_candidate_key(key, lo + i);
+            uint64_t c = slot_key(d, lo, i);
+            if (c == GPU_NO_CANDIDATE || score_key(c) < theta) continue;
+            if (count < q->cand_cap) d->candidates[count] = c;
             count++;
         }
     }
+    return count;
+}
+
+/* AND by probing: the driver list's documents looked up in the other lists, block by block. */
+static uint32_t probe_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res) {
+    const gpu_upload *u = &d->upload;
+    const gpu_term *driver = &b->terms[q->term_begin + q->driver];
+    uint32_t count = 0;
+    uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE], bdocs[ISN_BLOCK_SIZE], bfreqs[ISN_BLOCK_SIZE];
+    for (uint32_t db = 0; db < driver->num_blocks; db++) {
+        uint32_t n = decode_block(u, driver, db, docs, freqs);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t doc = docs[i];
+            if (doc >= q->doc_limit) continue;
+            res->postings_scored++;
+            double score = (double)gpu_term_contribution(driver->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+            bool alive = true;
+            for (uint32_t t = 0; t < q->num_terms && alive; t++) {
+                if (t == q->driver) continue;
+                const gpu_term *term = &b->terms[q->term_begin + t];
+                const isn_block_meta *blocks = u->blocks + term->first_block;
+                uint32_t k = gpu_lower_block(blocks, term->num_blocks, doc);
+                alive = false;
+                if (k == term->num_blocks) break;
+                uint32_t bn = decode_block(u, term, k, bdocs, bfreqs);
+                for (uint32_t j = 0; j < bn; j++)
+                    if (bdocs[j] == doc) {
+                        score += (double)gpu_term_contribution(term->weight, u->k1_plus_1, bfreqs[j] + 1, u->norms[doc]);
+                        res->postings_scored++;
+                        alive = true;
+                        break;
+                    }
+            }
+            if (!alive) continue;
+            if (count < q->cand_cap) d->candidates[count] = gpu_candidate_key(gpu_float_key((float)score), doc);
+            count++;
+        }
+    }
+    return count;
+}
+
+static void run_query(gpu_device *d, const gpu_batch *b, uint32_t qi) {
+    const gpu_query *q = &b->queries[qi];
+    gpu_query_result *res = &b->results[qi];
+    memset(res, 0, sizeof *res);
+    if (q->cand_cap > d->candidates_cap) {
+        /* the device has one pool per batch; here one query's segment at a time */
+        uint64_t *grown = realloc(d->candidates, (size_t)q->cand_cap * sizeof *grown);
+        if (grown == NULL) {
+            res->candidates = UINT32_MAX; /* answered on the CPU as an overflow */
+            return;
+        }
+        d->candidates = grown;
+        d->candidates_cap = q->cand_cap;
+    }
+    uint32_t count = q->path == GPU_PATH_PROBE ? probe_query(d, b, q, res) : range_query(d, b, q, res);
     res->candidates = count;
-    if (count > d->upload.max_candidates) return;
+    if (count > q->cand_cap) return;
     qsort(d->candidates, count, sizeof *d->candidates, cmp_u64);
     uint32_t n = count < q->k ? count : q->k;
     for (uint32_t i = 0; i < n; i++) {

@@ -49,10 +49,20 @@ typedef struct {
     uint32_t max_k;            /* largest k served on the device (default 1000, at most 10000) */
     uint32_t max_candidates;   /* per query, before the final sort (0 = max(4 * max_k, 16384)) */
     uint32_t streams;          /* batches in flight at once (default 2) */
-    /* Term ids of a training query log, one per occurrence: when the partition does not fit the budget
-     * the most visited lists (visits per byte) stay resident. NULL = by document frequency. */
-    const uint32_t *training_terms;
-    uint64_t num_training_terms;
+    /* Conjunctive queries whose shortest list has at most max_candidates postings are answered by probing
+     * that list's documents into the others; true sends them through the range passes too (measuring). */
+    bool and_by_ranges;
+    /* Range accumulators sum in 64-bit fixed point when that is provably exact for the query (device.h,
+     * gpu_fixed_shift), else in double; true forces double (measuring). */
+    bool double_accumulators;
+    /* Pruned-prefix posting cache, when the partition does not fit the budget: block visits replayed
+     * from this training query log (NULL: document frequency stands in) decide which lists' leading
+     * blocks stay resident, by visits per byte, each list admitted up to prefix_cap of its blocks
+     * (default 0.5; 1 = whole lists only). A query whose lists are resident only in part is answered by
+     * the device below the point where its shortest resident prefix ends, and by the CPU from there. */
+    const isn_query *training_queries;
+    uint32_t num_training_queries;
+    double prefix_cap;
 } isn_gpu_options;
 
 void isn_gpu_options_default(isn_gpu_options *options);
@@ -68,6 +78,8 @@ void isn_gpu_close(isn_gpu_backend *backend);
 typedef enum {
     ISN_GPU_ANSWERED_DEVICE = 1,
     ISN_GPU_ANSWERED_CPU = 2, /* fallback: see isn_gpu_request.fallback_reason */
+    /* ISN_GPU_ANSWERED_DEVICE also covers a query answered on resident prefixes and completed on the
+     * CPU (isn_gpu_batch_stats.prefix_queries counts them) */
 } isn_gpu_answered_by;
 
 typedef struct {
@@ -89,12 +101,18 @@ typedef struct {
     uint32_t cpu_queries;
     uint64_t bytes_to_device;
     uint64_t bytes_from_device;
-    uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored, both passes */
-    uint64_t ranges_pruned;   /* skipped by their block-max bound against the shared threshold */
-    uint64_t postings_scored; /* both passes */
+    uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored by the report pass */
+    uint64_t ranges_pruned;   /* skipped there without decoding: no postings, or an AND term absent */
+    uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
+    uint64_t postings_scored; /* every pass, AND probing included */
     uint64_t candidates;      /* entering the final sort */
-    /* Device time per stage, from events (0 for the emulated device) */
-    double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_sort, ms_transfer_out;
+    uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
+    uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
+    /* Device time per stage, from events (0 for the emulated device): copy in; report pass (every range
+     * scored once, its best documents reported); threshold selection and collection of the reports;
+     * rescoring of the saturated ranges; AND probing; sort and gather; copy out. */
+    double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_and_probe, ms_sort,
+        ms_transfer_out;
     double ms_total;          /* submit to complete, wall clock, CPU fallback included */
 } isn_gpu_batch_stats;
 
@@ -109,26 +127,102 @@ int isn_gpu_complete(isn_gpu_backend *backend, int ticket, isn_gpu_batch_stats *
 int isn_gpu_search_batch(isn_gpu_backend *backend, isn_gpu_request *requests, uint32_t n, isn_gpu_batch_stats *stats,
                          char *err, size_t err_len);
 
+/* What /readyz and the metrics need. ready: opened and warmed up (every kernel ran once); healthy:
+ * no device error since. A node with ready && !healthy keeps serving, every query on the CPU: /readyz
+ * should report it degraded, not down. */
 typedef struct {
+    bool ready;
     bool healthy;
+    double warmup_ms;
     char reason[256];      /* why not healthy (the first device error) */
     char device_name[256];
     uint64_t index_bytes;    /* payload + block metadata + norms of the whole partition */
     uint64_t bytes_resident; /* of those, on the device */
     uint32_t terms_total;
-    uint32_t terms_resident;
+    uint32_t terms_resident;   /* whole lists on the device */
+    uint32_t terms_prefix;     /* lists whose leading blocks only are on the device */
     uint64_t batches;
     uint64_t queries_device;
     uint64_t queries_cpu;
     uint64_t queries_not_resident; /* answered on the CPU because a list was not resident */
+    uint64_t queries_prefix;       /* answered on resident prefixes and completed on the CPU */
     uint64_t device_errors;
     uint64_t bytes_transferred;
 } isn_gpu_health;
 
 void isn_gpu_health_get(const isn_gpu_backend *backend, isn_gpu_health *health);
+/* The health as Prometheus text lines (isn_gpu_ready, isn_gpu_healthy, isn_gpu_bytes_resident,
+ * isn_gpu_queries_*_total, ...), each with the given label set inside the braces (e.g. "device=\"0\"",
+ * or NULL). Returns the length it needed (as snprintf: output truncated when >= len). Thread-safety:
+ * call with the same lock that guards the backend's batches. */
+size_t isn_gpu_health_format_metrics(const isn_gpu_health *health, const char *labels, char *buf, size_t len);
 
 /* Test hook: the next batch's device work fails as a CUDA error would; the backend turns unhealthy and
  * that batch and every later one are answered on the CPU. */
 void isn_gpu_inject_fault(isn_gpu_backend *backend);
+
+/* ================================================================== second stage (L2) on the GPU
+ * (gpu/l2_*.cu; separate from the first-stage backend above.) Scores the model inputs of the
+ * candidates of many queries in one launch (rows as isn_ranker_transform writes them, the queries'
+ * rows one after another): tree ensembles with one thread per row walking complete trees staged in
+ * shared memory, the trees split across thread blocks when a batch has too few rows to fill the GPU;
+ * MLP layers as matrix products. Results equal the CPU's (isn_forest_predict, isn_mlp_predict) bit
+ * for bit. Models are uploaded on first use into a cache of several resident models within a memory
+ * budget, the least recently used evicted. One handle per thread (calls on a handle are serialised). */
+
+typedef struct {
+    int device;
+    uint64_t model_memory_budget; /* bytes of device memory for resident models (default 512 MiB) */
+    uint32_t max_rows;            /* rows per launch (default 262144); larger calls go in several */
+    /* Trees are split across thread blocks when a call has fewer rows than this and its row blocks
+     * alone would leave multiprocessors idle; 0 = whenever they would (default), 1 = never,
+     * UINT32_MAX = always. */
+    uint32_t split_below_rows;
+} isn_gpu_l2_options;
+
+void isn_gpu_l2_options_default(isn_gpu_l2_options *options);
+
+typedef struct isn_gpu_l2 isn_gpu_l2;
+
+/* NULL with err when no GPU can be used (a build without CUDA, no device): score on the CPU then. */
+isn_gpu_l2 *isn_gpu_l2_open(const isn_gpu_l2_options *options, char *err, size_t err_len);
+void isn_gpu_l2_close(isn_gpu_l2 *l2);
+
+typedef struct {
+    bool cache_hit;          /* the model was resident */
+    uint32_t evicted;        /* models evicted to make room for it */
+    uint32_t tree_splits;    /* tree groups per row (1: each thread walked every tree) */
+    uint32_t launches;
+    double ms_upload_model;  /* on a miss */
+    double ms_transfer;      /* rows in, scores out */
+    double ms_kernels;
+    double ms_total;         /* the call, wall clock */
+} isn_gpu_l2_stats;
+
+/* Scores n rows (row i at inputs + i * stride, stride >= the model's inputs) into out[0..n). 0, or -1
+ * with err, nothing written: no GPU form for this model (trees deeper than 10 levels, LightGBM
+ * zero-as-missing splits), the model alone above the budget, or a device error; the caller then
+ * scores on the CPU. stats may be NULL. */
+int isn_gpu_l2_score_forest(isn_gpu_l2 *l2, const isn_forest *forest, const float *inputs, uint32_t n, uint32_t stride,
+                            float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
+int isn_gpu_l2_score_mlp(isn_gpu_l2 *l2, const isn_mlp *mlp, const float *inputs, uint32_t n, uint32_t stride,
+                         float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
+/* The ranker's model, whichever it is. */
+int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inputs, uint32_t n, uint32_t stride,
+                     float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
+
+typedef struct {
+    uint32_t resident_models;
+    uint64_t resident_bytes;
+    uint64_t budget_bytes;
+    uint64_t hits, misses, evictions;
+} isn_gpu_l2_cache_info;
+
+void isn_gpu_l2_cache_get(const isn_gpu_l2 *l2, isn_gpu_l2_cache_info *info);
+
+/* Page-locked host memory for the rows (copies to the device at full speed); plain malloc without a
+ * GPU. NULL when out of memory. */
+void *isn_gpu_l2_host_alloc(size_t bytes);
+void isn_gpu_l2_host_free(void *p);
 
 #endif

@@ -45,6 +45,9 @@ struct isn_l2_workspace {
     size_t by_doc_bytes, keys_bytes, docs_bytes;
 };
 
+/* A process-wide counter: a fresh number for each loaded model (isn_forest_serial, isn_mlp_serial). */
+uint64_t l2_serial(void);
+
 /* Grows *buf to `bytes`; 0 or -1 when out of memory. */
 int l2_reserve_bytes(void **buf, size_t *cap_bytes, size_t bytes);
 

@@ -26,6 +26,7 @@ typedef struct {
 } mlp_layer;
 
 struct isn_mlp {
+    uint64_t serial;
     uint32_t num_inputs, num_layers, max_width;
     mlp_layer layers[MLP_MAX_LAYERS];
 };
@@ -82,6 +83,8 @@ isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
         return NULL;
     }
     isn_mlp *m = calloc(1, sizeof *m);
+    if (m)
+        m->serial = l2_serial();
     const char *s;
     uint32_t version;
     if (m == NULL || !(s = next_token(&t)) || strcmp(s, "isn-mlp") || !next_uint(&t, &version) || version != 1) {
@@ -191,4 +194,17 @@ void isn_mlp_predict(const isn_mlp *m, const float *rows, uint32_t n, uint32_t s
         for (uint32_t r = 0; r < cnt; r++)
             out[r0 + r] = in[r];
     }
+}
+
+uint64_t isn_mlp_serial(const isn_mlp *m) {
+    return m->serial;
+}
+
+uint32_t isn_mlp_num_layers(const isn_mlp *m) {
+    return m->num_layers;
+}
+
+void isn_mlp_layer_get(const isn_mlp *m, uint32_t layer, isn_mlp_layer_view *view) {
+    const mlp_layer *l = &m->layers[layer];
+    *view = (isn_mlp_layer_view){.in = l->in, .out = l->out, .relu = l->relu, .weights = l->weights, .bias = l->bias};
 }

@@ -193,4 +193,47 @@ int isn_rerank(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_
                const isn_hit *candidates, uint32_t n, uint32_t k, isn_l2_hit *out, uint32_t *num_out, char *err,
                size_t err_len);
 
+/* ------------------------------------------------------------------ model layouts (read by gpu/)
+ * Read-only views of a loaded model in the form the CPU evaluates, so that another evaluator (the GPU
+ * second stage) computes the same numbers. Valid while the model lives. */
+
+/* The model of a ranker: exactly one of the two is non-NULL. */
+const isn_forest *isn_ranker_forest(const isn_ranker *ranker);
+const isn_mlp *isn_ranker_mlp(const isn_ranker *ranker);
+
+/* Unique per loaded model in this process (never reused, unlike an address): a cache key. */
+uint64_t isn_forest_serial(const isn_forest *forest);
+uint64_t isn_mlp_serial(const isn_mlp *mlp);
+
+/* Complete trees of one depth in heap order: split i of tree t at [t * (2^depth - 1) + i], its
+ * children at 2i + 1 (x < threshold, or NaN with !nan_right) and 2i + 2; leaf j at [t * 2^depth + j].
+ * Padding splits have a NaN threshold (always left). Each row sums base_score then its trees' leaves
+ * in tree order: in float from leaf_f, or with sum_in_double in double from leaf_d (then divided by
+ * num_trees with average_output), the result rounded to float. */
+typedef struct {
+    uint32_t num_trees, depth, num_inputs;
+    double base_score;
+    bool sum_in_double, average_output;
+    const uint32_t *feature;
+    const float *threshold;
+    const uint8_t *nan_right;
+    const float *leaf_f;
+    const double *leaf_d;
+} isn_forest_layout;
+
+/* False when the model has no such form (deeper than 10 levels, or LightGBM zero-as-missing splits). */
+bool isn_forest_layout_get(const isn_forest *forest, isn_forest_layout *layout);
+
+/* Layer l of an MLP: out[o] = act(sum_i weights[o * in + i] * x[i], summed in float in order i = 0..in-1
+ * without fused multiply-add, then + bias[o]); act = ReLU or identity. */
+typedef struct {
+    uint32_t in, out;
+    bool relu;
+    const float *weights;
+    const float *bias;
+} isn_mlp_layer_view;
+
+uint32_t isn_mlp_num_layers(const isn_mlp *mlp);
+void isn_mlp_layer_get(const isn_mlp *mlp, uint32_t layer, isn_mlp_layer_view *view);
+
 #endif

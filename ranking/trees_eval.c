@@ -1,5 +1,7 @@
-/* Tree-ensemble evaluation over many rows: rows in chunks whose accumulators stay on the stack, trees
- * in blocks that fit in L2, and within a block each tree walks LANES rows at once, level by level,
+/* Tree-ensemble evaluation over many rows. Trees of depth <= 6 take the SIMD path of trees_simd.c
+ * when the CPU has AVX2 or AVX-512. Otherwise (or with ISN_L2_KERNEL=scalar): rows in chunks whose
+ * accumulators stay on the stack, trees in blocks that fit in L2, and within a block each tree walks
+ * LANES rows at once, level by level,
  * branch-free (one compare per level, no data-dependent branches), so the rows' walks overlap in the
  * pipeline instead of each waiting on its own chain of loads. Each row still adds its trees in model
  * order, as XGBoost and LightGBM do, so sums round as theirs do. */
@@ -89,7 +91,9 @@ static void chunk_float(const isn_forest *f, const float *rows, uint32_t m, uint
     float acc[ROW_CHUNK];
     for (uint32_t r = 0; r < m; r++)
         acc[r] = (float)f->base_score;
-    if (f->depth)
+    if (forest_simd_predict(f, rows, m, stride, acc, NULL))
+        ;
+    else if (f->depth)
         PADDED_WALK(float, f->pad_leaf_f);
     else
         GENERIC_WALK(float);
@@ -100,7 +104,9 @@ static void chunk_double(const isn_forest *f, const float *rows, uint32_t m, uin
     double acc[ROW_CHUNK];
     for (uint32_t r = 0; r < m; r++)
         acc[r] = f->base_score;
-    if (f->depth)
+    if (forest_simd_predict(f, rows, m, stride, NULL, acc))
+        ;
+    else if (f->depth)
         PADDED_WALK(double, f->pad_leaf_d);
     else
         GENERIC_WALK(double);

@@ -7,7 +7,10 @@
 #include "ranking/trees.h"
 
 isn_forest *forest_new(void) {
-    return calloc(1, sizeof(isn_forest));
+    isn_forest *f = calloc(1, sizeof(isn_forest));
+    if (f)
+        f->serial = l2_serial();
+    return f;
 }
 
 static int grow(void **buf, uint32_t *cap, uint32_t need, size_t elem) {
@@ -178,6 +181,10 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
     }
     for (uint32_t t = 0; t < f->num_trees; t++)
         pad_subtree(f, t, tree_nodes(f, t) ? 0 : ~0, 0, 0);
+    if (forest_simd_build(f) != 0) {
+        ranking_set_error(err, err_len, "%s: out of memory for the SIMD level lists", path);
+        return -1;
+    }
     return 0;
 }
 
@@ -196,6 +203,8 @@ void isn_forest_free(isn_forest *f) {
     free(f->pad_nan_right);
     free(f->pad_leaf_f);
     free(f->pad_leaf_d);
+    free(f->simd_splits);
+    free(f->simd_start);
     free(f);
 }
 

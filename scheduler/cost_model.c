@@ -10,37 +10,59 @@
 
 #define MIN_LOG_NS 4.6  /* 100 ns */
 #define MAX_LOG_NS 23.0 /* ~10 s */
-#define P_START 10.0    /* prior variance: the fitted start is a guess, let the data move it */
+#define P_START 1.0     /* prior variance: the fitted start is close; let the data move it */
 #define P_TRACE_CAP 1e5 /* no forgetting beyond this, so P cannot wind up on repetitive input */
+#define HINGE_POSTINGS 5e4
+/* Walking a list costs at least its decode and one score per posting: a floor under the CPU
+ * prediction, so a query far larger than anything the weights were fitted on is never predicted
+ * cheap (the fitted weights trade off against each other within their data, not beyond it). */
+#define CPU_FLOOR_NS_PER_POSTING 0.5
+#define KEY_BIAS_CAP 3.0 /* a key's correction stays within a factor of e^3 */
+
+static double lg(uint64_t v) { return log1p((double)v); }
 
 void isn_cost_features(const isn_job_features *f, double x[ISN_COST_FEATURES]) {
-    double lt = log1p((double)f->total);
+    double le = lg(f->essential);
+    uint32_t terms = f->num_terms < 32 ? f->num_terms : 32;
+    uint32_t nonessential = f->nonessential_lists < terms ? f->nonessential_lists : terms;
     x[0] = 1.0;
-    x[1] = lt;
-    x[2] = lt * lt / 16.0; /* curvature: small queries are overhead-bound, large ones posting-bound */
-    x[3] = log1p((double)f->shortest);
-    x[4] = log1p((double)f->second_shortest);
-    x[5] = log1p((double)f->blocks);
-    x[6] = (f->num_terms < 32 ? f->num_terms : 32) / 4.0;
-    x[7] = log1p((double)f->k);
-    x[8] = f->mode == ISN_MODE_AND ? 1.0 : 0.0;
-    x[9] = f->algo == ISN_ALGO_OR || f->algo == ISN_ALGO_AND ? 1.0 : 0.0;
-    x[10] = f->gpu_resident ? 1.0 : 0.0;
+    x[1] = le;
+    /* Hinges: below the knee a query is overhead-bound, above it posting-bound (a + b * postings in
+     * log space); monotone, so large queries never extrapolate cheaper. */
+    x[2] = log1p((double)f->essential / HINGE_POSTINGS);
+    x[3] = lg(f->total - (f->essential < f->total ? f->essential : f->total)); /* only probed */
+    x[4] = nonessential / 4.0;
+    x[5] = (terms - nonessential) / 4.0;
+    x[6] = lg(f->total);
+    x[7] = lg(f->shortest);
+    x[8] = lg(f->longest);
+    x[9] = lg(f->blocks);
+    x[10] = terms / 4.0;
+    x[11] = lg(f->k);
+    x[12] = f->mode == ISN_MODE_AND ? 1.0 : 0.0;
+    x[13] = f->algo == ISN_ALGO_OR || f->algo == ISN_ALGO_AND ? 1.0 : 0.0;
+    x[14] = f->gpu_resident ? 1.0 : 0.0;
+    x[15] = log1p((double)f->total / HINGE_POSTINGS);
 }
 
-/* Fitted on the Debian short-query log (bench/bench_scheduler --fit): a start, not the answer. */
+/* CPU: least squares in log space over single timings (thread CPU time) of the Debian short-query
+ * log (1,279 queries, top-10, auto, each timed once after a pass that maps the index), produced by
+ * `build/bench/bench_scheduler --fit build/bench/idx-deb /work/data/deb/short.queries.tsv`.
+ * k, AND, exhaustive and GPU residency were constant in that log and start at 0 (online learning
+ * sets them). The fitted formula's MAPE is ~37% on single timings (noise floor between two replays
+ * ~7%): list lengths and a threshold estimated from block maxima say little about when MaxScore's
+ * threshold rises; the per-term corrections learn some of that (bench_scheduler reports both).
+ * GPU: a stand-in until isn_cost_model_seed is given the device's latency model. */
+static const double CPU_START[ISN_COST_FEATURES] = {6.4467, 0.4273, -0.5575, 0.0422, 0.8308, 0.1034, 0.6281, 0.0279,
+                                                     -0.7628, 0.2411, 0.0989, 0.0000, 0.0000, 0.0000, 0.0000, -0.0745};
+
 static void start_device(isn_cost_device_model *m, isn_device_kind device) {
     memset(m, 0, sizeof *m);
     if (device == ISN_DEVICE_CPU) {
-        m->w[0] = 7.6;  /* ~2 us of fixed cost per query */
-        m->w[1] = 0.25;
-        m->w[2] = 0.35;
-        m->w[9] = 0.5;
+        memcpy(m->w, CPU_START, sizeof m->w);
     } else {
-        m->w[0] = 8.0;  /* ~3 us: a share of a launch plus per-query work */
-        m->w[1] = 0.05;
-        m->w[2] = 0.12;
-        m->w[10] = -0.2;
+        m->w[0] = 7.6; /* ~2 us per query */
+        m->w[6] = 0.1;
     }
     for (int i = 0; i < ISN_COST_FEATURES; i++) m->p[i][i] = P_START;
     m->ape_recent = NAN;
@@ -49,6 +71,7 @@ static void start_device(isn_cost_device_model *m, isn_device_kind device) {
 void isn_cost_model_init(isn_cost_model *model) {
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) start_device(&model->device[d], (isn_device_kind)d);
     model->forgetting = 0.999;
+    model->key_rate = 0.2;
     model->warm_up = 200;
 }
 
@@ -58,15 +81,25 @@ static double dot(const double *a, const double *b) {
     return s;
 }
 
-static double predict_log(const isn_cost_device_model *m, const double *x) {
-    double y = dot(m->w, x);
-    return y < MIN_LOG_NS ? MIN_LOG_NS : y > MAX_LOG_NS ? MAX_LOG_NS : y;
+static uint32_t key_slot(uint32_t key) { return (uint32_t)((key * 2654435761u) >> 20) & (ISN_COST_KEY_SLOTS - 1); }
+
+static double key_correction(const isn_cost_device_model *m, const isn_job_features *f) {
+    if (!f->num_keys) return 0.0;
+    double sum = 0.0;
+    uint32_t n = f->num_keys < ISN_JOB_KEYS ? f->num_keys : ISN_JOB_KEYS;
+    for (uint32_t i = 0; i < n; i++) sum += m->key_bias[key_slot(f->keys[i])];
+    return sum / n;
 }
 
+static double clamp_log(double y) { return y < MIN_LOG_NS ? MIN_LOG_NS : y > MAX_LOG_NS ? MAX_LOG_NS : y; }
+
 double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features) {
+    const isn_cost_device_model *m = &model->device[device];
     double x[ISN_COST_FEATURES];
     isn_cost_features(features, x);
-    return exp(predict_log(&model->device[device], x));
+    double ns = exp(clamp_log(dot(m->w, x) + key_correction(m, features)));
+    double floor_ns = device == ISN_DEVICE_CPU ? CPU_FLOOR_NS_PER_POSTING * (double)features->essential : 0.0;
+    return ns > floor_ns ? ns : floor_ns;
 }
 
 void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
@@ -75,13 +108,25 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
     isn_cost_device_model *m = &model->device[device];
     double x[ISN_COST_FEATURES], px[ISN_COST_FEATURES];
     isn_cost_features(features, x);
-    double predicted = exp(predict_log(m, x));
-    double ape = fabs(predicted - measured_ns) / measured_ns;
+    double correction = key_correction(m, features);
+    double predicted_log = clamp_log(dot(m->w, x) + correction);
+    double ape = fabs(isn_cost_predict_ns(model, device, features) - measured_ns) / measured_ns;
     if (m->updates >= model->warm_up) {
         m->ape_sum += ape;
         m->ape_count++;
     }
     m->ape_recent = isnan(m->ape_recent) ? ape : 0.99 * m->ape_recent + 0.01 * ape;
+
+    double measured_log = log(measured_ns);
+    /* Each key moves towards what this job's error says about it; the weights learn what the keys
+     * do not explain. */
+    double key_error = measured_log - predicted_log;
+    uint32_t keys = features->num_keys < ISN_JOB_KEYS ? features->num_keys : ISN_JOB_KEYS;
+    for (uint32_t i = 0; i < keys && model->key_rate > 0; i++) {
+        float *bias = &m->key_bias[key_slot(features->keys[i])];
+        double v = *bias + model->key_rate * key_error;
+        *bias = (float)(v > KEY_BIAS_CAP ? KEY_BIAS_CAP : v < -KEY_BIAS_CAP ? -KEY_BIAS_CAP : v);
+    }
 
     double lambda = model->forgetting > 0 && model->forgetting <= 1 ? model->forgetting : 1.0;
     double trace = 0;
@@ -90,7 +135,7 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
     for (int i = 0; i < ISN_COST_FEATURES; i++) px[i] = dot(m->p[i], x);
     double denom = lambda + dot(x, px);
     if (!(denom > 1e-12)) return;
-    double error = log(measured_ns) - dot(m->w, x);
+    double error = measured_log - correction - dot(m->w, x);
     for (int i = 0; i < ISN_COST_FEATURES; i++) m->w[i] += px[i] / denom * error;
     /* P = (P - (P x)(P x)^T / denom) / lambda; P stays symmetric. */
     for (int i = 0; i < ISN_COST_FEATURES; i++)
@@ -98,9 +143,74 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
     m->updates++;
 }
 
+/* Synthetic queries for seeding: one to four lists of 10 to 10 million postings. */
+static isn_job_features synthetic_query(uint64_t *state) {
+    isn_job_features f = {.k = 10, .mode = ISN_MODE_OR, .algo = ISN_ALGO_AUTO};
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    f.num_terms = 1 + (uint32_t)((*state >> 60) % 4);
+    for (uint32_t i = 0; i < f.num_terms; i++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t df = (uint64_t)exp(2.3 + (double)(*state >> 11) / 9007199254740992.0 * 13.8);
+        f.total += df;
+        f.blocks += (df + 127) / 128;
+        if (!f.shortest || df < f.shortest) f.shortest = df;
+        if (df > f.longest) f.longest = df;
+    }
+    f.essential = f.total;
+    return f;
+}
+
+void isn_cost_model_seed(isn_cost_model *model, isn_device_kind device,
+                         double (*ns_of)(const isn_job_features *features, const void *arg), const void *arg) {
+    isn_cost_device_model *m = &model->device[device];
+    memset(m, 0, sizeof *m);
+    double a[ISN_COST_FEATURES][ISN_COST_FEATURES] = {{0}}, b[ISN_COST_FEATURES] = {0}, x[ISN_COST_FEATURES];
+    uint64_t state = 0x2545f4914f6cdd1dull;
+    for (int s = 0; s < 4000; s++) {
+        isn_job_features f = synthetic_query(&state);
+        double ns = ns_of(&f, arg);
+        if (!(ns > 0)) continue;
+        isn_cost_features(&f, x);
+        for (int i = 0; i < ISN_COST_FEATURES; i++) {
+            b[i] += x[i] * log(ns);
+            for (int j = 0; j < ISN_COST_FEATURES; j++) a[i][j] += x[i] * x[j];
+        }
+    }
+    isn_least_squares_solve(a, b, m->w);
+    for (int i = 0; i < ISN_COST_FEATURES; i++) m->p[i][i] = P_START;
+    m->ape_recent = NAN;
+}
+
 double isn_cost_mape(const isn_cost_model *model, isn_device_kind device) {
     const isn_cost_device_model *m = &model->device[device];
     return m->ape_count ? 100.0 * m->ape_sum / (double)m->ape_count : NAN;
+}
+
+void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], const double b[ISN_COST_FEATURES],
+                             double w[ISN_COST_FEATURES]) {
+    /* A little ridge, so features a data set never varies (AND mode, say) stay at 0. */
+    double m[ISN_COST_FEATURES][ISN_COST_FEATURES + 1];
+    for (int i = 0; i < ISN_COST_FEATURES; i++) {
+        for (int j = 0; j < ISN_COST_FEATURES; j++) m[i][j] = a[i][j] + (i == j ? 1e-6 * (1.0 + a[i][i]) : 0.0);
+        m[i][ISN_COST_FEATURES] = b[i];
+    }
+    for (int c = 0; c < ISN_COST_FEATURES; c++) {
+        int pivot = c;
+        for (int r = c + 1; r < ISN_COST_FEATURES; r++)
+            if (fabs(m[r][c]) > fabs(m[pivot][c])) pivot = r;
+        for (int j = 0; j <= ISN_COST_FEATURES; j++) {
+            double t = m[c][j];
+            m[c][j] = m[pivot][j];
+            m[pivot][j] = t;
+        }
+        if (fabs(m[c][c]) < 1e-300) continue;
+        for (int r = 0; r < ISN_COST_FEATURES; r++) {
+            if (r == c) continue;
+            double factor = m[r][c] / m[c][c];
+            for (int j = c; j <= ISN_COST_FEATURES; j++) m[r][j] -= factor * m[c][j];
+        }
+    }
+    for (int i = 0; i < ISN_COST_FEATURES; i++) w[i] = fabs(m[i][i]) < 1e-300 ? 0.0 : m[i][ISN_COST_FEATURES] / m[i][i];
 }
 
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
@@ -116,7 +226,7 @@ int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err
         snprintf(err, err_len, "%s: cannot write: %s", tmp, strerror(errno));
         return -1;
     }
-    fprintf(f, "isn-cost-model 1 features %d\n", ISN_COST_FEATURES);
+    fprintf(f, "isn-cost-model 2 features %d keys %d\n", ISN_COST_FEATURES, ISN_COST_KEY_SLOTS);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         const isn_cost_device_model *m = &model->device[d];
         fprintf(f, "device %s updates %llu\nw", DEVICE_NAMES[d], (unsigned long long)m->updates);
@@ -124,6 +234,11 @@ int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err
         fprintf(f, "\np");
         for (int i = 0; i < ISN_COST_FEATURES; i++)
             for (int j = 0; j < ISN_COST_FEATURES; j++) fprintf(f, " %.17g", m->p[i][j]);
+        uint32_t used = 0;
+        for (int i = 0; i < ISN_COST_KEY_SLOTS; i++) used += m->key_bias[i] != 0.0f;
+        fprintf(f, "\nkeys %u", used);
+        for (int i = 0; i < ISN_COST_KEY_SLOTS; i++)
+            if (m->key_bias[i] != 0.0f) fprintf(f, " %d %.9g", i, (double)m->key_bias[i]);
         fprintf(f, "\n");
     }
     bool ok = !ferror(f);
@@ -144,12 +259,13 @@ int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size
         return -1;
     }
     isn_cost_model loaded = *model;
-    int version = 0, features = 0;
+    int version = 0, features = 0, slots = 0;
     const char *problem = NULL;
-    if (fscanf(f, "isn-cost-model %d features %d", &version, &features) != 2 || version != 1)
-        problem = "not an isn cost model state file (version 1)";
-    else if (features != ISN_COST_FEATURES)
-        problem = "written for a different number of features";
+    if (fscanf(f, "isn-cost-model %d features %d", &version, &features) != 2 || version < 1)
+        problem = "not an isn cost model state file";
+    else if (version != 2 || features != ISN_COST_FEATURES || fscanf(f, " keys %d", &slots) != 1 ||
+             slots != ISN_COST_KEY_SLOTS)
+        problem = "written by another version of the cost model (its features differ); delete it to start afresh";
     for (int d = 0; d < ISN_DEVICE_KINDS && !problem; d++) {
         isn_cost_device_model *m = &loaded.device[d];
         char name[16];
@@ -166,6 +282,17 @@ int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size
         for (int i = 0; i < ISN_COST_FEATURES && !problem; i++)
             for (int j = 0; j < ISN_COST_FEATURES && !problem; j++)
                 if (fscanf(f, "%lf", &m->p[i][j]) != 1 || !isfinite(m->p[i][j])) problem = "bad covariance";
+        unsigned used = 0;
+        memset(m->key_bias, 0, sizeof m->key_bias);
+        if (!problem && (fscanf(f, " keys %u", &used) != 1 || used > ISN_COST_KEY_SLOTS)) problem = "bad key count";
+        for (unsigned i = 0; i < used && !problem; i++) {
+            int slot;
+            float bias;
+            if (fscanf(f, "%d %f", &slot, &bias) != 2 || slot < 0 || slot >= ISN_COST_KEY_SLOTS || !isfinite(bias) ||
+                fabsf(bias) > KEY_BIAS_CAP)
+                problem = "bad key correction";
+            else m->key_bias[slot] = bias;
+        }
         m->ape_sum = 0;
         m->ape_count = 0;
         m->ape_recent = NAN;

@@ -63,11 +63,15 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
     uint64_t end = isn_sched_now_ns();
     ADD(s->busy_ns[ISN_DEVICE_GPU], end - start);
     if (rc == 0) {
-        /* Each job learns its share of the batch time, in proportion to its prediction. */
-        double measured = (double)(end - start), sum = predicted - s->config.batch.launch_ns;
+        /* Each job learns its share of the batch time past the launch, in proportion to its
+         * prediction: the model predicts a job's part, the launch is added per batch. */
+        double sum = predicted - s->config.batch.launch_ns;
+        double measured = (double)(end - start) - s->config.batch.launch_ns;
+        if (measured < 0.1 * sum) measured = 0.1 * sum;
         for (uint32_t i = 0; i < n; i++) {
             double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
-            sched_learn(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share);
+            sched_learn(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share, measured * share,
+                        batch[i]->predicted_ns[ISN_DEVICE_GPU]);
             batch[i]->finished_ns = end;
             COUNT(s->ran_on[ISN_DEVICE_GPU]);
             sched_finish(s, batch[i], ISN_JOB_RAN);

@@ -30,6 +30,11 @@ double isn_gpu_sim_batch_ns(const isn_gpu_sim_config *config, isn_job *const *jo
     return config->launch_ns + config->per_posting_ns * postings + config->per_query_ns * n;
 }
 
+double isn_gpu_sim_job_ns(const isn_job_features *features, const void *arg) {
+    const isn_gpu_sim_config *config = arg;
+    return config->per_query_ns + config->per_posting_ns * (double)features->total;
+}
+
 static double next_uniform(uint64_t *state) {
     *state ^= *state << 13;
     *state ^= *state >> 7;

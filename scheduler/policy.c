@@ -11,9 +11,14 @@ isn_route isn_route_decide(const isn_route_input *in, isn_device_kind *best) {
     isn_device_kind other = winner == ISN_DEVICE_CPU ? ISN_DEVICE_GPU : ISN_DEVICE_CPU;
     *best = winner;
     if (in->remaining_ns > 0 && !(completion[winner] <= in->remaining_ns)) {
-        /* Degrading helps only a job that starts in time: early termination shortens the run, not
-         * the wait. */
-        if (in->degrade_ok && in->available[winner] && in->wait_ns[winner] < in->remaining_ns) return ISN_ROUTE_DEGRADE;
+        /* Degrading helps only a job that starts with time to do something: early termination
+         * shortens the run, not the wait. Only the CPU can stop a query early. */
+        double left = in->remaining_ns - in->wait_ns[ISN_DEVICE_CPU];
+        if (in->degrade_ok && in->available[ISN_DEVICE_CPU] && left > 0 &&
+            left >= in->degrade_min_share * in->service_ns[ISN_DEVICE_CPU]) {
+            *best = ISN_DEVICE_CPU;
+            return ISN_ROUTE_DEGRADE;
+        }
         return ISN_ROUTE_SHED;
     }
     if (!in->available[other] || completion[winner] * (1.0 + in->margin) < completion[other])

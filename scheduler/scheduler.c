@@ -8,6 +8,12 @@
 
 #include "scheduler/scheduler_internal.h"
 
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t isn_sched_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -21,6 +27,7 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
     config->deque_capacity = 64;
     config->arena_bytes = 64 * 1024;
     config->early_stop_fraction = 0.9;
+    config->admit_fraction = 0.4;
     config->degraded_fraction = 0.5;
     config->route_margin = 0.25;
     config->overload = ISN_OVERLOAD_SHED;
@@ -46,10 +53,28 @@ void sched_predict(isn_scheduler *s, isn_job *job) {
     pthread_mutex_unlock(&s->model_lock);
 }
 
-void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double ns) {
+void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
+                 double wall_ns, double predicted_ns) {
     pthread_mutex_lock(&s->model_lock);
-    isn_cost_learn(&s->model, device, features, ns);
+    isn_cost_learn(&s->model, device, features, cost_ns);
+    if (wall_ns > 0 && predicted_ns > 0 && isfinite(wall_ns) && isfinite(predicted_ns)) {
+        s->actual_ewma[device] += SCHED_SCALE_WEIGHT * (wall_ns - s->actual_ewma[device]);
+        s->predicted_ewma[device] += SCHED_SCALE_WEIGHT * (predicted_ns - s->predicted_ewma[device]);
+    }
     pthread_mutex_unlock(&s->model_lock);
+}
+
+static double scale_locked(isn_scheduler *s, isn_device_kind device) {
+    if (!(s->predicted_ewma[device] > 0)) return 1.0;
+    double scale = s->actual_ewma[device] / s->predicted_ewma[device];
+    return scale < 0.5 ? 0.5 : scale > 8.0 ? 8.0 : scale;
+}
+
+double sched_scale(isn_scheduler *s, isn_device_kind device) {
+    pthread_mutex_lock(&s->model_lock);
+    double scale = scale_locked(s, device);
+    pthread_mutex_unlock(&s->model_lock);
+    return scale;
 }
 
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
@@ -70,17 +95,42 @@ uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now) {
 
 /* ------------------------------------------------------------------ submit */
 
+/* Under the lock: how long a job queued now would wait on each device (INFINITY for none).
+ * Predictions are for an idle node; the scale says how the node runs now. The undecided queue
+ * counts for both sides: either may take all of it. The CPU's is at least the age of the oldest
+ * job still queued: when the workers stall (other processes took the cores), that age grows at
+ * once, while the scale learns of it only as jobs finish. */
+static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
+    const isn_edf_queue *q = s->queues;
+    double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
+    wait[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] *
+                           (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] +
+                            q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] + (committed > 0 ? committed : 0)) /
+                           (s->config.workers ? s->config.workers : 1);
+    const isn_job *head = isn_edf_peek(&q[ISN_QUEUE_CPU]);
+    if (head && now > head->enqueued_ns && (double)(now - head->enqueued_ns) > wait[ISN_DEVICE_CPU])
+        wait[ISN_DEVICE_CPU] = (double)(now - head->enqueued_ns);
+    uint32_t gpus = sched_available_gpus(s, now);
+    wait[ISN_DEVICE_GPU] = gpus ? scale[ISN_DEVICE_GPU] *
+                                      (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
+                                       q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) /
+                                      gpus
+                                : INFINITY;
+}
+
 isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     uint64_t now = isn_sched_now_ns();
     job->enqueued_ns = now;
     job->started_ns = job->finished_ns = 0;
     job->degraded = false;
+    job->run_budget_ns = 0;
     job->rerun_on_cpu = false;
     job->batch_size = 0;
     job->complete = true;
     job->measured = true;
     if (!job->received_ns) job->received_ns = now;
     sched_predict(s, job);
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
 
     pthread_mutex_lock(&s->lock);
     if (s->stopping) {
@@ -88,25 +138,24 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         return ISN_SUBMIT_STOPPED;
     }
     uint32_t gpus = sched_available_gpus(s, now);
-    isn_route_input in = {.margin = s->config.route_margin, .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE};
-    const isn_edf_queue *q = s->queues;
-    double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
+    isn_route_input in = {.margin = s->config.route_margin,
+                          .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE,
+                          .degrade_min_share = s->config.degraded_fraction};
+    queue_waits(s, now, scale, in.wait_ns);
     in.available[ISN_DEVICE_CPU] = s->config.workers > 0;
-    in.wait_ns[ISN_DEVICE_CPU] = (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] +
-                                  q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] + (committed > 0 ? committed : 0)) /
-                                 (s->config.workers ? s->config.workers : 1);
-    in.service_ns[ISN_DEVICE_CPU] = job->predicted_ns[ISN_DEVICE_CPU];
+    in.service_ns[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] * job->predicted_ns[ISN_DEVICE_CPU];
     in.available[ISN_DEVICE_GPU] = gpus > 0;
-    in.wait_ns[ISN_DEVICE_GPU] = gpus ? (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
-                                         q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) /
-                                            gpus
-                                      : 0;
-    in.service_ns[ISN_DEVICE_GPU] = job->predicted_ns[ISN_DEVICE_GPU] + s->config.batch.launch_ns;
+    if (!gpus) in.wait_ns[ISN_DEVICE_GPU] = 0;
+    /* A job joins a batch: it waits up to the linger time and pays a launch. */
+    in.service_ns[ISN_DEVICE_GPU] = scale[ISN_DEVICE_GPU] * (job->predicted_ns[ISN_DEVICE_GPU] + s->config.batch.launch_ns) +
+                                    (double)s->config.batch.linger_ns;
     bool already_dead = job->deadline_ns && job->deadline_ns <= now;
-    /* Admission counts to the early-stop point: a job finishing after it answers only partially. */
-    double stop_at = (double)job->received_ns +
-                     s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns);
-    in.remaining_ns = job->deadline_ns && !already_dead ? (stop_at > (double)now ? stop_at - (double)now : 1) : 0;
+    /* Admission counts to a share of the budget (at most the early-stop point, after which a job
+     * answers only partially): the rest is slack for prediction error and the reply's way back. */
+    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
+                                                                                : s->config.early_stop_fraction;
+    double admit_by = (double)job->received_ns + fraction * (double)(job->deadline_ns - job->received_ns);
+    in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 
     isn_device_kind best;
     isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
@@ -116,8 +165,12 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         return ISN_SUBMIT_SHED_OVERLOAD;
     }
     if (route == ISN_ROUTE_DEGRADE) {
+        /* It runs until its admission point at most, and is counted in the queue for that long. */
         job->degraded = true;
-        route = best == ISN_DEVICE_GPU ? ISN_ROUTE_GPU : ISN_ROUTE_CPU;
+        job->run_budget_ns = in.remaining_ns - in.wait_ns[ISN_DEVICE_CPU];
+        double budget = job->run_budget_ns / scale[ISN_DEVICE_CPU];
+        if (budget < job->predicted_ns[ISN_DEVICE_CPU]) job->predicted_ns[ISN_DEVICE_CPU] = budget;
+        route = ISN_ROUTE_CPU;
     }
     isn_queue_id queue = route == ISN_ROUTE_GPU ? ISN_QUEUE_GPU
                          : route == ISN_ROUTE_UNDECIDED ? ISN_QUEUE_UNDECIDED
@@ -136,6 +189,22 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     if (queue != ISN_QUEUE_CPU && s->num_dispatchers) pthread_cond_broadcast(&s->gpu_wake);
     pthread_mutex_unlock(&s->lock);
     return ISN_SUBMIT_QUEUED;
+}
+
+bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+    if (!deadline_ns) return true;
+    uint64_t now = isn_sched_now_ns();
+    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
+                                                                                : s->config.early_stop_fraction;
+    double remaining = (double)received_ns + fraction * (double)(deadline_ns - received_ns) - (double)now;
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+    double wait[ISN_DEVICE_KINDS];
+    pthread_mutex_lock(&s->lock);
+    queue_waits(s, now, scale, wait);
+    pthread_mutex_unlock(&s->lock);
+    if (wait[ISN_DEVICE_CPU] <= remaining || wait[ISN_DEVICE_GPU] <= remaining) return true;
+    COUNT(s->shed_overload);
+    return false;
 }
 
 /* ------------------------------------------------------------------ CPU workers */
@@ -234,9 +303,11 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
                                .arena = w->arena,
                                .arena_bytes = s->config.arena_bytes};
     if (job->deadline_ns) {
-        double fraction = job->degraded ? s->config.degraded_fraction : s->config.early_stop_fraction;
-        context.stop_ns = job->received_ns + (uint64_t)(fraction * (double)(job->deadline_ns - job->received_ns));
+        context.stop_ns = job->received_ns +
+                          (uint64_t)(s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns));
         if (context.stop_ns > job->deadline_ns) context.stop_ns = job->deadline_ns;
+        if (job->degraded && now + (uint64_t)job->run_budget_ns < context.stop_ns)
+            context.stop_ns = now + (uint64_t)job->run_budget_ns;
     }
     job->started_ns = now;
     job->device = ISN_DEVICE_CPU;
@@ -244,7 +315,9 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     job->complete = true;
     job->measured = true;
     atomic_fetch_add_explicit(&s->running, 1, memory_order_relaxed);
+    uint64_t cpu_start = thread_cpu_ns();
     s->config.run_cpu(s->config.user, job, &context);
+    uint64_t cpu_used = thread_cpu_ns() - cpu_start;
     atomic_fetch_sub_explicit(&s->running, 1, memory_order_relaxed);
     job->finished_ns = isn_sched_now_ns();
     uint64_t service = job->finished_ns - job->started_ns;
@@ -253,8 +326,12 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     COUNT(s->wait_count[ISN_DEVICE_CPU]);
     COUNT(s->ran_on[ISN_DEVICE_CPU]);
     if (!job->complete) COUNT(s->partial);
-    /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing. */
-    if (job->complete && job->measured) sched_learn(s, ISN_DEVICE_CPU, &job->features, (double)service);
+    /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing.
+     * The model learns the thread's CPU time, so that time other threads and processes take from
+     * this one (preemption) does not teach it that queries got costlier; the scale sees that. */
+    if (job->complete && job->measured)
+        sched_learn(s, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
+                    job->degraded ? 0.0 : job->predicted_ns[ISN_DEVICE_CPU]); /* a degraded one's was cut */
     commit_cpu(s, job, -1);
     sched_finish(s, job, ISN_JOB_RAN);
 }
@@ -482,6 +559,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     pthread_mutex_lock(&s->model_lock);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         st->mape[d] = isn_cost_mape(&s->model, (isn_device_kind)d);
+        st->service_scale[d] = scale_locked(s, (isn_device_kind)d);
         st->model_updates[d] = s->model.device[d].updates;
     }
     pthread_mutex_unlock(&s->model_lock);

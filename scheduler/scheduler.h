@@ -44,18 +44,34 @@ uint32_t isn_deque_size(isn_deque *deque);
 
 typedef enum { ISN_DEVICE_CPU = 0, ISN_DEVICE_GPU = 1, ISN_DEVICE_KINDS = 2 } isn_device_kind;
 
-/* What is known about a query before it runs: the cost model's input. */
+/* What is known about a query before it runs: the cost model's input (isn_job_features_of fills it
+ * from an analysed query and the index's lexicon and block maxima). */
+#define ISN_JOB_KEYS 16
 typedef struct {
     uint32_t num_terms;
     uint64_t shortest;        /* postings of the shortest list */
     uint64_t second_shortest; /* of the second shortest (0 for one term) */
+    uint64_t longest;
     uint64_t total;           /* of all lists */
     uint64_t blocks;          /* 128-posting blocks of all lists */
+    /* Postings of the lists a dynamic-pruning algorithm is expected to walk in full: those whose
+     * upper bounds together beat a threshold estimated from block maxima (every list for the
+     * exhaustive algorithms). The other lists are only probed. */
+    uint64_t essential;
+    uint32_t nonessential_lists;
     uint32_t k;
     isn_mode mode;
     isn_algo algo;
     bool gpu_resident; /* every list is in GPU memory */
+    /* Term ids (the rarest first, at most ISN_JOB_KEYS): the model learns a correction per term,
+     * for what the numbers above miss (how its documents co-occur with the other terms'). */
+    uint32_t num_keys;
+    uint32_t keys[ISN_JOB_KEYS];
 } isn_job_features;
+
+/* Features of a query from the index (lexicon statistics and block maxima; no posting is read). */
+void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                         isn_job_features *features);
 
 typedef enum {
     ISN_JOB_RAN,               /* the callback (CPU) or the device (GPU) produced its answer */
@@ -75,6 +91,7 @@ struct isn_job {
     /* set by the scheduler */
     isn_queue_id queue;
     bool degraded;            /* admitted under overload with a reduced budget (degrade policy) */
+    double run_budget_ns;     /* degraded: the most it may run, so that it ends by its admission point */
     double predicted_ns[ISN_DEVICE_KINDS];
     uint64_t enqueued_ns, started_ns, finished_ns;
     isn_job_outcome outcome;
@@ -132,16 +149,24 @@ int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64
 void isn_gpu_sim_free(isn_gpu_device *device);
 /* The simulated service time of a batch: what the sleep lasts. */
 double isn_gpu_sim_batch_ns(const isn_gpu_sim_config *config, isn_job *const *jobs, uint32_t n);
+/* One job's part of it, without the launch: the cost model's GPU target (arg: the config). */
+double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
 
 /* ------------------------------------------------------------------ cost model */
 
-/* Per device: log(service ns) = w . x(features), learned by recursive least squares with forgetting.
- * Starts from a fitted formula; learns from every measured time; error is tracked as MAPE. */
-#define ISN_COST_FEATURES 11
+/* Per device: log(service ns) = w . x(features) + the mean correction of the job's keys. w is learned
+ * by recursive least squares with forgetting, the key corrections by a step towards each residual.
+ * Starts from a formula fitted by bench/bench_scheduler --fit; error is tracked as MAPE. A CPU job's
+ * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
+ * business, not the query's cost); a GPU job's is its share of a batch without the launch (the
+ * scheduler adds the launch). */
+#define ISN_COST_FEATURES 16
+#define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
 
 typedef struct {
     double w[ISN_COST_FEATURES];
     double p[ISN_COST_FEATURES][ISN_COST_FEATURES];
+    float key_bias[ISN_COST_KEY_SLOTS];
     uint64_t updates;
     /* mean absolute percentage error: since warm-up, and an exponential moving average (recent) */
     double ape_sum;
@@ -152,6 +177,7 @@ typedef struct {
 typedef struct {
     isn_cost_device_model device[ISN_DEVICE_KINDS];
     double forgetting;     /* RLS lambda, e.g. 0.999 */
+    double key_rate;       /* step of the key corrections towards a residual (0 = off) */
     uint64_t warm_up;      /* updates before a device's errors count in MAPE */
 } isn_cost_model;
 
@@ -163,6 +189,14 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
                     double measured_ns);
 /* Percent, since warm-up; NAN when nothing counted yet. */
 double isn_cost_mape(const isn_cost_model *model, isn_device_kind device);
+/* Starts a device's model from a known latency model (a simulator's, or one measured elsewhere):
+ * weights fitted by least squares to ns_of() over a spread of synthetic queries, so the model does
+ * not learn it during the first minutes of load. The key corrections and error counts restart. */
+void isn_cost_model_seed(isn_cost_model *model, isn_device_kind device,
+                         double (*ns_of)(const isn_job_features *features, const void *arg), const void *arg);
+/* Solves (a + a small ridge) w = b: least squares from normal equations (bench_scheduler --fit). */
+void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], const double b[ISN_COST_FEATURES],
+                             double w[ISN_COST_FEATURES]);
 /* Text file, written to PATH.tmp then renamed. 0, or -1 with err. */
 int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err, size_t err_len);
 /* 0; 1 when the file does not exist (the model is left as it was); -1 with err for a bad file. */
@@ -198,7 +232,9 @@ typedef enum { ISN_ROUTE_CPU, ISN_ROUTE_GPU, ISN_ROUTE_UNDECIDED, ISN_ROUTE_SHED
 /* The routing decision as a pure function, so it can be tested alone. completion = wait + service per
  * device (a device with no capacity has an infinite one). A device wins clearly when its completion
  * time times (1 + margin) is still below the other's. Overload: when no device finishes within the
- * remaining budget, shed, or degrade when degrade_ok and the best device at least starts in time. */
+ * remaining budget, shed; or, when degrade_ok, run it on the CPU cut short (early termination; a GPU
+ * batch cannot stop early) if the time left after its wait is at least degrade_min_share of its
+ * predicted service. */
 typedef struct {
     double wait_ns[ISN_DEVICE_KINDS];
     double service_ns[ISN_DEVICE_KINDS];
@@ -206,6 +242,7 @@ typedef struct {
     double remaining_ns; /* until the deadline; <= 0 means none */
     double margin;       /* e.g. 0.25 */
     bool degrade_ok;
+    double degrade_min_share; /* e.g. 0.5 */
 } isn_route_input;
 
 isn_route isn_route_decide(const isn_route_input *input, isn_device_kind *best);
@@ -249,7 +286,8 @@ typedef struct {
     uint32_t deque_capacity; /* per worker */
     size_t arena_bytes;      /* per-worker scratch */
     double early_stop_fraction; /* a CPU job stops at received + this * (deadline - received) */
-    double degraded_fraction;   /* the same for a degraded job */
+    double admit_fraction;      /* admitted only if predicted to complete by received + this * budget */
+    double degraded_fraction;   /* degraded only when it can run at least this share of its predicted time */
     double route_margin;
     isn_overload_policy overload;
     isn_batch_policy batch;
@@ -282,6 +320,10 @@ typedef enum {
 
 /* Any thread. On ISN_SUBMIT_QUEUED the job belongs to the scheduler until complete(). */
 isn_submit_result isn_scheduler_submit(isn_scheduler *scheduler, isn_job *job);
+/* Any thread. False when a job with this budget would be shed whatever it costs: no device could
+ * even start it within its admission budget. Lets the caller refuse before analysing the query,
+ * so that refusals stay cheap under overload. Counts the refusal as shed_overload when false. */
+bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
 /* From now on queued jobs complete ISN_JOB_ABANDONED instead of running. */
 void isn_scheduler_abandon_queued(isn_scheduler *scheduler);
 /* Stops and joins the threads; queued jobs complete ISN_JOB_ABANDONED. */
@@ -309,6 +351,7 @@ typedef struct {
     double uptime_seconds;
     uint32_t workers, gpus;
     double mape[ISN_DEVICE_KINDS];             /* percent; NAN before any */
+    double service_scale[ISN_DEVICE_KINDS];    /* measured / predicted service lately (admission uses it) */
     uint64_t model_updates[ISN_DEVICE_KINDS];
 } isn_scheduler_stats;
 

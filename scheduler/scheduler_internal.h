@@ -11,6 +11,7 @@
 #define SCHED_IDLE_POLL_NS 1000000ull /* idle workers look for stealable work this often */
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
+#define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
 
 #define COUNT(counter) atomic_fetch_add_explicit(&(counter), 1, memory_order_relaxed)
 #define ADD(counter, v) atomic_fetch_add_explicit(&(counter), (v), memory_order_relaxed)
@@ -54,6 +55,10 @@ struct isn_scheduler {
 
     pthread_mutex_t model_lock;
     isn_cost_model model;
+    /* Measured over predicted service, per device, as moving sums: the model predicts a query's cost
+     * on an idle machine; this says how much slower the node runs now (other processes, memory
+     * bandwidth, the model's bias). Admission scales its waits and services by it. */
+    double actual_ewma[ISN_DEVICE_KINDS], predicted_ewma[ISN_DEVICE_KINDS];
 
     sched_worker *workers;
     sched_dispatcher *dispatchers;
@@ -69,7 +74,12 @@ struct isn_scheduler {
 
 void sched_timespec_at(uint64_t ns, struct timespec *ts);
 void sched_predict(isn_scheduler *s, isn_job *job);
-void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double ns);
+/* The model learns cost_ns (what the job itself cost); the scale compares wall_ns (what it took,
+ * with whatever else ran on the machine meanwhile) with predicted_ns (what admission assumed). */
+void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
+                 double wall_ns, double predicted_ns);
+/* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
+double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);

@@ -17,6 +17,17 @@
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "scheduler/scheduler.h"
+
+/* scheduler/gpu_cuda.c (its declarations are to move into scheduler.h) */
+typedef struct {
+    void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
+    void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
+    void *user;
+} isn_gpu_cuda_callbacks;
+int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
+                     isn_gpu_device *device);
+void isn_gpu_cuda_free(isn_gpu_device *device);
 
 #define NUM_DOCS 20000u
 #define VOCAB 3000u
@@ -93,15 +104,20 @@ static int teardown(void **state) {
 }
 
 /* A batch of random queries: 1..6 terms drawn from the Zipf head and body, owned by the batch. */
+#define MAX_QUERY_TERMS 160
+
 typedef struct {
     uint32_t n;
     isn_query queries[256];
-    isn_query_term terms[256][6];
+    isn_query_term terms[256][MAX_QUERY_TERMS];
     isn_gpu_request requests[256];
     isn_hit *hits;
     isn_hit *expected;
     uint32_t expected_n[256];
 } batch;
+
+/* Terms per query: 1..6, or long_terms..long_terms+31 when long_terms (the dense path's chunks). */
+static uint32_t long_terms;
 
 static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
     bt->n = n;
@@ -112,14 +128,17 @@ static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
     assert_non_null(bt->hits);
     assert_non_null(bt->expected);
     for (uint32_t q = 0; q < n; q++) {
-        uint32_t nt = 1 + (uint32_t)(rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
+        uint32_t nt = long_terms ? long_terms + (uint32_t)(rng_next() % 32)
+                                 : 1 + (uint32_t)(rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
         isn_query *query = &bt->queries[q];
         query->terms = bt->terms[q];
         query->num_terms = 0;
         query->num_unknown = 0;
         for (uint32_t t = 0; t < nt; t++) {
             char word[16];
-            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(rng_next() % 40) : zipf_term();
+            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(rng_next() % 40)
+                         : long_terms ? (uint32_t)(rng_next() % VOCAB)
+                                      : zipf_term();
             snprintf(word, sizeof word, "w%u", w);
             uint32_t id;
             if (!isn_index_find_term(ix, word, strlen(word), &id)) {
@@ -168,9 +187,12 @@ static uint32_t batch_check(const batch *bt, uint32_t k) {
     return on_device;
 }
 
+static bool and_by_ranges;
+
 static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
+    o.and_by_ranges = and_by_ranges;
     o.emulate = emulate;
     o.memory_budget = budget;
     o.max_batch = 256;
@@ -201,10 +223,10 @@ static void check_equality(bool emulate) {
             isn_gpu_batch_stats st;
             assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
             uint32_t on_device = batch_check(&bt, ks[i]);
-            printf("%s %s k=%u: %u/%u on the device, %llu candidates, %llu ranges pruned of %llu\n",
-                   emulate ? "emulated" : "GPU", mode ? "AND" : "OR", ks[i], on_device, bt.n,
-                   (unsigned long long)st.candidates, (unsigned long long)st.ranges_pruned,
-                   (unsigned long long)(st.ranges_scored + st.ranges_pruned));
+            printf("%s %s%s k=%u: %u/%u on the device, %llu candidates, %llu ranges pruned of %llu, %llu rescored\n",
+                   emulate ? "emulated" : "GPU", mode ? "AND" : "OR", and_by_ranges ? " by ranges" : "", ks[i],
+                   on_device, bt.n, (unsigned long long)st.candidates, (unsigned long long)st.ranges_pruned,
+                   (unsigned long long)(st.ranges_scored + st.ranges_pruned), (unsigned long long)st.ranges_rescored);
             assert_true(on_device > bt.n / 2);
         }
     isn_gpu_health h;
@@ -225,7 +247,55 @@ static void test_equality_gpu(void **state) {
     check_equality(false);
 }
 
-/* Half the payload: the lists left out are answered on the CPU, still exactly. */
+/* Conjunctive queries through the range passes instead of probing. */
+static void test_and_by_ranges_emulated(void **state) {
+    (void)state;
+    and_by_ranges = true;
+    check_equality(true);
+    and_by_ranges = false;
+}
+
+static void test_and_by_ranges_gpu(void **state) {
+    (void)state;
+    if (!have_gpu()) skip();
+    and_by_ranges = true;
+    check_equality(false);
+    and_by_ranges = false;
+}
+
+/* Disjunctive queries of 100..131 terms: scored in chunks of terms into the dense range accumulator. */
+static void check_long_queries(bool emulate) {
+    isn_gpu_backend *b = open_backend(emulate, 0, 0);
+    static batch bt;
+    char err[256];
+    long_terms = 100;
+    static const uint32_t ks[] = {10, 1000};
+    for (size_t i = 0; i < 2; i++) {
+        batch_fill(&bt, emulate ? 6 : 24, ks[i], ISN_MODE_OR);
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+        uint32_t on_device = batch_check(&bt, ks[i]);
+        printf("%s long OR k=%u: %u/%u on the device\n", emulate ? "emulated" : "GPU", ks[i], on_device, bt.n);
+        assert_int_equal(on_device, bt.n);
+    }
+    long_terms = 0;
+    isn_gpu_close(b);
+}
+
+static void test_long_queries_emulated(void **state) {
+    (void)state;
+    check_long_queries(true);
+}
+
+static void test_long_queries_gpu(void **state) {
+    (void)state;
+    if (!have_gpu()) skip();
+    check_long_queries(false);
+}
+
+/* Half the payload: a pruned-prefix cache (the most visited lists' leading blocks, each cut at half
+ * of it); the device answers below each query's coverage and the CPU completes the rest, still exactly;
+ * lists left out are answered on the CPU. */
 static void check_partial_residency(bool emulate) {
     uint64_t payload_bytes, num_blocks;
     isn_index_postings_payload(ix, &payload_bytes);
@@ -234,18 +304,30 @@ static void check_partial_residency(bool emulate) {
     isn_gpu_backend *b = open_backend(emulate, budget, 0);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
-    assert_true(h.terms_resident > 0 && h.terms_resident < h.terms_total);
+    assert_true(h.terms_prefix > 0);
+    assert_true(h.terms_resident + h.terms_prefix < h.terms_total);
     assert_true(h.bytes_resident <= budget);
     static batch bt;
     char err[256];
-    batch_fill(&bt, 64, 10, ISN_MODE_OR);
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
-    batch_check(&bt, 10);
+    static const uint32_t ks[] = {10, 1000, 10};
+    for (int i = 0; i < 3; i++) {
+        isn_mode mode = i == 2 ? ISN_MODE_AND : ISN_MODE_OR;
+        batch_fill(&bt, ks[i] >= 1000 && emulate ? 16 : 64, ks[i], mode);
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+        batch_check(&bt, ks[i]);
+        printf("%s %s k=%u: %u answered on prefixes + CPU completion (%llu CPU postings), %u on the CPU\n",
+               emulate ? "emulated" : "GPU", mode == ISN_MODE_AND ? "AND" : "OR", ks[i], st.prefix_queries,
+               (unsigned long long)st.prefix_cpu_postings, st.cpu_queries);
+    }
     isn_gpu_health_get(b, &h);
-    printf("%s: %u of %u lists resident (%llu of %llu bytes); %llu queries on the CPU for a missing list\n",
-           emulate ? "emulated" : "GPU", h.terms_resident, h.terms_total, (unsigned long long)h.bytes_resident,
-           (unsigned long long)h.index_bytes, (unsigned long long)h.queries_not_resident);
+    printf("%s: %u of %u lists whole, %u cut (%llu of %llu bytes); %llu queries on prefixes, %llu on the CPU for a "
+           "missing list\n",
+           emulate ? "emulated" : "GPU", h.terms_resident, h.terms_total, h.terms_prefix,
+           (unsigned long long)h.bytes_resident, (unsigned long long)h.index_bytes, (unsigned long long)h.queries_prefix,
+           (unsigned long long)h.queries_not_resident);
     assert_true(h.queries_device > 0);
+    assert_true(h.queries_prefix > 0);
     isn_gpu_close(b);
 }
 
@@ -264,7 +346,14 @@ static void test_partial_residency_gpu(void **state) {
 static void check_fault(bool emulate) {
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
-    char err[256];
+    char err[256], metrics[4096];
+    isn_gpu_health before;
+    isn_gpu_health_get(b, &before);
+    assert_true(before.ready && before.healthy);
+    assert_int_equal(before.batches, 0); /* the warm-up batch is not counted */
+    assert_true(isn_gpu_health_format_metrics(&before, "device=\"0\"", metrics, sizeof metrics) < sizeof metrics);
+    assert_non_null(strstr(metrics, "isn_gpu_ready{device=\"0\"} 1\n"));
+    assert_non_null(strstr(metrics, "isn_gpu_healthy{device=\"0\"} 1\n"));
     batch_fill(&bt, 32, 10, ISN_MODE_OR);
     isn_gpu_inject_fault(b);
     isn_gpu_batch_stats st;
@@ -276,6 +365,9 @@ static void check_fault(bool emulate) {
     assert_false(h.healthy);
     assert_non_null(strstr(h.reason, "injected"));
     assert_int_equal(h.device_errors, 1);
+    assert_true(h.ready);
+    isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
+    assert_non_null(strstr(metrics, "isn_gpu_healthy{} 0\n"));
     batch_fill(&bt, 16, 100, ISN_MODE_AND);
     assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
     assert_int_equal(batch_check(&bt, 100), 0);
@@ -302,6 +394,50 @@ static void test_candidate_overflow_emulated(void **state) {
     batch_fill(&bt, 8, 10000, ISN_MODE_OR);
     assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
     batch_check(&bt, 10000);
+    isn_gpu_close(b);
+}
+
+/* The scheduler's device on top of the backend: every job's request built by the callback, answered
+ * (batches split at the device's max_batch) and handed back; an unhealthy backend refuses batches. */
+static batch sched_bt;
+static uint32_t sched_done;
+
+static void sched_request_of(void *user, isn_job *job, isn_gpu_request *request) {
+    (void)user;
+    *request = sched_bt.requests[(uintptr_t)job->user];
+}
+
+static void sched_on_done(void *user, isn_job *job, const isn_gpu_request *request) {
+    (void)user;
+    sched_bt.requests[(uintptr_t)job->user] = *request;
+    sched_done++;
+}
+
+static void test_scheduler_device_emulated(void **state) {
+    (void)state;
+    isn_gpu_backend *b = open_backend(true, 0, 0);
+    batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
+    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
+    isn_gpu_device dev;
+    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
+    static isn_job jobs[40];
+    isn_job *ptrs[40];
+    for (uint32_t i = 0; i < 40; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].user = (void *)(uintptr_t)i;
+        ptrs[i] = &jobs[i];
+    }
+    char err[256];
+    sched_done = 0;
+    assert_int_equal(dev.run_batch(dev.state, ptrs, 40, err, sizeof err), 0);
+    assert_int_equal(sched_done, 40);
+    assert_true(batch_check(&sched_bt, 10) > 20);
+    isn_gpu_inject_fault(b);
+    assert_int_equal(dev.run_batch(dev.state, ptrs, 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "injected"));
+    assert_int_equal(dev.run_batch(dev.state, ptrs, 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unhealthy"));
+    isn_gpu_cuda_free(&dev);
     isn_gpu_close(b);
 }
 
@@ -338,6 +474,9 @@ int main(void) {
         cmocka_unit_test(test_fault_emulated),             cmocka_unit_test(test_candidate_overflow_emulated),
         cmocka_unit_test(test_bad_requests),               cmocka_unit_test(test_equality_gpu),
         cmocka_unit_test(test_partial_residency_gpu),      cmocka_unit_test(test_fault_gpu),
+        cmocka_unit_test(test_and_by_ranges_emulated),     cmocka_unit_test(test_and_by_ranges_gpu),
+        cmocka_unit_test(test_long_queries_emulated),      cmocka_unit_test(test_long_queries_gpu),
+        cmocka_unit_test(test_scheduler_device_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

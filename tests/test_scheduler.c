@@ -88,10 +88,24 @@ static void routing_clear_close_and_overload(void **state) {
     in = route_input(0, 100e3, 0, 1e3, 50e6);
     in.available[ISN_DEVICE_GPU] = false;
     assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_CPU);
-    /* Nobody finishes in time: shed; or degrade when allowed and the job at least starts in time. */
-    in = route_input(40e6, 20e6, 60e6, 1e6, 50e6);
+    /* Nobody finishes in time: shed; or, when allowed, degrade on the CPU if the time left after the
+     * wait is at least the minimum share of its predicted service. */
+    in = route_input(20e6, 40e6, 60e6, 1e6, 50e6);
     assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_SHED);
     in.degrade_ok = true;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_DEGRADE);
+    assert_int_equal(best, ISN_DEVICE_CPU);
+    /* 20 ms left for a 60 ms query, at least half required: shed. */
+    in = route_input(30e6, 60e6, 60e6, 1e6, 50e6);
+    in.degrade_ok = true;
+    in.degrade_min_share = 0.5;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_SHED);
+    in.degrade_min_share = 0.25;
+    assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_DEGRADE);
+    /* The GPU would finish first but not in time either; only the CPU can stop a query early. */
+    in = route_input(30e6, 40e6, 55e6, 1e6, 50e6);
+    in.degrade_ok = true;
+    in.degrade_min_share = 0.5;
     assert_int_equal(isn_route_decide(&in, &best), ISN_ROUTE_DEGRADE);
     assert_int_equal(best, ISN_DEVICE_CPU);
     in = route_input(60e6, 20e6, 60e6, 1e6, 50e6);
@@ -154,6 +168,8 @@ static isn_job_features random_features(void) {
     f.shortest = (uint64_t)exp(2 + unit_random() * 9);
     f.second_shortest = f.num_terms > 1 ? f.shortest + (uint64_t)exp(2 + unit_random() * 9) : 0;
     f.total = f.shortest + f.second_shortest * (f.num_terms - 1);
+    f.longest = f.num_terms > 1 ? f.second_shortest : f.shortest;
+    f.essential = f.total;
     f.blocks = (f.total + 127) / 128 + f.num_terms;
     return f;
 }
@@ -199,12 +215,71 @@ static void cost_model_converges_on_synthetic_times(void **state) {
     assert_int_equal(loaded.device[ISN_DEVICE_CPU].updates, 6000);
 
     FILE *bad = fopen(path, "w");
-    fputs("isn-cost-model 1 features 11\ndevice cpu updates 3\nw 1 2 x\n", bad);
+    fprintf(bad, "isn-cost-model 2 features %d keys %d\ndevice cpu updates 3\nw 1 2 x\n", ISN_COST_FEATURES,
+            ISN_COST_KEY_SLOTS);
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
     assert_non_null(strstr(err, "bad weight"));
+    bad = fopen(path, "w");
+    fputs("isn-cost-model 1 features 11\ndevice cpu updates 3\nw 1 2 3\n", bad);
+    fclose(bad);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another version"));
     remove(path);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 1); /* missing: keep the start */
+}
+
+/* Two terms with the same list lengths, one twice as costly (its documents co-occur so that pruning
+ * starts late): only the per-term correction can tell them apart, and it must, and survive a save. */
+static void cost_model_learns_per_term_corrections(void **state) {
+    (void)state;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_job_features cheap = {.num_terms = 2, .shortest = 500, .second_shortest = 5000, .longest = 5000,
+                              .total = 5500, .essential = 5500, .blocks = 45, .k = 10, .num_keys = 2,
+                              .keys = {11, 12}};
+    isn_job_features costly = cheap;
+    costly.keys[0] = 977;
+    for (int i = 0; i < 400; i++) {
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &cheap, 50e3);
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &costly, 100e3);
+    }
+    double a = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &cheap), b = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &costly);
+    print_message("per-term correction: %.0f ns and %.0f ns (measured 50000 and 100000)\n", a, b);
+    assert_true(fabs(a - 50e3) < 5e3);
+    assert_true(fabs(b - 100e3) < 10e3);
+
+    char path[] = "/tmp/isn-test-cost-keys-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256];
+    assert_int_equal(isn_cost_model_save(&model, path, err, sizeof err), 0);
+    isn_cost_model loaded;
+    isn_cost_model_init(&loaded);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
+    assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &costly) - b) < 1e-3 * b);
+    remove(path);
+}
+
+/* Seeded from the simulator's latency model, the GPU side predicts it from the start. */
+static void cost_model_seeds_from_a_latency_model(void **state) {
+    (void)state;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    double worst = 0;
+    for (int i = 0; i < 200; i++) {
+        isn_job_features f = random_features();
+        double truth = isn_gpu_sim_job_ns(&f, &sim), predicted = isn_cost_predict_ns(&model, ISN_DEVICE_GPU, &f);
+        double error = fabs(predicted - truth) / truth;
+        if (error > worst) worst = error;
+    }
+    print_message("seeded GPU model: worst error %.1f%% over 200 queries\n", 100 * worst);
+    assert_true(worst < 0.25);
+    assert_int_equal(model.device[ISN_DEVICE_GPU].updates, 0);
 }
 
 /* ------------------------------------------------------------------ the running scheduler */
@@ -278,7 +353,8 @@ static void small_job(test_job *t, uint64_t deadline_ns) {
     memset(t, 0, sizeof *t);
     t->job.user = t;
     t->job.deadline_ns = deadline_ns;
-    t->job.features = (isn_job_features){.num_terms = 1, .shortest = 100, .total = 100, .blocks = 1, .k = 10};
+    t->job.features =
+        (isn_job_features){.num_terms = 1, .shortest = 100, .longest = 100, .total = 100, .essential = 100, .blocks = 1, .k = 10};
 }
 
 static void sleep_until(uint64_t ns) {
@@ -325,6 +401,7 @@ static void overload_sheds_or_degrades(void **state) {
         isn_scheduler_config config;
         harness_config(&h, &config);
         config.overload = policy ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
+        config.degraded_fraction = 0; /* degrade whatever is left */
         config.queue_capacity = 2;
         h.hold = true;
         char err[256];
@@ -336,13 +413,18 @@ static void overload_sheds_or_degrades(void **state) {
         harness_wait(&h, &h.holding, 1);
         /* A query predicted to take far longer than its 1 ms budget. */
         small_job(&big, isn_sched_now_ns() + 1000000);
-        big.job.features.total = big.job.features.shortest = 50000000;
+        big.job.features.total = big.job.features.shortest = big.job.features.longest = 50000000;
+        big.job.features.essential = 50000000;
         big.job.features.blocks = 400000;
+        /* The blocker is predicted to end soon: anything may still start in time. */
+        assert_true(isn_scheduler_may_admit(s, isn_sched_now_ns(), isn_sched_now_ns() + 1000000));
         isn_submit_result r = isn_scheduler_submit(s, &big.job);
         if (policy == 0) assert_int_equal(r, ISN_SUBMIT_SHED_OVERLOAD);
         else {
             assert_int_equal(r, ISN_SUBMIT_QUEUED);
             assert_true(big.job.degraded);
+            /* Cut short to end by its admission point (40% of its 1 ms budget). */
+            assert_true(big.job.run_budget_ns > 0 && big.job.run_budget_ns <= 0.4e6);
         }
         /* Queue bound: no deadline, so only capacity refuses. */
         small_job(&small1, 0);
@@ -362,6 +444,34 @@ static void overload_sheds_or_degrades(void **state) {
         harness_wait(&h, &h.completed, 3);
         isn_scheduler_stop(s);
     }
+}
+
+/* A worker busy with a job predicted to take ~25 ms: a query with a 1 ms budget is refused before
+ * anything about it is known (cheap refusals under overload); one without a deadline is not. */
+static void refuses_early_when_nothing_can_start(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    h.hold = true;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    test_job blocker;
+    small_job(&blocker, 0);
+    blocker.job.features.total = blocker.job.features.essential = blocker.job.features.longest = 50000000;
+    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.holding, 1);
+    uint64_t now = isn_sched_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 1000000));
+    assert_true(isn_scheduler_may_admit(s, now, 0));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.shed_overload, 1);
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 1);
+    isn_scheduler_stop(s);
 }
 
 static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
@@ -384,14 +494,14 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
         assert_non_null(s);
         test_job blocker;
         small_job(&blocker, 0);
-        blocker.job.features.total = blocker.job.features.shortest = 1; /* clearly a CPU job */
+        blocker.job.features.total = blocker.job.features.shortest = blocker.job.features.essential = 1; /* a CPU job */
         test_job jobs[20];
         assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
         harness_wait(&h, &h.holding, 1);
         uint32_t on_gpu_queue = 0;
         for (int i = 0; i < 20; i++) {
             small_job(&jobs[i], 0);
-            jobs[i].job.features.total = jobs[i].job.features.shortest = 1000000;
+            jobs[i].job.features.total = jobs[i].job.features.shortest = jobs[i].job.features.essential = 1000000;
             assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
             on_gpu_queue += jobs[i].job.queue != ISN_QUEUE_CPU;
         }
@@ -482,6 +592,9 @@ int main(void) {
         cmocka_unit_test(cost_model_converges_on_synthetic_times),
         cmocka_unit_test(dead_jobs_are_dropped_without_running),
         cmocka_unit_test(overload_sheds_or_degrades),
+        cmocka_unit_test(refuses_early_when_nothing_can_start),
+        cmocka_unit_test(cost_model_learns_per_term_corrections),
+        cmocka_unit_test(cost_model_seeds_from_a_latency_model),
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),

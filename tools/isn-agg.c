@@ -142,6 +142,9 @@ typedef struct {
     uint64_t latency_buckets[16], latency_count;
     double latency_sum_s, processing_sum_s;
     uint64_t processing_count;
+    /* Set when a connection was read outside the main poll (sending on it processes what came in):
+     * answers may be waiting, so the loop must not sleep before looking. */
+    bool absorbed;
 } agg_state;
 
 static const double LATENCY_BOUNDS_S[16] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -181,16 +184,20 @@ static void replica_failed(agg_state *s, agg_replica *r, bool connection_lost, c
         replica_eject(s, r, why);
 }
 
-/* Best replica not in `exclude` that is up: lowest recent latency times (1 + calls in flight). */
+/* Best replica not in `exclude` that is up: lowest recent latency times (1 + calls in flight).
+ * When every replica of the partition is out, one that is out for errors but still connected is
+ * used anyway (asking it beats dropping the partition); one that cannot be reached is not. */
 static int choose_replica(agg_state *s, agg_partition *p, uint32_t exclude) {
     int best = -1;
     double best_score = 0;
-    for (uint32_t i = 0; i < p->num_replicas; i++) {
-        agg_replica *r = &p->replicas[i];
-        if ((exclude >> i) & 1 || !r->up) continue;
-        double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
-        if (best < 0 || score < best_score) best = (int)i, best_score = score;
-    }
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (uint32_t i = 0; i < p->num_replicas; i++) {
+            agg_replica *r = &p->replicas[i];
+            if ((exclude >> i) & 1) continue;
+            if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
+            double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
+            if (best < 0 || score < best_score) best = (int)i, best_score = score;
+        }
     (void)s;
     return best;
 }
@@ -247,7 +254,7 @@ static void probe_replicas(agg_state *s, int64_t t) {
                                    .frame = true, .timeout_ms = s->config.probe_interval_ms};
             char err[256];
             r->probe = isn_grpc_start(r->client, &rq, err, sizeof err);
-            if (r->probe) isn_grpc_poll(r->client, 0, err, sizeof err);
+            if (r->probe) isn_grpc_poll(r->client, 0, err, sizeof err), s->absorbed = true;
         }
     }
 }
@@ -413,6 +420,7 @@ static bool send_attempt(agg_state *s, agg_query *q, uint32_t pi, bool hedge, in
             continue;
         }
         isn_grpc_poll(r->client, 0, err, sizeof err);
+        s->absorbed = true;
         part->attempts[part->num_attempts++] = (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = t, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = t;
         r->inflight++;
@@ -471,6 +479,7 @@ static void start_stats(agg_state *s, agg_query *q, int64_t t) {
             q->parts[pi].info = isn_grpc_start(r->client, &rq, err, sizeof err);
             if (q->parts[pi].info) {
                 isn_grpc_poll(r->client, 0, err, sizeof err);
+                s->absorbed = true;
                 break;
             }
         }
@@ -693,7 +702,10 @@ static void progress_part(agg_state *s, agg_query *q, uint32_t pi, int64_t t) {
         }
         if (status == -1 || status == GRPC_UNAVAILABLE || status == GRPC_RESOURCE_EXHAUSTED ||
             status == GRPC_INTERNAL) {
-            replica_failed(s, r, status == -1, status == -1 ? "transport error" : "error status");
+            /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
+             * no replica out, or overload would turn into an outage. */
+            if (status == GRPC_RESOURCE_EXHAUSTED) s->upstream_failures++, r->failures++;
+            else replica_failed(s, r, status == -1, status == -1 ? "transport error" : "error status");
             /* Another replica may still make it in time. */
             if (part->num_attempts == 0 && t < q->finish_at_ns) {
                 if (send_attempt(s, q, pi, false, t)) s->retries++;
@@ -1132,7 +1144,8 @@ static void run_loop(agg_state *s) {
             int64_t qt = query_next_timer(s, q);
             if (qt < next) next = qt;
         }
-        int64_t wait = next - t;
+        int64_t wait = s->absorbed ? 0 : next - t;
+        s->absorbed = false;
         if (wait < 0) wait = 0;
         struct timespec ts = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
         if (ppoll(fds, n, &ts, NULL) < 0 && errno != EINTR) break;

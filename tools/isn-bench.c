@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@ typedef struct {
     double sweep[MAX_SWEEP];
     size_t num_sweep;
     uint64_t seed;
+    bool allow_remote;
 } bench_args;
 
 typedef struct {
@@ -102,7 +105,8 @@ static void usage(FILE *out) {
           "  -k K, --mode, --algo   passed in each request (default: the server's)\n"
           "  --connections C   HTTP/2 connections to spread requests over (default 4)\n"
           "  --max-inflight M  requests in flight at most; more are counted as not_sent (default 20000)\n"
-          "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n",
+          "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n"
+          "  --allow-remote    load a target that is not on loopback (refused by default)\n",
           out);
 }
 
@@ -161,7 +165,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"target", 1, 0, 't'},      {"queries", 1, 0, 'q'},     {"rate", 1, 0, 'r'},  {"concurrency", 1, 0, 'c'},
         {"duration", 1, 0, 'd'},    {"warmup", 1, 0, 'w'},      {"deadline-ms", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
         {"algo", 1, 0, 'a'},        {"connections", 1, 0, 'C'}, {"sweep", 1, 0, 's'}, {"plot", 1, 0, 'p'},
-        {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+        {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {"allow-remote", 0, 0, 'R'},
+        {0, 0, 0, 0}};
     int c;
     uint32_t seed;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -180,6 +185,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 'S': rc = parse_u32("--seed", optarg, 0, UINT32_MAX, &seed), a->seed = seed; break;
         case 'a': a->algo = optarg; break;
         case 'p': a->plot_path = optarg; break;
+        case 'R': a->allow_remote = true; break;
         case 's': rc = parse_sweep(optarg, a); break;
         case 'm':
             if (!strcmp(optarg, "or")) a->mode = ISN_GRPC_MODE_OR;
@@ -204,6 +210,37 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if ((a->rate > 0) + (a->concurrency > 0) + (a->num_sweep > 0) != 1) {
         fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency and --sweep\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* A load generator aimed at someone else's server by mistake does harm: loopback unless asked. */
+static int check_loopback(const char *target) {
+    char host[256];
+    const char *start = target, *end = strrchr(target, ':');
+    if (*target == '[') start++, end = strchr(target, ']');
+    if (!end || (size_t)(end - start) >= sizeof host) {
+        fprintf(stderr, "isn-bench: bad --target \"%s\": expected HOST:PORT\n", target);
+        return -1;
+    }
+    memcpy(host, start, (size_t)(end - start));
+    host[end - start] = '\0';
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *found;
+    if (getaddrinfo(host, NULL, &hints, &found) != 0) {
+        fprintf(stderr, "isn-bench: cannot resolve \"%s\"\n", host);
+        return -1;
+    }
+    bool loopback = true;
+    for (struct addrinfo *ai = found; ai; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET)
+            loopback &= (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+        else if (ai->ai_family == AF_INET6)
+            loopback &= IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
+    }
+    freeaddrinfo(found);
+    if (!loopback) {
+        fprintf(stderr, "isn-bench: %s is not a loopback address; add --allow-remote to load it\n", target);
         return -1;
     }
     return 0;
@@ -351,9 +388,10 @@ static void release_slot(bench_run *run, uint32_t active_pos) {
     run->free_slots[run->num_free++] = s;
 }
 
-/* Finishes every call that is done or past its client-side limit. Closed loop: the clients whose
- * calls finished are no longer busy. */
-static void collect(bench_run *run, bool *client_busy) {
+/* Finishes every call that is done or past its client-side limit; returns how many. Closed loop:
+ * the clients whose calls finished are no longer busy. */
+static uint32_t collect(bench_run *run, bool *client_busy) {
+    uint32_t finished = 0;
     int64_t t = now_ns();
     int64_t give_up_ns = ((int64_t)run->args->deadline_ms + CLIENT_GRACE_MS) * 1000000LL;
     for (uint32_t i = 0; i < run->num_active;) {
@@ -373,7 +411,9 @@ static void collect(bench_run *run, bool *client_busy) {
         }
         if (client_busy) client_busy[slot->closed_client] = false;
         release_slot(run, i);
+        finished++;
     }
+    return finished;
 }
 
 /* Waits for input on any connection (or until `until_ns`), then lets each process what came. */
@@ -438,6 +478,8 @@ static void run_load(bench_run *run, double rate) {
         if (!sending_done && run->measure_to_ns < next_event) next_event = run->measure_to_ns;
         if (sending_done && run->num_active == 0) break;
         if (t >= give_up_at) break;
+        /* Sending also reads what has arrived: look before sleeping, or those answers wait. */
+        if (collect(run, client_busy)) continue;
         wait_and_poll(run, next_event);
         collect(run, client_busy);
     }
@@ -492,6 +534,7 @@ static int write_plot(const char *png, const double *throughput, const double *p
 int main(int argc, char **argv) {
     bench_args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
+    if (!a.allow_remote && check_loopback(a.target) != 0) return 2;
     bench_run run = {.args = &a, .rng = a.seed};
     if (load_queries(a.queries_path, &run.queries, &run.num_queries) != 0) return 1;
     run.slots = calloc(a.max_inflight, sizeof *run.slots);

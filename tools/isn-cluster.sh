@@ -3,12 +3,12 @@
 #
 #   tools/isn-cluster.sh start --parts DIR [--replicas R] [--run-dir DIR] [--base-port P] [--agg-port P]
 #                              [--agg-stats-port P] [--workers W] [--bin DIR] [--isnd-set KEY=VALUE]...
-#                              [--slow P.R] [--agg-arg ARG]...
+#                              [--slow P.R[,P.R..] --slow-set KEY=VALUE...] [--agg-arg ARG]...
 #   tools/isn-cluster.sh stop  [--run-dir DIR]
 #
 # --parts: the output of `isn-index build --partitions N` (DIR/part-0000, part-0001...), or one index
 # directory (1 partition). Replica r of partition p listens on base-port + 10*p + r (stats off).
-# --isnd-set applies to every isnd; --slow P.R gives that one replica the extra settings of
+# --isnd-set applies to every isnd; --slow P.R[,P.R...] gives those replicas the extra settings of
 # --slow-set (e.g. testing.inject_delay=20ms); --agg-arg passes an argument to isn-agg
 # (e.g. --global-stats, --no-hedge). Logs and pids go to the run dir (default /tmp/isn-cluster).
 # Prints one line of JSON with the addresses once every process is ready.
@@ -81,7 +81,7 @@ for p in "${!part_dirs[@]}"; do
   for r in $(seq 0 $((replicas - 1))); do
     port=$((base_port + 10 * p + r))
     extra=()
-    [ "$slow" = "$p.$r" ] && extra=("${slow_sets[@]}")
+    case ",$slow," in *",$p.$r,"*) extra=("${slow_sets[@]}") ;; esac
     "$bin/isnd" --index "${part_dirs[$p]}" --listen "127.0.0.1:$port" --stats-listen "" --partition-id "$p" \
       --workers "$workers" ${isnd_sets[@]+"${isnd_sets[@]}"} ${extra[@]+"${extra[@]}"} \
       >"$run_dir/isnd-$p-$r.log" 2>&1 &

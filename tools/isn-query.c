@@ -34,7 +34,8 @@ static void usage(FILE *out) {
           "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag)\n"
           "  --run-tag T         the run's tag (default isn)\n"
           "  --out FILE          write the run there instead of stdout\n"
-          "  --ranker FILE       re-rank the first stage's best --n1 with this ranker (second stage)\n"
+          "  --ranker FILE       re-rank the first stage's best --n1 with this ranker (second stage); with\n"
+          "                      --server, the name of a ranker the server loaded\n"
           "  --n1 N              first-stage candidates for --ranker / --dump-features (default 100)\n"
           "  --dump-features OUT with --queries: write LETOR/SVMrank lines (rel qid:Q 1:v ... # docid) for the\n"
           "                      best --n1 of each query; relevance from --qrels FILE (else 0); feature names\n"
@@ -115,8 +116,8 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         return -1;
     }
     *text = optind < argc ? argv[optind] : NULL;
-    if ((a->ranker_path || a->dump_path || a->list_features) && !a->index_dir) {
-        fprintf(stderr, "isn-query: --ranker, --dump-features and --list-features need --index\n");
+    if ((a->dump_path || a->list_features) && !a->index_dir) {
+        fprintf(stderr, "isn-query: --dump-features and --list-features need --index\n");
         return -1;
     }
     if (a->dump_path && !a->queries_path) {
@@ -147,6 +148,8 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
     isn_grpc_search_request rq = {.query = text, .k = a->search.k, .debug = true,
                                   .mode = a->search.mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR,
                                   .algorithm = isn_algo_name(a->search.algo)};
+    rq.ranker = a->ranker_path; /* --server: a ranker name */
+    rq.n1 = a->ranker_path ? a->n1 : 0;
     isn_grpc_search_reply reply;
     if (isn_grpc_search(c, &rq, &reply, err, err_len) != 0) return -1;
     if (reply.status != 0) {

@@ -1,0 +1,293 @@
+/* The CPU cost model against real query times, in one process and one thread, so that what other
+ * processes do to the timings shows as the noise between two replays rather than hiding in it.
+ *
+ *   bench_scheduler INDEX_DIR LOG.tsv [LOG.tsv...]          replay: MAPE per log after warm-up
+ *   bench_scheduler --fit INDEX_DIR LOG.tsv [LOG.tsv...]    fit the starting formula on the first log
+ *
+ * Every query is analysed once, its features taken exactly as isnd takes them (isn_job_features_of),
+ * and one pass over all logs maps the index before anything is timed. Times are the thread's CPU
+ * time, as isnd's workers measure them; runs whose wall time shows preemption are counted
+ * (disturbed_runs), so other processes' share of the machine is visible. Replay: for each log, twice,
+ * a fresh model (the fitted start) predicts each query, isn_search runs it once, timed, and the model
+ * learns the time; MAPE counts after the model's warm-up. The noise floor is the MAPE between the two
+ * replays' timings of the same queries: no model can do better than that.
+ * Sampled (--sampled N): N queries drawn at random with replacement from each log, as isn-bench sends
+ * them, so queries repeat as they do in served traffic; reported apart from the first-sight replays.
+ * Fit: the first log's queries timed once each, least squares in log space; prints the weights for
+ * cost_model.c and the fitted formula's MAPE on every log (the others are held out).
+ * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --sampled N (0). Prints one JSON object. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "scheduler/scheduler.h"
+
+typedef struct {
+    isn_query_term *terms;
+    isn_query query;
+    isn_job_features features;
+    double ns[2]; /* the thread's CPU time, as isnd's workers measure it */
+} bench_query;
+
+typedef struct {
+    const char *path;
+    bench_query *queries;
+    size_t n;
+} query_log;
+
+static uint64_t clock_ns(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void die(const char *what, const char *why) {
+    fprintf(stderr, "bench_scheduler: %s: %s\n", what, why);
+    exit(1);
+}
+
+static void read_log(query_log *log, isn_searcher *searcher, const isn_index *index, uint32_t k, isn_mode mode,
+                     isn_algo algo) {
+    FILE *f = fopen(log->path, "r");
+    if (!f) die(log->path, "cannot open");
+    size_t cap = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
+        while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab || !tab[1]) continue;
+        isn_query query;
+        char err[ISN_ERR_LEN];
+        if (isn_query_parse(searcher, tab + 1, strlen(tab + 1), &query, err, sizeof err) < 0) die(log->path, err);
+        if (query.num_terms == 0) continue;
+        if (log->n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            log->queries = realloc(log->queries, cap * sizeof *log->queries);
+            if (!log->queries) die(log->path, "out of memory");
+        }
+        bench_query *q = &log->queries[log->n++];
+        memset(q, 0, sizeof *q);
+        q->terms = malloc(query.num_terms * sizeof *q->terms);
+        if (!q->terms) die(log->path, "out of memory");
+        memcpy(q->terms, query.terms, query.num_terms * sizeof *q->terms);
+        q->query = (isn_query){.terms = q->terms, .num_terms = query.num_terms, .num_unknown = query.num_unknown};
+        isn_job_features_of(index, &q->query, k, mode, algo, &q->features);
+    }
+    free(line);
+    fclose(f);
+    if (log->n == 0) die(log->path, "no queries");
+}
+
+typedef struct {
+    isn_searcher *searcher;
+    isn_search_options options;
+    isn_hit *hits;
+    uint64_t runs, disturbed; /* disturbed: wall time 10% (and 5 us) above CPU time: preempted */
+} runner;
+
+/* The query's CPU time on this thread (what the model learns in isnd too); counts a run whose wall
+ * time says another thread or process took the core meanwhile. */
+static double run_timed(runner *r, const bench_query *q) {
+    uint32_t n;
+    isn_search_stats stats;
+    char err[ISN_ERR_LEN];
+    uint64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (isn_search(r->searcher, &q->query, &r->options, r->hits, &n, &stats, err, sizeof err) < 0) die("search", err);
+    cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
+    wall = clock_ns(CLOCK_MONOTONIC) - wall;
+    r->runs++;
+    if ((double)wall > 1.1 * (double)cpu + 5000.0) r->disturbed++;
+    return (double)cpu;
+}
+
+static double mape_of(const isn_cost_model *model, const query_log *log, int replay) {
+    double sum = 0;
+    for (size_t i = 0; i < log->n; i++) {
+        double predicted = isn_cost_predict_ns(model, ISN_DEVICE_CPU, &log->queries[i].features);
+        sum += fabs(predicted - log->queries[i].ns[replay]) / log->queries[i].ns[replay];
+    }
+    return 100.0 * sum / (double)log->n;
+}
+
+static void print_load(const char *name) {
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    printf("\"%s\":[%.2f,%.2f,%.2f]", name, load[0], load[1], load[2]);
+}
+
+static void fit(runner *r, query_log *logs, int num_logs) {
+    double a[ISN_COST_FEATURES][ISN_COST_FEATURES] = {{0}}, b[ISN_COST_FEATURES] = {0}, x[ISN_COST_FEATURES];
+    const query_log *train = &logs[0];
+    for (size_t i = 0; i < train->n; i++) {
+        bench_query *q = &train->queries[i];
+        q->ns[0] = run_timed(r, q);
+        isn_cost_features(&q->features, x);
+        for (int f = 0; f < ISN_COST_FEATURES; f++) {
+            b[f] += x[f] * log(q->ns[0]);
+            for (int g = 0; g < ISN_COST_FEATURES; g++) a[f][g] += x[f] * x[g];
+        }
+    }
+    for (int l = 1; l < num_logs; l++)
+        for (size_t i = 0; i < logs[l].n; i++) logs[l].queries[i].ns[0] = run_timed(r, &logs[l].queries[i]);
+    /* A feature this log never varies (k, mode, algorithm) would only share the constant's weight
+     * and extrapolate wildly: it starts at 0 and is left to online learning. */
+    double n = a[0][0];
+    for (int f = 1; f < ISN_COST_FEATURES; f++) {
+        double mean = a[0][f] / n, variance = a[f][f] / n - mean * mean;
+        if (variance > 1e-9 * (1.0 + mean * mean)) continue;
+        for (int g = 0; g < ISN_COST_FEATURES; g++) a[f][g] = a[g][f] = 0;
+        a[f][f] = 1;
+        b[f] = 0;
+    }
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_least_squares_solve(a, b, model.device[ISN_DEVICE_CPU].w);
+    printf("\"fitted_on\":\"%s\",\"weights\":[", train->path);
+    for (int f = 0; f < ISN_COST_FEATURES; f++) printf("%s%.4f", f ? "," : "", model.device[ISN_DEVICE_CPU].w[f]);
+    printf("],\"c_initializer\":\"");
+    for (int f = 0; f < ISN_COST_FEATURES; f++) printf("%s%.4f", f ? ", " : "", model.device[ISN_DEVICE_CPU].w[f]);
+    printf("\",\"fitted_formula_mape_percent\":{");
+    for (int l = 0; l < num_logs; l++)
+        printf("%s\"%s\":%.1f", l ? "," : "", logs[l].path, mape_of(&model, &logs[l], 0));
+    printf("}");
+}
+
+/* MAPE after warm-up over n queries drawn with replacement (xorshift, fixed seed). */
+static double sampled_mape(runner *r, const query_log *log, uint64_t n) {
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < n; i++) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        const bench_query *q = &log->queries[state % log->n];
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &q->features, run_timed(r, q));
+    }
+    return isn_cost_mape(&model, ISN_DEVICE_CPU);
+}
+
+static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
+    printf("\"logs\":[");
+    for (int l = 0; l < num_logs; l++) {
+        query_log *log = &logs[l];
+        double learned[2], start_only[2];
+        for (int rep = 0; rep < 2; rep++) {
+            isn_cost_model model, start;
+            isn_cost_model_init(&model);
+            isn_cost_model_init(&start);
+            double start_sum = 0;
+            uint64_t start_count = 0;
+            for (size_t i = 0; i < log->n; i++) {
+                bench_query *q = &log->queries[i];
+                q->ns[rep] = run_timed(r, q);
+                if (i >= model.warm_up) {
+                    start_sum += fabs(isn_cost_predict_ns(&start, ISN_DEVICE_CPU, &q->features) - q->ns[rep]) / q->ns[rep];
+                    start_count++;
+                }
+                isn_cost_learn(&model, ISN_DEVICE_CPU, &q->features, q->ns[rep]);
+            }
+            learned[rep] = isn_cost_mape(&model, ISN_DEVICE_CPU);
+            start_only[rep] = start_count ? 100.0 * start_sum / (double)start_count : NAN;
+        }
+        double noise = 0, median_ns;
+        double *sorted = malloc(log->n * sizeof *sorted);
+        if (!sorted) die("replay", "out of memory");
+        for (size_t i = 0; i < log->n; i++) {
+            noise += fabs(log->queries[i].ns[1] - log->queries[i].ns[0]) / log->queries[i].ns[0];
+            sorted[i] = log->queries[i].ns[0];
+        }
+        for (size_t i = 1; i < log->n; i++) {
+            double v = sorted[i];
+            size_t j = i;
+            while (j > 0 && sorted[j - 1] > v) {
+                sorted[j] = sorted[j - 1];
+                j--;
+            }
+            sorted[j] = v;
+        }
+        median_ns = sorted[log->n / 2];
+        free(sorted);
+        printf("%s{\"log\":\"%s\",\"queries\":%zu,\"median_us\":%.1f,\"warm_up\":200,"
+               "\"mape_percent\":[%.1f,%.1f],\"mape_start_formula_only_percent\":[%.1f,%.1f],"
+               "\"noise_floor_percent\":%.1f",
+               l ? "," : "", log->path, log->n, median_ns / 1e3, learned[0], learned[1], start_only[0], start_only[1],
+               100.0 * noise / (double)log->n);
+        if (sampled)
+            printf(",\"sampled_with_repeats\":{\"queries\":%llu,\"mape_percent\":%.1f}", (unsigned long long)sampled,
+                   sampled_mape(r, log, sampled));
+        printf("}");
+    }
+    printf("]");
+}
+
+int main(int argc, char **argv) {
+    bool do_fit = false;
+    uint64_t sampled = 0;
+    uint32_t k = 10;
+    isn_algo algo = ISN_ALGO_AUTO;
+    isn_mode mode = ISN_MODE_OR;
+    int arg = 1;
+    for (; arg < argc && argv[arg][0] == '-'; arg++) {
+        if (!strcmp(argv[arg], "--fit")) do_fit = true;
+        else if (!strcmp(argv[arg], "--sampled") && arg + 1 < argc) sampled = strtoull(argv[++arg], NULL, 10);
+        else if (!strcmp(argv[arg], "--k") && arg + 1 < argc) k = (uint32_t)atoi(argv[++arg]);
+        else if (!strcmp(argv[arg], "--algo") && arg + 1 < argc) {
+            if (!isn_algo_from_name(argv[++arg], &algo)) die(argv[arg], "unknown algorithm");
+        } else if (!strcmp(argv[arg], "--mode") && arg + 1 < argc) {
+            arg++;
+            if (!strcmp(argv[arg], "and")) mode = ISN_MODE_AND;
+            else if (strcmp(argv[arg], "or")) die(argv[arg], "mode is or or and");
+        } else die(argv[arg], "unknown option");
+    }
+    if (argc - arg < 2 || k == 0 || k > ISN_MAX_K) {
+        fprintf(stderr, "usage: bench_scheduler [--fit] [--sampled N] [--k K] [--algo NAME] [--mode or|and] INDEX_DIR "
+                        "LOG.tsv...\n");
+        return 2;
+    }
+    char err[ISN_ERR_LEN];
+    isn_index *index = isn_index_open(argv[arg], err, sizeof err);
+    if (!index) die(argv[arg], err);
+    runner r = {.searcher = isn_searcher_new(index), .hits = malloc(k * sizeof(isn_hit))};
+    if (!r.searcher || !r.hits) die("searcher", "out of memory");
+    isn_search_options_default(&r.options);
+    r.options.k = k;
+    r.options.algo = algo;
+    r.options.mode = isn_algo_mode(algo, mode);
+    int num_logs = argc - arg - 1;
+    query_log *logs = calloc((size_t)num_logs, sizeof *logs);
+    if (!logs) die("logs", "out of memory");
+    for (int l = 0; l < num_logs; l++) {
+        logs[l].path = argv[arg + 1 + l];
+        read_log(&logs[l], r.searcher, index, k, mode, algo);
+    }
+    for (int l = 0; l < num_logs; l++)
+        for (size_t i = 0; i < logs[l].n; i++) run_timed(&r, &logs[l].queries[i]);
+
+    printf("{\"benchmark\":\"cost_model\",\"index\":\"%s\",\"k\":%u,\"algo\":\"%s\",\"threads\":1,", argv[arg], k,
+           isn_algo_name(algo));
+    print_load("load_before");
+    printf(",");
+    r.runs = r.disturbed = 0;
+    if (do_fit) fit(&r, logs, num_logs);
+    else replay(&r, logs, num_logs, sampled);
+    printf(",\"timed_runs\":%llu,\"disturbed_runs\":%llu,", (unsigned long long)r.runs,
+           (unsigned long long)r.disturbed);
+    print_load("load_after");
+    printf("}\n");
+    for (int l = 0; l < num_logs; l++) {
+        for (size_t i = 0; i < logs[l].n; i++) free(logs[l].queries[i].terms);
+        free(logs[l].queries);
+    }
+    free(logs);
+    free(r.hits);
+    isn_searcher_free(r.searcher);
+    isn_index_close(index);
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* The cost model's input for one query, from the index alone: list lengths, and which lists a
+ * dynamic-pruning algorithm will walk in full. Runs on the thread that admits the query, so it reads
+ * only lexicon statistics and block maxima (a bounded number per term), never postings. */
+#include <string.h>
+
+#include "scheduler/scheduler.h"
+
+#define THETA_MAX_K 64            /* above this k no threshold is estimated: every list counts */
+#define THETA_MAX_BLOCKS 2048     /* block maxima read per term (evenly spread beyond) */
+#define QUERY_TERMS_WALKED 64     /* terms whose blocks are looked at */
+
+typedef struct {
+    uint32_t term_id;
+    uint32_t df;
+    double weight; /* idf times the term's count in the query */
+    double bound;  /* the most this term adds to a document's score */
+    isn_term_stats stats;
+} term_info;
+
+static void sort_by_bound(term_info *terms, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++) {
+        term_info t = terms[i];
+        uint32_t j = i;
+        while (j > 0 && terms[j - 1].bound > t.bound) {
+            terms[j] = terms[j - 1];
+            j--;
+        }
+        terms[j] = t;
+    }
+}
+
+/* The k-th largest of a term's block maxima (evenly strided beyond THETA_MAX_BLOCKS), as a score:
+ * each block maximum belongs to a different document, so k documents score at least this on this
+ * term alone, and in OR mode the final k-th score is at least that. 0 when the term has fewer than
+ * k blocks. */
+static double kth_block_score(const isn_block_meta *metas, const term_info *t, uint32_t k) {
+    float top[THETA_MAX_K];
+    uint32_t filled = 0, want = k <= THETA_MAX_K ? k : 0;
+    uint32_t blocks = t->stats.num_blocks;
+    uint32_t step = blocks > THETA_MAX_BLOCKS ? blocks / THETA_MAX_BLOCKS : 1;
+    for (uint32_t b = 0; b < blocks && want; b += step) {
+        float v = metas[t->stats.first_block + b].max_tf_part;
+        if (filled == want && v <= top[want - 1]) continue;
+        uint32_t j = filled < want ? filled++ : want - 1;
+        while (j > 0 && top[j - 1] < v) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = v;
+    }
+    return want && filled == want && blocks >= k ? t->weight * top[want - 1] : 0.0;
+}
+
+void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                         isn_job_features *f) {
+    memset(f, 0, sizeof *f);
+    f->k = k;
+    f->mode = isn_algo_mode(algo, mode);
+    f->algo = algo;
+    const isn_index_info *info = isn_index_get_info(index);
+    uint64_t num_metas;
+    const isn_block_meta *metas = isn_index_block_metas(index, &num_metas);
+    term_info terms[QUERY_TERMS_WALKED];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < query->num_terms; i++) {
+        isn_term_stats stats;
+        isn_index_term_stats(index, query->terms[i].term_id, &stats);
+        uint64_t df = stats.df;
+        f->total += df;
+        f->blocks += stats.num_blocks;
+        if (f->num_terms == 0 || df < f->shortest) {
+            f->second_shortest = f->num_terms ? f->shortest : 0;
+            f->shortest = df;
+        } else if (f->num_terms == 1 || df < f->second_shortest) {
+            f->second_shortest = df;
+        }
+        if (df > f->longest) f->longest = df;
+        f->num_terms++;
+        double weight = (double)query->terms[i].count * isn_bm25_idf(info->num_docs, query->terms[i].df);
+        /* Terms beyond the array (queries of more than QUERY_TERMS_WALKED distinct terms) stay
+         * essential: an over-estimate for such rare queries. */
+        bool readable = metas && stats.first_block + stats.num_blocks <= num_metas;
+        if (n < QUERY_TERMS_WALKED && readable)
+            terms[n++] = (term_info){.term_id = query->terms[i].term_id,
+                                     .df = stats.df,
+                                     .weight = weight,
+                                     .bound = weight * stats.max_tf_part,
+                                     .stats = stats};
+    }
+    sort_by_bound(terms, n);
+    double theta = 0.0;
+    for (uint32_t t = 0; t < n; t++) {
+        double kth = kth_block_score(metas, &terms[t], k);
+        if (kth > theta) theta = kth;
+    }
+    bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
+    if (f->mode == ISN_MODE_AND) {
+        /* Intersections are driven by the shortest list; the others are probed. */
+        f->essential = exhaustive ? f->total : f->shortest;
+        f->nonessential_lists = exhaustive || !f->num_terms ? 0 : f->num_terms - 1;
+    } else if (exhaustive) {
+        f->essential = f->total;
+    } else {
+        /* The lowest bounds that together stay under the threshold: MaxScore only probes them. */
+        f->essential = f->total;
+        double below = 0.0;
+        for (uint32_t i = 0; i < n && theta > 0.0; i++) {
+            below += terms[i].bound;
+            if (below > theta) break;
+            f->essential -= terms[i].df;
+            f->nonessential_lists++;
+        }
+    }
+    /* Keys: the rarest terms, whose co-occurrence sets the threshold. */
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t j = i;
+        term_info t = terms[i];
+        while (j > 0 && terms[j - 1].df > t.df) {
+            terms[j] = terms[j - 1];
+            j--;
+        }
+        terms[j] = t;
+    }
+    for (uint32_t i = 0; i < n && f->num_keys < ISN_JOB_KEYS; i++) f->keys[f->num_keys++] = terms[i].term_id;
+}

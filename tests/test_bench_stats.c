@@ -1,0 +1,79 @@
+/* isn-bench tallies: nearest-rank percentiles, rates, and the JSON it prints (parsed back).
+ * (tools/ code is not in a library, so the one source file is compiled in here.) */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tools/bench_stats.c"
+
+static void test_percentiles_nearest_rank(void **state) {
+    (void)state;
+    bench_stats s;
+    assert_int_equal(bench_stats_init(&s, 2000), 0);
+    for (uint64_t v = 1000; v >= 1; v--) bench_stats_add_latency(&s, v); /* unsorted on purpose */
+    bench_percentiles p;
+    bench_stats_percentiles(&s, &p);
+    assert_true(p.p50 == 500 && p.p90 == 900 && p.p99 == 990 && p.p999 == 999 && p.max == 1000);
+    assert_true(p.mean > 500.49 && p.mean < 500.51);
+    bench_stats_free(&s);
+
+    assert_int_equal(bench_stats_init(&s, 3), 0);
+    bench_stats_add_latency(&s, 7);
+    bench_stats_percentiles(&s, &p);
+    assert_true(p.p50 == 7 && p.p999 == 7);
+    for (int i = 0; i < 5; i++) bench_stats_add_latency(&s, 1);
+    assert_true(s.latency_overflow); /* capped, and says so */
+    assert_int_equal(s.num_latencies, 3);
+    bench_stats_free(&s);
+}
+
+static void test_json(void **state) {
+    (void)state;
+    bench_stats s;
+    assert_int_equal(bench_stats_init(&s, 100), 0);
+    s.scheduled = 100;
+    s.not_sent = 4;
+    s.ok = 90;
+    s.deadline_exceeded = 3;
+    s.shed = 2;
+    s.transport_errors = 1;
+    s.partial = 9;
+    s.late = 6;
+    for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    bench_stats_write_json(out, &s, 50.0, 0, 2.0, 25);
+    fclose(out);
+    json_error_t error;
+    json_t *j = json_loads(text, 0, &error);
+    if (!j) fail_msg("not JSON (%s): %s", error.text, text);
+    assert_true(json_real_value(json_object_get(j, "target_rate")) == 50.0);
+    assert_true(json_real_value(json_object_get(j, "throughput")) == 45.0);
+    assert_int_equal(json_integer_value(json_object_get(j, "sent")), 96);
+    json_t *st = json_object_get(j, "status");
+    assert_int_equal(json_integer_value(json_object_get(st, "resource_exhausted")), 2);
+    assert_int_equal(json_integer_value(json_object_get(st, "transport_error")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "deadline_miss")), 9); /* late + DEADLINE_EXCEEDED */
+    assert_true(fabs(json_real_value(json_object_get(j, "partial_rate")) - 0.1) < 1e-6);
+    assert_true(fabs(json_real_value(json_object_get(j, "error_rate")) - 6.0 / 96) < 1e-6);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "latency_us"), "p50")), 144);
+    json_decref(j);
+    free(text);
+    bench_stats_free(&s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_percentiles_nearest_rank),
+        cmocka_unit_test(test_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

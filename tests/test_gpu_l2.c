@@ -1,0 +1,360 @@
+/* The second stage on the GPU equals the CPU bit for bit: generated XGBoost models (float sums, 1,000
+ * trees up to depth 6, missing values both ways, x == threshold rows), a LightGBM model (double sums),
+ * the XGBoost oracle model of test_trees when it is there, an MLP; small batches (trees split across
+ * thread blocks) and large ones (one pass per row); the model cache (several resident, LRU eviction, a
+ * model above the budget refused, models without a GPU form refused). Without a GPU every test is
+ * skipped, saying why. */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpu/gpu.h"
+#include "ranking/ranking.h"
+
+#define FEATURES 12
+#define ROWS 20000
+#define ORACLE "build/l2-oracle/xgb_model.json"
+
+static char dir[64];
+static float *rows;
+static isn_gpu_l2 *gpu;
+static char no_gpu_reason[256];
+
+static uint64_t rng = 12345;
+static uint32_t rnd(uint32_t bound) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33) % bound;
+}
+
+static float gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 6; i++) s += (float)rnd(1u << 20) / (1u << 20);
+    return s - 3.0f;
+}
+
+/* ------------------------------------------------------------------ generated models */
+
+typedef struct {
+    uint32_t nodes, leaves;
+    uint32_t feat[64], dt[64];
+    int32_t left[64], right[64];
+    float thr[64];
+} gen_tree;
+
+/* LightGBM arrays: children >= 0 are nodes, ~j is leaf j. */
+static int32_t grow(gen_tree *t, uint32_t depth, uint32_t max_depth) {
+    if (depth == max_depth || (depth > 1 && rnd(5) == 0)) return ~(int32_t)t->leaves++;
+    uint32_t i = t->nodes++;
+    t->feat[i] = rnd(FEATURES);
+    float v = rows[rnd(1000) * FEATURES + t->feat[i]];
+    t->thr[i] = v == v ? v : 0.5f;
+    static const uint32_t types[] = {0, 2, 8, 10};
+    t->dt[i] = types[rnd(4)];
+    t->left[i] = grow(t, depth + 1, max_depth);
+    t->right[i] = grow(t, depth + 1, max_depth);
+    return (int32_t)i;
+}
+
+static void write_lightgbm(const char *path, uint32_t trees, uint32_t depth) {
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    fprintf(out, "tree\nversion=v3\nnum_class=1\nnum_tree_per_iteration=1\nmax_feature_idx=%d\n\n", FEATURES - 1);
+    for (uint32_t k = 0; k < trees; k++) {
+        gen_tree t = {0};
+        grow(&t, 0, depth);
+        fprintf(out, "Tree=%u\nnum_leaves=%u\nnum_cat=0\nsplit_feature=", k, t.leaves);
+        for (uint32_t i = 0; i < t.nodes; i++) fprintf(out, "%s%u", i ? " " : "", t.feat[i]);
+        fprintf(out, "\nthreshold=");
+        for (uint32_t i = 0; i < t.nodes; i++) fprintf(out, "%s%.9g", i ? " " : "", t.thr[i]);
+        fprintf(out, "\ndecision_type=");
+        for (uint32_t i = 0; i < t.nodes; i++) fprintf(out, "%s%u", i ? " " : "", t.dt[i]);
+        fprintf(out, "\nleft_child=");
+        for (uint32_t i = 0; i < t.nodes; i++) fprintf(out, "%s%d", i ? " " : "", t.left[i]);
+        fprintf(out, "\nright_child=");
+        for (uint32_t i = 0; i < t.nodes; i++) fprintf(out, "%s%d", i ? " " : "", t.right[i]);
+        fprintf(out, "\nleaf_value=");
+        for (uint32_t i = 0; i < t.leaves; i++) fprintf(out, "%s%.17g", i ? " " : "", (double)gauss() * 0.1);
+        fprintf(out, "\nshrinkage=1\n\n");
+    }
+    fprintf(out, "end of trees\n");
+    assert_int_equal(fclose(out), 0);
+}
+
+/* XGBoost JSON: nodes and leaves in one array; a leaf has left = -1 and its value in split_conditions. */
+static void write_xgb_node(FILE *out, const gen_tree *t, int32_t ref, int32_t *next, int32_t *lefts, int32_t *rights,
+                           float *conds, uint32_t *feats, int *dl, double *leaf_values) {
+    int32_t me = (*next)++;
+    if (ref < 0) {
+        lefts[me] = rights[me] = -1;
+        conds[me] = (float)leaf_values[~ref];
+        feats[me] = 0;
+        dl[me] = 0;
+        return;
+    }
+    feats[me] = t->feat[ref];
+    conds[me] = t->thr[ref];
+    dl[me] = (t->dt[ref] & 2) != 0;
+    lefts[me] = *next;
+    write_xgb_node(out, t, t->left[ref], next, lefts, rights, conds, feats, dl, leaf_values);
+    rights[me] = *next;
+    write_xgb_node(out, t, t->right[ref], next, lefts, rights, conds, feats, dl, leaf_values);
+}
+
+static void write_xgboost(const char *path, uint32_t trees, uint32_t depth) {
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    fprintf(out, "{\"learner\": {\"feature_names\": [], \"gradient_booster\": {\"name\": \"gbtree\", \"model\": {\"trees\": [");
+    for (uint32_t k = 0; k < trees; k++) {
+        gen_tree t = {0};
+        grow(&t, 0, depth);
+        double leaves[64];
+        for (uint32_t i = 0; i < t.leaves; i++) leaves[i] = gauss() * 0.1;
+        int32_t lefts[128], rights[128], next = 0;
+        float conds[128];
+        uint32_t feats[128];
+        int dl[128];
+        write_xgb_node(out, &t, t.nodes ? 0 : ~0, &next, lefts, rights, conds, feats, dl, leaves);
+        const char *names[] = {"left_children", "right_children", "split_conditions", "split_indices", "default_left",
+                               "split_type"};
+        fprintf(out, "%s{", k ? ",\n" : "\n");
+        for (int a = 0; a < 6; a++) {
+            fprintf(out, "%s\"%s\": [", a ? ", " : "", names[a]);
+            for (int32_t i = 0; i < next; i++) {
+                fprintf(out, "%s", i ? ", " : "");
+                if (a == 0) fprintf(out, "%d", lefts[i]);
+                if (a == 1) fprintf(out, "%d", rights[i]);
+                if (a == 2) fprintf(out, "%.9g", conds[i]);
+                if (a == 3) fprintf(out, "%u", feats[i]);
+                if (a == 4) fprintf(out, "%d", dl[i]);
+                if (a == 5) fprintf(out, "0");
+            }
+            fprintf(out, "]");
+        }
+        fprintf(out, "}");
+    }
+    fprintf(out, "]}},\n \"learner_model_param\": {\"base_score\": \"3E-1\", \"num_class\": \"0\", \"num_feature\": \"%d\"},"
+                 " \"objective\": {\"name\": \"reg:squarederror\"}}, \"version\": [1, 7, 4]}\n", FEATURES);
+    assert_int_equal(fclose(out), 0);
+}
+
+static isn_forest *load_forest(const char *path, bool xgb) {
+    char err[ISN_ERR_LEN];
+    isn_forest *f = xgb ? isn_forest_load_xgboost(path, err, sizeof err) : isn_forest_load_lightgbm(path, err, sizeof err);
+    if (!f) fail_msg("%s: %s", path, err);
+    return f;
+}
+
+/* ------------------------------------------------------------------ comparison */
+
+static void expect_equal(const char *what, const float *cpu, const float *dev, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(&cpu[i], &dev[i], sizeof(float)) != 0)
+            fail_msg("%s: row %u: GPU %.9g, CPU %.9g", what, i, dev[i], cpu[i]);
+}
+
+/* Row counts that take the tree-split path (small) and the one-pass path (large), with a stride wider
+ * than the model's inputs. */
+static void expect_forest_equal_on(isn_gpu_l2 *g, const char *what, const isn_forest *f) {
+    const uint32_t stride = FEATURES + 3;
+    float *wide = malloc(sizeof(float) * ROWS * stride), *cpu = malloc(sizeof(float) * ROWS), *dev = malloc(sizeof(float) * ROWS);
+    for (uint32_t r = 0; r < ROWS; r++)
+        for (uint32_t c = 0; c < stride; c++) wide[r * stride + c] = c < FEATURES ? rows[r * FEATURES + c] : NAN;
+    isn_forest_predict(f, wide, ROWS, stride, cpu);
+    const uint32_t counts[] = {1, 37, 1000, 4096, ROWS};
+    char err[ISN_ERR_LEN], label[128];
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        isn_gpu_l2_stats st;
+        memset(dev, 0, sizeof(float) * ROWS);
+        if (isn_gpu_l2_score_forest(g, f, wide, counts[c], stride, dev, &st, err, sizeof err) != 0)
+            fail_msg("%s: %s", what, err);
+        snprintf(label, sizeof label, "%s, %u rows, %u tree groups", what, counts[c], st.tree_splits);
+        expect_equal(label, cpu, dev, counts[c]);
+        printf("# %s: equal\n", label);
+    }
+    free(wide);
+    free(cpu);
+    free(dev);
+}
+
+/* Automatic, never and always splitting the trees across thread blocks. */
+static void expect_forest_equal(const char *what, const isn_forest *f) {
+    const uint32_t modes[] = {1, UINT32_MAX};
+    char err[ISN_ERR_LEN], label[160];
+    expect_forest_equal_on(gpu, what, f);
+    for (int m = 0; m < 2; m++) {
+        isn_gpu_l2_options o;
+        isn_gpu_l2_options_default(&o);
+        o.split_below_rows = modes[m];
+        isn_gpu_l2 *g = isn_gpu_l2_open(&o, err, sizeof err);
+        if (!g) fail_msg("%s", err);
+        snprintf(label, sizeof label, "%s (split %s)", what, m ? "always" : "never");
+        expect_forest_equal_on(g, label, f);
+        isn_gpu_l2_close(g);
+    }
+}
+
+static void test_xgboost_models(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/gen_xgb.json", dir);
+    write_xgboost(path, 1000, 6);
+    isn_forest *f = load_forest(path, true); /* the generator is checked even without a GPU */
+    if (!gpu) {
+        isn_forest_free(f);
+        skip();
+    }
+    expect_forest_equal("generated XGBoost, 1000 trees", f);
+    isn_forest_free(f);
+    struct stat st;
+    if (stat(ORACLE, &st) != 0) {
+        printf("# %s missing (build/tests/test_trees makes it): oracle model not compared\n", ORACLE);
+        return;
+    }
+    f = load_forest(ORACLE, true);
+    expect_forest_equal("XGBoost oracle model", f);
+    isn_forest_free(f);
+}
+
+static void test_lightgbm_model(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/gen_lgb.txt", dir);
+    write_lightgbm(path, 500, 6);
+    isn_forest *f = load_forest(path, false);
+    if (!gpu) {
+        isn_forest_free(f);
+        skip();
+    }
+    expect_forest_equal("generated LightGBM, 500 trees (double sums)", f);
+    isn_forest_free(f);
+}
+
+static void test_mlp(void **state) {
+    (void)state;
+    if (!gpu) skip();
+    char path[128], err[ISN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/m.mlp", dir);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    const uint32_t widths[] = {FEATURES, 67, 33, 1};
+    fprintf(out, "isn-mlp 1\ninputs %d\n", FEATURES);
+    for (int l = 1; l < 4; l++) {
+        fprintf(out, "layer %u %s\n", widths[l], l < 3 ? "relu" : "linear");
+        for (uint32_t i = 0; i < widths[l] * widths[l - 1] + widths[l]; i++) fprintf(out, "%.9g ", gauss() * 0.3);
+        fprintf(out, "\n");
+    }
+    assert_int_equal(fclose(out), 0);
+    isn_mlp *m = isn_mlp_load(path, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    /* NaN-free rows: an MLP has no missing-value rule. */
+    float *clean = malloc(sizeof(float) * ROWS * FEATURES), *cpu = malloc(sizeof(float) * ROWS), *dev = malloc(sizeof(float) * ROWS);
+    for (uint32_t i = 0; i < ROWS * FEATURES; i++) clean[i] = rows[i] == rows[i] ? rows[i] : 0.0f;
+    float *scratch = malloc(sizeof(float) * isn_mlp_scratch_floats(m, ROWS));
+    isn_mlp_predict(m, clean, ROWS, FEATURES, scratch, cpu);
+    if (isn_gpu_l2_score_mlp(gpu, m, clean, ROWS, FEATURES, dev, NULL, err, sizeof err) != 0) fail_msg("%s", err);
+    expect_equal("MLP 12-67-33-1", cpu, dev, ROWS);
+    free(clean);
+    free(cpu);
+    free(dev);
+    free(scratch);
+    isn_mlp_free(m);
+}
+
+/* Budget for two of three equal models: the third evicts the least recently used; a model above the
+ * budget and one without a GPU form are refused (the caller scores on the CPU). */
+static void test_model_cache(void **state) {
+    (void)state;
+    if (!gpu) skip();
+    char path[3][128], err[ISN_ERR_LEN];
+    isn_forest *f[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path[i], sizeof path[i], "%s/cache_%d.json", dir, i);
+        write_xgboost(path[i], 300, 6);
+        f[i] = load_forest(path[i], true);
+    }
+    const uint64_t model_bytes = 300ull * (63 * 8 + 64 * 4);
+    isn_gpu_l2_options o;
+    isn_gpu_l2_options_default(&o);
+    o.model_memory_budget = 2 * model_bytes + model_bytes / 2;
+    isn_gpu_l2 *small = isn_gpu_l2_open(&o, err, sizeof err);
+    if (!small) fail_msg("%s", err);
+    float cpu[64], dev[64];
+    isn_gpu_l2_stats st;
+    const int order[] = {0, 1, 0, 2, 1, 0};
+    /* 0, 1 loaded; 0 hit; 2 evicts 1 (least recently used); 1 evicts 0; 0 evicts 2. */
+    const bool hit[] = {false, false, true, false, false, false};
+    for (int k = 0; k < 6; k++) {
+        int i = order[k];
+        if (isn_gpu_l2_score_forest(small, f[i], rows, 64, FEATURES, dev, &st, err, sizeof err) != 0) fail_msg("%s", err);
+        isn_forest_predict(f[i], rows, 64, FEATURES, cpu);
+        expect_equal("cached model", cpu, dev, 64);
+        if (st.cache_hit != hit[k]) fail_msg("call %d (model %d): cache_hit %d", k, i, st.cache_hit);
+    }
+    isn_gpu_l2_cache_info info;
+    isn_gpu_l2_cache_get(small, &info);
+    assert_int_equal(info.resident_models, 2);
+    assert_true(info.resident_bytes <= o.model_memory_budget);
+    assert_int_equal(info.evictions, 3);
+    isn_gpu_l2_close(small);
+
+    o.model_memory_budget = model_bytes / 2;
+    small = isn_gpu_l2_open(&o, err, sizeof err);
+    assert_non_null(small);
+    assert_int_equal(isn_gpu_l2_score_forest(small, f[0], rows, 64, FEATURES, dev, &st, err, sizeof err), -1);
+    assert_non_null(strstr(err, "above the GPU model budget"));
+    isn_gpu_l2_close(small);
+    for (int i = 0; i < 3; i++) isn_forest_free(f[i]);
+
+    /* tiny_lgb.txt has zero-as-missing splits: no GPU form. */
+    isn_forest *zero = load_forest("tests/data/l2/tiny_lgb.txt", false);
+    assert_int_equal(isn_gpu_l2_score_forest(gpu, zero, rows, 4, 2, dev, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no GPU form"));
+    isn_forest_free(zero);
+}
+
+static int setup(void **state) {
+    (void)state;
+    rows = malloc(sizeof(float) * ROWS * FEATURES);
+    for (uint32_t i = 0; i < ROWS * FEATURES; i++) {
+        uint32_t c = i % FEATURES;
+        rows[i] = c < 3 ? (float)rnd(6) : gauss();
+        if (rnd(20) == 0) rows[i] = NAN;
+    }
+    /* A fifth of the rows carry other rows' values, so that thresholds (taken from rows) are hit exactly. */
+    for (uint32_t r = 0; r < ROWS; r += 5) rows[r * FEATURES + rnd(FEATURES)] = rows[rnd(1000) * FEATURES + rnd(FEATURES)];
+    snprintf(dir, sizeof dir, "/tmp/isn-test-gpu-l2-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    isn_gpu_l2_options o;
+    isn_gpu_l2_options_default(&o);
+    gpu = isn_gpu_l2_open(&o, no_gpu_reason, sizeof no_gpu_reason);
+    if (!gpu) printf("# SKIP: every GPU second-stage test: %s\n", no_gpu_reason);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    isn_gpu_l2_close(gpu);
+    free(rows);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_xgboost_models),
+        cmocka_unit_test(test_lightgbm_model),
+        cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_model_cache),
+    };
+    return cmocka_run_group_tests_name("gpu_l2", tests, setup, teardown);
+}

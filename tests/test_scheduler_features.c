@@ -1,0 +1,150 @@
+/* The cost model's features of a query, from a real index: list lengths and blocks from the
+ * lexicon, the lists MaxScore will only probe (their bounds together stay under a threshold that the
+ * block maxima guarantee), the keys, and how AND mode and the exhaustive algorithms change that. */
+#include <setjmp.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "scheduler/scheduler.h"
+
+#define NUM_DOCS 2000
+#define RARE_EVERY 100 /* "rare" in 20 documents, "common" in all */
+
+typedef struct {
+    char dir[64];
+    isn_index *index;
+    isn_searcher *searcher;
+} fixture;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-features-XXXXXX");
+    if (!mkdtemp(f->dir)) return -1;
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.num_fields = 1;
+    snprintf(options.fields[0], sizeof options.fields[0], "body");
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.order = ISN_ORDER_INPUT;
+    options.positions = false;
+    options.partitions = 1;
+    options.progress = false;
+    isn_builder *builder = isn_builder_new(&options);
+    char err[ISN_ERR_LEN];
+    for (uint32_t d = 0; d < NUM_DOCS; d++) {
+        char text[64], id[16];
+        int len = snprintf(text, sizeof text, "common filler%u%s", d % 7, d % RARE_EVERY == 0 ? " rare" : "");
+        snprintf(id, sizeof id, "d%u", d);
+        const char *fields[1] = {text};
+        size_t lens[1] = {(size_t)len};
+        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
+    }
+    isn_build_summary summary;
+    if (isn_builder_write(builder, f->dir, &summary, err, sizeof err) != 0) return -1;
+    isn_builder_free(builder);
+    f->index = isn_index_open(f->dir, err, sizeof err);
+    f->searcher = f->index ? isn_searcher_new(f->index) : NULL;
+    *state = f;
+    return f->searcher ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    isn_searcher_free(f->searcher);
+    isn_index_close(f->index);
+    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static isn_job_features features_of(fixture *f, const char *text, uint32_t k, isn_mode mode, isn_algo algo,
+                                    isn_query *query) {
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(f->searcher, text, strlen(text), query, err, sizeof err), 0);
+    isn_job_features features;
+    isn_job_features_of(f->index, query, k, mode, algo, &features);
+    return features;
+}
+
+static void lengths_blocks_and_keys(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.num_terms, 2);
+    assert_int_equal(x.shortest, NUM_DOCS / RARE_EVERY);
+    assert_int_equal(x.second_shortest, NUM_DOCS);
+    assert_int_equal(x.longest, NUM_DOCS);
+    assert_int_equal(x.total, NUM_DOCS + NUM_DOCS / RARE_EVERY);
+    assert_int_equal(x.blocks, (NUM_DOCS + 127) / 128 + 1);
+    assert_int_equal(x.k, 1);
+    /* The rarest term first. */
+    assert_int_equal(x.num_keys, 2);
+    uint32_t rare_id = query.terms[0].df < query.terms[1].df ? query.terms[0].term_id : query.terms[1].term_id;
+    assert_int_equal(x.keys[0], rare_id);
+}
+
+/* For top-1, the document holding "rare"'s block maximum scores at least rare's bound alone, which
+ * beats common's bound: "common" can only be probed, and only "rare" is walked in full. */
+static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.nonessential_lists, 1);
+    assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
+    /* k above what the block maxima can vouch for: no threshold, everything is walked. */
+    x = features_of(f, "common rare", 50, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.nonessential_lists, 0);
+    assert_int_equal(x.essential, x.total);
+    /* Exhaustive OR walks everything; AND is driven by the shortest list. */
+    x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    assert_int_equal(x.essential, x.total);
+    x = features_of(f, "common rare", 1, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.mode, ISN_MODE_AND);
+    assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
+    assert_int_equal(x.nonessential_lists, 1);
+    /* An empty query has nothing to walk. */
+    x = features_of(f, "absent", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.num_terms, 0);
+    assert_int_equal(x.total, 0);
+    assert_int_equal(x.num_keys, 0);
+}
+
+/* The features feed the model: a query walking more postings is predicted costlier. */
+static void bigger_walks_predict_longer(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_job_features pruned = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    isn_job_features exhaustive = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    double a = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &pruned);
+    double b = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &exhaustive);
+    print_message("predicted: %.0f ns pruned, %.0f ns exhaustive\n", a, b);
+    assert_true(a > 0 && b > a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lengths_blocks_and_keys),
+        cmocka_unit_test(maxscore_probes_what_cannot_reach_the_threshold),
+        cmocka_unit_test(bigger_walks_predict_longer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
