@@ -556,7 +556,7 @@ static void count_status(agg_state *s, int status) {
 
 static void finish_query(agg_state *s, agg_query *q, int64_t t) {
     uint32_t answered = 0, total_hits = 0;
-    bool complete = true, any_deadline = false;
+    bool complete = true, any_deadline = false, any_shed = false;
     const char *reason = "";
     uint64_t matched = 0, slowest_us = 0;
     for (uint32_t pi = 0; pi < s->num_partitions; pi++) {
@@ -574,13 +574,16 @@ static void finish_query(agg_state *s, agg_query *q, int64_t t) {
         } else {
             s->partitions[pi].missing++;
             if (part->last_status == GRPC_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
+            if (part->last_status == GRPC_RESOURCE_EXHAUSTED) any_shed = true;
         }
     }
     if (!answered) {
-        int status = any_deadline ? GRPC_DEADLINE_EXCEEDED : GRPC_UNAVAILABLE;
+        int status = any_deadline ? GRPC_DEADLINE_EXCEEDED : any_shed ? GRPC_RESOURCE_EXHAUSTED : GRPC_UNAVAILABLE;
         count_status(s, status);
-        agg_rpc_fail(q->rpc, status, any_deadline ? "no partition answered before the deadline"
-                                                  : "no partition could be reached");
+        agg_rpc_fail(q->rpc, status,
+                     any_deadline ? "no partition answered before the deadline"
+                     : any_shed   ? "every partition that could be reached shed the query (overloaded)"
+                                  : "no partition could be reached");
         q->rpc = NULL;
         return;
     }
