@@ -62,6 +62,7 @@ typedef struct {
     uint32_t consecutive_failures;
     int64_t probe_at_ns;
     isn_grpc_call *probe; /* health check in flight while out */
+    bool unsent;          /* calls started since the last flush: one send per loop turn, not per call */
     double ewma_us;
     uint32_t inflight;
     uint64_t requests, failures, hedges, hedge_wins, ejections;
@@ -142,8 +143,8 @@ typedef struct {
     uint64_t latency_buckets[16], latency_count;
     double latency_sum_s, processing_sum_s;
     uint64_t processing_count;
-    /* Set when a connection was read outside the main poll (sending on it processes what came in):
-     * answers may be waiting, so the loop must not sleep before looking. */
+    /* Set when connections were flushed after the main poll (sending on one also processes what
+     * came in): answers may be waiting, so the loop must not sleep before looking. */
     bool absorbed;
 } agg_state;
 
@@ -254,7 +255,7 @@ static void probe_replicas(agg_state *s, int64_t t) {
                                    .frame = true, .timeout_ms = s->config.probe_interval_ms};
             char err[256];
             r->probe = isn_grpc_start(r->client, &rq, err, sizeof err);
-            if (r->probe) isn_grpc_poll(r->client, 0, err, sizeof err), s->absorbed = true;
+            if (r->probe) r->unsent = true;
         }
     }
 }
@@ -419,8 +420,7 @@ static bool send_attempt(agg_state *s, agg_query *q, uint32_t pi, bool hedge, in
             replica_failed(s, r, true, err);
             continue;
         }
-        isn_grpc_poll(r->client, 0, err, sizeof err);
-        s->absorbed = true;
+        r->unsent = true;
         part->attempts[part->num_attempts++] = (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = t, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = t;
         r->inflight++;
@@ -478,8 +478,7 @@ static void start_stats(agg_state *s, agg_query *q, int64_t t) {
             char err[256];
             q->parts[pi].info = isn_grpc_start(r->client, &rq, err, sizeof err);
             if (q->parts[pi].info) {
-                isn_grpc_poll(r->client, 0, err, sizeof err);
-                s->absorbed = true;
+                r->unsent = true;
                 break;
             }
         }
@@ -1119,6 +1118,25 @@ static void fetch_partition_info(agg_state *s) {
     }
 }
 
+/* Sends what this loop turn queued, one write per replica connection. */
+static void flush_replicas(agg_state *s) {
+    int64_t start = now_ns();
+    bool any = false;
+    char err[256];
+    for (uint32_t pi = 0; pi < s->num_partitions; pi++)
+        for (uint32_t i = 0; i < s->partitions[pi].num_replicas; i++) {
+            agg_replica *r = &s->partitions[pi].replicas[i];
+            if (!r->unsent) continue;
+            r->unsent = false;
+            if (r->client) isn_grpc_poll(r->client, 0, err, sizeof err);
+            any = true;
+        }
+    if (any) {
+        s->absorbed = true;
+        s->processing_sum_s += (double)(now_ns() - start) / 1e9;
+    }
+}
+
 static void run_loop(agg_state *s) {
     static struct pollfd fds[MAX_POLLFDS];
     static agg_replica *fd_replicas[MAX_POLLFDS];
@@ -1163,6 +1181,7 @@ static void run_loop(agg_state *s) {
             progress_query(s, q, t);
         }
         probe_replicas(s, t);
+        flush_replicas(s);
         agg_server_flush(s->server);
     }
 }
