@@ -380,6 +380,10 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     buffer_printf(out, "isn_scheduler_gpu_failures_total %llu\n", (unsigned long long)st->gpu_failures);
     prom(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
     buffer_printf(out, "isn_scheduler_gpu_reruns_total %llu\n", (unsigned long long)st->gpu_reruns);
+    prom(out, "isn_scheduler_service_scale", "gauge",
+         "Measured over predicted service time lately, by device; admission scales its estimates by it.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
     prom(out, "isn_cost_model_mape_percent", "gauge",
          "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
     prom(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
