@@ -81,8 +81,15 @@ $(BUILD)/lib/%.a:
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-test: $(TESTS) $(PROGRAMS)
-	@bash tests/run-tests.sh $(TESTS)
+# Cranfield as JSON Lines, from ../shared/data when it is there (the cluster test uses it; else it makes
+# a synthetic corpus and says so).
+CRANFIELD := $(BUILD)/data/cran/cranfield.jsonl
+$(CRANFIELD):
+	@if [ -f ../shared/data/build_corpus.py ]; then python3 ../shared/data/build_corpus.py cranfield $(dir $@) >/dev/null; \
+	else echo "no ../shared/data: tests that use Cranfield fall back to synthetic data"; fi
+
+test: $(TESTS) $(PROGRAMS) $(CRANFIELD)
+	@ISN_CRANFIELD_DIR=$(BUILD)/data/cran bash tests/run-tests.sh $(TESTS)
 
 asan-test:
 	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test

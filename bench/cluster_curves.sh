@@ -9,7 +9,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${2:-$BUILD/bench}
-DATA=${DATA:-/work/data}
+DATA=${DATA:-${ISN_DATA:-${BUILD:-build}/data}}
 CORPUS=${CORPUS:-$DATA/deb/debian.jsonl}
 QUERIES=${QUERIES:-$DATA/deb/short.queries.tsv}
 RATES=${RATES:-250,500,1000,1500,2000,3000}

@@ -11,7 +11,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 PARTS=${2:-}
-DATA=${DATA:-/work/data}
+DATA=${DATA:-${ISN_DATA:-${BUILD:-build}/data}}
 QUERIES=${3:-$DATA/cran/cranfield.queries.tsv}
 SLOW=${SLOW:-0.0} RATE=${RATE:-300} DURATION=${DURATION:-15} REPEAT=${REPEAT:-3} WORKERS=${WORKERS:-2} DELAY=${DELAY:-20ms} PERCENT=${PERCENT:-5} DEADLINE_MS=${DEADLINE_MS:-200}
 BIN=$BUILD/bin

@@ -7,6 +7,7 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 N1=${1:-100}
 TREES=${2:-300}
+DATA=${ISN_DATA:-$BUILD/data} # corpora from ../shared/data/build_corpus.py (bench/run.sh builds them)
 PY=${ISN_PYTHON:-$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
 W=$BUILD/bench/l2
 mkdir -p "$W"
@@ -34,9 +35,9 @@ corpus() { # name input fields queries qrels
 
 {
   echo "{"
-  corpus debian /work/data/deb/debpkg.jsonl body /work/data/deb/debpkg.queries.tsv /work/data/deb/debpkg.qrels
+  corpus debian "$DATA"/deb/debpkg.jsonl body "$DATA"/deb/debpkg.queries.tsv "$DATA"/deb/debpkg.qrels
   echo ","
-  corpus cranfield /work/data/cran/cranfield.jsonl title,body /work/data/cran/cranfield.queries.tsv /work/data/cran/cranfield.qrels
+  corpus cranfield "$DATA"/cran/cranfield.jsonl title,body "$DATA"/cran/cranfield.queries.tsv "$DATA"/cran/cranfield.qrels
   echo "}"
 } > "$BUILD/bench/l2_quality.json"
 cat "$BUILD/bench/l2_quality.json"

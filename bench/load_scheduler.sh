@@ -10,14 +10,14 @@
 # simulated GPU side from the simulator's latency model; isn-bench's warm-up (WARMUP seconds, 1) is
 # sent but not measured (WARMUP=0 measures from the first query). Each line carries the 1-minute
 # load average just before the run and isnd's peak RSS.
-# Environment: INDEX (build/bench/idx-deb), QUERIES (/work/data/deb/short.queries.tsv or
+# Environment: INDEX (build/bench/idx-deb), QUERIES (build/data/deb/short.queries.tsv or
 # $DATA/deb/short.queries.tsv), DEADLINE_MS (50), DURATION (5), REPEAT (1: runs per rate; the
 # machine is shared, so take medians), BUILD (build).
 set -euo pipefail
 tag=${1:?tag} workers=${2:?workers} gpus=${3:?simulated gpus} overload=${4:?shed or degrade} rates=${5:?rates}
 BUILD=${BUILD:-build}
 INDEX=${INDEX:-$BUILD/bench/idx-deb}
-QUERIES=${QUERIES:-${DATA:-/work/data}/deb/short.queries.tsv}
+QUERIES=${QUERIES:-${DATA:-${ISN_DATA:-build/data}}/deb/short.queries.tsv}
 DEADLINE_MS=${DEADLINE_MS:-50}
 DURATION=${DURATION:-5}
 REPEAT=${REPEAT:-1}

@@ -5,7 +5,8 @@
  *  - one replica killed while queries are in flight: every query still answers fully;
  *  - both replicas of a partition killed: answers are partial, coverage 2/3, before the deadline;
  *  - a replica restarted on its port is probed back in: coverage 3/3 again.
- * Corpus: Cranfield ($ISN_CRANFIELD_DIR, default /work/data/cran) when present, else a synthetic one. */
+ * Corpus: Cranfield ($ISN_CRANFIELD_DIR, set by make test; default build/data/cran) when present, else a
+ * synthetic one. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,7 +46,7 @@ static int run_command(const char *fmt, ...) {
 
 /* Writes the corpus as JSON Lines and reads the queries; Cranfield when available. */
 static void prepare_corpus(const char *jsonl) {
-    const char *dir = getenv("ISN_CRANFIELD_DIR") ? getenv("ISN_CRANFIELD_DIR") : "/work/data/cran";
+    const char *dir = getenv("ISN_CRANFIELD_DIR") ? getenv("ISN_CRANFIELD_DIR") : "build/data/cran";
     char docs[PATH_MAX], qpath[PATH_MAX];
     snprintf(docs, sizeof docs, "%s/cranfield.jsonl", dir);
     snprintf(qpath, sizeof qpath, "%s/cranfield.queries.tsv", dir);
