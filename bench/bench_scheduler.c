@@ -15,7 +15,12 @@
  * them, so queries repeat as they do in served traffic; reported apart from the first-sight replays.
  * Fit: the first log's queries timed once each, least squares in log space; prints the weights for
  * cost_model.c and the fitted formula's MAPE on every log (the others are held out).
- * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --sampled N (0). Prints one JSON object. */
+ * Sampled MAPE is also split into draws of a query not drawn before (first sight: the weights and
+ * per-term corrections answer) and repeats (the per-query memo answers).
+ * Also timed: features_us_per_query (isn_job_features_of) and predict_ns_per_query.
+ * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --sampled N (0), --dump FILE (per-query
+ * features, three timings from separate passes, work counters and per-term block-maximum histograms,
+ * for trying features offline). Prints one JSON object. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +111,63 @@ static double run_timed(runner *r, const bench_query *q) {
     return (double)cpu;
 }
 
+/* --dump: per query its features, three timings, the search's work counters, the final k-th score,
+ * and per term (rarest first) df, weight, bound and a histogram of its block maxima as scores (bins
+ * of DUMP_BIN wide): material for trying cost features offline (the MAPE numbers do not use it). */
+#define DUMP_BINS 64
+#define DUMP_BIN 0.25
+static void dump(runner *r, const isn_index *index, const query_log *logs, int num_logs, const char *path) {
+    FILE *out = fopen(path, "w");
+    if (!out) die(path, "cannot write");
+    const isn_index_info *info = isn_index_get_info(index);
+    uint64_t num_metas;
+    const isn_block_meta *metas = isn_index_block_metas(index, &num_metas);
+    /* Three passes over the logs, so that no timing profits from the same query just before it. */
+    size_t total = 0;
+    for (int l = 0; l < num_logs; l++) total += logs[l].n;
+    double *times = malloc(3 * total * sizeof *times);
+    if (!times) die("dump", "out of memory");
+    for (int t = 0; t < 3; t++) {
+        size_t at = 0;
+        for (int l = 0; l < num_logs; l++)
+            for (size_t i = 0; i < logs[l].n; i++) times[3 * at++ + (size_t)t] = run_timed(r, &logs[l].queries[i]);
+    }
+    size_t at = 0;
+    for (int l = 0; l < num_logs; l++)
+        for (size_t i = 0; i < logs[l].n; i++, at++) {
+            const bench_query *q = &logs[l].queries[i];
+            const isn_job_features *f = &q->features;
+            const double *ns = &times[3 * at];
+            uint32_t n = 0;
+            isn_search_stats stats;
+            char err[ISN_ERR_LEN];
+            if (isn_search(r->searcher, &q->query, &r->options, r->hits, &n, &stats, err, sizeof err) < 0)
+                die("search", err);
+            fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u", l, i,
+                    f->num_terms, (unsigned long long)f->shortest, (unsigned long long)f->second_shortest,
+                    (unsigned long long)f->longest, (unsigned long long)f->total, (unsigned long long)f->blocks,
+                    (unsigned long long)f->essential, f->nonessential_lists, ns[0], ns[1], ns[2],
+                    (unsigned long long)stats.postings_scored, (unsigned long long)stats.blocks_decoded,
+                    (unsigned long long)stats.docs_evaluated, n == r->options.k ? (double)r->hits[n - 1].score : 0.0,
+                    q->query.num_terms);
+            for (uint32_t t = 0; t < q->query.num_terms; t++) {
+                isn_term_stats ts;
+                isn_index_term_stats(index, q->query.terms[t].term_id, &ts);
+                double weight = q->query.terms[t].count * isn_bm25_idf(info->num_docs, q->query.terms[t].df);
+                uint32_t hist[DUMP_BINS] = {0};
+                for (uint32_t b = 0; metas && b < ts.num_blocks && ts.first_block + b < num_metas; b++) {
+                    int bin = (int)(weight * metas[ts.first_block + b].max_tf_part / DUMP_BIN);
+                    hist[bin < DUMP_BINS ? bin : DUMP_BINS - 1]++;
+                }
+                fprintf(out, " | %u %u %.6g %.6g", q->query.terms[t].term_id, ts.df, weight, weight * ts.max_tf_part);
+                for (int b = 0; b < DUMP_BINS; b++) fprintf(out, " %u", hist[b]);
+            }
+            fprintf(out, "\n");
+        }
+    free(times);
+    fclose(out);
+}
+
 static double mape_of(const isn_cost_model *model, const query_log *log, int replay) {
     double sum = 0;
     for (size_t i = 0; i < log->n; i++) {
@@ -148,29 +210,55 @@ static void fit(runner *r, query_log *logs, int num_logs) {
     isn_cost_model model;
     isn_cost_model_init(&model);
     isn_least_squares_solve(a, b, model.device[ISN_DEVICE_CPU].w);
+    /* The bias that minimises the fitted formula's MAPE on the training log (searched on a grid). */
+    double best_bias = 0, best_mape = INFINITY;
+    for (double bias = -0.5; bias <= 0.5; bias += 0.005) {
+        model.device[ISN_DEVICE_CPU].bias = bias;
+        double m = mape_of(&model, train, 0);
+        if (m < best_mape) best_mape = m, best_bias = bias;
+    }
+    model.device[ISN_DEVICE_CPU].bias = best_bias;
     printf("\"fitted_on\":\"%s\",\"weights\":[", train->path);
     for (int f = 0; f < ISN_COST_FEATURES; f++) printf("%s%.4f", f ? "," : "", model.device[ISN_DEVICE_CPU].w[f]);
     printf("],\"c_initializer\":\"");
     for (int f = 0; f < ISN_COST_FEATURES; f++) printf("%s%.4f", f ? ", " : "", model.device[ISN_DEVICE_CPU].w[f]);
-    printf("\",\"fitted_formula_mape_percent\":{");
+    printf("\",\"bias\":%.3f,\"fitted_formula_mape_percent\":{", best_bias);
     for (int l = 0; l < num_logs; l++)
         printf("%s\"%s\":%.1f", l ? "," : "", logs[l].path, mape_of(&model, &logs[l], 0));
     printf("}");
 }
 
-/* MAPE after warm-up over n queries drawn with replacement (xorshift, fixed seed). */
-static double sampled_mape(runner *r, const query_log *log, uint64_t n) {
+/* n queries drawn with replacement (xorshift, fixed seed), as isn-bench sends them: MAPE after
+ * warm-up of all draws, and apart of a query's first draw and of its later ones (which the model's
+ * per-query memo answers). */
+static void sampled_mape(runner *r, const query_log *log, uint64_t n) {
     isn_cost_model model;
     isn_cost_model_init(&model);
+    bool *seen = calloc(log->n, sizeof *seen);
+    if (!seen) die("sampled", "out of memory");
+    double ape[2] = {0, 0};
+    uint64_t count[2] = {0, 0};
     uint64_t state = 0x9e3779b97f4a7c15ull;
     for (uint64_t i = 0; i < n; i++) {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        const bench_query *q = &log->queries[state % log->n];
-        isn_cost_learn(&model, ISN_DEVICE_CPU, &q->features, run_timed(r, q));
+        size_t at = state % log->n;
+        const bench_query *q = &log->queries[at];
+        double predicted = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &q->features), ns = run_timed(r, q);
+        if (i >= model.warm_up) {
+            ape[seen[at]] += fabs(predicted - ns) / ns;
+            count[seen[at]]++;
+        }
+        seen[at] = true;
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &q->features, ns);
     }
-    return isn_cost_mape(&model, ISN_DEVICE_CPU);
+    free(seen);
+    printf(",\"sampled_with_repeats\":{\"queries\":%llu,\"mape_percent\":%.1f,\"first_sight\":{\"queries\":%llu,"
+           "\"mape_percent\":%.1f},\"repeats\":{\"queries\":%llu,\"mape_percent\":%.1f}}",
+           (unsigned long long)n, isn_cost_mape(&model, ISN_DEVICE_CPU), (unsigned long long)count[0],
+           count[0] ? 100.0 * ape[0] / (double)count[0] : NAN, (unsigned long long)count[1],
+           count[1] ? 100.0 * ape[1] / (double)count[1] : NAN);
 }
 
 static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
@@ -219,9 +307,7 @@ static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
                "\"noise_floor_percent\":%.1f",
                l ? "," : "", log->path, log->n, median_ns / 1e3, learned[0], learned[1], start_only[0], start_only[1],
                100.0 * noise / (double)log->n);
-        if (sampled)
-            printf(",\"sampled_with_repeats\":{\"queries\":%llu,\"mape_percent\":%.1f}", (unsigned long long)sampled,
-                   sampled_mape(r, log, sampled));
+        if (sampled) sampled_mape(r, log, sampled);
         printf("}");
     }
     printf("]");
@@ -229,6 +315,7 @@ static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
 
 int main(int argc, char **argv) {
     bool do_fit = false;
+    const char *dump_path = NULL;
     uint64_t sampled = 0;
     uint32_t k = 10;
     isn_algo algo = ISN_ALGO_AUTO;
@@ -236,6 +323,7 @@ int main(int argc, char **argv) {
     int arg = 1;
     for (; arg < argc && argv[arg][0] == '-'; arg++) {
         if (!strcmp(argv[arg], "--fit")) do_fit = true;
+        else if (!strcmp(argv[arg], "--dump") && arg + 1 < argc) dump_path = argv[++arg];
         else if (!strcmp(argv[arg], "--sampled") && arg + 1 < argc) sampled = strtoull(argv[++arg], NULL, 10);
         else if (!strcmp(argv[arg], "--k") && arg + 1 < argc) k = (uint32_t)atoi(argv[++arg]);
         else if (!strcmp(argv[arg], "--algo") && arg + 1 < argc) {
@@ -275,8 +363,26 @@ int main(int argc, char **argv) {
     print_load("load_before");
     printf(",");
     r.runs = r.disturbed = 0;
+    if (dump_path) dump(&r, index, logs, num_logs, dump_path);
     if (do_fit) fit(&r, logs, num_logs);
     else replay(&r, logs, num_logs, sampled);
+    /* What the model costs per query: features (admitting thread) and one prediction. */
+    size_t all = 0;
+    uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+    for (int l = 0; l < num_logs; l++)
+        for (size_t i = 0; i < logs[l].n; i++, all++)
+            isn_job_features_of(index, &logs[l].queries[i].query, k, mode, algo, &logs[l].queries[i].features);
+    uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+    isn_cost_model timing_model;
+    isn_cost_model_init(&timing_model);
+    double sink = 0;
+    for (int rep = 0; rep < 10; rep++)
+        for (int l = 0; l < num_logs; l++)
+            for (size_t i = 0; i < logs[l].n; i++)
+                sink += isn_cost_predict_ns(&timing_model, ISN_DEVICE_CPU, &logs[l].queries[i].features);
+    uint64_t t2 = clock_ns(CLOCK_MONOTONIC);
+    printf(",\"features_us_per_query\":%.2f,\"predict_ns_per_query\":%.0f", (double)(t1 - t0) / 1e3 / (double)all,
+           sink > 0 ? (double)(t2 - t1) / (10.0 * (double)all) : 0.0);
     printf(",\"timed_runs\":%llu,\"disturbed_runs\":%llu,", (unsigned long long)r.runs,
            (unsigned long long)r.disturbed);
     print_load("load_after");

@@ -74,6 +74,15 @@ static const key_spec KEYS[] = {
     {"scheduler", "gpu_sim_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), 1, 1000000000, false},
     {"scheduler", "gpu_sim_query_ns", KEY_U32, FIELD(gpu_sim_query_ns), 0, 100000000, false},
     {"scheduler", "gpu_sim_failure_permille", KEY_U32, FIELD(gpu_sim_failure_permille), 0, 1000, false},
+    {"gpu", "enable", KEY_BOOL, FIELD(gpu_enable), 0, 0, false},
+    {"gpu", "emulate", KEY_BOOL, FIELD(gpu_emulate), 0, 0, false},
+    {"gpu", "device", KEY_U32, FIELD(gpu_device), 0, 255, false},
+    {"gpu", "memory_budget_mib", KEY_U32, FIELD(gpu_memory_budget_mib), 0, 16u << 20, false},
+    {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), 1, 4096, false},
+    {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), 1, 10000, false},
+    {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), 0, 0, false},
+    {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), 0, 0, false},
+    {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), 0, 0, false},
     {"rerank", "ranker_dir", KEY_PATH, FIELD(ranker_dir), 0, 0, false},
     {"rerank", "default_n1", KEY_U32, FIELD(default_n1), 1, ISN_MAX_K, true},
     {"rerank", "max_n1", KEY_U32, FIELD(max_n1), 1, ISN_MAX_K, true},
@@ -122,6 +131,9 @@ void isn_conf_default(isn_conf *conf) {
     conf->default_n1 = 1000;
     conf->max_n1 = 10000;
     conf->gpu_model_memory_bytes = 512u << 20;
+    conf->gpu_max_batch = 256;
+    conf->gpu_max_k = 1000;
+    conf->gpu_rerank = true;
 }
 
 const char *isn_log_level_name(isn_log_level level) {

@@ -59,6 +59,16 @@ typedef struct {
     uint32_t gpu_sim_postings_per_us;
     uint32_t gpu_sim_query_ns;
     uint32_t gpu_sim_failure_permille;
+    /* [gpu] (the real first-stage backend, gpu/gpu.h; second stage on the GPU) */
+    bool gpu_enable;
+    bool gpu_emulate;            /* tests and CI: the device algorithm on the host */
+    uint32_t gpu_device;         /* ordinal */
+    uint32_t gpu_memory_budget_mib; /* postings + metadata on the device; 0 = 85% of free memory */
+    uint32_t gpu_max_batch;      /* queries per launch */
+    uint32_t gpu_max_k;          /* larger k is answered on the CPU */
+    char gpu_training_queries[ISN_CONF_PATH_MAX]; /* query log for the pruned-prefix cache; "" = none */
+    bool gpu_route_all;          /* tests and benchmarks: every query the GPU can answer goes to it */
+    bool gpu_rerank;             /* second stage may run on the GPU (learned crossover) */
     /* [rerank] (second stage) */
     char ranker_dir[ISN_CONF_PATH_MAX]; /* *.ranker files loaded at start, re-read on SIGHUP; "" = none */
     uint32_t default_n1;                /* first-stage candidates re-ranked when the request gives none */

@@ -3,6 +3,7 @@
 #ifndef ISN_DAEMON_SEARCH_JOB_H
 #define ISN_DAEMON_SEARCH_JOB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@ struct search_job {
     isn_query query;       /* analysed once, by worker_pool_submit; the worker may rewrite df */
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
+    isn_hit *gpu_hits;     /* k entries in `memory` when the GPU may answer it */
     /* output: set by the worker */
     int status;
     char message[256];
@@ -41,6 +43,14 @@ struct search_job {
     bool complete; /* false: stopped early, the hits are the best found so far */
 };
 
+/* Where the second stage may score: the GPU model cache (NULL: CPU only; calls serialised by lock)
+ * and the crossover that picks the device per request. Shared by every worker. */
+typedef struct {
+    isn_gpu_l2 *gpu;
+    pthread_mutex_t *lock;
+    isn_l2_crossover *crossover;
+} l2_route;
+
 /* Per-worker state: a searcher and scratch sized for k up to its capacity, grown on demand. */
 typedef struct search_worker search_worker;
 
@@ -48,6 +58,11 @@ search_worker *search_worker_new(const isn_index *index, uint32_t id, uint32_t m
 void search_worker_free(search_worker *worker);
 /* Runs the job's analysed query to its end (status + reply). abandon: answer UNAVAILABLE without running. */
 void search_worker_run(search_worker *worker, search_job *job, bool abandon);
+void search_worker_set_l2_route(search_worker *worker, const l2_route *route);
+/* The reply of a job the GPU backend answered (hits from the device, or from the backend's CPU
+ * fallback: device says which). From the dispatcher thread, with its own worker. */
+void search_worker_pack_gpu(search_worker *worker, search_job *job, const isn_hit *hits, uint32_t n,
+                            const char *device);
 /* The reply of a job a simulated GPU ran (timing only, no hits). */
 void search_job_pack_simulated(search_job *job);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */

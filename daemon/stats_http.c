@@ -131,7 +131,12 @@ static void handle_request(stats_conn *conn, char *head) {
     } else if (!strcmp(target, "/healthz")) {
         respond_text(conn, 200, "OK", "ok\n", head_only);
     } else if (!strcmp(target, "/readyz")) {
-        if (server_ready(server)) respond_text(conn, 200, "OK", "ready\n", head_only);
+        char reason[300], text[400];
+        if (server_ready(server) && server->pool &&
+            worker_pool_gpu_state(server->pool, reason, sizeof reason) == WORKER_POOL_GPU_DEGRADED) {
+            snprintf(text, sizeof text, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
+            respond_text(conn, 200, "OK", text, head_only);
+        } else if (server_ready(server)) respond_text(conn, 200, "OK", "ready\n", head_only);
         else
             respond_text(conn, 503, "Service Unavailable",
                          server->state == SERVER_STARTING ? "starting: index loading\n" : "draining\n", head_only);

@@ -1,6 +1,7 @@
 #include "daemon/worker_pool.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,17 @@ struct worker_pool {
     char cost_model_state[ISN_CONF_PATH_MAX];
     isn_gpu_device *gpus;
     uint32_t num_gpus;
+    uint32_t sim_gpus;
+    /* The real first-stage backend ([gpu]): one device, answered through gpus[0]. */
+    isn_gpu_backend *backend;
+    search_worker *gpu_packer; /* the dispatcher thread's: packs the device's answers */
+    uint32_t gpu_max_k;
+    bool gpu_route_all;
+    /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
+    isn_gpu_l2 *l2_gpu;
+    pthread_mutex_t l2_lock;
+    isn_l2_crossover crossover;
+    l2_route l2;
     _Atomic(search_job *) completed; /* Treiber stack, newest first */
     uv_async_t *wake;
 };
@@ -50,6 +62,7 @@ search_job *worker_pool_take_completed(worker_pool *pool) {
 static void *on_worker_init(void *user, uint32_t id) {
     worker_pool *pool = user;
     search_worker *worker = search_worker_new(pool->index, id, pool->max_k);
+    if (worker) search_worker_set_l2_route(worker, &pool->l2);
     if (worker && pool->warm_up) search_worker_warm_up(worker);
     return worker;
 }
@@ -78,6 +91,26 @@ static void on_gpu_done(void *user, isn_job *sched) {
     job->retrieval_ns = isn_sched_now_ns() - sched->started_ns;
     job->worker = sched->worker;
     search_job_pack_simulated(job);
+}
+
+/* The real backend: a job's request (its hits live in the request's arena, see gpu_eligible). */
+static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request) {
+    (void)user;
+    search_job *job = job_of(sched);
+    request->query = &job->query;
+    request->mode = job->mode;
+    request->k = job->k;
+    request->hits = job->gpu_hits;
+}
+
+static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *request) {
+    worker_pool *pool = user;
+    search_job *job = job_of(sched);
+    job->queue_ns = sched->started_ns - sched->enqueued_ns;
+    job->retrieval_ns = isn_sched_now_ns() - sched->started_ns;
+    search_worker_pack_gpu(pool->gpu_packer, job, request->hits, request->num_hits,
+                           request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
+    job->worker = sched->worker;
 }
 
 static void on_complete(void *user, isn_job *sched) {
@@ -158,6 +191,16 @@ static int analyse(worker_pool *pool, search_job *job) {
     return 0;
 }
 
+/* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
+static bool gpu_eligible(worker_pool *pool, search_job *job) {
+    const Isn__V1__SearchRequest *request = job->request;
+    if (!pool->backend || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+        job->k > pool->gpu_max_k || job->query.num_terms == 0)
+        return false;
+    job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
+    return job->gpu_hits != NULL;
+}
+
 int worker_pool_submit(worker_pool *pool, search_job *job) {
     job->next = NULL;
     job->complete = true;
@@ -174,6 +217,11 @@ int worker_pool_submit(worker_pool *pool, search_job *job) {
     }
     int refused = analyse(pool, job);
     if (refused) return refused;
+    job->gpu_hits = NULL;
+    if (pool->backend)
+        sched->placement = !gpu_eligible(pool, job) ? ISN_PLACE_CPU
+                           : pool->gpu_route_all    ? ISN_PLACE_GPU
+                                                    : ISN_PLACE_ANY;
     switch (isn_scheduler_submit(pool->scheduler, sched)) {
     case ISN_SUBMIT_QUEUED: return 0;
     case ISN_SUBMIT_SHED_FULL:
@@ -188,6 +236,148 @@ int worker_pool_submit(worker_pool *pool, search_job *job) {
     }
     snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
     return GRPC_STATUS_UNAVAILABLE;
+}
+
+/* ------------------------------------------------------------------ the real GPU */
+
+#define TRAINING_MAX_QUERIES 100000u
+
+/* The [gpu] training log's queries (TSV "id<TAB>query", or a query per line), analysed as requests
+ * are. Only needed while the backend opens. 0, or -1 with err. */
+static int load_training_log(worker_pool *pool, const char *path, isn_query **queries, uint32_t *count, char *err,
+                             size_t err_len) {
+    *queries = NULL;
+    *count = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_len, "gpu.training_queries %s: cannot open: %m", path);
+        return -1;
+    }
+    size_t terms_cap = 0, terms_len = 0, cap = 0;
+    isn_query_term *terms = NULL;
+    isn_query *list = NULL;
+    char *line = NULL, why[ISN_ERR_LEN];
+    size_t line_cap = 0;
+    ssize_t len;
+    int rc = 0;
+    while (rc == 0 && *count < TRAINING_MAX_QUERIES && (len = getline(&line, &line_cap, f)) > 0) {
+        char *text = memchr(line, '\t', (size_t)len);
+        text = text ? text + 1 : line;
+        isn_query q;
+        if (isn_query_parse(pool->planner, text, (size_t)(line + len - text), &q, why, sizeof why) < 0 ||
+            q.num_terms == 0)
+            continue;
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 1024;
+            isn_query *grown = realloc(list, cap * sizeof *list);
+            if (!grown) rc = -1;
+            else list = grown;
+        }
+        if (rc == 0 && terms_len + q.num_terms > terms_cap) {
+            terms_cap = 2 * (terms_len + q.num_terms) + 4096;
+            isn_query_term *grown = realloc(terms, terms_cap * sizeof *terms);
+            if (!grown) rc = -1;
+            else terms = grown;
+        }
+        if (rc != 0) break;
+        memcpy(terms + terms_len, q.terms, q.num_terms * sizeof *q.terms);
+        list[*count] = q;
+        list[*count].terms = (isn_query_term *)(uintptr_t)terms_len; /* an offset until terms stop moving */
+        terms_len += q.num_terms;
+        (*count)++;
+    }
+    free(line);
+    fclose(f);
+    if (rc != 0) {
+        snprintf(err, err_len, "gpu.training_queries %s: out of memory", path);
+        free(list);
+        free(terms);
+        *count = 0;
+        return -1;
+    }
+    for (uint32_t i = 0; i < *count; i++) list[i].terms = terms + (uintptr_t)list[i].terms;
+    *queries = list;
+    return 0;
+}
+
+static void free_training_log(isn_query *queries, uint32_t count) {
+    if (queries && count) free(queries[0].terms);
+    free(queries);
+}
+
+/* Opens the [gpu] backend (uploads the postings, warms every kernel up) and makes it the scheduler's
+ * device. No usable GPU is not an error: the node serves on the CPU and says why. -1 with err only for
+ * a bad configuration. */
+static int open_gpu(worker_pool *pool, const isn_conf *conf, isn_scheduler_config *config, char *err,
+                    size_t err_len) {
+    if (!conf->gpu_enable) return 0;
+    if (conf->gpu_sim_devices) {
+        snprintf(err, err_len, "gpu.enable and scheduler.simulated_gpus_answer_without_hits are exclusive: "
+                               "pick the real GPU or the simulator");
+        return -1;
+    }
+    isn_gpu_options options;
+    isn_gpu_options_default(&options);
+    options.device = (int)conf->gpu_device;
+    options.emulate = conf->gpu_emulate;
+    options.memory_budget = (uint64_t)conf->gpu_memory_budget_mib << 20;
+    options.max_batch = conf->gpu_max_batch;
+    options.max_k = conf->gpu_max_k;
+    isn_query *training = NULL;
+    uint32_t num_training = 0;
+    if (conf->gpu_training_queries[0]) {
+        if (load_training_log(pool, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)
+            return -1;
+        options.training_queries = training;
+        options.num_training_queries = num_training;
+    }
+    char why[512];
+    uint64_t start = isn_sched_now_ns();
+    pool->backend = isn_gpu_open(pool->index, &options, why, sizeof why);
+    free_training_log(training, num_training);
+    if (!pool->backend) {
+        log_warn("gpu: no GPU first stage, serving on the CPU only: %s", why);
+        return 0;
+    }
+    isn_gpu_cuda_callbacks callbacks = {.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = pool};
+    pool->gpus = calloc(1, sizeof *pool->gpus);
+    pool->gpu_packer = search_worker_new(pool->index, UINT32_MAX, conf->gpu_max_k);
+    if (!pool->gpus || !pool->gpu_packer || isn_gpu_cuda_new(pool->backend, &callbacks, conf->gpu_max_batch, &pool->gpus[0]) < 0) {
+        snprintf(err, err_len, "out of memory for the GPU device");
+        return -1;
+    }
+    pool->num_gpus = 1;
+    pool->gpu_max_k = conf->gpu_max_k;
+    pool->gpu_route_all = conf->gpu_route_all;
+    config->gpus = pool->gpus;
+    config->num_gpus = 1;
+    isn_gpu_health health;
+    isn_gpu_cuda_health(&pool->gpus[0], &health);
+    log_info("gpu: %s%s ready in %.3f s (warm-up %.1f ms): %u of %u lists resident (%u as prefixes), %.1f of %.1f MB%s",
+             health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
+             (double)(isn_sched_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
+             health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
+             (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
+    return 0;
+}
+
+/* The second stage's GPU handle (real GPUs only: the emulated device has no L2 kernels). */
+static void open_l2_gpu(worker_pool *pool, const isn_conf *conf) {
+    if (!conf->gpu_enable || !conf->gpu_rerank || conf->gpu_emulate) return;
+    isn_gpu_l2_options options;
+    isn_gpu_l2_options_default(&options);
+    options.device = (int)conf->gpu_device;
+    options.model_memory_budget = conf->gpu_model_memory_bytes;
+    char why[512];
+    pool->l2_gpu = isn_gpu_l2_open(&options, why, sizeof why);
+    if (!pool->l2_gpu) {
+        log_warn("gpu: second stage on the CPU only: %s", why);
+        return;
+    }
+    pool->l2.gpu = pool->l2_gpu;
+    log_info("gpu: second stage may run on the GPU (model cache %u MiB); starting crossover for 300 trees: %u "
+             "candidates",
+             conf->gpu_model_memory_bytes >> 20, isn_l2_crossover_candidates(&pool->crossover, 300));
 }
 
 /* ------------------------------------------------------------------ start, stop */
@@ -206,7 +396,10 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     pool->num_threads = workers;
     snprintf(pool->cost_model_state, sizeof pool->cost_model_state, "%s", conf->cost_model_state);
     pool->planner = isn_searcher_new(index);
-    if (!pool->planner) {
+    pthread_mutex_init(&pool->l2_lock, NULL);
+    pool->l2.lock = &pool->l2_lock;
+    pool->l2.crossover = &pool->crossover;
+    if (!pool->planner || isn_l2_crossover_init(&pool->crossover) < 0) {
         snprintf(err, err_len, "out of memory for the query planner");
         worker_pool_stop(pool);
         return NULL;
@@ -231,13 +424,34 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     config.run_cpu = on_run_cpu;
     config.complete = on_complete;
     config.user = pool;
+    bool model_loaded = false;
     if (conf->cost_model_state[0]) {
         char why[512];
         int rc = isn_cost_model_load(&config.model, conf->cost_model_state, why, sizeof why);
         if (rc < 0) log_warn("cost model state not loaded, starting from the fitted formula: %s", why);
         else if (rc == 0) log_info("cost model state loaded from %s", conf->cost_model_state);
+        model_loaded = rc == 0;
     }
+    if (open_gpu(pool, conf, &config, err, err_len) < 0) {
+        worker_pool_stop(pool);
+        return NULL;
+    }
+    if (pool->backend) {
+        /* Until it has measured batches, the GPU side starts from the H200 numbers of issue 5 (about
+         * 10 G postings/s decode + score, ~0.1 ms per launch and wait, ~10 us per query). */
+        config.batch.launch_ns = 100000;
+        if (!model_loaded) {
+            isn_gpu_sim_config start;
+            isn_gpu_sim_config_default(&start);
+            start.launch_ns = config.batch.launch_ns;
+            start.per_posting_ns = 0.1;
+            start.per_query_ns = 10000;
+            isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &start);
+        }
+    }
+    open_l2_gpu(pool, conf);
     if (conf->gpu_sim_devices) {
+        pool->sim_gpus = conf->gpu_sim_devices;
         pool->gpus = calloc(conf->gpu_sim_devices, sizeof *pool->gpus);
         isn_gpu_sim_config sim;
         isn_gpu_sim_config_default(&sim);
@@ -304,8 +518,16 @@ void worker_pool_stop(worker_pool *pool) {
         }
         isn_scheduler_stop(pool->scheduler);
     }
-    for (uint32_t i = 0; i < pool->num_gpus; i++) isn_gpu_sim_free(&pool->gpus[i]);
+    for (uint32_t i = 0; i < pool->num_gpus; i++) {
+        if (pool->backend) isn_gpu_cuda_free(&pool->gpus[i]);
+        else isn_gpu_sim_free(&pool->gpus[i]);
+    }
     free(pool->gpus);
+    isn_gpu_close(pool->backend);
+    search_worker_free(pool->gpu_packer);
+    isn_gpu_l2_close(pool->l2_gpu);
+    isn_l2_crossover_destroy(&pool->crossover);
+    pthread_mutex_destroy(&pool->l2_lock);
     isn_searcher_free(pool->planner);
     free(pool);
 }
@@ -395,7 +617,7 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     }
 }
 
-static void render_json(const isn_scheduler_stats *st, byte_buffer *out) {
+static void render_json(const worker_pool *pool, const isn_scheduler_stats *st, byte_buffer *out) {
     buffer_printf(out,
                   "\"scheduler\":{\"queues\":{\"cpu\":%u,\"gpu\":%u,\"undecided\":%u,\"deques\":%u},"
                   "\"routed\":{\"cpu\":%llu,\"gpu\":%llu,\"undecided\":%llu},\"ran\":{\"cpu\":%llu,\"gpu\":%llu},"
@@ -412,7 +634,8 @@ static void render_json(const isn_scheduler_stats *st, byte_buffer *out) {
                   (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu,
                   (unsigned long long)st->batches, (unsigned long long)st->batch_jobs,
                   (unsigned long long)st->gpu_failures);
-    buffer_printf(out, "\"simulated_gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},", st->gpus,
+    buffer_printf(out, "\"simulated_gpus\":%u,\"gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},",
+                  pool->sim_gpus, st->gpus,
                   st->service_scale[0], st->service_scale[1]);
     buffer_printf(out, "\"cost_model_mape_percent\":{");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
@@ -422,9 +645,77 @@ static void render_json(const isn_scheduler_stats *st, byte_buffer *out) {
     buffer_printf(out, "}}");
 }
 
+int worker_pool_gpu_state(const worker_pool *pool, char *reason, size_t reason_len) {
+    if (!pool->backend) return WORKER_POOL_NO_GPU;
+    isn_gpu_health health;
+    isn_gpu_cuda_health(&pool->gpus[0], &health);
+    if (health.ready && health.healthy) return WORKER_POOL_GPU_HEALTHY;
+    snprintf(reason, reason_len, "%s", health.ready ? health.reason : "not warmed up");
+    return WORKER_POOL_GPU_DEGRADED;
+}
+
+static void render_gpu_json(worker_pool *pool, byte_buffer *out) {
+    buffer_printf(out, ",\"gpu\":{\"first_stage\":");
+    if (pool->backend) {
+        isn_gpu_health h;
+        isn_gpu_cuda_health(&pool->gpus[0], &h);
+        buffer_printf(out,
+                      "{\"device\":\"%s\",\"ready\":%s,\"healthy\":%s,\"reason\":\"%s\",\"warmup_ms\":%.3f,"
+                      "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
+                      "\"terms_prefix\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
+                      "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
+                      "\"bytes_transferred\":%llu}",
+                      h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
+                      h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
+                      (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix,
+                      (unsigned long long)h.batches, (unsigned long long)h.queries_device,
+                      (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
+                      (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
+                      (unsigned long long)h.bytes_transferred);
+    } else {
+        buffer_printf(out, "null");
+    }
+    isn_l2_crossover *c = &pool->crossover;
+    buffer_printf(out,
+                  ",\"rerank\":{\"gpu\":%s,\"chosen\":{\"cpu\":%llu,\"gpu\":%llu},\"explored\":%llu,"
+                  "\"measured\":{\"cpu\":%llu,\"gpu\":%llu},\"ns_per_candidate_tree\":{\"cpu\":%.4f,\"gpu\":%.4f},"
+                  "\"fixed_ns\":{\"cpu\":%.0f,\"gpu\":%.0f},\"crossover_candidates\":{\"100\":%u,\"300\":%u,"
+                  "\"1000\":%u}}}",
+                  pool->l2_gpu ? "true" : "false", (unsigned long long)c->chosen[0], (unsigned long long)c->chosen[1],
+                  (unsigned long long)c->explored, (unsigned long long)c->measured[0],
+                  (unsigned long long)c->measured[1], c->b[0], c->b[1], c->a[0], c->a[1],
+                  isn_l2_crossover_candidates(c, 100), isn_l2_crossover_candidates(c, 300),
+                  isn_l2_crossover_candidates(c, 1000));
+}
+
+static void render_gpu_prometheus(worker_pool *pool, byte_buffer *out) {
+    if (pool->backend) {
+        isn_gpu_health h;
+        isn_gpu_cuda_health(&pool->gpus[0], &h);
+        char text[4096];
+        size_t len = isn_gpu_health_format_metrics(&h, "device=\"0\"", text, sizeof text);
+        if (len >= sizeof text) len = sizeof text - 1;
+        buffer_append(out, text, len);
+    }
+    isn_l2_crossover *c = &pool->crossover;
+    prom(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
+    buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
+                  (unsigned long long)c->chosen[0], (unsigned long long)c->chosen[1]);
+    prom(out, "isn_rerank_crossover_candidates", "gauge",
+         "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
+    for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)
+        buffer_printf(out, "isn_rerank_crossover_candidates{trees=\"%u\"} %u\n", trees,
+                      isn_l2_crossover_candidates(c, trees));
+}
+
 void worker_pool_render_metrics(worker_pool *pool, byte_buffer *out, bool json) {
     isn_scheduler_stats st;
     isn_scheduler_get_stats(pool->scheduler, &st);
-    if (json) render_json(&st, out);
-    else render_prometheus(&st, out);
+    if (json) {
+        render_json(pool, &st, out);
+        render_gpu_json(pool, out);
+    } else {
+        render_prometheus(&st, out);
+        render_gpu_prometheus(pool, out);
+    }
 }

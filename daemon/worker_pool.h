@@ -34,6 +34,10 @@ uint32_t worker_pool_running(const worker_pool *pool);
 uint32_t worker_pool_size(const worker_pool *pool);
 /* The scheduler's metrics: Prometheus text, or a JSON object's members ("scheduler":{...}). */
 void worker_pool_render_metrics(worker_pool *pool, byte_buffer *out, bool json);
+/* The [gpu] first stage: none, healthy, or degraded (not warmed up, or a device error: every query
+ * then runs on the CPU; reason says why). Any thread. */
+enum { WORKER_POOL_NO_GPU = 0, WORKER_POOL_GPU_HEALTHY = 1, WORKER_POOL_GPU_DEGRADED = 2 };
+int worker_pool_gpu_state(const worker_pool *pool, char *reason, size_t reason_len);
 /* Stops and joins the threads (queued jobs are dropped: the caller drained first) and saves the
  * cost model when configured. */
 void worker_pool_stop(worker_pool *pool);

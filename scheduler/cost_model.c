@@ -1,6 +1,7 @@
 /* The cost model: per device, log(service time) as a linear function of query features, learned
  * online by recursive least squares. Log space because times span four orders of magnitude and the
- * error that matters is relative. */
+ * error that matters is relative; a learned bias then moves the prediction from the geometric mean
+ * to MAPE's optimum, and a memo of recently measured queries answers repeats. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +19,13 @@
  * cheap (the fitted weights trade off against each other within their data, not beyond it). */
 #define CPU_FLOOR_NS_PER_POSTING 0.5
 #define KEY_BIAS_CAP 3.0 /* a key's correction stays within a factor of e^3 */
+/* The biases move by BIAS_STEP times the prediction's ratio to the time (capped), down when it was
+ * over and up when under: at rest the 1/time-weighted median of the errors is 0, which is what
+ * minimises the mean absolute percentage error. */
+#define BIAS_STEP 0.01
+#define BIAS_RATIO_CAP 4.0
+#define BIAS_CAP 1.0
+#define MEMO_RATE 0.5 /* a remembered query's log time moves this far towards each new one */
 
 static double lg(uint64_t v) { return log1p((double)v); }
 
@@ -43,23 +51,29 @@ void isn_cost_features(const isn_job_features *f, double x[ISN_COST_FEATURES]) {
     x[13] = f->algo == ISN_ALGO_OR || f->algo == ISN_ALGO_AND ? 1.0 : 0.0;
     x[14] = f->gpu_resident ? 1.0 : 0.0;
     x[15] = log1p((double)f->total / HINGE_POSTINGS);
+    x[16] = lg(f->expected_postings);
 }
 
 /* CPU: least squares in log space over single timings (thread CPU time) of the Debian short-query
  * log (1,279 queries, top-10, auto, each timed once after a pass that maps the index), produced by
- * `build/bench/bench_scheduler --fit build/bench/idx-deb /work/data/deb/short.queries.tsv`.
+ * `build/bench/bench_scheduler --fit build/bench/idx-deb /work/data/deb/short.queries.tsv ...`,
+ * which also prints the bias that minimises that formula's MAPE on it (CPU_START_BIAS).
  * k, AND, exhaustive and GPU residency were constant in that log and start at 0 (online learning
- * sets them). The fitted formula's MAPE is ~37% on single timings (noise floor between two replays
- * ~7%): list lengths and a threshold estimated from block maxima say little about when MaxScore's
- * threshold rises; the per-term corrections learn some of that (bench_scheduler reports both).
+ * sets them). Expected postings (x[16]) carries most of the weight; the fitted formula's MAPE is
+ * ~33% on single timings (noise floor between two replays 5-7%): what sets MaxScore's threshold
+ * trajectory is only estimated from block maxima. The per-term corrections and the per-query memo
+ * learn the rest (bench_scheduler reports each).
  * GPU: a stand-in until isn_cost_model_seed is given the device's latency model. */
-static const double CPU_START[ISN_COST_FEATURES] = {6.4467, 0.4273, -0.5575, 0.0422, 0.8308, 0.1034, 0.6281, 0.0279,
-                                                     -0.7628, 0.2411, 0.0989, 0.0000, 0.0000, 0.0000, 0.0000, -0.0745};
+static const double CPU_START[ISN_COST_FEATURES] = {6.2443, 0.0329, -0.6872, -0.0085, 1.0148, 0.1616,
+                                                     -0.0735, 0.0240, -0.2995, 0.3279, 0.1463, 0.0000,
+                                                     0.0000,  0.0000, 0.0000,  0.0536, 0.6921};
+#define CPU_START_BIAS -0.100
 
 static void start_device(isn_cost_device_model *m, isn_device_kind device) {
     memset(m, 0, sizeof *m);
     if (device == ISN_DEVICE_CPU) {
         memcpy(m->w, CPU_START, sizeof m->w);
+        m->bias = CPU_START_BIAS;
     } else {
         m->w[0] = 7.6; /* ~2 us per query */
         m->w[6] = 0.1;
@@ -93,13 +107,37 @@ static double key_correction(const isn_cost_device_model *m, const isn_job_featu
 
 static double clamp_log(double y) { return y < MIN_LOG_NS ? MIN_LOG_NS : y > MAX_LOG_NS ? MAX_LOG_NS : y; }
 
+static uint32_t memo_slot(uint64_t signature) { return (uint32_t)(signature >> 40) & (ISN_COST_MEMO_SLOTS - 1); }
+
+static bool memo_hit(const isn_cost_device_model *m, const isn_job_features *f) {
+    return f->signature && m->memo_signature[memo_slot(f->signature)] == f->signature;
+}
+
+static double ns_of_log(isn_device_kind device, const isn_job_features *features, double log_ns) {
+    double ns = exp(clamp_log(log_ns));
+    double floor_ns = device == ISN_DEVICE_CPU ? CPU_FLOOR_NS_PER_POSTING * (double)features->essential : 0.0;
+    return ns > floor_ns ? ns : floor_ns;
+}
+
+static double predict_from(const isn_cost_device_model *m, isn_device_kind device, const isn_job_features *features,
+                           double model_log) {
+    if (memo_hit(m, features))
+        return ns_of_log(device, features, m->memo_log_ns[memo_slot(features->signature)] + m->memo_bias);
+    return ns_of_log(device, features, model_log + m->bias);
+}
+
 double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features) {
     const isn_cost_device_model *m = &model->device[device];
     double x[ISN_COST_FEATURES];
     isn_cost_features(features, x);
-    double ns = exp(clamp_log(dot(m->w, x) + key_correction(m, features)));
-    double floor_ns = device == ISN_DEVICE_CPU ? CPU_FLOOR_NS_PER_POSTING * (double)features->essential : 0.0;
-    return ns > floor_ns ? ns : floor_ns;
+    return predict_from(m, device, features, clamp_log(dot(m->w, x) + key_correction(m, features)));
+}
+
+static void step_bias(double *bias, double predicted_ns, double measured_ns) {
+    double ratio = predicted_ns / measured_ns;
+    if (ratio > BIAS_RATIO_CAP) ratio = BIAS_RATIO_CAP;
+    double v = *bias + (predicted_ns > measured_ns ? -BIAS_STEP : BIAS_STEP) * ratio;
+    *bias = v > BIAS_CAP ? BIAS_CAP : v < -BIAS_CAP ? -BIAS_CAP : v;
 }
 
 void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
@@ -110,7 +148,8 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
     isn_cost_features(features, x);
     double correction = key_correction(m, features);
     double predicted_log = clamp_log(dot(m->w, x) + correction);
-    double ape = fabs(isn_cost_predict_ns(model, device, features) - measured_ns) / measured_ns;
+    double predicted_ns = predict_from(m, device, features, predicted_log);
+    double ape = fabs(predicted_ns - measured_ns) / measured_ns;
     if (m->updates >= model->warm_up) {
         m->ape_sum += ape;
         m->ape_count++;
@@ -118,6 +157,18 @@ void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job
     m->ape_recent = isnan(m->ape_recent) ? ape : 0.99 * m->ape_recent + 0.01 * ape;
 
     double measured_log = log(measured_ns);
+    if (features->signature) {
+        uint32_t slot = memo_slot(features->signature);
+        if (m->memo_signature[slot] == features->signature) {
+            step_bias(&m->memo_bias, predicted_ns, measured_ns);
+            m->memo_log_ns[slot] += (float)(MEMO_RATE * (clamp_log(measured_log) - m->memo_log_ns[slot]));
+        } else {
+            m->memo_signature[slot] = features->signature;
+            m->memo_log_ns[slot] = (float)clamp_log(measured_log);
+        }
+    }
+    /* The weights' bias learns from the weights' prediction whether or not the memo answered. */
+    step_bias(&m->bias, ns_of_log(device, features, predicted_log + m->bias), measured_ns);
     /* Each key moves towards what this job's error says about it; the weights learn what the keys
      * do not explain. */
     double key_error = measured_log - predicted_log;
@@ -156,7 +207,7 @@ static isn_job_features synthetic_query(uint64_t *state) {
         if (!f.shortest || df < f.shortest) f.shortest = df;
         if (df > f.longest) f.longest = df;
     }
-    f.essential = f.total;
+    f.essential = f.expected_postings = f.total;
     return f;
 }
 
@@ -213,6 +264,8 @@ void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], con
     for (int i = 0; i < ISN_COST_FEATURES; i++) w[i] = fabs(m[i][i]) < 1e-300 ? 0.0 : m[i][ISN_COST_FEATURES] / m[i][i];
 }
 
+/* 3: a bias per device, the per-query memo and the expected-postings feature. */
+#define STATE_VERSION 3
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
 
 int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err, size_t err_len) {
@@ -226,10 +279,12 @@ int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err
         snprintf(err, err_len, "%s: cannot write: %s", tmp, strerror(errno));
         return -1;
     }
-    fprintf(f, "isn-cost-model 2 features %d keys %d\n", ISN_COST_FEATURES, ISN_COST_KEY_SLOTS);
+    fprintf(f, "isn-cost-model %d features %d keys %d memo %d\n", STATE_VERSION, ISN_COST_FEATURES, ISN_COST_KEY_SLOTS,
+            ISN_COST_MEMO_SLOTS);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         const isn_cost_device_model *m = &model->device[d];
-        fprintf(f, "device %s updates %llu\nw", DEVICE_NAMES[d], (unsigned long long)m->updates);
+        fprintf(f, "device %s updates %llu bias %.17g %.17g\nw", DEVICE_NAMES[d], (unsigned long long)m->updates,
+                m->bias, m->memo_bias);
         for (int i = 0; i < ISN_COST_FEATURES; i++) fprintf(f, " %.17g", m->w[i]);
         fprintf(f, "\np");
         for (int i = 0; i < ISN_COST_FEATURES; i++)
@@ -239,6 +294,12 @@ int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err
         fprintf(f, "\nkeys %u", used);
         for (int i = 0; i < ISN_COST_KEY_SLOTS; i++)
             if (m->key_bias[i] != 0.0f) fprintf(f, " %d %.9g", i, (double)m->key_bias[i]);
+        used = 0;
+        for (int i = 0; i < ISN_COST_MEMO_SLOTS; i++) used += m->memo_signature[i] != 0;
+        fprintf(f, "\nmemo %u", used);
+        for (int i = 0; i < ISN_COST_MEMO_SLOTS; i++)
+            if (m->memo_signature[i])
+                fprintf(f, " %d %llu %.9g", i, (unsigned long long)m->memo_signature[i], (double)m->memo_log_ns[i]);
         fprintf(f, "\n");
     }
     bool ok = !ferror(f);
@@ -259,19 +320,25 @@ int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size
         return -1;
     }
     isn_cost_model loaded = *model;
-    int version = 0, features = 0, slots = 0;
+    int version = 0, features = 0, slots = 0, memo_slots = 0;
     const char *problem = NULL;
     if (fscanf(f, "isn-cost-model %d features %d", &version, &features) != 2 || version < 1)
         problem = "not an isn cost model state file";
-    else if (version != 2 || features != ISN_COST_FEATURES || fscanf(f, " keys %d", &slots) != 1 ||
-             slots != ISN_COST_KEY_SLOTS)
+    else if (version != STATE_VERSION || features != ISN_COST_FEATURES ||
+             fscanf(f, " keys %d memo %d", &slots, &memo_slots) != 2 || slots != ISN_COST_KEY_SLOTS ||
+             memo_slots != ISN_COST_MEMO_SLOTS)
         problem = "written by another version of the cost model (its features differ); delete it to start afresh";
     for (int d = 0; d < ISN_DEVICE_KINDS && !problem; d++) {
         isn_cost_device_model *m = &loaded.device[d];
         char name[16];
         unsigned long long updates;
-        if (fscanf(f, " device %15s updates %llu w", name, &updates) != 2 || strcmp(name, DEVICE_NAMES[d])) {
+        if (fscanf(f, " device %15s updates %llu bias %lf %lf w", name, &updates, &m->bias, &m->memo_bias) != 4 ||
+            strcmp(name, DEVICE_NAMES[d])) {
             problem = "device section missing or out of order";
+            break;
+        }
+        if (!isfinite(m->bias) || fabs(m->bias) > BIAS_CAP || !isfinite(m->memo_bias) || fabs(m->memo_bias) > BIAS_CAP) {
+            problem = "bad bias";
             break;
         }
         m->updates = updates;
@@ -292,6 +359,20 @@ int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size
                 fabsf(bias) > KEY_BIAS_CAP)
                 problem = "bad key correction";
             else m->key_bias[slot] = bias;
+        }
+        memset(m->memo_signature, 0, sizeof m->memo_signature);
+        if (!problem && (fscanf(f, " memo %u", &used) != 1 || used > ISN_COST_MEMO_SLOTS)) problem = "bad memo count";
+        for (unsigned i = 0; i < used && !problem; i++) {
+            int slot;
+            unsigned long long signature;
+            float log_ns;
+            if (fscanf(f, "%d %llu %f", &slot, &signature, &log_ns) != 3 || slot < 0 || slot >= ISN_COST_MEMO_SLOTS ||
+                !signature || memo_slot(signature) != (uint32_t)slot || !(log_ns >= MIN_LOG_NS && log_ns <= MAX_LOG_NS))
+                problem = "bad memo entry";
+            else {
+                m->memo_signature[slot] = signature;
+                m->memo_log_ns[slot] = log_ns;
+            }
         }
         m->ape_sum = 0;
         m->ape_count = 0;

@@ -2,21 +2,10 @@
  * that isnd can dispatch batches to a CUDA device instead of the simulator. The daemon owns the query
  * of each job: it says how to build a backend request from a job, and gets each answer back.
  *
- * For scheduler.h (its owner adds these declarations there, with #include "gpu/gpu.h", then deletes
- * the typedef and the two prototypes below):
- *
- *   typedef struct {
- *       void (*request_of)(void *user, isn_job *job, isn_gpu_request *request); // query, mode, k, hits
- *       void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request); // hits filled
- *       void *user;
- *   } isn_gpu_cuda_callbacks;
- *   int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
- *                        isn_gpu_device *device);
- *   void isn_gpu_cuda_free(isn_gpu_device *device);
- *
  * A batch whose device part failed was still answered exactly (the backend re-ran it on the CPU), but
  * run_batch reports the failure so that the scheduler rests the device and routes to the CPU workers;
  * an unhealthy backend refuses batches at once for the same reason. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,25 +14,16 @@
 #include "scheduler/scheduler.h"
 
 typedef struct {
-    void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
-    void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
-    void *user;
-} isn_gpu_cuda_callbacks;
-
-typedef struct {
     isn_gpu_backend *backend;
     isn_gpu_cuda_callbacks callbacks;
     uint32_t max_batch;
     isn_gpu_request *requests;
+    /* The backend's health may not be read while a batch runs: /readyz and /metrics wait for it. */
+    pthread_mutex_t lock;
     char name[300];
 } gpu_cuda_state;
 
-int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
-                     isn_gpu_device *device);
-void isn_gpu_cuda_free(isn_gpu_device *device);
-
-static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
-    gpu_cuda_state *s = state;
+static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     isn_gpu_health health;
     isn_gpu_health_get(s->backend, &health);
     if (!health.healthy) {
@@ -67,6 +47,21 @@ static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, cha
     return 0;
 }
 
+static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    gpu_cuda_state *s = state;
+    pthread_mutex_lock(&s->lock);
+    int rc = run_locked(s, jobs, n, err, err_len);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health) {
+    gpu_cuda_state *s = device->state;
+    pthread_mutex_lock(&s->lock);
+    isn_gpu_health_get(s->backend, health);
+    pthread_mutex_unlock(&s->lock);
+}
+
 int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
                      isn_gpu_device *device) {
     if (backend == NULL || callbacks == NULL || callbacks->request_of == NULL || callbacks->on_job_done == NULL ||
@@ -79,6 +74,7 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
         free(s);
         return -1;
     }
+    pthread_mutex_init(&s->lock, NULL);
     s->backend = backend;
     s->callbacks = *callbacks;
     s->max_batch = max_batch;
@@ -97,6 +93,7 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
 void isn_gpu_cuda_free(isn_gpu_device *device) {
     if (device == NULL || device->state == NULL) return;
     gpu_cuda_state *s = device->state;
+    pthread_mutex_destroy(&s->lock);
     free(s->requests);
     free(s);
     device->state = NULL;

@@ -29,18 +29,29 @@ static void sort_by_bound(term_info *terms, uint32_t n) {
     }
 }
 
-/* The k-th largest of a term's block maxima (evenly strided beyond THETA_MAX_BLOCKS), as a score:
- * each block maximum belongs to a different document, so k documents score at least this on this
- * term alone, and in OR mode the final k-th score is at least that. 0 when the term has fewer than
- * k blocks. */
-static double kth_block_score(const isn_block_meta *metas, const term_info *t, uint32_t k) {
+/* One pass over a term's block maxima (evenly strided beyond THETA_MAX_BLOCKS), as scores:
+ * - the k-th largest, returned: each block maximum belongs to a different document, so k documents
+ *   score at least this on this term alone, and in OR mode the final k-th score is at least that
+ *   (0 when the term has fewer than k blocks);
+ * - above[i] += blocks whose maximum passes levels[i] (ascending, n of them), scaled by the stride. */
+static double scan_blocks(const isn_block_meta *metas, const term_info *t, uint32_t k, const double *levels,
+                          uint32_t n, double *above) {
     float top[THETA_MAX_K];
+    uint32_t counts[QUERY_TERMS_WALKED + 1] = {0};
     uint32_t filled = 0, want = k <= THETA_MAX_K ? k : 0;
     uint32_t blocks = t->stats.num_blocks;
     uint32_t step = blocks > THETA_MAX_BLOCKS ? blocks / THETA_MAX_BLOCKS : 1;
-    for (uint32_t b = 0; b < blocks && want; b += step) {
+    for (uint32_t b = 0; b < blocks; b += step) {
         float v = metas[t->stats.first_block + b].max_tf_part;
-        if (filled == want && v <= top[want - 1]) continue;
+        double score = t->weight * v;
+        uint32_t lo = 0, hi = n; /* levels below score */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (levels[mid] < score) lo = mid + 1;
+            else hi = mid;
+        }
+        counts[lo]++;
+        if (!want || (filled == want && v <= top[want - 1])) continue;
         uint32_t j = filled < want ? filled++ : want - 1;
         while (j > 0 && top[j - 1] < v) {
             top[j] = top[j - 1];
@@ -48,7 +59,45 @@ static double kth_block_score(const isn_block_meta *metas, const term_info *t, u
         }
         top[j] = v;
     }
+    double passing = 0;
+    for (uint32_t i = n; i-- > 0;) {
+        passing += counts[i + 1];
+        above[i] += passing * step;
+    }
     return want && filled == want && blocks >= k ? t->weight * top[want - 1] : 0.0;
+}
+
+/* MaxScore's threshold after reading a share s of the collection (documents in id order, which is
+ * unrelated to score) is about the score of the (k/s)-th best document, so the list whose bounds,
+ * with those of all lower lists, sum to level L stops proposing candidates at s = k / docs(> L).
+ * docs(> L) is estimated as DOCS_PER_PASSING_BLOCK times the blocks, over all lists, whose maximum
+ * passes L (fitted on the Debian logs: a block passing a level holds several documents that do,
+ * and documents that pass only by combining terms are not seen by any one block). */
+#define DOCS_PER_PASSING_BLOCK 10.0
+static uint64_t expected_postings(const term_info *terms, uint32_t n, const double *above, uint32_t k) {
+    double expected = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        double docs = DOCS_PER_PASSING_BLOCK * above[i];
+        expected += docs > k ? terms[i].df * (k / docs) : terms[i].df;
+    }
+    return (uint64_t)expected;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Order-free over the terms (a sum of mixed (term, count) pairs), then k, mode and algorithm. */
+static uint64_t signature_of(const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < query->num_terms; i++)
+        sum += mix64(((uint64_t)query->terms[i].count << 32 | query->terms[i].term_id) + 0x9e3779b97f4a7c15ull);
+    uint64_t signature = mix64(sum ^ mix64((uint64_t)k << 16 | (uint64_t)mode << 8 | (uint64_t)algo));
+    return signature ? signature : 1;
 }
 
 void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
@@ -88,11 +137,14 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
                                      .stats = stats};
     }
     sort_by_bound(terms, n);
+    double levels[QUERY_TERMS_WALKED], above[QUERY_TERMS_WALKED] = {0}, level = 0.0;
+    for (uint32_t t = 0; t < n; t++) levels[t] = level += terms[t].bound;
     double theta = 0.0;
     for (uint32_t t = 0; t < n; t++) {
-        double kth = kth_block_score(metas, &terms[t], k);
+        double kth = scan_blocks(metas, &terms[t], k, levels, n, above);
         if (kth > theta) theta = kth;
     }
+    f->signature = signature_of(query, k, mode, algo);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
     if (f->mode == ISN_MODE_AND) {
         /* Intersections are driven by the shortest list; the others are probed. */
@@ -101,6 +153,9 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
     } else if (exhaustive) {
         f->essential = f->total;
     } else {
+        uint64_t walked = 0;
+        for (uint32_t i = 0; i < n; i++) walked += terms[i].df;
+        f->expected_postings = expected_postings(terms, n, above, k) + (f->total - walked);
         /* The lowest bounds that together stay under the threshold: MaxScore only probes them. */
         f->essential = f->total;
         double below = 0.0;
@@ -111,6 +166,7 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
             f->nonessential_lists++;
         }
     }
+    if (f->mode == ISN_MODE_AND || exhaustive) f->expected_postings = f->essential;
     /* Keys: the rarest terms, whose co-occurrence sets the threshold. */
     for (uint32_t i = 1; i < n; i++) {
         uint32_t j = i;

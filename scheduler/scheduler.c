@@ -142,9 +142,9 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
                           .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE,
                           .degrade_min_share = s->config.degraded_fraction};
     queue_waits(s, now, scale, in.wait_ns);
-    in.available[ISN_DEVICE_CPU] = s->config.workers > 0;
+    in.available[ISN_DEVICE_CPU] = s->config.workers > 0 && !(job->placement == ISN_PLACE_GPU && gpus > 0);
     in.service_ns[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] * job->predicted_ns[ISN_DEVICE_CPU];
-    in.available[ISN_DEVICE_GPU] = gpus > 0;
+    in.available[ISN_DEVICE_GPU] = gpus > 0 && job->placement != ISN_PLACE_CPU;
     if (!gpus) in.wait_ns[ISN_DEVICE_GPU] = 0;
     /* A job joins a batch: it waits up to the linger time and pays a launch. */
     in.service_ns[ISN_DEVICE_GPU] = scale[ISN_DEVICE_GPU] * (job->predicted_ns[ISN_DEVICE_GPU] + s->config.batch.launch_ns) +
@@ -225,7 +225,7 @@ static isn_job *take_shared(isn_scheduler *s, uint64_t now, isn_job **dead, uint
             uint32_t gpus = sched_available_gpus(s, now);
             double gpu_done = gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) / gpus
                                    : INFINITY;
-            if (head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
+            if (head->placement != ISN_PLACE_GPU && head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
                 job = isn_edf_pop(&s->queues[ISN_QUEUE_GPU]);
                 from = ISN_QUEUE_GPU;
             }

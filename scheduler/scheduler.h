@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu/gpu.h"
 #include "ranking/ranking.h"
 
 /* ------------------------------------------------------------------ Chase-Lev deque */
@@ -63,6 +64,12 @@ typedef struct {
     isn_mode mode;
     isn_algo algo;
     bool gpu_resident; /* every list is in GPU memory */
+    /* Postings a MaxScore run is expected to score: each list for the share of the collection read
+     * before the threshold (estimated from block maxima) makes it non-essential. */
+    uint64_t expected_postings;
+    /* The query's identity (its term ids and counts, k, mode, algorithm; 0 = none): the model
+     * remembers what such a query took last, because served traffic repeats. */
+    uint64_t signature;
     /* Term ids (the rarest first, at most ISN_JOB_KEYS): the model learns a correction per term,
      * for what the numbers above miss (how its documents co-occur with the other terms'). */
     uint32_t num_keys;
@@ -81,9 +88,15 @@ typedef enum {
 
 typedef enum { ISN_QUEUE_CPU = 0, ISN_QUEUE_GPU = 1, ISN_QUEUE_UNDECIDED = 2, ISN_QUEUES = 3 } isn_queue_id;
 
+/* Where a job may run. CPU: the GPU cannot answer it as asked (a second stage, global statistics).
+ * GPU: routed to a GPU whenever one is available and never stolen by the CPU workers (tests and
+ * benchmarks that must exercise the device); a failed batch still re-runs on the CPU. */
+typedef enum { ISN_PLACE_ANY = 0, ISN_PLACE_CPU = 1, ISN_PLACE_GPU = 2 } isn_placement;
+
 typedef struct isn_job isn_job;
 struct isn_job {
     /* set by the submitter */
+    isn_placement placement;
     uint64_t received_ns; /* start of its time budget */
     uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */
     isn_job_features features;
@@ -128,6 +141,52 @@ typedef struct {
     uint64_t memory_budget;      /* bytes of posting data one batch may touch */
 } isn_gpu_device;
 
+/* The real first-stage backend (gpu/gpu.h) as a scheduler device. The submitter owns each job's
+ * query: request_of fills the backend request (query, mode, k, hits of k entries the caller keeps
+ * until on_job_done), on_job_done gets the answer, from the dispatcher thread. A batch whose device
+ * part failed was still answered exactly (the backend re-ran it on the CPU), but run_batch reports the
+ * failure so that the scheduler rests the device; an unhealthy backend refuses batches at once. */
+typedef struct {
+    void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
+    void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
+    void *user;
+} isn_gpu_cuda_callbacks;
+
+/* Fills *device (the backend stays the caller's; close it after isn_gpu_cuda_free). 0, or -1. */
+int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
+                     isn_gpu_device *device);
+void isn_gpu_cuda_free(isn_gpu_device *device);
+/* The backend's health, taken under the lock that guards its batches (any thread). */
+void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health);
+
+/* Second stage: where to score a query's candidates (CPU in the calling worker, or the GPU model
+ * cache, isn_gpu_l2_*). Each device's time is learned online as a + b * work, work = candidates x
+ * trees (an MLP counts as one tree per 64 weights), by least squares over recent measurements with
+ * forgetting; it starts from the crossover measured on an H200 against one CPU thread (100 trees
+ * from ~300 candidates, 300 trees from ~100, 1,000 trees from <= 10; CPU ~9.8 ns per candidate-tree).
+ * The faster predicted device wins; every explore_every-th call near the crossover (within 4x) tries
+ * the other one, so a wrong start is corrected. Thread-safe. */
+typedef struct {
+    double s[ISN_DEVICE_KINDS][5]; /* decayed sums: n, x, x^2, y, x*y */
+    double a[ISN_DEVICE_KINDS], b[ISN_DEVICE_KINDS];
+    double forgetting;
+    uint32_t explore_every;
+    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
+    void *lock;
+} isn_l2_crossover;
+
+/* 0, or -1 when out of memory. */
+int isn_l2_crossover_init(isn_l2_crossover *crossover);
+void isn_l2_crossover_destroy(isn_l2_crossover *crossover);
+double isn_l2_work(uint32_t candidates, uint32_t trees);
+double isn_l2_crossover_predict_ns(isn_l2_crossover *crossover, isn_device_kind device, double work);
+/* The device for this much work; gpu_available false always answers CPU (and counts nothing). */
+isn_device_kind isn_l2_crossover_choose(isn_l2_crossover *crossover, double work, bool gpu_available);
+void isn_l2_crossover_learn(isn_l2_crossover *crossover, isn_device_kind device, double work, double measured_ns);
+/* Candidates per query from which the GPU is predicted faster for a model of this many trees
+ * (UINT32_MAX: never). */
+uint32_t isn_l2_crossover_candidates(isn_l2_crossover *crossover, uint32_t trees);
+
 /* Simulated GPU: sleeps for launch_ns + per_posting_ns * postings + per_query_ns * jobs per batch,
  * and fails a batch with probability failure_rate. Numbers from DESIGN.md section 6 (H200): launch +
  * wait ~8-9 us; fused decode + BM25 at 12-74 G postings/s. */
@@ -154,19 +213,29 @@ double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
 
 /* ------------------------------------------------------------------ cost model */
 
-/* Per device: log(service ns) = w . x(features) + the mean correction of the job's keys. w is learned
- * by recursive least squares with forgetting, the key corrections by a step towards each residual.
+/* Per device: log(service ns) = w . x(features) + the mean correction of the job's keys + a bias. w is
+ * learned by recursive least squares with forgetting, the key corrections by a step towards each
+ * residual, the bias by a step against each relative error's sign. A query whose signature is in the
+ * memo is predicted from its own measured times instead (plus its own bias).
  * Starts from a formula fitted by bench/bench_scheduler --fit; error is tracked as MAPE. A CPU job's
  * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
  * business, not the query's cost); a GPU job's is its share of a batch without the launch (the
  * scheduler adds the launch). */
-#define ISN_COST_FEATURES 16
+#define ISN_COST_FEATURES 17
 #define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
+#define ISN_COST_MEMO_SLOTS 4096 /* query signatures, direct-mapped: the last ones seen win */
 
 typedef struct {
     double w[ISN_COST_FEATURES];
     double p[ISN_COST_FEATURES][ISN_COST_FEATURES];
     float key_bias[ISN_COST_KEY_SLOTS];
+    /* log time of recently measured queries (moving average), by signature */
+    uint64_t memo_signature[ISN_COST_MEMO_SLOTS];
+    float memo_log_ns[ISN_COST_MEMO_SLOTS];
+    /* Added to the log prediction, learned to minimise relative error (the model itself predicts the
+     * mean of log time, a geometric mean; MAPE's best predictor lies lower): one for predictions
+     * from the weights, one for those from the memo. */
+    double bias, memo_bias;
     uint64_t updates;
     /* mean absolute percentage error: since warm-up, and an exponential moving average (recent) */
     double ape_sum;

@@ -19,16 +19,6 @@
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
 
-/* scheduler/gpu_cuda.c (its declarations are to move into scheduler.h) */
-typedef struct {
-    void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
-    void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
-    void *user;
-} isn_gpu_cuda_callbacks;
-int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
-                     isn_gpu_device *device);
-void isn_gpu_cuda_free(isn_gpu_device *device);
-
 #define NUM_DOCS 20000u
 #define VOCAB 3000u
 

@@ -169,7 +169,7 @@ static isn_job_features random_features(void) {
     f.second_shortest = f.num_terms > 1 ? f.shortest + (uint64_t)exp(2 + unit_random() * 9) : 0;
     f.total = f.shortest + f.second_shortest * (f.num_terms - 1);
     f.longest = f.num_terms > 1 ? f.second_shortest : f.shortest;
-    f.essential = f.total;
+    f.essential = f.expected_postings = f.total;
     f.blocks = (f.total + 127) / 128 + f.num_terms;
     return f;
 }
@@ -215,13 +215,18 @@ static void cost_model_converges_on_synthetic_times(void **state) {
     assert_int_equal(loaded.device[ISN_DEVICE_CPU].updates, 6000);
 
     FILE *bad = fopen(path, "w");
-    fprintf(bad, "isn-cost-model 2 features %d keys %d\ndevice cpu updates 3\nw 1 2 x\n", ISN_COST_FEATURES,
-            ISN_COST_KEY_SLOTS);
+    fprintf(bad, "isn-cost-model 3 features %d keys %d memo %d\ndevice cpu updates 3 bias 0 0\nw 1 2 x\n",
+            ISN_COST_FEATURES, ISN_COST_KEY_SLOTS, ISN_COST_MEMO_SLOTS);
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
     assert_non_null(strstr(err, "bad weight"));
     bad = fopen(path, "w");
     fputs("isn-cost-model 1 features 11\ndevice cpu updates 3\nw 1 2 3\n", bad);
+    fclose(bad);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another version"));
+    bad = fopen(path, "w"); /* the previous format, without bias and memo */
+    fprintf(bad, "isn-cost-model 2 features 16 keys %d\ndevice cpu updates 3\nw 1 2 3\n", ISN_COST_KEY_SLOTS);
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
     assert_non_null(strstr(err, "another version"));
@@ -236,7 +241,7 @@ static void cost_model_learns_per_term_corrections(void **state) {
     isn_cost_model model;
     isn_cost_model_init(&model);
     isn_job_features cheap = {.num_terms = 2, .shortest = 500, .second_shortest = 5000, .longest = 5000,
-                              .total = 5500, .essential = 5500, .blocks = 45, .k = 10, .num_keys = 2,
+                              .total = 5500, .essential = 5500, .expected_postings = 5500, .blocks = 45, .k = 10, .num_keys = 2,
                               .keys = {11, 12}};
     isn_job_features costly = cheap;
     costly.keys[0] = 977;
@@ -259,6 +264,48 @@ static void cost_model_learns_per_term_corrections(void **state) {
     isn_cost_model_init(&loaded);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
     assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &costly) - b) < 1e-3 * b);
+    remove(path);
+}
+
+/* Queries with the same features and terms but different costs (as when only k's effect or the
+ * documents' co-occurrence differ): the weights can only predict between them; the memo predicts
+ * each repeated query from its own times, and survives a save. A query never seen, or one without a
+ * signature, is predicted by the weights. */
+static void cost_model_remembers_repeated_queries(void **state) {
+    (void)state;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_job_features fast = {.num_terms = 3, .shortest = 800, .second_shortest = 4000, .longest = 9000,
+                             .total = 13800, .essential = 13800, .expected_postings = 13800, .blocks = 110, .k = 10,
+                             .signature = 0x1234567890abcdefull};
+    isn_job_features slow = fast, unseen = fast, unsigned_query = fast;
+    slow.signature = 0xfedcba0987654321ull;
+    unseen.signature = 0x0f0f0f0f0f0f0f0full;
+    unsigned_query.signature = 0;
+    for (int i = 0; i < 50; i++) {
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &fast, 40e3);
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &slow, 120e3);
+    }
+    double a = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &fast), b = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &slow);
+    double u = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &unseen);
+    print_message("memo: %.0f ns and %.0f ns (measured 40000 and 120000), unseen %.0f ns\n", a, b, u);
+    assert_true(fabs(a - 40e3) < 4e3);
+    assert_true(fabs(b - 120e3) < 12e3);
+    /* Between the two (MAPE's best single guess for a 1:3 mix is the cheaper one, so near 40000). */
+    assert_true(u > 30e3 && u < 120e3);
+    assert_true(fabs(isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &unsigned_query) - u) < 1e-9 * u);
+
+    char path[] = "/tmp/isn-test-cost-memo-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256];
+    assert_int_equal(isn_cost_model_save(&model, path, err, sizeof err), 0);
+    isn_cost_model loaded;
+    isn_cost_model_init(&loaded);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
+    assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &slow) - b) < 1e-3 * b);
+    assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &unseen) - u) < 1e-3 * u);
     remove(path);
 }
 
@@ -354,7 +401,8 @@ static void small_job(test_job *t, uint64_t deadline_ns) {
     t->job.user = t;
     t->job.deadline_ns = deadline_ns;
     t->job.features =
-        (isn_job_features){.num_terms = 1, .shortest = 100, .longest = 100, .total = 100, .essential = 100, .blocks = 1, .k = 10};
+        (isn_job_features){.num_terms = 1, .shortest = 100, .longest = 100, .total = 100, .essential = 100, .blocks = 1, .k = 10,
+                           .expected_postings = 100};
 }
 
 static void sleep_until(uint64_t ns) {
@@ -414,7 +462,7 @@ static void overload_sheds_or_degrades(void **state) {
         /* A query predicted to take far longer than its 1 ms budget. */
         small_job(&big, isn_sched_now_ns() + 1000000);
         big.job.features.total = big.job.features.shortest = big.job.features.longest = 50000000;
-        big.job.features.essential = 50000000;
+        big.job.features.essential = big.job.features.expected_postings = 50000000;
         big.job.features.blocks = 400000;
         /* The blocker is predicted to end soon: anything may still start in time. */
         assert_true(isn_scheduler_may_admit(s, isn_sched_now_ns(), isn_sched_now_ns() + 1000000));
@@ -460,6 +508,7 @@ static void refuses_early_when_nothing_can_start(void **state) {
     test_job blocker;
     small_job(&blocker, 0);
     blocker.job.features.total = blocker.job.features.essential = blocker.job.features.longest = 50000000;
+    blocker.job.features.expected_postings = 50000000;
     assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.holding, 1);
     uint64_t now = isn_sched_now_ns();
@@ -495,13 +544,17 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
         test_job blocker;
         small_job(&blocker, 0);
         blocker.job.features.total = blocker.job.features.shortest = blocker.job.features.essential = 1; /* a CPU job */
+        blocker.job.features.expected_postings = 1;
         test_job jobs[20];
         assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
         harness_wait(&h, &h.holding, 1);
         uint32_t on_gpu_queue = 0;
         for (int i = 0; i < 20; i++) {
             small_job(&jobs[i], 0);
-            jobs[i].job.features.total = jobs[i].job.features.shortest = jobs[i].job.features.essential = 1000000;
+            /* Far slower on the CPU than a batch's linger and launch. */
+            isn_job_features *f = &jobs[i].job.features;
+            f->total = f->shortest = f->longest = f->essential = f->expected_postings = 20000000;
+            f->blocks = 20000000 / 128;
             assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
             on_gpu_queue += jobs[i].job.queue != ISN_QUEUE_CPU;
         }
@@ -594,6 +647,7 @@ int main(void) {
         cmocka_unit_test(overload_sheds_or_degrades),
         cmocka_unit_test(refuses_early_when_nothing_can_start),
         cmocka_unit_test(cost_model_learns_per_term_corrections),
+        cmocka_unit_test(cost_model_remembers_repeated_queries),
         cmocka_unit_test(cost_model_seeds_from_a_latency_model),
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
         cmocka_unit_test(stop_abandons_queued_jobs),

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# isnd with the real GPU first stage under the scheduler, against CPU-only (issue 5, "Must show" 4).
+# One isnd per configuration on the Debian index, 16 CPU workers, driven by isn-bench (open loop,
+# Poisson arrivals, 50 ms deadline, Debian short queries, OR top-k): a sweep of rates; the highest
+# sustained rate is the highest one with p99 < 50 ms and misses (late + deadline exceeded + shed +
+# errors) < 0.1% of the queries sent. Configurations: cpu (no GPU), hybrid (GPU + CPU, learned routing),
+# gpu_all (every query to the GPU: the device alone behind the same front end).
+# Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bin/isnd build-gpu/bin/isn-bench) stripped
+# into .devbin/bin, the index and queries in .devdata (idx-deb, short.queries.tsv), shared libraries the
+# device lacks in .devlibs. On the device: run(carry .devbin .devdata .devlibs) BUILD=.devbin bash bench/gpu_hybrid.sh
+# JSON lines in $OUT (or build-gpu/results-hybrid) and a summary table on stdout.
+set -u
+B=${BUILD:-build-gpu}
+D=${DEVDATA:-.devdata}
+O=${OUT:-$B/results-hybrid}
+INDEX=${INDEX:-$D/idx-deb}
+QUERIES=${QUERIES:-$D/short.queries.tsv}
+RATES=${RATES:-5000,10000,20000,40000,60000,80000,110000,140000}
+CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
+WORKERS=${WORKERS:-16}
+K=${K:-10}
+DURATION=${DURATION:-5}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
+echo "cpus: $(nproc)"
+
+http_get() { # port path
+  exec 3<>/dev/tcp/127.0.0.1/"$1" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: x\r\n\r\n' "$2" >&3
+  sed '1,/^\r$/d' <&3
+  exec 3<&-
+}
+
+run_config() { # name, isnd --set options...
+  local name=$1; shift
+  local log="$O/isnd-$name.log"
+  "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7601 --stats-listen 127.0.0.1:7602 --workers "$WORKERS" \
+    --set search.max_queue=100000 "$@" >"$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  grep -E "gpu:|ready:" "$log" | head -5
+  http_get 7602 /readyz
+  timeout 300 "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --sweep "$RATES" --duration "$DURATION" \
+    --warmup 1 --deadline-ms 50 -k "$K" --mode or --connections 8 >"$O/bench-$name.json" 2>"$O/bench-$name.err"
+  http_get 7602 /stats >"$O/stats-$name.json"
+  http_get 7602 /metrics >"$O/metrics-$name.txt"
+  kill -TERM $pid; wait $pid
+}
+
+for config in $CONFIGS; do
+  case $config in
+  cpu) run_config cpu ;;
+  hybrid) run_config hybrid --set gpu.enable=true --set gpu.training_queries="$QUERIES" ;;
+  gpu_all) run_config gpu_all --set gpu.enable=true --set gpu.route_all=true ;;
+  esac
+done
+
+python3 - "$O" $CONFIGS <<'PY'
+import json, sys
+out, configs = sys.argv[1], sys.argv[2:]
+summary = []
+for c in configs:
+    try:
+        sweep = json.load(open(f"{out}/bench-{c}.json"))["sweep"]
+    except Exception as e:
+        print(f"{c}: no result ({e})"); continue
+    try:
+        stats = json.load(open(f"{out}/stats-{c}.json"))
+    except Exception:
+        stats = {}
+    best = 0
+    print(f"== {c}")
+    print(f"{'rate':>8} {'thru':>9} {'p50ms':>7} {'p99ms':>7} {'miss%':>7} {'partial%':>8}")
+    for r in sweep:
+        st = r["status"]
+        bad = r["deadline_miss"] + st["resource_exhausted"] + st["unavailable"] + st["other"] + st["transport_error"] + r["not_sent"]
+        miss = bad / max(1, r["scheduled"])
+        p99 = r["latency_us"]["p99"] / 1000
+        ok = p99 < 50 and miss < 0.001
+        if ok: best = max(best, r["target_rate"])
+        print(f"{r['target_rate']:8.0f} {r['throughput']:9.0f} {r['latency_us']['p50']/1000:7.2f} {p99:7.2f} {100*miss:7.3f} {100*r['partial_rate']:8.3f} {'ok' if ok else ''}")
+    sch = stats.get("scheduler", {})
+    row = {"config": c, "sustained_rate": best, "ran": sch.get("ran"), "batches": sch.get("batches"),
+           "batch_jobs": sch.get("batch_jobs"), "mape_percent": sch.get("cost_model_mape_percent"),
+           "gpu": (stats.get("gpu") or {}).get("first_stage")}
+    print(json.dumps(row))
+    summary.append(row)
+json.dump(summary, open(f"{out}/summary.json", "w"))
+PY

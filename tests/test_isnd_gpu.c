@@ -1,0 +1,204 @@
+/* isnd with the GPU first stage ([gpu] enable) on the emulated device (the device algorithm on the
+ * host, so this runs without a GPU): queries routed to the GPU answer with the CPU engine's hits and
+ * say device "gpu"; /readyz, /metrics and /stats show the GPU. Also the second stage's learned
+ * crossover on its own: its starting point and how measurements move it. */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "scheduler/scheduler.h"
+#include "tests/integration/isnd_harness.h"
+#include "tools/grpc_client.h"
+
+#define NUM_DOCS 3000
+
+static harness h;
+static isn_index *offline_index;
+static isn_searcher *offline;
+static isn_grpc_client *client;
+
+static const char *const QUERIES[] = {
+    "wind tunnel", "search engine ranking", "running connection", "boundary layer pressure heat transfer",
+    "t5 t17 t300 wind", "latency latency throughput", "score t1", "index query document partition",
+};
+#define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
+
+static uint32_t offline_search(const char *text, uint32_t k, isn_mode mode, isn_hit *out) {
+    isn_query q;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(offline, text, strlen(text), &q, err, sizeof err), 0);
+    isn_search_options o;
+    isn_search_options_default(&o);
+    o.k = k;
+    o.mode = mode;
+    if (mode == ISN_MODE_AND) o.algo = ISN_ALGO_AUTO;
+    uint32_t n;
+    isn_search_stats st;
+    if (isn_search(offline, &q, &o, out, &n, &st, err, sizeof err) != 0) fail_msg("offline: %s", err);
+    return n;
+}
+
+/* Every reply equals the CPU engine's top k; returns how many the GPU answered. */
+static uint32_t check_queries(uint32_t k, isn_mode mode) {
+    uint32_t on_gpu = 0;
+    isn_hit *want = malloc(k * sizeof *want);
+    for (uint32_t round = 0; round < 3; round++)
+        for (uint32_t i = 0; i < NUM_QUERIES; i++) {
+            uint32_t n = offline_search(QUERIES[i], k, mode, want);
+            isn_grpc_search_request request = {.query = QUERIES[i], .k = k,
+                                               .mode = mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR};
+            isn_grpc_search_reply reply;
+            char err[256];
+            if (isn_grpc_search(client, &request, &reply, err, sizeof err) != 0) fail_msg("search: %s", err);
+            if (reply.status != 0) fail_msg("\"%s\": status %d: %s", QUERIES[i], reply.status, reply.message);
+            if (reply.num_hits != n)
+                fail_msg("\"%s\" k %u: %u hits served (device %s), %u offline", QUERIES[i], k, reply.num_hits,
+                         reply.device, n);
+            for (uint32_t j = 0; j < n; j++)
+                if (reply.hits[j].doc != want[j].doc || reply.hits[j].score != want[j].score)
+                    fail_msg("\"%s\" k %u hit %u (device %s): doc %u score %.9g, CPU engine doc %u score %.9g",
+                             QUERIES[i], k, j, reply.device, reply.hits[j].doc, reply.hits[j].score, want[j].doc,
+                             want[j].score);
+            if (!strcmp(reply.device, "gpu")) on_gpu++;
+            else if (strcmp(reply.device, "cpu")) fail_msg("unexpected device \"%s\"", reply.device);
+            isn_grpc_search_reply_free(&reply);
+        }
+    free(want);
+    return on_gpu;
+}
+
+static void test_gpu_hits_equal_cpu(void **state) {
+    (void)state;
+    uint32_t on_gpu = 0;
+    on_gpu += check_queries(10, ISN_MODE_OR);
+    on_gpu += check_queries(100, ISN_MODE_OR);
+    on_gpu += check_queries(10, ISN_MODE_AND);
+    /* route_all sends every query the GPU can answer to it */
+    if (on_gpu == 0) fail_msg("no reply came from the GPU");
+    assert_true(harness_stat(&h, "queries_device") > 0);
+}
+
+/* A query the GPU cannot answer as asked (k above gpu.max_k) is still answered, on the CPU. */
+static void test_large_k_on_cpu(void **state) {
+    (void)state;
+    isn_grpc_search_request request = {.query = "wind tunnel", .k = 500};
+    isn_grpc_search_reply reply;
+    char err[256];
+    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+    assert_int_equal(reply.status, 0);
+    assert_string_equal(reply.device, "cpu");
+    isn_grpc_search_reply_free(&reply);
+}
+
+static void test_health_endpoints(void **state) {
+    (void)state;
+    static char buf[1 << 17];
+    assert_int_equal(harness_http_get(&h, "/readyz", buf, sizeof buf), 200);
+    assert_non_null(strstr(buf, "ready"));
+    assert_null(strstr(buf, "degraded"));
+    assert_int_equal(harness_http_get(&h, "/metrics", buf, sizeof buf), 200);
+    assert_non_null(strstr(buf, "isn_gpu_healthy{device=\"0\"} 1"));
+    assert_non_null(strstr(buf, "isn_rerank_crossover_candidates{trees=\"300\"}"));
+    assert_int_equal(harness_http_get(&h, "/stats", buf, sizeof buf), 200);
+    assert_non_null(strstr(buf, "\"gpus\":1"));
+    assert_non_null(strstr(buf, "\"healthy\":true"));
+    assert_true(harness_log_has(&h, "EMULATED"));
+}
+
+/* ------------------------------------------------------------------ crossover */
+
+static void test_crossover_start(void **state) {
+    (void)state;
+    isn_l2_crossover c;
+    assert_int_equal(isn_l2_crossover_init(&c), 0);
+    /* issue 6 on an H200: 100 trees from ~300 candidates, 300 from ~100, 1,000 from <= 10 */
+    uint32_t at100 = isn_l2_crossover_candidates(&c, 100), at300 = isn_l2_crossover_candidates(&c, 300),
+             at1000 = isn_l2_crossover_candidates(&c, 1000);
+    if (at100 < 100 || at100 > 400 || at300 < 30 || at300 > 150 || at1000 > 40)
+        fail_msg("starting crossover %u / %u / %u candidates for 100 / 300 / 1000 trees", at100, at300, at1000);
+    c.explore_every = 0;
+    assert_int_equal(isn_l2_crossover_choose(&c, isn_l2_work(10, 100), true), ISN_DEVICE_CPU);
+    assert_int_equal(isn_l2_crossover_choose(&c, isn_l2_work(1000, 1000), true), ISN_DEVICE_GPU);
+    assert_int_equal(isn_l2_crossover_choose(&c, isn_l2_work(1000, 1000), false), ISN_DEVICE_CPU);
+    isn_l2_crossover_destroy(&c);
+}
+
+/* A GPU that measures ten times slower than assumed (a busy card, a slow bus) moves the crossover up;
+ * a CPU slower than assumed moves it down. */
+static void test_crossover_learns(void **state) {
+    (void)state;
+    isn_l2_crossover c;
+    assert_int_equal(isn_l2_crossover_init(&c), 0);
+    uint32_t before = isn_l2_crossover_candidates(&c, 300);
+    for (uint32_t i = 0; i < 200; i++) {
+        double work = isn_l2_work(50 + 10 * (i % 100), 300);
+        isn_l2_crossover_learn(&c, ISN_DEVICE_GPU, work, 2e6 + 3.0 * work);
+        isn_l2_crossover_learn(&c, ISN_DEVICE_CPU, work, 2e4 + 9.8 * work);
+    }
+    uint32_t slow_gpu = isn_l2_crossover_candidates(&c, 300);
+    if (!(slow_gpu > 4 * before)) fail_msg("crossover %u -> %u candidates after a slow GPU", before, slow_gpu);
+    for (uint32_t i = 0; i < 400; i++) {
+        double work = isn_l2_work(50 + 10 * (i % 100), 300);
+        isn_l2_crossover_learn(&c, ISN_DEVICE_CPU, work, 2e4 + 100.0 * work);
+    }
+    uint32_t slow_cpu = isn_l2_crossover_candidates(&c, 300);
+    if (!(slow_cpu < slow_gpu)) fail_msg("crossover %u -> %u candidates after a slow CPU", slow_gpu, slow_cpu);
+    /* exploration: now and then the other device, near the crossover only */
+    c.explore_every = 4;
+    uint32_t gpu = 0;
+    for (uint32_t i = 0; i < 40; i++) gpu += isn_l2_crossover_choose(&c, isn_l2_work(slow_cpu / 2 + 1, 300), true);
+    assert_true(gpu > 0 && gpu < 40);
+    isn_l2_crossover_destroy(&c);
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static int setup(void **state) {
+    (void)state;
+    harness_build_index(&h, NUM_DOCS);
+    char err[ISN_ERR_LEN];
+    if (!(offline_index = isn_index_open(h.index_dir, err, sizeof err))) {
+        fprintf(stderr, "open: %s\n", err);
+        return -1;
+    }
+    offline = isn_searcher_new(offline_index);
+    const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
+                           "--set", "gpu.max_k=100", NULL};
+    if (harness_start(&h, NULL, extra) != 0) return -1;
+    if (!harness_log_has(&h, "gpu: ")) {
+        harness_dump_log(&h);
+        return -1;
+    }
+    client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    return client ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (client) isn_grpc_close(client);
+    int rc = harness_stop(&h);
+    isn_searcher_free(offline);
+    isn_index_close(offline_index);
+    harness_cleanup(&h);
+    return rc == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    harness_init(&h, argv[0]);
+    const struct CMUnitTest crossover[] = {
+        cmocka_unit_test(test_crossover_start),
+        cmocka_unit_test(test_crossover_learns),
+    };
+    const struct CMUnitTest daemon[] = {
+        cmocka_unit_test(test_gpu_hits_equal_cpu),
+        cmocka_unit_test(test_large_k_on_cpu),
+        cmocka_unit_test(test_health_endpoints),
+    };
+    int failed = cmocka_run_group_tests_name("l2_crossover", crossover, NULL, NULL);
+    return failed + cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
+}
