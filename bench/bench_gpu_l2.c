@@ -4,6 +4,8 @@
  *     batch latency, queries/s, kernel and transfer time; GPU scores checked equal to the CPU's.
  *  2. cpu: the same queries on every core (one query per thread at a time, as isnd's workers score)
  *     and on one thread: queries/s and per-query latency.
+ *  1b. variants: batches of 16..256 with the overlap chunks (1 = no overlap) and tree splitting
+ *     forced each way, to pick the defaults.
  *  3. crossover: models of 100..3,000 trees, one query of C candidates: the CPU's time on one thread
  *     against the GPU's (one call, transfers included), and the smallest C where the GPU wins.
  *   bench_gpu_l2 [--model FILE.json] [--threads N] [--seconds S] */
@@ -148,6 +150,29 @@ static double median_ms(call *c, bool on_gpu, double budget) {
     return times[n / 2];
 }
 
+/* One handle with these options: batch latency of `batch` queries, scores checked against the CPU's. */
+static void variant_row(const isn_forest *f, const float *rows, uint32_t batch, uint32_t chunks, uint32_t split_below,
+                        float *gpu_out, const float *cpu_out) {
+    char err[ISN_ERR_LEN];
+    isn_gpu_l2_options o;
+    isn_gpu_l2_options_default(&o);
+    o.overlap_chunks = chunks;
+    o.split_below_rows = split_below;
+    isn_gpu_l2 *gpu = isn_gpu_l2_open(&o, err, sizeof err);
+    if (!gpu) return;
+    call c = {.gpu = gpu, .forest = f, .rows = rows, .n = batch * CANDIDATES, .out = gpu_out};
+    median_ms(&c, true, 0.05);
+    double ms = median_ms(&c, true, 0.4);
+    uint32_t mismatches = 0;
+    for (uint32_t i = 0; i < c.n; i++) mismatches += memcmp(&cpu_out[i], &gpu_out[i], sizeof(float)) != 0;
+    printf("{\"bench\": \"gpu_l2_variant\", \"batch\": %u, \"overlap_chunks\": %u, \"split\": \"%s\", \"batch_ms\": %.4f, "
+           "\"kernel_ms\": %.4f, \"transfer_ms\": %.4f, \"tree_groups\": %u, \"mismatches\": %u}\n",
+           batch, chunks, split_below == 1 ? "never" : "auto", ms, c.stats.ms_kernels, c.stats.ms_transfer,
+           c.stats.tree_splits, mismatches);
+    fflush(stdout);
+    isn_gpu_l2_close(gpu);
+}
+
 int main(int argc, char **argv) {
     const char *model = "build/l2-oracle/xgb_model.json";
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -212,6 +237,13 @@ int main(int argc, char **argv) {
                c.stats.ms_transfer, c.stats.tree_splits, mismatches);
         fflush(stdout);
     }
+    /* 1b. variants */
+    isn_forest_predict(f, rows, MAX_BATCH * CANDIDATES, FEATURES, cpu_out);
+    static const uint32_t vbatches[] = {16, 64, 256}, vchunks[] = {1, 2, 3, 4, 8};
+    for (size_t b = 0; b < sizeof vbatches / sizeof vbatches[0]; b++)
+        for (size_t k = 0; k < sizeof vchunks / sizeof vchunks[0]; k++)
+            for (uint32_t split = 0; split < 2; split++)
+                variant_row(f, rows, vbatches[b], vchunks[k], split ? 1 : 0, gpu_out, cpu_out);
     /* 3. crossover */
     static const uint32_t sizes[] = {100, 300, 1000, 3000};
     static const uint32_t cands[] = {10, 30, 100, 300, 1000, 3000, 10000};

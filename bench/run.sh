@@ -75,6 +75,17 @@ else
   echo '{"bench":"gpu","skipped":"no GPU on this machine"}' >"$OUT/gpu_cran.json"
 fi
 
+log "scheduler cost model: MAPE per log (first sight and with repeats)"
+"$BUILD/bench/bench_scheduler" --sampled 6000 "$OUT/idx-deb" "$DATA/deb/short.queries.tsv" "$DATA/deb/debpkg.queries.tsv" \
+  "$DATA/cran/cranfield.queries.tsv" >"$OUT/cost_model.json" || echo '{"benchmark":"cost_model","error":"failed"}' >"$OUT/cost_model.json"
+
+log "second stage: LambdaMART vs BM25 (Debian known-item, Cranfield) and tree-evaluation speed"
+ISN_DATA="$DATA" BUILD="$BUILD" bash bench/l2_quality.sh >/dev/null || echo '{"benchmark":"l2_quality","error":"failed"}' >"$OUT/l2_quality.json"
+if [ -f "$BUILD/l2-oracle/xgb_model.json" ]; then
+  "$BUILD/bench/bench_l2_trees" "$BUILD/l2-oracle/xgb_model.json" 1000 >"$OUT/l2_trees.json" ||
+    echo '{"benchmark":"l2_trees","error":"failed"}' >"$OUT/l2_trees.json"
+fi
+
 log "RPC overhead (h2load, trivial query)"
 bash bench/rpc_overhead.sh "$BUILD" >"$OUT/rpc_overhead.json" || echo '{"benchmark":"rpc_overhead","error":"failed"}' >"$OUT/rpc_overhead.json"
 

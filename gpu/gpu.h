@@ -178,6 +178,9 @@ typedef struct {
      * alone would leave multiprocessors idle; 0 = whenever they would (default), 1 = never,
      * UINT32_MAX = always. */
     uint32_t split_below_rows;
+    /* A call's rows go in this many chunks (at most 8) over two streams, so that one chunk's copy
+     * overlaps another's kernels; 0 = automatic (default: one chunk, which measured fastest). */
+    uint32_t overlap_chunks;
 } isn_gpu_l2_options;
 
 void isn_gpu_l2_options_default(isn_gpu_l2_options *options);
@@ -194,8 +197,8 @@ typedef struct {
     uint32_t tree_splits;    /* tree groups per row (1: each thread walked every tree) */
     uint32_t launches;
     double ms_upload_model;  /* on a miss */
-    double ms_transfer;      /* rows in, scores out */
-    double ms_kernels;
+    double ms_transfer;      /* rows in, scores out: the part not hidden behind kernels */
+    double ms_kernels;       /* first kernel's start to last kernel's end */
     double ms_total;         /* the call, wall clock */
 } isn_gpu_l2_stats;
 

@@ -59,18 +59,20 @@ __global__ void forest_kernel(const l2_split *__restrict__ splits, const Acc *__
             for (uint32_t i = tid; i < cn * L; i += R) s_leaves[i] = leaves[(size_t)c0 * L + i];
         __syncthreads();
         if (!live) continue;
+        // Four trees at a time: four independent chains of shared-memory loads in flight per thread;
+        // their leaves are still added in tree order.
         uint32_t t = 0;
-        for (; t + 1 < cn; t += 2) {
-            const uint32_t a = walk<D>(s_splits + t * S, x, R), b = walk<D>(s_splits + (t + 1) * S, x, R);
-            if (summing) {
-                acc = acc + s_leaves[t * L + a];
-                acc = acc + s_leaves[(t + 1) * L + b];
-            } else {
-                leaf_index[(size_t)(c0 + t) * n + row] = (uint8_t)a;
-                leaf_index[(size_t)(c0 + t + 1) * n + row] = (uint8_t)b;
+        for (; t + 4 <= cn; t += 4) {
+            uint32_t leaf[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) leaf[j] = walk<D>(s_splits + (t + j) * S, x, R);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (summing) acc = acc + s_leaves[(t + j) * L + leaf[j]];
+                else leaf_index[(size_t)(c0 + t + j) * n + row] = (uint8_t)leaf[j];
             }
         }
-        if (t < cn) {
+        for (; t < cn; t++) {
             const uint32_t a = walk<D>(s_splits + t * S, x, R);
             if (summing) acc = acc + s_leaves[t * L + a];
             else leaf_index[(size_t)(c0 + t) * n + row] = (uint8_t)a;
@@ -88,7 +90,21 @@ __global__ void sum_leaves_kernel(const Acc *__restrict__ leaves, uint32_t num_t
     if (row >= n) return;
     const uint32_t num_leaves = 1u << depth;
     Acc acc = (Acc)base_score;
-    for (uint32_t t = 0; t < num_trees; t++) acc = acc + __ldg(leaves + (size_t)t * num_leaves + leaf_index[(size_t)t * n + row]);
+    // The loads of SUM_AHEAD trees are issued before their adds, so that their latencies overlap
+    // (a one-tree loop waits on every load in turn); the adds stay in tree order.
+    constexpr uint32_t SUM_AHEAD = 16;
+    uint32_t t = 0;
+    for (; t + SUM_AHEAD <= num_trees; t += SUM_AHEAD) {
+        uint32_t idx[SUM_AHEAD];
+        Acc v[SUM_AHEAD];
+#pragma unroll
+        for (uint32_t j = 0; j < SUM_AHEAD; j++) idx[j] = __ldg(leaf_index + (size_t)(t + j) * n + row);
+#pragma unroll
+        for (uint32_t j = 0; j < SUM_AHEAD; j++) v[j] = __ldg(leaves + (size_t)(t + j) * num_leaves + idx[j]);
+#pragma unroll
+        for (uint32_t j = 0; j < SUM_AHEAD; j++) acc = acc + v[j];
+    }
+    for (; t < num_trees; t++) acc = acc + __ldg(leaves + (size_t)t * num_leaves + leaf_index[(size_t)t * n + row]);
     out[row] = average_output ? (float)(acc / (Acc)num_trees) : (float)acc;
 }
 
@@ -172,10 +188,10 @@ cudaError_t l2_launch_forest(const l2_device_forest *f, const l2_forest_plan *pl
     if (e != cudaSuccess) return e;
     if (!summing) {
         if (dbl)
-            sum_leaves_kernel<double><<<(n + 255) / 256, 256, 0, stream>>>(f->leaf_d, f->num_trees, f->depth, f->base_score,
+            sum_leaves_kernel<double><<<(n + 127) / 128, 128, 0, stream>>>(f->leaf_d, f->num_trees, f->depth, f->base_score,
                                                                            f->average_output, leaf_index, n, out);
         else
-            sum_leaves_kernel<float><<<(n + 255) / 256, 256, 0, stream>>>(f->leaf_f, f->num_trees, f->depth, f->base_score,
+            sum_leaves_kernel<float><<<(n + 127) / 128, 128, 0, stream>>>(f->leaf_f, f->num_trees, f->depth, f->base_score,
                                                                           f->average_output, leaf_index, n, out);
     }
     return cudaGetLastError();

@@ -185,18 +185,21 @@ static void expect_forest_equal_on(isn_gpu_l2 *g, const char *what, const isn_fo
     free(dev);
 }
 
-/* Automatic, never and always splitting the trees across thread blocks. */
+/* Automatic, never and always splitting the trees across thread blocks; the rows in one chunk or in
+ * several chunks over two streams (counts of rows that do not divide evenly included). */
 static void expect_forest_equal(const char *what, const isn_forest *f) {
-    const uint32_t modes[] = {1, UINT32_MAX};
+    const uint32_t splits[] = {1, UINT32_MAX, 0, 0}, chunks[] = {1, 3, 8, 2};
     char err[ISN_ERR_LEN], label[160];
     expect_forest_equal_on(gpu, what, f);
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 4; m++) {
         isn_gpu_l2_options o;
         isn_gpu_l2_options_default(&o);
-        o.split_below_rows = modes[m];
+        o.split_below_rows = splits[m];
+        o.overlap_chunks = chunks[m];
         isn_gpu_l2 *g = isn_gpu_l2_open(&o, err, sizeof err);
         if (!g) fail_msg("%s", err);
-        snprintf(label, sizeof label, "%s (split %s)", what, m ? "always" : "never");
+        snprintf(label, sizeof label, "%s (split %s, %u chunks)", what,
+                 splits[m] == 1 ? "never" : splits[m] ? "always" : "auto", chunks[m]);
         expect_forest_equal_on(g, label, f);
         isn_gpu_l2_close(g);
     }

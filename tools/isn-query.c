@@ -22,6 +22,7 @@ typedef struct {
     const char *qrels_path;
     uint32_t n1;
     bool list_features;
+    bool show_device; /* --server: say which device answered each query */
 } query_args;
 
 static void usage(FILE *out) {
@@ -40,7 +41,8 @@ static void usage(FILE *out) {
           "  --dump-features OUT with --queries: write LETOR/SVMrank lines (rel qid:Q 1:v ... # docid) for the\n"
           "                      best --n1 of each query; relevance from --qrels FILE (else 0); feature names\n"
           "                      in '# feature N NAME' header lines\n"
-          "  --list-features     print the index's feature names and exit\n",
+          "  --list-features     print the index's feature names and exit\n"
+          "  --show-device       with --server: print the device that answered (cpu, gpu, cpu+gpu-l2...)\n",
           out);
 }
 
@@ -53,6 +55,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"queries", 1, 0, 'q'}, {"run-tag", 1, 0, 't'}, {"out", 1, 0, 'o'},
                                          {"help", 0, 0, 'h'}, {"ranker", 1, 0, 'R'}, {"dump-features", 1, 0, 'D'},
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
+                                         {"show-device", 0, 0, 'V'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -87,6 +90,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 't': a->run_tag = optarg; break;
         case 'o': a->out_path = optarg; break;
         case 'R': a->ranker_path = optarg; break;
+        case 'V': a->show_device = true; break;
         case 'D': a->dump_path = optarg; break;
         case 'Q': a->qrels_path = optarg; break;
         case 'L': a->list_features = true; break;
@@ -138,7 +142,7 @@ typedef struct {
     uint32_t n;
     char **ids;
     isn_hit *hits;
-    char algo[16];
+    char algo[16], device[16];
     uint32_t num_terms, num_unknown;
     uint64_t postings;
 } remote_hits;
@@ -164,6 +168,7 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
         out->ids[i] = strdup(reply.hits[i].external_id ? reply.hits[i].external_id : "");
     }
     snprintf(out->algo, sizeof out->algo, "%s", reply.algorithm_used);
+    snprintf(out->device, sizeof out->device, "%s", reply.device);
     out->num_terms = reply.num_terms;
     out->num_unknown = reply.num_unknown_terms;
     out->postings = reply.postings_scored;
@@ -197,6 +202,7 @@ static int run_server(const query_args *a, const char *text) {
         } else {
             printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", r.n, r.algo, r.num_terms,
                    r.num_unknown, (unsigned long long)r.postings);
+            if (a->show_device) printf("# device %s\n", r.device);
             for (uint32_t i = 0; i < r.n; i++) printf("%u\t%.6f\t%s\t(doc %u)\n", i + 1, r.hits[i].score, r.ids[i], r.hits[i].doc);
         }
         free_remote(&r);
@@ -221,6 +227,7 @@ static int run_server(const query_args *a, const char *text) {
             }
             for (uint32_t i = 0; i < r.n; i++)
                 fprintf(out, "%s Q0 %s %u %.6f %s\n", line, r.ids[i], i + 1, r.hits[i].score, a->run_tag);
+            if (a->show_device) fprintf(stderr, "# query %s: device %s\n", line, r.device);
             free_remote(&r);
         }
         free(line);
