@@ -9,30 +9,6 @@
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the ISN index format is little-endian and is mapped in place"
-/* ------------------------------------------------------------------ synthetic partitions */
-
-typedef struct {
-    uint32_t docs;             /* documents (required) */
-    uint64_t seed;
-    uint32_t vocabulary;       /* distinct terms; 0 = by Heaps' law from docs (or from the fitted corpus) */
-    double zipf_exponent;      /* document-frequency curve without a fitted corpus (default 1.0) */
-    double postings_per_doc;   /* mean distinct terms per document (default 40) */
-    double mean_doc_len;       /* log-normal document lengths, in tokens (default 80, sigma 0.6) */
-    double doc_len_sigma;
-    const char *fit_index;     /* an index whose df curve is rescaled to `docs` (NULL: Zipf) */
-    const char *fit_queries;   /* a TSV query log (id<TAB>text) over fit_index whose term df profile the
-                                  synthetic log follows (NULL: log-uniform ranks) */
-    uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
-    uint32_t threads;          /* 0 = all online CPUs */
-} isn_synth_options;
-
-void isn_synth_options_default(isn_synth_options *options);
-
-/* Writes a synthetic partition DIR/index.isn (one field "body", terms "t00000000"..., no stemming or
- * stopwords, no positions) and DIR/queries.tsv. Returns 0, or -1 with err. */
-int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
-                    size_t err_len);
-
 #endif
 
 #define ISN_BLOCK_SIZE 128
