@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "index/builder.h"
+#include "index/file_writer.h"
 #include "index/format.h"
 
 typedef struct {
@@ -174,63 +175,21 @@ static int add_lexicon_term(writer *w, uint32_t rank, const char *s, size_t len,
 
 static int write_file(const char *dir, const isn_meta *meta, const out_buf *sections, isn_build_summary *summary,
                       char *err, size_t err_len) {
-    isn_file_header header;
-    isn_section_entry table[SEC_COUNT];
-    memset(&header, 0, sizeof header);
-    memset(table, 0, sizeof table);
-    memcpy(header.magic, ISN_MAGIC, 8);
-    header.version = ISN_FORMAT_VERSION;
-    header.num_sections = SEC_COUNT;
-    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    isn_piece pieces[SEC_COUNT];
+    isn_section_pieces lists[SEC_COUNT];
     for (int s = 0; s < SEC_COUNT; s++) {
-        const void *data = s == SEC_META ? (const void *)meta : sections[s].data;
-        uint64_t bytes = s == SEC_META ? sizeof *meta : sections[s].len;
-        snprintf(table[s].name, sizeof table[s].name, "%s", isn_section_names[s]);
-        table[s].offset = off;
-        table[s].bytes = bytes;
-        table[s].checksum = XXH64(bytes ? data : "", bytes, 0);
-        off = isn_align_up(off + bytes, ISN_SECTION_ALIGN);
+        pieces[s] = s == SEC_META ? (isn_piece){meta, sizeof *meta} : (isn_piece){sections[s].data, sections[s].len};
+        lists[s] = (isn_section_pieces){&pieces[s], 1};
     }
-    header.file_bytes = off;
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    XXH64_update(st, &header, sizeof header);
-    XXH64_update(st, table, sizeof table);
-    header.header_checksum = XXH64_digest(st);
-    XXH64_freeState(st);
-
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    static const uint8_t zeros[ISN_SECTION_ALIGN];
-    uint64_t at = 0;
-    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
-    at = sizeof header + sizeof table;
-    for (int s = 0; ok && s < SEC_COUNT; s++) {
-        ok = fwrite(zeros, 1, table[s].offset - at, f) == table[s].offset - at;
-        const void *data = s == SEC_META ? (const void *)meta : sections[s].data;
-        if (ok && table[s].bytes) ok = fwrite(data, 1, table[s].bytes, f) == table[s].bytes;
-        at = table[s].offset + table[s].bytes;
-    }
-    if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
+    uint64_t bytes[SEC_COUNT], file_bytes;
+    if (isn_index_file_write(dir, lists, bytes, &file_bytes, err, err_len) != 0) return -1;
     if (summary) {
-        summary->bytes_total = header.file_bytes;
-        summary->bytes_postings = table[SEC_POSTINGS].bytes;
-        summary->bytes_block_meta = table[SEC_BLOCK_META].bytes;
-        summary->bytes_positions = table[SEC_POSITIONS].bytes + table[SEC_POS_BLOCKS].bytes;
-        summary->bytes_lexicon = table[SEC_LEX_INDEX].bytes + table[SEC_LEX_DATA].bytes + table[SEC_TERMS].bytes;
-        summary->bytes_docs = table[SEC_DOC_LENS].bytes + table[SEC_DOC_STATIC].bytes + table[SEC_DOCID_TEXT].bytes;
+        summary->bytes_total = file_bytes;
+        summary->bytes_postings = bytes[SEC_POSTINGS];
+        summary->bytes_block_meta = bytes[SEC_BLOCK_META];
+        summary->bytes_positions = bytes[SEC_POSITIONS] + bytes[SEC_POS_BLOCKS];
+        summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
+        summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOC_STATIC] + bytes[SEC_DOCID_TEXT];
     }
     return 0;
 }

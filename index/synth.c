@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "index/file_writer.h"
 #include "index/format.h"
 
 #define TERM_NAME_FORMAT "t%08u"
@@ -420,93 +421,42 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
     }
     meta.num_blocks = block_base;
 
-    static const uint8_t zeros[ISN_SECTION_ALIGN];
-    uint64_t bytes[SEC_COUNT] = {0}, checksum[SEC_COUNT];
-    bytes[SEC_META] = sizeof meta;
-    bytes[SEC_DOC_LENS] = lens_len;
-    bytes[SEC_DOCID_TEXT] = ids_len;
-    bytes[SEC_LEX_INDEX] = ((uint64_t)meta.num_lex_blocks + 1) * 8;
-    bytes[SEC_LEX_DATA] = lex_len;
-    bytes[SEC_TERMS] = (uint64_t)nt * sizeof(isn_term_entry);
-    bytes[SEC_BLOCK_META] = block_base * sizeof(isn_block_meta);
-    bytes[SEC_POSTINGS] = payload_base + ISN_CODEC_READ_SLACK;
-    const void *plain[SEC_COUNT] = {[SEC_META] = &meta, [SEC_DOC_LENS] = lens, [SEC_DOCID_TEXT] = ids,
-                                    [SEC_LEX_INDEX] = lex_index, [SEC_LEX_DATA] = lex, [SEC_TERMS] = s->terms};
-    for (int sec = 0; sec < SEC_COUNT; sec++) {
-        XXH64_state_t *st = XXH64_createState();
-        XXH64_reset(st, 0);
-        if (sec == SEC_BLOCK_META || sec == SEC_POSTINGS) {
-            for (uint32_t c = 0; c < num_chunks; c++) {
-                if (sec == SEC_BLOCK_META) XXH64_update(st, s->chunks[c].blocks, s->chunks[c].num_blocks * sizeof(isn_block_meta));
-                else XXH64_update(st, s->chunks[c].payload, s->chunks[c].payload_len);
-            }
-            if (sec == SEC_POSTINGS) XXH64_update(st, zeros, ISN_CODEC_READ_SLACK);
-        } else if (bytes[sec]) {
-            XXH64_update(st, plain[sec], bytes[sec]);
-        }
-        checksum[sec] = XXH64_digest(st);
-        XXH64_freeState(st);
+    static const uint8_t slack[ISN_CODEC_READ_SLACK];
+    isn_piece *block_pieces = malloc(((size_t)num_chunks + 1) * sizeof *block_pieces);
+    isn_piece *payload_pieces = malloc(((size_t)num_chunks + 1) * sizeof *payload_pieces);
+    if (!block_pieces || !payload_pieces) {
+        free(block_pieces);
+        free(payload_pieces);
+        goto oom;
     }
-    isn_file_header header;
-    isn_section_entry table[SEC_COUNT];
-    memset(&header, 0, sizeof header);
-    memset(table, 0, sizeof table);
-    memcpy(header.magic, ISN_MAGIC, 8);
-    header.version = ISN_FORMAT_VERSION;
-    header.num_sections = SEC_COUNT;
-    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
-    for (int sec = 0; sec < SEC_COUNT; sec++) {
-        snprintf(table[sec].name, sizeof table[sec].name, "%s", isn_section_names[sec]);
-        table[sec].offset = off;
-        table[sec].bytes = bytes[sec];
-        table[sec].checksum = checksum[sec];
-        off = isn_align_up(off + bytes[sec], ISN_SECTION_ALIGN);
+    for (uint32_t c = 0; c < num_chunks; c++) {
+        block_pieces[c] = (isn_piece){s->chunks[c].blocks, s->chunks[c].num_blocks * sizeof(isn_block_meta)};
+        payload_pieces[c] = (isn_piece){s->chunks[c].payload, s->chunks[c].payload_len};
     }
-    header.file_bytes = off;
-    XXH64_state_t *hs = XXH64_createState();
-    XXH64_reset(hs, 0);
-    XXH64_update(hs, &header, sizeof header);
-    XXH64_update(hs, table, sizeof table);
-    header.header_checksum = XXH64_digest(hs);
-    XXH64_freeState(hs);
-
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
-    uint64_t at = sizeof header + sizeof table;
-    for (int sec = 0; ok && sec < SEC_COUNT; sec++) {
-        ok = fwrite(zeros, 1, table[sec].offset - at, f) == table[sec].offset - at;
-        if (sec == SEC_BLOCK_META || sec == SEC_POSTINGS) {
-            for (uint32_t c = 0; ok && c < num_chunks; c++) {
-                const void *data = sec == SEC_BLOCK_META ? (const void *)s->chunks[c].blocks : s->chunks[c].payload;
-                uint64_t n = sec == SEC_BLOCK_META ? s->chunks[c].num_blocks * sizeof(isn_block_meta) : s->chunks[c].payload_len;
-                if (n) ok = fwrite(data, 1, n, f) == n;
-            }
-            if (ok && sec == SEC_POSTINGS) ok = fwrite(zeros, 1, ISN_CODEC_READ_SLACK, f) == ISN_CODEC_READ_SLACK;
-        } else if (bytes[sec]) {
-            ok = fwrite(plain[sec], 1, bytes[sec], f) == bytes[sec];
-        }
-        at = table[sec].offset + table[sec].bytes;
-    }
-    if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
+    payload_pieces[num_chunks] = (isn_piece){slack, sizeof slack};
+    isn_piece plain[SEC_COUNT] = {
+        [SEC_META] = {&meta, sizeof meta},
+        [SEC_DOC_LENS] = {lens, lens_len},
+        [SEC_DOCID_TEXT] = {ids, ids_len},
+        [SEC_LEX_INDEX] = {lex_index, ((uint64_t)meta.num_lex_blocks + 1) * 8},
+        [SEC_LEX_DATA] = {lex, lex_len},
+        [SEC_TERMS] = {s->terms, (uint64_t)nt * sizeof(isn_term_entry)},
+    };
+    isn_section_pieces lists[SEC_COUNT];
+    for (int sec = 0; sec < SEC_COUNT; sec++) lists[sec] = (isn_section_pieces){&plain[sec], 1};
+    lists[SEC_BLOCK_META] = (isn_section_pieces){block_pieces, num_chunks};
+    lists[SEC_POSTINGS] = (isn_section_pieces){payload_pieces, num_chunks + 1};
+    uint64_t bytes[SEC_COUNT], file_bytes;
+    int written = isn_index_file_write(dir, lists, bytes, &file_bytes, err, err_len);
+    free(block_pieces);
+    free(payload_pieces);
+    if (written != 0) goto done;
     if (summary) {
         summary->docs = nd;
         summary->terms = nt;
         summary->postings = meta.num_postings;
         summary->tokens = meta.total_doc_len;
-        summary->bytes_total = header.file_bytes;
+        summary->bytes_total = file_bytes;
         summary->bytes_postings = bytes[SEC_POSTINGS];
         summary->bytes_block_meta = bytes[SEC_BLOCK_META];
         summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];

@@ -1,0 +1,75 @@
+#include "index/file_writer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static uint64_t section_checksum(const isn_section_pieces *s) {
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    for (uint32_t i = 0; i < s->num_pieces; i++)
+        if (s->pieces[i].bytes) XXH64_update(st, s->pieces[i].data, s->pieces[i].bytes);
+    uint64_t sum = XXH64_digest(st);
+    XXH64_freeState(st);
+    return sum;
+}
+
+int isn_index_file_write(const char *dir, const isn_section_pieces sections[SEC_COUNT], uint64_t section_bytes[SEC_COUNT],
+                         uint64_t *file_bytes, char *err, size_t err_len) {
+    isn_file_header header;
+    isn_section_entry table[SEC_COUNT];
+    memset(&header, 0, sizeof header);
+    memset(table, 0, sizeof table);
+    memcpy(header.magic, ISN_MAGIC, 8);
+    header.version = ISN_FORMAT_VERSION;
+    header.num_sections = SEC_COUNT;
+    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    for (int s = 0; s < SEC_COUNT; s++) {
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < sections[s].num_pieces; i++) bytes += sections[s].pieces[i].bytes;
+        snprintf(table[s].name, sizeof table[s].name, "%s", isn_section_names[s]);
+        table[s].offset = off;
+        table[s].bytes = bytes;
+        table[s].checksum = section_checksum(&sections[s]);
+        section_bytes[s] = bytes;
+        off = isn_align_up(off + bytes, ISN_SECTION_ALIGN);
+    }
+    header.file_bytes = off;
+    *file_bytes = off;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &header, sizeof header);
+    XXH64_update(st, table, sizeof table);
+    header.header_checksum = XXH64_digest(st);
+    XXH64_freeState(st);
+
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    static const uint8_t zeros[ISN_SECTION_ALIGN];
+    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
+    uint64_t at = sizeof header + sizeof table;
+    for (int s = 0; ok && s < SEC_COUNT; s++) {
+        ok = fwrite(zeros, 1, table[s].offset - at, f) == table[s].offset - at;
+        for (uint32_t i = 0; ok && i < sections[s].num_pieces; i++) {
+            const isn_piece *p = &sections[s].pieces[i];
+            if (p->bytes) ok = fwrite(p->data, 1, p->bytes, f) == p->bytes;
+        }
+        at = table[s].offset + table[s].bytes;
+    }
+    if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
