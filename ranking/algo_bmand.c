@@ -43,14 +43,8 @@ void ranking_block_max_and(ranking_run *run) {
                 continue;
             }
         }
-        uint32_t i = 1;
-        uint32_t found = doc;
-        for (; i < n; i++) {
-            found = ranking_next_geq(run, terms[i].cursor, doc);
-            if (found != doc)
-                break;
-        }
-        if (i < n) {
+        uint32_t found = ranking_align_followers(run, terms, n, doc);
+        if (found != doc) {
             if (found == ISN_DOC_END)
                 break;
             doc = ranking_next_geq(run, lead, found);

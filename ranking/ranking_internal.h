@@ -112,6 +112,17 @@ static inline uint32_t ranking_next_geq(ranking_run *run, isn_cursor *cursor, ui
     return doc;
 }
 
+/* Conjunctive step: moves terms[1..n) to `doc`; returns doc when all hold it, else the first doc one of
+ * them landed on past it (the next candidate; ISN_DOC_END when a list ran out). */
+static inline uint32_t ranking_align_followers(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t doc) {
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t found = ranking_next_geq(run, terms[i].cursor, doc);
+        if (found != doc)
+            return found;
+    }
+    return doc;
+}
+
 static inline bool ranking_bound_fails(double bound, const ranking_topk *topk) {
     return bound * RANKING_BOUND_SLACK <= topk->threshold;
 }
