@@ -9,6 +9,8 @@
 # into .devbin/bin, the index and queries in .devdata (idx-deb, short.queries.tsv), shared libraries the
 # device lacks in .devlibs. On the device: run(carry .devbin .devdata .devlibs) BUILD=.devbin bash bench/gpu_hybrid.sh
 # JSON lines in $OUT (or build-gpu/results-hybrid) and a summary table on stdout.
+# ISND_CPUS / BENCH_CPUS (taskset lists, e.g. 0-11 and 12-15) keep the load generator off isnd's
+# cores, as it would be on another machine; unset, both share every core.
 set -u
 B=${BUILD:-build-gpu}
 D=${DEVDATA:-.devdata}
@@ -20,10 +22,13 @@ CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
 WORKERS=${WORKERS:-16}
 K=${K:-10}
 DURATION=${DURATION:-5}
+ISND_PIN= BENCH_PIN=
+[ -n "${ISND_CPUS:-}" ] && ISND_PIN="taskset -c $ISND_CPUS"
+[ -n "${BENCH_CPUS:-}" ] && BENCH_PIN="taskset -c $BENCH_CPUS"
 mkdir -p "$O"
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
-echo "cpus: $(nproc)"
+echo "cpus: $(nproc); isnd on ${ISND_CPUS:-all}, isn-bench on ${BENCH_CPUS:-all}; $WORKERS workers"
 
 http_get() { # port path
   exec 3<>/dev/tcp/127.0.0.1/"$1" || return 1
@@ -35,13 +40,13 @@ http_get() { # port path
 run_config() { # name, isnd --set options...
   local name=$1; shift
   local log="$O/isnd-$name.log"
-  "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7601 --stats-listen 127.0.0.1:7602 --workers "$WORKERS" \
+  $ISND_PIN "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7601 --stats-listen 127.0.0.1:7602 --workers "$WORKERS" \
     --set search.max_queue=100000 "$@" >"$log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   grep -E "gpu:|ready:" "$log" | head -5
   http_get 7602 /readyz
-  timeout 300 "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --sweep "$RATES" --duration "$DURATION" \
+  timeout 300 $BENCH_PIN "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --sweep "$RATES" --duration "$DURATION" \
     --warmup 1 --deadline-ms 50 -k "$K" --mode or --connections 8 >"$O/bench-$name.json" 2>"$O/bench-$name.err"
   http_get 7602 /stats >"$O/stats-$name.json"
   http_get 7602 /metrics >"$O/metrics-$name.txt"
@@ -81,7 +86,8 @@ for c in configs:
         if ok: best = max(best, r["target_rate"])
         print(f"{r['target_rate']:8.0f} {r['throughput']:9.0f} {r['latency_us']['p50']/1000:7.2f} {p99:7.2f} {100*miss:7.3f} {100*r['partial_rate']:8.3f} {'ok' if ok else ''}")
     sch = stats.get("scheduler", {})
-    row = {"config": c, "sustained_rate": best, "ran": sch.get("ran"), "batches": sch.get("batches"),
+    row = {"config": c, "sustained_rate": best, "ran": sch.get("ran"), "routed": sch.get("routed"),
+           "gpu_batch_us": sch.get("gpu_batch_us"), "batches": sch.get("batches"),
            "batch_jobs": sch.get("batch_jobs"), "mape_percent": sch.get("cost_model_mape_percent"),
            "gpu": (stats.get("gpu") or {}).get("first_stage")}
     print(json.dumps(row))

@@ -413,6 +413,7 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     config.admit_fraction = conf->admit_percent / 100.0;
     config.degraded_fraction = conf->degraded_stop_percent / 100.0;
     config.route_margin = conf->route_margin_percent / 100.0;
+    config.worker_nice = (int)conf->worker_nice;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.batch.max_batch = conf->gpu_batch_max;
     config.batch.memory_budget = conf->gpu_batch_memory_bytes;
@@ -606,6 +607,11 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
          "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
+    prom(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
+         "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
+    buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
+    prom(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
+    buffer_printf(out, "isn_scheduler_gpu_batch_per_job_seconds %.9f\n", st->batch_per_job_seconds);
     prom(out, "isn_cost_model_mape_percent", "gauge",
          "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
     prom(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
@@ -637,6 +643,8 @@ static void render_json(const worker_pool *pool, const isn_scheduler_stats *st, 
     buffer_printf(out, "\"simulated_gpus\":%u,\"gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},",
                   pool->sim_gpus, st->gpus,
                   st->service_scale[0], st->service_scale[1]);
+    buffer_printf(out, "\"gpu_batch_us\":{\"fixed\":%.1f,\"per_job\":%.2f},", st->batch_fixed_seconds * 1e6,
+                  st->batch_per_job_seconds * 1e6);
     buffer_printf(out, "\"cost_model_mape_percent\":{");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         if (isnan(st->mape[d])) buffer_printf(out, "%s\"%s\":null", d ? "," : "", DEVICE_NAMES[d]);

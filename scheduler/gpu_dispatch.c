@@ -40,7 +40,8 @@ static isn_edf_queue *next_source(isn_scheduler *s, double seed_ns, uint32_t *at
 
 static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_reason reason) {
     isn_job **batch = d->batch;
-    double predicted = s->config.batch.launch_ns;
+    double fixed = isn_batch_cost_fixed_ns(&s->batch_cost);
+    double predicted = fixed;
     for (uint32_t i = 0; i < n; i++) predicted += batch[i]->predicted_ns[ISN_DEVICE_GPU];
     s->gpu_inflight_ns += predicted;
     pthread_mutex_unlock(&s->lock);
@@ -63,10 +64,10 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
     uint64_t end = isn_sched_now_ns();
     ADD(s->busy_ns[ISN_DEVICE_GPU], end - start);
     if (rc == 0) {
-        /* Each job learns its share of the batch time past the launch, in proportion to its
-         * prediction: the model predicts a job's part, the launch is added per batch. */
-        double sum = predicted - s->config.batch.launch_ns;
-        double measured = (double)(end - start) - s->config.batch.launch_ns;
+        /* Each job learns its share of the batch time past the fixed part, in proportion to its
+         * prediction: the model predicts a job's part, the fixed part is paid once per batch. */
+        double sum = predicted - fixed;
+        double measured = (double)(end - start) - fixed;
         if (measured < 0.1 * sum) measured = 0.1 * sum;
         for (uint32_t i = 0; i < n; i++) {
             double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
@@ -77,6 +78,7 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
             sched_finish(s, batch[i], ISN_JOB_RAN);
         }
         pthread_mutex_lock(&s->lock);
+        isn_batch_cost_learn(&s->batch_cost, n, (double)(end - start));
         s->gpu_inflight_ns -= predicted;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
         return;
@@ -159,6 +161,7 @@ static void *dispatcher_main(void *arg) {
         }
         isn_flush_reason reason;
         uint64_t wait_until;
+        device_policy.launch_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
         if (n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
                                         &wait_until)) {
             run_batch(s, d, n, reason);

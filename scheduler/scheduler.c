@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "scheduler/scheduler_internal.h"
 
@@ -100,7 +103,18 @@ uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now) {
  * counts for both sides: either may take all of it. The CPU's is at least the age of the oldest
  * job still queued: when the workers stall (other processes took the cores), that age grows at
  * once, while the scale learns of it only as jobs finish. */
+/* Under the lock: GPU jobs queued, and batches they will need. */
+static uint32_t gpu_queued(const isn_scheduler *s) {
+    return s->queues[ISN_QUEUE_GPU].size + s->queues[ISN_QUEUE_UNDECIDED].size;
+}
+
+static double gpu_batches_queued(const isn_scheduler *s) {
+    uint32_t per_batch = s->config.batch.max_batch ? s->config.batch.max_batch : 1;
+    return (double)((gpu_queued(s) + per_batch - 1) / per_batch);
+}
+
 static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
+    double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     const isn_edf_queue *q = s->queues;
     double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
     wait[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] *
@@ -113,7 +127,8 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     uint32_t gpus = sched_available_gpus(s, now);
     wait[ISN_DEVICE_GPU] = gpus ? scale[ISN_DEVICE_GPU] *
                                       (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
-                                       q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) /
+                                       q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns +
+                                       fixed_ns * gpu_batches_queued(s)) /
                                       gpus
                                 : INFINITY;
 }
@@ -146,9 +161,13 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     in.service_ns[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] * job->predicted_ns[ISN_DEVICE_CPU];
     in.available[ISN_DEVICE_GPU] = gpus > 0 && job->placement != ISN_PLACE_CPU;
     if (!gpus) in.wait_ns[ISN_DEVICE_GPU] = 0;
-    /* A job joins a batch: it waits up to the linger time and pays a launch. */
-    in.service_ns[ISN_DEVICE_GPU] = scale[ISN_DEVICE_GPU] * (job->predicted_ns[ISN_DEVICE_GPU] + s->config.batch.launch_ns) +
-                                    (double)s->config.batch.linger_ns;
+    /* A job costs the GPU its own part; it pays a batch's fixed part only when it starts a batch
+     * (then it may also wait up to the linger time for company). Jobs already queued paid theirs. */
+    bool starts_batch = gpu_queued(s) % (s->config.batch.max_batch ? s->config.batch.max_batch : 1) == 0;
+    double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
+    in.service_ns[ISN_DEVICE_GPU] = scale[ISN_DEVICE_GPU] * (job->predicted_ns[ISN_DEVICE_GPU] +
+                                                             (starts_batch ? fixed_ns : 0.0)) +
+                                    (starts_batch ? (double)s->config.batch.linger_ns : 0.0);
     bool already_dead = job->deadline_ns && job->deadline_ns <= now;
     /* Admission counts to a share of the budget (at most the early-stop point, after which a job
      * answers only partially): the rest is slack for prediction error and the reply's way back. */
@@ -223,7 +242,9 @@ static isn_job *take_shared(isn_scheduler *s, uint64_t now, isn_job **dead, uint
         } else if (s->queues[ISN_QUEUE_GPU].size) {
             isn_job *head = isn_edf_peek(&s->queues[ISN_QUEUE_GPU]);
             uint32_t gpus = sched_available_gpus(s, now);
-            double gpu_done = gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns) / gpus
+            double gpu_done = gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns +
+                                      isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s)) /
+                                         gpus
                                    : INFINITY;
             if (head->placement != ISN_PLACE_GPU && head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
                 job = isn_edf_pop(&s->queues[ISN_QUEUE_GPU]);
@@ -336,9 +357,20 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     sched_finish(s, job, ISN_JOB_RAN);
 }
 
+/* Linux gives each thread its own nice value: a worker lowers only its own priority. */
+static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
+    if (s->config.worker_nice <= 0) return;
+    errno = 0;
+    pid_t tid = gettid();
+    int current = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, current + s->config.worker_nice) == 0) return;
+    fprintf(stderr, "isn scheduler: worker %u keeps its priority: setpriority: %s\n", worker, strerror(errno));
+}
+
 static void *worker_main(void *arg) {
     sched_worker *w = arg;
     isn_scheduler *s = w->scheduler;
+    lower_worker_priority(s, w->id);
     w->state = s->config.worker_init ? s->config.worker_init(s->config.user, w->id) : w;
     pthread_mutex_lock(&s->lock);
     if (w->state) s->ready++;
@@ -417,6 +449,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     }
     s->config = *config;
     s->model = config->model;
+    isn_batch_cost_init(&s->batch_cost, config->batch.launch_ns, SCHED_BATCH_PER_JOB_START_NS);
     s->start_ns = isn_sched_now_ns();
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->model_lock, NULL);
@@ -554,6 +587,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->gpus = s->num_dispatchers;
     pthread_mutex_lock(&s->lock);
     for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
+    st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
+    st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
     pthread_mutex_lock(&s->model_lock);

@@ -219,8 +219,8 @@ double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
  * memo is predicted from its own measured times instead (plus its own bias).
  * Starts from a formula fitted by bench/bench_scheduler --fit; error is tracked as MAPE. A CPU job's
  * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
- * business, not the query's cost); a GPU job's is its share of a batch without the launch (the
- * scheduler adds the launch). */
+ * business, not the query's cost); a GPU job's is its share of a batch past its fixed part (the
+ * scheduler learns that part per batch: isn_batch_cost). */
 #define ISN_COST_FEATURES 17
 #define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
 #define ISN_COST_MEMO_SLOTS 4096 /* query signatures, direct-mapped: the last ones seen win */
@@ -339,6 +339,20 @@ typedef struct {
     double launch_ns;     /* fixed cost of one batch */
 } isn_batch_policy;
 
+/* A GPU batch's time as a fixed part plus a part per job, learned online from measured batches
+ * (batch_cost.c). The fixed part is paid once per batch: jobs learn only their share of the rest,
+ * and routing charges a job its marginal cost. */
+typedef struct {
+    double w[2];    /* fixed, per job (microseconds) */
+    double p[2][2]; /* RLS covariance */
+    uint64_t batches;
+} isn_batch_cost;
+
+void isn_batch_cost_init(isn_batch_cost *cost, double fixed_ns, double per_job_ns);
+void isn_batch_cost_learn(isn_batch_cost *cost, uint32_t jobs, double measured_ns);
+double isn_batch_cost_fixed_ns(const isn_batch_cost *cost);   /* >= 0 */
+double isn_batch_cost_per_job_ns(const isn_batch_cost *cost); /* >= 0 */
+
 /* Postings bytes the device touches for a job: what the memory budget counts. */
 uint64_t isn_job_memory_bytes(const isn_job *job);
 bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs, uint32_t n, uint64_t next_job_bytes,
@@ -358,6 +372,7 @@ typedef struct {
     double admit_fraction;      /* admitted only if predicted to complete by received + this * budget */
     double degraded_fraction;   /* degraded only when it can run at least this share of its predicted time */
     double route_margin;
+    int worker_nice;         /* workers' nice value relative to the process (Linux: per thread) */
     isn_overload_policy overload;
     isn_batch_policy batch;
     uint64_t gpu_rest_ns;    /* a failed device is left alone this long */
@@ -421,6 +436,7 @@ typedef struct {
     uint32_t workers, gpus;
     double mape[ISN_DEVICE_KINDS];             /* percent; NAN before any */
     double service_scale[ISN_DEVICE_KINDS];    /* measured / predicted service lately (admission uses it) */
+    double batch_fixed_seconds, batch_per_job_seconds; /* a GPU batch's time, as learned (isn_batch_cost) */
     uint64_t model_updates[ISN_DEVICE_KINDS];
 } isn_scheduler_stats;
 

@@ -12,6 +12,7 @@
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
+#define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
 
 #define COUNT(counter) atomic_fetch_add_explicit(&(counter), 1, memory_order_relaxed)
 #define ADD(counter, v) atomic_fetch_add_explicit(&(counter), (v), memory_order_relaxed)
@@ -42,12 +43,13 @@ typedef struct {
 
 struct isn_scheduler {
     isn_scheduler_config config;
-    pthread_mutex_t lock; /* the queues, idle_workers, gpu_inflight_ns, stopping */
+    pthread_mutex_t lock; /* the queues, idle_workers, gpu_inflight_ns, batch_cost, stopping */
     pthread_cond_t cpu_wake, gpu_wake, ready_changed;
     isn_edf_queue queues[ISN_QUEUES];
     bool stopping;
     uint32_t idle_workers;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
+    isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
     uint32_t ready, failed;
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */

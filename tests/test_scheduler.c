@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -329,6 +330,38 @@ static void cost_model_seeds_from_a_latency_model(void **state) {
     assert_int_equal(model.device[ISN_DEVICE_GPU].updates, 0);
 }
 
+/* ------------------------------------------------------------------ GPU batch cost */
+
+/* Batches of varied sizes with a large fixed part: the fit separates the fixed part from the
+ * part per job; batches all of one size leave the start in place instead of drifting. */
+static void batch_cost_separates_fixed_part_from_jobs(void **state) {
+    (void)state;
+    isn_batch_cost cost;
+    isn_batch_cost_init(&cost, 8500, 2000);
+    uint64_t seed = 7;
+    for (int i = 0; i < 400; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t jobs = 1 + (uint32_t)(seed >> 33) % 64;
+        double noise = 1.0 + 0.1 * ((double)((seed >> 20) & 1023) / 1023.0 - 0.5);
+        isn_batch_cost_learn(&cost, jobs, (150000.0 + 3000.0 * jobs) * noise);
+    }
+    double fixed = isn_batch_cost_fixed_ns(&cost), per_job = isn_batch_cost_per_job_ns(&cost);
+    print_message("batch cost: fixed %.1f us (truth 150), per job %.2f us (truth 3)\n", fixed / 1e3, per_job / 1e3);
+    assert_true(fabs(fixed - 150000.0) < 15000.0);
+    assert_true(fabs(per_job - 3000.0) < 600.0);
+    assert_int_equal(cost.batches, 400);
+
+    isn_batch_cost_init(&cost, 100000, 2000);
+    for (int i = 0; i < 1000; i++) isn_batch_cost_learn(&cost, 8, 100000.0 + 8 * 2000.0);
+    assert_true(fabs(isn_batch_cost_fixed_ns(&cost) - 100000.0) < 1000.0);
+    assert_true(isfinite(cost.p[0][0]) && isfinite(cost.p[1][1]));
+    /* Nonsense measurements are ignored. */
+    isn_batch_cost_learn(&cost, 0, 5e6);
+    isn_batch_cost_learn(&cost, 8, NAN);
+    isn_batch_cost_learn(&cost, 8, -1.0);
+    assert_int_equal(cost.batches, 1000);
+}
+
 /* ------------------------------------------------------------------ the running scheduler */
 
 typedef struct {
@@ -336,6 +369,7 @@ typedef struct {
     pthread_cond_t changed;
     bool hold;      /* run_cpu blocks while set */
     uint32_t holding;
+    int worker_nice; /* as a worker saw it */
     uint32_t ran_cpu, completed;
 } harness;
 
@@ -355,6 +389,7 @@ static void harness_run_cpu(void *user, isn_job *job, const isn_cpu_context *con
     pthread_mutex_lock(&h->lock);
     h->ran_cpu++;
     h->holding++;
+    h->worker_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
     pthread_cond_broadcast(&h->changed);
     while (h->hold) pthread_cond_wait(&h->changed, &h->lock);
     h->holding--;
@@ -590,6 +625,76 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
     }
 }
 
+/* A simulated GPU with a 3 ms launch and 1 us per query, in bursts of 1 to 16 jobs: the scheduler
+ * learns the launch as the batch's fixed part, and each job's GPU prediction stays its own small
+ * part (learning its share of whole batches would charge a lone job the full launch). */
+static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    sim.launch_ns = 3e6;
+    sim.per_query_ns = 1000;
+    sim.per_posting_ns = 0;
+    isn_gpu_device gpu;
+    assert_int_equal(isn_gpu_sim_new(&sim, 16, 1u << 30, &gpu), 0);
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    config.batch.max_batch = 16;
+    config.batch.linger_ns = 2000000;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    static test_job jobs[40 * 16];
+    uint32_t sent = 0;
+    for (int burst = 0; burst < 40; burst++) {
+        uint32_t size = 1u << (burst % 5);
+        for (uint32_t i = 0; i < size; i++, sent++) {
+            small_job(&jobs[sent], 0);
+            jobs[sent].job.placement = ISN_PLACE_GPU;
+            assert_int_equal(isn_scheduler_submit(s, &jobs[sent].job), ISN_SUBMIT_QUEUED);
+        }
+        harness_wait(&h, &h.completed, sent);
+    }
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    isn_job_features f = jobs[0].job.features;
+    isn_cost_model model;
+    isn_scheduler_get_model(s, &model);
+    double per_job = isn_cost_predict_ns(&model, ISN_DEVICE_GPU, &f);
+    print_message("learned: batch fixed %.0f us (launch 3000), per job %.0f us; a job's GPU prediction %.0f us\n",
+                  stats.batch_fixed_seconds * 1e6, stats.batch_per_job_seconds * 1e6, per_job / 1e3);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], sent);
+    assert_true(stats.batches >= 40);
+    assert_true(stats.batch_fixed_seconds > 2e-3 && stats.batch_fixed_seconds < 6e-3);
+    assert_true(per_job < 500e3);
+    isn_scheduler_stop(s);
+    isn_gpu_sim_free(&gpu);
+}
+
+/* Workers lower their own priority by worker_nice, not the caller's. */
+static void workers_run_nicer_than_the_process(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.worker_nice = 3;
+    int before = getpriority(PRIO_PROCESS, (id_t)gettid());
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    test_job job;
+    small_job(&job, 0);
+    assert_int_equal(isn_scheduler_submit(s, &job.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.completed, 1);
+    isn_scheduler_stop(s);
+    int expected = before + 3 > 19 ? 19 : before + 3;
+    assert_int_equal(h.worker_nice, expected);
+    assert_int_equal(getpriority(PRIO_PROCESS, (id_t)gettid()), before);
+}
+
 static void stop_abandons_queued_jobs(void **state) {
     (void)state;
     harness h;
@@ -650,6 +755,9 @@ int main(void) {
         cmocka_unit_test(cost_model_remembers_repeated_queries),
         cmocka_unit_test(cost_model_seeds_from_a_latency_model),
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
+        cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
+        cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
+        cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
     };
