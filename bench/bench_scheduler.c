@@ -19,8 +19,9 @@
  * per-term corrections answer) and repeats (the per-query memo answers).
  * Also timed: features_us_per_query (isn_job_features_of) and predict_ns_per_query.
  * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --sampled N (0), --dump FILE (per-query
- * features, three timings from separate passes, work counters and per-term block-maximum histograms,
- * for trying features offline). Prints one JSON object. */
+ * features, three timings from separate passes, work counters, the final k-th score, the threshold
+ * probe's bound and documents, and per-term block-maximum histograms, for trying features offline).
+ * Prints one JSON object. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +113,7 @@ static double run_timed(runner *r, const bench_query *q) {
 }
 
 /* --dump: per query its features, three timings, the search's work counters, the final k-th score,
- * and per term (rarest first) df, weight, bound and a histogram of its block maxima as scores (bins
+ * the threshold probe (bound, documents scored), and per term (rarest first) df, weight, bound and a histogram of its block maxima as scores (bins
  * of DUMP_BIN wide): material for trying cost features offline (the MAPE numbers do not use it). */
 #define DUMP_BINS 64
 #define DUMP_BIN 0.25
@@ -143,13 +144,13 @@ static void dump(runner *r, const isn_index *index, const query_log *logs, int n
             char err[ISN_ERR_LEN];
             if (isn_search(r->searcher, &q->query, &r->options, r->hits, &n, &stats, err, sizeof err) < 0)
                 die("search", err);
-            fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u", l, i,
+            fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u %.6g %u", l, i,
                     f->num_terms, (unsigned long long)f->shortest, (unsigned long long)f->second_shortest,
                     (unsigned long long)f->longest, (unsigned long long)f->total, (unsigned long long)f->blocks,
                     (unsigned long long)f->essential, f->nonessential_lists, ns[0], ns[1], ns[2],
                     (unsigned long long)stats.postings_scored, (unsigned long long)stats.blocks_decoded,
                     (unsigned long long)stats.docs_evaluated, n == r->options.k ? (double)r->hits[n - 1].score : 0.0,
-                    q->query.num_terms);
+                    q->query.num_terms, f->threshold_probe, f->probe_docs);
             for (uint32_t t = 0; t < q->query.num_terms; t++) {
                 isn_term_stats ts;
                 isn_index_term_stats(index, q->query.terms[t].term_id, &ts);

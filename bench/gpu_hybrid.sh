@@ -46,6 +46,8 @@ run_config() { # name, isnd --set options...
   for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   grep -E "gpu:|ready:" "$log" | head -5
   http_get 7602 /readyz
+  # Which threads are busy, a few times into the sweep (TOP_AT seconds).
+  (for t in ${TOP_AT:-}; do sleep "$t"; top -H -b -n 1 -w 160 -p $pid | head -25 >>"$O/top-$name.txt"; done) &
   timeout 300 $BENCH_PIN "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --sweep "$RATES" --duration "$DURATION" \
     --warmup 1 --deadline-ms 50 -k "$K" --mode or --connections 8 >"$O/bench-$name.json" 2>"$O/bench-$name.err"
   http_get 7602 /stats >"$O/stats-$name.json"
@@ -56,6 +58,8 @@ run_config() { # name, isnd --set options...
 for config in $CONFIGS; do
   case $config in
   cpu) run_config cpu ;;
+  cpu_nice0) run_config cpu_nice0 --set scheduler.worker_nice=0 ;;
+  hybrid_nice0) run_config hybrid_nice0 --set gpu.enable=true --set scheduler.worker_nice=0 ;;
   hybrid) run_config hybrid --set gpu.enable=true --set gpu.training_queries="$QUERIES" ;;
   gpu_all) run_config gpu_all --set gpu.enable=true --set gpu.route_all=true ;;
   esac

@@ -52,6 +52,11 @@ void isn_cost_features(const isn_job_features *f, double x[ISN_COST_FEATURES]) {
     x[14] = f->gpu_resident ? 1.0 : 0.0;
     x[15] = log1p((double)f->total / HINGE_POSTINGS);
     x[16] = lg(f->expected_postings);
+    /* The probed threshold (a real k-th score): how high the bar is from the start, which sets how
+     * soon the lists left essential above stop proposing candidates. */
+    bool probed = f->threshold_probe > 0.0;
+    x[17] = probed ? 1.0 : 0.0;
+    x[18] = probed ? log(f->threshold_probe) : 0.0;
 }
 
 /* CPU: least squares in log space over single timings (thread CPU time) of the Debian short-query
@@ -59,15 +64,16 @@ void isn_cost_features(const isn_job_features *f, double x[ISN_COST_FEATURES]) {
  * `build/bench/bench_scheduler --fit build/bench/idx-deb /work/data/deb/short.queries.tsv ...`,
  * which also prints the bias that minimises that formula's MAPE on it (CPU_START_BIAS).
  * k, AND, exhaustive and GPU residency were constant in that log and start at 0 (online learning
- * sets them). Expected postings (x[16]) carries most of the weight; the fitted formula's MAPE is
- * ~33% on single timings (noise floor between two replays 5-7%): what sets MaxScore's threshold
- * trajectory is only estimated from block maxima. The per-term corrections and the per-query memo
- * learn the rest (bench_scheduler reports each).
+ * sets them). The threshold probe carries the fit: its k-th score (x[17], x[18]) and the essential
+ * lists it leaves (x[1..5]); the fitted formula's MAPE is ~20.5% on both Debian logs (debpkg held
+ * out), ~19.5% once learning online (noise floor between two replays 5-7%). Before the probe, with
+ * the threshold only estimated from block maxima, it was ~33% (~28% learning online).
+ * The per-term corrections and the per-query memo learn the rest (bench_scheduler reports each).
  * GPU: a stand-in until isn_cost_model_seed is given the device's latency model. */
-static const double CPU_START[ISN_COST_FEATURES] = {6.2443, 0.0329, -0.6872, -0.0085, 1.0148, 0.1616,
-                                                     -0.0735, 0.0240, -0.2995, 0.3279, 0.1463, 0.0000,
-                                                     0.0000,  0.0000, 0.0000,  0.0536, 0.6921};
-#define CPU_START_BIAS -0.100
+static const double CPU_START[ISN_COST_FEATURES] = {6.7357, 0.1567, 0.8733, 0.0025,  0.2670, 0.2182, 0.0123,
+                                                     0.0205, -0.2723, 0.5389, 0.1332,  0.0000, 0.0000, 0.0000,
+                                                     0.0000, -0.5344, 0.2998, 0.7761, -0.2769};
+#define CPU_START_BIAS -0.040
 
 static void start_device(isn_cost_device_model *m, isn_device_kind device) {
     memset(m, 0, sizeof *m);
@@ -264,7 +270,9 @@ void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], con
     for (int i = 0; i < ISN_COST_FEATURES; i++) w[i] = fabs(m[i][i]) < 1e-300 ? 0.0 : m[i][ISN_COST_FEATURES] / m[i][i];
 }
 
-/* 3: a bias per device, the per-query memo and the expected-postings feature. */
+/* 3: a bias per device, the per-query memo and the expected-postings feature. The header also
+ * names the number of features, so a file of another feature count (17 before the threshold probe's
+ * two) is refused as written by another version. */
 #define STATE_VERSION 3
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
 

@@ -56,7 +56,8 @@ typedef struct {
     uint64_t total;           /* of all lists */
     uint64_t blocks;          /* 128-posting blocks of all lists */
     /* Postings of the lists a dynamic-pruning algorithm is expected to walk in full: those whose
-     * upper bounds together beat a threshold estimated from block maxima (every list for the
+     * upper bounds together beat a threshold estimated from block maxima or, when higher, the
+     * threshold probe below (every list for the
      * exhaustive algorithms). The other lists are only probed. */
     uint64_t essential;
     uint32_t nonessential_lists;
@@ -67,6 +68,13 @@ typedef struct {
     /* Postings a MaxScore run is expected to score: each list for the share of the collection read
      * before the threshold (estimated from block maxima) makes it non-essential. */
     uint64_t expected_postings;
+    /* OR mode, pruning algorithms, k <= 64: the k-th best full BM25 score among the documents of the
+     * rarest lists (at most a few thousand postings, each probed into the other lists). Every such
+     * score is a real document's, so the final k-th score is at least this: a lower bound of the
+     * threshold, exact when the probed lists hold the top k (0: not probed, or fewer than k). The
+     * essential lists above are those that still beat it. */
+    double threshold_probe;
+    uint32_t probe_docs; /* documents the probe scored */
     /* The query's identity (its term ids and counts, k, mode, algorithm; 0 = none): the model
      * remembers what such a query took last, because served traffic repeats. */
     uint64_t signature;
@@ -76,7 +84,8 @@ typedef struct {
     uint32_t keys[ISN_JOB_KEYS];
 } isn_job_features;
 
-/* Features of a query from the index (lexicon statistics and block maxima; no posting is read). */
+/* Features of a query from the index (lexicon statistics, block maxima, and the threshold probe's
+ * bounded read of the rarest lists). */
 void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                          isn_job_features *features);
 
@@ -221,7 +230,7 @@ double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
  * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
  * business, not the query's cost); a GPU job's is its share of a batch past its fixed part (the
  * scheduler learns that part per batch: isn_batch_cost). */
-#define ISN_COST_FEATURES 17
+#define ISN_COST_FEATURES 19
 #define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
 #define ISN_COST_MEMO_SLOTS 4096 /* query signatures, direct-mapped: the last ones seen win */
 

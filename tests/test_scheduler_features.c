@@ -126,6 +126,55 @@ static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
     assert_int_equal(x.num_keys, 0);
 }
 
+static double exact_kth_score(fixture *f, const isn_query *query, uint32_t k) {
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.k = k;
+    options.algo = ISN_ALGO_OR;
+    options.mode = ISN_MODE_OR;
+    isn_hit hits[64];
+    uint32_t n = 0;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, NULL, err, sizeof err), 0);
+    return n == k ? (double)hits[k - 1].score : 0.0;
+}
+
+/* The threshold probe scores real documents, so it never exceeds the final k-th score; when the
+ * probed lists hold the top k it is that score exactly, which needs every other list's share too. */
+static void threshold_probe_is_a_real_kth_score(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    /* "rare" (20 documents, all also "common") drives: the top 10 are among them. */
+    isn_job_features x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    double exact = exact_kth_score(f, &query, 10);
+    assert_true(exact > 0.0);
+    assert_int_equal(x.probe_docs, NUM_DOCS / RARE_EVERY);
+    assert_true(x.threshold_probe > 0.0);
+    assert_true(x.threshold_probe <= exact * (1 + 1e-6) && x.threshold_probe >= exact * (1 - 1e-6));
+    /* "filler3" drives; "common" is only probed, and its share is needed to reach the exact score. */
+    x = features_of(f, "common filler3", 5, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    exact = exact_kth_score(f, &query, 5);
+    assert_true(x.threshold_probe >= exact * (1 - 1e-6) && x.threshold_probe <= exact * (1 + 1e-6));
+    /* Never above the real k-th score, whatever the query and k. */
+    const char *texts[] = {"rare filler1", "common filler2 rare", "filler4 filler5", "common", "rare"};
+    const uint32_t ks[] = {1, 3, 10, 25, 64};
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
+        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+            x = features_of(f, texts[t], ks[i], ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+            exact = exact_kth_score(f, &query, ks[i]);
+            assert_true(x.threshold_probe <= exact * (1 + 1e-6));
+            if (x.threshold_probe == 0.0) continue;
+            assert_true(x.probe_docs >= ks[i]);
+        }
+    /* Fewer probed documents than k: no bound. AND mode and the exhaustive algorithms: not probed. */
+    x = features_of(f, "rare", 25, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_true(x.threshold_probe == 0.0);
+    x = features_of(f, "common rare", 10, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
+    assert_true(x.threshold_probe == 0.0);
+    x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    assert_true(x.threshold_probe == 0.0);
+}
+
 /* The features feed the model: a query walking more postings is predicted costlier. */
 static void bigger_walks_predict_longer(void **state) {
     fixture *f = *state;
@@ -144,6 +193,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lengths_blocks_and_keys),
         cmocka_unit_test(maxscore_probes_what_cannot_reach_the_threshold),
+        cmocka_unit_test(threshold_probe_is_a_real_kth_score),
         cmocka_unit_test(bigger_walks_predict_longer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
