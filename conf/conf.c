@@ -64,6 +64,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), 0, 1000, false},
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), 0, 19, false},
+    {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), 0, 0, false},
     {"scheduler", "gpu_batch_max", KEY_U32, FIELD(gpu_batch_max), 1, 4096, false},
     {"scheduler", "gpu_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), 4096, 1u << 31, false},
@@ -123,6 +124,7 @@ void isn_conf_default(isn_conf *conf) {
     conf->route_margin_percent = 25;
     conf->overload_degrade = false;
     conf->worker_nice = 5;
+    conf->analysis_min_workers = 4;
     conf->gpu_batch_max = 64;
     conf->gpu_batch_memory_bytes = 256u << 20;
     conf->gpu_batch_linger_us = 200;

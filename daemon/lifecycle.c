@@ -161,7 +161,9 @@ static void load_index(uv_work_t *work) {
                                      server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
-    log_info("%u search workers started%s in %.3f s", workers, server->conf.warm_up ? " and warmed up" : "",
+    log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
+             server->conf.warm_up ? " and warmed up" : "",
+             workers >= server->conf.analysis_min_workers ? "workers" : "loop thread",
              (double)(monotonic_ns() - start) / 1e9);
 }
 

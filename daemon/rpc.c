@@ -226,6 +226,8 @@ void rpc_on_completions(uv_async_t *async) {
             metrics_count_request(m, RPC_SEARCH, GRPC_STATUS_OK, (double)(now - stream->opened_ns) / 1e9);
             grpc_stream_reply(stream);
         } else {
+            /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
+            if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) m->shed++;
             grpc_stream_fail(stream, job->status, "%s", job->message);
         }
         job = next;

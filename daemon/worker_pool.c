@@ -13,8 +13,8 @@
 struct worker_pool {
     isn_scheduler *scheduler;
     const isn_index *index;
-    isn_searcher *planner; /* the loop thread's: queries are analysed once, before admission */
-    isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* the loop thread's, for pre-analyzed terms */
+    isn_searcher *planner; /* the starting thread's, for the GPU training log */
+    struct pool_worker *loop_analyser; /* when queries are analysed on the loop thread */
     uint32_t max_k;
     bool warm_up;
     uint32_t num_threads;
@@ -35,6 +35,13 @@ struct worker_pool {
     _Atomic(search_job *) completed; /* Treiber stack, newest first */
     uv_async_t *wake;
 };
+
+/* A worker's state: it analyses queries (prepare) and runs them. */
+typedef struct pool_worker {
+    search_worker *search; /* NULL in the loop thread's analyser */
+    isn_searcher *planner;
+    isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* for pre-analyzed terms */
+} pool_worker;
 
 static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
 
@@ -59,17 +66,28 @@ search_job *worker_pool_take_completed(worker_pool *pool) {
 
 /* ------------------------------------------------------------------ scheduler callbacks */
 
-static void *on_worker_init(void *user, uint32_t id) {
-    worker_pool *pool = user;
-    search_worker *worker = search_worker_new(pool->index, id, pool->max_k);
-    if (worker) search_worker_set_l2_route(worker, &pool->l2);
-    if (worker && pool->warm_up) search_worker_warm_up(worker);
-    return worker;
-}
-
 static void on_worker_free(void *user, void *state) {
     (void)user;
-    search_worker_free(state);
+    pool_worker *worker = state;
+    if (!worker) return;
+    search_worker_free(worker->search);
+    isn_searcher_free(worker->planner);
+    free(worker);
+}
+
+static void *on_worker_init(void *user, uint32_t id) {
+    worker_pool *pool = user;
+    pool_worker *worker = calloc(1, sizeof *worker);
+    if (!worker) return NULL;
+    worker->search = search_worker_new(pool->index, id, pool->max_k);
+    worker->planner = isn_searcher_new(pool->index);
+    if (!worker->search || !worker->planner) {
+        on_worker_free(user, worker);
+        return NULL;
+    }
+    search_worker_set_l2_route(worker->search, &pool->l2);
+    if (pool->warm_up) search_worker_warm_up(worker->search);
+    return worker;
 }
 
 static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *context) {
@@ -78,7 +96,7 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     job->enqueued_ns = sched->enqueued_ns;
     job->stop_ns = context->stop_ns;
     job->complete = true;
-    search_worker_run(context->worker_state, job, false);
+    search_worker_run(((pool_worker *)context->worker_state)->search, job, false);
     sched->complete = job->status != GRPC_STATUS_OK || job->complete;
     /* Errors and cancellations end early for reasons unrelated to the query's cost. */
     sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
@@ -113,10 +131,34 @@ static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *req
     job->worker = sched->worker;
 }
 
+/* Why admission refused a prepared job, as the client sees it. */
+static void refuse(search_job *job, isn_submit_result result) {
+    switch (result) {
+    case ISN_SUBMIT_SHED_FULL:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
+        return;
+    case ISN_SUBMIT_SHED_OVERLOAD:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
+                 job->sched.predicted_ns[ISN_DEVICE_CPU] / 1e6);
+        return;
+    case ISN_SUBMIT_QUEUED:
+    case ISN_SUBMIT_STOPPED: break;
+    }
+    job->status = GRPC_STATUS_UNAVAILABLE;
+    snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
+}
+
 static void on_complete(void *user, isn_job *sched) {
     worker_pool *pool = user;
     search_job *job = job_of(sched);
-    if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
+    if (sched->outcome == ISN_JOB_REFUSED) {
+        /* prepare() already set the status of a request it refused. */
+        job->reply.len = 0;
+        if (sched->refusal) refuse(job, (isn_submit_result)sched->refusal);
+    } else if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
         job->status = GRPC_STATUS_DEADLINE_EXCEEDED;
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "deadline passed after %.3f ms in the queue",
@@ -132,9 +174,10 @@ static void on_complete(void *user, isn_job *sched) {
 /* ------------------------------------------------------------------ analysis (once, here) */
 
 /* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
-static int query_from_terms(worker_pool *pool, const Isn__V1__SearchRequest *request, isn_query *query,
-                            search_job *job) {
-    query->terms = pool->terms;
+static int query_from_terms(worker_pool *pool, pool_worker *worker, const Isn__V1__SearchRequest *request,
+                            isn_query *query, search_job *job) {
+    isn_query_term *terms = worker->terms;
+    query->terms = terms;
     query->num_terms = 0;
     query->num_unknown = 0;
     for (size_t i = 0; i < request->n_terms; i++) {
@@ -145,9 +188,9 @@ static int query_from_terms(worker_pool *pool, const Isn__V1__SearchRequest *req
             continue;
         }
         uint32_t j = 0;
-        while (j < query->num_terms && pool->terms[j].term_id != term_id) j++;
+        while (j < query->num_terms && terms[j].term_id != term_id) j++;
         if (j < query->num_terms) {
-            pool->terms[j].count++;
+            terms[j].count++;
             continue;
         }
         if (query->num_terms == ISN_MAX_QUERY_TERMS) {
@@ -156,24 +199,24 @@ static int query_from_terms(worker_pool *pool, const Isn__V1__SearchRequest *req
         }
         isn_term_stats stats;
         isn_index_term_stats(pool->index, term_id, &stats);
-        pool->terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
+        terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
     }
     return 0;
 }
 
-/* Analyses the request once: its terms go with the job (in the request's arena) to the worker,
- * and the cost model's features come from them. 0, or the gRPC status to answer with. */
-static int analyse(worker_pool *pool, search_job *job) {
+/* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
+ * arena), and the cost model's features come from them. 0, or the gRPC status to answer with. */
+static int analyse(worker_pool *pool, pool_worker *worker, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     isn_query parsed;
     if (request->query && request->query[0]) {
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(pool->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
+        if (isn_query_parse(worker->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
             snprintf(job->message, sizeof job->message, "%s", err);
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
     } else {
-        int status = query_from_terms(pool, request, &parsed, job);
+        int status = query_from_terms(pool, worker, request, &parsed, job);
         if (status) return status;
     }
     job->query = parsed;
@@ -201,6 +244,22 @@ static bool gpu_eligible(worker_pool *pool, search_job *job) {
     return job->gpu_hits != NULL;
 }
 
+static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
+    worker_pool *pool = user;
+    search_job *job = job_of(sched);
+    int refused = analyse(pool, worker_state, job);
+    if (refused) {
+        job->status = refused;
+        return false;
+    }
+    job->gpu_hits = NULL;
+    if (pool->backend)
+        sched->placement = !gpu_eligible(pool, job) ? ISN_PLACE_CPU
+                           : pool->gpu_route_all    ? ISN_PLACE_GPU
+                                                    : ISN_PLACE_ANY;
+    return true;
+}
+
 int worker_pool_submit(worker_pool *pool, search_job *job) {
     job->next = NULL;
     job->complete = true;
@@ -215,27 +274,18 @@ int worker_pool_submit(worker_pool *pool, search_job *job) {
                  "server overloaded: no device can start this query before its deadline");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
-    int refused = analyse(pool, job);
-    if (refused) return refused;
-    job->gpu_hits = NULL;
-    if (pool->backend)
-        sched->placement = !gpu_eligible(pool, job) ? ISN_PLACE_CPU
-                           : pool->gpu_route_all    ? ISN_PLACE_GPU
-                                                    : ISN_PLACE_ANY;
-    switch (isn_scheduler_submit(pool->scheduler, sched)) {
-    case ISN_SUBMIT_QUEUED: return 0;
-    case ISN_SUBMIT_SHED_FULL:
-        snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    case ISN_SUBMIT_SHED_OVERLOAD:
-        snprintf(job->message, sizeof job->message,
-                 "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
-                 sched->predicted_ns[ISN_DEVICE_CPU] / 1e6);
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    case ISN_SUBMIT_STOPPED: break;
+    /* With enough workers the loop thread only frames requests: a worker analyses the query
+     * (prepare) before the scheduler admits and routes it, so analysis scales with the workers. */
+    isn_submit_result result;
+    if (pool->loop_analyser) {
+        if (!on_prepare(pool, sched, pool->loop_analyser)) return job->status;
+        result = isn_scheduler_submit(pool->scheduler, sched);
+    } else {
+        result = isn_scheduler_submit_unprepared(pool->scheduler, sched);
     }
-    snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
-    return GRPC_STATUS_UNAVAILABLE;
+    if (result == ISN_SUBMIT_QUEUED) return 0;
+    refuse(job, result);
+    return job->status;
 }
 
 /* ------------------------------------------------------------------ the real GPU */
@@ -396,10 +446,15 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     pool->num_threads = workers;
     snprintf(pool->cost_model_state, sizeof pool->cost_model_state, "%s", conf->cost_model_state);
     pool->planner = isn_searcher_new(index);
+    if (workers < conf->analysis_min_workers) {
+        pool->loop_analyser = calloc(1, sizeof *pool->loop_analyser);
+        if (pool->loop_analyser) pool->loop_analyser->planner = pool->planner;
+    }
     pthread_mutex_init(&pool->l2_lock, NULL);
     pool->l2.lock = &pool->l2_lock;
     pool->l2.crossover = &pool->crossover;
-    if (!pool->planner || isn_l2_crossover_init(&pool->crossover) < 0) {
+    if (!pool->planner || (workers < conf->analysis_min_workers && !pool->loop_analyser) ||
+        isn_l2_crossover_init(&pool->crossover) < 0) {
         snprintf(err, err_len, "out of memory for the query planner");
         worker_pool_stop(pool);
         return NULL;
@@ -423,6 +478,7 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     config.worker_init = on_worker_init;
     config.worker_free = on_worker_free;
     config.run_cpu = on_run_cpu;
+    config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = pool;
     bool model_loaded = false;
@@ -530,6 +586,7 @@ void worker_pool_stop(worker_pool *pool) {
     isn_l2_crossover_destroy(&pool->crossover);
     pthread_mutex_destroy(&pool->l2_lock);
     isn_searcher_free(pool->planner);
+    free(pool->loop_analyser);
     free(pool);
 }
 
@@ -607,6 +664,13 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
          "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
+    prom(out, "isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.");
+    buffer_printf(out, "isn_scheduler_prepare_queue_depth %u\n", st->prepare_depth);
+    prom(out, "isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.");
+    buffer_printf(out, "isn_scheduler_prepared_total %llu\n", (unsigned long long)st->prepared);
+    prom(out, "isn_scheduler_refused_at_analysis_total", "counter",
+         "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).");
+    buffer_printf(out, "isn_scheduler_refused_at_analysis_total %llu\n", (unsigned long long)st->refused_prepare);
     prom(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
          "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
     buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
@@ -643,6 +707,8 @@ static void render_json(const worker_pool *pool, const isn_scheduler_stats *st, 
     buffer_printf(out, "\"simulated_gpus\":%u,\"gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},",
                   pool->sim_gpus, st->gpus,
                   st->service_scale[0], st->service_scale[1]);
+    buffer_printf(out, "\"prepare\":{\"queued\":%u,\"prepared\":%llu,\"refused\":%llu},", st->prepare_depth,
+                  (unsigned long long)st->prepared, (unsigned long long)st->refused_prepare);
     buffer_printf(out, "\"gpu_batch_us\":{\"fixed\":%.1f,\"per_job\":%.2f},", st->batch_fixed_seconds * 1e6,
                   st->batch_per_job_seconds * 1e6);
     buffer_printf(out, "\"cost_model_mape_percent\":{");

@@ -210,6 +210,26 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     return ISN_SUBMIT_QUEUED;
 }
 
+isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *s, isn_job *job) {
+    job->enqueued_ns = isn_sched_now_ns();
+    job->refusal = 0;
+    if (!job->received_ns) job->received_ns = job->enqueued_ns;
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping || !s->config.prepare) {
+        pthread_mutex_unlock(&s->lock);
+        return ISN_SUBMIT_STOPPED;
+    }
+    if (s->prepare_queue.size >= s->config.queue_capacity || !isn_edf_push(&s->prepare_queue, job)) {
+        pthread_mutex_unlock(&s->lock);
+        COUNT(s->shed_full);
+        return ISN_SUBMIT_SHED_FULL;
+    }
+    atomic_fetch_add_explicit(&s->prepare_pending, 1, memory_order_relaxed);
+    if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
+    pthread_mutex_unlock(&s->lock);
+    return ISN_SUBMIT_QUEUED;
+}
+
 bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return true;
     uint64_t now = isn_sched_now_ns();
@@ -220,8 +240,11 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double wait[ISN_DEVICE_KINDS];
     pthread_mutex_lock(&s->lock);
     queue_waits(s, now, scale, wait);
+    /* Unprepared jobs ahead of it are prepared first, by the workers, at their share of time. */
+    double workers = s->config.workers ? s->config.workers : 1;
+    double preparing = scale[ISN_DEVICE_CPU] * s->prepare_queue.size * s->prepare_ns / workers;
     pthread_mutex_unlock(&s->lock);
-    if (wait[ISN_DEVICE_CPU] <= remaining || wait[ISN_DEVICE_GPU] <= remaining) return true;
+    if (preparing + wait[ISN_DEVICE_CPU] <= remaining || preparing + wait[ISN_DEVICE_GPU] <= remaining) return true;
     COUNT(s->shed_overload);
     return false;
 }
@@ -367,6 +390,45 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
     fprintf(stderr, "isn scheduler: worker %u keeps its priority: setpriority: %s\n", worker, strerror(errno));
 }
 
+static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state) {
+    uint64_t start = isn_sched_now_ns();
+    bool ok = s->config.prepare(s->config.user, job, worker_state);
+    double took = (double)(isn_sched_now_ns() - start);
+    pthread_mutex_lock(&s->lock);
+    s->prepare_ns += SCHED_SCALE_WEIGHT * (took - s->prepare_ns);
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* A worker prepares the earliest-deadline unprepared job, if any, and admits it. False when there
+ * was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
+static bool prepare_one(isn_scheduler *s, sched_worker *w) {
+    pthread_mutex_lock(&s->lock);
+    isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
+    if (job) atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&s->lock);
+    if (!job) return false;
+    w->prepared_in_row++;
+    uint64_t now = isn_sched_now_ns();
+    if (job->deadline_ns && now >= job->deadline_ns) {
+        sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
+    } else if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
+        sched_finish(s, job, ISN_JOB_ABANDONED);
+    } else if (!prepare_timed(s, job, w->state)) {
+        COUNT(s->refused_prepare);
+        job->refusal = 0;
+        sched_finish(s, job, ISN_JOB_REFUSED);
+    } else {
+        COUNT(s->prepared);
+        isn_submit_result result = isn_scheduler_submit(s, job);
+        if (result != ISN_SUBMIT_QUEUED) {
+            job->refusal = (int)result;
+            sched_finish(s, job, ISN_JOB_REFUSED);
+        }
+    }
+    return true;
+}
+
 static void *worker_main(void *arg) {
     sched_worker *w = arg;
     isn_scheduler *s = w->scheduler;
@@ -381,6 +443,11 @@ static void *worker_main(void *arg) {
 
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
+        /* Preparing comes first, but a few at a time: queued work must not starve under a flood. */
+        if (w->prepared_in_row < SCHED_PREPARE_BURST && atomic_load_explicit(&s->prepare_pending, memory_order_relaxed) &&
+            prepare_one(s, w))
+            continue;
+        w->prepared_in_row = 0;
         isn_job *job = isn_deque_pop(&w->deque);
         if (job) {
             run_cpu_job(s, w, job, true);
@@ -408,7 +475,7 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size) {
+        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !s->prepare_queue.size) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
             struct timespec until;
             sched_timespec_at(isn_sched_now_ns() + SCHED_IDLE_POLL_NS, &until);
@@ -463,6 +530,8 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     bool ok = s->workers && s->dispatchers;
     for (int q = 0; q < ISN_QUEUES && ok; q++)
         ok = isn_edf_init(&s->queues[q], config->queue_capacity + (q == ISN_QUEUE_CPU ? reserve : 0)) == 0;
+    ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0;
+    s->prepare_ns = SCHED_PREPARE_START_NS;
     for (uint32_t i = 0; i < config->workers && ok; i++) {
         sched_worker *w = &s->workers[i];
         w->scheduler = s;
@@ -542,6 +611,10 @@ void isn_scheduler_stop(isn_scheduler *s) {
         while (s->queues[q].heap && (job = isn_edf_pop(&s->queues[q]))) sched_finish(s, job, ISN_JOB_ABANDONED);
         isn_edf_destroy(&s->queues[q]);
     }
+    isn_job *unprepared;
+    while (s->prepare_queue.heap && (unprepared = isn_edf_pop(&s->prepare_queue)))
+        sched_finish(s, unprepared, ISN_JOB_ABANDONED);
+    isn_edf_destroy(&s->prepare_queue);
     for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) free(s->dispatchers[i].batch);
     free(s->workers);
     free(s->dispatchers);
@@ -559,6 +632,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     memset(st, 0, sizeof *st);
     st->submitted = LOAD(s->submitted);
     st->completed = LOAD(s->completed);
+    st->prepared = LOAD(s->prepared);
+    st->refused_prepare = LOAD(s->refused_prepare);
     st->shed_full = LOAD(s->shed_full);
     st->shed_overload = LOAD(s->shed_overload);
     st->degraded = LOAD(s->degraded);
@@ -587,6 +662,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->gpus = s->num_dispatchers;
     pthread_mutex_lock(&s->lock);
     for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
+    st->prepare_depth = s->prepare_queue.size;
     st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
     st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;
     pthread_mutex_unlock(&s->lock);

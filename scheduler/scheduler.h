@@ -93,6 +93,7 @@ typedef enum {
     ISN_JOB_RAN,               /* the callback (CPU) or the device (GPU) produced its answer */
     ISN_JOB_DEADLINE_EXCEEDED, /* dequeued after its deadline: not run */
     ISN_JOB_ABANDONED,         /* the scheduler stopped or was told to abandon queued work: not run */
+    ISN_JOB_REFUSED,           /* submitted unprepared, then refused: see isn_job.refusal */
 } isn_job_outcome;
 
 typedef enum { ISN_QUEUE_CPU = 0, ISN_QUEUE_GPU = 1, ISN_QUEUE_UNDECIDED = 2, ISN_QUEUES = 3 } isn_queue_id;
@@ -117,6 +118,9 @@ struct isn_job {
     double predicted_ns[ISN_DEVICE_KINDS];
     uint64_t enqueued_ns, started_ns, finished_ns;
     isn_job_outcome outcome;
+    /* ISN_JOB_REFUSED: 0 when prepare() refused it (the submitter's callback said why), else the
+     * isn_submit_result that admission gave it once prepared (shed, queue full, stopping). */
+    int refusal;
     isn_device_kind device; /* where it ran */
     uint32_t worker;        /* CPU worker, or GPU device number */
     uint32_t batch_size;    /* GPU: jobs in its batch */
@@ -390,6 +394,10 @@ typedef struct {
     void *(*worker_init)(void *user, uint32_t worker);
     void (*worker_free)(void *user, void *worker_state);
     void (*run_cpu)(void *user, isn_job *job, const isn_cpu_context *context);
+    /* Jobs submitted unprepared: a worker calls this first (query analysis and the cost features,
+     * off the submitter's thread), then admits and routes the job as isn_scheduler_submit would.
+     * false = refused (the callback records why): the job completes ISN_JOB_REFUSED. */
+    bool (*prepare)(void *user, isn_job *job, void *worker_state);
     /* Every job's end, from the thread that ended it. */
     void (*complete)(void *user, isn_job *job);
     void *user;
@@ -413,6 +421,10 @@ typedef enum {
 
 /* Any thread. On ISN_SUBMIT_QUEUED the job belongs to the scheduler until complete(). */
 isn_submit_result isn_scheduler_submit(isn_scheduler *scheduler, isn_job *job);
+/* Any thread: the job's features are not known yet. It waits (earliest deadline first, ahead of
+ * all other CPU work) for a worker to run config.prepare on it, then is admitted and routed; a
+ * refusal then completes it ISN_JOB_REFUSED. ISN_SUBMIT_QUEUED, _SHED_FULL or _STOPPED. */
+isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *scheduler, isn_job *job);
 /* Any thread. False when a job with this budget would be shed whatever it costs: no device could
  * even start it within its admission budget. Lets the caller refuse before analysing the query,
  * so that refusals stay cheap under overload. Counts the refusal as shed_overload when false. */
@@ -437,6 +449,8 @@ typedef struct {
     uint64_t gpu_failures, gpu_reruns;
     uint32_t queue_depth[ISN_QUEUES];
     uint32_t deque_depth;    /* all workers */
+    uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */
+    uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
     uint32_t running;
     double wait_seconds_sum[ISN_DEVICE_KINDS]; /* enqueued to started */
     uint64_t wait_count[ISN_DEVICE_KINDS];

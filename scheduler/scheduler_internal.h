@@ -12,6 +12,8 @@
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
+#define SCHED_PREPARE_BURST 4          /* preparations a worker makes before it runs a queued job */
+#define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
 
 #define COUNT(counter) atomic_fetch_add_explicit(&(counter), 1, memory_order_relaxed)
@@ -29,6 +31,7 @@ typedef struct {
     void *state;
     void *arena;
     uint64_t rng;
+    uint32_t prepared_in_row; /* preparations since its last CPU job */
 } sched_worker;
 
 typedef struct {
@@ -46,6 +49,9 @@ struct isn_scheduler {
     pthread_mutex_t lock; /* the queues, idle_workers, gpu_inflight_ns, batch_cost, stopping */
     pthread_cond_t cpu_wake, gpu_wake, ready_changed;
     isn_edf_queue queues[ISN_QUEUES];
+    isn_edf_queue prepare_queue; /* submitted unprepared */
+    atomic_uint prepare_pending; /* its size, read without the lock */
+    double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     bool stopping;
     uint32_t idle_workers;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
@@ -70,6 +76,7 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
+    _Atomic uint64_t prepared, refused_prepare;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns;
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];
 };

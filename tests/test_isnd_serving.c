@@ -463,8 +463,9 @@ static int setup(void **state) {
         return -1;
     }
     offline = isn_searcher_new(offline_index);
+    /* Queries are analysed on the workers (the path of nodes with many cores). */
     const char *extra[] = {"--set", "search.max_k=1000", "--set", "server.max_message_size=64KiB", "--partition-id", "7",
-                           NULL};
+                           "--set", "scheduler.analysis_min_workers=0", NULL};
     if (harness_start(&h, NULL, extra) != 0) return -1;
     client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
     if (!client) {

@@ -674,6 +674,97 @@ static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     isn_gpu_sim_free(&gpu);
 }
 
+/* prepare(): refuses jobs whose user asked for it, gives the others the features of a query slow
+ * enough (on the CPU) that a short deadline cannot be met. */
+typedef struct {
+    test_job t;
+    bool refuse;
+    bool slow;
+    bool prepared_on_worker;
+} prepared_job;
+
+static bool harness_prepare(void *user, isn_job *job, void *worker_state) {
+    prepared_job *p = (prepared_job *)job->user;
+    p->prepared_on_worker = worker_state == user;
+    if (p->refuse) return false;
+    if (p->slow) {
+        isn_job_features *f = &job->features;
+        f->total = f->shortest = f->longest = f->essential = f->expected_postings = 2000000000ull;
+        f->blocks = f->total / 128;
+    }
+    return true;
+}
+
+static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    config.workers = 2;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    static prepared_job jobs[4];
+    uint64_t now = isn_sched_now_ns();
+    for (int i = 0; i < 4; i++) {
+        small_job(&jobs[i].t, i == 3 ? now + 5000000 : 0);
+        jobs[i].t.job.user = &jobs[i];
+        jobs[i].refuse = i == 1;
+        jobs[i].slow = i == 3;
+    }
+    /* complete() finds its test_job through job->user: the prepared_job starts with it. */
+    for (int i = 0; i < 4; i++) assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.completed, 4);
+    assert_int_equal(jobs[0].t.job.outcome, ISN_JOB_RAN);
+    assert_int_equal(jobs[2].t.job.outcome, ISN_JOB_RAN);
+    assert_int_equal(jobs[1].t.job.outcome, ISN_JOB_REFUSED);
+    assert_int_equal(jobs[1].t.job.refusal, 0);
+    /* Prepared, then admission saw it could not finish in 5 ms: shed, and says so. */
+    assert_int_equal(jobs[3].t.job.outcome, ISN_JOB_REFUSED);
+    assert_int_equal(jobs[3].t.job.refusal, ISN_SUBMIT_SHED_OVERLOAD);
+    for (int i = 0; i < 4; i++) assert_true(jobs[i].prepared_on_worker);
+    assert_int_equal(h.ran_cpu, 2);
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.prepared, 3);
+    assert_int_equal(stats.refused_prepare, 1);
+    assert_int_equal(stats.prepare_depth, 0);
+
+    /* One worker, held by a job: a job whose deadline passes while it waits for preparation is
+     * answered DEADLINE_EXCEEDED without being prepared; after abandon_queued, waiting ones are
+     * abandoned. */
+    isn_scheduler_stop(s);
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    h.hold = true;
+    s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    static prepared_job blocker, late, waiting;
+    prepared_job *setup[3] = {&blocker, &late, &waiting};
+    for (int i = 0; i < 3; i++) {
+        memset(setup[i], 0, sizeof *setup[i]);
+        small_job(&setup[i]->t, i == 1 ? isn_sched_now_ns() + 1000000 : 0);
+        setup[i]->t.job.user = setup[i];
+    }
+    assert_int_equal(isn_scheduler_submit_unprepared(s, &blocker.t.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.holding, 1);
+    assert_int_equal(isn_scheduler_submit_unprepared(s, &late.t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit_unprepared(s, &waiting.t.job), ISN_SUBMIT_QUEUED);
+    sleep_until(isn_sched_now_ns() + 2000000);
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.prepare_depth, 2);
+    isn_scheduler_abandon_queued(s);
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 3);
+    assert_int_equal(blocker.t.job.outcome, ISN_JOB_RAN);
+    assert_int_equal(late.t.job.outcome, ISN_JOB_DEADLINE_EXCEEDED);
+    assert_false(late.prepared_on_worker);
+    assert_int_equal(waiting.t.job.outcome, ISN_JOB_ABANDONED);
+    assert_false(waiting.prepared_on_worker);
+    isn_scheduler_stop(s);
+}
+
 /* Workers lower their own priority by worker_nice, not the caller's. */
 static void workers_run_nicer_than_the_process(void **state) {
     (void)state;
@@ -758,6 +849,7 @@ int main(void) {
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(workers_run_nicer_than_the_process),
+        cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
     };
