@@ -18,7 +18,9 @@
  * Sampled MAPE is also split into draws of a query not drawn before (first sight: the weights and
  * per-term corrections answer) and repeats (the per-query memo answers).
  * Also timed: features_us_per_query (isn_job_features_of) and predict_ns_per_query.
- * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --sampled N (0), --dump FILE (per-query
+ * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --seed (every timed search starts from
+ * its threshold probe, isn_search_options.initial_threshold, as isnd's workers run them; the
+ * features are the same), --sampled N (0), --dump FILE (per-query
  * features, three timings from separate passes, work counters, the final k-th score, the threshold
  * probe's bound and documents, and per-term block-maximum histograms, for trying features offline).
  * Prints one JSON object. */
@@ -94,8 +96,15 @@ typedef struct {
     isn_searcher *searcher;
     isn_search_options options;
     isn_hit *hits;
+    bool seed; /* --seed */
     uint64_t runs, disturbed; /* disturbed: wall time 10% (and 5 us) above CPU time: preempted */
 } runner;
+
+static isn_search_options options_for(const runner *r, const bench_query *q) {
+    isn_search_options options = r->options;
+    if (r->seed) options.initial_threshold = (float)q->features.threshold_probe;
+    return options;
+}
 
 /* The query's CPU time on this thread (what the model learns in isnd too); counts a run whose wall
  * time says another thread or process took the core meanwhile. */
@@ -103,8 +112,9 @@ static double run_timed(runner *r, const bench_query *q) {
     uint32_t n;
     isn_search_stats stats;
     char err[ISN_ERR_LEN];
+    isn_search_options options = options_for(r, q);
     uint64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (isn_search(r->searcher, &q->query, &r->options, r->hits, &n, &stats, err, sizeof err) < 0) die("search", err);
+    if (isn_search(r->searcher, &q->query, &options, r->hits, &n, &stats, err, sizeof err) < 0) die("search", err);
     cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
     wall = clock_ns(CLOCK_MONOTONIC) - wall;
     r->runs++;
@@ -142,7 +152,8 @@ static void dump(runner *r, const isn_index *index, const query_log *logs, int n
             uint32_t n = 0;
             isn_search_stats stats;
             char err[ISN_ERR_LEN];
-            if (isn_search(r->searcher, &q->query, &r->options, r->hits, &n, &stats, err, sizeof err) < 0)
+            isn_search_options options = options_for(r, q);
+            if (isn_search(r->searcher, &q->query, &options, r->hits, &n, &stats, err, sizeof err) < 0)
                 die("search", err);
             fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u %.6g %u", l, i,
                     f->num_terms, (unsigned long long)f->shortest, (unsigned long long)f->second_shortest,
@@ -315,7 +326,7 @@ static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
 }
 
 int main(int argc, char **argv) {
-    bool do_fit = false;
+    bool do_fit = false, seed = false;
     const char *dump_path = NULL;
     uint64_t sampled = 0;
     uint32_t k = 10;
@@ -324,6 +335,7 @@ int main(int argc, char **argv) {
     int arg = 1;
     for (; arg < argc && argv[arg][0] == '-'; arg++) {
         if (!strcmp(argv[arg], "--fit")) do_fit = true;
+        else if (!strcmp(argv[arg], "--seed")) seed = true;
         else if (!strcmp(argv[arg], "--dump") && arg + 1 < argc) dump_path = argv[++arg];
         else if (!strcmp(argv[arg], "--sampled") && arg + 1 < argc) sampled = strtoull(argv[++arg], NULL, 10);
         else if (!strcmp(argv[arg], "--k") && arg + 1 < argc) k = (uint32_t)atoi(argv[++arg]);
@@ -336,14 +348,14 @@ int main(int argc, char **argv) {
         } else die(argv[arg], "unknown option");
     }
     if (argc - arg < 2 || k == 0 || k > ISN_MAX_K) {
-        fprintf(stderr, "usage: bench_scheduler [--fit] [--sampled N] [--k K] [--algo NAME] [--mode or|and] INDEX_DIR "
+        fprintf(stderr, "usage: bench_scheduler [--fit] [--seed] [--sampled N] [--k K] [--algo NAME] [--mode or|and] INDEX_DIR "
                         "LOG.tsv...\n");
         return 2;
     }
     char err[ISN_ERR_LEN];
     isn_index *index = isn_index_open(argv[arg], err, sizeof err);
     if (!index) die(argv[arg], err);
-    runner r = {.searcher = isn_searcher_new(index), .hits = malloc(k * sizeof(isn_hit))};
+    runner r = {.searcher = isn_searcher_new(index), .hits = malloc(k * sizeof(isn_hit)), .seed = seed};
     if (!r.searcher || !r.hits) die("searcher", "out of memory");
     isn_search_options_default(&r.options);
     r.options.k = k;
@@ -359,8 +371,8 @@ int main(int argc, char **argv) {
     for (int l = 0; l < num_logs; l++)
         for (size_t i = 0; i < logs[l].n; i++) run_timed(&r, &logs[l].queries[i]);
 
-    printf("{\"benchmark\":\"cost_model\",\"index\":\"%s\",\"k\":%u,\"algo\":\"%s\",\"threads\":1,", argv[arg], k,
-           isn_algo_name(algo));
+    printf("{\"benchmark\":\"cost_model\",\"index\":\"%s\",\"k\":%u,\"algo\":\"%s\",\"seeded\":%s,\"threads\":1,",
+           argv[arg], k, isn_algo_name(algo), seed ? "true" : "false");
     print_load("load_before");
     printf(",");
     r.runs = r.disturbed = 0;

@@ -71,6 +71,14 @@ typedef struct {
      * A fraction of 0 or above 1 counts as 1 (stop at the deadline itself). */
     uint64_t deadline_ns;
     double early_stop_fraction;
+    /* A known lower bound of the final k-th score (e.g. isn_job_features.threshold_probe: a real
+     * document's score under these same statistics), 0 = none. The OR-mode pruning algorithms
+     * (MaxScore, WAND, BMW, and AUTO when it picks one of them) start pruning from it: only documents
+     * that cannot reach it are skipped, so a document scoring exactly this still competes and the
+     * hits are unchanged. Ignored by the exhaustive algorithms, in AND mode and with doc_norms. Must
+     * be finite and >= 0; one above the true k-th score loses hits. With early termination, hits
+     * scoring below it may be missing from the best-so-far answer (they are outside the top k). */
+    float initial_threshold;
 } isn_search_options;
 
 void isn_search_options_default(isn_search_options *options);

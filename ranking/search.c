@@ -1,4 +1,5 @@
 /* isn_search: validates options, prepares cursors and term weights, runs one algorithm, sorts hits. */
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,6 +25,11 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
         ranking_set_error(err, err_len, "algorithm '%s' implements %s mode but the search asks for %s mode",
                           isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
                           options->mode == ISN_MODE_OR ? "OR" : "AND");
+        return -1;
+    }
+    if (!(options->initial_threshold >= 0.0f) || isinf(options->initial_threshold)) {
+        ranking_set_error(err, err_len, "initial_threshold must be a finite score >= 0 (0 = none), got %g",
+                          (double)options->initial_threshold);
         return -1;
     }
     if (query->num_terms > ISN_MAX_QUERY_TERMS) {
@@ -127,6 +133,10 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     }
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     ranking_topk_init(&run.topk, hits, options->k);
+    /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
+    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW;
+    if (prunes && options->initial_threshold > 0.0f)
+        ranking_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
     case ISN_ALGO_OR:
         ranking_exhaustive_or(&run);

@@ -15,8 +15,14 @@ typedef struct {
     isn_hit *entries;
     uint32_t size;
     uint32_t capacity;
-    /* Score a new document must strictly beat: the worst kept score once full, -inf before. */
+    /* What pruning compares bounds with (ranking_bound_fails): the worst kept score once full (a new
+     * document must strictly beat it), -inf before; never below floor. */
     double threshold;
+    /* A seed's (isn_search_options.initial_threshold) next float down, -inf without one. Bounds equal
+     * to the threshold are pruned, and a document scoring exactly the seed must not be: it may still
+     * enter (the seed may be a higher doc id's score, and ties go to the lower id). The heap itself
+     * ignores the floor: it fills with whatever it is offered. */
+    double floor;
 } ranking_topk;
 
 static inline bool ranking_hit_worse(isn_hit a, isn_hit b) {
@@ -28,6 +34,14 @@ static inline void ranking_topk_init(ranking_topk *topk, isn_hit *entries, uint3
     topk->size = 0;
     topk->capacity = capacity;
     topk->threshold = -INFINITY;
+    topk->floor = -INFINITY;
+}
+
+/* seed > 0: pruning starts from it (see floor). */
+static inline void ranking_topk_seed(ranking_topk *topk, float seed) {
+    topk->floor = nextafterf(seed, 0.0f);
+    if (topk->threshold < topk->floor)
+        topk->threshold = topk->floor;
 }
 
 static inline void ranking_topk_sift_down(isn_hit *heap, uint32_t size, uint32_t at) {
@@ -61,7 +75,7 @@ static inline bool ranking_topk_offer(ranking_topk *topk, uint32_t doc, float sc
         }
         heap[at] = hit;
         if (topk->size == topk->capacity)
-            topk->threshold = heap[0].score;
+            topk->threshold = heap[0].score > topk->floor ? heap[0].score : topk->floor;
         return true;
     }
     if (!(score > heap[0].score))
@@ -69,7 +83,7 @@ static inline bool ranking_topk_offer(ranking_topk *topk, uint32_t doc, float sc
     heap[0].doc = doc;
     heap[0].score = score;
     ranking_topk_sift_down(heap, topk->size, 0);
-    topk->threshold = heap[0].score;
+    topk->threshold = heap[0].score > topk->floor ? heap[0].score : topk->floor;
     return true;
 }
 
