@@ -674,6 +674,10 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     prom(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
          "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
     buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
+    prom(out, "isn_scheduler_gpu_batch_mape_percent", "gauge",
+         "Mean absolute percentage error of GPU batch times as predicted (fixed part + jobs), NaN before any.");
+    if (isnan(st->batch_mape)) buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent NaN\n");
+    else buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent %.3f\n", st->batch_mape);
     prom(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
     buffer_printf(out, "isn_scheduler_gpu_batch_per_job_seconds %.9f\n", st->batch_per_job_seconds);
     prom(out, "isn_cost_model_mape_percent", "gauge",
@@ -711,6 +715,8 @@ static void render_json(const worker_pool *pool, const isn_scheduler_stats *st, 
                   (unsigned long long)st->prepared, (unsigned long long)st->refused_prepare);
     buffer_printf(out, "\"gpu_batch_us\":{\"fixed\":%.1f,\"per_job\":%.2f},", st->batch_fixed_seconds * 1e6,
                   st->batch_per_job_seconds * 1e6);
+    if (isnan(st->batch_mape)) buffer_printf(out, "\"gpu_batch_mape_percent\":null,");
+    else buffer_printf(out, "\"gpu_batch_mape_percent\":%.3f,", st->batch_mape);
     buffer_printf(out, "\"cost_model_mape_percent\":{");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         if (isnan(st->mape[d])) buffer_printf(out, "%s\"%s\":null", d ? "," : "", DEVICE_NAMES[d]);

@@ -78,6 +78,11 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
             sched_finish(s, batch[i], ISN_JOB_RAN);
         }
         pthread_mutex_lock(&s->lock);
+        /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
+        if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
+            s->batch_ape_sum += fabs(predicted - (double)(end - start)) / (double)(end - start);
+            s->batch_ape_count++;
+        }
         isn_batch_cost_learn(&s->batch_cost, n, (double)(end - start));
         s->gpu_inflight_ns -= predicted;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;

@@ -664,6 +664,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
     st->prepare_depth = s->prepare_queue.size;
     st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
+    st->batch_mape = s->batch_ape_count ? 100.0 * s->batch_ape_sum / (double)s->batch_ape_count : NAN;
     st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);

@@ -460,6 +460,7 @@ typedef struct {
     double mape[ISN_DEVICE_KINDS];             /* percent; NAN before any */
     double service_scale[ISN_DEVICE_KINDS];    /* measured / predicted service lately (admission uses it) */
     double batch_fixed_seconds, batch_per_job_seconds; /* a GPU batch's time, as learned (isn_batch_cost) */
+    double batch_mape; /* percent: GPU batches' predicted (fixed + jobs) against measured time; NAN before any */
     uint64_t model_updates[ISN_DEVICE_KINDS];
 } isn_scheduler_stats;
 

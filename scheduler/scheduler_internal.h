@@ -12,6 +12,7 @@
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
+#define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_PREPARE_BURST 4          /* preparations a worker makes before it runs a queued job */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
@@ -56,6 +57,8 @@ struct isn_scheduler {
     uint32_t idle_workers;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
+    double batch_ape_sum;      /* |predicted - measured| / measured over batches after the first few */
+    uint64_t batch_ape_count;
     uint32_t ready, failed;
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
