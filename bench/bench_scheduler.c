@@ -13,16 +13,18 @@
  * replays' timings of the same queries: no model can do better than that.
  * Sampled (--sampled N): N queries drawn at random with replacement from each log, as isn-bench sends
  * them, so queries repeat as they do in served traffic; reported apart from the first-sight replays.
- * Fit: the first log's queries timed once each, least squares in log space; prints the weights for
+ * Fit: the first log's queries timed three times each (median), least squares in log space; prints the weights for
  * cost_model.c and the fitted formula's MAPE on every log (the others are held out).
  * Sampled MAPE is also split into draws of a query not drawn before (first sight: the weights and
  * per-term corrections answer) and repeats (the per-query memo answers).
  * Also timed: features_us_per_query (isn_job_features_of) and predict_ns_per_query.
- * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --seed (every timed search starts from
- * its threshold probe, isn_search_options.initial_threshold, as isnd's workers run them; the
- * features are the same), --sampled N (0), --dump FILE (per-query
- * features, three timings from separate passes, work counters, the final k-th score, the threshold
- * probe's bound and documents, and per-term block-maximum histograms, for trying features offline).
+ * Every timed search starts from its threshold probe (isn_search_options.initial_threshold), as
+ * isnd's workers run OR searches; --unseeded times them from 0 instead (the features are the same;
+ * --seed, the default, is still accepted).
+ * Options: --k K (10), --algo NAME (auto), --mode or|and (or), --unseeded, --sampled N (0), --dump
+ * FILE (per-query features, three timings from separate passes, work counters, the final k-th
+ * score, the threshold probe's bound, documents and work features, the query's signature, and
+ * per-term block-maximum histograms, for trying features offline).
  * Prints one JSON object. */
 #include <math.h>
 #include <stdio.h>
@@ -123,8 +125,11 @@ static double run_timed(runner *r, const bench_query *q) {
 }
 
 /* --dump: per query its features, three timings, the search's work counters, the final k-th score,
- * the threshold probe (bound, documents scored), and per term (rarest first) df, weight, bound and a histogram of its block maxima as scores (bins
- * of DUMP_BIN wide): material for trying cost features offline (the MAPE numbers do not use it). */
+ * the threshold probe (bound, documents scored), expected postings, signature, the probe's work
+ * features (slack, essential postings and candidate blocks at 1, 3/4 and 1/2 of it, walk postings),
+ * the resolved algorithm, and per term (query order) df, weight, bound and a histogram of its block
+ * maxima as scores (bins of DUMP_BIN wide): material for trying cost features offline (the MAPE
+ * numbers do not use it). */
 #define DUMP_BINS 64
 #define DUMP_BIN 0.25
 static void dump(runner *r, const isn_index *index, const query_log *logs, int num_logs, const char *path) {
@@ -155,13 +160,18 @@ static void dump(runner *r, const isn_index *index, const query_log *logs, int n
             isn_search_options options = options_for(r, q);
             if (isn_search(r->searcher, &q->query, &options, r->hits, &n, &stats, err, sizeof err) < 0)
                 die("search", err);
-            fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u %.6g %u", l, i,
+            fprintf(out, "%d %zu %u %llu %llu %llu %llu %llu %llu %u %.0f %.0f %.0f %llu %llu %llu %.6g %u %.6g %u %llu %llu %.6g %llu %llu %llu %llu %llu %llu %llu %d", l, i,
                     f->num_terms, (unsigned long long)f->shortest, (unsigned long long)f->second_shortest,
                     (unsigned long long)f->longest, (unsigned long long)f->total, (unsigned long long)f->blocks,
                     (unsigned long long)f->essential, f->nonessential_lists, ns[0], ns[1], ns[2],
                     (unsigned long long)stats.postings_scored, (unsigned long long)stats.blocks_decoded,
                     (unsigned long long)stats.docs_evaluated, n == r->options.k ? (double)r->hits[n - 1].score : 0.0,
-                    q->query.num_terms, f->threshold_probe, f->probe_docs);
+                    q->query.num_terms, f->threshold_probe, f->probe_docs, (unsigned long long)f->expected_postings,
+                    (unsigned long long)f->signature, f->probe_slack,
+                    (unsigned long long)f->probe_essential[0], (unsigned long long)f->probe_essential[1],
+                    (unsigned long long)f->probe_essential[2], (unsigned long long)f->probe_candidate_blocks[0],
+                    (unsigned long long)f->probe_candidate_blocks[1], (unsigned long long)f->probe_candidate_blocks[2],
+                    (unsigned long long)f->probe_walk_postings, (int)f->algo_resolved);
             for (uint32_t t = 0; t < q->query.num_terms; t++) {
                 isn_term_stats ts;
                 isn_index_term_stats(index, q->query.terms[t].term_id, &ts);
@@ -198,15 +208,24 @@ static void print_load(const char *name) {
 static void fit(runner *r, query_log *logs, int num_logs) {
     double a[ISN_COST_FEATURES][ISN_COST_FEATURES] = {{0}}, b[ISN_COST_FEATURES] = {0}, x[ISN_COST_FEATURES];
     const query_log *train = &logs[0];
+    /* Each training query's time is the median of three passes over the log: the weights of
+     * correlated features (list lengths, blocks, postings walked) then move less from fit to fit. */
+    double *passes = malloc(3 * train->n * sizeof *passes);
+    if (!passes) die("fit", "out of memory");
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < train->n; i++) passes[3 * i + (size_t)pass] = run_timed(r, &train->queries[i]);
     for (size_t i = 0; i < train->n; i++) {
         bench_query *q = &train->queries[i];
-        q->ns[0] = run_timed(r, q);
+        double *t = &passes[3 * i];
+        q->ns[0] = t[0] > t[1] ? (t[1] > t[2] ? t[1] : t[0] > t[2] ? t[2] : t[0])
+                               : (t[0] > t[2] ? t[0] : t[1] > t[2] ? t[2] : t[1]);
         isn_cost_features(&q->features, x);
         for (int f = 0; f < ISN_COST_FEATURES; f++) {
             b[f] += x[f] * log(q->ns[0]);
             for (int g = 0; g < ISN_COST_FEATURES; g++) a[f][g] += x[f] * x[g];
         }
     }
+    free(passes);
     for (int l = 1; l < num_logs; l++)
         for (size_t i = 0; i < logs[l].n; i++) logs[l].queries[i].ns[0] = run_timed(r, &logs[l].queries[i]);
     /* A feature this log never varies (k, mode, algorithm) would only share the constant's weight
@@ -326,7 +345,7 @@ static void replay(runner *r, query_log *logs, int num_logs, uint64_t sampled) {
 }
 
 int main(int argc, char **argv) {
-    bool do_fit = false, seed = false;
+    bool do_fit = false, seed = true;
     const char *dump_path = NULL;
     uint64_t sampled = 0;
     uint32_t k = 10;
@@ -336,6 +355,7 @@ int main(int argc, char **argv) {
     for (; arg < argc && argv[arg][0] == '-'; arg++) {
         if (!strcmp(argv[arg], "--fit")) do_fit = true;
         else if (!strcmp(argv[arg], "--seed")) seed = true;
+        else if (!strcmp(argv[arg], "--unseeded")) seed = false;
         else if (!strcmp(argv[arg], "--dump") && arg + 1 < argc) dump_path = argv[++arg];
         else if (!strcmp(argv[arg], "--sampled") && arg + 1 < argc) sampled = strtoull(argv[++arg], NULL, 10);
         else if (!strcmp(argv[arg], "--k") && arg + 1 < argc) k = (uint32_t)atoi(argv[++arg]);
@@ -348,7 +368,7 @@ int main(int argc, char **argv) {
         } else die(argv[arg], "unknown option");
     }
     if (argc - arg < 2 || k == 0 || k > ISN_MAX_K) {
-        fprintf(stderr, "usage: bench_scheduler [--fit] [--seed] [--sampled N] [--k K] [--algo NAME] [--mode or|and] INDEX_DIR "
+        fprintf(stderr, "usage: bench_scheduler [--fit] [--unseeded] [--sampled N] [--k K] [--algo NAME] [--mode or|and] INDEX_DIR "
                         "LOG.tsv...\n");
         return 2;
     }

@@ -31,6 +31,12 @@ void isn_batch_cost_learn(isn_batch_cost *cost, uint32_t jobs, double measured_n
     for (int i = 0; i < 2; i++) cost->w[i] += px[i] / denom * error;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) cost->p[i][j] = (cost->p[i][j] - px[i] * px[j] / denom) / lambda;
+    /* When every batch has the same size (a saturated device sends only full ones) the split is not
+     * identifiable and the fit can drift along time = fixed + per_job * size, to a fixed part larger
+     * than a whole batch and a negative part per job. Neither is possible: keep the fit in bounds. */
+    if (cost->w[1] < 0) cost->w[1] = 0;
+    if (cost->w[0] > measured_ns / US) cost->w[0] = measured_ns / US;
+    if (cost->w[0] < 0) cost->w[0] = 0;
     cost->batches++;
 }
 

@@ -57,23 +57,44 @@ void isn_cost_features(const isn_job_features *f, double x[ISN_COST_FEATURES]) {
     bool probed = f->threshold_probe > 0.0;
     x[17] = probed ? 1.0 : 0.0;
     x[18] = probed ? log(f->threshold_probe) : 0.0;
+    /* What the probe says about the work (see isn_job_features). Seeded, MaxScore's essential lists
+     * are those left at the probe, and a small rise of the threshold (slack) drops the lowest one;
+     * candidates come only from essential blocks that can pass the bar. Unprobed queries take the
+     * values of a bar at 0: every list essential, every block a candidate. */
+    double slack = probed && f->probe_slack < 1.0 ? f->probe_slack : 1.0;
+    x[19] = slack;
+    x[20] = log(slack + 0.01);
+    for (int s = 0; s < 3; s++) {
+        x[21 + 2 * s] = probed ? lg(f->probe_candidate_blocks[s]) : lg(f->blocks);
+        x[22 + 2 * s] = probed ? lg(f->probe_essential[s]) : lg(f->total);
+    }
+    x[27] = probed ? lg(f->probe_walk_postings) : lg(f->total);
+    /* Block-Max WAND (AUTO's choice for one term) skips blocks rather than lists: its own level and
+     * slope on the candidate blocks, learned online (the Debian logs hold no one-term query). */
+    bool block_max = f->algo_resolved == ISN_ALGO_BMW || f->algo_resolved == ISN_ALGO_WAND;
+    x[28] = block_max ? 1.0 : 0.0;
+    x[29] = block_max ? x[21] : 0.0;
 }
 
-/* CPU: least squares in log space over single timings (thread CPU time) of the Debian short-query
- * log (1,279 queries, top-10, auto, each timed once after a pass that maps the index), produced by
+/* CPU: least squares in log space over the Debian short-query log (1,279 queries, top-10, auto,
+ * each search seeded with its threshold probe as isnd's workers run them; a query's time is the
+ * median of three thread-CPU timings after a pass that maps the index), produced by
  * `build/bench/bench_scheduler --fit build/bench/idx-deb /work/data/deb/short.queries.tsv ...`,
  * which also prints the bias that minimises that formula's MAPE on it (CPU_START_BIAS).
- * k, AND, exhaustive and GPU residency were constant in that log and start at 0 (online learning
- * sets them). The threshold probe carries the fit: its k-th score (x[17], x[18]) and the essential
- * lists it leaves (x[1..5]); the fitted formula's MAPE is ~20.5% on both Debian logs (debpkg held
- * out), ~19.5% once learning online (noise floor between two replays 5-7%). Before the probe, with
- * the threshold only estimated from block maxima, it was ~33% (~28% learning online).
+ * k, AND, exhaustive, GPU residency and Block-Max WAND (AUTO picks it for one-term queries, which
+ * that log lacks) were constant there and start at 0 (online learning sets them). The probe carries
+ * the fit: its k-th score (x[17], x[18]), the essential lists it leaves (x[1..5]) and its work
+ * features (x[19..27]: slack, candidate blocks, and the postings an unseeded run walks, x[27]).
+ * The fitted formula's MAPE is ~16% on both Debian logs (debpkg held out); learning online, ~16.5%
+ * seeded and ~17% unseeded (noise floor between two replays 5-8%). With the probe's k-th score alone
+ * it was ~20% (~19.5% learning online); with block maxima alone, ~33% (~28%).
  * The per-term corrections and the per-query memo learn the rest (bench_scheduler reports each).
  * GPU: a stand-in until isn_cost_model_seed is given the device's latency model. */
-static const double CPU_START[ISN_COST_FEATURES] = {6.7357, 0.1567, 0.8733, 0.0025,  0.2670, 0.2182, 0.0123,
-                                                     0.0205, -0.2723, 0.5389, 0.1332,  0.0000, 0.0000, 0.0000,
-                                                     0.0000, -0.5344, 0.2998, 0.7761, -0.2769};
-#define CPU_START_BIAS -0.040
+static const double CPU_START[ISN_COST_FEATURES] = {
+    5.2501, 0.4335, 0.1250, 0.0081, -0.3419, 0.3270, 0.1113, 0.0326, -0.1106, 0.0456,
+    0.0601, 0.0000, 0.0000, 0.0000, 0.0000, 0.0359, 0.0230, 0.2904, 0.1524, 0.2863,
+    0.0242, 0.2374, -0.0969, 0.0587, 0.0237, 0.0758, -0.0072, -0.0046, 0.0000, 0.0000};
+#define CPU_START_BIAS -0.015
 
 static void start_device(isn_cost_device_model *m, isn_device_kind device) {
     memset(m, 0, sizeof *m);
@@ -270,10 +291,11 @@ void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], con
     for (int i = 0; i < ISN_COST_FEATURES; i++) w[i] = fabs(m[i][i]) < 1e-300 ? 0.0 : m[i][ISN_COST_FEATURES] / m[i][i];
 }
 
-/* 3: a bias per device, the per-query memo and the expected-postings feature. The header also
- * names the number of features, so a file of another feature count (17 before the threshold probe's
- * two) is refused as written by another version. */
-#define STATE_VERSION 3
+/* 4: the threshold probe's work features and the resolved algorithm (30 features; 3 had 17, then
+ * 19). 3: a bias per device, the per-query memo and the expected-postings feature. The header also
+ * names the number of features, so a file of another feature count is refused as written by another
+ * version. */
+#define STATE_VERSION 4
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
 
 int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err, size_t err_len) {

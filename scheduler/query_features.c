@@ -4,7 +4,11 @@
  * threshold probe the postings of the rarest lists (PROBE_POSTINGS documents, each probed into the
  * other lists). Block maxima alone put the threshold at ~40% (median) of the final k-th score on the
  * Debian logs, and with that the time of a query seen for the first time was not predictable to
- * better than ~25%; the probe is exact for about half of those queries and within 11% for 75%. */
+ * better than ~25%; the probe is exact for about half of those queries and within 11% for 75%.
+ * With the probe's k-th score alone that error was ~19.5%; what the probe says about the work
+ * (MaxScore's partition at and below it, the blocks that can pass, and the walk its own top k
+ * implies, read in the same passes) brings it to ~16.5% (bench_scheduler). */
+#include <math.h>
 #include <string.h>
 
 #include "scheduler/scheduler.h"
@@ -39,13 +43,18 @@ static void sort_by_bound(term_info *terms, uint32_t n) {
     }
 }
 
+#define PROBE_SHARES 3 /* the probe's levels for the work features: 1, 3/4 and 1/2 of it */
+static const double PROBE_SHARE[PROBE_SHARES] = {1.0, 0.75, 0.5};
+
 /* One pass over a term's block maxima (evenly strided beyond THETA_MAX_BLOCKS), as scores:
  * - the k-th largest, returned: each block maximum belongs to a different document, so k documents
  *   score at least this on this term alone, and in OR mode the final k-th score is at least that
  *   (0 when the term has fewer than k blocks);
- * - above[i] += blocks whose maximum passes levels[i] (ascending, n of them), scaled by the stride. */
+ * - above[i] += blocks whose maximum passes levels[i] (ascending, n of them), scaled by the stride;
+ * - candidates[s] += blocks whose maximum passes candidate_level[s] (INFINITY: none counted). */
 static double scan_blocks(const isn_block_meta *metas, const term_info *t, uint32_t k, const double *levels,
-                          uint32_t n, double *above) {
+                          uint32_t n, double *above, const double *candidate_level, double *candidates) {
+    uint32_t candidate_counts[PROBE_SHARES] = {0};
     float top[THETA_MAX_K];
     uint32_t counts[QUERY_TERMS_WALKED + 1] = {0};
     uint32_t filled = 0, want = k <= THETA_MAX_K ? k : 0;
@@ -61,6 +70,7 @@ static double scan_blocks(const isn_block_meta *metas, const term_info *t, uint3
             else hi = mid;
         }
         counts[lo]++;
+        for (int s = 0; s < PROBE_SHARES; s++) candidate_counts[s] += score > candidate_level[s];
         if (!want || (filled == want && v <= top[want - 1])) continue;
         uint32_t j = filled < want ? filled++ : want - 1;
         while (j > 0 && top[j - 1] < v) {
@@ -74,6 +84,7 @@ static double scan_blocks(const isn_block_meta *metas, const term_info *t, uint3
         passing += counts[i + 1];
         above[i] += passing * step;
     }
+    for (int s = 0; s < PROBE_SHARES; s++) candidates[s] += (double)candidate_counts[s] * step;
     return want && filled == want && blocks >= k ? t->weight * top[want - 1] : 0.0;
 }
 
@@ -139,9 +150,13 @@ static void offer_score(float *heap, uint32_t *size, uint32_t k, float score) {
  * its full score, the other lists probed with next_geq in decreasing order of their bounds and no
  * further once the document cannot enter the probe's top k (that only saves work: the k-th best of
  * the driven documents is the same). */
-static double probe_threshold(const isn_index *index, const isn_query *query, uint32_t k, uint32_t *docs_out) {
+/* Also passed_share[i]: the share of the documents (in id order) read by the time the probe's k-th
+ * best passed levels[i] (ascending, num_levels of them), 1 where it never did. */
+static double probe_threshold(const isn_index *index, const isn_query *query, uint32_t k, uint32_t *docs_out,
+                              const double *levels, uint32_t num_levels, double *passed_share) {
     uint32_t n = query->num_terms;
     *docs_out = 0;
+    for (uint32_t i = 0; i < num_levels; i++) passed_share[i] = 1.0;
     if (k == 0 || k > THETA_MAX_K || n == 0 || n > PROBE_MAX_TERMS) return 0.0;
     const isn_index_info *info = isn_index_get_info(index);
     const float *norms = isn_index_doc_norms(index);
@@ -185,7 +200,7 @@ static double probe_threshold(const isn_index *index, const isn_query *query, ui
     rest[num_probed] = 0.0;
     for (uint32_t j = num_probed; j-- > 0;) rest[j] = rest[j + 1] + bounds[probed[j]] * PROBE_BOUND_SLACK;
     float heap[THETA_MAX_K];
-    uint32_t size = 0, scored = 0;
+    uint32_t size = 0, scored = 0, passed = 0;
     uint32_t doc = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++)
         if (driver[i] && cursors[i].doc < doc) doc = cursors[i].doc;
@@ -210,12 +225,25 @@ static double probe_threshold(const isn_index *index, const isn_query *query, ui
                 score += (double)(weights[probed[j]] *
                                   isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
         }
-        if (j == num_probed) offer_score(heap, &size, k, (float)score);
+        if (j == num_probed) {
+            offer_score(heap, &size, k, (float)score);
+            while (size == k && passed < num_levels && heap[0] > levels[passed])
+                passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
+        }
         scored++;
         doc = next_doc;
     }
     *docs_out = scored;
     return size == k ? heap[0] : 0.0;
+}
+
+/* AUTO's choice, as ranking/algo_choice.c makes it (a term-count rule): the cost model needs the
+ * algorithm that runs, since Block-Max WAND and MaxScore spend their time differently. */
+#define AUTO_MAXSCORE_MIN_TERMS 2
+static isn_algo resolved_algo(isn_algo algo, isn_mode mode, const isn_query *query) {
+    if (algo != ISN_ALGO_AUTO) return algo;
+    if (mode == ISN_MODE_AND) return ISN_ALGO_BMAND;
+    return query->num_terms >= AUTO_MAXSCORE_MIN_TERMS ? ISN_ALGO_MAXSCORE : ISN_ALGO_BMW;
 }
 
 void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
@@ -257,13 +285,42 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
     sort_by_bound(terms, n);
     double levels[QUERY_TERMS_WALKED], above[QUERY_TERMS_WALKED] = {0}, level = 0.0;
     for (uint32_t t = 0; t < n; t++) levels[t] = level += terms[t].bound;
-    double theta = 0.0;
-    for (uint32_t t = 0; t < n; t++) {
-        double kth = scan_blocks(metas, &terms[t], k, levels, n, above);
-        if (kth > theta) theta = kth;
-    }
     f->signature = signature_of(query, k, mode, algo);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
+    f->algo_resolved = resolved_algo(algo, f->mode, query);
+    bool pruning_or = f->mode == ISN_MODE_OR && !exhaustive;
+    /* essential_from[s]: the first list (by bound) left essential at PROBE_SHARE[s] of the probe. */
+    uint32_t essential_from[PROBE_SHARES] = {0};
+    double candidate_level[PROBE_SHARES] = {INFINITY, INFINITY, INFINITY}, candidates[PROBE_SHARES] = {0};
+    if (pruning_or) {
+        double passed_share[QUERY_TERMS_WALKED];
+        f->threshold_probe = probe_threshold(index, query, k, &f->probe_docs, levels, n, passed_share);
+        if (f->threshold_probe > 0.0) {
+            f->probe_walk_postings = f->total;
+            for (uint32_t t = 0; t < n; t++)
+                f->probe_walk_postings -= (uint64_t)((1.0 - passed_share[t]) * terms[t].df);
+            for (int s = 0; s < PROBE_SHARES; s++) {
+                double bar = PROBE_SHARE[s] * f->threshold_probe;
+                uint32_t e = 0;
+                while (e < n && levels[e] <= bar) e++;
+                essential_from[s] = e;
+                candidate_level[s] = bar - (e ? levels[e - 1] : 0.0);
+                f->probe_essential[s] = f->total;
+                for (uint32_t t = 0; t < e; t++) f->probe_essential[s] -= terms[t].df;
+            }
+            f->probe_slack = essential_from[0] < n ? levels[essential_from[0]] / f->threshold_probe - 1.0 : 1.0;
+        }
+    }
+    double theta = 0.0;
+    for (uint32_t t = 0; t < n; t++) {
+        double level_of_term[PROBE_SHARES];
+        for (int s = 0; s < PROBE_SHARES; s++)
+            level_of_term[s] = t >= essential_from[s] ? candidate_level[s] : INFINITY;
+        double kth = scan_blocks(metas, &terms[t], k, levels, n, above, level_of_term, candidates);
+        if (kth > theta) theta = kth;
+    }
+    for (int s = 0; s < PROBE_SHARES; s++)
+        if (f->threshold_probe > 0.0) f->probe_candidate_blocks[s] = (uint64_t)candidates[s];
     if (f->mode == ISN_MODE_AND) {
         /* Intersections are driven by the shortest list; the others are probed. */
         f->essential = exhaustive ? f->total : f->shortest;
@@ -271,7 +328,6 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
     } else if (exhaustive) {
         f->essential = f->total;
     } else {
-        f->threshold_probe = probe_threshold(index, query, k, &f->probe_docs);
         if (f->threshold_probe > theta) theta = f->threshold_probe;
         uint64_t walked = 0;
         for (uint32_t i = 0; i < n; i++) walked += terms[i].df;

@@ -75,6 +75,19 @@ typedef struct {
      * essential lists above are those that still beat it. */
     double threshold_probe;
     uint32_t probe_docs; /* documents the probe scored */
+    /* What the probe says about the work (threshold_probe > 0 only; 0 otherwise). The MaxScore
+     * partition at the probe: how far above it the lowest essential list's bound sum lies (relative:
+     * a rise of that share drops the list), and at the probe, 3/4 and 1/2 of it the essential lists'
+     * postings and their blocks whose maximum, with all non-essential bounds, passes that level (the
+     * blocks that can hold a candidate). probe_walk_postings: postings an unseeded MaxScore walks
+     * if its threshold rose as the probe's own top k did over the documents it scored (each list
+     * walked up to the document where that threshold passed its bound sum). */
+    double probe_slack;
+    uint64_t probe_essential[3];        /* at 1, 3/4 and 1/2 of the probe */
+    uint64_t probe_candidate_blocks[3]; /* likewise */
+    uint64_t probe_walk_postings;
+    /* The algorithm that will run: AUTO resolved as ranking/algo_choice.c resolves it. */
+    isn_algo algo_resolved;
     /* The query's identity (its term ids and counts, k, mode, algorithm; 0 = none): the model
      * remembers what such a query took last, because served traffic repeats. */
     uint64_t signature;
@@ -234,7 +247,7 @@ double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
  * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
  * business, not the query's cost); a GPU job's is its share of a batch past its fixed part (the
  * scheduler learns that part per batch: isn_batch_cost). */
-#define ISN_COST_FEATURES 19
+#define ISN_COST_FEATURES 30
 #define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
 #define ISN_COST_MEMO_SLOTS 4096 /* query signatures, direct-mapped: the last ones seen win */
 

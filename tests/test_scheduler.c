@@ -216,7 +216,7 @@ static void cost_model_converges_on_synthetic_times(void **state) {
     assert_int_equal(loaded.device[ISN_DEVICE_CPU].updates, 6000);
 
     FILE *bad = fopen(path, "w");
-    fprintf(bad, "isn-cost-model 3 features %d keys %d memo %d\ndevice cpu updates 3 bias 0 0\nw 1 2 x\n",
+    fprintf(bad, "isn-cost-model 4 features %d keys %d memo %d\ndevice cpu updates 3 bias 0 0\nw 1 2 x\n",
             ISN_COST_FEATURES, ISN_COST_KEY_SLOTS, ISN_COST_MEMO_SLOTS);
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
@@ -226,7 +226,13 @@ static void cost_model_converges_on_synthetic_times(void **state) {
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
     assert_non_null(strstr(err, "another version"));
-    bad = fopen(path, "w"); /* the previous format, without bias and memo */
+    bad = fopen(path, "w"); /* the previous format: 19 features, before the probe's work features */
+    fprintf(bad, "isn-cost-model 3 features 19 keys %d memo %d\ndevice cpu updates 3 bias 0 0\nw 1 2 3\n",
+            ISN_COST_KEY_SLOTS, ISN_COST_MEMO_SLOTS);
+    fclose(bad);
+    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another version"));
+    bad = fopen(path, "w"); /* version 2, without bias and memo */
     fprintf(bad, "isn-cost-model 2 features 16 keys %d\ndevice cpu updates 3\nw 1 2 3\n", ISN_COST_KEY_SLOTS);
     fclose(bad);
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), -1);
@@ -350,6 +356,22 @@ static void batch_cost_separates_fixed_part_from_jobs(void **state) {
     assert_true(fabs(fixed - 150000.0) < 15000.0);
     assert_true(fabs(per_job - 3000.0) < 600.0);
     assert_int_equal(cost.batches, 400);
+
+    /* A saturated device: every batch full, times noisy. The fit must not drift to a fixed part
+     * beyond a batch's time or a negative part per job. */
+    isn_batch_cost_init(&cost, 100000, 2000);
+    for (int i = 0; i < 20000; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double noise = 1.0 + 0.3 * ((double)((seed >> 20) & 1023) / 1023.0 - 0.5);
+        uint32_t size = (seed >> 40) % 16 == 0 ? 60 + (uint32_t)(seed >> 44) % 4 : 64; /* almost always full */
+        isn_batch_cost_learn(&cost, size, 500000.0 * noise);
+        assert_true(isn_batch_cost_fixed_ns(&cost) <= 500000.0 * 1.15 + 1.0);
+        assert_true(cost.w[1] >= 0);
+    }
+    double full = isn_batch_cost_fixed_ns(&cost) + 64 * isn_batch_cost_per_job_ns(&cost);
+    print_message("saturated: fixed %.0f us + 64 x %.2f us = %.0f us (batches take 500 us)\n",
+                  isn_batch_cost_fixed_ns(&cost) / 1e3, isn_batch_cost_per_job_ns(&cost) / 1e3, full / 1e3);
+    assert_true(fabs(full - 500000.0) < 75000.0);
 
     isn_batch_cost_init(&cost, 100000, 2000);
     for (int i = 0; i < 1000; i++) isn_batch_cost_learn(&cost, 8, 100000.0 + 8 * 2000.0);

@@ -1,6 +1,7 @@
 /* The cost model's features of a query, from a real index: list lengths and blocks from the
  * lexicon, the lists MaxScore will only probe (their bounds together stay under a threshold that the
- * block maxima guarantee), the keys, and how AND mode and the exhaustive algorithms change that. */
+ * block maxima guarantee), the keys, the threshold probe and the work it predicts, the algorithm
+ * AUTO resolves to, and how AND mode and the exhaustive algorithms change that. */
 #include <setjmp.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -175,6 +176,64 @@ static void threshold_probe_is_a_real_kth_score(void **state) {
     assert_true(x.threshold_probe == 0.0);
 }
 
+static isn_search_stats unseeded_maxscore(fixture *f, const isn_query *query, uint32_t k) {
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.k = k;
+    options.algo = ISN_ALGO_MAXSCORE;
+    options.mode = ISN_MODE_OR;
+    isn_hit hits[64];
+    uint32_t n = 0;
+    isn_search_stats stats;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, &stats, err, sizeof err), 0);
+    return stats;
+}
+
+/* "common rare", top 10: the 20 "rare" documents (ids 0, 100, ...) all score alike and above any
+ * document with "common" alone, so the probe (driven by "rare") is their score, which leaves only
+ * "rare" essential at the probe and at half of it. An unseeded MaxScore walks "common" until its
+ * top 10 holds ten "rare" documents (document 900), then "rare" alone: the probe's own top 10 rose
+ * the same way, so the walk it predicts is that one. */
+static void probe_work_features(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    isn_job_features x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    uint64_t rare = NUM_DOCS / RARE_EVERY;
+    assert_true(x.threshold_probe > 0.0);
+    assert_int_equal(x.algo_resolved, ISN_ALGO_MAXSCORE);
+    for (int s = 0; s < 3; s++) assert_int_equal(x.probe_essential[s], rare);
+    assert_int_equal(x.probe_candidate_blocks[0], 1); /* rare's one block passes the bar with common's bound */
+    assert_true(x.probe_slack > 0.0 && x.probe_slack < 1.0);
+    uint64_t walked_common = 9 * RARE_EVERY + 1;
+    assert_true(x.probe_walk_postings >= walked_common + rare - 1 && x.probe_walk_postings <= walked_common + rare);
+    isn_search_stats stats = unseeded_maxscore(f, &query, 10);
+    print_message("walk predicted %llu, postings scored %llu\n", (unsigned long long)x.probe_walk_postings,
+                  (unsigned long long)stats.postings_scored);
+    /* Scored: the walk plus "common" probed for the ten "rare" documents after the switch. */
+    assert_true(stats.postings_scored >= x.probe_walk_postings);
+    assert_true(stats.postings_scored <= x.probe_walk_postings + rare);
+
+    /* Lower bars leave at least as many postings essential. */
+    const char *texts[] = {"rare filler1", "common filler2 rare", "filler4 filler5 common", "common filler3"};
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        x = features_of(f, texts[t], 3, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+        assert_true(x.threshold_probe > 0.0);
+        assert_true(x.probe_essential[0] <= x.probe_essential[1] && x.probe_essential[1] <= x.probe_essential[2]);
+        assert_true(x.probe_essential[2] <= x.total && x.probe_walk_postings <= x.total);
+        assert_true(x.probe_walk_postings >= x.probe_essential[0]);
+    }
+
+    /* AUTO resolved as the search resolves it; nothing probed, no work features. */
+    x = features_of(f, "rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.algo_resolved, ISN_ALGO_BMW);
+    x = features_of(f, "common rare", 10, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
+    assert_int_equal(x.algo_resolved, ISN_ALGO_BMAND);
+    assert_true(x.threshold_probe == 0.0 && x.probe_walk_postings == 0 && x.probe_essential[0] == 0);
+    x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_WAND, &query);
+    assert_int_equal(x.algo_resolved, ISN_ALGO_WAND);
+}
+
 /* The features feed the model: a query walking more postings is predicted costlier. */
 static void bigger_walks_predict_longer(void **state) {
     fixture *f = *state;
@@ -194,6 +253,7 @@ int main(void) {
         cmocka_unit_test(lengths_blocks_and_keys),
         cmocka_unit_test(maxscore_probes_what_cannot_reach_the_threshold),
         cmocka_unit_test(threshold_probe_is_a_real_kth_score),
+        cmocka_unit_test(probe_work_features),
         cmocka_unit_test(bigger_walks_predict_longer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
