@@ -113,6 +113,12 @@ static double gpu_batches_queued(const isn_scheduler *s) {
     return (double)((gpu_queued(s) + per_batch - 1) / per_batch);
 }
 
+/* Under the lock: how long the workers need for the unprepared jobs queued now (they come first). */
+static double preparing_ns(const isn_scheduler *s, const double *scale) {
+    double workers = s->config.workers ? s->config.workers : 1;
+    return scale[ISN_DEVICE_CPU] * s->prepare_queue.size * s->prepare_ns / workers;
+}
+
 static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
     double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     const isn_edf_queue *q = s->queues;
@@ -120,7 +126,8 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     wait[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] *
                            (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] +
                             q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] + (committed > 0 ? committed : 0)) /
-                           (s->config.workers ? s->config.workers : 1);
+                               (s->config.workers ? s->config.workers : 1) +
+                           preparing_ns(s, scale); /* workers prepare before they search */
     const isn_job *head = isn_edf_peek(&q[ISN_QUEUE_CPU]);
     if (head && now > head->enqueued_ns && (double)(now - head->enqueued_ns) > wait[ISN_DEVICE_CPU])
         wait[ISN_DEVICE_CPU] = (double)(now - head->enqueued_ns);
@@ -240,11 +247,10 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double wait[ISN_DEVICE_KINDS];
     pthread_mutex_lock(&s->lock);
     queue_waits(s, now, scale, wait);
-    /* Unprepared jobs ahead of it are prepared first, by the workers, at their share of time. */
-    double workers = s->config.workers ? s->config.workers : 1;
-    double preparing = scale[ISN_DEVICE_CPU] * s->prepare_queue.size * s->prepare_ns / workers;
+    /* Unprepared jobs ahead of it are prepared first, by the workers (the CPU's wait counts them). */
+    double preparing = preparing_ns(s, scale);
     pthread_mutex_unlock(&s->lock);
-    if (preparing + wait[ISN_DEVICE_CPU] <= remaining || preparing + wait[ISN_DEVICE_GPU] <= remaining) return true;
+    if (wait[ISN_DEVICE_CPU] <= remaining || preparing + wait[ISN_DEVICE_GPU] <= remaining) return true;
     COUNT(s->shed_overload);
     return false;
 }

@@ -13,7 +13,7 @@
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
-#define SCHED_PREPARE_BURST 4          /* preparations a worker makes before it runs a queued job */
+#define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
 

@@ -787,6 +787,39 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     isn_scheduler_stop(s);
 }
 
+/* Preparation comes before searching: a backlog of unprepared jobs is part of the CPU's wait, so
+ * admission refuses what cannot be prepared and searched in time. */
+static void preparation_backlog_counts_as_cpu_wait(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    h.hold = true;
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    static prepared_job jobs[1001];
+    for (int i = 0; i < 1001; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+    }
+    assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.holding, 1);
+    uint64_t now = isn_sched_now_ns();
+    /* 10 ms budget, admitted up to 40%: 4 ms. */
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000));
+    for (int i = 1; i < 1001; i++) assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    /* 1,000 preparations of ~20 us each ahead of it, on one worker: about 20 ms. */
+    now = isn_sched_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 10000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 1001);
+    isn_scheduler_stop(s);
+}
+
 /* Workers lower their own priority by worker_nice, not the caller's. */
 static void workers_run_nicer_than_the_process(void **state) {
     (void)state;
@@ -872,6 +905,7 @@ int main(void) {
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
+        cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
     };
