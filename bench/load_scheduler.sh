@@ -32,7 +32,7 @@ for rate in ${rates//,/ }; do
  for run in $(seq "$REPEAT"); do
   "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 --workers "$workers" \
     --set scheduler.simulated_gpus_answer_without_hits="$gpus" --set scheduler.overload_degrade=$degrade \
-    --set search.max_queue=100000 >"$log" 2>&1 &
+    --set search.max_queue=100000 ${ISND_SET:-} >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do grep -q 'ready: serving' "$log" && break; sleep 0.1; done
   grpc=$(sed -n 's/.*gRPC listening on \([0-9.:]*\).*/\1/p' "$log" | head -1)

@@ -163,7 +163,7 @@ static void load_index(uv_work_t *work) {
     server->num_workers = workers;
     log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
              server->conf.warm_up ? " and warmed up" : "",
-             workers >= server->conf.analysis_min_workers ? "workers" : "loop thread",
+             worker_pool_analyses_on_loop(server->pool) ? "loop thread" : "workers",
              (double)(monotonic_ns() - start) / 1e9);
 }
 

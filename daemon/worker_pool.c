@@ -230,7 +230,7 @@ static int analyse(worker_pool *pool, pool_worker *worker, search_job *job) {
         }
         memcpy(job->query.terms, parsed.terms, bytes);
     }
-    isn_job_features_of(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
+    isn_job_features_quick(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
     return 0;
 }
 
@@ -257,6 +257,12 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         sched->placement = !gpu_eligible(pool, job) ? ISN_PLACE_CPU
                            : pool->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
+    /* The threshold probe costs several times the rest of the analysis and only sharpens the CPU's
+     * prediction: skip it for a job the GPU takes anyway. */
+    bool gpu_bound = sched->placement == ISN_PLACE_GPU ||
+                     (sched->placement == ISN_PLACE_ANY && isn_scheduler_gpu_clearly_wins(pool->scheduler, sched));
+    if (!gpu_bound)
+        isn_job_features_of(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
     return true;
 }
 
@@ -446,15 +452,10 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     pool->num_threads = workers;
     snprintf(pool->cost_model_state, sizeof pool->cost_model_state, "%s", conf->cost_model_state);
     pool->planner = isn_searcher_new(index);
-    if (workers < conf->analysis_min_workers) {
-        pool->loop_analyser = calloc(1, sizeof *pool->loop_analyser);
-        if (pool->loop_analyser) pool->loop_analyser->planner = pool->planner;
-    }
     pthread_mutex_init(&pool->l2_lock, NULL);
     pool->l2.lock = &pool->l2_lock;
     pool->l2.crossover = &pool->crossover;
-    if (!pool->planner || (workers < conf->analysis_min_workers && !pool->loop_analyser) ||
-        isn_l2_crossover_init(&pool->crossover) < 0) {
+    if (!pool->planner || isn_l2_crossover_init(&pool->crossover) < 0) {
         snprintf(err, err_len, "out of memory for the query planner");
         worker_pool_stop(pool);
         return NULL;
@@ -539,6 +540,17 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
                  "model's GPU side is seeded from it",
                  pool->num_gpus, conf->gpu_sim_launch_ns, conf->gpu_sim_query_ns, conf->gpu_sim_postings_per_us);
     }
+    /* Analysis goes where there is time to spare: a few workers without a GPU are the bottleneck
+     * (the loop thread is not); with a GPU, or many workers, the loop thread is. */
+    if (workers < conf->analysis_min_workers && !pool->backend && !pool->num_gpus) {
+        pool->loop_analyser = calloc(1, sizeof *pool->loop_analyser);
+        if (!pool->loop_analyser) {
+            snprintf(err, err_len, "out of memory for the query analyser");
+            worker_pool_stop(pool);
+            return NULL;
+        }
+        pool->loop_analyser->planner = pool->planner;
+    }
     pool->scheduler = isn_scheduler_start(&config, err, err_len);
     if (!pool->scheduler) {
         worker_pool_stop(pool);
@@ -546,6 +558,8 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     }
     return pool;
 }
+
+bool worker_pool_analyses_on_loop(const worker_pool *pool) { return pool->loop_analyser != NULL; }
 
 void worker_pool_abandon_queued(worker_pool *pool) { isn_scheduler_abandon_queued(pool->scheduler); }
 

@@ -27,6 +27,8 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
 int worker_pool_submit(worker_pool *pool, search_job *job);
 /* Finished jobs, oldest first; NULL when none. Loop thread only. */
 search_job *worker_pool_take_completed(worker_pool *pool);
+/* Whether queries are analysed on the loop thread (else on the workers, see scheduler.analysis_min_workers). */
+bool worker_pool_analyses_on_loop(const worker_pool *pool);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */
 void worker_pool_abandon_queued(worker_pool *pool);
 uint32_t worker_pool_queued(const worker_pool *pool);

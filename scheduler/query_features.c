@@ -246,8 +246,8 @@ static isn_algo resolved_algo(isn_algo algo, isn_mode mode, const isn_query *que
     return query->num_terms >= AUTO_MAXSCORE_MIN_TERMS ? ISN_ALGO_MAXSCORE : ISN_ALGO_BMW;
 }
 
-void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
-                         isn_job_features *f) {
+static void features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                        bool probe, isn_job_features *f) {
     memset(f, 0, sizeof *f);
     f->k = k;
     f->mode = isn_algo_mode(algo, mode);
@@ -288,11 +288,11 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
     f->signature = signature_of(query, k, mode, algo);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
     f->algo_resolved = resolved_algo(algo, f->mode, query);
-    bool pruning_or = f->mode == ISN_MODE_OR && !exhaustive;
+    bool probing = probe && f->mode == ISN_MODE_OR && !exhaustive;
     /* essential_from[s]: the first list (by bound) left essential at PROBE_SHARE[s] of the probe. */
     uint32_t essential_from[PROBE_SHARES] = {0};
     double candidate_level[PROBE_SHARES] = {INFINITY, INFINITY, INFINITY}, candidates[PROBE_SHARES] = {0};
-    if (pruning_or) {
+    if (probing) {
         double passed_share[QUERY_TERMS_WALKED];
         f->threshold_probe = probe_threshold(index, query, k, &f->probe_docs, levels, n, passed_share);
         if (f->threshold_probe > 0.0) {
@@ -354,4 +354,14 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
         terms[j] = t;
     }
     for (uint32_t i = 0; i < n && f->num_keys < ISN_JOB_KEYS; i++) f->keys[f->num_keys++] = terms[i].term_id;
+}
+
+void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                         isn_job_features *features) {
+    features_of(index, query, k, mode, algo, true, features);
+}
+
+void isn_job_features_quick(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                            isn_job_features *features) {
+    features_of(index, query, k, mode, algo, false, features);
 }

@@ -140,25 +140,9 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
                                 : INFINITY;
 }
 
-isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
-    uint64_t now = isn_sched_now_ns();
-    job->enqueued_ns = now;
-    job->started_ns = job->finished_ns = 0;
-    job->degraded = false;
-    job->run_budget_ns = 0;
-    job->rerun_on_cpu = false;
-    job->batch_size = 0;
-    job->complete = true;
-    job->measured = true;
-    if (!job->received_ns) job->received_ns = now;
-    sched_predict(s, job);
-    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
-
-    pthread_mutex_lock(&s->lock);
-    if (s->stopping) {
-        pthread_mutex_unlock(&s->lock);
-        return ISN_SUBMIT_STOPPED;
-    }
+/* Under the lock: what routing weighs for this job now. True when it is already past its deadline. */
+static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
+                           isn_route_input *out) {
     uint32_t gpus = sched_available_gpus(s, now);
     isn_route_input in = {.margin = s->config.route_margin,
                           .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE,
@@ -183,6 +167,31 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     double admit_by = (double)job->received_ns + fraction * (double)(job->deadline_ns - job->received_ns);
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 
+    *out = in;
+    return already_dead;
+}
+
+isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
+    uint64_t now = isn_sched_now_ns();
+    job->enqueued_ns = now;
+    job->started_ns = job->finished_ns = 0;
+    job->degraded = false;
+    job->run_budget_ns = 0;
+    job->rerun_on_cpu = false;
+    job->batch_size = 0;
+    job->complete = true;
+    job->measured = true;
+    if (!job->received_ns) job->received_ns = now;
+    sched_predict(s, job);
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return ISN_SUBMIT_STOPPED;
+    }
+    isn_route_input in;
+    bool already_dead = route_input_of(s, job, now, scale, &in);
     isn_device_kind best;
     isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
     if (route == ISN_ROUTE_SHED) {
@@ -235,6 +244,18 @@ isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *s, isn_job *job
     if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
     pthread_mutex_unlock(&s->lock);
     return ISN_SUBMIT_QUEUED;
+}
+
+bool isn_scheduler_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
+    uint64_t now = isn_sched_now_ns();
+    sched_predict(s, job);
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+    isn_route_input in;
+    pthread_mutex_lock(&s->lock);
+    bool already_dead = route_input_of(s, job, now, scale, &in);
+    pthread_mutex_unlock(&s->lock);
+    isn_device_kind best;
+    return !already_dead && isn_route_decide(&in, &best) == ISN_ROUTE_GPU;
 }
 
 bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {

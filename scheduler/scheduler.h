@@ -101,6 +101,10 @@ typedef struct {
  * bounded read of the rarest lists). */
 void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                          isn_job_features *features);
+/* The same without the threshold probe (~10x cheaper): enough to tell whether the CPU is in the
+ * running at all (isn_scheduler_gpu_clearly_wins); the probe sharpens only the CPU's prediction. */
+void isn_job_features_quick(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                            isn_job_features *features);
 
 typedef enum {
     ISN_JOB_RAN,               /* the callback (CPU) or the device (GPU) produced its answer */
@@ -442,6 +446,10 @@ isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *scheduler, isn_
  * even start it within its admission budget. Lets the caller refuse before analysing the query,
  * so that refusals stay cheap under overload. Counts the refusal as shed_overload when false. */
 bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
+/* Any thread: whether routing would send this job (its features as they are now) to the GPU as the
+ * clear winner, with the queues as they are now. Lets the caller skip work that only refines the
+ * CPU's prediction. Queues nothing. */
+bool isn_scheduler_gpu_clearly_wins(isn_scheduler *scheduler, isn_job *job);
 /* From now on queued jobs complete ISN_JOB_ABANDONED instead of running. */
 void isn_scheduler_abandon_queued(isn_scheduler *scheduler);
 /* Stops and joins the threads; queued jobs complete ISN_JOB_ABANDONED. */

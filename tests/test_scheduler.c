@@ -820,6 +820,43 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     isn_scheduler_stop(s);
 }
 
+/* gpu_clearly_wins: a query far cheaper on a GPU with nothing queued is the GPU's; a tiny one, or
+ * one tied to the CPU, is not; nothing is queued by asking. */
+static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    isn_gpu_device gpu;
+    assert_int_equal(isn_gpu_sim_new(&sim, 8, 1u << 30, &gpu), 0);
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
+    assert_non_null(s);
+    test_job big, tiny;
+    small_job(&big, 0);
+    isn_job_features *f = &big.job.features;
+    f->total = f->shortest = f->longest = f->essential = f->expected_postings = 20000000;
+    f->blocks = 20000000 / 128;
+    assert_true(isn_scheduler_gpu_clearly_wins(s, &big.job));
+    big.job.placement = ISN_PLACE_CPU;
+    assert_false(isn_scheduler_gpu_clearly_wins(s, &big.job));
+    small_job(&tiny, 0);
+    f = &tiny.job.features;
+    f->total = f->shortest = f->longest = f->essential = f->expected_postings = 3;
+    assert_false(isn_scheduler_gpu_clearly_wins(s, &tiny.job));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.submitted, 0);
+    assert_int_equal(stats.queue_depth[ISN_QUEUE_GPU] + stats.queue_depth[ISN_QUEUE_CPU], 0);
+    isn_scheduler_stop(s);
+    isn_gpu_sim_free(&gpu);
+}
+
 /* Workers lower their own priority by worker_nice, not the caller's. */
 static void workers_run_nicer_than_the_process(void **state) {
     (void)state;
@@ -906,6 +943,7 @@ int main(void) {
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
+        cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
     };

@@ -174,6 +174,15 @@ static void threshold_probe_is_a_real_kth_score(void **state) {
     assert_true(x.threshold_probe == 0.0);
     x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_OR, &query);
     assert_true(x.threshold_probe == 0.0);
+    /* The quick features are the same query's without the probe. */
+    isn_job_features full = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query), quick;
+    isn_job_features_quick(f->index, &query, 10, ISN_MODE_OR, ISN_ALGO_AUTO, &quick);
+    assert_true(full.threshold_probe > 0.0 && full.probe_docs > 0);
+    assert_true(quick.threshold_probe == 0.0);
+    assert_int_equal(quick.probe_docs, 0);
+    assert_int_equal(quick.total, full.total);
+    assert_int_equal(quick.shortest, full.shortest);
+    assert_int_equal(quick.signature, full.signature);
 }
 
 static isn_search_stats unseeded_maxscore(fixture *f, const isn_query *query, uint32_t k) {
