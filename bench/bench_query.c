@@ -64,6 +64,19 @@ typedef struct {
 
 /* One pass of isn_search over the parsed queries, only the search timed; seeded: the probe as the
  * initial threshold. Returns the pass's seconds; lat gets each query's, work the postings scored. */
+/* Search options for an algorithm name of the command line ("auto-and": auto in AND mode). */
+static bool options_for(const char *name, uint32_t k, isn_search_options *o, bool *and_mode) {
+    isn_search_options_default(o);
+    o->k = k;
+    *and_mode = strcmp(name, "and") == 0 || strcmp(name, "bmand") == 0 || strcmp(name, "auto-and") == 0;
+    if (!isn_algo_from_name(strcmp(name, "auto-and") == 0 ? "auto" : name, &o->algo)) {
+        fprintf(stderr, "bench_query: unknown algorithm %s\n", name);
+        return false;
+    }
+    o->mode = *and_mode ? ISN_MODE_AND : ISN_MODE_OR;
+    return true;
+}
+
 static double timed_pass(isn_searcher *s, const parsed_query *pq, size_t nq, const isn_search_options *base,
                          bool seeded, isn_hit *hits, uint32_t k, isn_hit *reference, uint32_t *ref_n, bool have_ref,
                          double *lat, uint64_t *postings, uint64_t *mismatches) {
@@ -142,14 +155,8 @@ static int seed_probe_bench(isn_index *ix, char **queries, size_t nq, const char
     int first = 1;
     for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
         isn_search_options o;
-        isn_search_options_default(&o);
-        o.k = k;
-        bool and_mode = strcmp(name, "and") == 0 || strcmp(name, "bmand") == 0 || strcmp(name, "auto-and") == 0;
-        if (!isn_algo_from_name(strcmp(name, "auto-and") == 0 ? "auto" : name, &o.algo)) {
-            fprintf(stderr, "bench_query: unknown algorithm %s\n", name);
-            return 2;
-        }
-        o.mode = and_mode ? ISN_MODE_AND : ISN_MODE_OR;
+        bool and_mode;
+        if (!options_for(name, k, &o, &and_mode)) return 2;
         if (have_ref && ref_mode != o.mode) have_ref = false;
         uint64_t postings[2] = {0, 0}, mismatches[2] = {0, 0};
         for (int p = 0; p < passes; p++) {
@@ -238,14 +245,8 @@ int main(int argc, char **argv) {
     int first = 1;
     for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
         isn_search_options o;
-        isn_search_options_default(&o);
-        o.k = k;
-        bool and_mode = strcmp(name, "and") == 0 || strcmp(name, "bmand") == 0 || strcmp(name, "auto-and") == 0;
-        if (!isn_algo_from_name(strcmp(name, "auto-and") == 0 ? "auto" : name, &o.algo)) {
-            fprintf(stderr, "bench_query: unknown algorithm %s\n", name);
-            return 2;
-        }
-        o.mode = and_mode ? ISN_MODE_AND : ISN_MODE_OR;
+        bool and_mode;
+        if (!options_for(name, k, &o, &and_mode)) return 2;
         if (have_ref && ref_mode != o.mode) have_ref = false; /* results of the other mode differ by design */
         uint64_t postings = 0, mismatches = 0;
         for (int p = 0; p < passes; p++) {
