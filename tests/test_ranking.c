@@ -17,6 +17,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "tests/support_oracle.h"
+#include "tests/support_index.h"
 
 #define TIE_TOLERANCE 1e-5
 
@@ -80,15 +81,7 @@ static void collection_open(collection *c, uint32_t num_docs, const char ***doc_
     }
 
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.num_fields = 1;
-    snprintf(options.fields[0], sizeof options.fields[0], "body");
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.order = ISN_ORDER_INPUT;
-    options.positions = false;
-    options.partitions = 1;
-    options.progress = false;
+    support_plain_build_options(&options);
     isn_builder *builder = isn_builder_new(&options);
     assert_non_null(builder);
     char err[ISN_ERR_LEN] = "";

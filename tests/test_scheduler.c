@@ -241,6 +241,19 @@ static void cost_model_converges_on_synthetic_times(void **state) {
     assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 1); /* missing: keep the start */
 }
 
+/* Saves the model to a temporary state file and loads it into *loaded. */
+static void save_and_reload(const isn_cost_model *model, isn_cost_model *loaded) {
+    char path[] = "/tmp/isn-test-cost-model-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256];
+    assert_int_equal(isn_cost_model_save(model, path, err, sizeof err), 0);
+    isn_cost_model_init(loaded);
+    assert_int_equal(isn_cost_model_load(loaded, path, err, sizeof err), 0);
+    remove(path);
+}
+
 /* Two terms with the same list lengths, one twice as costly (its documents co-occur so that pruning
  * starts late): only the per-term correction can tell them apart, and it must, and survive a save. */
 static void cost_model_learns_per_term_corrections(void **state) {
@@ -261,17 +274,9 @@ static void cost_model_learns_per_term_corrections(void **state) {
     assert_true(fabs(a - 50e3) < 5e3);
     assert_true(fabs(b - 100e3) < 10e3);
 
-    char path[] = "/tmp/isn-test-cost-keys-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    char err[256];
-    assert_int_equal(isn_cost_model_save(&model, path, err, sizeof err), 0);
     isn_cost_model loaded;
-    isn_cost_model_init(&loaded);
-    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
+    save_and_reload(&model, &loaded);
     assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &costly) - b) < 1e-3 * b);
-    remove(path);
 }
 
 /* Queries with the same features and terms but different costs (as when only k's effect or the
@@ -302,18 +307,10 @@ static void cost_model_remembers_repeated_queries(void **state) {
     assert_true(u > 30e3 && u < 120e3);
     assert_true(fabs(isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &unsigned_query) - u) < 1e-9 * u);
 
-    char path[] = "/tmp/isn-test-cost-memo-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    char err[256];
-    assert_int_equal(isn_cost_model_save(&model, path, err, sizeof err), 0);
     isn_cost_model loaded;
-    isn_cost_model_init(&loaded);
-    assert_int_equal(isn_cost_model_load(&loaded, path, err, sizeof err), 0);
+    save_and_reload(&model, &loaded);
     assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &slow) - b) < 1e-3 * b);
     assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &unseen) - u) < 1e-3 * u);
-    remove(path);
 }
 
 /* Seeded from the simulator's latency model, the GPU side predicts it from the start. */

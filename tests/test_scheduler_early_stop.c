@@ -16,6 +16,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "tests/support_oracle.h"
+#include "tests/support_index.h"
 
 #define NUM_DOCS 6000
 #define VOCAB 12
@@ -47,15 +48,7 @@ static int setup(void **state) {
     snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-early-XXXXXX");
     if (!mkdtemp(f->dir)) return -1;
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.num_fields = 1;
-    snprintf(options.fields[0], sizeof options.fields[0], "body");
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.order = ISN_ORDER_INPUT;
-    options.positions = false;
-    options.partitions = 1;
-    options.progress = false;
+    support_plain_build_options(&options);
     isn_builder *builder = isn_builder_new(&options);
     char err[ISN_ERR_LEN];
     uint64_t rng = 7;

@@ -16,6 +16,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
+#include "tests/support_index.h"
 
 #define NUM_DOCS 2000
 #define RARE_EVERY 100 /* "rare" in 20 documents, "common" in all */
@@ -38,15 +39,7 @@ static int setup(void **state) {
     snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-features-XXXXXX");
     if (!mkdtemp(f->dir)) return -1;
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.num_fields = 1;
-    snprintf(options.fields[0], sizeof options.fields[0], "body");
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.order = ISN_ORDER_INPUT;
-    options.positions = false;
-    options.partitions = 1;
-    options.progress = false;
+    support_plain_build_options(&options);
     isn_builder *builder = isn_builder_new(&options);
     char err[ISN_ERR_LEN];
     for (uint32_t d = 0; d < NUM_DOCS; d++) {

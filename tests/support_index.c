@@ -1,0 +1,15 @@
+#include "tests/support_index.h"
+
+#include <stdio.h>
+
+void support_plain_build_options(isn_build_options *options) {
+    isn_build_options_default(options);
+    options->num_fields = 1;
+    snprintf(options->fields[0], sizeof options->fields[0], "body");
+    options->analyzer.stem = false;
+    options->analyzer.stopwords = false;
+    options->order = ISN_ORDER_INPUT;
+    options->positions = false;
+    options->partitions = 1;
+    options->progress = false;
+}
