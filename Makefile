@@ -44,6 +44,7 @@ $(DEPS_STAMP): tools/setup-deps.sh
 	bash tools/setup-deps.sh
 	@touch $@
 
+include base/module.mk
 include index/module.mk
 include ranking/module.mk
 include gpu/module.mk
@@ -54,6 +55,7 @@ include gpu/module.mk
 include tools/module.mk
 include tests/module.mk
 include bench/module.mk
+LIBS += $(BASE_LIB)
 
 # make CUDA=1 STATIC=1: binaries for the GPU machine, which lacks these libraries: Debian's static archives
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
@@ -79,6 +81,7 @@ $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
 
 $(BUILD)/lib/%.a:
 	@mkdir -p $(dir $@)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 # Cranfield as JSON Lines, from ../shared/data when it is there (the cluster test uses it; else it makes

@@ -96,7 +96,6 @@ static const key_spec KEYS[] = {
 };
 #define NUM_KEYS (sizeof KEYS / sizeof KEYS[0])
 
-static const char *const LEVEL_NAMES[] = {"error", "warn", "info", "debug"};
 
 void isn_conf_default(isn_conf *conf) {
     memset(conf, 0, sizeof *conf);
@@ -140,19 +139,6 @@ void isn_conf_default(isn_conf *conf) {
     conf->gpu_rerank = true;
 }
 
-const char *isn_log_level_name(isn_log_level level) {
-    return (unsigned)level < 4 ? LEVEL_NAMES[level] : "?";
-}
-
-static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t err_len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err_len) vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* Digits only, no sign, no overflow past UINT64_MAX; *end points after them. */
 static int parse_digits(const char *text, uint64_t *value, const char **end) {
     if (!isdigit((unsigned char)*text)) return -1;
@@ -172,18 +158,18 @@ static int parse_duration_us(const char *text, uint64_t *us, char *err, size_t e
     uint64_t v;
     const char *unit;
     if (parse_digits(text, &v, &unit) < 0)
-        return fail(err, err_len, "bad duration \"%s\": expected a number with a unit (250ms, 10s, 5m)", text);
+        return isn_error(err, err_len, "bad duration \"%s\": expected a number with a unit (250ms, 10s, 5m)", text);
     uint64_t scale;
     if (*unit == '\0') {
-        if (v != 0) return fail(err, err_len, "duration \"%s\" needs a unit: us, ms, s, m or h", text);
+        if (v != 0) return isn_error(err, err_len, "duration \"%s\" needs a unit: us, ms, s, m or h", text);
         scale = 0;
     } else if (!strcmp(unit, "us")) scale = 1;
     else if (!strcmp(unit, "ms")) scale = 1000;
     else if (!strcmp(unit, "s")) scale = 1000000;
     else if (!strcmp(unit, "m")) scale = 60000000;
     else if (!strcmp(unit, "h")) scale = 3600000000ull;
-    else return fail(err, err_len, "bad duration unit in \"%s\": use us, ms, s, m or h", text);
-    if (scale && v > UINT64_MAX / scale) return fail(err, err_len, "duration \"%s\" is too large", text);
+    else return isn_error(err, err_len, "bad duration unit in \"%s\": use us, ms, s, m or h", text);
+    if (scale && v > UINT64_MAX / scale) return isn_error(err, err_len, "duration \"%s\" is too large", text);
     *us = v * scale;
     return 0;
 }
@@ -191,8 +177,8 @@ static int parse_duration_us(const char *text, uint64_t *us, char *err, size_t e
 int isn_conf_parse_duration_ms(const char *text, uint32_t *ms, char *err, size_t err_len) {
     uint64_t us;
     if (parse_duration_us(text, &us, err, err_len) < 0) return -1;
-    if (us % 1000) return fail(err, err_len, "duration \"%s\" is finer than a millisecond", text);
-    if (us / 1000 > UINT32_MAX) return fail(err, err_len, "duration \"%s\" is too large", text);
+    if (us % 1000) return isn_error(err, err_len, "duration \"%s\" is finer than a millisecond", text);
+    if (us / 1000 > UINT32_MAX) return isn_error(err, err_len, "duration \"%s\" is too large", text);
     *ms = (uint32_t)(us / 1000);
     return 0;
 }
@@ -201,7 +187,7 @@ int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err
     uint64_t v;
     const char *unit;
     if (parse_digits(text, &v, &unit) < 0)
-        return fail(err, err_len, "bad size \"%s\": expected a number, optionally with KiB, MiB or GiB", text);
+        return isn_error(err, err_len, "bad size \"%s\": expected a number, optionally with KiB, MiB or GiB", text);
     static const struct {
         const char *name;
         unsigned shift;
@@ -209,11 +195,11 @@ int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err
                  {"MB", 20}, {"MiB", 20}, {"G", 30},   {"GB", 30}, {"GiB", 30}, {"B", 0}};
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(unit, units[i].name)) continue;
-        if (v > (UINT64_MAX >> units[i].shift)) return fail(err, err_len, "size \"%s\" is too large", text);
+        if (v > (UINT64_MAX >> units[i].shift)) return isn_error(err, err_len, "size \"%s\" is too large", text);
         *bytes = v << units[i].shift;
         return 0;
     }
-    return fail(err, err_len, "bad size unit in \"%s\": use KiB, MiB or GiB", text);
+    return isn_error(err, err_len, "bad size unit in \"%s\": use KiB, MiB or GiB", text);
 }
 
 int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
@@ -223,22 +209,22 @@ int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint
         host_start = text + 1;
         host_end = strchr(host_start, ']');
         if (!host_end || host_end[1] != ':')
-            return fail(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", text);
+            return isn_error(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", text);
         colon = host_end + 1;
     } else {
         colon = strrchr(text, ':');
-        if (!colon) return fail(err, err_len, "bad address \"%s\": expected HOST:PORT", text);
+        if (!colon) return isn_error(err, err_len, "bad address \"%s\": expected HOST:PORT", text);
         if (memchr(text, ':', (size_t)(colon - text)))
-            return fail(err, err_len, "bad address \"%s\": write an IPv6 host in brackets, [::1]:PORT", text);
+            return isn_error(err, err_len, "bad address \"%s\": write an IPv6 host in brackets, [::1]:PORT", text);
         host_end = colon;
     }
     size_t n = (size_t)(host_end - host_start);
-    if (n == 0) return fail(err, err_len, "bad address \"%s\": the host is empty", text);
-    if (n >= host_len) return fail(err, err_len, "bad address \"%s\": the host is too long", text);
+    if (n == 0) return isn_error(err, err_len, "bad address \"%s\": the host is empty", text);
+    if (n >= host_len) return isn_error(err, err_len, "bad address \"%s\": the host is too long", text);
     uint64_t p;
     const char *end;
     if (parse_digits(colon + 1, &p, &end) < 0 || *end || p > 65535)
-        return fail(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
+        return isn_error(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
     memcpy(host, host_start, n);
     host[n] = '\0';
     *port = (uint16_t)p;
@@ -268,7 +254,7 @@ static bool known_section(const char *section) {
 
 static int check_range(const key_spec *key, uint64_t v, const char *value, char *err, size_t err_len) {
     if (v >= key->min && v <= key->max) return 0;
-    return fail(err, err_len, "%s.%s = %s is out of range [%" PRIu64 ", %" PRIu64 "]%s", key->section, key->name,
+    return isn_error(err, err_len, "%s.%s = %s is out of range [%" PRIu64 ", %" PRIu64 "]%s", key->section, key->name,
                 value, key->min, key->max,
                 key->type == KEY_DURATION ? " milliseconds" : key->type == KEY_SIZE ? " bytes" : "");
 }
@@ -277,8 +263,8 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
                  size_t err_len) {
     const key_spec *key = find_key(section, name);
     if (!key) {
-        if (!known_section(section)) return fail(err, err_len, "unknown section [%s]", section);
-        return fail(err, err_len, "unknown key \"%s\" in [%s]", name, section);
+        if (!known_section(section)) return isn_error(err, err_len, "unknown section [%s]", section);
+        return isn_error(err, err_len, "unknown key \"%s\" in [%s]", name, section);
     }
     void *field = (char *)conf + key->offset;
     char why[160];
@@ -290,20 +276,20 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
         char host[256];
         uint16_t port;
         if (isn_conf_parse_host_port(value, host, sizeof host, &port, why, sizeof why) < 0)
-            return fail(err, err_len, "%s.%s: %s", section, name, why);
-        if (strlen(value) >= ISN_CONF_ADDR_MAX) return fail(err, err_len, "%s.%s: address too long", section, name);
+            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
+        if (strlen(value) >= ISN_CONF_ADDR_MAX) return isn_error(err, err_len, "%s.%s: address too long", section, name);
         strcpy((char *)field, value);
         return 0;
     }
     case KEY_PATH:
-        if (strlen(value) >= ISN_CONF_PATH_MAX) return fail(err, err_len, "%s.%s: path too long", section, name);
+        if (strlen(value) >= ISN_CONF_PATH_MAX) return isn_error(err, err_len, "%s.%s: path too long", section, name);
         strcpy((char *)field, value);
         return 0;
     case KEY_U32: {
         uint64_t v;
         const char *end;
         if (parse_digits(value, &v, &end) < 0 || *end)
-            return fail(err, err_len, "%s.%s: \"%s\" is not a non-negative integer", section, name, value);
+            return isn_error(err, err_len, "%s.%s: \"%s\" is not a non-negative integer", section, name, value);
         if (check_range(key, v, value, err, err_len) < 0) return -1;
         *(uint32_t *)field = (uint32_t)v;
         return 0;
@@ -311,7 +297,7 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
     case KEY_DURATION: {
         uint32_t ms;
         if (isn_conf_parse_duration_ms(value, &ms, why, sizeof why) < 0)
-            return fail(err, err_len, "%s.%s: %s", section, name, why);
+            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
         if (check_range(key, ms, value, err, err_len) < 0) return -1;
         *(uint32_t *)field = ms;
         return 0;
@@ -319,7 +305,7 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
     case KEY_DURATION_US: {
         uint64_t us;
         if (parse_duration_us(value, &us, why, sizeof why) < 0)
-            return fail(err, err_len, "%s.%s: %s", section, name, why);
+            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
         if (check_range(key, us, value, err, err_len) < 0) return -1;
         *(uint32_t *)field = (uint32_t)us;
         return 0;
@@ -327,44 +313,43 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
     case KEY_SIZE: {
         uint64_t bytes;
         if (isn_conf_parse_size(value, &bytes, why, sizeof why) < 0)
-            return fail(err, err_len, "%s.%s: %s", section, name, why);
+            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
         if (check_range(key, bytes, value, err, err_len) < 0) return -1;
         *(uint32_t *)field = (uint32_t)bytes;
         return 0;
     }
     case KEY_BOOL:
         if (parse_bool(value, (bool *)field) < 0)
-            return fail(err, err_len, "%s.%s: \"%s\" is not a boolean (true/false, yes/no, on/off)", section,
+            return isn_error(err, err_len, "%s.%s: \"%s\" is not a boolean (true/false, yes/no, on/off)", section,
                         name, value);
         return 0;
     case KEY_MODE:
         if (!strcmp(value, "or")) *(isn_mode *)field = ISN_MODE_OR;
         else if (!strcmp(value, "and")) *(isn_mode *)field = ISN_MODE_AND;
-        else return fail(err, err_len, "%s.%s: \"%s\" is not a mode (or, and)", section, name, value);
+        else return isn_error(err, err_len, "%s.%s: \"%s\" is not a mode (or, and)", section, name, value);
         return 0;
     case KEY_ALGO:
         if (!isn_algo_from_name(value, (isn_algo *)field))
-            return fail(err, err_len,
+            return isn_error(err, err_len,
                         "%s.%s: unknown algorithm \"%s\" (auto, or, and, maxscore, wand, bmw, bmand)", section,
                         name, value);
         return 0;
     case KEY_LEVEL:
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(value, LEVEL_NAMES[i])) return *(isn_log_level *)field = (isn_log_level)i, 0;
-        return fail(err, err_len, "%s.%s: \"%s\" is not a level (error, warn, info, debug)", section, name,
+        if (isn_log_level_parse(value, (isn_log_level *)field) == 0) return 0;
+        return isn_error(err, err_len, "%s.%s: \"%s\" is not a level (error, warn, info, debug)", section, name,
                     value);
     }
-    return fail(err, err_len, "%s.%s: unhandled key type", section, name);
+    return isn_error(err, err_len, "%s.%s: unhandled key type", section, name);
 }
 
 int isn_conf_set_option(isn_conf *conf, const char *option, char *err, size_t err_len) {
     const char *dot = strchr(option, '.'), *eq = strchr(option, '=');
     if (!dot || !eq || dot > eq)
-        return fail(err, err_len, "bad option \"%s\": expected SECTION.KEY=VALUE", option);
+        return isn_error(err, err_len, "bad option \"%s\": expected SECTION.KEY=VALUE", option);
     char section[64], name[64];
     size_t section_len = (size_t)(dot - option), name_len = (size_t)(eq - dot - 1);
     if (section_len == 0 || section_len >= sizeof section || name_len == 0 || name_len >= sizeof name)
-        return fail(err, err_len, "bad option \"%s\": expected SECTION.KEY=VALUE", option);
+        return isn_error(err, err_len, "bad option \"%s\": expected SECTION.KEY=VALUE", option);
     memcpy(section, option, section_len);
     section[section_len] = '\0';
     memcpy(name, dot + 1, name_len);
@@ -411,7 +396,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 int isn_conf_load_file(isn_conf *conf, const char *path, char *err, size_t err_len) {
     FILE *file = fopen(path, "r");
     if (!file) {
-        fail(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        isn_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     file_ctx ctx = {.file = file, .path = path, .conf = conf, .err = err, .err_len = err_len};
@@ -431,23 +416,23 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
     char host[256], why[160];
     uint16_t port;
     if (isn_conf_parse_host_port(conf->listen, host, sizeof host, &port, why, sizeof why) < 0)
-        return fail(err, err_len, "server.listen: %s", why);
+        return isn_error(err, err_len, "server.listen: %s", why);
     if (!conf->index_path[0])
-        return fail(err, err_len, "no index: set index.path in the configuration file or pass --index DIR");
+        return isn_error(err, err_len, "no index: set index.path in the configuration file or pass --index DIR");
     if (conf->default_k > conf->max_k)
-        return fail(err, err_len, "search.default_k (%u) is above search.max_k (%u)", conf->default_k, conf->max_k);
+        return isn_error(err, err_len, "search.default_k (%u) is above search.max_k (%u)", conf->default_k, conf->max_k);
     if (conf->max_timeout_ms && conf->default_timeout_ms > conf->max_timeout_ms)
-        return fail(err, err_len, "search.default_timeout (%ums) is above search.max_timeout (%ums)",
+        return isn_error(err, err_len, "search.default_timeout (%ums) is above search.max_timeout (%ums)",
                     conf->default_timeout_ms, conf->max_timeout_ms);
     if (conf->default_algo != ISN_ALGO_AUTO && conf->default_algo != ISN_ALGO_OR &&
         conf->default_algo != ISN_ALGO_AND &&
         isn_algo_mode(conf->default_algo, conf->default_mode) != conf->default_mode)
-        return fail(err, err_len, "search.default_algorithm %s does not implement search.default_mode %s",
+        return isn_error(err, err_len, "search.default_algorithm %s does not implement search.default_mode %s",
                     isn_algo_name(conf->default_algo), conf->default_mode == ISN_MODE_AND ? "and" : "or");
     if (conf->default_n1 > conf->max_n1)
-        return fail(err, err_len, "rerank.default_n1 (%u) is above rerank.max_n1 (%u)", conf->default_n1, conf->max_n1);
+        return isn_error(err, err_len, "rerank.default_n1 (%u) is above rerank.max_n1 (%u)", conf->default_n1, conf->max_n1);
     if (!strcmp(conf->listen, conf->stats_listen) && port != 0)
-        return fail(err, err_len, "server.listen and server.stats_listen are the same address %s", conf->listen);
+        return isn_error(err, err_len, "server.listen and server.stats_listen are the same address %s", conf->listen);
     return 0;
 }
 

@@ -8,17 +8,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/base.h"
 #include "ranking/ranking.h"
 
 #define ISN_CONF_ADDR_MAX 272 /* host (up to 255) + ":" + port, or "[v6]:port" */
 #define ISN_CONF_PATH_MAX 4096
-
-typedef enum {
-    ISN_LOG_ERROR = 0,
-    ISN_LOG_WARN = 1,
-    ISN_LOG_INFO = 2,
-    ISN_LOG_DEBUG = 3,
-} isn_log_level;
 
 typedef struct {
     /* [server] */
@@ -117,6 +111,5 @@ int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err
 /* "HOST:PORT" or "[IPv6]:PORT"; host is copied without brackets. */
 int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
                              size_t err_len);
-const char *isn_log_level_name(isn_log_level level);
 
 #endif

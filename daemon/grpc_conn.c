@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 
 /* Pull at most this much from nghttp2 before handing it to the kernel, so a client that does not

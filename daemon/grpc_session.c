@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 
 #define CONNECTION_WINDOW (16 << 20)

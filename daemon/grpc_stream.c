@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 
 #define KEEP_BUFFER (256 * 1024)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 
 int listen_tcp(isn_server *server, uv_tcp_t *tcp, const char *host_port, uv_connection_cb on_connection,

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "base/base.h"
 #include "daemon/grpc_framing.h"
 
 typedef enum { RPC_SEARCH, RPC_INFO, RPC_HEALTH_CHECK, RPC_HEALTH_WATCH, RPC_UNKNOWN, RPC_COUNT } rpc_method;
@@ -13,18 +14,6 @@ const char *rpc_method_label(rpc_method method);
 
 typedef enum { STAGE_QUEUE, STAGE_RETRIEVAL, STAGE_TOTAL, STAGE_COUNT } search_stage;
 const char *search_stage_label(search_stage stage);
-
-/* Upper bounds in seconds, 10 us to 10 s; one more bucket for +Inf. */
-#define HISTOGRAM_BUCKETS 19
-extern const double HISTOGRAM_BOUNDS[HISTOGRAM_BUCKETS];
-
-typedef struct {
-    uint64_t buckets[HISTOGRAM_BUCKETS + 1]; /* not cumulative; the last is +Inf */
-    uint64_t count;
-    double sum;
-} histogram;
-
-void histogram_observe(histogram *h, double seconds);
 
 typedef struct {
     uint64_t requests[RPC_COUNT][GRPC_STATUS_COUNT];

@@ -32,110 +32,83 @@ uint64_t process_heap_bytes(void) {
     return info.uordblks + info.hblkhd;
 }
 
-static void family(byte_buffer *out, const char *name, const char *type, const char *help) {
-    buffer_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void sample_u64(byte_buffer *out, const char *name, uint64_t value) {
-    buffer_printf(out, "%s %llu\n", name, (unsigned long long)value);
-}
-
-static void simple(byte_buffer *out, const char *name, const char *type, const char *help, uint64_t value) {
-    family(out, name, type, help);
-    sample_u64(out, name, value);
-}
-
-static void histogram_lines(byte_buffer *out, const char *name, const char *labels, const histogram *h) {
-    uint64_t cumulative = 0;
-    const char *sep = labels[0] ? "," : "";
-    for (int i = 0; i < HISTOGRAM_BUCKETS; i++) {
-        cumulative += h->buckets[i];
-        buffer_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, HISTOGRAM_BOUNDS[i],
-                      (unsigned long long)cumulative);
-    }
-    cumulative += h->buckets[HISTOGRAM_BUCKETS];
-    buffer_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)cumulative);
-    buffer_printf(out, "%s_sum{%s} %.9g\n", name, labels, h->sum);
-    buffer_printf(out, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->count);
-}
-
 void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     const metrics *m = &server->metrics;
     char labels[128];
 
-    family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
+    prom_family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
     for (int method = 0; method < RPC_COUNT; method++)
         for (int status = 0; status < GRPC_STATUS_COUNT; status++)
             if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH))
                 buffer_printf(out, "isn_requests_total{method=\"%s\",code=\"%s\"} %llu\n", rpc_method_label(method),
                               grpc_status_name(status), (unsigned long long)m->requests[method][status]);
 
-    family(out, "isn_request_duration_seconds", "histogram",
+    prom_family(out, "isn_request_duration_seconds", "histogram",
            "Time from a request's headers to its reply being queued for sending, by method.");
     for (int method = 0; method < RPC_COUNT; method++) {
         if (!m->request_seconds[method].count && method != RPC_SEARCH) continue;
         snprintf(labels, sizeof labels, "method=\"%s\"", rpc_method_label(method));
-        histogram_lines(out, "isn_request_duration_seconds", labels, &m->request_seconds[method]);
+        prom_histogram(out, "isn_request_duration_seconds", labels, &m->request_seconds[method]);
     }
 
-    family(out, "isn_search_stage_duration_seconds", "histogram",
+    prom_family(out, "isn_search_stage_duration_seconds", "histogram",
            "Search time by stage: queue (waiting for a worker), retrieval (analysis and first stage), total "
            "(request received to reply ready), on the cpu device.");
     for (int stage = 0; stage < STAGE_COUNT; stage++) {
         snprintf(labels, sizeof labels, "stage=\"%s\",device=\"cpu\"", search_stage_label(stage));
-        histogram_lines(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
+        prom_histogram(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
     }
 
-    simple(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
+    prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
            server->inflight_jobs);
-    simple(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
+    prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
            server->pool ? worker_pool_queued(server->pool) : 0);
-    simple(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
+    prom_u64(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
            server->pool ? worker_pool_running(server->pool) : 0);
-    simple(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
+    prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
            server->open_streams);
-    simple(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
-    simple(out, "isn_shed_total", "counter",
+    prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
+    prom_u64(out, "isn_shed_total", "counter",
            "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
            m->shed);
     if (server->pool) worker_pool_render_metrics(server->pool, out, false);
-    simple(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
-    simple(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
+    prom_u64(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
+    prom_u64(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
 
-    family(out, "isn_connections", "gauge", "Open client connections, by protocol.");
+    prom_family(out, "isn_connections", "gauge", "Open client connections, by protocol.");
     buffer_printf(out, "isn_connections{protocol=\"grpc\"} %u\nisn_connections{protocol=\"http\"} %u\n",
                   server->num_grpc_conns, server->num_stats_conns);
-    simple(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", m->connections_accepted);
-    simple(out, "isn_connections_rejected_total", "counter", "Connections closed at once: max_connections reached.",
+    prom_u64(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", m->connections_accepted);
+    prom_u64(out, "isn_connections_rejected_total", "counter", "Connections closed at once: max_connections reached.",
            m->connections_rejected);
-    simple(out, "isn_connections_timed_out_total", "counter",
+    prom_u64(out, "isn_connections_timed_out_total", "counter",
            "Connections closed for a missing preface, a stalled request or idleness.", m->connections_timed_out);
-    simple(out, "isn_protocol_errors_total", "counter", "HTTP/2 protocol errors that ended a connection.",
+    prom_u64(out, "isn_protocol_errors_total", "counter", "HTTP/2 protocol errors that ended a connection.",
            m->protocol_errors);
-    simple(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", m->http_rejects);
-    simple(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", m->bytes_received);
-    simple(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", m->bytes_sent);
-    simple(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", m->stats_requests);
-    simple(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
-    simple(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
+    prom_u64(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", m->http_rejects);
+    prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", m->bytes_received);
+    prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", m->bytes_sent);
+    prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", m->stats_requests);
+    prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 
     const isn_index_info *info = server->info;
-    simple(out, "isn_index_documents", "gauge", "Documents in the served partition.", info ? info->num_docs : 0);
-    simple(out, "isn_index_terms", "gauge", "Distinct terms in the served partition.", info ? info->num_terms : 0);
-    simple(out, "isn_index_postings", "gauge", "Postings in the served partition.", info ? info->num_postings : 0);
-    simple(out, "isn_index_bytes", "gauge", "Size of the index file.", info ? info->file_bytes : 0);
-    family(out, "isn_index_info", "gauge", "Served partition (value 1).");
+    prom_u64(out, "isn_index_documents", "gauge", "Documents in the served partition.", info ? info->num_docs : 0);
+    prom_u64(out, "isn_index_terms", "gauge", "Distinct terms in the served partition.", info ? info->num_terms : 0);
+    prom_u64(out, "isn_index_postings", "gauge", "Postings in the served partition.", info ? info->num_postings : 0);
+    prom_u64(out, "isn_index_bytes", "gauge", "Size of the index file.", info ? info->file_bytes : 0);
+    prom_family(out, "isn_index_info", "gauge", "Served partition (value 1).");
     buffer_printf(out, "isn_index_info{partition=\"%u\",version=\"%u\"} 1\n", server->conf.partition_id,
                   info ? info->version : 0);
 
-    simple(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
-    simple(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
-    simple(out, "process_resident_memory_bytes", "gauge", "Resident memory of the isnd process.",
+    prom_u64(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
+    prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
+    prom_u64(out, "process_resident_memory_bytes", "gauge", "Resident memory of the isnd process.",
            process_resident_bytes());
-    simple(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
-    family(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
+    prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
+    prom_family(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
     buffer_printf(out, "process_start_time_seconds %.3f\n", server->start_time);
-    family(out, "isn_build_info", "gauge", "isnd version (value 1).");
+    prom_family(out, "isn_build_info", "gauge", "isnd version (value 1).");
     buffer_printf(out, "isn_build_info{version=\"%s\"} 1\n", ISND_VERSION);
 }
 

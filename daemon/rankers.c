@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
+#include "conf/conf.h"
 
 #define RANKER_SUFFIX ".ranker"
 #define MAX_RANKERS 256

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 #include "proto/health.pb-c.h"
 

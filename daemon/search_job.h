@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "daemon/arena.h"
-#include "daemon/buffer.h"
+#include "base/base.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"

@@ -12,7 +12,7 @@
 
 #include "conf/conf.h"
 #include "daemon/arena.h"
-#include "daemon/buffer.h"
+#include "base/base.h"
 #include "daemon/grpc_framing.h"
 #include "daemon/metrics.h"
 #include "daemon/search_job.h"

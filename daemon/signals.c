@@ -6,7 +6,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/rankers.h"
 #include "daemon/server.h"
 

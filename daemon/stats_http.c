@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "daemon/log.h"
+#include "base/base.h"
 #include "daemon/server.h"
 
 static void on_closed(uv_handle_t *handle) {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "daemon/grpc_framing.h"
-#include "daemon/log.h"
+#include "base/base.h"
 
 struct worker_pool {
     isn_scheduler *scheduler;
@@ -609,27 +609,23 @@ void worker_pool_stop(worker_pool *pool) {
 static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
 
-static void prom(byte_buffer *out, const char *name, const char *type, const char *help) {
-    buffer_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
-    prom(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
+    prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);
-    prom(out, "isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.");
+    prom_family(out, "isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.");
     buffer_printf(out, "isn_scheduler_deque_depth %u\n", st->deque_depth);
-    prom(out, "isn_scheduler_routed_total", "counter", "Routing decisions: the queue each admitted job went to.");
+    prom_family(out, "isn_scheduler_routed_total", "counter", "Routing decisions: the queue each admitted job went to.");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_routed_total{queue=\"%s\"} %llu\n", QUEUE_NAMES[q],
                       (unsigned long long)st->routed[q]);
-    prom(out, "isn_scheduler_ran_total", "counter", "Jobs run, by device.");
+    prom_family(out, "isn_scheduler_ran_total", "counter", "Jobs run, by device.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_ran_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
                       (unsigned long long)st->ran_on[d]);
-    prom(out, "isn_scheduler_wait_seconds_total", "counter", "Time jobs waited from admission to start, by device.");
-    prom(out, "isn_scheduler_waits_total", "counter", "Jobs counted in isn_scheduler_wait_seconds_total.");
-    prom(out, "isn_scheduler_busy_seconds_total", "counter",
+    prom_family(out, "isn_scheduler_wait_seconds_total", "counter", "Time jobs waited from admission to start, by device.");
+    prom_family(out, "isn_scheduler_waits_total", "counter", "Jobs counted in isn_scheduler_wait_seconds_total.");
+    prom_family(out, "isn_scheduler_busy_seconds_total", "counter",
          "Time spent running jobs, summed over CPU workers or GPU devices (utilisation = rate / units).");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         buffer_printf(out, "isn_scheduler_wait_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
@@ -639,13 +635,13 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         buffer_printf(out, "isn_scheduler_busy_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
                       st->busy_seconds[d]);
     }
-    prom(out, "isn_scheduler_utilisation", "gauge", "Busy share of each device kind since start (0..1).");
+    prom_family(out, "isn_scheduler_utilisation", "gauge", "Busy share of each device kind since start (0..1).");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         uint32_t units = d == ISN_DEVICE_CPU ? st->workers : st->gpus;
         double u = units && st->uptime_seconds > 0 ? st->busy_seconds[d] / (units * st->uptime_seconds) : 0;
         buffer_printf(out, "isn_scheduler_utilisation{device=\"%s\"} %.6f\n", DEVICE_NAMES[d], u);
     }
-    prom(out, "isn_scheduler_steals_total", "counter",
+    prom_family(out, "isn_scheduler_steals_total", "counter",
          "Work taken across: from another worker's deque, GPU-preferred jobs run by the CPU, undecided jobs "
          "taken by each side.");
     buffer_printf(out,
@@ -654,49 +650,49 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
                   "isn_scheduler_steals_total{kind=\"undecided_gpu\"} %llu\n",
                   (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
                   (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu);
-    prom(out, "isn_scheduler_shed_total", "counter",
+    prom_family(out, "isn_scheduler_shed_total", "counter",
          "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
     buffer_printf(out, "isn_scheduler_shed_total{reason=\"queue_full\"} %llu\nisn_scheduler_shed_total{reason=\"overload\"} %llu\n",
                   (unsigned long long)st->shed_full, (unsigned long long)st->shed_overload);
-    prom(out, "isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).");
+    prom_family(out, "isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).");
     buffer_printf(out, "isn_scheduler_degraded_total %llu\n", (unsigned long long)st->degraded);
-    prom(out, "isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.");
+    prom_family(out, "isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.");
     buffer_printf(out, "isn_scheduler_dropped_dead_total %llu\n", (unsigned long long)st->dropped_dead);
-    prom(out, "isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).");
+    prom_family(out, "isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).");
     buffer_printf(out, "isn_scheduler_partial_total %llu\n", (unsigned long long)st->partial);
-    prom(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
+    prom_family(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
     for (int r = 0; r < ISN_FLUSH_REASONS; r++)
         buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
                       (unsigned long long)st->batch_flush[r]);
-    prom(out, "isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).");
+    prom_family(out, "isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).");
     buffer_printf(out, "isn_scheduler_batch_jobs_total %llu\n", (unsigned long long)st->batch_jobs);
-    prom(out, "isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).");
+    prom_family(out, "isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).");
     buffer_printf(out, "isn_scheduler_gpu_failures_total %llu\n", (unsigned long long)st->gpu_failures);
-    prom(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
+    prom_family(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
     buffer_printf(out, "isn_scheduler_gpu_reruns_total %llu\n", (unsigned long long)st->gpu_reruns);
-    prom(out, "isn_scheduler_service_scale", "gauge",
+    prom_family(out, "isn_scheduler_service_scale", "gauge",
          "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
-    prom(out, "isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.");
+    prom_family(out, "isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.");
     buffer_printf(out, "isn_scheduler_prepare_queue_depth %u\n", st->prepare_depth);
-    prom(out, "isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.");
+    prom_family(out, "isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.");
     buffer_printf(out, "isn_scheduler_prepared_total %llu\n", (unsigned long long)st->prepared);
-    prom(out, "isn_scheduler_refused_at_analysis_total", "counter",
+    prom_family(out, "isn_scheduler_refused_at_analysis_total", "counter",
          "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).");
     buffer_printf(out, "isn_scheduler_refused_at_analysis_total %llu\n", (unsigned long long)st->refused_prepare);
-    prom(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
+    prom_family(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
          "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
     buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
-    prom(out, "isn_scheduler_gpu_batch_mape_percent", "gauge",
+    prom_family(out, "isn_scheduler_gpu_batch_mape_percent", "gauge",
          "Mean absolute percentage error of GPU batch times as predicted (fixed part + jobs), NaN before any.");
     if (isnan(st->batch_mape)) buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent NaN\n");
     else buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent %.3f\n", st->batch_mape);
-    prom(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
+    prom_family(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
     buffer_printf(out, "isn_scheduler_gpu_batch_per_job_seconds %.9f\n", st->batch_per_job_seconds);
-    prom(out, "isn_cost_model_mape_percent", "gauge",
+    prom_family(out, "isn_cost_model_mape_percent", "gauge",
          "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
-    prom(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
+    prom_family(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         if (isnan(st->mape[d])) buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} NaN\n", DEVICE_NAMES[d]);
         else buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->mape[d]);
@@ -792,10 +788,10 @@ static void render_gpu_prometheus(worker_pool *pool, byte_buffer *out) {
         buffer_append(out, text, len);
     }
     isn_l2_crossover *c = &pool->crossover;
-    prom(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
+    prom_family(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
     buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
                   (unsigned long long)c->chosen[0], (unsigned long long)c->chosen[1]);
-    prom(out, "isn_rerank_crossover_candidates", "gauge",
+    prom_family(out, "isn_rerank_crossover_candidates", "gauge",
          "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
     for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)
         buffer_printf(out, "isn_rerank_crossover_candidates{trees=\"%u\"} %u\n", trees,

@@ -11,7 +11,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "daemon/buffer.h"
+#include "base/base.h"
 #include "daemon/search_job.h"
 
 typedef struct worker_pool worker_pool;

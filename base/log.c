@@ -1,10 +1,23 @@
-#include "daemon/log.h"
-
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "base/base.h"
+
+static const char *const LEVEL_NAMES[] = {"error", "warn", "info", "debug"};
+
+const char *isn_log_level_name(isn_log_level level) {
+    return (unsigned)level < 4 ? LEVEL_NAMES[level] : "?";
+}
+
+int isn_log_level_parse(const char *name, isn_log_level *level) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, LEVEL_NAMES[i])) return *level = (isn_log_level)i, 0;
+    return -1;
+}
 
 static _Atomic int current_level = ISN_LOG_INFO;
 

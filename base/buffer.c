@@ -1,4 +1,4 @@
-#include "daemon/buffer.h"
+#include "base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,124 @@
+/* What every part needs once: a monotonic clock, an error helper, a hash, a growable byte buffer, a
+ * line logger, the query-log reader ("id TAB text") and the Prometheus text writer. Depends on
+ * nothing else in the tree; every folder may include it. */
+#ifndef ISN_BASE_H
+#define ISN_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------ clock */
+
+/* CLOCK_MONOTONIC in nanoseconds (what every deadline and latency is measured on). */
+uint64_t isn_now_ns(void);
+/* The same clock in seconds, for benchmarks. */
+double isn_now_seconds(void);
+/* CPU time of the calling thread in nanoseconds. */
+uint64_t isn_thread_cpu_ns(void);
+/* Wall-clock time (CLOCK_REALTIME) in Unix seconds. */
+double isn_wall_seconds(void);
+
+/* ------------------------------------------------------------------ errors */
+
+/* Formats a message into err (when err_len > 0) and returns -1, so error paths read
+ * `return isn_error(err, err_len, "...", ...);`. */
+int isn_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int isn_verror(char *err, size_t err_len, const char *fmt, va_list ap);
+
+/* ------------------------------------------------------------------ hashing */
+
+/* xxHash64 (seed 0): the one hash of the tree, also the index format's checksum. */
+uint64_t isn_hash64(const void *data, size_t len);
+uint64_t isn_hash_string(const char *text);
+
+/* ------------------------------------------------------------------ byte buffer */
+
+/* A growable byte buffer kept across uses, so steady-state traffic allocates nothing. */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} byte_buffer;
+
+/* Makes room for `extra` more bytes; false when out of memory. */
+bool buffer_reserve(byte_buffer *buffer, size_t extra);
+bool buffer_append(byte_buffer *buffer, const void *data, size_t len);
+bool buffer_printf(byte_buffer *buffer, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Drops the storage when it grew beyond `keep` bytes (one huge reply must not pin memory). */
+void buffer_clear(byte_buffer *buffer, size_t keep);
+void buffer_free(byte_buffer *buffer);
+
+/* ------------------------------------------------------------------ logging */
+
+typedef enum {
+    ISN_LOG_ERROR = 0,
+    ISN_LOG_WARN = 1,
+    ISN_LOG_INFO = 2,
+    ISN_LOG_DEBUG = 3,
+} isn_log_level;
+
+/* "error", "warn", "info", "debug" ("?" out of range). */
+const char *isn_log_level_name(isn_log_level level);
+/* 0 and the level for one of those names, -1 otherwise. */
+int isn_log_level_parse(const char *name, isn_log_level *level);
+
+/* One line per event on stderr: "2025-01-31T12:00:00.123Z info  message". Safe from any thread. */
+void log_set_level(isn_log_level level);
+bool log_enabled(isn_log_level level);
+void log_line(isn_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_line(ISN_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_line(ISN_LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_line(ISN_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) \
+    do { \
+        if (log_enabled(ISN_LOG_DEBUG)) log_line(ISN_LOG_DEBUG, __VA_ARGS__); \
+    } while (0)
+
+/* ------------------------------------------------------------------ query logs */
+
+/* One query of a log: the text after the first TAB of a line, the id before it. */
+typedef struct {
+    char *id;
+    char *text;
+    size_t line; /* 1-based line number in the file */
+} isn_logged_query;
+
+typedef struct {
+    isn_logged_query *queries;
+    size_t count;
+    size_t skipped; /* non-empty lines without "id TAB text" (only when not strict) */
+} isn_query_log;
+
+/* Reads "id<TAB>text" lines (CR/LF trimmed, empty lines ignored). A line without a TAB or with an
+ * empty text is an error naming the file and line when `strict`, else counted in `skipped`.
+ * `max` > 0 stops after that many queries. 0, or -1 with err. */
+int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log *log, char *err, size_t err_len);
+void isn_query_log_free(isn_query_log *log);
+
+/* ------------------------------------------------------------------ Prometheus text */
+
+/* "# HELP name help" and "# TYPE name type" lines, once per metric family. */
+void prom_family(byte_buffer *out, const char *name, const char *type, const char *help);
+/* A family with one unlabelled sample. */
+void prom_u64(byte_buffer *out, const char *name, const char *type, const char *help, uint64_t value);
+void prom_double(byte_buffer *out, const char *name, const char *type, const char *help, double value);
+
+/* A latency histogram over fixed bounds, 10 us to 10 s in seconds, plus +Inf. */
+#define HISTOGRAM_BUCKETS 19
+extern const double HISTOGRAM_BOUNDS[HISTOGRAM_BUCKETS];
+
+typedef struct {
+    uint64_t buckets[HISTOGRAM_BUCKETS + 1]; /* not cumulative; the last is +Inf */
+    uint64_t count;
+    double sum;
+} histogram;
+
+void histogram_observe(histogram *h, double seconds);
+/* The _bucket (cumulative), _sum and _count samples; `labels` is "" or `key="value",...` without
+ * braces. The family line is the caller's (several label sets share one). */
+void prom_histogram(byte_buffer *out, const char *name, const char *labels, const histogram *h);
+
+#endif
