@@ -62,13 +62,21 @@ static int copy_name(char *dst, const char *src, const char *flag) {
     return 0;
 }
 
-static int parse_float(const char *s, const char *flag, float lo, float hi, float *out) {
+/* A flag's number in [lo, hi]; otherwise says so as `command` ("isn-index synth") and returns -1. */
+static int parse_in_range(const char *command, const char *s, const char *flag, double lo, double hi, double *out) {
     char *end;
     double v = strtod(s, &end);
-    if (*s == 0 || *end || v < lo || v > hi) {
-        fprintf(stderr, "isn-index: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "%s: %s must be a number in [%g, %g], got '%s'\n", command, flag, lo, hi, s);
         return -1;
     }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, const char *flag, float lo, float hi, float *out) {
+    double v;
+    if (parse_in_range("isn-index", s, flag, lo, hi, &v)) return -1;
     *out = (float)v;
     return 0;
 }
@@ -200,14 +208,7 @@ static int cmd_verify(const char *dir) {
 }
 
 static int parse_number(const char *s, const char *flag, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "isn-index synth: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return parse_in_range("isn-index synth", s, flag, lo, hi, out);
 }
 
 static int cmd_synth(int argc, char **argv) {
