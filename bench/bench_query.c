@@ -45,22 +45,77 @@ static bool options_for(const char *name, uint32_t k, isn_search_options *o, boo
     return true;
 }
 
-/* The first algorithm of a mode leaves its hits as the reference; every later one must match them. */
-static void check_hits(const isn_hit *hits, uint32_t n, size_t query, uint32_t k, isn_hit *reference, uint32_t *ref_n,
-                       bool have_ref, uint64_t *mismatches) {
-    if (!have_ref) {
-        memcpy(reference + query * k, hits, n * sizeof *hits);
-        ref_n[query] = n;
-    } else if (n != ref_n[query] || memcmp(reference + query * k, hits, n * sizeof *hits) != 0) {
+/* The command line's algorithms, one at a time. */
+typedef struct {
+    char *list, *save;
+    const char *name;
+    isn_search_options options;
+    bool and_mode;
+} algorithm_walk;
+
+/* The first algorithm of a mode leaves its hits as the reference; every later one of that mode must
+ * match them (the other mode's results differ by design). */
+typedef struct {
+    isn_hit *hits;    /* [query * k] */
+    uint32_t *counts; /* [query] */
+    uint32_t k;
+    isn_mode mode;
+    bool taken;
+} reference_hits;
+
+static void reference_init(reference_hits *r, size_t nq, uint32_t k) {
+    *r = (reference_hits){.hits = malloc(nq * k * sizeof *r->hits), .counts = calloc(nq, sizeof *r->counts), .k = k};
+}
+
+static void reference_free(reference_hits *r) {
+    free(r->hits);
+    free(r->counts);
+}
+
+/* Before an algorithm's first pass. */
+static void reference_for_mode(reference_hits *r, isn_mode mode) {
+    if (r->taken && r->mode != mode) r->taken = false;
+}
+
+static void reference_check(reference_hits *r, size_t query, const isn_hit *hits, uint32_t n, uint64_t *mismatches) {
+    isn_hit *expected = r->hits + query * r->k;
+    if (!r->taken) {
+        memcpy(expected, hits, n * sizeof *hits);
+        r->counts[query] = n;
+    } else if (n != r->counts[query] || memcmp(expected, hits, n * sizeof *hits) != 0) {
         (*mismatches)++;
     }
+}
+
+/* After the pass that checked every query: its hits are the reference from now on. */
+static void reference_taken(reference_hits *r, isn_mode mode) {
+    if (r->taken) return;
+    r->taken = true;
+    r->mode = mode;
+}
+
+/* Moves to the next algorithm (its options, the reference reset when its mode differs): 1, or 0 at the
+ * end of the list, or -1 at an unknown name. */
+static int algorithm_next(algorithm_walk *w, uint32_t k, reference_hits *reference) {
+    w->name = strtok_r(w->name ? NULL : w->list, ",", &w->save);
+    if (!w->name) return 0;
+    if (!options_for(w->name, k, &w->options, &w->and_mode)) return -1;
+    reference_for_mode(reference, w->options.mode);
+    return 1;
+}
+
+static void print_header(const char *label, const char *index_dir, size_t nq, uint32_t k, int passes,
+                         const char *extra_fields) {
+    printf("{\"benchmark\":\"first_stage\",\"label\":\"%s\",\"index\":\"%s\",\"queries\":%zu,\"k\":%u,\"passes\":%d,"
+           "\"threads\":1,%s\"results\":[",
+           label, index_dir, nq, k, passes, extra_fields);
 }
 
 /* One pass of isn_search over the parsed queries, only the search timed; seeded: the probe as the
  * initial threshold. Returns the pass's seconds; lat gets each query's, postings the postings scored. */
 static double timed_pass(isn_searcher *s, const parsed_query *pq, size_t nq, const isn_search_options *base,
-                         bool seeded, isn_hit *hits, uint32_t k, isn_hit *reference, uint32_t *ref_n, bool have_ref,
-                         double *lat, uint64_t *postings, uint64_t *mismatches) {
+                         bool seeded, isn_hit *hits, reference_hits *reference, double *lat, uint64_t *postings,
+                         uint64_t *mismatches) {
     char err[ISN_ERR_LEN];
     double total = 0;
     for (size_t i = 0; i < nq; i++) {
@@ -77,7 +132,7 @@ static double timed_pass(isn_searcher *s, const parsed_query *pq, size_t nq, con
         total += lat[i];
         if (postings) {
             *postings += st.postings_scored;
-            check_hits(hits, n, i, k, reference, ref_n, have_ref, mismatches);
+            reference_check(reference, i, hits, n, mismatches);
         }
     }
     return total;
@@ -109,8 +164,9 @@ static int seed_probe_bench(isn_index *ix, const isn_query_log *log, const char 
     size_t nq = log->count;
     isn_searcher *s = isn_searcher_new(ix);
     parsed_query *pq = calloc(nq, sizeof *pq);
-    isn_hit *hits = malloc(k * sizeof *hits), *reference = malloc(nq * k * sizeof *reference);
-    uint32_t *ref_n = calloc(nq, sizeof *ref_n);
+    isn_hit *hits = malloc(k * sizeof *hits);
+    reference_hits reference;
+    reference_init(&reference, nq, k);
     double *lat[2], *pass_qps[2], *probe_ns = malloc((size_t)passes * sizeof *probe_ns);
     for (int v = 0; v < 2; v++) {
         lat[v] = malloc(nq * (size_t)passes * sizeof *lat[v]);
@@ -126,51 +182,40 @@ static int seed_probe_bench(isn_index *ix, const isn_query_log *log, const char 
         memcpy(pq[i].terms, pq[i].query.terms, pq[i].query.num_terms * sizeof *pq[i].terms);
         pq[i].query.terms = pq[i].terms;
     }
-    isn_mode ref_mode = ISN_MODE_OR;
-    bool have_ref = false;
-    printf("{\"benchmark\":\"first_stage\",\"label\":\"%s\",\"index\":\"%s\",\"queries\":%zu,\"k\":%u,\"passes\":%d,"
-           "\"threads\":1,\"seed_probe\":true,\"timed\":\"isn_search only\",\"results\":[",
-           label, index_dir, nq, k, passes);
-    char *list = strdup(algos);
-    int first = 1;
-    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
-        isn_search_options o;
-        bool and_mode;
-        if (!options_for(name, k, &o, &and_mode)) return 2;
-        if (have_ref && ref_mode != o.mode) have_ref = false;
+    print_header(label, index_dir, nq, k, passes, "\"seed_probe\":true,\"timed\":\"isn_search only\",");
+    algorithm_walk walk = {.list = strdup(algos)};
+    int more;
+    for (bool first = true; (more = algorithm_next(&walk, k, &reference)) > 0;) {
         uint64_t postings[2] = {0, 0}, mismatches[2] = {0, 0};
         for (int p = 0; p < passes; p++) {
             /* The probe, as the loop thread computes it: not part of the timed search. */
             double f0 = isn_now_seconds();
             for (size_t i = 0; i < nq; i++)
-                isn_job_features_of(ix, &pq[i].query, k, o.mode, o.algo, &pq[i].features);
+                isn_job_features_of(ix, &pq[i].query, k, walk.options.mode, walk.options.algo, &pq[i].features);
             probe_ns[p] = (isn_now_seconds() - f0) * 1e9 / (double)nq;
             for (int v = 0; v < 2; v++) {
                 bool check = p == 0;
-                double t = timed_pass(s, pq, nq, &o, v == 1, hits, k, reference, ref_n, have_ref,
-                                      lat[v] + (size_t)p * nq, check ? &postings[v] : NULL, &mismatches[v]);
+                double t = timed_pass(s, pq, nq, &walk.options, v == 1, hits, &reference, lat[v] + (size_t)p * nq,
+                                      check ? &postings[v] : NULL, &mismatches[v]);
                 pass_qps[v][p] = (double)nq / t;
-                if (check && v == 0 && !have_ref) {
-                    have_ref = true;
-                    ref_mode = o.mode;
-                }
+                if (check && v == 0) reference_taken(&reference, walk.options.mode);
             }
         }
         qsort(probe_ns, (size_t)passes, sizeof *probe_ns, cmp_double);
         for (int v = 0; v < 2; v++) {
-            print_entry(first, name, and_mode, v, pass_qps[v], passes, lat[v], nq * (size_t)passes, postings[v],
+            print_entry(first, walk.name, walk.and_mode, v, pass_qps[v], passes, lat[v], nq * (size_t)passes, postings[v],
                         nq, mismatches[v], probe_ns[passes / 2] / 1e3);
-            first = 0;
+            first = false;
         }
         fflush(stdout);
     }
+    free(walk.list);
+    if (more < 0) return 2;
     printf("]}\n");
-    free(list);
     for (size_t i = 0; i < nq; i++) free(pq[i].terms);
     free(pq);
     free(hits);
-    free(reference);
-    free(ref_n);
+    reference_free(&reference);
     free(probe_ns);
     for (int v = 0; v < 2; v++) {
         free(lat[v]);
@@ -215,22 +260,14 @@ int main(int argc, char **argv) {
         return rc;
     }
     isn_searcher *s = isn_searcher_new(ix);
-    isn_hit *hits = malloc(k * sizeof *hits), *reference = malloc(nq * k * sizeof *reference);
-    uint32_t *ref_n = calloc(nq, sizeof *ref_n);
+    isn_hit *hits = malloc(k * sizeof *hits);
+    reference_hits reference;
+    reference_init(&reference, nq, k);
     double *lat = malloc(nq * (size_t)passes * sizeof *lat), *pass_qps = malloc((size_t)passes * sizeof *pass_qps);
-    isn_mode ref_mode = ISN_MODE_OR;
-    bool have_ref = false;
-
-    printf("{\"benchmark\":\"first_stage\",\"label\":\"%s\",\"index\":\"%s\",\"queries\":%zu,\"k\":%u,\"passes\":%d,"
-           "\"threads\":1,\"results\":[",
-           argv[3], argv[1], nq, k, passes);
-    char *list = strdup(algos);
-    int first = 1;
-    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
-        isn_search_options o;
-        bool and_mode;
-        if (!options_for(name, k, &o, &and_mode)) return 2;
-        if (have_ref && ref_mode != o.mode) have_ref = false; /* results of the other mode differ by design */
+    print_header(argv[3], argv[1], nq, k, passes, "");
+    algorithm_walk walk = {.list = strdup(algos)};
+    int more;
+    for (bool first = true; (more = algorithm_next(&walk, k, &reference)) > 0;) {
         uint64_t postings = 0, mismatches = 0;
         for (int p = 0; p < passes; p++) {
             double t0 = isn_now_seconds();
@@ -241,32 +278,29 @@ int main(int argc, char **argv) {
                 uint32_t n;
                 const char *text = log.queries[i].text;
                 if (isn_query_parse(s, text, strlen(text), &q, err, sizeof err) != 0 ||
-                    isn_search(s, &q, &o, hits, &n, &st, err, sizeof err) != 0) {
+                    isn_search(s, &q, &walk.options, hits, &n, &st, err, sizeof err) != 0) {
                     fprintf(stderr, "bench_query: query %zu: %s\n", i, err);
                     return 1;
                 }
                 lat[(size_t)p * nq + i] = isn_now_seconds() - q0;
                 if (p == 0) {
                     postings += st.postings_scored;
-                    check_hits(hits, n, i, k, reference, ref_n, have_ref, &mismatches);
+                    reference_check(&reference, i, hits, n, &mismatches);
                 }
             }
             pass_qps[p] = (double)nq / (isn_now_seconds() - t0);
         }
-        if (!have_ref) {
-            have_ref = true;
-            ref_mode = o.mode;
-        }
-        print_entry(first, name, and_mode, -1, pass_qps, passes, lat, nq * (size_t)passes, postings, nq, mismatches, 0);
-        first = 0;
+        reference_taken(&reference, walk.options.mode);
+        print_entry(first, walk.name, walk.and_mode, -1, pass_qps, passes, lat, nq * (size_t)passes, postings, nq, mismatches, 0);
+        first = false;
         fflush(stdout);
     }
+    free(walk.list);
+    if (more < 0) return 2;
     printf("]}\n");
-    free(list);
     isn_query_log_free(&log);
     free(hits);
-    free(reference);
-    free(ref_n);
+    reference_free(&reference);
     free(lat);
     free(pass_qps);
     isn_searcher_free(s);

@@ -24,13 +24,14 @@
 #define MAX_TF 1000u
 
 void isn_synth_options_default(isn_synth_options *o) {
-    memset(o, 0, sizeof *o);
-    o->seed = 1;
-    o->zipf_exponent = 1.0;
-    o->postings_per_doc = 40.0;
-    o->mean_doc_len = 80.0;
-    o->doc_len_sigma = 0.6;
-    o->queries = 10000;
+    *o = (isn_synth_options){
+        .seed = 1,
+        .zipf_exponent = 1.0,
+        .postings_per_doc = 40.0,
+        .mean_doc_len = 80.0,
+        .doc_len_sigma = 0.6,
+        .queries = 10000,
+    };
 }
 
 static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
