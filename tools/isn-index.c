@@ -165,13 +165,17 @@ static int cmd_build(int argc, char **argv) {
     return 0;
 }
 
-static int cmd_info(const char *dir) {
+/* Opens DIR for `command` ("info"); NULL after saying why. */
+static isn_index *open_index(const char *command, const char *dir) {
     char err[ISN_ERR_LEN];
     isn_index *ix = isn_index_open(dir, err, sizeof err);
-    if (!ix) {
-        fprintf(stderr, "isn-index info: %s\n", err);
-        return 1;
-    }
+    if (!ix) fprintf(stderr, "isn-index %s: %s\n", command, err);
+    return ix;
+}
+
+static int cmd_info(const char *dir) {
+    isn_index *ix = open_index("info", dir);
+    if (!ix) return 1;
     const isn_index_info *in = isn_index_get_info(ix);
     printf("index          %s (format version %u)\n", dir, in->version);
     printf("documents      %u\n", in->num_docs);
@@ -193,12 +197,9 @@ static int cmd_info(const char *dir) {
 }
 
 static int cmd_verify(const char *dir) {
+    isn_index *ix = open_index("verify", dir);
+    if (!ix) return 1;
     char err[ISN_ERR_LEN];
-    isn_index *ix = isn_index_open(dir, err, sizeof err);
-    if (!ix) {
-        fprintf(stderr, "isn-index verify: %s\n", err);
-        return 1;
-    }
     int rc = isn_index_verify(ix, err, sizeof err);
     if (rc != 0) fprintf(stderr, "isn-index verify: %s: %s\n", dir, err);
     else printf("%s: OK (%u documents, %u terms, %llu postings)\n", dir, isn_index_get_info(ix)->num_docs,
