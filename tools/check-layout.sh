@@ -114,8 +114,9 @@ function normalize(path,    parts, n, i, out, k) {
 }
 END {
     if (violations) {
+        # On stdout after the list, so the summary stays last when both streams share a terminal.
         printf "check-layout: %d include%s break%s the layering of DESIGN.md section 3\n", violations,
-               violations == 1 ? "" : "s", violations == 1 ? "s" : "" > "/dev/stderr"
+               violations == 1 ? "" : "s", violations == 1 ? "s" : ""
         exit 1
     }
 }'
