@@ -107,27 +107,23 @@ static const key_spec KEYS[] = {
 };
 #define NUM_KEYS (sizeof KEYS / sizeof KEYS[0])
 
-/* Old spellings, still read exactly as before (same field, same unit: a bare number where the old
- * name carried the unit) and logged as deprecated with the new spelling of the same value. They are
- * never written back, and the reload check sees them through their replacement's field. */
+/* Old spellings, still read exactly as before and logged as deprecated with the new spelling of the
+ * same value. Each stores into its replacement's field in the same unit, so it is that key with the
+ * old name and the old value syntax (a bare number where the old name carried the unit). Never
+ * written back; the reload check sees them through their replacement. */
 typedef struct {
-    key_spec old;
-    const char *replaced_by; /* a key of the same section in KEYS */
+    const char *section, *old_name, *new_name;
+    key_type old_type;
 } deprecated_key;
 
 static const deprecated_key DEPRECATED_KEYS[] = {
-    {{"scheduler", "gpu_batch_max", KEY_U32, FIELD(gpu_batch_max), NULL, 1, 4096, false}, "gpu_max_batch"},
-    {{"scheduler", "gpu_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), NULL, 4096, 1u << 31, false},
-     "gpu_max_batch_memory"},
-    {{"scheduler", "gpu_sim_launch_ns", KEY_U32, FIELD(gpu_sim_launch_ns), NULL, 0, 100000000, false},
-     "simulated_gpu_launch"},
-    {{"scheduler", "gpu_sim_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), NULL, 1, 1000000000, false},
-     "simulated_gpu_postings_per_us"},
-    {{"scheduler", "gpu_sim_query_ns", KEY_U32, FIELD(gpu_sim_query_ns), NULL, 0, 100000000, false},
-     "simulated_gpu_query"},
-    {{"scheduler", "gpu_sim_failure_permille", KEY_U32, FIELD(gpu_sim_failure_permille), NULL, 0, 1000, false},
-     "simulated_gpu_failure_permille"},
-    {{"gpu", "memory_budget_mib", KEY_U32, FIELD(gpu_memory_budget_mib), NULL, 0, 16u << 20, false}, "index_memory"},
+    {"scheduler", "gpu_batch_max", "gpu_max_batch", KEY_U32},
+    {"scheduler", "gpu_batch_memory", "gpu_max_batch_memory", KEY_SIZE},
+    {"scheduler", "gpu_sim_launch_ns", "simulated_gpu_launch", KEY_U32},
+    {"scheduler", "gpu_sim_postings_per_us", "simulated_gpu_postings_per_us", KEY_U32},
+    {"scheduler", "gpu_sim_query_ns", "simulated_gpu_query", KEY_U32},
+    {"scheduler", "gpu_sim_failure_permille", "simulated_gpu_failure_permille", KEY_U32},
+    {"gpu", "memory_budget_mib", "index_memory", KEY_U32},
 };
 #define NUM_DEPRECATED_KEYS (sizeof DEPRECATED_KEYS / sizeof DEPRECATED_KEYS[0])
 
@@ -314,7 +310,7 @@ static const key_spec *find_key(const char *section, const char *name) {
 
 static const deprecated_key *find_deprecated_key(const char *section, const char *name) {
     for (size_t i = 0; i < NUM_DEPRECATED_KEYS; i++)
-        if (!strcmp(DEPRECATED_KEYS[i].old.section, section) && !strcmp(DEPRECATED_KEYS[i].old.name, name))
+        if (!strcmp(DEPRECATED_KEYS[i].section, section) && !strcmp(DEPRECATED_KEYS[i].old_name, name))
             return &DEPRECATED_KEYS[i];
     return NULL;
 }
@@ -392,9 +388,16 @@ static void format_value(const isn_conf *conf, const key_spec *key, char *out, s
 /* `where` prefixes the deprecation warning: "FILE:LINE: ", "--set " or "". */
 static int set_key(isn_conf *conf, const char *section, const char *name, const char *value, const char *where,
                    char *err, size_t err_len) {
-    const key_spec *key = find_key(section, name);
+    const key_spec *key = find_key(section, name), *replacement = NULL;
     const deprecated_key *old = key ? NULL : find_deprecated_key(section, name);
-    if (old) key = &old->old;
+    key_spec old_spelling;
+    if (old) {
+        replacement = find_key(section, old->new_name);
+        old_spelling = *replacement;
+        old_spelling.name = old->old_name;
+        old_spelling.type = old->old_type;
+        key = &old_spelling;
+    }
     if (!key) {
         if (!known_section(section)) return isn_error(err, err_len, "unknown section [%s]", section);
         return isn_error(err, err_len, "unknown key \"%s\" in [%s]", name, section);
@@ -402,11 +405,10 @@ static int set_key(isn_conf *conf, const char *section, const char *name, const 
     char why[400];
     if (set_field(conf, key, value, why, sizeof why) < 0) return isn_error(err, err_len, "%s.%s: %s", section, name, why);
     if (old) {
-        const key_spec *replacement = find_key(section, old->replaced_by);
         char spelled[64];
         format_value(conf, replacement, spelled, sizeof spelled);
         log_warn("%s%s.%s is deprecated: write %s.%s = %s instead (the same setting)", where, section, name, section,
-                 old->replaced_by, spelled);
+                 old->new_name, spelled);
     }
     return 0;
 }
