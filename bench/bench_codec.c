@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/base.h"
 #include "index/index.h"
 
 #define REPETITIONS 7
@@ -50,12 +50,6 @@ typedef struct {
     double mean_gap; /* 0: term frequencies */
 } distribution;
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int compare_doubles(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -93,35 +87,34 @@ static const uint8_t *varint_decode_block(const uint8_t *in, uint32_t *values) {
 
 static volatile uint32_t sink; /* keeps the decoded values observable */
 
-/* Decodes `blocks` consecutive codec blocks `passes` times; returns integers per second. */
-static double time_codec(const uint8_t *encoded, size_t blocks, size_t passes) {
+static const uint8_t *codec_decode_block(const uint8_t *in, uint32_t *values) {
+    return in + isn_codec_decode(in, ISN_BLOCK_SIZE, values);
+}
+
+/* Decodes `blocks` consecutive blocks `passes` times; returns integers per second. Always inlined, so
+ * each caller's decoder is a direct call, as if the loop were written out for it. */
+static inline __attribute__((always_inline)) double time_decode(const uint8_t *(*decode_block)(const uint8_t *, uint32_t *),
+                                                               const uint8_t *encoded, size_t blocks, size_t passes) {
     uint32_t values[ISN_BLOCK_SIZE], check = 0;
-    const double start = now_seconds();
+    const double start = isn_now_seconds();
     for (size_t pass = 0; pass < passes; pass++) {
         const uint8_t *p = encoded;
         for (size_t b = 0; b < blocks; b++) {
-            p += isn_codec_decode(p, ISN_BLOCK_SIZE, values);
+            p = decode_block(p, values);
             check ^= values[b % ISN_BLOCK_SIZE];
         }
     }
-    const double seconds = now_seconds() - start;
+    const double seconds = isn_now_seconds() - start;
     sink = check;
     return (double)(blocks * passes * ISN_BLOCK_SIZE) / seconds;
 }
 
+static double time_codec(const uint8_t *encoded, size_t blocks, size_t passes) {
+    return time_decode(codec_decode_block, encoded, blocks, passes);
+}
+
 static double time_varint(const uint8_t *encoded, size_t blocks, size_t passes) {
-    uint32_t values[ISN_BLOCK_SIZE], check = 0;
-    const double start = now_seconds();
-    for (size_t pass = 0; pass < passes; pass++) {
-        const uint8_t *p = encoded;
-        for (size_t b = 0; b < blocks; b++) {
-            p = varint_decode_block(p, values);
-            check ^= values[b % ISN_BLOCK_SIZE];
-        }
-    }
-    const double seconds = now_seconds() - start;
-    sink = check;
-    return (double)(blocks * passes * ISN_BLOCK_SIZE) / seconds;
+    return time_decode(varint_decode_block, encoded, blocks, passes);
 }
 
 int main(int argc, char **argv) {
@@ -159,12 +152,12 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < total; i++)
             values[i] = dist->mean_gap > 0 ? gap_value(dist->mean_gap) : tf_value();
 
-        const double encode_start = now_seconds();
+        const double encode_start = isn_now_seconds();
         size_t encoded_bytes = 0;
         for (size_t b = 0; b < blocks; b++) {
             encoded_bytes += isn_codec_encode(values + b * ISN_BLOCK_SIZE, ISN_BLOCK_SIZE, encoded + encoded_bytes);
         }
-        const double encode_rate = (double)total / (now_seconds() - encode_start);
+        const double encode_rate = (double)total / (isn_now_seconds() - encode_start);
         memset(encoded + encoded_bytes, 0, ISN_CODEC_READ_SLACK);
         const size_t varint_bytes = varint_encode(values, total, varint);
 

@@ -6,9 +6,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "ranking/ranking.h"
 
 typedef struct {
@@ -19,24 +19,18 @@ typedef struct {
     double busy;
 } worker;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void *run(void *arg) {
     worker *w = arg;
     float *rows = malloc(sizeof(float) * w->n * w->width), *out = malloc(sizeof(float) * w->n);
     unsigned seed = 1;
     for (size_t i = 0; i < (size_t)w->n * w->width; i++)
         rows[i] = (float)rand_r(&seed) / RAND_MAX * 4 - 2;
-    double start = now(), end = start + w->seconds;
-    while (now() < end) {
+    double start = isn_now_seconds(), end = start + w->seconds;
+    while (isn_now_seconds() < end) {
         isn_forest_predict(w->forest, rows, w->n, w->width, out);
         w->queries++;
     }
-    w->busy = now() - start;
+    w->busy = isn_now_seconds() - start;
     free(rows);
     free(out);
     return NULL;

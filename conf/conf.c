@@ -17,14 +17,18 @@ typedef enum {
     KEY_ADDR,
     KEY_OPTIONAL_ADDR,
     KEY_PATH,
-    KEY_U32,
-    KEY_DURATION,
-    KEY_SIZE,
     KEY_BOOL,
     KEY_MODE,
     KEY_ALGO,
     KEY_LEVEL,
+    /* Numbers, stored as uint32_t in the unit the field's name gives. A size or a duration is
+     * written with its unit in the value ("4MiB", "200us"); the key name never carries a unit. */
+    KEY_U32,
+    KEY_DURATION_MS,
     KEY_DURATION_US,
+    KEY_DURATION_NS,
+    KEY_SIZE,     /* field in bytes */
+    KEY_SIZE_MIB, /* field in MiB */
 } key_type;
 
 typedef struct {
@@ -32,112 +36,96 @@ typedef struct {
     const char *name;
     key_type type;
     size_t offset;
-    uint64_t min, max; /* numeric keys: inclusive range (durations in ms, sizes in bytes) */
-    bool reloadable;   /* SIGHUP may change it */
+    const char *default_value; /* as the file would spell it */
+    uint64_t min, max;         /* numeric keys: inclusive range in the field's unit */
+    bool reloadable;           /* SIGHUP may change it */
 } key_spec;
 
 #define FIELD(f) offsetof(isn_conf, f)
 
+/* The one convention of key names (conf/isnd.conf's header says it to users):
+ *   - sizes and durations take their unit in the value, never in the name;
+ *   - a limit starts with max_, a fallback with default_; a scope comes first (gpu_max_batch);
+ *   - a plain number names what it counts (_percent, _permille, a rate's _per_us).
+ * The table's order is the order of conf/isnd.conf and of isn_conf_write. */
 static const key_spec KEYS[] = {
-    {"server", "listen", KEY_ADDR, FIELD(listen), 0, 0, false},
-    {"server", "stats_listen", KEY_OPTIONAL_ADDR, FIELD(stats_listen), 0, 0, false},
-    {"server", "max_connections", KEY_U32, FIELD(max_connections), 1, 1000000, true},
-    {"server", "max_concurrent_streams", KEY_U32, FIELD(max_concurrent_streams), 1, 65536, false},
-    {"server", "max_message_size", KEY_SIZE, FIELD(max_message_bytes), 64, 1u << 30, false},
-    {"server", "header_timeout", KEY_DURATION, FIELD(header_timeout_ms), 1, 3600000, true},
-    {"server", "idle_timeout", KEY_DURATION, FIELD(idle_timeout_ms), 1, 86400000, true},
-    {"server", "drain_timeout", KEY_DURATION, FIELD(drain_timeout_ms), 0, 3600000, true},
-    {"index", "path", KEY_PATH, FIELD(index_path), 0, 0, false},
-    {"index", "partition_id", KEY_U32, FIELD(partition_id), 0, UINT32_MAX, false},
-    {"index", "warm_up", KEY_BOOL, FIELD(warm_up), 0, 0, false},
-    {"search", "workers", KEY_U32, FIELD(workers), 0, 1024, false},
-    {"search", "max_queue", KEY_U32, FIELD(max_queue), 1, 10000000, false},
-    {"search", "default_k", KEY_U32, FIELD(default_k), 1, ISN_MAX_K, true},
-    {"search", "max_k", KEY_U32, FIELD(max_k), 1, ISN_MAX_K, true},
-    {"search", "default_timeout", KEY_DURATION, FIELD(default_timeout_ms), 0, 3600000, true},
-    {"search", "max_timeout", KEY_DURATION, FIELD(max_timeout_ms), 0, 3600000, true},
-    {"search", "default_mode", KEY_MODE, FIELD(default_mode), 0, 0, true},
-    {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), 0, 0, true},
-    {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), 1, 100, false},
-    {"scheduler", "admit_percent", KEY_U32, FIELD(admit_percent), 1, 100, false},
-    {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), 1, 100, false},
-    {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), 0, 1000, false},
-    {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), 0, 0, false},
-    {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), 0, 19, false},
-    {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), 0, 4096, false},
-    {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), 0, 0, false},
-    {"scheduler", "gpu_batch_max", KEY_U32, FIELD(gpu_batch_max), 1, 4096, false},
-    {"scheduler", "gpu_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), 4096, 1u << 31, false},
-    {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), 0, 1000000, false},
-    {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), 0, 1000000, false},
+    {"server", "listen", KEY_ADDR, FIELD(listen), "127.0.0.1:7070", 0, 0, false},
+    {"server", "stats_listen", KEY_OPTIONAL_ADDR, FIELD(stats_listen), "127.0.0.1:9090", 0, 0, false},
+    {"server", "max_connections", KEY_U32, FIELD(max_connections), "4096", 1, 1000000, true},
+    {"server", "max_concurrent_streams", KEY_U32, FIELD(max_concurrent_streams), "256", 1, 65536, false},
+    {"server", "max_message_size", KEY_SIZE, FIELD(max_message_bytes), "4MiB", 64, 1u << 30, false},
+    {"server", "header_timeout", KEY_DURATION_MS, FIELD(header_timeout_ms), "10s", 1, 3600000, true},
+    {"server", "idle_timeout", KEY_DURATION_MS, FIELD(idle_timeout_ms), "5m", 1, 86400000, true},
+    {"server", "drain_timeout", KEY_DURATION_MS, FIELD(drain_timeout_ms), "30s", 0, 3600000, true},
+    {"index", "path", KEY_PATH, FIELD(index_path), "", 0, 0, false},
+    {"index", "partition_id", KEY_U32, FIELD(partition_id), "0", 0, UINT32_MAX, false},
+    {"index", "warm_up", KEY_BOOL, FIELD(warm_up), "true", 0, 0, false},
+    {"search", "workers", KEY_U32, FIELD(workers), "0", 0, 1024, false},
+    {"search", "max_queue", KEY_U32, FIELD(max_queue), "4096", 1, 10000000, false},
+    {"search", "default_k", KEY_U32, FIELD(default_k), "10", 1, ISN_MAX_K, true},
+    {"search", "max_k", KEY_U32, FIELD(max_k), "10000", 1, ISN_MAX_K, true},
+    {"search", "default_timeout", KEY_DURATION_MS, FIELD(default_timeout_ms), "0", 0, 3600000, true},
+    {"search", "max_timeout", KEY_DURATION_MS, FIELD(max_timeout_ms), "1m", 0, 3600000, true},
+    {"search", "default_mode", KEY_MODE, FIELD(default_mode), "or", 0, 0, true},
+    {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), "auto", 0, 0, true},
+    {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), "90", 1, 100, false},
+    {"scheduler", "admit_percent", KEY_U32, FIELD(admit_percent), "40", 1, 100, false},
+    {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), "50", 1, 100, false},
+    {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), "25", 0, 1000, false},
+    {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), "false", 0, 0, false},
+    {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
+    {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
+    {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
+    {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "64", 1, 4096, false},
+    {"scheduler", "gpu_max_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), "256MiB", 4096, 1u << 31, false},
+    {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), "200us", 0, 1000000, false},
+    {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), "1ms", 0, 1000000, false},
     /* Named for what it does to answers, so nobody turns it on by accident. */
-    {"scheduler", "simulated_gpus_answer_without_hits", KEY_U32, FIELD(gpu_sim_devices), 0, 16, false},
-    {"scheduler", "gpu_sim_launch_ns", KEY_U32, FIELD(gpu_sim_launch_ns), 0, 100000000, false},
-    {"scheduler", "gpu_sim_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), 1, 1000000000, false},
-    {"scheduler", "gpu_sim_query_ns", KEY_U32, FIELD(gpu_sim_query_ns), 0, 100000000, false},
-    {"scheduler", "gpu_sim_failure_permille", KEY_U32, FIELD(gpu_sim_failure_permille), 0, 1000, false},
-    {"gpu", "enable", KEY_BOOL, FIELD(gpu_enable), 0, 0, false},
-    {"gpu", "emulate", KEY_BOOL, FIELD(gpu_emulate), 0, 0, false},
-    {"gpu", "device", KEY_U32, FIELD(gpu_device), 0, 255, false},
-    {"gpu", "memory_budget_mib", KEY_U32, FIELD(gpu_memory_budget_mib), 0, 16u << 20, false},
-    {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), 1, 4096, false},
-    {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), 1, 10000, false},
-    {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), 0, 0, false},
-    {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), 0, 0, false},
-    {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), 0, 0, false},
-    {"rerank", "ranker_dir", KEY_PATH, FIELD(ranker_dir), 0, 0, false},
-    {"rerank", "default_n1", KEY_U32, FIELD(default_n1), 1, ISN_MAX_K, true},
-    {"rerank", "max_n1", KEY_U32, FIELD(max_n1), 1, ISN_MAX_K, true},
-    {"rerank", "gpu_model_memory", KEY_SIZE, FIELD(gpu_model_memory_bytes), 1u << 20, 1u << 31, false},
-    {"log", "level", KEY_LEVEL, FIELD(log_level), 0, 0, true},
-    {"testing", "job_delay", KEY_DURATION_US, FIELD(job_delay_us), 0, 60000000, true},
-    {"testing", "inject_delay", KEY_DURATION, FIELD(inject_delay_ms), 0, 60000, true},
-    {"testing", "inject_delay_percent", KEY_U32, FIELD(inject_delay_percent), 0, 100, true},
+    {"scheduler", "simulated_gpus_answer_without_hits", KEY_U32, FIELD(gpu_sim_devices), "0", 0, 16, false},
+    {"scheduler", "simulated_gpu_launch", KEY_DURATION_NS, FIELD(gpu_sim_launch_ns), "8500ns", 0, 100000000, false},
+    {"scheduler", "simulated_gpu_postings_per_us", KEY_U32, FIELD(gpu_sim_postings_per_us), "25000", 1, 1000000000,
+     false},
+    {"scheduler", "simulated_gpu_query", KEY_DURATION_NS, FIELD(gpu_sim_query_ns), "2us", 0, 100000000, false},
+    {"scheduler", "simulated_gpu_failure_permille", KEY_U32, FIELD(gpu_sim_failure_permille), "0", 0, 1000, false},
+    {"gpu", "enable", KEY_BOOL, FIELD(gpu_enable), "false", 0, 0, false},
+    {"gpu", "emulate", KEY_BOOL, FIELD(gpu_emulate), "false", 0, 0, false},
+    {"gpu", "device", KEY_U32, FIELD(gpu_device), "0", 0, 255, false},
+    {"gpu", "index_memory", KEY_SIZE_MIB, FIELD(gpu_memory_budget_mib), "0", 0, 16u << 20, false},
+    {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), "256", 1, 4096, false},
+    {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), "1000", 1, 10000, false},
+    {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
+    {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},
+    {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), "true", 0, 0, false},
+    {"rerank", "ranker_dir", KEY_PATH, FIELD(ranker_dir), "", 0, 0, false},
+    {"rerank", "default_n1", KEY_U32, FIELD(default_n1), "1000", 1, ISN_MAX_K, true},
+    {"rerank", "max_n1", KEY_U32, FIELD(max_n1), "10000", 1, ISN_MAX_K, true},
+    {"rerank", "gpu_model_memory", KEY_SIZE, FIELD(gpu_model_memory_bytes), "512MiB", 1u << 20, 1u << 31, false},
+    {"log", "level", KEY_LEVEL, FIELD(log_level), "info", 0, 0, true},
+    {"testing", "job_delay", KEY_DURATION_US, FIELD(job_delay_us), "0", 0, 60000000, true},
+    {"testing", "inject_delay", KEY_DURATION_MS, FIELD(inject_delay_ms), "0", 0, 60000, true},
+    {"testing", "inject_delay_percent", KEY_U32, FIELD(inject_delay_percent), "0", 0, 100, true},
 };
 #define NUM_KEYS (sizeof KEYS / sizeof KEYS[0])
 
+/* Old spellings, still read exactly as before and logged as deprecated with the new spelling of the
+ * same value. Each stores into its replacement's field in the same unit, so it is that key with the
+ * old name and the old value syntax (a bare number where the old name carried the unit). Never
+ * written back; the reload check sees them through their replacement. */
+typedef struct {
+    const char *section, *old_name, *new_name;
+    key_type old_type;
+} deprecated_key;
 
-void isn_conf_default(isn_conf *conf) {
-    memset(conf, 0, sizeof *conf);
-    strcpy(conf->listen, "127.0.0.1:7070");
-    strcpy(conf->stats_listen, "127.0.0.1:9090");
-    conf->max_connections = 4096;
-    conf->max_concurrent_streams = 256;
-    conf->max_message_bytes = 4u << 20;
-    conf->header_timeout_ms = 10000;
-    conf->idle_timeout_ms = 300000;
-    conf->drain_timeout_ms = 30000;
-    conf->warm_up = true;
-    conf->workers = 0;
-    conf->max_queue = 4096;
-    conf->default_k = 10;
-    conf->max_k = 10000;
-    conf->default_timeout_ms = 0;
-    conf->max_timeout_ms = 60000;
-    conf->default_mode = ISN_MODE_OR;
-    conf->default_algo = ISN_ALGO_AUTO;
-    conf->log_level = ISN_LOG_INFO;
-    conf->early_stop_percent = 90;
-    conf->admit_percent = 40;
-    conf->degraded_stop_percent = 50;
-    conf->route_margin_percent = 25;
-    conf->overload_degrade = false;
-    conf->worker_nice = 5;
-    conf->analysis_min_workers = 4;
-    conf->gpu_batch_max = 64;
-    conf->gpu_batch_memory_bytes = 256u << 20;
-    conf->gpu_batch_linger_us = 200;
-    conf->gpu_deadline_safety_us = 1000;
-    conf->gpu_sim_launch_ns = 8500;
-    conf->gpu_sim_postings_per_us = 25000;
-    conf->gpu_sim_query_ns = 2000;
-    conf->default_n1 = 1000;
-    conf->max_n1 = 10000;
-    conf->gpu_model_memory_bytes = 512u << 20;
-    conf->gpu_max_batch = 256;
-    conf->gpu_max_k = 1000;
-    conf->gpu_rerank = true;
-}
+static const deprecated_key DEPRECATED_KEYS[] = {
+    {"scheduler", "gpu_batch_max", "gpu_max_batch", KEY_U32},
+    {"scheduler", "gpu_batch_memory", "gpu_max_batch_memory", KEY_SIZE},
+    {"scheduler", "gpu_sim_launch_ns", "simulated_gpu_launch", KEY_U32},
+    {"scheduler", "gpu_sim_postings_per_us", "simulated_gpu_postings_per_us", KEY_U32},
+    {"scheduler", "gpu_sim_query_ns", "simulated_gpu_query", KEY_U32},
+    {"scheduler", "gpu_sim_failure_permille", "simulated_gpu_failure_permille", KEY_U32},
+    {"gpu", "memory_budget_mib", "index_memory", KEY_U32},
+};
+#define NUM_DEPRECATED_KEYS (sizeof DEPRECATED_KEYS / sizeof DEPRECATED_KEYS[0])
 
 /* Digits only, no sign, no overflow past UINT64_MAX; *end points after them. */
 static int parse_digits(const char *text, uint64_t *value, const char **end) {
@@ -154,52 +142,126 @@ static int parse_digits(const char *text, uint64_t *value, const char **end) {
     return 0;
 }
 
-static int parse_duration_us(const char *text, uint64_t *us, char *err, size_t err_len) {
-    uint64_t v;
-    const char *unit;
-    if (parse_digits(text, &v, &unit) < 0)
-        return isn_error(err, err_len, "bad duration \"%s\": expected a number with a unit (250ms, 10s, 5m)", text);
+typedef struct {
+    const char *name;
     uint64_t scale;
-    if (*unit == '\0') {
-        if (v != 0) return isn_error(err, err_len, "duration \"%s\" needs a unit: us, ms, s, m or h", text);
-        scale = 0;
-    } else if (!strcmp(unit, "us")) scale = 1;
-    else if (!strcmp(unit, "ms")) scale = 1000;
-    else if (!strcmp(unit, "s")) scale = 1000000;
-    else if (!strcmp(unit, "m")) scale = 60000000;
-    else if (!strcmp(unit, "h")) scale = 3600000000ull;
-    else return isn_error(err, err_len, "bad duration unit in \"%s\": use us, ms, s, m or h", text);
-    if (scale && v > UINT64_MAX / scale) return isn_error(err, err_len, "duration \"%s\" is too large", text);
-    *us = v * scale;
-    return 0;
+} unit;
+
+/* Largest first: isn_conf_write spells a value in the largest unit that divides it. */
+static const unit DURATION_UNITS[] = {{"m", 60000000000ull}, {"s", 1000000000ull}, {"ms", 1000000},
+                                      {"us", 1000},          {"ns", 1},              {"h", 3600000000000ull}};
+#define NUM_WRITTEN_DURATION_UNITS 5 /* hours are read, never written (60m reads better in a config) */
+static const unit SIZE_UNITS[] = {{"GiB", 1u << 30}, {"MiB", 1u << 20}, {"KiB", 1u << 10}, {"", 1},
+                                  {"k", 1u << 10},   {"K", 1u << 10},   {"KB", 1u << 10},  {"M", 1u << 20},
+                                  {"MB", 1u << 20},  {"G", 1u << 30},   {"GB", 1u << 30},  {"B", 1}};
+#define NUM_WRITTEN_SIZE_UNITS 4
+
+/* A number followed by one of `units`. `what` names the kind of value in messages. */
+static int parse_with_unit(const char *text, const unit *units, size_t num_units, const char *what,
+                           const char *unit_list, uint64_t *amount, char *err, size_t err_len) {
+    uint64_t v;
+    const char *suffix;
+    if (parse_digits(text, &v, &suffix) < 0)
+        return isn_error(err, err_len, "bad %s \"%s\": expected a number with a unit (%s)", what, text, unit_list);
+    for (size_t i = 0; i < num_units; i++) {
+        if (strcmp(suffix, units[i].name)) continue;
+        if (v > UINT64_MAX / units[i].scale) return isn_error(err, err_len, "%s \"%s\" is too large", what, text);
+        *amount = v * units[i].scale;
+        return 0;
+    }
+    return isn_error(err, err_len, "bad %s unit in \"%s\": use %s", what, text, unit_list);
+}
+
+static int parse_duration_ns(const char *text, uint64_t *ns, char *err, size_t err_len) {
+    /* A bare number is a mistake waiting to happen (seconds? milliseconds?), except zero. */
+    uint64_t v;
+    const char *suffix;
+    if (parse_digits(text, &v, &suffix) == 0 && *suffix == '\0') {
+        if (v != 0) return isn_error(err, err_len, "duration \"%s\" needs a unit: ns, us, ms, s, m or h", text);
+        return *ns = 0, 0;
+    }
+    return parse_with_unit(text, DURATION_UNITS, sizeof DURATION_UNITS / sizeof DURATION_UNITS[0], "duration",
+                           "ns, us, ms, s, m or h", ns, err, err_len);
 }
 
 int isn_conf_parse_duration_ms(const char *text, uint32_t *ms, char *err, size_t err_len) {
-    uint64_t us;
-    if (parse_duration_us(text, &us, err, err_len) < 0) return -1;
-    if (us % 1000) return isn_error(err, err_len, "duration \"%s\" is finer than a millisecond", text);
-    if (us / 1000 > UINT32_MAX) return isn_error(err, err_len, "duration \"%s\" is too large", text);
-    *ms = (uint32_t)(us / 1000);
+    uint64_t ns;
+    if (parse_duration_ns(text, &ns, err, err_len) < 0) return -1;
+    if (ns % 1000000) return isn_error(err, err_len, "duration \"%s\" is finer than a millisecond", text);
+    if (ns / 1000000 > UINT32_MAX) return isn_error(err, err_len, "duration \"%s\" is too large", text);
+    *ms = (uint32_t)(ns / 1000000);
     return 0;
 }
 
 int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err_len) {
-    uint64_t v;
-    const char *unit;
-    if (parse_digits(text, &v, &unit) < 0)
-        return isn_error(err, err_len, "bad size \"%s\": expected a number, optionally with KiB, MiB or GiB", text);
-    static const struct {
-        const char *name;
-        unsigned shift;
-    } units[] = {{"", 0},    {"k", 10},   {"K", 10},   {"KB", 10}, {"KiB", 10}, {"M", 20},
-                 {"MB", 20}, {"MiB", 20}, {"G", 30},   {"GB", 30}, {"GiB", 30}, {"B", 0}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(unit, units[i].name)) continue;
-        if (v > (UINT64_MAX >> units[i].shift)) return isn_error(err, err_len, "size \"%s\" is too large", text);
-        *bytes = v << units[i].shift;
-        return 0;
+    return parse_with_unit(text, SIZE_UNITS, sizeof SIZE_UNITS / sizeof SIZE_UNITS[0], "size", "KiB, MiB or GiB",
+                           bytes, err, err_len);
+}
+
+/* A numeric key's field unit, in nanoseconds or bytes (1 for a plain number). */
+static uint64_t field_scale(key_type type) {
+    switch (type) {
+    case KEY_DURATION_MS: return 1000000;
+    case KEY_DURATION_US: return 1000;
+    case KEY_SIZE_MIB: return 1u << 20;
+    default: return 1;
     }
-    return isn_error(err, err_len, "bad size unit in \"%s\": use KiB, MiB or GiB", text);
+}
+
+static const char *field_unit_name(key_type type) {
+    switch (type) {
+    case KEY_DURATION_MS: return " milliseconds";
+    case KEY_DURATION_US: return " microseconds";
+    case KEY_DURATION_NS: return " nanoseconds";
+    case KEY_SIZE: return " bytes";
+    case KEY_SIZE_MIB: return " MiB";
+    default: return "";
+    }
+}
+
+/* A numeric key's value in its field's unit, range-checked. */
+static int parse_number(const key_spec *key, const char *value, uint32_t *field_value, char *err, size_t err_len) {
+    uint64_t amount;
+    const char *end;
+    switch (key->type) {
+    case KEY_U32:
+        if (parse_digits(value, &amount, &end) < 0 || *end)
+            return isn_error(err, err_len, "\"%s\" is not a non-negative integer", value);
+        break;
+    case KEY_DURATION_MS:
+    case KEY_DURATION_US:
+    case KEY_DURATION_NS:
+        if (parse_duration_ns(value, &amount, err, err_len) < 0) return -1;
+        break;
+    default:
+        if (isn_conf_parse_size(value, &amount, err, err_len) < 0) return -1;
+        break;
+    }
+    uint64_t scale = field_scale(key->type);
+    if (amount % scale)
+        return isn_error(err, err_len, "\"%s\" is not a whole number of%s", value, field_unit_name(key->type));
+    amount /= scale;
+    if (amount < key->min || amount > key->max)
+        return isn_error(err, err_len, "%s is out of range [%" PRIu64 ", %" PRIu64 "]%s", value, key->min, key->max,
+                         field_unit_name(key->type));
+    *field_value = (uint32_t)amount;
+    return 0;
+}
+
+/* The value as the file would spell it, in the largest unit that divides it. */
+static void format_number(key_type type, uint32_t field_value, char *out, size_t out_len) {
+    uint64_t amount = field_value * field_scale(type);
+    const unit *units = type == KEY_SIZE || type == KEY_SIZE_MIB ? SIZE_UNITS : DURATION_UNITS;
+    size_t num_units = type == KEY_SIZE || type == KEY_SIZE_MIB ? NUM_WRITTEN_SIZE_UNITS : NUM_WRITTEN_DURATION_UNITS;
+    if (type == KEY_U32 || amount == 0) {
+        snprintf(out, out_len, "%" PRIu64, amount);
+        return;
+    }
+    for (size_t i = 0; i < num_units; i++) {
+        if (amount % units[i].scale) continue;
+        snprintf(out, out_len, "%" PRIu64 "%s", amount / units[i].scale, units[i].name);
+        return;
+    }
 }
 
 int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
@@ -246,28 +308,22 @@ static const key_spec *find_key(const char *section, const char *name) {
     return NULL;
 }
 
+static const deprecated_key *find_deprecated_key(const char *section, const char *name) {
+    for (size_t i = 0; i < NUM_DEPRECATED_KEYS; i++)
+        if (!strcmp(DEPRECATED_KEYS[i].section, section) && !strcmp(DEPRECATED_KEYS[i].old_name, name))
+            return &DEPRECATED_KEYS[i];
+    return NULL;
+}
+
 static bool known_section(const char *section) {
     for (size_t i = 0; i < NUM_KEYS; i++)
         if (!strcmp(KEYS[i].section, section)) return true;
     return false;
 }
 
-static int check_range(const key_spec *key, uint64_t v, const char *value, char *err, size_t err_len) {
-    if (v >= key->min && v <= key->max) return 0;
-    return isn_error(err, err_len, "%s.%s = %s is out of range [%" PRIu64 ", %" PRIu64 "]%s", key->section, key->name,
-                value, key->min, key->max,
-                key->type == KEY_DURATION ? " milliseconds" : key->type == KEY_SIZE ? " bytes" : "");
-}
-
-int isn_conf_set(isn_conf *conf, const char *section, const char *name, const char *value, char *err,
-                 size_t err_len) {
-    const key_spec *key = find_key(section, name);
-    if (!key) {
-        if (!known_section(section)) return isn_error(err, err_len, "unknown section [%s]", section);
-        return isn_error(err, err_len, "unknown key \"%s\" in [%s]", name, section);
-    }
+/* Parses `value` into the key's field. The message in err lacks the "section.key: " prefix. */
+static int set_field(isn_conf *conf, const key_spec *key, const char *value, char *err, size_t err_len) {
     void *field = (char *)conf + key->offset;
-    char why[160];
     switch (key->type) {
     case KEY_OPTIONAL_ADDR:
         if (!*value) return *(char *)field = '\0', 0;
@@ -275,71 +331,103 @@ int isn_conf_set(isn_conf *conf, const char *section, const char *name, const ch
     case KEY_ADDR: {
         char host[256];
         uint16_t port;
-        if (isn_conf_parse_host_port(value, host, sizeof host, &port, why, sizeof why) < 0)
-            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
-        if (strlen(value) >= ISN_CONF_ADDR_MAX) return isn_error(err, err_len, "%s.%s: address too long", section, name);
+        if (isn_conf_parse_host_port(value, host, sizeof host, &port, err, err_len) < 0) return -1;
+        if (strlen(value) >= ISN_CONF_ADDR_MAX) return isn_error(err, err_len, "address too long");
         strcpy((char *)field, value);
         return 0;
     }
     case KEY_PATH:
-        if (strlen(value) >= ISN_CONF_PATH_MAX) return isn_error(err, err_len, "%s.%s: path too long", section, name);
+        if (strlen(value) >= ISN_CONF_PATH_MAX) return isn_error(err, err_len, "path too long");
         strcpy((char *)field, value);
         return 0;
-    case KEY_U32: {
-        uint64_t v;
-        const char *end;
-        if (parse_digits(value, &v, &end) < 0 || *end)
-            return isn_error(err, err_len, "%s.%s: \"%s\" is not a non-negative integer", section, name, value);
-        if (check_range(key, v, value, err, err_len) < 0) return -1;
-        *(uint32_t *)field = (uint32_t)v;
-        return 0;
-    }
-    case KEY_DURATION: {
-        uint32_t ms;
-        if (isn_conf_parse_duration_ms(value, &ms, why, sizeof why) < 0)
-            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
-        if (check_range(key, ms, value, err, err_len) < 0) return -1;
-        *(uint32_t *)field = ms;
-        return 0;
-    }
-    case KEY_DURATION_US: {
-        uint64_t us;
-        if (parse_duration_us(value, &us, why, sizeof why) < 0)
-            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
-        if (check_range(key, us, value, err, err_len) < 0) return -1;
-        *(uint32_t *)field = (uint32_t)us;
-        return 0;
-    }
-    case KEY_SIZE: {
-        uint64_t bytes;
-        if (isn_conf_parse_size(value, &bytes, why, sizeof why) < 0)
-            return isn_error(err, err_len, "%s.%s: %s", section, name, why);
-        if (check_range(key, bytes, value, err, err_len) < 0) return -1;
-        *(uint32_t *)field = (uint32_t)bytes;
-        return 0;
-    }
     case KEY_BOOL:
         if (parse_bool(value, (bool *)field) < 0)
-            return isn_error(err, err_len, "%s.%s: \"%s\" is not a boolean (true/false, yes/no, on/off)", section,
-                        name, value);
+            return isn_error(err, err_len, "\"%s\" is not a boolean (true/false, yes/no, on/off)", value);
         return 0;
     case KEY_MODE:
         if (!strcmp(value, "or")) *(isn_mode *)field = ISN_MODE_OR;
         else if (!strcmp(value, "and")) *(isn_mode *)field = ISN_MODE_AND;
-        else return isn_error(err, err_len, "%s.%s: \"%s\" is not a mode (or, and)", section, name, value);
+        else return isn_error(err, err_len, "\"%s\" is not a mode (or, and)", value);
         return 0;
     case KEY_ALGO:
         if (!isn_algo_from_name(value, (isn_algo *)field))
-            return isn_error(err, err_len,
-                        "%s.%s: unknown algorithm \"%s\" (auto, or, and, maxscore, wand, bmw, bmand)", section,
-                        name, value);
+            return isn_error(err, err_len, "unknown algorithm \"%s\" (auto, or, and, maxscore, wand, bmw, bmand)", value);
         return 0;
     case KEY_LEVEL:
         if (isn_log_level_parse(value, (isn_log_level *)field) == 0) return 0;
-        return isn_error(err, err_len, "%s.%s: \"%s\" is not a level (error, warn, info, debug)", section, name,
-                    value);
+        return isn_error(err, err_len, "\"%s\" is not a level (error, warn, info, debug)", value);
+    case KEY_U32:
+    case KEY_DURATION_MS:
+    case KEY_DURATION_US:
+    case KEY_DURATION_NS:
+    case KEY_SIZE:
+    case KEY_SIZE_MIB: return parse_number(key, value, (uint32_t *)field, err, err_len);
     }
-    return isn_error(err, err_len, "%s.%s: unhandled key type", section, name);
+    return isn_error(err, err_len, "unhandled key type");
+}
+
+static void format_value(const isn_conf *conf, const key_spec *key, char *out, size_t out_len) {
+    const void *field = (const char *)conf + key->offset;
+    switch (key->type) {
+    case KEY_ADDR:
+    case KEY_OPTIONAL_ADDR:
+    case KEY_PATH: snprintf(out, out_len, "%s", (const char *)field); break;
+    case KEY_BOOL: snprintf(out, out_len, "%s", *(const bool *)field ? "true" : "false"); break;
+    case KEY_MODE: snprintf(out, out_len, "%s", *(const isn_mode *)field == ISN_MODE_AND ? "and" : "or"); break;
+    case KEY_ALGO: snprintf(out, out_len, "%s", isn_algo_name(*(const isn_algo *)field)); break;
+    case KEY_LEVEL: snprintf(out, out_len, "%s", isn_log_level_name(*(const isn_log_level *)field)); break;
+    case KEY_U32:
+    case KEY_DURATION_MS:
+    case KEY_DURATION_US:
+    case KEY_DURATION_NS:
+    case KEY_SIZE:
+    case KEY_SIZE_MIB: format_number(key->type, *(const uint32_t *)field, out, out_len); break;
+    }
+}
+
+/* `where` prefixes the deprecation warning: "FILE:LINE: ", "--set " or "". */
+static int set_key(isn_conf *conf, const char *section, const char *name, const char *value, const char *where,
+                   char *err, size_t err_len) {
+    const key_spec *key = find_key(section, name), *replacement = NULL;
+    const deprecated_key *old = key ? NULL : find_deprecated_key(section, name);
+    key_spec old_spelling;
+    if (old) {
+        replacement = find_key(section, old->new_name);
+        old_spelling = *replacement;
+        old_spelling.name = old->old_name;
+        old_spelling.type = old->old_type;
+        key = &old_spelling;
+    }
+    if (!key) {
+        if (!known_section(section)) return isn_error(err, err_len, "unknown section [%s]", section);
+        return isn_error(err, err_len, "unknown key \"%s\" in [%s]", name, section);
+    }
+    char why[400];
+    if (set_field(conf, key, value, why, sizeof why) < 0) return isn_error(err, err_len, "%s.%s: %s", section, name, why);
+    if (old) {
+        char spelled[64];
+        format_value(conf, replacement, spelled, sizeof spelled);
+        log_warn("%s%s.%s is deprecated: write %s.%s = %s instead (the same setting)", where, section, name, section,
+                 old->new_name, spelled);
+    }
+    return 0;
+}
+
+int isn_conf_set(isn_conf *conf, const char *section, const char *name, const char *value, char *err,
+                 size_t err_len) {
+    return set_key(conf, section, name, value, "", err, err_len);
+}
+
+void isn_conf_default(isn_conf *conf) {
+    memset(conf, 0, sizeof *conf);
+    for (size_t i = 0; i < NUM_KEYS; i++) {
+        char err[400];
+        /* The table's defaults are tested (tests/test_conf.c): a failure here is a typo in KEYS. */
+        if (set_field(conf, &KEYS[i], KEYS[i].default_value, err, sizeof err) < 0) {
+            fprintf(stderr, "isn_conf_default: %s.%s: %s\n", KEYS[i].section, KEYS[i].name, err);
+            abort();
+        }
+    }
 }
 
 int isn_conf_set_option(isn_conf *conf, const char *option, char *err, size_t err_len) {
@@ -354,7 +442,7 @@ int isn_conf_set_option(isn_conf *conf, const char *option, char *err, size_t er
     section[section_len] = '\0';
     memcpy(name, dot + 1, name_len);
     name[name_len] = '\0';
-    return isn_conf_set(conf, section, name, eq + 1, err, err_len);
+    return set_key(conf, section, name, eq + 1, "--set ", err, err_len);
 }
 
 /* ------------------------------------------------------------------ file */
@@ -386,8 +474,9 @@ static char *read_line(char *str, int num, void *stream) {
 
 static int on_key(void *user, const char *section, const char *name, const char *value) {
     file_ctx *ctx = user;
-    char why[512];
-    if (isn_conf_set(ctx->conf, section, name, value, why, sizeof why) < 0) add_problem(ctx, ctx->line, why);
+    char why[512], where[ISN_CONF_PATH_MAX + 16];
+    snprintf(where, sizeof where, "%s:%d: ", ctx->path, ctx->line);
+    if (set_key(ctx->conf, section, name, value, where, why, sizeof why) < 0) add_problem(ctx, ctx->line, why);
     /* Keep going: every problem of the file is reported at once. Returning 1 keeps inih's own
      * return value for syntax errors only. */
     return 1;
@@ -436,40 +525,6 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
     return 0;
 }
 
-static void write_value(const isn_conf *conf, const key_spec *key, FILE *out) {
-    const void *field = (const char *)conf + key->offset;
-    uint32_t v;
-    switch (key->type) {
-    case KEY_ADDR:
-    case KEY_OPTIONAL_ADDR:
-    case KEY_PATH: fputs((const char *)field, out); break;
-    case KEY_U32: fprintf(out, "%u", *(const uint32_t *)field); break;
-    case KEY_DURATION:
-        v = *(const uint32_t *)field;
-        if (v == 0) fputs("0", out);
-        else if (v % 60000 == 0) fprintf(out, "%um", v / 60000);
-        else if (v % 1000 == 0) fprintf(out, "%us", v / 1000);
-        else fprintf(out, "%ums", v);
-        break;
-    case KEY_DURATION_US:
-        v = *(const uint32_t *)field;
-        if (v == 0) fputs("0", out);
-        else if (v % 1000 == 0) fprintf(out, "%ums", v / 1000);
-        else fprintf(out, "%uus", v);
-        break;
-    case KEY_SIZE:
-        v = *(const uint32_t *)field;
-        if (v % (1u << 20) == 0) fprintf(out, "%uMiB", v >> 20);
-        else if (v % 1024 == 0) fprintf(out, "%uKiB", v >> 10);
-        else fprintf(out, "%u", v);
-        break;
-    case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
-    case KEY_MODE: fputs(*(const isn_mode *)field == ISN_MODE_AND ? "and" : "or", out); break;
-    case KEY_ALGO: fputs(isn_algo_name(*(const isn_algo *)field), out); break;
-    case KEY_LEVEL: fputs(isn_log_level_name(*(const isn_log_level *)field), out); break;
-    }
-}
-
 void isn_conf_write(const isn_conf *conf, FILE *out) {
     const char *section = NULL;
     for (size_t i = 0; i < NUM_KEYS; i++) {
@@ -477,9 +532,9 @@ void isn_conf_write(const isn_conf *conf, FILE *out) {
             section = KEYS[i].section;
             fprintf(out, "%s[%s]\n", i ? "\n" : "", section);
         }
-        fprintf(out, "%s = ", KEYS[i].name);
-        write_value(conf, &KEYS[i], out);
-        fputc('\n', out);
+        char value[ISN_CONF_PATH_MAX];
+        format_value(conf, &KEYS[i], value, sizeof value);
+        fprintf(out, "%s = %s\n", KEYS[i].name, value);
     }
 }
 

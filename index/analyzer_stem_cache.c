@@ -20,6 +20,8 @@ void stem_cache_release(stem_cache *cache) {
     cache->slots = NULL;
 }
 
+/* XXH3 inlined rather than base's isn_hash64 (XXH64): this runs once per token, and on short words
+ * XXH3 is several times faster; the value never leaves memory. */
 uint64_t stem_cache_hash(const char *term, size_t len) {
     return XXH3_64bits(term, len);
 }

@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <utf8proc.h>
-#include <xxhash.h>
 
+#include "base/base.h"
 #include "index/builder.h"
 
 #define MAX_REPORTED_BAD_RECORDS 50
@@ -75,7 +75,7 @@ static int bad_record(input_state *s, const char *what) {
 static uint32_t partition_of(const input_state *s, const char *id, size_t id_len) {
     uint32_t n = s->options->partitions;
     if (n <= 1) return 0;
-    if (s->options->split == ISN_SPLIT_HASH) return (uint32_t)(XXH64(id, id_len, 0) % n);
+    if (s->options->split == ISN_SPLIT_HASH) return (uint32_t)(isn_hash64(id, id_len) % n);
     uint64_t per = (s->total_lines + n - 1) / n;
     uint32_t p = (uint32_t)((s->line - 1) / (per ? per : 1));
     return p < n ? p : n - 1;
@@ -186,8 +186,7 @@ static void show_progress(const input_state *s, uint64_t done, uint64_t total) {
 
 int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
                         isn_build_summary *summary, char *err, size_t err_len) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double start = isn_now_seconds();
     memset(summary, 0, sizeof *summary);
     uint32_t nparts = options->partitions ? options->partitions : 1;
     if (nparts > 4096) {
@@ -273,7 +272,6 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     free(s.parts);
     summary->records_read = s.records + s.skipped;
     summary->records_skipped = s.skipped;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    summary->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    summary->seconds = isn_now_seconds() - start;
     return rc;
 }

@@ -8,19 +8,18 @@
 #include "index/format.h"
 
 void isn_build_options_default(isn_build_options *o) {
-    memset(o, 0, sizeof *o);
-    o->format = ISN_FORMAT_JSONL;
-    o->num_fields = 2;
-    strcpy(o->fields[0], "title");
-    strcpy(o->fields[1], "body");
-    strcpy(o->id_field, "id");
+    *o = (isn_build_options){
+        .format = ISN_FORMAT_JSONL,
+        .num_fields = 2,
+        .fields = {"title", "body"},
+        .id_field = "id",
+        .bm25 = {.k1 = ISN_BM25_DEFAULT_K1, .b = ISN_BM25_DEFAULT_B},
+        .positions = true,
+        .order = ISN_ORDER_INPUT,
+        .partitions = 1,
+        .split = ISN_SPLIT_HASH,
+    };
     isn_analyzer_config_default(&o->analyzer);
-    o->bm25.k1 = ISN_BM25_DEFAULT_K1;
-    o->bm25.b = ISN_BM25_DEFAULT_B;
-    o->positions = true;
-    o->order = ISN_ORDER_INPUT;
-    o->partitions = 1;
-    o->split = ISN_SPLIT_HASH;
 }
 
 isn_builder *isn_builder_new(const isn_build_options *options) {

@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
+#include "base/base.h"
 #include "index/builder.h"
 #include "index/file_writer.h"
 #include "index/format.h"
@@ -213,8 +213,7 @@ static uint32_t *doc_permutation(const isn_builder *b) {
 }
 
 int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *summary, char *err, size_t err_len) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double start = isn_now_seconds();
     if (b->oom) {
         snprintf(err, err_len, "the builder ran out of memory earlier; nothing written");
         return -1;
@@ -324,13 +323,11 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     sections[SEC_POSITIONS] = w.positions;
     rc = write_file(out_dir, &meta, sections, summary, err, err_len);
     if (summary) {
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
         summary->docs = nd;
         summary->terms = nt;
         summary->postings = meta.num_postings;
         summary->tokens = b->tokens;
-        summary->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        summary->seconds = isn_now_seconds() - start;
     }
     goto done;
 oom_all:

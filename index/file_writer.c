@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+/* A section written in pieces: xxHash64 streamed over them equals isn_hash64 of the section as it
+ * lies in the file (base/ hashes whole buffers only). */
 static uint64_t section_checksum(const isn_section_pieces *s) {
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
@@ -38,12 +40,7 @@ int isn_index_file_write(const char *dir, const isn_section_pieces sections[SEC_
     }
     header.file_bytes = off;
     *file_bytes = off;
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    XXH64_update(st, &header, sizeof header);
-    XXH64_update(st, table, sizeof table);
-    header.header_checksum = XXH64_digest(st);
-    XXH64_freeState(st);
+    header.header_checksum = isn_index_header_checksum(&header, table);
 
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);

@@ -111,4 +111,8 @@ static inline const uint8_t *isn_varint_get(const uint8_t *p, const uint8_t *end
     return NULL;
 }
 
+/* The header's self-check: isn_hash64 of the header, its header_checksum read as zero, followed by
+ * the section table (as laid out in the file). */
+uint64_t isn_index_header_checksum(const isn_file_header *header, const isn_section_entry table[SEC_COUNT]);
+
 #endif

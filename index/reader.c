@@ -1,14 +1,12 @@
 /* Opens an index file: maps it, validates every section, exposes documents and the lexicon. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "index/reader.h"
 
@@ -17,17 +15,9 @@ const char *const isn_section_names[SEC_COUNT] = {
     "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions",
 };
 
-int index_fail(char *err, size_t err_len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int check_size(const isn_section_entry *table, int s, uint64_t expected, char *err, size_t err_len) {
     if (table[s].bytes != expected)
-        return index_fail(err, err_len, "section '%s' has %llu bytes, expected %llu", isn_section_names[s],
+        return isn_error(err, err_len, "section '%s' has %llu bytes, expected %llu", isn_section_names[s],
                     (unsigned long long)table[s].bytes, (unsigned long long)expected);
     return 0;
 }
@@ -35,15 +25,15 @@ static int check_size(const isn_section_entry *table, int s, uint64_t expected, 
 static int check_sections(isn_index *ix, const isn_section_entry *table, char *err, size_t err_len) {
     const isn_meta *m = ix->meta;
     uint64_t nd = m->num_docs, nf = m->num_fields, nt = m->num_terms, nb = m->num_blocks;
-    if (nf == 0 || nf > ISN_MAX_FIELDS) return index_fail(err, err_len, "section 'meta': %u fields (1..%d allowed)", m->num_fields, ISN_MAX_FIELDS);
+    if (nf == 0 || nf > ISN_MAX_FIELDS) return isn_error(err, err_len, "section 'meta': %u fields (1..%d allowed)", m->num_fields, ISN_MAX_FIELDS);
     for (uint64_t f = 0; f < nf; f++)
-        if (memchr(m->fields[f], 0, ISN_FIELD_NAME_MAX) == NULL) return index_fail(err, err_len, "section 'meta': field name %llu is not terminated", (unsigned long long)f);
+        if (memchr(m->fields[f], 0, ISN_FIELD_NAME_MAX) == NULL) return isn_error(err, err_len, "section 'meta': field name %llu is not terminated", (unsigned long long)f);
     if (m->num_lex_blocks != (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK)
-        return index_fail(err, err_len, "section 'meta': %u lexicon blocks for %u terms", m->num_lex_blocks, m->num_terms);
+        return isn_error(err, err_len, "section 'meta': %u lexicon blocks for %u terms", m->num_lex_blocks, m->num_terms);
     if (m->analyzer_max_token_bytes == 0 || m->analyzer_max_token_bytes > ISN_MAX_TERM_BYTES)
-        return index_fail(err, err_len, "section 'meta': analyzer max token bytes %u out of range", m->analyzer_max_token_bytes);
+        return isn_error(err, err_len, "section 'meta': analyzer max token bytes %u out of range", m->analyzer_max_token_bytes);
     if (!(m->k1 >= 0.0f && m->k1 < 1000.0f && m->b >= 0.0f && m->b <= 1.0f))
-        return index_fail(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
+        return isn_error(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
     if (check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
         check_size(table, SEC_LEX_INDEX, ((uint64_t)m->num_lex_blocks + 1) * 8, err, err_len) ||
         check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
@@ -51,13 +41,13 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
         check_size(table, SEC_POS_BLOCKS, (m->flags & ISN_META_HAS_POSITIONS) ? nb * 8 : 0, err, err_len))
         return -1;
     if (table[SEC_POSTINGS].bytes < ISN_CODEC_READ_SLACK)
-        return index_fail(err, err_len, "section 'postings' is shorter than its padding");
+        return isn_error(err, err_len, "section 'postings' is shorter than its padding");
 
     for (uint64_t i = 0; i <= m->num_lex_blocks; i++)
         if (ix->lex_index[i] > table[SEC_LEX_DATA].bytes || (i && ix->lex_index[i] < ix->lex_index[i - 1]))
-            return index_fail(err, err_len, "section 'lex_index': block %llu offset out of order or range", (unsigned long long)i);
+            return isn_error(err, err_len, "section 'lex_index': block %llu offset out of order or range", (unsigned long long)i);
     if (ix->lex_index[m->num_lex_blocks] != table[SEC_LEX_DATA].bytes)
-        return index_fail(err, err_len, "section 'lex_index' does not cover section 'lex_data'");
+        return isn_error(err, err_len, "section 'lex_index' does not cover section 'lex_data'");
 
     uint64_t postings = 0, next_block = 0;
     uint64_t payload_end = table[SEC_POSTINGS].bytes - ISN_CODEC_READ_SLACK;
@@ -65,7 +55,7 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
         const isn_term_entry *e = &ix->terms[t];
         uint32_t num_blocks = isn_term_num_blocks(e);
         if (e->df == 0 || e->df > nd || e->first_block != next_block || (uint64_t)e->first_block + num_blocks > nb)
-            return index_fail(err, err_len, "section 'terms': term %llu has inconsistent df/block counts", (unsigned long long)t);
+            return isn_error(err, err_len, "section 'terms': term %llu has inconsistent df/block counts", (unsigned long long)t);
         next_block += num_blocks;
         postings += e->df;
         uint32_t prev_last = 0;
@@ -73,15 +63,15 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
             const isn_block_meta *bm = &ix->blocks[e->first_block + k];
             if (bm->last_doc >= nd || (k && bm->last_doc <= prev_last) || bm->offset >= payload_end ||
                 (e->first_block + k && bm->offset <= ix->blocks[e->first_block + k - 1].offset))
-                return index_fail(err, err_len, "section 'block_meta': block %llu of term %llu is out of order or range",
+                return isn_error(err, err_len, "section 'block_meta': block %llu of term %llu is out of order or range",
                             (unsigned long long)k, (unsigned long long)t);
             if (ix->pos_blocks && ix->pos_blocks[e->first_block + k] > table[SEC_POSITIONS].bytes)
-                return index_fail(err, err_len, "section 'pos_blocks': block %llu points past the positions", (unsigned long long)(e->first_block + k));
+                return isn_error(err, err_len, "section 'pos_blocks': block %llu points past the positions", (unsigned long long)(e->first_block + k));
             prev_last = bm->last_doc;
         }
     }
     if (next_block != nb || postings != m->num_postings)
-        return index_fail(err, err_len, "section 'terms' does not account for all %llu blocks / %llu postings",
+        return isn_error(err, err_len, "section 'terms' does not account for all %llu blocks / %llu postings",
                     (unsigned long long)nb, (unsigned long long)m->num_postings);
     return 0;
 }
@@ -95,16 +85,16 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
     ix->docid_offs = malloc((nd + 1) * sizeof *ix->docid_offs);
     uint64_t text_cap = ids_bytes * 4 + 64, text_len = 0;
     ix->docid_text = malloc(text_cap);
-    if (!ix->doc_lens || !ix->docid_offs || !ix->docid_text) return index_fail(err, err_len, "out of memory for %llu documents", (unsigned long long)nd);
+    if (!ix->doc_lens || !ix->docid_offs || !ix->docid_text) return isn_error(err, err_len, "out of memory for %llu documents", (unsigned long long)nd);
     const uint8_t *p = lens, *end = lens + lens_bytes;
     uint64_t total = 0;
     for (uint64_t i = 0; i < nd * nf; i++) {
         if (!(p = isn_varint_get(p, end, &ix->doc_lens[i])))
-            return index_fail(err, err_len, "section 'doc_lens' ends inside document %llu", (unsigned long long)(i / nf));
+            return isn_error(err, err_len, "section 'doc_lens' ends inside document %llu", (unsigned long long)(i / nf));
         total += ix->doc_lens[i];
     }
     if (p != end || total != ix->meta->total_doc_len)
-        return index_fail(err, err_len, "section 'doc_lens' does not match %llu documents of total length %llu",
+        return isn_error(err, err_len, "section 'doc_lens' does not match %llu documents of total length %llu",
                     (unsigned long long)nd, (unsigned long long)ix->meta->total_doc_len);
     p = ids;
     end = ids + ids_bytes;
@@ -114,11 +104,11 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
         uint32_t shared, suffix;
         if (!(p = isn_varint_get(p, end, &shared)) || !(p = isn_varint_get(p, end, &suffix)) || shared > prev_len ||
             suffix > (uint64_t)(end - p) || (uint64_t)shared + suffix == 0)
-            return index_fail(err, err_len, "section 'docid_text' is malformed at document %llu", (unsigned long long)d);
+            return isn_error(err, err_len, "section 'docid_text' is malformed at document %llu", (unsigned long long)d);
         if (text_len + shared + suffix > text_cap) {
             while (text_len + shared + suffix > text_cap) text_cap *= 2;
             char *t = realloc(ix->docid_text, text_cap);
-            if (!t) return index_fail(err, err_len, "out of memory for external ids");
+            if (!t) return isn_error(err, err_len, "out of memory for external ids");
             ix->docid_text = t;
         }
         memmove(ix->docid_text + text_len, ix->docid_text + text_len - prev_len, shared);
@@ -128,7 +118,7 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
         text_len += prev_len;
         ix->docid_offs[d + 1] = text_len;
     }
-    if (p != end) return index_fail(err, err_len, "section 'docid_text' has bytes past the last document");
+    if (p != end) return isn_error(err, err_len, "section 'docid_text' has bytes past the last document");
     return 0;
 }
 
@@ -162,44 +152,37 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
 
 static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return index_fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
-        return index_fail(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+        return isn_error(err, err_len, "cannot stat %s: %s", path, strerror(errno));
     }
     size_t head = sizeof(isn_file_header) + SEC_COUNT * sizeof(isn_section_entry);
     if ((uint64_t)st.st_size < head) {
         close(fd);
-        return index_fail(err, err_len, "%s: section 'header' is truncated (%lld bytes)", path, (long long)st.st_size);
+        return isn_error(err, err_len, "%s: section 'header' is truncated (%lld bytes)", path, (long long)st.st_size);
     }
     ix->map_bytes = (size_t)st.st_size;
     ix->map = mmap(NULL, ix->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (ix->map == MAP_FAILED) {
         ix->map = NULL;
-        return index_fail(err, err_len, "cannot map %s: %s", path, strerror(errno));
+        return isn_error(err, err_len, "cannot map %s: %s", path, strerror(errno));
     }
     madvise(ix->map, ix->map_bytes, MADV_WILLNEED);
 
     isn_file_header h;
     memcpy(&h, ix->map, sizeof h);
-    if (memcmp(h.magic, ISN_MAGIC, 8) != 0) return index_fail(err, err_len, "%s: section 'header': not an ISN index (bad magic)", path);
+    if (memcmp(h.magic, ISN_MAGIC, 8) != 0) return isn_error(err, err_len, "%s: section 'header': not an ISN index (bad magic)", path);
     if (h.version != ISN_FORMAT_VERSION)
-        return index_fail(err, err_len, "%s: section 'header': format version %u, this build reads version %u", path, h.version, ISN_FORMAT_VERSION);
+        return isn_error(err, err_len, "%s: section 'header': format version %u, this build reads version %u", path, h.version, ISN_FORMAT_VERSION);
     if (h.num_sections != SEC_COUNT)
-        return index_fail(err, err_len, "%s: section 'header': %u sections, expected %d", path, h.num_sections, SEC_COUNT);
-    uint64_t stored = h.header_checksum;
-    h.header_checksum = 0;
-    XXH64_state_t *xs = XXH64_createState();
-    XXH64_reset(xs, 0);
-    XXH64_update(xs, &h, sizeof h);
-    XXH64_update(xs, ix->map + sizeof h, SEC_COUNT * sizeof(isn_section_entry));
-    uint64_t sum = XXH64_digest(xs);
-    XXH64_freeState(xs);
-    if (sum != stored) return index_fail(err, err_len, "%s: section 'header' is corrupt (checksum mismatch)", path);
+        return isn_error(err, err_len, "%s: section 'header': %u sections, expected %d", path, h.num_sections, SEC_COUNT);
+    if (isn_index_header_checksum(&h, (const isn_section_entry *)(ix->map + sizeof h)) != h.header_checksum)
+        return isn_error(err, err_len, "%s: section 'header' is corrupt (checksum mismatch)", path);
     if (h.file_bytes != (uint64_t)st.st_size)
-        return index_fail(err, err_len, "%s: file is truncated or padded: %lld bytes, header says %llu", path,
+        return isn_error(err, err_len, "%s: file is truncated or padded: %lld bytes, header says %llu", path,
                     (long long)st.st_size, (unsigned long long)h.file_bytes);
 
     const isn_section_entry *table = (const isn_section_entry *)(ix->map + sizeof h);
@@ -207,15 +190,15 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     for (int s = 0; s < SEC_COUNT; s++) {
         const isn_section_entry *e = &table[s];
         if (strncmp(e->name, isn_section_names[s], sizeof e->name) != 0)
-            return index_fail(err, err_len, "%s: section %d is named '%.16s', expected '%s'", path, s, e->name, isn_section_names[s]);
+            return isn_error(err, err_len, "%s: section %d is named '%.16s', expected '%s'", path, s, e->name, isn_section_names[s]);
         if (e->offset % ISN_SECTION_ALIGN || e->offset < head || e->offset > h.file_bytes || e->bytes > h.file_bytes - e->offset)
-            return index_fail(err, err_len, "%s: section '%s' lies outside the file", path, isn_section_names[s]);
+            return isn_error(err, err_len, "%s: section '%s' lies outside the file", path, isn_section_names[s]);
         sec[s] = ix->map + e->offset;
-        if (XXH64(sec[s], e->bytes, 0) != e->checksum)
-            return index_fail(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[s]);
+        if (isn_hash64(sec[s], e->bytes) != e->checksum)
+            return isn_error(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[s]);
     }
     if (table[SEC_META].bytes != sizeof(isn_meta))
-        return index_fail(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
+        return isn_error(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
     ix->meta = sec[SEC_META];
     ix->static_scores = table[SEC_DOC_STATIC].bytes ? sec[SEC_DOC_STATIC] : NULL;
     ix->lex_index = sec[SEC_LEX_INDEX];
@@ -231,7 +214,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     if (check_sections(ix, table, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
-        return index_fail(err, err_len, "%s: %s", path, inner);
+        return isn_error(err, err_len, "%s: %s", path, inner);
     fill_info(ix, table);
     return 0;
 }
@@ -239,7 +222,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
 isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
     isn_index *ix = calloc(1, sizeof *ix);
     if (!ix) {
-        index_fail(err, err_len, "out of memory");
+        isn_error(err, err_len, "out of memory");
         return NULL;
     }
     char path[4096];
@@ -251,7 +234,7 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
     uint32_t nd = ix->meta->num_docs;
     ix->norms = malloc((size_t)(nd ? nd : 1) * sizeof *ix->norms);
     if (!ix->norms) {
-        index_fail(err, err_len, "out of memory for %u document norms", nd);
+        isn_error(err, err_len, "out of memory for %u document norms", nd);
         isn_index_close(ix);
         return NULL;
     }

@@ -2,6 +2,7 @@
 #ifndef ISN_INDEX_READER_H
 #define ISN_INDEX_READER_H
 
+#include "base/base.h"
 #include "index/format.h"
 
 struct isn_index {
@@ -25,8 +26,6 @@ struct isn_index {
     isn_index_info info;
 };
 
-/* Formats a message into err; returns -1 so callers can `return index_fail(...)`. */
-int index_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Decodes the doc ids of one block into docs (absolute ids); returns where its frequencies start. */
 const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entry *term, uint32_t block, uint32_t *docs,

@@ -67,6 +67,8 @@ static int grow_slots(isn_strtab *t) {
     return 0;
 }
 
+/* Both calls hash with XXH3, not base's isn_hash64 (XXH64): the builder interns every token, XXH3 is
+ * faster on short strings, and the table never leaves memory. */
 uint32_t isn_strtab_find(const isn_strtab *t, const char *s, size_t len) {
     uint32_t h = (uint32_t)XXH3_64bits(s, len);
     uint32_t i = probe(t, s, len, h);

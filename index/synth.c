@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
+#include "base/base.h"
 #include "index/file_writer.h"
 #include "index/format.h"
 
@@ -24,13 +24,14 @@
 #define MAX_TF 1000u
 
 void isn_synth_options_default(isn_synth_options *o) {
-    memset(o, 0, sizeof *o);
-    o->seed = 1;
-    o->zipf_exponent = 1.0;
-    o->postings_per_doc = 40.0;
-    o->mean_doc_len = 80.0;
-    o->doc_len_sigma = 0.6;
-    o->queries = 10000;
+    *o = (isn_synth_options){
+        .seed = 1,
+        .zipf_exponent = 1.0,
+        .postings_per_doc = 40.0,
+        .mean_doc_len = 80.0,
+        .doc_len_sigma = 0.6,
+        .queries = 10000,
+    };
 }
 
 static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
@@ -249,33 +250,23 @@ static void collect_term(void *ctx, const char *term, size_t len, uint32_t posit
     a->q->fractions[a->q->n++] = (float)((double)st.df / isn_index_get_info(a->ix)->num_docs);
 }
 
-/* Per real query: its known terms' df / N. */
+/* Per real query ("id TAB text" lines): its known terms' df / N. */
 static query_profile *read_query_profiles(const char *path, const isn_index *ix, uint32_t *count, char *err,
                                           size_t err_len) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, err_len, "cannot open query log %s: %s", path, strerror(errno));
-        return NULL;
-    }
+    isn_query_log log;
+    if (isn_query_log_read(path, false, 0, &log, err, err_len) < 0) return NULL;
     isn_analyzer *an = isn_index_new_analyzer(ix);
-    query_profile *out = NULL;
-    uint64_t n = 0, cap = 0;
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t len;
-    while (an && (len = getline(&line, &line_cap, f)) > 0) {
-        char *tab = memchr(line, '\t', (size_t)len);
-        if (!tab) continue;
-        if (grow((void **)&out, &cap, n + 1, sizeof *out)) break;
+    query_profile *out = log.count ? malloc(log.count * sizeof *out) : NULL;
+    uint64_t n = 0;
+    for (size_t i = 0; an && out && i < log.count; i++) {
         query_profile *q = &out[n];
         q->n = 0;
         analyze_ctx ctx = {ix, q};
-        isn_analyze(an, tab + 1, (size_t)(line + len - tab - 1), collect_term, &ctx);
+        isn_analyze(an, log.queries[i].text, strlen(log.queries[i].text), collect_term, &ctx);
         if (q->n) n++;
     }
-    free(line);
-    fclose(f);
     isn_analyzer_free(an);
+    isn_query_log_free(&log);
     if (n == 0) {
         free(out);
         snprintf(err, err_len, "query log %s has no query with a term of the fitted index", path);
@@ -476,8 +467,7 @@ done:
 
 int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_summary *summary, char *err,
                     size_t err_len) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double start = isn_now_seconds();
     if (o->docs == 0) {
         snprintf(err, err_len, "synth: --docs must be at least 1");
         return -1;
@@ -578,8 +568,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     parallel_for(threads, num_chunks, chunk_task, &s);
     if (write_index(out_dir, &s, num_chunks, err, err_len, summary) != 0) goto done;
     if (write_queries(out_dir, o, rate, s.vocabulary, profiles, num_profiles, err, err_len) != 0) goto done;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (summary) summary->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (summary) summary->seconds = isn_now_seconds() - start;
     rc = 0;
     goto done;
 oom:

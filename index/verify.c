@@ -11,15 +11,15 @@ static int verify_lexicon(const isn_index *ix, char *err, size_t err_len) {
     for (uint32_t t = 0; t < ix->meta->num_terms; t++) {
         size_t len = isn_index_term_text(ix, t, cur, sizeof cur);
         if (len == 0 || len > ix->meta->analyzer_max_token_bytes)
-            return index_fail(err, err_len, "section 'lex_data': term %u has length %zu", t, len);
+            return isn_error(err, err_len, "section 'lex_data': term %u has length %zu", t, len);
         if (t) {
             int c = memcmp(prev, cur, prev_len < len ? prev_len : len);
             if (c > 0 || (c == 0 && prev_len >= len))
-                return index_fail(err, err_len, "section 'lex_data': terms %u and %u are not in strictly increasing order", t - 1, t);
+                return isn_error(err, err_len, "section 'lex_data': terms %u and %u are not in strictly increasing order", t - 1, t);
         }
         uint32_t found;
         if (!isn_index_find_term(ix, cur, len, &found) || found != t)
-            return index_fail(err, err_len, "section 'lex_data': term %u (\"%s\") is not found by lookup", t, cur);
+            return isn_error(err, err_len, "section 'lex_data': term %u (\"%s\") is not found by lookup", t, cur);
         memcpy(prev, cur, len);
         prev_len = len;
     }
@@ -31,7 +31,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
     uint32_t nd = m->num_docs;
     if (verify_lexicon(ix, err, err_len) != 0) return -1;
     uint64_t *doc_tokens = calloc(nd ? nd : 1, sizeof *doc_tokens);
-    if (!doc_tokens) return index_fail(err, err_len, "out of memory");
+    if (!doc_tokens) return isn_error(err, err_len, "out of memory");
     float k1p1 = m->k1 + 1.0f;
     uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
     int rc = 0;
@@ -47,7 +47,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
             uint64_t next_off = e->first_block + b + 1 < m->num_blocks ? ix->blocks[e->first_block + b + 1].offset
                                                                         : ix->postings_bytes - ISN_CODEC_READ_SLACK;
             if ((uint64_t)(next - ix->postings) != next_off) {
-                rc = index_fail(err, err_len, "section 'postings': block %u of term %u does not end where the next begins", b, t);
+                rc = isn_error(err, err_len, "section 'postings': block %u of term %u does not end where the next begins", b, t);
                 break;
             }
             isn_codec_decode(fp, count, freqs);
@@ -55,7 +55,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
             for (uint32_t i = 0; i < count; i++) {
                 uint32_t prev = i ? docs[i - 1] : (b ? ix->blocks[e->first_block + b - 1].last_doc : 0);
                 if (docs[i] >= nd || ((i || b) && docs[i] <= prev)) {
-                    rc = index_fail(err, err_len, "section 'postings': term %u block %u: doc ids not strictly increasing below %u", t, b, nd);
+                    rc = isn_error(err, err_len, "section 'postings': term %u block %u: doc ids not strictly increasing below %u", t, b, nd);
                     break;
                 }
                 uint32_t tf = freqs[i] + 1;
@@ -66,24 +66,24 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
             }
             if (rc) break;
             if (docs[count - 1] != bm->last_doc)
-                rc = index_fail(err, err_len, "section 'block_meta': term %u block %u last doc %u, postings end at %u", t, b, bm->last_doc, docs[count - 1]);
+                rc = isn_error(err, err_len, "section 'block_meta': term %u block %u last doc %u, postings end at %u", t, b, bm->last_doc, docs[count - 1]);
             else if (block_max != bm->max_tf_part)
-                rc = index_fail(err, err_len, "section 'block_meta': term %u block %u maximum %g, real maximum %g", t, b, bm->max_tf_part, block_max);
+                rc = isn_error(err, err_len, "section 'block_meta': term %u block %u maximum %g, real maximum %g", t, b, bm->max_tf_part, block_max);
             if (block_max > list_max) list_max = block_max;
         }
         if (cf > UINT32_MAX) cf = UINT32_MAX;
-        if (rc == 0 && cf != e->cf) rc = index_fail(err, err_len, "section 'terms': term %u cf %llu, postings sum to %llu", t, (unsigned long long)e->cf, (unsigned long long)cf);
-        if (rc == 0 && list_max != e->max_tf_part) rc = index_fail(err, err_len, "section 'terms': term %u maximum %g, real maximum %g", t, e->max_tf_part, list_max);
+        if (rc == 0 && cf != e->cf) rc = isn_error(err, err_len, "section 'terms': term %u cf %llu, postings sum to %llu", t, (unsigned long long)e->cf, (unsigned long long)cf);
+        if (rc == 0 && list_max != e->max_tf_part) rc = isn_error(err, err_len, "section 'terms': term %u maximum %g, real maximum %g", t, e->max_tf_part, list_max);
     }
     uint64_t total = 0;
     for (uint32_t d = 0; d < nd && rc == 0; d++) {
         uint32_t len = isn_index_doc_len(ix, d);
         total += len;
         if (doc_tokens[d] != len)
-            rc = index_fail(err, err_len, "section 'doc_lens': document %u has length %u but %llu postings tokens", d, len, (unsigned long long)doc_tokens[d]);
+            rc = isn_error(err, err_len, "section 'doc_lens': document %u has length %u but %llu postings tokens", d, len, (unsigned long long)doc_tokens[d]);
     }
     if (rc == 0 && total != m->total_doc_len)
-        rc = index_fail(err, err_len, "section 'meta': total length %llu, documents sum to %llu", (unsigned long long)m->total_doc_len, (unsigned long long)total);
+        rc = isn_error(err, err_len, "section 'meta': total length %llu, documents sum to %llu", (unsigned long long)m->total_doc_len, (unsigned long long)total);
     free(doc_tokens);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* isnd configuration: value parsers, FILE:LINE problems for bad files, every key documented in
- * conf/isnd.conf, command-line overrides, cross-key validation and the SIGHUP reload rule. */
+ * conf/isnd.conf, command-line overrides, old key names (read, and logged as deprecated), cross-key
+ * validation and the SIGHUP reload rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,6 +235,105 @@ static void test_overrides(void **state) {
     assert_non_null(strstr(err, "server.listen"));
 }
 
+/* Runs `set` with stderr (where log_warn writes) sent to a file; returns what was logged. */
+static const char *capture_log(void (*set)(isn_conf *conf), isn_conf *conf) {
+    static char logged[4096];
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    FILE *capture = tmpfile();
+    assert_true(saved >= 0 && capture);
+    dup2(fileno(capture), STDERR_FILENO);
+    set(conf);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(capture);
+    size_t n = fread(logged, 1, sizeof logged - 1, capture);
+    logged[n] = '\0';
+    fclose(capture);
+    return logged;
+}
+
+static size_t count(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+static const char *old_names_path;
+
+static void load_old_names(isn_conf *conf) {
+    char err[1024];
+    assert_int_equal(isn_conf_load_file(conf, old_names_path, err, sizeof err), 0);
+}
+
+static void set_old_name(isn_conf *conf) {
+    char err[512];
+    assert_int_equal(isn_conf_set_option(conf, "scheduler.gpu_sim_launch_ns=7000", err, sizeof err), 0);
+}
+
+static void set_new_names(isn_conf *conf) {
+    char err[512];
+    assert_int_equal(isn_conf_set_option(conf, "scheduler.gpu_max_batch=16", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(conf, "scheduler.simulated_gpu_query=1500ns", err, sizeof err), 0);
+    assert_int_equal(isn_conf_set_option(conf, "gpu.index_memory=2GiB", err, sizeof err), 0);
+}
+
+/* Renamed keys: the old name is read as before (its bare number in the old unit) and logged once,
+ * naming the new key with the same value; the configuration written back uses the new names. */
+static void test_old_key_names_still_work_and_warn(void **state) {
+    (void)state;
+    old_names_path = write_temp("[scheduler]\n"
+                                "gpu_batch_max = 32\n" /* line 2 */
+                                "gpu_sim_query_ns = 1500\n"
+                                "[gpu]\n"
+                                "memory_budget_mib = 8192\n"); /* line 5 */
+    isn_conf conf;
+    isn_conf_default(&conf);
+    const char *logged = capture_log(load_old_names, &conf);
+    assert_int_equal(conf.gpu_batch_max, 32);
+    assert_int_equal(conf.gpu_sim_query_ns, 1500);
+    assert_int_equal(conf.gpu_memory_budget_mib, 8192);
+    char expect[256];
+    snprintf(expect, sizeof expect, "%s:2: scheduler.gpu_batch_max is deprecated: write scheduler.gpu_max_batch = 32",
+             old_names_path);
+    if (!strstr(logged, expect)) fail_msg("expected \"%s\" in the log:\n%s", expect, logged);
+    assert_non_null(strstr(logged, "write scheduler.simulated_gpu_query = 1500ns"));
+    snprintf(expect, sizeof expect, "%s:5: gpu.memory_budget_mib is deprecated: write gpu.index_memory = 8GiB",
+             old_names_path);
+    if (!strstr(logged, expect)) fail_msg("expected \"%s\" in the log:\n%s", expect, logged);
+    assert_int_equal(count(logged, "deprecated"), 3);
+    unlink(old_names_path);
+
+    logged = capture_log(set_old_name, &conf);
+    assert_int_equal(conf.gpu_sim_launch_ns, 7000);
+    assert_non_null(strstr(logged, "--set scheduler.gpu_sim_launch_ns is deprecated: write "
+                                   "scheduler.simulated_gpu_launch = 7us"));
+    assert_int_equal(count(logged, "deprecated"), 1);
+
+    char written[8192];
+    FILE *out = fmemopen(written, sizeof written, "w");
+    isn_conf_write(&conf, out);
+    fclose(out);
+    assert_non_null(strstr(written, "\ngpu_max_batch = 32\n"));
+    assert_non_null(strstr(written, "\nindex_memory = 8GiB\n"));
+    assert_null(strstr(written, "gpu_batch_max"));
+    assert_null(strstr(written, "memory_budget_mib"));
+
+    isn_conf fresh;
+    isn_conf_default(&fresh);
+    logged = capture_log(set_new_names, &fresh);
+    assert_string_equal(logged, "");
+    assert_int_equal(fresh.gpu_batch_max, 16);
+    assert_int_equal(fresh.gpu_sim_query_ns, 1500);
+    assert_int_equal(fresh.gpu_memory_budget_mib, 2048);
+    char err[512];
+    assert_int_equal(isn_conf_set_option(&fresh, "gpu.index_memory=1000KiB", err, sizeof err), -1);
+    assert_non_null(strstr(err, "whole number of MiB"));
+    assert_int_equal(isn_conf_set_option(&fresh, "scheduler.simulated_gpu_launch=8500", err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs a unit"));
+}
+
 static void test_validate(void **state) {
     (void)state;
     isn_conf conf;
@@ -290,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_example_documents_every_key),
         cmocka_unit_test(test_write_round_trip),
         cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_old_key_names_still_work_and_warn),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_reloadable),
     };

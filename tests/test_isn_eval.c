@@ -178,19 +178,40 @@ static void assert_near(double actual, double expected, const char *what) {
         fail_msg("%s: got %.6f, expected %.6f", what, actual, expected);
 }
 
-static void test_text_output_means(void **state) {
-    (void)state;
+/* isn-eval over the main fixture; it must succeed. */
+static struct eval_result run_on_main(const char *options) {
     write_fixture("main.qrels", main_qrels);
     write_fixture("main.run", main_run);
-    struct eval_result result = run_eval("", "main.qrels", "main.run");
+    struct eval_result result = run_eval(options, "main.qrels", "main.run");
     assert_int_equal(result.exit_code, 0);
-    assert_near(text_value(result.out, "num_q", "all"), 3, "num_q");
-    assert_near(text_value(result.out, "num_q_without_results", "all"), 1, "q4 has no results");
-    assert_near(text_value(result.out, "map", "all"), MEAN_OF_3(Q1_MAP, Q2_MAP), "map");
-    assert_near(text_value(result.out, "recip_rank_cut_10", "all"), MEAN_OF_3(Q1_RR, Q2_RR), "mrr@10");
-    assert_near(text_value(result.out, "P_10", "all"), MEAN_OF_3(Q1_P10, Q2_P10), "P_10");
-    assert_near(text_value(result.out, "recall_100", "all"), MEAN_OF_3(Q1_RECALL, Q2_RECALL), "recall_100");
-    assert_near(text_value(result.out, "ndcg_cut_10", "all"), MEAN_OF_3(Q1_NDCG, Q2_NDCG), "ndcg_cut_10");
+    return result;
+}
+
+/* The main fixture's averages (q4 has no results, so three queries count), read from the text
+ * output (trec_eval's names) or else from the JSON one. */
+static void check_main_averages(const char *text, const json_t *json) {
+    const struct {
+        const char *text_name, *json_name;
+        double expected;
+    } averages[] = {
+        {"num_q", "queries", 3},
+        {"num_q_without_results", "queries_without_results", 1},
+        {"map", "map", MEAN_OF_3(Q1_MAP, Q2_MAP)},
+        {"recip_rank_cut_10", "recip_rank_cut_10", MEAN_OF_3(Q1_RR, Q2_RR)},
+        {"P_10", "P_10", MEAN_OF_3(Q1_P10, Q2_P10)},
+        {"recall_100", "recall_100", MEAN_OF_3(Q1_RECALL, Q2_RECALL)},
+        {"ndcg_cut_10", "ndcg_cut_10", MEAN_OF_3(Q1_NDCG, Q2_NDCG)},
+    };
+    for (size_t i = 0; i < sizeof averages / sizeof averages[0]; i++) {
+        double actual = text ? text_value(text, averages[i].text_name, "all") : json_measure(json, averages[i].json_name);
+        assert_near(actual, averages[i].expected, averages[i].text_name);
+    }
+}
+
+static void test_text_output_means(void **state) {
+    (void)state;
+    struct eval_result result = run_on_main("");
+    check_main_averages(result.out, NULL);
     /* Four decimals, trec_eval's format: 5/9 + 7/12 + 0 over 3 = 0.37962... */
     assert_non_null(strstr(result.out, "map\tall\t0.3796\n"));
     assert_null(strstr(result.out, "\tq1\t"));
@@ -199,10 +220,7 @@ static void test_text_output_means(void **state) {
 
 static void test_per_query_text(void **state) {
     (void)state;
-    write_fixture("main.qrels", main_qrels);
-    write_fixture("main.run", main_run);
-    struct eval_result result = run_eval("--per-query", "main.qrels", "main.run");
-    assert_int_equal(result.exit_code, 0);
+    struct eval_result result = run_on_main("--per-query");
     assert_near(text_value(result.out, "map", "q1"), Q1_MAP, "q1 map");
     assert_near(text_value(result.out, "ndcg_cut_10", "q2"), Q2_NDCG, "q2 graded ndcg");
     assert_near(text_value(result.out, "recip_rank_cut_10", "q2"), Q2_RR, "q2 rr");
@@ -221,18 +239,9 @@ static void test_per_query_text(void **state) {
 
 static void test_json_output(void **state) {
     (void)state;
-    write_fixture("main.qrels", main_qrels);
-    write_fixture("main.run", main_run);
-    struct eval_result result = run_eval("--json --per-query", "main.qrels", "main.run");
-    assert_int_equal(result.exit_code, 0);
+    struct eval_result result = run_on_main("--json --per-query");
     json_t *root = parse_json(result.out);
-    assert_near(json_measure(root, "queries"), 3, "queries");
-    assert_near(json_measure(root, "queries_without_results"), 1, "queries_without_results");
-    assert_near(json_measure(root, "ndcg_cut_10"), MEAN_OF_3(Q1_NDCG, Q2_NDCG), "ndcg_cut_10");
-    assert_near(json_measure(root, "recip_rank_cut_10"), MEAN_OF_3(Q1_RR, Q2_RR), "mrr@10");
-    assert_near(json_measure(root, "P_10"), MEAN_OF_3(Q1_P10, Q2_P10), "P_10");
-    assert_near(json_measure(root, "recall_100"), MEAN_OF_3(Q1_RECALL, Q2_RECALL), "recall_100");
-    assert_near(json_measure(root, "map"), MEAN_OF_3(Q1_MAP, Q2_MAP), "map");
+    check_main_averages(NULL, root);
     const json_t *per_query = json_object_get(root, "per_query");
     assert_non_null(per_query);
     assert_int_equal(json_object_size(per_query), 3);
@@ -241,8 +250,7 @@ static void test_json_output(void **state) {
     assert_null(json_object_get(per_query, "q9"));
     json_decref(root);
 
-    struct eval_result plain = run_eval("--json", "main.qrels", "main.run");
-    assert_int_equal(plain.exit_code, 0);
+    struct eval_result plain = run_on_main("--json");
     root = parse_json(plain.out);
     assert_null(json_object_get(root, "per_query"));
     json_decref(root);
@@ -340,49 +348,44 @@ static void test_negative_judgement_gives_no_gain(void **state) {
 }
 
 /* Runs a failing case and checks exit code 2 and that stderr holds `needle`. */
-static void expect_failure(const char *options, const char *qrels, const char *run, const char *needle) {
-    struct eval_result result = run_eval(options, qrels, run);
-    if (result.exit_code != 2 || strstr(result.err, needle) == NULL)
-        fail_msg("expected exit 2 and '%s' on stderr, got exit %d, stderr:\n%s", needle,
-                 result.exit_code, result.err);
-    assert_string_equal(result.out, "");
-    free_result(&result);
-}
+/* A bad input: isn-eval exits 2 with nothing on stdout, and every needle is in its message. */
+struct malformed_case {
+    const char *fixture, *content; /* written before the run; NULL: the case needs none */
+    const char *options, *qrels, *run;
+    const char *needles[2];
+};
+
+static const struct malformed_case MALFORMED_CASES[] = {
+    {"fields.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 0.5 tag\nq1 Q0 d3 3 0.4\n", "", "good.qrels", "fields.run",
+     {"fields.run:3:", "found 5"}},
+    {"rel.qrels", "q1 0 d1 1\nq1 0 d2 yes\n", "", "rel.qrels", "good.run", {"rel.qrels:2:", "'yes'"}},
+    {"fields.qrels", "q1 0 d1 1\n\nq1 d2 1\n", "", "fields.qrels", "good.run", {"fields.qrels:3:"}},
+    {"score.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 high tag\n", "", "good.qrels", "score.run", {"score.run:2:"}},
+    {"nan.run", "q1 Q0 d1 1 nan tag\n", "", "good.qrels", "nan.run", {"nan.run:1:"}},
+    {"dup.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 0.9 tag\nq2 Q0 d1 1 1.0 tag\nq1 Q0 d1 3 0.1 tag\n", "",
+     "good.qrels", "dup.run", {"dup.run:4:", "first at line 1"}},
+    {"dup.qrels", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n", "", "dup.qrels", "good.run", {"dup.qrels:3:"}},
+    {"other.run", "zz Q0 d1 1 1.0 tag\n", "", "good.qrels", "other.run", {"nothing to evaluate"}},
+    {NULL, NULL, "", "good.qrels", "/nonexistent/isn-eval.run", {"/nonexistent/isn-eval.run"}},
+    {NULL, NULL, "", "/nonexistent/isn-eval.qrels", "good.run", {"/nonexistent/isn-eval.qrels"}},
+    {NULL, NULL, "--bogus", "good.qrels", "good.run", {"unknown option"}},
+};
 
 static void test_malformed_input_names_the_line(void **state) {
     (void)state;
     write_fixture("good.qrels", "q1 0 d1 1\nq1 0 d2 0\n");
     write_fixture("good.run", "q1 Q0 d1 1 1.0 tag\n");
-
-    write_fixture("fields.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 0.5 tag\nq1 Q0 d3 3 0.4\n");
-    expect_failure("", "good.qrels", "fields.run", "fields.run:3:");
-    expect_failure("", "good.qrels", "fields.run", "found 5");
-
-    write_fixture("rel.qrels", "q1 0 d1 1\nq1 0 d2 yes\n");
-    expect_failure("", "rel.qrels", "good.run", "rel.qrels:2:");
-    expect_failure("", "rel.qrels", "good.run", "'yes'");
-
-    write_fixture("fields.qrels", "q1 0 d1 1\n\nq1 d2 1\n");
-    expect_failure("", "fields.qrels", "good.run", "fields.qrels:3:");
-
-    write_fixture("score.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 high tag\n");
-    expect_failure("", "good.qrels", "score.run", "score.run:2:");
-    write_fixture("nan.run", "q1 Q0 d1 1 nan tag\n");
-    expect_failure("", "good.qrels", "nan.run", "nan.run:1:");
-
-    write_fixture("dup.run", "q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 0.9 tag\nq2 Q0 d1 1 1.0 tag\nq1 Q0 d1 3 0.1 tag\n");
-    expect_failure("", "good.qrels", "dup.run", "dup.run:4:");
-    expect_failure("", "good.qrels", "dup.run", "first at line 1");
-
-    write_fixture("dup.qrels", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n");
-    expect_failure("", "dup.qrels", "good.run", "dup.qrels:3:");
-
-    write_fixture("other.run", "zz Q0 d1 1 1.0 tag\n");
-    expect_failure("", "good.qrels", "other.run", "nothing to evaluate");
-
-    expect_failure("", "good.qrels", "/nonexistent/isn-eval.run", "/nonexistent/isn-eval.run");
-    expect_failure("", "/nonexistent/isn-eval.qrels", "good.run", "/nonexistent/isn-eval.qrels");
-    expect_failure("--bogus", "good.qrels", "good.run", "unknown option");
+    for (size_t i = 0; i < sizeof MALFORMED_CASES / sizeof MALFORMED_CASES[0]; i++) {
+        const struct malformed_case *c = &MALFORMED_CASES[i];
+        if (c->fixture) write_fixture(c->fixture, c->content);
+        struct eval_result result = run_eval(c->options, c->qrels, c->run);
+        for (size_t n = 0; n < 2 && c->needles[n]; n++)
+            if (result.exit_code != 2 || strstr(result.err, c->needles[n]) == NULL)
+                fail_msg("expected exit 2 and '%s' on stderr, got exit %d, stderr:\n%s", c->needles[n],
+                         result.exit_code, result.err);
+        assert_string_equal(result.out, "");
+        free_result(&result);
+    }
 }
 
 /* ---------------- setup ---------------- */

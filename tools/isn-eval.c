@@ -29,7 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "base/base.h"
 
 #define EXIT_BAD_INPUT 2
 #define NDCG_CUTOFF 10
@@ -48,27 +49,19 @@ static const char usage_text[] =
     "  --json       one JSON object instead of 'measure<TAB>all<TAB>value' lines\n"
     "  --per-query  also the values of every evaluated query\n";
 
-static void fail(const char *format, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Bad input ends the program: "isn-eval: [PATH:LINE: ]message" on stderr and exit status 2. */
 static void fail_at(const char *path, size_t line, const char *format, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
-
-static void fail(const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    fputs("isn-eval: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(EXIT_BAD_INPUT);
-}
+#define fail(...) fail_at(NULL, 0, __VA_ARGS__)
 
 static void fail_at(const char *path, size_t line, const char *format, ...) {
+    char message[2048];
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "isn-eval: %s:%zu: ", path, line);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    isn_verror(message, sizeof message, format, args);
     va_end(args);
+    if (path) fprintf(stderr, "isn-eval: %s:%zu: %s\n", path, line, message);
+    else fprintf(stderr, "isn-eval: %s\n", message);
     exit(EXIT_BAD_INPUT);
 }
 
@@ -170,7 +163,7 @@ struct key_table {
 };
 
 static uint64_t key_hash(uint32_t query, const char *text) {
-    return XXH3_64bits_withSeed(text, strlen(text), query);
+    return isn_hash_string(text) ^ (query * 0x9E3779B97F4A7C15ull); /* golden-ratio spread of the query */
 }
 
 static struct key_slot *key_table_slot(const struct key_table *table, uint64_t hash,

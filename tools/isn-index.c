@@ -62,13 +62,21 @@ static int copy_name(char *dst, const char *src, const char *flag) {
     return 0;
 }
 
-static int parse_float(const char *s, const char *flag, float lo, float hi, float *out) {
+/* A flag's number in [lo, hi]; otherwise says so as `command` ("isn-index synth") and returns -1. */
+static int parse_in_range(const char *command, const char *s, const char *flag, double lo, double hi, double *out) {
     char *end;
     double v = strtod(s, &end);
-    if (*s == 0 || *end || v < lo || v > hi) {
-        fprintf(stderr, "isn-index: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "%s: %s must be a number in [%g, %g], got '%s'\n", command, flag, lo, hi, s);
         return -1;
     }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, const char *flag, float lo, float hi, float *out) {
+    double v;
+    if (parse_in_range("isn-index", s, flag, lo, hi, &v)) return -1;
     *out = (float)v;
     return 0;
 }
@@ -157,13 +165,17 @@ static int cmd_build(int argc, char **argv) {
     return 0;
 }
 
-static int cmd_info(const char *dir) {
+/* Opens DIR for `command` ("info"); NULL after saying why. */
+static isn_index *open_index(const char *command, const char *dir) {
     char err[ISN_ERR_LEN];
     isn_index *ix = isn_index_open(dir, err, sizeof err);
-    if (!ix) {
-        fprintf(stderr, "isn-index info: %s\n", err);
-        return 1;
-    }
+    if (!ix) fprintf(stderr, "isn-index %s: %s\n", command, err);
+    return ix;
+}
+
+static int cmd_info(const char *dir) {
+    isn_index *ix = open_index("info", dir);
+    if (!ix) return 1;
     const isn_index_info *in = isn_index_get_info(ix);
     printf("index          %s (format version %u)\n", dir, in->version);
     printf("documents      %u\n", in->num_docs);
@@ -185,12 +197,9 @@ static int cmd_info(const char *dir) {
 }
 
 static int cmd_verify(const char *dir) {
+    isn_index *ix = open_index("verify", dir);
+    if (!ix) return 1;
     char err[ISN_ERR_LEN];
-    isn_index *ix = isn_index_open(dir, err, sizeof err);
-    if (!ix) {
-        fprintf(stderr, "isn-index verify: %s\n", err);
-        return 1;
-    }
     int rc = isn_index_verify(ix, err, sizeof err);
     if (rc != 0) fprintf(stderr, "isn-index verify: %s: %s\n", dir, err);
     else printf("%s: OK (%u documents, %u terms, %llu postings)\n", dir, isn_index_get_info(ix)->num_docs,
@@ -200,14 +209,7 @@ static int cmd_verify(const char *dir) {
 }
 
 static int parse_number(const char *s, const char *flag, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "isn-index synth: %s must be a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return parse_in_range("isn-index synth", s, flag, lo, hi, out);
 }
 
 static int cmd_synth(int argc, char **argv) {
