@@ -114,6 +114,33 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                isn_hit *hits, uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len);
 
+/* The algorithm isn_search runs for `algo` in `mode` (isn_algo_mode's default for AUTO): AUTO's
+ * choice by the query's shape, any other algorithm itself. The one place the AUTO rule lives, so the
+ * scheduler's cost model predicts the algorithm that runs. (isn_search also falls back to the
+ * exhaustive algorithms under caller-given doc_norms; that is not applied here.) */
+isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query);
+
+/* ------------------------------------------------------------------ threshold probe
+ * A cheap exact lower bound of an OR-mode query's final k-th score under the index's own statistics:
+ * the k-th best full BM25 score over the first ISN_PROBE_POSTINGS documents of the rarest lists (each
+ * probed into the others). The scheduler's cost model reads what the pruning will skip from it, and a
+ * search may start pruning from it (isn_search_options.initial_threshold). Reads at most
+ * ISN_PROBE_POSTINGS documents; allocates nothing. */
+
+#define ISN_PROBE_MAX_K 64     /* above this k there is no probe (0 is returned) */
+#define ISN_PROBE_MAX_TERMS 16 /* nor for longer queries (a cursor each, on the stack) */
+/* Documents the probe scores at most. On the Debian logs (bench_scheduler, one thread): 256 ->
+ * first-sight MAPE ~22% at ~20 us per query for the features, 1024 -> ~19.5% at ~38 us, 2048 -> ~19%
+ * (fitted formula) at ~55 us, 4096 -> ~18% at ~80 us. */
+#define ISN_PROBE_POSTINGS 1024
+
+/* Returns the probe's k-th best score, 0 when it found fewer than k documents (or the query has no
+ * probe: k or its length beyond the limits, an unknown term id, an empty list). *docs_scored: the
+ * documents it scored. passed_share[i] (num_levels entries): the share of the collection, in id
+ * order, read by the time the probe's k-th best passed levels[i] (ascending), 1 where it never did. */
+double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
+                           uint32_t num_levels, double *passed_share, uint32_t *docs_scored);
+
 /* ================================================================== second stage (L2, re-ranking)
  * The first stage's n1 candidates are re-scored: features per (query, candidate) from the index,
  * model-input transforms, then a learned model (tree ensemble or MLP). A ranker file names all three. */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/base.h"
 #include "ranking/ranking.h"
 #include "ranking/topk.h"
 
@@ -75,15 +76,13 @@ typedef struct {
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */
 #define RANKING_CLOCK_CHECK_EVERY 256u
 
-uint64_t ranking_monotonic_ns(void);
-
 /* Called by the algorithms at the top of their candidate loop; next_doc is the smallest doc not yet
  * considered. True means stop now (run->stopped is set). */
 static inline bool ranking_should_stop(ranking_run *run, uint32_t next_doc) {
     if (!run->stop_ns || --run->until_clock_check)
         return false;
     run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
-    if (ranking_monotonic_ns() < run->stop_ns)
+    if (isn_now_ns() < run->stop_ns)
         return false;
     run->stopped = true;
     run->stopped_before_doc = next_doc;
@@ -156,10 +155,5 @@ void ranking_maxscore(ranking_run *run);
 void ranking_wand(ranking_run *run);
 void ranking_block_max_wand(ranking_run *run);
 void ranking_block_max_and(ranking_run *run);
-
-/* AUTO: which algorithm runs a query of this shape in this mode. */
-isn_algo ranking_auto_algo(isn_mode mode, const isn_query *query);
-
-void ranking_set_error(char *err, size_t err_len, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

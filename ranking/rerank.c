@@ -18,7 +18,7 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
                       const uint32_t *docs, uint32_t n, char *err, size_t err_len) {
     uint32_t nf = isn_feature_count(ws->info);
     if (nf != rk->num_features) {
-        ranking_set_error(err, err_len, "ranker %s was loaded for an index with %u features, this one has %u",
+        isn_error(err, err_len, "ranker %s was loaded for an index with %u features, this one has %u",
                           rk->name, rk->num_features, nf);
         return -1;
     }
@@ -26,7 +26,7 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
     if (l2_reserve(&ws->features, &ws->features_cap, (size_t)n * nf) != 0 ||
         l2_reserve(&ws->inputs, &ws->inputs_cap, (size_t)n * rk->num_inputs) != 0 ||
         l2_reserve(&ws->scores, &ws->scores_cap, n) != 0 || l2_reserve(&ws->scratch, &ws->scratch_cap, scratch) != 0) {
-        ranking_set_error(err, err_len, "out of memory for %u candidates", n);
+        isn_error(err, err_len, "out of memory for %u candidates", n);
         return -1;
     }
     if (isn_features_extract(ws, query, num_docs, docs, n, ws->features, err, err_len) != 0)
@@ -48,7 +48,7 @@ int isn_rerank(isn_l2_workspace *ws, const isn_ranker *rk, const isn_query *quer
     if (l2_reserve_bytes((void **)&ws->by_doc, &ws->by_doc_bytes, (size_t)n * sizeof(uint64_t)) != 0 ||
         l2_reserve_bytes((void **)&ws->keys, &ws->keys_bytes, (size_t)n * sizeof(uint64_t)) != 0 ||
         l2_reserve_bytes((void **)&ws->docs, &ws->docs_bytes, (size_t)n * sizeof(uint32_t)) != 0) {
-        ranking_set_error(err, err_len, "out of memory for %u candidates", n);
+        isn_error(err, err_len, "out of memory for %u candidates", n);
         return -1;
     }
     /* Scored in doc order, so that a candidate's position breaks score ties toward the lower doc id. */
