@@ -8,7 +8,6 @@
 
 #include "base/base.h"
 #include "ranking/ranking.h"
-#include "ranking/topk.h"
 
 /* Bounds are inflated by this factor before being compared with the threshold, so that float
  * rounding of a score can never make a pruned document one that belongs in the top-k. */
@@ -56,7 +55,7 @@ typedef struct {
     uint32_t num_terms;
     const float *norms;
     float k1_plus_1;
-    ranking_topk topk;
+    isn_topk topk;
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
@@ -122,7 +121,7 @@ static inline uint32_t ranking_align_followers(ranking_run *run, ranking_term *t
     return doc;
 }
 
-static inline bool ranking_bound_fails(double bound, const ranking_topk *topk) {
+static inline bool ranking_bound_fails(double bound, const isn_topk *topk) {
     return bound * RANKING_BOUND_SLACK <= topk->threshold;
 }
 

@@ -125,11 +125,11 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         run.until_clock_check = RANKING_CLOCK_CHECK_EVERY;
     }
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
-    ranking_topk_init(&run.topk, hits, options->k);
+    isn_topk_init(&run.topk, hits, options->k);
     /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
     bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW;
     if (prunes && options->initial_threshold > 0.0f)
-        ranking_topk_seed(&run.topk, options->initial_threshold);
+        isn_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
     case ISN_ALGO_OR:
         ranking_exhaustive_or(&run);
@@ -153,7 +153,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         isn_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
         return -1;
     }
-    ranking_topk_sort(&run.topk);
+    isn_topk_sort(&run.topk);
     *num_hits = run.topk.size;
     if (stats != NULL) {
         stats->postings_scored = run.postings_scored;

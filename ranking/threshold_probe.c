@@ -64,8 +64,8 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
         rest[j] = rest[j + 1] + bounds[probed[j]] * RANKING_BOUND_SLACK;
     /* Documents come in increasing id, as the search offers them: the same heap keeps the same k. */
     isn_hit entries[ISN_PROBE_MAX_K];
-    ranking_topk topk;
-    ranking_topk_init(&topk, entries, k);
+    isn_topk topk;
+    isn_topk_init(&topk, entries, k);
     uint32_t scored = 0, passed = 0;
     uint32_t doc = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++)
@@ -96,7 +96,7 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
                                   isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
         }
         if (j == num_probed) {
-            ranking_topk_offer(&topk, doc, (float)score);
+            isn_topk_offer(&topk, doc, (float)score);
             while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
                 passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
         }
