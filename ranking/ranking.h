@@ -322,11 +322,20 @@ typedef struct {
     float l1_score; /* the first stage's */
 } isn_l2_hit;
 
+/* Scores n rows of model inputs (row i at inputs + i * stride) with the ranker's model into
+ * scores[0..n): another evaluator of the model (the GPU's, gpu.h isn_gpu_l2_score) giving the CPU's
+ * numbers. 0, or -1 with err. */
+typedef int (*isn_model_scorer)(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
+                                uint32_t stride, float *scores, char *err, size_t err_len);
+
 /* Scores the candidates (e.g. the first stage's n1 hits) with the ranker and writes the best k into
- * out (k entries), model score descending, ties to the lower doc id. 0, or -1 with err. */
+ * out (k entries), model score descending, ties to the lower doc id: features, transforms, the model,
+ * the order. The model runs on the CPU when score_model is NULL, else through score_model(context,
+ * ...); when that fails, so does the call (nothing in out), and the caller may run it again on the
+ * CPU. 0, or -1 with err. */
 int isn_rerank(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
-               const isn_hit *candidates, uint32_t n, uint32_t k, isn_l2_hit *out, uint32_t *num_out, char *err,
-               size_t err_len);
+               const isn_hit *candidates, uint32_t n, uint32_t k, isn_model_scorer score_model, void *context,
+               isn_l2_hit *out, uint32_t *num_out, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------ model layouts (read by gpu/)
  * Read-only views of a loaded model in the form the CPU evaluates, so that another evaluator (the GPU
