@@ -14,7 +14,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 static double now_seconds(void) {
     struct timespec t;

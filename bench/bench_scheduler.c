@@ -34,7 +34,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 typedef struct {
     isn_query_term *terms;

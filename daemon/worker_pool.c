@@ -18,9 +18,6 @@ struct worker_pool {
     uint32_t max_k;
     bool warm_up;
     uint32_t num_threads;
-    char cost_model_state[ISN_CONF_PATH_MAX];
-    isn_gpu_device *gpus;
-    uint32_t num_gpus;
     uint32_t sim_gpus;
     /* The real first-stage backend ([gpu]): one device, answered through gpus[0]. */
     isn_gpu_backend *backend;
@@ -106,7 +103,7 @@ static void on_gpu_done(void *user, isn_job *sched) {
     (void)user;
     search_job *job = job_of(sched);
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
-    job->retrieval_ns = isn_sched_now_ns() - sched->started_ns;
+    job->retrieval_ns = isn_now_ns() - sched->started_ns;
     job->worker = sched->worker;
     search_job_pack_simulated(job);
 }
@@ -125,7 +122,7 @@ static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *req
     worker_pool *pool = user;
     search_job *job = job_of(sched);
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
-    job->retrieval_ns = isn_sched_now_ns() - sched->started_ns;
+    job->retrieval_ns = isn_now_ns() - sched->started_ns;
     search_worker_pack_gpu(pool->gpu_packer, job, request->hits, request->num_hits,
                            request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
     job->worker = sched->worker;
@@ -144,7 +141,13 @@ static void refuse(search_job *job, isn_submit_result result) {
                  "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
                  job->sched.predicted_ns[ISN_DEVICE_CPU] / 1e6);
         return;
+    case ISN_SUBMIT_SHED_LATE:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can start this query before its deadline");
+        return;
     case ISN_SUBMIT_QUEUED:
+    case ISN_SUBMIT_REFUSED:
     case ISN_SUBMIT_STOPPED: break;
     }
     job->status = GRPC_STATUS_UNAVAILABLE;
@@ -230,7 +233,10 @@ static int analyse(worker_pool *pool, pool_worker *worker, search_job *job) {
         }
         memcpy(job->query.terms, parsed.terms, bytes);
     }
-    isn_job_features_quick(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
+    job->sched.query = &job->query;
+    job->sched.k = job->k;
+    job->sched.mode = job->mode;
+    job->sched.algo = job->algo;
     return 0;
 }
 
@@ -257,13 +263,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         sched->placement = !gpu_eligible(pool, job) ? ISN_PLACE_CPU
                            : pool->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
-    /* The threshold probe costs several times the rest of the analysis and only sharpens the CPU's
-     * prediction: skip it for a job the GPU takes anyway. */
-    bool gpu_bound = sched->placement == ISN_PLACE_GPU ||
-                     (sched->placement == ISN_PLACE_ANY && isn_scheduler_gpu_clearly_wins(pool->scheduler, sched));
-    if (!gpu_bound)
-        isn_job_features_of(pool->index, &job->query, job->k, job->mode, job->algo, &job->sched.features);
-    return true;
+    return true; /* the scheduler takes the cost features from job->sched.query */
 }
 
 int worker_pool_submit(worker_pool *pool, search_job *job) {
@@ -275,21 +275,11 @@ int worker_pool_submit(worker_pool *pool, search_job *job) {
     sched->user = job;
     sched->received_ns = job->received_ns;
     sched->deadline_ns = job->deadline_ns;
-    if (!isn_scheduler_may_admit(pool->scheduler, job->received_ns, job->deadline_ns)) {
-        snprintf(job->message, sizeof job->message,
-                 "server overloaded: no device can start this query before its deadline");
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    }
-    /* With enough workers the loop thread only frames requests: a worker analyses the query
-     * (prepare) before the scheduler admits and routes it, so analysis scales with the workers. */
-    isn_submit_result result;
-    if (pool->loop_analyser) {
-        if (!on_prepare(pool, sched, pool->loop_analyser)) return job->status;
-        result = isn_scheduler_submit(pool->scheduler, sched);
-    } else {
-        result = isn_scheduler_submit_unprepared(pool->scheduler, sched);
-    }
+    /* The scheduler has the query analysed (on_prepare) on a worker, or here when workers are few
+     * and there is no GPU, then admits and routes it. */
+    isn_submit_result result = isn_scheduler_submit(pool->scheduler, sched);
     if (result == ISN_SUBMIT_QUEUED) return 0;
+    if (result == ISN_SUBMIT_REFUSED) return job->status;
     refuse(job, result);
     return job->status;
 }
@@ -388,30 +378,29 @@ static int open_gpu(worker_pool *pool, const isn_conf *conf, isn_scheduler_confi
         options.num_training_queries = num_training;
     }
     char why[512];
-    uint64_t start = isn_sched_now_ns();
+    uint64_t start = isn_now_ns();
     pool->backend = isn_gpu_open(pool->index, &options, why, sizeof why);
     free_training_log(training, num_training);
     if (!pool->backend) {
         log_warn("gpu: no GPU first stage, serving on the CPU only: %s", why);
         return 0;
     }
-    isn_gpu_cuda_callbacks callbacks = {.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = pool};
-    pool->gpus = calloc(1, sizeof *pool->gpus);
     pool->gpu_packer = search_worker_new(pool->index, UINT32_MAX, conf->gpu_max_k);
-    if (!pool->gpus || !pool->gpu_packer || isn_gpu_cuda_new(pool->backend, &callbacks, conf->gpu_max_batch, &pool->gpus[0]) < 0) {
+    if (!pool->gpu_packer) {
         snprintf(err, err_len, "out of memory for the GPU device");
         return -1;
     }
-    pool->num_gpus = 1;
     pool->gpu_max_k = conf->gpu_max_k;
     pool->gpu_route_all = conf->gpu_route_all;
-    config->gpus = pool->gpus;
-    config->num_gpus = 1;
-    isn_gpu_health health;
-    isn_gpu_cuda_health(&pool->gpus[0], &health);
+    config->gpu_backend = pool->backend;
+    config->gpu_backend_max_batch = conf->gpu_max_batch;
+    config->gpu_callbacks =
+        (isn_gpu_cuda_callbacks){.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = pool};
+    isn_gpu_health health; /* no batch runs yet: read directly */
+    isn_gpu_health_get(pool->backend, &health);
     log_info("gpu: %s%s ready in %.3f s (warm-up %.1f ms): %u of %u lists resident (%u as prefixes), %.1f of %.1f MB%s",
              health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
-             (double)(isn_sched_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
+             (double)(isn_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
              health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
              (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
     return 0;
@@ -450,7 +439,6 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     pool->warm_up = conf->warm_up;
     pool->wake = wake;
     pool->num_threads = workers;
-    snprintf(pool->cost_model_state, sizeof pool->cost_model_state, "%s", conf->cost_model_state);
     pool->planner = isn_searcher_new(index);
     pthread_mutex_init(&pool->l2_lock, NULL);
     pool->l2.lock = &pool->l2_lock;
@@ -476,81 +464,45 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
     config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
     config.batch.launch_ns = conf->gpu_sim_devices ? conf->gpu_sim_launch_ns : config.batch.launch_ns;
+    config.index = index;
+    config.cost_model_state = conf->cost_model_state;
+    config.analysis_min_workers = conf->analysis_min_workers;
     config.worker_init = on_worker_init;
     config.worker_free = on_worker_free;
     config.run_cpu = on_run_cpu;
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = pool;
-    bool model_loaded = false;
-    if (conf->cost_model_state[0]) {
-        char why[512];
-        int rc = isn_cost_model_load(&config.model, conf->cost_model_state, why, sizeof why);
-        if (rc < 0) log_warn("cost model state not loaded, starting from the fitted formula: %s", why);
-        else if (rc == 0) log_info("cost model state loaded from %s", conf->cost_model_state);
-        model_loaded = rc == 0;
-    }
     if (open_gpu(pool, conf, &config, err, err_len) < 0) {
         worker_pool_stop(pool);
         return NULL;
     }
-    if (pool->backend) {
-        /* Until it has measured batches, the GPU side starts from the H200 numbers of issue 5 (about
-         * 10 G postings/s decode + score, ~0.1 ms per launch and wait, ~10 us per query). */
-        config.batch.launch_ns = 100000;
-        if (!model_loaded) {
-            isn_gpu_sim_config start;
-            isn_gpu_sim_config_default(&start);
-            start.launch_ns = config.batch.launch_ns;
-            start.per_posting_ns = 0.1;
-            start.per_query_ns = 10000;
-            isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &start);
-        }
-    }
     open_l2_gpu(pool, conf);
     if (conf->gpu_sim_devices) {
         pool->sim_gpus = conf->gpu_sim_devices;
-        pool->gpus = calloc(conf->gpu_sim_devices, sizeof *pool->gpus);
-        isn_gpu_sim_config sim;
-        isn_gpu_sim_config_default(&sim);
-        sim.launch_ns = conf->gpu_sim_launch_ns;
-        sim.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
-        sim.per_query_ns = conf->gpu_sim_query_ns;
-        sim.failure_rate = conf->gpu_sim_failure_permille / 1000.0;
-        sim.on_job_done = on_gpu_done;
-        sim.user = pool;
-        for (uint32_t i = 0; pool->gpus && i < conf->gpu_sim_devices; i++) {
-            sim.seed = i + 1;
-            if (isn_gpu_sim_new(&sim, conf->gpu_batch_max, conf->gpu_batch_memory_bytes, &pool->gpus[i]) < 0) break;
-            pool->num_gpus++;
-        }
-        if (pool->num_gpus < conf->gpu_sim_devices) {
-            snprintf(err, err_len, "out of memory for %u simulated GPU devices", conf->gpu_sim_devices);
-            worker_pool_stop(pool);
-            return NULL;
-        }
-        config.gpus = pool->gpus;
-        config.num_gpus = pool->num_gpus;
-        /* The simulator's latency model is known: the GPU side starts from it instead of learning
-         * it under load (a state file's GPU part may be from another simulator setting). */
-        isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+        config.simulated_gpus = conf->gpu_sim_devices;
+        config.simulated.launch_ns = conf->gpu_sim_launch_ns;
+        config.simulated.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
+        config.simulated.per_query_ns = conf->gpu_sim_query_ns;
+        config.simulated.failure_rate = conf->gpu_sim_failure_permille / 1000.0;
+        config.simulated.on_job_done = on_gpu_done;
+        config.simulated.user = pool;
         log_warn("SIMULATED GPUs: scheduler.simulated_gpus_answer_without_hits = %u; queries routed to them "
                  "are answered WITHOUT HITS (device \"gpu-sim\"). For benchmarks and tests only, never in "
                  "production. Latency model: launch %u ns + %u ns per query + postings at %u per us; the cost "
                  "model's GPU side is seeded from it",
-                 pool->num_gpus, conf->gpu_sim_launch_ns, conf->gpu_sim_query_ns, conf->gpu_sim_postings_per_us);
+                 conf->gpu_sim_devices, conf->gpu_sim_launch_ns, conf->gpu_sim_query_ns, conf->gpu_sim_postings_per_us);
     }
-    /* Analysis goes where there is time to spare: a few workers without a GPU are the bottleneck
-     * (the loop thread is not); with a GPU, or many workers, the loop thread is. */
-    if (workers < conf->analysis_min_workers && !pool->backend && !pool->num_gpus) {
-        pool->loop_analyser = calloc(1, sizeof *pool->loop_analyser);
-        if (!pool->loop_analyser) {
-            snprintf(err, err_len, "out of memory for the query analyser");
-            worker_pool_stop(pool);
-            return NULL;
-        }
-        pool->loop_analyser->planner = pool->planner;
+    /* The analyser the scheduler uses on the loop thread when it analyses there (few workers, no
+     * GPU: the workers are then the bottleneck and the loop thread is not). */
+    pool->loop_analyser = calloc(1, sizeof *pool->loop_analyser);
+    if (!pool->loop_analyser) {
+        snprintf(err, err_len, "out of memory for the query analyser");
+        worker_pool_stop(pool);
+        return NULL;
     }
+    pool->loop_analyser->planner = pool->planner;
+    config.submitter_state = pool->loop_analyser;
     pool->scheduler = isn_scheduler_start(&config, err, err_len);
     if (!pool->scheduler) {
         worker_pool_stop(pool);
@@ -559,7 +511,7 @@ worker_pool *worker_pool_start(const isn_index *index, const isn_conf *conf, uin
     return pool;
 }
 
-bool worker_pool_analyses_on_loop(const worker_pool *pool) { return pool->loop_analyser != NULL; }
+bool worker_pool_analyses_on_loop(const worker_pool *pool) { return isn_scheduler_prepares_on_submit(pool->scheduler); }
 
 void worker_pool_abandon_queued(worker_pool *pool) { isn_scheduler_abandon_queued(pool->scheduler); }
 
@@ -579,21 +531,7 @@ uint32_t worker_pool_size(const worker_pool *pool) { return pool->num_threads; }
 
 void worker_pool_stop(worker_pool *pool) {
     if (!pool) return;
-    if (pool->scheduler) {
-        if (pool->cost_model_state[0]) {
-            isn_cost_model model;
-            char why[512];
-            isn_scheduler_get_model(pool->scheduler, &model);
-            if (isn_cost_model_save(&model, pool->cost_model_state, why, sizeof why) < 0)
-                log_warn("cost model state not saved: %s", why);
-        }
-        isn_scheduler_stop(pool->scheduler);
-    }
-    for (uint32_t i = 0; i < pool->num_gpus; i++) {
-        if (pool->backend) isn_gpu_cuda_free(&pool->gpus[i]);
-        else isn_gpu_sim_free(&pool->gpus[i]);
-    }
-    free(pool->gpus);
+    isn_scheduler_stop(pool->scheduler); /* saves the cost model, frees the devices it made */
     isn_gpu_close(pool->backend);
     search_worker_free(pool->gpu_packer);
     isn_gpu_l2_close(pool->l2_gpu);
@@ -736,9 +674,8 @@ static void render_json(const worker_pool *pool, const isn_scheduler_stats *st, 
 }
 
 int worker_pool_gpu_state(const worker_pool *pool, char *reason, size_t reason_len) {
-    if (!pool->backend) return WORKER_POOL_NO_GPU;
     isn_gpu_health health;
-    isn_gpu_cuda_health(&pool->gpus[0], &health);
+    if (!isn_scheduler_gpu_health(pool->scheduler, &health)) return WORKER_POOL_NO_GPU;
     if (health.ready && health.healthy) return WORKER_POOL_GPU_HEALTHY;
     snprintf(reason, reason_len, "%s", health.ready ? health.reason : "not warmed up");
     return WORKER_POOL_GPU_DEGRADED;
@@ -746,9 +683,8 @@ int worker_pool_gpu_state(const worker_pool *pool, char *reason, size_t reason_l
 
 static void render_gpu_json(worker_pool *pool, byte_buffer *out) {
     buffer_printf(out, ",\"gpu\":{\"first_stage\":");
-    if (pool->backend) {
-        isn_gpu_health h;
-        isn_gpu_cuda_health(&pool->gpus[0], &h);
+    isn_gpu_health h;
+    if (isn_scheduler_gpu_health(pool->scheduler, &h)) {
         buffer_printf(out,
                       "{\"device\":\"%s\",\"ready\":%s,\"healthy\":%s,\"reason\":\"%s\",\"warmup_ms\":%.3f,"
                       "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
@@ -779,9 +715,8 @@ static void render_gpu_json(worker_pool *pool, byte_buffer *out) {
 }
 
 static void render_gpu_prometheus(worker_pool *pool, byte_buffer *out) {
-    if (pool->backend) {
-        isn_gpu_health h;
-        isn_gpu_cuda_health(&pool->gpus[0], &h);
+    isn_gpu_health h;
+    if (isn_scheduler_gpu_health(pool->scheduler, &h)) {
         char text[4096];
         size_t len = isn_gpu_health_format_metrics(&h, "device=\"0\"", text, sizeof text);
         if (len >= sizeof text) len = sizeof text - 1;

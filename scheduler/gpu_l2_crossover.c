@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 /* Starting lines (H200 vs one CPU thread, issue 6 notes): the CPU ~9.8 ns per candidate-tree plus
  * ~20 us of fixed work; the GPU ~200 us per call (copies, launch, model lookup) plus ~0.3 ns per

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define THETA_MAX_K ISN_PROBE_MAX_K /* above this k no threshold is estimated: every list counts */
 #define THETA_MAX_BLOCKS 2048       /* block maxima read per term (evenly spread beyond) */
