@@ -1,5 +1,6 @@
-/* What a worker does with one Search job (analysed once by the loop thread): global statistics,
- * the first stage, and packing the reply, so the loop thread only copies bytes out. */
+/* What a worker does with one Search job (analysed once when the scheduler prepared it, usually on a
+ * worker): global statistics, the first stage, the second stage, and packing the reply, so the loop
+ * thread only copies bytes out. */
 #include "daemon/search_job.h"
 
 #include <math.h>
@@ -36,11 +37,8 @@ struct search_worker {
     const l2_route *route;
 };
 
-uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* For the daemon files not yet moved to base/'s clock (the transport, which helper A moves to grpc/). */
+uint64_t monotonic_ns(void) { return isn_now_ns(); }
 
 static bool ensure_capacity(search_worker *w, uint32_t k) {
     if (k <= w->capacity) return true;
@@ -157,7 +155,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     response.device = (char *)device;
     response.partition_id = job->partition_id;
     response.request_id = request->request_id ? request->request_id : "";
-    job->total_ns = monotonic_ns() - job->received_ns;
+    job->total_ns = isn_now_ns() - job->received_ns;
     times.queue_us = job->queue_ns / 1000;
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;
@@ -262,16 +260,16 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
     double work = isn_l2_work(job->num_hits, ranker_trees(ranker));
     bool gpu = w->route && w->route->gpu && job->num_hits > 0;
     isn_device_kind where = gpu ? isn_l2_crossover_choose(w->route->crossover, work, true) : ISN_DEVICE_CPU;
-    uint64_t start = monotonic_ns();
+    uint64_t start = isn_now_ns();
     w->reranked_on_gpu = false;
     if (where == ISN_DEVICE_GPU) {
         if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, score_model_on_gpu,
                        (void *)w->route, w->l2_hits, &m, err, sizeof err) == 0) {
             w->reranked_on_gpu = true;
-            isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_GPU, work, (double)(monotonic_ns() - start));
+            isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_GPU, work, (double)(isn_now_ns() - start));
         } else {
             where = ISN_DEVICE_CPU;
-            start = monotonic_ns();
+            start = isn_now_ns();
         }
     }
     if (where == ISN_DEVICE_CPU) {
@@ -280,7 +278,7 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
             fail_job(job, GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
             return -1;
         }
-        if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(monotonic_ns() - start));
+        if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(isn_now_ns() - start));
     }
     for (uint32_t i = 0; i < m; i++) {
         w->hits[i] = (isn_hit){.doc = w->l2_hits[i].doc, .score = w->l2_hits[i].score};
@@ -295,7 +293,7 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
                                  ranker_ref *ranker);
 
 void search_worker_run(search_worker *w, search_job *job, bool abandon) {
-    uint64_t start = monotonic_ns();
+    uint64_t start = isn_now_ns();
     w->reranked = false;
     w->reranked_on_gpu = false;
     w->rerank_ns = 0;
@@ -332,7 +330,7 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
 static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
                                  ranker_ref *ranker) {
     const Isn__V1__SearchRequest *request = job->request;
-    isn_query query = job->query; /* analysed by the loop thread before admission */
+    isn_query query = job->query; /* analysed when the job was prepared, before admission */
     char err[ISN_ERR_LEN];
     isn_search_options options;
     isn_search_options_default(&options);
@@ -358,11 +356,11 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
         fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
         return;
     }
-    job->retrieval_ns = monotonic_ns() - start;
+    job->retrieval_ns = isn_now_ns() - start;
     if (ranker) {
-        uint64_t l2_start = monotonic_ns();
+        uint64_t l2_start = isn_now_ns();
         if (rerank_hits(w, job, ranker_ref_get(ranker), &query, options.num_docs) < 0) return;
-        w->rerank_ns = monotonic_ns() - l2_start;
+        w->rerank_ns = isn_now_ns() - l2_start;
     }
     pack_reply(w, job, &stats, &query, w->reranked_on_gpu ? "cpu+gpu-l2" : "cpu");
 }
@@ -419,7 +417,7 @@ void search_job_pack_simulated(search_job *job) {
     response.request_id = job->request->request_id ? job->request->request_id : "";
     job->num_hits = 0;
     job->complete = true;
-    job->total_ns = monotonic_ns() - job->received_ns;
+    job->total_ns = isn_now_ns() - job->received_ns;
     times.queue_us = job->queue_ns / 1000;
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;
