@@ -1,13 +1,14 @@
 /* The cost model's input for one query, from the index alone: list lengths, and which lists a
- * dynamic-pruning algorithm will walk in full. Runs on the thread that admits the query, so what it
+ * dynamic-pruning algorithm will walk in full. Runs on the thread that prepares the query, so what it
  * reads is bounded: lexicon statistics, block maxima (a bounded number per term), and for the
  * threshold probe (ranking/'s isn_threshold_probe) the postings of the rarest lists
  * (ISN_PROBE_POSTINGS documents, each probed into the other lists). Block maxima alone put the
- * threshold at ~40% (median) of the final k-th score on the Debian logs, and with that the time of a query seen for the first time was not predictable to
- * better than ~25%; the probe is exact for about half of those queries and within 11% for 75%.
- * With the probe's k-th score alone that error was ~19.5%; what the probe says about the work
- * (MaxScore's partition at and below it, the blocks that can pass, and the walk its own top k
- * implies, read in the same passes) brings it to ~16.5% (bench_scheduler). */
+ * threshold at ~40% (median) of the final k-th score on the Debian logs, and with that the time of a
+ * query seen for the first time was not predictable to better than ~25%; the probe is exact for
+ * about half of those queries and within 11% for 75%. With the probe's k-th score alone that error
+ * was ~19.5%; what the probe says about the work (MaxScore's partition at and below it, the blocks
+ * that can pass, and the walk its own top k implies, read in the same passes) brings it to ~16.5%
+ * (bench_scheduler). */
 #include <math.h>
 #include <string.h>
 

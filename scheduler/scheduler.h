@@ -149,9 +149,9 @@ typedef struct {
 } isn_gpu_cuda_callbacks;
 
 
-
-/* Simulated GPU (config.simulated_gpus; timing only, its jobs get no hits): sleeps for launch_ns + per_posting_ns * postings + per_query_ns * jobs per batch,
- * and fails a batch with probability failure_rate. Numbers from DESIGN.md section 6 (H200): launch +
+/* Simulated GPU (config.simulated_gpus; timing only, its jobs get no hits): sleeps for launch_ns +
+ * per_posting_ns * postings + per_query_ns * jobs per batch, and fails a batch with probability
+ * failure_rate. Numbers from DESIGN.md section 6 (H200): launch +
  * wait ~8-9 us; fused decode + BM25 at 12-74 G postings/s. */
 typedef struct {
     double launch_ns;
