@@ -156,14 +156,16 @@ static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
         buffer_printf(out, "null");
     }
     isn_l2_crossover *c = view->crossover;
+    isn_l2_crossover_stats x;
+    isn_l2_crossover_get_stats(c, &x);
     buffer_printf(out,
                   ",\"rerank\":{\"gpu\":%s,\"chosen\":{\"cpu\":%llu,\"gpu\":%llu},\"explored\":%llu,"
                   "\"measured\":{\"cpu\":%llu,\"gpu\":%llu},\"ns_per_candidate_tree\":{\"cpu\":%.4f,\"gpu\":%.4f},"
                   "\"fixed_ns\":{\"cpu\":%.0f,\"gpu\":%.0f},\"crossover_candidates\":{\"100\":%u,\"300\":%u,"
                   "\"1000\":%u}}}",
-                  view->rerank_on_gpu ? "true" : "false", (unsigned long long)c->chosen[0], (unsigned long long)c->chosen[1],
-                  (unsigned long long)c->explored, (unsigned long long)c->measured[0],
-                  (unsigned long long)c->measured[1], c->b[0], c->b[1], c->a[0], c->a[1],
+                  view->rerank_on_gpu ? "true" : "false", (unsigned long long)x.chosen[0],
+                  (unsigned long long)x.chosen[1], (unsigned long long)x.explored, (unsigned long long)x.measured[0],
+                  (unsigned long long)x.measured[1], x.ns_per_work[0], x.ns_per_work[1], x.fixed_ns[0], x.fixed_ns[1],
                   isn_l2_crossover_candidates(c, 100), isn_l2_crossover_candidates(c, 300),
                   isn_l2_crossover_candidates(c, 1000));
 }
@@ -177,9 +179,11 @@ static void render_gpu_prometheus(const search_service_view *view, byte_buffer *
         buffer_append(out, text, len);
     }
     isn_l2_crossover *c = view->crossover;
+    isn_l2_crossover_stats x;
+    isn_l2_crossover_get_stats(c, &x);
     prom_family(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
     buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
-                  (unsigned long long)c->chosen[0], (unsigned long long)c->chosen[1]);
+                  (unsigned long long)x.chosen[0], (unsigned long long)x.chosen[1]);
     prom_family(out, "isn_rerank_crossover_candidates", "gauge",
          "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
     for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)

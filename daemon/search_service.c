@@ -32,7 +32,7 @@ struct search_service {
     /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
     isn_gpu_l2 *l2_gpu;
     pthread_mutex_t l2_lock;
-    isn_l2_crossover crossover;
+    isn_l2_crossover *crossover;
     l2_route l2;
     _Atomic(search_job *) completed; /* Treiber stack, newest first */
     uv_async_t *wake;
@@ -306,8 +306,8 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     service->planner = isn_searcher_new(index);
     pthread_mutex_init(&service->l2_lock, NULL);
     service->l2.lock = &service->l2_lock;
-    service->l2.crossover = &service->crossover;
-    if (!service->planner || isn_l2_crossover_init(&service->crossover) < 0) {
+    service->l2.crossover = service->crossover = isn_l2_crossover_new();
+    if (!service->planner || !service->crossover) {
         snprintf(err, err_len, "out of memory for the query planner");
         search_service_stop(service);
         return NULL;
@@ -354,7 +354,7 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
         config.gpu_callbacks =
             (isn_gpu_cuda_callbacks){.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = service};
     }
-    service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, &service->crossover);
+    service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, service->crossover);
     if (conf->gpu_sim_devices) {
         service->sim_gpus = conf->gpu_sim_devices;
         config.simulated_gpus = conf->gpu_sim_devices;
@@ -394,7 +394,7 @@ bool search_service_analyses_on_loop(const search_service *service) {
 
 void search_service_view_of(search_service *service, search_service_view *view) {
     view->scheduler = service->scheduler;
-    view->crossover = &service->crossover;
+    view->crossover = service->crossover;
     view->rerank_on_gpu = service->l2_gpu != NULL;
     view->simulated_gpus = service->sim_gpus;
 }
@@ -421,7 +421,7 @@ void search_service_stop(search_service *service) {
     isn_gpu_close(service->backend);
     search_worker_free(service->gpu_packer);
     isn_gpu_l2_close(service->l2_gpu);
-    isn_l2_crossover_destroy(&service->crossover);
+    isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
     isn_searcher_free(service->planner);
     free(service->loop_analyser);

@@ -174,18 +174,13 @@ void isn_gpu_sim_config_default(isn_gpu_sim_config *config);
  * from ~300 candidates, 300 trees from ~100, 1,000 trees from <= 10; CPU ~9.8 ns per candidate-tree).
  * The faster predicted device wins; every explore_every-th call near the crossover (within 4x) tries
  * the other one, so a wrong start is corrected. Thread-safe. */
-typedef struct {
-    double s[ISN_DEVICE_KINDS][5]; /* decayed sums: n, x, x^2, y, x*y */
-    double a[ISN_DEVICE_KINDS], b[ISN_DEVICE_KINDS];
-    double forgetting;
-    uint32_t explore_every;
-    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
-    void *lock;
-} isn_l2_crossover;
+typedef struct isn_l2_crossover isn_l2_crossover;
 
-/* 0, or -1 when out of memory. */
-int isn_l2_crossover_init(isn_l2_crossover *crossover);
-void isn_l2_crossover_destroy(isn_l2_crossover *crossover);
+/* NULL when out of memory. */
+isn_l2_crossover *isn_l2_crossover_new(void);
+void isn_l2_crossover_free(isn_l2_crossover *crossover);
+/* 0: never try the other device (tests that check the choice itself). */
+void isn_l2_crossover_set_explore_every(isn_l2_crossover *crossover, uint32_t explore_every);
 double isn_l2_work(uint32_t candidates, uint32_t trees);
 double isn_l2_crossover_predict_ns(isn_l2_crossover *crossover, isn_device_kind device, double work);
 /* The device for this much work; gpu_available false always answers CPU (and counts nothing). */
@@ -194,6 +189,14 @@ void isn_l2_crossover_learn(isn_l2_crossover *crossover, isn_device_kind device,
 /* Candidates per query from which the GPU is predicted faster for a model of this many trees
  * (UINT32_MAX: never). */
 uint32_t isn_l2_crossover_candidates(isn_l2_crossover *crossover, uint32_t trees);
+
+typedef struct {
+    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
+    double fixed_ns[ISN_DEVICE_KINDS];     /* each device's time as learned: fixed_ns + ns_per_work * work */
+    double ns_per_work[ISN_DEVICE_KINDS];
+} isn_l2_crossover_stats;
+
+void isn_l2_crossover_get_stats(isn_l2_crossover *crossover, isn_l2_crossover_stats *stats);
 
 /* ------------------------------------------------------------------ the scheduler */
 
