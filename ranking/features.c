@@ -213,7 +213,7 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
     for (uint32_t i = 0; i < n; i++) {
         if (docs[i] >= c.info->num_docs) {
             isn_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i],
-                              c.info->num_docs);
+                      c.info->num_docs);
             return -1;
         }
         order[i] = (uint64_t)docs[i] << 32 | i;

@@ -88,7 +88,7 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
         what = "right_child";
     if (what) {
         isn_error(err, err_len, "%s: Tree=%u: %s is missing or does not hold %zu numbers", path, t, what,
-                          strcmp(what, "leaf_value") ? ns : nl);
+                  strcmp(what, "leaf_value") ? ns : nl);
         goto out;
     }
     for (size_t i = 0; i < nl; i++)

@@ -100,14 +100,14 @@ isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
     while ((s = next_token(&t))) {
         if (strcmp(s, "layer") != 0 || m->num_layers == MLP_MAX_LAYERS) {
             isn_error(err, err_len, "%s: expected \"layer OUT relu|linear\" (at most %u layers), got '%s'",
-                              path, MLP_MAX_LAYERS, s);
+                      path, MLP_MAX_LAYERS, s);
             goto fail;
         }
         mlp_layer *l = &m->layers[m->num_layers++];
         l->in = in;
         if (!next_uint(&t, &l->out) || !(s = next_token(&t)) || (strcmp(s, "relu") && strcmp(s, "linear"))) {
             isn_error(err, err_len, "%s: layer %u: expected OUT (1..%u) and relu or linear", path,
-                              m->num_layers, MLP_MAX_WIDTH);
+                      m->num_layers, MLP_MAX_WIDTH);
             goto fail;
         }
         l->relu = strcmp(s, "relu") == 0;
@@ -120,13 +120,13 @@ isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
         for (size_t i = 0; i < (size_t)l->out * l->in; i++)
             if (!next_float(&t, &l->weights[i])) {
                 isn_error(err, err_len, "%s: layer %u: weight %zu of %u x %u missing or not a number", path,
-                                  m->num_layers, i, l->out, l->in);
+                          m->num_layers, i, l->out, l->in);
                 goto fail;
             }
         for (uint32_t i = 0; i < l->out; i++)
             if (!next_float(&t, &l->bias[i])) {
                 isn_error(err, err_len, "%s: layer %u: bias %u of %u missing or not a number", path,
-                                  m->num_layers, i, l->out);
+                          m->num_layers, i, l->out);
                 goto fail;
             }
         in = l->out;

@@ -68,7 +68,7 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
         isn_analyze(searcher->analyzer, text, len, add_term, &state);
     if (state.too_many_terms) {
         isn_error(err, err_len, "query has more than %d distinct terms (the limit per query)",
-                          ISN_MAX_QUERY_TERMS);
+                  ISN_MAX_QUERY_TERMS);
         query->num_terms = 0;
         query->num_unknown = 0;
         return -1;

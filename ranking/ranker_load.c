@@ -62,7 +62,7 @@ static int lookup(reader *r, const isn_index_info *info, const char *name, uint3
     if (isn_feature_lookup(info, name, id))
         return 0;
     isn_error(r->err, r->err_len, "%s:%lu: unknown feature '%s' (see isn-query --list-features)", r->path,
-                      r->lineno, name);
+              r->lineno, name);
     return -1;
 }
 
@@ -71,7 +71,7 @@ static int parse_tree_input(reader *r, const isn_index_info *info, ranker_input 
     unsigned long n = strtoul(count, &end, 10);
     if (*end || n == 0 || n > RANKER_MAX_TREE_LINES) {
         isn_error(r->err, r->err_len, "%s:%lu: input tree needs a line count (1..%u)", r->path, r->lineno,
-                          RANKER_MAX_TREE_LINES);
+                  RANKER_MAX_TREE_LINES);
         return -1;
     }
     in->kind = TX_TREE;
@@ -91,12 +91,12 @@ static int parse_tree_input(reader *r, const isn_index_info *info, ranker_input 
         if (k != 5 || strcmp(tok[0], "split") != 0 || !parse_float(tok[2], &l->threshold) ||
             (left = strtoul(tok[3], &end, 10), *end) || (right = strtoul(tok[4], &end, 10), *end)) {
             isn_error(r->err, r->err_len, "%s:%lu: tree line %u: expected \"split FEATURE THRESHOLD L R\" or "
-                              "\"leaf VALUE\"", r->path, r->lineno, i);
+                      "\"leaf VALUE\"", r->path, r->lineno, i);
             return -1;
         }
         if (left <= i || right <= i || left >= n || right >= n) {
             isn_error(r->err, r->err_len, "%s:%lu: tree line %u: children must be later lines below %lu",
-                              r->path, r->lineno, i, n);
+                      r->path, r->lineno, i, n);
             return -1;
         }
         if (lookup(r, info, tok[1], &l->feature) != 0)
@@ -129,13 +129,13 @@ static int parse_input(reader *r, const isn_index_info *info, ranker_input *in, 
         for (uint32_t i = 0; in->bounds && i < in->num_bounds; i++)
             if (!parse_float(tok[3 + i], &in->bounds[i]) || (i && !(in->bounds[i] > in->bounds[i - 1]))) {
                 isn_error(r->err, r->err_len, "%s:%lu: bucket bounds must be numbers in ascending order",
-                                  r->path, r->lineno);
+                          r->path, r->lineno);
                 return -1;
             }
         return in->bounds ? 0 : -1;
     }
     isn_error(r->err, r->err_len, "%s:%lu: expected \"input FEATURE [linear A B | log A B | bucket B1 ...]\" "
-                      "or \"input tree N\"", r->path, r->lineno);
+              "or \"input tree N\"", r->path, r->lineno);
     return -1;
 }
 
@@ -157,7 +157,7 @@ static int load_model(reader *r, isn_ranker *rk, const char *kind, const char *m
         rk->mlp = isn_mlp_load(full, r->err, r->err_len);
     } else {
         isn_error(r->err, r->err_len, "%s:%lu: unknown model kind '%s' (xgboost, lightgbm, mlp)", r->path,
-                          r->lineno, kind);
+                  r->lineno, kind);
         return -1;
     }
     return rk->forest || rk->mlp ? 0 : -1;
@@ -173,12 +173,12 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
             const char *name = isn_forest_input_name(rk->forest, i);
             if (name == NULL) {
                 isn_error(r->err, r->err_len, "%s: no input lines, and the model does not name its input %u",
-                                  r->path, i);
+                          r->path, i);
                 return -1;
             }
             if (!isn_feature_lookup(info, name, &rk->inputs[i].feature)) {
                 isn_error(r->err, r->err_len, "%s: the model's input %u is '%s', an unknown feature", r->path,
-                                  i, name);
+                          i, name);
                 return -1;
             }
             rk->inputs[i].kind = TX_LINEAR;
@@ -189,7 +189,7 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
     }
     if (rk->num_inputs == 0 || rk->num_inputs < model_inputs || (rk->mlp && rk->num_inputs != model_inputs)) {
         isn_error(r->err, r->err_len, "%s: the ranker gives %u inputs but the model reads %u", r->path,
-                          rk->num_inputs, model_inputs);
+                  rk->num_inputs, model_inputs);
         return -1;
     }
     for (uint32_t i = 0; rk->forest && i < rk->num_inputs; i++) {
@@ -198,7 +198,7 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
         if (name && rk->inputs[i].kind != TX_TREE && isn_feature_lookup(info, name, &id) &&
             strcmp(name, rk->inputs[i].name) != 0) {
             isn_error(r->err, r->err_len, "%s: input %u is '%s' here but '%s' in the model", r->path, i,
-                              rk->inputs[i].name, name);
+                      rk->inputs[i].name, name);
             return -1;
         }
     }
@@ -246,7 +246,7 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
             }
         } else {
             isn_error(err, err_len, "%s:%lu: expected name, model (once) or input, got '%s'", path, r.lineno,
-                              tok[0]);
+                      tok[0]);
             goto fail;
         }
     }

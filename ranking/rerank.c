@@ -20,7 +20,7 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
     uint32_t nf = isn_feature_count(ws->info);
     if (nf != rk->num_features) {
         isn_error(err, err_len, "ranker %s was loaded for an index with %u features, this one has %u",
-                          rk->name, rk->num_features, nf);
+                  rk->name, rk->num_features, nf);
         return -1;
     }
     size_t scratch = rk->mlp && !score_model ? isn_mlp_scratch_floats(rk->mlp, n) : 0;

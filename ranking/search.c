@@ -22,18 +22,18 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
     isn_mode algo_mode = isn_algo_mode(options->algo, options->mode);
     if (algo_mode != options->mode) {
         isn_error(err, err_len, "algorithm '%s' implements %s mode but the search asks for %s mode",
-                          isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
-                          options->mode == ISN_MODE_OR ? "OR" : "AND");
+                  isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
+                  options->mode == ISN_MODE_OR ? "OR" : "AND");
         return -1;
     }
     if (!(options->initial_threshold >= 0.0f) || isinf(options->initial_threshold)) {
         isn_error(err, err_len, "initial_threshold must be a finite score >= 0 (0 = none), got %g",
-                          (double)options->initial_threshold);
+                  (double)options->initial_threshold);
         return -1;
     }
     if (query->num_terms > ISN_MAX_QUERY_TERMS) {
         isn_error(err, err_len, "query has %u terms, more than the limit of %d", query->num_terms,
-                          ISN_MAX_QUERY_TERMS);
+                  ISN_MAX_QUERY_TERMS);
         return -1;
     }
     if (query->num_terms > 0 && query->terms == NULL) {
@@ -45,7 +45,7 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
         const isn_query_term *term = &query->terms[i];
         if (term->term_id >= index_terms) {
             isn_error(err, err_len, "query term %u has id %u but the index has %u terms", i,
-                              term->term_id, index_terms);
+                      term->term_id, index_terms);
             return -1;
         }
         if (term->count == 0) {

@@ -141,7 +141,7 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
         int d = check_tree(f, t, seen, stack, stack_depth);
         if (d < 0) {
             isn_error(err, err_len, "%s: tree %u is malformed (a child out of range, or a node or leaf "
-                              "reached twice or never)", path, t);
+                      "reached twice or never)", path, t);
             rc = -1;
             break;
         }

@@ -38,7 +38,7 @@ static int load_tree(isn_forest *f, const json_t *tree, uint32_t t, const char *
     if (!json_is_array(left) || n == 0 || json_array_size(right) != n || json_array_size(cond) != n ||
         json_array_size(index) != n || json_array_size(def) != n) {
         isn_error(err, err_len, "%s: tree %u lacks left_children/right_children/split_conditions/"
-                          "split_indices/default_left arrays of one length", path, t);
+                  "split_indices/default_left arrays of one length", path, t);
         return -1;
     }
     /* XGBoost numbers nodes in one array; ISN keeps splits and leaves apart. */
@@ -70,7 +70,7 @@ static int load_tree(isn_forest *f, const json_t *tree, uint32_t t, const char *
         json_int_t feature = json_integer_value(json_array_get(index, i));
         if (type && json_integer_value(json_array_get(type, i)) != 0) {
             isn_error(err, err_len, "%s: tree %u node %zu is a categorical split, which ISN does not support",
-                              path, t, i);
+                      path, t, i);
             free(map);
             return -1;
         }
@@ -117,7 +117,7 @@ isn_forest *isn_forest_load_xgboost(const char *path, char *err, size_t err_len)
     }
     if (strcmp(json_string_value(booster), "gbtree") != 0) {
         isn_error(err, err_len, "%s: booster '%s' is not supported (gbtree only)", path,
-                          json_string_value(booster));
+                  json_string_value(booster));
         goto fail;
     }
     if (!number_of(get_path(root, base_keys, 3), &base)) {
