@@ -12,18 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static uint32_t parse_list(const char *s, uint32_t *out, uint32_t cap) {
     uint32_t n = 0;
@@ -102,13 +96,13 @@ static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn
                       isn_hit *hits, uint32_t *num_hits) {
     pthread_t ids[256];
     cpu_job jobs[256];
-    double t0 = now_s();
+    double t0 = isn_now_seconds();
     for (uint32_t t = 0; t < threads; t++) {
         jobs[t] = (cpu_job){ix, log, k, t, threads, mode, hits, num_hits};
         pthread_create(&ids[t], NULL, cpu_worker, &jobs[t]);
     }
     for (uint32_t t = 0; t < threads; t++) pthread_join(ids[t], NULL);
-    return now_s() - t0;
+    return isn_now_seconds() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -167,10 +161,10 @@ int main(int argc, char **argv) {
         go.training_queries = log.queries;
         go.num_training_queries = log.n;
     }
-    double t_open = now_s();
+    double t_open = isn_now_seconds();
     isn_gpu_backend *gpu = isn_gpu_open(ix, &go, err, sizeof err);
     if (!gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
-    t_open = now_s() - t_open;
+    t_open = isn_now_seconds() - t_open;
     isn_gpu_health h;
     isn_gpu_health_get(gpu, &h);
     const isn_index_info *info = isn_index_get_info(ix);
@@ -204,7 +198,7 @@ int main(int argc, char **argv) {
                 memset(&sum, 0, sizeof sum);
                 uint32_t mismatches = 0, on_device = 0, nbatches = 0;
                 double max_batch_ms = 0;
-                double t0 = now_s();
+                double t0 = isn_now_seconds();
                 for (uint32_t at = 0; at < n; at += bs) {
                     uint32_t cnt = n - at < bs ? n - at : bs;
                     for (uint32_t i = 0; i < cnt; i++)
@@ -231,7 +225,7 @@ int main(int argc, char **argv) {
                     sum.prefix_queries += st.prefix_queries;
                     if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
                 }
-                double wall = now_s() - t0;
+                double wall = isn_now_seconds() - t0;
                 for (uint32_t q = 0; q < n; q++) {
                     on_device += req[q].answered_by == ISN_GPU_ANSWERED_DEVICE;
                     bool same = req[q].num_hits == cpu_n[q];

@@ -16,21 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "gpu/gpu.h"
 #include "ranking/ranking.h"
 
 #define FEATURES 12
 #define CANDIDATES 1000
 #define MAX_BATCH 256
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static uint64_t rng = 99;
 static float uniform(void) {
@@ -90,8 +84,8 @@ typedef struct {
 static void *cpu_run(void *arg) {
     cpu_worker *w = arg;
     float out[CANDIDATES];
-    double end = now_s() + w->seconds;
-    for (uint32_t q = w->id; now_s() < end; q = (q + 1) % MAX_BATCH) {
+    double end = isn_now_seconds() + w->seconds;
+    for (uint32_t q = w->id; isn_now_seconds() < end; q = (q + 1) % MAX_BATCH) {
         isn_forest_predict(w->forest, w->rows + (size_t)q * CANDIDATES * FEATURES, CANDIDATES, FEATURES, out);
         w->queries++;
     }
@@ -101,7 +95,7 @@ static void *cpu_run(void *arg) {
 static double cpu_qps(const isn_forest *f, const float *rows, uint32_t threads, double seconds) {
     pthread_t tid[256];
     cpu_worker w[256];
-    double start = now_s();
+    double start = isn_now_seconds();
     for (uint32_t t = 0; t < threads; t++) {
         w[t] = (cpu_worker){.forest = f, .rows = rows, .seconds = seconds, .id = t * 7};
         pthread_create(&tid[t], NULL, cpu_run, &w[t]);
@@ -111,7 +105,7 @@ static double cpu_qps(const isn_forest *f, const float *rows, uint32_t threads, 
         pthread_join(tid[t], NULL);
         total += w[t].queries;
     }
-    return (double)total / (now_s() - start);
+    return (double)total / (isn_now_seconds() - start);
 }
 
 /* Median time of one call of fn, repeated for about `budget` seconds (at least 3 times). */
@@ -132,10 +126,10 @@ static int by_double(const void *a, const void *b) {
 static double median_ms(call *c, bool on_gpu, double budget) {
     double times[2000];
     int n = 0;
-    double end = now_s() + budget;
+    double end = isn_now_seconds() + budget;
     char err[ISN_ERR_LEN];
-    while (n < 2000 && (n < 3 || now_s() < end)) {
-        double t0 = now_s();
+    while (n < 2000 && (n < 3 || isn_now_seconds() < end)) {
+        double t0 = isn_now_seconds();
         if (on_gpu) {
             if (isn_gpu_l2_score_forest(c->gpu, c->forest, c->rows, c->n, FEATURES, c->out, &c->stats, err, sizeof err) != 0) {
                 fprintf(stderr, "bench_gpu_l2: %s\n", err);
@@ -144,7 +138,7 @@ static double median_ms(call *c, bool on_gpu, double budget) {
         } else {
             isn_forest_predict(c->forest, c->rows, c->n, FEATURES, c->out);
         }
-        times[n++] = (now_s() - t0) * 1e3;
+        times[n++] = (isn_now_seconds() - t0) * 1e3;
     }
     qsort(times, n, sizeof *times, by_double);
     return times[n / 2];

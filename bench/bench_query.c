@@ -14,7 +14,7 @@
 #include "base/base.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

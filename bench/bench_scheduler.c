@@ -30,11 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/base.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 typedef struct {
     isn_query_term *terms;
@@ -48,12 +48,6 @@ typedef struct {
     bench_query *queries;
     size_t n;
 } query_log;
-
-static uint64_t clock_ns(clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static void die(const char *what, const char *why) {
     fprintf(stderr, "bench_scheduler: %s: %s\n", what, why);
@@ -115,10 +109,10 @@ static double run_timed(runner *r, const bench_query *q) {
     isn_search_stats stats;
     char err[ISN_ERR_LEN];
     isn_search_options options = options_for(r, q);
-    uint64_t wall = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t wall = isn_now_ns(), cpu = isn_thread_cpu_ns();
     if (isn_search(r->searcher, &q->query, &options, r->hits, &n, &stats, err, sizeof err) < 0) die("search", err);
-    cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
-    wall = clock_ns(CLOCK_MONOTONIC) - wall;
+    cpu = isn_thread_cpu_ns() - cpu;
+    wall = isn_now_ns() - wall;
     r->runs++;
     if ((double)wall > 1.1 * (double)cpu + 5000.0) r->disturbed++;
     return (double)cpu;
@@ -401,11 +395,11 @@ int main(int argc, char **argv) {
     else replay(&r, logs, num_logs, sampled);
     /* What the model costs per query: features (admitting thread) and one prediction. */
     size_t all = 0;
-    uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+    uint64_t t0 = isn_now_ns();
     for (int l = 0; l < num_logs; l++)
         for (size_t i = 0; i < logs[l].n; i++, all++)
             isn_job_features_of(index, &logs[l].queries[i].query, k, mode, algo, &logs[l].queries[i].features);
-    uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
+    uint64_t t1 = isn_now_ns();
     isn_cost_model timing_model;
     isn_cost_model_init(&timing_model);
     double sink = 0;
@@ -413,7 +407,7 @@ int main(int argc, char **argv) {
         for (int l = 0; l < num_logs; l++)
             for (size_t i = 0; i < logs[l].n; i++)
                 sink += isn_cost_predict_ns(&timing_model, ISN_DEVICE_CPU, &logs[l].queries[i].features);
-    uint64_t t2 = clock_ns(CLOCK_MONOTONIC);
+    uint64_t t2 = isn_now_ns();
     printf(",\"features_us_per_query\":%.2f,\"predict_ns_per_query\":%.0f", (double)(t1 - t0) / 1e3 / (double)all,
            sink > 0 ? (double)(t2 - t1) / (10.0 * (double)all) : 0.0);
     printf(",\"timed_runs\":%llu,\"disturbed_runs\":%llu,", (unsigned long long)r.runs,

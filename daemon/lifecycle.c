@@ -25,7 +25,7 @@ void server_stop(isn_server *server) {
     for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) grpc_conn_close(conn);
     for (stats_conn *conn = server->stats_conns; conn; conn = conn->next) stats_conn_close(conn);
     /* Joined before the async handle closes: a worker may still be signalling it. */
-    worker_pool_stop(server->pool);
+    search_service_stop(server->pool);
     server->pool = NULL;
     while (server->orphans) {
         grpc_stream *stream = server->orphans;
@@ -82,7 +82,7 @@ static void on_drain_timeout(uv_timer_t *timer) {
     log_warn("drain_timeout (%u ms) reached with %u requests open; answering the queued ones UNAVAILABLE",
              server->conf.drain_timeout_ms, server->open_streams);
     server->drain_forced = true;
-    if (server->pool) worker_pool_abandon_queued(server->pool);
+    if (server->pool) search_service_abandon_queued(server->pool);
     for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) {
         if (conn->closing) continue;
         for (grpc_stream *stream = conn->streams; stream; stream = stream->next)
@@ -157,20 +157,20 @@ static void load_index(uv_work_t *work) {
         workers = cpus > 0 ? (uint32_t)cpus : 1;
     }
     start = monotonic_ns();
-    server->pool = worker_pool_start(server->index, &server->conf, workers, &server->completion_async,
+    server->pool = search_service_start(server->index, &server->conf, workers, &server->completion_async,
                                      server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
     log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
              server->conf.warm_up ? " and warmed up" : "",
-             worker_pool_analyses_on_loop(server->pool) ? "loop thread" : "workers",
+             search_service_analyses_on_loop(server->pool) ? "loop thread" : "workers",
              (double)(monotonic_ns() - start) / 1e9);
 }
 
 static void on_loaded(uv_work_t *work, int status) {
     isn_server *server = work->data;
     if (server->state == SERVER_STOPPING) { /* stopped for good while loading (SIGINT twice) */
-        worker_pool_stop(server->pool);
+        search_service_stop(server->pool);
         server->pool = NULL;
         return;
     }

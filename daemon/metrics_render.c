@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/metrics_scheduler.h"
 #include "daemon/server.h"
 
 uint64_t process_resident_bytes(void) {
@@ -62,16 +63,16 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
            server->inflight_jobs);
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
-           server->pool ? worker_pool_queued(server->pool) : 0);
+           server->pool ? search_service_queued(server->pool) : 0);
     prom_u64(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
-           server->pool ? worker_pool_running(server->pool) : 0);
+           server->pool ? search_service_running(server->pool) : 0);
     prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
            server->open_streams);
     prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
     prom_u64(out, "isn_shed_total", "counter",
            "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
            m->shed);
-    if (server->pool) worker_pool_render_metrics(server->pool, out, false);
+    if (server->pool) metrics_render_scheduler(server->pool, out, false);
     prom_u64(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
     prom_u64(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
 
@@ -166,8 +167,8 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   "\"protocol_errors\":%llu,\"http_rejects\":%llu,\"shed\":%llu,\"cancelled\":%llu,"
                   "\"hits_returned\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"reloads\":%llu,"
                   "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu",
-                  server->inflight_jobs, server->pool ? worker_pool_queued(server->pool) : 0,
-                  server->pool ? worker_pool_running(server->pool) : 0, server->open_streams, server->num_workers,
+                  server->inflight_jobs, server->pool ? search_service_queued(server->pool) : 0,
+                  server->pool ? search_service_running(server->pool) : 0, server->open_streams, server->num_workers,
                   server->num_grpc_conns, server->num_stats_conns, (unsigned long long)m->connections_accepted,
                   (unsigned long long)m->connections_rejected, (unsigned long long)m->connections_timed_out,
                   (unsigned long long)m->protocol_errors, (unsigned long long)m->http_rejects,
@@ -177,7 +178,7 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   (unsigned long long)process_resident_bytes(), (unsigned long long)process_heap_bytes());
     if (server->pool) {
         buffer_printf(out, ",");
-        worker_pool_render_metrics(server->pool, out, true);
+        metrics_render_scheduler(server->pool, out, true);
     }
     buffer_printf(out, "}\n");
 }

@@ -191,7 +191,7 @@ static void handle_search(grpc_stream *stream) {
     job->enqueued_ns = now;
     job->deadline_ns = deadline_for(server, stream, request->timeout_ms, now);
     atomic_store(&job->cancelled, false);
-    int refused = worker_pool_submit(server->pool, job);
+    int refused = search_service_submit(server->pool, job);
     if (refused) {
         if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
         grpc_stream_fail(stream, refused, "%s", job->message);
@@ -203,7 +203,7 @@ static void handle_search(grpc_stream *stream) {
 
 void rpc_on_completions(uv_async_t *async) {
     isn_server *server = async->data;
-    search_job *job = server->pool ? worker_pool_take_completed(server->pool) : NULL;
+    search_job *job = server->pool ? search_service_take_completed(server->pool) : NULL;
     uint64_t now = monotonic_ns();
     while (job) {
         search_job *next = job->next;

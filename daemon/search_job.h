@@ -1,5 +1,7 @@
-/* One Search request on its way through a worker: what the loop thread decided (input) and what
- * the worker produced (output: a status, or a framed SearchResponse ready to send). */
+/* One Search request on its way through a worker: what the loop thread decided (input), the query
+ * as analysed when the scheduler prepared the job (on a worker, or on the loop thread when workers
+ * are few), and what the worker produced (output: a status, or a framed SearchResponse ready to
+ * send). */
 #ifndef ISN_DAEMON_SEARCH_JOB_H
 #define ISN_DAEMON_SEARCH_JOB_H
 
@@ -29,7 +31,7 @@ struct search_job {
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */
     arena *memory;         /* the request's arena: the analysed terms live there */
-    isn_query query;       /* analysed once, by worker_pool_submit; the worker may rewrite df */
+    isn_query query;       /* analysed once, when the scheduler prepares the job; the worker may rewrite df */
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
     isn_hit *gpu_hits;     /* k entries in `memory` when the GPU may answer it */
@@ -68,6 +70,7 @@ void search_job_pack_simulated(search_job *job);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */
 void search_worker_warm_up(search_worker *worker);
 
+/* CLOCK_MONOTONIC ns: base/base.h's isn_now_ns under its old daemon name, for the transport files. */
 uint64_t monotonic_ns(void);
 
 #endif

@@ -1,5 +1,6 @@
-/* What a worker does with one Search job (analysed once by the loop thread): global statistics,
- * the first stage, and packing the reply, so the loop thread only copies bytes out. */
+/* What a worker does with one Search job (analysed once when the scheduler prepared it, usually on a
+ * worker): global statistics, the first stage, the second stage, and packing the reply, so the loop
+ * thread only copies bytes out. */
 #include "daemon/search_job.h"
 
 #include <math.h>
@@ -32,19 +33,12 @@ struct search_worker {
     bool reranked;
     bool reranked_on_gpu;
     uint64_t rerank_ns;
-    /* Second stage on the GPU: the route, and rows for it (grown to the largest candidate set). */
+    /* The second stage's model on the GPU, when there is one. */
     const l2_route *route;
-    uint32_t *gpu_docs;
-    uint64_t *gpu_keys; /* doc << 32 | candidate, then ~score bits << 32 | row */
-    float *gpu_features, *gpu_inputs, *gpu_scores;
-    size_t gpu_rows, gpu_features_cap, gpu_inputs_cap;
 };
 
-uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* For the daemon files not yet moved to base/'s clock (the transport, which helper A moves to grpc/). */
+uint64_t monotonic_ns(void) { return isn_now_ns(); }
 
 static bool ensure_capacity(search_worker *w, uint32_t k) {
     if (k <= w->capacity) return true;
@@ -83,11 +77,6 @@ void search_worker_free(search_worker *w) {
     isn_l2_workspace_free(w->l2);
     free(w->l2_hits);
     free(w->l1_scores);
-    free(w->gpu_docs);
-    free(w->gpu_keys);
-    free(w->gpu_features);
-    free(w->gpu_inputs);
-    free(w->gpu_scores);
     free(w);
 }
 
@@ -166,7 +155,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     response.device = (char *)device;
     response.partition_id = job->partition_id;
     response.request_id = request->request_id ? request->request_id : "";
-    job->total_ns = monotonic_ns() - job->received_ns;
+    job->total_ns = isn_now_ns() - job->received_ns;
     times.queue_us = job->queue_ns / 1000;
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;
@@ -222,63 +211,15 @@ static int ranker_for(search_job *job, ranker_ref **ranker, uint32_t *n1) {
     return 0;
 }
 
-static bool grow(void **p, size_t *cap, size_t want, size_t size) {
-    if (want <= *cap) return true;
-    void *q = realloc(*p, want * size);
-    if (!q) return false;
-    *p = q;
-    *cap = want;
-    return true;
-}
-
-static int by_key(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Order-preserving map of a float onto uint32 (NaN lowest), as isn_rerank ranks. */
-static uint32_t ordered_bits(float x) {
-    if (x != x) x = -INFINITY;
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-
-/* isn_rerank with the model scored on the GPU: the same features, transforms and ordering (candidates
- * in doc order, ties to the lower doc), the model's numbers equal to the CPU's (gpu.h). 0, or -1 with
- * err and nothing written (the caller scores on the CPU). */
-static int rerank_on_gpu(search_worker *w, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
-                         uint32_t n, uint32_t k, uint32_t *m, char *err, size_t err_len) {
-    uint32_t nf = isn_feature_count(isn_index_get_info(w->index)), ni = isn_ranker_num_inputs(ranker);
-    size_t rows = w->gpu_rows, rows2 = w->gpu_rows, rows3 = w->gpu_rows;
-    if (!grow((void **)&w->gpu_docs, &rows, n, sizeof *w->gpu_docs) ||
-        !grow((void **)&w->gpu_keys, &rows2, n, sizeof *w->gpu_keys) ||
-        !grow((void **)&w->gpu_scores, &rows3, n, sizeof *w->gpu_scores) ||
-        !grow((void **)&w->gpu_features, &w->gpu_features_cap, (size_t)n * nf, sizeof *w->gpu_features) ||
-        !grow((void **)&w->gpu_inputs, &w->gpu_inputs_cap, (size_t)n * ni, sizeof *w->gpu_inputs)) {
-        snprintf(err, err_len, "out of memory for %u candidates", n);
-        return -1;
-    }
-    if (n > w->gpu_rows) w->gpu_rows = n;
-    for (uint32_t i = 0; i < n; i++) w->gpu_keys[i] = (uint64_t)w->hits[i].doc << 32 | i;
-    qsort(w->gpu_keys, n, sizeof *w->gpu_keys, by_key);
-    for (uint32_t i = 0; i < n; i++) w->gpu_docs[i] = (uint32_t)(w->gpu_keys[i] >> 32);
-    if (isn_features_extract(w->l2, query, num_docs, w->gpu_docs, n, w->gpu_features, err, err_len) != 0) return -1;
-    isn_ranker_transform(ranker, w->gpu_features, nf, n, w->gpu_inputs);
-    pthread_mutex_lock(w->route->lock);
-    int rc = isn_gpu_l2_score(w->route->gpu, ranker, w->gpu_inputs, n, ni, w->gpu_scores, NULL, err, err_len);
-    pthread_mutex_unlock(w->route->lock);
-    if (rc != 0) return -1;
-    /* l1 scores by row, before the keys are reused for the score order */
-    for (uint32_t i = 0; i < n; i++) w->gpu_features[i] = w->hits[(uint32_t)w->gpu_keys[i]].score;
-    for (uint32_t i = 0; i < n; i++) w->gpu_keys[i] = (uint64_t)~ordered_bits(w->gpu_scores[i]) << 32 | i;
-    qsort(w->gpu_keys, n, sizeof *w->gpu_keys, by_key);
-    *m = k < n ? k : n;
-    for (uint32_t j = 0; j < *m; j++) {
-        uint32_t i = (uint32_t)w->gpu_keys[j];
-        w->l2_hits[j] = (isn_l2_hit){.doc = w->gpu_docs[i], .score = w->gpu_scores[i], .l1_score = w->gpu_features[i]};
-    }
-    return 0;
+/* isn_rerank's model step on the GPU (isn_model_scorer): the model's numbers equal the CPU's (gpu.h).
+ * The device is shared by the workers, hence the route's lock. */
+static int score_model_on_gpu(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
+                              uint32_t stride, float *scores, char *err, size_t err_len) {
+    const l2_route *route = context;
+    pthread_mutex_lock(route->lock);
+    int rc = isn_gpu_l2_score(route->gpu, ranker, inputs, n, stride, scores, NULL, err, err_len);
+    pthread_mutex_unlock(route->lock);
+    return rc;
 }
 
 /* Model size for the crossover: trees, or an MLP's weights / 64. */
@@ -319,24 +260,25 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
     double work = isn_l2_work(job->num_hits, ranker_trees(ranker));
     bool gpu = w->route && w->route->gpu && job->num_hits > 0;
     isn_device_kind where = gpu ? isn_l2_crossover_choose(w->route->crossover, work, true) : ISN_DEVICE_CPU;
-    uint64_t start = monotonic_ns();
+    uint64_t start = isn_now_ns();
     w->reranked_on_gpu = false;
     if (where == ISN_DEVICE_GPU) {
-        if (rerank_on_gpu(w, ranker, query, num_docs, job->num_hits, job->k, &m, err, sizeof err) == 0) {
+        if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, score_model_on_gpu,
+                       (void *)w->route, w->l2_hits, &m, err, sizeof err) == 0) {
             w->reranked_on_gpu = true;
-            isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_GPU, work, (double)(monotonic_ns() - start));
+            isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_GPU, work, (double)(isn_now_ns() - start));
         } else {
             where = ISN_DEVICE_CPU;
-            start = monotonic_ns();
+            start = isn_now_ns();
         }
     }
     if (where == ISN_DEVICE_CPU) {
-        if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, w->l2_hits, &m, err,
-                       sizeof err) != 0) {
+        if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, NULL, NULL, w->l2_hits, &m,
+                       err, sizeof err) != 0) {
             fail_job(job, GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
             return -1;
         }
-        if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(monotonic_ns() - start));
+        if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(isn_now_ns() - start));
     }
     for (uint32_t i = 0; i < m; i++) {
         w->hits[i] = (isn_hit){.doc = w->l2_hits[i].doc, .score = w->l2_hits[i].score};
@@ -351,7 +293,7 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
                                  ranker_ref *ranker);
 
 void search_worker_run(search_worker *w, search_job *job, bool abandon) {
-    uint64_t start = monotonic_ns();
+    uint64_t start = isn_now_ns();
     w->reranked = false;
     w->reranked_on_gpu = false;
     w->rerank_ns = 0;
@@ -388,7 +330,7 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
 static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
                                  ranker_ref *ranker) {
     const Isn__V1__SearchRequest *request = job->request;
-    isn_query query = job->query; /* analysed by the loop thread before admission */
+    isn_query query = job->query; /* analysed when the job was prepared, before admission */
     char err[ISN_ERR_LEN];
     isn_search_options options;
     isn_search_options_default(&options);
@@ -414,11 +356,11 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
         fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
         return;
     }
-    job->retrieval_ns = monotonic_ns() - start;
+    job->retrieval_ns = isn_now_ns() - start;
     if (ranker) {
-        uint64_t l2_start = monotonic_ns();
+        uint64_t l2_start = isn_now_ns();
         if (rerank_hits(w, job, ranker_ref_get(ranker), &query, options.num_docs) < 0) return;
-        w->rerank_ns = monotonic_ns() - l2_start;
+        w->rerank_ns = isn_now_ns() - l2_start;
     }
     pack_reply(w, job, &stats, &query, w->reranked_on_gpu ? "cpu+gpu-l2" : "cpu");
 }
@@ -475,7 +417,7 @@ void search_job_pack_simulated(search_job *job) {
     response.request_id = job->request->request_id ? job->request->request_id : "";
     job->num_hits = 0;
     job->complete = true;
-    job->total_ns = monotonic_ns() - job->received_ns;
+    job->total_ns = isn_now_ns() - job->received_ns;
     times.queue_us = job->queue_ns / 1000;
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;

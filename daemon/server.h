@@ -1,5 +1,5 @@
 /* isnd's state and the parts it is built from. Everything here runs on the libuv loop thread,
- * except the worker pool (worker_pool.h), which touches only search jobs. */
+ * except the search service (search_service.h), which touches only search jobs. */
 #ifndef ISN_DAEMON_SERVER_H
 #define ISN_DAEMON_SERVER_H
 
@@ -16,7 +16,7 @@
 #include "daemon/grpc_framing.h"
 #include "daemon/metrics.h"
 #include "daemon/search_job.h"
-#include "daemon/worker_pool.h"
+#include "daemon/search_service.h"
 #include "index/index.h"
 
 #define ISND_VERSION "0.1.0"
@@ -106,7 +106,7 @@ struct isn_server {
     isn_index *index;
     const isn_index_info *info;
     isn_analyzer *analyzer; /* loop thread's own, for Info's analyze */
-    worker_pool *pool;
+    search_service *pool;
     uint32_t num_workers;
     char load_error[512];
 

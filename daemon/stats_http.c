@@ -133,7 +133,7 @@ static void handle_request(stats_conn *conn, char *head) {
     } else if (!strcmp(target, "/readyz")) {
         char reason[300], text[400];
         if (server_ready(server) && server->pool &&
-            worker_pool_gpu_state(server->pool, reason, sizeof reason) == WORKER_POOL_GPU_DEGRADED) {
+            search_service_gpu_state(server->pool, reason, sizeof reason) == SEARCH_SERVICE_GPU_DEGRADED) {
             snprintf(text, sizeof text, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
             respond_text(conn, 200, "OK", text, head_only);
         } else if (server_ready(server)) respond_text(conn, 200, "OK", "ready\n", head_only);

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/base.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
 #include "gpu/prefix_completion.h"
@@ -58,11 +58,8 @@ void isn_gpu_options_default(isn_gpu_options *o) {
     o->prefix_cap = 0.5;
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
+/* base/'s monotonic clock in milliseconds, the unit of the health and batch statistics. */
+static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
 
 static void mark_unhealthy(isn_gpu_backend *b, const char *why) {
     b->health.device_errors++;

@@ -1,5 +1,5 @@
 /* Private to gpu/: what the backend (backend.c) hands a device, and the two devices that take it:
- * the CUDA one (cuda_device.cu) and the host emulation (emulated_device.c). Plain C, read by nvcc too. */
+ * the CUDA one (first_stage_device.cu) and the host emulation (emulated_device.c). Plain C, read by nvcc too. */
 #ifndef ISN_GPU_DEVICE_H
 #define ISN_GPU_DEVICE_H
 

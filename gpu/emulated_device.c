@@ -152,7 +152,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* The report pass, the threshold, the collection of reports and the rescoring of saturated ranges, as
- * the kernels do them (cuda_device.cu). Appends candidates; returns their count. */
+ * the kernels do them (first_stage_device.cu). Appends candidates; returns their count. */
 static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res) {
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs, m = q->range_top;
     for (uint32_t r = 0; r < d->num_ranges; r++) {

@@ -1,5 +1,5 @@
 /* Private to gpu/: the second stage's kernels (l2_kernels.cu), launched by the model cache and the
- * scoring calls (l2_cache.cu). CUDA C++ only. */
+ * scoring calls (ranker_model_cache.cu). CUDA C++ only. */
 #ifndef ISN_GPU_L2_KERNELS_H
 #define ISN_GPU_L2_KERNELS_H
 

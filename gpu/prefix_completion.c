@@ -1,6 +1,6 @@
 /* The CPU's part of a partly resident query: exhaustive document-at-a-time scoring from a document
  * on, in the CPU's arithmetic (float contributions summed in double, as ranking/ does), a bounded heap
- * for the top k, and the merge with the device's part. */
+ * for the top k (ranking/'s isn_topk), and the merge with the device's part. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +12,6 @@ struct prefix_completion {
     float k1_plus_1;
     uint32_t max_terms, max_k;
     isn_cursor *cursors;
-    isn_hit *heap; /* worst at the root */
 };
 
 prefix_completion *prefix_completion_new(const isn_index *index, uint32_t max_terms, uint32_t max_k) {
@@ -24,8 +23,7 @@ prefix_completion *prefix_completion_new(const isn_index *index, uint32_t max_te
     c->max_terms = max_terms;
     c->max_k = max_k;
     c->cursors = malloc((size_t)max_terms * sizeof *c->cursors);
-    c->heap = malloc((size_t)max_k * sizeof *c->heap);
-    if (c->cursors == NULL || c->heap == NULL) {
+    if (c->cursors == NULL) {
         prefix_completion_free(c);
         return NULL;
     }
@@ -35,43 +33,21 @@ prefix_completion *prefix_completion_new(const isn_index *index, uint32_t max_te
 void prefix_completion_free(prefix_completion *c) {
     if (c == NULL) return;
     free(c->cursors);
-    free(c->heap);
     free(c);
 }
 
 /* a ranks before b: higher score, then lower doc */
-static inline bool ranks_before(isn_hit a, isn_hit b) { return a.score > b.score || (a.score == b.score && a.doc < b.doc); }
-
-static void sift_down(isn_hit *h, uint32_t n, uint32_t i) {
-    for (;;) {
-        uint32_t worst = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && ranks_before(h[worst], h[l])) worst = l;
-        if (r < n && ranks_before(h[worst], h[r])) worst = r;
-        if (worst == i) return;
-        isn_hit t = h[i];
-        h[i] = h[worst];
-        h[worst] = t;
-        i = worst;
-    }
-}
-
-static void sift_up(isn_hit *h, uint32_t i) {
-    while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (!ranks_before(h[parent], h[i])) return;
-        isn_hit t = h[i];
-        h[i] = h[parent];
-        h[parent] = t;
-        i = parent;
-    }
-}
+static inline bool ranks_before(isn_hit a, isn_hit b) { return isn_hit_worse(b, a); }
 
 uint32_t prefix_complete(prefix_completion *c, const isn_query *query, const float *weights, bool and_mode, uint32_t k,
                          uint32_t from_doc, isn_hit *out, uint64_t *postings) {
     uint32_t nt = query->num_terms < c->max_terms ? query->num_terms : c->max_terms;
     if (k > c->max_k) k = c->max_k;
-    uint32_t doc = ISN_DOC_END, size = 0;
+    if (k == 0) return 0;
+    uint32_t doc = ISN_DOC_END;
     uint64_t scored = 0;
+    isn_topk topk;
+    isn_topk_init(&topk, out, k); /* out is the heap: sorted in place, it is the answer */
     for (uint32_t t = 0; t < nt; t++) {
         isn_cursor_open(&c->cursors[t], c->index, query->terms[t].term_id);
         uint32_t d = isn_cursor_next_geq(&c->cursors[t], from_doc);
@@ -90,27 +66,13 @@ uint32_t prefix_complete(prefix_completion *c, const isn_query *query, const flo
             }
             if (cur->doc < next) next = cur->doc;
         }
-        if (!and_mode || matched == nt) {
-            isn_hit hit = {.doc = doc, .score = (float)score};
-            if (size < k) {
-                c->heap[size] = hit;
-                sift_up(c->heap, size++);
-            } else if (k > 0 && ranks_before(hit, c->heap[0])) {
-                c->heap[0] = hit;
-                sift_down(c->heap, size, 0);
-            }
-        }
+        /* Documents come in increasing id, as isn_topk needs for its tie rule. */
+        if (!and_mode || matched == nt) isn_topk_offer(&topk, doc, (float)score);
         doc = next;
     }
-    /* pop worst first into the back of out */
-    uint32_t n = size;
-    while (size > 0) {
-        out[size - 1] = c->heap[0];
-        c->heap[0] = c->heap[--size];
-        sift_down(c->heap, size, 0);
-    }
+    isn_topk_sort(&topk);
     if (postings) *postings += scored;
-    return n;
+    return topk.size;
 }
 
 uint32_t prefix_merge(isn_hit *a, uint32_t na, const isn_hit *b, uint32_t nb, uint32_t k, isn_hit *scratch) {

@@ -10,7 +10,7 @@ void ranking_block_max_and(ranking_run *run) {
     double total_bound = 0.0;
     for (uint32_t i = 0; i < n; i++)
         total_bound += terms[i].max_score;
-    ranking_topk *topk = &run->topk;
+    isn_topk *topk = &run->topk;
     isn_cursor *lead = terms[0].cursor;
     /* The block bound holds for every doc up to blocks_end: reuse it while candidates stay there. */
     bool have_blocks = false;
@@ -55,7 +55,7 @@ void ranking_block_max_and(ranking_run *run) {
             score += ranking_term_score(run, &terms[j], doc);
         run->docs_evaluated++;
         run->matched++;
-        ranking_topk_offer(topk, doc, (float)score);
+        isn_topk_offer(topk, doc, (float)score);
         doc = ranking_next(run, lead);
     }
 }

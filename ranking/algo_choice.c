@@ -8,7 +8,9 @@
  * block-max AND. */
 #define RANKING_AUTO_MAXSCORE_MIN_TERMS 2
 
-isn_algo ranking_auto_algo(isn_mode mode, const isn_query *query) {
+isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query) {
+    if (algo != ISN_ALGO_AUTO)
+        return algo;
     if (mode == ISN_MODE_AND)
         return ISN_ALGO_BMAND;
     return query->num_terms >= RANKING_AUTO_MAXSCORE_MIN_TERMS ? ISN_ALGO_MAXSCORE : ISN_ALGO_BMW;

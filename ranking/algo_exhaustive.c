@@ -24,7 +24,7 @@ void ranking_exhaustive_or(ranking_run *run) {
         }
         run->docs_evaluated++;
         run->matched++;
-        ranking_topk_offer(&run->topk, doc, (float)score);
+        isn_topk_offer(&run->topk, doc, (float)score);
         doc = next_doc;
     }
 }
@@ -51,7 +51,7 @@ void ranking_exhaustive_and(ranking_run *run) {
             score += ranking_term_score(run, &terms[j], doc);
         run->docs_evaluated++;
         run->matched++;
-        ranking_topk_offer(&run->topk, doc, (float)score);
+        isn_topk_offer(&run->topk, doc, (float)score);
         doc = ranking_next(run, lead);
     }
 }

@@ -14,7 +14,7 @@ void ranking_maxscore(ranking_run *run) {
         sum += terms[i].max_score;
         bound_below[i] = sum;
     }
-    ranking_topk *topk = &run->topk;
+    isn_topk *topk = &run->topk;
     uint32_t first_essential = 0;
     while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
         first_essential++;
@@ -52,7 +52,7 @@ void ranking_maxscore(ranking_run *run) {
         }
         if (complete) {
             run->docs_evaluated++;
-            if (ranking_topk_offer(topk, doc, (float)score) &&
+            if (isn_topk_offer(topk, doc, (float)score) &&
                 ranking_bound_fails(bound_below[first_essential], topk)) {
                 while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
                     first_essential++;

@@ -4,7 +4,7 @@
 #include "ranking/ranking_internal.h"
 
 /* Index of the pivot term, or n when no remaining document can beat the threshold. */
-static inline uint32_t find_pivot(const ranking_term *terms, uint32_t n, const ranking_topk *topk) {
+static inline uint32_t find_pivot(const ranking_term *terms, uint32_t n, const isn_topk *topk) {
     double bound = 0.0;
     for (uint32_t i = 0; i < n; i++) {
         if (terms[i].cursor->doc == ISN_DOC_END)
@@ -27,7 +27,7 @@ static inline void evaluate_pivot(ranking_run *run, ranking_term *terms, uint32_
     }
     run->docs_evaluated++;
     run->matched++;
-    ranking_topk_offer(&run->topk, doc, (float)score);
+    isn_topk_offer(&run->topk, doc, (float)score);
     ranking_resort_prefix(terms, moved, n);
 }
 

@@ -180,7 +180,7 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
                   ranking_arena_size((size_t)F * P * sizeof(uint32_t)) + ranking_arena_size(P * sizeof(uint32_t *)) +
                   ranking_arena_size(P * sizeof(uint32_t));
     if (ranking_arena_reset(&ws->arena, need) != 0) {
-        ranking_set_error(err, err_len, "out of memory for the features of %u candidates", n);
+        isn_error(err, err_len, "out of memory for the features of %u candidates", n);
         return -1;
     }
     uint64_t *order = ranking_arena_take(&ws->arena, (size_t)n * sizeof(uint64_t));
@@ -212,8 +212,8 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
     }
     for (uint32_t i = 0; i < n; i++) {
         if (docs[i] >= c.info->num_docs) {
-            ranking_set_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i],
-                              c.info->num_docs);
+            isn_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i],
+                      c.info->num_docs);
             return -1;
         }
         order[i] = (uint64_t)docs[i] << 32 | i;

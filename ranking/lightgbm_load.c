@@ -51,15 +51,15 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
     char *v = find_key(lines, from, to, "num_leaves");
     long num_leaves = v ? strtol(v, NULL, 10) : 0;
     if (num_leaves < 1 || num_leaves > (1 << 24)) {
-        ranking_set_error(err, err_len, "%s: Tree=%u: num_leaves missing or out of range", path, t);
+        isn_error(err, err_len, "%s: Tree=%u: num_leaves missing or out of range", path, t);
         return -1;
     }
     if ((v = find_key(lines, from, to, "num_cat")) && strtol(v, NULL, 10) != 0) {
-        ranking_set_error(err, err_len, "%s: Tree=%u has categorical splits, which ISN does not support", path, t);
+        isn_error(err, err_len, "%s: Tree=%u has categorical splits, which ISN does not support", path, t);
         return -1;
     }
     if ((v = find_key(lines, from, to, "is_linear")) && strtol(v, NULL, 10) != 0) {
-        ranking_set_error(err, err_len, "%s: Tree=%u is a linear tree, which ISN does not support", path, t);
+        isn_error(err, err_len, "%s: Tree=%u is a linear tree, which ISN does not support", path, t);
         return -1;
     }
     size_t nl = (size_t)num_leaves, ns = nl - 1;
@@ -71,7 +71,7 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
     int rc = -1;
     const char *what = NULL;
     if (buf == NULL || forest_add_tree(f, (uint32_t)ns, (uint32_t)nl, &nodes, &leaves) != 0) {
-        ranking_set_error(err, err_len, "%s: out of memory at Tree=%u", path, t);
+        isn_error(err, err_len, "%s: out of memory at Tree=%u", path, t);
         goto out;
     }
     if (!(v = find_key(lines, from, to, "leaf_value")) || !parse_doubles(v, leaf, nl))
@@ -87,8 +87,8 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
     else if (ns && (!(v = find_key(lines, from, to, "right_child")) || !parse_doubles(v, right, ns)))
         what = "right_child";
     if (what) {
-        ranking_set_error(err, err_len, "%s: Tree=%u: %s is missing or does not hold %zu numbers", path, t, what,
-                          strcmp(what, "leaf_value") ? ns : nl);
+        isn_error(err, err_len, "%s: Tree=%u: %s is missing or does not hold %zu numbers", path, t, what,
+                  strcmp(what, "leaf_value") ? ns : nl);
         goto out;
     }
     for (size_t i = 0; i < nl; i++)
@@ -97,12 +97,12 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
         int dt = (int)decision[i], missing = (dt >> 2) & 3;
         bool default_left = (dt & 2) != 0;
         if (dt & 1) {
-            ranking_set_error(err, err_len, "%s: Tree=%u node %zu is a categorical split", path, t, i);
+            isn_error(err, err_len, "%s: Tree=%u node %zu is a categorical split", path, t, i);
             goto out;
         }
         if (missing == 3 || feature[i] < 0 || feature[i] > 65535 || isnan(threshold[i]) ||
             fabs(left[i]) > (double)nl || fabs(right[i]) > (double)nl) {
-            ranking_set_error(err, err_len, "%s: Tree=%u node %zu: bad missing type, feature or child", path, t, i);
+            isn_error(err, err_len, "%s: Tree=%u node %zu: bad missing type, feature or child", path, t, i);
             goto out;
         }
         forest_node *n = &nodes[i];
@@ -125,7 +125,7 @@ out:
 isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len) {
     FILE *in = fopen(path, "rb");
     if (in == NULL) {
-        ranking_set_error(err, err_len, "%s: cannot open", path);
+        isn_error(err, err_len, "%s: cannot open", path);
         return NULL;
     }
     char *text = NULL, **lines = NULL;
@@ -138,7 +138,7 @@ isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len
     fclose(in);
     isn_forest *f = forest_new();
     if (mem == NULL || fclose(mem) != 0 || f == NULL) {
-        ranking_set_error(err, err_len, "%s: out of memory", path);
+        isn_error(err, err_len, "%s: out of memory", path);
         goto fail;
     }
     for (char *p = text, *next; p && *p; p = next) {
@@ -152,7 +152,7 @@ isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len
             cap_lines = cap_lines ? cap_lines * 2 : 1024;
             char **grown = realloc(lines, cap_lines * sizeof *grown);
             if (grown == NULL) {
-                ranking_set_error(err, err_len, "%s: out of memory", path);
+                isn_error(err, err_len, "%s: out of memory", path);
                 goto fail;
             }
             lines = grown;
@@ -160,7 +160,7 @@ isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len
         lines[num_lines++] = p;
     }
     if (num_lines == 0 || strcmp(lines[0], "tree") != 0) {
-        ranking_set_error(err, err_len, "%s: not a LightGBM text model (first line is not \"tree\")", path);
+        isn_error(err, err_len, "%s: not a LightGBM text model (first line is not \"tree\")", path);
         goto fail;
     }
     size_t first_tree = 0;
@@ -168,11 +168,11 @@ isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len
         first_tree++;
     char *v;
     if ((v = find_key(lines, 0, first_tree, "num_class")) && strtol(v, NULL, 10) != 1) {
-        ranking_set_error(err, err_len, "%s: num_class=%s: only single-output models give one score", path, v);
+        isn_error(err, err_len, "%s: num_class=%s: only single-output models give one score", path, v);
         goto fail;
     }
     if ((v = find_key(lines, 0, first_tree, "num_tree_per_iteration")) && strtol(v, NULL, 10) != 1) {
-        ranking_set_error(err, err_len, "%s: num_tree_per_iteration=%s is not 1", path, v);
+        isn_error(err, err_len, "%s: num_tree_per_iteration=%s is not 1", path, v);
         goto fail;
     }
     if ((v = find_key(lines, 0, first_tree, "max_feature_idx")))

@@ -79,7 +79,7 @@ static bool next_uint(tokens *t, uint32_t *v) {
 isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
     tokens t = {.in = fopen(path, "r")};
     if (t.in == NULL) {
-        ranking_set_error(err, err_len, "%s: cannot open", path);
+        isn_error(err, err_len, "%s: cannot open", path);
         return NULL;
     }
     isn_mlp *m = calloc(1, sizeof *m);
@@ -88,52 +88,52 @@ isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
     const char *s;
     uint32_t version;
     if (m == NULL || !(s = next_token(&t)) || strcmp(s, "isn-mlp") || !next_uint(&t, &version) || version != 1) {
-        ranking_set_error(err, err_len, "%s: not an ISN MLP file (expected \"isn-mlp 1\")", path);
+        isn_error(err, err_len, "%s: not an ISN MLP file (expected \"isn-mlp 1\")", path);
         goto fail;
     }
     if (!(s = next_token(&t)) || strcmp(s, "inputs") || !next_uint(&t, &m->num_inputs)) {
-        ranking_set_error(err, err_len, "%s: expected \"inputs N\" (1..%u)", path, MLP_MAX_WIDTH);
+        isn_error(err, err_len, "%s: expected \"inputs N\" (1..%u)", path, MLP_MAX_WIDTH);
         goto fail;
     }
     m->max_width = m->num_inputs;
     uint32_t in = m->num_inputs;
     while ((s = next_token(&t))) {
         if (strcmp(s, "layer") != 0 || m->num_layers == MLP_MAX_LAYERS) {
-            ranking_set_error(err, err_len, "%s: expected \"layer OUT relu|linear\" (at most %u layers), got '%s'",
-                              path, MLP_MAX_LAYERS, s);
+            isn_error(err, err_len, "%s: expected \"layer OUT relu|linear\" (at most %u layers), got '%s'",
+                      path, MLP_MAX_LAYERS, s);
             goto fail;
         }
         mlp_layer *l = &m->layers[m->num_layers++];
         l->in = in;
         if (!next_uint(&t, &l->out) || !(s = next_token(&t)) || (strcmp(s, "relu") && strcmp(s, "linear"))) {
-            ranking_set_error(err, err_len, "%s: layer %u: expected OUT (1..%u) and relu or linear", path,
-                              m->num_layers, MLP_MAX_WIDTH);
+            isn_error(err, err_len, "%s: layer %u: expected OUT (1..%u) and relu or linear", path,
+                      m->num_layers, MLP_MAX_WIDTH);
             goto fail;
         }
         l->relu = strcmp(s, "relu") == 0;
         l->weights = malloc((size_t)l->out * l->in * sizeof(float));
         l->bias = malloc(l->out * sizeof(float));
         if (!l->weights || !l->bias) {
-            ranking_set_error(err, err_len, "%s: out of memory", path);
+            isn_error(err, err_len, "%s: out of memory", path);
             goto fail;
         }
         for (size_t i = 0; i < (size_t)l->out * l->in; i++)
             if (!next_float(&t, &l->weights[i])) {
-                ranking_set_error(err, err_len, "%s: layer %u: weight %zu of %u x %u missing or not a number", path,
-                                  m->num_layers, i, l->out, l->in);
+                isn_error(err, err_len, "%s: layer %u: weight %zu of %u x %u missing or not a number", path,
+                          m->num_layers, i, l->out, l->in);
                 goto fail;
             }
         for (uint32_t i = 0; i < l->out; i++)
             if (!next_float(&t, &l->bias[i])) {
-                ranking_set_error(err, err_len, "%s: layer %u: bias %u of %u missing or not a number", path,
-                                  m->num_layers, i, l->out);
+                isn_error(err, err_len, "%s: layer %u: bias %u of %u missing or not a number", path,
+                          m->num_layers, i, l->out);
                 goto fail;
             }
         in = l->out;
         m->max_width = l->out > m->max_width ? l->out : m->max_width;
     }
     if (m->num_layers == 0 || in != 1) {
-        ranking_set_error(err, err_len, "%s: the last layer must have 1 output (the score)", path);
+        isn_error(err, err_len, "%s: the last layer must have 1 output (the score)", path);
         goto fail;
     }
     fclose(t.in);

@@ -52,7 +52,7 @@ static void add_term(void *ctx, const char *term, size_t len, uint32_t position)
 int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_query *query, char *err,
                     size_t err_len) {
     if (searcher == NULL || query == NULL || (text == NULL && len > 0)) {
-        ranking_set_error(err, err_len, "isn_query_parse: searcher, query and text must not be NULL");
+        isn_error(err, err_len, "isn_query_parse: searcher, query and text must not be NULL");
         return -1;
     }
     query->terms = searcher->parsed_terms;
@@ -67,8 +67,8 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
     if (len > 0)
         isn_analyze(searcher->analyzer, text, len, add_term, &state);
     if (state.too_many_terms) {
-        ranking_set_error(err, err_len, "query has more than %d distinct terms (the limit per query)",
-                          ISN_MAX_QUERY_TERMS);
+        isn_error(err, err_len, "query has more than %d distinct terms (the limit per query)",
+                  ISN_MAX_QUERY_TERMS);
         query->num_terms = 0;
         query->num_unknown = 0;
         return -1;

@@ -61,8 +61,8 @@ static bool parse_float(const char *s, float *v) {
 static int lookup(reader *r, const isn_index_info *info, const char *name, uint32_t *id) {
     if (isn_feature_lookup(info, name, id))
         return 0;
-    ranking_set_error(r->err, r->err_len, "%s:%lu: unknown feature '%s' (see isn-query --list-features)", r->path,
-                      r->lineno, name);
+    isn_error(r->err, r->err_len, "%s:%lu: unknown feature '%s' (see isn-query --list-features)", r->path,
+              r->lineno, name);
     return -1;
 }
 
@@ -70,8 +70,8 @@ static int parse_tree_input(reader *r, const isn_index_info *info, ranker_input 
     char *end, *tok[8];
     unsigned long n = strtoul(count, &end, 10);
     if (*end || n == 0 || n > RANKER_MAX_TREE_LINES) {
-        ranking_set_error(r->err, r->err_len, "%s:%lu: input tree needs a line count (1..%u)", r->path, r->lineno,
-                          RANKER_MAX_TREE_LINES);
+        isn_error(r->err, r->err_len, "%s:%lu: input tree needs a line count (1..%u)", r->path, r->lineno,
+                  RANKER_MAX_TREE_LINES);
         return -1;
     }
     in->kind = TX_TREE;
@@ -90,13 +90,13 @@ static int parse_tree_input(reader *r, const isn_index_info *info, ranker_input 
         unsigned long left = 0, right = 0;
         if (k != 5 || strcmp(tok[0], "split") != 0 || !parse_float(tok[2], &l->threshold) ||
             (left = strtoul(tok[3], &end, 10), *end) || (right = strtoul(tok[4], &end, 10), *end)) {
-            ranking_set_error(r->err, r->err_len, "%s:%lu: tree line %u: expected \"split FEATURE THRESHOLD L R\" or "
-                              "\"leaf VALUE\"", r->path, r->lineno, i);
+            isn_error(r->err, r->err_len, "%s:%lu: tree line %u: expected \"split FEATURE THRESHOLD L R\" or "
+                      "\"leaf VALUE\"", r->path, r->lineno, i);
             return -1;
         }
         if (left <= i || right <= i || left >= n || right >= n) {
-            ranking_set_error(r->err, r->err_len, "%s:%lu: tree line %u: children must be later lines below %lu",
-                              r->path, r->lineno, i, n);
+            isn_error(r->err, r->err_len, "%s:%lu: tree line %u: children must be later lines below %lu",
+                      r->path, r->lineno, i, n);
             return -1;
         }
         if (lookup(r, info, tok[1], &l->feature) != 0)
@@ -128,14 +128,14 @@ static int parse_input(reader *r, const isn_index_info *info, ranker_input *in, 
         in->bounds = malloc(in->num_bounds * sizeof *in->bounds);
         for (uint32_t i = 0; in->bounds && i < in->num_bounds; i++)
             if (!parse_float(tok[3 + i], &in->bounds[i]) || (i && !(in->bounds[i] > in->bounds[i - 1]))) {
-                ranking_set_error(r->err, r->err_len, "%s:%lu: bucket bounds must be numbers in ascending order",
-                                  r->path, r->lineno);
+                isn_error(r->err, r->err_len, "%s:%lu: bucket bounds must be numbers in ascending order",
+                          r->path, r->lineno);
                 return -1;
             }
         return in->bounds ? 0 : -1;
     }
-    ranking_set_error(r->err, r->err_len, "%s:%lu: expected \"input FEATURE [linear A B | log A B | bucket B1 ...]\" "
-                      "or \"input tree N\"", r->path, r->lineno);
+    isn_error(r->err, r->err_len, "%s:%lu: expected \"input FEATURE [linear A B | log A B | bucket B1 ...]\" "
+              "or \"input tree N\"", r->path, r->lineno);
     return -1;
 }
 
@@ -156,8 +156,8 @@ static int load_model(reader *r, isn_ranker *rk, const char *kind, const char *m
         rk->kind = MODEL_MLP;
         rk->mlp = isn_mlp_load(full, r->err, r->err_len);
     } else {
-        ranking_set_error(r->err, r->err_len, "%s:%lu: unknown model kind '%s' (xgboost, lightgbm, mlp)", r->path,
-                          r->lineno, kind);
+        isn_error(r->err, r->err_len, "%s:%lu: unknown model kind '%s' (xgboost, lightgbm, mlp)", r->path,
+                  r->lineno, kind);
         return -1;
     }
     return rk->forest || rk->mlp ? 0 : -1;
@@ -172,13 +172,13 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
         for (uint32_t i = 0; rk->inputs && i < model_inputs; i++) {
             const char *name = isn_forest_input_name(rk->forest, i);
             if (name == NULL) {
-                ranking_set_error(r->err, r->err_len, "%s: no input lines, and the model does not name its input %u",
-                                  r->path, i);
+                isn_error(r->err, r->err_len, "%s: no input lines, and the model does not name its input %u",
+                          r->path, i);
                 return -1;
             }
             if (!isn_feature_lookup(info, name, &rk->inputs[i].feature)) {
-                ranking_set_error(r->err, r->err_len, "%s: the model's input %u is '%s', an unknown feature", r->path,
-                                  i, name);
+                isn_error(r->err, r->err_len, "%s: the model's input %u is '%s', an unknown feature", r->path,
+                          i, name);
                 return -1;
             }
             rk->inputs[i].kind = TX_LINEAR;
@@ -188,8 +188,8 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
         }
     }
     if (rk->num_inputs == 0 || rk->num_inputs < model_inputs || (rk->mlp && rk->num_inputs != model_inputs)) {
-        ranking_set_error(r->err, r->err_len, "%s: the ranker gives %u inputs but the model reads %u", r->path,
-                          rk->num_inputs, model_inputs);
+        isn_error(r->err, r->err_len, "%s: the ranker gives %u inputs but the model reads %u", r->path,
+                  rk->num_inputs, model_inputs);
         return -1;
     }
     for (uint32_t i = 0; rk->forest && i < rk->num_inputs; i++) {
@@ -197,8 +197,8 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
         uint32_t id;
         if (name && rk->inputs[i].kind != TX_TREE && isn_feature_lookup(info, name, &id) &&
             strcmp(name, rk->inputs[i].name) != 0) {
-            ranking_set_error(r->err, r->err_len, "%s: input %u is '%s' here but '%s' in the model", r->path, i,
-                              rk->inputs[i].name, name);
+            isn_error(r->err, r->err_len, "%s: input %u is '%s' here but '%s' in the model", r->path, i,
+                      rk->inputs[i].name, name);
             return -1;
         }
     }
@@ -210,14 +210,14 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
     if (err && err_len)
         err[0] = 0;
     if (r.in == NULL) {
-        ranking_set_error(err, err_len, "%s: cannot open ranker file", path);
+        isn_error(err, err_len, "%s: cannot open ranker file", path);
         return NULL;
     }
     isn_ranker *rk = calloc(1, sizeof *rk);
     char *tok[4 + 1024];
     int k = read_tokens(&r, tok, 4);
     if (rk == NULL || k != 2 || strcmp(tok[0], "isn-ranker") || strcmp(tok[1], "1")) {
-        ranking_set_error(err, err_len, "%s: not a ranker file (the first line must be \"isn-ranker 1\")", path);
+        isn_error(err, err_len, "%s: not a ranker file (the first line must be \"isn-ranker 1\")", path);
         goto fail;
     }
     const char *base = strrchr(path, '/');
@@ -236,22 +236,22 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
             have_model = true;
         } else if (strcmp(tok[0], "input") == 0 && k >= 2) {
             if (rk->num_inputs == RANKER_MAX_INPUTS) {
-                ranking_set_error(err, err_len, "%s:%lu: more than %u inputs", path, r.lineno, RANKER_MAX_INPUTS);
+                isn_error(err, err_len, "%s:%lu: more than %u inputs", path, r.lineno, RANKER_MAX_INPUTS);
                 goto fail;
             }
             if (parse_input(&r, info, &rk->inputs[rk->num_inputs++], tok, k) != 0) {
                 if (err && err_len && !err[0])
-                    ranking_set_error(err, err_len, "%s:%lu: bad input line", path, r.lineno);
+                    isn_error(err, err_len, "%s:%lu: bad input line", path, r.lineno);
                 goto fail;
             }
         } else {
-            ranking_set_error(err, err_len, "%s:%lu: expected name, model (once) or input, got '%s'", path, r.lineno,
-                              tok[0]);
+            isn_error(err, err_len, "%s:%lu: expected name, model (once) or input, got '%s'", path, r.lineno,
+                      tok[0]);
             goto fail;
         }
     }
     if (!have_model) {
-        ranking_set_error(err, err_len, "%s: no model line", path);
+        isn_error(err, err_len, "%s: no model line", path);
         goto fail;
     }
     if (rk->num_inputs == 0) {

@@ -3,6 +3,7 @@
 #ifndef ISN_RANKING_H
 #define ISN_RANKING_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +54,105 @@ typedef struct {
     uint32_t doc;
     float score;
 } isn_hit;
+
+/* ------------------------------------------------------------------ top-k heap
+ * The first stage's top-k collector (the algorithms, the threshold probe, the GPU's CPU completion):
+ * a min-heap with the worst hit at the root. Documents are offered in increasing id, so a newcomer
+ * that ties the worst score has the higher id and loses: it enters only with a strictly greater
+ * score. This makes the kept set exactly the top-k by (score descending, doc ascending) whatever an
+ * algorithm skipped. Inline: it is on every algorithm's hot path. */
+
+typedef struct {
+    isn_hit *entries; /* the caller's, capacity entries */
+    uint32_t size;
+    uint32_t capacity;
+    /* What pruning compares bounds with: the worst kept score once full (a new document must
+     * strictly beat it), -inf before; never below floor. */
+    double threshold;
+    /* A seed's (isn_search_options.initial_threshold) next float down, -inf without one. Bounds equal
+     * to the threshold are pruned, and a document scoring exactly the seed must not be: it may still
+     * enter (the seed may be a higher doc id's score, and ties go to the lower id). The heap itself
+     * ignores the floor: it fills with whatever it is offered. */
+    double floor;
+} isn_topk;
+
+/* a ranks below b: lower score, or the same score and a higher doc id. */
+static inline bool isn_hit_worse(isn_hit a, isn_hit b) {
+    return a.score < b.score || (a.score == b.score && a.doc > b.doc);
+}
+
+/* capacity >= 1 (the full heap's root is read on every offer). */
+static inline void isn_topk_init(isn_topk *topk, isn_hit *entries, uint32_t capacity) {
+    topk->entries = entries;
+    topk->size = 0;
+    topk->capacity = capacity;
+    topk->threshold = -INFINITY;
+    topk->floor = -INFINITY;
+}
+
+/* seed > 0: pruning starts from it (see floor). */
+static inline void isn_topk_seed(isn_topk *topk, float seed) {
+    topk->floor = nextafterf(seed, 0.0f);
+    if (topk->threshold < topk->floor)
+        topk->threshold = topk->floor;
+}
+
+static inline void isn_topk_sift_down(isn_hit *heap, uint32_t size, uint32_t at) {
+    isn_hit moving = heap[at];
+    for (;;) {
+        uint32_t child = 2 * at + 1;
+        if (child >= size)
+            break;
+        if (child + 1 < size && isn_hit_worse(heap[child + 1], heap[child]))
+            child++;
+        if (!isn_hit_worse(heap[child], moving))
+            break;
+        heap[at] = heap[child];
+        at = child;
+    }
+    heap[at] = moving;
+}
+
+/* Returns true when the document was kept (the threshold may have risen). */
+static inline bool isn_topk_offer(isn_topk *topk, uint32_t doc, float score) {
+    isn_hit *heap = topk->entries;
+    if (topk->size < topk->capacity) {
+        uint32_t at = topk->size++;
+        isn_hit hit;
+        hit.doc = doc;
+        hit.score = score;
+        while (at > 0) {
+            uint32_t parent = (at - 1) / 2;
+            if (!isn_hit_worse(hit, heap[parent]))
+                break;
+            heap[at] = heap[parent];
+            at = parent;
+        }
+        heap[at] = hit;
+        if (topk->size == topk->capacity)
+            topk->threshold = heap[0].score > topk->floor ? heap[0].score : topk->floor;
+        return true;
+    }
+    if (!(score > heap[0].score))
+        return false;
+    heap[0].doc = doc;
+    heap[0].score = score;
+    isn_topk_sift_down(heap, topk->size, 0);
+    topk->threshold = heap[0].score > topk->floor ? heap[0].score : topk->floor;
+    return true;
+}
+
+/* Turns the heap into a list sorted best first, in place (heapsort: the worst goes to the end each
+ * round); size entries. */
+static inline void isn_topk_sort(isn_topk *topk) {
+    isn_hit *heap = topk->entries;
+    for (uint32_t end = topk->size; end > 1; end--) {
+        isn_hit worst = heap[0];
+        heap[0] = heap[end - 1];
+        heap[end - 1] = worst;
+        isn_topk_sift_down(heap, end - 1, 0);
+    }
+}
 
 typedef struct {
     isn_mode mode;
@@ -113,6 +213,33 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
  * Returns 0, or -1 with err for invalid options (k = 0 or above ISN_MAX_K, algorithm of the other mode). */
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                isn_hit *hits, uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len);
+
+/* The algorithm isn_search runs for `algo` in `mode` (isn_algo_mode's default for AUTO): AUTO's
+ * choice by the query's shape, any other algorithm itself. The one place the AUTO rule lives, so the
+ * scheduler's cost model predicts the algorithm that runs. (isn_search also falls back to the
+ * exhaustive algorithms under caller-given doc_norms; that is not applied here.) */
+isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query);
+
+/* ------------------------------------------------------------------ threshold probe
+ * A cheap exact lower bound of an OR-mode query's final k-th score under the index's own statistics:
+ * the k-th best full BM25 score over the first ISN_PROBE_POSTINGS documents of the rarest lists (each
+ * probed into the others). The scheduler's cost model reads what the pruning will skip from it, and a
+ * search may start pruning from it (isn_search_options.initial_threshold). Reads at most
+ * ISN_PROBE_POSTINGS documents; allocates nothing. */
+
+#define ISN_PROBE_MAX_K 64     /* above this k there is no probe (0 is returned) */
+#define ISN_PROBE_MAX_TERMS 16 /* nor for longer queries (a cursor each, on the stack) */
+/* Documents the probe scores at most. On the Debian logs (bench_scheduler, one thread): 256 ->
+ * first-sight MAPE ~22% at ~20 us per query for the features, 1024 -> ~19.5% at ~38 us, 2048 -> ~19%
+ * (fitted formula) at ~55 us, 4096 -> ~18% at ~80 us. */
+#define ISN_PROBE_POSTINGS 1024
+
+/* Returns the probe's k-th best score, 0 when it found fewer than k documents (or the query has no
+ * probe: k or its length beyond the limits, an unknown term id, an empty list). *docs_scored: the
+ * documents it scored. passed_share[i] (num_levels entries): the share of the collection, in id
+ * order, read by the time the probe's k-th best passed levels[i] (ascending), 1 where it never did. */
+double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
+                           uint32_t num_levels, double *passed_share, uint32_t *docs_scored);
 
 /* ================================================================== second stage (L2, re-ranking)
  * The first stage's n1 candidates are re-scored: features per (query, candidate) from the index,
@@ -195,11 +322,20 @@ typedef struct {
     float l1_score; /* the first stage's */
 } isn_l2_hit;
 
+/* Scores n rows of model inputs (row i at inputs + i * stride) with the ranker's model into
+ * scores[0..n): another evaluator of the model (the GPU's, gpu.h isn_gpu_l2_score) giving the CPU's
+ * numbers. 0, or -1 with err. */
+typedef int (*isn_model_scorer)(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
+                                uint32_t stride, float *scores, char *err, size_t err_len);
+
 /* Scores the candidates (e.g. the first stage's n1 hits) with the ranker and writes the best k into
- * out (k entries), model score descending, ties to the lower doc id. 0, or -1 with err. */
+ * out (k entries), model score descending, ties to the lower doc id: features, transforms, the model,
+ * the order. The model runs on the CPU when score_model is NULL, else through score_model(context,
+ * ...); when that fails, so does the call (nothing in out), and the caller may run it again on the
+ * CPU. 0, or -1 with err. */
 int isn_rerank(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
-               const isn_hit *candidates, uint32_t n, uint32_t k, isn_l2_hit *out, uint32_t *num_out, char *err,
-               size_t err_len);
+               const isn_hit *candidates, uint32_t n, uint32_t k, isn_model_scorer score_model, void *context,
+               isn_l2_hit *out, uint32_t *num_out, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------ model layouts (read by gpu/)
  * Read-only views of a loaded model in the form the CPU evaluates, so that another evaluator (the GPU

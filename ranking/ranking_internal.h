@@ -6,8 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/base.h"
 #include "ranking/ranking.h"
-#include "ranking/topk.h"
 
 /* Bounds are inflated by this factor before being compared with the threshold, so that float
  * rounding of a score can never make a pruned document one that belongs in the top-k. */
@@ -55,7 +55,7 @@ typedef struct {
     uint32_t num_terms;
     const float *norms;
     float k1_plus_1;
-    ranking_topk topk;
+    isn_topk topk;
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
@@ -75,15 +75,13 @@ typedef struct {
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */
 #define RANKING_CLOCK_CHECK_EVERY 256u
 
-uint64_t ranking_monotonic_ns(void);
-
 /* Called by the algorithms at the top of their candidate loop; next_doc is the smallest doc not yet
  * considered. True means stop now (run->stopped is set). */
 static inline bool ranking_should_stop(ranking_run *run, uint32_t next_doc) {
     if (!run->stop_ns || --run->until_clock_check)
         return false;
     run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
-    if (ranking_monotonic_ns() < run->stop_ns)
+    if (isn_now_ns() < run->stop_ns)
         return false;
     run->stopped = true;
     run->stopped_before_doc = next_doc;
@@ -123,7 +121,7 @@ static inline uint32_t ranking_align_followers(ranking_run *run, ranking_term *t
     return doc;
 }
 
-static inline bool ranking_bound_fails(double bound, const ranking_topk *topk) {
+static inline bool ranking_bound_fails(double bound, const isn_topk *topk) {
     return bound * RANKING_BOUND_SLACK <= topk->threshold;
 }
 
@@ -156,10 +154,5 @@ void ranking_maxscore(ranking_run *run);
 void ranking_wand(ranking_run *run);
 void ranking_block_max_wand(ranking_run *run);
 void ranking_block_max_and(ranking_run *run);
-
-/* AUTO: which algorithm runs a query of this shape in this mode. */
-isn_algo ranking_auto_algo(isn_mode mode, const isn_query *query);
-
-void ranking_set_error(char *err, size_t err_len, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -15,23 +15,26 @@ static uint32_t ordered_bits(float x) {
 }
 
 static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_query *query, uint64_t num_docs,
-                      const uint32_t *docs, uint32_t n, char *err, size_t err_len) {
+                      const uint32_t *docs, uint32_t n, isn_model_scorer score_model, void *context, char *err,
+                      size_t err_len) {
     uint32_t nf = isn_feature_count(ws->info);
     if (nf != rk->num_features) {
-        ranking_set_error(err, err_len, "ranker %s was loaded for an index with %u features, this one has %u",
-                          rk->name, rk->num_features, nf);
+        isn_error(err, err_len, "ranker %s was loaded for an index with %u features, this one has %u",
+                  rk->name, rk->num_features, nf);
         return -1;
     }
-    size_t scratch = rk->mlp ? isn_mlp_scratch_floats(rk->mlp, n) : 0;
+    size_t scratch = rk->mlp && !score_model ? isn_mlp_scratch_floats(rk->mlp, n) : 0;
     if (l2_reserve(&ws->features, &ws->features_cap, (size_t)n * nf) != 0 ||
         l2_reserve(&ws->inputs, &ws->inputs_cap, (size_t)n * rk->num_inputs) != 0 ||
         l2_reserve(&ws->scores, &ws->scores_cap, n) != 0 || l2_reserve(&ws->scratch, &ws->scratch_cap, scratch) != 0) {
-        ranking_set_error(err, err_len, "out of memory for %u candidates", n);
+        isn_error(err, err_len, "out of memory for %u candidates", n);
         return -1;
     }
     if (isn_features_extract(ws, query, num_docs, docs, n, ws->features, err, err_len) != 0)
         return -1;
     isn_ranker_transform(rk, ws->features, nf, n, ws->inputs);
+    if (score_model)
+        return score_model(context, rk, ws->inputs, n, rk->num_inputs, ws->scores, err, err_len);
     if (rk->forest)
         isn_forest_predict(rk->forest, ws->inputs, n, rk->num_inputs, ws->scores);
     else
@@ -40,15 +43,15 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
 }
 
 int isn_rerank(isn_l2_workspace *ws, const isn_ranker *rk, const isn_query *query, uint64_t num_docs,
-               const isn_hit *candidates, uint32_t n, uint32_t k, isn_l2_hit *out, uint32_t *num_out, char *err,
-               size_t err_len) {
+               const isn_hit *candidates, uint32_t n, uint32_t k, isn_model_scorer score_model, void *context,
+               isn_l2_hit *out, uint32_t *num_out, char *err, size_t err_len) {
     *num_out = 0;
     if (n == 0 || k == 0)
         return 0;
     if (l2_reserve_bytes((void **)&ws->by_doc, &ws->by_doc_bytes, (size_t)n * sizeof(uint64_t)) != 0 ||
         l2_reserve_bytes((void **)&ws->keys, &ws->keys_bytes, (size_t)n * sizeof(uint64_t)) != 0 ||
         l2_reserve_bytes((void **)&ws->docs, &ws->docs_bytes, (size_t)n * sizeof(uint32_t)) != 0) {
-        ranking_set_error(err, err_len, "out of memory for %u candidates", n);
+        isn_error(err, err_len, "out of memory for %u candidates", n);
         return -1;
     }
     /* Scored in doc order, so that a candidate's position breaks score ties toward the lower doc id. */
@@ -57,7 +60,7 @@ int isn_rerank(isn_l2_workspace *ws, const isn_ranker *rk, const isn_query *quer
     l2_sort_u64(ws->by_doc, n);
     for (uint32_t i = 0; i < n; i++)
         ws->docs[i] = (uint32_t)(ws->by_doc[i] >> 32);
-    if (score_docs(ws, rk, query, num_docs, ws->docs, n, err, err_len) != 0)
+    if (score_docs(ws, rk, query, num_docs, ws->docs, n, score_model, context, err, err_len) != 0)
         return -1;
     for (uint32_t i = 0; i < n; i++)
         ws->keys[i] = (uint64_t)~ordered_bits(ws->scores[i]) << 32 | i;

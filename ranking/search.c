@@ -1,7 +1,6 @@
 /* isn_search: validates options, prepares cursors and term weights, runs one algorithm, sorts hits. */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "ranking/arena.h"
 #include "ranking/ranking_internal.h"
@@ -9,48 +8,48 @@
 static int validate(const isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                     char *err, size_t err_len) {
     if (options->mode != ISN_MODE_OR && options->mode != ISN_MODE_AND) {
-        ranking_set_error(err, err_len, "unknown search mode %d (expected OR or AND)", (int)options->mode);
+        isn_error(err, err_len, "unknown search mode %d (expected OR or AND)", (int)options->mode);
         return -1;
     }
     if ((unsigned)options->algo >= ISN_ALGO_COUNT) {
-        ranking_set_error(err, err_len, "unknown ranking algorithm %d", (int)options->algo);
+        isn_error(err, err_len, "unknown ranking algorithm %d", (int)options->algo);
         return -1;
     }
     if (options->k == 0 || options->k > ISN_MAX_K) {
-        ranking_set_error(err, err_len, "k must be between 1 and %d, got %u", ISN_MAX_K, options->k);
+        isn_error(err, err_len, "k must be between 1 and %d, got %u", ISN_MAX_K, options->k);
         return -1;
     }
     isn_mode algo_mode = isn_algo_mode(options->algo, options->mode);
     if (algo_mode != options->mode) {
-        ranking_set_error(err, err_len, "algorithm '%s' implements %s mode but the search asks for %s mode",
-                          isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
-                          options->mode == ISN_MODE_OR ? "OR" : "AND");
+        isn_error(err, err_len, "algorithm '%s' implements %s mode but the search asks for %s mode",
+                  isn_algo_name(options->algo), algo_mode == ISN_MODE_OR ? "OR" : "AND",
+                  options->mode == ISN_MODE_OR ? "OR" : "AND");
         return -1;
     }
     if (!(options->initial_threshold >= 0.0f) || isinf(options->initial_threshold)) {
-        ranking_set_error(err, err_len, "initial_threshold must be a finite score >= 0 (0 = none), got %g",
-                          (double)options->initial_threshold);
+        isn_error(err, err_len, "initial_threshold must be a finite score >= 0 (0 = none), got %g",
+                  (double)options->initial_threshold);
         return -1;
     }
     if (query->num_terms > ISN_MAX_QUERY_TERMS) {
-        ranking_set_error(err, err_len, "query has %u terms, more than the limit of %d", query->num_terms,
-                          ISN_MAX_QUERY_TERMS);
+        isn_error(err, err_len, "query has %u terms, more than the limit of %d", query->num_terms,
+                  ISN_MAX_QUERY_TERMS);
         return -1;
     }
     if (query->num_terms > 0 && query->terms == NULL) {
-        ranking_set_error(err, err_len, "query has %u terms but no term array", query->num_terms);
+        isn_error(err, err_len, "query has %u terms but no term array", query->num_terms);
         return -1;
     }
     uint32_t index_terms = isn_index_get_info(searcher->index)->num_terms;
     for (uint32_t i = 0; i < query->num_terms; i++) {
         const isn_query_term *term = &query->terms[i];
         if (term->term_id >= index_terms) {
-            ranking_set_error(err, err_len, "query term %u has id %u but the index has %u terms", i,
-                              term->term_id, index_terms);
+            isn_error(err, err_len, "query term %u has id %u but the index has %u terms", i,
+                      term->term_id, index_terms);
             return -1;
         }
         if (term->count == 0) {
-            ranking_set_error(err, err_len, "query term %u (id %u) has count 0", i, term->term_id);
+            isn_error(err, err_len, "query term %u (id %u) has count 0", i, term->term_id);
             return -1;
         }
     }
@@ -84,23 +83,17 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
     return 0;
 }
 
-uint64_t ranking_monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
                uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
     if (searcher == NULL || query == NULL || options == NULL || hits == NULL || num_hits == NULL) {
-        ranking_set_error(err, err_len, "isn_search: searcher, query, options, hits and num_hits must not be NULL");
+        isn_error(err, err_len, "isn_search: searcher, query, options, hits and num_hits must not be NULL");
         return -1;
     }
     *num_hits = 0;
     uint64_t num_docs = options->num_docs != 0 ? options->num_docs : searcher->index_num_docs;
     if (validate(searcher, query, options, err, err_len) != 0)
         return -1;
-    isn_algo algo = options->algo == ISN_ALGO_AUTO ? ranking_auto_algo(options->mode, query) : options->algo;
+    isn_algo algo = isn_algo_resolve(options->algo, options->mode, query);
     if (options->doc_norms)
         algo = isn_algo_mode(algo, options->mode) == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR;
     if (stats != NULL) {
@@ -116,13 +109,13 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     ranking_run run;
     memset(&run, 0, sizeof run);
     if (prepare_run(searcher, query, num_docs, &run) != 0) {
-        ranking_set_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
+        isn_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
         return -1;
     }
     if (options->doc_norms)
         run.norms = options->doc_norms;
     if (options->deadline_ns) {
-        uint64_t start = ranking_monotonic_ns();
+        uint64_t start = isn_now_ns();
         double fraction = options->early_stop_fraction > 0.0 && options->early_stop_fraction <= 1.0
                               ? options->early_stop_fraction
                               : 1.0;
@@ -132,11 +125,11 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         run.until_clock_check = RANKING_CLOCK_CHECK_EVERY;
     }
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
-    ranking_topk_init(&run.topk, hits, options->k);
+    isn_topk_init(&run.topk, hits, options->k);
     /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
     bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW;
     if (prunes && options->initial_threshold > 0.0f)
-        ranking_topk_seed(&run.topk, options->initial_threshold);
+        isn_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
     case ISN_ALGO_OR:
         ranking_exhaustive_or(&run);
@@ -157,10 +150,10 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         ranking_block_max_and(&run);
         break;
     default:
-        ranking_set_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
+        isn_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
         return -1;
     }
-    ranking_topk_sort(&run.topk);
+    isn_topk_sort(&run.topk);
     *num_hits = run.topk.size;
     if (stats != NULL) {
         stats->postings_scored = run.postings_scored;

@@ -4,15 +4,6 @@
 
 #include "ranking/ranking_internal.h"
 
-void ranking_set_error(char *err, size_t err_len, const char *format, ...) {
-    if (err == NULL || err_len == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_len, format, args);
-    va_end(args);
-}
-
 isn_searcher *isn_searcher_new(const isn_index *index) {
     if (index == NULL)
         return NULL;

@@ -134,14 +134,14 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
     uint32_t *stack_depth = malloc(((size_t)max_nodes + 2) * sizeof *stack_depth);
     int rc = 0;
     if (!seen || !stack || !stack_depth) {
-        ranking_set_error(err, err_len, "%s: out of memory", path);
+        isn_error(err, err_len, "%s: out of memory", path);
         rc = -1;
     }
     for (uint32_t t = 0; rc == 0 && t < f->num_trees; t++) {
         int d = check_tree(f, t, seen, stack, stack_depth);
         if (d < 0) {
-            ranking_set_error(err, err_len, "%s: tree %u is malformed (a child out of range, or a node or leaf "
-                              "reached twice or never)", path, t);
+            isn_error(err, err_len, "%s: tree %u is malformed (a child out of range, or a node or leaf "
+                      "reached twice or never)", path, t);
             rc = -1;
             break;
         }
@@ -151,7 +151,7 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
             if (nodes[i].feature >= f->num_inputs)
                 f->num_inputs = nodes[i].feature + 1;
             if (isnan(nodes[i].threshold)) {
-                ranking_set_error(err, err_len, "%s: tree %u node %u has a NaN threshold", path, t, i);
+                isn_error(err, err_len, "%s: tree %u node %u has a NaN threshold", path, t, i);
                 rc = -1;
             }
             f->any_zero_missing |= nodes[i].zero_missing != 0;
@@ -163,7 +163,7 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
     if (rc != 0)
         return -1;
     if (f->num_trees == 0) {
-        ranking_set_error(err, err_len, "%s: the model has no trees", path);
+        isn_error(err, err_len, "%s: the model has no trees", path);
         return -1;
     }
     if (depth > FOREST_MAX_PADDED_DEPTH || f->any_zero_missing)
@@ -176,13 +176,13 @@ int forest_finish(isn_forest *f, const char *path, char *err, size_t err_len) {
     f->pad_leaf_f = malloc((total + f->num_trees) * sizeof(float));
     f->pad_leaf_d = malloc((total + f->num_trees) * sizeof(double));
     if (!f->pad_feature || !f->pad_threshold || !f->pad_nan_right || !f->pad_leaf_f || !f->pad_leaf_d) {
-        ranking_set_error(err, err_len, "%s: out of memory for the padded trees", path);
+        isn_error(err, err_len, "%s: out of memory for the padded trees", path);
         return -1;
     }
     for (uint32_t t = 0; t < f->num_trees; t++)
         pad_subtree(f, t, tree_nodes(f, t) ? 0 : ~0, 0, 0);
     if (forest_simd_build(f) != 0) {
-        ranking_set_error(err, err_len, "%s: out of memory for the SIMD level lists", path);
+        isn_error(err, err_len, "%s: out of memory for the SIMD level lists", path);
         return -1;
     }
     return 0;

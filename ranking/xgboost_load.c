@@ -37,8 +37,8 @@ static int load_tree(isn_forest *f, const json_t *tree, uint32_t t, const char *
     size_t n = json_array_size(left);
     if (!json_is_array(left) || n == 0 || json_array_size(right) != n || json_array_size(cond) != n ||
         json_array_size(index) != n || json_array_size(def) != n) {
-        ranking_set_error(err, err_len, "%s: tree %u lacks left_children/right_children/split_conditions/"
-                          "split_indices/default_left arrays of one length", path, t);
+        isn_error(err, err_len, "%s: tree %u lacks left_children/right_children/split_conditions/"
+                  "split_indices/default_left arrays of one length", path, t);
         return -1;
     }
     /* XGBoost numbers nodes in one array; ISN keeps splits and leaves apart. */
@@ -52,13 +52,13 @@ static int load_tree(isn_forest *f, const json_t *tree, uint32_t t, const char *
     double *leaf_values;
     if (forest_add_tree(f, splits, leaves, &nodes, &leaf_values) != 0) {
         free(map);
-        ranking_set_error(err, err_len, "%s: out of memory at tree %u", path, t);
+        isn_error(err, err_len, "%s: out of memory at tree %u", path, t);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         double c;
         if (!number_of(json_array_get(cond, i), &c)) {
-            ranking_set_error(err, err_len, "%s: tree %u node %zu: split_condition is not a number", path, t, i);
+            isn_error(err, err_len, "%s: tree %u node %zu: split_condition is not a number", path, t, i);
             free(map);
             return -1;
         }
@@ -69,13 +69,13 @@ static int load_tree(isn_forest *f, const json_t *tree, uint32_t t, const char *
         json_int_t l = json_integer_value(json_array_get(left, i)), r = json_integer_value(json_array_get(right, i));
         json_int_t feature = json_integer_value(json_array_get(index, i));
         if (type && json_integer_value(json_array_get(type, i)) != 0) {
-            ranking_set_error(err, err_len, "%s: tree %u node %zu is a categorical split, which ISN does not support",
-                              path, t, i);
+            isn_error(err, err_len, "%s: tree %u node %zu is a categorical split, which ISN does not support",
+                      path, t, i);
             free(map);
             return -1;
         }
         if (l < 0 || r < 0 || (size_t)l >= n || (size_t)r >= n || feature < 0 || feature > 65535) {
-            ranking_set_error(err, err_len, "%s: tree %u node %zu: child or split index out of range", path, t, i);
+            isn_error(err, err_len, "%s: tree %u node %zu: child or split index out of range", path, t, i);
             free(map);
             return -1;
         }
@@ -93,7 +93,7 @@ isn_forest *isn_forest_load_xgboost(const char *path, char *err, size_t err_len)
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_DECODE_ANY, &jerr);
     if (root == NULL) {
-        ranking_set_error(err, err_len, "%s: not valid JSON (line %d: %s)", path, jerr.line, jerr.text);
+        isn_error(err, err_len, "%s: not valid JSON (line %d: %s)", path, jerr.line, jerr.text);
         return NULL;
     }
     isn_forest *f = forest_new();
@@ -108,29 +108,29 @@ isn_forest *isn_forest_load_xgboost(const char *path, char *err, size_t err_len)
     double base = 0.5, num_class = 0, num_feature = 0;
     const char *objective = json_string_value(get_path(root, objective_keys, 3));
     if (f == NULL) {
-        ranking_set_error(err, err_len, "%s: out of memory", path);
+        isn_error(err, err_len, "%s: out of memory", path);
         goto fail;
     }
     if (!json_is_string(booster) || !json_is_array(trees)) {
-        ranking_set_error(err, err_len, "%s: not an XGBoost JSON model (no learner.gradient_booster.model.trees)", path);
+        isn_error(err, err_len, "%s: not an XGBoost JSON model (no learner.gradient_booster.model.trees)", path);
         goto fail;
     }
     if (strcmp(json_string_value(booster), "gbtree") != 0) {
-        ranking_set_error(err, err_len, "%s: booster '%s' is not supported (gbtree only)", path,
-                          json_string_value(booster));
+        isn_error(err, err_len, "%s: booster '%s' is not supported (gbtree only)", path,
+                  json_string_value(booster));
         goto fail;
     }
     if (!number_of(get_path(root, base_keys, 3), &base)) {
-        ranking_set_error(err, err_len, "%s: learner_model_param.base_score is missing or not a number", path);
+        isn_error(err, err_len, "%s: learner_model_param.base_score is missing or not a number", path);
         goto fail;
     }
     if (number_of(get_path(root, class_keys, 3), &num_class) && num_class > 1) {
-        ranking_set_error(err, err_len, "%s: a multi-class model (num_class %.0f) has no single score", path, num_class);
+        isn_error(err, err_len, "%s: a multi-class model (num_class %.0f) has no single score", path, num_class);
         goto fail;
     }
     if (objective && (strcmp(objective, "binary:logistic") == 0 || strcmp(objective, "reg:logistic") == 0)) {
         if (!(base > 0 && base < 1)) {
-            ranking_set_error(err, err_len, "%s: logistic base_score %g is not in (0, 1)", path, base);
+            isn_error(err, err_len, "%s: logistic base_score %g is not in (0, 1)", path, base);
             goto fail;
         }
         base = log(base / (1 - base));

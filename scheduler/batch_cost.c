@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define BATCH_COST_FORGETTING 0.995 /* about the last 200 batches */
 #define BATCH_COST_P_CAP 1e6        /* no winding up of P on batches that are all one size */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define MIN_LOG_NS 4.6  /* 100 ns */
 #define MAX_LOG_NS 23.0 /* ~10 s */

@@ -3,7 +3,7 @@
  * which spares the deque any memory reclamation. */
 #include <stdlib.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 int isn_deque_init(isn_deque *deque, uint32_t capacity) {
     uint32_t size = 2;

@@ -1,7 +1,7 @@
 /* Earliest-deadline-first queue: a binary min-heap on (deadline, arrival), bounded. */
 #include <stdlib.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 int isn_edf_init(isn_edf_queue *queue, uint32_t capacity) {
     queue->heap = calloc(capacity ? capacity : 1, sizeof *queue->heap);

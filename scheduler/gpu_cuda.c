@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 typedef struct {
     isn_gpu_backend *backend;

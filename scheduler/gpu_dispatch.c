@@ -49,7 +49,7 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
     COUNT(s->batches);
     ADD(s->batch_jobs, n);
     COUNT(s->batch_flush[reason]);
-    uint64_t start = isn_sched_now_ns();
+    uint64_t start = isn_now_ns();
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->started_ns = start;
         batch[i]->device = ISN_DEVICE_GPU;
@@ -61,7 +61,7 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
     }
     char err[256] = "";
     int rc = d->device->run_batch(d->device->state, batch, n, err, sizeof err);
-    uint64_t end = isn_sched_now_ns();
+    uint64_t end = isn_now_ns();
     ADD(s->busy_ns[ISN_DEVICE_GPU], end - start);
     if (rc == 0) {
         /* Each job learns its share of the batch time past the fixed part, in proportion to its
@@ -123,7 +123,7 @@ static void *dispatcher_main(void *arg) {
     uint64_t first_added = 0;
     isn_job *dead[SCHED_MAX_DEAD];
     while (!s->stopping) {
-        uint64_t now = isn_sched_now_ns();
+        uint64_t now = isn_now_ns();
         uint64_t rest_until = atomic_load(&d->rest_until_ns);
         if (rest_until > now) {
             struct timespec until;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 /* Starting lines (H200 vs one CPU thread, issue 6 notes): the CPU ~9.8 ns per candidate-tree plus
  * ~20 us of fixed work; the GPU ~200 us per call (copies, launch, model lookup) plus ~0.3 ns per
@@ -42,10 +42,14 @@ static void refit(isn_l2_crossover *c, int d) {
     c->b[d] = b;
 }
 
-int isn_l2_crossover_init(isn_l2_crossover *c) {
-    memset(c, 0, sizeof *c);
+isn_l2_crossover *isn_l2_crossover_new(void) {
+    isn_l2_crossover *c = calloc(1, sizeof *c);
     pthread_mutex_t *lock = malloc(sizeof *lock);
-    if (!lock) return -1;
+    if (!c || !lock) {
+        free(c);
+        free(lock);
+        return NULL;
+    }
     pthread_mutex_init(lock, NULL);
     c->lock = lock;
     c->forgetting = 0.98;
@@ -58,14 +62,33 @@ int isn_l2_crossover_init(isn_l2_crossover *c) {
         add_point(c->s[d], 1e6, fixed[d] + per[d] * 1e6, PRIOR_WEIGHT / 2);
         refit(c, d);
     }
-    return 0;
+    return c;
 }
 
-void isn_l2_crossover_destroy(isn_l2_crossover *c) {
-    if (!c->lock) return;
+void isn_l2_crossover_free(isn_l2_crossover *c) {
+    if (!c) return;
     pthread_mutex_destroy(c->lock);
     free(c->lock);
-    c->lock = NULL;
+    free(c);
+}
+
+void isn_l2_crossover_set_explore_every(isn_l2_crossover *c, uint32_t explore_every) {
+    pthread_mutex_lock(c->lock);
+    c->explore_every = explore_every;
+    pthread_mutex_unlock(c->lock);
+}
+
+void isn_l2_crossover_get_stats(isn_l2_crossover *c, isn_l2_crossover_stats *stats) {
+    pthread_mutex_lock(c->lock);
+    stats->decisions = c->decisions;
+    stats->explored = c->explored;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        stats->chosen[d] = c->chosen[d];
+        stats->measured[d] = c->measured[d];
+        stats->fixed_ns[d] = c->a[d];
+        stats->ns_per_work[d] = c->b[d];
+    }
+    pthread_mutex_unlock(c->lock);
 }
 
 double isn_l2_work(uint32_t candidates, uint32_t trees) {

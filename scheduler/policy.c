@@ -1,7 +1,7 @@
 /* The scheduler's decisions as pure functions: where a job goes, and when a GPU batch must leave. */
 #include <math.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 isn_route isn_route_decide(const isn_route_input *in, isn_device_kind *best) {
     double completion[ISN_DEVICE_KINDS];

@@ -1,27 +1,22 @@
 /* The cost model's input for one query, from the index alone: list lengths, and which lists a
- * dynamic-pruning algorithm will walk in full. Runs on the thread that admits the query, so what it
+ * dynamic-pruning algorithm will walk in full. Runs on the thread that prepares the query, so what it
  * reads is bounded: lexicon statistics, block maxima (a bounded number per term), and for the
- * threshold probe the postings of the rarest lists (PROBE_POSTINGS documents, each probed into the
- * other lists). Block maxima alone put the threshold at ~40% (median) of the final k-th score on the
- * Debian logs, and with that the time of a query seen for the first time was not predictable to
- * better than ~25%; the probe is exact for about half of those queries and within 11% for 75%.
- * With the probe's k-th score alone that error was ~19.5%; what the probe says about the work
- * (MaxScore's partition at and below it, the blocks that can pass, and the walk its own top k
- * implies, read in the same passes) brings it to ~16.5% (bench_scheduler). */
+ * threshold probe (ranking/'s isn_threshold_probe) the postings of the rarest lists
+ * (ISN_PROBE_POSTINGS documents, each probed into the other lists). Block maxima alone put the
+ * threshold at ~40% (median) of the final k-th score on the Debian logs, and with that the time of a
+ * query seen for the first time was not predictable to better than ~25%; the probe is exact for
+ * about half of those queries and within 11% for 75%. With the probe's k-th score alone that error
+ * was ~19.5%; what the probe says about the work (MaxScore's partition at and below it, the blocks
+ * that can pass, and the walk its own top k implies, read in the same passes) brings it to ~16.5%
+ * (bench_scheduler). */
 #include <math.h>
 #include <string.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
-#define THETA_MAX_K 64            /* above this k no threshold is estimated: every list counts */
-#define THETA_MAX_BLOCKS 2048     /* block maxima read per term (evenly spread beyond) */
-#define QUERY_TERMS_WALKED 64     /* terms whose blocks are looked at */
-#define PROBE_MAX_TERMS 16        /* longer queries are not probed (a cursor each, on the stack) */
-/* Documents the threshold probe scores at most. On the Debian logs (bench_scheduler, one thread):
- * 256 -> first-sight MAPE ~22% at ~20 us per query for the features, 1024 -> ~19.5% at ~38 us,
- * 2048 -> ~19% (fitted formula) at ~55 us, 4096 -> ~18% at ~80 us. */
-#define PROBE_POSTINGS 1024
-#define PROBE_BOUND_SLACK (1.0 + 1e-6) /* float rounding never prunes a document that would enter */
+#define THETA_MAX_K ISN_PROBE_MAX_K /* above this k no threshold is estimated: every list counts */
+#define THETA_MAX_BLOCKS 2048       /* block maxima read per term (evenly spread beyond) */
+#define QUERY_TERMS_WALKED 64       /* terms whose blocks are looked at */
 
 typedef struct {
     uint32_t term_id;
@@ -121,131 +116,6 @@ static uint64_t signature_of(const isn_query *query, uint32_t k, isn_mode mode, 
     return signature ? signature : 1;
 }
 
-static void offer_score(float *heap, uint32_t *size, uint32_t k, float score) {
-    uint32_t at;
-    if (*size < k) {
-        at = (*size)++;
-        while (at > 0 && heap[(at - 1) / 2] > score) {
-            heap[at] = heap[(at - 1) / 2];
-            at = (at - 1) / 2;
-        }
-        heap[at] = score;
-        return;
-    }
-    if (!(score > heap[0])) return;
-    at = 0;
-    for (;;) {
-        uint32_t child = 2 * at + 1;
-        if (child >= k) break;
-        if (child + 1 < k && heap[child + 1] < heap[child]) child++;
-        if (!(heap[child] < score)) break;
-        heap[at] = heap[child];
-        at = child;
-    }
-    heap[at] = score;
-}
-
-/* The threshold probe (isn_job_features.threshold_probe): the rarest lists, while their postings
- * fit PROBE_POSTINGS (the rarest alone is cut there), drive a merge; each of their documents gets
- * its full score, the other lists probed with next_geq in decreasing order of their bounds and no
- * further once the document cannot enter the probe's top k (that only saves work: the k-th best of
- * the driven documents is the same). */
-/* Also passed_share[i]: the share of the documents (in id order) read by the time the probe's k-th
- * best passed levels[i] (ascending, num_levels of them), 1 where it never did. */
-static double probe_threshold(const isn_index *index, const isn_query *query, uint32_t k, uint32_t *docs_out,
-                              const double *levels, uint32_t num_levels, double *passed_share) {
-    uint32_t n = query->num_terms;
-    *docs_out = 0;
-    for (uint32_t i = 0; i < num_levels; i++) passed_share[i] = 1.0;
-    if (k == 0 || k > THETA_MAX_K || n == 0 || n > PROBE_MAX_TERMS) return 0.0;
-    const isn_index_info *info = isn_index_get_info(index);
-    const float *norms = isn_index_doc_norms(index);
-    float k1_plus_1 = info->bm25.k1 + 1.0f;
-    isn_cursor cursors[PROBE_MAX_TERMS];
-    float weights[PROBE_MAX_TERMS];
-    double bounds[PROBE_MAX_TERMS];
-    bool driver[PROBE_MAX_TERMS] = {false};
-    for (uint32_t i = 0; i < n; i++) {
-        isn_term_stats stats;
-        if (query->terms[i].term_id >= info->num_terms) return 0.0; /* the search will refuse it */
-        isn_index_term_stats(index, query->terms[i].term_id, &stats);
-        if (stats.num_blocks == 0) return 0.0;
-        isn_cursor_open(&cursors[i], index, query->terms[i].term_id);
-        weights[i] = isn_bm25_idf(info->num_docs, query->terms[i].df) * (float)query->terms[i].count;
-        bounds[i] = (double)weights[i] * stats.max_tf_part;
-    }
-    uint32_t drivers = 0;
-    uint64_t driven = 0;
-    while (drivers < n) {
-        uint32_t rarest = n;
-        for (uint32_t i = 0; i < n; i++)
-            if (!driver[i] && (rarest == n || cursors[i].df < cursors[rarest].df)) rarest = i;
-        if (drivers > 0 && driven + cursors[rarest].df > PROBE_POSTINGS) break;
-        driver[rarest] = true;
-        drivers++;
-        driven += cursors[rarest].df;
-    }
-    /* probed[]: the other lists, largest bound first; rest[j]: the most probed[j..] can add. */
-    uint32_t probed[PROBE_MAX_TERMS], num_probed = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (driver[i]) continue;
-        uint32_t j = num_probed++;
-        while (j > 0 && bounds[probed[j - 1]] < bounds[i]) {
-            probed[j] = probed[j - 1];
-            j--;
-        }
-        probed[j] = i;
-    }
-    double rest[PROBE_MAX_TERMS + 1];
-    rest[num_probed] = 0.0;
-    for (uint32_t j = num_probed; j-- > 0;) rest[j] = rest[j + 1] + bounds[probed[j]] * PROBE_BOUND_SLACK;
-    float heap[THETA_MAX_K];
-    uint32_t size = 0, scored = 0, passed = 0;
-    uint32_t doc = ISN_DOC_END;
-    for (uint32_t i = 0; i < n; i++)
-        if (driver[i] && cursors[i].doc < doc) doc = cursors[i].doc;
-    while (doc != ISN_DOC_END && scored < PROBE_POSTINGS) {
-        double score = 0.0;
-        uint32_t next_doc = ISN_DOC_END;
-        for (uint32_t i = 0; i < n; i++) {
-            isn_cursor *cursor = &cursors[i];
-            if (!driver[i]) continue;
-            if (cursor->doc == doc) {
-                score += (double)(weights[i] * isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
-                isn_cursor_next(cursor);
-            }
-            if (cursor->doc < next_doc) next_doc = cursor->doc;
-        }
-        bool full = size == k;
-        uint32_t j = 0;
-        for (; j < num_probed && !(full && score + rest[j] <= heap[0]); j++) {
-            isn_cursor *cursor = &cursors[probed[j]];
-            if (cursor->doc < doc) isn_cursor_next_geq(cursor, doc);
-            if (cursor->doc == doc)
-                score += (double)(weights[probed[j]] *
-                                  isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
-        }
-        if (j == num_probed) {
-            offer_score(heap, &size, k, (float)score);
-            while (size == k && passed < num_levels && heap[0] > levels[passed])
-                passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
-        }
-        scored++;
-        doc = next_doc;
-    }
-    *docs_out = scored;
-    return size == k ? heap[0] : 0.0;
-}
-
-/* AUTO's choice, as ranking/algo_choice.c makes it (a term-count rule): the cost model needs the
- * algorithm that runs, since Block-Max WAND and MaxScore spend their time differently. */
-#define AUTO_MAXSCORE_MIN_TERMS 2
-static isn_algo resolved_algo(isn_algo algo, isn_mode mode, const isn_query *query) {
-    if (algo != ISN_ALGO_AUTO) return algo;
-    if (mode == ISN_MODE_AND) return ISN_ALGO_BMAND;
-    return query->num_terms >= AUTO_MAXSCORE_MIN_TERMS ? ISN_ALGO_MAXSCORE : ISN_ALGO_BMW;
-}
-
 static void features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                         bool probe, isn_job_features *f) {
     memset(f, 0, sizeof *f);
@@ -287,14 +157,14 @@ static void features_of(const isn_index *index, const isn_query *query, uint32_t
     for (uint32_t t = 0; t < n; t++) levels[t] = level += terms[t].bound;
     f->signature = signature_of(query, k, mode, algo);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
-    f->algo_resolved = resolved_algo(algo, f->mode, query);
+    f->algo_resolved = isn_algo_resolve(algo, f->mode, query);
     bool probing = probe && f->mode == ISN_MODE_OR && !exhaustive;
     /* essential_from[s]: the first list (by bound) left essential at PROBE_SHARE[s] of the probe. */
     uint32_t essential_from[PROBE_SHARES] = {0};
     double candidate_level[PROBE_SHARES] = {INFINITY, INFINITY, INFINITY}, candidates[PROBE_SHARES] = {0};
     if (probing) {
         double passed_share[QUERY_TERMS_WALKED];
-        f->threshold_probe = probe_threshold(index, query, k, &f->probe_docs, levels, n, passed_share);
+        f->threshold_probe = isn_threshold_probe(index, query, k, levels, n, passed_share, &f->probe_docs);
         if (f->threshold_probe > 0.0) {
             f->probe_walk_postings = f->total;
             for (uint32_t t = 0; t < n; t++)

@@ -11,18 +11,6 @@
 
 #include "scheduler/scheduler_internal.h"
 
-static uint64_t thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t isn_sched_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void isn_scheduler_config_default(isn_scheduler_config *config) {
     memset(config, 0, sizeof *config);
     config->workers = 1;
@@ -40,7 +28,7 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
                                        .safety_ns = 1000000,
                                        .launch_ns = 8500};
     config->gpu_rest_ns = 1000000000ull;
-    isn_cost_model_init(&config->model);
+    isn_gpu_sim_config_default(&config->simulated);
 }
 
 void sched_timespec_at(uint64_t ns, struct timespec *ts) {
@@ -82,7 +70,7 @@ double sched_scale(isn_scheduler *s, isn_device_kind device) {
 
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
     job->outcome = outcome;
-    if (!job->finished_ns) job->finished_ns = isn_sched_now_ns();
+    if (!job->finished_ns) job->finished_ns = isn_now_ns();
     if (outcome == ISN_JOB_DEADLINE_EXCEEDED) COUNT(s->dropped_dead);
     else if (outcome == ISN_JOB_ABANDONED) COUNT(s->abandoned);
     COUNT(s->completed);
@@ -171,8 +159,8 @@ static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, c
     return already_dead;
 }
 
-isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
-    uint64_t now = isn_sched_now_ns();
+isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) {
+    uint64_t now = isn_now_ns();
     job->enqueued_ns = now;
     job->started_ns = job->finished_ns = 0;
     job->degraded = false;
@@ -226,8 +214,9 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     return ISN_SUBMIT_QUEUED;
 }
 
-isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *s, isn_job *job) {
-    job->enqueued_ns = isn_sched_now_ns();
+/* Queues a job for a worker to prepare (prepare_one). */
+static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
+    job->enqueued_ns = isn_now_ns();
     job->refusal = 0;
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
     pthread_mutex_lock(&s->lock);
@@ -246,8 +235,8 @@ isn_submit_result isn_scheduler_submit_unprepared(isn_scheduler *s, isn_job *job
     return ISN_SUBMIT_QUEUED;
 }
 
-bool isn_scheduler_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
-    uint64_t now = isn_sched_now_ns();
+bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
+    uint64_t now = isn_now_ns();
     sched_predict(s, job);
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     isn_route_input in;
@@ -258,9 +247,9 @@ bool isn_scheduler_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     return !already_dead && isn_route_decide(&in, &best) == ISN_ROUTE_GPU;
 }
 
-bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+bool sched_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return true;
-    uint64_t now = isn_sched_now_ns();
+    uint64_t now = isn_now_ns();
     double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
                                                                                 : s->config.early_stop_fraction;
     double remaining = (double)received_ns + fraction * (double)(deadline_ns - received_ns) - (double)now;
@@ -274,6 +263,24 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     if (wait[ISN_DEVICE_CPU] <= remaining || preparing + wait[ISN_DEVICE_GPU] <= remaining) return true;
     COUNT(s->shed_overload);
     return false;
+}
+
+bool isn_scheduler_prepares_on_submit(const isn_scheduler *s) {
+    return s->config.prepare && s->config.workers < s->config.analysis_min_workers && s->num_dispatchers == 0;
+}
+
+isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
+    if (!job->received_ns) job->received_ns = isn_now_ns();
+    if (!s->config.prepare) {
+        sched_take_features(s, job);
+        return sched_admit(s, job);
+    }
+    if (!sched_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
+    if (!isn_scheduler_prepares_on_submit(s)) return queue_for_prepare(s, job);
+    /* Few workers and no GPU: the workers are the bottleneck, the submitting thread is not. */
+    if (!s->config.prepare(s->config.user, job, s->config.submitter_state)) return ISN_SUBMIT_REFUSED;
+    sched_take_features(s, job);
+    return sched_admit(s, job);
 }
 
 /* ------------------------------------------------------------------ CPU workers */
@@ -357,7 +364,7 @@ static isn_job *steal_from_others(isn_scheduler *s, sched_worker *self) {
 }
 
 static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool committed) {
-    uint64_t now = isn_sched_now_ns();
+    uint64_t now = isn_now_ns();
     if (!committed) commit_cpu(s, job, +1);
     if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
         commit_cpu(s, job, -1);
@@ -386,11 +393,11 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     job->complete = true;
     job->measured = true;
     atomic_fetch_add_explicit(&s->running, 1, memory_order_relaxed);
-    uint64_t cpu_start = thread_cpu_ns();
+    uint64_t cpu_start = isn_thread_cpu_ns();
     s->config.run_cpu(s->config.user, job, &context);
-    uint64_t cpu_used = thread_cpu_ns() - cpu_start;
+    uint64_t cpu_used = isn_thread_cpu_ns() - cpu_start;
     atomic_fetch_sub_explicit(&s->running, 1, memory_order_relaxed);
-    job->finished_ns = isn_sched_now_ns();
+    job->finished_ns = isn_now_ns();
     uint64_t service = job->finished_ns - job->started_ns;
     ADD(s->busy_ns[ISN_DEVICE_CPU], service);
     ADD(s->wait_ns[ISN_DEVICE_CPU], job->started_ns - job->enqueued_ns);
@@ -417,10 +424,21 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
     fprintf(stderr, "isn scheduler: worker %u keeps its priority: setpriority: %s\n", worker, strerror(errno));
 }
 
+void sched_take_features(isn_scheduler *s, isn_job *job) {
+    if (!job->query || !s->config.index) return;
+    const isn_index *index = s->config.index;
+    isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
+    bool gpu_bound = job->placement == ISN_PLACE_GPU ||
+                     (job->placement == ISN_PLACE_ANY && sched_gpu_clearly_wins(s, job));
+    if (!gpu_bound) isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
+}
+
+/* The user's analysis, then the features: both are the preparation whose time the CPU's wait counts. */
 static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state) {
-    uint64_t start = isn_sched_now_ns();
+    uint64_t start = isn_now_ns();
     bool ok = s->config.prepare(s->config.user, job, worker_state);
-    double took = (double)(isn_sched_now_ns() - start);
+    if (ok) sched_take_features(s, job);
+    double took = (double)(isn_now_ns() - start);
     pthread_mutex_lock(&s->lock);
     s->prepare_ns += SCHED_SCALE_WEIGHT * (took - s->prepare_ns);
     pthread_mutex_unlock(&s->lock);
@@ -436,7 +454,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     pthread_mutex_unlock(&s->lock);
     if (!job) return false;
     w->prepared_in_row++;
-    uint64_t now = isn_sched_now_ns();
+    uint64_t now = isn_now_ns();
     if (job->deadline_ns && now >= job->deadline_ns) {
         sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
     } else if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
@@ -447,7 +465,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         sched_finish(s, job, ISN_JOB_REFUSED);
     } else {
         COUNT(s->prepared);
-        isn_submit_result result = isn_scheduler_submit(s, job);
+        isn_submit_result result = sched_admit(s, job);
         if (result != ISN_SUBMIT_QUEUED) {
             job->refusal = (int)result;
             sched_finish(s, job, ISN_JOB_REFUSED);
@@ -481,7 +499,7 @@ static void *worker_main(void *arg) {
             continue;
         }
         uint32_t num_dead = 0;
-        uint64_t now = isn_sched_now_ns();
+        uint64_t now = isn_now_ns();
         pthread_mutex_lock(&s->lock);
         job = take_shared(s, now, dead, &num_dead, SCHED_MAX_DEAD);
         if (job) grab_extra(s, w);
@@ -505,7 +523,7 @@ static void *worker_main(void *arg) {
         if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !s->prepare_queue.size) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
             struct timespec until;
-            sched_timespec_at(isn_sched_now_ns() + SCHED_IDLE_POLL_NS, &until);
+            sched_timespec_at(isn_now_ns() + SCHED_IDLE_POLL_NS, &until);
             s->idle_workers++;
             pthread_cond_timedwait(&s->cpu_wake, &s->lock, &until);
             s->idle_workers--;
@@ -527,6 +545,72 @@ static int init_cond(pthread_cond_t *cond) {
     return rc;
 }
 
+static void free_devices(isn_scheduler *s) {
+    for (uint32_t i = 0; i < s->num_own_gpus; i++) {
+        if (s->own_gpus_real) isn_gpu_cuda_free(&s->own_gpus[i]);
+        else isn_gpu_sim_free(&s->own_gpus[i]);
+    }
+    free(s->own_gpus);
+    s->own_gpus = NULL;
+    s->num_own_gpus = 0;
+}
+
+/* The devices the configuration names (the real backend or simulated ones) become config.gpus, and
+ * the cost model's GPU side starts from what is known of them. 0, or -1 with err. */
+static int make_devices(isn_scheduler *s, bool model_loaded, char *err, size_t err_len) {
+    isn_scheduler_config *c = &s->config;
+    if (!c->gpu_backend && !c->simulated_gpus) return 0;
+    if (c->gpu_backend && c->simulated_gpus) {
+        snprintf(err, err_len, "scheduler: a real GPU backend and simulated GPUs are exclusive");
+        return -1;
+    }
+    uint32_t n = c->gpu_backend ? 1 : c->simulated_gpus;
+    s->own_gpus = calloc(n, sizeof *s->own_gpus);
+    if (!s->own_gpus) {
+        snprintf(err, err_len, "scheduler: out of memory for %u GPU devices", n);
+        return -1;
+    }
+    if (c->gpu_backend) {
+        if (isn_gpu_cuda_new(c->gpu_backend, &c->gpu_callbacks, c->gpu_backend_max_batch, &s->own_gpus[0]) < 0) {
+            free(s->own_gpus);
+            snprintf(err, err_len, "scheduler: out of memory for the GPU device");
+            return -1;
+        }
+        s->own_gpus_real = true;
+        s->num_own_gpus = 1;
+        /* Until it has measured batches, the GPU side starts from the H200 numbers of issue 5 (about
+         * 10 G postings/s decode + score, ~0.1 ms per launch and wait, ~10 us per query). */
+        c->batch.launch_ns = REAL_GPU_START_LAUNCH_NS;
+        if (!model_loaded) {
+            isn_gpu_sim_config start;
+            isn_gpu_sim_config_default(&start);
+            start.launch_ns = c->batch.launch_ns;
+            start.per_posting_ns = REAL_GPU_START_PER_POSTING_NS;
+            start.per_query_ns = REAL_GPU_START_PER_QUERY_NS;
+            isn_cost_model_seed(&s->model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &start);
+        }
+    } else {
+        isn_gpu_sim_config sim = c->simulated;
+        for (uint32_t i = 0; i < n; i++) {
+            sim.seed = i + 1;
+            if (isn_gpu_sim_new(&sim, c->batch.max_batch, c->batch.memory_budget, &s->own_gpus[i]) < 0) break;
+            s->num_own_gpus++;
+        }
+        if (s->num_own_gpus < n) {
+            free_devices(s);
+            snprintf(err, err_len, "scheduler: out of memory for %u simulated GPU devices", n);
+            return -1;
+        }
+        c->batch.launch_ns = sim.launch_ns;
+        /* The simulator's latency model is known: the GPU side starts from it instead of learning it
+         * under load (a state file's GPU part may be from another simulator setting). */
+        isn_cost_model_seed(&s->model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    }
+    c->gpus = s->own_gpus;
+    c->num_gpus = s->num_own_gpus;
+    return 0;
+}
+
 isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err, size_t err_len) {
     if (!config->run_cpu || !config->complete || config->workers == 0) {
         snprintf(err, err_len, "scheduler: run_cpu, complete and at least one worker are required");
@@ -542,9 +626,26 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         return NULL;
     }
     s->config = *config;
-    s->model = config->model;
+    snprintf(s->cost_model_state, sizeof s->cost_model_state, "%s",
+             config->cost_model_state ? config->cost_model_state : "");
+    s->config.cost_model_state = s->cost_model_state;
+    if (config->model) s->model = *config->model;
+    else isn_cost_model_init(&s->model);
+    bool model_loaded = false;
+    if (s->cost_model_state[0]) {
+        char why[512];
+        int rc = isn_cost_model_load(&s->model, s->cost_model_state, why, sizeof why);
+        if (rc < 0) log_warn("cost model state not loaded, starting from the fitted formula: %s", why);
+        else if (rc == 0) log_info("cost model state loaded from %s", s->cost_model_state);
+        model_loaded = rc == 0;
+    }
+    if (make_devices(s, model_loaded, err, err_len) < 0) {
+        free(s);
+        return NULL;
+    }
+    config = &s->config; /* with the devices made here */
     isn_batch_cost_init(&s->batch_cost, config->batch.launch_ns, SCHED_BATCH_PER_JOB_START_NS);
-    s->start_ns = isn_sched_now_ns();
+    s->start_ns = isn_now_ns();
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->model_lock, NULL);
     init_cond(&s->cpu_wake);
@@ -609,6 +710,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         isn_scheduler_stop(s);
         return NULL;
     }
+    s->serving = true;
     return s;
 }
 
@@ -643,6 +745,12 @@ void isn_scheduler_stop(isn_scheduler *s) {
         sched_finish(s, unprepared, ISN_JOB_ABANDONED);
     isn_edf_destroy(&s->prepare_queue);
     for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) free(s->dispatchers[i].batch);
+    if (s->cost_model_state[0] && s->serving) {
+        char why[512];
+        if (isn_cost_model_save(&s->model, s->cost_model_state, why, sizeof why) < 0)
+            log_warn("cost model state not saved: %s", why);
+    }
+    free_devices(s);
     free(s->workers);
     free(s->dispatchers);
     pthread_mutex_destroy(&s->lock);
@@ -684,7 +792,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
         st->busy_seconds[d] = (double)LOAD(s->busy_ns[d]) / 1e9;
     }
     st->running = atomic_load_explicit(&s->running, memory_order_relaxed);
-    st->uptime_seconds = (double)(isn_sched_now_ns() - s->start_ns) / 1e9;
+    st->uptime_seconds = (double)(isn_now_ns() - s->start_ns) / 1e9;
     st->workers = s->config.workers;
     st->gpus = s->num_dispatchers;
     pthread_mutex_lock(&s->lock);
@@ -704,7 +812,13 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     pthread_mutex_unlock(&s->model_lock);
 }
 
-void isn_scheduler_get_model(isn_scheduler *s, isn_cost_model *model) {
+bool isn_scheduler_gpu_health(isn_scheduler *s, isn_gpu_health *health) {
+    if (!s->own_gpus_real) return false;
+    isn_gpu_cuda_health(&s->own_gpus[0], health);
+    return true;
+}
+
+void sched_get_model(isn_scheduler *s, isn_cost_model *model) {
     pthread_mutex_lock(&s->model_lock);
     *model = s->model;
     pthread_mutex_unlock(&s->model_lock);

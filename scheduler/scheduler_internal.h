@@ -1,10 +1,239 @@
-/* Private to scheduler/: the scheduler's state, shared by scheduler.c and gpu_dispatch.c. */
+/* Private to scheduler/ (and to the tests and bench_scheduler, which exercise the parts alone): the
+ * deques, EDF queues, routing, batch cost, cost model, job features, the GPU devices' adapters and
+ * the simulator, and the scheduler's state shared by scheduler.c and gpu_dispatch.c. */
 #ifndef ISN_SCHEDULER_INTERNAL_H
 #define ISN_SCHEDULER_INTERNAL_H
 
 #include <pthread.h>
 
+#include "base/base.h"
+
 #include "scheduler/scheduler.h"
+
+/* ------------------------------------------------------------------ Chase-Lev deque */
+
+/* A work-stealing deque of pointers (Chase and Lev; the C11 memory orders of Le et al., PPoPP 2013).
+ * One owner pushes and pops at the bottom; any thread steals from the top. Fixed capacity (a power of
+ * two), so no buffer is ever freed under a thief. */
+typedef struct {
+    _Alignas(64) atomic_llong top;
+    _Alignas(64) atomic_llong bottom;
+    _Alignas(64) uint32_t mask;
+    _Atomic(void *) *slots;
+} isn_deque;
+
+/* 0, or -1 when out of memory. capacity is rounded up to a power of two. */
+int isn_deque_init(isn_deque *deque, uint32_t capacity);
+void isn_deque_destroy(isn_deque *deque);
+/* Owner only. False when full. */
+bool isn_deque_push(isn_deque *deque, void *item);
+/* Owner only. NULL when empty. */
+void *isn_deque_pop(isn_deque *deque);
+/* Any thread. NULL when empty or when it lost a race (the caller may try again elsewhere). */
+void *isn_deque_steal(isn_deque *deque);
+/* Approximate; any thread. */
+uint32_t isn_deque_size(isn_deque *deque);
+
+/* ------------------------------------------------------------------ job features */
+
+/* Features of a query from the index (lexicon statistics, block maxima, and the threshold probe's
+ * bounded read of the rarest lists). */
+void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                         isn_job_features *features);
+/* The same without the threshold probe (~10x cheaper): enough to tell whether the CPU is in the
+ * running at all (sched_gpu_clearly_wins); the probe sharpens only the CPU's prediction. */
+void isn_job_features_quick(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                            isn_job_features *features);
+
+/* ------------------------------------------------------------------ GPU devices */
+
+/* A GPU device backend. run_batch runs the jobs (the same features the cost model saw) and returns
+ * when all are done: 0, or -1 with err when the device failed (the jobs are then re-run on the CPU
+ * and the device is rested for a while). */
+struct isn_gpu_device {
+    const char *name;
+    void *state;
+    int (*run_batch)(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len);
+    uint32_t max_batch;          /* jobs per launch */
+    uint64_t memory_budget;      /* bytes of posting data one batch may touch */
+};
+
+/* Fills *device (the backend stays the caller's; close it after isn_gpu_cuda_free). 0, or -1. */
+int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
+                     isn_gpu_device *device);
+void isn_gpu_cuda_free(isn_gpu_device *device);
+/* The backend's health, taken under the lock that guards its batches (any thread). */
+void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health);
+
+/* Fills *device; free with isn_gpu_sim_free(device). 0, or -1 when out of memory. */
+int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64_t memory_budget,
+                    isn_gpu_device *device);
+void isn_gpu_sim_free(isn_gpu_device *device);
+/* The simulated service time of a batch: what the sleep lasts. */
+double isn_gpu_sim_batch_ns(const isn_gpu_sim_config *config, isn_job *const *jobs, uint32_t n);
+/* One job's part of it, without the launch: the cost model's GPU target (arg: the config). */
+double isn_gpu_sim_job_ns(const isn_job_features *features, const void *config);
+
+/* ------------------------------------------------------------------ cost model */
+
+/* Per device: log(service ns) = w . x(features) + the mean correction of the job's keys + a bias. w is
+ * learned by recursive least squares with forgetting, the key corrections by a step towards each
+ * residual, the bias by a step against each relative error's sign. A query whose signature is in the
+ * memo is predicted from its own measured times instead (plus its own bias).
+ * Starts from a formula fitted by bench/bench_scheduler --fit; error is tracked as MAPE. A CPU job's
+ * service is its worker thread's CPU time (time lost to preemption is the scheduler's scale's
+ * business, not the query's cost); a GPU job's is its share of a batch past its fixed part (the
+ * scheduler learns that part per batch: isn_batch_cost). */
+#define ISN_COST_FEATURES 30
+#define ISN_COST_KEY_SLOTS 4096 /* hashed term ids */
+#define ISN_COST_MEMO_SLOTS 4096 /* query signatures, direct-mapped: the last ones seen win */
+
+typedef struct {
+    double w[ISN_COST_FEATURES];
+    double p[ISN_COST_FEATURES][ISN_COST_FEATURES];
+    float key_bias[ISN_COST_KEY_SLOTS];
+    /* log time of recently measured queries (moving average), by signature */
+    uint64_t memo_signature[ISN_COST_MEMO_SLOTS];
+    float memo_log_ns[ISN_COST_MEMO_SLOTS];
+    /* Added to the log prediction, learned to minimise relative error (the model itself predicts the
+     * mean of log time, a geometric mean; MAPE's best predictor lies lower): one for predictions
+     * from the weights, one for those from the memo. */
+    double bias, memo_bias;
+    uint64_t updates;
+    /* mean absolute percentage error: since warm-up, and an exponential moving average (recent) */
+    double ape_sum;
+    uint64_t ape_count;
+    double ape_recent;
+} isn_cost_device_model;
+
+struct isn_cost_model {
+    isn_cost_device_model device[ISN_DEVICE_KINDS];
+    double forgetting;     /* RLS lambda, e.g. 0.999 */
+    double key_rate;       /* step of the key corrections towards a residual (0 = off) */
+    uint64_t warm_up;      /* updates before a device's errors count in MAPE */
+};
+
+void isn_cost_model_init(isn_cost_model *model);
+void isn_cost_features(const isn_job_features *features, double x[ISN_COST_FEATURES]);
+double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features);
+/* Learns one measured time; counts its error first (against the prediction before learning). */
+void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
+                    double measured_ns);
+/* Percent, since warm-up; NAN when nothing counted yet. */
+double isn_cost_mape(const isn_cost_model *model, isn_device_kind device);
+/* Starts a device's model from a known latency model (a simulator's, or one measured elsewhere):
+ * weights fitted by least squares to ns_of() over a spread of synthetic queries, so the model does
+ * not learn it during the first minutes of load. The key corrections and error counts restart. */
+void isn_cost_model_seed(isn_cost_model *model, isn_device_kind device,
+                         double (*ns_of)(const isn_job_features *features, const void *arg), const void *arg);
+/* Solves (a + a small ridge) w = b: least squares from normal equations (bench_scheduler --fit). */
+void isn_least_squares_solve(double a[ISN_COST_FEATURES][ISN_COST_FEATURES], const double b[ISN_COST_FEATURES],
+                             double w[ISN_COST_FEATURES]);
+/* Text file, written to PATH.tmp then renamed. 0, or -1 with err. */
+int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err, size_t err_len);
+/* 0; 1 when the file does not exist (the model is left as it was); -1 with err for a bad file. */
+int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ EDF queue */
+
+/* Bounded min-heap of jobs by deadline (no deadline sorts last, then first come first served).
+ * Not thread-safe: the scheduler holds its lock around it. */
+typedef struct {
+    isn_job **heap;
+    uint64_t *keys; /* deadline, or UINT64_MAX */
+    uint64_t *seq;  /* arrival order among equal keys */
+    uint32_t size, capacity;
+    uint64_t next_seq;
+    double backlog_ns[ISN_DEVICE_KINDS]; /* predicted service of what is queued, per device */
+} isn_edf_queue;
+
+int isn_edf_init(isn_edf_queue *queue, uint32_t capacity);
+void isn_edf_destroy(isn_edf_queue *queue);
+bool isn_edf_push(isn_edf_queue *queue, isn_job *job);
+isn_job *isn_edf_pop(isn_edf_queue *queue);
+isn_job *isn_edf_peek(const isn_edf_queue *queue);
+/* The i-th entry of the heap array (any order): for scans that pick by size. */
+isn_job *isn_edf_at(const isn_edf_queue *queue, uint32_t i);
+/* Removes the i-th heap entry. */
+isn_job *isn_edf_remove_at(isn_edf_queue *queue, uint32_t i);
+
+/* ------------------------------------------------------------------ routing */
+
+typedef enum { ISN_ROUTE_CPU, ISN_ROUTE_GPU, ISN_ROUTE_UNDECIDED, ISN_ROUTE_SHED, ISN_ROUTE_DEGRADE } isn_route;
+
+/* The routing decision as a pure function, so it can be tested alone. completion = wait + service per
+ * device (a device with no capacity has an infinite one). A device wins clearly when its completion
+ * time times (1 + margin) is still below the other's. Overload: when no device finishes within the
+ * remaining budget, shed; or, when degrade_ok, run it on the CPU cut short (early termination; a GPU
+ * batch cannot stop early) if the time left after its wait is at least degrade_min_share of its
+ * predicted service. */
+typedef struct {
+    double wait_ns[ISN_DEVICE_KINDS];
+    double service_ns[ISN_DEVICE_KINDS];
+    bool available[ISN_DEVICE_KINDS];
+    double remaining_ns; /* until the deadline; <= 0 means none */
+    double margin;       /* e.g. 0.25 */
+    bool degrade_ok;
+    double degrade_min_share; /* e.g. 0.5 */
+} isn_route_input;
+
+isn_route isn_route_decide(const isn_route_input *input, isn_device_kind *best);
+
+/* The second stage's device choice (gpu_l2_crossover.c; scheduler.h says what it learns). */
+struct isn_l2_crossover {
+    double s[ISN_DEVICE_KINDS][5]; /* decayed sums: n, x, x^2, y, x*y */
+    double a[ISN_DEVICE_KINDS], b[ISN_DEVICE_KINDS];
+    double forgetting;
+    uint32_t explore_every;
+    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
+    void *lock;
+};
+
+
+/* ------------------------------------------------------------------ batch cost */
+
+/* A GPU batch's time as a fixed part plus a part per job, learned online from measured batches
+ * (batch_cost.c). The fixed part is paid once per batch: jobs learn only their share of the rest,
+ * and routing charges a job its marginal cost. */
+typedef struct {
+    double w[2];    /* fixed, per job (microseconds) */
+    double p[2][2]; /* RLS covariance */
+    uint64_t batches;
+} isn_batch_cost;
+
+void isn_batch_cost_init(isn_batch_cost *cost, double fixed_ns, double per_job_ns);
+void isn_batch_cost_learn(isn_batch_cost *cost, uint32_t jobs, double measured_ns);
+double isn_batch_cost_fixed_ns(const isn_batch_cost *cost);   /* >= 0 */
+double isn_batch_cost_per_job_ns(const isn_batch_cost *cost); /* >= 0 */
+
+/* Postings bytes the device touches for a job: what the memory budget counts. */
+uint64_t isn_job_memory_bytes(const isn_job *job);
+/* Decides whether a batch of these jobs must go now (isn_batch_policy). The batch's service is
+ * predicted with the GPU cost (per job plus one launch); it must finish by the earliest deadline minus
+ * safety_ns. Returns true with *reason when it must; else false with *wait_until_ns, the latest time
+ * to wait for more. */
+bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs, uint32_t n, uint64_t next_job_bytes,
+                            uint64_t first_added_ns, uint64_t now_ns, isn_flush_reason *reason,
+                            uint64_t *wait_until_ns);
+
+/* ------------------------------------------------------------------ the scheduler's own steps
+ * (tests call them directly) */
+
+/* Admits and routes a job whose features are known (what submit does after preparing). */
+isn_submit_result sched_admit(isn_scheduler *s, isn_job *job);
+/* False when a job with this budget would be shed whatever it costs: no device could even start it
+ * within its admission budget. Counts the refusal as shed_overload when false. */
+bool sched_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
+/* Whether routing would send this job (its features as they are now) to the GPU as the clear
+ * winner, with the queues as they are now. Queues nothing. */
+bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job);
+/* The job's features from its query (job->query set): the threshold probe, several times the cost
+ * of the rest, only when the GPU does not clearly take the job anyway (it sharpens only the CPU's
+ * prediction). */
+void sched_take_features(isn_scheduler *s, isn_job *job);
+/* The model as learned so far. */
+void sched_get_model(isn_scheduler *s, isn_cost_model *model);
+
 
 #define SCHED_MAX_GRAB 4              /* extra jobs a worker moves to its deque at once */
 #define SCHED_MAX_DEAD 32             /* dead jobs unlinked per trip through the lock */
@@ -16,6 +245,10 @@
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
+/* The real GPU's cost before any batch is measured (an H200's, issue 5). */
+#define REAL_GPU_START_LAUNCH_NS 100000.0
+#define REAL_GPU_START_PER_POSTING_NS 0.1
+#define REAL_GPU_START_PER_QUERY_NS 10000.0
 
 #define COUNT(counter) atomic_fetch_add_explicit(&(counter), 1, memory_order_relaxed)
 #define ADD(counter, v) atomic_fetch_add_explicit(&(counter), (v), memory_order_relaxed)
@@ -70,6 +303,12 @@ struct isn_scheduler {
      * on an idle machine; this says how much slower the node runs now (other processes, memory
      * bandwidth, the model's bias). Admission scales its waits and services by it. */
     double actual_ewma[ISN_DEVICE_KINDS], predicted_ewma[ISN_DEVICE_KINDS];
+
+    char cost_model_state[4096]; /* config.cost_model_state's copy */
+    isn_gpu_device *own_gpus;    /* the devices made from config.gpu_backend or config.simulated_gpus */
+    uint32_t num_own_gpus;
+    bool own_gpus_real;
+    bool serving; /* started: the model is worth saving at stop */
 
     sched_worker *workers;
     sched_dispatcher *dispatchers;

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define ITEM(i) ((void *)(uintptr_t)(i))
 

@@ -17,7 +17,7 @@
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define NUM_DOCS 20000u
 #define VOCAB 3000u

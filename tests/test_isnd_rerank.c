@@ -77,7 +77,7 @@ static void offline_rerank(const isn_ranker *r, const char *text, uint32_t k, ui
     uint32_t n;
     isn_search_stats st;
     assert_int_equal(isn_search(offline, &q, &o, hits, &n, &st, err, sizeof err), 0);
-    if (isn_rerank(offline_l2, r, &q, 0, hits, n, k, out, m, err, sizeof err) != 0) fail_msg("offline: %s", err);
+    if (isn_rerank(offline_l2, r, &q, 0, hits, n, k, NULL, NULL, out, m, err, sizeof err) != 0) fail_msg("offline: %s", err);
     free(hits);
 }
 

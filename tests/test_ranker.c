@@ -212,7 +212,7 @@ static void test_mlp_rerank(void **state) {
     isn_hit cand[3] = {{0, 3.0f}, {1, 2.0f}, {2, 1.0f}};
     isn_l2_hit out[3];
     uint32_t n;
-    assert_int_equal(isn_rerank(ws, r, &q, 0, cand, 3, 2, out, &n, err, sizeof err), 0);
+    assert_int_equal(isn_rerank(ws, r, &q, 0, cand, 3, 2, NULL, NULL, out, &n, err, sizeof err), 0);
     assert_int_equal(n, 2);
     /* doc0: tf_sum 4 -> 2*3 = 6.25; doc2: tf 4 -> 6.25 (tie: lower doc first); doc1: tf 2 -> 2.25 */
     assert_int_equal(out[0].doc, 0);

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 /* ------------------------------------------------------------------ EDF */
 
@@ -460,7 +460,7 @@ static void small_job(test_job *t, uint64_t deadline_ns) {
 }
 
 static void sleep_until(uint64_t ns) {
-    while (isn_sched_now_ns() <= ns) {
+    while (isn_now_ns() <= ns) {
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
@@ -479,7 +479,7 @@ static void dead_jobs_are_dropped_without_running(void **state) {
     small_job(&blocker, 0);
     assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.holding, 1); /* the only worker is busy */
-    uint64_t deadline = isn_sched_now_ns() + 100000000ull; /* well above the predicted time: admitted */
+    uint64_t deadline = isn_now_ns() + 100000000ull; /* well above the predicted time: admitted */
     small_job(&doomed, deadline);
     assert_int_equal(isn_scheduler_submit(s, &doomed.job), ISN_SUBMIT_QUEUED);
     small_job(&later, 0);
@@ -514,12 +514,12 @@ static void overload_sheds_or_degrades(void **state) {
         assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
         harness_wait(&h, &h.holding, 1);
         /* A query predicted to take far longer than its 1 ms budget. */
-        small_job(&big, isn_sched_now_ns() + 1000000);
+        small_job(&big, isn_now_ns() + 1000000);
         big.job.features.total = big.job.features.shortest = big.job.features.longest = 50000000;
         big.job.features.essential = big.job.features.expected_postings = 50000000;
         big.job.features.blocks = 400000;
         /* The blocker is predicted to end soon: anything may still start in time. */
-        assert_true(isn_scheduler_may_admit(s, isn_sched_now_ns(), isn_sched_now_ns() + 1000000));
+        assert_true(sched_may_admit(s, isn_now_ns(), isn_now_ns() + 1000000));
         isn_submit_result r = isn_scheduler_submit(s, &big.job);
         if (policy == 0) assert_int_equal(r, ISN_SUBMIT_SHED_OVERLOAD);
         else {
@@ -565,10 +565,10 @@ static void refuses_early_when_nothing_can_start(void **state) {
     blocker.job.features.expected_postings = 50000000;
     assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.holding, 1);
-    uint64_t now = isn_sched_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 1000000));
-    assert_true(isn_scheduler_may_admit(s, now, 0));
-    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
+    uint64_t now = isn_now_ns();
+    assert_false(sched_may_admit(s, now, now + 1000000));
+    assert_true(sched_may_admit(s, now, 0));
+    assert_true(sched_may_admit(s, now, now + 10000000000ull));
     isn_scheduler_stats stats;
     isn_scheduler_get_stats(s, &stats);
     assert_int_equal(stats.shed_overload, 1);
@@ -681,7 +681,7 @@ static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     isn_scheduler_get_stats(s, &stats);
     isn_job_features f = jobs[0].job.features;
     isn_cost_model model;
-    isn_scheduler_get_model(s, &model);
+    sched_get_model(s, &model);
     double per_job = isn_cost_predict_ns(&model, ISN_DEVICE_GPU, &f);
     print_message("learned: batch fixed %.0f us (launch 3000), per job %.0f us; a job's GPU prediction %.0f us\n",
                   stats.batch_fixed_seconds * 1e6, stats.batch_per_job_seconds * 1e6, per_job / 1e3);
@@ -725,7 +725,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
     assert_non_null(s);
     static prepared_job jobs[4];
-    uint64_t now = isn_sched_now_ns();
+    uint64_t now = isn_now_ns();
     for (int i = 0; i < 4; i++) {
         small_job(&jobs[i].t, i == 3 ? now + 5000000 : 0);
         jobs[i].t.job.user = &jobs[i];
@@ -733,7 +733,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
         jobs[i].slow = i == 3;
     }
     /* complete() finds its test_job through job->user: the prepared_job starts with it. */
-    for (int i = 0; i < 4; i++) assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    for (int i = 0; i < 4; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.completed, 4);
     assert_int_equal(jobs[0].t.job.outcome, ISN_JOB_RAN);
     assert_int_equal(jobs[2].t.job.outcome, ISN_JOB_RAN);
@@ -763,14 +763,14 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     prepared_job *setup[3] = {&blocker, &late, &waiting};
     for (int i = 0; i < 3; i++) {
         memset(setup[i], 0, sizeof *setup[i]);
-        small_job(&setup[i]->t, i == 1 ? isn_sched_now_ns() + 1000000 : 0);
+        small_job(&setup[i]->t, i == 1 ? isn_now_ns() + 1000000 : 0);
         setup[i]->t.job.user = setup[i];
     }
-    assert_int_equal(isn_scheduler_submit_unprepared(s, &blocker.t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &blocker.t.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.holding, 1);
-    assert_int_equal(isn_scheduler_submit_unprepared(s, &late.t.job), ISN_SUBMIT_QUEUED);
-    assert_int_equal(isn_scheduler_submit_unprepared(s, &waiting.t.job), ISN_SUBMIT_QUEUED);
-    sleep_until(isn_sched_now_ns() + 2000000);
+    assert_int_equal(isn_scheduler_submit(s, &late.t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &waiting.t.job), ISN_SUBMIT_QUEUED);
+    sleep_until(isn_now_ns() + 2000000);
     isn_scheduler_get_stats(s, &stats);
     assert_int_equal(stats.prepare_depth, 2);
     isn_scheduler_abandon_queued(s);
@@ -802,16 +802,16 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
         small_job(&jobs[i].t, 0);
         jobs[i].t.job.user = &jobs[i];
     }
-    assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
     harness_wait(&h, &h.holding, 1);
-    uint64_t now = isn_sched_now_ns();
+    uint64_t now = isn_now_ns();
     /* 10 ms budget, admitted up to 40%: 4 ms. */
-    assert_true(isn_scheduler_may_admit(s, now, now + 10000000));
-    for (int i = 1; i < 1001; i++) assert_int_equal(isn_scheduler_submit_unprepared(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    assert_true(sched_may_admit(s, now, now + 10000000));
+    for (int i = 1; i < 1001; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     /* 1,000 preparations of ~20 us each ahead of it, on one worker: about 20 ms. */
-    now = isn_sched_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 10000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    now = isn_now_ns();
+    assert_false(sched_may_admit(s, now, now + 10000000));
+    assert_true(sched_may_admit(s, now, now + 1000000000ull));
     harness_release(&h);
     harness_wait(&h, &h.completed, 1001);
     isn_scheduler_stop(s);
@@ -830,7 +830,10 @@ static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
     assert_int_equal(isn_gpu_sim_new(&sim, 8, 1u << 30, &gpu), 0);
     config.gpus = &gpu;
     config.num_gpus = 1;
-    isn_cost_model_seed(&config.model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    config.model = &model;
     char err[256];
     isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
     assert_non_null(s);
@@ -839,13 +842,13 @@ static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
     isn_job_features *f = &big.job.features;
     f->total = f->shortest = f->longest = f->essential = f->expected_postings = 20000000;
     f->blocks = 20000000 / 128;
-    assert_true(isn_scheduler_gpu_clearly_wins(s, &big.job));
+    assert_true(sched_gpu_clearly_wins(s, &big.job));
     big.job.placement = ISN_PLACE_CPU;
-    assert_false(isn_scheduler_gpu_clearly_wins(s, &big.job));
+    assert_false(sched_gpu_clearly_wins(s, &big.job));
     small_job(&tiny, 0);
     f = &tiny.job.features;
     f->total = f->shortest = f->longest = f->essential = f->expected_postings = 3;
-    assert_false(isn_scheduler_gpu_clearly_wins(s, &tiny.job));
+    assert_false(sched_gpu_clearly_wins(s, &tiny.job));
     isn_scheduler_stats stats;
     isn_scheduler_get_stats(s, &stats);
     assert_int_equal(stats.submitted, 0);

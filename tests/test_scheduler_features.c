@@ -15,7 +15,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 #include "tests/support_index.h"
 
 #define NUM_DOCS 2000

@@ -21,7 +21,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_internal.h"
 
 #define MAX_K 64
 #define MAX_QUERIES 256

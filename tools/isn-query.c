@@ -436,7 +436,7 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
             }
             continue;
         }
-        if (isn_rerank(ws, ranker, &q, first.num_docs, hits, n, a->search.k, l2, &m, err, sizeof err) != 0) {
+        if (isn_rerank(ws, ranker, &q, first.num_docs, hits, n, a->search.k, NULL, NULL, l2, &m, err, sizeof err) != 0) {
             fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
             rc = 1;
             break;

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 extern "C" {
+#include "base/base.h"
 #include "gpu/gpu.h"
 }
 #include "gpu/l2_kernels.h"
@@ -46,11 +46,7 @@ struct isn_gpu_l2 {
     size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2];
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
 
 static int cuda_fail(cudaError_t e, const char *what, char *err, size_t err_len) {
     snprintf(err, err_len, "GPU second stage: %s: %s", what, cudaGetErrorString(e));

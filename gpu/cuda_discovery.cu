@@ -1,4 +1,4 @@
-// CUDA backend: device discovery and a self-test kernel.
+// CUDA device discovery and a self-test kernel (the first-stage device is first_stage_device.cu).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>

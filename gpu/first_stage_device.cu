@@ -1,4 +1,4 @@
-// The CUDA device: the partition resident in device memory, and per batch a fixed sequence on one stream:
+// The CUDA first-stage device: the partition resident in device memory, and per batch a fixed sequence on one stream:
 //  1. copy the batch in;
 //  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
 //     its range_top best documents (score desc, doc asc) as candidate keys;

@@ -59,5 +59,5 @@ void isn_gpu_l2_host_free(void *p) {
     free(p);
 }
 #else
-typedef int isn_l2_no_gpu_unused; /* ISO C forbids an empty translation unit */
+typedef int isn_ranker_model_cache_no_cuda_unused; /* ISO C forbids an empty translation unit */
 #endif

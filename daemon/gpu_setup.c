@@ -1,0 +1,137 @@
+/* The GPU set-up of isnd: the [gpu] first-stage backend (training log, upload, warm-up) and the
+ * second stage's model cache. The search service hands what opens here to the scheduler. */
+#include "daemon/gpu_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+#include "daemon/search_job.h"
+
+#define TRAINING_MAX_QUERIES 100000u
+
+/* The [gpu] training log's queries (TSV "id<TAB>query", or a query per line: base's query-log reader
+ * takes only the former), analysed as requests are. Only needed while the backend opens. 0, or -1
+ * with err. */
+static int load_training_log(isn_searcher *planner, const char *path, isn_query **queries, uint32_t *count, char *err,
+                             size_t err_len) {
+    *queries = NULL;
+    *count = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_len, "gpu.training_queries %s: cannot open: %m", path);
+        return -1;
+    }
+    size_t terms_cap = 0, terms_len = 0, cap = 0;
+    isn_query_term *terms = NULL;
+    isn_query *list = NULL;
+    char *line = NULL, why[ISN_ERR_LEN];
+    size_t line_cap = 0;
+    ssize_t len;
+    int rc = 0;
+    while (rc == 0 && *count < TRAINING_MAX_QUERIES && (len = getline(&line, &line_cap, f)) > 0) {
+        char *text = memchr(line, '\t', (size_t)len);
+        text = text ? text + 1 : line;
+        isn_query q;
+        if (isn_query_parse(planner, text, (size_t)(line + len - text), &q, why, sizeof why) < 0 ||
+            q.num_terms == 0)
+            continue;
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 1024;
+            isn_query *grown = realloc(list, cap * sizeof *list);
+            if (!grown) rc = -1;
+            else list = grown;
+        }
+        if (rc == 0 && terms_len + q.num_terms > terms_cap) {
+            terms_cap = 2 * (terms_len + q.num_terms) + 4096;
+            isn_query_term *grown = realloc(terms, terms_cap * sizeof *terms);
+            if (!grown) rc = -1;
+            else terms = grown;
+        }
+        if (rc != 0) break;
+        memcpy(terms + terms_len, q.terms, q.num_terms * sizeof *q.terms);
+        list[*count] = q;
+        list[*count].terms = (isn_query_term *)(uintptr_t)terms_len; /* an offset until terms stop moving */
+        terms_len += q.num_terms;
+        (*count)++;
+    }
+    free(line);
+    fclose(f);
+    if (rc != 0) {
+        snprintf(err, err_len, "gpu.training_queries %s: out of memory", path);
+        free(list);
+        free(terms);
+        *count = 0;
+        return -1;
+    }
+    for (uint32_t i = 0; i < *count; i++) list[i].terms = terms + (uintptr_t)list[i].terms;
+    *queries = list;
+    return 0;
+}
+
+static void free_training_log(isn_query *queries, uint32_t count) {
+    if (queries && count) free(queries[0].terms);
+    free(queries);
+}
+
+int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
+                          isn_gpu_backend **backend, char *err, size_t err_len) {
+    *backend = NULL;
+    if (!conf->gpu_enable) return 0;
+    if (conf->gpu_sim_devices) {
+        snprintf(err, err_len, "gpu.enable and scheduler.simulated_gpus_answer_without_hits are exclusive: "
+                               "pick the real GPU or the simulator");
+        return -1;
+    }
+    isn_gpu_options options;
+    isn_gpu_options_default(&options);
+    options.device = (int)conf->gpu_device;
+    options.emulate = conf->gpu_emulate;
+    options.memory_budget = (uint64_t)conf->gpu_memory_budget_mib << 20;
+    options.max_batch = conf->gpu_max_batch;
+    options.max_k = conf->gpu_max_k;
+    isn_query *training = NULL;
+    uint32_t num_training = 0;
+    if (conf->gpu_training_queries[0]) {
+        if (load_training_log(planner, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)
+            return -1;
+        options.training_queries = training;
+        options.num_training_queries = num_training;
+    }
+    char why[512];
+    uint64_t start = isn_now_ns();
+    *backend = isn_gpu_open(index, &options, why, sizeof why);
+    free_training_log(training, num_training);
+    if (!*backend) {
+        log_warn("gpu: no GPU first stage, serving on the CPU only: %s", why);
+        return 0;
+    }
+    isn_gpu_health health; /* no batch runs yet: read directly */
+    isn_gpu_health_get(*backend, &health);
+    log_info("gpu: %s%s ready in %.3f s (warm-up %.1f ms): %u of %u lists resident (%u as prefixes), %.1f of %.1f MB%s",
+             health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
+             (double)(isn_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
+             health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
+             (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
+    return 0;
+}
+
+isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover) {
+    if (!conf->gpu_enable || !conf->gpu_rerank || conf->gpu_emulate) return NULL;
+    isn_gpu_l2_options options;
+    isn_gpu_l2_options_default(&options);
+    options.device = (int)conf->gpu_device;
+    options.model_memory_budget = conf->gpu_model_memory_bytes;
+    char why[512];
+    isn_gpu_l2 *l2 = isn_gpu_l2_open(&options, why, sizeof why);
+    if (!l2) {
+        log_warn("gpu: second stage on the CPU only: %s", why);
+        return NULL;
+    }
+    log_info("gpu: second stage may run on the GPU (model cache %u MiB); starting crossover for 300 trees: %u "
+             "candidates",
+             conf->gpu_model_memory_bytes >> 20, isn_l2_crossover_candidates(crossover, 300));
+    return l2;
+}

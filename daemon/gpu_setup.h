@@ -1,0 +1,22 @@
+/* isnd's GPU set-up: what [gpu] asks for, opened before the scheduler starts. */
+#ifndef ISN_DAEMON_GPU_SETUP_H
+#define ISN_DAEMON_GPU_SETUP_H
+
+#include <stddef.h>
+
+#include "conf/conf.h"
+#include "gpu/gpu.h"
+#include "ranking/ranking.h"
+#include "scheduler/scheduler.h"
+
+/* Opens the [gpu] first-stage backend (uploads the postings, warms every kernel up; the training
+ * log's queries, analysed with planner, choose what stays resident). No usable GPU is not an error:
+ * *backend stays NULL, the node serves on the CPU and the log says why. -1 with err only for a bad
+ * configuration. */
+int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
+                          isn_gpu_backend **backend, char *err, size_t err_len);
+/* The second stage's GPU model cache, or NULL (not asked for, emulated device: no L2 kernels, or
+ * none usable: logged). */
+isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover);
+
+#endif

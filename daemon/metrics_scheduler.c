@@ -1,0 +1,206 @@
+/* The search service's metrics: the scheduler's (queues, routing, steals, shedding, batches, cost
+ * model) and the GPU's (first-stage health, second-stage crossover), as Prometheus text or JSON
+ * members; metrics_render.c places them in /metrics and /stats. */
+#include "daemon/metrics_scheduler.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
+static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
+
+static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
+    prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
+    for (int q = 0; q < ISN_QUEUES; q++)
+        buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);
+    prom_family(out, "isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.");
+    buffer_printf(out, "isn_scheduler_deque_depth %u\n", st->deque_depth);
+    prom_family(out, "isn_scheduler_routed_total", "counter", "Routing decisions: the queue each admitted job went to.");
+    for (int q = 0; q < ISN_QUEUES; q++)
+        buffer_printf(out, "isn_scheduler_routed_total{queue=\"%s\"} %llu\n", QUEUE_NAMES[q],
+                      (unsigned long long)st->routed[q]);
+    prom_family(out, "isn_scheduler_ran_total", "counter", "Jobs run, by device.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        buffer_printf(out, "isn_scheduler_ran_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->ran_on[d]);
+    prom_family(out, "isn_scheduler_wait_seconds_total", "counter", "Time jobs waited from admission to start, by device.");
+    prom_family(out, "isn_scheduler_waits_total", "counter", "Jobs counted in isn_scheduler_wait_seconds_total.");
+    prom_family(out, "isn_scheduler_busy_seconds_total", "counter",
+         "Time spent running jobs, summed over CPU workers or GPU devices (utilisation = rate / units).");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        buffer_printf(out, "isn_scheduler_wait_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
+                      st->wait_seconds_sum[d]);
+        buffer_printf(out, "isn_scheduler_waits_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->wait_count[d]);
+        buffer_printf(out, "isn_scheduler_busy_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
+                      st->busy_seconds[d]);
+    }
+    prom_family(out, "isn_scheduler_utilisation", "gauge", "Busy share of each device kind since start (0..1).");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        uint32_t units = d == ISN_DEVICE_CPU ? st->workers : st->gpus;
+        double u = units && st->uptime_seconds > 0 ? st->busy_seconds[d] / (units * st->uptime_seconds) : 0;
+        buffer_printf(out, "isn_scheduler_utilisation{device=\"%s\"} %.6f\n", DEVICE_NAMES[d], u);
+    }
+    prom_family(out, "isn_scheduler_steals_total", "counter",
+         "Work taken across: from another worker's deque, GPU-preferred jobs run by the CPU, undecided jobs "
+         "taken by each side.");
+    buffer_printf(out,
+                  "isn_scheduler_steals_total{kind=\"deque\"} %llu\nisn_scheduler_steals_total{kind=\"gpu_to_cpu\"} "
+                  "%llu\nisn_scheduler_steals_total{kind=\"undecided_cpu\"} %llu\n"
+                  "isn_scheduler_steals_total{kind=\"undecided_gpu\"} %llu\n",
+                  (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
+                  (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu);
+    prom_family(out, "isn_scheduler_shed_total", "counter",
+         "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
+    buffer_printf(out, "isn_scheduler_shed_total{reason=\"queue_full\"} %llu\nisn_scheduler_shed_total{reason=\"overload\"} %llu\n",
+                  (unsigned long long)st->shed_full, (unsigned long long)st->shed_overload);
+    prom_family(out, "isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).");
+    buffer_printf(out, "isn_scheduler_degraded_total %llu\n", (unsigned long long)st->degraded);
+    prom_family(out, "isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.");
+    buffer_printf(out, "isn_scheduler_dropped_dead_total %llu\n", (unsigned long long)st->dropped_dead);
+    prom_family(out, "isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).");
+    buffer_printf(out, "isn_scheduler_partial_total %llu\n", (unsigned long long)st->partial);
+    prom_family(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
+    for (int r = 0; r < ISN_FLUSH_REASONS; r++)
+        buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
+                      (unsigned long long)st->batch_flush[r]);
+    prom_family(out, "isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).");
+    buffer_printf(out, "isn_scheduler_batch_jobs_total %llu\n", (unsigned long long)st->batch_jobs);
+    prom_family(out, "isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).");
+    buffer_printf(out, "isn_scheduler_gpu_failures_total %llu\n", (unsigned long long)st->gpu_failures);
+    prom_family(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
+    buffer_printf(out, "isn_scheduler_gpu_reruns_total %llu\n", (unsigned long long)st->gpu_reruns);
+    prom_family(out, "isn_scheduler_service_scale", "gauge",
+         "Measured over predicted service time lately, by device; admission scales its estimates by it.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
+    prom_family(out, "isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.");
+    buffer_printf(out, "isn_scheduler_prepare_queue_depth %u\n", st->prepare_depth);
+    prom_family(out, "isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.");
+    buffer_printf(out, "isn_scheduler_prepared_total %llu\n", (unsigned long long)st->prepared);
+    prom_family(out, "isn_scheduler_refused_at_analysis_total", "counter",
+         "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).");
+    buffer_printf(out, "isn_scheduler_refused_at_analysis_total %llu\n", (unsigned long long)st->refused_prepare);
+    prom_family(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
+         "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
+    buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
+    prom_family(out, "isn_scheduler_gpu_batch_mape_percent", "gauge",
+         "Mean absolute percentage error of GPU batch times as predicted (fixed part + jobs), NaN before any.");
+    if (isnan(st->batch_mape)) buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent NaN\n");
+    else buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent %.3f\n", st->batch_mape);
+    prom_family(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
+    buffer_printf(out, "isn_scheduler_gpu_batch_per_job_seconds %.9f\n", st->batch_per_job_seconds);
+    prom_family(out, "isn_cost_model_mape_percent", "gauge",
+         "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
+    prom_family(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        if (isnan(st->mape[d])) buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} NaN\n", DEVICE_NAMES[d]);
+        else buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->mape[d]);
+        buffer_printf(out, "isn_cost_model_updates_total{device=\"%s\"} %llu\n", DEVICE_NAMES[d],
+                      (unsigned long long)st->model_updates[d]);
+    }
+}
+
+static void render_json(const search_service_view *view, const isn_scheduler_stats *st, byte_buffer *out) {
+    buffer_printf(out,
+                  "\"scheduler\":{\"queues\":{\"cpu\":%u,\"gpu\":%u,\"undecided\":%u,\"deques\":%u},"
+                  "\"routed\":{\"cpu\":%llu,\"gpu\":%llu,\"undecided\":%llu},\"ran\":{\"cpu\":%llu,\"gpu\":%llu},"
+                  "\"shed_queue_full\":%llu,\"shed_overload\":%llu,\"degraded\":%llu,\"dropped_dead\":%llu,"
+                  "\"partial\":%llu,\"steals\":{\"deque\":%llu,\"gpu_to_cpu\":%llu,\"undecided_cpu\":%llu,"
+                  "\"undecided_gpu\":%llu},\"batches\":%llu,\"batch_jobs\":%llu,\"gpu_failures\":%llu,",
+                  st->queue_depth[0], st->queue_depth[1], st->queue_depth[2], st->deque_depth,
+                  (unsigned long long)st->routed[0], (unsigned long long)st->routed[1],
+                  (unsigned long long)st->routed[2], (unsigned long long)st->ran_on[0],
+                  (unsigned long long)st->ran_on[1], (unsigned long long)st->shed_full,
+                  (unsigned long long)st->shed_overload, (unsigned long long)st->degraded,
+                  (unsigned long long)st->dropped_dead, (unsigned long long)st->partial,
+                  (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
+                  (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu,
+                  (unsigned long long)st->batches, (unsigned long long)st->batch_jobs,
+                  (unsigned long long)st->gpu_failures);
+    buffer_printf(out, "\"simulated_gpus\":%u,\"gpus\":%u,\"service_scale\":{\"cpu\":%.3f,\"gpu\":%.3f},",
+                  view->simulated_gpus, st->gpus,
+                  st->service_scale[0], st->service_scale[1]);
+    buffer_printf(out, "\"prepare\":{\"queued\":%u,\"prepared\":%llu,\"refused\":%llu},", st->prepare_depth,
+                  (unsigned long long)st->prepared, (unsigned long long)st->refused_prepare);
+    buffer_printf(out, "\"gpu_batch_us\":{\"fixed\":%.1f,\"per_job\":%.2f},", st->batch_fixed_seconds * 1e6,
+                  st->batch_per_job_seconds * 1e6);
+    if (isnan(st->batch_mape)) buffer_printf(out, "\"gpu_batch_mape_percent\":null,");
+    else buffer_printf(out, "\"gpu_batch_mape_percent\":%.3f,", st->batch_mape);
+    buffer_printf(out, "\"cost_model_mape_percent\":{");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+        if (isnan(st->mape[d])) buffer_printf(out, "%s\"%s\":null", d ? "," : "", DEVICE_NAMES[d]);
+        else buffer_printf(out, "%s\"%s\":%.3f", d ? "," : "", DEVICE_NAMES[d], st->mape[d]);
+    }
+    buffer_printf(out, "}}");
+}
+
+static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
+    buffer_printf(out, ",\"gpu\":{\"first_stage\":");
+    isn_gpu_health h;
+    if (isn_scheduler_gpu_health(view->scheduler, &h)) {
+        buffer_printf(out,
+                      "{\"device\":\"%s\",\"ready\":%s,\"healthy\":%s,\"reason\":\"%s\",\"warmup_ms\":%.3f,"
+                      "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
+                      "\"terms_prefix\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
+                      "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
+                      "\"bytes_transferred\":%llu}",
+                      h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
+                      h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
+                      (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix,
+                      (unsigned long long)h.batches, (unsigned long long)h.queries_device,
+                      (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
+                      (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
+                      (unsigned long long)h.bytes_transferred);
+    } else {
+        buffer_printf(out, "null");
+    }
+    isn_l2_crossover *c = view->crossover;
+    isn_l2_crossover_stats x;
+    isn_l2_crossover_get_stats(c, &x);
+    buffer_printf(out,
+                  ",\"rerank\":{\"gpu\":%s,\"chosen\":{\"cpu\":%llu,\"gpu\":%llu},\"explored\":%llu,"
+                  "\"measured\":{\"cpu\":%llu,\"gpu\":%llu},\"ns_per_candidate_tree\":{\"cpu\":%.4f,\"gpu\":%.4f},"
+                  "\"fixed_ns\":{\"cpu\":%.0f,\"gpu\":%.0f},\"crossover_candidates\":{\"100\":%u,\"300\":%u,"
+                  "\"1000\":%u}}}",
+                  view->rerank_on_gpu ? "true" : "false", (unsigned long long)x.chosen[0],
+                  (unsigned long long)x.chosen[1], (unsigned long long)x.explored, (unsigned long long)x.measured[0],
+                  (unsigned long long)x.measured[1], x.ns_per_work[0], x.ns_per_work[1], x.fixed_ns[0], x.fixed_ns[1],
+                  isn_l2_crossover_candidates(c, 100), isn_l2_crossover_candidates(c, 300),
+                  isn_l2_crossover_candidates(c, 1000));
+}
+
+static void render_gpu_prometheus(const search_service_view *view, byte_buffer *out) {
+    isn_gpu_health h;
+    if (isn_scheduler_gpu_health(view->scheduler, &h)) {
+        char text[4096];
+        size_t len = isn_gpu_health_format_metrics(&h, "device=\"0\"", text, sizeof text);
+        if (len >= sizeof text) len = sizeof text - 1;
+        buffer_append(out, text, len);
+    }
+    isn_l2_crossover *c = view->crossover;
+    isn_l2_crossover_stats x;
+    isn_l2_crossover_get_stats(c, &x);
+    prom_family(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
+    buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
+                  (unsigned long long)x.chosen[0], (unsigned long long)x.chosen[1]);
+    prom_family(out, "isn_rerank_crossover_candidates", "gauge",
+         "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
+    for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)
+        buffer_printf(out, "isn_rerank_crossover_candidates{trees=\"%u\"} %u\n", trees,
+                      isn_l2_crossover_candidates(c, trees));
+}
+
+void metrics_render_scheduler(search_service *service, byte_buffer *out, bool json) {
+    search_service_view view;
+    search_service_view_of(service, &view);
+    isn_scheduler_stats st;
+    isn_scheduler_get_stats(view.scheduler, &st);
+    if (json) {
+        render_json(&view, &st, out);
+        render_gpu_json(&view, out);
+    } else {
+        render_prometheus(&st, out);
+        render_gpu_prometheus(&view, out);
+    }
+}

@@ -1,0 +1,438 @@
+/* isnd's search service: adapts Search requests to the scheduler. A request becomes a scheduler job;
+ * the scheduler has it analysed (prepare: here, on a worker or the loop thread), runs it on a CPU
+ * worker (search_worker.c) or the GPU, and completes it; finished jobs go back to the loop thread
+ * through a lock-free stack and uv_async_send. Workers never touch any other libuv handle. */
+#include "daemon/search_service.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "daemon/gpu_setup.h"
+#include "daemon/grpc_framing.h"
+
+struct search_service {
+    isn_scheduler *scheduler;
+    const isn_index *index;
+    isn_searcher *planner; /* the starting thread's, for the GPU training log */
+    struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
+    uint32_t max_k;
+    bool warm_up;
+    uint32_t num_threads;
+    uint32_t sim_gpus;
+    /* The real first-stage backend ([gpu]): the scheduler's one device. */
+    isn_gpu_backend *backend;
+    search_worker *gpu_packer; /* the dispatcher thread's: packs the device's answers */
+    uint32_t gpu_max_k;
+    bool gpu_route_all;
+    /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
+    isn_gpu_l2 *l2_gpu;
+    pthread_mutex_t l2_lock;
+    isn_l2_crossover *crossover;
+    l2_route l2;
+    _Atomic(search_job *) completed; /* Treiber stack, newest first */
+    uv_async_t *wake;
+};
+
+/* A worker's state: it analyses queries (prepare) and runs them. */
+typedef struct service_worker {
+    search_worker *search; /* NULL in the loop thread's analyser */
+    isn_searcher *planner;
+    isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* for pre-analyzed terms */
+} service_worker;
+
+static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
+
+static void push_completed(search_service *service, search_job *job) {
+    search_job *head = atomic_load_explicit(&service->completed, memory_order_relaxed);
+    do job->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&service->completed, &head, job, memory_order_release,
+                                                  memory_order_relaxed));
+    uv_async_send(service->wake);
+}
+
+search_job *search_service_take_completed(search_service *service) {
+    search_job *list = atomic_exchange_explicit(&service->completed, NULL, memory_order_acquire), *ordered = NULL;
+    while (list) {
+        search_job *next = list->next;
+        list->next = ordered;
+        ordered = list;
+        list = next;
+    }
+    return ordered;
+}
+
+/* ------------------------------------------------------------------ scheduler callbacks */
+
+static void on_worker_free(void *user, void *state) {
+    (void)user;
+    service_worker *worker = state;
+    if (!worker) return;
+    search_worker_free(worker->search);
+    isn_searcher_free(worker->planner);
+    free(worker);
+}
+
+static void *on_worker_init(void *user, uint32_t id) {
+    search_service *service = user;
+    service_worker *worker = calloc(1, sizeof *worker);
+    if (!worker) return NULL;
+    worker->search = search_worker_new(service->index, id, service->max_k);
+    worker->planner = isn_searcher_new(service->index);
+    if (!worker->search || !worker->planner) {
+        on_worker_free(user, worker);
+        return NULL;
+    }
+    search_worker_set_l2_route(worker->search, &service->l2);
+    if (service->warm_up) search_worker_warm_up(worker->search);
+    return worker;
+}
+
+static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *context) {
+    (void)user;
+    search_job *job = job_of(sched);
+    job->enqueued_ns = sched->enqueued_ns;
+    job->stop_ns = context->stop_ns;
+    job->complete = true;
+    search_worker_run(((service_worker *)context->worker_state)->search, job, false);
+    sched->complete = job->status != GRPC_STATUS_OK || job->complete;
+    /* Errors and cancellations end early for reasons unrelated to the query's cost. */
+    sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
+}
+
+static void on_gpu_done(void *user, isn_job *sched) {
+    (void)user;
+    search_job *job = job_of(sched);
+    job->queue_ns = sched->started_ns - sched->enqueued_ns;
+    job->retrieval_ns = isn_now_ns() - sched->started_ns;
+    job->worker = sched->worker;
+    search_job_pack_simulated(job);
+}
+
+/* The real backend: a job's request (its hits live in the request's arena, see gpu_eligible). */
+static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request) {
+    (void)user;
+    search_job *job = job_of(sched);
+    request->query = &job->query;
+    request->mode = job->mode;
+    request->k = job->k;
+    request->hits = job->gpu_hits;
+}
+
+static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *request) {
+    search_service *service = user;
+    search_job *job = job_of(sched);
+    job->queue_ns = sched->started_ns - sched->enqueued_ns;
+    job->retrieval_ns = isn_now_ns() - sched->started_ns;
+    search_worker_pack_gpu(service->gpu_packer, job, request->hits, request->num_hits,
+                           request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
+    job->worker = sched->worker;
+}
+
+/* Why admission refused a prepared job, as the client sees it. */
+static void refuse(search_job *job, isn_submit_result result) {
+    switch (result) {
+    case ISN_SUBMIT_SHED_FULL:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
+        return;
+    case ISN_SUBMIT_SHED_OVERLOAD:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
+                 job->sched.predicted_ns[ISN_DEVICE_CPU] / 1e6);
+        return;
+    case ISN_SUBMIT_SHED_LATE:
+        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(job->message, sizeof job->message,
+                 "server overloaded: no device can start this query before its deadline");
+        return;
+    case ISN_SUBMIT_QUEUED:
+    case ISN_SUBMIT_REFUSED:
+    case ISN_SUBMIT_STOPPED: break;
+    }
+    job->status = GRPC_STATUS_UNAVAILABLE;
+    snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
+}
+
+static void on_complete(void *user, isn_job *sched) {
+    search_service *service = user;
+    search_job *job = job_of(sched);
+    if (sched->outcome == ISN_JOB_REFUSED) {
+        /* prepare() already set the status of a request it refused. */
+        job->reply.len = 0;
+        if (sched->refusal) refuse(job, (isn_submit_result)sched->refusal);
+    } else if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
+        job->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        job->reply.len = 0;
+        snprintf(job->message, sizeof job->message, "deadline passed after %.3f ms in the queue",
+                 (double)(sched->finished_ns - sched->enqueued_ns) / 1e6);
+    } else if (sched->outcome == ISN_JOB_ABANDONED) {
+        job->status = GRPC_STATUS_UNAVAILABLE;
+        job->reply.len = 0;
+        snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
+    }
+    push_completed(service, job);
+}
+
+/* ------------------------------------------------------------------ analysis (once, on a worker or the loop) */
+
+/* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
+static int query_from_terms(search_service *service, service_worker *worker, const Isn__V1__SearchRequest *request,
+                            isn_query *query, search_job *job) {
+    isn_query_term *terms = worker->terms;
+    query->terms = terms;
+    query->num_terms = 0;
+    query->num_unknown = 0;
+    for (size_t i = 0; i < request->n_terms; i++) {
+        const char *text = request->terms[i];
+        uint32_t term_id;
+        if (!isn_index_find_term(service->index, text, strlen(text), &term_id)) {
+            query->num_unknown++;
+            continue;
+        }
+        uint32_t j = 0;
+        while (j < query->num_terms && terms[j].term_id != term_id) j++;
+        if (j < query->num_terms) {
+            terms[j].count++;
+            continue;
+        }
+        if (query->num_terms == ISN_MAX_QUERY_TERMS) {
+            snprintf(job->message, sizeof job->message, "query has more than %d distinct terms", ISN_MAX_QUERY_TERMS);
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        isn_term_stats stats;
+        isn_index_term_stats(service->index, term_id, &stats);
+        terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
+    }
+    return 0;
+}
+
+/* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
+ * arena), and the cost model's features come from them. 0, or the gRPC status to answer with. */
+static int analyse(search_service *service, service_worker *worker, search_job *job) {
+    const Isn__V1__SearchRequest *request = job->request;
+    isn_query parsed;
+    if (request->query && request->query[0]) {
+        char err[ISN_ERR_LEN];
+        if (isn_query_parse(worker->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
+            snprintf(job->message, sizeof job->message, "%s", err);
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+    } else {
+        int status = query_from_terms(service, worker, request, &parsed, job);
+        if (status) return status;
+    }
+    job->query = parsed;
+    job->query.terms = NULL;
+    if (parsed.num_terms) {
+        size_t bytes = parsed.num_terms * sizeof *parsed.terms;
+        job->query.terms = job->memory ? arena_alloc(job->memory, bytes) : NULL;
+        if (!job->query.terms) {
+            snprintf(job->message, sizeof job->message, "out of memory for %u query terms", parsed.num_terms);
+            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        }
+        memcpy(job->query.terms, parsed.terms, bytes);
+    }
+    job->sched.query = &job->query;
+    job->sched.k = job->k;
+    job->sched.mode = job->mode;
+    job->sched.algo = job->algo;
+    return 0;
+}
+
+/* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
+static bool gpu_eligible(search_service *service, search_job *job) {
+    const Isn__V1__SearchRequest *request = job->request;
+    if (!service->backend || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+        job->k > service->gpu_max_k || job->query.num_terms == 0)
+        return false;
+    job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
+    return job->gpu_hits != NULL;
+}
+
+static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
+    search_service *service = user;
+    search_job *job = job_of(sched);
+    int refused = analyse(service, worker_state, job);
+    if (refused) {
+        job->status = refused;
+        return false;
+    }
+    job->gpu_hits = NULL;
+    if (service->backend)
+        sched->placement = !gpu_eligible(service, job) ? ISN_PLACE_CPU
+                           : service->gpu_route_all    ? ISN_PLACE_GPU
+                                                    : ISN_PLACE_ANY;
+    return true; /* the scheduler takes the cost features from job->sched.query */
+}
+
+int search_service_submit(search_service *service, search_job *job) {
+    job->next = NULL;
+    job->complete = true;
+    job->stop_ns = 0;
+    isn_job *sched = &job->sched;
+    memset(sched, 0, sizeof *sched);
+    sched->user = job;
+    sched->received_ns = job->received_ns;
+    sched->deadline_ns = job->deadline_ns;
+    /* The scheduler has the query analysed (on_prepare) on a worker, or here when workers are few
+     * and there is no GPU, then admits and routes it. */
+    isn_submit_result result = isn_scheduler_submit(service->scheduler, sched);
+    if (result == ISN_SUBMIT_QUEUED) return 0;
+    if (result == ISN_SUBMIT_REFUSED) return job->status;
+    refuse(job, result);
+    return job->status;
+}
+
+/* ------------------------------------------------------------------ start, stop */
+
+search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers,
+                                     uv_async_t *wake, char *err, size_t err_len) {
+    search_service *service = calloc(1, sizeof *service);
+    if (!service) {
+        snprintf(err, err_len, "out of memory for the search service");
+        return NULL;
+    }
+    service->index = index;
+    service->max_k = conf->max_k;
+    service->warm_up = conf->warm_up;
+    service->wake = wake;
+    service->num_threads = workers;
+    service->planner = isn_searcher_new(index);
+    pthread_mutex_init(&service->l2_lock, NULL);
+    service->l2.lock = &service->l2_lock;
+    service->l2.crossover = service->crossover = isn_l2_crossover_new();
+    if (!service->planner || !service->crossover) {
+        snprintf(err, err_len, "out of memory for the query planner");
+        search_service_stop(service);
+        return NULL;
+    }
+
+    isn_scheduler_config config;
+    isn_scheduler_config_default(&config);
+    config.workers = workers;
+    config.queue_capacity = conf->max_queue;
+    config.early_stop_fraction = conf->early_stop_percent / 100.0;
+    config.admit_fraction = conf->admit_percent / 100.0;
+    config.degraded_fraction = conf->degraded_stop_percent / 100.0;
+    config.route_margin = conf->route_margin_percent / 100.0;
+    config.worker_nice = (int)conf->worker_nice;
+    config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
+    config.batch.max_batch = conf->gpu_batch_max;
+    config.batch.memory_budget = conf->gpu_batch_memory_bytes;
+    config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
+    config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
+    config.index = index;
+    config.cost_model_state = conf->cost_model_state;
+    config.analysis_min_workers = conf->analysis_min_workers;
+    config.worker_init = on_worker_init;
+    config.worker_free = on_worker_free;
+    config.run_cpu = on_run_cpu;
+    config.prepare = on_prepare;
+    config.complete = on_complete;
+    config.user = service;
+    if (gpu_setup_first_stage(index, conf, service->planner, &service->backend, err, err_len) < 0) {
+        search_service_stop(service);
+        return NULL;
+    }
+    if (service->backend) {
+        service->gpu_packer = search_worker_new(index, UINT32_MAX, conf->gpu_max_k);
+        if (!service->gpu_packer) {
+            snprintf(err, err_len, "out of memory for the GPU device");
+            search_service_stop(service);
+            return NULL;
+        }
+        service->gpu_max_k = conf->gpu_max_k;
+        service->gpu_route_all = conf->gpu_route_all;
+        config.gpu_backend = service->backend;
+        config.gpu_backend_max_batch = conf->gpu_max_batch;
+        config.gpu_callbacks =
+            (isn_gpu_cuda_callbacks){.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = service};
+    }
+    service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, service->crossover);
+    if (conf->gpu_sim_devices) {
+        service->sim_gpus = conf->gpu_sim_devices;
+        config.simulated_gpus = conf->gpu_sim_devices;
+        config.simulated.launch_ns = conf->gpu_sim_launch_ns;
+        config.simulated.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
+        config.simulated.per_query_ns = conf->gpu_sim_query_ns;
+        config.simulated.failure_rate = conf->gpu_sim_failure_permille / 1000.0;
+        config.simulated.on_job_done = on_gpu_done;
+        config.simulated.user = service;
+        log_warn("SIMULATED GPUs: scheduler.simulated_gpus_answer_without_hits = %u; queries routed to them "
+                 "are answered WITHOUT HITS (device \"gpu-sim\"). For benchmarks and tests only, never in "
+                 "production. Latency model: launch %u ns + %u ns per query + postings at %u per us; the cost "
+                 "model's GPU side is seeded from it",
+                 conf->gpu_sim_devices, conf->gpu_sim_launch_ns, conf->gpu_sim_query_ns, conf->gpu_sim_postings_per_us);
+    }
+    /* The analyser the scheduler uses on the loop thread when it analyses there (few workers, no
+     * GPU: the workers are then the bottleneck and the loop thread is not). */
+    service->loop_analyser = calloc(1, sizeof *service->loop_analyser);
+    if (!service->loop_analyser) {
+        snprintf(err, err_len, "out of memory for the query analyser");
+        search_service_stop(service);
+        return NULL;
+    }
+    service->loop_analyser->planner = service->planner;
+    config.submitter_state = service->loop_analyser;
+    service->scheduler = isn_scheduler_start(&config, err, err_len);
+    if (!service->scheduler) {
+        search_service_stop(service);
+        return NULL;
+    }
+    return service;
+}
+
+bool search_service_analyses_on_loop(const search_service *service) {
+    return isn_scheduler_prepares_on_submit(service->scheduler);
+}
+
+void search_service_view_of(search_service *service, search_service_view *view) {
+    view->scheduler = service->scheduler;
+    view->crossover = service->crossover;
+    view->rerank_on_gpu = service->l2_gpu != NULL;
+    view->simulated_gpus = service->sim_gpus;
+}
+
+void search_service_abandon_queued(search_service *service) { isn_scheduler_abandon_queued(service->scheduler); }
+
+uint32_t search_service_queued(const search_service *service) {
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(service->scheduler, &stats);
+    return stats.queue_depth[0] + stats.queue_depth[1] + stats.queue_depth[2] + stats.deque_depth;
+}
+
+uint32_t search_service_running(const search_service *service) {
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(service->scheduler, &stats);
+    return stats.running;
+}
+
+uint32_t search_service_size(const search_service *service) { return service->num_threads; }
+
+void search_service_stop(search_service *service) {
+    if (!service) return;
+    isn_scheduler_stop(service->scheduler); /* saves the cost model, frees the devices it made */
+    isn_gpu_close(service->backend);
+    search_worker_free(service->gpu_packer);
+    isn_gpu_l2_close(service->l2_gpu);
+    isn_l2_crossover_free(service->crossover);
+    pthread_mutex_destroy(&service->l2_lock);
+    isn_searcher_free(service->planner);
+    free(service->loop_analyser);
+    free(service);
+}
+
+int search_service_gpu_state(const search_service *service, char *reason, size_t reason_len) {
+    isn_gpu_health health;
+    if (!isn_scheduler_gpu_health(service->scheduler, &health)) return SEARCH_SERVICE_NO_GPU;
+    if (health.ready && health.healthy) return SEARCH_SERVICE_GPU_HEALTHY;
+    snprintf(reason, reason_len, "%s", health.ready ? health.reason : "not warmed up");
+    return SEARCH_SERVICE_GPU_DEGRADED;
+}
+
