@@ -75,9 +75,9 @@ expect "$work/source" 1 'tests/unit/test_agg.c:2: #include "tools/agg_config.c"'
 # A test reaching into two parts' internals; a program reaching into one.
 clean_tree "$work/twoparts"
 printf '#include "scheduler/scheduler_internal.h"\n#include "index/format.h"\n' >"$work/twoparts/tests/unit/test_mix.c"
-printf '#include "scheduler/scheduler_internal.h"\n' >"$work/twoparts/bench/bench_deque.c"
+printf '#include "scheduler/scheduler_internal.h"\n' >"$work/twoparts/tools/isn-deque.c"
 expect "$work/twoparts" 1 'tests/unit/test_mix.c:2: #include "index/format.h"' \
-  'bench/bench_deque.c:1: #include "scheduler/scheduler_internal.h"'
+  'tools/isn-deque.c:1: #include "scheduler/scheduler_internal.h"'
 
 # A folder outside the layering.
 clean_tree "$work/unknown"
