@@ -1,7 +1,7 @@
-/* What every part needs once: a monotonic clock, an error helper, a hash, a growable byte buffer, a
- * line logger, the query-log and qrels readers, the Prometheus text writer and a benchmark's
- * latency tallies. Depends on
- * nothing else in the tree; every folder may include it. */
+/* What every part needs once: a monotonic clock, an error helper, HOST:PORT parsing, a hash, a
+ * growable byte buffer, a line logger, the query-log and qrels readers, the Prometheus text writer
+ * and a benchmark's latency tallies. Depends on nothing else in the tree; every folder may include
+ * it. */
 #ifndef ISN_BASE_H
 #define ISN_BASE_H
 
@@ -28,6 +28,12 @@ double isn_wall_seconds(void);
  * `return isn_error(err, err_len, "...", ...);`. */
 int isn_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int isn_verror(char *err, size_t err_len, const char *fmt, va_list ap);
+
+/* ------------------------------------------------------------------ addresses */
+
+/* Splits HOST:PORT or [IPV6]:PORT (an IPv6 host must be in brackets; port 0 to 65535). 0, or -1
+ * with err naming the address. */
+int isn_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------ hashing */
 

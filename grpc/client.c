@@ -221,7 +221,7 @@ static int set_nonblocking(int fd) {
 static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
     char host[256], port[8];
     uint16_t port_number;
-    if (grpc_parse_host_port(host_port, host, sizeof host, &port_number, err, err_len) < 0) return -1;
+    if (isn_parse_host_port(host_port, host, sizeof host, &port_number, err, err_len) < 0) return -1;
     snprintf(port, sizeof port, "%u", port_number);
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found, *ai;

@@ -104,7 +104,7 @@ void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns) {
 int isn_grpc_is_loopback(const char *host_port, char *err, size_t err_len) {
     char host[256];
     uint16_t port;
-    if (grpc_parse_host_port(host_port, host, sizeof host, &port, err, err_len) != 0) return -1;
+    if (isn_parse_host_port(host_port, host, sizeof host, &port, err, err_len) != 0) return -1;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *found;
     if (getaddrinfo(host, NULL, &hints, &found) != 0) return isn_error(err, err_len, "cannot resolve \"%s\"", host);
     bool loopback = true;

@@ -248,11 +248,6 @@ void grpc_stats_server_close(grpc_stats_server *server);
 void grpc_stats_server_free(grpc_stats_server *server);
 const grpc_stats_counters *grpc_stats_server_get_counters(const grpc_stats_server *server);
 
-/* ================================================================== addresses */
-
-/* Splits HOST:PORT or [IPV6]:PORT. 0, or -1 with err. */
-int grpc_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err, size_t err_len);
-
 /* ================================================================== client */
 /* One HTTP/2 connection over a plain socket, many calls in flight on it. Blocking helpers for simple
  * tools (isn-query), and start/poll/finish for programs that keep many calls going (isn-bench,

@@ -1,4 +1,4 @@
-/* Listening sockets for gRPC and stats, the connection limit they may share, and HOST:PORT. */
+/* Listening sockets for gRPC and stats, and the connection limit they may share. */
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,45 +7,11 @@
 #include "base/base.h"
 #include "grpc/server_internal.h"
 
-int grpc_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err, size_t err_len) {
-    const char *host_start = text, *host_end, *colon;
-    if (*text == '[') {
-        host_start = text + 1;
-        host_end = strchr(host_start, ']');
-        if (!host_end || host_end[1] != ':')
-            return isn_error(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", text);
-        colon = host_end + 1;
-    } else {
-        colon = strrchr(text, ':');
-        if (!colon) return isn_error(err, err_len, "bad address \"%s\": expected HOST:PORT", text);
-        if (memchr(text, ':', (size_t)(colon - text)))
-            return isn_error(err, err_len, "bad address \"%s\": write an IPv6 host in brackets, [::1]:PORT", text);
-        host_end = colon;
-    }
-    size_t n = (size_t)(host_end - host_start);
-    if (n == 0) return isn_error(err, err_len, "bad address \"%s\": the host is empty", text);
-    if (n >= host_len) return isn_error(err, err_len, "bad address \"%s\": the host is too long", text);
-    const char *digits = colon + 1;
-    uint32_t value = 0;
-    size_t len = strlen(digits);
-    if (len == 0 || len > 5) return isn_error(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
-    for (size_t i = 0; i < len; i++) {
-        if (digits[i] < '0' || digits[i] > '9')
-            return isn_error(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
-        value = value * 10 + (uint32_t)(digits[i] - '0');
-    }
-    if (value > 65535) return isn_error(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
-    memcpy(host, host_start, n);
-    host[n] = '\0';
-    *port = (uint16_t)value;
-    return 0;
-}
-
 int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_port, uv_connection_cb on_connection,
                char *bound, size_t bound_len, char *err, size_t err_len) {
     char host[256], why[200];
     uint16_t port;
-    if (grpc_parse_host_port(host_port, host, sizeof host, &port, why, sizeof why) < 0) {
+    if (isn_parse_host_port(host_port, host, sizeof host, &port, why, sizeof why) < 0) {
         snprintf(err, err_len, "%s", why);
         return -1;
     }
