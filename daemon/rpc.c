@@ -33,6 +33,9 @@ bool server_ready(const isn_server *server) { return server->state == SERVER_REA
 
 static rpc_call *app_of(grpc_call *call) { return grpc_call_app(call); }
 
+/* A call's tag is its rpc_method once its headers are in. */
+#define METHOD_NOT_YET_KNOWN (-1)
+
 /* A new call: a fresh arena and job (the job's reply buffer keeps its storage across uses). */
 static void on_open(grpc_call *call, void *app) {
     isn_server *server = app;
@@ -41,7 +44,7 @@ static void on_open(grpc_call *call, void *app) {
     memset(rc, 0, offsetof(rpc_call, arena_space));
     rc->job.reply = reply;
     rc->job.reply.len = 0;
-    grpc_call_set_tag(call, RPC_UNKNOWN);
+    grpc_call_set_tag(call, METHOD_NOT_YET_KNOWN);
     /* A decoded message is a few times its wire size at most; past that something is wrong. */
     arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)server->conf.max_message_bytes * 8 + 65536);
 }
@@ -63,9 +66,13 @@ static void on_abandoned(grpc_call *call, void *app) {
 
 static void on_status(grpc_call *call, int status, void *app) {
     isn_server *server = app;
-    const char *path = grpc_call_path(call);
+    int method = grpc_call_tag(call);
+    if (method == METHOD_NOT_YET_KNOWN) { /* answered before its headers were complete (header_timeout) */
+        const char *path = grpc_call_path(call);
+        method = rpc_method_from_path(path, strlen(path));
+    }
     double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
-    metrics_count_request(&server->metrics, rpc_method_from_path(path, strlen(path)), status, seconds);
+    metrics_count_request(&server->metrics, (rpc_method)method, status, seconds);
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
