@@ -106,21 +106,6 @@ static void on_headers(grpc_call *call, void *app) {
 
 /* ------------------------------------------------------------------ Search */
 
-/* Info and Health replies go out of the job's reply buffer, as Search replies do. */
-static void reply_with(grpc_call *call, const ProtobufCMessage *message) {
-    byte_buffer *reply = &app_of(call)->job.reply;
-    size_t size = protobuf_c_message_get_packed_size(message);
-    reply->len = 0;
-    if (!buffer_reserve(reply, GRPC_PREFIX_BYTES + size)) {
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
-        return;
-    }
-    grpc_write_prefix(reply->data, (uint32_t)size);
-    protobuf_c_message_pack(message, reply->data + GRPC_PREFIX_BYTES);
-    reply->len = GRPC_PREFIX_BYTES + size;
-    grpc_call_reply_framed(call, reply->data, reply->len);
-}
-
 /* testing.inject_delay on a random testing.inject_delay_percent of jobs (the loop thread is the only caller). */
 static uint32_t injected_delay_us(const isn_conf *conf) {
     static uint64_t state = 0x2545F4914F6CDD1Dull;
@@ -369,7 +354,7 @@ static void handle_info(isn_server *server, grpc_call *call) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
         return;
     }
-    reply_with(call, &response.base);
+    grpc_call_reply_message(call, &response.base);
 }
 
 /* ------------------------------------------------------------------ Health */
@@ -391,7 +376,7 @@ static void handle_health_check(isn_server *server, grpc_call *call) {
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     response.status = server_ready(server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    reply_with(call, &response.base);
+    grpc_call_reply_message(call, &response.base);
 }
 
 static void on_request(grpc_call *call, void *app) {

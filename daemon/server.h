@@ -31,7 +31,7 @@ typedef struct isn_server isn_server;
  * with the call by grpc/, so steady-state traffic allocates nothing. */
 typedef struct {
     arena arena;
-    search_job job; /* its reply buffer also carries Info and Health replies */
+    search_job job; /* its reply buffer (the framed SearchResponse) is kept across uses */
     max_align_t arena_space[CALL_INLINE_ARENA / sizeof(max_align_t)];
 } rpc_call;
 
