@@ -134,13 +134,8 @@ static bool blank(const char *text) {
 static void handle_search(isn_server *server, grpc_call *call) {
     const isn_conf *conf = &server->conf;
     rpc_call *rc = app_of(call);
-    size_t len;
-    const uint8_t *body = grpc_call_message(call, &len);
-    Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(&rc->arena.allocator, len, body);
-    if (!request) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
-        return;
-    }
+    Isn__V1__SearchRequest *request = grpc_call_unpack(call, &isn__v1__search_request__descriptor, &rc->arena.allocator);
+    if (!request) return;
     if (blank(request->query) && request->n_terms == 0) {
         grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
         return;
@@ -308,13 +303,8 @@ static void on_analyzed_term(void *user, const char *term, size_t len, uint32_t 
 
 static void handle_info(isn_server *server, grpc_call *call) {
     rpc_call *rc = app_of(call);
-    size_t len;
-    const uint8_t *body = grpc_call_message(call, &len);
-    Isn__V1__InfoRequest *request = isn__v1__info_request__unpack(&rc->arena.allocator, len, body);
-    if (!request) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.InfoRequest message");
-        return;
-    }
+    Isn__V1__InfoRequest *request = grpc_call_unpack(call, &isn__v1__info_request__descriptor, &rc->arena.allocator);
+    if (!request) return;
     if (request->n_terms > INFO_MAX_TERMS) {
         grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
                          request->n_terms, INFO_MAX_TERMS);
@@ -360,14 +350,9 @@ static void handle_info(isn_server *server, grpc_call *call) {
 /* ------------------------------------------------------------------ Health */
 
 static void handle_health_check(isn_server *server, grpc_call *call) {
-    size_t len;
-    const uint8_t *body = grpc_call_message(call, &len);
     Grpc__Health__V1__HealthCheckRequest *request =
-        grpc__health__v1__health_check_request__unpack(&app_of(call)->arena.allocator, len, body);
-    if (!request) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid grpc.health.v1.HealthCheckRequest");
-        return;
-    }
+        grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, &app_of(call)->arena.allocator);
+    if (!request) return;
     const char *service = request->service ? request->service : "";
     if (*service && strcmp(service, "isn.v1.Search")) {
         grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);

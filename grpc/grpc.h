@@ -185,6 +185,9 @@ grpc_call *grpc_call_from_app(void *app_storage);
 grpc_server *grpc_call_server(const grpc_call *call);
 /* The request message without its prefix (valid until the call is released). */
 const uint8_t *grpc_call_message(const grpc_call *call, size_t *len);
+/* The request message unpacked with `allocator` (an arena, say; NULL = malloc). NULL when it is not
+ * a valid message of that type: the call has then been answered INVALID_ARGUMENT. */
+void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descriptor, ProtobufCAllocator *allocator);
 /* grpc-timeout in nanoseconds; 0 = none sent. */
 uint64_t grpc_call_timeout_ns(const grpc_call *call);
 /* The grpc-timeout header was present but malformed (answer INVALID_ARGUMENT). */

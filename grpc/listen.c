@@ -70,8 +70,22 @@ void connection_limit_release(grpc_connection_limit *limit) {
     if (limit && limit->open) limit->open--;
 }
 
-uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
+static uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
     uint64_t shortest = header_timeout_ms < idle_timeout_ms ? header_timeout_ms : idle_timeout_ms;
     uint64_t period = shortest / 4;
     return period < 10 ? 10 : period > 1000 ? 1000 : period;
+}
+
+void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_cb on_sweep, uint32_t header_timeout_ms,
+                       uint32_t idle_timeout_ms) {
+    uv_timer_init(loop, timer);
+    timer->data = data;
+    uint64_t period = sweep_period_ms(header_timeout_ms, idle_timeout_ms);
+    uv_timer_start(timer, on_sweep, period, period);
+    uv_unref((uv_handle_t *)timer);
+}
+
+void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
+    uint64_t period = sweep_period_ms(header_timeout_ms, idle_timeout_ms);
+    if (uv_timer_get_repeat(timer) != period) uv_timer_set_repeat(timer, period);
 }

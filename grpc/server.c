@@ -20,11 +20,8 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     uv_check_init(loop, &server->flush_check);
     server->flush_check.data = server;
     uv_check_start(&server->flush_check, grpc_flush_dirty);
-    uv_timer_init(loop, &server->sweep_timer);
-    server->sweep_timer.data = server;
-    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
-    uv_timer_start(&server->sweep_timer, grpc_sweep, period, period);
-    uv_unref((uv_handle_t *)&server->sweep_timer);
+    sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, config->header_timeout_ms,
+                      config->idle_timeout_ms);
     return server;
 }
 
@@ -41,8 +38,7 @@ void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *conf
     size_t app_bytes = server->config.call_app_bytes; /* fixed: pooled calls have this size */
     server->config = *config;
     server->config.call_app_bytes = app_bytes;
-    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
-    if (uv_timer_get_repeat(&server->sweep_timer) != period) uv_timer_set_repeat(&server->sweep_timer, period);
+    sweep_timer_set_timeouts(&server->sweep_timer, config->header_timeout_ms, config->idle_timeout_ms);
 }
 
 void grpc_server_stop_accepting(grpc_server *server) {

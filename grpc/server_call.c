@@ -116,6 +116,11 @@ const uint8_t *grpc_call_message(const grpc_call *call, size_t *len) {
     *len = call->reader.length;
     return call->reader.body;
 }
+void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descriptor, ProtobufCAllocator *allocator) {
+    ProtobufCMessage *message = protobuf_c_message_unpack(descriptor, allocator, call->reader.length, call->reader.body);
+    if (!message) grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid %s message", descriptor->name);
+    return message;
+}
 uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
 bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
 uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }

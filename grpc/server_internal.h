@@ -97,8 +97,11 @@ int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_por
  * freed. */
 int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner);
 void connection_limit_release(grpc_connection_limit *limit);
-/* Sweep period for these timeouts: a quarter of the shorter, within 10 ms .. 1 s. */
-uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms);
+/* The timer that closes slow and idle connections: every quarter of the shorter timeout (10 ms ..
+ * 1 s), not keeping the loop alive. _set_timeouts after a reload. */
+void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_cb on_sweep, uint32_t header_timeout_ms,
+                       uint32_t idle_timeout_ms);
+void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uint32_t idle_timeout_ms);
 
 /* ---- server_call.c */
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id);

@@ -265,11 +265,7 @@ grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_confi
     server->handler = handler;
     server->app = app;
     grpc_stats_server_reconfigure(server, config);
-    uv_timer_init(loop, &server->sweep_timer);
-    server->sweep_timer.data = server;
-    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
-    uv_timer_start(&server->sweep_timer, on_sweep, period, period);
-    uv_unref((uv_handle_t *)&server->sweep_timer);
+    sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);
     return server;
 }
 
@@ -285,10 +281,8 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
     server->config = *config;
     snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
     server->config.server_name = server->server_name;
-    if (uv_is_active((uv_handle_t *)&server->sweep_timer)) {
-        uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
-        if (uv_timer_get_repeat(&server->sweep_timer) != period) uv_timer_set_repeat(&server->sweep_timer, period);
-    }
+    if (uv_is_active((uv_handle_t *)&server->sweep_timer))
+        sweep_timer_set_timeouts(&server->sweep_timer, config->header_timeout_ms, config->idle_timeout_ms);
 }
 
 void grpc_stats_server_close(grpc_stats_server *server) {
