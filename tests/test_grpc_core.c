@@ -24,7 +24,7 @@ typedef struct {
     uv_loop_t *loop;
     grpc_server *server;
     uint32_t opened, requests, statuses[GRPC_STATUS_COUNT], abandoned, released, drained;
-    uint32_t max_uses;
+    uint32_t max_uses, ticks;
     grpc_call *held;
     uv_timer_t later;
 } echo_app;
@@ -229,8 +229,11 @@ static void close_client_when_held(uv_idle_t *idle) {
 
 static void on_nothing(isn_grpc_client *client, void *user) { (void)client, (void)user; }
 
-static void stop_after_answer(uv_timer_t *timer) {
+/* Stops once the abandoned call was let go of (or after 5 s, and the test fails). */
+static void stop_when_released(uv_timer_t *timer) {
     echo_app *a = timer->data;
+    bool done = a->abandoned == 1 && !a->held && grpc_server_get_counters(a->server)->open_calls == 0;
+    if (!done && ++a->ticks < 250) return;
     grpc_server_close(a->server);
     uv_close((uv_handle_t *)timer, NULL);
 }
@@ -260,7 +263,7 @@ static void test_abandoned_call(void **state) {
     uv_timer_t stop;
     uv_timer_init(&loop, &stop);
     stop.data = &app;
-    uv_timer_start(&stop, stop_after_answer, 100, 0);
+    uv_timer_start(&stop, stop_when_released, 20, 20);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_close((uv_handle_t *)&app.later, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
