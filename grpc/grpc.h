@@ -129,7 +129,8 @@ typedef struct {
     void (*on_status)(grpc_call *call, int status, void *app);
     /* A held call lost its client (stream reset, connection closed): the reply will be dropped. */
     void (*on_abandoned)(grpc_call *call, void *app);
-    /* The call is done with: its storage goes back to the pool, or is freed (`freeing`). */
+    /* The call is done with: its storage goes back to the pool, or is freed (`freeing`: free what
+     * the storage owns). A pooled call gets a second, freeing, call when the pool is freed. */
     void (*on_release)(grpc_call *call, bool freeing, void *app);
     /* After grpc_server_drain: every call answered and every connection closed. */
     void (*on_drained)(grpc_server *server, void *app);
