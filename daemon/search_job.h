@@ -70,7 +70,4 @@ void search_job_pack_simulated(search_job *job);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */
 void search_worker_warm_up(search_worker *worker);
 
-/* CLOCK_MONOTONIC ns: base/base.h's isn_now_ns under its old daemon name, for the transport files. */
-uint64_t monotonic_ns(void);
-
 #endif

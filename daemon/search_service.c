@@ -13,7 +13,7 @@
 
 #include "base/base.h"
 #include "daemon/gpu_setup.h"
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 
 struct search_service {
     isn_scheduler *scheduler;

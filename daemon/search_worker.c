@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 #include "daemon/rankers.h"
 
 struct search_worker {
@@ -37,8 +37,6 @@ struct search_worker {
     const l2_route *route;
 };
 
-/* For the daemon files not yet moved to base/'s clock (the transport, which helper A moves to grpc/). */
-uint64_t monotonic_ns(void) { return isn_now_ns(); }
 
 static bool ensure_capacity(search_worker *w, uint32_t k) {
     if (k <= w->capacity) return true;

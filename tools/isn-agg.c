@@ -24,7 +24,7 @@
 #include "proto/isn.pb-c.h"
 #include "tools/agg_config.h"
 #include "tools/agg_server.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define LATENCY_WINDOW 256   /* recent answers per partition for its p95 */
 #define P95_EVERY 32         /* recompute the p95 after this many new samples */
@@ -42,8 +42,8 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_line(const char *fmt, ...) {
+static void agg_log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void agg_log_line(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "isn-agg: ");
@@ -173,7 +173,7 @@ static void replica_eject(agg_state *s, agg_replica *r, const char *why) {
     r->up = false;
     r->ejections++;
     r->probe_at_ns = now_ns() + (int64_t)s->config.probe_interval_ms * 1000000LL;
-    log_line("replica %s of partition %u taken out: %s", r->address, r->partition, why);
+    agg_log_line("replica %s of partition %u taken out: %s", r->address, r->partition, why);
 }
 
 static void replica_failed(agg_state *s, agg_replica *r, bool connection_lost, const char *why) {
@@ -244,7 +244,7 @@ static void probe_replicas(agg_state *s, int64_t t) {
                 if (serving) {
                     r->up = true;
                     r->consecutive_failures = 0;
-                    log_line("replica %s of partition %u is back", r->address, r->partition);
+                    agg_log_line("replica %s of partition %u is back", r->address, r->partition);
                 }
                 continue;
             }
@@ -1110,11 +1110,11 @@ static void fetch_partition_info(agg_state *s) {
                 p->num_docs = info.num_docs;
                 p->total_doc_len = info.total_doc_len;
                 p->have_info = true;
-                log_line("partition %u: %llu documents (from %s)", pi, (unsigned long long)info.num_docs, r->address);
+                agg_log_line("partition %u: %llu documents (from %s)", pi, (unsigned long long)info.num_docs, r->address);
             }
             isn_grpc_info_reply_free(&info);
         }
-        if (!p->have_info) log_line("partition %u: no replica answered Info yet", pi);
+        if (!p->have_info) agg_log_line("partition %u: no replica answered Info yet", pi);
     }
 }
 
@@ -1231,10 +1231,10 @@ int main(int argc, char **argv) {
         getnameinfo((struct sockaddr *)&bound, bound_len, NULL, 0, port, sizeof port, NI_NUMERICSERV);
         stats_port = atoi(port);
     }
-    log_line("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", s.num_partitions,
+    agg_log_line("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", s.num_partitions,
              agg_server_port(s.server), stats_port, s.config.hedge ? "on" : "off", s.config.global_stats ? "on" : "off");
     run_loop(&s);
-    log_line("stopping");
+    agg_log_line("stopping");
     agg_server_stop_accepting(s.server);
     while (s.queries) {
         agg_rpc_fail(s.queries->rpc, GRPC_UNAVAILABLE, "aggregator stopping");

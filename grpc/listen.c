@@ -1,17 +1,17 @@
-/* Listening sockets for gRPC and stats, and the connection limit shared by both. */
+/* Listening sockets for gRPC and stats, and the connection limit they may share. */
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "daemon/server.h"
+#include "grpc/server_internal.h"
 
-int listen_tcp(isn_server *server, uv_tcp_t *tcp, const char *host_port, uv_connection_cb on_connection,
+int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_port, uv_connection_cb on_connection,
                char *bound, size_t bound_len, char *err, size_t err_len) {
     char host[256], why[200];
     uint16_t port;
-    if (isn_conf_parse_host_port(host_port, host, sizeof host, &port, why, sizeof why) < 0) {
+    if (isn_parse_host_port(host_port, host, sizeof host, &port, why, sizeof why) < 0) {
         snprintf(err, err_len, "%s", why);
         return -1;
     }
@@ -27,8 +27,8 @@ int listen_tcp(isn_server *server, uv_tcp_t *tcp, const char *host_port, uv_conn
     if (addr.ss_family == AF_INET) ((struct sockaddr_in *)&addr)->sin_port = htons(port);
     else ((struct sockaddr_in6 *)&addr)->sin6_port = htons(port);
 
-    uv_tcp_init(server->loop, tcp);
-    tcp->data = server;
+    uv_tcp_init(loop, tcp);
+    tcp->data = owner;
     if ((rc = uv_tcp_bind(tcp, (struct sockaddr *)&addr, 0)) < 0 || (rc = uv_listen((uv_stream_t *)tcp, 1024, on_connection)) < 0) {
         snprintf(err, err_len, "cannot listen on %s: %s", host_port, uv_strerror(rc));
         uv_close((uv_handle_t *)tcp, NULL);
@@ -49,18 +49,43 @@ int listen_tcp(isn_server *server, uv_tcp_t *tcp, const char *host_port, uv_conn
 
 static void free_on_close(uv_handle_t *handle) { free(handle->data); }
 
-int accept_or_reject(isn_server *server, uv_stream_t *listener, uv_tcp_t *tcp, void *owner) {
-    uv_tcp_init(server->loop, tcp);
+int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner) {
+    uv_tcp_init(loop, tcp);
     tcp->data = owner;
     int rc = uv_accept(listener, (uv_stream_t *)tcp);
-    if (rc < 0 || server->num_grpc_conns + server->num_stats_conns >= server->conf.max_connections) {
+    if (rc < 0 || (limit && limit->max && limit->open >= limit->max)) {
         if (rc < 0) log_warn("accept failed: %s", uv_strerror(rc));
         else {
-            server->metrics.connections_rejected++;
-            log_debug("connection refused: max_connections (%u) reached", server->conf.max_connections);
+            limit->rejected++;
+            log_debug("connection refused: max_connections (%u) reached", limit->max);
         }
         uv_close((uv_handle_t *)tcp, free_on_close);
         return -1;
     }
+    if (limit) limit->open++;
     return 0;
+}
+
+void connection_limit_release(grpc_connection_limit *limit) {
+    if (limit && limit->open) limit->open--;
+}
+
+static uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
+    uint64_t shortest = header_timeout_ms < idle_timeout_ms ? header_timeout_ms : idle_timeout_ms;
+    uint64_t period = shortest / 4;
+    return period < 10 ? 10 : period > 1000 ? 1000 : period;
+}
+
+void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_cb on_sweep, uint32_t header_timeout_ms,
+                       uint32_t idle_timeout_ms) {
+    uv_timer_init(loop, timer);
+    timer->data = data;
+    uint64_t period = sweep_period_ms(header_timeout_ms, idle_timeout_ms);
+    uv_timer_start(timer, on_sweep, period, period);
+    uv_unref((uv_handle_t *)timer);
+}
+
+void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
+    uint64_t period = sweep_period_ms(header_timeout_ms, idle_timeout_ms);
+    if (uv_timer_get_repeat(timer) != period) uv_timer_set_repeat(timer, period);
 }
