@@ -7,7 +7,7 @@
 
 /* The transport: the gRPC client to the replicas and the server isn-agg answers on. */
 #include "tools/agg_server.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define AGG_LATENCY_WINDOW 256       /* recent answers per partition for its p95 */
 #define AGG_P95_EVERY 32             /* recompute the p95 after this many new samples */

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    static isn_server server; /* large (its read buffer): static, not on the stack */
+    static isn_server server;
     isn_conf_default(&server.conf);
     char err[4096];
     if (config_path) {
@@ -141,6 +141,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
+    grpc_server_free(server.grpc);
+    grpc_stats_server_free(server.stats);
     rankers_stop();
     if (server.analyzer) isn_analyzer_free(server.analyzer);
     if (server.index) isn_index_close(server.index);

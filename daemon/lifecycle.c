@@ -1,5 +1,5 @@
 /* Start-up (listen first, load the index off the loop, then READY), the drain after SIGTERM or
- * SIGINT, the timeout sweep, and the orderly stop that ends uv_run. */
+ * SIGINT, and the orderly stop that ends uv_run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,56 +22,27 @@ static void close_if_open(uv_handle_t *handle) {
 void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
-    for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) grpc_conn_close(conn);
-    for (stats_conn *conn = server->stats_conns; conn; conn = conn->next) stats_conn_close(conn);
-    /* Joined before the async handle closes: a worker may still be signalling it. */
+    if (server->grpc) grpc_server_close(server->grpc);
+    if (server->stats) grpc_stats_server_close(server->stats);
+    /* Joined before the async handle closes: a worker may still be signalling it. The calls the
+     * workers held are freed with the server (grpc_server_free, after uv_run). */
     worker_pool_stop(server->pool);
     server->pool = NULL;
-    while (server->orphans) {
-        grpc_stream *stream = server->orphans;
-        server->orphans = stream->next;
-        grpc_stream_release(server, stream);
-    }
-    grpc_free_stream_pool(server);
-    if (server->grpc_listening) close_if_open((uv_handle_t *)&server->grpc_listener);
-    if (server->stats_listening) close_if_open((uv_handle_t *)&server->stats_listener);
-    server->grpc_listening = server->stats_listening = false;
     close_if_open((uv_handle_t *)&server->completion_async);
-    close_if_open((uv_handle_t *)&server->flush_check);
-    close_if_open((uv_handle_t *)&server->sweep_timer);
     close_if_open((uv_handle_t *)&server->drain_timer);
     close_if_open((uv_handle_t *)&server->sigterm);
     close_if_open((uv_handle_t *)&server->sigint);
     close_if_open((uv_handle_t *)&server->sighup);
 }
 
-void server_check_drained(isn_server *server) {
-    if (server->state != SERVER_DRAINING) return;
-    if (server->open_streams > 0) return;
-    /* Nothing left to answer: let each connection finish writing, then go. */
-    bool writing = false;
-    for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) {
-        if (conn->closing) continue;
-        grpc_conn_close_when_flushed(conn);
-        writing = true;
-    }
-    if (writing || server->num_grpc_conns) return; /* each close calls back here */
-    double seconds = (double)(monotonic_ns() - server->drain_start_ns) / 1e9;
-    if (server->lost_requests) {
-        log_warn("drained in %.3f s; %llu requests could not be answered", seconds,
-                 (unsigned long long)server->lost_requests);
-        server->exit_code = 1;
-    } else {
-        log_info("drained in %.3f s; every request answered", seconds);
-    }
-    server_stop(server);
+static uint32_t open_calls(const isn_server *server) {
+    return server->grpc ? grpc_server_get_counters(server->grpc)->open_calls : 0;
 }
 
 static void on_forced_stop(uv_timer_t *timer) {
     isn_server *server = timer->data;
-    server->lost_requests += server->open_streams;
-    log_warn("drain: %u requests still open after the grace period; closing their connections",
-             server->open_streams);
+    server->lost_requests += open_calls(server);
+    log_warn("drain: %u requests still open after the grace period; closing their connections", open_calls(server));
     server->exit_code = 1;
     server_stop(server);
 }
@@ -80,62 +51,56 @@ static void on_drain_timeout(uv_timer_t *timer) {
     isn_server *server = timer->data;
     if (server->state != SERVER_DRAINING) return;
     log_warn("drain_timeout (%u ms) reached with %u requests open; answering the queued ones UNAVAILABLE",
-             server->conf.drain_timeout_ms, server->open_streams);
+             server->conf.drain_timeout_ms, open_calls(server));
     server->drain_forced = true;
     if (server->pool) worker_pool_abandon_queued(server->pool);
-    for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) {
-        if (conn->closing) continue;
-        for (grpc_stream *stream = conn->streams; stream; stream = stream->next)
-            if (!stream->responded && !stream->job_in_flight)
-                grpc_stream_fail(stream, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
-    }
     uv_timer_start(&server->drain_timer, on_forced_stop, FORCED_STOP_GRACE_MS, 0);
-    server_check_drained(server);
+    grpc_server_fail_waiting(server->grpc, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
 }
 
 void server_begin_drain(isn_server *server, const char *why) {
     if (server->state == SERVER_DRAINING || server->state == SERVER_STOPPING) return;
     server_state was = server->state;
     server->state = SERVER_DRAINING;
-    server->drain_start_ns = monotonic_ns();
+    server->drain_start_ns = isn_now_ns();
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
-    log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, server->open_streams,
+    log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, open_calls(server),
              server->conf.drain_timeout_ms);
-    if (server->grpc_listening) {
-        uv_close((uv_handle_t *)&server->grpc_listener, NULL);
-        server->grpc_listening = false;
-    }
     if (was == SERVER_STARTING) {
+        grpc_server_stop_accepting(server->grpc);
         server->stop_after_load = true; /* the load thread cannot be interrupted; stop when it returns */
         return;
     }
-    for (grpc_conn *conn = server->grpc_conns; conn; conn = conn->next) grpc_conn_goaway(conn);
     uv_timer_start(&server->drain_timer, on_drain_timeout, server->conf.drain_timeout_ms, 0);
-    server_check_drained(server);
+    grpc_server_drain(server->grpc); /* on_drained (rpc.c) stops the server */
 }
 
-/* ------------------------------------------------------------------ timers */
+/* ------------------------------------------------------------------ the transport */
 
-static uint64_t sweep_period_ms(const isn_conf *conf) {
-    uint64_t shortest = conf->header_timeout_ms < conf->idle_timeout_ms ? conf->header_timeout_ms : conf->idle_timeout_ms;
-    uint64_t period = shortest / 4;
-    return period < 10 ? 10 : period > 1000 ? 1000 : period;
-}
-
-static void on_sweep(uv_timer_t *timer) {
-    isn_server *server = timer->data;
-    uint64_t now = monotonic_ns();
-    grpc_sweep(server, now);
-    stats_sweep(server, now);
-    uint64_t period = sweep_period_ms(&server->conf);
-    if (uv_timer_get_repeat(timer) != period) uv_timer_set_repeat(timer, period); /* after a reload */
+void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_stats_config *stats) {
+    const isn_conf *conf = &server->conf;
+    server->connection_limit.max = conf->max_connections;
+    *grpc = (grpc_server_config){
+        .max_concurrent_streams = conf->max_concurrent_streams,
+        .max_message_bytes = conf->max_message_bytes,
+        .header_timeout_ms = conf->header_timeout_ms,
+        .idle_timeout_ms = conf->idle_timeout_ms,
+        .call_app_bytes = sizeof(rpc_call),
+        .limit = &server->connection_limit,
+    };
+    *stats = (grpc_stats_config){
+        .server_name = "isnd/" ISND_VERSION,
+        .header_timeout_ms = conf->header_timeout_ms,
+        .idle_timeout_ms = conf->idle_timeout_ms,
+        .limit = &server->connection_limit,
+    };
 }
 
 /* ------------------------------------------------------------------ loading */
 
 static void load_index(uv_work_t *work) {
     isn_server *server = work->data;
-    uint64_t start = monotonic_ns();
+    uint64_t start = isn_now_ns();
     server->index = isn_index_open(server->conf.index_path, server->load_error, sizeof server->load_error);
     if (!server->index) return;
     server->info = isn_index_get_info(server->index);
@@ -147,7 +112,7 @@ static void load_index(uv_work_t *work) {
     log_info("index %s: %u documents, %u terms, %llu bytes, format version %u, opened in %.3f s",
              server->conf.index_path, server->info->num_docs, server->info->num_terms,
              (unsigned long long)server->info->file_bytes, server->info->version,
-             (double)(monotonic_ns() - start) / 1e9);
+             (double)(isn_now_ns() - start) / 1e9);
     if (rankers_start(server->conf.ranker_dir, server->info, server->conf.default_n1, server->conf.max_n1,
                       server->load_error, sizeof server->load_error) < 0)
         return;
@@ -156,7 +121,7 @@ static void load_index(uv_work_t *work) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         workers = cpus > 0 ? (uint32_t)cpus : 1;
     }
-    start = monotonic_ns();
+    start = isn_now_ns();
     server->pool = worker_pool_start(server->index, &server->conf, workers, &server->completion_async,
                                      server->load_error, sizeof server->load_error);
     if (!server->pool) return;
@@ -164,7 +129,7 @@ static void load_index(uv_work_t *work) {
     log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
              server->conf.warm_up ? " and warmed up" : "",
              worker_pool_analyses_on_loop(server->pool) ? "loop thread" : "workers",
-             (double)(monotonic_ns() - start) / 1e9);
+             (double)(isn_now_ns() - start) / 1e9);
 }
 
 static void on_loaded(uv_work_t *work, int status) {
@@ -186,9 +151,9 @@ static void on_loaded(uv_work_t *work, int status) {
         return;
     }
     server->state = SERVER_READY;
-    server->ready_ns = monotonic_ns();
+    server->ready_ns = isn_now_ns();
     log_info("ready: serving partition %u on %s (stats on %s) after %.3f s", server->conf.partition_id,
-             server->grpc_address, server->stats_listening ? server->stats_address : "-",
+             server->grpc_address, server->stats ? server->stats_address : "-",
              (double)(server->ready_ns - server->start_ns) / 1e9);
     char status_line[200];
     snprintf(status_line, sizeof status_line, "READY=1\nSTATUS=serving partition %u on %s", server->conf.partition_id,
@@ -197,39 +162,35 @@ static void on_loaded(uv_work_t *work, int status) {
 }
 
 int server_start(isn_server *server, char *err, size_t err_len) {
-    server->start_ns = monotonic_ns();
+    server->start_ns = isn_now_ns();
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     server->start_time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
     server->state = SERVER_STARTING;
     uv_loop_t *loop = server->loop;
 
-    if (listen_tcp(server, &server->grpc_listener, server->conf.listen, grpc_on_connection, server->grpc_address,
-                   sizeof server->grpc_address, err, err_len) < 0)
+    grpc_server_config grpc_config;
+    grpc_stats_config stats_config;
+    server_transport_config(server, &grpc_config, &stats_config);
+    server->grpc = grpc_server_new(loop, &grpc_config, &rpc_handlers, server);
+    if (!server->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
+    if (grpc_server_listen(server->grpc, server->conf.listen, server->grpc_address, sizeof server->grpc_address, err,
+                           err_len) < 0)
         return -1;
-    server->grpc_listening = true;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {
-        if (listen_tcp(server, &server->stats_listener, server->conf.stats_listen, stats_on_connection,
-                       server->stats_address, sizeof server->stats_address, err, err_len) < 0) {
-            uv_close((uv_handle_t *)&server->grpc_listener, NULL);
-            server->grpc_listening = false;
+        server->stats = grpc_stats_server_new(loop, &stats_config, stats_page, server);
+        if (!server->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
+        if (grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
+                                     sizeof server->stats_address, err, err_len) < 0) {
+            grpc_server_stop_accepting(server->grpc);
             return -1;
         }
-        server->stats_listening = true;
         log_info("stats listening on http://%s (/metrics /stats /healthz /readyz)", server->stats_address);
     }
 
     uv_async_init(loop, &server->completion_async, rpc_on_completions);
     server->completion_async.data = server;
-    uv_check_init(loop, &server->flush_check);
-    server->flush_check.data = server;
-    uv_check_start(&server->flush_check, grpc_flush_dirty);
-    uv_timer_init(loop, &server->sweep_timer);
-    server->sweep_timer.data = server;
-    uint64_t period = sweep_period_ms(&server->conf);
-    uv_timer_start(&server->sweep_timer, on_sweep, period, period);
-    uv_unref((uv_handle_t *)&server->sweep_timer);
     uv_timer_init(loop, &server->drain_timer);
     server->drain_timer.data = server;
     signals_start(server);

@@ -32,8 +32,24 @@ uint64_t process_heap_bytes(void) {
     return info.uordblks + info.hblkhd;
 }
 
+/* The transport's counters: the gRPC server's and the stats endpoint's together. */
+typedef struct {
+    grpc_server_counters grpc;
+    grpc_stats_counters stats;
+    uint64_t rejected;
+} transport_counters;
+
+static void transport_counters_get(const isn_server *server, transport_counters *t) {
+    memset(t, 0, sizeof *t);
+    if (server->grpc) t->grpc = *grpc_server_get_counters(server->grpc);
+    if (server->stats) t->stats = *grpc_stats_server_get_counters(server->stats);
+    t->rejected = server->connection_limit.rejected;
+}
+
 void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     const metrics *m = &server->metrics;
+    transport_counters t;
+    transport_counters_get(server, &t);
     char labels[128];
 
     prom_family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
@@ -66,7 +82,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
            server->pool ? worker_pool_running(server->pool) : 0);
     prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
-           server->open_streams);
+           t.grpc.open_calls);
     prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
     prom_u64(out, "isn_shed_total", "counter",
            "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
@@ -77,18 +93,19 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
 
     prom_family(out, "isn_connections", "gauge", "Open client connections, by protocol.");
     buffer_printf(out, "isn_connections{protocol=\"grpc\"} %u\nisn_connections{protocol=\"http\"} %u\n",
-                  server->num_grpc_conns, server->num_stats_conns);
-    prom_u64(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", m->connections_accepted);
+                  t.grpc.connections, t.stats.connections);
+    prom_u64(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", t.grpc.connections_accepted);
     prom_u64(out, "isn_connections_rejected_total", "counter", "Connections closed at once: max_connections reached.",
-           m->connections_rejected);
+           t.rejected);
     prom_u64(out, "isn_connections_timed_out_total", "counter",
-           "Connections closed for a missing preface, a stalled request or idleness.", m->connections_timed_out);
+           "Connections closed for a missing preface, a stalled request or idleness.",
+           t.grpc.connections_timed_out + t.stats.connections_timed_out);
     prom_u64(out, "isn_protocol_errors_total", "counter", "HTTP/2 protocol errors that ended a connection.",
-           m->protocol_errors);
-    prom_u64(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", m->http_rejects);
-    prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", m->bytes_received);
-    prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", m->bytes_sent);
-    prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", m->stats_requests);
+           t.grpc.protocol_errors);
+    prom_u64(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", t.grpc.http_rejects);
+    prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", t.grpc.bytes_received);
+    prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", t.grpc.bytes_sent);
+    prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", t.stats.requests);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 
@@ -127,11 +144,13 @@ static void json_histogram(byte_buffer *out, const histogram *h) {
 
 void metrics_render_json(const isn_server *server, byte_buffer *out) {
     const metrics *m = &server->metrics;
+    transport_counters t;
+    transport_counters_get(server, &t);
     const isn_index_info *info = server->info;
     static const char *const STATES[] = {"starting", "ready", "draining", "stopping"};
     buffer_printf(out, "{\"version\":\"%s\",\"state\":\"%s\",\"ready\":%s,\"uptime_seconds\":%.3f,", ISND_VERSION,
                   STATES[server->state], server_ready(server) ? "true" : "false",
-                  (double)(monotonic_ns() - server->start_ns) / 1e9);
+                  (double)(isn_now_ns() - server->start_ns) / 1e9);
     buffer_printf(out, "\"listen\":\"%s\",\"stats_listen\":\"%s\",", server->grpc_address, server->stats_address);
     buffer_printf(out, "\"index\":{\"partition_id\":%u,\"documents\":%u,\"terms\":%u,\"postings\":%llu,\"bytes\":%llu},",
                   server->conf.partition_id, info ? info->num_docs : 0, info ? info->num_terms : 0,
@@ -167,13 +186,14 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   "\"hits_returned\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"reloads\":%llu,"
                   "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu",
                   server->inflight_jobs, server->pool ? worker_pool_queued(server->pool) : 0,
-                  server->pool ? worker_pool_running(server->pool) : 0, server->open_streams, server->num_workers,
-                  server->num_grpc_conns, server->num_stats_conns, (unsigned long long)m->connections_accepted,
-                  (unsigned long long)m->connections_rejected, (unsigned long long)m->connections_timed_out,
-                  (unsigned long long)m->protocol_errors, (unsigned long long)m->http_rejects,
+                  server->pool ? worker_pool_running(server->pool) : 0, t.grpc.open_calls, server->num_workers,
+                  t.grpc.connections, t.stats.connections, (unsigned long long)t.grpc.connections_accepted,
+                  (unsigned long long)t.rejected,
+                  (unsigned long long)(t.grpc.connections_timed_out + t.stats.connections_timed_out),
+                  (unsigned long long)t.grpc.protocol_errors, (unsigned long long)t.grpc.http_rejects,
                   (unsigned long long)m->shed, (unsigned long long)m->cancelled,
-                  (unsigned long long)m->hits_returned, (unsigned long long)m->bytes_received,
-                  (unsigned long long)m->bytes_sent, (unsigned long long)m->reloads,
+                  (unsigned long long)m->hits_returned, (unsigned long long)t.grpc.bytes_received,
+                  (unsigned long long)t.grpc.bytes_sent, (unsigned long long)m->reloads,
                   (unsigned long long)process_resident_bytes(), (unsigned long long)process_heap_bytes());
     if (server->pool) {
         buffer_printf(out, ",");

@@ -1,5 +1,6 @@
-/* The RPC methods: which path is which, request validation, Search dispatch to the workers and
- * their replies, and Info and Health answered on the loop thread (metadata only, bounded work). */
+/* The RPC methods, as handlers of grpc/'s server core: which path is which, request validation,
+ * Search dispatch to the workers and their replies, and Info and Health answered on the loop
+ * thread (metadata only, bounded work). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,56 +31,87 @@ rpc_method rpc_method_from_path(const char *path, size_t len) {
 
 bool server_ready(const isn_server *server) { return server->state == SERVER_READY; }
 
-/* Headers are complete: refuse what can be refused before the body arrives. */
-void rpc_on_headers(grpc_stream *stream) {
-    isn_server *server = stream->server;
-    if (!stream->post) {
-        grpc_stream_http_error(stream, 405);
+static rpc_call *app_of(grpc_call *call) { return grpc_call_app(call); }
+
+/* A new call: a fresh arena and job (the job's reply buffer keeps its storage across uses). */
+static void on_open(grpc_call *call, void *app) {
+    isn_server *server = app;
+    rpc_call *rc = app_of(call);
+    byte_buffer reply = rc->job.reply;
+    memset(rc, 0, offsetof(rpc_call, arena_space));
+    rc->job.reply = reply;
+    rc->job.reply.len = 0;
+    grpc_call_set_tag(call, RPC_UNKNOWN);
+    /* A decoded message is a few times its wire size at most; past that something is wrong. */
+    arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)server->conf.max_message_bytes * 8 + 65536);
+}
+
+#define KEEP_REPLY_BUFFER (256 * 1024)
+
+static void on_release(grpc_call *call, bool freeing, void *app) {
+    (void)app;
+    rpc_call *rc = app_of(call);
+    arena_reset(&rc->arena);
+    if (freeing) buffer_free(&rc->job.reply);
+    else buffer_clear(&rc->job.reply, KEEP_REPLY_BUFFER);
+}
+
+static void on_abandoned(grpc_call *call, void *app) {
+    (void)app;
+    atomic_store(&app_of(call)->job.cancelled, true);
+}
+
+static void on_status(grpc_call *call, int status, void *app) {
+    isn_server *server = app;
+    const char *path = grpc_call_path(call);
+    double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
+    metrics_count_request(&server->metrics, rpc_method_from_path(path, strlen(path)), status, seconds);
+}
+
+/* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
+static void on_headers(grpc_call *call, void *app) {
+    isn_server *server = app;
+    const char *path = grpc_call_path(call);
+    rpc_method method = rpc_method_from_path(path, strlen(path));
+    grpc_call_set_tag(call, method);
+    if (method == RPC_UNKNOWN) {
+        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", path);
         return;
     }
-    if (!stream->content_type_ok) {
-        grpc_stream_http_error(stream, 415);
+    if (method == RPC_HEALTH_WATCH) {
+        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "Health/Watch is not supported; poll Health/Check");
         return;
     }
-    if (stream->method == RPC_UNKNOWN) {
-        grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", stream->path);
+    if (grpc_call_timeout_malformed(call)) {
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
         return;
     }
-    if (stream->method == RPC_HEALTH_WATCH) {
-        grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "Health/Watch is not supported; poll Health/Check");
-        return;
-    }
-    if (stream->timeout_bad) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
-        return;
-    }
-    if (stream->method == RPC_HEALTH_CHECK) return; /* answered in every state */
+    if (method == RPC_HEALTH_CHECK) return; /* answered in every state */
     if (server->state == SERVER_STARTING) {
-        grpc_stream_fail(stream, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
+        grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
         return;
     }
-    if (server->state != SERVER_READY && stream->opened_ns >= server->drain_start_ns) {
-        grpc_stream_fail(stream, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
+    if (server->state != SERVER_READY && grpc_call_opened_ns(call) >= server->drain_start_ns) {
+        grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
 }
 
 /* ------------------------------------------------------------------ Search */
 
-static bool reply_with(grpc_stream *stream, const ProtobufCMessage *message) {
+/* Info and Health replies go out of the job's reply buffer, as Search replies do. */
+static void reply_with(grpc_call *call, const ProtobufCMessage *message) {
+    byte_buffer *reply = &app_of(call)->job.reply;
     size_t size = protobuf_c_message_get_packed_size(message);
-    stream->job.reply.len = 0;
-    if (!buffer_reserve(&stream->job.reply, GRPC_PREFIX_BYTES + size)) {
-        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
-        return false;
+    reply->len = 0;
+    if (!buffer_reserve(reply, GRPC_PREFIX_BYTES + size)) {
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
+        return;
     }
-    grpc_write_prefix(stream->job.reply.data, (uint32_t)size);
-    protobuf_c_message_pack(message, stream->job.reply.data + GRPC_PREFIX_BYTES);
-    stream->job.reply.len = GRPC_PREFIX_BYTES + size;
-    double seconds = (double)(monotonic_ns() - stream->opened_ns) / 1e9;
-    metrics_count_request(&stream->server->metrics, stream->method, GRPC_STATUS_OK, seconds);
-    grpc_stream_reply(stream);
-    return true;
+    grpc_write_prefix(reply->data, (uint32_t)size);
+    protobuf_c_message_pack(message, reply->data + GRPC_PREFIX_BYTES);
+    reply->len = GRPC_PREFIX_BYTES + size;
+    grpc_call_reply_framed(call, reply->data, reply->len);
 }
 
 /* testing.inject_delay on a random testing.inject_delay_percent of jobs (the loop thread is the only caller). */
@@ -90,9 +122,9 @@ static uint32_t injected_delay_us(const isn_conf *conf) {
     return state % 10000 < (uint64_t)conf->inject_delay_percent * 100 ? conf->inject_delay_ms * 1000 : 0;
 }
 
-static uint64_t deadline_for(const isn_server *server, const grpc_stream *stream, uint32_t request_timeout_ms,
+static uint64_t deadline_for(const isn_server *server, const grpc_call *call, uint32_t request_timeout_ms,
                              uint64_t now) {
-    uint64_t timeout_ns = stream->timeout_ns; /* the header wins */
+    uint64_t timeout_ns = grpc_call_timeout_ns(call); /* the header wins */
     if (!timeout_ns && request_timeout_ms) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
     if (!timeout_ns && server->conf.default_timeout_ms) timeout_ns = (uint64_t)server->conf.default_timeout_ms * 1000000ull;
     uint64_t cap_ns = (uint64_t)server->conf.max_timeout_ms * 1000000ull;
@@ -107,27 +139,28 @@ static bool blank(const char *text) {
     return true;
 }
 
-static void handle_search(grpc_stream *stream) {
-    isn_server *server = stream->server;
+static void handle_search(isn_server *server, grpc_call *call) {
     const isn_conf *conf = &server->conf;
-    Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(&stream->arena.allocator, stream->reader.length,
-                                                                      stream->reader.body);
+    rpc_call *rc = app_of(call);
+    size_t len;
+    const uint8_t *body = grpc_call_message(call, &len);
+    Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(&rc->arena.allocator, len, body);
     if (!request) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
         return;
     }
     if (blank(request->query) && request->n_terms == 0) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
         return;
     }
     if (request->n_terms > SEARCH_MAX_TERMS) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "%zu pre-analyzed terms (at most %d)", request->n_terms,
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "%zu pre-analyzed terms (at most %d)", request->n_terms,
                          SEARCH_MAX_TERMS);
         return;
     }
     uint32_t k = request->k ? request->k : conf->default_k;
     if (k > conf->max_k) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "k = %u is above this server's limit (max_k = %u)", k,
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "k = %u is above this server's limit (max_k = %u)", k,
                          conf->max_k);
         return;
     }
@@ -137,19 +170,19 @@ static void handle_search(grpc_stream *stream) {
     case ISN__V1__MODE__MODE_OR: mode = ISN_MODE_OR; break;
     case ISN__V1__MODE__MODE_AND: mode = ISN_MODE_AND; break;
     default:
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d (use MODE_OR or MODE_AND)",
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d (use MODE_OR or MODE_AND)",
                          (int)request->mode);
         return;
     }
     isn_algo algo = conf->default_algo;
     if (request->algorithm && request->algorithm[0] && !isn_algo_from_name(request->algorithm, &algo)) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT,
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
                          "unknown algorithm \"%.64s\" (auto, or, and, maxscore, wand, bmw, bmand)", request->algorithm);
         return;
     }
     if (algo != ISN_ALGO_AUTO && isn_algo_mode(algo, mode) != mode) {
         if (request->algorithm && request->algorithm[0] && request->mode != ISN__V1__MODE__MODE_DEFAULT) {
-            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "algorithm %s does not run %s queries",
+            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "algorithm %s does not run %s queries",
                              isn_algo_name(algo), mode == ISN_MODE_AND ? "AND" : "OR");
             return;
         }
@@ -160,17 +193,17 @@ static void handle_search(grpc_stream *stream) {
     const Isn__V1__GlobalStatistics *global = request->global_stats;
     if (global) {
         if (global->n_terms > GLOBAL_STATS_MAX_TERMS) {
-            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "global_stats has %zu terms (at most %d)",
+            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "global_stats has %zu terms (at most %d)",
                              global->n_terms, GLOBAL_STATS_MAX_TERMS);
             return;
         }
         if (global->n_terms && !global->num_docs) {
-            grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "global_stats gives term df but num_docs = 0");
+            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "global_stats gives term df but num_docs = 0");
             return;
         }
         for (size_t i = 0; i < global->n_terms; i++) {
             if (global->terms[i]->df > global->num_docs || global->terms[i]->df > UINT32_MAX) {
-                grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT,
+                grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
                                  "global_stats: df %llu of term \"%.64s\" is above num_docs %llu",
                                  (unsigned long long)global->terms[i]->df, global->terms[i]->term,
                                  (unsigned long long)global->num_docs);
@@ -178,10 +211,10 @@ static void handle_search(grpc_stream *stream) {
             }
         }
     }
-    uint64_t now = monotonic_ns();
-    search_job *job = &stream->job;
+    uint64_t now = isn_now_ns();
+    search_job *job = &rc->job;
     job->request = request;
-    job->memory = &stream->arena;
+    job->memory = &rc->arena;
     job->k = k;
     job->mode = mode;
     job->algo = algo;
@@ -189,56 +222,49 @@ static void handle_search(grpc_stream *stream) {
     job->delay_us = conf->job_delay_us + injected_delay_us(conf);
     job->received_ns = now;
     job->enqueued_ns = now;
-    job->deadline_ns = deadline_for(server, stream, request->timeout_ms, now);
+    job->deadline_ns = deadline_for(server, call, request->timeout_ms, now);
     atomic_store(&job->cancelled, false);
     int refused = worker_pool_submit(server->pool, job);
     if (refused) {
         if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
-        grpc_stream_fail(stream, refused, "%s", job->message);
+        grpc_call_fail(call, refused, "%s", job->message);
         return;
     }
-    stream->job_in_flight = true;
+    grpc_call_hold(call);
     server->inflight_jobs++;
 }
 
 void rpc_on_completions(uv_async_t *async) {
     isn_server *server = async->data;
     search_job *job = server->pool ? worker_pool_take_completed(server->pool) : NULL;
-    uint64_t now = monotonic_ns();
+    uint64_t now = isn_now_ns();
     while (job) {
         search_job *next = job->next;
-        grpc_stream *stream = (grpc_stream *)((char *)job - offsetof(grpc_stream, job));
-        stream->job_in_flight = false;
+        grpc_call *call = grpc_call_from_app((char *)job - offsetof(rpc_call, job));
         server->inflight_jobs--;
         metrics *m = &server->metrics;
-        if (!stream->conn) {
-            /* The client went away while a worker had its request. */
-            m->cancelled++;
-            if (stream->prev) stream->prev->next = stream->next;
-            else server->orphans = stream->next;
-            if (stream->next) stream->next->prev = stream->prev;
-            grpc_stream_release(server, stream);
+        if (!grpc_call_unhold(call)) {
+            m->cancelled++; /* the client went away while a worker had its request */
         } else if (job->status == GRPC_STATUS_OK) {
             histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
             histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
             histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
             m->hits_returned += job->num_hits;
-            metrics_count_request(m, RPC_SEARCH, GRPC_STATUS_OK, (double)(now - stream->opened_ns) / 1e9);
-            grpc_stream_reply(stream);
+            grpc_call_reply_framed(call, job->reply.data, job->reply.len);
         } else {
             /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
             if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) m->shed++;
-            grpc_stream_fail(stream, job->status, "%s", job->message);
+            grpc_call_fail(call, job->status, "%s", job->message);
         }
         job = next;
     }
-    if (server->state == SERVER_DRAINING) server_check_drained(server);
 }
 
 /* ------------------------------------------------------------------ Info */
 
 typedef struct {
-    grpc_stream *stream;
+    isn_server *server;
+    arena *arena;
     Isn__V1__InfoResponse *response;
     const char *asked;
     size_t cap;
@@ -247,11 +273,11 @@ typedef struct {
 
 static void add_term_info(info_ctx *ctx, const char *asked, const char *term, size_t len) {
     if (ctx->failed) return;
-    isn_server *server = ctx->stream->server;
+    isn_server *server = ctx->server;
     Isn__V1__InfoResponse *response = ctx->response;
     if (response->n_terms == ctx->cap) {
         size_t cap = ctx->cap ? ctx->cap * 2 : 16;
-        Isn__V1__TermInfo **grown = arena_alloc(&ctx->stream->arena, cap * sizeof *grown);
+        Isn__V1__TermInfo **grown = arena_alloc(ctx->arena, cap * sizeof *grown);
         if (!grown) {
             ctx->failed = true;
             return;
@@ -260,8 +286,8 @@ static void add_term_info(info_ctx *ctx, const char *asked, const char *term, si
         response->terms = grown;
         ctx->cap = cap;
     }
-    Isn__V1__TermInfo *info = arena_alloc(&ctx->stream->arena, sizeof *info);
-    char *copy = arena_alloc(&ctx->stream->arena, len + 1);
+    Isn__V1__TermInfo *info = arena_alloc(ctx->arena, sizeof *info);
+    char *copy = arena_alloc(ctx->arena, len + 1);
     if (!info || !copy) {
         ctx->failed = true;
         return;
@@ -288,16 +314,17 @@ static void on_analyzed_term(void *user, const char *term, size_t len, uint32_t 
     add_term_info(ctx, ctx->asked, term, len);
 }
 
-static void handle_info(grpc_stream *stream) {
-    isn_server *server = stream->server;
-    Isn__V1__InfoRequest *request = isn__v1__info_request__unpack(&stream->arena.allocator, stream->reader.length,
-                                                                  stream->reader.body);
+static void handle_info(isn_server *server, grpc_call *call) {
+    rpc_call *rc = app_of(call);
+    size_t len;
+    const uint8_t *body = grpc_call_message(call, &len);
+    Isn__V1__InfoRequest *request = isn__v1__info_request__unpack(&rc->arena.allocator, len, body);
     if (!request) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.InfoRequest message");
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.InfoRequest message");
         return;
     }
     if (request->n_terms > INFO_MAX_TERMS) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
                          request->n_terms, INFO_MAX_TERMS);
         return;
     }
@@ -324,7 +351,7 @@ static void handle_info(grpc_stream *stream) {
     response.has_positions = info->has_positions;
     response.index_bytes = info->file_bytes;
     response.server_version = ISND_VERSION;
-    info_ctx ctx = {.stream = stream, .response = &response};
+    info_ctx ctx = {.server = server, .arena = &rc->arena, .response = &response};
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *term = request->terms[i] ? request->terms[i] : "";
         ctx.asked = term;
@@ -332,44 +359,64 @@ static void handle_info(grpc_stream *stream) {
         else add_term_info(&ctx, term, term, strlen(term));
     }
     if (ctx.failed) {
-        grpc_stream_fail(stream, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
         return;
     }
-    reply_with(stream, &response.base);
+    reply_with(call, &response.base);
 }
 
 /* ------------------------------------------------------------------ Health */
 
-static void handle_health_check(grpc_stream *stream) {
+static void handle_health_check(isn_server *server, grpc_call *call) {
+    size_t len;
+    const uint8_t *body = grpc_call_message(call, &len);
     Grpc__Health__V1__HealthCheckRequest *request =
-        grpc__health__v1__health_check_request__unpack(&stream->arena.allocator, stream->reader.length, stream->reader.body);
+        grpc__health__v1__health_check_request__unpack(&app_of(call)->arena.allocator, len, body);
     if (!request) {
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid grpc.health.v1.HealthCheckRequest");
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid grpc.health.v1.HealthCheckRequest");
         return;
     }
     const char *service = request->service ? request->service : "";
     if (*service && strcmp(service, "isn.v1.Search")) {
-        grpc_stream_fail(stream, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
+        grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
         return;
     }
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    response.status = server_ready(stream->server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
-                                                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    reply_with(stream, &response.base);
+    response.status = server_ready(server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                           : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    reply_with(call, &response.base);
 }
 
-void rpc_on_request(grpc_stream *stream) {
-    grpc_read_result result = grpc_reader_finish(&stream->reader);
-    if (result != GRPC_READ_OK) {
-        char why[200];
-        grpc_reader_describe(&stream->reader, result, why, sizeof why);
-        grpc_stream_fail(stream, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
-        return;
-    }
-    switch (stream->method) {
-    case RPC_SEARCH: handle_search(stream); break;
-    case RPC_INFO: handle_info(stream); break;
-    case RPC_HEALTH_CHECK: handle_health_check(stream); break;
-    default: grpc_stream_fail(stream, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", stream->path); break;
+static void on_request(grpc_call *call, void *app) {
+    isn_server *server = app;
+    switch ((rpc_method)grpc_call_tag(call)) {
+    case RPC_SEARCH: handle_search(server, call); break;
+    case RPC_INFO: handle_info(server, call); break;
+    case RPC_HEALTH_CHECK: handle_health_check(server, call); break;
+    default: grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", grpc_call_path(call)); break;
     }
 }
+
+static void on_drained(grpc_server *grpc, void *app) {
+    (void)grpc;
+    isn_server *server = app;
+    double seconds = (double)(isn_now_ns() - server->drain_start_ns) / 1e9;
+    if (server->lost_requests) {
+        log_warn("drained in %.3f s; %llu requests could not be answered", seconds,
+                 (unsigned long long)server->lost_requests);
+        server->exit_code = 1;
+    } else {
+        log_info("drained in %.3f s; every request answered", seconds);
+    }
+    server_stop(server);
+}
+
+const grpc_server_handlers rpc_handlers = {
+    .on_open = on_open,
+    .on_headers = on_headers,
+    .on_request = on_request,
+    .on_status = on_status,
+    .on_abandoned = on_abandoned,
+    .on_release = on_release,
+    .on_drained = on_drained,
+};

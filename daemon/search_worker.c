@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 #include "daemon/rankers.h"
 
 struct search_worker {

@@ -29,6 +29,11 @@ static void reload(isn_server *server) {
     } else {
         server->conf = next;
         log_set_level(next.log_level);
+        grpc_server_config grpc_config;
+        grpc_stats_config stats_config;
+        server_transport_config(server, &grpc_config, &stats_config);
+        grpc_server_reconfigure(server->grpc, &grpc_config);
+        if (server->stats) grpc_stats_server_reconfigure(server->stats, &stats_config);
         server->metrics.reloads++;
         log_info("SIGHUP: configuration reloaded from %s (log level %s, max_k %u, drain_timeout %u ms)",
                  server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
@@ -45,8 +50,9 @@ static void on_signal(uv_signal_t *handle, int signum) {
         return;
     }
     if (server->state == SERVER_DRAINING && signum == SIGINT) {
-        log_warn("SIGINT again: stopping now with %u requests open", server->open_streams);
-        server->lost_requests += server->open_streams;
+        uint32_t open = grpc_server_get_counters(server->grpc)->open_calls;
+        log_warn("SIGINT again: stopping now with %u requests open", open);
+        server->lost_requests += open;
         server->exit_code = 1;
         server_stop(server);
         return;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 #include "base/base.h"
 
 struct worker_pool {

@@ -20,14 +20,8 @@ LIBS   += $(PROTO_LIB)
 LDLIBS += -lprotobuf-c
 
 # Our sources that include generated headers (tests by name prefix).
-PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c tools/grpc_client*.c tools/isn-agg.c tools/agg_*.c \
+PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c grpc/*.c tools/isn-agg.c tools/agg_*.c \
                tests/test_grpc*.c tests/test_isnd*.c))
 $(PROTO_USERS): | $(PROTO_GEN_H)
 
 .SECONDARY: $(PROTO_GEN_C) $(PROTO_GEN_H)
-
-# The gRPC client (tools/grpc_client*.c) as a library too, so tests link it as the tools do.
-GRPC_CLIENT_SRCS := $(wildcard tools/grpc_client*.c)
-GRPC_CLIENT_LIB  := $(BUILD)/lib/libisn_grpc_client.a
-$(GRPC_CLIENT_LIB): $(GRPC_CLIENT_SRCS:%.c=$(BUILD)/obj/%.o)
-LIBS := $(GRPC_CLIENT_LIB) $(LIBS)

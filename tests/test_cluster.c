@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/isnd_harness.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define PARTITIONS 3
 #define REPLICAS 2

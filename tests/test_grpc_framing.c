@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "daemon/arena.h"
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/isnd_harness.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define NUM_DOCS 2000
 #define DEFAULT_N1 200

@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "tests/integration/isnd_harness.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define NUM_DOCS 3000
 #define MAX_K 1000

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "tools/bench_stats.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 #define MAX_CONNECTIONS 64
 #define MAX_SWEEP 64

@@ -6,7 +6,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "tools/grpc_client.h"
+#include "grpc/grpc.h"
 
 typedef struct {
     const char *index_dir;

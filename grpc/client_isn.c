@@ -4,27 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grpc/grpc.h"
 #include "proto/health.pb-c.h"
 #include "proto/isn.pb-c.h"
-#include "tools/grpc_client.h"
 
 #define WAIT_SLACK_MS 5000
-
-static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t err_len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_len) vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
                                     uint32_t timeout_ms, char *err, size_t err_len) {
     size_t size = protobuf_c_message_get_packed_size(message);
     uint8_t *body = malloc(size ? size : 1);
     if (!body) {
-        fail(err, err_len, "out of memory");
+        isn_error(err, err_len, "out of memory");
         return NULL;
     }
     protobuf_c_message_pack(message, body);
@@ -74,7 +65,7 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
             if (!stats || !stat_ptrs) {
                 free(stats);
                 free(stat_ptrs);
-                fail(err, err_len, "out of memory");
+                isn_error(err, err_len, "out of memory");
                 return NULL;
             }
             for (uint32_t i = 0; i < request->num_global_terms; i++) {
@@ -107,15 +98,15 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
     }
     Isn__V1__SearchResponse *response = isn__v1__search_response__unpack(NULL, result->message_len, result->message);
     isn_grpc_call_free(call);
-    if (!response) return fail(err, err_len, "the reply is not a valid isn.v1.SearchResponse");
+    if (!response) return isn_error(err, err_len, "the reply is not a valid isn.v1.SearchResponse");
     int rc = 0;
     reply->hits = calloc(response->n_hits ? response->n_hits : 1, sizeof *reply->hits);
-    if (!reply->hits) rc = fail(err, err_len, "out of memory");
+    if (!reply->hits) rc = isn_error(err, err_len, "out of memory");
     for (size_t i = 0; rc == 0 && i < response->n_hits; i++) {
         const Isn__V1__Hit *hit = response->hits[i];
         isn_grpc_hit *out = &reply->hits[i];
         out->external_id = strdup(hit->external_id ? hit->external_id : "");
-        if (!out->external_id) rc = fail(err, err_len, "out of memory");
+        if (!out->external_id) rc = isn_error(err, err_len, "out of memory");
         out->doc = hit->doc;
         out->score = hit->score;
         out->l1_score = hit->l1_score;
@@ -190,7 +181,7 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     }
     Isn__V1__InfoResponse *response = isn__v1__info_response__unpack(NULL, result->message_len, result->message);
     isn_grpc_call_free(call);
-    if (!response) return fail(err, err_len, "the reply is not a valid isn.v1.InfoResponse");
+    if (!response) return isn_error(err, err_len, "the reply is not a valid isn.v1.InfoResponse");
     reply->partition_id = response->partition_id;
     reply->num_docs = response->num_docs;
     reply->index_version = response->index_version;
@@ -209,7 +200,7 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     int rc = 0;
     if (response->n_terms) {
         reply->terms = calloc(response->n_terms, sizeof *reply->terms);
-        if (!reply->terms) rc = fail(err, err_len, "out of memory");
+        if (!reply->terms) rc = isn_error(err, err_len, "out of memory");
         for (size_t i = 0; rc == 0 && i < response->n_terms; i++) {
             isn_grpc_term_info *t = &reply->terms[i];
             t->term = strdup(response->terms[i]->term ? response->terms[i]->term : "");
@@ -218,7 +209,7 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
             t->df = response->terms[i]->df;
             t->cf = response->terms[i]->cf;
             reply->num_term_infos++;
-            if (!t->term || !t->index_term) rc = fail(err, err_len, "out of memory");
+            if (!t->term || !t->index_term) rc = isn_error(err, err_len, "out of memory");
         }
     }
     isn__v1__info_response__free_unpacked(response, NULL);
@@ -261,6 +252,6 @@ int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *ser
         }
     }
     isn_grpc_call_free(call);
-    if (status != 0) fail(err, err_len, "%s", why);
+    if (status != 0) isn_error(err, err_len, "%s", why);
     return status;
 }

@@ -1,12 +1,12 @@
 /* One gRPC client connection: bytes in and out through libuv, an nghttp2 session in between
- * (grpc_session.c), connection limits and timeouts. */
+ * (server_session.c), connection limits and timeouts. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "daemon/server.h"
+#include "grpc/server_internal.h"
 
 /* Pull at most this much from nghttp2 before handing it to the kernel, so a client that does not
  * read cannot make us buffer without bound: the rest stays queued inside nghttp2 (bounded by the
@@ -20,24 +20,25 @@ static void conn_flush(grpc_conn *conn);
 
 static void on_closed(uv_handle_t *handle) {
     grpc_conn *conn = handle->data;
-    isn_server *server = conn->server;
+    grpc_server *server = conn->server;
     if (conn->prev) conn->prev->next = conn->next;
-    else server->grpc_conns = conn->next;
+    else server->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
-    server->num_grpc_conns--;
+    server->counters.connections--;
+    connection_limit_release(server->config.limit);
     buffer_free(&conn->pending);
     buffer_free(&conn->sending);
     free(conn);
-    if (server->state == SERVER_DRAINING) server_check_drained(server);
+    grpc_server_check_drained(server);
 }
 
 void grpc_conn_close(grpc_conn *conn) {
     if (conn->closing) return;
     conn->closing = true;
-    while (conn->streams) {
-        grpc_stream *stream = conn->streams;
-        nghttp2_session_set_stream_user_data(conn->session, stream->id, NULL);
-        grpc_stream_detach(conn, stream);
+    while (conn->calls) {
+        grpc_call *call = conn->calls;
+        nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
+        grpc_call_detach(conn, call);
     }
     nghttp2_session_del(conn->session);
     conn->session = NULL;
@@ -52,7 +53,7 @@ void grpc_conn_schedule_flush(grpc_conn *conn) {
 }
 
 void grpc_flush_dirty(uv_check_t *check) {
-    isn_server *server = check->data;
+    grpc_server *server = check->data;
     while (server->dirty) {
         grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;
@@ -129,11 +130,11 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
-    conn->last_activity_ns = monotonic_ns();
+    conn->last_activity_ns = isn_now_ns();
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     if (conn->closing) return;
     if (rv < 0) {
-        conn->server->metrics.protocol_errors++;
+        conn->server->counters.protocol_errors++;
         log_debug("grpc %s: HTTP/2 protocol error: %s", conn->peer, nghttp2_strerror((int)rv));
         if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
             grpc_conn_close(conn);
@@ -179,7 +180,7 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
 }
 
 void grpc_on_connection(uv_stream_t *listener, int status) {
-    isn_server *server = listener->data;
+    grpc_server *server = listener->data;
     if (status < 0) {
         log_warn("grpc accept failed: %s", uv_strerror(status));
         return;
@@ -190,17 +191,18 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
         return;
     }
     conn->server = server;
-    if (accept_or_reject(server, listener, &conn->tcp, conn) < 0) return; /* freed by the reject path */
-    uint64_t now = monotonic_ns();
+    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0)
+        return; /* freed by the reject path */
+    uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
     peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
     uv_tcp_nodelay(&conn->tcp, 1);
 
-    conn->next = server->grpc_conns;
-    if (server->grpc_conns) server->grpc_conns->prev = conn;
-    server->grpc_conns = conn;
-    server->num_grpc_conns++;
-    server->metrics.connections_accepted++;
+    conn->next = server->conns;
+    if (server->conns) server->conns->prev = conn;
+    server->conns = conn;
+    server->counters.connections++;
+    server->counters.connections_accepted++;
 
     if (grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
@@ -208,7 +210,7 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
         uv_close((uv_handle_t *)&conn->tcp, on_closed);
         return;
     }
-    if (server->state == SERVER_DRAINING) grpc_conn_goaway(conn);
+    if (server->goaway) grpc_conn_goaway(conn);
     log_debug("grpc %s: connected", conn->peer);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     grpc_conn_schedule_flush(conn);
@@ -216,27 +218,29 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
 
 /* ------------------------------------------------------------------ timeouts */
 
-void grpc_sweep(isn_server *server, uint64_t now) {
-    uint64_t header_ns = (uint64_t)server->conf.header_timeout_ms * 1000000ull;
-    uint64_t idle_ns = (uint64_t)server->conf.idle_timeout_ms * 1000000ull;
-    for (grpc_conn *conn = server->grpc_conns, *next; conn; conn = next) {
+void grpc_sweep(uv_timer_t *timer) {
+    grpc_server *server = timer->data;
+    uint64_t now = isn_now_ns();
+    uint64_t header_ns = (uint64_t)server->config.header_timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)server->config.idle_timeout_ms * 1000000ull;
+    for (grpc_conn *conn = server->conns, *next; conn; conn = next) {
         next = conn->next;
         if (conn->closing) continue;
         if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
             log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
-            server->metrics.connections_timed_out++;
+            server->counters.connections_timed_out++;
             grpc_conn_close(conn);
             continue;
         }
-        for (grpc_stream *stream = conn->streams; stream; stream = stream->next) {
-            if (stream->request_complete || stream->responded || now - stream->opened_ns <= header_ns) continue;
-            grpc_stream_fail(stream, GRPC_STATUS_DEADLINE_EXCEEDED,
-                             "request not received in full within header_timeout (%u ms)",
-                             server->conf.header_timeout_ms);
+        for (grpc_call *call = conn->calls; call; call = call->next) {
+            if (call->request_complete || call->responded || now - call->opened_ns <= header_ns) continue;
+            grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                           "request not received in full within header_timeout (%u ms)",
+                           server->config.header_timeout_ms);
         }
-        if (conn->num_streams == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
+        if (conn->num_calls == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
             log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
-            server->metrics.connections_timed_out++;
+            server->counters.connections_timed_out++;
             grpc_conn_goaway(conn);
             grpc_conn_close_when_flushed(conn);
         }

@@ -1,12 +1,12 @@
-/* The HTTP/2 side of a connection: nghttp2 server-session callbacks that turn frames into request
- * streams, headers, message bytes and closes, and hand complete requests to rpc.c. */
+/* The HTTP/2 side of a connection: nghttp2 server-session callbacks that turn frames into calls,
+ * headers, message bytes and closes, and hand complete requests to the program's handlers. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
-#include "daemon/server.h"
+#include "grpc/server_internal.h"
 
 #define CONNECTION_WINDOW (16 << 20)
 #define STREAM_WINDOW (1 << 20)
@@ -14,9 +14,9 @@
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     grpc_conn *conn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    grpc_stream *stream = grpc_stream_new(conn, frame->hd.stream_id);
-    if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM for this one only */
-    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream);
+    grpc_call *call = grpc_call_new(conn, frame->hd.stream_id);
+    if (!call) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM for this one only */
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
     return 0;
 }
 
@@ -28,36 +28,62 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!stream) return 0;
+    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call) return 0;
     if (header_is(name, namelen, ":method")) {
-        stream->post = valuelen == 4 && !memcmp(value, "POST", 4);
+        call->post = valuelen == 4 && !memcmp(value, "POST", 4);
     } else if (header_is(name, namelen, ":path")) {
-        stream->method = rpc_method_from_path((const char *)value, valuelen);
-        size_t n = valuelen < STREAM_PATH_MAX - 1 ? valuelen : STREAM_PATH_MAX - 1;
-        memcpy(stream->path, value, n);
-        stream->path[n] = '\0';
+        size_t n = valuelen < CALL_PATH_MAX - 1 ? valuelen : CALL_PATH_MAX - 1;
+        memcpy(call->path, value, n);
+        call->path[n] = '\0';
     } else if (header_is(name, namelen, "content-type")) {
         /* application/grpc, application/grpc+proto, application/grpc;charset=... */
-        stream->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
+        call->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
                                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (header_is(name, namelen, "grpc-timeout")) {
-        if (grpc_parse_timeout((const char *)value, valuelen, &stream->timeout_ns) < 0) stream->timeout_bad = true;
+        if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
     }
     return 0;
+}
+
+/* Headers complete: refuse what is not gRPC at all, then let the program refuse early. */
+static void on_request_headers(grpc_call *call) {
+    grpc_server *server = call->server;
+    if (!call->post) {
+        grpc_call_http_error(call, 405);
+        return;
+    }
+    if (!call->content_type_ok) {
+        grpc_call_http_error(call, 415);
+        return;
+    }
+    if (server->handlers.on_headers) server->handlers.on_headers(call, server->app);
+}
+
+/* The request stream ended: exactly one whole message, or an error for the client. */
+static void on_request_complete(grpc_call *call) {
+    grpc_read_result result = grpc_reader_finish(&call->reader);
+    if (result != GRPC_READ_OK) {
+        char why[200];
+        grpc_reader_describe(&call->reader, result, why, sizeof why);
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
+    }
+    grpc_server *server = call->server;
+    server->handlers.on_request(call, server->app);
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     grpc_conn *conn = user_data;
     conn->preface_done = true;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (!stream) return 0;
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !stream->responded)
-        rpc_on_headers(stream);
+    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !call->responded)
+        on_request_headers(call);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        stream->request_complete = true;
-        if (!stream->responded) rpc_on_request(stream);
+        call->request_complete = true;
+        if (!call->responded) on_request_complete(call);
     }
     return 0;
 }
@@ -66,28 +92,28 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                          size_t len, void *user_data) {
     (void)flags;
     grpc_conn *conn = user_data;
-    conn->server->metrics.bytes_received += len;
-    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!stream || stream->responded) return 0;
-    grpc_read_result result = grpc_reader_feed(&stream->reader, data, len);
+    conn->server->counters.bytes_received += len;
+    grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!call || call->responded) return 0;
+    grpc_read_result result = grpc_reader_feed(&call->reader, data, len);
     if (result == GRPC_READ_OK) return 0;
     char why[200];
-    grpc_reader_describe(&stream->reader, result, why, sizeof why);
+    grpc_reader_describe(&call->reader, result, why, sizeof why);
     int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY ? GRPC_STATUS_RESOURCE_EXHAUSTED
                  : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
                                                                                      : GRPC_STATUS_INVALID_ARGUMENT;
-    grpc_stream_fail(stream, status, "%s", why);
+    grpc_call_fail(call, status, "%s", why);
     return 0;
 }
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     (void)error_code;
     grpc_conn *conn = user_data;
-    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (!stream) return 0;
+    grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!call) return 0;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    grpc_stream_detach(conn, stream);
-    if (conn->server->state == SERVER_DRAINING) server_check_drained(conn->server);
+    grpc_call_detach(conn, call);
+    grpc_server_check_drained(conn->server);
     return 0;
 }
 
@@ -98,8 +124,8 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     (void)user_data;
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    grpc_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (stream && !stream->request_complete)
+    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (call && !call->request_complete)
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
@@ -136,13 +162,13 @@ static nghttp2_option *shared_options(void) {
     return options;
 }
 
-/* A server session for the connection with isnd's settings; 0 or an nghttp2 error. */
+/* A server session for the connection with the server's settings; 0 or an nghttp2 error. */
 int grpc_session_new(grpc_conn *conn) {
     if (!shared_callbacks() || !shared_options()) return NGHTTP2_ERR_NOMEM;
     int rc = nghttp2_session_server_new2(&conn->session, shared_callbacks(), conn, shared_options());
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->conf.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
     };

@@ -1,4 +1,4 @@
-#include "daemon/grpc_framing.h"
+#include "grpc/grpc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* gRPC client transport: socket + nghttp2 client session; see grpc_client.h. */
-#include "tools/grpc_client.h"
+/* gRPC client transport: socket + nghttp2 client session; see grpc/grpc.h. */
+#include "grpc/grpc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,6 @@
 
 #include <nghttp2/nghttp2.h>
 
-#define PREFIX_BYTES 5
 #define READ_CHUNK 65536
 
 struct isn_grpc_call {
@@ -33,8 +32,11 @@ struct isn_grpc_call {
     size_t raw_len, raw_cap;
 };
 
+typedef struct client_watch client_watch;
+
 struct isn_grpc_client {
     int fd;
+    client_watch *watch; /* when driven from a libuv loop */
     nghttp2_session *session;
     bool failed;
     bool goaway;
@@ -45,20 +47,7 @@ struct isn_grpc_client {
     char error[256];
 };
 
-static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t err_len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_len) vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
 
 /* ------------------------------------------------------------------ calls */
 
@@ -78,12 +67,12 @@ static void call_finish(isn_grpc_call *call) {
     call->client = NULL;
     isn_grpc_result *r = &call->result;
     r->body_len = call->raw_len;
-    if (call->raw_len >= PREFIX_BYTES) {
+    if (call->raw_len >= GRPC_PREFIX_BYTES) {
         size_t len = (size_t)call->raw[1] << 24 | (size_t)call->raw[2] << 16 | (size_t)call->raw[3] << 8 | call->raw[4];
-        if (len <= call->raw_len - PREFIX_BYTES) {
+        if (len <= call->raw_len - GRPC_PREFIX_BYTES) {
             r->message = malloc(len ? len : 1);
             if (r->message) {
-                memcpy(r->message, call->raw + PREFIX_BYTES, len);
+                memcpy(r->message, call->raw + GRPC_PREFIX_BYTES, len);
                 r->message_len = len;
             }
         }
@@ -230,27 +219,14 @@ static int set_nonblocking(int fd) {
 }
 
 static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
-    char host[256];
-    const char *port, *host_start = host_port, *host_end;
-    if (*host_port == '[') {
-        host_start++;
-        host_end = strchr(host_start, ']');
-        if (!host_end || host_end[1] != ':') return fail(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", host_port);
-        port = host_end + 2;
-    } else {
-        host_end = strrchr(host_port, ':');
-        if (!host_end) return fail(err, err_len, "bad address \"%s\": expected HOST:PORT", host_port);
-        port = host_end + 1;
-    }
-    size_t host_len = (size_t)(host_end - host_start);
-    if (host_len == 0 || host_len >= sizeof host || !*port)
-        return fail(err, err_len, "bad address \"%s\": expected HOST:PORT", host_port);
-    memcpy(host, host_start, host_len);
-    host[host_len] = '\0';
+    char host[256], port[8];
+    uint16_t port_number;
+    if (grpc_parse_host_port(host_port, host, sizeof host, &port_number, err, err_len) < 0) return -1;
+    snprintf(port, sizeof port, "%u", port_number);
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found, *ai;
     int rc = getaddrinfo(host, port, &hints, &found);
-    if (rc != 0) return fail(err, err_len, "cannot resolve %s: %s", host_port, gai_strerror(rc));
+    if (rc != 0) return isn_error(err, err_len, "cannot resolve %s: %s", host_port, gai_strerror(rc));
     int fd = -1;
     char why[128] = "no address";
     for (ai = found; ai; ai = ai->ai_next) {
@@ -273,7 +249,7 @@ static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err,
         fd = -1;
     }
     freeaddrinfo(found);
-    if (fd < 0) return fail(err, err_len, "cannot connect to %s: %s", host_port, why);
+    if (fd < 0) return isn_error(err, err_len, "cannot connect to %s: %s", host_port, why);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
@@ -287,7 +263,7 @@ isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, ch
     if (!client || nghttp2_session_callbacks_new(&callbacks) != 0) {
         free(client);
         close(fd);
-        fail(err, err_len, "out of memory");
+        isn_error(err, err_len, "out of memory");
         return NULL;
     }
     client->fd = fd;
@@ -301,7 +277,7 @@ isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, ch
     if (rc != 0) {
         close(fd);
         free(client);
-        fail(err, err_len, "cannot create an HTTP/2 session: %s", nghttp2_strerror(rc));
+        isn_error(err, err_len, "cannot create an HTTP/2 session: %s", nghttp2_strerror(rc));
         return NULL;
     }
     nghttp2_settings_entry settings[] = {
@@ -331,6 +307,7 @@ static void fail_connection(isn_grpc_client *client, const char *why) {
 
 void isn_grpc_close(isn_grpc_client *client) {
     if (!client) return;
+    isn_grpc_client_unwatch(client);
     fail_connection(client, "client closed");
     nghttp2_session_del(client->session);
     close(client->fd);
@@ -340,29 +317,24 @@ void isn_grpc_close(isn_grpc_client *client) {
 
 isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
     if (client->failed) {
-        fail(err, err_len, "connection failed: %s", client->error);
+        isn_error(err, err_len, "connection failed: %s", client->error);
         return NULL;
     }
     if (client->goaway) {
-        fail(err, err_len, "server sent GOAWAY; connect again");
+        isn_error(err, err_len, "server sent GOAWAY; connect again");
         return NULL;
     }
     isn_grpc_call *call = calloc(1, sizeof *call);
-    size_t total = request->body_len + (request->frame ? PREFIX_BYTES : 0);
+    size_t total = request->body_len + (request->frame ? GRPC_PREFIX_BYTES : 0);
     if (!call || !(call->body = malloc(total ? total : 1))) {
         free(call);
-        fail(err, err_len, "out of memory");
+        isn_error(err, err_len, "out of memory");
         return NULL;
     }
     uint8_t *p = call->body;
     if (request->frame) {
-        uint32_t len = (uint32_t)request->body_len;
-        p[0] = 0;
-        p[1] = (uint8_t)(len >> 24);
-        p[2] = (uint8_t)(len >> 16);
-        p[3] = (uint8_t)(len >> 8);
-        p[4] = (uint8_t)len;
-        p += PREFIX_BYTES;
+        grpc_write_prefix(p, (uint32_t)request->body_len);
+        p += GRPC_PREFIX_BYTES;
     }
     if (request->body_len) memcpy(p, request->body, request->body_len);
     call->body_len = total;
@@ -392,7 +364,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     if (id < 0) {
         free(call->body);
         free(call);
-        fail(err, err_len, "cannot start a call: %s", nghttp2_strerror(id));
+        isn_error(err, err_len, "cannot start a call: %s", nghttp2_strerror(id));
         return NULL;
     }
     call->stream_id = id;
@@ -432,18 +404,20 @@ static int send_pending(isn_grpc_client *client) {
     }
 }
 
-int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
-    if (client->failed) return fail(err, err_len, "connection failed: %s", client->error);
+static void watch_update(isn_grpc_client *client);
+
+static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
+    if (client->failed) return isn_error(err, err_len, "connection failed: %s", client->error);
     if (send_pending(client) < 0) {
         fail_connection(client, "send failed");
-        return fail(err, err_len, "connection failed: %s", client->error);
+        return isn_error(err, err_len, "connection failed: %s", client->error);
     }
     struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
     if (client->out_sent < client->out_len) pfd.events |= POLLOUT;
     int rc = poll(&pfd, 1, timeout_ms);
     if (rc < 0 && errno != EINTR) {
         fail_connection(client, strerror(errno));
-        return fail(err, err_len, "poll failed: %s", client->error);
+        return isn_error(err, err_len, "poll failed: %s", client->error);
     }
     if (rc > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
         uint8_t buf[READ_CHUNK];
@@ -453,26 +427,32 @@ int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err
                 ssize_t used = nghttp2_session_mem_recv(client->session, buf, (size_t)r);
                 if (used < 0) {
                     fail_connection(client, nghttp2_strerror((int)used));
-                    return fail(err, err_len, "HTTP/2 error: %s", client->error);
+                    return isn_error(err, err_len, "HTTP/2 error: %s", client->error);
                 }
                 if ((size_t)r < sizeof buf) break;
                 continue;
             }
             if (r == 0) {
                 fail_connection(client, "server closed the connection");
-                return fail(err, err_len, "%s", client->error);
+                return isn_error(err, err_len, "%s", client->error);
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
             if (errno == EINTR) continue;
             fail_connection(client, strerror(errno));
-            return fail(err, err_len, "read failed: %s", client->error);
+            return isn_error(err, err_len, "read failed: %s", client->error);
         }
     }
     if (send_pending(client) < 0) {
         fail_connection(client, "send failed");
-        return fail(err, err_len, "connection failed: %s", client->error);
+        return isn_error(err, err_len, "connection failed: %s", client->error);
     }
     return 0;
+}
+
+int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
+    int rc = poll_once(client, timeout_ms, err, err_len);
+    if (client->watch) watch_update(client);
+    return rc;
 }
 
 int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, char *err, size_t err_len) {
@@ -481,10 +461,74 @@ int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, 
         int wait = 1000;
         if (timeout_ms >= 0) {
             int64_t left = deadline - now_ms();
-            if (left <= 0) return fail(err, err_len, "no reply within %d ms", timeout_ms);
+            if (left <= 0) return isn_error(err, err_len, "no reply within %d ms", timeout_ms);
             wait = left < 1000 ? (int)left : 1000;
         }
         if (isn_grpc_poll(client, wait, err, err_len) < 0 && !call->done) return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ on a libuv loop */
+
+struct client_watch {
+    uv_poll_t poll;
+    isn_grpc_client *client; /* NULL once unwatched: the handle is closing */
+    isn_grpc_activity_cb on_activity;
+    void *user;
+    int events;
+};
+
+static void on_watch_closed(uv_handle_t *handle) { free(handle->data); }
+
+static void on_socket_ready(uv_poll_t *poll, int status, int events) {
+    (void)events;
+    client_watch *watch = poll->data;
+    isn_grpc_client *client = watch->client;
+    if (!client) return;
+    char err[256];
+    (void)status; /* an error shows in the poll that follows */
+    isn_grpc_poll(client, 0, err, sizeof err);
+    /* The callback may close the client (and with it the watch): nothing after it. */
+    watch->on_activity(client, watch->user);
+}
+
+/* Readable always; writable while output waits for the socket. A failed connection is not
+ * watched: its socket would wake the loop forever. */
+static void watch_update(isn_grpc_client *client) {
+    client_watch *watch = client->watch;
+    if (client->failed) {
+        if (watch->events) uv_poll_stop(&watch->poll);
+        watch->events = 0;
+        return;
+    }
+    int events = UV_READABLE | (client->out_sent < client->out_len ? UV_WRITABLE : 0);
+    if (events != watch->events && uv_poll_start(&watch->poll, events, on_socket_ready) == 0) watch->events = events;
+}
+
+int isn_grpc_client_watch(uv_loop_t *loop, isn_grpc_client *client, isn_grpc_activity_cb on_activity, void *user,
+                          char *err, size_t err_len) {
+    if (client->watch) return isn_error(err, err_len, "the client is watched already");
+    client_watch *watch = calloc(1, sizeof *watch);
+    if (!watch) return isn_error(err, err_len, "out of memory");
+    int rc = uv_poll_init(loop, &watch->poll, client->fd);
+    if (rc < 0) {
+        free(watch);
+        return isn_error(err, err_len, "cannot watch the client's socket: %s", uv_strerror(rc));
+    }
+    watch->poll.data = watch;
+    watch->client = client;
+    watch->on_activity = on_activity;
+    watch->user = user;
+    client->watch = watch;
+    watch_update(client);
+    return 0;
+}
+
+void isn_grpc_client_unwatch(isn_grpc_client *client) {
+    client_watch *watch = client->watch;
+    if (!watch) return;
+    client->watch = NULL;
+    watch->client = NULL;
+    uv_close((uv_handle_t *)&watch->poll, on_watch_closed);
 }

@@ -1,25 +1,62 @@
 /* The stats endpoint: a deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, no bodies)
- * for Prometheus, curl and load balancers: /metrics, /stats, /healthz, /readyz. */
+ * for Prometheus, curl and load balancers; the program's handler answers each path (isnd and
+ * isn-agg serve /metrics, /stats, /healthz, /readyz). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/base.h"
-#include "daemon/server.h"
+#include "grpc/server_internal.h"
+
+#define STATS_REQUEST_MAX 8192
+
+typedef struct stats_conn stats_conn;
+
+struct stats_conn {
+    uv_tcp_t tcp;
+    grpc_stats_server *server;
+    stats_conn *prev, *next;
+    uv_write_t write_req;
+    byte_buffer out;
+    bool writing;
+    bool closing;
+    bool close_after_write;
+    uint64_t accepted_ns;
+    uint64_t last_activity_ns;
+    uint64_t request_started_ns; /* first byte of an unfinished request; 0 = none */
+    size_t in_len;
+    char in[STATS_REQUEST_MAX];
+};
+
+struct grpc_stats_server {
+    uv_loop_t *loop;
+    grpc_stats_config config;
+    char server_name[64];
+    grpc_stats_handler handler;
+    void *app;
+    uv_tcp_t listener;
+    bool listening;
+    bool closing;
+    uv_timer_t sweep_timer;
+    stats_conn *conns;
+    byte_buffer body; /* the handler's answer; kept across requests */
+    grpc_stats_counters counters;
+};
 
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
-    isn_server *server = conn->server;
+    grpc_stats_server *server = conn->server;
     if (conn->prev) conn->prev->next = conn->next;
-    else server->stats_conns = conn->next;
+    else server->conns = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
-    server->num_stats_conns--;
+    server->counters.connections--;
+    connection_limit_release(server->config.limit);
     buffer_free(&conn->out);
     free(conn);
 }
 
-void stats_conn_close(stats_conn *conn) {
+static void stats_conn_close(stats_conn *conn) {
     if (conn->closing) return;
     conn->closing = true;
     uv_close((uv_handle_t *)&conn->tcp, on_closed);
@@ -48,9 +85,9 @@ static void respond(stats_conn *conn, int code, const char *reason, const char *
     byte_buffer *out = &conn->out;
     out->len = 0;
     bool ok = buffer_printf(out,
-                            "HTTP/1.1 %d %s\r\nServer: isnd/" ISND_VERSION "\r\nContent-Type: %s\r\n"
+                            "HTTP/1.1 %d %s\r\nServer: %s\r\nContent-Type: %s\r\n"
                             "Content-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n",
-                            code, reason, content_type, body ? body->len : 0,
+                            code, reason, conn->server->server_name, content_type, body ? body->len : 0,
                             conn->close_after_write ? "Connection: close\r\n" : "");
     if (ok && body && !head_only) ok = buffer_append(out, body->data, body->len);
     if (!ok) {
@@ -90,9 +127,23 @@ static bool header_value(const char *head, const char *name, char *value, size_t
     return false;
 }
 
+static const char *reason_phrase(int code) {
+    switch (code) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return code < 300 ? "OK" : code < 500 ? "Bad Request" : "Internal Server Error";
+    }
+}
+
 static void handle_request(stats_conn *conn, char *head) {
-    isn_server *server = conn->server;
-    server->metrics.stats_requests++;
+    grpc_stats_server *server = conn->server;
+    server->counters.requests++;
     char method[8], target[256], version[16];
     if (sscanf(head, "%7s %255s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
         conn->close_after_write = true;
@@ -118,31 +169,12 @@ static void handle_request(stats_conn *conn, char *head) {
     }
     char *query = strchr(target, '?');
     if (query) *query = '\0';
-    if (!strcmp(target, "/metrics")) {
-        byte_buffer body = {0};
-        metrics_render_prometheus(server, &body);
-        respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", &body, head_only);
-        buffer_free(&body);
-    } else if (!strcmp(target, "/stats")) {
-        byte_buffer body = {0};
-        metrics_render_json(server, &body);
-        respond(conn, 200, "OK", "application/json", &body, head_only);
-        buffer_free(&body);
-    } else if (!strcmp(target, "/healthz")) {
-        respond_text(conn, 200, "OK", "ok\n", head_only);
-    } else if (!strcmp(target, "/readyz")) {
-        char reason[300], text[400];
-        if (server_ready(server) && server->pool &&
-            worker_pool_gpu_state(server->pool, reason, sizeof reason) == WORKER_POOL_GPU_DEGRADED) {
-            snprintf(text, sizeof text, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
-            respond_text(conn, 200, "OK", text, head_only);
-        } else if (server_ready(server)) respond_text(conn, 200, "OK", "ready\n", head_only);
-        else
-            respond_text(conn, 503, "Service Unavailable",
-                         server->state == SERVER_STARTING ? "starting: index loading\n" : "draining\n", head_only);
-    } else {
-        respond_text(conn, 404, "Not Found", "not found; try /metrics, /stats, /healthz or /readyz\n", head_only);
-    }
+    byte_buffer *body = &server->body;
+    body->len = 0;
+    const char *content_type = "text/plain; charset=utf-8";
+    int code = server->handler(server->app, target, body, &content_type);
+    respond(conn, code, reason_phrase(code), content_type, body, head_only);
+    buffer_clear(body, 1 << 20);
 }
 
 static void process_requests(stats_conn *conn) {
@@ -161,7 +193,7 @@ static void process_requests(stats_conn *conn) {
         handle_request(conn, conn->in);
         memmove(conn->in, conn->in + used, conn->in_len - used);
         conn->in_len -= used;
-        conn->request_started_ns = conn->in_len ? monotonic_ns() : 0;
+        conn->request_started_ns = conn->in_len ? isn_now_ns() : 0;
     }
 }
 
@@ -181,7 +213,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
-    uint64_t now = monotonic_ns();
+    uint64_t now = isn_now_ns();
     conn->last_activity_ns = now;
     if (!conn->request_started_ns) conn->request_started_ns = now;
     conn->in_len += (size_t)nread;
@@ -192,31 +224,88 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     process_requests(conn);
 }
 
-void stats_on_connection(uv_stream_t *listener, int status) {
-    isn_server *server = listener->data;
+static void on_connection(uv_stream_t *listener, int status) {
+    grpc_stats_server *server = listener->data;
     if (status < 0) return;
     stats_conn *conn = calloc(1, sizeof *conn);
     if (!conn) return;
     conn->server = server;
-    if (accept_or_reject(server, listener, &conn->tcp, conn) < 0) return;
-    conn->accepted_ns = conn->last_activity_ns = monotonic_ns();
-    conn->next = server->stats_conns;
-    if (server->stats_conns) server->stats_conns->prev = conn;
-    server->stats_conns = conn;
-    server->num_stats_conns++;
+    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0) return;
+    conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
+    conn->next = server->conns;
+    if (server->conns) server->conns->prev = conn;
+    server->conns = conn;
+    server->counters.connections++;
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
-void stats_sweep(isn_server *server, uint64_t now) {
-    uint64_t header_ns = (uint64_t)server->conf.header_timeout_ms * 1000000ull;
-    uint64_t idle_ns = (uint64_t)server->conf.idle_timeout_ms * 1000000ull;
-    for (stats_conn *conn = server->stats_conns, *next; conn; conn = next) {
+static void on_sweep(uv_timer_t *timer) {
+    grpc_stats_server *server = timer->data;
+    uint64_t now = isn_now_ns();
+    uint64_t header_ns = (uint64_t)server->config.header_timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)server->config.idle_timeout_ms * 1000000ull;
+    for (stats_conn *conn = server->conns, *next; conn; conn = next) {
         next = conn->next;
         if (conn->closing || conn->writing) continue;
         bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
         if (slow || now - conn->last_activity_ns > idle_ns) {
-            server->metrics.connections_timed_out++;
+            server->counters.connections_timed_out++;
             stats_conn_close(conn);
         }
     }
+}
+
+/* ------------------------------------------------------------------ the server */
+
+grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config, grpc_stats_handler handler,
+                                         void *app) {
+    grpc_stats_server *server = calloc(1, sizeof *server);
+    if (!server) return NULL;
+    server->loop = loop;
+    server->handler = handler;
+    server->app = app;
+    grpc_stats_server_reconfigure(server, config);
+    uv_timer_init(loop, &server->sweep_timer);
+    server->sweep_timer.data = server;
+    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
+    uv_timer_start(&server->sweep_timer, on_sweep, period, period);
+    uv_unref((uv_handle_t *)&server->sweep_timer);
+    return server;
+}
+
+int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
+                             char *err, size_t err_len) {
+    if (listen_tcp(server->loop, &server->listener, server, host_port, on_connection, bound, bound_len, err, err_len) < 0)
+        return -1;
+    server->listening = true;
+    return 0;
+}
+
+void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_config *config) {
+    server->config = *config;
+    snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
+    server->config.server_name = server->server_name;
+    if (uv_is_active((uv_handle_t *)&server->sweep_timer)) {
+        uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
+        if (uv_timer_get_repeat(&server->sweep_timer) != period) uv_timer_set_repeat(&server->sweep_timer, period);
+    }
+}
+
+void grpc_stats_server_close(grpc_stats_server *server) {
+    if (server->closing) return;
+    server->closing = true;
+    for (stats_conn *conn = server->conns; conn; conn = conn->next) stats_conn_close(conn);
+    if (server->listening) uv_close((uv_handle_t *)&server->listener, NULL);
+    server->listening = false;
+    if (!uv_is_closing((uv_handle_t *)&server->sweep_timer)) uv_close((uv_handle_t *)&server->sweep_timer, NULL);
+}
+
+void grpc_stats_server_free(grpc_stats_server *server) {
+    if (!server) return;
+    buffer_free(&server->body);
+    free(server);
+}
+
+const grpc_stats_counters *grpc_stats_server_get_counters(const grpc_stats_server *server) {
+    return &server->counters;
 }

@@ -1,0 +1,411 @@
+/* gRPC over HTTP/2, written once for every program of the tree: message framing (5-byte prefix,
+ * grpc-timeout, grpc-message encoding, status codes), a server core on a libuv loop that calls the
+ * program's handlers (isnd, isn-agg), the HTTP/1.1 stats endpoint both servers share, and the
+ * client (isn-query, isn-bench, isn-agg, tests). nghttp2 does the HTTP/2 framing. */
+#ifndef ISN_GRPC_H
+#define ISN_GRPC_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
+
+#include "base/base.h"
+
+/* ================================================================== framing */
+/* The parts of gRPC that are not HTTP/2. Pure functions and a byte-at-a-time reader, so they are
+ * unit-tested without sockets. */
+
+#define GRPC_PREFIX_BYTES 5
+
+typedef enum {
+    GRPC_STATUS_OK = 0,
+    GRPC_STATUS_CANCELLED = 1,
+    GRPC_STATUS_UNKNOWN = 2,
+    GRPC_STATUS_INVALID_ARGUMENT = 3,
+    GRPC_STATUS_DEADLINE_EXCEEDED = 4,
+    GRPC_STATUS_NOT_FOUND = 5,
+    GRPC_STATUS_ALREADY_EXISTS = 6,
+    GRPC_STATUS_PERMISSION_DENIED = 7,
+    GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
+    GRPC_STATUS_FAILED_PRECONDITION = 9,
+    GRPC_STATUS_ABORTED = 10,
+    GRPC_STATUS_OUT_OF_RANGE = 11,
+    GRPC_STATUS_UNIMPLEMENTED = 12,
+    GRPC_STATUS_INTERNAL = 13,
+    GRPC_STATUS_UNAVAILABLE = 14,
+    GRPC_STATUS_DATA_LOSS = 15,
+    GRPC_STATUS_UNAUTHENTICATED = 16,
+    GRPC_STATUS_COUNT
+} grpc_status_code;
+
+/* "OK", "INVALID_ARGUMENT", ... ("UNKNOWN" for codes out of range). */
+const char *grpc_status_name(int status);
+
+/* Writes the prefix of an uncompressed message of `length` bytes. */
+void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length);
+
+typedef enum {
+    GRPC_READ_OK = 0,            /* consumed; more may follow */
+    GRPC_READ_TOO_LARGE,         /* the prefix announces more than max_length */
+    GRPC_READ_COMPRESSED,        /* compressed flag set: no compression is supported */
+    GRPC_READ_BAD_FLAGS,         /* flag byte other than 0 or 1 */
+    GRPC_READ_EXTRA_MESSAGE,     /* a second message on a unary call */
+    GRPC_READ_OUT_OF_MEMORY,
+    GRPC_READ_TRUNCATED,         /* (finish) stream ended inside a prefix or a body */
+    GRPC_READ_NO_MESSAGE,        /* (finish) stream ended before any message */
+} grpc_read_result;
+
+/* Reassembles the one message of a unary request from DATA chunks of any size. Bodies up to
+ * `inline_cap` bytes land in caller-provided storage; larger ones in one malloc of exactly their
+ * length (bounded by max_length), released by grpc_reader_reset. */
+typedef struct {
+    uint8_t prefix[GRPC_PREFIX_BYTES];
+    uint32_t prefix_have;
+    uint32_t length; /* announced by the prefix */
+    uint32_t have;   /* body bytes received */
+    uint32_t messages;
+    uint32_t max_length;
+    uint8_t *body;
+    uint8_t *inline_buf;
+    uint32_t inline_cap;
+} grpc_reader;
+
+void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length);
+/* Frees a heap body and starts over (max_length kept). */
+void grpc_reader_reset(grpc_reader *reader);
+grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size_t len);
+/* The request stream ended: GRPC_READ_OK when exactly one whole message arrived. */
+grpc_read_result grpc_reader_finish(const grpc_reader *reader);
+/* A sentence for the client about a failed result (names the sizes involved). */
+void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, char *out, size_t out_len);
+
+/* grpc-timeout: 1 to 8 digits and a unit H, M, S, m, u or n. Returns 0 and nanoseconds, or -1. */
+int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns);
+
+/* grpc-message encoding: bytes outside printable ASCII, and '%', become %XX. Always NUL-terminates;
+ * cuts at a whole escape when out is too small. Returns the length written. */
+size_t grpc_percent_encode(const char *in, char *out, size_t out_len);
+
+/* ================================================================== server core */
+/* A gRPC server on a libuv loop: listening socket, connections and their HTTP/2 sessions, limits
+ * and timeouts, a pool of calls (one per request stream), replies and trailers, GOAWAY and drain.
+ * The program supplies handlers; everything runs on the loop thread. Unary calls only. */
+
+typedef struct grpc_server grpc_server;
+typedef struct grpc_call grpc_call;
+
+/* Open connections counted against one maximum, shared by a gRPC server and a stats server (so a
+ * flood on one port cannot starve the other of descriptors). The program owns it and may change
+ * `max` at any time. */
+typedef struct {
+    uint32_t max;      /* 0 = no limit */
+    uint32_t open;
+    uint64_t rejected; /* connections closed at once because `max` was reached */
+} grpc_connection_limit;
+
+typedef struct {
+    uint32_t max_concurrent_streams; /* per connection (HTTP/2 SETTINGS) */
+    uint32_t max_message_bytes;      /* largest request message accepted */
+    uint32_t header_timeout_ms;      /* preface, and each request's headers and body, within this */
+    uint32_t idle_timeout_ms;        /* a connection without open streams is closed after this */
+    size_t call_app_bytes;           /* per-call storage for the program (grpc_call_app), pooled with the call */
+    grpc_connection_limit *limit;    /* NULL = no limit */
+} grpc_server_config;
+
+typedef struct {
+    /* A call was opened (request HEADERS began): set up its app storage. The storage is zeroed when
+     * the call is first allocated, otherwise it holds what the previous use of it left. */
+    void (*on_open)(grpc_call *call, void *app);
+    /* Headers complete, the request is a POST with a gRPC content type (else the core has answered
+     * HTTP 405 or 415): refuse what can be refused before the body (grpc_call_fail). */
+    void (*on_headers)(grpc_call *call, void *app);
+    /* The one request message arrived (grpc_call_message): answer now or later (grpc_call_hold). */
+    void (*on_request)(grpc_call *call, void *app);
+    /* A gRPC status was queued for the call (reply or failure): the place to count requests. */
+    void (*on_status)(grpc_call *call, int status, void *app);
+    /* A held call lost its client (stream reset, connection closed): the reply will be dropped. */
+    void (*on_abandoned)(grpc_call *call, void *app);
+    /* The call is done with: its storage goes back to the pool, or is freed (`freeing`). */
+    void (*on_release)(grpc_call *call, bool freeing, void *app);
+    /* After grpc_server_drain: every call answered and every connection closed. */
+    void (*on_drained)(grpc_server *server, void *app);
+} grpc_server_handlers;
+
+typedef struct {
+    uint32_t connections;          /* open now */
+    uint32_t open_calls;           /* calls allocated: receiving, held, replying, abandoned */
+    uint64_t connections_accepted;
+    uint64_t connections_timed_out; /* no preface in time, or idle */
+    uint64_t protocol_errors;      /* HTTP/2 errors that ended a connection */
+    uint64_t http_rejects;         /* streams that were not gRPC: HTTP 405 or 415 */
+    uint64_t bytes_received;       /* request body bytes */
+    uint64_t bytes_sent;           /* reply message bytes (framed) */
+} grpc_server_counters;
+
+grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
+                             void *app);
+/* Binds and listens on HOST:PORT ([IPV6]:PORT; port 0 picks one); writes the bound address
+ * ("127.0.0.1:41234") to `bound`. 0, or -1 with err. */
+int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
+                       size_t err_len);
+/* Takes the new timeouts and limits (a reload); the stream settings apply to new connections. */
+void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *config);
+/* Closes the listening socket. */
+void grpc_server_stop_accepting(grpc_server *server);
+/* GOAWAY on every connection (and on any accepted later): clients finish their calls and go. */
+void grpc_server_goaway_all(grpc_server *server);
+/* Stop accepting, GOAWAY everywhere; once no call is open, each connection closes after writing
+ * what it has queued; then on_drained. */
+void grpc_server_drain(grpc_server *server);
+/* Answers every call that has no reply and is not held with this status (drain time is up). */
+void grpc_server_fail_waiting(grpc_server *server, int status, const char *message);
+/* Closes the listener and every connection now (held calls become abandoned). */
+void grpc_server_close(grpc_server *server);
+/* Frees abandoned calls, the pool and the server; after uv_run returned (the handles are closed),
+ * and once nothing holds a call any more (workers joined). */
+void grpc_server_free(grpc_server *server);
+const grpc_server_counters *grpc_server_get_counters(const grpc_server *server);
+void *grpc_server_app(const grpc_server *server);
+
+/* ---- one call */
+
+/* ":path" as sent ("/isn.v1.Search/Search"), cut at 95 bytes. */
+const char *grpc_call_path(const grpc_call *call);
+/* A small integer the program keeps with the call (e.g. which method); 0 at open. */
+void grpc_call_set_tag(grpc_call *call, int tag);
+int grpc_call_tag(const grpc_call *call);
+/* The program's storage (config.call_app_bytes, max_align_t-aligned). */
+void *grpc_call_app(const grpc_call *call);
+/* The call that owns this app storage. */
+grpc_call *grpc_call_from_app(void *app_storage);
+grpc_server *grpc_call_server(const grpc_call *call);
+/* The request message without its prefix (valid until the call is released). */
+const uint8_t *grpc_call_message(const grpc_call *call, size_t *len);
+/* grpc-timeout in nanoseconds; 0 = none sent. */
+uint64_t grpc_call_timeout_ns(const grpc_call *call);
+/* The grpc-timeout header was present but malformed (answer INVALID_ARGUMENT). */
+bool grpc_call_timeout_malformed(const grpc_call *call);
+/* When the request's HEADERS arrived (isn_now_ns). */
+uint64_t grpc_call_opened_ns(const grpc_call *call);
+/* The client is gone (reset or connection closed): a reply would go nowhere. */
+bool grpc_call_cancelled(const grpc_call *call);
+/* A reply or error was queued already. */
+bool grpc_call_responded(const grpc_call *call);
+/* "127.0.0.1:5000" of the client ("-" once abandoned). */
+const char *grpc_call_peer(const grpc_call *call);
+
+/* The program keeps the call past the handler (a worker has it): if the client goes away meanwhile
+ * the call is abandoned (on_abandoned), not freed. */
+void grpc_call_hold(grpc_call *call);
+/* Drops the hold. True when the call is still open: reply now. False when it was abandoned: it has
+ * been released and must not be touched again. */
+bool grpc_call_unhold(grpc_call *call);
+
+/* Success: `framed` (5-byte prefix and message) then trailers with grpc-status 0. Not copied: it
+ * must stay valid and unchanged until the call is released (keep it in the app storage). */
+void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len);
+/* Success: packs the message into the call's own reply buffer (kept across uses) and replies. */
+void grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message);
+/* Failure: a trailers-only response with the status and the (percent-encoded) message. */
+void grpc_call_fail(grpc_call *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap);
+
+/* ================================================================== stats endpoint */
+/* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
+ * for Prometheus, curl and load balancers. The program's handler answers each path. */
+
+typedef struct grpc_stats_server grpc_stats_server;
+
+/* Fills `body` for `path` (query string removed), sets *content_type when not plain text, and
+ * returns the HTTP status (200, 404, 503...). */
+typedef int (*grpc_stats_handler)(void *app, const char *path, byte_buffer *body, const char **content_type);
+
+typedef struct {
+    const char *server_name;   /* the Server header: "isnd/0.1.0" */
+    uint32_t header_timeout_ms; /* a request head must arrive within this */
+    uint32_t idle_timeout_ms;
+    grpc_connection_limit *limit; /* NULL = no limit */
+} grpc_stats_config;
+
+typedef struct {
+    uint32_t connections;
+    uint64_t requests;
+    uint64_t connections_timed_out;
+} grpc_stats_counters;
+
+grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config, grpc_stats_handler handler,
+                                         void *app);
+int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
+                             char *err, size_t err_len);
+void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_config *config);
+/* Closes the listener and every connection. */
+void grpc_stats_server_close(grpc_stats_server *server);
+/* After uv_run returned. */
+void grpc_stats_server_free(grpc_stats_server *server);
+const grpc_stats_counters *grpc_stats_server_get_counters(const grpc_stats_server *server);
+
+/* ================================================================== addresses */
+
+/* Splits HOST:PORT or [IPV6]:PORT. 0, or -1 with err. */
+int grpc_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err, size_t err_len);
+
+/* ================================================================== client */
+/* One HTTP/2 connection over a plain socket, many calls in flight on it. Blocking helpers for simple
+ * tools (isn-query), and start/poll/finish for programs that keep many calls going (isn-bench,
+ * isn-agg), by poll() or from a libuv loop (isn_grpc_client_watch). Not thread-safe: one client per
+ * thread. No protobuf types in the client's calls. */
+
+typedef struct isn_grpc_client isn_grpc_client;
+typedef struct isn_grpc_call isn_grpc_call;
+
+/* Connects to HOST:PORT ([IPV6]:PORT) and sends the HTTP/2 preface. NULL with err. */
+isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len);
+void isn_grpc_close(isn_grpc_client *client);
+/* The socket, for callers that poll() several clients at once; then call isn_grpc_poll(client, 0). */
+int isn_grpc_fd(const isn_grpc_client *client);
+/* False once the connection failed or the server sent GOAWAY (start no new calls on it). */
+bool isn_grpc_usable(const isn_grpc_client *client);
+
+/* ------------------------------------------------------------------ raw calls */
+
+typedef struct {
+    const char *path;      /* "/isn.v1.Search/Search" */
+    const uint8_t *body;   /* request bytes */
+    size_t body_len;
+    bool frame;            /* prepend the 5-byte gRPC prefix to body (false: body is sent exactly as given) */
+    bool leave_open;       /* do not end the request stream (tests of stalled clients) */
+    uint32_t timeout_ms;   /* grpc-timeout header; 0 = none */
+    const char *content_type; /* NULL = application/grpc */
+} isn_grpc_request;
+
+typedef struct {
+    int http_status;          /* 0 when no response headers came */
+    int grpc_status;          /* -1 when no grpc-status came (reset stream, HTTP error, lost connection) */
+    char grpc_message[512];   /* percent-decoded */
+    uint32_t reset_code;      /* HTTP/2 error code when the server reset the stream */
+    bool reset;
+    uint8_t *message;         /* the reply message without its prefix (malloc'd; NULL when none) */
+    size_t message_len;
+    size_t body_len;          /* all response body bytes received, prefixes included */
+} isn_grpc_result;
+
+/* Queues a call; bytes go out on the next poll. NULL with err (connection unusable, out of memory). */
+isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len);
+/* Sends what is queued, waits up to timeout_ms for input (0 = do not wait), processes it.
+ * 0, or -1 with err when the connection failed (every unfinished call is then done, with grpc_status -1). */
+int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len);
+bool isn_grpc_call_done(const isn_grpc_call *call);
+const isn_grpc_result *isn_grpc_call_result(const isn_grpc_call *call);
+/* Frees the call; an unfinished one is cancelled (RST_STREAM CANCEL). */
+void isn_grpc_call_free(isn_grpc_call *call);
+/* Polls until the call is done or timeout_ms passes (-1 = no limit). 0, or -1 with err. */
+int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ isn.v1 */
+
+typedef enum { ISN_GRPC_MODE_DEFAULT = 0, ISN_GRPC_MODE_OR = 1, ISN_GRPC_MODE_AND = 2 } isn_grpc_mode;
+
+typedef struct {
+    const char *query;             /* text; or NULL/"" and terms */
+    const char *const *terms;      /* pre-analyzed terms */
+    uint32_t num_terms;
+    uint32_t k;                    /* 0 = server default */
+    isn_grpc_mode mode;
+    const char *algorithm;         /* NULL = server default */
+    uint32_t timeout_ms;           /* sent as grpc-timeout; 0 = none */
+    const char *request_id;
+    bool debug;
+    /* Global statistics (0 / NULL = none). */
+    uint64_t global_num_docs;
+    double global_avg_doc_len;
+    const char *const *global_terms;
+    const uint64_t *global_dfs;
+    uint32_t num_global_terms;
+    /* Second stage: re-rank the best n1 (0 = server default) with the server's ranker of this name. */
+    const char *ranker;
+    uint32_t n1;
+} isn_grpc_search_request;
+
+typedef struct {
+    char *external_id;
+    uint32_t doc;
+    float score;
+    float l1_score;
+} isn_grpc_hit;
+
+typedef struct {
+    int status;             /* gRPC status; 0 = OK (-1: no status, e.g. the stream was reset) */
+    char message[512];      /* grpc-message when status != 0 */
+    isn_grpc_hit *hits;
+    uint32_t num_hits;
+    bool complete;
+    char incomplete_reason[32];
+    uint64_t matched_lower_bound;
+    char device[16];
+    uint32_t partition_id;
+    uint64_t queue_us, retrieval_us, total_us, rerank_us;
+    uint32_t partitions_answered, partitions_total; /* from an aggregator; 0 from an ISN */
+    /* when debug was asked: */
+    char algorithm_used[16];
+    uint32_t num_terms, num_unknown_terms;
+    uint64_t postings_scored, docs_evaluated, blocks_decoded;
+} isn_grpc_search_reply;
+
+/* Blocking Search. 0 when the server answered (reply->status tells how), -1 with err on transport
+ * failure. Free the reply with isn_grpc_search_reply_free. */
+int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *request, isn_grpc_search_reply *reply,
+                    char *err, size_t err_len);
+/* Non-blocking form: start, poll (isn_grpc_poll) until isn_grpc_call_done, then finish (frees the call). */
+isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
+                                     size_t err_len);
+int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len);
+void isn_grpc_search_reply_free(isn_grpc_search_reply *reply);
+
+typedef struct {
+    char *term;
+    char *index_term;
+    bool found;
+    uint64_t df, cf;
+} isn_grpc_term_info;
+
+typedef struct {
+    int status;
+    char message[512];
+    uint32_t partition_id;
+    uint64_t num_docs;
+    uint32_t index_version;
+    uint64_t num_terms, num_postings, index_bytes, total_doc_len;
+    double avg_doc_len;
+    float bm25_k1, bm25_b;
+    bool stem, stopwords;
+    char server_version[32];
+    isn_grpc_term_info *terms;
+    uint32_t num_term_infos;
+} isn_grpc_info_reply;
+
+/* Blocking Info; statistics of `terms` too (analyzed first when `analyze`). */
+int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze,
+                  isn_grpc_info_reply *reply, char *err, size_t err_len);
+void isn_grpc_info_reply_free(isn_grpc_info_reply *reply);
+
+/* grpc.health.v1.Health/Check: *serving = 1 SERVING, 2 NOT_SERVING. Returns the gRPC status, -1 on
+ * transport failure (err). */
+int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *serving, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ on a libuv loop */
+
+/* Drives the client from `loop` (uv_poll on its socket): whenever it is readable (or writable with
+ * output queued) the client polls itself and then calls `on_activity`, where finished calls can be
+ * collected. After starting calls from outside the callback, call isn_grpc_poll(client, 0, ...)
+ * to send them. When the connection fails the watch stops after a last on_activity. -1 with err. */
+typedef void (*isn_grpc_activity_cb)(isn_grpc_client *client, void *user);
+int isn_grpc_client_watch(uv_loop_t *loop, isn_grpc_client *client, isn_grpc_activity_cb on_activity, void *user,
+                          char *err, size_t err_len);
+/* Stops watching (isn_grpc_close does it too). */
+void isn_grpc_client_unwatch(isn_grpc_client *client);
+
+#endif

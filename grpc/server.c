@@ -1,0 +1,116 @@
+/* A gRPC server's life: created on a loop, listening, reconfigured, drained (GOAWAY, then each
+ * connection closes once its calls are answered and written), closed and freed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "grpc/server_internal.h"
+
+grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
+                             void *app) {
+    grpc_server *server = calloc(1, sizeof *server);
+    if (!server) return NULL;
+    server->loop = loop;
+    server->config = *config;
+    server->config.call_app_bytes =
+        (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    server->handlers = *handlers;
+    server->app = app;
+    uv_check_init(loop, &server->flush_check);
+    server->flush_check.data = server;
+    uv_check_start(&server->flush_check, grpc_flush_dirty);
+    uv_timer_init(loop, &server->sweep_timer);
+    server->sweep_timer.data = server;
+    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
+    uv_timer_start(&server->sweep_timer, grpc_sweep, period, period);
+    uv_unref((uv_handle_t *)&server->sweep_timer);
+    return server;
+}
+
+int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
+                       size_t err_len) {
+    if (listen_tcp(server->loop, &server->listener, server, host_port, grpc_on_connection, bound, bound_len, err,
+                   err_len) < 0)
+        return -1;
+    server->listening = true;
+    return 0;
+}
+
+void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *config) {
+    size_t app_bytes = server->config.call_app_bytes; /* fixed: pooled calls have this size */
+    server->config = *config;
+    server->config.call_app_bytes = app_bytes;
+    uint64_t period = sweep_period_ms(config->header_timeout_ms, config->idle_timeout_ms);
+    if (uv_timer_get_repeat(&server->sweep_timer) != period) uv_timer_set_repeat(&server->sweep_timer, period);
+}
+
+void grpc_server_stop_accepting(grpc_server *server) {
+    if (!server->listening) return;
+    uv_close((uv_handle_t *)&server->listener, NULL);
+    server->listening = false;
+}
+
+void grpc_server_goaway_all(grpc_server *server) {
+    server->goaway = true;
+    for (grpc_conn *conn = server->conns; conn; conn = conn->next) grpc_conn_goaway(conn);
+}
+
+void grpc_server_drain(grpc_server *server) {
+    grpc_server_stop_accepting(server);
+    server->draining = true;
+    grpc_server_goaway_all(server);
+    grpc_server_check_drained(server);
+}
+
+void grpc_server_check_drained(grpc_server *server) {
+    if (!server->draining || server->drained || server->closing) return;
+    if (server->counters.open_calls > 0) return;
+    /* Nothing left to answer: let each connection finish writing, then go. */
+    bool writing = false;
+    for (grpc_conn *conn = server->conns; conn; conn = conn->next) {
+        if (conn->closing) continue;
+        grpc_conn_close_when_flushed(conn);
+        writing = true;
+    }
+    if (writing || server->counters.connections) return; /* each close calls back here */
+    server->drained = true;
+    if (server->handlers.on_drained) server->handlers.on_drained(server, server->app);
+}
+
+void grpc_server_fail_waiting(grpc_server *server, int status, const char *message) {
+    for (grpc_conn *conn = server->conns; conn; conn = conn->next) {
+        if (conn->closing) continue;
+        for (grpc_call *call = conn->calls; call; call = call->next)
+            if (!call->responded && !call->held) grpc_call_fail(call, status, "%s", message);
+    }
+    grpc_server_check_drained(server);
+}
+
+static void close_if_open(uv_handle_t *handle) {
+    if (handle->loop && !uv_is_closing(handle)) uv_close(handle, NULL);
+}
+
+void grpc_server_close(grpc_server *server) {
+    if (server->closing) return;
+    server->closing = true;
+    for (grpc_conn *conn = server->conns; conn; conn = conn->next) grpc_conn_close(conn);
+    grpc_server_stop_accepting(server);
+    close_if_open((uv_handle_t *)&server->flush_check);
+    close_if_open((uv_handle_t *)&server->sweep_timer);
+}
+
+void grpc_server_free(grpc_server *server) {
+    if (!server) return;
+    server->closing = true;
+    while (server->abandoned) {
+        grpc_call *call = server->abandoned;
+        server->abandoned = call->next;
+        grpc_call_release(server, call);
+    }
+    grpc_free_call_pool(server);
+    free(server);
+}
+
+const grpc_server_counters *grpc_server_get_counters(const grpc_server *server) { return &server->counters; }
+void *grpc_server_app(const grpc_server *server) { return server->app; }

@@ -1,0 +1,221 @@
+/* Calls: a pool of them (each keeps its body space, reply buffer and the program's storage), and
+ * the three ways a call is answered: a gRPC reply, a gRPC error, a bare HTTP error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "grpc/server_internal.h"
+
+#define KEEP_BUFFER (256 * 1024)
+#define MAX_FREE_CALLS 1024
+
+grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
+    grpc_server *server = conn->server;
+    grpc_call *call = server->free_calls;
+    if (call) {
+        server->free_calls = call->next;
+        server->num_free_calls--;
+    } else {
+        call = calloc(1, sizeof *call + server->config.call_app_bytes);
+        if (!call) return NULL;
+    }
+    byte_buffer reply = call->reply; /* keep its storage across uses */
+    memset(call, 0, offsetof(grpc_call, body_space));
+    call->reply = reply;
+    call->reply.len = 0;
+    call->conn = conn;
+    call->server = server;
+    call->id = id;
+    call->opened_ns = isn_now_ns();
+    grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
+    call->next = conn->calls;
+    if (conn->calls) conn->calls->prev = call;
+    conn->calls = call;
+    conn->num_calls++;
+    server->counters.open_calls++;
+    if (server->handlers.on_open) server->handlers.on_open(call, server->app);
+    return call;
+}
+
+static void call_unlink(grpc_call *call, grpc_call **head) {
+    if (call->prev) call->prev->next = call->next;
+    else *head = call->next;
+    if (call->next) call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+}
+
+void grpc_call_release(grpc_server *server, grpc_call *call) {
+    grpc_reader_reset(&call->reader);
+    server->counters.open_calls--;
+    bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;
+    if (server->handlers.on_release) server->handlers.on_release(call, !pool, server->app);
+    if (pool) {
+        buffer_clear(&call->reply, KEEP_BUFFER);
+        call->next = server->free_calls;
+        server->free_calls = call;
+        server->num_free_calls++;
+    } else {
+        buffer_free(&call->reply);
+        free(call);
+    }
+}
+
+void grpc_free_call_pool(grpc_server *server) {
+    while (server->free_calls) {
+        grpc_call *next = server->free_calls->next;
+        if (server->handlers.on_release) server->handlers.on_release(server->free_calls, true, server->app);
+        buffer_free(&server->free_calls->reply);
+        free(server->free_calls);
+        server->free_calls = next;
+    }
+    server->num_free_calls = 0;
+}
+
+/* The connection is going away (or HTTP/2 closed the stream): a call the program still holds
+ * becomes abandoned, released when the program lets go of it. */
+void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
+    grpc_server *server = conn->server;
+    call_unlink(call, &conn->calls);
+    conn->num_calls--;
+    call->conn = NULL;
+    if (call->held) {
+        call->next = server->abandoned;
+        if (server->abandoned) server->abandoned->prev = call;
+        server->abandoned = call;
+        if (server->handlers.on_abandoned) server->handlers.on_abandoned(call, server->app);
+    } else {
+        grpc_call_release(server, call);
+    }
+}
+
+void grpc_call_hold(grpc_call *call) { call->held = true; }
+
+bool grpc_call_unhold(grpc_call *call) {
+    call->held = false;
+    if (call->conn) return true;
+    grpc_server *server = call->server;
+    call_unlink(call, &server->abandoned);
+    grpc_call_release(server, call);
+    grpc_server_check_drained(server);
+    return false;
+}
+
+/* ------------------------------------------------------------------ accessors */
+
+const char *grpc_call_path(const grpc_call *call) { return call->path; }
+void grpc_call_set_tag(grpc_call *call, int tag) { call->tag = tag; }
+int grpc_call_tag(const grpc_call *call) { return call->tag; }
+void *grpc_call_app(const grpc_call *call) { return (void *)call->app; }
+grpc_call *grpc_call_from_app(void *app_storage) {
+    return (grpc_call *)((char *)app_storage - offsetof(grpc_call, app));
+}
+grpc_server *grpc_call_server(const grpc_call *call) { return call->server; }
+const uint8_t *grpc_call_message(const grpc_call *call, size_t *len) {
+    *len = call->reader.length;
+    return call->reader.body;
+}
+uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
+bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
+uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
+bool grpc_call_cancelled(const grpc_call *call) { return !call->conn; }
+bool grpc_call_responded(const grpc_call *call) { return call->responded; }
+const char *grpc_call_peer(const grpc_call *call) { return call->conn ? call->conn->peer : "-"; }
+
+/* ------------------------------------------------------------------ responses */
+
+static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                          uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
+    (void)user_data;
+    grpc_call *call = source->ptr;
+    size_t left = call->reply_len - call->reply_sent;
+    size_t n = left < length ? left : length;
+    memcpy(buf, call->reply_data + call->reply_sent, n);
+    call->reply_sent += n;
+    if (call->reply_sent == call->reply_len) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        static const nghttp2_nv trailers[] = {
+            {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        };
+        if (nghttp2_submit_trailer(session, stream_id, trailers, 1) != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return (ssize_t)n;
+}
+
+static void submit_headers(grpc_call *call, const nghttp2_nv *nv, size_t n, const nghttp2_data_provider *data) {
+    grpc_conn *conn = call->conn;
+    call->responded = true;
+    if (nghttp2_submit_response(conn->session, call->id, nv, n, data) != 0)
+        nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
+    grpc_conn_schedule_flush(conn);
+}
+
+#define NV_STATIC(name, value) \
+    {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, sizeof(value) - 1, \
+     NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}
+
+void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) {
+    if (!call->conn || call->responded) return;
+    static const nghttp2_nv headers[] = {
+        NV_STATIC(":status", "200"),
+        NV_STATIC("content-type", "application/grpc"),
+        NV_STATIC("grpc-accept-encoding", "identity"),
+    };
+    grpc_server *server = call->server;
+    if (server->handlers.on_status) server->handlers.on_status(call, GRPC_STATUS_OK, server->app);
+    nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_reply};
+    call->reply_data = framed;
+    call->reply_len = len;
+    call->reply_sent = 0;
+    server->counters.bytes_sent += len;
+    submit_headers(call, headers, 3, &provider);
+}
+
+void grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
+    size_t size = protobuf_c_message_get_packed_size(message);
+    call->reply.len = 0;
+    if (!buffer_reserve(&call->reply, GRPC_PREFIX_BYTES + size)) {
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
+        return;
+    }
+    grpc_write_prefix(call->reply.data, (uint32_t)size);
+    protobuf_c_message_pack(message, call->reply.data + GRPC_PREFIX_BYTES);
+    call->reply.len = GRPC_PREFIX_BYTES + size;
+    grpc_call_reply_framed(call, call->reply.data, call->reply.len);
+}
+
+void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap) {
+    if (!call->conn || call->responded) return;
+    char message[512], encoded[1024], code[8];
+    vsnprintf(message, sizeof message, fmt, ap);
+    size_t encoded_len = grpc_percent_encode(message, encoded, sizeof encoded);
+    int code_len = snprintf(code, sizeof code, "%d", status);
+    nghttp2_nv headers[] = {
+        NV_STATIC(":status", "200"),
+        NV_STATIC("content-type", "application/grpc"),
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        {(uint8_t *)"grpc-message", (uint8_t *)encoded, 12, encoded_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    grpc_server *server = call->server;
+    if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
+    log_debug("grpc %s stream %d %s: %s: %s", call->conn->peer, call->id, call->path, grpc_status_name(status), message);
+    submit_headers(call, headers, 4, NULL);
+}
+
+void grpc_call_fail(grpc_call *call, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    grpc_call_vfail(call, status, fmt, ap);
+    va_end(ap);
+}
+
+void grpc_call_http_error(grpc_call *call, int http_status) {
+    char code[8];
+    int code_len = snprintf(code, sizeof code, "%d", http_status);
+    nghttp2_nv headers[] = {
+        {(uint8_t *)":status", (uint8_t *)code, 7, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    call->server->counters.http_rejects++;
+    submit_headers(call, headers, 1, NULL);
+}

@@ -1,0 +1,129 @@
+/* The server core's state, shared by its files (server_conn.c: connections and timeouts,
+ * server_session.c: nghttp2 callbacks, server_call.c: the call pool and replies, server.c: the
+ * server's life, listen.c: sockets, stats_http.c: the HTTP/1.1 stats endpoint). */
+#ifndef ISN_GRPC_SERVER_INTERNAL_H
+#define ISN_GRPC_SERVER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+#include <uv.h>
+
+#include "base/base.h"
+#include "grpc/grpc.h"
+
+typedef struct grpc_conn grpc_conn;
+
+#define CALL_INLINE_BODY 1024
+#define CALL_PATH_MAX 96
+
+/* One request (HTTP/2 stream). Pooled: its body space, reply buffer and the program's storage
+ * (allocated right after it) are reused. */
+struct grpc_call {
+    grpc_call *prev, *next; /* in its connection's list, the abandoned list, or the free list */
+    grpc_conn *conn;        /* NULL once abandoned: the client left while the program held it */
+    grpc_server *server;
+    int32_t id;
+    int tag;
+    bool post;
+    bool content_type_ok;
+    bool timeout_bad;
+    bool request_complete; /* END_STREAM received */
+    bool responded;        /* a reply (or error) was submitted to nghttp2 */
+    bool held;
+    uint64_t opened_ns;
+    uint64_t timeout_ns; /* grpc-timeout; 0 = none */
+    char path[CALL_PATH_MAX];
+    grpc_reader reader;
+    const uint8_t *reply_data; /* framed reply being sent */
+    size_t reply_len, reply_sent;
+    byte_buffer reply; /* grpc_call_reply_message's buffer; kept across uses */
+    uint8_t body_space[CALL_INLINE_BODY];
+    max_align_t app[]; /* config.call_app_bytes */
+};
+
+struct grpc_conn {
+    uv_tcp_t tcp;
+    grpc_server *server;
+    grpc_conn *prev, *next;
+    grpc_conn *next_dirty;
+    nghttp2_session *session;
+    grpc_call *calls;
+    uint32_t num_calls;
+    byte_buffer pending; /* pulled from nghttp2, not yet handed to the kernel */
+    byte_buffer sending; /* owned by the write in flight */
+    uv_write_t write_req;
+    bool writing;
+    bool dirty;
+    bool closing;
+    bool preface_done;
+    bool goaway_sent;
+    bool close_when_flushed;
+    uint64_t accepted_ns;
+    uint64_t last_activity_ns;
+    char peer[64];
+};
+
+struct grpc_server {
+    uv_loop_t *loop;
+    grpc_server_config config;
+    grpc_server_handlers handlers;
+    void *app;
+    uv_tcp_t listener;
+    bool listening;
+    bool draining;  /* grpc_server_drain called: GOAWAY new connections, check for the end */
+    bool goaway;    /* GOAWAY new connections */
+    bool closing;   /* grpc_server_close called: free calls instead of pooling them */
+    bool drained;   /* on_drained called */
+    uv_check_t flush_check;
+    uv_timer_t sweep_timer;
+    grpc_conn *conns;
+    grpc_conn *dirty;
+    grpc_call *free_calls;
+    uint32_t num_free_calls;
+    grpc_call *abandoned;
+    grpc_server_counters counters;
+    uint8_t read_buffer[65536];
+};
+
+/* ---- listen.c */
+/* Binds and listens; `tcp->data` = owner. */
+int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_port, uv_connection_cb on_connection,
+               char *bound, size_t bound_len, char *err, size_t err_len);
+/* Accepts one pending connection into `tcp` (data = owner), or closes it at once when `limit` is
+ * reached. 0 = accepted (counted in limit->open), -1 = rejected: the handle is closed and `owner`
+ * freed. */
+int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner);
+void connection_limit_release(grpc_connection_limit *limit);
+/* Sweep period for these timeouts: a quarter of the shorter, within 10 ms .. 1 s. */
+uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms);
+
+/* ---- server_call.c */
+grpc_call *grpc_call_new(grpc_conn *conn, int32_t id);
+/* Unlinks the call from its connection; releases it, or abandons it while the program holds it. */
+void grpc_call_detach(grpc_conn *conn, grpc_call *call);
+void grpc_call_release(grpc_server *server, grpc_call *call);
+/* Not gRPC at all (wrong method or content type): a bare HTTP status. */
+void grpc_call_http_error(grpc_call *call, int http_status);
+void grpc_free_call_pool(grpc_server *server);
+
+/* ---- server_session.c */
+int grpc_session_new(grpc_conn *conn);
+
+/* ---- server_conn.c */
+void grpc_on_connection(uv_stream_t *listener, int status);
+void grpc_conn_schedule_flush(grpc_conn *conn);
+void grpc_flush_dirty(uv_check_t *check);
+void grpc_conn_close(grpc_conn *conn);
+void grpc_conn_goaway(grpc_conn *conn);
+/* Closes the connection once what is queued for it has been written. */
+void grpc_conn_close_when_flushed(grpc_conn *conn);
+void grpc_sweep(uv_timer_t *timer);
+
+/* ---- server.c */
+/* Called whenever a call or a connection goes away: while draining, finishes the drain. */
+void grpc_server_check_drained(grpc_server *server);
+
+#endif

@@ -1,0 +1,279 @@
+/* grpc/'s server core and client on one libuv loop, in one process: a server with handlers that
+ * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
+ * isn_grpc_client_watch. Checks replies, statuses, per-call app storage reuse, abandoned calls,
+ * and that a drain ends with on_drained. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "grpc/grpc.h"
+
+typedef struct {
+    uint8_t framed[64]; /* the reply, sent from here (zero copy) */
+    uint32_t uses;      /* survives reuse of the pooled call */
+    uv_timer_t *timer;
+} echo_call;
+
+typedef struct {
+    uv_loop_t *loop;
+    grpc_server *server;
+    uint32_t opened, requests, statuses[GRPC_STATUS_COUNT], abandoned, released, drained;
+    uint32_t max_uses;
+    grpc_call *held;
+    uv_timer_t later;
+} echo_app;
+
+static void on_open(grpc_call *call, void *app) {
+    echo_app *a = app;
+    echo_call *c = grpc_call_app(call);
+    c->uses++;
+    if (c->uses > a->max_uses) a->max_uses = c->uses;
+    a->opened++;
+}
+
+static void on_headers(grpc_call *call, void *app) {
+    (void)app;
+    if (strncmp(grpc_call_path(call), "/test.Echo/", 11))
+        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", grpc_call_path(call));
+}
+
+static void answer_later(uv_timer_t *timer) {
+    echo_app *a = timer->data;
+    grpc_call *call = a->held;
+    a->held = NULL;
+    if (!grpc_call_unhold(call)) return; /* abandoned meanwhile: released by the core */
+    echo_call *c = grpc_call_app(call);
+    grpc_write_prefix(c->framed, 5);
+    memcpy(c->framed + GRPC_PREFIX_BYTES, "later", 5);
+    grpc_call_reply_framed(call, c->framed, GRPC_PREFIX_BYTES + 5);
+}
+
+static void on_request(grpc_call *call, void *app) {
+    echo_app *a = app;
+    a->requests++;
+    size_t len;
+    const uint8_t *message = grpc_call_message(call, &len);
+    const char *method = grpc_call_path(call) + 11;
+    if (!strcmp(method, "Echo")) {
+        echo_call *c = grpc_call_app(call);
+        if (len > sizeof c->framed - GRPC_PREFIX_BYTES) {
+            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "too long");
+            return;
+        }
+        grpc_write_prefix(c->framed, (uint32_t)len);
+        memcpy(c->framed + GRPC_PREFIX_BYTES, message, len);
+        grpc_call_reply_framed(call, c->framed, GRPC_PREFIX_BYTES + len);
+    } else if (!strcmp(method, "Later")) {
+        grpc_call_hold(call);
+        a->held = call;
+        uv_timer_start(&a->later, answer_later, 20, 0);
+    } else {
+        grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "no such thing: %.*s", (int)len, (const char *)message);
+    }
+}
+
+static void on_status(grpc_call *call, int status, void *app) {
+    (void)call;
+    echo_app *a = app;
+    a->statuses[status]++;
+}
+
+static void on_abandoned(grpc_call *call, void *app) {
+    (void)call;
+    ((echo_app *)app)->abandoned++;
+}
+
+static void on_release(grpc_call *call, bool freeing, void *app) {
+    (void)call, (void)freeing;
+    ((echo_app *)app)->released++;
+}
+
+static void on_drained(grpc_server *server, void *app) {
+    echo_app *a = app;
+    a->drained++;
+    grpc_server_close(server);
+    uv_close((uv_handle_t *)&a->later, NULL);
+}
+
+static const grpc_server_handlers HANDLERS = {
+    .on_open = on_open,
+    .on_headers = on_headers,
+    .on_request = on_request,
+    .on_status = on_status,
+    .on_abandoned = on_abandoned,
+    .on_release = on_release,
+    .on_drained = on_drained,
+};
+
+/* ------------------------------------------------------------------ the client side */
+
+#define NUM_CALLS 6
+
+typedef struct {
+    echo_app *app;
+    isn_grpc_client *client;
+    isn_grpc_call *calls[NUM_CALLS];
+    bool finished;
+    uint32_t activity;
+} client_side;
+
+static isn_grpc_call *start(isn_grpc_client *client, const char *path, const char *body) {
+    char err[256];
+    isn_grpc_request request = {.path = path, .body = (const uint8_t *)body, .body_len = strlen(body), .frame = true};
+    isn_grpc_call *call = isn_grpc_start(client, &request, err, sizeof err);
+    if (!call) fail_msg("isn_grpc_start: %s", err);
+    return call;
+}
+
+static void on_activity(isn_grpc_client *client, void *user) {
+    (void)client;
+    client_side *side = user;
+    side->activity++;
+    if (side->finished) return;
+    for (int i = 0; i < NUM_CALLS; i++)
+        if (!isn_grpc_call_done(side->calls[i])) return;
+    side->finished = true;
+    grpc_server_drain(side->app->server);
+    isn_grpc_close(side->client); /* also unwatches: lets the connection close, so the drain ends */
+    side->client = NULL;
+}
+
+static void expect(isn_grpc_call *call, int status, const char *message, const char *grpc_message_part) {
+    const isn_grpc_result *r = isn_grpc_call_result(call);
+    assert_int_equal(r->grpc_status, status);
+    if (message) {
+        assert_int_equal(r->message_len, strlen(message));
+        assert_memory_equal(r->message, message, r->message_len);
+    }
+    if (grpc_message_part) assert_non_null(strstr(r->grpc_message, grpc_message_part));
+}
+
+static void test_server_core_and_watched_client(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    echo_app app = {.loop = &loop};
+    uv_timer_init(&loop, &app.later);
+    app.later.data = &app;
+    grpc_connection_limit limit = {.max = 10};
+    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
+                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = &limit};
+    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
+    assert_non_null(app.server);
+    char bound[80], err[256];
+    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+
+    client_side side = {.app = &app};
+    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(side.client);
+    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_activity, &side, err, sizeof err), 0);
+    side.calls[0] = start(side.client, "/test.Echo/Echo", "hello");
+    side.calls[1] = start(side.client, "/test.Echo/Echo", "");
+    side.calls[2] = start(side.client, "/test.Echo/Later", "x");
+    side.calls[3] = start(side.client, "/test.Echo/Missing", "thing");
+    side.calls[4] = start(side.client, "/other.Service/Call", "x");
+    side.calls[5] = start(side.client, "/test.Echo/Echo", "0123456789012345678901234567890123456789012345678901234567890");
+    assert_int_equal(isn_grpc_poll(side.client, 0, err, sizeof err), 0); /* send them */
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    assert_true(side.finished);
+    assert_true(side.activity > 0);
+    expect(side.calls[0], GRPC_STATUS_OK, "hello", NULL);
+    expect(side.calls[1], GRPC_STATUS_OK, "", NULL);
+    expect(side.calls[2], GRPC_STATUS_OK, "later", NULL);
+    expect(side.calls[3], GRPC_STATUS_NOT_FOUND, NULL, "no such thing: thing");
+    expect(side.calls[4], GRPC_STATUS_UNIMPLEMENTED, NULL, "unknown method /other.Service/Call");
+    expect(side.calls[5], GRPC_STATUS_INVALID_ARGUMENT, NULL, "too long");
+    for (int i = 0; i < NUM_CALLS; i++) isn_grpc_call_free(side.calls[i]);
+
+    assert_int_equal(app.drained, 1);
+    assert_int_equal(app.opened, NUM_CALLS);
+    assert_int_equal(app.requests, NUM_CALLS - 1); /* the unknown method was refused at its headers */
+    assert_int_equal(app.statuses[GRPC_STATUS_OK], 3);
+    assert_int_equal(app.abandoned, 0);
+    const grpc_server_counters *counters = grpc_server_get_counters(app.server);
+    assert_int_equal(counters->connections_accepted, 1);
+    assert_int_equal(counters->connections, 0);
+    assert_int_equal(counters->open_calls, 0);
+    assert_int_equal(limit.open, 0);
+    assert_true(counters->bytes_sent > 0 && counters->bytes_received > 0);
+    grpc_server_free(app.server);
+    assert_true(app.released >= NUM_CALLS); /* each call once, and the pooled ones again when freed */
+    uv_loop_close(&loop);
+}
+
+/* A held call whose client goes away: on_abandoned, and unhold says so (and releases it). */
+typedef struct {
+    echo_app *app;
+    isn_grpc_client *client;
+    isn_grpc_call *call;
+} abandon_side;
+
+static void close_client_when_held(uv_idle_t *idle) {
+    abandon_side *side = idle->data;
+    if (!side->app->held || !side->client) return;
+    isn_grpc_call_free(side->call); /* RST_STREAM CANCEL */
+    char err[128];
+    isn_grpc_poll(side->client, 0, err, sizeof err);
+    isn_grpc_close(side->client);
+    side->client = NULL;
+    uv_idle_stop(idle);
+    uv_close((uv_handle_t *)idle, NULL);
+}
+
+static void on_nothing(isn_grpc_client *client, void *user) { (void)client, (void)user; }
+
+static void stop_after_answer(uv_timer_t *timer) {
+    echo_app *a = timer->data;
+    grpc_server_close(a->server);
+    uv_close((uv_handle_t *)timer, NULL);
+}
+
+static void test_abandoned_call(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    echo_app app = {.loop = &loop};
+    uv_timer_init(&loop, &app.later);
+    app.later.data = &app;
+    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
+                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call)};
+    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
+    char bound[80], err[256];
+    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+    abandon_side side = {.app = &app};
+    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(side.client);
+    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_nothing, NULL, err, sizeof err), 0);
+    side.call = start(side.client, "/test.Echo/Later", "x");
+    isn_grpc_poll(side.client, 0, err, sizeof err);
+    uv_idle_t idle;
+    uv_idle_init(&loop, &idle);
+    idle.data = &side;
+    uv_idle_start(&idle, close_client_when_held);
+    uv_timer_t stop;
+    uv_timer_init(&loop, &stop);
+    stop.data = &app;
+    uv_timer_start(&stop, stop_after_answer, 100, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(app.abandoned, 1);
+    assert_int_equal(grpc_server_get_counters(app.server)->open_calls, 0); /* unhold released it */
+    grpc_server_free(app.server);
+    uv_loop_close(&loop);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_server_core_and_watched_client),
+        cmocka_unit_test(test_abandoned_call),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
