@@ -7,14 +7,15 @@
  * for the query terms' df (Info, cached per query text) and sends N, df and the average length
  * with the query, so merged scores equal one unpartitioned index's.
  *
- * Single-threaded: every call below comes from the one thread that runs the event loop. */
+ * Single-threaded, on a libuv loop: every call below comes from the thread that runs it. */
 #ifndef ISN_AGG_H
 #define ISN_AGG_H
 
-#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <uv.h>
 
 #include "base/base.h"
 
@@ -55,41 +56,32 @@ int agg_config_validate(const agg_config *config, char *err, size_t err_len);
 /* ------------------------------------------------------------------ the aggregator */
 
 typedef struct agg agg;
-/* An incoming gRPC call of the server the aggregator answers on (the server owns it). */
-typedef struct agg_rpc agg_rpc;
 
-/* Replica state for every configured partition; connects lazily. NULL with err (out of memory). */
-agg *agg_new(const agg_config *config, char *err, size_t err_len);
-/* Answers every query still in flight with UNAVAILABLE (drain), closes the replica connections. */
-void agg_free(agg *aggregator);
+/* Replica state for every configured partition, on `loop` (the replica connections, its servers
+ * and timers run there). Connects lazily. NULL with err (out of memory). */
+agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_len);
 const agg_config *agg_get_config(const agg *aggregator);
+
+/* Listens: gRPC (Search, Info, health Check) on config.listen, the stats endpoint (/metrics
+ * /stats /healthz /readyz) on config.stats_listen unless it is "". 0, or -1 with err. */
+int agg_serve(agg *aggregator, char *err, size_t err_len);
+/* The bound addresses ("127.0.0.1:41234"; "" for a stats endpoint not served). */
+const char *agg_grpc_address(const agg *aggregator);
+const char *agg_stats_address(const agg *aggregator);
 
 /* At start: partition sizes (Info, blocking) for global statistics; a partition that does not
  * answer now is asked again per query. */
 void agg_fetch_partition_info(agg *aggregator);
 
-/* The server's handler: Search, Info and health Check; answers every call exactly once (now, or
- * later from agg_advance). */
-void agg_handle_call(agg *aggregator, agg_rpc *rpc);
+/* SIGTERM: stops accepting, answers every query in flight with UNAVAILABLE, and once the clients
+ * have their answers closes everything of the aggregator on the loop, so uv_run returns. */
+void agg_drain(agg *aggregator);
+/* After uv_run returned (or when agg_serve failed). */
+void agg_free(agg *aggregator);
+
 /* Queries in progress. */
 uint32_t agg_inflight(const agg *aggregator);
-/* Answers every query in progress with `grpc_status` (SIGTERM drain). */
-void agg_fail_all(agg *aggregator, int grpc_status, const char *message);
-
 /* Prometheus text for /metrics (names isn_agg_*). */
 void agg_render_metrics(const agg *aggregator, byte_buffer *out);
-
-/* ------------------------------------------------------------------ driving it from a poll() loop */
-
-/* Appends the descriptors of the replica connections (at most max); returns how many. */
-size_t agg_pollfds(agg *aggregator, struct pollfd *fds, size_t max);
-/* Reads what arrived on the descriptors agg_pollfds added (same order, same count). */
-void agg_process(agg *aggregator, const struct pollfd *fds, size_t count);
-/* When the aggregator next needs agg_advance without any input (hedge, deadline, probe);
- * now when answers may already be waiting. */
-uint64_t agg_next_wakeup_ns(agg *aggregator, uint64_t now_ns);
-/* Moves every query on (answers, hedges, retries, deadlines), probes replicas that are out and
- * sends what that queued. */
-void agg_advance(agg *aggregator);
 
 #endif

@@ -3,20 +3,13 @@
 #define ISN_AGG_INTERNAL_H
 
 #include "agg/agg.h"
-#include "proto/isn.pb-c.h"
-
-/* The transport: the gRPC client to the replicas and the server isn-agg answers on. */
-#include "tools/agg_server.h"
 #include "grpc/grpc.h"
+#include "proto/isn.pb-c.h"
 
 #define AGG_LATENCY_WINDOW 256       /* recent answers per partition for its p95 */
 #define AGG_P95_EVERY 32             /* recompute the p95 after this many new samples */
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
-#define AGG_STATUS_CODES 17
-
-enum { GRPC_OK = 0, GRPC_CANCELLED = 1, GRPC_INVALID_ARGUMENT = 3, GRPC_DEADLINE_EXCEEDED = 4,
-       GRPC_RESOURCE_EXHAUSTED = 8, GRPC_UNIMPLEMENTED = 12, GRPC_INTERNAL = 13, GRPC_UNAVAILABLE = 14 };
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -84,7 +77,8 @@ typedef struct {
 typedef struct agg_query agg_query;
 struct agg_query {
     agg_query *prev, *next;
-    agg_rpc *rpc;
+    grpc_call *call; /* held until answered; NULL once answered */
+    bool abandoned;  /* the client went away: the call is released, not answered */
     Isn__V1__SearchRequest *request;
     int64_t start_ns, deadline_ns, finish_at_ns;
     uint32_t k;
@@ -113,7 +107,7 @@ typedef struct {
 /* ------------------------------------------------------------------ metrics */
 
 typedef struct {
-    uint64_t requests_by_status[AGG_STATUS_CODES];
+    uint64_t requests_by_status[GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
     histogram latency; /* answered queries */
@@ -123,20 +117,29 @@ typedef struct {
 
 struct agg {
     agg_config config;
+    /* the event loop and the servers on it */
+    uv_loop_t *loop;
+    grpc_server *server;
+    grpc_stats_server *stats;
+    grpc_connection_limit connection_limit;
+    char grpc_address[AGG_ADDR_MAX], stats_address[AGG_ADDR_MAX];
+    uv_timer_t wakeup;    /* hedges, deadlines and probes */
+    uv_check_t step;      /* after each loop turn's input: moves the queries on */
+    uv_idle_t keep_going; /* while a step is due: the loop must not sleep */
+    uv_timer_t drain_timer; /* after SIGTERM: how long clients get to take their last answers */
+    bool handles_started, dirty, draining;
     agg_partition partitions[AGG_MAX_PARTITIONS];
     uint32_t num_partitions;
     agg_query *queries;
     uint32_t num_queries;
     agg_stats_cache stats_cache;
     agg_metrics metrics;
-    /* Set when connections were flushed after the main poll (sending on one also processes what
-     * came in): answers may be waiting, so the loop must not sleep before looking. */
-    bool absorbed;
 };
 
 /* replicas.c */
 void agg_partitions_init(agg *a);
-bool agg_replica_connect(agg_replica *r);
+/* A usable connection to r (a new one is watched by the loop). */
+bool agg_replica_connect(agg *a, agg_replica *r);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
@@ -164,6 +167,10 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now);
 /* Collects the Info answers; true once every partition answered or failed. */
 bool agg_stats_done(agg *a, agg_query *q);
 
+/* aggregator.c */
+/* Answers every query in progress with `grpc_status` and frees it. */
+void agg_fail_all(agg *a, int grpc_status, const char *message);
+
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
 uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
@@ -185,6 +192,23 @@ int agg_merged_hit_compare(const void *a, const void *b);
 uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hit *out);
 /* Merges, answers the call (or fails it when no partition answered) and counts it. */
 void agg_query_finish(agg *a, agg_query *q, int64_t now);
+
+/* service.c */
+/* Answers the query's call (counted by status) and lets go of it; a call whose client went away
+ * is only released. */
+void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message);
+void agg_query_fail(agg *a, agg_query *q, int status, const char *message);
+/* on_request of the gRPC server: Search, Info and health Check. */
+void agg_handle_call(agg *a, grpc_call *call);
+
+/* loop.c */
+/* Asks for a step (agg_advance) on this loop turn. */
+void agg_kick(agg *a);
+int agg_loop_start(agg *a, char *err, size_t err_len);
+void agg_loop_stop(agg *a);
+/* Moves every query on (answers, hedges, retries, deadlines), probes replicas that are out and
+ * sends what that queued. */
+void agg_advance(agg *a);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);

@@ -3,12 +3,13 @@
 
 #include "agg/agg_internal.h"
 
-agg *agg_new(const agg_config *config, char *err, size_t err_len) {
+agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_len) {
     agg *a = calloc(1, sizeof *a);
     if (!a) {
         isn_error(err, err_len, "out of memory");
         return NULL;
     }
+    a->loop = loop;
     a->config = *config;
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
@@ -21,16 +22,18 @@ agg *agg_new(const agg_config *config, char *err, size_t err_len) {
 
 void agg_fail_all(agg *a, int grpc_status, const char *message) {
     while (a->queries) {
-        if (a->queries->rpc) agg_rpc_fail(a->queries->rpc, grpc_status, message);
-        a->queries->rpc = NULL;
+        if (a->queries->call) agg_query_fail(a, a->queries, grpc_status, message);
         agg_query_free(a, a->queries);
     }
 }
 
+/* The loop's handles of the aggregator must be closed (agg_drain, then uv_run returned). */
 void agg_free(agg *a) {
     if (!a) return;
-    agg_fail_all(a, GRPC_UNAVAILABLE, "aggregator stopping");
+    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     agg_replicas_close(a);
+    if (a->server) grpc_server_free(a->server);
+    if (a->stats) grpc_stats_server_free(a->stats);
     agg_stats_cache_free(&a->stats_cache);
     free(a);
 }
@@ -44,7 +47,7 @@ void agg_fetch_partition_info(agg *a) {
         agg_partition *p = &a->partitions[pi];
         for (uint32_t i = 0; i < p->num_replicas && !p->have_info; i++) {
             agg_replica *r = &p->replicas[i];
-            if (!agg_replica_connect(r)) {
+            if (!agg_replica_connect(a, r)) {
                 agg_replica_eject(a, r, "cannot connect at start");
                 continue;
             }

@@ -48,7 +48,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
         if (ri < 0) return false;
         agg_replica *r = &p->replicas[ri];
         part->tried |= 1u << ri;
-        if (!agg_replica_connect(r)) {
+        if (!agg_replica_connect(a, r)) {
             agg_replica_failed(a, r, true, "cannot connect");
             continue;
         }
@@ -90,7 +90,7 @@ void agg_search_start(agg *a, agg_query *q, int64_t now) {
         part->tried = 0;
         if (!send_attempt(a, q, pi, false, now)) {
             part->state = PART_FAILED;
-            part->last_status = GRPC_UNAVAILABLE;
+            part->last_status = GRPC_STATUS_UNAVAILABLE;
         }
     }
 }
@@ -106,9 +106,7 @@ static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
 static void fail_invalid(agg *a, agg_query *q, const char *message) {
     for (uint32_t i = 0; i < a->num_partitions; i++)
         if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    agg_count_status(a, GRPC_INVALID_ARGUMENT);
-    agg_rpc_fail(q->rpc, GRPC_INVALID_ARGUMENT, message);
-    q->rpc = NULL;
+    agg_query_fail(a, q, GRPC_STATUS_INVALID_ARGUMENT, message);
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -130,7 +128,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         bool bad = isn_grpc_search_finish(at->call, &reply, err, sizeof err) != 0;
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
-        if (status == GRPC_OK) {
+        if (status == GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
             agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
             part->reply = reply;
@@ -143,17 +141,17 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             return;
         }
         part->last_status = status;
-        if (status == GRPC_INVALID_ARGUMENT) {
+        if (status == GRPC_STATUS_INVALID_ARGUMENT) {
             fail_invalid(a, q, bad ? err : reply.message);
             if (!bad) isn_grpc_search_reply_free(&reply);
             return;
         }
         if (!bad) isn_grpc_search_reply_free(&reply);
-        if (status == -1 || status == GRPC_UNAVAILABLE || status == GRPC_RESOURCE_EXHAUSTED ||
-            status == GRPC_INTERNAL) {
+        if (status == -1 || status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_RESOURCE_EXHAUSTED ||
+            status == GRPC_STATUS_INTERNAL) {
             /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
              * no replica out, or overload would turn into an outage. */
-            if (status == GRPC_RESOURCE_EXHAUSTED) a->metrics.upstream_failures++, r->failures++;
+            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) a->metrics.upstream_failures++, r->failures++;
             else agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
             /* Another replica may still make it in time. */
             if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, false, now))
@@ -188,23 +186,19 @@ int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
 /* Advances one query; frees it once answered. */
 void agg_query_progress(agg *a, agg_query *q, int64_t now) {
     int64_t work_start = agg_now_ns();
-    if (q->rpc && agg_rpc_cancelled(q->rpc)) {
-        agg_rpc_fail(q->rpc, GRPC_CANCELLED, "cancelled"); /* releases it; the client is gone */
-        q->rpc = NULL;
-        agg_count_status(a, GRPC_CANCELLED);
-    }
-    if (q->rpc && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
-    if (q->rpc && q->searching) {
+    if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
+    if (q->call && q->searching) {
         bool pending = false;
-        for (uint32_t pi = 0; pi < a->num_partitions && q->rpc; pi++) {
+        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++) {
             if (q->parts[pi].state != PART_PENDING) continue;
             progress_part(a, q, pi, now);
             if (q->parts[pi].state == PART_PENDING) pending = true;
         }
-        if (q->rpc && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
+        if (q->call && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
     }
     q->processing_ns += agg_now_ns() - work_start;
-    if (!q->rpc) {
+    if (!q->call) {
         a->metrics.processing_sum_s += (double)q->processing_ns / 1e9;
         a->metrics.processing_count++;
         agg_query_free(a, q);

@@ -158,7 +158,7 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now) {
             if (ri < 0) break;
             exclude |= 1u << ri;
             agg_replica *r = &p->replicas[ri];
-            if (!agg_replica_connect(r)) {
+            if (!agg_replica_connect(a, r)) {
                 agg_replica_failed(a, r, true, "cannot connect");
                 continue;
             }

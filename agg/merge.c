@@ -23,19 +23,11 @@ uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hi
 
 /* No partition answered: the status says why (deadline before shedding before unreachable). */
 static void fail_unanswered(agg *a, agg_query *q, bool any_deadline, bool any_shed) {
-    int status = any_deadline ? GRPC_DEADLINE_EXCEEDED : any_shed ? GRPC_RESOURCE_EXHAUSTED : GRPC_UNAVAILABLE;
-    agg_count_status(a, status);
-    agg_rpc_fail(q->rpc, status,
-                 any_deadline ? "no partition answered before the deadline"
-                 : any_shed   ? "every partition that could be reached shed the query (overloaded)"
-                              : "no partition could be reached");
-    q->rpc = NULL;
-}
-
-static void fail_out_of_memory(agg *a, agg_query *q) {
-    agg_count_status(a, GRPC_RESOURCE_EXHAUSTED);
-    agg_rpc_fail(q->rpc, GRPC_RESOURCE_EXHAUSTED, "aggregator out of memory");
-    q->rpc = NULL;
+    int status = any_deadline ? GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE;
+    agg_query_fail(a, q, status,
+                   any_deadline ? "no partition answered before the deadline"
+                   : any_shed   ? "every partition that could be reached shed the query (overloaded)"
+                                : "no partition could be reached");
 }
 
 void agg_query_finish(agg *a, agg_query *q, int64_t now) {
@@ -57,8 +49,8 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
             a->partitions[pi].answered++;
         } else {
             a->partitions[pi].missing++;
-            if (part->last_status == GRPC_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
-            if (part->last_status == GRPC_RESOURCE_EXHAUSTED) any_shed = true;
+            if (part->last_status == GRPC_STATUS_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
+            if (part->last_status == GRPC_STATUS_RESOURCE_EXHAUSTED) any_shed = true;
         }
     }
     if (!answered) {
@@ -67,7 +59,7 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     }
     agg_merged_hit *all = malloc((total_hits ? total_hits : 1) * sizeof *all);
     if (!all) {
-        fail_out_of_memory(a, q);
+        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
         return;
     }
     uint32_t n = agg_merge_hits(q->parts, a->num_partitions, all);
@@ -101,18 +93,8 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     response.request_id = q->request->request_id;
     response.partitions_answered = answered;
     response.partitions_total = a->num_partitions;
-    size_t size = isn__v1__search_response__get_packed_size(&response);
-    uint8_t *body = malloc(size ? size : 1);
-    if (body) {
-        isn__v1__search_response__pack(&response, body);
-        agg_rpc_reply(q->rpc, body, size);
-        q->rpc = NULL;
-        agg_count_status(a, GRPC_OK);
-        agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
-    } else {
-        fail_out_of_memory(a, q);
-    }
-    free(body);
+    agg_query_reply(a, q, &response.base);
+    agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
     free(hits);
     free(hit_ptrs);
     free(all);

@@ -2,7 +2,7 @@
 #include "agg/agg_internal.h"
 
 void agg_count_status(agg *a, int status) {
-    a->metrics.requests_by_status[status >= 0 && status < AGG_STATUS_CODES ? status : GRPC_INTERNAL]++;
+    a->metrics.requests_by_status[status >= 0 && status < GRPC_STATUS_COUNT ? status : GRPC_STATUS_INTERNAL]++;
 }
 
 void agg_observe_answer(agg *a, double seconds) { histogram_observe(&a->metrics.latency, seconds); }
@@ -55,7 +55,7 @@ static void render_partitions(const agg *a, byte_buffer *out) {
 void agg_render_metrics(const agg *a, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
     prom_family(out, "isn_agg_requests_total", "counter", "Search/Info calls answered, by gRPC status.");
-    for (int i = 0; i < AGG_STATUS_CODES; i++)
+    for (int i = 0; i < GRPC_STATUS_COUNT; i++)
         if (m->requests_by_status[i] || i == 0)
             buffer_printf(out, "isn_agg_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)m->requests_by_status[i]);
     prom_u64(out, "isn_agg_partial_total", "counter", "Answers with complete=false (a partition missing or partial).",

@@ -25,12 +25,23 @@ void agg_partitions_init(agg *a) {
     }
 }
 
-bool agg_replica_connect(agg_replica *r) {
+/* Input on a replica connection: its finished calls are collected on this loop turn. */
+static void on_replica_activity(isn_grpc_client *client, void *user) {
+    (void)client;
+    agg_kick(user);
+}
+
+bool agg_replica_connect(agg *a, agg_replica *r) {
     if (r->client && isn_grpc_usable(r->client)) return true;
     if (r->client && r->inflight) return false; /* draining: its calls finish first */
     if (r->client) isn_grpc_close(r->client);
     char err[256];
     r->client = isn_grpc_connect(r->address, 200, err, sizeof err);
+    if (r->client && a->loop && isn_grpc_client_watch(a->loop, r->client, on_replica_activity, a, err, sizeof err) != 0) {
+        log_warn("replica %s of partition %u: %s", r->address, r->partition, err);
+        isn_grpc_close(r->client);
+        r->client = NULL;
+    }
     return r->client != NULL;
 }
 
@@ -125,7 +136,7 @@ void agg_probe_replicas(agg *a, int64_t now) {
             }
             if (now < r->probe_at_ns) continue;
             r->probe_at_ns = now + (int64_t)a->config.probe_interval_ms * 1000000LL;
-            if (!agg_replica_connect(r)) continue;
+            if (!agg_replica_connect(a, r)) continue;
             isn_grpc_request rq = {.path = "/grpc.health.v1.Health/Check", .body = (const uint8_t *)"", .body_len = 0,
                                    .frame = true, .timeout_ms = a->config.probe_interval_ms};
             char err[256];

@@ -22,7 +22,7 @@ static agg *new_aggregator(uint32_t partitions, uint32_t replicas) {
             n += (size_t)snprintf(list + n, sizeof list - n, "%s127.0.0.1:%u", r ? "," : "", 1 + p * 10 + r);
         assert_int_equal(agg_config_set(&config, "partition", list, err, sizeof err), 0);
     }
-    agg *a = agg_new(&config, err, sizeof err);
+    agg *a = agg_new(NULL, &config, err, sizeof err);
     assert_non_null(a);
     return a;
 }
@@ -171,8 +171,8 @@ static void test_stats_cache(void **state) {
 static void test_metric_names(void **state) {
     (void)state;
     agg *a = new_aggregator(2, 2);
-    agg_count_status(a, GRPC_OK);
-    agg_count_status(a, GRPC_UNAVAILABLE);
+    agg_count_status(a, GRPC_STATUS_OK);
+    agg_count_status(a, GRPC_STATUS_UNAVAILABLE);
     agg_count_status(a, 99); /* out of range counts as INTERNAL */
     agg_observe_answer(a, 0.002);
     a->metrics.hedges = 5;

@@ -1,87 +1,15 @@
-/* isn-agg: the reference aggregator (agg/agg.h) as a program: arguments, signals, its gRPC server
- * and stats endpoint, and the one poll() loop that drives them and the replica connections. */
-#include <errno.h>
+/* isn-agg: the reference aggregator (agg/agg.h) as a program: arguments, signals and the libuv
+ * loop its gRPC server, stats endpoint, replica connections and timers run on. */
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+
+#include <uv.h>
 
 #include "agg/agg.h"
 #include "base/base.h"
-#include "tools/agg_server.h"
-
-#define MAX_POLLFDS 4096
-#define GRPC_UNAVAILABLE 14
-
-static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
-
-/* One short HTTP/1.1 exchange per connection: the request line is read with a short timeout. */
-static void serve_stats(int stats_fd, agg *aggregator, byte_buffer *body) {
-    int fd = accept4(stats_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    struct timeval tv = {0, 200000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char request[2048];
-    ssize_t got = recv(fd, request, sizeof request - 1, 0);
-    if (got <= 0) {
-        close(fd);
-        return;
-    }
-    request[got] = '\0';
-    buffer_clear(body, 1 << 20);
-    const char *status = "200 OK", *type = "text/plain; version=0.0.4";
-    if (!strncmp(request, "GET /metrics", 12)) agg_render_metrics(aggregator, body);
-    else if (!strncmp(request, "GET /healthz", 12) || !strncmp(request, "GET /readyz", 11))
-        buffer_printf(body, "ok\n");
-    else {
-        status = "404 Not Found";
-        buffer_printf(body, "not found: try /metrics or /healthz\n");
-    }
-    size_t len = body->len;
-    char head[256];
-    int hn = snprintf(head, sizeof head, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                      status, type, len);
-    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) == hn) {
-        for (size_t sent = 0; sent < len;) {
-            ssize_t w = send(fd, body->data + sent, len - sent, MSG_NOSIGNAL);
-            if (w <= 0) break;
-            sent += (size_t)w;
-        }
-    }
-    close(fd);
-}
-
-static int listen_stats(const char *address, char *err, size_t err_len) {
-    char host[256];
-    const char *colon = strrchr(address, ':');
-    size_t hlen = (size_t)(colon - address);
-    if (hlen >= sizeof host) hlen = sizeof host - 1;
-    memcpy(host, address, hlen);
-    host[hlen] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
-        return isn_error(err, err_len, "cannot resolve stats address %s", address);
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
-        isn_error(err, err_len, "cannot listen on %s: %s", address, strerror(errno));
-        if (fd >= 0) close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    return fd;
-}
 
 static void usage(FILE *out) {
     fputs("usage: isn-agg [--config FILE] [--listen HOST:PORT] [--stats-listen HOST:PORT|\"\"]\n"
@@ -150,73 +78,49 @@ static int parse_args(int argc, char **argv, agg_config *config) {
     return 0;
 }
 
-static void on_rpc(void *user, agg_rpc *rpc) { agg_handle_call(user, rpc); }
+typedef struct {
+    agg *aggregator;
+    uv_signal_t sigterm, sigint;
+} program;
 
-static int stats_port(int stats_fd) {
-    struct sockaddr_storage bound;
-    socklen_t bound_len = sizeof bound;
-    char port[16];
-    if (stats_fd < 0 || getsockname(stats_fd, (struct sockaddr *)&bound, &bound_len) != 0 ||
-        getnameinfo((struct sockaddr *)&bound, bound_len, NULL, 0, port, sizeof port, NI_NUMERICSERV) != 0)
-        return 0;
-    return atoi(port);
+/* SIGTERM/SIGINT: drain; the loop ends once everything is closed. */
+static void on_stop_signal(uv_signal_t *handle, int signum) {
+    program *p = handle->data;
+    log_info("stopping (%s)", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    agg_drain(p->aggregator);
+    uv_close((uv_handle_t *)&p->sigterm, NULL);
+    uv_close((uv_handle_t *)&p->sigint, NULL);
 }
 
-static void run_loop(agg *aggregator, agg_server *server, int stats_fd) {
-    static struct pollfd fds[MAX_POLLFDS];
-    byte_buffer stats_body = {0};
-    while (!stop_requested) {
-        size_t n = agg_server_pollfds(server, fds, MAX_POLLFDS - 1);
-        size_t server_fds = n, stats_index = SIZE_MAX;
-        if (stats_fd >= 0) {
-            stats_index = n;
-            fds[n++] = (struct pollfd){.fd = stats_fd, .events = POLLIN};
-        }
-        size_t replica_start = n;
-        n += agg_pollfds(aggregator, fds + n, MAX_POLLFDS - n);
-        uint64_t now = isn_now_ns(), wait = agg_next_wakeup_ns(aggregator, now) - now;
-        struct timespec ts = {(time_t)(wait / 1000000000ULL), (long)(wait % 1000000000ULL)};
-        if (ppoll(fds, n, &ts, NULL) < 0 && errno != EINTR) break;
-        agg_process(aggregator, fds + replica_start, n - replica_start);
-        agg_server_process(server, fds, server_fds);
-        if (stats_index != SIZE_MAX && (fds[stats_index].revents & POLLIN)) serve_stats(stats_fd, aggregator, &stats_body);
-        agg_advance(aggregator);
-        agg_server_flush(server);
-    }
-    buffer_free(&stats_body);
+static int port_of(const char *address) {
+    const char *colon = strrchr(address, ':');
+    return colon ? atoi(colon + 1) : 0;
 }
 
 int main(int argc, char **argv) {
     static agg_config config;
     if (parse_args(argc, argv, &config) != 0) return 2;
     signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    uv_loop_t *loop = uv_default_loop();
     char err[512];
-    agg *aggregator = agg_new(&config, err, sizeof err);
-    agg_server *server = aggregator ? agg_server_new(config.listen, 4u << 20, on_rpc, aggregator, err, sizeof err) : NULL;
-    if (!server) {
-        log_error("%s", err);
-        agg_free(aggregator);
-        return 1;
-    }
-    int stats_fd = -1;
-    if (config.stats_listen[0] && (stats_fd = listen_stats(config.stats_listen, err, sizeof err)) < 0) {
+    static program p;
+    p.aggregator = agg_new(loop, &config, err, sizeof err);
+    if (!p.aggregator || agg_serve(p.aggregator, err, sizeof err) != 0) {
         log_error("%s", err);
         return 1;
     }
-    agg_fetch_partition_info(aggregator);
+    uv_signal_init(loop, &p.sigterm);
+    uv_signal_init(loop, &p.sigint);
+    p.sigterm.data = p.sigint.data = &p;
+    uv_signal_start(&p.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&p.sigint, on_stop_signal, SIGINT);
+    agg_fetch_partition_info(p.aggregator);
     log_info("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", config.num_partitions,
-             agg_server_port(server), stats_port(stats_fd), config.hedge ? "on" : "off",
-             config.global_stats ? "on" : "off");
-    run_loop(aggregator, server, stats_fd);
-    log_info("stopping");
-    agg_server_stop_accepting(server);
-    agg_fail_all(aggregator, GRPC_UNAVAILABLE, "aggregator stopping");
-    agg_server_flush(server);
-    agg_server_free(server);
-    agg_free(aggregator);
-    if (stats_fd >= 0) close(stats_fd);
+             port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
+             config.hedge ? "on" : "off", config.global_stats ? "on" : "off");
+    uv_run(loop, UV_RUN_DEFAULT);
+    agg_free(p.aggregator);
+    uv_loop_close(loop);
+    log_info("stopped");
     return 0;
 }
