@@ -1,5 +1,6 @@
 /* What every part needs once: a monotonic clock, an error helper, a hash, a growable byte buffer, a
- * line logger, the query-log reader ("id TAB text") and the Prometheus text writer. Depends on
+ * line logger, the query-log and qrels readers, the Prometheus text writer and a benchmark's
+ * latency tallies. Depends on
  * nothing else in the tree; every folder may include it. */
 #ifndef ISN_BASE_H
 #define ISN_BASE_H
@@ -8,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ------------------------------------------------------------------ clock */
 
@@ -98,6 +100,26 @@ typedef struct {
 int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log *log, char *err, size_t err_len);
 void isn_query_log_free(isn_query_log *log);
 
+/* ------------------------------------------------------------------ relevance judgements */
+
+/* One line of a TREC qrels file: "query_id iteration doc_id relevance". */
+typedef struct {
+    char *query_id;
+    char *doc_id;
+    int relevance;
+} isn_judgement;
+
+typedef struct {
+    isn_judgement *judgements;
+    size_t count;
+} isn_qrels;
+
+/* Reads every judgement (blank lines ignored; any other malformed line is an error naming it). */
+int isn_qrels_read(const char *path, isn_qrels *qrels, char *err, size_t err_len);
+/* The judged relevance of a document for a query; 0 when not judged. */
+int isn_qrels_relevance(const isn_qrels *qrels, const char *query_id, const char *doc_id, size_t doc_id_len);
+void isn_qrels_free(isn_qrels *qrels);
+
 /* ------------------------------------------------------------------ Prometheus text */
 
 /* "# HELP name help" and "# TYPE name type" lines, once per metric family. */
@@ -120,5 +142,45 @@ void histogram_observe(histogram *h, double seconds);
 /* The _bucket (cumulative), _sum and _count samples; `labels` is "" or `key="value",...` without
  * braces. The family line is the caller's (several label sets share one). */
 void prom_histogram(byte_buffer *out, const char *name, const char *labels, const histogram *h);
+
+
+/* ------------------------------------------------------------------ load-run statistics */
+
+/* Latency and outcome tallies of one benchmark run (isn-bench), nearest-rank percentiles, and their
+ * JSON form. */
+typedef struct {
+    /* outcomes of measured requests (scheduled after the warmup, before the end) */
+    uint64_t scheduled;          /* requests the schedule asked for */
+    uint64_t not_sent;           /* the client had no room (in-flight cap) or no connection */
+    uint64_t ok, deadline_exceeded, shed, unavailable, other_status;
+    uint64_t transport_errors;   /* no gRPC status: reset stream, lost connection */
+    uint64_t client_timeouts;    /* no reply by deadline + grace: cancelled by the client */
+    uint64_t partial;            /* OK with complete=false */
+    uint64_t late;               /* OK but after the deadline */
+    /* latencies of OK replies, microseconds */
+    uint64_t *latency_us;
+    size_t num_latencies, latency_cap;
+    bool latency_overflow;       /* more answers than the cap: the tail of the array was dropped */
+} bench_stats;
+
+int bench_stats_init(bench_stats *stats, size_t latency_cap);
+void bench_stats_free(bench_stats *stats);
+void bench_stats_add_latency(bench_stats *stats, uint64_t us);
+
+typedef struct {
+    double p50, p90, p99, p999, mean, max; /* microseconds; 0 when nothing was answered */
+} bench_percentiles;
+
+/* One measured answer: status < 0 = no gRPC status (reset stream, lost connection), 0 = OK (its
+ * latency kept; partial when !complete, late past deadline_us), 4 DEADLINE_EXCEEDED, 8
+ * RESOURCE_EXHAUSTED (shed), 14 UNAVAILABLE, any other status together. */
+void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t latency_us, uint64_t deadline_us);
+
+/* Sorts the latencies in place. */
+void bench_stats_percentiles(bench_stats *stats, bench_percentiles *out);
+
+/* One JSON object (no newline). target_rate <= 0 for closed loop (concurrency is given instead). */
+void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, uint32_t concurrency,
+                            double duration_s, uint32_t deadline_ms);
 
 #endif

@@ -396,6 +396,25 @@ void isn_grpc_info_reply_free(isn_grpc_info_reply *reply);
  * transport failure (err). */
 int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *serving, char *err, size_t err_len);
 
+/* ------------------------------------------------------------------ a pool of connections */
+
+/* Up to `size` connections to one server, used round robin (load generators). The first is opened
+ * at once (NULL with err when the server is not there); the others on demand. A connection that
+ * failed or got GOAWAY is replaced once its calls are finished. */
+typedef struct isn_grpc_pool isn_grpc_pool;
+isn_grpc_pool *isn_grpc_pool_new(const char *host_port, uint32_t size, uint32_t timeout_ms, char *err, size_t err_len);
+void isn_grpc_pool_free(isn_grpc_pool *pool);
+/* A usable connection (NULL when none can be had now); *slot names it for started/finished. */
+isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot);
+/* Calls in flight per connection: a connection with none is not waited on, and may be replaced. */
+void isn_grpc_pool_started(isn_grpc_pool *pool, uint32_t slot);
+void isn_grpc_pool_finished(isn_grpc_pool *pool, uint32_t slot);
+/* Waits up to wait_ns for input on the connections with calls in flight, then lets each process it. */
+void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns);
+
+/* 1 when every address HOST:PORT resolves to is a loopback address, 0 when not, -1 with err. */
+int isn_grpc_is_loopback(const char *host_port, char *err, size_t err_len);
+
 /* ------------------------------------------------------------------ on a libuv loop */
 
 /* Drives the client from `loop` (uv_poll on its socket): whenever it is readable (or writable with

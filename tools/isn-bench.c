@@ -7,27 +7,17 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "tools/bench_stats.h"
+#include "base/base.h"
 #include "grpc/grpc.h"
 
 #define MAX_CONNECTIONS 64
 #define MAX_SWEEP 64
 #define CLIENT_GRACE_MS 1000    /* wait this long past a deadline before the client gives up */
-#define RECONNECT_PAUSE_NS 100000000LL
 #define MAX_WAIT_NS 2000000LL   /* poll at least this often while requests are in flight */
-
-typedef struct {
-    char *id, *text;
-} bench_query;
 
 typedef struct {
     const char *target, *queries_path, *algo, *plot_path;
@@ -43,12 +33,6 @@ typedef struct {
 } bench_args;
 
 typedef struct {
-    isn_grpc_client *client;
-    uint32_t inflight;
-    int64_t next_connect_ns;
-} bench_conn;
-
-typedef struct {
     isn_grpc_call *call;
     uint32_t conn;
     uint32_t closed_client; /* closed loop: which client sent it */
@@ -58,24 +42,16 @@ typedef struct {
 
 typedef struct {
     const bench_args *args;
-    bench_query *queries;
-    size_t num_queries;
-    bench_conn conns[MAX_CONNECTIONS];
-    uint32_t next_conn;
-    bench_slot *slots;
-    uint32_t *active; /* indexes of used slots */
-    uint32_t *free_slots;
-    uint32_t num_active, num_free;
+    isn_query_log queries;
+    isn_grpc_pool *pool;
+    bench_slot *active; /* calls in flight, at most args->max_inflight */
+    uint32_t num_active;
     uint64_t rng;
     bench_stats stats;
     int64_t measure_from_ns, measure_to_ns;
 } bench_run;
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+static int64_t now_ns(void) { return (int64_t)isn_now_ns(); }
 
 static uint64_t next_random(bench_run *run) {
     uint64_t z = (run->rng += 0x9E3779B97F4A7C15ull);
@@ -215,177 +191,38 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     return 0;
 }
 
-/* A load generator aimed at someone else's server by mistake does harm: loopback unless asked. */
-static int check_loopback(const char *target) {
-    char host[256];
-    const char *start = target, *end = strrchr(target, ':');
-    if (*target == '[') start++, end = strchr(target, ']');
-    if (!end || (size_t)(end - start) >= sizeof host) {
-        fprintf(stderr, "isn-bench: bad --target \"%s\": expected HOST:PORT\n", target);
-        return -1;
-    }
-    memcpy(host, start, (size_t)(end - start));
-    host[end - start] = '\0';
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *found;
-    if (getaddrinfo(host, NULL, &hints, &found) != 0) {
-        fprintf(stderr, "isn-bench: cannot resolve \"%s\"\n", host);
-        return -1;
-    }
-    bool loopback = true;
-    for (struct addrinfo *ai = found; ai; ai = ai->ai_next) {
-        if (ai->ai_family == AF_INET)
-            loopback &= (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
-        else if (ai->ai_family == AF_INET6)
-            loopback &= IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
-    }
-    freeaddrinfo(found);
-    if (!loopback) {
-        fprintf(stderr, "isn-bench: %s is not a loopback address; add --allow-remote to load it\n", target);
-        return -1;
-    }
-    return 0;
-}
-
-static int load_queries(const char *path, bench_query **out, size_t *count) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "isn-bench: cannot open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    bench_query *queries = NULL;
-    size_t n = 0, cap = 0, line_no = 0;
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t len;
-    int rc = 0;
-    while ((len = getline(&line, &line_cap, f)) >= 0) {
-        line_no++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (len == 0) continue;
-        char *tab = strchr(line, '\t');
-        if (!tab || !tab[1]) {
-            fprintf(stderr, "isn-bench: %s:%zu: expected qid<TAB>query text\n", path, line_no);
-            rc = -1;
-            break;
-        }
-        *tab = '\0';
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            bench_query *grown = realloc(queries, cap * sizeof *queries);
-            if (!grown) {
-                rc = -1;
-                break;
-            }
-            queries = grown;
-        }
-        queries[n].id = strdup(line);
-        queries[n].text = strdup(tab + 1);
-        if (!queries[n].id || !queries[n].text) {
-            rc = -1;
-            break;
-        }
-        n++;
-    }
-    free(line);
-    fclose(f);
-    if (rc == 0 && n == 0) {
-        fprintf(stderr, "isn-bench: %s holds no queries\n", path);
-        rc = -1;
-    }
-    *out = queries;
-    *count = n;
-    return rc;
-}
-
 /* ------------------------------------------------------------------ requests */
-
-/* A usable connection, round robin; reconnects (at most every RECONNECT_PAUSE_NS per slot) one that
- * failed or was told to go away once its calls are finished. */
-static bench_conn *pick_connection(bench_run *run, uint32_t *index) {
-    uint32_t n = run->args->connections;
-    for (uint32_t tries = 0; tries < n; tries++) {
-        uint32_t i = run->next_conn++ % n;
-        bench_conn *c = &run->conns[i];
-        if (c->client && !isn_grpc_usable(c->client) && c->inflight == 0) {
-            isn_grpc_close(c->client);
-            c->client = NULL;
-        }
-        if (!c->client) {
-            int64_t t = now_ns();
-            if (t < c->next_connect_ns) continue;
-            char err[256];
-            c->client = isn_grpc_connect(run->args->target, 1000, err, sizeof err);
-            if (!c->client) {
-                c->next_connect_ns = t + RECONNECT_PAUSE_NS;
-                continue;
-            }
-        }
-        if (isn_grpc_usable(c->client)) {
-            *index = i;
-            return c;
-        }
-    }
-    return NULL;
-}
 
 /* Sends one query scheduled at `scheduled_ns`. False when it could not be sent (counted). */
 static bool issue(bench_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     bool measured = scheduled_ns >= run->measure_from_ns && scheduled_ns < run->measure_to_ns;
     if (measured) run->stats.scheduled++;
     uint32_t conn_index;
-    bench_conn *conn = run->num_free ? pick_connection(run, &conn_index) : NULL;
+    bool room = run->num_active < run->args->max_inflight;
+    isn_grpc_client *client = room ? isn_grpc_pool_pick(run->pool, &conn_index) : NULL;
     const bench_args *a = run->args;
     isn_grpc_call *call = NULL;
-    if (conn) {
-        const bench_query *q = &run->queries[next_random(run) % run->num_queries];
+    if (client) {
+        const isn_logged_query *q = &run->queries.queries[next_random(run) % run->queries.count];
         isn_grpc_search_request rq = {.query = q->text, .k = a->k, .mode = a->mode, .algorithm = a->algo,
                                       .timeout_ms = a->deadline_ms};
         char err[256];
-        call = isn_grpc_search_start(conn->client, &rq, err, sizeof err);
-        if (call) isn_grpc_poll(conn->client, 0, err, sizeof err); /* send now, not at the next wait */
+        call = isn_grpc_search_start(client, &rq, err, sizeof err);
+        if (call) isn_grpc_poll(client, 0, err, sizeof err); /* send now, not at the next wait */
     }
     if (!call) {
         if (measured) run->stats.not_sent++;
         return false;
     }
-    uint32_t s = run->free_slots[--run->num_free];
-    run->slots[s] = (bench_slot){.call = call, .conn = conn_index, .closed_client = closed_client,
-                                 .scheduled_ns = scheduled_ns, .measured = measured};
-    run->active[run->num_active++] = s;
-    conn->inflight++;
+    run->active[run->num_active++] = (bench_slot){.call = call, .conn = conn_index, .closed_client = closed_client,
+                                                  .scheduled_ns = scheduled_ns, .measured = measured};
+    isn_grpc_pool_started(run->pool, conn_index);
     return true;
 }
 
-static void record_outcome(bench_run *run, const bench_slot *slot, const isn_grpc_search_reply *reply,
-                           bool transport_error, int64_t done_ns) {
-    if (!slot->measured) return;
-    bench_stats *st = &run->stats;
-    if (transport_error || reply->status < 0) {
-        st->transport_errors++;
-        return;
-    }
-    switch (reply->status) {
-    case 0: {
-        st->ok++;
-        uint64_t us = (uint64_t)((done_ns - slot->scheduled_ns) / 1000);
-        bench_stats_add_latency(st, us);
-        if (!reply->complete) st->partial++;
-        if (us > (uint64_t)run->args->deadline_ms * 1000) st->late++;
-        break;
-    }
-    case 4: st->deadline_exceeded++; break;
-    case 8: st->shed++; break;
-    case 14: st->unavailable++; break;
-    default: st->other_status++; break;
-    }
-}
-
 static void release_slot(bench_run *run, uint32_t active_pos) {
-    uint32_t s = run->active[active_pos];
-    run->conns[run->slots[s].conn].inflight--;
-    run->slots[s].call = NULL;
+    isn_grpc_pool_finished(run->pool, run->active[active_pos].conn);
     run->active[active_pos] = run->active[--run->num_active];
-    run->free_slots[run->num_free++] = s;
 }
 
 /* Finishes every call that is done or past its client-side limit; returns how many. Closed loop:
@@ -395,12 +232,15 @@ static uint32_t collect(bench_run *run, bool *client_busy) {
     int64_t t = now_ns();
     int64_t give_up_ns = ((int64_t)run->args->deadline_ms + CLIENT_GRACE_MS) * 1000000LL;
     for (uint32_t i = 0; i < run->num_active;) {
-        bench_slot *slot = &run->slots[run->active[i]];
+        bench_slot *slot = &run->active[i];
         if (isn_grpc_call_done(slot->call)) {
             isn_grpc_search_reply reply;
             char err[256];
             bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
-            record_outcome(run, slot, &reply, bad, t);
+            int status = bad ? -1 : reply.status;
+            if (slot->measured)
+                bench_stats_record(&run->stats, status, status == 0 && reply.complete,
+                                   (uint64_t)((t - slot->scheduled_ns) / 1000), (uint64_t)run->args->deadline_ms * 1000);
             if (!bad) isn_grpc_search_reply_free(&reply);
         } else if (t - slot->scheduled_ns > give_up_ns) {
             isn_grpc_call_free(slot->call);
@@ -414,24 +254,6 @@ static uint32_t collect(bench_run *run, bool *client_busy) {
         finished++;
     }
     return finished;
-}
-
-/* Waits for input on any connection (or until `until_ns`), then lets each process what came. */
-static void wait_and_poll(bench_run *run, int64_t until_ns) {
-    struct pollfd fds[MAX_CONNECTIONS];
-    uint32_t map[MAX_CONNECTIONS], n = 0;
-    for (uint32_t i = 0; i < run->args->connections; i++) {
-        if (!run->conns[i].client || run->conns[i].inflight == 0) continue;
-        fds[n] = (struct pollfd){.fd = isn_grpc_fd(run->conns[i].client), .events = POLLIN};
-        map[n++] = i;
-    }
-    int64_t wait = until_ns - now_ns();
-    if (n && wait > MAX_WAIT_NS) wait = MAX_WAIT_NS;
-    if (wait < 0) wait = 0;
-    struct timespec ts = {(time_t)(wait / 1000000000LL), (long)(wait % 1000000000LL)};
-    ppoll(fds, n, &ts, NULL);
-    char err[256];
-    for (uint32_t j = 0; j < n; j++) isn_grpc_poll(run->conns[map[j]].client, 0, err, sizeof err);
 }
 
 /* One measured run: rate > 0 open loop, else closed loop with args->concurrency clients. */
@@ -480,12 +302,14 @@ static void run_load(bench_run *run, double rate) {
         if (t >= give_up_at) break;
         /* Sending also reads what has arrived: look before sleeping, or those answers wait. */
         if (collect(run, client_busy)) continue;
-        wait_and_poll(run, next_event);
+        int64_t wait = next_event - now_ns(); /* input on any connection, or the next event */
+        if (run->num_active && wait > MAX_WAIT_NS) wait = MAX_WAIT_NS;
+        isn_grpc_pool_wait(run->pool, wait > 0 ? (uint64_t)wait : 0);
         collect(run, client_busy);
     }
     /* Whatever is still in flight past the last grace period is abandoned. */
     while (run->num_active) {
-        bench_slot *slot = &run->slots[run->active[0]];
+        bench_slot *slot = &run->active[0];
         isn_grpc_call_free(slot->call);
         if (slot->measured) run->stats.client_timeouts++;
         release_slot(run, 0);
@@ -494,34 +318,19 @@ static void run_load(bench_run *run, double rate) {
     free(client_busy);
 }
 
-/* ------------------------------------------------------------------ plot */
-
+/* With --plot: throughput against p99, one point per rate, by gnuplot. */
 static int write_plot(const char *png, const double *throughput, const double *p99_ms, const double *rates,
                       size_t n) {
-    char data_path[] = "/tmp/isn-bench-plot-XXXXXX";
-    int fd = mkstemp(data_path);
-    if (fd < 0) return -1;
-    FILE *data = fdopen(fd, "w");
-    for (size_t i = 0; i < n; i++) fprintf(data, "%.3f %.3f %.1f\n", throughput[i], p99_ms[i], rates[i]);
-    fclose(data);
-    char script_path[] = "/tmp/isn-bench-gp-XXXXXX";
-    fd = mkstemp(script_path);
-    if (fd < 0) {
-        unlink(data_path);
-        return -1;
-    }
-    FILE *script = fdopen(fd, "w");
-    fprintf(script,
+    FILE *gnuplot = popen("gnuplot 2>&1", "w");
+    if (!gnuplot) return -1;
+    fprintf(gnuplot,
             "set terminal pngcairo size 900,600\nset output '%s'\nset title 'isn-bench: throughput vs p99 latency'\n"
             "set xlabel 'throughput (answered queries/s)'\nset ylabel 'p99 latency (ms)'\nset grid\nset key off\n"
-            "plot '%s' using 1:2 with linespoints pt 7\n",
-            png, data_path);
-    fclose(script);
-    char command[512];
-    snprintf(command, sizeof command, "gnuplot %s 2>&1", script_path);
-    int rc = system(command);
-    unlink(data_path);
-    unlink(script_path);
+            "plot '-' using 1:2 with linespoints pt 7\n",
+            png);
+    for (size_t i = 0; i < n; i++) fprintf(gnuplot, "%.3f %.3f %.1f\n", throughput[i], p99_ms[i], rates[i]);
+    fprintf(gnuplot, "e\n");
+    int rc = pclose(gnuplot);
     if (rc != 0) {
         fprintf(stderr, "isn-bench: gnuplot failed (exit %d); is gnuplot-nox installed?\n", rc);
         return -1;
@@ -529,26 +338,33 @@ static int write_plot(const char *png, const double *throughput, const double *p
     return 0;
 }
 
-/* ------------------------------------------------------------------ main */
-
 int main(int argc, char **argv) {
     bench_args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
-    if (!a.allow_remote && check_loopback(a.target) != 0) return 2;
+    char err[300];
+    /* A load generator aimed at someone else's server by mistake does harm: loopback unless asked. */
+    int loopback = a.allow_remote ? 1 : isn_grpc_is_loopback(a.target, err, sizeof err);
+    if (loopback != 1) {
+        if (loopback < 0) fprintf(stderr, "isn-bench: --target: %s\n", err);
+        else fprintf(stderr, "isn-bench: %s is not a loopback address; add --allow-remote to load it\n", a.target);
+        return 2;
+    }
     bench_run run = {.args = &a, .rng = a.seed};
-    if (load_queries(a.queries_path, &run.queries, &run.num_queries) != 0) return 1;
-    run.slots = calloc(a.max_inflight, sizeof *run.slots);
-    run.active = calloc(a.max_inflight, sizeof *run.active);
-    run.free_slots = calloc(a.max_inflight, sizeof *run.free_slots);
-    if (!run.slots || !run.active || !run.free_slots) {
+    if (isn_query_log_read(a.queries_path, true, 0, &run.queries, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-bench: %s\n", err);
+        return 1;
+    }
+    if (run.queries.count == 0) {
+        fprintf(stderr, "isn-bench: %s holds no queries\n", a.queries_path);
+        return 1;
+    }
+    if (!(run.active = calloc(a.max_inflight, sizeof *run.active))) {
         fprintf(stderr, "isn-bench: out of memory\n");
         return 1;
     }
-    for (uint32_t i = 0; i < a.max_inflight; i++) run.free_slots[run.num_free++] = a.max_inflight - 1 - i;
     /* Fail early with a clear message when the target is not there. */
-    char err[256];
-    run.conns[0].client = isn_grpc_connect(a.target, 2000, err, sizeof err);
-    if (!run.conns[0].client) {
+    run.pool = isn_grpc_pool_new(a.target, a.connections, 2000, err, sizeof err);
+    if (!run.pool) {
         fprintf(stderr, "isn-bench: %s\n", err);
         return 1;
     }
@@ -574,16 +390,10 @@ int main(int argc, char **argv) {
     }
     if (a.num_sweep) printf("]}");
     printf("\n");
-    for (uint32_t i = 0; i < a.connections; i++) isn_grpc_close(run.conns[i].client);
+    isn_grpc_pool_free(run.pool);
     int rc = 0;
     if (a.plot_path && write_plot(a.plot_path, throughput, p99_ms, rates, num_runs) != 0) rc = 1;
-    for (size_t i = 0; i < run.num_queries; i++) {
-        free(run.queries[i].id);
-        free(run.queries[i].text);
-    }
-    free(run.queries);
-    free(run.slots);
+    isn_query_log_free(&run.queries);
     free(run.active);
-    free(run.free_slots);
     return rc;
 }

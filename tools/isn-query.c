@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
+#include "grpc/grpc.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "grpc/grpc.h"
 
 typedef struct {
     const char *index_dir;
@@ -46,6 +47,18 @@ static void usage(FILE *out) {
           out);
 }
 
+/* -k and --n1: 1 .. ISN_MAX_K. */
+static int parse_count(const char *flag, const char *text, uint32_t *out) {
+    char *end;
+    unsigned long value = strtoul(text, &end, 10);
+    if (*end || value < 1 || value > ISN_MAX_K) {
+        fprintf(stderr, "isn-query: %s must be 1..%d, got '%s'\n", flag, ISN_MAX_K, text);
+        return -1;
+    }
+    *out = (uint32_t)value;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, query_args *a, const char **text) {
     memset(a, 0, sizeof *a);
     isn_search_options_default(&a->search);
@@ -59,8 +72,6 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
-        char *end;
-        unsigned long k;
         switch (c) {
         case 'i': a->index_dir = optarg; break;
         case 's': a->server = optarg; break;
@@ -79,12 +90,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             a->explicit_mode = true;
             break;
         case 'k':
-            k = strtoul(optarg, &end, 10);
-            if (*end || k < 1 || k > ISN_MAX_K) {
-                fprintf(stderr, "isn-query: -k must be 1..%d, got '%s'\n", ISN_MAX_K, optarg);
-                return -1;
-            }
-            a->search.k = (uint32_t)k;
+            if (parse_count("-k", optarg, &a->search.k) != 0) return -1;
             break;
         case 'q': a->queries_path = optarg; break;
         case 't': a->run_tag = optarg; break;
@@ -95,12 +101,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 'Q': a->qrels_path = optarg; break;
         case 'L': a->list_features = true; break;
         case 'N':
-            k = strtoul(optarg, &end, 10);
-            if (*end || k < 1 || k > ISN_MAX_K) {
-                fprintf(stderr, "isn-query: --n1 must be 1..%d, got '%s'\n", ISN_MAX_K, optarg);
-                return -1;
-            }
-            a->n1 = (uint32_t)k;
+            if (parse_count("--n1", optarg, &a->n1) != 0) return -1;
             break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
@@ -138,174 +139,104 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
 }
 
 /* One query through isnd: the same hits, scores and ids as the in-process path. */
-typedef struct {
-    uint32_t n;
-    char **ids;
-    isn_hit *hits;
-    char algo[16], device[16];
-    uint32_t num_terms, num_unknown;
-    uint64_t postings;
-} remote_hits;
-
-static int search_remote(isn_grpc_client *c, const query_args *a, const char *text, remote_hits *out, char *err,
-                         size_t err_len) {
+static int search_remote(isn_grpc_client *c, const query_args *a, const char *text, isn_grpc_search_reply *reply,
+                         char *err, size_t err_len) {
     isn_grpc_search_request rq = {.query = text, .k = a->search.k, .debug = true,
                                   .mode = a->search.mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR,
                                   .algorithm = isn_algo_name(a->search.algo)};
     rq.ranker = a->ranker_path; /* --server: a ranker name */
     rq.n1 = a->ranker_path ? a->n1 : 0;
-    isn_grpc_search_reply reply;
-    if (isn_grpc_search(c, &rq, &reply, err, err_len) != 0) return -1;
-    if (reply.status != 0) {
-        snprintf(err, err_len, "server answered status %d: %.200s", reply.status, reply.message);
-        isn_grpc_search_reply_free(&reply);
+    if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
+    if (reply->status != 0) {
+        snprintf(err, err_len, "server answered status %d: %.200s", reply->status, reply->message);
+        isn_grpc_search_reply_free(reply);
         return -1;
     }
-    out->n = reply.num_hits < a->search.k ? reply.num_hits : a->search.k;
-    for (uint32_t i = 0; i < out->n; i++) {
-        out->hits[i].doc = reply.hits[i].doc;
-        out->hits[i].score = reply.hits[i].score;
-        out->ids[i] = strdup(reply.hits[i].external_id ? reply.hits[i].external_id : "");
-    }
-    snprintf(out->algo, sizeof out->algo, "%s", reply.algorithm_used);
-    snprintf(out->device, sizeof out->device, "%s", reply.device);
-    out->num_terms = reply.num_terms;
-    out->num_unknown = reply.num_unknown_terms;
-    out->postings = reply.postings_scored;
-    isn_grpc_search_reply_free(&reply);
     return 0;
 }
 
-static void free_remote(remote_hits *r) {
-    for (uint32_t i = 0; i < r->n; i++) free(r->ids[i]);
-    r->n = 0;
+/* "isn-query: FILE:LINE: why" for a query of the --queries file, "isn-query: why" for the one query. */
+static void query_error(const query_args *a, const isn_logged_query *q, const char *why) {
+    if (a->queries_path) fprintf(stderr, "isn-query: %s:%zu: %s\n", a->queries_path, q->line, why);
+    else fprintf(stderr, "isn-query: %s\n", why);
 }
 
-static int run_server(const query_args *a, const char *text) {
+/* One hit: a TREC run line (--queries), else "rank TAB score TAB id TAB (doc N)" on stdout. */
+static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t rank, float score, const char *id,
+                      size_t id_len, uint32_t doc) {
+    if (a->queries_path) fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)id_len, id, rank, score, a->run_tag);
+    else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
+}
+
+static int run_server(const query_args *a, const isn_query_log *queries) {
     char err[ISN_ERR_LEN];
     isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, sizeof err);
     if (!c) {
         fprintf(stderr, "isn-query: %s: %s\n", a->server, err);
         return 1;
     }
-    remote_hits r = {.ids = calloc(a->search.k, sizeof(char *)), .hits = calloc(a->search.k, sizeof(isn_hit))};
-    int rc = 0;
-    FILE *in = a->queries_path ? fopen(a->queries_path, "r") : NULL;
     FILE *out = a->out_path ? fopen(a->out_path, "w") : stdout;
-    if ((a->queries_path && !in) || !out || !r.ids || !r.hits) {
-        perror(a->queries_path && !in ? a->queries_path : "isn-query");
-        rc = 1;
-    } else if (!in) {
-        if (search_remote(c, a, text, &r, err, sizeof err) != 0) {
-            fprintf(stderr, "isn-query: %s\n", err);
-            rc = 1;
-        } else {
-            printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", r.n, r.algo, r.num_terms,
-                   r.num_unknown, (unsigned long long)r.postings);
-            if (a->show_device) printf("# device %s\n", r.device);
-            for (uint32_t i = 0; i < r.n; i++) printf("%u\t%.6f\t%s\t(doc %u)\n", i + 1, r.hits[i].score, r.ids[i], r.hits[i].doc);
-        }
-        free_remote(&r);
-    } else {
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t got;
-        unsigned long lineno = 0;
-        while ((got = getline(&line, &cap, in)) >= 0) {
-            lineno++;
-            while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-            char *tab = got ? strchr(line, '\t') : NULL;
-            if (!tab) {
-                if (got) fprintf(stderr, "isn-query: %s:%lu: no TAB between query id and text (skipped)\n", a->queries_path, lineno);
-                continue;
-            }
-            *tab = 0;
-            if (search_remote(c, a, tab + 1, &r, err, sizeof err) != 0) {
-                fprintf(stderr, "isn-query: %s:%lu: %s\n", a->queries_path, lineno, err);
-                rc = 1;
-                continue;
-            }
-            for (uint32_t i = 0; i < r.n; i++)
-                fprintf(out, "%s Q0 %s %u %.6f %s\n", line, r.ids[i], i + 1, r.hits[i].score, a->run_tag);
-            if (a->show_device) fprintf(stderr, "# query %s: device %s\n", line, r.device);
-            free_remote(&r);
-        }
-        free(line);
+    if (!out) {
+        perror(a->out_path);
+        isn_grpc_close(c);
+        return 1;
     }
-    if (in) fclose(in);
-    if (out && out != stdout) fclose(out);
-    free(r.ids);
-    free(r.hits);
+    int rc = 0;
+    for (size_t q = 0; q < queries->count; q++) {
+        const isn_logged_query *query = &queries->queries[q];
+        isn_grpc_search_reply r;
+        if (search_remote(c, a, query->text, &r, err, sizeof err) != 0) {
+            query_error(a, query, err);
+            rc = 1;
+            continue;
+        }
+        uint32_t n = r.num_hits < a->search.k ? r.num_hits : a->search.k;
+        if (a->queries_path && a->show_device) fprintf(stderr, "# query %s: device %s\n", query->id, r.device);
+        if (!a->queries_path) {
+            printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", n, r.algorithm_used,
+                   r.num_terms, r.num_unknown_terms, (unsigned long long)r.postings_scored);
+            if (a->show_device) printf("# device %s\n", r.device);
+        }
+        for (uint32_t i = 0; i < n; i++)
+            print_hit(out, a, query->id, i + 1, r.hits[i].score, r.hits[i].external_id, strlen(r.hits[i].external_id),
+                      r.hits[i].doc);
+        isn_grpc_search_reply_free(&r);
+    }
+    if (out != stdout) fclose(out);
     isn_grpc_close(c);
     return rc;
 }
 
-static int run_one(isn_searcher *s, const isn_index *ix, const query_args *a, const char *text, isn_hit *hits) {
-    isn_query q;
-    isn_search_stats st;
-    uint32_t n;
-    char err[ISN_ERR_LEN];
-    if (isn_query_parse(s, text, strlen(text), &q, err, sizeof err) != 0 ||
-        isn_search(s, &q, &a->search, hits, &n, &st, err, sizeof err) != 0) {
-        fprintf(stderr, "isn-query: %s\n", err);
-        return 1;
-    }
-    printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", n, isn_algo_name(st.algo_used),
-           q.num_terms, q.num_unknown, (unsigned long long)st.postings_scored);
-    for (uint32_t i = 0; i < n; i++) {
-        size_t len;
-        const char *id = isn_index_doc_id(ix, hits[i].doc, &len);
-        printf("%u\t%.6f\t%.*s\t(doc %u)\n", i + 1, hits[i].score, (int)len, id, hits[i].doc);
-    }
-    return 0;
-}
-
-static int run_file(isn_searcher *s, const isn_index *ix, const query_args *a, isn_hit *hits) {
-    FILE *in = fopen(a->queries_path, "r");
-    if (!in) {
-        perror(a->queries_path);
-        return 1;
-    }
+static int run_local(isn_searcher *s, const isn_index *ix, const query_args *a, const isn_query_log *queries,
+                     isn_hit *hits) {
     FILE *out = a->out_path ? fopen(a->out_path, "w") : stdout;
     if (!out) {
         perror(a->out_path);
-        fclose(in);
         return 1;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
-    unsigned long lineno = 0;
     int rc = 0;
-    while ((got = getline(&line, &cap, in)) >= 0) {
-        lineno++;
-        while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-        if (got == 0) continue;
-        char *tab = strchr(line, '\t');
-        if (!tab) {
-            fprintf(stderr, "isn-query: %s:%lu: no TAB between query id and text (skipped)\n", a->queries_path, lineno);
-            continue;
-        }
-        *tab = 0;
-        const char *text = tab + 1;
-        isn_query q;
+    for (size_t q = 0; q < queries->count; q++) {
+        const isn_logged_query *query = &queries->queries[q];
+        isn_query parsed;
         isn_search_stats st;
         uint32_t n;
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(s, text, strlen(text), &q, err, sizeof err) != 0 ||
-            isn_search(s, &q, &a->search, hits, &n, &st, err, sizeof err) != 0) {
-            fprintf(stderr, "isn-query: %s:%lu: %s\n", a->queries_path, lineno, err);
+        if (isn_query_parse(s, query->text, strlen(query->text), &parsed, err, sizeof err) != 0 ||
+            isn_search(s, &parsed, &a->search, hits, &n, &st, err, sizeof err) != 0) {
+            query_error(a, query, err);
             rc = 1;
             continue;
         }
+        if (!a->queries_path)
+            printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", n,
+                   isn_algo_name(st.algo_used), parsed.num_terms, parsed.num_unknown,
+                   (unsigned long long)st.postings_scored);
         for (uint32_t i = 0; i < n; i++) {
             size_t len;
             const char *id = isn_index_doc_id(ix, hits[i].doc, &len);
-            fprintf(out, "%s Q0 %.*s %u %.6f %s\n", line, (int)len, id, i + 1, hits[i].score, a->run_tag);
+            print_hit(out, a, query->id, i + 1, hits[i].score, id, len, hits[i].doc);
         }
     }
-    free(line);
-    fclose(in);
     if (out != stdout && fclose(out) != 0) {
         perror(a->out_path);
         rc = 1;
@@ -315,47 +246,8 @@ static int run_file(isn_searcher *s, const isn_index *ix, const query_args *a, i
 
 /* ------------------------------------------------------------------ second stage */
 
-typedef struct {
-    char qid[64];
-    char doc[256];
-    int rel;
-} qrel_line;
-
-static qrel_line *load_qrels(const char *path, size_t *count) {
-    FILE *in = fopen(path, "r");
-    if (!in) {
-        perror(path);
-        return NULL;
-    }
-    qrel_line *q = NULL;
-    size_t n = 0, cap = 0;
-    char qid[64], doc[256], iter[32];
-    int rel;
-    while (fscanf(in, "%63s %31s %255s %d", qid, iter, doc, &rel) == 4) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            qrel_line *grown = realloc(q, cap * sizeof *q);
-            if (!grown) break;
-            q = grown;
-        }
-        snprintf(q[n].qid, sizeof q[n].qid, "%s", qid);
-        snprintf(q[n].doc, sizeof q[n].doc, "%s", doc);
-        q[n++].rel = rel;
-    }
-    fclose(in);
-    *count = n;
-    return q;
-}
-
-static int relevance(const qrel_line *q, size_t n, const char *qid, const char *doc, size_t doc_len) {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(q[i].qid, qid) == 0 && strlen(q[i].doc) == doc_len && memcmp(q[i].doc, doc, doc_len) == 0)
-            return q[i].rel;
-    return 0;
-}
-
 /* --list-features, --ranker (re-rank the best n1) and --dump-features (LETOR lines for training). */
-static int run_l2(isn_index *ix, const query_args *a, const char *text) {
+static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queries) {
     const isn_index_info *info = isn_index_get_info(ix);
     uint32_t nf = isn_feature_count(info);
     char name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
@@ -372,8 +264,13 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
         fprintf(stderr, "isn-query: %s\n", err);
         return 1;
     }
-    size_t num_qrels = 0;
-    qrel_line *qrels = a->qrels_path ? load_qrels(a->qrels_path, &num_qrels) : NULL;
+    isn_qrels qrels = {0};
+    if (a->qrels_path && isn_qrels_read(a->qrels_path, &qrels, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-query: %s\n", err);
+        isn_ranker_free(ranker);
+        isn_index_close(ix);
+        return 1;
+    }
     isn_searcher *s = isn_searcher_new(ix);
     isn_l2_workspace *ws = isn_l2_workspace_new(ix);
     isn_search_options first = a->search;
@@ -382,11 +279,10 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
     isn_l2_hit *l2 = malloc(first.k * sizeof *l2);
     uint32_t *docs = malloc(first.k * sizeof *docs);
     float *features = malloc((size_t)first.k * nf * sizeof *features);
-    FILE *in = a->queries_path ? fopen(a->queries_path, "r") : NULL;
     const char *out_path = a->dump_path ? a->dump_path : a->out_path;
     FILE *out = out_path ? fopen(out_path, "w") : stdout;
     int rc = 0;
-    if (!s || !ws || !hits || !l2 || !docs || !features || (a->qrels_path && !qrels) || (a->queries_path && !in) || !out) {
+    if (!s || !ws || !hits || !l2 || !docs || !features || !out) {
         fprintf(stderr, "isn-query: cannot set up the second stage (out of memory or a file cannot be opened)\n");
         rc = 1;
         goto done;
@@ -396,21 +292,8 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
             isn_feature_name(info, f, name, sizeof name);
             fprintf(out, "# feature %u %s\n", f + 1, name);
         }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
-    unsigned long lineno = 0;
-    while (rc == 0 && (in ? (got = getline(&line, &cap, in)) >= 0 : lineno == 0)) {
-        lineno++;
-        const char *qid = "1", *qtext = text;
-        if (in) {
-            while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-            char *tab = got ? strchr(line, '\t') : NULL;
-            if (!tab) continue;
-            *tab = 0;
-            qid = line;
-            qtext = tab + 1;
-        }
+    for (size_t qi = 0; rc == 0 && qi < queries->count; qi++) {
+        const char *qid = queries->queries[qi].id, *qtext = queries->queries[qi].text;
         isn_query q;
         isn_search_stats st;
         uint32_t n, m;
@@ -430,7 +313,7 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
             for (uint32_t i = 0; i < n; i++) {
                 size_t len;
                 const char *id = isn_index_doc_id(ix, docs[i], &len);
-                fprintf(out, "%d qid:%s", qrels ? relevance(qrels, num_qrels, qid, id, len) : 0, qid);
+                fprintf(out, "%d qid:%s", isn_qrels_relevance(&qrels, qid, id, len), qid);
                 for (uint32_t f = 0; f < nf; f++) fprintf(out, " %u:%.9g", f + 1, features[(size_t)i * nf + f]);
                 fprintf(out, " # %.*s\n", (int)len, id);
             }
@@ -441,20 +324,18 @@ static int run_l2(isn_index *ix, const query_args *a, const char *text) {
             rc = 1;
             break;
         }
-        if (!in) printf("# %u hits (ranker %s over %u first-stage candidates)\n", m, isn_ranker_name(ranker), n);
+        if (!a->queries_path) printf("# %u hits (ranker %s over %u first-stage candidates)\n", m, isn_ranker_name(ranker), n);
         for (uint32_t i = 0; i < m; i++) {
             size_t len;
             const char *id = isn_index_doc_id(ix, l2[i].doc, &len);
-            if (in)
+            if (a->queries_path)
                 fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)len, id, i + 1, l2[i].score, a->run_tag);
             else
                 printf("%u\t%.6f\t%.*s\t(doc %u, first stage %.6f)\n", i + 1, l2[i].score, (int)len, id, l2[i].doc,
                        l2[i].l1_score);
         }
     }
-    free(line);
 done:
-    if (in) fclose(in);
     if (out && out != stdout && fclose(out) != 0) {
         perror(out_path);
         rc = 1;
@@ -463,10 +344,32 @@ done:
     free(l2);
     free(docs);
     free(features);
-    free(qrels);
+    isn_qrels_free(&qrels);
     isn_l2_workspace_free(ws);
     isn_searcher_free(s);
     isn_ranker_free(ranker);
+    isn_index_close(ix);
+    return rc;
+}
+
+static int run(const query_args *a, const isn_query_log *queries) {
+    if (a->server) return run_server(a, queries);
+    char err[ISN_ERR_LEN];
+    isn_index *ix = isn_index_open(a->index_dir, err, sizeof err);
+    if (!ix) {
+        fprintf(stderr, "isn-query: %s\n", err);
+        return 1;
+    }
+    if (a->list_features || a->ranker_path || a->dump_path) return run_l2(ix, a, queries);
+    isn_searcher *s = isn_searcher_new(ix);
+    isn_hit *hits = malloc(a->search.k * sizeof *hits);
+    if (!s || !hits) {
+        fprintf(stderr, "isn-query: out of memory\n");
+        return 1;
+    }
+    int rc = run_local(s, ix, a, queries, hits);
+    free(hits);
+    isn_searcher_free(s);
     isn_index_close(ix);
     return rc;
 }
@@ -475,24 +378,17 @@ int main(int argc, char **argv) {
     query_args a;
     const char *text;
     if (parse_args(argc, argv, &a, &text) != 0) return 2;
-    if (a.server) return run_server(&a, text);
+    /* The queries to run: the --queries file ("id TAB text" lines), or the one text given (id "1"). */
+    isn_logged_query one = {.id = "1", .text = (char *)text, .line = 1};
+    isn_query_log queries = {.queries = &one, .count = text ? 1 : 0};
     char err[ISN_ERR_LEN];
-    isn_index *ix = isn_index_open(a.index_dir, err, sizeof err);
-    if (!ix) {
+    if (a.queries_path && isn_query_log_read(a.queries_path, false, 0, &queries, err, sizeof err) != 0) {
         fprintf(stderr, "isn-query: %s\n", err);
         return 1;
     }
-    if (a.list_features || a.ranker_path || a.dump_path)
-        return run_l2(ix, &a, text);
-    isn_searcher *s = isn_searcher_new(ix);
-    isn_hit *hits = malloc(a.search.k * sizeof *hits);
-    if (!s || !hits) {
-        fprintf(stderr, "isn-query: out of memory\n");
-        return 1;
-    }
-    int rc = a.queries_path ? run_file(s, ix, &a, hits) : run_one(s, ix, &a, text, hits);
-    free(hits);
-    isn_searcher_free(s);
-    isn_index_close(ix);
+    if (queries.skipped)
+        fprintf(stderr, "isn-query: %s: %zu lines without query id TAB text (skipped)\n", a.queries_path, queries.skipped);
+    int rc = run(&a, &queries);
+    if (a.queries_path) isn_query_log_free(&queries);
     return rc;
 }

@@ -1,5 +1,5 @@
-# Every tools/isn-*.c is one program, linked with every library and with the shared tool code
-# (tools/*.c that are not programs, e.g. the gRPC client).
+# Every tools/isn-*.c is one program, linked with every library. tools/ holds programs only; until
+# isn-agg moves onto agg/ and grpc/, its helpers (tools/agg_*.c) are linked into every tool.
 TOOL_SRCS   := $(wildcard tools/isn-*.c)
 TOOL_COMMON := $(filter-out $(TOOL_SRCS),$(wildcard tools/*.c))
 TOOL_COMMON_OBJS := $(TOOL_COMMON:%.c=$(BUILD)/obj/%.o)

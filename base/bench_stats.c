@@ -1,8 +1,8 @@
-/* isn-bench tallies: see bench_stats.h. */
-#include "tools/bench_stats.h"
-
+/* A benchmark run's tallies (isn-bench): see base.h. */
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/base.h"
 
 int bench_stats_init(bench_stats *stats, size_t latency_cap) {
     memset(stats, 0, sizeof *stats);
@@ -19,6 +19,25 @@ void bench_stats_free(bench_stats *stats) {
 void bench_stats_add_latency(bench_stats *stats, uint64_t us) {
     if (stats->num_latencies < stats->latency_cap) stats->latency_us[stats->num_latencies++] = us;
     else stats->latency_overflow = true;
+}
+
+void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t latency_us, uint64_t deadline_us) {
+    if (status < 0) {
+        stats->transport_errors++;
+        return;
+    }
+    switch (status) {
+    case 0:
+        stats->ok++;
+        bench_stats_add_latency(stats, latency_us);
+        if (!complete) stats->partial++;
+        if (latency_us > deadline_us) stats->late++;
+        break;
+    case 4: stats->deadline_exceeded++; break;
+    case 8: stats->shed++; break;
+    case 14: stats->unavailable++; break;
+    default: stats->other_status++; break;
+    }
 }
 
 static int compare_u64(const void *a, const void *b) {
