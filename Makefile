@@ -52,6 +52,7 @@ include gpu/module.mk
 -include conf/module.mk
 -include scheduler/module.mk
 include grpc/module.mk
+-include agg/module.mk
 -include daemon/module.mk
 include tools/module.mk
 include tests/module.mk

@@ -1,5 +1,5 @@
-/* isn-agg configuration: partitions and replicas from flags and files, and a clear error for every
- * bad input. (tools/ code is not in a library, so the one source file is compiled in here.) */
+/* isn-agg configuration (agg/config.c): partitions and replicas from flags and files, and a clear
+ * error for every bad input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "tools/agg_config.c"
+#include "agg/agg.h"
 
 static void expect_error(const char *key, const char *value, const char *needle) {
     agg_config c;

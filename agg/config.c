@@ -1,5 +1,5 @@
-/* isn-agg configuration: see agg_config.h. */
-#include "tools/agg_config.h"
+/* The aggregator's configuration: command line and an INI file (the same keys). */
+#include "agg/agg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,10 +29,8 @@ static int parse_u32(const char *key, const char *value, uint32_t min, uint32_t 
     char *end;
     errno = 0;
     unsigned long v = strtoul(value, &end, 10);
-    if (errno || end == value || *end || v < min || v > max) {
-        snprintf(err, err_len, "%s must be an integer in %u..%u, got \"%s\"", key, min, max, value);
-        return -1;
-    }
+    if (errno || end == value || *end || v < min || v > max)
+        return isn_error(err, err_len, "%s must be an integer in %u..%u, got \"%s\"", key, min, max, value);
     *out = (uint32_t)v;
     return 0;
 }
@@ -41,51 +39,39 @@ static int parse_bool(const char *key, const char *value, bool *out, char *err, 
     if (!strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "1") || !strcmp(value, "yes")) *out = true;
     else if (!strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "0") || !strcmp(value, "no"))
         *out = false;
-    else {
-        snprintf(err, err_len, "%s must be true or false, got \"%s\"", key, value);
-        return -1;
-    }
+    else
+        return isn_error(err, err_len, "%s must be true or false, got \"%s\"", key, value);
     return 0;
 }
 
 static int copy_address(const char *key, const char *value, char *out, bool may_be_empty, char *err,
                         size_t err_len) {
     size_t len = strlen(value);
-    if ((!len && !may_be_empty) || len >= AGG_ADDR_MAX || (len && !strchr(value, ':'))) {
-        snprintf(err, err_len, "%s must be HOST:PORT, got \"%s\"", key, value);
-        return -1;
-    }
+    if ((!len && !may_be_empty) || len >= AGG_ADDR_MAX || (len && !strchr(value, ':')))
+        return isn_error(err, err_len, "%s must be HOST:PORT, got \"%s\"", key, value);
     memcpy(out, value, len + 1);
     return 0;
 }
 
 static int add_partition(agg_config *config, const char *value, char *err, size_t err_len) {
-    if (config->num_partitions == AGG_MAX_PARTITIONS) {
-        snprintf(err, err_len, "at most %d partitions", AGG_MAX_PARTITIONS);
-        return -1;
-    }
+    if (config->num_partitions == AGG_MAX_PARTITIONS)
+        return isn_error(err, err_len, "at most %d partitions", AGG_MAX_PARTITIONS);
     agg_partition_config *p = &config->partitions[config->num_partitions];
     memset(p, 0, sizeof *p);
     char copy[AGG_MAX_REPLICAS * AGG_ADDR_MAX + 64];
-    if (strlen(value) >= sizeof copy) {
-        snprintf(err, err_len, "partition list too long");
-        return -1;
-    }
+    if (strlen(value) >= sizeof copy)
+        return isn_error(err, err_len, "partition list too long");
     strcpy(copy, value);
     char *save = NULL;
     for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-        if (p->num_replicas == AGG_MAX_REPLICAS) {
-            snprintf(err, err_len, "partition %u: at most %d replicas", config->num_partitions, AGG_MAX_REPLICAS);
-            return -1;
-        }
+        if (p->num_replicas == AGG_MAX_REPLICAS)
+            return isn_error(err, err_len, "partition %u: at most %d replicas", config->num_partitions, AGG_MAX_REPLICAS);
         if (copy_address("partition replica", tok, p->replicas[p->num_replicas], false, err, err_len) != 0) return -1;
         p->num_replicas++;
     }
-    if (!p->num_replicas) {
-        snprintf(err, err_len, "partition %u lists no replica (partition = HOST:PORT[,HOST:PORT...])",
+    if (!p->num_replicas)
+        return isn_error(err, err_len, "partition %u lists no replica (partition = HOST:PORT[,HOST:PORT...])",
                  config->num_partitions);
-        return -1;
-    }
     config->num_partitions++;
     return 0;
 }
@@ -104,8 +90,7 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "global_stats")) return parse_bool(key, value, &c->global_stats, err, err_len);
     if (!strcmp(key, "probe_interval_ms")) return parse_u32(key, value, 1, 3600000, &c->probe_interval_ms, err, err_len);
     if (!strcmp(key, "failures_to_eject")) return parse_u32(key, value, 1, 1000, &c->failures_to_eject, err, err_len);
-    snprintf(err, err_len, "unknown key \"%s\"", key);
-    return -1;
+    return isn_error(err, err_len, "unknown key \"%s\"", key);
 }
 
 typedef struct {
@@ -133,29 +118,23 @@ static int on_ini_value(void *user, const char *section, const char *name, const
 
 int agg_config_load(agg_config *config, const char *path, char *err, size_t err_len) {
     FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (!f)
+        return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
     load_ctx ctx = {.config = config, .err = err, .err_len = err_len, .path = path};
     err[0] = '\0';
     int rc = ini_parse_file(f, on_ini_value, &ctx);
     fclose(f);
     if (rc != 0) {
-        if (!err[0]) snprintf(err, err_len, "%s:%d: syntax error", path, rc);
+        if (!err[0]) isn_error(err, err_len, "%s:%d: syntax error", path, rc);
         return -1;
     }
     return 0;
 }
 
 int agg_config_validate(const agg_config *config, char *err, size_t err_len) {
-    if (!config->num_partitions) {
-        snprintf(err, err_len, "no partitions: give --partition HOST:PORT[,HOST:PORT...] once per partition");
-        return -1;
-    }
-    if (config->default_k > config->max_k) {
-        snprintf(err, err_len, "default_k %u is above max_k %u", config->default_k, config->max_k);
-        return -1;
-    }
+    if (!config->num_partitions)
+        return isn_error(err, err_len, "no partitions: give --partition HOST:PORT[,HOST:PORT...] once per partition");
+    if (config->default_k > config->max_k)
+        return isn_error(err, err_len, "default_k %u is above max_k %u", config->default_k, config->max_k);
     return 0;
 }

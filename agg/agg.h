@@ -1,0 +1,87 @@
+/* The aggregator (isn-agg's logic): speaks isn.v1.Search itself; per query it fans out to one
+ * replica of every partition with the remaining deadline minus a margin, hedges a partition that
+ * has not answered by its recent p95 to another replica (the loser is cancelled), retries a
+ * replica that fails on another, merges by score (ties by partition, then doc id) and reports
+ * coverage. Replicas are chosen by recent latency and load; one that keeps failing is taken out
+ * and probed back in with a health check. With global statistics it first asks every partition
+ * for the query terms' df (Info, cached per query text) and sends N, df and the average length
+ * with the query, so merged scores equal one unpartitioned index's.
+ *
+ * Single-threaded, on a libuv loop: every call below comes from the thread that runs it. */
+#ifndef ISN_AGG_H
+#define ISN_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "base/base.h"
+
+/* ------------------------------------------------------------------ configuration */
+
+#define AGG_MAX_PARTITIONS 64
+#define AGG_MAX_REPLICAS 8
+#define AGG_ADDR_MAX 272
+
+typedef struct {
+    char replicas[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
+    uint32_t num_replicas;
+} agg_partition_config;
+
+typedef struct {
+    char listen[AGG_ADDR_MAX];
+    char stats_listen[AGG_ADDR_MAX]; /* "" = none */
+    agg_partition_config partitions[AGG_MAX_PARTITIONS];
+    uint32_t num_partitions;
+    uint32_t default_timeout_ms; /* when the request gives no deadline */
+    uint32_t margin_ms;          /* partitions get the remaining deadline minus this */
+    uint32_t default_k, max_k;
+    bool hedge;
+    uint32_t hedge_min_us;       /* never hedge sooner than this */
+    uint32_t hedge_initial_ms;   /* hedge delay until a partition has enough latency samples */
+    bool global_stats;
+    uint32_t probe_interval_ms;  /* a replica taken out is probed this often */
+    uint32_t failures_to_eject;  /* consecutive failures that take a replica out */
+} agg_config;
+
+void agg_config_default(agg_config *config);
+/* "partition = ADDR,ADDR,..." adds a partition; every other key sets one value. 0, or -1 with err. */
+int agg_config_set(agg_config *config, const char *key, const char *value, char *err, size_t err_len);
+/* Reads an INI file (section [agg] or none). 0, or -1 with err naming the line. */
+int agg_config_load(agg_config *config, const char *path, char *err, size_t err_len);
+int agg_config_validate(const agg_config *config, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ the aggregator */
+
+typedef struct agg agg;
+
+/* Replica state for every configured partition, on `loop` (the replica connections, its servers
+ * and timers run there). Connects lazily. NULL with err (out of memory). */
+agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_len);
+const agg_config *agg_get_config(const agg *aggregator);
+
+/* Listens: gRPC (Search, Info, health Check) on config.listen, the stats endpoint (/metrics
+ * /stats /healthz /readyz) on config.stats_listen unless it is "". 0, or -1 with err. */
+int agg_serve(agg *aggregator, char *err, size_t err_len);
+/* The bound addresses ("127.0.0.1:41234"; "" for a stats endpoint not served). */
+const char *agg_grpc_address(const agg *aggregator);
+const char *agg_stats_address(const agg *aggregator);
+
+/* At start: partition sizes (Info, blocking) for global statistics; a partition that does not
+ * answer now is asked again per query. */
+void agg_fetch_partition_info(agg *aggregator);
+
+/* SIGTERM: stops accepting, answers every query in flight with UNAVAILABLE, and once the clients
+ * have their answers closes everything of the aggregator on the loop, so uv_run returns. */
+void agg_drain(agg *aggregator);
+/* After uv_run returned (or when agg_serve failed). */
+void agg_free(agg *aggregator);
+
+/* Queries in progress. */
+uint32_t agg_inflight(const agg *aggregator);
+/* Prometheus text for /metrics (names isn_agg_*). */
+void agg_render_metrics(const agg *aggregator, byte_buffer *out);
+
+#endif

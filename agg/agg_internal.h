@@ -1,0 +1,217 @@
+/* The aggregator's state and the calls between its files (agg/ only, and its unit test). */
+#ifndef ISN_AGG_INTERNAL_H
+#define ISN_AGG_INTERNAL_H
+
+#include "agg/agg.h"
+#include "grpc/grpc.h"
+#include "proto/isn.pb-c.h"
+
+#define AGG_LATENCY_WINDOW 256       /* recent answers per partition for its p95 */
+#define AGG_P95_EVERY 32             /* recompute the p95 after this many new samples */
+#define AGG_MIN_SAMPLES_FOR_P95 32
+#define AGG_STATS_CACHE_SLOTS 16384
+
+/* The one clock, signed: deadlines are compared by subtraction. */
+static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
+
+/* ------------------------------------------------------------------ replicas and partitions */
+
+typedef struct {
+    char address[AGG_ADDR_MAX];
+    uint32_t partition, index;
+    isn_grpc_client *client;
+    bool up;
+    uint32_t consecutive_failures;
+    int64_t probe_at_ns;
+    isn_grpc_call *probe; /* health check in flight while out */
+    bool unsent;          /* calls started since the last flush: one send per loop turn, not per call */
+    double ewma_us;
+    uint32_t inflight;
+    uint64_t requests, failures, hedges, hedge_wins, ejections;
+} agg_replica;
+
+typedef struct {
+    agg_replica replicas[AGG_MAX_REPLICAS];
+    uint32_t num_replicas;
+    uint32_t latency_us[AGG_LATENCY_WINDOW];
+    uint32_t num_samples, next_sample, since_p95;
+    uint32_t p95_us;
+    bool have_info;
+    uint64_t num_docs, total_doc_len;
+    uint64_t answered, missing;
+} agg_partition;
+
+/* ------------------------------------------------------------------ queries */
+
+typedef struct {
+    isn_grpc_call *call;
+    uint32_t replica;
+    int64_t sent_ns;
+    bool hedge;
+} agg_attempt;
+
+typedef enum { PART_PENDING = 0, PART_ANSWERED, PART_FAILED } agg_part_state;
+
+/* One partition's share of one query. */
+typedef struct {
+    agg_part_state state;
+    agg_attempt attempts[AGG_MAX_REPLICAS];
+    uint32_t num_attempts;
+    uint32_t tried; /* replica bit mask */
+    int64_t first_sent_ns;
+    bool hedged;
+    int last_status;
+    isn_grpc_search_reply reply;
+    isn_grpc_call *info; /* global statistics phase */
+} agg_part;
+
+/* Global statistics of one query: its terms' df summed over partitions, N and the average length. */
+typedef struct {
+    char **terms;
+    uint64_t *dfs;
+    uint32_t num_terms;
+    uint64_t num_docs;
+    double avg_doc_len;
+} agg_term_stats;
+
+typedef struct agg_query agg_query;
+struct agg_query {
+    agg_query *prev, *next;
+    grpc_call *call; /* held until answered; NULL once answered */
+    bool abandoned;  /* the client went away: the call is released, not answered */
+    Isn__V1__SearchRequest *request;
+    int64_t start_ns, deadline_ns, finish_at_ns;
+    uint32_t k;
+    bool searching; /* false while global statistics are being collected */
+    char *stats_key;
+    agg_term_stats stats; /* sent with the query */
+    int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
+    agg_part parts[];
+};
+
+/* ------------------------------------------------------------------ global statistics cache */
+
+typedef struct {
+    char *key;
+    char **terms;
+    uint64_t *dfs;
+    uint32_t num_terms;
+} agg_stats_entry;
+
+/* Open addressing over AGG_STATS_CACHE_SLOTS; starts over when half full. */
+typedef struct {
+    agg_stats_entry *slots;
+    uint32_t used;
+} agg_stats_cache;
+
+/* ------------------------------------------------------------------ metrics */
+
+typedef struct {
+    uint64_t requests_by_status[GRPC_STATUS_COUNT];
+    uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
+    uint64_t stats_cache_hits, stats_cache_misses;
+    histogram latency; /* answered queries */
+    double processing_sum_s;
+    uint64_t processing_count;
+} agg_metrics;
+
+struct agg {
+    agg_config config;
+    /* the event loop and the servers on it */
+    uv_loop_t *loop;
+    grpc_server *server;
+    grpc_stats_server *stats;
+    grpc_connection_limit connection_limit;
+    char grpc_address[AGG_ADDR_MAX], stats_address[AGG_ADDR_MAX];
+    uv_timer_t wakeup;    /* hedges, deadlines and probes */
+    uv_check_t step;      /* after each loop turn's input: moves the queries on */
+    uv_idle_t keep_going; /* while a step is due: the loop must not sleep */
+    uv_timer_t drain_timer; /* after SIGTERM: how long clients get to take their last answers */
+    bool handles_started, dirty, draining;
+    agg_partition partitions[AGG_MAX_PARTITIONS];
+    uint32_t num_partitions;
+    agg_query *queries;
+    uint32_t num_queries;
+    agg_stats_cache stats_cache;
+    agg_metrics metrics;
+};
+
+/* replicas.c */
+void agg_partitions_init(agg *a);
+/* A usable connection to r (a new one is watched by the loop). */
+bool agg_replica_connect(agg *a, agg_replica *r);
+void agg_replica_eject(agg *a, agg_replica *r, const char *why);
+void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why);
+/* Best replica of p not in `exclude` (bit mask); -1 when none. */
+int agg_choose_replica(const agg_partition *p, uint32_t exclude);
+void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);
+/* How long one attempt of partition p waits before it is hedged. */
+int64_t agg_hedge_delay_ns(const agg *a, const agg_partition *p);
+void agg_probe_replicas(agg *a, int64_t now);
+void agg_replicas_close(agg *a);
+
+/* global_stats.c */
+int agg_stats_cache_init(agg_stats_cache *cache);
+void agg_stats_cache_free(agg_stats_cache *cache);
+agg_stats_entry *agg_stats_cache_find(agg_stats_cache *cache, const char *key);
+void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term_stats *stats);
+/* Adds df to term (a new term is appended). 0, or -1 when out of memory. */
+int agg_term_stats_add(agg_term_stats *stats, const char *term, uint64_t df);
+void agg_term_stats_free(agg_term_stats *stats);
+/* N and the average length from every partition's Info. */
+void agg_global_totals(const agg *a, agg_term_stats *stats);
+/* Looks the query's statistics up in the cache; false when they must be asked for. */
+bool agg_stats_lookup(agg *a, agg_query *q);
+/* Asks one replica of every partition for the df of the query's terms. */
+void agg_stats_start(agg *a, agg_query *q, int64_t now);
+/* Collects the Info answers; true once every partition answered or failed. */
+bool agg_stats_done(agg *a, agg_query *q);
+
+/* aggregator.c */
+/* Answers every query in progress with `grpc_status` and frees it. */
+void agg_fail_all(agg *a, int grpc_status, const char *message);
+
+/* fanout.c */
+/* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
+uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
+void agg_search_start(agg *a, agg_query *q, int64_t now);
+void agg_query_progress(agg *a, agg_query *q, int64_t now);
+/* When this query next needs attention without any input (hedge or deadline). */
+int64_t agg_query_next_timer(const agg *a, const agg_query *q);
+void agg_query_free(agg *a, agg_query *q);
+
+/* merge.c */
+typedef struct {
+    const isn_grpc_hit *hit;
+    uint32_t partition;
+} agg_merged_hit;
+
+/* By score, then partition, then doc id: the order one unpartitioned index would give. */
+int agg_merged_hit_compare(const void *a, const void *b);
+/* Gathers the hits of every answered partition into `out` (room for all) and sorts them. */
+uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hit *out);
+/* Merges, answers the call (or fails it when no partition answered) and counts it. */
+void agg_query_finish(agg *a, agg_query *q, int64_t now);
+
+/* service.c */
+/* Answers the query's call (counted by status) and lets go of it; a call whose client went away
+ * is only released. */
+void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message);
+void agg_query_fail(agg *a, agg_query *q, int status, const char *message);
+/* on_request of the gRPC server: Search, Info and health Check. */
+void agg_handle_call(agg *a, grpc_call *call);
+
+/* loop.c */
+/* Asks for a step (agg_advance) on this loop turn. */
+void agg_kick(agg *a);
+int agg_loop_start(agg *a, char *err, size_t err_len);
+void agg_loop_stop(agg *a);
+/* Moves every query on (answers, hedges, retries, deadlines), probes replicas that are out and
+ * sends what that queued. */
+void agg_advance(agg *a);
+
+/* metrics.c */
+void agg_count_status(agg *a, int status);
+void agg_observe_answer(agg *a, double seconds);
+
+#endif

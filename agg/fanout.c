@@ -1,0 +1,223 @@
+/* Fan-out: one attempt per partition, a hedge to another replica when a partition is slower than
+ * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails, and the answer
+ * with what there is a little before the caller's deadline. */
+#include <stdlib.h>
+
+#include "agg/agg_internal.h"
+
+uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now) {
+    int64_t left = q->deadline_ns - now - (int64_t)a->config.margin_ms * 1000000LL;
+    return left <= 1000000 ? 1 : (uint32_t)(left / 1000000);
+}
+
+/* The statistics the partitions score with: the caller's own pass through; else the aggregator's
+ * when it collected them. `copied` is set when terms and dfs were allocated for the request. */
+static void set_global_stats(const agg *a, const agg_query *q, isn_grpc_search_request *rq, bool *copied) {
+    const Isn__V1__SearchRequest *in = q->request;
+    *copied = false;
+    if (in->global_stats) {
+        const Isn__V1__GlobalStatistics *g = in->global_stats;
+        rq->global_num_docs = g->num_docs;
+        rq->global_avg_doc_len = g->avg_doc_len;
+        if (g->n_terms) {
+            /* rare: copied per attempt */
+            const char **terms = calloc(g->n_terms, sizeof *terms);
+            uint64_t *dfs = calloc(g->n_terms, sizeof *dfs);
+            if (terms && dfs)
+                for (size_t i = 0; i < g->n_terms; i++) terms[i] = g->terms[i]->term, dfs[i] = g->terms[i]->df;
+            rq->global_terms = terms;
+            rq->global_dfs = dfs;
+            rq->num_global_terms = terms && dfs ? (uint32_t)g->n_terms : 0;
+            *copied = true;
+        }
+    } else if (a->config.global_stats && q->stats.num_docs) {
+        rq->global_num_docs = q->stats.num_docs;
+        rq->global_avg_doc_len = q->stats.avg_doc_len;
+        rq->global_terms = (const char *const *)q->stats.terms;
+        rq->global_dfs = q->stats.dfs;
+        rq->num_global_terms = q->stats.num_terms;
+    }
+}
+
+/* Sends the query to one replica of partition pi (not yet tried). False when none is left. */
+static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t now) {
+    agg_partition *p = &a->partitions[pi];
+    agg_part *part = &q->parts[pi];
+    for (;;) {
+        int ri = agg_choose_replica(p, part->tried);
+        if (ri < 0) return false;
+        agg_replica *r = &p->replicas[ri];
+        part->tried |= 1u << ri;
+        if (!agg_replica_connect(a, r)) {
+            agg_replica_failed(a, r, true, "cannot connect");
+            continue;
+        }
+        const Isn__V1__SearchRequest *in = q->request;
+        isn_grpc_search_request rq = {
+            .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
+            .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
+            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = in->request_id, .debug = false};
+        bool copied;
+        set_global_stats(a, q, &rq, &copied);
+        char err[256];
+        isn_grpc_call *call = isn_grpc_search_start(r->client, &rq, err, sizeof err);
+        if (copied) {
+            free((void *)rq.global_terms);
+            free((void *)rq.global_dfs);
+        }
+        if (!call) {
+            agg_replica_failed(a, r, true, err);
+            continue;
+        }
+        r->unsent = true;
+        part->attempts[part->num_attempts++] = (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .hedge = hedge};
+        if (!part->first_sent_ns) part->first_sent_ns = now;
+        r->inflight++;
+        r->requests++;
+        a->metrics.upstream_requests++;
+        if (hedge) {
+            r->hedges++;
+            a->metrics.hedges++;
+        }
+        return true;
+    }
+}
+
+void agg_search_start(agg *a, agg_query *q, int64_t now) {
+    q->searching = true;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_part *part = &q->parts[pi];
+        part->tried = 0;
+        if (!send_attempt(a, q, pi, false, now)) {
+            part->state = PART_FAILED;
+            part->last_status = GRPC_STATUS_UNAVAILABLE;
+        }
+    }
+}
+
+static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
+    agg_part *part = &q->parts[pi];
+    a->partitions[pi].replicas[part->attempts[i].replica].inflight--;
+    isn_grpc_call_free(part->attempts[i].call);
+    part->attempts[i] = part->attempts[--part->num_attempts];
+}
+
+/* Every partition would refuse an invalid request alike: the caller's error, answered at once. */
+static void fail_invalid(agg *a, agg_query *q, const char *message) {
+    for (uint32_t i = 0; i < a->num_partitions; i++)
+        if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
+    agg_query_fail(a, q, GRPC_STATUS_INVALID_ARGUMENT, message);
+}
+
+/* Handles finished upstream calls of partition pi; hedges and retries. */
+static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
+    agg_part *part = &q->parts[pi];
+    agg_partition *p = &a->partitions[pi];
+    for (uint32_t i = 0; i < part->num_attempts && part->state == PART_PENDING;) {
+        agg_attempt *at = &part->attempts[i];
+        if (!isn_grpc_call_done(at->call)) {
+            i++;
+            continue;
+        }
+        agg_replica *r = &p->replicas[at->replica];
+        r->inflight--;
+        isn_grpc_search_reply reply;
+        char err[256];
+        bool hedge = at->hedge;
+        int64_t sent = at->sent_ns;
+        bool bad = isn_grpc_search_finish(at->call, &reply, err, sizeof err) != 0;
+        part->attempts[i] = part->attempts[--part->num_attempts];
+        int status = bad ? -1 : reply.status;
+        if (status == GRPC_STATUS_OK) {
+            r->consecutive_failures = 0;
+            agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
+            part->reply = reply;
+            part->state = PART_ANSWERED;
+            if (hedge) {
+                r->hedge_wins++;
+                a->metrics.hedge_wins++;
+            }
+            while (part->num_attempts) drop_attempt(a, q, pi, 0); /* cancel the loser */
+            return;
+        }
+        part->last_status = status;
+        if (status == GRPC_STATUS_INVALID_ARGUMENT) {
+            fail_invalid(a, q, bad ? err : reply.message);
+            if (!bad) isn_grpc_search_reply_free(&reply);
+            return;
+        }
+        if (!bad) isn_grpc_search_reply_free(&reply);
+        if (status == -1 || status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_RESOURCE_EXHAUSTED ||
+            status == GRPC_STATUS_INTERNAL) {
+            /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
+             * no replica out, or overload would turn into an outage. */
+            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) a->metrics.upstream_failures++, r->failures++;
+            else agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
+            /* Another replica may still make it in time. */
+            if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, false, now))
+                a->metrics.retries++;
+        }
+    }
+    if (part->state != PART_PENDING) return;
+    if (part->num_attempts == 0) {
+        part->state = PART_FAILED;
+        return;
+    }
+    /* Hedge: one attempt out for longer than this partition's recent p95. */
+    if (a->config.hedge && !part->hedged && part->num_attempts == 1 &&
+        now - part->attempts[0].sent_ns >= agg_hedge_delay_ns(a, p) && now < q->finish_at_ns) {
+        part->hedged = true;
+        send_attempt(a, q, pi, true, now);
+    }
+}
+
+int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
+    int64_t next = q->finish_at_ns;
+    if (!q->searching || !a->config.hedge) return next;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        const agg_part *part = &q->parts[pi];
+        if (part->state != PART_PENDING || part->hedged || part->num_attempts != 1) continue;
+        int64_t hedge_at = part->attempts[0].sent_ns + agg_hedge_delay_ns(a, &a->partitions[pi]);
+        if (hedge_at < next) next = hedge_at;
+    }
+    return next;
+}
+
+/* Advances one query; frees it once answered. */
+void agg_query_progress(agg *a, agg_query *q, int64_t now) {
+    int64_t work_start = agg_now_ns();
+    if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
+    if (q->call && q->searching) {
+        bool pending = false;
+        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++) {
+            if (q->parts[pi].state != PART_PENDING) continue;
+            progress_part(a, q, pi, now);
+            if (q->parts[pi].state == PART_PENDING) pending = true;
+        }
+        if (q->call && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
+    }
+    q->processing_ns += agg_now_ns() - work_start;
+    if (!q->call) {
+        a->metrics.processing_sum_s += (double)q->processing_ns / 1e9;
+        a->metrics.processing_count++;
+        agg_query_free(a, q);
+    }
+}
+
+void agg_query_free(agg *a, agg_query *q) {
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_part *part = &q->parts[pi];
+        while (part->num_attempts) drop_attempt(a, q, pi, 0);
+        if (part->info) isn_grpc_call_free(part->info);
+        isn_grpc_search_reply_free(&part->reply);
+    }
+    agg_term_stats_free(&q->stats);
+    free(q->stats_key);
+    if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
+    if (q->prev) q->prev->next = q->next;
+    else a->queries = q->next;
+    if (q->next) q->next->prev = q->prev;
+    a->num_queries--;
+    free(q);
+}

@@ -1,0 +1,101 @@
+/* Merge: the partitions' hits by final score into one top-k, with coverage (partitions answered of
+ * total) and why the answer is incomplete when it is. */
+#include <stdlib.h>
+
+#include "agg/agg_internal.h"
+
+int agg_merged_hit_compare(const void *a, const void *b) {
+    const agg_merged_hit *x = a, *y = b;
+    if (x->hit->score != y->hit->score) return x->hit->score > y->hit->score ? -1 : 1;
+    if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+    return x->hit->doc < y->hit->doc ? -1 : x->hit->doc > y->hit->doc;
+}
+
+uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hit *out) {
+    uint32_t n = 0;
+    for (uint32_t pi = 0; pi < num_parts; pi++)
+        if (parts[pi].state == PART_ANSWERED)
+            for (uint32_t i = 0; i < parts[pi].reply.num_hits; i++)
+                out[n++] = (agg_merged_hit){.hit = &parts[pi].reply.hits[i], .partition = pi};
+    qsort(out, n, sizeof *out, agg_merged_hit_compare);
+    return n;
+}
+
+/* No partition answered: the status says why (deadline before shedding before unreachable). */
+static void fail_unanswered(agg *a, agg_query *q, bool any_deadline, bool any_shed) {
+    int status = any_deadline ? GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE;
+    agg_query_fail(a, q, status,
+                   any_deadline ? "no partition answered before the deadline"
+                   : any_shed   ? "every partition that could be reached shed the query (overloaded)"
+                                : "no partition could be reached");
+}
+
+void agg_query_finish(agg *a, agg_query *q, int64_t now) {
+    uint32_t answered = 0, total_hits = 0;
+    bool complete = true, any_deadline = false, any_shed = false;
+    const char *reason = "";
+    uint64_t matched = 0, slowest_us = 0;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_part *part = &q->parts[pi];
+        if (part->state == PART_ANSWERED) {
+            answered++;
+            total_hits += part->reply.num_hits;
+            matched += part->reply.matched_lower_bound;
+            if (part->reply.total_us > slowest_us) slowest_us = part->reply.total_us;
+            if (!part->reply.complete) {
+                complete = false;
+                if (!reason[0]) reason = part->reply.incomplete_reason;
+            }
+            a->partitions[pi].answered++;
+        } else {
+            a->partitions[pi].missing++;
+            if (part->last_status == GRPC_STATUS_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
+            if (part->last_status == GRPC_STATUS_RESOURCE_EXHAUSTED) any_shed = true;
+        }
+    }
+    if (!answered) {
+        fail_unanswered(a, q, any_deadline, any_shed);
+        return;
+    }
+    agg_merged_hit *all = malloc((total_hits ? total_hits : 1) * sizeof *all);
+    if (!all) {
+        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        return;
+    }
+    uint32_t n = agg_merge_hits(q->parts, a->num_partitions, all);
+    if (n > q->k) n = q->k;
+    Isn__V1__Hit *hits = calloc(n ? n : 1, sizeof *hits);
+    Isn__V1__Hit **hit_ptrs = calloc(n ? n : 1, sizeof *hit_ptrs);
+    Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
+    Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;
+    for (uint32_t i = 0; hits && hit_ptrs && i < n; i++) {
+        isn__v1__hit__init(&hits[i]);
+        hits[i].external_id = all[i].hit->external_id;
+        hits[i].doc = all[i].hit->doc;
+        hits[i].score = all[i].hit->score;
+        hits[i].l1_score = all[i].hit->l1_score;
+        hit_ptrs[i] = &hits[i];
+    }
+    response.n_hits = hits && hit_ptrs ? n : 0;
+    response.hits = hit_ptrs;
+    if (answered < a->num_partitions) {
+        complete = false;
+        reason = "partition_missing";
+    }
+    if (!complete) a->metrics.partial++;
+    response.complete = complete;
+    response.incomplete_reason = (char *)reason;
+    response.matched_lower_bound = matched;
+    response.device = "agg";
+    times.retrieval_us = slowest_us;
+    times.total_us = (uint64_t)((now - q->start_ns) / 1000);
+    response.times = &times;
+    response.request_id = q->request->request_id;
+    response.partitions_answered = answered;
+    response.partitions_total = a->num_partitions;
+    agg_query_reply(a, q, &response.base);
+    agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
+    free(hits);
+    free(hit_ptrs);
+    free(all);
+}

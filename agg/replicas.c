@@ -1,0 +1,158 @@
+/* Replica sets and their health: which replica gets a partition's request (recent latency times
+ * load), taking out a replica that keeps failing, and health checks that bring it back. */
+#include <string.h>
+
+#include "agg/agg_internal.h"
+#include "proto/health.pb-c.h"
+
+void agg_partitions_init(agg *a) {
+    a->num_partitions = a->config.num_partitions;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_partition *p = &a->partitions[pi];
+        p->num_replicas = a->config.partitions[pi].num_replicas;
+        for (uint32_t i = 0; i < p->num_replicas; i++) {
+            agg_replica *r = &p->replicas[i];
+            /* memcpy, not snprintf: both live in `a`, which gcc's -Wrestrict reads as an overlap */
+            const char *address = a->config.partitions[pi].replicas[i];
+            size_t address_len = strnlen(address, sizeof r->address - 1);
+            memcpy(r->address, address, address_len);
+            r->address[address_len] = 0;
+            r->partition = pi;
+            r->index = i;
+            r->up = true;
+            r->ewma_us = 1000;
+        }
+    }
+}
+
+/* Input on a replica connection: its finished calls are collected on this loop turn. */
+static void on_replica_activity(isn_grpc_client *client, void *user) {
+    (void)client;
+    agg_kick(user);
+}
+
+bool agg_replica_connect(agg *a, agg_replica *r) {
+    if (r->client && isn_grpc_usable(r->client)) return true;
+    if (r->client && r->inflight) return false; /* draining: its calls finish first */
+    if (r->client) isn_grpc_close(r->client);
+    char err[256];
+    r->client = isn_grpc_connect(r->address, 200, err, sizeof err);
+    if (r->client && a->loop && isn_grpc_client_watch(a->loop, r->client, on_replica_activity, a, err, sizeof err) != 0) {
+        log_warn("replica %s of partition %u: %s", r->address, r->partition, err);
+        isn_grpc_close(r->client);
+        r->client = NULL;
+    }
+    return r->client != NULL;
+}
+
+void agg_replica_eject(agg *a, agg_replica *r, const char *why) {
+    if (!r->up) return;
+    r->up = false;
+    r->ejections++;
+    r->probe_at_ns = agg_now_ns() + (int64_t)a->config.probe_interval_ms * 1000000LL;
+    log_warn("replica %s of partition %u taken out: %s", r->address, r->partition, why);
+}
+
+void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why) {
+    r->failures++;
+    a->metrics.upstream_failures++;
+    r->consecutive_failures++;
+    if (connection_lost || (r->client && !isn_grpc_usable(r->client)) ||
+        r->consecutive_failures >= a->config.failures_to_eject)
+        agg_replica_eject(a, r, why);
+}
+
+/* Lowest recent latency times (1 + calls in flight), among replicas that are up. When every
+ * replica of the partition is out, one that is out for errors but still connected is used anyway
+ * (asking it beats dropping the partition); one that cannot be reached is not. */
+int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
+    int best = -1;
+    double best_score = 0;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (uint32_t i = 0; i < p->num_replicas; i++) {
+            const agg_replica *r = &p->replicas[i];
+            if ((exclude >> i) & 1) continue;
+            if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
+            double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
+            if (best < 0 || score < best_score) best = (int)i, best_score = score;
+        }
+    return best;
+}
+
+void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us) {
+    r->ewma_us = r->ewma_us * 0.9 + 0.1 * us;
+    p->latency_us[p->next_sample] = us;
+    p->next_sample = (p->next_sample + 1) % AGG_LATENCY_WINDOW;
+    if (p->num_samples < AGG_LATENCY_WINDOW) p->num_samples++;
+    if (++p->since_p95 >= AGG_P95_EVERY) {
+        uint32_t sorted[AGG_LATENCY_WINDOW], n = p->num_samples;
+        memcpy(sorted, p->latency_us, n * sizeof *sorted);
+        /* insertion sort: 256 values every 32 answers */
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t v = sorted[i], j = i;
+            while (j && sorted[j - 1] > v) sorted[j] = sorted[j - 1], j--;
+            sorted[j] = v;
+        }
+        p->p95_us = sorted[(n * 95 + 99) / 100 - 1];
+        p->since_p95 = 0;
+    }
+}
+
+/* The partition's recent p95 once it has enough samples, never below hedge_min_us. */
+int64_t agg_hedge_delay_ns(const agg *a, const agg_partition *p) {
+    int64_t delay_ns = p->num_samples >= AGG_MIN_SAMPLES_FOR_P95 ? (int64_t)p->p95_us * 1000
+                                                                 : (int64_t)a->config.hedge_initial_ms * 1000000;
+    if (delay_ns < (int64_t)a->config.hedge_min_us * 1000) delay_ns = (int64_t)a->config.hedge_min_us * 1000;
+    return delay_ns;
+}
+
+static bool probe_says_serving(const isn_grpc_result *res) {
+    if (res->grpc_status != 0 || !res->message) return false;
+    Grpc__Health__V1__HealthCheckResponse *h =
+        grpc__health__v1__health_check_response__unpack(NULL, res->message_len, res->message);
+    bool serving = h && h->status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    if (h) grpc__health__v1__health_check_response__free_unpacked(h, NULL);
+    return serving;
+}
+
+/* Health checks bring replicas that were taken out back in. */
+void agg_probe_replicas(agg *a, int64_t now) {
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_partition *p = &a->partitions[pi];
+        for (uint32_t i = 0; i < p->num_replicas; i++) {
+            agg_replica *r = &p->replicas[i];
+            if (r->up) continue;
+            if (r->probe) {
+                if (!isn_grpc_call_done(r->probe)) continue;
+                bool serving = probe_says_serving(isn_grpc_call_result(r->probe));
+                isn_grpc_call_free(r->probe);
+                r->probe = NULL;
+                if (serving) {
+                    r->up = true;
+                    r->consecutive_failures = 0;
+                    log_info("replica %s of partition %u is back", r->address, r->partition);
+                }
+                continue;
+            }
+            if (now < r->probe_at_ns) continue;
+            r->probe_at_ns = now + (int64_t)a->config.probe_interval_ms * 1000000LL;
+            if (!agg_replica_connect(a, r)) continue;
+            isn_grpc_request rq = {.path = "/grpc.health.v1.Health/Check", .body = (const uint8_t *)"", .body_len = 0,
+                                   .frame = true, .timeout_ms = a->config.probe_interval_ms};
+            char err[256];
+            r->probe = isn_grpc_start(r->client, &rq, err, sizeof err);
+            if (r->probe) r->unsent = true;
+        }
+    }
+}
+
+void agg_replicas_close(agg *a) {
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
+            agg_replica *r = &a->partitions[pi].replicas[i];
+            if (r->probe) isn_grpc_call_free(r->probe);
+            r->probe = NULL;
+            if (r->client) isn_grpc_close(r->client);
+            r->client = NULL;
+        }
+}

@@ -1,0 +1,155 @@
+/* isn-agg's endpoints on grpc/: the gRPC server (Search, Info, health Check) and the stats
+ * endpoint (/metrics /stats /healthz /readyz), and the drain on SIGTERM. */
+#include <string.h>
+
+#include "agg/agg_internal.h"
+
+#define AGG_MAX_MESSAGE_BYTES (4u << 20)
+#define AGG_MAX_CONNECTIONS 1024
+#define AGG_MAX_CONCURRENT_STREAMS 4096
+#define AGG_HEADER_TIMEOUT_MS 10000
+#define AGG_IDLE_TIMEOUT_MS 300000
+#define AGG_DRAIN_GRACE_MS 2000 /* clients that do not read their last answers are not waited for longer */
+
+/* ------------------------------------------------------------------ gRPC */
+
+/* The call's storage holds its query while it has one. */
+static void on_open(grpc_call *call, void *app) {
+    (void)app;
+    *(agg_query **)grpc_call_app(call) = NULL;
+}
+
+static void on_request(grpc_call *call, void *app) {
+    agg *a = app;
+    agg_handle_call(a, call);
+    agg_kick(a); /* what the call queued on the replicas goes out on this loop turn */
+}
+
+/* The client of a held call went away: its query is answered no more (on the next step). */
+static void on_abandoned(grpc_call *call, void *app) {
+    agg_query *q = *(agg_query **)grpc_call_app(call);
+    if (q) q->abandoned = true;
+    agg_kick(app);
+}
+
+static void close_everything(agg *a) {
+    if (a->drain_timer.loop && !uv_is_closing((uv_handle_t *)&a->drain_timer))
+        uv_close((uv_handle_t *)&a->drain_timer, NULL);
+    agg_loop_stop(a);
+    agg_replicas_close(a);
+    if (a->stats) grpc_stats_server_close(a->stats);
+    if (a->server) grpc_server_close(a->server);
+}
+
+static void on_drained(grpc_server *server, void *app) {
+    (void)server;
+    close_everything(app);
+}
+
+static const grpc_server_handlers AGG_HANDLERS = {
+    .on_open = on_open,
+    .on_request = on_request,
+    .on_abandoned = on_abandoned,
+    .on_drained = on_drained,
+};
+
+/* ------------------------------------------------------------------ stats endpoint */
+
+static int text(byte_buffer *body, int code, const char *message) {
+    buffer_append(body, message, strlen(message));
+    return code;
+}
+
+static void render_json(const agg *a, byte_buffer *out) {
+    const agg_metrics *m = &a->metrics;
+    uint64_t answered = 0;
+    for (int i = 0; i < GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
+    buffer_printf(out,
+                  "{\"partitions\":%u,\"inflight\":%u,\"requests\":%llu,\"ok\":%llu,\"partial\":%llu,\"hedges\":%llu,"
+                  "\"hedge_wins\":%llu,\"retries\":%llu,\"upstream_requests\":%llu,\"upstream_failures\":%llu,"
+                  "\"replicas\":[",
+                  a->num_partitions, a->num_queries, (unsigned long long)answered,
+                  (unsigned long long)m->requests_by_status[GRPC_STATUS_OK], (unsigned long long)m->partial,
+                  (unsigned long long)m->hedges, (unsigned long long)m->hedge_wins, (unsigned long long)m->retries,
+                  (unsigned long long)m->upstream_requests, (unsigned long long)m->upstream_failures);
+    const char *sep = "";
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++, sep = ",") {
+            const agg_replica *r = &a->partitions[pi].replicas[i];
+            buffer_printf(out, "%s{\"partition\":%u,\"address\":\"%s\",\"up\":%s,\"latency_ewma_seconds\":%.6f}", sep, pi,
+                          r->address, r->up ? "true" : "false", r->ewma_us / 1e6);
+        }
+    buffer_printf(out, "]}\n");
+}
+
+static int stats_page(void *app, const char *path, byte_buffer *body, const char **content_type) {
+    agg *a = app;
+    if (!strcmp(path, "/metrics")) {
+        agg_render_metrics(a, body);
+        *content_type = "text/plain; version=0.0.4";
+        return 200;
+    }
+    if (!strcmp(path, "/stats")) {
+        render_json(a, body);
+        *content_type = "application/json";
+        return 200;
+    }
+    if (!strcmp(path, "/healthz")) return text(body, 200, "ok\n");
+    if (!strcmp(path, "/readyz")) return a->draining ? text(body, 503, "draining\n") : text(body, 200, "ok\n");
+    return text(body, 404, "not found: try /metrics, /stats, /healthz or /readyz\n");
+}
+
+/* ------------------------------------------------------------------ life */
+
+int agg_serve(agg *a, char *err, size_t err_len) {
+    a->connection_limit.max = AGG_MAX_CONNECTIONS;
+    grpc_server_config config = {
+        .max_concurrent_streams = AGG_MAX_CONCURRENT_STREAMS,
+        .max_message_bytes = AGG_MAX_MESSAGE_BYTES,
+        .header_timeout_ms = AGG_HEADER_TIMEOUT_MS,
+        .idle_timeout_ms = AGG_IDLE_TIMEOUT_MS,
+        .call_app_bytes = sizeof(agg_query *),
+        .limit = &a->connection_limit,
+    };
+    a->server = grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
+    if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
+    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0)
+        return -1;
+    if (a->config.stats_listen[0]) {
+        grpc_stats_config stats_config = {
+            .server_name = "isn-agg/0.1",
+            .header_timeout_ms = AGG_HEADER_TIMEOUT_MS,
+            .idle_timeout_ms = AGG_IDLE_TIMEOUT_MS,
+            .limit = &a->connection_limit,
+        };
+        a->stats = grpc_stats_server_new(a->loop, &stats_config, stats_page, a);
+        if (!a->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
+        if (grpc_stats_server_listen(a->stats, a->config.stats_listen, a->stats_address, sizeof a->stats_address, err,
+                                     err_len) != 0)
+            return -1;
+    }
+    return agg_loop_start(a, err, err_len);
+}
+
+static void on_drain_grace_over(uv_timer_t *timer) {
+    log_warn("drain: clients did not take their last answers within %d ms; closing", AGG_DRAIN_GRACE_MS);
+    close_everything(timer->data);
+}
+
+const char *agg_grpc_address(const agg *a) { return a->grpc_address; }
+const char *agg_stats_address(const agg *a) { return a->stats_address; }
+
+void agg_drain(agg *a) {
+    if (a->draining) return;
+    a->draining = true;
+    if (!a->server) {
+        close_everything(a);
+        return;
+    }
+    grpc_server_stop_accepting(a->server);
+    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    uv_timer_init(a->loop, &a->drain_timer);
+    a->drain_timer.data = a;
+    uv_timer_start(&a->drain_timer, on_drain_grace_over, AGG_DRAIN_GRACE_MS, 0);
+    grpc_server_drain(a->server); /* on_drained closes the rest */
+}

@@ -1,0 +1,129 @@
+/* The calls isn-agg answers: Search (fanned out), Info (the partitions' totals) and the standard
+ * health Check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/agg_internal.h"
+#include "proto/health.pb-c.h"
+
+/* A new query in the list, with its deadline: the call's grpc-timeout, else the request's
+ * timeout_ms, else the default. NULL when out of memory. */
+static agg_query *query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, int64_t now) {
+    agg_query *q = calloc(1, sizeof *q + a->num_partitions * sizeof(agg_part));
+    if (!q) return NULL;
+    q->call = call;
+    q->request = request;
+    q->k = k;
+    q->start_ns = now;
+    /* grpc-timeout in ms, rounded up */
+    uint64_t timeout_ms = (grpc_call_timeout_ns(call) + 999999) / 1000000;
+    if (!timeout_ms) timeout_ms = request->timeout_ms;
+    if (!timeout_ms) timeout_ms = a->config.default_timeout_ms;
+    q->deadline_ns = now + (int64_t)timeout_ms * 1000000LL;
+    /* Answer with what there is a little before the caller's deadline. */
+    q->finish_at_ns = q->deadline_ns - (int64_t)a->config.margin_ms * 1000000LL / 2;
+    q->next = a->queries;
+    if (a->queries) a->queries->prev = q;
+    a->queries = q;
+    a->num_queries++;
+    return q;
+}
+
+/* A call answered at once, before it became a query. */
+static void fail_call(agg *a, grpc_call *call, int status, const char *message) {
+    agg_count_status(a, status);
+    grpc_call_fail(call, status, "%s", message);
+}
+
+static void handle_search(agg *a, grpc_call *call) {
+    int64_t now = agg_now_ns();
+    size_t len;
+    const uint8_t *message = grpc_call_message(call, &len);
+    Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(NULL, len, message);
+    if (!request) {
+        fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
+        return;
+    }
+    uint32_t k = request->k ? request->k : a->config.default_k;
+    if (k > a->config.max_k) {
+        char why[128];
+        snprintf(why, sizeof why, "k = %u is above the aggregator's max_k %u", k, a->config.max_k);
+        fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, why);
+        isn__v1__search_request__free_unpacked(request, NULL);
+        return;
+    }
+    agg_query *q = query_new(a, call, request, k, now);
+    if (!q) {
+        fail_call(a, call, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        isn__v1__search_request__free_unpacked(request, NULL);
+        return;
+    }
+    /* The query keeps the call until it answers; the call's storage points back at the query. */
+    *(agg_query **)grpc_call_app(call) = q;
+    grpc_call_hold(call);
+    /* The caller's own statistics pass through; otherwise the cache may already know them. */
+    if (a->config.global_stats && !request->global_stats && !agg_stats_lookup(a, q)) agg_stats_start(a, q, now);
+    else agg_search_start(a, q, now);
+    q->processing_ns += agg_now_ns() - now;
+    agg_query_progress(a, q, agg_now_ns()); /* every partition may have failed at once */
+}
+
+static void handle_info(agg *a, grpc_call *call) {
+    Isn__V1__InfoResponse response = ISN__V1__INFO_RESPONSE__INIT;
+    uint64_t docs = 0, len = 0;
+    for (uint32_t i = 0; i < a->num_partitions; i++) {
+        docs += a->partitions[i].num_docs;
+        len += a->partitions[i].total_doc_len;
+    }
+    response.num_docs = docs;
+    response.total_doc_len = len;
+    response.avg_doc_len = docs ? (double)len / (double)docs : 0;
+    response.server_version = "isn-agg 0.1";
+    agg_count_status(a, GRPC_STATUS_OK);
+    grpc_call_reply_message(call, &response.base);
+}
+
+/* SERVING while the aggregator answers; NOT_SERVING once it drains. */
+static void handle_health(agg *a, grpc_call *call) {
+    Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    response.status = a->draining ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    grpc_call_reply_message(call, &response.base);
+}
+
+void agg_handle_call(agg *a, grpc_call *call) {
+    const char *path = grpc_call_path(call);
+    if (!strcmp(path, "/grpc.health.v1.Health/Check")) handle_health(a, call);
+    else if (a->draining) fail_call(a, call, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    else if (!strcmp(path, "/isn.v1.Search/Search")) handle_search(a, call);
+    else if (!strcmp(path, "/isn.v1.Search/Info")) handle_info(a, call);
+    else {
+        char why[200];
+        snprintf(why, sizeof why, "unknown method %.150s", path);
+        fail_call(a, call, GRPC_STATUS_UNIMPLEMENTED, why);
+    }
+}
+
+/* ------------------------------------------------------------------ answers */
+
+/* Lets go of the query's call: true when its client is still there to answer. */
+static bool release_call(agg_query *q) {
+    grpc_call *call = q->call;
+    *(agg_query **)grpc_call_app(call) = NULL;
+    return grpc_call_unhold(call);
+}
+
+void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message) {
+    grpc_call *call = q->call;
+    agg_count_status(a, GRPC_STATUS_OK);
+    if (release_call(q)) grpc_call_reply_message(call, message);
+    q->call = NULL;
+}
+
+void agg_query_fail(agg *a, agg_query *q, int status, const char *message) {
+    grpc_call *call = q->call;
+    agg_count_status(a, status);
+    if (release_call(q)) grpc_call_fail(call, status, "%s", message);
+    q->call = NULL;
+}

@@ -1,0 +1,208 @@
+/* The aggregator's logic without a network (agg/): merge order and ties, replica choice and
+ * ejection, the p95 that sets the hedge delay, the global statistics cache and the metric names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agg/agg_internal.h"
+
+static agg *new_aggregator(uint32_t partitions, uint32_t replicas) {
+    agg_config config;
+    agg_config_default(&config);
+    char err[256], list[512];
+    for (uint32_t p = 0; p < partitions; p++) {
+        size_t n = 0;
+        for (uint32_t r = 0; r < replicas; r++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s127.0.0.1:%u", r ? "," : "", 1 + p * 10 + r);
+        assert_int_equal(agg_config_set(&config, "partition", list, err, sizeof err), 0);
+    }
+    agg *a = agg_new(NULL, &config, err, sizeof err);
+    assert_non_null(a);
+    return a;
+}
+
+/* ------------------------------------------------------------------ merge */
+
+static void set_hits(agg_part *part, const float *scores, const uint32_t *docs, uint32_t n) {
+    part->state = PART_ANSWERED;
+    part->reply.hits = calloc(n, sizeof *part->reply.hits);
+    part->reply.num_hits = n;
+    for (uint32_t i = 0; i < n; i++) part->reply.hits[i] = (isn_grpc_hit){.doc = docs[i], .score = scores[i]};
+}
+
+static void test_merge_by_score_then_partition_then_doc(void **state) {
+    (void)state;
+    agg_part parts[3];
+    memset(parts, 0, sizeof parts);
+    set_hits(&parts[0], (const float[]){2.0f, 1.0f}, (const uint32_t[]){7, 3}, 2);
+    set_hits(&parts[1], (const float[]){3.0f, 2.0f, 2.0f}, (const uint32_t[]){9, 5, 4}, 3);
+    set_hits(&parts[2], (const float[]){9.0f}, (const uint32_t[]){1}, 1);
+    parts[2].state = PART_FAILED; /* a partition that did not answer adds nothing */
+    agg_merged_hit out[6];
+    uint32_t n = agg_merge_hits(parts, 3, out);
+    assert_int_equal(n, 5);
+    const struct {
+        float score;
+        uint32_t partition, doc;
+    } want[] = {{3.0f, 1, 9}, {2.0f, 0, 7}, {2.0f, 1, 4}, {2.0f, 1, 5}, {1.0f, 0, 3}};
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(out[i].hit->score == want[i].score);
+        assert_int_equal(out[i].partition, want[i].partition);
+        assert_int_equal(out[i].hit->doc, want[i].doc);
+    }
+    for (int p = 0; p < 3; p++) free(parts[p].reply.hits);
+}
+
+/* ------------------------------------------------------------------ replicas */
+
+static void test_choose_by_latency_and_load(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 3);
+    agg_partition *p = &a->partitions[0];
+    p->replicas[0].ewma_us = 300;
+    p->replicas[1].ewma_us = 100;
+    p->replicas[2].ewma_us = 200;
+    assert_int_equal(agg_choose_replica(p, 0), 1);
+    p->replicas[1].inflight = 3; /* 100 x 4 = 400: now the slowest */
+    assert_int_equal(agg_choose_replica(p, 0), 2);
+    assert_int_equal(agg_choose_replica(p, 1u << 2), 0);
+    assert_int_equal(agg_choose_replica(p, 1u << 0 | 1u << 2), 1);
+    assert_int_equal(agg_choose_replica(p, 7), -1);
+    agg_free(a);
+}
+
+static void test_failures_eject_and_unreachable_is_not_chosen(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 2);
+    agg_partition *p = &a->partitions[0];
+    agg_replica *r = &p->replicas[0];
+    for (uint32_t i = 1; i < a->config.failures_to_eject; i++) {
+        agg_replica_failed(a, r, false, "error status");
+        assert_true(r->up);
+    }
+    agg_replica_failed(a, r, false, "error status");
+    assert_false(r->up);
+    assert_int_equal(r->ejections, 1);
+    assert_int_equal(r->failures, a->config.failures_to_eject);
+    assert_int_equal(a->metrics.upstream_failures, a->config.failures_to_eject);
+    assert_int_equal(agg_choose_replica(p, 0), 1);
+    /* A lost connection takes a replica out at once. */
+    agg_replica_failed(a, &p->replicas[1], true, "transport error");
+    assert_false(p->replicas[1].up);
+    /* Both out and neither connected: nothing to ask. */
+    assert_int_equal(agg_choose_replica(p, 0), -1);
+    agg_free(a);
+}
+
+static void test_p95_sets_the_hedge_delay(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 1);
+    agg_partition *p = &a->partitions[0];
+    agg_replica *r = &p->replicas[0];
+    assert_int_equal(agg_hedge_delay_ns(a, p), (int64_t)a->config.hedge_initial_ms * 1000000);
+    for (uint32_t us = 1; us <= AGG_MIN_SAMPLES_FOR_P95; us++) agg_record_latency(p, r, us * 1000);
+    assert_int_equal(p->p95_us, 31000);
+    assert_int_equal(agg_hedge_delay_ns(a, p), 31000000);
+    a->config.hedge_min_us = 50000; /* never sooner than the floor */
+    assert_int_equal(agg_hedge_delay_ns(a, p), 50000000);
+    assert_true(r->ewma_us > 1000);
+    agg_free(a);
+}
+
+/* ------------------------------------------------------------------ global statistics */
+
+static void test_term_stats_sum_per_term(void **state) {
+    (void)state;
+    agg_term_stats stats = {0};
+    assert_int_equal(agg_term_stats_add(&stats, "wing", 3), 0);
+    assert_int_equal(agg_term_stats_add(&stats, "flow", 5), 0);
+    assert_int_equal(agg_term_stats_add(&stats, "wing", 4), 0);
+    assert_int_equal(stats.num_terms, 2);
+    assert_string_equal(stats.terms[0], "wing");
+    assert_int_equal(stats.dfs[0], 7);
+    assert_int_equal(stats.dfs[1], 5);
+    agg *a = new_aggregator(2, 1);
+    a->partitions[0] = (agg_partition){.have_info = true, .num_docs = 10, .total_doc_len = 100};
+    a->partitions[1] = (agg_partition){.have_info = true, .num_docs = 30, .total_doc_len = 500};
+    agg_global_totals(a, &stats);
+    assert_int_equal(stats.num_docs, 40);
+    assert_true(stats.avg_doc_len == 15.0);
+    agg_term_stats_free(&stats);
+    agg_free(a);
+}
+
+static void test_stats_cache(void **state) {
+    (void)state;
+    agg_stats_cache cache;
+    assert_int_equal(agg_stats_cache_init(&cache), 0);
+    agg_term_stats stats = {0};
+    agg_term_stats_add(&stats, "wing", 7);
+    assert_null(agg_stats_cache_find(&cache, "wing")->key);
+    agg_stats_cache_put(&cache, "wing", &stats);
+    agg_stats_cache_put(&cache, "wing", &stats); /* a second answer for the same text changes nothing */
+    assert_int_equal(cache.used, 1);
+    agg_stats_entry *e = agg_stats_cache_find(&cache, "wing");
+    assert_string_equal(e->key, "wing");
+    assert_int_equal(e->num_terms, 1);
+    assert_int_equal(e->dfs[0], 7);
+    /* Half full: it starts over rather than grow. */
+    char key[32];
+    for (uint32_t i = 1; i < AGG_STATS_CACHE_SLOTS / 2; i++) {
+        snprintf(key, sizeof key, "query %u", i);
+        agg_stats_cache_put(&cache, key, &stats);
+    }
+    assert_int_equal(cache.used, AGG_STATS_CACHE_SLOTS / 2);
+    agg_stats_cache_put(&cache, "one more", &stats);
+    assert_int_equal(cache.used, 1);
+    assert_null(agg_stats_cache_find(&cache, "wing")->key);
+    assert_non_null(agg_stats_cache_find(&cache, "one more")->key);
+    agg_term_stats_free(&stats);
+    agg_stats_cache_free(&cache);
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+static void test_metric_names(void **state) {
+    (void)state;
+    agg *a = new_aggregator(2, 2);
+    agg_count_status(a, GRPC_STATUS_OK);
+    agg_count_status(a, GRPC_STATUS_UNAVAILABLE);
+    agg_count_status(a, 99); /* out of range counts as INTERNAL */
+    agg_observe_answer(a, 0.002);
+    a->metrics.hedges = 5;
+    byte_buffer out = {0};
+    agg_render_metrics(a, &out);
+    assert_true(buffer_append(&out, "", 1));
+    const char *text = (const char *)out.data;
+    const char *want[] = {"isn_agg_requests_total{code=\"0\"} 1\n", "isn_agg_requests_total{code=\"14\"} 1\n",
+                          "isn_agg_requests_total{code=\"13\"} 1\n", "\nisn_agg_hedges_total 5\n",
+                          "# TYPE isn_agg_latency_seconds histogram\n", "isn_agg_latency_seconds_count 1\n",
+                          "isn_agg_processing_seconds_sum ", "isn_agg_upstream_requests_total 0\n",
+                          "isn_agg_global_stats_cache_total{result=\"hit\"} 0\n", "isn_agg_inflight 0\n",
+                          "isn_agg_partition_p95_seconds{partition=\"1\"} ",
+                          "isn_agg_replica_up{partition=\"1\",replica=\"127.0.0.1:12\"} 1\n",
+                          "# HELP isn_agg_replica_ejections_total Times the replica was taken out of rotation.\n"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(text, want[i])) fail_msg("/metrics lacks \"%s\":\n%s", want[i], text);
+    buffer_free(&out);
+    agg_free(a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_by_score_then_partition_then_doc),
+        cmocka_unit_test(test_choose_by_latency_and_load),
+        cmocka_unit_test(test_failures_eject_and_unreachable_is_not_chosen),
+        cmocka_unit_test(test_p95_sets_the_hedge_delay),
+        cmocka_unit_test(test_term_stats_sum_per_term),
+        cmocka_unit_test(test_stats_cache),
+        cmocka_unit_test(test_metric_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
