@@ -60,7 +60,7 @@ include bench/module.mk
 LIBS += $(BASE_LIB)
 # DESIGN.md section 3's include rules, and a test of that check: run with the test programs, so a
 # violation fails `make test` and names the include.
-TESTS += tools/check-layout.sh tests/check_layout_test.sh
+TESTS += tools/check-layout.sh tests/unit/check_layout_test.sh
 
 # make CUDA=1 STATIC=1: binaries for the GPU machine, which lacks these libraries: Debian's static archives
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.

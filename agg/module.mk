@@ -3,7 +3,7 @@ AGG_SRCS := $(wildcard agg/*.c)
 AGG_OBJS := $(AGG_SRCS:%.c=$(BUILD)/obj/%.o)
 AGG_LIB  := $(BUILD)/lib/libisn_agg.a
 $(AGG_LIB): $(AGG_OBJS)
-$(AGG_OBJS) $(BUILD)/obj/tests/test_agg.o: | $(PROTO_GEN_H)
+$(AGG_OBJS): | $(PROTO_GEN_H)
 LIBS   := $(AGG_LIB) $(LIBS)
 LDLIBS += -linih
 

@@ -1,5 +1,5 @@
 /* Second-stage CPU speed: per query, N candidates through a tree ensemble (default: the oracle model of
- * tests/test_trees.c, 1,000 trees of depth 6 trained by XGBoost), on one thread and on T threads that
+ * tests/unit/test_trees.c, 1,000 trees of depth 6 trained by XGBoost), on one thread and on T threads that
  * each score their own queries. Prints JSON.
  *   bench_l2_trees [MODEL.json] [CANDIDATES (1000)] [THREADS (all cores)] [SECONDS (3)] */
 #include <math.h>

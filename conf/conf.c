@@ -422,7 +422,7 @@ void isn_conf_default(isn_conf *conf) {
     memset(conf, 0, sizeof *conf);
     for (size_t i = 0; i < NUM_KEYS; i++) {
         char err[400];
-        /* The table's defaults are tested (tests/test_conf.c): a failure here is a typo in KEYS. */
+        /* The table's defaults are tested (tests/unit/test_conf.c): a failure here is a typo in KEYS. */
         if (set_field(conf, &KEYS[i], KEYS[i].default_value, err, sizeof err) < 0) {
             fprintf(stderr, "isn_conf_default: %s.%s: %s\n", KEYS[i].section, KEYS[i].name, err);
             abort();

@@ -19,9 +19,9 @@ $(PROTO_LIB): $(PROTO_OBJS)
 LIBS   += $(PROTO_LIB)
 LDLIBS += -lprotobuf-c
 
-# Our sources that include generated headers (tests by name prefix).
-PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c grpc/*.c tools/isn-agg.c tools/agg_*.c \
-               tests/test_grpc*.c tests/test_isnd*.c))
+# Our sources that include generated headers (every test, to keep the list simple).
+PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c grpc/*.c agg/*.c tools/isn-*.c \
+               tests/unit/*.c tests/integration/*.c tests/support/*.c))
 $(PROTO_USERS): | $(PROTO_GEN_H)
 
 .SECONDARY: $(PROTO_GEN_C) $(PROTO_GEN_H)

@@ -1,9 +1,16 @@
-# Every tests/test_*.c is one cmocka program; tests/support_*.c are shared helpers (the oracle).
-TEST_SRCS    := $(wildcard tests/test_*.c)
-TEST_SUPPORT := $(wildcard tests/support_*.c)
-TEST_BINS    := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+# tests/unit/test_*.c (one part each) and tests/integration/test_*.c (real daemons on loopback) are
+# one cmocka program each, built flat into $(BUILD)/tests/; tests/support/*.c (index builders, the
+# brute-force oracle, the isnd harness) are linked into every one.
+TEST_SRCS    := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)
+TEST_SUPPORT := $(wildcard tests/support/*.c)
+TEST_SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+TEST_BINS    := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRCS:.c=)))
 TESTS        += $(TEST_BINS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o) $$(LIBS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_SUPPORT_OBJS) $$(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o) $(LIBS) $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS) $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_SUPPORT_OBJS) $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS) $(LDLIBS) -lcmocka

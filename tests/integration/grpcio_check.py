@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a running isn.v1 server (isnd, or isn-agg with --device agg) with the stock Python gRPC
 stack (python3-grpcio), stubs generated from proto/*.proto at test time (python3-grpc-tools).
-Started by tests/test_isnd_serving, which passes the expected hits of the offline engine in
+Started by tests/integration/test_isnd_serving, which passes the expected hits of the offline engine in
 --cases. Exits non-zero with a message on any mismatch."""
 import argparse
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the tree-evaluator oracle for tests/test_trees.c into OUT_DIR (once; the test reuses it).
+"""Generates the tree-evaluator oracle for tests/unit/test_trees.c into OUT_DIR (once; the test reuses it).
 
 XGBoost: trains 1,000 trees of depth 6 with Debian's python3-xgboost on random data with missing
 values (NaN) and integer-valued columns, then writes the model (save_model, JSON), 10,000 test rows

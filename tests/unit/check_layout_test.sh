@@ -3,7 +3,7 @@
 # (an upward include, another folder's internal header, a .c include, a second part's internals in
 # one test) each fail the check, which names the file, the line and the include.
 set -u
-check="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tools/check-layout.sh"
+check="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/check-layout.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0

@@ -16,7 +16,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
-#include "tests/support_index.h"
+#include "tests/support/index_builder.h"
 
 #define NUM_DOCS 2000
 #define RARE_EVERY 100 /* "rare" in 20 documents, "common" in all */

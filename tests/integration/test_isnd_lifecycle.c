@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "proto/isn.pb-c.h"
-#include "tests/integration/isnd_harness.h"
+#include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
 static harness h;

@@ -1,5 +1,5 @@
-/* Brute-force BM25 oracle; see support_oracle.h. Slow on purpose: no index, no pruning, no floats. */
-#include "tests/support_oracle.h"
+/* Brute-force BM25 oracle; see oracle.h. Slow on purpose: no index, no pruning, no floats. */
+#include "tests/support/oracle.h"
 
 #include <math.h>
 #include <stdlib.h>

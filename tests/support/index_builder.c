@@ -1,4 +1,4 @@
-#include "tests/support_index.h"
+#include "tests/support/index_builder.h"
 
 #include <stdio.h>
 

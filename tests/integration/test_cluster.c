@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "tests/integration/isnd_harness.h"
+#include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
 #define PARTITIONS 3
@@ -68,7 +68,7 @@ static void prepare_corpus(const char *jsonl) {
     fprintf(stderr, "test_cluster: no Cranfield at %s: synthetic corpus\n", dir);
     FILE *f = fopen(jsonl, "w");
     assert_non_null(f);
-    harness_rng = 7;
+    harness_seed(7);
     for (uint32_t d = 0; d < 3000; d++) {
         fprintf(f, "{\"id\":\"doc-%u\",\"title\":\"", d);
         for (uint32_t i = 0, n = 2 + harness_random(4); i < n; i++) fprintf(f, "%s ", harness_word());

@@ -1,55 +1,16 @@
-/* Shared by the isnd integration tests (tests/test_isnd_*.c): a deterministic test index, an isnd
- * child process on ephemeral loopback ports (found from its log), HTTP GETs to its stats port, and
- * the offline engine for comparison. Header-only: each test program includes it once. */
-#ifndef ISN_TESTS_ISND_HARNESS_H
-#define ISN_TESTS_ISND_HARNESS_H
+#include "tests/support/isnd_harness.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "base/base.h"
 
-#include "index/index.h"
-#include "ranking/ranking.h"
+int64_t harness_now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
 
-#define HARNESS_UNUSED __attribute__((unused))
-
-typedef struct {
-    char build_dir[512];      /* build or build-asan */
-    char work_dir[256];       /* temp dir: index, logs */
-    char index_dir[512];
-    char log_path[512];
-    pid_t pid;
-    int grpc_port, stats_port;
-    char grpc_address[64];
-} harness;
-
-static HARNESS_UNUSED int64_t harness_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static HARNESS_UNUSED void harness_sleep_ms(int ms) {
+void harness_sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
 
 /* The build directory is the test program's grandparent: BUILD/tests/test_x -> BUILD. */
-static HARNESS_UNUSED void harness_init(harness *h, const char *argv0) {
+void harness_init(harness *h, const char *argv0) {
     memset(h, 0, sizeof *h);
     char copy[PATH_MAX];
     snprintf(copy, sizeof copy, "%s", argv0);
@@ -67,7 +28,9 @@ static HARNESS_UNUSED void harness_init(harness *h, const char *argv0) {
 /* ------------------------------------------------------------------ test index */
 
 static uint64_t harness_rng = 42;
-static HARNESS_UNUSED uint32_t harness_random(uint32_t bound) {
+
+void harness_seed(uint64_t seed) { harness_rng = seed; }
+uint32_t harness_random(uint32_t bound) {
     uint64_t z = (harness_rng += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -82,7 +45,7 @@ static const char *const HARNESS_WORDS[] = {
 #define HARNESS_NUM_WORDS (sizeof HARNESS_WORDS / sizeof HARNESS_WORDS[0])
 
 /* Zipf-like: low ranks much more frequent; many ties in scores, which tests tie order too. */
-static HARNESS_UNUSED const char *harness_word(void) {
+const char *harness_word(void) {
     uint32_t r = harness_random(1000);
     uint32_t rank = (uint32_t)((double)HARNESS_NUM_WORDS * (double)r * r / 1e6);
     if (rank >= HARNESS_NUM_WORDS) rank = HARNESS_NUM_WORDS - 1;
@@ -94,7 +57,7 @@ static HARNESS_UNUSED const char *harness_word(void) {
     return HARNESS_WORDS[rank];
 }
 
-static HARNESS_UNUSED void harness_build_index(harness *h, uint32_t num_docs) {
+void harness_build_index(harness *h, uint32_t num_docs) {
     isn_build_options options;
     isn_build_options_default(&options);
     options.num_fields = 2;
@@ -132,7 +95,7 @@ static HARNESS_UNUSED void harness_build_index(harness *h, uint32_t num_docs) {
 
 /* ------------------------------------------------------------------ the daemon */
 
-static HARNESS_UNUSED void harness_dump_log(const harness *h) {
+void harness_dump_log(const harness *h) {
     FILE *f = fopen(h->log_path, "r");
     if (!f) return;
     char line[2048];
@@ -143,7 +106,7 @@ static HARNESS_UNUSED void harness_dump_log(const harness *h) {
 }
 
 /* Whether the log contains `needle`. */
-static HARNESS_UNUSED bool harness_log_has(const harness *h, const char *needle) {
+bool harness_log_has(const harness *h, const char *needle) {
     FILE *f = fopen(h->log_path, "r");
     if (!f) return false;
     char line[2048];
@@ -155,7 +118,7 @@ static HARNESS_UNUSED bool harness_log_has(const harness *h, const char *needle)
 
 /* Starts isnd with the test index on ephemeral ports plus `extra` arguments (NULL-terminated) and
  * waits until it logs "ready:" (or `wait_for` when given). Returns 0, or -1 after dumping the log. */
-static HARNESS_UNUSED int harness_start(harness *h, const char *wait_for, const char *const *extra) {
+int harness_start(harness *h, const char *wait_for, const char *const *extra) {
     static int run = 0;
     snprintf(h->log_path, sizeof h->log_path, "%s/isnd-%d.log", h->work_dir, run++);
     char isnd[PATH_MAX + 16];
@@ -222,7 +185,7 @@ static HARNESS_UNUSED int harness_start(harness *h, const char *wait_for, const 
 }
 
 /* Waits for the daemon to exit (after a signal); returns its exit status, or -1 on timeout/crash. */
-static HARNESS_UNUSED int harness_wait_exit(harness *h, int timeout_ms) {
+int harness_wait_exit(harness *h, int timeout_ms) {
     int64_t deadline = harness_now_ms() + timeout_ms;
     while (h->pid > 0) {
         int status;
@@ -245,13 +208,13 @@ static HARNESS_UNUSED int harness_wait_exit(harness *h, int timeout_ms) {
 }
 
 /* SIGTERM and wait: the exit status (0 = drained cleanly). */
-static HARNESS_UNUSED int harness_stop(harness *h) {
+int harness_stop(harness *h) {
     if (h->pid <= 0) return -1;
     kill(h->pid, SIGTERM);
     return harness_wait_exit(h, 30000);
 }
 
-static HARNESS_UNUSED void harness_cleanup(harness *h) {
+void harness_cleanup(harness *h) {
     if (h->pid > 0) {
         kill(h->pid, SIGKILL);
         waitpid(h->pid, NULL, 0);
@@ -266,7 +229,7 @@ static HARNESS_UNUSED void harness_cleanup(harness *h) {
 
 /* ------------------------------------------------------------------ sockets */
 
-static HARNESS_UNUSED int harness_connect(int port) {
+int harness_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -279,7 +242,7 @@ static HARNESS_UNUSED int harness_connect(int port) {
 }
 
 /* Reads until EOF or timeout; returns bytes read, or -1 on timeout without EOF. */
-static HARNESS_UNUSED ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms) {
+ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms) {
     size_t n = 0;
     int64_t deadline = harness_now_ms() + timeout_ms;
     for (;;) {
@@ -298,7 +261,7 @@ static HARNESS_UNUSED ssize_t harness_read_until_close(int fd, char *buf, size_t
 }
 
 /* GET http://127.0.0.1:stats_port/path; body (NUL-terminated) into buf. Returns the HTTP status or -1. */
-static HARNESS_UNUSED int harness_http_get(const harness *h, const char *path, char *buf, size_t cap) {
+int harness_http_get(const harness *h, const char *path, char *buf, size_t cap) {
     int fd = harness_connect(h->stats_port);
     if (fd < 0) return -1;
     char request[512];
@@ -319,7 +282,7 @@ static HARNESS_UNUSED int harness_http_get(const harness *h, const char *path, c
 }
 
 /* A numeric field of /stats ("open_streams", "resident_memory_bytes"...), or -1. */
-static HARNESS_UNUSED long long harness_stat(const harness *h, const char *field) {
+long long harness_stat(const harness *h, const char *field) {
     static char buf[1 << 16];
     if (harness_http_get(h, "/stats", buf, sizeof buf) != 200) return -1;
     char needle[80];
@@ -327,5 +290,3 @@ static HARNESS_UNUSED long long harness_stat(const harness *h, const char *field
     const char *p = strstr(buf, needle);
     return p ? atoll(p + strlen(needle)) : -1;
 }
-
-#endif

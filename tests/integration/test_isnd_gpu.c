@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "scheduler/scheduler.h"
-#include "tests/integration/isnd_harness.h"
+#include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
 #define NUM_DOCS 3000

@@ -15,8 +15,8 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "tests/support_oracle.h"
-#include "tests/support_index.h"
+#include "tests/support/oracle.h"
+#include "tests/support/index_builder.h"
 
 #define NUM_DOCS 6000
 #define VOCAB 12

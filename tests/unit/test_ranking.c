@@ -1,5 +1,5 @@
 /* First-stage ranking: query parsing, option checks, hand-computed BM25 on a 3-doc index, and every
- * algorithm against the brute-force oracle (tests/support_oracle.c) on hundreds of random indexes and
+ * algorithm against the brute-force oracle (tests/support/oracle.c) on hundreds of random indexes and
  * queries, with the stricter property that all algorithms of a mode return bit-identical hits. */
 #include <setjmp.h>
 #include <math.h>
@@ -16,8 +16,8 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
-#include "tests/support_oracle.h"
-#include "tests/support_index.h"
+#include "tests/support/oracle.h"
+#include "tests/support/index_builder.h"
 
 #define TIE_TOLERANCE 1e-5
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "tests/integration/isnd_harness.h"
+#include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
 #define NUM_DOCS 2000

@@ -1,0 +1,57 @@
+/* Shared by the isnd integration tests (tests/integration/test_isnd_*.c): a deterministic test index, an isnd
+ * child process on ephemeral loopback ports (found from its log), HTTP GETs to its stats port, and
+ * the offline engine for comparison. */
+#ifndef ISN_TESTS_ISND_HARNESS_H
+#define ISN_TESTS_ISND_HARNESS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+typedef struct {
+    char build_dir[512];      /* build or build-asan */
+    char work_dir[256];       /* temp dir: index, logs */
+    char index_dir[512];
+    char log_path[512];
+    pid_t pid;
+    int grpc_port, stats_port;
+    char grpc_address[64];
+} harness;
+
+int64_t harness_now_ms(void);
+void harness_sleep_ms(int ms);
+void harness_init(harness *h, const char *argv0);
+/* The deterministic generator behind harness_random and harness_word (seed 42 at start). */
+void harness_seed(uint64_t seed);
+uint32_t harness_random(uint32_t bound);
+const char *harness_word(void);
+void harness_build_index(harness *h, uint32_t num_docs);
+void harness_dump_log(const harness *h);
+bool harness_log_has(const harness *h, const char *needle);
+int harness_start(harness *h, const char *wait_for, const char *const *extra);
+int harness_wait_exit(harness *h, int timeout_ms);
+int harness_stop(harness *h);
+void harness_cleanup(harness *h);
+int harness_connect(int port);
+ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms);
+int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
+long long harness_stat(const harness *h, const char *field);
+
+#endif
