@@ -298,7 +298,7 @@ static void test_protocol_errors(void **state) {
     expect_raw(s, &(isn_grpc_request){.path = "/foo.Bar/Baz", .frame = true}, 12, 200, "/foo.Bar/Baz");
     expect_raw(s, &(isn_grpc_request){.path = "/grpc.health.v1.Health/Watch", .frame = true}, 12, 200, "Watch");
 
-    /* a message over the server's limit: refused before it is read (exactly the limit is not) */
+    /* a message over the server's limit: refused before it is read */
     size_t big = s->max_message_bytes + 1;
     uint8_t *body = calloc(1, big);
     expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = big, .frame = true}, 8,
