@@ -84,8 +84,17 @@ static void handle_info(agg *a, grpc_call *call) {
     grpc_call_reply_message(call, &response.base);
 }
 
-/* SERVING while the aggregator answers; NOT_SERVING once it drains. */
+/* SERVING while the aggregator answers; NOT_SERVING once it drains; NOT_FOUND for a service other
+ * than "" and isn.v1.Search (the health protocol's rule, as isnd answers). */
 static void handle_health(agg *a, grpc_call *call) {
+    Grpc__Health__V1__HealthCheckRequest *request =
+        grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, NULL);
+    if (!request) return;
+    const char *service = request->service ? request->service : "";
+    bool known = !*service || !strcmp(service, "isn.v1.Search");
+    if (!known) grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
+    protobuf_c_message_free_unpacked(&request->base, NULL);
+    if (!known) return;
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     response.status = a->draining ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
                                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;

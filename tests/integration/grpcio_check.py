@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Checks a running isn.v1 server (isnd, or isn-agg with --device agg) with the stock Python gRPC
-stack (python3-grpcio), stubs generated from proto/*.proto at test time (python3-grpc-tools).
-Started by tests/integration/test_isnd_serving, which passes the expected hits of the offline engine in
---cases. Exits non-zero with a message on any mismatch."""
+"""Checks a running isn.v1 server (isnd, or isn-agg with --device agg --partitions N --tier-info) with
+the stock Python gRPC stack (python3-grpcio), stubs generated from proto/*.proto at test time
+(python3-grpc-tools). Started by tests/integration/test_isnd_serving against both servers, which
+passes the expected hits of the offline engine in --cases. Exits non-zero with a message on any
+mismatch."""
 import argparse
 import json
 import os
@@ -41,7 +42,11 @@ def main():
     parser.add_argument("--proto-dir", default="proto")
     parser.add_argument("--work-dir", default="/tmp")
     parser.add_argument("--device", default="cpu", help="the device replies must name (isn-agg: agg)")
-    parser.add_argument("--no-info", action="store_true", help="skip the Info check (a server without Info)")
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="partitions_answered and partitions_total in replies (an ISN: 0; isn-agg: its partitions)")
+    parser.add_argument("--num-docs", type=int, required=True, help="Info.num_docs")
+    parser.add_argument("--tier-info", action="store_true",
+                        help="Info answers a tier's totals, without term statistics (isn-agg)")
     args = parser.parse_args()
 
     generate_stubs(args.proto_dir, os.path.join(args.work_dir, "py_stubs"))
@@ -74,6 +79,8 @@ def main():
                 fail(f"{label}: hit {i}: grpcio {g}, offline {w}")
         if not reply.complete or reply.device != args.device or reply.request_id != "py":
             fail(f"{label}: complete={reply.complete} device={reply.device!r} request_id={reply.request_id!r}")
+        if reply.partitions_answered != args.partitions or reply.partitions_total != args.partitions:
+            fail(f"{label}: partitions {reply.partitions_answered}/{reply.partitions_total}, want {args.partitions}")
 
     # Futures: many calls in flight on one channel.
     futures = [stub.Search.future(isn_pb2.SearchRequest(query=cases[i % len(cases)]["query"], k=10), timeout=10)
@@ -102,10 +109,14 @@ def main():
                               response_deserializer=lambda b: b)
     expect(lambda: raw(b"\xff\xff\xff\xff\x0f", timeout=5), grpc.StatusCode.INVALID_ARGUMENT, "not a valid")
 
-    if not args.no_info:
-        info = stub.Info(isn_pb2.InfoRequest(terms=["Running"], analyze=True), timeout=5)
-        if info.num_docs <= 0 or len(info.terms) != 1 or info.terms[0].index_term != "run" or not info.terms[0].found:
-            fail(f"Info: {info}")
+    info = stub.Info(isn_pb2.InfoRequest(terms=["Running"], analyze=True), timeout=5)
+    if info.num_docs != args.num_docs:
+        fail(f"Info: num_docs {info.num_docs}, want {args.num_docs}")
+    if args.tier_info:
+        if info.terms:
+            fail(f"Info of a tier has term statistics: {info}")
+    elif len(info.terms) != 1 or info.terms[0].index_term != "run" or not info.terms[0].found:
+        fail(f"Info: {info}")
 
     health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
     if health.status != health_pb2.HealthCheckResponse.SERVING:

@@ -1,8 +1,12 @@
-/* isnd end to end on a loopback port: Search results equal the offline engine's for many queries,
- * modes, algorithms and k (through the project's gRPC client, and through a stock Python grpcio
- * client with stubs generated at test time); Info and Health; every error status the server
- * promises; the stats endpoint (/metrics checked by promtool when installed, /stats, /healthz,
- * /readyz). */
+/* Both gRPC servers end to end on loopback, each through grpc/: isnd on the test index, and isn-agg
+ * in front of it with that one partition. Against each: Search results equal the offline engine's
+ * for many queries, modes, algorithms and k (through the project's gRPC client, through a stock
+ * Python grpcio client with stubs generated at test time, and through isn-query --server); Health;
+ * every error status the servers promise, protocol-level ones included; the stats endpoint
+ * (/healthz, /readyz, /metrics checked by promtool when installed, /stats, keep-alive). Then each
+ * server's own Info and metrics. Where isn-agg answers differently by design (device "agg",
+ * coverage fields, Info of the tier, its fixed message-size limit, its own max_k message and
+ * /readyz text) the target table says so and the checks assert it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,12 +21,33 @@
 #define NUM_DOCS 3000
 #define MAX_K 1000
 
-static harness h;
+/* One server under test, and what it answers by design. */
+typedef struct {
+    const char *name;
+    harness *process;
+    isn_grpc_client *client;
+    const char *device;          /* SearchResponse.device */
+    uint32_t partitions;         /* SearchResponse.partitions_answered and _total (0 from an ISN) */
+    bool reports_algorithm;      /* SearchResponse.debug.algorithm_used (an aggregator merges: none) */
+    size_t max_message_bytes;    /* isnd: configured below; isn-agg: fixed (no flag) */
+    const char *max_k_message;   /* both run with max_k 1000 */
+    const char *ready_page;      /* /readyz while serving */
+    uint64_t searches_ok, searches_invalid;
+} server_target;
+
+static harness h, agg_process;
+static server_target servers[] = {
+    {.name = "isnd", .process = &h, .device = "cpu", .partitions = 0, .reports_algorithm = true,
+     .max_message_bytes = 64 * 1024, .max_k_message = "max_k = 1000", .ready_page = "ready\n"},
+    {.name = "isn-agg", .process = &agg_process, .device = "agg", .partitions = 1, .reports_algorithm = false,
+     .max_message_bytes = 4u << 20, .max_k_message = "above the aggregator's max_k 1000", .ready_page = "ok\n"},
+};
+enum { ISND, ISN_AGG };
+
 static isn_index *offline_index;
 static isn_searcher *offline;
-static isn_grpc_client *client;
-static uint64_t searches_ok, searches_invalid;
-static FILE *cases_json; /* expected results for the Python client */
+static FILE *cases_json; /* expected results for the Python client, written on the first Search run */
+static char cases_path[PATH_MAX];
 static bool first_case = true;
 
 static const char *const QUERIES[] = {
@@ -55,25 +80,29 @@ static void offline_search(const char *text, isn_mode mode, isn_algo algo, uint3
     if (isn_search(offline, &query, &options, hits, num_hits, &stats, err, sizeof err) != 0) fail_msg("offline: %s", err);
 }
 
-static void assert_same_hits(const isn_grpc_search_reply *reply, const isn_hit *hits, uint32_t num_hits,
-                             const char *what) {
-    if (reply->status != 0) fail_msg("%s: status %d: %s", what, reply->status, reply->message);
-    if (reply->num_hits != num_hits) fail_msg("%s: %u hits over gRPC, %u offline", what, reply->num_hits, num_hits);
+static void assert_same_hits(const server_target *s, const isn_grpc_search_reply *reply, const isn_hit *hits,
+                             uint32_t num_hits, const char *what) {
+    if (reply->status != 0) fail_msg("%s %s: status %d: %s", s->name, what, reply->status, reply->message);
+    if (reply->num_hits != num_hits)
+        fail_msg("%s %s: %u hits over gRPC, %u offline", s->name, what, reply->num_hits, num_hits);
     for (uint32_t i = 0; i < num_hits; i++) {
         size_t len;
         const char *id = isn_index_doc_id(offline_index, hits[i].doc, &len);
         if (reply->hits[i].doc != hits[i].doc || reply->hits[i].score != hits[i].score ||
             strlen(reply->hits[i].external_id) != len || memcmp(reply->hits[i].external_id, id, len))
-            fail_msg("%s: hit %u differs: gRPC %s (doc %u, %.9g), offline %.*s (doc %u, %.9g)", what, i,
+            fail_msg("%s %s: hit %u differs: gRPC %s (doc %u, %.9g), offline %.*s (doc %u, %.9g)", s->name, what, i,
                      reply->hits[i].external_id, reply->hits[i].doc, (double)reply->hits[i].score, (int)len, id,
                      hits[i].doc, (double)hits[i].score);
     }
     assert_true(reply->complete);
-    assert_string_equal(reply->device, "cpu");
+    assert_string_equal(reply->device, s->device);
+    assert_int_equal(reply->partitions_answered, s->partitions);
+    assert_int_equal(reply->partitions_total, s->partitions);
 }
 
 static void record_case(const char *text, const char *mode, const char *algo, uint32_t k, const isn_hit *hits,
                         uint32_t num_hits) {
+    if (!cases_json) return;
     fprintf(cases_json, "%s\n{\"query\":\"%s\",\"mode\":\"%s\",\"algorithm\":\"%s\",\"k\":%u,\"hits\":[",
             first_case ? "" : ",", text, mode, algo, k);
     first_case = false;
@@ -86,7 +115,7 @@ static void record_case(const char *text, const char *mode, const char *algo, ui
 }
 
 static void test_search_matches_offline(void **state) {
-    (void)state;
+    server_target *s = *state;
     static const struct {
         isn_mode mode;
         isn_algo algo;
@@ -114,25 +143,33 @@ static void test_search_matches_offline(void **state) {
                 };
                 isn_grpc_search_reply reply;
                 char err[256];
-                if (isn_grpc_search(client, &request, &reply, err, sizeof err) != 0) fail_msg("transport: %s", err);
+                if (isn_grpc_search(s->client, &request, &reply, err, sizeof err) != 0)
+                    fail_msg("%s transport: %s", s->name, err);
                 snprintf(what, sizeof what, "\"%s\" %s %s k=%u", QUERIES[q],
                          combos[c].mode == ISN_MODE_AND ? "and" : "or", isn_algo_name(combos[c].algo), ks[ki]);
-                assert_same_hits(&reply, hits, num_hits, what);
-                if (combos[c].algo != ISN_ALGO_AUTO) assert_string_equal(reply.algorithm_used, isn_algo_name(combos[c].algo));
+                assert_same_hits(s, &reply, hits, num_hits, what);
+                if (!s->reports_algorithm) assert_string_equal(reply.algorithm_used, "");
+                else if (combos[c].algo != ISN_ALGO_AUTO)
+                    assert_string_equal(reply.algorithm_used, isn_algo_name(combos[c].algo));
                 assert_true(reply.total_us >= reply.retrieval_us);
                 isn_grpc_search_reply_free(&reply);
-                searches_ok++;
+                s->searches_ok++;
                 if (ki == 1 || ks[ki] == 137)
                     record_case(QUERIES[q], combos[c].mode == ISN_MODE_AND ? "and" : "or",
                                 isn_algo_name(combos[c].algo), ks[ki], hits, num_hits);
             }
         }
     }
+    if (cases_json) {
+        fprintf(cases_json, "\n]\n");
+        fclose(cases_json);
+        cases_json = NULL;
+    }
 }
 
 /* Pre-analyzed terms give what the text that analyzes to them gives; repeats count. */
 static void test_pre_analyzed_terms(void **state) {
-    (void)state;
+    server_target *s = *state;
     static isn_hit hits[100];
     uint32_t num_hits;
     offline_search("wind tunnel running wind", ISN_MODE_OR, ISN_ALGO_AUTO, 100, hits, &num_hits);
@@ -140,15 +177,16 @@ static void test_pre_analyzed_terms(void **state) {
     isn_grpc_search_request request = {.terms = terms, .num_terms = 5, .k = 100, .mode = ISN_GRPC_MODE_OR};
     isn_grpc_search_reply reply;
     char err[256];
-    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
-    assert_same_hits(&reply, hits, num_hits, "pre-analyzed terms");
+    assert_int_equal(isn_grpc_search(s->client, &request, &reply, err, sizeof err), 0);
+    assert_same_hits(s, &reply, hits, num_hits, "pre-analyzed terms");
     isn_grpc_search_reply_free(&reply);
-    searches_ok++;
+    s->searches_ok++;
 }
 
-/* Global statistics change IDF exactly as isn_search_options.num_docs and isn_query_term.df do. */
+/* Global statistics change IDF exactly as isn_search_options.num_docs and isn_query_term.df do (an
+ * aggregator passes the caller's own statistics through). */
 static void test_global_statistics(void **state) {
-    (void)state;
+    server_target *s = *state;
     const char *text = "wind tunnel t5";
     isn_query query;
     char err[ISN_ERR_LEN];
@@ -172,127 +210,138 @@ static void test_global_statistics(void **state) {
     isn_grpc_search_request request = {.query = text, .k = 50, .global_num_docs = 1000000, .global_terms = global_terms,
                                        .global_dfs = dfs, .num_global_terms = 2};
     isn_grpc_search_reply reply;
-    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
-    assert_same_hits(&reply, hits, num_hits, "global statistics");
+    assert_int_equal(isn_grpc_search(s->client, &request, &reply, err, sizeof err), 0);
+    assert_same_hits(s, &reply, hits, num_hits, "global statistics");
     isn_grpc_search_reply_free(&reply);
-    searches_ok++;
+    s->searches_ok++;
 
     /* df above N is refused */
     const uint64_t bad_dfs[] = {2000000, 7};
     request.global_dfs = bad_dfs;
-    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_search(s->client, &request, &reply, err, sizeof err), 0);
     assert_int_equal(reply.status, 3);
     assert_non_null(strstr(reply.message, "above num_docs"));
-    searches_invalid++;
+    isn_grpc_search_reply_free(&reply);
+    s->searches_invalid++;
 }
 
 /* ------------------------------------------------------------------ errors */
 
-static void expect_search_error(const isn_grpc_search_request *request, int status, const char *message_part) {
+static void expect_search_error(server_target *s, const isn_grpc_search_request *request, int status,
+                                const char *message_part) {
     isn_grpc_search_reply reply;
     char err[256];
-    assert_int_equal(isn_grpc_search(client, request, &reply, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_search(s->client, request, &reply, err, sizeof err), 0);
     if (reply.status != status || !strstr(reply.message, message_part))
-        fail_msg("expected status %d with \"%s\", got %d \"%s\"", status, message_part, reply.status, reply.message);
+        fail_msg("%s: expected status %d with \"%s\", got %d \"%s\"", s->name, status, message_part, reply.status,
+                 reply.message);
     isn_grpc_search_reply_free(&reply);
-    if (status == 3) searches_invalid++;
+    if (status == 3) s->searches_invalid++;
 }
 
+/* isn-agg checks k itself and passes every other refusal of its partitions on as they gave it. */
 static void test_invalid_requests(void **state) {
-    (void)state;
-    expect_search_error(&(isn_grpc_search_request){.query = ""}, 3, "empty query");
-    expect_search_error(&(isn_grpc_search_request){.query = "  \t "}, 3, "empty query");
-    expect_search_error(&(isn_grpc_search_request){.query = "wind", .k = MAX_K + 1}, 3, "max_k = 1000");
-    expect_search_error(&(isn_grpc_search_request){.query = "wind", .algorithm = "fast"}, 3, "unknown algorithm \"fast\"");
-    expect_search_error(&(isn_grpc_search_request){.query = "wind", .algorithm = "wand", .mode = ISN_GRPC_MODE_AND}, 3,
-                        "does not run AND");
-    expect_search_error(&(isn_grpc_search_request){.query = "wind", .mode = (isn_grpc_mode)7}, 3, "unknown mode 7");
+    server_target *s = *state;
+    expect_search_error(s, &(isn_grpc_search_request){.query = ""}, 3, "empty query");
+    expect_search_error(s, &(isn_grpc_search_request){.query = "  \t "}, 3, "empty query");
+    expect_search_error(s, &(isn_grpc_search_request){.query = "wind", .k = MAX_K + 1}, 3, s->max_k_message);
+    expect_search_error(s, &(isn_grpc_search_request){.query = "wind", .algorithm = "fast"}, 3,
+                        "unknown algorithm \"fast\"");
+    expect_search_error(s, &(isn_grpc_search_request){.query = "wind", .algorithm = "wand", .mode = ISN_GRPC_MODE_AND},
+                        3, "does not run AND");
+    expect_search_error(s, &(isn_grpc_search_request){.query = "wind", .mode = (isn_grpc_mode)7}, 3, "unknown mode 7");
     /* an algorithm alone decides the mode */
     isn_grpc_search_reply reply;
     char err[256];
-    assert_int_equal(isn_grpc_search(client, &(isn_grpc_search_request){.query = "wind tunnel", .algorithm = "bmand"},
+    assert_int_equal(isn_grpc_search(s->client, &(isn_grpc_search_request){.query = "wind tunnel", .algorithm = "bmand"},
                                      &reply, err, sizeof err),
                      0);
     assert_int_equal(reply.status, 0);
     static isn_hit hits[10];
     uint32_t num_hits;
     offline_search("wind tunnel", ISN_MODE_AND, ISN_ALGO_BMAND, 10, hits, &num_hits);
-    assert_same_hits(&reply, hits, num_hits, "bmand without a mode");
+    assert_same_hits(s, &reply, hits, num_hits, "bmand without a mode");
     isn_grpc_search_reply_free(&reply);
-    searches_ok++;
+    s->searches_ok++;
 }
 
-static isn_grpc_result raw_call(const isn_grpc_request *request) {
+static isn_grpc_result raw_call(const server_target *s, const isn_grpc_request *request) {
     char err[256];
-    isn_grpc_call *call = isn_grpc_start(client, request, err, sizeof err);
-    if (!call) fail_msg("start: %s", err);
-    if (isn_grpc_wait(client, call, 10000, err, sizeof err) != 0) fail_msg("wait: %s", err);
+    isn_grpc_call *call = isn_grpc_start(s->client, request, err, sizeof err);
+    if (!call) fail_msg("%s start: %s", s->name, err);
+    if (isn_grpc_wait(s->client, call, 10000, err, sizeof err) != 0) fail_msg("%s wait: %s", s->name, err);
     isn_grpc_result result = *isn_grpc_call_result(call);
     result.message = NULL;
     isn_grpc_call_free(call);
     return result;
 }
 
-static void expect_raw(const isn_grpc_request *request, int grpc_status, int http_status, const char *message_part) {
-    isn_grpc_result r = raw_call(request);
+static void expect_raw(const server_target *s, const isn_grpc_request *request, int grpc_status, int http_status,
+                       const char *message_part) {
+    isn_grpc_result r = raw_call(s, request);
     if (r.grpc_status != grpc_status || r.http_status != http_status ||
         (message_part && !strstr(r.grpc_message, message_part)))
-        fail_msg("%s: expected grpc-status %d http %d \"%s\", got %d http %d \"%s\" (reset %d code %u)", request->path,
-                 grpc_status, http_status, message_part ? message_part : "", r.grpc_status, r.http_status,
-                 r.grpc_message, r.reset, r.reset_code);
+        fail_msg("%s %s: expected grpc-status %d http %d \"%s\", got %d http %d \"%s\" (reset %d code %u)", s->name,
+                 request->path, grpc_status, http_status, message_part ? message_part : "", r.grpc_status,
+                 r.http_status, r.grpc_message, r.reset, r.reset_code);
 }
 
+/* What grpc/'s server core refuses for either server (framing, size, content type), and what each
+ * server's method table refuses. */
 static void test_protocol_errors(void **state) {
-    (void)state;
+    server_target *s = *state;
     const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = garbage, .body_len = 5, .frame = true}, 3,
-               200, "not a valid isn.v1.SearchRequest");
-    searches_invalid++;
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Nope", .frame = true}, 12, 200, "unknown method");
-    expect_raw(&(isn_grpc_request){.path = "/foo.Bar/Baz", .frame = true}, 12, 200, "/foo.Bar/Baz");
-    expect_raw(&(isn_grpc_request){.path = "/grpc.health.v1.Health/Watch", .frame = true}, 12, 200, "Watch");
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = garbage, .body_len = 5, .frame = true},
+               3, 200, "not a valid isn.v1.SearchRequest");
+    s->searches_invalid++;
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Nope", .frame = true}, 12, 200, "unknown method");
+    expect_raw(s, &(isn_grpc_request){.path = "/foo.Bar/Baz", .frame = true}, 12, 200, "/foo.Bar/Baz");
+    expect_raw(s, &(isn_grpc_request){.path = "/grpc.health.v1.Health/Watch", .frame = true}, 12, 200, "Watch");
 
-    /* message over max_message_size (64 KiB here): refused before it is read */
-    size_t big = 64 * 1024 + 1;
+    /* a message over the server's limit: refused before it is read */
+    size_t big = s->max_message_bytes + 1;
     uint8_t *body = calloc(1, big);
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = big, .frame = true}, 8, 200,
-               "exceeds the server's limit");
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = big, .frame = true}, 8,
+               200, "exceeds the server's limit");
     free(body);
 
     /* prefix announces 100 bytes, 10 follow, then END_STREAM */
     uint8_t short_frame[15] = {0, 0, 0, 0, 100};
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = short_frame, .body_len = 15}, 3, 200,
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = short_frame, .body_len = 15}, 3, 200,
                "announces 100 bytes, stream ended after 10");
     /* half a prefix */
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = short_frame, .body_len = 3}, 3, 200, "prefix");
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = short_frame, .body_len = 3}, 3, 200,
+               "prefix");
     /* no message at all */
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search"}, 3, 200, "without a message");
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search"}, 3, 200, "without a message");
     /* compressed flag */
     const uint8_t compressed[6] = {1, 0, 0, 0, 1, 0};
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = compressed, .body_len = 6}, 12, 200,
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = compressed, .body_len = 6}, 12, 200,
                "compressed");
     /* two messages on a unary call */
     const uint8_t two[12] = {0, 0, 0, 0, 1, 0x0a, 0, 0, 0, 0, 1, 0x0a};
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = two, .body_len = 12}, 3, 200,
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = two, .body_len = 12}, 3, 200,
                "more than one");
     /* not gRPC */
-    expect_raw(&(isn_grpc_request){.path = "/isn.v1.Search/Search", .content_type = "application/json"}, -1, 415, NULL);
+    expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .content_type = "application/json"}, -1, 415,
+               NULL);
     /* the connection still serves */
     int serving;
     char err[256];
-    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_health_check(s->client, "", &serving, err, sizeof err), 0);
     assert_int_equal(serving, 1);
 }
 
 /* ------------------------------------------------------------------ Info and Health */
 
-static void test_info(void **state) {
-    (void)state;
+/* isnd's Info: its partition's index and the statistics of the terms asked for. */
+static void test_isnd_info(void **state) {
+    server_target *s = *state;
     const isn_index_info *info = isn_index_get_info(offline_index);
     const char *terms[] = {"wind", "Running", "the", "zzz"};
     isn_grpc_info_reply reply;
     char err[256];
-    assert_int_equal(isn_grpc_info(client, terms, 4, true, &reply, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_info(s->client, terms, 4, true, &reply, err, sizeof err), 0);
     assert_int_equal(reply.status, 0);
     assert_int_equal(reply.num_docs, NUM_DOCS);
     assert_int_equal(reply.num_docs, info->num_docs);
@@ -319,15 +368,36 @@ static void test_info(void **state) {
     isn_grpc_info_reply_free(&reply);
 }
 
+/* isn-agg's Info: the tier's totals over its partitions (here one: isnd's), no partition id and no
+ * term statistics even when asked (those are per partition). */
+static void test_agg_info(void **state) {
+    server_target *s = *state;
+    const char *terms[] = {"wind"};
+    isn_grpc_info_reply tier, partition;
+    char err[256];
+    assert_int_equal(isn_grpc_info(servers[ISND].client, NULL, 0, false, &partition, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_info(s->client, terms, 1, true, &tier, err, sizeof err), 0);
+    assert_int_equal(tier.status, 0);
+    assert_int_equal(tier.num_docs, NUM_DOCS);
+    assert_int_equal(tier.total_doc_len, partition.total_doc_len);
+    assert_true(tier.avg_doc_len == (double)partition.total_doc_len / NUM_DOCS);
+    assert_string_equal(tier.server_version, "isn-agg 0.1");
+    assert_int_equal(tier.partition_id, 0);
+    assert_int_equal(tier.num_term_infos, 0);
+    isn_grpc_info_reply_free(&tier);
+    isn_grpc_info_reply_free(&partition);
+}
+
+/* The standard health service: "" and isn.v1.Search are served, any other name is NOT_FOUND. */
 static void test_health(void **state) {
-    (void)state;
+    server_target *s = *state;
     int serving;
     char err[256];
-    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_health_check(s->client, "", &serving, err, sizeof err), 0);
     assert_int_equal(serving, 1);
-    assert_int_equal(isn_grpc_health_check(client, "isn.v1.Search", &serving, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_health_check(s->client, "isn.v1.Search", &serving, err, sizeof err), 0);
     assert_int_equal(serving, 1);
-    assert_int_equal(isn_grpc_health_check(client, "other.Service", &serving, err, sizeof err), 5);
+    assert_int_equal(isn_grpc_health_check(s->client, "other.Service", &serving, err, sizeof err), 5);
     assert_non_null(strstr(err, "unknown service"));
 }
 
@@ -339,18 +409,48 @@ static const char *python(void) {
     return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
+/* The offline engine's hits (recorded by the first Search run) through a stock client. */
 static void test_python_grpcio_client(void **state) {
-    (void)state;
-    fprintf(cases_json, "\n]\n");
-    fclose(cases_json);
-    cases_json = NULL;
+    server_target *s = *state;
+    assert_null(cases_json);
     char cmd[PATH_MAX * 3];
     snprintf(cmd, sizeof cmd,
-             "%s tests/integration/grpcio_check.py --server %s --stats 127.0.0.1:%d --cases %s/cases.json "
-             "--proto-dir proto --work-dir %s",
-             python(), h.grpc_address, h.stats_port, h.work_dir, h.work_dir);
+             "%s tests/integration/grpcio_check.py --server %s --stats 127.0.0.1:%d --cases %s "
+             "--proto-dir proto --work-dir %s --device %s --partitions %u --num-docs %d%s",
+             python(), s->process->grpc_address, s->process->stats_port, cases_path, h.work_dir, s->device,
+             s->partitions, NUM_DOCS, s == &servers[ISN_AGG] ? " --tier-info" : "");
     int rc = system(cmd);
-    if (rc != 0) fail_msg("the Python grpcio client check failed (exit %d): %s", WEXITSTATUS(rc), cmd);
+    if (rc != 0) fail_msg("the Python grpcio client check failed on %s (exit %d): %s", s->name, WEXITSTATUS(rc), cmd);
+}
+
+/* ------------------------------------------------------------------ isn-query --server */
+
+/* isn-query prints the same hits through the server as from the index directly (compared line by
+ * line, comments aside). */
+static void test_isn_query_server(void **state) {
+    server_target *s = *state;
+    char cmd[2048];
+    FILE *p;
+    size_t n;
+    static const char *const args[] = {"-k 20 \"wind tunnel\"", "-k 5 --mode and \"search engine\"",
+                                       "-k 100 --algo maxscore \"t5 t17 connected runs\""};
+    static char local[1 << 16], remote[1 << 16];
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        char *outs[2] = {local, remote};
+        for (int side = 0; side < 2; side++) {
+            snprintf(cmd, sizeof cmd, "%s/bin/isn-query %s %s %s | grep -v '^#'", h.build_dir,
+                     side ? "--server" : "--index", side ? s->process->grpc_address : h.index_dir, args[i]);
+            p = popen(cmd, "r");
+            assert_non_null(p);
+            n = fread(outs[side], 1, sizeof local - 1, p);
+            outs[side][n] = '\0';
+            if (pclose(p) != 0) fail_msg("failed: %s", cmd);
+        }
+        if (strcmp(local, remote) != 0)
+            fail_msg("isn-query %s: --server %s output differs from --index:\n%s\nvs\n%s", args[i], s->name, remote,
+                     local);
+        assert_true(strlen(local) > 0);
+    }
 }
 
 /* ------------------------------------------------------------------ stats endpoint */
@@ -366,29 +466,29 @@ static uint64_t metric_value(const char *text, const char *sample) {
     return strtoull(p + strlen(needle), NULL, 10);
 }
 
+/* /stats parsed (the caller frees it). */
+static json_t *stats_json(const server_target *s) {
+    assert_int_equal(harness_http_get(s->process, "/stats", page, sizeof page), 200);
+    json_error_t jerr;
+    json_t *stats = json_loads(page, 0, &jerr);
+    if (!stats) fail_msg("%s /stats is not JSON: %s", s->name, jerr.text);
+    return stats;
+}
+
+/* grpc/'s HTTP/1.1 endpoint as both servers use it: the four pages, 404, keep-alive, and /metrics
+ * valid for promtool. */
 static void test_stats_endpoint(void **state) {
-    (void)state;
-    assert_int_equal(harness_http_get(&h, "/healthz", page, sizeof page), 200);
+    server_target *s = *state;
+    assert_int_equal(harness_http_get(s->process, "/healthz", page, sizeof page), 200);
     assert_string_equal(page, "ok\n");
-    assert_int_equal(harness_http_get(&h, "/readyz", page, sizeof page), 200);
-    assert_int_equal(harness_http_get(&h, "/nope", page, sizeof page), 404);
+    assert_int_equal(harness_http_get(s->process, "/readyz", page, sizeof page), 200);
+    assert_string_equal(page, s->ready_page);
+    assert_int_equal(harness_http_get(s->process, "/nope", page, sizeof page), 404);
+    json_decref(stats_json(s));
 
-    assert_int_equal(harness_http_get(&h, "/metrics", page, sizeof page), 200);
-    /* exact counts of what this test did (the Python check ran its own requests: at least as many) */
-    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"} ") >= searches_ok);
-    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"INVALID_ARGUMENT\"} ") >=
-                searches_invalid);
-    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"RESOURCE_EXHAUSTED\"} ") >= 1);
-    assert_true(metric_value(page, "isn_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} ") >= 2);
-    assert_int_equal(metric_value(page, "isn_index_documents "), NUM_DOCS);
-    assert_int_equal(metric_value(page, "isn_ready "), 1);
-    assert_true(metric_value(page, "process_resident_memory_bytes ") > 1000000);
-    assert_true(metric_value(page, "isn_search_stage_duration_seconds_count{stage=\"retrieval\",device=\"cpu\"} ") >=
-                searches_ok);
-    assert_non_null(strstr(page, "isn_search_stage_duration_seconds_bucket{stage=\"queue\",device=\"cpu\",le=\"+Inf\"}"));
-
-    char metrics_path[PATH_MAX + 16];
-    snprintf(metrics_path, sizeof metrics_path, "%s/metrics.txt", h.work_dir);
+    assert_int_equal(harness_http_get(s->process, "/metrics", page, sizeof page), 200);
+    char metrics_path[PATH_MAX + 32];
+    snprintf(metrics_path, sizeof metrics_path, "%s/metrics-%s.txt", h.work_dir, s->name);
     FILE *f = fopen(metrics_path, "w");
     fputs(page, f);
     fclose(f);
@@ -400,20 +500,8 @@ static void test_stats_endpoint(void **state) {
         fprintf(stderr, "note: promtool not installed (Debian package prometheus): /metrics not linted\n");
     }
 
-    assert_int_equal(harness_http_get(&h, "/stats", page, sizeof page), 200);
-    json_error_t jerr;
-    json_t *stats = json_loads(page, 0, &jerr);
-    if (!stats) fail_msg("/stats is not JSON: %s", jerr.text);
-    assert_true(json_is_true(json_object_get(stats, "ready")));
-    assert_string_equal(json_string_value(json_object_get(stats, "state")), "ready");
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(stats, "index"), "documents")), NUM_DOCS);
-    assert_int_equal(json_integer_value(json_object_get(stats, "workers")), 2);
-    json_t *search = json_object_get(json_object_get(stats, "requests"), "isn.v1.Search/Search");
-    assert_true((uint64_t)json_integer_value(json_object_get(search, "OK")) >= searches_ok);
-    json_decref(stats);
-
     /* keep-alive: two requests on one connection */
-    int fd = harness_connect(h.stats_port);
+    int fd = harness_connect(s->process->stats_port);
     const char *two = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     assert_int_equal(send(fd, two, strlen(two), 0), (ssize_t)strlen(two));
     ssize_t n = harness_read_until_close(fd, page, sizeof page - 1, 5000);
@@ -421,38 +509,67 @@ static void test_stats_endpoint(void **state) {
     assert_true(n > 0);
     page[n] = '\0';
     assert_non_null(strstr(page, "ok\n"));
-    assert_non_null(strstr(page, "ready\n"));
+    assert_non_null(strstr(page, s->ready_page));
 }
 
-/* ------------------------------------------------------------------ isn-query --server */
+/* isnd's counts of what this test did (the Python check and isn-agg sent their own requests too: at
+ * least as many). */
+static void test_isnd_metrics(void **state) {
+    server_target *s = *state;
+    assert_int_equal(harness_http_get(s->process, "/metrics", page, sizeof page), 200);
+    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"} ") >= s->searches_ok);
+    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"INVALID_ARGUMENT\"} ") >=
+                s->searches_invalid);
+    assert_true(metric_value(page, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"RESOURCE_EXHAUSTED\"} ") >= 1);
+    assert_true(metric_value(page, "isn_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} ") >= 2);
+    assert_int_equal(metric_value(page, "isn_index_documents "), NUM_DOCS);
+    assert_int_equal(metric_value(page, "isn_ready "), 1);
+    assert_true(metric_value(page, "process_resident_memory_bytes ") > 1000000);
+    assert_true(metric_value(page, "isn_search_stage_duration_seconds_count{stage=\"retrieval\",device=\"cpu\"} ") >=
+                s->searches_ok);
+    assert_non_null(strstr(page, "isn_search_stage_duration_seconds_bucket{stage=\"queue\",device=\"cpu\",le=\"+Inf\"}"));
 
-/* isn-query prints the same hits through the daemon as from the index directly (compared line by
- * line, comments aside). */
-static void test_isn_query_server(void **state) {
-    (void)state;
-    char cmd[2048];
-    FILE *p;
-    size_t n;
-    static const char *const args[] = {"-k 20 \"wind tunnel\"", "-k 5 --mode and \"search engine\"",
-                                       "-k 100 --algo maxscore \"t5 t17 connected runs\""};
-    static char local[1 << 16], remote[1 << 16];
-    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
-        char *outs[2] = {local, remote};
-        for (int side = 0; side < 2; side++) {
-            snprintf(cmd, sizeof cmd, "%s/bin/isn-query %s %s %s | grep -v '^#'", h.build_dir,
-                     side ? "--server" : "--index", side ? h.grpc_address : h.index_dir, args[i]);
-            p = popen(cmd, "r");
-            assert_non_null(p);
-            n = fread(outs[side], 1, sizeof local - 1, p);
-            outs[side][n] = '\0';
-            if (pclose(p) != 0) fail_msg("failed: %s", cmd);
-        }
-        if (strcmp(local, remote) != 0) fail_msg("isn-query %s: --server output differs from --index:\n%s\nvs\n%s", args[i], remote, local);
-        assert_true(strlen(local) > 0);
-    }
+    json_t *stats = stats_json(s);
+    assert_true(json_is_true(json_object_get(stats, "ready")));
+    assert_string_equal(json_string_value(json_object_get(stats, "state")), "ready");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(stats, "index"), "documents")), NUM_DOCS);
+    assert_int_equal(json_integer_value(json_object_get(stats, "workers")), 2);
+    json_t *search = json_object_get(json_object_get(stats, "requests"), "isn.v1.Search/Search");
+    assert_true((uint64_t)json_integer_value(json_object_get(search, "OK")) >= s->searches_ok);
+    json_decref(stats);
+}
+
+/* isn-agg's counts (by numeric gRPC status; what its handlers answered, not what grpc/ refused
+ * before a handler ran), its one replica up, nothing partial. */
+static void test_agg_metrics(void **state) {
+    server_target *s = *state;
+    assert_int_equal(harness_http_get(s->process, "/metrics", page, sizeof page), 200);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"0\"} ") >= s->searches_ok);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"3\"} ") >= s->searches_invalid);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"12\"} ") >= 3); /* the unknown paths */
+    assert_true(metric_value(page, "isn_agg_upstream_requests_total ") >= s->searches_ok);
+    assert_int_equal(metric_value(page, "isn_agg_partial_total "), 0);
+    char sample[128];
+    snprintf(sample, sizeof sample, "isn_agg_replica_up{partition=\"0\",replica=\"%s\"} ", h.grpc_address);
+    assert_int_equal(metric_value(page, sample), 1);
+
+    json_t *stats = stats_json(s);
+    assert_int_equal(json_integer_value(json_object_get(stats, "partitions")), 1);
+    assert_true((uint64_t)json_integer_value(json_object_get(stats, "ok")) >= s->searches_ok);
+    json_t *replica = json_array_get(json_object_get(stats, "replicas"), 0);
+    assert_string_equal(json_string_value(json_object_get(replica, "address")), h.grpc_address);
+    assert_true(json_is_true(json_object_get(replica, "up")));
+    json_decref(stats);
 }
 
 /* ------------------------------------------------------------------ setup */
+
+static isn_grpc_client *connect_to(const server_target *s) {
+    char err[ISN_ERR_LEN];
+    isn_grpc_client *client = isn_grpc_connect(s->process->grpc_address, 5000, err, sizeof err);
+    if (!client) fprintf(stderr, "cannot connect to %s: %s\n", s->name, err);
+    return client;
+}
 
 static int setup(void **state) {
     (void)state;
@@ -467,14 +584,14 @@ static int setup(void **state) {
     const char *extra[] = {"--set", "search.max_k=1000", "--set", "server.max_message_size=64KiB", "--partition-id", "7",
                            "--set", "scheduler.analysis_min_workers=0", NULL};
     if (harness_start(&h, NULL, extra) != 0) return -1;
-    client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    if (!client) {
-        fprintf(stderr, "cannot connect: %s\n", err);
-        return -1;
-    }
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/cases.json", h.work_dir);
-    cases_json = fopen(path, "w");
+    /* isn-agg in front of it, with the same max_k (isn-agg has no message-size setting). */
+    const char *partitions[] = {h.grpc_address, NULL};
+    const char *agg_extra[] = {"--set", "max_k=1000", NULL};
+    if (harness_start_agg(&agg_process, partitions, agg_extra) != 0) return -1;
+    for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++)
+        if (!(servers[i].client = connect_to(&servers[i]))) return -1;
+    snprintf(cases_path, sizeof cases_path, "%s/cases.json", h.work_dir);
+    cases_json = fopen(cases_path, "w");
     fprintf(cases_json, "[");
     return 0;
 }
@@ -482,33 +599,41 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     if (cases_json) fclose(cases_json);
-    isn_grpc_close(client);
-    int status = harness_stop(&h);
-    if (status != 0) {
-        fprintf(stderr, "isnd exit status %d after SIGTERM (expected 0)\n", status);
-        harness_dump_log(&h);
+    int status = 0;
+    /* isn-agg first: it drains, then its partition does. */
+    for (size_t i = sizeof servers / sizeof servers[0]; i-- > 0;) {
+        server_target *s = &servers[i];
+        if (s->client) isn_grpc_close(s->client);
+        int exit_status = harness_stop(s->process);
+        if (exit_status != 0) {
+            fprintf(stderr, "%s exit status %d after SIGTERM (expected 0)\n", s->name, exit_status);
+            harness_dump_log(s->process);
+            status = -1;
+        }
+        harness_cleanup(s->process);
     }
     isn_searcher_free(offline);
     isn_index_close(offline_index);
-    harness_cleanup(&h);
-    return status == 0 ? 0 : -1;
+    return status;
 }
+
+/* A check run against one server: "test_health on isn-agg". */
+#define ON(test, server) {#test " on " #server, test, NULL, NULL, &servers[server]}
+/* The checks both servers pass, each as its target says. */
+#define ON_EACH_SERVER(server)                                                                                   \
+    ON(test_search_matches_offline, server), ON(test_pre_analyzed_terms, server),                                \
+        ON(test_global_statistics, server), ON(test_invalid_requests, server), ON(test_protocol_errors, server), \
+        ON(test_health, server), ON(test_python_grpcio_client, server), ON(test_isn_query_server, server),       \
+        ON(test_stats_endpoint, server)
 
 int main(int argc, char **argv) {
     (void)argc;
     harness_init(&h, argv[0]);
+    harness_init(&agg_process, argv[0]);
     harness_build_index(&h, NUM_DOCS);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_search_matches_offline),
-        cmocka_unit_test(test_pre_analyzed_terms),
-        cmocka_unit_test(test_global_statistics),
-        cmocka_unit_test(test_invalid_requests),
-        cmocka_unit_test(test_protocol_errors),
-        cmocka_unit_test(test_info),
-        cmocka_unit_test(test_health),
-        cmocka_unit_test(test_python_grpcio_client),
-        cmocka_unit_test(test_isn_query_server),
-        cmocka_unit_test(test_stats_endpoint),
+        ON_EACH_SERVER(ISND), ON(test_isnd_info, ISND), ON(test_isnd_metrics, ISND),
+        ON_EACH_SERVER(ISN_AGG), ON(test_agg_info, ISN_AGG), ON(test_agg_metrics, ISN_AGG),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -116,6 +116,25 @@ bool harness_log_has(const harness *h, const char *needle) {
     return found;
 }
 
+/* Runs argv[0] as a child with stdout and stderr to h->log_path; its pid (also in h->pid), or -1. */
+static pid_t spawn_logged(harness *h, const char *const *argv) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(h->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+            close(fd);
+        }
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "execv %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    h->pid = pid;
+    return pid;
+}
+
 /* Starts isnd with the test index on ephemeral ports plus `extra` arguments (NULL-terminated) and
  * waits until it logs "ready:" (or `wait_for` when given). Returns 0, or -1 after dumping the log. */
 int harness_start(harness *h, const char *wait_for, const char *const *extra) {
@@ -137,20 +156,8 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
             argv[argc++] = arg;
     }
     argv[argc] = NULL;
-    pid_t pid = fork();
+    pid_t pid = spawn_logged(h, argv);
     if (pid < 0) return -1;
-    if (pid == 0) {
-        int fd = open(h->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, STDERR_FILENO);
-            dup2(fd, STDOUT_FILENO);
-            close(fd);
-        }
-        execv(isnd, (char *const *)argv);
-        perror("execv isnd");
-        _exit(127);
-    }
-    h->pid = pid;
     h->grpc_port = h->stats_port = 0;
     const char *ready = wait_for ? wait_for : "ready:";
     int64_t deadline = harness_now_ms() + 30000;
@@ -180,6 +187,50 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
         harness_sleep_ms(20);
     }
     fprintf(stderr, "harness: isnd not ready within 30 s\n");
+    harness_dump_log(h);
+    return -1;
+}
+
+/* Starts isn-agg (h from harness_init; its log goes to h's work dir) on ephemeral ports in front of
+ * `partitions` (NULL-terminated, one "HOST:PORT[,HOST:PORT...]" each) plus `extra` arguments, and
+ * waits for its "ready:" line, which names both ports. 0, or -1 after dumping the log. The other
+ * harness calls (stop, wait, HTTP GETs, log) work on it as on isnd. */
+int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra) {
+    snprintf(h->log_path, sizeof h->log_path, "%s/isn-agg.log", h->work_dir);
+    char isn_agg[PATH_MAX + 16];
+    snprintf(isn_agg, sizeof isn_agg, "%s/bin/isn-agg", h->build_dir);
+    const char *argv[64] = {isn_agg, "--listen", "127.0.0.1:0", "--stats-listen", "127.0.0.1:0"};
+    int argc = 5;
+    for (int i = 0; partitions[i] && argc < 60; i++) {
+        argv[argc++] = "--partition";
+        argv[argc++] = partitions[i];
+    }
+    for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    if (spawn_logged(h, argv) < 0) return -1;
+    h->grpc_port = h->stats_port = 0;
+    for (int64_t deadline = harness_now_ms() + 30000; harness_now_ms() < deadline; harness_sleep_ms(20)) {
+        FILE *f = fopen(h->log_path, "r");
+        char line[2048];
+        const char *p;
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "ready:") && (p = strstr(line, "gRPC port "))) {
+                h->grpc_port = atoi(p + strlen("gRPC port "));
+                if ((p = strstr(line, "stats port "))) h->stats_port = atoi(p + strlen("stats port "));
+            }
+        if (f) fclose(f);
+        if (h->grpc_port) {
+            snprintf(h->grpc_address, sizeof h->grpc_address, "127.0.0.1:%d", h->grpc_port);
+            return 0;
+        }
+        int status;
+        if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
+            fprintf(stderr, "harness: isn-agg exited early (status %d)\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            h->pid = -1;
+            break;
+        }
+    }
+    if (h->pid > 0) fprintf(stderr, "harness: isn-agg not ready within 30 s\n");
     harness_dump_log(h);
     return -1;
 }

@@ -1,6 +1,6 @@
-/* Shared by the isnd integration tests (tests/integration/test_isnd_*.c): a deterministic test index, an isnd
- * child process on ephemeral loopback ports (found from its log), HTTP GETs to its stats port, and
- * the offline engine for comparison. */
+/* Shared by the integration tests (tests/integration/test_*.c): a deterministic test index, an isnd
+ * child process on ephemeral loopback ports (found from its log), an isn-agg child in front of
+ * such daemons, HTTP GETs to a stats port, and the offline engine for comparison. */
 #ifndef ISN_TESTS_ISND_HARNESS_H
 #define ISN_TESTS_ISND_HARNESS_H
 
@@ -46,6 +46,7 @@ void harness_build_index(harness *h, uint32_t num_docs);
 void harness_dump_log(const harness *h);
 bool harness_log_has(const harness *h, const char *needle);
 int harness_start(harness *h, const char *wait_for, const char *const *extra);
+int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra);
 int harness_wait_exit(harness *h, int timeout_ms);
 int harness_stop(harness *h);
 void harness_cleanup(harness *h);
