@@ -128,16 +128,37 @@ int isn_trec_file_next_line(isn_trec_file *file, char **fields, size_t max_field
                             size_t err_len);
 void isn_trec_file_free(isn_trec_file *file);
 
+/* Where a TREC line names a (query, document) pair: fields 0 and 2 of a qrels or run line. */
+typedef struct {
+    const char *query_id; /* into the file */
+    const char *doc_id;
+    size_t line; /* 1-based line number in the file */
+} isn_trec_key;
+
+#define ISN_TREC_MAX_FIELDS 8
+/* Fills the rest of `record` (its key is set) from a line's fields; 0, or -1 with err. */
+typedef int (*isn_trec_parse_fn)(char **fields, void *record, const isn_trec_file *file, char *err, size_t err_len);
+
+/* Reads the rest of `file` into a malloc'ed array of records of record_size bytes, each starting with
+ * its isn_trec_key. Blank lines are skipped; any other line must have num_fields fields (3 to
+ * ISN_TREC_MAX_FIELDS), else "PATH:LINE: expected N fields 'FORMAT', found M". Stops at the first
+ * bad line with -1 and err, keeping the records before it (free *records either way). */
+int isn_trec_read_records(isn_trec_file *file, size_t num_fields, const char *format, size_t record_size,
+                          isn_trec_parse_fn parse, void **records, size_t *count, char *err, size_t err_len);
+/* Sorts records (as read above) by query id, doc id and line. When a pair occurs twice, returns its
+ * second occurrence that comes first in the file (where a reader checking line by line stops), with
+ * *first the earlier one; NULL when none repeats. */
+const isn_trec_key *isn_trec_sort_find_repeat(void *records, size_t count, size_t record_size,
+                                              const isn_trec_key **first);
+
 /* One line of a TREC qrels file: "query_id iteration doc_id relevance" (the iteration is ignored). */
 typedef struct {
-    const char *query_id; /* into the qrels' file */
-    const char *doc_id;
+    isn_trec_key key; /* first: the record isn_trec_read_records fills */
     long relevance;
-    size_t line; /* 1-based line number in the file */
 } isn_judgement;
 
 typedef struct {
-    isn_judgement *judgements; /* sorted by query id, then doc id (strcmp order) */
+    isn_judgement *judgements; /* sorted by key: query id, then doc id (strcmp order) */
     size_t count;
     isn_trec_file file; /* holds the ids */
 } isn_qrels;

@@ -75,3 +75,62 @@ void isn_trec_file_free(isn_trec_file *file) {
     free(file->data);
     memset(file, 0, sizeof *file);
 }
+
+int isn_trec_read_records(isn_trec_file *file, size_t num_fields, const char *format, size_t record_size,
+                          isn_trec_parse_fn parse, void **records, size_t *count, char *err, size_t err_len) {
+    char *fields[ISN_TREC_MAX_FIELDS];
+    size_t found, capacity = 0;
+    int more;
+    *records = NULL;
+    *count = 0;
+    if (num_fields < 3 || num_fields > ISN_TREC_MAX_FIELDS) return isn_error(err, err_len, "bad field count");
+    while ((more = isn_trec_file_next_line(file, fields, num_fields, &found, err, err_len)) > 0) {
+        if (found == 0) continue;
+        if (found != num_fields)
+            return isn_error(err, err_len, "%s:%zu: expected %zu fields '%s', found %zu", file->path, file->line,
+                             num_fields, format, found);
+        if (*count == capacity) {
+            capacity = capacity ? capacity * 2 : 1024;
+            void *grown = capacity <= SIZE_MAX / record_size ? realloc(*records, capacity * record_size) : NULL;
+            if (!grown) return isn_error(err, err_len, "out of memory");
+            *records = grown;
+        }
+        /* A record starts with its key: a pointer to it is a pointer to the key. */
+        isn_trec_key *record = (isn_trec_key *)((char *)*records + *count * record_size);
+        *record = (isn_trec_key){.query_id = fields[0], .doc_id = fields[2], .line = file->line};
+        if (parse(fields, record, file, err, err_len) != 0) return -1;
+        (*count)++;
+    }
+    return more;
+}
+
+static int compare_keys(const void *left, const void *right) {
+    const isn_trec_key *a = left, *b = right;
+    int order = strcmp(a->query_id, b->query_id);
+    if (order == 0) order = strcmp(a->doc_id, b->doc_id);
+    if (order == 0) order = (a->line > b->line) - (a->line < b->line);
+    return order;
+}
+
+static bool same_pair(const isn_trec_key *a, const isn_trec_key *b) {
+    return !strcmp(a->query_id, b->query_id) && !strcmp(a->doc_id, b->doc_id);
+}
+
+const isn_trec_key *isn_trec_sort_find_repeat(void *records, size_t count, size_t record_size,
+                                              const isn_trec_key **first) {
+    qsort(records, count, record_size, compare_keys);
+    const isn_trec_key *repeat = NULL;
+    *first = NULL;
+    for (size_t i = 1; i < count; i++) {
+        const isn_trec_key *before = (const isn_trec_key *)((const char *)records + (i - 1) * record_size);
+        const isn_trec_key *key = (const isn_trec_key *)((const char *)records + i * record_size);
+        /* Within a pair's records the lines ascend: its first two are the earliest occurrences. */
+        bool before_starts_pair =
+            i == 1 || !same_pair((const isn_trec_key *)((const char *)records + (i - 2) * record_size), before);
+        if (before_starts_pair && same_pair(before, key) && (!repeat || key->line < repeat->line)) {
+            *first = before;
+            repeat = key;
+        }
+    }
+    return repeat;
+}

@@ -21,15 +21,15 @@ int isn_eval_evaluate(const isn_qrels *qrels, const isn_eval_run *run, isn_eval_
     }
     size_t run_start = 0;
     for (size_t start = 0, end; start < qrels->count; start = end) {
-        const char *query_id = qrels->judgements[start].query_id;
+        const char *query_id = qrels->judgements[start].key.query_id;
         size_t num_judged = 0;
-        for (end = start; end < qrels->count && !strcmp(qrels->judgements[end].query_id, query_id); end++)
+        for (end = start; end < qrels->count && !strcmp(qrels->judgements[end].key.query_id, query_id); end++)
             judged[num_judged++] = qrels->judgements[end].relevance;
 
-        while (run_start < run->count && strcmp(run->entries[run_start].query_id, query_id) < 0) run_start++;
+        while (run_start < run->count && strcmp(run->entries[run_start].key.query_id, query_id) < 0) run_start++;
         size_t num_ranked = 0;
-        for (size_t r = run_start; r < run->count && !strcmp(run->entries[r].query_id, query_id); r++) {
-            const char *doc_id = run->entries[r].doc_id;
+        for (size_t r = run_start; r < run->count && !strcmp(run->entries[r].key.query_id, query_id); r++) {
+            const char *doc_id = run->entries[r].key.doc_id;
             ranked[num_ranked++] = isn_qrels_relevance(qrels, query_id, doc_id, strlen(doc_id));
         }
         if (num_ranked == 0) {

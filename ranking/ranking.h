@@ -421,10 +421,8 @@ isn_eval_metrics isn_eval_query_metrics(const long *ranked, size_t num_ranked, c
 
 /* One line of a TREC run: "qid Q0 docid rank score tag" (Q0, rank and tag are ignored). */
 typedef struct {
-    const char *query_id; /* into the run's file */
-    const char *doc_id;
+    isn_trec_key key; /* first: the record isn_trec_read_records fills */
     float score;
-    size_t line; /* 1-based line number in the file */
 } isn_eval_run_entry;
 
 typedef struct {

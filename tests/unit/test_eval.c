@@ -1,6 +1,7 @@
 /* Evaluation of rankings, called directly (test_isn_eval drives the isn-eval program): the trec_eval
  * measures of ranking/eval_metrics.c on hand-worked rankings, the run reader's trec_eval order, the
  * report's query pairing, and base's qrels reader (its checks, which error comes first, lookups). */
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,10 +119,10 @@ static void test_run_order(void **state) {
     const char *expected[][2] = {{"a", "best"}, {"a", "d9"}, {"a", "d10"}, {"a", "z"}, {"a", "top"}, {"b", "x"}};
     assert_int_equal(run.count, 6);
     for (size_t i = 0; i < run.count; i++) {
-        assert_string_equal(run.entries[i].query_id, expected[i][0]);
-        assert_string_equal(run.entries[i].doc_id, expected[i][1]);
+        assert_string_equal(run.entries[i].key.query_id, expected[i][0]);
+        assert_string_equal(run.entries[i].key.doc_id, expected[i][1]);
     }
-    assert_int_equal(run.entries[0].line, 7);
+    assert_int_equal(run.entries[0].key.line, 7);
     isn_eval_run_free(&run);
 }
 
@@ -166,9 +167,9 @@ static void test_qrels_lookup(void **state) {
     assert_int_equal(isn_qrels_read(path, &qrels, err, sizeof err), 0);
     assert_int_equal(qrels.count, 4);
     /* Sorted by query id, then doc id. */
-    assert_string_equal(qrels.judgements[0].query_id, "q1");
-    assert_string_equal(qrels.judgements[0].doc_id, "do");
-    assert_int_equal(qrels.judgements[3].line, 1);
+    assert_string_equal(qrels.judgements[0].key.query_id, "q1");
+    assert_string_equal(qrels.judgements[0].key.doc_id, "do");
+    assert_int_equal(qrels.judgements[3].key.line, 1);
     assert_int_equal(isn_qrels_relevance(&qrels, "q1", "doc", 3), 2);
     assert_int_equal(isn_qrels_relevance(&qrels, "q1", "document", 2), 1); /* a length, not a C string */
     assert_int_equal(isn_qrels_relevance(&qrels, "q1", "d", 1), 0);
@@ -212,11 +213,18 @@ static int setup(void **state) {
     return mkdtemp(temp_dir) ? 0 : -1;
 }
 
+/* The fixtures are plain files directly in temp_dir. */
 static int teardown(void **state) {
     (void)state;
-    char command[256];
-    snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
-    return system(command) == 0 ? 0 : -1;
+    DIR *dir = opendir(temp_dir);
+    if (!dir) return -1;
+    for (struct dirent *entry; (entry = readdir(dir));) {
+        if (entry->d_name[0] == '.') continue;
+        snprintf(path_buffer, sizeof path_buffer, "%s/%s", temp_dir, entry->d_name);
+        unlink(path_buffer);
+    }
+    closedir(dir);
+    return rmdir(temp_dir);
 }
 
 int main(void) {
