@@ -118,9 +118,10 @@ static bool same_pair(const isn_trec_key *a, const isn_trec_key *b) {
 
 const isn_trec_key *isn_trec_sort_find_repeat(void *records, size_t count, size_t record_size,
                                               const isn_trec_key **first) {
-    qsort(records, count, record_size, compare_keys);
     const isn_trec_key *repeat = NULL;
     *first = NULL;
+    if (count == 0) return NULL; /* records may be NULL: qsort must not see it */
+    qsort(records, count, record_size, compare_keys);
     for (size_t i = 1; i < count; i++) {
         const isn_trec_key *before = (const isn_trec_key *)((const char *)records + (i - 1) * record_size);
         const isn_trec_key *key = (const isn_trec_key *)((const char *)records + i * record_size);
