@@ -455,8 +455,8 @@ typedef struct {
 /* Each measure's mean over the queries; 0 when there is none. */
 isn_eval_metrics isn_eval_mean(const isn_eval_query_result *queries, size_t num_queries);
 
-/* Scores the run against the judgements. The report points into qrels: free it first. 0, or -1 with
- * err (out of memory). */
+/* Scores the run against the judgements. The report's query ids point into qrels, which must outlive
+ * it. 0, or -1 with err (out of memory). */
 int isn_eval_evaluate(const isn_qrels *qrels, const isn_eval_run *run, isn_eval_report *report, char *err,
                       size_t err_len);
 void isn_eval_report_free(isn_eval_report *report);
