@@ -106,24 +106,70 @@ typedef struct {
 int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log *log, char *err, size_t err_len);
 void isn_query_log_free(isn_query_log *log);
 
-/* ------------------------------------------------------------------ relevance judgements */
+/* ------------------------------------------------------------------ TREC files and relevance judgements */
 
-/* One line of a TREC qrels file: "query_id iteration doc_id relevance". */
+/* A TREC text file (qrels, run) read whole. Lines split into fields at blanks (space, TAB, CR, VT,
+ * FF), each NUL-terminated in place: a field stays valid until isn_trec_file_free. `path` is the
+ * caller's string, kept for messages. */
 typedef struct {
-    char *query_id;
-    char *doc_id;
-    int relevance;
+    const char *path;
+    char *data;
+    size_t size;
+    size_t offset;
+    size_t line; /* 1-based number of the line last split */
+} isn_trec_file;
+
+/* 0, or -1 with err ("cannot open PATH: reason", "cannot read PATH: reason", "out of memory"). */
+int isn_trec_file_read(const char *path, isn_trec_file *file, char *err, size_t err_len);
+/* Splits the next line, storing at most max_fields fields; *num_fields is the true count (0 for a
+ * blank line). 1 for a line, 0 at the end of the file, -1 with err ("PATH:LINE: ...") for a line
+ * holding a NUL byte. */
+int isn_trec_file_next_line(isn_trec_file *file, char **fields, size_t max_fields, size_t *num_fields, char *err,
+                            size_t err_len);
+void isn_trec_file_free(isn_trec_file *file);
+
+/* Where a TREC line names a (query, document) pair: fields 0 and 2 of a qrels or run line. */
+typedef struct {
+    const char *query_id; /* into the file */
+    const char *doc_id;
+    size_t line; /* 1-based line number in the file */
+} isn_trec_key;
+
+#define ISN_TREC_MAX_FIELDS 8
+/* Fills the rest of `record` (its key is set) from a line's fields; 0, or -1 with err. */
+typedef int (*isn_trec_parse_fn)(char **fields, void *record, const isn_trec_file *file, char *err, size_t err_len);
+
+/* Reads the rest of `file` into a malloc'ed array of records of record_size bytes, each starting with
+ * its isn_trec_key. Blank lines are skipped; any other line must have num_fields fields (3 to
+ * ISN_TREC_MAX_FIELDS), else "PATH:LINE: expected N fields 'FORMAT', found M". Stops at the first
+ * bad line with -1 and err, keeping the records before it (free *records either way). */
+int isn_trec_read_records(isn_trec_file *file, size_t num_fields, const char *format, size_t record_size,
+                          isn_trec_parse_fn parse, void **records, size_t *count, char *err, size_t err_len);
+/* Sorts records (as read above) by query id, doc id and line. When a pair occurs twice, returns its
+ * second occurrence that comes first in the file (where a reader checking line by line stops), with
+ * *first the earlier one; NULL when none repeats. */
+const isn_trec_key *isn_trec_sort_find_repeat(void *records, size_t count, size_t record_size,
+                                              const isn_trec_key **first);
+
+/* One line of a TREC qrels file: "query_id iteration doc_id relevance" (the iteration is ignored). */
+typedef struct {
+    isn_trec_key key; /* first: the record isn_trec_read_records fills */
+    long relevance;
 } isn_judgement;
 
 typedef struct {
-    isn_judgement *judgements;
+    isn_judgement *judgements; /* sorted by key: query id, then doc id (strcmp order) */
     size_t count;
+    isn_trec_file file; /* holds the ids */
 } isn_qrels;
 
-/* Reads every judgement (blank lines ignored; any other malformed line is an error naming it). */
+/* Reads every judgement, with trec_eval's checks: blank lines are skipped; a line without exactly 4
+ * fields, a relevance that is not an integer and a (query, doc) pair judged twice are errors naming
+ * "PATH:LINE:", the first in the file being reported. 0, or -1 with err. */
 int isn_qrels_read(const char *path, isn_qrels *qrels, char *err, size_t err_len);
 /* The judged relevance of a document for a query; 0 when not judged. */
-int isn_qrels_relevance(const isn_qrels *qrels, const char *query_id, const char *doc_id, size_t doc_id_len);
+long isn_qrels_relevance(const isn_qrels *qrels, const char *query_id, const char *doc_id, size_t doc_id_len);
+/* Also fine on a zeroed isn_qrels. */
 void isn_qrels_free(isn_qrels *qrels);
 
 /* ------------------------------------------------------------------ Prometheus text */

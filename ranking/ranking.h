@@ -380,4 +380,85 @@ typedef struct {
 uint32_t isn_mlp_num_layers(const isn_mlp *mlp);
 void isn_mlp_layer_get(const isn_mlp *mlp, uint32_t layer, isn_mlp_layer_view *view);
 
+/* ------------------------------------------------------------------ evaluation of rankings
+ * What isn-eval reports: a TREC run scored against relevance judgements with the measures trec_eval
+ * 9.x names ndcg_cut_10, P_10, recall_100 and map, plus recip_rank cut at rank 10 (MRR@10), with
+ * trec_eval's choices (a number that differs from trec_eval's is useless):
+ * - A query's ranking is its run lines by score descending, ties broken by docid in decreasing strcmp
+ *   order; the rank column is ignored. Scores are C floats, as trec_eval stores them: two scores
+ *   equal in single precision tie.
+ * - A document is relevant when its judgement is >= 1. nDCG gains are the judgements (negative ones
+ *   count 0); the ideal ranking is built from every judgement of the query. MAP and recall divide by
+ *   the number of relevant documents in the qrels, retrieved or not.
+ * - Averages run over the queries in both files. A query judged only non-relevant scores 0 on every
+ *   measure and is counted. Run queries without judgements are ignored; judged queries absent from
+ *   the run are only counted. */
+
+#include "base/base.h"
+
+#define ISN_EVAL_NDCG_CUTOFF 10
+#define ISN_EVAL_RECIP_RANK_CUTOFF 10
+#define ISN_EVAL_PRECISION_CUTOFF 10
+#define ISN_EVAL_RECALL_CUTOFF 100
+
+typedef struct {
+    double ndcg_cut_10;
+    double recip_rank_cut_10;
+    double p_10;
+    double recall_100;
+    double map;
+} isn_eval_metrics;
+
+/* The measures in output order, by trec_eval's names: "ndcg_cut_10", "recip_rank_cut_10", "P_10",
+ * "recall_100", "map". */
+#define ISN_EVAL_MEASURES 5
+const char *isn_eval_measure_name(size_t measure);
+double isn_eval_measure_value(const isn_eval_metrics *metrics, size_t measure);
+
+/* One query's measures. ranked[r]: the judgement of the document at rank r + 1 (0 when unjudged);
+ * judged: every judgement of the query, in any order (the ideal ranking, and the relevant count). */
+isn_eval_metrics isn_eval_query_metrics(const long *ranked, size_t num_ranked, const long *judged, size_t num_judged);
+
+/* One line of a TREC run: "qid Q0 docid rank score tag" (Q0, rank and tag are ignored). */
+typedef struct {
+    isn_trec_key key; /* first: the record isn_trec_read_records fills */
+    float score;
+} isn_eval_run_entry;
+
+typedef struct {
+    isn_eval_run_entry *entries; /* grouped by query id in strcmp order, each query's in ranking order */
+    size_t count;
+    isn_trec_file file; /* holds the ids */
+} isn_eval_run;
+
+/* Reads a run: blank lines are skipped; a line without exactly 6 fields, a score that is not a number
+ * (NaN included) and a docid twice in one query's ranking are errors naming "PATH:LINE:", the first
+ * in the file being reported. 0, or -1 with err. */
+int isn_eval_run_read(const char *path, isn_eval_run *run, char *err, size_t err_len);
+/* Also fine on a zeroed isn_eval_run. */
+void isn_eval_run_free(isn_eval_run *run);
+
+typedef struct {
+    const char *query_id; /* into the qrels */
+    size_t ranked;        /* documents the run ranks */
+    size_t relevant;      /* judgements >= 1 */
+    isn_eval_metrics metrics;
+} isn_eval_query_result;
+
+typedef struct {
+    isn_eval_query_result *queries; /* the queries judged and ranked, in query id (strcmp) order */
+    size_t num_queries;
+    size_t num_judged_without_results;
+    isn_eval_metrics mean; /* over `queries`; 0 when there is none */
+} isn_eval_report;
+
+/* Each measure's mean over the queries; 0 when there is none. */
+isn_eval_metrics isn_eval_mean(const isn_eval_query_result *queries, size_t num_queries);
+
+/* Scores the run against the judgements. The report's query ids point into qrels, which must outlive
+ * it. 0, or -1 with err (out of memory). */
+int isn_eval_evaluate(const isn_qrels *qrels, const isn_eval_run *run, isn_eval_report *report, char *err,
+                      size_t err_len);
+void isn_eval_report_free(isn_eval_report *report);
+
 #endif

@@ -313,7 +313,7 @@ static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queri
             for (uint32_t i = 0; i < n; i++) {
                 size_t len;
                 const char *id = isn_index_doc_id(ix, docs[i], &len);
-                fprintf(out, "%d qid:%s", isn_qrels_relevance(&qrels, qid, id, len), qid);
+                fprintf(out, "%ld qid:%s", isn_qrels_relevance(&qrels, qid, id, len), qid);
                 for (uint32_t f = 0; f < nf; f++) fprintf(out, " %u:%.9g", f + 1, features[(size_t)i * nf + f]);
                 fprintf(out, " # %.*s\n", (int)len, id);
             }
