@@ -1,6 +1,6 @@
 /* The stats endpoint: a deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, no bodies)
- * for Prometheus, curl and load balancers; the program's handler answers each path (isnd and
- * isn-agg serve /metrics, /stats, /healthz, /readyz). */
+ * for Prometheus, curl and load balancers. The pages are the same for isnd and isn-agg (/metrics,
+ * /stats, /healthz, /readyz); each program renders their contents. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ struct grpc_stats_server {
     uv_loop_t *loop;
     grpc_stats_config config;
     char server_name[64];
-    grpc_stats_handler handler;
+    grpc_stats_pages pages;
     void *app;
     uv_tcp_t listener;
     bool listening;
@@ -141,6 +141,30 @@ static const char *reason_phrase(int code) {
     }
 }
 
+/* Fills `body` for `path` and returns the HTTP status. */
+static int render_page(const grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
+    if (!strcmp(path, "/metrics")) {
+        server->pages.render_metrics(server->app, body);
+        *content_type = "text/plain; version=0.0.4; charset=utf-8";
+        return 200;
+    }
+    if (!strcmp(path, "/stats")) {
+        server->pages.render_json(server->app, body);
+        *content_type = "application/json";
+        return 200;
+    }
+    const char *text = "not found; try /metrics, /stats, /healthz or /readyz\n";
+    int code = 404;
+    if (!strcmp(path, "/healthz")) {
+        text = "ok\n";
+        code = 200;
+    } else if (!strcmp(path, "/readyz")) {
+        return server->pages.readiness(server->app, body);
+    }
+    buffer_append(body, text, strlen(text));
+    return code;
+}
+
 static void handle_request(stats_conn *conn, char *head) {
     grpc_stats_server *server = conn->server;
     server->counters.requests++;
@@ -172,7 +196,7 @@ static void handle_request(stats_conn *conn, char *head) {
     byte_buffer *body = &server->body;
     body->len = 0;
     const char *content_type = "text/plain; charset=utf-8";
-    int code = server->handler(server->app, target, body, &content_type);
+    int code = render_page(server, target, body, &content_type);
     respond(conn, code, reason_phrase(code), content_type, body, head_only);
     buffer_clear(body, 1 << 20);
 }
@@ -257,12 +281,12 @@ static void on_sweep(uv_timer_t *timer) {
 
 /* ------------------------------------------------------------------ the server */
 
-grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config, grpc_stats_handler handler,
-                                         void *app) {
+grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,
+                                         const grpc_stats_pages *pages, void *app) {
     grpc_stats_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
-    server->handler = handler;
+    server->pages = *pages;
     server->app = app;
     grpc_stats_server_reconfigure(server, config);
     sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);

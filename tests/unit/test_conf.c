@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/base.h"
 #include "conf/conf.h"
 
 static char temp_path[64];
@@ -70,20 +71,20 @@ static void test_host_port(void **state) {
     (void)state;
     char err[200], host[64];
     uint16_t port;
-    assert_int_equal(isn_conf_parse_host_port("127.0.0.1:7070", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_equal(isn_parse_host_port("127.0.0.1:7070", host, sizeof host, &port, err, sizeof err), 0);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 7070);
-    assert_int_equal(isn_conf_parse_host_port("[::1]:0", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_equal(isn_parse_host_port("[::1]:0", host, sizeof host, &port, err, sizeof err), 0);
     assert_string_equal(host, "::1");
     assert_int_equal(port, 0);
-    assert_int_equal(isn_conf_parse_host_port("localhost:9090", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_equal(isn_parse_host_port("localhost:9090", host, sizeof host, &port, err, sizeof err), 0);
     assert_string_equal(host, "localhost");
-    assert_int_equal(isn_conf_parse_host_port("::1:80", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_parse_host_port("::1:80", host, sizeof host, &port, err, sizeof err), -1);
     assert_non_null(strstr(err, "brackets"));
-    assert_int_equal(isn_conf_parse_host_port("host:", host, sizeof host, &port, err, sizeof err), -1);
-    assert_int_equal(isn_conf_parse_host_port("host:70000", host, sizeof host, &port, err, sizeof err), -1);
-    assert_int_equal(isn_conf_parse_host_port(":80", host, sizeof host, &port, err, sizeof err), -1);
-    assert_int_equal(isn_conf_parse_host_port("7070", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_parse_host_port("host:", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_parse_host_port("host:70000", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_parse_host_port(":80", host, sizeof host, &port, err, sizeof err), -1);
+    assert_int_equal(isn_parse_host_port("7070", host, sizeof host, &port, err, sizeof err), -1);
 }
 
 static void test_good_file(void **state) {
