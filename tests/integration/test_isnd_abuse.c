@@ -290,19 +290,14 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    int status = harness_stop(&h);
-    if (status != 0) {
-        fprintf(stderr, "isnd exit status %d after SIGTERM (expected 0)\n", status);
-        harness_dump_log(&h);
-    }
+    int status = harness_stop_checked(&h);
     harness_cleanup(&h);
     return status == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
     (void)argc;
-    harness_init(&h, argv[0]);
-    harness_build_index(&h, 2000);
+    harness_prepare(&h, argv[0], 2000);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_bytes),
         cmocka_unit_test(test_truncated_preface),

@@ -354,8 +354,7 @@ static int teardown(void **state) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    harness_init(&h, argv[0]);
-    harness_build_index(&h, 1000);
+    harness_prepare(&h, argv[0], 1000);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_drain_loses_nothing),
