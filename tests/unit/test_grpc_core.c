@@ -154,25 +154,41 @@ static void expect(isn_grpc_call *call, int status, const char *message, const c
     if (grpc_message_part) assert_non_null(strstr(r->grpc_message, grpc_message_part));
 }
 
+/* The echo server on a fresh loop, listening on an ephemeral loopback port (written to `bound`). */
+static void echo_server_start(echo_app *app, uv_loop_t *loop, grpc_connection_limit *limit, char *bound,
+                              size_t bound_len) {
+    uv_loop_init(loop);
+    *app = (echo_app){.loop = loop};
+    uv_timer_init(loop, &app->later);
+    app->later.data = app;
+    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
+                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = limit};
+    app->server = grpc_server_new(loop, &config, &HANDLERS, app);
+    assert_non_null(app->server);
+    char err[256];
+    assert_int_equal(grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
+}
+
+/* A client of it, watched from the same loop. */
+static isn_grpc_client *connect_watched(uv_loop_t *loop, const char *bound, isn_grpc_activity_cb activity,
+                                        void *user) {
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(client);
+    assert_int_equal(isn_grpc_client_watch(loop, client, activity, user, err, sizeof err), 0);
+    return client;
+}
+
 static void test_server_core_and_watched_client(void **state) {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    echo_app app = {.loop = &loop};
-    uv_timer_init(&loop, &app.later);
-    app.later.data = &app;
+    echo_app app;
     grpc_connection_limit limit = {.max = 10};
-    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
-                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = &limit};
-    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
-    assert_non_null(app.server);
     char bound[80], err[256];
-    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+    echo_server_start(&app, &loop, &limit, bound, sizeof bound);
 
     client_side side = {.app = &app};
-    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(side.client);
-    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_activity, &side, err, sizeof err), 0);
+    side.client = connect_watched(&loop, bound, on_activity, &side);
     side.calls[0] = start(side.client, "/test.Echo/Echo", "hello");
     side.calls[1] = start(side.client, "/test.Echo/Echo", "");
     side.calls[2] = start(side.client, "/test.Echo/Later", "x");
@@ -241,19 +257,11 @@ static void stop_when_released(uv_timer_t *timer) {
 static void test_abandoned_call(void **state) {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    echo_app app = {.loop = &loop};
-    uv_timer_init(&loop, &app.later);
-    app.later.data = &app;
-    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
-                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call)};
-    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
+    echo_app app;
     char bound[80], err[256];
-    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
     abandon_side side = {.app = &app};
-    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(side.client);
-    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_nothing, NULL, err, sizeof err), 0);
+    side.client = connect_watched(&loop, bound, on_nothing, NULL);
     side.call = start(side.client, "/test.Echo/Later", "x");
     isn_grpc_poll(side.client, 0, err, sizeof err);
     uv_idle_t idle;
