@@ -199,11 +199,11 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     reply->avg_doc_len = response->avg_doc_len;
     reply->bm25_k1 = response->bm25_k1;
     reply->bm25_b = response->bm25_b;
+    copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
     if (response->analyzer) {
         reply->stem = response->analyzer->stem;
         reply->stopwords = response->analyzer->stopwords;
     }
-    copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
     int rc = 0;
     if (response->n_terms) {
         reply->terms = calloc(response->n_terms, sizeof *reply->terms);

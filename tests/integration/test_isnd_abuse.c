@@ -290,9 +290,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    int status = harness_stop_checked(&h);
-    harness_cleanup(&h);
-    return status == 0 ? 0 : -1;
+    return harness_finish(&h, NULL, NULL, NULL);
 }
 
 int main(int argc, char **argv) {
