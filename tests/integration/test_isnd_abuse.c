@@ -307,5 +307,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stats_port_junk),
         cmocka_unit_test(test_memory_returns_to_baseline),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests_name("isnd_abuse", tests, setup, teardown);
 }

@@ -365,5 +365,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sd_notify),
         cmocka_unit_test(test_systemd_unit_verifies),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests_name("isnd_lifecycle", tests, NULL, teardown);
 }

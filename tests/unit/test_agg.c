@@ -204,5 +204,5 @@ int main(void) {
         cmocka_unit_test(test_stats_cache),
         cmocka_unit_test(test_metric_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
 }

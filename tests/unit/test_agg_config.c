@@ -100,5 +100,5 @@ int main(void) {
         cmocka_unit_test(test_bad_values_are_named),
         cmocka_unit_test(test_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("agg_config", tests, NULL, NULL);
 }

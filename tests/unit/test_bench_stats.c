@@ -75,5 +75,5 @@ int main(void) {
         cmocka_unit_test(test_percentiles_nearest_rank),
         cmocka_unit_test(test_json),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("bench_stats", tests, NULL, NULL);
 }

@@ -384,5 +384,5 @@ int main(void) {
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_reloadable),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("conf", tests, NULL, NULL);
 }

@@ -169,6 +169,12 @@ static void echo_server_start(echo_app *app, uv_loop_t *loop, grpc_connection_li
     assert_int_equal(grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
 }
 
+/* After the loop ran out: the server and then its loop. */
+static void echo_server_free(echo_app *app) {
+    grpc_server_free(app->server);
+    uv_loop_close(app->loop);
+}
+
 /* A client of it, watched from the same loop. */
 static isn_grpc_client *connect_watched(uv_loop_t *loop, const char *bound, isn_grpc_activity_cb activity,
                                         void *user) {
@@ -219,9 +225,8 @@ static void test_server_core_and_watched_client(void **state) {
     assert_int_equal(counters->open_calls, 0);
     assert_int_equal(limit.open, 0);
     assert_true(counters->bytes_sent > 0 && counters->bytes_received > 0);
-    grpc_server_free(app.server);
+    echo_server_free(&app);
     assert_true(app.released >= NUM_CALLS); /* each call once, and the pooled ones again when freed */
-    uv_loop_close(&loop);
 }
 
 /* A held call whose client goes away: on_abandoned, and unhold says so (and releases it). */
@@ -277,8 +282,7 @@ static void test_abandoned_call(void **state) {
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(app.abandoned, 1);
     assert_int_equal(grpc_server_get_counters(app.server)->open_calls, 0); /* unhold released it */
-    grpc_server_free(app.server);
-    uv_loop_close(&loop);
+    echo_server_free(&app);
 }
 
 int main(void) {
@@ -286,5 +290,5 @@ int main(void) {
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }

@@ -238,5 +238,5 @@ int main(void) {
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_histogram_buckets),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("grpc_framing", tests, NULL, NULL);
 }
