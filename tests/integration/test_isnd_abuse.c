@@ -18,6 +18,22 @@ static harness h;
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
 
+/* A new gRPC connection to the daemon under test. */
+static isn_grpc_client *connect_client(void) {
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    if (!client) fail_msg("cannot connect: %s", err);
+    return client;
+}
+
+/* The connection still answers a health check after what it went through; then closed. */
+static void assert_healthy_then_close(isn_grpc_client *client) {
+    char err[256];
+    int serving;
+    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
+    isn_grpc_close(client);
+}
+
 /* A fresh connection still gets Search answers. */
 static void assert_still_serving(void) {
     char err[256];
@@ -131,8 +147,7 @@ static isn_grpc_result call_and_wait(isn_grpc_client *client, const isn_grpc_req
 static void test_half_request_then_stall(void **state) {
     (void)state;
     char err[256];
-    isn_grpc_client *staller = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(staller);
+    isn_grpc_client *staller = connect_client();
     /* a prefix announcing 100 bytes, 10 of them, then nothing: answered DEADLINE_EXCEEDED at header_timeout */
     uint8_t half[15] = {0, 0, 0, 0, 100};
     isn_grpc_call *stalled = isn_grpc_start(
@@ -153,16 +168,12 @@ static void test_half_request_then_stall(void **state) {
     isn_grpc_call_free(stalled);
     isn_grpc_call_free(headers_only);
     /* the same connection still works */
-    int serving;
-    assert_int_equal(isn_grpc_health_check(staller, "", &serving, err, sizeof err), 0);
-    isn_grpc_close(staller);
+    assert_healthy_then_close(staller);
 }
 
 static void test_oversized_and_invalid_messages(void **state) {
     (void)state;
-    char err[256];
-    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(client);
+    isn_grpc_client *client = connect_client();
     size_t big = 5u << 20;
     uint8_t *body = malloc(big);
     memset(body, 0x41, big);
@@ -184,17 +195,14 @@ static void test_oversized_and_invalid_messages(void **state) {
         if (r.grpc_status != 0 && r.grpc_status != 3) fail_msg("random message: status %d (%s)", r.grpc_status, r.grpc_message);
     }
     free(body);
-    int serving;
-    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
-    isn_grpc_close(client);
+    assert_healthy_then_close(client);
 }
 
 static void test_thousand_streams_on_one_connection(void **state) {
     (void)state;
     enum { N = 1000 };
     char err[256];
-    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(client);
+    isn_grpc_client *client = connect_client();
     static isn_grpc_call *calls[N];
     static const char *const queries[] = {"wind", "tunnel flow", "search engine", "t3 t4", "running"};
     for (int i = 0; i < N; i++) {
