@@ -18,6 +18,13 @@ static harness h;
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
 
+/* A plain TCP connection to the gRPC port, for bytes no client library would send. */
+static int connect_raw(void) {
+    int fd = harness_connect(h.grpc_port);
+    assert_true(fd >= 0);
+    return fd;
+}
+
 /* A new gRPC connection to the daemon under test. */
 static isn_grpc_client *connect_client(void) {
     char err[256];
@@ -57,8 +64,7 @@ static void assert_closed_by_server(int fd, int timeout_ms, const char *what) {
 
 static void test_random_bytes(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     uint8_t junk[65536];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)harness_random(256);
     send(fd, junk, sizeof junk, MSG_NOSIGNAL);
@@ -68,8 +74,7 @@ static void test_random_bytes(void **state) {
 
 static void test_truncated_preface(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     assert_int_equal(send(fd, PREFACE, 10, MSG_NOSIGNAL), 10);
     int64_t start = harness_now_ms();
     assert_closed_by_server(fd, 5000, "truncated preface"); /* header_timeout is 500 ms */
@@ -82,8 +87,7 @@ static void test_truncated_preface(void **state) {
 
 static void test_protocol_error_after_preface(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     uint8_t bytes[PREFACE_LEN + 9 + 9 + 4];
     memcpy(bytes, PREFACE, PREFACE_LEN);
     const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};                /* empty SETTINGS */
@@ -285,6 +289,7 @@ static void test_memory_returns_to_baseline(void **state) {
 
 static int setup(void **state) {
     (void)state;
+    harness_prepare(&h, 2000);
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 4096) {
         limit.rlim_cur = limit.rlim_max < 4096 ? limit.rlim_max : 4096;
@@ -301,9 +306,7 @@ static int teardown(void **state) {
     return harness_finish(&h, NULL, NULL, NULL);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_prepare(&h, argv[0], 2000);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_bytes),
         cmocka_unit_test(test_truncated_preface),

@@ -156,7 +156,7 @@ static void test_crossover_learns(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    harness_build_index(&h, NUM_DOCS);
+    harness_prepare(&h, NUM_DOCS);
     if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", NULL};
@@ -169,9 +169,7 @@ static int teardown(void **state) {
     return harness_finish(&h, client, offline_index, offline);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
+int main(void) {
     const struct CMUnitTest crossover[] = {
         cmocka_unit_test(test_crossover_start),
         cmocka_unit_test(test_crossover_learns),

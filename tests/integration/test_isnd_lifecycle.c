@@ -346,15 +346,19 @@ static void test_systemd_unit_verifies(void **state) {
     if (system(cmd) != 0) fail_msg("systemd-analyze verify reported problems in systemd/isnd.service");
 }
 
+static int setup(void **state) {
+    (void)state;
+    harness_prepare(&h, 1000);
+    return 0;
+}
+
 static int teardown(void **state) {
     (void)state;
     harness_cleanup(&h);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_prepare(&h, argv[0], 1000);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_drain_loses_nothing),
@@ -365,5 +369,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sd_notify),
         cmocka_unit_test(test_systemd_unit_verifies),
     };
-    return cmocka_run_group_tests_name("isnd_lifecycle", tests, NULL, teardown);
+    return cmocka_run_group_tests_name("isnd_lifecycle", tests, setup, teardown);
 }

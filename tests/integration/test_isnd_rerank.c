@@ -256,7 +256,7 @@ static void test_bad_file_at_start(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    harness_build_index(&h, NUM_DOCS);
+    harness_prepare(&h, NUM_DOCS);
     snprintf(ranker_dir, sizeof ranker_dir, "%s/rankers", h.work_dir);
     if (mkdir(ranker_dir, 0755) != 0) return -1;
     snprintf(model_path, sizeof model_path, "%s/model.txt", ranker_dir);
@@ -280,9 +280,7 @@ static int teardown(void **state) {
     return harness_finish(&h, client, offline_index, offline);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rerank_equals_offline),
         cmocka_unit_test(test_rerank_equals_isn_query),

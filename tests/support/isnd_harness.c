@@ -291,8 +291,15 @@ long long harness_stat(const harness *h, const char *field) {
     return p ? atoll(p + strlen(needle)) : -1;
 }
 
-void harness_prepare(harness *h, const char *argv0, uint32_t num_docs) {
-    harness_init(h, argv0);
+void harness_prepare(harness *h, uint32_t num_docs) {
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len < 0) {
+        perror("readlink /proc/self/exe");
+        exit(1);
+    }
+    self[len] = '\0';
+    harness_init(h, self);
     harness_build_index(h, num_docs);
 }
 

@@ -56,8 +56,9 @@ int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
-/* harness_init and harness_build_index in one. */
-void harness_prepare(harness *h, const char *argv0, uint32_t num_docs);
+/* harness_init for the running test program (found through /proc/self/exe, so a group setup can
+ * call it) and harness_build_index. */
+void harness_prepare(harness *h, uint32_t num_docs);
 /* Opens the test index for the offline engine: 0, or -1 with the reason on stderr. */
 int harness_open_offline(const harness *h, isn_index **index, isn_searcher **searcher);
 /* Parses `text` into `query` and runs the offline engine on it: 0, or -1 with the reason on stderr. */
