@@ -287,6 +287,11 @@ static void test_memory_returns_to_baseline(void **state) {
     assert_true(heap_more <= heap_first + 1024 * 1024);
 }
 
+static int teardown(void **state) {
+    (void)state;
+    return harness_finish(&h, NULL, NULL, NULL);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 2000);
@@ -299,11 +304,6 @@ static int setup(void **state) {
     const char *extra[] = {"--set", "server.header_timeout=500ms", "--set", "server.idle_timeout=30s", "--set",
                            "scheduler.analysis_min_workers=0", NULL};
     return harness_start(&h, NULL, extra);
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return harness_finish(&h, NULL, NULL, NULL);
 }
 
 int main(void) {

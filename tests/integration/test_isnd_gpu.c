@@ -154,6 +154,11 @@ static void test_crossover_learns(void **state) {
 
 /* ------------------------------------------------------------------ setup */
 
+static int teardown(void **state) {
+    (void)state;
+    return harness_finish(&h, client, offline_index, offline);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, NUM_DOCS);
@@ -162,11 +167,6 @@ static int setup(void **state) {
                            "--set", "gpu.max_k=100", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     return client ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return harness_finish(&h, client, offline_index, offline);
 }
 
 int main(void) {
