@@ -354,3 +354,12 @@ int harness_finish(harness *h, isn_grpc_client *client, isn_index *index, isn_se
     harness_cleanup(h);
     return status == 0 ? 0 : -1;
 }
+
+int harness_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
