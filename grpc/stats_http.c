@@ -14,9 +14,9 @@
 typedef struct stats_conn stats_conn;
 
 struct stats_conn {
+    conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
     grpc_stats_server *server;
-    stats_conn *prev, *next;
     uv_write_t write_req;
     byte_buffer out;
     bool writing;
@@ -39,7 +39,7 @@ struct grpc_stats_server {
     bool listening;
     bool closing;
     uv_timer_t sweep_timer;
-    stats_conn *conns;
+    conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
     grpc_stats_counters counters;
 };
@@ -47,11 +47,7 @@ struct grpc_stats_server {
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
     grpc_stats_server *server = conn->server;
-    if (conn->prev) conn->prev->next = conn->next;
-    else server->conns = conn->next;
-    if (conn->next) conn->next->prev = conn->prev;
-    server->counters.connections--;
-    connection_limit_release(server->config.limit);
+    conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->out);
     free(conn);
 }
@@ -256,27 +252,23 @@ static void on_connection(uv_stream_t *listener, int status) {
     conn->server = server;
     if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0) return;
     conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
-    conn->next = server->conns;
-    if (server->conns) server->conns->prev = conn;
-    server->conns = conn;
-    server->counters.connections++;
+    conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
+    stats_conn *conn = (stats_conn *)links;
+    if (conn->closing || conn->writing) return;
+    bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
+    if (slow || now - conn->last_activity_ns > idle_ns) {
+        ((grpc_stats_server *)owner)->counters.connections_timed_out++;
+        stats_conn_close(conn);
+    }
 }
 
 static void on_sweep(uv_timer_t *timer) {
     grpc_stats_server *server = timer->data;
-    uint64_t now = isn_now_ns();
-    uint64_t header_ns = (uint64_t)server->config.header_timeout_ms * 1000000ull;
-    uint64_t idle_ns = (uint64_t)server->config.idle_timeout_ms * 1000000ull;
-    for (stats_conn *conn = server->conns, *next; conn; conn = next) {
-        next = conn->next;
-        if (conn->closing || conn->writing) continue;
-        bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
-        if (slow || now - conn->last_activity_ns > idle_ns) {
-            server->counters.connections_timed_out++;
-            stats_conn_close(conn);
-        }
-    }
+    conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
 }
 
 /* ------------------------------------------------------------------ the server */
@@ -312,7 +304,7 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
 void grpc_stats_server_close(grpc_stats_server *server) {
     if (server->closing) return;
     server->closing = true;
-    for (stats_conn *conn = server->conns; conn; conn = conn->next) stats_conn_close(conn);
+    for (conn_links *links = server->conns; links; links = links->next) stats_conn_close((stats_conn *)links);
     if (server->listening) uv_close((uv_handle_t *)&server->listener, NULL);
     server->listening = false;
     if (!uv_is_closing((uv_handle_t *)&server->sweep_timer)) uv_close((uv_handle_t *)&server->sweep_timer, NULL);
