@@ -1,6 +1,5 @@
 /* isn-agg's endpoints on grpc/: the gRPC server (Search, Info, health Check) and the stats
  * endpoint (/metrics /stats /healthz /readyz), and the drain on SIGTERM. */
-#include <string.h>
 
 #include "agg/agg_internal.h"
 
@@ -55,12 +54,8 @@ static const grpc_server_handlers AGG_HANDLERS = {
 
 /* ------------------------------------------------------------------ stats endpoint */
 
-static int text(byte_buffer *body, int code, const char *message) {
-    buffer_append(body, message, strlen(message));
-    return code;
-}
-
-static void render_json(const agg *a, byte_buffer *out) {
+static void render_json(void *app, byte_buffer *out) {
+    const agg *a = app;
     const agg_metrics *m = &a->metrics;
     uint64_t answered = 0;
     for (int i = 0; i < GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
@@ -82,22 +77,15 @@ static void render_json(const agg *a, byte_buffer *out) {
     buffer_printf(out, "]}\n");
 }
 
-static int stats_page(void *app, const char *path, byte_buffer *body, const char **content_type) {
-    agg *a = app;
-    if (!strcmp(path, "/metrics")) {
-        agg_render_metrics(a, body);
-        *content_type = "text/plain; version=0.0.4";
-        return 200;
-    }
-    if (!strcmp(path, "/stats")) {
-        render_json(a, body);
-        *content_type = "application/json";
-        return 200;
-    }
-    if (!strcmp(path, "/healthz")) return text(body, 200, "ok\n");
-    if (!strcmp(path, "/readyz")) return a->draining ? text(body, 503, "draining\n") : text(body, 200, "ok\n");
-    return text(body, 404, "not found: try /metrics, /stats, /healthz or /readyz\n");
+static void render_metrics(void *app, byte_buffer *body) { agg_render_metrics(app, body); }
+
+static int readiness(void *app, byte_buffer *body) {
+    const agg *a = app;
+    buffer_printf(body, "%s", a->draining ? "draining\n" : "ok\n");
+    return a->draining ? 503 : 200;
 }
+
+static const grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readiness};
 
 /* ------------------------------------------------------------------ life */
 
@@ -122,7 +110,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
             .idle_timeout_ms = AGG_IDLE_TIMEOUT_MS,
             .limit = &a->connection_limit,
         };
-        a->stats = grpc_stats_server_new(a->loop, &stats_config, stats_page, a);
+        a->stats = grpc_stats_server_new(a->loop, &stats_config, &STATS_PAGES, a);
         if (!a->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
         if (grpc_stats_server_listen(a->stats, a->config.stats_listen, a->stats_address, sizeof a->stats_address, err,
                                      err_len) != 0)

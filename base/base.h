@@ -87,7 +87,8 @@ void log_line(isn_log_level level, const char *fmt, ...) __attribute__((format(p
 
 /* ------------------------------------------------------------------ query logs */
 
-/* One query of a log: the text after the first TAB of a line, the id before it. */
+/* One query of a log: the text after the first TAB of a line, the id before it. Both lie in one
+ * allocation, owned by `id`. */
 typedef struct {
     char *id;
     char *text;

@@ -5,7 +5,8 @@
 
 #include "base/base.h"
 
-static int append(isn_query_log *log, size_t *cap, const char *id, size_t id_len, const char *text, size_t line) {
+/* One allocation per query: the id, a NUL where the TAB was, then the text. */
+static int append(isn_query_log *log, size_t *cap, const char *line, size_t id_len, size_t line_no) {
     if (log->count == *cap) {
         size_t grown_cap = *cap ? *cap * 2 : 256;
         isn_logged_query *grown = realloc(log->queries, grown_cap * sizeof *grown);
@@ -13,16 +14,10 @@ static int append(isn_query_log *log, size_t *cap, const char *id, size_t id_len
         log->queries = grown;
         *cap = grown_cap;
     }
-    isn_logged_query *q = &log->queries[log->count];
-    q->id = strndup(id, id_len);
-    q->text = strdup(text);
-    q->line = line;
-    if (!q->id || !q->text) {
-        free(q->id);
-        free(q->text);
-        return -1;
-    }
-    log->count++;
+    char *copy = strdup(line);
+    if (!copy) return -1;
+    copy[id_len] = '\0';
+    log->queries[log->count++] = (isn_logged_query){.id = copy, .text = copy + id_len + 1, .line = line_no};
     return 0;
 }
 
@@ -47,7 +42,7 @@ int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log 
             log->skipped++;
             continue;
         }
-        if (append(log, &cap, line, (size_t)(tab - line), tab + 1, line_no) != 0) {
+        if (append(log, &cap, line, (size_t)(tab - line), line_no) != 0) {
             rc = isn_error(err, err_len, "%s: out of memory after %zu queries", path, log->count);
             break;
         }
@@ -60,10 +55,7 @@ int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log 
 }
 
 void isn_query_log_free(isn_query_log *log) {
-    for (size_t i = 0; i < log->count; i++) {
-        free(log->queries[i].id);
-        free(log->queries[i].text);
-    }
+    for (size_t i = 0; i < log->count; i++) free(log->queries[i].id); /* the text shares its allocation */
     free(log->queries);
     memset(log, 0, sizeof *log);
 }

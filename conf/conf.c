@@ -264,35 +264,6 @@ static void format_number(key_type type, uint32_t field_value, char *out, size_t
     }
 }
 
-int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
-                             size_t err_len) {
-    const char *host_start = text, *host_end, *colon;
-    if (*text == '[') {
-        host_start = text + 1;
-        host_end = strchr(host_start, ']');
-        if (!host_end || host_end[1] != ':')
-            return isn_error(err, err_len, "bad address \"%s\": expected [IPV6]:PORT", text);
-        colon = host_end + 1;
-    } else {
-        colon = strrchr(text, ':');
-        if (!colon) return isn_error(err, err_len, "bad address \"%s\": expected HOST:PORT", text);
-        if (memchr(text, ':', (size_t)(colon - text)))
-            return isn_error(err, err_len, "bad address \"%s\": write an IPv6 host in brackets, [::1]:PORT", text);
-        host_end = colon;
-    }
-    size_t n = (size_t)(host_end - host_start);
-    if (n == 0) return isn_error(err, err_len, "bad address \"%s\": the host is empty", text);
-    if (n >= host_len) return isn_error(err, err_len, "bad address \"%s\": the host is too long", text);
-    uint64_t p;
-    const char *end;
-    if (parse_digits(colon + 1, &p, &end) < 0 || *end || p > 65535)
-        return isn_error(err, err_len, "bad address \"%s\": the port must be a number from 0 to 65535", text);
-    memcpy(host, host_start, n);
-    host[n] = '\0';
-    *port = (uint16_t)p;
-    return 0;
-}
-
 static int parse_bool(const char *text, bool *value) {
     static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
     for (int i = 0; i < 4; i++) {
@@ -331,7 +302,7 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
     case KEY_ADDR: {
         char host[256];
         uint16_t port;
-        if (isn_conf_parse_host_port(value, host, sizeof host, &port, err, err_len) < 0) return -1;
+        if (isn_parse_host_port(value, host, sizeof host, &port, err, err_len) < 0) return -1;
         if (strlen(value) >= ISN_CONF_ADDR_MAX) return isn_error(err, err_len, "address too long");
         strcpy((char *)field, value);
         return 0;
@@ -504,7 +475,7 @@ int isn_conf_load_file(isn_conf *conf, const char *path, char *err, size_t err_l
 int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
     char host[256], why[160];
     uint16_t port;
-    if (isn_conf_parse_host_port(conf->listen, host, sizeof host, &port, why, sizeof why) < 0)
+    if (isn_parse_host_port(conf->listen, host, sizeof host, &port, why, sizeof why) < 0)
         return isn_error(err, err_len, "server.listen: %s", why);
     if (!conf->index_path[0])
         return isn_error(err, err_len, "no index: set index.path in the configuration file or pass --index DIR");

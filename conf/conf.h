@@ -108,8 +108,6 @@ bool isn_conf_reloadable(const isn_conf *old_conf, const isn_conf *new_conf, cha
 int isn_conf_parse_duration_ms(const char *text, uint32_t *ms, char *err, size_t err_len);
 /* "4096", "64KiB", "4MiB", "1GiB" (also k/K/KB/M/MB/G/GB, all powers of 1024). */
 int isn_conf_parse_size(const char *text, uint64_t *bytes, char *err, size_t err_len);
-/* "HOST:PORT" or "[IPv6]:PORT"; host is copied without brackets. */
-int isn_conf_parse_host_port(const char *text, char *host, size_t host_len, uint16_t *port, char *err,
-                             size_t err_len);
+/* Addresses ("HOST:PORT", "[IPv6]:PORT") are parsed by base/'s isn_parse_host_port. */
 
 #endif

@@ -179,7 +179,7 @@ int server_start(isn_server *server, char *err, size_t err_len) {
         return -1;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {
-        server->stats = grpc_stats_server_new(loop, &stats_config, stats_page, server);
+        server->stats = grpc_stats_server_new(loop, &stats_config, &stats_pages, server);
         if (!server->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
         if (grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
                                      sizeof server->stats_address, err, err_len) < 0) {

@@ -10,11 +10,27 @@ static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
 
 static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
+    /* The families with one value each; those with labels follow. */
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } single_values[] = {
+        {"isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.", st->deque_depth},
+        {"isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).", st->degraded},
+        {"isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.", st->dropped_dead},
+        {"isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).", st->partial},
+        {"isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).", st->batch_jobs},
+        {"isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).", st->gpu_failures},
+        {"isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.", st->gpu_reruns},
+        {"isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.", st->prepare_depth},
+        {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},
+        {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},
+    };
+    for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
+        prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
     prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);
-    prom_family(out, "isn_scheduler_deque_depth", "gauge", "Jobs held in the CPU workers' own deques.");
-    buffer_printf(out, "isn_scheduler_deque_depth %u\n", st->deque_depth);
     prom_family(out, "isn_scheduler_routed_total", "counter", "Routing decisions: the queue each admitted job went to.");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_routed_total{queue=\"%s\"} %llu\n", QUEUE_NAMES[q],
@@ -54,33 +70,14 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
          "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
     buffer_printf(out, "isn_scheduler_shed_total{reason=\"queue_full\"} %llu\nisn_scheduler_shed_total{reason=\"overload\"} %llu\n",
                   (unsigned long long)st->shed_full, (unsigned long long)st->shed_overload);
-    prom_family(out, "isn_scheduler_degraded_total", "counter", "Jobs admitted degraded under overload (earlier stop).");
-    buffer_printf(out, "isn_scheduler_degraded_total %llu\n", (unsigned long long)st->degraded);
-    prom_family(out, "isn_scheduler_dropped_dead_total", "counter", "Jobs past their deadline when dequeued: not run.");
-    buffer_printf(out, "isn_scheduler_dropped_dead_total %llu\n", (unsigned long long)st->dropped_dead);
-    prom_family(out, "isn_scheduler_partial_total", "counter", "Jobs that stopped early with their best hits (complete=false).");
-    buffer_printf(out, "isn_scheduler_partial_total %llu\n", (unsigned long long)st->partial);
     prom_family(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
     for (int r = 0; r < ISN_FLUSH_REASONS; r++)
         buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
                       (unsigned long long)st->batch_flush[r]);
-    prom_family(out, "isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).");
-    buffer_printf(out, "isn_scheduler_batch_jobs_total %llu\n", (unsigned long long)st->batch_jobs);
-    prom_family(out, "isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).");
-    buffer_printf(out, "isn_scheduler_gpu_failures_total %llu\n", (unsigned long long)st->gpu_failures);
-    prom_family(out, "isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.");
-    buffer_printf(out, "isn_scheduler_gpu_reruns_total %llu\n", (unsigned long long)st->gpu_reruns);
     prom_family(out, "isn_scheduler_service_scale", "gauge",
          "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
-    prom_family(out, "isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.");
-    buffer_printf(out, "isn_scheduler_prepare_queue_depth %u\n", st->prepare_depth);
-    prom_family(out, "isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.");
-    buffer_printf(out, "isn_scheduler_prepared_total %llu\n", (unsigned long long)st->prepared);
-    prom_family(out, "isn_scheduler_refused_at_analysis_total", "counter",
-         "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).");
-    buffer_printf(out, "isn_scheduler_refused_at_analysis_total %llu\n", (unsigned long long)st->refused_prepare);
     prom_family(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
          "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
     buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);

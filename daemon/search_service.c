@@ -415,12 +415,17 @@ uint32_t search_service_running(const search_service *service) {
 
 uint32_t search_service_size(const search_service *service) { return service->num_threads; }
 
-void search_service_stop(search_service *service) {
-    if (!service) return;
-    isn_scheduler_stop(service->scheduler); /* saves the cost model, frees the devices it made */
+/* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
+static void close_gpu(search_service *service) {
     isn_gpu_close(service->backend);
     search_worker_free(service->gpu_packer);
     isn_gpu_l2_close(service->l2_gpu);
+}
+
+void search_service_stop(search_service *service) {
+    if (!service) return;
+    isn_scheduler_stop(service->scheduler); /* saves the cost model, frees the devices it made */
+    close_gpu(service);
     isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
     isn_searcher_free(service->planner);

@@ -91,6 +91,21 @@ static void fail_job(search_job *job, int status, const char *fmt, ...) {
 /* Norms for the corpus-wide average document length, so that BM25's length part matches an
  * unpartitioned index too. NULL when it equals this partition's (or memory is short: then the
  * partition's own average is used). */
+/* Frames the response into the job's reply buffer (kept across jobs) and marks the job answered. */
+static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
+    size_t size = isn__v1__search_response__get_packed_size(response);
+    job->reply.len = 0;
+    if (size > UINT32_MAX || !buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
+        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
+        return;
+    }
+    grpc_write_prefix(job->reply.data, (uint32_t)size);
+    isn__v1__search_response__pack(response, job->reply.data + GRPC_PREFIX_BYTES);
+    job->reply.len = GRPC_PREFIX_BYTES + size;
+    job->status = GRPC_STATUS_OK;
+    job->message[0] = '\0';
+}
+
 static const float *global_doc_norms(search_worker *w, double avg_doc_len) {
     const isn_index_info *info = isn_index_get_info(w->index);
     float avg = (float)avg_doc_len;
@@ -169,17 +184,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         debug.worker = w->id;
         response.debug = &debug;
     }
-    size_t size = isn__v1__search_response__get_packed_size(&response);
-    job->reply.len = 0;
-    if (size > UINT32_MAX || !buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
-        return;
-    }
-    grpc_write_prefix(job->reply.data, (uint32_t)size);
-    isn__v1__search_response__pack(&response, job->reply.data + GRPC_PREFIX_BYTES);
-    job->reply.len = GRPC_PREFIX_BYTES + size;
-    job->status = GRPC_STATUS_OK;
-    job->message[0] = '\0';
+    reply_ok(job, &response);
 }
 
 /* The ranker a request names, and its n1 (first-stage candidates): 0, or -1 with the job failed. */
@@ -420,15 +425,5 @@ void search_job_pack_simulated(search_job *job) {
     times.retrieval_us = job->retrieval_ns / 1000;
     times.total_us = job->total_ns / 1000;
     response.times = &times;
-    size_t size = isn__v1__search_response__get_packed_size(&response);
-    job->reply.len = 0;
-    if (!buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
-        return;
-    }
-    grpc_write_prefix(job->reply.data, (uint32_t)size);
-    isn__v1__search_response__pack(&response, job->reply.data + GRPC_PREFIX_BYTES);
-    job->reply.len = GRPC_PREFIX_BYTES + size;
-    job->status = GRPC_STATUS_OK;
-    job->message[0] = '\0';
+    reply_ok(job, &response);
 }

@@ -76,8 +76,8 @@ extern const grpc_server_handlers rpc_handlers;
 void rpc_on_completions(uv_async_t *async);
 
 /* ---- stats_pages.c */
-/* /metrics, /stats, /healthz, /readyz for the stats endpoint. */
-int stats_page(void *app, const char *path, byte_buffer *body, const char **content_type);
+/* What isnd shows on the stats endpoint's /metrics, /stats and /readyz. */
+extern const grpc_stats_pages stats_pages;
 
 /* ---- metrics_render.c */
 void metrics_render_prometheus(const isn_server *server, byte_buffer *out);

@@ -1,38 +1,25 @@
-/* isnd's pages on the stats endpoint (grpc/'s HTTP/1.1 server): /metrics, /stats, /healthz and
- * /readyz. */
-#include <stdio.h>
-#include <string.h>
-
+/* What isnd shows on the stats endpoint (grpc/'s HTTP/1.1 server, which dispatches the paths):
+ * Prometheus and JSON renderings of its metrics, and readiness. */
 #include "base/base.h"
 #include "daemon/server.h"
 
-static int text(byte_buffer *body, int code, const char *message) {
-    buffer_append(body, message, strlen(message));
-    return code;
+static void render_metrics(void *app, byte_buffer *body) { metrics_render_prometheus(app, body); }
+static void render_json(void *app, byte_buffer *body) { metrics_render_json(app, body); }
+
+static int readiness(void *app, byte_buffer *body) {
+    const isn_server *server = app;
+    char reason[300];
+    if (server_ready(server) && server->pool &&
+        search_service_gpu_state(server->pool, reason, sizeof reason) == SEARCH_SERVICE_GPU_DEGRADED) {
+        buffer_printf(body, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
+        return 200;
+    }
+    if (server_ready(server)) {
+        buffer_printf(body, "ready\n");
+        return 200;
+    }
+    buffer_printf(body, "%s", server->state == SERVER_STARTING ? "starting: index loading\n" : "draining\n");
+    return 503;
 }
 
-int stats_page(void *app, const char *path, byte_buffer *body, const char **content_type) {
-    const isn_server *server = app;
-    if (!strcmp(path, "/metrics")) {
-        metrics_render_prometheus(server, body);
-        *content_type = "text/plain; version=0.0.4; charset=utf-8";
-        return 200;
-    }
-    if (!strcmp(path, "/stats")) {
-        metrics_render_json(server, body);
-        *content_type = "application/json";
-        return 200;
-    }
-    if (!strcmp(path, "/healthz")) return text(body, 200, "ok\n");
-    if (!strcmp(path, "/readyz")) {
-        char reason[300];
-        if (server_ready(server) && server->pool &&
-            search_service_gpu_state(server->pool, reason, sizeof reason) == SEARCH_SERVICE_GPU_DEGRADED) {
-            buffer_printf(body, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
-            return 200;
-        }
-        if (server_ready(server)) return text(body, 200, "ready\n");
-        return text(body, 503, server->state == SERVER_STARTING ? "starting: index loading\n" : "draining\n");
-    }
-    return text(body, 404, "not found; try /metrics, /stats, /healthz or /readyz\n");
-}
+const grpc_stats_pages stats_pages = {render_metrics, render_json, readiness};

@@ -28,8 +28,7 @@ struct isn_grpc_call {
     size_t body_len, body_sent;
     bool leave_open;
     isn_grpc_result result;
-    uint8_t *raw; /* response body as received */
-    size_t raw_len, raw_cap;
+    byte_buffer raw; /* response body as received */
 };
 
 typedef struct client_watch client_watch;
@@ -66,19 +65,19 @@ static void call_finish(isn_grpc_call *call) {
     call_unlink(call);
     call->client = NULL;
     isn_grpc_result *r = &call->result;
-    r->body_len = call->raw_len;
-    if (call->raw_len >= GRPC_PREFIX_BYTES) {
-        size_t len = (size_t)call->raw[1] << 24 | (size_t)call->raw[2] << 16 | (size_t)call->raw[3] << 8 | call->raw[4];
-        if (len <= call->raw_len - GRPC_PREFIX_BYTES) {
+    const uint8_t *raw = call->raw.data;
+    r->body_len = call->raw.len;
+    if (call->raw.len >= GRPC_PREFIX_BYTES) {
+        size_t len = (size_t)raw[1] << 24 | (size_t)raw[2] << 16 | (size_t)raw[3] << 8 | raw[4];
+        if (len <= call->raw.len - GRPC_PREFIX_BYTES) {
             r->message = malloc(len ? len : 1);
             if (r->message) {
-                memcpy(r->message, call->raw + GRPC_PREFIX_BYTES, len);
+                memcpy(r->message, raw + GRPC_PREFIX_BYTES, len);
                 r->message_len = len;
             }
         }
     }
-    free(call->raw);
-    call->raw = NULL;
+    buffer_free(&call->raw);
     free(call->body);
     call->body = NULL;
 }
@@ -96,7 +95,7 @@ void isn_grpc_call_free(isn_grpc_call *call) {
         }
         call_unlink(call);
     }
-    free(call->raw);
+    buffer_free(&call->raw);
     free(call->body);
     free(call->result.message);
     free(call);
@@ -146,17 +145,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     (void)flags, (void)user_data;
     isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
-    if (call->raw_len + len > call->raw_cap) {
-        size_t cap = call->raw_cap ? call->raw_cap : 4096;
-        while (cap < call->raw_len + len) cap *= 2;
-        uint8_t *raw = realloc(call->raw, cap);
-        if (!raw) return NGHTTP2_ERR_CALLBACK_FAILURE;
-        call->raw = raw;
-        call->raw_cap = cap;
-    }
-    memcpy(call->raw + call->raw_len, data, len);
-    call->raw_len += len;
-    return 0;
+    /* Room for a typical reply at the first chunk, then doubling. */
+    if (!call->raw.cap && !buffer_reserve(&call->raw, 4096)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return buffer_append(&call->raw, data, len) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {

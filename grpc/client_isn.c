@@ -39,6 +39,30 @@ static int call_status(const isn_grpc_result *result, char *message, size_t mess
     return -1;
 }
 
+/* Waits up to `limit_ms` (-1: no limit) for the call to finish: the call, or NULL with err (the
+ * call freed; also NULL when `call` is, the start's err kept). */
+static isn_grpc_call *wait_finished(isn_grpc_client *client, isn_grpc_call *call, int limit_ms, char *err,
+                                    size_t err_len) {
+    if (call && isn_grpc_wait(client, call, limit_ms, err, err_len) < 0) {
+        isn_grpc_call_free(call);
+        return NULL;
+    }
+    return call;
+}
+
+/* Reads a finished call and frees it. A call that failed: NULL, its status in *status and why in
+ * `message`. One that answered OK: *status 0 and the reply unpacked as `type` (free it with
+ * protobuf_c_message_free_unpacked), or NULL when the reply does not parse as one. */
+static void *take_reply(isn_grpc_call *call, const ProtobufCMessageDescriptor *type, int *status, char *message,
+                        size_t message_len) {
+    const isn_grpc_result *result = isn_grpc_call_result(call);
+    *status = call_status(result, message, message_len);
+    ProtobufCMessage *reply = NULL;
+    if (*status == 0) reply = protobuf_c_message_unpack(type, NULL, result->message_len, result->message);
+    isn_grpc_call_free(call);
+    return reply;
+}
+
 /* ------------------------------------------------------------------ Search */
 
 isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
@@ -90,14 +114,9 @@ static void copy_text(char *out, size_t out_len, const char *in) { snprintf(out,
 
 int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len) {
     memset(reply, 0, sizeof *reply);
-    const isn_grpc_result *result = isn_grpc_call_result(call);
-    reply->status = call_status(result, reply->message, sizeof reply->message);
-    if (reply->status != 0) {
-        isn_grpc_call_free(call);
-        return 0;
-    }
-    Isn__V1__SearchResponse *response = isn__v1__search_response__unpack(NULL, result->message_len, result->message);
-    isn_grpc_call_free(call);
+    Isn__V1__SearchResponse *response =
+        take_reply(call, &isn__v1__search_response__descriptor, &reply->status, reply->message, sizeof reply->message);
+    if (reply->status != 0) return 0;
     if (!response) return isn_error(err, err_len, "the reply is not a valid isn.v1.SearchResponse");
     int rc = 0;
     reply->hits = calloc(response->n_hits ? response->n_hits : 1, sizeof *reply->hits);
@@ -141,14 +160,9 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
 int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *request, isn_grpc_search_reply *reply,
                     char *err, size_t err_len) {
     memset(reply, 0, sizeof *reply);
-    isn_grpc_call *call = isn_grpc_search_start(client, request, err, err_len);
-    if (!call) return -1;
     int limit = request->timeout_ms ? (int)request->timeout_ms + WAIT_SLACK_MS : -1;
-    if (isn_grpc_wait(client, call, limit, err, err_len) < 0) {
-        isn_grpc_call_free(call);
-        return -1;
-    }
-    return isn_grpc_search_finish(call, reply, err, err_len);
+    isn_grpc_call *call = wait_finished(client, isn_grpc_search_start(client, request, err, err_len), limit, err, err_len);
+    return call ? isn_grpc_search_finish(call, reply, err, err_len) : -1;
 }
 
 void isn_grpc_search_reply_free(isn_grpc_search_reply *reply) {
@@ -167,20 +181,13 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     message.n_terms = num_terms;
     message.terms = (char **)terms;
     message.analyze = analyze;
-    isn_grpc_call *call = start_message(client, "/isn.v1.Search/Info", &message.base, 0, err, err_len);
+    isn_grpc_call *call =
+        wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, err, err_len), -1, err,
+                      err_len);
     if (!call) return -1;
-    if (isn_grpc_wait(client, call, -1, err, err_len) < 0) {
-        isn_grpc_call_free(call);
-        return -1;
-    }
-    const isn_grpc_result *result = isn_grpc_call_result(call);
-    reply->status = call_status(result, reply->message, sizeof reply->message);
-    if (reply->status != 0) {
-        isn_grpc_call_free(call);
-        return 0;
-    }
-    Isn__V1__InfoResponse *response = isn__v1__info_response__unpack(NULL, result->message_len, result->message);
-    isn_grpc_call_free(call);
+    Isn__V1__InfoResponse *response =
+        take_reply(call, &isn__v1__info_response__descriptor, &reply->status, reply->message, sizeof reply->message);
+    if (reply->status != 0) return 0;
     if (!response) return isn_error(err, err_len, "the reply is not a valid isn.v1.InfoResponse");
     reply->partition_id = response->partition_id;
     reply->num_docs = response->num_docs;
@@ -192,11 +199,11 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     reply->avg_doc_len = response->avg_doc_len;
     reply->bm25_k1 = response->bm25_k1;
     reply->bm25_b = response->bm25_b;
+    copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
     if (response->analyzer) {
         reply->stem = response->analyzer->stem;
         reply->stopwords = response->analyzer->stopwords;
     }
-    copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
     int rc = 0;
     if (response->n_terms) {
         reply->terms = calloc(response->n_terms, sizeof *reply->terms);
@@ -230,28 +237,21 @@ void isn_grpc_info_reply_free(isn_grpc_info_reply *reply) {
 int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *serving, char *err, size_t err_len) {
     Grpc__Health__V1__HealthCheckRequest message = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     message.service = (char *)(service ? service : "");
-    isn_grpc_call *call = start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, err, err_len);
+    isn_grpc_call *call = wait_finished(
+        client, start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, err, err_len), -1, err, err_len);
     if (!call) return -1;
-    if (isn_grpc_wait(client, call, -1, err, err_len) < 0) {
-        isn_grpc_call_free(call);
-        return -1;
-    }
-    const isn_grpc_result *result = isn_grpc_call_result(call);
     char why[512];
-    int status = call_status(result, why, sizeof why);
+    int status;
+    Grpc__Health__V1__HealthCheckResponse *response =
+        take_reply(call, &grpc__health__v1__health_check_response__descriptor, &status, why, sizeof why);
     *serving = 0;
-    if (status == 0) {
-        Grpc__Health__V1__HealthCheckResponse *response =
-            grpc__health__v1__health_check_response__unpack(NULL, result->message_len, result->message);
-        if (response) {
-            *serving = response->status;
-            grpc__health__v1__health_check_response__free_unpacked(response, NULL);
-        } else {
-            status = -1;
-            snprintf(why, sizeof why, "the reply is not a valid HealthCheckResponse");
-        }
+    if (response) {
+        *serving = response->status;
+        grpc__health__v1__health_check_response__free_unpacked(response, NULL);
+    } else if (status == 0) {
+        status = -1;
+        snprintf(why, sizeof why, "the reply is not a valid HealthCheckResponse");
     }
-    isn_grpc_call_free(call);
     if (status != 0) isn_error(err, err_len, "%s", why);
     return status;
 }

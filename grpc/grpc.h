@@ -220,13 +220,18 @@ void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap);
 
 /* ================================================================== stats endpoint */
 /* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
- * for Prometheus, curl and load balancers. The program's handler answers each path. */
+ * for Prometheus, curl and load balancers. It answers the four pages every server shows: /metrics
+ * (Prometheus text), /stats (JSON), /healthz ("ok" while the process runs) and /readyz; the
+ * program fills in what only it knows. Any other path is a 404. */
 
 typedef struct grpc_stats_server grpc_stats_server;
 
-/* Fills `body` for `path` (query string removed), sets *content_type when not plain text, and
- * returns the HTTP status (200, 404, 503...). */
-typedef int (*grpc_stats_handler)(void *app, const char *path, byte_buffer *body, const char **content_type);
+typedef struct {
+    void (*render_metrics)(void *app, byte_buffer *body); /* Prometheus text format */
+    void (*render_json)(void *app, byte_buffer *body);
+    /* Writes a one-line reason into `body` and returns 200 (ready) or 503 (not ready). */
+    int (*readiness)(void *app, byte_buffer *body);
+} grpc_stats_pages;
 
 typedef struct {
     const char *server_name;   /* the Server header: "isnd/0.1.0" */
@@ -241,8 +246,8 @@ typedef struct {
     uint64_t connections_timed_out;
 } grpc_stats_counters;
 
-grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config, grpc_stats_handler handler,
-                                         void *app);
+grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,
+                                         const grpc_stats_pages *pages, void *app);
 int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
                              char *err, size_t err_len);
 void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_config *config);

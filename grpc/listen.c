@@ -70,6 +70,33 @@ void connection_limit_release(grpc_connection_limit *limit) {
     if (limit && limit->open) limit->open--;
 }
 
+void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open) {
+    conn->prev = NULL;
+    conn->next = *list;
+    if (*list) (*list)->prev = conn;
+    *list = conn;
+    (*open)++;
+}
+
+void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, grpc_connection_limit *limit) {
+    if (conn->prev) conn->prev->next = conn->next;
+    else *list = conn->next;
+    if (conn->next) conn->next->prev = conn->prev;
+    (*open)--;
+    connection_limit_release(limit);
+}
+
+void conn_list_sweep(conn_links *list, uint32_t header_timeout_ms, uint32_t idle_timeout_ms, conn_sweep_cb check,
+                     void *owner) {
+    uint64_t now = isn_now_ns();
+    uint64_t header_ns = (uint64_t)header_timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)idle_timeout_ms * 1000000ull;
+    for (conn_links *conn = list, *next; conn; conn = next) {
+        next = conn->next; /* `check` may close it (the links go when the close completes) */
+        check(conn, now, header_ns, idle_ns, owner);
+    }
+}
+
 static uint64_t sweep_period_ms(uint32_t header_timeout_ms, uint32_t idle_timeout_ms) {
     uint64_t shortest = header_timeout_ms < idle_timeout_ms ? header_timeout_ms : idle_timeout_ms;
     uint64_t period = shortest / 4;

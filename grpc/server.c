@@ -49,7 +49,7 @@ void grpc_server_stop_accepting(grpc_server *server) {
 
 void grpc_server_goaway_all(grpc_server *server) {
     server->goaway = true;
-    for (grpc_conn *conn = server->conns; conn; conn = conn->next) grpc_conn_goaway(conn);
+    for (conn_links *links = server->conns; links; links = links->next) grpc_conn_goaway((grpc_conn *)links);
 }
 
 void grpc_server_drain(grpc_server *server) {
@@ -64,7 +64,8 @@ void grpc_server_check_drained(grpc_server *server) {
     if (server->counters.open_calls > 0) return;
     /* Nothing left to answer: let each connection finish writing, then go. */
     bool writing = false;
-    for (grpc_conn *conn = server->conns; conn; conn = conn->next) {
+    for (conn_links *links = server->conns; links; links = links->next) {
+        grpc_conn *conn = (grpc_conn *)links;
         if (conn->closing) continue;
         grpc_conn_close_when_flushed(conn);
         writing = true;
@@ -75,7 +76,8 @@ void grpc_server_check_drained(grpc_server *server) {
 }
 
 void grpc_server_fail_waiting(grpc_server *server, int status, const char *message) {
-    for (grpc_conn *conn = server->conns; conn; conn = conn->next) {
+    for (conn_links *links = server->conns; links; links = links->next) {
+        grpc_conn *conn = (grpc_conn *)links;
         if (conn->closing) continue;
         for (grpc_call *call = conn->calls; call; call = call->next)
             if (!call->responded && !call->held) grpc_call_fail(call, status, "%s", message);
@@ -90,7 +92,7 @@ static void close_if_open(uv_handle_t *handle) {
 void grpc_server_close(grpc_server *server) {
     if (server->closing) return;
     server->closing = true;
-    for (grpc_conn *conn = server->conns; conn; conn = conn->next) grpc_conn_close(conn);
+    for (conn_links *links = server->conns; links; links = links->next) grpc_conn_close((grpc_conn *)links);
     grpc_server_stop_accepting(server);
     close_if_open((uv_handle_t *)&server->flush_check);
     close_if_open((uv_handle_t *)&server->sweep_timer);

@@ -21,11 +21,7 @@ static void conn_flush(grpc_conn *conn);
 static void on_closed(uv_handle_t *handle) {
     grpc_conn *conn = handle->data;
     grpc_server *server = conn->server;
-    if (conn->prev) conn->prev->next = conn->next;
-    else server->conns = conn->next;
-    if (conn->next) conn->next->prev = conn->prev;
-    server->counters.connections--;
-    connection_limit_release(server->config.limit);
+    conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->pending);
     buffer_free(&conn->sending);
     free(conn);
@@ -198,10 +194,7 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
     peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
     uv_tcp_nodelay(&conn->tcp, 1);
 
-    conn->next = server->conns;
-    if (server->conns) server->conns->prev = conn;
-    server->conns = conn;
-    server->counters.connections++;
+    conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     server->counters.connections_accepted++;
 
     if (grpc_session_new(conn) != 0) {
@@ -218,31 +211,30 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
 
 /* ------------------------------------------------------------------ timeouts */
 
+static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
+    grpc_conn *conn = (grpc_conn *)links;
+    if (conn->closing) return;
+    grpc_server *server = owner;
+    if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
+        log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
+        server->counters.connections_timed_out++;
+        grpc_conn_close(conn);
+        return;
+    }
+    for (grpc_call *call = conn->calls; call; call = call->next) {
+        if (call->request_complete || call->responded || now - call->opened_ns <= header_ns) continue;
+        grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                       "request not received in full within header_timeout (%u ms)", server->config.header_timeout_ms);
+    }
+    if (conn->num_calls == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
+        log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
+        server->counters.connections_timed_out++;
+        grpc_conn_goaway(conn);
+        grpc_conn_close_when_flushed(conn);
+    }
+}
+
 void grpc_sweep(uv_timer_t *timer) {
     grpc_server *server = timer->data;
-    uint64_t now = isn_now_ns();
-    uint64_t header_ns = (uint64_t)server->config.header_timeout_ms * 1000000ull;
-    uint64_t idle_ns = (uint64_t)server->config.idle_timeout_ms * 1000000ull;
-    for (grpc_conn *conn = server->conns, *next; conn; conn = next) {
-        next = conn->next;
-        if (conn->closing) continue;
-        if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
-            log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
-            server->counters.connections_timed_out++;
-            grpc_conn_close(conn);
-            continue;
-        }
-        for (grpc_call *call = conn->calls; call; call = call->next) {
-            if (call->request_complete || call->responded || now - call->opened_ns <= header_ns) continue;
-            grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED,
-                           "request not received in full within header_timeout (%u ms)",
-                           server->config.header_timeout_ms);
-        }
-        if (conn->num_calls == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
-            log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
-            server->counters.connections_timed_out++;
-            grpc_conn_goaway(conn);
-            grpc_conn_close_when_flushed(conn);
-        }
-    }
+    conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
 }

@@ -16,6 +16,13 @@
 
 typedef struct grpc_conn grpc_conn;
 
+/* What puts an open connection, gRPC or stats, on its server's list. It is the first member of both
+ * connection structs, so a list walk casts its links to the connection. */
+typedef struct conn_links conn_links;
+struct conn_links {
+    conn_links *prev, *next;
+};
+
 #define CALL_INLINE_BODY 1024
 #define CALL_PATH_MAX 96
 
@@ -45,9 +52,9 @@ struct grpc_call {
 };
 
 struct grpc_conn {
+    conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
     grpc_server *server;
-    grpc_conn *prev, *next;
     grpc_conn *next_dirty;
     nghttp2_session *session;
     grpc_call *calls;
@@ -79,7 +86,7 @@ struct grpc_server {
     bool drained;   /* on_drained called */
     uv_check_t flush_check;
     uv_timer_t sweep_timer;
-    grpc_conn *conns;
+    conn_links *conns;
     grpc_conn *dirty;
     grpc_call *free_calls;
     uint32_t num_free_calls;
@@ -97,6 +104,15 @@ int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_por
  * freed. */
 int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner);
 void connection_limit_release(grpc_connection_limit *limit);
+/* Lists an accepted connection first and counts it in *open. */
+void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open);
+/* Takes a closed connection off the list and the count, and gives its place under `limit` back. */
+void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, grpc_connection_limit *limit);
+/* What a sweep does to one connection, given the time now and the timeouts in ns; it may close it. */
+typedef void (*conn_sweep_cb)(conn_links *conn, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner);
+/* Calls `check` on each listed connection (from the sweep timer). */
+void conn_list_sweep(conn_links *list, uint32_t header_timeout_ms, uint32_t idle_timeout_ms, conn_sweep_cb check,
+                     void *owner);
 /* The timer that closes slow and idle connections: every quarter of the shorter timeout (10 ms ..
  * 1 s), not keeping the loop alive. _set_timeouts after a reload. */
 void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_cb on_sweep, uint32_t header_timeout_ms,

@@ -1,6 +1,6 @@
 /* The stats endpoint: a deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, no bodies)
- * for Prometheus, curl and load balancers; the program's handler answers each path (isnd and
- * isn-agg serve /metrics, /stats, /healthz, /readyz). */
+ * for Prometheus, curl and load balancers. The pages are the same for isnd and isn-agg (/metrics,
+ * /stats, /healthz, /readyz); each program renders their contents. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +14,9 @@
 typedef struct stats_conn stats_conn;
 
 struct stats_conn {
+    conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
     grpc_stats_server *server;
-    stats_conn *prev, *next;
     uv_write_t write_req;
     byte_buffer out;
     bool writing;
@@ -33,13 +33,13 @@ struct grpc_stats_server {
     uv_loop_t *loop;
     grpc_stats_config config;
     char server_name[64];
-    grpc_stats_handler handler;
+    grpc_stats_pages pages;
     void *app;
     uv_tcp_t listener;
     bool listening;
     bool closing;
     uv_timer_t sweep_timer;
-    stats_conn *conns;
+    conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
     grpc_stats_counters counters;
 };
@@ -47,11 +47,7 @@ struct grpc_stats_server {
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
     grpc_stats_server *server = conn->server;
-    if (conn->prev) conn->prev->next = conn->next;
-    else server->conns = conn->next;
-    if (conn->next) conn->next->prev = conn->prev;
-    server->counters.connections--;
-    connection_limit_release(server->config.limit);
+    conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->out);
     free(conn);
 }
@@ -141,6 +137,30 @@ static const char *reason_phrase(int code) {
     }
 }
 
+/* Fills `body` for `path` and returns the HTTP status. */
+static int render_page(const grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
+    if (!strcmp(path, "/metrics")) {
+        server->pages.render_metrics(server->app, body);
+        *content_type = "text/plain; version=0.0.4; charset=utf-8";
+        return 200;
+    }
+    if (!strcmp(path, "/stats")) {
+        server->pages.render_json(server->app, body);
+        *content_type = "application/json";
+        return 200;
+    }
+    const char *text = "not found; try /metrics, /stats, /healthz or /readyz\n";
+    int code = 404;
+    if (!strcmp(path, "/healthz")) {
+        text = "ok\n";
+        code = 200;
+    } else if (!strcmp(path, "/readyz")) {
+        return server->pages.readiness(server->app, body);
+    }
+    buffer_append(body, text, strlen(text));
+    return code;
+}
+
 static void handle_request(stats_conn *conn, char *head) {
     grpc_stats_server *server = conn->server;
     server->counters.requests++;
@@ -172,7 +192,7 @@ static void handle_request(stats_conn *conn, char *head) {
     byte_buffer *body = &server->body;
     body->len = 0;
     const char *content_type = "text/plain; charset=utf-8";
-    int code = server->handler(server->app, target, body, &content_type);
+    int code = render_page(server, target, body, &content_type);
     respond(conn, code, reason_phrase(code), content_type, body, head_only);
     buffer_clear(body, 1 << 20);
 }
@@ -232,37 +252,33 @@ static void on_connection(uv_stream_t *listener, int status) {
     conn->server = server;
     if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0) return;
     conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
-    conn->next = server->conns;
-    if (server->conns) server->conns->prev = conn;
-    server->conns = conn;
-    server->counters.connections++;
+    conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}
+
+static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
+    stats_conn *conn = (stats_conn *)links;
+    if (conn->closing || conn->writing) return;
+    bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
+    if (slow || now - conn->last_activity_ns > idle_ns) {
+        ((grpc_stats_server *)owner)->counters.connections_timed_out++;
+        stats_conn_close(conn);
+    }
 }
 
 static void on_sweep(uv_timer_t *timer) {
     grpc_stats_server *server = timer->data;
-    uint64_t now = isn_now_ns();
-    uint64_t header_ns = (uint64_t)server->config.header_timeout_ms * 1000000ull;
-    uint64_t idle_ns = (uint64_t)server->config.idle_timeout_ms * 1000000ull;
-    for (stats_conn *conn = server->conns, *next; conn; conn = next) {
-        next = conn->next;
-        if (conn->closing || conn->writing) continue;
-        bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
-        if (slow || now - conn->last_activity_ns > idle_ns) {
-            server->counters.connections_timed_out++;
-            stats_conn_close(conn);
-        }
-    }
+    conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
 }
 
 /* ------------------------------------------------------------------ the server */
 
-grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config, grpc_stats_handler handler,
-                                         void *app) {
+grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,
+                                         const grpc_stats_pages *pages, void *app) {
     grpc_stats_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
-    server->handler = handler;
+    server->pages = *pages;
     server->app = app;
     grpc_stats_server_reconfigure(server, config);
     sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);
@@ -288,7 +304,7 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
 void grpc_stats_server_close(grpc_stats_server *server) {
     if (server->closing) return;
     server->closing = true;
-    for (stats_conn *conn = server->conns; conn; conn = conn->next) stats_conn_close(conn);
+    for (conn_links *links = server->conns; links; links = links->next) stats_conn_close((stats_conn *)links);
     if (server->listening) uv_close((uv_handle_t *)&server->listener, NULL);
     server->listening = false;
     if (!uv_is_closing((uv_handle_t *)&server->sweep_timer)) uv_close((uv_handle_t *)&server->sweep_timer, NULL);

@@ -346,5 +346,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kill_partition_gives_partial_answers),
         cmocka_unit_test(test_restarted_replica_is_probed_back),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests_name("cluster", tests, setup, teardown);
 }

@@ -18,6 +18,29 @@ static harness h;
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
 
+/* A plain TCP connection to the gRPC port, for bytes no client library would send. */
+static int connect_raw(void) {
+    int fd = harness_connect(h.grpc_port);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* A new gRPC connection to the daemon under test. */
+static isn_grpc_client *connect_client(void) {
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    if (!client) fail_msg("cannot connect: %s", err);
+    return client;
+}
+
+/* The connection still answers a health check after what it went through; then closed. */
+static void assert_healthy_then_close(isn_grpc_client *client) {
+    char err[256];
+    int serving;
+    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
+    isn_grpc_close(client);
+}
+
 /* A fresh connection still gets Search answers. */
 static void assert_still_serving(void) {
     char err[256];
@@ -41,8 +64,7 @@ static void assert_closed_by_server(int fd, int timeout_ms, const char *what) {
 
 static void test_random_bytes(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     uint8_t junk[65536];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)harness_random(256);
     send(fd, junk, sizeof junk, MSG_NOSIGNAL);
@@ -52,8 +74,7 @@ static void test_random_bytes(void **state) {
 
 static void test_truncated_preface(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     assert_int_equal(send(fd, PREFACE, 10, MSG_NOSIGNAL), 10);
     int64_t start = harness_now_ms();
     assert_closed_by_server(fd, 5000, "truncated preface"); /* header_timeout is 500 ms */
@@ -66,8 +87,7 @@ static void test_truncated_preface(void **state) {
 
 static void test_protocol_error_after_preface(void **state) {
     (void)state;
-    int fd = harness_connect(h.grpc_port);
-    assert_true(fd >= 0);
+    int fd = connect_raw();
     uint8_t bytes[PREFACE_LEN + 9 + 9 + 4];
     memcpy(bytes, PREFACE, PREFACE_LEN);
     const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};                /* empty SETTINGS */
@@ -131,8 +151,7 @@ static isn_grpc_result call_and_wait(isn_grpc_client *client, const isn_grpc_req
 static void test_half_request_then_stall(void **state) {
     (void)state;
     char err[256];
-    isn_grpc_client *staller = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(staller);
+    isn_grpc_client *staller = connect_client();
     /* a prefix announcing 100 bytes, 10 of them, then nothing: answered DEADLINE_EXCEEDED at header_timeout */
     uint8_t half[15] = {0, 0, 0, 0, 100};
     isn_grpc_call *stalled = isn_grpc_start(
@@ -153,16 +172,12 @@ static void test_half_request_then_stall(void **state) {
     isn_grpc_call_free(stalled);
     isn_grpc_call_free(headers_only);
     /* the same connection still works */
-    int serving;
-    assert_int_equal(isn_grpc_health_check(staller, "", &serving, err, sizeof err), 0);
-    isn_grpc_close(staller);
+    assert_healthy_then_close(staller);
 }
 
 static void test_oversized_and_invalid_messages(void **state) {
     (void)state;
-    char err[256];
-    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(client);
+    isn_grpc_client *client = connect_client();
     size_t big = 5u << 20;
     uint8_t *body = malloc(big);
     memset(body, 0x41, big);
@@ -184,17 +199,14 @@ static void test_oversized_and_invalid_messages(void **state) {
         if (r.grpc_status != 0 && r.grpc_status != 3) fail_msg("random message: status %d (%s)", r.grpc_status, r.grpc_message);
     }
     free(body);
-    int serving;
-    assert_int_equal(isn_grpc_health_check(client, "", &serving, err, sizeof err), 0);
-    isn_grpc_close(client);
+    assert_healthy_then_close(client);
 }
 
 static void test_thousand_streams_on_one_connection(void **state) {
     (void)state;
     enum { N = 1000 };
     char err[256];
-    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
-    assert_non_null(client);
+    isn_grpc_client *client = connect_client();
     static isn_grpc_call *calls[N];
     static const char *const queries[] = {"wind", "tunnel flow", "search engine", "t3 t4", "running"};
     for (int i = 0; i < N; i++) {
@@ -275,8 +287,14 @@ static void test_memory_returns_to_baseline(void **state) {
     assert_true(heap_more <= heap_first + 1024 * 1024);
 }
 
+static int teardown(void **state) {
+    (void)state;
+    return harness_finish(&h, NULL, NULL, NULL);
+}
+
 static int setup(void **state) {
     (void)state;
+    harness_prepare(&h, 2000);
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 4096) {
         limit.rlim_cur = limit.rlim_max < 4096 ? limit.rlim_max : 4096;
@@ -288,21 +306,7 @@ static int setup(void **state) {
     return harness_start(&h, NULL, extra);
 }
 
-static int teardown(void **state) {
-    (void)state;
-    int status = harness_stop(&h);
-    if (status != 0) {
-        fprintf(stderr, "isnd exit status %d after SIGTERM (expected 0)\n", status);
-        harness_dump_log(&h);
-    }
-    harness_cleanup(&h);
-    return status == 0 ? 0 : -1;
-}
-
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
-    harness_build_index(&h, 2000);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_bytes),
         cmocka_unit_test(test_truncated_preface),
@@ -314,5 +318,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stats_port_junk),
         cmocka_unit_test(test_memory_returns_to_baseline),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests_name("isnd_abuse", tests, setup, teardown);
 }

@@ -28,17 +28,14 @@ static const char *const QUERIES[] = {
 #define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
 
 static uint32_t offline_search(const char *text, uint32_t k, isn_mode mode, isn_hit *out) {
-    isn_query q;
-    char err[ISN_ERR_LEN];
-    assert_int_equal(isn_query_parse(offline, text, strlen(text), &q, err, sizeof err), 0);
     isn_search_options o;
     isn_search_options_default(&o);
     o.k = k;
     o.mode = mode;
     if (mode == ISN_MODE_AND) o.algo = ISN_ALGO_AUTO;
+    isn_query q;
     uint32_t n;
-    isn_search_stats st;
-    if (isn_search(offline, &q, &o, out, &n, &st, err, sizeof err) != 0) fail_msg("offline: %s", err);
+    if (harness_offline_search(offline, text, &o, &q, out, &n) != 0) fail_msg("offline search failed");
     return n;
 }
 
@@ -157,39 +154,22 @@ static void test_crossover_learns(void **state) {
 
 /* ------------------------------------------------------------------ setup */
 
+static int teardown(void **state) {
+    (void)state;
+    return harness_finish(&h, client, offline_index, offline);
+}
+
 static int setup(void **state) {
     (void)state;
-    harness_build_index(&h, NUM_DOCS);
-    char err[ISN_ERR_LEN];
-    if (!(offline_index = isn_index_open(h.index_dir, err, sizeof err))) {
-        fprintf(stderr, "open: %s\n", err);
-        return -1;
-    }
-    offline = isn_searcher_new(offline_index);
+    harness_prepare(&h, NUM_DOCS);
+    if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", NULL};
-    if (harness_start(&h, NULL, extra) != 0) return -1;
-    if (!harness_log_has(&h, "gpu: ")) {
-        harness_dump_log(&h);
-        return -1;
-    }
-    client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    client = harness_start_connected(&h, extra, "gpu: ");
     return client ? 0 : -1;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    if (client) isn_grpc_close(client);
-    int rc = harness_stop(&h);
-    isn_searcher_free(offline);
-    isn_index_close(offline_index);
-    harness_cleanup(&h);
-    return rc == 0 ? 0 : -1;
-}
-
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
+int main(void) {
     const struct CMUnitTest crossover[] = {
         cmocka_unit_test(test_crossover_start),
         cmocka_unit_test(test_crossover_learns),

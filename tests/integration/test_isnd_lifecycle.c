@@ -26,19 +26,12 @@ static int run_isnd(const char *args, char *output, size_t cap) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_check_config(void **state) {
     (void)state;
     char path[1024], text[2048], args[3000], out[8192];
     snprintf(path, sizeof path, "%s/good.conf", h.work_dir);
     snprintf(text, sizeof text, "[server]\nlisten = 127.0.0.1:0\n[index]\npath = %s\n[search]\nworkers = 2\n", h.index_dir);
-    write_file(path, text);
+    assert_int_equal(harness_write_file(path, text), 0);
     snprintf(args, sizeof args, "--config %s --check-config", path);
     assert_int_equal(run_isnd(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "configuration OK"));
@@ -47,7 +40,7 @@ static void test_check_config(void **state) {
     assert_int_equal(run_isnd(args, out, sizeof out), 0);
 
     snprintf(path, sizeof path, "%s/bad.conf", h.work_dir);
-    write_file(path, "[server]\nlisten = 127.0.0.1:0\nmax_connection = 5\n[search]\nmax_k = lots\n");
+    assert_int_equal(harness_write_file(path, "[server]\nlisten = 127.0.0.1:0\nmax_connection = 5\n[search]\nmax_k = lots\n"), 0);
     snprintf(args, sizeof args, "--config %s --check-config", path);
     assert_int_equal(run_isnd(args, out, sizeof out), 2);
     char expect[1200];
@@ -266,24 +259,24 @@ static void test_sighup_reload(void **state) {
     (void)state;
     char path[1024], arg[1024];
     snprintf(path, sizeof path, "%s/reload.conf", h.work_dir);
-    write_file(path, "[search]\nmax_k = 100\n");
+    assert_int_equal(harness_write_file(path, "[search]\nmax_k = 100\n"), 0);
     snprintf(arg, sizeof arg, "%s", path);
     const char *extra[] = {"--config", arg, NULL};
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     assert_int_equal(search_status_for_k(50), 0);
-    write_file(path, "[search]\nmax_k = 20\n[log]\nlevel = debug\n");
+    assert_int_equal(harness_write_file(path, "[search]\nmax_k = 20\n[log]\nlevel = debug\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("configuration reloaded");
     assert_int_equal(search_status_for_k(50), 3);
     assert_int_equal(search_status_for_k(20), 0);
 
     /* (--listen on the command line would win over the file anyway: flags are re-applied) */
-    write_file(path, "[server]\nmax_concurrent_streams = 10\n[search]\nmax_k = 1000\n");
+    assert_int_equal(harness_write_file(path, "[server]\nmax_concurrent_streams = 10\n[search]\nmax_k = 1000\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("server.max_concurrent_streams changed, which needs a restart");
     assert_int_equal(search_status_for_k(50), 3); /* nothing of that reload applied */
 
-    write_file(path, "[search]\nmax_k = nope\n");
+    assert_int_equal(harness_write_file(path, "[search]\nmax_k = nope\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("\"nope\" is not a non-negative integer"); /* the line above also says "not reloaded" */
     assert_int_equal(search_status_for_k(20), 0);
@@ -346,16 +339,19 @@ static void test_systemd_unit_verifies(void **state) {
     if (system(cmd) != 0) fail_msg("systemd-analyze verify reported problems in systemd/isnd.service");
 }
 
+static int setup(void **state) {
+    (void)state;
+    harness_prepare(&h, 1000);
+    return 0;
+}
+
 static int teardown(void **state) {
     (void)state;
     harness_cleanup(&h);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
-    harness_build_index(&h, 1000);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_drain_loses_nothing),
@@ -366,5 +362,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sd_notify),
         cmocka_unit_test(test_systemd_unit_verifies),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests_name("isnd_lifecycle", tests, setup, teardown);
 }

@@ -67,16 +67,14 @@ static isn_ranker *load_offline_ranker(void) {
 
 static void offline_rerank(const isn_ranker *r, const char *text, uint32_t k, uint32_t n1, isn_l2_hit *out,
                            uint32_t *m) {
-    isn_query q;
-    char err[ISN_ERR_LEN];
-    assert_int_equal(isn_query_parse(offline, text, strlen(text), &q, err, sizeof err), 0);
     isn_search_options o;
     isn_search_options_default(&o);
     o.k = n1 > k ? n1 : k;
     isn_hit *hits = malloc(o.k * sizeof *hits);
+    isn_query q;
     uint32_t n;
-    isn_search_stats st;
-    assert_int_equal(isn_search(offline, &q, &o, hits, &n, &st, err, sizeof err), 0);
+    assert_int_equal(harness_offline_search(offline, text, &o, &q, hits, &n), 0);
+    char err[ISN_ERR_LEN];
     if (isn_rerank(offline_l2, r, &q, 0, hits, n, k, NULL, NULL, out, m, err, sizeof err) != 0) fail_msg("offline: %s", err);
     free(hits);
 }
@@ -258,48 +256,31 @@ static void test_bad_file_at_start(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    harness_build_index(&h, NUM_DOCS);
+    harness_prepare(&h, NUM_DOCS);
     snprintf(ranker_dir, sizeof ranker_dir, "%s/rankers", h.work_dir);
     if (mkdir(ranker_dir, 0755) != 0) return -1;
     snprintf(model_path, sizeof model_path, "%s/model.txt", ranker_dir);
     snprintf(ranker_path, sizeof ranker_path, "%s/lgb.ranker", ranker_dir);
     write_model("0.5 -0.25");
     write_ranker(ranker_path, "lgb", "title.tf_sum");
-    char err[ISN_ERR_LEN];
-    if (!(offline_index = isn_index_open(h.index_dir, err, sizeof err))) {
-        fprintf(stderr, "open: %s\n", err);
-        return -1;
-    }
-    offline = isn_searcher_new(offline_index);
+    if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     offline_l2 = isn_l2_workspace_new(offline_index);
     static char dir_option[700], n1_option[64], max_option[64];
     snprintf(dir_option, sizeof dir_option, "rerank.ranker_dir=%s", ranker_dir);
     snprintf(n1_option, sizeof n1_option, "rerank.default_n1=%d", DEFAULT_N1);
     snprintf(max_option, sizeof max_option, "rerank.max_n1=%d", MAX_N1);
     const char *extra[] = {"--set", dir_option, "--set", n1_option, "--set", max_option, NULL};
-    if (harness_start(&h, NULL, extra) != 0) return -1;
-    if (!harness_log_has(&h, "ranker lgb loaded from")) {
-        harness_dump_log(&h);
-        return -1;
-    }
-    client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    client = harness_start_connected(&h, extra, "ranker lgb loaded from");
     return client ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    if (client) isn_grpc_close(client);
-    int rc = harness_stop(&h);
     isn_l2_workspace_free(offline_l2);
-    isn_searcher_free(offline);
-    isn_index_close(offline_index);
-    harness_cleanup(&h);
-    return rc == 0 ? 0 : -1;
+    return harness_finish(&h, client, offline_index, offline);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    harness_init(&h, argv[0]);
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rerank_equals_offline),
         cmocka_unit_test(test_rerank_equals_isn_query),

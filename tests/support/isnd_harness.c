@@ -341,3 +341,76 @@ long long harness_stat(const harness *h, const char *field) {
     const char *p = strstr(buf, needle);
     return p ? atoll(p + strlen(needle)) : -1;
 }
+
+void harness_prepare(harness *h, uint32_t num_docs) {
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len < 0) {
+        perror("readlink /proc/self/exe");
+        exit(1);
+    }
+    self[len] = '\0';
+    harness_init(h, self);
+    harness_build_index(h, num_docs);
+}
+
+int harness_open_offline(const harness *h, isn_index **index, isn_searcher **searcher) {
+    char err[ISN_ERR_LEN];
+    if (!(*index = isn_index_open(h->index_dir, err, sizeof err))) {
+        fprintf(stderr, "open: %s\n", err);
+        return -1;
+    }
+    *searcher = isn_searcher_new(*index);
+    return 0;
+}
+
+int harness_offline_search(isn_searcher *searcher, const char *text, const isn_search_options *options,
+                           isn_query *query, isn_hit *hits, uint32_t *num_hits) {
+    char err[ISN_ERR_LEN];
+    isn_search_stats stats;
+    if (isn_query_parse(searcher, text, strlen(text), query, err, sizeof err) != 0 ||
+        isn_search(searcher, query, options, hits, num_hits, &stats, err, sizeof err) != 0) {
+        fprintf(stderr, "offline search for \"%s\": %s\n", text, err);
+        return -1;
+    }
+    return 0;
+}
+
+isn_grpc_client *harness_start_connected(harness *h, const char *const *extra, const char *log_needle) {
+    if (harness_start(h, NULL, extra) != 0) return NULL;
+    if (log_needle && !harness_log_has(h, log_needle)) {
+        harness_dump_log(h);
+        return NULL;
+    }
+    char err[ISN_ERR_LEN];
+    isn_grpc_client *client = isn_grpc_connect(h->grpc_address, 5000, err, sizeof err);
+    if (!client) fprintf(stderr, "connect to %s: %s\n", h->grpc_address, err);
+    return client;
+}
+
+int harness_stop_checked(harness *h) {
+    int status = harness_stop(h);
+    if (status != 0) {
+        fprintf(stderr, "isnd exit status %d after SIGTERM (expected 0)\n", status);
+        harness_dump_log(h);
+    }
+    return status;
+}
+
+int harness_finish(harness *h, isn_grpc_client *client, isn_index *index, isn_searcher *searcher) {
+    if (client) isn_grpc_close(client);
+    if (searcher) isn_searcher_free(searcher);
+    if (index) isn_index_close(index);
+    int status = harness_stop_checked(h);
+    harness_cleanup(h);
+    return status == 0 ? 0 : -1;
+}
+
+int harness_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grpc/grpc.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 
@@ -54,5 +55,26 @@ int harness_connect(int port);
 ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms);
 int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
+
+/* Writes `text` to `path` (replacing it): 0, or -1 with the reason on stderr. */
+int harness_write_file(const char *path, const char *text);
+
+/* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
+/* harness_init for the running test program (found through /proc/self/exe, so a group setup can
+ * call it) and harness_build_index. */
+void harness_prepare(harness *h, uint32_t num_docs);
+/* Opens the test index for the offline engine: 0, or -1 with the reason on stderr. */
+int harness_open_offline(const harness *h, isn_index **index, isn_searcher **searcher);
+/* Parses `text` into `query` and runs the offline engine on it: 0, or -1 with the reason on stderr. */
+int harness_offline_search(isn_searcher *searcher, const char *text, const isn_search_options *options,
+                           isn_query *query, isn_hit *hits, uint32_t *num_hits);
+/* Starts isnd with `extra`, checks that its log says `log_needle` (dumping the log when not), and
+ * connects a gRPC client. NULL on failure. */
+isn_grpc_client *harness_start_connected(harness *h, const char *const *extra, const char *log_needle);
+/* SIGTERM, and on an exit status other than 0 says so and dumps the log. Returns the status. */
+int harness_stop_checked(harness *h);
+/* A test group's teardown: closes the client and the offline engine (any may be NULL), stops isnd
+ * (harness_stop_checked) and removes the work directory. 0 when isnd exited with status 0. */
+int harness_finish(harness *h, isn_grpc_client *client, isn_index *index, isn_searcher *searcher);
 
 #endif

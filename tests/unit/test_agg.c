@@ -61,6 +61,7 @@ static void test_merge_by_score_then_partition_then_doc(void **state) {
 
 /* ------------------------------------------------------------------ replicas */
 
+
 static void test_choose_by_latency_and_load(void **state) {
     (void)state;
     agg *a = new_aggregator(1, 3);
@@ -103,15 +104,14 @@ static void test_failures_eject_and_unreachable_is_not_chosen(void **state) {
 static void test_p95_sets_the_hedge_delay(void **state) {
     (void)state;
     agg *a = new_aggregator(1, 1);
-    agg_partition *p = &a->partitions[0];
-    agg_replica *r = &p->replicas[0];
+    agg_partition *p = a->partitions; /* the only one */
     assert_int_equal(agg_hedge_delay_ns(a, p), (int64_t)a->config.hedge_initial_ms * 1000000);
-    for (uint32_t us = 1; us <= AGG_MIN_SAMPLES_FOR_P95; us++) agg_record_latency(p, r, us * 1000);
+    for (uint32_t us = 1; us <= AGG_MIN_SAMPLES_FOR_P95; us++) agg_record_latency(p, &p->replicas[0], us * 1000);
     assert_int_equal(p->p95_us, 31000);
     assert_int_equal(agg_hedge_delay_ns(a, p), 31000000);
     a->config.hedge_min_us = 50000; /* never sooner than the floor */
     assert_int_equal(agg_hedge_delay_ns(a, p), 50000000);
-    assert_true(r->ewma_us > 1000);
+    assert_true(p->replicas[0].ewma_us > 1000);
     agg_free(a);
 }
 
@@ -204,5 +204,5 @@ int main(void) {
         cmocka_unit_test(test_stats_cache),
         cmocka_unit_test(test_metric_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
 }

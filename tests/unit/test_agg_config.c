@@ -13,6 +13,12 @@
 
 #include "agg/agg.h"
 
+/* A call that must fail (-1) with an error that says `needle`. */
+static void assert_error(int rc, const char *err, const char *needle) {
+    assert_int_equal(rc, -1);
+    if (!strstr(err, needle)) fail_msg("error \"%s\" does not say \"%s\"", err, needle);
+}
+
 static void expect_error(const char *key, const char *value, const char *needle) {
     agg_config c;
     agg_config_default(&c);
@@ -26,8 +32,7 @@ static void test_partitions_and_keys(void **state) {
     agg_config c;
     agg_config_default(&c);
     char err[512];
-    assert_int_equal(agg_config_validate(&c, err, sizeof err), -1);
-    assert_non_null(strstr(err, "no partitions"));
+    assert_error(agg_config_validate(&c, err, sizeof err), err, "no partitions");
     assert_int_equal(agg_config_set(&c, "partition", "127.0.0.1:7100,127.0.0.1:7101", err, sizeof err), 0);
     assert_int_equal(agg_config_set(&c, "partition", "[::1]:7110", err, sizeof err), 0);
     assert_int_equal(agg_config_set(&c, "global_stats", "on", err, sizeof err), 0);
@@ -56,8 +61,7 @@ static void test_bad_values_are_named(void **state) {
     agg_config_set(&c, "partition", "a:1", err, sizeof err);
     agg_config_set(&c, "default_k", "50", err, sizeof err);
     agg_config_set(&c, "max_k", "20", err, sizeof err);
-    assert_int_equal(agg_config_validate(&c, err, sizeof err), -1);
-    assert_non_null(strstr(err, "default_k 50 is above max_k 20"));
+    assert_error(agg_config_validate(&c, err, sizeof err), err, "default_k 50 is above max_k 20");
 }
 
 static void test_file(void **state) {
@@ -85,11 +89,9 @@ static void test_file(void **state) {
     fputs("[other]\nx = 1\n", f);
     fclose(f);
     agg_config_default(&c);
-    assert_int_equal(agg_config_load(&c, path, err, sizeof err), -1);
-    assert_non_null(strstr(err, "unknown section [other]"));
+    assert_error(agg_config_load(&c, path, err, sizeof err), err, "unknown section [other]");
     unlink(path);
-    assert_int_equal(agg_config_load(&c, path, err, sizeof err), -1);
-    assert_non_null(strstr(err, "cannot open"));
+    assert_error(agg_config_load(&c, path, err, sizeof err), err, "cannot open");
 }
 
 int main(void) {
@@ -98,5 +100,5 @@ int main(void) {
         cmocka_unit_test(test_bad_values_are_named),
         cmocka_unit_test(test_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("agg_config", tests, NULL, NULL);
 }

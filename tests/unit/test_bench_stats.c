@@ -66,8 +66,8 @@ static void test_json(void **state) {
     assert_true(fabs(json_real_value(json_object_get(j, "error_rate")) - 6.0 / 96) < 1e-6);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "latency_us"), "p50")), 144);
     json_decref(j);
-    free(text);
     bench_stats_free(&s);
+    free(text);
 }
 
 int main(void) {
@@ -75,5 +75,5 @@ int main(void) {
         cmocka_unit_test(test_percentiles_nearest_rank),
         cmocka_unit_test(test_json),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("bench_stats", tests, NULL, NULL);
 }

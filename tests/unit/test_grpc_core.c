@@ -154,25 +154,47 @@ static void expect(isn_grpc_call *call, int status, const char *message, const c
     if (grpc_message_part) assert_non_null(strstr(r->grpc_message, grpc_message_part));
 }
 
+/* The echo server on a fresh loop, listening on an ephemeral loopback port (written to `bound`). */
+static void echo_server_start(echo_app *app, uv_loop_t *loop, grpc_connection_limit *limit, char *bound,
+                              size_t bound_len) {
+    uv_loop_init(loop);
+    *app = (echo_app){.loop = loop};
+    uv_timer_init(loop, &app->later);
+    app->later.data = app;
+    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
+                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = limit};
+    app->server = grpc_server_new(loop, &config, &HANDLERS, app);
+    assert_non_null(app->server);
+    char err[256];
+    assert_int_equal(grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
+}
+
+/* After the loop ran out: the server and then its loop. */
+static void echo_server_free(echo_app *app) {
+    grpc_server_free(app->server);
+    uv_loop_close(app->loop);
+}
+
+/* A client of it, watched from the same loop. */
+static isn_grpc_client *connect_watched(uv_loop_t *loop, const char *bound, isn_grpc_activity_cb activity,
+                                        void *user) {
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(client);
+    assert_int_equal(isn_grpc_client_watch(loop, client, activity, user, err, sizeof err), 0);
+    return client;
+}
+
 static void test_server_core_and_watched_client(void **state) {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    echo_app app = {.loop = &loop};
-    uv_timer_init(&loop, &app.later);
-    app.later.data = &app;
+    echo_app app;
     grpc_connection_limit limit = {.max = 10};
-    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
-                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = &limit};
-    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
-    assert_non_null(app.server);
     char bound[80], err[256];
-    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+    echo_server_start(&app, &loop, &limit, bound, sizeof bound);
 
     client_side side = {.app = &app};
-    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(side.client);
-    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_activity, &side, err, sizeof err), 0);
+    side.client = connect_watched(&loop, bound, on_activity, &side);
     side.calls[0] = start(side.client, "/test.Echo/Echo", "hello");
     side.calls[1] = start(side.client, "/test.Echo/Echo", "");
     side.calls[2] = start(side.client, "/test.Echo/Later", "x");
@@ -203,9 +225,8 @@ static void test_server_core_and_watched_client(void **state) {
     assert_int_equal(counters->open_calls, 0);
     assert_int_equal(limit.open, 0);
     assert_true(counters->bytes_sent > 0 && counters->bytes_received > 0);
-    grpc_server_free(app.server);
+    echo_server_free(&app);
     assert_true(app.released >= NUM_CALLS); /* each call once, and the pooled ones again when freed */
-    uv_loop_close(&loop);
 }
 
 /* A held call whose client goes away: on_abandoned, and unhold says so (and releases it). */
@@ -241,19 +262,11 @@ static void stop_when_released(uv_timer_t *timer) {
 static void test_abandoned_call(void **state) {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    echo_app app = {.loop = &loop};
-    uv_timer_init(&loop, &app.later);
-    app.later.data = &app;
-    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
-                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call)};
-    app.server = grpc_server_new(&loop, &config, &HANDLERS, &app);
+    echo_app app;
     char bound[80], err[256];
-    assert_int_equal(grpc_server_listen(app.server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err), 0);
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
     abandon_side side = {.app = &app};
-    side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(side.client);
-    assert_int_equal(isn_grpc_client_watch(&loop, side.client, on_nothing, NULL, err, sizeof err), 0);
+    side.client = connect_watched(&loop, bound, on_nothing, NULL);
     side.call = start(side.client, "/test.Echo/Later", "x");
     isn_grpc_poll(side.client, 0, err, sizeof err);
     uv_idle_t idle;
@@ -269,8 +282,7 @@ static void test_abandoned_call(void **state) {
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(app.abandoned, 1);
     assert_int_equal(grpc_server_get_counters(app.server)->open_calls, 0); /* unhold released it */
-    grpc_server_free(app.server);
-    uv_loop_close(&loop);
+    echo_server_free(&app);
 }
 
 int main(void) {
@@ -278,5 +290,5 @@ int main(void) {
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }

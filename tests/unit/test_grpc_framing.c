@@ -132,24 +132,28 @@ static void test_truncated_and_missing(void **state) {
 
 static void test_timeout_header(void **state) {
     (void)state;
-    uint64_t ns;
-    assert_int_equal(grpc_parse_timeout("100m", 4, &ns), 0);
-    assert_int_equal(ns, 100000000ull);
-    assert_int_equal(grpc_parse_timeout("5S", 2, &ns), 0);
-    assert_int_equal(ns, 5000000000ull);
-    assert_int_equal(grpc_parse_timeout("2H", 2, &ns), 0);
-    assert_int_equal(ns, 7200000000000ull);
-    assert_int_equal(grpc_parse_timeout("1M", 2, &ns), 0);
-    assert_int_equal(ns, 60000000000ull);
-    assert_int_equal(grpc_parse_timeout("250u", 4, &ns), 0);
-    assert_int_equal(ns, 250000ull);
-    assert_int_equal(grpc_parse_timeout("99999999n", 9, &ns), 0);
-    assert_int_equal(ns, 99999999ull);
-    assert_int_equal(grpc_parse_timeout("123456789m", 10, &ns), -1); /* 9 digits */
-    assert_int_equal(grpc_parse_timeout("m", 1, &ns), -1);
-    assert_int_equal(grpc_parse_timeout("10x", 3, &ns), -1);
-    assert_int_equal(grpc_parse_timeout("1.5S", 4, &ns), -1);
-    assert_int_equal(grpc_parse_timeout("-1S", 3, &ns), -1);
+    static const struct {
+        const char *text;
+        int rc;
+        uint64_t ns;
+    } cases[] = {
+        {"100m", 0, 100000000ull},
+        {"5S", 0, 5000000000ull},
+        {"2H", 0, 7200000000000ull},
+        {"1M", 0, 60000000000ull},
+        {"250u", 0, 250000ull},
+        {"99999999n", 0, 99999999ull},
+        {"123456789m", -1, 0}, /* 9 digits */
+        {"m", -1, 0},
+        {"10x", -1, 0},
+        {"1.5S", -1, 0},
+        {"-1S", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t ns = 0;
+        assert_int_equal(grpc_parse_timeout(cases[i].text, strlen(cases[i].text), &ns), cases[i].rc);
+        if (cases[i].rc == 0) assert_int_equal(ns, cases[i].ns);
+    }
 }
 
 static void test_percent_encoding(void **state) {
@@ -234,5 +238,5 @@ int main(void) {
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_histogram_buckets),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name("grpc_framing", tests, NULL, NULL);
 }
