@@ -8,4 +8,7 @@
  * order (doc d is the d-th added), no positions, one partition, no progress output. */
 void support_plain_build_options(isn_build_options *options);
 
+/* Removes a test's temporary index directory and everything in it; 0 on success. */
+int support_remove_tree(const char *dir);
+
 #endif

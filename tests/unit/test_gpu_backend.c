@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
+#include "tests/support/index_builder.h"
 
 #define NUM_DOCS 20000u
 #define VOCAB 3000u
@@ -46,11 +46,6 @@ static uint32_t zipf_term(void) {
 static char index_dir[64];
 static isn_index *ix;
 static isn_searcher *searcher;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static int setup(void **state) {
     (void)state;
@@ -89,7 +84,7 @@ static int teardown(void **state) {
     (void)state;
     isn_searcher_free(searcher);
     isn_index_close(ix);
-    nftw(index_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_remove_tree(index_dir);
     return 0;
 }
 

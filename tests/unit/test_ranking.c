@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "index/index.h"
@@ -56,13 +55,6 @@ typedef struct {
  * the group teardown removes what is left. */
 #define MAX_OPEN_DIRS 8
 static char open_dirs[MAX_OPEN_DIRS][64];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 /* Indexes the documents (one field "body", no stemming, no stopwords, input order) and prepares
  * the oracle over the same terms. The collection takes doc_terms and doc_lens. */
@@ -129,7 +121,7 @@ static void collection_close(collection *c) {
     isn_searcher_free(c->searcher);
     isn_index_close(c->index);
     oracle_free(c->oracle);
-    nftw(c->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_remove_tree(c->dir);
     for (int i = 0; i < MAX_OPEN_DIRS; i++)
         if (strcmp(open_dirs[i], c->dir) == 0)
             open_dirs[i][0] = '\0';
@@ -139,7 +131,7 @@ static int remove_leftover_dirs(void **state) {
     (void)state;
     for (int i = 0; i < MAX_OPEN_DIRS; i++) {
         if (open_dirs[i][0] != '\0')
-            nftw(open_dirs[i], remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+            support_remove_tree(open_dirs[i]);
         open_dirs[i][0] = '\0';
     }
     return 0;

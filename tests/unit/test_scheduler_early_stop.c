@@ -2,7 +2,6 @@
  * check, says so (complete = false, reason "deadline"), and its hits are exactly the top-k of the
  * documents below exact_below_doc, checked against the brute-force oracle, for every algorithm. */
 #include <setjmp.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,13 +32,6 @@ typedef struct {
     const char ***doc_terms;
     uint32_t *doc_lens;
 } fixture;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
@@ -86,7 +78,7 @@ static int teardown(void **state) {
     isn_searcher_free(f->searcher);
     isn_index_close(f->index);
     oracle_free(f->oracle);
-    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_remove_tree(f->dir);
     for (uint32_t d = 0; d < NUM_DOCS; d++) free(f->doc_terms[d]);
     free(f->doc_terms);
     free(f->doc_lens);

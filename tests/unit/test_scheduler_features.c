@@ -3,7 +3,6 @@
  * block maxima guarantee), the keys, the threshold probe and the work it predicts, the algorithm
  * AUTO resolves to, and how AND mode and the exhaustive algorithms change that. */
 #include <setjmp.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,13 +25,6 @@ typedef struct {
     isn_index *index;
     isn_searcher *searcher;
 } fixture;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
@@ -63,7 +55,7 @@ static int teardown(void **state) {
     fixture *f = *state;
     isn_searcher_free(f->searcher);
     isn_index_close(f->index);
-    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_remove_tree(f->dir);
     free(f);
     return 0;
 }
