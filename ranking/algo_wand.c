@@ -64,8 +64,7 @@ void ranking_wand(ranking_run *run) {
     ranking_term *terms = run->terms;
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_doc(terms, n);
-    uint32_t pivot, pivot_doc;
-    while (next_pivot(run, terms, n, &pivot, &pivot_doc))
+    for (uint32_t pivot, pivot_doc; next_pivot(run, terms, n, &pivot, &pivot_doc);)
         step_at_pivot(run, terms, n, pivot_doc);
 }
 

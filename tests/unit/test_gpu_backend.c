@@ -18,22 +18,14 @@
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
 #include "tests/support/index_builder.h"
+#include "tests/support/random.h"
 
 #define NUM_DOCS 20000u
 #define VOCAB 3000u
 
-static uint64_t rng_state = 42;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_unit(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
-
 static double zipf_cdf[VOCAB];
 static uint32_t zipf_term(void) {
-    double u = rng_unit();
+    double u = support_rng_unit();
     uint32_t lo = 0, hi = VOCAB - 1;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -63,7 +55,7 @@ static int setup(void **state) {
     if (!b) return -1;
     char text[8192], id[32], err[256];
     for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        uint32_t len = 3 + (uint32_t)(rng_unit() * rng_unit() * 150);
+        uint32_t len = 3 + (uint32_t)(support_rng_unit() * support_rng_unit() * 150);
         size_t at = 0;
         for (uint32_t i = 0; i < len; i++) at += (size_t)snprintf(text + at, sizeof text - at, "w%u ", zipf_term());
         snprintf(id, sizeof id, "doc%u", d);
@@ -113,16 +105,16 @@ static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
     assert_non_null(bt->hits);
     assert_non_null(bt->expected);
     for (uint32_t q = 0; q < n; q++) {
-        uint32_t nt = long_terms ? long_terms + (uint32_t)(rng_next() % 32)
-                                 : 1 + (uint32_t)(rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
+        uint32_t nt = long_terms ? long_terms + (uint32_t)(support_rng_next() % 32)
+                                 : 1 + (uint32_t)(support_rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
         isn_query *query = &bt->queries[q];
         query->terms = bt->terms[q];
         query->num_terms = 0;
         query->num_unknown = 0;
         for (uint32_t t = 0; t < nt; t++) {
             char word[16];
-            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(rng_next() % 40)
-                         : long_terms ? (uint32_t)(rng_next() % VOCAB)
+            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(support_rng_next() % 40)
+                         : long_terms ? (uint32_t)(support_rng_next() % VOCAB)
                                       : zipf_term();
             snprintf(word, sizeof word, "w%u", w);
             uint32_t id;
@@ -454,6 +446,7 @@ static void test_bad_requests(void **state) {
 }
 
 int main(void) {
+    support_rng_seed(42);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equality_emulated),          cmocka_unit_test(test_partial_residency_emulated),
         cmocka_unit_test(test_fault_emulated),             cmocka_unit_test(test_candidate_overflow_emulated),

@@ -17,27 +17,9 @@
 #include "ranking/ranking.h"
 #include "tests/support/oracle.h"
 #include "tests/support/index_builder.h"
+#include "tests/support/random.h"
 
 #define TIE_TOLERANCE 1e-5
-
-/* ------------------------------------------------------------------ random numbers */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint64_t bound) {
-    return bound ? (uint32_t)(rng_next() % bound) : 0;
-}
-
-static double rng_unit(void) {
-    return (double)(rng_next() >> 11) / 9007199254740992.0;
-}
 
 /* ------------------------------------------------------------------ test collections */
 
@@ -437,7 +419,7 @@ typedef struct {
 } vocabulary;
 
 static uint32_t vocab_sample(const vocabulary *v) {
-    double u = rng_unit() * v->cdf[v->vocab - 1];
+    double u = support_rng_unit() * v->cdf[v->vocab - 1];
     uint32_t lo = 0, hi = v->vocab - 1;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -457,20 +439,20 @@ typedef struct {
 } random_query;
 
 static void make_query(random_query *q, const vocabulary *v, bool and_mode) {
-    uint32_t n = and_mode && rng_below(4) != 0 ? 1 + rng_below(4) : 1 + rng_below(30);
+    uint32_t n = and_mode && support_rng_below(4) != 0 ? 1 + support_rng_below(4) : 1 + support_rng_below(30);
     size_t len = 0;
     q->num_tokens = 0;
-    bool zipf = rng_below(2) == 0 || and_mode;
+    bool zipf = support_rng_below(2) == 0 || and_mode;
     for (uint32_t i = 0; i < n; i++) {
         const char *token;
-        uint32_t roll = rng_below(100);
-        if (roll < 8 && !(and_mode && rng_below(3) != 0)) {
-            snprintf(q->unknown[i], sizeof q->unknown[i], "q%u", rng_below(1000));
+        uint32_t roll = support_rng_below(100);
+        if (roll < 8 && !(and_mode && support_rng_below(3) != 0)) {
+            snprintf(q->unknown[i], sizeof q->unknown[i], "q%u", support_rng_below(1000));
             token = q->unknown[i];
         } else if (roll < 20 && i > 0) {
-            token = q->tokens[rng_below(i)];
+            token = q->tokens[support_rng_below(i)];
         } else {
-            uint32_t word = zipf ? vocab_sample(v) : rng_below(v->vocab);
+            uint32_t word = zipf ? vocab_sample(v) : support_rng_below(v->vocab);
             token = v->words[word];
         }
         q->tokens[q->num_tokens++] = token;
@@ -598,15 +580,15 @@ static void run_random_case(collection *c, const random_query *q, bool and_mode,
 }
 
 static void run_random_collection(uint64_t seed) {
-    rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
-    uint32_t shape = rng_below(10);
-    uint32_t num_docs = shape == 0 ? 1 + rng_below(5) : shape < 4 ? 1 + rng_below(300) : 1 + rng_below(3000);
+    support_rng_seed(seed * 0x2545F4914F6CDD1Dull + 1);
+    uint32_t shape = support_rng_below(10);
+    uint32_t num_docs = shape == 0 ? 1 + support_rng_below(5) : shape < 4 ? 1 + support_rng_below(300) : 1 + support_rng_below(3000);
     vocabulary v;
-    v.vocab = 2 + rng_below(shape == 0 ? 20 : 3000);
+    v.vocab = 2 + support_rng_below(shape == 0 ? 20 : 3000);
     v.words = malloc(v.vocab * sizeof *v.words);
     v.cdf = malloc(v.vocab * sizeof *v.cdf);
     assert_true(v.words && v.cdf);
-    double exponent = 0.7 + 0.6 * rng_unit(), total = 0.0;
+    double exponent = 0.7 + 0.6 * support_rng_unit(), total = 0.0;
     for (uint32_t w = 0; w < v.vocab; w++) {
         snprintf(v.words[w], sizeof v.words[w], "w%u", w);
         total += pow(w + 1.0, -exponent);
@@ -614,28 +596,28 @@ static void run_random_collection(uint64_t seed) {
     }
     /* Clustered collections give lists whose block maxima differ a lot from block to block (topics
      * and document lengths change by doc id range), which is what block-max skipping feeds on. */
-    bool long_docs = rng_below(2) == 0;
-    bool clustered = rng_below(2) == 0;
-    uint32_t cluster_size = 20 + rng_below(400);
+    bool long_docs = support_rng_below(2) == 0;
+    bool clustered = support_rng_below(2) == 0;
+    uint32_t cluster_size = 20 + support_rng_below(400);
     const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
     uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
     assert_true(doc_terms && doc_lens);
     uint32_t topic = 0, max_len = 300, topic_share = 0;
     for (uint32_t d = 0; d < num_docs; d++) {
         if (clustered && d % cluster_size == 0) {
-            topic = rng_below(v.vocab);
-            max_len = 1 + rng_below(300);
-            topic_share = rng_below(80);
+            topic = support_rng_below(v.vocab);
+            max_len = 1 + support_rng_below(300);
+            topic_share = support_rng_below(80);
         }
         if (clustered)
-            doc_lens[d] = 1 + rng_below(max_len);
+            doc_lens[d] = 1 + support_rng_below(max_len);
         else
-            doc_lens[d] = long_docs || rng_below(8) == 0 ? 1 + rng_below(300) : 1 + rng_below(40);
+            doc_lens[d] = long_docs || support_rng_below(8) == 0 ? 1 + support_rng_below(300) : 1 + support_rng_below(40);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         assert_non_null(doc_terms[d]);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
             uint32_t word = vocab_sample(&v);
-            if (clustered && rng_below(100) < topic_share)
+            if (clustered && support_rng_below(100) < topic_share)
                 word = (topic + word % 50) % v.vocab;
             doc_terms[d][i] = v.words[word];
         }
@@ -645,12 +627,12 @@ static void run_random_collection(uint64_t seed) {
 
     static const uint32_t ks[] = {1, 2, 3, 5, 10, 10, 10, 20, 50, 100, 1000, 10000};
     for (uint32_t i = 0; i < 16; i++) {
-        bool and_mode = rng_below(3) == 0;
+        bool and_mode = support_rng_below(3) == 0;
         random_query q;
         make_query(&q, &v, and_mode);
-        uint32_t k = ks[rng_below(sizeof ks / sizeof *ks)];
+        uint32_t k = ks[support_rng_below(sizeof ks / sizeof *ks)];
         /* Now and then global statistics, as an aggregator would send them. */
-        uint64_t num_docs_override = rng_below(5) == 0 ? num_docs + rng_below(5000) : 0;
+        uint64_t num_docs_override = support_rng_below(5) == 0 ? num_docs + support_rng_below(5000) : 0;
         run_random_case(&c, &q, and_mode, k, num_docs_override, seed, i);
     }
     collection_close(&c);
@@ -682,17 +664,17 @@ static void test_random_against_oracle(void **state) {
 static void test_block_skipping_collection(void **state) {
     (void)state;
     uint64_t seed = 777;
-    rng_state = seed;
+    support_rng_seed(seed);
     enum { DOCS = 3000 };
     static const char *words[] = {"common", "often", "some", "rare", "rarer", "rarest"};
     const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
     uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
     assert_true(doc_terms && doc_lens);
     for (uint32_t d = 0; d < DOCS; d++) {
-        doc_lens[d] = 1 + rng_below(60);
+        doc_lens[d] = 1 + support_rng_below(60);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
-            uint32_t roll = rng_below(1000);
+            uint32_t roll = support_rng_below(1000);
             doc_terms[d][i] = roll < 700 ? words[0] : roll < 900 ? words[1] : roll < 980 ? words[2]
                               : roll < 995 ? words[3] : roll < 999 ? words[4] : words[5];
         }
@@ -848,21 +830,21 @@ static void test_block_boundary_winners(void **state) {
 /* Dense lists whose strength changes by segment of doc ids: every list spans many blocks and the
  * block maxima rise and fall, so the block-max algorithms skip often and at many block boundaries. */
 static void run_segmented_collection(uint64_t seed) {
-    rng_state = seed;
+    support_rng_seed(seed);
     enum { WORDS = 8 };
     static const char *words[WORDS] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"};
-    uint32_t num_docs = 500 + rng_below(3000);
+    uint32_t num_docs = 500 + support_rng_below(3000);
     const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
     uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
     assert_true(doc_terms && doc_lens);
     uint32_t segment_left = 0, max_len = 1, presence[WORDS] = {0}, max_tf[WORDS] = {0};
     for (uint32_t d = 0; d < num_docs; d++) {
         if (segment_left == 0) {
-            segment_left = 20 + rng_below(300);
-            max_len = 5 + rng_below(200);
+            segment_left = 20 + support_rng_below(300);
+            max_len = 5 + support_rng_below(200);
             for (uint32_t w = 0; w < WORDS; w++) {
-                presence[w] = rng_below(3) == 0 ? rng_below(10) : rng_below(101);
-                max_tf[w] = 1 + (rng_below(4) == 0 ? rng_below(30) : rng_below(3));
+                presence[w] = support_rng_below(3) == 0 ? support_rng_below(10) : support_rng_below(101);
+                max_tf[w] = 1 + (support_rng_below(4) == 0 ? support_rng_below(30) : support_rng_below(3));
             }
         }
         segment_left--;
@@ -871,17 +853,17 @@ static void run_segmented_collection(uint64_t seed) {
         /* "omni" is in every doc, so its blocks are exactly docs [128 j, 128 j + 127]. The first docs
          * of such a block are now and then short and strong: winners right past the block ends
          * where block-max skipping stops. */
-        bool boundary_winner = d % ISN_BLOCK_SIZE < 3 && rng_below(3) == 0;
-        for (uint32_t tf = 1 + rng_below(3); tf > 0; tf--)
+        bool boundary_winner = d % ISN_BLOCK_SIZE < 3 && support_rng_below(3) == 0;
+        for (uint32_t tf = 1 + support_rng_below(3); tf > 0; tf--)
             terms[len++] = "omni";
         for (uint32_t w = 0; w < WORDS; w++) {
-            if (boundary_winner ? rng_below(2) == 0 : rng_below(100) >= presence[w])
+            if (boundary_winner ? support_rng_below(2) == 0 : support_rng_below(100) >= presence[w])
                 continue;
             uint32_t tf_limit = boundary_winner ? 20 : max_tf[w];
-            for (uint32_t tf = 1 + rng_below(tf_limit); tf > 0; tf--)
+            for (uint32_t tf = 1 + support_rng_below(tf_limit); tf > 0; tf--)
                 terms[len++] = words[w];
         }
-        uint32_t filler = boundary_winner ? 0 : rng_below(max_len);
+        uint32_t filler = boundary_winner ? 0 : support_rng_below(max_len);
         for (uint32_t i = 0; i < filler || len == 0; i++)
             terms[len++] = "filler";
         doc_lens[d] = len;
@@ -896,10 +878,10 @@ static void run_segmented_collection(uint64_t seed) {
         random_query q;
         q.num_tokens = 0;
         size_t len = 0;
-        bool and_mode = rng_below(2) == 0;
-        uint32_t mask = 1 + rng_below((1u << (WORDS + 1)) - 1);
+        bool and_mode = support_rng_below(2) == 0;
+        uint32_t mask = 1 + support_rng_below((1u << (WORDS + 1)) - 1);
         if (and_mode) /* short conjunctions, or nothing would match */
-            mask = (1u << rng_below(WORDS + 1)) | (1u << rng_below(WORDS + 1)) | (rng_below(2) << WORDS);
+            mask = (1u << support_rng_below(WORDS + 1)) | (1u << support_rng_below(WORDS + 1)) | (support_rng_below(2) << WORDS);
         for (uint32_t w = 0; w <= WORDS; w++) {
             if (!(mask & (1u << w)))
                 continue;
@@ -907,7 +889,7 @@ static void run_segmented_collection(uint64_t seed) {
             q.tokens[q.num_tokens++] = word;
             len += (size_t)snprintf(q.text + len, sizeof q.text - len, "%s%s", len ? " " : "", word);
         }
-        run_random_case(&c, &q, and_mode, ks[rng_below(sizeof ks / sizeof *ks)], 0, seed, qi);
+        run_random_case(&c, &q, and_mode, ks[support_rng_below(sizeof ks / sizeof *ks)], 0, seed, qi);
     }
     collection_close(&c);
     for (uint32_t d = 0; d < num_docs; d++)

@@ -112,17 +112,22 @@ static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
     assert_int_equal(x.num_keys, 0);
 }
 
-static double exact_kth_score(fixture *f, const isn_query *query, uint32_t k) {
+/* Runs `algo` (OR mode) with no seed: returns the k-th score (0 when fewer hits) and fills *stats (may be NULL). */
+static double unseeded_search(fixture *f, const isn_query *query, uint32_t k, isn_algo algo, isn_search_stats *stats) {
     isn_search_options options;
     isn_search_options_default(&options);
     options.k = k;
-    options.algo = ISN_ALGO_OR;
+    options.algo = algo;
     options.mode = ISN_MODE_OR;
     isn_hit hits[64];
     uint32_t n = 0;
     char err[ISN_ERR_LEN];
-    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, NULL, err, sizeof err), 0);
+    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, stats, err, sizeof err), 0);
     return n == k ? (double)hits[k - 1].score : 0.0;
+}
+
+static double exact_kth_score(fixture *f, const isn_query *query, uint32_t k) {
+    return unseeded_search(f, query, k, ISN_ALGO_OR, NULL);
 }
 
 /* The threshold probe scores real documents, so it never exceeds the final k-th score; when the
@@ -170,20 +175,6 @@ static void threshold_probe_is_a_real_kth_score(void **state) {
     assert_int_equal(quick.signature, full.signature);
 }
 
-static isn_search_stats unseeded_maxscore(fixture *f, const isn_query *query, uint32_t k) {
-    isn_search_options options;
-    isn_search_options_default(&options);
-    options.k = k;
-    options.algo = ISN_ALGO_MAXSCORE;
-    options.mode = ISN_MODE_OR;
-    isn_hit hits[64];
-    uint32_t n = 0;
-    isn_search_stats stats;
-    char err[ISN_ERR_LEN];
-    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, &stats, err, sizeof err), 0);
-    return stats;
-}
-
 /* "common rare", top 10: the 20 "rare" documents (ids 0, 100, ...) all score alike and above any
  * document with "common" alone, so the probe (driven by "rare") is their score, which leaves only
  * "rare" essential at the probe and at half of it. An unseeded MaxScore walks "common" until its
@@ -201,7 +192,8 @@ static void probe_work_features(void **state) {
     assert_true(x.probe_slack > 0.0 && x.probe_slack < 1.0);
     uint64_t walked_common = 9 * RARE_EVERY + 1;
     assert_true(x.probe_walk_postings >= walked_common + rare - 1 && x.probe_walk_postings <= walked_common + rare);
-    isn_search_stats stats = unseeded_maxscore(f, &query, 10);
+    isn_search_stats stats;
+    unseeded_search(f, &query, 10, ISN_ALGO_MAXSCORE, &stats);
     print_message("walk predicted %llu, postings scored %llu\n", (unsigned long long)x.probe_walk_postings,
                   (unsigned long long)stats.postings_scored);
     /* Scored: the walk plus "common" probed for the ten "rare" documents after the switch. */
