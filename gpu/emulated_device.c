@@ -28,12 +28,9 @@ struct gpu_device {
 
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
-    free(d->acc);
-    free(d->iacc);
-    free(d->matches);
-    free(d->reports);
-    free(d->report_keys);
-    free(d->candidates);
+    void *buffers[] = {d->acc, d->iacc, d->matches, d->reports, d->report_keys, d->candidates};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
     free(d);
 }
 
