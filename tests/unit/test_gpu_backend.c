@@ -35,9 +35,18 @@ static uint32_t zipf_term(void) {
     return lo;
 }
 
-static char index_dir[64];
+static support_index test_index;
 static isn_index *ix;
 static isn_searcher *searcher;
+
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    (void)user;
+    (void)d;
+    uint32_t len = 3 + (uint32_t)(support_rng_unit() * support_rng_unit() * 150);
+    size_t at = 0;
+    for (uint32_t i = 0; i < len; i++) at += (size_t)snprintf(text + at, cap - at, "w%u ", zipf_term());
+    return at;
+}
 
 static int setup(void **state) {
     (void)state;
@@ -51,32 +60,15 @@ static int setup(void **state) {
     snprintf(o.fields[0], sizeof o.fields[0], "body");
     o.analyzer.stem = false;
     o.analyzer.stopwords = false;
-    isn_builder *b = isn_builder_new(&o);
-    if (!b) return -1;
-    char text[8192], id[32], err[256];
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        uint32_t len = 3 + (uint32_t)(support_rng_unit() * support_rng_unit() * 150);
-        size_t at = 0;
-        for (uint32_t i = 0; i < len; i++) at += (size_t)snprintf(text + at, sizeof text - at, "w%u ", zipf_term());
-        snprintf(id, sizeof id, "doc%u", d);
-        const char *fields[1] = {text};
-        size_t lens[1] = {at};
-        if (isn_builder_add(b, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
-    }
-    snprintf(index_dir, sizeof index_dir, "/tmp/isn-test-gpu-XXXXXX");
-    if (!mkdtemp(index_dir)) return -1;
-    if (isn_builder_write(b, index_dir, NULL, err, sizeof err) != 0) return -1;
-    isn_builder_free(b);
-    ix = isn_index_open(index_dir, err, sizeof err);
-    searcher = ix ? isn_searcher_new(ix) : NULL;
-    return searcher ? 0 : -1;
+    if (support_index_build(&test_index, "gpu", &o, NUM_DOCS, doc_text, NULL) != 0) return -1;
+    ix = test_index.index;
+    searcher = test_index.searcher;
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    isn_searcher_free(searcher);
-    isn_index_close(ix);
-    support_remove_tree(index_dir);
+    support_index_close(&test_index);
     return 0;
 }
 

@@ -20,43 +20,22 @@
 #define NUM_DOCS 2000
 #define RARE_EVERY 100 /* "rare" in 20 documents, "common" in all */
 
-typedef struct {
-    char dir[64];
-    isn_index *index;
-    isn_searcher *searcher;
-} fixture;
+typedef support_index fixture;
+
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    (void)user;
+    return (size_t)snprintf(text, cap, "common filler%u%s", d % 7, d % RARE_EVERY == 0 ? " rare" : "");
+}
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-features-XXXXXX");
-    if (!mkdtemp(f->dir)) return -1;
-    isn_build_options options;
-    support_plain_build_options(&options);
-    isn_builder *builder = isn_builder_new(&options);
-    char err[ISN_ERR_LEN];
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        char text[64], id[16];
-        int len = snprintf(text, sizeof text, "common filler%u%s", d % 7, d % RARE_EVERY == 0 ? " rare" : "");
-        snprintf(id, sizeof id, "d%u", d);
-        const char *fields[1] = {text};
-        size_t lens[1] = {(size_t)len};
-        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
-    }
-    isn_build_summary summary;
-    if (isn_builder_write(builder, f->dir, &summary, err, sizeof err) != 0) return -1;
-    isn_builder_free(builder);
-    f->index = isn_index_open(f->dir, err, sizeof err);
-    f->searcher = f->index ? isn_searcher_new(f->index) : NULL;
     *state = f;
-    return f->searcher ? 0 : -1;
+    return support_index_build(f, "features", NULL, NUM_DOCS, doc_text, NULL);
 }
 
 static int teardown(void **state) {
-    fixture *f = *state;
-    isn_searcher_free(f->searcher);
-    isn_index_close(f->index);
-    support_remove_tree(f->dir);
-    free(f);
+    support_index_close(*state);
+    free(*state);
     return 0;
 }
 
