@@ -1,6 +1,6 @@
 #include "tests/support/index_builder.h"
+#include "tests/support/files.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +15,6 @@ void support_plain_build_options(isn_build_options *options) {
     options->positions = false;
     options->partitions = 1;
     options->progress = false;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-int support_remove_tree(const char *dir) {
-    return nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 int support_index_build(support_index *ix, const char *name, const isn_build_options *options, uint32_t num_docs,

@@ -4,6 +4,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tests/support/files.h" /* support_remove_tree, for the tests that use both */
 
 /* One field "body", no stemming or stopwords (tests name their terms exactly), documents kept in input
  * order (doc d is the d-th added), no positions, one partition, no progress output. */
@@ -26,8 +27,5 @@ int support_index_build(support_index *ix, const char *name, const isn_build_opt
                         support_doc_text doc_text, void *user);
 /* Frees the searcher and index and removes the directory. */
 void support_index_close(support_index *ix);
-
-/* Removes a test's temporary index directory and everything in it; 0 on success. */
-int support_remove_tree(const char *dir);
 
 #endif
