@@ -109,6 +109,23 @@ static void collection_close(collection *c) {
             open_dirs[i][0] = '\0';
 }
 
+/* Arrays for a generated collection: doc_terms[d] is for the caller to malloc; collection_close_generated
+ * frees them all. */
+static const char ***generated_docs_new(uint32_t num_docs, uint32_t **doc_lens) {
+    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
+    *doc_lens = malloc(num_docs * sizeof **doc_lens);
+    assert_true(doc_terms && *doc_lens);
+    return doc_terms;
+}
+
+static void collection_close_generated(collection *c) {
+    collection_close(c);
+    for (uint32_t d = 0; d < c->num_docs; d++)
+        free(c->doc_terms[d]);
+    free(c->doc_terms);
+    free(c->doc_lens);
+}
+
 static int remove_leftover_dirs(void **state) {
     (void)state;
     for (int i = 0; i < MAX_OPEN_DIRS; i++) {
@@ -599,9 +616,8 @@ static void run_random_collection(uint64_t seed) {
     bool long_docs = support_rng_below(2) == 0;
     bool clustered = support_rng_below(2) == 0;
     uint32_t cluster_size = 20 + support_rng_below(400);
-    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(num_docs, &doc_lens);
     uint32_t topic = 0, max_len = 300, topic_share = 0;
     for (uint32_t d = 0; d < num_docs; d++) {
         if (clustered && d % cluster_size == 0) {
@@ -635,11 +651,7 @@ static void run_random_collection(uint64_t seed) {
         uint64_t num_docs_override = support_rng_below(5) == 0 ? num_docs + support_rng_below(5000) : 0;
         run_random_case(&c, &q, and_mode, k, num_docs_override, seed, i);
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < num_docs; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
     free(v.words);
     free(v.cdf);
 }
@@ -667,9 +679,8 @@ static void test_block_skipping_collection(void **state) {
     support_rng_seed(seed);
     enum { DOCS = 3000 };
     static const char *words[] = {"common", "often", "some", "rare", "rarer", "rarest"};
-    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(DOCS, &doc_lens);
     for (uint32_t d = 0; d < DOCS; d++) {
         doc_lens[d] = 1 + support_rng_below(60);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
@@ -699,11 +710,7 @@ static void test_block_skipping_collection(void **state) {
             }
         }
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < DOCS; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 /* Exact ties: identical documents score bit-identically, and the lower doc id must win, whatever
@@ -772,9 +779,8 @@ static void test_block_boundary_winners(void **state) {
     } winners[] = {{0, 8}, {3 * ISN_BLOCK_SIZE, 12}, {5 * ISN_BLOCK_SIZE, 16}, {6 * ISN_BLOCK_SIZE + 127, 20},
                    {7 * ISN_BLOCK_SIZE, 24}, {9 * ISN_BLOCK_SIZE, 28}, {9 * ISN_BLOCK_SIZE + 1, 30}};
     enum { WINNERS = sizeof winners / sizeof *winners };
-    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(DOCS, &doc_lens);
     for (uint32_t d = 0; d < DOCS; d++) {
         uint32_t tf = 1;
         for (uint32_t w = 0; w < WINNERS; w++)
@@ -820,11 +826,7 @@ static void test_block_boundary_winners(void **state) {
             }
         }
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < DOCS; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 /* Dense lists whose strength changes by segment of doc ids: every list spans many blocks and the
@@ -834,9 +836,8 @@ static void run_segmented_collection(uint64_t seed) {
     enum { WORDS = 8 };
     static const char *words[WORDS] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"};
     uint32_t num_docs = 500 + support_rng_below(3000);
-    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(num_docs, &doc_lens);
     uint32_t segment_left = 0, max_len = 1, presence[WORDS] = {0}, max_tf[WORDS] = {0};
     for (uint32_t d = 0; d < num_docs; d++) {
         if (segment_left == 0) {
@@ -891,11 +892,7 @@ static void run_segmented_collection(uint64_t seed) {
         }
         run_random_case(&c, &q, and_mode, ks[support_rng_below(sizeof ks / sizeof *ks)], 0, seed, qi);
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < num_docs; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 static void test_segmented_collections(void **state) {
