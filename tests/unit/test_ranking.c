@@ -284,33 +284,35 @@ static void test_parse_merges_repeats_and_counts_unknown(void **state) {
 
 static void test_empty_and_unknown_queries(void **state) {
     (void)state;
+    static const struct {
+        const char *text;
+        isn_mode mode;
+        uint32_t hits;
+    } cases[] = {
+        {"", ISN_MODE_OR, 0},
+        {" ,;. ", ISN_MODE_OR, 0},
+        {"zebra quince", ISN_MODE_OR, 0},
+        {"zebra cherry", ISN_MODE_OR, 1}, /* OR ignores the unknown term: doc 2, the one with "cherry" */
+        {"", ISN_MODE_AND, 0},
+        {"zebra", ISN_MODE_AND, 0},
+        {"banana zebra", ISN_MODE_AND, 0}, /* AND: an unknown term matches nothing, so nothing matches every term */
+        {"banana", ISN_MODE_AND, 3},
+    };
     collection c;
     open_tiny(&c);
     isn_hit hits[10];
-    uint32_t n = 99;
     char err[ISN_ERR_LEN];
-    for (size_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, " ,;. ", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "zebra quince", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        /* OR ignores the unknown term. */
-        assert_int_equal(search_text(c.searcher, "zebra cherry", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 1);
-        assert_int_equal(hits[0].doc, 2);
-    }
-    for (size_t a = 0; a < sizeof and_algos / sizeof *and_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "zebra", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        /* AND: an unknown term matches nothing, so nothing matches every term. */
-        assert_int_equal(search_text(c.searcher, "banana zebra", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "banana", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 3);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bool or_mode = cases[i].mode == ISN_MODE_OR;
+        const isn_algo *algos = or_mode ? or_algos : and_algos;
+        size_t num_algos = or_mode ? sizeof or_algos / sizeof *or_algos : sizeof and_algos / sizeof *and_algos;
+        for (size_t a = 0; a < num_algos; a++) {
+            uint32_t n = 99;
+            assert_int_equal(search_text(c.searcher, cases[i].text, cases[i].mode, algos[a], 10, hits, &n, err), 0);
+            assert_int_equal(n, cases[i].hits);
+            if (or_mode && n == 1)
+                assert_int_equal(hits[0].doc, 2);
+        }
     }
     collection_close(&c);
 }
