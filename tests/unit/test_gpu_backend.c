@@ -180,7 +180,20 @@ static bool have_gpu(void) {
     return false;
 }
 
-static void check_equality(bool emulate) {
+/* The checks run on both devices take theirs from the test's state: the emulated device always, a
+ * real GPU where there is one (skipped otherwise). */
+static const bool EMULATED = true, REAL_GPU = false;
+#define ON_EMULATED(test) {#test "_emulated", test, NULL, NULL, (void *)&EMULATED}
+#define ON_GPU(test) {#test "_gpu", test, NULL, NULL, (void *)&REAL_GPU}
+
+static bool device_under_test(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    return emulate;
+}
+
+static void test_equality(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     static const uint32_t ks[] = {1, 10, 100, 1000, 10000};
@@ -205,35 +218,17 @@ static void check_equality(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_equality_emulated(void **state) {
-    (void)state;
-    check_equality(true);
-}
-
-static void test_equality_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_equality(false);
-}
-
 /* Conjunctive queries through the range passes instead of probing. */
-static void test_and_by_ranges_emulated(void **state) {
-    (void)state;
+static void test_and_by_ranges(void **state) {
+    device_under_test(state); /* a skip comes before the flag is set */
     and_by_ranges = true;
-    check_equality(true);
-    and_by_ranges = false;
-}
-
-static void test_and_by_ranges_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    and_by_ranges = true;
-    check_equality(false);
+    test_equality(state);
     and_by_ranges = false;
 }
 
 /* Disjunctive queries of 100..131 terms: scored in chunks of terms into the dense range accumulator. */
-static void check_long_queries(bool emulate) {
+static void test_long_queries(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     char err[256];
@@ -251,21 +246,11 @@ static void check_long_queries(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_long_queries_emulated(void **state) {
-    (void)state;
-    check_long_queries(true);
-}
-
-static void test_long_queries_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_long_queries(false);
-}
-
 /* Half the payload: a pruned-prefix cache (the most visited lists' leading blocks, each cut at half
  * of it); the device answers below each query's coverage and the CPU completes the rest, still exactly;
  * lists left out are answered on the CPU. */
-static void check_partial_residency(bool emulate) {
+static void test_partial_residency(void **state) {
+    bool emulate = device_under_test(state);
     uint64_t payload_bytes, num_blocks;
     isn_index_postings_payload(ix, &payload_bytes);
     isn_index_block_metas(ix, &num_blocks);
@@ -300,19 +285,9 @@ static void check_partial_residency(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_partial_residency_emulated(void **state) {
-    (void)state;
-    check_partial_residency(true);
-}
-
-static void test_partial_residency_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_partial_residency(false);
-}
-
 /* An injected device error: that batch and the next are answered on the CPU, exactly, and health says why. */
-static void check_fault(bool emulate) {
+static void test_fault(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     char err[256], metrics[4096];
@@ -341,17 +316,6 @@ static void check_fault(bool emulate) {
     assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
     assert_int_equal(batch_check(&bt, 100), 0);
     isn_gpu_close(b);
-}
-
-static void test_fault_emulated(void **state) {
-    (void)state;
-    check_fault(true);
-}
-
-static void test_fault_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_fault(false);
 }
 
 /* A candidate buffer too small for k: the overflowing queries are answered on the CPU. */
@@ -440,12 +404,12 @@ static void test_bad_requests(void **state) {
 int main(void) {
     support_rng_seed(42);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equality_emulated),          cmocka_unit_test(test_partial_residency_emulated),
-        cmocka_unit_test(test_fault_emulated),             cmocka_unit_test(test_candidate_overflow_emulated),
-        cmocka_unit_test(test_bad_requests),               cmocka_unit_test(test_equality_gpu),
-        cmocka_unit_test(test_partial_residency_gpu),      cmocka_unit_test(test_fault_gpu),
-        cmocka_unit_test(test_and_by_ranges_emulated),     cmocka_unit_test(test_and_by_ranges_gpu),
-        cmocka_unit_test(test_long_queries_emulated),      cmocka_unit_test(test_long_queries_gpu),
+        ON_EMULATED(test_equality),          ON_EMULATED(test_partial_residency),
+        ON_EMULATED(test_fault),             cmocka_unit_test(test_candidate_overflow_emulated),
+        cmocka_unit_test(test_bad_requests), ON_GPU(test_equality),
+        ON_GPU(test_partial_residency),      ON_GPU(test_fault),
+        ON_EMULATED(test_and_by_ranges),     ON_GPU(test_and_by_ranges),
+        ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),
         cmocka_unit_test(test_scheduler_device_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
