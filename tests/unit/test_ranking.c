@@ -457,6 +457,18 @@ typedef struct {
     char text[64 * 18];
 } random_query;
 
+/* A query written out: its tokens are the words of `words` it names (the oracle's terms). */
+static void fixed_query(random_query *q, const char *text, const char *const *words, size_t num_words) {
+    snprintf(q->text, sizeof q->text, "%s", text);
+    q->num_tokens = 0;
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", text);
+    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
+        for (size_t w = 0; w < num_words; w++)
+            if (strcmp(tok, words[w]) == 0)
+                q->tokens[q->num_tokens++] = words[w];
+}
+
 static void make_query(random_query *q, const vocabulary *v, bool and_mode) {
     uint32_t n = and_mode && support_rng_below(4) != 0 ? 1 + support_rng_below(4) : 1 + support_rng_below(30);
     size_t len = 0;
@@ -700,14 +712,7 @@ static void test_block_skipping_collection(void **state) {
         for (uint32_t k = 1; k <= 1000; k *= 10) {
             for (int mode = 0; mode < 2; mode++) {
                 random_query q;
-                snprintf(q.text, sizeof q.text, "%s", queries[qi]);
-                q.num_tokens = 0;
-                char copy[128];
-                snprintf(copy, sizeof copy, "%s", queries[qi]);
-                for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
-                    for (uint32_t w = 0; w < 6; w++)
-                        if (strcmp(tok, words[w]) == 0)
-                            q.tokens[q.num_tokens++] = words[w];
+                fixed_query(&q, queries[qi], words, sizeof words / sizeof *words);
                 run_random_case(&c, &q, mode == 1, k, 0, seed, qi);
             }
         }
@@ -797,17 +802,12 @@ static void test_block_boundary_winners(void **state) {
     }
     collection c;
     collection_open(&c, DOCS, doc_terms, doc_lens);
-    static const char *queries[] = {"omni x", "x", "x x omni"};
+    static const char *queries[] = {"omni x", "x", "x x omni"}, *query_words[] = {"x", "omni"};
     for (uint32_t qi = 0; qi < sizeof queries / sizeof *queries; qi++) {
         for (uint32_t k = 1; k <= WINNERS; k++) {
             for (int mode = 0; mode < 2; mode++) {
                 random_query q;
-                snprintf(q.text, sizeof q.text, "%s", queries[qi]);
-                q.num_tokens = 0;
-                char copy[64];
-                snprintf(copy, sizeof copy, "%s", queries[qi]);
-                for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
-                    q.tokens[q.num_tokens++] = strcmp(tok, "x") == 0 ? "x" : "omni";
+                fixed_query(&q, queries[qi], query_words, sizeof query_words / sizeof *query_words);
                 run_random_case(&c, &q, mode == 1, k, 0, 4242, qi);
                 /* And explicitly: the winners, strongest (latest) first. */
                 const isn_algo *algos = mode == 1 ? and_algos : or_algos;
