@@ -209,40 +209,34 @@ static void open_tiny(collection *c) {
  *                       d1 = 0.646254990 + 0.133531393 * 2.2/2.2 = 0.779786383.
  *   "cherry cherry banana": d2 = 2 * 1.438549571 + 0.133531393 * 2.2/2.7 = 2.994606768,
  *                           d0 = 0.133531393 * 2.2/1.9 = 0.154615297, d1 = 0.133531393. */
+/* The search must return exactly these docs, in this order, with these scores (relative error 1e-6). */
+static void expect_hits(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k, uint32_t n,
+                        const uint32_t *docs, const double *scores) {
+    isn_hit hits[10];
+    uint32_t got;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(search_text(searcher, text, mode, algo, k, hits, &got, err), 0);
+    assert_int_equal(got, n);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(hits[i].doc, docs[i]);
+        assert_true(within(hits[i].score, scores[i], 1e-6));
+    }
+}
+
 static void test_hand_computed_scores(void **state) {
     (void)state;
     collection c;
     open_tiny(&c);
-    isn_hit hits[10];
-    uint32_t n;
-    char err[ISN_ERR_LEN];
     for (size_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "Apple cherry", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 3);
-        assert_int_equal(hits[0].doc, 2);
-        assert_int_equal(hits[1].doc, 1);
-        assert_int_equal(hits[2].doc, 0);
-        assert_true(within(hits[0].score, 1.438549571, 1e-6));
-        assert_true(within(hits[1].score, 0.646254990, 1e-6));
-        assert_true(within(hits[2].score, 0.544214729, 1e-6));
-
-        assert_int_equal(search_text(c.searcher, "cherry cherry banana", ISN_MODE_OR, or_algos[a], 2, hits, &n, err), 0);
-        assert_int_equal(n, 2);
-        assert_int_equal(hits[0].doc, 2);
-        assert_int_equal(hits[1].doc, 0);
-        assert_true(within(hits[0].score, 2.994606768, 1e-6));
-        assert_true(within(hits[1].score, 0.154615297, 1e-6));
+        expect_hits(c.searcher, "Apple cherry", ISN_MODE_OR, or_algos[a], 10, 3, (const uint32_t[]){2, 1, 0},
+                    (const double[]){1.438549571, 0.646254990, 0.544214729});
+        expect_hits(c.searcher, "cherry cherry banana", ISN_MODE_OR, or_algos[a], 2, 2, (const uint32_t[]){2, 0},
+                    (const double[]){2.994606768, 0.154615297});
     }
     for (size_t a = 0; a < sizeof and_algos / sizeof *and_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "apple banana", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 2);
-        assert_int_equal(hits[0].doc, 1);
-        assert_int_equal(hits[1].doc, 0);
-        assert_true(within(hits[0].score, 0.779786383, 1e-6));
-        assert_true(within(hits[1].score, 0.698830025, 1e-6));
-
-        assert_int_equal(search_text(c.searcher, "apple cherry", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
+        expect_hits(c.searcher, "apple banana", ISN_MODE_AND, and_algos[a], 10, 2, (const uint32_t[]){1, 0},
+                    (const double[]){0.779786383, 0.698830025});
+        expect_hits(c.searcher, "apple cherry", ISN_MODE_AND, and_algos[a], 10, 0, NULL, NULL);
     }
     collection_close(&c);
 }
