@@ -39,9 +39,12 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The features of a query (parsed into *query, or a scratch one when query is NULL). */
 static isn_job_features features_of(fixture *f, const char *text, uint32_t k, isn_mode mode, isn_algo algo,
                                     isn_query *query) {
     char err[ISN_ERR_LEN];
+    isn_query parsed;
+    if (query == NULL) query = &parsed;
     assert_int_equal(isn_query_parse(f->searcher, text, strlen(text), query, err, sizeof err), 0);
     isn_job_features features;
     isn_job_features_of(f->index, query, k, mode, algo, &features);
@@ -69,23 +72,22 @@ static void lengths_blocks_and_keys(void **state) {
  * beats common's bound: "common" can only be probed, and only "rare" is walked in full. */
 static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
     fixture *f = *state;
-    isn_query query;
-    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.nonessential_lists, 1);
     assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
     /* k above what the block maxima can vouch for: no threshold, everything is walked. */
-    x = features_of(f, "common rare", 50, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "common rare", 50, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.nonessential_lists, 0);
     assert_int_equal(x.essential, x.total);
     /* Exhaustive OR walks everything; AND is driven by the shortest list. */
-    x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, NULL);
     assert_int_equal(x.essential, x.total);
-    x = features_of(f, "common rare", 1, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "common rare", 1, ISN_MODE_AND, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.mode, ISN_MODE_AND);
     assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
     assert_int_equal(x.nonessential_lists, 1);
     /* An empty query has nothing to walk. */
-    x = features_of(f, "absent", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "absent", 10, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.num_terms, 0);
     assert_int_equal(x.total, 0);
     assert_int_equal(x.num_keys, 0);
@@ -202,11 +204,10 @@ static void probe_work_features(void **state) {
 /* The features feed the model: a query walking more postings is predicted costlier. */
 static void bigger_walks_predict_longer(void **state) {
     fixture *f = *state;
-    isn_query query;
     isn_cost_model model;
     isn_cost_model_init(&model);
-    isn_job_features pruned = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
-    isn_job_features exhaustive = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    isn_job_features pruned = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
+    isn_job_features exhaustive = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, NULL);
     double a = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &pruned);
     double b = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &exhaustive);
     print_message("predicted: %.0f ns pruned, %.0f ns exhaustive\n", a, b);
