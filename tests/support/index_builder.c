@@ -61,3 +61,17 @@ void support_index_close(support_index *ix) {
         support_remove_tree(ix->dir);
     memset(ix, 0, sizeof *ix);
 }
+
+int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,
+                        isn_hit *hits, uint32_t *num_hits, char *err) {
+    isn_query query;
+    if (isn_query_parse(searcher, text, strlen(text), &query, err, ISN_ERR_LEN) != 0)
+        return -1;
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.mode = mode;
+    options.algo = algo;
+    options.k = k;
+    isn_search_stats stats;
+    return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
+}

@@ -25,6 +25,11 @@ typedef size_t (*support_doc_text)(void *user, uint32_t doc, char *text, size_t 
  * -1 with the reason printed. */
 int support_index_build(support_index *ix, const char *name, const isn_build_options *options, uint32_t num_docs,
                         support_doc_text doc_text, void *user);
+/* Parses text and searches it with the given mode, algorithm and k (other options default); 0 on
+ * success, else -1 with the reason in err (ISN_ERR_LEN bytes). */
+int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,
+                        isn_hit *hits, uint32_t *num_hits, char *err);
+
 /* Frees the searcher and index and removes the directory. */
 void support_index_close(support_index *ix);
 

@@ -141,20 +141,6 @@ static int remove_leftover_dirs(void **state) {
 static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_AUTO};
 static const isn_algo and_algos[] = {ISN_ALGO_AND, ISN_ALGO_BMAND, ISN_ALGO_AUTO};
 
-static int search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,
-                       isn_hit *hits, uint32_t *num_hits, char *err) {
-    isn_query query;
-    if (isn_query_parse(searcher, text, strlen(text), &query, err, ISN_ERR_LEN) != 0)
-        return -1;
-    isn_search_options options;
-    isn_search_options_default(&options);
-    options.mode = mode;
-    options.algo = algo;
-    options.k = k;
-    isn_search_stats stats;
-    return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
-}
-
 static bool within(double value, double expected, double relative) {
     return fabs(value - expected) <= relative * fabs(expected) + 1e-12;
 }
@@ -215,7 +201,7 @@ static void expect_hits(isn_searcher *searcher, const char *text, isn_mode mode,
     isn_hit hits[10];
     uint32_t got;
     char err[ISN_ERR_LEN];
-    assert_int_equal(search_text(searcher, text, mode, algo, k, hits, &got, err), 0);
+    assert_int_equal(support_search_text(searcher, text, mode, algo, k, hits, &got, err), 0);
     assert_int_equal(got, n);
     for (uint32_t i = 0; i < n; i++) {
         assert_int_equal(hits[i].doc, docs[i]);
@@ -302,7 +288,8 @@ static void test_empty_and_unknown_queries(void **state) {
         size_t num_algos = or_mode ? sizeof or_algos / sizeof *or_algos : sizeof and_algos / sizeof *and_algos;
         for (size_t a = 0; a < num_algos; a++) {
             uint32_t n = 99;
-            assert_int_equal(search_text(c.searcher, cases[i].text, cases[i].mode, algos[a], 10, hits, &n, err), 0);
+            int rc = support_search_text(c.searcher, cases[i].text, cases[i].mode, algos[a], 10, hits, &n, err);
+            assert_int_equal(rc, 0);
             assert_int_equal(n, cases[i].hits);
             if (or_mode && n == 1)
                 assert_int_equal(hits[0].doc, 2);
@@ -607,7 +594,9 @@ static void run_random_case(collection *c, const random_query *q, bool and_mode,
 static void run_random_collection(uint64_t seed) {
     support_rng_seed(seed * 0x2545F4914F6CDD1Dull + 1);
     uint32_t shape = support_rng_below(10);
-    uint32_t num_docs = shape == 0 ? 1 + support_rng_below(5) : shape < 4 ? 1 + support_rng_below(300) : 1 + support_rng_below(3000);
+    uint32_t num_docs = shape == 0   ? 1 + support_rng_below(5)
+                        : shape < 4 ? 1 + support_rng_below(300)
+                                    : 1 + support_rng_below(3000);
     vocabulary v;
     v.vocab = 2 + support_rng_below(shape == 0 ? 20 : 3000);
     v.words = malloc(v.vocab * sizeof *v.words);
@@ -636,7 +625,8 @@ static void run_random_collection(uint64_t seed) {
         if (clustered)
             doc_lens[d] = 1 + support_rng_below(max_len);
         else
-            doc_lens[d] = long_docs || support_rng_below(8) == 0 ? 1 + support_rng_below(300) : 1 + support_rng_below(40);
+            bool long_doc = long_docs || support_rng_below(8) == 0;
+            doc_lens[d] = long_doc ? 1 + support_rng_below(300) : 1 + support_rng_below(40);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         assert_non_null(doc_terms[d]);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
@@ -741,9 +731,9 @@ static void test_ties_prefer_lower_doc_ids(void **state) {
                 isn_hit hits[300];
                 uint32_t n;
                 char err[ISN_ERR_LEN];
-                assert_int_equal(search_text(c.searcher, "red green", mode == 1 ? ISN_MODE_AND : ISN_MODE_OR, algos[a],
-                                             k, hits, &n, err),
-                                 0);
+                isn_mode search_mode = mode == 1 ? ISN_MODE_AND : ISN_MODE_OR;
+                int rc = support_search_text(c.searcher, "red green", search_mode, algos[a], k, hits, &n, err);
+                assert_int_equal(rc, 0);
                 assert_int_equal(n, k);
                 /* The two strong docs, then tied docs 0, 2, 3, 5, 6, ... (d % 3 != 1) by id. */
                 uint32_t tied = 0;
@@ -810,9 +800,9 @@ static void test_block_boundary_winners(void **state) {
                     isn_hit hits[WINNERS];
                     uint32_t n;
                     char err[ISN_ERR_LEN];
-                    assert_int_equal(search_text(c.searcher, queries[qi], mode == 1 ? ISN_MODE_AND : ISN_MODE_OR,
-                                                 algos[a], k, hits, &n, err),
-                                     0);
+                    isn_mode search_mode = mode == 1 ? ISN_MODE_AND : ISN_MODE_OR;
+                    int rc = support_search_text(c.searcher, queries[qi], search_mode, algos[a], k, hits, &n, err);
+                    assert_int_equal(rc, 0);
                     assert_int_equal(n, k);
                     for (uint32_t r = 0; r < k; r++)
                         if (hits[r].doc != winners[WINNERS - 1 - r].doc)
@@ -878,7 +868,8 @@ static void run_segmented_collection(uint64_t seed) {
         bool and_mode = support_rng_below(2) == 0;
         uint32_t mask = 1 + support_rng_below((1u << (WORDS + 1)) - 1);
         if (and_mode) /* short conjunctions, or nothing would match */
-            mask = (1u << support_rng_below(WORDS + 1)) | (1u << support_rng_below(WORDS + 1)) | (support_rng_below(2) << WORDS);
+            mask = (1u << support_rng_below(WORDS + 1)) | (1u << support_rng_below(WORDS + 1)) |
+                   (support_rng_below(2) << WORDS);
         for (uint32_t w = 0; w <= WORDS; w++) {
             if (!(mask & (1u << w)))
                 continue;
