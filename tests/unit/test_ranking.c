@@ -624,9 +624,10 @@ static void run_random_collection(uint64_t seed) {
         }
         if (clustered)
             doc_lens[d] = 1 + support_rng_below(max_len);
+        else if (long_docs || support_rng_below(8) == 0)
+            doc_lens[d] = 1 + support_rng_below(300);
         else
-            bool long_doc = long_docs || support_rng_below(8) == 0;
-            doc_lens[d] = long_doc ? 1 + support_rng_below(300) : 1 + support_rng_below(40);
+            doc_lens[d] = 1 + support_rng_below(40);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         assert_non_null(doc_terms[d]);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
