@@ -43,6 +43,6 @@ void ranking_block_max_and(ranking_run *run) {
                 continue;
             }
         }
-        doc = ranking_and_step(run, terms, n, doc);
+        doc = ranking_and_step(run, terms, n, lead, doc);
     }
 }

@@ -20,10 +20,11 @@ void ranking_exhaustive_and(ranking_run *run) {
     ranking_term *terms = run->terms;
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_df(terms, n);
-    uint32_t doc = terms[0].cursor->doc;
+    isn_cursor *lead = terms[0].cursor;
+    uint32_t doc = lead->doc;
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc))
             break;
-        doc = ranking_and_step(run, terms, n, doc);
+        doc = ranking_and_step(run, terms, n, lead, doc);
     }
 }

@@ -160,10 +160,11 @@ static inline double ranking_score_or_step(ranking_run *run, ranking_term *terms
     return score;
 }
 
-/* Conjunctive step on the lead list's candidate `doc` (terms sorted by df, terms[0] the lead): when every
- * list holds it, scores and offers it; returns the lead's next candidate (ISN_DOC_END: done). */
-static inline uint32_t ranking_and_step(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t doc) {
-    isn_cursor *lead = terms[0].cursor;
+/* Conjunctive step on the lead list's candidate `doc` (terms sorted by df, lead = terms[0].cursor, passed
+ * in so that the loop keeps it in a register): when every list holds it, scores and offers it; returns
+ * the lead's next candidate (ISN_DOC_END: done). */
+static inline uint32_t ranking_and_step(ranking_run *run, ranking_term *terms, uint32_t n, isn_cursor *lead,
+                                        uint32_t doc) {
     uint32_t found = ranking_align_followers(run, terms, n, doc);
     if (found != doc)
         return found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, lead, found);
