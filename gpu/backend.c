@@ -183,12 +183,9 @@ oom:
 }
 
 static void free_slot(stream_slot *s) {
-    free(s->device_request);
-    free(s->path_of);
-    free(s->queries);
-    free(s->terms);
-    free(s->results);
-    free(s->hits);
+    void *buffers[] = {s->device_request, s->path_of, s->queries, s->terms, s->results, s->hits};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
 }
 
 void isn_gpu_close(isn_gpu_backend *b) {
@@ -196,12 +193,10 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     isn_searcher_free(b->searcher);
-    free(b->term_delta);
-    free(b->term_blocks);
     prefix_completion_free(b->completion);
-    free(b->merge_scratch);
-    free(b->suffix_hits);
-    free(b->packed_payload);
+    void *buffers[] = {b->term_delta, b->term_blocks, b->merge_scratch, b->suffix_hits, b->packed_payload};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
     free(b);
 }
 

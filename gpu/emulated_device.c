@@ -26,6 +26,14 @@ struct gpu_device {
     const gpu_batch *pending[EMULATED_SLOTS];
 };
 
+static void emulated_close(gpu_device *d) {
+    if (d == NULL) return;
+    void *buffers[] = {d->acc, d->iacc, d->matches, d->reports, d->report_keys, d->candidates};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    free(d);
+}
+
 static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *err, size_t err_len) {
     (void)ordinal;
     gpu_device *d = calloc(1, sizeof *d);
@@ -42,28 +50,9 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->candidates_cap = upload->max_candidates;
     if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates) return d;
 oom:
-    if (d) {
-        free(d->acc);
-        free(d->iacc);
-        free(d->matches);
-        free(d->reports);
-        free(d->report_keys);
-        free(d->candidates);
-        free(d);
-    }
+    emulated_close(d);
     snprintf(err, err_len, "emulated device: out of memory");
     return NULL;
-}
-
-static void emulated_close(gpu_device *d) {
-    if (d == NULL) return;
-    free(d->acc);
-    free(d->iacc);
-    free(d->matches);
-    free(d->reports);
-    free(d->report_keys);
-    free(d->candidates);
-    free(d);
 }
 
 static const char *emulated_name(const gpu_device *d) {

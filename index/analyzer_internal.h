@@ -23,28 +23,24 @@ static inline size_t analyzer_utf8_decode(const uint8_t *s, size_t avail, int32_
         return 1;
     }
     *codepoint = ANALYZER_INVALID_CODEPOINT;
-    size_t need;
-    uint8_t second_lo = 0x80, second_hi = 0xBF;
-    int32_t value;
-    if (lead >= 0xC2 && lead <= 0xDF) {
+    size_t need; /* continuation bytes */
+    if (lead >= 0xC2 && lead <= 0xDF)
         need = 1;
-        value = lead & 0x1F;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
+    else if (lead >= 0xE0 && lead <= 0xEF)
         need = 2;
-        value = lead & 0x0F;
-        if (lead == 0xE0)
-            second_lo = 0xA0; /* overlong below U+0800 */
-        else if (lead == 0xED)
-            second_hi = 0x9F; /* UTF-16 surrogates */
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
+    else if (lead >= 0xF0 && lead <= 0xF4)
         need = 3;
-        value = lead & 0x07;
-        if (lead == 0xF0)
-            second_lo = 0x90; /* overlong below U+10000 */
-        else if (lead == 0xF4)
-            second_hi = 0x8F; /* past U+10FFFF */
-    } else {
+    else
         return 1; /* continuation byte, C0/C1 (always overlong) or F5..FF */
+    int32_t value = lead & (0x3F >> need);
+    /* The second byte's range is narrower where the full one would allow a form that is not allowed. */
+    uint8_t second_lo = 0x80, second_hi = 0xBF;
+    switch (lead) {
+    case 0xE0: second_lo = 0xA0; break; /* overlong below U+0800 */
+    case 0xF0: second_lo = 0x90; break; /* overlong below U+10000 */
+    case 0xED: second_hi = 0x9F; break; /* UTF-16 surrogates */
+    case 0xF4: second_hi = 0x8F; break; /* past U+10FFFF */
+    default: break;
     }
     if (avail < 2 || s[1] < second_lo || s[1] > second_hi)
         return 1;

@@ -43,19 +43,6 @@ void ranking_block_max_and(ranking_run *run) {
                 continue;
             }
         }
-        uint32_t found = ranking_align_followers(run, terms, n, doc);
-        if (found != doc) {
-            if (found == ISN_DOC_END)
-                break;
-            doc = ranking_next_geq(run, lead, found);
-            continue;
-        }
-        double score = 0.0;
-        for (uint32_t j = 0; j < n; j++)
-            score += ranking_term_score(run, &terms[j], doc);
-        run->docs_evaluated++;
-        run->matched++;
-        isn_topk_offer(topk, doc, (float)score);
-        doc = ranking_next(run, lead);
+        doc = ranking_and_step(run, terms, n, lead, doc);
     }
 }

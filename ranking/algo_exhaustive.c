@@ -4,27 +4,13 @@
 void ranking_exhaustive_or(ranking_run *run) {
     ranking_term *terms = run->terms;
     uint32_t n = run->num_terms;
-    uint32_t doc = ISN_DOC_END;
-    for (uint32_t i = 0; i < n; i++)
-        if (terms[i].cursor->doc < doc)
-            doc = terms[i].cursor->doc;
+    uint32_t doc = ranking_min_doc(terms, 0, n);
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc))
             break;
-        double score = 0.0;
-        uint32_t next_doc = ISN_DOC_END;
-        for (uint32_t i = 0; i < n; i++) {
-            isn_cursor *cursor = terms[i].cursor;
-            if (cursor->doc == doc) {
-                score += ranking_term_score(run, &terms[i], doc);
-                ranking_next(run, cursor);
-            }
-            if (cursor->doc < next_doc)
-                next_doc = cursor->doc;
-        }
-        run->docs_evaluated++;
-        run->matched++;
-        isn_topk_offer(&run->topk, doc, (float)score);
+        uint32_t next_doc;
+        double score = ranking_score_or_step(run, terms, 0, n, doc, &next_doc);
+        ranking_offer_scored(run, doc, score);
         doc = next_doc;
     }
 }
@@ -39,19 +25,6 @@ void ranking_exhaustive_and(ranking_run *run) {
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc))
             break;
-        uint32_t found = ranking_align_followers(run, terms, n, doc);
-        if (found != doc) {
-            if (found == ISN_DOC_END)
-                break;
-            doc = ranking_next_geq(run, lead, found);
-            continue;
-        }
-        double score = 0.0;
-        for (uint32_t j = 0; j < n; j++)
-            score += ranking_term_score(run, &terms[j], doc);
-        run->docs_evaluated++;
-        run->matched++;
-        isn_topk_offer(&run->topk, doc, (float)score);
-        doc = ranking_next(run, lead);
+        doc = ranking_and_step(run, terms, n, lead, doc);
     }
 }

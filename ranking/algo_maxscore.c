@@ -19,24 +19,12 @@ void ranking_maxscore(ranking_run *run) {
     while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
         first_essential++;
 
-    uint32_t doc = ISN_DOC_END;
-    for (uint32_t i = first_essential; i < n; i++)
-        if (terms[i].cursor->doc < doc)
-            doc = terms[i].cursor->doc;
+    uint32_t doc = ranking_min_doc(terms, first_essential, n);
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc))
             break;
-        double score = 0.0;
-        uint32_t next_doc = ISN_DOC_END;
-        for (uint32_t i = first_essential; i < n; i++) {
-            isn_cursor *cursor = terms[i].cursor;
-            if (cursor->doc == doc) {
-                score += ranking_term_score(run, &terms[i], doc);
-                ranking_next(run, cursor);
-            }
-            if (cursor->doc < next_doc)
-                next_doc = cursor->doc;
-        }
+        uint32_t next_doc;
+        double score = ranking_score_or_step(run, terms, first_essential, n, doc, &next_doc);
         run->matched++;
         bool complete = true;
         for (uint32_t i = first_essential; i-- > 0;) {
@@ -57,10 +45,7 @@ void ranking_maxscore(ranking_run *run) {
                 while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
                     first_essential++;
                 /* Lists that just became non-essential no longer propose candidates. */
-                next_doc = ISN_DOC_END;
-                for (uint32_t i = first_essential; i < n; i++)
-                    if (terms[i].cursor->doc < next_doc)
-                        next_doc = terms[i].cursor->doc;
+                next_doc = ranking_min_doc(terms, first_essential, n);
             }
         }
         doc = next_doc;

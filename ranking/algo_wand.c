@@ -25,9 +25,7 @@ static inline void evaluate_pivot(ranking_run *run, ranking_term *terms, uint32_
         ranking_next(run, terms[moved].cursor);
         moved++;
     }
-    run->docs_evaluated++;
-    run->matched++;
-    isn_topk_offer(&run->topk, doc, (float)score);
+    ranking_offer_scored(run, doc, score);
     ranking_resort_prefix(terms, moved, n);
 }
 
@@ -41,22 +39,33 @@ static inline void advance_to_pivot(ranking_run *run, ranking_term *terms, uint3
     ranking_resort_prefix(terms, moved, n);
 }
 
+/* Top of both WANDs' loop: false when the run must stop or no remaining document can win; else
+ * *pivot_doc is the pivot term's doc and *pivot its index. */
+static inline bool next_pivot(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t *pivot,
+                              uint32_t *pivot_doc) {
+    if (ranking_should_stop(run, terms[0].cursor->doc))
+        return false;
+    *pivot = find_pivot(terms, n, &run->topk);
+    if (*pivot == n)
+        return false;
+    *pivot_doc = terms[*pivot].cursor->doc;
+    return true;
+}
+
+/* Scores the pivot doc when every term before the pivot sits on it, else moves those terms there. */
+static inline void step_at_pivot(ranking_run *run, ranking_term *terms, uint32_t n, uint32_t pivot_doc) {
+    if (terms[0].cursor->doc == pivot_doc)
+        evaluate_pivot(run, terms, n, pivot_doc);
+    else
+        advance_to_pivot(run, terms, n, pivot_doc);
+}
+
 void ranking_wand(ranking_run *run) {
     ranking_term *terms = run->terms;
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_doc(terms, n);
-    for (;;) {
-        if (ranking_should_stop(run, terms[0].cursor->doc))
-            break;
-        uint32_t pivot = find_pivot(terms, n, &run->topk);
-        if (pivot == n)
-            break;
-        uint32_t pivot_doc = terms[pivot].cursor->doc;
-        if (terms[0].cursor->doc == pivot_doc)
-            evaluate_pivot(run, terms, n, pivot_doc);
-        else
-            advance_to_pivot(run, terms, n, pivot_doc);
-    }
+    for (uint32_t pivot, pivot_doc; next_pivot(run, terms, n, &pivot, &pivot_doc);)
+        step_at_pivot(run, terms, n, pivot_doc);
 }
 
 /* Block-Max WAND: before touching postings at the pivot doc, the block maxima of the blocks that hold
@@ -66,13 +75,8 @@ void ranking_block_max_wand(ranking_run *run) {
     ranking_term *terms = run->terms;
     uint32_t n = run->num_terms;
     ranking_sort_terms_by_doc(terms, n);
-    for (;;) {
-        if (ranking_should_stop(run, terms[0].cursor->doc))
-            break;
-        uint32_t pivot = find_pivot(terms, n, &run->topk);
-        if (pivot == n)
-            break;
-        uint32_t pivot_doc = terms[pivot].cursor->doc;
+    uint32_t pivot, pivot_doc;
+    while (next_pivot(run, terms, n, &pivot, &pivot_doc)) {
         /* Terms after the pivot sitting on the same doc add to its score: include them. */
         uint32_t last = pivot;
         while (last + 1 < n && terms[last + 1].cursor->doc == pivot_doc)
@@ -90,10 +94,7 @@ void ranking_block_max_wand(ranking_run *run) {
                 strongest = i;
         }
         if (!ranking_bound_fails(block_bound, &run->topk)) {
-            if (terms[0].cursor->doc == pivot_doc)
-                evaluate_pivot(run, terms, n, pivot_doc);
-            else
-                advance_to_pivot(run, terms, n, pivot_doc);
+            step_at_pivot(run, terms, n, pivot_doc);
             continue;
         }
         /* No doc in [pivot_doc, blocks_end] can win, nor any doc before the next term's doc. */

@@ -30,9 +30,7 @@ int l2_reserve_bytes(void **buf, size_t *cap_bytes, size_t bytes) {
 }
 
 isn_l2_workspace *isn_l2_workspace_new(const isn_index *index) {
-    if (index == NULL)
-        return NULL;
-    isn_l2_workspace *ws = calloc(1, sizeof *ws);
+    isn_l2_workspace *ws = index != NULL ? calloc(1, sizeof *ws) : NULL;
     if (ws == NULL)
         return NULL;
     ws->index = index;
@@ -43,13 +41,8 @@ isn_l2_workspace *isn_l2_workspace_new(const isn_index *index) {
 void isn_l2_workspace_free(isn_l2_workspace *ws) {
     if (ws == NULL)
         return;
-    free(ws->arena.base);
-    free(ws->features);
-    free(ws->inputs);
-    free(ws->scores);
-    free(ws->scratch);
-    free(ws->by_doc);
-    free(ws->keys);
-    free(ws->docs);
+    void *buffers[] = {ws->arena.base, ws->features, ws->inputs, ws->scores, ws->scratch, ws->by_doc, ws->keys, ws->docs};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
     free(ws);
 }

@@ -125,6 +125,56 @@ static inline bool ranking_bound_fails(double bound, const isn_topk *topk) {
     return bound * RANKING_BOUND_SLACK <= topk->threshold;
 }
 
+/* A fully scored document: counted and offered to the top-k; true when it entered. */
+static inline bool ranking_offer_scored(ranking_run *run, uint32_t doc, double score) {
+    run->docs_evaluated++;
+    run->matched++;
+    return isn_topk_offer(&run->topk, doc, (float)score);
+}
+
+/* The smallest doc on which terms[from..n) sit: the first candidate of a disjunction. */
+static inline uint32_t ranking_min_doc(const ranking_term *terms, uint32_t from, uint32_t n) {
+    uint32_t doc = ISN_DOC_END;
+    for (uint32_t i = from; i < n; i++)
+        if (terms[i].cursor->doc < doc)
+            doc = terms[i].cursor->doc;
+    return doc;
+}
+
+/* Disjunctive step over terms[from..n): adds the score of every list sitting on `doc`, moves those lists
+ * on, and sets *next_doc to the smallest doc the lists then sit on (the next candidate). */
+static inline double ranking_score_or_step(ranking_run *run, ranking_term *terms, uint32_t from, uint32_t n,
+                                           uint32_t doc, uint32_t *next_doc) {
+    double score = 0.0;
+    uint32_t next = ISN_DOC_END;
+    for (uint32_t i = from; i < n; i++) {
+        isn_cursor *cursor = terms[i].cursor;
+        if (cursor->doc == doc) {
+            score += ranking_term_score(run, &terms[i], doc);
+            ranking_next(run, cursor);
+        }
+        if (cursor->doc < next)
+            next = cursor->doc;
+    }
+    *next_doc = next;
+    return score;
+}
+
+/* Conjunctive step on the lead list's candidate `doc` (terms sorted by df, lead = terms[0].cursor, passed
+ * in so that the loop keeps it in a register): when every list holds it, scores and offers it; returns
+ * the lead's next candidate (ISN_DOC_END: done). */
+static inline uint32_t ranking_and_step(ranking_run *run, ranking_term *terms, uint32_t n, isn_cursor *lead,
+                                        uint32_t doc) {
+    uint32_t found = ranking_align_followers(run, terms, n, doc);
+    if (found != doc)
+        return found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, lead, found);
+    double score = 0.0;
+    for (uint32_t j = 0; j < n; j++)
+        score += ranking_term_score(run, &terms[j], doc);
+    ranking_offer_scored(run, doc, score);
+    return ranking_next(run, lead);
+}
+
 /* Restores doc order after terms[at] moved forward, given that the rest was sorted: it sinks right. */
 static inline void ranking_sink_term(ranking_term *terms, uint32_t at, uint32_t n) {
     ranking_term moving = terms[at];

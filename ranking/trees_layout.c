@@ -193,18 +193,11 @@ void isn_forest_free(isn_forest *f) {
         return;
     for (uint32_t i = 0; i < f->num_named; i++)
         free(f->input_names[i]);
-    free(f->input_names);
-    free(f->node_start);
-    free(f->leaf_start);
-    free(f->nodes);
-    free(f->leaves);
-    free(f->pad_feature);
-    free(f->pad_threshold);
-    free(f->pad_nan_right);
-    free(f->pad_leaf_f);
-    free(f->pad_leaf_d);
-    free(f->simd_splits);
-    free(f->simd_start);
+    void *arrays[] = {f->input_names, f->node_start,    f->leaf_start,    f->nodes,
+                      f->leaves,      f->pad_feature,   f->pad_threshold, f->pad_nan_right,
+                      f->pad_leaf_f,  f->pad_leaf_d,    f->simd_splits,   f->simd_start};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        free(arrays[i]);
     free(f);
 }
 

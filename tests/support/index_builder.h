@@ -3,9 +3,34 @@
 #define ISN_TESTS_SUPPORT_INDEX_H
 
 #include "index/index.h"
+#include "ranking/ranking.h"
+#include "tests/support/files.h" /* support_remove_tree, for the tests that use both */
 
 /* One field "body", no stemming or stopwords (tests name their terms exactly), documents kept in input
  * order (doc d is the d-th added), no positions, one partition, no progress output. */
 void support_plain_build_options(isn_build_options *options);
+
+/* A temporary index of generated documents, open, with a searcher: what most tests search. */
+typedef struct {
+    char dir[64];
+    isn_index *index;
+    isn_searcher *searcher;
+} support_index;
+
+/* Writes document `doc`'s body into text[0..cap) and returns its length. */
+typedef size_t (*support_doc_text)(void *user, uint32_t doc, char *text, size_t cap);
+
+/* Builds documents "d0".."d<num_docs - 1>" with the given options (NULL: support_plain_build_options)
+ * into a new directory /tmp/isn-test-<name>-XXXXXX, opens it and makes a searcher; 0 on success, else
+ * -1 with the reason printed. */
+int support_index_build(support_index *ix, const char *name, const isn_build_options *options, uint32_t num_docs,
+                        support_doc_text doc_text, void *user);
+/* Parses text and searches it with the given mode, algorithm and k (other options default); 0 on
+ * success, else -1 with the reason in err (ISN_ERR_LEN bytes). */
+int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,
+                        isn_hit *hits, uint32_t *num_hits, char *err);
+
+/* Frees the searcher and index and removes the directory. */
+void support_index_close(support_index *ix);
 
 #endif

@@ -13,21 +13,11 @@
 #include <cmocka.h>
 
 #include "index/index.h"
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint64_t bound) { return bound ? (uint32_t)(rng_next() % bound) : 0; }
+#include "tests/support/random.h"
 
 /* Geometric on 0, 1, 2... with the given mean, as doc-gap-minus-one values are (inverse transform). */
 static uint32_t rng_geometric(double mean) {
-    const double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+    const double u = ((double)(support_rng_next() >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
     const double v = floor(log(u) / log(mean / (mean + 1.0)));
     return v >= 4294967295.0 ? UINT32_MAX : (uint32_t)v;
 }
@@ -59,6 +49,18 @@ static size_t round_trip(const uint32_t *values, uint32_t n) {
     return size;
 }
 
+/* Round-trips `rounds` passes over the block lengths 1..ISN_BLOCK_SIZE, each block filled by fill; in
+ * pass r the length grows by 1 + r % step_cycle. */
+static void round_trip_lengths(int rounds, uint32_t step_cycle, void (*fill)(uint32_t *values, uint32_t n)) {
+    uint32_t values[ISN_BLOCK_SIZE];
+    for (int r = 0; r < rounds; r++) {
+        for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n += 1 + (uint32_t)r % step_cycle) {
+            fill(values, n);
+            round_trip(values, n);
+        }
+    }
+}
+
 static void test_constant_blocks(void **state) {
     (void)state;
     static const uint32_t constants[] = {0, 1, 2, 7, 255, 256, 65535, 1u << 31, UINT32_MAX - 1, UINT32_MAX};
@@ -76,31 +78,32 @@ static void test_constant_blocks(void **state) {
  * at width b is one of the encoder's choices, so the size can be no larger than that. */
 static void test_every_width_and_count(void **state) {
     (void)state;
-    rng_state = 1;
+    support_rng_seed(1);
     uint32_t values[ISN_BLOCK_SIZE];
     for (unsigned bits = 0; bits <= 32; bits++) {
         const uint64_t bound = UINT64_C(1) << bits;
         for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n++) {
-            for (uint32_t i = 0; i < n; i++) values[i] = rng_below(bound);
-            values[rng_below(n)] = (uint32_t)(bound - 1);
+            for (uint32_t i = 0; i < n; i++) values[i] = support_rng_below(bound);
+            values[support_rng_below(n)] = (uint32_t)(bound - 1);
             const size_t size = round_trip(values, n);
             assert_true(size <= 1 + ((size_t)n * bits + 7) / 8);
         }
     }
 }
 
+static double geometric_mean;
+
+static void fill_geometric(uint32_t *values, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) values[i] = rng_geometric(geometric_mean);
+}
+
 static void test_geometric_gaps(void **state) {
     (void)state;
-    rng_state = 2;
+    support_rng_seed(2);
     static const double means[] = {0.05, 0.5, 1, 3, 30, 300, 3000, 100000};
-    uint32_t values[ISN_BLOCK_SIZE];
     for (size_t m = 0; m < sizeof means / sizeof means[0]; m++) {
-        for (int rep = 0; rep < 4; rep++) {
-            for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n++) {
-                for (uint32_t i = 0; i < n; i++) values[i] = rng_geometric(means[m]);
-                round_trip(values, n);
-            }
-        }
+        geometric_mean = means[m];
+        round_trip_lengths(4, 1, fill_geometric);
     }
 }
 
@@ -108,18 +111,18 @@ static void test_geometric_gaps(void **state) {
  * positions and high parts of every width. */
 static void test_outliers(void **state) {
     (void)state;
-    rng_state = 3;
+    support_rng_seed(3);
     uint32_t values[ISN_BLOCK_SIZE];
     for (unsigned small_bits = 0; small_bits <= 8; small_bits++) {
         for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n++) {
             for (int rep = 0; rep < 3; rep++) {
-                for (uint32_t i = 0; i < n; i++) values[i] = rng_below(UINT64_C(1) << small_bits);
-                const uint32_t outliers = 1 + rng_below(4);
+                for (uint32_t i = 0; i < n; i++) values[i] = support_rng_below(UINT64_C(1) << small_bits);
+                const uint32_t outliers = 1 + support_rng_below(4);
                 for (uint32_t k = 0; k < outliers; k++) {
-                    const uint32_t position = k == 0 ? 0 : k == 1 ? n - 1 : rng_below(n);
-                    const unsigned big_bits = 9 + rng_below(24); /* 9..32 bits */
+                    const uint32_t position = k == 0 ? 0 : k == 1 ? n - 1 : support_rng_below(n);
+                    const unsigned big_bits = 9 + support_rng_below(24); /* 9..32 bits */
                     const uint64_t top = UINT64_C(1) << (big_bits - 1);
-                    values[position] = (uint32_t)(top | rng_below(top));
+                    values[position] = (uint32_t)(top | support_rng_below(top));
                 }
                 if (rep == 2) values[n / 2] = UINT32_MAX;
                 round_trip(values, n);
@@ -128,58 +131,52 @@ static void test_outliers(void **state) {
     }
 }
 
+static void fill_term_frequencies(uint32_t *values, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t r = support_rng_below(100);
+        values[i] = r < 60   ? 0
+                    : r < 85 ? 1
+                    : r < 95 ? 2
+                    : r < 99 ? 3 + support_rng_below(10)
+                             : support_rng_below(1u << (support_rng_below(20) + 1));
+    }
+}
+
 static void test_term_frequencies(void **state) {
     (void)state;
-    rng_state = 4;
-    uint32_t values[ISN_BLOCK_SIZE];
-    for (int rep = 0; rep < 64; rep++) {
-        for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n += 1 + (uint32_t)rep % 3) {
-            for (uint32_t i = 0; i < n; i++) {
-                const uint32_t r = rng_below(100);
-                values[i] = r < 60   ? 0
-                            : r < 85 ? 1
-                            : r < 95 ? 2
-                            : r < 99 ? 3 + rng_below(10)
-                                     : rng_below(1u << (rng_below(20) + 1));
-            }
-            round_trip(values, n);
-        }
-    }
+    support_rng_seed(4);
+    round_trip_lengths(64, 3, fill_term_frequencies);
+}
+
+static void fill_uniform_32_bit(uint32_t *values, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) values[i] = (uint32_t)support_rng_next();
 }
 
 static void test_uniform_random_32_bit(void **state) {
     (void)state;
-    rng_state = 5;
-    uint32_t values[ISN_BLOCK_SIZE];
-    for (int rep = 0; rep < 20; rep++) {
-        for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n++) {
-            for (uint32_t i = 0; i < n; i++) values[i] = (uint32_t)rng_next();
-            round_trip(values, n);
-        }
-    }
+    support_rng_seed(5);
+    round_trip_lengths(20, 1, fill_uniform_32_bit);
 }
 
 /* Values that each take a random width, so the chosen width and the exception count vary widely. */
+static void fill_mixed_widths(uint32_t *values, uint32_t n) {
+    const unsigned low = support_rng_below(33), span = support_rng_below(33 - low);
+    for (uint32_t i = 0; i < n; i++) values[i] = support_rng_below(UINT64_C(1) << (low + support_rng_below(span + 1)));
+}
+
 static void test_mixed_widths(void **state) {
     (void)state;
-    rng_state = 6;
-    uint32_t values[ISN_BLOCK_SIZE];
-    for (int rep = 0; rep < 40; rep++) {
-        for (uint32_t n = 1; n <= ISN_BLOCK_SIZE; n++) {
-            const unsigned low = rng_below(33), span = rng_below(33 - low);
-            for (uint32_t i = 0; i < n; i++) values[i] = rng_below(UINT64_C(1) << (low + rng_below(span + 1)));
-            round_trip(values, n);
-        }
-    }
+    support_rng_seed(6);
+    round_trip_lengths(40, 1, fill_mixed_widths);
 }
 
 static void test_compression(void **state) {
     (void)state;
-    rng_state = 7;
+    support_rng_seed(7);
     uint8_t out[ISN_CODEC_MAX_BLOCK_BYTES];
     uint32_t values[ISN_BLOCK_SIZE];
 
-    for (uint32_t i = 0; i < ISN_BLOCK_SIZE; i++) values[i] = rng_below(8);
+    for (uint32_t i = 0; i < ISN_BLOCK_SIZE; i++) values[i] = support_rng_below(8);
     assert_true(isn_codec_encode(values, ISN_BLOCK_SIZE, out) <= 50);
 
     /* One huge outlier must not widen the whole block: 3-bit packing plus one exception. */
@@ -231,7 +228,7 @@ static void test_layout(void **state) {
 /* Blocks back to back, as a posting list lays them out: sizes alone walk the stream. */
 static void test_concatenated_blocks(void **state) {
     (void)state;
-    rng_state = 8;
+    support_rng_seed(8);
     enum { BLOCKS = 200 };
     uint32_t *values = malloc(BLOCKS * ISN_BLOCK_SIZE * sizeof *values);
     uint32_t counts[BLOCKS];
@@ -240,8 +237,8 @@ static void test_concatenated_blocks(void **state) {
     assert_non_null(stream);
     size_t total = 0;
     for (int b = 0; b < BLOCKS; b++) {
-        counts[b] = b == BLOCKS - 1 ? 1 + rng_below(127) : ISN_BLOCK_SIZE;
-        const double mean = (double)(1u << rng_below(14));
+        counts[b] = b == BLOCKS - 1 ? 1 + support_rng_below(127) : ISN_BLOCK_SIZE;
+        const double mean = (double)(1u << support_rng_below(14));
         for (uint32_t i = 0; i < counts[b]; i++) values[b * ISN_BLOCK_SIZE + i] = rng_geometric(mean);
         total += isn_codec_encode(values + b * ISN_BLOCK_SIZE, counts[b], stream + total);
     }

@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,22 +17,15 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
+#include "tests/support/index_builder.h"
+#include "tests/support/random.h"
 
 #define NUM_DOCS 20000u
 #define VOCAB 3000u
 
-static uint64_t rng_state = 42;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_unit(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
-
 static double zipf_cdf[VOCAB];
 static uint32_t zipf_term(void) {
-    double u = rng_unit();
+    double u = support_rng_unit();
     uint32_t lo = 0, hi = VOCAB - 1;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -43,13 +35,17 @@ static uint32_t zipf_term(void) {
     return lo;
 }
 
-static char index_dir[64];
+static support_index test_index;
 static isn_index *ix;
 static isn_searcher *searcher;
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    (void)user;
+    (void)d;
+    uint32_t len = 3 + (uint32_t)(support_rng_unit() * support_rng_unit() * 150);
+    size_t at = 0;
+    for (uint32_t i = 0; i < len; i++) at += (size_t)snprintf(text + at, cap - at, "w%u ", zipf_term());
+    return at;
 }
 
 static int setup(void **state) {
@@ -64,32 +60,15 @@ static int setup(void **state) {
     snprintf(o.fields[0], sizeof o.fields[0], "body");
     o.analyzer.stem = false;
     o.analyzer.stopwords = false;
-    isn_builder *b = isn_builder_new(&o);
-    if (!b) return -1;
-    char text[8192], id[32], err[256];
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        uint32_t len = 3 + (uint32_t)(rng_unit() * rng_unit() * 150);
-        size_t at = 0;
-        for (uint32_t i = 0; i < len; i++) at += (size_t)snprintf(text + at, sizeof text - at, "w%u ", zipf_term());
-        snprintf(id, sizeof id, "doc%u", d);
-        const char *fields[1] = {text};
-        size_t lens[1] = {at};
-        if (isn_builder_add(b, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
-    }
-    snprintf(index_dir, sizeof index_dir, "/tmp/isn-test-gpu-XXXXXX");
-    if (!mkdtemp(index_dir)) return -1;
-    if (isn_builder_write(b, index_dir, NULL, err, sizeof err) != 0) return -1;
-    isn_builder_free(b);
-    ix = isn_index_open(index_dir, err, sizeof err);
-    searcher = ix ? isn_searcher_new(ix) : NULL;
-    return searcher ? 0 : -1;
+    if (support_index_build(&test_index, "gpu", &o, NUM_DOCS, doc_text, NULL) != 0) return -1;
+    ix = test_index.index;
+    searcher = test_index.searcher;
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    isn_searcher_free(searcher);
-    isn_index_close(ix);
-    nftw(index_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_index_close(&test_index);
     return 0;
 }
 
@@ -118,16 +97,16 @@ static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
     assert_non_null(bt->hits);
     assert_non_null(bt->expected);
     for (uint32_t q = 0; q < n; q++) {
-        uint32_t nt = long_terms ? long_terms + (uint32_t)(rng_next() % 32)
-                                 : 1 + (uint32_t)(rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
+        uint32_t nt = long_terms ? long_terms + (uint32_t)(support_rng_next() % 32)
+                                 : 1 + (uint32_t)(support_rng_next() % (mode == ISN_MODE_AND ? 3 : 6));
         isn_query *query = &bt->queries[q];
         query->terms = bt->terms[q];
         query->num_terms = 0;
         query->num_unknown = 0;
         for (uint32_t t = 0; t < nt; t++) {
             char word[16];
-            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(rng_next() % 40)
-                         : long_terms ? (uint32_t)(rng_next() % VOCAB)
+            uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(support_rng_next() % 40)
+                         : long_terms ? (uint32_t)(support_rng_next() % VOCAB)
                                       : zipf_term();
             snprintf(word, sizeof word, "w%u", w);
             uint32_t id;
@@ -201,7 +180,20 @@ static bool have_gpu(void) {
     return false;
 }
 
-static void check_equality(bool emulate) {
+/* The checks run on both devices take theirs from the test's state: the emulated device always, a
+ * real GPU where there is one (skipped otherwise). */
+static const bool EMULATED = true, REAL_GPU = false;
+#define ON_EMULATED(test) {#test "_emulated", test, NULL, NULL, (void *)&EMULATED}
+#define ON_GPU(test) {#test "_gpu", test, NULL, NULL, (void *)&REAL_GPU}
+
+static bool device_under_test(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    return emulate;
+}
+
+static void test_equality(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     static const uint32_t ks[] = {1, 10, 100, 1000, 10000};
@@ -226,35 +218,17 @@ static void check_equality(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_equality_emulated(void **state) {
-    (void)state;
-    check_equality(true);
-}
-
-static void test_equality_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_equality(false);
-}
-
 /* Conjunctive queries through the range passes instead of probing. */
-static void test_and_by_ranges_emulated(void **state) {
-    (void)state;
+static void test_and_by_ranges(void **state) {
+    device_under_test(state); /* a skip comes before the flag is set */
     and_by_ranges = true;
-    check_equality(true);
-    and_by_ranges = false;
-}
-
-static void test_and_by_ranges_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    and_by_ranges = true;
-    check_equality(false);
+    test_equality(state);
     and_by_ranges = false;
 }
 
 /* Disjunctive queries of 100..131 terms: scored in chunks of terms into the dense range accumulator. */
-static void check_long_queries(bool emulate) {
+static void test_long_queries(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     char err[256];
@@ -272,21 +246,11 @@ static void check_long_queries(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_long_queries_emulated(void **state) {
-    (void)state;
-    check_long_queries(true);
-}
-
-static void test_long_queries_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_long_queries(false);
-}
-
 /* Half the payload: a pruned-prefix cache (the most visited lists' leading blocks, each cut at half
  * of it); the device answers below each query's coverage and the CPU completes the rest, still exactly;
  * lists left out are answered on the CPU. */
-static void check_partial_residency(bool emulate) {
+static void test_partial_residency(void **state) {
+    bool emulate = device_under_test(state);
     uint64_t payload_bytes, num_blocks;
     isn_index_postings_payload(ix, &payload_bytes);
     isn_index_block_metas(ix, &num_blocks);
@@ -321,19 +285,9 @@ static void check_partial_residency(bool emulate) {
     isn_gpu_close(b);
 }
 
-static void test_partial_residency_emulated(void **state) {
-    (void)state;
-    check_partial_residency(true);
-}
-
-static void test_partial_residency_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_partial_residency(false);
-}
-
 /* An injected device error: that batch and the next are answered on the CPU, exactly, and health says why. */
-static void check_fault(bool emulate) {
+static void test_fault(void **state) {
+    bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     char err[256], metrics[4096];
@@ -362,17 +316,6 @@ static void check_fault(bool emulate) {
     assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
     assert_int_equal(batch_check(&bt, 100), 0);
     isn_gpu_close(b);
-}
-
-static void test_fault_emulated(void **state) {
-    (void)state;
-    check_fault(true);
-}
-
-static void test_fault_gpu(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
-    check_fault(false);
 }
 
 /* A candidate buffer too small for k: the overflowing queries are answered on the CPU. */
@@ -459,13 +402,14 @@ static void test_bad_requests(void **state) {
 }
 
 int main(void) {
+    support_rng_seed(42);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_equality_emulated),          cmocka_unit_test(test_partial_residency_emulated),
-        cmocka_unit_test(test_fault_emulated),             cmocka_unit_test(test_candidate_overflow_emulated),
-        cmocka_unit_test(test_bad_requests),               cmocka_unit_test(test_equality_gpu),
-        cmocka_unit_test(test_partial_residency_gpu),      cmocka_unit_test(test_fault_gpu),
-        cmocka_unit_test(test_and_by_ranges_emulated),     cmocka_unit_test(test_and_by_ranges_gpu),
-        cmocka_unit_test(test_long_queries_emulated),      cmocka_unit_test(test_long_queries_gpu),
+        ON_EMULATED(test_equality),          ON_EMULATED(test_partial_residency),
+        ON_EMULATED(test_fault),             cmocka_unit_test(test_candidate_overflow_emulated),
+        cmocka_unit_test(test_bad_requests), ON_GPU(test_equality),
+        ON_GPU(test_partial_residency),      ON_GPU(test_fault),
+        ON_EMULATED(test_and_by_ranges),     ON_GPU(test_and_by_ranges),
+        ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),
         cmocka_unit_test(test_scheduler_device_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -205,40 +205,37 @@ static void expect_forest_equal(const char *what, const isn_forest *f) {
     }
 }
 
-static void test_xgboost_models(void **state) {
-    (void)state;
+/* Writes a generated model of `trees` trees of depth 6 to dir/file and loads it (so the generator is
+ * checked even without a GPU); with a GPU, the device must score it as the CPU does. */
+static void expect_generated_forest_equal(const char *what, const char *file, bool xgboost, uint32_t trees) {
     char path[128];
-    snprintf(path, sizeof path, "%s/gen_xgb.json", dir);
-    write_xgboost(path, 1000, 6);
-    isn_forest *f = load_forest(path, true); /* the generator is checked even without a GPU */
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    (xgboost ? write_xgboost : write_lightgbm)(path, trees, 6);
+    isn_forest *f = load_forest(path, xgboost);
     if (!gpu) {
         isn_forest_free(f);
         skip();
     }
-    expect_forest_equal("generated XGBoost, 1000 trees", f);
+    expect_forest_equal(what, f);
     isn_forest_free(f);
+}
+
+static void test_xgboost_models(void **state) {
+    (void)state;
+    expect_generated_forest_equal("generated XGBoost, 1000 trees", "gen_xgb.json", true, 1000);
     struct stat st;
     if (stat(ORACLE, &st) != 0) {
         printf("# %s missing (build/tests/test_trees makes it): oracle model not compared\n", ORACLE);
         return;
     }
-    f = load_forest(ORACLE, true);
+    isn_forest *f = load_forest(ORACLE, true);
     expect_forest_equal("XGBoost oracle model", f);
     isn_forest_free(f);
 }
 
 static void test_lightgbm_model(void **state) {
     (void)state;
-    char path[128];
-    snprintf(path, sizeof path, "%s/gen_lgb.txt", dir);
-    write_lightgbm(path, 500, 6);
-    isn_forest *f = load_forest(path, false);
-    if (!gpu) {
-        isn_forest_free(f);
-        skip();
-    }
-    expect_forest_equal("generated LightGBM, 500 trees (double sums)", f);
-    isn_forest_free(f);
+    expect_generated_forest_equal("generated LightGBM, 500 trees (double sums)", "gen_lgb.txt", false, 500);
 }
 
 static void test_mlp(void **state) {

@@ -13,6 +13,7 @@
 #include "base/base.h"
 #include "index/format.h" /* the damage tests rewrite checksums, so they need the layout */
 #include "index/index.h"
+#include "tests/support/files.h"
 
 static char tmp_root[] = "/tmp/isn-test-index-XXXXXX";
 static int dir_counter;
@@ -183,28 +184,22 @@ static void test_builder_rejects(void **state) {
     isn_builder_free(b);
 }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_build_from_jsonl(void **state) {
     (void)state;
     char dir[256], input[300], err[ISN_ERR_LEN];
     make_dir(dir, sizeof dir);
     snprintf(input, sizeof input, "%s.jsonl", dir);
-    write_text(input, "{\"id\":\"a\",\"title\":\"Hello\",\"body\":\"world of search\"}\n"
-                      "{\"id\":\"b\",\"title\":\"broken\"\n"          /* malformed JSON */
-                      "{\"title\":\"no id\"}\n"                       /* missing id */
-                      "{\"id\":\"a\",\"body\":\"again\"}\n"          /* duplicate id */
-                      "{\"id\":\"c\",\"body\":\"\"}\n"               /* empty text */
-                      "{\"id\":\"d\",\"body\":42}\n"                 /* wrong type */
-                      "[1,2]\n"                                      /* not an object */
-                      "\n"                                           /* blank lines are skipped */
-                      "{\"id\":7,\"body\":\"caf\xff\xfe latte\"}\n"  /* integer id, invalid UTF-8 */
-                      "{\"id\":\"e\",\"body\":\"searching worlds\"}");
+    const char *jsonl = "{\"id\":\"a\",\"title\":\"Hello\",\"body\":\"world of search\"}\n"
+                        "{\"id\":\"b\",\"title\":\"broken\"\n"          /* malformed JSON */
+                        "{\"title\":\"no id\"}\n"                       /* missing id */
+                        "{\"id\":\"a\",\"body\":\"again\"}\n"          /* duplicate id */
+                        "{\"id\":\"c\",\"body\":\"\"}\n"               /* empty text */
+                        "{\"id\":\"d\",\"body\":42}\n"                 /* wrong type */
+                        "[1,2]\n"                                      /* not an object */
+                        "\n"                                           /* blank lines are skipped */
+                        "{\"id\":7,\"body\":\"caf\xff\xfe latte\"}\n"  /* integer id, invalid UTF-8 */
+                        "{\"id\":\"e\",\"body\":\"searching worlds\"}";
+    assert_int_equal(support_write_text(input, jsonl), 0);
     isn_build_options o;
     isn_build_options_default(&o);
     isn_build_summary s;

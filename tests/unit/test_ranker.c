@@ -16,6 +16,7 @@
 
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tests/support/files.h"
 
 static char dir[64];
 static isn_index *ix;
@@ -136,19 +137,12 @@ static void test_features(void **state) {
     free(f);
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 static isn_ranker *load_ranker(const char *text, char *err) {
     char path[128], cwd[512], model[700];
     snprintf(path, sizeof path, "%s/r.ranker", dir);
     assert_non_null(getcwd(cwd, sizeof cwd));
     snprintf(model, sizeof model, text, cwd);
-    write_file(path, model);
+    assert_int_equal(support_write_text(path, model), 0);
     return isn_ranker_load(path, isn_index_get_info(ix), err, ISN_ERR_LEN);
 }
 
@@ -202,7 +196,7 @@ static void test_mlp_rerank(void **state) {
     char err[ISN_ERR_LEN], mlp_path[128];
     /* score = relu(tf_sum - 1) * 2 + 0.5 * relu(-tf_sum + 10) ... with a linear output layer */
     snprintf(mlp_path, sizeof mlp_path, "%s/m.mlp", dir);
-    write_file(mlp_path, "isn-mlp 1\ninputs 2\nlayer 2 relu\n1 0\n0 -1\n-1 0\nlayer 1 linear\n2 1\n0.25\n");
+    assert_int_equal(support_write_text(mlp_path, "isn-mlp 1\ninputs 2\nlayer 2 relu\n1 0\n0 -1\n-1 0\nlayer 1 linear\n2 1\n0.25\n"), 0);
     isn_ranker *r = load_ranker("isn-ranker 1\nmodel mlp m.mlp\ninput tf_sum\ninput body.len log 1 0\n%.0s", err);
     if (r == NULL)
         fail_msg("%s", err);

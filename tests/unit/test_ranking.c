@@ -11,34 +11,15 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "tests/support/oracle.h"
 #include "tests/support/index_builder.h"
+#include "tests/support/random.h"
 
 #define TIE_TOLERANCE 1e-5
-
-/* ------------------------------------------------------------------ random numbers */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(uint64_t bound) {
-    return bound ? (uint32_t)(rng_next() % bound) : 0;
-}
-
-static double rng_unit(void) {
-    return (double)(rng_next() >> 11) / 9007199254740992.0;
-}
 
 /* ------------------------------------------------------------------ test collections */
 
@@ -56,13 +37,6 @@ typedef struct {
  * the group teardown removes what is left. */
 #define MAX_OPEN_DIRS 8
 static char open_dirs[MAX_OPEN_DIRS][64];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 /* Indexes the documents (one field "body", no stemming, no stopwords, input order) and prepares
  * the oracle over the same terms. The collection takes doc_terms and doc_lens. */
@@ -129,17 +103,34 @@ static void collection_close(collection *c) {
     isn_searcher_free(c->searcher);
     isn_index_close(c->index);
     oracle_free(c->oracle);
-    nftw(c->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    support_remove_tree(c->dir);
     for (int i = 0; i < MAX_OPEN_DIRS; i++)
         if (strcmp(open_dirs[i], c->dir) == 0)
             open_dirs[i][0] = '\0';
+}
+
+/* Arrays for a generated collection: doc_terms[d] is for the caller to malloc; collection_close_generated
+ * frees them all. */
+static const char ***generated_docs_new(uint32_t num_docs, uint32_t **doc_lens) {
+    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
+    *doc_lens = malloc(num_docs * sizeof **doc_lens);
+    assert_true(doc_terms && *doc_lens);
+    return doc_terms;
+}
+
+static void collection_close_generated(collection *c) {
+    collection_close(c);
+    for (uint32_t d = 0; d < c->num_docs; d++)
+        free(c->doc_terms[d]);
+    free(c->doc_terms);
+    free(c->doc_lens);
 }
 
 static int remove_leftover_dirs(void **state) {
     (void)state;
     for (int i = 0; i < MAX_OPEN_DIRS; i++) {
         if (open_dirs[i][0] != '\0')
-            nftw(open_dirs[i], remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+            support_remove_tree(open_dirs[i]);
         open_dirs[i][0] = '\0';
     }
     return 0;
@@ -149,20 +140,6 @@ static int remove_leftover_dirs(void **state) {
 
 static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_AUTO};
 static const isn_algo and_algos[] = {ISN_ALGO_AND, ISN_ALGO_BMAND, ISN_ALGO_AUTO};
-
-static int search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,
-                       isn_hit *hits, uint32_t *num_hits, char *err) {
-    isn_query query;
-    if (isn_query_parse(searcher, text, strlen(text), &query, err, ISN_ERR_LEN) != 0)
-        return -1;
-    isn_search_options options;
-    isn_search_options_default(&options);
-    options.mode = mode;
-    options.algo = algo;
-    options.k = k;
-    isn_search_stats stats;
-    return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
-}
 
 static bool within(double value, double expected, double relative) {
     return fabs(value - expected) <= relative * fabs(expected) + 1e-12;
@@ -218,40 +195,34 @@ static void open_tiny(collection *c) {
  *                       d1 = 0.646254990 + 0.133531393 * 2.2/2.2 = 0.779786383.
  *   "cherry cherry banana": d2 = 2 * 1.438549571 + 0.133531393 * 2.2/2.7 = 2.994606768,
  *                           d0 = 0.133531393 * 2.2/1.9 = 0.154615297, d1 = 0.133531393. */
+/* The search must return exactly these docs, in this order, with these scores (relative error 1e-6). */
+static void expect_hits(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k, uint32_t n,
+                        const uint32_t *docs, const double *scores) {
+    isn_hit hits[10];
+    uint32_t got;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(support_search_text(searcher, text, mode, algo, k, hits, &got, err), 0);
+    assert_int_equal(got, n);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(hits[i].doc, docs[i]);
+        assert_true(within(hits[i].score, scores[i], 1e-6));
+    }
+}
+
 static void test_hand_computed_scores(void **state) {
     (void)state;
     collection c;
     open_tiny(&c);
-    isn_hit hits[10];
-    uint32_t n;
-    char err[ISN_ERR_LEN];
     for (size_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "Apple cherry", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 3);
-        assert_int_equal(hits[0].doc, 2);
-        assert_int_equal(hits[1].doc, 1);
-        assert_int_equal(hits[2].doc, 0);
-        assert_true(within(hits[0].score, 1.438549571, 1e-6));
-        assert_true(within(hits[1].score, 0.646254990, 1e-6));
-        assert_true(within(hits[2].score, 0.544214729, 1e-6));
-
-        assert_int_equal(search_text(c.searcher, "cherry cherry banana", ISN_MODE_OR, or_algos[a], 2, hits, &n, err), 0);
-        assert_int_equal(n, 2);
-        assert_int_equal(hits[0].doc, 2);
-        assert_int_equal(hits[1].doc, 0);
-        assert_true(within(hits[0].score, 2.994606768, 1e-6));
-        assert_true(within(hits[1].score, 0.154615297, 1e-6));
+        expect_hits(c.searcher, "Apple cherry", ISN_MODE_OR, or_algos[a], 10, 3, (const uint32_t[]){2, 1, 0},
+                    (const double[]){1.438549571, 0.646254990, 0.544214729});
+        expect_hits(c.searcher, "cherry cherry banana", ISN_MODE_OR, or_algos[a], 2, 2, (const uint32_t[]){2, 0},
+                    (const double[]){2.994606768, 0.154615297});
     }
     for (size_t a = 0; a < sizeof and_algos / sizeof *and_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "apple banana", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 2);
-        assert_int_equal(hits[0].doc, 1);
-        assert_int_equal(hits[1].doc, 0);
-        assert_true(within(hits[0].score, 0.779786383, 1e-6));
-        assert_true(within(hits[1].score, 0.698830025, 1e-6));
-
-        assert_int_equal(search_text(c.searcher, "apple cherry", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
+        expect_hits(c.searcher, "apple banana", ISN_MODE_AND, and_algos[a], 10, 2, (const uint32_t[]){1, 0},
+                    (const double[]){0.779786383, 0.698830025});
+        expect_hits(c.searcher, "apple cherry", ISN_MODE_AND, and_algos[a], 10, 0, NULL, NULL);
     }
     collection_close(&c);
 }
@@ -293,33 +264,36 @@ static void test_parse_merges_repeats_and_counts_unknown(void **state) {
 
 static void test_empty_and_unknown_queries(void **state) {
     (void)state;
+    static const struct {
+        const char *text;
+        isn_mode mode;
+        uint32_t hits;
+    } cases[] = {
+        {"", ISN_MODE_OR, 0},
+        {" ,;. ", ISN_MODE_OR, 0},
+        {"zebra quince", ISN_MODE_OR, 0},
+        {"zebra cherry", ISN_MODE_OR, 1}, /* OR ignores the unknown term: doc 2, the one with "cherry" */
+        {"", ISN_MODE_AND, 0},
+        {"zebra", ISN_MODE_AND, 0},
+        {"banana zebra", ISN_MODE_AND, 0}, /* AND: an unknown term matches nothing, so nothing matches every term */
+        {"banana", ISN_MODE_AND, 3},
+    };
     collection c;
     open_tiny(&c);
     isn_hit hits[10];
-    uint32_t n = 99;
     char err[ISN_ERR_LEN];
-    for (size_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, " ,;. ", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "zebra quince", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        /* OR ignores the unknown term. */
-        assert_int_equal(search_text(c.searcher, "zebra cherry", ISN_MODE_OR, or_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 1);
-        assert_int_equal(hits[0].doc, 2);
-    }
-    for (size_t a = 0; a < sizeof and_algos / sizeof *and_algos; a++) {
-        assert_int_equal(search_text(c.searcher, "", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "zebra", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        /* AND: an unknown term matches nothing, so nothing matches every term. */
-        assert_int_equal(search_text(c.searcher, "banana zebra", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 0);
-        assert_int_equal(search_text(c.searcher, "banana", ISN_MODE_AND, and_algos[a], 10, hits, &n, err), 0);
-        assert_int_equal(n, 3);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bool or_mode = cases[i].mode == ISN_MODE_OR;
+        const isn_algo *algos = or_mode ? or_algos : and_algos;
+        size_t num_algos = or_mode ? sizeof or_algos / sizeof *or_algos : sizeof and_algos / sizeof *and_algos;
+        for (size_t a = 0; a < num_algos; a++) {
+            uint32_t n = 99;
+            int rc = support_search_text(c.searcher, cases[i].text, cases[i].mode, algos[a], 10, hits, &n, err);
+            assert_int_equal(rc, 0);
+            assert_int_equal(n, cases[i].hits);
+            if (or_mode && n == 1)
+                assert_int_equal(hits[0].doc, 2);
+        }
     }
     collection_close(&c);
 }
@@ -445,7 +419,7 @@ typedef struct {
 } vocabulary;
 
 static uint32_t vocab_sample(const vocabulary *v) {
-    double u = rng_unit() * v->cdf[v->vocab - 1];
+    double u = support_rng_unit() * v->cdf[v->vocab - 1];
     uint32_t lo = 0, hi = v->vocab - 1;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -464,21 +438,33 @@ typedef struct {
     char text[64 * 18];
 } random_query;
 
+/* A query written out: its tokens are the words of `words` it names (the oracle's terms). */
+static void fixed_query(random_query *q, const char *text, const char *const *words, size_t num_words) {
+    snprintf(q->text, sizeof q->text, "%s", text);
+    q->num_tokens = 0;
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", text);
+    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
+        for (size_t w = 0; w < num_words; w++)
+            if (strcmp(tok, words[w]) == 0)
+                q->tokens[q->num_tokens++] = words[w];
+}
+
 static void make_query(random_query *q, const vocabulary *v, bool and_mode) {
-    uint32_t n = and_mode && rng_below(4) != 0 ? 1 + rng_below(4) : 1 + rng_below(30);
+    uint32_t n = and_mode && support_rng_below(4) != 0 ? 1 + support_rng_below(4) : 1 + support_rng_below(30);
     size_t len = 0;
     q->num_tokens = 0;
-    bool zipf = rng_below(2) == 0 || and_mode;
+    bool zipf = support_rng_below(2) == 0 || and_mode;
     for (uint32_t i = 0; i < n; i++) {
         const char *token;
-        uint32_t roll = rng_below(100);
-        if (roll < 8 && !(and_mode && rng_below(3) != 0)) {
-            snprintf(q->unknown[i], sizeof q->unknown[i], "q%u", rng_below(1000));
+        uint32_t roll = support_rng_below(100);
+        if (roll < 8 && !(and_mode && support_rng_below(3) != 0)) {
+            snprintf(q->unknown[i], sizeof q->unknown[i], "q%u", support_rng_below(1000));
             token = q->unknown[i];
         } else if (roll < 20 && i > 0) {
-            token = q->tokens[rng_below(i)];
+            token = q->tokens[support_rng_below(i)];
         } else {
-            uint32_t word = zipf ? vocab_sample(v) : rng_below(v->vocab);
+            uint32_t word = zipf ? vocab_sample(v) : support_rng_below(v->vocab);
             token = v->words[word];
         }
         q->tokens[q->num_tokens++] = token;
@@ -606,15 +592,17 @@ static void run_random_case(collection *c, const random_query *q, bool and_mode,
 }
 
 static void run_random_collection(uint64_t seed) {
-    rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
-    uint32_t shape = rng_below(10);
-    uint32_t num_docs = shape == 0 ? 1 + rng_below(5) : shape < 4 ? 1 + rng_below(300) : 1 + rng_below(3000);
+    support_rng_seed(seed * 0x2545F4914F6CDD1Dull + 1);
+    uint32_t shape = support_rng_below(10);
+    uint32_t num_docs = shape == 0   ? 1 + support_rng_below(5)
+                        : shape < 4 ? 1 + support_rng_below(300)
+                                    : 1 + support_rng_below(3000);
     vocabulary v;
-    v.vocab = 2 + rng_below(shape == 0 ? 20 : 3000);
+    v.vocab = 2 + support_rng_below(shape == 0 ? 20 : 3000);
     v.words = malloc(v.vocab * sizeof *v.words);
     v.cdf = malloc(v.vocab * sizeof *v.cdf);
     assert_true(v.words && v.cdf);
-    double exponent = 0.7 + 0.6 * rng_unit(), total = 0.0;
+    double exponent = 0.7 + 0.6 * support_rng_unit(), total = 0.0;
     for (uint32_t w = 0; w < v.vocab; w++) {
         snprintf(v.words[w], sizeof v.words[w], "w%u", w);
         total += pow(w + 1.0, -exponent);
@@ -622,28 +610,29 @@ static void run_random_collection(uint64_t seed) {
     }
     /* Clustered collections give lists whose block maxima differ a lot from block to block (topics
      * and document lengths change by doc id range), which is what block-max skipping feeds on. */
-    bool long_docs = rng_below(2) == 0;
-    bool clustered = rng_below(2) == 0;
-    uint32_t cluster_size = 20 + rng_below(400);
-    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    bool long_docs = support_rng_below(2) == 0;
+    bool clustered = support_rng_below(2) == 0;
+    uint32_t cluster_size = 20 + support_rng_below(400);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(num_docs, &doc_lens);
     uint32_t topic = 0, max_len = 300, topic_share = 0;
     for (uint32_t d = 0; d < num_docs; d++) {
         if (clustered && d % cluster_size == 0) {
-            topic = rng_below(v.vocab);
-            max_len = 1 + rng_below(300);
-            topic_share = rng_below(80);
+            topic = support_rng_below(v.vocab);
+            max_len = 1 + support_rng_below(300);
+            topic_share = support_rng_below(80);
         }
         if (clustered)
-            doc_lens[d] = 1 + rng_below(max_len);
+            doc_lens[d] = 1 + support_rng_below(max_len);
+        else if (long_docs || support_rng_below(8) == 0)
+            doc_lens[d] = 1 + support_rng_below(300);
         else
-            doc_lens[d] = long_docs || rng_below(8) == 0 ? 1 + rng_below(300) : 1 + rng_below(40);
+            doc_lens[d] = 1 + support_rng_below(40);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         assert_non_null(doc_terms[d]);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
             uint32_t word = vocab_sample(&v);
-            if (clustered && rng_below(100) < topic_share)
+            if (clustered && support_rng_below(100) < topic_share)
                 word = (topic + word % 50) % v.vocab;
             doc_terms[d][i] = v.words[word];
         }
@@ -653,19 +642,15 @@ static void run_random_collection(uint64_t seed) {
 
     static const uint32_t ks[] = {1, 2, 3, 5, 10, 10, 10, 20, 50, 100, 1000, 10000};
     for (uint32_t i = 0; i < 16; i++) {
-        bool and_mode = rng_below(3) == 0;
+        bool and_mode = support_rng_below(3) == 0;
         random_query q;
         make_query(&q, &v, and_mode);
-        uint32_t k = ks[rng_below(sizeof ks / sizeof *ks)];
+        uint32_t k = ks[support_rng_below(sizeof ks / sizeof *ks)];
         /* Now and then global statistics, as an aggregator would send them. */
-        uint64_t num_docs_override = rng_below(5) == 0 ? num_docs + rng_below(5000) : 0;
+        uint64_t num_docs_override = support_rng_below(5) == 0 ? num_docs + support_rng_below(5000) : 0;
         run_random_case(&c, &q, and_mode, k, num_docs_override, seed, i);
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < num_docs; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
     free(v.words);
     free(v.cdf);
 }
@@ -690,17 +675,16 @@ static void test_random_against_oracle(void **state) {
 static void test_block_skipping_collection(void **state) {
     (void)state;
     uint64_t seed = 777;
-    rng_state = seed;
+    support_rng_seed(seed);
     enum { DOCS = 3000 };
     static const char *words[] = {"common", "often", "some", "rare", "rarer", "rarest"};
-    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(DOCS, &doc_lens);
     for (uint32_t d = 0; d < DOCS; d++) {
-        doc_lens[d] = 1 + rng_below(60);
+        doc_lens[d] = 1 + support_rng_below(60);
         doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
         for (uint32_t i = 0; i < doc_lens[d]; i++) {
-            uint32_t roll = rng_below(1000);
+            uint32_t roll = support_rng_below(1000);
             doc_terms[d][i] = roll < 700 ? words[0] : roll < 900 ? words[1] : roll < 980 ? words[2]
                               : roll < 995 ? words[3] : roll < 999 ? words[4] : words[5];
         }
@@ -713,23 +697,12 @@ static void test_block_skipping_collection(void **state) {
         for (uint32_t k = 1; k <= 1000; k *= 10) {
             for (int mode = 0; mode < 2; mode++) {
                 random_query q;
-                snprintf(q.text, sizeof q.text, "%s", queries[qi]);
-                q.num_tokens = 0;
-                char copy[128];
-                snprintf(copy, sizeof copy, "%s", queries[qi]);
-                for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
-                    for (uint32_t w = 0; w < 6; w++)
-                        if (strcmp(tok, words[w]) == 0)
-                            q.tokens[q.num_tokens++] = words[w];
+                fixed_query(&q, queries[qi], words, sizeof words / sizeof *words);
                 run_random_case(&c, &q, mode == 1, k, 0, seed, qi);
             }
         }
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < DOCS; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 /* Exact ties: identical documents score bit-identically, and the lower doc id must win, whatever
@@ -759,9 +732,9 @@ static void test_ties_prefer_lower_doc_ids(void **state) {
                 isn_hit hits[300];
                 uint32_t n;
                 char err[ISN_ERR_LEN];
-                assert_int_equal(search_text(c.searcher, "red green", mode == 1 ? ISN_MODE_AND : ISN_MODE_OR, algos[a],
-                                             k, hits, &n, err),
-                                 0);
+                isn_mode search_mode = mode == 1 ? ISN_MODE_AND : ISN_MODE_OR;
+                int rc = support_search_text(c.searcher, "red green", search_mode, algos[a], k, hits, &n, err);
+                assert_int_equal(rc, 0);
                 assert_int_equal(n, k);
                 /* The two strong docs, then tied docs 0, 2, 3, 5, 6, ... (d % 3 != 1) by id. */
                 uint32_t tied = 0;
@@ -798,9 +771,8 @@ static void test_block_boundary_winners(void **state) {
     } winners[] = {{0, 8}, {3 * ISN_BLOCK_SIZE, 12}, {5 * ISN_BLOCK_SIZE, 16}, {6 * ISN_BLOCK_SIZE + 127, 20},
                    {7 * ISN_BLOCK_SIZE, 24}, {9 * ISN_BLOCK_SIZE, 28}, {9 * ISN_BLOCK_SIZE + 1, 30}};
     enum { WINNERS = sizeof winners / sizeof *winners };
-    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(DOCS, &doc_lens);
     for (uint32_t d = 0; d < DOCS; d++) {
         uint32_t tf = 1;
         for (uint32_t w = 0; w < WINNERS; w++)
@@ -815,17 +787,12 @@ static void test_block_boundary_winners(void **state) {
     }
     collection c;
     collection_open(&c, DOCS, doc_terms, doc_lens);
-    static const char *queries[] = {"omni x", "x", "x x omni"};
+    static const char *queries[] = {"omni x", "x", "x x omni"}, *query_words[] = {"x", "omni"};
     for (uint32_t qi = 0; qi < sizeof queries / sizeof *queries; qi++) {
         for (uint32_t k = 1; k <= WINNERS; k++) {
             for (int mode = 0; mode < 2; mode++) {
                 random_query q;
-                snprintf(q.text, sizeof q.text, "%s", queries[qi]);
-                q.num_tokens = 0;
-                char copy[64];
-                snprintf(copy, sizeof copy, "%s", queries[qi]);
-                for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
-                    q.tokens[q.num_tokens++] = strcmp(tok, "x") == 0 ? "x" : "omni";
+                fixed_query(&q, queries[qi], query_words, sizeof query_words / sizeof *query_words);
                 run_random_case(&c, &q, mode == 1, k, 0, 4242, qi);
                 /* And explicitly: the winners, strongest (latest) first. */
                 const isn_algo *algos = mode == 1 ? and_algos : or_algos;
@@ -834,9 +801,9 @@ static void test_block_boundary_winners(void **state) {
                     isn_hit hits[WINNERS];
                     uint32_t n;
                     char err[ISN_ERR_LEN];
-                    assert_int_equal(search_text(c.searcher, queries[qi], mode == 1 ? ISN_MODE_AND : ISN_MODE_OR,
-                                                 algos[a], k, hits, &n, err),
-                                     0);
+                    isn_mode search_mode = mode == 1 ? ISN_MODE_AND : ISN_MODE_OR;
+                    int rc = support_search_text(c.searcher, queries[qi], search_mode, algos[a], k, hits, &n, err);
+                    assert_int_equal(rc, 0);
                     assert_int_equal(n, k);
                     for (uint32_t r = 0; r < k; r++)
                         if (hits[r].doc != winners[WINNERS - 1 - r].doc)
@@ -846,31 +813,26 @@ static void test_block_boundary_winners(void **state) {
             }
         }
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < DOCS; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 /* Dense lists whose strength changes by segment of doc ids: every list spans many blocks and the
  * block maxima rise and fall, so the block-max algorithms skip often and at many block boundaries. */
 static void run_segmented_collection(uint64_t seed) {
-    rng_state = seed;
+    support_rng_seed(seed);
     enum { WORDS = 8 };
     static const char *words[WORDS] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"};
-    uint32_t num_docs = 500 + rng_below(3000);
-    const char ***doc_terms = malloc(num_docs * sizeof *doc_terms);
-    uint32_t *doc_lens = malloc(num_docs * sizeof *doc_lens);
-    assert_true(doc_terms && doc_lens);
+    uint32_t num_docs = 500 + support_rng_below(3000);
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(num_docs, &doc_lens);
     uint32_t segment_left = 0, max_len = 1, presence[WORDS] = {0}, max_tf[WORDS] = {0};
     for (uint32_t d = 0; d < num_docs; d++) {
         if (segment_left == 0) {
-            segment_left = 20 + rng_below(300);
-            max_len = 5 + rng_below(200);
+            segment_left = 20 + support_rng_below(300);
+            max_len = 5 + support_rng_below(200);
             for (uint32_t w = 0; w < WORDS; w++) {
-                presence[w] = rng_below(3) == 0 ? rng_below(10) : rng_below(101);
-                max_tf[w] = 1 + (rng_below(4) == 0 ? rng_below(30) : rng_below(3));
+                presence[w] = support_rng_below(3) == 0 ? support_rng_below(10) : support_rng_below(101);
+                max_tf[w] = 1 + (support_rng_below(4) == 0 ? support_rng_below(30) : support_rng_below(3));
             }
         }
         segment_left--;
@@ -879,17 +841,17 @@ static void run_segmented_collection(uint64_t seed) {
         /* "omni" is in every doc, so its blocks are exactly docs [128 j, 128 j + 127]. The first docs
          * of such a block are now and then short and strong: winners right past the block ends
          * where block-max skipping stops. */
-        bool boundary_winner = d % ISN_BLOCK_SIZE < 3 && rng_below(3) == 0;
-        for (uint32_t tf = 1 + rng_below(3); tf > 0; tf--)
+        bool boundary_winner = d % ISN_BLOCK_SIZE < 3 && support_rng_below(3) == 0;
+        for (uint32_t tf = 1 + support_rng_below(3); tf > 0; tf--)
             terms[len++] = "omni";
         for (uint32_t w = 0; w < WORDS; w++) {
-            if (boundary_winner ? rng_below(2) == 0 : rng_below(100) >= presence[w])
+            if (boundary_winner ? support_rng_below(2) == 0 : support_rng_below(100) >= presence[w])
                 continue;
             uint32_t tf_limit = boundary_winner ? 20 : max_tf[w];
-            for (uint32_t tf = 1 + rng_below(tf_limit); tf > 0; tf--)
+            for (uint32_t tf = 1 + support_rng_below(tf_limit); tf > 0; tf--)
                 terms[len++] = words[w];
         }
-        uint32_t filler = boundary_winner ? 0 : rng_below(max_len);
+        uint32_t filler = boundary_winner ? 0 : support_rng_below(max_len);
         for (uint32_t i = 0; i < filler || len == 0; i++)
             terms[len++] = "filler";
         doc_lens[d] = len;
@@ -904,10 +866,11 @@ static void run_segmented_collection(uint64_t seed) {
         random_query q;
         q.num_tokens = 0;
         size_t len = 0;
-        bool and_mode = rng_below(2) == 0;
-        uint32_t mask = 1 + rng_below((1u << (WORDS + 1)) - 1);
+        bool and_mode = support_rng_below(2) == 0;
+        uint32_t mask = 1 + support_rng_below((1u << (WORDS + 1)) - 1);
         if (and_mode) /* short conjunctions, or nothing would match */
-            mask = (1u << rng_below(WORDS + 1)) | (1u << rng_below(WORDS + 1)) | (rng_below(2) << WORDS);
+            mask = (1u << support_rng_below(WORDS + 1)) | (1u << support_rng_below(WORDS + 1)) |
+                   (support_rng_below(2) << WORDS);
         for (uint32_t w = 0; w <= WORDS; w++) {
             if (!(mask & (1u << w)))
                 continue;
@@ -915,13 +878,9 @@ static void run_segmented_collection(uint64_t seed) {
             q.tokens[q.num_tokens++] = word;
             len += (size_t)snprintf(q.text + len, sizeof q.text - len, "%s%s", len ? " " : "", word);
         }
-        run_random_case(&c, &q, and_mode, ks[rng_below(sizeof ks / sizeof *ks)], 0, seed, qi);
+        run_random_case(&c, &q, and_mode, ks[support_rng_below(sizeof ks / sizeof *ks)], 0, seed, qi);
     }
-    collection_close(&c);
-    for (uint32_t d = 0; d < num_docs; d++)
-        free(doc_terms[d]);
-    free(doc_terms);
-    free(doc_lens);
+    collection_close_generated(&c);
 }
 
 static void test_segmented_collections(void **state) {

@@ -450,6 +450,43 @@ static void harness_config(harness *h, isn_scheduler_config *config) {
     config->user = h;
 }
 
+/* Starts the scheduler on a harness_config'd config; the test fails when it does not start. */
+static isn_scheduler *harness_start(const isn_scheduler_config *config) {
+    char err[256];
+    isn_scheduler *s = isn_scheduler_start(config, err, sizeof err);
+    if (s == NULL) print_message("isn_scheduler_start: %s\n", err);
+    assert_non_null(s);
+    return s;
+}
+
+/* Queues a job that the held worker picks up and sits on: the only worker is then busy. */
+static void harness_occupy(harness *h, isn_scheduler *s, isn_job *blocker) {
+    assert_int_equal(isn_scheduler_submit(s, blocker), ISN_SUBMIT_QUEUED);
+    harness_wait(h, &h->holding, 1);
+}
+
+/* Lets held workers go, waits for `completed` completions in all, and stops the scheduler. */
+static void harness_finish(harness *h, isn_scheduler *s, uint32_t completed) {
+    harness_release(h);
+    harness_wait(h, &h->completed, completed);
+    isn_scheduler_stop(s);
+}
+
+/* Gives the config one simulated GPU taking batches of up to max_batch jobs; the caller frees it
+ * (isn_gpu_sim_free) after stopping the scheduler. */
+static void harness_attach_gpu(isn_scheduler_config *config, const isn_gpu_sim_config *sim, uint32_t max_batch,
+                               isn_gpu_device *gpu) {
+    assert_int_equal(isn_gpu_sim_new(sim, max_batch, 1u << 30, gpu), 0);
+    config->gpus = gpu;
+    config->num_gpus = 1;
+}
+
+static isn_scheduler_stats scheduler_stats(isn_scheduler *s) {
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    return stats;
+}
+
 static void small_job(test_job *t, uint64_t deadline_ns) {
     memset(t, 0, sizeof *t);
     t->job.user = t;
@@ -472,13 +509,10 @@ static void dead_jobs_are_dropped_without_running(void **state) {
     isn_scheduler_config config;
     harness_config(&h, &config);
     h.hold = true;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     test_job blocker, doomed, later;
     small_job(&blocker, 0);
-    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.holding, 1); /* the only worker is busy */
+    harness_occupy(&h, s, &blocker.job); /* the only worker is busy */
     uint64_t deadline = isn_now_ns() + 100000000ull; /* well above the predicted time: admitted */
     small_job(&doomed, deadline);
     assert_int_equal(isn_scheduler_submit(s, &doomed.job), ISN_SUBMIT_QUEUED);
@@ -490,8 +524,7 @@ static void dead_jobs_are_dropped_without_running(void **state) {
     assert_int_equal(doomed.job.outcome, ISN_JOB_DEADLINE_EXCEEDED);
     assert_int_equal(later.job.outcome, ISN_JOB_RAN);
     assert_int_equal(h.ran_cpu, 2); /* blocker and later; not the dead one */
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
+    isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.dropped_dead, 1);
     isn_scheduler_stop(s);
 }
@@ -506,13 +539,10 @@ static void overload_sheds_or_degrades(void **state) {
         config.degraded_fraction = 0; /* degrade whatever is left */
         config.queue_capacity = 2;
         h.hold = true;
-        char err[256];
-        isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-        assert_non_null(s);
+        isn_scheduler *s = harness_start(&config);
         test_job blocker, big, small1, small2, small3;
         small_job(&blocker, 0);
-        assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
-        harness_wait(&h, &h.holding, 1);
+        harness_occupy(&h, s, &blocker.job);
         /* A query predicted to take far longer than its 1 ms budget. */
         small_job(&big, isn_now_ns() + 1000000);
         big.job.features.total = big.job.features.shortest = big.job.features.longest = 50000000;
@@ -537,14 +567,11 @@ static void overload_sheds_or_degrades(void **state) {
         queued += isn_scheduler_submit(s, &small2.job) == ISN_SUBMIT_QUEUED;
         assert_int_equal(isn_scheduler_submit(s, &small3.job), ISN_SUBMIT_SHED_FULL);
         assert_int_equal(queued, 2);
-        isn_scheduler_stats stats;
-        isn_scheduler_get_stats(s, &stats);
+        isn_scheduler_stats stats = scheduler_stats(s);
         assert_int_equal(stats.shed_overload, policy ? 0 : 1);
         assert_int_equal(stats.degraded, policy ? 1 : 0);
         assert_int_equal(stats.shed_full, policy ? 2 : 1);
-        harness_release(&h);
-        harness_wait(&h, &h.completed, 3);
-        isn_scheduler_stop(s);
+        harness_finish(&h, s, 3);
     }
 }
 
@@ -556,25 +583,19 @@ static void refuses_early_when_nothing_can_start(void **state) {
     isn_scheduler_config config;
     harness_config(&h, &config);
     h.hold = true;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     test_job blocker;
     small_job(&blocker, 0);
     blocker.job.features.total = blocker.job.features.essential = blocker.job.features.longest = 50000000;
     blocker.job.features.expected_postings = 50000000;
-    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.holding, 1);
+    harness_occupy(&h, s, &blocker.job);
     uint64_t now = isn_now_ns();
     assert_false(sched_may_admit(s, now, now + 1000000));
     assert_true(sched_may_admit(s, now, 0));
     assert_true(sched_may_admit(s, now, now + 10000000000ull));
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
+    isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.shed_overload, 1);
-    harness_release(&h);
-    harness_wait(&h, &h.completed, 1);
-    isn_scheduler_stop(s);
+    harness_finish(&h, s, 1);
 }
 
 static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
@@ -588,20 +609,15 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
         isn_gpu_sim_config_default(&sim);
         sim.failure_rate = failing ? 1.0 : 0.0;
         isn_gpu_device gpu;
-        assert_int_equal(isn_gpu_sim_new(&sim, 8, 1u << 30, &gpu), 0);
-        config.gpus = &gpu;
-        config.num_gpus = 1;
+        harness_attach_gpu(&config, &sim, 8, &gpu);
         config.batch.linger_ns = 5000000;
-        char err[256];
-        isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-        assert_non_null(s);
+        isn_scheduler *s = harness_start(&config);
         test_job blocker;
         small_job(&blocker, 0);
         blocker.job.features.total = blocker.job.features.shortest = blocker.job.features.essential = 1; /* a CPU job */
         blocker.job.features.expected_postings = 1;
         test_job jobs[20];
-        assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
-        harness_wait(&h, &h.holding, 1);
+        harness_occupy(&h, s, &blocker.job);
         uint32_t on_gpu_queue = 0;
         for (int i = 0; i < 20; i++) {
             small_job(&jobs[i], 0);
@@ -624,8 +640,7 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
         }
         harness_release(&h);
         harness_wait(&h, &h.completed, 21);
-        isn_scheduler_stats stats;
-        isn_scheduler_get_stats(s, &stats);
+        isn_scheduler_stats stats = scheduler_stats(s);
         if (!failing) {
             for (int i = 0; i < 20; i++) {
                 assert_int_equal(jobs[i].job.outcome, ISN_JOB_RAN);
@@ -658,14 +673,10 @@ static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     sim.per_query_ns = 1000;
     sim.per_posting_ns = 0;
     isn_gpu_device gpu;
-    assert_int_equal(isn_gpu_sim_new(&sim, 16, 1u << 30, &gpu), 0);
-    config.gpus = &gpu;
-    config.num_gpus = 1;
+    harness_attach_gpu(&config, &sim, 16, &gpu);
     config.batch.max_batch = 16;
     config.batch.linger_ns = 2000000;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     static test_job jobs[40 * 16];
     uint32_t sent = 0;
     for (int burst = 0; burst < 40; burst++) {
@@ -677,8 +688,7 @@ static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
         }
         harness_wait(&h, &h.completed, sent);
     }
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
+    isn_scheduler_stats stats = scheduler_stats(s);
     isn_job_features f = jobs[0].job.features;
     isn_cost_model model;
     sched_get_model(s, &model);
@@ -721,9 +731,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     harness_config(&h, &config);
     config.prepare = harness_prepare;
     config.workers = 2;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     static prepared_job jobs[4];
     uint64_t now = isn_now_ns();
     for (int i = 0; i < 4; i++) {
@@ -744,8 +752,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     assert_int_equal(jobs[3].t.job.refusal, ISN_SUBMIT_SHED_OVERLOAD);
     for (int i = 0; i < 4; i++) assert_true(jobs[i].prepared_on_worker);
     assert_int_equal(h.ran_cpu, 2);
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
+    isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.prepared, 3);
     assert_int_equal(stats.refused_prepare, 1);
     assert_int_equal(stats.prepare_depth, 0);
@@ -757,8 +764,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
     harness_config(&h, &config);
     config.prepare = harness_prepare;
     h.hold = true;
-    s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    s = harness_start(&config);
     static prepared_job blocker, late, waiting;
     prepared_job *setup[3] = {&blocker, &late, &waiting};
     for (int i = 0; i < 3; i++) {
@@ -766,8 +772,7 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
         small_job(&setup[i]->t, i == 1 ? isn_now_ns() + 1000000 : 0);
         setup[i]->t.job.user = setup[i];
     }
-    assert_int_equal(isn_scheduler_submit(s, &blocker.t.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.holding, 1);
+    harness_occupy(&h, s, &blocker.t.job);
     assert_int_equal(isn_scheduler_submit(s, &late.t.job), ISN_SUBMIT_QUEUED);
     assert_int_equal(isn_scheduler_submit(s, &waiting.t.job), ISN_SUBMIT_QUEUED);
     sleep_until(isn_now_ns() + 2000000);
@@ -793,17 +798,14 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     harness_config(&h, &config);
     config.prepare = harness_prepare;
     h.hold = true;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     static prepared_job jobs[1001];
     for (int i = 0; i < 1001; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
         small_job(&jobs[i].t, 0);
         jobs[i].t.job.user = &jobs[i];
     }
-    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.holding, 1);
+    harness_occupy(&h, s, &jobs[0].t.job);
     uint64_t now = isn_now_ns();
     /* 10 ms budget, admitted up to 40%: 4 ms. */
     assert_true(sched_may_admit(s, now, now + 10000000));
@@ -812,9 +814,7 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     now = isn_now_ns();
     assert_false(sched_may_admit(s, now, now + 10000000));
     assert_true(sched_may_admit(s, now, now + 1000000000ull));
-    harness_release(&h);
-    harness_wait(&h, &h.completed, 1001);
-    isn_scheduler_stop(s);
+    harness_finish(&h, s, 1001);
 }
 
 /* gpu_clearly_wins: a query far cheaper on a GPU with nothing queued is the GPU's; a tiny one, or
@@ -827,16 +827,12 @@ static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
     isn_gpu_sim_config sim;
     isn_gpu_sim_config_default(&sim);
     isn_gpu_device gpu;
-    assert_int_equal(isn_gpu_sim_new(&sim, 8, 1u << 30, &gpu), 0);
-    config.gpus = &gpu;
-    config.num_gpus = 1;
+    harness_attach_gpu(&config, &sim, 8, &gpu);
     isn_cost_model model;
     isn_cost_model_init(&model);
     isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
     config.model = &model;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     test_job big, tiny;
     small_job(&big, 0);
     isn_job_features *f = &big.job.features;
@@ -849,8 +845,7 @@ static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
     f = &tiny.job.features;
     f->total = f->shortest = f->longest = f->essential = f->expected_postings = 3;
     assert_false(sched_gpu_clearly_wins(s, &tiny.job));
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
+    isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.submitted, 0);
     assert_int_equal(stats.queue_depth[ISN_QUEUE_GPU] + stats.queue_depth[ISN_QUEUE_CPU], 0);
     isn_scheduler_stop(s);
@@ -865,9 +860,7 @@ static void workers_run_nicer_than_the_process(void **state) {
     harness_config(&h, &config);
     config.worker_nice = 3;
     int before = getpriority(PRIO_PROCESS, (id_t)gettid());
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     test_job job;
     small_job(&job, 0);
     assert_int_equal(isn_scheduler_submit(s, &job.job), ISN_SUBMIT_QUEUED);
@@ -884,14 +877,11 @@ static void stop_abandons_queued_jobs(void **state) {
     isn_scheduler_config config;
     harness_config(&h, &config);
     h.hold = true;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     test_job blocker, queued;
     small_job(&blocker, 0);
     small_job(&queued, 0);
-    assert_int_equal(isn_scheduler_submit(s, &blocker.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.holding, 1);
+    harness_occupy(&h, s, &blocker.job);
     assert_int_equal(isn_scheduler_submit(s, &queued.job), ISN_SUBMIT_QUEUED);
     isn_scheduler_abandon_queued(s);
     harness_release(&h);
@@ -907,9 +897,7 @@ static void many_jobs_many_workers_all_complete(void **state) {
     harness_config(&h, &config);
     config.workers = 4;
     config.queue_capacity = 5000;
-    char err[256];
-    isn_scheduler *s = isn_scheduler_start(&config, err, sizeof err);
-    assert_non_null(s);
+    isn_scheduler *s = harness_start(&config);
     enum { N = 3000 };
     test_job *jobs = calloc(N, sizeof *jobs);
     assert_non_null(jobs);

@@ -2,7 +2,6 @@
  * check, says so (complete = false, reason "deadline"), and its hits are exactly the top-k of the
  * documents below exact_below_doc, checked against the brute-force oracle, for every algorithm. */
 #include <setjmp.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,67 +25,45 @@ static const char *const WORDS[VOCAB] = {"alpha", "beta", "gamma", "delta", "eps
                                          "eta",   "theta", "iota", "kappa", "lam", "mu"};
 
 typedef struct {
-    char dir[64];
-    isn_index *index;
+    support_index ix;
     oracle_collection *oracle;
-    isn_searcher *searcher;
     const char ***doc_terms;
     uint32_t *doc_lens;
+    uint64_t rng;
 } fixture;
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+/* Skewed: low words are frequent, so lists are long and scores varied. Keeps the terms for the oracle. */
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    fixture *f = user;
+    size_t len = 0;
+    text[0] = '\0';
+    f->doc_lens[d] = 1 + (uint32_t)(d * 7919u % MAX_DOC_LEN);
+    f->doc_terms[d] = calloc(f->doc_lens[d], sizeof(char *));
+    for (uint32_t i = 0; i < f->doc_lens[d]; i++) {
+        f->rng = f->rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t w = (uint32_t)((f->rng >> 33) % VOCAB);
+        w = w * w / VOCAB;
+        f->doc_terms[d][i] = WORDS[w];
+        len += (size_t)snprintf(text + len, cap - len, "%s%s", i ? " " : "", WORDS[w]);
+    }
+    return len;
 }
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
+    *state = f;
     f->doc_terms = calloc(NUM_DOCS, sizeof *f->doc_terms);
     f->doc_lens = calloc(NUM_DOCS, sizeof *f->doc_lens);
-    snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-early-XXXXXX");
-    if (!mkdtemp(f->dir)) return -1;
-    isn_build_options options;
-    support_plain_build_options(&options);
-    isn_builder *builder = isn_builder_new(&options);
-    char err[ISN_ERR_LEN];
-    uint64_t rng = 7;
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        char text[MAX_DOC_LEN * 8] = "";
-        size_t len = 0;
-        f->doc_lens[d] = 1 + (uint32_t)(d * 7919u % MAX_DOC_LEN);
-        f->doc_terms[d] = calloc(f->doc_lens[d], sizeof(char *));
-        for (uint32_t i = 0; i < f->doc_lens[d]; i++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            /* Skewed: low words are frequent, so lists are long and scores varied. */
-            uint32_t w = (uint32_t)((rng >> 33) % VOCAB);
-            w = w * w / VOCAB;
-            f->doc_terms[d][i] = WORDS[w];
-            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? " " : "", WORDS[w]);
-        }
-        char id[16];
-        snprintf(id, sizeof id, "d%u", d);
-        const char *fields[1] = {text};
-        size_t lens[1] = {len};
-        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
-    }
-    isn_build_summary summary;
-    if (isn_builder_write(builder, f->dir, &summary, err, sizeof err) != 0) return -1;
-    isn_builder_free(builder);
-    f->index = isn_index_open(f->dir, err, sizeof err);
+    f->rng = 7;
+    if (support_index_build(&f->ix, "early", NULL, NUM_DOCS, doc_text, f) != 0) return -1;
     f->oracle = oracle_new(NUM_DOCS, (const char *const *const *)f->doc_terms, f->doc_lens, 1.2, 0.75);
-    f->searcher = f->index ? isn_searcher_new(f->index) : NULL;
-    *state = f;
-    return f->searcher && f->oracle ? 0 : -1;
+    return f->oracle ? 0 : -1;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
-    isn_searcher_free(f->searcher);
-    isn_index_close(f->index);
+    support_index_close(&f->ix);
     oracle_free(f->oracle);
-    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     for (uint32_t d = 0; d < NUM_DOCS; d++) free(f->doc_terms[d]);
     free(f->doc_terms);
     free(f->doc_lens);
@@ -122,7 +99,7 @@ static void check_query(fixture *f, const char *const *terms, uint32_t n, isn_mo
     for (uint32_t i = 0; i < n; i++) len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? " " : "", terms[i]);
     isn_query query;
     char err[ISN_ERR_LEN];
-    assert_int_equal(isn_query_parse(f->searcher, text, len, &query, err, sizeof err), 0);
+    assert_int_equal(isn_query_parse(f->ix.searcher, text, len, &query, err, sizeof err), 0);
     isn_search_options options;
     isn_search_options_default(&options);
     options.mode = mode;
@@ -132,7 +109,7 @@ static void check_query(fixture *f, const char *const *terms, uint32_t n, isn_mo
     isn_hit hits[64];
     uint32_t num_hits;
     isn_search_stats stats;
-    assert_int_equal(isn_search(f->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+    assert_int_equal(isn_search(f->ix.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
     if (stats.complete) {
         /* Fewer candidates than one check interval: it finished before looking at the clock. */
         assert_int_equal(stats.exact_below_doc, UINT32_MAX);
@@ -152,7 +129,7 @@ static void check_query(fixture *f, const char *const *terms, uint32_t n, isn_mo
     }
     /* Without a deadline the same query is complete. */
     options.deadline_ns = 0;
-    assert_int_equal(isn_search(f->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+    assert_int_equal(isn_search(f->ix.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
     assert_true(stats.complete);
     assert_string_equal(stats.incomplete_reason, "");
 }
@@ -179,7 +156,7 @@ static void partial_top_k_is_exact_below_the_stop_point(void **state) {
     /* The exhaustive OR over a frequent term must have been cut short. */
     isn_query query;
     char err[ISN_ERR_LEN];
-    assert_int_equal(isn_query_parse(f->searcher, "alpha beta", 10, &query, err, sizeof err), 0);
+    assert_int_equal(isn_query_parse(f->ix.searcher, "alpha beta", 10, &query, err, sizeof err), 0);
     isn_search_options options;
     isn_search_options_default(&options);
     options.algo = ISN_ALGO_OR;
@@ -187,7 +164,7 @@ static void partial_top_k_is_exact_below_the_stop_point(void **state) {
     isn_hit hits[10];
     uint32_t n;
     isn_search_stats stats;
-    assert_int_equal(isn_search(f->searcher, &query, &options, hits, &n, &stats, err, sizeof err), 0);
+    assert_int_equal(isn_search(f->ix.searcher, &query, &options, hits, &n, &stats, err, sizeof err), 0);
     partial += !stats.complete;
     assert_int_equal(partial, 1);
 }

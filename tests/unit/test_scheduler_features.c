@@ -3,7 +3,6 @@
  * block maxima guarantee), the keys, the threshold probe and the work it predicts, the algorithm
  * AUTO resolves to, and how AND mode and the exhaustive algorithms change that. */
 #include <setjmp.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,56 +20,31 @@
 #define NUM_DOCS 2000
 #define RARE_EVERY 100 /* "rare" in 20 documents, "common" in all */
 
-typedef struct {
-    char dir[64];
-    isn_index *index;
-    isn_searcher *searcher;
-} fixture;
+typedef support_index fixture;
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    (void)user;
+    return (size_t)snprintf(text, cap, "common filler%u%s", d % 7, d % RARE_EVERY == 0 ? " rare" : "");
 }
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/isn-test-features-XXXXXX");
-    if (!mkdtemp(f->dir)) return -1;
-    isn_build_options options;
-    support_plain_build_options(&options);
-    isn_builder *builder = isn_builder_new(&options);
-    char err[ISN_ERR_LEN];
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        char text[64], id[16];
-        int len = snprintf(text, sizeof text, "common filler%u%s", d % 7, d % RARE_EVERY == 0 ? " rare" : "");
-        snprintf(id, sizeof id, "d%u", d);
-        const char *fields[1] = {text};
-        size_t lens[1] = {(size_t)len};
-        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) return -1;
-    }
-    isn_build_summary summary;
-    if (isn_builder_write(builder, f->dir, &summary, err, sizeof err) != 0) return -1;
-    isn_builder_free(builder);
-    f->index = isn_index_open(f->dir, err, sizeof err);
-    f->searcher = f->index ? isn_searcher_new(f->index) : NULL;
     *state = f;
-    return f->searcher ? 0 : -1;
+    return support_index_build(f, "features", NULL, NUM_DOCS, doc_text, NULL);
 }
 
 static int teardown(void **state) {
-    fixture *f = *state;
-    isn_searcher_free(f->searcher);
-    isn_index_close(f->index);
-    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-    free(f);
+    support_index_close(*state);
+    free(*state);
     return 0;
 }
 
+/* The features of a query (parsed into *query, or a scratch one when query is NULL). */
 static isn_job_features features_of(fixture *f, const char *text, uint32_t k, isn_mode mode, isn_algo algo,
                                     isn_query *query) {
     char err[ISN_ERR_LEN];
+    isn_query parsed;
+    if (query == NULL) query = &parsed;
     assert_int_equal(isn_query_parse(f->searcher, text, strlen(text), query, err, sizeof err), 0);
     isn_job_features features;
     isn_job_features_of(f->index, query, k, mode, algo, &features);
@@ -98,39 +72,43 @@ static void lengths_blocks_and_keys(void **state) {
  * beats common's bound: "common" can only be probed, and only "rare" is walked in full. */
 static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
     fixture *f = *state;
-    isn_query query;
-    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    isn_job_features x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.nonessential_lists, 1);
     assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
     /* k above what the block maxima can vouch for: no threshold, everything is walked. */
-    x = features_of(f, "common rare", 50, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "common rare", 50, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.nonessential_lists, 0);
     assert_int_equal(x.essential, x.total);
     /* Exhaustive OR walks everything; AND is driven by the shortest list. */
-    x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    x = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, NULL);
     assert_int_equal(x.essential, x.total);
-    x = features_of(f, "common rare", 1, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "common rare", 1, ISN_MODE_AND, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.mode, ISN_MODE_AND);
     assert_int_equal(x.essential, NUM_DOCS / RARE_EVERY);
     assert_int_equal(x.nonessential_lists, 1);
     /* An empty query has nothing to walk. */
-    x = features_of(f, "absent", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    x = features_of(f, "absent", 10, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
     assert_int_equal(x.num_terms, 0);
     assert_int_equal(x.total, 0);
     assert_int_equal(x.num_keys, 0);
 }
 
-static double exact_kth_score(fixture *f, const isn_query *query, uint32_t k) {
+/* Runs `algo` (OR mode) with no seed: returns the k-th score (0 when fewer hits) and fills *stats (may be NULL). */
+static double unseeded_search(fixture *f, const isn_query *query, uint32_t k, isn_algo algo, isn_search_stats *stats) {
     isn_search_options options;
     isn_search_options_default(&options);
     options.k = k;
-    options.algo = ISN_ALGO_OR;
+    options.algo = algo;
     options.mode = ISN_MODE_OR;
     isn_hit hits[64];
     uint32_t n = 0;
     char err[ISN_ERR_LEN];
-    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, NULL, err, sizeof err), 0);
+    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, stats, err, sizeof err), 0);
     return n == k ? (double)hits[k - 1].score : 0.0;
+}
+
+static double exact_kth_score(fixture *f, const isn_query *query, uint32_t k) {
+    return unseeded_search(f, query, k, ISN_ALGO_OR, NULL);
 }
 
 /* The threshold probe scores real documents, so it never exceeds the final k-th score; when the
@@ -178,20 +156,6 @@ static void threshold_probe_is_a_real_kth_score(void **state) {
     assert_int_equal(quick.signature, full.signature);
 }
 
-static isn_search_stats unseeded_maxscore(fixture *f, const isn_query *query, uint32_t k) {
-    isn_search_options options;
-    isn_search_options_default(&options);
-    options.k = k;
-    options.algo = ISN_ALGO_MAXSCORE;
-    options.mode = ISN_MODE_OR;
-    isn_hit hits[64];
-    uint32_t n = 0;
-    isn_search_stats stats;
-    char err[ISN_ERR_LEN];
-    assert_int_equal(isn_search(f->searcher, query, &options, hits, &n, &stats, err, sizeof err), 0);
-    return stats;
-}
-
 /* "common rare", top 10: the 20 "rare" documents (ids 0, 100, ...) all score alike and above any
  * document with "common" alone, so the probe (driven by "rare") is their score, which leaves only
  * "rare" essential at the probe and at half of it. An unseeded MaxScore walks "common" until its
@@ -209,7 +173,8 @@ static void probe_work_features(void **state) {
     assert_true(x.probe_slack > 0.0 && x.probe_slack < 1.0);
     uint64_t walked_common = 9 * RARE_EVERY + 1;
     assert_true(x.probe_walk_postings >= walked_common + rare - 1 && x.probe_walk_postings <= walked_common + rare);
-    isn_search_stats stats = unseeded_maxscore(f, &query, 10);
+    isn_search_stats stats;
+    unseeded_search(f, &query, 10, ISN_ALGO_MAXSCORE, &stats);
     print_message("walk predicted %llu, postings scored %llu\n", (unsigned long long)x.probe_walk_postings,
                   (unsigned long long)stats.postings_scored);
     /* Scored: the walk plus "common" probed for the ten "rare" documents after the switch. */
@@ -239,11 +204,10 @@ static void probe_work_features(void **state) {
 /* The features feed the model: a query walking more postings is predicted costlier. */
 static void bigger_walks_predict_longer(void **state) {
     fixture *f = *state;
-    isn_query query;
     isn_cost_model model;
     isn_cost_model_init(&model);
-    isn_job_features pruned = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
-    isn_job_features exhaustive = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, &query);
+    isn_job_features pruned = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, NULL);
+    isn_job_features exhaustive = features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_OR, NULL);
     double a = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &pruned);
     double b = isn_cost_predict_ns(&model, ISN_DEVICE_CPU, &exhaustive);
     print_message("predicted: %.0f ns pruned, %.0f ns exhaustive\n", a, b);

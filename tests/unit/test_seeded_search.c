@@ -7,7 +7,6 @@
  * enter), and Cranfield ($ISN_CRANFIELD_DIR, set by make test; default build/data/cran) when present,
  * else a synthetic corpus. */
 #include <setjmp.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +21,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
+#include "tests/support/index_builder.h"
 
 #define MAX_K 64
 #define MAX_QUERIES 256
@@ -34,17 +34,10 @@ typedef struct {
     uint32_t num_queries;
 } corpus;
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void corpus_close(corpus *c) {
     if (c->searcher) isn_searcher_free(c->searcher);
     if (c->index) isn_index_close(c->index);
-    if (c->dir[0]) nftw(c->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    if (c->dir[0]) support_remove_tree(c->dir);
     for (uint32_t i = 0; i < c->num_queries; i++) free(c->queries[i]);
     memset(c, 0, sizeof *c);
 }
