@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "index/index.h"
 
 typedef enum {
@@ -393,8 +394,6 @@ void isn_mlp_layer_get(const isn_mlp *mlp, uint32_t layer, isn_mlp_layer_view *v
  * - Averages run over the queries in both files. A query judged only non-relevant scores 0 on every
  *   measure and is counted. Run queries without judgements are ignored; judged queries absent from
  *   the run are only counted. */
-
-#include "base/base.h"
 
 #define ISN_EVAL_NDCG_CUTOFF 10
 #define ISN_EVAL_RECIP_RANK_CUTOFF 10

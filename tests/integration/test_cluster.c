@@ -25,8 +25,8 @@
 
 static harness full;                          /* the unpartitioned index, for reference */
 static harness replicas[PARTITIONS][REPLICAS];
-static pid_t agg_pid = -1;
-static char agg_log[300], agg_address[64], parts_dir[300];
+static harness aggregator;                    /* isn-agg in front of the replicas */
+static char parts_dir[300];
 static char *queries[MAX_QUERIES];
 static uint32_t num_queries;
 
@@ -86,43 +86,17 @@ static void prepare_corpus(const char *jsonl) {
     }
 }
 
-static int start_agg(void) {
-    char isn_agg[PATH_MAX], parts[PARTITIONS][128];
-    snprintf(isn_agg, sizeof isn_agg, "%s/bin/isn-agg", full.build_dir);
-    snprintf(agg_log, sizeof agg_log, "%s/agg.log", full.work_dir);
-    const char *argv[32] = {isn_agg, "--listen", "127.0.0.1:0", "--stats-listen", "", "--global-stats",
-                            "--set", "probe_interval_ms=100"};
-    int argc = 8;
+static int start_agg(const char *self) {
+    char parts[PARTITIONS][128];
+    const char *partitions[PARTITIONS + 1];
     for (int p = 0; p < PARTITIONS; p++) {
         snprintf(parts[p], sizeof parts[p], "%s,%s", replicas[p][0].grpc_address, replicas[p][1].grpc_address);
-        argv[argc++] = "--partition";
-        argv[argc++] = parts[p];
+        partitions[p] = parts[p];
     }
-    argv[argc] = NULL;
-    agg_pid = fork();
-    if (agg_pid < 0) return -1;
-    if (agg_pid == 0) {
-        int fd = open(agg_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, STDERR_FILENO), dup2(fd, STDOUT_FILENO), close(fd);
-        execv(isn_agg, (char *const *)argv);
-        _exit(127);
-    }
-    for (int64_t deadline = harness_now_ms() + 30000; harness_now_ms() < deadline; harness_sleep_ms(20)) {
-        FILE *f = fopen(agg_log, "r");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-            const char *p = strstr(line, "gRPC port ");
-            if (p && atoi(p + 10) > 0) {
-                snprintf(agg_address, sizeof agg_address, "127.0.0.1:%d", atoi(p + 10));
-                fclose(f);
-                return 0;
-            }
-        }
-        if (f) fclose(f);
-        if (waitpid(agg_pid, NULL, WNOHANG) == agg_pid) break;
-    }
-    fprintf(stderr, "test_cluster: isn-agg did not start; log %s\n", agg_log);
-    return -1;
+    partitions[PARTITIONS] = NULL;
+    harness_init(&aggregator, self);
+    const char *extra[] = {"--stats-listen", "", "--global-stats", "--set", "probe_interval_ms=100", NULL};
+    return harness_start_agg(&aggregator, partitions, extra);
 }
 
 static int setup(void **state) {
@@ -149,15 +123,13 @@ static int setup(void **state) {
             const char *extra[] = {"--partition-id", id, "--workers", "1", NULL};
             if (harness_start(h, NULL, extra) != 0) return -1;
         }
-    return start_agg();
+    return start_agg(self);
 }
 
 static int teardown(void **state) {
     (void)state;
-    if (agg_pid > 0) {
-        kill(agg_pid, SIGTERM);
-        waitpid(agg_pid, NULL, 0);
-    }
+    if (aggregator.pid > 0) harness_stop(&aggregator); /* SIGTERM: isn-agg drains */
+    harness_cleanup(&aggregator);
     for (int p = 0; p < PARTITIONS; p++)
         for (int r = 0; r < REPLICAS; r++) harness_cleanup(&replicas[p][r]);
     harness_cleanup(&full);
@@ -183,7 +155,7 @@ static bool close_enough(float a, float b) {
 
 static void test_global_stats_equal_unpartitioned(void **state) {
     (void)state;
-    isn_grpc_client *agg = connect_to(agg_address), *ref = connect_to(full.grpc_address);
+    isn_grpc_client *agg = connect_to(aggregator.grpc_address), *ref = connect_to(full.grpc_address);
     uint32_t compared = 0;
     for (uint32_t q = 0; q < num_queries; q++) {
         isn_grpc_search_request rq = {.query = queries[q], .k = TOP, .timeout_ms = 5000};
@@ -232,7 +204,7 @@ typedef struct {
 static load_result run_load(uint32_t inflight, int duration_ms, int midway_ms, void (*midway)(void),
                             uint32_t deadline_ms) {
     load_result res = {0};
-    isn_grpc_client *c = connect_to(agg_address);
+    isn_grpc_client *c = connect_to(aggregator.grpc_address);
     isn_grpc_call *calls[64] = {0};
     int64_t sent_at[64];
     int64_t start = harness_now_ms(), end = start + duration_ms;
@@ -322,7 +294,7 @@ static void test_restarted_replica_is_probed_back(void **state) {
     snprintf(address, sizeof address, "%s", h->grpc_address);
     assert_int_equal(harness_start(h, NULL, extra), 0);
     assert_string_equal(h->grpc_address, address);
-    isn_grpc_client *c = connect_to(agg_address);
+    isn_grpc_client *c = connect_to(aggregator.grpc_address);
     bool back = false;
     for (int64_t deadline = harness_now_ms() + 10000; !back && harness_now_ms() < deadline; harness_sleep_ms(50)) {
         isn_grpc_search_request rq = {.query = queries[0], .k = TOP, .timeout_ms = 1000};

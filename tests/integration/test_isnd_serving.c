@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "tests/support/index_builder.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
@@ -68,16 +69,8 @@ static const char *const QUERIES[] = {
 
 static void offline_search(const char *text, isn_mode mode, isn_algo algo, uint32_t k, isn_hit *hits,
                            uint32_t *num_hits) {
-    isn_query query;
     char err[ISN_ERR_LEN];
-    assert_int_equal(isn_query_parse(offline, text, strlen(text), &query, err, sizeof err), 0);
-    isn_search_options options;
-    isn_search_options_default(&options);
-    options.mode = mode;
-    options.algo = algo;
-    options.k = k;
-    isn_search_stats stats;
-    if (isn_search(offline, &query, &options, hits, num_hits, &stats, err, sizeof err) != 0) fail_msg("offline: %s", err);
+    if (support_search_text(offline, text, mode, algo, k, hits, num_hits, err) != 0) fail_msg("offline: %s", err);
 }
 
 static void assert_same_hits(const server_target *s, const isn_grpc_search_reply *reply, const isn_hit *hits,

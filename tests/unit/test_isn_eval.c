@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <unistd.h>
@@ -19,6 +18,8 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+
+#include "tests/support/files.h"
 
 #define TOLERANCE 1e-4
 
@@ -390,11 +391,6 @@ static void test_malformed_input_names_the_line(void **state) {
 
 /* ---------------- setup ---------------- */
 
-static int remove_entry(const char *path, const struct stat *info, int flag, struct FTW *ftw) {
-    (void)info, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int setup_suite(void **state) {
     (void)state;
     const char *bin_dir = getenv("ISN_BIN_DIR");
@@ -416,7 +412,7 @@ static int setup_suite(void **state) {
 
 static int teardown_suite(void **state) {
     (void)state;
-    return nftw(temp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return support_remove_tree(temp_dir);
 }
 
 int main(void) {
