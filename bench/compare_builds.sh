@@ -4,7 +4,9 @@
 # Cranfield logs, and bench/rpc_overhead.sh. Prints one JSON object: per measure, each round's value,
 # the median per build and the ratio after/before of the medians (> 1: the after build is faster).
 #   bash bench/compare_builds.sh BEFORE_BUILD AFTER_BUILD INDEX_DIR SHORT.tsv CRANFIELD.tsv
-#   (ROUNDS=5 rounds, PASSES=3 bench_query passes per round, BENCH_N=rpc_overhead requests per run)
+#   (ROUNDS=5 rounds, PASSES=3 bench_query passes per round, BENCH_N=rpc_overhead requests per run;
+#    RAW_DIR=DIR keeps each round's JSON there, and the summary counts the rounds completed, so a run
+#    cut short by a time limit still reports: run it again with ROUNDS=0 and the same RAW_DIR)
 set -euo pipefail
 [ $# -eq 5 ] || { sed -n 2,7p "$0" >&2; exit 2; }
 BEFORE=$1 AFTER=$2 INDEX=$3 SHORT=$4 CRAN=$5
@@ -17,9 +19,14 @@ for b in "$BEFORE" "$AFTER"; do
   done
 done
 
-out=$(mktemp -d /tmp/isn_compare.XXXXXX)
-trap 'rm -rf "$out"' EXIT
-for r in $(seq "$ROUNDS"); do
+if [ -n "${RAW_DIR:-}" ]; then
+  out=$RAW_DIR
+  mkdir -p "$out"
+else
+  out=$(mktemp -d /tmp/isn_compare.XXXXXX)
+  trap 'rm -rf "$out"' EXIT
+fi
+for r in $(seq "$ROUNDS"); do  # ROUNDS=0: only the summary of what RAW_DIR holds
   # Alternate which build goes first, so neither always runs on a warmer (or busier) machine.
   if [ $((r % 2)) -eq 1 ]; then order="before after"; else order="after before"; fi
   for which in $order; do
@@ -28,9 +35,11 @@ for r in $(seq "$ROUNDS"); do
     "$b/bench/bench_query" "$INDEX" "$CRAN" cranfield 10 "$PASSES" >"$out/$which.cran.$r.json"
     bash bench/rpc_overhead.sh "$b" >"$out/$which.rpc.$r.json"
   done
+  echo "compare_builds: round $r of $ROUNDS done" >&2
+  echo "$r" >"$out/rounds_done"
 done
 
-python3 - "$out" "$ROUNDS" "$BEFORE" "$AFTER" <<'PY'
+python3 - "$out" "$(cat "$out/rounds_done")" "$BEFORE" "$AFTER" <<'PY'
 import json, statistics, sys
 out, rounds, before, after = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def load(which, kind, r):
