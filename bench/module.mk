@@ -8,3 +8,13 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $$(LIBS)
 
 bench: $(PROGRAMS) $(BENCH_BINS)
 	BUILD=$(BUILD) bash bench/run.sh
+
+# make bench-compare BEFORE=OTHER_BUILD: this build against another one (e.g. a worktree of an older
+# commit, built with make programs OTHER_BUILD/bench/bench_query), in alternating rounds, on the
+# Debian index and logs that make bench prepares. JSON in $(BUILD)/bench/compare_builds.json.
+bench-compare: $(PROGRAMS) $(BUILD)/bench/bench_query
+	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=OTHER_BUILD_DIR (run make bench first)" >&2; exit 2; }
+	bash bench/compare_builds.sh $(BEFORE) $(BUILD) $(BUILD)/bench/idx-deb $(BUILD)/data/deb/short.queries.tsv \
+	  $(BUILD)/data/cran/cranfield.queries.tsv >$(BUILD)/bench/compare_builds.json
+	@echo "bench-compare: $(BUILD)/bench/compare_builds.json"
+.PHONY: bench-compare
