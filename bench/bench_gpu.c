@@ -35,19 +35,17 @@ typedef struct {
 } query_log;
 
 static int load_queries(const isn_index *ix, const char *path, uint32_t max, query_log *log) {
-    FILE *f = fopen(path, "r");
-    if (!f) return fprintf(stderr, "bench_gpu: cannot open %s\n", path), -1;
+    char err[256];
+    isn_query_log text;
+    if (isn_query_log_read(path, false, 0, &text, err, sizeof err) != 0)
+        return fprintf(stderr, "bench_gpu: %s\n", err), -1;
     isn_searcher *s = isn_searcher_new(ix);
     log->queries = calloc(max, sizeof *log->queries);
     log->terms = calloc((size_t)max * 64, sizeof *log->terms);
-    char *line = NULL, err[256];
-    size_t cap = 0;
-    ssize_t len;
-    while (log->n < max && (len = getline(&line, &cap, f)) > 0) {
-        char *tab = memchr(line, '\t', (size_t)len);
-        if (!tab) continue;
+    for (size_t i = 0; i < text.count && log->n < max; i++) {
+        const char *query_text = text.queries[i].text;
         isn_query q;
-        if (isn_query_parse(s, tab + 1, (size_t)(line + len - tab - 1), &q, err, sizeof err) != 0 || q.num_terms == 0 ||
+        if (isn_query_parse(s, query_text, strlen(query_text), &q, err, sizeof err) != 0 || q.num_terms == 0 ||
             q.num_terms > 64)
             continue;
         isn_query *dst = &log->queries[log->n];
@@ -57,8 +55,7 @@ static int load_queries(const isn_index *ix, const char *path, uint32_t max, que
         dst->num_unknown = q.num_unknown;
         log->n++;
     }
-    free(line);
-    fclose(f);
+    isn_query_log_free(&text);
     isn_searcher_free(s);
     return 0;
 }

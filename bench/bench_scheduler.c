@@ -56,19 +56,14 @@ static void die(const char *what, const char *why) {
 
 static void read_log(query_log *log, isn_searcher *searcher, const isn_index *index, uint32_t k, isn_mode mode,
                      isn_algo algo) {
-    FILE *f = fopen(log->path, "r");
-    if (!f) die(log->path, "cannot open");
+    char err[ISN_ERR_LEN];
+    isn_query_log text;
+    if (isn_query_log_read(log->path, false, 0, &text, err, sizeof err) != 0) die(log->path, err);
     size_t cap = 0;
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &line_cap, f)) >= 0) {
-        while (got && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-        char *tab = strchr(line, '\t');
-        if (!tab || !tab[1]) continue;
+    for (size_t i = 0; i < text.count; i++) {
+        const char *query_text = text.queries[i].text;
         isn_query query;
-        char err[ISN_ERR_LEN];
-        if (isn_query_parse(searcher, tab + 1, strlen(tab + 1), &query, err, sizeof err) < 0) die(log->path, err);
+        if (isn_query_parse(searcher, query_text, strlen(query_text), &query, err, sizeof err) < 0) die(log->path, err);
         if (query.num_terms == 0) continue;
         if (log->n == cap) {
             cap = cap ? 2 * cap : 1024;
@@ -83,8 +78,7 @@ static void read_log(query_log *log, isn_searcher *searcher, const isn_index *in
         q->query = (isn_query){.terms = q->terms, .num_terms = query.num_terms, .num_unknown = query.num_unknown};
         isn_job_features_of(index, &q->query, k, mode, algo, &q->features);
     }
-    free(line);
-    fclose(f);
+    isn_query_log_free(&text);
     if (log->n == 0) die(log->path, "no queries");
 }
 

@@ -163,9 +163,7 @@ static void on_loaded(uv_work_t *work, int status) {
 
 int server_start(isn_server *server, char *err, size_t err_len) {
     server->start_ns = isn_now_ns();
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    server->start_time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+    server->start_time = isn_wall_seconds();
     server->state = SERVER_STARTING;
     uv_loop_t *loop = server->loop;
 
