@@ -76,7 +76,7 @@ void agg_fetch_partition_info(agg *aggregator);
 /* SIGTERM: stops accepting, answers every query in flight with UNAVAILABLE, and once the clients
  * have their answers closes everything of the aggregator on the loop, so uv_run returns. */
 void agg_drain(agg *aggregator);
-/* After uv_run returned (or when agg_serve failed). */
+/* After uv_run returned. When agg_serve failed, exit instead: handles it opened are still on the loop. */
 void agg_free(agg *aggregator);
 
 /* Queries in progress. */

@@ -47,8 +47,12 @@ static int parse_bool(const char *key, const char *value, bool *out, char *err, 
 static int copy_address(const char *key, const char *value, char *out, bool may_be_empty, char *err,
                         size_t err_len) {
     size_t len = strlen(value);
-    if ((!len && !may_be_empty) || len >= AGG_ADDR_MAX || (len && !strchr(value, ':')))
+    if ((!len && !may_be_empty) || len >= AGG_ADDR_MAX)
         return isn_error(err, err_len, "%s must be HOST:PORT, got \"%s\"", key, value);
+    char host[AGG_ADDR_MAX], why[160];
+    uint16_t port;
+    if (len && isn_parse_host_port(value, host, sizeof host, &port, why, sizeof why) != 0)
+        return isn_error(err, err_len, "%s must be HOST:PORT (%s)", key, why);
     memcpy(out, value, len + 1);
     return 0;
 }

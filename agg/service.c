@@ -125,8 +125,7 @@ static bool release_call(agg_query *q) {
 
 void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message) {
     grpc_call *call = q->call;
-    agg_count_status(a, GRPC_STATUS_OK);
-    if (release_call(q)) grpc_call_reply_message(call, message);
+    agg_count_status(a, release_call(q) ? grpc_call_reply_message(call, message) : GRPC_STATUS_OK);
     q->call = NULL;
 }
 

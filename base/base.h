@@ -98,7 +98,8 @@ typedef struct {
 typedef struct {
     isn_logged_query *queries;
     size_t count;
-    size_t skipped; /* non-empty lines without "id TAB text" (only when not strict) */
+    size_t skipped;           /* non-empty lines without "id TAB text" (only when not strict) */
+    size_t first_skipped_line; /* 1-based line number of the first of them; 0 = none */
 } isn_query_log;
 
 /* Reads "id<TAB>text" lines (CR/LF trimmed, empty lines ignored). A line without a TAB or with an
@@ -179,7 +180,6 @@ void isn_qrels_free(isn_qrels *qrels);
 void prom_family(byte_buffer *out, const char *name, const char *type, const char *help);
 /* A family with one unlabelled sample. */
 void prom_u64(byte_buffer *out, const char *name, const char *type, const char *help, uint64_t value);
-void prom_double(byte_buffer *out, const char *name, const char *type, const char *help, double value);
 
 /* A latency histogram over fixed bounds, 10 us to 10 s in seconds, plus +Inf. */
 #define HISTOGRAM_BUCKETS 19

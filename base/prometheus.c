@@ -14,11 +14,6 @@ void prom_u64(byte_buffer *out, const char *name, const char *type, const char *
     buffer_printf(out, "%s %llu\n", name, (unsigned long long)value);
 }
 
-void prom_double(byte_buffer *out, const char *name, const char *type, const char *help, double value) {
-    prom_family(out, name, type, help);
-    buffer_printf(out, "%s %.9g\n", name, value);
-}
-
 void histogram_observe(histogram *h, double seconds) {
     int lo = 0, hi = HISTOGRAM_BUCKETS; /* first bound >= seconds, or HISTOGRAM_BUCKETS for +Inf */
     while (lo < hi) {

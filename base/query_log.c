@@ -39,7 +39,7 @@ int isn_query_log_read(const char *path, bool strict, size_t max, isn_query_log 
                 rc = isn_error(err, err_len, "%s:%zu: expected query id<TAB>query text", path, line_no);
                 break;
             }
-            log->skipped++;
+            if (log->skipped++ == 0) log->first_skipped_line = line_no;
             continue;
         }
         if (append(log, &cap, line, (size_t)(tab - line), line_no) != 0) {

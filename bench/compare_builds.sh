@@ -39,6 +39,7 @@ for r in $(seq "$ROUNDS"); do  # ROUNDS=0: only the summary of what RAW_DIR hold
   echo "$r" >"$out/rounds_done"
 done
 
+[ -f "$out/rounds_done" ] || { echo "compare_builds: no completed round in $out" >&2; exit 1; }
 python3 - "$out" "$(cat "$out/rounds_done")" "$BEFORE" "$AFTER" <<'PY'
 import json, statistics, sys
 out, rounds, before, after = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

@@ -413,7 +413,6 @@ uint32_t search_service_running(const search_service *service) {
     return stats.running;
 }
 
-uint32_t search_service_size(const search_service *service) { return service->num_threads; }
 
 /* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
 static void close_gpu(search_service *service) {

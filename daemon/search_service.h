@@ -34,7 +34,6 @@ bool search_service_analyses_on_loop(const search_service *service);
 void search_service_abandon_queued(search_service *service);
 uint32_t search_service_queued(const search_service *service);
 uint32_t search_service_running(const search_service *service);
-uint32_t search_service_size(const search_service *service);
 /* What the metrics show (metrics_scheduler.h renders them). */
 typedef struct {
     isn_scheduler *scheduler;

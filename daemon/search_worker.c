@@ -37,7 +37,6 @@ struct search_worker {
     const l2_route *route;
 };
 
-
 static bool ensure_capacity(search_worker *w, uint32_t k) {
     if (k <= w->capacity) return true;
     isn_hit *hits = realloc(w->hits, k * sizeof *hits);
@@ -88,9 +87,6 @@ static void fail_job(search_job *job, int status, const char *fmt, ...) {
     job->reply.len = 0;
 }
 
-/* Norms for the corpus-wide average document length, so that BM25's length part matches an
- * unpartitioned index too. NULL when it equals this partition's (or memory is short: then the
- * partition's own average is used). */
 /* Frames the response into the job's reply buffer (kept across jobs) and marks the job answered. */
 static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
     size_t size = isn__v1__search_response__get_packed_size(response);
@@ -106,6 +102,9 @@ static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
     job->message[0] = '\0';
 }
 
+/* Norms for the corpus-wide average document length, so that BM25's length part matches an
+ * unpartitioned index too. NULL when it equals this partition's (or memory is short: then the
+ * partition's own average is used). */
 static const float *global_doc_norms(search_worker *w, double avg_doc_len) {
     const isn_index_info *info = isn_index_get_info(w->index);
     float avg = (float)avg_doc_len;

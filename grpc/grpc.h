@@ -170,7 +170,6 @@ void grpc_server_close(grpc_server *server);
  * and once nothing holds a call any more (workers joined). */
 void grpc_server_free(grpc_server *server);
 const grpc_server_counters *grpc_server_get_counters(const grpc_server *server);
-void *grpc_server_app(const grpc_server *server);
 
 /* ---- one call */
 
@@ -183,7 +182,6 @@ int grpc_call_tag(const grpc_call *call);
 void *grpc_call_app(const grpc_call *call);
 /* The call that owns this app storage. */
 grpc_call *grpc_call_from_app(void *app_storage);
-grpc_server *grpc_call_server(const grpc_call *call);
 /* The request message without its prefix (valid until the call is released). */
 const uint8_t *grpc_call_message(const grpc_call *call, size_t *len);
 /* The request message unpacked with `allocator` (an arena, say; NULL = malloc). NULL when it is not
@@ -195,12 +193,6 @@ uint64_t grpc_call_timeout_ns(const grpc_call *call);
 bool grpc_call_timeout_malformed(const grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
-/* The client is gone (reset or connection closed): a reply would go nowhere. */
-bool grpc_call_cancelled(const grpc_call *call);
-/* A reply or error was queued already. */
-bool grpc_call_responded(const grpc_call *call);
-/* "127.0.0.1:5000" of the client ("-" once abandoned). */
-const char *grpc_call_peer(const grpc_call *call);
 
 /* The program keeps the call past the handler (a worker has it): if the client goes away meanwhile
  * the call is abandoned (on_abandoned), not freed. */
@@ -212,8 +204,9 @@ bool grpc_call_unhold(grpc_call *call);
 /* Success: `framed` (5-byte prefix and message) then trailers with grpc-status 0. Not copied: it
  * must stay valid and unchanged until the call is released (keep it in the app storage). */
 void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len);
-/* Success: packs the message into the call's own reply buffer (kept across uses) and replies. */
-void grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message);
+/* Success: packs the message into the call's own reply buffer (kept across uses) and replies.
+ * Returns the status the client gets: OK, or RESOURCE_EXHAUSTED when the reply found no memory. */
+int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message);
 /* Failure: a trailers-only response with the status and the (percent-encoded) message. */
 void grpc_call_fail(grpc_call *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap);

@@ -111,4 +111,3 @@ void grpc_server_free(grpc_server *server) {
 }
 
 const grpc_server_counters *grpc_server_get_counters(const grpc_server *server) { return &server->counters; }
-void *grpc_server_app(const grpc_server *server) { return server->app; }

@@ -111,7 +111,6 @@ void *grpc_call_app(const grpc_call *call) { return (void *)call->app; }
 grpc_call *grpc_call_from_app(void *app_storage) {
     return (grpc_call *)((char *)app_storage - offsetof(grpc_call, app));
 }
-grpc_server *grpc_call_server(const grpc_call *call) { return call->server; }
 const uint8_t *grpc_call_message(const grpc_call *call, size_t *len) {
     *len = call->reader.length;
     return call->reader.body;
@@ -124,9 +123,6 @@ void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descri
 uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
 bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
 uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
-bool grpc_call_cancelled(const grpc_call *call) { return !call->conn; }
-bool grpc_call_responded(const grpc_call *call) { return call->responded; }
-const char *grpc_call_peer(const grpc_call *call) { return call->conn ? call->conn->peer : "-"; }
 
 /* ------------------------------------------------------------------ responses */
 
@@ -177,17 +173,18 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
     submit_headers(call, headers, 3, &provider);
 }
 
-void grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
+int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
     if (!buffer_reserve(&call->reply, GRPC_PREFIX_BYTES + size)) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
-        return;
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     grpc_write_prefix(call->reply.data, (uint32_t)size);
     protobuf_c_message_pack(message, call->reply.data + GRPC_PREFIX_BYTES);
     call->reply.len = GRPC_PREFIX_BYTES + size;
     grpc_call_reply_framed(call, call->reply.data, call->reply.len);
+    return GRPC_STATUS_OK;
 }
 
 void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap) {

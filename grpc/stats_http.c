@@ -280,8 +280,8 @@ grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_confi
     server->loop = loop;
     server->pages = *pages;
     server->app = app;
-    grpc_stats_server_reconfigure(server, config);
     sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);
+    grpc_stats_server_reconfigure(server, config);
     return server;
 }
 

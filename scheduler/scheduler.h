@@ -294,7 +294,9 @@ typedef enum {
     ISN_SUBMIT_REFUSED,       /* prepare() refused it on the submitting thread (it said why) */
 } isn_submit_result;
 
-/* Any thread. On ISN_SUBMIT_QUEUED the job belongs to the scheduler until complete(); otherwise
+/* Any thread while jobs are prepared on the workers; one submitting thread at a time when they are
+ * prepared on the submitting thread (isn_scheduler_prepares_on_submit: config.submitter_state is
+ * that thread's). On ISN_SUBMIT_QUEUED the job belongs to the scheduler until complete(); otherwise
  * the caller answers it. A job whose budget no device could even start in is refused before any
  * analysis, so that refusals stay cheap under overload. With config.prepare the job is prepared
  * (see there) before it is admitted and routed; a refusal after preparing on a worker completes it

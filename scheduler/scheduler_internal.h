@@ -1,6 +1,6 @@
-/* Private to scheduler/ (and to the tests and bench_scheduler, which exercise the parts alone): the
- * deques, EDF queues, routing, batch cost, cost model, job features, the GPU devices' adapters and
- * the simulator, and the scheduler's state shared by scheduler.c and gpu_dispatch.c. */
+/* Private to scheduler/ (and to the tests, bench_scheduler and bench_query, which exercise the parts
+ * alone): the deques, EDF queues, routing, batch cost, cost model, job features, the GPU devices'
+ * adapters and the simulator, and the scheduler's state shared by scheduler.c and gpu_dispatch.c. */
 #ifndef ISN_SCHEDULER_INTERNAL_H
 #define ISN_SCHEDULER_INTERNAL_H
 

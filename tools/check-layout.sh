@@ -14,10 +14,20 @@ set -euo pipefail
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
 cd "$root"
 
-# Only what a compile reads: build outputs, git's own folder and other worktrees' trees are left out.
-mapfile -d '' files < <(find . \( -path ./.git -o -path './build*' \) -prune -o -type f \
-  \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' -o -name '*.cpp' \) \
-  -print0 | sort -z)
+# The project's own sources: in a git checkout the files git tracks or would track, elsewhere every
+# file; either way not build outputs (build*/, and any folder the Makefile marked as a build with its
+# .deps-ok stamp, whatever BUILD= named it), which hold generated code.
+sources='\.(c|h|cu|cuh|cc|cpp)$'
+builds='^(\./)?(build[^/]*'
+while IFS= read -r stamp; do builds+="|$(basename "$(dirname "$stamp")")"; done < <(find . -mindepth 2 -maxdepth 2 -name .deps-ok)
+builds+=')/'
+if git -C . rev-parse --show-toplevel >/dev/null 2>&1 && [ "$(git rev-parse --show-toplevel)" = "$(pwd -P)" ]; then
+  mapfile -d '' files < <(git ls-files -z --cached --others --exclude-standard | grep -zE "$sources" |
+    grep -zvE "$builds" | sort -z)
+else
+  mapfile -d '' files < <(find . -path ./.git -prune -o -type f -print0 | grep -zE "$sources" |
+    grep -zvE "$builds" | sort -z)
+fi
 [ ${#files[@]} -eq 0 ] && { echo "check-layout: no source files under $root" >&2; exit 1; }
 
 # -H names the file even when there is only one; -s: a file that vanished mid-run is not an error.

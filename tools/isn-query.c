@@ -387,7 +387,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (queries.skipped)
-        fprintf(stderr, "isn-query: %s: %zu lines without query id TAB text (skipped)\n", a.queries_path, queries.skipped);
+        fprintf(stderr, "isn-query: %s:%zu: no TAB between query id and text (skipped; %zu such lines in all)\n",
+                a.queries_path, queries.first_skipped_line, queries.skipped);
     int rc = run(&a, &queries);
     if (a.queries_path) isn_query_log_free(&queries);
     return rc;

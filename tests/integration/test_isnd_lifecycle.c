@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "proto/isn.pb-c.h"
+#include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
@@ -31,7 +32,7 @@ static void test_check_config(void **state) {
     char path[1024], text[2048], args[3000], out[8192];
     snprintf(path, sizeof path, "%s/good.conf", h.work_dir);
     snprintf(text, sizeof text, "[server]\nlisten = 127.0.0.1:0\n[index]\npath = %s\n[search]\nworkers = 2\n", h.index_dir);
-    assert_int_equal(harness_write_file(path, text), 0);
+    assert_int_equal(support_write_text(path, text), 0);
     snprintf(args, sizeof args, "--config %s --check-config", path);
     assert_int_equal(run_isnd(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "configuration OK"));
@@ -40,7 +41,7 @@ static void test_check_config(void **state) {
     assert_int_equal(run_isnd(args, out, sizeof out), 0);
 
     snprintf(path, sizeof path, "%s/bad.conf", h.work_dir);
-    assert_int_equal(harness_write_file(path, "[server]\nlisten = 127.0.0.1:0\nmax_connection = 5\n[search]\nmax_k = lots\n"), 0);
+    assert_int_equal(support_write_text(path, "[server]\nlisten = 127.0.0.1:0\nmax_connection = 5\n[search]\nmax_k = lots\n"), 0);
     snprintf(args, sizeof args, "--config %s --check-config", path);
     assert_int_equal(run_isnd(args, out, sizeof out), 2);
     char expect[1200];
@@ -259,24 +260,24 @@ static void test_sighup_reload(void **state) {
     (void)state;
     char path[1024], arg[1024];
     snprintf(path, sizeof path, "%s/reload.conf", h.work_dir);
-    assert_int_equal(harness_write_file(path, "[search]\nmax_k = 100\n"), 0);
+    assert_int_equal(support_write_text(path, "[search]\nmax_k = 100\n"), 0);
     snprintf(arg, sizeof arg, "%s", path);
     const char *extra[] = {"--config", arg, NULL};
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     assert_int_equal(search_status_for_k(50), 0);
-    assert_int_equal(harness_write_file(path, "[search]\nmax_k = 20\n[log]\nlevel = debug\n"), 0);
+    assert_int_equal(support_write_text(path, "[search]\nmax_k = 20\n[log]\nlevel = debug\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("configuration reloaded");
     assert_int_equal(search_status_for_k(50), 3);
     assert_int_equal(search_status_for_k(20), 0);
 
     /* (--listen on the command line would win over the file anyway: flags are re-applied) */
-    assert_int_equal(harness_write_file(path, "[server]\nmax_concurrent_streams = 10\n[search]\nmax_k = 1000\n"), 0);
+    assert_int_equal(support_write_text(path, "[server]\nmax_concurrent_streams = 10\n[search]\nmax_k = 1000\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("server.max_concurrent_streams changed, which needs a restart");
     assert_int_equal(search_status_for_k(50), 3); /* nothing of that reload applied */
 
-    assert_int_equal(harness_write_file(path, "[search]\nmax_k = nope\n"), 0);
+    assert_int_equal(support_write_text(path, "[search]\nmax_k = nope\n"), 0);
     kill(h.pid, SIGHUP);
     wait_for_log("\"nope\" is not a non-negative integer"); /* the line above also says "not reloaded" */
     assert_int_equal(search_status_for_k(20), 0);

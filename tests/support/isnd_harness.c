@@ -1,6 +1,15 @@
 #include "tests/support/isnd_harness.h"
 
 #include "base/base.h"
+#include "tests/support/files.h"
+
+/* A child that did not start (or is no longer wanted) must not outlive the test. */
+static void harness_kill(harness *h) {
+    if (h->pid <= 0) return;
+    kill(h->pid, SIGKILL);
+    waitpid(h->pid, NULL, 0);
+    h->pid = -1;
+}
 
 int64_t harness_now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
 
@@ -188,6 +197,7 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
     }
     fprintf(stderr, "harness: isnd not ready within 30 s\n");
     harness_dump_log(h);
+    harness_kill(h);
     return -1;
 }
 
@@ -232,6 +242,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
     }
     if (h->pid > 0) fprintf(stderr, "harness: isn-agg not ready within 30 s\n");
     harness_dump_log(h);
+    harness_kill(h);
     return -1;
 }
 
@@ -266,16 +277,9 @@ int harness_stop(harness *h) {
 }
 
 void harness_cleanup(harness *h) {
-    if (h->pid > 0) {
-        kill(h->pid, SIGKILL);
-        waitpid(h->pid, NULL, 0);
-        h->pid = -1;
-    }
-    if (!getenv("ISN_KEEP_TEST_DIR")) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->work_dir);
-        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", h->work_dir);
-    }
+    harness_kill(h);
+    if (!getenv("ISN_KEEP_TEST_DIR") && support_remove_tree(h->work_dir) != 0)
+        fprintf(stderr, "harness: could not remove %s\n", h->work_dir);
 }
 
 /* ------------------------------------------------------------------ sockets */
@@ -404,13 +408,4 @@ int harness_finish(harness *h, isn_grpc_client *client, isn_index *index, isn_se
     int status = harness_stop_checked(h);
     harness_cleanup(h);
     return status == 0 ? 0 : -1;
-}
-
-int harness_write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
 }

@@ -56,8 +56,6 @@ ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms);
 int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
 
-/* Writes `text` to `path` (replacing it): 0, or -1 with the reason on stderr. */
-int harness_write_file(const char *path, const char *text);
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
 /* harness_init for the running test program (found through /proc/self/exe, so a group setup can

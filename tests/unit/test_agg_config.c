@@ -50,6 +50,8 @@ static void test_bad_values_are_named(void **state) {
     (void)state;
     expect_error("partition", "", "lists no replica");
     expect_error("partition", "localhost", "HOST:PORT");
+    expect_error("partition", "127.0.0.1:http", "HOST:PORT"); /* replicas are checked as the client will parse them */
+    expect_error("partition", "::1:7070", "IPv6 host in brackets");
     expect_error("listen", "nowhere", "listen must be HOST:PORT");
     expect_error("margin_ms", "-1", "margin_ms must be an integer");
     expect_error("hedge", "maybe", "hedge must be true or false");
