@@ -61,7 +61,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
                               grpc_status_name(status), (unsigned long long)m->requests[method][status]);
 
     prom_family(out, "isn_request_duration_seconds", "histogram",
-           "Time from a request's headers to its reply being queued for sending, by method.");
+                "Time from a request's headers to its reply being queued for sending, by method.");
     for (int method = 0; method < RPC_COUNT; method++) {
         if (!m->request_seconds[method].count && method != RPC_SEARCH) continue;
         snprintf(labels, sizeof labels, "method=\"%s\"", rpc_method_label(method));
@@ -69,25 +69,25 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     }
 
     prom_family(out, "isn_search_stage_duration_seconds", "histogram",
-           "Search time by stage: queue (waiting for a worker), retrieval (analysis and first stage), total "
-           "(request received to reply ready), on the cpu device.");
+                "Search time by stage: queue (waiting for a worker), retrieval (analysis and first stage), total "
+                "(request received to reply ready), on the cpu device.");
     for (int stage = 0; stage < STAGE_COUNT; stage++) {
         snprintf(labels, sizeof labels, "stage=\"%s\",device=\"cpu\"", search_stage_label(stage));
         prom_histogram(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
     }
 
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
-           server->inflight_jobs);
+             server->inflight_jobs);
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
-           server->pool ? search_service_queued(server->pool) : 0);
+             server->pool ? search_service_queued(server->pool) : 0);
     prom_u64(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
-           server->pool ? search_service_running(server->pool) : 0);
+             server->pool ? search_service_running(server->pool) : 0);
     prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
-           t.grpc.open_calls);
+             t.grpc.open_calls);
     prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
     prom_u64(out, "isn_shed_total", "counter",
-           "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
-           m->shed);
+             "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
+             m->shed);
     if (server->pool) metrics_render_scheduler(server->pool, out, false);
     prom_u64(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
     prom_u64(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
@@ -97,12 +97,12 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
                   t.grpc.connections, t.stats.connections);
     prom_u64(out, "isn_connections_accepted_total", "counter", "gRPC connections accepted.", t.grpc.connections_accepted);
     prom_u64(out, "isn_connections_rejected_total", "counter", "Connections closed at once: max_connections reached.",
-           t.rejected);
+             t.rejected);
     prom_u64(out, "isn_connections_timed_out_total", "counter",
-           "Connections closed for a missing preface, a stalled request or idleness.",
-           t.grpc.connections_timed_out + t.stats.connections_timed_out);
+             "Connections closed for a missing preface, a stalled request or idleness.",
+             t.grpc.connections_timed_out + t.stats.connections_timed_out);
     prom_u64(out, "isn_protocol_errors_total", "counter", "HTTP/2 protocol errors that ended a connection.",
-           t.grpc.protocol_errors);
+             t.grpc.protocol_errors);
     prom_u64(out, "isn_http_rejects_total", "counter", "Streams refused as not gRPC (HTTP 405 or 415).", t.grpc.http_rejects);
     prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", t.grpc.bytes_received);
     prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", t.grpc.bytes_sent);
@@ -122,7 +122,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
     prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
     prom_u64(out, "process_resident_memory_bytes", "gauge", "Resident memory of the isnd process.",
-           process_resident_bytes());
+             process_resident_bytes());
     prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
     prom_family(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
     buffer_printf(out, "process_start_time_seconds %.3f\n", server->start_time);

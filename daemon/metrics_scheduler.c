@@ -42,7 +42,7 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     prom_family(out, "isn_scheduler_wait_seconds_total", "counter", "Time jobs waited from admission to start, by device.");
     prom_family(out, "isn_scheduler_waits_total", "counter", "Jobs counted in isn_scheduler_wait_seconds_total.");
     prom_family(out, "isn_scheduler_busy_seconds_total", "counter",
-         "Time spent running jobs, summed over CPU workers or GPU devices (utilisation = rate / units).");
+                "Time spent running jobs, summed over CPU workers or GPU devices (utilisation = rate / units).");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         buffer_printf(out, "isn_scheduler_wait_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
                       st->wait_seconds_sum[d]);
@@ -58,8 +58,8 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         buffer_printf(out, "isn_scheduler_utilisation{device=\"%s\"} %.6f\n", DEVICE_NAMES[d], u);
     }
     prom_family(out, "isn_scheduler_steals_total", "counter",
-         "Work taken across: from another worker's deque, GPU-preferred jobs run by the CPU, undecided jobs "
-         "taken by each side.");
+                "Work taken across: from another worker's deque, GPU-preferred jobs run by the CPU, undecided jobs "
+                "taken by each side.");
     buffer_printf(out,
                   "isn_scheduler_steals_total{kind=\"deque\"} %llu\nisn_scheduler_steals_total{kind=\"gpu_to_cpu\"} "
                   "%llu\nisn_scheduler_steals_total{kind=\"undecided_cpu\"} %llu\n"
@@ -67,7 +67,7 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
                   (unsigned long long)st->stolen_deque, (unsigned long long)st->stolen_gpu,
                   (unsigned long long)st->undecided_cpu, (unsigned long long)st->undecided_gpu);
     prom_family(out, "isn_scheduler_shed_total", "counter",
-         "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
+                "Jobs refused at admission: a full queue, or no device able to finish before the deadline.");
     buffer_printf(out, "isn_scheduler_shed_total{reason=\"queue_full\"} %llu\nisn_scheduler_shed_total{reason=\"overload\"} %llu\n",
                   (unsigned long long)st->shed_full, (unsigned long long)st->shed_overload);
     prom_family(out, "isn_scheduler_batches_total", "counter", "GPU batches sent, by why they were sent.");
@@ -75,20 +75,20 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
                       (unsigned long long)st->batch_flush[r]);
     prom_family(out, "isn_scheduler_service_scale", "gauge",
-         "Measured over predicted service time lately, by device; admission scales its estimates by it.");
+                "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         buffer_printf(out, "isn_scheduler_service_scale{device=\"%s\"} %.3f\n", DEVICE_NAMES[d], st->service_scale[d]);
     prom_family(out, "isn_scheduler_gpu_batch_fixed_seconds", "gauge",
-         "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
+                "Learned fixed part of a GPU batch's time (launch, copies, synchronisation), paid once per batch.");
     buffer_printf(out, "isn_scheduler_gpu_batch_fixed_seconds %.9f\n", st->batch_fixed_seconds);
     prom_family(out, "isn_scheduler_gpu_batch_mape_percent", "gauge",
-         "Mean absolute percentage error of GPU batch times as predicted (fixed part + jobs), NaN before any.");
+                "Mean absolute percentage error of GPU batch times as predicted (fixed part + jobs), NaN before any.");
     if (isnan(st->batch_mape)) buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent NaN\n");
     else buffer_printf(out, "isn_scheduler_gpu_batch_mape_percent %.3f\n", st->batch_mape);
     prom_family(out, "isn_scheduler_gpu_batch_per_job_seconds", "gauge", "Learned part of a GPU batch's time per job.");
     buffer_printf(out, "isn_scheduler_gpu_batch_per_job_seconds %.9f\n", st->batch_per_job_seconds);
     prom_family(out, "isn_cost_model_mape_percent", "gauge",
-         "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
+                "Cost model mean absolute percentage error since warm-up, by device (NaN before any).");
     prom_family(out, "isn_cost_model_updates_total", "counter", "Measured times the cost model learned from, by device.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         if (isnan(st->mape[d])) buffer_printf(out, "isn_cost_model_mape_percent{device=\"%s\"} NaN\n", DEVICE_NAMES[d]);
@@ -182,7 +182,7 @@ static void render_gpu_prometheus(const search_service_view *view, byte_buffer *
     buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
                   (unsigned long long)x.chosen[0], (unsigned long long)x.chosen[1]);
     prom_family(out, "isn_rerank_crossover_candidates", "gauge",
-         "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
+                "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
     for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)
         buffer_printf(out, "isn_rerank_crossover_candidates{trees=\"%u\"} %u\n", trees,
                       isn_l2_crossover_candidates(c, trees));
