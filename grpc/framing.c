@@ -127,6 +127,24 @@ int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns) {
     return 0;
 }
 
+size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
+    /* Finest unit first, so the value is exact whenever 8 digits allow it; a coarser unit rounds
+     * up, never sending a shorter deadline than asked. UINT64_MAX ns is 5,124,096 hours: H always fits. */
+    static const struct {
+        char unit;
+        uint64_t scale;
+    } UNITS[] = {{'n', 1ull}, {'u', 1000ull}, {'m', 1000000ull}, {'S', 1000000000ull},
+                 {'M', 60000000000ull}, {'H', 3600000000000ull}};
+    for (size_t i = 0; i < sizeof UNITS / sizeof UNITS[0]; i++) {
+        uint64_t v = ns / UNITS[i].scale + (ns % UNITS[i].scale != 0);
+        if (v <= GRPC_TIMEOUT_MAX_VALUE) {
+            int n = snprintf(out, out_len, "%llu%c", (unsigned long long)v, UNITS[i].unit);
+            return n < 0 ? 0 : (size_t)n;
+        }
+    }
+    return 0; /* not reached */
+}
+
 size_t grpc_percent_encode(const char *in, char *out, size_t out_len) {
     static const char HEX[] = "0123456789ABCDEF";
     size_t n = 0;

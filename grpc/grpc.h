@@ -85,6 +85,13 @@ void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, ch
 
 /* grpc-timeout: 1 to 8 digits and a unit H, M, S, m, u or n. Returns 0 and nanoseconds, or -1. */
 int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns);
+/* The largest grpc-timeout value (8 digits), and room for a formatted header value with its NUL. */
+#define GRPC_TIMEOUT_MAX_VALUE 99999999ull
+#define GRPC_TIMEOUT_MAX_LEN 10
+/* grpc-timeout for a timeout of ns nanoseconds, per the spec: at most 8 digits, in the finest unit
+ * that holds them, rounded up (never a shorter deadline than asked). Writes a NUL-terminated value
+ * (out_len >= GRPC_TIMEOUT_MAX_LEN) and returns its length. */
+size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len);
 
 /* grpc-message encoding: bytes outside printable ASCII, and '%', become %XX. Always NUL-terminates;
  * cuts at a whole escape when out is too small. Returns the length written. */
@@ -277,6 +284,7 @@ typedef struct {
     bool leave_open;       /* do not end the request stream (tests of stalled clients) */
     uint32_t timeout_ms;   /* grpc-timeout header; 0 = none */
     const char *content_type; /* NULL = application/grpc */
+    const char *timeout_header; /* sent as grpc-timeout exactly as given, instead of timeout_ms (tests) */
 } isn_grpc_request;
 
 typedef struct {

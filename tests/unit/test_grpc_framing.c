@@ -156,6 +156,53 @@ static void test_timeout_header(void **state) {
     }
 }
 
+/* grpc-timeout as the client writes it: at most 8 digits, exact when they allow, else rounded up. */
+static void test_timeout_format(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t ns;
+        const char *text;
+    } cases[] = {
+        {0, "0n"},
+        {99999999ull, "99999999n"},
+        {100000000ull, "100000u"},              /* 100 ms, exact in microseconds */
+        {100000001ull, "100001u"},              /* rounded up, not down */
+        {1000000000ull, "1000000u"},            /* 1 s */
+        {4294967295ull * 1000000ull, "4294968S"}, /* the largest uint32 ms: 49.7 days, 10 digits of ms */
+        {100000000ull * 1000000ull, "100000S"}, /* 100,000,000 ms: one more than 8 digits of ms */
+        {99999999ull * 1000000000ull, "99999999S"},
+        {100000000ull * 1000000000ull, "1666667M"},
+        {UINT64_MAX, "5124096H"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[GRPC_TIMEOUT_MAX_LEN];
+        size_t len = grpc_format_timeout(cases[i].ns, text, sizeof text);
+        assert_string_equal(text, cases[i].text);
+        assert_int_equal(len, strlen(cases[i].text));
+    }
+    /* Every value parses back to at least what was asked, within one unit, and has at most 8 digits. */
+    uint64_t value = 1;
+    for (int step = 0; step < 64 * 4; step++) {
+        uint64_t ns = value > UINT64_MAX - 7 ? value : value + (uint64_t)step % 7;
+        char text[GRPC_TIMEOUT_MAX_LEN];
+        size_t len = grpc_format_timeout(ns, text, sizeof text);
+        assert_true(len >= 2 && len <= 9);
+        uint64_t back = 0;
+        assert_int_equal(grpc_parse_timeout(text, len, &back), 0);
+        assert_true(back >= ns);
+        uint64_t unit = 1;
+        switch (text[len - 1]) {
+        case 'u': unit = 1000ull; break;
+        case 'm': unit = 1000000ull; break;
+        case 'S': unit = 1000000000ull; break;
+        case 'M': unit = 60000000000ull; break;
+        case 'H': unit = 3600000000000ull; break;
+        }
+        if (back != UINT64_MAX) assert_true(back - ns < unit);
+        value = value > UINT64_MAX / 5 * 4 ? UINT64_MAX - (uint64_t)step : value + value / 4 + 1;
+    }
+}
+
 static void test_percent_encoding(void **state) {
     (void)state;
     char out[64];
@@ -233,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_extra_message),
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_timeout_header),
+        cmocka_unit_test(test_timeout_format),
         cmocka_unit_test(test_percent_encoding),
         cmocka_unit_test(test_status_names_and_paths),
         cmocka_unit_test(test_arena),
