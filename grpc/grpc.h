@@ -198,6 +198,9 @@ void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descri
 uint64_t grpc_call_timeout_ns(const grpc_call *call);
 /* The grpc-timeout header was present but malformed (answer INVALID_ARGUMENT). */
 bool grpc_call_timeout_malformed(const grpc_call *call);
+/* The grpc-timeout header was a zero ("0m"): the deadline had passed when the call came (answer
+ * DEADLINE_EXCEEDED; grpc_call_timeout_ns says 0 = none for it). */
+bool grpc_call_timeout_expired(const grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
 

@@ -122,6 +122,7 @@ void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descri
 }
 uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
 bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
+bool grpc_call_timeout_expired(const grpc_call *call) { return call->timeout_sent && call->timeout_ns == 0; }
 uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
 
 /* ------------------------------------------------------------------ responses */
