@@ -41,6 +41,14 @@ static void handle_search(agg *a, grpc_call *call) {
         fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
         return;
     }
+    char field[128];
+    if (grpc_message_nul_string_field(&isn__v1__search_request__descriptor, message, len, field, sizeof field)) {
+        char why[200];
+        snprintf(why, sizeof why, "field %s of isn.v1.SearchRequest holds a NUL byte", field);
+        fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, why);
+        isn__v1__search_request__free_unpacked(request, NULL);
+        return;
+    }
     uint32_t k = request->k ? request->k : a->config.default_k;
     if (k > a->config.max_k) {
         char why[128];

@@ -93,6 +93,13 @@ int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns);
  * (out_len >= GRPC_TIMEOUT_MAX_LEN) and returns its length. */
 size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len);
 
+/* protobuf-c unpacks a `string` as a C string, so one holding a NUL byte would be silently cut
+ * there. True when a string field of the message (or of one nested in it) holds a NUL, with the
+ * field's dotted name ("global_stats.terms.term") in `field`. Walks the wire form of a message that
+ * has already unpacked. */
+bool grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
+                                   char *field, size_t field_len);
+
 /* grpc-message encoding: bytes outside printable ASCII, and '%', become %XX. Always NUL-terminates;
  * cuts at a whole escape when out is too small. Returns the length written. */
 size_t grpc_percent_encode(const char *in, char *out, size_t out_len);

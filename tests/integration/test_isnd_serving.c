@@ -326,6 +326,29 @@ static void test_protocol_errors(void **state) {
     assert_int_equal(serving, 1);
 }
 
+/* protobuf-c gives C strings: a NUL inside one would silently cut the query (or name another
+ * algorithm or ranker), so both servers refuse it and name the field. */
+static void test_nul_in_strings(void **state) {
+    server_target *s = *state;
+    static const struct {
+        uint8_t wire[16];
+        size_t len;
+        const char *message;
+    } cases[] = {
+        {{0x0a, 9, 'w', 'i', 'n', 'd', 0, 'x', 'y', 'z', 'w'}, 11, "field query of isn.v1.SearchRequest holds a NUL"},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x2a, 5, 'w', 'a', 'n', 'd', 0}, 13, "field algorithm "},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x2a, 4, 'w', 'a', 0, 'd'}, 12, "field algorithm "},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x52, 2, 0, 'x'}, 10, "field ranker "},
+        {{0x12, 4, 'w', 'i', 'n', 0}, 6, "field terms "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = cases[i].wire,
+                                          .body_len = cases[i].len, .frame = true},
+                   3, 200, cases[i].message);
+        s->searches_invalid++;
+    }
+}
+
 /* ------------------------------------------------------------------ deadlines */
 
 /* grpc-timeout as the spec has it: a zero is a deadline already passed (not "none"); the largest
@@ -655,7 +678,7 @@ static int teardown(void **state) {
     ON(test_search_matches_offline, server), ON(test_pre_analyzed_terms, server),                                \
         ON(test_global_statistics, server), ON(test_invalid_requests, server), ON(test_protocol_errors, server), \
         ON(test_health, server), ON(test_python_grpcio_client, server), ON(test_isn_query_server, server),       \
-        ON(test_stats_endpoint, server), ON(test_deadlines, server)
+        ON(test_stats_endpoint, server), ON(test_deadlines, server), ON(test_nul_in_strings, server)
 
 int main(int argc, char **argv) {
     (void)argc;
