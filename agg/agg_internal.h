@@ -174,6 +174,9 @@ void agg_fail_all(agg *a, int grpc_status, const char *message);
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
 uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
+/* A query's deadline at `now`: the grpc-timeout (ns, 0 = none), else the request's timeout_ms, else
+ * the default; saturates at INT64_MAX. */
+int64_t agg_deadline_ns(const agg *a, uint64_t header_timeout_ns, uint32_t request_timeout_ms, int64_t now);
 void agg_search_start(agg *a, agg_query *q, int64_t now);
 void agg_query_progress(agg *a, agg_query *q, int64_t now);
 /* When this query next needs attention without any input (hedge or deadline). */

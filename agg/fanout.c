@@ -5,9 +5,20 @@
 
 #include "agg/agg_internal.h"
 
+int64_t agg_deadline_ns(const agg *a, uint64_t header_timeout_ns, uint32_t request_timeout_ms, int64_t now) {
+    uint64_t timeout_ns = header_timeout_ns;
+    if (!timeout_ns) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
+    if (!timeout_ns) timeout_ns = (uint64_t)a->config.default_timeout_ms * 1000000ull;
+    /* A header of 99999999H is "never": the deadline saturates rather than overflowing the int64 clock. */
+    uint64_t deadline = isn_add_sat_u64((uint64_t)(now > 0 ? now : 0), timeout_ns);
+    return deadline > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)deadline;
+}
+
 uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now) {
+    /* deadline_ns and now are both on the (non-negative) monotonic clock: the difference fits. */
     int64_t left = q->deadline_ns - now - (int64_t)a->config.margin_ms * 1000000LL;
-    return left <= 1000000 ? 1 : (uint32_t)(left / 1000000);
+    if (left <= 1000000) return 1;
+    return left / 1000000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(left / 1000000);
 }
 
 /* The statistics the partitions score with: the caller's own pass through; else the aggregator's

@@ -16,11 +16,7 @@ static agg_query *query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *req
     q->request = request;
     q->k = k;
     q->start_ns = now;
-    /* grpc-timeout in ms, rounded up */
-    uint64_t timeout_ms = (grpc_call_timeout_ns(call) + 999999) / 1000000;
-    if (!timeout_ms) timeout_ms = request->timeout_ms;
-    if (!timeout_ms) timeout_ms = a->config.default_timeout_ms;
-    q->deadline_ns = now + (int64_t)timeout_ms * 1000000LL;
+    q->deadline_ns = agg_deadline_ns(a, grpc_call_timeout_ns(call), request->timeout_ms, now);
     /* Answer with what there is a little before the caller's deadline. */
     q->finish_at_ns = q->deadline_ns - (int64_t)a->config.margin_ms * 1000000LL / 2;
     q->next = a->queries;
@@ -43,6 +39,14 @@ static void handle_search(agg *a, grpc_call *call) {
     Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(NULL, len, message);
     if (!request) {
         fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid isn.v1.SearchRequest message");
+        return;
+    }
+    char field[128];
+    if (grpc_message_nul_string_field(&isn__v1__search_request__descriptor, message, len, field, sizeof field)) {
+        char why[200];
+        snprintf(why, sizeof why, "field %s of isn.v1.SearchRequest holds a NUL byte", field);
+        fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, why);
+        isn__v1__search_request__free_unpacked(request, NULL);
         return;
     }
     uint32_t k = request->k ? request->k : a->config.default_k;
@@ -103,7 +107,11 @@ static void handle_health(agg *a, grpc_call *call) {
 
 void agg_handle_call(agg *a, grpc_call *call) {
     const char *path = grpc_call_path(call);
-    if (!strcmp(path, "/grpc.health.v1.Health/Check")) handle_health(a, call);
+    if (grpc_call_timeout_malformed(call))
+        fail_call(a, call, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
+    else if (grpc_call_timeout_expired(call))
+        fail_call(a, call, GRPC_STATUS_DEADLINE_EXCEEDED, "grpc-timeout is 0: the deadline had passed on arrival");
+    else if (!strcmp(path, "/grpc.health.v1.Health/Check")) handle_health(a, call);
     else if (a->draining) fail_call(a, call, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     else if (!strcmp(path, "/isn.v1.Search/Search")) handle_search(a, call);
     else if (!strcmp(path, "/isn.v1.Search/Info")) handle_info(a, call);

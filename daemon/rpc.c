@@ -93,6 +93,10 @@ static void on_headers(grpc_call *call, void *app) {
         grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
         return;
     }
+    if (grpc_call_timeout_expired(call)) {
+        grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "grpc-timeout is 0: the deadline had passed on arrival");
+        return;
+    }
     if (method == RPC_HEALTH_CHECK) return; /* answered in every state */
     if (server->state == SERVER_STARTING) {
         grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
@@ -116,12 +120,13 @@ static uint32_t injected_delay_us(const isn_conf *conf) {
 
 static uint64_t deadline_for(const isn_server *server, const grpc_call *call, uint32_t request_timeout_ms,
                              uint64_t now) {
-    uint64_t timeout_ns = grpc_call_timeout_ns(call); /* the header wins */
+    uint64_t timeout_ns = grpc_call_timeout_ns(call); /* the header wins (a zero one was refused) */
     if (!timeout_ns && request_timeout_ms) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
     if (!timeout_ns && server->conf.default_timeout_ms) timeout_ns = (uint64_t)server->conf.default_timeout_ms * 1000000ull;
     uint64_t cap_ns = (uint64_t)server->conf.max_timeout_ms * 1000000ull;
     if (cap_ns && (!timeout_ns || timeout_ns > cap_ns)) timeout_ns = cap_ns;
-    return timeout_ns ? now + timeout_ns : 0;
+    /* Uncapped (max_timeout 0), a header of 99999999H saturates here instead of wrapping to the past. */
+    return timeout_ns ? isn_add_sat_u64(now, timeout_ns) : 0;
 }
 
 static bool blank(const char *text) {

@@ -332,7 +332,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     call->leave_open = request->leave_open;
     call->result.grpc_status = -1;
 
-    char timeout[24];
+    char timeout[GRPC_TIMEOUT_MAX_LEN];
     const char *content_type = request->content_type ? request->content_type : "application/grpc";
     nghttp2_nv headers[8];
     size_t n = 0;
@@ -345,8 +345,10 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     NV("content-type", content_type);
     NV("te", "trailers");
     NV("user-agent", "isn-grpc-client/0.1");
-    if (request->timeout_ms) {
-        snprintf(timeout, sizeof timeout, "%um", request->timeout_ms);
+    if (request->timeout_header) {
+        NV("grpc-timeout", request->timeout_header);
+    } else if (request->timeout_ms) {
+        grpc_format_timeout((uint64_t)request->timeout_ms * 1000000ull, timeout, sizeof timeout);
         NV("grpc-timeout", timeout);
     }
 #undef NV

@@ -1,4 +1,5 @@
 /* isn.v1 and grpc.health.v1 calls on top of the raw client: protobuf-c in, plain structs out. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,10 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
 int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *request, isn_grpc_search_reply *reply,
                     char *err, size_t err_len) {
     memset(reply, 0, sizeof *reply);
-    int limit = request->timeout_ms ? (int)request->timeout_ms + WAIT_SLACK_MS : -1;
+    /* a timeout of weeks: wait without a limit rather than overflow an int of ms */
+    int limit = request->timeout_ms && request->timeout_ms <= INT_MAX - WAIT_SLACK_MS
+                    ? (int)request->timeout_ms + WAIT_SLACK_MS
+                    : -1;
     isn_grpc_call *call = wait_finished(client, isn_grpc_search_start(client, request, err, err_len), limit, err, err_len);
     return call ? isn_grpc_search_finish(call, reply, err, err_len) : -1;
 }

@@ -127,6 +127,86 @@ int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ NUL in strings */
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *value) {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *value = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Walks one message's wire form; `path` holds the dotted names down to it (`at` bytes). */
+static bool find_nul_string(const ProtobufCMessageDescriptor *descriptor, const uint8_t *p, const uint8_t *end,
+                            unsigned depth, char *path, size_t path_len, size_t at) {
+    while (p < end) {
+        uint64_t key, len;
+        if (!read_varint(&p, end, &key)) return false;
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(&p, end, &len)) return false;
+            continue;
+        case 1:
+            if (end - p < 8) return false;
+            p += 8;
+            continue;
+        case 5:
+            if (end - p < 4) return false;
+            p += 4;
+            continue;
+        case 2: break;
+        default: return false; /* groups are not proto3; the unpack has judged the message already */
+        }
+        if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p)) return false;
+        const ProtobufCFieldDescriptor *field =
+            key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(descriptor, (unsigned)(key >> 3)) : NULL;
+        if (field && (field->type == PROTOBUF_C_TYPE_STRING || field->type == PROTOBUF_C_TYPE_MESSAGE)) {
+            size_t room = path_len - at;
+            int n = snprintf(path + at, room, "%s%s", at ? "." : "", field->name);
+            size_t next = n < 0 ? at : (size_t)n >= room ? path_len - 1 : at + (size_t)n;
+            if (field->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len)) return true;
+            if (field->type == PROTOBUF_C_TYPE_MESSAGE && depth < 32 &&
+                find_nul_string(field->descriptor, p, p + len, depth + 1, path, path_len, next))
+                return true;
+            path[at] = '\0';
+        }
+        p += len;
+    }
+    return false;
+}
+
+bool grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
+                                   char *field, size_t field_len) {
+    char path[128] = "";
+    bool found = find_nul_string(descriptor, data, data + len, 0, path, sizeof path, 0);
+    if (found && field_len) snprintf(field, field_len, "%s", path);
+    return found;
+}
+
+size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
+    /* Finest unit first, so the value is exact whenever 8 digits allow it; a coarser unit rounds
+     * up, never sending a shorter deadline than asked. UINT64_MAX ns is 5,124,096 hours: H always fits. */
+    static const struct {
+        char unit;
+        uint64_t scale;
+    } UNITS[] = {{'n', 1ull}, {'u', 1000ull}, {'m', 1000000ull}, {'S', 1000000000ull},
+                 {'M', 60000000000ull}, {'H', 3600000000000ull}};
+    for (size_t i = 0; i < sizeof UNITS / sizeof UNITS[0]; i++) {
+        uint64_t v = ns / UNITS[i].scale + (ns % UNITS[i].scale != 0);
+        if (v <= GRPC_TIMEOUT_MAX_VALUE) {
+            int n = snprintf(out, out_len, "%llu%c", (unsigned long long)v, UNITS[i].unit);
+            return n < 0 ? 0 : (size_t)n;
+        }
+    }
+    return 0; /* not reached */
+}
+
 size_t grpc_percent_encode(const char *in, char *out, size_t out_len) {
     static const char HEX[] = "0123456789ABCDEF";
     size_t n = 0;

@@ -85,6 +85,20 @@ void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, ch
 
 /* grpc-timeout: 1 to 8 digits and a unit H, M, S, m, u or n. Returns 0 and nanoseconds, or -1. */
 int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns);
+/* The largest grpc-timeout value (8 digits), and room for a formatted header value with its NUL. */
+#define GRPC_TIMEOUT_MAX_VALUE 99999999ull
+#define GRPC_TIMEOUT_MAX_LEN 10
+/* grpc-timeout for a timeout of ns nanoseconds, per the spec: at most 8 digits, in the finest unit
+ * that holds them, rounded up (never a shorter deadline than asked). Writes a NUL-terminated value
+ * (out_len >= GRPC_TIMEOUT_MAX_LEN) and returns its length. */
+size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len);
+
+/* protobuf-c unpacks a `string` as a C string, so one holding a NUL byte would be silently cut
+ * there. True when a string field of the message (or of one nested in it) holds a NUL, with the
+ * field's dotted name ("global_stats.terms.term") in `field`. Walks the wire form of a message that
+ * has already unpacked. */
+bool grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
+                                   char *field, size_t field_len);
 
 /* grpc-message encoding: bytes outside printable ASCII, and '%', become %XX. Always NUL-terminates;
  * cuts at a whole escape when out is too small. Returns the length written. */
@@ -191,6 +205,9 @@ void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descri
 uint64_t grpc_call_timeout_ns(const grpc_call *call);
 /* The grpc-timeout header was present but malformed (answer INVALID_ARGUMENT). */
 bool grpc_call_timeout_malformed(const grpc_call *call);
+/* The grpc-timeout header was a zero ("0m"): the deadline had passed when the call came (answer
+ * DEADLINE_EXCEEDED; grpc_call_timeout_ns says 0 = none for it). */
+bool grpc_call_timeout_expired(const grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
 
@@ -277,6 +294,7 @@ typedef struct {
     bool leave_open;       /* do not end the request stream (tests of stalled clients) */
     uint32_t timeout_ms;   /* grpc-timeout header; 0 = none */
     const char *content_type; /* NULL = application/grpc */
+    const char *timeout_header; /* sent as grpc-timeout exactly as given, instead of timeout_ms (tests) */
 } isn_grpc_request;
 
 typedef struct {

@@ -117,11 +117,21 @@ const uint8_t *grpc_call_message(const grpc_call *call, size_t *len) {
 }
 void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descriptor, ProtobufCAllocator *allocator) {
     ProtobufCMessage *message = protobuf_c_message_unpack(descriptor, allocator, call->reader.length, call->reader.body);
-    if (!message) grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid %s message", descriptor->name);
+    if (!message) {
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid %s message", descriptor->name);
+        return NULL;
+    }
+    char field[128];
+    if (grpc_message_nul_string_field(descriptor, call->reader.body, call->reader.length, field, sizeof field)) {
+        protobuf_c_message_free_unpacked(message, allocator);
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "field %s of %s holds a NUL byte", field, descriptor->name);
+        return NULL;
+    }
     return message;
 }
 uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
 bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
+bool grpc_call_timeout_expired(const grpc_call *call) { return call->timeout_sent && call->timeout_ns == 0; }
 uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
 
 /* ------------------------------------------------------------------ responses */

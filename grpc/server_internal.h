@@ -37,6 +37,7 @@ struct grpc_call {
     bool post;
     bool content_type_ok;
     bool timeout_bad;
+    bool timeout_sent;     /* a valid grpc-timeout came (timeout_ns may be 0: already expired) */
     bool request_complete; /* END_STREAM received */
     bool responded;        /* a reply (or error) was submitted to nghttp2 */
     bool held;

@@ -42,6 +42,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (header_is(name, namelen, "grpc-timeout")) {
         if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
+        else call->timeout_sent = true;
     }
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "tests/support/index_builder.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
+#include "proto/isn.pb-c.h"
 
 #define NUM_DOCS 3000
 #define MAX_K 1000
@@ -325,6 +326,64 @@ static void test_protocol_errors(void **state) {
     assert_int_equal(serving, 1);
 }
 
+/* protobuf-c gives C strings: a NUL inside one would silently cut the query (or name another
+ * algorithm or ranker), so both servers refuse it and name the field. */
+static void test_nul_in_strings(void **state) {
+    server_target *s = *state;
+    static const struct {
+        uint8_t wire[16];
+        size_t len;
+        const char *message;
+    } cases[] = {
+        {{0x0a, 9, 'w', 'i', 'n', 'd', 0, 'x', 'y', 'z', 'w'}, 11, "field query of isn.v1.SearchRequest holds a NUL"},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x2a, 5, 'w', 'a', 'n', 'd', 0}, 13, "field algorithm "},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x2a, 4, 'w', 'a', 0, 'd'}, 12, "field algorithm "},
+        {{0x0a, 4, 'w', 'i', 'n', 'd', 0x52, 2, 0, 'x'}, 10, "field ranker "},
+        {{0x12, 4, 'w', 'i', 'n', 0}, 6, "field terms "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = cases[i].wire,
+                                          .body_len = cases[i].len, .frame = true},
+                   3, 200, cases[i].message);
+        s->searches_invalid++;
+    }
+}
+
+/* ------------------------------------------------------------------ deadlines */
+
+/* grpc-timeout as the spec has it: a zero is a deadline already passed (not "none"); the largest
+ * values are far deadlines that neither wrap to the past (isnd runs with max_timeout 0 here, so
+ * nothing caps them) nor overflow isn-agg's arithmetic; the client writes a timeout of weeks in 8
+ * digits. */
+static void test_deadlines(void **state) {
+    server_target *s = *state;
+    uint8_t body[64];
+    Isn__V1__SearchRequest message = ISN__V1__SEARCH_REQUEST__INIT;
+    message.query = "wind";
+    size_t len = isn__v1__search_request__pack(&message, body);
+    static const char *const zeros[] = {"0m", "0n", "00000000H"};
+    for (size_t i = 0; i < sizeof zeros / sizeof zeros[0]; i++)
+        expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = len, .frame = true,
+                                          .timeout_header = zeros[i]},
+                   4, 200, "deadline");
+    static const char *const far[] = {"99999999H", "9999999H", "99999999M", "99999999S"};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = len, .frame = true,
+                                          .timeout_header = far[i]},
+                   0, 200, NULL);
+        s->searches_ok++;
+    }
+    /* 49.7 days: 4294967295 ms was sent as 10 digits and refused */
+    isn_grpc_search_reply reply;
+    char err[256];
+    assert_int_equal(isn_grpc_search(s->client, &(isn_grpc_search_request){.query = "wind", .timeout_ms = UINT32_MAX},
+                                     &reply, err, sizeof err),
+                     0);
+    if (reply.status != 0) fail_msg("%s: a 49-day deadline got %d \"%s\"", s->name, reply.status, reply.message);
+    isn_grpc_search_reply_free(&reply);
+    s->searches_ok++;
+}
+
 /* ------------------------------------------------------------------ Info and Health */
 
 /* isnd's Info: its partition's index and the statistics of the terms asked for. */
@@ -575,7 +634,9 @@ static int setup(void **state) {
     offline = isn_searcher_new(offline_index);
     /* Queries are analysed on the workers (the path of nodes with many cores). */
     const char *extra[] = {"--set", "search.max_k=1000", "--set", "server.max_message_size=64KiB", "--partition-id", "7",
-                           "--set", "scheduler.analysis_min_workers=0", NULL};
+                           "--set", "scheduler.analysis_min_workers=0",
+                           /* no cap on deadlines: test_deadlines sends the largest grpc-timeout values */
+                           "--set", "search.max_timeout=0", NULL};
     if (harness_start(&h, NULL, extra) != 0) return -1;
     /* isn-agg in front of it, with the same max_k (isn-agg has no message-size setting). */
     const char *partitions[] = {h.grpc_address, NULL};
@@ -617,7 +678,7 @@ static int teardown(void **state) {
     ON(test_search_matches_offline, server), ON(test_pre_analyzed_terms, server),                                \
         ON(test_global_statistics, server), ON(test_invalid_requests, server), ON(test_protocol_errors, server), \
         ON(test_health, server), ON(test_python_grpcio_client, server), ON(test_isn_query_server, server),       \
-        ON(test_stats_endpoint, server)
+        ON(test_stats_endpoint, server), ON(test_deadlines, server), ON(test_nul_in_strings, server)
 
 int main(int argc, char **argv) {
     (void)argc;

@@ -115,6 +115,54 @@ static void test_p95_sets_the_hedge_delay(void **state) {
     agg_free(a);
 }
 
+/* ------------------------------------------------------------------ deadlines */
+
+static void test_saturating_helpers(void **state) {
+    (void)state;
+    assert_true(isn_add_sat_u64(1, 2) == 3);
+    assert_true(isn_add_sat_u64(UINT64_MAX - 1, 1) == UINT64_MAX);
+    assert_true(isn_add_sat_u64(UINT64_MAX - 1, 2) == UINT64_MAX);
+    assert_true(isn_add_sat_u64(UINT64_MAX, UINT64_MAX) == UINT64_MAX);
+    assert_true(isn_mul_sat_u64(0, UINT64_MAX) == 0);
+    assert_true(isn_mul_sat_u64(UINT64_MAX, 0) == 0);
+    assert_true(isn_mul_sat_u64(3, 5) == 15);
+    assert_true(isn_mul_sat_u64(UINT64_MAX / 2, 2) == UINT64_MAX - 1);
+    assert_true(isn_mul_sat_u64(UINT64_MAX / 2 + 1, 2) == UINT64_MAX);
+    assert_true(isn_mul_sat_u64(1ull << 32, 1ull << 32) == UINT64_MAX);
+}
+
+/* The header's timeout, else the request's, else the default; a huge one saturates (the old
+ * arithmetic overflowed an int64 for a grpc-timeout of 9999999H, and fell back to the request's
+ * timeout for 99999999H). */
+static void test_deadline_arithmetic(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 1);
+    const int64_t now = 5000000000LL;
+    const int64_t default_ns = (int64_t)a->config.default_timeout_ms * 1000000;
+    assert_true(agg_deadline_ns(a, 0, 0, now) == now + default_ns);
+    assert_true(agg_deadline_ns(a, 0, 250, now) == now + 250000000);
+    assert_true(agg_deadline_ns(a, 1500, 250, now) == now + 1500); /* the header wins, to the nanosecond */
+    uint64_t ns;
+    assert_int_equal(grpc_parse_timeout("9999999H", 8, &ns), 0);
+    assert_true(agg_deadline_ns(a, ns, 250, now) == INT64_MAX);
+    assert_int_equal(grpc_parse_timeout("99999999H", 9, &ns), 0);
+    assert_true(agg_deadline_ns(a, ns, 250, now) == INT64_MAX);
+    assert_true(agg_deadline_ns(a, UINT64_MAX, 0, INT64_MAX - 1) == INT64_MAX);
+    /* 49.7 days of request timeout: representable, no wrap */
+    assert_true(agg_deadline_ns(a, 0, UINT32_MAX, now) == now + (int64_t)UINT32_MAX * 1000000);
+
+    /* What a partition is sent: the rest minus the margin, at least 1 ms, at most what a uint32 holds. */
+    agg_query q = {.deadline_ns = INT64_MAX};
+    assert_true(agg_remaining_ms(a, &q, now) == UINT32_MAX);
+    q.deadline_ns = now + 100000000 + (int64_t)a->config.margin_ms * 1000000;
+    assert_int_equal(agg_remaining_ms(a, &q, now), 100);
+    q.deadline_ns = now;
+    assert_int_equal(agg_remaining_ms(a, &q, now), 1);
+    q.deadline_ns = now - 1000000000;
+    assert_int_equal(agg_remaining_ms(a, &q, now), 1);
+    agg_free(a);
+}
+
 /* ------------------------------------------------------------------ global statistics */
 
 static void test_term_stats_sum_per_term(void **state) {
@@ -200,6 +248,8 @@ int main(void) {
         cmocka_unit_test(test_choose_by_latency_and_load),
         cmocka_unit_test(test_failures_eject_and_unreachable_is_not_chosen),
         cmocka_unit_test(test_p95_sets_the_hedge_delay),
+        cmocka_unit_test(test_saturating_helpers),
+        cmocka_unit_test(test_deadline_arithmetic),
         cmocka_unit_test(test_term_stats_sum_per_term),
         cmocka_unit_test(test_stats_cache),
         cmocka_unit_test(test_metric_names),

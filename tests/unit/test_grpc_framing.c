@@ -16,6 +16,7 @@
 #include "grpc/grpc.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
+#include "proto/isn.pb-c.h"
 
 static size_t frame(uint8_t *out, const uint8_t *body, uint32_t len) {
     grpc_write_prefix(out, len);
@@ -156,6 +157,96 @@ static void test_timeout_header(void **state) {
     }
 }
 
+/* grpc-timeout as the client writes it: at most 8 digits, exact when they allow, else rounded up. */
+static void test_timeout_format(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t ns;
+        const char *text;
+    } cases[] = {
+        {0, "0n"},
+        {99999999ull, "99999999n"},
+        {100000000ull, "100000u"},              /* 100 ms, exact in microseconds */
+        {100000001ull, "100001u"},              /* rounded up, not down */
+        {1000000000ull, "1000000u"},            /* 1 s */
+        {4294967295ull * 1000000ull, "4294968S"}, /* the largest uint32 ms: 49.7 days, 10 digits of ms */
+        {100000000ull * 1000000ull, "100000S"}, /* 100,000,000 ms: one more than 8 digits of ms */
+        {99999999ull * 1000000000ull, "99999999S"},
+        {100000000ull * 1000000000ull, "1666667M"},
+        {UINT64_MAX, "5124096H"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[GRPC_TIMEOUT_MAX_LEN];
+        size_t len = grpc_format_timeout(cases[i].ns, text, sizeof text);
+        assert_string_equal(text, cases[i].text);
+        assert_int_equal(len, strlen(cases[i].text));
+    }
+    /* Every value parses back to at least what was asked, within one unit, and has at most 8 digits. */
+    uint64_t value = 1;
+    for (int step = 0; step < 64 * 4; step++) {
+        uint64_t ns = value > UINT64_MAX - 7 ? value : value + (uint64_t)step % 7;
+        char text[GRPC_TIMEOUT_MAX_LEN];
+        size_t len = grpc_format_timeout(ns, text, sizeof text);
+        assert_true(len >= 2 && len <= 9);
+        uint64_t back = 0;
+        assert_int_equal(grpc_parse_timeout(text, len, &back), 0);
+        assert_true(back >= ns);
+        uint64_t unit = 1;
+        switch (text[len - 1]) {
+        case 'u': unit = 1000ull; break;
+        case 'm': unit = 1000000ull; break;
+        case 'S': unit = 1000000000ull; break;
+        case 'M': unit = 60000000000ull; break;
+        case 'H': unit = 3600000000000ull; break;
+        }
+        if (back != UINT64_MAX) assert_true(back - ns < unit);
+        value = value > UINT64_MAX / 5 * 4 ? UINT64_MAX - (uint64_t)step : value + value / 4 + 1;
+    }
+}
+
+/* A NUL inside a string field (which protobuf-c's C strings would cut) is found and named, at any
+ * depth; NUL bytes in other fields (numbers, doubles) are not strings. */
+static void test_nul_in_string_fields(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        uint8_t wire[48];
+        size_t len;
+        const char *field; /* NULL: none */
+    } cases[] = {
+        {"clean", {0x0a, 4, 'w', 'i', 'n', 'd', 0x18, 0x00, 0x2a, 3, 'w', 'a', 'n'}, 13, NULL},
+        {"query", {0x0a, 5, 'w', 'i', 0, 'n', 'd'}, 7, "query"},
+        {"trailing NUL", {0x0a, 5, 'w', 'i', 'n', 'd', 0}, 7, "query"},
+        {"algorithm", {0x0a, 1, 'a', 0x2a, 4, 'b', 'm', 'w', 0}, 9, "algorithm"},
+        {"ranker", {0x0a, 1, 'a', 0x52, 3, 'x', 0, 'y'}, 8, "ranker"},
+        {"terms", {0x12, 1, 'a', 0x12, 2, 0, 'b'}, 7, "terms"},
+        {"request_id", {0x42, 1, 0}, 3, "request_id"},
+        /* zeros in k, timeout_ms and a double are not strings */
+        {"numbers", {0x18, 0, 0x30, 0, 0x3a, 9, 0x11, 0, 0, 0, 0, 0, 0, 0, 0}, 15, NULL},
+        /* global_stats { num_docs 0, terms { term "a\0" df 0 } } */
+        {"nested", {0x3a, 10, 0x08, 0, 0x1a, 6, 0x0a, 2, 'a', 0, 0x10, 0}, 12, "global_stats.terms.term"},
+        {"nested clean", {0x3a, 10, 0x08, 0, 0x1a, 6, 0x0a, 2, 'a', 'b', 0x10, 0}, 12, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* every case is a valid message: the scan runs after protobuf-c accepted it */
+        Isn__V1__SearchRequest *request = isn__v1__search_request__unpack(NULL, cases[i].len, cases[i].wire);
+        if (!request) fail_msg("case %s does not unpack", cases[i].name);
+        isn__v1__search_request__free_unpacked(request, NULL);
+        char field[128] = "";
+        bool found = grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cases[i].wire, cases[i].len,
+                                                   field, sizeof field);
+        if (found != (cases[i].field != NULL) || (found && strcmp(field, cases[i].field)))
+            fail_msg("case %s: found %d \"%s\"", cases[i].name, found, field);
+    }
+    /* a truncated or garbled wire form ends the walk without reading past it */
+    const uint8_t cut[] = {0x0a, 200, 'a', 0};
+    char field[8];
+    assert_false(grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cut, sizeof cut, field, sizeof field));
+    const uint8_t endless[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_false(
+        grpc_message_nul_string_field(&isn__v1__search_request__descriptor, endless, sizeof endless, field, sizeof field));
+}
+
 static void test_percent_encoding(void **state) {
     (void)state;
     char out[64];
@@ -233,6 +324,8 @@ int main(void) {
         cmocka_unit_test(test_extra_message),
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_timeout_header),
+        cmocka_unit_test(test_timeout_format),
+        cmocka_unit_test(test_nul_in_string_fields),
         cmocka_unit_test(test_percent_encoding),
         cmocka_unit_test(test_status_names_and_paths),
         cmocka_unit_test(test_arena),
