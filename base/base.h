@@ -22,10 +22,9 @@ uint64_t isn_thread_cpu_ns(void);
 /* Wall-clock time (CLOCK_REALTIME) in Unix seconds. */
 double isn_wall_seconds(void);
 
-/* Saturating arithmetic for deadlines and durations: a huge timeout means "far away", never a
+/* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */
 static inline uint64_t isn_add_sat_u64(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-static inline uint64_t isn_mul_sat_u64(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
 
 /* ------------------------------------------------------------------ errors */
 
