@@ -1,8 +1,14 @@
 /* GPU first stage against the CPU on one index and query log: equality of every query's top-k
- * (GPU vs isn_search), GPU queries/s per batch size with the per-stage breakdown, and the CPU's
- * queries/s on all cores (one searcher per thread). JSON lines on stdout.
+ * (GPU vs isn_search), GPU queries/s per batch size with the per-stage breakdown, postings rates and
+ * CPU fallbacks by reason, and the CPU's queries/s on all cores (one searcher per thread, warmed up,
+ * then whole passes over the log for at least --cpu-seconds). JSON lines on stdout.
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
+ *             [--inflight N] [--no-seed] [--exhaustive] [--cpu-seconds S]
+ * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64), as isnd's cost
+ * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
+ * --inflight N keeps N batches on N streams at once (default 2), as isnd's dispatcher does; --exhaustive
+ * scores every range and block (no seed, no sampling round), to measure what pruning saves;
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit);
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
  * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
@@ -102,17 +108,33 @@ static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn
     return isn_now_seconds() - t0;
 }
 
+/* The CPU's rate: after a warm-up pass (the one that recorded the answers), whole passes over the log
+ * on all threads until at least `seconds` have passed; queries per second over those passes. */
+static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, uint32_t threads,
+                       double seconds, uint32_t *passes) {
+    double spent = 0.0;
+    *passes = 0;
+    while (spent < seconds) {
+        spent += run_cpu(ix, log, k, mode, threads, NULL, NULL);
+        (*passes)++;
+    }
+    return (double)*passes * log->n / spent;
+}
+
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096;
-    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    double budget_mb = 0;
-    bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, cpu_rate = true, double_acc = false;
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
+    double budget_mb = 0, cpu_seconds = 2.0;
+    bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
+    bool seed = true, exhaustive = false;
     static const struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"ks", 1, 0, 'k'},
                                          {"batches", 1, 0, 'b'}, {"threads", 1, 0, 't'}, {"max-queries", 1, 0, 'm'},
                                          {"emulate", 0, 0, 'e'}, {"label", 1, 0, 'l'},   {"modes", 1, 0, 'M'},
                                          {"and-by-ranges", 0, 0, 'A'}, {"no-cpu-rate", 0, 0, 'N'},
                                          {"double-acc", 0, 0, 'D'},     {"budget-mb", 1, 0, 'B'},
+                                         {"inflight", 1, 0, 'F'},       {"no-seed", 0, 0, 'S'},
+                                         {"cpu-seconds", 1, 0, 'C'},    {"exhaustive", 0, 0, 'X'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -127,13 +149,17 @@ int main(int argc, char **argv) {
         case 'A': and_by_ranges = true; break;
         case 'D': double_acc = true; break;
         case 'B': budget_mb = strtod(optarg, NULL); break;
-        case 'N': cpu_rate = false; break;
+        case 'N': want_cpu_rate = false; break;
+        case 'F': inflight = (uint32_t)atoi(optarg); break;
+        case 'S': seed = false; break;
+        case 'X': exhaustive = true; break;
+        case 'C': cpu_seconds = strtod(optarg, NULL); break;
         case 'l': label = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
     }
-    if (!index_dir || !queries_path || threads == 0 || threads > 256) {
+    if (!index_dir || !queries_path || threads == 0 || threads > 256 || inflight == 0 || inflight > 8) {
         fprintf(stderr, "usage: bench_gpu --index DIR --queries FILE.tsv [--ks ..] [--batches ..] [--threads N]\n");
         return 2;
     }
@@ -153,6 +179,8 @@ int main(int argc, char **argv) {
     go.max_k = max_k;
     go.and_by_ranges = and_by_ranges;
     go.double_accumulators = double_acc;
+    go.streams = inflight;
+    go.exhaustive = exhaustive;
     if (budget_mb > 0) { /* a pruned-prefix cache, trained on the log itself */
         go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
         go.training_queries = log.queries;
@@ -176,17 +204,30 @@ int main(int argc, char **argv) {
     isn_hit *gpu_hits = malloc((size_t)log.n * max_k * sizeof *gpu_hits);
     uint32_t *cpu_n = malloc(log.n * sizeof *cpu_n);
     isn_gpu_request *req = calloc(log.n, sizeof *req);
+    double *thresholds = calloc(log.n, sizeof *thresholds);
     for (int m = 0; m < 2; m++) {
         if (!modes[m]) continue;
         isn_mode mode = m ? ISN_MODE_AND : ISN_MODE_OR;
         for (uint32_t ki = 0; ki < nks; ki++) {
             uint32_t k = ks[ki];
-            double cpu_s = run_cpu(ix, &log, k, mode, threads, cpu_hits, cpu_n);
-            if (cpu_rate)
+            run_cpu(ix, &log, k, mode, threads, cpu_hits, cpu_n); /* the answers, and the warm-up */
+            if (want_cpu_rate) {
+                uint32_t passes = 0;
+                double qps = cpu_rate(ix, &log, k, mode, threads, cpu_seconds, &passes);
                 printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, \"queries\": %u, "
-                       "\"qps\": %.1f}\n",
-                       label, m ? "and" : "or", k, threads, log.n, log.n / cpu_s);
+                       "\"passes\": %u, \"qps\": %.1f}\n",
+                       label, m ? "and" : "or", k, threads, log.n, passes, qps);
+            }
             fflush(stdout);
+            /* the probe seeds, computed before timing as isnd's cost model does before dispatch */
+            double probe_s = isn_now_seconds();
+            for (uint32_t q = 0; q < log.n; q++) {
+                uint32_t docs = 0;
+                thresholds[q] = seed && mode == ISN_MODE_OR
+                                    ? isn_threshold_probe(ix, &log.queries[q], k, NULL, 0, NULL, &docs)
+                                    : 0.0;
+            }
+            probe_s = isn_now_seconds() - probe_s;
             for (uint32_t bi = 0; bi < nb; bi++) {
                 uint32_t bs = batches[bi];
                 /* batch 1 and 16 run over a prefix of the log: enough batches to time, bounded in length */
@@ -195,15 +236,27 @@ int main(int argc, char **argv) {
                 memset(&sum, 0, sizeof sum);
                 uint32_t mismatches = 0, on_device = 0, nbatches = 0;
                 double max_batch_ms = 0;
+                for (uint32_t q = 0; q < n; q++)
+                    req[q] = (isn_gpu_request){.query = &log.queries[q], .mode = mode, .k = k,
+                                               .threshold = thresholds[q], .hits = gpu_hits + (size_t)q * k};
+                int tickets[8];
+                uint32_t pending = 0, head = 0;
                 double t0 = isn_now_seconds();
-                for (uint32_t at = 0; at < n; at += bs) {
-                    uint32_t cnt = n - at < bs ? n - at : bs;
-                    for (uint32_t i = 0; i < cnt; i++)
-                        req[at + i] = (isn_gpu_request){.query = &log.queries[at + i], .mode = mode, .k = k,
-                                                        .hits = gpu_hits + (size_t)(at + i) * k};
+                for (uint32_t at = 0; at < n || pending > 0;) {
+                    if (at < n && pending < inflight) {
+                        uint32_t cnt = n - at < bs ? n - at : bs;
+                        int t = isn_gpu_submit(gpu, req + at, cnt, err, sizeof err);
+                        if (t < 0) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+                        tickets[(head + pending) % 8] = t;
+                        pending++;
+                        at += cnt;
+                        continue;
+                    }
                     isn_gpu_batch_stats st;
-                    if (isn_gpu_search_batch(gpu, req + at, cnt, &st, err, sizeof err) != 0)
+                    if (isn_gpu_complete(gpu, tickets[head], &st, err, sizeof err) != 0)
                         return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+                    head = (head + 1) % 8;
+                    pending--;
                     nbatches++;
                     sum.ms_transfer_in += st.ms_transfer_in;
                     sum.ms_threshold_pass += st.ms_threshold_pass;
@@ -215,11 +268,16 @@ int main(int argc, char **argv) {
                     sum.ms_transfer_out += st.ms_transfer_out;
                     sum.ms_total += st.ms_total;
                     sum.postings_scored += st.postings_scored;
+                    sum.postings_in_lists += st.postings_in_lists;
+                    sum.blocks_skipped += st.blocks_skipped;
+                    sum.overflow_retries += st.overflow_retries;
                     sum.ranges_scored += st.ranges_scored;
                     sum.ranges_pruned += st.ranges_pruned;
                     sum.candidates += st.candidates;
                     sum.cpu_queries += st.cpu_queries;
                     sum.prefix_queries += st.prefix_queries;
+                    sum.prefix_cpu_postings += st.prefix_cpu_postings;
+                    for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
                     if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
                 }
                 double wall = isn_now_seconds() - t0;
@@ -233,25 +291,35 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
                                 req[q].num_hits, cpu_n[q]);
                 }
+                char fallbacks[512];
+                size_t used = 0;
+                for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++)
+                    used += (size_t)snprintf(fallbacks + used, sizeof fallbacks - used, "%s\"%s\": %u", r ? ", " : "",
+                                             isn_gpu_fallback_label((isn_gpu_fallback_reason)r), sum.fallbacks[r]);
                 double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass + sum.ms_and_probe;
-                printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"queries\": %u, "
-                       "\"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
+                printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"inflight\": %u, "
+                       "\"queries\": %u, \"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
                        "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
                        "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
-                       "\"postings_scored\": %llu, \"decode_score_postings_per_s\": %.4g, \"ranges_pruned_fraction\": %.4f, "
-                       "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"cpu_answered\": %llu, "
-                       "\"prefix_completed\": %u}\n",
-                       label, m ? "and" : "or", k, bs, n, n / wall, sum.ms_total / nbatches, max_batch_ms, on_device,
-                       mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
+                       "\"postings_scored\": %llu, \"postings_in_lists\": %llu, \"list_postings_per_s\": %.4g, "
+                       "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
+                       "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
+                       "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+                       "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
+                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f}\n",
+                       label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
+                       on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
-                       sum.ms_sort / nbatches,
-                       sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
-                       kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
+                       sum.ms_sort / nbatches, sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
+                       (unsigned long long)sum.postings_in_lists, sum.postings_in_lists / wall,
+                       sum.postings_scored / wall, kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
+                       (unsigned long long)sum.blocks_skipped,
                        sum.ranges_scored + sum.ranges_pruned
                            ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                            : 0.0,
-                       (double)sum.candidates / n, (double)sum.ranges_rescored / n,
-                       (unsigned long long)sum.cpu_queries, sum.prefix_queries);
+                       (double)sum.candidates / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
+                       sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+                       probe_s / log.n * 1e6);
                 fflush(stdout);
             }
         }

@@ -20,6 +20,7 @@ typedef struct {
     uint32_t num_requests;
     uint32_t *device_request; /* batch query -> request */
     uint8_t *path_of;         /* request -> GPU_PATH_* */
+    uint64_t *postings_in_lists; /* batch query -> postings of its resident lists */
     gpu_query *queries;
     gpu_term *terms;
     gpu_query_result *results;
@@ -37,6 +38,7 @@ struct isn_gpu_backend {
     isn_searcher *searcher; /* the CPU fallback */
     int64_t *term_delta;    /* per term; NOT_RESIDENT when its list is not on the device */
     uint32_t *term_blocks;  /* per term: resident leading blocks (all of them, a prefix, or 0) */
+    float *term_max_part;   /* per term: the largest max_tf_part of its resident blocks */
     prefix_completion *completion; /* the CPU's part of queries answered on resident prefixes */
     isn_hit *merge_scratch, *suffix_hits;
     float weights[GPU_MAX_OR_TERMS];
@@ -56,6 +58,27 @@ void isn_gpu_options_default(isn_gpu_options *o) {
     o->max_k = 1000;
     o->streams = 2;
     o->prefix_cap = 0.5;
+}
+
+/* The texts requests carry in fallback_reason, and the metric labels, by isn_gpu_fallback_reason. */
+static const char *const fallback_text[ISN_GPU_FALLBACK_REASONS] = {
+    "device unhealthy",           "empty query",           "k above the device's max_k",
+    "more terms than the device takes", "posting list not resident", "non-positive term weight",
+    "batch term budget exhausted", "candidate overflow",   "device error",
+};
+static const char *const fallback_label[ISN_GPU_FALLBACK_REASONS] = {
+    "unhealthy", "empty_query", "k_above_max_k", "too_many_terms", "not_resident", "nonpositive_weight",
+    "term_budget", "candidate_overflow", "device_error",
+};
+
+const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason) {
+    return (unsigned)reason < ISN_GPU_FALLBACK_REASONS ? fallback_label[reason] : "unknown";
+}
+
+static isn_gpu_fallback_reason fallback_of(const char *text) {
+    for (int i = 0; i < ISN_GPU_FALLBACK_REASONS; i++)
+        if (text == fallback_text[i]) return (isn_gpu_fallback_reason)i;
+    return ISN_GPU_FALLBACK_DEVICE_ERROR;
 }
 
 /* base/'s monotonic clock in milliseconds, the unit of the health and batch statistics. */
@@ -183,7 +206,7 @@ oom:
 }
 
 static void free_slot(stream_slot *s) {
-    void *buffers[] = {s->device_request, s->path_of, s->queries, s->terms, s->results, s->hits};
+    void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->queries, s->terms, s->results, s->hits};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -194,7 +217,8 @@ void isn_gpu_close(isn_gpu_backend *b) {
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     isn_searcher_free(b->searcher);
     prefix_completion_free(b->completion);
-    void *buffers[] = {b->term_delta, b->term_blocks, b->merge_scratch, b->suffix_hits, b->packed_payload};
+    void *buffers[] = {b->term_delta, b->term_blocks, b->term_max_part, b->merge_scratch, b->suffix_hits,
+                       b->packed_payload};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
@@ -285,16 +309,31 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         return NULL;
     }
     b->health.bytes_resident = upload_bytes + fixed;
+    b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
+    if (b->term_max_part == NULL) {
+        snprintf(err, err_len, "GPU backend: out of memory for %u term bounds", info->num_terms);
+        isn_gpu_close(b);
+        return NULL;
+    }
+    for (uint32_t t = 0; t < info->num_terms; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(index, t, &st);
+        float most = 0.0f;
+        for (uint32_t k = 0; k < b->term_blocks[t]; k++)
+            most = blocks[st.first_block + k].max_tf_part > most ? blocks[st.first_block + k].max_tf_part : most;
+        b->term_max_part[t] = most;
+    }
     b->searcher = isn_searcher_new(index);
     for (uint32_t i = 0; i < o.streams; i++) {
         stream_slot *s = &b->slots[i];
         s->device_request = malloc(o.max_batch * sizeof *s->device_request);
         s->path_of = malloc(o.max_batch * sizeof *s->path_of);
+        s->postings_in_lists = malloc(o.max_batch * sizeof *s->postings_in_lists);
         s->queries = malloc(o.max_batch * sizeof *s->queries);
         s->terms = malloc(b->max_terms * sizeof *s->terms);
         s->results = malloc(o.max_batch * sizeof *s->results);
         s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
-        if (!s->device_request || !s->path_of || !s->queries || !s->terms || !s->results || !s->hits) {
+        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->queries || !s->terms || !s->results || !s->hits) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             isn_gpu_close(b);
             return NULL;
@@ -368,6 +407,7 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     isn_gpu_health fresh = b->health;
     fresh.batches = fresh.queries_device = fresh.queries_cpu = fresh.queries_not_resident = 0;
     fresh.queries_prefix = fresh.bytes_transferred = 0;
+    memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
     fresh.warmup_ms = now_ms() - t0;
     fresh.ready = true;
     b->health = fresh;
@@ -376,17 +416,32 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
 
 /* Why the device cannot answer this request exactly; NULL when it can. */
 static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs) {
-    if (!b->health.healthy) return "device unhealthy";
-    if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0)) return "empty query";
-    if (r->k > b->options.max_k) return "k above the device's max_k";
+    if (!b->health.healthy) return fallback_text[ISN_GPU_FALLBACK_UNHEALTHY];
+    if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0))
+        return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
+    if (r->k > b->options.max_k) return fallback_text[ISN_GPU_FALLBACK_K_ABOVE_MAX];
     if (r->query->num_terms > (r->mode == ISN_MODE_AND ? GPU_MAX_TERMS : GPU_MAX_OR_TERMS))
-        return "more terms than the device takes";
+        return fallback_text[ISN_GPU_FALLBACK_TOO_MANY_TERMS];
     for (uint32_t t = 0; t < r->query->num_terms; t++) {
         const isn_query_term *qt = &r->query->terms[t];
-        if (b->term_blocks[qt->term_id] == 0) return "posting list not resident";
-        if (!(isn_bm25_idf(num_docs, qt->df) > 0.0f)) return "non-positive term weight";
+        if (b->term_blocks[qt->term_id] == 0) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
+        if (!(isn_bm25_idf(num_docs, qt->df) > 0.0f)) return fallback_text[ISN_GPU_FALLBACK_NONPOSITIVE_WEIGHT];
     }
     return NULL;
+}
+
+/* Insertion sort by ascending max_score (queries have few terms; stable, so equal bounds keep the
+ * query's order). */
+static void sort_by_bound(gpu_term *terms, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++) {
+        gpu_term t = terms[i];
+        uint32_t j = i;
+        while (j > 0 && terms[j - 1].max_score > t.max_score) {
+            terms[j] = terms[j - 1];
+            j--;
+        }
+        terms[j] = t;
+    }
 }
 
 static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t i, char *err, size_t err_len) {
@@ -452,12 +507,11 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
         uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
         r->fallback_reason = device_refusal(b, r, num_docs);
     }
-    /* range-path queries first, then the probed conjunctive ones (device.h). Candidates share one pool
-     * of max_batch * max_candidates: a range query takes max_candidates of it, a probed one as many as
-     * its driver list has postings (it cannot match more), so probing is exact for any driver that
-     * fits what the rest of the batch leaves. */
-    const uint64_t pool = (uint64_t)b->options.max_batch * b->options.max_candidates;
-    uint64_t pool_used = 0, pool_offset = 0;
+    /* range-path queries first, then the probed conjunctive ones (device.h). Each query takes a segment
+     * of the candidate pool (max_batch * max_candidates): max_candidates, or a probed query's driver
+     * list length when shorter (it cannot match more); a query that matches more than its segment holds
+     * is collected or probed again on the device with a tighter key (GPU_OVERFLOW_RETRIES). */
+    uint64_t pool_offset = 0;
     for (int path = GPU_PATH_RANGES; path <= GPU_PATH_PROBE; path++) {
         for (uint32_t i = 0; i < n; i++) {
             isn_gpu_request *r = &requests[i];
@@ -479,18 +533,12 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     driver = t;
                 }
             }
-            int wanted = GPU_PATH_RANGES;
-            if (path == GPU_PATH_RANGES) {
-                /* decided once, in the first round, in request order */
-                uint64_t rest = (uint64_t)(n - i - 1) * b->options.max_candidates;
-                bool probe = r->mode == ISN_MODE_AND && !b->no_probe && pool_used + driver_df + rest <= pool;
-                s->path_of[i] = probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
-                pool_used += probe ? driver_df : b->options.max_candidates;
-            }
-            wanted = s->path_of[i];
+            if (path == GPU_PATH_RANGES)
+                s->path_of[i] = r->mode == ISN_MODE_AND && !b->no_probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
+            int wanted = s->path_of[i];
             if (wanted != path) continue;
             if (nterms + r->query->num_terms > b->max_terms) {
-                r->fallback_reason = "batch term budget exhausted";
+                r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_TERM_BUDGET];
                 continue;
             }
             uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
@@ -504,28 +552,46 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             q->path = (uint32_t)path;
             q->driver = driver;
             q->doc_limit = limit;
-            q->cand_cap = path == GPU_PATH_PROBE ? (driver_df ? driver_df : 1) : b->options.max_candidates;
+            q->cand_cap = path == GPU_PATH_PROBE && driver_df < b->options.max_candidates ? (driver_df ? driver_df : 1)
+                                                                                        : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
             pool_offset += q->cand_cap;
             float min_weight = INFINITY;
             double weight_sum = 0.0;
+            uint64_t st_postings = 0;
+            bool own_stats = num_docs == index_docs;
             for (uint32_t t = 0; t < r->query->num_terms; t++) {
                 const isn_query_term *qt = &r->query->terms[t];
                 isn_term_stats st;
                 isn_index_term_stats(b->index, qt->term_id, &st);
                 uint32_t resident = b->term_blocks[qt->term_id];
-                s->terms[nterms++] = (gpu_term){
+                float weight = isn_bm25_idf(num_docs, qt->df) * (float)qt->count;
+                own_stats = own_stats && qt->df == st.df;
+                s->terms[nterms + t] = (gpu_term){
                     .first_block = (uint32_t)st.first_block,
                     .num_blocks = resident,
                     /* a cut list's resident blocks are all full */
                     .df = resident < st.num_blocks ? resident * ISN_BLOCK_SIZE : st.df,
-                    .weight = isn_bm25_idf(num_docs, qt->df) * (float)qt->count,
+                    .weight = weight,
                     .payload_delta = b->term_delta[qt->term_id],
+                    .max_score = weight * b->term_max_part[qt->term_id],
                 };
-                float w = s->terms[nterms - 1].weight;
-                min_weight = w < min_weight ? w : min_weight;
-                weight_sum += w;
+                min_weight = weight < min_weight ? weight : min_weight;
+                weight_sum += weight;
+                st_postings += s->terms[nterms + t].df;
             }
+            /* ranges: ascending bounds, so that a leading run can be non-essential (gpu_term.max_score) */
+            if (path == GPU_PATH_RANGES) sort_by_bound(s->terms + nterms, r->query->num_terms);
+            nterms += r->query->num_terms;
+            q->seed_key = 0;
+            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES &&
+                !b->options.exhaustive) {
+                /* a hair below the probe's score, whatever order the probe summed in */
+                float seed = (float)(r->threshold * (1.0 - 1e-6));
+                memcpy(&q->seed_key, &seed, sizeof seed);
+            }
+            q->sample_stride = b->options.exhaustive ? 1 : gpu_sample_stride(r->k, q->range_top, index_docs);
+            s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators
                                  ? 0
                                  : gpu_fixed_shift(min_weight, weight_sum, b->k1_plus_1, b->max_norm);
@@ -592,22 +658,24 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.ms_transfer_out = timing.ms_transfer_out;
             st.bytes_to_device = timing.bytes_to_device;
             st.bytes_from_device = timing.bytes_from_device;
+            st.overflow_retries = timing.overflow_retries;
         }
     }
     for (uint32_t q = 0; q < s->batch.num_queries; q++) {
         isn_gpu_request *r = &s->requests[s->device_request[q]];
         const gpu_query_result *res = &s->results[q];
         if (!device_ok) {
-            r->fallback_reason = "device error";
+            r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_DEVICE_ERROR];
             continue;
         }
         st.ranges_scored += res->ranges_scored;
         st.ranges_pruned += res->ranges_pruned;
         st.ranges_rescored += res->ranges_rescored;
+        st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
         st.candidates += res->candidates;
         if (res->candidates > s->queries[q].cand_cap) {
-            r->fallback_reason = "candidate overflow";
+            r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW];
             continue;
         }
         memcpy(r->hits, s->hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
@@ -615,7 +683,10 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         if (s->queries[q].doc_limit < isn_index_get_info(b->index)->num_docs) {
             /* resident prefixes answered the documents below the limit; the CPU scores the rest */
             const gpu_query *gq = &s->queries[q];
-            for (uint32_t t = 0; t < gq->num_terms; t++) b->weights[t] = s->terms[gq->term_begin + t].weight;
+            /* the query's own term order (the device's may be sorted by bound) */
+            uint64_t num_docs = r->num_docs ? r->num_docs : isn_index_get_info(b->index)->num_docs;
+            for (uint32_t t = 0; t < gq->num_terms; t++)
+                b->weights[t] = isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
             uint64_t postings = 0;
             uint32_t n = prefix_complete(b->completion, r->query, b->weights, r->mode == ISN_MODE_AND, r->k,
                                          gq->doc_limit, b->suffix_hits, &postings);
@@ -627,12 +698,23 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         r->answered_by = ISN_GPU_ANSWERED_DEVICE;
         r->fallback_reason = NULL;
         st.device_queries++;
+        st.postings_in_lists += s->postings_in_lists[q];
     }
     for (uint32_t i = 0; i < s->num_requests; i++) {
         isn_gpu_request *r = &s->requests[i];
         if (r->answered_by == ISN_GPU_ANSWERED_DEVICE) continue;
-        if (r->fallback_reason && strcmp(r->fallback_reason, "posting list not resident") == 0)
-            b->health.queries_not_resident++;
+        isn_gpu_fallback_reason why = fallback_of(r->fallback_reason);
+        if (why == ISN_GPU_FALLBACK_EMPTY_QUERY) {
+            /* no terms, or a conjunction with an unknown term: no document matches, nothing to search */
+            r->num_hits = 0;
+            r->answered_by = ISN_GPU_ANSWERED_DEVICE;
+            r->fallback_reason = NULL;
+            st.device_queries++;
+            continue;
+        }
+        if (why == ISN_GPU_FALLBACK_NOT_RESIDENT) b->health.queries_not_resident++;
+        b->health.fallbacks[why]++;
+        st.fallbacks[why]++;
         answer_on_cpu(b, r);
         st.cpu_queries++;
     }
@@ -681,7 +763,17 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,
                      (unsigned long long)h->queries_prefix, l, (unsigned long long)h->device_errors, l,
                      (unsigned long long)h->bytes_transferred);
-    return n < 0 ? 0 : (size_t)n;
+    if (n < 0) return 0;
+    size_t used = (size_t)n;
+    for (int i = 0; i < ISN_GPU_FALLBACK_REASONS; i++) {
+        if (i == ISN_GPU_FALLBACK_EMPTY_QUERY) continue; /* answered with no hits, never on the CPU */
+        int m = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0,
+                         "isn_gpu_cpu_fallbacks_total{%s%sreason=\"%s\"} %llu\n", l, *l ? "," : "", fallback_label[i],
+                         (unsigned long long)h->fallbacks[i]);
+        if (m < 0) return 0;
+        used += (size_t)m;
+    }
+    return used;
 }
 
 void isn_gpu_inject_fault(isn_gpu_backend *b) { b->fault_armed = true; }

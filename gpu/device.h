@@ -24,6 +24,13 @@ extern "C" {
 #define GPU_MAX_OR_TERMS 1024u
 /* Largest number of per-range best documents reported by the first pass. */
 #define GPU_MAX_RANGE_TOP 64u
+/* Documents per cell of the per-range bound grid that decides which non-essential blocks to decode. */
+#define GPU_SUB_DOCS 32u
+/* Most ranges between two sampled ones (gpu_sample_stride). */
+#define GPU_MAX_SAMPLE_STRIDE 8u
+/* Collection rounds after a candidate overflow, each with the k-th smallest key found so far, before
+ * the CPU answers (counted as a fallback). */
+#define GPU_OVERFLOW_RETRIES 8u
 /* An empty report slot: sorts after every candidate key. */
 #define GPU_NO_CANDIDATE UINT64_MAX
 
@@ -39,6 +46,11 @@ typedef struct {
     uint32_t df;
     float weight;         /* idf * count, computed on the host exactly as isn_search does */
     int64_t payload_delta; /* device payload offset minus on-disk offset (0 when all is resident) */
+    /* weight * the largest block maximum of the resident list (float multiplication rounds monotonically,
+     * so no posting contributes more). A disjunctive query's terms come in ascending max_score order:
+     * a leading run whose bounds sum below the threshold is non-essential (MaxScore). */
+    float max_score;
+    uint32_t reserved;
 } gpu_term;
 
 typedef struct {
@@ -56,6 +68,12 @@ typedef struct {
     /* Nonzero: range accumulators sum contributions as 64-bit integers in units of 2^-fixed_shift
      * (gpu_fixed_shift: exact, so equal to the CPU's double sums), else in double. */
     uint32_t fixed_shift;
+    /* A lower bound of the k-th score as a float key (gpu_float_key; 0: none), e.g. the CPU's threshold
+     * probe: ranges, blocks and non-essential lists that cannot reach it are skipped from the start. */
+    uint32_t seed_key;
+    /* Sampling round: ranges r with r % sample_stride == 0 are scored first; the k-th best of their
+     * reports raises the pruning threshold for the others (1: one round). */
+    uint32_t sample_stride;
     uint32_t reserved;
 } gpu_query;
 
@@ -65,8 +83,11 @@ typedef struct {
     uint32_t candidates; /* above max_candidates: overflow, the CPU answers */
     uint64_t postings_scored;
     uint32_t ranges_scored;   /* first pass, ranges with postings */
-    uint32_t ranges_pruned;   /* first pass, ranges skipped without decoding (no postings, AND term absent) */
-    uint32_t ranges_rescored; /* second pass: ranges with more documents above the threshold than reported */
+    /* ranges skipped without decoding: no postings, an AND term absent, no essential list, or a block-max
+     * bound below the threshold */
+    uint32_t ranges_pruned;
+    uint32_t ranges_rescored; /* ranges with more documents at or above the threshold key than reported */
+    uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t reserved;
 } gpu_query_result;
 
@@ -87,6 +108,7 @@ typedef struct {
     double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_and_probe, ms_sort,
         ms_transfer_out;
     uint64_t bytes_to_device, bytes_from_device;
+    uint32_t overflow_retries; /* collection rounds repeated with a tighter key after a candidate overflow */
 } gpu_batch_timing;
 
 typedef struct {
@@ -132,6 +154,16 @@ static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
     m += lambda + 3.0 * root;
     if (m > GPU_MAX_RANGE_TOP) m = GPU_MAX_RANGE_TOP;
     return (uint32_t)m + (m < GPU_MAX_RANGE_TOP && m > (uint32_t)m ? 1u : 0u);
+}
+
+/* Sampled ranges hold at least 2k reports when they can: the sampling round's k-th best report is then
+ * a threshold near the final one (GPU_MAX_SAMPLE_STRIDE at most; 1 scores every range in one round). */
+static inline uint32_t gpu_sample_stride(uint32_t k, uint32_t range_top, uint32_t num_docs) {
+    uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+    uint64_t stride = ((uint64_t)ranges * range_top) / (2ull * (k ? k : 1));
+    if (stride < 1) stride = 1;
+    if (stride > GPU_MAX_SAMPLE_STRIDE) stride = GPU_MAX_SAMPLE_STRIDE;
+    return (uint32_t)stride;
 }
 
 /* Shift for exact integer accumulation, or 0. Every contribution is a float of at least 2^-e (e from

@@ -1,5 +1,6 @@
-/* The device algorithm run on the host, one query at a time: the same report pass over doc-id ranges,
- * threshold, collection and rescoring of saturated ranges, the same AND probing, the same decode and
+/* The device algorithm run on the host, one query at a time: the same pruned report passes over doc-id
+ * ranges (sampling round, then the rest at the raised threshold), threshold key, collection and rescoring
+ * of saturated ranges, retries after an overflow, the same AND probing, the same decode and
  * arithmetic (posting_decode.h) and candidate rules as the CUDA kernels. Tests and CI use it to check the algorithm and the backend's fallback paths without a
  * GPU. */
 #include <math.h>
@@ -18,10 +19,15 @@ struct gpu_device {
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
     uint64_t *reports;
-    uint32_t *report_keys;
+    uint64_t *report_keys;
     uint64_t *candidates;
     uint32_t candidates_cap;
     uint32_t first[GPU_MAX_OR_TERMS], end[GPU_MAX_OR_TERMS];
+    float range_max[GPU_MAX_OR_TERMS];
+    double cell_max[GPU_RANGE_DOCS / GPU_SUB_DOCS];      /* accumulated essential scores */
+    double cell_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS];    /* the bound grid, every list */
+    double cell_ne_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS]; /* and the non-essential lists alone */
+    uint32_t retries;
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
 };
@@ -81,38 +87,138 @@ static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t
     return n;
 }
 
-/* Scores documents [lo, hi) of one query into d->acc (AND: documents missing a term cleared); returns
- * postings scored, or UINT64_MAX when the range is skipped (an AND term with no block here, or no
- * postings at all). */
-static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t lo, uint32_t hi) {
+/* The accumulated score of slot i (fixed point converted back: exact). */
+static inline double slot_value(const gpu_device *d, const gpu_query *q, double scale, uint32_t i) {
+    return q->fixed_shift ? (double)d->iacc[i] / scale : d->acc[i];
+}
+
+static void add_block(gpu_device *d, const gpu_query *q, const gpu_term *term, uint32_t k, uint32_t lo, uint32_t hi,
+                      double scale, uint64_t *scored) {
     const gpu_upload *u = &d->upload;
-    uint64_t items = 0;
-    for (uint32_t t = 0; t < q->num_terms; t++) {
-        const gpu_term *term = &b->terms[q->term_begin + t];
-        const isn_block_meta *blocks = u->blocks + term->first_block;
-        gpu_blocks_in_range(blocks, term->num_blocks, lo, hi, &d->first[t], &d->end[t]);
-        if (q->and_mode && d->first[t] == d->end[t]) return UINT64_MAX;
-        items += d->end[t] - d->first[t];
+    uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
+    uint32_t n = decode_block(u, term, k, docs, freqs);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t doc = docs[i];
+        if (doc < lo || doc >= hi) continue;
+        float c = gpu_term_contribution(term->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+        if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
+        else d->acc[doc - lo] += (double)c;
+        d->matches[doc - lo]++;
+        (*scored)++;
     }
-    if (items == 0) return UINT64_MAX;
+}
+
+/* Scores documents [lo, hi) of one query into d->acc (AND: documents missing a term cleared), skipping
+ * what cannot reach the score key theta (0: nothing): the whole range when its block-max bound is below
+ * it or no essential list has a block in it; an essential block whose maximum plus the other lists'
+ * range maxima is below it; a non-essential block whose documents' accumulated essential scores plus
+ * the non-essential range maxima are below it. A document left partly scored can then never reach
+ * theta (its partial score is below it too). Returns postings scored, or UINT64_MAX when the range is
+ * skipped. */
+static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t lo, uint32_t hi,
+                            uint32_t theta, gpu_query_result *res) {
+    const gpu_upload *u = &d->upload;
+    const gpu_term *terms = &b->terms[q->term_begin];
+    uint32_t nt = q->num_terms, ne_end = 0;
+    double total = 0.0, prefix = 0.0;
+    uint64_t essential_items = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        const isn_block_meta *blocks = u->blocks + terms[t].first_block;
+        gpu_blocks_in_range(blocks, terms[t].num_blocks, lo, hi, &d->first[t], &d->end[t]);
+        if (q->and_mode && d->first[t] == d->end[t]) return UINT64_MAX;
+        float most = 0.0f;
+        for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
+            float bound = terms[t].weight * blocks[k].max_tf_part;
+            most = bound > most ? bound : most;
+        }
+        d->range_max[t] = most;
+        total += most;
+    }
+    if (theta && !q->and_mode && nt <= GPU_MAX_TERMS)
+        while (ne_end < nt && gpu_bound_below(prefix + terms[ne_end].max_score, theta)) prefix += terms[ne_end++].max_score;
+    for (uint32_t t = ne_end; t < nt; t++) essential_items += d->end[t] - d->first[t];
+    if (essential_items == 0 || gpu_bound_below(total, theta)) return UINT64_MAX;
+    /* disjunctive queries: the bound grid (gpu_block_cells), all lists and the non-essential ones */
+    const bool grid = theta && !q->and_mode && nt <= GPU_MAX_TERMS;
+    const uint32_t cells = (hi - lo + GPU_SUB_DOCS - 1) / GPU_SUB_DOCS;
+    if (grid) {
+        memset(d->cell_bound, 0, cells * sizeof *d->cell_bound);
+        memset(d->cell_ne_bound, 0, cells * sizeof *d->cell_ne_bound);
+        for (uint32_t t = 0; t < nt; t++) {
+            const isn_block_meta *blocks = u->blocks + terms[t].first_block;
+            for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(blocks, k, d->first[t], d->end[t], lo, hi, terms[t].weight, &c0, &c1, &adds_first,
+                                &adds_last);
+                const double bound = terms[t].weight * blocks[k].max_tf_part;
+                for (uint32_t c = c0; c <= c1; c++) {
+                    if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
+                    d->cell_bound[c] += bound;
+                    if (t < ne_end) d->cell_ne_bound[c] += bound;
+                }
+            }
+        }
+        bool any = false;
+        for (uint32_t c = 0; c < cells && !any; c++) any = !gpu_bound_below(d->cell_bound[c], theta);
+        if (!any) return UINT64_MAX;
+    }
     memset(d->acc, 0, (hi - lo) * sizeof *d->acc);
     memset(d->iacc, 0, (hi - lo) * sizeof *d->iacc);
     memset(d->matches, 0, hi - lo);
     const double scale = ldexp(1.0, (int)q->fixed_shift);
     uint64_t scored = 0;
-    for (uint32_t t = 0; t < q->num_terms; t++) {
-        const gpu_term *term = &b->terms[q->term_begin + t];
+    for (uint32_t t = ne_end; t < nt; t++) {
+        const isn_block_meta *blocks = u->blocks + terms[t].first_block;
         for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
-            uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
-            uint32_t n = decode_block(u, term, k, docs, freqs);
-            for (uint32_t i = 0; i < n; i++) {
-                uint32_t doc = docs[i];
-                if (doc < lo || doc >= hi) continue;
-                float c = gpu_term_contribution(term->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
-                if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
-                else d->acc[doc - lo] += (double)c;
-                d->matches[doc - lo]++;
-                scored++;
+            bool below;
+            if (grid) {
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(blocks, k, d->first[t], d->end[t], lo, hi, terms[t].weight, &c0, &c1, &adds_first,
+                                &adds_last);
+                double most = 0.0;
+                for (uint32_t c = c0; c <= c1; c++) most = d->cell_bound[c] > most ? d->cell_bound[c] : most;
+                below = gpu_bound_below(most, theta);
+            } else {
+                double others = total - d->range_max[t];
+                below = gpu_bound_below((double)(terms[t].weight * blocks[k].max_tf_part) + others, theta);
+            }
+            if (below) {
+                res->blocks_skipped++;
+                continue;
+            }
+            add_block(d, q, &terms[t], k, lo, hi, scale, &scored);
+        }
+    }
+    if (ne_end > 0) {
+        for (uint32_t c = 0; c < cells; c++) {
+            double most = 0.0;
+            for (uint32_t i = c * GPU_SUB_DOCS; i < (c + 1) * GPU_SUB_DOCS && i < hi - lo; i++) {
+                double v = slot_value(d, q, scale, i);
+                most = v > most ? v : most;
+            }
+            d->cell_max[c] = most;
+        }
+        for (uint32_t t = 0; t < ne_end; t++) {
+            const isn_block_meta *blocks = u->blocks + terms[t].first_block;
+            for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(blocks, k, d->first[t], d->end[t], lo, hi, terms[t].weight, &c0, &c1, &adds_first,
+                                &adds_last);
+                /* a document here can reach theta only with essential score in its cell */
+                double most = 0.0;
+                for (uint32_t c = c0; c <= c1; c++)
+                    if (d->cell_max[c] > 0.0) {
+                        double v = d->cell_max[c] + d->cell_ne_bound[c];
+                        most = v > most ? v : most;
+                    }
+                if (most == 0.0 || gpu_bound_below(most, theta)) {
+                    res->blocks_skipped++;
+                    continue;
+                }
+                add_block(d, q, &terms[t], k, lo, hi, scale, &scored);
             }
         }
     }
@@ -120,7 +226,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
         for (uint32_t i = 0; i < hi - lo; i++) d->acc[i] = (double)d->iacc[i] / scale;
     if (q->and_mode)
         for (uint32_t i = 0; i < hi - lo; i++)
-            if (d->matches[i] < q->num_terms) d->acc[i] = 0.0;
+            if (d->matches[i] < nt) d->acc[i] = 0.0;
     return scored;
 }
 
@@ -130,71 +236,74 @@ static inline uint64_t slot_key(const gpu_device *d, uint32_t lo, uint32_t i) {
 
 static inline uint32_t score_key(uint64_t c) { return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32); }
 
-static int cmp_u32_desc(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x < y) - (x > y);
-}
-
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
-/* The report pass, the threshold, the collection of reports and the rescoring of saturated ranges, as
- * the kernels do them (first_stage_device.cu). Appends candidates; returns their count. */
-static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res) {
-    uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs, m = q->range_top;
-    for (uint32_t r = 0; r < d->num_ranges; r++) {
-        uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
-        uint64_t *rep = d->reports + (size_t)r * m;
-        for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
-        uint64_t scored = lo < hi ? score_range(d, b, q, lo, hi) : UINT64_MAX;
-        if (scored == UINT64_MAX) {
-            res->ranges_pruned++;
-            continue;
-        }
-        res->postings_scored += scored;
-        res->ranges_scored++;
-        /* m rounds of "lowest candidate key above the previous pick" */
-        uint64_t previous = 0;
-        for (uint32_t j = 0; j < m; j++) {
-            uint64_t best = GPU_NO_CANDIDATE;
-            for (uint32_t i = 0; i < hi - lo; i++) {
-                uint64_t c = slot_key(d, lo, i);
-                if ((j == 0 || c > previous) && c < best) best = c;
-            }
-            rep[j] = best;
-            previous = best;
-            if (best == GPU_NO_CANDIDATE) break;
-        }
-    }
-    uint32_t reported = d->num_ranges * m;
-    for (uint32_t i = 0; i < reported; i++) d->report_keys[i] = score_key(d->reports[i]);
-    qsort(d->report_keys, reported, sizeof *d->report_keys, cmp_u32_desc);
-    uint32_t theta = q->k <= reported ? d->report_keys[q->k - 1] : 0;
+static inline uint32_t range_end(uint32_t r, uint32_t num_docs) {
+    uint32_t lo = r * GPU_RANGE_DOCS;
+    return lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
+}
 
-    uint32_t count = 0;
+/* Range r's m best documents (keys ascending) into its report slots, pruned at theta. */
+static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t r, uint32_t num_docs,
+                         uint32_t theta, gpu_query_result *res) {
+    uint32_t m = q->range_top, lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
+    uint64_t *rep = d->reports + (size_t)r * m;
+    for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
+    uint64_t scored = lo < hi ? score_range(d, b, q, lo, hi, theta, res) : UINT64_MAX;
+    if (scored == UINT64_MAX) {
+        res->ranges_pruned++;
+        return;
+    }
+    res->postings_scored += scored;
+    res->ranges_scored++;
+    /* m rounds of "lowest candidate key above the previous pick" */
+    uint64_t previous = 0;
+    for (uint32_t j = 0; j < m; j++) {
+        uint64_t best = GPU_NO_CANDIDATE;
+        for (uint32_t i = 0; i < hi - lo; i++) {
+            uint64_t c = slot_key(d, lo, i);
+            if ((j == 0 || c > previous) && c < best) best = c;
+        }
+        rep[j] = best;
+        previous = best;
+        if (best == GPU_NO_CANDIDATE) break;
+    }
+}
+
+/* The k-th smallest report key of the ranges r % stride == 0 (GPU_NO_CANDIDATE when fewer than k). */
+static uint64_t kth_report(gpu_device *d, const gpu_query *q, uint32_t stride) {
+    uint32_t m = q->range_top, n = 0;
+    for (uint32_t r = 0; r < d->num_ranges; r += stride)
+        for (uint32_t j = 0; j < m; j++) d->report_keys[n++] = d->reports[(size_t)r * m + j];
+    qsort(d->report_keys, n, sizeof *d->report_keys, cmp_u64);
+    return q->k <= n ? d->report_keys[q->k - 1] : GPU_NO_CANDIDATE;
+}
+
+/* Candidates: every document whose key is at most theta_key. Reports of unsaturated ranges are taken
+ * as they are; a range whose every report is within theta_key may hold more and is scored again. */
+static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, uint64_t theta_key,
+                        gpu_query_result *res) {
+    uint32_t m = q->range_top, count = 0;
     for (uint32_t r = 0; r < d->num_ranges; r++) {
         const uint64_t *rep = d->reports + (size_t)r * m;
-        uint32_t last = score_key(rep[m - 1]);
-        if (last == 0 || last < theta) {
-            for (uint32_t j = 0; j < m; j++) {
-                uint32_t key = score_key(rep[j]);
-                if (key == 0 || key < theta) break;
+        if (rep[m - 1] == GPU_NO_CANDIDATE || rep[m - 1] > theta_key) {
+            for (uint32_t j = 0; j < m && rep[j] <= theta_key && rep[j] != GPU_NO_CANDIDATE; j++) {
                 if (count < q->cand_cap) d->candidates[count] = rep[j];
                 count++;
             }
             continue;
         }
-        /* every report reaches theta: the range may hold more such documents */
-        uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
-        uint64_t scored = score_range(d, b, q, lo, hi);
+        uint32_t lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
+        uint64_t scored = score_range(d, b, q, lo, hi, score_key(theta_key), res);
         if (scored == UINT64_MAX) continue;
         res->postings_scored += scored;
         res->ranges_rescored++;
         for (uint32_t i = 0; i < hi - lo; i++) {
             uint64_t c = slot_key(d, lo, i);
-            if (c == GPU_NO_CANDIDATE || score_key(c) < theta) continue;
+            if (c == GPU_NO_CANDIDATE || c > theta_key) continue;
             if (count < q->cand_cap) d->candidates[count] = c;
             count++;
         }
@@ -202,8 +311,36 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
     return count;
 }
 
-/* AND by probing: the driver list's documents looked up in the other lists, block by block. */
-static uint32_t probe_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res) {
+/* The sampling round, the other ranges at the raised threshold, the k-th smallest report key as the
+ * candidate bound, the collection, and after an overflow the collection again with the k-th smallest
+ * key among the candidates kept (all real documents' keys, so still a bound), as the kernels do them
+ * (first_stage_device.cu). Leaves candidates in d->candidates; returns their count. */
+static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res,
+                            uint32_t *retries) {
+    uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
+    uint32_t stride = q->sample_stride ? q->sample_stride : 1;
+    for (uint32_t r = 0; r < d->num_ranges; r += stride) report_range(d, b, q, r, num_docs, q->seed_key, res);
+    if (stride > 1) {
+        uint32_t theta = score_key(kth_report(d, q, stride));
+        theta = theta > q->seed_key ? theta : q->seed_key;
+        for (uint32_t r = 0; r < d->num_ranges; r++)
+            if (r % stride) report_range(d, b, q, r, num_docs, theta, res);
+    }
+    uint64_t theta_key = kth_report(d, q, 1);
+    uint32_t count = collect(d, b, q, num_docs, theta_key, res);
+    for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
+        qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);
+        theta_key = d->candidates[q->k - 1];
+        count = collect(d, b, q, num_docs, theta_key, res);
+        (*retries)++;
+    }
+    return count;
+}
+
+/* AND by probing: the driver list's documents looked up in the other lists, block by block; only keys
+ * at most theta_key are candidates (GPU_NO_CANDIDATE: all). */
+static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res,
+                           uint64_t theta_key) {
     const gpu_upload *u = &d->upload;
     const gpu_term *driver = &b->terms[q->term_begin + q->driver];
     uint32_t count = 0;
@@ -233,9 +370,23 @@ static uint32_t probe_query(gpu_device *d, const gpu_batch *b, const gpu_query *
                     }
             }
             if (!alive) continue;
-            if (count < q->cand_cap) d->candidates[count] = gpu_candidate_key(gpu_float_key((float)score), doc);
+            uint64_t key = gpu_candidate_key(gpu_float_key((float)score), doc);
+            if (key > theta_key) continue;
+            if (count < q->cand_cap) d->candidates[count] = key;
             count++;
         }
+    }
+    return count;
+}
+
+/* Probing, and after an overflow probing again with the k-th smallest key kept (as the kernels do). */
+static uint32_t probe_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res,
+                            uint32_t *retries) {
+    uint32_t count = probe_pass(d, b, q, res, GPU_NO_CANDIDATE);
+    for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
+        qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);
+        count = probe_pass(d, b, q, res, d->candidates[q->k - 1]);
+        (*retries)++;
     }
     return count;
 }
@@ -254,7 +405,7 @@ static void run_query(gpu_device *d, const gpu_batch *b, uint32_t qi) {
         d->candidates = grown;
         d->candidates_cap = q->cand_cap;
     }
-    uint32_t count = q->path == GPU_PATH_PROBE ? probe_query(d, b, q, res) : range_query(d, b, q, res);
+    uint32_t count = q->path == GPU_PATH_PROBE ? probe_query(d, b, q, res, &d->retries) : range_query(d, b, q, res, &d->retries);
     res->candidates = count;
     if (count > q->cand_cap) return;
     qsort(d->candidates, count, sizeof *d->candidates, cmp_u64);
@@ -284,7 +435,9 @@ static int emulated_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_b
         return -1;
     }
     memset(timing, 0, sizeof *timing);
+    d->retries = 0;
     for (uint32_t q = 0; q < batch->num_queries; q++) run_query(d, batch, q);
+    timing->overflow_retries = d->retries;
     d->pending[slot] = NULL;
     return 0;
 }

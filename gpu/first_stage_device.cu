@@ -59,7 +59,9 @@ struct stream_buffers {
     gpu_query_result *d_results; // followed by the hits: one region, one copy back
     isn_hit *d_hits;
     uint64_t *d_reports;
-    uint32_t *d_theta;
+    uint32_t *d_prune;     // per query: the pruning threshold of the second round (a score key)
+    uint64_t *d_theta_key; // per query: candidates are the documents with keys at most this
+    uint32_t *d_retry;     // per query: collected again after an overflow
     uint32_t *d_cand_count;
     uint2 *d_work;
     uint32_t *d_work_count;
@@ -69,7 +71,8 @@ struct stream_buffers {
     size_t sort_temp_bytes;
     uint8_t *h_stage; // pinned: queries then terms
     uint8_t *h_out;   // pinned: results then hits
-    uint32_t num_queries, total_hits;
+    uint32_t num_queries, num_range_queries, total_hits, total_candidates;
+    uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
 };
 
@@ -86,7 +89,9 @@ struct range_args {
     gpu_query_result *results;
     uint64_t *reports; // [query][range][report_stride]
     uint32_t report_stride;
-    const uint32_t *theta;
+    uint32_t round;          // report pass: 1 the sampled ranges, 2 the others
+    const uint32_t *prune;   // the second round's threshold per query
+    const uint64_t *theta_key;
     uint64_t *cands; // the pool: query q's segment at queries[q].cand_offset
     uint32_t *cand_count;
     uint2 *work; // (query, range) pairs for the rescore pass
@@ -191,31 +196,94 @@ __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, co
     return n;
 }
 
+// A term as a range block keeps it (gpu_term without the bound, which only thread 0 reads once).
+struct range_term {
+    uint32_t first_block, num_blocks, df;
+    float weight;
+    int64_t payload_delta;
+};
+
 struct range_shared {
-    gpu_term terms[GPU_MAX_TERMS];
+    range_term terms[GPU_MAX_TERMS];
     uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
-    uint32_t items;
+    float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
+    uint32_t items, ne_end, essential_items, skipped;
+    double total, ne_bound;
     int skip;
 };
 
-// Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term).
+__device__ __forceinline__ float warp_max_f(float v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+__device__ __forceinline__ double warp_max_d(double v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = fmax(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+// Block b of a term decoded by the warp and added to the range accumulator.
+__device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
+                                              uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
+                                              uint8_t *matches) {
+    const uint32_t lane = threadIdx.x & 31u;
+    gpu_term term;
+    term.first_block = rt.first_block;
+    term.num_blocks = rt.num_blocks;
+    term.df = rt.df;
+    term.weight = rt.weight;
+    term.payload_delta = rt.payload_delta;
+    uint32_t docs[4], freqs[4], scored = 0;
+    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t doc = docs[j];
+        if (4 * lane + j < n && doc >= lo && doc < hi) {
+            float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, __ldg(&a.norms[doc]));
+            if (query.fixed_shift)
+                atomicAdd(reinterpret_cast<unsigned long long *>(acc) + (doc - lo),
+                          (unsigned long long)__double2ll_rn((double)c * scale));
+            else
+                atomicAdd(&acc[doc - lo], (double)c);
+            if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + ((doc - lo) >> 2), 1u << (8u * ((doc - lo) & 3u)));
+            scored++;
+        }
+    }
+    return scored;
+}
+
+// Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term),
+// skipping what cannot reach the score key theta (0: nothing), as the emulated device does: the range
+// when its block-max bound is below theta or no essential list has a block here; an essential block
+// whose maximum plus the other lists' range maxima is below it; a non-essential block (MaxScore: a
+// leading run of the ascending bounds sums below theta) whose cells of accumulated essential scores
+// plus the non-essential range maxima stay below it. A document left partly scored cannot reach theta.
 // With `cursor`, the block spans continue from the previous range of the same block (r = previous + 1,
 // terms fit one chunk). Returns false when the range was skipped (acc untouched); all threads agree.
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
-                            bool cursor, double *acc, uint8_t *matches, range_shared &s) {
+                            bool cursor, uint32_t theta, double *acc, uint8_t *matches, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms;
     bool zeroed = false;
     uint32_t scored = 0;
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
+    const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+    // pruning needs every term's range maximum at once: one chunk of terms
+    const uint32_t prune = nt <= GPU_MAX_TERMS ? theta : 0u;
     for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
         const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
         // block spans of this chunk's terms, one warp per term
         for (uint32_t t = warp; t < cn; t += kWarps) {
-            gpu_term term;
-            if (!cursor) term = a.terms[query.term_begin + c0 + t];
-            else term = s.terms[t];
+            range_term term;
+            if (!cursor) {
+                const gpu_term g = a.terms[query.term_begin + c0 + t];
+                term = range_term{g.first_block, g.num_blocks, g.df, g.weight, g.payload_delta};
+            } else {
+                term = s.terms[t];
+            }
             const isn_block_meta *blocks = a.blocks + term.first_block;
             const uint32_t nb = term.num_blocks;
             uint32_t first;
@@ -229,32 +297,86 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
             uint32_t lb = warp_lower_block(blocks, first, window, hi - 1);
             if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+            const uint32_t end = lb < nb ? lb + 1 : nb;
+            float most = 0.0f;
+            if (prune)
+                for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
+            most = warp_max_f(most);
             if (lane == 0) {
                 if (!cursor) s.terms[t] = term;
                 s.first[t] = first;
-                const uint32_t end = lb < nb ? lb + 1 : nb;
                 s.count[t] = end > first ? end - first : 0;
                 s.lb[t] = lb;
+                s.range_max[t] = most;
             }
         }
         __syncthreads();
         if (tid == 0) {
             int skip = 0;
-            uint32_t items = 0;
+            uint32_t items = 0, ne_end = 0, essential = 0;
+            double total = 0.0, prefix = 0.0, ne_bound = 0.0;
             for (uint32_t t = 0; t < cn; t++) {
                 if (query.and_mode && s.count[t] == 0) skip = 1;
                 items += s.count[t];
+                total += s.range_max[t];
             }
+            if (prune && !query.and_mode)
+                while (ne_end < cn) {
+                    const float bound = a.terms[query.term_begin + ne_end].max_score;
+                    if (!gpu_bound_below(prefix + bound, prune)) break;
+                    prefix += bound;
+                    ne_bound += s.range_max[ne_end++];
+                }
+            for (uint32_t t = ne_end; t < cn; t++) essential += s.count[t];
             // a disjunctive range is skipped only when no chunk has postings in it (decided below)
             s.skip = query.and_mode ? skip || items == 0 : 0;
+            if (prune && (essential == 0 || gpu_bound_below(total, prune))) s.skip = 1;
             s.items = items;
+            s.ne_end = ne_end;
+            s.essential_items = essential;
+            s.total = total;
+            s.ne_bound = ne_bound;
+            s.skipped = 0;
         }
         __syncthreads();
-        if (s.skip) return false; // AND: one chunk only, acc untouched
+        if (s.skip) return false; // AND, or pruned: one chunk only, acc untouched
         const uint32_t items = s.items;
         if (items == 0) {
             __syncthreads();
             continue;
+        }
+        // disjunctive queries: the bound grid (gpu_block_cells) of all lists and of the non-essential
+        // ones, in the aux region (unused by disjunctive queries while scoring), then the cells' largest
+        // accumulated essential scores beside them
+        constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
+        static_assert(3 * kCells * sizeof(double) <= kAuxBytes, "the grids fit the aux region");
+        static_assert(kCells <= kThreads, "a thread per cell");
+        double *cell_bound = reinterpret_cast<double *>(matches), *cell_ne = cell_bound + kCells;
+        double *cell_max = cell_bound + 2 * kCells;
+        const bool grid = prune && !query.and_mode;
+        if (grid) {
+            for (uint32_t i = tid; i < 2 * kCells; i += kThreads) cell_bound[i] = 0.0;
+            __syncthreads();
+            // a warp per block, its lanes over the block's cells (a rare list's block spans the range)
+            for (uint32_t item = warp; item < s.items; item += kWarps) {
+                uint32_t t = 0, rem = item;
+                while (rem >= s.count[t]) rem -= s.count[t++];
+                const range_term term = s.terms[t];
+                const isn_block_meta *blocks = a.blocks + term.first_block;
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(blocks, s.first[t] + rem, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight, &c0,
+                                &c1, &adds_first, &adds_last);
+                const double bound = (double)(term.weight * blocks[s.first[t] + rem].max_tf_part);
+                for (uint32_t c = c0 + lane; c <= c1; c += 32) {
+                    if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
+                    atomicAdd(&cell_bound[c], bound);
+                    if (t < s.ne_end) atomicAdd(&cell_ne[c], bound);
+                }
+            }
+            __syncthreads();
+            const uint32_t cells = (hi - lo + GPU_SUB_DOCS - 1) / GPU_SUB_DOCS;
+            if (!__syncthreads_or(tid < cells && !gpu_bound_below(cell_bound[tid], prune))) return false;
         }
         if (!zeroed) {
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
@@ -264,29 +386,69 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             zeroed = true;
             __syncthreads();
         }
-        for (uint32_t item = warp; item < items; item += kWarps) {
-            uint32_t t = 0, rem = item;
+        const uint32_t ne_end = s.ne_end;
+        uint32_t skipped = 0;
+        // essential terms (all of them without pruning)
+        for (uint32_t item = warp; item < s.essential_items; item += kWarps) {
+            uint32_t t = ne_end, rem = item;
             while (rem >= s.count[t]) rem -= s.count[t++];
-            const gpu_term term = s.terms[t];
+            const range_term term = s.terms[t];
             const uint32_t b = s.first[t] + rem;
-            uint32_t docs[4], freqs[4];
-            const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const uint32_t doc = docs[j];
-                if (4 * lane + j < n && doc >= lo && doc < hi) {
-                    float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, __ldg(&a.norms[doc]));
-                    if (query.fixed_shift)
-                        atomicAdd(reinterpret_cast<unsigned long long *>(acc) + (doc - lo),
-                                  (unsigned long long)__double2ll_rn((double)c * scale));
-                    else
-                        atomicAdd(&acc[doc - lo], (double)c);
-                    if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + ((doc - lo) >> 2), 1u << (8u * ((doc - lo) & 3u)));
-                    scored++;
+            if (grid) {
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(a.blocks + term.first_block, b, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight,
+                                &c0, &c1, &adds_first, &adds_last);
+                double most = 0.0;
+                for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
+                if (gpu_bound_below(warp_max_d(most), prune)) {
+                    skipped++;
+                    continue;
+                }
+            } else if (prune) {
+                const float block_bound = term.weight * __ldg(&a.blocks[term.first_block + b].max_tf_part);
+                if (gpu_bound_below((double)block_bound + (s.total - s.range_max[t]), prune)) {
+                    skipped++;
+                    continue;
                 }
             }
+            scored += add_block(a, query, term, b, lo, hi, scale, acc, matches);
         }
+        if (ne_end > 0) {
+            __syncthreads(); // every essential block is in
+            for (uint32_t c = warp; c < kCells; c += kWarps) {
+                const uint32_t i = c * GPU_SUB_DOCS + lane;
+                double v = 0.0;
+                if (i < hi - lo) v = query.fixed_shift ? (double)__double_as_longlong(acc[i]) * inv_scale : acc[i];
+                v = warp_max_d(v);
+                if (lane == 0) cell_max[c] = v;
+            }
+            __syncthreads();
+            const uint32_t ne_items = s.items - s.essential_items;
+            for (uint32_t item = warp; item < ne_items; item += kWarps) {
+                uint32_t t = 0, rem = item;
+                while (rem >= s.count[t]) rem -= s.count[t++];
+                const range_term term = s.terms[t];
+                const uint32_t b = s.first[t] + rem;
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(a.blocks + term.first_block, b, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight,
+                                &c0, &c1, &adds_first, &adds_last);
+                // a document here reaches theta only with essential score in its cell
+                double most = 0.0;
+                for (uint32_t c = c0 + lane; c <= c1; c += 32)
+                    if (cell_max[c] > 0.0) most = fmax(most, cell_max[c] + cell_ne[c]);
+                most = warp_max_d(most);
+                if (most == 0.0 || gpu_bound_below(most, prune)) {
+                    skipped++;
+                    continue;
+                }
+                scored += add_block(a, query, term, b, lo, hi, scale, acc, nullptr);
+            }
+        }
+        if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
         __syncthreads();
+        if (tid == 0 && s.skipped) atomicAdd(&a.results[q].blocks_skipped, s.skipped);
     }
     for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
     if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
@@ -363,9 +525,15 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
     }
 }
 
-// Report pass: block (x, q) scores ranges [x * rpb, x * rpb + rpb) of range query q in order, carrying
-// each term's block cursor from range to range. kMinBlocks trades registers for resident blocks
-// (ISN_GPU_REPORT_BLOCKS picks one at run time, for measuring).
+__device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
+    return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
+}
+
+// Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride for
+// v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
+// that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
+// from range to consecutive range. kMinBlocks trades registers for resident blocks (ISN_GPU_REPORT_BLOCKS
+// picks one at run time, for measuring).
 template <int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args a) {
     extern __shared__ double acc[];
@@ -374,18 +542,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     const uint32_t q = blockIdx.y;
     const gpu_query query = a.queries[q];
     const uint32_t m = query.range_top;
+    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
+    if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    const uint32_t r0 = blockIdx.x * a.ranges_per_block;
-    const uint32_t r1 = r0 + a.ranges_per_block < a.num_ranges ? r0 + a.ranges_per_block : a.num_ranges;
-    uint32_t scored = 0, pruned = 0;
+    const uint32_t theta = a.round == 1 ? query.seed_key : a.prune[q];
+    const uint32_t v0 = blockIdx.x * a.ranges_per_block;
+    uint32_t scored = 0, pruned = 0, previous = UINT32_MAX;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
-    for (uint32_t r = r0; r < r1; r++) {
+    for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
+        const uint32_t r = a.round == 1 ? v * stride : v;
+        if (r >= a.num_ranges) break;
+        if (a.round == 2 && r % stride == 0) continue;
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
         __syncthreads(); // the previous range's lists and shared spans are consumed
-        const bool cursor = r > r0 && query.num_terms <= GPU_MAX_TERMS;
-        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, acc, aux, s)) {
+        const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
+        previous = lo < hi ? r : UINT32_MAX;
+        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, theta, acc, aux, s)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
@@ -399,7 +573,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     }
 }
 
-// Rescore pass over the work list: every document at or above the threshold is a candidate.
+// Rescore pass over the work list: every document whose key is at most the threshold key is a
+// candidate (pruned at that key's score: no such document is skipped).
 __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
@@ -413,17 +588,17 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        const uint64_t theta_key = a.theta_key[q];
         __syncthreads();
-        if (!score_range(a, query, q, lo, hi, false, acc, aux, s)) continue;
+        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, s)) continue;
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
-        const uint32_t theta = a.theta[q];
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
         uint64_t *cands = a.cands + query.cand_offset;
         for (int j = 0; j < kSlotsPerLane; j++) {
             const uint32_t i = warp * (kSlotsPerLane * 32) + j * 32 + lane;
             const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale);
-            const bool keep = c != GPU_NO_CANDIDATE && ~(uint32_t)(c >> 32) >= theta;
+            const bool keep = c != GPU_NO_CANDIDATE && c <= theta_key;
             const uint32_t mask = __ballot_sync(0xFFFFFFFFu, keep);
             if (mask == 0) continue;
             uint32_t base = 0;
@@ -437,25 +612,23 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
     }
 }
 
-__device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
-    return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
-}
-
-// The k-th largest reported score key (0 when fewer than k documents were reported): radix select,
-// 8 bits a round.
-__global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                        uint32_t num_ranges, uint32_t stride, uint32_t *theta) {
+// Between the rounds: the k-th best score among the sampled ranges' reports (real documents' scores,
+// so a lower bound of the k-th), or the seed when higher, as the second round's pruning threshold.
+// Radix select, 8 bits a round.
+__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                               uint32_t num_ranges, uint32_t report_stride,
+                                                               uint32_t *prune) {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t s_prefix, s_remaining;
     const uint32_t q = blockIdx.x;
     const gpu_query query = queries[q];
-    const uint32_t m = query.range_top;
-    const uint32_t total = num_ranges * m;
-    if (query.k > total) {
-        if (threadIdx.x == 0) theta[q] = 0;
+    const uint32_t m = query.range_top, stride = query.sample_stride ? query.sample_stride : 1;
+    const uint32_t sampled = (num_ranges + stride - 1) / stride, total = sampled * m;
+    if (stride == 1 || query.k > total) {
+        if (threadIdx.x == 0) prune[q] = query.seed_key;
         return;
     }
-    const uint64_t *mine = reports + (size_t)q * num_ranges * stride;
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
     if (threadIdx.x == 0) {
         s_prefix = 0;
         s_remaining = query.k;
@@ -466,7 +639,7 @@ __global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries
         __syncthreads();
         const uint32_t prefix = s_prefix;
         for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
-            uint32_t key = report_score_key(mine[(i / m) * stride + i % m]);
+            uint32_t key = report_score_key(mine[(size_t)(i / m) * stride * report_stride + i % m]);
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
         }
         __syncthreads();
@@ -482,41 +655,104 @@ __global__ void __launch_bounds__(256) threshold_kernel(const gpu_query *queries
         mask |= 0xFFu << shift;
         __syncthreads();
     }
-    if (threadIdx.x == 0) theta[q] = s_prefix;
+    if (threadIdx.x == 0) prune[q] = s_prefix > query.seed_key ? s_prefix : query.seed_key;
 }
 
-// Reports at or above theta become candidates; ranges whose every report reaches theta go on the
-// rescore work list instead (their reports are not taken: the rescore gives all their candidates).
+// The k-th smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real
+// documents have keys at most this, so every answer's key is too. Radix select over the 64-bit keys.
+__global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                            uint32_t num_ranges, uint32_t report_stride,
+                                                            uint64_t *theta_key) {
+    __shared__ uint32_t hist[256];
+    __shared__ uint64_t s_prefix;
+    __shared__ uint32_t s_remaining;
+    const uint32_t q = blockIdx.x;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top;
+    const uint32_t total = num_ranges * m;
+    if (query.k > total) {
+        if (threadIdx.x == 0) theta_key[q] = GPU_NO_CANDIDATE;
+        return;
+    }
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_remaining = query.k;
+    }
+    uint64_t mask = 0;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+        __syncthreads();
+        const uint64_t prefix = s_prefix;
+        for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
+            const uint64_t key = mine[(size_t)(i / m) * report_stride + i % m];
+            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            uint32_t remaining = s_remaining, bin = 0;
+            for (;; bin++) {
+                if (hist[bin] >= remaining || bin == 255) break;
+                remaining -= hist[bin];
+            }
+            s_prefix = prefix | ((uint64_t)bin << shift);
+            s_remaining = remaining;
+        }
+        mask |= (uint64_t)0xFF << shift;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) theta_key[q] = s_prefix;
+}
+
+// Reports with keys at most the threshold key become candidates; ranges whose every report is within it
+// go on the rescore work list instead (their reports are not taken: the rescore gives all their
+// candidates). With `retry`, only the flagged queries are collected again.
 __global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                      uint32_t num_ranges, uint32_t stride, const uint32_t *theta,
-                                                      uint64_t *cands, uint32_t *cand_count, uint2 *work,
-                                                      uint32_t *work_count) {
+                                                      uint32_t num_ranges, uint32_t stride, const uint64_t *theta_key,
+                                                      const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
+                                                      uint2 *work, uint32_t *work_count) {
     __shared__ uint32_t s_count;
     const uint32_t q = blockIdx.x;
+    if (retry != nullptr && retry[q] == 0) return;
     const uint32_t m = queries[q].range_top;
     const uint32_t cand_cap = queries[q].cand_cap;
-    const uint32_t th = theta[q];
+    const uint64_t th = theta_key[q];
     if (threadIdx.x == 0) s_count = 0;
     __syncthreads();
     uint64_t *out = cands + queries[q].cand_offset;
     for (uint32_t r = threadIdx.x; r < num_ranges; r += blockDim.x) {
         const uint64_t *rep = reports + ((size_t)q * num_ranges + r) * stride;
-        const uint32_t last = report_score_key(rep[m - 1]);
-        if (last != 0 && last >= th) {
+        const uint64_t last = rep[m - 1];
+        if (last != GPU_NO_CANDIDATE && last <= th) {
             uint32_t at = atomicAdd(work_count, 1u);
             work[at] = make_uint2(q, r);
             continue;
         }
         for (uint32_t j = 0; j < m; j++) {
             const uint64_t c = rep[j];
-            const uint32_t key = report_score_key(c);
-            if (key == 0 || key < th) break;
+            if (c == GPU_NO_CANDIDATE || c > th) break;
             uint32_t at = atomicAdd(&s_count, 1u);
             if (at < cand_cap) out[at] = c;
         }
     }
     __syncthreads();
     if (threadIdx.x == 0) cand_count[q] = s_count;
+}
+
+// After an overflow: the k-th smallest of the candidates kept (sorted; all real documents' keys, at most
+// the old threshold key for a range query) is a tighter threshold key; such queries are flagged to be
+// collected (range queries) or probed (conjunctive ones, their count restarted) again.
+__global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
+                               const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry) {
+    const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= num_queries) return;
+    const gpu_query query = queries[q];
+    const bool over = cand_count[q] > query.cand_cap;
+    retry[q] = over;
+    if (over) {
+        theta_key[q] = sorted[query.cand_offset + query.k - 1];
+        if (q >= num_range_queries) cand_count[q] = 0;
+    }
 }
 
 struct probe_args {
@@ -529,6 +765,9 @@ struct probe_args {
     gpu_query_result *results;
     uint64_t *cands; // the pool
     uint32_t *cand_count;
+    // a retry after an overflow: only the flagged queries, only documents with keys at most theta_key
+    const uint32_t *retry;
+    const uint64_t *theta_key;
 };
 
 // Conjunctive queries: each warp decodes one block of the driver (shortest) list, then for every other
@@ -539,6 +778,7 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
     __shared__ uint32_t s_freqs[kProbeWarps][ISN_BLOCK_SIZE];
     const uint32_t q = blockIdx.y;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    if (a.retry != nullptr && a.retry[q] == 0) return;
     const gpu_query query = a.queries[q];
     const gpu_term driver = a.terms[query.term_begin + query.driver];
     const isn_block_meta *dblocks = a.blocks + driver.first_block;
@@ -609,6 +849,12 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
             }
         }
         uint64_t *out = a.cands + query.cand_offset;
+        uint64_t key[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            key[j] = gpu_candidate_key(gpu_float_key((float)score[j]), docs[j]);
+            if (a.retry != nullptr && key[j] > a.theta_key[q]) alive[j] = false;
+        }
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const uint32_t mask = __ballot_sync(0xFFFFFFFFu, alive[j]);
@@ -618,7 +864,7 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
             base = __shfl_sync(0xFFFFFFFFu, base, 0);
             if (alive[j]) {
                 const uint32_t at = base + __popc(mask & ((1u << lane) - 1u));
-                if (at < query.cand_cap) out[at] = gpu_candidate_key(gpu_float_key((float)score[j]), docs[j]);
+                if (at < query.cand_cap) out[at] = key[j];
             }
         }
     }
@@ -697,7 +943,9 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_terms);
         cudaFree(s->d_results);
         cudaFree(s->d_reports);
-        cudaFree(s->d_theta);
+        cudaFree(s->d_prune);
+        cudaFree(s->d_theta_key);
+        cudaFree(s->d_retry);
         cudaFree(s->d_cand_count);
         cudaFree(s->d_work);
         cudaFree(s->d_work_count);
@@ -728,7 +976,9 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_results, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(u->max_batch));
     CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
-    CHECK(cudaMalloc(&s->d_theta, u->max_batch * sizeof(uint32_t)));
+    CHECK(cudaMalloc(&s->d_prune, u->max_batch * sizeof(uint32_t)));
+    CHECK(cudaMalloc(&s->d_theta_key, u->max_batch * sizeof(uint64_t)));
+    CHECK(cudaMalloc(&s->d_retry, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_cand_count, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_work, (size_t)u->max_batch * d->num_ranges * sizeof(uint2)));
     CHECK(cudaMalloc(&s->d_work_count, sizeof(uint32_t)));
@@ -794,12 +1044,78 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
     return d;
 }
 
+// Candidates sorted per query, the best k gathered, results and hits copied back (one region).
+static int sort_and_copy_out(gpu_device *d, stream_buffers *s, uint32_t total_candidates, char *err, size_t err_len) {
+    cudaStream_t st = s->stream;
+    const uint32_t nq = s->num_queries;
+    segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
+                                                       s->d_seg_end);
+    CHECK(cudaGetLastError());
+    size_t temp = s->sort_temp_bytes;
+    CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
+                                             (int)total_candidates, (int)nq, s->d_seg_begin,
+                                             s->d_seg_end, st));
+    gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(s->events[6], st));
+    // One copy back: the results, then the hits of every query.
+    size_t rbytes = results_bytes(d->upload.max_batch);
+    CHECK(cudaMemcpyAsync(s->h_out, s->d_results, nq * sizeof(gpu_query_result), cudaMemcpyDeviceToHost, st));
+    CHECK(cudaMemcpyAsync(s->h_out + rbytes, s->d_hits, (size_t)s->total_hits * sizeof(isn_hit),
+                          cudaMemcpyDeviceToHost, st));
+    return 0;
+}
+
+static probe_args probe_args_of(const gpu_device *d, const stream_buffers *s, bool retry) {
+    const uint32_t nr = s->num_range_queries;
+    probe_args p;
+    p.payload = d->d_payload;
+    p.blocks = d->d_blocks;
+    p.norms = d->d_norms;
+    p.k1_plus_1 = d->upload.k1_plus_1;
+    p.queries = s->d_queries + nr;
+    p.terms = s->d_terms;
+    p.results = s->d_results + nr;
+    p.cands = s->d_cands;
+    p.cand_count = s->d_cand_count + nr;
+    p.retry = retry ? s->d_retry + nr : nullptr;
+    p.theta_key = s->d_theta_key + nr;
+    return p;
+}
+
+static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
+    range_args a;
+    memset(&a, 0, sizeof a);
+    a.payload = d->d_payload;
+    a.blocks = d->d_blocks;
+    a.norms = d->d_norms;
+    a.num_docs = d->upload.num_docs;
+    a.num_ranges = d->num_ranges;
+    a.ranges_per_block = 1;
+    a.k1_plus_1 = d->upload.k1_plus_1;
+    a.queries = s->d_queries;
+    a.terms = s->d_terms;
+    a.results = s->d_results;
+    a.reports = s->d_reports;
+    a.report_stride = d->report_stride;
+    a.prune = s->d_prune;
+    a.theta_key = s->d_theta_key;
+    a.cands = s->d_cands;
+    a.cand_count = s->d_cand_count;
+    a.work = s->d_work;
+    a.work_count = s->d_work_count;
+    return a;
+}
+
 static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
-    const gpu_upload *u = &d->upload;
     stream_buffers *s = &d->streams[slot];
     cudaStream_t st = s->stream;
     const uint32_t nq = batch->num_queries, nr = batch->num_range_queries, np = nq - nr;
     CHECK(cudaSetDevice(d->ordinal));
+    s->num_queries = nq;
+    s->num_range_queries = nr;
+    s->total_hits = batch->total_hits;
+    s->total_candidates = batch->total_candidates;
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
@@ -811,40 +1127,42 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
-    range_args a;
-    a.payload = d->d_payload;
-    a.blocks = d->d_blocks;
-    a.norms = d->d_norms;
-    a.num_docs = u->num_docs;
-    a.num_ranges = d->num_ranges;
-    a.k1_plus_1 = u->k1_plus_1;
-    a.queries = s->d_queries;
-    a.terms = s->d_terms;
-    a.results = s->d_results;
-    a.reports = s->d_reports;
-    a.report_stride = d->report_stride;
-    a.theta = s->d_theta;
-    a.cands = s->d_cands;
-    a.cand_count = s->d_cand_count;
-    a.work = s->d_work;
-    a.work_count = s->d_work_count;
-    // Ranges per block: enough blocks for four waves of the device, consecutive ranges otherwise (each
-    // block then follows its lists' blocks with a cursor instead of searching them).
-    uint64_t wanted = (uint64_t)d->resident_blocks * 4;
-    uint64_t per = nr ? ((uint64_t)d->num_ranges * nr) / wanted : 1;
-    a.ranges_per_block = per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
+    range_args a = range_args_of(d, s);
     if (nr) {
-        dim3 grid((d->num_ranges + a.ranges_per_block - 1) / a.ranges_per_block, nr);
-        if (d->report_blocks == 2) report_kernel<2><<<grid, kThreads, kSharedBytes, st>>>(a);
-        else report_kernel<3><<<grid, kThreads, kSharedBytes, st>>>(a);
-        CHECK(cudaGetLastError());
+        // Ranges per block: enough blocks for four waves of the device, consecutive ranges otherwise (each
+        // block then follows its lists' blocks with a cursor instead of searching them).
+        uint32_t min_stride = GPU_MAX_SAMPLE_STRIDE, max_stride = 1;
+        for (uint32_t q = 0; q < nr; q++) {
+            const uint32_t st_q = batch->queries[q].sample_stride ? batch->queries[q].sample_stride : 1;
+            min_stride = st_q < min_stride ? st_q : min_stride;
+            max_stride = st_q > max_stride ? st_q : max_stride;
+        }
+        const uint64_t wanted = (uint64_t)d->resident_blocks * 4;
+        for (uint32_t round = 1; round <= 2; round++) {
+            if (round == 2 && max_stride == 1) break;
+            const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
+            const uint64_t per = ((uint64_t)ranges * nr) / wanted;
+            a.ranges_per_block = per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
+            a.round = round;
+            dim3 grid((ranges + a.ranges_per_block - 1) / a.ranges_per_block, nr);
+            if (d->report_blocks == 2) report_kernel<2><<<grid, kThreads, kSharedBytes, st>>>(a);
+            else report_kernel<3><<<grid, kThreads, kSharedBytes, st>>>(a);
+            CHECK(cudaGetLastError());
+            if (round == 1) {
+                sample_threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges,
+                                                            d->report_stride, s->d_prune);
+                CHECK(cudaGetLastError());
+            }
+        }
     }
     CHECK(cudaEventRecord(s->events[2], st));
     if (nr) {
-        threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta);
+        threshold_key_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
+                                                 s->d_theta_key);
         CHECK(cudaGetLastError());
-        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta,
-                                           s->d_cands, s->d_cand_count, s->d_work, s->d_work_count);
+        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
+                                           s->d_theta_key, nullptr, s->d_cands, s->d_cand_count, s->d_work,
+                                           s->d_work_count);
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[3], st));
@@ -862,40 +1180,47 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         }
         uint32_t gx = (most + kProbeWarps - 1) / kProbeWarps;
         gx = gx < 1 ? 1 : gx > 1024 ? 1024 : gx;
-        probe_args p;
-        p.payload = d->d_payload;
-        p.blocks = d->d_blocks;
-        p.norms = d->d_norms;
-        p.k1_plus_1 = u->k1_plus_1;
-        p.queries = s->d_queries + nr;
-        p.terms = s->d_terms;
-        p.results = s->d_results + nr;
-        p.cands = s->d_cands;
-        p.cand_count = s->d_cand_count + nr;
-        probe_kernel<<<dim3(gx, np), kProbeThreads, 0, st>>>(p);
+        s->probe_grid_x = gx;
+        probe_kernel<<<dim3(gx, np), kProbeThreads, 0, st>>>(probe_args_of(d, s, false));
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[5], st));
-    segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
-                                                       s->d_seg_end);
-    CHECK(cudaGetLastError());
-    size_t temp = s->sort_temp_bytes;
-    CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
-                                             (int)batch->total_candidates, (int)nq, s->d_seg_begin,
-                                             s->d_seg_end, st));
-    gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
-    CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(s->events[6], st));
-    // One copy back: the results, then the hits of every query.
-    size_t rbytes = results_bytes(u->max_batch);
-    CHECK(cudaMemcpyAsync(s->h_out, s->d_results, nq * sizeof(gpu_query_result), cudaMemcpyDeviceToHost, st));
-    CHECK(cudaMemcpyAsync(s->h_out + rbytes, s->d_hits, (size_t)batch->total_hits * sizeof(isn_hit),
-                          cudaMemcpyDeviceToHost, st));
+    if (sort_and_copy_out(d, s, batch->total_candidates, err, err_len) != 0) return -1;
     CHECK(cudaEventRecord(s->events[7], st));
-    s->num_queries = nq;
-    s->total_hits = batch->total_hits;
     s->bytes_in = qbytes + tbytes;
     s->bytes_out = nq * sizeof(gpu_query_result) + (size_t)batch->total_hits * sizeof(isn_hit);
+    return 0;
+}
+
+// After a candidate overflow (more documents within the threshold key than a query's segment holds):
+// the overflowing queries are collected or probed again with the k-th smallest key they kept, then
+// sorted and copied back. Returns 1 when no query overflowed (nothing launched), 0 when a retry was launched.
+static int launch_retry(gpu_device *d, stream_buffers *s, const gpu_batch *batch, char *err, size_t err_len) {
+    const gpu_query_result *results = reinterpret_cast<const gpu_query_result *>(s->h_out);
+    bool over = false;
+    for (uint32_t q = 0; q < s->num_queries && !over; q++) over = results[q].candidates > batch->queries[q].cand_cap;
+    if (!over) return 1;
+    cudaStream_t st = s->stream;
+    const uint32_t nq = s->num_queries, nr = s->num_range_queries;
+    tighten_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, nq, nr, s->d_cands_sorted, s->d_cand_count,
+                                                      s->d_theta_key, s->d_retry);
+    CHECK(cudaGetLastError());
+    if (nr) {
+        CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
+        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
+                                           s->d_theta_key, s->d_retry, s->d_cands, s->d_cand_count, s->d_work,
+                                           s->d_work_count);
+        CHECK(cudaGetLastError());
+        // the work list holds only the flagged queries' ranges
+        range_args a = range_args_of(d, s);
+        rescore_kernel<<<d->resident_blocks, kThreads, kSharedBytes, st>>>(a);
+        CHECK(cudaGetLastError());
+    }
+    if (nq > nr) {
+        probe_kernel<<<dim3(s->probe_grid_x, nq - nr), kProbeThreads, 0, st>>>(probe_args_of(d, s, true));
+        CHECK(cudaGetLastError());
+    }
+    if (sort_and_copy_out(d, s, s->total_candidates, err, err_len) != 0) return -1;
     return 0;
 }
 
@@ -916,6 +1241,15 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
     timing->ms_transfer_out = ms[6];
     timing->bytes_to_device = s->bytes_in;
     timing->bytes_from_device = s->bytes_out;
+    timing->overflow_retries = 0;
+    for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES; round++) {
+        int launched = launch_retry(d, s, batch, err, err_len);
+        if (launched < 0) return -1;
+        if (launched == 1) break;
+        CHECK(cudaStreamSynchronize(s->stream));
+        CHECK(cudaGetLastError());
+        timing->overflow_retries++;
+    }
     memcpy(batch->results, s->h_out, s->num_queries * sizeof(gpu_query_result));
     memcpy(batch->hits, s->h_out + results_bytes(d->upload.max_batch), (size_t)s->total_hits * sizeof(isn_hit));
     return 0;

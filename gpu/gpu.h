@@ -55,6 +55,8 @@ typedef struct {
     /* Range accumulators sum in 64-bit fixed point when that is provably exact for the query (device.h,
      * gpu_fixed_shift), else in double; true forces double (measuring). */
     bool double_accumulators;
+    /* true: no seed and no sampling round, every range and block scored (measuring what pruning saves) */
+    bool exhaustive;
     /* Pruned-prefix posting cache, when the partition does not fit the budget: block visits replayed
      * from this training query log (NULL: document frequency stands in) decide which lists' leading
      * blocks stay resident, by visits per byte, each list admitted up to prefix_cap of its blocks
@@ -79,7 +81,7 @@ typedef enum {
     ISN_GPU_ANSWERED_DEVICE = 1,
     ISN_GPU_ANSWERED_CPU = 2, /* fallback: see isn_gpu_request.fallback_reason */
     /* ISN_GPU_ANSWERED_DEVICE also covers a query answered on resident prefixes and completed on the
-     * CPU (isn_gpu_batch_stats.prefix_queries counts them) */
+     * CPU (isn_gpu_batch_stats.prefix_queries counts them), and an empty query (no hits, no search) */
 } isn_gpu_answered_by;
 
 typedef struct {
@@ -88,12 +90,35 @@ typedef struct {
     isn_mode mode;
     uint32_t k;        /* 1..ISN_MAX_K; above options.max_k the CPU answers */
     uint64_t num_docs; /* collection size for IDF; 0 = the index's */
+    /* A lower bound of the k-th best score under the index's own statistics (e.g. isn_threshold_probe,
+     * which the scheduler's cost model computes anyway; 0 = none). OR mode only, ignored when num_docs
+     * or a term's df is not the index's. The device skips what cannot reach it from the start. */
+    double threshold;
     isn_hit *hits;     /* k entries, caller's */
     /* out */
     uint32_t num_hits;
     isn_gpu_answered_by answered_by;
     const char *fallback_reason; /* static text, NULL when the device answered */
 } isn_gpu_request;
+
+/* Why a request was answered on the CPU (every one is counted: isn_gpu_health.fallbacks). An empty
+ * query (no terms, or a conjunction with an unknown term) is answered with no hits and searched nowhere;
+ * ISN_GPU_FALLBACK_EMPTY_QUERY marks them inside the backend and stays at 0 (not exported). */
+typedef enum {
+    ISN_GPU_FALLBACK_UNHEALTHY = 0,
+    ISN_GPU_FALLBACK_EMPTY_QUERY,
+    ISN_GPU_FALLBACK_K_ABOVE_MAX,
+    ISN_GPU_FALLBACK_TOO_MANY_TERMS,
+    ISN_GPU_FALLBACK_NOT_RESIDENT,
+    ISN_GPU_FALLBACK_NONPOSITIVE_WEIGHT,
+    ISN_GPU_FALLBACK_TERM_BUDGET,
+    ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW,
+    ISN_GPU_FALLBACK_DEVICE_ERROR,
+    ISN_GPU_FALLBACK_REASONS
+} isn_gpu_fallback_reason;
+
+/* The reason's metric label ("candidate_overflow", ...). */
+const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason);
 
 typedef struct {
     uint32_t queries;
@@ -105,6 +130,11 @@ typedef struct {
     uint64_t ranges_pruned;   /* skipped there without decoding: no postings, or an AND term absent */
     uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
     uint64_t postings_scored; /* every pass, AND probing included */
+    uint64_t postings_in_lists; /* of the device-answered queries' resident lists: what scoring every
+                                   posting would read */
+    uint64_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
+    uint32_t overflow_retries; /* collection rounds repeated on the device after a candidate overflow */
+    uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
     uint64_t candidates;      /* entering the final sort */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
@@ -148,11 +178,12 @@ typedef struct {
     uint64_t queries_prefix;       /* answered on resident prefixes and completed on the CPU */
     uint64_t device_errors;
     uint64_t bytes_transferred;
+    uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
 } isn_gpu_health;
 
 void isn_gpu_health_get(const isn_gpu_backend *backend, isn_gpu_health *health);
 /* The health as Prometheus text lines (isn_gpu_ready, isn_gpu_healthy, isn_gpu_bytes_resident,
- * isn_gpu_queries_*_total, ...), each with the given label set inside the braces (e.g. "device=\"0\"",
+ * isn_gpu_queries_*_total, isn_gpu_cpu_fallbacks_total{reason}, ...), each with the given label set inside the braces (e.g. "device=\"0\"",
  * or NULL). Returns the length it needed (as snprintf: output truncated when >= len). Thread-safety:
  * call with the same lock that guards the backend's batches. */
 size_t isn_gpu_health_format_metrics(const isn_gpu_health *health, const char *labels, char *buf, size_t len);

@@ -4,6 +4,7 @@
 #ifndef ISN_GPU_POSTING_DECODE_H
 #define ISN_GPU_POSTING_DECODE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -127,6 +128,34 @@ GPU_HD uint32_t gpu_float_key(float score) {
     uint32_t bits;
     memcpy(&bits, &score, sizeof bits);
     return bits; /* scores are positive: their bits order as the scores */
+}
+
+/* True when a sum of contributions bounded by `bound` (a double sum of float bounds, any order) cannot
+ * reach the score whose float key is theta_key: the final score is (float) of a double sum of at most
+ * GPU_MAX_OR_TERMS floats, off by far less than the 1e-12 margin, and float rounding is monotone. */
+GPU_HD bool gpu_bound_below(double bound, uint32_t theta_key) {
+    if (theta_key == 0) return false;
+    return gpu_float_key((float)(bound * (1.0 + 1e-12))) < theta_key;
+}
+
+/* The bound grid of a range [lo, hi): cells of GPU_SUB_DOCS documents, each holding the sum over the
+ * query's lists of the largest block maximum among the list's blocks meeting the cell. Blocks tile the
+ * doc ids ([previous last doc + 1, last doc]) and span at least as many documents as postings, so a
+ * cell meets at most two blocks of a list, and the larger bound of the two (the earlier on a tie) is
+ * the one added there. This gives the cells [*c0, *c1] block b (of the blocks [first, end) meeting
+ * the range) covers, and whether its bound goes into its first and its last cell. */
+GPU_HD void gpu_block_cells(const isn_block_meta *blocks, uint32_t b, uint32_t first, uint32_t end, uint32_t lo,
+                            uint32_t hi, float weight, uint32_t *c0, uint32_t *c1, bool *adds_first, bool *adds_last) {
+    const uint32_t start = b ? blocks[b - 1].last_doc + 1 : 0, last = blocks[b].last_doc;
+    const uint32_t from = start > lo ? start : lo, to = last < hi - 1 ? last : hi - 1;
+    const float bound = weight * blocks[b].max_tf_part;
+    *c0 = (from - lo) / GPU_SUB_DOCS;
+    *c1 = (to - lo) / GPU_SUB_DOCS;
+    /* the previous block meets the first cell when this block starts inside it, past the range start */
+    const bool previous = b > first && start > lo && (start - lo) % GPU_SUB_DOCS != 0;
+    *adds_first = !(previous && weight * blocks[b - 1].max_tf_part >= bound);
+    const bool next = b + 1 < end && last + 1 < hi && (last + 1 - lo) % GPU_SUB_DOCS != 0;
+    *adds_last = !(next && weight * blocks[b + 1].max_tf_part > bound);
 }
 
 /* Candidates sort ascending as (score descending, doc ascending). */

@@ -87,6 +87,8 @@ typedef struct {
 
 /* Terms per query: 1..6, or long_terms..long_terms+31 when long_terms (the dense path's chunks). */
 static uint32_t long_terms;
+/* Requests carry the CPU's threshold probe (isnd's cost model computes it for every query). */
+static bool seeded = true;
 
 static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
     bt->n = n;
@@ -134,6 +136,9 @@ static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
                                     sizeof err),
                          0);
         bt->requests[q] = (isn_gpu_request){.query = query, .mode = mode, .k = k, .hits = bt->hits + (size_t)q * k};
+        /* the cost model's probe seeds the device's pruning, as isnd passes it (0 where it has none) */
+        uint32_t probed = 0;
+        if (mode == ISN_MODE_OR && seeded) bt->requests[q].threshold = isn_threshold_probe(ix, query, k, NULL, 0, NULL, &probed);
     }
 }
 
@@ -315,18 +320,139 @@ static void test_fault(void **state) {
     batch_fill(&bt, 16, 100, ISN_MODE_AND);
     assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
     assert_int_equal(batch_check(&bt, 100), 0);
+    isn_gpu_health_get(b, &h);
+    isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
+    assert_non_null(strstr(metrics, "isn_gpu_cpu_fallbacks_total{reason=\"device_error\"} 32\n"));
+    assert_non_null(strstr(metrics, "isn_gpu_cpu_fallbacks_total{reason=\"unhealthy\"} 16\n"));
     isn_gpu_close(b);
 }
 
-/* A candidate buffer too small for k: the overflowing queries are answered on the CPU. */
+/* A candidate buffer no larger than k: a collection that overflows it cannot be tightened on the
+ * device, so those queries are answered on the CPU, exactly, and counted by reason. */
 static void test_candidate_overflow_emulated(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 10000);
     static batch bt;
-    char err[256];
+    char err[256], metrics[4096];
     batch_fill(&bt, 8, 10000, ISN_MODE_OR);
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, NULL, err, sizeof err), 0);
+    isn_gpu_batch_stats st;
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
     batch_check(&bt, 10000);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], st.cpu_queries);
+    assert_int_equal(h.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], st.cpu_queries);
+    char want[128];
+    snprintf(want, sizeof want, "isn_gpu_cpu_fallbacks_total{device=\"0\",reason=\"candidate_overflow\"} %u\n",
+             st.cpu_queries);
+    assert_true(isn_gpu_health_format_metrics(&h, "device=\"0\"", metrics, sizeof metrics) < sizeof metrics);
+    assert_non_null(strstr(metrics, want));
+    isn_gpu_close(b);
+}
+
+static isn_gpu_backend *open_small(bool emulate, uint32_t max_k, uint32_t max_candidates) {
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = emulate;
+    o.max_batch = 256;
+    o.max_k = max_k;
+    o.max_candidates = max_candidates;
+    char err[256];
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    return b;
+}
+
+/* Common single terms at k = 1000 with room for 2k candidates: thousands of documents tie on the same
+ * (tf, length) score, more than the buffer holds at the k-th report's score; the threshold is a
+ * document key (score, then doc id) and an overflow is collected again with a tighter key on the
+ * device, so none of them falls back to the CPU. */
+static void test_ties_without_fallback(void **state) {
+    bool emulate = device_under_test(state);
+    isn_gpu_backend *b = open_small(emulate, 1000, 2000);
+    static batch bt;
+    char err[256];
+    batch_fill(&bt, 16, 1000, ISN_MODE_OR);
+    for (uint32_t q = 0; q < bt.n; q++) { /* one of the 16 most common words, alone */
+        char word[16];
+        snprintf(word, sizeof word, "w%u", q);
+        uint32_t id;
+        assert_true(isn_index_find_term(ix, word, strlen(word), &id));
+        isn_term_stats ts;
+        isn_index_term_stats(ix, id, &ts);
+        bt.terms[q][0] = (isn_query_term){.term_id = id, .count = 1, .df = ts.df};
+        bt.queries[q].num_terms = 1;
+        bt.queries[q].num_unknown = 0;
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.k = 1000;
+        assert_int_equal(isn_search(searcher, &bt.queries[q], &so, bt.expected + (size_t)q * 1000, &bt.expected_n[q],
+                                    NULL, err, sizeof err),
+                         0);
+        bt.requests[q].threshold = 0;
+    }
+    isn_gpu_batch_stats st;
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+    for (uint32_t q = 0; q < bt.n; q++)
+        if (bt.requests[q].fallback_reason) printf("query %u (df %u): %s\n", q, bt.terms[q][0].df, bt.requests[q].fallback_reason);
+    assert_int_equal(batch_check(&bt, 1000), bt.n);
+    printf("%s ties k=1000: %u/%u on the device, %u collection retries, %llu candidates\n",
+           emulate ? "emulated" : "GPU", st.device_queries, bt.n, st.overflow_retries,
+           (unsigned long long)st.candidates);
+    assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], 0);
+    assert_true(st.overflow_retries > 0); /* the case this test is about did arise */
+    /* conjunctions of two common words match more documents than a segment holds: probed again */
+    for (uint32_t q = 0; q < bt.n; q++) {
+        char word[16];
+        snprintf(word, sizeof word, "w%u", q + 1);
+        uint32_t id;
+        assert_true(isn_index_find_term(ix, word, strlen(word), &id));
+        isn_term_stats ts;
+        isn_index_term_stats(ix, id, &ts);
+        bt.terms[q][1] = (isn_query_term){.term_id = id, .count = 1, .df = ts.df};
+        bt.queries[q].num_terms = 2;
+        bt.requests[q].mode = ISN_MODE_AND;
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.k = 1000;
+        so.mode = ISN_MODE_AND;
+        assert_int_equal(isn_search(searcher, &bt.queries[q], &so, bt.expected + (size_t)q * 1000, &bt.expected_n[q],
+                                    NULL, err, sizeof err),
+                         0);
+    }
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+    assert_int_equal(batch_check(&bt, 1000), bt.n);
+    printf("%s AND of two common words k=1000: %u/%u on the device, %u probing retries\n",
+           emulate ? "emulated" : "GPU", st.device_queries, bt.n, st.overflow_retries);
+    assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], 0);
+    assert_true(st.overflow_retries > 0);
+    isn_gpu_close(b);
+}
+
+/* Seeded with the CPU's probe, short disjunctive queries at k = 10 leave most postings unscored (whole
+ * ranges, essential blocks by their maxima, non-essential blocks by the cells they could lift), with
+ * the CPU's answers; unseeded, the sampling round's threshold prunes the other ranges. */
+static void test_pruning(void **state) {
+    bool emulate = device_under_test(state);
+    isn_gpu_backend *b = open_backend(emulate, 0, 0);
+    static batch bt;
+    char err[256];
+    for (int round = 0; round < 2; round++) {
+        seeded = round == 0;
+        uint32_t k = seeded ? 10 : 1;
+        batch_fill(&bt, 64, k, ISN_MODE_OR);
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+        assert_int_equal(batch_check(&bt, k), bt.n);
+        printf("%s %s OR k=%u: %llu of %llu postings scored, %llu blocks skipped, %llu of %llu ranges pruned\n",
+               emulate ? "emulated" : "GPU", seeded ? "seeded" : "unseeded", k, (unsigned long long)st.postings_scored,
+               (unsigned long long)st.postings_in_lists, (unsigned long long)st.blocks_skipped,
+               (unsigned long long)st.ranges_pruned, (unsigned long long)(st.ranges_pruned + st.ranges_scored));
+        assert_true(st.blocks_skipped > 0);
+        assert_true(st.postings_scored < st.postings_in_lists);
+        if (!seeded) assert_true(st.ranges_pruned > 0);
+    }
+    seeded = true;
     isn_gpu_close(b);
 }
 
@@ -410,6 +536,8 @@ int main(void) {
         ON_GPU(test_partial_residency),      ON_GPU(test_fault),
         ON_EMULATED(test_and_by_ranges),     ON_GPU(test_and_by_ranges),
         ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),
+        ON_EMULATED(test_pruning),           ON_GPU(test_pruning),
+        ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
