@@ -4,11 +4,12 @@
  * then whole passes over the log for at least --cpu-seconds). JSON lines on stdout.
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
- *             [--inflight N] [--no-seed] [--exhaustive] [--cpu-seconds S]
+ *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64), as isnd's cost
  * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
  * --inflight N keeps N batches on N streams at once (default 2), as isnd's dispatcher does; --exhaustive
- * scores every range and block (no seed, no sampling round), to measure what pruning saves;
+ * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
+ * the backend pick per batch, isn_gpu_options.pruning);
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit);
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
  * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
@@ -127,7 +128,8 @@ int main(int argc, char **argv) {
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
     double budget_mb = 0, cpu_seconds = 2.0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
-    bool seed = true, exhaustive = false;
+    bool seed = true;
+    int pruning = ISN_GPU_PRUNE_AUTO;
     static const struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"ks", 1, 0, 'k'},
                                          {"batches", 1, 0, 'b'}, {"threads", 1, 0, 't'}, {"max-queries", 1, 0, 'm'},
                                          {"emulate", 0, 0, 'e'}, {"label", 1, 0, 'l'},   {"modes", 1, 0, 'M'},
@@ -135,6 +137,7 @@ int main(int argc, char **argv) {
                                          {"double-acc", 0, 0, 'D'},     {"budget-mb", 1, 0, 'B'},
                                          {"inflight", 1, 0, 'F'},       {"no-seed", 0, 0, 'S'},
                                          {"cpu-seconds", 1, 0, 'C'},    {"exhaustive", 0, 0, 'X'},
+                                         {"pruned", 0, 0, 'P'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -152,7 +155,8 @@ int main(int argc, char **argv) {
         case 'N': want_cpu_rate = false; break;
         case 'F': inflight = (uint32_t)atoi(optarg); break;
         case 'S': seed = false; break;
-        case 'X': exhaustive = true; break;
+        case 'X': pruning = ISN_GPU_PRUNE_NEVER; break;
+        case 'P': pruning = ISN_GPU_PRUNE_ALWAYS; break;
         case 'C': cpu_seconds = strtod(optarg, NULL); break;
         case 'l': label = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
@@ -180,7 +184,7 @@ int main(int argc, char **argv) {
     go.and_by_ranges = and_by_ranges;
     go.double_accumulators = double_acc;
     go.streams = inflight;
-    go.exhaustive = exhaustive;
+    go.pruning = pruning;
     if (budget_mb > 0) { /* a pruned-prefix cache, trained on the log itself */
         go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
         go.training_queries = log.queries;
@@ -234,7 +238,7 @@ int main(int argc, char **argv) {
                 uint32_t n = bs < 64 ? (log.n < 64 * bs ? log.n : 64 * bs) : log.n;
                 isn_gpu_batch_stats sum;
                 memset(&sum, 0, sizeof sum);
-                uint32_t mismatches = 0, on_device = 0, nbatches = 0;
+                uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0;
                 double max_batch_ms = 0;
                 for (uint32_t q = 0; q < n; q++)
                     req[q] = (isn_gpu_request){.query = &log.queries[q], .mode = mode, .k = k,
@@ -279,6 +283,7 @@ int main(int argc, char **argv) {
                     sum.prefix_cpu_postings += st.prefix_cpu_postings;
                     for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
                     if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
+                    pruned_batches += st.pruned;
                 }
                 double wall = isn_now_seconds() - t0;
                 for (uint32_t q = 0; q < n; q++) {
@@ -306,7 +311,7 @@ int main(int argc, char **argv) {
                        "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
                        "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
-                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f}\n",
+                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u}\n",
                        label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
                        on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
@@ -319,7 +324,7 @@ int main(int argc, char **argv) {
                            : 0.0,
                        (double)sum.candidates / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
                        sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
-                       probe_s / log.n * 1e6);
+                       probe_s / log.n * 1e6, nbatches, pruned_batches);
                 fflush(stdout);
             }
         }

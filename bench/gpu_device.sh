@@ -42,7 +42,8 @@ for f in sys.argv[1:]:
                   f'list={r["list_postings_per_s"]/1e9:.1f}G/s scored={r["scored_postings_per_s"]/1e9:.1f}G/s '
                   f'kern={r["decode_score_postings_per_s"]/1e9:.1f}G/s frac={r["postings_scored"]/max(1,r["postings_in_lists"]):.3f} '
                   f'pruned={r["ranges_pruned_fraction"]:.2f} retries={r["overflow_retries"]} fallbacks={fb} '
-                  f'prefix={r.get("prefix_completed", 0)} seed_us={r["probe_us_per_query"]:.1f}')
+                  f'prefix={r.get("prefix_completed", 0)} seed_us={r["probe_us_per_query"]:.1f} '
+                  f'pruned_batches={r["pruned_batches"]}/{r["batches"]}')
         elif r.get("bench") == "cpu":
             print(f'{r["label"]:9s} {r["mode"]:3s} k={r["k"]:<5d} CPU {r["threads"]} threads qps={r["qps"]:.1f} ({r["passes"]} passes)')
         elif r.get("bench") == "gpu_open":
@@ -70,7 +71,12 @@ synth)
   fi
   run_bench synth20m ${SYNTH_LIMIT:-400} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks ${KS:-10,1000} \
     --batches ${BATCHES:-16,256,4096} --max-queries 4096 --modes ${MODES:-or,and} ${EXTRA:-}
-  summary "$O"/synth20m.json
+  # pruning forced on and off, same log, for the comparison AUTO makes
+  for mode in pruned exhaustive; do
+    run_bench synth20m-$mode 200 --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 --batches 16,256 \
+      --max-queries 1024 --modes or --no-cpu-rate --$mode
+  done
+  summary "$O"/synth20m.json "$O"/synth20m-pruned.json "$O"/synth20m-exhaustive.json
   ;;
 prefix)
   run_bench synth20m-prefix 300 --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 --batches 16,256 \

@@ -28,6 +28,7 @@ typedef struct {
     gpu_batch batch;
     double submitted_at;
     uint64_t bytes_staged;
+    bool pruned; /* this batch prunes (choose_pruning) */
 } stream_slot;
 
 struct isn_gpu_backend {
@@ -408,6 +409,8 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     fresh.batches = fresh.queries_device = fresh.queries_cpu = fresh.queries_not_resident = 0;
     fresh.queries_prefix = fresh.bytes_transferred = 0;
     memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
+    fresh.ms_per_mposting_pruned = fresh.ms_per_mposting_exhaustive = 0.0;
+    fresh.batches_pruned = fresh.batches_exhaustive = 0;
     fresh.warmup_ms = now_ms() - t0;
     fresh.ready = true;
     b->health = fresh;
@@ -471,6 +474,31 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
     return 0;
 }
 
+/* Whether the next batch prunes. AUTO: each mode until it has a few batches, then the one with the lower
+ * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic
+ * is noticed. */
+#define PRUNE_WARMUP_BATCHES 3
+static bool choose_pruning(const isn_gpu_backend *b) {
+    if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
+    if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
+    const isn_gpu_health *h = &b->health;
+    if (h->batches_pruned < PRUNE_WARMUP_BATCHES) return true;
+    if (h->batches_exhaustive < PRUNE_WARMUP_BATCHES) return false;
+    bool better = h->ms_per_mposting_pruned <= h->ms_per_mposting_exhaustive;
+    return h->batches % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+}
+
+/* Folds a batch's time per million list postings into its mode's average. */
+static void learn_pruning(isn_gpu_backend *b, bool pruned, double ms, uint64_t postings) {
+    if (postings == 0) return;
+    double sample = ms / ((double)postings / 1e6), *avg;
+    uint64_t *count;
+    if (pruned) avg = &b->health.ms_per_mposting_pruned, count = &b->health.batches_pruned;
+    else avg = &b->health.ms_per_mposting_exhaustive, count = &b->health.batches_exhaustive;
+    *avg = *count == 0 ? sample : 0.8 * *avg + 0.2 * sample;
+    (*count)++;
+}
+
 int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
     if (b == NULL || (requests == NULL && n > 0)) {
         snprintf(err, err_len, "isn_gpu_submit: backend and requests must not be NULL");
@@ -498,6 +526,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     s->requests = requests;
     s->num_requests = n;
     s->submitted_at = now_ms();
+    s->pruned = choose_pruning(b);
     uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
@@ -585,12 +614,12 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             nterms += r->query->num_terms;
             q->seed_key = 0;
             if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES &&
-                !b->options.exhaustive) {
+                s->pruned) {
                 /* a hair below the probe's score, whatever order the probe summed in */
                 float seed = (float)(r->threshold * (1.0 - 1e-6));
                 memcpy(&q->seed_key, &seed, sizeof seed);
             }
-            q->sample_stride = b->options.exhaustive ? 1 : gpu_sample_stride(r->k, q->range_top, index_docs);
+            q->sample_stride = s->pruned ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators
                                  ? 0
@@ -720,6 +749,8 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     }
     st.queries = s->num_requests;
     st.ms_total = now_ms() - s->submitted_at;
+    st.pruned = s->pruned;
+    if (device_ok && st.cpu_queries == 0 && st.prefix_queries == 0) learn_pruning(b, s->pruned, st.ms_total, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;
@@ -773,7 +804,16 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
         if (m < 0) return 0;
         used += (size_t)m;
     }
-    return used;
+    const char *sep = *l ? "," : "";
+    int m = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0,
+                     "isn_gpu_prune_batches_total{%s%smode=\"pruned\"} %llu\n"
+                     "isn_gpu_prune_batches_total{%s%smode=\"exhaustive\"} %llu\n"
+                     "isn_gpu_prune_ms_per_mposting{%s%smode=\"pruned\"} %.6f\n"
+                     "isn_gpu_prune_ms_per_mposting{%s%smode=\"exhaustive\"} %.6f\n",
+                     l, sep, (unsigned long long)h->batches_pruned, l, sep, (unsigned long long)h->batches_exhaustive, l,
+                     sep, h->ms_per_mposting_pruned, l, sep, h->ms_per_mposting_exhaustive);
+    if (m < 0) return 0;
+    return used + (size_t)m;
 }
 
 void isn_gpu_inject_fault(isn_gpu_backend *b) { b->fault_armed = true; }

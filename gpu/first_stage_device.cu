@@ -39,7 +39,10 @@ extern "C" {
 
 namespace {
 
-constexpr int kThreads = 512;
+#ifndef ISN_GPU_RANGE_THREADS
+#define ISN_GPU_RANGE_THREADS 256
+#endif
+constexpr int kThreads = ISN_GPU_RANGE_THREADS;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSlotsPerLane = GPU_RANGE_DOCS / kThreads;
 // accumulator, then a region that holds the AND match counts while scoring and the per-warp report

@@ -41,6 +41,9 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
  * answer exactly (a term not resident, too many terms, candidate overflow, a device error, an
  * unhealthy device) is answered by the CPU inside isn_gpu_complete, so every request gets its answer. */
 
+enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
+#define ISN_GPU_PRUNE_EXPLORE 32
+
 typedef struct {
     int device;                /* ordinal to use; ignored by the emulated device */
     bool emulate;              /* run the device algorithm on the host instead (tests and CI, no GPU) */
@@ -55,8 +58,10 @@ typedef struct {
     /* Range accumulators sum in 64-bit fixed point when that is provably exact for the query (device.h,
      * gpu_fixed_shift), else in double; true forces double (measuring). */
     bool double_accumulators;
-    /* true: no seed and no sampling round, every range and block scored (measuring what pruning saves) */
-    bool exhaustive;
+    /* Pruning (seeded threshold, sampling round, bound grid; device.h): AUTO measures the batch time per
+     * list posting of pruned and of exhaustive batches and keeps using the cheaper, trying the other
+     * every ISN_GPU_PRUNE_EXPLORE batches (answers are the same either way); ALWAYS and NEVER fix it. */
+    int pruning; /* ISN_GPU_PRUNE_* */
     /* Pruned-prefix posting cache, when the partition does not fit the budget: block visits replayed
      * from this training query log (NULL: document frequency stands in) decide which lists' leading
      * blocks stay resident, by visits per byte, each list admitted up to prefix_cap of its blocks
@@ -134,6 +139,7 @@ typedef struct {
                                    posting would read */
     uint64_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t overflow_retries; /* collection rounds repeated on the device after a candidate overflow */
+    bool pruned;              /* this batch ran with pruning (isn_gpu_options.pruning) */
     uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
     uint64_t candidates;      /* entering the final sort */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
@@ -179,6 +185,10 @@ typedef struct {
     uint64_t device_errors;
     uint64_t bytes_transferred;
     uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
+    /* What AUTO pruning learned: batch milliseconds per million list postings, pruned and exhaustive
+     * (0 before the first such batch), and the batches of each. */
+    double ms_per_mposting_pruned, ms_per_mposting_exhaustive;
+    uint64_t batches_pruned, batches_exhaustive;
 } isn_gpu_health;
 
 void isn_gpu_health_get(const isn_gpu_backend *backend, isn_gpu_health *health);

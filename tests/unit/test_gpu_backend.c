@@ -162,10 +162,12 @@ static uint32_t batch_check(const batch *bt, uint32_t k) {
 }
 
 static bool and_by_ranges;
+static int prune_mode = ISN_GPU_PRUNE_AUTO;
 
 static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
+    o.pruning = prune_mode;
     o.and_by_ranges = and_by_ranges;
     o.emulate = emulate;
     o.memory_budget = budget;
@@ -434,7 +436,9 @@ static void test_ties_without_fallback(void **state) {
  * the CPU's answers; unseeded, the sampling round's threshold prunes the other ranges. */
 static void test_pruning(void **state) {
     bool emulate = device_under_test(state);
+    prune_mode = ISN_GPU_PRUNE_ALWAYS;
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
+    prune_mode = ISN_GPU_PRUNE_AUTO;
     static batch bt;
     char err[256];
     for (int round = 0; round < 2; round++) {
@@ -448,11 +452,47 @@ static void test_pruning(void **state) {
                emulate ? "emulated" : "GPU", seeded ? "seeded" : "unseeded", k, (unsigned long long)st.postings_scored,
                (unsigned long long)st.postings_in_lists, (unsigned long long)st.blocks_skipped,
                (unsigned long long)st.ranges_pruned, (unsigned long long)(st.ranges_pruned + st.ranges_scored));
+        assert_true(st.pruned);
         assert_true(st.blocks_skipped > 0);
         assert_true(st.postings_scored < st.postings_in_lists);
         if (!seeded) assert_true(st.ranges_pruned > 0);
     }
     seeded = true;
+    isn_gpu_close(b);
+}
+
+/* AUTO pruning tries both modes, then runs the one it measured cheaper (and the other now and then);
+ * NEVER skips nothing. The answers are the CPU's in every mode. */
+static void test_pruning_modes_emulated(void **state) {
+    (void)state;
+    static batch bt;
+    char err[256], metrics[4096];
+    isn_gpu_backend *b = open_backend(true, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        batch_fill(&bt, 8, 10, ISN_MODE_OR);
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+        assert_int_equal(batch_check(&bt, 10), bt.n);
+        if (i < 3) assert_true(st.pruned);
+        else if (i < 6) assert_false(st.pruned);
+    }
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_int_equal(h.batches_pruned + h.batches_exhaustive, 8);
+    assert_true(h.batches_pruned >= 3 && h.batches_exhaustive >= 3);
+    assert_true(h.ms_per_mposting_pruned > 0 && h.ms_per_mposting_exhaustive > 0);
+    isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
+    assert_non_null(strstr(metrics, "isn_gpu_prune_batches_total{mode=\"pruned\"}"));
+    isn_gpu_close(b);
+    prune_mode = ISN_GPU_PRUNE_NEVER;
+    b = open_backend(true, 0, 0);
+    prune_mode = ISN_GPU_PRUNE_AUTO;
+    batch_fill(&bt, 16, 10, ISN_MODE_OR);
+    isn_gpu_batch_stats st;
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+    assert_int_equal(batch_check(&bt, 10), bt.n);
+    assert_false(st.pruned);
+    assert_int_equal(st.blocks_skipped, 0);
     isn_gpu_close(b);
 }
 
@@ -539,6 +579,7 @@ int main(void) {
         ON_EMULATED(test_pruning),           ON_GPU(test_pruning),
         ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
+        cmocka_unit_test(test_pruning_modes_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
