@@ -15,7 +15,7 @@ STAGE=${1:-small}
 B=${BUILD:-build-gpu}
 D=${DEVDATA:-.devdata}
 O=${OUT:-$B/results}
-SYNTH=${SYNTH:-$D/synth20m}
+SYNTH=${SYNTH:-/tmp/isn-synth20m}
 SYNTH_DOCS=${SYNTH_DOCS:-20000000}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -50,6 +50,12 @@ for f in sys.argv[1:]:
             print(json.dumps(r))
 PY
 }
+ensure_synth() { # built once per machine (about 20 s)
+  [ -f "$SYNTH/queries.tsv" ] && return
+  /usr/bin/time -v "$B/bin/isn-index" synth --docs "$SYNTH_DOCS" --seed 1 --fit "$D/idx-deb" \
+    --fit-queries "$D/debpkg.queries.tsv" --queries 8192 --out "$SYNTH" 2>"$O/synth.time" | tee "$O/synth.json"
+  grep -E "Elapsed|Maximum resident" "$O/synth.time"
+}
 case "$STAGE" in
 tests)
   timeout 60 "$B/tests/test_gpu" 2>&1 | grep -E "GPU|PASSED|FAILED|SKIP" | head -5
@@ -64,11 +70,7 @@ small)
   summary "$O"/cran.json "$O"/debpkg.json "$O"/short.json
   ;;
 synth)
-  if [ ! -f "$SYNTH/queries.tsv" ]; then
-    /usr/bin/time -v "$B/bin/isn-index" synth --docs "$SYNTH_DOCS" --seed 1 --fit "$D/idx-deb" \
-      --fit-queries "$D/debpkg.queries.tsv" --queries 8192 --out "$SYNTH" 2>"$O/synth.time" | tee "$O/synth.json"
-    grep -E "Elapsed|Maximum resident" "$O/synth.time"
-  fi
+  ensure_synth
   run_bench synth20m ${SYNTH_LIMIT:-400} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks ${KS:-10,1000} \
     --batches ${BATCHES:-16,256,4096} --max-queries 4096 --modes ${MODES:-or,and} ${EXTRA:-}
   # pruning forced on and off, same log, for the comparison AUTO makes
@@ -79,6 +81,7 @@ synth)
   summary "$O"/synth20m.json "$O"/synth20m-pruned.json "$O"/synth20m-exhaustive.json
   ;;
 prefix)
+  ensure_synth
   run_bench synth20m-prefix 300 --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 --batches 16,256 \
     --max-queries 2048 --modes or --budget-mb ${PREFIX_MB:-800} ${EXTRA:-}
   summary "$O"/synth20m-prefix.json
