@@ -61,6 +61,7 @@ typedef struct {
     int64_t first_sent_ns;
     bool hedged;
     int last_status;
+    char last_message[200]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
     isn_grpc_call *info; /* global statistics phase */
 } agg_part;

@@ -1,6 +1,7 @@
 /* Fan-out: one attempt per partition, a hedge to another replica when a partition is slower than
  * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails, and the answer
  * with what there is a little before the caller's deadline. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "agg/agg_internal.h"
@@ -67,7 +68,9 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
         isn_grpc_search_request rq = {
             .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
             .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
-            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = in->request_id, .debug = false};
+            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = in->request_id, .debug = in->debug,
+            /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
+            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1};
         bool copied;
         set_global_stats(a, q, &rq, &copied);
         char err[256];
@@ -113,11 +116,22 @@ static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
     part->attempts[i] = part->attempts[--part->num_attempts];
 }
 
-/* Every partition would refuse an invalid request alike: the caller's error, answered at once. */
-static void fail_invalid(agg *a, agg_query *q, const char *message) {
+/* Statuses that say the request itself is wrong (a bad field, an unknown ranker, a method or
+ * feature the partition lacks): every replica would answer alike, so no retry helps. */
+static bool caller_error(int status) {
+    return status == GRPC_STATUS_INVALID_ARGUMENT || status == GRPC_STATUS_NOT_FOUND ||
+           status == GRPC_STATUS_FAILED_PRECONDITION || status == GRPC_STATUS_OUT_OF_RANGE ||
+           status == GRPC_STATUS_UNIMPLEMENTED || status == GRPC_STATUS_PERMISSION_DENIED ||
+           status == GRPC_STATUS_UNAUTHENTICATED;
+}
+
+/* The caller's error, answered at once with the partition's status and its words. */
+static void fail_caller_error(agg *a, agg_query *q, uint32_t pi, int status, const char *message) {
     for (uint32_t i = 0; i < a->num_partitions; i++)
         if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    agg_query_fail(a, q, GRPC_STATUS_INVALID_ARGUMENT, message);
+    char why[320];
+    snprintf(why, sizeof why, "partition %u: %s", pi, message);
+    agg_query_fail(a, q, status, why);
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -152,8 +166,9 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             return;
         }
         part->last_status = status;
-        if (status == GRPC_STATUS_INVALID_ARGUMENT) {
-            fail_invalid(a, q, bad ? err : reply.message);
+        snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
+        if (caller_error(status)) {
+            fail_caller_error(a, q, pi, status, part->last_message);
             if (!bad) isn_grpc_search_reply_free(&reply);
             return;
         }
