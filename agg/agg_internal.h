@@ -23,7 +23,7 @@ typedef struct {
     bool up;
     uint32_t consecutive_failures;
     int64_t probe_at_ns;
-    isn_grpc_call *probe; /* health check in flight while out */
+    isn_grpc_call *probe; /* health check in flight: brings a replica that is out back, takes one that is in out */
     bool unsent;          /* calls started since the last flush: one send per loop turn, not per call */
     double ewma_us;
     uint32_t inflight;
@@ -84,10 +84,12 @@ struct agg_query {
     int64_t start_ns, deadline_ns, finish_at_ns;
     uint32_t k;
     bool searching; /* false while global statistics are being collected */
+    bool parked;    /* arrived while a reload waits for the queries in progress: not started yet */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
-    agg_part parts[];
+    agg_part *parts;       /* one per partition of the configuration the query started on */
+    uint32_t num_parts;
 };
 
 /* ------------------------------------------------------------------ global statistics cache */
@@ -135,10 +137,15 @@ struct agg {
     uint32_t num_queries;
     agg_stats_cache stats_cache;
     agg_metrics metrics;
+    agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
+    bool was_ready;      /* readiness as last logged */
 };
 
 /* replicas.c */
 void agg_partitions_init(agg *a);
+/* After a reload (no query in progress): the partitions and replicas of a->config; a replica kept
+ * (same partition, same address) keeps its connection, health and latency. */
+void agg_partitions_reload(agg *a);
 /* A usable connection to r (a new one is watched by the loop). */
 bool agg_replica_connect(agg *a, agg_replica *r);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
@@ -171,6 +178,12 @@ bool agg_stats_done(agg *a, agg_query *q);
 /* aggregator.c */
 /* Answers every query in progress with `grpc_status` and frees it. */
 void agg_fail_all(agg *a, int grpc_status, const char *message);
+/* A pending reload is applied once no query is in progress but parked ones; they then start. */
+void agg_reload_step(agg *a, int64_t now);
+/* Fan-out (or its global statistics phase) of a query that may start now. */
+void agg_query_begin(agg *a, agg_query *q, int64_t now);
+/* Logs a change of readiness (and tells Health watchers). */
+void agg_readiness_changed(agg *a);
 
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
@@ -213,6 +226,11 @@ void agg_loop_stop(agg *a);
 /* Moves every query on (answers, hedges, retries, deadlines), probes replicas that are out and
  * sends what that queued. */
 void agg_advance(agg *a);
+
+/* health.c */
+/* Readiness changed: Health watchers get the new status. */
+void agg_health_notify(agg *a);
+void agg_health_free(agg *a);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);

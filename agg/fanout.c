@@ -213,6 +213,9 @@ int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
 void agg_query_progress(agg *a, agg_query *q, int64_t now) {
     int64_t work_start = agg_now_ns();
     if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    if (q->call && q->parked && now >= q->finish_at_ns)
+        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
+    if (q->call && q->parked) return;
     if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
     if (q->call && q->searching) {
         bool pending = false;
@@ -232,7 +235,8 @@ void agg_query_progress(agg *a, agg_query *q, int64_t now) {
 }
 
 void agg_query_free(agg *a, agg_query *q) {
-    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+    /* a parked query that failed before a reload gave it new parts has as many as it was made with */
+    for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         agg_part *part = &q->parts[pi];
         while (part->num_attempts) drop_attempt(a, q, pi, 0);
         if (part->info) isn_grpc_call_free(part->info);
@@ -240,6 +244,7 @@ void agg_query_free(agg *a, agg_query *q) {
     }
     agg_term_stats_free(&q->stats);
     free(q->stats_key);
+    free(q->parts);
     if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
     if (q->prev) q->prev->next = q->next;
     else a->queries = q->next;

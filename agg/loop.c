@@ -54,8 +54,10 @@ void agg_advance(agg *a) {
         following = q->next;
         agg_query_progress(a, q, now);
     }
+    agg_reload_step(a, now);
     agg_probe_replicas(a, now);
     close_dead_replicas(a);
+    agg_readiness_changed(a);
     flush_replicas(a);
 }
 

@@ -81,8 +81,10 @@ static void render_metrics(void *app, byte_buffer *body) { agg_render_metrics(ap
 
 static int readiness(void *app, byte_buffer *body) {
     const agg *a = app;
-    buffer_printf(body, "%s", a->draining ? "draining\n" : "ok\n");
-    return a->draining ? 503 : 200;
+    char why[512];
+    bool ready = agg_ready(a, why, sizeof why);
+    buffer_printf(body, "%s: %s\n", ready ? "ready" : "not ready", why);
+    return ready ? 200 : 503;
 }
 
 static const grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readiness};
@@ -130,6 +132,7 @@ const char *agg_stats_address(const agg *a) { return a->stats_address; }
 void agg_drain(agg *a) {
     if (a->draining) return;
     a->draining = true;
+    agg_readiness_changed(a);
     if (!a->server) {
         close_everything(a);
         return;

@@ -10,8 +10,13 @@
 /* A new query in the list, with its deadline: the call's grpc-timeout, else the request's
  * timeout_ms, else the default. NULL when out of memory. */
 static agg_query *query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, int64_t now) {
-    agg_query *q = calloc(1, sizeof *q + a->num_partitions * sizeof(agg_part));
+    agg_query *q = calloc(1, sizeof *q);
     if (!q) return NULL;
+    if (!(q->parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *q->parts))) {
+        free(q);
+        return NULL;
+    }
+    q->num_parts = a->num_partitions;
     q->call = call;
     q->request = request;
     q->k = k;
@@ -66,11 +71,21 @@ static void handle_search(agg *a, grpc_call *call) {
     /* The query keeps the call until it answers; the call's storage points back at the query. */
     *(agg_query **)grpc_call_app(call) = q;
     grpc_call_hold(call);
-    /* The caller's own statistics pass through; otherwise the cache may already know them. */
-    if (a->config.global_stats && !request->global_stats && !agg_stats_lookup(a, q)) agg_stats_start(a, q, now);
-    else agg_search_start(a, q, now);
+    /* While a reload waits for the queries in progress, a new one waits for the new replica sets. */
+    if (a->pending) {
+        q->parked = true;
+        return;
+    }
+    agg_query_begin(a, q, now);
     q->processing_ns += agg_now_ns() - now;
     agg_query_progress(a, q, agg_now_ns()); /* every partition may have failed at once */
+}
+
+void agg_query_begin(agg *a, agg_query *q, int64_t now) {
+    q->parked = false;
+    /* The caller's own statistics pass through; otherwise the cache may already know them. */
+    if (a->config.global_stats && !q->request->global_stats && !agg_stats_lookup(a, q)) agg_stats_start(a, q, now);
+    else agg_search_start(a, q, now);
 }
 
 static void handle_info(agg *a, grpc_call *call) {
@@ -88,7 +103,8 @@ static void handle_info(agg *a, grpc_call *call) {
     grpc_call_reply_message(call, &response.base);
 }
 
-/* SERVING while the aggregator answers; NOT_SERVING once it drains; NOT_FOUND for a service other
+/* SERVING while the aggregator can answer (agg_ready); NOT_SERVING while too few partitions have a
+ * healthy replica, and once it drains; NOT_FOUND for a service other
  * than "" and isn.v1.Search (the health protocol's rule, as isnd answers). */
 static void handle_health(agg *a, grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =
@@ -100,8 +116,8 @@ static void handle_health(agg *a, grpc_call *call) {
     protobuf_c_message_free_unpacked(&request->base, NULL);
     if (!known) return;
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    response.status = a->draining ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
-                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    response.status = agg_ready(a, NULL, 0) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
     grpc_call_reply_message(call, &response.base);
 }
 

@@ -33,6 +33,7 @@ void server_stop(isn_server *server) {
     close_if_open((uv_handle_t *)&server->sigterm);
     close_if_open((uv_handle_t *)&server->sigint);
     close_if_open((uv_handle_t *)&server->sighup);
+    if (server->watchdog.data) close_if_open((uv_handle_t *)&server->watchdog);
 }
 
 static uint32_t open_calls(const isn_server *server) {

@@ -56,6 +56,7 @@ struct isn_server {
     uv_async_t completion_async;
     uv_timer_t drain_timer;
     uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t watchdog; /* systemd's WatchdogSec: pinged from the loop (data NULL when not asked for) */
     uv_work_t load_work;
     bool stop_after_load;
     bool drain_forced;
