@@ -138,6 +138,7 @@ struct agg {
     agg_stats_cache stats_cache;
     agg_metrics metrics;
     agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
+    grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
 };
 
@@ -228,7 +229,9 @@ void agg_loop_stop(agg *a);
 void agg_advance(agg *a);
 
 /* health.c */
-/* Readiness changed: Health watchers get the new status. */
+/* From on_headers of Health/Watch: the call streams the aggregator's readiness. */
+bool agg_health_watch(agg *a, grpc_call *call);
+/* Readiness changed: Health watchers get the new status (draining: NOT_SERVING, and their end). */
 void agg_health_notify(agg *a);
 void agg_health_free(agg *a);
 

@@ -1,6 +1,8 @@
 /* isn-agg's endpoints on grpc/: the gRPC server (Search, Info, health Check) and the stats
  * endpoint (/metrics /stats /healthz /readyz), and the drain on SIGTERM. */
 
+#include <string.h>
+
 #include "agg/agg_internal.h"
 
 #define AGG_MAX_MESSAGE_BYTES (4u << 20)
@@ -16,6 +18,12 @@
 static void on_open(grpc_call *call, void *app) {
     (void)app;
     *(agg_query **)grpc_call_app(call) = NULL;
+}
+
+/* The streams: Health/Watch and server reflection; everything else is unary (on_request). */
+static void on_headers(grpc_call *call, void *app) {
+    if (grpc_reflection_serve(call)) return;
+    if (!strcmp(grpc_call_path(call), "/grpc.health.v1.Health/Watch")) agg_health_watch(app, call);
 }
 
 static void on_request(grpc_call *call, void *app) {
@@ -47,6 +55,7 @@ static void on_drained(grpc_server *server, void *app) {
 
 static const grpc_server_handlers AGG_HANDLERS = {
     .on_open = on_open,
+    .on_headers = on_headers,
     .on_request = on_request,
     .on_abandoned = on_abandoned,
     .on_drained = on_drained,
@@ -133,6 +142,7 @@ void agg_drain(agg *a) {
     if (a->draining) return;
     a->draining = true;
     agg_readiness_changed(a);
+    agg_health_notify(a); /* watchers get NOT_SERVING and their streams end, whatever readiness was */
     if (!a->server) {
         close_everything(a);
         return;

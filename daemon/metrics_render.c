@@ -56,7 +56,8 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
     for (int method = 0; method < RPC_COUNT; method++)
         for (int status = 0; status < GRPC_STATUS_COUNT; status++)
-            if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH))
+            if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH &&
+                                                 method != RPC_REFLECTION))
                 buffer_printf(out, "isn_requests_total{method=\"%s\",code=\"%s\"} %llu\n", rpc_method_label(method),
                               grpc_status_name(status), (unsigned long long)m->requests[method][status]);
 

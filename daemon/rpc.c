@@ -21,6 +21,8 @@ static const struct {
     {"/isn.v1.Search/Info", RPC_INFO},
     {"/grpc.health.v1.Health/Check", RPC_HEALTH_CHECK},
     {"/grpc.health.v1.Health/Watch", RPC_HEALTH_WATCH},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RPC_REFLECTION},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", RPC_REFLECTION},
 };
 
 rpc_method rpc_method_from_path(const char *path, size_t len) {
@@ -85,8 +87,13 @@ static void on_headers(grpc_call *call, void *app) {
         grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", path);
         return;
     }
+    /* streams, answered in every state: the status as it changes, and the services' descriptors */
     if (method == RPC_HEALTH_WATCH) {
-        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "Health/Watch is not supported; poll Health/Check");
+        grpc_health_watch(server->watchers, call);
+        return;
+    }
+    if (method == RPC_REFLECTION) {
+        grpc_reflection_serve(call);
         return;
     }
     if (grpc_call_timeout_malformed(call)) {
@@ -353,6 +360,14 @@ static void handle_info(isn_server *server, grpc_call *call) {
 }
 
 /* ------------------------------------------------------------------ Health */
+
+/* Health/Watch's view of a service: the node's readiness for "" and isn.v1.Search. */
+int rpc_health_status(const char *service, void *app) {
+    const isn_server *server = app;
+    if (*service && strcmp(service, "isn.v1.Search")) return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+    return server_ready(server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+}
 
 static void handle_health_check(isn_server *server, grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =

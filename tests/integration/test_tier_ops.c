@@ -3,6 +3,8 @@
  *    partitions' replicas start on those addresses the health checks bring them in: /readyz 200,
  *    Health SERVING, answers complete;
  *  - a replica that goes away is noticed without any query (health checks): not ready again;
+ *  - server reflection (v1, v1alpha) on isn-agg and isnd, and a Health/Watch stream that sees a
+ *    partition go away and come back, with the stock Python grpcio client;
  *  - SIGHUP under load adds a replica from the configuration file with zero failed queries; the old
  *    replica then stops and every query still answers completely (through the new one);
  *  - SIGHUP with a broken file keeps the aggregator and its configuration. */
@@ -157,6 +159,44 @@ static void test_ready_only_while_it_can_answer(void **state) {
     isn_grpc_close(c);
 }
 
+static const char *python3(void) { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
+
+/* Reads the next status line the Watch client prints (10 s at most: the client has its own timeout). */
+static void expect_line(FILE *f, const char *want) {
+    char line[256];
+    if (!fgets(line, sizeof line, f)) fail_msg("Watch client: no line (wanted %s)", want);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (strcmp(line, want)) fail_msg("Watch client said \"%s\", wanted %s", line, want);
+}
+
+/* Reflection (v1, v1alpha) on both servers, and a grpcio Health/Watch client that sees a partition
+ * go away and come back, with the stock Python gRPC stack. */
+static void test_grpcio_watch_and_reflection(void **state) {
+    (void)state;
+    assert_true(aggregator.pid > 0);
+    char cmd[1024];
+    const char *targets[] = {aggregator.grpc_address, nodes[0].grpc_address};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s tests/integration/grpcio_stream_check.py --server %s --reflection --work-dir %s",
+                 python3(), targets[i], aggregator.work_dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s tests/integration/grpcio_stream_check.py --server %s --watch --expect SERVING,NOT_SERVING,SERVING "
+             "--timeout 30 --work-dir %s",
+             python3(), aggregator.grpc_address, aggregator.work_dir);
+    FILE *watch = popen(cmd, "r");
+    assert_non_null(watch);
+    expect_line(watch, "SERVING");
+    assert_int_equal(harness_stop(&nodes[1]), 0);
+    expect_line(watch, "NOT_SERVING");
+    assert_int_equal(start_node(&nodes[1], ports[1]), 0);
+    expect_line(watch, "SERVING");
+    assert_int_equal(pclose(watch), 0);
+    fprintf(stderr, "test_tier_ops: grpcio Watch saw SERVING, NOT_SERVING (partition 1 gone), SERVING (back)\n");
+    assert_true(wait_readyz(200));
+}
+
 #define LOAD_CALLS 8
 
 /* Keeps LOAD_CALLS searches in flight until `until_ms`; counts answers and failures. */
@@ -263,6 +303,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_only_while_it_can_answer),
+        cmocka_unit_test(test_grpcio_watch_and_reflection),
         cmocka_unit_test(test_sighup_adds_a_replica_under_load),
         cmocka_unit_test(test_sighup_with_a_bad_file_keeps_everything),
     };
