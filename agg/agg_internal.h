@@ -10,6 +10,7 @@
 #define AGG_P95_EVERY 32             /* recompute the p95 after this many new samples */
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
+#define AGG_VERSION "0.1.0"
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -113,9 +114,10 @@ typedef struct {
     uint64_t requests_by_status[GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
-    histogram latency; /* answered queries */
-    double processing_sum_s;
-    uint64_t processing_count;
+    histogram latency;    /* answered queries */
+    histogram processing; /* the aggregator thread's own time per query */
+    double send_seconds;  /* handing queued calls to the replica connections (not per query) */
+    uint64_t reloads;
 } agg_metrics;
 
 struct agg {
@@ -140,6 +142,7 @@ struct agg {
     agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
     grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
+    double start_time;   /* Unix seconds */
 };
 
 /* replicas.c */

@@ -14,6 +14,7 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     }
     a->loop = loop;
     a->config = *config;
+    a->start_time = isn_wall_seconds();
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
         free(a);
@@ -135,6 +136,7 @@ void agg_reload_step(agg *a, int64_t now) {
     free(a->pending);
     a->pending = NULL;
     agg_partitions_reload(a);
+    a->metrics.reloads++;
     if (a->num_partitions != old_partitions) {
         /* summed document frequencies of another partitioning */
         agg_stats_cache_free(&a->stats_cache);

@@ -228,8 +228,7 @@ void agg_query_progress(agg *a, agg_query *q, int64_t now) {
     }
     q->processing_ns += agg_now_ns() - work_start;
     if (!q->call) {
-        a->metrics.processing_sum_s += (double)q->processing_ns / 1e9;
-        a->metrics.processing_count++;
+        histogram_observe(&a->metrics.processing, (double)q->processing_ns / 1e9);
         agg_query_free(a, q);
     }
 }

@@ -44,7 +44,7 @@ static void flush_replicas(agg *a) {
         }
     if (any) {
         a->dirty = true;
-        a->metrics.processing_sum_s += (double)(agg_now_ns() - start) / 1e9;
+        a->metrics.send_seconds += (double)(agg_now_ns() - start) / 1e9;
     }
 }
 

@@ -54,10 +54,11 @@ static void render_partitions(const agg *a, byte_buffer *out) {
 
 void agg_render_metrics(const agg *a, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
-    prom_family(out, "isn_agg_requests_total", "counter", "Search/Info calls answered, by gRPC status.");
+    prom_family(out, "isn_agg_requests_total", "counter", "Search/Info/Health calls answered, by gRPC status code name.");
     for (int i = 0; i < GRPC_STATUS_COUNT; i++)
         if (m->requests_by_status[i] || i == 0)
-            buffer_printf(out, "isn_agg_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)m->requests_by_status[i]);
+            buffer_printf(out, "isn_agg_requests_total{code=\"%s\"} %llu\n", grpc_status_name(i),
+                          (unsigned long long)m->requests_by_status[i]);
     prom_u64(out, "isn_agg_partial_total", "counter", "Answers with complete=false (a partition missing or partial).",
              m->partial);
     prom_u64(out, "isn_agg_hedges_total", "counter", "Hedged requests sent.", m->hedges);
@@ -72,9 +73,29 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");
     prom_histogram(out, "isn_agg_latency_seconds", "", &m->latency);
-    prom_family(out, "isn_agg_processing_seconds", "summary",
+    prom_family(out, "isn_agg_processing_seconds", "histogram",
                 "Time the aggregator thread itself spent per query (decode, fan-out, merge, encode).");
-    buffer_printf(out, "isn_agg_processing_seconds_sum %.6f\nisn_agg_processing_seconds_count %llu\n", m->processing_sum_s,
-                  (unsigned long long)m->processing_count);
+    prom_histogram(out, "isn_agg_processing_seconds", "", &m->processing);
+    prom_family(out, "isn_agg_send_seconds_total", "counter",
+                "Time the aggregator thread spent handing queued requests to the replica connections.");
+    buffer_printf(out, "isn_agg_send_seconds_total %.6f\n", m->send_seconds);
+    char why[512];
+    prom_u64(out, "isn_agg_ready", "gauge", "1 while ready: enough partitions have a healthy replica (ready_coverage).",
+             agg_ready(a, why, sizeof why));
+    uint32_t covered = 0;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++)
+            if (a->partitions[pi].replicas[i].up) {
+                covered++;
+                break;
+            }
+    prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
+    prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
+    prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", grpc_health_num_watchers(a->watchers));
     render_partitions(a, out);
+    grpc_render_process_metrics(out, a->start_time);
+    prom_family(out, "isn_build_info", "gauge", "The program, its version and what it serves (value 1).");
+    buffer_printf(out, "isn_build_info{program=\"isn-agg\",version=\"%s\",partitions=\"%u\"} 1\n", AGG_VERSION,
+                  a->num_partitions);
 }

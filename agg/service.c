@@ -98,7 +98,7 @@ static void handle_info(agg *a, grpc_call *call) {
     response.num_docs = docs;
     response.total_doc_len = len;
     response.avg_doc_len = docs ? (double)len / (double)docs : 0;
-    response.server_version = "isn-agg 0.1";
+    response.server_version = "isn-agg " AGG_VERSION;
     agg_count_status(a, GRPC_STATUS_OK);
     grpc_call_reply_message(call, &response.base);
 }

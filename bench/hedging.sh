@@ -34,7 +34,7 @@ run_one() { # hedge|no-hedge  repeat
   "$BIN/isn-bench" --target 127.0.0.1:8070 --queries "$QUERIES" --rate "$RATE" --duration "$DURATION" --warmup 2 \
     --deadline-ms "$DEADLINE_MS" >"$RUN/$1.$2.json"
   local answered hedges upstream
-  answered=$(metric 'isn_agg_requests_total{code="0"}')
+  answered=$(metric 'isn_agg_requests_total{code="OK"}')
   hedges=$(metric isn_agg_hedges_total)
   upstream=$(metric isn_agg_upstream_requests_total)
   echo "{\"queries\":$answered,\"hedges\":$hedges,\"upstream_requests\":$upstream}" >"$RUN/$1.$2.agg.json"

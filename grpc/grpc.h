@@ -275,6 +275,11 @@ void grpc_health_watchers_free(grpc_health_watchers *watchers);
  * file descriptors. True when `path` is a reflection call: it then streams (or has been answered). */
 bool grpc_reflection_serve(grpc_call *call);
 
+/* process_cpu_seconds_total, process_open_fds, process_max_fds, process_virtual_memory_bytes,
+ * process_resident_memory_bytes and process_start_time_seconds, as Prometheus' client libraries name
+ * them (grpc/process_metrics.c), for a program's /metrics. */
+void grpc_render_process_metrics(byte_buffer *out, double start_time_seconds);
+
 /* ================================================================== stats endpoint */
 /* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
  * for Prometheus, curl and load balancers. It answers the four pages every server shows: /metrics

@@ -436,7 +436,7 @@ static void test_agg_info(void **state) {
     assert_int_equal(tier.num_docs, NUM_DOCS);
     assert_int_equal(tier.total_doc_len, partition.total_doc_len);
     assert_true(tier.avg_doc_len == (double)partition.total_doc_len / NUM_DOCS);
-    assert_string_equal(tier.server_version, "isn-agg 0.1");
+    assert_string_equal(tier.server_version, "isn-agg 0.1.0");
     assert_int_equal(tier.partition_id, 0);
     assert_int_equal(tier.num_term_infos, 0);
     isn_grpc_info_reply_free(&tier);
@@ -599,9 +599,9 @@ static void test_isnd_metrics(void **state) {
 static void test_agg_metrics(void **state) {
     server_target *s = *state;
     assert_int_equal(harness_http_get(s->process, "/metrics", page, sizeof page), 200);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"0\"} ") >= s->searches_ok);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"3\"} ") >= s->searches_invalid);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"12\"} ") >= 3); /* the unknown paths */
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"OK\"} ") >= s->searches_ok);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"INVALID_ARGUMENT\"} ") >= s->searches_invalid);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"UNIMPLEMENTED\"} ") >= 3); /* the unknown paths */
     assert_true(metric_value(page, "isn_agg_upstream_requests_total ") >= s->searches_ok);
     assert_int_equal(metric_value(page, "isn_agg_partial_total "), 0);
     char sample[128];

@@ -222,10 +222,12 @@ static void test_metric_names(void **state) {
     agg_render_metrics(a, &out);
     assert_true(buffer_append(&out, "", 1));
     const char *text = (const char *)out.data;
-    const char *want[] = {"isn_agg_requests_total{code=\"0\"} 1\n", "isn_agg_requests_total{code=\"14\"} 1\n",
-                          "isn_agg_requests_total{code=\"13\"} 1\n", "\nisn_agg_hedges_total 5\n",
+    const char *want[] = {"isn_agg_requests_total{code=\"OK\"} 1\n", "isn_agg_requests_total{code=\"UNAVAILABLE\"} 1\n",
+                          "isn_agg_requests_total{code=\"INTERNAL\"} 1\n", "\nisn_agg_hedges_total 5\n",
                           "# TYPE isn_agg_latency_seconds histogram\n", "isn_agg_latency_seconds_count 1\n",
-                          "isn_agg_processing_seconds_sum ", "isn_agg_upstream_requests_total 0\n",
+                          "# TYPE isn_agg_processing_seconds histogram\n", "isn_agg_processing_seconds_bucket{le=\"+Inf\"} ",
+                          "\nprocess_cpu_seconds_total ", "\nprocess_open_fds ", "isn_build_info{program=\"isn-agg\"",
+                          "isn_agg_upstream_requests_total 0\n",
                           "isn_agg_global_stats_cache_total{result=\"hit\"} 0\n", "isn_agg_inflight 0\n",
                           "isn_agg_partition_p95_seconds{partition=\"1\"} ",
                           "isn_agg_replica_up{partition=\"1\",replica=\"127.0.0.1:12\"} 1\n",
