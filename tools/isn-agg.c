@@ -15,7 +15,9 @@
 static void usage(FILE *out) {
     fputs("usage: isn-agg [--config FILE] [--listen HOST:PORT] [--stats-listen HOST:PORT|\"\"]\n"
           "               --partition HOST:PORT[,HOST:PORT...] (once per partition, its replicas)\n"
-          "               [--global-stats] [--no-hedge] [--set KEY=VALUE ...]\n"
+          "               [--global-stats] [--no-hedge] [--set KEY=VALUE ...] [--check-config]\n"
+          "--check-config validates the configuration (file and flags) and exits. conf/isn-agg.conf documents\n"
+          "every key.\n"
           "Aggregates isn.v1.Search over partitions. Keys (file: KEY = VALUE, optional [agg] section;\n"
           "command line: --set KEY=VALUE): listen, stats_listen, partition (repeat), default_timeout_ms (1000),\n"
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
@@ -25,6 +27,8 @@ static void usage(FILE *out) {
           "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
 }
+
+static bool check_only;
 
 static int parse_args(int argc, char **argv, agg_config *config) {
     agg_config_default(config);
@@ -39,7 +43,7 @@ static int parse_args(int argc, char **argv, agg_config *config) {
     static const struct option opts[] = {{"config", 1, 0, 'c'},    {"listen", 1, 0, 'l'}, {"stats-listen", 1, 0, 'S'},
                                          {"partition", 1, 0, 'p'}, {"global-stats", 0, 0, 'g'},
                                          {"no-hedge", 0, 0, 'n'},  {"set", 1, 0, 's'},   {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"check-config", 0, 0, 'C'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int rc = 0;
@@ -64,6 +68,7 @@ static int parse_args(int argc, char **argv, agg_config *config) {
             break;
         }
         case 'h': usage(stdout); exit(0);
+        case 'C': check_only = true; break;
         default: usage(stderr); return -1;
         }
         if (rc != 0) {
@@ -141,6 +146,10 @@ static int port_of(const char *address) {
 int main(int argc, char **argv) {
     static agg_config config;
     if (parse_args(argc, argv, &config) != 0) return 2;
+    if (check_only) {
+        printf("configuration OK: %u partitions\n", config.num_partitions);
+        return 0;
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t *loop = uv_default_loop();
     char err[512];
