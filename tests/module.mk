@@ -16,3 +16,5 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_SUPPORT_OBJS) $$(LIB
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS) $(LDLIBS) -lcmocka
 # make install into scratch prefixes; systemd-analyze verify on the installed units.
 TESTS += tests/unit/install_test.sh
+# The README's command blocks, run as written (tests/unit/readme_test.sh).
+TESTS += tests/unit/readme_test.sh

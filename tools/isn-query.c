@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "grpc/grpc.h"
@@ -25,6 +26,7 @@ typedef struct {
     bool list_features;
     bool show_device; /* --server: say which device answered each query */
     bool require_complete; /* --server: an incomplete answer is an error (exit 3) */
+    uint32_t wait_ready_s;  /* --server: wait this long for the server to be up and SERVING */
 } query_args;
 
 static void usage(FILE *out) {
@@ -47,6 +49,8 @@ static void usage(FILE *out) {
           "  --show-device       with --server: print the device that answered (cpu, gpu, cpu+gpu-l2...)\n"
           "  --require-complete  with --server: exit 3 when an answer is incomplete (a partition missing, a\n"
           "                      deadline hit); without it such answers print a warning and exit 0\n"
+          "  --wait-ready S      with --server: first wait up to S seconds for the server to listen and say\n"
+          "                      SERVING (grpc.health.v1), e.g. right after starting it\n"
           "Every answer from --server says whether it is complete, and from an aggregator its coverage.\n"
           "Exit status: 0 ok, 1 a query or the server failed, 2 bad arguments, 3 incomplete (--require-complete).\n",
           out);
@@ -74,6 +78,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"help", 0, 0, 'h'}, {"ranker", 1, 0, 'R'}, {"dump-features", 1, 0, 'D'},
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
                                          {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
+                                         {"wait-ready", 1, 0, 'W'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -103,6 +108,16 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 'R': a->ranker_path = optarg; break;
         case 'V': a->show_device = true; break;
         case 'C': a->require_complete = true; break;
+        case 'W': {
+            char *end;
+            unsigned long s = strtoul(optarg, &end, 10);
+            if (*end || end == optarg || s > 3600) {
+                fprintf(stderr, "isn-query: --wait-ready takes seconds, 0..3600, got '%s'\n", optarg);
+                return -1;
+            }
+            a->wait_ready_s = (uint32_t)s;
+            break;
+        }
         case 'D': a->dump_path = optarg; break;
         case 'Q': a->qrels_path = optarg; break;
         case 'L': a->list_features = true; break;
@@ -179,9 +194,35 @@ static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t 
     else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
 }
 
+/* --wait-ready: connects and asks Health/Check until the server says SERVING or the time is up. */
+static isn_grpc_client *connect_ready(const query_args *a, char *err, size_t err_len) {
+    uint64_t give_up = isn_now_ns() + (uint64_t)a->wait_ready_s * 1000000000ull;
+    for (;;) {
+        isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, err_len);
+        int serving = 0;
+        if (c && (!a->wait_ready_s || (isn_grpc_health_check(c, "", &serving, err, err_len) == 0 && serving == 1)))
+            return c;
+        if (c) {
+            isn_grpc_close(c);
+            if (!serving) serving = 2;
+            if (serving != 1) snprintf(err, err_len, "not SERVING");
+        }
+        if (isn_now_ns() >= give_up) {
+            if (a->wait_ready_s) {
+                char why[ISN_ERR_LEN];
+                snprintf(why, sizeof why, "%s", err);
+                snprintf(err, err_len, "not ready within %u s (%.200s)", a->wait_ready_s, why);
+            }
+            return NULL;
+        }
+        struct timespec pause = {0, 50 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
 static int run_server(const query_args *a, const isn_query_log *queries) {
     char err[ISN_ERR_LEN];
-    isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, sizeof err);
+    isn_grpc_client *c = connect_ready(a, err, sizeof err);
     if (!c) {
         fprintf(stderr, "isn-query: %s: %s\n", a->server, err);
         return 1;
