@@ -46,6 +46,8 @@ typedef struct {
     uint32_t failures_to_eject;  /* consecutive failures that take a replica out */
     double ready_coverage;       /* ready (/readyz 200, Health SERVING) while at least this share of the
                                   * partitions has a healthy replica; 1 = every partition */
+    bool log_json;               /* JSON Lines instead of text */
+    bool access_log;             /* one line per Search: request id, trace id, status, coverage, time */
 } agg_config;
 
 void agg_config_default(agg_config *config);

@@ -91,6 +91,14 @@ struct agg_query {
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
     agg_part *parts;       /* one per partition of the configuration the query started on */
     uint32_t num_parts;
+    /* what every partition gets and the access line says: the caller's request id, else the trace
+     * id; the trace context as a child of the caller's traceparent (a new trace when none came) */
+    char request_id[80];
+    char traceparent[GRPC_TRACEPARENT_LEN + 1];
+    grpc_trace trace;       /* this aggregator's span */
+    char parent_span[17];   /* the caller's span ("" = none) */
+    uint32_t reply_hits, reply_answered; /* for the access line */
+    bool reply_complete, replied;
 };
 
 /* ------------------------------------------------------------------ global statistics cache */

@@ -106,6 +106,8 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "probe_interval_ms")) return parse_u32(key, value, 1, 3600000, &c->probe_interval_ms, err, err_len);
     if (!strcmp(key, "failures_to_eject")) return parse_u32(key, value, 1, 1000, &c->failures_to_eject, err, err_len);
     if (!strcmp(key, "ready_coverage")) return parse_fraction(key, value, &c->ready_coverage, err, err_len);
+    if (!strcmp(key, "log_json")) return parse_bool(key, value, &c->log_json, err, err_len);
+    if (!strcmp(key, "access_log")) return parse_bool(key, value, &c->access_log, err, err_len);
     return isn_error(err, err_len, "unknown key \"%s\"", key);
 }
 

@@ -68,7 +68,8 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
         isn_grpc_search_request rq = {
             .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
             .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
-            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = in->request_id, .debug = in->debug,
+            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
+            .traceparent = q->traceparent,
             /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
             .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1};
         bool copied;

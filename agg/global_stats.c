@@ -163,7 +163,7 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now) {
                 continue;
             }
             isn_grpc_request rq = {.path = "/isn.v1.Search/Info", .body = body, .body_len = size, .frame = true,
-                                   .timeout_ms = agg_remaining_ms(a, q, now)};
+                                   .timeout_ms = agg_remaining_ms(a, q, now), .traceparent = q->traceparent};
             char err[256];
             q->parts[pi].info = isn_grpc_start(r->client, &rq, err, sizeof err);
             if (q->parts[pi].info) {

@@ -126,7 +126,10 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     if (q->request->debug) response.debug = &debug;
     times.total_us = (uint64_t)((now - q->start_ns) / 1000);
     response.times = &times;
-    response.request_id = q->request->request_id;
+    response.request_id = q->request_id; /* the caller's, else the one made for it (the trace id) */
+    q->reply_hits = response.n_hits;
+    q->reply_answered = answered;
+    q->reply_complete = complete;
     response.partitions_answered = answered;
     response.partitions_total = a->num_partitions;
     agg_query_reply(a, q, &response.base);

@@ -17,6 +17,11 @@ static agg_query *query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *req
         return NULL;
     }
     q->num_parts = a->num_partitions;
+    grpc_trace incoming;
+    if (grpc_trace_parse(grpc_call_traceparent(call), &incoming)) memcpy(q->parent_span, incoming.span_id, sizeof q->parent_span);
+    grpc_trace_child(grpc_call_traceparent(call), &q->trace, q->traceparent);
+    snprintf(q->request_id, sizeof q->request_id, "%.79s",
+             request->request_id && request->request_id[0] ? request->request_id : q->trace.trace_id);
     q->call = call;
     q->request = request;
     q->k = k;
@@ -147,9 +152,34 @@ static bool release_call(agg_query *q) {
     return grpc_call_unhold(call);
 }
 
+/* The access line of a query (access_log): what a request id or a trace id finds. */
+static void log_access(const agg *a, const agg_query *q, int status) {
+    if (!a->config.access_log) return;
+    char ms[32], hits[16], coverage[32];
+    snprintf(ms, sizeof ms, "%.3f", (double)(agg_now_ns() - q->start_ns) / 1e6);
+    snprintf(hits, sizeof hits, "%u", q->reply_hits);
+    snprintf(coverage, sizeof coverage, "%u/%u", q->reply_answered, q->num_parts);
+    const char *fields[] = {
+        "method", "isn.v1.Search/Search",
+        "code", grpc_status_name(status),
+        "ms", ms,
+        "request_id", q->request_id,
+        "trace_id", q->trace.trace_id,
+        "span", q->trace.span_id,
+        "parent_span", q->parent_span[0] ? q->parent_span : NULL,
+        "hits", q->replied ? hits : NULL,
+        "coverage", q->replied ? coverage : NULL,
+        "complete", q->replied ? (q->reply_complete ? "true" : "false") : NULL,
+    };
+    log_record(ISN_LOG_INFO, "access", fields, sizeof fields / sizeof fields[0] / 2);
+}
+
 void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message) {
     grpc_call *call = q->call;
-    agg_count_status(a, release_call(q) ? grpc_call_reply_message(call, message) : GRPC_STATUS_OK);
+    int status = release_call(q) ? grpc_call_reply_message(call, message) : GRPC_STATUS_OK;
+    agg_count_status(a, status);
+    q->replied = true;
+    log_access(a, q, status);
     q->call = NULL;
 }
 
@@ -157,5 +187,6 @@ void agg_query_fail(agg *a, agg_query *q, int status, const char *message) {
     grpc_call *call = q->call;
     agg_count_status(a, status);
     if (release_call(q)) grpc_call_fail(call, status, "%s", message);
+    log_access(a, q, status);
     q->call = NULL;
 }

@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
     }
 
     log_set_level(server.conf.log_level);
+    log_set_json(server.conf.log_json);
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     server.config_path = config_path;

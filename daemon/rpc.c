@@ -66,6 +66,29 @@ static void on_abandoned(grpc_call *call, void *app) {
     atomic_store(&app_of(call)->job.cancelled, true);
 }
 
+/* The access line of a Search or Info call (log.access): what a request id or trace id finds. */
+static void log_access(grpc_call *call, rpc_method method, int status, double seconds) {
+    const search_job *job = &app_of(call)->job;
+    const Isn__V1__SearchRequest *request = method == RPC_SEARCH ? job->request : NULL;
+    grpc_trace trace;
+    bool traced = grpc_trace_parse(grpc_call_traceparent(call), &trace);
+    char ms[32], hits[16];
+    snprintf(ms, sizeof ms, "%.3f", seconds * 1e3);
+    snprintf(hits, sizeof hits, "%u", job->num_hits);
+    bool answered = request && status == GRPC_STATUS_OK;
+    const char *fields[] = {
+        "method", rpc_method_label(method),
+        "code", grpc_status_name(status),
+        "ms", ms,
+        "request_id", request && request->request_id && request->request_id[0] ? request->request_id : NULL,
+        "trace_id", traced ? trace.trace_id : NULL,
+        "parent_span", traced ? trace.span_id : NULL,
+        "hits", answered ? hits : NULL,
+        "complete", answered ? (job->complete ? "true" : "false") : NULL,
+    };
+    log_record(ISN_LOG_INFO, "access", fields, sizeof fields / sizeof fields[0] / 2);
+}
+
 static void on_status(grpc_call *call, int status, void *app) {
     isn_server *server = app;
     int method = grpc_call_tag(call);
@@ -75,6 +98,8 @@ static void on_status(grpc_call *call, int status, void *app) {
     }
     double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
     metrics_count_request(&server->metrics, (rpc_method)method, status, seconds);
+    if (server->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
+        log_access(call, (rpc_method)method, status, seconds);
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */

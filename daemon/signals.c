@@ -29,6 +29,7 @@ static void reload(isn_server *server) {
     } else {
         server->conf = next;
         log_set_level(next.log_level);
+        log_set_json(next.log_json);
         grpc_server_config grpc_config;
         grpc_stats_config stats_config;
         server_transport_config(server, &grpc_config, &stats_config);

@@ -280,6 +280,21 @@ bool grpc_reflection_serve(grpc_call *call);
  * them (grpc/process_metrics.c), for a program's /metrics. */
 void grpc_render_process_metrics(byte_buffer *out, double start_time_seconds);
 
+/* ---- W3C trace context (grpc/trace.c) */
+#define GRPC_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+typedef struct {
+    char trace_id[33]; /* 32 lowercase hex */
+    char span_id[17];  /* 16 lowercase hex: the parent-id field */
+    uint8_t flags;     /* 1 = sampled */
+} grpc_trace;
+/* The traceparent header the call came with, as sent ("" when none, or longer than one can be). */
+const char *grpc_call_traceparent(const grpc_call *call);
+/* A valid traceparent (version 00, or a later version's first four fields). */
+bool grpc_trace_parse(const char *traceparent, grpc_trace *trace);
+/* The traceparent for a call made on behalf of `incoming` (NULL or invalid: a new trace): the same
+ * trace id and flags, a new span id. *trace (may be NULL) gets what was sent. */
+void grpc_trace_child(const char *incoming, grpc_trace *trace, char out[GRPC_TRACEPARENT_LEN + 1]);
+
 /* ================================================================== stats endpoint */
 /* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
  * for Prometheus, curl and load balancers. It answers the four pages every server shows: /metrics
@@ -347,6 +362,7 @@ typedef struct {
     uint32_t timeout_ms;   /* grpc-timeout header; 0 = none */
     const char *content_type; /* NULL = application/grpc */
     const char *timeout_header; /* sent as grpc-timeout exactly as given, instead of timeout_ms (tests) */
+    const char *traceparent;    /* W3C trace context header; NULL = none */
 } isn_grpc_request;
 
 typedef struct {
@@ -395,6 +411,7 @@ typedef struct {
     /* Second stage: re-rank the best n1 (0 = server default) with the server's ranker of this name. */
     const char *ranker;
     uint32_t n1;
+    const char *traceparent; /* sent as the traceparent header (W3C trace context); NULL = none */
 } isn_grpc_search_request;
 
 typedef struct {

@@ -49,6 +49,7 @@ struct grpc_call {
     size_t reply_len, reply_sent;
     byte_buffer reply; /* grpc_call_reply_message's buffer; kept across uses */
     grpc_stream *stream; /* a streaming call's state (stream.c); NULL for a unary call */
+    char traceparent[GRPC_TRACEPARENT_LEN + 1]; /* as sent; "" = none (trace.c) */
     uint8_t body_space[CALL_INLINE_BODY];
     max_align_t app[]; /* config.call_app_bytes */
 };

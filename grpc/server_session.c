@@ -40,6 +40,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         /* application/grpc, application/grpc+proto, application/grpc;charset=... */
         call->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
                                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (header_is(name, namelen, "traceparent") && valuelen < sizeof call->traceparent) {
+        memcpy(call->traceparent, value, valuelen);
+        call->traceparent[valuelen] = '\0';
     } else if (header_is(name, namelen, "grpc-timeout")) {
         if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
         else call->timeout_sent = true;

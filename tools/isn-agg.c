@@ -22,7 +22,8 @@ static void usage(FILE *out) {
           "command line: --set KEY=VALUE): listen, stats_listen, partition (repeat), default_timeout_ms (1000),\n"
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
           "hedge_initial_ms (20), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
-          "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them).\n"
+          "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them),\n"
+          "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id).\n"
           "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain and stop it; SIGHUP reads\n"
           "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
@@ -114,11 +115,14 @@ static void on_reload_signal(uv_signal_t *handle, int signum) {
     sd_notify(0, "RELOADING=1");
     static agg_config config;
     char err[512];
-    if (parse_args(p->argc, p->argv, &config) != 0)
+    if (parse_args(p->argc, p->argv, &config) != 0) {
         log_warn("reload refused: the configuration above is invalid; the old one stays");
-    else if (agg_reload(p->aggregator, &config, err, sizeof err) != 0)
+    } else if (agg_reload(p->aggregator, &config, err, sizeof err) != 0) {
         log_warn("reload refused: %s; the old one stays", err);
-    else log_info("reload: %u partitions; queries arriving now wait for those in progress", config.num_partitions);
+    } else {
+        log_set_json(config.log_json);
+        log_info("reload: %u partitions; queries arriving now wait for those in progress", config.num_partitions);
+    }
     sd_notify(0, "READY=1");
 }
 
@@ -150,6 +154,7 @@ int main(int argc, char **argv) {
         printf("configuration OK: %u partitions\n", config.num_partitions);
         return 0;
     }
+    log_set_json(config.log_json);
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t *loop = uv_default_loop();
     char err[512];

@@ -135,7 +135,8 @@ for p in "${!part_dirs[@]}"; do
   for r in $(seq 0 $((replicas - 1))); do
     wait_for_log "$run_dir/isnd-$p-$r.log" "ready:" >/dev/null
     line=$(wait_for_log "$run_dir/isnd-$p-$r.log" "gRPC listening on ")
-    addrs+="${addrs:+,}${line##*gRPC listening on }"
+    addr=$(sed -E 's/.*gRPC listening on ([^" ]+).*/\1/' <<<"$line") # text or JSON log lines
+    addrs+="${addrs:+,}$addr"
   done
   agg_partitions+=(--partition "$addrs")
 done

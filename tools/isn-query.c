@@ -27,6 +27,8 @@ typedef struct {
     bool show_device; /* --server: say which device answered each query */
     bool require_complete; /* --server: an incomplete answer is an error (exit 3) */
     uint32_t wait_ready_s;  /* --server: wait this long for the server to be up and SERVING */
+    const char *traceparent; /* --server: sent as the W3C traceparent header */
+    const char *request_id;  /* --server: SearchRequest.request_id */
 } query_args;
 
 static void usage(FILE *out) {
@@ -51,6 +53,8 @@ static void usage(FILE *out) {
           "                      deadline hit); without it such answers print a warning and exit 0\n"
           "  --wait-ready S      with --server: first wait up to S seconds for the server to listen and say\n"
           "                      SERVING (grpc.health.v1), e.g. right after starting it\n"
+          "  --traceparent TP    with --server: send this W3C traceparent (00-TRACEID-SPANID-FLAGS)\n"
+          "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
           "Every answer from --server says whether it is complete, and from an aggregator its coverage.\n"
           "Exit status: 0 ok, 1 a query or the server failed, 2 bad arguments, 3 incomplete (--require-complete).\n",
           out);
@@ -78,7 +82,8 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"help", 0, 0, 'h'}, {"ranker", 1, 0, 'R'}, {"dump-features", 1, 0, 'D'},
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
                                          {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
-                                         {"wait-ready", 1, 0, 'W'},
+                                         {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
+                                         {"request-id", 1, 0, 'I'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -108,6 +113,8 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 'R': a->ranker_path = optarg; break;
         case 'V': a->show_device = true; break;
         case 'C': a->require_complete = true; break;
+        case 'T': a->traceparent = optarg; break;
+        case 'I': a->request_id = optarg; break;
         case 'W': {
             char *end;
             unsigned long s = strtoul(optarg, &end, 10);
@@ -170,6 +177,8 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
                                   .mode = a->search.mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR,
                                   .algorithm = isn_algo_name(a->search.algo)};
     rq.ranker = a->ranker_path; /* --server: a ranker name */
+    rq.traceparent = a->traceparent;
+    rq.request_id = a->request_id;
     rq.n1 = a->ranker_path ? a->n1 : 0;
     if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
     if (reply->status != 0) {
