@@ -11,6 +11,9 @@
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
 #define AGG_VERSION "0.1.0"
+/* A reload waits this long at most for the queries in progress; those still going then answer with
+ * what they have (a partition that has not answered counts as missing). */
+#define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -148,6 +151,7 @@ struct agg {
     agg_stats_cache stats_cache;
     agg_metrics metrics;
     agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
+    int64_t pending_since_ns;
     grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
     double start_time;   /* Unix seconds */

@@ -117,7 +117,10 @@ int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
     if (strcmp(config->listen, a->config.listen) || strcmp(config->stats_listen, a->config.stats_listen))
         log_warn("reload: listen addresses change only with a restart (keeping %s and %s)", a->config.listen,
                  a->config.stats_listen[0] ? a->config.stats_listen : "no stats endpoint");
-    if (!a->pending && !(a->pending = malloc(sizeof *a->pending))) return isn_error(err, err_len, "out of memory");
+    if (!a->pending) {
+        if (!(a->pending = malloc(sizeof *a->pending))) return isn_error(err, err_len, "out of memory");
+        a->pending_since_ns = agg_now_ns();
+    }
     *a->pending = *config;
     /* keep what cannot change without a restart */
     memcpy(a->pending->listen, a->config.listen, sizeof a->config.listen);
@@ -129,8 +132,14 @@ int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
 
 void agg_reload_step(agg *a, int64_t now) {
     if (!a->pending) return;
-    for (const agg_query *q = a->queries; q; q = q->next)
-        if (!q->parked) return; /* a query in progress still uses the old replica sets */
+    bool waited_enough = now - a->pending_since_ns >= AGG_RELOAD_MAX_WAIT_NS;
+    for (agg_query *q = a->queries, *following; q; q = following) {
+        following = q->next;
+        if (q->parked) continue;
+        if (!waited_enough) return; /* a query in progress still uses the old replica sets */
+        if (q->call) agg_query_finish(a, q, now); /* with what it has */
+        agg_query_free(a, q);
+    }
     uint32_t old_partitions = a->num_partitions;
     a->config = *a->pending;
     free(a->pending);
