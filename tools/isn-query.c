@@ -267,7 +267,7 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
             if (a->show_device) printf("# device %s\n", r.device);
         }
         if (!r.complete) {
-            char why[160];
+            char why[256];
             snprintf(why, sizeof why, "incomplete answer (%s%s)%s",
                      r.incomplete_reason[0] ? r.incomplete_reason : "no reason given", coverage,
                      a->require_complete ? "" : "; its hits are printed (--require-complete makes this an error)");
