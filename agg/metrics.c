@@ -33,7 +33,16 @@ static double replica_value(const agg_replica *r, replica_metric m) {
     return 0;
 }
 
+static bool partition_covered(const agg_partition *p) {
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].up) return true;
+    return false;
+}
+
 static void render_partitions(const agg *a, byte_buffer *out) {
+    prom_family(out, "isn_agg_partition_up", "gauge", "1 while the partition has a replica in rotation.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        buffer_printf(out, "isn_agg_partition_up{partition=\"%u\"} %d\n", pi, partition_covered(&a->partitions[pi]));
     prom_family(out, "isn_agg_partition_p95_seconds", "gauge", "Recent p95 answer time per partition (the hedge delay).");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_p95_seconds{partition=\"%u\"} %.6f\n", pi, a->partitions[pi].p95_us / 1e6);
@@ -83,12 +92,7 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_ready", "gauge", "1 while ready: enough partitions have a healthy replica (ready_coverage).",
              agg_ready(a, why, sizeof why));
     uint32_t covered = 0;
-    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
-        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++)
-            if (a->partitions[pi].replicas[i].up) {
-                covered++;
-                break;
-            }
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) covered += partition_covered(&a->partitions[pi]);
     prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
     prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
     prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);

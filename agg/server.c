@@ -68,8 +68,11 @@ static void render_json(void *app, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
     uint64_t answered = 0;
     for (int i = 0; i < GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
+    char why[512];
+    bool ready = agg_ready(a, why, sizeof why);
+    buffer_printf(out, "{\"ready\":%s,\"readiness\":\"%s\",", ready ? "true" : "false", why);
     buffer_printf(out,
-                  "{\"partitions\":%u,\"inflight\":%u,\"requests\":%llu,\"ok\":%llu,\"partial\":%llu,\"hedges\":%llu,"
+                  "\"partitions\":%u,\"inflight\":%u,\"requests\":%llu,\"ok\":%llu,\"partial\":%llu,\"hedges\":%llu,"
                   "\"hedge_wins\":%llu,\"retries\":%llu,\"upstream_requests\":%llu,\"upstream_failures\":%llu,"
                   "\"replicas\":[",
                   a->num_partitions, a->num_queries, (unsigned long long)answered,
