@@ -131,3 +131,29 @@ run: programs sample-index
 	@echo "  curl localhost:9090/metrics"
 	exec $(BUILD)/bin/isnd --index $(SAMPLE_INDEX) --listen 127.0.0.1:7070 --stats-listen 127.0.0.1:9090
 .PHONY: sample-index run
+
+# make install [PREFIX=/usr/local] [DESTDIR=STAGING]: the programs into PREFIX/bin, the systemd units
+# (their paths rewritten to PREFIX) into PREFIX/lib/systemd/system, the configuration examples into
+# SYSCONFDIR/isn (isnd.conf serving /var/lib/isn/index) and the README into PREFIX/share/doc/isn.
+# An existing configuration file is kept (the new one goes next to it as FILE.new) unless DESTDIR is set.
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+INSTALL_PROGRAMS := isnd isn-agg isn-query isn-index isn-eval isn-bench
+INSTALL_UNITS    := isnd.service isnd@.service isnd-gpu.service isn-agg.service
+install: programs
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/isn $(DESTDIR)$(SYSCONFDIR)/default \
+	  $(DESTDIR)$(PREFIX)/share/doc/isn
+	install -m 0755 $(INSTALL_PROGRAMS:%=$(BUILD)/bin/%) $(DESTDIR)$(PREFIX)/bin/
+	set -e; for u in $(INSTALL_UNITS); do \
+	  sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/doc/|$(PREFIX)/share/doc/|g' \
+	      -e 's|/etc/isn/|$(SYSCONFDIR)/isn/|g' -e 's|/etc/default/|$(SYSCONFDIR)/default/|g' systemd/$$u >$(BUILD)/$$u; \
+	  install -m 0644 $(BUILD)/$$u $(DESTDIR)$(UNITDIR)/$$u; done
+	sed 's|^path = build/sample/index$$|path = /var/lib/isn/index|' conf/isnd.conf >$(BUILD)/isnd.conf.installed
+	set -e; install_conf() { if [ -z "$(DESTDIR)" ] && [ -e "$$2" ]; then install -m 0644 "$$1" "$$2.new"; \
+	  echo "kept $$2 (the new one is $$2.new)"; else install -m 0644 "$$1" "$$2"; fi; }; \
+	  install_conf $(BUILD)/isnd.conf.installed $(DESTDIR)$(SYSCONFDIR)/isn/isnd.conf; \
+	  install_conf conf/isn-agg.conf $(DESTDIR)$(SYSCONFDIR)/isn/isn-agg.conf; \
+	  install_conf systemd/isnd.default $(DESTDIR)$(SYSCONFDIR)/default/isnd
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/isn/README.md
+.PHONY: install

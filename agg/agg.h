@@ -44,6 +44,10 @@ typedef struct {
     bool global_stats;
     uint32_t probe_interval_ms;  /* a replica taken out is probed this often */
     uint32_t failures_to_eject;  /* consecutive failures that take a replica out */
+    double ready_coverage;       /* ready (/readyz 200, Health SERVING) while at least this share of the
+                                  * partitions has a healthy replica; 1 = every partition */
+    bool log_json;               /* JSON Lines instead of text */
+    bool access_log;             /* one line per Search: request id, trace id, status, coverage, time */
 } agg_config;
 
 void agg_config_default(agg_config *config);
@@ -72,6 +76,16 @@ const char *agg_stats_address(const agg *aggregator);
 /* At start: partition sizes (Info, blocking) for global statistics; a partition that does not
  * answer now is asked again per query. */
 void agg_fetch_partition_info(agg *aggregator);
+
+/* SIGHUP: takes a new configuration (partitions, replicas, every setting but the listen addresses)
+ * without failing a request: queries that arrive meanwhile wait until those in progress are answered,
+ * then start on the new replica sets. Replicas kept keep their connections and state. 0, or -1 with
+ * err (the configuration is invalid; the old one stays). */
+int agg_reload(agg *aggregator, const agg_config *config, char *err, size_t err_len);
+
+/* Ready: not draining, and enough partitions (config.ready_coverage) have a replica in rotation.
+ * When not, `why` says which partitions lack one. */
+bool agg_ready(const agg *aggregator, char *why, size_t why_len);
 
 /* SIGTERM: stops accepting, answers every query in flight with UNAVAILABLE, and once the clients
  * have their answers closes everything of the aggregator on the loop, so uv_run returns. */

@@ -10,6 +10,10 @@
 #define AGG_P95_EVERY 32             /* recompute the p95 after this many new samples */
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
+#define AGG_VERSION "0.1.0"
+/* A reload waits this long at most for the queries in progress; those still going then answer with
+ * what they have (a partition that has not answered counts as missing). */
+#define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -23,7 +27,7 @@ typedef struct {
     bool up;
     uint32_t consecutive_failures;
     int64_t probe_at_ns;
-    isn_grpc_call *probe; /* health check in flight while out */
+    isn_grpc_call *probe; /* health check in flight: brings a replica that is out back, takes one that is in out */
     bool unsent;          /* calls started since the last flush: one send per loop turn, not per call */
     double ewma_us;
     uint32_t inflight;
@@ -61,6 +65,7 @@ typedef struct {
     int64_t first_sent_ns;
     bool hedged;
     int last_status;
+    char last_message[200]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
     isn_grpc_call *info; /* global statistics phase */
 } agg_part;
@@ -83,10 +88,20 @@ struct agg_query {
     int64_t start_ns, deadline_ns, finish_at_ns;
     uint32_t k;
     bool searching; /* false while global statistics are being collected */
+    bool parked;    /* arrived while a reload waits for the queries in progress: not started yet */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
-    agg_part parts[];
+    agg_part *parts;       /* one per partition of the configuration the query started on */
+    uint32_t num_parts;
+    /* what every partition gets and the access line says: the caller's request id, else the trace
+     * id; the trace context as a child of the caller's traceparent (a new trace when none came) */
+    char request_id[80];
+    char traceparent[GRPC_TRACEPARENT_LEN + 1];
+    grpc_trace trace;       /* this aggregator's span */
+    char parent_span[17];   /* the caller's span ("" = none) */
+    uint32_t reply_hits, reply_answered; /* for the access line */
+    bool reply_complete, replied;
 };
 
 /* ------------------------------------------------------------------ global statistics cache */
@@ -110,9 +125,10 @@ typedef struct {
     uint64_t requests_by_status[GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
-    histogram latency; /* answered queries */
-    double processing_sum_s;
-    uint64_t processing_count;
+    histogram latency;    /* answered queries */
+    histogram processing; /* the aggregator thread's own time per query */
+    double send_seconds;  /* handing queued calls to the replica connections (not per query) */
+    uint64_t reloads;
 } agg_metrics;
 
 struct agg {
@@ -134,10 +150,18 @@ struct agg {
     uint32_t num_queries;
     agg_stats_cache stats_cache;
     agg_metrics metrics;
+    agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
+    int64_t pending_since_ns;
+    grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
+    bool was_ready;      /* readiness as last logged */
+    double start_time;   /* Unix seconds */
 };
 
 /* replicas.c */
 void agg_partitions_init(agg *a);
+/* After a reload (no query in progress): the partitions and replicas of a->config; a replica kept
+ * (same partition, same address) keeps its connection, health and latency. */
+void agg_partitions_reload(agg *a);
 /* A usable connection to r (a new one is watched by the loop). */
 bool agg_replica_connect(agg *a, agg_replica *r);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
@@ -170,6 +194,12 @@ bool agg_stats_done(agg *a, agg_query *q);
 /* aggregator.c */
 /* Answers every query in progress with `grpc_status` and frees it. */
 void agg_fail_all(agg *a, int grpc_status, const char *message);
+/* A pending reload is applied once no query is in progress but parked ones; they then start. */
+void agg_reload_step(agg *a, int64_t now);
+/* Fan-out (or its global statistics phase) of a query that may start now. */
+void agg_query_begin(agg *a, agg_query *q, int64_t now);
+/* Logs a change of readiness (and tells Health watchers). */
+void agg_readiness_changed(agg *a);
 
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
@@ -212,6 +242,13 @@ void agg_loop_stop(agg *a);
 /* Moves every query on (answers, hedges, retries, deadlines), probes replicas that are out and
  * sends what that queued. */
 void agg_advance(agg *a);
+
+/* health.c */
+/* From on_headers of Health/Watch: the call streams the aggregator's readiness. */
+bool agg_health_watch(agg *a, grpc_call *call);
+/* Readiness changed: Health watchers get the new status (draining: NOT_SERVING, and their end). */
+void agg_health_notify(agg *a);
+void agg_health_free(agg *a);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);

@@ -1,5 +1,8 @@
 /* The aggregator's life: replica state from the configuration, partition sizes at start, drain. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agg/agg_internal.h"
 
@@ -11,6 +14,7 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     }
     a->loop = loop;
     a->config = *config;
+    a->start_time = isn_wall_seconds();
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
         free(a);
@@ -35,6 +39,8 @@ void agg_free(agg *a) {
     if (a->server) grpc_server_free(a->server);
     if (a->stats) grpc_stats_server_free(a->stats);
     agg_stats_cache_free(&a->stats_cache);
+    agg_health_free(a);
+    free(a->pending);
     free(a);
 }
 
@@ -58,9 +64,112 @@ void agg_fetch_partition_info(agg *a) {
                 p->total_doc_len = info.total_doc_len;
                 p->have_info = true;
                 log_info("partition %u: %llu documents (from %s)", pi, (unsigned long long)info.num_docs, r->address);
-            }
+            } else
+                agg_replica_eject(a, r, "no answer to Info at start");
             isn_grpc_info_reply_free(&info);
         }
         if (!p->have_info) log_warn("partition %u: no replica answered Info yet", pi);
     }
+    agg_readiness_changed(a);
+}
+
+/* ------------------------------------------------------------------ readiness */
+
+bool agg_ready(const agg *a, char *why, size_t why_len) {
+    if (why && why_len) why[0] = '\0';
+    if (a->draining) {
+        if (why) snprintf(why, why_len, "draining");
+        return false;
+    }
+    uint32_t covered = 0;
+    size_t n = 0;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        const agg_partition *p = &a->partitions[pi];
+        bool any = false;
+        for (uint32_t i = 0; i < p->num_replicas && !any; i++) any = p->replicas[i].up;
+        if (any) covered++;
+        else if (why && n < why_len)
+            n += (size_t)snprintf(why + n, why_len - n, "%s%u", n ? "," : "no healthy replica in partition ", pi);
+    }
+    /* the share asked for, rounded up: 1.0 of 3 partitions is 3, 0.5 of 3 is 2 */
+    uint32_t needed = (uint32_t)ceil(a->config.ready_coverage * a->num_partitions - 1e-9);
+    if (needed < 1) needed = 1;
+    bool ready = covered >= needed;
+    if (why && n < why_len)
+        snprintf(why + n, why_len - n, "%scoverage %u/%u, %u needed", n ? "; " : "", covered, a->num_partitions, needed);
+    return ready;
+}
+
+void agg_readiness_changed(agg *a) {
+    char why[512];
+    bool ready = agg_ready(a, why, sizeof why);
+    if (ready == a->was_ready) return;
+    a->was_ready = ready;
+    if (ready) log_info("readiness: serving (%s)", why);
+    else log_warn("readiness: not serving (%s)", why);
+    agg_health_notify(a);
+}
+
+/* ------------------------------------------------------------------ reload */
+
+int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
+    if (agg_config_validate(config, err, err_len) != 0) return -1;
+    if (strcmp(config->listen, a->config.listen) || strcmp(config->stats_listen, a->config.stats_listen))
+        log_warn("reload: listen addresses change only with a restart (keeping %s and %s)", a->config.listen,
+                 a->config.stats_listen[0] ? a->config.stats_listen : "no stats endpoint");
+    if (!a->pending) {
+        if (!(a->pending = malloc(sizeof *a->pending))) return isn_error(err, err_len, "out of memory");
+        a->pending_since_ns = agg_now_ns();
+    }
+    *a->pending = *config;
+    /* keep what cannot change without a restart */
+    memcpy(a->pending->listen, a->config.listen, sizeof a->config.listen);
+    memcpy(a->pending->stats_listen, a->config.stats_listen, sizeof a->config.stats_listen);
+    agg_kick(a);
+    if (!a->handles_started) agg_reload_step(a, agg_now_ns());
+    return 0;
+}
+
+void agg_reload_step(agg *a, int64_t now) {
+    if (!a->pending) return;
+    bool waited_enough = now - a->pending_since_ns >= AGG_RELOAD_MAX_WAIT_NS;
+    for (agg_query *q = a->queries, *following; q; q = following) {
+        following = q->next;
+        if (q->parked) continue;
+        if (!waited_enough) return; /* a query in progress still uses the old replica sets */
+        if (q->call) agg_query_finish(a, q, now); /* with what it has */
+        agg_query_free(a, q);
+    }
+    uint32_t old_partitions = a->num_partitions;
+    a->config = *a->pending;
+    free(a->pending);
+    a->pending = NULL;
+    agg_partitions_reload(a);
+    a->metrics.reloads++;
+    if (a->num_partitions != old_partitions) {
+        /* summed document frequencies of another partitioning */
+        agg_stats_cache_free(&a->stats_cache);
+        if (agg_stats_cache_init(&a->stats_cache) != 0) log_warn("reload: no memory for the statistics cache");
+    }
+    uint32_t replicas = 0;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) replicas += a->partitions[pi].num_replicas;
+    log_info("reloaded: %u partitions, %u replicas, hedging %s, global statistics %s", a->num_partitions, replicas,
+             a->config.hedge ? "on" : "off", a->config.global_stats ? "on" : "off");
+    /* the waiting queries start on the new partitions */
+    for (agg_query *q = a->queries, *following; q; q = following) {
+        following = q->next;
+        if (!q->parked || !q->call) continue;
+        agg_part *parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *parts);
+        if (!parts) {
+            agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+            q->parked = false;
+            continue;
+        }
+        free(q->parts);
+        q->parts = parts;
+        q->num_parts = a->num_partitions;
+        agg_query_begin(a, q, now);
+    }
+    agg_readiness_changed(a);
+    agg_kick(a);
 }

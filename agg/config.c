@@ -22,6 +22,17 @@ void agg_config_default(agg_config *config) {
     config->global_stats = false;
     config->probe_interval_ms = 500;
     config->failures_to_eject = 3;
+    config->ready_coverage = 1.0;
+}
+
+static int parse_fraction(const char *key, const char *value, double *out, char *err, size_t err_len) {
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (errno || end == value || *end || !(v > 0.0 && v <= 1.0))
+        return isn_error(err, err_len, "%s must be a number in (0, 1], got \"%s\"", key, value);
+    *out = v;
+    return 0;
 }
 
 static int parse_u32(const char *key, const char *value, uint32_t min, uint32_t max, uint32_t *out, char *err,
@@ -94,6 +105,9 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "global_stats")) return parse_bool(key, value, &c->global_stats, err, err_len);
     if (!strcmp(key, "probe_interval_ms")) return parse_u32(key, value, 1, 3600000, &c->probe_interval_ms, err, err_len);
     if (!strcmp(key, "failures_to_eject")) return parse_u32(key, value, 1, 1000, &c->failures_to_eject, err, err_len);
+    if (!strcmp(key, "ready_coverage")) return parse_fraction(key, value, &c->ready_coverage, err, err_len);
+    if (!strcmp(key, "log_json")) return parse_bool(key, value, &c->log_json, err, err_len);
+    if (!strcmp(key, "access_log")) return parse_bool(key, value, &c->access_log, err, err_len);
     return isn_error(err, err_len, "unknown key \"%s\"", key);
 }
 

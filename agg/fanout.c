@@ -1,6 +1,7 @@
 /* Fan-out: one attempt per partition, a hedge to another replica when a partition is slower than
  * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails, and the answer
  * with what there is a little before the caller's deadline. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "agg/agg_internal.h"
@@ -67,7 +68,10 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
         isn_grpc_search_request rq = {
             .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
             .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
-            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = in->request_id, .debug = false};
+            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
+            .traceparent = q->traceparent,
+            /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
+            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1};
         bool copied;
         set_global_stats(a, q, &rq, &copied);
         char err[256];
@@ -113,11 +117,22 @@ static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
     part->attempts[i] = part->attempts[--part->num_attempts];
 }
 
-/* Every partition would refuse an invalid request alike: the caller's error, answered at once. */
-static void fail_invalid(agg *a, agg_query *q, const char *message) {
+/* Statuses that say the request itself is wrong (a bad field, an unknown ranker, a method or
+ * feature the partition lacks): every replica would answer alike, so no retry helps. */
+static bool caller_error(int status) {
+    return status == GRPC_STATUS_INVALID_ARGUMENT || status == GRPC_STATUS_NOT_FOUND ||
+           status == GRPC_STATUS_FAILED_PRECONDITION || status == GRPC_STATUS_OUT_OF_RANGE ||
+           status == GRPC_STATUS_UNIMPLEMENTED || status == GRPC_STATUS_PERMISSION_DENIED ||
+           status == GRPC_STATUS_UNAUTHENTICATED;
+}
+
+/* The caller's error, answered at once with the partition's status and its words. */
+static void fail_caller_error(agg *a, agg_query *q, uint32_t pi, int status, const char *message) {
     for (uint32_t i = 0; i < a->num_partitions; i++)
         if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    agg_query_fail(a, q, GRPC_STATUS_INVALID_ARGUMENT, message);
+    char why[320];
+    snprintf(why, sizeof why, "partition %u: %s", pi, message);
+    agg_query_fail(a, q, status, why);
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -152,8 +167,9 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             return;
         }
         part->last_status = status;
-        if (status == GRPC_STATUS_INVALID_ARGUMENT) {
-            fail_invalid(a, q, bad ? err : reply.message);
+        snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
+        if (caller_error(status)) {
+            fail_caller_error(a, q, pi, status, part->last_message);
             if (!bad) isn_grpc_search_reply_free(&reply);
             return;
         }
@@ -198,6 +214,9 @@ int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
 void agg_query_progress(agg *a, agg_query *q, int64_t now) {
     int64_t work_start = agg_now_ns();
     if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    if (q->call && q->parked && now >= q->finish_at_ns)
+        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
+    if (q->call && q->parked) return;
     if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
     if (q->call && q->searching) {
         bool pending = false;
@@ -210,14 +229,14 @@ void agg_query_progress(agg *a, agg_query *q, int64_t now) {
     }
     q->processing_ns += agg_now_ns() - work_start;
     if (!q->call) {
-        a->metrics.processing_sum_s += (double)q->processing_ns / 1e9;
-        a->metrics.processing_count++;
+        histogram_observe(&a->metrics.processing, (double)q->processing_ns / 1e9);
         agg_query_free(a, q);
     }
 }
 
 void agg_query_free(agg *a, agg_query *q) {
-    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+    /* a parked query that failed before a reload gave it new parts has as many as it was made with */
+    for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         agg_part *part = &q->parts[pi];
         while (part->num_attempts) drop_attempt(a, q, pi, 0);
         if (part->info) isn_grpc_call_free(part->info);
@@ -225,6 +244,7 @@ void agg_query_free(agg *a, agg_query *q) {
     }
     agg_term_stats_free(&q->stats);
     free(q->stats_key);
+    free(q->parts);
     if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
     if (q->prev) q->prev->next = q->next;
     else a->queries = q->next;

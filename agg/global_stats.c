@@ -41,6 +41,7 @@ agg_stats_entry *agg_stats_cache_find(agg_stats_cache *cache, const char *key) {
 
 /* The cache only grows with distinct query texts; when half full it starts over. */
 void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term_stats *stats) {
+    if (!cache->slots) return;
     if (cache->used >= AGG_STATS_CACHE_SLOTS / 2) {
         for (uint32_t i = 0; i < AGG_STATS_CACHE_SLOTS; i++) stats_entry_clear(&cache->slots[i]);
         cache->used = 0;
@@ -121,6 +122,7 @@ static char *stats_key(const Isn__V1__SearchRequest *request) {
 }
 
 bool agg_stats_lookup(agg *a, agg_query *q) {
+    if (!a->stats_cache.slots) return false; /* no memory for the cache after a reload: ask every time */
     q->stats_key = stats_key(q->request);
     if (!q->stats_key) return false;
     agg_stats_entry *e = agg_stats_cache_find(&a->stats_cache, q->stats_key);
@@ -163,7 +165,7 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now) {
                 continue;
             }
             isn_grpc_request rq = {.path = "/isn.v1.Search/Info", .body = body, .body_len = size, .frame = true,
-                                   .timeout_ms = agg_remaining_ms(a, q, now)};
+                                   .timeout_ms = agg_remaining_ms(a, q, now), .traceparent = q->traceparent};
             char err[256];
             q->parts[pi].info = isn_grpc_start(r->client, &rq, err, sizeof err);
             if (q->parts[pi].info) {

@@ -44,7 +44,7 @@ static void flush_replicas(agg *a) {
         }
     if (any) {
         a->dirty = true;
-        a->metrics.processing_sum_s += (double)(agg_now_ns() - start) / 1e9;
+        a->metrics.send_seconds += (double)(agg_now_ns() - start) / 1e9;
     }
 }
 
@@ -54,8 +54,10 @@ void agg_advance(agg *a) {
         following = q->next;
         agg_query_progress(a, q, now);
     }
+    agg_reload_step(a, now);
     agg_probe_replicas(a, now);
     close_dead_replicas(a);
+    agg_readiness_changed(a);
     flush_replicas(a);
 }
 

@@ -1,6 +1,8 @@
 /* Merge: the partitions' hits by final score into one top-k, with coverage (partitions answered of
  * total) and why the answer is incomplete when it is. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agg/agg_internal.h"
 
@@ -21,20 +23,38 @@ uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hi
     return n;
 }
 
-/* No partition answered: the status says why (deadline before shedding before unreachable). */
+/* No partition answered: the status says why (deadline before shedding before a partition's own
+ * error status before unreachable), with the words of the first partition that said something. */
 static void fail_unanswered(agg *a, agg_query *q, bool any_deadline, bool any_shed) {
     int status = any_deadline ? GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE;
-    agg_query_fail(a, q, status,
-                   any_deadline ? "no partition answered before the deadline"
-                   : any_shed   ? "every partition that could be reached shed the query (overloaded)"
-                                : "no partition could be reached");
+    const char *summary = any_deadline ? "no partition answered before the deadline"
+                          : any_shed   ? "every partition that could be reached shed the query (overloaded)"
+                                       : "no partition could be reached";
+    int first = -1;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        const agg_part *part = &q->parts[pi];
+        if (part->state == PART_FAILED && part->last_message[0] && first < 0) first = (int)pi;
+        /* a status of the partitions' own (INTERNAL, DATA_LOSS, ...) is passed on as it is */
+        if (!any_deadline && !any_shed && part->state == PART_FAILED && part->last_status > 0 &&
+            part->last_status != GRPC_STATUS_UNAVAILABLE && status == GRPC_STATUS_UNAVAILABLE) {
+            status = part->last_status;
+            summary = "no partition answered";
+            first = (int)pi;
+        }
+    }
+    char why[400];
+    if (first >= 0) snprintf(why, sizeof why, "%s (partition %d: %s)", summary, first, q->parts[first].last_message);
+    else snprintf(why, sizeof why, "%s", summary);
+    agg_query_fail(a, q, status, why);
 }
 
 void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     uint32_t answered = 0, total_hits = 0;
     bool complete = true, any_deadline = false, any_shed = false;
     const char *reason = "";
-    uint64_t matched = 0, slowest_us = 0;
+    uint64_t matched = 0, slowest_us = 0, slowest_rerank_us = 0;
+    Isn__V1__SearchDebug debug = ISN__V1__SEARCH_DEBUG__INIT;
+    bool reranked = false;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         if (part->state == PART_ANSWERED) {
@@ -42,6 +62,20 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
             total_hits += part->reply.num_hits;
             matched += part->reply.matched_lower_bound;
             if (part->reply.total_us > slowest_us) slowest_us = part->reply.total_us;
+            if (part->reply.rerank_us > slowest_rerank_us) slowest_rerank_us = part->reply.rerank_us;
+            if (q->request->ranker && q->request->ranker[0]) reranked = true;
+            if (q->request->debug) {
+                /* the partitions' work added up; the terms as the partition that knew most of them */
+                if (!debug.algorithm_used[0]) debug.algorithm_used = part->reply.algorithm_used;
+                if (part->reply.num_terms > debug.num_terms) {
+                    debug.num_terms = part->reply.num_terms;
+                    debug.num_unknown_terms = part->reply.num_unknown_terms;
+                } else if (!debug.num_terms && part->reply.num_unknown_terms > debug.num_unknown_terms)
+                    debug.num_unknown_terms = part->reply.num_unknown_terms;
+                debug.postings_scored += part->reply.postings_scored;
+                debug.docs_evaluated += part->reply.docs_evaluated;
+                debug.blocks_decoded += part->reply.blocks_decoded;
+            }
             if (!part->reply.complete) {
                 complete = false;
                 if (!reason[0]) reason = part->reply.incomplete_reason;
@@ -88,9 +122,14 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     response.matched_lower_bound = matched;
     response.device = "agg";
     times.retrieval_us = slowest_us;
+    times.rerank_us = reranked ? slowest_rerank_us : 0;
+    if (q->request->debug) response.debug = &debug;
     times.total_us = (uint64_t)((now - q->start_ns) / 1000);
     response.times = &times;
-    response.request_id = q->request->request_id;
+    response.request_id = q->request_id; /* the caller's, else the one made for it (the trace id) */
+    q->reply_hits = response.n_hits;
+    q->reply_answered = answered;
+    q->reply_complete = complete;
     response.partitions_answered = answered;
     response.partitions_total = a->num_partitions;
     agg_query_reply(a, q, &response.base);

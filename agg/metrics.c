@@ -33,7 +33,16 @@ static double replica_value(const agg_replica *r, replica_metric m) {
     return 0;
 }
 
+static bool partition_covered(const agg_partition *p) {
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].up) return true;
+    return false;
+}
+
 static void render_partitions(const agg *a, byte_buffer *out) {
+    prom_family(out, "isn_agg_partition_up", "gauge", "1 while the partition has a replica in rotation.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        buffer_printf(out, "isn_agg_partition_up{partition=\"%u\"} %d\n", pi, partition_covered(&a->partitions[pi]));
     prom_family(out, "isn_agg_partition_p95_seconds", "gauge", "Recent p95 answer time per partition (the hedge delay).");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_p95_seconds{partition=\"%u\"} %.6f\n", pi, a->partitions[pi].p95_us / 1e6);
@@ -54,10 +63,11 @@ static void render_partitions(const agg *a, byte_buffer *out) {
 
 void agg_render_metrics(const agg *a, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
-    prom_family(out, "isn_agg_requests_total", "counter", "Search/Info calls answered, by gRPC status.");
+    prom_family(out, "isn_agg_requests_total", "counter", "Search/Info/Health calls answered, by gRPC status code name.");
     for (int i = 0; i < GRPC_STATUS_COUNT; i++)
         if (m->requests_by_status[i] || i == 0)
-            buffer_printf(out, "isn_agg_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)m->requests_by_status[i]);
+            buffer_printf(out, "isn_agg_requests_total{code=\"%s\"} %llu\n", grpc_status_name(i),
+                          (unsigned long long)m->requests_by_status[i]);
     prom_u64(out, "isn_agg_partial_total", "counter", "Answers with complete=false (a partition missing or partial).",
              m->partial);
     prom_u64(out, "isn_agg_hedges_total", "counter", "Hedged requests sent.", m->hedges);
@@ -72,9 +82,24 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");
     prom_histogram(out, "isn_agg_latency_seconds", "", &m->latency);
-    prom_family(out, "isn_agg_processing_seconds", "summary",
+    prom_family(out, "isn_agg_processing_seconds", "histogram",
                 "Time the aggregator thread itself spent per query (decode, fan-out, merge, encode).");
-    buffer_printf(out, "isn_agg_processing_seconds_sum %.6f\nisn_agg_processing_seconds_count %llu\n", m->processing_sum_s,
-                  (unsigned long long)m->processing_count);
+    prom_histogram(out, "isn_agg_processing_seconds", "", &m->processing);
+    prom_family(out, "isn_agg_send_seconds_total", "counter",
+                "Time the aggregator thread spent handing queued requests to the replica connections.");
+    buffer_printf(out, "isn_agg_send_seconds_total %.6f\n", m->send_seconds);
+    char why[512];
+    prom_u64(out, "isn_agg_ready", "gauge", "1 while ready: enough partitions have a healthy replica (ready_coverage).",
+             agg_ready(a, why, sizeof why));
+    uint32_t covered = 0;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) covered += partition_covered(&a->partitions[pi]);
+    prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
+    prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
+    prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", grpc_health_num_watchers(a->watchers));
     render_partitions(a, out);
+    grpc_render_process_metrics(out, a->start_time);
+    prom_family(out, "isn_build_info", "gauge", "The program, its version and what it serves (value 1).");
+    buffer_printf(out, "isn_build_info{program=\"isn-agg\",version=\"%s\",partitions=\"%u\"} 1\n", AGG_VERSION,
+                  a->num_partitions);
 }

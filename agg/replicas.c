@@ -5,24 +5,72 @@
 #include "agg/agg_internal.h"
 #include "proto/health.pb-c.h"
 
+static void replica_init(agg_replica *r, const char *address, uint32_t partition, uint32_t index) {
+    memset(r, 0, sizeof *r);
+    /* memcpy, not snprintf: both live in `a`, which gcc's -Wrestrict reads as an overlap */
+    size_t address_len = strnlen(address, sizeof r->address - 1);
+    memcpy(r->address, address, address_len);
+    r->address[address_len] = 0;
+    r->partition = partition;
+    r->index = index;
+    r->up = true; /* until it fails or its first health check says otherwise (checked at once) */
+    r->ewma_us = 1000;
+}
+
 void agg_partitions_init(agg *a) {
     a->num_partitions = a->config.num_partitions;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_partition *p = &a->partitions[pi];
         p->num_replicas = a->config.partitions[pi].num_replicas;
-        for (uint32_t i = 0; i < p->num_replicas; i++) {
+        for (uint32_t i = 0; i < p->num_replicas; i++)
+            replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
+    }
+}
+
+static void replica_close(agg_replica *r) {
+    if (r->probe) isn_grpc_call_free(r->probe);
+    r->probe = NULL;
+    if (r->client) isn_grpc_close(r->client);
+    r->client = NULL;
+}
+
+void agg_partitions_reload(agg *a) {
+    static agg_partition old[AGG_MAX_PARTITIONS]; /* the loop's thread only */
+    uint32_t old_count = a->num_partitions;
+    memcpy(old, a->partitions, sizeof old);
+    memset(a->partitions, 0, sizeof a->partitions);
+    a->num_partitions = a->config.num_partitions;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_partition *p = &a->partitions[pi];
+        const agg_partition_config *c = &a->config.partitions[pi];
+        if (pi < old_count) {
+            /* the same partition: its size and recent latency stay */
+            *p = old[pi];
+            memset(p->replicas, 0, sizeof p->replicas);
+        }
+        p->num_replicas = c->num_replicas;
+        for (uint32_t i = 0; i < c->num_replicas; i++) {
             agg_replica *r = &p->replicas[i];
-            /* memcpy, not snprintf: both live in `a`, which gcc's -Wrestrict reads as an overlap */
-            const char *address = a->config.partitions[pi].replicas[i];
-            size_t address_len = strnlen(address, sizeof r->address - 1);
-            memcpy(r->address, address, address_len);
-            r->address[address_len] = 0;
-            r->partition = pi;
-            r->index = i;
-            r->up = true;
-            r->ewma_us = 1000;
+            agg_replica *kept = NULL;
+            for (uint32_t j = 0; pi < old_count && j < old[pi].num_replicas && !kept; j++)
+                if (old[pi].replicas[j].address[0] && !strcmp(old[pi].replicas[j].address, c->replicas[i]))
+                    kept = &old[pi].replicas[j];
+            if (kept) {
+                *r = *kept;
+                r->index = i;
+                kept->address[0] = '\0'; /* taken */
+            } else {
+                replica_init(r, c->replicas[i], pi, i);
+                log_info("replica %s of partition %u added", r->address, pi);
+            }
         }
     }
+    for (uint32_t pi = 0; pi < old_count; pi++)
+        for (uint32_t j = 0; j < old[pi].num_replicas; j++)
+            if (old[pi].replicas[j].address[0]) {
+                log_info("replica %s of partition %u removed", old[pi].replicas[j].address, pi);
+                replica_close(&old[pi].replicas[j]);
+            }
 }
 
 /* Input on a replica connection: its finished calls are collected on this loop turn. */
@@ -115,28 +163,38 @@ static bool probe_says_serving(const isn_grpc_result *res) {
     return serving;
 }
 
-/* Health checks bring replicas that were taken out back in. */
+/* Health checks, every probe interval: bring replicas that were taken out back in, and take out
+ * one in rotation that says NOT_SERVING or does not answer, so that readiness tells the truth even
+ * while no query comes. */
 void agg_probe_replicas(agg *a, int64_t now) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_partition *p = &a->partitions[pi];
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             agg_replica *r = &p->replicas[i];
-            if (r->up) continue;
+            if (r->up && r->client && !isn_grpc_usable(r->client)) {
+                agg_replica_eject(a, r, "connection lost or closed by the replica");
+                continue;
+            }
             if (r->probe) {
                 if (!isn_grpc_call_done(r->probe)) continue;
-                bool serving = probe_says_serving(isn_grpc_call_result(r->probe));
-                isn_grpc_call_free(r->probe);
-                r->probe = NULL;
-                if (serving) {
+                const isn_grpc_result *res = isn_grpc_call_result(r->probe);
+                bool serving = probe_says_serving(res);
+                if (serving && !r->up) {
                     r->up = true;
                     r->consecutive_failures = 0;
                     log_info("replica %s of partition %u is back", r->address, r->partition);
-                }
+                } else if (!serving && r->up)
+                    agg_replica_eject(a, r, res->grpc_status == 0 ? "health check: not serving" : "health check failed");
+                isn_grpc_call_free(r->probe);
+                r->probe = NULL;
                 continue;
             }
             if (now < r->probe_at_ns) continue;
             r->probe_at_ns = now + (int64_t)a->config.probe_interval_ms * 1000000LL;
-            if (!agg_replica_connect(a, r)) continue;
+            if (!agg_replica_connect(a, r)) {
+                if (r->up) agg_replica_eject(a, r, "cannot connect");
+                continue;
+            }
             isn_grpc_request rq = {.path = "/grpc.health.v1.Health/Check", .body = (const uint8_t *)"", .body_len = 0,
                                    .frame = true, .timeout_ms = a->config.probe_interval_ms};
             char err[256];
@@ -148,11 +206,5 @@ void agg_probe_replicas(agg *a, int64_t now) {
 
 void agg_replicas_close(agg *a) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
-        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
-            agg_replica *r = &a->partitions[pi].replicas[i];
-            if (r->probe) isn_grpc_call_free(r->probe);
-            r->probe = NULL;
-            if (r->client) isn_grpc_close(r->client);
-            r->client = NULL;
-        }
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) replica_close(&a->partitions[pi].replicas[i]);
 }

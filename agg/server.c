@@ -1,6 +1,8 @@
 /* isn-agg's endpoints on grpc/: the gRPC server (Search, Info, health Check) and the stats
  * endpoint (/metrics /stats /healthz /readyz), and the drain on SIGTERM. */
 
+#include <string.h>
+
 #include "agg/agg_internal.h"
 
 #define AGG_MAX_MESSAGE_BYTES (4u << 20)
@@ -16,6 +18,12 @@
 static void on_open(grpc_call *call, void *app) {
     (void)app;
     *(agg_query **)grpc_call_app(call) = NULL;
+}
+
+/* The streams: Health/Watch and server reflection; everything else is unary (on_request). */
+static void on_headers(grpc_call *call, void *app) {
+    if (grpc_reflection_serve(call)) return;
+    if (!strcmp(grpc_call_path(call), "/grpc.health.v1.Health/Watch")) agg_health_watch(app, call);
 }
 
 static void on_request(grpc_call *call, void *app) {
@@ -47,6 +55,7 @@ static void on_drained(grpc_server *server, void *app) {
 
 static const grpc_server_handlers AGG_HANDLERS = {
     .on_open = on_open,
+    .on_headers = on_headers,
     .on_request = on_request,
     .on_abandoned = on_abandoned,
     .on_drained = on_drained,
@@ -59,8 +68,11 @@ static void render_json(void *app, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
     uint64_t answered = 0;
     for (int i = 0; i < GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
+    char why[512];
+    bool ready = agg_ready(a, why, sizeof why);
+    buffer_printf(out, "{\"ready\":%s,\"readiness\":\"%s\",", ready ? "true" : "false", why);
     buffer_printf(out,
-                  "{\"partitions\":%u,\"inflight\":%u,\"requests\":%llu,\"ok\":%llu,\"partial\":%llu,\"hedges\":%llu,"
+                  "\"partitions\":%u,\"inflight\":%u,\"requests\":%llu,\"ok\":%llu,\"partial\":%llu,\"hedges\":%llu,"
                   "\"hedge_wins\":%llu,\"retries\":%llu,\"upstream_requests\":%llu,\"upstream_failures\":%llu,"
                   "\"replicas\":[",
                   a->num_partitions, a->num_queries, (unsigned long long)answered,
@@ -81,8 +93,10 @@ static void render_metrics(void *app, byte_buffer *body) { agg_render_metrics(ap
 
 static int readiness(void *app, byte_buffer *body) {
     const agg *a = app;
-    buffer_printf(body, "%s", a->draining ? "draining\n" : "ok\n");
-    return a->draining ? 503 : 200;
+    char why[512];
+    bool ready = agg_ready(a, why, sizeof why);
+    buffer_printf(body, "%s: %s\n", ready ? "ready" : "not ready", why);
+    return ready ? 200 : 503;
 }
 
 static const grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readiness};
@@ -130,6 +144,8 @@ const char *agg_stats_address(const agg *a) { return a->stats_address; }
 void agg_drain(agg *a) {
     if (a->draining) return;
     a->draining = true;
+    agg_readiness_changed(a);
+    agg_health_notify(a); /* watchers get NOT_SERVING and their streams end, whatever readiness was */
     if (!a->server) {
         close_everything(a);
         return;

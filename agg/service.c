@@ -10,8 +10,18 @@
 /* A new query in the list, with its deadline: the call's grpc-timeout, else the request's
  * timeout_ms, else the default. NULL when out of memory. */
 static agg_query *query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, int64_t now) {
-    agg_query *q = calloc(1, sizeof *q + a->num_partitions * sizeof(agg_part));
+    agg_query *q = calloc(1, sizeof *q);
     if (!q) return NULL;
+    if (!(q->parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *q->parts))) {
+        free(q);
+        return NULL;
+    }
+    q->num_parts = a->num_partitions;
+    grpc_trace incoming;
+    if (grpc_trace_parse(grpc_call_traceparent(call), &incoming)) memcpy(q->parent_span, incoming.span_id, sizeof q->parent_span);
+    grpc_trace_child(grpc_call_traceparent(call), &q->trace, q->traceparent);
+    snprintf(q->request_id, sizeof q->request_id, "%.79s",
+             request->request_id && request->request_id[0] ? request->request_id : q->trace.trace_id);
     q->call = call;
     q->request = request;
     q->k = k;
@@ -66,11 +76,21 @@ static void handle_search(agg *a, grpc_call *call) {
     /* The query keeps the call until it answers; the call's storage points back at the query. */
     *(agg_query **)grpc_call_app(call) = q;
     grpc_call_hold(call);
-    /* The caller's own statistics pass through; otherwise the cache may already know them. */
-    if (a->config.global_stats && !request->global_stats && !agg_stats_lookup(a, q)) agg_stats_start(a, q, now);
-    else agg_search_start(a, q, now);
+    /* While a reload waits for the queries in progress, a new one waits for the new replica sets. */
+    if (a->pending) {
+        q->parked = true;
+        return;
+    }
+    agg_query_begin(a, q, now);
     q->processing_ns += agg_now_ns() - now;
     agg_query_progress(a, q, agg_now_ns()); /* every partition may have failed at once */
+}
+
+void agg_query_begin(agg *a, agg_query *q, int64_t now) {
+    q->parked = false;
+    /* The caller's own statistics pass through; otherwise the cache may already know them. */
+    if (a->config.global_stats && !q->request->global_stats && !agg_stats_lookup(a, q)) agg_stats_start(a, q, now);
+    else agg_search_start(a, q, now);
 }
 
 static void handle_info(agg *a, grpc_call *call) {
@@ -83,12 +103,13 @@ static void handle_info(agg *a, grpc_call *call) {
     response.num_docs = docs;
     response.total_doc_len = len;
     response.avg_doc_len = docs ? (double)len / (double)docs : 0;
-    response.server_version = "isn-agg 0.1";
+    response.server_version = "isn-agg " AGG_VERSION;
     agg_count_status(a, GRPC_STATUS_OK);
     grpc_call_reply_message(call, &response.base);
 }
 
-/* SERVING while the aggregator answers; NOT_SERVING once it drains; NOT_FOUND for a service other
+/* SERVING while the aggregator can answer (agg_ready); NOT_SERVING while too few partitions have a
+ * healthy replica, and once it drains; NOT_FOUND for a service other
  * than "" and isn.v1.Search (the health protocol's rule, as isnd answers). */
 static void handle_health(agg *a, grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =
@@ -100,8 +121,8 @@ static void handle_health(agg *a, grpc_call *call) {
     protobuf_c_message_free_unpacked(&request->base, NULL);
     if (!known) return;
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    response.status = a->draining ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
-                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    response.status = agg_ready(a, NULL, 0) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
     grpc_call_reply_message(call, &response.base);
 }
 
@@ -131,9 +152,34 @@ static bool release_call(agg_query *q) {
     return grpc_call_unhold(call);
 }
 
+/* The access line of a query (access_log): what a request id or a trace id finds. */
+static void log_access(const agg *a, const agg_query *q, int status) {
+    if (!a->config.access_log) return;
+    char ms[32], hits[16], coverage[32];
+    snprintf(ms, sizeof ms, "%.3f", (double)(agg_now_ns() - q->start_ns) / 1e6);
+    snprintf(hits, sizeof hits, "%u", q->reply_hits);
+    snprintf(coverage, sizeof coverage, "%u/%u", q->reply_answered, q->num_parts);
+    const char *fields[] = {
+        "method", "isn.v1.Search/Search",
+        "code", grpc_status_name(status),
+        "ms", ms,
+        "request_id", q->request_id,
+        "trace_id", q->trace.trace_id,
+        "span", q->trace.span_id,
+        "parent_span", q->parent_span[0] ? q->parent_span : NULL,
+        "hits", q->replied ? hits : NULL,
+        "coverage", q->replied ? coverage : NULL,
+        "complete", q->replied ? (q->reply_complete ? "true" : "false") : NULL,
+    };
+    log_record(ISN_LOG_INFO, "access", fields, sizeof fields / sizeof fields[0] / 2);
+}
+
 void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message) {
     grpc_call *call = q->call;
-    agg_count_status(a, release_call(q) ? grpc_call_reply_message(call, message) : GRPC_STATUS_OK);
+    int status = release_call(q) ? grpc_call_reply_message(call, message) : GRPC_STATUS_OK;
+    agg_count_status(a, status);
+    q->replied = true;
+    log_access(a, q, status);
     q->call = NULL;
 }
 
@@ -141,5 +187,6 @@ void agg_query_fail(agg *a, agg_query *q, int status, const char *message) {
     grpc_call *call = q->call;
     agg_count_status(a, status);
     if (release_call(q)) grpc_call_fail(call, status, "%s", message);
+    log_access(a, q, status);
     q->call = NULL;
 }

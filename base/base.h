@@ -81,6 +81,13 @@ void log_set_level(isn_log_level level);
 bool log_enabled(isn_log_level level);
 void log_line(isn_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* JSON Lines instead of text, for log shippers: {"time":"...","level":"info","msg":"..."} per line. */
+void log_set_json(bool json);
+/* One record of named fields (an access log line, say): text "EVENT key=value key=\"two words\"",
+ * or JSON {"time":...,"level":...,"event":EVENT,"key":"value",...}. `fields` holds n key, value pairs;
+ * a NULL value is left out. */
+void log_record(isn_log_level level, const char *event, const char *const *fields, size_t n);
+
 #define log_error(...) log_line(ISN_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_line(ISN_LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_line(ISN_LOG_INFO, __VA_ARGS__)

@@ -33,7 +33,7 @@ for P in $PARTITIONS; do
   "$BIN/isn-index" build --quiet --no-positions --input "$CORPUS" --out "$parts" --partitions "$P" >/dev/null 2>&1
   workers=$(( CORES / P )); [ "$workers" -ge 1 ] || workers=1
   tools/isn-cluster.sh start --parts "$parts" --replicas 1 --workers "$workers" --run-dir "$RUN/cluster" \
-    --bin "$BIN" --agg-arg --no-hedge >/dev/null
+    --base-port 7100 --agg-port 8070 --agg-stats-port 8090 --bin "$BIN" --agg-arg --no-hedge >/dev/null
   bench 127.0.0.1:8070 "$OUT/cluster_$P.png" >"$RUN/agg-$P.json"
   echo "{\"processing_seconds_sum\":$(metric isn_agg_processing_seconds_sum),\"count\":$(metric isn_agg_processing_seconds_count)}" \
     >"$RUN/agg-cpu-$P.json"

@@ -28,12 +28,13 @@ run_one() { # hedge|no-hedge  repeat
   local args=()
   [ "$1" = no-hedge ] && args=(--agg-arg --no-hedge)
   tools/isn-cluster.sh start --parts "$PARTS" --replicas 2 --run-dir "$RUN/cluster" --bin "$BIN" --workers "$WORKERS" \
+    --base-port 7100 --agg-port 8070 --agg-stats-port 8090 \
     --slow "$SLOW" --slow-set "testing.inject_delay=$DELAY" --slow-set "testing.inject_delay_percent=$PERCENT" \
     ${args[@]+"${args[@]}"} >/dev/null
   "$BIN/isn-bench" --target 127.0.0.1:8070 --queries "$QUERIES" --rate "$RATE" --duration "$DURATION" --warmup 2 \
     --deadline-ms "$DEADLINE_MS" >"$RUN/$1.$2.json"
   local answered hedges upstream
-  answered=$(metric 'isn_agg_requests_total{code="0"}')
+  answered=$(metric 'isn_agg_requests_total{code="OK"}')
   hedges=$(metric isn_agg_hedges_total)
   upstream=$(metric isn_agg_upstream_requests_total)
   echo "{\"queries\":$answered,\"hedges\":$hedges,\"upstream_requests\":$upstream}" >"$RUN/$1.$2.agg.json"

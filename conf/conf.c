@@ -101,6 +101,8 @@ static const key_spec KEYS[] = {
     {"rerank", "max_n1", KEY_U32, FIELD(max_n1), "10000", 1, ISN_MAX_K, true},
     {"rerank", "gpu_model_memory", KEY_SIZE, FIELD(gpu_model_memory_bytes), "512MiB", 1u << 20, 1u << 31, false},
     {"log", "level", KEY_LEVEL, FIELD(log_level), "info", 0, 0, true},
+    {"log", "json", KEY_BOOL, FIELD(log_json), "false", 0, 0, true},
+    {"log", "access", KEY_BOOL, FIELD(log_access), "false", 0, 0, true},
     {"testing", "job_delay", KEY_DURATION_US, FIELD(job_delay_us), "0", 0, 60000000, true},
     {"testing", "inject_delay", KEY_DURATION_MS, FIELD(inject_delay_ms), "0", 0, 60000, true},
     {"testing", "inject_delay_percent", KEY_U32, FIELD(inject_delay_percent), "0", 0, 100, true},

@@ -72,6 +72,8 @@ typedef struct {
     uint32_t gpu_model_memory_bytes; /* GPU model cache budget */
     /* [log] */
     isn_log_level log_level;
+    bool log_json;   /* JSON Lines instead of text */
+    bool log_access; /* one line per Search and Info: request id, trace id, status, time */
     /* [testing] */
     uint32_t job_delay_us; /* sleep added to every search job; for drain and overload tests only */
     uint32_t inject_delay_ms;      /* extra sleep on a random inject_delay_percent of search jobs: a slow */

@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
     }
 
     log_set_level(server.conf.log_level);
+    log_set_json(server.conf.log_json);
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     server.config_path = config_path;
@@ -142,6 +143,7 @@ int main(int argc, char **argv) {
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
     grpc_server_free(server.grpc);
+    grpc_health_watchers_free(server.watchers);
     grpc_stats_server_free(server.stats);
     rankers_stop();
     if (server.analyzer) isn_analyzer_free(server.analyzer);

@@ -33,6 +33,7 @@ void server_stop(isn_server *server) {
     close_if_open((uv_handle_t *)&server->sigterm);
     close_if_open((uv_handle_t *)&server->sigint);
     close_if_open((uv_handle_t *)&server->sighup);
+    if (server->watchdog.data) close_if_open((uv_handle_t *)&server->watchdog);
 }
 
 static uint32_t open_calls(const isn_server *server) {
@@ -64,6 +65,7 @@ void server_begin_drain(isn_server *server, const char *why) {
     server->state = SERVER_DRAINING;
     server->drain_start_ns = isn_now_ns();
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
+    grpc_health_shutdown(server->watchers); /* NOT_SERVING to every watcher, and their streams end */
     log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, open_calls(server),
              server->conf.drain_timeout_ms);
     if (was == SERVER_STARTING) {
@@ -152,6 +154,7 @@ static void on_loaded(uv_work_t *work, int status) {
     }
     server->state = SERVER_READY;
     server->ready_ns = isn_now_ns();
+    grpc_health_changed(server->watchers);
     log_info("ready: serving partition %u on %s (stats on %s) after %.3f s", server->conf.partition_id,
              server->grpc_address, server->stats ? server->stats_address : "-",
              (double)(server->ready_ns - server->start_ns) / 1e9);
@@ -172,6 +175,8 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     server_transport_config(server, &grpc_config, &stats_config);
     server->grpc = grpc_server_new(loop, &grpc_config, &rpc_handlers, server);
     if (!server->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
+    server->watchers = grpc_health_watchers_new(rpc_health_status, server);
+    if (!server->watchers) return isn_error(err, err_len, "out of memory for Health/Watch");
     if (grpc_server_listen(server->grpc, server->conf.listen, server->grpc_address, sizeof server->grpc_address, err,
                            err_len) < 0)
         return -1;

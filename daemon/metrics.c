@@ -2,7 +2,7 @@
 
 static const char *const METHOD_LABELS[RPC_COUNT] = {
     "isn.v1.Search/Search", "isn.v1.Search/Info", "grpc.health.v1.Health/Check",
-    "grpc.health.v1.Health/Watch", "unknown",
+    "grpc.health.v1.Health/Watch", "grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "unknown",
 };
 
 static const char *const STAGE_LABELS[STAGE_COUNT] = {"queue", "retrieval", "total"};

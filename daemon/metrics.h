@@ -8,7 +8,7 @@
 #include "base/base.h"
 #include "grpc/grpc.h"
 
-typedef enum { RPC_SEARCH, RPC_INFO, RPC_HEALTH_CHECK, RPC_HEALTH_WATCH, RPC_UNKNOWN, RPC_COUNT } rpc_method;
+typedef enum { RPC_SEARCH, RPC_INFO, RPC_HEALTH_CHECK, RPC_HEALTH_WATCH, RPC_REFLECTION, RPC_UNKNOWN, RPC_COUNT } rpc_method;
 
 /* "isn.v1.Search/Search", ... as they appear in the metrics' method label. */
 const char *rpc_method_label(rpc_method method);

@@ -56,7 +56,8 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
     for (int method = 0; method < RPC_COUNT; method++)
         for (int status = 0; status < GRPC_STATUS_COUNT; status++)
-            if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH))
+            if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH &&
+                                                 method != RPC_REFLECTION))
                 buffer_printf(out, "isn_requests_total{method=\"%s\",code=\"%s\"} %llu\n", rpc_method_label(method),
                               grpc_status_name(status), (unsigned long long)m->requests[method][status]);
 
@@ -121,13 +122,17 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
 
     prom_u64(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
     prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
-    prom_u64(out, "process_resident_memory_bytes", "gauge", "Resident memory of the isnd process.",
-             process_resident_bytes());
     prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
-    prom_family(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
-    buffer_printf(out, "process_start_time_seconds %.3f\n", server->start_time);
-    prom_family(out, "isn_build_info", "gauge", "isnd version (value 1).");
-    buffer_printf(out, "isn_build_info{version=\"%s\"} 1\n", ISND_VERSION);
+    grpc_render_process_metrics(out, server->start_time);
+    prom_family(out, "isn_build_info", "gauge", "The program, its version and what it serves (value 1).");
+    buffer_printf(out, "isn_build_info{program=\"isnd\",version=\"%s\",partition=\"%u\",cuda=\"%s\"} 1\n", ISND_VERSION,
+                  server->conf.partition_id,
+#if ISN_WITH_CUDA
+                  "true"
+#else
+                  "false"
+#endif
+    );
 }
 
 static void json_histogram(byte_buffer *out, const histogram *h) {

@@ -21,6 +21,8 @@ static const struct {
     {"/isn.v1.Search/Info", RPC_INFO},
     {"/grpc.health.v1.Health/Check", RPC_HEALTH_CHECK},
     {"/grpc.health.v1.Health/Watch", RPC_HEALTH_WATCH},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RPC_REFLECTION},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", RPC_REFLECTION},
 };
 
 rpc_method rpc_method_from_path(const char *path, size_t len) {
@@ -64,6 +66,29 @@ static void on_abandoned(grpc_call *call, void *app) {
     atomic_store(&app_of(call)->job.cancelled, true);
 }
 
+/* The access line of a Search or Info call (log.access): what a request id or trace id finds. */
+static void log_access(grpc_call *call, rpc_method method, int status, double seconds) {
+    const search_job *job = &app_of(call)->job;
+    const Isn__V1__SearchRequest *request = method == RPC_SEARCH ? job->request : NULL;
+    grpc_trace trace;
+    bool traced = grpc_trace_parse(grpc_call_traceparent(call), &trace);
+    char ms[32], hits[16];
+    snprintf(ms, sizeof ms, "%.3f", seconds * 1e3);
+    snprintf(hits, sizeof hits, "%u", job->num_hits);
+    bool answered = request && status == GRPC_STATUS_OK;
+    const char *fields[] = {
+        "method", rpc_method_label(method),
+        "code", grpc_status_name(status),
+        "ms", ms,
+        "request_id", request && request->request_id && request->request_id[0] ? request->request_id : NULL,
+        "trace_id", traced ? trace.trace_id : NULL,
+        "parent_span", traced ? trace.span_id : NULL,
+        "hits", answered ? hits : NULL,
+        "complete", answered ? (job->complete ? "true" : "false") : NULL,
+    };
+    log_record(ISN_LOG_INFO, "access", fields, sizeof fields / sizeof fields[0] / 2);
+}
+
 static void on_status(grpc_call *call, int status, void *app) {
     isn_server *server = app;
     int method = grpc_call_tag(call);
@@ -73,6 +98,8 @@ static void on_status(grpc_call *call, int status, void *app) {
     }
     double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
     metrics_count_request(&server->metrics, (rpc_method)method, status, seconds);
+    if (server->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
+        log_access(call, (rpc_method)method, status, seconds);
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
@@ -85,8 +112,13 @@ static void on_headers(grpc_call *call, void *app) {
         grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", path);
         return;
     }
+    /* streams, answered in every state: the status as it changes, and the services' descriptors */
     if (method == RPC_HEALTH_WATCH) {
-        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "Health/Watch is not supported; poll Health/Check");
+        grpc_health_watch(server->watchers, call);
+        return;
+    }
+    if (method == RPC_REFLECTION) {
+        grpc_reflection_serve(call);
         return;
     }
     if (grpc_call_timeout_malformed(call)) {
@@ -353,6 +385,14 @@ static void handle_info(isn_server *server, grpc_call *call) {
 }
 
 /* ------------------------------------------------------------------ Health */
+
+/* Health/Watch's view of a service: the node's readiness for "" and isn.v1.Search. */
+int rpc_health_status(const char *service, void *app) {
+    const isn_server *server = app;
+    if (*service && strcmp(service, "isn.v1.Search")) return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+    return server_ready(server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+}
 
 static void handle_health_check(isn_server *server, grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =

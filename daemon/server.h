@@ -50,12 +50,14 @@ struct isn_server {
     char load_error[512];
 
     grpc_server *grpc;
+    grpc_health_watchers *watchers; /* Health/Watch streams */
     grpc_stats_server *stats; /* NULL without stats_listen */
     grpc_connection_limit connection_limit; /* shared by both */
     char grpc_address[80], stats_address[80];
     uv_async_t completion_async;
     uv_timer_t drain_timer;
     uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t watchdog; /* systemd's WatchdogSec: pinged from the loop (data NULL when not asked for) */
     uv_work_t load_work;
     bool stop_after_load;
     bool drain_forced;
@@ -74,6 +76,8 @@ rpc_method rpc_method_from_path(const char *path, size_t len);
 /* The handlers isnd gives the gRPC server core. */
 extern const grpc_server_handlers rpc_handlers;
 void rpc_on_completions(uv_async_t *async);
+/* Health/Watch's status of a service (grpc_health_status_fn). */
+int rpc_health_status(const char *service, void *app);
 
 /* ---- stats_pages.c */
 /* What isnd shows on the stats endpoint's /metrics, /stats and /readyz. */

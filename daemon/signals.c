@@ -29,6 +29,7 @@ static void reload(isn_server *server) {
     } else {
         server->conf = next;
         log_set_level(next.log_level);
+        log_set_json(next.log_json);
         grpc_server_config grpc_config;
         grpc_stats_config stats_config;
         server_transport_config(server, &grpc_config, &stats_config);
@@ -60,7 +61,25 @@ static void on_signal(uv_signal_t *handle, int signum) {
     server_begin_drain(server, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* systemd's watchdog (WatchdogSec=): pinged from the loop at half the interval, so a loop that stops
+ * turning gets the service restarted. The ping goes on while the index loads (the loop turns). */
+static void on_watchdog(uv_timer_t *timer) {
+    (void)timer;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static void watchdog_start(isn_server *server) {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || !usec) return;
+    uv_timer_init(server->loop, &server->watchdog);
+    server->watchdog.data = server;
+    uint64_t every_ms = usec / 2000 ? usec / 2000 : 1;
+    uv_timer_start(&server->watchdog, on_watchdog, every_ms, every_ms);
+    log_info("systemd watchdog: pinging every %llu ms", (unsigned long long)every_ms);
+}
+
 void signals_start(isn_server *server) {
+    watchdog_start(server);
     uv_signal_init(server->loop, &server->sigterm);
     uv_signal_init(server->loop, &server->sigint);
     uv_signal_init(server->loop, &server->sighup);

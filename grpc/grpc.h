@@ -107,7 +107,8 @@ size_t grpc_percent_encode(const char *in, char *out, size_t out_len);
 /* ================================================================== server core */
 /* A gRPC server on a libuv loop: listening socket, connections and their HTTP/2 sessions, limits
  * and timeouts, a pool of calls (one per request stream), replies and trailers, GOAWAY and drain.
- * The program supplies handlers; everything runs on the loop thread. Unary calls only. */
+ * The program supplies handlers; everything runs on the loop thread. Unary calls, and streaming
+ * calls where the program asks for them (grpc_call_stream below). */
 
 typedef struct grpc_server grpc_server;
 typedef struct grpc_call grpc_call;
@@ -228,6 +229,72 @@ int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message);
 void grpc_call_fail(grpc_call *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap);
 
+/* ---- streaming calls (grpc/stream.c) */
+/* A call streams when the program says so from on_headers: its request messages then come one by
+ * one to on_message as they arrive (on_request is not called), and it answers with any number of
+ * messages (grpc_call_stream_send) and then trailers (grpc_call_stream_finish). A streaming call
+ * needs no hold: on_close tells the program when it is gone, however it ends (finished, reset by
+ * the client, connection lost, server closed), after which it must not be touched. */
+typedef struct grpc_stream grpc_stream;
+typedef struct {
+    void (*on_message)(grpc_call *call, const uint8_t *message, size_t len, void *user);
+    void (*on_half_close)(grpc_call *call, void *user); /* the client sent its last message */
+    void (*on_close)(grpc_call *call, void *user);
+} grpc_stream_handlers;
+#define GRPC_STREAM_MESSAGE_MAX 256 /* longest grpc-message of a finish */
+/* From on_headers. 0, or -1 (out of memory, or the call was already answered). */
+int grpc_call_stream(grpc_call *call, const grpc_stream_handlers *handlers, void *user);
+bool grpc_call_is_stream(const grpc_call *call);
+/* Queues one reply message (the response headers go out before the first). 0, or -1 when the
+ * call is finishing or gone, or the message did not fit (then the call is finished with
+ * RESOURCE_EXHAUSTED). */
+int grpc_call_stream_send(grpc_call *call, const ProtobufCMessage *message);
+/* Trailers with `status` after what is queued (counted through on_status). */
+void grpc_call_stream_finish(grpc_call *call, int status, const char *message);
+
+/* ---- standard services on any server core (grpc/health_watch.c, grpc/reflection.c) */
+/* grpc.health.v1.Health/Watch: a registry of the server's Watch streams. `status_of` gives a
+ * service's status now: 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN. */
+typedef struct grpc_health_watchers grpc_health_watchers;
+typedef int (*grpc_health_status_fn)(const char *service, void *app);
+grpc_health_watchers *grpc_health_watchers_new(grpc_health_status_fn status_of, void *app);
+/* From on_headers of "/grpc.health.v1.Health/Watch": streams the call. False when it could not
+ * (the call has then been answered). */
+bool grpc_health_watch(grpc_health_watchers *watchers, grpc_call *call);
+/* The status may have changed: each watcher whose service's status differs from what it was last
+ * sent gets the new one. */
+void grpc_health_changed(grpc_health_watchers *watchers);
+/* Draining: every watcher gets NOT_SERVING and its stream ends (OK). */
+void grpc_health_shutdown(grpc_health_watchers *watchers);
+uint32_t grpc_health_num_watchers(const grpc_health_watchers *watchers);
+/* After the server is freed (the streams are gone). */
+void grpc_health_watchers_free(grpc_health_watchers *watchers);
+
+/* grpc.reflection.v1 and v1alpha ServerReflection/ServerReflectionInfo: the services of every
+ * .proto of the project (isn.v1.Search, grpc.health.v1.Health and reflection itself), with their
+ * file descriptors. True when `path` is a reflection call: it then streams (or has been answered). */
+bool grpc_reflection_serve(grpc_call *call);
+
+/* process_cpu_seconds_total, process_open_fds, process_max_fds, process_virtual_memory_bytes,
+ * process_resident_memory_bytes and process_start_time_seconds, as Prometheus' client libraries name
+ * them (grpc/process_metrics.c), for a program's /metrics. */
+void grpc_render_process_metrics(byte_buffer *out, double start_time_seconds);
+
+/* ---- W3C trace context (grpc/trace.c) */
+#define GRPC_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+typedef struct {
+    char trace_id[33]; /* 32 lowercase hex */
+    char span_id[17];  /* 16 lowercase hex: the parent-id field */
+    uint8_t flags;     /* 1 = sampled */
+} grpc_trace;
+/* The traceparent header the call came with, as sent ("" when none, or longer than one can be). */
+const char *grpc_call_traceparent(const grpc_call *call);
+/* A valid traceparent (version 00, or a later version's first four fields). */
+bool grpc_trace_parse(const char *traceparent, grpc_trace *trace);
+/* The traceparent for a call made on behalf of `incoming` (NULL or invalid: a new trace): the same
+ * trace id and flags, a new span id. *trace (may be NULL) gets what was sent. */
+void grpc_trace_child(const char *incoming, grpc_trace *trace, char out[GRPC_TRACEPARENT_LEN + 1]);
+
 /* ================================================================== stats endpoint */
 /* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
  * for Prometheus, curl and load balancers. It answers the four pages every server shows: /metrics
@@ -295,6 +362,7 @@ typedef struct {
     uint32_t timeout_ms;   /* grpc-timeout header; 0 = none */
     const char *content_type; /* NULL = application/grpc */
     const char *timeout_header; /* sent as grpc-timeout exactly as given, instead of timeout_ms (tests) */
+    const char *traceparent;    /* W3C trace context header; NULL = none */
 } isn_grpc_request;
 
 typedef struct {
@@ -343,6 +411,7 @@ typedef struct {
     /* Second stage: re-rank the best n1 (0 = server default) with the server's ranker of this name. */
     const char *ranker;
     uint32_t n1;
+    const char *traceparent; /* sent as the traceparent header (W3C trace context); NULL = none */
 } isn_grpc_search_request;
 
 typedef struct {

@@ -47,6 +47,7 @@ static void call_unlink(grpc_call *call, grpc_call **head) {
 }
 
 void grpc_call_release(grpc_server *server, grpc_call *call) {
+    grpc_stream_release(call);
     grpc_reader_reset(&call->reader);
     server->counters.open_calls--;
     bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;

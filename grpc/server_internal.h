@@ -48,6 +48,8 @@ struct grpc_call {
     const uint8_t *reply_data; /* framed reply being sent */
     size_t reply_len, reply_sent;
     byte_buffer reply; /* grpc_call_reply_message's buffer; kept across uses */
+    grpc_stream *stream; /* a streaming call's state (stream.c); NULL for a unary call */
+    char traceparent[GRPC_TRACEPARENT_LEN + 1]; /* as sent; "" = none (trace.c) */
     uint8_t body_space[CALL_INLINE_BODY];
     max_align_t app[]; /* config.call_app_bytes */
 };
@@ -128,6 +130,11 @@ void grpc_call_release(grpc_server *server, grpc_call *call);
 /* Not gRPC at all (wrong method or content type): a bare HTTP status. */
 void grpc_call_http_error(grpc_call *call, int http_status);
 void grpc_free_call_pool(grpc_server *server);
+
+/* ---- stream.c: a streaming call's request bytes, request end, and release */
+int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len);
+void grpc_stream_on_end(grpc_call *call);
+void grpc_stream_release(grpc_call *call);
 
 /* ---- server_session.c */
 int grpc_session_new(grpc_conn *conn);

@@ -40,6 +40,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         /* application/grpc, application/grpc+proto, application/grpc;charset=... */
         call->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
                                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (header_is(name, namelen, "traceparent") && valuelen < sizeof call->traceparent) {
+        memcpy(call->traceparent, value, valuelen);
+        call->traceparent[valuelen] = '\0';
     } else if (header_is(name, namelen, "grpc-timeout")) {
         if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
         else call->timeout_sent = true;
@@ -83,6 +86,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !call->responded)
         on_request_headers(call);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        if (call->stream) return grpc_stream_on_end(call), 0;
         call->request_complete = true;
         if (!call->responded) on_request_complete(call);
     }
@@ -95,6 +99,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     grpc_conn *conn = user_data;
     conn->server->counters.bytes_received += len;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (call && call->stream) return grpc_stream_on_data(call, data, len);
     if (!call || call->responded) return 0;
     grpc_read_result result = grpc_reader_feed(&call->reader, data, len);
     if (result == GRPC_READ_OK) return 0;

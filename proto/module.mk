@@ -15,6 +15,17 @@ $(BUILD)/obj/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c | $(PROTO_GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# Every .proto as a FileDescriptorSet, in one generated C file, for server reflection (grpc/reflection.c).
+PROTO_DESCS := $(PROTO_SRCS:%.proto=$(BUILD)/gen/%.desc)
+$(BUILD)/gen/proto/%.desc: proto/%.proto | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	protoc-c --descriptor_set_out=$@ $<
+$(BUILD)/gen/proto/descriptors.pb-c.c $(BUILD)/gen/proto/descriptors.pb-c.h: $(PROTO_DESCS) proto/descriptors.sh
+	bash proto/descriptors.sh $(BUILD)/gen $(PROTO_SRCS)
+PROTO_GEN_C += $(BUILD)/gen/proto/descriptors.pb-c.c
+PROTO_GEN_H += $(BUILD)/gen/proto/descriptors.pb-c.h
+PROTO_OBJS  += $(BUILD)/obj/gen/proto/descriptors.pb-c.o
+
 $(PROTO_LIB): $(PROTO_OBJS)
 LIBS   += $(PROTO_LIB)
 LDLIBS += -lprotobuf-c

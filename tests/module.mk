@@ -14,3 +14,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_SUPPORT_OBJS) $$(LIBS)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_SUPPORT_OBJS) $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS) $(LDLIBS) -lcmocka
+# make install into scratch prefixes; systemd-analyze verify on the installed units.
+TESTS += tests/unit/install_test.sh
+# The README's command blocks, run as written (tests/unit/readme_test.sh).
+TESTS += tests/unit/readme_test.sh

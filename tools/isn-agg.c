@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
 #include "agg/agg.h"
@@ -14,17 +15,25 @@
 static void usage(FILE *out) {
     fputs("usage: isn-agg [--config FILE] [--listen HOST:PORT] [--stats-listen HOST:PORT|\"\"]\n"
           "               --partition HOST:PORT[,HOST:PORT...] (once per partition, its replicas)\n"
-          "               [--global-stats] [--no-hedge] [--set KEY=VALUE ...]\n"
+          "               [--global-stats] [--no-hedge] [--set KEY=VALUE ...] [--check-config]\n"
+          "--check-config validates the configuration (file and flags) and exits. conf/isn-agg.conf documents\n"
+          "every key.\n"
           "Aggregates isn.v1.Search over partitions. Keys (file: KEY = VALUE, optional [agg] section;\n"
           "command line: --set KEY=VALUE): listen, stats_listen, partition (repeat), default_timeout_ms (1000),\n"
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
-          "hedge_initial_ms (20), global_stats (false), probe_interval_ms (500), failures_to_eject (3).\n"
-          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT stop it.\n",
+          "hedge_initial_ms (20), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
+          "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them),\n"
+          "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id).\n"
+          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain and stop it; SIGHUP reads\n"
+          "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
 }
 
+static bool check_only;
+
 static int parse_args(int argc, char **argv, agg_config *config) {
     agg_config_default(config);
+    optind = 0; /* getopt starts over (a reload parses the same arguments again) */
     char err[512];
     /* The file first, so the command line overrides it (partitions from both add up). */
     for (int i = 1; i + 1 < argc; i++)
@@ -35,7 +44,7 @@ static int parse_args(int argc, char **argv, agg_config *config) {
     static const struct option opts[] = {{"config", 1, 0, 'c'},    {"listen", 1, 0, 'l'}, {"stats-listen", 1, 0, 'S'},
                                          {"partition", 1, 0, 'p'}, {"global-stats", 0, 0, 'g'},
                                          {"no-hedge", 0, 0, 'n'},  {"set", 1, 0, 's'},   {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"check-config", 0, 0, 'C'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int rc = 0;
@@ -60,6 +69,7 @@ static int parse_args(int argc, char **argv, agg_config *config) {
             break;
         }
         case 'h': usage(stdout); exit(0);
+        case 'C': check_only = true; break;
         default: usage(stderr); return -1;
         }
         if (rc != 0) {
@@ -80,16 +90,56 @@ static int parse_args(int argc, char **argv, agg_config *config) {
 
 typedef struct {
     agg *aggregator;
-    uv_signal_t sigterm, sigint;
+    int argc;
+    char **argv;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t watchdog;
 } program;
 
 /* SIGTERM/SIGINT: drain; the loop ends once everything is closed. */
 static void on_stop_signal(uv_signal_t *handle, int signum) {
     program *p = handle->data;
     log_info("stopping (%s)", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    sd_notify(0, "STOPPING=1\nSTATUS=draining");
     agg_drain(p->aggregator);
     uv_close((uv_handle_t *)&p->sigterm, NULL);
     uv_close((uv_handle_t *)&p->sigint, NULL);
+    uv_close((uv_handle_t *)&p->sighup, NULL);
+    if (p->watchdog.data) uv_close((uv_handle_t *)&p->watchdog, NULL);
+}
+
+/* SIGHUP: the configuration file and the command line again; a bad one is logged and changes nothing. */
+static void on_reload_signal(uv_signal_t *handle, int signum) {
+    (void)signum;
+    program *p = handle->data;
+    sd_notify(0, "RELOADING=1");
+    static agg_config config;
+    char err[512];
+    if (parse_args(p->argc, p->argv, &config) != 0) {
+        log_warn("reload refused: the configuration above is invalid; the old one stays");
+    } else if (agg_reload(p->aggregator, &config, err, sizeof err) != 0) {
+        log_warn("reload refused: %s; the old one stays", err);
+    } else {
+        log_set_json(config.log_json);
+        log_info("reload: %u partitions; queries arriving now wait for those in progress", config.num_partitions);
+    }
+    sd_notify(0, "READY=1");
+}
+
+/* systemd's watchdog: pinged from the loop, so a loop that stops turning is restarted. */
+static void on_watchdog(uv_timer_t *timer) {
+    (void)timer;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static void start_watchdog(uv_loop_t *loop, program *p) {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || !usec) return;
+    uv_timer_init(loop, &p->watchdog);
+    p->watchdog.data = p;
+    uint64_t every_ms = usec / 2000 ? usec / 2000 : 1;
+    uv_timer_start(&p->watchdog, on_watchdog, every_ms, every_ms);
+    log_info("systemd watchdog: pinging every %llu ms", (unsigned long long)every_ms);
 }
 
 static int port_of(const char *address) {
@@ -100,6 +150,11 @@ static int port_of(const char *address) {
 int main(int argc, char **argv) {
     static agg_config config;
     if (parse_args(argc, argv, &config) != 0) return 2;
+    if (check_only) {
+        printf("configuration OK: %u partitions\n", config.num_partitions);
+        return 0;
+    }
+    log_set_json(config.log_json);
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t *loop = uv_default_loop();
     char err[512];
@@ -109,15 +164,22 @@ int main(int argc, char **argv) {
         log_error("%s", err);
         return 1;
     }
+    p.argc = argc;
+    p.argv = argv;
     uv_signal_init(loop, &p.sigterm);
     uv_signal_init(loop, &p.sigint);
-    p.sigterm.data = p.sigint.data = &p;
+    uv_signal_init(loop, &p.sighup);
+    p.sigterm.data = p.sigint.data = p.sighup.data = &p;
     uv_signal_start(&p.sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&p.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&p.sighup, on_reload_signal, SIGHUP);
     agg_fetch_partition_info(p.aggregator);
+    /* "ready:" says the process serves; whether it can answer is readiness (/readyz, Health). */
     log_info("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", config.num_partitions,
              port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
              config.hedge ? "on" : "off", config.global_stats ? "on" : "off");
+    sd_notify(0, "READY=1\nSTATUS=serving");
+    start_watchdog(loop, &p);
     uv_run(loop, UV_RUN_DEFAULT);
     agg_free(p.aggregator);
     uv_loop_close(loop);

@@ -4,7 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "index/index.h"
+
+#define FIELD_CHECK_RECORDS 1000
 
 static void usage(FILE *out) {
     fputs("usage:\n"
@@ -29,6 +33,56 @@ static void usage(FILE *out) {
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
           "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n",
           out);
+}
+
+/* A --fields name (or --id-field) that none of the first records has is a typo, not a choice: the
+ * build would skip every record. Names the keys the records do have. 0, or -1 after saying why. */
+static int check_fields(const char *input, const isn_build_options *o) {
+    FILE *f = fopen(input, "r");
+    if (!f) return 0; /* the build says why it cannot open it */
+    bool seen[ISN_MAX_FIELDS + 1] = {false};
+    char keys[512] = "";
+    size_t keys_len = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    for (int records = 0; records < FIELD_CHECK_RECORDS && getline(&line, &cap, f) > 0;) {
+        json_t *record = json_loads(line, JSON_DECODE_ANY, NULL);
+        if (!json_is_object(record)) {
+            json_decref(record);
+            continue;
+        }
+        records++;
+        for (uint32_t i = 0; i < o->num_fields; i++) seen[i] |= json_object_get(record, o->fields[i]) != NULL;
+        seen[ISN_MAX_FIELDS] |= json_object_get(record, o->id_field) != NULL;
+        const char *key;
+        json_t *value;
+        json_object_foreach(record, key, value) {
+            (void)value;
+            size_t n = strlen(key);
+            bool listed = false;
+            for (const char *k = keys; !listed && (k = strstr(k, key)); k += n)
+                listed = (k == keys || k[-1] == ' ') && (k[n] == ',' || k[n] == '\0');
+            if (!listed && keys_len + n + 3 < sizeof keys)
+                keys_len += (size_t)snprintf(keys + keys_len, sizeof keys - keys_len, "%s%s", keys_len ? ", " : "", key);
+        }
+        json_decref(record);
+    }
+    free(line);
+    fclose(f);
+    if (!keys_len) return 0; /* no JSON object at all: the build reports the bad records */
+    int rc = 0;
+    for (uint32_t i = 0; i < o->num_fields; i++)
+        if (!seen[i]) {
+            fprintf(stderr, "isn-index build: unknown field \"%s\": none of the first %d records has it (their keys: %s)\n",
+                    o->fields[i], FIELD_CHECK_RECORDS, keys);
+            rc = -1;
+        }
+    if (!seen[ISN_MAX_FIELDS]) {
+        fprintf(stderr, "isn-index build: unknown --id-field \"%s\": none of the first %d records has it (their keys: %s)\n",
+                o->id_field, FIELD_CHECK_RECORDS, keys);
+        rc = -1;
+    }
+    return rc;
 }
 
 static int parse_fields(const char *list, isn_build_options *o) {
@@ -148,6 +202,7 @@ static int cmd_build(int argc, char **argv) {
         fprintf(stderr, "isn-index build: --order static needs --static-score KEY\n");
         return 2;
     }
+    if (o.format == ISN_FORMAT_JSONL && check_fields(input, &o) != 0) return 2;
     isn_build_summary s;
     char err[ISN_ERR_LEN];
     if (isn_build_from_file(input, out, &o, &s, err, sizeof err) != 0) {
@@ -162,6 +217,10 @@ static int cmd_build(int argc, char **argv) {
            (unsigned long long)s.bytes_total, (unsigned long long)s.bytes_postings, (unsigned long long)s.bytes_block_meta,
            (unsigned long long)s.bytes_positions, (unsigned long long)s.bytes_lexicon, (unsigned long long)s.bytes_docs,
            s.seconds);
+    if (s.records_read && !s.docs) {
+        fprintf(stderr, "isn-index build: every record was skipped: none had text in the fields --fields names\n");
+        return 1;
+    }
     return 0;
 }
 
@@ -273,6 +332,9 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    usage(stderr);
+    if (strcmp(argv[1], "info") && strcmp(argv[1], "verify"))
+        fprintf(stderr, "isn-index: unknown command \"%s\" (commands: build, info, verify, synth; --help)\n", argv[1]);
+    else
+        fprintf(stderr, "isn-index %s: give exactly one index directory\n", argv[1]);
     return 2;
 }

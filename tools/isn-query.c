@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "grpc/grpc.h"
@@ -24,6 +25,10 @@ typedef struct {
     uint32_t n1;
     bool list_features;
     bool show_device; /* --server: say which device answered each query */
+    bool require_complete; /* --server: an incomplete answer is an error (exit 3) */
+    uint32_t wait_ready_s;  /* --server: wait this long for the server to be up and SERVING */
+    const char *traceparent; /* --server: sent as the W3C traceparent header */
+    const char *request_id;  /* --server: SearchRequest.request_id */
 } query_args;
 
 static void usage(FILE *out) {
@@ -43,7 +48,15 @@ static void usage(FILE *out) {
           "                      best --n1 of each query; relevance from --qrels FILE (else 0); feature names\n"
           "                      in '# feature N NAME' header lines\n"
           "  --list-features     print the index's feature names and exit\n"
-          "  --show-device       with --server: print the device that answered (cpu, gpu, cpu+gpu-l2...)\n",
+          "  --show-device       with --server: print the device that answered (cpu, gpu, cpu+gpu-l2...)\n"
+          "  --require-complete  with --server: exit 3 when an answer is incomplete (a partition missing, a\n"
+          "                      deadline hit); without it such answers print a warning and exit 0\n"
+          "  --wait-ready S      with --server: first wait up to S seconds for the server to listen and say\n"
+          "                      SERVING (grpc.health.v1), e.g. right after starting it\n"
+          "  --traceparent TP    with --server: send this W3C traceparent (00-TRACEID-SPANID-FLAGS)\n"
+          "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
+          "Every answer from --server says whether it is complete, and from an aggregator its coverage.\n"
+          "Exit status: 0 ok, 1 a query or the server failed, 2 bad arguments, 3 incomplete (--require-complete).\n",
           out);
 }
 
@@ -68,7 +81,9 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"queries", 1, 0, 'q'}, {"run-tag", 1, 0, 't'}, {"out", 1, 0, 'o'},
                                          {"help", 0, 0, 'h'}, {"ranker", 1, 0, 'R'}, {"dump-features", 1, 0, 'D'},
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
-                                         {"show-device", 0, 0, 'V'},
+                                         {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
+                                         {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
+                                         {"request-id", 1, 0, 'I'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -97,6 +112,19 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 'o': a->out_path = optarg; break;
         case 'R': a->ranker_path = optarg; break;
         case 'V': a->show_device = true; break;
+        case 'C': a->require_complete = true; break;
+        case 'T': a->traceparent = optarg; break;
+        case 'I': a->request_id = optarg; break;
+        case 'W': {
+            char *end;
+            unsigned long s = strtoul(optarg, &end, 10);
+            if (*end || end == optarg || s > 3600) {
+                fprintf(stderr, "isn-query: --wait-ready takes seconds, 0..3600, got '%s'\n", optarg);
+                return -1;
+            }
+            a->wait_ready_s = (uint32_t)s;
+            break;
+        }
         case 'D': a->dump_path = optarg; break;
         case 'Q': a->qrels_path = optarg; break;
         case 'L': a->list_features = true; break;
@@ -115,6 +143,10 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             return -1;
         }
         a->search.mode = implied;
+    }
+    if (a->require_complete && !a->server) {
+        fprintf(stderr, "isn-query: --require-complete needs --server (an index in process always answers fully)\n");
+        return -1;
     }
     if (!a->index_dir == !a->server) {
         fprintf(stderr, "isn-query: give exactly one of --index DIR and --server HOST:PORT\n");
@@ -145,10 +177,13 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
                                   .mode = a->search.mode == ISN_MODE_AND ? ISN_GRPC_MODE_AND : ISN_GRPC_MODE_OR,
                                   .algorithm = isn_algo_name(a->search.algo)};
     rq.ranker = a->ranker_path; /* --server: a ranker name */
+    rq.traceparent = a->traceparent;
+    rq.request_id = a->request_id;
     rq.n1 = a->ranker_path ? a->n1 : 0;
     if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
     if (reply->status != 0) {
-        snprintf(err, err_len, "server answered status %d: %.200s", reply->status, reply->message);
+        snprintf(err, err_len, "server answered %s (%d): %.200s", grpc_status_name(reply->status), reply->status,
+                 reply->message);
         isn_grpc_search_reply_free(reply);
         return -1;
     }
@@ -168,9 +203,35 @@ static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t 
     else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
 }
 
+/* --wait-ready: connects and asks Health/Check until the server says SERVING or the time is up. */
+static isn_grpc_client *connect_ready(const query_args *a, char *err, size_t err_len) {
+    uint64_t give_up = isn_now_ns() + (uint64_t)a->wait_ready_s * 1000000000ull;
+    for (;;) {
+        isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, err_len);
+        int serving = 0;
+        if (c && (!a->wait_ready_s || (isn_grpc_health_check(c, "", &serving, err, err_len) == 0 && serving == 1)))
+            return c;
+        if (c) {
+            isn_grpc_close(c);
+            if (!serving) serving = 2;
+            if (serving != 1) snprintf(err, err_len, "not SERVING");
+        }
+        if (isn_now_ns() >= give_up) {
+            if (a->wait_ready_s) {
+                char why[ISN_ERR_LEN];
+                snprintf(why, sizeof why, "%s", err);
+                snprintf(err, err_len, "not ready within %u s (%.200s)", a->wait_ready_s, why);
+            }
+            return NULL;
+        }
+        struct timespec pause = {0, 50 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
 static int run_server(const query_args *a, const isn_query_log *queries) {
     char err[ISN_ERR_LEN];
-    isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, sizeof err);
+    isn_grpc_client *c = connect_ready(a, err, sizeof err);
     if (!c) {
         fprintf(stderr, "isn-query: %s: %s\n", a->server, err);
         return 1;
@@ -192,10 +253,26 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
         }
         uint32_t n = r.num_hits < a->search.k ? r.num_hits : a->search.k;
         if (a->queries_path && a->show_device) fprintf(stderr, "# query %s: device %s\n", query->id, r.device);
+        /* coverage: an aggregator names its partitions; one ISN is its own one partition */
+        char coverage[64] = "";
+        if (r.partitions_total)
+            snprintf(coverage, sizeof coverage, ", coverage %u/%u partitions", r.partitions_answered, r.partitions_total);
         if (!a->queries_path) {
-            printf("# %u hits (algorithm %s, %u terms, %u unknown, %llu postings scored)\n", n, r.algorithm_used,
-                   r.num_terms, r.num_unknown_terms, (unsigned long long)r.postings_scored);
+            printf("# %u hits (%s%s, %u terms, %u unknown, %llu postings scored%s%s)\n", n,
+                   r.algorithm_used[0] ? "algorithm " : "algorithm not reported", r.algorithm_used, r.num_terms,
+                   r.num_unknown_terms, (unsigned long long)r.postings_scored, a->ranker_path ? "; re-ranked by " : "",
+                   a->ranker_path ? a->ranker_path : "");
+            if (r.complete) printf("# complete%s\n", coverage);
+            else printf("# INCOMPLETE (%s)%s\n", r.incomplete_reason[0] ? r.incomplete_reason : "no reason given", coverage);
             if (a->show_device) printf("# device %s\n", r.device);
+        }
+        if (!r.complete) {
+            char why[256];
+            snprintf(why, sizeof why, "incomplete answer (%s%s)%s",
+                     r.incomplete_reason[0] ? r.incomplete_reason : "no reason given", coverage,
+                     a->require_complete ? "" : "; its hits are printed (--require-complete makes this an error)");
+            query_error(a, query, why);
+            if (a->require_complete && rc == 0) rc = 3;
         }
         for (uint32_t i = 0; i < n; i++)
             print_hit(out, a, query->id, i + 1, r.hits[i].score, r.hits[i].external_id, strlen(r.hits[i].external_id),

@@ -30,7 +30,7 @@ typedef struct {
     isn_grpc_client *client;
     const char *device;          /* SearchResponse.device */
     uint32_t partitions;         /* SearchResponse.partitions_answered and _total (0 from an ISN) */
-    bool reports_algorithm;      /* SearchResponse.debug.algorithm_used (an aggregator merges: none) */
+    bool reports_algorithm;      /* SearchResponse.debug.algorithm_used (isn-agg forwards debug: its partition's) */
     size_t max_message_bytes;    /* isnd: configured below; isn-agg: fixed (no flag) */
     const char *max_k_message;   /* both run with max_k 1000 */
     const char *ready_page;      /* /readyz while serving */
@@ -41,8 +41,9 @@ static harness h, agg_process;
 static server_target servers[] = {
     {.name = "isnd", .process = &h, .device = "cpu", .partitions = 0, .reports_algorithm = true,
      .max_message_bytes = 64 * 1024, .max_k_message = "max_k = 1000", .ready_page = "ready\n"},
-    {.name = "isn-agg", .process = &agg_process, .device = "agg", .partitions = 1, .reports_algorithm = false,
-     .max_message_bytes = 4u << 20, .max_k_message = "above the aggregator's max_k 1000", .ready_page = "ok\n"},
+    {.name = "isn-agg", .process = &agg_process, .device = "agg", .partitions = 1, .reports_algorithm = true,
+     .max_message_bytes = 4u << 20, .max_k_message = "above the aggregator's max_k 1000",
+     .ready_page = "ready: coverage 1/1, 1 needed\n"},
 };
 enum { ISND, ISN_AGG };
 
@@ -290,7 +291,9 @@ static void test_protocol_errors(void **state) {
     s->searches_invalid++;
     expect_raw(s, &(isn_grpc_request){.path = "/isn.v1.Search/Nope", .frame = true}, 12, 200, "unknown method");
     expect_raw(s, &(isn_grpc_request){.path = "/foo.Bar/Baz", .frame = true}, 12, 200, "/foo.Bar/Baz");
-    expect_raw(s, &(isn_grpc_request){.path = "/grpc.health.v1.Health/Watch", .frame = true}, 12, 200, "Watch");
+    /* Health/Watch streams (test_tier_ops); a request that is not a HealthCheckRequest ends it at once */
+    expect_raw(s, &(isn_grpc_request){.path = "/grpc.health.v1.Health/Watch", .body = garbage, .body_len = 5, .frame = true},
+               3, 200, "not a valid grpc.health.v1.HealthCheckRequest");
 
     /* a message over the server's limit: refused before it is read */
     size_t big = s->max_message_bytes + 1;
@@ -433,7 +436,7 @@ static void test_agg_info(void **state) {
     assert_int_equal(tier.num_docs, NUM_DOCS);
     assert_int_equal(tier.total_doc_len, partition.total_doc_len);
     assert_true(tier.avg_doc_len == (double)partition.total_doc_len / NUM_DOCS);
-    assert_string_equal(tier.server_version, "isn-agg 0.1");
+    assert_string_equal(tier.server_version, "isn-agg 0.1.0");
     assert_int_equal(tier.partition_id, 0);
     assert_int_equal(tier.num_term_infos, 0);
     isn_grpc_info_reply_free(&tier);
@@ -596,9 +599,9 @@ static void test_isnd_metrics(void **state) {
 static void test_agg_metrics(void **state) {
     server_target *s = *state;
     assert_int_equal(harness_http_get(s->process, "/metrics", page, sizeof page), 200);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"0\"} ") >= s->searches_ok);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"3\"} ") >= s->searches_invalid);
-    assert_true(metric_value(page, "isn_agg_requests_total{code=\"12\"} ") >= 3); /* the unknown paths */
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"OK\"} ") >= s->searches_ok);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"INVALID_ARGUMENT\"} ") >= s->searches_invalid);
+    assert_true(metric_value(page, "isn_agg_requests_total{code=\"UNIMPLEMENTED\"} ") >= 3); /* the unknown paths */
     assert_true(metric_value(page, "isn_agg_upstream_requests_total ") >= s->searches_ok);
     assert_int_equal(metric_value(page, "isn_agg_partial_total "), 0);
     char sample[128];

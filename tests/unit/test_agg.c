@@ -208,6 +208,66 @@ static void test_stats_cache(void **state) {
     agg_stats_cache_free(&cache);
 }
 
+/* ------------------------------------------------------------------ readiness and reload */
+
+/* Ready while enough partitions have a replica in rotation; the reason names the ones that do not. */
+static void test_readiness_follows_coverage(void **state) {
+    (void)state;
+    agg *a = new_aggregator(3, 2);
+    char why[256];
+    assert_true(agg_ready(a, why, sizeof why));
+    assert_string_equal(why, "coverage 3/3, 3 needed");
+    a->partitions[1].replicas[0].up = false;
+    assert_true(agg_ready(a, why, sizeof why)); /* the other replica still covers it */
+    a->partitions[1].replicas[1].up = false;
+    assert_false(agg_ready(a, why, sizeof why));
+    assert_string_equal(why, "no healthy replica in partition 1; coverage 2/3, 3 needed");
+    a->config.ready_coverage = 0.5; /* 2 of 3, rounded up */
+    assert_true(agg_ready(a, why, sizeof why));
+    a->partitions[2].replicas[0].up = a->partitions[2].replicas[1].up = false;
+    assert_false(agg_ready(a, why, sizeof why));
+    assert_string_equal(why, "no healthy replica in partition 1,2; coverage 1/3, 2 needed");
+    a->config.ready_coverage = 1;
+    a->partitions[1].replicas[1].up = a->partitions[2].replicas[0].up = true;
+    a->draining = true;
+    assert_false(agg_ready(a, why, sizeof why));
+    assert_string_equal(why, "draining");
+    agg_free(a);
+}
+
+/* A reload keeps the replicas it still lists (their state with them), adds new ones, drops the rest. */
+static void test_reload_keeps_known_replicas(void **state) {
+    (void)state;
+    agg *a = new_aggregator(2, 2); /* 127.0.0.1:1,2 and 127.0.0.1:11,12 */
+    a->partitions[0].replicas[1].up = false;
+    a->partitions[0].replicas[1].requests = 7;
+    a->partitions[0].num_docs = 100;
+    agg_config next;
+    agg_config_default(&next);
+    char err[256];
+    assert_int_equal(agg_config_set(&next, "partition", "127.0.0.1:2,127.0.0.1:3", err, sizeof err), 0);
+    assert_int_equal(agg_config_set(&next, "partition", "127.0.0.1:11", err, sizeof err), 0);
+    assert_int_equal(agg_config_set(&next, "partition", "127.0.0.1:21", err, sizeof err), 0);
+    assert_int_equal(agg_reload(a, &next, err, sizeof err), 0); /* no loop, no query: applied at once */
+    assert_null(a->pending);
+    assert_int_equal(a->num_partitions, 3);
+    const agg_replica *kept = &a->partitions[0].replicas[0];
+    assert_string_equal(kept->address, "127.0.0.1:2");
+    assert_false(kept->up);
+    assert_int_equal(kept->requests, 7);
+    assert_int_equal(kept->index, 0);
+    assert_string_equal(a->partitions[0].replicas[1].address, "127.0.0.1:3");
+    assert_true(a->partitions[0].replicas[1].up);
+    assert_int_equal(a->partitions[0].num_docs, 100);
+    assert_int_equal(a->partitions[1].num_replicas, 1);
+    assert_string_equal(a->partitions[2].replicas[0].address, "127.0.0.1:21");
+    assert_int_equal(a->metrics.reloads, 1);
+    agg_config_default(&next); /* no partition: refused, nothing changes */
+    assert_int_equal(agg_reload(a, &next, err, sizeof err), -1);
+    assert_int_equal(a->num_partitions, 3);
+    agg_free(a);
+}
+
 /* ------------------------------------------------------------------ metrics */
 
 static void test_metric_names(void **state) {
@@ -222,10 +282,12 @@ static void test_metric_names(void **state) {
     agg_render_metrics(a, &out);
     assert_true(buffer_append(&out, "", 1));
     const char *text = (const char *)out.data;
-    const char *want[] = {"isn_agg_requests_total{code=\"0\"} 1\n", "isn_agg_requests_total{code=\"14\"} 1\n",
-                          "isn_agg_requests_total{code=\"13\"} 1\n", "\nisn_agg_hedges_total 5\n",
+    const char *want[] = {"isn_agg_requests_total{code=\"OK\"} 1\n", "isn_agg_requests_total{code=\"UNAVAILABLE\"} 1\n",
+                          "isn_agg_requests_total{code=\"INTERNAL\"} 1\n", "\nisn_agg_hedges_total 5\n",
                           "# TYPE isn_agg_latency_seconds histogram\n", "isn_agg_latency_seconds_count 1\n",
-                          "isn_agg_processing_seconds_sum ", "isn_agg_upstream_requests_total 0\n",
+                          "# TYPE isn_agg_processing_seconds histogram\n", "isn_agg_processing_seconds_bucket{le=\"+Inf\"} ",
+                          "\nprocess_cpu_seconds_total ", "\nprocess_open_fds ", "isn_build_info{program=\"isn-agg\"",
+                          "isn_agg_upstream_requests_total 0\n",
                           "isn_agg_global_stats_cache_total{result=\"hit\"} 0\n", "isn_agg_inflight 0\n",
                           "isn_agg_partition_p95_seconds{partition=\"1\"} ",
                           "isn_agg_replica_up{partition=\"1\",replica=\"127.0.0.1:12\"} 1\n",
@@ -238,6 +300,8 @@ static void test_metric_names(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_readiness_follows_coverage),
+        cmocka_unit_test(test_reload_keeps_known_replicas),
         cmocka_unit_test(test_merge_by_score_then_partition_then_doc),
         cmocka_unit_test(test_choose_by_latency_and_load),
         cmocka_unit_test(test_failures_eject_and_unreachable_is_not_chosen),

@@ -43,7 +43,30 @@ static void test_partitions_and_keys(void **state) {
     assert_string_equal(c.partitions[1].replicas[0], "[::1]:7110");
     assert_true(c.global_stats);
     assert_int_equal(c.margin_ms, 5);
+    assert_true(c.ready_coverage == 1.0);
+    assert_int_equal(agg_config_set(&c, "ready_coverage", "0.5", err, sizeof err), 0);
+    assert_true(c.ready_coverage == 0.5);
+    assert_int_equal(agg_config_set(&c, "log_json", "true", err, sizeof err), 0);
+    assert_int_equal(agg_config_set(&c, "access_log", "yes", err, sizeof err), 0);
+    assert_true(c.log_json && c.access_log);
     assert_int_equal(agg_config_validate(&c, err, sizeof err), 0);
+}
+
+/* The shipped example (conf/isn-agg.conf) loads and validates as it is. */
+static void test_shipped_example(void **state) {
+    (void)state;
+    agg_config c;
+    agg_config_default(&c);
+    char err[512];
+    if (agg_config_load(&c, "conf/isn-agg.conf", err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(agg_config_validate(&c, err, sizeof err), 0);
+    assert_int_equal(c.num_partitions, 2);
+    agg_config defaults;
+    agg_config_default(&defaults);
+    /* every key but the partitions shows its default */
+    c.num_partitions = 0;
+    memset(c.partitions, 0, sizeof c.partitions);
+    assert_memory_equal(&c, &defaults, sizeof c);
 }
 
 static void test_bad_values_are_named(void **state) {
@@ -57,6 +80,8 @@ static void test_bad_values_are_named(void **state) {
     expect_error("hedge", "maybe", "hedge must be true or false");
     expect_error("max_k", "0", "max_k must be an integer in 1..");
     expect_error("colour", "blue", "unknown key \"colour\"");
+    expect_error("ready_coverage", "0", "ready_coverage must be a number in (0, 1]");
+    expect_error("ready_coverage", "1.5", "ready_coverage must be a number in (0, 1]");
     agg_config c;
     agg_config_default(&c);
     char err[512];
@@ -101,6 +126,7 @@ int main(void) {
         cmocka_unit_test(test_partitions_and_keys),
         cmocka_unit_test(test_bad_values_are_named),
         cmocka_unit_test(test_file),
+        cmocka_unit_test(test_shipped_example),
     };
     return cmocka_run_group_tests_name("agg_config", tests, NULL, NULL);
 }

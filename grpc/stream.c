@@ -1,0 +1,208 @@
+/* Streaming calls on the server core: request messages handed over one by one as they arrive (a
+ * client stream, as server reflection sends), and replies of any number of messages, each written
+ * when it is queued (a server stream, as Health/Watch sends), then trailers. A unary call never
+ * touches this file: a call streams only when the program says so from on_headers.
+ *
+ * Bounds: a request message is refused above the server's max_message_bytes, as a unary one; at
+ * most GRPC_STREAM_MAX_QUEUED bytes wait to be written per call (a client that does not read its
+ * stream gets RESOURCE_EXHAUSTED rather than growth). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "grpc/server_internal.h"
+
+#define GRPC_STREAM_MAX_QUEUED (4u << 20)
+
+struct grpc_stream {
+    grpc_stream_handlers handlers;
+    void *user;
+    /* the request message being reassembled */
+    uint8_t prefix[GRPC_PREFIX_BYTES];
+    uint32_t prefix_have, length, have;
+    uint8_t *body;
+    /* framed reply messages not yet taken by nghttp2 */
+    byte_buffer out;
+    size_t out_taken;
+    bool headers_sent, deferred, finishing, closed;
+    int status;
+    char message[GRPC_STREAM_MESSAGE_MAX * 3 + 1]; /* percent-encoded grpc-message */
+};
+
+int grpc_call_stream(grpc_call *call, const grpc_stream_handlers *handlers, void *user) {
+    if (call->stream || call->responded) return -1;
+    grpc_stream *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->handlers = *handlers;
+    s->user = user;
+    call->stream = s;
+    return 0;
+}
+
+bool grpc_call_is_stream(const grpc_call *call) { return call->stream != NULL; }
+
+/* ------------------------------------------------------------------ request messages */
+
+static void fail_stream(grpc_call *call, int status, const char *why) {
+    grpc_call_stream_finish(call, status, why);
+}
+
+int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len) {
+    grpc_stream *s = call->stream;
+    while (len && !s->finishing && call->conn) {
+        if (s->prefix_have < GRPC_PREFIX_BYTES) {
+            size_t n = GRPC_PREFIX_BYTES - s->prefix_have < len ? GRPC_PREFIX_BYTES - s->prefix_have : len;
+            memcpy(s->prefix + s->prefix_have, data, n);
+            s->prefix_have += (uint32_t)n, data += n, len -= n;
+            if (s->prefix_have < GRPC_PREFIX_BYTES) break;
+            if (s->prefix[0] > 1) return fail_stream(call, GRPC_STATUS_INVALID_ARGUMENT, "bad message flags"), 0;
+            if (s->prefix[0] == 1)
+                return fail_stream(call, GRPC_STATUS_UNIMPLEMENTED, "compressed messages are not supported"), 0;
+            s->length = (uint32_t)s->prefix[1] << 24 | (uint32_t)s->prefix[2] << 16 | (uint32_t)s->prefix[3] << 8 |
+                        s->prefix[4];
+            if (s->length > call->server->config.max_message_bytes) {
+                char why[120];
+                snprintf(why, sizeof why, "message of %u bytes is above the limit of %u", s->length,
+                         call->server->config.max_message_bytes);
+                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
+            }
+            s->have = 0;
+            if (!(s->body = malloc(s->length ? s->length : 1)))
+                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a message"), 0;
+        }
+        size_t n = s->length - s->have < len ? s->length - s->have : len;
+        memcpy(s->body + s->have, data, n);
+        s->have += (uint32_t)n, data += n, len -= n;
+        if (s->have < s->length) break;
+        uint8_t *body = s->body;
+        s->body = NULL;
+        s->prefix_have = 0;
+        if (s->handlers.on_message) s->handlers.on_message(call, body, s->length, s->user);
+        free(body);
+    }
+    return 0;
+}
+
+void grpc_stream_on_end(grpc_call *call) {
+    grpc_stream *s = call->stream;
+    call->request_complete = true;
+    if (s->finishing || !call->conn) return;
+    if (s->prefix_have) {
+        fail_stream(call, GRPC_STATUS_INVALID_ARGUMENT, "request stream ended inside a message");
+        return;
+    }
+    if (s->handlers.on_half_close) s->handlers.on_half_close(call, s->user);
+}
+
+void grpc_stream_release(grpc_call *call) {
+    grpc_stream *s = call->stream;
+    if (!s) return;
+    call->stream = NULL;
+    if (s->handlers.on_close) s->handlers.on_close(call, s->user);
+    free(s->body);
+    buffer_free(&s->out);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static ssize_t read_stream(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                           uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
+    (void)user_data;
+    grpc_call *call = source->ptr;
+    grpc_stream *s = call->stream;
+    if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    size_t left = s->out.len - s->out_taken, n = left < length ? left : length;
+    if (n) {
+        memcpy(buf, s->out.data + s->out_taken, n);
+        s->out_taken += n;
+        if (s->out_taken == s->out.len) s->out.len = s->out_taken = 0;
+    }
+    if (s->out.len) return (ssize_t)n; /* more queued */
+    if (!s->finishing) {
+        if (n) return (ssize_t)n;
+        s->deferred = true; /* resumed by the next message or the finish */
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    char code[8];
+    int code_len = snprintf(code, sizeof code, "%d", s->status);
+    nghttp2_nv trailers[] = {
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        {(uint8_t *)"grpc-message", (uint8_t *)s->message, 12, strlen(s->message), NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    if (nghttp2_submit_trailer(session, stream_id, trailers, s->message[0] ? 2 : 1) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return (ssize_t)n;
+}
+
+/* The response headers and the data source, once: DATA then follows whatever is queued. */
+static void start_reply(grpc_call *call) {
+    grpc_stream *s = call->stream;
+    s->headers_sent = true;
+    call->responded = true;
+    static const nghttp2_nv headers[] = {
+        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
+         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        {(uint8_t *)"grpc-accept-encoding", (uint8_t *)"identity", 20, 8,
+         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+    };
+    nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_stream};
+    if (nghttp2_submit_response(call->conn->session, call->id, headers, 3, &provider) != 0)
+        nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void kick(grpc_call *call) {
+    grpc_stream *s = call->stream;
+    if (!s->headers_sent) start_reply(call);
+    else if (s->deferred) {
+        s->deferred = false;
+        nghttp2_session_resume_data(call->conn->session, call->id);
+    }
+    grpc_conn_schedule_flush(call->conn);
+}
+
+int grpc_call_stream_send(grpc_call *call, const ProtobufCMessage *message) {
+    grpc_stream *s = call->stream;
+    if (!s || !call->conn || s->finishing) return -1;
+    size_t size = protobuf_c_message_get_packed_size(message);
+    if (s->out.len + GRPC_PREFIX_BYTES + size > GRPC_STREAM_MAX_QUEUED) {
+        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "the client does not read its stream");
+        return -1;
+    }
+    if (!buffer_reserve(&s->out, s->out.len + GRPC_PREFIX_BYTES + size)) {
+        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a stream message");
+        return -1;
+    }
+    grpc_write_prefix(s->out.data + s->out.len, (uint32_t)size);
+    protobuf_c_message_pack(message, s->out.data + s->out.len + GRPC_PREFIX_BYTES);
+    s->out.len += GRPC_PREFIX_BYTES + size;
+    call->server->counters.bytes_sent += GRPC_PREFIX_BYTES + size;
+    kick(call);
+    return 0;
+}
+
+void grpc_call_stream_finish(grpc_call *call, int status, const char *message) {
+    grpc_stream *s = call->stream;
+    if (!s || !call->conn || s->finishing) return;
+    grpc_server *server = call->server;
+    if (!s->headers_sent) {
+        /* nothing sent yet: a trailers-only answer, as a unary failure (it counts the status) */
+        s->finishing = true;
+        if (status == GRPC_STATUS_OK) {
+            s->status = status;
+            s->message[0] = '\0';
+            if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
+            kick(call);
+        } else
+            grpc_call_fail(call, status, "%s", message ? message : "");
+        return;
+    }
+    s->finishing = true;
+    s->status = status;
+    grpc_percent_encode(message ? message : "", s->message, sizeof s->message);
+    if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
+    kick(call);
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make install` into a scratch prefix: the programs, units and configuration land where the units
+# say, the installed isnd.conf and isn-agg.conf pass --check-config's parser, and systemd-analyze
+# verify accepts every unit (skipped, saying so, where systemd-analyze is missing). Also a DESTDIR
+# install (the packaging layout) with the default prefix.
+set -euo pipefail
+root=$(mktemp -d "${TMPDIR:-/tmp}/isn-install.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+# make test's own variables (BUILD=build-asan...) reach this make through MAKEFLAGS.
+make -s --no-print-directory install PREFIX="$root/p" SYSCONFDIR="$root/p/etc" >/dev/null
+make -s --no-print-directory install DESTDIR="$root/d" >/dev/null
+for f in p/bin/isnd p/bin/isn-agg p/lib/systemd/system/isnd.service p/lib/systemd/system/isnd-gpu.service \
+         p/lib/systemd/system/isnd@.service p/lib/systemd/system/isn-agg.service p/etc/isn/isnd.conf \
+         p/etc/isn/isn-agg.conf d/usr/local/bin/isnd d/usr/local/lib/systemd/system/isn-agg.service \
+         d/etc/isn/isnd.conf d/usr/local/share/doc/isn/README.md; do
+  [ -e "$root/$f" ] || { echo "install_test: $f was not installed" >&2; exit 1; }
+done
+grep -q "^ExecStart=$root/p/bin/isnd " "$root/p/lib/systemd/system/isnd.service" ||
+  { echo "install_test: isnd.service does not name the installed isnd" >&2; exit 1; }
+grep -q '^path = /var/lib/isn/index$' "$root/d/etc/isn/isnd.conf" ||
+  { echo "install_test: the installed isnd.conf does not serve /var/lib/isn/index" >&2; exit 1; }
+"$root/p/bin/isn-agg" --config "$root/p/etc/isn/isn-agg.conf" --check-config >/dev/null
+"$root/p/bin/isnd" --config "$root/p/etc/isn/isnd.conf" --print-config >/dev/null
+if command -v systemd-analyze >/dev/null 2>&1; then
+  cp "$root/p/lib/systemd/system/isnd@.service" "$root/isnd@p0r0.service"
+  for unit in isnd.service isnd-gpu.service isn-agg.service; do
+    systemd-analyze verify "$root/p/lib/systemd/system/$unit"
+  done
+  systemd-analyze verify "$root/isnd@p0r0.service"
+  echo "install_test: installed; systemd-analyze verify accepts every unit"
+else
+  echo "install_test: installed; systemd-analyze missing: units not verified"
+fi
