@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "gpu/cpu_crew.h"
 #include "gpu/prefix_completion.h"
 
 #define MAX_STREAMS 8
@@ -21,6 +23,8 @@ typedef struct {
     uint32_t *device_request; /* batch query -> request */
     uint8_t *path_of;         /* request -> GPU_PATH_* */
     uint64_t *postings_in_lists; /* batch query -> postings of its resident lists */
+    uint32_t *cpu_tasks;         /* batch queries to complete, or requests to answer, on the CPU */
+    uint64_t *task_postings;     /* what each completion scored */
     gpu_query *queries;
     gpu_term *terms;
     gpu_query_result *results;
@@ -36,13 +40,10 @@ struct isn_gpu_backend {
     isn_gpu_options options;
     const gpu_device_ops *ops;
     gpu_device *device;
-    isn_searcher *searcher; /* the CPU fallback */
+    cpu_crew *crew; /* the CPU's part of batches: completions on prefixes, fallbacks */
     int64_t *term_delta;    /* per term; NOT_RESIDENT when its list is not on the device */
     uint32_t *term_blocks;  /* per term: resident leading blocks (all of them, a prefix, or 0) */
     float *term_max_part;   /* per term: the largest max_tf_part of its resident blocks */
-    prefix_completion *completion; /* the CPU's part of queries answered on resident prefixes */
-    isn_hit *merge_scratch, *suffix_hits;
-    float weights[GPU_MAX_OR_TERMS];
     const isn_block_meta *index_blocks;
     float k1_plus_1, max_norm; /* for gpu_fixed_shift */
     uint8_t *packed_payload; /* the resident lists, when not all of them fit */
@@ -105,13 +106,15 @@ static uint64_t prefix_bytes(const isn_index *ix, uint32_t term, uint32_t upto, 
 }
 
 typedef struct {
-    double value; /* block visits per byte */
+    double value; /* block visits per byte (document frequency per byte for lists the log never names) */
+    bool visited; /* named by the training log: admitted before every list it does not name */
     uint32_t term;
     uint32_t blocks; /* of the prefix to admit */
 } term_value;
 
 static int cmp_value_desc(const void *a, const void *b) {
     const term_value *x = a, *y = b;
+    if (x->visited != y->visited) return x->visited ? -1 : 1;
     if (x->value != y->value) return x->value > y->value ? -1 : 1;
     return (x->term > y->term) - (x->term < y->term);
 }
@@ -124,7 +127,8 @@ static int cmp_value_desc(const void *a, const void *b) {
  * visit counts are replayed from the training query log (the device's range passes read every block
  * of a query's lists below its coverage, so a list's leading blocks are visited by every query that
  * names it), each list is admitted up to options.prefix_cap of its blocks, and prefixes go in by visits
- * per byte (df stands in for visits without a log) while the budget lasts. Fills term_delta,
+ * per byte while the budget lasts, then the lists the log never names (all of them without a log) by
+ * document frequency per byte. Fills term_delta,
  * term_blocks and, when packing, packed_payload. Returns the payload to upload. */
 static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint64_t *upload_bytes, char *err,
                                      size_t err_len) {
@@ -157,7 +161,7 @@ static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget
         isn_term_stats st;
         isn_index_term_stats(ix, t, &st);
         values[t].term = t;
-        values[t].value = b->options.training_queries ? 0.0 : (double)st.df;
+        values[t].value = 0.0;
         uint32_t keep = (uint32_t)(cap * st.num_blocks + 0.999999);
         if (st.num_blocks <= PREFIX_MIN_BLOCKS || keep >= st.num_blocks) keep = st.num_blocks;
         if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
@@ -168,15 +172,23 @@ static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget
         for (uint32_t j = 0; j < q->num_terms; j++)
             if (q->terms[j].term_id < nt) values[q->terms[j].term_id].value += 1.0;
     }
-    for (uint32_t t = 0; t < nt; t++)
+    /* lists the log never names (all of them without a log) fill what budget is left, by df per byte */
+    for (uint32_t t = 0; t < nt; t++) {
+        values[t].visited = values[t].value > 0.0;
+        if (!values[t].visited) {
+            isn_term_stats st;
+            isn_index_term_stats(ix, t, &st);
+            values[t].value = (double)st.df;
+        }
         values[t].value /= (double)prefix_bytes(ix, t, values[t].blocks, blocks, num_blocks, payload_end) + 1.0;
+    }
     qsort(values, nt, sizeof *values, cmp_value_desc);
     uint64_t used = 0;
     for (uint32_t t = 0; t < nt; t++) b->term_delta[t] = NOT_RESIDENT;
     for (uint32_t i = 0; i < nt; i++) {
         uint32_t t = values[i].term;
         uint64_t bytes = prefix_bytes(ix, t, values[i].blocks, blocks, num_blocks, payload_end);
-        if (values[i].value > 0 && used + bytes + ISN_CODEC_READ_SLACK <= payload_budget) {
+        if (used + bytes + ISN_CODEC_READ_SLACK <= payload_budget) {
             b->term_delta[t] = (int64_t)used; /* offset for now; delta below */
             b->term_blocks[t] = values[i].blocks;
             used += bytes;
@@ -207,7 +219,8 @@ oom:
 }
 
 static void free_slot(stream_slot *s) {
-    void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->queries, s->terms, s->results, s->hits};
+    void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->cpu_tasks, s->task_postings,
+                       s->queries, s->terms, s->results, s->hits};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -216,10 +229,8 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b == NULL) return;
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
-    isn_searcher_free(b->searcher);
-    prefix_completion_free(b->completion);
-    void *buffers[] = {b->term_delta, b->term_blocks, b->term_max_part, b->merge_scratch, b->suffix_hits,
-                       b->packed_payload};
+    cpu_crew_free(b->crew);
+    void *buffers[] = {b->term_delta, b->term_blocks, b->term_max_part, b->packed_payload};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
@@ -324,27 +335,32 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
             most = blocks[st.first_block + k].max_tf_part > most ? blocks[st.first_block + k].max_tf_part : most;
         b->term_max_part[t] = most;
     }
-    b->searcher = isn_searcher_new(index);
     for (uint32_t i = 0; i < o.streams; i++) {
         stream_slot *s = &b->slots[i];
         s->device_request = malloc(o.max_batch * sizeof *s->device_request);
         s->path_of = malloc(o.max_batch * sizeof *s->path_of);
         s->postings_in_lists = malloc(o.max_batch * sizeof *s->postings_in_lists);
+        s->cpu_tasks = malloc(o.max_batch * sizeof *s->cpu_tasks);
+        s->task_postings = malloc(o.max_batch * sizeof *s->task_postings);
         s->queries = malloc(o.max_batch * sizeof *s->queries);
         s->terms = malloc(b->max_terms * sizeof *s->terms);
         s->results = malloc(o.max_batch * sizeof *s->results);
         s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
-        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->queries || !s->terms || !s->results || !s->hits) {
+        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
+            !s->queries || !s->terms || !s->results || !s->hits) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             isn_gpu_close(b);
             return NULL;
         }
     }
-    b->completion = prefix_completion_new(index, GPU_MAX_OR_TERMS, o.max_k);
-    b->merge_scratch = malloc((size_t)o.max_k * sizeof *b->merge_scratch);
-    b->suffix_hits = malloc((size_t)o.max_k * sizeof *b->suffix_hits);
-    if (b->searcher == NULL || b->completion == NULL || b->merge_scratch == NULL || b->suffix_hits == NULL) {
-        snprintf(err, err_len, "GPU backend: out of memory for the CPU searcher");
+    uint32_t threads = o.cpu_threads;
+    if (threads == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = online > 0 ? (uint32_t)online : 1;
+    }
+    b->crew = cpu_crew_new(index, threads, o.max_k);
+    if (b->crew == NULL) {
+        snprintf(err, err_len, "GPU backend: cannot start %u CPU threads for completions and fallbacks", threads);
         isn_gpu_close(b);
         return NULL;
     }
@@ -650,7 +666,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     return ticket;
 }
 
-static void answer_on_cpu(isn_gpu_backend *b, isn_gpu_request *r) {
+static void answer_on_cpu(isn_searcher *searcher, isn_gpu_request *r) {
     isn_search_options so;
     isn_search_options_default(&so);
     so.mode = r->mode;
@@ -659,7 +675,35 @@ static void answer_on_cpu(isn_gpu_backend *b, isn_gpu_request *r) {
     so.num_docs = r->num_docs;
     char why[256];
     r->answered_by = ISN_GPU_ANSWERED_CPU;
-    if (isn_search(b->searcher, r->query, &so, r->hits, &r->num_hits, NULL, why, sizeof why) != 0) r->num_hits = 0;
+    if (isn_search(searcher, r->query, &so, r->hits, &r->num_hits, NULL, why, sizeof why) != 0) r->num_hits = 0;
+}
+
+typedef struct {
+    isn_gpu_backend *backend;
+    stream_slot *slot;
+} crew_batch;
+
+/* The CPU's part of a query answered on resident prefixes: the documents from the coverage limit on,
+ * merged with the device's top k. */
+static void complete_on_prefixes(void *context, uint32_t i, cpu_hand *hand) {
+    crew_batch *cb = context;
+    stream_slot *s = cb->slot;
+    uint32_t q = s->cpu_tasks[i];
+    isn_gpu_request *r = &s->requests[s->device_request[q]];
+    const gpu_query *gq = &s->queries[q];
+    /* the query's own term order (the device's may be sorted by bound) */
+    uint64_t num_docs = r->num_docs ? r->num_docs : isn_index_get_info(cb->backend->index)->num_docs;
+    for (uint32_t t = 0; t < gq->num_terms; t++)
+        hand->weights[t] = isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
+    s->task_postings[i] = 0;
+    uint32_t n = prefix_complete(hand->completion, r->query, hand->weights, r->mode == ISN_MODE_AND, r->k,
+                                 gq->doc_limit, hand->suffix_hits, &s->task_postings[i]);
+    r->num_hits = prefix_merge(r->hits, r->num_hits, hand->suffix_hits, n, r->k, hand->merge_scratch);
+}
+
+static void answer_fallback(void *context, uint32_t i, cpu_hand *hand) {
+    crew_batch *cb = context;
+    answer_on_cpu(hand->searcher, &cb->slot->requests[cb->slot->cpu_tasks[i]]);
 }
 
 int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats, char *err, size_t err_len) {
@@ -690,6 +734,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.overflow_retries = timing.overflow_retries;
         }
     }
+    uint32_t prefix_tasks = 0;
     for (uint32_t q = 0; q < s->batch.num_queries; q++) {
         isn_gpu_request *r = &s->requests[s->device_request[q]];
         const gpu_query_result *res = &s->results[q];
@@ -711,24 +756,19 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         r->num_hits = res->num_hits;
         if (s->queries[q].doc_limit < isn_index_get_info(b->index)->num_docs) {
             /* resident prefixes answered the documents below the limit; the CPU scores the rest */
-            const gpu_query *gq = &s->queries[q];
-            /* the query's own term order (the device's may be sorted by bound) */
-            uint64_t num_docs = r->num_docs ? r->num_docs : isn_index_get_info(b->index)->num_docs;
-            for (uint32_t t = 0; t < gq->num_terms; t++)
-                b->weights[t] = isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
-            uint64_t postings = 0;
-            uint32_t n = prefix_complete(b->completion, r->query, b->weights, r->mode == ISN_MODE_AND, r->k,
-                                         gq->doc_limit, b->suffix_hits, &postings);
-            r->num_hits = prefix_merge(r->hits, r->num_hits, b->suffix_hits, n, r->k, b->merge_scratch);
+            s->cpu_tasks[prefix_tasks++] = q;
             b->health.queries_prefix++;
             st.prefix_queries++;
-            st.prefix_cpu_postings += postings;
         }
         r->answered_by = ISN_GPU_ANSWERED_DEVICE;
         r->fallback_reason = NULL;
         st.device_queries++;
         st.postings_in_lists += s->postings_in_lists[q];
     }
+    crew_batch cb = {b, s};
+    cpu_crew_run(b->crew, prefix_tasks, complete_on_prefixes, &cb);
+    for (uint32_t i = 0; i < prefix_tasks; i++) st.prefix_cpu_postings += s->task_postings[i];
+    uint32_t fallback_tasks = 0;
     for (uint32_t i = 0; i < s->num_requests; i++) {
         isn_gpu_request *r = &s->requests[i];
         if (r->answered_by == ISN_GPU_ANSWERED_DEVICE) continue;
@@ -744,9 +784,10 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         if (why == ISN_GPU_FALLBACK_NOT_RESIDENT) b->health.queries_not_resident++;
         b->health.fallbacks[why]++;
         st.fallbacks[why]++;
-        answer_on_cpu(b, r);
+        s->cpu_tasks[fallback_tasks++] = i;
         st.cpu_queries++;
     }
+    cpu_crew_run(b->crew, fallback_tasks, answer_fallback, &cb);
     st.queries = s->num_requests;
     st.ms_total = now_ms() - s->submitted_at;
     st.pruned = s->pruned;

@@ -39,7 +39,8 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
  * with the CPU's answers (same top-k, ties by lower doc id; scores are computed with the CPU's float
  * arithmetic and summed in double, so they are equal, not merely close). What the device cannot
  * answer exactly (a term not resident, too many terms, candidate overflow, a device error, an
- * unhealthy device) is answered by the CPU inside isn_gpu_complete, so every request gets its answer. */
+ * unhealthy device) is answered by the CPU inside isn_gpu_complete (on options.cpu_threads threads), so
+ * every request gets its answer. */
 
 enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
 #define ISN_GPU_PRUNE_EXPLORE 32
@@ -70,6 +71,9 @@ typedef struct {
     const isn_query *training_queries;
     uint32_t num_training_queries;
     double prefix_cap;
+    /* Threads for the CPU's part of a batch (completions on prefixes, fallbacks), the completing thread
+     * included; 0 = one per online core, 1 = the completing thread alone. */
+    uint32_t cpu_threads;
 } isn_gpu_options;
 
 void isn_gpu_options_default(isn_gpu_options *options);
