@@ -791,7 +791,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     st.queries = s->num_requests;
     st.ms_total = now_ms() - s->submitted_at;
     st.pruned = s->pruned;
-    if (device_ok && st.cpu_queries == 0 && st.prefix_queries == 0) learn_pruning(b, s->pruned, st.ms_total, st.postings_in_lists);
+    if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->pruned, st.ms_total, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;
