@@ -3,7 +3,11 @@
  * Open loop (--rate): Poisson arrivals; latency is measured from each request's scheduled send
  * time, so a server (or client) that falls behind is charged for the wait (no coordinated
  * omission). Closed loop (--concurrency): N clients, each sends its next query when the last one
- * is answered. Prints one JSON object (with --sweep: one per rate in "sweep"). */
+ * is answered. Prints one JSON object (with --sweep: one per rate in "sweep").
+ * Sustained rate (--sustained MAX): the highest offered rate at which every one of --repeats open-loop
+ * runs keeps p99 under the deadline and misses (late, partial, shed, deadline exceeded, errors, not
+ * sent) under --max-misses of the scheduled requests, found by halving from MAX until a rate passes,
+ * then bisecting to --resolution; the answer with a table on stderr (DESIGN section 7). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -30,6 +34,9 @@ typedef struct {
     size_t num_sweep;
     uint64_t seed;
     bool allow_remote;
+    double sustained_max, resolution, max_misses;
+    uint32_t repeats;
+    const char *label;
 } bench_args;
 
 typedef struct {
@@ -82,7 +89,11 @@ static void usage(FILE *out) {
           "  --connections C   HTTP/2 connections to spread requests over (default 4)\n"
           "  --max-inflight M  requests in flight at most; more are counted as not_sent (default 20000)\n"
           "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n"
-          "  --allow-remote    load a target that is not on loopback (refused by default)\n",
+          "  --allow-remote    load a target that is not on loopback (refused by default)\n"
+          "  --sustained MAX   the sustained rate at most MAX: every one of --repeats runs (default 3) keeps\n"
+          "                    p99 < deadline and misses < --max-misses (default 0.001) of the scheduled\n"
+          "                    requests; bisected to --resolution (default 0.05, relative); --label NAME\n"
+          "                    names the configuration in the output\n",
           out);
 }
 
@@ -137,12 +148,17 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     a->connections = 4;
     a->max_inflight = 20000;
     a->seed = 1;
+    a->repeats = 3;
+    a->resolution = 0.05;
+    a->max_misses = 0.001;
+    a->label = "";
     static const struct option opts[] = {
         {"target", 1, 0, 't'},      {"queries", 1, 0, 'q'},     {"rate", 1, 0, 'r'},  {"concurrency", 1, 0, 'c'},
         {"duration", 1, 0, 'd'},    {"warmup", 1, 0, 'w'},      {"deadline-ms", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
         {"algo", 1, 0, 'a'},        {"connections", 1, 0, 'C'}, {"sweep", 1, 0, 's'}, {"plot", 1, 0, 'p'},
         {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {"allow-remote", 0, 0, 'R'},
-        {0, 0, 0, 0}};
+        {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
+        {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {0, 0, 0, 0}};
     int c;
     uint32_t seed;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -163,6 +179,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 'p': a->plot_path = optarg; break;
         case 'R': a->allow_remote = true; break;
         case 's': rc = parse_sweep(optarg, a); break;
+        case 'U': rc = parse_double("--sustained", optarg, 1, &a->sustained_max); break;
+        case 'P': rc = parse_u32("--repeats", optarg, 1, 100, &a->repeats); break;
+        case 'E': rc = parse_double("--resolution", optarg, 0.001, &a->resolution); break;
+        case 'X': rc = parse_double("--max-misses", optarg, 0, &a->max_misses); break;
+        case 'L': a->label = optarg; break;
         case 'm':
             if (!strcmp(optarg, "or")) a->mode = ISN_GRPC_MODE_OR;
             else if (!strcmp(optarg, "and")) a->mode = ISN_GRPC_MODE_AND;
@@ -184,8 +205,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "isn-bench: --target HOST:PORT and --queries FILE.tsv are required\n");
         return -1;
     }
-    if ((a->rate > 0) + (a->concurrency > 0) + (a->num_sweep > 0) != 1) {
-        fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency and --sweep\n");
+    if ((a->rate > 0) + (a->concurrency > 0) + (a->num_sweep > 0) + (a->sustained_max > 0) != 1) {
+        fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency, --sweep and --sustained\n");
         return -1;
     }
     return 0;
@@ -338,6 +359,97 @@ static int write_plot(const char *png, const double *throughput, const double *p
     return 0;
 }
 
+/* ------------------------------------------------------------------ sustained rate */
+
+typedef struct {
+    double rate, p50_ms, p99_ms, misses, on_time_per_s;
+    bool pass;
+} probe_run;
+
+/* Everything that is not an on-time, complete answer, as a share of the scheduled requests. */
+static double miss_share(const bench_stats *st) {
+    if (st->scheduled == 0) return 1.0;
+    uint64_t good = st->ok - (st->late + st->partial <= st->ok ? st->late + st->partial : st->ok);
+    return 1.0 - (double)good / (double)st->scheduled;
+}
+
+/* One run at `rate`; false when out of memory. */
+static bool measure_once(bench_run *run, double rate, probe_run *out) {
+    const bench_args *a = run->args;
+    double expected = rate * (a->duration_s + 1) * 1.2 + 1000;
+    if (bench_stats_init(&run->stats, (size_t)(expected < 5e7 ? expected : 5e7)) != 0) return false;
+    run_load(run, rate);
+    bench_percentiles p;
+    bench_stats_percentiles(&run->stats, &p);
+    out->rate = rate;
+    out->p50_ms = p.p50 / 1000.0;
+    out->p99_ms = p.p99 / 1000.0;
+    out->misses = miss_share(&run->stats);
+    uint64_t on_time = run->stats.ok - (run->stats.late + run->stats.partial <= run->stats.ok
+                                            ? run->stats.late + run->stats.partial
+                                            : run->stats.ok);
+    out->on_time_per_s = (double)on_time / a->duration_s;
+    out->pass = run->stats.ok > 0 && out->p99_ms < a->deadline_ms && out->misses < a->max_misses;
+    bench_stats_free(&run->stats);
+    return true;
+}
+
+#define MAX_PROBES 64
+
+/* Every repeat at `rate` must pass; stops at the first that does not. The last run is kept in *last. */
+static int probe_rate(bench_run *run, double rate, probe_run *last, FILE *table) {
+    for (uint32_t i = 0; i < run->args->repeats; i++) {
+        if (!measure_once(run, rate, last)) return -1;
+        fprintf(table, "%-12s %12.1f %6u %10.3f %10.3f %9.4f%% %14.1f  %s\n", run->args->label, rate, i + 1,
+                last->p50_ms, last->p99_ms, 100.0 * last->misses, last->on_time_per_s, last->pass ? "pass" : "FAIL");
+        fflush(table);
+        if (!last->pass) return 0;
+    }
+    return 1;
+}
+
+static int run_sustained(bench_run *run) {
+    const bench_args *a = run->args;
+    FILE *table = stderr;
+    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
+            "on-time/s");
+    probe_run probes[MAX_PROBES], best = {0}, last;
+    size_t n = 0;
+    double pass = 0, fail = 0, rate = a->sustained_max;
+    while (n < MAX_PROBES) {
+        int ok = probe_rate(run, rate, &last, table);
+        if (ok < 0) return -1;
+        probes[n++] = last;
+        if (ok) {
+            pass = rate;
+            best = last;
+        } else {
+            fail = rate;
+        }
+        if (pass == a->sustained_max) break; /* the ceiling itself holds */
+        if (pass == 0) {
+            if (rate < a->sustained_max / 1024) break; /* nothing holds */
+            rate /= 2;
+            continue;
+        }
+        if (fail / pass <= 1.0 + a->resolution) break;
+        rate = sqrt(pass * fail);
+    }
+    printf("{\"label\":\"%s\",\"target\":\"%s\",\"deadline_ms\":%u,\"repeats\":%u,\"max_misses\":%g,"
+           "\"sustained\":{\"rate\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
+           "\"at_ceiling\":%s},\"probes\":[",
+           a->label, a->target, a->deadline_ms, a->repeats, a->max_misses, pass, best.p50_ms, best.p99_ms, best.misses,
+           best.on_time_per_s, pass == a->sustained_max ? "true" : "false");
+    for (size_t i = 0; i < n; i++)
+        printf("%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f}",
+               i ? "," : "", probes[i].rate, probes[i].pass ? "true" : "false", probes[i].p50_ms, probes[i].p99_ms,
+               probes[i].misses, probes[i].on_time_per_s);
+    printf("]}\n");
+    fprintf(table, "%-12s sustained %.1f/s (p99 %.3f ms, misses %.4f%%, on time %.1f/s)%s\n", a->label, pass,
+            best.p99_ms, 100.0 * best.misses, best.on_time_per_s, pass == a->sustained_max ? ", the ceiling given" : "");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench_args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
@@ -367,6 +479,14 @@ int main(int argc, char **argv) {
     if (!run.pool) {
         fprintf(stderr, "isn-bench: %s\n", err);
         return 1;
+    }
+    if (a.sustained_max > 0) {
+        int rc = run_sustained(&run) == 0 ? 0 : 1;
+        if (rc) fprintf(stderr, "isn-bench: out of memory\n");
+        isn_grpc_pool_free(run.pool);
+        isn_query_log_free(&run.queries);
+        free(run.active);
+        return rc;
     }
     size_t num_runs = a.num_sweep ? a.num_sweep : 1;
     double *rates = a.num_sweep ? a.sweep : &a.rate;
