@@ -143,6 +143,7 @@ int main(int argc, char **argv) {
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
     grpc_server_free(server.grpc);
+    deadline_timer_free(&server);
     grpc_health_watchers_free(server.watchers);
     grpc_stats_server_free(server.stats);
     rankers_stop();

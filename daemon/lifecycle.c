@@ -30,6 +30,7 @@ void server_stop(isn_server *server) {
     server->pool = NULL;
     close_if_open((uv_handle_t *)&server->completion_async);
     close_if_open((uv_handle_t *)&server->drain_timer);
+    close_if_open((uv_handle_t *)&server->deadline_timer);
     close_if_open((uv_handle_t *)&server->sigterm);
     close_if_open((uv_handle_t *)&server->sigint);
     close_if_open((uv_handle_t *)&server->sighup);
@@ -196,6 +197,7 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     server->completion_async.data = server;
     uv_timer_init(loop, &server->drain_timer);
     server->drain_timer.data = server;
+    deadline_timer_init(server, loop);
     signals_start(server);
 
     server->load_work.data = server;

@@ -23,6 +23,7 @@ typedef struct {
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
     uint64_t shed;                  /* queue full */
     uint64_t cancelled;             /* client left while a worker had the request */
+    uint64_t expired_in_queue;      /* answered DEADLINE_EXCEEDED at the deadline, before any worker started it */
     uint64_t hits_returned;
     uint64_t reloads, reload_failures;
 } metrics;

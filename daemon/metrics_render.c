@@ -91,6 +91,8 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
              m->shed);
     if (server->pool) metrics_render_scheduler(server->pool, out, false);
     prom_u64(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
+    prom_u64(out, "isn_expired_in_queue_total", "counter",
+             "Search requests answered DEADLINE_EXCEEDED at their deadline while still queued.", m->expired_in_queue);
     prom_u64(out, "isn_hits_returned_total", "counter", "Hits sent in Search replies.", m->hits_returned);
 
     prom_family(out, "isn_connections", "gauge", "Open client connections, by protocol.");

@@ -54,8 +54,8 @@ static void on_open(grpc_call *call, void *app) {
 #define KEEP_REPLY_BUFFER (256 * 1024)
 
 static void on_release(grpc_call *call, bool freeing, void *app) {
-    (void)app;
     rpc_call *rc = app_of(call);
+    deadline_forget(app, rc);
     arena_reset(&rc->arena);
     if (freeing) buffer_free(&rc->job.reply);
     else buffer_clear(&rc->job.reply, KEEP_REPLY_BUFFER);
@@ -248,6 +248,9 @@ static void handle_search(isn_server *server, grpc_call *call) {
     job->enqueued_ns = now;
     job->deadline_ns = deadline_for(server, call, request->timeout_ms, now);
     atomic_store(&job->cancelled, false);
+    atomic_store(&job->phase, JOB_QUEUED);
+    rc->call = call;
+    rc->answered_at_deadline = false;
     int refused = search_service_submit(server->pool, job);
     if (refused) {
         if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
@@ -256,6 +259,7 @@ static void handle_search(isn_server *server, grpc_call *call) {
     }
     grpc_call_hold(call);
     server->inflight_jobs++;
+    deadline_watch(server, rc);
 }
 
 void rpc_on_completions(uv_async_t *async) {
@@ -265,9 +269,15 @@ void rpc_on_completions(uv_async_t *async) {
     while (job) {
         search_job *next = job->next;
         grpc_call *call = grpc_call_from_app((char *)job - offsetof(rpc_call, job));
+        rpc_call *rc = app_of(call);
         server->inflight_jobs--;
         metrics *m = &server->metrics;
-        if (!grpc_call_unhold(call)) {
+        deadline_forget(server, rc);
+        bool answered = rc->answered_at_deadline; /* read before the call may be released */
+        bool open = grpc_call_unhold(call);
+        if (answered) {
+            /* DEADLINE_EXCEEDED went out at the deadline: whatever the worker made is dropped */
+        } else if (!open) {
             m->cancelled++; /* the client went away while a worker had its request */
         } else if (job->status == GRPC_STATUS_OK) {
             histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);

@@ -16,6 +16,8 @@
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
 
+enum { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_EXPIRED = 2 };
+
 typedef struct search_job search_job;
 struct search_job {
     search_job *next; /* queue link, then completion link */
@@ -30,6 +32,9 @@ struct search_job {
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */
+    /* JOB_QUEUED until a worker or the GPU takes it (JOB_RUNNING), or the loop answers it at its
+     * deadline first (JOB_EXPIRED): whoever moves it from JOB_QUEUED owns the answer. */
+    atomic_int phase;
     arena *memory;         /* the request's arena: the analysed terms live there */
     isn_query query;       /* analysed once, when the scheduler prepares the job; the worker may rewrite df */
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */

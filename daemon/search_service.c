@@ -117,6 +117,10 @@ static void on_gpu_done(void *user, isn_job *sched) {
 static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request) {
     (void)user;
     search_job *job = job_of(sched);
+    /* taken by the device: the loop no longer answers it at its deadline (if it already did, the
+     * device's answer is dropped when it comes back) */
+    int queued = JOB_QUEUED;
+    atomic_compare_exchange_strong(&job->phase, &queued, JOB_RUNNING);
     request->query = &job->query;
     request->mode = job->mode;
     request->k = job->k;

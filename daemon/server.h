@@ -31,6 +31,9 @@ typedef struct isn_server isn_server;
  * with the call by grpc/, so steady-state traffic allocates nothing. */
 typedef struct {
     arena arena;
+    grpc_call *call;
+    uint32_t deadline_slot;    /* 1 + its place in the server's deadline heap; 0 when not in it */
+    bool answered_at_deadline; /* DEADLINE_EXCEEDED went out while it waited: its job's result is dropped */
     search_job job; /* its reply buffer (the framed SearchResponse) is kept across uses */
     max_align_t arena_space[CALL_INLINE_ARENA / sizeof(max_align_t)];
 } rpc_call;
@@ -64,12 +67,25 @@ struct isn_server {
 
     uint32_t inflight_jobs;
     uint64_t lost_requests;
+    /* Search calls waiting on a worker, by deadline (deadline_timer.c) */
+    uv_timer_t deadline_timer;
+    rpc_call **deadlines;
+    uint32_t num_deadlines, deadline_cap;
 
     metrics metrics;
     uint64_t start_ns, ready_ns, drain_start_ns;
     double start_time; /* Unix seconds */
     int exit_code;
 };
+
+/* ---- deadline_timer.c */
+void deadline_timer_init(isn_server *server, uv_loop_t *loop);
+void deadline_timer_free(isn_server *server);
+void deadline_timer_fire(uv_timer_t *timer);
+/* Answer the call DEADLINE_EXCEEDED at its job's deadline unless a worker has started it by then.
+ * False when out of memory (then the worker refuses it once the deadline has passed, as before). */
+bool deadline_watch(isn_server *server, rpc_call *rc);
+void deadline_forget(isn_server *server, rpc_call *rc);
 
 /* ---- rpc.c */
 rpc_method rpc_method_from_path(const char *path, size_t len);

@@ -213,6 +213,52 @@ static void test_deadlines(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* A request queued behind a long one is answered DEADLINE_EXCEEDED at its deadline by the loop, not
+ * when the worker reaches it: its answer arrives while the long one is still running (3 s of delay
+ * against a 100 ms deadline: a margin, not a timing). */
+static void test_expires_at_deadline(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "testing.job_delay=3s", "--workers", "1", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    char err[256];
+    isn_grpc_client *clients[2];
+    isn_grpc_call *calls[2];
+    for (int i = 0; i < 2; i++) {
+        clients[i] = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+        assert_non_null(clients[i]);
+        Isn__V1__SearchRequest request = ISN__V1__SEARCH_REQUEST__INIT;
+        request.query = "wind";
+        request.timeout_ms = i == 0 ? 10000 : 100;
+        uint8_t body[64];
+        size_t len = isn__v1__search_request__pack(&request, body);
+        calls[i] = isn_grpc_start(clients[i], &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body,
+                                                                  .body_len = len, .frame = true},
+                                  err, sizeof err);
+        assert_non_null(calls[i]);
+        /* sent, and the one worker has it, before the second is: no answer comes for 3 s */
+        if (i == 0) assert_int_not_equal(isn_grpc_wait(clients[0], calls[0], 300, err, sizeof err), 0);
+    }
+    if (isn_grpc_wait(clients[1], calls[1], 2500, err, sizeof err) != 0) {
+        harness_dump_log(&h);
+        fail_msg("no answer 2.4 s after a 100 ms deadline: %s", err);
+    }
+    const isn_grpc_result *expired = isn_grpc_call_result(calls[1]);
+    assert_int_equal(expired->grpc_status, 4);
+    assert_non_null(strstr(expired->grpc_message, "in the queue"));
+    static char page[1 << 18];
+    assert_int_equal(harness_http_get(&h, "/metrics", page, sizeof page), 200);
+    const char *count = strstr(page, "\nisn_expired_in_queue_total ");
+    assert_non_null(count);
+    assert_int_equal(atoi(count + strlen("\nisn_expired_in_queue_total ")), 1);
+    assert_int_equal(isn_grpc_wait(clients[0], calls[0], 10000, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_call_result(calls[0])->grpc_status, 0);
+    for (int i = 0; i < 2; i++) {
+        isn_grpc_call_free(calls[i]);
+        isn_grpc_close(clients[i]);
+    }
+    assert_int_equal(harness_stop(&h), 0);
+}
+
 static void test_shed_when_queue_full(void **state) {
     (void)state;
     const char *extra[] = {"--set", "testing.job_delay=50ms", "--set", "search.max_queue=2", "--workers", "1", NULL};
@@ -358,6 +404,7 @@ int main(void) {
         cmocka_unit_test(test_drain_loses_nothing),
         cmocka_unit_test(test_drain_time_limit),
         cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_expires_at_deadline),
         cmocka_unit_test(test_shed_when_queue_full),
         cmocka_unit_test(test_sighup_reload),
         cmocka_unit_test(test_sd_notify),
