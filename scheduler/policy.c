@@ -14,8 +14,14 @@ isn_route isn_route_decide(const isn_route_input *in, isn_device_kind *best) {
         /* Degrading helps only a job that starts with time to do something: early termination
          * shortens the run, not the wait. Only the CPU can stop a query early. */
         double left = in->remaining_ns - in->wait_ns[ISN_DEVICE_CPU];
-        if (in->degrade_ok && in->available[ISN_DEVICE_CPU] && left > 0 &&
-            left >= in->degrade_min_share * in->service_ns[ISN_DEVICE_CPU]) {
+        bool can_start = in->available[ISN_DEVICE_CPU] && left > 0;
+        /* The work queued ahead took little of the budget: what misses the deadline is the query's
+         * own cost, not overload, so it runs and answers with what it found by then. */
+        if (can_start && in->wait_ns[ISN_DEVICE_CPU] <= in->max_queue_share * in->remaining_ns) {
+            *best = ISN_DEVICE_CPU;
+            return ISN_ROUTE_DEGRADE;
+        }
+        if (in->degrade_ok && can_start && left >= in->degrade_min_share * in->service_ns[ISN_DEVICE_CPU]) {
             *best = ISN_DEVICE_CPU;
             return ISN_ROUTE_DEGRADE;
         }

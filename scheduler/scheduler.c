@@ -128,13 +128,19 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
                                 : INFINITY;
 }
 
+/* A query that misses its deadline although the work queued ahead of it takes at most this share of
+ * its budget misses it by its own cost: it runs cut short and answers partially instead of being
+ * refused as overload (RESOURCE_EXHAUSTED means the node is overloaded, not that a query is big). */
+#define OWN_COST_QUEUE_SHARE 0.5
+
 /* Under the lock: what routing weighs for this job now. True when it is already past its deadline. */
 static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
                            isn_route_input *out) {
     uint32_t gpus = sched_available_gpus(s, now);
     isn_route_input in = {.margin = s->config.route_margin,
                           .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE,
-                          .degrade_min_share = s->config.degraded_fraction};
+                          .degrade_min_share = s->config.degraded_fraction,
+                          .max_queue_share = OWN_COST_QUEUE_SHARE};
     queue_waits(s, now, scale, in.wait_ns);
     in.available[ISN_DEVICE_CPU] = s->config.workers > 0 && !(job->placement == ISN_PLACE_GPU && gpus > 0);
     in.service_ns[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] * job->predicted_ns[ISN_DEVICE_CPU];

@@ -163,10 +163,11 @@ typedef enum { ISN_ROUTE_CPU, ISN_ROUTE_GPU, ISN_ROUTE_UNDECIDED, ISN_ROUTE_SHED
 
 /* The routing decision as a pure function, so it can be tested alone. completion = wait + service per
  * device (a device with no capacity has an infinite one). A device wins clearly when its completion
- * time times (1 + margin) is still below the other's. Overload: when no device finishes within the
- * remaining budget, shed; or, when degrade_ok, run it on the CPU cut short (early termination; a GPU
- * batch cannot stop early) if the time left after its wait is at least degrade_min_share of its
- * predicted service. */
+ * time times (1 + margin) is still below the other's. When no device finishes within the remaining
+ * budget: if the CPU's queue ahead of it takes at most max_queue_share of the budget, the query's own
+ * cost is what misses the deadline and it runs on the CPU cut short (early termination, a partial
+ * answer; a GPU batch cannot stop early); otherwise it is overload: shed, or, when degrade_ok, run it
+ * cut short if the time left after its wait is at least degrade_min_share of its predicted service. */
 typedef struct {
     double wait_ns[ISN_DEVICE_KINDS];
     double service_ns[ISN_DEVICE_KINDS];
@@ -175,6 +176,7 @@ typedef struct {
     double margin;       /* e.g. 0.25 */
     bool degrade_ok;
     double degrade_min_share; /* e.g. 0.5 */
+    double max_queue_share;   /* e.g. 0.5; 0: every miss is overload */
 } isn_route_input;
 
 isn_route isn_route_decide(const isn_route_input *input, isn_device_kind *best);
