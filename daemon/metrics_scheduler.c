@@ -141,7 +141,7 @@ static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
                       "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
                       "\"terms_prefix\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
                       "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
-                      "\"bytes_transferred\":%llu}",
+                      "\"bytes_transferred\":%llu",
                       h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
                       h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
                       (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix,
@@ -149,6 +149,18 @@ static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
                       (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
                       (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
                       (unsigned long long)h.bytes_transferred);
+        /* what the backend learned and where its CPU answers came from */
+        buffer_printf(out, ",\"pruning\":{\"batches\":{\"pruned\":%llu,\"exhaustive\":%llu},"
+                           "\"ms_per_mposting\":{\"pruned\":%.6f,\"exhaustive\":%.6f}},\"cpu_fallbacks\":{",
+                      (unsigned long long)h.batches_pruned, (unsigned long long)h.batches_exhaustive,
+                      h.ms_per_mposting_pruned, h.ms_per_mposting_exhaustive);
+        for (int r = 0, first = 1; r < ISN_GPU_FALLBACK_REASONS; r++) {
+            if (r == ISN_GPU_FALLBACK_EMPTY_QUERY) continue;
+            buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", isn_gpu_fallback_label((isn_gpu_fallback_reason)r),
+                          (unsigned long long)h.fallbacks[r]);
+            first = 0;
+        }
+        buffer_printf(out, "}}");
     } else {
         buffer_printf(out, "null");
     }

@@ -235,7 +235,9 @@ static void handle_search(isn_server *server, grpc_call *call) {
             }
         }
     }
-    uint64_t now = isn_now_ns();
+    /* From when its headers arrived: reading and decoding the request spent part of its budget, and
+     * admission must see that (the grpc-timeout counts from the client's send). */
+    uint64_t opened = grpc_call_opened_ns(call), now = isn_now_ns();
     search_job *job = &rc->job;
     job->request = request;
     job->memory = &rc->arena;
@@ -244,9 +246,9 @@ static void handle_search(isn_server *server, grpc_call *call) {
     job->algo = algo;
     job->partition_id = conf->partition_id;
     job->delay_us = conf->job_delay_us + injected_delay_us(conf);
-    job->received_ns = now;
+    job->received_ns = opened;
     job->enqueued_ns = now;
-    job->deadline_ns = deadline_for(server, call, request->timeout_ms, now);
+    job->deadline_ns = deadline_for(server, call, request->timeout_ms, opened);
     atomic_store(&job->cancelled, false);
     atomic_store(&job->phase, JOB_QUEUED);
     rc->call = call;
