@@ -101,6 +101,25 @@ uint32_t isn_cursor_freq(isn_cursor *c) {
     return c->freqs[c->pos] + 1;
 }
 
+const uint32_t *isn_cursor_block_freqs(isn_cursor *c) {
+    if (!c->freqs_ready) {
+        isn_codec_decode(c->freq_bytes, c->count, c->freqs);
+        c->freqs_ready = true;
+    }
+    return c->freqs;
+}
+
+uint32_t isn_cursor_next_block(isn_cursor *c) {
+    if (c->block + 1 >= c->num_blocks) {
+        c->block = c->num_blocks;
+        c->pos = c->count;
+        return c->doc = ISN_DOC_END;
+    }
+    load_block(c, c->block + 1);
+    c->pos = 0;
+    return c->doc = c->docs[0];
+}
+
 uint32_t isn_cursor_shallow_next_geq(isn_cursor *c, uint32_t target) {
     uint32_t from = c->shallow_block;
     uint32_t current = c->block < c->num_blocks ? c->block : c->num_blocks;

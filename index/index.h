@@ -260,6 +260,13 @@ uint32_t isn_cursor_next_geq(isn_cursor *cursor, uint32_t target);
 /* Term frequency of the current posting. */
 uint32_t isn_cursor_freq(isn_cursor *cursor);
 
+/* Bulk access for algorithms that score whole blocks: the current block's postings are
+ * docs[pos..count) of the cursor; this returns their term frequencies minus one, freqs[0..count)
+ * (decoded on first use). */
+const uint32_t *isn_cursor_block_freqs(isn_cursor *cursor);
+/* Moves to the first posting of the next block, decoding it; returns its doc id or ISN_DOC_END. */
+uint32_t isn_cursor_next_block(isn_cursor *cursor);
+
 /* Block-max support: moves only the metadata pointer to the block that may hold `target`, decoding
  * nothing. Returns that block's last doc id (ISN_DOC_END past the end of the list). */
 uint32_t isn_cursor_shallow_next_geq(isn_cursor *cursor, uint32_t target);

@@ -30,7 +30,18 @@ typedef struct {
     size_t used;
 } ranking_arena;
 
+/* Doc ids one window of the block-max MaxScore scores at once (Lucene's inner window). */
+#define RANKING_WINDOW_DOCS 4096u
+
+/* The window's score accumulator: scores[i] belongs to doc window_min + i, set bits mark the docs
+ * that some essential list holds. All zero between windows. */
+typedef struct {
+    double scores[RANKING_WINDOW_DOCS];
+    uint64_t bits[RANKING_WINDOW_DOCS / 64];
+} ranking_window;
+
 struct isn_searcher {
+    ranking_window window;
     const isn_index *index;
     const float *norms;
     float k1_plus_1;
@@ -49,6 +60,13 @@ typedef struct {
     float max_score; /* weight * the list's max_tf_part: upper bound of the term's contribution */
 } ranking_term;
 
+/* A term as the windowed block-max MaxScore keeps it. */
+typedef struct {
+    ranking_term term;
+    double bound;         /* the term's bound over the current outer window */
+    uint32_t bound_block; /* first block of the list that may overlap the window (only moves forward) */
+} ranking_window_term;
+
 /* What every algorithm runs on. */
 typedef struct {
     ranking_term *terms;
@@ -56,9 +74,11 @@ typedef struct {
     const float *norms;
     float k1_plus_1;
     isn_topk topk;
+    ranking_window *window; /* the searcher's */
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
+    ranking_window_term *window_terms;
     /* Counters, copied into isn_search_stats at the end. */
     uint64_t postings_scored;
     uint64_t docs_evaluated;
@@ -204,5 +224,23 @@ void ranking_maxscore(ranking_run *run);
 void ranking_wand(ranking_run *run);
 void ranking_block_max_wand(ranking_run *run);
 void ranking_block_max_and(ranking_run *run);
+void ranking_block_max_maxscore(ranking_run *run);
+
+/* Early termination for loops that handle many candidates at once: `candidates` were just handled
+ * and every doc below next_doc was considered. */
+static inline bool ranking_should_stop_after(ranking_run *run, uint32_t next_doc, uint32_t candidates) {
+    if (!run->stop_ns)
+        return false;
+    if (run->until_clock_check > candidates) {
+        run->until_clock_check -= candidates;
+        return false;
+    }
+    run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
+    if (isn_now_ns() < run->stop_ns)
+        return false;
+    run->stopped = true;
+    run->stopped_before_doc = next_doc;
+    return true;
+}
 
 #endif

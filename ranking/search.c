@@ -60,14 +60,16 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
 static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, ranking_run *run) {
     uint32_t n = query->num_terms;
     size_t needed = ranking_arena_size(n * sizeof(isn_cursor)) + 2 * ranking_arena_size(n * sizeof(ranking_term)) +
-                    ranking_arena_size(n * sizeof(double));
+                    ranking_arena_size(n * sizeof(double)) + ranking_arena_size(n * sizeof(ranking_window_term));
     if (ranking_arena_reset(&searcher->arena, needed) != 0)
         return -1;
     isn_cursor *cursors = ranking_arena_take(&searcher->arena, n * sizeof(isn_cursor));
     run->terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_bounds = ranking_arena_take(&searcher->arena, n * sizeof(double));
+    run->window_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_window_term));
     run->num_terms = n;
+    run->window = &searcher->window;
     run->norms = searcher->norms;
     run->k1_plus_1 = searcher->k1_plus_1;
     for (uint32_t i = 0; i < n; i++) {
@@ -127,7 +129,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     isn_topk_init(&run.topk, hits, options->k);
     /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
-    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW;
+    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW || algo == ISN_ALGO_BMM;
     if (prunes && options->initial_threshold > 0.0f)
         isn_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
@@ -148,6 +150,9 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         break;
     case ISN_ALGO_BMAND:
         ranking_block_max_and(&run);
+        break;
+    case ISN_ALGO_BMM:
+        ranking_block_max_maxscore(&run);
         break;
     default:
         isn_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
