@@ -143,7 +143,7 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
             }
             if (complete) {
                 run->docs_evaluated++;
-                isn_topk_offer(topk, doc, (float)score);
+                ranking_collect(run, doc, (float)score);
             }
         } while (word);
     }

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "ranking/ranking.h"
@@ -67,6 +68,43 @@ typedef struct {
     uint32_t bound_block; /* first block of the list that may overlap the window (only moves forward) */
 } ranking_window_term;
 
+/* Top-k collection for large k, where a heap pays a sift of log k levels for each of the many
+ * documents that enter it: a document is appended (as one sortable key) when it beats the k-th best
+ * score known so far, and the buffer is cut back to its best k by selection when full (twice k),
+ * which also raises the threshold. The kept set is exactly the heap's (score descending, then doc
+ * ascending), as documents arrive in increasing id. */
+typedef struct {
+    uint64_t *keys;    /* capacity entries; NULL: the algorithm offers to the heap instead */
+    uint32_t size;
+    uint32_t capacity; /* 2k */
+    uint32_t k;
+    uint32_t next_compaction; /* k the first time (to learn a threshold early), then capacity */
+    bool have_kth;
+    float kth; /* the k-th best score seen so far, once have_kth */
+} ranking_topk_buffer;
+
+/* Below this k the heap is cheaper. */
+#define RANKING_BUFFER_MIN_K 64u
+
+/* One key per hit, larger = better: the score's bits mapped to an order-preserving unsigned integer
+ * above, the complemented doc below (a lower doc wins a tie). */
+static inline uint64_t ranking_hit_key(uint32_t doc, float score) {
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    return (uint64_t)bits << 32 | (uint32_t)~doc;
+}
+
+static inline float ranking_key_score(uint64_t key) {
+    uint32_t bits = (uint32_t)(key >> 32);
+    bits = (bits & 0x80000000u) ? bits & 0x7FFFFFFFu : ~bits;
+    float score;
+    memcpy(&score, &bits, sizeof score);
+    return score;
+}
+
+static inline uint32_t ranking_key_doc(uint64_t key) { return ~(uint32_t)key; }
+
 /* What every algorithm runs on. */
 typedef struct {
     ranking_term *terms;
@@ -74,7 +112,8 @@ typedef struct {
     const float *norms;
     float k1_plus_1;
     isn_topk topk;
-    ranking_window *window; /* the searcher's */
+    ranking_topk_buffer buffer; /* used by the algorithms that call ranking_collect, for large k */
+    ranking_window *window;     /* the searcher's */
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
@@ -211,6 +250,24 @@ static inline void ranking_sink_term(ranking_term *terms, uint32_t at, uint32_t 
 static inline void ranking_resort_prefix(ranking_term *terms, uint32_t count, uint32_t n) {
     for (uint32_t i = count; i-- > 0;)
         ranking_sink_term(terms, i, n);
+}
+
+void ranking_buffer_compact(ranking_run *run);
+/* Leaves the best k in topk.entries, best first (no isn_topk_sort after it). */
+void ranking_buffer_finish(ranking_run *run);
+
+/* A fully scored document, to the buffer when the run has one, else to the heap. */
+static inline void ranking_collect(ranking_run *run, uint32_t doc, float score) {
+    ranking_topk_buffer *b = &run->buffer;
+    if (!b->keys) {
+        isn_topk_offer(&run->topk, doc, score);
+        return;
+    }
+    if (b->have_kth && !(score > b->kth))
+        return;
+    b->keys[b->size++] = ranking_hit_key(doc, score);
+    if (b->size == b->next_compaction)
+        ranking_buffer_compact(run);
 }
 
 void ranking_sort_terms_by_doc(ranking_term *terms, uint32_t n);
