@@ -1,5 +1,5 @@
 /* The top-k buffer of ranking_internal.h: compaction by selection, and the final sorted hits. */
-#include <stdlib.h>
+#include <string.h>
 
 #include "ranking/ranking_internal.h"
 
@@ -20,8 +20,13 @@ static void select_largest(uint64_t *keys, uint32_t n, uint32_t k) {
         if (keys[mid] < keys[hi]) swap_keys(&keys[mid], &keys[hi]);
         uint64_t pivot = keys[hi];
         uint32_t store = lo;
-        for (uint32_t i = lo; i < hi; i++)
-            if (keys[i] > pivot) swap_keys(&keys[i], &keys[store++]);
+        /* Branch-free Lomuto: which side a key goes to is as random as the scores. */
+        for (uint32_t i = lo; i < hi; i++) {
+            uint64_t v = keys[i];
+            keys[i] = keys[store];
+            keys[store] = v;
+            store += v > pivot;
+        }
         swap_keys(&keys[store], &keys[hi]); /* keys[lo..store) > pivot = keys[store] > keys(store..hi] */
         if (store == k - 1 || store == k)
             return; /* keys are distinct, so the top k are exactly keys[0..k) */
@@ -49,9 +54,35 @@ void ranking_buffer_compact(ranking_run *run) {
     b->next_compaction = b->capacity;
 }
 
-static int compare_keys_descending(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x < y) - (x > y);
+/* Sorts keys[0..n) descending by LSD radix sort on bytes, through tmp (n entries); bytes that are
+ * the same in every key are skipped, so most passes over the doc half cost only the histogram. */
+static void radix_sort_descending(uint64_t *keys, uint64_t *tmp, uint32_t n) {
+    uint32_t counts[8][256];
+    memset(counts, 0, sizeof counts);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t inverted = ~keys[i];
+        for (unsigned d = 0; d < 8; d++)
+            counts[d][(inverted >> (8 * d)) & 0xFF]++;
+    }
+    uint64_t *from = keys, *to = tmp;
+    for (unsigned d = 0; d < 8; d++) {
+        uint32_t *c = counts[d];
+        if (c[(~from[0] >> (8 * d)) & 0xFF] == n)
+            continue; /* every key has this byte */
+        uint32_t sum = 0;
+        for (unsigned v = 0; v < 256; v++) {
+            uint32_t here = c[v];
+            c[v] = sum;
+            sum += here;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            to[c[(~from[i] >> (8 * d)) & 0xFF]++] = from[i];
+        uint64_t *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != keys)
+        memcpy(keys, from, (size_t)n * sizeof *keys);
 }
 
 void ranking_buffer_finish(ranking_run *run) {
@@ -60,7 +91,8 @@ void ranking_buffer_finish(ranking_run *run) {
         select_largest(b->keys, b->size, b->k);
         b->size = b->k;
     }
-    qsort(b->keys, b->size, sizeof *b->keys, compare_keys_descending);
+    /* After the selection the buffer's second half (capacity is twice k) is free. */
+    radix_sort_descending(b->keys, b->keys + b->k, b->size);
     for (uint32_t i = 0; i < b->size; i++) {
         run->topk.entries[i].doc = ranking_key_doc(b->keys[i]);
         run->topk.entries[i].score = ranking_key_score(b->keys[i]);
