@@ -74,39 +74,29 @@ static inline uint32_t find_block(const isn_block_meta *blocks, uint32_t from, u
     return lo;
 }
 
-uint32_t isn_cursor_next_geq(isn_cursor *c, uint32_t target) {
-    if (target <= c->doc) return c->doc;
-    if (c->doc == ISN_DOC_END) return ISN_DOC_END;
-    if (target > c->blocks[c->block].last_doc) {
-        uint32_t b = find_block(c->blocks, c->block + 1, c->num_blocks, target);
-        if (b >= c->num_blocks) {
-            c->block = c->num_blocks;
-            c->pos = c->count;
-            return c->doc = ISN_DOC_END;
-        }
-        load_block(c, b);
-        c->pos = 0;
+/* The target lies past the current block (the cursor is not exhausted). */
+uint32_t isn_cursor_next_geq_other_block(isn_cursor *c, uint32_t target) {
+    uint32_t b = find_block(c->blocks, c->block + 1, c->num_blocks, target);
+    if (b >= c->num_blocks) {
+        c->block = c->num_blocks;
+        c->pos = c->count;
+        return c->doc = ISN_DOC_END;
     }
-    uint32_t pos = c->pos;
+    load_block(c, b);
+    uint32_t pos = 0;
     while (c->docs[pos] < target) pos++; /* the block's last doc >= target bounds this */
     c->pos = pos;
     return c->doc = c->docs[pos];
 }
 
-uint32_t isn_cursor_freq(isn_cursor *c) {
-    if (!c->freqs_ready) {
-        isn_codec_decode(c->freq_bytes, c->count, c->freqs);
-        c->freqs_ready = true;
-    }
-    return c->freqs[c->pos] + 1;
+const uint32_t *isn_cursor_decode_freqs(isn_cursor *c) {
+    isn_codec_decode(c->freq_bytes, c->count, c->freqs);
+    c->freqs_ready = true;
+    return c->freqs;
 }
 
 const uint32_t *isn_cursor_block_freqs(isn_cursor *c) {
-    if (!c->freqs_ready) {
-        isn_codec_decode(c->freq_bytes, c->count, c->freqs);
-        c->freqs_ready = true;
-    }
-    return c->freqs;
+    return c->freqs_ready ? c->freqs : isn_cursor_decode_freqs(c);
 }
 
 uint32_t isn_cursor_next_block(isn_cursor *c) {
