@@ -196,6 +196,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
 
 static uint32_t *doc_permutation(const isn_builder *b) {
     if (b->options.order == ISN_ORDER_INPUT) return NULL;
+    if (b->options.order == ISN_ORDER_BP) return isn_bp_order(b, 0);
     uint32_t n = b->num_docs;
     uint32_t *old_of_new = malloc((size_t)(n ? n : 1) * sizeof *old_of_new);
     uint32_t *new_of_old = malloc((size_t)(n ? n : 1) * sizeof *new_of_old);

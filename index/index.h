@@ -90,6 +90,8 @@ typedef enum {
     ISN_ORDER_INPUT = 0,  /* doc ids in input order */
     ISN_ORDER_STATIC = 1, /* by static score, highest first */
     ISN_ORDER_ID = 2,     /* by external id, bytewise */
+    ISN_ORDER_BP = 3,     /* recursive graph bisection: documents sharing terms get near ids (smaller,
+                             faster index); multi-threaded */
 } isn_doc_order;
 
 typedef enum {
