@@ -159,7 +159,8 @@ typedef struct isn_index isn_index;
 
 /* The name of the single index file inside an index directory. */
 #define ISN_INDEX_FILE "index.isn"
-#define ISN_FORMAT_VERSION 1
+/* The version written. Version 1 (16-byte term entries, metadata for every block) is still read. */
+#define ISN_FORMAT_VERSION 2
 
 /* Maps DIR/index.isn and validates header, section table and every section checksum. A damaged or
  * wrong-version file is refused with a message naming the section. */

@@ -24,6 +24,10 @@ struct isn_index {
     uint64_t positions_bytes;
     float *norms;
     isn_index_info info;
+    uint32_t version;
+    /* Version 2: the term entries and block metadata rebuilt at open (terms and blocks point here). */
+    isn_term_entry *terms_owned;
+    isn_block_meta *blocks_owned;
 };
 
 

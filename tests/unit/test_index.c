@@ -207,6 +207,24 @@ static void test_bp_order(void **state) {
     isn_index_close(bp);
 }
 
+/* The synthetic generator writes version 1 (fixed-size entries, metadata for every block): still read. */
+static void test_version1_still_read(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    make_dir(dir, sizeof dir);
+    isn_synth_options o;
+    isn_synth_options_default(&o);
+    o.docs = 2000;
+    o.queries = 5;
+    o.threads = 1;
+    assert_int_equal(isn_synth_build(dir, &o, NULL, err, sizeof err), 0);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    assert_int_equal(isn_index_get_info(ix)->version, 1);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    isn_index_close(ix);
+}
+
 static void test_builder_rejects(void **state) {
     (void)state;
     isn_build_options o = plain_options();
@@ -406,6 +424,17 @@ static void test_damaged_files(void **state) {
     write_file(path, bad, len);
     expect_refused(dir, "block_meta");
 
+    /* Version 2 rebuilds single-block metadata from the term entries and the payload: an entry that
+     * disagrees with the payload is refused at open. The last term, "unique", is 6 bytes: df 1, cf - df 0
+     * and its maximum. */
+    memcpy(bad, good, len);
+    uint8_t *unique_df = bad + table[SEC_TERMS].offset + table[SEC_TERMS].bytes - 6;
+    assert_int_equal(unique_df[0], 1);
+    unique_df[0] = 2;
+    reseal(bad, SEC_TERMS);
+    write_file(path, bad, len);
+    expect_refused(dir, "postings");
+
     /* Document lengths that disagree with the meta section are refused at open; lengths that keep the
      * total but disagree with the postings are caught by verify. */
     memcpy(bad, good, len);
@@ -444,7 +473,7 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_document_orders),
-        cmocka_unit_test(test_bp_order),
+        cmocka_unit_test(test_bp_order),         cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_builder_rejects),  cmocka_unit_test(test_build_from_jsonl),
         cmocka_unit_test(test_build_tsv_partitions), cmocka_unit_test(test_damaged_files),
     };
