@@ -86,9 +86,10 @@ static void add_degrees(const bp_problem *p, uint32_t *deg, const uint32_t *docs
     }
 }
 
-/* Gains of the documents of one half: the sum over their terms of the term's move gain. */
-static void half_gains(const bp_problem *p, bp_scratch *s, const uint32_t *docs, uint32_t n, uint32_t n_from,
-                       uint32_t n_to, bool from_a, doc_gain *out) {
+/* Gains of the documents of one half, best first: the sum over their terms of the term's move gain.
+ * Degrees come from `deg` (the split's); term gains are cached in `s` (its own, per thread). */
+static void half_gains(const bp_problem *p, const bp_scratch *deg, bp_scratch *s, const uint32_t *docs, uint32_t n,
+                       uint32_t n_from, uint32_t n_to, bool from_a, doc_gain *out) {
     for (uint32_t i = 0; i < n; i++) {
         uint32_t d = docs[i];
         float g = 0.0f;
@@ -96,7 +97,7 @@ static void half_gains(const bp_problem *p, bp_scratch *s, const uint32_t *docs,
             uint32_t t = p->terms[j];
             if (s->stamp[t] != s->round) {
                 s->stamp[t] = s->round;
-                uint32_t da = s->deg_a[t], db = s->deg_b[t];
+                uint32_t da = deg->deg_a[t], db = deg->deg_b[t];
                 uint32_t na = from_a ? n_from : n_to, nb = from_a ? n_to : n_from;
                 float before = gap_cost(p->log2_of, da, na) + gap_cost(p->log2_of, db, nb);
                 s->gain_a[t] = da ? before - gap_cost(p->log2_of, da - 1, na) - gap_cost(p->log2_of, db + 1, nb) : 0.0f;
@@ -105,6 +106,30 @@ static void half_gains(const bp_problem *p, bp_scratch *s, const uint32_t *docs,
             g += from_a ? s->gain_a[t] : s->gain_b[t];
         }
         out[i] = (doc_gain){g, d};
+    }
+    qsort(out, n, sizeof *out, compare_gain_descending);
+}
+
+/* Half A's gains on a helper thread while the caller does half B's (the largest splits). */
+typedef struct {
+    const bp_problem *p;
+    const bp_scratch *deg;
+    bp_scratch *s;
+    const uint32_t *docs;
+    uint32_t n, n_from, n_to;
+    doc_gain *out;
+} gains_task;
+
+static void *gains_thread(void *arg) {
+    gains_task *g = arg;
+    half_gains(g->p, g->deg, g->s, g->docs, g->n, g->n_from, g->n_to, true, g->out);
+    return NULL;
+}
+
+static void next_round(const bp_problem *p, bp_scratch *s) {
+    if (++s->round == 0) { /* the stamps wrapped: forget them all */
+        memset(s->stamp, 0, (size_t)p->num_terms * sizeof *s->stamp);
+        s->round = 1;
     }
 }
 
@@ -138,16 +163,20 @@ static void bisect(const bp_problem *p, bp_scratch *s, uint32_t *docs, uint32_t 
     uint32_t *a = docs, *b = docs + na;
     add_degrees(p, s->deg_a, a, na, 1);
     add_degrees(p, s->deg_b, b, nb, 1);
+    /* The splits above the threaded ones have threads to spare: the two halves' gains in parallel. */
+    bp_scratch helper;
+    memset(&helper, 0, sizeof helper);
+    bool parallel = depth < p->thread_depth && scratch_init(&helper, p->num_terms) == 0;
+    if (depth < p->thread_depth && !parallel) scratch_free(&helper);
     for (uint32_t iter = 0; iter < BP_MAX_ITERS; iter++) {
-        if (++s->round == 0) { /* the stamps wrapped: forget them all */
-            memset(s->stamp, 0, (size_t)p->num_terms * sizeof *s->stamp);
-            s->round = 1;
-        }
+        next_round(p, s);
         doc_gain *ga = s->gains, *gb = s->gains + na;
-        half_gains(p, s, a, na, na, nb, true, ga);
-        half_gains(p, s, b, nb, nb, na, false, gb);
-        qsort(ga, na, sizeof *ga, compare_gain_descending);
-        qsort(gb, nb, sizeof *gb, compare_gain_descending);
+        pthread_t thread;
+        gains_task task = {p, s, &helper, a, na, na, nb, ga};
+        bool threaded = parallel && (next_round(p, &helper), pthread_create(&thread, NULL, gains_thread, &task) == 0);
+        if (!threaded) half_gains(p, s, s, a, na, na, nb, true, ga);
+        half_gains(p, s, s, b, nb, nb, na, false, gb);
+        if (threaded) pthread_join(thread, NULL);
         uint32_t swaps = 0;
         for (uint32_t i = 0; i < na && i < nb && ga[i].gain + gb[i].gain > 0.0f; i++) {
             uint32_t da = ga[i].doc, db = gb[i].doc;
@@ -169,6 +198,7 @@ static void bisect(const bp_problem *p, bp_scratch *s, uint32_t *docs, uint32_t 
     }
     add_degrees(p, s->deg_a, a, na, -1);
     add_degrees(p, s->deg_b, b, nb, -1);
+    if (parallel) scratch_free(&helper);
 
     if (depth < p->thread_depth) {
         bp_task task = {p, a, na, depth + 1};
