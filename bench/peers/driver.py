@@ -74,12 +74,14 @@ def build_indexes(a, engines):
             continue
         subprocess.run(["rm", "-rf", d], check=True)
         print("peers: building the %s index" % e, file=sys.stderr)
-        if e == "isn":
+        if e in ("isn", "isn-bp"):
+            order = ["--order", "bp"] if e == "isn-bp" else []
             wall, out = timed([os.path.join(a.build, "bin", "isn-index"), "build", "--quiet", "--no-positions",
-                               "--input", a.corpus, "--out", d] + (["--order", a.isn_order] if a.isn_order else []))
+                               "--input", a.corpus, "--out", d] + order)
             summary = json.loads(out.strip().splitlines()[-1])
             b = {"build_seconds": summary["seconds"], "build_wall_seconds": wall, "bytes": du(d),
-                 "note": "isn-index build --no-positions, one thread"}
+                 "postings_bytes": summary["bytes"]["postings"],
+                 "note": "isn-index build --no-positions" + (" --order bp (multi-threaded)" if order else ", one thread")}
         elif e == "tantivy":
             wall, out = timed([py, os.path.join(HERE, "py_worker.py"), "build-tantivy", a.corpus, d])
             b = {"build_seconds": float(out.split()[-1]), "build_wall_seconds": wall, "bytes": du(d),
@@ -117,7 +119,7 @@ def start_workers(a, engines):
     workers = {}
     for e in engines:
         d = os.path.join(a.work, "idx-" + e)
-        if e == "isn":
+        if e in ("isn", "isn-bp"):
             argv = [os.path.join(a.build, "bench", "peers", "isn_worker"), d, a.isn_algo]
         elif e == "lucene":
             argv = [a.java, "-Xms2g", "-Xmx2g", "-XX:+UseParallelGC", "-XX:ActiveProcessorCount=1",
@@ -170,7 +172,8 @@ def main():
     a.jar = os.path.join(a.work, "anserini-fatjar.jar")
     a.classes = os.path.join(a.work, "classes")
     engines = a.engines.split(",")
-    peers = [e for e in engines if e != "isn"]
+    isns = [e for e in engines if e.startswith("isn")]
+    peers = [e for e in engines if not e.startswith("isn")]
     ks = [int(k) for k in a.ks.split(",")]
     logs = [tuple(x.split("=", 1)) for x in a.log]
 
@@ -185,7 +188,9 @@ def main():
     if "isn" in workers:
         for name, _ in logs:
             ref = workers["isn"].ask("top %s 10" % name).split("\t")[1:]
-            for e in peers:
+            for e in engines:
+                if e == "isn":
+                    continue
                 got = workers[e].ask("top %s 10" % name).split("\t")[1:]
                 agreement.setdefault(e, {})[name] = round(overlap_at(ref, got, 10), 4)
 
@@ -212,38 +217,50 @@ def main():
     for w in workers.values():
         w.quit()
 
-    # Ratios within each round, then median, min and max over the rounds.
-    ratios = {}
+    # Ratios within each round, then median, min and max over the rounds; each ISN index against each
+    # peer, and the bp-ordered index against the input-ordered one.
+    def ratio(cell, mine, other):
+        qps = [rd[cell][mine]["qps"] / rd[cell][other]["qps"] for rd in rounds]
+        p50 = [rd[cell][other]["p50_us"] / rd[cell][mine]["p50_us"] for rd in rounds]
+        return {"throughput": {"median": statistics.median(qps), "min": min(qps), "max": max(qps)},
+                "p50_latency": {"median": statistics.median(p50), "min": min(p50), "max": max(p50)}}
+    ratios, ratios_bp = {}, {}
     for cell in rounds[0]:
         for e in peers:
-            qps = [rd[cell]["isn"]["qps"] / rd[cell][e]["qps"] for rd in rounds]
-            p50 = [rd[cell][e]["p50_us"] / rd[cell]["isn"]["p50_us"] for rd in rounds]
-            ratios.setdefault(cell, {})[e] = {
-                "throughput": {"median": statistics.median(qps), "min": min(qps), "max": max(qps)},
-                "p50_latency": {"median": statistics.median(p50), "min": min(p50), "max": max(p50)}}
+            if "isn" in engines:
+                ratios.setdefault(cell, {})[e] = ratio(cell, "isn", e)
+            if "isn-bp" in engines:
+                ratios_bp.setdefault(cell, {})[e] = ratio(cell, "isn-bp", e)
+        if "isn" in engines and "isn-bp" in engines:
+            ratios_bp.setdefault(cell, {})["isn"] = ratio(cell, "isn-bp", "isn")
     medians = {cell: {e: {m: statistics.median(rd[cell][e][m] for rd in rounds) for m in rounds[0][cell][e]}
                       for e in engines} for cell in rounds[0]}
     result = {"benchmark": "peers", "corpus": a.corpus, "threads": 1, "rounds": a.rounds,
               "engines": {e: workers[e].ready for e in engines}, "isn_algorithm": a.isn_algo,
               "pisa_algorithm": a.pisa_algo, "indexes": builds, "call_overhead_empty_query": overhead,
               "top10_overlap_with_isn": agreement, "medians": medians, "ratios_isn_over_peer": ratios,
-              "per_round": rounds}
+              "ratios_isn_bp_over_other": ratios_bp, "per_round": rounds}
     if a.out:
         json.dump(result, open(a.out, "w"), indent=1)
     print(json.dumps(result))
-    print_table(result, peers, file=sys.stderr)
+    print_table(result, isns, peers, file=sys.stderr)
 
 
-def print_table(res, peers, file):
+def print_table(res, isns, peers, file):
     w = file.write
-    w("\nISN/peer, queries/s ratio within a round (> 1: ISN faster): median [min-max] over %d rounds\n" % res["rounds"])
-    w("%-18s" % "log/k" + "".join("%-24s" % e for e in peers) + "\n")
-    for cell, per in res["ratios_isn_over_peer"].items():
-        w("%-18s" % cell + "".join("%-24s" % ("%.2f [%.2f-%.2f]" % (per[e]["throughput"]["median"],
-                                                                   per[e]["throughput"]["min"],
-                                                                   per[e]["throughput"]["max"])) for e in peers) + "\n")
+    for key, title in (("ratios_isn_over_peer", "ISN/peer"), ("ratios_isn_bp_over_other", "ISN --order bp/other")):
+        if not res[key]:
+            continue
+        others = list(next(iter(res[key].values())))
+        w("\n%s, queries/s ratio within a round (> 1: ISN faster): median [min-max] over %d rounds\n" %
+          (title, res["rounds"]))
+        w("%-18s" % "log/k" + "".join("%-24s" % e for e in others) + "\n")
+        for cell, per in res[key].items():
+            w("%-18s" % cell + "".join("%-24s" % ("%.2f [%.2f-%.2f]" % (per[e]["throughput"]["median"],
+                                                                       per[e]["throughput"]["min"],
+                                                                       per[e]["throughput"]["max"])) for e in others) + "\n")
     w("\nqueries/s (median of rounds)\n")
-    engines = ["isn"] + peers
+    engines = isns + peers
     w("%-18s" % "log/k" + "".join("%-12s" % e for e in engines) + "\n")
     for cell, per in res["medians"].items():
         w("%-18s" % cell + "".join("%-12.0f" % per[e]["qps"] for e in engines) + "\n")

