@@ -1,6 +1,6 @@
 /* Block-max MaxScore over doc-id windows, as Lucene 10's MaxScoreBulkScorer.
  *
- * The doc-id space is cut into outer windows of at least RANKING_WINDOW_DOCS docs (longer when every
+ * The doc-id space is cut into outer windows of at least RANKING_OUTER_WINDOW_MIN_DOCS docs (longer when every
  * essential list's current block reaches further). For each outer window every term gets a bound from
  * the block maxima of the blocks overlapping it, far tighter than the list's global maximum; the terms
  * are sorted by it and the lowest ones whose bounds together cannot beat the threshold are
