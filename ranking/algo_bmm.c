@@ -213,7 +213,7 @@ void ranking_block_max_maxscore(ranking_run *run) {
     for (uint32_t i = 0; i < n; i++)
         t[i] = (ranking_window_term){.term = run->terms[i], .bound = run->terms[i].max_score, .bound_block = 0};
     isn_topk *topk = &run->topk;
-    uint32_t first_essential = 0;
+    uint32_t first_essential = 0, pending = 0;
     uint32_t window_min = ranking_min_doc(run->terms, 0, n);
     while (window_min != ISN_DOC_END) {
         /* Outer window: to the nearest block end of an essential list, but RANKING_OUTER_WINDOW_MIN_DOCS
@@ -249,9 +249,11 @@ void ranking_block_max_maxscore(ranking_run *run) {
         }
         if (n == 1 || first_essential == n - 1 ||
             ranking_bound_fails(nonessential_bound[n - 1] - t[n - 1].bound, topk)) {
-            uint32_t candidates = score_led_window(run, t, n, nonessential_bound, window_min, window_end);
-            if (ranking_should_stop_after(run, window_end, candidates))
+            /* Deadline checks come before a window, counting the candidates handled since the last one:
+             * every doc below the window was considered, and a search that finishes is complete. */
+            if (ranking_should_stop_after(run, window_min, pending))
                 return;
+            pending = score_led_window(run, t, n, nonessential_bound, window_min, window_end);
             first_essential = n - 1;
             window_min = next_window_min(t, n, window_end);
             continue;
@@ -271,11 +273,11 @@ void ranking_block_max_maxscore(ranking_run *run) {
                 break;
             uint32_t inner_end = inner_min <= window_end - RANKING_WINDOW_DOCS ? inner_min + RANKING_WINDOW_DOCS
                                                                                 : window_end;
+            if (ranking_should_stop_after(run, inner_min, pending))
+                return;
             for (uint32_t i = first_essential; i < n; i++)
                 score_essential(run, &t[i].term, inner_min, inner_end);
-            uint32_t candidates = collect_window(run, t, first_essential, nonessential_bound, inner_min);
-            if (ranking_should_stop_after(run, inner_end, candidates))
-                return;
+            pending = collect_window(run, t, first_essential, nonessential_bound, inner_min);
             /* The threshold rose past what made another list non-essential: new partition from here. */
             if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {
                 window_min = inner_end;
