@@ -232,6 +232,25 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
     }
 }
 
+/* Terms hold no NUL byte, so zero padding keeps the order of the bytes: a prefix sorts first. */
+static inline uint64_t term_key(const uint8_t *s, size_t len) {
+    uint64_t key = 0;
+    for (size_t i = 0; i < 8; i++) key = key << 8 | (i < len ? s[i] : 0);
+    return key;
+}
+
+static int build_lex_keys(isn_index *ix) {
+    uint32_t nblocks = ix->meta->num_lex_blocks;
+    ix->lex_keys = malloc((size_t)(nblocks ? nblocks : 1) * sizeof *ix->lex_keys);
+    if (!ix->lex_keys) return -1;
+    for (uint32_t b = 0; b < nblocks; b++) {
+        const uint8_t *p = ix->lex_data + ix->lex_index[b];
+        uint64_t bytes = ix->lex_index[b + 1] - ix->lex_index[b];
+        ix->lex_keys[b] = bytes ? term_key(p + 1, p[0] < bytes ? p[0] : bytes - 1) : 0;
+    }
+    return 0;
+}
+
 static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
@@ -301,6 +320,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
+    if (build_lex_keys(ix) != 0) return isn_error(err, err_len, "%s: out of memory for the lexicon keys", path);
     fill_info(ix, table);
     return 0;
 }
@@ -337,6 +357,7 @@ void isn_index_close(isn_index *ix) {
     free(ix->docid_text);
     free(ix->terms_owned);
     free(ix->blocks_owned);
+    free(ix->lex_keys);
     free(ix);
 }
 
@@ -379,15 +400,23 @@ static int compare_bytes(const char *a, size_t la, const uint8_t *b, size_t lb) 
     return c ? c : (la > lb) - (la < lb);
 }
 
+
 bool isn_index_find_term(const isn_index *ix, const char *term, size_t len, uint32_t *term_id) {
     uint32_t nblocks = ix->meta->num_lex_blocks;
     if (nblocks == 0 || len > ISN_MAX_TERM_BYTES) return false;
-    /* Last block whose first term <= term. */
+    /* Last block whose first term <= term; the lexicon itself is read only where the first 8 bytes tie. */
+    uint64_t key = term_key((const uint8_t *)term, len);
     uint32_t lo = 0, hi = nblocks;
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        const uint8_t *p = ix->lex_data + ix->lex_index[mid];
-        if (compare_bytes(term, len, p + 1, p[0]) >= 0) lo = mid;
+        bool at_or_after;
+        if (ix->lex_keys[mid] != key) {
+            at_or_after = key > ix->lex_keys[mid];
+        } else {
+            const uint8_t *p = ix->lex_data + ix->lex_index[mid];
+            at_or_after = compare_bytes(term, len, p + 1, p[0]) >= 0;
+        }
+        if (at_or_after) lo = mid;
         else hi = mid;
     }
     const uint8_t *p = ix->lex_data + ix->lex_index[lo];
