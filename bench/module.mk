@@ -18,3 +18,13 @@ bench-compare: $(PROGRAMS) $(BUILD)/bench/bench_query
 	  $(BUILD)/data/cran/cranfield.queries.tsv >$(BUILD)/bench/compare_builds.json
 	@echo "bench-compare: $(BUILD)/bench/compare_builds.json"
 .PHONY: bench-compare
+
+# make bench-peers: ISN against Lucene 10, Tantivy and PISA on the Debian corpus (bench/peers/run.sh sets up
+# the peers in $(BUILD)/peers). Timing only: never part of make test.
+$(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
+	BUILD=$(BUILD) bash bench/peers/run.sh
+.PHONY: bench-peers

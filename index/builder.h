@@ -35,4 +35,8 @@ struct isn_builder {
     int oom;
 };
 
+/* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
+ * of memory. threads = 0: all online CPUs. */
+uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads);
+
 #endif

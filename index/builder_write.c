@@ -43,6 +43,7 @@ typedef struct {
     float k1_plus_1;
     out_buf postings, block_meta, pos_blocks, positions, terms, lex_index, lex_data;
     /* per-list scratch */
+    uint64_t num_blocks;
     uint32_t *sorted; /* (new doc, tf, position start) triples */
     uint32_t sorted_cap;
 } writer;
@@ -99,9 +100,11 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
     uint32_t nf = w->b->options.num_fields;
     bool positions = w->b->options.positions;
     entry->df = n;
-    uint64_t first_block = w->block_meta.len / sizeof(isn_block_meta);
+    uint64_t first_block = w->num_blocks;
     if (first_block + isn_term_num_blocks(entry) > UINT32_MAX) return -1;
     entry->first_block = (uint32_t)first_block;
+    w->num_blocks += isn_term_num_blocks(entry);
+    bool store_meta = isn_term_num_blocks(entry) > 1; /* a single block's metadata is implied (format.h) */
     entry->cf = 0;
     entry->max_tf_part = 0.0f;
 
@@ -129,7 +132,7 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
         meta.last_doc = prev;
         prev_last = prev;
         if (meta.max_tf_part > entry->max_tf_part) entry->max_tf_part = meta.max_tf_part;
-        if (buf_put(&w->block_meta, &meta, sizeof meta) != 0) return -1;
+        if (store_meta && buf_put(&w->block_meta, &meta, sizeof meta) != 0) return -1;
 
         if (!positions) continue;
         uint64_t pos_off = w->positions.len;
@@ -158,6 +161,14 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
     return 0;
 }
 
+/* A term entry as version 2 stores it (format.h). */
+static int put_term_entry(out_buf *terms, const isn_term_entry *e) {
+    uint8_t bytes[16], *p = isn_varint_put(bytes, e->df);
+    p = isn_varint_put(p, e->cf - e->df);
+    memcpy(p, &e->max_tf_part, sizeof e->max_tf_part);
+    return buf_put(terms, bytes, (uint64_t)(p + sizeof e->max_tf_part - bytes));
+}
+
 static int add_lexicon_term(writer *w, uint32_t rank, const char *s, size_t len, const char *prev, size_t prev_len) {
     uint8_t head[2];
     if (rank % ISN_LEXICON_BLOCK == 0) {
@@ -182,7 +193,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
         lists[s] = (isn_section_pieces){&pieces[s], 1};
     }
     uint64_t bytes[SEC_COUNT], file_bytes;
-    if (isn_index_file_write(dir, lists, bytes, &file_bytes, err, err_len) != 0) return -1;
+    if (isn_index_file_write(dir, ISN_FORMAT_VERSION, lists, bytes, &file_bytes, err, err_len) != 0) return -1;
     if (summary) {
         summary->bytes_total = file_bytes;
         summary->bytes_postings = bytes[SEC_POSTINGS];
@@ -196,6 +207,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
 
 static uint32_t *doc_permutation(const isn_builder *b) {
     if (b->options.order == ISN_ORDER_INPUT) return NULL;
+    if (b->options.order == ISN_ORDER_BP) return isn_bp_order(b, 0);
     uint32_t n = b->num_docs;
     uint32_t *old_of_new = malloc((size_t)(n ? n : 1) * sizeof *old_of_new);
     uint32_t *new_of_old = malloc((size_t)(n ? n : 1) * sizeof *new_of_old);
@@ -301,7 +313,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         size_t len;
         const char *s = isn_strtab_get(&b->terms, t, &len);
         isn_term_entry entry;
-        if (write_list(&w, &b->lists[t], &entry) != 0 || buf_put(&w.terms, &entry, sizeof entry) != 0 ||
+        if (write_list(&w, &b->lists[t], &entry) != 0 || put_term_entry(&w.terms, &entry) != 0 ||
             add_lexicon_term(&w, rank, s, len, prev, prev_len) != 0)
             goto oom_all;
         meta.num_postings += entry.df;
@@ -312,7 +324,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     if (buf_put(&w.lex_index, &lex_end, sizeof lex_end) != 0) goto oom_all;
     static const uint8_t slack[ISN_CODEC_READ_SLACK];
     if (buf_put(&w.postings, slack, sizeof slack) != 0) goto oom_all;
-    meta.num_blocks = w.block_meta.len / sizeof(isn_block_meta);
+    meta.num_blocks = w.num_blocks;
 
     sections[SEC_LEX_INDEX] = w.lex_index;
     sections[SEC_LEX_DATA] = w.lex_data;

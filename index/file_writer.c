@@ -18,14 +18,14 @@ static uint64_t section_checksum(const isn_section_pieces *s) {
     return sum;
 }
 
-int isn_index_file_write(const char *dir, const isn_section_pieces sections[SEC_COUNT], uint64_t section_bytes[SEC_COUNT],
-                         uint64_t *file_bytes, char *err, size_t err_len) {
+int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
+                         uint64_t section_bytes[SEC_COUNT], uint64_t *file_bytes, char *err, size_t err_len) {
     isn_file_header header;
     isn_section_entry table[SEC_COUNT];
     memset(&header, 0, sizeof header);
     memset(table, 0, sizeof table);
     memcpy(header.magic, ISN_MAGIC, 8);
-    header.version = ISN_FORMAT_VERSION;
+    header.version = version;
     header.num_sections = SEC_COUNT;
     uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
     for (int s = 0; s < SEC_COUNT; s++) {

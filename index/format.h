@@ -38,8 +38,11 @@ enum {
     SEC_DOCID_TEXT,  /* external ids front-coded: varint shared prefix, varint suffix length, suffix */
     SEC_LEX_INDEX,   /* uint64 [num_lex_blocks + 1] into SEC_LEX_DATA */
     SEC_LEX_DATA,    /* front-coded term blocks */
-    SEC_TERMS,       /* isn_term_entry [num_terms], in lexicon order */
-    SEC_BLOCK_META,  /* isn_block_meta [num_blocks] */
+    SEC_TERMS,       /* v1: isn_term_entry [num_terms]; v2: per term varint df, varint cf - df, float
+                        max_tf_part (4 bytes); in lexicon order, first_block implied (blocks in order) */
+    SEC_BLOCK_META,  /* v1: isn_block_meta [num_blocks]; v2: only the blocks of lists of 2+ blocks: a
+                        single-block list's one block starts where the previous list ends, ends at its
+                        last posting and has the list's maximum, so the reader rebuilds it at open */
     SEC_POSTINGS,    /* per block: codec(doc gaps - 1) then codec(tf - 1); padded for decode slack */
     SEC_POS_BLOCKS,  /* uint64 [num_blocks] into SEC_POSITIONS, or empty without positions */
     SEC_POSITIONS,   /* per posting, per field: varint count, varint position gaps */
@@ -69,7 +72,7 @@ typedef struct {
     char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
 } isn_meta;
 
-/* 16 bytes a term: most terms are rare, so this table is a large part of a small index. */
+/* A term as the reader serves it (and as version 1 stored it, 16 bytes a term). */
 typedef struct {
     uint32_t df;
     uint32_t first_block;

@@ -90,6 +90,8 @@ typedef enum {
     ISN_ORDER_INPUT = 0,  /* doc ids in input order */
     ISN_ORDER_STATIC = 1, /* by static score, highest first */
     ISN_ORDER_ID = 2,     /* by external id, bytewise */
+    ISN_ORDER_BP = 3,     /* recursive graph bisection: documents sharing terms get near ids (smaller,
+                             faster index); multi-threaded */
 } isn_doc_order;
 
 typedef enum {
@@ -157,7 +159,8 @@ typedef struct isn_index isn_index;
 
 /* The name of the single index file inside an index directory. */
 #define ISN_INDEX_FILE "index.isn"
-#define ISN_FORMAT_VERSION 1
+/* The version written. Version 1 (16-byte term entries, metadata for every block) is still read. */
+#define ISN_FORMAT_VERSION 2
 
 /* Maps DIR/index.isn and validates header, section table and every section checksum. A damaged or
  * wrong-version file is refused with a message naming the section. */
@@ -255,10 +258,39 @@ typedef struct {
 void isn_cursor_open(isn_cursor *cursor, const isn_index *index, uint32_t term_id);
 /* Advances to the next posting; returns its doc id or ISN_DOC_END. */
 uint32_t isn_cursor_next(isn_cursor *cursor);
-/* Advances to the first posting with doc >= target (never backwards); skips blocks by metadata. */
-uint32_t isn_cursor_next_geq(isn_cursor *cursor, uint32_t target);
+/* Advances to the first posting with doc >= target (never backwards); skips blocks by metadata.
+ * Inline for the common move within the decoded block; a move to a later block goes out of line. */
+static inline uint32_t isn_cursor_next_geq(isn_cursor *cursor, uint32_t target);
 /* Term frequency of the current posting. */
-uint32_t isn_cursor_freq(isn_cursor *cursor);
+static inline uint32_t isn_cursor_freq(isn_cursor *cursor);
+
+/* Bulk access for algorithms that score whole blocks: the current block's postings are
+ * docs[pos..count) of the cursor; this returns their term frequencies minus one, freqs[0..count)
+ * (decoded on first use). */
+const uint32_t *isn_cursor_block_freqs(isn_cursor *cursor);
+/* Moves to the first posting of the next block, decoding it; returns its doc id or ISN_DOC_END. */
+uint32_t isn_cursor_next_block(isn_cursor *cursor);
+
+/* The out-of-line parts of the inline cursor moves (call the inline functions instead). */
+uint32_t isn_cursor_next_geq_other_block(isn_cursor *cursor, uint32_t target);
+const uint32_t *isn_cursor_decode_freqs(isn_cursor *cursor);
+
+static inline uint32_t isn_cursor_next_geq(isn_cursor *cursor, uint32_t target) {
+    if (target <= cursor->doc)
+        return cursor->doc; /* also once exhausted: ISN_DOC_END */
+    if (target > cursor->blocks[cursor->block].last_doc)
+        return isn_cursor_next_geq_other_block(cursor, target);
+    uint32_t pos = cursor->pos;
+    while (cursor->docs[pos] < target) /* the block's last doc >= target bounds this */
+        pos++;
+    cursor->pos = pos;
+    return cursor->doc = cursor->docs[pos];
+}
+
+static inline uint32_t isn_cursor_freq(isn_cursor *cursor) {
+    const uint32_t *freqs = cursor->freqs_ready ? cursor->freqs : isn_cursor_decode_freqs(cursor);
+    return freqs[cursor->pos] + 1;
+}
 
 /* Block-max support: moves only the metadata pointer to the block that may hold `target`, decoding
  * nothing. Returns that block's last doc id (ISN_DOC_END past the end of the list). */

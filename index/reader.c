@@ -36,8 +36,8 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
         return isn_error(err, err_len, "section 'meta': BM25 parameters k1=%g b=%g out of range", m->k1, m->b);
     if (check_size(table, SEC_DOC_STATIC, (m->flags & ISN_META_HAS_STATIC) ? nd * 4 : 0, err, err_len) ||
         check_size(table, SEC_LEX_INDEX, ((uint64_t)m->num_lex_blocks + 1) * 8, err, err_len) ||
-        check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
-        check_size(table, SEC_BLOCK_META, nb * sizeof(isn_block_meta), err, err_len) ||
+        (ix->version == 1 && (check_size(table, SEC_TERMS, nt * sizeof(isn_term_entry), err, err_len) ||
+                              check_size(table, SEC_BLOCK_META, nb * sizeof(isn_block_meta), err, err_len))) ||
         check_size(table, SEC_POS_BLOCKS, (m->flags & ISN_META_HAS_POSITIONS) ? nb * 8 : 0, err, err_len))
         return -1;
     if (table[SEC_POSTINGS].bytes < ISN_CODEC_READ_SLACK)
@@ -73,6 +73,88 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
     if (next_block != nb || postings != m->num_postings)
         return isn_error(err, err_len, "section 'terms' does not account for all %llu blocks / %llu postings",
                     (unsigned long long)nb, (unsigned long long)m->num_postings);
+    return 0;
+}
+
+/* Bytes of the block (doc gaps, then frequencies) at `offset`, 0 when it is malformed or does not end
+ * before `payload_end`. */
+static uint64_t block_bytes(const uint8_t *postings, uint64_t offset, uint64_t payload_end, uint32_t count) {
+    if (offset >= payload_end) return 0;
+    size_t docs = isn_codec_encoded_size(postings + offset, count);
+    if (docs == 0 || docs >= payload_end - offset) return 0;
+    size_t freqs = isn_codec_encoded_size(postings + offset + docs, count);
+    if (freqs == 0 || freqs > payload_end - offset - docs) return 0;
+    return docs + freqs;
+}
+
+/* Version 2 stores term entries compactly and leaves out the metadata of single-block lists (most
+ * lists); both are rebuilt here into the arrays version 1 stored, so that everything after open
+ * (cursors, isn_index_block_metas for the GPU) sees one layout. The lists lie in the payload one after
+ * the other in term order, which is where a single block's offset comes from. */
+static int expand_terms_and_blocks(isn_index *ix, const isn_section_entry *table, const uint8_t *terms,
+                                   const isn_block_meta *stored, char *err, size_t err_len) {
+    const isn_meta *m = ix->meta;
+    uint64_t nt = m->num_terms, nb = m->num_blocks, nd = m->num_docs;
+    uint64_t postings_bytes = table[SEC_POSTINGS].bytes;
+    if (postings_bytes < ISN_CODEC_READ_SLACK) return isn_error(err, err_len, "section 'postings' is shorter than its padding");
+    uint64_t payload_end = postings_bytes - ISN_CODEC_READ_SLACK;
+    /* Bounds before allocating: an entry takes 6 bytes at least, a block 2. */
+    if (nt > table[SEC_TERMS].bytes / 6 || nb > payload_end / 2 || nb < nt)
+        return isn_error(err, err_len, "section 'meta': %llu terms and %llu blocks do not fit the sections", (unsigned long long)nt,
+                         (unsigned long long)nb);
+    if (table[SEC_BLOCK_META].bytes % sizeof(isn_block_meta))
+        return isn_error(err, err_len, "section 'block_meta' is not a whole number of entries");
+    uint64_t num_stored = table[SEC_BLOCK_META].bytes / sizeof(isn_block_meta);
+    ix->terms_owned = malloc((nt ? nt : 1) * sizeof *ix->terms_owned);
+    ix->blocks_owned = malloc((nb ? nb : 1) * sizeof *ix->blocks_owned);
+    if (!ix->terms_owned || !ix->blocks_owned) return isn_error(err, err_len, "out of memory for %llu terms", (unsigned long long)nt);
+    const uint8_t *p = terms, *end = terms + table[SEC_TERMS].bytes;
+    uint64_t block = 0, used_stored = 0, pos = 0;
+    uint32_t docs[ISN_BLOCK_SIZE];
+    for (uint64_t t = 0; t < nt; t++) {
+        uint32_t df, extra;
+        if (!(p = isn_varint_get(p, end, &df)) || !(p = isn_varint_get(p, end, &extra)) || end - p < 4 || df == 0 ||
+            df > nd || extra > UINT32_MAX - df)
+            return isn_error(err, err_len, "section 'terms' is malformed at term %llu", (unsigned long long)t);
+        isn_term_entry *e = &ix->terms_owned[t];
+        e->df = df;
+        e->cf = df + extra;
+        memcpy(&e->max_tf_part, p, sizeof e->max_tf_part);
+        p += sizeof e->max_tf_part;
+        uint32_t num_blocks = isn_term_num_blocks(e);
+        if (block + num_blocks > nb)
+            return isn_error(err, err_len, "section 'terms': term %llu has more blocks than the index", (unsigned long long)t);
+        e->first_block = (uint32_t)block;
+        isn_block_meta *bm = &ix->blocks_owned[block];
+        if (num_blocks == 1) {
+            uint64_t bytes = block_bytes(ix->postings, pos, payload_end, df);
+            if (bytes == 0 || isn_codec_decode(ix->postings + pos, df, docs) == 0)
+                return isn_error(err, err_len, "section 'postings': the block of term %llu is malformed", (unsigned long long)t);
+            uint64_t last = 0; /* gaps are doc - previous - 1, from -1 */
+            for (uint32_t i = 0; i < df; i++) last += (uint64_t)docs[i] + 1;
+            if (last == 0 || last - 1 >= nd)
+                return isn_error(err, err_len, "section 'postings': term %llu has doc ids past %llu", (unsigned long long)t,
+                                 (unsigned long long)nd);
+            *bm = (isn_block_meta){.last_doc = (uint32_t)(last - 1), .max_tf_part = e->max_tf_part, .offset = pos};
+            pos += bytes;
+        } else {
+            if (used_stored + num_blocks > num_stored)
+                return isn_error(err, err_len, "section 'block_meta' has fewer blocks than the terms need");
+            memcpy(bm, stored + used_stored, num_blocks * sizeof *bm);
+            used_stored += num_blocks;
+            const isn_block_meta *last = &bm[num_blocks - 1];
+            uint64_t bytes = block_bytes(ix->postings, last->offset, payload_end, df - (num_blocks - 1) * ISN_BLOCK_SIZE);
+            if (bm[0].offset != pos || bytes == 0)
+                return isn_error(err, err_len, "section 'block_meta': the blocks of term %llu are not where its list lies",
+                                 (unsigned long long)t);
+            pos = last->offset + bytes;
+        }
+        block += num_blocks;
+    }
+    if (p != end || block != nb || used_stored != num_stored || pos != payload_end)
+        return isn_error(err, err_len, "section 'terms' does not account for all %llu blocks and the postings", (unsigned long long)nb);
+    ix->terms = ix->terms_owned;
+    ix->blocks = ix->blocks_owned;
     return 0;
 }
 
@@ -125,7 +207,7 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
 static void fill_info(isn_index *ix, const isn_section_entry *table) {
     const isn_meta *m = ix->meta;
     isn_index_info *in = &ix->info;
-    in->version = ISN_FORMAT_VERSION;
+    in->version = ix->version;
     in->num_docs = m->num_docs;
     in->num_terms = m->num_terms;
     in->num_fields = m->num_fields;
@@ -148,6 +230,25 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
         snprintf(in->sections[s].name, sizeof in->sections[s].name, "%s", isn_section_names[s]);
         in->sections[s].bytes = table[s].bytes;
     }
+}
+
+/* Terms hold no NUL byte, so zero padding keeps the order of the bytes: a prefix sorts first. */
+static inline uint64_t term_key(const uint8_t *s, size_t len) {
+    uint64_t key = 0;
+    for (size_t i = 0; i < 8; i++) key = key << 8 | (i < len ? s[i] : 0);
+    return key;
+}
+
+static int build_lex_keys(isn_index *ix) {
+    uint32_t nblocks = ix->meta->num_lex_blocks;
+    ix->lex_keys = malloc((size_t)(nblocks ? nblocks : 1) * sizeof *ix->lex_keys);
+    if (!ix->lex_keys) return -1;
+    for (uint32_t b = 0; b < nblocks; b++) {
+        const uint8_t *p = ix->lex_data + ix->lex_index[b];
+        uint64_t bytes = ix->lex_index[b + 1] - ix->lex_index[b];
+        ix->lex_keys[b] = bytes ? term_key(p + 1, p[0] < bytes ? p[0] : bytes - 1) : 0;
+    }
+    return 0;
 }
 
 static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_len) {
@@ -175,8 +276,10 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     isn_file_header h;
     memcpy(&h, ix->map, sizeof h);
     if (memcmp(h.magic, ISN_MAGIC, 8) != 0) return isn_error(err, err_len, "%s: section 'header': not an ISN index (bad magic)", path);
-    if (h.version != ISN_FORMAT_VERSION)
-        return isn_error(err, err_len, "%s: section 'header': format version %u, this build reads version %u", path, h.version, ISN_FORMAT_VERSION);
+    if (h.version != 1 && h.version != ISN_FORMAT_VERSION)
+        return isn_error(err, err_len, "%s: section 'header': format version %u, this build reads versions 1 to %u", path,
+                         h.version, ISN_FORMAT_VERSION);
+    ix->version = h.version;
     if (h.num_sections != SEC_COUNT)
         return isn_error(err, err_len, "%s: section 'header': %u sections, expected %d", path, h.num_sections, SEC_COUNT);
     if (isn_index_header_checksum(&h, (const isn_section_entry *)(ix->map + sizeof h)) != h.header_checksum)
@@ -211,10 +314,13 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     ix->positions = sec[SEC_POSITIONS];
     ix->positions_bytes = table[SEC_POSITIONS].bytes;
     char inner[ISN_ERR_LEN];
+    if (ix->version >= 2 && expand_terms_and_blocks(ix, table, sec[SEC_TERMS], sec[SEC_BLOCK_META], inner, sizeof inner) != 0)
+        return isn_error(err, err_len, "%s: %s", path, inner);
     if (check_sections(ix, table, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
+    if (build_lex_keys(ix) != 0) return isn_error(err, err_len, "%s: out of memory for the lexicon keys", path);
     fill_info(ix, table);
     return 0;
 }
@@ -249,6 +355,9 @@ void isn_index_close(isn_index *ix) {
     free(ix->doc_lens);
     free(ix->docid_offs);
     free(ix->docid_text);
+    free(ix->terms_owned);
+    free(ix->blocks_owned);
+    free(ix->lex_keys);
     free(ix);
 }
 
@@ -291,15 +400,23 @@ static int compare_bytes(const char *a, size_t la, const uint8_t *b, size_t lb) 
     return c ? c : (la > lb) - (la < lb);
 }
 
+
 bool isn_index_find_term(const isn_index *ix, const char *term, size_t len, uint32_t *term_id) {
     uint32_t nblocks = ix->meta->num_lex_blocks;
     if (nblocks == 0 || len > ISN_MAX_TERM_BYTES) return false;
-    /* Last block whose first term <= term. */
+    /* Last block whose first term <= term; the lexicon itself is read only where the first 8 bytes tie. */
+    uint64_t key = term_key((const uint8_t *)term, len);
     uint32_t lo = 0, hi = nblocks;
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        const uint8_t *p = ix->lex_data + ix->lex_index[mid];
-        if (compare_bytes(term, len, p + 1, p[0]) >= 0) lo = mid;
+        bool at_or_after;
+        if (ix->lex_keys[mid] != key) {
+            at_or_after = key > ix->lex_keys[mid];
+        } else {
+            const uint8_t *p = ix->lex_data + ix->lex_index[mid];
+            at_or_after = compare_bytes(term, len, p + 1, p[0]) >= 0;
+        }
+        if (at_or_after) lo = mid;
         else hi = mid;
     }
     const uint8_t *p = ix->lex_data + ix->lex_index[lo];

@@ -24,6 +24,13 @@ struct isn_index {
     uint64_t positions_bytes;
     float *norms;
     isn_index_info info;
+    uint32_t version;
+    /* Version 2: the term entries and block metadata rebuilt at open (terms and blocks point here). */
+    isn_term_entry *terms_owned;
+    isn_block_meta *blocks_owned;
+    /* The first 8 bytes of each lexicon block's first term, big-endian and zero-padded, so that the
+     * lookup's binary search runs over this small array instead of the lexicon's scattered blocks. */
+    uint64_t *lex_keys;
 };
 
 

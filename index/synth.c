@@ -438,7 +438,8 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
     lists[SEC_BLOCK_META] = (isn_section_pieces){block_pieces, num_chunks};
     lists[SEC_POSTINGS] = (isn_section_pieces){payload_pieces, num_chunks + 1};
     uint64_t bytes[SEC_COUNT], file_bytes;
-    int written = isn_index_file_write(dir, lists, bytes, &file_bytes, err, err_len);
+    /* Version 1: fixed-size term entries and metadata for every block, which its threads write in chunks. */
+    int written = isn_index_file_write(dir, 1, lists, bytes, &file_bytes, err, err_len);
     free(block_pieces);
     free(payload_pieces);
     if (written != 0) goto done;

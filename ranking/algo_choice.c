@@ -1,17 +1,13 @@
 /* The AUTO rule, kept in one place so that measurements can retune it. */
 #include "ranking/ranking_internal.h"
 
-/* Measured on the Debian mix (363k docs, top-10, one thread): MaxScore was fastest for every query
- * length from 2 terms up (short package synopses and 10-20-term Cranfield queries alike); only for a
- * single term does Block-Max WAND win, since it skips whole blocks of that one list while MaxScore
- * must score all of it until the threshold passes the list's bound. Conjunctive queries always take
+/* Measured on the Debian corpus (363k docs, one thread, bench_query): the windowed block-max MaxScore
+ * beat MaxScore, WAND and Block-Max WAND at every query length (one term, the short package synopses
+ * and the 10-20-term Cranfield queries) at top-10 and at top-1,000. Conjunctive queries take
  * block-max AND. */
-#define RANKING_AUTO_MAXSCORE_MIN_TERMS 2
-
 isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query) {
+    (void)query;
     if (algo != ISN_ALGO_AUTO)
         return algo;
-    if (mode == ISN_MODE_AND)
-        return ISN_ALGO_BMAND;
-    return query->num_terms >= RANKING_AUTO_MAXSCORE_MIN_TERMS ? ISN_ALGO_MAXSCORE : ISN_ALGO_BMW;
+    return mode == ISN_MODE_AND ? ISN_ALGO_BMAND : ISN_ALGO_BMM;
 }

@@ -6,6 +6,7 @@
 static const char *const algo_names[ISN_ALGO_COUNT] = {
     [ISN_ALGO_AUTO] = "auto", [ISN_ALGO_OR] = "or",   [ISN_ALGO_AND] = "and",     [ISN_ALGO_MAXSCORE] = "maxscore",
     [ISN_ALGO_WAND] = "wand", [ISN_ALGO_BMW] = "bmw", [ISN_ALGO_BMAND] = "bmand",
+    [ISN_ALGO_BMM] = "bmm",
 };
 
 const char *isn_algo_name(isn_algo algo) {
@@ -32,6 +33,7 @@ isn_mode isn_algo_mode(isn_algo algo, isn_mode default_mode) {
     case ISN_ALGO_MAXSCORE:
     case ISN_ALGO_WAND:
     case ISN_ALGO_BMW:
+    case ISN_ALGO_BMM:
         return ISN_MODE_OR;
     case ISN_ALGO_AND:
     case ISN_ALGO_BMAND:

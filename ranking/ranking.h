@@ -24,10 +24,11 @@ typedef enum {
     ISN_ALGO_WAND,     /* OR mode */
     ISN_ALGO_BMW,      /* Block-Max WAND, OR mode */
     ISN_ALGO_BMAND,    /* block-max AND, AND mode */
+    ISN_ALGO_BMM,      /* block-max MaxScore over doc-id windows, essential lists scored in bulk; OR mode */
     ISN_ALGO_COUNT
 } isn_algo;
 
-/* "auto", "or", "and", "maxscore", "wand", "bmw", "bmand". */
+/* "auto", "or", "and", "maxscore", "wand", "bmw", "bmand", "bmm". */
 const char *isn_algo_name(isn_algo algo);
 /* Returns false for an unknown name. */
 bool isn_algo_from_name(const char *name, isn_algo *algo);

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "ranking/ranking.h"
@@ -30,7 +31,19 @@ typedef struct {
     size_t used;
 } ranking_arena;
 
+/* Doc ids one window of the block-max MaxScore scores at once (Lucene's inner window; on the Debian
+ * logs 8192 was a little faster than 4096 and 16384, and 2048 slower). */
+#define RANKING_WINDOW_DOCS 8192u
+
+/* The window's score accumulator: scores[i] belongs to doc window_min + i, set bits mark the docs
+ * that some essential list holds. All zero between windows. */
+typedef struct {
+    double scores[RANKING_WINDOW_DOCS];
+    uint64_t bits[RANKING_WINDOW_DOCS / 64];
+} ranking_window;
+
 struct isn_searcher {
+    ranking_window window;
     const isn_index *index;
     const float *norms;
     float k1_plus_1;
@@ -49,6 +62,50 @@ typedef struct {
     float max_score; /* weight * the list's max_tf_part: upper bound of the term's contribution */
 } ranking_term;
 
+/* A term as the windowed block-max MaxScore keeps it. */
+typedef struct {
+    ranking_term term;
+    double bound;         /* the term's bound over the current outer window */
+    uint32_t bound_block; /* first block of the list that may overlap the window (only moves forward) */
+} ranking_window_term;
+
+/* Top-k collection for large k, where a heap pays a sift of log k levels for each of the many
+ * documents that enter it: a document is appended (as one sortable key) when it beats the k-th best
+ * score known so far, and the buffer is cut back to its best k by selection when full (twice k),
+ * which also raises the threshold. The kept set is exactly the heap's (score descending, then doc
+ * ascending), as documents arrive in increasing id. */
+typedef struct {
+    uint64_t *keys;    /* capacity entries; NULL: the algorithm offers to the heap instead */
+    uint32_t size;
+    uint32_t capacity; /* 2k */
+    uint32_t k;
+    uint32_t next_compaction; /* k the first time (to learn a threshold early), then capacity */
+    bool have_kth;
+    float kth; /* the k-th best score seen so far, once have_kth */
+} ranking_topk_buffer;
+
+/* Below this k the heap is cheaper. */
+#define RANKING_BUFFER_MIN_K 64u
+
+/* One key per hit, larger = better: the score's bits mapped to an order-preserving unsigned integer
+ * above, the complemented doc below (a lower doc wins a tie). */
+static inline uint64_t ranking_hit_key(uint32_t doc, float score) {
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    return (uint64_t)bits << 32 | (uint32_t)~doc;
+}
+
+static inline float ranking_key_score(uint64_t key) {
+    uint32_t bits = (uint32_t)(key >> 32);
+    bits = (bits & 0x80000000u) ? bits & 0x7FFFFFFFu : ~bits;
+    float score;
+    memcpy(&score, &bits, sizeof score);
+    return score;
+}
+
+static inline uint32_t ranking_key_doc(uint64_t key) { return ~(uint32_t)key; }
+
 /* What every algorithm runs on. */
 typedef struct {
     ranking_term *terms;
@@ -56,9 +113,12 @@ typedef struct {
     const float *norms;
     float k1_plus_1;
     isn_topk topk;
+    ranking_topk_buffer buffer; /* used by the algorithms that call ranking_collect, for large k */
+    ranking_window *window;     /* the searcher's */
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
+    ranking_window_term *window_terms;
     /* Counters, copied into isn_search_stats at the end. */
     uint64_t postings_scored;
     uint64_t docs_evaluated;
@@ -193,6 +253,24 @@ static inline void ranking_resort_prefix(ranking_term *terms, uint32_t count, ui
         ranking_sink_term(terms, i, n);
 }
 
+void ranking_buffer_compact(ranking_run *run);
+/* Leaves the best k in topk.entries, best first (no isn_topk_sort after it). */
+void ranking_buffer_finish(ranking_run *run);
+
+/* A fully scored document, to the buffer when the run has one, else to the heap. */
+static inline void ranking_collect(ranking_run *run, uint32_t doc, float score) {
+    ranking_topk_buffer *b = &run->buffer;
+    if (!b->keys) {
+        isn_topk_offer(&run->topk, doc, score);
+        return;
+    }
+    if (b->have_kth && !(score > b->kth))
+        return;
+    b->keys[b->size++] = ranking_hit_key(doc, score);
+    if (b->size == b->next_compaction)
+        ranking_buffer_compact(run);
+}
+
 void ranking_sort_terms_by_doc(ranking_term *terms, uint32_t n);
 void ranking_sort_terms_by_df(ranking_term *terms, uint32_t n);
 void ranking_sort_terms_by_max_score(ranking_term *terms, uint32_t n);
@@ -204,5 +282,23 @@ void ranking_maxscore(ranking_run *run);
 void ranking_wand(ranking_run *run);
 void ranking_block_max_wand(ranking_run *run);
 void ranking_block_max_and(ranking_run *run);
+void ranking_block_max_maxscore(ranking_run *run);
+
+/* Early termination for loops that handle many candidates at once: `candidates` were just handled
+ * and every doc below next_doc was considered. */
+static inline bool ranking_should_stop_after(ranking_run *run, uint32_t next_doc, uint32_t candidates) {
+    if (!run->stop_ns)
+        return false;
+    if (run->until_clock_check > candidates) {
+        run->until_clock_check -= candidates;
+        return false;
+    }
+    run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
+    if (isn_now_ns() < run->stop_ns)
+        return false;
+    run->stopped = true;
+    run->stopped_before_doc = next_doc;
+    return true;
+}
 
 #endif

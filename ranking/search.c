@@ -57,17 +57,23 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
 }
 
 /* Lays out this query's memory in the arena and opens one cursor per term. */
-static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, ranking_run *run) {
+static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, uint32_t buffer_keys,
+                       ranking_run *run) {
     uint32_t n = query->num_terms;
     size_t needed = ranking_arena_size(n * sizeof(isn_cursor)) + 2 * ranking_arena_size(n * sizeof(ranking_term)) +
-                    ranking_arena_size(n * sizeof(double));
+                    ranking_arena_size(n * sizeof(double)) + ranking_arena_size(n * sizeof(ranking_window_term)) +
+                    ranking_arena_size((size_t)buffer_keys * sizeof(uint64_t));
     if (ranking_arena_reset(&searcher->arena, needed) != 0)
         return -1;
     isn_cursor *cursors = ranking_arena_take(&searcher->arena, n * sizeof(isn_cursor));
     run->terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_bounds = ranking_arena_take(&searcher->arena, n * sizeof(double));
+    run->window_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_window_term));
+    if (buffer_keys)
+        run->buffer.keys = ranking_arena_take(&searcher->arena, (size_t)buffer_keys * sizeof(uint64_t));
     run->num_terms = n;
+    run->window = &searcher->window;
     run->norms = searcher->norms;
     run->k1_plus_1 = searcher->k1_plus_1;
     for (uint32_t i = 0; i < n; i++) {
@@ -108,7 +114,9 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
 
     ranking_run run;
     memset(&run, 0, sizeof run);
-    if (prepare_run(searcher, query, num_docs, &run) != 0) {
+    /* The algorithms that collect through ranking_collect get a buffer at large k. */
+    bool buffered = algo == ISN_ALGO_BMM && options->k >= RANKING_BUFFER_MIN_K;
+    if (prepare_run(searcher, query, num_docs, buffered ? 2 * options->k : 0, &run) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
         return -1;
     }
@@ -126,8 +134,13 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     }
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     isn_topk_init(&run.topk, hits, options->k);
+    if (buffered) {
+        run.buffer.capacity = 2 * options->k;
+        run.buffer.k = options->k;
+        run.buffer.next_compaction = options->k;
+    }
     /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
-    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW;
+    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW || algo == ISN_ALGO_BMM;
     if (prunes && options->initial_threshold > 0.0f)
         isn_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
@@ -149,11 +162,17 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     case ISN_ALGO_BMAND:
         ranking_block_max_and(&run);
         break;
+    case ISN_ALGO_BMM:
+        ranking_block_max_maxscore(&run);
+        break;
     default:
         isn_error(err, err_len, "algorithm '%s' cannot run", isn_algo_name(algo));
         return -1;
     }
-    isn_topk_sort(&run.topk);
+    if (buffered)
+        ranking_buffer_finish(&run);
+    else
+        isn_topk_sort(&run.topk);
     *num_hits = run.topk.size;
     if (stats != NULL) {
         stats->postings_scored = run.postings_scored;

@@ -21,7 +21,8 @@ static void usage(FILE *out) {
           "      --no-stopwords          keep English stopwords\n"
           "      --max-token-bytes N     cut longer tokens (default 64, at most 255)\n"
           "      --no-positions          do not store positions (smaller; no proximity features)\n"
-          "      --order input|static|id document id order (default input)\n"
+          "      --order input|static|id|bp  document id order (default input; bp: recursive graph\n"
+          "                              bisection, smaller and faster, multi-threaded)\n"
           "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
           "      --partitions N          write N partitions DIR/part-0000... (default 1)\n"
           "      --split hash|contiguous how records are split into partitions (default hash)\n"
@@ -174,7 +175,8 @@ static int cmd_build(int argc, char **argv) {
             if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
             else if (strcmp(optarg, "static") == 0) o.order = ISN_ORDER_STATIC;
             else if (strcmp(optarg, "id") == 0) o.order = ISN_ORDER_ID;
-            else return fprintf(stderr, "isn-index: --order must be input, static or id, got '%s'\n", optarg), 2;
+            else if (strcmp(optarg, "bp") == 0) o.order = ISN_ORDER_BP;
+            else return fprintf(stderr, "isn-index: --order must be input, static, id or bp, got '%s'\n", optarg), 2;
             break;
         case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
         case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;

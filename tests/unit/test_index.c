@@ -165,6 +165,66 @@ static void test_document_orders(void **state) {
     isn_index_close(ix);
 }
 
+/* (external id, tf) of every posting of a term, sorted: what a document order must not change. */
+static size_t list_as_text(const isn_index *ix, const char *t, char (*out)[16], size_t cap) {
+    isn_cursor c;
+    size_t n = 0, len;
+    isn_cursor_open(&c, ix, term(ix, t));
+    for (uint32_t doc = c.doc; doc != ISN_DOC_END && n < cap; doc = isn_cursor_next(&c)) {
+        const char *id = isn_index_doc_id(ix, doc, &len);
+        snprintf(out[n++], 16, "%.*s:%u", (int)len, id, isn_cursor_freq(&c));
+    }
+    qsort(out, n, 16, (int (*)(const void *, const void *))strcmp);
+    return n;
+}
+
+static void test_bp_order(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    isn_index *input = build_sample(dir, sizeof dir, ISN_ORDER_INPUT, true);
+    isn_index *bp = build_sample(dir, sizeof dir, ISN_ORDER_BP, true);
+    assert_int_equal(isn_index_verify(bp, err, sizeof err), 0);
+    /* A permutation: every external id once. */
+    uint8_t seen[300] = {0};
+    bool moved = false;
+    for (uint32_t d = 0; d < 300; d++) {
+        size_t len;
+        const char *id = isn_index_doc_id(bp, d, &len);
+        int n = atoi(id + 3);
+        assert_true(n >= 0 && n < 300 && !seen[n]);
+        seen[n] = 1;
+        moved |= memcmp(id, isn_index_doc_id(input, d, &len), 6) != 0;
+    }
+    assert_true(moved);
+    static const char *const terms[] = {"common", "seven", "unique", "odd", "title"};
+    static char a[300][16], b[300][16];
+    for (size_t t = 0; t < sizeof terms / sizeof *terms; t++) {
+        size_t na = list_as_text(input, terms[t], a, 300), nb = list_as_text(bp, terms[t], b, 300);
+        assert_int_equal(na, nb);
+        for (size_t i = 0; i < na; i++) assert_string_equal(a[i], b[i]);
+    }
+    isn_index_close(input);
+    isn_index_close(bp);
+}
+
+/* The synthetic generator writes version 1 (fixed-size entries, metadata for every block): still read. */
+static void test_version1_still_read(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    make_dir(dir, sizeof dir);
+    isn_synth_options o;
+    isn_synth_options_default(&o);
+    o.docs = 2000;
+    o.queries = 5;
+    o.threads = 1;
+    assert_int_equal(isn_synth_build(dir, &o, NULL, err, sizeof err), 0);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    assert_int_equal(isn_index_get_info(ix)->version, 1);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    isn_index_close(ix);
+}
+
 static void test_builder_rejects(void **state) {
     (void)state;
     isn_build_options o = plain_options();
@@ -364,6 +424,17 @@ static void test_damaged_files(void **state) {
     write_file(path, bad, len);
     expect_refused(dir, "block_meta");
 
+    /* Version 2 rebuilds single-block metadata from the term entries and the payload: an entry that
+     * disagrees with the payload is refused at open. The last term, "unique", is 6 bytes: df 1, cf - df 0
+     * and its maximum. */
+    memcpy(bad, good, len);
+    uint8_t *unique_df = bad + table[SEC_TERMS].offset + table[SEC_TERMS].bytes - 6;
+    assert_int_equal(unique_df[0], 1);
+    unique_df[0] = 2;
+    reseal(bad, SEC_TERMS);
+    write_file(path, bad, len);
+    expect_refused(dir, "postings");
+
     /* Document lengths that disagree with the meta section are refused at open; lengths that keep the
      * total but disagree with the postings are caught by verify. */
     memcpy(bad, good, len);
@@ -402,6 +473,7 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_document_orders),
+        cmocka_unit_test(test_bp_order),         cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_builder_rejects),  cmocka_unit_test(test_build_from_jsonl),
         cmocka_unit_test(test_build_tsv_partitions), cmocka_unit_test(test_damaged_files),
     };

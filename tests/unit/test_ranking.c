@@ -138,7 +138,7 @@ static int remove_leftover_dirs(void **state) {
 
 /* ------------------------------------------------------------------ helpers */
 
-static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_AUTO};
+static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_BMM, ISN_ALGO_AUTO};
 static const isn_algo and_algos[] = {ISN_ALGO_AND, ISN_ALGO_BMAND, ISN_ALGO_AUTO};
 
 static bool within(double value, double expected, double relative) {

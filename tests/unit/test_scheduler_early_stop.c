@@ -138,12 +138,12 @@ static void partial_top_k_is_exact_below_the_stop_point(void **state) {
     fixture *f = *state;
     static const char *const q1[] = {"alpha", "beta"}, *const q2[] = {"alpha", "beta", "gamma", "eta"},
                              *const q3[] = {"alpha"}, *const q4[] = {"beta", "gamma"};
-    static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW};
+    static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_BMM};
     static const isn_algo and_algos[] = {ISN_ALGO_AND, ISN_ALGO_BMAND};
     static const uint32_t ks[] = {1, 10, 50};
     int partial = 0;
     for (size_t ki = 0; ki < 3; ki++) {
-        for (size_t a = 0; a < 4; a++) {
+        for (size_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
             check_query(f, q1, 2, ISN_MODE_OR, or_algos[a], ks[ki]);
             check_query(f, q2, 4, ISN_MODE_OR, or_algos[a], ks[ki]);
             check_query(f, q3, 1, ISN_MODE_OR, or_algos[a], ks[ki]);

@@ -164,7 +164,7 @@ static void threshold_probe_is_a_real_kth_score(void **state) {
 static void probe_work_features(void **state) {
     fixture *f = *state;
     isn_query query;
-    isn_job_features x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    isn_job_features x = features_of(f, "common rare", 10, ISN_MODE_OR, ISN_ALGO_MAXSCORE, &query);
     uint64_t rare = NUM_DOCS / RARE_EVERY;
     assert_true(x.threshold_probe > 0.0);
     assert_int_equal(x.algo_resolved, ISN_ALGO_MAXSCORE);
@@ -193,7 +193,7 @@ static void probe_work_features(void **state) {
 
     /* AUTO resolved as the search resolves it; nothing probed, no work features. */
     x = features_of(f, "rare", 10, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
-    assert_int_equal(x.algo_resolved, ISN_ALGO_BMW);
+    assert_int_equal(x.algo_resolved, ISN_ALGO_BMM);
     x = features_of(f, "common rare", 10, ISN_MODE_AND, ISN_ALGO_AUTO, &query);
     assert_int_equal(x.algo_resolved, ISN_ALGO_BMAND);
     assert_true(x.threshold_probe == 0.0 && x.probe_walk_postings == 0 && x.probe_essential[0] == 0);
