@@ -324,7 +324,7 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
         return 0;
     case KEY_ALGO:
         if (!isn_algo_from_name(value, (isn_algo *)field))
-            return isn_error(err, err_len, "unknown algorithm \"%s\" (auto, or, and, maxscore, wand, bmw, bmand)", value);
+            return isn_error(err, err_len, "unknown algorithm \"%s\" (auto, or, and, maxscore, wand, bmw, bmm, bmand)", value);
         return 0;
     case KEY_LEVEL:
         if (isn_log_level_parse(value, (isn_log_level *)field) == 0) return 0;

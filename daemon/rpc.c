@@ -201,7 +201,7 @@ static void handle_search(isn_server *server, grpc_call *call) {
     isn_algo algo = conf->default_algo;
     if (request->algorithm && request->algorithm[0] && !isn_algo_from_name(request->algorithm, &algo)) {
         grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                         "unknown algorithm \"%.64s\" (auto, or, and, maxscore, wand, bmw, bmand)", request->algorithm);
+                         "unknown algorithm \"%.64s\" (auto, or, and, maxscore, wand, bmw, bmm, bmand)", request->algorithm);
         return;
     }
     if (algo != ISN_ALGO_AUTO && isn_algo_mode(algo, mode) != mode) {

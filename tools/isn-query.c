@@ -35,7 +35,7 @@ static void usage(FILE *out) {
     fputs("usage: isn-query --index DIR | --server HOST:PORT [options] \"query text\"\n"
           "       isn-query --index DIR | --server HOST:PORT --queries FILE.tsv [--run-tag T] [--out RUN] [options]\n"
           "  --server HOST:PORT  ask a running isnd over gRPC instead of opening the index\n"
-          "  --algo auto|or|and|maxscore|wand|bmw|bmand   first-stage algorithm (default auto)\n"
+          "  --algo auto|or|and|maxscore|wand|bmw|bmm|bmand   first-stage algorithm (default auto)\n"
           "  --mode or|and       match any / every term when --algo is auto (default or)\n"
           "  -k N                hits to return (default 10)\n"
           "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag)\n"
@@ -92,7 +92,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 's': a->server = optarg; break;
         case 'a':
             if (!isn_algo_from_name(optarg, &a->search.algo)) {
-                fprintf(stderr, "isn-query: unknown --algo '%s' (auto, or, and, maxscore, wand, bmw, bmand)\n", optarg);
+                fprintf(stderr, "isn-query: unknown --algo '%s' (auto, or, and, maxscore, wand, bmw, bmm, bmand)\n", optarg);
                 return -1;
             }
             break;
