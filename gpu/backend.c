@@ -491,7 +491,7 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
 }
 
 /* Whether the next batch prunes. AUTO: each mode until it has a few batches, then the one with the lower
- * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic
+ * device time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic
  * is noticed. */
 #define PRUNE_WARMUP_BATCHES 3
 static bool choose_pruning(const isn_gpu_backend *b) {
@@ -791,7 +791,10 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     st.queries = s->num_requests;
     st.ms_total = now_ms() - s->submitted_at;
     st.pruned = s->pruned;
-    if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->pruned, st.ms_total, st.postings_in_lists);
+    /* the device's own time where it has one (the wall clock adds the caller's queueing), else the wall */
+    double device_ms = st.ms_threshold_pass + st.ms_select_threshold + st.ms_score_pass + st.ms_and_probe + st.ms_sort;
+    if (device_ok && st.cpu_queries == 0)
+        learn_pruning(b, s->pruned, device_ms > 0 ? device_ms : st.ms_total, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;

@@ -59,7 +59,7 @@ typedef struct {
     /* Range accumulators sum in 64-bit fixed point when that is provably exact for the query (device.h,
      * gpu_fixed_shift), else in double; true forces double (measuring). */
     bool double_accumulators;
-    /* Pruning (seeded threshold, sampling round, bound grid; device.h): AUTO measures the batch time per
+    /* Pruning (seeded threshold, sampling round, bound grid; device.h): AUTO measures the device time per
      * list posting of pruned and of exhaustive batches and keeps using the cheaper, trying the other
      * every ISN_GPU_PRUNE_EXPLORE batches (answers are the same either way); ALWAYS and NEVER fix it. */
     int pruning; /* ISN_GPU_PRUNE_* */
@@ -189,7 +189,8 @@ typedef struct {
     uint64_t device_errors;
     uint64_t bytes_transferred;
     uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
-    /* What AUTO pruning learned: batch milliseconds per million list postings, pruned and exhaustive
+    /* What AUTO pruning learned: device milliseconds per million list postings (wall milliseconds on the
+     * emulated device), pruned and exhaustive
      * (0 before the first such batch), and the batches of each. */
     double ms_per_mposting_pruned, ms_per_mposting_exhaustive;
     uint64_t batches_pruned, batches_exhaustive;
