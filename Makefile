@@ -102,8 +102,9 @@ test: $(TESTS) $(PROGRAMS) $(CRANFIELD)
 asan-test:
 	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-# The deque and scheduler tests under ThreadSanitizer (lock-free code, worker and dispatcher threads).
-TSAN_TESTS := test_deque test_scheduler
+# The deque, scheduler and GPU backend tests under ThreadSanitizer (lock-free code, worker and dispatcher
+# threads, the backend's CPU crew; the GPU backend runs its emulated device).
+TSAN_TESTS := test_deque test_scheduler test_gpu_backend
 tsan-test:
 	$(MAKE) BUILD=build-tsan CUDA=0 OPT=-O1 SAN="-fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	set -e; for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t; done
