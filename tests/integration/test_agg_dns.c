@@ -157,7 +157,7 @@ static void test_replicas_follow_dns_under_load(void **state) {
 
     char p0[128], p1[128], servers[64], interval[64];
     snprintf(p0, sizeof p0, "dns:part0.isn.test:%d", ports[0]);
-    snprintf(p1, sizeof p1, "dns:part1.isn.test:%d", ports[1]);
+    snprintf(p1, sizeof p1, "dns:part1.isn.test.:%d", ports[1]); /* fully qualified, as deploy/kubernetes writes it */
     snprintf(servers, sizeof servers, "dns_servers=127.0.0.1:%d", dns_server_port(dns));
     snprintf(interval, sizeof interval, "dns_interval_ms=%d", INTERVAL_MS);
     const char *partitions[] = {p0, p1, NULL};
