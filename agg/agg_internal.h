@@ -77,6 +77,7 @@ typedef struct {
     char last_message[200]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
     isn_grpc_call *info; /* global statistics phase */
+    uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
 
 /* Global statistics of one query: its terms' df summed over partitions, N and the average length. */
@@ -203,6 +204,8 @@ bool agg_stats_lookup(agg *a, agg_query *q);
 void agg_stats_start(agg *a, agg_query *q, int64_t now);
 /* Collects the Info answers; true once every partition answered or failed. */
 bool agg_stats_done(agg *a, agg_query *q);
+/* Lets go of partition pi's Info call of the query (its replica may then finish draining). */
+void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi);
 
 /* aggregator.c */
 /* Answers every query in progress with `grpc_status` and frees it. */

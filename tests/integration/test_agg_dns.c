@@ -161,7 +161,8 @@ static void test_replicas_follow_dns_under_load(void **state) {
     snprintf(servers, sizeof servers, "dns_servers=127.0.0.1:%d", dns_server_port(dns));
     snprintf(interval, sizeof interval, "dns_interval_ms=%d", INTERVAL_MS);
     const char *partitions[] = {p0, p1, NULL};
-    const char *extra[] = {"--set", servers, "--set", interval, "--set", "probe_interval_ms=100", NULL};
+    /* global statistics: Info calls go to the replicas too, and count as in flight on them */
+    const char *extra[] = {"--set", servers, "--set", interval, "--set", "probe_interval_ms=100", "--global-stats", NULL};
     assert_int_equal(harness_start_agg(&aggregator, partitions, extra), 0);
     char body[1024];
     int64_t ready_by = harness_now_ms() + 10000;
