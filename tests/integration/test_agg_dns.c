@@ -6,6 +6,7 @@
  *  - the first replica is removed from the name (then stopped, as Kubernetes stops a pod): it
  *    drains and disappears from the metrics;
  *  - the DNS server fails for a while: the replicas are kept, the failed lookups counted;
+ *  - SIGHUP reloads the configuration: the replicas DNS named stay;
  * and isn-bench sees zero failed and zero partial queries. The time from each DNS change to the
  * metrics showing it is printed (a bound of a few intervals is asserted, not a timing). */
 #include <setjmp.h>
@@ -220,6 +221,12 @@ static void test_replicas_follow_dns_under_load(void **state) {
     assert_int_equal(metric_value("isn_agg_partition_replicas{partition=\"0\"}"), 1);
     assert_int_equal(metric_value("isn_agg_ready"), 1);
 
+    /* SIGHUP (the same names): the replicas DNS named are kept, connections and all, under load */
+    assert_int_equal(kill(aggregator.pid, SIGHUP), 0);
+    harness_sleep_ms(300);
+    assert_true(harness_log_has(&aggregator, "reloaded: 2 partitions, 2 replicas"));
+    assert_int_equal(metric_value("isn_agg_partition_replicas{partition=\"0\"}"), 1);
+
     int status;
     assert_int_equal(waitpid(bench_pid, &status, 0), bench_pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -246,6 +253,9 @@ static void test_replicas_follow_dns_under_load(void **state) {
     assert_true(removed_ms <= 5 * INTERVAL_MS + 1000);
     assert_true(harness_log_has(&aggregator, "added (DNS)"));
     assert_true(harness_log_has(&aggregator, "removed (DNS)"));
+    /* SIGTERM: the resolver's handles close with the rest, so isn-agg exits 0 (and leak-free under ASan) */
+    assert_int_equal(harness_stop_checked(&aggregator), 0);
+    aggregator.pid = -1;
 }
 
 int main(int argc, char **argv) {
