@@ -11,6 +11,10 @@
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
 #define AGG_VERSION "0.1.0"
+/* Health service name that says only "this process answers" (SERVING until the drain), for liveness
+ * and startup probes: readiness ("" or isn.v1.Search) follows partition coverage, and an aggregator
+ * whose partitions are down must not be restarted for it. */
+#define AGG_HEALTH_LIVENESS "liveness"
 /* A reload waits this long at most for the queries in progress; those still going then answer with
  * what they have (a partition that has not answered counts as missing). */
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL

@@ -67,13 +67,17 @@ def scrape_annotations(port):
     return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
 
 
-def grpc_probes(port, startup_seconds):
+def grpc_probes(port, startup_seconds, liveness_service=None):
     """Readiness and liveness by grpc.health.v1 (kubelet's native gRPC probe); the startup probe
-    gives the index load and warm-up (GPU upload included) up to startup_seconds."""
+    gives the index load and warm-up (GPU upload included) up to startup_seconds. isn-agg's readiness
+    follows its partitions' coverage, so its liveness and startup probes ask the health service
+    "liveness" (SERVING while the process answers): a tier whose partitions are down must not get
+    its aggregators restarted."""
+    alive = {"port": port, **({"service": liveness_service} if liveness_service else {})}
     return {
-        "startupProbe": {"grpc": {"port": port}, "periodSeconds": 2, "failureThreshold": max(1, startup_seconds // 2)},
+        "startupProbe": {"grpc": alive, "periodSeconds": 2, "failureThreshold": max(1, startup_seconds // 2)},
         "readinessProbe": {"grpc": {"port": port}, "periodSeconds": 2, "failureThreshold": 2},
-        "livenessProbe": {"grpc": {"port": port}, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
+        "livenessProbe": {"grpc": dict(alive), "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
     }
 
 
@@ -209,7 +213,7 @@ def agg_objects(args):
                         "args": ["--config", "/etc/isn/isn-agg.conf"],
                         "ports": [{"name": "grpc", "containerPort": AGG_GRPC_PORT},
                                   {"name": "metrics", "containerPort": AGG_STATS_PORT}],
-                        **grpc_probes(AGG_GRPC_PORT, 60),
+                        **grpc_probes(AGG_GRPC_PORT, 60, liveness_service="liveness"),
                         "lifecycle": {"preStop": {"sleep": {"seconds": args.prestop_seconds}}},
                         "resources": {"requests": {"cpu": args.agg_cpu, "memory": args.agg_memory},
                                       "limits": {"memory": args.agg_memory}},

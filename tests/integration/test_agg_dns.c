@@ -2,6 +2,7 @@
  * Service's name resolves to the ready pods of a partition. A small DNS server on loopback
  * (tests/support/dns_server.c) names the replicas; isnd replicas listen on 127.0.0.2, .3 and .4
  * (the same port per partition, as pods do). While isn-bench sends load through isn-agg:
+ *  - before the names exist: not ready (Health NOT_SERVING) yet alive (health service "liveness");
  *  - a replica is added to partition 0's name: isn-agg's metrics show it, and it takes queries;
  *  - the first replica is removed from the name (then stopped, as Kubernetes stops a pod): it
  *    drains and disappears from the metrics;
@@ -152,8 +153,6 @@ static long long json_number(const char *json, const char *key) {
 
 static void test_replicas_follow_dns_under_load(void **state) {
     (void)state;
-    dns_server_set(dns, "part0.isn.test", "127.0.0.2");
-    dns_server_set(dns, "part1.isn.test", "127.0.0.4");
     for (size_t i = 0; i < NUM_REPLICAS; i++) assert_int_equal(start_replica(&replicas[i]), 0);
 
     char p0[128], p1[128], servers[64], interval[64];
@@ -165,7 +164,24 @@ static void test_replicas_follow_dns_under_load(void **state) {
     /* global statistics: Info calls go to the replicas too, and count as in flight on them */
     const char *extra[] = {"--set", servers, "--set", interval, "--set", "probe_interval_ms=100", "--global-stats", NULL};
     assert_int_equal(harness_start_agg(&aggregator, partitions, extra), 0);
-    char body[1024];
+
+    /* no name resolves yet (NXDOMAIN): not ready, yet alive (the "liveness" health service of the
+     * Kubernetes liveness and startup probes) */
+    char body[1024], err[256];
+    int serving = -1;
+    harness_sleep_ms(3 * INTERVAL_MS);
+    assert_int_equal(harness_http_get(&aggregator, "/readyz", body, sizeof body), 503);
+    isn_grpc_client *c = isn_grpc_connect(aggregator.grpc_address, 5000, err, sizeof err);
+    assert_non_null(c);
+    assert_int_equal(isn_grpc_health_check(c, "", &serving, err, sizeof err), 0);
+    assert_int_equal(serving, 2 /* NOT_SERVING */);
+    assert_int_equal(isn_grpc_health_check(c, "liveness", &serving, err, sizeof err), 0);
+    assert_int_equal(serving, 1 /* SERVING */);
+    isn_grpc_close(c);
+    assert_int_equal(metric_value("isn_agg_partition_replicas{partition=\"0\"}"), 0);
+
+    dns_server_set(dns, "part0.isn.test", "127.0.0.2");
+    dns_server_set(dns, "part1.isn.test", "127.0.0.4");
     int64_t ready_by = harness_now_ms() + 10000;
     while (harness_http_get(&aggregator, "/readyz", body, sizeof body) != 200 && harness_now_ms() < ready_by)
         harness_sleep_ms(10);

@@ -45,6 +45,7 @@ count() { grep -c "$1" "$2" || true; }
 [ "$(count 'nvidia.com/gpu: 1' "$work/gpu.yaml")" = 8 ] || { echo "k8s_manifests_test: GPU requests missing" >&2; exit 1; }
 [ "$(count 'nvidia.com/gpu' "$work/cpu.yaml")" = 0 ] || { echo "k8s_manifests_test: a CPU tier asks for GPUs" >&2; exit 1; }
 [ "$(count '^ *grpc:$' "$work/cpu.yaml")" = 9 ] || { echo "k8s_manifests_test: gRPC probes missing" >&2; exit 1; }
+[ "$(count 'service: "liveness"' "$work/cpu.yaml")" = 2 ] || { echo "k8s_manifests_test: isn-agg's liveness probes" >&2; exit 1; }
 [ "$(count 'prometheus.io/scrape: "true"' "$work/cpu.yaml")" = 3 ] || { echo "k8s_manifests_test: scrape annotations" >&2; exit 1; }
 python3 $gen --partitions 4 --replicas 3 --namespace search --agg-config >"$work/isn-agg.conf"
 "$build/bin/isn-agg" --config "$work/isn-agg.conf" --check-config | grep -q "configuration OK: 4 partitions"
