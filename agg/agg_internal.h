@@ -55,6 +55,7 @@ typedef struct {
     uint16_t dns_port;
     uint32_t dns_addresses;
     uint64_t dns_resolutions, dns_failures, replicas_added, replicas_removed;
+    bool dns_failing; /* the last lookup failed (logged once, and again when one succeeds) */
     double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
 } agg_partition;
 

@@ -250,6 +250,8 @@ static void on_resolved(void *arg, int status, int timeouts, struct ares_addrinf
     if (current) {
         p->dns_resolutions++;
         if (status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA) {
+            if (p->dns_failing) log_info("partition %u: %s resolves again", l->partition, l->name);
+            p->dns_failing = false;
             static char addresses[AGG_MAX_REPLICAS * 4][AGG_ADDR_MAX]; /* the loop's thread only */
             uint32_t count = 0;
             for (struct ares_addrinfo_node *n = result ? result->nodes : NULL; n; n = n->ai_next) {
@@ -276,8 +278,10 @@ static void on_resolved(void *arg, int status, int timeouts, struct ares_addrinf
             agg_discovery_apply(a, l->partition, addresses, count);
         } else {
             p->dns_failures++;
-            log_warn("partition %u: cannot resolve %s (%s); keeping its %u replicas", l->partition, l->name,
-                     ares_strerror(status), p->dns_addresses);
+            if (!p->dns_failing)
+                log_warn("partition %u: cannot resolve %s (%s); keeping its %u replicas until it resolves again",
+                         l->partition, l->name, ares_strerror(status), p->dns_addresses);
+            p->dns_failing = true;
         }
     }
     if (result) ares_freeaddrinfo(result);

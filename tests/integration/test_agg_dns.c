@@ -143,6 +143,26 @@ static long long metric_value(const char *series) {
     return p ? atoll(p + strlen(needle)) : -1;
 }
 
+static double metric_double(const char *series) {
+    if (harness_http_get(&aggregator, "/metrics", metrics, sizeof metrics) != 200) return -1;
+    char needle[300];
+    snprintf(needle, sizeof needle, "%s ", series);
+    const char *p = strstr(metrics, needle);
+    return p ? atof(p + strlen(needle)) : -1;
+}
+
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* How long after `changed_at` (Unix seconds) isn-agg applied partition 0's last DNS change, in ms. */
+static int64_t applied_after_ms(double changed_at) {
+    double applied = metric_double("isn_agg_dns_last_change_timestamp_seconds{partition=\"0\"}");
+    return (int64_t)((applied - changed_at) * 1000);
+}
+
 /* isn-bench's JSON: the number after "key": (first occurrence). */
 static long long json_number(const char *json, const char *key) {
     char needle[80];
@@ -211,19 +231,23 @@ static void test_replicas_follow_dns_under_load(void **state) {
 
     /* a replica added: DNS names .2 and .3 for partition 0 */
     char series[256];
+    double changed_at = wall_seconds();
     dns_server_set(dns, "part0.isn.test", "127.0.0.2,127.0.0.3");
     snprintf(series, sizeof series, "isn_agg_replica_up{partition=\"0\",replica=\"%s\"} 1", replicas[1].address);
     int64_t added_ms = wait_metrics(series, true);
     assert_true(added_ms >= 0);
+    int64_t added_applied_ms = applied_after_ms(changed_at);
     harness_sleep_ms(700);
     snprintf(series, sizeof series, "isn_agg_replica_requests_total{partition=\"0\",replica=\"%s\"}", replicas[1].address);
     long long new_replica_requests = metric_value(series);
 
     /* a replica removed: DNS names only .3; then it stops, as a deleted pod does */
+    changed_at = wall_seconds();
     dns_server_set(dns, "part0.isn.test", "127.0.0.3");
     snprintf(series, sizeof series, "replica=\"%s\"", replicas[0].address);
     int64_t removed_ms = wait_metrics(series, false);
     assert_true(removed_ms >= 0);
+    int64_t removed_applied_ms = applied_after_ms(changed_at);
     assert_int_equal(metric_value("isn_agg_dns_replica_changes_total{partition=\"0\",change=\"removed\"}"), 1);
     assert_int_equal(stop_replica(&replicas[0]), 0);
 
@@ -254,10 +278,12 @@ static void test_replicas_follow_dns_under_load(void **state) {
     json[n] = '\0';
     long long sent = json_number(json, "sent"), ok = json_number(json, "ok"), partial = json_number(json, "partial");
     fprintf(stderr,
-            "test_agg_dns: isn-bench %lld sent, %lld ok, %lld partial, not_sent %lld; replica added visible in %lld ms, "
-            "removed (drained, gone from /metrics) in %lld ms (re-resolve interval %d ms); the added replica had %lld "
+            "test_agg_dns: isn-bench %lld sent, %lld ok, %lld partial, not_sent %lld; replica added: applied %lld ms after "
+            "the DNS change, seen in /metrics by the test's polling after %lld ms; replica removed: applied after %lld ms, "
+            "drained and gone from /metrics after %lld ms (re-resolve interval %d ms); the added replica had %lld "
             "requests 700 ms later; %lld failed lookups kept the replicas; %llu DNS queries answered\n",
-            sent, ok, partial, json_number(json, "not_sent"), (long long)added_ms, (long long)removed_ms, INTERVAL_MS,
+            sent, ok, partial, json_number(json, "not_sent"), (long long)added_applied_ms, (long long)added_ms,
+            (long long)removed_applied_ms, (long long)removed_ms, INTERVAL_MS,
             new_replica_requests, failed_lookups, (unsigned long long)dns_server_queries(dns));
     assert_true(sent >= BENCH_RATE * BENCH_SECONDS / 2);
     assert_int_equal(ok, sent);
@@ -267,6 +293,8 @@ static void test_replicas_follow_dns_under_load(void **state) {
     /* visible within the interval, plus the lookup and a scrape; 5 intervals is a bound, not a timing */
     assert_true(added_ms <= 5 * INTERVAL_MS + 1000);
     assert_true(removed_ms <= 5 * INTERVAL_MS + 1000);
+    assert_true(added_applied_ms >= -50 && added_applied_ms <= 5 * INTERVAL_MS + 1000); /* clocks of two processes */
+    assert_true(removed_applied_ms >= -50 && removed_applied_ms <= 5 * INTERVAL_MS + 1000);
     assert_true(harness_log_has(&aggregator, "added (DNS)"));
     assert_true(harness_log_has(&aggregator, "removed (DNS)"));
     /* SIGTERM: the resolver's handles close with the rest, so isn-agg exits 0 (and leak-free under ASan) */
