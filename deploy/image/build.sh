@@ -78,5 +78,7 @@ LABEL org.opencontainers.image.title="isn" \\
 EOF
 # offline: FROM scratch pulls nothing, and the build runs no command (no network needed)
 podman build --quiet --network=none --pull=never -t "$tag" -f "$context/Containerfile" "$context" >/dev/null
+# the image this tag named before, now untagged
+podman image prune -f --filter label=org.opencontainers.image.title=isn >/dev/null 2>&1 || true
 size=$(podman image inspect "$tag" --format '{{.Size}}')
 echo "image $tag: version $version ($revision), $((size / 1024)) KiB ($(du -sk "$root" | cut -f1) KiB of files: ${programs[*]} and $(echo "$libs" | wc -w) libraries)"
