@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/prometheus/isn-alerts.yml passes `promtool check rules`, and its unit tests
 # (isn-alerts-test.yml: each alert fires on the series that should trigger it, not on a healthy tier)
-# pass `promtool test rules`. deploy/grafana/isn-tier.json is a dashboard whose every query is valid
+# pass `promtool test rules`; deploy/prometheus/prometheus.yml (the scrape job for the pods'
+# annotations, loading the rules) passes `promtool check config` where promtool knows Kubernetes
+# discovery (Debian's does not: there it is checked with static targets in its place, and says so). deploy/grafana/isn-tier.json is a dashboard whose every query is valid
 # PromQL (promtool checks them as recording rules), and every isn_* metric the rules and the
 # dashboard name is one isnd or isn-agg exports (found in their sources), so a renamed metric fails here.
 set -euo pipefail
@@ -12,6 +14,20 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-monitoring.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 promtool check rules deploy/prometheus/isn-alerts.yml >/dev/null
+config_checked="check config"
+if ! out=$(promtool check config deploy/prometheus/prometheus.yml 2>&1); then
+  if grep -q "kubernetes_sd_configs not found" <<<"$out"; then
+    # the rest checked with static targets in place of the discovery
+    cp deploy/prometheus/isn-alerts.yml "$work/"
+    sed -e 's/kubernetes_sd_configs:/static_configs:/' -e 's/- role: pod/- targets: ["127.0.0.1:9090"]/' \
+      deploy/prometheus/prometheus.yml >"$work/prometheus.yml"
+    promtool check config "$work/prometheus.yml" >/dev/null
+    config_checked="check config with static targets: this promtool lacks Kubernetes discovery (Debian's does)"
+  else
+    echo "$out" >&2
+    exit 1
+  fi
+fi
 (cd deploy/prometheus && promtool test rules isn-alerts-test.yml >/dev/null)
 python3 - "$work" <<'PY'
 import json, re, sys, pathlib
@@ -48,4 +64,4 @@ if missing:
 print(f"monitoring_test: {len(exprs)} dashboard queries, {len(named)} metrics, all exported")
 PY
 promtool check rules "$work/dashboard-rules.yml" >/dev/null
-echo "monitoring_test: promtool check rules and test rules pass on deploy/prometheus; every dashboard query is valid PromQL"
+echo "monitoring_test: promtool check rules and test rules pass on deploy/prometheus ($config_checked); every dashboard query is valid PromQL"
