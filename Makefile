@@ -57,6 +57,7 @@ include grpc/module.mk
 include tools/module.mk
 include tests/module.mk
 include bench/module.mk
+-include deploy/module.mk
 LIBS += $(BASE_LIB)
 # DESIGN.md section 3's include rules, and a test of that check: run with the test programs, so a
 # violation fails `make test` and names the include.
@@ -66,6 +67,7 @@ TESTS += tools/check-layout.sh tests/unit/check_layout_test.sh
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
 ifeq ($(STATIC),1)
 STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -ljemalloc -lnghttp2 -lprotobuf-c -linih
+STATIC_LIBS += -lcares
 LDLIBS := -Wl,--as-needed -Wl,-Bstatic $(STATIC_LIBS) -luv_a -Wl,-Bdynamic $(filter-out $(STATIC_LIBS) -luv,$(LDLIBS))
 endif
 

@@ -28,6 +28,10 @@
 typedef struct {
     char replicas[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
     uint32_t num_replicas;
+    /* "partition = dns:NAME:PORT": no fixed replicas; every A/AAAA record of NAME (a Kubernetes headless
+     * Service), at PORT, re-resolved every dns_interval_ms; replicas come and go live ("" = fixed list) */
+    char dns_name[AGG_ADDR_MAX];
+    uint16_t dns_port;
 } agg_partition_config;
 
 typedef struct {
@@ -48,10 +52,13 @@ typedef struct {
                                   * partitions has a healthy replica; 1 = every partition */
     bool log_json;               /* JSON Lines instead of text */
     bool access_log;             /* one line per Search: request id, trace id, status, coverage, time */
+    uint32_t dns_interval_ms;    /* dns: partitions are resolved again this often */
+    char dns_servers[AGG_ADDR_MAX]; /* "IP[:PORT],..." asked instead of /etc/resolv.conf's ("" = those) */
 } agg_config;
 
 void agg_config_default(agg_config *config);
-/* "partition = ADDR,ADDR,..." adds a partition; every other key sets one value. 0, or -1 with err. */
+/* "partition = ADDR,ADDR,..." (or "partition = dns:NAME:PORT") adds a partition; every other key sets
+ * one value. 0, or -1 with err. */
 int agg_config_set(agg_config *config, const char *key, const char *value, char *err, size_t err_len);
 /* Reads an INI file (section [agg] or none). 0, or -1 with err naming the line. */
 int agg_config_load(agg_config *config, const char *path, char *err, size_t err_len);

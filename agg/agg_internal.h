@@ -11,6 +11,10 @@
 #define AGG_MIN_SAMPLES_FOR_P95 32
 #define AGG_STATS_CACHE_SLOTS 16384
 #define AGG_VERSION "0.1.0"
+/* Health service name that says only "this process answers" (SERVING until the drain), for liveness
+ * and startup probes: readiness ("" or isn.v1.Search) follows partition coverage, and an aggregator
+ * whose partitions are down must not be restarted for it. */
+#define AGG_HEALTH_LIVENESS "liveness"
 /* A reload waits this long at most for the queries in progress; those still going then answer with
  * what they have (a partition that has not answered counts as missing). */
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
@@ -32,6 +36,9 @@ typedef struct {
     double ewma_us;
     uint32_t inflight;
     uint64_t requests, failures, hedges, hedge_wins, ejections;
+    /* DNS no longer names it: no new calls; closed, and its slot freed (address ""), once the calls
+     * in flight on it are answered */
+    bool draining;
 } agg_replica;
 
 typedef struct {
@@ -43,6 +50,13 @@ typedef struct {
     bool have_info;
     uint64_t num_docs, total_doc_len;
     uint64_t answered, missing;
+    /* discovery by DNS (partition = dns:NAME:PORT): the name, the last answer, what it changed */
+    char dns_name[AGG_ADDR_MAX];
+    uint16_t dns_port;
+    uint32_t dns_addresses;
+    uint64_t dns_resolutions, dns_failures, replicas_added, replicas_removed;
+    bool dns_failing; /* the last lookup failed (logged once, and again when one succeeds) */
+    double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
 } agg_partition;
 
 /* ------------------------------------------------------------------ queries */
@@ -68,6 +82,7 @@ typedef struct {
     char last_message[200]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
     isn_grpc_call *info; /* global statistics phase */
+    uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
 
 /* Global statistics of one query: its terms' df summed over partitions, N and the average length. */
@@ -154,10 +169,14 @@ struct agg {
     int64_t pending_since_ns;
     grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
+    struct agg_discovery *discovery; /* resolver of the dns: partitions (NULL = none started) */
+    uint32_t num_draining;           /* replicas draining, over every partition */
     double start_time;   /* Unix seconds */
 };
 
 /* replicas.c */
+/* A new replica: in rotation until it fails or its first health check (at once) says otherwise. */
+void agg_replica_init(agg_replica *r, const char *address, uint32_t partition, uint32_t index);
 void agg_partitions_init(agg *a);
 /* After a reload (no query in progress): the partitions and replicas of a->config; a replica kept
  * (same partition, same address) keeps its connection, health and latency. */
@@ -190,6 +209,8 @@ bool agg_stats_lookup(agg *a, agg_query *q);
 void agg_stats_start(agg *a, agg_query *q, int64_t now);
 /* Collects the Info answers; true once every partition answered or failed. */
 bool agg_stats_done(agg *a, agg_query *q);
+/* Lets go of partition pi's Info call of the query (its replica may then finish draining). */
+void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi);
 
 /* aggregator.c */
 /* Answers every query in progress with `grpc_status` and frees it. */
@@ -249,6 +270,20 @@ bool agg_health_watch(agg *a, grpc_call *call);
 /* Readiness changed: Health watchers get the new status (draining: NOT_SERVING, and their end). */
 void agg_health_notify(agg *a);
 void agg_health_free(agg *a);
+
+/* discovery.c */
+/* Starts resolving the dns: partitions (now, then every dns_interval_ms) on the loop. 0, or -1 with err. */
+int agg_discovery_start(agg *a, char *err, size_t err_len);
+/* After a reload: the resolver follows the new settings and resolves every dns: partition at once. */
+void agg_discovery_reloaded(agg *a);
+/* Closes the resolver's handles (drain); agg_discovery_free after uv_run returned. */
+void agg_discovery_stop(agg *a);
+void agg_discovery_free(agg *a);
+/* The addresses ("IP:PORT", "[IPv6]:PORT") DNS gave for partition pi become its replicas: new ones
+ * join, missing ones drain (their calls in flight still answer), one that comes back stops draining. */
+void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count);
+/* Frees the slots of draining replicas with nothing left in flight. */
+void agg_discovery_reap(agg *a);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);

@@ -40,6 +40,7 @@ void agg_free(agg *a) {
     if (a->stats) grpc_stats_server_free(a->stats);
     agg_stats_cache_free(&a->stats_cache);
     agg_health_free(a);
+    agg_discovery_free(a);
     free(a->pending);
     free(a);
 }
@@ -145,6 +146,7 @@ void agg_reload_step(agg *a, int64_t now) {
     free(a->pending);
     a->pending = NULL;
     agg_partitions_reload(a);
+    agg_discovery_reloaded(a);
     a->metrics.reloads++;
     if (a->num_partitions != old_partitions) {
         /* summed document frequencies of another partitioning */

@@ -23,6 +23,7 @@ void agg_config_default(agg_config *config) {
     config->probe_interval_ms = 500;
     config->failures_to_eject = 3;
     config->ready_coverage = 1.0;
+    config->dns_interval_ms = 5000;
 }
 
 static int parse_fraction(const char *key, const char *value, double *out, char *err, size_t err_len) {
@@ -68,11 +69,24 @@ static int copy_address(const char *key, const char *value, char *out, bool may_
     return 0;
 }
 
+/* "dns:NAME:PORT": the partition's replicas are NAME's addresses (isn-agg resolves it again and again). */
+static int add_dns_partition(agg_config *config, agg_partition_config *p, const char *target, char *err,
+                             size_t err_len) {
+    char why[160];
+    if (strlen(target) >= AGG_ADDR_MAX ||
+        isn_parse_host_port(target, p->dns_name, sizeof p->dns_name, &p->dns_port, why, sizeof why) != 0 || !p->dns_port)
+        return isn_error(err, err_len, "partition %u: dns: wants dns:NAME:PORT, got \"dns:%s\"", config->num_partitions,
+                         target);
+    config->num_partitions++;
+    return 0;
+}
+
 static int add_partition(agg_config *config, const char *value, char *err, size_t err_len) {
     if (config->num_partitions == AGG_MAX_PARTITIONS)
         return isn_error(err, err_len, "at most %d partitions", AGG_MAX_PARTITIONS);
     agg_partition_config *p = &config->partitions[config->num_partitions];
     memset(p, 0, sizeof *p);
+    if (!strncmp(value, "dns:", 4)) return add_dns_partition(config, p, value + 4, err, err_len);
     char copy[AGG_MAX_REPLICAS * AGG_ADDR_MAX + 64];
     if (strlen(value) >= sizeof copy)
         return isn_error(err, err_len, "partition list too long");
@@ -108,6 +122,12 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "ready_coverage")) return parse_fraction(key, value, &c->ready_coverage, err, err_len);
     if (!strcmp(key, "log_json")) return parse_bool(key, value, &c->log_json, err, err_len);
     if (!strcmp(key, "access_log")) return parse_bool(key, value, &c->access_log, err, err_len);
+    if (!strcmp(key, "dns_interval_ms")) return parse_u32(key, value, 10, 3600000, &c->dns_interval_ms, err, err_len);
+    if (!strcmp(key, "dns_servers")) {
+        if (strlen(value) >= sizeof c->dns_servers) return isn_error(err, err_len, "dns_servers is too long");
+        strcpy(c->dns_servers, value);
+        return 0;
+    }
     return isn_error(err, err_len, "unknown key \"%s\"", key);
 }
 

@@ -239,7 +239,7 @@ void agg_query_free(agg *a, agg_query *q) {
     for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         agg_part *part = &q->parts[pi];
         while (part->num_attempts) drop_attempt(a, q, pi, 0);
-        if (part->info) isn_grpc_call_free(part->info);
+        agg_stats_info_free(a, part, pi);
         isn_grpc_search_reply_free(&part->reply);
     }
     agg_term_stats_free(&q->stats);

@@ -169,6 +169,8 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now) {
             char err[256];
             q->parts[pi].info = isn_grpc_start(r->client, &rq, err, sizeof err);
             if (q->parts[pi].info) {
+                q->parts[pi].info_replica = (uint32_t)ri;
+                r->inflight++; /* a replica that DNS drops meanwhile stays until this is answered */
                 r->unsent = true;
                 break;
             }
@@ -200,6 +202,16 @@ static bool add_partition_info(agg *a, agg_query *q, uint32_t pi, const isn_grpc
     return all;
 }
 
+void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi) {
+    if (!part->info) return;
+    isn_grpc_call_free(part->info);
+    part->info = NULL;
+    agg_replica *r = pi < a->num_partitions && part->info_replica < a->partitions[pi].num_replicas
+                         ? &a->partitions[pi].replicas[part->info_replica]
+                         : NULL;
+    if (r && r->inflight) r->inflight--;
+}
+
 bool agg_stats_done(agg *a, agg_query *q) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         if (q->parts[pi].info && !isn_grpc_call_done(q->parts[pi].info)) return false;
@@ -211,8 +223,7 @@ bool agg_stats_done(agg *a, agg_query *q) {
             continue;
         }
         if (!add_partition_info(a, q, pi, isn_grpc_call_result(part->info))) all = false;
-        isn_grpc_call_free(part->info);
-        part->info = NULL;
+        agg_stats_info_free(a, part, pi);
     }
     /* A term no partition holds needs no statistics (and df 0 would be refused). */
     agg_term_stats *stats = &q->stats;

@@ -8,6 +8,9 @@
 
 static int health_status(const char *service, void *app) {
     const agg *a = app;
+    if (!strcmp(service, AGG_HEALTH_LIVENESS))
+        return a->draining ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                           : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
     if (*service && strcmp(service, "isn.v1.Search")) return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
     return agg_ready(a, NULL, 0) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;

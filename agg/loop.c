@@ -55,6 +55,7 @@ void agg_advance(agg *a) {
         agg_query_progress(a, q, now);
     }
     agg_reload_step(a, now);
+    agg_discovery_reap(a);
     agg_probe_replicas(a, now);
     close_dead_replicas(a);
     agg_readiness_changed(a);

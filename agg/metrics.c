@@ -8,7 +8,15 @@ void agg_count_status(agg *a, int status) {
 void agg_observe_answer(agg *a, double seconds) { histogram_observe(&a->metrics.latency, seconds); }
 
 /* One family with a sample per replica, labelled with its partition and address. */
-typedef enum { REPLICA_UP, REPLICA_REQUESTS, REPLICA_FAILURES, REPLICA_HEDGES, REPLICA_LATENCY, REPLICA_EJECTIONS } replica_metric;
+typedef enum {
+    REPLICA_UP,
+    REPLICA_REQUESTS,
+    REPLICA_FAILURES,
+    REPLICA_HEDGES,
+    REPLICA_LATENCY,
+    REPLICA_EJECTIONS,
+    REPLICA_DRAINING
+} replica_metric;
 
 static const struct {
     const char *name, *type, *help;
@@ -19,6 +27,8 @@ static const struct {
     [REPLICA_HEDGES] = {"isn_agg_replica_hedges_total", "counter", "Hedged requests sent to the replica."},
     [REPLICA_LATENCY] = {"isn_agg_replica_latency_ewma_seconds", "gauge", "Moving average of the replica's answer time."},
     [REPLICA_EJECTIONS] = {"isn_agg_replica_ejections_total", "counter", "Times the replica was taken out of rotation."},
+    [REPLICA_DRAINING] = {"isn_agg_replica_draining", "gauge",
+                          "1 while DNS no longer names the replica and its calls in flight finish."},
 };
 
 static double replica_value(const agg_replica *r, replica_metric m) {
@@ -29,6 +39,7 @@ static double replica_value(const agg_replica *r, replica_metric m) {
     case REPLICA_HEDGES: return (double)r->hedges;
     case REPLICA_LATENCY: return r->ewma_us / 1e6;
     case REPLICA_EJECTIONS: return (double)r->ejections;
+    case REPLICA_DRAINING: return r->draining;
     }
     return 0;
 }
@@ -37,6 +48,42 @@ static bool partition_covered(const agg_partition *p) {
     for (uint32_t i = 0; i < p->num_replicas; i++)
         if (p->replicas[i].up) return true;
     return false;
+}
+
+/* The dns: partitions: lookups, the addresses of the last answer, replicas added and removed. */
+static void render_discovery(const agg *a, byte_buffer *out) {
+    bool any = false;
+    for (uint32_t pi = 0; pi < a->num_partitions && !any; pi++) any = a->partitions[pi].dns_name[0];
+    if (!any) return;
+    prom_family(out, "isn_agg_dns_lookups_total", "counter", "DNS lookups of a dns: partition's name, by result.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        const agg_partition *p = &a->partitions[pi];
+        if (!p->dns_name[0]) continue;
+        buffer_printf(out, "isn_agg_dns_lookups_total{partition=\"%u\",result=\"ok\"} %llu\n", pi,
+                      (unsigned long long)(p->dns_resolutions - p->dns_failures));
+        buffer_printf(out, "isn_agg_dns_lookups_total{partition=\"%u\",result=\"failed\"} %llu\n", pi,
+                      (unsigned long long)p->dns_failures);
+    }
+    prom_family(out, "isn_agg_dns_addresses", "gauge", "Addresses in the last DNS answer for a dns: partition's name.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        if (a->partitions[pi].dns_name[0])
+            buffer_printf(out, "isn_agg_dns_addresses{partition=\"%u\",name=\"%s\"} %u\n", pi, a->partitions[pi].dns_name,
+                          a->partitions[pi].dns_addresses);
+    prom_family(out, "isn_agg_dns_replica_changes_total", "counter", "Replicas added and removed because DNS said so.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        const agg_partition *p = &a->partitions[pi];
+        if (!p->dns_name[0]) continue;
+        buffer_printf(out, "isn_agg_dns_replica_changes_total{partition=\"%u\",change=\"added\"} %llu\n", pi,
+                      (unsigned long long)p->replicas_added);
+        buffer_printf(out, "isn_agg_dns_replica_changes_total{partition=\"%u\",change=\"removed\"} %llu\n", pi,
+                      (unsigned long long)p->replicas_removed);
+    }
+    prom_family(out, "isn_agg_dns_last_change_timestamp_seconds", "gauge",
+                "When DNS last added or removed a replica of the partition (Unix seconds; 0 = never).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        if (a->partitions[pi].dns_name[0])
+            buffer_printf(out, "isn_agg_dns_last_change_timestamp_seconds{partition=\"%u\"} %.3f\n", pi,
+                          a->partitions[pi].dns_last_change);
 }
 
 static void render_partitions(const agg *a, byte_buffer *out) {
@@ -50,11 +97,20 @@ static void render_partitions(const agg *a, byte_buffer *out) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_missing_total{partition=\"%u\"} %llu\n", pi,
                       (unsigned long long)a->partitions[pi].missing);
-    for (replica_metric m = REPLICA_UP; m <= REPLICA_EJECTIONS; m++) {
+    prom_family(out, "isn_agg_partition_replicas", "gauge", "Replicas known per partition (in rotation or out; not draining).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        uint32_t known = 0;
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++)
+            known += a->partitions[pi].replicas[i].address[0] && !a->partitions[pi].replicas[i].draining;
+        buffer_printf(out, "isn_agg_partition_replicas{partition=\"%u\"} %u\n", pi, known);
+    }
+    render_discovery(a, out);
+    for (replica_metric m = REPLICA_UP; m <= REPLICA_DRAINING; m++) {
         prom_family(out, REPLICA_METRICS[m].name, REPLICA_METRICS[m].type, REPLICA_METRICS[m].help);
         for (uint32_t pi = 0; pi < a->num_partitions; pi++)
             for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
                 const agg_replica *r = &a->partitions[pi].replicas[i];
+                if (!r->address[0]) continue; /* a slot freed by DNS discovery */
                 buffer_printf(out, "%s{partition=\"%u\",replica=\"%s\"} %.9g\n", REPLICA_METRICS[m].name, pi, r->address,
                               replica_value(r, m));
             }

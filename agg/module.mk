@@ -5,5 +5,5 @@ AGG_LIB  := $(BUILD)/lib/libisn_agg.a
 $(AGG_LIB): $(AGG_OBJS)
 $(AGG_OBJS): | $(PROTO_GEN_H)
 LIBS   := $(AGG_LIB) $(LIBS)
-LDLIBS += -linih
+LDLIBS += -linih -lcares
 

@@ -5,7 +5,7 @@
 #include "agg/agg_internal.h"
 #include "proto/health.pb-c.h"
 
-static void replica_init(agg_replica *r, const char *address, uint32_t partition, uint32_t index) {
+void agg_replica_init(agg_replica *r, const char *address, uint32_t partition, uint32_t index) {
     memset(r, 0, sizeof *r);
     /* memcpy, not snprintf: both live in `a`, which gcc's -Wrestrict reads as an overlap */
     size_t address_len = strnlen(address, sizeof r->address - 1);
@@ -23,7 +23,9 @@ void agg_partitions_init(agg *a) {
         agg_partition *p = &a->partitions[pi];
         p->num_replicas = a->config.partitions[pi].num_replicas;
         for (uint32_t i = 0; i < p->num_replicas; i++)
-            replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
+            agg_replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
+        memcpy(p->dns_name, a->config.partitions[pi].dns_name, sizeof p->dns_name);
+        p->dns_port = a->config.partitions[pi].dns_port;
     }
 }
 
@@ -48,19 +50,35 @@ void agg_partitions_reload(agg *a) {
             *p = old[pi];
             memset(p->replicas, 0, sizeof p->replicas);
         }
-        p->num_replicas = c->num_replicas;
-        for (uint32_t i = 0; i < c->num_replicas; i++) {
+        /* the replicas wanted: the configured list, or for the same dns: name what DNS named last (a
+         * new name starts empty and is resolved at once) */
+        static char wanted[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
+        uint32_t num_wanted = 0;
+        bool same_dns = c->dns_name[0] && pi < old_count && !strcmp(old[pi].dns_name, c->dns_name) &&
+                        old[pi].dns_port == c->dns_port;
+        if (!c->dns_name[0])
+            for (uint32_t i = 0; i < c->num_replicas; i++) memcpy(wanted[num_wanted++], c->replicas[i], AGG_ADDR_MAX);
+        else if (same_dns)
+            for (uint32_t j = 0; j < old[pi].num_replicas; j++)
+                if (old[pi].replicas[j].address[0] && !old[pi].replicas[j].draining)
+                    memcpy(wanted[num_wanted++], old[pi].replicas[j].address, AGG_ADDR_MAX);
+        if (!same_dns) p->dns_addresses = 0;
+        memcpy(p->dns_name, c->dns_name, sizeof p->dns_name);
+        p->dns_port = c->dns_port;
+        p->num_replicas = num_wanted;
+        for (uint32_t i = 0; i < num_wanted; i++) {
             agg_replica *r = &p->replicas[i];
             agg_replica *kept = NULL;
             for (uint32_t j = 0; pi < old_count && j < old[pi].num_replicas && !kept; j++)
-                if (old[pi].replicas[j].address[0] && !strcmp(old[pi].replicas[j].address, c->replicas[i]))
+                if (old[pi].replicas[j].address[0] && !old[pi].replicas[j].draining &&
+                    !strcmp(old[pi].replicas[j].address, wanted[i]))
                     kept = &old[pi].replicas[j];
             if (kept) {
                 *r = *kept;
                 r->index = i;
                 kept->address[0] = '\0'; /* taken */
             } else {
-                replica_init(r, c->replicas[i], pi, i);
+                agg_replica_init(r, wanted[i], pi, i);
                 log_info("replica %s of partition %u added", r->address, pi);
             }
         }
@@ -68,9 +86,10 @@ void agg_partitions_reload(agg *a) {
     for (uint32_t pi = 0; pi < old_count; pi++)
         for (uint32_t j = 0; j < old[pi].num_replicas; j++)
             if (old[pi].replicas[j].address[0]) {
-                log_info("replica %s of partition %u removed", old[pi].replicas[j].address, pi);
+                if (!old[pi].replicas[j].draining) log_info("replica %s of partition %u removed", old[pi].replicas[j].address, pi);
                 replica_close(&old[pi].replicas[j]);
             }
+    a->num_draining = 0; /* no call is in flight during a reload: those draining are closed above */
 }
 
 /* Input on a replica connection: its finished calls are collected on this loop turn. */
@@ -119,7 +138,7 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             const agg_replica *r = &p->replicas[i];
-            if ((exclude >> i) & 1) continue;
+            if (((exclude >> i) & 1) || r->draining) continue;
             if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
             double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
             if (best < 0 || score < best_score) best = (int)i, best_score = score;

@@ -43,6 +43,7 @@ static void close_everything(agg *a) {
     if (a->drain_timer.loop && !uv_is_closing((uv_handle_t *)&a->drain_timer))
         uv_close((uv_handle_t *)&a->drain_timer, NULL);
     agg_loop_stop(a);
+    agg_discovery_stop(a);
     agg_replicas_close(a);
     if (a->stats) grpc_stats_server_close(a->stats);
     if (a->server) grpc_server_close(a->server);
@@ -81,10 +82,12 @@ static void render_json(void *app, byte_buffer *out) {
                   (unsigned long long)m->upstream_requests, (unsigned long long)m->upstream_failures);
     const char *sep = "";
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
-        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++, sep = ",") {
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
             const agg_replica *r = &a->partitions[pi].replicas[i];
-            buffer_printf(out, "%s{\"partition\":%u,\"address\":\"%s\",\"up\":%s,\"latency_ewma_seconds\":%.6f}", sep, pi,
-                          r->address, r->up ? "true" : "false", r->ewma_us / 1e6);
+            if (!r->address[0]) continue; /* a slot freed by DNS discovery */
+            buffer_printf(out, "%s{\"partition\":%u,\"address\":\"%s\",\"up\":%s,\"draining\":%s,\"latency_ewma_seconds\":%.6f}",
+                          sep, pi, r->address, r->up ? "true" : "false", r->draining ? "true" : "false", r->ewma_us / 1e6);
+            sep = ",";
         }
     buffer_printf(out, "]}\n");
 }
@@ -130,7 +133,8 @@ int agg_serve(agg *a, char *err, size_t err_len) {
                                      err_len) != 0)
             return -1;
     }
-    return agg_loop_start(a, err, err_len);
+    if (agg_loop_start(a, err, err_len) != 0) return -1;
+    return agg_discovery_start(a, err, err_len);
 }
 
 static void on_drain_grace_over(uv_timer_t *timer) {

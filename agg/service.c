@@ -116,13 +116,15 @@ static void handle_health(agg *a, grpc_call *call) {
         grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, NULL);
     if (!request) return;
     const char *service = request->service ? request->service : "";
-    bool known = !*service || !strcmp(service, "isn.v1.Search");
+    bool liveness = !strcmp(service, AGG_HEALTH_LIVENESS);
+    bool known = !*service || !strcmp(service, "isn.v1.Search") || liveness;
     if (!known) grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
     protobuf_c_message_free_unpacked(&request->base, NULL);
     if (!known) return;
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    response.status = agg_ready(a, NULL, 0) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
-                                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    bool serving = liveness ? !a->draining : agg_ready(a, NULL, 0);
+    response.status = serving ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                              : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
     grpc_call_reply_message(call, &response.base);
 }
 

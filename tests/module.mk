@@ -18,3 +18,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_SUPPORT_OBJS) $$(LIB
 TESTS += tests/unit/install_test.sh
 # The README's command blocks, run as written (tests/unit/readme_test.sh).
 TESTS += tests/unit/readme_test.sh
+# deploy/kubernetes/generate.py's manifests pass kubernetes-validate (PyPI, into $(BUILD)/venv-k8s).
+TESTS += tests/unit/k8s_manifests_test.sh
+# deploy/prometheus alert rules (promtool check rules, test rules) and the Grafana dashboard's queries.
+TESTS += tests/unit/monitoring_test.sh

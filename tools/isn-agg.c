@@ -15,6 +15,7 @@
 static void usage(FILE *out) {
     fputs("usage: isn-agg [--config FILE] [--listen HOST:PORT] [--stats-listen HOST:PORT|\"\"]\n"
           "               --partition HOST:PORT[,HOST:PORT...] (once per partition, its replicas)\n"
+          "               --partition dns:NAME:PORT (replicas: NAME's A/AAAA records, re-resolved)\n"
           "               [--global-stats] [--no-hedge] [--set KEY=VALUE ...] [--check-config]\n"
           "--check-config validates the configuration (file and flags) and exits. conf/isn-agg.conf documents\n"
           "every key.\n"
@@ -23,7 +24,9 @@ static void usage(FILE *out) {
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
           "hedge_initial_ms (20), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
           "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them),\n"
-          "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id).\n"
+          "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id),\n"
+          "dns_interval_ms (5000: dns: partitions are resolved again this often; replicas join and drain live),\n"
+          "dns_servers (\"\": /etc/resolv.conf's; else IP[:PORT],...).\n"
           "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain and stop it; SIGHUP reads\n"
           "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
