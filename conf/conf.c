@@ -90,6 +90,7 @@ static const key_spec KEYS[] = {
     {"gpu", "enable", KEY_BOOL, FIELD(gpu_enable), "false", 0, 0, false},
     {"gpu", "emulate", KEY_BOOL, FIELD(gpu_emulate), "false", 0, 0, false},
     {"gpu", "device", KEY_U32, FIELD(gpu_device), "0", 0, 255, false},
+    {"gpu", "devices", KEY_U32, FIELD(gpu_devices), "1", 1, 16, false},
     {"gpu", "index_memory", KEY_SIZE_MIB, FIELD(gpu_memory_budget_mib), "0", 0, 16u << 20, false},
     {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), "256", 1, 4096, false},
     {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), "1000", 1, 10000, false},

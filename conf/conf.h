@@ -58,7 +58,8 @@ typedef struct {
     /* [gpu] (the real first-stage backend, gpu/gpu.h; second stage on the GPU) */
     bool gpu_enable;
     bool gpu_emulate;            /* tests and CI: the device algorithm on the host */
-    uint32_t gpu_device;         /* ordinal */
+    uint32_t gpu_device;         /* ordinal (of the first device) */
+    uint32_t gpu_devices;        /* devices from gpu_device on, each with the whole partition */
     uint32_t gpu_memory_budget_mib; /* postings + metadata on the device; 0 = 85% of free memory */
     uint32_t gpu_max_batch;      /* queries per launch */
     uint32_t gpu_max_k;          /* larger k is answered on the CPU */

@@ -77,17 +77,20 @@ static void free_training_log(isn_query *queries, uint32_t count) {
 }
 
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
-                          isn_gpu_backend **backend, char *err, size_t err_len) {
-    *backend = NULL;
+                          isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
+    *num_backends = 0;
     if (!conf->gpu_enable) return 0;
     if (conf->gpu_sim_devices) {
         snprintf(err, err_len, "gpu.enable and scheduler.simulated_gpus_answer_without_hits are exclusive: "
                                "pick the real GPU or the simulator");
         return -1;
     }
+    if (conf->gpu_devices == 0 || conf->gpu_devices > ISN_SCHED_MAX_GPUS) {
+        snprintf(err, err_len, "gpu.devices must be 1..%d, got %u", ISN_SCHED_MAX_GPUS, conf->gpu_devices);
+        return -1;
+    }
     isn_gpu_options options;
     isn_gpu_options_default(&options);
-    options.device = (int)conf->gpu_device;
     options.emulate = conf->gpu_emulate;
     options.memory_budget = (uint64_t)conf->gpu_memory_budget_mib << 20;
     options.max_batch = conf->gpu_max_batch;
@@ -100,21 +103,28 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
         options.training_queries = training;
         options.num_training_queries = num_training;
     }
-    char why[512];
-    uint64_t start = isn_now_ns();
-    *backend = isn_gpu_open(index, &options, why, sizeof why);
-    free_training_log(training, num_training);
-    if (!*backend) {
-        log_warn("gpu: no GPU first stage, serving on the CPU only: %s", why);
-        return 0;
+    for (uint32_t d = 0; d < conf->gpu_devices; d++) {
+        char why[512];
+        uint64_t start = isn_now_ns();
+        options.device = (int)(conf->gpu_device + d);
+        isn_gpu_backend *backend = isn_gpu_open(index, &options, why, sizeof why);
+        if (!backend) {
+            log_warn("gpu: no GPU first stage on device %d: %s", options.device, why);
+            continue;
+        }
+        isn_gpu_health health; /* no batch runs yet: read directly */
+        isn_gpu_health_get(backend, &health);
+        log_info("gpu: device %d, %s%s ready in %.3f s (warm-up %.1f ms): %u of %u lists resident (%u as prefixes), %.1f of "
+                 "%.1f MB%s",
+                 options.device, health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
+                 (double)(isn_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
+                 health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
+                 (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
+        backends[(*num_backends)++] = backend;
     }
-    isn_gpu_health health; /* no batch runs yet: read directly */
-    isn_gpu_health_get(*backend, &health);
-    log_info("gpu: %s%s ready in %.3f s (warm-up %.1f ms): %u of %u lists resident (%u as prefixes), %.1f of %.1f MB%s",
-             health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
-             (double)(isn_now_ns() - start) / 1e9, health.warmup_ms, health.terms_resident + health.terms_prefix,
-             health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
-             (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
+    free_training_log(training, num_training);
+    if (*num_backends == 0) log_warn("gpu: no GPU first stage: serving on the CPU only");
+    else if (*num_backends > 1) log_info("gpu: %u devices, each with the whole partition, a dispatcher each", *num_backends);
     return 0;
 }
 

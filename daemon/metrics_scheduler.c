@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
@@ -132,38 +133,50 @@ static void render_json(const search_service_view *view, const isn_scheduler_sta
     buffer_printf(out, "}}");
 }
 
-static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
-    buffer_printf(out, ",\"gpu\":{\"first_stage\":");
-    isn_gpu_health h;
-    if (isn_scheduler_gpu_health(view->scheduler, &h)) {
-        buffer_printf(out,
-                      "{\"device\":\"%s\",\"ready\":%s,\"healthy\":%s,\"reason\":\"%s\",\"warmup_ms\":%.3f,"
-                      "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
-                      "\"terms_prefix\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
-                      "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
-                      "\"bytes_transferred\":%llu",
-                      h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
-                      h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
-                      (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix,
-                      (unsigned long long)h.batches, (unsigned long long)h.queries_device,
-                      (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
-                      (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
-                      (unsigned long long)h.bytes_transferred);
-        /* what the backend learned and where its CPU answers came from */
-        buffer_printf(out, ",\"pruning\":{\"batches\":{\"pruned\":%llu,\"exhaustive\":%llu},"
-                           "\"ms_per_mposting\":{\"pruned\":%.6f,\"exhaustive\":%.6f}},\"cpu_fallbacks\":{",
-                      (unsigned long long)h.batches_pruned, (unsigned long long)h.batches_exhaustive,
-                      h.ms_per_mposting_pruned, h.ms_per_mposting_exhaustive);
-        for (int r = 0, first = 1; r < ISN_GPU_FALLBACK_REASONS; r++) {
-            if (r == ISN_GPU_FALLBACK_EMPTY_QUERY) continue;
-            buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", isn_gpu_fallback_label((isn_gpu_fallback_reason)r),
-                          (unsigned long long)h.fallbacks[r]);
-            first = 0;
-        }
-        buffer_printf(out, "}}");
-    } else {
-        buffer_printf(out, "null");
+/* One device's first-stage health as a JSON object. */
+static void render_device_json(const isn_gpu_health *hp, byte_buffer *out) {
+    const isn_gpu_health h = *hp;
+    buffer_printf(out,
+                  "{\"device\":\"%s\",\"ready\":%s,\"healthy\":%s,\"reason\":\"%s\",\"warmup_ms\":%.3f,"
+                  "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
+                  "\"terms_prefix\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
+                  "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
+                  "\"bytes_transferred\":%llu",
+                  h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
+                  h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
+                  (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix,
+                  (unsigned long long)h.batches, (unsigned long long)h.queries_device,
+                  (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
+                  (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
+                  (unsigned long long)h.bytes_transferred);
+    /* what the backend learned and where its CPU answers came from */
+    buffer_printf(out, ",\"pruning\":{\"batches\":{\"pruned\":%llu,\"exhaustive\":%llu},"
+                       "\"ms_per_mposting\":{\"pruned\":%.6f,\"exhaustive\":%.6f}},\"cpu_fallbacks\":{",
+                  (unsigned long long)h.batches_pruned, (unsigned long long)h.batches_exhaustive,
+                  h.ms_per_mposting_pruned, h.ms_per_mposting_exhaustive);
+    for (int r = 0, first = 1; r < ISN_GPU_FALLBACK_REASONS; r++) {
+        if (r == ISN_GPU_FALLBACK_EMPTY_QUERY) continue;
+        buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", isn_gpu_fallback_label((isn_gpu_fallback_reason)r),
+                      (unsigned long long)h.fallbacks[r]);
+        first = 0;
     }
+    buffer_printf(out, "}}");
+}
+
+static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
+    /* first_stage: device 0 (null without a GPU); first_stage_devices: every device */
+    buffer_printf(out, ",\"gpu\":{\"first_stage\":");
+    uint32_t devices = isn_scheduler_gpu_count(view->scheduler);
+    isn_gpu_health h;
+    if (devices && isn_scheduler_gpu_health(view->scheduler, 0, &h)) render_device_json(&h, out);
+    else buffer_printf(out, "null");
+    buffer_printf(out, ",\"first_stage_devices\":[");
+    for (uint32_t d = 0; d < devices; d++) {
+        if (!isn_scheduler_gpu_health(view->scheduler, d, &h)) continue;
+        if (d) buffer_printf(out, ",");
+        render_device_json(&h, out);
+    }
+    buffer_printf(out, "]");
     isn_l2_crossover *c = view->crossover;
     isn_l2_crossover_stats x;
     isn_l2_crossover_get_stats(c, &x);
@@ -180,12 +193,28 @@ static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
 }
 
 static void render_gpu_prometheus(const search_service_view *view, byte_buffer *out) {
-    isn_gpu_health h;
-    if (isn_scheduler_gpu_health(view->scheduler, &h)) {
-        char text[4096];
-        size_t len = isn_gpu_health_format_metrics(&h, "device=\"0\"", text, sizeof text);
-        if (len >= sizeof text) len = sizeof text - 1;
-        buffer_append(out, text, len);
+    /* Every device's lines come out in the same order, one line per metric: emitted line by line across
+     * the devices so that each metric's samples stay together, as the text format requires. */
+    char text[ISN_SCHED_MAX_GPUS][4096];
+    const char *line[ISN_SCHED_MAX_GPUS];
+    uint32_t devices = isn_scheduler_gpu_count(view->scheduler), n = 0;
+    for (uint32_t d = 0; d < devices; d++) {
+        isn_gpu_health h;
+        if (!isn_scheduler_gpu_health(view->scheduler, d, &h)) continue;
+        char labels[32];
+        snprintf(labels, sizeof labels, "device=\"%u\"", d);
+        size_t len = isn_gpu_health_format_metrics(&h, labels, text[n], sizeof text[n]);
+        if (len >= sizeof text[n]) text[n][sizeof text[n] - 1] = '\0';
+        line[n] = text[n];
+        n++;
+    }
+    while (n && *line[0]) {
+        for (uint32_t d = 0; d < n; d++) {
+            const char *end = strchr(line[d], '\n');
+            size_t len = end ? (size_t)(end - line[d]) + 1 : strlen(line[d]);
+            buffer_append(out, line[d], len);
+            line[d] += len;
+        }
     }
     isn_l2_crossover *c = view->crossover;
     isn_l2_crossover_stats x;

@@ -24,9 +24,15 @@ struct search_service {
     bool warm_up;
     uint32_t num_threads;
     uint32_t sim_gpus;
-    /* The real first-stage backend ([gpu]): the scheduler's one device. */
-    isn_gpu_backend *backend;
-    search_worker *gpu_packer; /* the dispatcher thread's: packs the device's answers */
+    /* The real first-stage backends ([gpu]), one per device, each a replica of the partition: the
+     * scheduler's devices, one dispatcher thread each. */
+    isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS];
+    uint32_t num_backends;
+    /* per device: the dispatcher thread's worker state that packs the device's answers */
+    struct gpu_answerer {
+        search_service *service;
+        search_worker *packer;
+    } answerers[ISN_SCHED_MAX_GPUS];
     uint32_t gpu_max_k;
     bool gpu_route_all;
     /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
@@ -133,11 +139,11 @@ static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request)
 }
 
 static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *request) {
-    search_service *service = user;
+    struct gpu_answerer *answerer = user;
     search_job *job = job_of(sched);
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
     job->retrieval_ns = isn_now_ns() - sched->started_ns;
-    search_worker_pack_gpu(service->gpu_packer, job, request->hits, request->num_hits,
+    search_worker_pack_gpu(answerer->packer, job, request->hits, request->num_hits,
                            request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
     job->worker = sched->worker;
 }
@@ -257,7 +263,7 @@ static int analyse(search_service *service, service_worker *worker, search_job *
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
-    if (!service->backend || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+    if (!service->num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
@@ -273,7 +279,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         return false;
     }
     job->gpu_hits = NULL;
-    if (service->backend)
+    if (service->num_backends)
         sched->placement = !gpu_eligible(service, job) ? ISN_PLACE_CPU
                            : service->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
@@ -345,23 +351,27 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
-    if (gpu_setup_first_stage(index, conf, service->planner, &service->backend, err, err_len) < 0) {
+    if (gpu_setup_first_stage(index, conf, service->planner, service->backends, &service->num_backends, err,
+                              err_len) < 0) {
         search_service_stop(service);
         return NULL;
     }
-    if (service->backend) {
-        service->gpu_packer = search_worker_new(index, UINT32_MAX, conf->gpu_max_k);
-        if (!service->gpu_packer) {
-            snprintf(err, err_len, "out of memory for the GPU device");
+    for (uint32_t d = 0; d < service->num_backends; d++) {
+        service->answerers[d] = (struct gpu_answerer){service, search_worker_new(index, UINT32_MAX, conf->gpu_max_k)};
+        if (!service->answerers[d].packer) {
+            snprintf(err, err_len, "out of memory for GPU device %u", d);
             search_service_stop(service);
             return NULL;
         }
+        config.gpu_backends[d] = service->backends[d];
+        config.gpu_callbacks[d] = (isn_gpu_cuda_callbacks){
+            .request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = &service->answerers[d]};
+    }
+    if (service->num_backends) {
         service->gpu_max_k = conf->gpu_max_k;
         service->gpu_route_all = conf->gpu_route_all;
-        config.gpu_backend = service->backend;
+        config.num_gpu_backends = service->num_backends;
         config.gpu_backend_max_batch = conf->gpu_max_batch;
-        config.gpu_callbacks =
-            (isn_gpu_cuda_callbacks){.request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = service};
     }
     service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, service->crossover);
     if (conf->gpu_sim_devices) {
@@ -425,8 +435,10 @@ uint32_t search_service_running(const search_service *service) {
 
 /* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
 static void close_gpu(search_service *service) {
-    isn_gpu_close(service->backend);
-    search_worker_free(service->gpu_packer);
+    for (uint32_t d = 0; d < service->num_backends; d++) {
+        isn_gpu_close(service->backends[d]);
+        search_worker_free(service->answerers[d].packer);
+    }
     isn_gpu_l2_close(service->l2_gpu);
 }
 
@@ -442,10 +454,16 @@ void search_service_stop(search_service *service) {
 }
 
 int search_service_gpu_state(const search_service *service, char *reason, size_t reason_len) {
-    isn_gpu_health health;
-    if (!isn_scheduler_gpu_health(service->scheduler, &health)) return SEARCH_SERVICE_NO_GPU;
-    if (health.ready && health.healthy) return SEARCH_SERVICE_GPU_HEALTHY;
-    snprintf(reason, reason_len, "%s", health.ready ? health.reason : "not warmed up");
-    return SEARCH_SERVICE_GPU_DEGRADED;
+    uint32_t devices = isn_scheduler_gpu_count(service->scheduler), healthy = 0;
+    if (!devices) return SEARCH_SERVICE_NO_GPU;
+    reason[0] = '\0';
+    for (uint32_t d = 0; d < devices; d++) {
+        isn_gpu_health health;
+        if (!isn_scheduler_gpu_health(service->scheduler, d, &health)) continue;
+        if (health.ready && health.healthy) healthy++;
+        else if (!reason[0])
+            snprintf(reason, reason_len, "GPU %u: %s", d, health.ready ? health.reason : "not warmed up");
+    }
+    return healthy == devices ? SEARCH_SERVICE_GPU_HEALTHY : SEARCH_SERVICE_GPU_DEGRADED;
 }
 

@@ -561,29 +561,35 @@ static void free_devices(isn_scheduler *s) {
     s->num_own_gpus = 0;
 }
 
-/* The devices the configuration names (the real backend or simulated ones) become config.gpus, and
+/* The devices the configuration names (the real backends or simulated ones) become config.gpus, and
  * the cost model's GPU side starts from what is known of them. 0, or -1 with err. */
 static int make_devices(isn_scheduler *s, bool model_loaded, char *err, size_t err_len) {
     isn_scheduler_config *c = &s->config;
-    if (!c->gpu_backend && !c->simulated_gpus) return 0;
-    if (c->gpu_backend && c->simulated_gpus) {
-        snprintf(err, err_len, "scheduler: a real GPU backend and simulated GPUs are exclusive");
+    if (!c->num_gpu_backends && !c->simulated_gpus) return 0;
+    if (c->num_gpu_backends && c->simulated_gpus) {
+        snprintf(err, err_len, "scheduler: real GPU backends and simulated GPUs are exclusive");
         return -1;
     }
-    uint32_t n = c->gpu_backend ? 1 : c->simulated_gpus;
+    if (c->num_gpu_backends > ISN_SCHED_MAX_GPUS) {
+        snprintf(err, err_len, "scheduler: %u GPU backends (at most %d)", c->num_gpu_backends, ISN_SCHED_MAX_GPUS);
+        return -1;
+    }
+    uint32_t n = c->num_gpu_backends ? c->num_gpu_backends : c->simulated_gpus;
     s->own_gpus = calloc(n, sizeof *s->own_gpus);
     if (!s->own_gpus) {
         snprintf(err, err_len, "scheduler: out of memory for %u GPU devices", n);
         return -1;
     }
-    if (c->gpu_backend) {
-        if (isn_gpu_cuda_new(c->gpu_backend, &c->gpu_callbacks, c->gpu_backend_max_batch, &s->own_gpus[0]) < 0) {
-            free(s->own_gpus);
-            snprintf(err, err_len, "scheduler: out of memory for the GPU device");
-            return -1;
+    if (c->num_gpu_backends) {
+        s->own_gpus_real = true; /* free_devices frees them as real ones */
+        for (uint32_t i = 0; i < n; i++) {
+            if (isn_gpu_cuda_new(c->gpu_backends[i], &c->gpu_callbacks[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
+                free_devices(s);
+                snprintf(err, err_len, "scheduler: out of memory for GPU device %u", i);
+                return -1;
+            }
+            s->num_own_gpus++;
         }
-        s->own_gpus_real = true;
-        s->num_own_gpus = 1;
         /* Until it has measured batches, the GPU side starts from the H200 numbers of issue 5 (about
          * 10 G postings/s decode + score, ~0.1 ms per launch and wait, ~10 us per query). */
         c->batch.launch_ns = REAL_GPU_START_LAUNCH_NS;
@@ -818,9 +824,11 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     pthread_mutex_unlock(&s->model_lock);
 }
 
-bool isn_scheduler_gpu_health(isn_scheduler *s, isn_gpu_health *health) {
-    if (!s->own_gpus_real) return false;
-    isn_gpu_cuda_health(&s->own_gpus[0], health);
+uint32_t isn_scheduler_gpu_count(const isn_scheduler *s) { return s->own_gpus_real ? s->num_own_gpus : 0; }
+
+bool isn_scheduler_gpu_health(isn_scheduler *s, uint32_t device, isn_gpu_health *health) {
+    if (!s->own_gpus_real || device >= s->num_own_gpus) return false;
+    isn_gpu_cuda_health(&s->own_gpus[device], health);
     return true;
 }
 

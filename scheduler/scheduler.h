@@ -23,6 +23,9 @@
 
 typedef enum { ISN_DEVICE_CPU = 0, ISN_DEVICE_GPU = 1, ISN_DEVICE_KINDS = 2 } isn_device_kind;
 
+/* Real GPU devices one scheduler drives at most (one dispatcher thread each). */
+#define ISN_SCHED_MAX_GPUS 16
+
 /* What is known about a query before it runs: the cost model's input. The scheduler takes it from
  * the job's query (isn_job.query), the index's lexicon and block maxima, and ranking/'s threshold
  * probe; a submitter without a query fills it itself. */
@@ -265,11 +268,13 @@ typedef struct {
     /* Every job's end, from the thread that ended it. */
     void (*complete)(void *user, isn_job *job);
     void *user;
-    /* GPUs, one kind at most. The real first stage (the backend stays the caller's: close it after
-     * isn_scheduler_stop), up to gpu_backend_max_batch jobs per launch: */
-    isn_gpu_backend *gpu_backend;
+    /* GPUs, one kind at most. The real first stage, one backend per device (each holds the whole
+     * partition; the backends stay the caller's: close them after isn_scheduler_stop), one dispatcher
+     * each, up to gpu_backend_max_batch jobs per launch: */
+    isn_gpu_backend *gpu_backends[ISN_SCHED_MAX_GPUS];
+    isn_gpu_cuda_callbacks gpu_callbacks[ISN_SCHED_MAX_GPUS];
+    uint32_t num_gpu_backends;
     uint32_t gpu_backend_max_batch;
-    isn_gpu_cuda_callbacks gpu_callbacks;
     /* Or simulated devices (batch.max_batch and batch.memory_budget each): */
     uint32_t simulated_gpus;
     isn_gpu_sim_config simulated;
@@ -341,8 +346,10 @@ typedef struct {
 void isn_scheduler_get_stats(isn_scheduler *scheduler, isn_scheduler_stats *stats);
 /* Whether submit prepares jobs on the submitting thread (see config.prepare). */
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *scheduler);
-/* The real GPU's health (config.gpu_backend), taken under the lock that guards its batches; false
- * without one. Any thread. */
-bool isn_scheduler_gpu_health(isn_scheduler *scheduler, isn_gpu_health *health);
+/* Real GPU devices (config.gpu_backends); 0 without. */
+uint32_t isn_scheduler_gpu_count(const isn_scheduler *scheduler);
+/* Device i's health (config.gpu_backends[i]), taken under the lock that guards its batches; false
+ * when there is no such real device. Any thread. */
+bool isn_scheduler_gpu_health(isn_scheduler *scheduler, uint32_t device, isn_gpu_health *health);
 
 #endif

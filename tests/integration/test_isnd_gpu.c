@@ -20,6 +20,8 @@ static harness h;
 static isn_index *offline_index;
 static isn_searcher *offline;
 static isn_grpc_client *client;
+/* GPU devices the daemon under test runs (gpu.devices), each a replica of the partition */
+static uint32_t devices = 1;
 
 static const char *const QUERIES[] = {
     "wind tunnel", "search engine ranking", "running connection", "boundary layer pressure heat transfer",
@@ -100,10 +102,39 @@ static void test_health_endpoints(void **state) {
     assert_int_equal(harness_http_get(&h, "/metrics", buf, sizeof buf), 200);
     assert_non_null(strstr(buf, "isn_gpu_healthy{device=\"0\"} 1"));
     assert_non_null(strstr(buf, "isn_rerank_crossover_candidates{trees=\"300\"}"));
+    char want[64];
+    snprintf(want, sizeof want, "isn_gpu_healthy{device=\"%u\"} 1", devices - 1);
+    assert_non_null(strstr(buf, want));
     assert_int_equal(harness_http_get(&h, "/stats", buf, sizeof buf), 200);
-    assert_non_null(strstr(buf, "\"gpus\":1"));
+    snprintf(want, sizeof want, "\"gpus\":%u", devices);
+    assert_non_null(strstr(buf, want));
     assert_non_null(strstr(buf, "\"healthy\":true"));
+    assert_non_null(strstr(buf, "\"first_stage_devices\":["));
     assert_true(harness_log_has(&h, "EMULATED"));
+}
+
+/* Several devices, each a replica of the partition: every device's queries add up to what the GPU
+ * answered, each is exported under its own label, and the metric families stay grouped. */
+static void test_devices_share_the_work(void **state) {
+    (void)state;
+    static char buf[1 << 17];
+    assert_int_equal(harness_http_get(&h, "/metrics", buf, sizeof buf), 200);
+    long long total = 0;
+    for (uint32_t d = 0; d < devices; d++) {
+        char name[64];
+        snprintf(name, sizeof name, "isn_gpu_queries_device_total{device=\"%u\"} ", d);
+        const char *at = strstr(buf, name);
+        if (!at) fail_msg("no %s in /metrics", name);
+        total += atoll(at + strlen(name));
+    }
+    assert_true(total > 0);
+    /* device 1's batches line follows device 0's: one group per metric */
+    const char *first = strstr(buf, "isn_gpu_batches_total{device=\"0\"}");
+    const char *second = strstr(buf, "isn_gpu_batches_total{device=\"1\"}");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_true(second > first && memchr(first, '\n', (size_t)(second - first)) == strchr(first, '\n'));
+    assert_true(harness_log_has(&h, "2 devices, each with the whole partition"));
 }
 
 /* ------------------------------------------------------------------ crossover */
@@ -154,6 +185,7 @@ static void test_crossover_learns(void **state) {
 
 /* ------------------------------------------------------------------ setup */
 
+
 static int teardown(void **state) {
     (void)state;
     return harness_finish(&h, client, offline_index, offline);
@@ -163,10 +195,17 @@ static int setup(void **state) {
     (void)state;
     harness_prepare(&h, NUM_DOCS);
     if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
+    char count[32];
+    snprintf(count, sizeof count, "gpu.devices=%u", devices);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
-                           "--set", "gpu.max_k=100", NULL};
+                           "--set", "gpu.max_k=100", "--set", count, NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     return client ? 0 : -1;
+}
+
+static int setup_two(void **state) {
+    devices = 2;
+    return setup(state);
 }
 
 int main(void) {
@@ -179,6 +218,12 @@ int main(void) {
         cmocka_unit_test(test_large_k_on_cpu),
         cmocka_unit_test(test_health_endpoints),
     };
+    const struct CMUnitTest two_devices[] = {
+        cmocka_unit_test(test_gpu_hits_equal_cpu),
+        cmocka_unit_test(test_health_endpoints),
+        cmocka_unit_test(test_devices_share_the_work),
+    };
     int failed = cmocka_run_group_tests_name("l2_crossover", crossover, NULL, NULL);
-    return failed + cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
+    failed += cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
+    return failed + cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);
 }
