@@ -44,6 +44,10 @@ typedef struct {
     bool global_stats;
     uint32_t probe_interval_ms;  /* a replica taken out is probed this often */
     uint32_t failures_to_eject;  /* consecutive failures that take a replica out */
+    /* The client-facing server's limits (grpc_server_config, grpc_stats_config; 0 = grpc's default). */
+    uint32_t max_connections, max_concurrent_streams, max_requests_per_connection;
+    uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, min_send_rate, memory_budget_mib;
+    uint32_t max_header_list_size, max_early_resets_per_second, stats_max_connections, stats_write_timeout_ms;
 } agg_config;
 
 void agg_config_default(agg_config *config);
