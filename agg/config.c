@@ -156,9 +156,9 @@ static int on_ini_value(void *user, const char *section, const char *name, const
 }
 
 int agg_config_load(agg_config *config, const char *path, char *err, size_t err_len) {
-    FILE *f = fopen(path, "r");
+    FILE *f = isn_fopen_regular(path, "r");
     if (!f)
-        return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        return isn_error(err, err_len, "cannot open %s: %s", path, isn_open_regular_strerror(errno));
     load_ctx ctx = {.config = config, .err = err, .err_len = err_len, .path = path};
     err[0] = '\0';
     int rc = ini_parse_file(f, on_ini_value, &ctx);

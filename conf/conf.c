@@ -462,9 +462,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
 }
 
 int isn_conf_load_file(isn_conf *conf, const char *path, char *err, size_t err_len) {
-    FILE *file = fopen(path, "r");
+    FILE *file = isn_fopen_regular(path, "r");
     if (!file) {
-        isn_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        isn_error(err, err_len, "%s: cannot open: %s", path, isn_open_regular_strerror(errno));
         return -1;
     }
     file_ctx ctx = {.file = file, .path = path, .conf = conf, .err = err, .err_len = err_len};
