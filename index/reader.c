@@ -211,7 +211,8 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     ix->positions = sec[SEC_POSITIONS];
     ix->positions_bytes = table[SEC_POSITIONS].bytes;
     char inner[ISN_ERR_LEN];
-    if (check_sections(ix, table, inner, sizeof inner) != 0 || isn_index_check_postings(ix, inner, sizeof inner) != 0 ||
+    if (check_sections(ix, table, inner, sizeof inner) != 0 || isn_index_check_lexicon(ix, inner, sizeof inner) != 0 ||
+        isn_index_check_postings(ix, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);

@@ -1,6 +1,10 @@
-/* Structural checks of the postings at open, so that no index file, however crafted, makes any
- * reader of it (CPU cursors, the threshold probe, the GPU upload and kernels) read out of bounds
- * or loop without end. Checksums catch accidents, not a file built to pass them.
+/* Structural checks at open, so that no index file, however crafted, makes any reader of it (the
+ * lexicon, CPU cursors, the threshold probe, the GPU upload and kernels) read out of bounds or loop
+ * without end. Checksums catch accidents, not a file built to pass them.
+ *
+ * The lexicon: each front-coded block holds exactly its share of the terms, every entry inside the
+ * block, no shared prefix longer than the term before it, no term longer than ISN_MAX_TERM_BYTES or
+ * empty (isn_index_term_text and the lookups copy terms into fixed buffers).
  *
  * What every reader relies on, and is checked here for every block:
  *   - both encodings (doc gaps, then frequencies) are well-formed and end before the next block
@@ -16,6 +20,37 @@
 #include "index/reader.h"
 
 static bool valid_bound(float value) { return isfinite(value) && value >= 0.0f; }
+
+/* One front-coded block holds exactly `terms` well-formed entries and nothing after them. */
+static bool lexicon_block_ok(const uint8_t *p, const uint8_t *end, uint32_t terms) {
+    size_t len = 0;
+    for (uint32_t i = 0; i < terms; i++) {
+        size_t shared = 0, suffix;
+        if (i == 0) {
+            if (p >= end) return false;
+            suffix = *p++;
+        } else {
+            if (end - p < 2) return false;
+            shared = p[0], suffix = p[1];
+            p += 2;
+        }
+        if (shared > len || suffix > (size_t)(end - p) || shared + suffix == 0 || shared + suffix > ISN_MAX_TERM_BYTES)
+            return false;
+        p += suffix;
+        len = shared + suffix;
+    }
+    return p == end;
+}
+
+int isn_index_check_lexicon(const isn_index *ix, char *err, size_t err_len) {
+    const isn_meta *m = ix->meta;
+    for (uint32_t block = 0; block < m->num_lex_blocks; block++) {
+        uint32_t terms = block + 1 < m->num_lex_blocks ? ISN_LEXICON_BLOCK : m->num_terms - block * ISN_LEXICON_BLOCK;
+        if (!lexicon_block_ok(ix->lex_data + ix->lex_index[block], ix->lex_data + ix->lex_index[block + 1], terms))
+            return isn_error(err, err_len, "section 'lex_data': lexicon block %u is malformed", block);
+    }
+    return 0;
+}
 
 int isn_index_check_postings(const isn_index *ix, char *err, size_t err_len) {
     const isn_meta *m = ix->meta;
