@@ -127,6 +127,7 @@ size_t grpc_percent_encode(const char *in, char *out, size_t out_len);
 
 typedef struct grpc_server grpc_server;
 typedef struct grpc_call grpc_call;
+typedef struct grpc_stats_server grpc_stats_server;
 
 /* Open connections counted against one maximum, shared by a gRPC server and a stats server (so a
  * flood on one port cannot starve the other of descriptors). The program owns it and may change
@@ -240,6 +241,12 @@ void grpc_server_close(grpc_server *server);
  * and once nothing holds a call any more (workers joined). */
 void grpc_server_free(grpc_server *server);
 const grpc_server_counters *grpc_server_get_counters(const grpc_server *server);
+/* The protections' counters in Prometheus text, each name starting with `prefix` ("isn",
+ * "isn_agg"): connections evicted, write timeouts, reset floods, streams refused, header lists
+ * too large, requests over the memory budget, and the budget's use; the stats server's own when
+ * `stats` is not NULL. */
+void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
+                                    byte_buffer *out);
 
 /* ---- one call */
 
@@ -289,8 +296,6 @@ void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap);
  * for Prometheus, curl and load balancers. It answers the four pages every server shows: /metrics
  * (Prometheus text), /stats (JSON), /healthz ("ok" while the process runs) and /readyz; the
  * program fills in what only it knows. Any other path is a 404. */
-
-typedef struct grpc_stats_server grpc_stats_server;
 
 typedef struct {
     void (*render_metrics)(void *app, byte_buffer *body); /* Prometheus text format */

@@ -242,6 +242,22 @@ static void after_attack(const target *t, const char *attack) {
     assert_memory_bounded(t, attack);
 }
 
+static long long metric(const harness *hh, const char *name) {
+    static char page[1 << 18];
+    if (harness_http_get(hh, "/metrics", page, sizeof page) != 200) return -1;
+    char needle[128];
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    const char *p = strstr(page, needle);
+    return p ? atoll(p + strlen(needle)) : -1;
+}
+
+/* Its protections' counter (isn_... on isnd, isn_agg_... on isn-agg). */
+static long long protection_metric(const target *t, const char *name) {
+    char full[128];
+    snprintf(full, sizeof full, "%s_%s", t->h == &agg ? "isn_agg" : "isn", name);
+    return metric(t->h, full);
+}
+
 /* ------------------------------------------------------------------ the attacks */
 
 /* Rapid reset: every stream opened with a whole request and reset at once, thousands of them. The
@@ -266,6 +282,7 @@ static void test_rapid_reset(void **state) {
         int goaway = read_until_closed(fd, 10000, &closed);
         if (!closed) fail_msg("%s: rapid reset: connection not closed", t->name);
         assert_int_equal(goaway, 11); /* ENHANCE_YOUR_CALM */
+        assert_true(protection_metric(t, "reset_floods_total") >= 1);
         after_attack(t, "rapid reset");
     }
 }
@@ -276,6 +293,7 @@ static void test_cancellations_not_punished(void **state) {
     (void)state;
     for (int i = 0; i < 2; i++) {
         const target *t = &targets[i];
+        long long floods = protection_metric(t, "reset_floods_total");
         int fd = raw_connect(t, NULL, 0);
         static uint8_t buf[1 << 16];
         static frame f;
@@ -313,6 +331,7 @@ static void test_cancellations_not_punished(void **state) {
         }
         if (!acked) fail_msg("%s: connection closed for resets that cost nothing", t->name);
         close(fd);
+        assert_int_equal(protection_metric(t, "reset_floods_total"), floods);
         after_attack(t, "cancellations");
     }
 }
@@ -465,15 +484,6 @@ static void test_stats_port(void **state) {
         assert_int_equal(harness_http_get(t->h, "/healthz", page, sizeof page), 200);
         after_attack(t, "stats port");
     }
-}
-
-static long long metric(const harness *hh, const char *name) {
-    static char page[1 << 18];
-    if (harness_http_get(hh, "/metrics", page, sizeof page) != 200) return -1;
-    char needle[128];
-    snprintf(needle, sizeof needle, "\n%s ", name);
-    const char *p = strstr(page, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
 }
 
 /* Megabyte queries are analysed on the workers, not on the event loop (isnd analyses small ones on
