@@ -32,7 +32,7 @@ void agg_config_default(agg_config *config) {
     config->min_send_rate = 1024;
     config->memory_budget_mib = 256;
     config->max_header_list_size = 16384;
-    config->max_early_resets_per_second = 1000;
+    config->max_early_resets_per_second = 5000;
     config->stats_max_connections = 64;
     config->stats_write_timeout_ms = 10000;
 }
