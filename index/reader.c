@@ -81,6 +81,11 @@ static int check_sections(isn_index *ix, const isn_section_entry *table, char *e
 static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_bytes, const uint8_t *ids,
                             uint64_t ids_bytes, char *err, size_t err_len) {
     uint64_t nd = ix->meta->num_docs, nf = ix->meta->num_fields;
+    /* Sizes come from the file: bound them by the sections before allocating (every length takes a
+     * byte at least, every id two), so that a crafted count cannot ask for gigabytes. */
+    if (nd * nf > lens_bytes || nd * 2 > ids_bytes)
+        return isn_error(err, err_len, "section 'meta': %llu documents do not fit sections 'doc_lens' and 'docid_text'",
+                         (unsigned long long)nd);
     ix->doc_lens = malloc((nd * nf + 1) * sizeof *ix->doc_lens);
     ix->docid_offs = malloc((nd + 1) * sizeof *ix->docid_offs);
     uint64_t text_cap = ids_bytes * 4 + 64, text_len = 0;
@@ -105,6 +110,11 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
         if (!(p = isn_varint_get(p, end, &shared)) || !(p = isn_varint_get(p, end, &suffix)) || shared > prev_len ||
             suffix > (uint64_t)(end - p) || (uint64_t)shared + suffix == 0)
             return isn_error(err, err_len, "section 'docid_text' is malformed at document %llu", (unsigned long long)d);
+        /* Front coding can make ids grow without bound (each one the last plus a byte): no real set of
+         * ids expands to more than 64 times its coded size. */
+        if (text_len + shared + suffix > 64 * ids_bytes + 65536)
+            return isn_error(err, err_len, "section 'docid_text' expands past 64 times its size at document %llu",
+                             (unsigned long long)d);
         if (text_len + shared + suffix > text_cap) {
             while (text_len + shared + suffix > text_cap) text_cap *= 2;
             char *t = realloc(ix->docid_text, text_cap);
