@@ -75,15 +75,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(bytes, PREFACE, 24);
     memcpy(bytes + 24, data, size);
     size_t sent = 0, total = 24 + size;
-    bool closed = false;
+    bool closed = false, shut = false;
+    int quiet = 0; /* loop turns in a row that brought no answer bytes */
     char sink[65536];
-    /* Until the server has read it all and closed: it closes on EOF, an error or its own decision. */
+    /* Everything is sent, the answers are read until the server falls quiet (so that replies,
+     * trailers and resets are written), then EOF; until the server has closed: it closes on EOF,
+     * an error or its own decision. */
     for (int turn = 0; turn < 100000 && !closed; turn++) {
         if (sent < total) {
             ssize_t n = send(fd, bytes + sent, total - sent, MSG_NOSIGNAL);
             if (n > 0) sent += (size_t)n;
             else if (n < 0 && errno != EAGAIN) sent = total;
-            if (sent == total) shutdown(fd, SHUT_WR);
         }
         uv_run(&loop, UV_RUN_NOWAIT);
         if (turn == 2)
@@ -91,9 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 grpc_call *call = held[--num_held];
                 if (grpc_call_unhold(call)) grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "late");
             }
-        ssize_t got;
-        while ((got = recv(fd, sink, sizeof sink, 0)) > 0) {}
+        ssize_t got, any = 0;
+        while ((got = recv(fd, sink, sizeof sink, 0)) > 0) any += got;
         if (got == 0 || (got < 0 && errno != EAGAIN)) closed = true;
+        quiet = any ? 0 : quiet + 1;
+        if (sent == total && !shut && quiet > 20) {
+            shutdown(fd, SHUT_WR);
+            shut = true;
+        }
     }
     free(bytes);
     close(fd);
