@@ -42,7 +42,6 @@ struct grpc_call {
     bool request_complete; /* END_STREAM received */
     bool responded;        /* a reply (or error) was submitted to nghttp2 */
     bool held;
-    bool header_list_too_large;
     uint32_t header_list_bytes; /* RFC 9113 size of the request's header list so far */
     uint64_t charged;           /* to the server's budget: the call itself and its reply */
     uint64_t opened_ns;

@@ -42,10 +42,11 @@ static bool header_is(const uint8_t *name, size_t len, const char *literal) {
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
-    /* nghttp2 advertises SETTINGS_MAX_HEADER_LIST_SIZE but does not enforce it on what it receives. */
+    /* nghttp2 advertises SETTINGS_MAX_HEADER_LIST_SIZE but does not enforce it on what it receives.
+     * Trailers count with the headers: the request's whole header list is bounded. */
     uint64_t size = (uint64_t)call->header_list_bytes + namelen + valuelen + 32;
     call->header_list_bytes = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
     if (size > call->server->config.max_header_list_bytes) {
@@ -54,6 +55,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                   call->server->config.max_header_list_bytes);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM; the rest of the block is skipped */
     }
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: nothing in them is used */
     if (header_is(name, namelen, ":method")) {
         call->post = valuelen == 4 && !memcmp(value, "POST", 4);
     } else if (header_is(name, namelen, ":path")) {

@@ -48,7 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) abort();
+    /* Closed with a reset: hundreds of thousands of connections must not use up the ports in TIME_WAIT. */
+    struct linger reset = {.l_onoff = 1, .l_linger = 0};
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) != 0 ||
+        connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+        abort();
     fcntl(fd, F_SETFL, O_NONBLOCK);
     size_t sent = 0;
     bool closed = false;
