@@ -29,6 +29,7 @@ bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
         return false;
     }
     budget->used += bytes;
+    if (budget->used > budget->peak) budget->peak = budget->used;
     return true;
 }
 

@@ -65,6 +65,7 @@ typedef enum {
 typedef struct {
     uint64_t limit; /* 0 = no limit */
     uint64_t used;
+    uint64_t peak;    /* most used at once; the owner may lower it to `used` */
     uint64_t refused; /* charges refused */
 } grpc_memory_budget;
 

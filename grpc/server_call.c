@@ -82,18 +82,34 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     }
 }
 
-void grpc_trim_call_pool(grpc_server *server) {
-    uint32_t unused = server->free_calls_low;
+uint32_t grpc_trim_call_pool(grpc_server *server) {
+    uint32_t unused = server->free_calls_low, trimmed = 0;
     while (unused > MIN_FREE_CALLS && server->free_calls) {
         grpc_call *call = server->free_calls;
         server->free_calls = call->next;
         server->num_free_calls--;
         unused--;
+        trimmed++;
         if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
         buffer_free(&call->reply);
         free(call);
     }
     server->free_calls_low = server->num_free_calls;
+    return trimmed;
+}
+
+/* jemalloc's control interface when the program is linked with it (weak: NULL otherwise). */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+
+#define BURST_BYTES (8u << 20)
+#define BURST_CALLS 64
+
+void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
+    grpc_memory_budget *budget = &server->budget;
+    if (budget->peak - budget->used < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
+    /* Without this an idle process keeps a burst's freed pages: jemalloc purges as it allocates. */
+    if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
+    budget->peak = budget->used;
 }
 
 void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {

@@ -293,5 +293,6 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
 void grpc_sweep(uv_timer_t *timer) {
     grpc_server *server = timer->data;
     conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
-    grpc_trim_call_pool(server); /* a burst's calls go back once they are not needed */
+    uint32_t trimmed = grpc_trim_call_pool(server); /* a burst's calls go back once they are not needed */
+    grpc_release_after_burst(server, trimmed);
 }

@@ -138,8 +138,9 @@ void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uin
 /* ---- server_call.c */
 /* NULL when out of memory or over the memory budget. */
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id);
-/* Frees the pooled calls that were not needed since the last call of this (the sweep). */
-void grpc_trim_call_pool(grpc_server *server);
+/* Frees the pooled calls that were not needed since the last call of this (the sweep); returns
+ * how many. */
+uint32_t grpc_trim_call_pool(grpc_server *server);
 /* The connection goes: abandoned calls it owned no longer count against it. */
 void grpc_calls_disown(grpc_server *server, grpc_conn *conn);
 /* Unlinks the call from its connection; releases it, or abandons it while the program holds it. */
@@ -164,6 +165,9 @@ bool grpc_evict_idle(void *server);
 /* Closes the connection once what is queued for it has been written. */
 void grpc_conn_close_when_flushed(grpc_conn *conn);
 void grpc_sweep(uv_timer_t *timer);
+/* After a burst (the budget's use fell well below its peak, or the call pool shrank by many): the
+ * allocator gives its unused pages back. */
+void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed);
 
 /* ---- server.c */
 /* The config with every 0 meaning "default" replaced by the default. */
