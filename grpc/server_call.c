@@ -146,6 +146,17 @@ void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
     }
 }
 
+void grpc_conn_release_dropped(grpc_conn *conn) {
+    for (grpc_call *call = conn->calls, *next; call && conn->dropped; call = next) {
+        next = call->next;
+        if (!call->dropped) continue;
+        conn->dropped--;
+        nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
+        grpc_call_detach(conn, call);
+    }
+    conn->dropped = 0;
+}
+
 void grpc_call_hold(grpc_call *call) { call->held = true; }
 
 bool grpc_call_unhold(grpc_call *call) {
@@ -231,11 +242,22 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
         NV_STATIC("grpc-accept-encoding", "identity"),
     };
     grpc_server *server = call->server;
-    /* A framed reply lives in the program's storage until the call is released: charged as held. */
+    /* A framed reply lives in the program's storage until the call is released: charged as held.
+     * Refused, the call must not keep that storage while a status waits for a client that may not
+     * read: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a gRPC client) and the
+     * call released at the next flush, after the program is done with it. */
     if (framed != call->reply.data) {
         if (!grpc_budget_charge(&server->budget, len)) {
+            grpc_conn *conn = call->conn;
             server->counters.over_budget++;
-            grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
+            if (server->handlers.on_status)
+                server->handlers.on_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, server->app);
+            call->responded = true;
+            conn->replying++;
+            call->dropped = true;
+            conn->dropped++;
+            nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_ENHANCE_YOUR_CALM);
+            grpc_conn_schedule_flush(conn);
             return;
         }
         call->charged += len;

@@ -76,6 +76,10 @@ static void on_written(uv_write_t *req, int status) {
 
 static void conn_flush(grpc_conn *conn) {
     if (conn->closing) return;
+    if (conn->dropped) {
+        grpc_conn_release_dropped(conn);
+        grpc_server_check_drained(conn->server);
+    }
     while (conn->pending.len < FLUSH_CHUNK) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);

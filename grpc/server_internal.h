@@ -42,6 +42,7 @@ struct grpc_call {
     bool request_complete; /* END_STREAM received */
     bool responded;        /* a reply (or error) was submitted to nghttp2 */
     bool held;
+    bool dropped; /* refused by the memory budget: reset, and released at the next flush */
     uint32_t header_list_bytes; /* RFC 9113 size of the request's header list so far */
     uint64_t charged;           /* to the server's budget: the call itself and its reply */
     uint64_t opened_ns;
@@ -65,6 +66,7 @@ struct grpc_conn {
     uint32_t num_calls;
     uint32_t in_flight;  /* calls it owns, abandoned ones included */
     uint32_t replying;   /* calls answered whose answer is not all sent yet */
+    uint32_t dropped;    /* calls to release at the next flush */
     byte_buffer pending; /* pulled from nghttp2, not yet handed to the kernel */
     byte_buffer sending; /* owned by the write in flight */
     uv_write_t write_req;
@@ -146,6 +148,8 @@ void grpc_calls_disown(grpc_server *server, grpc_conn *conn);
 /* Unlinks the call from its connection; releases it, or abandons it while the program holds it. */
 void grpc_call_detach(grpc_conn *conn, grpc_call *call);
 void grpc_call_release(grpc_server *server, grpc_call *call);
+/* Releases the connection's dropped calls (its stream has a reset queued and no longer names them). */
+void grpc_conn_release_dropped(grpc_conn *conn);
 /* Not gRPC at all (wrong method or content type): a bare HTTP status. */
 void grpc_call_http_error(grpc_call *call, int http_status);
 void grpc_free_call_pool(grpc_server *server);
