@@ -101,7 +101,7 @@ uint32_t grpc_trim_call_pool(grpc_server *server) {
 /* jemalloc's control interface when the program is linked with it (weak: NULL otherwise). */
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
 
-#define BURST_BYTES (8u << 20)
+#define BURST_BYTES (1u << 20)
 #define BURST_CALLS 64
 
 void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
