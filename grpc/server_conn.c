@@ -78,7 +78,8 @@ static void conn_flush(grpc_conn *conn) {
     if (conn->closing) return;
     if (conn->dropped) {
         grpc_conn_release_dropped(conn);
-        grpc_server_check_drained(conn->server);
+        grpc_server_check_drained(conn->server); /* may close every connection, this one too */
+        if (conn->closing) return;
     }
     while (conn->pending.len < FLUSH_CHUNK) {
         const uint8_t *data;
