@@ -2,6 +2,7 @@
 #   make            build every program into build/bin
 #   make test       build and run every test (CPU; GPU tests skip without a GPU)
 #   make asan-test  the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz       the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each (clang)
 #   make bench      run the benchmarks; JSON results land in build/bench/
 #   make CUDA=0     force a CPU-only build even when nvcc is present
 #   make gpu-test   only the GPU tests; make CUDA=1 STATIC=1 BUILD=build-gpu: binaries for the GPU machine
@@ -56,6 +57,7 @@ include grpc/module.mk
 -include daemon/module.mk
 include tools/module.mk
 include tests/module.mk
+include tests/fuzz/module.mk
 include bench/module.mk
 -include deploy/module.mk
 LIBS += $(BASE_LIB)

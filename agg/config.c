@@ -2,6 +2,7 @@
 #include "agg/agg.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,18 @@ void agg_config_default(agg_config *config) {
     config->failures_to_eject = 3;
     config->ready_coverage = 1.0;
     config->dns_interval_ms = 5000;
+    config->max_connections = 1024;
+    config->max_concurrent_streams = 4096;
+    config->max_requests_per_connection = 8192;
+    config->header_timeout_ms = 10000;
+    config->idle_timeout_ms = 300000;
+    config->write_timeout_ms = 30000;
+    config->min_send_rate = 1024;
+    config->memory_budget_mib = 256;
+    config->max_header_list_size = 16384;
+    config->max_early_resets_per_second = 5000;
+    config->stats_max_connections = 64;
+    config->stats_write_timeout_ms = 10000;
 }
 
 static int parse_fraction(const char *key, const char *value, double *out, char *err, size_t err_len) {
@@ -128,6 +141,28 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
         strcpy(c->dns_servers, value);
         return 0;
     }
+    static const struct {
+        const char *key;
+        size_t offset;
+        uint32_t min, max;
+    } LIMITS[] = {
+        {"max_connections", offsetof(agg_config, max_connections), 1, 1000000},
+        {"max_concurrent_streams", offsetof(agg_config, max_concurrent_streams), 1, 65536},
+        {"max_requests_per_connection", offsetof(agg_config, max_requests_per_connection), 1, 1000000},
+        {"header_timeout_ms", offsetof(agg_config, header_timeout_ms), 1, 3600000},
+        {"idle_timeout_ms", offsetof(agg_config, idle_timeout_ms), 1, 86400000},
+        {"write_timeout_ms", offsetof(agg_config, write_timeout_ms), 1, 3600000},
+        {"min_send_rate", offsetof(agg_config, min_send_rate), 1, 1u << 30},
+        {"memory_budget_mib", offsetof(agg_config, memory_budget_mib), 1, 1u << 20},
+        {"max_header_list_size", offsetof(agg_config, max_header_list_size), 1024, 1u << 24},
+        {"max_early_resets_per_second", offsetof(agg_config, max_early_resets_per_second), 1, 10000000},
+        {"stats_max_connections", offsetof(agg_config, stats_max_connections), 1, 100000},
+        {"stats_write_timeout_ms", offsetof(agg_config, stats_write_timeout_ms), 1, 3600000},
+    };
+    for (size_t i = 0; i < sizeof LIMITS / sizeof LIMITS[0]; i++)
+        if (!strcmp(key, LIMITS[i].key))
+            return parse_u32(key, value, LIMITS[i].min, LIMITS[i].max, (uint32_t *)((char *)c + LIMITS[i].offset), err,
+                             err_len);
     return isn_error(err, err_len, "unknown key \"%s\"", key);
 }
 
@@ -155,9 +190,9 @@ static int on_ini_value(void *user, const char *section, const char *name, const
 }
 
 int agg_config_load(agg_config *config, const char *path, char *err, size_t err_len) {
-    FILE *f = fopen(path, "r");
+    FILE *f = isn_fopen_regular(path, "r");
     if (!f)
-        return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        return isn_error(err, err_len, "cannot open %s: %s", path, isn_open_regular_strerror(errno));
     load_ctx ctx = {.config = config, .err = err, .err_len = err_len, .path = path};
     err[0] = '\0';
     int rc = ini_parse_file(f, on_ini_value, &ctx);

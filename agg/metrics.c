@@ -136,6 +136,7 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"hit\"} %llu\n", (unsigned long long)m->stats_cache_hits);
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"miss\"} %llu\n", (unsigned long long)m->stats_cache_misses);
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
+    grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");
     prom_histogram(out, "isn_agg_latency_seconds", "", &m->latency);
     prom_family(out, "isn_agg_processing_seconds", "histogram",

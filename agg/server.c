@@ -6,10 +6,6 @@
 #include "agg/agg_internal.h"
 
 #define AGG_MAX_MESSAGE_BYTES (4u << 20)
-#define AGG_MAX_CONNECTIONS 1024
-#define AGG_MAX_CONCURRENT_STREAMS 4096
-#define AGG_HEADER_TIMEOUT_MS 10000
-#define AGG_IDLE_TIMEOUT_MS 300000
 #define AGG_DRAIN_GRACE_MS 2000 /* clients that do not read their last answers are not waited for longer */
 
 /* ------------------------------------------------------------------ gRPC */
@@ -107,14 +103,21 @@ static const grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readin
 /* ------------------------------------------------------------------ life */
 
 int agg_serve(agg *a, char *err, size_t err_len) {
-    a->connection_limit.max = AGG_MAX_CONNECTIONS;
+    const agg_config *c = &a->config;
+    a->connection_limit.max = c->max_connections;
     grpc_server_config config = {
-        .max_concurrent_streams = AGG_MAX_CONCURRENT_STREAMS,
+        .max_concurrent_streams = c->max_concurrent_streams,
         .max_message_bytes = AGG_MAX_MESSAGE_BYTES,
-        .header_timeout_ms = AGG_HEADER_TIMEOUT_MS,
-        .idle_timeout_ms = AGG_IDLE_TIMEOUT_MS,
+        .header_timeout_ms = c->header_timeout_ms,
+        .idle_timeout_ms = c->idle_timeout_ms,
         .call_app_bytes = sizeof(agg_query *),
         .limit = &a->connection_limit,
+        .max_requests_per_connection = c->max_requests_per_connection,
+        .write_timeout_ms = c->write_timeout_ms,
+        .min_send_rate = c->min_send_rate,
+        .memory_budget_bytes = (uint64_t)c->memory_budget_mib << 20,
+        .max_header_list_bytes = c->max_header_list_size,
+        .max_early_resets_per_second = c->max_early_resets_per_second,
     };
     a->server = grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
     if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
@@ -123,9 +126,10 @@ int agg_serve(agg *a, char *err, size_t err_len) {
     if (a->config.stats_listen[0]) {
         grpc_stats_config stats_config = {
             .server_name = "isn-agg/0.1",
-            .header_timeout_ms = AGG_HEADER_TIMEOUT_MS,
-            .idle_timeout_ms = AGG_IDLE_TIMEOUT_MS,
-            .limit = &a->connection_limit,
+            .header_timeout_ms = c->header_timeout_ms,
+            .idle_timeout_ms = c->idle_timeout_ms,
+            .max_connections = c->stats_max_connections,
+            .write_timeout_ms = c->stats_write_timeout_ms,
         };
         a->stats = grpc_stats_server_new(a->loop, &stats_config, &STATS_PAGES, a);
         if (!a->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");

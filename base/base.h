@@ -33,6 +33,17 @@ static inline uint64_t isn_add_sat_u64(uint64_t a, uint64_t b) { return a > UINT
 int isn_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int isn_verror(char *err, size_t err_len, const char *fmt, va_list ap);
 
+/* ------------------------------------------------------------------ files */
+
+/* Opens `path` read-only only when it is a regular file: with O_NONBLOCK, so that a FIFO or a
+ * device cannot block the open (nor SIGTERM after it), then fstat. Returns the descriptor (blocking
+ * again), or -1 with errno set: EISDIR for a directory, EINVAL for anything else not regular. */
+int isn_open_regular(const char *path);
+/* The same as a stdio stream (mode "r" or "rb"); NULL with errno set as above. */
+FILE *isn_fopen_regular(const char *path, const char *mode);
+/* A sentence for the errno of a failed isn_open_regular ("not a regular file" for EINVAL). */
+const char *isn_open_regular_strerror(int error);
+
 /* ------------------------------------------------------------------ addresses */
 
 /* Splits HOST:PORT or [IPV6]:PORT (an IPv6 host must be in brackets; port 0 to 65535). 0, or -1

@@ -57,6 +57,14 @@ static const key_spec KEYS[] = {
     {"server", "header_timeout", KEY_DURATION_MS, FIELD(header_timeout_ms), "10s", 1, 3600000, true},
     {"server", "idle_timeout", KEY_DURATION_MS, FIELD(idle_timeout_ms), "5m", 1, 86400000, true},
     {"server", "drain_timeout", KEY_DURATION_MS, FIELD(drain_timeout_ms), "30s", 0, 3600000, true},
+    {"server", "max_requests_per_connection", KEY_U32, FIELD(max_requests_per_connection), "512", 1, 1000000, true},
+    {"server", "memory_budget", KEY_SIZE_MIB, FIELD(memory_budget_mib), "256MiB", 1, 1u << 20, true},
+    {"server", "write_timeout", KEY_DURATION_MS, FIELD(write_timeout_ms), "30s", 1, 3600000, true},
+    {"server", "min_send_rate", KEY_SIZE, FIELD(min_send_rate_bytes), "1KiB", 1, 1u << 30, true},
+    {"server", "max_header_list_size", KEY_SIZE, FIELD(max_header_list_bytes), "16KiB", 1024, 1u << 24, true},
+    {"server", "max_early_resets_per_second", KEY_U32, FIELD(max_early_resets_per_second), "5000", 1, 10000000, true},
+    {"server", "stats_max_connections", KEY_U32, FIELD(stats_max_connections), "64", 1, 100000, true},
+    {"server", "stats_write_timeout", KEY_DURATION_MS, FIELD(stats_write_timeout_ms), "10s", 1, 3600000, true},
     {"index", "path", KEY_PATH, FIELD(index_path), "", 0, 0, false},
     {"index", "partition_id", KEY_U32, FIELD(partition_id), "0", 0, UINT32_MAX, false},
     {"index", "warm_up", KEY_BOOL, FIELD(warm_up), "true", 0, 0, false},
@@ -457,9 +465,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
 }
 
 int isn_conf_load_file(isn_conf *conf, const char *path, char *err, size_t err_len) {
-    FILE *file = fopen(path, "r");
+    FILE *file = isn_fopen_regular(path, "r");
     if (!file) {
-        isn_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        isn_error(err, err_len, "%s: cannot open: %s", path, isn_open_regular_strerror(errno));
         return -1;
     }
     file_ctx ctx = {.file = file, .path = path, .conf = conf, .err = err, .err_len = err_len};

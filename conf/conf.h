@@ -24,6 +24,15 @@ typedef struct {
     uint32_t header_timeout_ms;      /* preface + a request's headers and body must arrive within this */
     uint32_t idle_timeout_ms;        /* a connection with no open stream is closed after this */
     uint32_t drain_timeout_ms;       /* SIGTERM: longest wait for in-flight requests */
+    /* protections (grpc/grpc.h's grpc_server_config and grpc_stats_config say what each does) */
+    uint32_t max_requests_per_connection;
+    uint32_t memory_budget_mib;
+    uint32_t write_timeout_ms;
+    uint32_t min_send_rate_bytes;    /* per second */
+    uint32_t max_header_list_bytes;
+    uint32_t max_early_resets_per_second;
+    uint32_t stats_max_connections;
+    uint32_t stats_write_timeout_ms;
     /* [index] */
     char index_path[ISN_CONF_PATH_MAX];
     uint32_t partition_id;

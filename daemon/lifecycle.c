@@ -90,12 +90,19 @@ void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_
         .idle_timeout_ms = conf->idle_timeout_ms,
         .call_app_bytes = sizeof(rpc_call),
         .limit = &server->connection_limit,
+        .max_requests_per_connection = conf->max_requests_per_connection,
+        .write_timeout_ms = conf->write_timeout_ms,
+        .min_send_rate = conf->min_send_rate_bytes,
+        .memory_budget_bytes = (uint64_t)conf->memory_budget_mib << 20,
+        .max_header_list_bytes = conf->max_header_list_bytes,
+        .max_early_resets_per_second = conf->max_early_resets_per_second,
     };
     *stats = (grpc_stats_config){
         .server_name = "isnd/" ISND_VERSION,
         .header_timeout_ms = conf->header_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,
-        .limit = &server->connection_limit,
+        .max_connections = conf->stats_max_connections,
+        .write_timeout_ms = conf->stats_write_timeout_ms,
     };
 }
 

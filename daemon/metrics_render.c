@@ -110,6 +110,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", t.grpc.bytes_received);
     prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", t.grpc.bytes_sent);
     prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", t.stats.requests);
+    grpc_render_protection_metrics(server->grpc, server->stats, "isn", out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 

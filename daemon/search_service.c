@@ -286,6 +286,16 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     return true; /* the scheduler takes the cost features from job->sched.query */
 }
 
+/* Query text (or pre-analyzed terms) past which analysis leaves the loop thread for a worker. */
+#define LARGE_QUERY_BYTES 8192
+
+static bool large_request(const Isn__V1__SearchRequest *request) {
+    size_t bytes = request->query ? strnlen(request->query, LARGE_QUERY_BYTES + 1) : 0;
+    for (size_t i = 0; i < request->n_terms && bytes <= LARGE_QUERY_BYTES; i++)
+        bytes += strnlen(request->terms[i], LARGE_QUERY_BYTES + 1);
+    return bytes > LARGE_QUERY_BYTES;
+}
+
 int search_service_submit(search_service *service, search_job *job) {
     job->next = NULL;
     job->complete = true;
@@ -295,6 +305,7 @@ int search_service_submit(search_service *service, search_job *job) {
     sched->user = job;
     sched->received_ns = job->received_ns;
     sched->deadline_ns = job->deadline_ns;
+    sched->prepare_on_worker = large_request(job->request);
     /* The scheduler has the query analysed (on_prepare) on a worker, or here when workers are few
      * and there is no GPU, then admits and routes it. */
     isn_submit_result result = isn_scheduler_submit(service->scheduler, sched);

@@ -22,6 +22,21 @@ void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
     out[4] = (uint8_t)length;
 }
 
+bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
+    if (!budget) return true;
+    if (budget->limit && (bytes > budget->limit || budget->used > budget->limit - bytes)) {
+        budget->refused++;
+        return false;
+    }
+    budget->used += bytes;
+    if (budget->used > budget->peak) budget->peak = budget->used;
+    return true;
+}
+
+void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes) {
+    if (budget) budget->used = budget->used > bytes ? budget->used - bytes : 0;
+}
+
 void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length) {
     memset(reader, 0, sizeof *reader);
     reader->inline_buf = inline_buf;
@@ -29,9 +44,16 @@ void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_
     reader->max_length = max_length;
 }
 
+void grpc_reader_set_budget(grpc_reader *reader, grpc_memory_budget *budget) { reader->budget = budget; }
+
 void grpc_reader_reset(grpc_reader *reader) {
-    if (reader->body && reader->body != reader->inline_buf) free(reader->body);
+    if (reader->body && reader->body != reader->inline_buf) {
+        free(reader->body);
+        grpc_budget_release(reader->budget, reader->length);
+    }
+    grpc_memory_budget *budget = reader->budget;
     grpc_reader_init(reader, reader->inline_buf, reader->inline_cap, reader->max_length);
+    reader->budget = budget;
 }
 
 grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size_t len) {
@@ -50,8 +72,15 @@ grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size
             if (reader->prefix[0] == 1) return GRPC_READ_COMPRESSED;
             if (reader->prefix[0] != 0) return GRPC_READ_BAD_FLAGS;
             if (reader->length > reader->max_length) return GRPC_READ_TOO_LARGE;
-            if (reader->length <= reader->inline_cap) reader->body = reader->inline_buf;
-            else if (!(reader->body = malloc(reader->length))) return GRPC_READ_OUT_OF_MEMORY;
+            if (reader->length <= reader->inline_cap) {
+                reader->body = reader->inline_buf;
+            } else {
+                if (!grpc_budget_charge(reader->budget, reader->length)) return GRPC_READ_OVER_BUDGET;
+                if (!(reader->body = malloc(reader->length))) {
+                    grpc_budget_release(reader->budget, reader->length);
+                    return GRPC_READ_OUT_OF_MEMORY;
+                }
+            }
             continue;
         }
         size_t take = reader->length - reader->have;
@@ -102,6 +131,10 @@ void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, ch
                      reader->length, reader->have);
         break;
     case GRPC_READ_NO_MESSAGE: snprintf(out, out_len, "request stream ended without a message"); break;
+    case GRPC_READ_OVER_BUDGET:
+        snprintf(out, out_len, "server memory budget for requests reached; a message of %u bytes cannot be held now",
+                 reader->length);
+        break;
     }
 }
 

@@ -57,7 +57,21 @@ typedef enum {
     GRPC_READ_OUT_OF_MEMORY,
     GRPC_READ_TRUNCATED,         /* (finish) stream ended inside a prefix or a body */
     GRPC_READ_NO_MESSAGE,        /* (finish) stream ended before any message */
+    GRPC_READ_OVER_BUDGET,       /* the body would take the server past its memory budget */
 } grpc_read_result;
+
+/* Memory that requests and replies may hold across all connections of a server: a charge that
+ * would pass `limit` is refused (the caller answers RESOURCE_EXHAUSTED) instead of growing. */
+typedef struct {
+    uint64_t limit; /* 0 = no limit */
+    uint64_t used;
+    uint64_t peak;    /* most used at once; the owner may lower it to `used` */
+    uint64_t refused; /* charges refused */
+} grpc_memory_budget;
+
+/* True (and charged) when `bytes` more fit; a NULL budget takes everything. */
+bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes);
+void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes);
 
 /* Reassembles the one message of a unary request from DATA chunks of any size. Bodies up to
  * `inline_cap` bytes land in caller-provided storage; larger ones in one malloc of exactly their
@@ -72,10 +86,13 @@ typedef struct {
     uint8_t *body;
     uint8_t *inline_buf;
     uint32_t inline_cap;
+    grpc_memory_budget *budget; /* charged for a heap body; NULL = none */
 } grpc_reader;
 
 void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length);
-/* Frees a heap body and starts over (max_length kept). */
+/* Heap bodies are charged to `budget` (kept across resets). */
+void grpc_reader_set_budget(grpc_reader *reader, grpc_memory_budget *budget);
+/* Frees a heap body and starts over (max_length and budget kept). */
 void grpc_reader_reset(grpc_reader *reader);
 grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size_t len);
 /* The request stream ended: GRPC_READ_OK when exactly one whole message arrived. */
@@ -112,6 +129,7 @@ size_t grpc_percent_encode(const char *in, char *out, size_t out_len);
 
 typedef struct grpc_server grpc_server;
 typedef struct grpc_call grpc_call;
+typedef struct grpc_stats_server grpc_stats_server;
 
 /* Open connections counted against one maximum, shared by a gRPC server and a stats server (so a
  * flood on one port cannot starve the other of descriptors). The program owns it and may change
@@ -122,13 +140,45 @@ typedef struct {
     uint64_t rejected; /* connections closed at once because `max` was reached */
 } grpc_connection_limit;
 
+/* Defaults of the protections below (a field left 0 takes its default). */
+#define GRPC_DEFAULT_WRITE_TIMEOUT_MS 30000
+#define GRPC_DEFAULT_MIN_SEND_RATE 1024 /* bytes per second */
+#define GRPC_DEFAULT_MEMORY_BUDGET (256ull << 20)
+#define GRPC_DEFAULT_MAX_HEADER_LIST_BYTES 16384
+#define GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND 5000
+#define GRPC_DEFAULT_STATS_MAX_CONNECTIONS 64
+#define GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS 10000
+
 typedef struct {
     uint32_t max_concurrent_streams; /* per connection (HTTP/2 SETTINGS) */
     uint32_t max_message_bytes;      /* largest request message accepted */
     uint32_t header_timeout_ms;      /* preface, and each request's headers and body, within this */
-    uint32_t idle_timeout_ms;        /* a connection without open streams is closed after this */
+    /* A connection with no request in flight is closed (GOAWAY) this long after its last request
+     * began or ended, whatever else it sends (PINGs, a frame a byte at a time do not extend it). */
+    uint32_t idle_timeout_ms;
     size_t call_app_bytes;           /* per-call storage for the program (grpc_call_app), pooled with the call */
-    grpc_connection_limit *limit;    /* NULL = no limit */
+    /* Open gRPC connections (NULL = no limit). At the limit the connection idle longest is closed
+     * to make room; only when none is idle is the new one refused. */
+    grpc_connection_limit *limit;
+    /* Requests in flight on one connection, those its client reset while the program still works on
+     * them included: more streams are refused (REFUSED_STREAM). 0 = 2 x max_concurrent_streams. */
+    uint32_t max_requests_per_connection;
+    /* A connection that owes output (replies, frames) and takes less than min_send_rate bytes per
+     * second of it over write_timeout_ms is closed: clients that do not read (or read a trickle)
+     * hold nothing. 0 = GRPC_DEFAULT_WRITE_TIMEOUT_MS, GRPC_DEFAULT_MIN_SEND_RATE. */
+    uint32_t write_timeout_ms;
+    uint32_t min_send_rate;
+    /* Node-wide memory for calls, request bodies and replies being sent (grpc_memory_budget); past
+     * it a body or a reply gets RESOURCE_EXHAUSTED and a new stream REFUSED_STREAM.
+     * 0 = GRPC_DEFAULT_MEMORY_BUDGET. */
+    uint64_t memory_budget_bytes;
+    /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced: a request whose header list decodes to more (RFC 9113
+     * size: name + value + 32 per field) is reset. 0 = GRPC_DEFAULT_MAX_HEADER_LIST_BYTES. */
+    uint32_t max_header_list_bytes;
+    /* Rapid reset: streams the client opened and reset before any reply, per second per connection
+     * (a burst of two seconds' worth allowed); past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
+     * Resets of answered streams never count. 0 = GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
+    uint32_t max_early_resets_per_second;
 } grpc_server_config;
 
 typedef struct {
@@ -160,6 +210,14 @@ typedef struct {
     uint64_t http_rejects;         /* streams that were not gRPC: HTTP 405 or 415 */
     uint64_t bytes_received;       /* request body bytes */
     uint64_t bytes_sent;           /* reply message bytes (framed) */
+    uint64_t connections_evicted;  /* idle connections closed to make room at the connection limit */
+    uint64_t write_timeouts;       /* connections closed: their client did not read */
+    uint64_t reset_floods;         /* connections closed: too many streams reset before a reply */
+    uint64_t streams_refused;      /* requests in flight per connection, or memory budget, reached */
+    uint64_t header_lists_too_large;
+    uint64_t over_budget;          /* bodies and replies refused by the memory budget */
+    uint64_t memory_used;          /* bytes charged to the budget now */
+    uint64_t memory_budget;        /* its limit */
 } grpc_server_counters;
 
 grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
@@ -185,6 +243,12 @@ void grpc_server_close(grpc_server *server);
  * and once nothing holds a call any more (workers joined). */
 void grpc_server_free(grpc_server *server);
 const grpc_server_counters *grpc_server_get_counters(const grpc_server *server);
+/* The protections' counters in Prometheus text, each name starting with `prefix` ("isn",
+ * "isn_agg"): connections evicted, write timeouts, reset floods, streams refused, header lists
+ * too large, requests over the memory budget, and the budget's use; the stats server's own when
+ * `stats` is not NULL. */
+void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
+                                    byte_buffer *out);
 
 /* ---- one call */
 
@@ -301,8 +365,6 @@ void grpc_trace_child(const char *incoming, grpc_trace *trace, char out[GRPC_TRA
  * (Prometheus text), /stats (JSON), /healthz ("ok" while the process runs) and /readyz; the
  * program fills in what only it knows. Any other path is a 404. */
 
-typedef struct grpc_stats_server grpc_stats_server;
-
 typedef struct {
     void (*render_metrics)(void *app, byte_buffer *body); /* Prometheus text format */
     void (*render_json)(void *app, byte_buffer *body);
@@ -314,13 +376,21 @@ typedef struct {
     const char *server_name;   /* the Server header: "isnd/0.1.0" */
     uint32_t header_timeout_ms; /* a request head must arrive within this */
     uint32_t idle_timeout_ms;
-    grpc_connection_limit *limit; /* NULL = no limit */
+    /* The stats port's own connection limit, apart from the gRPC port's so that neither starves the
+     * other; at it the connection idle longest is closed to make room.
+     * 0 = GRPC_DEFAULT_STATS_MAX_CONNECTIONS. */
+    uint32_t max_connections;
+    /* A page not taken by the client within this is dropped with its connection.
+     * 0 = GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS. */
+    uint32_t write_timeout_ms;
 } grpc_stats_config;
 
 typedef struct {
     uint32_t connections;
     uint64_t requests;
-    uint64_t connections_timed_out;
+    uint64_t connections_timed_out; /* slow request head, idle, or a page not read in time */
+    uint64_t connections_rejected;  /* max_connections reached with none idle */
+    uint64_t connections_evicted;
 } grpc_stats_counters;
 
 grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,

@@ -49,11 +49,14 @@ int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_por
 
 static void free_on_close(uv_handle_t *handle) { free(handle->data); }
 
-int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner) {
+int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
+                     conn_evict_cb evict, void *server) {
     uv_tcp_init(loop, tcp);
     tcp->data = owner;
     int rc = uv_accept(listener, (uv_stream_t *)tcp);
-    if (rc < 0 || (limit && limit->max && limit->open >= limit->max)) {
+    /* An evicted connection gives its place back when its close completes, a loop turn later. */
+    bool full = rc >= 0 && limit && limit->max && limit->open >= limit->max && !(evict && evict(server));
+    if (rc < 0 || full) {
         if (rc < 0) log_warn("accept failed: %s", uv_strerror(rc));
         else {
             limit->rejected++;

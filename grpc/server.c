@@ -7,21 +7,40 @@
 #include "base/base.h"
 #include "grpc/server_internal.h"
 
+void grpc_server_resolve_config(grpc_server_config *config) {
+    if (!config->max_requests_per_connection)
+        config->max_requests_per_connection =
+            config->max_concurrent_streams > UINT32_MAX / 2 ? UINT32_MAX : 2 * config->max_concurrent_streams;
+    if (!config->write_timeout_ms) config->write_timeout_ms = GRPC_DEFAULT_WRITE_TIMEOUT_MS;
+    if (!config->min_send_rate) config->min_send_rate = GRPC_DEFAULT_MIN_SEND_RATE;
+    if (!config->memory_budget_bytes) config->memory_budget_bytes = GRPC_DEFAULT_MEMORY_BUDGET;
+    if (!config->max_header_list_bytes) config->max_header_list_bytes = GRPC_DEFAULT_MAX_HEADER_LIST_BYTES;
+    if (!config->max_early_resets_per_second)
+        config->max_early_resets_per_second = GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND;
+}
+
+static uint32_t shortest_timeout(const grpc_server_config *config) {
+    uint32_t t = config->header_timeout_ms < config->idle_timeout_ms ? config->header_timeout_ms : config->idle_timeout_ms;
+    return t < config->write_timeout_ms ? t : config->write_timeout_ms;
+}
+
 grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
                              void *app) {
     grpc_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
     server->config = *config;
+    grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes =
         (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    server->budget.limit = server->config.memory_budget_bytes;
     server->handlers = *handlers;
     server->app = app;
     uv_check_init(loop, &server->flush_check);
     server->flush_check.data = server;
     uv_check_start(&server->flush_check, grpc_flush_dirty);
-    sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, config->header_timeout_ms,
-                      config->idle_timeout_ms);
+    sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, shortest_timeout(&server->config),
+                      server->config.idle_timeout_ms);
     return server;
 }
 
@@ -37,8 +56,10 @@ int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, 
 void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *config) {
     size_t app_bytes = server->config.call_app_bytes; /* fixed: pooled calls have this size */
     server->config = *config;
+    grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes = app_bytes;
-    sweep_timer_set_timeouts(&server->sweep_timer, config->header_timeout_ms, config->idle_timeout_ms);
+    server->budget.limit = server->config.memory_budget_bytes;
+    sweep_timer_set_timeouts(&server->sweep_timer, shortest_timeout(&server->config), server->config.idle_timeout_ms);
 }
 
 void grpc_server_stop_accepting(grpc_server *server) {
@@ -110,4 +131,9 @@ void grpc_server_free(grpc_server *server) {
     free(server);
 }
 
-const grpc_server_counters *grpc_server_get_counters(const grpc_server *server) { return &server->counters; }
+const grpc_server_counters *grpc_server_get_counters(const grpc_server *server) {
+    grpc_server *s = (grpc_server *)server; /* the memory gauges are read from the budget */
+    s->counters.memory_used = server->budget.used;
+    s->counters.memory_budget = server->budget.limit;
+    return &server->counters;
+}

@@ -10,30 +10,43 @@
 
 #define KEEP_BUFFER (256 * 1024)
 #define MAX_FREE_CALLS 1024
+#define MIN_FREE_CALLS 8 /* the pool never trims below this */
+
+static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call) + server->config.call_app_bytes; }
 
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     grpc_server *server = conn->server;
+    if (!grpc_budget_charge(&server->budget, call_bytes(server))) return NULL;
     grpc_call *call = server->free_calls;
     if (call) {
         server->free_calls = call->next;
         server->num_free_calls--;
+        if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
-        if (!call) return NULL;
+        if (!call) {
+            grpc_budget_release(&server->budget, call_bytes(server));
+            return NULL;
+        }
     }
     byte_buffer reply = call->reply; /* keep its storage across uses */
     memset(call, 0, offsetof(grpc_call, body_space));
     call->reply = reply;
     call->reply.len = 0;
     call->conn = conn;
+    call->owner = conn;
     call->server = server;
     call->id = id;
+    call->charged = call_bytes(server);
     call->opened_ns = isn_now_ns();
     grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
+    grpc_reader_set_budget(&call->reader, &server->budget);
     call->next = conn->calls;
     if (conn->calls) conn->calls->prev = call;
     conn->calls = call;
     conn->num_calls++;
+    conn->in_flight++;
+    conn->last_activity_ns = call->opened_ns;
     server->counters.open_calls++;
     if (server->handlers.on_open) server->handlers.on_open(call, server->app);
     return call;
@@ -49,6 +62,13 @@ static void call_unlink(grpc_call *call, grpc_call **head) {
 void grpc_call_release(grpc_server *server, grpc_call *call) {
     grpc_stream_release(call);
     grpc_reader_reset(&call->reader);
+    grpc_budget_release(&server->budget, call->charged);
+    call->charged = 0;
+    if (call->owner) {
+        call->owner->in_flight--;
+        call->owner->last_activity_ns = isn_now_ns();
+        call->owner = NULL;
+    }
     server->counters.open_calls--;
     bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;
     if (server->handlers.on_release) server->handlers.on_release(call, !pool, server->app);
@@ -61,6 +81,41 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
         buffer_free(&call->reply);
         free(call);
     }
+}
+
+uint32_t grpc_trim_call_pool(grpc_server *server) {
+    uint32_t unused = server->free_calls_low, trimmed = 0;
+    while (unused > MIN_FREE_CALLS && server->free_calls) {
+        grpc_call *call = server->free_calls;
+        server->free_calls = call->next;
+        server->num_free_calls--;
+        unused--;
+        trimmed++;
+        if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+        buffer_free(&call->reply);
+        free(call);
+    }
+    server->free_calls_low = server->num_free_calls;
+    return trimmed;
+}
+
+/* jemalloc's control interface when the program is linked with it (weak: NULL otherwise). */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+
+#define BURST_BYTES (1u << 20)
+#define BURST_CALLS 64
+
+void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
+    grpc_memory_budget *budget = &server->budget;
+    if (budget->peak - budget->used < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
+    /* Without this an idle process keeps a burst's freed pages: jemalloc purges as it allocates. */
+    if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
+    budget->peak = budget->used;
+}
+
+void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
+    for (grpc_call *call = server->abandoned; call; call = call->next)
+        if (call->owner == conn) call->owner = NULL;
 }
 
 void grpc_free_call_pool(grpc_server *server) {
@@ -80,6 +135,7 @@ void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
     grpc_server *server = conn->server;
     call_unlink(call, &conn->calls);
     conn->num_calls--;
+    if (call->responded) conn->replying--;
     call->conn = NULL;
     if (call->held) {
         call->next = server->abandoned;
@@ -89,6 +145,17 @@ void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
     } else {
         grpc_call_release(server, call);
     }
+}
+
+void grpc_conn_release_dropped(grpc_conn *conn) {
+    for (grpc_call *call = conn->calls, *next; call && conn->dropped; call = next) {
+        next = call->next;
+        if (!call->dropped) continue;
+        conn->dropped--;
+        nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
+        grpc_call_detach(conn, call);
+    }
+    conn->dropped = 0;
 }
 
 void grpc_call_hold(grpc_call *call) { call->held = true; }
@@ -158,6 +225,7 @@ static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *
 static void submit_headers(grpc_call *call, const nghttp2_nv *nv, size_t n, const nghttp2_data_provider *data) {
     grpc_conn *conn = call->conn;
     call->responded = true;
+    conn->replying++;
     if (nghttp2_submit_response(conn->session, call->id, nv, n, data) != 0)
         nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
     grpc_conn_schedule_flush(conn);
@@ -175,6 +243,26 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
         NV_STATIC("grpc-accept-encoding", "identity"),
     };
     grpc_server *server = call->server;
+    /* A framed reply lives in the program's storage until the call is released: charged as held.
+     * Refused, the call must not keep that storage while a status waits for a client that may not
+     * read: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a gRPC client) and the
+     * call released at the next flush, after the program is done with it. */
+    if (framed != call->reply.data) {
+        if (!grpc_budget_charge(&server->budget, len)) {
+            grpc_conn *conn = call->conn;
+            server->counters.over_budget++;
+            if (server->handlers.on_status)
+                server->handlers.on_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, server->app);
+            call->responded = true;
+            conn->replying++;
+            call->dropped = true;
+            conn->dropped++;
+            nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_ENHANCE_YOUR_CALM);
+            grpc_conn_schedule_flush(conn);
+            return;
+        }
+        call->charged += len;
+    }
     if (server->handlers.on_status) server->handlers.on_status(call, GRPC_STATUS_OK, server->app);
     nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_reply};
     call->reply_data = framed;
@@ -187,6 +275,13 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
 int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
+    grpc_server *server = call->server;
+    if (!grpc_budget_charge(&server->budget, GRPC_PREFIX_BYTES + size)) {
+        server->counters.over_budget++;
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    call->charged += GRPC_PREFIX_BYTES + size;
     if (!buffer_reserve(&call->reply, GRPC_PREFIX_BYTES + size)) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
@@ -213,6 +308,8 @@ void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap) {
     grpc_server *server = call->server;
     if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
     log_debug("grpc %s stream %d %s: %s: %s", call->conn->peer, call->id, call->path, grpc_status_name(status), message);
+    /* Answered before the request was all here: what came of its body is of no more use. */
+    if (!call->request_complete) grpc_reader_reset(&call->reader);
     submit_headers(call, headers, 4, NULL);
 }
 

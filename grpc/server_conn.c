@@ -36,6 +36,7 @@ void grpc_conn_close(grpc_conn *conn) {
         nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
         grpc_call_detach(conn, call);
     }
+    if (conn->in_flight) grpc_calls_disown(conn->server, conn);
     nghttp2_session_del(conn->session);
     conn->session = NULL;
     uv_close((uv_handle_t *)&conn->tcp, on_closed);
@@ -62,6 +63,7 @@ void grpc_flush_dirty(uv_check_t *check) {
 static void on_written(uv_write_t *req, int status) {
     grpc_conn *conn = req->data;
     conn->writing = false;
+    if (status == 0) conn->bytes_written += conn->sending.len;
     buffer_clear(&conn->sending, KEEP_BUFFER); /* a burst must not pin its memory */
     if (conn->closing) return;
     if (status < 0) {
@@ -74,6 +76,11 @@ static void on_written(uv_write_t *req, int status) {
 
 static void conn_flush(grpc_conn *conn) {
     if (conn->closing) return;
+    if (conn->dropped) {
+        grpc_conn_release_dropped(conn);
+        grpc_server_check_drained(conn->server); /* may close every connection, this one too */
+        if (conn->closing) return;
+    }
     while (conn->pending.len < FLUSH_CHUNK) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);
@@ -126,7 +133,6 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
-    conn->last_activity_ns = isn_now_ns();
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     if (conn->closing) return;
     if (rv < 0) {
@@ -149,6 +155,12 @@ void grpc_conn_goaway(grpc_conn *conn) {
     nghttp2_submit_goaway(conn->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(conn->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
     grpc_conn_schedule_flush(conn);
+}
+
+void grpc_conn_terminate(grpc_conn *conn, uint32_t error_code) {
+    if (conn->closing || conn->close_when_flushed) return;
+    nghttp2_session_terminate_session(conn->session, error_code);
+    grpc_conn_close_when_flushed(conn);
 }
 
 void grpc_conn_close_when_flushed(grpc_conn *conn) {
@@ -187,7 +199,7 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
         return;
     }
     conn->server = server;
-    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0)
+    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn, grpc_evict_idle, server) < 0)
         return; /* freed by the reject path */
     uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
@@ -211,10 +223,59 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
 
 /* ------------------------------------------------------------------ timeouts */
 
+bool grpc_evict_idle(void *owner) {
+    grpc_server *server = owner;
+    grpc_conn *oldest = NULL;
+    for (conn_links *links = server->conns; links; links = links->next) {
+        grpc_conn *conn = (grpc_conn *)links;
+        if (conn->closing || conn->close_when_flushed || conn->in_flight) continue;
+        if (!oldest || conn->last_activity_ns < oldest->last_activity_ns) oldest = conn;
+    }
+    if (!oldest) return false;
+    log_debug("grpc %s: closed to make room (max_connections reached; idle longest)", oldest->peer);
+    server->counters.connections_evicted++;
+    grpc_conn_goaway(oldest);
+    grpc_conn_close(oldest); /* now: its place is needed */
+    return true;
+}
+
+/* Owes output: bytes queued or being written, frames nghttp2 wants to send, or answers that flow
+ * control holds back. */
+static bool conn_owes_output(const grpc_conn *conn) {
+    return conn->writing || conn->pending.len || conn->replying || nghttp2_session_want_write(conn->session);
+}
+
+/* A client that does not read, or reads a trickle, is closed: less than min_send_rate bytes per
+ * second over each write_timeout window while output is owed. */
+static bool write_timed_out(grpc_conn *conn, uint64_t now, const grpc_server_config *config) {
+    if (!conn_owes_output(conn)) {
+        conn->owing_since_ns = 0;
+        return false;
+    }
+    if (!conn->owing_since_ns) {
+        conn->owing_since_ns = now;
+        conn->owing_mark = conn->bytes_written;
+        return false;
+    }
+    uint64_t window_ns = (uint64_t)config->write_timeout_ms * 1000000ull;
+    if (now - conn->owing_since_ns < window_ns) return false;
+    uint64_t needed = (uint64_t)config->min_send_rate * config->write_timeout_ms / 1000;
+    if (conn->bytes_written - conn->owing_mark < (needed ? needed : 1)) return true;
+    conn->owing_since_ns = now;
+    conn->owing_mark = conn->bytes_written;
+    return false;
+}
+
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
     grpc_conn *conn = (grpc_conn *)links;
     if (conn->closing) return;
     grpc_server *server = owner;
+    if (write_timed_out(conn, now, &server->config)) {
+        log_debug("grpc %s: output not read within write_timeout; closing", conn->peer);
+        server->counters.write_timeouts++;
+        grpc_conn_close(conn);
+        return;
+    }
     if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
         log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
         server->counters.connections_timed_out++;
@@ -226,7 +287,7 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
         grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED,
                        "request not received in full within header_timeout (%u ms)", server->config.header_timeout_ms);
     }
-    if (conn->num_calls == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
+    if (conn->in_flight == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
         log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
         server->counters.connections_timed_out++;
         grpc_conn_goaway(conn);
@@ -237,4 +298,6 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
 void grpc_sweep(uv_timer_t *timer) {
     grpc_server *server = timer->data;
     conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
+    uint32_t trimmed = grpc_trim_call_pool(server); /* a burst's calls go back once they are not needed */
+    grpc_release_after_burst(server, trimmed);
 }

@@ -31,6 +31,7 @@ struct conn_links {
 struct grpc_call {
     grpc_call *prev, *next; /* in its connection's list, the abandoned list, or the free list */
     grpc_conn *conn;        /* NULL once abandoned: the client left while the program held it */
+    grpc_conn *owner;       /* the connection it counts against (abandoned too), until that closes */
     grpc_server *server;
     int32_t id;
     int tag;
@@ -41,6 +42,9 @@ struct grpc_call {
     bool request_complete; /* END_STREAM received */
     bool responded;        /* a reply (or error) was submitted to nghttp2 */
     bool held;
+    bool dropped; /* refused by the memory budget: reset, and released at the next flush */
+    uint32_t header_list_bytes; /* RFC 9113 size of the request's header list so far */
+    uint64_t charged;           /* to the server's budget: the call itself and its reply */
     uint64_t opened_ns;
     uint64_t timeout_ns; /* grpc-timeout; 0 = none */
     char path[CALL_PATH_MAX];
@@ -62,6 +66,9 @@ struct grpc_conn {
     nghttp2_session *session;
     grpc_call *calls;
     uint32_t num_calls;
+    uint32_t in_flight;  /* calls it owns, abandoned ones included */
+    uint32_t replying;   /* calls answered whose answer is not all sent yet */
+    uint32_t dropped;    /* calls to release at the next flush */
     byte_buffer pending; /* pulled from nghttp2, not yet handed to the kernel */
     byte_buffer sending; /* owned by the write in flight */
     uv_write_t write_req;
@@ -72,7 +79,12 @@ struct grpc_conn {
     bool goaway_sent;
     bool close_when_flushed;
     uint64_t accepted_ns;
-    uint64_t last_activity_ns;
+    uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
+    uint64_t bytes_written;    /* handed to the kernel and written */
+    uint64_t owing_since_ns;   /* start of the current write-timeout window; 0 = owes nothing */
+    uint64_t owing_mark;       /* bytes_written then */
+    double reset_tokens;       /* early resets still allowed (token bucket) */
+    uint64_t reset_tokens_ns;  /* last refill */
     char peer[64];
 };
 
@@ -93,6 +105,8 @@ struct grpc_server {
     grpc_conn *dirty;
     grpc_call *free_calls;
     uint32_t num_free_calls;
+    uint32_t free_calls_low; /* fewest pooled calls since the last sweep: the ones not needed */
+    grpc_memory_budget budget;
     grpc_call *abandoned;
     grpc_server_counters counters;
     uint8_t read_buffer[65536];
@@ -102,10 +116,13 @@ struct grpc_server {
 /* Binds and listens; `tcp->data` = owner. */
 int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_port, uv_connection_cb on_connection,
                char *bound, size_t bound_len, char *err, size_t err_len);
-/* Accepts one pending connection into `tcp` (data = owner), or closes it at once when `limit` is
- * reached. 0 = accepted (counted in limit->open), -1 = rejected: the handle is closed and `owner`
- * freed. */
-int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner);
+/* Makes room at the connection limit: closes the connection idle longest; false when none is. */
+typedef bool (*conn_evict_cb)(void *server);
+/* Accepts one pending connection into `tcp` (data = owner). At `limit` it first asks `evict` to
+ * close an idle connection, and closes the new one at once when none could be. 0 = accepted
+ * (counted in limit->open), -1 = rejected: the handle is closed and `owner` freed. */
+int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
+                     conn_evict_cb evict, void *server);
 void connection_limit_release(grpc_connection_limit *limit);
 /* Lists an accepted connection first and counts it in *open. */
 void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open);
@@ -123,10 +140,18 @@ void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_
 void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uint32_t idle_timeout_ms);
 
 /* ---- server_call.c */
+/* NULL when out of memory or over the memory budget. */
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id);
+/* Frees the pooled calls that were not needed since the last call of this (the sweep); returns
+ * how many. */
+uint32_t grpc_trim_call_pool(grpc_server *server);
+/* The connection goes: abandoned calls it owned no longer count against it. */
+void grpc_calls_disown(grpc_server *server, grpc_conn *conn);
 /* Unlinks the call from its connection; releases it, or abandons it while the program holds it. */
 void grpc_call_detach(grpc_conn *conn, grpc_call *call);
 void grpc_call_release(grpc_server *server, grpc_call *call);
+/* Releases the connection's dropped calls (its stream has a reset queued and no longer names them). */
+void grpc_conn_release_dropped(grpc_conn *conn);
 /* Not gRPC at all (wrong method or content type): a bare HTTP status. */
 void grpc_call_http_error(grpc_call *call, int http_status);
 void grpc_free_call_pool(grpc_server *server);
@@ -145,11 +170,19 @@ void grpc_conn_schedule_flush(grpc_conn *conn);
 void grpc_flush_dirty(uv_check_t *check);
 void grpc_conn_close(grpc_conn *conn);
 void grpc_conn_goaway(grpc_conn *conn);
+/* GOAWAY with `error_code`; stops reading and closes once what is queued is written. */
+void grpc_conn_terminate(grpc_conn *conn, uint32_t error_code);
+bool grpc_evict_idle(void *server);
 /* Closes the connection once what is queued for it has been written. */
 void grpc_conn_close_when_flushed(grpc_conn *conn);
 void grpc_sweep(uv_timer_t *timer);
+/* After a burst (the budget's use fell well below its peak, or the call pool shrank by many): the
+ * allocator gives its unused pages back. */
+void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed);
 
 /* ---- server.c */
+/* The config with every 0 meaning "default" replaced by the default. */
+void grpc_server_resolve_config(grpc_server_config *config);
 /* Called whenever a call or a connection goes away: while draining, finishes the drain. */
 void grpc_server_check_drained(grpc_server *server);
 

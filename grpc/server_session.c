@@ -11,11 +11,26 @@
 #define CONNECTION_WINDOW (16 << 20)
 #define STREAM_WINDOW (1 << 20)
 
+/* A stream the server will not take now: the client may retry it (on this connection or another). */
+static void refuse_stream(grpc_conn *conn, int32_t stream_id) {
+    conn->server->counters.streams_refused++;
+    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     grpc_conn *conn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    /* Streams the client reset while the program still works on them count too: a client cannot
+     * start more work than this by resetting what it started. */
+    if (conn->in_flight >= conn->server->config.max_requests_per_connection) {
+        refuse_stream(conn, frame->hd.stream_id);
+        return 0;
+    }
     grpc_call *call = grpc_call_new(conn, frame->hd.stream_id);
-    if (!call) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM for this one only */
+    if (!call) { /* memory budget reached, or out of memory */
+        refuse_stream(conn, frame->hd.stream_id);
+        return 0;
+    }
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
     return 0;
 }
@@ -27,9 +42,20 @@ static bool header_is(const uint8_t *name, size_t len, const char *literal) {
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
+    /* nghttp2 advertises SETTINGS_MAX_HEADER_LIST_SIZE but does not enforce it on what it receives.
+     * Trailers count with the headers: the request's whole header list is bounded. */
+    uint64_t size = (uint64_t)call->header_list_bytes + namelen + valuelen + 32;
+    call->header_list_bytes = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+    if (size > call->server->config.max_header_list_bytes) {
+        call->server->counters.header_lists_too_large++;
+        log_debug("grpc stream %d: header list over %u bytes; reset", frame->hd.stream_id,
+                  call->server->config.max_header_list_bytes);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM; the rest of the block is skipped */
+    }
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: nothing in them is used */
     if (header_is(name, namelen, ":method")) {
         call->post = valuelen == 4 && !memcmp(value, "POST", 4);
     } else if (header_is(name, namelen, ":path")) {
@@ -77,9 +103,33 @@ static void on_request_complete(grpc_call *call) {
     server->handlers.on_request(call, server->app);
 }
 
+/* Rapid reset (CVE-2023-44487): streams opened and reset by the client before any reply, per second,
+ * by token bucket. A client that cancels what it no longer needs resets few streams compared with
+ * what it asks; a flood resets each one it opens. Resets of answered streams never count. */
+static void count_early_reset(grpc_conn *conn) {
+    const grpc_server_config *config = &conn->server->config;
+    double rate = config->max_early_resets_per_second, burst = 2.0 * rate;
+    uint64_t now = isn_now_ns();
+    if (!conn->reset_tokens_ns) conn->reset_tokens = burst;
+    else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * rate;
+    if (conn->reset_tokens > burst) conn->reset_tokens = burst;
+    conn->reset_tokens_ns = now;
+    conn->reset_tokens -= 1.0;
+    if (conn->reset_tokens >= 0.0) return;
+    conn->server->counters.reset_floods++;
+    log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
+             conn->peer, config->max_early_resets_per_second);
+    grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     grpc_conn *conn = user_data;
     conn->preface_done = true;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (call && !call->responded && !conn->close_when_flushed) count_early_reset(conn);
+        return 0;
+    }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
@@ -105,7 +155,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     if (result == GRPC_READ_OK) return 0;
     char why[200];
     grpc_reader_describe(&call->reader, result, why, sizeof why);
-    int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY ? GRPC_STATUS_RESOURCE_EXHAUSTED
+    if (result == GRPC_READ_OVER_BUDGET) conn->server->counters.over_budget++;
+    int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY || result == GRPC_READ_OVER_BUDGET
+                     ? GRPC_STATUS_RESOURCE_EXHAUSTED
                  : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
                                                                                      : GRPC_STATUS_INVALID_ARGUMENT;
     grpc_call_fail(call, status, "%s", why);
@@ -163,7 +215,10 @@ static nghttp2_option *shared_options(void) {
         /* Bounds on what a peer can make us hold, beyond nghttp2's own defaults. */
         nghttp2_option_set_max_settings(options, 32);
         nghttp2_option_set_max_outbound_ack(options, 1000);
-        nghttp2_option_set_stream_reset_rate_limit(options, 1000, 100);
+        /* nghttp2's own limit counts every RST_STREAM, cancellations of slow calls and isn-agg's
+         * lost hedges included; count_early_reset counts only the resets that cost work. This one
+         * stays as a backstop far above any client's cancellations. */
+        nghttp2_option_set_stream_reset_rate_limit(options, 100000, 20000);
     }
     return options;
 }
@@ -176,7 +231,7 @@ int grpc_session_new(grpc_conn *conn) {
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, conn->server->config.max_header_list_bytes},
     };
     nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, settings, 3);
     nghttp2_session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, CONNECTION_WINDOW);

@@ -24,6 +24,7 @@ struct stats_conn {
     bool close_after_write;
     uint64_t accepted_ns;
     uint64_t last_activity_ns;
+    uint64_t write_started_ns;   /* the answer being written; 0 = none */
     uint64_t request_started_ns; /* first byte of an unfinished request; 0 = none */
     size_t in_len;
     char in[STATS_REQUEST_MAX];
@@ -39,6 +40,7 @@ struct grpc_stats_server {
     bool listening;
     bool closing;
     uv_timer_t sweep_timer;
+    grpc_connection_limit limit; /* the stats port's own */
     conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
     grpc_stats_counters counters;
@@ -47,7 +49,7 @@ struct grpc_stats_server {
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
     grpc_stats_server *server = conn->server;
-    conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
+    conn_list_remove(&server->conns, &conn->links, &server->counters.connections, &server->limit);
     buffer_free(&conn->out);
     free(conn);
 }
@@ -65,6 +67,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
 static void on_written(uv_write_t *req, int status) {
     stats_conn *conn = req->data;
     conn->writing = false;
+    conn->write_started_ns = 0;
     conn->out.len = 0;
     if (conn->closing) return;
     if (status < 0 || conn->close_after_write) {
@@ -97,6 +100,7 @@ static void respond(stats_conn *conn, int code, const char *reason, const char *
         return;
     }
     conn->writing = true;
+    conn->write_started_ns = isn_now_ns();
 }
 
 static void respond_text(stats_conn *conn, int code, const char *reason, const char *text, bool head_only) {
@@ -244,13 +248,32 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     process_requests(conn);
 }
 
+/* At the connection limit: the connection idle longest (no request in progress, no answer being
+ * written) makes room. */
+static bool evict_idle(void *owner) {
+    grpc_stats_server *server = owner;
+    stats_conn *oldest = NULL;
+    for (conn_links *links = server->conns; links; links = links->next) {
+        stats_conn *conn = (stats_conn *)links;
+        if (conn->closing || conn->writing || conn->request_started_ns) continue;
+        if (!oldest || conn->last_activity_ns < oldest->last_activity_ns) oldest = conn;
+    }
+    if (!oldest) return false;
+    server->counters.connections_evicted++;
+    stats_conn_close(oldest);
+    return true;
+}
+
 static void on_connection(uv_stream_t *listener, int status) {
     grpc_stats_server *server = listener->data;
     if (status < 0) return;
     stats_conn *conn = calloc(1, sizeof *conn);
     if (!conn) return;
     conn->server = server;
-    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn) < 0) return;
+    if (accept_or_reject(server->loop, &server->limit, listener, &conn->tcp, conn, evict_idle, server) < 0) {
+        server->counters.connections_rejected = server->limit.rejected;
+        return;
+    }
     conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
@@ -258,10 +281,18 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
     stats_conn *conn = (stats_conn *)links;
-    if (conn->closing || conn->writing) return;
+    if (conn->closing) return;
+    grpc_stats_server *server = owner;
+    if (conn->writing) { /* a client that does not read its page holds nothing for long */
+        if (now - conn->write_started_ns > (uint64_t)server->config.write_timeout_ms * 1000000ull) {
+            server->counters.connections_timed_out++;
+            stats_conn_close(conn);
+        }
+        return;
+    }
     bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
     if (slow || now - conn->last_activity_ns > idle_ns) {
-        ((grpc_stats_server *)owner)->counters.connections_timed_out++;
+        server->counters.connections_timed_out++;
         stats_conn_close(conn);
     }
 }
@@ -297,8 +328,13 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
     server->config = *config;
     snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
     server->config.server_name = server->server_name;
+    if (!server->config.max_connections) server->config.max_connections = GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
+    if (!server->config.write_timeout_ms) server->config.write_timeout_ms = GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS;
+    server->limit.max = server->config.max_connections;
+    uint32_t shortest = config->header_timeout_ms < server->config.write_timeout_ms ? config->header_timeout_ms
+                                                                                    : server->config.write_timeout_ms;
     if (uv_is_active((uv_handle_t *)&server->sweep_timer))
-        sweep_timer_set_timeouts(&server->sweep_timer, config->header_timeout_ms, config->idle_timeout_ms);
+        sweep_timer_set_timeouts(&server->sweep_timer, shortest, config->idle_timeout_ms);
 }
 
 void grpc_stats_server_close(grpc_stats_server *server) {

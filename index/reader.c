@@ -163,6 +163,11 @@ static int expand_terms_and_blocks(isn_index *ix, const isn_section_entry *table
 static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_bytes, const uint8_t *ids,
                             uint64_t ids_bytes, char *err, size_t err_len) {
     uint64_t nd = ix->meta->num_docs, nf = ix->meta->num_fields;
+    /* Sizes come from the file: bound them by the sections before allocating (every length takes a
+     * byte at least, every id two), so that a crafted count cannot ask for gigabytes. */
+    if (nd * nf > lens_bytes || nd * 2 > ids_bytes)
+        return isn_error(err, err_len, "section 'meta': %llu documents do not fit sections 'doc_lens' and 'docid_text'",
+                         (unsigned long long)nd);
     ix->doc_lens = malloc((nd * nf + 1) * sizeof *ix->doc_lens);
     ix->docid_offs = malloc((nd + 1) * sizeof *ix->docid_offs);
     uint64_t text_cap = ids_bytes * 4 + 64, text_len = 0;
@@ -187,6 +192,11 @@ static int decode_documents(isn_index *ix, const uint8_t *lens, uint64_t lens_by
         if (!(p = isn_varint_get(p, end, &shared)) || !(p = isn_varint_get(p, end, &suffix)) || shared > prev_len ||
             suffix > (uint64_t)(end - p) || (uint64_t)shared + suffix == 0)
             return isn_error(err, err_len, "section 'docid_text' is malformed at document %llu", (unsigned long long)d);
+        /* Front coding can make ids grow without bound (each one the last plus a byte): no real set of
+         * ids expands to more than 64 times its coded size. */
+        if (text_len + shared + suffix > 64 * ids_bytes + 65536)
+            return isn_error(err, err_len, "section 'docid_text' expands past 64 times its size at document %llu",
+                             (unsigned long long)d);
         if (text_len + shared + suffix > text_cap) {
             while (text_len + shared + suffix > text_cap) text_cap *= 2;
             char *t = realloc(ix->docid_text, text_cap);
@@ -252,8 +262,8 @@ static int build_lex_keys(isn_index *ix) {
 }
 
 static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return isn_error(err, err_len, "cannot open %s: %s", path, strerror(errno));
+    int fd = isn_open_regular(path);
+    if (fd < 0) return isn_error(err, err_len, "cannot open %s: %s", path, isn_open_regular_strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
@@ -316,7 +326,8 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     char inner[ISN_ERR_LEN];
     if (ix->version >= 2 && expand_terms_and_blocks(ix, table, sec[SEC_TERMS], sec[SEC_BLOCK_META], inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
-    if (check_sections(ix, table, inner, sizeof inner) != 0 ||
+    if (check_sections(ix, table, inner, sizeof inner) != 0 || isn_index_check_lexicon(ix, inner, sizeof inner) != 0 ||
+        isn_index_check_postings(ix, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);

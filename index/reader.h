@@ -38,4 +38,8 @@ struct isn_index {
 const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entry *term, uint32_t block, uint32_t *docs,
                                      uint32_t *count);
 
+/* Structural checks at open (verify_open.c) of the lexicon and of every posting block: 0, or -1 with err. */
+int isn_index_check_lexicon(const isn_index *index, char *err, size_t err_len);
+int isn_index_check_postings(const isn_index *index, char *err, size_t err_len);
+
 #endif

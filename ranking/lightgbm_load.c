@@ -123,7 +123,7 @@ out:
 }
 
 isn_forest *isn_forest_load_lightgbm(const char *path, char *err, size_t err_len) {
-    FILE *in = fopen(path, "rb");
+    FILE *in = isn_fopen_regular(path, "rb");
     if (in == NULL) {
         isn_error(err, err_len, "%s: cannot open", path);
         return NULL;

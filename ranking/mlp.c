@@ -77,7 +77,7 @@ static bool next_uint(tokens *t, uint32_t *v) {
 }
 
 isn_mlp *isn_mlp_load(const char *path, char *err, size_t err_len) {
-    tokens t = {.in = fopen(path, "r")};
+    tokens t = {.in = isn_fopen_regular(path, "r")};
     if (t.in == NULL) {
         isn_error(err, err_len, "%s: cannot open", path);
         return NULL;

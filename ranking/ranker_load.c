@@ -206,7 +206,7 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
 }
 
 isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *err, size_t err_len) {
-    reader r = {.in = fopen(path, "r"), .path = path, .err = err, .err_len = err_len};
+    reader r = {.in = isn_fopen_regular(path, "r"), .path = path, .err = err, .err_len = err_len};
     if (err && err_len)
         err[0] = 0;
     if (r.in == NULL) {

@@ -343,10 +343,10 @@ int isn_cost_model_save(const isn_cost_model *model, const char *path, char *err
 }
 
 int isn_cost_model_load(isn_cost_model *model, const char *path, char *err, size_t err_len) {
-    FILE *f = fopen(path, "r");
+    FILE *f = isn_fopen_regular(path, "r");
     if (!f) {
         if (errno == ENOENT) return 1;
-        snprintf(err, err_len, "%s: cannot read: %s", path, strerror(errno));
+        snprintf(err, err_len, "%s: cannot read: %s", path, isn_open_regular_strerror(errno));
         return -1;
     }
     isn_cost_model loaded = *model;

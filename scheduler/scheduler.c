@@ -282,7 +282,7 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         return sched_admit(s, job);
     }
     if (!sched_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
-    if (!isn_scheduler_prepares_on_submit(s)) return queue_for_prepare(s, job);
+    if (!isn_scheduler_prepares_on_submit(s) || job->prepare_on_worker) return queue_for_prepare(s, job);
     /* Few workers and no GPU: the workers are the bottleneck, the submitting thread is not. */
     if (!s->config.prepare(s->config.user, job, s->config.submitter_state)) return ISN_SUBMIT_REFUSED;
     sched_take_features(s, job);

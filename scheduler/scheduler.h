@@ -97,6 +97,9 @@ typedef struct isn_job isn_job;
 struct isn_job {
     /* set by the submitter (or by config.prepare) */
     isn_placement placement;
+    /* A large request: prepared on a worker even when the submitting thread prepares the others, so
+     * that its analysis does not hold up the submitter (the server's event loop). */
+    bool prepare_on_worker;
     uint64_t received_ns; /* start of its time budget */
     uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */
     /* The query, analysed: the scheduler takes the features from it and config.index (with the

@@ -11,6 +11,7 @@ packages=(
   python3-grpcio python3-grpc-tools prometheus nghttp2-client gnuplot-nox
   python3-numpy python3-xgboost
   libc-ares-dev
+  clang libclang-rt-14-dev
 )
 # Extra packages a caller may need (tests, benchmarks) are passed as arguments.
 packages+=("$@")

@@ -75,6 +75,40 @@ static void test_too_large(void **state) {
     grpc_reader_reset(&r);
 }
 
+/* Heap bodies are charged to the server's memory budget when their prefix arrives: past it the
+ * message is refused before anything is allocated, and a reset gives the charge back. */
+static void test_memory_budget(void **state) {
+    (void)state;
+    uint8_t wire[5], inline_buf[16];
+    grpc_memory_budget budget = {.limit = 2000};
+    grpc_reader first, second, small;
+    grpc_reader_init(&first, inline_buf, sizeof inline_buf, 4096);
+    grpc_reader_init(&second, inline_buf, sizeof inline_buf, 4096);
+    grpc_reader_init(&small, inline_buf, sizeof inline_buf, 4096);
+    grpc_reader_set_budget(&first, &budget);
+    grpc_reader_set_budget(&second, &budget);
+    grpc_reader_set_budget(&small, &budget);
+    grpc_write_prefix(wire, 1500);
+    assert_int_equal(grpc_reader_feed(&first, wire, 5), GRPC_READ_OK);
+    assert_int_equal(budget.used, 1500);
+    grpc_write_prefix(wire, 1000);
+    assert_int_equal(grpc_reader_feed(&second, wire, 5), GRPC_READ_OVER_BUDGET);
+    assert_null(second.body);
+    assert_int_equal(budget.refused, 1);
+    char why[200];
+    grpc_reader_describe(&second, GRPC_READ_OVER_BUDGET, why, sizeof why);
+    assert_non_null(strstr(why, "memory budget"));
+    grpc_write_prefix(wire, 16); /* inline bodies cost the budget nothing */
+    assert_int_equal(grpc_reader_feed(&small, wire, 5), GRPC_READ_OK);
+    assert_int_equal(budget.used, 1500);
+    grpc_reader_reset(&first);
+    grpc_reader_reset(&second);
+    grpc_reader_reset(&small);
+    assert_int_equal(budget.used, 0);
+    assert_int_equal(budget.peak, 1500);
+    assert_ptr_equal(first.budget, &budget); /* kept across resets */
+}
+
 static void test_flags(void **state) {
     (void)state;
     uint8_t wire[8] = {1, 0, 0, 0, 1, 'x'}, inline_buf[16];
@@ -320,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_reassembly_at_every_split),
         cmocka_unit_test(test_too_large),
+        cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_extra_message),
         cmocka_unit_test(test_truncated_and_missing),

@@ -1,0 +1,44 @@
+/* What the per-client protections did, in Prometheus text, for isnd's and isn-agg's /metrics. */
+#include <stdio.h>
+
+#include "base/base.h"
+#include "grpc/grpc.h"
+
+static void counter(byte_buffer *out, const char *prefix, const char *name, const char *type, const char *help,
+                    uint64_t value) {
+    char full[128];
+    snprintf(full, sizeof full, "%s_%s", prefix, name);
+    prom_u64(out, full, type, help, value);
+}
+
+void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
+                                    byte_buffer *out) {
+    if (server) {
+        const grpc_server_counters *c = grpc_server_get_counters(server);
+        counter(out, prefix, "connections_evicted_total", "counter",
+                "Idle gRPC connections closed to make room at max_connections.", c->connections_evicted);
+        counter(out, prefix, "write_timeouts_total", "counter",
+                "gRPC connections closed because their client did not read what it was sent.", c->write_timeouts);
+        counter(out, prefix, "reset_floods_total", "counter",
+                "gRPC connections closed for resetting too many streams before their reply (rapid reset).",
+                c->reset_floods);
+        counter(out, prefix, "streams_refused_total", "counter",
+                "Streams refused: requests in flight on the connection, or the memory budget, at the limit.",
+                c->streams_refused);
+        counter(out, prefix, "header_lists_too_large_total", "counter",
+                "Requests reset for a header list over max_header_list_size.", c->header_lists_too_large);
+        counter(out, prefix, "over_memory_budget_total", "counter",
+                "Request bodies and replies answered RESOURCE_EXHAUSTED by the memory budget.", c->over_budget);
+        counter(out, prefix, "request_memory_bytes", "gauge",
+                "Memory held by calls, request bodies and replies being sent (charged to the budget).", c->memory_used);
+        counter(out, prefix, "request_memory_budget_bytes", "gauge", "The memory budget.", c->memory_budget);
+    }
+    if (stats) {
+        const grpc_stats_counters *c = grpc_stats_server_get_counters(stats);
+        counter(out, prefix, "stats_connections_rejected_total", "counter",
+                "Stats connections closed at once: the stats port's limit reached with none idle.",
+                c->connections_rejected);
+        counter(out, prefix, "stats_connections_evicted_total", "counter",
+                "Idle stats connections closed to make room at the stats port's limit.", c->connections_evicted);
+    }
+}
