@@ -14,7 +14,8 @@ isn_forest *forest_new(void) {
 }
 
 static int grow(void **buf, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap)
+    /* allocated even for a tree of no nodes or leaves: the caller points into the array */
+    if (need <= *cap && *buf != NULL)
         return 0;
     uint32_t want = *cap ? *cap : 1024;
     while (want < need)
