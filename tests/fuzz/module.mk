@@ -19,11 +19,12 @@ $(BUILD)/fuzz/%: tests/fuzz/fuzz_%.c $$(LIBS) | $(PROTO_GEN_H) $(DEPS_STAMP)
 fuzz-binaries: $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
 
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS    ?=
 FUZZ_BUILD   ?= build-fuzz
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" \
 	  fuzz-binaries
 fuzz: fuzz-build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TARGETS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TARGETS)
 .PHONY: fuzz fuzz-build fuzz-binaries
