@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
+    signals_ignore();
     grpc_server_free(server.grpc);
     deadline_timer_free(&server);
     grpc_health_watchers_free(server.watchers);

@@ -31,9 +31,13 @@ void server_stop(isn_server *server) {
     close_if_open((uv_handle_t *)&server->completion_async);
     close_if_open((uv_handle_t *)&server->drain_timer);
     close_if_open((uv_handle_t *)&server->deadline_timer);
-    close_if_open((uv_handle_t *)&server->sigterm);
-    close_if_open((uv_handle_t *)&server->sigint);
-    close_if_open((uv_handle_t *)&server->sighup);
+    /* The signal handlers stay installed (unreferenced, so the loop can end): closing them would give
+     * the signals their default action back, and a SIGTERM or SIGHUP in the last moments of the exit
+     * would kill the process by the signal instead of its exit status. isnd ignores them after the
+     * loop (signals_ignore). */
+    if (server->sigterm.loop) uv_unref((uv_handle_t *)&server->sigterm);
+    if (server->sigint.loop) uv_unref((uv_handle_t *)&server->sigint);
+    if (server->sighup.loop) uv_unref((uv_handle_t *)&server->sighup);
     if (server->watchdog.data) close_if_open((uv_handle_t *)&server->watchdog);
 }
 

@@ -107,6 +107,8 @@ uint64_t process_heap_bytes(void);
 
 /* ---- signals.c */
 void signals_start(isn_server *server);
+/* After the loop: the termination signals are ignored while the process tears down and exits. */
+void signals_ignore(void);
 
 /* ---- lifecycle.c */
 int server_start(isn_server *server, char *err, size_t err_len);

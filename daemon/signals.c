@@ -88,3 +88,10 @@ void signals_start(isn_server *server) {
     uv_signal_start(&server->sigint, on_signal, SIGINT);
     uv_signal_start(&server->sighup, on_signal, SIGHUP);
 }
+
+void signals_ignore(void) {
+    /* replaces libuv's handlers without closing them: the process only ends from here on */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+}

@@ -259,6 +259,27 @@ static void test_expires_at_deadline(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* SIGTERM sent again and again while isnd drains and exits: it still exits 0, never killed by the
+ * signal (the handlers gave the signal back its default action once closed). */
+static void test_repeated_sigterm(void **state) {
+    (void)state;
+    for (int round = 0; round < 5; round++) {
+        assert_int_equal(harness_start(&h, NULL, NULL), 0);
+        pid_t pid = h.pid;
+        for (int i = 0; i < 2000 && kill(pid, SIGTERM) == 0; i++) {
+            int status;
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                h.pid = -1;
+                if (!WIFEXITED(status)) fail_msg("isnd killed by signal %d on SIGTERM number %d", WTERMSIG(status), i + 1);
+                assert_int_equal(WEXITSTATUS(status), 0);
+                break;
+            }
+            usleep(200);
+        }
+        if (h.pid > 0) assert_int_equal(harness_wait_exit(&h, 10000), 0);
+    }
+}
+
 static void test_shed_when_queue_full(void **state) {
     (void)state;
     const char *extra[] = {"--set", "testing.job_delay=50ms", "--set", "search.max_queue=2", "--workers", "1", NULL};
@@ -405,6 +426,7 @@ int main(void) {
         cmocka_unit_test(test_drain_time_limit),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_expires_at_deadline),
+        cmocka_unit_test(test_repeated_sigterm),
         cmocka_unit_test(test_shed_when_queue_full),
         cmocka_unit_test(test_sighup_reload),
         cmocka_unit_test(test_sd_notify),
