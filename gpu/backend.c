@@ -271,8 +271,11 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     const isn_index_info *info = isn_index_get_info(index);
     uint64_t budget = o.memory_budget;
     if (!o.emulate) {
-        char why[256];
-        if (isn_gpu_device_count(why, sizeof why) <= o.device || o.device < 0) {
+        char why[256] = "";
+        int devices = isn_gpu_device_count(why, sizeof why);
+        if (devices <= o.device || o.device < 0) {
+            /* why is set only when no device could be counted */
+            if (devices > 0) snprintf(why, sizeof why, "the machine has %d", devices);
             snprintf(err, err_len, "GPU backend: no GPU %d (%s)", o.device, why);
             return NULL;
         }

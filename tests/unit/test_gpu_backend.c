@@ -564,6 +564,12 @@ static void test_bad_requests(void **state) {
     o.max_k = 20000;
     assert_null(isn_gpu_open(ix, &o, err, sizeof err));
     assert_non_null(strstr(err, "max_k"));
+    /* a device the machine does not have: said in words (with or without GPUs here) */
+    isn_gpu_options_default(&o);
+    o.device = 99;
+    assert_null(isn_gpu_open(ix, &o, err, sizeof err));
+    assert_non_null(strstr(err, "no GPU 99 ("));
+    for (const char *c = err; *c; c++) assert_true(*c >= 0x20 && *c < 0x7f);
     isn_gpu_close(b);
 }
 
