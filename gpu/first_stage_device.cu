@@ -212,7 +212,7 @@ struct range_shared {
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
     float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
     uint32_t items, ne_end, essential_items, skipped;
-    double total, ne_bound;
+    double total;
     int skip;
 };
 
@@ -317,7 +317,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         if (tid == 0) {
             int skip = 0;
             uint32_t items = 0, ne_end = 0, essential = 0;
-            double total = 0.0, prefix = 0.0, ne_bound = 0.0;
+            double total = 0.0, prefix = 0.0;
             for (uint32_t t = 0; t < cn; t++) {
                 if (query.and_mode && s.count[t] == 0) skip = 1;
                 items += s.count[t];
@@ -328,7 +328,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     const float bound = a.terms[query.term_begin + ne_end].max_score;
                     if (!gpu_bound_below(prefix + bound, prune)) break;
                     prefix += bound;
-                    ne_bound += s.range_max[ne_end++];
+                    ne_end++;
                 }
             for (uint32_t t = ne_end; t < cn; t++) essential += s.count[t];
             // a disjunctive range is skipped only when no chunk has postings in it (decided below)
@@ -338,7 +338,6 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             s.ne_end = ne_end;
             s.essential_items = essential;
             s.total = total;
-            s.ne_bound = ne_bound;
             s.skipped = 0;
         }
         __syncthreads();

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
 #include "index/format.h" /* the crafted files are resealed: the layout and its checksums */
 
@@ -19,24 +20,6 @@ static uint8_t *good;
 static size_t good_len;
 static char index_path[600];
 
-static uint8_t *read_whole(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    rewind(f);
-    uint8_t *data = malloc(*len);
-    assert_int_equal(fread(data, 1, *len, f), *len);
-    fclose(f);
-    return data;
-}
-
-static void write_whole(const char *path, const uint8_t *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
 
 /* Section checksum and header checksum recomputed: the file is "valid" to every checksum. */
 static void reseal(uint8_t *data, int section) {
@@ -76,7 +59,7 @@ static void expect_refused(const char *needle) {
     assert_true(harness_log_has(&h, needle));
 }
 
-static void restore(void) { write_whole(index_path, good, good_len); }
+static void restore(void) { assert_int_equal(support_write_file(index_path, good, good_len), 0); }
 
 /* The block's metadata claims a last doc beyond what its postings hold: a cursor skipping to a doc
  * in between would run past the decoded block. */
@@ -89,7 +72,7 @@ static void test_block_metadata_beyond_postings(void **state) {
     assert_true(metas[block + 1].last_doc > metas[block].last_doc + 1);
     metas[block].last_doc = metas[block + 1].last_doc - 1;
     reseal(bad, SEC_BLOCK_META);
-    write_whole(index_path, bad, good_len);
+    assert_int_equal(support_write_file(index_path, bad, good_len), 0);
     expect_refused("section 'postings'");
     free(bad);
     restore();
@@ -106,7 +89,7 @@ static void test_block_docs_beyond_collection(void **state) {
     uint8_t *encoded = bad + table[SEC_POSTINGS].offset + metas[block].offset;
     encoded[0] = (uint8_t)((encoded[0] & 0xC0u) | 31u); /* width 31: the block overruns or decodes huge gaps */
     reseal(bad, SEC_POSTINGS);
-    write_whole(index_path, bad, good_len);
+    assert_int_equal(support_write_file(index_path, bad, good_len), 0);
     expect_refused("section 'postings'");
     free(bad);
     restore();
@@ -155,7 +138,8 @@ static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 2000);
     snprintf(index_path, sizeof index_path, "%s/%s", h.index_dir, ISN_INDEX_FILE);
-    good = read_whole(index_path, &good_len);
+    good = support_read_file(index_path, &good_len);
+    assert_non_null(good);
     return 0;
 }
 

@@ -2,12 +2,37 @@
 
 #include <ftw.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int support_write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     if (f == NULL)
         return -1;
     int rc = fputs(text, f) < 0 ? -1 : 0;
+    return fclose(f) != 0 ? -1 : rc;
+}
+
+uint8_t *support_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *data = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    rewind(f);
+    if (data && fread(data, 1, (size_t)size, f) != (size_t)size) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    if (data) *len = (size_t)size;
+    return data;
+}
+
+int support_write_file(const char *path, const uint8_t *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return -1;
+    int rc = fwrite(data, 1, len, f) == len ? 0 : -1;
     return fclose(f) != 0 ? -1 : rc;
 }
 

@@ -332,24 +332,6 @@ static void test_build_tsv_partitions(void **state) {
 
 /* ------------------------------------------------------------------ damaged files */
 
-static uint8_t *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    rewind(f);
-    uint8_t *data = malloc(*len);
-    assert_int_equal(fread(data, 1, *len, f), *len);
-    fclose(f);
-    return data;
-}
-
-static void write_file(const char *path, const uint8_t *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
 
 static void expect_refused(const char *dir, const char *needle) {
     char err[ISN_ERR_LEN];
@@ -373,7 +355,8 @@ static void test_damaged_files(void **state) {
     isn_index_close(ix);
     snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
     size_t len;
-    uint8_t *good = read_file(path, &len);
+    uint8_t *good = support_read_file(path, &len);
+    assert_non_null(good);
     uint8_t *bad = malloc(len);
     const isn_section_entry *table = (const isn_section_entry *)(good + sizeof(isn_file_header));
 
@@ -381,24 +364,24 @@ static void test_damaged_files(void **state) {
         if (table[s].bytes == 0) continue;
         memcpy(bad, good, len);
         bad[table[s].offset + table[s].bytes / 2] ^= 0x10;
-        write_file(path, bad, len);
+        assert_int_equal(support_write_file(path, bad, len), 0);
         expect_refused(dir, isn_section_names[s]);
     }
     memcpy(bad, good, len);
     bad[20] ^= 1; /* inside the header */
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "header");
     memcpy(bad, good, len);
     ((isn_file_header *)bad)->version = 99;
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "version 99");
     memcpy(bad, good, len);
     memcpy(bad, "NOTINDEX", 8);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "magic");
-    write_file(path, good, len - 100);
+    assert_int_equal(support_write_file(path, good, len - 100), 0);
     expect_refused(dir, "truncated");
-    write_file(path, good, 10);
+    assert_int_equal(support_write_file(path, good, 10), 0);
     expect_refused(dir, "truncated");
     unlink(path);
     expect_refused(dir, "cannot open");
@@ -408,7 +391,7 @@ static void test_damaged_files(void **state) {
     isn_block_meta *blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
     blocks[0].max_tf_part *= 0.5f;
     reseal(bad, SEC_BLOCK_META);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     char err[ISN_ERR_LEN];
     ix = isn_index_open(dir, err, sizeof err);
     assert_non_null(ix);
@@ -421,7 +404,7 @@ static void test_damaged_files(void **state) {
     blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
     blocks[1].last_doc = blocks[0].last_doc;
     reseal(bad, SEC_BLOCK_META);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "block_meta");
 
     /* Version 2 rebuilds single-block metadata from the term entries and the payload: an entry that
@@ -432,7 +415,7 @@ static void test_damaged_files(void **state) {
     assert_int_equal(unique_df[0], 1);
     unique_df[0] = 2;
     reseal(bad, SEC_TERMS);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "postings");
 
     /* Document lengths that disagree with the meta section are refused at open; lengths that keep the
@@ -440,13 +423,13 @@ static void test_damaged_files(void **state) {
     memcpy(bad, good, len);
     bad[table[SEC_DOC_LENS].offset + 5] += 1;
     reseal(bad, SEC_DOC_LENS);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "doc_lens");
     memcpy(bad, good, len);
     bad[table[SEC_DOC_LENS].offset + 3] += 1; /* doc 1 body; every length is one varint byte here */
     bad[table[SEC_DOC_LENS].offset + 5] -= 1; /* doc 2 body */
     reseal(bad, SEC_DOC_LENS);
-    write_file(path, bad, len);
+    assert_int_equal(support_write_file(path, bad, len), 0);
     ix = isn_index_open(dir, err, sizeof err);
     assert_non_null(ix);
     assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
@@ -454,7 +437,7 @@ static void test_damaged_files(void **state) {
     if (!strstr(err, "doc_lens") && !strstr(err, "block_meta")) fail_msg("unexpected verify error: %s", err);
     isn_index_close(ix);
 
-    write_file(path, good, len);
+    assert_int_equal(support_write_file(path, good, len), 0);
     ix = isn_index_open(dir, err, sizeof err);
     assert_non_null(ix);
     isn_index_close(ix);
