@@ -67,10 +67,11 @@ static const char *const fallback_text[ISN_GPU_FALLBACK_REASONS] = {
     "device unhealthy",           "empty query",           "k above the device's max_k",
     "more terms than the device takes", "posting list not resident", "non-positive term weight",
     "batch term budget exhausted", "candidate overflow",   "device error",
+    "the CPU's completion of resident prefixes failed",
 };
 static const char *const fallback_label[ISN_GPU_FALLBACK_REASONS] = {
     "unhealthy", "empty_query", "k_above_max_k", "too_many_terms", "not_resident", "nonpositive_weight",
-    "term_budget", "candidate_overflow", "device_error",
+    "term_budget", "candidate_overflow", "device_error", "completion_error",
 };
 
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason) {
@@ -686,21 +687,34 @@ typedef struct {
     stream_slot *slot;
 } crew_batch;
 
-/* The CPU's part of a query answered on resident prefixes: the documents from the coverage limit on,
- * merged with the device's top k. */
+/* The CPU's part of a query answered on resident prefixes: the best k of the documents from the coverage
+ * limit on, merged with the device's top k. The device's k-th score is a lower bound of the final k-th
+ * (its documents are a subset), so the CPU's pruning starts from it: only documents that can still enter
+ * are scored. */
 static void complete_on_prefixes(void *context, uint32_t i, cpu_hand *hand) {
     crew_batch *cb = context;
     stream_slot *s = cb->slot;
     uint32_t q = s->cpu_tasks[i];
     isn_gpu_request *r = &s->requests[s->device_request[q]];
-    const gpu_query *gq = &s->queries[q];
-    /* the query's own term order (the device's may be sorted by bound) */
-    uint64_t num_docs = r->num_docs ? r->num_docs : isn_index_get_info(cb->backend->index)->num_docs;
-    for (uint32_t t = 0; t < gq->num_terms; t++)
-        hand->weights[t] = isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
+    isn_search_options so;
+    isn_search_options_default(&so);
+    so.mode = r->mode;
+    so.algo = ISN_ALGO_AUTO;
+    so.k = r->k;
+    so.num_docs = r->num_docs;
+    so.first_doc = s->queries[q].doc_limit;
+    if (r->num_hits == r->k && r->hits[r->k - 1].score > 0.0f) so.initial_threshold = r->hits[r->k - 1].score;
+    isn_search_stats stats;
+    uint32_t n = 0;
+    char why[256];
     s->task_postings[i] = 0;
-    uint32_t n = prefix_complete(hand->completion, r->query, hand->weights, r->mode == ISN_MODE_AND, r->k,
-                                 gq->doc_limit, hand->suffix_hits, &s->task_postings[i]);
+    if (isn_search(hand->searcher, r->query, &so, hand->suffix_hits, &n, &stats, why, sizeof why) != 0) {
+        /* out of memory for the query: the whole query goes to the CPU pass, counted as a fallback */
+        r->answered_by = ISN_GPU_ANSWERED_CPU;
+        r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_COMPLETION_ERROR];
+        return;
+    }
+    s->task_postings[i] = stats.postings_scored;
     r->num_hits = prefix_merge(r->hits, r->num_hits, hand->suffix_hits, n, r->k, hand->merge_scratch);
 }
 
@@ -770,7 +784,14 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     }
     crew_batch cb = {b, s};
     cpu_crew_run(b->crew, prefix_tasks, complete_on_prefixes, &cb);
-    for (uint32_t i = 0; i < prefix_tasks; i++) st.prefix_cpu_postings += s->task_postings[i];
+    for (uint32_t i = 0; i < prefix_tasks; i++) {
+        st.prefix_cpu_postings += s->task_postings[i];
+        uint32_t q = s->cpu_tasks[i];
+        if (s->requests[s->device_request[q]].answered_by != ISN_GPU_ANSWERED_DEVICE) {
+            st.device_queries--;
+            st.postings_in_lists -= s->postings_in_lists[q];
+        }
+    }
     uint32_t fallback_tasks = 0;
     for (uint32_t i = 0; i < s->num_requests; i++) {
         isn_gpu_request *r = &s->requests[i];

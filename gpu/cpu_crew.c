@@ -26,17 +26,15 @@ struct cpu_crew {
 
 static void hand_free(cpu_hand *h) {
     isn_searcher_free(h->searcher);
-    prefix_completion_free(h->completion);
     free(h->suffix_hits);
     free(h->merge_scratch);
 }
 
 static bool hand_init(cpu_hand *h, const isn_index *index, uint32_t max_k) {
     h->searcher = isn_searcher_new(index);
-    h->completion = prefix_completion_new(index, GPU_MAX_OR_TERMS, max_k);
     h->suffix_hits = malloc((size_t)max_k * sizeof *h->suffix_hits);
     h->merge_scratch = malloc((size_t)max_k * sizeof *h->merge_scratch);
-    return h->searcher && h->completion && h->suffix_hits && h->merge_scratch;
+    return h->searcher && h->suffix_hits && h->merge_scratch;
 }
 
 static void work(cpu_crew *c, cpu_hand *hand) {

@@ -11,11 +11,9 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 
-/* One thread's scratch: a searcher, a completion and room for one query's weights and hits. */
+/* One thread's scratch: a searcher and room for one query's hits. */
 typedef struct {
     isn_searcher *searcher;
-    prefix_completion *completion;
-    float weights[GPU_MAX_OR_TERMS];
     isn_hit *suffix_hits, *merge_scratch; /* max_k entries each */
 } cpu_hand;
 

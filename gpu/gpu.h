@@ -123,6 +123,7 @@ typedef enum {
     ISN_GPU_FALLBACK_TERM_BUDGET,
     ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW,
     ISN_GPU_FALLBACK_DEVICE_ERROR,
+    ISN_GPU_FALLBACK_COMPLETION_ERROR, /* the CPU's part of a partly resident query could not run */
     ISN_GPU_FALLBACK_REASONS
 } isn_gpu_fallback_reason;
 

@@ -181,6 +181,10 @@ typedef struct {
      * be finite and >= 0; one above the true k-th score loses hits. With early termination, hits
      * scoring below it may be missing from the best-so-far answer (they are outside the top k). */
     float initial_threshold;
+    /* Documents below this id are not considered (0 = all): the search answers the top k of the
+     * documents from it on. The GPU backend's completion of a partly resident query uses it for the
+     * documents its resident prefixes do not cover. */
+    uint32_t first_doc;
 } isn_search_options;
 
 void isn_search_options_default(isn_search_options *options);

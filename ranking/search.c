@@ -57,8 +57,8 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
 }
 
 /* Lays out this query's memory in the arena and opens one cursor per term. */
-static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, uint32_t buffer_keys,
-                       ranking_run *run) {
+static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t num_docs, uint32_t first_doc,
+                       uint32_t buffer_keys, ranking_run *run) {
     uint32_t n = query->num_terms;
     size_t needed = ranking_arena_size(n * sizeof(isn_cursor)) + 2 * ranking_arena_size(n * sizeof(ranking_term)) +
                     ranking_arena_size(n * sizeof(double)) + ranking_arena_size(n * sizeof(ranking_window_term)) +
@@ -81,6 +81,8 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
         isn_term_stats stats;
         isn_index_term_stats(searcher->index, term->term_id, &stats);
         isn_cursor_open(&cursors[i], searcher->index, term->term_id);
+        if (first_doc > 0)
+            isn_cursor_next_geq(&cursors[i], first_doc);
         run->blocks_decoded += cursors[i].decoded_block != UINT32_MAX;
         float weight = isn_bm25_idf(num_docs, term->df) * (float)term->count;
         run->terms[i] = (ranking_term){
@@ -116,7 +118,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     memset(&run, 0, sizeof run);
     /* The algorithms that collect through ranking_collect get a buffer at large k. */
     bool buffered = algo == ISN_ALGO_BMM && options->k >= RANKING_BUFFER_MIN_K;
-    if (prepare_run(searcher, query, num_docs, buffered ? 2 * options->k : 0, &run) != 0) {
+    if (prepare_run(searcher, query, num_docs, options->first_doc, buffered ? 2 * options->k : 0, &run) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u terms", query->num_terms);
         return -1;
     }

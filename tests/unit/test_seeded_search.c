@@ -2,7 +2,9 @@
  * exactly the hits and scores of the unseeded search, ties included, for every algorithm, with the
  * seed at the exact k-th score, one float below it, 0, and the scheduler's threshold probe
  * (isn_job_features_of); the OR-mode pruning algorithms do less work with it; the exhaustive
- * algorithms and AND mode ignore it; a bad seed is refused.
+ * algorithms and AND mode ignore it; a bad seed is refused. A search from a document on
+ * (isn_search_options.first_doc), seeded or not, returns exactly the best k of the documents from there
+ * on, for every algorithm (the GPU backend completes partly resident queries that way).
  * Corpora: documents tied at the k-th score (the seed equals the score of documents that must still
  * enter), and Cranfield ($ISN_CRANFIELD_DIR, set by make test; default build/data/cran) when present,
  * else a synthetic corpus. */
@@ -330,12 +332,95 @@ static void test_bad_seed_refused(void **state) {
     corpus_close(&c);
 }
 
+/* The exhaustive search's full ranking cut to the documents from first_doc on, best k of them. */
+static uint32_t expected_from(corpus *c, const isn_query *query, isn_mode mode, uint32_t first_doc, uint32_t k,
+                              isn_hit *all, uint32_t all_cap, isn_hit *out) {
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.mode = mode;
+    options.algo = mode == ISN_MODE_OR ? ISN_ALGO_OR : ISN_ALGO_AND;
+    options.k = all_cap;
+    uint32_t n = 0;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_search(c->searcher, query, &options, all, &n, NULL, err, sizeof err) != 0) fail_msg("%s", err);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n && kept < k; i++)
+        if (all[i].doc >= first_doc) out[kept++] = all[i];
+    return kept;
+}
+
+static void check_from_doc(corpus *c, const char *text, isn_hit *all, uint32_t all_cap, uint64_t *runs) {
+    static const isn_algo or_from[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_BMM,
+                                       ISN_ALGO_AUTO};
+    static const isn_algo and_from[] = {ISN_ALGO_AND, ISN_ALGO_BMAND, ISN_ALGO_AUTO};
+    static const uint32_t ks[] = {1, 10, 64};
+    isn_query query;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(c->searcher, text, strlen(text), &query, err, sizeof err), 0);
+    if (query.num_terms == 0) return;
+    uint32_t num_docs = isn_index_get_info(c->index)->num_docs;
+    const uint32_t froms[] = {1, num_docs / 3, num_docs / 2 + 7, num_docs - 1, num_docs};
+    for (int m = 0; m < 2; m++) {
+        isn_mode mode = m == 0 ? ISN_MODE_OR : ISN_MODE_AND;
+        const isn_algo *algos = m == 0 ? or_from : and_from;
+        size_t num_algos = m == 0 ? sizeof or_from / sizeof *or_from : sizeof and_from / sizeof *and_from;
+        for (size_t f = 0; f < sizeof froms / sizeof *froms; f++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+                uint32_t k = ks[ki];
+                result want;
+                memset(&want, 0, sizeof want);
+                want.n = expected_from(c, &query, mode, froms[f], k, all, all_cap, want.hits);
+                float kth = want.n == k ? want.hits[k - 1].score : 0.0f;
+                for (size_t a = 0; a < num_algos; a++)
+                    for (int seeded = 0; seeded < 2; seeded++) {
+                        isn_search_options options;
+                        isn_search_options_default(&options);
+                        options.mode = mode;
+                        options.algo = algos[a];
+                        options.k = k;
+                        options.first_doc = froms[f];
+                        options.initial_threshold = seeded ? kth : 0.0f;
+                        result got;
+                        memset(&got, 0, sizeof got);
+                        if (isn_search(c->searcher, &query, &options, got.hits, &got.n, &got.stats, err, sizeof err))
+                            fail_msg("\"%s\" from doc %u: %s", text, froms[f], err);
+                        for (uint32_t i = 0; i < got.n; i++)
+                            if (got.hits[i].doc < froms[f])
+                                fail_msg("\"%s\" %s from doc %u: hit doc %u is below it", text,
+                                         isn_algo_name(algos[a]), froms[f], got.hits[i].doc);
+                        assert_same(&want, &got, seeded ? "from doc, seeded" : "from doc", text, algos[a], k,
+                                    options.initial_threshold);
+                        (*runs)++;
+                    }
+            }
+    }
+}
+
+static void test_search_from_doc(void **state) {
+    (void)state;
+    uint64_t runs = 0;
+    const uint32_t all_cap = ISN_MAX_K;
+    isn_hit *all = malloc(all_cap * sizeof *all);
+    assert_non_null(all);
+    corpus c;
+    tie_corpus(&c);
+    for (uint32_t q = 0; q < c.num_queries; q++) check_from_doc(&c, c.queries[q], all, all_cap, &runs);
+    corpus_close(&c);
+    real_corpus(&c);
+    for (uint32_t q = 0; q < c.num_queries; q += 3) check_from_doc(&c, c.queries[q], all, all_cap, &runs);
+    corpus_close(&c);
+    free(all);
+    print_message("%llu searches from a document on\n", (unsigned long long)runs);
+    assert_true(runs > 1000);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ties_at_the_seed),
         cmocka_unit_test(test_real_queries),
         cmocka_unit_test(test_and_mode_ignores_seed),
         cmocka_unit_test(test_bad_seed_refused),
+        cmocka_unit_test(test_search_from_doc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
