@@ -21,6 +21,7 @@ typedef enum {
     KEY_MODE,
     KEY_ALGO,
     KEY_LEVEL,
+    KEY_GPU_PRUNING, /* auto, always, never: isn_gpu_options.pruning */
     /* Numbers, stored as uint32_t in the unit the field's name gives. A size or a duration is
      * written with its unit in the value ("4MiB", "200us"); the key name never carries a unit. */
     KEY_U32,
@@ -102,6 +103,7 @@ static const key_spec KEYS[] = {
     {"gpu", "index_memory", KEY_SIZE_MIB, FIELD(gpu_memory_budget_mib), "0", 0, 16u << 20, false},
     {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), "256", 1, 4096, false},
     {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), "1000", 1, 10000, false},
+    {"gpu", "pruning", KEY_GPU_PRUNING, FIELD(gpu_pruning), "auto", 0, 0, false},
     {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
     {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},
     {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), "true", 0, 0, false},
@@ -303,6 +305,9 @@ static bool known_section(const char *section) {
     return false;
 }
 
+/* By ISN_GPU_PRUNE_* (gpu/gpu.h). */
+static const char *const gpu_pruning_names[3] = {"auto", "always", "never"};
+
 /* Parses `value` into the key's field. The message in err lacks the "section.key: " prefix. */
 static int set_field(isn_conf *conf, const key_spec *key, const char *value, char *err, size_t err_len) {
     void *field = (char *)conf + key->offset;
@@ -338,6 +343,10 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
     case KEY_LEVEL:
         if (isn_log_level_parse(value, (isn_log_level *)field) == 0) return 0;
         return isn_error(err, err_len, "\"%s\" is not a level (error, warn, info, debug)", value);
+    case KEY_GPU_PRUNING:
+        for (int mode = 0; mode < 3; mode++)
+            if (!strcmp(value, gpu_pruning_names[mode])) return *(uint32_t *)field = (uint32_t)mode, 0;
+        return isn_error(err, err_len, "\"%s\" is not a pruning mode (auto, always, never)", value);
     case KEY_U32:
     case KEY_DURATION_MS:
     case KEY_DURATION_US:
@@ -358,6 +367,7 @@ static void format_value(const isn_conf *conf, const key_spec *key, char *out, s
     case KEY_MODE: snprintf(out, out_len, "%s", *(const isn_mode *)field == ISN_MODE_AND ? "and" : "or"); break;
     case KEY_ALGO: snprintf(out, out_len, "%s", isn_algo_name(*(const isn_algo *)field)); break;
     case KEY_LEVEL: snprintf(out, out_len, "%s", isn_log_level_name(*(const isn_log_level *)field)); break;
+    case KEY_GPU_PRUNING: snprintf(out, out_len, "%s", gpu_pruning_names[*(const uint32_t *)field % 3]); break;
     case KEY_U32:
     case KEY_DURATION_MS:
     case KEY_DURATION_US:

@@ -233,6 +233,15 @@ static void test_overrides(void **state) {
     assert_error(isn_conf_set_option(&conf, "search.workerz=3", err, sizeof err), err, "unknown key \"workerz\"");
     assert_int_equal(isn_conf_set_option(&conf, "search.workers=-3", err, sizeof err), -1);
     assert_error(isn_conf_set_option(&conf, "server.listen=nowhere", err, sizeof err), err, "server.listen");
+    /* the GPU's pruning mode, by name (ISN_GPU_PRUNE_AUTO, _ALWAYS, _NEVER = 0, 1, 2) */
+    assert_int_equal(conf.gpu_pruning, 0);
+    assert_int_equal(isn_conf_set_option(&conf, "gpu.pruning=never", err, sizeof err), 0);
+    assert_int_equal(conf.gpu_pruning, 2);
+    assert_int_equal(isn_conf_set_option(&conf, "gpu.pruning=always", err, sizeof err), 0);
+    assert_int_equal(conf.gpu_pruning, 1);
+    assert_error(isn_conf_set_option(&conf, "gpu.pruning=sometimes", err, sizeof err), err,
+                 "not a pruning mode (auto, always, never)");
+    assert_int_equal(conf.gpu_pruning, 1);
 }
 
 /* Runs `set` with stderr (where log_warn writes) sent to a file; returns what was logged. */
