@@ -10,7 +10,9 @@
  * --inflight N keeps N batches on N streams at once (default 2), as isnd's dispatcher does; --exhaustive
  * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
  * the backend pick per batch, isn_gpu_options.pruning);
- * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit);
+ * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit), its
+ * blocks chosen by the measured log itself or by --train-queries FILE (held-out queries: the honest
+ * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
  * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
  * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line. */
@@ -123,10 +125,10 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
 }
 
 int main(int argc, char **argv) {
-    const char *index_dir = NULL, *queries_path = NULL, *label = "index";
+    const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096;
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
-    double budget_mb = 0, cpu_seconds = 2.0;
+    double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
     bool seed = true;
     int pruning = ISN_GPU_PRUNE_AUTO;
@@ -137,7 +139,8 @@ int main(int argc, char **argv) {
                                          {"double-acc", 0, 0, 'D'},     {"budget-mb", 1, 0, 'B'},
                                          {"inflight", 1, 0, 'F'},       {"no-seed", 0, 0, 'S'},
                                          {"cpu-seconds", 1, 0, 'C'},    {"exhaustive", 0, 0, 'X'},
-                                         {"pruned", 0, 0, 'P'},
+                                         {"pruned", 0, 0, 'P'},         {"train-queries", 1, 0, 'T'},
+                                         {"prefix-cap", 1, 0, 'Q'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -158,6 +161,8 @@ int main(int argc, char **argv) {
         case 'X': pruning = ISN_GPU_PRUNE_NEVER; break;
         case 'P': pruning = ISN_GPU_PRUNE_ALWAYS; break;
         case 'C': cpu_seconds = strtod(optarg, NULL); break;
+        case 'T': train_path = optarg; break;
+        case 'Q': prefix_cap = strtod(optarg, NULL); break;
         case 'l': label = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
@@ -185,10 +190,14 @@ int main(int argc, char **argv) {
     go.double_accumulators = double_acc;
     go.streams = inflight;
     go.pruning = pruning;
-    if (budget_mb > 0) { /* a pruned-prefix cache, trained on the log itself */
+    query_log train = {0};
+    if (train_path && (load_queries(ix, train_path, 65536, &train) != 0 || train.n == 0))
+        return fprintf(stderr, "bench_gpu: no usable training query in %s\n", train_path), 1;
+    if (budget_mb > 0) { /* a pruned-prefix cache, trained on held-out queries or the log itself */
         go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
-        go.training_queries = log.queries;
-        go.num_training_queries = log.n;
+        go.training_queries = train_path ? train.queries : log.queries;
+        go.num_training_queries = train_path ? train.n : log.n;
+        if (prefix_cap > 0) go.prefix_cap = prefix_cap;
     }
     double t_open = isn_now_seconds();
     isn_gpu_backend *gpu = isn_gpu_open(ix, &go, err, sizeof err);

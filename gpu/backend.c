@@ -128,8 +128,8 @@ static int cmp_value_desc(const void *a, const void *b) {
  * visit counts are replayed from the training query log (the device's range passes read every block
  * of a query's lists below its coverage, so a list's leading blocks are visited by every query that
  * names it), each list is admitted up to options.prefix_cap of its blocks, and prefixes go in by visits
- * per byte while the budget lasts, then the lists the log never names (all of them without a log) by
- * document frequency per byte. Fills term_delta,
+ * per byte while the budget lasts, then grow to whole lists while it still lasts, then the lists the log
+ * never names (all of them without a log) go in by document frequency per byte. Fills term_delta,
  * term_blocks and, when packing, packed_payload. Returns the payload to upload. */
 static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint64_t *upload_bytes, char *err,
                                      size_t err_len) {
@@ -184,20 +184,36 @@ static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget
         values[t].value /= (double)prefix_bytes(ix, t, values[t].blocks, blocks, num_blocks, payload_end) + 1.0;
     }
     qsort(values, nt, sizeof *values, cmp_value_desc);
+    /* Admission in three rounds, each by value while the budget lasts: the logged lists' prefixes (up to
+     * prefix_cap), then those prefixes grown to whole lists (a cut list costs every query that names it
+     * a CPU completion, so a whole list is worth its bytes once every logged prefix is in), then the
+     * lists the log never names. */
     uint64_t used = 0;
-    for (uint32_t t = 0; t < nt; t++) b->term_delta[t] = NOT_RESIDENT;
-    for (uint32_t i = 0; i < nt; i++) {
-        uint32_t t = values[i].term;
-        uint64_t bytes = prefix_bytes(ix, t, values[i].blocks, blocks, num_blocks, payload_end);
-        if (used + bytes + ISN_CODEC_READ_SLACK <= payload_budget) {
-            b->term_delta[t] = (int64_t)used; /* offset for now; delta below */
-            b->term_blocks[t] = values[i].blocks;
-            used += bytes;
+    for (int round = 0; round < 3; round++)
+        for (uint32_t i = 0; i < nt; i++) {
+            uint32_t t = values[i].term;
+            if (values[i].visited != (round < 2)) continue;
             isn_term_stats st;
             isn_index_term_stats(ix, t, &st);
-            if (values[i].blocks == st.num_blocks) b->health.terms_resident++;
-            else b->health.terms_prefix++;
+            uint32_t want = round == 1 ? (b->term_blocks[t] ? st.num_blocks : 0) : values[i].blocks;
+            if (want <= b->term_blocks[t]) continue;
+            uint64_t bytes = prefix_bytes(ix, t, want, blocks, num_blocks, payload_end) -
+                             (b->term_blocks[t] ? prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end) : 0);
+            if (used + bytes + ISN_CODEC_READ_SLACK > payload_budget) continue;
+            b->term_blocks[t] = want;
+            used += bytes;
         }
+    /* lay the admitted lists out one after the other, in term order */
+    uint64_t at = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        b->term_delta[t] = NOT_RESIDENT;
+        if (b->term_blocks[t] == 0) continue;
+        b->term_delta[t] = (int64_t)at; /* offset for now; delta below */
+        at += prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end);
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        if (b->term_blocks[t] == st.num_blocks) b->health.terms_resident++;
+        else b->health.terms_prefix++;
     }
     free(values);
     b->packed_payload = calloc(1, used + ISN_CODEC_READ_SLACK);

@@ -292,6 +292,59 @@ static void test_partial_residency(void **state) {
     isn_gpu_close(b);
 }
 
+/* A cache trained on a log whose lists fit the budget whole holds them whole (they are not cut at
+ * prefix_cap), so that log's queries are answered on the device alone: no CPU completion. */
+static void test_logged_lists_whole(void **state) {
+    bool emulate = device_under_test(state);
+    static batch bt;
+    batch_fill(&bt, 64, 10, ISN_MODE_OR);
+    uint64_t payload_bytes, num_blocks;
+    isn_index_postings_payload(ix, &payload_bytes);
+    const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
+    const uint32_t num_terms = isn_index_get_info(ix)->num_terms;
+    bool *named = calloc(num_terms, sizeof *named);
+    assert_non_null(named);
+    uint64_t logged_bytes = 0, longest = 0;
+    for (uint32_t q = 0; q < bt.n; q++)
+        for (uint32_t t = 0; t < bt.queries[q].num_terms; t++) {
+            uint32_t id = bt.queries[q].terms[t].term_id;
+            if (named[id]) continue;
+            named[id] = true;
+            isn_term_stats st;
+            isn_index_term_stats(ix, id, &st);
+            uint64_t end = st.first_block + st.num_blocks < num_blocks ? blocks[st.first_block + st.num_blocks].offset
+                                                                       : payload_bytes - ISN_CODEC_READ_SLACK;
+            logged_bytes += end - blocks[st.first_block].offset;
+            longest = st.num_blocks > longest ? st.num_blocks : longest;
+        }
+    free(named);
+    assert_true(longest > 16); /* lists a prefix_cap of 0.5 would cut */
+    assert_true(logged_bytes < payload_bytes / 2);
+    uint64_t fixed = num_blocks * sizeof(isn_block_meta) + NUM_DOCS * sizeof(float);
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = emulate;
+    o.memory_budget = fixed + logged_bytes + ISN_CODEC_READ_SLACK;
+    o.max_batch = 256;
+    o.training_queries = bt.queries;
+    o.num_training_queries = bt.n;
+    char err[256];
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_true(h.terms_resident < h.terms_total);
+    isn_gpu_batch_stats st;
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+    assert_int_equal(batch_check(&bt, 10), bt.n);
+    printf("%s: %u of %u lists resident whole, %u cut; %u of %u queries on the device, %u with a CPU completion\n",
+           emulate ? "emulated" : "GPU", h.terms_resident, h.terms_total, h.terms_prefix, st.device_queries, bt.n,
+           st.prefix_queries);
+    assert_int_equal(st.device_queries, bt.n);
+    assert_int_equal(st.prefix_queries, 0);
+    isn_gpu_close(b);
+}
+
 /* An injected device error: that batch and the next are answered on the CPU, exactly, and health says why. */
 static void test_fault(void **state) {
     bool emulate = device_under_test(state);
@@ -578,6 +631,7 @@ int main(void) {
     support_rng_seed(42);
     const struct CMUnitTest tests[] = {
         ON_EMULATED(test_equality),          ON_EMULATED(test_partial_residency),
+        ON_EMULATED(test_logged_lists_whole), ON_GPU(test_logged_lists_whole),
         ON_EMULATED(test_fault),             cmocka_unit_test(test_candidate_overflow_emulated),
         cmocka_unit_test(test_bad_requests), ON_GPU(test_equality),
         ON_GPU(test_partial_residency),      ON_GPU(test_fault),
