@@ -472,29 +472,16 @@ __device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint
     return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
 }
 
-// Lowest candidate key among the lane's slots above `above`.
-__device__ __forceinline__ uint64_t lane_next(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
-                                              double inv_scale) {
+// The two lowest candidate keys among the lane's slots above `above` (0: all of them).
+__device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
+                                              double inv_scale, uint64_t &first, uint64_t &second) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t best = GPU_NO_CANDIDATE;
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
 #pragma unroll 4
     for (int j = 0; j < kSlotsPerLane; j++) {
-        uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
-        if (c > above && c < best) best = c;
-    }
-    return best;
-}
-
-// Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
-// Each warp selects its m best (a lane keeps its best two and rescans its slots only when both were
-// taken), then warp 0 merges the 16 sorted lists.
-__device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
-                             uint64_t *out) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
-#pragma unroll 4
-    for (int j = 0; j < kSlotsPerLane; j++) {
-        uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        const uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        if (c <= above) continue;
         if (c < first) {
             second = first;
             first = c;
@@ -502,6 +489,20 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
             second = c;
         }
     }
+}
+
+// Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
+// Each warp selects its m best: a lane keeps its best two; when its best is taken the second moves up,
+// and the lane rescans its slots only when that one is taken too. The m best of a warp's 1,024 slots
+// seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
+// first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
+// warps' sorted lists.
+__device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
+                             uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t first, second;
+    lane_best_two(acc, lo, n, 0, inv_scale, first, second);
+    bool second_known = true; // else second is unknown: the lane's slots above first were not looked at
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
@@ -510,9 +511,14 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
             for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
             break;
         }
-        if (first == w) {
-            first = second;
-            second = first == GPU_NO_CANDIDATE || round + 2 >= m ? GPU_NO_CANDIDATE : lane_next(acc, lo, n, first, inv_scale);
+        if (first == w && round + 1 < m) {
+            if (second_known) {
+                first = second;
+                second_known = first == GPU_NO_CANDIDATE;
+            } else {
+                lane_best_two(acc, lo, n, w, inv_scale, first, second);
+                second_known = true;
+            }
         }
     }
     __syncthreads();
