@@ -12,13 +12,15 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "daemon/generation.h"
 #include "daemon/gpu_setup.h"
 #include "grpc/grpc.h"
 
 struct search_service {
     isn_scheduler *scheduler;
-    const isn_index *index;
-    isn_searcher *planner; /* the starting thread's, for the GPU training log */
+    /* The generation the GPU backends hold (a reference): only its queries may go to them. NULL
+     * without a GPU first stage. */
+    index_generation *gpu_generation;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     uint32_t max_k;
     bool warm_up;
@@ -44,12 +46,16 @@ struct search_service {
     uv_async_t *wake;
 };
 
-/* A worker's state: it analyses queries (prepare) and runs them. */
+/* A worker's state: it analyses queries (prepare) and runs them, with its own searcher and planner
+ * of each job's generation. */
 typedef struct service_worker {
-    search_worker *search; /* NULL in the loop thread's analyser */
-    isn_searcher *planner;
+    uint32_t id; /* the loop thread's analyser: the number of workers */
     isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* for pre-analyzed terms */
 } service_worker;
+
+static isn_searcher *planner_of(const service_worker *worker, const search_job *job) {
+    return job->generation->planners[worker->id];
+}
 
 static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
 
@@ -76,25 +82,14 @@ search_job *search_service_take_completed(search_service *service) {
 
 static void on_worker_free(void *user, void *state) {
     (void)user;
-    service_worker *worker = state;
-    if (!worker) return;
-    search_worker_free(worker->search);
-    isn_searcher_free(worker->planner);
-    free(worker);
+    free(state);
 }
 
 static void *on_worker_init(void *user, uint32_t id) {
-    search_service *service = user;
+    (void)user;
     service_worker *worker = calloc(1, sizeof *worker);
     if (!worker) return NULL;
-    worker->search = search_worker_new(service->index, id, service->max_k);
-    worker->planner = isn_searcher_new(service->index);
-    if (!worker->search || !worker->planner) {
-        on_worker_free(user, worker);
-        return NULL;
-    }
-    search_worker_set_l2_route(worker->search, &service->l2);
-    if (service->warm_up) search_worker_warm_up(worker->search);
+    worker->id = id;
     return worker;
 }
 
@@ -104,7 +99,7 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     job->enqueued_ns = sched->enqueued_ns;
     job->stop_ns = context->stop_ns;
     job->complete = true;
-    search_worker_run(((service_worker *)context->worker_state)->search, job, false);
+    search_worker_run(job->generation->workers[((service_worker *)context->worker_state)->id], job, false);
     sched->complete = job->status != GRPC_STATUS_OK || job->complete;
     /* Errors and cancellations end early for reasons unrelated to the query's cost. */
     sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
@@ -197,8 +192,9 @@ static void on_complete(void *user, isn_job *sched) {
 /* ------------------------------------------------------------------ analysis (once, on a worker or the loop) */
 
 /* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
-static int query_from_terms(search_service *service, service_worker *worker, const Isn__V1__SearchRequest *request,
-                            isn_query *query, search_job *job) {
+static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest *request, isn_query *query,
+                            search_job *job) {
+    const isn_index *index = job->generation->index;
     isn_query_term *terms = worker->terms;
     query->terms = terms;
     query->num_terms = 0;
@@ -206,7 +202,7 @@ static int query_from_terms(search_service *service, service_worker *worker, con
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *text = request->terms[i];
         uint32_t term_id;
-        if (!isn_index_find_term(service->index, text, strlen(text), &term_id)) {
+        if (!isn_index_find_term(index, text, strlen(text), &term_id)) {
             query->num_unknown++;
             continue;
         }
@@ -221,7 +217,7 @@ static int query_from_terms(search_service *service, service_worker *worker, con
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
         isn_term_stats stats;
-        isn_index_term_stats(service->index, term_id, &stats);
+        isn_index_term_stats(index, term_id, &stats);
         terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
     }
     return 0;
@@ -229,17 +225,17 @@ static int query_from_terms(search_service *service, service_worker *worker, con
 
 /* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
  * arena), and the cost model's features come from them. 0, or the gRPC status to answer with. */
-static int analyse(search_service *service, service_worker *worker, search_job *job) {
+static int analyse(service_worker *worker, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     isn_query parsed;
     if (request->query && request->query[0]) {
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(worker->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
+        if (isn_query_parse(planner_of(worker, job), request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
             snprintf(job->message, sizeof job->message, "%s", err);
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
     } else {
-        int status = query_from_terms(service, worker, request, &parsed, job);
+        int status = query_from_terms(worker, request, &parsed, job);
         if (status) return status;
     }
     job->query = parsed;
@@ -254,6 +250,7 @@ static int analyse(search_service *service, service_worker *worker, search_job *
         memcpy(job->query.terms, parsed.terms, bytes);
     }
     job->sched.query = &job->query;
+    job->sched.index = job->generation->index;
     job->sched.k = job->k;
     job->sched.mode = job->mode;
     job->sched.algo = job->algo;
@@ -263,7 +260,7 @@ static int analyse(search_service *service, service_worker *worker, search_job *
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
-    if (!service->num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+    if (!service->num_backends || job->generation != service->gpu_generation || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
@@ -273,7 +270,7 @@ static bool gpu_eligible(search_service *service, search_job *job) {
 static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
     search_job *job = job_of(sched);
-    int refused = analyse(service, worker_state, job);
+    int refused = analyse(worker_state, job);
     if (refused) {
         job->status = refused;
         return false;
@@ -317,24 +314,44 @@ int search_service_submit(search_service *service, search_job *job) {
 
 /* ------------------------------------------------------------------ start, stop */
 
-search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers,
+void search_service_params_of(const search_service *service, search_service_params *params) {
+    *params = (search_service_params){
+        .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up};
+}
+
+bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
+    return service->gpu_generation == generation;
+}
+
+bool search_service_has_gpu(const search_service *service) { return service->num_backends > 0; }
+
+search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
                                      uv_async_t *wake, char *err, size_t err_len) {
+    const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
         snprintf(err, err_len, "out of memory for the search service");
         return NULL;
     }
-    service->index = index;
     service->max_k = conf->max_k;
     service->warm_up = conf->warm_up;
     service->wake = wake;
     service->num_threads = workers;
-    service->planner = isn_searcher_new(index);
+    /* the starting thread's, for the GPU training log */
+    isn_searcher *planner = isn_searcher_new(index);
     pthread_mutex_init(&service->l2_lock, NULL);
     service->l2.lock = &service->l2_lock;
     service->l2.crossover = service->crossover = isn_l2_crossover_new();
-    if (!service->planner || !service->crossover) {
+    if (!planner || !service->crossover) {
         snprintf(err, err_len, "out of memory for the query planner");
+        isn_searcher_free(planner);
+        search_service_stop(service);
+        return NULL;
+    }
+    search_service_params params;
+    search_service_params_of(service, &params);
+    if (generation_add_workers(first, &params, err, err_len) < 0) {
+        isn_searcher_free(planner);
         search_service_stop(service);
         return NULL;
     }
@@ -353,7 +370,7 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     config.batch.memory_budget = conf->gpu_batch_memory_bytes;
     config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
     config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
-    config.index = index;
+    config.index = NULL; /* each job names its generation's index (job->sched.index) */
     config.cost_model_state = conf->cost_model_state;
     config.analysis_min_workers = conf->analysis_min_workers;
     config.worker_init = on_worker_init;
@@ -362,11 +379,14 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
-    if (gpu_setup_first_stage(index, conf, service->planner, service->backends, &service->num_backends, err,
-                              err_len) < 0) {
+    int gpu_rc = gpu_setup_first_stage(index, conf, planner, service->backends, &service->num_backends, err, err_len);
+    isn_searcher_free(planner);
+    if (gpu_rc < 0) {
         search_service_stop(service);
         return NULL;
     }
+    /* The backends hold this generation's postings: it stays mapped while they serve it. */
+    if (service->num_backends) service->gpu_generation = generation_acquire(first);
     for (uint32_t d = 0; d < service->num_backends; d++) {
         service->answerers[d] = (struct gpu_answerer){service, search_worker_new(index, UINT32_MAX, conf->gpu_max_k)};
         if (!service->answerers[d].packer) {
@@ -408,7 +428,7 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
         search_service_stop(service);
         return NULL;
     }
-    service->loop_analyser->planner = service->planner;
+    service->loop_analyser->id = workers;
     config.submitter_state = service->loop_analyser;
     service->scheduler = isn_scheduler_start(&config, err, err_len);
     if (!service->scheduler) {
@@ -459,7 +479,7 @@ void search_service_stop(search_service *service) {
     close_gpu(service);
     isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
-    isn_searcher_free(service->planner);
+    generation_release(service->gpu_generation);
     free(service->loop_analyser);
     free(service);
 }

@@ -431,8 +431,8 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
 }
 
 void sched_take_features(isn_scheduler *s, isn_job *job) {
-    if (!job->query || !s->config.index) return;
-    const isn_index *index = s->config.index;
+    const isn_index *index = job->index ? job->index : s->config.index;
+    if (!job->query || !index) return;
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     bool gpu_bound = job->placement == ISN_PLACE_GPU ||
                      (job->placement == ISN_PLACE_ANY && sched_gpu_clearly_wins(s, job));

@@ -105,6 +105,8 @@ struct isn_job {
     /* The query, analysed: the scheduler takes the features from it and config.index (with the
      * threshold probe only where the CPU is in the running). NULL: features are the submitter's. */
     const isn_query *query;
+    /* The index the query was analysed against (isnd's index generation); NULL: config.index. */
+    const isn_index *index;
     uint32_t k;
     isn_mode mode;
     isn_algo algo;

@@ -1,0 +1,347 @@
+/* isnd's index generations: which one serves, and the swap to the next. A swap starts on SIGHUP
+ * (index.path names another index) or when a symlinked index.path points elsewhere (a change event
+ * in the link's directory, or the periodic check of index.watch_interval). The next generation is
+ * opened, fully verified, paged in and warmed on libuv's thread pool while the current one serves;
+ * then it is published for new requests, and the old one is freed by its last request. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/base.h"
+#include "daemon/generation.h"
+#include "daemon/server.h"
+
+/* Where index.path leads: the directory (symlinks resolved) and its index file's identity, so that
+ * a link flip or an index.isn renamed into place is seen without opening anything. */
+typedef struct {
+    bool valid;
+    char dir[PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} index_identity;
+
+struct generation_state {
+    isn_server *server;
+    generation_slot slot;
+    index_identity served, refused;
+    /* the swap in progress (one at a time; a trigger meanwhile checks again when it ends) */
+    uv_work_t work;
+    bool loading, check_again;
+    const char *why;
+    char path[ISN_CONF_PATH_MAX];
+    search_service_params params;
+    index_identity loading_identity;
+    index_generation *loaded;
+    char error[2048];
+    uint64_t started_ns;
+    /* watching a symlinked index.path */
+    bool watching;
+    char watched_dir[PATH_MAX];
+    uv_fs_event_t dir_event;
+    uv_timer_t poll;
+    bool handles_open;
+    /* what /metrics and /stats show */
+    uint64_t swaps_ok, swaps_refused;
+    histogram swap_seconds;
+    double last_swap_seconds;
+    atomic_uint retired; /* replaced, still held by requests in flight */
+    char last_refusal[2048];
+};
+
+static bool identity_of(const char *path, index_identity *identity) {
+    memset(identity, 0, sizeof *identity);
+    if (!realpath(path, identity->dir)) return false;
+    char file[PATH_MAX + sizeof ISN_INDEX_FILE + 1];
+    snprintf(file, sizeof file, "%s/%s", identity->dir, ISN_INDEX_FILE);
+    struct stat st;
+    if (stat(file, &st) != 0) return false;
+    identity->dev = st.st_dev;
+    identity->ino = st.st_ino;
+    identity->size = st.st_size;
+    identity->mtime = st.st_mtim;
+    identity->valid = true;
+    return true;
+}
+
+static bool identity_equal(const index_identity *a, const index_identity *b) {
+    return a->valid && b->valid && !strcmp(a->dir, b->dir) && a->dev == b->dev && a->ino == b->ino &&
+           a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+static void format_time(uint64_t unix_seconds, char *out, size_t len) {
+    time_t t = (time_t)unix_seconds;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm)) snprintf(out, len, "%llu", (unsigned long long)unix_seconds);
+}
+
+generation_state *generations_new(isn_server *server) {
+    generation_state *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->server = server;
+    generation_slot_init(&g->slot);
+    atomic_init(&g->retired, 0);
+    return g;
+}
+
+index_generation *generations_acquire(isn_server *server) { return generation_slot_acquire(&server->generations->slot); }
+
+static void on_generation_freed(void *user, const char *id, uint64_t built) {
+    generation_state *g = user;
+    atomic_fetch_sub(&g->retired, 1);
+    char when[32];
+    format_time(built, when, sizeof when);
+    log_info("index generation %s (built %s): its last request ended; unmapped and freed", id, when);
+}
+
+/* The server's shortcuts (metrics, rankers) follow the generation new requests get. */
+static void point_server_at(isn_server *server, index_generation *generation) {
+    server->index = generation->index;
+    server->info = generation->info;
+    server->analyzer = generation->analyzer;
+}
+
+/* ------------------------------------------------------------------ watching a symlinked index.path */
+
+static void on_dir_event(uv_fs_event_t *handle, const char *filename, int events, int status) {
+    (void)filename, (void)events, (void)status;
+    generation_state *g = handle->data;
+    generations_check(g->server, "watch");
+}
+
+static void on_poll(uv_timer_t *timer) {
+    generation_state *g = timer->data;
+    generations_check(g->server, "watch");
+}
+
+static void stop_watching(generation_state *g) {
+    if (!g->watching) return;
+    uv_fs_event_stop(&g->dir_event);
+    uv_timer_stop(&g->poll);
+    g->watching = false;
+}
+
+/* Watches index.path's directory when index.path is a symbolic link (and stops otherwise). */
+static void watch_index_path(generation_state *g) {
+    isn_server *server = g->server;
+    stop_watching(g);
+    struct stat st;
+    if (lstat(server->conf.index_path, &st) != 0 || !S_ISLNK(st.st_mode)) return;
+    if (!g->handles_open) {
+        uv_fs_event_init(server->loop, &g->dir_event);
+        uv_timer_init(server->loop, &g->poll);
+        g->dir_event.data = g->poll.data = g;
+        g->handles_open = true;
+    }
+    char copy[ISN_CONF_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", server->conf.index_path);
+    snprintf(g->watched_dir, sizeof g->watched_dir, "%s", dirname(copy));
+    int rc = uv_fs_event_start(&g->dir_event, on_dir_event, g->watched_dir, 0);
+    if (rc < 0) log_warn("index.path %s is a symbolic link, but its directory %s cannot be watched (%s): checking every %u ms only",
+                         server->conf.index_path, g->watched_dir, uv_strerror(rc), server->conf.index_watch_interval_ms);
+    uint32_t every = server->conf.index_watch_interval_ms;
+    if (every) uv_timer_start(&g->poll, on_poll, every, every);
+    g->watching = true;
+    log_info("index.path %s is a symbolic link: watching %s%s, swapping when it points elsewhere", server->conf.index_path,
+             g->watched_dir, every ? " and checking it periodically" : "");
+}
+
+/* ------------------------------------------------------------------ the swap */
+
+static void load_next(uv_work_t *work) {
+    generation_state *g = work->data;
+    g->loaded = NULL;
+    g->error[0] = '\0';
+    identity_of(g->path, &g->loading_identity);
+    index_generation *next = generation_open(g->path, true, g->error, sizeof g->error);
+    if (next && generation_add_workers(next, &g->params, g->error, sizeof g->error) < 0) {
+        generation_release(next);
+        next = NULL;
+    }
+    g->loaded = next;
+}
+
+static void log_swapped(generation_state *g, index_generation *next, index_generation *old, double seconds) {
+    char built[32];
+    format_time(next->info->built_unix_seconds, built, sizeof built);
+    log_info("%s: index generation %s (built %s%s, %u documents, from %s) serves new requests after %.3f s "
+             "(opened, verified, paged in and warmed in %.3f s); generation %s retires when its requests in flight end",
+             g->why, next->id, built, next->info->built_from_mtime ? ": the file's mtime, the index predates build times" : "",
+             next->info->num_docs, next->dir, seconds, next->open_seconds, old ? old->id : "-");
+    isn_server *server = g->server;
+    if (server->pool && search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next))
+        log_warn("%s: the GPU first stage keeps the generation it loaded at start; generation %s's queries run on the "
+                 "CPU workers (the GPU residency is not swapped)", g->why, next->id);
+}
+
+static void on_loaded_next(uv_work_t *work, int status) {
+    generation_state *g = work->data;
+    isn_server *server = g->server;
+    g->loading = false;
+    index_generation *next = g->loaded;
+    g->loaded = NULL;
+    if (server->state != SERVER_READY) { /* draining or stopped meanwhile: nothing to swap to */
+        generation_release(next);
+        return;
+    }
+    double seconds = (double)(isn_now_ns() - g->started_ns) / 1e9;
+    if (status < 0 || !next) {
+        g->swaps_refused++;
+        g->refused = g->loading_identity;
+        snprintf(g->last_refusal, sizeof g->last_refusal, "%s", status < 0 ? uv_strerror(status) : g->error);
+        index_generation *current = generation_slot_acquire(&g->slot);
+        log_error("%s: index generation refused: %s; generation %s keeps serving", g->why, g->last_refusal,
+                  current ? current->id : "-");
+        generation_release(current);
+    } else {
+        g->swaps_ok++;
+        g->last_swap_seconds = seconds;
+        histogram_observe(&g->swap_seconds, seconds);
+        g->served = g->loading_identity;
+        generation_on_freed(next, on_generation_freed, g);
+        atomic_fetch_add(&g->retired, 1);
+        index_generation *old = generation_slot_publish(&g->slot, next);
+        point_server_at(server, next);
+        log_swapped(g, next, old, seconds);
+        generation_release(old);
+    }
+    if (g->check_again) {
+        g->check_again = false;
+        generations_check(server, g->why);
+    }
+}
+
+void generations_check(isn_server *server, const char *why) {
+    generation_state *g = server->generations;
+    if (!g || server->state != SERVER_READY || !server->pool) return;
+    bool sighup = strcmp(why, "watch") != 0;
+    if (sighup) watch_index_path(g); /* index.path may have become a link, or another one */
+    if (g->loading) {
+        g->check_again = true;
+        return;
+    }
+    index_identity now;
+    bool found = identity_of(server->conf.index_path, &now);
+    if (found && identity_equal(&now, &g->served)) {
+        if (sighup) log_info("%s: index.path %s still names generation's index %s: no swap", why, server->conf.index_path, now.dir);
+        return;
+    }
+    /* A target already refused is tried again when it changes or on SIGHUP, not at every check. */
+    if (!sighup && (!found || identity_equal(&now, &g->refused))) return;
+    snprintf(g->path, sizeof g->path, "%s", server->conf.index_path);
+    g->why = sighup ? "SIGHUP" : "index.path watch";
+    search_service_params_of(server->pool, &g->params);
+    g->started_ns = isn_now_ns();
+    g->work.data = g;
+    int rc = uv_queue_work(server->loop, &g->work, load_next, on_loaded_next);
+    if (rc < 0) {
+        g->swaps_refused++;
+        log_error("%s: cannot load index %s: %s", g->why, g->path, uv_strerror(rc));
+        return;
+    }
+    g->loading = true;
+    log_info("%s: loading index generation from %s (%s) while the current one serves", g->why, g->path,
+             found ? now.dir : "not found yet");
+}
+
+/* ------------------------------------------------------------------ start and stop */
+
+index_generation *generations_open_first(isn_server *server, char *err, size_t err_len) {
+    generation_state *g = server->generations;
+    identity_of(server->conf.index_path, &g->served);
+    g->loaded = generation_open(server->conf.index_path, false, err, err_len);
+    if (g->loaded) point_server_at(server, g->loaded);
+    return g->loaded;
+}
+
+void generations_serve_first(isn_server *server) {
+    generation_state *g = server->generations;
+    index_generation *first = g->loaded;
+    g->loaded = NULL;
+    generation_on_freed(first, on_generation_freed, g);
+    atomic_fetch_add(&g->retired, 1); /* balanced when it is freed; counts as serving below */
+    generation_release(generation_slot_publish(&g->slot, first));
+    point_server_at(server, first);
+    char built[32];
+    format_time(first->info->built_unix_seconds, built, sizeof built);
+    log_info("index generation %s (built %s%s) from %s", first->id, built,
+             first->info->built_from_mtime ? ": the file's mtime, the index predates build times" : "", first->dir);
+    watch_index_path(g);
+}
+
+void generations_stop(isn_server *server) {
+    generation_state *g = server->generations;
+    if (!g) return;
+    stop_watching(g);
+    if (g->handles_open) {
+        uv_close((uv_handle_t *)&g->dir_event, NULL);
+        uv_close((uv_handle_t *)&g->poll, NULL);
+        g->handles_open = false;
+    }
+}
+
+void generations_free(isn_server *server) {
+    generation_state *g = server->generations;
+    if (!g) return;
+    server->index = NULL;
+    server->info = NULL;
+    server->analyzer = NULL;
+    generation_release(g->loaded); /* the first, when the service never started on it */
+    generation_slot_destroy(&g->slot);
+    free(g);
+    server->generations = NULL;
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+/* Generations replaced but still held by requests in flight (the serving one is not counted). */
+static unsigned retired_in_flight(const generation_state *g) {
+    unsigned held = atomic_load(&((generation_state *)g)->retired);
+    return held ? held - 1 : 0;
+}
+
+void generations_render_prometheus(const isn_server *server, byte_buffer *out) {
+    const generation_state *g = server->generations;
+    if (!g) return;
+    index_generation *current = generation_slot_acquire((generation_slot *)&g->slot);
+    prom_family(out, "isn_index_generation_info", "gauge",
+                "The index generation new requests get: content hash and build time (value 1).");
+    if (current) {
+        char built[32];
+        format_time(current->info->built_unix_seconds, built, sizeof built);
+        buffer_printf(out, "isn_index_generation_info{generation=\"%s\",built=\"%s\",built_from_mtime=\"%s\"} 1\n",
+                      current->id, built, current->info->built_from_mtime ? "true" : "false");
+    }
+    generation_release(current);
+    prom_family(out, "isn_index_swaps_total", "counter", "Index generation swaps, by result (refused: a check failed).");
+    buffer_printf(out, "isn_index_swaps_total{result=\"ok\"} %llu\n", (unsigned long long)g->swaps_ok);
+    buffer_printf(out, "isn_index_swaps_total{result=\"refused\"} %llu\n", (unsigned long long)g->swaps_refused);
+    prom_family(out, "isn_index_swap_duration_seconds", "histogram",
+                "From the trigger to the new generation serving: open, verify, page in, warm up.");
+    prom_histogram(out, "isn_index_swap_duration_seconds", "", &g->swap_seconds);
+    prom_u64(out, "isn_index_generations_retiring", "gauge",
+             "Replaced generations still mapped for requests in flight.", retired_in_flight(g));
+    prom_u64(out, "isn_index_swap_in_progress", "gauge", "1 while a new generation loads.", g->loading);
+}
+
+void generations_render_json(const isn_server *server, byte_buffer *out) {
+    const generation_state *g = server->generations;
+    if (!g) return;
+    index_generation *current = generation_slot_acquire((generation_slot *)&g->slot);
+    char built[32] = "";
+    if (current) format_time(current->info->built_unix_seconds, built, sizeof built);
+    buffer_printf(out,
+                  "\"generation\":{\"id\":\"%s\",\"built\":\"%s\",\"built_unix\":%llu,\"built_from_mtime\":%s,"
+                  "\"dir\":\"%s\",\"swaps_ok\":%llu,\"swaps_refused\":%llu,\"last_swap_seconds\":%.6f,"
+                  "\"retiring\":%u,\"loading\":%s}",
+                  current ? current->id : "", built,
+                  (unsigned long long)(current ? current->info->built_unix_seconds : 0),
+                  current && current->info->built_from_mtime ? "true" : "false", current ? current->dir : "",
+                  (unsigned long long)g->swaps_ok, (unsigned long long)g->swaps_refused, g->last_swap_seconds,
+                  retired_in_flight(g), g->loading ? "true" : "false");
+    generation_release(current);
+}
