@@ -31,7 +31,7 @@ struct generation_state {
     index_identity served, refused;
     /* the swap in progress (one at a time; a trigger meanwhile checks again when it ends) */
     uv_work_t work;
-    bool loading, check_again;
+    bool loading, check_again, again_on_sighup;
     const char *why;
     char path[ISN_CONF_PATH_MAX];
     search_service_params params;
@@ -211,7 +211,7 @@ static void on_loaded_next(uv_work_t *work, int status) {
     }
     if (g->check_again) {
         g->check_again = false;
-        generations_check(server, g->why);
+        generations_check(server, g->again_on_sighup ? "SIGHUP" : "watch");
     }
 }
 
@@ -222,18 +222,21 @@ void generations_check(isn_server *server, const char *why) {
     if (sighup) watch_index_path(g); /* index.path may have become a link, or another one */
     if (g->loading) {
         g->check_again = true;
+        g->again_on_sighup |= sighup;
         return;
     }
     index_identity now;
     bool found = identity_of(server->conf.index_path, &now);
     if (found && identity_equal(&now, &g->served)) {
-        if (sighup) log_info("%s: index.path %s still names generation's index %s: no swap", why, server->conf.index_path, now.dir);
+        if (sighup) log_info("%s: index.path %s still names the serving generation's index (%s): no swap", why,
+                             server->conf.index_path, now.dir);
         return;
     }
     /* A target already refused is tried again when it changes or on SIGHUP, not at every check. */
     if (!sighup && (!found || identity_equal(&now, &g->refused))) return;
     snprintf(g->path, sizeof g->path, "%s", server->conf.index_path);
     g->why = sighup ? "SIGHUP" : "index.path watch";
+    g->again_on_sighup = false;
     search_service_params_of(server->pool, &g->params);
     g->started_ns = isn_now_ns();
     g->work.data = g;
