@@ -19,7 +19,10 @@
 typedef struct index_generation index_generation;
 
 /* Called once the generation is unmapped and freed (its last reference gone). */
-typedef void generation_freed_fn(void *user, const char *id, uint64_t built_unix_seconds);
+typedef void generation_freed_fn(void *user, const char *id, uint64_t built_unix_seconds, double free_seconds);
+/* Takes a generation whose last reference is gone, to free it elsewhere (generation_free): the
+ * last release happens where a request ends, on a loop thread, which must not stall on an unmap. */
+typedef void generation_reaper_fn(void *user, index_generation *generation);
 
 struct index_generation {
     atomic_uint refs;
@@ -35,7 +38,9 @@ struct index_generation {
     char dir[PATH_MAX]; /* the directory opened, symlinks resolved */
     double open_seconds; /* open, verify, page-in and warm-up */
     generation_freed_fn *freed;
-    void *freed_user;
+    generation_reaper_fn *reaper;
+    void *user; /* of freed and reaper */
+    index_generation *reap_next; /* the reaper's list */
 };
 
 /* Opens DIR (resolving symlinks once, so a later flip of a `current` link cannot mix two indexes),
@@ -47,11 +52,14 @@ index_generation *generation_open(const char *dir, bool full_verify, char *err, 
  * with warm_up, a few queries over frequent and rare terms run on each searcher. 0, or -1 with err. */
 int generation_add_workers(index_generation *generation, const search_service_params *params, char *err,
                            size_t err_len);
-void generation_on_freed(index_generation *generation, generation_freed_fn *freed, void *user);
+void generation_on_freed(index_generation *generation, generation_freed_fn *freed, generation_reaper_fn *reaper,
+                         void *user);
 
 index_generation *generation_acquire(index_generation *generation);
-/* The last release frees the generation: searchers, analyzer, and the index (unmapped). */
+/* The last release frees the generation (searchers, analyzer, and the index, unmapped), or hands it
+ * to its reaper. */
 void generation_release(index_generation *generation);
+void generation_free(index_generation *generation);
 
 /* The generation new requests get. Any thread. */
 typedef struct {

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "daemon/generation.h"
@@ -50,6 +52,11 @@ struct generation_state {
     histogram swap_seconds;
     double last_swap_seconds;
     atomic_uint retired; /* replaced, still held by requests in flight */
+    /* generations whose last request ended, to be freed on the thread pool (reaped) */
+    _Atomic(index_generation *) reap_list;
+    uv_async_t reap_async;
+    atomic_bool reap_open;
+    uint32_t reaping; /* free jobs queued */
     char last_refusal[2048];
 };
 
@@ -79,23 +86,83 @@ static void format_time(uint64_t unix_seconds, char *out, size_t len) {
     if (!gmtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm)) snprintf(out, len, "%llu", (unsigned long long)unix_seconds);
 }
 
+static void on_reap(uv_async_t *async);
+
 generation_state *generations_new(isn_server *server) {
     generation_state *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->server = server;
     generation_slot_init(&g->slot);
     atomic_init(&g->retired, 0);
+    atomic_init(&g->reap_list, NULL);
+    if (uv_async_init(server->loop, &g->reap_async, on_reap) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->reap_async.data = g;
+    g->reap_open = true;
     return g;
 }
 
 index_generation *generations_acquire(isn_server *server) { return generation_slot_acquire(&server->generations->slot); }
 
-static void on_generation_freed(void *user, const char *id, uint64_t built) {
+/* Thread pool (or the loop thread at exit). */
+static void on_generation_freed(void *user, const char *id, uint64_t built, double seconds) {
     generation_state *g = user;
     atomic_fetch_sub(&g->retired, 1);
     char when[32];
     format_time(built, when, sizeof when);
-    log_info("index generation %s (built %s): its last request ended; unmapped and freed", id, when);
+    log_info("index generation %s (built %s): its last request ended; unmapped and freed in %.3f s", id, when, seconds);
+}
+
+/* Any thread: the generation's last release. Freed off the loop (the async's callback queues it). */
+static void reap(void *user, index_generation *generation) {
+    generation_state *g = user;
+    index_generation *head = atomic_load_explicit(&g->reap_list, memory_order_relaxed);
+    do generation->reap_next = head;
+    while (!atomic_compare_exchange_weak_explicit(&g->reap_list, &head, generation, memory_order_release,
+                                                  memory_order_relaxed));
+    if (g->reap_open) uv_async_send(&g->reap_async);
+}
+
+typedef struct {
+    uv_work_t work;
+    generation_state *state;
+    index_generation *list;
+} reap_job;
+
+static void free_list(index_generation *list) {
+    while (list) {
+        index_generation *next = list->reap_next;
+        generation_free(list);
+        list = next;
+    }
+}
+
+static void reap_work(uv_work_t *work) { free_list(((reap_job *)work->data)->list); }
+
+static void reap_done(uv_work_t *work, int status) {
+    reap_job *job = work->data;
+    if (status < 0) free_list(job->list); /* cancelled at exit: freed here */
+    job->state->reaping--;
+    free(job);
+}
+
+static void on_reap(uv_async_t *async) {
+    generation_state *g = async->data;
+    index_generation *list = atomic_exchange_explicit(&g->reap_list, NULL, memory_order_acquire);
+    if (!list) return;
+    reap_job *job = malloc(sizeof *job);
+    if (job) {
+        *job = (reap_job){.state = g, .list = list};
+        job->work.data = job;
+        if (uv_queue_work(g->server->loop, &job->work, reap_work, reap_done) == 0) {
+            g->reaping++;
+            return;
+        }
+        free(job);
+    }
+    free_list(list); /* no thread pool: here, late rather than never */
 }
 
 /* The server's shortcuts (metrics, rankers) follow the generation new requests get. */
@@ -152,10 +219,19 @@ static void watch_index_path(generation_state *g) {
 
 /* ------------------------------------------------------------------ the swap */
 
+/* Loading (verification above all) is CPU work beside the workers that serve: it runs at the lowest
+ * priority, so the swap takes longer on a busy node instead of the queries. Linux gives each thread
+ * its own nice value; the pool thread gets its own back afterwards. */
+#define LOAD_NICE 19
+
 static void load_next(uv_work_t *work) {
     generation_state *g = work->data;
     g->loaded = NULL;
     g->error[0] = '\0';
+    pid_t tid = gettid();
+    errno = 0;
+    int nice_before = getpriority(PRIO_PROCESS, (id_t)tid);
+    bool lowered = errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, LOAD_NICE) == 0;
     identity_of(g->path, &g->loading_identity);
     index_generation *next = generation_open(g->path, true, g->error, sizeof g->error);
     if (next && generation_add_workers(next, &g->params, g->error, sizeof g->error) < 0) {
@@ -163,6 +239,9 @@ static void load_next(uv_work_t *work) {
         next = NULL;
     }
     g->loaded = next;
+    /* raising it back needs CAP_SYS_NICE; without it the pool thread stays low (it runs only file
+     * system calls and swaps) */
+    if (lowered) setpriority(PRIO_PROCESS, (id_t)tid, nice_before);
 }
 
 static void log_swapped(generation_state *g, index_generation *next, index_generation *old, double seconds) {
@@ -202,7 +281,7 @@ static void on_loaded_next(uv_work_t *work, int status) {
         g->last_swap_seconds = seconds;
         histogram_observe(&g->swap_seconds, seconds);
         g->served = g->loading_identity;
-        generation_on_freed(next, on_generation_freed, g);
+        generation_on_freed(next, on_generation_freed, reap, g);
         atomic_fetch_add(&g->retired, 1);
         index_generation *old = generation_slot_publish(&g->slot, next);
         point_server_at(server, next);
@@ -265,7 +344,7 @@ void generations_serve_first(isn_server *server) {
     generation_state *g = server->generations;
     index_generation *first = g->loaded;
     g->loaded = NULL;
-    generation_on_freed(first, on_generation_freed, g);
+    generation_on_freed(first, on_generation_freed, reap, g);
     atomic_fetch_add(&g->retired, 1); /* balanced when it is freed; counts as serving below */
     generation_release(generation_slot_publish(&g->slot, first));
     point_server_at(server, first);
@@ -280,6 +359,10 @@ void generations_stop(isn_server *server) {
     generation_state *g = server->generations;
     if (!g) return;
     stop_watching(g);
+    if (g->reap_open) {
+        g->reap_open = false; /* what is released from now on is freed after the loop (generations_free) */
+        uv_close((uv_handle_t *)&g->reap_async, NULL);
+    }
     if (g->handles_open) {
         uv_close((uv_handle_t *)&g->dir_event, NULL);
         uv_close((uv_handle_t *)&g->poll, NULL);
@@ -295,6 +378,7 @@ void generations_free(isn_server *server) {
     server->analyzer = NULL;
     generation_release(g->loaded); /* the first, when the service never started on it */
     generation_slot_destroy(&g->slot);
+    free_list(atomic_exchange(&g->reap_list, NULL));
     free(g);
     server->generations = NULL;
 }

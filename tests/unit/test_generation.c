@@ -27,8 +27,8 @@ typedef struct {
     int count;
 } freed_log;
 
-static void on_freed(void *user, const char *id, uint64_t built) {
-    (void)built;
+static void on_freed(void *user, const char *id, uint64_t built, double seconds) {
+    (void)built, (void)seconds;
     freed_log *log = user;
     snprintf(log->ids[log->count++], sizeof log->ids[0], "%s", id);
 }
@@ -39,7 +39,7 @@ static index_generation *open_generation(const char *dir, freed_log *log) {
     if (!g) fail_msg("generation_open %s: %s", dir, err);
     search_service_params params = {.workers = 2, .max_k = 10, .route = NULL, .warm_up = true};
     if (generation_add_workers(g, &params, err, sizeof err) < 0) fail_msg("generation_add_workers: %s", err);
-    generation_on_freed(g, on_freed, log);
+    generation_on_freed(g, on_freed, NULL, log);
     return g;
 }
 
