@@ -384,7 +384,9 @@ static void test_symlink_flip(void **state) {
     (void)state;
     harness linked;
     harness_init(&linked, self_path);
-    snprintf(linked.index_dir, sizeof linked.index_dir, "%s/current", linked.work_dir);
+    char work[sizeof linked.work_dir];
+    memcpy(work, linked.work_dir, sizeof work);
+    snprintf(linked.index_dir, sizeof linked.index_dir, "%s/current", work);
     assert_int_equal(symlink(gen_dir[0], linked.index_dir), 0);
     const char *extra[] = {"--set", "index.watch_interval=100ms", NULL};
     assert_int_equal(harness_start(&linked, NULL, extra), 0);
@@ -425,11 +427,13 @@ static void test_agg_refreshes_global_stats(void **state) {
     const char *partitions[3] = {addresses[0], addresses[1], NULL};
     for (int p = 0; p < 2; p++) {
         harness_init(&nodes[p], self_path);
-        snprintf(nodes[p].index_dir, sizeof nodes[p].index_dir, "%s/current", nodes[p].work_dir);
-        char target[PATH_MAX + 16];
+        char work[sizeof nodes[p].work_dir];
+        memcpy(work, nodes[p].work_dir, sizeof work);
+        snprintf(nodes[p].index_dir, sizeof nodes[p].index_dir, "%s/current", work);
+        char target[PATH_MAX + 32];
         snprintf(target, sizeof target, "%s/part-%04d", parts_dir[0], p);
         assert_int_equal(symlink(target, nodes[p].index_dir), 0);
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "%d", p);
         const char *extra[] = {"--partition-id", id, "--workers", "1", "--set", "index.watch_interval=100ms", NULL};
         assert_int_equal(harness_start(&nodes[p], NULL, extra), 0);
@@ -451,7 +455,7 @@ static void test_agg_refreshes_global_stats(void **state) {
     }
     /* a rolling swap: one partition, then the other */
     for (int p = 0; p < 2; p++) {
-        char target[PATH_MAX + 16], want[24];
+        char target[PATH_MAX + 32], want[24];
         snprintf(target, sizeof target, "%s/part-%04d", parts_dir[1], p);
         content_hash_of(target, want, sizeof want);
         flip_link(nodes[p].index_dir, target);
