@@ -14,6 +14,7 @@
 
 #include "base/base.h"
 #include "daemon/generation.h"
+#include "daemon/rankers.h"
 #include "daemon/server.h"
 
 /* Where index.path leads: the directory (symlinks resolved) and its index file's identity, so that
@@ -285,6 +286,7 @@ static void on_loaded_next(uv_work_t *work, int status) {
         atomic_fetch_add(&g->retired, 1);
         index_generation *old = generation_slot_publish(&g->slot, next);
         point_server_at(server, next);
+        if (rankers_set_index(next->info) > 0) server->metrics.reload_failures++;
         log_swapped(g, next, old, seconds);
         generation_release(old);
     }

@@ -421,6 +421,43 @@ static void test_symlink_flip(void **state) {
     harness_cleanup(&linked);
 }
 
+/* Rankers are bound to the index's fields: after a swap (and the old generation freed) a SIGHUP
+ * reloads them against the new generation, and re-ranked queries answer from it. */
+static void test_rankers_follow_the_swap(void **state) {
+    (void)state;
+    harness ranked;
+    harness_init(&ranked, self_path);
+    char rankers[PATH_MAX + 32], examples[PATH_MAX];
+    snprintf(rankers, sizeof rankers, "%s/../examples/rankers", ranked.build_dir);
+    if (!realpath(rankers, examples)) fail_msg("%s: %s", rankers, strerror(errno));
+    snprintf(rankers, sizeof rankers, "rerank.ranker_dir=%s", examples);
+    char work[sizeof ranked.work_dir];
+    memcpy(work, ranked.work_dir, sizeof work);
+    snprintf(ranked.index_dir, sizeof ranked.index_dir, "%s/current", work);
+    assert_int_equal(symlink(gen_dir[0], ranked.index_dir), 0);
+    const char *extra[] = {"--set", rankers, "--set", "index.watch_interval=0", NULL};
+    assert_int_equal(harness_start(&ranked, NULL, extra), 0);
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(ranked.grpc_address, 5000, err, sizeof err);
+    assert_non_null(client);
+    flip_link(ranked.index_dir, gen_dir[1]);
+    assert_int_equal(kill(ranked.pid, SIGHUP), 0);
+    assert_true(wait_log_count(&ranked, "unmapped and freed", 1, 10000));
+    assert_int_equal(kill(ranked.pid, SIGHUP), 0); /* rankers reloaded: against the new generation */
+    assert_true(wait_log_count(&ranked, "SIGHUP: 1 rankers serving", 2, 10000));
+    isn_grpc_search_request rq = {.query = "wind tunnel", .k = 5, .ranker = "linear", .n1 = 50};
+    isn_grpc_search_reply reply;
+    assert_int_equal(isn_grpc_search(client, &rq, &reply, err, sizeof err), 0);
+    if (reply.status != 0) fail_msg("re-ranked query after the swap: %d %s", reply.status, reply.message);
+    assert_string_equal(reply.generation, gen_id[1]);
+    assert_true(reply.num_hits > 0);
+    for (uint32_t k = 0; k < reply.num_hits; k++) assert_int_equal(reply.hits[k].external_id[0], 'b');
+    isn_grpc_search_reply_free(&reply);
+    isn_grpc_close(client);
+    assert_int_equal(harness_stop(&ranked), 0);
+    harness_cleanup(&ranked);
+}
+
 static bool close_enough(float a, float b) {
     double diff = fabs((double)a - (double)b), scale = fmax(fabs((double)a), fabs((double)b));
     return diff <= 1e-5 * fmax(scale, 1e-6);
@@ -518,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_twenty_swaps_under_load),
         cmocka_unit_test(test_bad_generations_refused),
         cmocka_unit_test(test_symlink_flip),
+        cmocka_unit_test(test_rankers_follow_the_swap),
         cmocka_unit_test(test_agg_refreshes_global_stats),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
