@@ -124,17 +124,6 @@ static void install_generation(int g) {
     free(data);
 }
 
-static long long rss_kib(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = atoll(line + 6);
-    if (f) fclose(f);
-    return kib;
-}
-
 static unsigned index_mappings(pid_t pid) {
     char path[64], line[1024];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
@@ -259,7 +248,7 @@ static void test_twenty_swaps_under_load(void **state) {
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, query_loop, &q), 0);
     harness_sleep_ms(300); /* warm: the baseline is the serving process, not a cold one */
-    long long rss_before = rss_kib(h.pid), heap_before = harness_stat(&h, "heap_allocated_bytes");
+    long long rss_before = harness_rss_kib(h.pid), heap_before = harness_stat(&h, "heap_allocated_bytes");
     for (int s = 1; s <= SWAPS; s++) {
         int g = s % 2;
         install_generation(g);
@@ -287,7 +276,7 @@ static void test_twenty_swaps_under_load(void **state) {
     assert_int_equal(harness_stat(&h, "retiring"), 0);
     assert_int_equal(harness_stat(&h, "swaps_ok"), SWAPS);
     assert_int_equal(index_mappings(h.pid), 1);
-    long long rss_after = rss_kib(h.pid), heap_after = harness_stat(&h, "heap_allocated_bytes");
+    long long rss_after = harness_rss_kib(h.pid), heap_after = harness_stat(&h, "heap_allocated_bytes");
     fprintf(stderr, "test_isnd_generations: RSS %lld KiB before, %lld KiB after %d swaps; heap %lld -> %lld bytes\n",
             rss_before, rss_after, SWAPS, heap_before, heap_after);
     /* A generation of this index holds about 2 MB of heap (searchers sized for max_k, norms,
