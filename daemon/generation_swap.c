@@ -254,8 +254,8 @@ static void log_swapped(generation_state *g, index_generation *next, index_gener
              next->info->num_docs, next->dir, seconds, next->open_seconds, old ? old->id : "-");
     isn_server *server = g->server;
     if (server->pool && search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next))
-        log_warn("%s: the GPU first stage keeps the generation it loaded at start; generation %s's queries run on the "
-                 "CPU workers (the GPU residency is not swapped)", g->why, next->id);
+        log_warn("%s: the GPU first stage keeps the generation it loaded at start; generation %s has other content, "
+                 "so its queries run on the CPU workers (the GPU residency is not swapped)", g->why, next->id);
 }
 
 static void on_loaded_next(uv_work_t *work, int status) {

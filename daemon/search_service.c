@@ -260,7 +260,7 @@ static int analyse(service_worker *worker, search_job *job) {
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
-    if (!service->num_backends || job->generation != service->gpu_generation || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+    if (!service->num_backends || !search_service_gpu_holds(service, job->generation) || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
@@ -319,8 +319,11 @@ void search_service_params_of(const search_service *service, search_service_para
         .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up};
 }
 
+/* By content: a generation with the same content hash (a swap back to the index the GPU holds) has
+ * the same term and document ids, so the device answers its queries exactly. */
 bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
-    return service->gpu_generation == generation;
+    return service->gpu_generation &&
+           (service->gpu_generation == generation || !strcmp(service->gpu_generation->id, generation->id));
 }
 
 bool search_service_has_gpu(const search_service *service) { return service->num_backends > 0; }

@@ -7,6 +7,8 @@
  *  - a corrupt and a wrong-version generation are refused with the section named, counted, and the
  *    old generation keeps serving (then a good one swaps in);
  *  - a `current` symlink flipped to another directory is noticed and swapped without a signal;
+ *  - rankers reload against the new generation; with the (emulated) GPU, another generation's
+ *    queries are answered on the CPU and a swap back to the GPU's content goes to the GPU again;
  *  - isn-agg with global statistics over 2 partitions: after both partitions swap, merged scores
  *    equal the unpartitioned new index's (the cached statistics of the old generation are dropped). */
 #include <math.h>
@@ -447,6 +449,48 @@ static void test_rankers_follow_the_swap(void **state) {
     harness_cleanup(&ranked);
 }
 
+/* [gpu] enable (the emulated device): the GPU keeps the generation it loaded at start; another
+ * generation's queries are answered on the CPU, and a swap back to the same content goes to the GPU. */
+static void expect_answer(isn_grpc_client *client, int g, const char *device) {
+    char err[256];
+    isn_grpc_search_request rq = {.query = "search engine", .k = 10};
+    isn_grpc_search_reply reply;
+    assert_int_equal(isn_grpc_search(client, &rq, &reply, err, sizeof err), 0);
+    if (reply.status != 0) fail_msg("status %d: %s", reply.status, reply.message);
+    assert_string_equal(reply.generation, gen_id[g]);
+    if (strcmp(reply.device, device)) fail_msg("generation %s answered on %s, expected %s", reply.generation, reply.device, device);
+    assert_true(reply.num_hits > 0);
+    for (uint32_t k = 0; k < reply.num_hits; k++) assert_int_equal(reply.hits[k].external_id[0], PREFIX[g]);
+    isn_grpc_search_reply_free(&reply);
+}
+
+static void test_gpu_keeps_answering(void **state) {
+    (void)state;
+    harness gpu;
+    harness_init(&gpu, self_path);
+    char work[sizeof gpu.work_dir];
+    memcpy(work, gpu.work_dir, sizeof work);
+    snprintf(gpu.index_dir, sizeof gpu.index_dir, "%s/current", work);
+    assert_int_equal(symlink(gen_dir[0], gpu.index_dir), 0);
+    const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
+                           "--set", "index.watch_interval=100ms", NULL};
+    assert_int_equal(harness_start(&gpu, NULL, extra), 0);
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(gpu.grpc_address, 5000, err, sizeof err);
+    assert_non_null(client);
+    expect_answer(client, 0, "gpu");
+    flip_link(gpu.index_dir, gen_dir[1]);
+    assert_true(wait_generation(client, gen_id[1], 5000));
+    expect_answer(client, 1, "cpu");
+    assert_true(harness_log_has(&gpu, "its queries run on the CPU workers"));
+    flip_link(gpu.index_dir, gen_dir[0]);
+    assert_true(wait_generation(client, gen_id[0], 5000));
+    expect_answer(client, 0, "gpu");
+    isn_grpc_close(client);
+    assert_int_equal(harness_stop(&gpu), 0);
+    harness_cleanup(&gpu);
+}
+
 static bool close_enough(float a, float b) {
     double diff = fabs((double)a - (double)b), scale = fmax(fabs((double)a), fabs((double)b));
     return diff <= 1e-5 * fmax(scale, 1e-6);
@@ -545,6 +589,7 @@ int main(void) {
         cmocka_unit_test(test_bad_generations_refused),
         cmocka_unit_test(test_symlink_flip),
         cmocka_unit_test(test_rankers_follow_the_swap),
+        cmocka_unit_test(test_gpu_keeps_answering),
         cmocka_unit_test(test_agg_refreshes_global_stats),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
