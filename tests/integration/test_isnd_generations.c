@@ -136,6 +136,14 @@ static unsigned index_mappings(pid_t pid) {
     return n;
 }
 
+/* The cost model's learned updates on the CPU: it keeps learning across swaps (never reset). */
+static long long cost_model_updates(const harness *p) {
+    static char metrics[1 << 17];
+    if (harness_http_get(p, "/metrics", metrics, sizeof metrics) != 200) return -1;
+    const char *at = strstr(metrics, "isn_cost_model_updates_total{device=\"cpu\"} ");
+    return at ? atoll(strchr(at, '}') + 2) : -1;
+}
+
 static int which_generation(const char *id) {
     for (int g = 0; g < 2; g++)
         if (!strcmp(id, gen_id[g])) return g;
@@ -251,6 +259,8 @@ static void test_twenty_swaps_under_load(void **state) {
     assert_int_equal(pthread_create(&thread, NULL, query_loop, &q), 0);
     harness_sleep_ms(300); /* warm: the baseline is the serving process, not a cold one */
     long long rss_before = harness_rss_kib(h.pid), heap_before = harness_stat(&h, "heap_allocated_bytes");
+    long long updates_before = cost_model_updates(&h);
+    uint64_t replies_before = q.replies[0] + q.replies[1];
     for (int s = 1; s <= SWAPS; s++) {
         int g = s % 2;
         install_generation(g);
@@ -270,6 +280,11 @@ static void test_twenty_swaps_under_load(void **state) {
             (unsigned long long)q.wrong_generation);
     if (q.failures || q.wrong_generation) fail_msg("%s", q.first_failure);
     assert_true(q.replies[0] > 0 && q.replies[1] > 0);
+    long long updates_after = cost_model_updates(&h);
+    uint64_t replies_during = q.replies[0] + q.replies[1] - replies_before;
+    fprintf(stderr, "test_isnd_generations: cost model updates %lld -> %lld over %llu replies\n", updates_before,
+            updates_after, (unsigned long long)replies_during);
+    assert_true(updates_before > 0 && updates_after >= updates_before + (long long)replies_during / 2);
     /* every replaced generation freed (the first one included), one index file mapped */
     if (!wait_log_count(&h, "unmapped and freed", SWAPS, 5000)) {
         harness_dump_log(&h);
