@@ -89,7 +89,8 @@ void generations_serve_first(struct isn_server *server);
 void generations_check(struct isn_server *server, const char *why);
 /* A reference to the generation for a new request (released with generation_release). Any thread. */
 index_generation *generations_acquire(struct isn_server *server);
-/* Stops watching (server_stop); a load in flight is dropped when it returns. */
+/* Stops watching (server_stop, before the search service stops: waits for a pool thread that is
+ * moving the GPU's residency); a load in flight is dropped when it returns. */
 void generations_stop(struct isn_server *server);
 /* After uv_run: releases the current generation and frees the state. */
 void generations_free(struct isn_server *server);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -38,6 +39,11 @@ struct generation_state {
     const char *why;
     char path[ISN_CONF_PATH_MAX];
     search_service_params params;
+    isn_conf conf; /* as at the trigger: the GPU set-up of the next generation reads it */
+    search_service *service;
+    uv_work_t gpu_work; /* the GPU first stage's move, after the switch */
+    /* a pool thread works with the search service: the stop waits for it before the service goes */
+    atomic_bool using_service, stopping;
     index_identity loading_identity;
     index_generation *loaded;
     char error[2048];
@@ -239,6 +245,10 @@ static void load_next(uv_work_t *work) {
         generation_release(next);
         next = NULL;
     }
+    atomic_store(&g->using_service, true);
+    if (next && !atomic_load(&g->stopping))
+        search_service_gpu_stage(g->service, &g->conf, next); /* its residency before the switch */
+    atomic_store(&g->using_service, false);
     g->loaded = next;
     /* raising it back needs CAP_SYS_NICE; without it the pool thread stays low (it runs only file
      * system calls and swaps) */
@@ -252,20 +262,42 @@ static void log_swapped(generation_state *g, index_generation *next, index_gener
              "(opened, verified, paged in and warmed in %.3f s); generation %s retires when its requests in flight end",
              g->why, next->id, built, next->info->built_from_mtime ? ": the file's mtime, the index predates build times" : "",
              next->info->num_docs, next->dir, seconds, next->open_seconds, old ? old->id : "-");
-    isn_server *server = g->server;
-    if (server->pool && search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next))
-        log_warn("%s: the GPU first stage keeps the generation it loaded at start; generation %s has other content, "
-                 "so its queries run on the CPU workers (the GPU residency is not swapped)", g->why, next->id);
+}
+
+static void finish_swap(generation_state *g);
+
+static void move_gpu(uv_work_t *work) {
+    generation_state *g = work->data;
+    atomic_store(&g->using_service, true);
+    if (!atomic_load(&g->stopping)) search_service_gpu_move(g->service, &g->conf, g->loaded);
+    atomic_store(&g->using_service, false);
+}
+
+static void on_gpu_moved(uv_work_t *work, int status) {
+    (void)status;
+    generation_state *g = work->data;
+    generation_release(g->loaded);
+    g->loaded = NULL;
+    finish_swap(g);
+}
+
+/* The swap is over (the GPU's move included): a trigger that came meanwhile checks again. */
+static void finish_swap(generation_state *g) {
+    g->loading = false;
+    if (g->check_again && g->server->state == SERVER_READY) {
+        g->check_again = false;
+        generations_check(g->server, g->again_on_sighup ? "SIGHUP" : "watch");
+    }
 }
 
 static void on_loaded_next(uv_work_t *work, int status) {
     generation_state *g = work->data;
     isn_server *server = g->server;
-    g->loading = false;
     index_generation *next = g->loaded;
     g->loaded = NULL;
     if (server->state != SERVER_READY) { /* draining or stopped meanwhile: nothing to swap to */
         generation_release(next);
+        g->loading = false;
         return;
     }
     double seconds = (double)(isn_now_ns() - g->started_ns) / 1e9;
@@ -289,11 +321,18 @@ static void on_loaded_next(uv_work_t *work, int status) {
         if (rankers_set_index(next->info) > 0) server->metrics.reload_failures++;
         log_swapped(g, next, old, seconds);
         generation_release(old);
+        if (search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next)) {
+            log_info("%s: generation %s's queries run on the CPU workers until the GPU first stage has moved to it",
+                     g->why, next->id);
+            g->loaded = generation_acquire(next);
+            g->gpu_work.data = g;
+            if (uv_queue_work(server->loop, &g->gpu_work, move_gpu, on_gpu_moved) == 0) return; /* still loading */
+            generation_release(g->loaded);
+            g->loaded = NULL;
+            log_error("%s: cannot start the GPU's move to generation %s: its queries stay on the CPU", g->why, next->id);
+        }
     }
-    if (g->check_again) {
-        g->check_again = false;
-        generations_check(server, g->again_on_sighup ? "SIGHUP" : "watch");
-    }
+    finish_swap(g);
 }
 
 void generations_check(isn_server *server, const char *why) {
@@ -319,6 +358,8 @@ void generations_check(isn_server *server, const char *why) {
     g->why = sighup ? "SIGHUP" : "index.path watch";
     g->again_on_sighup = false;
     search_service_params_of(server->pool, &g->params);
+    g->conf = server->conf;
+    g->service = server->pool;
     g->started_ns = isn_now_ns();
     g->work.data = g;
     int rc = uv_queue_work(server->loop, &g->work, load_next, on_loaded_next);
@@ -360,6 +401,11 @@ void generations_serve_first(isn_server *server) {
 void generations_stop(isn_server *server) {
     generation_state *g = server->generations;
     if (!g) return;
+    atomic_store(&g->stopping, true);
+    while (atomic_load(&g->using_service)) { /* a GPU upload in progress: seconds at most */
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
     stop_watching(g);
     if (g->reap_open) {
         g->reap_open = false; /* what is released from now on is freed after the loop (generations_free) */

@@ -22,6 +22,7 @@ static void close_if_open(uv_handle_t *handle) {
 void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
+    generations_stop(server);
     if (server->grpc) grpc_server_close(server->grpc);
     if (server->stats) grpc_stats_server_close(server->stats);
     /* Joined before the async handle closes: a worker may still be signalling it. The calls the
@@ -39,7 +40,6 @@ void server_stop(isn_server *server) {
     if (server->sigint.loop) uv_unref((uv_handle_t *)&server->sigint);
     if (server->sighup.loop) uv_unref((uv_handle_t *)&server->sighup);
     if (server->watchdog.data) close_if_open((uv_handle_t *)&server->watchdog);
-    generations_stop(server);
 }
 
 static uint32_t open_calls(const isn_server *server) {

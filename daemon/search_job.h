@@ -45,6 +45,7 @@ struct search_job {
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
     isn_hit *gpu_hits;     /* k entries in `memory` when the GPU may answer it */
+    bool gpu_counted;      /* counted in the service's GPU-bound jobs until it completes */
     /* output: set by the worker */
     int status;
     char message[256];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "daemon/generation.h"
@@ -18,9 +19,14 @@
 
 struct search_service {
     isn_scheduler *scheduler;
-    /* The generation the GPU backends hold (a reference): only its queries may go to them. NULL
-     * without a GPU first stage. */
+    /* The generation the GPU backends hold (a reference): only queries of its content may go to
+     * them. NULL without a GPU first stage. While gpu_moving, none go (jobs already bound for the
+     * GPU, gpu_jobs of them, finish first), and the backends move to the next generation. */
     index_generation *gpu_generation;
+    atomic_bool gpu_moving;
+    atomic_uint gpu_jobs;
+    isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
+    uint32_t num_staged;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     uint32_t max_k;
     bool warm_up;
@@ -169,9 +175,16 @@ static void refuse(search_job *job, isn_submit_result result) {
     snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
 }
 
+static void gpu_uncount(search_service *service, search_job *job) {
+    if (!job->gpu_counted) return;
+    job->gpu_counted = false;
+    atomic_fetch_sub(&service->gpu_jobs, 1);
+}
+
 static void on_complete(void *user, isn_job *sched) {
     search_service *service = user;
     search_job *job = job_of(sched);
+    gpu_uncount(service, job);
     if (sched->outcome == ISN_JOB_REFUSED) {
         /* prepare() already set the status of a request it refused. */
         job->reply.len = 0;
@@ -260,12 +273,17 @@ static int analyse(service_worker *worker, search_job *job) {
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
-    if (!service->num_backends || !search_service_gpu_holds(service, job->generation) || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+    if (!service->num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
+    /* counted first, then the move checked: a mover that set gpu_moving waits for this job */
+    atomic_fetch_add(&service->gpu_jobs, 1);
+    job->gpu_counted = true;
+    if (atomic_load(&service->gpu_moving) || !search_service_gpu_holds(service, job->generation)) return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
     return job->gpu_hits != NULL;
 }
+
 
 static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
@@ -277,7 +295,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     }
     job->gpu_hits = NULL;
     if (service->num_backends)
-        sched->placement = !gpu_eligible(service, job) ? ISN_PLACE_CPU
+        sched->placement = !gpu_eligible(service, job) ? (gpu_uncount(service, job), ISN_PLACE_CPU)
                            : service->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
     return true; /* the scheduler takes the cost features from job->sched.query */
@@ -297,6 +315,7 @@ int search_service_submit(search_service *service, search_job *job) {
     job->next = NULL;
     job->complete = true;
     job->stop_ns = 0;
+    job->gpu_counted = false;
     isn_job *sched = &job->sched;
     memset(sched, 0, sizeof *sched);
     sched->user = job;
@@ -467,8 +486,86 @@ uint32_t search_service_running(const search_service *service) {
 }
 
 
+/* ------------------------------------------------------------------ the GPU's generation */
+
+int search_service_gpu_stage(search_service *service, const isn_conf *conf, index_generation *next) {
+    if (!service->num_backends || search_service_gpu_holds(service, next)) return 0;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    char err[512];
+    uint32_t n = 0;
+    if (!planner || gpu_setup_first_stage(next->index, conf, planner, service->staged, &n, err, sizeof err) < 0) n = 0;
+    isn_searcher_free(planner);
+    if (n == service->num_backends) {
+        service->num_staged = n;
+        return 1;
+    }
+    for (uint32_t d = 0; d < n; d++) isn_gpu_close(service->staged[d]);
+    log_warn("gpu: %u of %u devices could hold generation %s beside the one they serve: every device frees its "
+             "residency before uploading the new one, and the node answers on the CPU workers meanwhile (/readyz "
+             "degraded, isn_gpu_healthy 0)",
+             n, service->num_backends, next->id);
+    return 0;
+}
+
+/* A device's residency replaced by the next generation's when it could not hold both: freed first,
+ * then uploaded (the device has no backend in between). */
+static isn_gpu_backend *reload_device(search_service *service, const isn_conf *conf, index_generation *next,
+                                      uint32_t d) {
+    isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, NULL));
+    isn_conf one = *conf;
+    one.gpu_device = conf->gpu_device + d;
+    one.gpu_devices = 1;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    isn_gpu_backend *backend = NULL;
+    uint32_t n = 0;
+    char err[512];
+    if (planner && gpu_setup_first_stage(next->index, &one, planner, &backend, &n, err, sizeof err) == 0 && n == 1)
+        isn_scheduler_gpu_replace(service->scheduler, d, backend);
+    else {
+        backend = NULL;
+        log_error("gpu: device %u cannot upload generation %s: it stays without a first stage (queries on the CPU)",
+                  one.gpu_device, next->id);
+    }
+    isn_searcher_free(planner);
+    return backend;
+}
+
+void search_service_gpu_move(search_service *service, const isn_conf *conf, index_generation *next) {
+    if (!service->num_backends || search_service_gpu_holds(service, next)) return;
+    uint64_t start = isn_now_ns();
+    atomic_store(&service->gpu_moving, true);
+    /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
+     * to the count, not queued. */
+    uint64_t give_up = start + (uint64_t)(conf->max_timeout_ms ? conf->max_timeout_ms : 60000) * 1000000ull + 1000000000ull;
+    while (atomic_load(&service->gpu_jobs) && isn_now_ns() < give_up) {
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    if (atomic_load(&service->gpu_jobs))
+        log_error("gpu: %u jobs still counted as bound for the GPU after their longest deadline; moving on",
+                  atomic_load(&service->gpu_jobs));
+    double drained = (double)(isn_now_ns() - start) / 1e9;
+    bool staged = service->num_staged == service->num_backends;
+    for (uint32_t d = 0; d < service->num_backends; d++) {
+        isn_gpu_backend *backend = staged ? service->staged[d] : reload_device(service, conf, next, d);
+        if (staged) isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, backend));
+        service->backends[d] = backend;
+        search_worker_free(service->answerers[d].packer);
+        service->answerers[d].packer = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
+    }
+    service->num_staged = 0;
+    index_generation *old = service->gpu_generation;
+    service->gpu_generation = generation_acquire(next);
+    atomic_store(&service->gpu_moving, false);
+    log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in %.3f s)",
+             next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
+             (double)(isn_now_ns() - start) / 1e9);
+    generation_release(old);
+}
+
 /* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
 static void close_gpu(search_service *service) {
+    for (uint32_t d = 0; d < service->num_staged; d++) isn_gpu_close(service->staged[d]);
     for (uint32_t d = 0; d < service->num_backends; d++) {
         isn_gpu_close(service->backends[d]);
         search_worker_free(service->answerers[d].packer);

@@ -33,6 +33,13 @@ typedef struct {
     bool warm_up;
 } search_service_params;
 void search_service_params_of(const search_service *service, search_service_params *params);
+/* The GPU first stage's move to the next generation, on the thread pool. stage, before the switch:
+ * uploads the next generation beside the current one (1), or finds that the devices cannot hold
+ * both (0: logged) or that there is nothing to move (0). move, after the switch: the jobs bound for
+ * the GPU finish, then each device serves the next generation (the staged upload, or its residency
+ * freed and uploaded again); queries of the next generation run on the CPU until then. */
+int search_service_gpu_stage(search_service *service, const isn_conf *conf, struct index_generation *next);
+void search_service_gpu_move(search_service *service, const isn_conf *conf, struct index_generation *next);
 /* Whether the GPU first stage runs; whether it holds this generation (others' queries run on the CPU). */
 bool search_service_has_gpu(const search_service *service);
 bool search_service_gpu_holds(const search_service *service, const struct index_generation *generation);

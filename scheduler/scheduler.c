@@ -826,6 +826,11 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
 
 uint32_t isn_scheduler_gpu_count(const isn_scheduler *s) { return s->own_gpus_real ? s->num_own_gpus : 0; }
 
+isn_gpu_backend *isn_scheduler_gpu_replace(isn_scheduler *s, uint32_t device, isn_gpu_backend *backend) {
+    if (!s->own_gpus_real || device >= s->num_own_gpus) return NULL;
+    return isn_gpu_cuda_replace(&s->own_gpus[device], backend);
+}
+
 bool isn_scheduler_gpu_health(isn_scheduler *s, uint32_t device, isn_gpu_health *health) {
     if (!s->own_gpus_real || device >= s->num_own_gpus) return false;
     isn_gpu_cuda_health(&s->own_gpus[device], health);
