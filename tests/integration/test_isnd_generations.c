@@ -392,14 +392,19 @@ static bool wait_generation(isn_grpc_client *client, const char *want, int timeo
     return false;
 }
 
+/* A harness whose index.path is work/current, a symbolic link to target (as a deploy tool keeps it). */
+static void init_linked(harness *p, const char *target) {
+    harness_init(p, self_path);
+    char work[sizeof p->work_dir];
+    memcpy(work, p->work_dir, sizeof work);
+    snprintf(p->index_dir, sizeof p->index_dir, "%s/current", work);
+    assert_int_equal(symlink(target, p->index_dir), 0);
+}
+
 static void test_symlink_flip(void **state) {
     (void)state;
     harness linked;
-    harness_init(&linked, self_path);
-    char work[sizeof linked.work_dir];
-    memcpy(work, linked.work_dir, sizeof work);
-    snprintf(linked.index_dir, sizeof linked.index_dir, "%s/current", work);
-    assert_int_equal(symlink(gen_dir[0], linked.index_dir), 0);
+    init_linked(&linked, gen_dir[0]);
     const char *extra[] = {"--set", "index.watch_interval=100ms", NULL};
     assert_int_equal(harness_start(&linked, NULL, extra), 0);
     char err[256];
@@ -432,15 +437,11 @@ static void test_symlink_flip(void **state) {
 static void test_rankers_follow_the_swap(void **state) {
     (void)state;
     harness ranked;
-    harness_init(&ranked, self_path);
+    init_linked(&ranked, gen_dir[0]);
     char rankers[PATH_MAX + 32], examples[PATH_MAX];
     snprintf(rankers, sizeof rankers, "%s/../examples/rankers", ranked.build_dir);
     if (!realpath(rankers, examples)) fail_msg("%s: %s", rankers, strerror(errno));
     snprintf(rankers, sizeof rankers, "rerank.ranker_dir=%s", examples);
-    char work[sizeof ranked.work_dir];
-    memcpy(work, ranked.work_dir, sizeof work);
-    snprintf(ranked.index_dir, sizeof ranked.index_dir, "%s/current", work);
-    assert_int_equal(symlink(gen_dir[0], ranked.index_dir), 0);
     const char *extra[] = {"--set", rankers, "--set", "index.watch_interval=0", NULL};
     assert_int_equal(harness_start(&ranked, NULL, extra), 0);
     char err[256];
@@ -484,11 +485,7 @@ static void expect_answer(isn_grpc_client *client, int g, const char *device) {
 static void test_gpu_keeps_answering(void **state) {
     (void)state;
     harness gpu;
-    harness_init(&gpu, self_path);
-    char work[sizeof gpu.work_dir];
-    memcpy(work, gpu.work_dir, sizeof work);
-    snprintf(gpu.index_dir, sizeof gpu.index_dir, "%s/current", work);
-    assert_int_equal(symlink(gen_dir[0], gpu.index_dir), 0);
+    init_linked(&gpu, gen_dir[0]);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "index.watch_interval=100ms", NULL};
     assert_int_equal(harness_start(&gpu, NULL, extra), 0);
@@ -535,13 +532,9 @@ static void test_agg_refreshes_global_stats(void **state) {
     char addresses[2][80];
     const char *partitions[3] = {addresses[0], addresses[1], NULL};
     for (int p = 0; p < 2; p++) {
-        harness_init(&nodes[p], self_path);
-        char work[sizeof nodes[p].work_dir];
-        memcpy(work, nodes[p].work_dir, sizeof work);
-        snprintf(nodes[p].index_dir, sizeof nodes[p].index_dir, "%s/current", work);
         char target[PATH_MAX + 32];
         snprintf(target, sizeof target, "%s/part-%04d", parts_dir[0], p);
-        assert_int_equal(symlink(target, nodes[p].index_dir), 0);
+        init_linked(&nodes[p], target);
         char id[16];
         snprintf(id, sizeof id, "%d", p);
         const char *extra[] = {"--partition-id", id, "--workers", "1", "--set", "index.watch_interval=100ms", NULL};
