@@ -49,6 +49,9 @@ typedef struct {
     uint32_t p95_us;
     bool have_info;
     uint64_t num_docs, total_doc_len;
+    /* The index generation its replies last named (Search or Info; "" before the first): when it
+     * changes, the partition swapped its index and the cached global statistics are stale. */
+    char generation[24];
     uint64_t answered, missing;
     /* discovery by DNS (partition = dns:NAME:PORT): the name, the last answer, what it changed */
     char dns_name[AGG_ADDR_MAX];
@@ -140,6 +143,7 @@ typedef struct {
     uint64_t requests_by_status[GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
+    uint64_t generation_changes; /* a partition's replies named another index generation */
     histogram latency;    /* answered queries */
     histogram processing; /* the aggregator thread's own time per query */
     double send_seconds;  /* handing queued calls to the replica connections (not per query) */
@@ -205,6 +209,10 @@ void agg_term_stats_free(agg_term_stats *stats);
 void agg_global_totals(const agg *a, agg_term_stats *stats);
 /* Looks the query's statistics up in the cache; false when they must be asked for. */
 bool agg_stats_lookup(agg *a, agg_query *q);
+/* A reply of partition pi named its index generation (from `source`, for the log): when that is a
+ * new one, the cached global statistics (df per query text) are dropped, so the next queries ask
+ * every partition again and take N and the average length from the new generation too. */
+void agg_partition_generation_seen(agg *a, uint32_t pi, const char *generation, const char *source);
 /* Asks one replica of every partition for the df of the query's terms. */
 void agg_stats_start(agg *a, agg_query *q, int64_t now);
 /* Collects the Info answers; true once every partition answered or failed. */

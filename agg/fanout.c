@@ -159,6 +159,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
             part->reply = reply;
             part->state = PART_ANSWERED;
+            agg_partition_generation_seen(a, pi, reply.generation, "a Search reply");
             if (hedge) {
                 r->hedge_wins++;
                 a->metrics.hedge_wins++;

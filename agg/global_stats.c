@@ -39,13 +39,15 @@ agg_stats_entry *agg_stats_cache_find(agg_stats_cache *cache, const char *key) {
     }
 }
 
+static void stats_cache_clear(agg_stats_cache *cache) {
+    for (uint32_t i = 0; cache->slots && i < AGG_STATS_CACHE_SLOTS; i++) stats_entry_clear(&cache->slots[i]);
+    cache->used = 0;
+}
+
 /* The cache only grows with distinct query texts; when half full it starts over. */
 void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term_stats *stats) {
     if (!cache->slots) return;
-    if (cache->used >= AGG_STATS_CACHE_SLOTS / 2) {
-        for (uint32_t i = 0; i < AGG_STATS_CACHE_SLOTS; i++) stats_entry_clear(&cache->slots[i]);
-        cache->used = 0;
-    }
+    if (cache->used >= AGG_STATS_CACHE_SLOTS / 2) stats_cache_clear(cache);
     agg_stats_entry *e = agg_stats_cache_find(cache, key);
     if (e->key) return;
     e->key = strdup(key);
@@ -65,6 +67,20 @@ void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term
         }
     }
     cache->used++;
+}
+
+void agg_partition_generation_seen(agg *a, uint32_t pi, const char *generation, const char *source) {
+    if (!generation || !generation[0] || pi >= a->num_partitions) return; /* an older isnd: no generations */
+    agg_partition *p = &a->partitions[pi];
+    if (!strcmp(p->generation, generation)) return;
+    if (p->generation[0]) {
+        a->metrics.generation_changes++;
+        log_info("partition %u: index generation %s -> %s (seen in %s): cached global statistics dropped (%u query "
+                 "texts), refreshed from every partition by the next queries",
+                 pi, p->generation, generation, source, a->stats_cache.used);
+        stats_cache_clear(&a->stats_cache);
+    }
+    snprintf(p->generation, sizeof p->generation, "%s", generation);
 }
 
 /* ------------------------------------------------------------------ one query's statistics */
@@ -190,6 +206,7 @@ static bool add_partition_info(agg *a, agg_query *q, uint32_t pi, const isn_grpc
     p->num_docs = info->num_docs;
     p->total_doc_len = info->total_doc_len;
     p->have_info = true;
+    agg_partition_generation_seen(a, pi, info->generation, "Info");
     for (size_t i = 0; i < info->n_terms; i++) {
         const char *term = info->terms[i]->index_term;
         if (!term || !term[0]) continue;

@@ -135,6 +135,9 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_family(out, "isn_agg_global_stats_cache_total", "counter", "Global statistics lookups by result.");
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"hit\"} %llu\n", (unsigned long long)m->stats_cache_hits);
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"miss\"} %llu\n", (unsigned long long)m->stats_cache_misses);
+    prom_u64(out, "isn_agg_partition_generation_changes_total", "counter",
+             "Times a partition's replies named a new index generation (cached global statistics dropped).",
+             m->generation_changes);
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
     grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");

@@ -37,6 +37,7 @@ typedef struct {
     char index_path[ISN_CONF_PATH_MAX];
     uint32_t partition_id;
     bool warm_up;
+    uint32_t index_watch_interval_ms; /* a symlinked index.path: how often its target is checked; 0 = only on change events */
     /* [search] */
     uint32_t workers; /* 0 = one per online CPU */
     uint32_t max_queue;

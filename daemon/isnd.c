@@ -148,8 +148,7 @@ int main(int argc, char **argv) {
     grpc_health_watchers_free(server.watchers);
     grpc_stats_server_free(server.stats);
     rankers_stop();
-    if (server.analyzer) isn_analyzer_free(server.analyzer);
-    if (server.index) isn_index_close(server.index);
+    generations_free(&server); /* after the calls, which released theirs */
     uv_loop_close(server.loop);
     for (size_t i = 0; i < num_overrides; i++) free(overrides[i]);
     log_info("isnd stopped (exit status %d)", server.exit_code);

@@ -22,6 +22,7 @@ static void close_if_open(uv_handle_t *handle) {
 void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
+    generations_stop(server);
     if (server->grpc) grpc_server_close(server->grpc);
     if (server->stats) grpc_stats_server_close(server->stats);
     /* Joined before the async handle closes: a worker may still be signalling it. The calls the
@@ -115,14 +116,8 @@ void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_
 static void load_index(uv_work_t *work) {
     isn_server *server = work->data;
     uint64_t start = isn_now_ns();
-    server->index = isn_index_open(server->conf.index_path, server->load_error, sizeof server->load_error);
-    if (!server->index) return;
-    server->info = isn_index_get_info(server->index);
-    server->analyzer = isn_index_new_analyzer(server->index);
-    if (!server->analyzer) {
-        snprintf(server->load_error, sizeof server->load_error, "out of memory for an analyzer");
-        return;
-    }
+    index_generation *first = generations_open_first(server, server->load_error, sizeof server->load_error);
+    if (!first) return;
     log_info("index %s: %u documents, %u terms, %llu bytes, format version %u, opened in %.3f s",
              server->conf.index_path, server->info->num_docs, server->info->num_terms,
              (unsigned long long)server->info->file_bytes, server->info->version,
@@ -136,7 +131,7 @@ static void load_index(uv_work_t *work) {
         workers = cpus > 0 ? (uint32_t)cpus : 1;
     }
     start = isn_now_ns();
-    server->pool = search_service_start(server->index, &server->conf, workers, &server->completion_async,
+    server->pool = search_service_start(first, &server->conf, workers, &server->completion_async,
                                      server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
@@ -164,6 +159,7 @@ static void on_loaded(uv_work_t *work, int status) {
         server_stop(server);
         return;
     }
+    generations_serve_first(server);
     server->state = SERVER_READY;
     server->ready_ns = isn_now_ns();
     grpc_health_changed(server->watchers);
@@ -181,6 +177,8 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     server->start_time = isn_wall_seconds();
     server->state = SERVER_STARTING;
     uv_loop_t *loop = server->loop;
+    server->generations = generations_new(server);
+    if (!server->generations) return isn_error(err, err_len, "out of memory for the index generations");
 
     grpc_server_config grpc_config;
     grpc_stats_config stats_config;

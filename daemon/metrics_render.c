@@ -123,6 +123,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     buffer_printf(out, "isn_index_info{partition=\"%u\",version=\"%u\"} 1\n", server->conf.partition_id,
                   info ? info->version : 0);
 
+    generations_render_prometheus(server, out);
     prom_u64(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
     prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
     prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
@@ -164,7 +165,8 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
     buffer_printf(out, "\"index\":{\"partition_id\":%u,\"documents\":%u,\"terms\":%u,\"postings\":%llu,\"bytes\":%llu},",
                   server->conf.partition_id, info ? info->num_docs : 0, info ? info->num_terms : 0,
                   (unsigned long long)(info ? info->num_postings : 0), (unsigned long long)(info ? info->file_bytes : 0));
-    buffer_printf(out, "\"requests\":{");
+    generations_render_json(server, out);
+    buffer_printf(out, ",\"requests\":{");
     bool first_method = true;
     for (int method = 0; method < RPC_COUNT; method++) {
         buffer_printf(out, "%s\"%s\":{", first_method ? "" : ",", rpc_method_label(method));

@@ -113,6 +113,25 @@ static const char *describe(const isn_ranker *r, char *buf, size_t len) {
     return buf;
 }
 
+static bool same_fields(const isn_index_info *a, const isn_index_info *b) {
+    if (a->num_fields != b->num_fields) return false;
+    for (uint32_t f = 0; f < a->num_fields; f++)
+        if (strcmp(a->fields[f], b->fields[f])) return false;
+    return true;
+}
+
+int rankers_set_index(const isn_index_info *info) {
+    pthread_mutex_lock(&registry.lock);
+    bool same = !registry.info || same_fields(registry.info, info);
+    registry.info = info;
+    uint32_t default_n1 = registry.default_n1, max_n1 = registry.max_n1;
+    bool any = registry.dir[0] != '\0';
+    pthread_mutex_unlock(&registry.lock);
+    if (same || !any) return 0;
+    log_info("the new index generation has other fields: reloading the rankers against it");
+    return rankers_reload(default_n1, max_n1);
+}
+
 int rankers_start(const char *dir, const isn_index_info *info, uint32_t default_n1, uint32_t max_n1, char *err,
                   size_t err_len) {
     pthread_mutex_lock(&registry.lock);

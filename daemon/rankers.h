@@ -20,6 +20,10 @@ int rankers_start(const char *dir, const isn_index_info *info, uint32_t default_
  * good one is added, a removed one dropped. Also takes the (reloadable) n1 limits. Returns the number
  * of files that failed. */
 int rankers_reload(uint32_t default_n1, uint32_t max_n1);
+/* A new index generation serves: rankers load against it from now on. Its fields named as the old
+ * one's keep the loaded rankers (their features are the same); other fields reload every file
+ * (rankers_reload). Returns the number of files that failed. */
+int rankers_set_index(const isn_index_info *info);
 /* Drops every ranker (exit); references still held free theirs on release. */
 void rankers_stop(void);
 

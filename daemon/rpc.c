@@ -56,6 +56,8 @@ static void on_open(grpc_call *call, void *app) {
 static void on_release(grpc_call *call, bool freeing, void *app) {
     rpc_call *rc = app_of(call);
     deadline_forget(app, rc);
+    generation_release(rc->job.generation); /* the last request of a replaced generation frees it */
+    rc->job.generation = NULL;
     arena_reset(&rc->arena);
     if (freeing) buffer_free(&rc->job.reply);
     else buffer_clear(&rc->job.reply, KEEP_REPLY_BUFFER);
@@ -253,6 +255,7 @@ static void handle_search(isn_server *server, grpc_call *call) {
     atomic_store(&job->phase, JOB_QUEUED);
     rc->call = call;
     rc->answered_at_deadline = false;
+    job->generation = generations_acquire(server); /* released with the call (on_release) */
     int refused = search_service_submit(server->pool, job);
     if (refused) {
         if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
@@ -299,7 +302,7 @@ void rpc_on_completions(uv_async_t *async) {
 /* ------------------------------------------------------------------ Info */
 
 typedef struct {
-    isn_server *server;
+    index_generation *generation;
     arena *arena;
     Isn__V1__InfoResponse *response;
     const char *asked;
@@ -309,7 +312,6 @@ typedef struct {
 
 static void add_term_info(info_ctx *ctx, const char *asked, const char *term, size_t len) {
     if (ctx->failed) return;
-    isn_server *server = ctx->server;
     Isn__V1__InfoResponse *response = ctx->response;
     if (response->n_terms == ctx->cap) {
         size_t cap = ctx->cap ? ctx->cap * 2 : 16;
@@ -334,9 +336,10 @@ static void add_term_info(info_ctx *ctx, const char *asked, const char *term, si
     info->term = (char *)asked;
     info->index_term = copy;
     uint32_t term_id;
-    if (isn_index_find_term(server->index, term, len, &term_id)) {
+    const isn_index *index = ctx->generation->index;
+    if (isn_index_find_term(index, term, len, &term_id)) {
         isn_term_stats stats;
-        isn_index_term_stats(server->index, term_id, &stats);
+        isn_index_term_stats(index, term_id, &stats);
         info->found = true;
         info->df = stats.df;
         info->cf = stats.cf;
@@ -359,7 +362,8 @@ static void handle_info(isn_server *server, grpc_call *call) {
                          request->n_terms, INFO_MAX_TERMS);
         return;
     }
-    const isn_index_info *info = server->info;
+    index_generation *generation = generations_acquire(server);
+    const isn_index_info *info = generation->info;
     Isn__V1__InfoResponse response = ISN__V1__INFO_RESPONSE__INIT;
     Isn__V1__AnalyzerSettings analyzer = ISN__V1__ANALYZER_SETTINGS__INIT;
     char *fields[ISN_MAX_FIELDS];
@@ -382,18 +386,19 @@ static void handle_info(isn_server *server, grpc_call *call) {
     response.has_positions = info->has_positions;
     response.index_bytes = info->file_bytes;
     response.server_version = ISND_VERSION;
-    info_ctx ctx = {.server = server, .arena = &rc->arena, .response = &response};
+    response.generation = generation->id;
+    response.generation_built_unix = info->built_unix_seconds;
+    response.generation_built_from_mtime = info->built_from_mtime;
+    info_ctx ctx = {.generation = generation, .arena = &rc->arena, .response = &response};
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *term = request->terms[i] ? request->terms[i] : "";
         ctx.asked = term;
-        if (request->analyze) isn_analyze(server->analyzer, term, strlen(term), on_analyzed_term, &ctx);
+        if (request->analyze) isn_analyze(generation->analyzer, term, strlen(term), on_analyzed_term, &ctx);
         else add_term_info(&ctx, term, term, strlen(term));
     }
-    if (ctx.failed) {
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
-        return;
-    }
-    grpc_call_reply_message(call, &response.base);
+    if (ctx.failed) grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
+    else grpc_call_reply_message(call, &response.base);
+    generation_release(generation);
 }
 
 /* ------------------------------------------------------------------ Health */

@@ -18,11 +18,16 @@
 
 enum { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_EXPIRED = 2 };
 
+struct index_generation;
+
 typedef struct search_job search_job;
 struct search_job {
     search_job *next; /* queue link, then completion link */
     /* input: set by the loop thread; read-only for the worker */
     const Isn__V1__SearchRequest *request;
+    /* the index generation it was admitted on (a reference, released when it is answered): its
+     * query is analysed, run and answered there */
+    struct index_generation *generation;
     uint32_t k;
     isn_mode mode;
     isn_algo algo;
@@ -40,6 +45,7 @@ struct search_job {
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
     isn_hit *gpu_hits;     /* k entries in `memory` when the GPU may answer it */
+    bool gpu_counted;      /* counted in the service's GPU-bound jobs until it completes */
     /* output: set by the worker */
     int status;
     char message[256];

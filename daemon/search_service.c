@@ -10,15 +10,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
+#include "daemon/generation.h"
 #include "daemon/gpu_setup.h"
 #include "grpc/grpc.h"
 
 struct search_service {
     isn_scheduler *scheduler;
-    const isn_index *index;
-    isn_searcher *planner; /* the starting thread's, for the GPU training log */
+    /* The generation the GPU backends hold (a reference): only queries of its content may go to
+     * them. NULL without a GPU first stage. While gpu_moving, none go (jobs already bound for the
+     * GPU, gpu_jobs of them, finish first), and the backends move to the next generation. */
+    index_generation *gpu_generation;
+    atomic_bool gpu_moving;
+    atomic_uint gpu_jobs;
+    isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
+    uint32_t num_staged;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     uint32_t max_k;
     bool warm_up;
@@ -44,12 +52,16 @@ struct search_service {
     uv_async_t *wake;
 };
 
-/* A worker's state: it analyses queries (prepare) and runs them. */
+/* A worker's state: it analyses queries (prepare) and runs them, with its own searcher and planner
+ * of each job's generation. */
 typedef struct service_worker {
-    search_worker *search; /* NULL in the loop thread's analyser */
-    isn_searcher *planner;
+    uint32_t id; /* the loop thread's analyser: the number of workers */
     isn_query_term terms[ISN_MAX_QUERY_TERMS]; /* for pre-analyzed terms */
 } service_worker;
+
+static isn_searcher *planner_of(const service_worker *worker, const search_job *job) {
+    return job->generation->planners[worker->id];
+}
 
 static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
 
@@ -76,25 +88,14 @@ search_job *search_service_take_completed(search_service *service) {
 
 static void on_worker_free(void *user, void *state) {
     (void)user;
-    service_worker *worker = state;
-    if (!worker) return;
-    search_worker_free(worker->search);
-    isn_searcher_free(worker->planner);
-    free(worker);
+    free(state);
 }
 
 static void *on_worker_init(void *user, uint32_t id) {
-    search_service *service = user;
+    (void)user;
     service_worker *worker = calloc(1, sizeof *worker);
     if (!worker) return NULL;
-    worker->search = search_worker_new(service->index, id, service->max_k);
-    worker->planner = isn_searcher_new(service->index);
-    if (!worker->search || !worker->planner) {
-        on_worker_free(user, worker);
-        return NULL;
-    }
-    search_worker_set_l2_route(worker->search, &service->l2);
-    if (service->warm_up) search_worker_warm_up(worker->search);
+    worker->id = id;
     return worker;
 }
 
@@ -104,7 +105,7 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     job->enqueued_ns = sched->enqueued_ns;
     job->stop_ns = context->stop_ns;
     job->complete = true;
-    search_worker_run(((service_worker *)context->worker_state)->search, job, false);
+    search_worker_run(job->generation->workers[((service_worker *)context->worker_state)->id], job, false);
     sched->complete = job->status != GRPC_STATUS_OK || job->complete;
     /* Errors and cancellations end early for reasons unrelated to the query's cost. */
     sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
@@ -174,9 +175,16 @@ static void refuse(search_job *job, isn_submit_result result) {
     snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
 }
 
+static void gpu_uncount(search_service *service, search_job *job) {
+    if (!job->gpu_counted) return;
+    job->gpu_counted = false;
+    atomic_fetch_sub(&service->gpu_jobs, 1);
+}
+
 static void on_complete(void *user, isn_job *sched) {
     search_service *service = user;
     search_job *job = job_of(sched);
+    gpu_uncount(service, job);
     if (sched->outcome == ISN_JOB_REFUSED) {
         /* prepare() already set the status of a request it refused. */
         job->reply.len = 0;
@@ -197,8 +205,9 @@ static void on_complete(void *user, isn_job *sched) {
 /* ------------------------------------------------------------------ analysis (once, on a worker or the loop) */
 
 /* Pre-analyzed terms: looked up as given; repeats raise the count; terms absent here are counted. */
-static int query_from_terms(search_service *service, service_worker *worker, const Isn__V1__SearchRequest *request,
-                            isn_query *query, search_job *job) {
+static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest *request, isn_query *query,
+                            search_job *job) {
+    const isn_index *index = job->generation->index;
     isn_query_term *terms = worker->terms;
     query->terms = terms;
     query->num_terms = 0;
@@ -206,7 +215,7 @@ static int query_from_terms(search_service *service, service_worker *worker, con
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *text = request->terms[i];
         uint32_t term_id;
-        if (!isn_index_find_term(service->index, text, strlen(text), &term_id)) {
+        if (!isn_index_find_term(index, text, strlen(text), &term_id)) {
             query->num_unknown++;
             continue;
         }
@@ -221,7 +230,7 @@ static int query_from_terms(search_service *service, service_worker *worker, con
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
         isn_term_stats stats;
-        isn_index_term_stats(service->index, term_id, &stats);
+        isn_index_term_stats(index, term_id, &stats);
         terms[query->num_terms++] = (isn_query_term){.term_id = term_id, .count = 1, .df = stats.df};
     }
     return 0;
@@ -229,17 +238,17 @@ static int query_from_terms(search_service *service, service_worker *worker, con
 
 /* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
  * arena), and the cost model's features come from them. 0, or the gRPC status to answer with. */
-static int analyse(search_service *service, service_worker *worker, search_job *job) {
+static int analyse(service_worker *worker, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     isn_query parsed;
     if (request->query && request->query[0]) {
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(worker->planner, request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
+        if (isn_query_parse(planner_of(worker, job), request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
             snprintf(job->message, sizeof job->message, "%s", err);
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
     } else {
-        int status = query_from_terms(service, worker, request, &parsed, job);
+        int status = query_from_terms(worker, request, &parsed, job);
         if (status) return status;
     }
     job->query = parsed;
@@ -254,6 +263,7 @@ static int analyse(search_service *service, service_worker *worker, search_job *
         memcpy(job->query.terms, parsed.terms, bytes);
     }
     job->sched.query = &job->query;
+    job->sched.index = job->generation->index;
     job->sched.k = job->k;
     job->sched.mode = job->mode;
     job->sched.algo = job->algo;
@@ -266,21 +276,26 @@ static bool gpu_eligible(search_service *service, search_job *job) {
     if (!service->num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
+    /* counted first, then the move checked: a mover that set gpu_moving waits for this job */
+    atomic_fetch_add(&service->gpu_jobs, 1);
+    job->gpu_counted = true;
+    if (atomic_load(&service->gpu_moving) || !search_service_gpu_holds(service, job->generation)) return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
     return job->gpu_hits != NULL;
 }
 
+
 static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
     search_job *job = job_of(sched);
-    int refused = analyse(service, worker_state, job);
+    int refused = analyse(worker_state, job);
     if (refused) {
         job->status = refused;
         return false;
     }
     job->gpu_hits = NULL;
     if (service->num_backends)
-        sched->placement = !gpu_eligible(service, job) ? ISN_PLACE_CPU
+        sched->placement = !gpu_eligible(service, job) ? (gpu_uncount(service, job), ISN_PLACE_CPU)
                            : service->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
     return true; /* the scheduler takes the cost features from job->sched.query */
@@ -300,6 +315,7 @@ int search_service_submit(search_service *service, search_job *job) {
     job->next = NULL;
     job->complete = true;
     job->stop_ns = 0;
+    job->gpu_counted = false;
     isn_job *sched = &job->sched;
     memset(sched, 0, sizeof *sched);
     sched->user = job;
@@ -317,24 +333,47 @@ int search_service_submit(search_service *service, search_job *job) {
 
 /* ------------------------------------------------------------------ start, stop */
 
-search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers,
+void search_service_params_of(const search_service *service, search_service_params *params) {
+    *params = (search_service_params){
+        .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up};
+}
+
+/* By content: a generation with the same content hash (a swap back to the index the GPU holds) has
+ * the same term and document ids, so the device answers its queries exactly. */
+bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
+    return service->gpu_generation &&
+           (service->gpu_generation == generation || !strcmp(service->gpu_generation->id, generation->id));
+}
+
+bool search_service_has_gpu(const search_service *service) { return service->num_backends > 0; }
+
+search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
                                      uv_async_t *wake, char *err, size_t err_len) {
+    const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
         snprintf(err, err_len, "out of memory for the search service");
         return NULL;
     }
-    service->index = index;
     service->max_k = conf->max_k;
     service->warm_up = conf->warm_up;
     service->wake = wake;
     service->num_threads = workers;
-    service->planner = isn_searcher_new(index);
+    /* the starting thread's, for the GPU training log */
+    isn_searcher *planner = isn_searcher_new(index);
     pthread_mutex_init(&service->l2_lock, NULL);
     service->l2.lock = &service->l2_lock;
     service->l2.crossover = service->crossover = isn_l2_crossover_new();
-    if (!service->planner || !service->crossover) {
+    if (!planner || !service->crossover) {
         snprintf(err, err_len, "out of memory for the query planner");
+        isn_searcher_free(planner);
+        search_service_stop(service);
+        return NULL;
+    }
+    search_service_params params;
+    search_service_params_of(service, &params);
+    if (generation_add_workers(first, &params, err, err_len) < 0) {
+        isn_searcher_free(planner);
         search_service_stop(service);
         return NULL;
     }
@@ -353,7 +392,7 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     config.batch.memory_budget = conf->gpu_batch_memory_bytes;
     config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
     config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
-    config.index = index;
+    config.index = NULL; /* each job names its generation's index (job->sched.index) */
     config.cost_model_state = conf->cost_model_state;
     config.analysis_min_workers = conf->analysis_min_workers;
     config.worker_init = on_worker_init;
@@ -362,11 +401,14 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
-    if (gpu_setup_first_stage(index, conf, service->planner, service->backends, &service->num_backends, err,
-                              err_len) < 0) {
+    int gpu_rc = gpu_setup_first_stage(index, conf, planner, service->backends, &service->num_backends, err, err_len);
+    isn_searcher_free(planner);
+    if (gpu_rc < 0) {
         search_service_stop(service);
         return NULL;
     }
+    /* The backends hold this generation's postings: it stays mapped while they serve it. */
+    if (service->num_backends) service->gpu_generation = generation_acquire(first);
     for (uint32_t d = 0; d < service->num_backends; d++) {
         service->answerers[d] = (struct gpu_answerer){service, search_worker_new(index, UINT32_MAX, conf->gpu_max_k)};
         if (!service->answerers[d].packer) {
@@ -408,7 +450,7 @@ search_service *search_service_start(const isn_index *index, const isn_conf *con
         search_service_stop(service);
         return NULL;
     }
-    service->loop_analyser->planner = service->planner;
+    service->loop_analyser->id = workers;
     config.submitter_state = service->loop_analyser;
     service->scheduler = isn_scheduler_start(&config, err, err_len);
     if (!service->scheduler) {
@@ -444,8 +486,86 @@ uint32_t search_service_running(const search_service *service) {
 }
 
 
+/* ------------------------------------------------------------------ the GPU's generation */
+
+int search_service_gpu_stage(search_service *service, const isn_conf *conf, index_generation *next) {
+    if (!service->num_backends || search_service_gpu_holds(service, next)) return 0;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    char err[512];
+    uint32_t n = 0;
+    if (!planner || gpu_setup_first_stage(next->index, conf, planner, service->staged, &n, err, sizeof err) < 0) n = 0;
+    isn_searcher_free(planner);
+    if (n == service->num_backends) {
+        service->num_staged = n;
+        return 1;
+    }
+    for (uint32_t d = 0; d < n; d++) isn_gpu_close(service->staged[d]);
+    log_warn("gpu: %u of %u devices could hold generation %s beside the one they serve: every device frees its "
+             "residency before uploading the new one, and the node answers on the CPU workers meanwhile (/readyz "
+             "degraded, isn_gpu_healthy 0)",
+             n, service->num_backends, next->id);
+    return 0;
+}
+
+/* A device's residency replaced by the next generation's when it could not hold both: freed first,
+ * then uploaded (the device has no backend in between). */
+static isn_gpu_backend *reload_device(search_service *service, const isn_conf *conf, index_generation *next,
+                                      uint32_t d) {
+    isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, NULL));
+    isn_conf one = *conf;
+    one.gpu_device = conf->gpu_device + d;
+    one.gpu_devices = 1;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    isn_gpu_backend *backend = NULL;
+    uint32_t n = 0;
+    char err[512];
+    if (planner && gpu_setup_first_stage(next->index, &one, planner, &backend, &n, err, sizeof err) == 0 && n == 1)
+        isn_scheduler_gpu_replace(service->scheduler, d, backend);
+    else {
+        backend = NULL;
+        log_error("gpu: device %u cannot upload generation %s: it stays without a first stage (queries on the CPU)",
+                  one.gpu_device, next->id);
+    }
+    isn_searcher_free(planner);
+    return backend;
+}
+
+void search_service_gpu_move(search_service *service, const isn_conf *conf, index_generation *next) {
+    if (!service->num_backends || search_service_gpu_holds(service, next)) return;
+    uint64_t start = isn_now_ns();
+    atomic_store(&service->gpu_moving, true);
+    /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
+     * to the count, not queued. */
+    uint64_t give_up = start + (uint64_t)(conf->max_timeout_ms ? conf->max_timeout_ms : 60000) * 1000000ull + 1000000000ull;
+    while (atomic_load(&service->gpu_jobs) && isn_now_ns() < give_up) {
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    if (atomic_load(&service->gpu_jobs))
+        log_error("gpu: %u jobs still counted as bound for the GPU after their longest deadline; moving on",
+                  atomic_load(&service->gpu_jobs));
+    double drained = (double)(isn_now_ns() - start) / 1e9;
+    bool staged = service->num_staged == service->num_backends;
+    for (uint32_t d = 0; d < service->num_backends; d++) {
+        isn_gpu_backend *backend = staged ? service->staged[d] : reload_device(service, conf, next, d);
+        if (staged) isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, backend));
+        service->backends[d] = backend;
+        search_worker_free(service->answerers[d].packer);
+        service->answerers[d].packer = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
+    }
+    service->num_staged = 0;
+    index_generation *old = service->gpu_generation;
+    service->gpu_generation = generation_acquire(next);
+    atomic_store(&service->gpu_moving, false);
+    log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in %.3f s)",
+             next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
+             (double)(isn_now_ns() - start) / 1e9);
+    generation_release(old);
+}
+
 /* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
 static void close_gpu(search_service *service) {
+    for (uint32_t d = 0; d < service->num_staged; d++) isn_gpu_close(service->staged[d]);
     for (uint32_t d = 0; d < service->num_backends; d++) {
         isn_gpu_close(service->backends[d]);
         search_worker_free(service->answerers[d].packer);
@@ -459,7 +579,7 @@ void search_service_stop(search_service *service) {
     close_gpu(service);
     isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
-    isn_searcher_free(service->planner);
+    generation_release(service->gpu_generation);
     free(service->loop_analyser);
     free(service);
 }

@@ -15,11 +15,34 @@
 #include "daemon/search_job.h"
 
 typedef struct search_service search_service;
+struct index_generation;
 
-/* Starts the threads and waits until each has its searcher (and warm-up, when conf asks). Loads
- * the cost model from conf->cost_model_state when set. NULL with err. */
-search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers,
+/* Starts the threads, with the first index generation's searchers (warmed up when conf asks). The
+ * GPU first stage ([gpu]) holds that generation. Loads the cost model from conf->cost_model_state
+ * when set. NULL with err. */
+search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
                                      uv_async_t *wake, char *err, size_t err_len);
+/* What a generation needs from the service to serve on it (generation_add_workers): its workers'
+ * number, their largest k, the second stage's route, whether to warm up. Read on the loop thread,
+ * so a generation can be built on another thread (the scheduler keeps running, and its cost model
+ * learning). */
+typedef struct {
+    uint32_t workers;
+    uint32_t max_k;
+    const l2_route *route;
+    bool warm_up;
+} search_service_params;
+void search_service_params_of(const search_service *service, search_service_params *params);
+/* The GPU first stage's move to the next generation, on the thread pool. stage, before the switch:
+ * uploads the next generation beside the current one (1), or finds that the devices cannot hold
+ * both (0: logged) or that there is nothing to move (0). move, after the switch: the jobs bound for
+ * the GPU finish, then each device serves the next generation (the staged upload, or its residency
+ * freed and uploaded again); queries of the next generation run on the CPU until then. */
+int search_service_gpu_stage(search_service *service, const isn_conf *conf, struct index_generation *next);
+void search_service_gpu_move(search_service *service, const isn_conf *conf, struct index_generation *next);
+/* Whether the GPU first stage runs; whether it holds this generation (others' queries run on the CPU). */
+bool search_service_has_gpu(const search_service *service);
+bool search_service_gpu_holds(const search_service *service, const struct index_generation *generation);
 /* Loop thread. Hands the job to the scheduler, which has the query analysed once (on a worker, or
  * here when workers are few and there is no GPU; its terms go with the job, in job->memory) and takes
  * the cost model's features from it. 0 when queued; otherwise the gRPC status to answer with

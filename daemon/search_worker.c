@@ -2,6 +2,7 @@
  * worker): global statistics, the first stage, the second stage, and packing the reply, so the loop
  * thread only copies bytes out. */
 #include "daemon/search_job.h"
+#include "daemon/generation.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -166,6 +167,10 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     response.matched_lower_bound = stats->matched_lower_bound;
     response.device = (char *)device;
     response.partition_id = job->partition_id;
+    if (job->generation) {
+        response.generation = job->generation->id;
+        response.generation_built_unix = job->generation->info->built_unix_seconds;
+    }
     response.request_id = request->request_id ? request->request_id : "";
     job->total_ns = isn_now_ns() - job->received_ns;
     times.queue_us = job->queue_ns / 1000;
@@ -422,6 +427,10 @@ void search_job_pack_simulated(search_job *job) {
     response.incomplete_reason = "";
     response.device = "gpu-sim";
     response.partition_id = job->partition_id;
+    if (job->generation) {
+        response.generation = job->generation->id;
+        response.generation_built_unix = job->generation->info->built_unix_seconds;
+    }
     response.request_id = job->request->request_id ? job->request->request_id : "";
     job->num_hits = 0;
     job->complete = true;

@@ -13,6 +13,7 @@
 #include "base/base.h"
 #include "conf/conf.h"
 #include "daemon/arena.h"
+#include "daemon/generation.h"
 #include "daemon/metrics.h"
 #include "daemon/search_job.h"
 #include "daemon/search_service.h"
@@ -45,9 +46,12 @@ struct isn_server {
     const char *const *overrides; /* "section.key=value" from the command line, re-applied on SIGHUP */
     size_t num_overrides;
     server_state state;
+    /* The index generations (generation_swap.c); index, info and analyzer are the current one's
+     * (loop thread). A request uses the generation it took a reference to (generations_acquire). */
+    generation_state *generations;
     isn_index *index;
     const isn_index_info *info;
-    isn_analyzer *analyzer; /* loop thread's own, for Info's analyze */
+    isn_analyzer *analyzer;
     search_service *pool;
     uint32_t num_workers;
     char load_error[512];

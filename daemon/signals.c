@@ -39,6 +39,7 @@ static void reload(isn_server *server) {
         log_info("SIGHUP: configuration reloaded from %s (log level %s, max_k %u, drain_timeout %u ms)",
                  server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
                  next.max_k, next.drain_timeout_ms);
+        generations_check(server, "SIGHUP");
     }
     if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0) server->metrics.reload_failures++;
     sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");

@@ -139,6 +139,8 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
     reply->partition_id = response->partition_id;
     reply->partitions_answered = response->partitions_answered;
     reply->partitions_total = response->partitions_total;
+    copy_text(reply->generation, sizeof reply->generation, response->generation);
+    reply->generation_built_unix = response->generation_built_unix;
     if (response->times) {
         reply->queue_us = response->times->queue_us;
         reply->retrieval_us = response->times->retrieval_us;
@@ -204,6 +206,8 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     reply->bm25_k1 = response->bm25_k1;
     reply->bm25_b = response->bm25_b;
     copy_text(reply->server_version, sizeof reply->server_version, response->server_version);
+    copy_text(reply->generation, sizeof reply->generation, response->generation);
+    reply->generation_built_unix = response->generation_built_unix;
     if (response->analyzer) {
         reply->stem = response->analyzer->stem;
         reply->stopwords = response->analyzer->stopwords;

@@ -503,6 +503,8 @@ typedef struct {
     uint32_t partition_id;
     uint64_t queue_us, retrieval_us, total_us, rerank_us;
     uint32_t partitions_answered, partitions_total; /* from an aggregator; 0 from an ISN */
+    char generation[24];            /* the index generation that answered ("" from an aggregator) */
+    uint64_t generation_built_unix;
     /* when debug was asked: */
     char algorithm_used[16];
     uint32_t num_terms, num_unknown_terms;
@@ -537,6 +539,8 @@ typedef struct {
     float bm25_k1, bm25_b;
     bool stem, stopwords;
     char server_version[32];
+    char generation[24]; /* the index generation serving new requests, and its build time */
+    uint64_t generation_built_unix;
     isn_grpc_term_info *terms;
     uint32_t num_term_infos;
 } isn_grpc_info_reply;

@@ -184,6 +184,18 @@ static int add_lexicon_term(writer *w, uint32_t rank, const char *s, size_t len,
     return buf_put(&w->lex_data, head, 2) || buf_put(&w->lex_data, s + shared, len - shared);
 }
 
+/* SOURCE_DATE_EPOCH (reproducible builds) when set and valid, else now. */
+static uint64_t build_time(void) {
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (epoch && *epoch) {
+        char *end;
+        errno = 0;
+        unsigned long long seconds = strtoull(epoch, &end, 10);
+        if (!*end && !errno) return seconds;
+    }
+    return (uint64_t)time(NULL);
+}
+
 static int write_file(const char *dir, const isn_meta *meta, const out_buf *sections, isn_build_summary *summary,
                       char *err, size_t err_len) {
     isn_piece pieces[SEC_COUNT];
@@ -248,6 +260,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     meta.num_docs = nd;
     meta.num_terms = nt;
     meta.num_fields = nf;
+    meta.built_unix_seconds = build_time();
     meta.flags = (b->options.positions ? ISN_META_HAS_POSITIONS : 0) |
                  (b->options.static_score_field[0] ? ISN_META_HAS_STATIC : 0);
     meta.k1 = b->options.bm25.k1;

@@ -6,6 +6,7 @@
 #ifndef ISN_INDEX_FORMAT_H
 #define ISN_INDEX_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "index/index.h"
@@ -70,7 +71,12 @@ typedef struct {
     uint32_t analyzer_max_token_bytes;
     uint32_t num_lex_blocks;
     char fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
+    /* When the builder wrote it (Unix seconds; SOURCE_DATE_EPOCH when set, for reproducible builds).
+     * Files written before this field existed end their meta just before it: still read. */
+    uint64_t built_unix_seconds;
 } isn_meta;
+
+#define ISN_META_BYTES_WITHOUT_BUILD_TIME offsetof(isn_meta, built_unix_seconds)
 
 /* A term as the reader serves it (and as version 1 stored it, 16 bytes a term). */
 typedef struct {

@@ -183,6 +183,11 @@ typedef struct {
     bool has_positions;
     bool has_static_scores;
     uint64_t file_bytes;
+    /* The generation's identity: the header's xxHash64 over the header and section table, which
+     * holds every section's checksum (so any change of content changes it), and the build time. */
+    uint64_t content_hash;
+    uint64_t built_unix_seconds;
+    bool built_from_mtime; /* the file predates the build time in meta: the file's mtime stands in */
     uint32_t num_sections;
     struct {
         char name[16];

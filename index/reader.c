@@ -310,9 +310,12 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         if (isn_hash64(sec[s], e->bytes) != e->checksum)
             return isn_error(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[s]);
     }
-    if (table[SEC_META].bytes != sizeof(isn_meta))
+    if (table[SEC_META].bytes != sizeof(isn_meta) && table[SEC_META].bytes != ISN_META_BYTES_WITHOUT_BUILD_TIME)
         return isn_error(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
     ix->meta = sec[SEC_META];
+    ix->info.content_hash = h.header_checksum;
+    ix->info.built_from_mtime = table[SEC_META].bytes != sizeof(isn_meta);
+    ix->info.built_unix_seconds = ix->info.built_from_mtime ? (uint64_t)st.st_mtime : ix->meta->built_unix_seconds;
     ix->static_scores = table[SEC_DOC_STATIC].bytes ? sec[SEC_DOC_STATIC] : NULL;
     ix->lex_index = sec[SEC_LEX_INDEX];
     ix->lex_data = sec[SEC_LEX_DATA];

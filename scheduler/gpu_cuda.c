@@ -23,7 +23,13 @@ typedef struct {
     char name[300];
 } gpu_cuda_state;
 
+#define NO_BACKEND_REASON "no first-stage backend while the index generation is swapped: queries run on the CPU"
+
 static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    if (!s->backend) {
+        snprintf(err, err_len, NO_BACKEND_REASON);
+        return -1;
+    }
     isn_gpu_health health;
     isn_gpu_health_get(s->backend, &health);
     if (!health.healthy) {
@@ -58,8 +64,23 @@ static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, cha
 void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health) {
     gpu_cuda_state *s = device->state;
     pthread_mutex_lock(&s->lock);
-    isn_gpu_health_get(s->backend, health);
+    if (s->backend) isn_gpu_health_get(s->backend, health);
+    else {
+        memset(health, 0, sizeof *health);
+        health->ready = true; /* ready but unhealthy: /readyz says degraded, serving on the CPU */
+        snprintf(health->reason, sizeof health->reason, NO_BACKEND_REASON);
+        snprintf(health->device_name, sizeof health->device_name, "%s", s->name + strlen("cuda:"));
+    }
     pthread_mutex_unlock(&s->lock);
+}
+
+isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *backend) {
+    gpu_cuda_state *s = device->state;
+    pthread_mutex_lock(&s->lock);
+    isn_gpu_backend *old = s->backend;
+    s->backend = backend;
+    pthread_mutex_unlock(&s->lock);
+    return old;
 }
 
 int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,

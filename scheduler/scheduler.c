@@ -431,8 +431,8 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
 }
 
 void sched_take_features(isn_scheduler *s, isn_job *job) {
-    if (!job->query || !s->config.index) return;
-    const isn_index *index = s->config.index;
+    const isn_index *index = job->index ? job->index : s->config.index;
+    if (!job->query || !index) return;
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     bool gpu_bound = job->placement == ISN_PLACE_GPU ||
                      (job->placement == ISN_PLACE_ANY && sched_gpu_clearly_wins(s, job));
@@ -825,6 +825,11 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
 }
 
 uint32_t isn_scheduler_gpu_count(const isn_scheduler *s) { return s->own_gpus_real ? s->num_own_gpus : 0; }
+
+isn_gpu_backend *isn_scheduler_gpu_replace(isn_scheduler *s, uint32_t device, isn_gpu_backend *backend) {
+    if (!s->own_gpus_real || device >= s->num_own_gpus) return NULL;
+    return isn_gpu_cuda_replace(&s->own_gpus[device], backend);
+}
 
 bool isn_scheduler_gpu_health(isn_scheduler *s, uint32_t device, isn_gpu_health *health) {
     if (!s->own_gpus_real || device >= s->num_own_gpus) return false;

@@ -105,6 +105,8 @@ struct isn_job {
     /* The query, analysed: the scheduler takes the features from it and config.index (with the
      * threshold probe only where the CPU is in the running). NULL: features are the submitter's. */
     const isn_query *query;
+    /* The index the query was analysed against (isnd's index generation); NULL: config.index. */
+    const isn_index *index;
     uint32_t k;
     isn_mode mode;
     isn_algo algo;
@@ -354,5 +356,11 @@ uint32_t isn_scheduler_gpu_count(const isn_scheduler *scheduler);
 /* Device i's health (config.gpu_backends[i]), taken under the lock that guards its batches; false
  * when there is no such real device. Any thread. */
 bool isn_scheduler_gpu_health(isn_scheduler *scheduler, uint32_t device, isn_gpu_health *health);
+/* Installs `backend` as real device i's first stage, between its batches, and returns the one it had
+ * (the caller closes it; NULL also when there is no such device). NULL leaves the device without
+ * one for a while: it refuses batches and reports itself unhealthy, so queries run on the CPU. The
+ * caller sees to it that no job for the old backend's index is queued for the GPU meanwhile (isnd
+ * swapping index generations). */
+isn_gpu_backend *isn_scheduler_gpu_replace(isn_scheduler *scheduler, uint32_t device, isn_gpu_backend *backend);
 
 #endif

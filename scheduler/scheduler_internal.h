@@ -64,6 +64,8 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
 void isn_gpu_cuda_free(isn_gpu_device *device);
 /* The backend's health, taken under the lock that guards its batches (any thread). */
 void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health);
+/* Installs another backend between batches (NULL: none for now) and returns the one it had. */
+isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *backend);
 
 /* Fills *device; free with isn_gpu_sim_free(device). 0, or -1 when out of memory. */
 int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64_t memory_budget,

@@ -193,17 +193,6 @@ static int read_until_closed(int fd, int timeout_ms, bool *closed) {
 
 /* ------------------------------------------------------------------ checks */
 
-static long long rss_kib(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = atoll(line + 6);
-    if (f) fclose(f);
-    return kib;
-}
-
 /* A new client gets a Search answered (retrying a refused or closed connection a few times: a
  * protection may have just closed connections to make room). */
 static void assert_still_serving(const target *t) {
@@ -230,7 +219,7 @@ static void assert_still_serving(const target *t) {
 
 /* Resident memory under the baseline plus the memory budget plus the allowance for connections. */
 static void assert_memory_bounded(const target *t, const char *attack) {
-    long long rss = rss_kib(t->h->pid);
+    long long rss = harness_rss_kib(t->h->pid);
     long long bound = t->baseline_rss_kib + (MEMORY_BUDGET_MIB + CONNECTION_ALLOWANCE_MIB) * 1024;
     fprintf(stderr, "%s after %s: resident %lld KiB (baseline %lld KiB, bound %lld KiB)\n", t->name, attack, rss,
             t->baseline_rss_kib, bound);
@@ -533,7 +522,7 @@ static void test_memory_returns(void **state) {
         const target *t = &targets[i];
         long long rss = 0;
         for (int64_t deadline = harness_now_ms() + 15000; harness_now_ms() < deadline; harness_sleep_ms(250))
-            if ((rss = rss_kib(t->h->pid)) <= 2 * t->baseline_rss_kib) break;
+            if ((rss = harness_rss_kib(t->h->pid)) <= 2 * t->baseline_rss_kib) break;
         fprintf(stderr, "%s: resident %lld KiB after the attacks (baseline %lld KiB)\n", t->name, rss,
                 t->baseline_rss_kib);
         assert_true(rss <= 2 * t->baseline_rss_kib);
@@ -585,7 +574,7 @@ static int setup(void **state) {
     if (client) isn_grpc_close(client);
     for (int i = 0; i < 2; i++) {
         assert_still_serving(&targets[i]);
-        targets[i].baseline_rss_kib = rss_kib(targets[i].h->pid);
+        targets[i].baseline_rss_kib = harness_rss_kib(targets[i].h->pid);
     }
     return 0;
 }

@@ -346,6 +346,17 @@ long long harness_stat(const harness *h, const char *field) {
     return p ? atoll(p + strlen(needle)) : -1;
 }
 
+long long harness_rss_kib(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = atoll(line + 6);
+    if (f) fclose(f);
+    return kib;
+}
+
 void harness_prepare(harness *h, uint32_t num_docs) {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

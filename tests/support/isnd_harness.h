@@ -55,6 +55,8 @@ int harness_connect(int port);
 ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms);
 int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
+/* A process's resident set (VmRSS) in KiB, or -1. */
+long long harness_rss_kib(pid_t pid);
 
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */

@@ -208,6 +208,29 @@ static void test_stats_cache(void **state) {
     agg_stats_cache_free(&cache);
 }
 
+/* A partition's new index generation makes the cached df sums stale: they are dropped; the first
+ * generation seen, the same one again, or none (an older isnd) keep them. */
+static void test_new_generation_drops_cached_stats(void **state) {
+    (void)state;
+    agg *a = new_aggregator(2, 1);
+    agg_term_stats stats = {0};
+    agg_term_stats_add(&stats, "wing", 7);
+    agg_stats_cache_put(&a->stats_cache, "wing", &stats);
+    agg_partition_generation_seen(a, 0, "00000000000000aa", "Info");
+    agg_partition_generation_seen(a, 1, "00000000000000bb", "Info");
+    agg_partition_generation_seen(a, 1, "", "a Search reply");
+    agg_partition_generation_seen(a, 0, "00000000000000aa", "a Search reply");
+    assert_non_null(agg_stats_cache_find(&a->stats_cache, "wing")->key);
+    assert_int_equal(a->metrics.generation_changes, 0);
+    agg_partition_generation_seen(a, 1, "00000000000000cc", "a Search reply");
+    assert_null(agg_stats_cache_find(&a->stats_cache, "wing")->key);
+    assert_int_equal(a->stats_cache.used, 0);
+    assert_int_equal(a->metrics.generation_changes, 1);
+    assert_string_equal(a->partitions[1].generation, "00000000000000cc");
+    agg_term_stats_free(&stats);
+    agg_free(a);
+}
+
 /* ------------------------------------------------------------------ readiness and reload */
 
 /* Ready while enough partitions have a replica in rotation; the reason names the ones that do not. */
@@ -310,6 +333,7 @@ int main(void) {
         cmocka_unit_test(test_deadline_arithmetic),
         cmocka_unit_test(test_term_stats_sum_per_term),
         cmocka_unit_test(test_stats_cache),
+        cmocka_unit_test(test_new_generation_drops_cached_stats),
         cmocka_unit_test(test_metric_names),
     };
     return cmocka_run_group_tests_name("agg", tests, NULL, NULL);

@@ -370,6 +370,8 @@ static void test_reloadable(void **state) {
     b.log_level = ISN_LOG_DEBUG;
     b.max_k = 50;
     b.idle_timeout_ms = 1000;
+    strcpy(b.index_path, "/srv/isn/next"); /* a new index generation, swapped in while serving */
+    b.index_watch_interval_ms = 250;
     assert_true(isn_conf_reloadable(&a, &b, key, sizeof key));
     strcpy(b.listen, "127.0.0.1:1");
     assert_false(isn_conf_reloadable(&a, &b, key, sizeof key));

@@ -1,0 +1,139 @@
+/* A generation's parts and their reference count (see generation.h). */
+#include "daemon/generation.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+/* jemalloc's control when it is the allocator (absent in the sanitizer builds). */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+
+/* A generation's heap (norms, document table, lexicon keys, searchers) is tens of MB on a large
+ * partition; jemalloc would keep the freed pages for seconds, so a node that swaps daily would hold
+ * two generations' worth. Give them back now: swaps are rare, the purge is cheap next to one. */
+static void return_freed_memory(void) {
+    if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
+}
+
+index_generation *generation_open(const char *dir, bool full_verify, char *err, size_t err_len) {
+    uint64_t start = isn_now_ns();
+    index_generation *generation = calloc(1, sizeof *generation);
+    if (!generation) {
+        isn_error(err, err_len, "out of memory for an index generation");
+        return NULL;
+    }
+    atomic_init(&generation->refs, 1);
+    if (!realpath(dir, generation->dir)) {
+        isn_error(err, err_len, "index %s: %s", dir, strerror(errno));
+        free(generation);
+        return NULL;
+    }
+    generation->index = isn_index_open(generation->dir, err, err_len);
+    if (!generation->index) {
+        free(generation);
+        return NULL;
+    }
+    generation->info = isn_index_get_info(generation->index);
+    char why[ISN_ERR_LEN];
+    if (full_verify && isn_index_verify(generation->index, why, sizeof why) < 0) {
+        isn_error(err, err_len, "%s/%s: %s", generation->dir, ISN_INDEX_FILE, why);
+        generation_release(generation);
+        return NULL;
+    }
+    generation->analyzer = isn_index_new_analyzer(generation->index);
+    if (!generation->analyzer) {
+        isn_error(err, err_len, "out of memory for an analyzer");
+        generation_release(generation);
+        return NULL;
+    }
+    snprintf(generation->id, sizeof generation->id, "%016llx", (unsigned long long)generation->info->content_hash);
+    generation->open_seconds = (double)(isn_now_ns() - start) / 1e9;
+    return generation;
+}
+
+int generation_add_workers(index_generation *generation, const search_service_params *params, char *err,
+                           size_t err_len) {
+    uint64_t start = isn_now_ns();
+    uint32_t workers = params->workers;
+    generation->workers = calloc(workers ? workers : 1, sizeof *generation->workers);
+    generation->planners = calloc((size_t)workers + 1, sizeof *generation->planners);
+    if (!generation->workers || !generation->planners)
+        return isn_error(err, err_len, "out of memory for %u workers' searchers", workers);
+    generation->num_workers = workers;
+    for (uint32_t w = 0; w <= workers; w++) {
+        generation->planners[w] = isn_searcher_new(generation->index);
+        if (!generation->planners[w]) return isn_error(err, err_len, "out of memory for query planner %u", w);
+        if (w == workers) break;
+        generation->workers[w] = search_worker_new(generation->index, w, params->max_k);
+        if (!generation->workers[w]) return isn_error(err, err_len, "out of memory for worker %u's searcher", w);
+        search_worker_set_l2_route(generation->workers[w], params->route);
+        if (params->warm_up) search_worker_warm_up(generation->workers[w]);
+    }
+    generation->open_seconds += (double)(isn_now_ns() - start) / 1e9;
+    return 0;
+}
+
+void generation_on_freed(index_generation *generation, generation_freed_fn *freed, generation_reaper_fn *reaper,
+                         void *user) {
+    generation->freed = freed;
+    generation->reaper = reaper;
+    generation->user = user;
+}
+
+index_generation *generation_acquire(index_generation *generation) {
+    if (generation) atomic_fetch_add_explicit(&generation->refs, 1, memory_order_relaxed);
+    return generation;
+}
+
+void generation_release(index_generation *generation) {
+    if (!generation || atomic_fetch_sub_explicit(&generation->refs, 1, memory_order_acq_rel) != 1) return;
+    if (generation->reaper) generation->reaper(generation->user, generation);
+    else generation_free(generation);
+}
+
+void generation_free(index_generation *generation) {
+    uint64_t start = isn_now_ns();
+    if (generation->workers)
+        for (uint32_t w = 0; w < generation->num_workers; w++) search_worker_free(generation->workers[w]);
+    if (generation->planners)
+        for (uint32_t w = 0; w <= generation->num_workers; w++) isn_searcher_free(generation->planners[w]);
+    free(generation->workers);
+    free(generation->planners);
+    if (generation->analyzer) isn_analyzer_free(generation->analyzer);
+    uint64_t built = generation->info ? generation->info->built_unix_seconds : 0;
+    isn_index_close(generation->index);
+    generation_freed_fn *freed = generation->freed;
+    void *user = generation->user;
+    char id[sizeof generation->id];
+    memcpy(id, generation->id, sizeof id);
+    free(generation);
+    return_freed_memory();
+    if (freed) freed(user, id, built, (double)(isn_now_ns() - start) / 1e9);
+}
+
+void generation_slot_init(generation_slot *slot) {
+    pthread_mutex_init(&slot->lock, NULL);
+    slot->current = NULL;
+}
+
+index_generation *generation_slot_acquire(generation_slot *slot) {
+    pthread_mutex_lock(&slot->lock);
+    index_generation *generation = generation_acquire(slot->current);
+    pthread_mutex_unlock(&slot->lock);
+    return generation;
+}
+
+index_generation *generation_slot_publish(generation_slot *slot, index_generation *next) {
+    pthread_mutex_lock(&slot->lock);
+    index_generation *previous = slot->current;
+    slot->current = next;
+    pthread_mutex_unlock(&slot->lock);
+    return previous;
+}
+
+void generation_slot_destroy(generation_slot *slot) {
+    generation_release(generation_slot_publish(slot, NULL));
+    pthread_mutex_destroy(&slot->lock);
+}
