@@ -3,11 +3,15 @@
 #ifndef ISN_INDEX_FILE_WRITER_H
 #define ISN_INDEX_FILE_WRITER_H
 
+#include <stdio.h>
+
 #include "index/format.h"
 
 typedef struct {
     const void *data;
     uint64_t bytes;
+    FILE *file; /* when set (data NULL): the first `bytes` bytes of this file, read in chunks, so that a
+                   section larger than memory (the CIFF import's postings) is copied, never loaded */
 } isn_piece;
 
 typedef struct {

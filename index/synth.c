@@ -421,10 +421,10 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
         goto oom;
     }
     for (uint32_t c = 0; c < num_chunks; c++) {
-        block_pieces[c] = (isn_piece){s->chunks[c].blocks, s->chunks[c].num_blocks * sizeof(isn_block_meta)};
-        payload_pieces[c] = (isn_piece){s->chunks[c].payload, s->chunks[c].payload_len};
+        block_pieces[c] = (isn_piece){.data = s->chunks[c].blocks, .bytes = s->chunks[c].num_blocks * sizeof(isn_block_meta)};
+        payload_pieces[c] = (isn_piece){.data = s->chunks[c].payload, .bytes = s->chunks[c].payload_len};
     }
-    payload_pieces[num_chunks] = (isn_piece){slack, sizeof slack};
+    payload_pieces[num_chunks] = (isn_piece){.data = slack, .bytes = sizeof slack};
     isn_piece plain[SEC_COUNT] = {
         [SEC_META] = {&meta, sizeof meta},
         [SEC_DOC_LENS] = {lens, lens_len},
