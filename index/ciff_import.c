@@ -225,7 +225,9 @@ static int read_documents(importer *im, uint8_t *buf) {
     /* Each record takes 4 bytes at least (length, tag, id length, one byte of id): a count the rest
      * of the file cannot hold is refused before anything is allocated for it. */
     if ((uint64_t)im->num_docs * 4 > im->in.file_bytes - im->in.offset) {
-        im->kind = NULL;
+        im->message = 2 + (uint64_t)im->num_lists;
+        im->message_at = im->in.offset;
+        im->kind = "doc record";
         return fail(im, "the header promises %u doc records, but only %llu bytes follow the %u postings lists", im->num_docs,
                     (unsigned long long)(im->in.file_bytes - im->in.offset), im->num_lists);
     }

@@ -358,9 +358,9 @@ static bytes small_ciff(damage what) {
     if (what == NOT_PROTOBUF) {
         put_varint(&b, 3);
         put_bytes(&b, "\xff\xff\xff", 3);
-        return b;
+    } else {
+        put_list(&b, second, 1, 3, banana_docs, banana_tfs, 1);
     }
-    put_list(&b, second, 1, 3, banana_docs, banana_tfs, 1);
     put_doc(&b, 0, "A", 3);
     put_doc(&b, what == DOCS_OUT_OF_ORDER ? 2 : 1, "B", 3);
     put_doc(&b, what == DOCS_OUT_OF_ORDER ? 1 : 2, "C", 2);
@@ -388,7 +388,8 @@ static void test_malformed_files_are_refused(void **state) {
         {DOC_PAST_END, "doc 3, but the file has 3 documents"},
         {DOCS_OUT_OF_ORDER, "docid 2 where 1 comes next"},
         {TRAILING_BYTES, "2 bytes after the last doc record"},
-        {NOT_PROTOBUF, "field"},
+        {NOT_PROTOBUF, "message 3 (postings list, byte 39): a field tag is malformed"},
+        {MORE_DOCS_IN_HEADER, "message 7 (doc record, byte"},
         {TF_ZERO, "tf 0"},
     };
     char dir[] = "/tmp/isn-test-ciff-bad-XXXXXX";
