@@ -64,28 +64,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* The first terms as a query, in both modes (the algorithms themselves are fuzz_index's). */
 static void search_a_little(const isn_index *ix) {
-    const isn_index_info *info = isn_index_get_info(ix);
     isn_searcher *searcher = isn_searcher_new(ix);
     if (!searcher) abort();
     char text[1200], term[300], err[ISN_ERR_LEN];
     size_t n = 0;
-    for (uint32_t t = 0; t < info->num_terms && t < 4; t++) {
+    for (uint32_t t = 0; t < isn_index_get_info(ix)->num_terms && t < 4; t++) {
         isn_index_term_text(ix, t, term, sizeof term);
         n += (size_t)snprintf(text + n, sizeof text - n, "%s ", term);
     }
     isn_query query;
-    if (isn_query_parse(searcher, text, strlen(text), &query, err, sizeof err) == 0) {
-        isn_hit hits[10];
-        for (int a = ISN_ALGO_AUTO; a < ISN_ALGO_COUNT; a++) {
-            isn_search_options options;
-            isn_search_options_default(&options);
-            options.algo = (isn_algo)a;
-            options.mode = a == ISN_ALGO_AND || a == ISN_ALGO_BMAND ? ISN_MODE_AND : ISN_MODE_OR;
-            options.k = 10;
-            uint32_t num_hits;
-            isn_search_stats stats;
-            isn_search(searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err);
+    isn_hit hits[10];
+    isn_search_options options;
+    isn_search_options_default(&options);
+    isn_search_stats stats;
+    uint32_t num_hits;
+    for (int mode = ISN_MODE_OR; mode <= ISN_MODE_AND; mode++) {
+        options.mode = (isn_mode)mode;
+        /* a query of too many terms is refused (terms may hold spaces); a search of a parsed one must run */
+        if (isn_query_parse(searcher, text, strlen(text), &query, err, sizeof err) != 0) break;
+        if (isn_search(searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err) != 0) {
+            fprintf(stderr, "a query of an imported index failed: %s\n", err);
+            abort();
         }
     }
     isn_searcher_free(searcher);
