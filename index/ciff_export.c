@@ -70,13 +70,17 @@ static uint64_t posting_element(ciff_writer *w, uint32_t gap, uint32_t tf) {
     return 1 + ciff_varint_size(n) + n;
 }
 
-/* Walks a term's postings as CIFF d-gaps: sizes them (w NULL) or writes them. */
-static uint64_t walk_postings(const isn_index *ix, uint32_t term, isn_cursor *c, ciff_writer *w) {
+/* Walks a term's postings as CIFF d-gaps: sizes them (w NULL) or writes them. *cf gets the sum of
+ * their frequencies (the index's own cf saturates at 2^32 - 1). */
+static uint64_t walk_postings(const isn_index *ix, uint32_t term, isn_cursor *c, ciff_writer *w, uint64_t *cf) {
     isn_cursor_open(c, ix, term);
     uint64_t bytes = 0;
     uint32_t prev = 0;
+    *cf = 0;
     for (uint32_t doc = c->doc; doc != ISN_DOC_END; doc = isn_cursor_next(c)) {
-        bytes += posting_element(w, doc - prev, isn_cursor_freq(c));
+        uint32_t tf = isn_cursor_freq(c);
+        bytes += posting_element(w, doc - prev, tf);
+        *cf += tf;
         prev = doc;
     }
     return bytes;
@@ -137,11 +141,11 @@ int isn_ciff_export(const char *index_dir, const char *ciff_path, isn_ciff_summa
         isn_index_term_text(ix, t, term, sizeof term);
         Ciff__PostingsList list = CIFF__POSTINGS_LIST__INIT;
         list.term = term;
+        uint64_t cf, body = walk_postings(ix, t, cursor, NULL, &cf);
         list.df = stats.df;
-        list.cf = (int64_t)stats.cf;
-        size_t head = pack(&w, &list.base);
-        put_delimited_head(&w, head, walk_postings(ix, t, cursor, NULL));
-        walk_postings(ix, t, cursor, &w);
+        list.cf = (int64_t)cf;
+        put_delimited_head(&w, pack(&w, &list.base), body);
+        walk_postings(ix, t, cursor, &w, &cf);
         postings += stats.df;
     }
     for (uint32_t d = 0; d < in->num_docs && !w.failed; d++) {
