@@ -42,6 +42,7 @@ void isn_analyzer_config_default(isn_analyzer_config *config) {
     config->stem = true;
     config->stopwords = true;
     config->max_token_bytes = DEFAULT_MAX_TOKEN_BYTES;
+    config->pretokenized = false;
 }
 
 isn_analyzer *isn_analyzer_new(const isn_analyzer_config *config) {
