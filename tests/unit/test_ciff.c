@@ -342,6 +342,8 @@ typedef enum {
     TRAILING_BYTES,
     NOT_PROTOBUF,
     TF_ZERO,
+    OVERSIZE_TERM,
+    OVERSIZE_POSTING,
 } damage;
 
 static bytes small_ciff(damage what) {
@@ -350,7 +352,20 @@ static bytes small_ciff(damage what) {
     int32_t apple_docs[] = {0, what == GAP_ZERO ? 0 : (what == DOC_PAST_END ? 3 : 2)}, apple_tfs[] = {1, what == TF_ZERO ? 0 : 2};
     int32_t banana_docs[] = {1}, banana_tfs[] = {3};
     const char *first = what == UNSORTED_TERMS ? "banana" : "apple", *second = what == UNSORTED_TERMS ? "apple" : "banana";
-    put_list(&b, first, what == DF_MISMATCH ? 3 : 2, what == CF_MISMATCH ? 4 : 3, apple_docs, apple_tfs, 2);
+    char long_term[301];
+    memset(long_term, 'x', 300);
+    long_term[300] = '\0';
+    if (what == OVERSIZE_TERM) first = long_term;
+    if (what == OVERSIZE_POSTING) {
+        /* term "apple", df 2, cf 3, then a 100-byte posting */
+        static const uint8_t head[] = {0x0a, 5, 'a', 'p', 'p', 'l', 'e', 0x10, 2, 0x18, 3, 0x22, 100};
+        uint8_t zeros[100] = {0};
+        put_varint(&b, sizeof head + sizeof zeros);
+        put_bytes(&b, head, sizeof head);
+        put_bytes(&b, zeros, sizeof zeros);
+    } else {
+        put_list(&b, first, what == DF_MISMATCH ? 3 : 2, what == CF_MISMATCH ? 4 : 3, apple_docs, apple_tfs, 2);
+    }
     if (what == HUGE_LENGTH) {
         put_varint(&b, 1ull << 40);
         return b;
@@ -391,6 +406,8 @@ static void test_malformed_files_are_refused(void **state) {
         {NOT_PROTOBUF, "message 3 (postings list, byte 39): a field tag is malformed"},
         {MORE_DOCS_IN_HEADER, "message 7 (doc record, byte"},
         {TF_ZERO, "tf 0"},
+        {OVERSIZE_TERM, "message 2 (postings list, byte 17): a term of 300 bytes (1 to 255 allowed)"},
+        {OVERSIZE_POSTING, "message 2 (postings list \"apple\", byte 17): posting 1 is 100 bytes"},
     };
     char dir[] = "/tmp/isn-test-ciff-bad-XXXXXX";
     assert_non_null(mkdtemp(dir));
