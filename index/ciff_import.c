@@ -26,7 +26,6 @@
 #include "index/section_buf.h"
 #include "proto/ciff.pb-c.h"
 
-#define STREAM_BUFFER_BYTES (1u << 20)
 /* A header or doc record holds two numbers and a short string or two. */
 #define MAX_RECORD_BYTES (1u << 20)
 /* A posting: two int32 varints of at most 10 bytes and their tags. */
@@ -43,79 +42,13 @@ void isn_ciff_import_options_default(isn_ciff_import_options *o) {
     o->bm25 = (isn_bm25_params){ISN_BM25_DEFAULT_K1, ISN_BM25_DEFAULT_B};
 }
 
-/* ------------------------------------------------------------------ the input stream */
-
-typedef struct {
-    int fd;
-    uint8_t *buf;
-    size_t pos, len;     /* unread bytes are buf[pos..len) */
-    uint64_t offset;     /* file offset of buf[pos] */
-    uint64_t file_bytes;
-} in_stream;
-
-static bool stream_fill(in_stream *s) {
-    if (s->pos < s->len) return true;
-    ssize_t n;
-    do n = read(s->fd, s->buf, STREAM_BUFFER_BYTES);
-    while (n < 0 && errno == EINTR);
-    s->pos = 0;
-    s->len = n > 0 ? (size_t)n : 0;
-    return n > 0;
-}
-
-static bool stream_seek(in_stream *s, uint64_t offset) {
-    if (offset >= s->offset && offset - s->offset <= s->len - s->pos) {
-        s->pos += (size_t)(offset - s->offset);
-    } else {
-        if (lseek(s->fd, (off_t)offset, SEEK_SET) < 0) return false;
-        s->pos = s->len = 0;
-    }
-    s->offset = offset;
-    return true;
-}
-
-static bool stream_byte(in_stream *s, uint8_t *byte) {
-    if (!stream_fill(s)) return false;
-    *byte = s->buf[s->pos++];
-    s->offset++;
-    return true;
-}
-
-static bool stream_varint(in_stream *s, uint64_t *v) {
-    uint64_t x = 0;
-    for (int i = 0; i < CIFF_MAX_VARINT_BYTES; i++) {
-        uint8_t b;
-        if (!stream_byte(s, &b)) return false;
-        x |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool stream_bytes(in_stream *s, void *dst, size_t n) {
-    uint8_t *d = dst;
-    while (n > 0) {
-        if (!stream_fill(s)) return false;
-        size_t take = s->len - s->pos < n ? s->len - s->pos : n;
-        memcpy(d, s->buf + s->pos, take);
-        s->pos += take;
-        s->offset += take;
-        d += take;
-        n -= take;
-    }
-    return true;
-}
-
 /* ------------------------------------------------------------------ the importer */
 
 typedef struct {
     const char *path;
     char *err;
     size_t err_len;
-    in_stream in;
+    ciff_stream in;
     isn_ciff_import_options options;
     /* the message being read, for error messages */
     uint64_t message;     /* 1-based: the header is message 1 */
@@ -177,7 +110,7 @@ static int begin_message(importer *im, uint64_t number, const char *kind, uint64
         return fail(im, "the file ends here (%llu bytes), but the header promises %u postings lists and %u doc records",
                     (unsigned long long)im->in.file_bytes, im->num_lists, im->num_docs);
     uint64_t len;
-    if (!stream_varint(&im->in, &len)) return fail(im, "the length prefix is cut off or longer than 10 bytes");
+    if (!ciff_stream_varint(&im->in, &len)) return fail(im, "the length prefix is cut off or longer than 10 bytes");
     if (len > im->in.file_bytes - im->in.offset)
         return fail(im, "the length prefix says %llu bytes, but only %llu remain (a truncated file?)",
                     (unsigned long long)len, (unsigned long long)(im->in.file_bytes - im->in.offset));
@@ -189,7 +122,7 @@ static int begin_message(importer *im, uint64_t number, const char *kind, uint64
 static int read_record(importer *im, uint64_t end, uint8_t *buf, size_t *len) {
     uint64_t n = end - im->in.offset;
     if (n > MAX_RECORD_BYTES) return fail(im, "%llu bytes, larger than any %s can be (%u)", (unsigned long long)n, im->kind, MAX_RECORD_BYTES);
-    if (!stream_bytes(&im->in, buf, (size_t)n)) return fail(im, "cannot read %llu bytes", (unsigned long long)n);
+    if (!ciff_stream_bytes(&im->in, buf, (size_t)n)) return fail(im, "cannot read %llu bytes", (unsigned long long)n);
     *len = (size_t)n;
     return 0;
 }
@@ -220,7 +153,7 @@ static int read_documents(importer *im, uint8_t *buf) {
     for (uint32_t i = 0; i < im->num_lists; i++) {
         uint64_t end;
         if (begin_message(im, 2 + (uint64_t)i, "postings list", &end)) return -1;
-        if (!stream_seek(&im->in, end)) return fail(im, "cannot seek past it: %s", strerror(errno));
+        if (!ciff_stream_seek(&im->in, end)) return fail(im, "cannot seek past it: %s", strerror(errno));
     }
     /* Each record takes 4 bytes at least (length, tag, id length, one byte of id): a count the rest
      * of the file cannot hold is refused before anything is allocated for it. */
@@ -364,19 +297,19 @@ static int skip_field(importer *im, uint64_t tag, uint64_t end) {
     uint64_t v;
     switch (tag & 7) {
     case CIFF_WIRE_VARINT:
-        if (!stream_varint(&im->in, &v)) return fail(im, "field %llu: malformed varint", (unsigned long long)(tag >> 3));
+        if (!ciff_stream_varint(&im->in, &v)) return fail(im, "field %llu: malformed varint", (unsigned long long)(tag >> 3));
         return 0;
     case CIFF_WIRE_FIXED64: v = 8; break;
     case CIFF_WIRE_FIXED32: v = 4; break;
     case CIFF_WIRE_LENGTH:
-        if (!stream_varint(&im->in, &v)) return fail(im, "field %llu: malformed length", (unsigned long long)(tag >> 3));
+        if (!ciff_stream_varint(&im->in, &v)) return fail(im, "field %llu: malformed length", (unsigned long long)(tag >> 3));
         break;
     default:
         return fail(im, "field %llu has wire type %llu, which CIFF does not use", (unsigned long long)(tag >> 3),
                     (unsigned long long)(tag & 7));
     }
     if (v > end - im->in.offset) return fail(im, "field %llu runs past the end of the message", (unsigned long long)(tag >> 3));
-    if (!stream_seek(&im->in, im->in.offset + v)) return fail(im, "cannot seek: %s", strerror(errno));
+    if (!ciff_stream_seek(&im->in, im->in.offset + v)) return fail(im, "cannot seek: %s", strerror(errno));
     return 0;
 }
 
@@ -392,7 +325,7 @@ static int read_list(importer *im, uint32_t index) {
     uint8_t posting[MAX_POSTING_BYTES];
     while (im->in.offset < end) {
         uint64_t tag, v;
-        if (!stream_varint(&im->in, &tag) || im->in.offset > end) return fail(im, "a field tag is malformed or runs past the message");
+        if (!ciff_stream_varint(&im->in, &tag) || im->in.offset > end) return fail(im, "a field tag is malformed or runs past the message");
         uint64_t field = tag >> 3, wire = tag & 7;
         bool number = field == 2 || field == 3;
         if ((field == 1 || field == 4) && wire != CIFF_WIRE_LENGTH)
@@ -403,7 +336,7 @@ static int read_list(importer *im, uint32_t index) {
             if (skip_field(im, tag, end)) return -1;
             continue;
         }
-        if (!stream_varint(&im->in, &v) || im->in.offset > end) return fail(im, "field %llu is malformed", (unsigned long long)field);
+        if (!ciff_stream_varint(&im->in, &v) || im->in.offset > end) return fail(im, "field %llu is malformed", (unsigned long long)field);
         if (number) {
             *(field == 2 ? &df : &cf) = ciff_as_int64(v);
             continue;
@@ -411,7 +344,7 @@ static int read_list(importer *im, uint32_t index) {
         if (v > end - im->in.offset) return fail(im, "field %llu runs past the end of the message", (unsigned long long)field);
         if (field == 1) {
             if (v == 0 || v > ISN_MAX_TERM_BYTES) return fail(im, "a term of %llu bytes (1 to %d allowed)", (unsigned long long)v, ISN_MAX_TERM_BYTES);
-            if (!stream_bytes(&im->in, im->term, (size_t)v)) return fail(im, "cannot read the term");
+            if (!ciff_stream_bytes(&im->in, im->term, (size_t)v)) return fail(im, "cannot read the term");
             im->term_len = (size_t)v;
             im->term[v] = '\0';
             im->has_term = memchr(im->term, 0, im->term_len) == NULL;
@@ -421,7 +354,7 @@ static int read_list(importer *im, uint32_t index) {
         if (v > MAX_POSTING_BYTES)
             return fail(im, "posting %llu is %llu bytes (a posting is two int32 fields)", (unsigned long long)im->list_postings + 1,
                         (unsigned long long)v);
-        if (!stream_bytes(&im->in, posting, (size_t)v)) return fail(im, "cannot read posting %llu", (unsigned long long)im->list_postings + 1);
+        if (!ciff_stream_bytes(&im->in, posting, (size_t)v)) return fail(im, "cannot read posting %llu", (unsigned long long)im->list_postings + 1);
         if (add_posting(im, posting, (size_t)v)) return -1;
     }
     if (im->in.offset != end) return fail(im, "the last field runs past the end of the message");
@@ -543,7 +476,7 @@ int isn_ciff_import(const char *ciff_path, const char *out_dir, const isn_ciff_i
         fail(im, "cannot open: %s", isn_open_regular_strerror(errno));
         goto done;
     }
-    if (fstat(im->in.fd, &st) != 0 || !(im->in.buf = malloc(STREAM_BUFFER_BYTES))) {
+    if (fstat(im->in.fd, &st) != 0 || !(im->in.buf = malloc(CIFF_STREAM_BUFFER_BYTES))) {
         fail(im, "cannot read: %s", strerror(errno));
         goto done;
     }
@@ -555,7 +488,7 @@ int isn_ciff_import(const char *ciff_path, const char *out_dir, const isn_ciff_i
         goto done;
     }
     if (!(im->payload = temp_file(im, out_dir)) || !(im->block_meta = temp_file(im, out_dir))) goto done;
-    if (!stream_seek(&im->in, im->lists_at)) {
+    if (!ciff_stream_seek(&im->in, im->lists_at)) {
         fail(im, "cannot seek: %s", strerror(errno));
         goto done;
     }
