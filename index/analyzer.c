@@ -3,6 +3,7 @@
  * exactly this code so that their terms agree. */
 #include <libstemmer.h>
 #include <stdlib.h>
+#include <string.h>
 #include <utf8proc.h>
 
 #include "index/analyzer_internal.h"
@@ -41,6 +42,7 @@ void isn_analyzer_config_default(isn_analyzer_config *config) {
     config->stem = true;
     config->stopwords = true;
     config->max_token_bytes = DEFAULT_MAX_TOKEN_BYTES;
+    config->pretokenized = false;
 }
 
 isn_analyzer *isn_analyzer_new(const isn_analyzer_config *config) {
@@ -51,6 +53,8 @@ isn_analyzer *isn_analyzer_new(const isn_analyzer_config *config) {
         analyzer->config = *config;
     else
         isn_analyzer_config_default(&analyzer->config);
+    if (analyzer->config.pretokenized)
+        analyzer->config.stem = analyzer->config.stopwords = false;
     if (analyzer->config.max_token_bytes < MIN_MAX_TOKEN_BYTES)
         analyzer->config.max_token_bytes = MIN_MAX_TOKEN_BYTES;
     size_t max = analyzer->config.max_token_bytes;
@@ -260,11 +264,41 @@ static uint32_t analyze_unicode_token(isn_analyzer *analyzer, const uint8_t *tok
     return position;
 }
 
+/* ------------------------------------------------------------------ pretokenized text */
+
+static bool is_ascii_space(uint8_t c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static uint32_t analyze_pretokenized(isn_analyzer *analyzer, const uint8_t *bytes, size_t len, isn_term_fn emit,
+                                     void *ctx) {
+    uint32_t position = 0;
+    size_t i = 0;
+    while (i < len && position != UINT32_MAX) {
+        if (is_ascii_space(bytes[i])) {
+            i++;
+            continue;
+        }
+        size_t start = i;
+        while (i < len && !is_ascii_space(bytes[i]))
+            i++;
+        size_t term_len = cut_at_char_boundary((const char *)bytes + start, i - start, analyzer->config.max_token_bytes);
+        memcpy(analyzer->term, bytes + start, term_len);
+        analyzer->term[term_len] = '\0';
+        if (emit != NULL && term_len > 0)
+            emit(ctx, analyzer->term, term_len, position);
+        position++;
+    }
+    return position;
+}
+
 /* ------------------------------------------------------------------ text */
 
 uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_term_fn emit, void *ctx) {
     if (analyzer == NULL || text == NULL)
         return 0;
+    if (analyzer->config.pretokenized)
+        return analyze_pretokenized(analyzer, (const uint8_t *)text, len, emit, ctx);
     const uint8_t *bytes = (const uint8_t *)text;
     uint32_t position = 0;
     size_t i = 0;

@@ -4,36 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
 #include "index/builder.h"
 #include "index/file_writer.h"
 #include "index/format.h"
-
-typedef struct {
-    uint8_t *data;
-    uint64_t len, cap;
-} out_buf;
-
-static int buf_reserve(out_buf *b, uint64_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    uint64_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    uint8_t *d = realloc(b->data, cap);
-    if (!d) return -1;
-    b->data = d;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(out_buf *b, const void *p, uint64_t n) {
-    if (buf_reserve(b, n) != 0) return -1;
-    if (n) memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
+#include "index/section_buf.h"
 
 /* Builder-wide state of one write. */
 typedef struct {
@@ -161,47 +138,13 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
     return 0;
 }
 
-/* A term entry as version 2 stores it (format.h). */
-static int put_term_entry(out_buf *terms, const isn_term_entry *e) {
-    uint8_t bytes[16], *p = isn_varint_put(bytes, e->df);
-    p = isn_varint_put(p, e->cf - e->df);
-    memcpy(p, &e->max_tf_part, sizeof e->max_tf_part);
-    return buf_put(terms, bytes, (uint64_t)(p + sizeof e->max_tf_part - bytes));
-}
-
-static int add_lexicon_term(writer *w, uint32_t rank, const char *s, size_t len, const char *prev, size_t prev_len) {
-    uint8_t head[2];
-    if (rank % ISN_LEXICON_BLOCK == 0) {
-        uint64_t off = w->lex_data.len;
-        if (buf_put(&w->lex_index, &off, sizeof off) != 0) return -1;
-        head[0] = (uint8_t)len;
-        return buf_put(&w->lex_data, head, 1) || buf_put(&w->lex_data, s, len);
-    }
-    size_t shared = 0;
-    while (shared < len && shared < prev_len && s[shared] == prev[shared]) shared++;
-    head[0] = (uint8_t)shared;
-    head[1] = (uint8_t)(len - shared);
-    return buf_put(&w->lex_data, head, 2) || buf_put(&w->lex_data, s + shared, len - shared);
-}
-
-/* SOURCE_DATE_EPOCH (reproducible builds) when set and valid, else now. */
-static uint64_t build_time(void) {
-    const char *epoch = getenv("SOURCE_DATE_EPOCH");
-    if (epoch && *epoch) {
-        char *end;
-        errno = 0;
-        unsigned long long seconds = strtoull(epoch, &end, 10);
-        if (!*end && !errno) return seconds;
-    }
-    return (uint64_t)time(NULL);
-}
-
 static int write_file(const char *dir, const isn_meta *meta, const out_buf *sections, isn_build_summary *summary,
                       char *err, size_t err_len) {
     isn_piece pieces[SEC_COUNT];
     isn_section_pieces lists[SEC_COUNT];
     for (int s = 0; s < SEC_COUNT; s++) {
-        pieces[s] = s == SEC_META ? (isn_piece){meta, sizeof *meta} : (isn_piece){sections[s].data, sections[s].len};
+        pieces[s] = s == SEC_META ? (isn_piece){.data = meta, .bytes = sizeof *meta}
+                                : (isn_piece){.data = sections[s].data, .bytes = sections[s].len};
         lists[s] = (isn_section_pieces){&pieces[s], 1};
     }
     uint64_t bytes[SEC_COUNT], file_bytes;
@@ -260,7 +203,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     meta.num_docs = nd;
     meta.num_terms = nt;
     meta.num_fields = nf;
-    meta.built_unix_seconds = build_time();
+    meta.built_unix_seconds = isn_index_build_time();
     meta.flags = (b->options.positions ? ISN_META_HAS_POSITIONS : 0) |
                  (b->options.static_score_field[0] ? ISN_META_HAS_STATIC : 0);
     meta.k1 = b->options.bm25.k1;
@@ -296,13 +239,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         meta.total_doc_len += dl;
         size_t il;
         const char *id = isn_strtab_get(&b->ids, old, &il);
-        size_t shared = 0;
-        while (shared < il && shared < prev_id_len && id[shared] == prev_id[shared]) shared++;
-        uint8_t head[10], *h = isn_varint_put(head, (uint32_t)shared);
-        h = isn_varint_put(h, (uint32_t)(il - shared));
-        if (buf_put(&sections[SEC_DOCID_TEXT], head, (uint64_t)(h - head)) != 0 ||
-            buf_put(&sections[SEC_DOCID_TEXT], id + shared, il - shared) != 0)
-            goto oom_all;
+        if (put_external_id(&sections[SEC_DOCID_TEXT], id, il, prev_id, prev_id_len) != 0) goto oom_all;
         prev_id = id;
         prev_id_len = il;
         if (meta.flags & ISN_META_HAS_STATIC && buf_put(&sections[SEC_DOC_STATIC], &b->static_scores[old], sizeof(float)) != 0)
@@ -327,7 +264,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         const char *s = isn_strtab_get(&b->terms, t, &len);
         isn_term_entry entry;
         if (write_list(&w, &b->lists[t], &entry) != 0 || put_term_entry(&w.terms, &entry) != 0 ||
-            add_lexicon_term(&w, rank, s, len, prev, prev_len) != 0)
+            put_lexicon_term(&w.lex_index, &w.lex_data, rank, s, len, prev, prev_len) != 0)
             goto oom_all;
         meta.num_postings += entry.df;
         prev = s;

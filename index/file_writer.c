@@ -2,20 +2,45 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#define FILE_PIECE_CHUNK (1u << 20)
+
+/* Passes a file piece to fn chunk by chunk; 0, or -1 when the file is shorter or unreadable. */
+static int each_file_chunk(const isn_piece *p, uint8_t *chunk, int (*fn)(void *ctx, const uint8_t *bytes, size_t n),
+                           void *ctx) {
+    if (fseek(p->file, 0, SEEK_SET) != 0) return -1;
+    for (uint64_t done = 0; done < p->bytes;) {
+        size_t want = p->bytes - done < FILE_PIECE_CHUNK ? (size_t)(p->bytes - done) : FILE_PIECE_CHUNK;
+        if (fread(chunk, 1, want, p->file) != want || fn(ctx, chunk, want) != 0) return -1;
+        done += want;
+    }
+    return 0;
+}
+
+static int hash_chunk(void *ctx, const uint8_t *bytes, size_t n) { return XXH64_update(ctx, bytes, n) == XXH_OK ? 0 : -1; }
+
+static int write_chunk(void *ctx, const uint8_t *bytes, size_t n) { return fwrite(bytes, 1, n, ctx) == n ? 0 : -1; }
+
 /* A section written in pieces: xxHash64 streamed over them equals isn_hash64 of the section as it
  * lies in the file (base/ hashes whole buffers only). */
-static uint64_t section_checksum(const isn_section_pieces *s) {
+static int section_checksum(const isn_section_pieces *s, uint8_t *chunk, uint64_t *sum) {
     XXH64_state_t *st = XXH64_createState();
+    if (!st) return -1;
     XXH64_reset(st, 0);
-    for (uint32_t i = 0; i < s->num_pieces; i++)
-        if (s->pieces[i].bytes) XXH64_update(st, s->pieces[i].data, s->pieces[i].bytes);
-    uint64_t sum = XXH64_digest(st);
+    int rc = 0;
+    for (uint32_t i = 0; i < s->num_pieces && rc == 0; i++) {
+        const isn_piece *p = &s->pieces[i];
+        if (p->file) rc = each_file_chunk(p, chunk, hash_chunk, st);
+        else if (p->bytes) XXH64_update(st, p->data, p->bytes);
+    }
+    *sum = XXH64_digest(st);
     XXH64_freeState(st);
-    return sum;
+    return rc;
 }
 
 int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
@@ -28,13 +53,22 @@ int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pi
     header.version = version;
     header.num_sections = SEC_COUNT;
     uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    uint8_t *chunk = malloc(FILE_PIECE_CHUNK);
+    if (!chunk) {
+        snprintf(err, err_len, "out of memory while writing the index");
+        return -1;
+    }
     for (int s = 0; s < SEC_COUNT; s++) {
         uint64_t bytes = 0;
         for (uint32_t i = 0; i < sections[s].num_pieces; i++) bytes += sections[s].pieces[i].bytes;
         snprintf(table[s].name, sizeof table[s].name, "%s", isn_section_names[s]);
         table[s].offset = off;
         table[s].bytes = bytes;
-        table[s].checksum = section_checksum(&sections[s]);
+        if (section_checksum(&sections[s], chunk, &table[s].checksum) != 0) {
+            snprintf(err, err_len, "cannot read back section '%s': %s", isn_section_names[s], strerror(errno));
+            free(chunk);
+            return -1;
+        }
         section_bytes[s] = bytes;
         off = isn_align_up(off + bytes, ISN_SECTION_ALIGN);
     }
@@ -48,6 +82,7 @@ int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pi
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
+        free(chunk);
         return -1;
     }
     static const uint8_t zeros[ISN_SECTION_ALIGN];
@@ -57,16 +92,30 @@ int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pi
         ok = fwrite(zeros, 1, table[s].offset - at, f) == table[s].offset - at;
         for (uint32_t i = 0; ok && i < sections[s].num_pieces; i++) {
             const isn_piece *p = &sections[s].pieces[i];
-            if (p->bytes) ok = fwrite(p->data, 1, p->bytes, f) == p->bytes;
+            if (p->file) ok = each_file_chunk(p, chunk, write_chunk, f) == 0;
+            else if (p->bytes) ok = fwrite(p->data, 1, p->bytes, f) == p->bytes;
         }
         at = table[s].offset + table[s].bytes;
     }
     if (ok) ok = fwrite(zeros, 1, header.file_bytes - at, f) == header.file_bytes - at;
     if (fclose(f) != 0) ok = 0;
+    free(chunk);
     if (!ok || rename(tmp, path) != 0) {
         snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+/* SOURCE_DATE_EPOCH (reproducible builds) when set and valid, else now. */
+uint64_t isn_index_build_time(void) {
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (epoch && *epoch) {
+        char *end;
+        errno = 0;
+        unsigned long long seconds = strtoull(epoch, &end, 10);
+        if (!*end && !errno) return seconds;
+    }
+    return (uint64_t)time(NULL);
 }

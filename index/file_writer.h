@@ -3,11 +3,15 @@
 #ifndef ISN_INDEX_FILE_WRITER_H
 #define ISN_INDEX_FILE_WRITER_H
 
+#include <stdio.h>
+
 #include "index/format.h"
 
 typedef struct {
     const void *data;
     uint64_t bytes;
+    FILE *file; /* when set (data NULL): the first `bytes` bytes of this file, read in chunks, so that a
+                   section larger than memory (the CIFF import's postings) is copied, never loaded */
 } isn_piece;
 
 typedef struct {
@@ -19,5 +23,9 @@ typedef struct {
  * size and *file_bytes the file's. 0, or -1 with err. */
 int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
                          uint64_t section_bytes[SEC_COUNT], uint64_t *file_bytes, char *err, size_t err_len);
+
+/* The build time an index's meta records: SOURCE_DATE_EPOCH (reproducible builds) when set and valid,
+ * else now (Unix seconds). */
+uint64_t isn_index_build_time(void);
 
 #endif

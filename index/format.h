@@ -54,6 +54,8 @@ extern const char *const isn_section_names[SEC_COUNT];
 
 #define ISN_META_HAS_POSITIONS 1u
 #define ISN_META_HAS_STATIC 2u
+#define ISN_META_PRETOKENIZED 4u   /* the analyzer splits at whitespace only (isn_analyzer_config) */
+#define ISN_META_EXTERNAL_TERMS 8u /* terms and lengths come from outside ISN (CIFF import) */
 
 typedef struct {
     uint32_t num_docs;

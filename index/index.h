@@ -23,6 +23,10 @@ typedef struct {
     bool stem;                /* Snowball English stemming */
     bool stopwords;           /* drop Lucene's 33-word English stopword list */
     uint32_t max_token_bytes; /* longer tokens are cut (at a UTF-8 boundary); values below 4 act as 4 */
+    /* Text that is already analysed elsewhere (an index imported from CIFF): tokens are the runs of
+     * bytes between ASCII whitespace, each one a term exactly as written (no normalisation, case
+     * folding, stemming or stopwords; only the max_token_bytes cut). stem and stopwords are ignored. */
+    bool pretokenized;
 } isn_analyzer_config;
 
 /* Lucene EnglishAnalyzer-like: stemming on, stopwords on, tokens cut at 64 bytes. */
@@ -182,6 +186,10 @@ typedef struct {
     isn_bm25_params bm25; /* the parameters the block maxima were computed with */
     bool has_positions;
     bool has_static_scores;
+    /* The terms were analysed outside ISN (imported from CIFF); `analyzer` says how queries are
+     * analysed: pretokenized, or an analyzer declared at import to match the exporter's. Document
+     * lengths are the source's BM25 lengths, which need not equal the sum of the term frequencies. */
+    bool external_terms;
     uint64_t file_bytes;
     /* The generation's identity: the header's xxHash64 over the header and section table, which
      * holds every section's checksum (so any change of content changes it), and the build time. */
@@ -333,4 +341,44 @@ void isn_synth_options_default(isn_synth_options *options);
 int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
                     size_t err_len);
 
+/* ------------------------------------------------------------------ CIFF */
+
+/* The Common Index File Format (Lin et al., SIGIR 2020; proto/ciff.proto): the index interchange of
+ * Anserini, PISA, Terrier and others. */
+
+typedef struct {
+    /* How queries against the imported terms are analysed: pretokenized (the default), or ISN's
+     * English analyzer (stem and stopwords as set) when the exporter's analyzer matches it. */
+    isn_analyzer_config analyzer;
+    isn_bm25_params bm25;
+} isn_ciff_import_options;
+
+void isn_ciff_import_options_default(isn_ciff_import_options *options);
+
+typedef struct {
+    uint64_t postings_lists;
+    uint64_t docs;
+    uint64_t postings;
+    uint64_t ciff_bytes;  /* of the CIFF file read or written */
+    uint64_t index_bytes; /* of the index file written or read */
+    double seconds;
+    char description[512]; /* the CIFF header's description, cut */
+} isn_ciff_summary;
+
+/* Imports a CIFF file as one index DIR/index.isn, streaming: the file is read a message at a time
+ * through a bounded buffer (twice: the document records, which come last, are needed before any
+ * posting list can be scored), and posting blocks go to temporary files in DIR as they are encoded.
+ * Memory: O(documents + terms), never O(postings). Terms must come in increasing byte order (as
+ * Anserini, PISA and Terrier write them) and doc records in doc id order 0, 1, ... A malformed file is
+ * refused with the message number, its byte offset and what is wrong. 0, or -1 with err. */
+int isn_ciff_import(const char *ciff_path, const char *out_dir, const isn_ciff_import_options *options,
+                    isn_ciff_summary *summary, char *err, size_t err_len);
+
+/* Writes the index in DIR as a CIFF file: its terms in lexicon order with d-gap postings, then one
+ * doc record per document (collection_docid = the external id, doclength = the length BM25 uses).
+ * Memory is bounded: each list is read twice through a cursor (its size, then its bytes). */
+int isn_ciff_export(const char *index_dir, const char *ciff_path, isn_ciff_summary *summary, char *err,
+                    size_t err_len);
+
 #endif
+

@@ -230,6 +230,8 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
     in->analyzer.stem = m->analyzer_stem != 0;
     in->analyzer.stopwords = m->analyzer_stopwords != 0;
     in->analyzer.max_token_bytes = m->analyzer_max_token_bytes;
+    in->analyzer.pretokenized = (m->flags & ISN_META_PRETOKENIZED) != 0;
+    in->external_terms = (m->flags & ISN_META_EXTERNAL_TERMS) != 0;
     in->bm25.k1 = m->k1;
     in->bm25.b = m->b;
     in->has_positions = (m->flags & ISN_META_HAS_POSITIONS) != 0;

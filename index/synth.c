@@ -421,17 +421,17 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
         goto oom;
     }
     for (uint32_t c = 0; c < num_chunks; c++) {
-        block_pieces[c] = (isn_piece){s->chunks[c].blocks, s->chunks[c].num_blocks * sizeof(isn_block_meta)};
-        payload_pieces[c] = (isn_piece){s->chunks[c].payload, s->chunks[c].payload_len};
+        block_pieces[c] = (isn_piece){.data = s->chunks[c].blocks, .bytes = s->chunks[c].num_blocks * sizeof(isn_block_meta)};
+        payload_pieces[c] = (isn_piece){.data = s->chunks[c].payload, .bytes = s->chunks[c].payload_len};
     }
-    payload_pieces[num_chunks] = (isn_piece){slack, sizeof slack};
+    payload_pieces[num_chunks] = (isn_piece){.data = slack, .bytes = sizeof slack};
     isn_piece plain[SEC_COUNT] = {
-        [SEC_META] = {&meta, sizeof meta},
-        [SEC_DOC_LENS] = {lens, lens_len},
-        [SEC_DOCID_TEXT] = {ids, ids_len},
-        [SEC_LEX_INDEX] = {lex_index, ((uint64_t)meta.num_lex_blocks + 1) * 8},
-        [SEC_LEX_DATA] = {lex, lex_len},
-        [SEC_TERMS] = {s->terms, (uint64_t)nt * sizeof(isn_term_entry)},
+        [SEC_META] = {.data = &meta, .bytes = sizeof meta},
+        [SEC_DOC_LENS] = {.data = lens, .bytes = lens_len},
+        [SEC_DOCID_TEXT] = {.data = ids, .bytes = ids_len},
+        [SEC_LEX_INDEX] = {.data = lex_index, .bytes = ((uint64_t)meta.num_lex_blocks + 1) * 8},
+        [SEC_LEX_DATA] = {.data = lex, .bytes = lex_len},
+        [SEC_TERMS] = {.data = s->terms, .bytes = (uint64_t)nt * sizeof(isn_term_entry)},
     };
     isn_section_pieces lists[SEC_COUNT];
     for (int sec = 0; sec < SEC_COUNT; sec++) lists[sec] = (isn_section_pieces){&plain[sec], 1};

@@ -15,13 +15,15 @@ $(BUILD)/obj/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c | $(PROTO_GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# Every .proto as a FileDescriptorSet, in one generated C file, for server reflection (grpc/reflection.c).
-PROTO_DESCS := $(PROTO_SRCS:%.proto=$(BUILD)/gen/%.desc)
+# Every service .proto as a FileDescriptorSet, in one generated C file, for server reflection
+# (grpc/reflection.c). ciff.proto is a file format (index/ciff_*.c), not part of any RPC interface.
+REFLECTED_PROTOS := $(filter-out proto/ciff.proto,$(PROTO_SRCS))
+PROTO_DESCS := $(REFLECTED_PROTOS:%.proto=$(BUILD)/gen/%.desc)
 $(BUILD)/gen/proto/%.desc: proto/%.proto | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	protoc-c --descriptor_set_out=$@ $<
 $(BUILD)/gen/proto/descriptors.pb-c.c $(BUILD)/gen/proto/descriptors.pb-c.h: $(PROTO_DESCS) proto/descriptors.sh
-	bash proto/descriptors.sh $(BUILD)/gen $(PROTO_SRCS)
+	bash proto/descriptors.sh $(BUILD)/gen $(REFLECTED_PROTOS)
 PROTO_GEN_C += $(BUILD)/gen/proto/descriptors.pb-c.c
 PROTO_GEN_H += $(BUILD)/gen/proto/descriptors.pb-c.h
 PROTO_OBJS  += $(BUILD)/obj/gen/proto/descriptors.pb-c.o
@@ -31,7 +33,7 @@ LIBS   += $(PROTO_LIB)
 LDLIBS += -lprotobuf-c
 
 # Our sources that include generated headers (every test, to keep the list simple).
-PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c grpc/*.c agg/*.c tools/isn-*.c \
+PROTO_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c grpc/*.c agg/*.c tools/isn-*.c index/ciff_*.c \
                tests/unit/*.c tests/integration/*.c tests/support/*.c))
 $(PROTO_USERS): | $(PROTO_GEN_H)
 

@@ -20,5 +20,7 @@ TESTS += tests/unit/install_test.sh
 TESTS += tests/unit/readme_test.sh
 # deploy/kubernetes/generate.py's manifests pass kubernetes-validate (PyPI, into $(BUILD)/venv-k8s).
 TESTS += tests/unit/k8s_manifests_test.sh
+# CIFF against PyPI's ciff-toolkit (into $(BUILD)/venv-ciff; skips, saying so, without PyPI).
+TESTS += tests/unit/ciff_toolkit_test.sh
 # deploy/prometheus alert rules (promtool check rules, test rules) and the Grafana dashboard's queries.
 TESTS += tests/unit/monitoring_test.sh

@@ -29,6 +29,13 @@ static void usage(FILE *out) {
           "      --strict                a bad record is fatal instead of skipped\n"
           "      --quiet                 no progress bar\n"
           "  isn-index info DIR        counts, sizes, analyzer and BM25 parameters\n"
+          "  isn-index import-ciff FILE --out DIR [options]   a CIFF file (Anserini, PISA, Terrier...) as an index\n"
+          "      --analyzer pretokenized|english  how queries are analysed (default pretokenized: terms separated\n"
+          "                              by spaces, matched exactly); english: ISN's English analyzer, when the\n"
+          "                              CIFF's terms came from a matching one (Lucene's EnglishAnalyzer)\n"
+          "      --no-stem --no-stopwords  with --analyzer english: the analyzer without them\n"
+          "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
+          "  isn-index export-ciff DIR --out FILE   the index as a CIFF file\n"
           "  isn-index verify DIR      checksums and structural checks\n"
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
@@ -246,8 +253,15 @@ static int cmd_info(const char *dir) {
     printf("tokens         %llu (average document length %.2f)\n", (unsigned long long)in->total_doc_len, in->avg_doc_len);
     printf("fields        ");
     for (uint32_t f = 0; f < in->num_fields; f++) printf(" %s (avg %.2f)", in->fields[f], in->avg_field_len[f]);
-    printf("\nanalyzer       stemming %s, stopwords %s, max token %u bytes\n", in->analyzer.stem ? "english" : "off",
-           in->analyzer.stopwords ? "english" : "kept", in->analyzer.max_token_bytes);
+    if (in->analyzer.pretokenized)
+        printf("\nanalyzer       pretokenized: the terms were analysed outside ISN (CIFF import); a query is its terms\n"
+               "               separated by spaces, each matched exactly as written (no case folding, stemming or\n"
+               "               stopwords), tokens cut at %u bytes\n", in->analyzer.max_token_bytes);
+    else
+        printf("\nanalyzer       stemming %s, stopwords %s, max token %u bytes%s\n", in->analyzer.stem ? "english" : "off",
+               in->analyzer.stopwords ? "english" : "kept", in->analyzer.max_token_bytes,
+               in->external_terms ? "\n               (terms analysed outside ISN and imported from CIFF; this analyzer was "
+                                    "declared at import to match them)" : "");
     printf("bm25           k1 %.3g, b %.3g\n", in->bm25.k1, in->bm25.b);
     printf("positions      %s; static scores %s\n", in->has_positions ? "yes" : "no", in->has_static_scores ? "yes" : "no");
     printf("file bytes     %llu\n", (unsigned long long)in->file_bytes);
@@ -267,6 +281,91 @@ static int cmd_verify(const char *dir) {
                 isn_index_get_info(ix)->num_terms, (unsigned long long)isn_index_get_info(ix)->num_postings);
     isn_index_close(ix);
     return rc ? 1 : 0;
+}
+
+static int cmd_import_ciff(int argc, char **argv) {
+    isn_ciff_import_options o;
+    isn_ciff_import_options_default(&o);
+    const char *out = NULL;
+    bool english = false, no_stem = false, no_stopwords = false;
+    static const struct option opts[] = {{"out", 1, 0, 'o'}, {"analyzer", 1, 0, 'a'}, {"no-stem", 0, 0, 's'},
+                                         {"no-stopwords", 0, 0, 'w'}, {"k1", 1, 0, 'k'}, {"b", 1, 0, 'b'},
+                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'a':
+            if (strcmp(optarg, "pretokenized") == 0) english = false;
+            else if (strcmp(optarg, "english") == 0) english = true;
+            else return fprintf(stderr, "isn-index import-ciff: --analyzer must be pretokenized or english, got '%s'\n", optarg), 2;
+            break;
+        case 's': no_stem = true; break;
+        case 'w': no_stopwords = true; break;
+        case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
+        case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!out || optind != argc - 1) {
+        fprintf(stderr, "isn-index import-ciff: give one CIFF file and --out DIR\n");
+        return 2;
+    }
+    if ((no_stem || no_stopwords) && !english) {
+        fprintf(stderr, "isn-index import-ciff: --no-stem and --no-stopwords go with --analyzer english\n");
+        return 2;
+    }
+    if (english) {
+        o.analyzer.pretokenized = false;
+        o.analyzer.stem = !no_stem;
+        o.analyzer.stopwords = !no_stopwords;
+    }
+    isn_ciff_summary s;
+    memset(&s, 0, sizeof s);
+    char err[ISN_ERR_LEN];
+    if (isn_ciff_import(argv[optind], out, &o, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-index import-ciff: %s\n", err);
+        return 1;
+    }
+    json_t *summary = json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s}", "postings_lists", (json_int_t)s.postings_lists,
+                                "docs", (json_int_t)s.docs, "postings", (json_int_t)s.postings, "ciff_bytes",
+                                (json_int_t)s.ciff_bytes, "index_bytes", (json_int_t)s.index_bytes, "seconds", s.seconds,
+                                "analyzer", english ? "english" : "pretokenized", "description", s.description);
+    char *text = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
+    if (text) puts(text);
+    free(text);
+    json_decref(summary);
+    return 0;
+}
+
+static int cmd_export_ciff(int argc, char **argv) {
+    const char *out = NULL;
+    static const struct option opts[] = {{"out", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!out || optind != argc - 1) {
+        fprintf(stderr, "isn-index export-ciff: give one index directory and --out FILE\n");
+        return 2;
+    }
+    isn_ciff_summary s;
+    char err[ISN_ERR_LEN];
+    if (isn_ciff_export(argv[optind], out, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-index export-ciff: %s\n", err);
+        return 1;
+    }
+    printf("{\"postings_lists\":%llu,\"docs\":%llu,\"postings\":%llu,\"ciff_bytes\":%llu,\"seconds\":%.3f}\n",
+           (unsigned long long)s.postings_lists, (unsigned long long)s.docs, (unsigned long long)s.postings,
+           (unsigned long long)s.ciff_bytes, s.seconds);
+    return 0;
 }
 
 static int parse_number(const char *s, const char *flag, double lo, double hi, double *out) {
@@ -328,6 +427,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "build") == 0) return cmd_build(argc - 1, argv + 1);
     if (strcmp(argv[1], "synth") == 0) return cmd_synth(argc - 1, argv + 1);
+    if (strcmp(argv[1], "import-ciff") == 0) return cmd_import_ciff(argc - 1, argv + 1);
+    if (strcmp(argv[1], "export-ciff") == 0) return cmd_export_ciff(argc - 1, argv + 1);
     if ((strcmp(argv[1], "info") == 0 || strcmp(argv[1], "verify") == 0) && argc == 3)
         return argv[1][0] == 'i' ? cmd_info(argv[2]) : cmd_verify(argv[2]);
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -335,7 +436,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "info") && strcmp(argv[1], "verify"))
-        fprintf(stderr, "isn-index: unknown command \"%s\" (commands: build, info, verify, synth; --help)\n", argv[1]);
+        fprintf(stderr, "isn-index: unknown command \"%s\" (commands: build, info, verify, synth, import-ciff, export-ciff; --help)\n", argv[1]);
     else
         fprintf(stderr, "isn-index %s: give exactly one index directory\n", argv[1]);
     return 2;
