@@ -28,6 +28,7 @@ int isn_index_check_stored(isn_index *ix, const uint8_t *section, uint64_t bytes
                          h->num_blocks, m->num_docs);
     const isn_stored_block *blocks = (const isn_stored_block *)(section + sizeof *h);
     uint64_t data_bytes = bytes - sizeof *h - table_bytes;
+    uint32_t largest = 0;
     for (uint32_t b = 0; b < h->num_blocks; b++) {
         const isn_stored_block *cur = &blocks[b], *next = &blocks[b + 1];
         uint32_t docs = next->first_doc - cur->first_doc;
@@ -37,7 +38,11 @@ int isn_index_check_stored(isn_index *ix, const uint8_t *section, uint64_t bytes
             cur->raw_bytes > h->max_block_bytes || (uint64_t)docs * h->num_fields > cur->raw_bytes ||
             next->offset - cur->offset > (uint64_t)LZ4_compressBound((int)cur->raw_bytes))
             return isn_error(err, err_len, "section 'stored': block %u is out of order or range", b);
+        if (cur->raw_bytes > largest) largest = cur->raw_bytes;
     }
+    /* the scratch every fetch takes is this size: it must be the real largest block, not a claim */
+    if (h->max_block_bytes != largest)
+        return isn_error(err, err_len, "section 'stored': largest block %u bytes, header says %u", largest, h->max_block_bytes);
     if (blocks[h->num_blocks].first_doc != m->num_docs || blocks[h->num_blocks].offset != data_bytes)
         return isn_error(err, err_len, "section 'stored': its blocks do not cover the %u documents and the data", m->num_docs);
     ix->stored = h;
