@@ -76,12 +76,14 @@ typedef struct {
 } isn_meta;
 
 /* Section "stored": isn_stored_header, isn_stored_block [num_blocks + 1], then the blocks' data. A
- * block holds consecutive documents, about ISN_STORED_BLOCK_TARGET bytes of text, LZ4-compressed;
+ * block holds consecutive documents, about ISN_STORED_BLOCK_TARGET bytes of text, LZ4-compressed
+ * (small blocks: each hit of a reply decompresses its whole block, so larger ones, which compress
+ * better, cost every hit more);
  * decompressed it is, document by document and stored field by stored field, a varint length and the
  * text. The last block entry is a sentinel: first_doc = num_docs, offset = the data's size. Offsets
  * count from the start of the data. */
 #define ISN_STORED_CODEC_LZ4 1u
-#define ISN_STORED_BLOCK_TARGET (16u << 10)
+#define ISN_STORED_BLOCK_TARGET (4u << 10)
 #define ISN_STORED_MAX_BLOCK (64u << 20) /* the largest decompressed block (one document's text) */
 
 typedef struct {

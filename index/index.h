@@ -234,7 +234,7 @@ const uint8_t *isn_index_postings_payload(const isn_index *index, uint64_t *byte
 const struct isn_block_meta_s *isn_index_block_metas(const isn_index *index, uint64_t *count);
 
 /* Stored fields: the raw text of the fields the index was built to keep (isn-index build --store).
- * Documents lie in LZ4-compressed blocks of about 16 KiB; one fetch decompresses one block into the
+ * Documents lie in LZ4-compressed blocks of about 4 KiB; one fetch decompresses one block into the
  * caller's scratch (no allocation). */
 typedef struct {
     const char *text; /* inside the scratch; not NUL-terminated */

@@ -22,7 +22,7 @@ static char tmp_root[] = "/tmp/isn-test-stored-XXXXXX";
 static int dir_counter;
 
 /* Document n's title and body: empty, short, UTF-8, and every 500th a body of ~40 KB (a block of
- * its own, past the 16 KiB target). Returns the body's length. */
+ * its own, past the block target). Returns the body's length. */
 static void title_of(uint32_t n, char *out, size_t len) {
     if (n % 11 == 0) out[0] = 0;
     else snprintf(out, len, "Título %u — ünïcödé %x", n, n * 2654435761u);
