@@ -82,7 +82,7 @@ void isn_builder_free(isn_builder *b) {
     isn_strtab_free(&b->ids);
     free(b->field_lens);
     free(b->static_scores);
-    free(b->stored_text);
+    buffer_free(&b->stored_text);
     free(b->stored_offs);
     if (b->analyzer) isn_analyzer_free(b->analyzer);
     free(b);

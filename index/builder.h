@@ -2,6 +2,7 @@
 #ifndef ISN_INDEX_BUILDER_H
 #define ISN_INDEX_BUILDER_H
 
+#include "base/base.h"
 #include "index/index.h"
 #include "index/strtab.h"
 
@@ -31,8 +32,7 @@ struct isn_builder {
     /* Stored fields (stored_write.c): the raw text of each document's stored fields, one after the
      * other; stored_offs[doc * num_stored + slot] is where a field's text starts (one more entry ends it). */
     uint32_t stored_slots[ISN_MAX_FIELDS]; /* indexed field of each stored slot, increasing */
-    char *stored_text;
-    uint64_t stored_len, stored_cap;
+    byte_buffer stored_text;
     uint64_t *stored_offs;
     uint64_t stored_offs_cap;
     /* current document while analyzing */

@@ -22,55 +22,26 @@ int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *f
         b->stored_offs = offs;
         b->stored_offs_cap = cap;
     }
-    uint64_t text = 0;
-    for (uint32_t i = 0; i < ns; i++) text += fields[b->stored_slots[i]] ? field_lens[b->stored_slots[i]] : 0;
-    if (b->stored_len + text > b->stored_cap) {
-        uint64_t cap = b->stored_cap ? b->stored_cap * 2 : 1 << 16;
-        while (cap < b->stored_len + text) cap *= 2;
-        char *t = realloc(b->stored_text, cap);
-        if (!t) return -1;
-        b->stored_text = t;
-        b->stored_cap = cap;
-    }
     uint64_t *offs = b->stored_offs + (uint64_t)b->num_docs * ns;
-    offs[0] = b->stored_len;
+    offs[0] = b->stored_text.len;
     for (uint32_t i = 0; i < ns; i++) {
         uint32_t f = b->stored_slots[i];
-        size_t len = fields[f] ? field_lens[f] : 0;
-        if (len) memcpy(b->stored_text + b->stored_len, fields[f], len);
-        b->stored_len += len;
-        offs[i + 1] = b->stored_len;
+        if (fields[f] && !buffer_append(&b->stored_text, fields[f], field_lens[f])) return -1;
+        offs[i + 1] = b->stored_text.len;
     }
-    return 0;
-}
-
-typedef struct {
-    uint8_t *data;
-    uint64_t len, cap;
-} grow_buf;
-
-static int reserve(grow_buf *g, uint64_t extra) {
-    if (g->len + extra <= g->cap) return 0;
-    uint64_t cap = g->cap ? g->cap : 1 << 16;
-    while (cap < g->len + extra) cap *= 2;
-    uint8_t *d = realloc(g->data, cap);
-    if (!d) return -1;
-    g->data = d;
-    g->cap = cap;
     return 0;
 }
 
 /* Compresses the raw block into data and records it in the block table. */
-static int flush_block(grow_buf *raw, grow_buf *data, grow_buf *table, uint32_t first_doc, uint32_t *max_block) {
+static int flush_block(byte_buffer *raw, byte_buffer *data, byte_buffer *table, uint32_t first_doc, uint32_t *max_block) {
     int bound = LZ4_compressBound((int)raw->len);
-    if (reserve(data, (uint64_t)bound) != 0 || reserve(table, sizeof(isn_stored_block)) != 0) return -1;
+    if (!buffer_reserve(data, (size_t)bound)) return -1;
     int got = LZ4_compress_HC((const char *)raw->data, (char *)data->data + data->len, (int)raw->len, bound,
                               LZ4HC_CLEVEL_DEFAULT);
     if (got <= 0) return -1;
     isn_stored_block entry = {.first_doc = first_doc, .raw_bytes = (uint32_t)raw->len, .offset = data->len};
-    memcpy(table->data + table->len, &entry, sizeof entry);
-    table->len += sizeof entry;
-    data->len += (uint64_t)got;
+    if (!buffer_append(table, &entry, sizeof entry)) return -1;
+    data->len += (size_t)got;
     if (raw->len > *max_block) *max_block = (uint32_t)raw->len;
     raw->len = 0;
     return 0;
@@ -84,7 +55,7 @@ int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, v
     if (ns == 0) return 0;
     isn_stored_header header = {.num_fields = ns, .codec = ISN_STORED_CODEC_LZ4};
     for (uint32_t i = 0; i < ns; i++) header.fields[i] = (uint8_t)b->stored_slots[i];
-    grow_buf raw = {0}, data = {0}, table = {0};
+    byte_buffer raw = {0}, data = {0}, table = {0};
     int rc = -1;
     uint32_t block_first = 0;
     for (uint32_t nw = 0; nw < nd; nw++) {
@@ -102,11 +73,11 @@ int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, v
             if (flush_block(&raw, &data, &table, block_first, &header.max_block_bytes) != 0) goto oom;
             block_first = nw;
         }
-        if (reserve(&raw, doc_bytes) != 0) goto oom;
+        if (!buffer_reserve(&raw, doc_bytes)) goto oom;
         for (uint32_t i = 0; i < ns; i++) {
             uint64_t len = offs[i + 1] - offs[i];
             raw.len = (uint64_t)(isn_varint_put(raw.data + raw.len, (uint32_t)len) - raw.data);
-            memcpy(raw.data + raw.len, b->stored_text + offs[i], len);
+            memcpy(raw.data + raw.len, b->stored_text.data + offs[i], len);
             raw.len += len;
         }
         if (raw.len >= ISN_STORED_BLOCK_TARGET) {
@@ -132,8 +103,8 @@ int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, v
 oom:
     isn_error(err, err_len, "out of memory while compressing the stored fields");
 done:
-    free(raw.data);
-    free(data.data);
-    free(table.data);
+    buffer_free(&raw);
+    buffer_free(&data);
+    buffer_free(&table);
     return rc;
 }
