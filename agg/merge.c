@@ -105,7 +105,11 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     for (uint32_t i = 0; i < n; i++) num_fields += all[i].hit->num_fields;
     Isn__V1__StoredField *fields = calloc(num_fields ? num_fields : 1, sizeof *fields);
     Isn__V1__StoredField **field_ptrs = calloc(num_fields ? num_fields : 1, sizeof *field_ptrs);
-    if (!fields || !field_ptrs) n = 0;
+    if (!fields || !field_ptrs) {
+        free(hits), free(hit_ptrs), free(fields), free(field_ptrs), free(all);
+        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the hits' stored fields");
+        return;
+    }
     size_t next_field = 0;
     Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
     Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;

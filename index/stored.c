@@ -33,7 +33,7 @@ int isn_index_check_stored(isn_index *ix, const uint8_t *section, uint64_t bytes
         const isn_stored_block *cur = &blocks[b], *next = &blocks[b + 1];
         uint32_t docs = next->first_doc - cur->first_doc;
         /* every document takes a length byte per field at least, every compressed block a byte */
-        if ((b == 0 ? cur->first_doc != 0 || cur->offset != 0 : false) || next->first_doc <= cur->first_doc ||
+        if ((b == 0 && (cur->first_doc != 0 || cur->offset != 0)) || next->first_doc <= cur->first_doc ||
             next->first_doc > m->num_docs || next->offset <= cur->offset || next->offset > data_bytes ||
             cur->raw_bytes > h->max_block_bytes || (uint64_t)docs * h->num_fields > cur->raw_bytes ||
             next->offset - cur->offset > (uint64_t)LZ4_compressBound((int)cur->raw_bytes))
