@@ -26,7 +26,7 @@ int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *f
     offs[0] = b->stored_text.len;
     for (uint32_t i = 0; i < ns; i++) {
         uint32_t f = b->stored_slots[i];
-        if (fields[f] && !buffer_append(&b->stored_text, fields[f], field_lens[f])) return -1;
+        if (fields[f] && field_lens[f] && !buffer_append(&b->stored_text, fields[f], field_lens[f])) return -1;
         offs[i + 1] = b->stored_text.len;
     }
     return 0;
@@ -77,7 +77,7 @@ int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, v
         for (uint32_t i = 0; i < ns; i++) {
             uint64_t len = offs[i + 1] - offs[i];
             raw.len = (uint64_t)(isn_varint_put(raw.data + raw.len, (uint32_t)len) - raw.data);
-            memcpy(raw.data + raw.len, b->stored_text.data + offs[i], len);
+            if (len) memcpy(raw.data + raw.len, b->stored_text.data + offs[i], len);
             raw.len += len;
         }
         if (raw.len >= ISN_STORED_BLOCK_TARGET) {
