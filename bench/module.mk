@@ -11,7 +11,7 @@ bench: $(PROGRAMS) $(BENCH_BINS)
 
 # make bench-stored: the size and the per-query fetch cost of stored fields (--store title) on the
 # sample; JSON in $(BUILD)/bench/stored_fields.json.
-bench-stored: $(PROGRAMS) $(BUILD)/bench/bench_stored $(SAMPLE_INDEX)/index.isn
+bench-stored: $(PROGRAMS) $(BUILD)/bench/bench_stored $$(SAMPLE_INDEX)/index.isn
 	@mkdir -p $(BUILD)/bench
 	bash bench/stored_fields.sh $(BUILD) title >$(BUILD)/bench/stored_fields.json
 	@cat $(BUILD)/bench/stored_fields.json
