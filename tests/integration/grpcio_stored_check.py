@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Stored fields through the stock Python gRPC stack (python3-grpcio): asks a running isnd or isn-agg
 for SearchRequest.stored_fields and checks every hit's fields against --expect (a JSON object: external
-id -> {field: text}), their order, and that a field the index does not keep is INVALID_ARGUMENT naming
-it. Started by tests/integration/test_stored_fields. Exits non-zero with a message on any mismatch."""
+id -> {field: text}), their order, that a field the index does not keep is INVALID_ARGUMENT naming
+it, and (--info-stored) what Info says the index stores. Started by
+tests/integration/test_stored_fields. Exits non-zero with a message on any mismatch."""
 import argparse
 import json
 import os
@@ -22,6 +23,7 @@ def main():
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--proto-dir", default="proto")
     parser.add_argument("--work-dir", default="/tmp")
+    parser.add_argument("--info-stored", help="Info.stored_fields expected, comma-separated (an ISN)")
     args = parser.parse_args()
 
     generate_stubs(args.proto_dir, os.path.join(args.work_dir, "py_stubs_stored"))
@@ -53,6 +55,10 @@ def main():
     except grpc.RpcError as e:
         if e.code() != grpc.StatusCode.INVALID_ARGUMENT or "nosuchfield" not in (e.details() or ""):
             fail(f"unknown field: {e.code()} {e.details()!r}, want INVALID_ARGUMENT naming it")
+    if args.info_stored is not None:
+        info = stub.Info(isn_pb2.InfoRequest(), timeout=10)
+        if list(info.stored_fields) != args.info_stored.split(","):
+            fail(f"Info.stored_fields {list(info.stored_fields)}, want {args.info_stored}")
     print(f"grpcio_stored_check: {checked} hits carry the stored text asked for, in order; unknown field refused")
 
 
