@@ -19,7 +19,7 @@ OPT      = -O2
 CPPFLAGS = -I. -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
 CFLAGS   = -std=c11 $(OPT) -g -march=x86-64-v2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -fno-strict-aliasing $(SAN)
 LDFLAGS  = $(SAN)
-LDLIBS   = -ljansson -lstemmer -lutf8proc -lxxhash -lm -lpthread
+LDLIBS   = -ljansson -lstemmer -lutf8proc -lxxhash -llz4 -lm -lpthread
 
 ifeq ($(SAN),)
 LDLIBS  += -ljemalloc
@@ -68,7 +68,7 @@ TESTS += tools/check-layout.sh tests/unit/check_layout_test.sh
 # make CUDA=1 STATIC=1: binaries for the GPU machine, which lacks these libraries: Debian's static archives
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
 ifeq ($(STATIC),1)
-STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -ljemalloc -lnghttp2 -lprotobuf-c -linih
+STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -llz4 -ljemalloc -lnghttp2 -lprotobuf-c -linih
 STATIC_LIBS += -lcares
 LDLIBS := -Wl,--as-needed -Wl,-Bstatic $(STATIC_LIBS) -luv_a -Wl,-Bdynamic $(filter-out $(STATIC_LIBS) -luv,$(LDLIBS))
 endif

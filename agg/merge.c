@@ -100,6 +100,17 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     if (n > q->k) n = q->k;
     Isn__V1__Hit *hits = calloc(n ? n : 1, sizeof *hits);
     Isn__V1__Hit **hit_ptrs = calloc(n ? n : 1, sizeof *hit_ptrs);
+    /* The partitions' stored fields, passed on as they came. */
+    size_t num_fields = 0;
+    for (uint32_t i = 0; i < n; i++) num_fields += all[i].hit->num_fields;
+    Isn__V1__StoredField *fields = calloc(num_fields ? num_fields : 1, sizeof *fields);
+    Isn__V1__StoredField **field_ptrs = calloc(num_fields ? num_fields : 1, sizeof *field_ptrs);
+    if (!fields || !field_ptrs) {
+        free(hits), free(hit_ptrs), free(fields), free(field_ptrs), free(all);
+        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the hits' stored fields");
+        return;
+    }
+    size_t next_field = 0;
     Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
     Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;
     for (uint32_t i = 0; hits && hit_ptrs && i < n; i++) {
@@ -108,6 +119,14 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
         hits[i].doc = all[i].hit->doc;
         hits[i].score = all[i].hit->score;
         hits[i].l1_score = all[i].hit->l1_score;
+        hits[i].n_fields = all[i].hit->num_fields;
+        hits[i].fields = field_ptrs + next_field;
+        for (uint32_t j = 0; j < all[i].hit->num_fields; j++, next_field++) {
+            isn__v1__stored_field__init(&fields[next_field]);
+            fields[next_field].name = all[i].hit->fields[j].name;
+            fields[next_field].value = all[i].hit->fields[j].value;
+            field_ptrs[next_field] = &fields[next_field];
+        }
         hit_ptrs[i] = &hits[i];
     }
     response.n_hits = hits && hit_ptrs ? n : 0;
@@ -136,5 +155,7 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
     agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
     free(hits);
     free(hit_ptrs);
+    free(fields);
+    free(field_ptrs);
     free(all);
 }

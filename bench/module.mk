@@ -9,6 +9,14 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $$(LIBS)
 bench: $(PROGRAMS) $(BENCH_BINS)
 	BUILD=$(BUILD) bash bench/run.sh
 
+# make bench-stored: the size and the per-query fetch cost of stored fields (--store title) on the
+# sample; JSON in $(BUILD)/bench/stored_fields.json.
+bench-stored: $(PROGRAMS) $(BUILD)/bench/bench_stored $$(SAMPLE_INDEX)/index.isn
+	@mkdir -p $(BUILD)/bench
+	bash bench/stored_fields.sh $(BUILD) title >$(BUILD)/bench/stored_fields.json
+	@cat $(BUILD)/bench/stored_fields.json
+.PHONY: bench-stored
+
 # make bench-compare BEFORE=OTHER_BUILD: this build against another one (e.g. a worktree of an older
 # commit, built with make programs OTHER_BUILD/bench/bench_query), in alternating rounds, on the
 # Debian index and logs that make bench prepares. JSON in $(BUILD)/bench/compare_builds.json.

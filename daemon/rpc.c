@@ -384,6 +384,10 @@ static void handle_info(isn_server *server, grpc_call *call) {
     response.n_fields = info->num_fields;
     response.fields = fields;
     response.has_positions = info->has_positions;
+    char *stored[ISN_MAX_FIELDS];
+    for (uint32_t i = 0; i < info->num_stored_fields; i++) stored[i] = (char *)info->stored_fields[i];
+    response.n_stored_fields = info->num_stored_fields;
+    response.stored_fields = stored;
     response.index_bytes = info->file_bytes;
     response.server_version = ISND_VERSION;
     response.generation = generation->id;

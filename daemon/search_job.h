@@ -78,6 +78,10 @@ void search_worker_pack_gpu(search_worker *worker, search_job *job, const isn_hi
                             const char *device);
 /* The reply of a job a simulated GPU ran (timing only, no hits). */
 void search_job_pack_simulated(search_job *job);
+/* The stored fields the request asks for, attached to the reply's final hits (stored_fields.c), in the
+ * request's arena: GRPC_STATUS_OK, or a status with err (a field the index does not keep...). */
+int stored_fields_attach(const isn_index *index, const search_job *job, Isn__V1__Hit *hits, uint32_t num_hits,
+                         char *err, size_t err_len);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */
 void search_worker_warm_up(search_worker *worker);
 

@@ -155,6 +155,12 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         w->pb_hits[i].external_id = (char *)w->id_chars.data + (uintptr_t)w->pb_hits[i].external_id;
         w->pb_hit_ptrs[i] = &w->pb_hits[i];
     }
+    char err[ISN_ERR_LEN];
+    int status = stored_fields_attach(w->index, job, w->pb_hits, job->num_hits, err, sizeof err);
+    if (status != GRPC_STATUS_OK) {
+        fail_job(job, status, "%s", err);
+        return;
+    }
 
     Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
     Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;

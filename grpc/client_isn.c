@@ -80,6 +80,8 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
     message.debug = request->debug;
     message.ranker = (char *)(request->ranker ? request->ranker : "");
     message.n1 = request->n1;
+    message.n_stored_fields = request->num_stored_fields;
+    message.stored_fields = (char **)request->stored_fields;
     Isn__V1__TermStatistics *stats = NULL, **stat_ptrs = NULL;
     if (request->global_num_docs || request->num_global_terms) {
         global.num_docs = request->global_num_docs;
@@ -131,6 +133,14 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
         out->score = hit->score;
         out->l1_score = hit->l1_score;
         reply->num_hits++;
+        if (rc == 0 && hit->n_fields && !(out->fields = calloc(hit->n_fields, sizeof *out->fields)))
+            rc = isn_error(err, err_len, "out of memory");
+        for (size_t j = 0; rc == 0 && j < hit->n_fields; j++) {
+            out->fields[j].name = strdup(hit->fields[j]->name ? hit->fields[j]->name : "");
+            out->fields[j].value = strdup(hit->fields[j]->value ? hit->fields[j]->value : "");
+            out->num_fields++;
+            if (!out->fields[j].name || !out->fields[j].value) rc = isn_error(err, err_len, "out of memory");
+        }
     }
     reply->complete = response->complete;
     copy_text(reply->incomplete_reason, sizeof reply->incomplete_reason, response->incomplete_reason);
@@ -172,7 +182,14 @@ int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *requ
 }
 
 void isn_grpc_search_reply_free(isn_grpc_search_reply *reply) {
-    for (uint32_t i = 0; i < reply->num_hits; i++) free(reply->hits[i].external_id);
+    for (uint32_t i = 0; i < reply->num_hits; i++) {
+        free(reply->hits[i].external_id);
+        for (uint32_t j = 0; j < reply->hits[i].num_fields; j++) {
+            free(reply->hits[i].fields[j].name);
+            free(reply->hits[i].fields[j].value);
+        }
+        free(reply->hits[i].fields);
+    }
     free(reply->hits);
     reply->hits = NULL;
     reply->num_hits = 0;

@@ -482,13 +482,23 @@ typedef struct {
     const char *ranker;
     uint32_t n1;
     const char *traceparent; /* sent as the traceparent header (W3C trace context); NULL = none */
+    /* Stored fields each hit should carry (the index must keep them). */
+    const char *const *stored_fields;
+    uint32_t num_stored_fields;
 } isn_grpc_search_request;
+
+typedef struct {
+    char *name;
+    char *value;
+} isn_grpc_stored_field;
 
 typedef struct {
     char *external_id;
     uint32_t doc;
     float score;
     float l1_score;
+    isn_grpc_stored_field *fields; /* the request's stored_fields, in its order */
+    uint32_t num_fields;
 } isn_grpc_hit;
 
 typedef struct {

@@ -265,6 +265,7 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
         summary->bytes_positions += part.bytes_positions;
         summary->bytes_lexicon += part.bytes_lexicon;
         summary->bytes_docs += part.bytes_docs;
+        summary->bytes_stored += part.bytes_stored;
         isn_builder_free(s.parts[p]);
         s.parts[p] = NULL;
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "index/builder.h"
 #include "index/format.h"
 
@@ -22,11 +23,44 @@ void isn_build_options_default(isn_build_options *o) {
     isn_analyzer_config_default(&o->analyzer);
 }
 
+/* The indexed field of that name, or -1. */
+static int field_index(const isn_build_options *o, const char *name) {
+    for (uint32_t f = 0; f < o->num_fields; f++)
+        if (strncmp(o->fields[f], name, ISN_FIELD_NAME_MAX) == 0) return (int)f;
+    return -1;
+}
+
+int isn_build_options_check(const isn_build_options *o, char *err, size_t err_len) {
+    if (o->num_fields == 0 || o->num_fields > ISN_MAX_FIELDS)
+        return isn_error(err, err_len, "%u fields to index (1..%d allowed)", o->num_fields, ISN_MAX_FIELDS);
+    if (o->num_stored > o->num_fields)
+        return isn_error(err, err_len, "%u stored fields of %u indexed", o->num_stored, o->num_fields);
+    for (uint32_t i = 0; i < o->num_stored; i++) {
+        if (field_index(o, o->stored[i]) < 0) {
+            char names[ISN_MAX_FIELDS * (ISN_FIELD_NAME_MAX + 2)] = "";
+            for (uint32_t f = 0; f < o->num_fields; f++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%.*s", f ? ", " : "", ISN_FIELD_NAME_MAX,
+                         o->fields[f]);
+            return isn_error(err, err_len, "stored field \"%.*s\" is not an indexed field (indexed: %s)", ISN_FIELD_NAME_MAX,
+                             o->stored[i], names);
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (strncmp(o->stored[i], o->stored[j], ISN_FIELD_NAME_MAX) == 0)
+                return isn_error(err, err_len, "stored field \"%.*s\" is named twice", ISN_FIELD_NAME_MAX, o->stored[i]);
+    }
+    return 0;
+}
+
 isn_builder *isn_builder_new(const isn_build_options *options) {
-    if (options->num_fields == 0 || options->num_fields > ISN_MAX_FIELDS) return NULL;
+    char err[ISN_ERR_LEN];
+    if (isn_build_options_check(options, err, sizeof err) != 0) return NULL;
     isn_builder *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->options = *options;
+    /* Stored in the order of the indexed fields, whatever order they were named in. */
+    for (uint32_t f = 0, slot = 0; f < options->num_fields; f++)
+        for (uint32_t i = 0; i < options->num_stored; i++)
+            if (field_index(options, options->stored[i]) == (int)f) b->stored_slots[slot++] = f;
     if (b->options.analyzer.max_token_bytes == 0 || b->options.analyzer.max_token_bytes > ISN_MAX_TERM_BYTES)
         b->options.analyzer.max_token_bytes = ISN_MAX_TERM_BYTES;
     b->analyzer = isn_analyzer_new(&b->options.analyzer);
@@ -48,6 +82,8 @@ void isn_builder_free(isn_builder *b) {
     isn_strtab_free(&b->ids);
     free(b->field_lens);
     free(b->static_scores);
+    buffer_free(&b->stored_text);
+    free(b->stored_offs);
     if (b->analyzer) isn_analyzer_free(b->analyzer);
     free(b);
 }
@@ -151,7 +187,7 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         if (fields[f] && field_lens[f]) isn_analyze(b->analyzer, fields[f], field_lens[f], add_term, b);
         b->field_lens[(size_t)b->cur_doc * nf + f] = b->cur_field_len;
     }
-    if (b->oom) goto oom;
+    if (b->oom || isn_builder_store(b, fields, field_lens) != 0) goto oom;
     b->static_scores[b->cur_doc] = static_score;
     b->num_docs++;
     return 0;

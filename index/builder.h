@@ -2,6 +2,7 @@
 #ifndef ISN_INDEX_BUILDER_H
 #define ISN_INDEX_BUILDER_H
 
+#include "base/base.h"
 #include "index/index.h"
 #include "index/strtab.h"
 
@@ -28,12 +29,26 @@ struct isn_builder {
     float *static_scores;
     uint32_t num_docs, docs_cap;
     uint64_t tokens;
+    /* Stored fields (stored_write.c): the raw text of each document's stored fields, one after the
+     * other; stored_offs[doc * num_stored + slot] is where a field's text starts (one more entry ends it). */
+    uint32_t stored_slots[ISN_MAX_FIELDS]; /* indexed field of each stored slot, increasing */
+    byte_buffer stored_text;
+    uint64_t *stored_offs;
+    uint64_t stored_offs_cap;
     /* current document while analyzing */
     uint32_t cur_doc;
     uint32_t cur_field;
     uint32_t cur_field_len;
     int oom;
 };
+
+/* Keeps the stored fields of the document being added (its id is b->num_docs): 0, or -1 out of memory. */
+int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *field_lens);
+/* Section 'stored' for the documents in new order (old_of_new): 0, or -1 out of memory or with a
+ * document whose stored text exceeds ISN_STORED_MAX_BLOCK (err). An index without stored fields gets an
+ * empty section. */
+int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, void **section, uint64_t *bytes,
+                             char *err, size_t err_len);
 
 /* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
  * of memory. threads = 0: all online CPUs. */

@@ -156,6 +156,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
         summary->bytes_positions = bytes[SEC_POSITIONS] + bytes[SEC_POS_BLOCKS];
         summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
         summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOC_STATIC] + bytes[SEC_DOCID_TEXT];
+        summary->bytes_stored = bytes[SEC_STORED];
     }
     return 0;
 }
@@ -283,6 +284,12 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     sections[SEC_POSTINGS] = w.postings;
     sections[SEC_POS_BLOCKS] = w.pos_blocks;
     sections[SEC_POSITIONS] = w.positions;
+    void *stored;
+    if (isn_builder_write_stored(b, old_of_new, &stored, &sections[SEC_STORED].len, err, err_len) != 0) {
+        rc = -1;
+        goto done;
+    }
+    sections[SEC_STORED].data = stored;
     rc = write_file(out_dir, &meta, sections, summary, err, err_len);
     if (summary) {
         summary->docs = nd;
@@ -300,6 +307,7 @@ done:
     free(sections[SEC_DOC_LENS].data);
     free(sections[SEC_DOCID_TEXT].data);
     free(sections[SEC_DOC_STATIC].data);
+    free(sections[SEC_STORED].data);
     free(w.lex_index.data);
     free(w.lex_data.data);
     free(w.terms.data);

@@ -43,6 +43,12 @@ static int section_checksum(const isn_section_pieces *s, uint8_t *chunk, uint64_
     return rc;
 }
 
+static uint64_t section_size(const isn_section_pieces *s) {
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < s->num_pieces; i++) bytes += s->pieces[i].bytes;
+    return bytes;
+}
+
 int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
                          uint64_t section_bytes[SEC_COUNT], uint64_t *file_bytes, char *err, size_t err_len) {
     isn_file_header header;
@@ -51,16 +57,20 @@ int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pi
     memset(table, 0, sizeof table);
     memcpy(header.magic, ISN_MAGIC, 8);
     header.version = version;
-    header.num_sections = SEC_COUNT;
-    uint64_t off = isn_align_up(sizeof header + sizeof table, ISN_SECTION_ALIGN);
+    /* The optional sections go in only when they hold something (format.h). */
+    uint32_t count = SEC_COUNT;
+    while (count > SEC_STORED && section_size(&sections[count - 1]) == 0) count--;
+    header.num_sections = count;
+    size_t table_bytes = count * sizeof *table;
+    uint64_t off = isn_align_up(sizeof header + table_bytes, ISN_SECTION_ALIGN);
+    for (uint32_t s = 0; s < SEC_COUNT; s++) section_bytes[s] = 0;
     uint8_t *chunk = malloc(FILE_PIECE_CHUNK);
     if (!chunk) {
         snprintf(err, err_len, "out of memory while writing the index");
         return -1;
     }
-    for (int s = 0; s < SEC_COUNT; s++) {
-        uint64_t bytes = 0;
-        for (uint32_t i = 0; i < sections[s].num_pieces; i++) bytes += sections[s].pieces[i].bytes;
+    for (uint32_t s = 0; s < count; s++) {
+        uint64_t bytes = section_size(&sections[s]);
         snprintf(table[s].name, sizeof table[s].name, "%s", isn_section_names[s]);
         table[s].offset = off;
         table[s].bytes = bytes;
@@ -86,9 +96,9 @@ int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pi
         return -1;
     }
     static const uint8_t zeros[ISN_SECTION_ALIGN];
-    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, sizeof table, 1, f) == 1;
-    uint64_t at = sizeof header + sizeof table;
-    for (int s = 0; ok && s < SEC_COUNT; s++) {
+    int ok = fwrite(&header, sizeof header, 1, f) == 1 && fwrite(table, table_bytes, 1, f) == 1;
+    uint64_t at = sizeof header + table_bytes;
+    for (uint32_t s = 0; ok && s < count; s++) {
         ok = fwrite(zeros, 1, table[s].offset - at, f) == table[s].offset - at;
         for (uint32_t i = 0; ok && i < sections[s].num_pieces; i++) {
             const isn_piece *p = &sections[s].pieces[i];

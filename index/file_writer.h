@@ -20,7 +20,8 @@ typedef struct {
 } isn_section_pieces;
 
 /* Writes DIR/index.isn through a temporary file and a rename; section_bytes[s] receives each section's
- * size and *file_bytes the file's. 0, or -1 with err. */
+ * size and *file_bytes the file's. An optional section (SEC_STORED on) given no bytes is left out of
+ * the table. 0, or -1 with err. */
 int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
                          uint64_t section_bytes[SEC_COUNT], uint64_t *file_bytes, char *err, size_t err_len);
 

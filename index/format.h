@@ -31,7 +31,9 @@ typedef struct {
     uint64_t checksum;
 } isn_section_entry;
 
-/* Section order in the table; the reader requires every one (empty ones have 0 bytes). */
+/* Section order in the table. The reader requires the first SEC_STORED (empty ones have 0 bytes); the
+ * optional sections after them are written only when they hold something, so a file without stored
+ * fields has SEC_STORED sections and reads as before. */
 enum {
     SEC_META = 0,
     SEC_DOC_LENS,    /* varint field lengths, document by document; decoded into memory at open */
@@ -47,6 +49,7 @@ enum {
     SEC_POSTINGS,    /* per block: codec(doc gaps - 1) then codec(tf - 1); padded for decode slack */
     SEC_POS_BLOCKS,  /* uint64 [num_blocks] into SEC_POSITIONS, or empty without positions */
     SEC_POSITIONS,   /* per posting, per field: varint count, varint position gaps */
+    SEC_STORED,      /* optional: stored fields' raw text (isn_stored_header below) */
     SEC_COUNT
 };
 
@@ -79,6 +82,30 @@ typedef struct {
 } isn_meta;
 
 #define ISN_META_BYTES_WITHOUT_BUILD_TIME offsetof(isn_meta, built_unix_seconds)
+/* Section "stored": isn_stored_header, isn_stored_block [num_blocks + 1], then the blocks' data. A
+ * block holds consecutive documents, about ISN_STORED_BLOCK_TARGET bytes of text, LZ4-compressed
+ * (small blocks: each hit of a reply decompresses its whole block, so larger ones, which compress
+ * better, cost every hit more);
+ * decompressed it is, document by document and stored field by stored field, a varint length and the
+ * text. The last block entry is a sentinel: first_doc = num_docs, offset = the data's size. Offsets
+ * count from the start of the data. */
+#define ISN_STORED_CODEC_LZ4 1u
+#define ISN_STORED_BLOCK_TARGET (4u << 10)
+#define ISN_STORED_MAX_BLOCK (64u << 20) /* the largest decompressed block (one document's text) */
+
+typedef struct {
+    uint32_t num_fields;      /* stored fields */
+    uint32_t num_blocks;
+    uint32_t max_block_bytes; /* largest decompressed block: the scratch one fetch needs */
+    uint32_t codec;           /* ISN_STORED_CODEC_LZ4 */
+    uint8_t fields[ISN_MAX_FIELDS]; /* indexes into isn_meta.fields, strictly increasing */
+} isn_stored_header;
+
+typedef struct {
+    uint32_t first_doc;
+    uint32_t raw_bytes; /* decompressed size */
+    uint64_t offset;
+} isn_stored_block;
 
 /* A term as the reader serves it (and as version 1 stored it, 16 bytes a term). */
 typedef struct {
@@ -123,7 +150,7 @@ static inline const uint8_t *isn_varint_get(const uint8_t *p, const uint8_t *end
 }
 
 /* The header's self-check: isn_hash64 of the header, its header_checksum read as zero, followed by
- * the section table (as laid out in the file). */
-uint64_t isn_index_header_checksum(const isn_file_header *header, const isn_section_entry table[SEC_COUNT]);
+ * the section table of header->num_sections entries (as laid out in the file). */
+uint64_t isn_index_header_checksum(const isn_file_header *header, const isn_section_entry *table);
 
 #endif

@@ -120,6 +120,9 @@ typedef struct {
     isn_doc_order order;
     uint32_t partitions; /* 1 = one index in out_dir; N > 1 = out_dir/part-0000 ... */
     isn_partition_split split;
+    /* Fields (among `fields`) whose raw text the index keeps, compressed, for replies to show. */
+    uint32_t num_stored;
+    char stored[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
     bool strict;   /* a bad record is fatal instead of skipped */
     bool progress; /* progress bar on stderr */
 } isn_build_options;
@@ -139,6 +142,7 @@ typedef struct {
     uint64_t bytes_positions;
     uint64_t bytes_lexicon;
     uint64_t bytes_docs;
+    uint64_t bytes_stored; /* section 'stored' (0 without stored fields) */
     double seconds;
 } isn_build_summary;
 
@@ -149,7 +153,10 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
 
 /* In-memory builder, for tests and for programs that produce documents themselves. */
 typedef struct isn_builder isn_builder;
+/* NULL when out of memory or the options are invalid (see isn_build_options_check). */
 isn_builder *isn_builder_new(const isn_build_options *options);
+/* The options a builder refuses, said plainly (a stored field that is not indexed...): 0, or -1 with err. */
+int isn_build_options_check(const isn_build_options *options, char *err, size_t err_len);
 /* fields[i] is the text of options->fields[i] (NULL = empty). Returns 0, or -1 with err (duplicate id...). */
 int isn_builder_add(isn_builder *builder, const char *external_id, const char *const *fields,
                     const size_t *field_lens, float static_score, char *err, size_t err_len);
@@ -190,6 +197,8 @@ typedef struct {
      * analysed: pretokenized, or an analyzer declared at import to match the exporter's. Document
      * lengths are the source's BM25 lengths, which need not equal the sum of the term frequencies. */
     bool external_terms;
+    uint32_t num_stored_fields; /* fields whose text the index keeps (isn_index_stored_get) */
+    char stored_fields[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
     uint64_t file_bytes;
     /* The generation's identity: the header's xxHash64 over the header and section table, which
      * holds every section's checksum (so any change of content changes it), and the build time. */
@@ -236,6 +245,23 @@ const float *isn_index_doc_norms(const isn_index *index);
  * array, exactly as stored: the GPU backend uploads these bytes unchanged. */
 const uint8_t *isn_index_postings_payload(const isn_index *index, uint64_t *bytes);
 const struct isn_block_meta_s *isn_index_block_metas(const isn_index *index, uint64_t *count);
+
+/* Stored fields: the raw text of the fields the index was built to keep (isn-index build --store).
+ * Documents lie in LZ4-compressed blocks of about 4 KiB; one fetch decompresses one block into the
+ * caller's scratch (no allocation). */
+typedef struct {
+    const char *text; /* inside the scratch; not NUL-terminated */
+    uint32_t len;
+} isn_stored_text;
+
+/* The position of a stored field among info.stored_fields, or -1 when the index does not keep it. */
+int isn_index_stored_slot(const isn_index *index, const char *name);
+/* Bytes of scratch isn_index_stored_get needs (0 without stored fields). */
+size_t isn_index_stored_scratch_bytes(const isn_index *index);
+/* The stored fields of doc, out[slot] for every stored field, pointing into scratch. 0, or -1 with err
+ * (no stored fields, doc out of range, or a damaged block). */
+int isn_index_stored_get(const isn_index *index, uint32_t doc, void *scratch, isn_stored_text *out, char *err,
+                         size_t err_len);
 
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);

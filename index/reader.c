@@ -12,7 +12,7 @@
 
 const char *const isn_section_names[SEC_COUNT] = {
     "meta", "doc_lens", "doc_static", "docid_text", "lex_index",
-    "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions",
+    "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions", "stored",
 };
 
 static int check_size(const isn_section_entry *table, int s, uint64_t expected, char *err, size_t err_len) {
@@ -237,8 +237,8 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
     in->has_positions = (m->flags & ISN_META_HAS_POSITIONS) != 0;
     in->has_static_scores = (m->flags & ISN_META_HAS_STATIC) != 0;
     in->file_bytes = ix->map_bytes;
-    in->num_sections = SEC_COUNT;
-    for (int s = 0; s < SEC_COUNT; s++) {
+    in->num_sections = ix->num_sections;
+    for (uint32_t s = 0; s < ix->num_sections; s++) {
         snprintf(in->sections[s].name, sizeof in->sections[s].name, "%s", isn_section_names[s]);
         in->sections[s].bytes = table[s].bytes;
     }
@@ -271,7 +271,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         close(fd);
         return isn_error(err, err_len, "cannot stat %s: %s", path, strerror(errno));
     }
-    size_t head = sizeof(isn_file_header) + SEC_COUNT * sizeof(isn_section_entry);
+    size_t head = sizeof(isn_file_header) + SEC_STORED * sizeof(isn_section_entry);
     if ((uint64_t)st.st_size < head) {
         close(fd);
         return isn_error(err, err_len, "%s: section 'header' is truncated (%lld bytes)", path, (long long)st.st_size);
@@ -292,20 +292,28 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         return isn_error(err, err_len, "%s: section 'header': format version %u, this build reads versions 1 to %u", path,
                          h.version, ISN_FORMAT_VERSION);
     ix->version = h.version;
-    if (h.num_sections != SEC_COUNT)
-        return isn_error(err, err_len, "%s: section 'header': %u sections, expected %d", path, h.num_sections, SEC_COUNT);
+    if (h.num_sections < SEC_STORED || h.num_sections > SEC_COUNT)
+        return isn_error(err, err_len, "%s: section 'header': %u sections, expected %d to %d", path, h.num_sections,
+                         SEC_STORED, SEC_COUNT);
+    ix->num_sections = h.num_sections;
+    head = sizeof h + h.num_sections * sizeof(isn_section_entry);
+    if ((uint64_t)st.st_size < head)
+        return isn_error(err, err_len, "%s: section 'header' is truncated (%lld bytes)", path, (long long)st.st_size);
     if (isn_index_header_checksum(&h, (const isn_section_entry *)(ix->map + sizeof h)) != h.header_checksum)
         return isn_error(err, err_len, "%s: section 'header' is corrupt (checksum mismatch)", path);
     if (h.file_bytes != (uint64_t)st.st_size)
         return isn_error(err, err_len, "%s: file is truncated or padded: %lld bytes, header says %llu", path,
                     (long long)st.st_size, (unsigned long long)h.file_bytes);
 
-    const isn_section_entry *table = (const isn_section_entry *)(ix->map + sizeof h);
-    const void *sec[SEC_COUNT];
-    for (int s = 0; s < SEC_COUNT; s++) {
+    /* Optional sections the file leaves out read as empty. */
+    isn_section_entry table[SEC_COUNT];
+    memset(table, 0, sizeof table);
+    memcpy(table, ix->map + sizeof h, h.num_sections * sizeof *table);
+    const void *sec[SEC_COUNT] = {0};
+    for (uint32_t s = 0; s < h.num_sections; s++) {
         const isn_section_entry *e = &table[s];
         if (strncmp(e->name, isn_section_names[s], sizeof e->name) != 0)
-            return isn_error(err, err_len, "%s: section %d is named '%.16s', expected '%s'", path, s, e->name, isn_section_names[s]);
+            return isn_error(err, err_len, "%s: section %u is named '%.16s', expected '%s'", path, s, e->name, isn_section_names[s]);
         if (e->offset % ISN_SECTION_ALIGN || e->offset < head || e->offset > h.file_bytes || e->bytes > h.file_bytes - e->offset)
             return isn_error(err, err_len, "%s: section '%s' lies outside the file", path, isn_section_names[s]);
         sec[s] = ix->map + e->offset;
@@ -335,6 +343,8 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         isn_index_check_postings(ix, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
+        return isn_error(err, err_len, "%s: %s", path, inner);
+    if (isn_index_check_stored(ix, sec[SEC_STORED], table[SEC_STORED].bytes, inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
     if (build_lex_keys(ix) != 0) return isn_error(err, err_len, "%s: out of memory for the lexicon keys", path);
     fill_info(ix, table);

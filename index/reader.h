@@ -31,6 +31,11 @@ struct isn_index {
     /* The first 8 bytes of each lexicon block's first term, big-endian and zero-padded, so that the
      * lookup's binary search runs over this small array instead of the lexicon's scattered blocks. */
     uint64_t *lex_keys;
+    uint32_t num_sections; /* in the file's table: SEC_STORED, or SEC_COUNT with stored fields */
+    /* Stored fields (stored.c); stored is NULL without them. */
+    const isn_stored_header *stored;
+    const isn_stored_block *stored_blocks;
+    const uint8_t *stored_data;
 };
 
 
@@ -41,5 +46,10 @@ const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entr
 /* Structural checks at open (verify_open.c) of the lexicon and of every posting block: 0, or -1 with err. */
 int isn_index_check_lexicon(const isn_index *index, char *err, size_t err_len);
 int isn_index_check_postings(const isn_index *index, char *err, size_t err_len);
+/* Section 'stored' at open (stored.c): header, fields, block table in bounds and monotone; an empty
+ * section is none. Fills the index's stored pointers and its info's stored field names. */
+int isn_index_check_stored(isn_index *index, const uint8_t *section, uint64_t bytes, char *err, size_t err_len);
+/* Every stored block decompressed and parsed (isn_index_verify's deep check). */
+int isn_index_verify_stored(const isn_index *index, char *err, size_t err_len);
 
 #endif

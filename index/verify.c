@@ -29,7 +29,7 @@ static int verify_lexicon(const isn_index *ix, char *err, size_t err_len) {
 int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
     const isn_meta *m = ix->meta;
     uint32_t nd = m->num_docs;
-    if (verify_lexicon(ix, err, err_len) != 0) return -1;
+    if (verify_lexicon(ix, err, err_len) != 0 || isn_index_verify_stored(ix, err, err_len) != 0) return -1;
     uint64_t *doc_tokens = calloc(nd ? nd : 1, sizeof *doc_tokens);
     if (!doc_tokens) return isn_error(err, err_len, "out of memory");
     float k1p1 = m->k1 + 1.0f;

@@ -15,6 +15,8 @@ static void usage(FILE *out) {
           "  isn-index build --input FILE --out DIR [options]\n"
           "      --format jsonl|tsv      input format (default jsonl; tsv is id<TAB>text)\n"
           "      --fields a,b,...        JSONL keys to index, in order (default title,body)\n"
+          "      --store a,b,...         also keep these fields' text (among --fields; tsv: body),\n"
+          "                              compressed, for replies to show (default none)\n"
           "      --id-field KEY          JSONL key of the external id (default id)\n"
           "      --static-score KEY      JSONL key of a numeric document prior\n"
           "      --no-stem               no Snowball English stemming\n"
@@ -93,23 +95,24 @@ static int check_fields(const char *input, const isn_build_options *o) {
     return rc;
 }
 
-static int parse_fields(const char *list, isn_build_options *o) {
-    o->num_fields = 0;
+/* A comma-separated list of field names (--fields, --store) into names[], *count of them. */
+static int parse_names(const char *list, const char *flag, char names[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX], uint32_t *count) {
+    *count = 0;
     const char *p = list;
     while (*p) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == 0 || len >= ISN_FIELD_NAME_MAX || o->num_fields == ISN_MAX_FIELDS) {
-            fprintf(stderr, "isn-index: --fields: each name 1..%d bytes, at most %d fields\n", ISN_FIELD_NAME_MAX - 1, ISN_MAX_FIELDS);
+        if (len == 0 || len >= ISN_FIELD_NAME_MAX || *count == ISN_MAX_FIELDS) {
+            fprintf(stderr, "isn-index: %s: each name 1..%d bytes, at most %d fields\n", flag, ISN_FIELD_NAME_MAX - 1, ISN_MAX_FIELDS);
             return -1;
         }
-        memcpy(o->fields[o->num_fields], p, len);
-        o->fields[o->num_fields][len] = 0;
-        o->num_fields++;
+        memcpy(names[*count], p, len);
+        names[*count][len] = 0;
+        (*count)++;
         p += len + (comma ? 1 : 0);
     }
-    if (o->num_fields == 0) {
-        fprintf(stderr, "isn-index: --fields is empty\n");
+    if (*count == 0) {
+        fprintf(stderr, "isn-index: %s is empty\n", flag);
         return -1;
     }
     return 0;
@@ -149,7 +152,7 @@ static int cmd_build(int argc, char **argv) {
     o.progress = true;
     const char *input = NULL, *out = NULL;
     static const struct option opts[] = {
-        {"input", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"format", 1, 0, 'f'}, {"fields", 1, 0, 'F'},
+        {"input", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"format", 1, 0, 'f'}, {"fields", 1, 0, 'F'}, {"store", 1, 0, 'T'},
         {"id-field", 1, 0, 'I'}, {"static-score", 1, 0, 'S'}, {"no-stem", 0, 0, 's'}, {"no-stopwords", 0, 0, 'w'},
         {"max-token-bytes", 1, 0, 'm'}, {"no-positions", 0, 0, 'p'}, {"order", 1, 0, 'O'}, {"k1", 1, 0, 'k'},
         {"b", 1, 0, 'b'}, {"partitions", 1, 0, 'P'}, {"split", 1, 0, 'x'}, {"strict", 0, 0, 'X'},
@@ -167,7 +170,8 @@ static int cmd_build(int argc, char **argv) {
             else if (strcmp(optarg, "tsv") == 0) o.format = ISN_FORMAT_TSV;
             else return fprintf(stderr, "isn-index: --format must be jsonl or tsv, got '%s'\n", optarg), 2;
             break;
-        case 'F': if (parse_fields(optarg, &o)) return 2; break;
+        case 'F': if (parse_names(optarg, "--fields", o.fields, &o.num_fields)) return 2; break;
+        case 'T': if (parse_names(optarg, "--store", o.stored, &o.num_stored)) return 2; break;
         case 'I': if (copy_name(o.id_field, optarg, "--id-field")) return 2; break;
         case 'S': if (copy_name(o.static_score_field, optarg, "--static-score")) return 2; break;
         case 's': o.analyzer.stem = false; break;
@@ -212,6 +216,16 @@ static int cmd_build(int argc, char **argv) {
         return 2;
     }
     if (o.format == ISN_FORMAT_JSONL && check_fields(input, &o) != 0) return 2;
+    isn_build_options effective = o;
+    if (o.format == ISN_FORMAT_TSV) { /* one field, "body" */
+        effective.num_fields = 1;
+        snprintf(effective.fields[0], ISN_FIELD_NAME_MAX, "body");
+    }
+    char invalid[ISN_ERR_LEN];
+    if (isn_build_options_check(&effective, invalid, sizeof invalid) != 0) {
+        fprintf(stderr, "isn-index build: --store: %s\n", invalid);
+        return 2;
+    }
     isn_build_summary s;
     char err[ISN_ERR_LEN];
     if (isn_build_from_file(input, out, &o, &s, err, sizeof err) != 0) {
@@ -220,12 +234,12 @@ static int cmd_build(int argc, char **argv) {
     }
     printf("{\"records\":%llu,\"skipped\":%llu,\"docs\":%llu,\"terms\":%llu,\"postings\":%llu,\"tokens\":%llu,"
            "\"partitions\":%u,\"bytes\":{\"total\":%llu,\"postings\":%llu,\"block_meta\":%llu,\"positions\":%llu,"
-           "\"lexicon\":%llu,\"docs\":%llu},\"seconds\":%.3f}\n",
+           "\"lexicon\":%llu,\"docs\":%llu,\"stored\":%llu},\"seconds\":%.3f}\n",
            (unsigned long long)s.records_read, (unsigned long long)s.records_skipped, (unsigned long long)s.docs,
            (unsigned long long)s.terms, (unsigned long long)s.postings, (unsigned long long)s.tokens, o.partitions,
            (unsigned long long)s.bytes_total, (unsigned long long)s.bytes_postings, (unsigned long long)s.bytes_block_meta,
            (unsigned long long)s.bytes_positions, (unsigned long long)s.bytes_lexicon, (unsigned long long)s.bytes_docs,
-           s.seconds);
+           (unsigned long long)s.bytes_stored, s.seconds);
     if (s.records_read && !s.docs) {
         fprintf(stderr, "isn-index build: every record was skipped: none had text in the fields --fields names\n");
         return 1;
@@ -264,6 +278,9 @@ static int cmd_info(const char *dir) {
                                     "declared at import to match them)" : "");
     printf("bm25           k1 %.3g, b %.3g\n", in->bm25.k1, in->bm25.b);
     printf("positions      %s; static scores %s\n", in->has_positions ? "yes" : "no", in->has_static_scores ? "yes" : "no");
+    printf("stored fields ");
+    for (uint32_t f = 0; f < in->num_stored_fields; f++) printf(" %s", in->stored_fields[f]);
+    printf("%s\n", in->num_stored_fields ? "" : " none");
     printf("file bytes     %llu\n", (unsigned long long)in->file_bytes);
     for (uint32_t s = 0; s < in->num_sections; s++)
         printf("  %-12s %llu\n", in->sections[s].name, (unsigned long long)in->sections[s].bytes);

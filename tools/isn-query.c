@@ -29,6 +29,11 @@ typedef struct {
     uint32_t wait_ready_s;  /* --server: wait this long for the server to be up and SERVING */
     const char *traceparent; /* --server: sent as the W3C traceparent header */
     const char *request_id;  /* --server: SearchRequest.request_id */
+    /* --fields: stored fields printed under each hit; --index: their slots and the fetch's scratch */
+    const char *stored[ISN_MAX_FIELDS];
+    uint32_t num_stored;
+    int stored_slots[ISN_MAX_FIELDS];
+    void *stored_scratch;
 } query_args;
 
 static void usage(FILE *out) {
@@ -55,6 +60,8 @@ static void usage(FILE *out) {
           "                      SERVING (grpc.health.v1), e.g. right after starting it\n"
           "  --traceparent TP    with --server: send this W3C traceparent (00-TRACEID-SPANID-FLAGS)\n"
           "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
+          "  --fields a,b        print these stored fields under each hit (the index must keep them:\n"
+          "                      isn-index build --store); one query text, not --queries\n"
           "Every answer from --server says whether it is complete, and from an aggregator its coverage.\n"
           "Exit status: 0 ok, 1 a query or the server failed, 2 bad arguments, 3 incomplete (--require-complete).\n",
           out);
@@ -83,7 +90,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
                                          {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
                                          {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
-                                         {"request-id", 1, 0, 'I'},
+                                         {"request-id", 1, 0, 'I'}, {"fields", 1, 0, 'F'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -125,6 +132,19 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             a->wait_ready_s = (uint32_t)s;
             break;
         }
+        case 'F':
+            for (char *name = strtok(optarg, ","); name; name = strtok(NULL, ",")) {
+                if (a->num_stored == ISN_MAX_FIELDS) {
+                    fprintf(stderr, "isn-query: --fields names at most %d fields\n", ISN_MAX_FIELDS);
+                    return -1;
+                }
+                a->stored[a->num_stored++] = name;
+            }
+            if (!a->num_stored) {
+                fprintf(stderr, "isn-query: --fields is empty\n");
+                return -1;
+            }
+            break;
         case 'D': a->dump_path = optarg; break;
         case 'Q': a->qrels_path = optarg; break;
         case 'L': a->list_features = true; break;
@@ -157,6 +177,10 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         fprintf(stderr, "isn-query: --dump-features and --list-features need --index\n");
         return -1;
     }
+    if (a->num_stored && (a->queries_path || a->dump_path || a->list_features)) {
+        fprintf(stderr, "isn-query: --fields prints under the hits of one query text (a TREC run has no room for text)\n");
+        return -1;
+    }
     if (a->dump_path && !a->queries_path) {
         fprintf(stderr, "isn-query: --dump-features needs --queries\n");
         return -1;
@@ -180,6 +204,8 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
     rq.traceparent = a->traceparent;
     rq.request_id = a->request_id;
     rq.n1 = a->ranker_path ? a->n1 : 0;
+    rq.stored_fields = a->stored;
+    rq.num_stored_fields = a->num_stored;
     if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
     if (reply->status != 0) {
         snprintf(err, err_len, "server answered %s (%d): %.200s", grpc_status_name(reply->status), reply->status,
@@ -201,6 +227,46 @@ static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t 
                       size_t id_len, uint32_t doc) {
     if (a->queries_path) fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)id_len, id, rank, score, a->run_tag);
     else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
+}
+
+/* One stored field under its hit; line breaks and tabs shown as spaces, so that a hit stays one block. */
+static void print_field(const char *name, const char *text, size_t len) {
+    printf("\t%s: ", name);
+    for (size_t i = 0; i < len; i++) putchar(text[i] == '\n' || text[i] == '\r' || text[i] == '\t' ? ' ' : text[i]);
+    putchar('\n');
+}
+
+/* --index: the asked stored fields of doc (resolved by resolve_stored). 0, or -1 after saying why. */
+static int print_stored_local(const isn_index *ix, const query_args *a, uint32_t doc) {
+    if (!a->num_stored) return 0;
+    isn_stored_text texts[ISN_MAX_FIELDS];
+    char err[ISN_ERR_LEN];
+    if (isn_index_stored_get(ix, doc, a->stored_scratch, texts, err, sizeof err) != 0) {
+        fprintf(stderr, "isn-query: document %u: %s\n", doc, err);
+        return -1;
+    }
+    for (uint32_t j = 0; j < a->num_stored; j++)
+        print_field(a->stored[j], texts[a->stored_slots[j]].text, texts[a->stored_slots[j]].len);
+    return 0;
+}
+
+/* --index: the slots of the --fields names and scratch for one fetch. 0, or -1 after saying why. */
+static int resolve_stored(const isn_index *ix, query_args *a) {
+    if (!a->num_stored) return 0;
+    const isn_index_info *info = isn_index_get_info(ix);
+    for (uint32_t j = 0; j < a->num_stored; j++) {
+        if ((a->stored_slots[j] = isn_index_stored_slot(ix, a->stored[j])) < 0) {
+            fprintf(stderr, "isn-query: --fields: \"%s\" is not a stored field of %s (stored:", a->stored[j], a->index_dir);
+            for (uint32_t i = 0; i < info->num_stored_fields; i++) fprintf(stderr, " %s", info->stored_fields[i]);
+            fprintf(stderr, "%s; isn-index build --store)\n", info->num_stored_fields ? "" : " none");
+            return -1;
+        }
+    }
+    if (!(a->stored_scratch = malloc(isn_index_stored_scratch_bytes(ix)))) {
+        fprintf(stderr, "isn-query: out of memory\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* --wait-ready: connects and asks Health/Check until the server says SERVING or the time is up. */
@@ -274,9 +340,12 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
             query_error(a, query, why);
             if (a->require_complete && rc == 0) rc = 3;
         }
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < n; i++) {
             print_hit(out, a, query->id, i + 1, r.hits[i].score, r.hits[i].external_id, strlen(r.hits[i].external_id),
                       r.hits[i].doc);
+            for (uint32_t j = 0; j < r.hits[i].num_fields; j++)
+                print_field(r.hits[i].fields[j].name, r.hits[i].fields[j].value, strlen(r.hits[i].fields[j].value));
+        }
         isn_grpc_search_reply_free(&r);
     }
     if (out != stdout) fclose(out);
@@ -312,6 +381,7 @@ static int run_local(isn_searcher *s, const isn_index *ix, const query_args *a, 
             size_t len;
             const char *id = isn_index_doc_id(ix, hits[i].doc, &len);
             print_hit(out, a, query->id, i + 1, hits[i].score, id, len, hits[i].doc);
+            if (print_stored_local(ix, a, hits[i].doc) != 0) rc = 1;
         }
     }
     if (out != stdout && fclose(out) != 0) {
@@ -407,9 +477,11 @@ static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queri
             const char *id = isn_index_doc_id(ix, l2[i].doc, &len);
             if (a->queries_path)
                 fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)len, id, i + 1, l2[i].score, a->run_tag);
-            else
+            else {
                 printf("%u\t%.6f\t%.*s\t(doc %u, first stage %.6f)\n", i + 1, l2[i].score, (int)len, id, l2[i].doc,
                        l2[i].l1_score);
+                if (print_stored_local(ix, a, l2[i].doc) != 0) rc = 1;
+            }
         }
     }
 done:
@@ -429,7 +501,7 @@ done:
     return rc;
 }
 
-static int run(const query_args *a, const isn_query_log *queries) {
+static int run(query_args *a, const isn_query_log *queries) {
     if (a->server) return run_server(a, queries);
     char err[ISN_ERR_LEN];
     isn_index *ix = isn_index_open(a->index_dir, err, sizeof err);
@@ -437,7 +509,15 @@ static int run(const query_args *a, const isn_query_log *queries) {
         fprintf(stderr, "isn-query: %s\n", err);
         return 1;
     }
-    if (a->list_features || a->ranker_path || a->dump_path) return run_l2(ix, a, queries);
+    if (resolve_stored(ix, a) != 0) {
+        isn_index_close(ix);
+        return 1;
+    }
+    if (a->list_features || a->ranker_path || a->dump_path) {
+        int rc = run_l2(ix, a, queries);
+        free(a->stored_scratch);
+        return rc;
+    }
     isn_searcher *s = isn_searcher_new(ix);
     isn_hit *hits = malloc(a->search.k * sizeof *hits);
     if (!s || !hits) {
@@ -445,6 +525,7 @@ static int run(const query_args *a, const isn_query_log *queries) {
         return 1;
     }
     int rc = run_local(s, ix, a, queries, hits);
+    free(a->stored_scratch);
     free(hits);
     isn_searcher_free(s);
     isn_index_close(ix);

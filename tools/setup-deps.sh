@@ -7,7 +7,7 @@ packages=(
   build-essential pkg-config python3
   libuv1-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
   libcmocka-dev libinih-dev libutf8proc-dev libstemmer-dev libxxhash-dev libsystemd-dev
-  libjansson-dev
+  libjansson-dev liblz4-dev
   python3-grpcio python3-grpc-tools prometheus nghttp2-client gnuplot-nox
   python3-numpy python3-xgboost
   libc-ares-dev

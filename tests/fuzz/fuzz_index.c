@@ -2,8 +2,8 @@
  * next_geq, frequencies, shallow skips), positions, the deep verify, the threshold probe and every
  * first-stage algorithm. Before opening, the harness recomputes every section checksum, the header
  * checksum and the file size, so mutations get past the checksums to the structure behind them.
- * The seed is a small index with long lists (tests/fuzz/corpus/index; FUZZ_WRITE_SEED=PATH writes
- * it again). */
+ * The seeds are small indexes with long lists (tests/fuzz/corpus/index; FUZZ_WRITE_SEED=PATH writes
+ * the one with stored fields, seed-stored.isn, again), so stored-field fetches are fuzzed too. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,9 @@ static void build_seed(const char *out_dir) {
     strcpy(options.fields[1], "body");
     options.positions = true;
     options.progress = false;
+    options.num_stored = 2; /* section 'stored' in reach of the mutations */
+    strcpy(options.stored[0], "title");
+    strcpy(options.stored[1], "body");
     isn_builder *builder = isn_builder_new(&options);
     uint64_t rng = 7;
     char id[32], title[128], body[1024], err[256];
@@ -76,11 +79,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 /* Checksums and size made right, as far as the table lies inside the file. */
 static void reseal(uint8_t *data, size_t size) {
-    size_t head = sizeof(isn_file_header) + SEC_COUNT * sizeof(isn_section_entry);
-    if (size < head) return;
+    if (size < sizeof(isn_file_header)) return;
     isn_file_header *header = (isn_file_header *)data;
+    uint32_t sections = header->num_sections <= SEC_COUNT ? header->num_sections : SEC_COUNT;
+    size_t head = sizeof(isn_file_header) + sections * sizeof(isn_section_entry);
+    if (size < head) return;
     isn_section_entry *table = (isn_section_entry *)(data + sizeof *header);
-    for (int s = 0; s < SEC_COUNT; s++)
+    for (uint32_t s = 0; s < sections; s++)
         if (table[s].offset <= size && table[s].bytes <= size - table[s].offset)
             table[s].checksum = isn_hash64(data + table[s].offset, table[s].bytes);
     header->file_bytes = size;
@@ -144,6 +149,23 @@ static void search_everything(const isn_index *ix) {
     isn_searcher_free(searcher);
 }
 
+/* Stored fields of documents spread over the index (every block's first, last and some between). */
+static void fetch_stored(const isn_index *ix) {
+    size_t bytes = isn_index_stored_scratch_bytes(ix);
+    uint8_t *scratch = bytes ? malloc(bytes) : NULL;
+    if (!scratch) return;
+    const isn_index_info *info = isn_index_get_info(ix);
+    isn_stored_text texts[ISN_MAX_FIELDS];
+    char err[ISN_ERR_LEN];
+    uint32_t sum = 0;
+    for (uint32_t doc = 0; doc < info->num_docs; doc += 1 + doc / 4)
+        if (isn_index_stored_get(ix, doc, scratch, texts, err, sizeof err) == 0)
+            for (uint32_t f = 0; f < info->num_stored_fields; f++)
+                for (uint32_t i = 0; i < texts[f].len; i++) sum += (uint8_t)texts[f].text[i];
+    (void)sum;
+    free(scratch);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *copy = malloc(size ? size : 1);
     if (!copy) return 0;
@@ -156,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ix) return 0;
     walk_cursors(ix, data + size / 2, size - size / 2 < 64 ? size - size / 2 : 64);
     isn_index_verify(ix, err, sizeof err);
+    fetch_stored(ix);
     search_everything(ix);
     isn_index_close(ix);
     return 0;

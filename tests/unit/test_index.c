@@ -360,7 +360,7 @@ static void test_damaged_files(void **state) {
     uint8_t *bad = malloc(len);
     const isn_section_entry *table = (const isn_section_entry *)(good + sizeof(isn_file_header));
 
-    for (int s = 0; s < SEC_COUNT; s++) {
+    for (uint32_t s = 0; s < ((const isn_file_header *)good)->num_sections; s++) {
         if (table[s].bytes == 0) continue;
         memcpy(bad, good, len);
         bad[table[s].offset + table[s].bytes / 2] ^= 0x10;
