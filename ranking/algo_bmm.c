@@ -13,11 +13,16 @@
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
  * they arrive changes nothing and the hits are bit-identical to the exhaustive OR. */
+#include <math.h>
+
 #include "ranking/ranking_internal.h"
 
 /* Outer windows span at least this many docs: fewer partitions to compute pays more than the
  * tighter bounds of shorter windows (bench on the Debian logs: 512, 1024 and 2048 were slower). */
 #define RANKING_OUTER_WINDOW_MIN_DOCS 16384u
+
+/* Inner window size while the top-k is not full yet. */
+#define RANKING_FIRST_WINDOW_DOCS 1024u
 
 /* Largest block maximum among the blocks of the list that may hold docs in [lo, hi] (inclusive). */
 static inline float window_max_tf_part(const isn_cursor *c, uint32_t *from_block, uint32_t lo, uint32_t hi) {
@@ -97,9 +102,6 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
             while (docs[stop] < hi)
                 stop++;
         }
-        /* The docs rise, so the bitmap word changes rarely: it is built in a register and stored
-         * when the next word starts (or-ing straight into memory would chain every posting through
-         * a store and a load). */
         for (uint32_t p = pos; p < stop; p++) {
             uint32_t doc = docs[p], at = doc - lo;
             float part = isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]);
@@ -298,8 +300,10 @@ void ranking_block_max_maxscore(ranking_run *run) {
                     inner_min = t[i].term.cursor->doc;
             if (inner_min >= window_end)
                 break;
-            uint32_t inner_end = inner_min <= window_end - RANKING_WINDOW_DOCS ? inner_min + RANKING_WINDOW_DOCS
-                                                                                : window_end;
+            /* Until k documents are known every candidate is completed: small windows then, so that
+             * a threshold is learnt before the first full window. */
+            uint32_t inner_docs = topk->threshold > -INFINITY ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;
+            uint32_t inner_end = inner_min <= window_end - inner_docs ? inner_min + inner_docs : window_end;
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
             for (uint32_t i = first_essential; i < n; i++)
