@@ -6,9 +6,9 @@
  * are sorted by it and the lowest ones whose bounds together cannot beat the threshold are
  * non-essential. The essential lists are then scored term at a time, a whole decoded block at once,
  * into a dense accumulator of RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are
- * candidates, each completed from the non-essential lists (highest bound first) while its partial
- * score plus their remaining bounds can still win. A window where no term can compete is skipped
- * without decoding anything.
+ * candidates. Those that can still win are completed together, one non-essential list at a time
+ * (highest bound first), each candidate dropped once its partial score plus the remaining bounds
+ * cannot win. A window where no term can compete is skipped without decoding anything.
  *
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
@@ -21,7 +21,7 @@
  * tighter bounds of shorter windows (bench on the Debian logs: 512, 1024 and 2048 were slower). */
 #define RANKING_OUTER_WINDOW_MIN_DOCS 16384u
 
-/* Inner window size while the top-k is not full yet. */
+/* Inner window size while the top-k is not full yet (no threshold: every candidate is completed). */
 #define RANKING_FIRST_WINDOW_DOCS 1024u
 
 /* Largest block maximum among the blocks of the list that may hold docs in [lo, hi] (inclusive). */
