@@ -6,18 +6,23 @@
  * are sorted by it and the lowest ones whose bounds together cannot beat the threshold are
  * non-essential. The essential lists are then scored term at a time, a whole decoded block at once,
  * into a dense accumulator of RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are
- * candidates, each completed from the non-essential lists (highest bound first) while its partial
- * score plus their remaining bounds can still win. A window where no term can compete is skipped
- * without decoding anything.
+ * candidates. Those that can still win are completed together, one non-essential list at a time
+ * (highest bound first), each candidate dropped once its partial score plus the remaining bounds
+ * cannot win. A window where no term can compete is skipped without decoding anything.
  *
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
  * they arrive changes nothing and the hits are bit-identical to the exhaustive OR. */
+#include <math.h>
+
 #include "ranking/ranking_internal.h"
 
 /* Outer windows span at least this many docs: fewer partitions to compute pays more than the
  * tighter bounds of shorter windows (bench on the Debian logs: 512, 1024 and 2048 were slower). */
 #define RANKING_OUTER_WINDOW_MIN_DOCS 16384u
+
+/* Inner window size while the top-k is not full yet (no threshold: every candidate is completed). */
+#define RANKING_FIRST_WINDOW_DOCS 1024u
 
 /* Largest block maximum among the blocks of the list that may hold docs in [lo, hi] (inclusive). */
 static inline float window_max_tf_part(const isn_cursor *c, uint32_t *from_block, uint32_t lo, uint32_t hi) {
@@ -97,9 +102,6 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
             while (docs[stop] < hi)
                 stop++;
         }
-        /* The docs rise, so the bitmap word changes rarely: it is built in a register and stored
-         * when the next word starts (or-ing straight into memory would chain every posting through
-         * a store and a load). */
         for (uint32_t p = pos; p < stop; p++) {
             uint32_t doc = docs[p], at = doc - lo;
             float part = isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]);
@@ -117,23 +119,38 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
     }
 }
 
-/* Adds to a candidate's score the non-essential terms t[0..upto), highest bound first, while its score
- * plus the bounds still to add (prefix_bound[i]: the sum of the bounds of t[0..i]) can win; then
- * offers it when it was completed. */
-static inline void complete_candidate(ranking_run *run, ranking_window_term *t, uint32_t upto,
-                                      const double *prefix_bound, uint32_t doc, double score) {
-    isn_topk *topk = &run->topk;
-    for (uint32_t i = upto; i-- > 0;) {
-        if (ranking_bound_fails(score + prefix_bound[i], topk))
-            return;
-        isn_cursor *cursor = t[i].term.cursor;
-        if (cursor->doc < doc)
-            ranking_next_geq(run, cursor, doc);
-        if (cursor->doc == doc)
-            score += ranking_term_score(run, &t[i].term, doc);
+/* Completes the candidates cand_docs / cand_scores[0..kept) (in doc order, each able to win with every
+ * bound of t[0..upto) added) from t[0..upto), one list at a time, highest bound first: each list's
+ * cursor walks forward through the candidates once, and a candidate is dropped as soon as its score
+ * plus the bounds still to add (prefix_bound[i]: the sum of the bounds of t[0..i]) cannot beat the
+ * threshold. The threshold is the one the batch started with (nothing is offered before the end), a
+ * valid lower bound of the final one. The survivors are offered in doc order. */
+static inline void complete_candidates(ranking_run *run, ranking_window_term *t, uint32_t upto,
+                                       const double *prefix_bound, uint32_t kept) {
+    uint32_t *cand_docs = run->window->cand_docs;
+    double *cand_scores = run->window->cand_scores;
+    const double threshold = run->topk.threshold;
+    for (uint32_t i = upto; i-- > 0 && kept;) {
+        const double others = i ? prefix_bound[i - 1] : 0.0;
+        const ranking_term *term = &t[i].term;
+        isn_cursor *cursor = term->cursor;
+        uint32_t out = 0;
+        for (uint32_t c = 0; c < kept; c++) {
+            uint32_t doc = cand_docs[c];
+            double score = cand_scores[c];
+            if (cursor->doc < doc)
+                ranking_next_geq(run, cursor, doc);
+            if (cursor->doc == doc)
+                score += ranking_term_score(run, term, doc);
+            cand_docs[out] = doc;
+            cand_scores[out] = score;
+            out += (score + others) * RANKING_BOUND_SLACK > threshold;
+        }
+        kept = out;
     }
-    run->docs_evaluated++;
-    ranking_collect(run, doc, (float)score);
+    run->docs_evaluated += kept;
+    for (uint32_t c = 0; c < kept; c++)
+        ranking_collect(run, cand_docs[c], (float)cand_scores[c]);
 }
 
 /* The window when the top term is required (a document without it cannot reach the threshold,
@@ -147,18 +164,28 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
         ranking_next_geq(run, c, lo);
     const float *norms = run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = lead->term.weight;
+    uint32_t *cand_docs = run->window->cand_docs;
+    double *cand_scores = run->window->cand_scores;
+    /* The lead's own bound is not in prefix_bound[n - 2]: its score stands in for it. */
+    const double rest = n > 1 ? prefix_bound[n - 2] : 0.0;
     uint32_t candidates = 0;
     while (c->doc < hi) {
+        const double threshold = run->topk.threshold;
         const uint32_t *freqs = isn_cursor_block_freqs(c);
         uint32_t p = c->pos, count = c->count;
+        /* A block's postings at a time, as one batch: the threshold rises between blocks. */
+        uint32_t kept = 0;
         for (; p < count; p++) {
             uint32_t doc = c->docs[p];
             if (doc >= hi)
                 break;
             float part = isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]);
-            /* The lead's own bound is not in prefix_bound[n - 2]: its score stands in for it. */
-            complete_candidate(run, t, n - 1, prefix_bound, doc, (double)(weight * part));
+            double score = (double)(weight * part);
+            cand_docs[kept] = doc;
+            cand_scores[kept] = score;
+            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
         }
+        complete_candidates(run, t, n - 1, prefix_bound, kept);
         run->postings_scored += p - c->pos;
         candidates += p - c->pos;
         if (p < count) {
@@ -174,35 +201,37 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
 }
 
 /* Completes and offers the inner window's candidates; returns how many there were. Most candidates
- * of a long query cannot win even with every non-essential bound added: a first branch-free pass over
- * each word of the bitmap keeps only those that can, so that the unpredictable test costs no branch. */
+ * of a long query cannot win even with every non-essential bound added: a first branch-free pass
+ * keeps only those that can, for complete_candidates. */
 static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
-                                      const double *nonessential_bound, uint32_t lo) {
-    double *scores = run->window->scores;
-    uint64_t *bits = run->window->bits;
+                                      const double *nonessential_bound, uint32_t lo, uint32_t hi) {
+    ranking_window *window = run->window;
+    double *scores = window->scores;
+    uint64_t *bits = window->bits;
+    uint32_t *cand_docs = window->cand_docs;
+    double *cand_scores = window->cand_scores;
+    const double threshold = run->topk.threshold;
     const double rest = first_essential ? nonessential_bound[first_essential - 1] : 0.0;
-    uint32_t candidates = 0;
-    for (uint32_t w = 0; w < RANKING_WINDOW_DOCS / 64; w++) {
+    uint32_t candidates = 0, kept = 0;
+    const uint32_t words = (hi - lo + 63) / 64;
+    for (uint32_t w = 0; w < words; w++) {
         uint64_t word = bits[w];
         if (!word)
             continue;
         bits[w] = 0;
         candidates += (uint32_t)__builtin_popcountll(word);
         double *word_scores = scores + w * 64;
-        const double threshold = run->topk.threshold;
-        uint64_t pass = 0;
-        for (uint64_t m = word; m; m &= m - 1) {
-            uint32_t i = (uint32_t)__builtin_ctzll(m);
-            pass |= (uint64_t)((word_scores[i] + rest) * RANKING_BOUND_SLACK > threshold) << i;
+        for (; word; word &= word - 1) {
+            uint32_t i = (uint32_t)__builtin_ctzll(word);
+            double score = word_scores[i];
+            word_scores[i] = 0.0;
+            cand_docs[kept] = lo + w * 64 + i;
+            cand_scores[kept] = score;
+            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
         }
-        for (; pass; pass &= pass - 1) {
-            uint32_t i = (uint32_t)__builtin_ctzll(pass);
-            complete_candidate(run, t, first_essential, nonessential_bound, lo + w * 64 + i, word_scores[i]);
-        }
-        for (uint64_t m = word; m; m &= m - 1)
-            word_scores[__builtin_ctzll(m)] = 0.0;
     }
     run->matched += candidates;
+    complete_candidates(run, t, first_essential, nonessential_bound, kept);
     return candidates;
 }
 
@@ -271,13 +300,15 @@ void ranking_block_max_maxscore(ranking_run *run) {
                     inner_min = t[i].term.cursor->doc;
             if (inner_min >= window_end)
                 break;
-            uint32_t inner_end = inner_min <= window_end - RANKING_WINDOW_DOCS ? inner_min + RANKING_WINDOW_DOCS
-                                                                                : window_end;
+            /* Until k documents are known every candidate is completed: small windows then, so that
+             * a threshold is learnt before the first full window. */
+            uint32_t inner_docs = topk->threshold > -INFINITY ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;
+            uint32_t inner_end = inner_min <= window_end - inner_docs ? inner_min + inner_docs : window_end;
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
             for (uint32_t i = first_essential; i < n; i++)
                 score_essential(run, &t[i].term, inner_min, inner_end);
-            pending = collect_window(run, t, first_essential, nonessential_bound, inner_min);
+            pending = collect_window(run, t, first_essential, nonessential_bound, inner_min, inner_end);
             /* The threshold rose past what made another list non-essential: new partition from here. */
             if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {
                 window_min = inner_end;

@@ -36,10 +36,13 @@ typedef struct {
 #define RANKING_WINDOW_DOCS 8192u
 
 /* The window's score accumulator: scores[i] belongs to doc window_min + i, set bits mark the docs
- * that some essential list holds. All zero between windows. */
+ * that some essential list holds. All zero between windows. The candidates that may still win are
+ * then completed together, one non-essential list at a time, in cand_docs / cand_scores. */
 typedef struct {
     double scores[RANKING_WINDOW_DOCS];
     uint64_t bits[RANKING_WINDOW_DOCS / 64];
+    uint32_t cand_docs[RANKING_WINDOW_DOCS];
+    double cand_scores[RANKING_WINDOW_DOCS];
 } ranking_window;
 
 struct isn_searcher {

@@ -889,6 +889,91 @@ static void test_segmented_collections(void **state) {
         run_segmented_collection(seed);
 }
 
+/* Many windows of the block-max MaxScore: 40,000 documents span several of its accumulator windows
+ * (8,192 docs) and bound windows (16,384 docs at least), with topics changing by doc id range so that
+ * the lists' bounds, and which of them are essential, change from window to window. */
+static void test_many_windows_collection(void **state) {
+    (void)state;
+    uint64_t seed = 4242;
+    support_rng_seed(seed);
+    enum { DOCS = 40000, CLUSTER = 2500 };
+    static const char *words[] = {"common", "often", "some", "mid", "rare", "rarer", "rarest", "topic"};
+    uint32_t *doc_lens;
+    const char ***doc_terms = generated_docs_new(DOCS, &doc_lens);
+    for (uint32_t d = 0; d < DOCS; d++) {
+        /* every other cluster favours "topic" and "mid" and has shorter documents */
+        bool hot = (d / CLUSTER) % 2 == 1;
+        doc_lens[d] = 1 + support_rng_below(hot ? 12 : 40);
+        doc_terms[d] = malloc(doc_lens[d] * sizeof **doc_terms);
+        for (uint32_t i = 0; i < doc_lens[d]; i++) {
+            uint32_t roll = support_rng_below(1000);
+            doc_terms[d][i] = hot && roll < 150   ? words[7]
+                              : hot && roll < 250 ? words[3]
+                              : roll < 650        ? words[0]
+                              : roll < 850        ? words[1]
+                              : roll < 950        ? words[2]
+                              : roll < 980        ? words[3]
+                              : roll < 994        ? words[4]
+                              : roll < 999        ? words[5]
+                                                  : words[6];
+        }
+    }
+    collection c;
+    collection_open(&c, DOCS, doc_terms, doc_lens);
+    static const char *queries[] = {"common rarest", "topic mid rare", "often some rarer rarest common topic",
+                                    "common often some mid rare rarer rarest topic", "rare rarer", "topic"};
+    static const uint32_t ks[] = {1, 10, 100, 1000};
+    for (uint32_t qi = 0; qi < sizeof queries / sizeof *queries; qi++) {
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            random_query q;
+            fixed_query(&q, queries[qi], words, sizeof words / sizeof *words);
+            run_random_case(&c, &q, false, ks[ki], 0, seed, qi);
+        }
+    }
+    collection_close_generated(&c);
+}
+
+/* Until the top-k is full every candidate of the block-max MaxScore is completed and offered: its
+ * first windows are short, so that a threshold is known before a full window. Here every document
+ * holds both terms, ten strong ones come first, and the rest can never beat them: the search must
+ * complete far fewer documents than one full window (8,192) holds. */
+static void test_threshold_learnt_before_full_window(void **state) {
+    (void)state;
+    enum { DOCS = 20000, STRONG_FROM = 3, STRONG = 10 };
+    static const char *strong_doc[] = {"alpha", "alpha", "alpha", "beta", "beta", "beta"};
+    static const char *weak_doc[] = {"alpha", "beta", "filler", "filler", "filler", "filler"};
+    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
+    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
+    assert_true(doc_terms && doc_lens);
+    for (uint32_t d = 0; d < DOCS; d++) {
+        bool strong = d >= STRONG_FROM && d < STRONG_FROM + STRONG;
+        doc_terms[d] = strong ? strong_doc : weak_doc;
+        doc_lens[d] = 6;
+    }
+    collection c;
+    collection_open(&c, DOCS, doc_terms, doc_lens);
+    isn_query query;
+    char err[ISN_ERR_LEN] = "";
+    assert_int_equal(isn_query_parse(c.searcher, "alpha beta", 10, &query, err, sizeof err), 0);
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.algo = ISN_ALGO_BMM;
+    options.k = STRONG;
+    isn_hit hits[STRONG];
+    uint32_t n = 0;
+    isn_search_stats stats;
+    assert_int_equal(isn_search(c.searcher, &query, &options, hits, &n, &stats, err, sizeof err), 0);
+    assert_int_equal(n, STRONG);
+    for (uint32_t r = 0; r < n; r++)
+        assert_int_equal(hits[r].doc, STRONG_FROM + r);
+    if (stats.docs_evaluated >= 4096)
+        fail_msg("bmm completed %llu documents for a top-%u whose threshold the first %u documents settle",
+                 (unsigned long long)stats.docs_evaluated, STRONG, STRONG_FROM + STRONG);
+    collection_close(&c);
+    free(doc_terms);
+    free(doc_lens);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algo_names),
@@ -901,6 +986,8 @@ int main(void) {
         cmocka_unit_test(test_ties_prefer_lower_doc_ids),
         cmocka_unit_test(test_block_boundary_winners),
         cmocka_unit_test(test_segmented_collections),
+        cmocka_unit_test(test_many_windows_collection),
+        cmocka_unit_test(test_threshold_learnt_before_full_window),
         cmocka_unit_test(test_random_against_oracle),
     };
     return cmocka_run_group_tests(tests, NULL, remove_leftover_dirs);
