@@ -36,6 +36,9 @@ typedef struct {
     double ewma_us;
     uint32_t inflight;
     uint64_t requests, failures, hedges, hedge_wins, ejections;
+    /* The index generation its last Search or Info reply named ("" before the first, or from an
+     * isnd without generations): during a rolling swap a partition's replicas differ here. */
+    char generation[24];
     /* DNS no longer names it: no new calls; closed, and its slot freed (address ""), once the calls
      * in flight on it are answered */
     bool draining;
@@ -49,9 +52,6 @@ typedef struct {
     uint32_t p95_us;
     bool have_info;
     uint64_t num_docs, total_doc_len;
-    /* The index generation its replies last named (Search or Info; "" before the first): when it
-     * changes, the partition swapped its index and the cached global statistics are stale. */
-    char generation[24];
     uint64_t answered, missing;
     /* discovery by DNS (partition = dns:NAME:PORT): the name, the last answer, what it changed */
     char dns_name[AGG_ADDR_MAX];
@@ -124,11 +124,15 @@ struct agg_query {
 
 /* ------------------------------------------------------------------ global statistics cache */
 
+/* One query text's statistics, N and the average length included: all from the same Info answers,
+ * so df never exceeds the N it goes out with. */
 typedef struct {
     char *key;
     char **terms;
     uint64_t *dfs;
     uint32_t num_terms;
+    uint64_t num_docs;
+    double avg_doc_len;
 } agg_stats_entry;
 
 /* Open addressing over AGG_STATS_CACHE_SLOTS; starts over when half full. */
@@ -143,7 +147,7 @@ typedef struct {
     uint64_t requests_by_status[GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
-    uint64_t generation_changes; /* a partition's replies named another index generation */
+    uint64_t generation_changes; /* a replica's replies named another index generation */
     histogram latency;    /* answered queries */
     histogram processing; /* the aggregator thread's own time per query */
     double send_seconds;  /* handing queued calls to the replica connections (not per query) */
@@ -209,10 +213,16 @@ void agg_term_stats_free(agg_term_stats *stats);
 void agg_global_totals(const agg *a, agg_term_stats *stats);
 /* Looks the query's statistics up in the cache; false when they must be asked for. */
 bool agg_stats_lookup(agg *a, agg_query *q);
-/* A reply of partition pi named its index generation (from `source`, for the log): when that is a
- * new one, the cached global statistics (df per query text) are dropped, so the next queries ask
- * every partition again and take N and the average length from the new generation too. */
-void agg_partition_generation_seen(agg *a, uint32_t pi, const char *generation, const char *source);
+/* A reply of replica ri of partition pi named its index generation (from `source`, for the log).
+ * The cached global statistics are dropped when the replica's generation changed, or when it
+ * differs from another in-rotation replica's of the partition (a rolling swap under way, or a
+ * replica first heard from after its partition swapped). Counted and logged once per replica
+ * change, not per reply: two replicas of a partition that serve different generations at once
+ * answer alternately without dropping anything again. */
+void agg_replica_generation_seen(agg *a, uint32_t pi, uint32_t ri, const char *generation, const char *source);
+/* Whether every replica in rotation of partition pi that named a generation named the same one;
+ * while one does not, queries' statistics are asked for every time and never cached. */
+bool agg_partition_settled(const agg *a, uint32_t pi);
 /* Asks one replica of every partition for the df of the query's terms. */
 void agg_stats_start(agg *a, agg_query *q, int64_t now);
 /* Collects the Info answers; true once every partition answered or failed. */

@@ -64,7 +64,7 @@ void agg_fetch_partition_info(agg *a) {
                 p->num_docs = info.num_docs;
                 p->total_doc_len = info.total_doc_len;
                 p->have_info = true;
-                agg_partition_generation_seen(a, pi, info.generation, "Info");
+                agg_replica_generation_seen(a, pi, i, info.generation, "Info");
                 log_info("partition %u: %llu documents (from %s)", pi, (unsigned long long)info.num_docs, r->address);
             } else
                 agg_replica_eject(a, r, "no answer to Info at start");

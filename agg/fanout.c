@@ -146,7 +146,8 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             i++;
             continue;
         }
-        agg_replica *r = &p->replicas[at->replica];
+        uint32_t ri = at->replica;
+        agg_replica *r = &p->replicas[ri];
         r->inflight--;
         isn_grpc_search_reply reply;
         char err[256];
@@ -160,7 +161,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
             part->reply = reply;
             part->state = PART_ANSWERED;
-            agg_partition_generation_seen(a, pi, reply.generation, "a Search reply");
+            agg_replica_generation_seen(a, pi, ri, reply.generation, "a Search reply");
             if (hedge) {
                 r->hedge_wins++;
                 a->metrics.hedge_wins++;

@@ -40,6 +40,7 @@ agg_stats_entry *agg_stats_cache_find(agg_stats_cache *cache, const char *key) {
 }
 
 static void stats_cache_clear(agg_stats_cache *cache) {
+    if (!cache->used) return; /* while a partition's replicas differ this is asked often, of an empty cache */
     for (uint32_t i = 0; cache->slots && i < AGG_STATS_CACHE_SLOTS; i++) stats_entry_clear(&cache->slots[i]);
     cache->used = 0;
 }
@@ -57,6 +58,8 @@ void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term
         stats_entry_clear(e);
         return;
     }
+    e->num_docs = stats->num_docs;
+    e->avg_doc_len = stats->avg_doc_len;
     for (uint32_t i = 0; i < stats->num_terms; i++) {
         e->terms[i] = strdup(stats->terms[i]);
         e->dfs[i] = stats->dfs[i];
@@ -69,18 +72,43 @@ void agg_stats_cache_put(agg_stats_cache *cache, const char *key, const agg_term
     cache->used++;
 }
 
-void agg_partition_generation_seen(agg *a, uint32_t pi, const char *generation, const char *source) {
+bool agg_partition_settled(const agg *a, uint32_t pi) {
+    const agg_partition *p = &a->partitions[pi];
+    const char *seen = NULL;
+    for (uint32_t i = 0; i < p->num_replicas; i++) {
+        const agg_replica *r = &p->replicas[i];
+        if (!r->up || r->draining || !r->generation[0]) continue;
+        if (seen && strcmp(seen, r->generation)) return false;
+        seen = r->generation;
+    }
+    return true;
+}
+
+void agg_replica_generation_seen(agg *a, uint32_t pi, uint32_t ri, const char *generation, const char *source) {
     if (!generation || !generation[0] || pi >= a->num_partitions) return; /* an older isnd: no generations */
     agg_partition *p = &a->partitions[pi];
-    if (!strcmp(p->generation, generation)) return;
-    if (p->generation[0]) {
+    if (ri >= p->num_replicas) return;
+    agg_replica *r = &p->replicas[ri];
+    if (!strcmp(r->generation, generation)) return; /* the same as its last reply: nothing new */
+    bool changed = r->generation[0] != '\0';
+    const char *other = NULL; /* another replica in rotation that serves another generation */
+    for (uint32_t i = 0; i < p->num_replicas && !other; i++) {
+        const agg_replica *s = &p->replicas[i];
+        if (i != ri && s->up && !s->draining && s->generation[0] && strcmp(s->generation, generation)) other = s->generation;
+    }
+    if (changed) {
         a->metrics.generation_changes++;
-        log_info("partition %u: index generation %s -> %s (seen in %s): cached global statistics dropped (%u query "
-                 "texts), refreshed from every partition by the next queries",
-                 pi, p->generation, generation, source, a->stats_cache.used);
+        log_info("replica %s of partition %u: index generation %s -> %s (seen in %s)%s", r->address, pi, r->generation,
+                 generation, source, other ? "; its partition's replicas serve different generations" : "");
+    }
+    if ((changed || other) && a->stats_cache.used) {
+        log_info("partition %u: cached global statistics dropped (%u query texts): replica %s serves index generation "
+                 "%s%s%s%s",
+                 pi, a->stats_cache.used, r->address, generation, other ? ", another of its replicas " : "",
+                 other ? other : "", other ? " (not cached until they agree)" : "");
         stats_cache_clear(&a->stats_cache);
     }
-    snprintf(p->generation, sizeof p->generation, "%s", generation);
+    snprintf(r->generation, sizeof r->generation, "%s", generation);
 }
 
 /* ------------------------------------------------------------------ one query's statistics */
@@ -148,7 +176,8 @@ bool agg_stats_lookup(agg *a, agg_query *q) {
     }
     a->metrics.stats_cache_hits++;
     for (uint32_t i = 0; i < e->num_terms; i++) agg_term_stats_add(&q->stats, e->terms[i], e->dfs[i]);
-    agg_global_totals(a, &q->stats);
+    q->stats.num_docs = e->num_docs;
+    q->stats.avg_doc_len = e->avg_doc_len;
     return true;
 }
 
@@ -206,7 +235,7 @@ static bool add_partition_info(agg *a, agg_query *q, uint32_t pi, const isn_grpc
     p->num_docs = info->num_docs;
     p->total_doc_len = info->total_doc_len;
     p->have_info = true;
-    agg_partition_generation_seen(a, pi, info->generation, "Info");
+    agg_replica_generation_seen(a, pi, q->parts[pi].info_replica, info->generation, "Info");
     for (size_t i = 0; i < info->n_terms; i++) {
         const char *term = info->terms[i]->index_term;
         if (!term || !term[0]) continue;
@@ -254,6 +283,10 @@ bool agg_stats_done(agg *a, agg_query *q) {
         stats->dfs[i] = stats->dfs[--stats->num_terms];
     }
     agg_global_totals(a, stats);
+    /* Cached only while every partition's replicas agree on their generation: during a rolling swap
+     * the next query may be asked of the other generation (the statistics then follow each query's
+     * own Info answers), and a stale entry could outlive the swap. */
+    for (uint32_t pi = 0; all && pi < a->num_partitions; pi++) all = agg_partition_settled(a, pi);
     if (all && q->stats_key) agg_stats_cache_put(&a->stats_cache, q->stats_key, stats);
     return true;
 }

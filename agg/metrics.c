@@ -104,6 +104,19 @@ static void render_partitions(const agg *a, byte_buffer *out) {
             known += a->partitions[pi].replicas[i].address[0] && !a->partitions[pi].replicas[i].draining;
         buffer_printf(out, "isn_agg_partition_replicas{partition=\"%u\"} %u\n", pi, known);
     }
+    prom_family(out, "isn_agg_replica_generation_info", "gauge",
+                "The index generation the replica's last reply named (value 1; none before its first reply).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
+            const agg_replica *r = &a->partitions[pi].replicas[i];
+            if (r->address[0] && r->generation[0])
+                buffer_printf(out, "isn_agg_replica_generation_info{partition=\"%u\",replica=\"%s\",generation=\"%s\"} 1\n",
+                              pi, r->address, r->generation);
+        }
+    prom_family(out, "isn_agg_partition_generations_settled", "gauge",
+                "1 while the partition's replicas in rotation name one index generation (global statistics cached).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        buffer_printf(out, "isn_agg_partition_generations_settled{partition=\"%u\"} %d\n", pi, agg_partition_settled(a, pi));
     render_discovery(a, out);
     for (replica_metric m = REPLICA_UP; m <= REPLICA_DRAINING; m++) {
         prom_family(out, REPLICA_METRICS[m].name, REPLICA_METRICS[m].type, REPLICA_METRICS[m].help);
@@ -136,8 +149,7 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"hit\"} %llu\n", (unsigned long long)m->stats_cache_hits);
     buffer_printf(out, "isn_agg_global_stats_cache_total{result=\"miss\"} %llu\n", (unsigned long long)m->stats_cache_misses);
     prom_u64(out, "isn_agg_partition_generation_changes_total", "counter",
-             "Times a partition's replies named a new index generation (cached global statistics dropped).",
-             m->generation_changes);
+             "Times a replica's replies named another index generation than its last ones.", m->generation_changes);
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
     grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");

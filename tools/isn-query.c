@@ -62,7 +62,9 @@ static void usage(FILE *out) {
           "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
           "  --fields a,b        print these stored fields under each hit (the index must keep them:\n"
           "                      isn-index build --store); one query text, not --queries\n"
-          "Every answer from --server says whether it is complete, and from an aggregator its coverage.\n"
+          "Every answer from --server says whether it is complete, and from an aggregator its coverage; an\n"
+          "isnd's names the index generation that answered (content hash, build time; with --queries on\n"
+          "stderr, when it changes).\n"
           "Exit status: 0 ok, 1 a query or the server failed, 2 bad arguments, 3 incomplete (--require-complete).\n",
           out);
 }
@@ -269,6 +271,15 @@ static int resolve_stored(const isn_index *ix, query_args *a) {
     return 0;
 }
 
+/* "GENERATION (built 2026-11-26T17:00:00Z)": the index generation a reply names, with its build time. */
+static void format_generation(const isn_grpc_search_reply *r, char *out, size_t len) {
+    time_t built = (time_t)r->generation_built_unix;
+    struct tm tm;
+    char when[32] = "unknown";
+    if (r->generation_built_unix && gmtime_r(&built, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(out, len, "%s (built %s)", r->generation, when);
+}
+
 /* --wait-ready: connects and asks Health/Check until the server says SERVING or the time is up. */
 static isn_grpc_client *connect_ready(const query_args *a, char *err, size_t err_len) {
     uint64_t give_up = isn_now_ns() + (uint64_t)a->wait_ready_s * 1000000000ull;
@@ -309,6 +320,7 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
         return 1;
     }
     int rc = 0;
+    char last_generation[sizeof ((isn_grpc_search_reply *)0)->generation] = "";
     for (size_t q = 0; q < queries->count; q++) {
         const isn_logged_query *query = &queries->queries[q];
         isn_grpc_search_reply r;
@@ -331,6 +343,15 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
             if (r.complete) printf("# complete%s\n", coverage);
             else printf("# INCOMPLETE (%s)%s\n", r.incomplete_reason[0] ? r.incomplete_reason : "no reason given", coverage);
             if (a->show_device) printf("# device %s\n", r.device);
+        }
+        /* An isnd names its index generation (an aggregator does not: its partitions may differ);
+         * with --queries, on stderr when it changes (a swap during the run). */
+        if (r.generation[0] && (!a->queries_path || strcmp(r.generation, last_generation))) {
+            char generation[96];
+            format_generation(&r, generation, sizeof generation);
+            if (a->queries_path) fprintf(stderr, "# query %s on: index generation %s\n", query->id, generation);
+            else printf("# index generation %s\n", generation);
+            snprintf(last_generation, sizeof last_generation, "%s", r.generation);
         }
         if (!r.complete) {
             char why[256];

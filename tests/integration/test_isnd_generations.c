@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "tests/support/files.h"
+#include "tests/support/generations.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
@@ -38,39 +39,6 @@ static const char *const QUERIES[] = {"search engine", "wind tunnel", "ranking s
                                       "the running connection", "heat transfer", "partition server latency",
                                       "index query document", "supersonic wing flow", "t17 t42 aggregator"};
 #define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
-
-static int run_command(const char *fmt, ...) {
-    char command[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(command, sizeof command, fmt, ap);
-    va_end(ap);
-    int rc = system(command);
-    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, command);
-    return rc;
-}
-
-static void write_corpus(const char *path, char prefix, uint64_t seed, uint32_t docs) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    harness_seed(seed);
-    for (uint32_t d = 0; d < docs; d++) {
-        fprintf(f, "{\"id\":\"%c-%u\",\"title\":\"", prefix, d);
-        for (uint32_t i = 0, n = 2 + harness_random(4); i < n; i++) fprintf(f, "%s ", harness_word());
-        fprintf(f, "\",\"body\":\"");
-        for (uint32_t i = 0, n = 5 + harness_random(60); i < n; i++) fprintf(f, "%s ", harness_word());
-        fprintf(f, "\"}\n");
-    }
-    fclose(f);
-}
-
-static void content_hash_of(const char *dir, char *out, size_t len) {
-    char err[ISN_ERR_LEN];
-    isn_index *index = isn_index_open(dir, err, sizeof err);
-    if (!index) fail_msg("open %s: %s", dir, err);
-    snprintf(out, len, "%016llx", (unsigned long long)isn_index_get_info(index)->content_hash);
-    isn_index_close(index);
-}
 
 static unsigned count_log(const harness *p, const char *needle) {
     FILE *f = fopen(p->log_path, "r");
@@ -161,13 +129,13 @@ static int setup(void **state) {
         snprintf(gen_dir[g], sizeof gen_dir[g], "%s/gen-%c", h.work_dir, PREFIX[g]);
         snprintf(parts_dir[g], sizeof parts_dir[g], "%s/parts-%c", h.work_dir, PREFIX[g]);
         /* different documents and sizes: different answers, statistics and content hashes */
-        write_corpus(corpus[g], PREFIX[g], 11 + (uint64_t)g, DOCS + 500 * (uint32_t)g);
-        if (run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null", h.build_dir, corpus[g],
+        if (support_write_corpus(corpus[g], PREFIX[g], 11 + (uint64_t)g, DOCS + 500 * (uint32_t)g) != 0 ||
+            support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null", h.build_dir, corpus[g],
                         gen_dir[g]) ||
-            run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions 2 >/dev/null", h.build_dir,
+            support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions 2 >/dev/null", h.build_dir,
                         corpus[g], parts_dir[g]))
             return -1;
-        content_hash_of(gen_dir[g], gen_id[g], sizeof gen_id[g]);
+        if (support_content_hash(gen_dir[g], gen_id[g], sizeof gen_id[g]) != 0) return -1;
     }
     if (!strcmp(gen_id[0], gen_id[1])) return -1;
     snprintf(h.index_dir, sizeof h.index_dir, "%s/live", h.work_dir);
@@ -375,31 +343,16 @@ static void test_bad_generations_refused(void **state) {
     isn_grpc_close(client);
 }
 
-static void flip_link(const char *link, const char *target) {
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", link);
-    unlink(tmp);
-    assert_int_equal(symlink(target, tmp), 0);
-    assert_int_equal(rename(tmp, link), 0);
+static void assert_flip_link(const char *link, const char *target) {
+    assert_int_equal(support_flip_link(link, target), 0);
 }
 
 static bool wait_generation(isn_grpc_client *client, const char *want, int timeout_ms) {
-    char now[24];
-    for (int64_t deadline = harness_now_ms() + timeout_ms; harness_now_ms() < deadline; harness_sleep_ms(20)) {
-        info_generation(client, now, sizeof now);
-        if (!strcmp(now, want)) return true;
-    }
-    return false;
+    return support_wait_generation(client, want, timeout_ms);
 }
 
 /* A harness whose index.path is work/current, a symbolic link to target (as a deploy tool keeps it). */
-static void init_linked(harness *p, const char *target) {
-    harness_init(p, self_path);
-    char work[sizeof p->work_dir];
-    memcpy(work, p->work_dir, sizeof work);
-    snprintf(p->index_dir, sizeof p->index_dir, "%s/current", work);
-    assert_int_equal(symlink(target, p->index_dir), 0);
-}
+static void init_linked(harness *p, const char *target) { assert_int_equal(support_init_linked(p, self_path, target), 0); }
 
 static void test_symlink_flip(void **state) {
     (void)state;
@@ -413,7 +366,7 @@ static void test_symlink_flip(void **state) {
     assert_true(wait_generation(client, gen_id[0], 1000));
     for (int flip = 1; flip <= 4; flip++) {
         int g = flip % 2;
-        flip_link(linked.index_dir, gen_dir[g]);
+        assert_flip_link(linked.index_dir, gen_dir[g]);
         if (!wait_generation(client, gen_id[g], 5000)) {
             harness_dump_log(&linked);
             fail_msg("flip %d: the link's new target was not swapped in", flip);
@@ -447,7 +400,7 @@ static void test_rankers_follow_the_swap(void **state) {
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(ranked.grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
-    flip_link(ranked.index_dir, gen_dir[1]);
+    assert_flip_link(ranked.index_dir, gen_dir[1]);
     assert_int_equal(kill(ranked.pid, SIGHUP), 0);
     assert_true(wait_log_count(&ranked, "unmapped and freed", 1, 10000));
     assert_int_equal(kill(ranked.pid, SIGHUP), 0); /* rankers reloaded: against the new generation */
@@ -498,7 +451,7 @@ static void test_gpu_keeps_answering(void **state) {
     assert_int_equal(pthread_create(&thread, NULL, query_loop, &q), 0);
     for (int flip = 1; flip <= 4; flip++) {
         int g = flip % 2;
-        flip_link(gpu.index_dir, gen_dir[g]);
+        assert_flip_link(gpu.index_dir, gen_dir[g]);
         assert_true(wait_generation(client, gen_id[g], 5000));
         expect_answer(client, g, NULL); /* on the CPU or, once moved, the GPU */
         char moved[80];
@@ -559,8 +512,8 @@ static void test_agg_refreshes_global_stats(void **state) {
     for (int p = 0; p < 2; p++) {
         char target[PATH_MAX + 32], want[24];
         snprintf(target, sizeof target, "%s/part-%04d", parts_dir[1], p);
-        content_hash_of(target, want, sizeof want);
-        flip_link(nodes[p].index_dir, target);
+        assert_int_equal(support_content_hash(target, want, sizeof want), 0);
+        assert_flip_link(nodes[p].index_dir, target);
         isn_grpc_client *node = isn_grpc_connect(nodes[p].grpc_address, 5000, err, sizeof err);
         assert_non_null(node);
         if (!wait_generation(node, want, 5000)) fail_msg("partition %d did not swap", p);

@@ -208,7 +208,7 @@ static void test_stats_cache(void **state) {
     agg_stats_cache_free(&cache);
 }
 
-/* A partition's new index generation makes the cached df sums stale: they are dropped; the first
+/* A replica's new index generation makes the cached df sums stale: they are dropped; the first
  * generation seen, the same one again, or none (an older isnd) keep them. */
 static void test_new_generation_drops_cached_stats(void **state) {
     (void)state;
@@ -216,18 +216,105 @@ static void test_new_generation_drops_cached_stats(void **state) {
     agg_term_stats stats = {0};
     agg_term_stats_add(&stats, "wing", 7);
     agg_stats_cache_put(&a->stats_cache, "wing", &stats);
-    agg_partition_generation_seen(a, 0, "00000000000000aa", "Info");
-    agg_partition_generation_seen(a, 1, "00000000000000bb", "Info");
-    agg_partition_generation_seen(a, 1, "", "a Search reply");
-    agg_partition_generation_seen(a, 0, "00000000000000aa", "a Search reply");
+    agg_replica_generation_seen(a, 0, 0, "00000000000000aa", "Info");
+    agg_replica_generation_seen(a, 1, 0, "00000000000000bb", "Info");
+    agg_replica_generation_seen(a, 1, 0, "", "a Search reply");
+    agg_replica_generation_seen(a, 0, 0, "00000000000000aa", "a Search reply");
     assert_non_null(agg_stats_cache_find(&a->stats_cache, "wing")->key);
     assert_int_equal(a->metrics.generation_changes, 0);
-    agg_partition_generation_seen(a, 1, "00000000000000cc", "a Search reply");
+    agg_replica_generation_seen(a, 1, 0, "00000000000000cc", "a Search reply");
     assert_null(agg_stats_cache_find(&a->stats_cache, "wing")->key);
     assert_int_equal(a->stats_cache.used, 0);
     assert_int_equal(a->metrics.generation_changes, 1);
-    assert_string_equal(a->partitions[1].generation, "00000000000000cc");
+    assert_string_equal(a->partitions[1].replicas[0].generation, "00000000000000cc");
     agg_term_stats_free(&stats);
+    agg_free(a);
+}
+
+static void put_wing(agg *a) {
+    agg_term_stats stats = {0};
+    agg_term_stats_add(&stats, "wing", 7);
+    agg_stats_cache_put(&a->stats_cache, "wing", &stats);
+    agg_term_stats_free(&stats);
+}
+
+static bool wing_cached(agg *a) { return agg_stats_cache_find(&a->stats_cache, "wing")->key != NULL; }
+
+/* A rolling swap of one partition's two replicas: while they serve different generations their
+ * replies alternate without dropping anything again or counting a change per reply (the partition
+ * was tracked as one generation, which flipped with every other reply: a cache clear and a log line
+ * each time); the partition is settled again, and the statistics dropped, once both serve the new
+ * one; a late reply of the old generation (a request in flight across the swap) unsettles it again;
+ * a replica first heard from with another generation than its siblings' drops the cache too, and
+ * one out of rotation does not count. */
+static void test_rolling_swap_generations(void **state) {
+    (void)state;
+    const char *OLD = "00000000000000aa", *NEW = "00000000000000bb";
+    agg *a = new_aggregator(2, 3);
+    agg_replica_generation_seen(a, 0, 0, OLD, "Info");
+    agg_replica_generation_seen(a, 0, 1, OLD, "a Search reply");
+    agg_replica_generation_seen(a, 1, 0, OLD, "Info");
+    assert_true(agg_partition_settled(a, 0) && agg_partition_settled(a, 1));
+    put_wing(a);
+    agg_replica_generation_seen(a, 0, 0, NEW, "a Search reply"); /* replica 0 swapped */
+    assert_false(wing_cached(a));
+    assert_int_equal(a->metrics.generation_changes, 1);
+    assert_false(agg_partition_settled(a, 0));
+    assert_true(agg_partition_settled(a, 1));
+    put_wing(a); /* (agg_stats_done does not cache now; an entry here shows nothing drops it again) */
+    for (int i = 0; i < 10; i++) {
+        agg_replica_generation_seen(a, 0, 1, OLD, "a Search reply");
+        agg_replica_generation_seen(a, 0, 0, NEW, "a Search reply");
+        agg_replica_generation_seen(a, 0, 1, OLD, "Info");
+    }
+    assert_true(wing_cached(a));
+    assert_int_equal(a->metrics.generation_changes, 1);
+    assert_false(agg_partition_settled(a, 0));
+    agg_replica_generation_seen(a, 0, 1, NEW, "a Search reply"); /* replica 1 swapped: settled */
+    assert_false(wing_cached(a));
+    assert_int_equal(a->metrics.generation_changes, 2);
+    assert_true(agg_partition_settled(a, 0));
+    put_wing(a);
+    agg_replica_generation_seen(a, 0, 0, OLD, "a Search reply"); /* a late answer of the old generation */
+    assert_false(wing_cached(a));
+    assert_false(agg_partition_settled(a, 0));
+    agg_replica_generation_seen(a, 0, 0, NEW, "a Search reply");
+    assert_int_equal(a->metrics.generation_changes, 4);
+    assert_true(agg_partition_settled(a, 0));
+    put_wing(a);
+    /* replica 2, never heard from, still serves the old generation */
+    agg_replica_generation_seen(a, 0, 2, OLD, "a Search reply");
+    assert_false(wing_cached(a));
+    assert_int_equal(a->metrics.generation_changes, 4);
+    assert_false(agg_partition_settled(a, 0));
+    a->partitions[0].replicas[2].up = false; /* out of rotation: not asked, does not count */
+    assert_true(agg_partition_settled(a, 0));
+    agg_free(a);
+}
+
+/* A cache hit goes out with the N and average length of the Info answers that made the entry, not
+ * the partitions' latest (which a swap to a smaller generation could put below a cached df). */
+static void test_cache_hit_keeps_its_totals(void **state) {
+    (void)state;
+    agg *a = new_aggregator(2, 1);
+    agg_term_stats stats = {0};
+    agg_term_stats_add(&stats, "wing", 70);
+    stats.num_docs = 100;
+    stats.avg_doc_len = 7.5;
+    agg_stats_cache_put(&a->stats_cache, "wing", &stats);
+    agg_term_stats_free(&stats);
+    a->partitions[0] = (agg_partition){.have_info = true, .num_docs = 20, .total_doc_len = 100};
+    a->partitions[1] = (agg_partition){.have_info = true, .num_docs = 30, .total_doc_len = 500};
+    Isn__V1__SearchRequest request = ISN__V1__SEARCH_REQUEST__INIT;
+    request.query = "wing";
+    agg_query q = {.request = &request};
+    assert_true(agg_stats_lookup(a, &q));
+    assert_int_equal(q.stats.num_terms, 1);
+    assert_int_equal(q.stats.dfs[0], 70);
+    assert_int_equal(q.stats.num_docs, 100);
+    assert_true(q.stats.avg_doc_len == 7.5);
+    agg_term_stats_free(&q.stats);
+    free(q.stats_key);
     agg_free(a);
 }
 
@@ -334,6 +421,8 @@ int main(void) {
         cmocka_unit_test(test_term_stats_sum_per_term),
         cmocka_unit_test(test_stats_cache),
         cmocka_unit_test(test_new_generation_drops_cached_stats),
+        cmocka_unit_test(test_rolling_swap_generations),
+        cmocka_unit_test(test_cache_hit_keeps_its_totals),
         cmocka_unit_test(test_metric_names),
     };
     return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
