@@ -143,12 +143,9 @@ int main(int argc, char **argv) {
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
     signals_ignore();
-    grpc_server_free(server.grpc);
-    deadline_timer_free(&server);
-    grpc_health_watchers_free(server.watchers);
+    serving_loops_free(&server);
     grpc_stats_server_free(server.stats);
     rankers_stop();
-    if (server.analyzer) isn_analyzer_free(server.analyzer);
     if (server.index) isn_index_close(server.index);
     uv_loop_close(server.loop);
     for (size_t i = 0; i < num_overrides; i++) free(overrides[i]);

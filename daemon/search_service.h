@@ -1,6 +1,6 @@
 /* isnd's search service: Search requests in, the scheduler (scheduler/scheduler.h) with one
  * search_worker per CPU worker thread and the GPU (gpu_setup.h) in between, replies back to the loop
- * through a lock-free completion stack and uv_async_send. */
+ * that owns each job's call (job->completions). */
 #ifndef ISN_DAEMON_SEARCH_SERVICE_H
 #define ISN_DAEMON_SEARCH_SERVICE_H
 
@@ -18,16 +18,14 @@ typedef struct search_service search_service;
 
 /* Starts the threads and waits until each has its searcher (and warm-up, when conf asks). Loads
  * the cost model from conf->cost_model_state when set. NULL with err. */
-search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers,
-                                     uv_async_t *wake, char *err, size_t err_len);
-/* Loop thread. Hands the job to the scheduler, which has the query analysed once (on a worker, or
+search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers, char *err,
+                                     size_t err_len);
+/* A loop thread (several may submit at once); job->completions names the loop its end goes to. Hands the job to the scheduler, which has the query analysed once (on a worker, or
  * here when workers are few and there is no GPU; its terms go with the job, in job->memory) and takes
  * the cost model's features from it. 0 when queued; otherwise the gRPC status to answer with
  * (INVALID_ARGUMENT for a query that cannot run, RESOURCE_EXHAUSTED when shed) and job->message
  * says why. */
 int search_service_submit(search_service *service, search_job *job);
-/* Finished jobs, oldest first; NULL when none. Loop thread only. */
-search_job *search_service_take_completed(search_service *service);
 /* Whether queries are analysed on the loop thread (else on the workers, see scheduler.analysis_min_workers). */
 bool search_service_analyses_on_loop(const search_service *service);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */

@@ -13,7 +13,7 @@
 
 /* A stream the server will not take now: the client may retry it (on this connection or another). */
 static void refuse_stream(grpc_conn *conn, int32_t stream_id) {
-    conn->server->counters.streams_refused++;
+    COUNTER_ADD(conn->server->counters.streams_refused, 1);
     nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
 }
 
@@ -50,7 +50,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     uint64_t size = (uint64_t)call->header_list_bytes + namelen + valuelen + 32;
     call->header_list_bytes = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
     if (size > call->server->config.max_header_list_bytes) {
-        call->server->counters.header_lists_too_large++;
+        COUNTER_ADD(call->server->counters.header_lists_too_large, 1);
         log_debug("grpc stream %d: header list over %u bytes; reset", frame->hd.stream_id,
                   call->server->config.max_header_list_bytes);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM; the rest of the block is skipped */
@@ -116,7 +116,7 @@ static void count_early_reset(grpc_conn *conn) {
     conn->reset_tokens_ns = now;
     conn->reset_tokens -= 1.0;
     if (conn->reset_tokens >= 0.0) return;
-    conn->server->counters.reset_floods++;
+    COUNTER_ADD(conn->server->counters.reset_floods, 1);
     log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
              conn->peer, config->max_early_resets_per_second);
     grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -147,7 +147,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                          size_t len, void *user_data) {
     (void)flags;
     grpc_conn *conn = user_data;
-    conn->server->counters.bytes_received += len;
+    COUNTER_ADD(conn->server->counters.bytes_received, len);
     grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (call && call->stream) return grpc_stream_on_data(call, data, len);
     if (!call || call->responded) return 0;
@@ -155,7 +155,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     if (result == GRPC_READ_OK) return 0;
     char why[200];
     grpc_reader_describe(&call->reader, result, why, sizeof why);
-    if (result == GRPC_READ_OVER_BUDGET) conn->server->counters.over_budget++;
+    if (result == GRPC_READ_OVER_BUDGET) COUNTER_ADD(conn->server->counters.over_budget, 1);
     int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY || result == GRPC_READ_OVER_BUDGET
                      ? GRPC_STATUS_RESOURCE_EXHAUSTED
                  : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
