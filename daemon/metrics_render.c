@@ -113,6 +113,12 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", t.grpc.bytes_sent);
     prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", t.stats.requests);
     prom_u64(out, "isn_event_loops", "gauge", "Event loops serving gRPC connections (server.loops).", server->num_loops);
+    prom_family(out, "isn_loop_connections", "gauge", "Open gRPC connections, by the event loop that serves them.");
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        grpc_server_counters c = {0};
+        grpc_server_add_counters(server->loops[i].grpc, &c);
+        buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i, c.connections);
+    }
     grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);

@@ -105,9 +105,9 @@ struct isn_server {
     grpc_memory_budget memory_budget;       /* shared by every loop */
     char grpc_address[80], stats_address[80];
     atomic_uint loops_drained;
-    pthread_mutex_t closed_lock;
-    pthread_cond_t closed_cond;
-    uint32_t loops_closed; /* loops that acknowledged LOOP_CLOSE */
+    pthread_mutex_t acks_lock;
+    pthread_cond_t acks_cond;
+    uint32_t acks; /* loops that did what serving_loops_tell waits for */
     uv_timer_t drain_timer;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog; /* systemd's WatchdogSec: pinged from the loop (data NULL when not asked for) */
@@ -126,13 +126,14 @@ struct isn_server {
 int serving_loops_make(isn_server *server, char *err, size_t err_len);
 /* Starts the threads of the loops after the first. -1 with err. */
 int serving_loops_start(isn_server *server, char *err, size_t err_len);
-/* From the first loop: asks every loop for `commands` (LOOP_*); the first does them at once. */
+/* From the first loop: asks every loop for `commands` (LOOP_*); the first does them at once. Returns
+ * once each loop has done LOOP_RECONFIGURE and LOOP_CLOSE when asked for them. */
 void serving_loops_tell(isn_server *server, unsigned commands);
 /* From a loop's thread: its gRPC server drained; the last one tells the first loop. */
 void serving_loops_drained(serving_loop *loop);
-/* From the first loop (server_stop): every loop closes its connections (the first waits until each
- * did, so that no loop submits to the search service any more), then `between` runs (stopping the
- * search service), then every loop closes its last handles. */
+/* From the first loop (server_stop): every loop closes its connections (so that none submits to the
+ * search service any more), then `between` runs (stopping the search service), then every loop
+ * closes its last handles. */
 void serving_loops_close(isn_server *server, void (*between)(isn_server *server));
 /* After the first loop's uv_run: joins the threads, frees the loops. */
 void serving_loops_free(isn_server *server);

@@ -32,12 +32,15 @@ static void reconfigure(serving_loop *loop) {
     grpc_server_reconfigure(loop->grpc, &grpc_config);
 }
 
-/* The first loop waits for this from each of the others before it stops the search service. */
-static void acknowledge_close(isn_server *server) {
-    pthread_mutex_lock(&server->closed_lock);
-    server->loops_closed++;
-    pthread_cond_signal(&server->closed_cond);
-    pthread_mutex_unlock(&server->closed_lock);
+/* Commands the first loop waits for every other loop to have done: a reload is in force on every
+ * loop once it is logged, and no loop submits to the search service once it is closed. */
+#define LOOP_ACKNOWLEDGED (LOOP_RECONFIGURE | LOOP_CLOSE)
+
+static void acknowledge(isn_server *server, unsigned commands) {
+    pthread_mutex_lock(&server->acks_lock);
+    server->acks += (uint32_t)__builtin_popcount(commands & LOOP_ACKNOWLEDGED);
+    pthread_cond_signal(&server->acks_cond);
+    pthread_mutex_unlock(&server->acks_lock);
 }
 
 static void do_commands(serving_loop *loop, unsigned commands) {
@@ -62,12 +65,12 @@ static void do_commands(serving_loop *loop, unsigned commands) {
     if (commands & LOOP_CLOSE) {
         grpc_server_close(loop->grpc);
         close_if_open((uv_handle_t *)&loop->deadline_timer);
-        if (loop->id) acknowledge_close(server);
     }
     if (commands & LOOP_FINISH) {
         close_if_open((uv_handle_t *)&loop->completion_async);
         close_if_open((uv_handle_t *)&loop->control_async);
     }
+    if (loop->id && (commands & LOOP_ACKNOWLEDGED)) acknowledge(server, commands);
 }
 
 void serving_loops_tell(isn_server *server, unsigned commands) {
@@ -77,12 +80,19 @@ void serving_loops_tell(isn_server *server, unsigned commands) {
             server->loops[i].next_conf = server->conf;
             pthread_mutex_unlock(&server->loops[i].conf_lock);
         }
+    pthread_mutex_lock(&server->acks_lock);
+    server->acks = 0;
+    pthread_mutex_unlock(&server->acks_lock);
     for (uint32_t i = 1; i < server->num_loops; i++) {
         serving_loop *loop = &server->loops[i];
         atomic_fetch_or(&loop->commands, commands);
         uv_async_send(&loop->control_async);
     }
     do_commands(&server->loops[0], commands);
+    uint32_t wanted = (server->num_loops - 1) * (uint32_t)__builtin_popcount(commands & LOOP_ACKNOWLEDGED);
+    pthread_mutex_lock(&server->acks_lock);
+    while (server->acks < wanted) pthread_cond_wait(&server->acks_cond, &server->acks_lock);
+    pthread_mutex_unlock(&server->acks_lock);
 }
 
 void serving_loops_drained(serving_loop *loop) {
@@ -97,10 +107,7 @@ void serving_loops_drained(serving_loop *loop) {
 }
 
 void serving_loops_close(isn_server *server, void (*between)(isn_server *server)) {
-    serving_loops_tell(server, LOOP_CLOSE);
-    pthread_mutex_lock(&server->closed_lock);
-    while (server->loops_closed + 1 < server->num_loops) pthread_cond_wait(&server->closed_cond, &server->closed_lock);
-    pthread_mutex_unlock(&server->closed_lock);
+    serving_loops_tell(server, LOOP_CLOSE); /* waits until every loop has closed its connections */
     between(server);
     serving_loops_tell(server, LOOP_FINISH);
 }
@@ -146,8 +153,8 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     uint32_t n = loops_wanted(&server->conf);
     server->loops = calloc(n, sizeof *server->loops);
     if (!server->loops) return isn_error(err, err_len, "out of memory for %u serving loops", n);
-    pthread_mutex_init(&server->closed_lock, NULL);
-    pthread_cond_init(&server->closed_cond, NULL);
+    pthread_mutex_init(&server->acks_lock, NULL);
+    pthread_cond_init(&server->acks_cond, NULL);
     grpc_server_config grpc_config;
     grpc_stats_config stats_config;
     server_transport_config(server, &server->conf, &grpc_config, &stats_config);

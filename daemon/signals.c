@@ -47,6 +47,7 @@ static void reload(isn_server *server) {
 
 static void on_signal(uv_signal_t *handle, int signum) {
     isn_server *server = handle->data;
+    if (server->state == SERVER_STOPPING) return; /* the loops may be gone: nothing to reload or drain */
     if (signum == SIGHUP) {
         reload(server);
         return;
