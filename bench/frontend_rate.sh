@@ -14,6 +14,9 @@
 # default one per BENCH_CPUS core). h2load's --rps paces each connection at RATE/CONNECTIONS; its
 # latency counts from each request's send, so a run that falls behind the offered rate fails on
 # the rate instead.
+# TOOL=isn-bench measures the same with `isn-bench --sustained MAX_RATE` (default 2 x RATE) instead:
+# open-loop Poisson load from THREADS generator threads (CONNECTIONS spread over them), P99_MS sent
+# as the deadline, REPEATS runs per probed rate; it passes when the sustained rate is at least RATE.
 set -euo pipefail
 BUILD=${BUILD:-build}
 ISND_CPUS=${ISND_CPUS:-}
@@ -94,6 +97,26 @@ print(json.dumps({"repeat": r, "offered_per_s": rate, "completed_per_s": rps, "m
 PY
 }
 
+if [ "${TOOL:-h2load}" = isn-bench ]; then
+  printf 'q1\tzeppelin\n' >"$work/queries.tsv"
+  per_thread=$(( (CONNECTIONS + THREADS - 1) / THREADS ))
+  "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$work/queries.tsv" -k 10 \
+    --sustained "${MAX_RATE:-$((2 * RATE))}" --threads "$THREADS" --connections "$per_thread" --deadline-ms "$P99_MS" \
+    --duration "$DURATION" --warmup "$WARMUP" --repeats "$REPEATS" --label "loops=$loops" >"$work/sustained.json"
+  python3 - "$work/sustained.json" "$loops" "$WORKERS" "$ISND_CPUS" "$BENCH_CPUS" "$THREADS" "$per_thread" "$RATE" \
+    "$P99_MS" <<'PY'
+import json, sys
+a = sys.argv
+result = json.load(open(a[1]))
+print(json.dumps({"benchmark": "frontend_rate", "query": "zeppelin (df 1), k=10, 200-document index",
+                  "isnd_loops": int(a[2] or 0), "isnd_workers": int(a[3]), "isnd_cpus": a[4] or "all",
+                  "bench_cpus": a[5] or "all", "tool": "isn-bench --sustained", "threads": int(a[6]),
+                  "connections_per_thread": int(a[7]), "wanted_per_s": float(a[8]), "p99_bound_ms": float(a[9]),
+                  "sustained": result["sustained"], "probes": result["probes"],
+                  "passed": result["sustained"]["rate"] >= float(a[8])}, indent=2))
+PY
+  exit 0
+fi
 for r in $(seq 1 "$REPEATS"); do run "$r"; done >"$work/runs.jsonl"
 python3 - "$work/runs.jsonl" "$loops" "$WORKERS" "$ISND_CPUS" "$BENCH_CPUS" "$CONNECTIONS" "$STREAMS" "$THREADS" \
   "$RATE" "$P99_MS" "$DURATION" "$(nproc)" <<'PY'
