@@ -71,7 +71,8 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
             .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
             .traceparent = q->traceparent,
             /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
-            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1};
+            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
+            .forbid_partial = in->forbid_partial};
         bool copied;
         set_global_stats(a, q, &rq, &copied);
         char err[256];

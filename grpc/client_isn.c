@@ -80,6 +80,7 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
     message.debug = request->debug;
     message.ranker = (char *)(request->ranker ? request->ranker : "");
     message.n1 = request->n1;
+    message.forbid_partial = request->forbid_partial;
     Isn__V1__TermStatistics *stats = NULL, **stat_ptrs = NULL;
     if (request->global_num_docs || request->num_global_terms) {
         global.num_docs = request->global_num_docs;

@@ -501,6 +501,7 @@ typedef struct {
     const char *ranker;
     uint32_t n1;
     const char *traceparent; /* sent as the traceparent header (W3C trace context); NULL = none */
+    bool forbid_partial;     /* DEADLINE_EXCEEDED instead of a partial answer */
 } isn_grpc_search_request;
 
 typedef struct {

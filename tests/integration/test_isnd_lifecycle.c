@@ -259,6 +259,46 @@ static void test_expires_at_deadline(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* A query that cannot finish before its deadline on an idle node (the worker's testing delay runs
+ * past its stop point) answers partially: complete=false, reason "deadline". With forbid_partial it
+ * is answered DEADLINE_EXCEEDED instead, directly and through isn-agg (which forwards the flag and
+ * does not make a partial answer of the refusal either). Margins, not timings: 1.9 s of delay
+ * against a 2 s deadline whose stop point is at 90%, and an exhaustive OR over most documents (the
+ * search reads the clock every 256 candidates). */
+static void test_partial_or_forbidden(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "testing.job_delay=1900ms", "--workers", "1", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    harness agg_process = h; /* the same build and work directory; its own log and process */
+    const char *partitions[] = {h.grpc_address, NULL};
+    assert_int_equal(harness_start_agg(&agg_process, partitions, NULL), 0);
+    char err[256];
+    const char *targets[] = {h.grpc_address, agg_process.grpc_address};
+    for (int t = 0; t < 2; t++) {
+        isn_grpc_client *client = isn_grpc_connect(targets[t], 5000, err, sizeof err);
+        assert_non_null(client);
+        for (int forbid = 0; forbid < 2; forbid++) {
+            isn_grpc_search_request request = {.query = "wind tunnel flow boundary layer pressure heat transfer",
+                                               .k = 10, .algorithm = "or", .timeout_ms = 2000,
+                                               .forbid_partial = forbid};
+            isn_grpc_search_reply reply;
+            assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+            if (!forbid) {
+                if (reply.status != 0) fail_msg("%s: status %d: %s", targets[t], reply.status, reply.message);
+                assert_false(reply.complete);
+                assert_string_equal(reply.incomplete_reason, "deadline");
+            } else {
+                assert_int_equal(reply.status, GRPC_STATUS_DEADLINE_EXCEEDED);
+                assert_non_null(strstr(reply.message, "forbids partial answers"));
+            }
+            isn_grpc_search_reply_free(&reply);
+        }
+        isn_grpc_close(client);
+    }
+    assert_int_equal(harness_stop(&agg_process), 0);
+    assert_int_equal(harness_stop(&h), 0);
+}
+
 /* SIGTERM sent again and again while isnd drains and exits: it still exits 0, never killed by the
  * signal (the handlers gave the signal back its default action once closed). */
 static void test_repeated_sigterm(void **state) {
@@ -426,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_drain_time_limit),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_expires_at_deadline),
+        cmocka_unit_test(test_partial_or_forbidden),
         cmocka_unit_test(test_repeated_sigterm),
         cmocka_unit_test(test_shed_when_queue_full),
         cmocka_unit_test(test_sighup_reload),
