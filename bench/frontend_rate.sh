@@ -14,7 +14,8 @@
 # default one per BENCH_CPUS core). h2load's --rps paces each connection at RATE/CONNECTIONS; its
 # latency counts from each request's send, so a run that falls behind the offered rate fails on
 # the rate instead.
-# TOOL=isn-bench measures the same with `isn-bench --sustained MAX_RATE` (default 2 x RATE) instead:
+# TOOL=isn-bench (the default where there is no h2load) measures the same with `isn-bench --sustained
+# MAX_RATE` (default 2 x RATE) instead:
 # open-loop Poisson load from THREADS generator threads (CONNECTIONS spread over them), P99_MS sent
 # as the deadline, REPEATS runs per probed rate; it passes when the sustained rate is at least RATE.
 set -euo pipefail
@@ -30,7 +31,12 @@ WARMUP=${WARMUP:-2}
 REPEATS=${REPEATS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
 STREAMS=${STREAMS:-32}
-command -v h2load >/dev/null || { echo "frontend_rate: h2load missing (apt-get install nghttp2-client)" >&2; exit 2; }
+TOOL=${TOOL:-$(command -v h2load >/dev/null && echo h2load || echo isn-bench)}
+case $TOOL in
+  h2load) command -v h2load >/dev/null || { echo "frontend_rate: h2load missing (apt-get install nghttp2-client)" >&2; exit 2; } ;;
+  isn-bench) [ -x "$BUILD/bin/isn-bench" ] || { echo "frontend_rate: build isn-bench first (make programs)" >&2; exit 2; } ;;
+  *) echo "frontend_rate: TOOL is h2load or isn-bench, not $TOOL" >&2; exit 2 ;;
+esac
 [ -x "$BUILD/bin/isnd" ] && [ -x "$BUILD/bin/isn-index" ] || { echo "frontend_rate: build isnd and isn-index first (make programs)" >&2; exit 2; }
 PIN_ISND=(); [ -n "$ISND_CPUS" ] && PIN_ISND=(taskset -c "$ISND_CPUS")
 PIN_BENCH=(); [ -n "$BENCH_CPUS" ] && PIN_BENCH=(taskset -c "$BENCH_CPUS")
@@ -97,7 +103,7 @@ print(json.dumps({"repeat": r, "offered_per_s": rate, "completed_per_s": rps, "m
 PY
 }
 
-if [ "${TOOL:-h2load}" = isn-bench ]; then
+if [ "$TOOL" = isn-bench ]; then
   printf 'q1\tzeppelin\n' >"$work/queries.tsv"
   per_thread=$(( (CONNECTIONS + THREADS - 1) / THREADS ))
   "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$work/queries.tsv" -k 10 \
