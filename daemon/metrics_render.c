@@ -115,9 +115,8 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_event_loops", "gauge", "Event loops serving gRPC connections (server.loops).", server->num_loops);
     prom_family(out, "isn_loop_connections", "gauge", "Open gRPC connections, by the event loop that serves them.");
     for (uint32_t i = 0; i < server->num_loops; i++) {
-        grpc_server_counters c = {0};
-        grpc_server_add_counters(server->loops[i].grpc, &c);
-        buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i, c.connections);
+        buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i,
+                      grpc_server_read_counters(server->loops[i].grpc).connections);
     }
     grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);

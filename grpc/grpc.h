@@ -259,6 +259,8 @@ void grpc_server_free(grpc_server *server);
 /* Adds the server's counters to *sum; any thread (each is read atomically; the set is not one
  * snapshot). The memory gauges are its budget's, not added: servers may share one. */
 void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *sum);
+/* The server's counters alone (grpc_server_add_counters onto zeroes). */
+grpc_server_counters grpc_server_read_counters(const grpc_server *server);
 /* The protections' counters in Prometheus text, each name starting with `prefix` ("isn",
  * "isn_agg"): connections evicted, write timeouts, reset floods, streams refused, header lists
  * too large, requests over the memory budget, and the budget's use; the stats server's own when

@@ -178,3 +178,9 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);
     sum->memory_budget = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED);
 }
+
+grpc_server_counters grpc_server_read_counters(const grpc_server *server) {
+    grpc_server_counters counters = {0};
+    grpc_server_add_counters(server, &counters);
+    return counters;
+}
