@@ -9,7 +9,7 @@
 #
 # Settings (environment): BUILD (isnd and isn-index, default build), ISND_CPUS / BENCH_CPUS (taskset
 # lists; empty = unpinned), LOOPS (server.loops, default 0 = isnd's default), WORKERS (search workers,
-# default 4), RATE (200000), P99_MS (5), DURATION (seconds per run, 10), WARMUP (seconds, 2),
+# default 4), RATE (200000), P99_MS (5), DURATION (whole seconds per run, 10), WARMUP (whole seconds, 2),
 # REPEATS (3), CONNECTIONS (64), STREAMS (in flight per connection at most, 32), THREADS (h2load's,
 # default one per BENCH_CPUS core). h2load's --rps paces each connection at RATE/CONNECTIONS; its
 # latency counts from each request's send, so a run that falls behind the offered rate fails on
@@ -63,13 +63,15 @@ for _ in $(seq 1 400); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05
 grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }
 port=$(sed -n 's/.*gRPC listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/isnd.log")
 stats=$(sed -n 's|.*stats listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/isnd.log")
-loops=$(curl -s "http://127.0.0.1:$stats/metrics" | sed -n 's/^isn_event_loops //p')
+# isnd's /metrics (python3 rather than curl: the GPU machine may have no curl)
+metrics() { python3 -c "import urllib.request as u, sys; sys.stdout.write(u.urlopen('http://127.0.0.1:$stats/metrics').read().decode())"; }
+loops=$(metrics | sed -n 's/^isn_event_loops //p')
 
 # SearchRequest{query: "zeppelin", k: 10}, framed: flags 0, length 12, then the protobuf bytes.
 printf '\x00\x00\x00\x00\x0c\x0a\x08zeppelin\x18\x0a' >"$work/request.bin"
 
 search_counts() { # "ok other": Search replies isnd answered, OK and not
-  curl -s "http://127.0.0.1:$stats/metrics" | awk '/^isn_requests_total\{method="isn.v1.Search\/Search"/ {
+  metrics | awk '/^isn_requests_total\{method="isn.v1.Search\/Search"/ {
     if ($0 ~ /code="OK"/) ok += $2; else other += $2 } END { printf "%d %d\n", ok, other }'
 }
 
