@@ -120,26 +120,31 @@ static void test_many_clients_across_loops(void **state) {
 }
 
 /* SIGTERM with slow requests in flight on every loop: each is answered, every loop drains, exit 0. */
+#define DRAIN_CALLS 160
 static void test_drain_across_loops(void **state) {
     (void)state;
-    const char *extra[] = {"--set", "server.loops=4", "--workers", "2", "--set", "testing.job_delay=5ms", NULL};
+    /* 160 requests of 25 ms each on two workers: about 2 s of work, in flight when SIGTERM comes */
+    const char *extra[] = {"--set", "server.loops=4", "--workers", "2", "--set", "testing.job_delay=25ms", NULL};
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     isn_grpc_client *clients[8];
     connect_all(clients, 8);
-    static isn_grpc_call *calls[240];
+    static isn_grpc_call *calls[DRAIN_CALLS];
     char err[256];
-    for (int i = 0; i < 240; i++) {
+    for (int i = 0; i < DRAIN_CALLS; i++) {
         isn_grpc_search_request request = {.query = QUERIES[i % NUM_QUERIES], .k = K};
         if (!(calls[i] = isn_grpc_search_start(clients[i % 8], &request, err, sizeof err))) fail_msg("start: %s", err);
     }
+    /* every request has reached the server (open, or already answered) */
     int64_t deadline = harness_now_ms() + 10000;
-    while (harness_stat(&h, "open_streams") < 240) {
+    while (harness_stat(&h, "open_streams") + metric("isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}") <
+           DRAIN_CALLS) {
         if (harness_now_ms() > deadline) fail_msg("the requests did not all reach the server");
         poll_all(clients, 8);
     }
+    assert_true(harness_stat(&h, "open_streams") > 0); /* some are in flight: the drain has work */
     kill(h.pid, SIGTERM);
-    wait_done(clients, 8, calls, 240);
-    for (int i = 0; i < 240; i++) {
+    wait_done(clients, 8, calls, DRAIN_CALLS);
+    for (int i = 0; i < DRAIN_CALLS; i++) {
         isn_grpc_search_reply reply;
         assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
         if (reply.status != 0) fail_msg("call %d: status %d: %s", i, reply.status, reply.message);
