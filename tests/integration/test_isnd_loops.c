@@ -51,15 +51,7 @@ static void wait_done(isn_grpc_client **clients, int n, isn_grpc_call **calls, i
         }
 }
 
-/* The value of one sample of the stats endpoint's /metrics ("isn_event_loops"); -1 when absent. */
-static long long metric(const char *sample) {
-    static char page[1 << 17];
-    if (harness_http_get(&h, "/metrics", page, sizeof page) != 200) return -1;
-    char needle[128];
-    snprintf(needle, sizeof needle, "\n%s ", sample);
-    const char *p = strstr(page, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
-}
+static long long metric(const char *sample) { return harness_metric(&h, sample); }
 
 static void test_many_clients_across_loops(void **state) {
     (void)state;

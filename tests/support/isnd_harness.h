@@ -55,6 +55,8 @@ int harness_connect(int port);
 ssize_t harness_read_until_close(int fd, char *buf, size_t cap, int timeout_ms);
 int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
+/* One sample of the stats endpoint's /metrics ("isn_event_loops", "isn_requests_total{...}"), or -1. */
+long long harness_metric(const harness *h, const char *sample);
 
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
