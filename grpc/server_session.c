@@ -1,6 +1,7 @@
 /* The HTTP/2 side of a connection: nghttp2 server-session callbacks that turn frames into calls,
  * headers, message bytes and closes, and hand complete requests to the program's handlers. */
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,9 +196,13 @@ static int on_error(nghttp2_session *session, int lib_error_code, const char *ms
     return 0;
 }
 
-static nghttp2_session_callbacks *shared_callbacks(void) {
-    static nghttp2_session_callbacks *callbacks;
-    if (!callbacks && nghttp2_session_callbacks_new(&callbacks) == 0) {
+/* The callbacks and options every session shares: made once, whichever loop's thread comes first. */
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+static void make_shared(void) {
+    if (nghttp2_session_callbacks_new(&callbacks) == 0) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
         nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
@@ -206,12 +211,7 @@ static nghttp2_session_callbacks *shared_callbacks(void) {
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
         nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
     }
-    return callbacks;
-}
-
-static nghttp2_option *shared_options(void) {
-    static nghttp2_option *options;
-    if (!options && nghttp2_option_new(&options) == 0) {
+    if (nghttp2_option_new(&options) == 0) {
         /* Bounds on what a peer can make us hold, beyond nghttp2's own defaults. */
         nghttp2_option_set_max_settings(options, 32);
         nghttp2_option_set_max_outbound_ack(options, 1000);
@@ -220,13 +220,13 @@ static nghttp2_option *shared_options(void) {
          * stays as a backstop far above any client's cancellations. */
         nghttp2_option_set_stream_reset_rate_limit(options, 100000, 20000);
     }
-    return options;
 }
 
 /* A server session for the connection with the server's settings; 0 or an nghttp2 error. */
 int grpc_session_new(grpc_conn *conn) {
-    if (!shared_callbacks() || !shared_options()) return NGHTTP2_ERR_NOMEM;
-    int rc = nghttp2_session_server_new2(&conn->session, shared_callbacks(), conn, shared_options());
+    pthread_once(&shared_once, make_shared);
+    if (!callbacks || !options) return NGHTTP2_ERR_NOMEM;
+    int rc = nghttp2_session_server_new2(&conn->session, callbacks, conn, options);
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},
