@@ -182,8 +182,8 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     grpc_stats_config stats_config;
     server_transport_config(server, &server->conf, &grpc_config, &stats_config);
     if (serving_loops_make(server, err, err_len) < 0) return -1;
-    if (grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address, sizeof server->grpc_address, err,
-                           err_len) < 0)
+    if (grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
+                           sizeof server->grpc_address, err, err_len) < 0)
         return -1;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {

@@ -30,7 +30,8 @@ static void histogram_add(histogram *sum, const histogram *h) {
 
 void metrics_add(metrics *sum, const metrics *m) {
     for (int method = 0; method < RPC_COUNT; method++) {
-        for (int status = 0; status < GRPC_STATUS_COUNT; status++) sum->requests[method][status] += m->requests[method][status];
+        for (int status = 0; status < GRPC_STATUS_COUNT; status++)
+            sum->requests[method][status] += m->requests[method][status];
         histogram_add(&sum->request_seconds[method], &m->request_seconds[method]);
     }
     for (int stage = 0; stage < STAGE_COUNT; stage++)

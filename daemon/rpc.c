@@ -392,7 +392,8 @@ static void handle_info(serving_loop *loop, grpc_call *call) {
     response.index_bytes = info->file_bytes;
     response.server_version = ISND_VERSION;
     info_ctx ctx = {.server = server, .arena = &rc->arena, .response = &response};
-    if (request->analyze && request->n_terms && !loop->analyzer && !(loop->analyzer = isn_index_new_analyzer(server->index))) {
+    if (request->analyze && request->n_terms && !loop->analyzer &&
+        !(loop->analyzer = isn_index_new_analyzer(server->index))) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for an analyzer");
         return;
     }

@@ -20,9 +20,10 @@ typedef struct search_service search_service;
  * the cost model from conf->cost_model_state when set. NULL with err. */
 search_service *search_service_start(const isn_index *index, const isn_conf *conf, uint32_t workers, char *err,
                                      size_t err_len);
-/* A loop thread (several may submit at once); job->completions names the loop its end goes to. Hands the job to the scheduler, which has the query analysed once (on a worker, or
- * here when workers are few and there is no GPU; its terms go with the job, in job->memory) and takes
- * the cost model's features from it. 0 when queued; otherwise the gRPC status to answer with
+/* From a loop thread (several may submit at once; job->completions names the loop its end goes
+ * to). Hands the job to the scheduler, which has the query analysed once (on a worker, or here when
+ * workers are few and there is no GPU; its terms go with the job, in job->memory) and takes the cost
+ * model's features from it. 0 when queued; otherwise the gRPC status to answer with
  * (INVALID_ARGUMENT for a query that cannot run, RESOURCE_EXHAUSTED when shed) and job->message
  * says why. */
 int search_service_submit(search_service *service, search_job *job);
