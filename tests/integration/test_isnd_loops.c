@@ -2,7 +2,8 @@
  * out over every loop, all get the offline engine's answers while their replies cross from the
  * workers back to the loop that owns each stream; SIGTERM with requests in flight on every loop
  * answers each one and exits 0; a SIGHUP is in force on every loop once logged; Health/Watch
- * streams on every loop see the drain. Also run under ThreadSanitizer (make tsan-test). */
+ * streams on every loop see the drain; max_connections holds for the node, not per loop. Also run
+ * under ThreadSanitizer (make tsan-test). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,6 +208,53 @@ static void test_watch_on_every_loop(void **state) {
     assert_int_equal(harness_wait_exit(&h, 10000), 0);
 }
 
+/* max_connections is node-wide: six connections with a request in flight each (none idle to make
+ * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
+static void test_connection_limit_across_loops(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "server.loops=4", "--workers", "1", "--set", "server.max_connections=6",
+                           "--set", "testing.job_delay=300ms", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    isn_grpc_client *clients[6];
+    connect_all(clients, 6);
+    isn_grpc_call *calls[6];
+    char err[256];
+    for (int c = 0; c < 6; c++) {
+        isn_grpc_search_request request = {.query = "wind", .k = K};
+        if (!(calls[c] = isn_grpc_search_start(clients[c], &request, err, sizeof err))) fail_msg("start: %s", err);
+    }
+    int64_t deadline = harness_now_ms() + 10000;
+    while (harness_stat(&h, "open_streams") < 6) {
+        if (harness_now_ms() > deadline) fail_msg("the six requests did not all reach the server");
+        poll_all(clients, 6);
+    }
+    for (int loop = 0; loop < LOOPS; loop++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_connections{loop=\"%d\"}", loop);
+        assert_true(harness_metric(&h, sample) >= 1);
+    }
+    /* the seventh is closed at once: its request gets no answer */
+    isn_grpc_client *seventh = isn_grpc_connect(h.grpc_address, 2000, err, sizeof err);
+    if (seventh) {
+        isn_grpc_search_request request = {.query = "wind", .k = K};
+        isn_grpc_search_reply reply;
+        int rc = isn_grpc_search(seventh, &request, &reply, err, sizeof err);
+        assert_true(rc != 0 || reply.status != 0);
+        if (rc == 0) isn_grpc_search_reply_free(&reply);
+        isn_grpc_close(seventh);
+    }
+    assert_int_equal(harness_metric(&h, "isn_connections_rejected_total"), 1);
+    wait_done(clients, 6, calls, 6);
+    for (int c = 0; c < 6; c++) {
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search_finish(calls[c], &reply, err, sizeof err), 0);
+        assert_int_equal(reply.status, 0);
+        isn_grpc_search_reply_free(&reply);
+        isn_grpc_close(clients[c]);
+    }
+    assert_int_equal(harness_stop_checked(&h), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 1000);
@@ -227,6 +275,7 @@ int main(void) {
         cmocka_unit_test(test_drain_across_loops),
         cmocka_unit_test(test_sighup_on_every_loop),
         cmocka_unit_test(test_watch_on_every_loop),
+        cmocka_unit_test(test_connection_limit_across_loops),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
 }
