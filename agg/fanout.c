@@ -72,7 +72,8 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
             .traceparent = q->traceparent,
             /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
             .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
-            .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields};
+            .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields,
+            .forbid_partial = in->forbid_partial};
         bool copied;
         set_global_stats(a, q, &rq, &copied);
         char err[256];

@@ -135,6 +135,15 @@ void agg_query_finish(agg *a, agg_query *q, int64_t now) {
         complete = false;
         reason = "partition_missing";
     }
+    if (!complete && q->request->forbid_partial) {
+        free(hits);
+        free(hit_ptrs);
+        free(all);
+        char why[128];
+        snprintf(why, sizeof why, "the answer would be partial (%s) and the request forbids partial answers", reason);
+        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, why);
+        return;
+    }
     if (!complete) a->metrics.partial++;
     response.complete = complete;
     response.incomplete_reason = (char *)reason;

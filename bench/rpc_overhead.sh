@@ -3,6 +3,7 @@
 # by h2load (Debian nghttp2-client). Prints JSON: requests/s, latency p50/p90/p99/p99.9 in
 # microseconds, for one request at a time (pure round trip) and for many in flight (throughput).
 #   bash bench/rpc_overhead.sh [BUILD_DIR]        (BENCH_N=requests per run, default 100000)
+# LOOPS=N sets isnd's server.loops (unset: isnd's default; a build older than server.loops takes none).
 set -euo pipefail
 BUILD=${1:-${BUILD:-build}}
 N=${BENCH_N:-100000}
@@ -22,7 +23,7 @@ done >"$work/docs.jsonl"
 "$BUILD/bin/isn-index" build --quiet --input "$work/docs.jsonl" --out "$work/idx" >/dev/null
 
 "$BUILD/bin/isnd" --index "$work/idx" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 --workers "$WORKERS" \
-  --set search.max_queue=100000 2>"$work/isnd.log" &
+  --set search.max_queue=100000 ${LOOPS:+--set server.loops=$LOOPS} 2>"$work/isnd.log" &
 pid=$!
 for _ in $(seq 1 200); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05; done
 grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }
@@ -59,9 +60,10 @@ PY
   run sequential 1 1 1
   run concurrent 4 32 1
 } >"$work/runs.jsonl"
-python3 - "$work/runs.jsonl" "$WORKERS" "$(nproc)" <<'PY'
+loops=$(curl -s "http://127.0.0.1:$stats/metrics" | sed -n 's/^isn_event_loops //p')
+python3 - "$work/runs.jsonl" "$WORKERS" "$(nproc)" "${loops:-1}" <<'PY'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 print(json.dumps({"benchmark": "rpc_overhead", "query": "wind, k=10, 200-doc index", "isnd_workers": int(sys.argv[2]),
-                  "cpus": int(sys.argv[3]), "tool": "h2load", "runs": runs}, indent=2))
+                  "isnd_loops": int(sys.argv[4]), "cpus": int(sys.argv[3]), "tool": "h2load", "runs": runs}, indent=2))
 PY

@@ -18,6 +18,7 @@ typedef struct {
     /* [server] */
     char listen[ISN_CONF_ADDR_MAX];       /* gRPC, HOST:PORT; port 0 = any free port */
     char stats_listen[ISN_CONF_ADDR_MAX]; /* HTTP/1.1 stats; "" = off */
+    uint32_t loops; /* event loops serving connections; 0 = from the core count */
     uint32_t max_connections;
     uint32_t max_concurrent_streams; /* per connection */
     uint32_t max_message_bytes;      /* largest gRPC request message accepted */

@@ -42,12 +42,6 @@ index_generation *generation_open(const char *dir, bool full_verify, char *err, 
         generation_release(generation);
         return NULL;
     }
-    generation->analyzer = isn_index_new_analyzer(generation->index);
-    if (!generation->analyzer) {
-        isn_error(err, err_len, "out of memory for an analyzer");
-        generation_release(generation);
-        return NULL;
-    }
     snprintf(generation->id, sizeof generation->id, "%016llx", (unsigned long long)generation->info->content_hash);
     generation->open_seconds = (double)(isn_now_ns() - start) / 1e9;
     return generation;
@@ -101,7 +95,6 @@ void generation_free(index_generation *generation) {
         for (uint32_t w = 0; w <= generation->num_workers; w++) isn_searcher_free(generation->planners[w]);
     free(generation->workers);
     free(generation->planners);
-    if (generation->analyzer) isn_analyzer_free(generation->analyzer);
     uint64_t built = generation->info ? generation->info->built_unix_seconds : 0;
     isn_index_close(generation->index);
     generation_freed_fn *freed = generation->freed;

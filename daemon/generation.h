@@ -1,5 +1,5 @@
-/* Index generations: an opened, verified index and what isnd built from it for serving (an analyzer,
- * a searcher and a planner per worker), named by its content hash and build time. Requests hold a
+/* Index generations: an opened, verified index and what isnd built from it for serving (a searcher
+ * and a planner per worker), named by its content hash and build time. Requests hold a
  * reference to the generation they were admitted on, so a swap publishes the next generation for
  * new requests while those in flight finish on the old one, which is unmapped when its last
  * reference goes. The swap itself (triggers, off-loop loading, metrics) is generation_swap.c's. */
@@ -28,7 +28,6 @@ struct index_generation {
     atomic_uint refs;
     isn_index *index;
     const isn_index_info *info;
-    isn_analyzer *analyzer; /* the loop thread's, for Info's analyze */
     /* One per scheduler worker thread (its index), so searching never shares scratch; planners have
      * one more, at [num_workers], for analysis on the loop thread. */
     uint32_t num_workers;
@@ -56,7 +55,7 @@ void generation_on_freed(index_generation *generation, generation_freed_fn *free
                          void *user);
 
 index_generation *generation_acquire(index_generation *generation);
-/* The last release frees the generation (searchers, analyzer, and the index, unmapped), or hands it
+/* The last release frees the generation (searchers and the index, unmapped), or hands it
  * to its reaper. */
 void generation_release(index_generation *generation);
 void generation_free(index_generation *generation);

@@ -176,7 +176,6 @@ static void on_reap(uv_async_t *async) {
 static void point_server_at(isn_server *server, index_generation *generation) {
     server->index = generation->index;
     server->info = generation->info;
-    server->analyzer = generation->analyzer;
 }
 
 /* ------------------------------------------------------------------ watching a symlinked index.path */
@@ -318,7 +317,7 @@ static void on_loaded_next(uv_work_t *work, int status) {
         atomic_fetch_add(&g->retired, 1);
         index_generation *old = generation_slot_publish(&g->slot, next);
         point_server_at(server, next);
-        if (rankers_set_index(next->info) > 0) server->metrics.reload_failures++;
+        if (rankers_set_index(next->info) > 0) LOOP_METRICS(&server->loops[0], m->reload_failures++);
         log_swapped(g, next, old, seconds);
         generation_release(old);
         if (search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next)) {
@@ -423,7 +422,6 @@ void generations_free(isn_server *server) {
     if (!g) return;
     server->index = NULL;
     server->info = NULL;
-    server->analyzer = NULL;
     generation_release(g->loaded); /* the first, when the service never started on it */
     generation_slot_destroy(&g->slot);
     free_list(atomic_exchange(&g->reap_list, NULL));

@@ -143,9 +143,7 @@ int main(int argc, char **argv) {
     }
     uv_run(server.loop, UV_RUN_DEFAULT);
     signals_ignore();
-    grpc_server_free(server.grpc);
-    deadline_timer_free(&server);
-    grpc_health_watchers_free(server.watchers);
+    serving_loops_free(&server);
     grpc_stats_server_free(server.stats);
     rankers_stop();
     generations_free(&server); /* after the calls, which released theirs */

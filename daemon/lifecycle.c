@@ -18,20 +18,22 @@ static void close_if_open(uv_handle_t *handle) {
     if (handle->loop && !uv_is_closing(handle)) uv_close(handle, NULL);
 }
 
+/* Between closing every loop's connections (no loop submits any more) and closing their last
+ * handles: joined before the loops' completion handles close, as a worker may still be signalling
+ * one. The calls the workers held are freed with the loops (serving_loops_free, after uv_run). */
+static void stop_search_service(isn_server *server) {
+    search_service_stop(server->pool);
+    server->pool = NULL;
+}
+
 /* Everything answered (or given up): close the remaining handles so uv_run returns. */
 void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
     generations_stop(server);
-    if (server->grpc) grpc_server_close(server->grpc);
     if (server->stats) grpc_stats_server_close(server->stats);
-    /* Joined before the async handle closes: a worker may still be signalling it. The calls the
-     * workers held are freed with the server (grpc_server_free, after uv_run). */
-    search_service_stop(server->pool);
-    server->pool = NULL;
-    close_if_open((uv_handle_t *)&server->completion_async);
+    serving_loops_close(server, stop_search_service);
     close_if_open((uv_handle_t *)&server->drain_timer);
-    close_if_open((uv_handle_t *)&server->deadline_timer);
     /* The signal handlers stay installed (unreferenced, so the loop can end): closing them would give
      * the signals their default action back, and a SIGTERM or SIGHUP in the last moments of the exit
      * would kill the process by the signal instead of its exit status. isnd ignores them after the
@@ -42,9 +44,7 @@ void server_stop(isn_server *server) {
     if (server->watchdog.data) close_if_open((uv_handle_t *)&server->watchdog);
 }
 
-static uint32_t open_calls(const isn_server *server) {
-    return server->grpc ? grpc_server_get_counters(server->grpc)->open_calls : 0;
-}
+static uint32_t open_calls(const isn_server *server) { return serving_loops_open_calls(server); }
 
 static void on_forced_stop(uv_timer_t *timer) {
     isn_server *server = timer->data;
@@ -62,32 +62,32 @@ static void on_drain_timeout(uv_timer_t *timer) {
     server->drain_forced = true;
     if (server->pool) search_service_abandon_queued(server->pool);
     uv_timer_start(&server->drain_timer, on_forced_stop, FORCED_STOP_GRACE_MS, 0);
-    grpc_server_fail_waiting(server->grpc, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+    serving_loops_tell(server, LOOP_FAIL_WAITING);
 }
 
 void server_begin_drain(isn_server *server, const char *why) {
     if (server->state == SERVER_DRAINING || server->state == SERVER_STOPPING) return;
     server_state was = server->state;
+    server->drain_start_ns = isn_now_ns(); /* before the state: the loops read it once they see DRAINING */
     server->state = SERVER_DRAINING;
-    server->drain_start_ns = isn_now_ns();
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
-    grpc_health_shutdown(server->watchers); /* NOT_SERVING to every watcher, and their streams end */
+    serving_loops_tell(server, LOOP_HEALTH_SHUTDOWN); /* NOT_SERVING to every watcher, and their streams end */
     log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, open_calls(server),
              server->conf.drain_timeout_ms);
     if (was == SERVER_STARTING) {
-        grpc_server_stop_accepting(server->grpc);
+        grpc_server_stop_accepting(server->loops[0].grpc); /* the listening loop */
         server->stop_after_load = true; /* the load thread cannot be interrupted; stop when it returns */
         return;
     }
     uv_timer_start(&server->drain_timer, on_drain_timeout, server->conf.drain_timeout_ms, 0);
-    grpc_server_drain(server->grpc); /* on_drained (rpc.c) stops the server */
+    serving_loops_tell(server, LOOP_DRAIN); /* once every loop has drained, the server stops */
 }
 
 /* ------------------------------------------------------------------ the transport */
 
-void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_stats_config *stats) {
-    const isn_conf *conf = &server->conf;
-    server->connection_limit.max = conf->max_connections;
+void server_transport_config(isn_server *server, const isn_conf *conf, grpc_server_config *grpc,
+                             grpc_stats_config *stats) {
+    grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
     *grpc = (grpc_server_config){
         .max_concurrent_streams = conf->max_concurrent_streams,
         .max_message_bytes = conf->max_message_bytes,
@@ -99,6 +99,7 @@ void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_
         .write_timeout_ms = conf->write_timeout_ms,
         .min_send_rate = conf->min_send_rate_bytes,
         .memory_budget_bytes = (uint64_t)conf->memory_budget_mib << 20,
+        .shared_budget = &server->memory_budget,
         .max_header_list_bytes = conf->max_header_list_bytes,
         .max_early_resets_per_second = conf->max_early_resets_per_second,
     };
@@ -131,8 +132,7 @@ static void load_index(uv_work_t *work) {
         workers = cpus > 0 ? (uint32_t)cpus : 1;
     }
     start = isn_now_ns();
-    server->pool = search_service_start(first, &server->conf, workers, &server->completion_async,
-                                     server->load_error, sizeof server->load_error);
+    server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
     log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
@@ -162,7 +162,7 @@ static void on_loaded(uv_work_t *work, int status) {
     generations_serve_first(server);
     server->state = SERVER_READY;
     server->ready_ns = isn_now_ns();
-    grpc_health_changed(server->watchers);
+    serving_loops_tell(server, LOOP_HEALTH_CHANGED);
     log_info("ready: serving partition %u on %s (stats on %s) after %.3f s", server->conf.partition_id,
              server->grpc_address, server->stats ? server->stats_address : "-",
              (double)(server->ready_ns - server->start_ns) / 1e9);
@@ -182,13 +182,10 @@ int server_start(isn_server *server, char *err, size_t err_len) {
 
     grpc_server_config grpc_config;
     grpc_stats_config stats_config;
-    server_transport_config(server, &grpc_config, &stats_config);
-    server->grpc = grpc_server_new(loop, &grpc_config, &rpc_handlers, server);
-    if (!server->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
-    server->watchers = grpc_health_watchers_new(rpc_health_status, server);
-    if (!server->watchers) return isn_error(err, err_len, "out of memory for Health/Watch");
-    if (grpc_server_listen(server->grpc, server->conf.listen, server->grpc_address, sizeof server->grpc_address, err,
-                           err_len) < 0)
+    server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+    if (serving_loops_make(server, err, err_len) < 0) return -1;
+    if (grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
+                           sizeof server->grpc_address, err, err_len) < 0)
         return -1;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {
@@ -196,18 +193,16 @@ int server_start(isn_server *server, char *err, size_t err_len) {
         if (!server->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
         if (grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
                                      sizeof server->stats_address, err, err_len) < 0) {
-            grpc_server_stop_accepting(server->grpc);
+            grpc_server_stop_accepting(server->loops[0].grpc);
             return -1;
         }
         log_info("stats listening on http://%s (/metrics /stats /healthz /readyz)", server->stats_address);
     }
 
-    uv_async_init(loop, &server->completion_async, rpc_on_completions);
-    server->completion_async.data = server;
     uv_timer_init(loop, &server->drain_timer);
     server->drain_timer.data = server;
-    deadline_timer_init(server, loop);
     signals_start(server);
+    if (serving_loops_start(server, err, err_len) < 0) return -1;
 
     server->load_work.data = server;
     int rc = uv_queue_work(loop, &server->load_work, load_index, on_loaded);

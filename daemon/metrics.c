@@ -21,3 +21,25 @@ void metrics_count_request(metrics *m, rpc_method method, int status, double sec
     m->requests[method][status]++;
     histogram_observe(&m->request_seconds[method], seconds);
 }
+
+static void histogram_add(histogram *sum, const histogram *h) {
+    for (int i = 0; i <= HISTOGRAM_BUCKETS; i++) sum->buckets[i] += h->buckets[i];
+    sum->count += h->count;
+    sum->sum += h->sum;
+}
+
+void metrics_add(metrics *sum, const metrics *m) {
+    for (int method = 0; method < RPC_COUNT; method++) {
+        for (int status = 0; status < GRPC_STATUS_COUNT; status++)
+            sum->requests[method][status] += m->requests[method][status];
+        histogram_add(&sum->request_seconds[method], &m->request_seconds[method]);
+    }
+    for (int stage = 0; stage < STAGE_COUNT; stage++)
+        histogram_add(&sum->search_stage_seconds[stage], &m->search_stage_seconds[stage]);
+    sum->shed += m->shed;
+    sum->cancelled += m->cancelled;
+    sum->expired_in_queue += m->expired_in_queue;
+    sum->hits_returned += m->hits_returned;
+    sum->reloads += m->reloads;
+    sum->reload_failures += m->reload_failures;
+}

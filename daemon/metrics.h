@@ -1,5 +1,5 @@
-/* Counters and histograms of isnd's own (the transport's are grpc/'s). Updated and read on the
- * loop thread only, so plain integers. */
+/* Counters and histograms of isnd's own (the transport's are grpc/'s). One set per serving loop,
+ * updated under its lock by its thread; the stats endpoint sums them (metrics_add). */
 #ifndef ISN_DAEMON_METRICS_H
 #define ISN_DAEMON_METRICS_H
 
@@ -29,5 +29,7 @@ typedef struct {
 } metrics;
 
 void metrics_count_request(metrics *m, rpc_method method, int status, double seconds);
+/* Adds every counter and histogram of m to sum. */
+void metrics_add(metrics *sum, const metrics *m);
 
 #endif

@@ -42,13 +42,15 @@ typedef struct {
 
 static void transport_counters_get(const isn_server *server, transport_counters *t) {
     memset(t, 0, sizeof *t);
-    if (server->grpc) t->grpc = *grpc_server_get_counters(server->grpc);
+    serving_loops_counters(server, &t->grpc);
     if (server->stats) t->stats = *grpc_stats_server_get_counters(server->stats);
-    t->rejected = server->connection_limit.rejected;
+    t->rejected = __atomic_load_n(&server->connection_limit.rejected, __ATOMIC_RELAXED);
 }
 
-void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
-    const metrics *m = &server->metrics;
+void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
+    metrics summed;
+    serving_loops_metrics(server, &summed);
+    const metrics *m = &summed;
     transport_counters t;
     transport_counters_get(server, &t);
     char labels[128];
@@ -78,7 +80,7 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     }
 
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
-             server->inflight_jobs);
+             serving_loops_inflight(server));
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",
              server->pool ? search_service_queued(server->pool) : 0);
     prom_u64(out, "isn_running_requests", "gauge", "Search requests a worker is running.",
@@ -110,7 +112,13 @@ void metrics_render_prometheus(const isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_received_bytes_total", "counter", "gRPC request body bytes received.", t.grpc.bytes_received);
     prom_u64(out, "isn_sent_bytes_total", "counter", "gRPC reply message bytes sent.", t.grpc.bytes_sent);
     prom_u64(out, "isn_stats_requests_total", "counter", "Requests to this stats endpoint.", t.stats.requests);
-    grpc_render_protection_metrics(server->grpc, server->stats, "isn", out);
+    prom_u64(out, "isn_event_loops", "gauge", "Event loops serving gRPC connections (server.loops).", server->num_loops);
+    prom_family(out, "isn_loop_connections", "gauge", "Open gRPC connections, by the event loop that serves them.");
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i,
+                      grpc_server_read_counters(server->loops[i].grpc).connections);
+    }
+    grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 
@@ -152,8 +160,10 @@ static void json_histogram(byte_buffer *out, const histogram *h) {
     buffer_printf(out, "]}");
 }
 
-void metrics_render_json(const isn_server *server, byte_buffer *out) {
-    const metrics *m = &server->metrics;
+void metrics_render_json(isn_server *server, byte_buffer *out) {
+    metrics summed;
+    serving_loops_metrics(server, &summed);
+    const metrics *m = &summed;
     transport_counters t;
     transport_counters_get(server, &t);
     const isn_index_info *info = server->info;
@@ -196,7 +206,7 @@ void metrics_render_json(const isn_server *server, byte_buffer *out) {
                   "\"protocol_errors\":%llu,\"http_rejects\":%llu,\"shed\":%llu,\"cancelled\":%llu,"
                   "\"hits_returned\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"reloads\":%llu,"
                   "\"resident_memory_bytes\":%llu,\"heap_allocated_bytes\":%llu",
-                  server->inflight_jobs, server->pool ? search_service_queued(server->pool) : 0,
+                  serving_loops_inflight(server), server->pool ? search_service_queued(server->pool) : 0,
                   server->pool ? search_service_running(server->pool) : 0, t.grpc.open_calls, server->num_workers,
                   t.grpc.connections, t.stats.connections, (unsigned long long)t.grpc.connections_accepted,
                   (unsigned long long)t.rejected,

@@ -1,6 +1,6 @@
-/* The RPC methods, as handlers of grpc/'s server core: which path is which, request validation,
- * Search dispatch to the workers and their replies, and Info and Health answered on the loop
- * thread (metadata only, bounded work). */
+/* The RPC methods, as handlers of grpc/'s server core on each serving loop: which path is which,
+ * request validation, Search dispatch to the workers and their replies (back on the loop that owns
+ * the call), and Info and Health answered on the loop thread (metadata only, bounded work). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +31,7 @@ rpc_method rpc_method_from_path(const char *path, size_t len) {
     return RPC_UNKNOWN;
 }
 
-bool server_ready(const isn_server *server) { return server->state == SERVER_READY; }
+bool server_ready(const isn_server *server) { return atomic_load(&server->state) == SERVER_READY; }
 
 static rpc_call *app_of(grpc_call *call) { return grpc_call_app(call); }
 
@@ -40,7 +40,7 @@ static rpc_call *app_of(grpc_call *call) { return grpc_call_app(call); }
 
 /* A new call: a fresh arena and job (the job's reply buffer keeps its storage across uses). */
 static void on_open(grpc_call *call, void *app) {
-    isn_server *server = app;
+    serving_loop *loop = app;
     rpc_call *rc = app_of(call);
     byte_buffer reply = rc->job.reply;
     memset(rc, 0, offsetof(rpc_call, arena_space));
@@ -48,7 +48,7 @@ static void on_open(grpc_call *call, void *app) {
     rc->job.reply.len = 0;
     grpc_call_set_tag(call, METHOD_NOT_YET_KNOWN);
     /* A decoded message is a few times its wire size at most; past that something is wrong. */
-    arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)server->conf.max_message_bytes * 8 + 65536);
+    arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)loop->conf.max_message_bytes * 8 + 65536);
 }
 
 #define KEEP_REPLY_BUFFER (256 * 1024)
@@ -92,21 +92,22 @@ static void log_access(grpc_call *call, rpc_method method, int status, double se
 }
 
 static void on_status(grpc_call *call, int status, void *app) {
-    isn_server *server = app;
+    serving_loop *loop = app;
     int method = grpc_call_tag(call);
     if (method == METHOD_NOT_YET_KNOWN) { /* answered before its headers were complete (header_timeout) */
         const char *path = grpc_call_path(call);
         method = rpc_method_from_path(path, strlen(path));
     }
     double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
-    metrics_count_request(&server->metrics, (rpc_method)method, status, seconds);
-    if (server->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
+    LOOP_METRICS(loop, metrics_count_request(m, (rpc_method)method, status, seconds));
+    if (loop->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
         log_access(call, (rpc_method)method, status, seconds);
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
 static void on_headers(grpc_call *call, void *app) {
-    isn_server *server = app;
+    serving_loop *loop = app;
+    isn_server *server = loop->server;
     const char *path = grpc_call_path(call);
     rpc_method method = rpc_method_from_path(path, strlen(path));
     grpc_call_set_tag(call, method);
@@ -116,7 +117,7 @@ static void on_headers(grpc_call *call, void *app) {
     }
     /* streams, answered in every state: the status as it changes, and the services' descriptors */
     if (method == RPC_HEALTH_WATCH) {
-        grpc_health_watch(server->watchers, call);
+        grpc_health_watch(loop->watchers, call);
         return;
     }
     if (method == RPC_REFLECTION) {
@@ -132,11 +133,12 @@ static void on_headers(grpc_call *call, void *app) {
         return;
     }
     if (method == RPC_HEALTH_CHECK) return; /* answered in every state */
-    if (server->state == SERVER_STARTING) {
+    server_state state = atomic_load(&server->state); /* drain_start_ns is set before it changes */
+    if (state == SERVER_STARTING) {
         grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
         return;
     }
-    if (server->state != SERVER_READY && grpc_call_opened_ns(call) >= server->drain_start_ns) {
+    if (state != SERVER_READY && grpc_call_opened_ns(call) >= server->drain_start_ns) {
         grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
@@ -144,20 +146,22 @@ static void on_headers(grpc_call *call, void *app) {
 
 /* ------------------------------------------------------------------ Search */
 
-/* testing.inject_delay on a random testing.inject_delay_percent of jobs (the loop thread is the only caller). */
-static uint32_t injected_delay_us(const isn_conf *conf) {
-    static uint64_t state = 0x2545F4914F6CDD1Dull;
+/* testing.inject_delay on a random testing.inject_delay_percent of jobs. */
+static uint32_t injected_delay_us(serving_loop *loop) {
+    const isn_conf *conf = &loop->conf;
+    uint64_t state = loop->random_state;
     if (!conf->inject_delay_ms || !conf->inject_delay_percent) return 0;
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    loop->random_state = state;
     return state % 10000 < (uint64_t)conf->inject_delay_percent * 100 ? conf->inject_delay_ms * 1000 : 0;
 }
 
-static uint64_t deadline_for(const isn_server *server, const grpc_call *call, uint32_t request_timeout_ms,
+static uint64_t deadline_for(const serving_loop *loop, const grpc_call *call, uint32_t request_timeout_ms,
                              uint64_t now) {
     uint64_t timeout_ns = grpc_call_timeout_ns(call); /* the header wins (a zero one was refused) */
     if (!timeout_ns && request_timeout_ms) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
-    if (!timeout_ns && server->conf.default_timeout_ms) timeout_ns = (uint64_t)server->conf.default_timeout_ms * 1000000ull;
-    uint64_t cap_ns = (uint64_t)server->conf.max_timeout_ms * 1000000ull;
+    if (!timeout_ns && loop->conf.default_timeout_ms) timeout_ns = (uint64_t)loop->conf.default_timeout_ms * 1000000ull;
+    uint64_t cap_ns = (uint64_t)loop->conf.max_timeout_ms * 1000000ull;
     if (cap_ns && (!timeout_ns || timeout_ns > cap_ns)) timeout_ns = cap_ns;
     /* Uncapped (max_timeout 0), a header of 99999999H saturates here instead of wrapping to the past. */
     return timeout_ns ? isn_add_sat_u64(now, timeout_ns) : 0;
@@ -170,8 +174,8 @@ static bool blank(const char *text) {
     return true;
 }
 
-static void handle_search(isn_server *server, grpc_call *call) {
-    const isn_conf *conf = &server->conf;
+static void handle_search(serving_loop *loop, grpc_call *call) {
+    const isn_conf *conf = &loop->conf;
     rpc_call *rc = app_of(call);
     Isn__V1__SearchRequest *request = grpc_call_unpack(call, &isn__v1__search_request__descriptor, &rc->arena.allocator);
     if (!request) return;
@@ -247,52 +251,55 @@ static void handle_search(isn_server *server, grpc_call *call) {
     job->mode = mode;
     job->algo = algo;
     job->partition_id = conf->partition_id;
-    job->delay_us = conf->job_delay_us + injected_delay_us(conf);
+    job->delay_us = conf->job_delay_us + injected_delay_us(loop);
+    job->completions = &loop->completions;
     job->received_ns = opened;
     job->enqueued_ns = now;
-    job->deadline_ns = deadline_for(server, call, request->timeout_ms, opened);
+    job->deadline_ns = deadline_for(loop, call, request->timeout_ms, opened);
     atomic_store(&job->cancelled, false);
     atomic_store(&job->phase, JOB_QUEUED);
     rc->call = call;
     rc->answered_at_deadline = false;
-    job->generation = generations_acquire(server); /* released with the call (on_release) */
-    int refused = search_service_submit(server->pool, job);
+    job->generation = generations_acquire(loop->server); /* released with the call (on_release) */
+    int refused = search_service_submit(loop->server->pool, job);
     if (refused) {
-        if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) server->metrics.shed++;
+        if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
         grpc_call_fail(call, refused, "%s", job->message);
         return;
     }
     grpc_call_hold(call);
-    server->inflight_jobs++;
-    deadline_watch(server, rc);
+    atomic_fetch_add_explicit(&loop->inflight_jobs, 1, memory_order_relaxed);
+    deadline_watch(loop, rc);
 }
 
+/* Finished jobs of this loop's calls: each reply goes out on the loop that owns its stream. */
 void rpc_on_completions(uv_async_t *async) {
-    isn_server *server = async->data;
-    search_job *job = server->pool ? search_service_take_completed(server->pool) : NULL;
+    serving_loop *loop = async->data;
+    search_job *job = completion_queue_take(&loop->completions);
     uint64_t now = isn_now_ns();
     while (job) {
         search_job *next = job->next;
         grpc_call *call = grpc_call_from_app((char *)job - offsetof(rpc_call, job));
         rpc_call *rc = app_of(call);
-        server->inflight_jobs--;
-        metrics *m = &server->metrics;
-        deadline_forget(server, rc);
+        atomic_fetch_sub_explicit(&loop->inflight_jobs, 1, memory_order_relaxed);
+        deadline_forget(loop, rc);
         bool answered = rc->answered_at_deadline; /* read before the call may be released */
         bool open = grpc_call_unhold(call);
         if (answered) {
             /* DEADLINE_EXCEEDED went out at the deadline: whatever the worker made is dropped */
         } else if (!open) {
-            m->cancelled++; /* the client went away while a worker had its request */
+            LOOP_METRICS(loop, m->cancelled++); /* the client went away while a worker had its request */
         } else if (job->status == GRPC_STATUS_OK) {
-            histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
-            histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
-            histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
-            m->hits_returned += job->num_hits;
+            LOOP_METRICS(loop, {
+                histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
+                histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
+                histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
+                m->hits_returned += job->num_hits;
+            });
             grpc_call_reply_framed(call, job->reply.data, job->reply.len);
         } else {
             /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
-            if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) m->shed++;
+            if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
             grpc_call_fail(call, job->status, "%s", job->message);
         }
         job = next;
@@ -353,7 +360,18 @@ static void on_analyzed_term(void *user, const char *term, size_t len, uint32_t 
     add_term_info(ctx, ctx->asked, term, len);
 }
 
-static void handle_info(isn_server *server, grpc_call *call) {
+/* This loop's analyzer for Info, made anew when the generation is not the one it was made for (an
+ * analyzer is not shared between threads, and each generation records its own settings). */
+static isn_analyzer *loop_analyzer(serving_loop *loop, const index_generation *generation) {
+    if (loop->analyzer && !strcmp(loop->analyzer_generation, generation->id)) return loop->analyzer;
+    if (loop->analyzer) isn_analyzer_free(loop->analyzer);
+    loop->analyzer = isn_index_new_analyzer(generation->index);
+    snprintf(loop->analyzer_generation, sizeof loop->analyzer_generation, "%s", loop->analyzer ? generation->id : "");
+    return loop->analyzer;
+}
+
+static void handle_info(serving_loop *loop, grpc_call *call) {
+    isn_server *server = loop->server;
     rpc_call *rc = app_of(call);
     Isn__V1__InfoRequest *request = grpc_call_unpack(call, &isn__v1__info_request__descriptor, &rc->arena.allocator);
     if (!request) return;
@@ -370,7 +388,7 @@ static void handle_info(isn_server *server, grpc_call *call) {
     analyzer.stem = info->analyzer.stem;
     analyzer.stopwords = info->analyzer.stopwords;
     analyzer.max_token_bytes = info->analyzer.max_token_bytes;
-    response.partition_id = server->conf.partition_id;
+    response.partition_id = loop->conf.partition_id;
     response.num_docs = info->num_docs;
     response.index_version = info->version;
     response.analyzer = &analyzer;
@@ -394,10 +412,16 @@ static void handle_info(isn_server *server, grpc_call *call) {
     response.generation_built_unix = info->built_unix_seconds;
     response.generation_built_from_mtime = info->built_from_mtime;
     info_ctx ctx = {.generation = generation, .arena = &rc->arena, .response = &response};
+    isn_analyzer *analyze_with = request->analyze && request->n_terms ? loop_analyzer(loop, generation) : NULL;
+    if (request->analyze && request->n_terms && !analyze_with) {
+        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for an analyzer");
+        generation_release(generation);
+        return;
+    }
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *term = request->terms[i] ? request->terms[i] : "";
         ctx.asked = term;
-        if (request->analyze) isn_analyze(generation->analyzer, term, strlen(term), on_analyzed_term, &ctx);
+        if (request->analyze) isn_analyze(analyze_with, term, strlen(term), on_analyzed_term, &ctx);
         else add_term_info(&ctx, term, term, strlen(term));
     }
     if (ctx.failed) grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
@@ -415,7 +439,7 @@ int rpc_health_status(const char *service, void *app) {
                                 : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
 }
 
-static void handle_health_check(isn_server *server, grpc_call *call) {
+static void handle_health_check(const isn_server *server, grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =
         grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, &app_of(call)->arena.allocator);
     if (!request) return;
@@ -431,27 +455,18 @@ static void handle_health_check(isn_server *server, grpc_call *call) {
 }
 
 static void on_request(grpc_call *call, void *app) {
-    isn_server *server = app;
+    serving_loop *loop = app;
     switch ((rpc_method)grpc_call_tag(call)) {
-    case RPC_SEARCH: handle_search(server, call); break;
-    case RPC_INFO: handle_info(server, call); break;
-    case RPC_HEALTH_CHECK: handle_health_check(server, call); break;
+    case RPC_SEARCH: handle_search(loop, call); break;
+    case RPC_INFO: handle_info(loop, call); break;
+    case RPC_HEALTH_CHECK: handle_health_check(loop->server, call); break;
     default: grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", grpc_call_path(call)); break;
     }
 }
 
 static void on_drained(grpc_server *grpc, void *app) {
     (void)grpc;
-    isn_server *server = app;
-    double seconds = (double)(isn_now_ns() - server->drain_start_ns) / 1e9;
-    if (server->lost_requests) {
-        log_warn("drained in %.3f s; %llu requests could not be answered", seconds,
-                 (unsigned long long)server->lost_requests);
-        server->exit_code = 1;
-    } else {
-        log_info("drained in %.3f s; every request answered", seconds);
-    }
-    server_stop(server);
+    serving_loops_drained(app);
 }
 
 const grpc_server_handlers rpc_handlers = {

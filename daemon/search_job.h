@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "daemon/arena.h"
 #include "base/base.h"
 #include "proto/isn.pb-c.h"
@@ -21,6 +23,19 @@ enum { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_EXPIRED = 2 };
 struct index_generation;
 
 typedef struct search_job search_job;
+
+/* Where finished jobs go: the queue of the loop that owns their calls (a lock-free stack, newest
+ * first) and the handle that wakes that loop. */
+typedef struct {
+    _Atomic(search_job *) head;
+    uv_async_t *wake;
+} completion_queue;
+
+/* Any thread. */
+void completion_queue_push(completion_queue *queue, search_job *job);
+/* The finished jobs, oldest first (NULL when none). The owning loop's thread. */
+search_job *completion_queue_take(completion_queue *queue);
+
 struct search_job {
     search_job *next; /* queue link, then completion link */
     /* input: set by the loop thread; read-only for the worker */
@@ -33,6 +48,7 @@ struct search_job {
     isn_algo algo;
     uint32_t partition_id;
     uint32_t delay_us;
+    completion_queue *completions; /* its loop's */
     uint64_t received_ns; /* request fully received */
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */

@@ -1,7 +1,7 @@
 /* isnd's search service: adapts Search requests to the scheduler. A request becomes a scheduler job;
  * the scheduler has it analysed (prepare: here, on a worker or the loop thread), runs it on a CPU
- * worker (search_worker.c) or the GPU, and completes it; finished jobs go back to the loop thread
- * through a lock-free stack and uv_async_send. Workers never touch any other libuv handle. */
+ * worker (search_worker.c) or the GPU, and completes it; finished jobs go back to the loop that owns
+ * their calls (its completion queue). Workers never touch any other libuv handle. */
 #include "daemon/search_service.h"
 
 #include <math.h>
@@ -28,6 +28,7 @@ struct search_service {
     isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
     uint32_t num_staged;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
+    pthread_mutex_t loop_analyser_lock;   /* the loops share it: one analyses at a time */
     uint32_t max_k;
     bool warm_up;
     uint32_t num_threads;
@@ -48,8 +49,6 @@ struct search_service {
     pthread_mutex_t l2_lock;
     isn_l2_crossover *crossover;
     l2_route l2;
-    _Atomic(search_job *) completed; /* Treiber stack, newest first */
-    uv_async_t *wake;
 };
 
 /* A worker's state: it analyses queries (prepare) and runs them, with its own searcher and planner
@@ -64,25 +63,6 @@ static isn_searcher *planner_of(const service_worker *worker, const search_job *
 }
 
 static search_job *job_of(isn_job *sched) { return (search_job *)sched->user; }
-
-static void push_completed(search_service *service, search_job *job) {
-    search_job *head = atomic_load_explicit(&service->completed, memory_order_relaxed);
-    do job->next = head;
-    while (!atomic_compare_exchange_weak_explicit(&service->completed, &head, job, memory_order_release,
-                                                  memory_order_relaxed));
-    uv_async_send(service->wake);
-}
-
-search_job *search_service_take_completed(search_service *service) {
-    search_job *list = atomic_exchange_explicit(&service->completed, NULL, memory_order_acquire), *ordered = NULL;
-    while (list) {
-        search_job *next = list->next;
-        list->next = ordered;
-        ordered = list;
-        list = next;
-    }
-    return ordered;
-}
 
 /* ------------------------------------------------------------------ scheduler callbacks */
 
@@ -199,7 +179,7 @@ static void on_complete(void *user, isn_job *sched) {
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
     }
-    push_completed(service, job);
+    completion_queue_push(job->completions, job);
 }
 
 /* ------------------------------------------------------------------ analysis (once, on a worker or the loop) */
@@ -288,7 +268,10 @@ static bool gpu_eligible(search_service *service, search_job *job) {
 static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
     search_job *job = job_of(sched);
+    bool on_loop = worker_state == service->loop_analyser;
+    if (on_loop) pthread_mutex_lock(&service->loop_analyser_lock);
     int refused = analyse(worker_state, job);
+    if (on_loop) pthread_mutex_unlock(&service->loop_analyser_lock);
     if (refused) {
         job->status = refused;
         return false;
@@ -348,7 +331,7 @@ bool search_service_gpu_holds(const search_service *service, const index_generat
 bool search_service_has_gpu(const search_service *service) { return service->num_backends > 0; }
 
 search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uv_async_t *wake, char *err, size_t err_len) {
+                                     char *err, size_t err_len) {
     const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
@@ -357,11 +340,11 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     }
     service->max_k = conf->max_k;
     service->warm_up = conf->warm_up;
-    service->wake = wake;
     service->num_threads = workers;
     /* the starting thread's, for the GPU training log */
     isn_searcher *planner = isn_searcher_new(index);
     pthread_mutex_init(&service->l2_lock, NULL);
+    pthread_mutex_init(&service->loop_analyser_lock, NULL);
     service->l2.lock = &service->l2_lock;
     service->l2.crossover = service->crossover = isn_l2_crossover_new();
     if (!planner || !service->crossover) {
@@ -580,6 +563,7 @@ void search_service_stop(search_service *service) {
     isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
     generation_release(service->gpu_generation);
+    pthread_mutex_destroy(&service->loop_analyser_lock);
     free(service->loop_analyser);
     free(service);
 }

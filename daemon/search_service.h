@@ -1,6 +1,6 @@
 /* isnd's search service: Search requests in, the scheduler (scheduler/scheduler.h) with one
  * search_worker per CPU worker thread and the GPU (gpu_setup.h) in between, replies back to the loop
- * through a lock-free completion stack and uv_async_send. */
+ * that owns each job's call (job->completions). */
 #ifndef ISN_DAEMON_SEARCH_SERVICE_H
 #define ISN_DAEMON_SEARCH_SERVICE_H
 
@@ -21,7 +21,7 @@ struct index_generation;
  * GPU first stage ([gpu]) holds that generation. Loads the cost model from conf->cost_model_state
  * when set. NULL with err. */
 search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uv_async_t *wake, char *err, size_t err_len);
+                                     char *err, size_t err_len);
 /* What a generation needs from the service to serve on it (generation_add_workers): its workers'
  * number, their largest k, the second stage's route, whether to warm up. Read on the loop thread,
  * so a generation can be built on another thread (the scheduler keeps running, and its cost model
@@ -43,14 +43,13 @@ void search_service_gpu_move(search_service *service, const isn_conf *conf, stru
 /* Whether the GPU first stage runs; whether it holds this generation (others' queries run on the CPU). */
 bool search_service_has_gpu(const search_service *service);
 bool search_service_gpu_holds(const search_service *service, const struct index_generation *generation);
-/* Loop thread. Hands the job to the scheduler, which has the query analysed once (on a worker, or
+/* From a loop thread (several may submit at once; job->completions names the loop its end goes
+ * to). Hands the job to the scheduler, which has the query analysed once (on a worker, or
  * here when workers are few and there is no GPU; its terms go with the job, in job->memory) and takes
  * the cost model's features from it. 0 when queued; otherwise the gRPC status to answer with
  * (INVALID_ARGUMENT for a query that cannot run, RESOURCE_EXHAUSTED when shed) and job->message
  * says why. */
 int search_service_submit(search_service *service, search_job *job);
-/* Finished jobs, oldest first; NULL when none. Loop thread only. */
-search_job *search_service_take_completed(search_service *service);
 /* Whether queries are analysed on the loop thread (else on the workers, see scheduler.analysis_min_workers). */
 bool search_service_analyses_on_loop(const search_service *service);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */

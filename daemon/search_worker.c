@@ -376,6 +376,11 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
         return;
     }
     job->retrieval_ns = isn_now_ns() - start;
+    if (!stats.complete && request->forbid_partial) {
+        fail_job(job, GRPC_STATUS_DEADLINE_EXCEEDED,
+                 "the search stopped at its deadline before it finished, and the request forbids partial answers");
+        return;
+    }
     if (ranker) {
         uint64_t l2_start = isn_now_ns();
         if (rerank_hits(w, job, ranker_ref_get(ranker), &query, options.num_docs) < 0) return;

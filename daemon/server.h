@@ -1,9 +1,14 @@
-/* isnd's state and the parts it is built from. Everything here runs on the libuv loop thread,
- * except the search service (search_service.h), which touches only search jobs. The gRPC transport and
- * the stats endpoint are grpc/'s. */
+/* isnd's state and the parts it is built from. The node (isn_server) lives on the first libuv loop,
+ * the main thread's: signals, the stats endpoint, the index load, drain and stop. Connections are
+ * served by server.loops serving loops (the first is that same loop; the others have a thread each),
+ * each with its own gRPC server, calls, deadline heap and metrics; what loops share is read
+ * atomically or set before they run. The search service (search_service.h) touches only search
+ * jobs. The gRPC transport and the stats endpoint are grpc/'s. */
 #ifndef ISN_DAEMON_SERVER_H
 #define ISN_DAEMON_SERVER_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,29 +44,77 @@ typedef struct {
     max_align_t arena_space[CALL_INLINE_ARENA / sizeof(max_align_t)];
 } rpc_call;
 
+/* What the node asks of a serving loop (serving_loop.commands, bits): done on the loop's thread. */
+enum {
+    LOOP_HEALTH_CHANGED = 1 << 0, /* tell its Health/Watch streams */
+    LOOP_HEALTH_SHUTDOWN = 1 << 1, /* NOT_SERVING to its watchers, and their streams end */
+    LOOP_DRAIN = 1 << 2,          /* GOAWAY; answer what is open; then report drained */
+    LOOP_FAIL_WAITING = 1 << 3,   /* drain time is up: answer the calls no worker has */
+    LOOP_RECONFIGURE = 1 << 4,    /* take next_conf (SIGHUP) */
+    LOOP_CLOSE = 1 << 5,          /* close its connections and timers, then acknowledge */
+    LOOP_FINISH = 1 << 6,         /* close its last handles: its uv_run returns */
+    LOOP_ALL_DRAINED = 1 << 7,    /* (the first loop) every loop has drained: stop */
+};
+
+/* One event loop serving gRPC connections. Touched only by its own thread, except: `commands` and
+ * `completions` (any thread), `next_conf` (under conf_lock), `metrics` (under metrics_lock: the stats
+ * endpoint sums them) and inflight_jobs (read atomically). */
+typedef struct serving_loop {
+    isn_server *server;
+    uint32_t id;
+    uv_loop_t *loop;
+    uv_loop_t own_loop; /* the loops after the first */
+    pthread_t thread;
+    bool has_thread;
+    grpc_server *grpc;
+    grpc_health_watchers *watchers; /* Health/Watch streams */
+    completion_queue completions;
+    uv_async_t completion_async;
+    uv_async_t control_async;
+    atomic_uint commands;
+    isn_conf conf; /* this loop's copy: a reload hands it next_conf */
+    pthread_mutex_t conf_lock;
+    isn_conf next_conf;
+    /* Info's analyze: this loop's own, made on first use from the generation named beside it */
+    isn_analyzer *analyzer;
+    char analyzer_generation[17];
+    uint64_t random_state;  /* testing.inject_delay_percent */
+    atomic_uint inflight_jobs;
+    /* Search calls waiting on a worker, by deadline (deadline_timer.c) */
+    uv_timer_t deadline_timer;
+    rpc_call **deadlines;
+    uint32_t num_deadlines, deadline_cap;
+    pthread_mutex_t metrics_lock;
+    metrics metrics;
+} serving_loop;
+
 struct isn_server {
     uv_loop_t *loop;
     isn_conf conf;
     const char *config_path; /* NULL = defaults and flags only */
     const char *const *overrides; /* "section.key=value" from the command line, re-applied on SIGHUP */
     size_t num_overrides;
-    server_state state;
-    /* The index generations (generation_swap.c); index, info and analyzer are the current one's
-     * (loop thread). A request uses the generation it took a reference to (generations_acquire). */
+    _Atomic server_state state; /* written by the first loop, read by every one */
+    /* The index generations (generation_swap.c); index and info are the current one's, for the first
+     * loop (metrics, rankers). A request uses the generation it took a reference to
+     * (generations_acquire), on any loop. */
     generation_state *generations;
     isn_index *index;
     const isn_index_info *info;
-    isn_analyzer *analyzer;
     search_service *pool;
     uint32_t num_workers;
     char load_error[512];
 
-    grpc_server *grpc;
-    grpc_health_watchers *watchers; /* Health/Watch streams */
+    serving_loop *loops; /* loops[0] runs on `loop`; its gRPC server listens and hands connections out */
+    uint32_t num_loops;
     grpc_stats_server *stats; /* NULL without stats_listen */
-    grpc_connection_limit connection_limit; /* shared by both */
+    grpc_connection_limit connection_limit; /* shared by every loop and the stats endpoint */
+    grpc_memory_budget memory_budget;       /* shared by every loop */
     char grpc_address[80], stats_address[80];
-    uv_async_t completion_async;
+    atomic_uint loops_drained;
+    pthread_mutex_t acks_lock;
+    pthread_cond_t acks_cond;
+    uint32_t acks; /* loops that did what serving_loops_tell waits for */
     uv_timer_t drain_timer;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog; /* systemd's WatchdogSec: pinged from the loop (data NULL when not asked for) */
@@ -69,34 +122,57 @@ struct isn_server {
     bool stop_after_load;
     bool drain_forced;
 
-    uint32_t inflight_jobs;
     uint64_t lost_requests;
-    /* Search calls waiting on a worker, by deadline (deadline_timer.c) */
-    uv_timer_t deadline_timer;
-    rpc_call **deadlines;
-    uint32_t num_deadlines, deadline_cap;
-
-    metrics metrics;
     uint64_t start_ns, ready_ns, drain_start_ns;
     double start_time; /* Unix seconds */
     int exit_code;
 };
 
+/* ---- serving_loops.c */
+/* Makes the loops (their gRPC servers, the first listening) before any runs. -1 with err. */
+int serving_loops_make(isn_server *server, char *err, size_t err_len);
+/* Starts the threads of the loops after the first. -1 with err. */
+int serving_loops_start(isn_server *server, char *err, size_t err_len);
+/* From the first loop: asks every loop for `commands` (LOOP_*); the first does them at once. Returns
+ * once each loop has done LOOP_RECONFIGURE and LOOP_CLOSE when asked for them. */
+void serving_loops_tell(isn_server *server, unsigned commands);
+/* From a loop's thread: its gRPC server drained; the last one tells the first loop. */
+void serving_loops_drained(serving_loop *loop);
+/* From the first loop (server_stop): every loop closes its connections (so that none submits to the
+ * search service any more), then `between` runs (stopping the search service), then every loop
+ * closes its last handles. */
+void serving_loops_close(isn_server *server, void (*between)(isn_server *server));
+/* After the first loop's uv_run: joins the threads, frees the loops. */
+void serving_loops_free(isn_server *server);
+/* Summed over the loops: gRPC counters, metrics, Search calls with a worker. Any thread. */
+void serving_loops_counters(const isn_server *server, grpc_server_counters *sum);
+void serving_loops_metrics(isn_server *server, metrics *sum);
+uint32_t serving_loops_inflight(const isn_server *server);
+uint32_t serving_loops_open_calls(const isn_server *server);
+/* A metric update on the loop's own metrics (they are summed by the stats endpoint's thread). */
+#define LOOP_METRICS(l, statement)                                                                                      \
+    do {                                                                                                               \
+        pthread_mutex_lock(&(l)->metrics_lock);                                                                        \
+        metrics *m = &(l)->metrics;                                                                                    \
+        statement;                                                                                                     \
+        pthread_mutex_unlock(&(l)->metrics_lock);                                                                      \
+    } while (0)
+
 /* ---- deadline_timer.c */
-void deadline_timer_init(isn_server *server, uv_loop_t *loop);
-void deadline_timer_free(isn_server *server);
+void deadline_timer_init(serving_loop *loop);
+void deadline_timer_free(serving_loop *loop);
 void deadline_timer_fire(uv_timer_t *timer);
 /* Answer the call DEADLINE_EXCEEDED at its job's deadline unless a worker has started it by then.
  * False when out of memory (then the worker refuses it once the deadline has passed, as before). */
-bool deadline_watch(isn_server *server, rpc_call *rc);
-void deadline_forget(isn_server *server, rpc_call *rc);
+bool deadline_watch(serving_loop *loop, rpc_call *rc);
+void deadline_forget(serving_loop *loop, rpc_call *rc);
 
 /* ---- rpc.c */
 rpc_method rpc_method_from_path(const char *path, size_t len);
-/* The handlers isnd gives the gRPC server core. */
+/* The handlers isnd gives the gRPC server core (app: the serving_loop). */
 extern const grpc_server_handlers rpc_handlers;
 void rpc_on_completions(uv_async_t *async);
-/* Health/Watch's status of a service (grpc_health_status_fn). */
+/* Health/Watch's status of a service (grpc_health_status_fn; app: the isn_server). */
 int rpc_health_status(const char *service, void *app);
 
 /* ---- stats_pages.c */
@@ -104,8 +180,8 @@ int rpc_health_status(const char *service, void *app);
 extern const grpc_stats_pages stats_pages;
 
 /* ---- metrics_render.c */
-void metrics_render_prometheus(const isn_server *server, byte_buffer *out);
-void metrics_render_json(const isn_server *server, byte_buffer *out);
+void metrics_render_prometheus(isn_server *server, byte_buffer *out);
+void metrics_render_json(isn_server *server, byte_buffer *out);
 uint64_t process_resident_bytes(void);
 uint64_t process_heap_bytes(void);
 
@@ -119,8 +195,9 @@ int server_start(isn_server *server, char *err, size_t err_len);
 void server_begin_drain(isn_server *server, const char *why);
 /* Closes every handle so uv_run returns (after a drain, or at once). */
 void server_stop(isn_server *server);
-/* The transport's settings from the configuration (at start and after a reload). */
-void server_transport_config(isn_server *server, grpc_server_config *grpc, grpc_stats_config *stats);
+/* The transport's settings from a configuration (at start and after a reload). */
+void server_transport_config(isn_server *server, const isn_conf *conf, grpc_server_config *grpc,
+                             grpc_stats_config *stats);
 bool server_ready(const isn_server *server);
 
 #endif

@@ -22,37 +22,39 @@ static void reload(isn_server *server) {
     char key[64];
     if (problems != 0) {
         log_error("SIGHUP: configuration not reloaded: %s", err);
-        server->metrics.reload_failures++;
+        LOOP_METRICS(&server->loops[0], m->reload_failures++);
     } else if (!isn_conf_reloadable(&server->conf, &next, key, sizeof key)) {
         log_error("SIGHUP: configuration not reloaded: %s changed, which needs a restart", key);
-        server->metrics.reload_failures++;
+        LOOP_METRICS(&server->loops[0], m->reload_failures++);
     } else {
         server->conf = next;
         log_set_level(next.log_level);
         log_set_json(next.log_json);
         grpc_server_config grpc_config;
         grpc_stats_config stats_config;
-        server_transport_config(server, &grpc_config, &stats_config);
-        grpc_server_reconfigure(server->grpc, &grpc_config);
+        server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+        serving_loops_tell(server, LOOP_RECONFIGURE); /* each loop takes the new configuration */
         if (server->stats) grpc_stats_server_reconfigure(server->stats, &stats_config);
-        server->metrics.reloads++;
+        LOOP_METRICS(&server->loops[0], m->reloads++);
         log_info("SIGHUP: configuration reloaded from %s (log level %s, max_k %u, drain_timeout %u ms)",
                  server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
                  next.max_k, next.drain_timeout_ms);
         generations_check(server, "SIGHUP");
     }
-    if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0) server->metrics.reload_failures++;
+    if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0)
+        LOOP_METRICS(&server->loops[0], m->reload_failures++);
     sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");
 }
 
 static void on_signal(uv_signal_t *handle, int signum) {
     isn_server *server = handle->data;
+    if (server->state == SERVER_STOPPING) return; /* the loops may be gone: nothing to reload or drain */
     if (signum == SIGHUP) {
         reload(server);
         return;
     }
     if (server->state == SERVER_DRAINING && signum == SIGINT) {
-        uint32_t open = grpc_server_get_counters(server->grpc)->open_calls;
+        uint32_t open = serving_loops_open_calls(server);
         log_warn("SIGINT again: stopping now with %u requests open", open);
         server->lost_requests += open;
         server->exit_code = 1;

@@ -82,6 +82,7 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
     message.n1 = request->n1;
     message.n_stored_fields = request->num_stored_fields;
     message.stored_fields = (char **)request->stored_fields;
+    message.forbid_partial = request->forbid_partial;
     Isn__V1__TermStatistics *stats = NULL, **stat_ptrs = NULL;
     if (request->global_num_docs || request->num_global_terms) {
         global.num_docs = request->global_num_docs;

@@ -22,19 +22,30 @@ void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
     out[4] = (uint8_t)length;
 }
 
+/* Every field is read and written atomically: servers on several loops may share one budget. */
 bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget) return true;
-    if (budget->limit && (bytes > budget->limit || budget->used > budget->limit - bytes)) {
-        budget->refused++;
-        return false;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
+    do {
+        if (limit && (bytes > limit || used > limit - bytes)) {
+            __atomic_fetch_add(&budget->refused, 1, __ATOMIC_RELAXED);
+            return false;
+        }
+    } while (!__atomic_compare_exchange_n(&budget->used, &used, used + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    uint64_t now = used + bytes, peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&budget->peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
-    budget->used += bytes;
-    if (budget->used > budget->peak) budget->peak = budget->used;
     return true;
 }
 
 void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes) {
-    if (budget) budget->used = budget->used > bytes ? budget->used - bytes : 0;
+    if (!budget) return;
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&budget->used, &used, used > bytes ? used - bytes : 0, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
 }
 
 void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length) {

@@ -60,8 +60,10 @@ typedef enum {
     GRPC_READ_OVER_BUDGET,       /* the body would take the server past its memory budget */
 } grpc_read_result;
 
-/* Memory that requests and replies may hold across all connections of a server: a charge that
- * would pass `limit` is refused (the caller answers RESOURCE_EXHAUSTED) instead of growing. */
+/* Memory that requests and replies may hold across all connections of a server (or of the servers
+ * of several loops that share it): a charge that would pass `limit` is refused (the caller answers
+ * RESOURCE_EXHAUSTED) instead of growing. Its fields are read and written atomically (__atomic), so
+ * threads may share it; read them the same way. */
 typedef struct {
     uint64_t limit; /* 0 = no limit */
     uint64_t used;
@@ -132,13 +134,16 @@ typedef struct grpc_call grpc_call;
 typedef struct grpc_stats_server grpc_stats_server;
 
 /* Open connections counted against one maximum, shared by a gRPC server and a stats server (so a
- * flood on one port cannot starve the other of descriptors). The program owns it and may change
- * `max` at any time. */
+ * flood on one port cannot starve the other of descriptors), and by the servers of several loops.
+ * The program owns it and may change `max` at any time; the fields are read and written atomically
+ * (__atomic), so set `max` with grpc_connection_limit_set when several loops share it. */
 typedef struct {
     uint32_t max;      /* 0 = no limit */
     uint32_t open;
     uint64_t rejected; /* connections closed at once because `max` was reached */
 } grpc_connection_limit;
+
+void grpc_connection_limit_set(grpc_connection_limit *limit, uint32_t max);
 
 /* Defaults of the protections below (a field left 0 takes its default). */
 #define GRPC_DEFAULT_WRITE_TIMEOUT_MS 30000
@@ -172,6 +177,9 @@ typedef struct {
      * it a body or a reply gets RESOURCE_EXHAUSTED and a new stream REFUSED_STREAM.
      * 0 = GRPC_DEFAULT_MEMORY_BUDGET. */
     uint64_t memory_budget_bytes;
+    /* The budget of several servers (one per loop) together; NULL = the server's own. The limit is
+     * memory_budget_bytes of whichever server was made or reconfigured last. */
+    grpc_memory_budget *shared_budget;
     /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced: a request whose header list decodes to more (RFC 9113
      * size: name + value + 32 per field) is reset. 0 = GRPC_DEFAULT_MAX_HEADER_LIST_BYTES. */
     uint32_t max_header_list_bytes;
@@ -226,6 +234,12 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
  * ("127.0.0.1:41234") to `bound`. 0, or -1 with err. */
 int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
                        size_t err_len);
+/* Several loops, one server each (made with the same handlers, each on its loop): the connections
+ * `front` accepts are handed in turn to it and to each peer, and then served wholly on the peer's
+ * loop (its calls, replies and handlers run there). Call before the peer's loop runs. The
+ * connection limit is checked by the server that takes the connection (it makes room among its own
+ * idle connections). -1 when out of memory. */
+int grpc_server_add_peer(grpc_server *front, grpc_server *peer);
 /* Takes the new timeouts and limits (a reload); the stream settings apply to new connections. */
 void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *config);
 /* Closes the listening socket. */
@@ -242,13 +256,20 @@ void grpc_server_close(grpc_server *server);
 /* Frees abandoned calls, the pool and the server; after uv_run returned (the handles are closed),
  * and once nothing holds a call any more (workers joined). */
 void grpc_server_free(grpc_server *server);
-const grpc_server_counters *grpc_server_get_counters(const grpc_server *server);
+/* Adds the server's counters to *sum; any thread (each is read atomically; the set is not one
+ * snapshot). The memory gauges are its budget's, not added: servers may share one. */
+void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *sum);
+/* The server's counters alone (grpc_server_add_counters onto zeroes). */
+grpc_server_counters grpc_server_read_counters(const grpc_server *server);
 /* The protections' counters in Prometheus text, each name starting with `prefix` ("isn",
  * "isn_agg"): connections evicted, write timeouts, reset floods, streams refused, header lists
  * too large, requests over the memory budget, and the budget's use; the stats server's own when
  * `stats` is not NULL. */
 void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
                                     byte_buffer *out);
+/* The same from counters summed over several servers (grpc_server_add_counters). */
+void grpc_render_protection_counters(const grpc_server_counters *counters, const grpc_stats_server *stats,
+                                     const char *prefix, byte_buffer *out);
 
 /* ---- one call */
 
@@ -485,6 +506,7 @@ typedef struct {
     /* Stored fields each hit should carry (the index must keep them). */
     const char *const *stored_fields;
     uint32_t num_stored_fields;
+    bool forbid_partial;     /* DEADLINE_EXCEEDED instead of a partial answer */
 } isn_grpc_search_request;
 
 typedef struct {

@@ -49,28 +49,48 @@ int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_por
 
 static void free_on_close(uv_handle_t *handle) { free(handle->data); }
 
+void grpc_connection_limit_set(grpc_connection_limit *limit, uint32_t max) {
+    __atomic_store_n(&limit->max, max, __ATOMIC_RELAXED);
+}
+
+int admit_or_reject(grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server) {
+    if (!limit) return 0;
+    uint32_t max = __atomic_load_n(&limit->max, __ATOMIC_RELAXED);
+    uint32_t open = __atomic_load_n(&limit->open, __ATOMIC_RELAXED);
+    for (;;) {
+        if (max && open >= max) break;
+        if (__atomic_compare_exchange_n(&limit->open, &open, open + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return 0;
+    }
+    /* An evicted connection gives its place back when its close completes, a loop turn later. */
+    if (evict && evict(server)) {
+        __atomic_fetch_add(&limit->open, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    __atomic_fetch_add(&limit->rejected, 1, __ATOMIC_RELAXED);
+    log_debug("connection refused: max_connections (%u) reached", max);
+    uv_close((uv_handle_t *)tcp, free_on_close);
+    return -1;
+}
+
 int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
                      conn_evict_cb evict, void *server) {
     uv_tcp_init(loop, tcp);
     tcp->data = owner;
     int rc = uv_accept(listener, (uv_stream_t *)tcp);
-    /* An evicted connection gives its place back when its close completes, a loop turn later. */
-    bool full = rc >= 0 && limit && limit->max && limit->open >= limit->max && !(evict && evict(server));
-    if (rc < 0 || full) {
-        if (rc < 0) log_warn("accept failed: %s", uv_strerror(rc));
-        else {
-            limit->rejected++;
-            log_debug("connection refused: max_connections (%u) reached", limit->max);
-        }
+    if (rc < 0) {
+        log_warn("accept failed: %s", uv_strerror(rc));
         uv_close((uv_handle_t *)tcp, free_on_close);
         return -1;
     }
-    if (limit) limit->open++;
-    return 0;
+    return admit_or_reject(limit, tcp, evict, server);
 }
 
 void connection_limit_release(grpc_connection_limit *limit) {
-    if (limit && limit->open) limit->open--;
+    if (!limit) return;
+    uint32_t open = __atomic_load_n(&limit->open, __ATOMIC_RELAXED);
+    while (open && !__atomic_compare_exchange_n(&limit->open, &open, open - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
 }
 
 void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open) {
@@ -78,14 +98,14 @@ void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open) {
     conn->next = *list;
     if (*list) (*list)->prev = conn;
     *list = conn;
-    (*open)++;
+    __atomic_store_n(open, *open + 1, __ATOMIC_RELAXED); /* read by other threads (summed over loops) */
 }
 
 void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, grpc_connection_limit *limit) {
     if (conn->prev) conn->prev->next = conn->next;
     else *list = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
-    (*open)--;
+    __atomic_store_n(open, *open - 1, __ATOMIC_RELAXED);
     connection_limit_release(limit);
 }
 

@@ -13,8 +13,14 @@ static void counter(byte_buffer *out, const char *prefix, const char *name, cons
 
 void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
                                     byte_buffer *out) {
-    if (server) {
-        const grpc_server_counters *c = grpc_server_get_counters(server);
+    grpc_server_counters counters = {0};
+    if (server) grpc_server_add_counters(server, &counters);
+    grpc_render_protection_counters(server ? &counters : NULL, stats, prefix, out);
+}
+
+void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_stats_server *stats, const char *prefix,
+                                     byte_buffer *out) {
+    if (c) {
         counter(out, prefix, "connections_evicted_total", "counter",
                 "Idle gRPC connections closed to make room at max_connections.", c->connections_evicted);
         counter(out, prefix, "write_timeouts_total", "counter",
@@ -34,11 +40,11 @@ void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_
         counter(out, prefix, "request_memory_budget_bytes", "gauge", "The memory budget.", c->memory_budget);
     }
     if (stats) {
-        const grpc_stats_counters *c = grpc_stats_server_get_counters(stats);
+        const grpc_stats_counters *sc = grpc_stats_server_get_counters(stats);
         counter(out, prefix, "stats_connections_rejected_total", "counter",
                 "Stats connections closed at once: the stats port's limit reached with none idle.",
-                c->connections_rejected);
+                sc->connections_rejected);
         counter(out, prefix, "stats_connections_evicted_total", "counter",
-                "Idle stats connections closed to make room at the stats port's limit.", c->connections_evicted);
+                "Idle stats connections closed to make room at the stats port's limit.", sc->connections_evicted);
     }
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "grpc/server_internal.h"
@@ -33,7 +34,8 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes =
         (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    server->budget.limit = server->config.memory_budget_bytes;
+    server->budget = config->shared_budget ? config->shared_budget : &server->own_budget;
+    __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     server->handlers = *handlers;
     server->app = app;
     uv_check_init(loop, &server->flush_check);
@@ -42,6 +44,20 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, shortest_timeout(&server->config),
                       server->config.idle_timeout_ms);
     return server;
+}
+
+int grpc_server_add_peer(grpc_server *front, grpc_server *peer) {
+    grpc_server **grown = realloc(front->peers, (front->num_peers + 1) * sizeof *grown);
+    if (!grown) return -1;
+    front->peers = grown;
+    front->peers[front->num_peers++] = peer;
+    if (!peer->inbox_async.data) {
+        pthread_mutex_init(&peer->inbox_lock, NULL);
+        uv_async_init(peer->loop, &peer->inbox_async, grpc_adopt_handed_over);
+        peer->inbox_async.data = peer;
+        peer->inbox_open = true;
+    }
+    return 0;
 }
 
 int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
@@ -58,7 +74,7 @@ void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *conf
     server->config = *config;
     grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes = app_bytes;
-    server->budget.limit = server->config.memory_budget_bytes;
+    __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     sweep_timer_set_timeouts(&server->sweep_timer, shortest_timeout(&server->config), server->config.idle_timeout_ms);
 }
 
@@ -117,6 +133,14 @@ void grpc_server_close(grpc_server *server) {
     grpc_server_stop_accepting(server);
     close_if_open((uv_handle_t *)&server->flush_check);
     close_if_open((uv_handle_t *)&server->sweep_timer);
+    if (server->inbox_async.data) { /* the front may be handing one over right now */
+        pthread_mutex_lock(&server->inbox_lock);
+        server->inbox_open = false;
+        for (uint32_t i = 0; i < server->inbox_len; i++) close(server->inbox[i]);
+        server->inbox_len = 0;
+        pthread_mutex_unlock(&server->inbox_lock);
+        close_if_open((uv_handle_t *)&server->inbox_async);
+    }
 }
 
 void grpc_server_free(grpc_server *server) {
@@ -128,12 +152,35 @@ void grpc_server_free(grpc_server *server) {
         grpc_call_release(server, call);
     }
     grpc_free_call_pool(server);
+    if (server->inbox_async.data) pthread_mutex_destroy(&server->inbox_lock);
+    free(server->inbox);
+    free(server->peers);
     free(server);
 }
 
-const grpc_server_counters *grpc_server_get_counters(const grpc_server *server) {
-    grpc_server *s = (grpc_server *)server; /* the memory gauges are read from the budget */
-    s->counters.memory_used = server->budget.used;
-    s->counters.memory_budget = server->budget.limit;
-    return &server->counters;
+void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *sum) {
+#define ADD(field) sum->field += __atomic_load_n(&server->counters.field, __ATOMIC_RELAXED)
+    ADD(connections);
+    ADD(open_calls);
+    ADD(connections_accepted);
+    ADD(connections_timed_out);
+    ADD(protocol_errors);
+    ADD(http_rejects);
+    ADD(bytes_received);
+    ADD(bytes_sent);
+    ADD(connections_evicted);
+    ADD(write_timeouts);
+    ADD(reset_floods);
+    ADD(streams_refused);
+    ADD(header_lists_too_large);
+    ADD(over_budget);
+#undef ADD
+    sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);
+    sum->memory_budget = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED);
+}
+
+grpc_server_counters grpc_server_read_counters(const grpc_server *server) {
+    grpc_server_counters counters = {0};
+    grpc_server_add_counters(server, &counters);
+    return counters;
 }

@@ -16,7 +16,7 @@ static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call)
 
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     grpc_server *server = conn->server;
-    if (!grpc_budget_charge(&server->budget, call_bytes(server))) return NULL;
+    if (!grpc_budget_charge(server->budget, call_bytes(server))) return NULL;
     grpc_call *call = server->free_calls;
     if (call) {
         server->free_calls = call->next;
@@ -25,7 +25,7 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
         if (!call) {
-            grpc_budget_release(&server->budget, call_bytes(server));
+            grpc_budget_release(server->budget, call_bytes(server));
             return NULL;
         }
     }
@@ -40,14 +40,14 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     call->charged = call_bytes(server);
     call->opened_ns = isn_now_ns();
     grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
-    grpc_reader_set_budget(&call->reader, &server->budget);
+    grpc_reader_set_budget(&call->reader, server->budget);
     call->next = conn->calls;
     if (conn->calls) conn->calls->prev = call;
     conn->calls = call;
     conn->num_calls++;
     conn->in_flight++;
     conn->last_activity_ns = call->opened_ns;
-    server->counters.open_calls++;
+    COUNTER_ADD(server->counters.open_calls, 1);
     if (server->handlers.on_open) server->handlers.on_open(call, server->app);
     return call;
 }
@@ -62,14 +62,14 @@ static void call_unlink(grpc_call *call, grpc_call **head) {
 void grpc_call_release(grpc_server *server, grpc_call *call) {
     grpc_stream_release(call);
     grpc_reader_reset(&call->reader);
-    grpc_budget_release(&server->budget, call->charged);
+    grpc_budget_release(server->budget, call->charged);
     call->charged = 0;
     if (call->owner) {
         call->owner->in_flight--;
         call->owner->last_activity_ns = isn_now_ns();
         call->owner = NULL;
     }
-    server->counters.open_calls--;
+    COUNTER_SUB(server->counters.open_calls, 1);
     bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;
     if (server->handlers.on_release) server->handlers.on_release(call, !pool, server->app);
     if (pool) {
@@ -106,11 +106,13 @@ extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, si
 #define BURST_CALLS 64
 
 void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
-    grpc_memory_budget *budget = &server->budget;
-    if (budget->peak - budget->used < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
+    grpc_memory_budget *budget = server->budget;
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
+    if ((peak > used ? peak - used : 0) < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
     /* Without this an idle process keeps a burst's freed pages: jemalloc purges as it allocates. */
     if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
-    budget->peak = budget->used;
+    __atomic_store_n(&budget->peak, used, __ATOMIC_RELAXED);
 }
 
 void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
@@ -248,9 +250,9 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
      * read: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a gRPC client) and the
      * call released at the next flush, after the program is done with it. */
     if (framed != call->reply.data) {
-        if (!grpc_budget_charge(&server->budget, len)) {
+        if (!grpc_budget_charge(server->budget, len)) {
             grpc_conn *conn = call->conn;
-            server->counters.over_budget++;
+            COUNTER_ADD(server->counters.over_budget, 1);
             if (server->handlers.on_status)
                 server->handlers.on_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, server->app);
             call->responded = true;
@@ -268,7 +270,7 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
     call->reply_data = framed;
     call->reply_len = len;
     call->reply_sent = 0;
-    server->counters.bytes_sent += len;
+    COUNTER_ADD(server->counters.bytes_sent, len);
     submit_headers(call, headers, 3, &provider);
 }
 
@@ -276,8 +278,8 @@ int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
     grpc_server *server = call->server;
-    if (!grpc_budget_charge(&server->budget, GRPC_PREFIX_BYTES + size)) {
-        server->counters.over_budget++;
+    if (!grpc_budget_charge(server->budget, GRPC_PREFIX_BYTES + size)) {
+        COUNTER_ADD(server->counters.over_budget, 1);
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
@@ -326,6 +328,6 @@ void grpc_call_http_error(grpc_call *call, int http_status) {
     nghttp2_nv headers[] = {
         {(uint8_t *)":status", (uint8_t *)code, 7, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
     };
-    call->server->counters.http_rejects++;
+    COUNTER_ADD(call->server->counters.http_rejects, 1);
     submit_headers(call, headers, 1, NULL);
 }

@@ -1,9 +1,12 @@
 /* One gRPC client connection: bytes in and out through libuv, an nghttp2 session in between
  * (server_session.c), connection limits and timeouts. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "grpc/server_internal.h"
@@ -136,7 +139,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     if (conn->closing) return;
     if (rv < 0) {
-        conn->server->counters.protocol_errors++;
+        COUNTER_ADD(conn->server->counters.protocol_errors, 1);
         log_debug("grpc %s: HTTP/2 protocol error: %s", conn->peer, nghttp2_strerror((int)rv));
         if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
             grpc_conn_close(conn);
@@ -187,27 +190,15 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
     snprintf(out, out_len, "%.46s:%d", host, port);
 }
 
-void grpc_on_connection(uv_stream_t *listener, int status) {
-    grpc_server *server = listener->data;
-    if (status < 0) {
-        log_warn("grpc accept failed: %s", uv_strerror(status));
-        return;
-    }
-    grpc_conn *conn = calloc(1, sizeof *conn);
-    if (!conn) {
-        log_warn("grpc: out of memory for a connection");
-        return;
-    }
-    conn->server = server;
-    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn, grpc_evict_idle, server) < 0)
-        return; /* freed by the reject path */
+/* A connection counted in (limit and list) and accepted into conn->tcp: its HTTP/2 session starts. */
+static void conn_start(grpc_server *server, grpc_conn *conn) {
     uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
     peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
     uv_tcp_nodelay(&conn->tcp, 1);
 
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
-    server->counters.connections_accepted++;
+    COUNTER_ADD(server->counters.connections_accepted, 1);
 
     if (grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
@@ -219,6 +210,99 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
     log_debug("grpc %s: connected", conn->peer);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     grpc_conn_schedule_flush(conn);
+}
+
+static void free_handle(uv_handle_t *handle) { free(handle); }
+static void free_handle_data(uv_handle_t *handle) { free(handle->data); }
+
+/* The front's turn to give a connection to a peer: accepted here, its descriptor (a duplicate: the
+ * handle that accepted it closes its own) goes to the peer's inbox and its loop is woken. */
+static void hand_over(grpc_server *server, uv_stream_t *listener, grpc_server *peer) {
+    uv_tcp_t *accepted = malloc(sizeof *accepted);
+    if (!accepted) {
+        log_warn("grpc: out of memory for a connection");
+        return;
+    }
+    uv_tcp_init(server->loop, accepted);
+    int rc = uv_accept(listener, (uv_stream_t *)accepted);
+    uv_os_fd_t fd = -1;
+    int copy = rc >= 0 && uv_fileno((uv_handle_t *)accepted, &fd) == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    uv_close((uv_handle_t *)accepted, free_handle);
+    if (copy < 0) {
+        log_warn("grpc accept failed: %s", rc < 0 ? uv_strerror(rc) : strerror(errno));
+        return;
+    }
+    pthread_mutex_lock(&peer->inbox_lock);
+    bool taken = false;
+    if (peer->inbox_open) {
+        if (peer->inbox_len == peer->inbox_cap) {
+            uint32_t cap = peer->inbox_cap ? peer->inbox_cap * 2 : 16;
+            int *grown = realloc(peer->inbox, cap * sizeof *grown);
+            if (grown) peer->inbox = grown, peer->inbox_cap = cap;
+        }
+        if (peer->inbox_len < peer->inbox_cap) {
+            peer->inbox[peer->inbox_len++] = copy;
+            uv_async_send(&peer->inbox_async);
+            taken = true;
+        }
+    }
+    pthread_mutex_unlock(&peer->inbox_lock);
+    if (!taken) close(copy); /* the peer is closing (or no memory): the client sees the connection end */
+}
+
+void grpc_on_connection(uv_stream_t *listener, int status) {
+    grpc_server *server = listener->data;
+    if (status < 0) {
+        log_warn("grpc accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (server->num_peers) {
+        uint32_t turn = server->next_peer;
+        server->next_peer = (turn + 1) % (server->num_peers + 1);
+        if (turn < server->num_peers) {
+            hand_over(server, listener, server->peers[turn]);
+            return;
+        }
+    }
+    grpc_conn *conn = calloc(1, sizeof *conn);
+    if (!conn) {
+        log_warn("grpc: out of memory for a connection");
+        return;
+    }
+    conn->server = server;
+    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn, grpc_evict_idle, server) < 0)
+        return; /* freed by the reject path */
+    conn_start(server, conn);
+}
+
+void grpc_adopt_handed_over(uv_async_t *async) {
+    grpc_server *server = async->data;
+    pthread_mutex_lock(&server->inbox_lock);
+    int *fds = server->inbox;
+    uint32_t n = server->inbox_len;
+    server->inbox = NULL;
+    server->inbox_len = server->inbox_cap = 0;
+    pthread_mutex_unlock(&server->inbox_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        grpc_conn *conn = server->closing ? NULL : calloc(1, sizeof *conn);
+        if (!conn) {
+            close(fds[i]);
+            continue;
+        }
+        conn->server = server;
+        uv_tcp_init(server->loop, &conn->tcp);
+        conn->tcp.data = conn;
+        int rc = uv_tcp_open(&conn->tcp, fds[i]);
+        if (rc < 0) {
+            log_warn("grpc: cannot take a connection over: %s", uv_strerror(rc));
+            close(fds[i]);
+            uv_close((uv_handle_t *)&conn->tcp, free_handle_data);
+            continue;
+        }
+        if (admit_or_reject(server->config.limit, &conn->tcp, grpc_evict_idle, server) < 0) continue;
+        conn_start(server, conn);
+    }
+    free(fds);
 }
 
 /* ------------------------------------------------------------------ timeouts */
@@ -233,7 +317,7 @@ bool grpc_evict_idle(void *owner) {
     }
     if (!oldest) return false;
     log_debug("grpc %s: closed to make room (max_connections reached; idle longest)", oldest->peer);
-    server->counters.connections_evicted++;
+    COUNTER_ADD(server->counters.connections_evicted, 1);
     grpc_conn_goaway(oldest);
     grpc_conn_close(oldest); /* now: its place is needed */
     return true;
@@ -272,13 +356,13 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
     grpc_server *server = owner;
     if (write_timed_out(conn, now, &server->config)) {
         log_debug("grpc %s: output not read within write_timeout; closing", conn->peer);
-        server->counters.write_timeouts++;
+        COUNTER_ADD(server->counters.write_timeouts, 1);
         grpc_conn_close(conn);
         return;
     }
     if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
         log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
-        server->counters.connections_timed_out++;
+        COUNTER_ADD(server->counters.connections_timed_out, 1);
         grpc_conn_close(conn);
         return;
     }
@@ -289,7 +373,7 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
     }
     if (conn->in_flight == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
         log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
-        server->counters.connections_timed_out++;
+        COUNTER_ADD(server->counters.connections_timed_out, 1);
         grpc_conn_goaway(conn);
         grpc_conn_close_when_flushed(conn);
     }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
@@ -15,6 +17,11 @@
 #include "grpc/grpc.h"
 
 typedef struct grpc_conn grpc_conn;
+
+/* A counter of one server's: written only by its loop thread, read by any (a program with several
+ * loops sums them): relaxed atomic stores, no locked instruction. */
+#define COUNTER_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+#define COUNTER_SUB(field, n) __atomic_store_n(&(field), (field) - (n), __ATOMIC_RELAXED)
 
 /* What puts an open connection, gRPC or stats, on its server's list. It is the first member of both
  * connection structs, so a list walk casts its links to the connection. */
@@ -106,9 +113,19 @@ struct grpc_server {
     grpc_call *free_calls;
     uint32_t num_free_calls;
     uint32_t free_calls_low; /* fewest pooled calls since the last sweep: the ones not needed */
-    grpc_memory_budget budget;
+    grpc_memory_budget own_budget;
+    grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
     grpc_call *abandoned;
     grpc_server_counters counters;
+    /* Several loops (grpc_server_add_peer): the listening server hands each accepted connection in
+     * turn to itself and to its peers; a peer adopts the ones in its inbox on its own loop. */
+    grpc_server **peers;
+    uint32_t num_peers, next_peer;
+    pthread_mutex_t inbox_lock;
+    uv_async_t inbox_async; /* data NULL until the server is someone's peer */
+    bool inbox_open;
+    int *inbox;
+    uint32_t inbox_len, inbox_cap;
     uint8_t read_buffer[65536];
 };
 
@@ -123,6 +140,9 @@ typedef bool (*conn_evict_cb)(void *server);
  * (counted in limit->open), -1 = rejected: the handle is closed and `owner` freed. */
 int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
                      conn_evict_cb evict, void *server);
+/* The limit's check for a connection already accepted into `tcp` (by uv_accept, or adopted from
+ * another loop): the same outcome as accept_or_reject. */
+int admit_or_reject(grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server);
 void connection_limit_release(grpc_connection_limit *limit);
 /* Lists an accepted connection first and counts it in *open. */
 void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open);
@@ -166,6 +186,8 @@ int grpc_session_new(grpc_conn *conn);
 
 /* ---- server_conn.c */
 void grpc_on_connection(uv_stream_t *listener, int status);
+/* A peer's inbox: takes on the connections the listening server handed to this loop. */
+void grpc_adopt_handed_over(uv_async_t *async);
 void grpc_conn_schedule_flush(grpc_conn *conn);
 void grpc_flush_dirty(uv_check_t *check);
 void grpc_conn_close(grpc_conn *conn);

@@ -1,6 +1,7 @@
 /* The HTTP/2 side of a connection: nghttp2 server-session callbacks that turn frames into calls,
  * headers, message bytes and closes, and hand complete requests to the program's handlers. */
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 
 /* A stream the server will not take now: the client may retry it (on this connection or another). */
 static void refuse_stream(grpc_conn *conn, int32_t stream_id) {
-    conn->server->counters.streams_refused++;
+    COUNTER_ADD(conn->server->counters.streams_refused, 1);
     nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
 }
 
@@ -50,7 +51,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     uint64_t size = (uint64_t)call->header_list_bytes + namelen + valuelen + 32;
     call->header_list_bytes = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
     if (size > call->server->config.max_header_list_bytes) {
-        call->server->counters.header_lists_too_large++;
+        COUNTER_ADD(call->server->counters.header_lists_too_large, 1);
         log_debug("grpc stream %d: header list over %u bytes; reset", frame->hd.stream_id,
                   call->server->config.max_header_list_bytes);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM; the rest of the block is skipped */
@@ -116,7 +117,7 @@ static void count_early_reset(grpc_conn *conn) {
     conn->reset_tokens_ns = now;
     conn->reset_tokens -= 1.0;
     if (conn->reset_tokens >= 0.0) return;
-    conn->server->counters.reset_floods++;
+    COUNTER_ADD(conn->server->counters.reset_floods, 1);
     log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
              conn->peer, config->max_early_resets_per_second);
     grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -147,7 +148,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                          size_t len, void *user_data) {
     (void)flags;
     grpc_conn *conn = user_data;
-    conn->server->counters.bytes_received += len;
+    COUNTER_ADD(conn->server->counters.bytes_received, len);
     grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (call && call->stream) return grpc_stream_on_data(call, data, len);
     if (!call || call->responded) return 0;
@@ -155,7 +156,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     if (result == GRPC_READ_OK) return 0;
     char why[200];
     grpc_reader_describe(&call->reader, result, why, sizeof why);
-    if (result == GRPC_READ_OVER_BUDGET) conn->server->counters.over_budget++;
+    if (result == GRPC_READ_OVER_BUDGET) COUNTER_ADD(conn->server->counters.over_budget, 1);
     int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY || result == GRPC_READ_OVER_BUDGET
                      ? GRPC_STATUS_RESOURCE_EXHAUSTED
                  : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
@@ -195,9 +196,13 @@ static int on_error(nghttp2_session *session, int lib_error_code, const char *ms
     return 0;
 }
 
-static nghttp2_session_callbacks *shared_callbacks(void) {
-    static nghttp2_session_callbacks *callbacks;
-    if (!callbacks && nghttp2_session_callbacks_new(&callbacks) == 0) {
+/* The callbacks and options every session shares: made once, whichever loop's thread comes first. */
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+static void make_shared(void) {
+    if (nghttp2_session_callbacks_new(&callbacks) == 0) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
         nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
@@ -206,12 +211,7 @@ static nghttp2_session_callbacks *shared_callbacks(void) {
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
         nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
     }
-    return callbacks;
-}
-
-static nghttp2_option *shared_options(void) {
-    static nghttp2_option *options;
-    if (!options && nghttp2_option_new(&options) == 0) {
+    if (nghttp2_option_new(&options) == 0) {
         /* Bounds on what a peer can make us hold, beyond nghttp2's own defaults. */
         nghttp2_option_set_max_settings(options, 32);
         nghttp2_option_set_max_outbound_ack(options, 1000);
@@ -220,13 +220,13 @@ static nghttp2_option *shared_options(void) {
          * stays as a backstop far above any client's cancellations. */
         nghttp2_option_set_stream_reset_rate_limit(options, 100000, 20000);
     }
-    return options;
 }
 
 /* A server session for the connection with the server's settings; 0 or an nghttp2 error. */
 int grpc_session_new(grpc_conn *conn) {
-    if (!shared_callbacks() || !shared_options()) return NGHTTP2_ERR_NOMEM;
-    int rc = nghttp2_session_server_new2(&conn->session, shared_callbacks(), conn, shared_options());
+    pthread_once(&shared_once, make_shared);
+    if (!callbacks || !options) return NGHTTP2_ERR_NOMEM;
+    int rc = nghttp2_session_server_new2(&conn->session, callbacks, conn, options);
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},

@@ -179,7 +179,7 @@ int grpc_call_stream_send(grpc_call *call, const ProtobufCMessage *message) {
     grpc_write_prefix(s->out.data + s->out.len, (uint32_t)size);
     protobuf_c_message_pack(message, s->out.data + s->out.len + GRPC_PREFIX_BYTES);
     s->out.len += GRPC_PREFIX_BYTES + size;
-    call->server->counters.bytes_sent += GRPC_PREFIX_BYTES + size;
+    COUNTER_ADD(call->server->counters.bytes_sent, GRPC_PREFIX_BYTES + size);
     kick(call);
     return 0;
 }

@@ -1,5 +1,7 @@
-/* isn-bench: load generator for any isn.v1.Search server (isnd, isn-agg). One thread drives every
- * request through the non-blocking gRPC client over a few HTTP/2 connections and poll().
+/* isn-bench: load generator for any isn.v1.Search server (isnd, isn-agg). A thread drives its
+ * requests through the non-blocking gRPC client over a few HTTP/2 connections and poll(); with
+ * --threads T, T such generators (each with its own connections) offer a 1/T share of the rate
+ * each, and their tallies are summed, for rates one thread cannot offer.
  * Open loop (--rate): Poisson arrivals; latency is measured from each request's scheduled send
  * time, so a server (or client) that falls behind is charged for the wait (no coordinated
  * omission). Closed loop (--concurrency): N clients, each sends its next query when the last one
@@ -11,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include "grpc/grpc.h"
 
 #define MAX_CONNECTIONS 64
+#define MAX_THREADS 64
 #define MAX_SWEEP 64
 #define CLIENT_GRACE_MS 1000    /* wait this long past a deadline before the client gives up */
 #define MAX_WAIT_NS 2000000LL   /* poll at least this often while requests are in flight */
@@ -28,7 +32,7 @@ typedef struct {
     double rate;
     uint32_t concurrency;
     double duration_s, warmup_s;
-    uint32_t deadline_ms, k, connections, max_inflight;
+    uint32_t deadline_ms, k, connections, max_inflight, threads;
     isn_grpc_mode mode;
     double sweep[MAX_SWEEP];
     size_t num_sweep;
@@ -56,6 +60,9 @@ typedef struct {
     uint64_t rng;
     bench_stats stats;
     int64_t measure_from_ns, measure_to_ns;
+    /* connections with requests started but not yet sent: one send each after a burst of requests */
+    isn_grpc_client *unsent[MAX_CONNECTIONS];
+    uint32_t num_unsent;
 } bench_run;
 
 static int64_t now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -86,7 +93,9 @@ static void usage(FILE *out) {
           "  --warmup S        seconds sent but not measured before that (default 1)\n"
           "  --deadline-ms D   sent as grpc-timeout; answers later count as deadline misses (default 1000)\n"
           "  -k K, --mode, --algo   passed in each request (default: the server's)\n"
-          "  --connections C   HTTP/2 connections to spread requests over (default 4)\n"
+          "  --connections C   HTTP/2 connections to spread requests over, per thread (default 4)\n"
+          "  --threads T       T generator threads, each offering 1/T of the rate on its own connections\n"
+          "                    (open loop only; default 1): for rates one thread cannot offer\n"
           "  --max-inflight M  requests in flight at most; more are counted as not_sent (default 20000)\n"
           "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n"
           "  --allow-remote    load a target that is not on loopback (refused by default)\n"
@@ -146,6 +155,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     a->warmup_s = 1;
     a->deadline_ms = 1000;
     a->connections = 4;
+    a->threads = 1;
     a->max_inflight = 20000;
     a->seed = 1;
     a->repeats = 3;
@@ -158,7 +168,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"algo", 1, 0, 'a'},        {"connections", 1, 0, 'C'}, {"sweep", 1, 0, 's'}, {"plot", 1, 0, 'p'},
         {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {"allow-remote", 0, 0, 'R'},
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
-        {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {0, 0, 0, 0}};
+        {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},
+        {0, 0, 0, 0}};
     int c;
     uint32_t seed;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -184,6 +195,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 'E': rc = parse_double("--resolution", optarg, 0.001, &a->resolution); break;
         case 'X': rc = parse_double("--max-misses", optarg, 0, &a->max_misses); break;
         case 'L': a->label = optarg; break;
+        case 'T': rc = parse_u32("--threads", optarg, 1, MAX_THREADS, &a->threads); break;
         case 'm':
             if (!strcmp(optarg, "or")) a->mode = ISN_GRPC_MODE_OR;
             else if (!strcmp(optarg, "and")) a->mode = ISN_GRPC_MODE_AND;
@@ -209,6 +221,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency, --sweep and --sustained\n");
         return -1;
     }
+    if (a->threads > 1 && a->concurrency) {
+        fprintf(stderr, "isn-bench: --threads is for open-loop load (--rate, --sweep, --sustained)\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -229,7 +245,9 @@ static bool issue(bench_run *run, int64_t scheduled_ns, uint32_t closed_client) 
                                       .timeout_ms = a->deadline_ms};
         char err[256];
         call = isn_grpc_search_start(client, &rq, err, sizeof err);
-        if (call) isn_grpc_poll(client, 0, err, sizeof err); /* send now, not at the next wait */
+        uint32_t i = 0;
+        while (call && i < run->num_unsent && run->unsent[i] != client) i++;
+        if (call && i == run->num_unsent && run->num_unsent < MAX_CONNECTIONS) run->unsent[run->num_unsent++] = client;
     }
     if (!call) {
         if (measured) run->stats.not_sent++;
@@ -239,6 +257,13 @@ static bool issue(bench_run *run, int64_t scheduled_ns, uint32_t closed_client) 
                                                   .scheduled_ns = scheduled_ns, .measured = measured};
     isn_grpc_pool_started(run->pool, conn_index);
     return true;
+}
+
+/* Sends what issue() started: now, not at the next wait; once per connection for a burst of them. */
+static void send_started(bench_run *run) {
+    char err[256];
+    for (uint32_t i = 0; i < run->num_unsent; i++) isn_grpc_poll(run->unsent[i], 0, err, sizeof err);
+    run->num_unsent = 0;
 }
 
 static void release_slot(bench_run *run, uint32_t active_pos) {
@@ -304,6 +329,7 @@ static void run_load(bench_run *run, double rate) {
                 issue(run, next_send, 0);
                 next_send += poisson_gap_ns(run, rate);
             }
+            send_started(run);
             if (next_send < run->measure_to_ns) next_event = next_send;
         } else if (t < run->measure_to_ns) {
             for (uint32_t i = 0; i < a->concurrency; i++) {
@@ -316,6 +342,7 @@ static void run_load(bench_run *run, double rate) {
                 }
                 if (!client_busy[i] && client_ready[i] < next_event) next_event = client_ready[i];
             }
+            send_started(run);
         }
         bool sending_done = t >= run->measure_to_ns;
         if (!sending_done && run->measure_to_ns < next_event) next_event = run->measure_to_ns;
@@ -337,6 +364,62 @@ static void run_load(bench_run *run, double rate) {
     }
     free(client_ready);
     free(client_busy);
+}
+
+/* ------------------------------------------------------------------ several generator threads */
+
+typedef struct {
+    bench_run *run;
+    double rate;
+} load_share;
+
+static void *load_thread(void *arg) {
+    load_share *share = arg;
+    run_load(share->run, share->rate);
+    return NULL;
+}
+
+/* One run at `rate` over the args->threads generators of runs[] (rate <= 0: closed loop, one thread);
+ * their tallies end up in runs[0].stats. -1 when out of memory. */
+static int load_all(bench_run *runs, double rate) {
+    uint32_t n = runs[0].args->threads;
+    for (uint32_t i = 0; i < n; i++) { /* the first holds every thread's latencies in the end */
+        double expected = rate > 0 ? rate * (runs[0].args->duration_s + 1) * 1.2 / (i ? n : 1) + 1000 : 2e6;
+        if (bench_stats_init(&runs[i].stats, (size_t)(expected < 5e7 ? expected : 5e7)) != 0) return -1;
+    }
+    if (n == 1) {
+        run_load(&runs[0], rate);
+        return 0;
+    }
+    pthread_t threads[MAX_THREADS];
+    load_share shares[MAX_THREADS];
+    for (uint32_t i = 0; i < n; i++) {
+        shares[i] = (load_share){&runs[i], rate / n};
+        if (pthread_create(&threads[i], NULL, load_thread, &shares[i]) != 0) {
+            fprintf(stderr, "isn-bench: cannot start generator thread %u\n", i);
+            exit(1);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) pthread_join(threads[i], NULL);
+    bench_stats *sum = &runs[0].stats;
+    for (uint32_t i = 1; i < n; i++) {
+        bench_stats *st = &runs[i].stats;
+        sum->scheduled += st->scheduled;
+        sum->not_sent += st->not_sent;
+        sum->ok += st->ok;
+        sum->deadline_exceeded += st->deadline_exceeded;
+        sum->shed += st->shed;
+        sum->unavailable += st->unavailable;
+        sum->other_status += st->other_status;
+        sum->transport_errors += st->transport_errors;
+        sum->client_timeouts += st->client_timeouts;
+        sum->partial += st->partial;
+        sum->late += st->late;
+        for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
+        sum->latency_overflow |= st->latency_overflow;
+        bench_stats_free(st);
+    }
+    return 0;
 }
 
 /* With --plot: throughput against p99, one point per rate, by gnuplot. */
@@ -373,12 +456,10 @@ static double miss_share(const bench_stats *st) {
     return 1.0 - (double)good / (double)st->scheduled;
 }
 
-/* One run at `rate`; false when out of memory. */
+/* One run at `rate` (run: the generators' array); false when out of memory. */
 static bool measure_once(bench_run *run, double rate, probe_run *out) {
     const bench_args *a = run->args;
-    double expected = rate * (a->duration_s + 1) * 1.2 + 1000;
-    if (bench_stats_init(&run->stats, (size_t)(expected < 5e7 ? expected : 5e7)) != 0) return false;
-    run_load(run, rate);
+    if (load_all(run, rate) != 0) return false;
     bench_percentiles p;
     bench_stats_percentiles(&run->stats, &p);
     out->rate = rate;
@@ -461,59 +542,62 @@ int main(int argc, char **argv) {
         else fprintf(stderr, "isn-bench: %s is not a loopback address; add --allow-remote to load it\n", a.target);
         return 2;
     }
-    bench_run run = {.args = &a, .rng = a.seed};
-    if (isn_query_log_read(a.queries_path, true, 0, &run.queries, err, sizeof err) != 0) {
+    static bench_run runs[MAX_THREADS];
+    bench_run *run = &runs[0];
+    if (isn_query_log_read(a.queries_path, true, 0, &run->queries, err, sizeof err) != 0) {
         fprintf(stderr, "isn-bench: %s\n", err);
         return 1;
     }
-    if (run.queries.count == 0) {
+    if (run->queries.count == 0) {
         fprintf(stderr, "isn-bench: %s holds no queries\n", a.queries_path);
         return 1;
     }
-    if (!(run.active = calloc(a.max_inflight, sizeof *run.active))) {
-        fprintf(stderr, "isn-bench: out of memory\n");
-        return 1;
-    }
-    /* Fail early with a clear message when the target is not there. */
-    run.pool = isn_grpc_pool_new(a.target, a.connections, 2000, err, sizeof err);
-    if (!run.pool) {
-        fprintf(stderr, "isn-bench: %s\n", err);
-        return 1;
-    }
-    if (a.sustained_max > 0) {
-        int rc = run_sustained(&run) == 0 ? 0 : 1;
-        if (rc) fprintf(stderr, "isn-bench: out of memory\n");
-        isn_grpc_pool_free(run.pool);
-        isn_query_log_free(&run.queries);
-        free(run.active);
-        return rc;
-    }
-    size_t num_runs = a.num_sweep ? a.num_sweep : 1;
-    double *rates = a.num_sweep ? a.sweep : &a.rate;
-    double throughput[MAX_SWEEP], p99_ms[MAX_SWEEP];
-    if (a.num_sweep) printf("{\"target\":\"%s\",\"sweep\":[", a.target);
-    for (size_t r = 0; r < num_runs; r++) {
-        double expected = rates[r] > 0 ? rates[r] * (a.duration_s + 1) * 1.2 + 1000 : 2e6;
-        if (bench_stats_init(&run.stats, (size_t)(expected < 5e7 ? expected : 5e7)) != 0) {
+    for (uint32_t i = 0; i < a.threads; i++) {
+        runs[i].args = &a;
+        runs[i].queries = run->queries; /* read only, shared */
+        runs[i].rng = a.seed + i * 0x9E3779B97F4A7C15ull;
+        if (!(runs[i].active = calloc(a.max_inflight, sizeof *runs[i].active))) {
             fprintf(stderr, "isn-bench: out of memory\n");
             return 1;
         }
-        run_load(&run, rates[r]);
-        if (r) printf(",");
-        bench_stats_write_json(stdout, &run.stats, rates[r], a.concurrency, a.duration_s, a.deadline_ms);
-        bench_percentiles p;
-        bench_stats_percentiles(&run.stats, &p);
-        throughput[r] = (double)run.stats.ok / a.duration_s;
-        p99_ms[r] = p.p99 / 1000.0;
-        fflush(stdout);
-        bench_stats_free(&run.stats);
+        /* Fail early with a clear message when the target is not there. */
+        runs[i].pool = isn_grpc_pool_new(a.target, a.connections, 2000, err, sizeof err);
+        if (!runs[i].pool) {
+            fprintf(stderr, "isn-bench: %s\n", err);
+            return 1;
+        }
     }
-    if (a.num_sweep) printf("]}");
-    printf("\n");
-    isn_grpc_pool_free(run.pool);
     int rc = 0;
-    if (a.plot_path && write_plot(a.plot_path, throughput, p99_ms, rates, num_runs) != 0) rc = 1;
-    isn_query_log_free(&run.queries);
-    free(run.active);
+    if (a.sustained_max > 0) {
+        rc = run_sustained(run) == 0 ? 0 : 1;
+        if (rc) fprintf(stderr, "isn-bench: out of memory\n");
+    } else {
+        size_t num_runs = a.num_sweep ? a.num_sweep : 1;
+        double *rates = a.num_sweep ? a.sweep : &a.rate;
+        double throughput[MAX_SWEEP], p99_ms[MAX_SWEEP];
+        if (a.num_sweep) printf("{\"target\":\"%s\",\"sweep\":[", a.target);
+        for (size_t r = 0; r < num_runs; r++) {
+            if (load_all(runs, rates[r]) != 0) {
+                fprintf(stderr, "isn-bench: out of memory\n");
+                return 1;
+            }
+            if (r) printf(",");
+            bench_stats_write_json(stdout, &run->stats, rates[r], a.concurrency, a.duration_s, a.deadline_ms);
+            bench_percentiles p;
+            bench_stats_percentiles(&run->stats, &p);
+            throughput[r] = (double)run->stats.ok / a.duration_s;
+            p99_ms[r] = p.p99 / 1000.0;
+            fflush(stdout);
+            bench_stats_free(&run->stats);
+        }
+        if (a.num_sweep) printf("]}");
+        printf("\n");
+        if (a.plot_path && write_plot(a.plot_path, throughput, p99_ms, rates, num_runs) != 0) rc = 1;
+    }
+    for (uint32_t i = 0; i < a.threads; i++) {
+        isn_grpc_pool_free(runs[i].pool);
+        free(runs[i].active);
+    }
+    isn_query_log_free(&run->queries);
     return rc;
 }

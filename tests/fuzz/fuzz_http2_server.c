@@ -127,12 +127,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         grpc_call *call = held[--num_held];
         if (grpc_call_unhold(call)) grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "late");
     }
-    for (int turn = 0; turn < 100000 && grpc_server_get_counters(server)->connections; turn++)
+    for (int turn = 0; turn < 100000 && grpc_server_read_counters(server).connections; turn++)
         uv_run(&loop, UV_RUN_NOWAIT);
-    const grpc_server_counters *counters = grpc_server_get_counters(server);
-    if (counters->connections || counters->open_calls || counters->memory_used) {
-        fprintf(stderr, "left behind: %u connections, %u calls, %llu bytes charged\n", counters->connections,
-                counters->open_calls, (unsigned long long)counters->memory_used);
+    const grpc_server_counters counters = grpc_server_read_counters(server);
+    if (counters.connections || counters.open_calls || counters.memory_used) {
+        fprintf(stderr, "left behind: %u connections, %u calls, %llu bytes charged\n", counters.connections,
+                counters.open_calls, (unsigned long long)counters.memory_used);
         abort();
     }
     return 0;

@@ -117,14 +117,20 @@ static void finish_load(load *l, int *by_status) {
     for (int c = 0; c < 4; c++) isn_grpc_close(l->clients[c]);
 }
 
+/* Every one of n requests has reached the server: open there, or answered already (on a slow build
+ * the first ones finish before the last ones arrive); some are still open. */
 static void wait_for_open_streams(load *l, long long n) {
     int64_t deadline = harness_now_ms() + 10000;
-    long long open = 0;
-    while ((open = harness_stat(&h, "open_streams")) < n) {
-        if (harness_now_ms() > deadline) fail_msg("only %lld of %lld requests reached the server", open, n);
+    long long open = 0, answered = 0;
+    while ((open = harness_stat(&h, "open_streams")) +
+               (answered = harness_metric(&h, "isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}")) <
+           n) {
+        if (harness_now_ms() > deadline)
+            fail_msg("only %lld of %lld requests reached the server (%lld answered)", open + answered, n, answered);
         poll_load(l);
         harness_sleep_ms(2);
     }
+    assert_true(open > 0);
 }
 
 static void test_drain_loses_nothing(void **state) {
@@ -256,6 +262,46 @@ static void test_expires_at_deadline(void **state) {
         isn_grpc_call_free(calls[i]);
         isn_grpc_close(clients[i]);
     }
+    assert_int_equal(harness_stop(&h), 0);
+}
+
+/* A query that cannot finish before its deadline on an idle node (the worker's testing delay runs
+ * past its stop point) answers partially: complete=false, reason "deadline". With forbid_partial it
+ * is answered DEADLINE_EXCEEDED instead, directly and through isn-agg (which forwards the flag and
+ * does not make a partial answer of the refusal either). Margins, not timings: 1.9 s of delay
+ * against a 2 s deadline whose stop point is at 90%, and an exhaustive OR over most documents (the
+ * search reads the clock every 256 candidates). */
+static void test_partial_or_forbidden(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "testing.job_delay=1900ms", "--workers", "1", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    harness agg_process = h; /* the same build and work directory; its own log and process */
+    const char *partitions[] = {h.grpc_address, NULL};
+    assert_int_equal(harness_start_agg(&agg_process, partitions, NULL), 0);
+    char err[256];
+    const char *targets[] = {h.grpc_address, agg_process.grpc_address};
+    for (int t = 0; t < 2; t++) {
+        isn_grpc_client *client = isn_grpc_connect(targets[t], 5000, err, sizeof err);
+        assert_non_null(client);
+        for (int forbid = 0; forbid < 2; forbid++) {
+            isn_grpc_search_request request = {.query = "wind tunnel flow boundary layer pressure heat transfer",
+                                               .k = 10, .algorithm = "or", .timeout_ms = 2000,
+                                               .forbid_partial = forbid};
+            isn_grpc_search_reply reply;
+            assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+            if (!forbid) {
+                if (reply.status != 0) fail_msg("%s: status %d: %s", targets[t], reply.status, reply.message);
+                assert_false(reply.complete);
+                assert_string_equal(reply.incomplete_reason, "deadline");
+            } else {
+                assert_int_equal(reply.status, GRPC_STATUS_DEADLINE_EXCEEDED);
+                assert_non_null(strstr(reply.message, "forbids partial answers"));
+            }
+            isn_grpc_search_reply_free(&reply);
+        }
+        isn_grpc_close(client);
+    }
+    assert_int_equal(harness_stop(&agg_process), 0);
     assert_int_equal(harness_stop(&h), 0);
 }
 
@@ -426,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_drain_time_limit),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_expires_at_deadline),
+        cmocka_unit_test(test_partial_or_forbidden),
         cmocka_unit_test(test_repeated_sigterm),
         cmocka_unit_test(test_shed_when_queue_full),
         cmocka_unit_test(test_sighup_reload),

@@ -357,6 +357,15 @@ long long harness_rss_kib(pid_t pid) {
     return kib;
 }
 
+long long harness_metric(const harness *h, const char *sample) {
+    static char page[1 << 18];
+    if (harness_http_get(h, "/metrics", page, sizeof page) != 200) return -1;
+    char needle[256];
+    snprintf(needle, sizeof needle, "\n%s ", sample);
+    const char *p = strstr(page, needle);
+    return p ? atoll(p + strlen(needle)) : -1;
+}
+
 void harness_prepare(harness *h, uint32_t num_docs) {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -57,6 +57,8 @@ int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
 /* A process's resident set (VmRSS) in KiB, or -1. */
 long long harness_rss_kib(pid_t pid);
+/* One sample of the stats endpoint's /metrics ("isn_event_loops", "isn_requests_total{...}"), or -1. */
+long long harness_metric(const harness *h, const char *sample);
 
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */

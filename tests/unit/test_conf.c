@@ -242,6 +242,12 @@ static void test_overrides(void **state) {
     assert_error(isn_conf_set_option(&conf, "gpu.pruning=sometimes", err, sizeof err), err,
                  "not a pruning mode (auto, always, never)");
     assert_int_equal(conf.gpu_pruning, 1);
+    /* event loops: 0 (from the core count) up to 256 */
+    assert_int_equal(conf.loops, 0);
+    assert_int_equal(isn_conf_set_option(&conf, "server.loops=4", err, sizeof err), 0);
+    assert_int_equal(conf.loops, 4);
+    assert_error(isn_conf_set_option(&conf, "server.loops=257", err, sizeof err), err, "server.loops");
+    assert_error(isn_conf_set_option(&conf, "server.loops=many", err, sizeof err), err, "server.loops");
 }
 
 /* Runs `set` with stderr (where log_warn writes) sent to a file; returns what was logged. */

@@ -1,0 +1,22 @@
+/* A loop's completion queue: workers and GPU dispatchers push finished jobs (a Treiber stack) and
+ * wake the loop; the loop takes them all at once, in the order they finished. */
+#include "daemon/search_job.h"
+
+void completion_queue_push(completion_queue *queue, search_job *job) {
+    search_job *head = atomic_load_explicit(&queue->head, memory_order_relaxed);
+    do job->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&queue->head, &head, job, memory_order_release,
+                                                  memory_order_relaxed));
+    uv_async_send(queue->wake);
+}
+
+search_job *completion_queue_take(completion_queue *queue) {
+    search_job *list = atomic_exchange_explicit(&queue->head, NULL, memory_order_acquire), *ordered = NULL;
+    while (list) {
+        search_job *next = list->next;
+        list->next = ordered;
+        ordered = list;
+        list = next;
+    }
+    return ordered;
+}

@@ -1,0 +1,234 @@
+/* The serving loops (server.loops): each an event loop with its own gRPC server, calls, completion
+ * queue, deadline heap and metrics. The first runs on the main thread, listens and hands each new
+ * connection in turn to itself and the others (grpc_server_add_peer); the others run a thread each.
+ * The first loop steers them with commands (serving_loop.commands, a uv_async each): health changes,
+ * drain, reloads and the stop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "daemon/server.h"
+
+static void do_commands(serving_loop *loop, unsigned commands);
+
+static void on_control(uv_async_t *async) {
+    serving_loop *loop = async->data;
+    do_commands(loop, atomic_exchange(&loop->commands, 0));
+}
+
+static void close_if_open(uv_handle_t *handle) {
+    if (handle->loop && !uv_is_closing(handle)) uv_close(handle, NULL);
+}
+
+static void reconfigure(serving_loop *loop) {
+    pthread_mutex_lock(&loop->conf_lock);
+    loop->conf = loop->next_conf;
+    pthread_mutex_unlock(&loop->conf_lock);
+    grpc_server_config grpc_config;
+    grpc_stats_config stats_config;
+    server_transport_config(loop->server, &loop->conf, &grpc_config, &stats_config);
+    grpc_server_reconfigure(loop->grpc, &grpc_config);
+}
+
+/* Commands the first loop waits for every other loop to have done: a reload is in force on every
+ * loop once it is logged, and no loop submits to the search service once it is closed. */
+#define LOOP_ACKNOWLEDGED (LOOP_RECONFIGURE | LOOP_CLOSE)
+
+static void acknowledge(isn_server *server, unsigned commands) {
+    pthread_mutex_lock(&server->acks_lock);
+    server->acks += (uint32_t)__builtin_popcount(commands & LOOP_ACKNOWLEDGED);
+    pthread_cond_signal(&server->acks_cond);
+    pthread_mutex_unlock(&server->acks_lock);
+}
+
+static void do_commands(serving_loop *loop, unsigned commands) {
+    isn_server *server = loop->server;
+    if (commands & LOOP_RECONFIGURE) reconfigure(loop);
+    if (commands & LOOP_HEALTH_CHANGED) grpc_health_changed(loop->watchers);
+    if (commands & LOOP_HEALTH_SHUTDOWN) grpc_health_shutdown(loop->watchers);
+    if (commands & LOOP_DRAIN) grpc_server_drain(loop->grpc); /* on_drained: serving_loops_drained */
+    if (commands & LOOP_FAIL_WAITING)
+        grpc_server_fail_waiting(loop->grpc, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+    if (commands & LOOP_ALL_DRAINED) {
+        double seconds = (double)(isn_now_ns() - server->drain_start_ns) / 1e9;
+        if (server->lost_requests) {
+            log_warn("drained in %.3f s; %llu requests could not be answered", seconds,
+                     (unsigned long long)server->lost_requests);
+            server->exit_code = 1;
+        } else {
+            log_info("drained in %.3f s; every request answered", seconds);
+        }
+        server_stop(server);
+    }
+    if (commands & LOOP_CLOSE) {
+        grpc_server_close(loop->grpc);
+        close_if_open((uv_handle_t *)&loop->deadline_timer);
+    }
+    if (commands & LOOP_FINISH) {
+        close_if_open((uv_handle_t *)&loop->completion_async);
+        close_if_open((uv_handle_t *)&loop->control_async);
+    }
+    if (loop->id && (commands & LOOP_ACKNOWLEDGED)) acknowledge(server, commands);
+}
+
+void serving_loops_tell(isn_server *server, unsigned commands) {
+    if (commands & LOOP_RECONFIGURE)
+        for (uint32_t i = 0; i < server->num_loops; i++) {
+            pthread_mutex_lock(&server->loops[i].conf_lock);
+            server->loops[i].next_conf = server->conf;
+            pthread_mutex_unlock(&server->loops[i].conf_lock);
+        }
+    pthread_mutex_lock(&server->acks_lock);
+    server->acks = 0;
+    pthread_mutex_unlock(&server->acks_lock);
+    for (uint32_t i = 1; i < server->num_loops; i++) {
+        serving_loop *loop = &server->loops[i];
+        atomic_fetch_or(&loop->commands, commands);
+        uv_async_send(&loop->control_async);
+    }
+    do_commands(&server->loops[0], commands);
+    uint32_t wanted = (server->num_loops - 1) * (uint32_t)__builtin_popcount(commands & LOOP_ACKNOWLEDGED);
+    pthread_mutex_lock(&server->acks_lock);
+    while (server->acks < wanted) pthread_cond_wait(&server->acks_cond, &server->acks_lock);
+    pthread_mutex_unlock(&server->acks_lock);
+}
+
+void serving_loops_drained(serving_loop *loop) {
+    isn_server *server = loop->server;
+    if (atomic_fetch_add(&server->loops_drained, 1) + 1 < server->num_loops) return;
+    if (loop->id == 0) {
+        do_commands(loop, LOOP_ALL_DRAINED);
+        return;
+    }
+    atomic_fetch_or(&server->loops[0].commands, LOOP_ALL_DRAINED);
+    uv_async_send(&server->loops[0].control_async);
+}
+
+void serving_loops_close(isn_server *server, void (*between)(isn_server *server)) {
+    serving_loops_tell(server, LOOP_CLOSE); /* waits until every loop has closed its connections */
+    between(server);
+    serving_loops_tell(server, LOOP_FINISH);
+}
+
+/* ------------------------------------------------------------------ making and running them */
+
+static uint32_t loops_wanted(const isn_conf *conf) {
+    if (conf->loops) return conf->loops;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus >= 8 ? (uint32_t)(cpus / 4) : 1;
+}
+
+static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const grpc_server_config *grpc_config,
+                     char *err, size_t err_len) {
+    loop->server = server;
+    loop->id = id;
+    loop->conf = server->conf;
+    loop->random_state = 0x2545F4914F6CDD1Dull + id;
+    pthread_mutex_init(&loop->conf_lock, NULL);
+    pthread_mutex_init(&loop->metrics_lock, NULL);
+    if (id == 0) loop->loop = server->loop;
+    else {
+        int rc = uv_loop_init(&loop->own_loop);
+        if (rc < 0) return isn_error(err, err_len, "cannot make event loop %u: %s", id, uv_strerror(rc));
+        loop->loop = &loop->own_loop;
+    }
+    loop->grpc = grpc_server_new(loop->loop, grpc_config, &rpc_handlers, loop);
+    if (!loop->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
+    loop->watchers = grpc_health_watchers_new(rpc_health_status, server);
+    if (!loop->watchers) return isn_error(err, err_len, "out of memory for Health/Watch");
+    uv_async_init(loop->loop, &loop->completion_async, rpc_on_completions);
+    loop->completion_async.data = loop;
+    loop->completions.wake = &loop->completion_async;
+    uv_async_init(loop->loop, &loop->control_async, on_control);
+    loop->control_async.data = loop;
+    deadline_timer_init(loop);
+    if (id && grpc_server_add_peer(server->loops[0].grpc, loop->grpc) < 0)
+        return isn_error(err, err_len, "out of memory for the gRPC server");
+    return 0;
+}
+
+int serving_loops_make(isn_server *server, char *err, size_t err_len) {
+    uint32_t n = loops_wanted(&server->conf);
+    server->loops = calloc(n, sizeof *server->loops);
+    if (!server->loops) return isn_error(err, err_len, "out of memory for %u serving loops", n);
+    pthread_mutex_init(&server->acks_lock, NULL);
+    pthread_cond_init(&server->acks_cond, NULL);
+    grpc_server_config grpc_config;
+    grpc_stats_config stats_config;
+    server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+    for (uint32_t i = 0; i < n; i++) {
+        server->num_loops = i + 1;
+        if (loop_init(server, &server->loops[i], i, &grpc_config, err, err_len) < 0) return -1;
+    }
+    return 0;
+}
+
+static void *loop_thread(void *arg) {
+    serving_loop *loop = arg;
+    char name[16];
+    snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
+    pthread_setname_np(pthread_self(), name);
+    uv_run(loop->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+int serving_loops_start(isn_server *server, char *err, size_t err_len) {
+    for (uint32_t i = 1; i < server->num_loops; i++) {
+        serving_loop *loop = &server->loops[i];
+        int rc = pthread_create(&loop->thread, NULL, loop_thread, loop);
+        if (rc) return isn_error(err, err_len, "cannot start the thread of event loop %u: %s", i, strerror(rc));
+        loop->has_thread = true;
+    }
+    if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
+    return 0;
+}
+
+void serving_loops_free(isn_server *server) {
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        serving_loop *loop = &server->loops[i];
+        if (loop->has_thread) pthread_join(loop->thread, NULL);
+        grpc_server_free(loop->grpc); /* abandoned calls: their on_release still uses the loop */
+        deadline_timer_free(loop);
+        grpc_health_watchers_free(loop->watchers);
+        if (loop->analyzer) isn_analyzer_free(loop->analyzer);
+        if (i) uv_loop_close(&loop->own_loop);
+        pthread_mutex_destroy(&loop->conf_lock);
+        pthread_mutex_destroy(&loop->metrics_lock);
+    }
+    free(server->loops);
+    server->loops = NULL;
+    server->num_loops = 0;
+}
+
+/* ------------------------------------------------------------------ sums for the stats endpoint */
+
+void serving_loops_counters(const isn_server *server, grpc_server_counters *sum) {
+    memset(sum, 0, sizeof *sum);
+    for (uint32_t i = 0; i < server->num_loops; i++)
+        if (server->loops[i].grpc) grpc_server_add_counters(server->loops[i].grpc, sum);
+}
+
+void serving_loops_metrics(isn_server *server, metrics *sum) {
+    memset(sum, 0, sizeof *sum);
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        serving_loop *loop = &server->loops[i];
+        pthread_mutex_lock(&loop->metrics_lock);
+        metrics_add(sum, &loop->metrics);
+        pthread_mutex_unlock(&loop->metrics_lock);
+    }
+}
+
+uint32_t serving_loops_inflight(const isn_server *server) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < server->num_loops; i++)
+        n += atomic_load_explicit(&server->loops[i].inflight_jobs, memory_order_relaxed);
+    return n;
+}
+
+uint32_t serving_loops_open_calls(const isn_server *server) {
+    grpc_server_counters sum;
+    serving_loops_counters(server, &sum);
+    return sum.open_calls;
+}

@@ -1,0 +1,281 @@
+/* isnd with several event loops (server.loops = 4): many clients on separate connections, handed
+ * out over every loop, all get the offline engine's answers while their replies cross from the
+ * workers back to the loop that owns each stream; SIGTERM with requests in flight on every loop
+ * answers each one and exits 0; a SIGHUP is in force on every loop once logged; Health/Watch
+ * streams on every loop see the drain; max_connections holds for the node, not per loop. Also run
+ * under ThreadSanitizer (make tsan-test). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "grpc/grpc.h"
+#include "tests/support/files.h"
+#include "tests/support/isnd_harness.h"
+
+#define LOOPS 4
+#define CLIENTS 16
+#define CALLS_PER_CLIENT 12
+#define K 10
+
+static harness h;
+static isn_index *offline_index;
+static isn_searcher *offline;
+
+static const char *const QUERIES[] = {
+    "wind tunnel", "search engine", "t7 flow", "running connection", "boundary layer pressure", "heat transfer",
+    "supersonic wing", "latency throughput", "score t1", "t5 t17 t300 wind", "nonexistentword", "the flow of air",
+};
+#define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
+
+static const char *const LOOPS_ARGS[] = {"--set", "server.loops=4", "--workers", "2", NULL};
+
+static void connect_all(isn_grpc_client **clients, int n) {
+    char err[256];
+    for (int c = 0; c < n; c++)
+        if (!(clients[c] = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err))) fail_msg("connect: %s", err);
+}
+
+static void poll_all(isn_grpc_client **clients, int n) {
+    char err[256];
+    for (int c = 0; c < n; c++) isn_grpc_poll(clients[c], 1, err, sizeof err);
+}
+
+static void wait_done(isn_grpc_client **clients, int n, isn_grpc_call **calls, int num_calls) {
+    int64_t deadline = harness_now_ms() + 60000;
+    for (int i = 0; i < num_calls; i++)
+        while (!isn_grpc_call_done(calls[i])) {
+            if (harness_now_ms() > deadline) fail_msg("replies still missing after 60 s");
+            poll_all(clients, n);
+        }
+}
+
+static long long metric(const char *sample) { return harness_metric(&h, sample); }
+
+static void test_many_clients_across_loops(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, LOOPS_ARGS), 0);
+    isn_grpc_client *clients[CLIENTS];
+    connect_all(clients, CLIENTS);
+    /* every connection is open (they are handed out in turn): each loop serves a quarter of them */
+    int64_t deadline = harness_now_ms() + 5000;
+    while (metric("isn_connections{protocol=\"grpc\"}") < CLIENTS && harness_now_ms() < deadline) harness_sleep_ms(5);
+    assert_int_equal(metric("isn_event_loops"), LOOPS);
+    for (int loop = 0; loop < LOOPS; loop++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_connections{loop=\"%d\"}", loop);
+        assert_int_equal(metric(sample), CLIENTS / LOOPS);
+    }
+
+    static isn_hit want[NUM_QUERIES][K];
+    uint32_t num_want[NUM_QUERIES];
+    for (size_t q = 0; q < NUM_QUERIES; q++) {
+        isn_search_options o;
+        isn_search_options_default(&o);
+        o.k = K;
+        o.mode = ISN_MODE_OR;
+        isn_query parsed;
+        assert_int_equal(harness_offline_search(offline, QUERIES[q], &o, &parsed, want[q], &num_want[q]), 0);
+    }
+    char err[256];
+    for (int round = 0; round < 3; round++) {
+        static isn_grpc_call *calls[CLIENTS * CALLS_PER_CLIENT];
+        int n = 0;
+        for (int c = 0; c < CLIENTS; c++)
+            for (int i = 0; i < CALLS_PER_CLIENT; i++, n++) {
+                isn_grpc_search_request request = {
+                    .query = QUERIES[(size_t)(n + round) % NUM_QUERIES], .k = K, .mode = ISN_GRPC_MODE_OR};
+                if (!(calls[n] = isn_grpc_search_start(clients[c], &request, err, sizeof err))) fail_msg("start: %s", err);
+            }
+        poll_all(clients, CLIENTS);
+        wait_done(clients, CLIENTS, calls, n);
+        for (int i = 0; i < n; i++) {
+            size_t q = (size_t)(i + round) % NUM_QUERIES;
+            isn_grpc_search_reply reply;
+            assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
+            if (reply.status != 0) fail_msg("call %d (\"%s\"): status %d: %s", i, QUERIES[q], reply.status, reply.message);
+            if (reply.num_hits != num_want[q])
+                fail_msg("\"%s\": %u hits, %u offline", QUERIES[q], reply.num_hits, num_want[q]);
+            for (uint32_t j = 0; j < reply.num_hits; j++)
+                if (reply.hits[j].doc != want[q][j].doc || reply.hits[j].score != want[q][j].score)
+                    fail_msg("\"%s\" hit %u: doc %u (%.9g), offline doc %u (%.9g)", QUERIES[q], j, reply.hits[j].doc,
+                             (double)reply.hits[j].score, want[q][j].doc, (double)want[q][j].score);
+            isn_grpc_search_reply_free(&reply);
+        }
+    }
+    /* every answer counted once, whichever loop sent it */
+    assert_int_equal(metric("isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}"),
+                     3 * CLIENTS * CALLS_PER_CLIENT);
+    for (int c = 0; c < CLIENTS; c++) isn_grpc_close(clients[c]);
+    assert_int_equal(harness_stop_checked(&h), 0);
+}
+
+/* SIGTERM with slow requests in flight on every loop: each is answered, every loop drains, exit 0. */
+#define DRAIN_CALLS 160
+static void test_drain_across_loops(void **state) {
+    (void)state;
+    /* 160 requests of 25 ms each on two workers: about 2 s of work, in flight when SIGTERM comes */
+    const char *extra[] = {"--set", "server.loops=4", "--workers", "2", "--set", "testing.job_delay=25ms", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    isn_grpc_client *clients[8];
+    connect_all(clients, 8);
+    static isn_grpc_call *calls[DRAIN_CALLS];
+    char err[256];
+    for (int i = 0; i < DRAIN_CALLS; i++) {
+        isn_grpc_search_request request = {.query = QUERIES[i % NUM_QUERIES], .k = K};
+        if (!(calls[i] = isn_grpc_search_start(clients[i % 8], &request, err, sizeof err))) fail_msg("start: %s", err);
+    }
+    /* every request has reached the server (open, or already answered) */
+    int64_t deadline = harness_now_ms() + 10000;
+    while (harness_stat(&h, "open_streams") + metric("isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}") <
+           DRAIN_CALLS) {
+        if (harness_now_ms() > deadline) fail_msg("the requests did not all reach the server");
+        poll_all(clients, 8);
+    }
+    assert_true(harness_stat(&h, "open_streams") > 0); /* some are in flight: the drain has work */
+    kill(h.pid, SIGTERM);
+    wait_done(clients, 8, calls, DRAIN_CALLS);
+    for (int i = 0; i < DRAIN_CALLS; i++) {
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
+        if (reply.status != 0) fail_msg("call %d: status %d: %s", i, reply.status, reply.message);
+        isn_grpc_search_reply_free(&reply);
+    }
+    for (int c = 0; c < 8; c++) isn_grpc_close(clients[c]);
+    assert_int_equal(harness_wait_exit(&h, 10000), 0);
+    assert_true(harness_log_has(&h, "every request answered"));
+}
+
+/* A reload is in force on every loop once it is logged: k = 50 refused on each connection. */
+static void test_sighup_on_every_loop(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/loops.conf", h.work_dir);
+    assert_int_equal(support_write_text(path, "[server]\nloops = 4\n[search]\nmax_k = 100\n"), 0);
+    const char *extra[] = {"--config", path, NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    isn_grpc_client *clients[LOOPS];
+    connect_all(clients, LOOPS);
+    assert_int_equal(support_write_text(path, "[server]\nloops = 4\n[search]\nmax_k = 20\n"), 0);
+    kill(h.pid, SIGHUP);
+    int64_t deadline = harness_now_ms() + 10000;
+    while (!harness_log_has(&h, "configuration reloaded")) {
+        if (harness_now_ms() > deadline) fail_msg("no reload logged");
+        harness_sleep_ms(5);
+    }
+    char err[256];
+    for (int c = 0; c < LOOPS; c++) {
+        isn_grpc_search_request request = {.query = "wind", .k = 50};
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search(clients[c], &request, &reply, err, sizeof err), 0);
+        assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
+        isn_grpc_search_reply_free(&reply);
+        isn_grpc_close(clients[c]);
+    }
+    assert_int_equal(harness_stop_checked(&h), 0);
+}
+
+/* Health/Watch streams on every loop get SERVING, then NOT_SERVING and their end (status OK) when
+ * the drain starts; the node then exits 0. */
+static void test_watch_on_every_loop(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, LOOPS_ARGS), 0);
+    isn_grpc_client *clients[LOOPS];
+    connect_all(clients, LOOPS);
+    isn_grpc_call *watches[LOOPS];
+    char err[256];
+    for (int c = 0; c < LOOPS; c++) {
+        isn_grpc_request request = {.path = "/grpc.health.v1.Health/Watch", .frame = true}; /* service "" */
+        if (!(watches[c] = isn_grpc_start(clients[c], &request, err, sizeof err))) fail_msg("start: %s", err);
+    }
+    int64_t deadline = harness_now_ms() + 10000;
+    while (harness_stat(&h, "open_streams") < LOOPS) {
+        if (harness_now_ms() > deadline) fail_msg("the Watch streams did not all open");
+        poll_all(clients, LOOPS);
+    }
+    kill(h.pid, SIGTERM);
+    for (int c = 0; c < LOOPS; c++) {
+        assert_int_equal(isn_grpc_wait(clients[c], watches[c], 10000, err, sizeof err), 0);
+        const isn_grpc_result *result = isn_grpc_call_result(watches[c]);
+        assert_int_equal(result->grpc_status, 0);
+        /* two HealthCheckResponse messages of 2 bytes each: SERVING, then NOT_SERVING */
+        assert_int_equal(result->body_len, 2 * (GRPC_PREFIX_BYTES + 2));
+        isn_grpc_call_free(watches[c]);
+        isn_grpc_close(clients[c]);
+    }
+    assert_int_equal(harness_wait_exit(&h, 10000), 0);
+}
+
+/* max_connections is node-wide: six connections with a request in flight each (none idle to make
+ * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
+static void test_connection_limit_across_loops(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "server.loops=4", "--workers", "1", "--set", "server.max_connections=6",
+                           "--set", "testing.job_delay=300ms", NULL};
+    assert_int_equal(harness_start(&h, NULL, extra), 0);
+    isn_grpc_client *clients[6];
+    connect_all(clients, 6);
+    isn_grpc_call *calls[6];
+    char err[256];
+    for (int c = 0; c < 6; c++) {
+        isn_grpc_search_request request = {.query = "wind", .k = K};
+        if (!(calls[c] = isn_grpc_search_start(clients[c], &request, err, sizeof err))) fail_msg("start: %s", err);
+    }
+    int64_t deadline = harness_now_ms() + 10000;
+    while (harness_stat(&h, "open_streams") < 6) {
+        if (harness_now_ms() > deadline) fail_msg("the six requests did not all reach the server");
+        poll_all(clients, 6);
+    }
+    for (int loop = 0; loop < LOOPS; loop++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_connections{loop=\"%d\"}", loop);
+        assert_true(harness_metric(&h, sample) >= 1);
+    }
+    /* the seventh is closed at once: its request gets no answer */
+    isn_grpc_client *seventh = isn_grpc_connect(h.grpc_address, 2000, err, sizeof err);
+    if (seventh) {
+        isn_grpc_search_request request = {.query = "wind", .k = K};
+        isn_grpc_search_reply reply;
+        int rc = isn_grpc_search(seventh, &request, &reply, err, sizeof err);
+        assert_true(rc != 0 || reply.status != 0);
+        if (rc == 0) isn_grpc_search_reply_free(&reply);
+        isn_grpc_close(seventh);
+    }
+    assert_int_equal(harness_metric(&h, "isn_connections_rejected_total"), 1);
+    wait_done(clients, 6, calls, 6);
+    for (int c = 0; c < 6; c++) {
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search_finish(calls[c], &reply, err, sizeof err), 0);
+        assert_int_equal(reply.status, 0);
+        isn_grpc_search_reply_free(&reply);
+        isn_grpc_close(clients[c]);
+    }
+    assert_int_equal(harness_stop_checked(&h), 0);
+}
+
+static int setup(void **state) {
+    (void)state;
+    harness_prepare(&h, 1000);
+    return harness_open_offline(&h, &offline_index, &offline);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    isn_searcher_free(offline);
+    isn_index_close(offline_index);
+    harness_cleanup(&h);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_clients_across_loops),
+        cmocka_unit_test(test_drain_across_loops),
+        cmocka_unit_test(test_sighup_on_every_loop),
+        cmocka_unit_test(test_watch_on_every_loop),
+        cmocka_unit_test(test_connection_limit_across_loops),
+    };
+    return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
+}
