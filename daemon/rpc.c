@@ -253,6 +253,8 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     job->partition_id = conf->partition_id;
     job->delay_us = conf->job_delay_us + injected_delay_us(loop);
     job->completions = &loop->completions;
+    job->reply_budget = &loop->server->memory_budget;
+    job->reply_charged = 0;
     job->received_ns = opened;
     job->enqueued_ns = now;
     job->deadline_ns = deadline_for(loop, call, request->timeout_ms, opened);
@@ -285,9 +287,13 @@ void rpc_on_completions(uv_async_t *async) {
         deadline_forget(loop, rc);
         bool answered = rc->answered_at_deadline; /* read before the call may be released */
         bool open = grpc_call_unhold(call);
+        uint64_t charged = job->reply_charged; /* the call takes it over, or it is given back */
+        job->reply_charged = 0;
         if (answered) {
             /* DEADLINE_EXCEEDED went out at the deadline: whatever the worker made is dropped */
+            grpc_budget_release(job->reply_budget, charged);
         } else if (!open) {
+            grpc_budget_release(job->reply_budget, charged);
             LOOP_METRICS(loop, m->cancelled++); /* the client went away while a worker had its request */
         } else if (job->status == GRPC_STATUS_OK) {
             LOOP_METRICS(loop, {
@@ -296,8 +302,9 @@ void rpc_on_completions(uv_async_t *async) {
                 histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
                 m->hits_returned += job->num_hits;
             });
-            grpc_call_reply_framed(call, job->reply.data, job->reply.len);
+            grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);
         } else {
+            grpc_budget_release(job->reply_budget, charged);
             /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
             if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
             grpc_call_fail(call, job->status, "%s", job->message);

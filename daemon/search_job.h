@@ -14,6 +14,7 @@
 
 #include "daemon/arena.h"
 #include "base/base.h"
+#include "grpc/grpc.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
@@ -66,6 +67,10 @@ struct search_job {
     int status;
     char message[256];
     byte_buffer reply; /* 5-byte prefix + SearchResponse; kept across uses of the job */
+    /* The node's memory budget, charged for the reply before it is built (NULL: none), and the bytes
+     * charged: the loop hands the charge to the call that sends the reply, or gives it back. */
+    grpc_memory_budget *reply_budget;
+    uint64_t reply_charged;
     uint64_t queue_ns, retrieval_ns, total_ns;
     uint32_t num_hits;
     uint32_t worker;

@@ -92,7 +92,19 @@ static void fail_job(search_job *job, int status, const char *fmt, ...) {
 static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
     size_t size = isn__v1__search_response__get_packed_size(response);
     job->reply.len = 0;
+    grpc_budget_release(job->reply_budget, job->reply_charged);
+    job->reply_charged = 0;
+    /* Charged before it is built: replies waiting for clients that do not read must not take the
+     * node past its budget (the loop's charge when sending came too late for that). */
+    if (size <= UINT32_MAX && !grpc_budget_charge(job->reply_budget, GRPC_PREFIX_BYTES + size)) {
+        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached (a reply of %zu bytes)",
+                 size);
+        return;
+    }
+    job->reply_charged = job->reply_budget ? GRPC_PREFIX_BYTES + size : 0;
     if (size > UINT32_MAX || !buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
+        grpc_budget_release(job->reply_budget, job->reply_charged);
+        job->reply_charged = 0;
         fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
         return;
     }

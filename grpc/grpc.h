@@ -307,6 +307,11 @@ bool grpc_call_unhold(grpc_call *call);
 /* Success: `framed` (5-byte prefix and message) then trailers with grpc-status 0. Not copied: it
  * must stay valid and unchanged until the call is released (keep it in the app storage). */
 void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len);
+/* The same for a reply whose `charged` bytes the caller already charged to the server's memory budget
+ * (a worker that built it: replies being built count against the budget too, so that clients that do
+ * not read cannot make the node hold more than the budget). The call takes the charge over (released
+ * with it); a call already answered or closed gives it back at once. */
+void grpc_call_reply_framed_charged(grpc_call *call, const uint8_t *framed, size_t len, uint64_t charged);
 /* Success: packs the message into the call's own reply buffer (kept across uses) and replies.
  * Returns the status the client gets: OK, or RESOURCE_EXHAUSTED when the reply found no memory. */
 int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message);

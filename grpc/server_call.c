@@ -237,7 +237,20 @@ static void submit_headers(grpc_call *call, const nghttp2_nv *nv, size_t n, cons
     {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, sizeof(value) - 1, \
      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}
 
-void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) {
+static void reply_framed(grpc_call *call, const uint8_t *framed, size_t len, bool precharged);
+
+void grpc_call_reply_framed_charged(grpc_call *call, const uint8_t *framed, size_t len, uint64_t charged) {
+    if (!call->conn || call->responded) {
+        grpc_budget_release(call->server->budget, charged);
+        return;
+    }
+    call->charged += charged;
+    reply_framed(call, framed, len, true);
+}
+
+void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) { reply_framed(call, framed, len, false); }
+
+static void reply_framed(grpc_call *call, const uint8_t *framed, size_t len, bool precharged) {
     if (!call->conn || call->responded) return;
     static const nghttp2_nv headers[] = {
         NV_STATIC(":status", "200"),
@@ -249,7 +262,7 @@ void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) 
      * Refused, the call must not keep that storage while a status waits for a client that may not
      * read: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a gRPC client) and the
      * call released at the next flush, after the program is done with it. */
-    if (framed != call->reply.data) {
+    if (framed != call->reply.data && !precharged) {
         if (!grpc_budget_charge(server->budget, len)) {
             grpc_conn *conn = call->conn;
             COUNTER_ADD(server->counters.over_budget, 1);
