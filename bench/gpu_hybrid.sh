@@ -9,7 +9,9 @@
 # into .devbin/bin, the index and queries in .devdata (idx-deb, short.queries.tsv), shared libraries the
 # device lacks in .devlibs. On the device: run(carry .devbin .devdata .devlibs) BUILD=.devbin bash bench/gpu_hybrid.sh
 # JSON lines in $OUT (or build-gpu/results-hybrid) and a summary table on stdout.
-# DEADLINE_MS (default 50), K (10), INDEX, QUERIES, MAX_RATE, DURATION choose the run.
+# DEADLINE_MS (default 50), K (10), INDEX, QUERIES, MAX_RATE, DURATION choose the run; ISND_ARGS adds isnd
+# flags to every configuration (e.g. "--set server.loops=6"), BENCH_THREADS gives isn-bench generator
+# threads (one thread cannot offer much more than 50,000 requests/s).
 # ISND_CPUS / BENCH_CPUS (taskset lists, e.g. 0-11 and 12-15) keep the load generator off isnd's
 # cores, as it would be on another machine; unset, both share every core.
 set -u
@@ -42,7 +44,7 @@ run_config() { # name, isnd --set options...
   local name=$1; shift
   local log="$O/isnd-$name.log"
   $ISND_PIN "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7601 --stats-listen 127.0.0.1:7602 --workers "$WORKERS" \
-    --set search.max_queue=100000 "$@" >"$log" 2>&1 &
+    --set search.max_queue=100000 "$@" ${ISND_ARGS:-} >"$log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   grep -E "gpu:|ready:" "$log" | head -5
@@ -50,7 +52,7 @@ run_config() { # name, isnd --set options...
   # Which threads are busy, a few times into the sweep (TOP_AT seconds).
   (for t in ${TOP_AT:-}; do sleep "$t"; top -H -b -n 1 -w 160 -p $pid | head -25 >>"$O/top-$name.txt"; done) &
   timeout 580 $BENCH_PIN "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --sustained "$MAX_RATE" \
-    --repeats 3 --label "$name" --duration "$DURATION" --warmup 1 --deadline-ms "${DEADLINE_MS:-50}" -k "$K" --mode or --connections 8 \
+    --repeats 3 --label "$name" --duration "$DURATION" --warmup 1 --deadline-ms "${DEADLINE_MS:-50}" -k "$K" --mode or --connections 8 --threads "${BENCH_THREADS:-1}" \
     >"$O/bench-$name.json" 2>"$O/bench-$name.err"
   cat "$O/bench-$name.err"
   http_get 7602 /stats >"$O/stats-$name.json"

@@ -94,6 +94,12 @@ static int load_tree(isn_forest *f, char **lines, size_t from, size_t to, uint32
     for (size_t i = 0; i < nl; i++)
         leaves[i] = leaf[i];
     for (size_t i = 0; i < ns; i++) {
+        /* LightGBM writes decision_type as a small bit set (categorical, default left, missing type) */
+        if (!(decision[i] >= 0.0 && decision[i] <= 255.0) || decision[i] != floor(decision[i])) {
+            isn_error(err, err_len, "%s: Tree=%u node %zu: decision_type %g is not a bit set of 0 to 255", path, t, i,
+                      decision[i]);
+            goto out;
+        }
         int dt = (int)decision[i], missing = (dt >> 2) & 3;
         bool default_left = (dt & 2) != 0;
         if (dt & 1) {
