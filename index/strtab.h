@@ -7,13 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One probe touches one slot and the string's bytes: hash, id, offset and length sit together
+ * (separate hash and offset arrays cost a cache miss each on a table far larger than the caches). */
+typedef struct {
+    uint32_t hash;
+    uint32_t id;     /* id + 1, 0 = empty */
+    uint64_t where;  /* offset << 16 | length, or 0xFFFF for a length read from offsets[] */
+} isn_strtab_slot;
+
 typedef struct {
     char *bytes; /* all strings, concatenated */
     uint64_t bytes_len, bytes_cap;
     uint64_t *offsets; /* offsets[id], offsets[count] = bytes_len */
     uint32_t count, offsets_cap;
-    uint32_t *slots; /* open addressing: id + 1, 0 = empty */
-    uint32_t *slot_hash;
+    isn_strtab_slot *slots; /* open addressing */
     uint32_t num_slots;
 } isn_strtab;
 
