@@ -2,9 +2,6 @@
  * hundred thousand words millions of times. */
 #include <stdlib.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "index/analyzer_internal.h"
 
 _Static_assert(sizeof(stem_cache_slot) == 32, "a stem cache slot is half a cache line");
@@ -20,17 +17,11 @@ void stem_cache_release(stem_cache *cache) {
     cache->slots = NULL;
 }
 
-/* XXH3 inlined rather than base's isn_hash64 (XXH64): this runs once per token, and on short words
- * XXH3 is several times faster; the value never leaves memory. */
-uint64_t stem_cache_hash(const char *term, size_t len) {
-    return XXH3_64bits(term, len);
-}
-
 static inline uint32_t slot_tag(uint64_t hash) {
     return (uint32_t)(hash >> 32);
 }
 
-int stem_cache_lookup(stem_cache *cache, uint64_t hash, const char *term, size_t len, char *out) {
+int stem_cache_lookup(stem_cache *cache, uint64_t hash, char *term, size_t len) {
     if (cache->slots == NULL || len > STEM_CACHE_SLOT_BYTES)
         return -1;
     uint32_t mask = cache->capacity - 1;
@@ -40,8 +31,9 @@ int stem_cache_lookup(stem_cache *cache, uint64_t hash, const char *term, size_t
         if (slot->term_len == 0)
             break;
         if (slot->tag == tag && slot->term_len == len && memcmp(slot->bytes, term, len) == 0) {
-            memcpy(out, term, slot->stem_prefix);
-            memcpy(out + slot->stem_prefix, slot->bytes + len, slot->suffix_len);
+            if (slot->suffix_len != 0)
+                memcpy(term + slot->stem_prefix, slot->bytes + len, slot->suffix_len);
+            term[slot->stem_prefix + slot->suffix_len] = '\0';
             cache->hits++;
             return slot->stem_prefix + slot->suffix_len;
         }
