@@ -36,18 +36,35 @@ static uint64_t slot_where(uint64_t offset, size_t len) {
     return offset << LENGTH_BITS | (len < LENGTH_IN_OFFSETS ? len : LENGTH_IN_OFFSETS);
 }
 
-static bool slot_holds(const isn_strtab *t, const isn_strtab_slot *slot, const char *s, size_t len) {
+/* The key being looked up, with its first bytes laid out as a slot's head. */
+typedef struct {
+    const char *s;
+    size_t len;
+    uint32_t hash;
+    uint64_t head[ISN_STRTAB_HEAD_BYTES / 8];
+} lookup_key;
+
+static lookup_key make_key(const char *s, size_t len) {
+    lookup_key k = {.s = s, .len = len, .hash = (uint32_t)XXH3_64bits(s, len)};
+    memcpy(k.head, s, len < ISN_STRTAB_HEAD_BYTES ? len : ISN_STRTAB_HEAD_BYTES);
+    return k;
+}
+
+static bool slot_holds(const isn_strtab *t, const isn_strtab_slot *slot, const lookup_key *k) {
     uint64_t offset = slot->where >> LENGTH_BITS;
     size_t slot_len = (size_t)(slot->where & LENGTH_IN_OFFSETS);
     if (slot_len == LENGTH_IN_OFFSETS) slot_len = (size_t)(t->offsets[slot->id] - offset);
-    return slot_len == len && memcmp(t->bytes + offset, s, len) == 0;
+    if (slot_len != k->len || slot->head[0] != k->head[0] || slot->head[1] != k->head[1]) return false;
+    return k->len <= ISN_STRTAB_HEAD_BYTES ||
+           memcmp(t->bytes + offset + ISN_STRTAB_HEAD_BYTES, k->s + ISN_STRTAB_HEAD_BYTES,
+                  k->len - ISN_STRTAB_HEAD_BYTES) == 0;
 }
 
-static uint32_t probe(const isn_strtab *t, const char *s, size_t len, uint32_t h) {
+static uint32_t probe(const isn_strtab *t, const lookup_key *k) {
     uint32_t mask = t->num_slots - 1;
-    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+    for (uint32_t i = k->hash & mask;; i = (i + 1) & mask) {
         const isn_strtab_slot *slot = &t->slots[i];
-        if (slot->id == 0 || (slot->hash == h && slot_holds(t, slot, s, len))) return i;
+        if (slot->id == 0 || (slot->hash == k->hash && slot_holds(t, slot, k))) return i;
     }
 }
 
@@ -72,14 +89,14 @@ static int grow_slots(isn_strtab *t) {
 /* Both calls hash with XXH3, not base's isn_hash64 (XXH64): the builder interns every token, XXH3 is
  * faster on short strings, and the table never leaves memory. */
 uint32_t isn_strtab_find(const isn_strtab *t, const char *s, size_t len) {
-    uint32_t h = (uint32_t)XXH3_64bits(s, len);
-    uint32_t i = probe(t, s, len, h);
+    lookup_key k = make_key(s, len);
+    uint32_t i = probe(t, &k);
     return t->slots[i].id ? t->slots[i].id - 1 : UINT32_MAX;
 }
 
 uint32_t isn_strtab_intern(isn_strtab *t, const char *s, size_t len, bool *added) {
-    uint32_t h = (uint32_t)XXH3_64bits(s, len);
-    uint32_t i = probe(t, s, len, h);
+    lookup_key k = make_key(s, len);
+    uint32_t i = probe(t, &k);
     *added = false;
     if (t->slots[i].id) return t->slots[i].id - 1;
     if (t->count + 1 >= t->offsets_cap) {
@@ -98,7 +115,8 @@ uint32_t isn_strtab_intern(isn_strtab *t, const char *s, size_t len, bool *added
     }
     memcpy(t->bytes + t->bytes_len, s, len);
     uint32_t id = t->count++;
-    t->slots[i] = (isn_strtab_slot){.hash = h, .id = id + 1, .where = slot_where(t->bytes_len, len)};
+    t->slots[i] = (isn_strtab_slot){.hash = k.hash, .id = id + 1, .where = slot_where(t->bytes_len, len)};
+    memcpy(t->slots[i].head, k.head, sizeof k.head);
     t->bytes_len += len;
     t->offsets[t->count] = t->bytes_len;
     *added = true;

@@ -7,12 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One probe touches one slot and the string's bytes: hash, id, offset and length sit together
- * (separate hash and offset arrays cost a cache miss each on a table far larger than the caches). */
+#define ISN_STRTAB_HEAD_BYTES 16
+
+/* A probe touches one slot, and a string of up to ISN_STRTAB_HEAD_BYTES (most terms) nothing else:
+ * hash, id, offset, length and the string's first bytes sit together, because on a table far
+ * larger than the caches every separate array read is a cache miss per token. Half a cache line. */
 typedef struct {
     uint32_t hash;
-    uint32_t id;     /* id + 1, 0 = empty */
-    uint64_t where;  /* offset << 16 | length, or 0xFFFF for a length read from offsets[] */
+    uint32_t id;    /* id + 1, 0 = empty */
+    uint64_t where; /* offset << 16 | length, or 0xFFFF for a length read from offsets[] */
+    uint64_t head[ISN_STRTAB_HEAD_BYTES / 8]; /* the first bytes, zero-padded */
 } isn_strtab_slot;
 
 typedef struct {
