@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "index/analyzer_internal.h"
 #include "index/builder.h"
 #include "index/format.h"
 
@@ -101,11 +102,19 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
 
 static void add_term(void *ctx, const char *term, size_t len, uint32_t position) {
     isn_builder *b = ctx;
-    bool added;
-    uint32_t t = isn_strtab_intern(&b->terms, term, len, &added);
-    if (t == UINT32_MAX) {
-        b->oom = 1;
-        return;
+    bool added = false;
+    /* A word met before maps to its term id in the analyzer's stem cache: no term table probe. */
+    uint32_t *memo = analyzer_emitted_memo(b->analyzer);
+    uint32_t t;
+    if (memo && *memo) {
+        t = *memo - 1;
+    } else {
+        t = isn_strtab_intern(&b->terms, term, len, &added);
+        if (t == UINT32_MAX) {
+            b->oom = 1;
+            return;
+        }
+        if (memo) *memo = t + 1;
     }
     if (added) {
         if (grow((void **)&b->lists, &b->lists_cap, t + 1, sizeof *b->lists) != 0) {
