@@ -36,3 +36,9 @@ $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers
+
+# bench/attack_never_read.sh: isnd under clients that never read (issue 16); its raw HTTP/2 client.
+ATTACK_SUPPORT_OBJS := $(addprefix $(BUILD)/obj/tests/support/,raw_http2.o isnd_harness.o files.o)
+$(BUILD)/bench/attack_never_read: $(BUILD)/obj/bench/attack_never_read.o $(ATTACK_SUPPORT_OBJS) $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ATTACK_SUPPORT_OBJS) $(LIBS) $(LDLIBS)
