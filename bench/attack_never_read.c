@@ -1,6 +1,6 @@
 /* Clients that never read (issue 16): `connections` connections advertise an HTTP/2 window of 0 and a
  * 4 KiB socket receive buffer, send `streams` Search requests each (big replies: a broad query, large
- * k) and then read nothing for `hold` seconds, then close. Prints what it managed to send and how many
+ * k, a stored field when asked) and then read nothing for `hold` seconds, then close. Prints what it managed to send and how many
  * of its connections the server had closed by the end of the hold (seen without reading: POLLRDHUP). */
 #include <poll.h>
 #include <stdio.h>
@@ -13,16 +13,17 @@
 #include "tests/support/raw_http2.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: attack_never_read PORT CONNECTIONS STREAMS K HOLD_SECONDS QUERY\n");
+    fprintf(stderr, "usage: attack_never_read PORT CONNECTIONS STREAMS K HOLD_SECONDS QUERY [STORED_FIELD]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) return usage();
+    if (argc != 7 && argc != 8) return usage();
     int port = atoi(argv[1]), connections = atoi(argv[2]), streams = atoi(argv[3]), hold_s = atoi(argv[5]);
     long k = atol(argv[4]);
-    const char *query = argv[6];
-    if (port <= 0 || connections <= 0 || streams <= 0 || k <= 0 || hold_s < 0 || strlen(query) >= 128)
+    const char *query = argv[6], *field = argc == 8 && argv[7][0] ? argv[7] : NULL;
+    if (port <= 0 || connections <= 0 || streams <= 0 || k <= 0 || hold_s < 0 || strlen(query) >= 128 ||
+        (field && strlen(field) >= 128))
         return usage();
     int *fds = calloc((size_t)connections, sizeof *fds);
     if (!fds) return 1;
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
         int small = 4096;
         setsockopt(fds[c], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
         for (int s = 0; s < streams; s++) {
-            if (!raw_h2_send_all(fds[c], buf, raw_h2_search_request(buf, 1 + 2 * (uint32_t)s, query, (uint32_t)k))) {
+            if (!raw_h2_send_all(fds[c], buf, raw_h2_search_request(buf, 1 + 2 * (uint32_t)s, query, (uint32_t)k, field))) {
                 send_failures++;
                 break;
             }

@@ -8,13 +8,15 @@
 # then one JSON line with the medians per label.
 #   usage: bench/attack_never_read.sh [-b BUDGET] [-r REPEATS] LABEL=ISND [LABEL=ISND ...]
 #   env:   BUILD (build), INDEX ($BUILD/sample/index), CONNECTIONS (20), STREAMS (256), K (1000),
-#          QUERY (library), HOLD (35), AFTER (10)
+#          QUERY (library), FIELD (a stored field each hit brings back: bigger replies; none), HOLD (35),
+#          AFTER (10)
 set -euo pipefail
 BUILD=${BUILD:-build}
 INDEX=${INDEX:-$BUILD/sample/index}
 CONNECTIONS=${CONNECTIONS:-20} STREAMS=${STREAMS:-256} K=${K:-1000} QUERY=${QUERY:-library}
-HOLD=${HOLD:-35} AFTER=${AFTER:-10}
+HOLD=${HOLD:-35} AFTER=${AFTER:-10} FIELD=${FIELD:-}
 BUDGET=256MiB REPEATS=3
+export INDEX K FIELD
 while getopts "b:r:" opt; do
     case $opt in
         b) BUDGET=$OPTARG ;;
@@ -51,7 +53,7 @@ run_once() {
         --stats-listen "127.0.0.1:$sport" >"$dir/isnd.log" 2>&1 &
     ISND_PID=$!
     "$QUERY_BIN" --server "127.0.0.1:$port" --wait-ready 60 -k 10 "image editor" >/dev/null
-    "$QUERY_BIN" --server "127.0.0.1:$port" -k "$K" "$QUERY" >/dev/null # warm: the pools a reply needs
+    "$QUERY_BIN" --server "127.0.0.1:$port" -k "$K" ${FIELD:+--fields "$FIELD"} "$QUERY" >/dev/null # warm: the pools a reply needs
     sleep 1
     local baseline
     baseline=$(rss_kib "$ISND_PID")
@@ -62,7 +64,7 @@ run_once() {
     (while [ ! -e "$dir/stop" ]; do echo "$(gauge "$sport" request_memory_bytes)"; sleep 0.2; done) >"$dir/gauge" &
     local gauge_sampler=$!
 
-    "$ATTACK" "$port" "$CONNECTIONS" "$STREAMS" "$K" "$HOLD" "$QUERY" >"$dir/attack.json" &
+    "$ATTACK" "$port" "$CONNECTIONS" "$STREAMS" "$K" "$HOLD" "$QUERY" ${FIELD:+"$FIELD"} >"$dir/attack.json" &
     local attack=$! ok=0 failed=0
     while kill -0 "$attack" 2>/dev/null; do
         if timeout 5 "$QUERY_BIN" --server "127.0.0.1:$port" -k 10 "image editor" >/dev/null 2>>"$dir/client.err"; then
@@ -85,14 +87,15 @@ run_once() {
     ISND_PID=
 
     python3 - "$label" "$BUDGET" "$baseline" "$attack_end" "$dir" "$ok" "$failed" "$status" "${over_budget:-0}" <<'PY'
-import json, sys
+import json, os, sys
 label, budget, baseline, attack_end, d, ok, failed, status, over = sys.argv[1:]
 samples = [tuple(map(int, l.split())) for l in open(d + "/rss") if len(l.split()) == 2]
 during = [r for t, r in samples if t <= int(attack_end)]
 after = [r for t, r in samples if t > int(attack_end)]
 gauges = [float(l) for l in open(d + "/gauge") if l.strip()]
 print(json.dumps({
-    "isnd": label, "memory_budget": budget,
+    "isnd": label, "memory_budget": budget, "index": os.environ["INDEX"], "k": int(os.environ["K"]),
+    "stored_field": os.environ["FIELD"],
     "baseline_rss_mb": round(int(baseline) / 1024, 1),
     "peak_rss_mb": round(max(during) / 1024, 1),
     "rss_after_mb": round(after[-1] / 1024, 1) if after else None,

@@ -37,7 +37,7 @@ static target targets[2];
 /* ------------------------------------------------------------------ raw HTTP/2 */
 
 static size_t put_request(uint8_t *out, uint32_t stream, uint32_t k) {
-    return raw_h2_search_request(out, stream, "wind tunnel", k);
+    return raw_h2_search_request(out, stream, "wind tunnel", k, NULL);
 }
 
 static int raw_connect(const target *t, const uint32_t *settings, int num_settings) {

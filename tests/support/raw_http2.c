@@ -71,22 +71,27 @@ size_t raw_h2_request_headers(uint8_t *out, size_t pad) {
     return n;
 }
 
-/* Protobuf by hand: field 1 string, field 3 varint. */
-size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k) {
+/* Protobuf by hand: field 1 string, field 3 varint, field 30 string (tag 242 = 0xf2 0x01). */
+size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k, const char *field) {
     size_t q = strlen(query), n = GRPC_PREFIX_BYTES;
     out[n++] = 0x0a, out[n++] = (uint8_t)q;
     memcpy(out + n, query, q), n += q;
     out[n++] = 0x18;
     for (; k >= 128; k >>= 7) out[n++] = (uint8_t)(k | 128);
     out[n++] = (uint8_t)k;
+    if (field) {
+        size_t f = strlen(field);
+        out[n++] = 0xf2, out[n++] = 0x01, out[n++] = (uint8_t)f;
+        memcpy(out + n, field, f), n += f;
+    }
     grpc_write_prefix(out, (uint32_t)(n - GRPC_PREFIX_BYTES));
     return n;
 }
 
-size_t raw_h2_search_request(uint8_t *out, uint32_t stream, const char *query, uint32_t k) {
-    uint8_t block[512], message[160];
+size_t raw_h2_search_request(uint8_t *out, uint32_t stream, const char *query, uint32_t k, const char *field) {
+    uint8_t block[512], message[300];
     size_t n = raw_h2_frame(out, FRAME_HEADERS, FLAG_END_HEADERS, stream, block, raw_h2_request_headers(block, 0));
-    n += raw_h2_frame(out + n, FRAME_DATA, FLAG_END_STREAM, stream, message, raw_h2_search_message(message, query, k));
+    n += raw_h2_frame(out + n, FRAME_DATA, FLAG_END_STREAM, stream, message, raw_h2_search_message(message, query, k, field));
     return n;
 }
 

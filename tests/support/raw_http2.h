@@ -18,10 +18,11 @@ size_t raw_h2_frame(uint8_t *out, int type, int flags, uint32_t stream, const vo
 bool raw_h2_send_all(int fd, const void *data, size_t len);
 /* A Search request's header block into out; `pad` bytes (at most 64 KiB) of an extra header when asked. */
 size_t raw_h2_request_headers(uint8_t *out, size_t pad);
-/* A framed SearchRequest {query (under 128 bytes), k} into out. */
-size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k);
+/* A framed SearchRequest {query, k, stored_fields: field when not NULL} into out (query and field under
+ * 128 bytes each). */
+size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k, const char *field);
 /* One whole Search request on `stream` (HEADERS, then DATA with END_STREAM) into out (under 1 KiB). */
-size_t raw_h2_search_request(uint8_t *out, uint32_t stream, const char *query, uint32_t k);
+size_t raw_h2_search_request(uint8_t *out, uint32_t stream, const char *query, uint32_t k, const char *field);
 /* Connects to 127.0.0.1:port, sends the preface and SETTINGS (these entries, id and value pairs, at most
  * 10); the socket, or -1. */
 int raw_h2_connect(int port, const uint32_t *settings, int num_settings);
