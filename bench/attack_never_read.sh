@@ -61,7 +61,10 @@ run_once() {
     # Samplers: RSS every 50 ms, the budget gauge every 200 ms, until told to stop.
     (while [ ! -e "$dir/stop" ]; do echo "$(date +%s%3N) $(rss_kib "$ISND_PID")"; sleep 0.05; done) >"$dir/rss" &
     local rss_sampler=$!
-    (while [ ! -e "$dir/stop" ]; do echo "$(gauge "$sport" request_memory_bytes)"; sleep 0.2; done) >"$dir/gauge" &
+    (while [ ! -e "$dir/stop" ]; do
+        echo "$(gauge "$sport" request_memory_bytes) $(gauge "$sport" heap_allocated_bytes)"
+        sleep 0.2
+    done) >"$dir/gauge" &
     local gauge_sampler=$!
 
     "$ATTACK" "$port" "$CONNECTIONS" "$STREAMS" "$K" "$HOLD" "$QUERY" ${FIELD:+"$FIELD"} >"$dir/attack.json" &
@@ -92,14 +95,15 @@ label, budget, baseline, attack_end, d, ok, failed, status, over = sys.argv[1:]
 samples = [tuple(map(int, l.split())) for l in open(d + "/rss") if len(l.split()) == 2]
 during = [r for t, r in samples if t <= int(attack_end)]
 after = [r for t, r in samples if t > int(attack_end)]
-gauges = [float(l) for l in open(d + "/gauge") if l.strip()]
+gauges = [list(map(float, l.split())) for l in open(d + "/gauge") if len(l.split()) == 2]
 print(json.dumps({
     "isnd": label, "memory_budget": budget, "index": os.environ["INDEX"], "k": int(os.environ["K"]),
     "stored_field": os.environ["FIELD"],
-    "baseline_rss_mb": round(int(baseline) / 1024, 1),
-    "peak_rss_mb": round(max(during) / 1024, 1),
-    "rss_after_mb": round(after[-1] / 1024, 1) if after else None,
-    "peak_request_memory_mb": round(max(gauges) / 2**20, 1) if gauges else None,
+    "baseline_rss_mib": round(int(baseline) / 1024, 1),
+    "peak_rss_mib": round(max(during) / 1024, 1),
+    "rss_after_mib": round(after[-1] / 1024, 1) if after else None,
+    "peak_request_memory_mib": round(max(g[0] for g in gauges) / 2**20, 1) if gauges else None,
+    "peak_heap_allocated_mib": round(max(g[1] for g in gauges) / 2**20, 1) if gauges else None,
     "over_memory_budget_total": int(float(over)),
     "attack": json.load(open(d + "/attack.json")),
     "normal_client_ok": int(ok), "normal_client_failed": int(failed),
@@ -121,10 +125,10 @@ for label in dict.fromkeys(r["isnd"] for r in runs):
     rs = [r for r in runs if r["isnd"] == label]
     med = lambda key: statistics.median(r[key] for r in rs)
     out[label] = {"runs": len(rs), "memory_budget": rs[0]["memory_budget"],
-                  **{"median_" + k: med(k) for k in ("baseline_rss_mb", "peak_rss_mb", "rss_after_mb",
-                                                      "peak_request_memory_mb", "normal_client_ok",
+                  **{"median_" + k: med(k) for k in ("baseline_rss_mib", "peak_rss_mib", "rss_after_mib",
+                                                      "peak_request_memory_mib", "peak_heap_allocated_mib", "normal_client_ok",
                                                       "normal_client_failed")},
-                  "max_peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+                  "max_peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
                   "exit_statuses": [r["exit_status"] for r in rs]}
 print(json.dumps({"medians": out}))
 PY
