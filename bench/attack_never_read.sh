@@ -69,6 +69,7 @@ run_once() {
 
     "$ATTACK" "$port" "$CONNECTIONS" "$STREAMS" "$K" "$HOLD" "$QUERY" ${FIELD:+"$FIELD"} >"$dir/attack.json" &
     local attack=$! ok=0 failed=0
+    : >"$dir/client.err"
     while kill -0 "$attack" 2>/dev/null; do
         if timeout 5 "$QUERY_BIN" --server "127.0.0.1:$port" -k 10 "image editor" >/dev/null 2>>"$dir/client.err"; then
             ok=$((ok + 1))
@@ -107,6 +108,7 @@ print(json.dumps({
     "over_memory_budget_total": int(float(over)),
     "attack": json.load(open(d + "/attack.json")),
     "normal_client_ok": int(ok), "normal_client_failed": int(failed),
+    "normal_client_errors": sorted(set(l.strip()[:160] for l in open(d + "/client.err") if l.strip()))[:5],
     "exit_status": int(status), "rss_samples": len(samples)}))
 PY
 }
