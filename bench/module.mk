@@ -36,3 +36,10 @@ $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers
+
+# bench/attack_never_read.sh: isnd under clients that never read (issue 16). Its raw HTTP/2 client is
+# a program of tests/ (tests/attack/), built on the attack suite's raw HTTP/2 helpers in tests/support.
+ATTACK_SUPPORT_OBJS := $(addprefix $(BUILD)/obj/tests/support/,raw_http2.o isnd_harness.o files.o)
+$(BUILD)/bench/attack_never_read: $(BUILD)/obj/tests/attack/attack_never_read.o $(ATTACK_SUPPORT_OBJS) $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ATTACK_SUPPORT_OBJS) $(LIBS) $(LDLIBS)

@@ -16,6 +16,7 @@
 
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
+#include "tests/support/raw_http2.h"
 
 #define MEMORY_BUDGET_MIB 16
 #define CONNECTION_ALLOWANCE_MIB 48 /* nghttp2 sessions, socket buffers, allocator slack: outside the budget */
@@ -35,108 +36,13 @@ static target targets[2];
 
 /* ------------------------------------------------------------------ raw HTTP/2 */
 
-enum { FRAME_DATA = 0, FRAME_HEADERS = 1, FRAME_RST_STREAM = 3, FRAME_SETTINGS = 4, FRAME_PING = 6, FRAME_GOAWAY = 7 };
-enum { FLAG_END_STREAM = 1, FLAG_ACK = 1, FLAG_END_HEADERS = 4 };
-
-static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-static size_t put_frame(uint8_t *out, int type, int flags, uint32_t stream, const void *payload, size_t len) {
-    out[0] = (uint8_t)(len >> 16), out[1] = (uint8_t)(len >> 8), out[2] = (uint8_t)len;
-    out[3] = (uint8_t)type, out[4] = (uint8_t)flags;
-    out[5] = (uint8_t)(stream >> 24 & 0x7f), out[6] = (uint8_t)(stream >> 16), out[7] = (uint8_t)(stream >> 8),
-    out[8] = (uint8_t)stream;
-    if (len) memcpy(out + 9, payload, len);
-    return 9 + len;
-}
-
-static bool send_all(int fd, const void *data, size_t len) {
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0) return false;
-        p += n, len -= (size_t)n;
-    }
-    return true;
-}
-
-/* HPACK: an integer with an N-bit prefix, and a literal field without indexing (no Huffman). */
-static size_t hpack_int(uint8_t *out, uint8_t first, int prefix_bits, size_t value) {
-    size_t max = (1u << prefix_bits) - 1, n = 0;
-    if (value < max) {
-        out[n++] = (uint8_t)(first | value);
-        return n;
-    }
-    out[n++] = (uint8_t)(first | max);
-    value -= max;
-    while (value >= 128) {
-        out[n++] = (uint8_t)(value % 128 + 128);
-        value /= 128;
-    }
-    out[n++] = (uint8_t)value;
-    return n;
-}
-
-static size_t hpack_field(uint8_t *out, const char *name, const char *value, size_t value_len) {
-    size_t n = 0, name_len = strlen(name);
-    out[n++] = 0x00;
-    n += hpack_int(out + n, 0, 7, name_len);
-    memcpy(out + n, name, name_len), n += name_len;
-    n += hpack_int(out + n, 0, 7, value_len);
-    memcpy(out + n, value, value_len), n += value_len;
-    return n;
-}
-
-/* A Search request's header block; `pad` bytes of an extra header when asked. */
-static size_t request_headers(uint8_t *out, size_t pad) {
-    size_t n = 0;
-    n += hpack_field(out + n, ":method", "POST", 4);
-    n += hpack_field(out + n, ":scheme", "http", 4);
-    n += hpack_field(out + n, ":path", "/isn.v1.Search/Search", 21);
-    n += hpack_field(out + n, ":authority", "attack", 6);
-    n += hpack_field(out + n, "content-type", "application/grpc", 16);
-    n += hpack_field(out + n, "te", "trailers", 8);
-    if (pad) {
-        static char padding[1 << 16];
-        memset(padding, 'x', sizeof padding);
-        n += hpack_field(out + n, "x-pad", padding, pad);
-    }
-    return n;
-}
-
-/* A framed SearchRequest {query, k} (protobuf by hand: field 1 string, field 3 varint). */
-static size_t search_message(uint8_t *out, const char *query, uint32_t k) {
-    size_t q = strlen(query), n = GRPC_PREFIX_BYTES;
-    out[n++] = 0x0a, out[n++] = (uint8_t)q;
-    memcpy(out + n, query, q), n += q;
-    out[n++] = 0x18;
-    for (; k >= 128; k >>= 7) out[n++] = (uint8_t)(k | 128);
-    out[n++] = (uint8_t)k;
-    grpc_write_prefix(out, (uint32_t)(n - GRPC_PREFIX_BYTES));
-    return n;
-}
-
-/* One whole request on `stream` (HEADERS, then DATA with END_STREAM) into out. */
 static size_t put_request(uint8_t *out, uint32_t stream, uint32_t k) {
-    uint8_t block[512], message[128];
-    size_t n = put_frame(out, FRAME_HEADERS, FLAG_END_HEADERS, stream, block, request_headers(block, 0));
-    n += put_frame(out + n, FRAME_DATA, FLAG_END_STREAM, stream, message, search_message(message, "wind tunnel", k));
-    return n;
+    return raw_h2_search_request(out, stream, "wind tunnel", k, NULL);
 }
 
-/* Connects, sends the preface and SETTINGS (with these entries, id and value pairs). */
 static int raw_connect(const target *t, const uint32_t *settings, int num_settings) {
-    int fd = harness_connect(t->h->grpc_port);
+    int fd = raw_h2_connect(t->h->grpc_port, settings, num_settings);
     assert_true(fd >= 0);
-    uint8_t buf[128], payload[64];
-    for (int i = 0; i < num_settings; i++) {
-        uint8_t *p = payload + 6 * i;
-        p[0] = (uint8_t)(settings[2 * i] >> 8), p[1] = (uint8_t)settings[2 * i];
-        uint32_t v = settings[2 * i + 1];
-        p[2] = (uint8_t)(v >> 24), p[3] = (uint8_t)(v >> 16), p[4] = (uint8_t)(v >> 8), p[5] = (uint8_t)v;
-    }
-    memcpy(buf, PREFACE, 24);
-    size_t n = 24 + put_frame(buf + 24, FRAME_SETTINGS, 0, 0, payload, (size_t)num_settings * 6);
-    assert_true(send_all(fd, buf, n));
     return fd;
 }
 
@@ -263,9 +169,9 @@ static void test_rapid_reset(void **state) {
             for (int s = 0; s < 100; s++, stream += 2) {
                 n += put_request(buf + n, stream, 10);
                 uint8_t code[4] = {0, 0, 0, 8}; /* CANCEL */
-                n += put_frame(buf + n, FRAME_RST_STREAM, 0, stream, code, 4);
+                n += raw_h2_frame(buf + n, FRAME_RST_STREAM, 0, stream, code, 4);
             }
-            if (!send_all(fd, buf, n)) break; /* already closed */
+            if (!raw_h2_send_all(fd, buf, n)) break; /* already closed */
         }
         bool closed;
         int goaway = read_until_closed(fd, 10000, &closed);
@@ -289,14 +195,14 @@ static void test_cancellations_not_punished(void **state) {
         int rounds = 4 * EARLY_RESETS_PER_SECOND; /* twice the burst the rate allows */
         for (int s = 0; s < rounds; s++) {
             uint32_t stream = 1 + 2 * (uint32_t)s;
-            assert_true(send_all(fd, buf, put_request(buf, stream, 10)));
+            assert_true(raw_h2_send_all(fd, buf, put_request(buf, stream, 10)));
             bool ended = false;
             while (!ended) {
                 if (read_frame(fd, &f, 10000) < 0) fail_msg("%s: connection lost at stream %u", t->name, stream);
                 ended = f.stream == stream && (f.flags & FLAG_END_STREAM) && f.type == FRAME_HEADERS;
             }
             uint8_t code[4] = {0, 0, 0, 8};
-            assert_true(send_all(fd, buf, put_frame(buf, FRAME_RST_STREAM, 0, stream, code, 4)));
+            assert_true(raw_h2_send_all(fd, buf, raw_h2_frame(buf, FRAME_RST_STREAM, 0, stream, code, 4)));
         }
         /* and a few cancellations of calls still running: below the rate */
         isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, NULL, 0);
@@ -312,7 +218,7 @@ static void test_cancellations_not_punished(void **state) {
         assert_true(isn_grpc_usable(client));
         isn_grpc_close(client);
         uint8_t ping[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-        assert_true(send_all(fd, buf, put_frame(buf, FRAME_PING, 0, 0, ping, 8)));
+        assert_true(raw_h2_send_all(fd, buf, raw_h2_frame(buf, FRAME_PING, 0, 0, ping, 8)));
         bool acked = false;
         while (!acked && read_frame(fd, &f, 5000) == 0) {
             assert_int_not_equal(f.type, FRAME_GOAWAY);
@@ -350,8 +256,8 @@ static void test_trickle_does_not_extend_idle(void **state) {
         uint8_t buf[64], ping[8] = {0};
         bool closed = false;
         for (int tick = 0; tick < 100 && !closed; tick++) {
-            size_t n = put_frame(buf, FRAME_PING, 0, 0, ping, 8);
-            if (!send_all(fd, buf, n)) closed = true;
+            size_t n = raw_h2_frame(buf, FRAME_PING, 0, 0, ping, 8);
+            if (!raw_h2_send_all(fd, buf, n)) closed = true;
             harness_sleep_ms(100);
             char sink[4096];
             ssize_t got;
@@ -375,7 +281,7 @@ static void test_client_that_never_reads(void **state) {
         int small = 4096;
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
         static uint8_t buf[1 << 16];
-        for (uint32_t s = 0; s < 24; s++) assert_true(send_all(fd, buf, put_request(buf, 1 + 2 * s, 1000)));
+        for (uint32_t s = 0; s < 24; s++) assert_true(raw_h2_send_all(fd, buf, put_request(buf, 1 + 2 * s, 1000)));
         harness_sleep_ms(3000); /* read nothing meanwhile */
         bool closed;
         read_until_closed(fd, 10000, &closed);
@@ -431,8 +337,8 @@ static void test_header_list_too_large(void **state) {
         int fd = raw_connect(t, NULL, 0);
         static uint8_t block[1 << 15], buf[1 << 16];
         static frame f;
-        size_t len = request_headers(block, 12000); /* one frame (16 KiB max), over the 4 KiB limit */
-        assert_true(send_all(fd, buf, put_frame(buf, FRAME_HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 1, block, len)));
+        size_t len = raw_h2_request_headers(block, 12000); /* one frame (16 KiB max), over the 4 KiB limit */
+        assert_true(raw_h2_send_all(fd, buf, raw_h2_frame(buf, FRAME_HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 1, block, len)));
         bool reset = false, answered = false;
         while (!reset && !answered && read_frame(fd, &f, 5000) == 0) {
             reset = f.type == FRAME_RST_STREAM && f.stream == 1;
