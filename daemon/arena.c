@@ -20,6 +20,9 @@ void arena_init(arena *a, void *first_chunk, size_t first_cap, size_t limit) {
     a->extra = NULL;
     a->extra_bytes = 0;
     a->limit = limit;
+    a->budget = NULL;
+    a->charged = 0;
+    a->over_budget = false;
     a->allocator.alloc = pb_alloc;
     a->allocator.free = pb_free;
     a->allocator.allocator_data = a;
@@ -44,8 +47,16 @@ void *arena_alloc(arena *a, size_t size) {
         if (a->extra_bytes + size > a->limit) return NULL;
         cap = size;
     }
+    if (a->budget && !grpc_budget_charge(a->budget, sizeof(arena_chunk) + cap)) {
+        a->over_budget = true;
+        return NULL;
+    }
     arena_chunk *chunk = malloc(sizeof *chunk + cap);
-    if (!chunk) return NULL;
+    if (!chunk) {
+        grpc_budget_release(a->budget, a->budget ? sizeof(arena_chunk) + cap : 0);
+        return NULL;
+    }
+    if (a->budget) a->charged += sizeof(arena_chunk) + cap;
     chunk->next = a->extra;
     chunk->used = size;
     chunk->cap = cap;
@@ -62,4 +73,10 @@ void arena_reset(arena *a) {
     }
     a->extra_bytes = 0;
     a->used = 0;
+    grpc_budget_release(a->budget, a->charged);
+    a->budget = NULL;
+    a->charged = 0;
+    a->over_budget = false;
 }
+
+void arena_charge_to(arena *a, grpc_memory_budget *budget) { a->budget = budget; }

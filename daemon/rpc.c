@@ -179,6 +179,9 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     rpc_call *rc = app_of(call);
     Isn__V1__SearchRequest *request = grpc_call_unpack(call, &isn__v1__search_request__descriptor, &rc->arena.allocator);
     if (!request) return;
+    /* what the request takes from here on (analysed terms, stored text for the reply) is charged; its
+     * decoding was, as its body */
+    arena_charge_to(&rc->arena, &loop->server->memory_budget);
     if (blank(request->query) && request->n_terms == 0) {
         grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
         return;

@@ -66,7 +66,10 @@ int stored_fields_attach(const isn_index *index, const search_job *job, Isn__V1_
     }
     return GRPC_STATUS_OK;
 over:
-    isn_error(err, err_len, "the stored fields of %u hits exceed this request's memory (blocks of %zu bytes); ask for fewer hits",
-              num_hits, scratch_bytes);
+    if (job->memory && job->memory->over_budget)
+        isn_error(err, err_len, "server memory budget for replies reached (the stored fields of %u hits)", num_hits);
+    else
+        isn_error(err, err_len, "the stored fields of %u hits exceed this request's memory (blocks of %zu bytes); ask for fewer hits",
+                  num_hits, scratch_bytes);
     return GRPC_STATUS_RESOURCE_EXHAUSTED;
 }

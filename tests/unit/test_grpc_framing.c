@@ -334,6 +334,32 @@ static void test_arena(void **state) {
     assert_ptr_equal(arena_alloc(&a, 1), first);
 }
 
+/* Charged to a memory budget (arena_charge_to): extra chunks count against it, a chunk it cannot take
+ * is refused (over_budget says why), and the reset gives everything back. */
+static void test_arena_charged_to_budget(void **state) {
+    (void)state;
+    max_align_t first[64];
+    arena a;
+    arena_init(&a, first, sizeof first, 1 << 20);
+    grpc_memory_budget budget = {.limit = 100000};
+    assert_non_null(arena_alloc(&a, 20000)); /* before charging: not counted */
+    assert_int_equal(budget.used, 0);
+    arena_charge_to(&a, &budget);
+    assert_non_null(arena_alloc(&a, 30000));
+    uint64_t used = __atomic_load_n(&budget.used, __ATOMIC_RELAXED);
+    assert_true(used >= 30000 && used < 100000);
+    assert_false(a.over_budget);
+    assert_null(arena_alloc(&a, 80000)); /* would pass the limit */
+    assert_true(a.over_budget);
+    assert_int_equal(__atomic_load_n(&budget.used, __ATOMIC_RELAXED), used);
+    arena_reset(&a);
+    assert_int_equal(__atomic_load_n(&budget.used, __ATOMIC_RELAXED), 0);
+    assert_false(a.over_budget);
+    assert_non_null(arena_alloc(&a, 80000)); /* the reset ended the charging too */
+    assert_int_equal(__atomic_load_n(&budget.used, __ATOMIC_RELAXED), 0);
+    arena_reset(&a);
+}
+
 static void test_histogram_buckets(void **state) {
     (void)state;
     histogram h;
@@ -364,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_percent_encoding),
         cmocka_unit_test(test_status_names_and_paths),
         cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_arena_charged_to_budget),
         cmocka_unit_test(test_histogram_buckets),
     };
     return cmocka_run_group_tests_name("grpc_framing", tests, NULL, NULL);
