@@ -686,13 +686,19 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     return ticket;
 }
 
-static void answer_on_cpu(isn_searcher *searcher, isn_gpu_request *r) {
+/* The CPU's search for a request, as isn_search would run it without the device. */
+static isn_search_options cpu_options_of(const isn_gpu_request *r) {
     isn_search_options so;
     isn_search_options_default(&so);
     so.mode = r->mode;
     so.algo = ISN_ALGO_AUTO;
     so.k = r->k;
     so.num_docs = r->num_docs;
+    return so;
+}
+
+static void answer_on_cpu(isn_searcher *searcher, isn_gpu_request *r) {
+    isn_search_options so = cpu_options_of(r);
     char why[256];
     r->answered_by = ISN_GPU_ANSWERED_CPU;
     if (isn_search(searcher, r->query, &so, r->hits, &r->num_hits, NULL, why, sizeof why) != 0) r->num_hits = 0;
@@ -712,12 +718,7 @@ static void complete_on_prefixes(void *context, uint32_t i, cpu_hand *hand) {
     stream_slot *s = cb->slot;
     uint32_t q = s->cpu_tasks[i];
     isn_gpu_request *r = &s->requests[s->device_request[q]];
-    isn_search_options so;
-    isn_search_options_default(&so);
-    so.mode = r->mode;
-    so.algo = ISN_ALGO_AUTO;
-    so.k = r->k;
-    so.num_docs = r->num_docs;
+    isn_search_options so = cpu_options_of(r);
     so.first_doc = s->queries[q].doc_limit;
     if (r->num_hits == r->k && r->hits[r->k - 1].score > 0.0f) so.initial_threshold = r->hits[r->k - 1].score;
     isn_search_stats stats;
