@@ -137,20 +137,11 @@ static void after_attack(const target *t, const char *attack) {
     assert_memory_bounded(t, attack);
 }
 
-static long long metric(const harness *hh, const char *name) {
-    static char page[1 << 18];
-    if (harness_http_get(hh, "/metrics", page, sizeof page) != 200) return -1;
-    char needle[128];
-    snprintf(needle, sizeof needle, "\n%s ", name);
-    const char *p = strstr(page, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
-}
-
 /* Its protections' counter (isn_... on isnd, isn_agg_... on isn-agg). */
 static long long protection_metric(const target *t, const char *name) {
     char full[128];
     snprintf(full, sizeof full, "%s_%s", t->h == &agg ? "isn_agg" : "isn", name);
-    return metric(t->h, full);
+    return harness_metric(t->h, full);
 }
 
 /* ------------------------------------------------------------------ the attacks */
@@ -387,7 +378,7 @@ static void test_stats_port(void **state) {
 static void test_large_queries_analysed_off_loop(void **state) {
     (void)state;
     const target *t = &targets[0];
-    long long before = metric(t->h, "isn_scheduler_prepared_total");
+    long long before = harness_metric(t->h, "isn_scheduler_prepared_total");
     assert_true(before >= 0);
     static char text[1 << 20];
     size_t n = 0;
@@ -411,7 +402,7 @@ static void test_large_queries_analysed_off_loop(void **state) {
         isn_grpc_search_reply_free(&reply);
     }
     isn_grpc_close(client);
-    long long after = metric(t->h, "isn_scheduler_prepared_total");
+    long long after = harness_metric(t->h, "isn_scheduler_prepared_total");
     fprintf(stderr, "isnd: %lld requests prepared by workers (4 large ones sent)\n", after - before);
     assert_true(after - before >= LARGE);
     after_attack(t, "large queries");

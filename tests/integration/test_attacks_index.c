@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tests/support/files.h"
+#include "tests/support/index_builder.h"
 #include "tests/support/isnd_harness.h"
 #include "index/format.h" /* the crafted files are resealed: the layout and its checksums */
 
@@ -20,14 +21,6 @@ static uint8_t *good;
 static size_t good_len;
 static char index_path[600];
 
-
-/* Section checksum and header checksum recomputed: the file is "valid" to every checksum. */
-static void reseal(uint8_t *data, int section) {
-    isn_file_header *header = (isn_file_header *)data;
-    isn_section_entry *table = (isn_section_entry *)(data + sizeof *header);
-    table[section].checksum = isn_hash64(data + table[section].offset, table[section].bytes);
-    header->header_checksum = isn_index_header_checksum(header, table);
-}
 
 static const isn_section_entry *section_table(const uint8_t *data) {
     return (const isn_section_entry *)(data + sizeof(isn_file_header));
@@ -71,7 +64,7 @@ static void test_block_metadata_beyond_postings(void **state) {
     isn_block_meta *metas = (isn_block_meta *)(bad + section_table(bad)[SEC_BLOCK_META].offset);
     assert_true(metas[block + 1].last_doc > metas[block].last_doc + 1);
     metas[block].last_doc = metas[block + 1].last_doc - 1;
-    reseal(bad, SEC_BLOCK_META);
+    support_reseal_index(bad, SEC_BLOCK_META);
     assert_int_equal(support_write_file(index_path, bad, good_len), 0);
     expect_refused("section 'postings'");
     free(bad);
@@ -88,7 +81,7 @@ static void test_block_docs_beyond_collection(void **state) {
     const isn_block_meta *metas = (const isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
     uint8_t *encoded = bad + table[SEC_POSTINGS].offset + metas[block].offset;
     encoded[0] = (uint8_t)((encoded[0] & 0xC0u) | 31u); /* width 31: the block overruns or decodes huge gaps */
-    reseal(bad, SEC_POSTINGS);
+    support_reseal_index(bad, SEC_POSTINGS);
     assert_int_equal(support_write_file(index_path, bad, good_len), 0);
     expect_refused("section 'postings'");
     free(bad);

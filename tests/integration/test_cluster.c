@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 
@@ -32,18 +33,6 @@ static uint32_t num_queries;
 
 /* ------------------------------------------------------------------ setup */
 
-static int run_command(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_command(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "test_cluster: command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 /* Writes the corpus as JSON Lines and reads the queries; Cranfield when available. */
 static void prepare_corpus(const char *jsonl) {
     const char *dir = getenv("ISN_CRANFIELD_DIR") ? getenv("ISN_CRANFIELD_DIR") : "build/data/cran";
@@ -52,7 +41,7 @@ static void prepare_corpus(const char *jsonl) {
     snprintf(qpath, sizeof qpath, "%s/cranfield.queries.tsv", dir);
     FILE *qf = fopen(qpath, "r");
     if (qf && access(docs, R_OK) == 0) {
-        assert_int_equal(run_command("cp '%s' '%s'", docs, jsonl), 0);
+        assert_int_equal(support_run_command("cp '%s' '%s'", docs, jsonl), 0);
         char line[4096];
         while (num_queries < MAX_QUERIES && fgets(line, sizeof line, qf)) {
             char *tab = strchr(line, '\t');
@@ -107,9 +96,9 @@ static int setup(void **state) {
     snprintf(jsonl, sizeof jsonl, "%s/corpus.jsonl", full.work_dir);
     snprintf(parts_dir, sizeof parts_dir, "%s/parts", full.work_dir);
     prepare_corpus(jsonl);
-    if (run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null 2>&1", full.build_dir, jsonl,
+    if (support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null 2>&1", full.build_dir, jsonl,
                     full.index_dir) ||
-        run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %d >/dev/null 2>&1",
+        support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %d >/dev/null 2>&1",
                     full.build_dir, jsonl, parts_dir, PARTITIONS))
         return -1;
     if (harness_start(&full, NULL, NULL) != 0) return -1;

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
 #include "grpc/grpc.h"
 #include "ranking/ranking.h"
@@ -38,18 +39,6 @@ static bool have_qrels;
 
 /* ------------------------------------------------------------------ setup */
 
-static int run_command(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_command(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "test_tier: command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 static void add_query(const char *id, const char *text) {
     query_ids[num_queries] = strdup(id);
     queries[num_queries++] = strdup(text);
@@ -64,7 +53,7 @@ static int prepare_corpus(const char *jsonl) {
     snprintf(qrels_path, sizeof qrels_path, "%s/cranfield.qrels", dir);
     FILE *qf = fopen(qpath, "r");
     if (qf && access(docs, R_OK) == 0) {
-        if (run_command("cp '%s' '%s'", docs, jsonl) != 0) return -1;
+        if (support_run_command("cp '%s' '%s'", docs, jsonl) != 0) return -1;
         char line[4096];
         while (num_queries < MAX_QUERIES && fgets(line, sizeof line, qf)) {
             char *tab = strchr(line, '\t');
@@ -127,9 +116,9 @@ static int setup(void **state) {
     snprintf(parts_dir, sizeof parts_dir, "%s/parts", single.work_dir);
     snprintf(ranker_dir, sizeof ranker_dir, "%s/rankers", single.work_dir);
     if (prepare_corpus(jsonl) != 0 || mkdir(ranker_dir, 0755) != 0 || write_ranker() != 0) return -1;
-    if (run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null 2>&1", single.build_dir, jsonl,
+    if (support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null 2>&1", single.build_dir, jsonl,
                     single.index_dir) ||
-        run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %d >/dev/null 2>&1",
+        support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %d >/dev/null 2>&1",
                     single.build_dir, jsonl, parts_dir, PARTITIONS))
         return -1;
     snprintf(set_dir, sizeof set_dir, "rerank.ranker_dir=%s", ranker_dir);

@@ -1,6 +1,7 @@
 #include "tests/support/files.h"
 
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,4 +46,15 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 int support_remove_tree(const char *dir) {
     return nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+int support_run_command(const char *fmt, ...) {
+    char command[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(command, sizeof command, fmt, ap);
+    va_end(ap);
+    int rc = system(command);
+    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, command);
+    return rc;
 }

@@ -1,5 +1,5 @@
 /* Files for tests: writing a fixture file, reading and writing whole files (to damage them), removing a
- * temporary directory. */
+ * temporary directory, running a command. */
 #ifndef ISN_TESTS_SUPPORT_FILES_H
 #define ISN_TESTS_SUPPORT_FILES_H
 
@@ -16,5 +16,8 @@ int support_write_file(const char *path, const uint8_t *data, size_t len);
 
 /* Removes a test's temporary directory and everything in it; 0 on success. */
 int support_remove_tree(const char *dir);
+
+/* Runs a shell command; its exit status (0 = success), said on stderr when not 0. */
+int support_run_command(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

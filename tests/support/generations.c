@@ -8,17 +8,6 @@
 
 #include "index/index.h"
 
-int support_run_command(const char *fmt, ...) {
-    char command[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(command, sizeof command, fmt, ap);
-    va_end(ap);
-    int rc = system(command);
-    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, command);
-    return rc;
-}
-
 int support_write_corpus(const char *path, char prefix, uint64_t seed, uint32_t docs) {
     FILE *f = fopen(path, "w");
     if (!f) {

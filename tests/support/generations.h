@@ -9,10 +9,9 @@
 #include <stdint.h>
 
 #include "grpc/grpc.h"
+#include "tests/support/files.h" /* support_run_command, for the tests that build with isn-index */
 #include "tests/support/isnd_harness.h"
 
-/* Runs a shell command; its exit status (0 = success), said on stderr when not 0. */
-int support_run_command(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes `docs` JSON Lines documents "PREFIX-N" (title and body of harness words, from `seed`). 0 or -1. */
 int support_write_corpus(const char *path, char prefix, uint64_t seed, uint32_t docs);
 /* The index's content hash as replies and Info name it (16 hex digits) into out. 0, or -1 said on stderr. */

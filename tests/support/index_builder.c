@@ -1,5 +1,7 @@
 #include "tests/support/index_builder.h"
 #include "tests/support/files.h"
+#include "base/base.h"
+#include "index/format.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,4 +76,11 @@ int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode,
     options.k = k;
     isn_search_stats stats;
     return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
+}
+
+void support_reseal_index(uint8_t *data, int section) {
+    isn_file_header *header = (isn_file_header *)data;
+    isn_section_entry *table = (isn_section_entry *)(data + sizeof *header);
+    table[section].checksum = isn_hash64(data + table[section].offset, table[section].bytes);
+    header->header_checksum = isn_index_header_checksum(header, table);
 }

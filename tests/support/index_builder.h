@@ -33,4 +33,8 @@ int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode,
 /* Frees the searcher and index and removes the directory. */
 void support_index_close(support_index *ix);
 
+/* Recomputes section `section`'s checksum and the header checksum of an index file held in memory,
+ * as a crafted file (or a writer with a bug) would have them: damage then reaches the structural checks. */
+void support_reseal_index(uint8_t *data, int section);
+
 #endif

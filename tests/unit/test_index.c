@@ -14,6 +14,7 @@
 #include "index/format.h" /* the damage tests rewrite checksums, so they need the layout */
 #include "index/index.h"
 #include "tests/support/files.h"
+#include "tests/support/index_builder.h"
 
 static char tmp_root[] = "/tmp/isn-test-index-XXXXXX";
 static int dir_counter;
@@ -340,14 +341,6 @@ static void expect_refused(const char *dir, const char *needle) {
     if (!strstr(err, needle)) fail_msg("error '%s' does not name '%s'", err, needle);
 }
 
-/* Recomputes a section checksum and the header checksum, as a writer with a bug would. */
-static void reseal(uint8_t *data, int section) {
-    isn_file_header *h = (isn_file_header *)data;
-    isn_section_entry *table = (isn_section_entry *)(data + sizeof *h);
-    table[section].checksum = isn_hash64(data + table[section].offset, table[section].bytes);
-    h->header_checksum = isn_index_header_checksum(h, table);
-}
-
 static void test_damaged_files(void **state) {
     (void)state;
     char dir[256], path[300];
@@ -390,7 +383,7 @@ static void test_damaged_files(void **state) {
     memcpy(bad, good, len);
     isn_block_meta *blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
     blocks[0].max_tf_part *= 0.5f;
-    reseal(bad, SEC_BLOCK_META);
+    support_reseal_index(bad, SEC_BLOCK_META);
     assert_int_equal(support_write_file(path, bad, len), 0);
     char err[ISN_ERR_LEN];
     ix = isn_index_open(dir, err, sizeof err);
@@ -403,7 +396,7 @@ static void test_damaged_files(void **state) {
     memcpy(bad, good, len);
     blocks = (isn_block_meta *)(bad + table[SEC_BLOCK_META].offset);
     blocks[1].last_doc = blocks[0].last_doc;
-    reseal(bad, SEC_BLOCK_META);
+    support_reseal_index(bad, SEC_BLOCK_META);
     assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "block_meta");
 
@@ -414,7 +407,7 @@ static void test_damaged_files(void **state) {
     uint8_t *unique_df = bad + table[SEC_TERMS].offset + table[SEC_TERMS].bytes - 6;
     assert_int_equal(unique_df[0], 1);
     unique_df[0] = 2;
-    reseal(bad, SEC_TERMS);
+    support_reseal_index(bad, SEC_TERMS);
     assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "postings");
 
@@ -422,13 +415,13 @@ static void test_damaged_files(void **state) {
      * total but disagree with the postings are caught by verify. */
     memcpy(bad, good, len);
     bad[table[SEC_DOC_LENS].offset + 5] += 1;
-    reseal(bad, SEC_DOC_LENS);
+    support_reseal_index(bad, SEC_DOC_LENS);
     assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "doc_lens");
     memcpy(bad, good, len);
     bad[table[SEC_DOC_LENS].offset + 3] += 1; /* doc 1 body; every length is one varint byte here */
     bad[table[SEC_DOC_LENS].offset + 5] -= 1; /* doc 2 body */
-    reseal(bad, SEC_DOC_LENS);
+    support_reseal_index(bad, SEC_DOC_LENS);
     assert_int_equal(support_write_file(path, bad, len), 0);
     ix = isn_index_open(dir, err, sizeof err);
     assert_non_null(ix);
@@ -447,9 +440,7 @@ static void test_damaged_files(void **state) {
 
 static int cleanup(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
-    return system(cmd) == 0 ? 0 : -1;
+    return support_remove_tree(tmp_root);
 }
 
 int main(void) {

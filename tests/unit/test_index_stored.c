@@ -15,6 +15,7 @@
 #include "index/format.h" /* the damage tests rewrite the section and its checksum */
 #include "index/index.h"
 #include "tests/support/files.h"
+#include "tests/support/index_builder.h"
 
 #define NUM_DOCS 3000
 
@@ -197,14 +198,6 @@ static void expect_refused(const char *dir, const char *needle) {
     if (!strstr(err, needle)) fail_msg("error '%s' does not name '%s'", err, needle);
 }
 
-/* Section checksum and header checksum recomputed, as a crafted file would have them. */
-static void reseal(uint8_t *data) {
-    isn_file_header *h = (isn_file_header *)data;
-    isn_section_entry *table = (isn_section_entry *)(data + sizeof *h);
-    table[SEC_STORED].checksum = isn_hash64(data + table[SEC_STORED].offset, table[SEC_STORED].bytes);
-    h->header_checksum = isn_index_header_checksum(h, table);
-}
-
 static void test_damaged_section(void **state) {
     (void)state;
     char dir[256], path[300], err[ISN_ERR_LEN];
@@ -240,7 +233,7 @@ static void test_damaged_section(void **state) {
         case 7: blocks[nb].first_doc = NUM_DOCS - 1; break; /* documents not covered */
         case 8: header->max_block_bytes = ISN_STORED_MAX_BLOCK + 1; break;
         }
-        reseal(bad);
+        support_reseal_index(bad, SEC_STORED);
         assert_int_equal(support_write_file(path, bad, len), 0);
         expect_refused(dir, "section 'stored'");
     }
@@ -248,7 +241,7 @@ static void test_damaged_section(void **state) {
      * fetch of one of its documents and verify say so; other blocks still answer. */
     memcpy(bad, good, len);
     blocks[1].raw_bytes -= 1;
-    reseal(bad);
+    support_reseal_index(bad, SEC_STORED);
     assert_int_equal(support_write_file(path, bad, len), 0);
     isn_index *ix = isn_index_open(dir, err, sizeof err);
     if (!ix) fail_msg("open: %s", err);
@@ -264,7 +257,7 @@ static void test_damaged_section(void **state) {
     /* the section table claims a 13th section */
     memcpy(bad, good, len);
     ((isn_file_header *)bad)->num_sections = SEC_COUNT + 1;
-    reseal(bad);
+    support_reseal_index(bad, SEC_STORED);
     assert_int_equal(support_write_file(path, bad, len), 0);
     expect_refused(dir, "sections");
     free(good);
@@ -273,9 +266,7 @@ static void test_damaged_section(void **state) {
 
 static int cleanup(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
-    return system(cmd) == 0 ? 0 : -1;
+    return support_remove_tree(tmp_root);
 }
 
 int main(void) {
