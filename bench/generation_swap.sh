@@ -64,7 +64,7 @@ bench() { # rate duration
 
 sustained=null
 if [ "$RATE" = 0 ]; then
-  "$BUILD/bin/isn-bench" --target "$grpc" --queries "$QUERIES" --sustained "$MAX_RATE" --repeats 2 --duration 2 \
+  "$BUILD/bin/isn-bench" --target "$grpc" --queries "$QUERIES" --sustained "$MAX_RATE" --repeats 3 --duration 2 \
     --warmup 0.5 --deadline-ms "$DEADLINE_MS" --label isnd >"$work/sustained.json" 2>"$work/sustained.txt"
   sustained=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' "$work/sustained.json")
   RATE=$(python3 -c 'import sys; print(max(1.0, float(sys.argv[1]) / 2))' "$sustained")
