@@ -69,10 +69,14 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
         double sum = predicted - fixed;
         double measured = (double)(end - start) - fixed;
         if (measured < 0.1 * sum) measured = 0.1 * sum;
-        for (uint32_t i = 0; i < n; i++) {
+        /* A few jobs of a large batch teach the model (sched_learn_spaced); which ones rotates. */
+        uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
+        for (uint32_t j = 0; j < n; j++) {
+            uint32_t i = (first_learner + j) % n;
             double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
-            sched_learn(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share, measured * share,
-                        batch[i]->predicted_ns[ISN_DEVICE_GPU]);
+            if (sched_learns_now(&d->learn_after_ns, isn_now_ns()))
+                sched_learn_spaced(s, &d->learn_after_ns, ISN_DEVICE_GPU, &batch[i]->features, measured * share,
+                                   measured * share, batch[i]->predicted_ns[ISN_DEVICE_GPU]);
             batch[i]->finished_ns = end;
             COUNT(s->ran_on[ISN_DEVICE_GPU]);
             sched_finish(s, batch[i], ISN_JOB_RAN);

@@ -44,6 +44,12 @@ void sched_predict(isn_scheduler *s, isn_job *job) {
     pthread_mutex_unlock(&s->model_lock);
 }
 
+static double scale_locked(isn_scheduler *s, isn_device_kind device) {
+    if (!(s->predicted_ewma[device] > 0)) return 1.0;
+    double scale = s->actual_ewma[device] / s->predicted_ewma[device];
+    return scale < 0.5 ? 0.5 : scale > 8.0 ? 8.0 : scale;
+}
+
 void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
                  double wall_ns, double predicted_ns) {
     pthread_mutex_lock(&s->model_lock);
@@ -51,21 +57,23 @@ void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_feature
     if (wall_ns > 0 && predicted_ns > 0 && isfinite(wall_ns) && isfinite(predicted_ns)) {
         s->actual_ewma[device] += SCHED_SCALE_WEIGHT * (wall_ns - s->actual_ewma[device]);
         s->predicted_ewma[device] += SCHED_SCALE_WEIGHT * (predicted_ns - s->predicted_ewma[device]);
+        atomic_store_explicit(&s->scale[device], scale_locked(s, device), memory_order_relaxed);
     }
     pthread_mutex_unlock(&s->model_lock);
 }
 
-static double scale_locked(isn_scheduler *s, isn_device_kind device) {
-    if (!(s->predicted_ewma[device] > 0)) return 1.0;
-    double scale = s->actual_ewma[device] / s->predicted_ewma[device];
-    return scale < 0.5 ? 0.5 : scale > 8.0 ? 8.0 : scale;
+bool sched_learns_now(const uint64_t *learn_after_ns, uint64_t now_ns) { return now_ns >= *learn_after_ns; }
+
+void sched_learn_spaced(isn_scheduler *s, uint64_t *learn_after_ns, isn_device_kind device,
+                        const isn_job_features *features, double cost_ns, double wall_ns, double predicted_ns) {
+    uint64_t start = isn_now_ns();
+    sched_learn(s, device, features, cost_ns, wall_ns, predicted_ns);
+    uint64_t end = isn_now_ns();
+    *learn_after_ns = end + (uint64_t)(SCHED_LEARN_SPACING * (double)(end - start));
 }
 
 double sched_scale(isn_scheduler *s, isn_device_kind device) {
-    pthread_mutex_lock(&s->model_lock);
-    double scale = scale_locked(s, device);
-    pthread_mutex_unlock(&s->model_lock);
-    return scale;
+    return atomic_load_explicit(&s->scale[device], memory_order_relaxed);
 }
 
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
@@ -165,7 +173,10 @@ static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, c
     return already_dead;
 }
 
-isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) {
+/* Admits and routes a prepared job. prepare_ns >= 0: a worker prepared it in that time (the moving
+ * average the CPU's wait counts is updated in the same trip through the lock), and that worker looks
+ * at the queues next, so another is woken for it only when this one goes on preparing. */
+static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns) {
     uint64_t now = isn_now_ns();
     job->enqueued_ns = now;
     job->started_ns = job->finished_ns = 0;
@@ -180,6 +191,7 @@ isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) {
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
 
     pthread_mutex_lock(&s->lock);
+    if (prepare_ns >= 0) s->prepare_ns += SCHED_SCALE_WEIGHT * (prepare_ns - s->prepare_ns);
     if (s->stopping) {
         pthread_mutex_unlock(&s->lock);
         return ISN_SUBMIT_STOPPED;
@@ -214,21 +226,47 @@ isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) {
     if (job->degraded) COUNT(s->degraded);
     COUNT(s->submitted);
     COUNT(s->routed[queue]);
-    if (queue != ISN_QUEUE_GPU && s->idle_workers) pthread_cond_signal(&s->cpu_wake);
-    if (queue != ISN_QUEUE_CPU && s->num_dispatchers) pthread_cond_broadcast(&s->gpu_wake);
+    bool self_takes = prepare_ns >= 0 && !atomic_load_explicit(&s->prepare_pending, memory_order_relaxed);
+    bool wake_cpu = queue != ISN_QUEUE_GPU && s->idle_workers && !self_takes;
+    bool wake_gpu = queue != ISN_QUEUE_CPU && s->num_dispatchers;
     pthread_mutex_unlock(&s->lock);
+    /* Woken after the unlock, so that the woken thread does not wait for the lock at once: a waiter
+     * checks the queues under the lock before it waits, so no wake-up is lost. */
+    if (wake_cpu) pthread_cond_signal(&s->cpu_wake);
+    if (wake_gpu) pthread_cond_broadcast(&s->gpu_wake);
     return ISN_SUBMIT_QUEUED;
 }
 
-/* Queues a job for a worker to prepare (prepare_one). */
+isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) { return admit(s, job, -1.0); }
+
+/* Under the lock: whether a job received then, due then, could still start in time on some device. */
+static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
+                             const double *scale) {
+    if (!deadline_ns) return true;
+    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
+                                                                                : s->config.early_stop_fraction;
+    double remaining = (double)received_ns + fraction * (double)(deadline_ns - received_ns) - (double)now;
+    double wait[ISN_DEVICE_KINDS];
+    queue_waits(s, now, scale, wait);
+    /* Unprepared jobs ahead of it are prepared first, by the workers (the CPU's wait counts them). */
+    return wait[ISN_DEVICE_CPU] <= remaining || preparing_ns(s, scale) + wait[ISN_DEVICE_GPU] <= remaining;
+}
+
+/* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time. */
 static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     job->enqueued_ns = isn_now_ns();
     job->refusal = 0;
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     pthread_mutex_lock(&s->lock);
     if (s->stopping || !s->config.prepare) {
         pthread_mutex_unlock(&s->lock);
         return ISN_SUBMIT_STOPPED;
+    }
+    if (!may_admit_locked(s, job->received_ns, job->deadline_ns, job->enqueued_ns, scale)) {
+        pthread_mutex_unlock(&s->lock);
+        COUNT(s->shed_overload);
+        return ISN_SUBMIT_SHED_LATE;
     }
     if (s->prepare_queue.size >= s->config.queue_capacity || !isn_edf_push(&s->prepare_queue, job)) {
         pthread_mutex_unlock(&s->lock);
@@ -236,13 +274,15 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
         return ISN_SUBMIT_SHED_FULL;
     }
     atomic_fetch_add_explicit(&s->prepare_pending, 1, memory_order_relaxed);
-    if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
+    bool wake = s->idle_workers > 0;
     pthread_mutex_unlock(&s->lock);
+    if (wake) pthread_cond_signal(&s->cpu_wake);
     return ISN_SUBMIT_QUEUED;
 }
 
 bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     uint64_t now = isn_now_ns();
+    if (!sched_available_gpus(s, now)) return false;
     sched_predict(s, job);
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     isn_route_input in;
@@ -256,19 +296,12 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
 bool sched_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
-    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
-                                                                                : s->config.early_stop_fraction;
-    double remaining = (double)received_ns + fraction * (double)(deadline_ns - received_ns) - (double)now;
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
-    double wait[ISN_DEVICE_KINDS];
     pthread_mutex_lock(&s->lock);
-    queue_waits(s, now, scale, wait);
-    /* Unprepared jobs ahead of it are prepared first, by the workers (the CPU's wait counts them). */
-    double preparing = preparing_ns(s, scale);
+    bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale);
     pthread_mutex_unlock(&s->lock);
-    if (wait[ISN_DEVICE_CPU] <= remaining || preparing + wait[ISN_DEVICE_GPU] <= remaining) return true;
-    COUNT(s->shed_overload);
-    return false;
+    if (!ok) COUNT(s->shed_overload);
+    return ok;
 }
 
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *s) {
@@ -281,8 +314,8 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         sched_take_features(s, job);
         return sched_admit(s, job);
     }
-    if (!sched_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
     if (!isn_scheduler_prepares_on_submit(s) || job->prepare_on_worker) return queue_for_prepare(s, job);
+    if (!sched_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
     /* Few workers and no GPU: the workers are the bottleneck, the submitting thread is not. */
     if (!s->config.prepare(s->config.user, job, s->config.submitter_state)) return ISN_SUBMIT_REFUSED;
     sched_take_features(s, job);
@@ -413,9 +446,9 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing.
      * The model learns the thread's CPU time, so that time other threads and processes take from
      * this one (preemption) does not teach it that queries got costlier; the scale sees that. */
-    if (job->complete && job->measured)
-        sched_learn(s, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
-                    job->degraded ? 0.0 : job->predicted_ns[ISN_DEVICE_CPU]); /* a degraded one's was cut */
+    if (job->complete && job->measured && sched_learns_now(&w->learn_after_ns, job->finished_ns))
+        sched_learn_spaced(s, &w->learn_after_ns, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
+                           job->degraded ? 0.0 : job->predicted_ns[ISN_DEVICE_CPU]); /* a degraded one's was cut */
     commit_cpu(s, job, -1);
     sched_finish(s, job, ISN_JOB_RAN);
 }
@@ -439,15 +472,13 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
     if (!gpu_bound) isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
 }
 
-/* The user's analysis, then the features: both are the preparation whose time the CPU's wait counts. */
-static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state) {
+/* The user's analysis, then the features: both are the preparation whose time the CPU's wait counts.
+ * Its time in *took_ns. */
+static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state, double *took_ns) {
     uint64_t start = isn_now_ns();
     bool ok = s->config.prepare(s->config.user, job, worker_state);
     if (ok) sched_take_features(s, job);
-    double took = (double)(isn_now_ns() - start);
-    pthread_mutex_lock(&s->lock);
-    s->prepare_ns += SCHED_SCALE_WEIGHT * (took - s->prepare_ns);
-    pthread_mutex_unlock(&s->lock);
+    *took_ns = (double)(isn_now_ns() - start);
     return ok;
 }
 
@@ -460,18 +491,19 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     pthread_mutex_unlock(&s->lock);
     if (!job) return false;
     w->prepared_in_row++;
+    double took_ns = 0;
     uint64_t now = isn_now_ns();
     if (job->deadline_ns && now >= job->deadline_ns) {
         sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
     } else if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
         sched_finish(s, job, ISN_JOB_ABANDONED);
-    } else if (!prepare_timed(s, job, w->state)) {
+    } else if (!prepare_timed(s, job, w->state, &took_ns)) {
         COUNT(s->refused_prepare);
         job->refusal = 0;
         sched_finish(s, job, ISN_JOB_REFUSED);
     } else {
         COUNT(s->prepared);
-        isn_submit_result result = sched_admit(s, job);
+        isn_submit_result result = admit(s, job, took_ns);
         if (result != ISN_SUBMIT_QUEUED) {
             job->refusal = (int)result;
             sched_finish(s, job, ISN_JOB_REFUSED);
@@ -660,6 +692,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     s->start_ns = isn_now_ns();
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->model_lock, NULL);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) atomic_init(&s->scale[d], 1.0);
     init_cond(&s->cpu_wake);
     init_cond(&s->gpu_wake);
     init_cond(&s->ready_changed);

@@ -246,6 +246,7 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
+#define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
@@ -270,6 +271,7 @@ typedef struct {
     void *arena;
     uint64_t rng;
     uint32_t prepared_in_row; /* preparations since its last CPU job */
+    uint64_t learn_after_ns;  /* the cost model learns from this worker's jobs again from then */
 } sched_worker;
 
 typedef struct {
@@ -280,6 +282,7 @@ typedef struct {
     isn_gpu_device *device;
     _Atomic uint64_t rest_until_ns; /* after a failure */
     isn_job **batch;
+    uint64_t learn_after_ns; /* as a worker's */
 } sched_dispatcher;
 
 struct isn_scheduler {
@@ -307,6 +310,9 @@ struct isn_scheduler {
      * on an idle machine; this says how much slower the node runs now (other processes, memory
      * bandwidth, the model's bias). Admission scales its waits and services by it. */
     double actual_ewma[ISN_DEVICE_KINDS], predicted_ewma[ISN_DEVICE_KINDS];
+    /* Their clamped ratio, published after each update: admission reads it on every job, without
+     * the model's lock. */
+    _Atomic double scale[ISN_DEVICE_KINDS];
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */
     isn_gpu_device *own_gpus;    /* the devices made from config.gpu_backend or config.simulated_gpus */
@@ -333,6 +339,14 @@ void sched_predict(isn_scheduler *s, isn_job *job);
  * with whatever else ran on the machine meanwhile) with predicted_ns (what admission assumed). */
 void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
                  double wall_ns, double predicted_ns);
+/* Whether a thread whose last learning ended as *learn_after_ns says should let the model learn from
+ * the job it finished at now_ns (sched_learn_spaced). */
+bool sched_learns_now(const uint64_t *learn_after_ns, uint64_t now_ns);
+/* sched_learn, then *learn_after_ns set so that learning takes at most 1/SCHED_LEARN_SPACING of the
+ * thread's time: one update (a least-squares step over every feature pair) costs microseconds, more
+ * than a trivial query, and under one lock; learning from every job capped the node's rate. */
+void sched_learn_spaced(isn_scheduler *s, uint64_t *learn_after_ns, isn_device_kind device,
+                        const isn_job_features *features, double cost_ns, double wall_ns, double predicted_ns);
 /* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
 double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Sets the outcome and calls the user's complete(). */

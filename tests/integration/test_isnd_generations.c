@@ -252,7 +252,9 @@ static void test_twenty_swaps_under_load(void **state) {
     uint64_t replies_during = q.replies[0] + q.replies[1] - replies_before;
     fprintf(stderr, "test_isnd_generations: cost model updates %lld -> %lld over %llu replies\n", updates_before,
             updates_after, (unsigned long long)replies_during);
-    assert_true(updates_before > 0 && updates_after >= updates_before + (long long)replies_during / 2);
+    /* The model goes on learning across swaps: from a spaced sample of the jobs (sched_learn_spaced),
+     * so how many depends on the machine's speed, not the replies' count. */
+    assert_true(updates_before > 0 && updates_after > updates_before);
     /* every replaced generation freed (the first one included), one index file mapped */
     if (!wait_log_count(&h, "unmapped and freed", SWAPS, 5000)) {
         harness_dump_log(&h);
