@@ -10,7 +10,7 @@
 # Settings (environment): BUILD (isnd and isn-index, default build), ISND_CPUS / BENCH_CPUS (taskset
 # lists; empty = unpinned), LOOPS (server.loops, default 0 = isnd's default), WORKERS (search workers,
 # default 4), RATE (200000), P99_MS (5), DURATION (whole seconds per run, 10), WARMUP (whole seconds, 2),
-# REPEATS (3), CONNECTIONS (64), STREAMS (in flight per connection at most, 32), THREADS (h2load's,
+# REPEATS (3), ISND_ARGS (more isnd flags, e.g. "--set scheduler.worker_spin_us=0"), CONNECTIONS (64), STREAMS (in flight per connection at most, 32), THREADS (h2load's,
 # default one per BENCH_CPUS core). h2load's --rps paces each connection at RATE/CONNECTIONS; its
 # latency counts from each request's send, so a run that falls behind the offered rate fails on
 # the rate instead.
@@ -57,7 +57,7 @@ done >"$work/docs.jsonl"
 
 "${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$work/idx" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 \
   --workers "$WORKERS" --set server.loops="$LOOPS" --set search.max_queue=100000 \
-  --set server.max_connections=100000 2>"$work/isnd.log" &
+  --set server.max_connections=100000 ${ISND_ARGS:-} 2>"$work/isnd.log" &
 pid=$!
 for _ in $(seq 1 400); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05; done
 grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }

@@ -14,6 +14,9 @@
 # threads (one thread cannot offer much more than 50,000 requests/s).
 # ISND_CPUS / BENCH_CPUS (taskset lists, e.g. 0-11 and 12-15) keep the load generator off isnd's
 # cores, as it would be on another machine; unset, both share every core.
+# QUARTER=1 (issue 13, must-show 4): after its sustained search, each configuration also serves a
+# quarter of the first configuration's sustained rate (list cpu first) three times at that fixed
+# rate; the summary gives each run's p99 and misses (QUARTER_RATE fixes the rate instead).
 set -u
 B=${BUILD:-build-gpu}
 D=${DEVDATA:-.devdata}
@@ -55,6 +58,14 @@ run_config() { # name, isnd --set options...
     --repeats 3 --label "$name" --duration "$DURATION" --warmup 1 --deadline-ms "${DEADLINE_MS:-50}" -k "$K" --mode or --connections 8 --threads "${BENCH_THREADS:-1}" \
     >"$O/bench-$name.json" 2>"$O/bench-$name.err"
   cat "$O/bench-$name.err"
+  if [ "${QUARTER:-0}" = 1 ]; then
+    [ -n "${QUARTER_RATE:-}" ] || QUARTER_RATE=$(python3 -c 'import json,sys; print(max(1, int(json.load(open(sys.argv[1]))["sustained"]["rate"] / 4)))' "$O/bench-$name.json")
+    for r in 1 2 3; do
+      $BENCH_PIN "$B/bin/isn-bench" --target 127.0.0.1:7601 --queries "$QUERIES" --rate "$QUARTER_RATE" --duration "$DURATION" \
+        --warmup 1 --deadline-ms "${DEADLINE_MS:-50}" -k "$K" --mode or --connections 8 --threads "${BENCH_THREADS:-1}" \
+        >"$O/quarter-$name-$r.json" 2>/dev/null
+    done
+  fi
   http_get 7602 /stats >"$O/stats-$name.json"
   http_get 7602 /metrics >"$O/metrics-$name.txt"
   kill -TERM $pid; wait $pid
@@ -91,6 +102,19 @@ for c in configs:
            "gpu_batch_us": sch.get("gpu_batch_us"), "batches": sch.get("batches"),
            "batch_jobs": sch.get("batch_jobs"), "mape_percent": sch.get("cost_model_mape_percent"),
            "gpu": (stats.get("gpu") or {}).get("first_stage")}
+    quarter = []
+    for r in (1, 2, 3):
+        try:
+            q = json.load(open(f"{out}/quarter-{c}-{r}.json"))
+        except Exception:
+            continue
+        misses = q["scheduled"] - q["status"]["ok"] + q["partial"] + q["late"]
+        quarter.append({"rate": q["target_rate"], "p99_ms": q["latency_us"]["p99"] / 1000, "misses": misses,
+                        "shed": q["status"]["resource_exhausted"]})
+    if quarter:
+        row["quarter_rate_runs"] = quarter
+        print(f"   at {quarter[0]['rate']:.0f}/s: p99 " + ", ".join(f"{q['p99_ms']:.2f}" for q in quarter) +
+              " ms; misses " + ", ".join(str(q["misses"]) for q in quarter) + "; shed " + ", ".join(str(q["shed"]) for q in quarter))
     print(json.dumps(row))
     summary.append(row)
 json.dump(summary, open(f"{out}/summary.json", "w"))
