@@ -13,12 +13,31 @@
 #include "gpu/gpu.h"
 #include "scheduler/scheduler_internal.h"
 
+/* Batches in flight at once: the backend's default streams (gpu.h). */
+#define CUDA_IN_FLIGHT 2
+
+/* A batch between submit and complete: its jobs (the dispatcher keeps the array until complete) and
+ * the requests the backend fills. */
+typedef struct {
+    bool busy;
+    int ticket;
+    isn_job *const *jobs;
+    uint32_t n;
+    isn_gpu_request *requests;
+} cuda_flight;
+
 typedef struct {
     isn_gpu_backend *backend;
     isn_gpu_cuda_callbacks callbacks;
     uint32_t max_batch;
-    isn_gpu_request *requests;
-    /* The backend's health may not be read while a batch runs: /readyz and /metrics wait for it. */
+    isn_gpu_request *requests; /* run_batch's */
+    cuda_flight flights[CUDA_IN_FLIGHT];
+    uint32_t in_flight;
+    /* A backend swap waits until no batch is in flight; meanwhile no new one starts. */
+    bool replace_pending;
+    pthread_cond_t idle;
+    /* The backend's state may not be read while it is submitting or completing a batch: /readyz and
+     * /metrics wait for it (not for the device's work between the two). */
     pthread_mutex_t lock;
     char name[300];
 } gpu_cuda_state;
@@ -56,7 +75,83 @@ static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char 
 static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     gpu_cuda_state *s = state;
     pthread_mutex_lock(&s->lock);
+    while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     int rc = run_locked(s, jobs, n, err, err_len);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* Under the lock: the backend is there and healthy, else -1 with err. */
+static int usable(gpu_cuda_state *s, char *err, size_t err_len) {
+    if (!s->backend) {
+        snprintf(err, err_len, NO_BACKEND_REASON);
+        return -1;
+    }
+    isn_gpu_health health;
+    isn_gpu_health_get(s->backend, &health);
+    if (!health.healthy) {
+        snprintf(err, err_len, "GPU unhealthy: %s", health.reason);
+        return -1;
+    }
+    return 0;
+}
+
+static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    gpu_cuda_state *s = state;
+    if (n > s->max_batch) {
+        snprintf(err, err_len, "batch of %u jobs is above the device's %u", n, s->max_batch);
+        return -1;
+    }
+    pthread_mutex_lock(&s->lock);
+    /* With nothing in flight a pending swap can finish: wait for it rather than start a batch on the
+     * backend that is going away. With batches in flight, they must be completed first. */
+    while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
+    cuda_flight *f = NULL;
+    for (uint32_t i = 0; i < CUDA_IN_FLIGHT && !f; i++)
+        if (!s->flights[i].busy) f = &s->flights[i];
+    if (s->replace_pending || !f) {
+        pthread_mutex_unlock(&s->lock);
+        return GPU_DEVICE_BUSY;
+    }
+    if (usable(s, err, err_len) < 0) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&f->requests[i], 0, sizeof f->requests[i]);
+        s->callbacks.request_of(s->callbacks.user, jobs[i], &f->requests[i]);
+    }
+    int ticket = isn_gpu_submit(s->backend, f->requests, n, err, err_len);
+    if (ticket >= 0) {
+        *f = (cuda_flight){.busy = true, .ticket = ticket, .jobs = jobs, .n = n, .requests = f->requests};
+        s->in_flight++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ticket >= 0 ? (int)(f - s->flights) : -1;
+}
+
+static int gpu_cuda_complete(void *state, int flight, char *err, size_t err_len) {
+    gpu_cuda_state *s = state;
+    if (flight < 0 || flight >= CUDA_IN_FLIGHT || !s->flights[flight].busy) {
+        snprintf(err, err_len, "no GPU batch in flight with ticket %d", flight);
+        return -1;
+    }
+    cuda_flight *f = &s->flights[flight];
+    pthread_mutex_lock(&s->lock);
+    /* Answered exactly either way (a device error is answered on the CPU inside complete), but a
+     * failure rests the device. */
+    int rc = isn_gpu_complete(s->backend, f->ticket, NULL, err, err_len);
+    isn_gpu_health health;
+    isn_gpu_health_get(s->backend, &health);
+    if (rc == 0 && !health.healthy) {
+        snprintf(err, err_len, "GPU failed during the batch: %s", health.reason);
+        rc = -1;
+    }
+    if (rc == 0)
+        for (uint32_t i = 0; i < f->n; i++) s->callbacks.on_job_done(s->callbacks.user, f->jobs[i], &f->requests[i]);
+    f->busy = false;
+    s->in_flight--;
+    if (!s->in_flight) pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -77,8 +172,12 @@ void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health) {
 isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *backend) {
     gpu_cuda_state *s = device->state;
     pthread_mutex_lock(&s->lock);
+    s->replace_pending = true;
+    while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     isn_gpu_backend *old = s->backend;
     s->backend = backend;
+    s->replace_pending = false;
+    pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
     return old;
 }
@@ -90,12 +189,14 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
         return -1;
     gpu_cuda_state *s = calloc(1, sizeof *s);
     if (s == NULL) return -1;
-    s->requests = calloc(max_batch, sizeof *s->requests);
+    s->requests = calloc((size_t)max_batch * (1 + CUDA_IN_FLIGHT), sizeof *s->requests);
     if (s->requests == NULL) {
         free(s);
         return -1;
     }
+    for (uint32_t i = 0; i < CUDA_IN_FLIGHT; i++) s->flights[i].requests = s->requests + (size_t)max_batch * (1 + i);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
     s->backend = backend;
     s->callbacks = *callbacks;
     s->max_batch = max_batch;
@@ -106,6 +207,9 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
     device->name = s->name;
     device->state = s;
     device->run_batch = gpu_cuda_run_batch;
+    device->submit = gpu_cuda_submit;
+    device->complete = gpu_cuda_complete;
+    device->max_in_flight = CUDA_IN_FLIGHT;
     device->max_batch = max_batch;
     device->memory_budget = health.bytes_resident;
     return 0;
@@ -115,6 +219,7 @@ void isn_gpu_cuda_free(isn_gpu_device *device) {
     if (device == NULL || device->state == NULL) return;
     gpu_cuda_state *s = device->state;
     pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->idle);
     free(s->requests);
     free(s);
     device->state = NULL;

@@ -38,36 +38,25 @@ static isn_edf_queue *next_source(isn_scheduler *s, double seed_ns, uint32_t *at
     return queue;
 }
 
-static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_reason reason) {
-    isn_job **batch = d->batch;
-    double fixed = isn_batch_cost_fixed_ns(&s->batch_cost);
-    double predicted = fixed;
-    for (uint32_t i = 0; i < n; i++) predicted += batch[i]->predicted_ns[ISN_DEVICE_GPU];
-    s->gpu_inflight_ns += predicted;
-    pthread_mutex_unlock(&s->lock);
+static uint32_t flights_allowed(const sched_dispatcher *d) {
+    uint32_t n = d->device->submit && d->device->complete ? d->device->max_in_flight : 1;
+    return n < 1 ? 1 : n > SCHED_MAX_IN_FLIGHT ? SCHED_MAX_IN_FLIGHT : n;
+}
 
-    COUNT(s->batches);
-    ADD(s->batch_jobs, n);
-    COUNT(s->batch_flush[reason]);
-    uint64_t start = isn_now_ns();
-    for (uint32_t i = 0; i < n; i++) {
-        batch[i]->started_ns = start;
-        batch[i]->device = ISN_DEVICE_GPU;
-        batch[i]->worker = d->id;
-        batch[i]->batch_size = n;
-        batch[i]->complete = true;
-        ADD(s->wait_ns[ISN_DEVICE_GPU], start - batch[i]->enqueued_ns);
-        COUNT(s->wait_count[ISN_DEVICE_GPU]);
-    }
-    char err[256] = "";
-    int rc = d->device->run_batch(d->device->state, batch, n, err, sizeof err);
-    uint64_t end = isn_now_ns();
-    ADD(s->busy_ns[ISN_DEVICE_GPU], end - start);
+/* Unlocked: a batch the device answered (rc 0) or failed (rc -1, err) at end_ns. Returns locked. */
+static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int rc, uint64_t end, const char *err) {
+    isn_job **batch = f->jobs;
+    uint32_t n = f->n;
+    /* The device's time for this batch alone: a batch sent while the one before still ran waited for it. */
+    uint64_t began = f->start_ns > d->device_free_ns ? f->start_ns : d->device_free_ns;
+    uint64_t took = end > began ? end - began : 1;
+    d->device_free_ns = end;
+    ADD(s->busy_ns[ISN_DEVICE_GPU], took);
     if (rc == 0) {
         /* Each job learns its share of the batch time past the fixed part, in proportion to its
          * prediction: the model predicts a job's part, the fixed part is paid once per batch. */
-        double sum = predicted - fixed;
-        double measured = (double)(end - start) - fixed;
+        double sum = f->predicted_ns - f->fixed_ns;
+        double measured = (double)took - f->fixed_ns;
         if (measured < 0.1 * sum) measured = 0.1 * sum;
         /* A few jobs of a large batch teach the model (sched_learn_spaced); which ones rotates. */
         uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
@@ -84,11 +73,11 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
         pthread_mutex_lock(&s->lock);
         /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
         if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
-            s->batch_ape_sum += fabs(predicted - (double)(end - start)) / (double)(end - start);
+            s->batch_ape_sum += fabs(f->predicted_ns - (double)took) / (double)took;
             s->batch_ape_count++;
         }
-        isn_batch_cost_learn(&s->batch_cost, n, (double)(end - start));
-        s->gpu_inflight_ns -= predicted;
+        isn_batch_cost_learn(&s->batch_cost, n, (double)took);
+        s->gpu_inflight_ns -= f->predicted_ns;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
         return;
     }
@@ -98,7 +87,7 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
             d->device->name ? d->device->name : "?", n, err);
     atomic_store(&d->rest_until_ns, end + s->config.gpu_rest_ns);
     pthread_mutex_lock(&s->lock);
-    s->gpu_inflight_ns -= predicted;
+    s->gpu_inflight_ns -= f->predicted_ns;
     if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->rerun_on_cpu = true;
@@ -107,7 +96,69 @@ static void run_batch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flu
         COUNT(s->gpu_reruns);
         isn_edf_push(&s->queues[ISN_QUEUE_CPU], batch[i]); /* within the reserve kept for this */
     }
+    atomic_fetch_add_explicit(&s->work_posted, 1, memory_order_release);
     pthread_cond_broadcast(&s->cpu_wake);
+}
+
+/* Locked: waits for the oldest batch in flight and answers it. Returns locked. */
+static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
+    sched_flight *f = &d->flights[d->oldest];
+    d->oldest = (d->oldest + 1) % SCHED_MAX_IN_FLIGHT;
+    d->in_flight--;
+    pthread_mutex_unlock(&s->lock);
+    char err[256] = "";
+    int rc = d->device->complete(d->device->state, f->ticket, err, sizeof err);
+    answered(s, d, f, rc, isn_now_ns(), err);
+}
+
+/* Locked, with a flight free: sends the batch being formed (n jobs). Returns locked. */
+static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_reason reason) {
+    sched_flight *f = &d->flights[(d->oldest + d->in_flight) % SCHED_MAX_IN_FLIGHT];
+    isn_job **batch = d->batch;
+    d->batch = f->jobs; /* the flight's array is free: it becomes the next batch's */
+    f->jobs = batch;
+    f->n = n;
+    f->fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
+    f->predicted_ns = f->fixed_ns;
+    for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
+    s->gpu_inflight_ns += f->predicted_ns;
+    pthread_mutex_unlock(&s->lock);
+
+    COUNT(s->batches);
+    ADD(s->batch_jobs, n);
+    COUNT(s->batch_flush[reason]);
+    f->start_ns = isn_now_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        batch[i]->started_ns = f->start_ns;
+        batch[i]->device = ISN_DEVICE_GPU;
+        batch[i]->worker = d->id;
+        batch[i]->batch_size = n;
+        batch[i]->complete = true;
+        ADD(s->wait_ns[ISN_DEVICE_GPU], f->start_ns - batch[i]->enqueued_ns);
+        COUNT(s->wait_count[ISN_DEVICE_GPU]);
+    }
+    char err[256] = "";
+    if (flights_allowed(d) == 1) {
+        int rc = d->device->run_batch(d->device->state, batch, n, err, sizeof err);
+        answered(s, d, f, rc, isn_now_ns(), err);
+        return;
+    }
+    int ticket = d->device->submit(d->device->state, batch, n, err, sizeof err);
+    while (ticket == GPU_DEVICE_BUSY && d->in_flight) {
+        /* The device is being swapped: the batches in flight go first. */
+        pthread_mutex_lock(&s->lock);
+        land_oldest(s, d);
+        pthread_mutex_unlock(&s->lock);
+        ticket = d->device->submit(d->device->state, batch, n, err, sizeof err);
+    }
+    if (ticket < 0) {
+        if (ticket == GPU_DEVICE_BUSY) snprintf(err, sizeof err, "the device stayed busy with nothing in flight");
+        answered(s, d, f, -1, isn_now_ns(), err);
+        return;
+    }
+    f->ticket = ticket;
+    pthread_mutex_lock(&s->lock);
+    d->in_flight++;
 }
 
 static void *dispatcher_main(void *arg) {
@@ -124,7 +175,7 @@ static void *dispatcher_main(void *arg) {
     s->ready++;
     pthread_cond_broadcast(&s->ready_changed);
     uint32_t n = 0;
-    uint64_t first_added = 0;
+    uint64_t first_added = 0, batch_bytes = 0; /* the batch's jobs' isn_job_memory_bytes */
     isn_job *dead[SCHED_MAX_DEAD];
     while (!s->stopping) {
         uint64_t now = isn_now_ns();
@@ -151,14 +202,13 @@ static void *dispatcher_main(void *arg) {
                 continue;
             }
             uint64_t bytes = isn_job_memory_bytes(job);
-            uint64_t batch_bytes = 0;
-            for (uint32_t i = 0; i < n; i++) batch_bytes += isn_job_memory_bytes(d->batch[i]);
             if (n && batch_bytes + bytes > device_policy.memory_budget) {
                 next_bytes = bytes;
                 break;
             }
             if (queue == &s->queues[ISN_QUEUE_UNDECIDED]) COUNT(s->undecided_gpu);
             d->batch[n++] = isn_edf_remove_at(queue, at);
+            batch_bytes += bytes;
             if (n == 1) first_added = now;
         }
         if (num_dead) {
@@ -171,17 +221,24 @@ static void *dispatcher_main(void *arg) {
         isn_flush_reason reason;
         uint64_t wait_until;
         device_policy.launch_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
-        if (n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
-                                        &wait_until)) {
-            run_batch(s, d, n, reason);
+        bool flush = n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
+                                                 &wait_until);
+        if (flush && d->in_flight < flights_allowed(d)) {
+            launch(s, d, n, reason);
             n = 0;
+            batch_bytes = 0;
+            continue;
+        }
+        if (d->in_flight) { /* the next batch must wait for the device, or is not due yet */
+            land_oldest(s, d);
             continue;
         }
         struct timespec until;
         sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
         pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
     }
-    /* Stopping: what the batch holds was never sent. */
+    /* Stopping: the batches in flight are answered; what the batch being formed holds was never sent. */
+    while (d->in_flight) land_oldest(s, d);
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < n; i++) sched_finish(s, d->batch[i], ISN_JOB_ABANDONED);
     return NULL;
@@ -193,8 +250,10 @@ int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
     d->id = i;
     d->device = &s->config.gpus[i];
     atomic_init(&d->rest_until_ns, 0);
-    d->batch = calloc(d->device->max_batch ? d->device->max_batch : 1, sizeof *d->batch);
-    if (!d->batch || !d->device->run_batch) return -1;
+    size_t slots = d->device->max_batch ? d->device->max_batch : 1;
+    d->batch = calloc(slots, sizeof *d->batch);
+    for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) d->flights[f].jobs = calloc(slots, sizeof *d->flights[f].jobs);
+    if (!d->batch || !d->flights[0].jobs || !d->flights[1].jobs || !d->device->run_batch) return -1;
     if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
     d->started = true;
     char name[32];

@@ -808,7 +808,10 @@ void isn_scheduler_stop(isn_scheduler *s) {
     while (s->prepare_queue.heap && (unprepared = isn_edf_pop(&s->prepare_queue)))
         sched_finish(s, unprepared, ISN_JOB_ABANDONED);
     isn_edf_destroy(&s->prepare_queue);
-    for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) free(s->dispatchers[i].batch);
+    for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) {
+        free(s->dispatchers[i].batch);
+        for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) free(s->dispatchers[i].flights[f].jobs);
+    }
     if (s->cost_model_state[0] && s->serving) {
         char why[512];
         if (isn_cost_model_save(&s->model, s->cost_model_state, why, sizeof why) < 0)

@@ -49,11 +49,20 @@ void isn_job_features_quick(const isn_index *index, const isn_query *query, uint
 
 /* A GPU device backend. run_batch runs the jobs (the same features the cost model saw) and returns
  * when all are done: 0, or -1 with err when the device failed (the jobs are then re-run on the CPU
- * and the device is rested for a while). */
+ * and the device is rested for a while).
+ * A device that can run batches while the host handles others (max_in_flight > 1) also has submit,
+ * which starts a batch and returns a ticket >= 0 (GPU_DEVICE_BUSY: complete the batches in flight
+ * first; -1 with err: failed), and complete, which waits for a ticket's batch and answers its jobs
+ * (0, or -1 with err as run_batch). The dispatcher keeps up to max_in_flight batches going, so that the
+ * device runs one while the host answers the one before and forms the next. */
+#define GPU_DEVICE_BUSY (-2)
 struct isn_gpu_device {
     const char *name;
     void *state;
     int (*run_batch)(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len);
+    int (*submit)(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len);
+    int (*complete)(void *state, int ticket, char *err, size_t err_len);
+    uint32_t max_in_flight;      /* batches at once: 1 = run_batch only */
     uint32_t max_batch;          /* jobs per launch */
     uint64_t memory_budget;      /* bytes of posting data one batch may touch */
 };
@@ -274,12 +283,25 @@ typedef struct {
     uint64_t learn_after_ns;  /* the cost model learns from this worker's jobs again from then */
 } sched_worker;
 
+/* A batch a dispatcher sent and has not answered yet. */
+#define SCHED_MAX_IN_FLIGHT 2
+typedef struct {
+    isn_job **jobs; /* the device's max_batch entries */
+    uint32_t n;
+    int ticket;
+    double predicted_ns, fixed_ns; /* its predicted time, and the batch cost's fixed part then */
+    uint64_t start_ns;
+} sched_flight;
+
 typedef struct {
     isn_scheduler *scheduler;
     pthread_t thread;
     uint32_t id;
     bool started;
     isn_gpu_device *device;
+    sched_flight flights[SCHED_MAX_IN_FLIGHT];
+    uint32_t in_flight, oldest; /* flights[oldest], the next ones in a ring */
+    uint64_t device_free_ns;    /* when the device answered its last batch */
     _Atomic uint64_t rest_until_ns; /* after a failure */
     isn_job **batch;
     uint64_t learn_after_ns; /* as a worker's */

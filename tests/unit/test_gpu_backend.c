@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,6 +595,73 @@ static void test_scheduler_device_emulated(void **state) {
     isn_gpu_close(b);
 }
 
+/* Two batches in flight on the scheduler's device: both answered, a third refused as busy until one
+ * is completed; a backend swap waits for the batches in flight and holds new ones back meanwhile. */
+typedef struct {
+    isn_gpu_device *dev;
+    isn_gpu_backend *backend;
+    atomic_bool done;
+} swapper;
+
+static void *swap_backend(void *arg) {
+    swapper *sw = arg;
+    isn_gpu_cuda_replace(sw->dev, sw->backend);
+    atomic_store(&sw->done, true);
+    return NULL;
+}
+
+static void test_scheduler_device_pipelined_emulated(void **state) {
+    (void)state;
+    isn_gpu_backend *b = open_backend(true, 0, 0);
+    batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
+    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
+    isn_gpu_device dev;
+    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
+    assert_int_equal(dev.max_in_flight, 2);
+    static isn_job jobs[40];
+    isn_job *ptrs[40];
+    for (uint32_t i = 0; i < 40; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].user = (void *)(uintptr_t)i;
+        ptrs[i] = &jobs[i];
+    }
+    char err[256];
+    sched_done = 0;
+    int first = dev.submit(dev.state, ptrs, 16, err, sizeof err);
+    int second = dev.submit(dev.state, ptrs + 16, 16, err, sizeof err);
+    assert_true(first >= 0 && second >= 0 && first != second);
+    assert_int_equal(dev.submit(dev.state, ptrs + 32, 8, err, sizeof err), GPU_DEVICE_BUSY);
+    assert_int_equal(sched_done, 0);
+    assert_int_equal(dev.complete(dev.state, first, err, sizeof err), 0);
+    assert_int_equal(sched_done, 16);
+    int third = dev.submit(dev.state, ptrs + 32, 8, err, sizeof err);
+    assert_true(third >= 0);
+    assert_int_equal(dev.complete(dev.state, second, err, sizeof err), 0);
+    assert_int_equal(dev.complete(dev.state, third, err, sizeof err), 0);
+    assert_int_equal(sched_done, 40);
+    assert_true(batch_check(&sched_bt, 10) > 20);
+    assert_int_equal(dev.complete(dev.state, third, err, sizeof err), -1); /* answered already */
+
+    /* A swap while a batch is in flight: it waits for that batch; a new batch is refused as busy. */
+    int flying = dev.submit(dev.state, ptrs, 16, err, sizeof err);
+    assert_true(flying >= 0);
+    swapper sw = {.dev = &dev, .backend = b};
+    atomic_init(&sw.done, false);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, swap_backend, &sw), 0);
+    usleep(50000);
+    assert_false(atomic_load(&sw.done));
+    assert_int_equal(dev.submit(dev.state, ptrs + 16, 16, err, sizeof err), GPU_DEVICE_BUSY);
+    assert_int_equal(dev.complete(dev.state, flying, err, sizeof err), 0);
+    pthread_join(thread, NULL);
+    assert_true(atomic_load(&sw.done));
+    int after = dev.submit(dev.state, ptrs + 16, 16, err, sizeof err);
+    assert_true(after >= 0);
+    assert_int_equal(dev.complete(dev.state, after, err, sizeof err), 0);
+    isn_gpu_cuda_free(&dev);
+    isn_gpu_close(b);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 0);
@@ -640,6 +709,7 @@ int main(void) {
         ON_EMULATED(test_pruning),           ON_GPU(test_pruning),
         ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
+        cmocka_unit_test(test_scheduler_device_pipelined_emulated),
         cmocka_unit_test(test_pruning_modes_emulated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

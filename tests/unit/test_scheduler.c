@@ -677,6 +677,89 @@ static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
 /* A simulated GPU with a 3 ms launch and 1 us per query, in bursts of 1 to 16 jobs: the scheduler
  * learns the launch as the batch's fixed part, and each job's GPU prediction stays its own small
  * part (learning its share of whole batches would charge a lone job the full launch). */
+/* A device that keeps batches in flight (submit/complete): its first submit waits until the test has
+ * queued every job, so that the dispatcher has a second full batch to send while the first is on the
+ * device. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool all_queued;
+    uint32_t submits, in_flight, most_in_flight, jobs_answered;
+    isn_job *const *flights[2];
+    uint32_t sizes[2];
+} async_device;
+
+static int async_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    (void)state, (void)jobs, (void)n;
+    snprintf(err, err_len, "the pipelined device has no run_batch path in this test");
+    return -1;
+}
+
+static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    (void)err, (void)err_len;
+    async_device *a = state;
+    pthread_mutex_lock(&a->lock);
+    while (a->submits == 0 && !a->all_queued) pthread_cond_wait(&a->changed, &a->lock);
+    int ticket = a->flights[0] ? 1 : 0;
+    if (a->flights[ticket]) {
+        pthread_mutex_unlock(&a->lock);
+        return GPU_DEVICE_BUSY;
+    }
+    a->flights[ticket] = jobs;
+    a->sizes[ticket] = n;
+    a->submits++;
+    if (++a->in_flight > a->most_in_flight) a->most_in_flight = a->in_flight;
+    pthread_mutex_unlock(&a->lock);
+    return ticket;
+}
+
+static int async_complete(void *state, int ticket, char *err, size_t err_len) {
+    async_device *a = state;
+    pthread_mutex_lock(&a->lock);
+    if (ticket < 0 || ticket > 1 || !a->flights[ticket]) {
+        pthread_mutex_unlock(&a->lock);
+        snprintf(err, err_len, "no batch with ticket %d", ticket);
+        return -1;
+    }
+    a->jobs_answered += a->sizes[ticket];
+    a->flights[ticket] = NULL;
+    a->in_flight--;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+    isn_gpu_device gpu = {.name = "pipelined", .state = &a, .run_batch = async_run_batch, .submit = async_submit,
+                          .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    config.batch.max_batch = 4;
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[64];
+    for (uint32_t i = 0; i < 64; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&a.lock);
+    a.all_queued = true;
+    pthread_cond_broadcast(&a.changed);
+    pthread_mutex_unlock(&a.lock);
+    harness_wait(&h, &h.completed, 64);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 64);
+    assert_int_equal(a.jobs_answered, 64);
+    assert_int_equal(a.in_flight, 0);
+    assert_int_equal(a.most_in_flight, 2);
+    assert_int_equal(stats.gpu_failures, 0);
+}
+
 static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     (void)state;
     harness h;
@@ -950,6 +1033,7 @@ int main(void) {
         cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
+        cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
