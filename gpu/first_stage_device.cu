@@ -161,17 +161,28 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
     return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
 }
 
+// The exceptions of a block, 32 at a time: lane e loads exception e's position and high part (one round of
+// independent loads instead of a chain per exception), then each is handed to the lane that owns its value.
 __device__ __forceinline__ void patch_exceptions(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t lane,
                                                  uint32_t v[4]) {
-    for (uint32_t e = 0; e < h.exceptions; e++) {
-        uint32_t p = gpu_exception_position(in, h, n, e);
-        if ((p >> 2) != lane) continue;
-        uint32_t high = gpu_exception_high(in, h, n, e);
-        uint32_t j = p & 3u;
-        v[0] |= j == 0 ? high : 0u;
-        v[1] |= j == 1 ? high : 0u;
-        v[2] |= j == 2 ? high : 0u;
-        v[3] |= j == 3 ? high : 0u;
+    for (uint32_t e0 = 0; e0 < h.exceptions; e0 += 32) {
+        const uint32_t e = e0 + lane;
+        uint32_t position = UINT32_MAX, high = 0;
+        if (e < h.exceptions) {
+            position = gpu_exception_position(in, h, n, e);
+            high = gpu_exception_high(in, h, n, e);
+        }
+        const uint32_t count = h.exceptions - e0 < 32u ? h.exceptions - e0 : 32u;
+        for (uint32_t i = 0; i < count; i++) {
+            const uint32_t p = __shfl_sync(0xFFFFFFFFu, position, i);
+            const uint32_t x = __shfl_sync(0xFFFFFFFFu, high, i);
+            if ((p >> 2) != lane) continue;
+            const uint32_t j = p & 3u;
+            v[0] |= j == 0 ? x : 0u;
+            v[1] |= j == 1 ? x : 0u;
+            v[2] |= j == 2 ? x : 0u;
+            v[3] |= j == 3 ? x : 0u;
+        }
     }
 }
 
