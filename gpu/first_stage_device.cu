@@ -322,21 +322,38 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             }
             const isn_block_meta *blocks = a.blocks + term.first_block;
             const uint32_t nb = term.num_blocks;
-            uint32_t first;
+            uint32_t first, lb = nb;
+            float most = 0.0f;
+            bool spanned = false; // the span (and `most`) found by the cursor's window
             if (cursor) {
-                const uint32_t lb = s.lb[t];
-                first = lb < nb && __ldg(&blocks[lb].last_doc) >= lo ? lb : (lb < nb ? lb + 1 : nb);
+                // The previous range's last block `from` ends at lo - 1 or later, so this range starts in
+                // block from or from + 1, and its last block is usually among the 32 from `from`: one round
+                // of independent loads then gives the whole span (a search costs two or three dependent ones).
+                const uint32_t from = s.lb[t], p = from + lane;
+                const uint32_t last = p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+                const float bound = p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
+                const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
+                const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
+                first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1) : nb;
+                if (reaches_hi != 0 || from + 32u >= nb) {
+                    lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
+                    const uint32_t end = lb < nb ? lb + 1 : nb;
+                    if (prune && p >= first && p < end) most = bound;
+                    spanned = true;
+                }
             } else {
                 first = warp_lower_block(blocks, 0, nb, lo);
             }
-            // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
-            const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
-            uint32_t lb = warp_lower_block(blocks, first, window, hi - 1);
-            if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+            if (!spanned) {
+                // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
+                const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
+                lb = warp_lower_block(blocks, first, window, hi - 1);
+                if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+                const uint32_t end = lb < nb ? lb + 1 : nb;
+                if (prune)
+                    for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
+            }
             const uint32_t end = lb < nb ? lb + 1 : nb;
-            float most = 0.0f;
-            if (prune)
-                for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
             most = warp_max_f(most);
             if (lane == 0) {
                 if (!cursor) {
