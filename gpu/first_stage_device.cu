@@ -52,9 +52,9 @@ constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + kAuxBytes;
 static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kAuxBytes, "report lists fit the aux region");
 // Disjunctive ranges keep, past the bound grids in the aux region, a bitmap of the accumulator slots they
 // touched (bit i of word c: slot 32 c + i, so word c is also bound-grid cell c) and the report's per-warp
-// minima: the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range of the 20M
-// partition touches about 700), and the accumulator stays zero between ranges. AND ranges need the whole
-// aux region for their match counts and keep the dense zeroing and scan.
+// minima: the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range's postings
+// usually touch a small fraction of them), and the accumulator stays zero between ranges. AND ranges need
+// the whole aux region for their match counts and keep the dense zeroing and scan.
 constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
 constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
 constexpr size_t kMinimaOffset = kTouchedOffset + kCells * sizeof(uint32_t);
