@@ -4,6 +4,8 @@
 #   bash bench/gpu_device.sh small    equality and rates on Cranfield and Debian (debpkg and short logs)
 #   bash bench/gpu_device.sh synth    the 20M-document synthetic partition fitted to Debian (built once)
 #   bash bench/gpu_device.sh prefix   that partition with half of it resident (pruned-prefix cache)
+#   bash bench/gpu_device.sh ab       that partition, OR, the range kernels' touched-slot report against the
+#                                     dense one (ISN_GPU_DENSE_REPORT=1), interleaved, REPEATS times each
 # Binaries come from
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/tests/test_gpu build-gpu/tests/test_gpu_backend \
 #        build-gpu/bench/bench_gpu build-gpu/bin/isn-index
@@ -85,5 +87,19 @@ prefix)
   run_bench synth20m-prefix 300 --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 --batches 16,256 \
     --max-queries 2048 --modes or --budget-mb ${PREFIX_MB:-800} ${EXTRA:-}
   summary "$O"/synth20m-prefix.json
+  ;;
+ab)
+  ensure_synth
+  labels=""
+  for rep in $(seq 1 ${REPEATS:-2}); do
+    for variant in touched dense; do
+      if [ $variant = dense ]; then export ISN_GPU_DENSE_REPORT=1; else unset ISN_GPU_DENSE_REPORT; fi
+      run_bench synth20m-$variant$rep ${AB_LIMIT:-60} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 \
+        --batches ${BATCHES:-16,256} --max-queries 1024 --modes or --no-cpu-rate ${EXTRA:-}
+      labels="$labels $O/synth20m-$variant$rep.json"
+    done
+  done
+  unset ISN_GPU_DENSE_REPORT
+  summary $labels
   ;;
 esac

@@ -50,6 +50,16 @@ constexpr int kSlotsPerLane = GPU_RANGE_DOCS / kThreads;
 constexpr size_t kAuxBytes = GPU_RANGE_DOCS;
 constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + kAuxBytes;
 static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kAuxBytes, "report lists fit the aux region");
+// Disjunctive ranges keep, past the bound grids in the aux region, a bitmap of the accumulator slots they
+// touched (bit i of word c: slot 32 c + i, so word c is also bound-grid cell c) and the report's per-warp
+// minima: the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range's postings
+// usually touch a small fraction of them), and the accumulator stays zero between ranges. AND ranges need
+// the whole aux region for their match counts and keep the dense zeroing and scan.
+constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
+constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
+constexpr size_t kMinimaOffset = kTouchedOffset + kCells * sizeof(uint32_t);
+static_assert(GPU_SUB_DOCS == 32, "a bound-grid cell is one word of the touched bitmap");
+static_assert(kMinimaOffset + 2 * kWarps * sizeof(uint64_t) <= kAuxBytes, "the bitmap and minima fit the aux region");
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
@@ -99,6 +109,7 @@ struct range_args {
     uint32_t *cand_count;
     uint2 *work; // (query, range) pairs for the rescore pass
     uint32_t *work_count;
+    uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
 };
 
 __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
@@ -150,17 +161,28 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
     return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
 }
 
+// The exceptions of a block, 32 at a time: lane e loads exception e's position and high part (one round of
+// independent loads instead of a chain per exception), then each is handed to the lane that owns its value.
 __device__ __forceinline__ void patch_exceptions(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t lane,
                                                  uint32_t v[4]) {
-    for (uint32_t e = 0; e < h.exceptions; e++) {
-        uint32_t p = gpu_exception_position(in, h, n, e);
-        if ((p >> 2) != lane) continue;
-        uint32_t high = gpu_exception_high(in, h, n, e);
-        uint32_t j = p & 3u;
-        v[0] |= j == 0 ? high : 0u;
-        v[1] |= j == 1 ? high : 0u;
-        v[2] |= j == 2 ? high : 0u;
-        v[3] |= j == 3 ? high : 0u;
+    for (uint32_t e0 = 0; e0 < h.exceptions; e0 += 32) {
+        const uint32_t e = e0 + lane;
+        uint32_t position = UINT32_MAX, high = 0;
+        if (e < h.exceptions) {
+            position = gpu_exception_position(in, h, n, e);
+            high = gpu_exception_high(in, h, n, e);
+        }
+        const uint32_t count = h.exceptions - e0 < 32u ? h.exceptions - e0 : 32u;
+        for (uint32_t i = 0; i < count; i++) {
+            const uint32_t p = __shfl_sync(0xFFFFFFFFu, position, i);
+            const uint32_t x = __shfl_sync(0xFFFFFFFFu, high, i);
+            if ((p >> 2) != lane) continue;
+            const uint32_t j = p & 3u;
+            v[0] |= j == 0 ? x : 0u;
+            v[1] |= j == 1 ? x : 0u;
+            v[2] |= j == 2 ? x : 0u;
+            v[3] |= j == 3 ? x : 0u;
+        }
     }
 }
 
@@ -211,6 +233,7 @@ struct range_shared {
     uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
     float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
+    float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for thread 0's MaxScore split
     uint32_t items, ne_end, essential_items, skipped;
     double total;
     int skip;
@@ -228,10 +251,11 @@ __device__ __forceinline__ double warp_max_d(double v) {
     return v;
 }
 
-// Block b of a term decoded by the warp and added to the range accumulator.
+// Block b of a term decoded by the warp and added to the range accumulator; with `touched`, a slot's first
+// nonzero contribution sets its bit (contributions are positive, so a slot is zero until then and never after).
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
-                                              uint8_t *matches) {
+                                              uint8_t *matches, uint32_t *touched) {
     const uint32_t lane = threadIdx.x & 31u;
     gpu_term term;
     term.first_block = rt.first_block;
@@ -246,11 +270,15 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         const uint32_t doc = docs[j];
         if (4 * lane + j < n && doc >= lo && doc < hi) {
             float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, __ldg(&a.norms[doc]));
-            if (query.fixed_shift)
-                atomicAdd(reinterpret_cast<unsigned long long *>(acc) + (doc - lo),
-                          (unsigned long long)__double2ll_rn((double)c * scale));
-            else
-                atomicAdd(&acc[doc - lo], (double)c);
+            const uint32_t slot = doc - lo;
+            bool first;
+            if (query.fixed_shift) {
+                const unsigned long long add = (unsigned long long)__double2ll_rn((double)c * scale);
+                first = atomicAdd(reinterpret_cast<unsigned long long *>(acc) + slot, add) == 0ull && add != 0ull;
+            } else {
+                first = atomicAdd(&acc[slot], (double)c) == 0.0 && c != 0.0f;
+            }
+            if (touched != nullptr && first) atomicOr(&touched[slot >> 5], 1u << (slot & 31u));
             if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + ((doc - lo) >> 2), 1u << (8u * ((doc - lo) & 3u)));
             scored++;
         }
@@ -265,9 +293,12 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
 // leading run of the ascending bounds sums below theta) whose cells of accumulated essential scores
 // plus the non-essential range maxima stay below it. A document left partly scored cannot reach theta.
 // With `cursor`, the block spans continue from the previous range of the same block (r = previous + 1,
-// terms fit one chunk). Returns false when the range was skipped (acc untouched); all threads agree.
+// terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
+// marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
+// was skipped (acc untouched); all threads agree.
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
-                            bool cursor, uint32_t theta, double *acc, uint8_t *matches, range_shared &s) {
+                            bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
+                            range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms;
     bool zeroed = false;
@@ -281,32 +312,54 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // block spans of this chunk's terms, one warp per term
         for (uint32_t t = warp; t < cn; t += kWarps) {
             range_term term;
+            float max_score = 0.0f;
             if (!cursor) {
                 const gpu_term g = a.terms[query.term_begin + c0 + t];
                 term = range_term{g.first_block, g.num_blocks, g.df, g.weight, g.payload_delta};
+                max_score = g.max_score;
             } else {
                 term = s.terms[t];
             }
             const isn_block_meta *blocks = a.blocks + term.first_block;
             const uint32_t nb = term.num_blocks;
-            uint32_t first;
+            uint32_t first, lb = nb;
+            float most = 0.0f;
+            bool spanned = false; // the span (and `most`) found by the cursor's window
             if (cursor) {
-                const uint32_t lb = s.lb[t];
-                first = lb < nb && __ldg(&blocks[lb].last_doc) >= lo ? lb : (lb < nb ? lb + 1 : nb);
+                // The previous range's last block `from` ends at lo - 1 or later, so this range starts in
+                // block from or from + 1, and its last block is usually among the 32 from `from`: one round
+                // of independent loads then gives the whole span (a search costs two or three dependent ones).
+                const uint32_t from = s.lb[t], p = from + lane;
+                const uint32_t last = p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+                const float bound = p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
+                const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
+                const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
+                first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1) : nb;
+                if (reaches_hi != 0 || from + 32u >= nb) {
+                    lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
+                    const uint32_t end = lb < nb ? lb + 1 : nb;
+                    if (prune && p >= first && p < end) most = bound;
+                    spanned = true;
+                }
             } else {
                 first = warp_lower_block(blocks, 0, nb, lo);
             }
-            // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
-            const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
-            uint32_t lb = warp_lower_block(blocks, first, window, hi - 1);
-            if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+            if (!spanned) {
+                // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
+                const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
+                lb = warp_lower_block(blocks, first, window, hi - 1);
+                if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+                const uint32_t end = lb < nb ? lb + 1 : nb;
+                if (prune)
+                    for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
+            }
             const uint32_t end = lb < nb ? lb + 1 : nb;
-            float most = 0.0f;
-            if (prune)
-                for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
             most = warp_max_f(most);
             if (lane == 0) {
-                if (!cursor) s.terms[t] = term;
+                if (!cursor) {
+                    s.terms[t] = term;
+                    s.max_score[t] = max_score;
+                }
                 s.first[t] = first;
                 s.count[t] = end > first ? end - first : 0;
                 s.lb[t] = lb;
@@ -325,7 +378,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             }
             if (prune && !query.and_mode)
                 while (ne_end < cn) {
-                    const float bound = a.terms[query.term_begin + ne_end].max_score;
+                    const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
                     if (!gpu_bound_below(prefix + bound, prune)) break;
                     prefix += bound;
                     ne_end++;
@@ -350,8 +403,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // disjunctive queries: the bound grid (gpu_block_cells) of all lists and of the non-essential
         // ones, in the aux region (unused by disjunctive queries while scoring), then the cells' largest
         // accumulated essential scores beside them
-        constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
-        static_assert(3 * kCells * sizeof(double) <= kAuxBytes, "the grids fit the aux region");
+        static_assert(3 * kCells * sizeof(double) <= kTouchedOffset, "the grids fit the aux region");
         static_assert(kCells <= kThreads, "a thread per cell");
         double *cell_bound = reinterpret_cast<double *>(matches), *cell_ne = cell_bound + kCells;
         double *cell_max = cell_bound + 2 * kCells;
@@ -382,7 +434,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         }
         if (!zeroed) {
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
-            for (uint32_t i = tid; i < (hi - lo + 1) / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+            if (touched == nullptr)
+                for (uint32_t i = tid; i < (hi - lo + 1) / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
             if (query.and_mode)
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
             zeroed = true;
@@ -414,16 +467,28 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     continue;
                 }
             }
-            scored += add_block(a, query, term, b, lo, hi, scale, acc, matches);
+            scored += add_block(a, query, term, b, lo, hi, scale, acc, matches, touched);
         }
         if (ne_end > 0) {
             __syncthreads(); // every essential block is in
-            for (uint32_t c = warp; c < kCells; c += kWarps) {
-                const uint32_t i = c * GPU_SUB_DOCS + lane;
-                double v = 0.0;
-                if (i < hi - lo) v = query.fixed_shift ? (double)__double_as_longlong(acc[i]) * inv_scale : acc[i];
-                v = warp_max_d(v);
-                if (lane == 0) cell_max[c] = v;
+            if (touched != nullptr) {
+                // a thread per cell, over the slots its bitmap word marks
+                for (uint32_t c = tid; c < kCells; c += kThreads) {
+                    double v = 0.0;
+                    for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+                        const double x = acc[c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1)];
+                        v = fmax(v, query.fixed_shift ? (double)__double_as_longlong(x) * inv_scale : x);
+                    }
+                    cell_max[c] = v;
+                }
+            } else {
+                for (uint32_t c = warp; c < kCells; c += kWarps) {
+                    const uint32_t i = c * GPU_SUB_DOCS + lane;
+                    double v = 0.0;
+                    if (i < hi - lo) v = query.fixed_shift ? (double)__double_as_longlong(acc[i]) * inv_scale : acc[i];
+                    v = warp_max_d(v);
+                    if (lane == 0) cell_max[c] = v;
+                }
             }
             __syncthreads();
             const uint32_t ne_items = s.items - s.essential_items;
@@ -445,7 +510,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     skipped++;
                     continue;
                 }
-                scored += add_block(a, query, term, b, lo, hi, scale, acc, nullptr);
+                scored += add_block(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
             }
         }
         if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
@@ -533,6 +598,55 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
     }
 }
 
+// A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
+// kThreads), so each thread reads and clears only its own slots.
+__device__ __forceinline__ void zero_accumulator(double *acc, uint32_t *touched) {
+    double2 *acc2 = reinterpret_cast<double2 *>(acc);
+    for (uint32_t i = threadIdx.x; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) touched[c] = 0;
+}
+
+__device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched) {
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) {
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc[c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1)] = 0.0;
+        touched[c] = 0;
+    }
+}
+
+// The lowest candidate key above `above` among the thread's touched slots.
+__device__ __forceinline__ uint64_t thread_best(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
+                                                uint64_t above, double inv_scale) {
+    uint64_t best = GPU_NO_CANDIDATE;
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+            const uint64_t key = slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, n, inv_scale);
+            if (key > above && key < best) best = key;
+        }
+    return best;
+}
+
+// report_range over the touched slots: m rounds of a block-wide minimum of the threads' best keys (minima:
+// two buffers of kWarps, so one barrier a round); the thread whose key is taken looks at its slots again.
+__device__ void report_touched(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m,
+                               double inv_scale, uint64_t *minima, uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t first = thread_best(acc, touched, lo, n, 0, inv_scale);
+    for (uint32_t round = 0; round < m; round++) {
+        uint64_t *mins = minima + (round & 1u) * kWarps;
+        const uint64_t w = warp_min_u64(first);
+        if (lane == 0) mins[warp] = w;
+        __syncthreads();
+        uint64_t best = mins[0];
+        for (int i = 1; i < kWarps; i++) best = mins[i] < best ? mins[i] : best;
+        if (best == GPU_NO_CANDIDATE) { // all threads agree
+            for (uint32_t rest = round + threadIdx.x; rest < m; rest += kThreads) out[rest] = GPU_NO_CANDIDATE;
+            return;
+        }
+        if (threadIdx.x == 0) out[round] = best;
+        if (first == best && round + 1 < m) first = thread_best(acc, touched, lo, n, best, inv_scale);
+    }
+}
+
 __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
 }
@@ -554,6 +668,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     const uint32_t theta = a.round == 1 ? query.seed_key : a.prune[q];
+    uint32_t *touched =
+        a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
+    if (touched != nullptr) zero_accumulator(acc, touched); // the loop's first barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, previous = UINT32_MAX;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
@@ -567,13 +684,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         __syncthreads(); // the previous range's lists and shared spans are consumed
         const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, theta, acc, aux, s)) {
+        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
         }
         scored++;
-        report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+        if (touched != nullptr) {
+            report_touched(acc, touched, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux + kMinimaOffset),
+                           out);
+            clear_touched(acc, touched);
+        } else {
+            report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+        }
     }
     if (threadIdx.x == 0) {
         if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
@@ -589,6 +712,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
     __shared__ range_shared s;
     const uint32_t work = *a.work_count;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    bool dirty = true; // acc may hold a dense (AND) range's scores: zero it before a touched range
     for (uint32_t item = blockIdx.x; item < work; item += gridDim.x) {
         const uint2 w = a.work[item];
         const uint32_t q = w.x, r = w.y;
@@ -597,12 +721,31 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         const uint64_t theta_key = a.theta_key[q];
+        uint32_t *touched =
+            a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
         __syncthreads();
-        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, s)) continue;
+        if (touched != nullptr && dirty) {
+            zero_accumulator(acc, touched);
+            __syncthreads();
+        }
+        dirty = touched == nullptr;
+        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s)) continue;
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
         uint64_t *cands = a.cands + query.cand_offset;
+        if (touched != nullptr) {
+            for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
+                for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+                    const uint64_t key =
+                        slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, hi - lo, inv_scale);
+                    if (key == GPU_NO_CANDIDATE || key > theta_key) continue;
+                    const uint32_t at = atomicAdd(&a.cand_count[q], 1u);
+                    if (at < query.cand_cap) cands[at] = key;
+                }
+            clear_touched(acc, touched);
+            continue;
+        }
         for (int j = 0; j < kSlotsPerLane; j++) {
             const uint32_t i = warp * (kSlotsPerLane * 32) + j * 32 + lane;
             const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale);
@@ -925,6 +1068,7 @@ struct gpu_device {
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
     int report_blocks;        // 2 or 3: which report_kernel
+    uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     stream_buffers streams[8];
 };
 
@@ -1024,6 +1168,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaFuncSetAttribute(report_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
+    const char *dense = getenv("ISN_GPU_DENSE_REPORT");
+    d->dense_report = dense && atoi(dense) == 1;
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3>, kThreads, kSharedBytes));
@@ -1112,6 +1258,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.cand_count = s->d_cand_count;
     a.work = s->d_work;
     a.work_count = s->d_work_count;
+    a.dense_report = d->dense_report;
     return a;
 }
 
