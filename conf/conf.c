@@ -88,7 +88,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "worker_spin_us", KEY_U32, FIELD(worker_spin_us), "50", 0, 10000, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
-    {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "64", 1, 4096, false},
+    {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "256", 1, 4096, false},
     {"scheduler", "gpu_max_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), "256MiB", 4096, 1u << 31, false},
     {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), "200us", 0, 1000000, false},
     {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), "1ms", 0, 1000000, false},
