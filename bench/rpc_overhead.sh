@@ -4,6 +4,7 @@
 # microseconds, for one request at a time (pure round trip) and for many in flight (throughput).
 #   bash bench/rpc_overhead.sh [BUILD_DIR]        (BENCH_N=requests per run, default 100000)
 # LOOPS=N sets isnd's server.loops (unset: isnd's default; a build older than server.loops takes none).
+# ISND_ARGS adds isnd flags (e.g. "--set scheduler.worker_spin_us=0").
 set -euo pipefail
 BUILD=${1:-${BUILD:-build}}
 N=${BENCH_N:-100000}
@@ -23,7 +24,7 @@ done >"$work/docs.jsonl"
 "$BUILD/bin/isn-index" build --quiet --input "$work/docs.jsonl" --out "$work/idx" >/dev/null
 
 "$BUILD/bin/isnd" --index "$work/idx" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 --workers "$WORKERS" \
-  --set search.max_queue=100000 ${LOOPS:+--set server.loops=$LOOPS} 2>"$work/isnd.log" &
+  --set search.max_queue=100000 ${LOOPS:+--set server.loops=$LOOPS} ${ISND_ARGS:-} 2>"$work/isnd.log" &
 pid=$!
 for _ in $(seq 1 200); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05; done
 grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }
