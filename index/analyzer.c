@@ -28,6 +28,7 @@ struct isn_analyzer {
     struct sb_stemmer *stemmer; /* NULL when stemming is off */
     stopword_set stopwords;
     stem_cache cache;
+    uint32_t *emitted_memo; /* see analyzer_emitted_memo */
     /* A non-ASCII token is normalized from at most this many leading bytes: it bounds the work
      * and memory one pathological token can cost. The window is wide enough that, short of runs of
      * ignorable or heavily composing characters, the cut output is the same as if it were whole. */
@@ -130,13 +131,13 @@ static size_t cut_at_char_boundary(const char *s, size_t len, size_t max) {
     return max;
 }
 
-static const char *stem_term(isn_analyzer *analyzer, const char *term, size_t len, size_t *stem_len) {
+/* term is analyzer->term; a cached stem replaces it there, a new one goes to analyzer->stemmed. */
+static const char *stem_term(isn_analyzer *analyzer, char *term, size_t len, size_t *stem_len) {
     uint64_t hash = stem_cache_hash(term, len);
-    int cached = stem_cache_lookup(&analyzer->cache, hash, term, len, analyzer->stemmed);
+    int cached = stem_cache_lookup(&analyzer->cache, hash, term, len, &analyzer->emitted_memo);
     if (cached >= 0) {
-        analyzer->stemmed[cached] = '\0';
         *stem_len = (size_t)cached;
-        return analyzer->stemmed;
+        return term;
     }
     const sb_symbol *stem = sb_stemmer_stem(analyzer->stemmer, (const sb_symbol *)term, (int)len);
     if (stem == NULL) { /* Snowball out of memory: the unstemmed term is the best we can do */
@@ -147,21 +148,27 @@ static const char *stem_term(isn_analyzer *analyzer, const char *term, size_t le
                                           analyzer->config.max_token_bytes);
     memcpy(analyzer->stemmed, stem, out_len);
     analyzer->stemmed[out_len] = '\0';
-    stem_cache_insert(&analyzer->cache, hash, term, len, analyzer->stemmed, out_len);
+    analyzer->emitted_memo = stem_cache_insert(&analyzer->cache, hash, term, len, analyzer->stemmed, out_len);
     *stem_len = out_len;
     return analyzer->stemmed;
 }
 
 /* term is NUL-terminated, normalized and cut; position is its token index. */
-static void finish_term(isn_analyzer *analyzer, const char *term, size_t len, bool may_stem, uint32_t position,
+static void finish_term(isn_analyzer *analyzer, char *term, size_t len, bool may_stem, uint32_t position,
                         isn_term_fn emit, void *ctx) {
     if (analyzer->config.stopwords && stopword_set_contains(&analyzer->stopwords, term, len))
         return;
+    const char *out = term;
+    analyzer->emitted_memo = NULL;
     /* Snowball leaves words of one or two characters as they are. */
     if (analyzer->stemmer != NULL && may_stem && len > 2)
-        term = stem_term(analyzer, term, len, &len);
+        out = stem_term(analyzer, term, len, &len);
     if (emit != NULL)
-        emit(ctx, term, len, position);
+        emit(ctx, out, len, position);
+}
+
+uint32_t *analyzer_emitted_memo(isn_analyzer *analyzer) {
+    return analyzer->emitted_memo;
 }
 
 /* ------------------------------------------------------------------ one token */
@@ -297,6 +304,7 @@ static uint32_t analyze_pretokenized(isn_analyzer *analyzer, const uint8_t *byte
 uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_term_fn emit, void *ctx) {
     if (analyzer == NULL || text == NULL)
         return 0;
+    analyzer->emitted_memo = NULL; /* pretokenized terms are never stemmed: no memo for them */
     if (analyzer->config.pretokenized)
         return analyze_pretokenized(analyzer, (const uint8_t *)text, len, emit, ctx);
     const uint8_t *bytes = (const uint8_t *)text;

@@ -1,6 +1,7 @@
 /* Reads JSON Lines or TSV input into one builder per partition, reporting bad records by line. */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,40 @@ static const char *sanitize_utf8(input_state *s, const char *line, size_t len, s
     return s->clean;
 }
 
+/* Per-record arena for jansson: a record's DOM is a dozen small allocations (object, hash buckets,
+ * keys, strings, the lexer's growing buffer) that all die together at json_decref, so while a thread
+ * parses a record they come from a bump pointer reset after it. Jansson's allocator hooks are
+ * process-wide and take no context, so the hooks are installed once and, outside an active arena
+ * (other threads, other jansson users, a record too big for the arena), hand over to malloc/free. */
+#define RECORD_ARENA_BYTES (256u << 10)
+
+typedef struct {
+    char *base;  /* NULL when this thread parses no record */
+    size_t used; /* bytes handed out since the last reset */
+} record_arena;
+
+static _Thread_local record_arena thread_arena;
+
+static void *arena_malloc(size_t n) {
+    record_arena *a = &thread_arena;
+    size_t at = (a->used + 15) & ~(size_t)15;
+    if (a->base && n <= RECORD_ARENA_BYTES - at) {
+        a->used = at + n;
+        return a->base + at;
+    }
+    return malloc(n);
+}
+
+static void arena_free(void *p) {
+    const record_arena *a = &thread_arena;
+    if (a->base && (const char *)p >= a->base && (const char *)p < a->base + RECORD_ARENA_BYTES) return;
+    free(p);
+}
+
+static void install_arena_hooks(void) {
+    json_set_alloc_funcs(arena_malloc, arena_free);
+}
+
 static int bad_record(input_state *s, const char *what) {
     s->skipped++;
     if (s->options->strict) {
@@ -111,6 +146,7 @@ static int parse_tsv(input_state *s, const char *line, size_t len) {
 
 static int parse_jsonl(input_state *s, const char *line, size_t len) {
     json_error_t jerr;
+    thread_arena.used = 0;
     json_t *doc = json_loadb(line, len, JSON_ALLOW_NUL, &jerr);
     char msg[ISN_ERR_LEN + 64];
     if (!doc) {
@@ -214,6 +250,13 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
         if (!(s.parts[p] = isn_builder_new(&opts))) rc = -1;
     if (rc != 0) snprintf(err, err_len, "cannot create the builder (out of memory or bad analyzer settings)");
 
+    static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+    pthread_once(&hooks_once, install_arena_hooks);
+    if (rc == 0 && opts.format == ISN_FORMAT_JSONL && !(thread_arena.base = malloc(RECORD_ARENA_BYTES))) {
+        snprintf(err, err_len, "out of memory for the JSON record arena");
+        rc = -1;
+    }
+
     bool progress = opts.progress && isatty(STDERR_FILENO);
     char *line = NULL;
     size_t cap = 0;
@@ -242,6 +285,8 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     }
     free(line);
     free(s.clean);
+    free(thread_arena.base);
+    thread_arena.base = NULL;
     fclose(f);
 
     if (rc == 0 && nparts > 1 && mkdir(out_dir, 0755) != 0 && errno != EEXIST) {

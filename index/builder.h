@@ -39,6 +39,10 @@ struct isn_builder {
     uint32_t cur_doc;
     uint32_t cur_field;
     uint32_t cur_field_len;
+    /* The current document's tokens (term id, and position code when positions are kept), appended to
+     * their posting lists once the whole document is analyzed: see append_document in builder.c. */
+    uint32_t *doc_terms, *doc_positions;
+    uint32_t doc_len, doc_cap;
     int oom;
 };
 
