@@ -200,12 +200,15 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         snprintf(err, err_len, "empty text in every indexed field");
         return -1;
     }
-    if (isn_strtab_find(&b->ids, external_id, id_len) != UINT32_MAX) {
-        snprintf(err, err_len, "duplicate id \"%.*s\"", (int)(id_len > 80 ? 80 : id_len), external_id);
-        return -1;
-    }
     if (b->num_docs == UINT32_MAX - 1) {
         snprintf(err, err_len, "too many documents for one partition (max %u)", UINT32_MAX - 1);
+        return -1;
+    }
+    /* One probe of the id table both finds a duplicate and adds a new id (as the next document's). */
+    bool added;
+    if (isn_strtab_intern(&b->ids, external_id, id_len, &added) == UINT32_MAX) goto oom;
+    if (!added) {
+        snprintf(err, err_len, "duplicate id \"%.*s\"", (int)(id_len > 80 ? 80 : id_len), external_id);
         return -1;
     }
     uint32_t nf = b->options.num_fields;
@@ -220,8 +223,6 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         b->docs_cap = cap;
     }
 
-    bool added;
-    if (isn_strtab_intern(&b->ids, external_id, id_len, &added) == UINT32_MAX) goto oom;
     b->cur_doc = b->num_docs;
     for (uint32_t f = 0; f < nf; f++) {
         b->cur_field = f;
