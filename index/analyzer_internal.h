@@ -115,6 +115,8 @@ typedef struct {
 typedef struct {
     stem_cache_slot *slots; /* allocated on the first insertion; NULL = not yet (or disabled) */
     uint32_t capacity;      /* power of two; 0 disables the cache */
+    bool huge_pages;        /* slots on a huge page (huge_pages.c): for the index builder, whose
+                               analyzer probes it millions of times; a searcher's stays sparse */
     uint64_t hits;
     uint64_t misses;
 } stem_cache;
@@ -130,6 +132,11 @@ static inline uint64_t stem_cache_hash(const char *term, size_t len) {
  * the slot's memo word and returns the stem's length, or -1 (term untouched). In place because a stem
  * mostly keeps the term's first bytes: only the changed ending is copied. */
 int stem_cache_lookup(stem_cache *cache, uint64_t hash, char *term, size_t len, uint32_t **memo);
+/* Starts fetching the first slot a lookup of hash reads. */
+static inline void stem_cache_prefetch(const stem_cache *cache, uint64_t hash) {
+    if (cache->slots != NULL)
+        __builtin_prefetch(&cache->slots[(uint32_t)hash & (cache->capacity - 1)]);
+}
 /* The memo word of the slot now holding term (0), or NULL when the term is not cached. */
 uint32_t *stem_cache_insert(stem_cache *cache, uint64_t hash, const char *term, size_t len, const char *stem,
                             size_t stem_len);
@@ -142,5 +149,7 @@ struct isn_analyzer;
  * the caller memoizes there is a function of the emitted term; it stays the caller's until the slot is
  * refilled with another word, which zeroes it. */
 uint32_t *analyzer_emitted_memo(struct isn_analyzer *analyzer);
+/* The index builder's analyzer keeps its stem cache on a huge page. */
+void analyzer_cache_on_huge_pages(struct isn_analyzer *analyzer);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "index/analyzer_internal.h"
+#include "index/huge_pages.h"
 
 _Static_assert(sizeof(stem_cache_slot) == 32, "a stem cache slot is half a cache line");
 
@@ -13,7 +14,8 @@ void stem_cache_init(stem_cache *cache, uint32_t capacity) {
 }
 
 void stem_cache_release(stem_cache *cache) {
-    free(cache->slots);
+    if (cache->huge_pages) index_table_free(cache->slots, (size_t)cache->capacity * sizeof *cache->slots);
+    else free(cache->slots);
     cache->slots = NULL;
 }
 
@@ -55,7 +57,8 @@ uint32_t *stem_cache_insert(stem_cache *cache, uint64_t hash, const char *term, 
         return NULL;
     if (cache->slots == NULL) {
         /* Allocated on first use: analyzers made only to analyze a query or two never pay for it. */
-        cache->slots = calloc(cache->capacity, sizeof *cache->slots);
+        cache->slots = cache->huge_pages ? index_table_alloc((size_t)cache->capacity * sizeof *cache->slots)
+                                         : calloc(cache->capacity, sizeof *cache->slots);
         if (cache->slots == NULL) {
             cache->capacity = 0;
             return NULL;

@@ -69,6 +69,7 @@ isn_builder *isn_builder_new(const isn_build_options *options) {
         isn_builder_free(b);
         return NULL;
     }
+    analyzer_cache_on_huge_pages(b->analyzer);
     return b;
 }
 
