@@ -54,13 +54,9 @@ static void write_corpus(void) {
     assert_int_equal(fclose(f), 0);
 }
 
-/* XXH64 of the built index file. */
-static uint64_t build_and_hash(const isn_build_options *o, const char *name) {
-    char dir[400], file[420], err[ISN_ERR_LEN];
-    snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
-    isn_build_summary s;
-    if (isn_build_from_file(corpus_path, dir, o, &s, err, sizeof err) != 0) fail_msg("build: %s", err);
-    assert_int_equal(s.docs, 3000);
+/* XXH64 of the index file in dir. */
+static uint64_t hash_index(const char *dir) {
+    char file[420];
     snprintf(file, sizeof file, "%s/index.isn", dir);
     size_t len;
     uint8_t *bytes = support_read_file(file, &len);
@@ -68,6 +64,16 @@ static uint64_t build_and_hash(const isn_build_options *o, const char *name) {
     uint64_t hash = isn_hash64(bytes, len);
     free(bytes);
     return hash;
+}
+
+/* XXH64 of the built index file. */
+static uint64_t build_and_hash(const isn_build_options *o, const char *name) {
+    char dir[400], err[ISN_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
+    isn_build_summary s;
+    if (isn_build_from_file(corpus_path, dir, o, &s, err, sizeof err) != 0) fail_msg("build: %s", err);
+    assert_int_equal(s.docs, 3000);
+    return hash_index(dir);
 }
 
 static void check_bytes(const isn_build_options *o, const char *name, uint64_t recorded) {
@@ -130,17 +136,6 @@ static void write_corpus_file(int c, const char *path) {
         fprintf(f, "{\"id\": \"%s\", \"title\": \"%s\", \"body\": \"%s\"}\n", id, title, body);
     }
     assert_int_equal(fclose(f), 0);
-}
-
-static uint64_t hash_index(const char *dir) {
-    char file[420];
-    snprintf(file, sizeof file, "%s/index.isn", dir);
-    size_t len;
-    uint8_t *bytes = support_read_file(file, &len);
-    assert_non_null(bytes);
-    uint64_t hash = isn_hash64(bytes, len);
-    free(bytes);
-    return hash;
 }
 
 /* Builders in one process share nothing: the stem cache's memo of term ids belongs to one builder's
