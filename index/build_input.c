@@ -35,6 +35,7 @@ typedef struct {
 /* Replaces every invalid UTF-8 sequence with U+FFFD, so that one bad byte costs a token, not the record. */
 static const char *sanitize_utf8(input_state *s, const char *line, size_t len, size_t *out_len) {
     size_t i = 0;
+    for (uint64_t w; i + 8 <= len && (memcpy(&w, line + i, 8), (w & 0x8080808080808080ull) == 0); i += 8) continue;
     while (i < len && (unsigned char)line[i] < 0x80) i++;
     if (i == len) {
         *out_len = len;
