@@ -51,6 +51,11 @@ static void test_flat_records(void **state) {
     assert_int_equal(scan("{\"id\":\"Título — ünïcödé\",\"identifier\":\"not id\",\"i\":\"nor this\"}"), 1);
     expect_decoded(&values[0], "Título — ünïcödé", strlen("Título — ünïcödé"));
 
+    /* escapes on either side of the eight-byte steps, and a run that fills them exactly */
+    assert_int_equal(scan("{\"body\":\"0123456\\\"89abcdef\\\\ghijklmnopq\\/rstuvwxyzABCDEFGH\",\"title\":\"01234567\"}"), 1);
+    expect_decoded(&values[2], "0123456\"89abcdef\\ghijklmnopq/rstuvwxyzABCDEFGH", 46);
+    expect_decoded(&values[1], "01234567", 8);
+
     assert_int_equal(scan("{}"), 1);
     for (int k = 0; k < NUM_KEYS; k++) assert_int_equal(values[k].kind, JSONL_ABSENT);
     assert_int_equal(scan("{\"body\":\"\"}"), 1);
@@ -71,6 +76,8 @@ static void test_left_to_jansson(void **state) {
         "{\"id\\n\":\"x\"}",
         "{\"id\":\"x\",\"body\":\"bad \\x escape\"}",
         "{\"id\":\"x\",\"body\":\"raw\ttab\"}",
+        "{\"id\":\"x\",\"body\":\"abcdefghi\tjklmnopqrstu\"}",
+        "{\"id\":\"x\",\"body\":\"abcdefghijklmnopqrstuvwxyz",
         "{\"id\":\"x\",\"body\":\"open",
         "{\"id\":\"x\",\"body\":\"ok\"",
         "{\"id\":\"x\",}",
