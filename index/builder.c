@@ -65,7 +65,9 @@ isn_builder *isn_builder_new(const isn_build_options *options) {
     if (b->options.analyzer.max_token_bytes == 0 || b->options.analyzer.max_token_bytes > ISN_MAX_TERM_BYTES)
         b->options.analyzer.max_token_bytes = ISN_MAX_TERM_BYTES;
     b->analyzer = isn_analyzer_new(&b->options.analyzer);
-    if (!b->analyzer || isn_strtab_init(&b->terms, 1 << 16) != 0 || isn_strtab_init(&b->ids, 1 << 16) != 0) {
+    b->short_term_ids = calloc(SHORT_TERM_TWO_BYTES + 256, sizeof *b->short_term_ids);
+    if (!b->analyzer || !b->short_term_ids || isn_strtab_init(&b->terms, 1 << 16) != 0 ||
+        isn_strtab_init(&b->ids, 1 << 16) != 0) {
         isn_builder_free(b);
         return NULL;
     }
@@ -81,6 +83,7 @@ void isn_builder_free(isn_builder *b) {
     }
     free(b->lists);
     free(b->doc_terms);
+    free(b->short_term_ids);
     free(b->doc_positions);
     isn_strtab_free(&b->terms);
     isn_strtab_free(&b->ids);
@@ -106,8 +109,12 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
 static void add_term(void *ctx, const char *term, size_t len, uint32_t position) {
     isn_builder *b = ctx;
     bool added = false;
-    /* A word met before maps to its term id in the analyzer's stem cache: no term table probe. */
+    /* A word met before maps to its term id in the analyzer's stem cache, and a term of one or two
+     * bytes (a tenth of the tokens; the cache does not hold them) in short_term_ids: no term table
+     * probe, which on a table of this size is a cache miss. */
     uint32_t *memo = analyzer_emitted_memo(b->analyzer);
+    if (!memo && len == 2) memo = &b->short_term_ids[(uint8_t)term[0] | (uint32_t)(uint8_t)term[1] << 8];
+    else if (!memo && len == 1) memo = &b->short_term_ids[SHORT_TERM_TWO_BYTES + (uint8_t)term[0]];
     uint32_t t;
     if (memo && *memo) {
         t = *memo - 1;
