@@ -27,6 +27,17 @@ bench-compare: $(PROGRAMS) $(BUILD)/bench/bench_query
 	@echo "bench-compare: $(BUILD)/bench/compare_builds.json"
 .PHONY: bench-compare
 
+# make bench-build-time BEFORE=OTHER_BUILD: single-threaded build time of the Debian index without
+# positions (issue 14), this build's isn-index against another's, in interleaved rounds (ROUNDS, default
+# 7). JSON in $(BUILD)/bench/build_time.json.
+bench-build-time: $(BUILD)/bin/isn-index
+	@test -n "$(BEFORE)" || { echo "usage: make bench-build-time BEFORE=OTHER_BUILD_DIR (run make bench first)" >&2; exit 2; }
+	@mkdir -p $(BUILD)/bench
+	bash bench/build_time.sh $(BUILD)/data/deb/debian.jsonl $(BEFORE)/bin/isn-index $(BUILD)/bin/isn-index \
+	  >$(BUILD)/bench/build_time.json
+	@cat $(BUILD)/bench/build_time.json
+.PHONY: bench-build-time
+
 # make bench-peers: ISN against Lucene 10, Tantivy and PISA on the Debian corpus (bench/peers/run.sh sets up
 # the peers in $(BUILD)/peers). Timing only: never part of make test.
 $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)

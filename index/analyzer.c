@@ -23,11 +23,28 @@
 
 #define RIGHT_SINGLE_QUOTATION_MARK 0x2019
 
+/* ASCII tokens are finished in groups of this many, their stem cache slots fetched from memory
+ * together first: one token at a time, every lookup waited for its own cache miss. */
+#define PENDING_TOKENS 16
+
+typedef struct {
+    uint64_t hash; /* of the folded text, for the stem cache; 0 when it is not stemmed */
+    uint32_t position;
+    uint32_t len;
+    bool may_stem;
+} pending_token;
+
 struct isn_analyzer {
     isn_analyzer_config config;
     struct sb_stemmer *stemmer; /* NULL when stemming is off */
     stopword_set stopwords;
     stem_cache cache;
+    uint32_t *emitted_memo; /* see analyzer_emitted_memo */
+    /* ASCII tokens waiting to be finished (see queue_ascii_token): their folded text, one stride of
+     * max_token_bytes + 1 bytes each, and what finish_term needs. */
+    char *pending_text;
+    pending_token pending[PENDING_TOKENS];
+    uint32_t num_pending;
     /* A non-ASCII token is normalized from at most this many leading bytes: it bounds the work
      * and memory one pathological token can cost. The window is wide enough that, short of runs of
      * ignorable or heavily composing characters, the cut output is the same as if it were whole. */
@@ -61,7 +78,8 @@ isn_analyzer *isn_analyzer_new(const isn_analyzer_config *config) {
     analyzer->normalize_window = 4 * max + 64;
     analyzer->term = malloc(max + 1);
     analyzer->stemmed = malloc(max + 1);
-    if (analyzer->term == NULL || analyzer->stemmed == NULL)
+    analyzer->pending_text = malloc(PENDING_TOKENS * (max + 1));
+    if (analyzer->term == NULL || analyzer->stemmed == NULL || analyzer->pending_text == NULL)
         goto fail;
     stopword_set_init(&analyzer->stopwords);
     stem_cache_init(&analyzer->cache, ISN_STEM_CACHE_SLOTS);
@@ -84,6 +102,7 @@ void isn_analyzer_free(isn_analyzer *analyzer) {
     stem_cache_release(&analyzer->cache);
     free(analyzer->term);
     free(analyzer->stemmed);
+    free(analyzer->pending_text);
     free(analyzer->codepoints);
     free(analyzer);
 }
@@ -130,13 +149,13 @@ static size_t cut_at_char_boundary(const char *s, size_t len, size_t max) {
     return max;
 }
 
-static const char *stem_term(isn_analyzer *analyzer, const char *term, size_t len, size_t *stem_len) {
-    uint64_t hash = stem_cache_hash(term, len);
-    int cached = stem_cache_lookup(&analyzer->cache, hash, term, len, analyzer->stemmed);
+/* term has room for len + 1 bytes; a cached stem replaces it there, a new one goes to
+ * analyzer->stemmed. hash is stem_cache_hash of the term. */
+static const char *stem_term(isn_analyzer *analyzer, char *term, size_t len, uint64_t hash, size_t *stem_len) {
+    int cached = stem_cache_lookup(&analyzer->cache, hash, term, len, &analyzer->emitted_memo);
     if (cached >= 0) {
-        analyzer->stemmed[cached] = '\0';
         *stem_len = (size_t)cached;
-        return analyzer->stemmed;
+        return term;
     }
     const sb_symbol *stem = sb_stemmer_stem(analyzer->stemmer, (const sb_symbol *)term, (int)len);
     if (stem == NULL) { /* Snowball out of memory: the unstemmed term is the best we can do */
@@ -147,32 +166,69 @@ static const char *stem_term(isn_analyzer *analyzer, const char *term, size_t le
                                           analyzer->config.max_token_bytes);
     memcpy(analyzer->stemmed, stem, out_len);
     analyzer->stemmed[out_len] = '\0';
-    stem_cache_insert(&analyzer->cache, hash, term, len, analyzer->stemmed, out_len);
+    analyzer->emitted_memo = stem_cache_insert(&analyzer->cache, hash, term, len, analyzer->stemmed, out_len);
     *stem_len = out_len;
     return analyzer->stemmed;
 }
 
-/* term is NUL-terminated, normalized and cut; position is its token index. */
-static void finish_term(isn_analyzer *analyzer, const char *term, size_t len, bool may_stem, uint32_t position,
-                        isn_term_fn emit, void *ctx) {
-    if (analyzer->config.stopwords && stopword_set_contains(&analyzer->stopwords, term, len))
-        return;
-    /* Snowball leaves words of one or two characters as they are. */
-    if (analyzer->stemmer != NULL && may_stem && len > 2)
-        term = stem_term(analyzer, term, len, &len);
+static inline bool is_stopword(const isn_analyzer *analyzer, const char *term, size_t len) {
+    return analyzer->config.stopwords && stopword_set_contains(&analyzer->stopwords, term, len);
+}
+
+/* Snowball leaves words of one or two characters as they are. */
+static inline bool stems(const isn_analyzer *analyzer, size_t len, bool may_stem) {
+    return analyzer->stemmer != NULL && may_stem && len > 2;
+}
+
+/* term is NUL-terminated, normalized, cut and not a stopword; position is its token index; hash is
+ * stem_cache_hash of the term when it stems. */
+static void emit_term(isn_analyzer *analyzer, char *term, size_t len, bool may_stem, uint64_t hash,
+                      uint32_t position, isn_term_fn emit, void *ctx) {
+    const char *out = term;
+    analyzer->emitted_memo = NULL;
+    if (stems(analyzer, len, may_stem))
+        out = stem_term(analyzer, term, len, hash, &len);
     if (emit != NULL)
-        emit(ctx, term, len, position);
+        emit(ctx, out, len, position);
+}
+
+/* term is NUL-terminated, normalized and cut; position is its token index. */
+static void finish_term(isn_analyzer *analyzer, char *term, size_t len, bool may_stem, uint32_t position,
+                        isn_term_fn emit, void *ctx) {
+    if (is_stopword(analyzer, term, len))
+        return;
+    uint64_t hash = stems(analyzer, len, may_stem) ? stem_cache_hash(term, len) : 0;
+    emit_term(analyzer, term, len, may_stem, hash, position, emit, ctx);
+}
+
+/* Finishes the pending ASCII tokens, in their order. */
+static void flush_pending(isn_analyzer *analyzer, isn_term_fn emit, void *ctx) {
+    size_t stride = analyzer->config.max_token_bytes + 1;
+    for (uint32_t i = 0; i < analyzer->num_pending; i++) {
+        const pending_token *p = &analyzer->pending[i];
+        emit_term(analyzer, analyzer->pending_text + i * stride, p->len, p->may_stem, p->hash, p->position, emit, ctx);
+    }
+    analyzer->num_pending = 0;
+}
+
+uint32_t *analyzer_emitted_memo(isn_analyzer *analyzer) {
+    return analyzer->emitted_memo;
+}
+
+void analyzer_cache_on_huge_pages(isn_analyzer *analyzer) {
+    if (analyzer->cache.slots == NULL)
+        analyzer->cache.huge_pages = true;
 }
 
 /* ------------------------------------------------------------------ one token */
 
 /* The common case: ASCII letters and digits need no Unicode tables, and NFKC_Casefold of them is
  * plain lowercasing, so the result is the same as the general path's. */
-static void analyze_ascii_token(isn_analyzer *analyzer, const uint8_t *token, size_t len, uint32_t position,
-                                isn_term_fn emit, void *ctx) {
+static void queue_ascii_token(isn_analyzer *analyzer, const uint8_t *token, size_t len, uint32_t position,
+                              isn_term_fn emit, void *ctx) {
     if (len > analyzer->config.max_token_bytes)
         len = analyzer->config.max_token_bytes;
-    char *term = analyzer->term;
+    char *term = analyzer->pending_text + analyzer->num_pending * (analyzer->config.max_token_bytes + 1);
     uint8_t letter_bits = 0;
     for (size_t i = 0; i < len; i++) {
         /* Digits already have bit 0x20 set; letters have bit 0x40 set and digits do not. */
@@ -180,7 +236,16 @@ static void analyze_ascii_token(isn_analyzer *analyzer, const uint8_t *token, si
         letter_bits |= token[i] & 0x40;
     }
     term[len] = '\0';
-    finish_term(analyzer, term, len, letter_bits != 0, position, emit, ctx);
+    if (is_stopword(analyzer, term, len))
+        return;
+    pending_token *p = &analyzer->pending[analyzer->num_pending++];
+    *p = (pending_token){.position = position, .len = (uint32_t)len, .may_stem = letter_bits != 0};
+    if (stems(analyzer, len, p->may_stem)) {
+        p->hash = stem_cache_hash(term, len);
+        stem_cache_prefetch(&analyzer->cache, p->hash);
+    }
+    if (analyzer->num_pending == PENDING_TOKENS)
+        flush_pending(analyzer, emit, ctx);
 }
 
 static bool ensure_codepoints(isn_analyzer *analyzer, size_t needed) {
@@ -297,6 +362,7 @@ static uint32_t analyze_pretokenized(isn_analyzer *analyzer, const uint8_t *byte
 uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_term_fn emit, void *ctx) {
     if (analyzer == NULL || text == NULL)
         return 0;
+    analyzer->emitted_memo = NULL; /* pretokenized terms are never stemmed: no memo for them */
     if (analyzer->config.pretokenized)
         return analyze_pretokenized(analyzer, (const uint8_t *)text, len, emit, ctx);
     const uint8_t *bytes = (const uint8_t *)text;
@@ -366,11 +432,14 @@ uint32_t isn_analyze(isn_analyzer *analyzer, const char *text, size_t len, isn_t
             break;
         }
 
-        if (ascii)
-            analyze_ascii_token(analyzer, bytes + start, i - start, position++, emit, ctx);
-        else
+        if (ascii) {
+            queue_ascii_token(analyzer, bytes + start, i - start, position++, emit, ctx);
+        } else {
+            flush_pending(analyzer, emit, ctx);
             position = analyze_unicode_token(analyzer, bytes + start, i - start, position, emit, ctx);
+        }
         i += skip_after;
     }
+    flush_pending(analyzer, emit, ctx);
     return position;
 }

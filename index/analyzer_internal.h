@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 /* ------------------------------------------------------------------ UTF-8 */
 
 #define ANALYZER_INVALID_CODEPOINT (-1)
@@ -66,9 +69,11 @@ typedef struct {
 
 void stopword_set_init(stopword_set *set);
 
+/* Byte by byte rather than memcpy: a copy of a variable length is a libc call on every token. */
 static inline uint64_t stopword_key(const char *term, size_t len) {
     uint64_t key = 0;
-    memcpy(&key, term, len);
+    for (size_t i = 0; i < len; i++)
+        key |= (uint64_t)(uint8_t)term[i] << (8 * i);
     return key;
 }
 
@@ -92,32 +97,59 @@ static inline bool stopword_set_contains(const stopword_set *set, const char *te
 
 /* A fixed-size cache from folded term to stem. A stem is stored as the length of the prefix it
  * shares with the term plus its remaining suffix (Snowball mostly trims or rewrites a short ending),
- * so one 32-byte slot holds term and stem together. Terms that do not fit bypass the cache. */
-#define STEM_CACHE_SLOT_BYTES 24
+ * so one 32-byte slot holds term and stem together. Terms that do not fit bypass the cache.
+ * Each slot also keeps a memo word for the analyzer's caller: the index builder keeps there the id
+ * of the slot's stem in its term table, so that a cached word costs one lookup, not two. */
+#define STEM_CACHE_SLOT_BYTES 23
 #define STEM_CACHE_PROBES 4
 
 typedef struct {
-    uint32_t tag;        /* high bits of the term's hash */
+    uint32_t memo;       /* the caller's; 0 when the slot is filled */
+    uint16_t tag;        /* high bits of the term's hash */
     uint8_t term_len;    /* 0 = empty slot */
     uint8_t stem_prefix; /* bytes of the stem equal to the term's first bytes */
     uint8_t suffix_len;  /* bytes of the stem after that prefix */
-    uint8_t unused;
     char bytes[STEM_CACHE_SLOT_BYTES]; /* term, then the stem's suffix */
 } stem_cache_slot;
 
 typedef struct {
     stem_cache_slot *slots; /* allocated on the first insertion; NULL = not yet (or disabled) */
     uint32_t capacity;      /* power of two; 0 disables the cache */
+    bool huge_pages;        /* slots on a huge page (huge_pages.c): for the index builder, whose
+                               analyzer probes it millions of times; a searcher's stays sparse */
     uint64_t hits;
     uint64_t misses;
 } stem_cache;
 
 void stem_cache_init(stem_cache *cache, uint32_t capacity);
 void stem_cache_release(stem_cache *cache);
-uint64_t stem_cache_hash(const char *term, size_t len);
-/* Writes the cached stem of `term` into out (room for len bytes) and returns its length, or -1. */
-int stem_cache_lookup(stem_cache *cache, uint64_t hash, const char *term, size_t len, char *out);
-void stem_cache_insert(stem_cache *cache, uint64_t hash, const char *term, size_t len, const char *stem,
-                       size_t stem_len);
+/* XXH3 inlined rather than base's isn_hash64 (XXH64): this runs once per token, and on short words
+ * XXH3 is several times faster; the value never leaves memory. */
+static inline uint64_t stem_cache_hash(const char *term, size_t len) {
+    return XXH3_64bits(term, len);
+}
+/* Turns `term` (room for len + 1 bytes) into its cached stem in place, NUL-terminated, sets *memo to
+ * the slot's memo word and returns the stem's length, or -1 (term untouched). In place because a stem
+ * mostly keeps the term's first bytes: only the changed ending is copied. */
+int stem_cache_lookup(stem_cache *cache, uint64_t hash, char *term, size_t len, uint32_t **memo);
+/* Starts fetching the first slot a lookup of hash reads. */
+static inline void stem_cache_prefetch(const stem_cache *cache, uint64_t hash) {
+    if (cache->slots != NULL)
+        __builtin_prefetch(&cache->slots[(uint32_t)hash & (cache->capacity - 1)]);
+}
+/* The memo word of the slot now holding term (0), or NULL when the term is not cached. */
+uint32_t *stem_cache_insert(stem_cache *cache, uint64_t hash, const char *term, size_t len, const char *stem,
+                            size_t stem_len);
+
+/* ------------------------------------------------------------------ memo for the index builder */
+
+struct isn_analyzer;
+/* Inside an isn_term_fn: the memo word kept with the emitted term's stem cache slot, or NULL when the
+ * term has none (not stemmed, or too long to cache). A slot maps one folded word to one stem, so what
+ * the caller memoizes there is a function of the emitted term; it stays the caller's until the slot is
+ * refilled with another word, which zeroes it. */
+uint32_t *analyzer_emitted_memo(struct isn_analyzer *analyzer);
+/* The index builder's analyzer keeps its stem cache on a huge page. */
+void analyzer_cache_on_huge_pages(struct isn_analyzer *analyzer);
 
 #endif

@@ -1,6 +1,7 @@
 /* Reads JSON Lines or TSV input into one builder per partition, reporting bad records by line. */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "base/base.h"
 #include "index/builder.h"
+#include "index/jsonl_scan.h"
 
 #define MAX_REPORTED_BAD_RECORDS 50
 
@@ -23,11 +25,17 @@ typedef struct {
     uint64_t records, skipped, reported;
     char *clean; /* the line with invalid UTF-8 replaced */
     size_t clean_cap;
+    /* JSONL keys read: the id, the indexed fields in order, then the static score's when set */
+    const char *keys[ISN_MAX_FIELDS + 2];
+    uint32_t num_keys;
+    char *scratch; /* a record's decoded strings (jsonl_scan.c) */
+    size_t scratch_cap;
 } input_state;
 
 /* Replaces every invalid UTF-8 sequence with U+FFFD, so that one bad byte costs a token, not the record. */
 static const char *sanitize_utf8(input_state *s, const char *line, size_t len, size_t *out_len) {
     size_t i = 0;
+    for (uint64_t w; i + 8 <= len && (memcpy(&w, line + i, 8), (w & 0x8080808080808080ull) == 0); i += 8) continue;
     while (i < len && (unsigned char)line[i] < 0x80) i++;
     if (i == len) {
         *out_len = len;
@@ -57,6 +65,40 @@ static const char *sanitize_utf8(input_state *s, const char *line, size_t len, s
     s->clean[o] = 0;
     *out_len = o;
     return s->clean;
+}
+
+/* Per-record arena for jansson: a record's DOM is a dozen small allocations (object, hash buckets,
+ * keys, strings, the lexer's growing buffer) that all die together at json_decref, so while a thread
+ * parses a record they come from a bump pointer reset after it. Jansson's allocator hooks are
+ * process-wide and take no context, so the hooks are installed once and, outside an active arena
+ * (other threads, other jansson users, a record too big for the arena), hand over to malloc/free. */
+#define RECORD_ARENA_BYTES (256u << 10)
+
+typedef struct {
+    char *base;  /* NULL when this thread parses no record */
+    size_t used; /* bytes handed out since the last reset */
+} record_arena;
+
+static _Thread_local record_arena thread_arena;
+
+static void *arena_malloc(size_t n) {
+    record_arena *a = &thread_arena;
+    size_t at = (a->used + 15) & ~(size_t)15;
+    if (a->base && n <= RECORD_ARENA_BYTES - at) {
+        a->used = at + n;
+        return a->base + at;
+    }
+    return malloc(n);
+}
+
+static void arena_free(void *p) {
+    const record_arena *a = &thread_arena;
+    if (a->base && (const char *)p >= a->base && (const char *)p < a->base + RECORD_ARENA_BYTES) return;
+    free(p);
+}
+
+static void install_arena_hooks(void) {
+    json_set_alloc_funcs(arena_malloc, arena_free);
 }
 
 static int bad_record(input_state *s, const char *what) {
@@ -109,57 +151,99 @@ static int parse_tsv(input_state *s, const char *line, size_t len) {
     return add_record(s, id, fields, lens, 0.0f);
 }
 
-static int parse_jsonl(input_state *s, const char *line, size_t len) {
-    json_error_t jerr;
-    json_t *doc = json_loadb(line, len, JSON_ALLOW_NUL, &jerr);
+/* What a record holds for the build, from either JSON reader, checked the same way after. */
+typedef struct {
+    const char *id; /* NULL or empty: missing */
+    const char *fields[ISN_MAX_FIELDS];
+    size_t lens[ISN_MAX_FIELDS];
+    int bad_field; /* the first indexed field that is neither a string nor null, or -1 */
+    int score_state; /* 0 no static score, 1 one, -1 a value that is not a number */
+    float score;
+} json_record;
+
+static int take_record(input_state *s, const json_record *r) {
+    const isn_build_options *o = s->options;
     char msg[ISN_ERR_LEN + 64];
+    if (!r->id || !r->id[0]) {
+        snprintf(msg, sizeof msg, "missing id (key \"%s\" must be a non-empty string or an integer)", o->id_field);
+        return bad_record(s, msg);
+    }
+    if (r->bad_field >= 0) {
+        snprintf(msg, sizeof msg, "field \"%s\" is not a string", o->fields[r->bad_field]);
+        return bad_record(s, msg);
+    }
+    if (r->score_state < 0) {
+        snprintf(msg, sizeof msg, "static score \"%s\" is not a number", o->static_score_field);
+        return bad_record(s, msg);
+    }
+    return add_record(s, r->id, r->fields, r->lens, r->score);
+}
+
+/* The common record, a flat object of strings, read in one pass (jsonl_scan.c); 0 when jansson must. */
+static int scan_record(input_state *s, const char *line, size_t len, json_record *r) {
+    if (s->scratch_cap < len + 1) {
+        char *p = realloc(s->scratch, len + 1);
+        if (!p) return 0;
+        s->scratch = p;
+        s->scratch_cap = len + 1;
+    }
+    jsonl_value v[ISN_MAX_FIELDS + 2];
+    if (!jsonl_scan_flat_object(line, len, s->keys, s->num_keys, v, s->scratch)) return 0;
+    r->id = v[0].kind == JSONL_STRING ? v[0].text : NULL;
+    for (uint32_t f = 0; f < s->options->num_fields; f++) {
+        const jsonl_value *field = &v[1 + f];
+        if (field->kind == JSONL_STRING) {
+            r->fields[f] = field->text;
+            r->lens[f] = field->len;
+        } else if (field->kind == JSONL_BOOL && r->bad_field < 0) {
+            r->bad_field = (int)f;
+        }
+    }
+    /* A number always goes to jansson, so a static score seen here is not one. */
+    if (s->options->static_score_field[0] && v[1 + s->options->num_fields].kind != JSONL_ABSENT) r->score_state = -1;
+    return 1;
+}
+
+static int parse_jsonl(input_state *s, const char *line, size_t len) {
+    json_record r = {.bad_field = -1};
+    if (scan_record(s, line, len, &r)) return take_record(s, &r);
+    json_error_t jerr;
+    thread_arena.used = 0;
+    json_t *doc = json_loadb(line, len, JSON_ALLOW_NUL, &jerr);
     if (!doc) {
+        char msg[ISN_ERR_LEN + 64];
         snprintf(msg, sizeof msg, "malformed JSON at column %d: %s", jerr.column, jerr.text);
         return bad_record(s, msg);
     }
-    int rc = 0;
+    int rc;
     const isn_build_options *o = s->options;
     char id_buf[64];
-    const char *id = NULL;
-    const char *fields[ISN_MAX_FIELDS] = {0};
-    size_t lens[ISN_MAX_FIELDS] = {0};
-    float score = 0.0f;
-    json_t *jid = json_is_object(doc) ? json_object_get(doc, o->id_field) : NULL;
     if (!json_is_object(doc)) {
         rc = bad_record(s, "record is not a JSON object");
         goto done;
     }
-    if (json_is_string(jid)) id = json_string_value(jid);
+    json_t *jid = json_object_get(doc, o->id_field);
+    if (json_is_string(jid)) r.id = json_string_value(jid);
     else if (json_is_integer(jid)) {
         snprintf(id_buf, sizeof id_buf, "%lld", (long long)json_integer_value(jid));
-        id = id_buf;
-    }
-    if (!id || !id[0]) {
-        snprintf(msg, sizeof msg, "missing id (key \"%s\" must be a non-empty string or an integer)", o->id_field);
-        rc = bad_record(s, msg);
-        goto done;
+        r.id = id_buf;
     }
     for (uint32_t f = 0; f < o->num_fields; f++) {
         json_t *v = json_object_get(doc, o->fields[f]);
         if (!v || json_is_null(v)) continue;
         if (!json_is_string(v)) {
-            snprintf(msg, sizeof msg, "field \"%s\" is not a string", o->fields[f]);
-            rc = bad_record(s, msg);
-            goto done;
+            if (r.bad_field < 0) r.bad_field = (int)f;
+            continue;
         }
-        fields[f] = json_string_value(v);
-        lens[f] = json_string_length(v);
+        r.fields[f] = json_string_value(v);
+        r.lens[f] = json_string_length(v);
     }
     if (o->static_score_field[0]) {
         json_t *v = json_object_get(doc, o->static_score_field);
-        if (v && !json_is_number(v)) {
-            snprintf(msg, sizeof msg, "static score \"%s\" is not a number", o->static_score_field);
-            rc = bad_record(s, msg);
-            goto done;
-        }
-        if (v) score = (float)json_number_value(v);
+        if (v) r.score_state = json_is_number(v) ? 1 : -1;
+        if (json_is_number(v)) r.score = (float)json_number_value(v);
     }
-    rc = add_record(s, id, fields, lens, score);
+    rc = take_record(s, &r);
 done:
     json_decref(doc);
     return rc;
@@ -207,12 +291,22 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     struct stat st;
     uint64_t file_bytes = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;
     input_state s = {.path = input_path, .options = &opts};
+    s.keys[s.num_keys++] = opts.id_field;
+    for (uint32_t i = 0; i < opts.num_fields; i++) s.keys[s.num_keys++] = opts.fields[i];
+    if (opts.static_score_field[0]) s.keys[s.num_keys++] = opts.static_score_field;
     if (nparts > 1 && opts.split == ISN_SPLIT_CONTIGUOUS) s.total_lines = count_lines(f);
     s.parts = calloc(nparts, sizeof *s.parts);
     int rc = s.parts ? 0 : -1;
     for (uint32_t p = 0; p < nparts && rc == 0; p++)
         if (!(s.parts[p] = isn_builder_new(&opts))) rc = -1;
     if (rc != 0) snprintf(err, err_len, "cannot create the builder (out of memory or bad analyzer settings)");
+
+    static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+    pthread_once(&hooks_once, install_arena_hooks);
+    if (rc == 0 && opts.format == ISN_FORMAT_JSONL && !(thread_arena.base = malloc(RECORD_ARENA_BYTES))) {
+        snprintf(err, err_len, "out of memory for the JSON record arena");
+        rc = -1;
+    }
 
     bool progress = opts.progress && isatty(STDERR_FILENO);
     char *line = NULL;
@@ -242,6 +336,9 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     }
     free(line);
     free(s.clean);
+    free(s.scratch);
+    free(thread_arena.base);
+    thread_arena.base = NULL;
     fclose(f);
 
     if (rc == 0 && nparts > 1 && mkdir(out_dir, 0755) != 0 && errno != EEXIST) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "index/analyzer_internal.h"
 #include "index/builder.h"
 #include "index/format.h"
 
@@ -64,10 +65,13 @@ isn_builder *isn_builder_new(const isn_build_options *options) {
     if (b->options.analyzer.max_token_bytes == 0 || b->options.analyzer.max_token_bytes > ISN_MAX_TERM_BYTES)
         b->options.analyzer.max_token_bytes = ISN_MAX_TERM_BYTES;
     b->analyzer = isn_analyzer_new(&b->options.analyzer);
-    if (!b->analyzer || isn_strtab_init(&b->terms, 1 << 16) != 0 || isn_strtab_init(&b->ids, 1 << 16) != 0) {
+    b->short_term_ids = calloc(SHORT_TERM_TWO_BYTES + 256, sizeof *b->short_term_ids);
+    if (!b->analyzer || !b->short_term_ids || isn_strtab_init(&b->terms, 1 << 16) != 0 ||
+        isn_strtab_init(&b->ids, 1 << 16) != 0) {
         isn_builder_free(b);
         return NULL;
     }
+    analyzer_cache_on_huge_pages(b->analyzer);
     return b;
 }
 
@@ -78,6 +82,9 @@ void isn_builder_free(isn_builder *b) {
         free(b->lists[i].positions);
     }
     free(b->lists);
+    free(b->doc_terms);
+    free(b->short_term_ids);
+    free(b->doc_positions);
     isn_strtab_free(&b->terms);
     isn_strtab_free(&b->ids);
     free(b->field_lens);
@@ -101,11 +108,23 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem) {
 
 static void add_term(void *ctx, const char *term, size_t len, uint32_t position) {
     isn_builder *b = ctx;
-    bool added;
-    uint32_t t = isn_strtab_intern(&b->terms, term, len, &added);
-    if (t == UINT32_MAX) {
-        b->oom = 1;
-        return;
+    bool added = false;
+    /* A word met before maps to its term id in the analyzer's stem cache, and a term of one or two
+     * bytes (a tenth of the tokens; the cache does not hold them) in short_term_ids: no term table
+     * probe, which on a table of this size is a cache miss. */
+    uint32_t *memo = analyzer_emitted_memo(b->analyzer);
+    if (!memo && len == 2) memo = &b->short_term_ids[(uint8_t)term[0] | (uint32_t)(uint8_t)term[1] << 8];
+    else if (!memo && len == 1) memo = &b->short_term_ids[SHORT_TERM_TWO_BYTES + (uint8_t)term[0]];
+    uint32_t t;
+    if (memo && *memo) {
+        t = *memo - 1;
+    } else {
+        t = isn_strtab_intern(&b->terms, term, len, &added);
+        if (t == UINT32_MAX) {
+            b->oom = 1;
+            return;
+        }
+        if (memo) *memo = t + 1;
     }
     if (added) {
         if (grow((void **)&b->lists, &b->lists_cap, t + 1, sizeof *b->lists) != 0) {
@@ -114,12 +133,30 @@ static void add_term(void *ctx, const char *term, size_t len, uint32_t position)
         }
         memset(&b->lists[t], 0, sizeof b->lists[t]);
     }
-    isn_build_list *l = &b->lists[t];
-    if (l->last_doc != b->cur_doc + 1) {
-        if (grow((void **)&l->postings, &l->postings_cap, 2 * (l->num_postings + 1), sizeof *l->postings) != 0) {
+    if (b->doc_len == b->doc_cap) {
+        uint32_t cap = b->doc_cap;
+        if (grow((void **)&b->doc_terms, &cap, b->doc_len + 1, sizeof *b->doc_terms) != 0 ||
+            (b->options.positions &&
+             grow((void **)&b->doc_positions, &b->doc_cap, b->doc_len + 1, sizeof *b->doc_positions) != 0)) {
             b->oom = 1;
             return;
         }
+        b->doc_cap = cap;
+    }
+    b->doc_terms[b->doc_len] = t;
+    if (b->options.positions) {
+        uint32_t pos = position > ISN_BUILD_POS_MAX ? ISN_BUILD_POS_MAX : position;
+        b->doc_positions[b->doc_len] = b->cur_field << ISN_BUILD_POS_BITS | pos;
+    }
+    b->doc_len++;
+    b->cur_field_len++;
+    b->tokens++;
+}
+
+static int append_token(isn_builder *b, uint32_t t, uint32_t position_code) {
+    isn_build_list *l = &b->lists[t];
+    if (l->last_doc != b->cur_doc + 1) {
+        if (grow((void **)&l->postings, &l->postings_cap, 2 * (l->num_postings + 1), sizeof *l->postings) != 0) return -1;
         l->postings[2 * l->num_postings] = b->cur_doc;
         l->postings[2 * l->num_postings + 1] = 0;
         l->num_postings++;
@@ -127,15 +164,28 @@ static void add_term(void *ctx, const char *term, size_t len, uint32_t position)
     }
     l->postings[2 * l->num_postings - 1]++;
     if (b->options.positions) {
-        if (grow((void **)&l->positions, &l->positions_cap, l->num_positions + 1, sizeof *l->positions) != 0) {
-            b->oom = 1;
-            return;
-        }
-        uint32_t pos = position > ISN_BUILD_POS_MAX ? ISN_BUILD_POS_MAX : position;
-        l->positions[l->num_positions++] = b->cur_field << ISN_BUILD_POS_BITS | pos;
+        if (grow((void **)&l->positions, &l->positions_cap, l->num_positions + 1, sizeof *l->positions) != 0) return -1;
+        l->positions[l->num_positions++] = position_code;
     }
-    b->cur_field_len++;
-    b->tokens++;
+    return 0;
+}
+
+/* Appends the document's tokens to their posting lists, in token order as if each went on arrival.
+ * Deferred to the end of the document so that the list heads, and then the list tails, of all its
+ * terms are fetched from memory at once: one token at a time, each of these cache misses waited for
+ * the one before. */
+static int append_document(isn_builder *b) {
+    const uint32_t *terms = b->doc_terms;
+    uint32_t n = b->doc_len;
+    b->doc_len = 0;
+    for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&b->lists[terms[i]], 1);
+    for (uint32_t i = 0; i < n; i++) {
+        const isn_build_list *l = &b->lists[terms[i]];
+        if (l->num_postings) __builtin_prefetch(&l->postings[2 * l->num_postings - 1], 1);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (append_token(b, terms[i], b->options.positions ? b->doc_positions[i] : 0) != 0) return -1;
+    return 0;
 }
 
 static bool blank(const char *s, size_t len) {
@@ -158,12 +208,15 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         snprintf(err, err_len, "empty text in every indexed field");
         return -1;
     }
-    if (isn_strtab_find(&b->ids, external_id, id_len) != UINT32_MAX) {
-        snprintf(err, err_len, "duplicate id \"%.*s\"", (int)(id_len > 80 ? 80 : id_len), external_id);
-        return -1;
-    }
     if (b->num_docs == UINT32_MAX - 1) {
         snprintf(err, err_len, "too many documents for one partition (max %u)", UINT32_MAX - 1);
+        return -1;
+    }
+    /* One probe of the id table both finds a duplicate and adds a new id (as the next document's). */
+    bool added;
+    if (isn_strtab_intern(&b->ids, external_id, id_len, &added) == UINT32_MAX) goto oom;
+    if (!added) {
+        snprintf(err, err_len, "duplicate id \"%.*s\"", (int)(id_len > 80 ? 80 : id_len), external_id);
         return -1;
     }
     uint32_t nf = b->options.num_fields;
@@ -178,8 +231,6 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         b->docs_cap = cap;
     }
 
-    bool added;
-    if (isn_strtab_intern(&b->ids, external_id, id_len, &added) == UINT32_MAX) goto oom;
     b->cur_doc = b->num_docs;
     for (uint32_t f = 0; f < nf; f++) {
         b->cur_field = f;
@@ -187,11 +238,12 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         if (fields[f] && field_lens[f]) isn_analyze(b->analyzer, fields[f], field_lens[f], add_term, b);
         b->field_lens[(size_t)b->cur_doc * nf + f] = b->cur_field_len;
     }
-    if (b->oom || isn_builder_store(b, fields, field_lens) != 0) goto oom;
+    if (b->oom || append_document(b) != 0 || isn_builder_store(b, fields, field_lens) != 0) goto oom;
     b->static_scores[b->cur_doc] = static_score;
     b->num_docs++;
     return 0;
 oom:
+    b->doc_len = 0;
     snprintf(err, err_len, "out of memory while indexing document %u", b->num_docs);
     b->oom = 1;
     return -1;

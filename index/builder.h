@@ -10,6 +10,8 @@
 #define ISN_BUILD_POS_BITS 28
 #define ISN_BUILD_POS_MAX ((1u << ISN_BUILD_POS_BITS) - 1)
 
+#define SHORT_TERM_TWO_BYTES 65536
+
 typedef struct {
     uint32_t *postings; /* (doc, tf) pairs in input doc order */
     uint32_t *positions; /* tf entries per posting, in posting order */
@@ -39,6 +41,13 @@ struct isn_builder {
     uint32_t cur_doc;
     uint32_t cur_field;
     uint32_t cur_field_len;
+    /* The current document's tokens (term id, and position code when positions are kept), appended to
+     * their posting lists once the whole document is analyzed: see append_document in builder.c. */
+    uint32_t *doc_terms, *doc_positions;
+    /* id + 1 of each term of two bytes (at b0 | b1 << 8) and of one byte (at SHORT_TERM_TWO_BYTES + b0);
+     * 0 = not seen yet */
+    uint32_t *short_term_ids;
+    uint32_t doc_len, doc_cap;
     int oom;
 };
 

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 int isn_strtab_init(isn_strtab *t, uint32_t expected) {
@@ -9,12 +10,11 @@ int isn_strtab_init(isn_strtab *t, uint32_t expected) {
     t->num_slots = 1024;
     while (t->num_slots < expected * 2u && t->num_slots < (1u << 30)) t->num_slots <<= 1;
     t->slots = calloc(t->num_slots, sizeof *t->slots);
-    t->slot_hash = malloc(t->num_slots * sizeof *t->slot_hash);
     t->offsets_cap = 1024;
     t->offsets = malloc(t->offsets_cap * sizeof *t->offsets);
     t->bytes_cap = 1 << 16;
     t->bytes = malloc(t->bytes_cap);
-    if (!t->slots || !t->slot_hash || !t->offsets || !t->bytes) {
+    if (!t->slots || !t->offsets || !t->bytes) {
         isn_strtab_free(t);
         return -1;
     }
@@ -26,43 +26,62 @@ void isn_strtab_free(isn_strtab *t) {
     free(t->bytes);
     free(t->offsets);
     free(t->slots);
-    free(t->slot_hash);
     memset(t, 0, sizeof *t);
 }
 
-static uint32_t probe(const isn_strtab *t, const char *s, size_t len, uint32_t h) {
+#define LENGTH_BITS 16
+#define LENGTH_IN_OFFSETS ((1u << LENGTH_BITS) - 1)
+
+static uint64_t slot_where(uint64_t offset, size_t len) {
+    return offset << LENGTH_BITS | (len < LENGTH_IN_OFFSETS ? len : LENGTH_IN_OFFSETS);
+}
+
+/* The key being looked up, with its first bytes laid out as a slot's head. */
+typedef struct {
+    const char *s;
+    size_t len;
+    uint32_t hash;
+    uint64_t head[ISN_STRTAB_HEAD_BYTES / 8];
+} lookup_key;
+
+static lookup_key make_key(const char *s, size_t len) {
+    lookup_key k = {.s = s, .len = len, .hash = (uint32_t)XXH3_64bits(s, len)};
+    memcpy(k.head, s, len < ISN_STRTAB_HEAD_BYTES ? len : ISN_STRTAB_HEAD_BYTES);
+    return k;
+}
+
+static bool slot_holds(const isn_strtab *t, const isn_strtab_slot *slot, const lookup_key *k) {
+    uint64_t offset = slot->where >> LENGTH_BITS;
+    size_t slot_len = (size_t)(slot->where & LENGTH_IN_OFFSETS);
+    if (slot_len == LENGTH_IN_OFFSETS) slot_len = (size_t)(t->offsets[slot->id] - offset);
+    if (slot_len != k->len || slot->head[0] != k->head[0] || slot->head[1] != k->head[1]) return false;
+    return k->len <= ISN_STRTAB_HEAD_BYTES ||
+           memcmp(t->bytes + offset + ISN_STRTAB_HEAD_BYTES, k->s + ISN_STRTAB_HEAD_BYTES,
+                  k->len - ISN_STRTAB_HEAD_BYTES) == 0;
+}
+
+static uint32_t probe(const isn_strtab *t, const lookup_key *k) {
     uint32_t mask = t->num_slots - 1;
-    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
-        uint32_t id = t->slots[i];
-        if (id == 0) return i;
-        if (t->slot_hash[i] == h) {
-            size_t l;
-            const char *other = isn_strtab_get(t, id - 1, &l);
-            if (l == len && memcmp(other, s, len) == 0) return i;
-        }
+    for (uint32_t i = k->hash & mask;; i = (i + 1) & mask) {
+        const isn_strtab_slot *slot = &t->slots[i];
+        if (slot->id == 0 || (slot->hash == k->hash && slot_holds(t, slot, k))) return i;
     }
 }
 
 static int grow_slots(isn_strtab *t) {
-    uint32_t old_n = t->num_slots, *old_slots = t->slots, *old_hash = t->slot_hash;
+    uint32_t old_n = t->num_slots;
+    isn_strtab_slot *old_slots = t->slots;
     uint32_t n = old_n * 2;
-    uint32_t *slots = calloc(n, sizeof *slots), *hashes = malloc(n * sizeof *hashes);
-    if (!slots || !hashes) {
-        free(slots);
-        free(hashes);
-        return -1;
-    }
+    isn_strtab_slot *slots = calloc(n, sizeof *slots);
+    if (!slots) return -1;
     for (uint32_t i = 0; i < old_n; i++) {
-        if (!old_slots[i]) continue;
-        uint32_t j = old_hash[i] & (n - 1);
-        while (slots[j]) j = (j + 1) & (n - 1);
+        if (!old_slots[i].id) continue;
+        uint32_t j = old_slots[i].hash & (n - 1);
+        while (slots[j].id) j = (j + 1) & (n - 1);
         slots[j] = old_slots[i];
-        hashes[j] = old_hash[i];
     }
     free(old_slots);
-    free(old_hash);
     t->slots = slots;
-    t->slot_hash = hashes;
     t->num_slots = n;
     return 0;
 }
@@ -70,16 +89,16 @@ static int grow_slots(isn_strtab *t) {
 /* Both calls hash with XXH3, not base's isn_hash64 (XXH64): the builder interns every token, XXH3 is
  * faster on short strings, and the table never leaves memory. */
 uint32_t isn_strtab_find(const isn_strtab *t, const char *s, size_t len) {
-    uint32_t h = (uint32_t)XXH3_64bits(s, len);
-    uint32_t i = probe(t, s, len, h);
-    return t->slots[i] ? t->slots[i] - 1 : UINT32_MAX;
+    lookup_key k = make_key(s, len);
+    uint32_t i = probe(t, &k);
+    return t->slots[i].id ? t->slots[i].id - 1 : UINT32_MAX;
 }
 
 uint32_t isn_strtab_intern(isn_strtab *t, const char *s, size_t len, bool *added) {
-    uint32_t h = (uint32_t)XXH3_64bits(s, len);
-    uint32_t i = probe(t, s, len, h);
+    lookup_key k = make_key(s, len);
+    uint32_t i = probe(t, &k);
     *added = false;
-    if (t->slots[i]) return t->slots[i] - 1;
+    if (t->slots[i].id) return t->slots[i].id - 1;
     if (t->count + 1 >= t->offsets_cap) {
         uint64_t *o = realloc(t->offsets, (size_t)t->offsets_cap * 2 * sizeof *o);
         if (!o) return UINT32_MAX;
@@ -95,11 +114,11 @@ uint32_t isn_strtab_intern(isn_strtab *t, const char *s, size_t len, bool *added
         t->bytes_cap = cap;
     }
     memcpy(t->bytes + t->bytes_len, s, len);
-    t->bytes_len += len;
     uint32_t id = t->count++;
+    t->slots[i] = (isn_strtab_slot){.hash = k.hash, .id = id + 1, .where = slot_where(t->bytes_len, len)};
+    memcpy(t->slots[i].head, k.head, sizeof k.head);
+    t->bytes_len += len;
     t->offsets[t->count] = t->bytes_len;
-    t->slots[i] = id + 1;
-    t->slot_hash[i] = h;
     *added = true;
     if ((uint64_t)t->count * 2 > t->num_slots && grow_slots(t) != 0 && t->count + 1 >= t->num_slots) return UINT32_MAX;
     return id;

@@ -7,13 +7,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define ISN_STRTAB_HEAD_BYTES 16
+
+/* A probe touches one slot, and a string of up to ISN_STRTAB_HEAD_BYTES (most terms) nothing else:
+ * hash, id, offset, length and the string's first bytes sit together, because on a table far
+ * larger than the caches every separate array read is a cache miss per token. Half a cache line. */
+typedef struct {
+    uint32_t hash;
+    uint32_t id;    /* id + 1, 0 = empty */
+    uint64_t where; /* offset << 16 | length, or 0xFFFF for a length read from offsets[] */
+    uint64_t head[ISN_STRTAB_HEAD_BYTES / 8]; /* the first bytes, zero-padded */
+} isn_strtab_slot;
+
 typedef struct {
     char *bytes; /* all strings, concatenated */
     uint64_t bytes_len, bytes_cap;
     uint64_t *offsets; /* offsets[id], offsets[count] = bytes_len */
     uint32_t count, offsets_cap;
-    uint32_t *slots; /* open addressing: id + 1, 0 = empty */
-    uint32_t *slot_hash;
+    isn_strtab_slot *slots; /* open addressing */
     uint32_t num_slots;
 } isn_strtab;
 

@@ -78,6 +78,18 @@ int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode,
     return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
 }
 
+long support_doc_id_number(const isn_index *index, uint32_t doc, const char *prefix) {
+    size_t len, prefix_len = strlen(prefix);
+    const char *id = isn_index_doc_id(index, doc, &len);
+    if (len <= prefix_len || len - prefix_len > 18 || memcmp(id, prefix, prefix_len) != 0) return -1;
+    long n = 0;
+    for (size_t i = prefix_len; i < len; i++) {
+        if (id[i] < '0' || id[i] > '9') return -1;
+        n = n * 10 + (id[i] - '0');
+    }
+    return n;
+}
+
 void support_reseal_index(uint8_t *data, int section) {
     isn_file_header *header = (isn_file_header *)data;
     isn_section_entry *table = (isn_section_entry *)(data + sizeof *header);

@@ -33,6 +33,11 @@ int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode,
 /* Frees the searcher and index and removes the directory. */
 void support_index_close(support_index *ix);
 
+/* The number after `prefix` in document `doc`'s external id ("doc00042" -> 42 for prefix "doc"), or -1
+ * when the id is not the prefix followed by digits only. Reads within the id's length: the reader's ids
+ * are not NUL-terminated, and what follows the last one is uninitialized memory. */
+long support_doc_id_number(const isn_index *index, uint32_t doc, const char *prefix);
+
 /* Recomputes section `section`'s checksum and the header checksum of an index file held in memory,
  * as a crafted file (or a writer with a bug) would have them: damage then reaches the structural checks. */
 void support_reseal_index(uint8_t *data, int section);

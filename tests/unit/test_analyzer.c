@@ -466,6 +466,40 @@ static void test_stemming(void **state) {
 }
 
 /* Cached stems equal fresh Snowball stems, also once the cache has overflowed and evicted. */
+/* ASCII tokens are finished in groups (stem cache slots prefetched together): a long text of ASCII
+ * and non-ASCII words, stopwords and repeats gives each word's terms at each word's position, exactly
+ * as the words analyzed one at a time, on a cold and then a warm cache. */
+static void test_long_text_as_words_alone(void **state) {
+    (void)state;
+    static const char *const words[] = {
+        "The",   "quick",   "brown",   "foxes",  "are",     "jumping", "over",   "the",      "lazy",
+        "dogs",  "and",     "running", "café",   "through", "fields",  "of",     "Straße",   "flowers",
+        "12",    "birds",   "sang",    "x86",    "songs",   "about",   "naïve",  "runners",  "in",
+        "the",   "gardens", "ﬁle",     "2026",   "running", "runs",    "ran",    "Ωmega",    "dogs",
+        "a",     "I",       "is",      "searching", "searched", "connections", "日本語", "packages",
+    };
+    enum { NUM_WORDS = sizeof words / sizeof words[0] };
+    isn_analyzer *a = make_analyzer(true, true, 64);
+    char text[1024] = "", expected[JOINED_MAX] = "";
+    size_t expected_len = 0;
+    collected_terms alone;
+    for (uint32_t w = 0; w < NUM_WORDS; w++) {
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", w ? " " : "", words[w]);
+        assert_int_equal(analyze_into(a, words[w], strlen(words[w]), &alone, 0), 1);
+        if (alone.count == 0) continue; /* a stopword: its position stays taken */
+        assert_int_equal(alone.count, 1);
+        char *at = strrchr(alone.joined, '@');
+        expected_len += (size_t)snprintf(expected + expected_len, sizeof expected - expected_len, "%s%.*s@%u",
+                                         expected_len ? " " : "", (int)(at - alone.joined), alone.joined, w);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        isn_analyzer *fresh = make_analyzer(true, true, 64);
+        check(pass ? a : fresh, text, expected, NUM_WORDS);
+        isn_analyzer_free(fresh);
+    }
+    isn_analyzer_free(a);
+}
+
 static void test_stem_cache_agrees_with_snowball(void **state) {
     (void)state;
     isn_analyzer *a = make_analyzer(true, false, 64);
@@ -632,6 +666,7 @@ int main(void) {
         cmocka_unit_test(test_possessives),
         cmocka_unit_test(test_digits_and_mixed_tokens),
         cmocka_unit_test(test_fuzz_random_buffers),
+        cmocka_unit_test(test_long_text_as_words_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

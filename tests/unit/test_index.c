@@ -191,7 +191,7 @@ static void test_bp_order(void **state) {
     for (uint32_t d = 0; d < 300; d++) {
         size_t len;
         const char *id = isn_index_doc_id(bp, d, &len);
-        int n = atoi(id + 3);
+        long n = support_doc_id_number(bp, d, "doc");
         assert_true(n >= 0 && n < 300 && !seen[n]);
         seen[n] = 1;
         moved |= memcmp(id, isn_index_doc_id(input, d, &len), 6) != 0;

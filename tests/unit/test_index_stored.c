@@ -70,11 +70,11 @@ static isn_index *build(char *dir, size_t dir_len, const char *stored, isn_doc_o
 
 /* The input number of an internal document, from its external id. */
 static uint32_t input_number(const isn_index *ix, uint32_t doc) {
-    size_t len;
-    const char *id = isn_index_doc_id(ix, doc, &len);
-    uint32_t key = (uint32_t)atoi(id + 3);
+    long key = support_doc_id_number(ix, doc, "doc");
     for (uint32_t n = 0; n < NUM_DOCS; n++)
         if ((n * 7919u) % 100000u == key) return n;
+    size_t len;
+    const char *id = isn_index_doc_id(ix, doc, &len);
     fail_msg("unknown id %.*s", (int)len, id);
     return 0;
 }
