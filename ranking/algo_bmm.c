@@ -134,6 +134,57 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
     }
 }
 
+/* MaxScore's non-essential lists are those of lowest bound while their bounds sum to no more than the
+ * threshold (t[0..first_essential), t sorted by bound ascending). Any set of lists whose bounds sum to no
+ * more than it is as exact a choice, and the cheapest leaves the fewest postings to the essential lists,
+ * whose docs are the candidates: a list with a high bound but many postings (a frequent term repeated in
+ * the query) may be left out of them at the price of several rarer ones. The lists are taken by
+ * postings per unit of bound, densest first, while their bounds fit; when that leaves the essential
+ * lists fewer postings, t is reordered so that they are t[0..returned) (each part still by bound
+ * ascending) and prefix_bound follows the new order. Returns the first essential list. */
+static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t first_essential,
+                                    const isn_topk *topk, double *prefix_bound) {
+    float standard = 0.0f, chosen = 0.0f;
+    for (uint32_t i = 0; i < first_essential; i++)
+        standard += t[i].postings;
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        t[i].nonessential = false;
+    uint32_t count = 0;
+    for (;;) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i < n; i++) {
+            if (t[i].nonessential || !ranking_bound_fails(sum + t[i].bound, topk))
+                continue;
+            if (best == n || t[i].postings * t[best].bound > t[best].postings * t[i].bound)
+                best = i;
+        }
+        if (best == n)
+            break;
+        t[best].nonessential = true;
+        sum += t[best].bound;
+        chosen += t[best].postings;
+        count++;
+    }
+    if (!(chosen > standard))
+        return first_essential;
+    /* Stable partition: the chosen lists first. */
+    for (uint32_t i = 0, placed = 0; i < n; i++) {
+        if (!t[i].nonessential)
+            continue;
+        ranking_window_term moving = t[i];
+        for (uint32_t j = i; j > placed; j--)
+            t[j] = t[j - 1];
+        t[placed++] = moving;
+    }
+    sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += t[i].bound;
+        prefix_bound[i] = sum;
+    }
+    return count;
+}
+
 /* Adds the list's postings in [lo, hi) to the accumulator's candidates (the docs whose bit is set) and
  * leaves the cursor on its first posting at or after hi. Every posting is scored and added times 0 or 1
  * (exact, the score being finite): whether a candidate holds it is as random as the documents. */
@@ -365,6 +416,7 @@ void ranking_block_max_maxscore(ranking_run *run) {
             window_min = next_window_min(t, n, window_end);
             continue;
         }
+        first_essential = choose_nonessential(t, n, first_essential, topk, nonessential_bound);
         for (uint32_t i = first_essential; i < n; i++)
             if (t[i].term.cursor->doc < window_min)
                 ranking_next_geq(run, t[i].term.cursor, window_min);

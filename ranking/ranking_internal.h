@@ -71,6 +71,7 @@ typedef struct {
     double bound;         /* the term's bound over the current outer window */
     uint32_t bound_block; /* first block of the list that may overlap the window (only moves forward) */
     float postings;       /* about how many postings the list holds in the window */
+    bool nonessential;    /* scratch of the partition */
 } ranking_window_term;
 
 /* Top-k collection for large k, where a heap pays a sift of log k levels for each of the many
