@@ -405,6 +405,7 @@ void ranking_block_max_maxscore(ranking_run *run) {
             window_min = next_window_min(t, n, window_end);
             continue;
         }
+        first_essential = choose_nonessential(t, n, first_essential, topk, nonessential_bound);
         if (n == 1 || first_essential == n - 1 ||
             ranking_bound_fails(nonessential_bound[n - 1] - t[n - 1].bound, topk)) {
             /* Deadline checks come before a window, counting the candidates handled since the last one:
@@ -416,7 +417,6 @@ void ranking_block_max_maxscore(ranking_run *run) {
             window_min = next_window_min(t, n, window_end);
             continue;
         }
-        first_essential = choose_nonessential(t, n, first_essential, topk, nonessential_bound);
         for (uint32_t i = first_essential; i < n; i++)
             if (t[i].term.cursor->doc < window_min)
                 ranking_next_geq(run, t[i].term.cursor, window_min);
