@@ -101,9 +101,15 @@ static void sort_by_bound(ranking_window_term *t, uint32_t n) {
 }
 
 /* Adds the list's postings in [lo, hi) to the accumulator (doc lo at index 0) and leaves the cursor on
- * its first posting at or after hi. */
-static inline void score_essential(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi) {
+ * its first posting at or after hi. An essential list's docs become candidates (their bits are set);
+ * with candidates_only, a list only adds to the docs that already are: every posting is scored and
+ * added times 0 or 1 (exact, the score being finite), since whether a candidate holds it is as random
+ * as the documents. */
+__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi,
+                                bool candidates_only) {
     isn_cursor *c = term->cursor;
+    if (candidates_only && c->doc < lo)
+        ranking_next_geq(run, c, lo);
     double *scores = run->window->scores;
     uint64_t *bits = run->window->bits;
     const float *norms = run->norms;
@@ -119,9 +125,13 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
         }
         for (uint32_t p = pos; p < stop; p++) {
             uint32_t doc = docs[p], at = doc - lo;
-            float part = isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]);
-            scores[at] += (double)(weight * part);
-            bits[at >> 6] |= UINT64_C(1) << (at & 63);
+            double score = (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
+            if (candidates_only) {
+                scores[at] += (double)(bits[at >> 6] >> (at & 63) & 1) * score;
+            } else {
+                scores[at] += score;
+                bits[at >> 6] |= UINT64_C(1) << (at & 63);
+            }
         }
         run->postings_scored += stop - pos;
         if (stop < c->count) {
@@ -183,42 +193,6 @@ static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t
         prefix_bound[i] = sum;
     }
     return count;
-}
-
-/* Adds the list's postings in [lo, hi) to the accumulator's candidates (the docs whose bit is set) and
- * leaves the cursor on its first posting at or after hi. Every posting is scored and added times 0 or 1
- * (exact, the score being finite): whether a candidate holds it is as random as the documents. */
-static inline void apply_to_candidates(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi) {
-    isn_cursor *c = term->cursor;
-    if (c->doc < lo)
-        ranking_next_geq(run, c, lo);
-    double *scores = run->window->scores;
-    const uint64_t *bits = run->window->bits;
-    const float *norms = run->norms;
-    const float k1_plus_1 = run->k1_plus_1, weight = term->weight;
-    while (c->doc < hi) {
-        const uint32_t *docs = c->docs;
-        const uint32_t *freqs = isn_cursor_block_freqs(c);
-        uint32_t pos = c->pos, stop = c->count;
-        if (c->blocks[c->block].last_doc >= hi) {
-            stop = pos;
-            while (docs[stop] < hi)
-                stop++;
-        }
-        for (uint32_t p = pos; p < stop; p++) {
-            uint32_t doc = docs[p], at = doc - lo;
-            double held = (double)(bits[at >> 6] >> (at & 63) & 1);
-            scores[at] += held * (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
-        }
-        run->postings_scored += stop - pos;
-        if (stop < c->count) {
-            c->pos = stop;
-            c->doc = docs[stop];
-            return;
-        }
-        isn_cursor_next_block(c);
-        run->blocks_decoded++;
-    }
 }
 
 /* Splits the non-essential lists t[0..first_essential) of an outer window: those that hold few postings
@@ -438,9 +412,9 @@ void ranking_block_max_maxscore(ranking_run *run) {
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
             for (uint32_t i = first_essential; i < n; i++)
-                score_essential(run, &t[i].term, inner_min, inner_end);
+                add_postings(run, &t[i].term, inner_min, inner_end, false);
             for (uint32_t i = completed; i < first_essential; i++)
-                apply_to_candidates(run, &t[i].term, inner_min, inner_end);
+                add_postings(run, &t[i].term, inner_min, inner_end, true);
             pending = collect_window(run, t, completed, completion_bound, inner_min, inner_end);
             /* The threshold rose past what made another list non-essential: new partition from here. */
             if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {
