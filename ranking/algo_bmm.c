@@ -2,11 +2,11 @@
  *
  * The doc-id space is cut into outer windows of at least RANKING_OUTER_WINDOW_MIN_DOCS docs (longer when every
  * essential list's current block reaches further). For each outer window every term gets a bound from
- * the block maxima of the blocks overlapping it, far tighter than the list's global maximum; the terms
- * are sorted by it and the lowest ones whose bounds together cannot beat the threshold are
- * non-essential. The essential lists are then scored term at a time, a whole decoded block at once,
- * into a dense accumulator of RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are
- * candidates. The non-essential lists that are sparse there next to the essential ones are added to
+ * the block maxima of the blocks overlapping it, far tighter than the list's global maximum; lists whose
+ * bounds together cannot beat the threshold are non-essential (MaxScore's lowest bounds, or the set
+ * that leaves the essential lists fewer postings: see choose_nonessential). The essential lists are
+ * then scored term at a time, a whole decoded block at once, into a dense accumulator of
+ * RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are candidates. The non-essential lists that are sparse there next to the essential ones are added to
  * the candidates in bulk, a block at a time like the essential lists; the candidates that can still win
  * are completed from the other non-essential lists together, one list at a time (highest bound first),
  * each candidate dropped once its partial score plus the remaining bounds cannot win. A window where
