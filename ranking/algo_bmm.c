@@ -6,11 +6,12 @@
  * bounds together cannot beat the threshold are non-essential (MaxScore's lowest bounds, or the set
  * that leaves the essential lists fewer postings: see choose_nonessential). The essential lists are
  * then scored term at a time, a whole decoded block at once, into a dense accumulator of
- * RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are candidates. The non-essential lists that are sparse there next to the essential ones are added to
- * the candidates in bulk, a block at a time like the essential lists; the candidates that can still win
- * are completed from the other non-essential lists together, one list at a time (highest bound first),
- * each candidate dropped once its partial score plus the remaining bounds cannot win. A window where
- * no term can compete is skipped without decoding anything.
+ * RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are candidates. The non-essential
+ * lists that are sparse there next to the essential ones are added to the candidates in bulk, a block
+ * at a time like the essential lists; the candidates that can still win are completed from the other
+ * non-essential lists together, one list at a time (highest bound first), each candidate dropped once
+ * its partial score plus the remaining bounds cannot win. A window where no term can compete is
+ * skipped without decoding anything.
  *
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
