@@ -106,8 +106,8 @@ static void sort_by_bound(ranking_window_term *t, uint32_t n) {
  * with candidates_only, a list only adds to the docs that already are: every posting is scored and
  * added times 0 or 1 (exact, the score being finite), since whether a candidate holds it is as random
  * as the documents. */
-__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi,
-                                bool candidates_only) {
+__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term,
+                                                               uint32_t lo, uint32_t hi, bool candidates_only) {
     isn_cursor *c = term->cursor;
     if (candidates_only && c->doc < lo)
         ranking_next_geq(run, c, lo);
