@@ -27,6 +27,9 @@
 /* Inner window size while the top-k is not full yet (no threshold: every candidate is completed). */
 #define RANKING_FIRST_WINDOW_DOCS 1024u
 
+/* choose_nonessential takes quadratic time in the query's terms: longer queries keep MaxScore's choice. */
+#define RANKING_CHOICE_MAX_TERMS 64u
+
 /* A non-essential list is added to the candidates in bulk while it holds at most this many postings in
  * the window per posting of the essential lists: a posting read in bulk costs about as much as a
  * candidate looked up. */
@@ -155,6 +158,8 @@ __attribute__((always_inline)) static inline void add_postings(ranking_run *run,
  * ascending) and prefix_bound follows the new order. Returns the first essential list. */
 static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t first_essential,
                                     const isn_topk *topk, double *prefix_bound) {
+    if (n > RANKING_CHOICE_MAX_TERMS)
+        return first_essential;
     float standard = 0.0f, chosen = 0.0f;
     for (uint32_t i = 0; i < first_essential; i++)
         standard += t[i].postings;
