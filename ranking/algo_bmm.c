@@ -2,13 +2,16 @@
  *
  * The doc-id space is cut into outer windows of at least RANKING_OUTER_WINDOW_MIN_DOCS docs (longer when every
  * essential list's current block reaches further). For each outer window every term gets a bound from
- * the block maxima of the blocks overlapping it, far tighter than the list's global maximum; the terms
- * are sorted by it and the lowest ones whose bounds together cannot beat the threshold are
- * non-essential. The essential lists are then scored term at a time, a whole decoded block at once,
- * into a dense accumulator of RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are
- * candidates. Those that can still win are completed together, one non-essential list at a time
- * (highest bound first), each candidate dropped once its partial score plus the remaining bounds
- * cannot win. A window where no term can compete is skipped without decoding anything.
+ * the block maxima of the blocks overlapping it, far tighter than the list's global maximum; lists whose
+ * bounds together cannot beat the threshold are non-essential (MaxScore's lowest bounds, or the set
+ * that leaves the essential lists fewer postings: see choose_nonessential). The essential lists are
+ * then scored term at a time, a whole decoded block at once, into a dense accumulator of
+ * RANKING_WINDOW_DOCS docs (an inner window); only the docs they hold are candidates. The non-essential
+ * lists that are sparse there next to the essential ones are added to the candidates in bulk, a block
+ * at a time like the essential lists; the candidates that can still win are completed from the other
+ * non-essential lists together, one list at a time (highest bound first), each candidate dropped once
+ * its partial score plus the remaining bounds cannot win. A window where no term can compete is
+ * skipped without decoding anything.
  *
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
@@ -24,8 +27,19 @@
 /* Inner window size while the top-k is not full yet (no threshold: every candidate is completed). */
 #define RANKING_FIRST_WINDOW_DOCS 1024u
 
-/* Largest block maximum among the blocks of the list that may hold docs in [lo, hi] (inclusive). */
-static inline float window_max_tf_part(const isn_cursor *c, uint32_t *from_block, uint32_t lo, uint32_t hi) {
+/* choose_nonessential takes quadratic time in the query's terms: longer queries keep MaxScore's choice. */
+#define RANKING_CHOICE_MAX_TERMS 64u
+
+/* A non-essential list is added to the candidates in bulk while it holds at most this many postings in
+ * the window per posting of the essential lists: a posting read in bulk costs about as much as a
+ * candidate looked up. */
+#define RANKING_BULK_RATIO 1.0f
+
+/* Largest block maximum among the blocks of the list that may hold docs in [lo, hi] (inclusive); sets
+ * *postings to about how many postings the list holds there, as if each block's postings were spread
+ * evenly over the doc ids between its predecessor's last doc and its own. */
+static inline float window_max_tf_part(const isn_cursor *c, uint32_t *from_block, uint32_t lo, uint32_t hi,
+                                       float *postings) {
     const isn_block_meta *m = c->blocks;
     uint32_t nb = c->num_blocks, b = *from_block;
     if (b < c->block)
@@ -33,13 +47,18 @@ static inline float window_max_tf_part(const isn_cursor *c, uint32_t *from_block
     while (b < nb && m[b].last_doc < lo)
         b++;
     *from_block = b;
-    float best = 0.0f;
+    float best = 0.0f, count = 0.0f;
     for (; b < nb; b++) {
         if (m[b].max_tf_part > best)
             best = m[b].max_tf_part;
-        if (m[b].last_doc >= hi)
+        uint32_t first = b ? m[b - 1].last_doc + 1 : 0, last = m[b].last_doc;
+        uint32_t in_block = b + 1 == nb ? c->df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE;
+        uint32_t from = first > lo ? first : lo, to = last < hi ? last : hi;
+        count += (float)in_block * (float)(to - from + 1) / (float)(last - first + 1);
+        if (last >= hi)
             break;
     }
+    *postings = count;
     return best;
 }
 
@@ -86,9 +105,15 @@ static void sort_by_bound(ranking_window_term *t, uint32_t n) {
 }
 
 /* Adds the list's postings in [lo, hi) to the accumulator (doc lo at index 0) and leaves the cursor on
- * its first posting at or after hi. */
-static inline void score_essential(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi) {
+ * its first posting at or after hi. An essential list's docs become candidates (their bits are set);
+ * with candidates_only, a list only adds to the docs that already are: every posting is scored and
+ * added times 0 or 1 (exact, the score being finite), since whether a candidate holds it is as random
+ * as the documents. */
+__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term,
+                                                               uint32_t lo, uint32_t hi, bool candidates_only) {
     isn_cursor *c = term->cursor;
+    if (candidates_only && c->doc < lo)
+        ranking_next_geq(run, c, lo);
     double *scores = run->window->scores;
     uint64_t *bits = run->window->bits;
     const float *norms = run->norms;
@@ -104,9 +129,13 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
         }
         for (uint32_t p = pos; p < stop; p++) {
             uint32_t doc = docs[p], at = doc - lo;
-            float part = isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]);
-            scores[at] += (double)(weight * part);
-            bits[at >> 6] |= UINT64_C(1) << (at & 63);
+            double score = (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
+            if (candidates_only) {
+                scores[at] += (double)(bits[at >> 6] >> (at & 63) & 1) * score;
+            } else {
+                scores[at] += score;
+                bits[at >> 6] |= UINT64_C(1) << (at & 63);
+            }
         }
         run->postings_scored += stop - pos;
         if (stop < c->count) {
@@ -117,6 +146,86 @@ static inline void score_essential(ranking_run *run, const ranking_term *term, u
         isn_cursor_next_block(c);
         run->blocks_decoded++;
     }
+}
+
+/* MaxScore's non-essential lists are those of lowest bound while their bounds sum to no more than the
+ * threshold (t[0..first_essential), t sorted by bound ascending). Any set of lists whose bounds sum to no
+ * more than it is as exact a choice, and the cheapest leaves the fewest postings to the essential lists,
+ * whose docs are the candidates: a list with a high bound but many postings (a frequent term repeated in
+ * the query) may be left out of them at the price of several rarer ones. The lists are taken by
+ * postings per unit of bound, densest first, while their bounds fit; when that leaves the essential
+ * lists fewer postings, t is reordered so that they are t[0..returned) (each part still by bound
+ * ascending) and prefix_bound follows the new order. Returns the first essential list. */
+static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t first_essential,
+                                    const isn_topk *topk, double *prefix_bound) {
+    if (n > RANKING_CHOICE_MAX_TERMS)
+        return first_essential;
+    float standard = 0.0f, chosen = 0.0f;
+    for (uint32_t i = 0; i < first_essential; i++)
+        standard += t[i].postings;
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        t[i].nonessential = false;
+    uint32_t count = 0;
+    for (;;) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i < n; i++) {
+            if (t[i].nonessential || !ranking_bound_fails(sum + t[i].bound, topk))
+                continue;
+            if (best == n || t[i].postings * t[best].bound > t[best].postings * t[i].bound)
+                best = i;
+        }
+        if (best == n)
+            break;
+        t[best].nonessential = true;
+        sum += t[best].bound;
+        chosen += t[best].postings;
+        count++;
+    }
+    if (!(chosen > standard))
+        return first_essential;
+    /* Stable partition: the chosen lists first. */
+    for (uint32_t i = 0, placed = 0; i < n; i++) {
+        if (!t[i].nonessential)
+            continue;
+        ranking_window_term moving = t[i];
+        for (uint32_t j = i; j > placed; j--)
+            t[j] = t[j - 1];
+        t[placed++] = moving;
+    }
+    sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += t[i].bound;
+        prefix_bound[i] = sum;
+    }
+    return count;
+}
+
+/* Splits the non-essential lists t[0..first_essential) of an outer window: those that hold few postings
+ * there next to the essential lists (which make the candidates) are cheaper to add to the candidates in
+ * bulk than to look up for each candidate; they go to t[m..first_essential). The others stay in
+ * t[0..m), by bound ascending, and are completed per candidate; completion_bound[i] is the sum of the
+ * bounds of t[0..i]. Returns m. */
+static uint32_t split_nonessential(ranking_window_term *t, uint32_t first_essential, uint32_t n,
+                                   double *completion_bound) {
+    float essential_postings = 0.0f;
+    for (uint32_t i = first_essential; i < n; i++)
+        essential_postings += t[i].postings;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < first_essential; i++) {
+        if (t[i].postings <= RANKING_BULK_RATIO * essential_postings)
+            continue;
+        ranking_window_term completed = t[i]; /* moves down to m, keeping the order */
+        for (uint32_t j = i; j > m; j--)
+            t[j] = t[j - 1];
+        t[m++] = completed;
+    }
+    double sum = 0.0;
+    for (uint32_t i = 0; i < m; i++) {
+        sum += t[i].bound;
+        completion_bound[i] = sum;
+    }
+    return m;
 }
 
 /* Completes the candidates cand_docs / cand_scores[0..kept) (in doc order, each able to win with every
@@ -238,7 +347,7 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
 void ranking_block_max_maxscore(ranking_run *run) {
     uint32_t n = run->num_terms;
     ranking_window_term *t = run->window_terms;
-    double *nonessential_bound = run->scratch_bounds;
+    double *nonessential_bound = run->scratch_bounds, *completion_bound = run->completion_bounds;
     for (uint32_t i = 0; i < n; i++)
         t[i] = (ranking_window_term){.term = run->terms[i], .bound = run->terms[i].max_score, .bound_block = 0};
     isn_topk *topk = &run->topk;
@@ -261,8 +370,8 @@ void ranking_block_max_maxscore(ranking_run *run) {
         uint32_t window_end = end_incl + 1; /* exclusive; ISN_DOC_END at most */
 
         for (uint32_t i = 0; i < n; i++)
-            t[i].bound = (double)(t[i].term.weight *
-                                  window_max_tf_part(t[i].term.cursor, &t[i].bound_block, window_min, end_incl));
+            t[i].bound = (double)(t[i].term.weight * window_max_tf_part(t[i].term.cursor, &t[i].bound_block,
+                                                                        window_min, end_incl, &t[i].postings));
         sort_by_bound(t, n);
         double sum = 0.0;
         for (uint32_t i = 0; i < n; i++) {
@@ -276,6 +385,7 @@ void ranking_block_max_maxscore(ranking_run *run) {
             window_min = next_window_min(t, n, window_end);
             continue;
         }
+        first_essential = choose_nonessential(t, n, first_essential, topk, nonessential_bound);
         if (n == 1 || first_essential == n - 1 ||
             ranking_bound_fails(nonessential_bound[n - 1] - t[n - 1].bound, topk)) {
             /* Deadline checks come before a window, counting the candidates handled since the last one:
@@ -290,6 +400,7 @@ void ranking_block_max_maxscore(ranking_run *run) {
         for (uint32_t i = first_essential; i < n; i++)
             if (t[i].term.cursor->doc < window_min)
                 ranking_next_geq(run, t[i].term.cursor, window_min);
+        const uint32_t completed = split_nonessential(t, first_essential, n, completion_bound);
 
         /* Inner windows, each starting at the first doc an essential list holds. */
         bool repartition = false;
@@ -307,8 +418,10 @@ void ranking_block_max_maxscore(ranking_run *run) {
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
             for (uint32_t i = first_essential; i < n; i++)
-                score_essential(run, &t[i].term, inner_min, inner_end);
-            pending = collect_window(run, t, first_essential, nonessential_bound, inner_min, inner_end);
+                add_postings(run, &t[i].term, inner_min, inner_end, false);
+            for (uint32_t i = completed; i < first_essential; i++)
+                add_postings(run, &t[i].term, inner_min, inner_end, true);
+            pending = collect_window(run, t, completed, completion_bound, inner_min, inner_end);
             /* The threshold rose past what made another list non-essential: new partition from here. */
             if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {
                 window_min = inner_end;

@@ -70,6 +70,8 @@ typedef struct {
     ranking_term term;
     double bound;         /* the term's bound over the current outer window */
     uint32_t bound_block; /* first block of the list that may overlap the window (only moves forward) */
+    float postings;       /* about how many postings the list holds in the window */
+    bool nonessential;    /* scratch of the partition */
 } ranking_window_term;
 
 /* Top-k collection for large k, where a heap pays a sift of log k levels for each of the many
@@ -121,6 +123,7 @@ typedef struct {
     /* Per-query scratch, num_terms entries each, from the arena. */
     ranking_term *scratch_terms;
     double *scratch_bounds;
+    double *completion_bounds;
     ranking_window_term *window_terms;
     /* Counters, copied into isn_search_stats at the end. */
     uint64_t postings_scored;

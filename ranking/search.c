@@ -61,7 +61,7 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
                        uint32_t buffer_keys, ranking_run *run) {
     uint32_t n = query->num_terms;
     size_t needed = ranking_arena_size(n * sizeof(isn_cursor)) + 2 * ranking_arena_size(n * sizeof(ranking_term)) +
-                    ranking_arena_size(n * sizeof(double)) + ranking_arena_size(n * sizeof(ranking_window_term)) +
+                    2 * ranking_arena_size(n * sizeof(double)) + ranking_arena_size(n * sizeof(ranking_window_term)) +
                     ranking_arena_size((size_t)buffer_keys * sizeof(uint64_t));
     if (ranking_arena_reset(&searcher->arena, needed) != 0)
         return -1;
@@ -69,6 +69,7 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
     run->terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_term));
     run->scratch_bounds = ranking_arena_take(&searcher->arena, n * sizeof(double));
+    run->completion_bounds = ranking_arena_take(&searcher->arena, n * sizeof(double));
     run->window_terms = ranking_arena_take(&searcher->arena, n * sizeof(ranking_window_term));
     if (buffer_keys)
         run->buffer.keys = ranking_arena_take(&searcher->arena, (size_t)buffer_keys * sizeof(uint64_t));

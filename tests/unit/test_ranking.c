@@ -974,6 +974,102 @@ static void test_threshold_learnt_before_full_window(void **state) {
     free(doc_lens);
 }
 
+/* Runs `text` on the collection with the block-max MaxScore and the exhaustive OR at top K_SMALL, checks
+ * that they agree (documents and scores) and returns the block-max MaxScore's statistics. */
+#define K_SMALL 10
+static isn_search_stats bmm_against_or(collection *c, const char *text, isn_hit *hits) {
+    isn_query query;
+    char err[ISN_ERR_LEN] = "";
+    assert_int_equal(isn_query_parse(c->searcher, text, strlen(text), &query, err, sizeof err), 0);
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.k = K_SMALL;
+    isn_hit expected[K_SMALL];
+    uint32_t num_expected = 0, n = 0;
+    options.algo = ISN_ALGO_OR;
+    assert_int_equal(isn_search(c->searcher, &query, &options, expected, &num_expected, NULL, err, sizeof err), 0);
+    options.algo = ISN_ALGO_BMM;
+    isn_search_stats stats;
+    assert_int_equal(isn_search(c->searcher, &query, &options, hits, &n, &stats, err, sizeof err), 0);
+    assert_int_equal(n, num_expected);
+    for (uint32_t r = 0; r < n; r++) {
+        assert_int_equal(hits[r].doc, expected[r].doc);
+        assert_true(hits[r].score == expected[r].score);
+    }
+    return stats;
+}
+
+/* Which lists the block-max MaxScore leaves non-essential is its choice among those whose bounds fit
+ * under the threshold: a frequent term repeated in the query has the highest bound, but taking it (and
+ * not the two rare terms) as non-essential leaves the rare terms' few docs as the candidates. Here half
+ * of the documents hold "common", 200 hold the rare terms too, and the top 10 are among those 200: the
+ * search must consider far fewer documents than "common" holds, and return the exhaustive OR's hits. */
+static void test_frequent_repeated_term_not_essential(void **state) {
+    (void)state;
+    enum { DOCS = 40000 };
+    static const char *plain[] = {"filler", "filler", "filler", "filler"};
+    static const char *frequent[] = {"common", "filler", "filler", "filler"};
+    static const char *all[] = {"common", "rarea", "rareb", "filler"};
+    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
+    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
+    assert_true(doc_terms && doc_lens);
+    for (uint32_t d = 0; d < DOCS; d++) {
+        doc_terms[d] = d % 200 == 0 ? all : d % 2 == 0 ? frequent : plain;
+        doc_lens[d] = 4;
+    }
+    collection c;
+    collection_open(&c, DOCS, doc_terms, doc_lens);
+    isn_hit hits[K_SMALL];
+    isn_search_stats stats = bmm_against_or(
+        &c, "common common common common common common common common common common rarea rareb", hits);
+    for (uint32_t r = 0; r < K_SMALL; r++)
+        assert_int_equal(hits[r].doc, 200 * r);
+    if (stats.matched_lower_bound >= DOCS / 4)
+        fail_msg("bmm considered %llu documents; \"common\" alone holds %u and the rare terms %u",
+                 (unsigned long long)stats.matched_lower_bound, DOCS / 2, DOCS / 200);
+    collection_close(&c);
+    free(doc_terms);
+    free(doc_lens);
+}
+
+/* A non-essential list that is sparse next to the essential ones is read in bulk, a block at a time,
+ * and added to the candidates it holds, instead of being looked up for each candidate: its postings
+ * are then scored whether or not a candidate holds them. Here "alpha" and "beta" (a quarter of the
+ * documents each) are essential and "gamma", in 400 long documents that hold neither, is not: with the
+ * exhaustive OR's hits, the postings scored must include gamma's. */
+static void test_sparse_nonessential_list_read_in_bulk(void **state) {
+    (void)state;
+    enum { DOCS = 40000, LONG = 400 };
+    static const char *alpha[] = {"alpha", "filler", "filler", "filler"};
+    static const char *beta[] = {"beta", "filler", "filler", "filler"};
+    static const char *plain[] = {"filler", "filler", "filler", "filler"};
+    static const char *long_doc[LONG];
+    long_doc[0] = "gamma";
+    for (uint32_t i = 1; i < LONG; i++)
+        long_doc[i] = "filler";
+    const char ***doc_terms = malloc(DOCS * sizeof *doc_terms);
+    uint32_t *doc_lens = malloc(DOCS * sizeof *doc_lens);
+    assert_true(doc_terms && doc_lens);
+    uint32_t essential_postings = 0, gamma_postings = 0;
+    for (uint32_t d = 0; d < DOCS; d++) {
+        bool is_gamma = d % 100 == 2;
+        doc_terms[d] = d % 4 == 0 ? alpha : d % 4 == 1 ? beta : is_gamma ? long_doc : plain;
+        doc_lens[d] = is_gamma ? LONG : 4;
+        essential_postings += d % 4 < 2;
+        gamma_postings += is_gamma;
+    }
+    collection c;
+    collection_open(&c, DOCS, doc_terms, doc_lens);
+    isn_hit hits[K_SMALL];
+    isn_search_stats stats = bmm_against_or(&c, "alpha beta gamma", hits);
+    if (stats.postings_scored < essential_postings + gamma_postings * 9 / 10)
+        fail_msg("bmm scored %llu postings: alpha and beta hold %u, gamma %u, which must be read in bulk",
+                 (unsigned long long)stats.postings_scored, essential_postings, gamma_postings);
+    collection_close(&c);
+    free(doc_terms);
+    free(doc_lens);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algo_names),
@@ -988,6 +1084,8 @@ int main(void) {
         cmocka_unit_test(test_segmented_collections),
         cmocka_unit_test(test_many_windows_collection),
         cmocka_unit_test(test_threshold_learnt_before_full_window),
+        cmocka_unit_test(test_frequent_repeated_term_not_essential),
+        cmocka_unit_test(test_sparse_nonessential_list_read_in_bulk),
         cmocka_unit_test(test_random_against_oracle),
     };
     return cmocka_run_group_tests(tests, NULL, remove_leftover_dirs);
