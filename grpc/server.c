@@ -172,6 +172,7 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     ADD(write_timeouts);
     ADD(reset_floods);
     ADD(streams_refused);
+    ADD(connections_over_budget);
     ADD(header_lists_too_large);
     ADD(over_budget);
 #undef ADD

@@ -14,14 +14,24 @@
 
 static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call) + server->config.call_app_bytes; }
 
-grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
+/* A call is charged, in use and pooled alike, for itself, its reply buffer's capacity and what the
+ * program keeps in its storage (on_release): a pool of calls that kept a burst's buffers counts. */
+grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
     grpc_server *server = conn->server;
-    if (!grpc_budget_charge(server->budget, call_bytes(server))) return NULL;
+    *over_budget = false;
+    /* A new request needs room for a call even when a pooled one is taken: admission is the same. */
+    if (!grpc_budget_charge(server->budget, call_bytes(server))) {
+        *over_budget = true;
+        return NULL;
+    }
     grpc_call *call = server->free_calls;
+    uint64_t app_kept = 0;
     if (call) {
         server->free_calls = call->next;
         server->num_free_calls--;
         if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
+        app_kept = call->app_kept;
+        grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
         if (!call) {
@@ -37,7 +47,8 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     call->owner = conn;
     call->server = server;
     call->id = id;
-    call->charged = call_bytes(server);
+    call->app_kept = app_kept;
+    call->charged = call_bytes(server) + call->reply.cap + app_kept;
     call->opened_ns = isn_now_ns();
     grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
     grpc_reader_set_budget(&call->reader, server->budget);
@@ -71,9 +82,15 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     }
     COUNTER_SUB(server->counters.open_calls, 1);
     bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;
-    if (server->handlers.on_release) server->handlers.on_release(call, !pool, server->app);
+    size_t app_kept = server->handlers.on_release ? server->handlers.on_release(call, !pool, server->app) : 0;
     if (pool) {
         buffer_clear(&call->reply, KEEP_BUFFER);
+        /* Pooled only while the budget has room for what it keeps: past it the pool shrinks. */
+        pool = grpc_budget_charge(server->budget, call_bytes(server) + call->reply.cap + app_kept);
+        if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+    }
+    if (pool) {
+        call->app_kept = app_kept;
         call->next = server->free_calls;
         server->free_calls = call;
         server->num_free_calls++;
@@ -81,6 +98,14 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
         buffer_free(&call->reply);
         free(call);
     }
+}
+
+/* A pooled call goes: it gives back what it was charged while pooled. */
+static void free_pooled_call(grpc_server *server, grpc_call *call) {
+    if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+    grpc_budget_release(server->budget, call_bytes(server) + call->reply.cap + call->app_kept);
+    buffer_free(&call->reply);
+    free(call);
 }
 
 uint32_t grpc_trim_call_pool(grpc_server *server) {
@@ -91,9 +116,7 @@ uint32_t grpc_trim_call_pool(grpc_server *server) {
         server->num_free_calls--;
         unused--;
         trimmed++;
-        if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
-        buffer_free(&call->reply);
-        free(call);
+        free_pooled_call(server, call);
     }
     server->free_calls_low = server->num_free_calls;
     return trimmed;
@@ -123,9 +146,7 @@ void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
 void grpc_free_call_pool(grpc_server *server) {
     while (server->free_calls) {
         grpc_call *next = server->free_calls->next;
-        if (server->handlers.on_release) server->handlers.on_release(server->free_calls, true, server->app);
-        buffer_free(&server->free_calls->reply);
-        free(server->free_calls);
+        free_pooled_call(server, server->free_calls);
         server->free_calls = next;
     }
     server->num_free_calls = 0;
@@ -291,15 +312,21 @@ int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
     grpc_server *server = call->server;
-    if (!grpc_budget_charge(server->budget, GRPC_PREFIX_BYTES + size)) {
+    /* The buffer's capacity is charged with the call already; only growth is charged here. */
+    size_t have = call->reply.cap, need = GRPC_PREFIX_BYTES + size, more = need > have ? need - have : 0;
+    if (!grpc_budget_charge(server->budget, more)) {
         COUNTER_ADD(server->counters.over_budget, 1);
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
-    call->charged += GRPC_PREFIX_BYTES + size;
-    if (!buffer_reserve(&call->reply, GRPC_PREFIX_BYTES + size)) {
+    call->charged += more;
+    if (!buffer_reserve(&call->reply, need)) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    if (call->reply.cap > have + more) { /* rounded up past what was asked */
+        grpc_budget_add(server->budget, call->reply.cap - have - more);
+        call->charged += call->reply.cap - have - more;
     }
     grpc_write_prefix(call->reply.data, (uint32_t)size);
     protobuf_c_message_pack(message, call->reply.data + GRPC_PREFIX_BYTES);
