@@ -11,25 +11,50 @@
 #define KEEP_BUFFER (256 * 1024)
 #define MAX_FREE_CALLS 1024
 #define MIN_FREE_CALLS 8 /* the pool never trims below this */
+#define POOL_SHARE 16    /* the pool keeps at most this fraction (1/16) of the memory budget */
 
 static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call) + server->config.call_app_bytes; }
 
-/* A call is charged, in use and pooled alike, for itself, its reply buffer's capacity and what the
- * program keeps in its storage (on_release): a pool of calls that kept a burst's buffers counts. */
+/* What a call keeps across uses, charged to the budget with it, pooled or in use: itself, its reply
+ * buffer's capacity and what the program's storage kept (on_release). */
+static uint64_t kept_bytes(const grpc_server *server, const grpc_call *call) {
+    return call_bytes(server) + call->reply.cap + call->app_kept;
+}
+
+static grpc_call *pool_pop(grpc_server *server) {
+    grpc_call *call = server->free_calls;
+    if (!call) return NULL;
+    server->free_calls = call->next;
+    server->num_free_calls--;
+    if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
+    server->pooled_bytes -= kept_bytes(server, call);
+    return call;
+}
+
+/* A pooled call goes: it gives back what it was charged while pooled. */
+static void free_pooled_call(grpc_server *server, grpc_call *call) {
+    if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+    grpc_budget_release(server->budget, kept_bytes(server, call));
+    buffer_free(&call->reply);
+    free(call);
+}
+
 grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
     grpc_server *server = conn->server;
     *over_budget = false;
-    /* A new request needs room for a call even when a pooled one is taken: admission is the same. */
-    if (!grpc_budget_charge(server->budget, call_bytes(server))) {
-        *over_budget = true;
-        return NULL;
+    /* A new request needs room for a call even when a pooled one is taken; pooled calls give way
+     * to it (they hold memory no request uses). */
+    while (!grpc_budget_charge(server->budget, call_bytes(server))) {
+        grpc_call *unused = pool_pop(server);
+        if (!unused) {
+            *over_budget = true;
+            return NULL;
+        }
+        free_pooled_call(server, unused);
     }
-    grpc_call *call = server->free_calls;
+    grpc_call *call = pool_pop(server);
     uint64_t app_kept = 0;
     if (call) {
-        server->free_calls = call->next;
-        server->num_free_calls--;
-        if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
         app_kept = call->app_kept;
         grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     } else {
@@ -85,12 +110,16 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     size_t app_kept = server->handlers.on_release ? server->handlers.on_release(call, !pool, server->app) : 0;
     if (pool) {
         buffer_clear(&call->reply, KEEP_BUFFER);
-        /* Pooled only while the budget has room for what it keeps: past it the pool shrinks. */
-        pool = grpc_budget_charge(server->budget, call_bytes(server) + call->reply.cap + app_kept);
+        call->app_kept = app_kept;
+        /* Pooled only within its share of the budget, and while the budget has room for what it
+         * keeps: past either the pool shrinks. */
+        uint64_t keep = kept_bytes(server, call);
+        uint64_t share = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED) / POOL_SHARE;
+        pool = (!share || server->pooled_bytes + keep <= share) && grpc_budget_charge(server->budget, keep);
         if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
     }
     if (pool) {
-        call->app_kept = app_kept;
+        server->pooled_bytes += kept_bytes(server, call);
         call->next = server->free_calls;
         server->free_calls = call;
         server->num_free_calls++;
@@ -100,20 +129,10 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     }
 }
 
-/* A pooled call goes: it gives back what it was charged while pooled. */
-static void free_pooled_call(grpc_server *server, grpc_call *call) {
-    if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
-    grpc_budget_release(server->budget, call_bytes(server) + call->reply.cap + call->app_kept);
-    buffer_free(&call->reply);
-    free(call);
-}
-
 uint32_t grpc_trim_call_pool(grpc_server *server) {
     uint32_t unused = server->free_calls_low, trimmed = 0;
     while (unused > MIN_FREE_CALLS && server->free_calls) {
-        grpc_call *call = server->free_calls;
-        server->free_calls = call->next;
-        server->num_free_calls--;
+        grpc_call *call = pool_pop(server);
         unused--;
         trimmed++;
         free_pooled_call(server, call);
@@ -144,12 +163,7 @@ void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
 }
 
 void grpc_free_call_pool(grpc_server *server) {
-    while (server->free_calls) {
-        grpc_call *next = server->free_calls->next;
-        free_pooled_call(server, server->free_calls);
-        server->free_calls = next;
-    }
-    server->num_free_calls = 0;
+    for (grpc_call *call; (call = pool_pop(server));) free_pooled_call(server, call);
 }
 
 /* The connection is going away (or HTTP/2 closed the stream): a call the program still holds

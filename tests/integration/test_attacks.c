@@ -46,47 +46,14 @@ static int raw_connect(const target *t, const uint32_t *settings, int num_settin
     return fd;
 }
 
-typedef struct {
-    int type, flags;
-    uint32_t stream;
-    uint32_t len;
-    uint8_t payload[1 << 14];
-} frame;
-
-/* Reads one frame (0), or -1 on EOF or error, -2 on timeout. */
-static int read_frame(int fd, frame *f, int timeout_ms) {
-    uint8_t hd[9];
-    size_t have = 0, need = 9;
-    uint8_t *dst = hd;
-    int64_t deadline = harness_now_ms() + timeout_ms;
-    for (int part = 0; part < 2; part++) {
-        while (have < need) {
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            int wait = (int)(deadline - harness_now_ms());
-            if (wait <= 0 || poll(&p, 1, wait) <= 0) return -2;
-            ssize_t n = recv(fd, dst + have, need - have, 0);
-            if (n <= 0) return -1;
-            have += (size_t)n;
-        }
-        if (part == 0) {
-            f->len = (uint32_t)hd[0] << 16 | (uint32_t)hd[1] << 8 | hd[2];
-            f->type = hd[3], f->flags = hd[4];
-            f->stream = ((uint32_t)hd[5] & 0x7f) << 24 | (uint32_t)hd[6] << 16 | (uint32_t)hd[7] << 8 | hd[8];
-            if (f->len > sizeof f->payload) return -1;
-            dst = f->payload, have = 0, need = f->len;
-        }
-    }
-    return 0;
-}
-
 /* Reads frames until the server closes the connection; the GOAWAY error code seen (-1: none). */
 static int read_until_closed(int fd, int timeout_ms, bool *closed) {
-    static frame f;
+    static raw_h2_frame_in f;
     int goaway = -1;
     int64_t deadline = harness_now_ms() + timeout_ms;
     *closed = false;
     while (harness_now_ms() < deadline) {
-        int rc = read_frame(fd, &f, (int)(deadline - harness_now_ms()));
+        int rc = raw_h2_read_frame(fd, &f, (int)(deadline - harness_now_ms()));
         if (rc == -1) *closed = true;
         if (rc < 0) break;
         if (f.type == FRAME_GOAWAY && f.len >= 8)
@@ -182,14 +149,14 @@ static void test_cancellations_not_punished(void **state) {
         long long floods = protection_metric(t, "reset_floods_total");
         int fd = raw_connect(t, NULL, 0);
         static uint8_t buf[1 << 16];
-        static frame f;
+        static raw_h2_frame_in f;
         int rounds = 4 * EARLY_RESETS_PER_SECOND; /* twice the burst the rate allows */
         for (int s = 0; s < rounds; s++) {
             uint32_t stream = 1 + 2 * (uint32_t)s;
             assert_true(raw_h2_send_all(fd, buf, put_request(buf, stream, 10)));
             bool ended = false;
             while (!ended) {
-                if (read_frame(fd, &f, 10000) < 0) fail_msg("%s: connection lost at stream %u", t->name, stream);
+                if (raw_h2_read_frame(fd, &f, 10000) < 0) fail_msg("%s: connection lost at stream %u", t->name, stream);
                 ended = f.stream == stream && (f.flags & FLAG_END_STREAM) && f.type == FRAME_HEADERS;
             }
             uint8_t code[4] = {0, 0, 0, 8};
@@ -211,7 +178,7 @@ static void test_cancellations_not_punished(void **state) {
         uint8_t ping[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         assert_true(raw_h2_send_all(fd, buf, raw_h2_frame(buf, FRAME_PING, 0, 0, ping, 8)));
         bool acked = false;
-        while (!acked && read_frame(fd, &f, 5000) == 0) {
+        while (!acked && raw_h2_read_frame(fd, &f, 5000) == 0) {
             assert_int_not_equal(f.type, FRAME_GOAWAY);
             acked = f.type == FRAME_PING && (f.flags & FLAG_ACK);
         }
@@ -327,11 +294,11 @@ static void test_header_list_too_large(void **state) {
         const target *t = &targets[i];
         int fd = raw_connect(t, NULL, 0);
         static uint8_t block[1 << 15], buf[1 << 16];
-        static frame f;
+        static raw_h2_frame_in f;
         size_t len = raw_h2_request_headers(block, 12000); /* one frame (16 KiB max), over the 4 KiB limit */
         assert_true(raw_h2_send_all(fd, buf, raw_h2_frame(buf, FRAME_HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 1, block, len)));
         bool reset = false, answered = false;
-        while (!reset && !answered && read_frame(fd, &f, 5000) == 0) {
+        while (!reset && !answered && raw_h2_read_frame(fd, &f, 5000) == 0) {
             reset = f.type == FRAME_RST_STREAM && f.stream == 1;
             answered = f.type == FRAME_HEADERS && f.stream == 1;
         }
