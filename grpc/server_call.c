@@ -151,7 +151,11 @@ void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
     grpc_memory_budget *budget = server->budget;
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
-    if ((peak > used ? peak - used : 0) < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    /* Near its limit the budget's memory churns (refused and released replies, calls, sessions):
+     * the pages freed meanwhile would add to what it holds until jemalloc's decay returns them. */
+    bool near_limit = limit && used >= limit - limit / 4;
+    if ((peak > used ? peak - used : 0) < BURST_BYTES && calls_trimmed < BURST_CALLS && !near_limit) return;
     /* Without this an idle process keeps a burst's freed pages: jemalloc purges as it allocates. */
     if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
     __atomic_store_n(&budget->peak, used, __ATOMIC_RELAXED);
