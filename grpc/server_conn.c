@@ -16,9 +16,6 @@
  * streams it may have open). */
 #define FLUSH_CHUNK (64 * 1024)
 #define KEEP_BUFFER (256 * 1024)
-/* Room the memory budget must have for a new connection: about what a session takes once it has
- * exchanged SETTINGS and served a request (nghttp2's frame buffers and HPACK tables). */
-#define CONNECTION_ROOM (48 * 1024)
 
 static void conn_flush(grpc_conn *conn);
 
@@ -222,7 +219,9 @@ static void conn_start(grpc_server *server, grpc_conn *conn) {
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     COUNTER_ADD(server->counters.connections_accepted, 1);
 
-    bool room = grpc_budget_has_room(server->budget, CONNECTION_ROOM);
+    /* Refused only once the budget is used up: a client that could still be answered is let in (its
+     * session, some 30 KiB, may pass the limit by that much, once per loop: the next one is refused). */
+    bool room = grpc_budget_has_room(server->budget, sizeof *conn);
     grpc_conn_memory_init(conn);
     if (grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
