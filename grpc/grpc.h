@@ -236,6 +236,7 @@ typedef struct {
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */
     uint64_t memory_used;          /* bytes charged to the budget now */
+    uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */
 } grpc_server_counters;
 

@@ -42,6 +42,9 @@ void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_s
         counter(out, prefix, "request_memory_bytes", "gauge",
                 "Memory held by connections (nghttp2 included), calls, request bodies and replies (charged to the budget).",
                 c->memory_used);
+        counter(out, prefix, "request_memory_pooled_bytes", "gauge",
+                "Of the memory charged, what pooled calls keep for their next use (given way to requests).",
+                c->memory_pooled);
         counter(out, prefix, "request_memory_budget_bytes", "gauge", "The memory budget.", c->memory_budget);
     }
     if (stats) {

@@ -27,7 +27,7 @@ static grpc_call *pool_pop(grpc_server *server) {
     server->free_calls = call->next;
     server->num_free_calls--;
     if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
-    server->pooled_bytes -= kept_bytes(server, call);
+    COUNTER_SUB(server->counters.memory_pooled, kept_bytes(server, call));
     return call;
 }
 
@@ -115,11 +115,12 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
          * keeps: past either the pool shrinks. */
         uint64_t keep = kept_bytes(server, call);
         uint64_t share = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED) / POOL_SHARE;
-        pool = (!share || server->pooled_bytes + keep <= share) && grpc_budget_charge(server->budget, keep);
+        pool = (!share || server->counters.memory_pooled + keep <= share) &&
+               grpc_budget_charge(server->budget, keep);
         if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
     }
     if (pool) {
-        server->pooled_bytes += kept_bytes(server, call);
+        COUNTER_ADD(server->counters.memory_pooled, kept_bytes(server, call));
         call->next = server->free_calls;
         server->free_calls = call;
         server->num_free_calls++;

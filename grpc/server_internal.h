@@ -117,7 +117,6 @@ struct grpc_server {
     grpc_call *free_calls;
     uint32_t num_free_calls;
     uint32_t free_calls_low; /* fewest pooled calls since the last sweep: the ones not needed */
-    uint64_t pooled_bytes;   /* what the pooled calls keep (charged to the budget) */
     grpc_memory_budget own_budget;
     grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
     grpc_call *abandoned;
