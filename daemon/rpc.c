@@ -46,6 +46,7 @@ static void on_open(grpc_call *call, void *app) {
     memset(rc, 0, offsetof(rpc_call, arena_space));
     rc->job.reply = reply;
     rc->job.reply.len = 0;
+    rc->job.reply_prepaid = reply.cap; /* charged with the call: what on_release said it kept */
     grpc_call_set_tag(call, METHOD_NOT_YET_KNOWN);
     /* A decoded message is a few times its wire size at most; past that something is wrong. */
     arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)loop->conf.max_message_bytes * 8 + 65536);
@@ -53,7 +54,8 @@ static void on_open(grpc_call *call, void *app) {
 
 #define KEEP_REPLY_BUFFER (256 * 1024)
 
-static void on_release(grpc_call *call, bool freeing, void *app) {
+/* What it keeps (the reply buffer) is charged to the memory budget with the call (grpc_call_new). */
+static size_t on_release(grpc_call *call, bool freeing, void *app) {
     rpc_call *rc = app_of(call);
     deadline_forget(app, rc);
     generation_release(rc->job.generation); /* the last request of a replaced generation frees it */
@@ -61,6 +63,7 @@ static void on_release(grpc_call *call, bool freeing, void *app) {
     arena_reset(&rc->arena);
     if (freeing) buffer_free(&rc->job.reply);
     else buffer_clear(&rc->job.reply, KEEP_REPLY_BUFFER);
+    return rc->job.reply.cap;
 }
 
 static void on_abandoned(grpc_call *call, void *app) {
@@ -288,15 +291,17 @@ void rpc_on_completions(uv_async_t *async) {
         rpc_call *rc = app_of(call);
         atomic_fetch_sub_explicit(&loop->inflight_jobs, 1, memory_order_relaxed);
         deadline_forget(loop, rc);
-        bool answered = rc->answered_at_deadline; /* read before the call may be released */
-        bool open = grpc_call_unhold(call);
+        /* read before the call may be released (and freed, when the pool has no room for it) */
+        bool answered = rc->answered_at_deadline;
         uint64_t charged = job->reply_charged; /* the call takes it over, or it is given back */
+        grpc_memory_budget *budget = job->reply_budget;
         job->reply_charged = 0;
+        bool open = grpc_call_unhold(call);
         if (answered) {
             /* DEADLINE_EXCEEDED went out at the deadline: whatever the worker made is dropped */
-            grpc_budget_release(job->reply_budget, charged);
+            grpc_budget_release(budget, charged);
         } else if (!open) {
-            grpc_budget_release(job->reply_budget, charged);
+            grpc_budget_release(budget, charged);
             LOOP_METRICS(loop, m->cancelled++); /* the client went away while a worker had its request */
         } else if (job->status == GRPC_STATUS_OK) {
             LOOP_METRICS(loop, {
@@ -307,7 +312,7 @@ void rpc_on_completions(uv_async_t *async) {
             });
             grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);
         } else {
-            grpc_budget_release(job->reply_budget, charged);
+            grpc_budget_release(budget, charged);
             /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
             if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
             grpc_call_fail(call, job->status, "%s", job->message);

@@ -71,6 +71,7 @@ struct search_job {
      * charged: the loop hands the charge to the call that sends the reply, or gives it back. */
     grpc_memory_budget *reply_budget;
     uint64_t reply_charged;
+    uint64_t reply_prepaid; /* of reply's capacity, what the call's own charge covers (kept from its last use) */
     uint64_t queue_ns, retrieval_ns, total_ns;
     uint32_t num_hits;
     uint32_t worker;

@@ -95,18 +95,24 @@ static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
     grpc_budget_release(job->reply_budget, job->reply_charged);
     job->reply_charged = 0;
     /* Charged before it is built: replies waiting for clients that do not read must not take the
-     * node past its budget (the loop's charge when sending came too late for that). */
-    if (size <= UINT32_MAX && !grpc_budget_charge(job->reply_budget, GRPC_PREFIX_BYTES + size)) {
+     * node past its budget (the loop's charge when sending came too late for that). The buffer's
+     * capacity is charged, less what the call's charge covers already. */
+    size_t need = GRPC_PREFIX_BYTES + size, have = job->reply_prepaid, more = need > have ? need - have : 0;
+    if (size <= UINT32_MAX && !grpc_budget_charge(job->reply_budget, more)) {
         fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached (a reply of %zu bytes)",
                  size);
         return;
     }
-    job->reply_charged = job->reply_budget ? GRPC_PREFIX_BYTES + size : 0;
-    if (size > UINT32_MAX || !buffer_reserve(&job->reply, GRPC_PREFIX_BYTES + size)) {
+    job->reply_charged = job->reply_budget ? more : 0;
+    if (size > UINT32_MAX || !buffer_reserve(&job->reply, need)) {
         grpc_budget_release(job->reply_budget, job->reply_charged);
         job->reply_charged = 0;
         fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
         return;
+    }
+    if (job->reply_budget && job->reply.cap > have + more) { /* rounded up past what was asked */
+        grpc_budget_add(job->reply_budget, job->reply.cap - have - more);
+        job->reply_charged += job->reply.cap - have - more;
     }
     grpc_write_prefix(job->reply.data, (uint32_t)size);
     isn__v1__search_response__pack(response, job->reply.data + GRPC_PREFIX_BYTES);

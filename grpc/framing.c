@@ -23,6 +23,13 @@ void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
 }
 
 /* Every field is read and written atomically: servers on several loops may share one budget. */
+static void raise_peak(grpc_memory_budget *budget, uint64_t now) {
+    uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&budget->peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget) return true;
     uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
@@ -33,11 +40,20 @@ bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
             return false;
         }
     } while (!__atomic_compare_exchange_n(&budget->used, &used, used + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    uint64_t now = used + bytes, peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&budget->peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+    raise_peak(budget, used + bytes);
     return true;
+}
+
+void grpc_budget_add(grpc_memory_budget *budget, uint64_t bytes) {
+    if (!budget || !bytes) return;
+    raise_peak(budget, __atomic_add_fetch(&budget->used, bytes, __ATOMIC_RELAXED));
+}
+
+bool grpc_budget_has_room(const grpc_memory_budget *budget, uint64_t bytes) {
+    if (!budget) return true;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
+    return !limit || (bytes <= limit && used <= limit - bytes);
 }
 
 void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes) {

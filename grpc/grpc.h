@@ -73,6 +73,12 @@ typedef struct {
 
 /* True (and charged) when `bytes` more fit; a NULL budget takes everything. */
 bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes);
+/* Charges `bytes` even past the limit: memory already taken that cannot be refused without breaking
+ * what holds it (nghttp2's state, the rounding of a buffer to its capacity). The next charge that
+ * would pass the limit is refused. */
+void grpc_budget_add(grpc_memory_budget *budget, uint64_t bytes);
+/* True when `bytes` more would fit now (nothing is charged). */
+bool grpc_budget_has_room(const grpc_memory_budget *budget, uint64_t bytes);
 void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes);
 
 /* Reassembles the one message of a unary request from DATA chunks of any size. Bodies up to
@@ -173,9 +179,10 @@ typedef struct {
      * hold nothing. 0 = GRPC_DEFAULT_WRITE_TIMEOUT_MS, GRPC_DEFAULT_MIN_SEND_RATE. */
     uint32_t write_timeout_ms;
     uint32_t min_send_rate;
-    /* Node-wide memory for calls, request bodies and replies being sent (grpc_memory_budget); past
-     * it a body or a reply gets RESOURCE_EXHAUSTED and a new stream REFUSED_STREAM.
-     * 0 = GRPC_DEFAULT_MEMORY_BUDGET. */
+    /* Node-wide memory for connections (nghttp2's sessions, streams and queued frames, output
+     * buffers), calls (pooled ones too), request bodies and replies (grpc_memory_budget); past it a
+     * new request, body or reply gets RESOURCE_EXHAUSTED naming the budget and a new connection
+     * GOAWAY. 0 = GRPC_DEFAULT_MEMORY_BUDGET. */
     uint64_t memory_budget_bytes;
     /* The budget of several servers (one per loop) together; NULL = the server's own. The limit is
      * memory_budget_bytes of whichever server was made or reconfigured last. */
@@ -203,8 +210,11 @@ typedef struct {
     /* A held call lost its client (stream reset, connection closed): the reply will be dropped. */
     void (*on_abandoned)(grpc_call *call, void *app);
     /* The call is done with: its storage goes back to the pool, or is freed (`freeing`: free what
-     * the storage owns). A pooled call gets a second, freeing, call when the pool is freed. */
-    void (*on_release)(grpc_call *call, bool freeing, void *app);
+     * the storage owns). A pooled call gets a second, freeing, call when it leaves the pool (trimmed,
+     * freed, or no room in the memory budget to keep it). Returns the bytes the storage keeps for its
+     * next use beyond call_app_bytes (buffers; 0 when freeing): charged to the memory budget while
+     * the call is pooled and during its next use. */
+    size_t (*on_release)(grpc_call *call, bool freeing, void *app);
     /* After grpc_server_drain: every call answered and every connection closed. */
     void (*on_drained)(grpc_server *server, void *app);
 } grpc_server_handlers;
@@ -222,9 +232,11 @@ typedef struct {
     uint64_t write_timeouts;       /* connections closed: their client did not read */
     uint64_t reset_floods;         /* connections closed: too many streams reset before a reply */
     uint64_t streams_refused;      /* requests in flight per connection, or memory budget, reached */
+    uint64_t connections_over_budget; /* new connections sent GOAWAY: the memory budget had no room */
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */
     uint64_t memory_used;          /* bytes charged to the budget now */
+    uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */
 } grpc_server_counters;
 

@@ -31,12 +31,20 @@ void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_s
         counter(out, prefix, "streams_refused_total", "counter",
                 "Streams refused: requests in flight on the connection, or the memory budget, at the limit.",
                 c->streams_refused);
+        counter(out, prefix, "connections_over_budget_total", "counter",
+                "New gRPC connections sent GOAWAY at once: the memory budget had no room for another.",
+                c->connections_over_budget);
         counter(out, prefix, "header_lists_too_large_total", "counter",
                 "Requests reset for a header list over max_header_list_size.", c->header_lists_too_large);
         counter(out, prefix, "over_memory_budget_total", "counter",
-                "Request bodies and replies answered RESOURCE_EXHAUSTED by the memory budget.", c->over_budget);
+                "Requests, request bodies and replies answered RESOURCE_EXHAUSTED by the memory budget.",
+                c->over_budget);
         counter(out, prefix, "request_memory_bytes", "gauge",
-                "Memory held by calls, request bodies and replies being sent (charged to the budget).", c->memory_used);
+                "Memory held by connections (nghttp2 included), calls, request bodies and replies (charged to the budget).",
+                c->memory_used);
+        counter(out, prefix, "request_memory_pooled_bytes", "gauge",
+                "Of the memory charged, what pooled calls keep for their next use (given way to requests).",
+                c->memory_pooled);
         counter(out, prefix, "request_memory_budget_bytes", "gauge", "The memory budget.", c->memory_budget);
     }
     if (stats) {

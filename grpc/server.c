@@ -172,8 +172,10 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     ADD(write_timeouts);
     ADD(reset_floods);
     ADD(streams_refused);
+    ADD(connections_over_budget);
     ADD(header_lists_too_large);
     ADD(over_budget);
+    ADD(memory_pooled);
 #undef ADD
     sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);
     sum->memory_budget = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED);

@@ -11,17 +11,52 @@
 #define KEEP_BUFFER (256 * 1024)
 #define MAX_FREE_CALLS 1024
 #define MIN_FREE_CALLS 8 /* the pool never trims below this */
+#define POOL_SHARE 16    /* the pool keeps at most this fraction (1/16) of the memory budget */
 
 static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call) + server->config.call_app_bytes; }
 
-grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
-    grpc_server *server = conn->server;
-    if (!grpc_budget_charge(server->budget, call_bytes(server))) return NULL;
+/* What a call keeps across uses, charged to the budget with it, pooled or in use: itself, its reply
+ * buffer's capacity and what the program's storage kept (on_release). */
+static uint64_t kept_bytes(const grpc_server *server, const grpc_call *call) {
+    return call_bytes(server) + call->reply.cap + call->app_kept;
+}
+
+static grpc_call *pool_pop(grpc_server *server) {
     grpc_call *call = server->free_calls;
+    if (!call) return NULL;
+    server->free_calls = call->next;
+    server->num_free_calls--;
+    if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
+    COUNTER_SUB(server->counters.memory_pooled, kept_bytes(server, call));
+    return call;
+}
+
+/* A pooled call goes: it gives back what it was charged while pooled. */
+static void free_pooled_call(grpc_server *server, grpc_call *call) {
+    if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+    grpc_budget_release(server->budget, kept_bytes(server, call));
+    buffer_free(&call->reply);
+    free(call);
+}
+
+grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
+    grpc_server *server = conn->server;
+    *over_budget = false;
+    /* A new request needs room for a call even when a pooled one is taken; pooled calls give way
+     * to it (they hold memory no request uses). */
+    while (!grpc_budget_charge(server->budget, call_bytes(server))) {
+        grpc_call *unused = pool_pop(server);
+        if (!unused) {
+            *over_budget = true;
+            return NULL;
+        }
+        free_pooled_call(server, unused);
+    }
+    grpc_call *call = pool_pop(server);
+    uint64_t app_kept = 0;
     if (call) {
-        server->free_calls = call->next;
-        server->num_free_calls--;
-        if (server->num_free_calls < server->free_calls_low) server->free_calls_low = server->num_free_calls;
+        app_kept = call->app_kept;
+        grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
         if (!call) {
@@ -37,7 +72,8 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id) {
     call->owner = conn;
     call->server = server;
     call->id = id;
-    call->charged = call_bytes(server);
+    call->app_kept = app_kept;
+    call->charged = call_bytes(server) + call->reply.cap + app_kept;
     call->opened_ns = isn_now_ns();
     grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
     grpc_reader_set_budget(&call->reader, server->budget);
@@ -71,9 +107,20 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     }
     COUNTER_SUB(server->counters.open_calls, 1);
     bool pool = server->num_free_calls < MAX_FREE_CALLS && !server->closing;
-    if (server->handlers.on_release) server->handlers.on_release(call, !pool, server->app);
+    size_t app_kept = server->handlers.on_release ? server->handlers.on_release(call, !pool, server->app) : 0;
     if (pool) {
         buffer_clear(&call->reply, KEEP_BUFFER);
+        call->app_kept = app_kept;
+        /* Pooled only within its share of the budget, and while the budget has room for what it
+         * keeps: past either the pool shrinks. */
+        uint64_t keep = kept_bytes(server, call);
+        uint64_t share = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED) / POOL_SHARE;
+        pool = (!share || server->counters.memory_pooled + keep <= share) &&
+               grpc_budget_charge(server->budget, keep);
+        if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
+    }
+    if (pool) {
+        COUNTER_ADD(server->counters.memory_pooled, kept_bytes(server, call));
         call->next = server->free_calls;
         server->free_calls = call;
         server->num_free_calls++;
@@ -86,14 +133,10 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
 uint32_t grpc_trim_call_pool(grpc_server *server) {
     uint32_t unused = server->free_calls_low, trimmed = 0;
     while (unused > MIN_FREE_CALLS && server->free_calls) {
-        grpc_call *call = server->free_calls;
-        server->free_calls = call->next;
-        server->num_free_calls--;
+        grpc_call *call = pool_pop(server);
         unused--;
         trimmed++;
-        if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
-        buffer_free(&call->reply);
-        free(call);
+        free_pooled_call(server, call);
     }
     server->free_calls_low = server->num_free_calls;
     return trimmed;
@@ -109,7 +152,11 @@ void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
     grpc_memory_budget *budget = server->budget;
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
-    if ((peak > used ? peak - used : 0) < BURST_BYTES && calls_trimmed < BURST_CALLS) return;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    /* Near its limit the budget's memory churns (refused and released replies, calls, sessions):
+     * the pages freed meanwhile would add to what it holds until jemalloc's decay returns them. */
+    bool near_limit = limit && used >= limit - limit / 4;
+    if ((peak > used ? peak - used : 0) < BURST_BYTES && calls_trimmed < BURST_CALLS && !near_limit) return;
     /* Without this an idle process keeps a burst's freed pages: jemalloc purges as it allocates. */
     if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
     __atomic_store_n(&budget->peak, used, __ATOMIC_RELAXED);
@@ -121,14 +168,7 @@ void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
 }
 
 void grpc_free_call_pool(grpc_server *server) {
-    while (server->free_calls) {
-        grpc_call *next = server->free_calls->next;
-        if (server->handlers.on_release) server->handlers.on_release(server->free_calls, true, server->app);
-        buffer_free(&server->free_calls->reply);
-        free(server->free_calls);
-        server->free_calls = next;
-    }
-    server->num_free_calls = 0;
+    for (grpc_call *call; (call = pool_pop(server));) free_pooled_call(server, call);
 }
 
 /* The connection is going away (or HTTP/2 closed the stream): a call the program still holds
@@ -291,15 +331,21 @@ int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
     grpc_server *server = call->server;
-    if (!grpc_budget_charge(server->budget, GRPC_PREFIX_BYTES + size)) {
+    /* The buffer's capacity is charged with the call already; only growth is charged here. */
+    size_t have = call->reply.cap, need = GRPC_PREFIX_BYTES + size, more = need > have ? need - have : 0;
+    if (!grpc_budget_charge(server->budget, more)) {
         COUNTER_ADD(server->counters.over_budget, 1);
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
-    call->charged += GRPC_PREFIX_BYTES + size;
-    if (!buffer_reserve(&call->reply, GRPC_PREFIX_BYTES + size)) {
+    call->charged += more;
+    if (!buffer_reserve(&call->reply, need)) {
         grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    if (call->reply.cap > have + more) { /* rounded up past what was asked */
+        grpc_budget_add(server->budget, call->reply.cap - have - more);
+        call->charged += call->reply.cap - have - more;
     }
     grpc_write_prefix(call->reply.data, (uint32_t)size);
     protobuf_c_message_pack(message, call->reply.data + GRPC_PREFIX_BYTES);

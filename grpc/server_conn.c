@@ -27,6 +27,7 @@ static void on_closed(uv_handle_t *handle) {
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->pending);
     buffer_free(&conn->sending);
+    grpc_conn_memory_release(conn);
     free(conn);
     grpc_server_check_drained(server);
 }
@@ -68,6 +69,7 @@ static void on_written(uv_write_t *req, int status) {
     conn->writing = false;
     if (status == 0) conn->bytes_written += conn->sending.len;
     buffer_clear(&conn->sending, KEEP_BUFFER); /* a burst must not pin its memory */
+    grpc_conn_memory_track_buffers(conn);
     if (conn->closing) return;
     if (status < 0) {
         log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(status));
@@ -93,7 +95,9 @@ static void conn_flush(grpc_conn *conn) {
             return;
         }
         if (n == 0) break;
-        if (!buffer_append(&conn->pending, data, (size_t)n)) {
+        bool appended = buffer_append(&conn->pending, data, (size_t)n);
+        grpc_conn_memory_track_buffers(conn);
+        if (!appended) {
             log_warn("grpc %s: out of memory for output; closing", conn->peer);
             grpc_conn_close(conn);
             return;
@@ -190,6 +194,21 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
     snprintf(out, out_len, "%.46s:%d", host, port);
 }
 
+/* The memory budget has no room for another connection: GOAWAY (no stream processed, so the client may
+ * retry them elsewhere or later), saying why, and closed once that is written (reading on meanwhile:
+ * closing on unread bytes would reset the connection before the client reads why). */
+static void refuse_over_budget(grpc_conn *conn) {
+    grpc_server *server = conn->server;
+    COUNTER_ADD(server->counters.connections_over_budget, 1);
+    char why[160];
+    int len = snprintf(why, sizeof why, "server memory budget (%llu bytes) used up",
+                       (unsigned long long)__atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED));
+    log_debug("grpc %s: %s; GOAWAY", conn->peer, why);
+    conn->goaway_sent = true;
+    nghttp2_submit_goaway(conn->session, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, (const uint8_t *)why, (size_t)len);
+    conn->close_when_flushed = true;
+}
+
 /* A connection counted in (limit and list) and accepted into conn->tcp: its HTTP/2 session starts. */
 static void conn_start(grpc_server *server, grpc_conn *conn) {
     uint64_t now = isn_now_ns();
@@ -200,13 +219,18 @@ static void conn_start(grpc_server *server, grpc_conn *conn) {
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
     COUNTER_ADD(server->counters.connections_accepted, 1);
 
+    /* Refused only once the budget is used up: a client that could still be answered is let in (its
+     * session, some 30 KiB, may pass the limit by that much, once per loop: the next one is refused). */
+    bool room = grpc_budget_has_room(server->budget, sizeof *conn);
+    grpc_conn_memory_init(conn);
     if (grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
         conn->closing = true;
         uv_close((uv_handle_t *)&conn->tcp, on_closed);
         return;
     }
-    if (server->goaway) grpc_conn_goaway(conn);
+    if (!room) refuse_over_budget(conn);
+    else if (server->goaway) grpc_conn_goaway(conn);
     log_debug("grpc %s: connected", conn->peer);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
     grpc_conn_schedule_flush(conn);

@@ -51,7 +51,8 @@ struct grpc_call {
     bool held;
     bool dropped; /* refused by the memory budget: reset, and released at the next flush */
     uint32_t header_list_bytes; /* RFC 9113 size of the request's header list so far */
-    uint64_t charged;           /* to the server's budget: the call itself and its reply */
+    uint64_t charged;           /* to the server's budget: the call itself, its reply (capacity) and app_kept */
+    uint64_t app_kept;          /* bytes the program's storage kept from the last use (on_release) */
     uint64_t opened_ns;
     uint64_t timeout_ns; /* grpc-timeout; 0 = none */
     char path[CALL_PATH_MAX];
@@ -93,6 +94,9 @@ struct grpc_conn {
     double reset_tokens;       /* early resets still allowed (token bucket) */
     uint64_t reset_tokens_ns;  /* last refill */
     char peer[64];
+    nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
+    uint64_t charged;         /* to the server's budget: the connection, its buffers, nghttp2's blocks */
+    uint64_t buffers_charged; /* of which pending and sending */
 };
 
 struct grpc_server {
@@ -160,8 +164,8 @@ void sweep_timer_start(uv_loop_t *loop, uv_timer_t *timer, void *data, uv_timer_
 void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uint32_t idle_timeout_ms);
 
 /* ---- server_call.c */
-/* NULL when out of memory or over the memory budget. */
-grpc_call *grpc_call_new(grpc_conn *conn, int32_t id);
+/* NULL when out of memory or (*over_budget) when the memory budget has no room for another call. */
+grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget);
 /* Frees the pooled calls that were not needed since the last call of this (the sweep); returns
  * how many. */
 uint32_t grpc_trim_call_pool(grpc_server *server);
@@ -180,6 +184,14 @@ void grpc_free_call_pool(grpc_server *server);
 int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len);
 void grpc_stream_on_end(grpc_call *call);
 void grpc_stream_release(grpc_call *call);
+
+/* ---- conn_memory.c: what a connection holds outside its calls, charged to the budget */
+/* Charges the connection itself and sets up conn->mem, the allocator its nghttp2 session uses. */
+void grpc_conn_memory_init(grpc_conn *conn);
+/* Charges (or gives back) the change in the capacity of conn->pending and conn->sending. */
+void grpc_conn_memory_track_buffers(grpc_conn *conn);
+/* Gives back what is still charged: the connection is freed (its session and buffers first). */
+void grpc_conn_memory_release(grpc_conn *conn);
 
 /* ---- server_session.c */
 int grpc_session_new(grpc_conn *conn);

@@ -18,6 +18,28 @@ static void refuse_stream(grpc_conn *conn, int32_t stream_id) {
     nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
 }
 
+/* A request the memory budget has no room for: answered at once, without a call, RESOURCE_EXHAUSTED
+ * naming the budget (trailers-only; the rest of the request is refused by on_frame_send's reset). */
+static void answer_over_budget(grpc_conn *conn, int32_t stream_id) {
+    grpc_server *server = conn->server;
+    COUNTER_ADD(server->counters.over_budget, 1);
+    char message[200], encoded[400], code[8];
+    snprintf(message, sizeof message,
+             "server memory budget (%llu bytes) used up: no room for a new request now",
+             (unsigned long long)__atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED));
+    size_t encoded_len = grpc_percent_encode(message, encoded, sizeof encoded);
+    int code_len = snprintf(code, sizeof code, "%d", GRPC_STATUS_RESOURCE_EXHAUSTED);
+    nghttp2_nv headers[] = {
+        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
+         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        {(uint8_t *)"grpc-message", (uint8_t *)encoded, 12, encoded_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    log_debug("grpc %s stream %d: %s", conn->peer, stream_id, message);
+    if (nghttp2_submit_response(conn->session, stream_id, headers, 4, NULL) != 0) refuse_stream(conn, stream_id);
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     grpc_conn *conn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
@@ -27,9 +49,11 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         refuse_stream(conn, frame->hd.stream_id);
         return 0;
     }
-    grpc_call *call = grpc_call_new(conn, frame->hd.stream_id);
-    if (!call) { /* memory budget reached, or out of memory */
-        refuse_stream(conn, frame->hd.stream_id);
+    bool over_budget;
+    grpc_call *call = grpc_call_new(conn, frame->hd.stream_id, &over_budget);
+    if (!call) {
+        if (over_budget) answer_over_budget(conn, frame->hd.stream_id);
+        else refuse_stream(conn, frame->hd.stream_id); /* out of memory */
         return 0;
     }
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
@@ -184,8 +208,10 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (call && !call->request_complete)
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    /* No call: answered without one (answer_over_budget), maybe before its request ended. */
+    bool request_ended =
+        call ? call->request_complete : nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) != 0;
+    if (!request_ended) nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -226,7 +252,7 @@ static void make_shared(void) {
 int grpc_session_new(grpc_conn *conn) {
     pthread_once(&shared_once, make_shared);
     if (!callbacks || !options) return NGHTTP2_ERR_NOMEM;
-    int rc = nghttp2_session_server_new2(&conn->session, callbacks, conn, options);
+    int rc = nghttp2_session_server_new3(&conn->session, callbacks, conn, options, &conn->mem);
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},

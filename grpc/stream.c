@@ -34,6 +34,10 @@ int grpc_call_stream(grpc_call *call, const grpc_stream_handlers *handlers, void
     if (call->stream || call->responded) return -1;
     grpc_stream *s = calloc(1, sizeof *s);
     if (!s) return -1;
+    /* Its state and queued messages are charged with the call (released with it); its request
+     * messages while they are held (grpc_stream_on_data). */
+    grpc_budget_add(call->server->budget, sizeof *s);
+    call->charged += sizeof *s;
     s->handlers = *handlers;
     s->user = user;
     call->stream = s;
@@ -68,8 +72,17 @@ int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len) {
                 return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
             }
             s->have = 0;
-            if (!(s->body = malloc(s->length ? s->length : 1)))
+            if (!grpc_budget_charge(call->server->budget, s->length)) {
+                char why[160];
+                COUNTER_ADD(call->server->counters.over_budget, 1);
+                snprintf(why, sizeof why, "server memory budget reached; a message of %u bytes cannot be held now",
+                         s->length);
+                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
+            }
+            if (!(s->body = malloc(s->length ? s->length : 1))) {
+                grpc_budget_release(call->server->budget, s->length);
                 return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a message"), 0;
+            }
         }
         size_t n = s->length - s->have < len ? s->length - s->have : len;
         memcpy(s->body + s->have, data, n);
@@ -80,6 +93,7 @@ int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len) {
         s->prefix_have = 0;
         if (s->handlers.on_message) s->handlers.on_message(call, body, s->length, s->user);
         free(body);
+        grpc_budget_release(call->server->budget, s->length);
     }
     return 0;
 }
@@ -100,6 +114,7 @@ void grpc_stream_release(grpc_call *call) {
     if (!s) return;
     call->stream = NULL;
     if (s->handlers.on_close) s->handlers.on_close(call, s->user);
+    if (s->body) grpc_budget_release(call->server->budget, s->length);
     free(s->body);
     buffer_free(&s->out);
     free(s);
@@ -172,9 +187,20 @@ int grpc_call_stream_send(grpc_call *call, const ProtobufCMessage *message) {
         grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "the client does not read its stream");
         return -1;
     }
-    if (!buffer_reserve(&s->out, s->out.len + GRPC_PREFIX_BYTES + size)) {
+    size_t cap = s->out.cap, need = s->out.len + GRPC_PREFIX_BYTES + size, more = need > cap ? need - cap : 0;
+    if (!grpc_budget_charge(call->server->budget, more)) {
+        COUNTER_ADD(call->server->counters.over_budget, 1);
+        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
+        return -1;
+    }
+    call->charged += more;
+    if (!buffer_reserve(&s->out, need - s->out.len)) {
         grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a stream message");
         return -1;
+    }
+    if (s->out.cap > cap + more) { /* rounded up past what was asked: charged with the call too */
+        grpc_budget_add(call->server->budget, s->out.cap - cap - more);
+        call->charged += s->out.cap - cap - more;
     }
     grpc_write_prefix(s->out.data + s->out.len, (uint32_t)size);
     protobuf_c_message_pack(message, s->out.data + s->out.len + GRPC_PREFIX_BYTES);

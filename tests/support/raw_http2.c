@@ -1,5 +1,6 @@
 #include "tests/support/raw_http2.h"
 
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,13 +46,32 @@ static size_t hpack_int(uint8_t *out, uint8_t first, int prefix_bits, size_t val
     return n;
 }
 
-static size_t hpack_field(uint8_t *out, const char *name, const char *value, size_t value_len) {
+/* A literal field: without indexing (first = 0x00), or with incremental indexing (0x40: the decoder
+ * keeps it in its dynamic table). */
+static size_t hpack_literal(uint8_t *out, uint8_t first, const char *name, const char *value, size_t value_len) {
     size_t n = 0, name_len = strlen(name);
-    out[n++] = 0x00;
+    out[n++] = first;
     n += hpack_int(out + n, 0, 7, name_len);
     memcpy(out + n, name, name_len), n += name_len;
     n += hpack_int(out + n, 0, 7, value_len);
     memcpy(out + n, value, value_len), n += value_len;
+    return n;
+}
+
+static size_t hpack_field(uint8_t *out, const char *name, const char *value, size_t value_len) {
+    return hpack_literal(out, 0x00, name, value, value_len);
+}
+
+size_t raw_h2_get_headers_indexed(uint8_t *out, size_t pad) {
+    static char padding[4096];
+    if (pad > sizeof padding) pad = sizeof padding;
+    memset(padding, 'y', pad);
+    size_t n = 0;
+    n += hpack_field(out + n, ":method", "GET", 3);
+    n += hpack_field(out + n, ":scheme", "http", 4);
+    n += hpack_field(out + n, ":path", "/", 1);
+    n += hpack_field(out + n, ":authority", "attack", 6);
+    n += hpack_literal(out + n, 0x40, "x-pad", padding, pad);
     return n;
 }
 
@@ -112,4 +132,29 @@ int raw_h2_connect(int port, const uint32_t *settings, int num_settings) {
         return -1;
     }
     return fd;
+}
+
+int raw_h2_read_frame(int fd, raw_h2_frame_in *f, int timeout_ms) {
+    uint8_t hd[9];
+    size_t have = 0, need = 9;
+    uint8_t *dst = hd;
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    for (int part = 0; part < 2; part++) {
+        while (have < need) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            int wait = (int)(deadline - harness_now_ms());
+            if (wait <= 0 || poll(&p, 1, wait) <= 0) return -2;
+            ssize_t n = recv(fd, dst + have, need - have, 0);
+            if (n <= 0) return -1;
+            have += (size_t)n;
+        }
+        if (part == 0) {
+            f->len = (uint32_t)hd[0] << 16 | (uint32_t)hd[1] << 8 | hd[2];
+            f->type = hd[3], f->flags = hd[4];
+            f->stream = ((uint32_t)hd[5] & 0x7f) << 24 | (uint32_t)hd[6] << 16 | (uint32_t)hd[7] << 8 | hd[8];
+            if (f->len > sizeof f->payload) return -1;
+            dst = f->payload, have = 0, need = f->len;
+        }
+    }
+    return 0;
 }

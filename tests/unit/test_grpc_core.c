@@ -97,9 +97,10 @@ static void on_abandoned(grpc_call *call, void *app) {
     }
 }
 
-static void on_release(grpc_call *call, bool freeing, void *app) {
+static size_t on_release(grpc_call *call, bool freeing, void *app) {
     (void)call, (void)freeing;
     ((echo_app *)app)->released++;
+    return 0;
 }
 
 static void on_drained(grpc_server *server, void *app) {

@@ -1,0 +1,69 @@
+/* What a connection holds outside its calls, charged to the server's memory budget while it is held:
+ * the connection itself, its output buffers, and everything nghttp2 allocates for it (the session,
+ * its streams, HPACK tables, queued frames), through an nghttp2_mem allocator that counts the bytes
+ * each block really takes (malloc_usable_size). These charges are never refused: failing an
+ * allocation inside nghttp2 would break a well-behaved connection midway. They fill the budget like
+ * any other, so new connections, streams and requests are refused once it is used up. */
+#include <malloc.h>
+#include <stdlib.h>
+
+#include "grpc/server_internal.h"
+
+static void charge(grpc_conn *conn, size_t bytes) {
+    conn->charged += bytes;
+    grpc_budget_add(conn->server->budget, bytes);
+}
+
+static void uncharge(grpc_conn *conn, size_t bytes) {
+    conn->charged -= bytes;
+    grpc_budget_release(conn->server->budget, bytes);
+}
+
+static void *mem_malloc(size_t size, void *user_data) {
+    void *block = malloc(size);
+    if (block) charge(user_data, malloc_usable_size(block));
+    return block;
+}
+
+static void mem_free(void *block, void *user_data) {
+    if (!block) return;
+    uncharge(user_data, malloc_usable_size(block));
+    free(block);
+}
+
+static void *mem_calloc(size_t count, size_t size, void *user_data) {
+    void *block = calloc(count, size);
+    if (block) charge(user_data, malloc_usable_size(block));
+    return block;
+}
+
+static void *mem_realloc(void *block, size_t size, void *user_data) {
+    size_t before = block ? malloc_usable_size(block) : 0;
+    void *grown = realloc(block, size);
+    if (!grown) return NULL; /* the old block stays, still charged */
+    uncharge(user_data, before);
+    charge(user_data, malloc_usable_size(grown));
+    return grown;
+}
+
+void grpc_conn_memory_init(grpc_conn *conn) {
+    conn->mem = (nghttp2_mem){.mem_user_data = conn,
+                              .malloc = mem_malloc,
+                              .free = mem_free,
+                              .calloc = mem_calloc,
+                              .realloc = mem_realloc};
+    charge(conn, sizeof *conn);
+}
+
+void grpc_conn_memory_track_buffers(grpc_conn *conn) {
+    uint64_t held = conn->pending.cap + conn->sending.cap;
+    if (held > conn->buffers_charged) charge(conn, held - conn->buffers_charged);
+    else uncharge(conn, conn->buffers_charged - held);
+    conn->buffers_charged = held;
+}
+
+void grpc_conn_memory_release(grpc_conn *conn) {
+    grpc_budget_release(conn->server->budget, conn->charged);
+    conn->charged = 0;
+    conn->buffers_charged = 0;
+}
