@@ -181,6 +181,10 @@ static void *dispatcher_main(void *arg) {
         uint64_t now = isn_now_ns();
         uint64_t rest_until = atomic_load(&d->rest_until_ns);
         if (rest_until > now) {
+            if (d->in_flight) { /* a batch sent before the failure is still answered now */
+                land_oldest(s, d);
+                continue;
+            }
             struct timespec until;
             sched_timespec_at(rest_until, &until);
             pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);

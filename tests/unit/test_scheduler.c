@@ -684,7 +684,8 @@ typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     bool all_queued;
-    uint32_t submits, in_flight, most_in_flight, jobs_answered;
+    bool fail_first; /* the first batch completed fails (the device is then rested) */
+    uint32_t submits, completes, in_flight, most_in_flight, jobs_answered;
     isn_job *const *flights[2];
     uint32_t sizes[2];
 } async_device;
@@ -721,11 +722,26 @@ static int async_complete(void *state, int ticket, char *err, size_t err_len) {
         snprintf(err, err_len, "no batch with ticket %d", ticket);
         return -1;
     }
-    a->jobs_answered += a->sizes[ticket];
+    bool fail = a->fail_first && a->completes++ == 0;
+    if (!fail) a->jobs_answered += a->sizes[ticket];
     a->flights[ticket] = NULL;
     a->in_flight--;
     pthread_mutex_unlock(&a->lock);
-    return 0;
+    if (fail) snprintf(err, err_len, "injected device failure");
+    return fail ? -1 : 0;
+}
+
+/* Waits until *counter reaches value, or timeout_ms: whether it did. */
+static bool harness_wait_at_most(harness *h, uint32_t *counter, uint32_t value, int timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    pthread_mutex_lock(&h->lock);
+    while (*counter < value)
+        if (pthread_cond_timedwait(&h->changed, &h->lock, &until) != 0) break;
+    bool reached = *counter >= value;
+    pthread_mutex_unlock(&h->lock);
+    return reached;
 }
 
 static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
@@ -758,6 +774,41 @@ static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
     assert_int_equal(a.in_flight, 0);
     assert_int_equal(a.most_in_flight, 2);
     assert_int_equal(stats.gpu_failures, 0);
+}
+
+/* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
+ * run on the CPU, and the batch in flight is still answered at once (not after the rest). */
+static void batch_in_flight_answered_when_the_one_before_fails(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .fail_first = true};
+    isn_gpu_device gpu = {.name = "pipelined", .state = &a, .run_batch = async_run_batch, .submit = async_submit,
+                          .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    config.batch.max_batch = 4;
+    config.gpu_rest_ns = 600ull * 1000000000ull;
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[8];
+    for (uint32_t i = 0; i < 8; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&a.lock);
+    a.all_queued = true;
+    pthread_cond_broadcast(&a.changed);
+    pthread_mutex_unlock(&a.lock);
+    /* Far less than the rest: answered because the dispatcher lands it, not because the rest ended. */
+    assert_true(harness_wait_at_most(&h, &h.completed, 8, 20000));
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(a.most_in_flight, 2);
+    assert_int_equal(stats.gpu_failures, 1);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 4);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_CPU], 4);
 }
 
 static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
@@ -1034,6 +1085,7 @@ int main(void) {
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
         cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
+        cmocka_unit_test(batch_in_flight_answered_when_the_one_before_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
