@@ -44,7 +44,8 @@ typedef struct {
 
 #define NO_BACKEND_REASON "no first-stage backend while the index generation is swapped: queries run on the CPU"
 
-static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+/* Under the lock: the backend is there and healthy, else -1 with err. */
+static int usable(gpu_cuda_state *s, char *err, size_t err_len) {
     if (!s->backend) {
         snprintf(err, err_len, NO_BACKEND_REASON);
         return -1;
@@ -55,6 +56,12 @@ static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char 
         snprintf(err, err_len, "GPU unhealthy: %s", health.reason);
         return -1;
     }
+    return 0;
+}
+
+static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    if (usable(s, err, err_len) < 0) return -1;
+    isn_gpu_health health;
     for (uint32_t at = 0; at < n; at += s->max_batch) {
         uint32_t count = n - at < s->max_batch ? n - at : s->max_batch;
         for (uint32_t i = 0; i < count; i++) {
@@ -79,21 +86,6 @@ static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, cha
     int rc = run_locked(s, jobs, n, err, err_len);
     pthread_mutex_unlock(&s->lock);
     return rc;
-}
-
-/* Under the lock: the backend is there and healthy, else -1 with err. */
-static int usable(gpu_cuda_state *s, char *err, size_t err_len) {
-    if (!s->backend) {
-        snprintf(err, err_len, NO_BACKEND_REASON);
-        return -1;
-    }
-    isn_gpu_health health;
-    isn_gpu_health_get(s->backend, &health);
-    if (!health.healthy) {
-        snprintf(err, err_len, "GPU unhealthy: %s", health.reason);
-        return -1;
-    }
-    return 0;
 }
 
 static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {

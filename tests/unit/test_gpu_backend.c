@@ -567,22 +567,29 @@ static void sched_on_done(void *user, isn_job *job, const isn_gpu_request *reque
     sched_done++;
 }
 
-static void test_scheduler_device_emulated(void **state) {
-    (void)state;
+/* The scheduler's device over an emulated backend (batches of 16), and 40 jobs whose requests are
+ * sched_bt's (each job's user is its index there). */
+static isn_gpu_backend *scheduler_device(isn_gpu_device *dev, isn_job *ptrs[40]) {
     isn_gpu_backend *b = open_backend(true, 0, 0);
     batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
     isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
-    isn_gpu_device dev;
-    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
+    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, dev), 0);
     static isn_job jobs[40];
-    isn_job *ptrs[40];
     for (uint32_t i = 0; i < 40; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].user = (void *)(uintptr_t)i;
         ptrs[i] = &jobs[i];
     }
-    char err[256];
     sched_done = 0;
+    return b;
+}
+
+static void test_scheduler_device_emulated(void **state) {
+    (void)state;
+    isn_gpu_device dev;
+    isn_job *ptrs[40];
+    isn_gpu_backend *b = scheduler_device(&dev, ptrs);
+    char err[256];
     assert_int_equal(dev.run_batch(dev.state, ptrs, 40, err, sizeof err), 0);
     assert_int_equal(sched_done, 40);
     assert_true(batch_check(&sched_bt, 10) > 20);
@@ -612,21 +619,11 @@ static void *swap_backend(void *arg) {
 
 static void test_scheduler_device_pipelined_emulated(void **state) {
     (void)state;
-    isn_gpu_backend *b = open_backend(true, 0, 0);
-    batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
-    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
     isn_gpu_device dev;
-    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
-    assert_int_equal(dev.max_in_flight, 2);
-    static isn_job jobs[40];
     isn_job *ptrs[40];
-    for (uint32_t i = 0; i < 40; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        jobs[i].user = (void *)(uintptr_t)i;
-        ptrs[i] = &jobs[i];
-    }
+    isn_gpu_backend *b = scheduler_device(&dev, ptrs);
     char err[256];
-    sched_done = 0;
+    assert_int_equal(dev.max_in_flight, 2);
     int first = dev.submit(dev.state, ptrs, 16, err, sizeof err);
     int second = dev.submit(dev.state, ptrs + 16, 16, err, sizeof err);
     assert_true(first >= 0 && second >= 0 && first != second);

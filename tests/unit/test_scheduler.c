@@ -744,28 +744,39 @@ static bool harness_wait_at_most(harness *h, uint32_t *counter, uint32_t value, 
     return reached;
 }
 
+/* Gives the config the pipelined test device (batches of 4) as its one GPU. */
+static void attach_pipelined(isn_scheduler_config *config, async_device *a, isn_gpu_device *gpu) {
+    *gpu = (isn_gpu_device){.name = "pipelined", .state = a, .run_batch = async_run_batch, .submit = async_submit,
+                            .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
+    config->gpus = gpu;
+    config->num_gpus = 1;
+    config->batch.max_batch = 4;
+}
+
+/* Queues n GPU jobs, then lets the device's first submit go. */
+static void queue_for_pipelined(isn_scheduler *s, async_device *a, test_job *jobs, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&a->lock);
+    a->all_queued = true;
+    pthread_cond_broadcast(&a->changed);
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
     (void)state;
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
     async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
-    isn_gpu_device gpu = {.name = "pipelined", .state = &a, .run_batch = async_run_batch, .submit = async_submit,
-                          .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
-    config.gpus = &gpu;
-    config.num_gpus = 1;
-    config.batch.max_batch = 4;
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
     isn_scheduler *s = harness_start(&config);
     static test_job jobs[64];
-    for (uint32_t i = 0; i < 64; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    pthread_mutex_lock(&a.lock);
-    a.all_queued = true;
-    pthread_cond_broadcast(&a.changed);
-    pthread_mutex_unlock(&a.lock);
+    queue_for_pipelined(s, &a, jobs, 64);
     harness_wait(&h, &h.completed, 64);
     isn_scheduler_stats stats = scheduler_stats(s);
     isn_scheduler_stop(s);
@@ -784,23 +795,12 @@ static void batch_in_flight_answered_when_the_one_before_fails(void **state) {
     isn_scheduler_config config;
     harness_config(&h, &config);
     async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .fail_first = true};
-    isn_gpu_device gpu = {.name = "pipelined", .state = &a, .run_batch = async_run_batch, .submit = async_submit,
-                          .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
-    config.gpus = &gpu;
-    config.num_gpus = 1;
-    config.batch.max_batch = 4;
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
     config.gpu_rest_ns = 600ull * 1000000000ull;
     isn_scheduler *s = harness_start(&config);
     static test_job jobs[8];
-    for (uint32_t i = 0; i < 8; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    pthread_mutex_lock(&a.lock);
-    a.all_queued = true;
-    pthread_cond_broadcast(&a.changed);
-    pthread_mutex_unlock(&a.lock);
+    queue_for_pipelined(s, &a, jobs, 8);
     /* Far less than the rest: answered because the dispatcher lands it, not because the rest ended. */
     assert_true(harness_wait_at_most(&h, &h.completed, 8, 20000));
     isn_scheduler_stats stats = scheduler_stats(s);
