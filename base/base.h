@@ -254,6 +254,9 @@ void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t 
 /* Sorts the latencies in place. */
 void bench_stats_percentiles(bench_stats *stats, bench_percentiles *out);
 
+/* The median of n > 0 values (the mean of the middle two when n is even); sorts them in place. */
+double bench_median(double *values, size_t n);
+
 /* One JSON object (no newline). target_rate <= 0 for closed loop (concurrency is given instead). */
 void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, uint32_t concurrency,
                             double duration_s, uint32_t deadline_ms);

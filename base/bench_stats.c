@@ -99,3 +99,13 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             (unsigned long long)misses, ratio(misses, sent),
             ratio(sent - stats->ok, sent));
 }
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *values, size_t n) {
+    qsort(values, n, sizeof *values, compare_doubles);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}

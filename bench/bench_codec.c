@@ -50,16 +50,6 @@ typedef struct {
     double mean_gap; /* 0: term frequencies */
 } distribution;
 
-static int compare_doubles(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *samples, int count) {
-    qsort(samples, (size_t)count, sizeof *samples, compare_doubles);
-    return samples[count / 2];
-}
-
 static size_t varint_encode(const uint32_t *values, size_t count, uint8_t *out) {
     uint8_t *p = out;
     for (size_t i = 0; i < count; i++) {
@@ -182,9 +172,9 @@ int main(int argc, char **argv) {
         printf("%s{\"distribution\":\"%s\",\"ints_per_s\":%.4g,\"ints_per_s_cache\":%.4g,\"bits_per_int\":%.3f,"
                "\"varint_ints_per_s\":%.4g,\"varint_ints_per_s_cache\":%.4g,\"varint_bits_per_int\":%.3f,"
                "\"encode_ints_per_s\":%.4g}",
-               d ? "," : "", dist->name, median(memory, REPETITIONS), median(cache, REPETITIONS),
-               8.0 * (double)encoded_bytes / (double)total, median(varint_memory, REPETITIONS),
-               median(varint_cache, REPETITIONS), 8.0 * (double)varint_bytes / (double)total, encode_rate);
+               d ? "," : "", dist->name, bench_median(memory, REPETITIONS), bench_median(cache, REPETITIONS),
+               8.0 * (double)encoded_bytes / (double)total, bench_median(varint_memory, REPETITIONS),
+               bench_median(varint_cache, REPETITIONS), 8.0 * (double)varint_bytes / (double)total, encode_rate);
         fflush(stdout);
     }
     printf("]}\n");

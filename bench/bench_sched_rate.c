@@ -114,11 +114,6 @@ static void sleep_seconds(double seconds) {
     }
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static uint64_t total_completed(submitter *subs, uint32_t n) {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < n; i++) sum += atomic_load_explicit(&subs[i].completed, memory_order_relaxed);
@@ -196,12 +191,11 @@ int main(int argc, char **argv) {
     isn_scheduler_stop(scheduler);
     double sorted[64];
     memcpy(sorted, rates, repeats * sizeof *rates);
-    qsort(sorted, repeats, sizeof *sorted, compare_doubles);
     printf("{\"benchmark\":\"sched_rate\",\"submitters\":%u,\"workers\":%u,\"in_flight_per_submitter\":%u,"
            "\"work_ns\":%llu,\"spin_us\":%llu,\"seconds\":%.2f,\"refused\":%llu,\"jobs_per_s\":[",
            submitters, workers, in_flight, (unsigned long long)work_ns, (unsigned long long)spin_us, seconds, (unsigned long long)refused);
     for (uint32_t r = 0; r < repeats; r++) printf("%s%.0f", r ? "," : "", rates[r]);
-    printf("],\"median_jobs_per_s\":%.0f}\n", sorted[repeats / 2]);
+    printf("],\"median_jobs_per_s\":%.0f}\n", bench_median(sorted, repeats));
     for (uint32_t i = 0; i < submitters; i++) free(subs[i].jobs);
     free(subs);
     return 0;

@@ -21,16 +21,6 @@
 
 #define MAX_REPEATS 64
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 typedef struct {
     const char *index_dir, *queries_path, *plain_dir, *server;
     const char *fields[ISN_MAX_FIELDS];
@@ -141,8 +131,8 @@ static int run_local(const bench_args *a, const isn_query_log *queries) {
     printf("\"in_process\":{\"queries\":%zu,\"k\":%u,\"repeats\":%u,\"hits_fetched_per_pass\":%llu,"
            "\"fetch_us_per_query_median\":%.3f,\"fetch_us_per_hit_median\":%.3f,\"search_us_per_query_median\":%.3f,"
            "\"fetch_over_search_median\":%.4f,\"scan_all_docs_ms\":%.1f}",
-           queries->count, a->k, a->repeats, (unsigned long long)hits_fetched, median(fetch_us, a->repeats),
-           median(hit_us, a->repeats), median(search_us, a->repeats), median(ratio, a->repeats), scan_seconds * 1e3);
+           queries->count, a->k, a->repeats, (unsigned long long)hits_fetched, bench_median(fetch_us, a->repeats),
+           bench_median(hit_us, a->repeats), bench_median(search_us, a->repeats), bench_median(ratio, a->repeats), scan_seconds * 1e3);
     free(scratch);
     free(copy);
     free(hits);
@@ -187,8 +177,8 @@ static int run_server(const bench_args *a, const isn_query_log *queries) {
     printf("\"through_isnd\":{\"server\":\"%s\",\"queries\":%zu,\"k\":%u,\"repeats\":%u,"
            "\"server_total_us_without_median\":%.2f,\"server_total_us_with_median\":%.2f,"
            "\"extra_us_per_query_median\":%.2f,\"stored_text_bytes_per_reply\":%.0f}",
-           a->server, queries->count, a->k, a->repeats, median(without_us, a->repeats), median(with_us, a->repeats),
-           median(extra_us, a->repeats), median(reply_bytes, a->repeats));
+           a->server, queries->count, a->k, a->repeats, bench_median(without_us, a->repeats), bench_median(with_us, a->repeats),
+           bench_median(extra_us, a->repeats), bench_median(reply_bytes, a->repeats));
     isn_grpc_close(c);
     return 0;
 }

@@ -70,10 +70,19 @@ static void test_json(void **state) {
     free(text);
 }
 
+static void test_median(void **state) {
+    (void)state;
+    double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2}, one[] = {7};
+    assert_true(bench_median(odd, 3) == 3.0);
+    assert_true(bench_median(even, 4) == 2.5);
+    assert_true(bench_median(one, 1) == 7.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_percentiles_nearest_rank),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_median),
     };
     return cmocka_run_group_tests_name("bench_stats", tests, NULL, NULL);
 }
