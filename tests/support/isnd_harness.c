@@ -336,14 +336,19 @@ int harness_http_get(const harness *h, const char *path, char *buf, size_t cap) 
     return status;
 }
 
+/* The number right after `needle` in the stats page at `path`, or -1. */
+static long long number_after(const harness *h, const char *path, const char *needle) {
+    static char page[1 << 18];
+    if (harness_http_get(h, path, page, sizeof page) != 200) return -1;
+    const char *p = strstr(page, needle);
+    return p ? atoll(p + strlen(needle)) : -1;
+}
+
 /* A numeric field of /stats ("open_streams", "resident_memory_bytes"...), or -1. */
 long long harness_stat(const harness *h, const char *field) {
-    static char buf[1 << 16];
-    if (harness_http_get(h, "/stats", buf, sizeof buf) != 200) return -1;
     char needle[80];
     snprintf(needle, sizeof needle, "\"%s\":", field);
-    const char *p = strstr(buf, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
+    return number_after(h, "/stats", needle);
 }
 
 long long harness_rss_kib(pid_t pid) {
@@ -358,12 +363,9 @@ long long harness_rss_kib(pid_t pid) {
 }
 
 long long harness_metric(const harness *h, const char *sample) {
-    static char page[1 << 18];
-    if (harness_http_get(h, "/metrics", page, sizeof page) != 200) return -1;
     char needle[256];
     snprintf(needle, sizeof needle, "\n%s ", sample);
-    const char *p = strstr(page, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
+    return number_after(h, "/metrics", needle);
 }
 
 void harness_prepare(harness *h, uint32_t num_docs) {
