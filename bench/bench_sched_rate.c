@@ -4,16 +4,15 @@
  * front end with several event loops cannot go faster than it.
  *
  *   bench_sched_rate [--submitters S] [--workers W] [--in-flight M] [--work-ns N] [--seconds T]
- *                    [--repeats R] [--spin-us U]
+ *                    [--repeats R]
  *
  * S submitting threads (isnd's event loops) each keep M jobs in flight: every job is prepared on a
  * worker (isnd's path when there are at least scheduler.analysis_min_workers workers), admitted,
  * routed and run there (spinning N ns), and handed back through a lock-free list the submitter
  * drains, as a loop drains its completion queue. Each job has a 50 ms deadline, so admission runs
  * as it does in isnd. Prints one JSON object: jobs per second per repeat (after a warm-up of one
- * period) and their median. --spin-us: scheduler.worker_spin_us (default 0). */
+ * period) and their median. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +122,6 @@ static uint64_t total_completed(submitter *subs, uint32_t n) {
 int main(int argc, char **argv) {
     uint32_t submitters = 4, workers = 8, in_flight = 64, repeats = 3;
     double seconds = 2.0;
-    uint64_t spin_us = 0;
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!value) {
@@ -136,7 +134,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(value, NULL, 10);
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(value);
         else if (!strcmp(argv[i], "--repeats")) repeats = (uint32_t)atoi(value);
-        else if (!strcmp(argv[i], "--spin-us")) spin_us = strtoull(value, NULL, 10);
         else {
             fprintf(stderr, "bench_sched_rate: unknown option %s (see the comment at the top of bench_sched_rate.c)\n",
                     argv[i]);
@@ -152,7 +149,6 @@ int main(int argc, char **argv) {
     isn_scheduler_config config;
     isn_scheduler_config_default(&config);
     config.workers = workers;
-    config.worker_spin_ns = spin_us * 1000;
     config.queue_capacity = submitters * in_flight + 64;
     config.analysis_min_workers = 1;
     config.prepare = prepare;
@@ -192,8 +188,8 @@ int main(int argc, char **argv) {
     double sorted[64];
     memcpy(sorted, rates, repeats * sizeof *rates);
     printf("{\"benchmark\":\"sched_rate\",\"submitters\":%u,\"workers\":%u,\"in_flight_per_submitter\":%u,"
-           "\"work_ns\":%llu,\"spin_us\":%llu,\"seconds\":%.2f,\"refused\":%llu,\"jobs_per_s\":[",
-           submitters, workers, in_flight, (unsigned long long)work_ns, (unsigned long long)spin_us, seconds, (unsigned long long)refused);
+           "\"work_ns\":%llu,\"seconds\":%.2f,\"refused\":%llu,\"jobs_per_s\":[",
+           submitters, workers, in_flight, (unsigned long long)work_ns, seconds, (unsigned long long)refused);
     for (uint32_t r = 0; r < repeats; r++) printf("%s%.0f", r ? "," : "", rates[r]);
     printf("],\"median_jobs_per_s\":%.0f}\n", bench_median(sorted, repeats));
     for (uint32_t i = 0; i < submitters; i++) free(subs[i].jobs);

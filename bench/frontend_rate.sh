@@ -10,7 +10,7 @@
 # Settings (environment): BUILD (isnd and isn-index, default build), ISND_CPUS / BENCH_CPUS (taskset
 # lists; empty = unpinned), LOOPS (server.loops, default 0 = isnd's default), WORKERS (search workers,
 # default 4), RATE (200000), P99_MS (5), DURATION (whole seconds per run, 10), WARMUP (whole seconds, 2),
-# REPEATS (3), ISND_ARGS (more isnd flags, e.g. "--set scheduler.worker_spin_us=0"), CONNECTIONS (64), STREAMS (in flight per connection at most, 32), THREADS (h2load's,
+# REPEATS (3), ISND_ARGS (more isnd flags, e.g. "--set scheduler.gpu_max_batch=64"), CONNECTIONS (64), STREAMS (in flight per connection at most, 32), THREADS (h2load's,
 # default one per BENCH_CPUS core). h2load's --rps paces each connection at RATE/CONNECTIONS; its
 # latency counts from each request's send, so a run that falls behind the offered rate fails on
 # the rate instead.

@@ -4,7 +4,7 @@
 # microseconds, for one request at a time (pure round trip) and for many in flight (throughput).
 #   bash bench/rpc_overhead.sh [BUILD_DIR]        (BENCH_N=requests per run, default 100000)
 # LOOPS=N sets isnd's server.loops (unset: isnd's default; a build older than server.loops takes none).
-# ISND_ARGS adds isnd flags (e.g. "--set scheduler.worker_spin_us=0").
+# ISND_ARGS adds isnd flags (e.g. "--set scheduler.worker_nice=0").
 set -euo pipefail
 BUILD=${1:-${BUILD:-build}}
 N=${BENCH_N:-100000}

@@ -85,7 +85,6 @@ static const key_spec KEYS[] = {
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), "25", 0, 1000, false},
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), "false", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
-    {"scheduler", "worker_spin_us", KEY_U32, FIELD(worker_spin_us), "0", 0, 10000, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
     {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "256", 1, 4096, false},

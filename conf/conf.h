@@ -55,7 +55,6 @@ typedef struct {
     uint32_t route_margin_percent;  /* a device wins clearly when this much faster (completion time) */
     bool overload_degrade;          /* false: shed (RESOURCE_EXHAUSTED); true: run degraded when it can */
     uint32_t worker_nice;           /* CPU workers' nice value above the rest of the process (0..19) */
-    uint32_t worker_spin_us;        /* an idle worker looks for work this long before it sleeps */
     uint32_t analysis_min_workers;  /* queries are analysed on the workers when there are this many */
     char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */
     uint32_t gpu_batch_max;

@@ -370,7 +370,6 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.degraded_fraction = conf->degraded_stop_percent / 100.0;
     config.route_margin = conf->route_margin_percent / 100.0;
     config.worker_nice = (int)conf->worker_nice;
-    config.worker_spin_ns = (uint64_t)conf->worker_spin_us * 1000;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.batch.max_batch = conf->gpu_batch_max;
     config.batch.memory_budget = conf->gpu_batch_memory_bytes;

@@ -58,12 +58,12 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         double sum = f->predicted_ns - f->fixed_ns;
         double measured = (double)took - f->fixed_ns;
         if (measured < 0.1 * sum) measured = 0.1 * sum;
-        /* A few jobs of a large batch teach the model (sched_learn_spaced); which ones rotates. */
+        /* One job of a batch at most teaches the model (sched_learn_spaced); which one rotates. */
         uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
         for (uint32_t j = 0; j < n; j++) {
             uint32_t i = (first_learner + j) % n;
             double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
-            if (sched_learns_now(&d->learn_after_ns, isn_now_ns()))
+            if (sched_learns_now(&d->learn_after_ns, end))
                 sched_learn_spaced(s, &d->learn_after_ns, ISN_DEVICE_GPU, &batch[i]->features, measured * share,
                                    measured * share, batch[i]->predicted_ns[ISN_DEVICE_GPU]);
             batch[i]->finished_ns = end;
@@ -96,7 +96,6 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         COUNT(s->gpu_reruns);
         isn_edf_push(&s->queues[ISN_QUEUE_CPU], batch[i]); /* within the reserve kept for this */
     }
-    atomic_fetch_add_explicit(&s->work_posted, 1, memory_order_release);
     pthread_cond_broadcast(&s->cpu_wake);
 }
 

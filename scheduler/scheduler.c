@@ -1,7 +1,6 @@
 /* The scheduler: admission and routing at submit, CPU workers (EDF queues, own deque, stealing),
  * and the shared parts (lock, counters, start and stop). GPU dispatchers are in gpu_dispatch.c. */
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +226,6 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     if (job->degraded) COUNT(s->degraded);
     COUNT(s->submitted);
     COUNT(s->routed[queue]);
-    if (queue != ISN_QUEUE_GPU) atomic_fetch_add_explicit(&s->work_posted, 1, memory_order_release);
     bool self_takes = prepare_ns >= 0 && !atomic_load_explicit(&s->prepare_pending, memory_order_relaxed);
     bool wake_cpu = queue != ISN_QUEUE_GPU && s->idle_workers && !self_takes;
     bool wake_gpu = queue != ISN_QUEUE_CPU && s->num_dispatchers;
@@ -276,7 +274,6 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
         return ISN_SUBMIT_SHED_FULL;
     }
     atomic_fetch_add_explicit(&s->prepare_pending, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->work_posted, 1, memory_order_release);
     bool wake = s->idle_workers > 0;
     pthread_mutex_unlock(&s->lock);
     if (wake) pthread_cond_signal(&s->cpu_wake);
@@ -385,7 +382,6 @@ static void grab_extra(isn_scheduler *s, sched_worker *w) {
         }
         commit_cpu(s, job, +1);
     }
-    atomic_fetch_add_explicit(&s->work_posted, 1, memory_order_release);
     if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
 }
 
@@ -516,19 +512,6 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     return true;
 }
 
-/* An idle worker watches for new work for config.worker_spin_ns before it sleeps: true when some
- * was posted since `posted` was read (before the worker last looked). Yielding between looks leaves
- * the core to other threads where there are more threads than cores. */
-static bool spin_for_work(isn_scheduler *s, uint32_t posted) {
-    if (!s->config.worker_spin_ns) return false;
-    uint64_t until = isn_now_ns() + s->config.worker_spin_ns;
-    do {
-        if (atomic_load_explicit(&s->work_posted, memory_order_acquire) != posted) return true;
-        sched_yield();
-    } while (isn_now_ns() < until && !atomic_load_explicit(&s->abandon, memory_order_relaxed));
-    return false;
-}
-
 static void *worker_main(void *arg) {
     sched_worker *w = arg;
     isn_scheduler *s = w->scheduler;
@@ -554,7 +537,6 @@ static void *worker_main(void *arg) {
             continue;
         }
         uint32_t num_dead = 0;
-        uint32_t posted = atomic_load_explicit(&s->work_posted, memory_order_acquire);
         uint64_t now = isn_now_ns();
         pthread_mutex_lock(&s->lock);
         job = take_shared(s, now, dead, &num_dead, SCHED_MAX_DEAD);
@@ -571,7 +553,6 @@ static void *worker_main(void *arg) {
             run_cpu_job(s, w, job, true);
             continue;
         }
-        if (spin_for_work(s, posted)) continue;
         pthread_mutex_lock(&s->lock);
         if (s->stopping) {
             pthread_mutex_unlock(&s->lock);

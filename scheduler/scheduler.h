@@ -247,7 +247,6 @@ typedef struct {
     double degraded_fraction;   /* degraded only when it can run at least this share of its predicted time */
     double route_margin;
     int worker_nice;         /* workers' nice value relative to the process (Linux: per thread) */
-    uint64_t worker_spin_ns; /* an idle worker looks for work this long before it sleeps (0: sleeps at once) */
     isn_overload_policy overload;
     isn_batch_policy batch;
     uint64_t gpu_rest_ns;    /* a failed device is left alone this long */

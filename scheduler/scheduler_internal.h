@@ -314,7 +314,6 @@ struct isn_scheduler {
     isn_edf_queue queues[ISN_QUEUES];
     isn_edf_queue prepare_queue; /* submitted unprepared */
     atomic_uint prepare_pending; /* its size, read without the lock */
-    atomic_uint work_posted;     /* bumped whenever a worker may find new work: spinning workers watch it */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     bool stopping;
     uint32_t idle_workers;
