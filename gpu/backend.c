@@ -13,7 +13,6 @@
 #include "gpu/prefix_completion.h"
 
 #define MAX_STREAMS 8
-#define NOT_RESIDENT INT64_MIN
 
 typedef struct {
     bool busy;
@@ -41,12 +40,14 @@ struct isn_gpu_backend {
     const gpu_device_ops *ops;
     gpu_device *device;
     cpu_crew *crew; /* the CPU's part of batches: completions on prefixes, fallbacks */
-    int64_t *term_delta;    /* per term; NOT_RESIDENT when its list is not on the device */
     uint32_t *term_blocks;  /* per term: resident leading blocks (all of them, a prefix, or 0) */
     float *term_max_part;   /* per term: the largest max_tf_part of its resident blocks */
     const isn_block_meta *index_blocks;
     float k1_plus_1, max_norm; /* for gpu_fixed_shift */
-    uint8_t *packed_payload; /* the resident lists, when not all of them fit */
+    /* what is uploaded (device layout): freed once uploaded, kept for the emulation, which reads it */
+    uint8_t *device_payload;
+    uint64_t device_payload_bytes;
+    isn_block_meta *device_blocks;
     uint32_t max_terms;     /* gpu_term entries per batch */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
@@ -95,17 +96,6 @@ static void mark_unhealthy(isn_gpu_backend *b, const char *why) {
     fprintf(stderr, "isn gpu: device marked unhealthy, serving on the CPU: %s\n", why);
 }
 
-/* Bytes of blocks [0, upto) of a list in the payload: lists are stored one after the other in term
- * order, blocks in order within a list. */
-static uint64_t prefix_bytes(const isn_index *ix, uint32_t term, uint32_t upto, const isn_block_meta *blocks,
-                             uint64_t num_blocks, uint64_t payload_end) {
-    isn_term_stats s;
-    isn_index_term_stats(ix, term, &s);
-    uint64_t next = s.first_block + upto;
-    uint64_t end = next < num_blocks ? blocks[next].offset : payload_end;
-    return end - blocks[s.first_block].offset;
-}
-
 typedef struct {
     double value; /* block visits per byte (document frequency per byte for lists the log never names) */
     bool visited; /* named by the training log: admitted before every list it does not name */
@@ -124,115 +114,114 @@ static int cmp_value_desc(const void *a, const void *b) {
  * costs a CPU completion. */
 #define PREFIX_MIN_BLOCKS 8u
 
-/* Chooses what is resident. When the payload fits, all of it. Otherwise a pruned-prefix cache: block
- * visit counts are replayed from the training query log (the device's range passes read every block
- * of a query's lists below its coverage, so a list's leading blocks are visited by every query that
- * names it), each list is admitted up to options.prefix_cap of its blocks, and prefixes go in by visits
- * per byte while the budget lasts, then grow to whole lists while it still lasts, then the lists the log
- * never names (all of them without a log) go in by document frequency per byte. Fills term_delta,
- * term_blocks and, when packing, packed_payload. Returns the payload to upload. */
-static const uint8_t *plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint64_t *upload_bytes, char *err,
-                                     size_t err_len) {
+/* Chooses what is resident and lays it out for the device (device.h, "Device layout"). When the whole
+ * partition fits the budget, all of it. Otherwise a pruned-prefix cache: block visit counts are replayed
+ * from the training query log (the device's range passes read every block of a query's lists below its
+ * coverage, so a list's leading blocks are visited by every query that names it), each list is admitted
+ * up to options.prefix_cap of its blocks, and prefixes go in by visits per byte while the budget lasts,
+ * then grow to whole lists while it still lasts, then the lists the log never names (all of them without
+ * a log) go in by document frequency per byte. Fills term_blocks, device_payload and device_blocks;
+ * 0, or -1 with err. */
+static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, char *err, size_t err_len) {
     const isn_index *ix = b->index;
     const isn_index_info *info = isn_index_get_info(ix);
-    uint64_t payload_bytes, num_blocks;
-    const uint8_t *payload = isn_index_postings_payload(ix, &payload_bytes);
+    uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     uint32_t nt = info->num_terms;
     term_value *values = NULL;
-    b->term_delta = calloc(nt ? nt : 1, sizeof *b->term_delta);
+    uint8_t *widths = malloc(num_blocks ? 2 * num_blocks : 1);
     b->term_blocks = calloc(nt ? nt : 1, sizeof *b->term_blocks);
-    if (!b->term_delta || !b->term_blocks) goto oom;
+    if (!widths || !b->term_blocks) goto oom;
+    if (gpu_layout_measure(ix, widths, err, err_len) != 0) goto fail;
     b->health.terms_total = nt;
-    if (payload_bytes <= payload_budget) {
+    uint64_t total = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        total += gpu_layout_list_bytes(ix, widths, t, st.num_blocks);
+    }
+    b->health.index_bytes += total;
+    uint64_t used = 0;
+    if (total <= payload_budget) {
         for (uint32_t t = 0; t < nt; t++) {
             isn_term_stats st;
             isn_index_term_stats(ix, t, &st);
             b->term_blocks[t] = st.num_blocks;
         }
-        b->health.terms_resident = nt;
-        *upload_bytes = payload_bytes;
-        return payload;
-    }
-    uint64_t payload_end = payload_bytes - ISN_CODEC_READ_SLACK;
-    values = calloc(nt ? nt : 1, sizeof *values);
-    if (!values) goto oom;
-    double cap = b->options.prefix_cap;
-    for (uint32_t t = 0; t < nt; t++) {
-        isn_term_stats st;
-        isn_index_term_stats(ix, t, &st);
-        values[t].term = t;
-        values[t].value = 0.0;
-        uint32_t keep = (uint32_t)(cap * st.num_blocks + 0.999999);
-        if (st.num_blocks <= PREFIX_MIN_BLOCKS || keep >= st.num_blocks) keep = st.num_blocks;
-        if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
-        values[t].blocks = keep;
-    }
-    for (uint32_t i = 0; i < b->options.num_training_queries; i++) {
-        const isn_query *q = &b->options.training_queries[i];
-        for (uint32_t j = 0; j < q->num_terms; j++)
-            if (q->terms[j].term_id < nt) values[q->terms[j].term_id].value += 1.0;
-    }
-    /* lists the log never names (all of them without a log) fill what budget is left, by df per byte */
-    for (uint32_t t = 0; t < nt; t++) {
-        values[t].visited = values[t].value > 0.0;
-        if (!values[t].visited) {
+        used = total;
+    } else {
+        values = calloc(nt ? nt : 1, sizeof *values);
+        if (!values) goto oom;
+        double cap = b->options.prefix_cap;
+        for (uint32_t t = 0; t < nt; t++) {
             isn_term_stats st;
             isn_index_term_stats(ix, t, &st);
-            values[t].value = (double)st.df;
+            values[t].term = t;
+            values[t].value = 0.0;
+            uint32_t keep = (uint32_t)(cap * st.num_blocks + 0.999999);
+            if (st.num_blocks <= PREFIX_MIN_BLOCKS || keep >= st.num_blocks) keep = st.num_blocks;
+            if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
+            values[t].blocks = keep;
         }
-        values[t].value /= (double)prefix_bytes(ix, t, values[t].blocks, blocks, num_blocks, payload_end) + 1.0;
+        for (uint32_t i = 0; i < b->options.num_training_queries; i++) {
+            const isn_query *q = &b->options.training_queries[i];
+            for (uint32_t j = 0; j < q->num_terms; j++)
+                if (q->terms[j].term_id < nt) values[q->terms[j].term_id].value += 1.0;
+        }
+        /* lists the log never names (all of them without a log) fill what budget is left, by df per byte */
+        for (uint32_t t = 0; t < nt; t++) {
+            values[t].visited = values[t].value > 0.0;
+            if (!values[t].visited) {
+                isn_term_stats st;
+                isn_index_term_stats(ix, t, &st);
+                values[t].value = (double)st.df;
+            }
+            values[t].value /= (double)gpu_layout_list_bytes(ix, widths, t, values[t].blocks) + 1.0;
+        }
+        qsort(values, nt, sizeof *values, cmp_value_desc);
+        /* Admission in three rounds, each by value while the budget lasts: the logged lists' prefixes (up
+         * to prefix_cap), then those prefixes grown to whole lists (a cut list costs every query that
+         * names it a CPU completion, so a whole list is worth its bytes once every logged prefix is in),
+         * then the lists the log never names. */
+        for (int round = 0; round < 3; round++)
+            for (uint32_t i = 0; i < nt; i++) {
+                uint32_t t = values[i].term;
+                if (values[i].visited != (round < 2)) continue;
+                isn_term_stats st;
+                isn_index_term_stats(ix, t, &st);
+                uint32_t want = round == 1 ? (b->term_blocks[t] ? st.num_blocks : 0) : values[i].blocks;
+                if (want <= b->term_blocks[t]) continue;
+                uint64_t bytes = gpu_layout_list_bytes(ix, widths, t, want) -
+                                 gpu_layout_list_bytes(ix, widths, t, b->term_blocks[t]);
+                if (used + bytes > payload_budget) continue;
+                b->term_blocks[t] = want;
+                used += bytes;
+            }
+        free(values);
+        values = NULL;
     }
-    qsort(values, nt, sizeof *values, cmp_value_desc);
-    /* Admission in three rounds, each by value while the budget lasts: the logged lists' prefixes (up to
-     * prefix_cap), then those prefixes grown to whole lists (a cut list costs every query that names it
-     * a CPU completion, so a whole list is worth its bytes once every logged prefix is in), then the
-     * lists the log never names. */
-    uint64_t used = 0;
-    for (int round = 0; round < 3; round++)
-        for (uint32_t i = 0; i < nt; i++) {
-            uint32_t t = values[i].term;
-            if (values[i].visited != (round < 2)) continue;
-            isn_term_stats st;
-            isn_index_term_stats(ix, t, &st);
-            uint32_t want = round == 1 ? (b->term_blocks[t] ? st.num_blocks : 0) : values[i].blocks;
-            if (want <= b->term_blocks[t]) continue;
-            uint64_t bytes = prefix_bytes(ix, t, want, blocks, num_blocks, payload_end) -
-                             (b->term_blocks[t] ? prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end) : 0);
-            if (used + bytes + ISN_CODEC_READ_SLACK > payload_budget) continue;
-            b->term_blocks[t] = want;
-            used += bytes;
-        }
-    /* lay the admitted lists out one after the other, in term order */
-    uint64_t at = 0;
     for (uint32_t t = 0; t < nt; t++) {
-        b->term_delta[t] = NOT_RESIDENT;
         if (b->term_blocks[t] == 0) continue;
-        b->term_delta[t] = (int64_t)at; /* offset for now; delta below */
-        at += prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end);
         isn_term_stats st;
         isn_index_term_stats(ix, t, &st);
         if (b->term_blocks[t] == st.num_blocks) b->health.terms_resident++;
         else b->health.terms_prefix++;
     }
-    free(values);
-    b->packed_payload = calloc(1, used + ISN_CODEC_READ_SLACK);
-    if (!b->packed_payload) goto oom;
-    for (uint32_t t = 0; t < nt; t++) {
-        if (b->term_delta[t] == NOT_RESIDENT) continue;
-        isn_term_stats st;
-        isn_index_term_stats(ix, t, &st);
-        uint64_t from = blocks[st.first_block].offset;
-        memcpy(b->packed_payload + b->term_delta[t], payload + from,
-               prefix_bytes(ix, t, b->term_blocks[t], blocks, num_blocks, payload_end));
-        b->term_delta[t] -= (int64_t)from;
-    }
-    *upload_bytes = used + ISN_CODEC_READ_SLACK;
-    return b->packed_payload;
+    b->device_payload_bytes = used;
+    b->device_payload = malloc(used ? used : 1);
+    b->device_blocks = malloc((num_blocks ? num_blocks : 1) * sizeof *b->device_blocks);
+    if (!b->device_payload || !b->device_blocks) goto oom;
+    memcpy(b->device_blocks, blocks, num_blocks * sizeof *blocks);
+    if (gpu_layout_write(ix, widths, b->term_blocks, b->device_payload, b->device_blocks, err, err_len) != 0)
+        goto fail;
+    free(widths);
+    return 0;
 oom:
+    snprintf(err, err_len, "GPU backend: out of memory laying out the postings of %u terms for the device", nt);
+fail:
     free(values);
-    snprintf(err, err_len, "GPU backend: out of memory planning residency for %u terms", nt);
-    return NULL;
+    free(widths);
+    return -1;
 }
 
 static void free_slot(stream_slot *s) {
@@ -247,7 +236,7 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
-    void *buffers[] = {b->term_delta, b->term_blocks, b->term_max_part, b->packed_payload};
+    void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
@@ -319,28 +308,25 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->max_terms = o.max_batch * 16 > GPU_MAX_TERMS ? o.max_batch * 16 : GPU_MAX_TERMS;
     b->health.healthy = true;
     b->no_probe = o.and_by_ranges;
-    uint64_t num_blocks, payload_bytes;
+    uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
     b->k1_plus_1 = info->bm25.k1 + 1.0f;
     const float *norms = isn_index_doc_norms(index);
     for (uint32_t d = 0; d < info->num_docs; d++) b->max_norm = norms[d] > b->max_norm ? norms[d] : b->max_norm;
-    isn_index_postings_payload(index, &payload_bytes);
     uint64_t fixed = num_blocks * sizeof(isn_block_meta) + (uint64_t)info->num_docs * sizeof(float);
-    b->health.index_bytes = payload_bytes + fixed;
+    b->health.index_bytes = fixed; /* plan_residency adds the postings */
     if (budget < fixed + 4096) {
         snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata and norms",
                  (unsigned long long)budget, (unsigned long long)fixed);
         isn_gpu_close(b);
         return NULL;
     }
-    uint64_t upload_bytes = 0;
-    const uint8_t *payload = plan_residency(b, budget - fixed, &upload_bytes, err, err_len);
-    if (payload == NULL) {
+    if (plan_residency(b, budget - fixed, err, err_len) != 0) {
         isn_gpu_close(b);
         return NULL;
     }
-    b->health.bytes_resident = upload_bytes + fixed;
+    b->health.bytes_resident = b->device_payload_bytes + fixed;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
     if (b->term_max_part == NULL) {
         snprintf(err, err_len, "GPU backend: out of memory for %u term bounds", info->num_terms);
@@ -385,9 +371,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         return NULL;
     }
     gpu_upload up = {
-        .payload = payload,
-        .payload_bytes = upload_bytes,
-        .blocks = blocks,
+        .payload = b->device_payload,
+        .payload_bytes = b->device_payload_bytes,
+        .blocks = b->device_blocks,
         .num_blocks = num_blocks,
         .norms = isn_index_doc_norms(index),
         .num_docs = info->num_docs,
@@ -402,6 +388,12 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     if (b->device == NULL) {
         isn_gpu_close(b);
         return NULL;
+    }
+    if (ops != &gpu_emulated_device) { /* uploaded: the CUDA device holds its own copy */
+        free(b->device_payload);
+        free(b->device_blocks);
+        b->device_payload = NULL;
+        b->device_blocks = NULL;
     }
     snprintf(b->health.device_name, sizeof b->health.device_name, "%s", ops->name(b->device));
     if (warm_up(b, err, err_len) != 0) {
@@ -638,7 +630,6 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     /* a cut list's resident blocks are all full */
                     .df = resident < st.num_blocks ? resident * ISN_BLOCK_SIZE : st.df,
                     .weight = weight,
-                    .payload_delta = b->term_delta[qt->term_id],
                     .max_score = weight * b->term_max_part[qt->term_id],
                 };
                 min_weight = weight < min_weight ? weight : min_weight;

@@ -66,24 +66,18 @@ static const char *emulated_name(const gpu_device *d) {
     return "emulated device (host)";
 }
 
-/* Decodes block k of a list: docs and tf - 1 of its n postings. */
+/* Decodes block k of a list: docs and tf - 1 of its n postings (device layout, device.h). */
 static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t k, uint32_t *docs, uint32_t *freqs) {
     const isn_block_meta *blocks = u->blocks + term->first_block;
     uint32_t n = gpu_block_count(term->df, term->num_blocks, k);
-    const uint8_t *in = u->payload + (int64_t)blocks[k].offset + term->payload_delta;
-    gpu_block_header dh = gpu_read_header(in);
-    const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
-    gpu_block_header fh = gpu_read_header(freq_in);
-    for (uint32_t i = 0; i < n; i++) {
-        docs[i] = gpu_packed_value(in + dh.header_bytes, n, dh.bits, i);
-        freqs[i] = gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i);
-    }
-    for (uint32_t e = 0; e < dh.exceptions; e++)
-        docs[gpu_exception_position(in, dh, n, e)] |= gpu_exception_high(in, dh, n, e);
-    for (uint32_t e = 0; e < fh.exceptions; e++)
-        freqs[gpu_exception_position(freq_in, fh, n, e)] |= gpu_exception_high(freq_in, fh, n, e);
+    const uint64_t word = blocks[k].offset;
+    const uint32_t doc_bits = gpu_layout_doc_bits(word), freq_bits = gpu_layout_freq_bits(word);
+    const uint8_t *in = u->payload + gpu_layout_offset(word), *freq_in = in + gpu_layout_stream_bytes(doc_bits);
     uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
-    for (uint32_t i = 0; i < n; i++) docs[i] = doc += docs[i] + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        docs[i] = doc += gpu_layout_value(in, doc_bits, i) + 1;
+        freqs[i] = gpu_layout_value(freq_in, freq_bits, i);
+    }
     return n;
 }
 

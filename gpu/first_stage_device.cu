@@ -161,51 +161,35 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
     return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
 }
 
-// The exceptions of a block, 32 at a time: lane e loads exception e's position and high part (one round of
-// independent loads instead of a chain per exception), then each is handed to the lane that owns its value.
-__device__ __forceinline__ void patch_exceptions(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t lane,
-                                                 uint32_t v[4]) {
-    for (uint32_t e0 = 0; e0 < h.exceptions; e0 += 32) {
-        const uint32_t e = e0 + lane;
-        uint32_t position = UINT32_MAX, high = 0;
-        if (e < h.exceptions) {
-            position = gpu_exception_position(in, h, n, e);
-            high = gpu_exception_high(in, h, n, e);
-        }
-        const uint32_t count = h.exceptions - e0 < 32u ? h.exceptions - e0 : 32u;
-        for (uint32_t i = 0; i < count; i++) {
-            const uint32_t p = __shfl_sync(0xFFFFFFFFu, position, i);
-            const uint32_t x = __shfl_sync(0xFFFFFFFFu, high, i);
-            if ((p >> 2) != lane) continue;
-            const uint32_t j = p & 3u;
-            v[0] |= j == 0 ? x : 0u;
-            v[1] |= j == 1 ? x : 0u;
-            v[2] |= j == 2 ? x : 0u;
-            v[3] |= j == 3 ? x : 0u;
-        }
+// Block b of a list decoded by one warp: lane l gets values 4l..4l+3 (docs and tf - 1), valid below n. The
+// device layout (device.h) puts a lane's four fields side by side: one or two 16-byte loads per stream.
+__device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t lane, uint32_t v[4]) {
+    if (bits == 0) {
+        v[0] = v[1] = v[2] = v[3] = 0u;
+        return;
     }
+    const uint32_t bit = lane * bits, shift = bit & 31u, mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
+    const uint4 *at = reinterpret_cast<const uint4 *>(stream) + (bit >> 5);
+    const uint4 low = __ldg(at);
+    const uint4 high = shift + bits > 32u ? __ldg(at + 1) : make_uint4(0u, 0u, 0u, 0u);
+    v[0] = __funnelshift_r(low.x, high.x, shift) & mask;
+    v[1] = __funnelshift_r(low.y, high.y, shift) & mask;
+    v[2] = __funnelshift_r(low.z, high.z, shift) & mask;
+    v[3] = __funnelshift_r(low.w, high.w, shift) & mask;
 }
 
-// Block b of a list decoded by one warp: lane l gets values 4l..4l+3 (docs and tf - 1), valid below n.
 __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, const isn_block_meta *blocks,
                                                       const gpu_term &term, uint32_t b, uint32_t docs[4],
                                                       uint32_t freqs[4]) {
     const uint32_t lane = threadIdx.x & 31u;
     const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
-    const uint8_t *in = payload + (int64_t)__ldg(&blocks[b].offset) + term.payload_delta;
+    const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
     const uint32_t base = b ? __ldg(&blocks[b - 1].last_doc) : UINT32_MAX;
-    const gpu_block_header dh = gpu_read_header(in);
-    const uint8_t *freq_in = in + gpu_encoded_bytes(dh, n);
-    const gpu_block_header fh = gpu_read_header(freq_in);
+    const uint32_t doc_bits = gpu_layout_doc_bits(word);
+    const uint8_t *in = payload + gpu_layout_offset(word);
     uint32_t gaps[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        uint32_t i = 4 * lane + j;
-        gaps[j] = i < n ? gpu_packed_value(in + dh.header_bytes, n, dh.bits, i) : 0u;
-        freqs[j] = i < n ? gpu_packed_value(freq_in + fh.header_bytes, n, fh.bits, i) : 0u;
-    }
-    if (dh.exceptions) patch_exceptions(in, dh, n, lane, gaps);
-    if (fh.exceptions) patch_exceptions(freq_in, fh, n, lane, freqs);
+    lane_fields(in, doc_bits, lane, gaps);
+    lane_fields(in + gpu_layout_stream_bytes(doc_bits), gpu_layout_freq_bits(word), lane, freqs);
     uint32_t local = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
@@ -225,7 +209,6 @@ __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, co
 struct range_term {
     uint32_t first_block, num_blocks, df;
     float weight;
-    int64_t payload_delta;
 };
 
 struct range_shared {
@@ -262,7 +245,6 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     term.num_blocks = rt.num_blocks;
     term.df = rt.df;
     term.weight = rt.weight;
-    term.payload_delta = rt.payload_delta;
     uint32_t docs[4], freqs[4], scored = 0;
     const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
 #pragma unroll
@@ -315,7 +297,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             float max_score = 0.0f;
             if (!cursor) {
                 const gpu_term g = a.terms[query.term_begin + c0 + t];
-                term = range_term{g.first_block, g.num_blocks, g.df, g.weight, g.payload_delta};
+                term = range_term{g.first_block, g.num_blocks, g.df, g.weight};
                 max_score = g.max_score;
             } else {
                 term = s.terms[t];

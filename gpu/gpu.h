@@ -78,6 +78,11 @@ typedef struct {
 
 void isn_gpu_options_default(isn_gpu_options *options);
 
+/* Bytes of device memory the first `blocks` blocks of a term's list take once laid out for the device
+ * (what memory_budget counts for postings; the layout trades some size for aligned, exception-free
+ * blocks); 0 for an unknown term or a list that does not decode. */
+uint64_t isn_gpu_list_bytes(const isn_index *index, uint32_t term_id, uint32_t blocks);
+
 typedef struct isn_gpu_backend isn_gpu_backend;
 
 /* Picks the device, checks it with isn_gpu_self_test, uploads the payload and block metadata (or the

@@ -97,6 +97,28 @@ GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, ui
     return in[h.header_bytes + gpu_stream_bytes(n, h.bits) + e];
 }
 
+/* The device layout (device.h): a block's offset and widths in its metadata's offset field. */
+#define GPU_LAYOUT_OFFSET_BITS 40
+GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits, uint32_t freq_bits) {
+    return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS | (uint64_t)freq_bits << (GPU_LAYOUT_OFFSET_BITS + 8);
+}
+GPU_HD uint64_t gpu_layout_offset(uint64_t word) { return word & (((uint64_t)1 << GPU_LAYOUT_OFFSET_BITS) - 1u); }
+GPU_HD uint32_t gpu_layout_doc_bits(uint64_t word) { return (uint32_t)(word >> GPU_LAYOUT_OFFSET_BITS) & 0xFFu; }
+GPU_HD uint32_t gpu_layout_freq_bits(uint64_t word) { return (uint32_t)(word >> (GPU_LAYOUT_OFFSET_BITS + 8)) & 0xFFu; }
+GPU_HD uint32_t gpu_layout_stream_bytes(uint32_t bits) { return 16u * bits; }
+GPU_HD uint64_t gpu_layout_block_bytes(uint32_t doc_bits, uint32_t freq_bits) {
+    return (uint64_t)gpu_layout_stream_bytes(doc_bits) + gpu_layout_stream_bytes(freq_bits);
+}
+
+/* Field i of a device-layout stream of `bits`-bit fields. */
+GPU_HD uint32_t gpu_layout_value(const uint8_t *stream, uint32_t bits, uint32_t i) {
+    if (bits == 0) return 0;
+    const uint32_t bit = (i >> 2) * bits, word = bit >> 5, shift = bit & 31u, lane = i & 3u;
+    uint64_t v = gpu_load_u32(stream + 16u * word + 4u * lane);
+    if (shift + bits > 32u) v |= (uint64_t)gpu_load_u32(stream + 16u * (word + 1u) + 4u * lane) << 32;
+    return (uint32_t)(v >> shift) & gpu_width_mask(bits);
+}
+
 /* Postings in block b of a list of df postings. */
 GPU_HD uint32_t gpu_block_count(uint32_t df, uint32_t num_blocks, uint32_t b) {
     return b + 1 == num_blocks ? df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE;

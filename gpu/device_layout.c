@@ -1,0 +1,126 @@
+/* The device's posting layout (device.h, "Device layout"), written from the index's blocks at upload.
+ * The index's blocks are bit-packed with exceptions and a 1- or 3-byte header, so on the device every
+ * packed word load was unaligned (two loads and a funnel shift) and every exception cost the whole warp
+ * a round of shuffles: together half of the range kernels' instructions. Here each block's widths live
+ * in its metadata, its two streams start on 16-byte boundaries, and there are no exceptions. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu/posting_decode.h"
+
+/* Blocks [first, first + count) of one term, decoded one at a time. */
+typedef struct {
+    const isn_index *ix;
+    const uint8_t *payload;
+    const isn_block_meta *blocks;
+    uint32_t df, num_blocks;
+    uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
+} term_reader;
+
+static uint32_t width_of(const uint32_t *values, uint32_t n) {
+    uint32_t any = 0;
+    for (uint32_t i = 0; i < n; i++) any |= values[i];
+    return any ? 32u - (uint32_t)__builtin_clz(any) : 0u;
+}
+
+/* Block b's doc gaps and tf - 1 into the reader; its count, or 0 with err for a malformed block. */
+static uint32_t read_block(term_reader *r, uint32_t term, uint32_t b, char *err, size_t err_len) {
+    const uint32_t n = gpu_block_count(r->df, r->num_blocks, b);
+    const uint8_t *in = r->payload + r->blocks[b].offset;
+    const size_t doc_bytes = isn_codec_decode(in, n, r->docs);
+    if (doc_bytes == 0 || isn_codec_decode(in + doc_bytes, n, r->freqs) == 0) {
+        snprintf(err, err_len, "GPU backend: posting block %u of term %u does not decode; the index is damaged", b,
+                 term);
+        return 0;
+    }
+    return n;
+}
+
+static void open_reader(term_reader *r, const isn_index *ix, uint32_t term) {
+    uint64_t payload_bytes, num_blocks;
+    isn_term_stats st;
+    isn_index_term_stats(ix, term, &st);
+    r->ix = ix;
+    r->payload = isn_index_postings_payload(ix, &payload_bytes);
+    r->blocks = isn_index_block_metas(ix, &num_blocks) + st.first_block;
+    r->df = st.df;
+    r->num_blocks = st.num_blocks;
+}
+
+int gpu_layout_measure(const isn_index *ix, uint8_t *widths, char *err, size_t err_len) {
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    term_reader r;
+    for (uint32_t t = 0; t < nt; t++) {
+        open_reader(&r, ix, t);
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        for (uint32_t b = 0; b < r.num_blocks; b++) {
+            const uint32_t n = read_block(&r, t, b, err, err_len);
+            if (n == 0) return -1;
+            widths[2 * ((uint64_t)st.first_block + b)] = (uint8_t)width_of(r.docs, n);
+            widths[2 * ((uint64_t)st.first_block + b) + 1] = (uint8_t)width_of(r.freqs, n);
+        }
+    }
+    return 0;
+}
+
+uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint32_t term, uint32_t upto) {
+    isn_term_stats st;
+    isn_index_term_stats(ix, term, &st);
+    uint64_t bytes = 0;
+    for (uint32_t b = 0; b < upto; b++)
+        bytes += gpu_layout_block_bytes(widths[2 * ((uint64_t)st.first_block + b)],
+                                        widths[2 * ((uint64_t)st.first_block + b) + 1]);
+    return bytes;
+}
+
+/* Value i of n into a stream of `bits`-bit fields in four interleaved 32-bit lanes (zeroed before). */
+static void pack_value(uint8_t *stream, uint32_t bits, uint32_t i, uint32_t value) {
+    const uint32_t bit = (i >> 2) * bits, word = bit >> 5, shift = bit & 31u;
+    uint32_t *low = (uint32_t *)(void *)(stream + 16u * word + 4u * (i & 3u));
+    *low |= value << shift;
+    if (shift + bits > 32u) low[4] |= value >> (32u - shift);
+}
+
+int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,
+                     isn_block_meta *metas, char *err, size_t err_len) {
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    term_reader r;
+    uint64_t at = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        if (term_blocks[t] == 0) continue;
+        open_reader(&r, ix, t);
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        for (uint32_t b = 0; b < term_blocks[t]; b++) {
+            const uint32_t n = read_block(&r, t, b, err, err_len);
+            if (n == 0) return -1;
+            const uint64_t k = (uint64_t)st.first_block + b;
+            const uint32_t doc_bits = widths[2 * k], freq_bits = widths[2 * k + 1];
+            uint8_t *docs = payload + at, *freqs = docs + gpu_layout_stream_bytes(doc_bits);
+            const uint64_t bytes = gpu_layout_block_bytes(doc_bits, freq_bits);
+            memset(docs, 0, bytes);
+            for (uint32_t i = 0; i < n; i++) {
+                if (doc_bits) pack_value(docs, doc_bits, i, r.docs[i]);
+                if (freq_bits) pack_value(freqs, freq_bits, i, r.freqs[i]);
+            }
+            metas[k].offset = gpu_layout_meta_word(at, doc_bits, freq_bits);
+            at += bytes;
+        }
+    }
+    return 0;
+}
+
+uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t blocks) {
+    if (term_id >= isn_index_get_info(ix)->num_terms) return 0;
+    term_reader r;
+    open_reader(&r, ix, term_id);
+    char err[128];
+    uint64_t bytes = 0;
+    for (uint32_t b = 0; b < blocks && b < r.num_blocks; b++) {
+        const uint32_t n = read_block(&r, term_id, b, err, sizeof err);
+        if (n == 0) return 0;
+        bytes += gpu_layout_block_bytes(width_of(r.docs, n), width_of(r.freqs, n));
+    }
+    return bytes;
+}
