@@ -122,7 +122,7 @@ static int cmp_value_desc(const void *a, const void *b) {
  * then grow to whole lists while it still lasts, then the lists the log never names (all of them without
  * a log) go in by document frequency per byte. Fills term_blocks, device_payload and device_blocks;
  * 0, or -1 with err. */
-static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, char *err, size_t err_len) {
+static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t threads, char *err, size_t err_len) {
     const isn_index *ix = b->index;
     const isn_index_info *info = isn_index_get_info(ix);
     uint64_t num_blocks;
@@ -132,7 +132,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, char *err
     uint8_t *widths = malloc(num_blocks ? 2 * num_blocks : 1);
     b->term_blocks = calloc(nt ? nt : 1, sizeof *b->term_blocks);
     if (!widths || !b->term_blocks) goto oom;
-    if (gpu_layout_measure(ix, widths, err, err_len) != 0) goto fail;
+    if (gpu_layout_measure(ix, widths, threads, err, err_len) != 0) goto fail;
     b->health.terms_total = nt;
     uint64_t total = 0;
     for (uint32_t t = 0; t < nt; t++) {
@@ -212,7 +212,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, char *err
     b->device_blocks = malloc((num_blocks ? num_blocks : 1) * sizeof *b->device_blocks);
     if (!b->device_payload || !b->device_blocks) goto oom;
     memcpy(b->device_blocks, blocks, num_blocks * sizeof *blocks);
-    if (gpu_layout_write(ix, widths, b->term_blocks, b->device_payload, b->device_blocks, err, err_len) != 0)
+    if (gpu_layout_write(ix, widths, b->term_blocks, b->device_payload, b->device_blocks, threads, err, err_len) != 0)
         goto fail;
     free(widths);
     return 0;
@@ -322,7 +322,12 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    if (plan_residency(b, budget - fixed, err, err_len) != 0) {
+    uint32_t threads = o.cpu_threads;
+    if (threads == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = online > 0 ? (uint32_t)online : 1;
+    }
+    if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) {
         isn_gpu_close(b);
         return NULL;
     }
@@ -358,11 +363,6 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
             isn_gpu_close(b);
             return NULL;
         }
-    }
-    uint32_t threads = o.cpu_threads;
-    if (threads == 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = online > 0 ? (uint32_t)online : 1;
     }
     b->crew = cpu_crew_new(index, threads, o.max_k);
     if (b->crew == NULL) {

@@ -139,20 +139,21 @@ extern const gpu_device_ops gpu_emulated_device;
 const gpu_device_ops *gpu_cuda_device_ops(void);
 
 /* Device layout of the resident postings (device_layout.c). Each block holds its doc gaps (doc - previous
- * - 1, the first from the previous block's last doc) and then its tf - 1, each as a stream of 128 fields
- * of one width in four interleaved 32-bit lanes (field i in lane i % 4 at bit (i / 4) * width; fields past
- * the block's count are 0): 16 * width bytes, starting on a 16-byte boundary, no exceptions. The offset
- * field of the metadata the device gets holds the block's byte offset and the two widths
- * (gpu_layout_meta_word), so one load of it is all a warp needs before the values.
+ * - 1, the first from the previous block's last doc) and then its tf - 1, each as a stream of fields of one
+ * width in four interleaved 32-bit lanes: field i in lane i % 4 at bit (i / 4) * width, 16 bytes per 32
+ * bits of a lane (gpu_layout_stream_bytes), starting on a 16-byte boundary, no exceptions. The offset field
+ * of the metadata the device gets holds the block's byte offset and the two widths (gpu_layout_meta_word),
+ * so one load of it is all a warp needs before the values.
  * gpu_layout_measure fills widths[2 b] and widths[2 b + 1] for every block b of the index; 0, or -1 with
  * err for a block that does not decode. gpu_layout_list_bytes: device bytes of a list's first `upto`
  * blocks. gpu_layout_write lays out each term's first term_blocks[t] blocks, one list after the other in
  * term order, into payload (sized by gpu_layout_list_bytes) and sets their offset fields in metas (a
- * copy of the index's metadata); 0, or -1 with err. */
-int gpu_layout_measure(const isn_index *ix, uint8_t *widths, char *err, size_t err_len);
+ * copy of the index's metadata); 0, or -1 with err. Measuring and writing spread the terms over
+ * `threads` threads. */
+int gpu_layout_measure(const isn_index *ix, uint8_t *widths, uint32_t threads, char *err, size_t err_len);
 uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint32_t term, uint32_t upto);
 int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,
-                     isn_block_meta *metas, char *err, size_t err_len);
+                     isn_block_meta *metas, uint32_t threads, char *err, size_t err_len);
 
 /* Best documents each range reports in the first pass. The k-th best report is the threshold; a range
  * is scored again only when all its reports reach it (it may hold more). Documents fall into ranges

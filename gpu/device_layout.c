@@ -3,7 +3,10 @@
  * packed word load was unaligned (two loads and a funnel shift) and every exception cost the whole warp
  * a round of shuffles: together half of the range kernels' instructions. Here each block's widths live
  * in its metadata, its two streams start on 16-byte boundaries, and there are no exceptions. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/posting_decode.h"
@@ -47,32 +50,17 @@ static void open_reader(term_reader *r, const isn_index *ix, uint32_t term) {
     r->num_blocks = st.num_blocks;
 }
 
-int gpu_layout_measure(const isn_index *ix, uint8_t *widths, char *err, size_t err_len) {
-    const uint32_t nt = isn_index_get_info(ix)->num_terms;
-    term_reader r;
-    for (uint32_t t = 0; t < nt; t++) {
-        open_reader(&r, ix, t);
-        isn_term_stats st;
-        isn_index_term_stats(ix, t, &st);
-        for (uint32_t b = 0; b < r.num_blocks; b++) {
-            const uint32_t n = read_block(&r, t, b, err, err_len);
-            if (n == 0) return -1;
-            widths[2 * ((uint64_t)st.first_block + b)] = (uint8_t)width_of(r.docs, n);
-            widths[2 * ((uint64_t)st.first_block + b) + 1] = (uint8_t)width_of(r.freqs, n);
-        }
-    }
-    return 0;
-}
-
 uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint32_t term, uint32_t upto) {
     isn_term_stats st;
     isn_index_term_stats(ix, term, &st);
     uint64_t bytes = 0;
     for (uint32_t b = 0; b < upto; b++)
-        bytes += gpu_layout_block_bytes(widths[2 * ((uint64_t)st.first_block + b)],
+        bytes += gpu_layout_block_bytes(gpu_block_count(st.df, st.num_blocks, b), widths[2 * ((uint64_t)st.first_block + b)],
                                         widths[2 * ((uint64_t)st.first_block + b) + 1]);
     return bytes;
 }
+
+#define GPU_LAYOUT_MAX_THREADS 64
 
 /* Value i of n into a stream of `bits`-bit fields in four interleaved 32-bit lanes (zeroed before). */
 static void pack_value(uint8_t *stream, uint32_t bits, uint32_t i, uint32_t value) {
@@ -82,33 +70,138 @@ static void pack_value(uint8_t *stream, uint32_t bits, uint32_t i, uint32_t valu
     if (shift + bits > 32u) low[4] |= value >> (32u - shift);
 }
 
-int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,
-                     isn_block_meta *metas, char *err, size_t err_len) {
-    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+/* One thread's share of the terms, [from, to), for measuring (payload NULL) or writing. */
+typedef struct {
+    const isn_index *ix;
+    uint8_t *widths;
+    const uint32_t *term_blocks;
+    const uint64_t *term_offset;
+    uint8_t *payload;
+    isn_block_meta *metas;
+    uint32_t from, to;
+    int rc;
+    char err[256];
+} layout_part;
+
+static void measure_terms(layout_part *p) {
     term_reader r;
-    uint64_t at = 0;
-    for (uint32_t t = 0; t < nt; t++) {
-        if (term_blocks[t] == 0) continue;
-        open_reader(&r, ix, t);
+    for (uint32_t t = p->from; t < p->to; t++) {
+        open_reader(&r, p->ix, t);
         isn_term_stats st;
-        isn_index_term_stats(ix, t, &st);
-        for (uint32_t b = 0; b < term_blocks[t]; b++) {
-            const uint32_t n = read_block(&r, t, b, err, err_len);
-            if (n == 0) return -1;
+        isn_index_term_stats(p->ix, t, &st);
+        for (uint32_t b = 0; b < r.num_blocks; b++) {
+            const uint32_t n = read_block(&r, t, b, p->err, sizeof p->err);
+            if (n == 0) {
+                p->rc = -1;
+                return;
+            }
+            p->widths[2 * ((uint64_t)st.first_block + b)] = (uint8_t)width_of(r.docs, n);
+            p->widths[2 * ((uint64_t)st.first_block + b) + 1] = (uint8_t)width_of(r.freqs, n);
+        }
+    }
+}
+
+static void write_terms(layout_part *p) {
+    term_reader r;
+    for (uint32_t t = p->from; t < p->to; t++) {
+        if (p->term_blocks[t] == 0) continue;
+        open_reader(&r, p->ix, t);
+        isn_term_stats st;
+        isn_index_term_stats(p->ix, t, &st);
+        uint64_t at = p->term_offset[t];
+        for (uint32_t b = 0; b < p->term_blocks[t]; b++) {
+            const uint32_t n = read_block(&r, t, b, p->err, sizeof p->err);
+            if (n == 0) {
+                p->rc = -1;
+                return;
+            }
             const uint64_t k = (uint64_t)st.first_block + b;
-            const uint32_t doc_bits = widths[2 * k], freq_bits = widths[2 * k + 1];
-            uint8_t *docs = payload + at, *freqs = docs + gpu_layout_stream_bytes(doc_bits);
-            const uint64_t bytes = gpu_layout_block_bytes(doc_bits, freq_bits);
+            const uint32_t doc_bits = p->widths[2 * k], freq_bits = p->widths[2 * k + 1];
+            uint8_t *docs = p->payload + at, *freqs = docs + gpu_layout_stream_bytes(n, doc_bits);
+            const uint64_t bytes = gpu_layout_block_bytes(n, doc_bits, freq_bits);
             memset(docs, 0, bytes);
             for (uint32_t i = 0; i < n; i++) {
                 if (doc_bits) pack_value(docs, doc_bits, i, r.docs[i]);
                 if (freq_bits) pack_value(freqs, freq_bits, i, r.freqs[i]);
             }
-            metas[k].offset = gpu_layout_meta_word(at, doc_bits, freq_bits);
+            p->metas[k].offset = gpu_layout_meta_word(at, doc_bits, freq_bits);
             at += bytes;
         }
     }
+}
+
+static void *run_part(void *arg) {
+    layout_part *p = arg;
+    if (p->payload) write_terms(p);
+    else measure_terms(p);
+    return NULL;
+}
+
+/* Splits the terms into `threads` shares of about as many blocks each and runs them at once; the first
+ * share runs on the calling thread. 0, or -1 with the first share's error. */
+static int run_parts(const layout_part *shape, uint32_t threads, char *err, size_t err_len) {
+    const isn_index *ix = shape->ix;
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    uint64_t num_blocks;
+    isn_index_block_metas(ix, &num_blocks);
+    if (threads < 1) threads = 1;
+    if (threads > GPU_LAYOUT_MAX_THREADS) threads = GPU_LAYOUT_MAX_THREADS;
+    layout_part parts[GPU_LAYOUT_MAX_THREADS];
+    pthread_t ids[GPU_LAYOUT_MAX_THREADS];
+    bool started[GPU_LAYOUT_MAX_THREADS] = {false};
+    uint32_t t = 0;
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < threads; i++) {
+        parts[i] = *shape;
+        parts[i].rc = 0;
+        parts[i].err[0] = 0;
+        parts[i].from = t;
+        const uint64_t until = num_blocks * (i + 1) / threads;
+        while (t < nt && (seen < until || i + 1 == threads)) {
+            isn_term_stats st;
+            isn_index_term_stats(ix, t++, &st);
+            seen += st.num_blocks;
+        }
+        parts[i].to = t;
+    }
+    for (uint32_t i = 1; i < threads; i++)
+        started[i] = pthread_create(&ids[i], NULL, run_part, &parts[i]) == 0;
+    run_part(&parts[0]);
+    for (uint32_t i = 1; i < threads; i++) {
+        if (started[i]) pthread_join(ids[i], NULL);
+        else run_part(&parts[i]); /* no thread to be had: this one does the share */
+    }
+    for (uint32_t i = 0; i < threads; i++)
+        if (parts[i].rc != 0) {
+            snprintf(err, err_len, "%s", parts[i].err);
+            return -1;
+        }
     return 0;
+}
+
+int gpu_layout_measure(const isn_index *ix, uint8_t *widths, uint32_t threads, char *err, size_t err_len) {
+    layout_part shape = {.ix = ix, .widths = widths};
+    return run_parts(&shape, threads, err, err_len);
+}
+
+int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,
+                     isn_block_meta *metas, uint32_t threads, char *err, size_t err_len) {
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    uint64_t *term_offset = malloc((nt ? nt : 1) * sizeof *term_offset);
+    if (term_offset == NULL) {
+        snprintf(err, err_len, "GPU backend: out of memory for the device layout's list offsets");
+        return -1;
+    }
+    uint64_t at = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        term_offset[t] = at;
+        at += gpu_layout_list_bytes(ix, widths, t, term_blocks[t]);
+    }
+    layout_part shape = {.ix = ix, .widths = (uint8_t *)widths, .term_blocks = term_blocks, .term_offset = term_offset,
+                         .payload = payload, .metas = metas};
+    int rc = run_parts(&shape, threads, err, err_len);
+    free(term_offset);
+    return rc;
 }
 
 uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t blocks) {
@@ -120,7 +213,7 @@ uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t bloc
     for (uint32_t b = 0; b < blocks && b < r.num_blocks; b++) {
         const uint32_t n = read_block(&r, term_id, b, err, sizeof err);
         if (n == 0) return 0;
-        bytes += gpu_layout_block_bytes(width_of(r.docs, n), width_of(r.freqs, n));
+        bytes += gpu_layout_block_bytes(n, width_of(r.docs, n), width_of(r.freqs, n));
     }
     return bytes;
 }

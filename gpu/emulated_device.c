@@ -72,7 +72,7 @@ static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t
     uint32_t n = gpu_block_count(term->df, term->num_blocks, k);
     const uint64_t word = blocks[k].offset;
     const uint32_t doc_bits = gpu_layout_doc_bits(word), freq_bits = gpu_layout_freq_bits(word);
-    const uint8_t *in = u->payload + gpu_layout_offset(word), *freq_in = in + gpu_layout_stream_bytes(doc_bits);
+    const uint8_t *in = u->payload + gpu_layout_offset(word), *freq_in = in + gpu_layout_stream_bytes(n, doc_bits);
     uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         docs[i] = doc += gpu_layout_value(in, doc_bits, i) + 1;

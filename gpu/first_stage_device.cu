@@ -163,8 +163,9 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
 
 // Block b of a list decoded by one warp: lane l gets values 4l..4l+3 (docs and tf - 1), valid below n. The
 // device layout (device.h) puts a lane's four fields side by side: one or two 16-byte loads per stream.
-__device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t lane, uint32_t v[4]) {
-    if (bits == 0) {
+__device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t n, uint32_t lane,
+                                            uint32_t v[4]) {
+    if (bits == 0 || 4u * lane >= n) { // a lane past the count reads nothing (short streams end before it)
         v[0] = v[1] = v[2] = v[3] = 0u;
         return;
     }
@@ -188,8 +189,8 @@ __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, co
     const uint32_t doc_bits = gpu_layout_doc_bits(word);
     const uint8_t *in = payload + gpu_layout_offset(word);
     uint32_t gaps[4];
-    lane_fields(in, doc_bits, lane, gaps);
-    lane_fields(in + gpu_layout_stream_bytes(doc_bits), gpu_layout_freq_bits(word), lane, freqs);
+    lane_fields(in, doc_bits, n, lane, gaps);
+    lane_fields(in + gpu_layout_stream_bytes(n, doc_bits), gpu_layout_freq_bits(word), n, lane, freqs);
     uint32_t local = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {

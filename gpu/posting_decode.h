@@ -105,9 +105,10 @@ GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits, uint32_
 GPU_HD uint64_t gpu_layout_offset(uint64_t word) { return word & (((uint64_t)1 << GPU_LAYOUT_OFFSET_BITS) - 1u); }
 GPU_HD uint32_t gpu_layout_doc_bits(uint64_t word) { return (uint32_t)(word >> GPU_LAYOUT_OFFSET_BITS) & 0xFFu; }
 GPU_HD uint32_t gpu_layout_freq_bits(uint64_t word) { return (uint32_t)(word >> (GPU_LAYOUT_OFFSET_BITS + 8)) & 0xFFu; }
-GPU_HD uint32_t gpu_layout_stream_bytes(uint32_t bits) { return 16u * bits; }
-GPU_HD uint64_t gpu_layout_block_bytes(uint32_t doc_bits, uint32_t freq_bits) {
-    return (uint64_t)gpu_layout_stream_bytes(doc_bits) + gpu_layout_stream_bytes(freq_bits);
+/* A stream of n fields: each of the four lanes holds ceil(n / 4) of them. */
+GPU_HD uint32_t gpu_layout_stream_bytes(uint32_t n, uint32_t bits) { return 16u * ((((n + 3u) >> 2) * bits + 31u) >> 5); }
+GPU_HD uint64_t gpu_layout_block_bytes(uint32_t n, uint32_t doc_bits, uint32_t freq_bits) {
+    return (uint64_t)gpu_layout_stream_bytes(n, doc_bits) + gpu_layout_stream_bytes(n, freq_bits);
 }
 
 /* Field i of a device-layout stream of `bits`-bit fields. */
