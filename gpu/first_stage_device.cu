@@ -51,15 +51,15 @@ constexpr size_t kAuxBytes = GPU_RANGE_DOCS;
 constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + kAuxBytes;
 static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kAuxBytes, "report lists fit the aux region");
 // Disjunctive ranges keep, past the bound grids in the aux region, a bitmap of the accumulator slots they
-// touched (bit i of word c: slot 32 c + i, so word c is also bound-grid cell c) and the report's per-warp
-// minima: the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range's postings
+// touched (bit i of word c: slot 32 c + i, so word c is also bound-grid cell c; the report's per-warp lists
+// take the grids' place once scored): the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range's postings
 // usually touch a small fraction of them), and the accumulator stays zero between ranges. AND ranges need
 // the whole aux region for their match counts and keep the dense zeroing and scan.
 constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
 constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
-constexpr size_t kMinimaOffset = kTouchedOffset + kCells * sizeof(uint32_t);
 static_assert(GPU_SUB_DOCS == 32, "a bound-grid cell is one word of the touched bitmap");
-static_assert(kMinimaOffset + 2 * kWarps * sizeof(uint64_t) <= kAuxBytes, "the bitmap and minima fit the aux region");
+static_assert(kTouchedOffset + kCells * sizeof(uint32_t) <= kAuxBytes, "the bitmap fits the aux region");
+static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "the report lists fit below the bitmap");
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
@@ -217,10 +217,8 @@ struct range_shared {
     uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
     float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
-    float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for thread 0's MaxScore split
-    uint32_t items, ne_end, essential_items, skipped;
-    double total;
-    int skip;
+    float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
+    uint32_t skipped;
 };
 
 __device__ __forceinline__ float warp_max_f(float v) {
@@ -235,8 +233,10 @@ __device__ __forceinline__ double warp_max_d(double v) {
     return v;
 }
 
-// Block b of a term decoded by the warp and added to the range accumulator; with `touched`, a slot's first
-// nonzero contribution sets its bit (contributions are positive, so a slot is zero until then and never after).
+// Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
+// added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
+// The adds and ors return nothing, so no lane waits on shared memory, and the four norm loads are all in
+// flight before the first is needed.
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched) {
@@ -248,24 +248,36 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     term.weight = rt.weight;
     uint32_t docs[4], freqs[4], scored = 0;
     const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
+    bool valid[4];
+    float norms[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        const uint32_t doc = docs[j];
-        if (4 * lane + j < n && doc >= lo && doc < hi) {
-            float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, __ldg(&a.norms[doc]));
-            const uint32_t slot = doc - lo;
-            bool first;
-            if (query.fixed_shift) {
-                const unsigned long long add = (unsigned long long)__double2ll_rn((double)c * scale);
-                first = atomicAdd(reinterpret_cast<unsigned long long *>(acc) + slot, add) == 0ull && add != 0ull;
-            } else {
-                first = atomicAdd(&acc[slot], (double)c) == 0.0 && c != 0.0f;
-            }
-            if (touched != nullptr && first) atomicOr(&touched[slot >> 5], 1u << (slot & 31u));
-            if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + ((doc - lo) >> 2), 1u << (8u * ((doc - lo) & 3u)));
-            scored++;
-        }
+        valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+        norms[j] = valid[j] ? __ldg(&a.norms[docs[j]]) : 0.0f;
     }
+    uint32_t word = UINT32_MAX, bits = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!valid[j]) continue;
+        const float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, norms[j]);
+        const uint32_t slot = docs[j] - lo;
+        if (query.fixed_shift)
+            atomicAdd(reinterpret_cast<unsigned long long *>(acc) + slot,
+                      (unsigned long long)__double2ll_rn((double)c * scale));
+        else
+            atomicAdd(&acc[slot], (double)c);
+        if (touched != nullptr) {
+            if ((slot >> 5) != word) {
+                if (bits) atomicOr(&touched[word], bits);
+                word = slot >> 5;
+                bits = 0;
+            }
+            bits |= 1u << (slot & 31u);
+        }
+        if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
+        scored++;
+    }
+    if (bits) atomicOr(&touched[word], bits);
     return scored;
 }
 
@@ -349,36 +361,30 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 s.range_max[t] = most;
             }
         }
+        if (tid == 0) s.skipped = 0; // read by thread 0 alone, after this chunk's blocks
         __syncthreads();
-        if (tid == 0) {
-            int skip = 0;
-            uint32_t items = 0, ne_end = 0, essential = 0;
-            double total = 0.0, prefix = 0.0;
-            for (uint32_t t = 0; t < cn; t++) {
-                if (query.and_mode && s.count[t] == 0) skip = 1;
-                items += s.count[t];
-                total += s.range_max[t];
-            }
-            if (prune && !query.and_mode)
-                while (ne_end < cn) {
-                    const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
-                    if (!gpu_bound_below(prefix + bound, prune)) break;
-                    prefix += bound;
-                    ne_end++;
-                }
-            for (uint32_t t = ne_end; t < cn; t++) essential += s.count[t];
-            // a disjunctive range is skipped only when no chunk has postings in it (decided below)
-            s.skip = query.and_mode ? skip || items == 0 : 0;
-            if (prune && (essential == 0 || gpu_bound_below(total, prune))) s.skip = 1;
-            s.items = items;
-            s.ne_end = ne_end;
-            s.essential_items = essential;
-            s.total = total;
-            s.skipped = 0;
+        // Every thread derives the same summary of the spans (a few terms' worth of shared-memory reads),
+        // instead of thread 0 deriving it for the others behind a second barrier.
+        uint32_t items = 0, ne_end = 0, essential_items = 0;
+        bool and_missing = false;
+        double total = 0.0, prefix = 0.0;
+        for (uint32_t t = 0; t < cn; t++) {
+            and_missing = and_missing || (query.and_mode && s.count[t] == 0);
+            items += s.count[t];
+            total += s.range_max[t];
         }
-        __syncthreads();
-        if (s.skip) return false; // AND, or pruned: one chunk only, acc untouched
-        const uint32_t items = s.items;
+        if (prune && !query.and_mode)
+            while (ne_end < cn) {
+                const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
+                if (!gpu_bound_below(prefix + bound, prune)) break;
+                prefix += bound;
+                ne_end++;
+            }
+        for (uint32_t t = ne_end; t < cn; t++) essential_items += s.count[t];
+        // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
+        // pruned: one chunk only, acc untouched
+        if (query.and_mode && (and_missing || items == 0)) return false;
+        if (prune && (essential_items == 0 || gpu_bound_below(total, prune))) return false;
         if (items == 0) {
             __syncthreads();
             continue;
@@ -395,7 +401,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             for (uint32_t i = tid; i < 2 * kCells; i += kThreads) cell_bound[i] = 0.0;
             __syncthreads();
             // a warp per block, its lanes over the block's cells (a rare list's block spans the range)
-            for (uint32_t item = warp; item < s.items; item += kWarps) {
+            for (uint32_t item = warp; item < items; item += kWarps) {
                 uint32_t t = 0, rem = item;
                 while (rem >= s.count[t]) rem -= s.count[t++];
                 const range_term term = s.terms[t];
@@ -408,7 +414,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) {
                     if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
                     atomicAdd(&cell_bound[c], bound);
-                    if (t < s.ne_end) atomicAdd(&cell_ne[c], bound);
+                    if (t < ne_end) atomicAdd(&cell_ne[c], bound);
                 }
             }
             __syncthreads();
@@ -422,12 +428,11 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             if (query.and_mode)
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
             zeroed = true;
-            __syncthreads();
+            if (touched == nullptr || query.and_mode) __syncthreads(); // a disjunctive range's acc is zero already
         }
-        const uint32_t ne_end = s.ne_end;
         uint32_t skipped = 0;
         // essential terms (all of them without pruning)
-        for (uint32_t item = warp; item < s.essential_items; item += kWarps) {
+        for (uint32_t item = warp; item < essential_items; item += kWarps) {
             uint32_t t = ne_end, rem = item;
             while (rem >= s.count[t]) rem -= s.count[t++];
             const range_term term = s.terms[t];
@@ -445,7 +450,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 }
             } else if (prune) {
                 const float block_bound = term.weight * __ldg(&a.blocks[term.first_block + b].max_tf_part);
-                if (gpu_bound_below((double)block_bound + (s.total - s.range_max[t]), prune)) {
+                if (gpu_bound_below((double)block_bound + (total - s.range_max[t]), prune)) {
                     skipped++;
                     continue;
                 }
@@ -474,7 +479,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 }
             }
             __syncthreads();
-            const uint32_t ne_items = s.items - s.essential_items;
+            const uint32_t ne_items = items - essential_items;
             for (uint32_t item = warp; item < ne_items; item += kWarps) {
                 uint32_t t = 0, rem = item;
                 while (rem >= s.count[t]) rem -= s.count[t++];
@@ -539,6 +544,18 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
     }
 }
 
+// Merges the warps' sorted lists of m keys (lists[w * GPU_MAX_RANGE_TOP ...]) into out; warp 0 only.
+__device__ __forceinline__ void merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out) {
+    const uint32_t lane = threadIdx.x & 31u;
+    uint32_t at = 0;
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t v = lane < kWarps && at < m ? lists[lane * GPU_MAX_RANGE_TOP + at] : GPU_NO_CANDIDATE;
+        const uint64_t w = warp_min_u64(v);
+        if (lane == 0) out[round] = w;
+        if (v == w && w != GPU_NO_CANDIDATE) at++;
+    }
+}
+
 // Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
 // Each warp selects its m best: a lane keeps its best two; when its best is taken the second moves up,
 // and the lane rescans its slots only when that one is taken too. The m best of a warp's 1,024 slots
@@ -570,15 +587,7 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
         }
     }
     __syncthreads();
-    if (warp == 0) {
-        uint32_t at = 0;
-        for (uint32_t round = 0; round < m; round++) {
-            const uint64_t v = lane < kWarps && at < m ? lists[lane * GPU_MAX_RANGE_TOP + at] : GPU_NO_CANDIDATE;
-            const uint64_t w = warp_min_u64(v);
-            if (lane == 0) out[round] = w;
-            if (v == w && w != GPU_NO_CANDIDATE) at++;
-        }
-    }
+    if (warp == 0) merge_warp_lists(lists, m, out);
 }
 
 // A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
@@ -608,26 +617,26 @@ __device__ __forceinline__ uint64_t thread_best(const double *acc, const uint32_
     return best;
 }
 
-// report_range over the touched slots: m rounds of a block-wide minimum of the threads' best keys (minima:
-// two buffers of kWarps, so one barrier a round); the thread whose key is taken looks at its slots again.
+// report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
+// 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; the lane
+// whose key is taken looks at its slots again), and one barrier later warp 0 merges the warps' lists.
+// A block-wide minimum per round, as the first version took, cost a barrier per reported document.
 __device__ void report_touched(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m,
-                               double inv_scale, uint64_t *minima, uint64_t *out) {
+                               double inv_scale, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     uint64_t first = thread_best(acc, touched, lo, n, 0, inv_scale);
     for (uint32_t round = 0; round < m; round++) {
-        uint64_t *mins = minima + (round & 1u) * kWarps;
         const uint64_t w = warp_min_u64(first);
-        if (lane == 0) mins[warp] = w;
-        __syncthreads();
-        uint64_t best = mins[0];
-        for (int i = 1; i < kWarps; i++) best = mins[i] < best ? mins[i] : best;
-        if (best == GPU_NO_CANDIDATE) { // all threads agree
-            for (uint32_t rest = round + threadIdx.x; rest < m; rest += kThreads) out[rest] = GPU_NO_CANDIDATE;
-            return;
+        if (lane == 0) mine[round] = w;
+        if (w == GPU_NO_CANDIDATE) {
+            for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
+            break;
         }
-        if (threadIdx.x == 0) out[round] = best;
-        if (first == best && round + 1 < m) first = thread_best(acc, touched, lo, n, best, inv_scale);
+        if (first == w && round + 1 < m) first = thread_best(acc, touched, lo, n, w, inv_scale);
     }
+    __syncthreads();
+    if (warp == 0) merge_warp_lists(lists, m, out);
 }
 
 __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
@@ -674,7 +683,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         }
         scored++;
         if (touched != nullptr) {
-            report_touched(acc, touched, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux + kMinimaOffset),
+            report_touched(acc, touched, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux),
                            out);
             clear_touched(acc, touched);
         } else {
