@@ -137,6 +137,39 @@ __device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
     return v;
 }
 
+// Accumulator slots. In double (query.fixed_shift == 0) slot i is acc[i]. In fixed point it is two 32-bit
+// counters, low[i] and low[GPU_RANGE_DOCS + i] (the same 64 KB), that add the low kLowBits bits and the
+// rest of each contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a
+// compare-and-swap loop that was a sixth of the report kernel's stalls). Neither counter can overflow:
+// a slot adds at most GPU_MAX_OR_TERMS low parts below 2^kLowBits (< 2^32), and its high parts sum to at
+// most its total (< 2^53, gpu_fixed_shift) over 2^kLowBits (< 2^31); high * 2^kLowBits + low is the exact
+// 64-bit sum.
+constexpr uint32_t kLowBits = 22;
+static_assert((unsigned long long)GPU_MAX_OR_TERMS * ((1ull << kLowBits) - 1u) < (1ull << 32), "a slot's low parts fit 32 bits");
+
+__device__ __forceinline__ void acc_add_fixed(double *acc, uint32_t slot, unsigned long long add) {
+    uint32_t *low = reinterpret_cast<uint32_t *>(acc);
+    atomicAdd(low + slot, (uint32_t)add & ((1u << kLowBits) - 1u));
+    atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLowBits));
+}
+
+// inv_scale: 0 for double accumulators, else 2^-fixed_shift (fixed-point ones).
+__device__ __forceinline__ double acc_value(const double *acc, uint32_t i, double inv_scale) {
+    if (inv_scale == 0.0) return acc[i];
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    return (double)(((unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits) + low[i]) * inv_scale;
+}
+
+__device__ __forceinline__ void acc_clear(double *acc, uint32_t i, bool fixed) {
+    if (!fixed) {
+        acc[i] = 0.0;
+        return;
+    }
+    uint32_t *low = reinterpret_cast<uint32_t *>(acc);
+    low[i] = 0u;
+    low[GPU_RANGE_DOCS + i] = 0u;
+}
+
 // First block in [lo, hi) whose last doc >= target, hi when none; all 32 lanes call it and get the
 // answer. A 33-way search: each round one independent load per lane instead of a chain of dependent
 // loads (the latency of a binary search is what limited the first version).
@@ -262,8 +295,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         const float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, norms[j]);
         const uint32_t slot = docs[j] - lo;
         if (query.fixed_shift)
-            atomicAdd(reinterpret_cast<unsigned long long *>(acc) + slot,
-                      (unsigned long long)__double2ll_rn((double)c * scale));
+            acc_add_fixed(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
             atomicAdd(&acc[slot], (double)c);
         if (touched != nullptr) {
@@ -423,8 +455,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         }
         if (!zeroed) {
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
-            if (touched == nullptr)
-                for (uint32_t i = tid; i < (hi - lo + 1) / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+            if (touched == nullptr) // all of it: a fixed-point range's counters lie in both halves
+                for (uint32_t i = tid; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
             if (query.and_mode)
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
             zeroed = true;
@@ -464,8 +496,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = tid; c < kCells; c += kThreads) {
                     double v = 0.0;
                     for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
-                        const double x = acc[c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1)];
-                        v = fmax(v, query.fixed_shift ? (double)__double_as_longlong(x) * inv_scale : x);
+                        v = fmax(v, acc_value(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), inv_scale));
                     }
                     cell_max[c] = v;
                 }
@@ -473,7 +504,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = warp; c < kCells; c += kWarps) {
                     const uint32_t i = c * GPU_SUB_DOCS + lane;
                     double v = 0.0;
-                    if (i < hi - lo) v = query.fixed_shift ? (double)__double_as_longlong(acc[i]) * inv_scale : acc[i];
+                    if (i < hi - lo) v = acc_value(acc, i, inv_scale);
                     v = warp_max_d(v);
                     if (lane == 0) cell_max[c] = v;
                 }
@@ -510,18 +541,16 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     if (!zeroed) return false; // OR with no postings in any chunk
     if (query.and_mode) {
         for (uint32_t i = tid; i < hi - lo; i += kThreads)
-            if (matches[i] < nt) acc[i] = 0.0;
+            if (matches[i] < nt) acc_clear(acc, i, query.fixed_shift != 0);
         __syncthreads();
     }
     return true;
 }
 
 // The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
-// inv_scale: 0 for double accumulators, else 2^-fixed_shift (integer ones).
 __device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
     if (i >= n) return GPU_NO_CANDIDATE;
-    double v = acc[i];
-    if (inv_scale != 0.0) v = (double)__double_as_longlong(v) * inv_scale;
+    const double v = acc_value(acc, i, inv_scale);
     return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
 }
 
@@ -598,9 +627,9 @@ __device__ __forceinline__ void zero_accumulator(double *acc, uint32_t *touched)
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) touched[c] = 0;
 }
 
-__device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched) {
+__device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bool fixed) {
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) {
-        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc[c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1)] = 0.0;
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc_clear(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), fixed);
         touched[c] = 0;
     }
 }
@@ -685,7 +714,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         if (touched != nullptr) {
             report_touched(acc, touched, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux),
                            out);
-            clear_touched(acc, touched);
+            clear_touched(acc, touched, query.fixed_shift != 0);
         } else {
             report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
         }
@@ -735,7 +764,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
                     const uint32_t at = atomicAdd(&a.cand_count[q], 1u);
                     if (at < query.cand_cap) cands[at] = key;
                 }
-            clear_touched(acc, touched);
+            clear_touched(acc, touched, query.fixed_shift != 0);
             continue;
         }
         for (int j = 0; j < kSlotsPerLane; j++) {
