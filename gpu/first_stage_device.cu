@@ -313,6 +313,24 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     return scored;
 }
 
+// Item `item` of the blocks of terms [from, cn) in term order, as (term, block index in its span). With
+// lanes_hold_terms lane t holds term t's count in the span and the counts before it (lane_before): the
+// term is the last whose blocks start at or before the item. All lanes of the warp ask for the same item.
+__device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, bool lanes_hold_terms, uint32_t lane_before,
+                                               uint32_t cn, const range_shared &s, uint32_t &rem) {
+    if (lanes_hold_terms) {
+        const uint32_t lane = threadIdx.x & 31u;
+        const uint32_t g = item + __shfl_sync(0xFFFFFFFFu, lane_before, from & 31u);
+        const uint32_t t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < cn && lane_before <= g)) - 1u;
+        rem = g - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+        return t;
+    }
+    uint32_t t = from;
+    rem = item;
+    while (rem >= s.count[t]) rem -= s.count[t++];
+    return t;
+}
+
 // Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term),
 // skipping what cannot reach the score key theta (0: nothing), as the emulated device does: the range
 // when its block-max bound is below theta or no essential list has a block here; an essential block
@@ -395,24 +413,35 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         }
         if (tid == 0) s.skipped = 0; // read by thread 0 alone, after this chunk's blocks
         __syncthreads();
-        // Every thread derives the same summary of the spans (a few terms' worth of shared-memory reads),
-        // instead of thread 0 deriving it for the others behind a second barrier.
+        // Every thread derives the same summary of the spans instead of thread 0 deriving it for the others
+        // behind a second barrier. Up to 32 terms lane t holds term t's count and the counts before it, so
+        // sums are warp reductions and an item finds its term with one ballot (item_block); the MaxScore
+        // split walks the bounds in order.
+        const bool lanes_hold_terms = cn <= 32;
+        const uint32_t lane_count = lanes_hold_terms && lane < cn ? s.count[lane] : 0u;
+        const uint32_t lane_before = warp_inclusive_sum(lane_count) - lane_count;
         uint32_t items = 0, ne_end = 0, essential_items = 0;
         bool and_missing = false;
         double total = 0.0, prefix = 0.0;
-        for (uint32_t t = 0; t < cn; t++) {
-            and_missing = and_missing || (query.and_mode && s.count[t] == 0);
-            items += s.count[t];
-            total += s.range_max[t];
-        }
-        if (prune && !query.and_mode)
-            while (ne_end < cn) {
-                const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
-                if (!gpu_bound_below(prefix + bound, prune)) break;
-                prefix += bound;
-                ne_end++;
+        if (lanes_hold_terms && !prune) {
+            items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+            and_missing = __any_sync(0xFFFFFFFFu, query.and_mode && lane < cn && lane_count == 0);
+        } else {
+            for (uint32_t t = 0; t < cn; t++) {
+                and_missing = and_missing || (query.and_mode && s.count[t] == 0);
+                items += s.count[t];
+                total += s.range_max[t];
             }
-        for (uint32_t t = ne_end; t < cn; t++) essential_items += s.count[t];
+            if (prune && !query.and_mode)
+                while (ne_end < cn) {
+                    const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
+                    if (!gpu_bound_below(prefix + bound, prune)) break;
+                    prefix += bound;
+                    ne_end++;
+                }
+        }
+        for (uint32_t t = ne_end; t < cn && prune; t++) essential_items += s.count[t];
+        if (!prune) essential_items = items;
         // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
         // pruned: one chunk only, acc untouched
         if (query.and_mode && (and_missing || items == 0)) return false;
@@ -434,8 +463,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             __syncthreads();
             // a warp per block, its lanes over the block's cells (a rare list's block spans the range)
             for (uint32_t item = warp; item < items; item += kWarps) {
-                uint32_t t = 0, rem = item;
-                while (rem >= s.count[t]) rem -= s.count[t++];
+                uint32_t rem;
+                const uint32_t t = item_block(item, 0, lanes_hold_terms, lane_before, cn, s, rem);
                 const range_term term = s.terms[t];
                 const isn_block_meta *blocks = a.blocks + term.first_block;
                 uint32_t c0, c1;
@@ -465,8 +494,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         uint32_t skipped = 0;
         // essential terms (all of them without pruning)
         for (uint32_t item = warp; item < essential_items; item += kWarps) {
-            uint32_t t = ne_end, rem = item;
-            while (rem >= s.count[t]) rem -= s.count[t++];
+            uint32_t rem;
+            const uint32_t t = item_block(item, ne_end, lanes_hold_terms, lane_before, cn, s, rem);
             const range_term term = s.terms[t];
             const uint32_t b = s.first[t] + rem;
             if (grid) {
@@ -512,8 +541,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             __syncthreads();
             const uint32_t ne_items = items - essential_items;
             for (uint32_t item = warp; item < ne_items; item += kWarps) {
-                uint32_t t = 0, rem = item;
-                while (rem >= s.count[t]) rem -= s.count[t++];
+                uint32_t rem;
+                const uint32_t t = item_block(item, 0, lanes_hold_terms, lane_before, cn, s, rem);
                 const range_term term = s.terms[t];
                 const uint32_t b = s.first[t] + rem;
                 uint32_t c0, c1;
@@ -634,27 +663,35 @@ __device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bo
     }
 }
 
-// The lowest candidate key above `above` among the thread's touched slots.
-__device__ __forceinline__ uint64_t thread_best(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
-                                                uint64_t above, double inv_scale) {
-    uint64_t best = GPU_NO_CANDIDATE;
+// The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots.
+__device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
+                                                uint64_t above, double inv_scale, uint64_t &first, uint64_t &second) {
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
             const uint64_t key = slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, n, inv_scale);
-            if (key > above && key < best) best = key;
+            if (key <= above) continue;
+            if (key < first) {
+                second = first;
+                first = key;
+            } else if (key < second) {
+                second = key;
+            }
         }
-    return best;
 }
 
 // report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
-// 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; the lane
-// whose key is taken looks at its slots again), and one barrier later warp 0 merges the warps' lists.
+// 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
+// keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
 __device__ void report_touched(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m,
                                double inv_scale, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
-    uint64_t first = thread_best(acc, touched, lo, n, 0, inv_scale);
+    uint64_t first, second;
+    thread_best_two(acc, touched, lo, n, 0, inv_scale, first, second);
+    bool second_known = true; // else the thread's slots above first were not looked at
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
         if (lane == 0) mine[round] = w;
@@ -662,7 +699,15 @@ __device__ void report_touched(const double *acc, const uint32_t *touched, uint3
             for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
             break;
         }
-        if (first == w && round + 1 < m) first = thread_best(acc, touched, lo, n, w, inv_scale);
+        if (first == w && round + 1 < m) {
+            if (second_known) {
+                first = second;
+                second_known = first == GPU_NO_CANDIDATE;
+            } else {
+                thread_best_two(acc, touched, lo, n, w, inv_scale, first, second);
+                second_known = true;
+            }
+        }
     }
     __syncthreads();
     if (warp == 0) merge_warp_lists(lists, m, out);
