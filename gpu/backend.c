@@ -129,7 +129,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     uint32_t nt = info->num_terms;
     term_value *values = NULL;
-    uint8_t *widths = malloc(num_blocks ? 2 * num_blocks : 1);
+    uint8_t *widths = malloc(num_blocks ? num_blocks : 1);
     b->term_blocks = calloc(nt ? nt : 1, sizeof *b->term_blocks);
     if (!widths || !b->term_blocks) goto oom;
     if (gpu_layout_measure(ix, widths, threads, err, err_len) != 0) goto fail;
@@ -314,10 +314,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->k1_plus_1 = info->bm25.k1 + 1.0f;
     const float *norms = isn_index_doc_norms(index);
     for (uint32_t d = 0; d < info->num_docs; d++) b->max_norm = norms[d] > b->max_norm ? norms[d] : b->max_norm;
-    uint64_t fixed = num_blocks * sizeof(isn_block_meta) + (uint64_t)info->num_docs * sizeof(float);
+    uint64_t fixed = num_blocks * sizeof(isn_block_meta);
     b->health.index_bytes = fixed; /* plan_residency adds the postings */
     if (budget < fixed + 4096) {
-        snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata and norms",
+        snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata",
                  (unsigned long long)budget, (unsigned long long)fixed);
         isn_gpu_close(b);
         return NULL;
@@ -375,9 +375,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         .payload_bytes = b->device_payload_bytes,
         .blocks = b->device_blocks,
         .num_blocks = num_blocks,
-        .norms = isn_index_doc_norms(index),
         .num_docs = info->num_docs,
-        .k1_plus_1 = info->bm25.k1 + 1.0f,
         .max_batch = o.max_batch,
         .max_terms = b->max_terms,
         .max_k = o.max_k,

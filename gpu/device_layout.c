@@ -16,6 +16,8 @@ typedef struct {
     const isn_index *ix;
     const uint8_t *payload;
     const isn_block_meta *blocks;
+    const float *norms;
+    float k1_plus_1;
     uint32_t df, num_blocks;
     uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
 } term_reader;
@@ -46,6 +48,8 @@ static void open_reader(term_reader *r, const isn_index *ix, uint32_t term) {
     r->ix = ix;
     r->payload = isn_index_postings_payload(ix, &payload_bytes);
     r->blocks = isn_index_block_metas(ix, &num_blocks) + st.first_block;
+    r->norms = isn_index_doc_norms(ix);
+    r->k1_plus_1 = isn_index_get_info(ix)->bm25.k1 + 1.0f;
     r->df = st.df;
     r->num_blocks = st.num_blocks;
 }
@@ -55,8 +59,7 @@ uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint3
     isn_index_term_stats(ix, term, &st);
     uint64_t bytes = 0;
     for (uint32_t b = 0; b < upto; b++)
-        bytes += gpu_layout_block_bytes(gpu_block_count(st.df, st.num_blocks, b), widths[2 * ((uint64_t)st.first_block + b)],
-                                        widths[2 * ((uint64_t)st.first_block + b) + 1]);
+        bytes += gpu_layout_block_bytes(gpu_block_count(st.df, st.num_blocks, b), widths[(uint64_t)st.first_block + b]);
     return bytes;
 }
 
@@ -95,8 +98,7 @@ static void measure_terms(layout_part *p) {
                 p->rc = -1;
                 return;
             }
-            p->widths[2 * ((uint64_t)st.first_block + b)] = (uint8_t)width_of(r.docs, n);
-            p->widths[2 * ((uint64_t)st.first_block + b) + 1] = (uint8_t)width_of(r.freqs, n);
+            p->widths[(uint64_t)st.first_block + b] = (uint8_t)width_of(r.docs, n);
         }
     }
 }
@@ -116,15 +118,18 @@ static void write_terms(layout_part *p) {
                 return;
             }
             const uint64_t k = (uint64_t)st.first_block + b;
-            const uint32_t doc_bits = p->widths[2 * k], freq_bits = p->widths[2 * k + 1];
-            uint8_t *docs = p->payload + at, *freqs = docs + gpu_layout_stream_bytes(n, doc_bits);
-            const uint64_t bytes = gpu_layout_block_bytes(n, doc_bits, freq_bits);
-            memset(docs, 0, bytes);
+            const uint32_t doc_bits = p->widths[k];
+            uint8_t *gaps = p->payload + at;
+            float *parts = (float *)(void *)(gaps + gpu_layout_stream_bytes(n, doc_bits));
+            const uint64_t bytes = gpu_layout_block_bytes(n, doc_bits);
+            memset(gaps, 0, bytes);
+            uint32_t doc = b ? r.blocks[b - 1].last_doc : UINT32_MAX;
             for (uint32_t i = 0; i < n; i++) {
-                if (doc_bits) pack_value(docs, doc_bits, i, r.docs[i]);
-                if (freq_bits) pack_value(freqs, freq_bits, i, r.freqs[i]);
+                if (doc_bits) pack_value(gaps, doc_bits, i, r.docs[i]);
+                doc += r.docs[i] + 1;
+                parts[i] = isn_bm25_tf_part(r.k1_plus_1, r.freqs[i] + 1, r.norms[doc]);
             }
-            p->metas[k].offset = gpu_layout_meta_word(at, doc_bits, freq_bits);
+            p->metas[k].offset = gpu_layout_meta_word(at, doc_bits);
             at += bytes;
         }
     }
@@ -213,7 +218,7 @@ uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t bloc
     for (uint32_t b = 0; b < blocks && b < r.num_blocks; b++) {
         const uint32_t n = read_block(&r, term_id, b, err, sizeof err);
         if (n == 0) return 0;
-        bytes += gpu_layout_block_bytes(n, width_of(r.docs, n), width_of(r.freqs, n));
+        bytes += gpu_layout_block_bytes(n, width_of(r.docs, n));
     }
     return bytes;
 }

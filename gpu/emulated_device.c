@@ -66,17 +66,17 @@ static const char *emulated_name(const gpu_device *d) {
     return "emulated device (host)";
 }
 
-/* Decodes block k of a list: docs and tf - 1 of its n postings (device layout, device.h). */
-static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t k, uint32_t *docs, uint32_t *freqs) {
+/* Decodes block k of a list: docs and tf parts of its n postings (device layout, device.h). */
+static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t k, uint32_t *docs, float *parts) {
     const isn_block_meta *blocks = u->blocks + term->first_block;
     uint32_t n = gpu_block_count(term->df, term->num_blocks, k);
     const uint64_t word = blocks[k].offset;
-    const uint32_t doc_bits = gpu_layout_doc_bits(word), freq_bits = gpu_layout_freq_bits(word);
-    const uint8_t *in = u->payload + gpu_layout_offset(word), *freq_in = in + gpu_layout_stream_bytes(n, doc_bits);
+    const uint32_t doc_bits = gpu_layout_doc_bits(word);
+    const uint8_t *in = u->payload + gpu_layout_offset(word), *part_in = in + gpu_layout_stream_bytes(n, doc_bits);
     uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         docs[i] = doc += gpu_layout_value(in, doc_bits, i) + 1;
-        freqs[i] = gpu_layout_value(freq_in, freq_bits, i);
+        memcpy(&parts[i], part_in + 4 * i, sizeof parts[i]);
     }
     return n;
 }
@@ -89,12 +89,13 @@ static inline double slot_value(const gpu_device *d, const gpu_query *q, double 
 static void add_block(gpu_device *d, const gpu_query *q, const gpu_term *term, uint32_t k, uint32_t lo, uint32_t hi,
                       double scale, uint64_t *scored) {
     const gpu_upload *u = &d->upload;
-    uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
-    uint32_t n = decode_block(u, term, k, docs, freqs);
+    uint32_t docs[ISN_BLOCK_SIZE];
+    float parts[ISN_BLOCK_SIZE];
+    uint32_t n = decode_block(u, term, k, docs, parts);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t doc = docs[i];
         if (doc < lo || doc >= hi) continue;
-        float c = gpu_term_contribution(term->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+        float c = gpu_posting_contribution(term->weight, parts[i]);
         if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
         else d->acc[doc - lo] += (double)c;
         d->matches[doc - lo]++;
@@ -338,14 +339,15 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
     const gpu_upload *u = &d->upload;
     const gpu_term *driver = &b->terms[q->term_begin + q->driver];
     uint32_t count = 0;
-    uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE], bdocs[ISN_BLOCK_SIZE], bfreqs[ISN_BLOCK_SIZE];
+    uint32_t docs[ISN_BLOCK_SIZE], bdocs[ISN_BLOCK_SIZE];
+    float parts[ISN_BLOCK_SIZE], bparts[ISN_BLOCK_SIZE];
     for (uint32_t db = 0; db < driver->num_blocks; db++) {
-        uint32_t n = decode_block(u, driver, db, docs, freqs);
+        uint32_t n = decode_block(u, driver, db, docs, parts);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t doc = docs[i];
             if (doc >= q->doc_limit) continue;
             res->postings_scored++;
-            double score = (double)gpu_term_contribution(driver->weight, u->k1_plus_1, freqs[i] + 1, u->norms[doc]);
+            double score = (double)gpu_posting_contribution(driver->weight, parts[i]);
             bool alive = true;
             for (uint32_t t = 0; t < q->num_terms && alive; t++) {
                 if (t == q->driver) continue;
@@ -354,10 +356,10 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
                 uint32_t k = gpu_lower_block(blocks, term->num_blocks, doc);
                 alive = false;
                 if (k == term->num_blocks) break;
-                uint32_t bn = decode_block(u, term, k, bdocs, bfreqs);
+                uint32_t bn = decode_block(u, term, k, bdocs, bparts);
                 for (uint32_t j = 0; j < bn; j++)
                     if (bdocs[j] == doc) {
-                        score += (double)gpu_term_contribution(term->weight, u->k1_plus_1, bfreqs[j] + 1, u->norms[doc]);
+                        score += (double)gpu_posting_contribution(term->weight, bparts[j]);
                         res->postings_scored++;
                         alive = true;
                         break;

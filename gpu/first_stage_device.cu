@@ -92,11 +92,9 @@ struct stream_buffers {
 struct range_args {
     const uint8_t *payload;
     const isn_block_meta *blocks;
-    const float *norms;
     uint32_t num_docs;
     uint32_t num_ranges;
     uint32_t ranges_per_block;
-    float k1_plus_1;
     const gpu_query *queries;
     const gpu_term *terms;
     gpu_query_result *results;
@@ -194,8 +192,9 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
     return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
 }
 
-// Block b of a list decoded by one warp: lane l gets values 4l..4l+3 (docs and tf - 1), valid below n. The
-// device layout (device.h) puts a lane's four fields side by side: one or two 16-byte loads per stream.
+// Block b of a list decoded by one warp: lane l gets postings 4l..4l+3 (docs and tf parts), valid below n.
+// The device layout (device.h) puts a lane's four gaps side by side (one or two 16-byte loads) and its four
+// parts too (one).
 __device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t n, uint32_t lane,
                                             uint32_t v[4]) {
     if (bits == 0 || 4u * lane >= n) { // a lane past the count reads nothing (short streams end before it)
@@ -214,7 +213,7 @@ __device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits
 
 __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, const isn_block_meta *blocks,
                                                       const gpu_term &term, uint32_t b, uint32_t docs[4],
-                                                      uint32_t freqs[4]) {
+                                                      float parts[4]) {
     const uint32_t lane = threadIdx.x & 31u;
     const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
     const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
@@ -223,7 +222,12 @@ __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, co
     const uint8_t *in = payload + gpu_layout_offset(word);
     uint32_t gaps[4];
     lane_fields(in, doc_bits, n, lane, gaps);
-    lane_fields(in + gpu_layout_stream_bytes(n, doc_bits), gpu_layout_freq_bits(word), n, lane, freqs);
+    const float4 lane_parts = 4u * lane < n ? __ldg(reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    parts[0] = lane_parts.x;
+    parts[1] = lane_parts.y;
+    parts[2] = lane_parts.z;
+    parts[3] = lane_parts.w;
     uint32_t local = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
@@ -268,8 +272,7 @@ __device__ __forceinline__ double warp_max_d(double v) {
 
 // Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
-// The adds and ors return nothing, so no lane waits on shared memory, and the four norm loads are all in
-// flight before the first is needed.
+// The adds and ors return nothing, so no lane waits on shared memory.
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched) {
@@ -279,20 +282,17 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     term.num_blocks = rt.num_blocks;
     term.df = rt.df;
     term.weight = rt.weight;
-    uint32_t docs[4], freqs[4], scored = 0;
-    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, freqs);
+    uint32_t docs[4], scored = 0;
+    float parts[4];
+    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
     bool valid[4];
-    float norms[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
-        norms[j] = valid[j] ? __ldg(&a.norms[docs[j]]) : 0.0f;
-    }
+    for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
     uint32_t word = UINT32_MAX, bits = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
-        const float c = gpu_term_contribution(term.weight, a.k1_plus_1, freqs[j] + 1u, norms[j]);
+        const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
         if (query.fixed_shift)
             acc_add_fixed(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
@@ -975,8 +975,6 @@ __global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, u
 struct probe_args {
     const uint8_t *payload;
     const isn_block_meta *blocks;
-    const float *norms;
-    float k1_plus_1;
     const gpu_query *queries; // the probe queries
     const gpu_term *terms;
     gpu_query_result *results;
@@ -992,26 +990,26 @@ struct probe_args {
 // only those, and looks the documents up; a document missing from any list is dropped.
 __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
     __shared__ uint32_t s_docs[kProbeWarps][ISN_BLOCK_SIZE];
-    __shared__ uint32_t s_freqs[kProbeWarps][ISN_BLOCK_SIZE];
+    __shared__ float s_parts[kProbeWarps][ISN_BLOCK_SIZE];
     const uint32_t q = blockIdx.y;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     if (a.retry != nullptr && a.retry[q] == 0) return;
     const gpu_query query = a.queries[q];
     const gpu_term driver = a.terms[query.term_begin + query.driver];
     const isn_block_meta *dblocks = a.blocks + driver.first_block;
-    uint32_t *wdocs = s_docs[warp], *wfreqs = s_freqs[warp];
+    uint32_t *wdocs = s_docs[warp];
+    float *wparts = s_parts[warp];
     uint64_t scored = 0;
     for (uint32_t db = blockIdx.x * kProbeWarps + warp; db < driver.num_blocks; db += gridDim.x * kProbeWarps) {
-        uint32_t docs[4], freqs[4];
-        const uint32_t n = warp_decode_block(a.payload, dblocks, driver, db, docs, freqs);
+        uint32_t docs[4];
+        float parts[4];
+        const uint32_t n = warp_decode_block(a.payload, dblocks, driver, db, docs, parts);
         double score[4];
         bool alive[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             alive[j] = 4 * lane + j < n && docs[j] < query.doc_limit;
-            score[j] = alive[j] ? (double)gpu_term_contribution(driver.weight, a.k1_plus_1, freqs[j] + 1u,
-                                                                 __ldg(&a.norms[docs[j]]))
-                                : 0.0;
+            score[j] = alive[j] ? (double)gpu_posting_contribution(driver.weight, parts[j]) : 0.0;
             scored += alive[j];
         }
         for (uint32_t t = 0; t < query.num_terms; t++) {
@@ -1036,13 +1034,14 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
                 }
                 from = b + 1;
                 const uint32_t last = __ldg(&blocks[b].last_doc);
-                uint32_t bdocs[4], bfreqs[4];
-                const uint32_t bn = warp_decode_block(a.payload, blocks, term, b, bdocs, bfreqs);
+                uint32_t bdocs[4];
+                float bparts[4];
+                const uint32_t bn = warp_decode_block(a.payload, blocks, term, b, bdocs, bparts);
                 __syncwarp();
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     wdocs[4 * lane + j] = 4 * lane + j < bn ? bdocs[j] : UINT32_MAX;
-                    wfreqs[4 * lane + j] = bfreqs[j];
+                    wparts[4 * lane + j] = bparts[j];
                 }
                 __syncwarp();
 #pragma unroll
@@ -1056,8 +1055,7 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
                         else hi = mid;
                     }
                     if (lo < bn && wdocs[lo] == docs[j]) {
-                        score[j] += (double)gpu_term_contribution(term.weight, a.k1_plus_1, wfreqs[lo] + 1u,
-                                                                  __ldg(&a.norms[docs[j]]));
+                        score[j] += (double)gpu_posting_contribution(term.weight, wparts[lo]);
                         scored++;
                     } else {
                         alive[j] = false;
@@ -1129,7 +1127,6 @@ struct gpu_device {
     gpu_upload upload;
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
-    float *d_norms;
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
@@ -1177,7 +1174,6 @@ static void cuda_close(gpu_device *d) {
     }
     cudaFree(d->d_payload);
     cudaFree(d->d_blocks);
-    cudaFree(d->d_norms);
     delete d;
 }
 
@@ -1228,8 +1224,6 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&d->d_norms, (u->num_docs ? u->num_docs : 1) * sizeof(float)));
-    CHECK(cudaMemcpy(d->d_norms, u->norms, (size_t)u->num_docs * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaFuncSetAttribute(report_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(report_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
@@ -1291,8 +1285,6 @@ static probe_args probe_args_of(const gpu_device *d, const stream_buffers *s, bo
     probe_args p;
     p.payload = d->d_payload;
     p.blocks = d->d_blocks;
-    p.norms = d->d_norms;
-    p.k1_plus_1 = d->upload.k1_plus_1;
     p.queries = s->d_queries + nr;
     p.terms = s->d_terms;
     p.results = s->d_results + nr;
@@ -1308,11 +1300,9 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     memset(&a, 0, sizeof a);
     a.payload = d->d_payload;
     a.blocks = d->d_blocks;
-    a.norms = d->d_norms;
     a.num_docs = d->upload.num_docs;
     a.num_ranges = d->num_ranges;
     a.ranges_per_block = 1;
-    a.k1_plus_1 = d->upload.k1_plus_1;
     a.queries = s->d_queries;
     a.terms = s->d_terms;
     a.results = s->d_results;

@@ -182,7 +182,7 @@ typedef struct {
     double warmup_ms;
     char reason[256];      /* why not healthy (the first device error) */
     char device_name[256];
-    uint64_t index_bytes;    /* payload + block metadata + norms of the whole partition */
+    uint64_t index_bytes;    /* postings (device layout) + block metadata of the whole partition */
     uint64_t bytes_resident; /* of those, on the device */
     uint32_t terms_total;
     uint32_t terms_resident;   /* whole lists on the device */

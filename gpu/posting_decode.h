@@ -97,18 +97,19 @@ GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, ui
     return in[h.header_bytes + gpu_stream_bytes(n, h.bits) + e];
 }
 
-/* The device layout (device.h): a block's offset and widths in its metadata's offset field. */
+/* The device layout (device.h): a block's offset and doc-gap width in its metadata's offset field. */
 #define GPU_LAYOUT_OFFSET_BITS 40
-GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits, uint32_t freq_bits) {
-    return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS | (uint64_t)freq_bits << (GPU_LAYOUT_OFFSET_BITS + 8);
+GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits) {
+    return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS;
 }
 GPU_HD uint64_t gpu_layout_offset(uint64_t word) { return word & (((uint64_t)1 << GPU_LAYOUT_OFFSET_BITS) - 1u); }
 GPU_HD uint32_t gpu_layout_doc_bits(uint64_t word) { return (uint32_t)(word >> GPU_LAYOUT_OFFSET_BITS) & 0xFFu; }
-GPU_HD uint32_t gpu_layout_freq_bits(uint64_t word) { return (uint32_t)(word >> (GPU_LAYOUT_OFFSET_BITS + 8)) & 0xFFu; }
 /* A stream of n fields: each of the four lanes holds ceil(n / 4) of them. */
 GPU_HD uint32_t gpu_layout_stream_bytes(uint32_t n, uint32_t bits) { return 16u * ((((n + 3u) >> 2) * bits + 31u) >> 5); }
-GPU_HD uint64_t gpu_layout_block_bytes(uint32_t n, uint32_t doc_bits, uint32_t freq_bits) {
-    return (uint64_t)gpu_layout_stream_bytes(n, doc_bits) + gpu_layout_stream_bytes(n, freq_bits);
+/* n tf parts (floats), padded to a multiple of four */
+GPU_HD uint32_t gpu_layout_parts_bytes(uint32_t n) { return 4u * ((n + 3u) & ~3u); }
+GPU_HD uint64_t gpu_layout_block_bytes(uint32_t n, uint32_t doc_bits) {
+    return (uint64_t)gpu_layout_stream_bytes(n, doc_bits) + gpu_layout_parts_bytes(n);
 }
 
 /* Field i of a device-layout stream of `bits`-bit fields. */
@@ -146,12 +147,9 @@ GPU_HD void gpu_blocks_in_range(const isn_block_meta *blocks, uint32_t num_block
     if (*end < f) *end = f;
 }
 
-/* The CPU's per-posting contribution: isn_bm25_tf_part in float, times the weight in float. */
-GPU_HD float gpu_term_contribution(float weight, float k1_plus_1, uint32_t tf, float norm) {
-    float f = (float)tf;
-    float part = f * k1_plus_1 / (f + norm);
-    return weight * part;
-}
+/* The CPU's per-posting contribution: the weight times isn_bm25_tf_part, both in float. The device layout
+ * holds isn_bm25_tf_part itself, computed at upload by that function. */
+GPU_HD float gpu_posting_contribution(float weight, float tf_part) { return weight * tf_part; }
 
 GPU_HD uint32_t gpu_float_key(float score) {
     uint32_t bits;

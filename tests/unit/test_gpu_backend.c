@@ -263,7 +263,7 @@ static void test_partial_residency(void **state) {
     uint64_t payload_bytes, num_blocks;
     isn_index_postings_payload(ix, &payload_bytes);
     isn_index_block_metas(ix, &num_blocks);
-    uint64_t budget = payload_bytes / 2 + num_blocks * sizeof(isn_block_meta) + NUM_DOCS * sizeof(float);
+    uint64_t budget = payload_bytes / 2 + num_blocks * sizeof(isn_block_meta);
     isn_gpu_backend *b = open_backend(emulate, budget, 0);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
@@ -324,7 +324,7 @@ static void test_logged_lists_whole(void **state) {
     free(named);
     assert_true(longest > 16); /* lists a prefix_cap of 0.5 would cut */
     assert_true(logged_bytes < all_bytes / 2);
-    uint64_t fixed = num_blocks * sizeof(isn_block_meta) + NUM_DOCS * sizeof(float);
+    uint64_t fixed = num_blocks * sizeof(isn_block_meta);
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = emulate;
