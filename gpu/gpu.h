@@ -195,8 +195,9 @@ typedef struct {
     uint64_t device_errors;
     uint64_t bytes_transferred;
     uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
-    /* What AUTO pruning learned: device milliseconds per million list postings (wall milliseconds on the
-     * emulated device), pruned and exhaustive (0 before the first such batch), and the batches of each. */
+    /* What AUTO pruning learned: milliseconds per million list postings, from each batch's completion to
+     * the later of its submission and the previous completion, pruned and exhaustive (0 before the first
+     * such batch), and the batches of each. */
     double ms_per_mposting_pruned, ms_per_mposting_exhaustive;
     uint64_t batches_pruned, batches_exhaustive;
 } isn_gpu_health;
