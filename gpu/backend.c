@@ -34,6 +34,13 @@ typedef struct {
     bool pruned; /* this batch prunes (choose_pruning) */
 } stream_slot;
 
+/* What AUTO pruning learned for one class of batch sizes: [0] exhaustive, [1] pruned. */
+#define PRUNE_CLASSES 6
+typedef struct {
+    double ms_per_mposting[2];
+    uint64_t batches[2];
+} prune_learning;
+
 struct isn_gpu_backend {
     const isn_index *index;
     isn_gpu_options options;
@@ -50,6 +57,7 @@ struct isn_gpu_backend {
     isn_block_meta *device_blocks;
     uint32_t max_terms;     /* gpu_term entries per batch */
     double last_completion_ms; /* of the latest batch, for learn_pruning */
+    prune_learning prune[PRUNE_CLASSES]; /* AUTO pruning, by batch size (prune_class) */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
     isn_gpu_health health;
@@ -501,29 +509,40 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
     return 0;
 }
 
-/* Whether the next batch prunes. AUTO: each mode until it has a few batches, then the one with the lower
- * device time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic
- * is noticed. */
+/* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (a
+ * pruned batch of one query can beat an exhaustive one while the same queries in batches of 16 run at half
+ * the exhaustive rate): per size class, each mode until it has a few batches, then the one with the lower
+ * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic is
+ * noticed. */
 #define PRUNE_WARMUP_BATCHES 3
-static bool choose_pruning(const isn_gpu_backend *b) {
-    if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
-    if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
-    const isn_gpu_health *h = &b->health;
-    if (h->batches_pruned < PRUNE_WARMUP_BATCHES) return true;
-    if (h->batches_exhaustive < PRUNE_WARMUP_BATCHES) return false;
-    bool better = h->ms_per_mposting_pruned <= h->ms_per_mposting_exhaustive;
-    return h->batches % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+static uint32_t prune_class(uint32_t n) {
+    uint32_t c = 0;
+    while (n >= 4 && c + 1 < PRUNE_CLASSES) n >>= 2, c++;
+    return c;
 }
 
-/* Folds a batch's time per million list postings into its mode's average. */
-static void learn_pruning(isn_gpu_backend *b, bool pruned, double ms, uint64_t postings) {
+static bool choose_pruning(const isn_gpu_backend *b, uint32_t n) {
+    if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
+    if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
+    const prune_learning *l = &b->prune[prune_class(n)];
+    if (l->batches[1] < PRUNE_WARMUP_BATCHES) return true;
+    if (l->batches[0] < PRUNE_WARMUP_BATCHES) return false;
+    bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
+    return (l->batches[0] + l->batches[1]) % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+}
+
+/* Folds a batch's time per million list postings into its size class's average for its mode; the health
+ * shows the class of the latest batch. */
+static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms, uint64_t postings) {
     if (postings == 0) return;
-    double sample = ms / ((double)postings / 1e6), *avg;
-    uint64_t *count;
-    if (pruned) avg = &b->health.ms_per_mposting_pruned, count = &b->health.batches_pruned;
-    else avg = &b->health.ms_per_mposting_exhaustive, count = &b->health.batches_exhaustive;
-    *avg = *count == 0 ? sample : 0.8 * *avg + 0.2 * sample;
-    (*count)++;
+    prune_learning *l = &b->prune[prune_class(n)];
+    double sample = ms / ((double)postings / 1e6);
+    l->ms_per_mposting[pruned] = l->batches[pruned] == 0 ? sample : 0.8 * l->ms_per_mposting[pruned] + 0.2 * sample;
+    l->batches[pruned]++;
+    b->health.ms_per_mposting_pruned = l->ms_per_mposting[1];
+    b->health.ms_per_mposting_exhaustive = l->ms_per_mposting[0];
+    if (pruned) b->health.batches_pruned++;
+    else b->health.batches_exhaustive++;
 }
 
 int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
@@ -553,7 +572,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     s->requests = requests;
     s->num_requests = n;
     s->submitted_at = now_ms();
-    s->pruned = choose_pruning(b);
+    s->pruned = choose_pruning(b, n);
     uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
@@ -829,7 +848,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
      * synthetic partition at about half the exhaustive rate). */
     const double since = now - (b->last_completion_ms > s->submitted_at ? b->last_completion_ms : s->submitted_at);
     b->last_completion_ms = now;
-    if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->pruned, since, st.postings_in_lists);
+    if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;
