@@ -658,18 +658,18 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             if (path == GPU_PATH_RANGES) sort_by_bound(s->terms + nterms, r->query->num_terms);
             nterms += r->query->num_terms;
             q->seed_key = 0;
-            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES &&
-                s->pruned) {
+            q->floor_key = 0;
+            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES) {
                 /* a hair below the probe's score, whatever order the probe summed in */
                 float seed = (float)(r->threshold * (1.0 - 1e-6));
-                memcpy(&q->seed_key, &seed, sizeof seed);
+                memcpy(&q->floor_key, &seed, sizeof seed);
+                if (s->pruned) q->seed_key = q->floor_key;
             }
             q->sample_stride = s->pruned ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators
                                  ? 0
                                  : gpu_fixed_shift(min_weight, weight_sum, b->k1_plus_1, b->max_norm);
-            q->reserved = 0;
             hits += r->k;
             s->device_request[nq++] = i;
         }

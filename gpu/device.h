@@ -72,7 +72,11 @@ typedef struct {
     /* Sampling round: ranges r with r % sample_stride == 0 are scored first; the k-th best of their
      * reports raises the pruning threshold for the others (1: one round). */
     uint32_t sample_stride;
-    uint32_t reserved;
+    /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
+     * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
+     * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
+     * the report then skips the many documents that cannot be answers, for the price of one compare. */
+    uint32_t floor_key;
 } gpu_query;
 
 /* What the device returns, per query. */

@@ -259,6 +259,7 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     for (uint32_t j = 0; j < m; j++) {
         uint64_t best = GPU_NO_CANDIDATE;
         for (uint32_t i = 0; i < hi - lo; i++) {
+            if (gpu_below_floor(d->acc[i], q->floor_key)) continue;
             uint64_t c = slot_key(d, lo, i);
             if ((j == 0 || c > previous) && c < best) best = c;
         }
@@ -297,6 +298,7 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
         res->postings_scored += scored;
         res->ranges_rescored++;
         for (uint32_t i = 0; i < hi - lo; i++) {
+            if (gpu_below_floor(d->acc[i], q->floor_key)) continue;
             uint64_t c = slot_key(d, lo, i);
             if (c == GPU_NO_CANDIDATE || c > theta_key) continue;
             if (count < q->cand_cap) d->candidates[count] = c;
@@ -322,6 +324,7 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
             if (r % stride) report_range(d, b, q, r, num_docs, theta, res);
     }
     uint64_t theta_key = kth_report(d, q, 1);
+    if (gpu_floor_candidate_key(q->floor_key) < theta_key) theta_key = gpu_floor_candidate_key(q->floor_key);
     uint32_t count = collect(d, b, q, num_docs, theta_key, res);
     for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
         qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);

@@ -663,14 +663,38 @@ __device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bo
     }
 }
 
-// The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots.
+// A range's report floor (gpu_query.floor_key) in its accumulator's units: a fixed-point slot below
+// `fixed` (floor * 2^fixed_shift, rounded down), a double slot below `value`, is no answer.
+struct report_floor {
+    unsigned long long fixed;
+    double value;
+};
+
+__device__ __forceinline__ report_floor floor_of(const gpu_query &query) {
+    const double value = gpu_floor_value(query.floor_key);
+    const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
+    return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value};
+}
+
+__device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, double inv_scale, const report_floor &f) {
+    if (f.value == 0.0) return false; // no floor: nothing to load
+    if (inv_scale == 0.0) return acc[i] < f.value;
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    return ((unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits) + low[i] < f.fixed;
+}
+
+// The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots that
+// reach the floor.
 __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
-                                                uint64_t above, double inv_scale, uint64_t &first, uint64_t &second) {
+                                                uint64_t above, double inv_scale, const report_floor &answer_floor,
+                                                uint64_t &first, uint64_t &second) {
     first = GPU_NO_CANDIDATE;
     second = GPU_NO_CANDIDATE;
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
-            const uint64_t key = slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, n, inv_scale);
+            const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
+            if (slot_below_floor(acc, i, inv_scale, answer_floor)) continue;
+            const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
             if (key <= above) continue;
             if (key < first) {
                 second = first;
@@ -686,11 +710,11 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
 // keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
 __device__ void report_touched(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m,
-                               double inv_scale, uint64_t *lists, uint64_t *out) {
+                               double inv_scale, const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     uint64_t first, second;
-    thread_best_two(acc, touched, lo, n, 0, inv_scale, first, second);
+    thread_best_two(acc, touched, lo, n, 0, inv_scale, answer_floor, first, second);
     bool second_known = true; // else the thread's slots above first were not looked at
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
@@ -704,7 +728,7 @@ __device__ void report_touched(const double *acc, const uint32_t *touched, uint3
                 first = second;
                 second_known = first == GPU_NO_CANDIDATE;
             } else {
-                thread_best_two(acc, touched, lo, n, w, inv_scale, first, second);
+                thread_best_two(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
                 second_known = true;
             }
         }
@@ -734,6 +758,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     const uint32_t theta = a.round == 1 ? query.seed_key : a.prune[q];
+    const report_floor answer_floor = floor_of(query);
     uint32_t *touched =
         a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
     if (touched != nullptr) zero_accumulator(acc, touched); // the loop's first barrier orders it
@@ -757,7 +782,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         }
         scored++;
         if (touched != nullptr) {
-            report_touched(acc, touched, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux),
+            report_touched(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, reinterpret_cast<uint64_t *>(aux),
                            out);
             clear_touched(acc, touched, query.fixed_shift != 0);
         } else {
@@ -876,7 +901,8 @@ __global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *
 }
 
 // The k-th smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real
-// documents have keys at most this, so every answer's key is too. Radix select over the 64-bit keys.
+// documents have keys at most this, so every answer's key is too; so is the floor's key (answers reach
+// the floor), and the lower of the two is taken. Radix select over the 64-bit keys.
 __global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *queries, const uint64_t *reports,
                                                             uint32_t num_ranges, uint32_t report_stride,
                                                             uint64_t *theta_key) {
@@ -887,8 +913,9 @@ __global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *que
     const gpu_query query = queries[q];
     const uint32_t m = query.range_top;
     const uint32_t total = num_ranges * m;
+    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
     if (query.k > total) {
-        if (threadIdx.x == 0) theta_key[q] = GPU_NO_CANDIDATE;
+        if (threadIdx.x == 0) theta_key[q] = floor_key;
         return;
     }
     const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
@@ -918,7 +945,7 @@ __global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *que
         mask |= (uint64_t)0xFF << shift;
         __syncthreads();
     }
-    if (threadIdx.x == 0) theta_key[q] = s_prefix;
+    if (threadIdx.x == 0) theta_key[q] = s_prefix < floor_key ? s_prefix : floor_key;
 }
 
 // Reports with keys at most the threshold key become candidates; ranges whose every report is within it

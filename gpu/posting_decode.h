@@ -185,9 +185,26 @@ GPU_HD void gpu_block_cells(const isn_block_meta *blocks, uint32_t b, uint32_t f
     *adds_last = !(next && weight * blocks[b + 1].max_tf_part > bound);
 }
 
+/* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.
+ * The margin (2^-20, far above the float rounding of a sum of at most GPU_MAX_OR_TERMS terms) keeps every
+ * document at or above the floor; which documents just below it are reported does not matter. */
+GPU_HD double gpu_floor_value(uint32_t floor_key) {
+    float floor;
+    memcpy(&floor, &floor_key, sizeof floor);
+    return floor_key ? (double)floor * (1.0 - 1.0 / 1048576.0) : 0.0;
+}
+
+GPU_HD bool gpu_below_floor(double score, uint32_t floor_key) { return score < gpu_floor_value(floor_key); }
+
 /* Candidates sort ascending as (score descending, doc ascending). */
 GPU_HD uint64_t gpu_candidate_key(uint32_t score_key, uint32_t doc) {
     return ((uint64_t)(~score_key) << 32) | doc;
+}
+
+/* The largest candidate key an answer can have given the floor (GPU_NO_CANDIDATE without one): answers
+ * score at least the floor, whatever their document. */
+GPU_HD uint64_t gpu_floor_candidate_key(uint32_t floor_key) {
+    return floor_key ? gpu_candidate_key(floor_key, UINT32_MAX) : UINT64_MAX;
 }
 
 #endif

@@ -1,0 +1,215 @@
+/* The GPU's posting layout (gpu/device_layout.c) and the report floor's arithmetic (gpu/posting_decode.h),
+ * white-box: every block laid out for the device reads back as the index's own postings (docs, and the tf
+ * part the CPU scores with, bit for bit); sizes, alignment and a partial layout; and the floor keeps every
+ * document that reaches it. Runs on the host, so CI checks what the device reads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/device.h"
+#include "gpu/gpu.h"
+#include "gpu/posting_decode.h"
+#include "index/index.h"
+#include "tests/support/index_builder.h"
+#include "tests/support/random.h"
+
+#define NUM_DOCS 12000u
+#define VOCAB 2000u
+
+static support_index test_index;
+static isn_index *ix;
+
+static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
+    (void)user;
+    (void)d;
+    uint32_t len = 2 + (uint32_t)(support_rng_unit() * support_rng_unit() * 120);
+    size_t at = 0;
+    for (uint32_t i = 0; i < len; i++) {
+        /* a skewed vocabulary: a few lists of many blocks, wide gaps in the rare ones, repeated words */
+        uint32_t w = (uint32_t)(VOCAB * support_rng_unit() * support_rng_unit() * support_rng_unit());
+        at += (size_t)snprintf(text + at, cap - at, "w%u ", w);
+    }
+    return at;
+}
+
+static int setup(void **state) {
+    (void)state;
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_fields = 1;
+    snprintf(o.fields[0], sizeof o.fields[0], "body");
+    o.analyzer.stem = false;
+    o.analyzer.stopwords = false;
+    if (support_index_build(&test_index, "gpu_layout", &o, NUM_DOCS, doc_text, NULL) != 0) return -1;
+    ix = test_index.index;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    support_index_close(&test_index);
+    return 0;
+}
+
+typedef struct {
+    uint8_t *widths, *payload;
+    isn_block_meta *metas;
+    uint32_t *term_blocks;
+    uint64_t bytes;
+} layout;
+
+/* Lays out each term's first `keep(t)` blocks (all of them with keep NULL). */
+static void layout_build(layout *l, uint32_t (*keep)(uint32_t term, uint32_t num_blocks)) {
+    uint64_t num_blocks;
+    const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    char err[256];
+    l->widths = malloc(num_blocks);
+    l->term_blocks = calloc(nt, sizeof *l->term_blocks);
+    l->metas = malloc(num_blocks * sizeof *l->metas);
+    assert_non_null(l->widths);
+    assert_non_null(l->term_blocks);
+    assert_non_null(l->metas);
+    assert_int_equal(gpu_layout_measure(ix, l->widths, 3, err, sizeof err), 0);
+    l->bytes = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        l->term_blocks[t] = keep ? keep(t, st.num_blocks) : st.num_blocks;
+        l->bytes += gpu_layout_list_bytes(ix, l->widths, t, l->term_blocks[t]);
+    }
+    l->payload = malloc(l->bytes ? l->bytes : 1);
+    assert_non_null(l->payload);
+    memcpy(l->metas, blocks, num_blocks * sizeof *blocks);
+    assert_int_equal(gpu_layout_write(ix, l->widths, l->term_blocks, l->payload, l->metas, 3, err, sizeof err), 0);
+}
+
+static void layout_free(layout *l) {
+    free(l->widths);
+    free(l->payload);
+    free(l->metas);
+    free(l->term_blocks);
+}
+
+/* Every laid-out block of term t against the index's cursor: docs, and the tf part as isn_search scores it. */
+static uint64_t check_term(const layout *l, uint32_t t) {
+    isn_term_stats st;
+    isn_index_term_stats(ix, t, &st);
+    const isn_block_meta *metas = l->metas + st.first_block;
+    const float *norms = isn_index_doc_norms(ix);
+    const float k1_plus_1 = isn_index_get_info(ix)->bm25.k1 + 1.0f;
+    isn_cursor c;
+    isn_cursor_open(&c, ix, t);
+    uint64_t checked = 0;
+    for (uint32_t b = 0; b < l->term_blocks[t]; b++) {
+        const uint32_t n = gpu_block_count(st.df, st.num_blocks, b);
+        const uint64_t word = metas[b].offset;
+        assert_int_equal(gpu_layout_offset(word) % 16, 0);
+        const uint32_t bits = gpu_layout_doc_bits(word);
+        assert_true(bits <= 32);
+        const uint8_t *gaps = l->payload + gpu_layout_offset(word);
+        const uint8_t *parts = gaps + gpu_layout_stream_bytes(n, bits);
+        uint32_t doc = b ? metas[b - 1].last_doc : UINT32_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            doc += gpu_layout_value(gaps, bits, i) + 1;
+            assert_int_equal(doc, c.doc);
+            float part;
+            memcpy(&part, parts + 4 * i, sizeof part);
+            const float expect = isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(&c), norms[c.doc]);
+            assert_memory_equal(&part, &expect, sizeof part);
+            isn_cursor_next(&c);
+            checked++;
+        }
+        assert_int_equal(doc, metas[b].last_doc);
+    }
+    return checked;
+}
+
+static void test_every_posting_reads_back(void **state) {
+    (void)state;
+    layout l;
+    layout_build(&l, NULL);
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    uint64_t postings = 0, wide = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        postings += check_term(&l, t);
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        wide += st.num_blocks > 4;
+    }
+    assert_int_equal(postings, isn_index_get_info(ix)->num_postings);
+    assert_true(wide > 10); /* lists of many full blocks were laid out, not only short ones */
+    layout_free(&l);
+}
+
+/* The sizes the budget counts are the sizes written; short blocks take less than full ones. */
+static void test_sizes(void **state) {
+    (void)state;
+    layout l;
+    layout_build(&l, NULL);
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    uint64_t sum = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        const uint64_t bytes = gpu_layout_list_bytes(ix, l.widths, t, st.num_blocks);
+        assert_int_equal(isn_gpu_list_bytes(ix, t, st.num_blocks), bytes);
+        sum += bytes;
+    }
+    assert_int_equal(sum, l.bytes);
+    assert_int_equal(isn_gpu_list_bytes(ix, nt, 1), 0); /* unknown term */
+    assert_true(gpu_layout_block_bytes(1, 20) < gpu_layout_block_bytes(128, 20));
+    assert_int_equal(gpu_layout_block_bytes(128, 0), 512); /* gaps of 0 bits: only the parts */
+    layout_free(&l);
+}
+
+static uint32_t keep_half(uint32_t term, uint32_t num_blocks) {
+    (void)term;
+    return num_blocks > 1 ? num_blocks / 2 : num_blocks;
+}
+
+/* A partial layout (a pruned-prefix cache's): the leading blocks of each list, still exact. */
+static void test_prefixes_read_back(void **state) {
+    (void)state;
+    layout l;
+    layout_build(&l, keep_half);
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    for (uint32_t t = 0; t < nt; t++) check_term(&l, t);
+    layout_free(&l);
+}
+
+/* The floor keeps every score that reaches it, even summed in another order; its candidate key bounds
+ * every such document's key, and no document below it. */
+static void test_floor(void **state) {
+    (void)state;
+    const float floor = 12.375f;
+    uint32_t key;
+    memcpy(&key, &floor, sizeof key);
+    assert_false(gpu_below_floor(12.375, key));
+    assert_false(gpu_below_floor(12.375 * (1.0 - 1e-9), key)); /* a different summation order */
+    assert_true(gpu_below_floor(12.37, key));
+    assert_false(gpu_below_floor(0.0, 0)); /* no floor */
+    const float above = 12.5f, below = 12.25f;
+    uint32_t above_key, below_key;
+    memcpy(&above_key, &above, sizeof above_key);
+    memcpy(&below_key, &below, sizeof below_key);
+    assert_true(gpu_candidate_key(key, UINT32_MAX - 1) <= gpu_floor_candidate_key(key));
+    assert_true(gpu_candidate_key(above_key, UINT32_MAX) <= gpu_floor_candidate_key(key));
+    assert_true(gpu_candidate_key(below_key, 0) > gpu_floor_candidate_key(key));
+    assert_int_equal(gpu_floor_candidate_key(0), GPU_NO_CANDIDATE);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_posting_reads_back),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_prefixes_read_back),
+        cmocka_unit_test(test_floor),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
