@@ -38,7 +38,8 @@ typedef struct {
 #define PRUNE_CLASSES 6
 typedef struct {
     double ms_per_mposting[2];
-    uint64_t batches[2];
+    uint64_t batches[2]; /* learned from */
+    uint64_t chosen[2];  /* sent */
 } prune_learning;
 
 struct isn_gpu_backend {
@@ -521,14 +522,22 @@ static uint32_t prune_class(uint32_t n) {
     return c;
 }
 
-static bool choose_pruning(const isn_gpu_backend *b, uint32_t n) {
+static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
     if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
     if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
-    const prune_learning *l = &b->prune[prune_class(n)];
-    if (l->batches[1] < PRUNE_WARMUP_BATCHES) return true;
-    if (l->batches[0] < PRUNE_WARMUP_BATCHES) return false;
-    bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
-    return (l->batches[0] + l->batches[1]) % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+    prune_learning *l = &b->prune[prune_class(n)];
+    /* the warm-up counts batches sent, not batches learned from: with batches in flight, counting
+     * completions sent every batch of a short burst down the first mode */
+    bool pruned;
+    if (l->chosen[1] < PRUNE_WARMUP_BATCHES) pruned = true;
+    else if (l->chosen[0] < PRUNE_WARMUP_BATCHES) pruned = false;
+    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] != 0; /* still to learn one */
+    else {
+        bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
+        pruned = (l->chosen[0] + l->chosen[1]) % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+    }
+    l->chosen[pruned]++;
+    return pruned;
 }
 
 /* Folds a batch's time per million list postings into its size class's average for its mode; the health
