@@ -444,8 +444,12 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         if (!prune) essential_items = items;
         // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
         // pruned: one chunk only, acc untouched
-        if (query.and_mode && (and_missing || items == 0)) return false;
-        if (prune && (essential_items == 0 || gpu_bound_below(total, prune))) return false;
+        // (a barrier before leaving: the caller's next range writes the spans this summary just read)
+        if ((query.and_mode && (and_missing || items == 0)) ||
+            (prune && (essential_items == 0 || gpu_bound_below(total, prune)))) {
+            __syncthreads();
+            return false;
+        }
         if (items == 0) {
             __syncthreads();
             continue;
@@ -705,16 +709,44 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
         }
 }
 
+// thread_best_two's first pass, which also clears the slots below the floor (no answers, and never looked
+// at again) and drops their bits: clear_touched then visits only the few slots that reach the floor.
+__device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched, uint32_t lo, uint32_t n,
+                                                  double inv_scale, const report_floor &answer_floor, uint64_t &first,
+                                                  uint64_t &second) {
+    static_assert(kCells == kThreads, "a thread per bitmap word");
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+    const uint32_t c = threadIdx.x;
+    uint32_t kept = 0;
+    for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+        const uint32_t bit = (uint32_t)(__ffs(bits) - 1), i = c * GPU_SUB_DOCS + bit;
+        if (slot_below_floor(acc, i, inv_scale, answer_floor)) {
+            acc_clear(acc, i, inv_scale != 0.0);
+            continue;
+        }
+        kept |= 1u << bit;
+        const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
+        if (key < first) {
+            second = first;
+            first = key;
+        } else if (key < second) {
+            second = key;
+        }
+    }
+    touched[c] = kept;
+}
+
 // report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
 // 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
 // keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
-__device__ void report_touched(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m,
-                               double inv_scale, const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
+__device__ void report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                               const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     uint64_t first, second;
-    thread_best_two(acc, touched, lo, n, 0, inv_scale, answer_floor, first, second);
+    thread_first_scan(acc, touched, lo, n, inv_scale, answer_floor, first, second);
     bool second_known = true; // else the thread's slots above first were not looked at
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
@@ -761,7 +793,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     const report_floor answer_floor = floor_of(query);
     uint32_t *touched =
         a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
-    if (touched != nullptr) zero_accumulator(acc, touched); // the loop's first barrier orders it
+    if (touched != nullptr) zero_accumulator(acc, touched); // the first range's span barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, previous = UINT32_MAX;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
@@ -772,7 +804,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
-        __syncthreads(); // the previous range's lists and shared spans are consumed
+        // No barrier here: the previous range's spans were last read before its items barrier, its report
+        // lists are merged by warp 0 before warp 0 reaches this range's span barrier, and each thread's
+        // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
         if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s)) {
