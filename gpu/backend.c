@@ -217,6 +217,11 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         if (b->term_blocks[t] == st.num_blocks) b->health.terms_resident++;
         else b->health.terms_prefix++;
     }
+    if (used >> GPU_LAYOUT_OFFSET_BITS) {
+        snprintf(err, err_len, "GPU backend: %llu bytes of postings are beyond the device layout's %u-bit offsets",
+                 (unsigned long long)used, GPU_LAYOUT_OFFSET_BITS);
+        goto fail;
+    }
     b->device_payload_bytes = used;
     b->device_payload = malloc(used ? used : 1);
     b->device_blocks = malloc((num_blocks ? num_blocks : 1) * sizeof *b->device_blocks);

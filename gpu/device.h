@@ -153,6 +153,7 @@ const gpu_device_ops *gpu_cuda_device_ops(void);
  * lays out each term's first term_blocks[t] blocks, one list after the other in term order, into payload
  * (sized by gpu_layout_list_bytes) and sets their offset fields in metas (a copy of the index's metadata);
  * 0, or -1 with err. Measuring and writing spread the terms over `threads` threads. */
+#define GPU_LAYOUT_OFFSET_BITS 40 /* of the offset field: the rest holds the gap width */
 int gpu_layout_measure(const isn_index *ix, uint8_t *widths, uint32_t threads, char *err, size_t err_len);
 uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint32_t term, uint32_t upto);
 int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,

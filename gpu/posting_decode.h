@@ -98,7 +98,6 @@ GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, ui
 }
 
 /* The device layout (device.h): a block's offset and doc-gap width in its metadata's offset field. */
-#define GPU_LAYOUT_OFFSET_BITS 40
 GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits) {
     return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS;
 }
