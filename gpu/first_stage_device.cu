@@ -1,10 +1,13 @@
-// The CUDA first-stage device: the partition resident in device memory, and per batch a fixed sequence on one stream:
+// The CUDA first-stage device: the partition resident in device memory (in the device layout, device.h),
+// and per batch a fixed sequence on one stream:
 //  1. copy the batch in;
 //  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
-//     its range_top best documents (score desc, doc asc) as candidate keys;
-//  3. the k-th best report per query is the threshold theta (a lower bound of the answer's k-th score:
-//     reports are scores of distinct documents); the reports at or above theta are candidates, and a
-//     range whose every report reaches theta (it may hold more such documents) goes on a work list;
+//     its range_top best documents (score desc, doc asc) at or above the query's floor, if it has one,
+//     as candidate keys;
+//  3. the k-th best report per query, or the floor if lower, is the threshold theta (a lower bound of
+//     the answer's k-th score: reports are scores of distinct documents, and every answer reaches the
+//     floor); the reports at or above theta are candidates, and a range whose every report reaches
+//     theta (it may hold more such documents) goes on a work list;
 //  4. rescore pass: only the ranges of the work list (almost none when range_top fits k, see
 //     gpu_range_top) are scored again and give every document at or above theta;
 //  5. conjunctive queries with a short enough shortest list skip 2-4: their shortest list's documents
