@@ -4,9 +4,11 @@
  * then whole passes over the log for at least --cpu-seconds). JSON lines on stdout.
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
- *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S]
+ *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64), as isnd's cost
  * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
+ * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
+ * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
  * --inflight N keeps N batches on N streams at once (default 2), as isnd's dispatcher does; --exhaustive
  * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
  * the backend pick per batch, isn_gpu_options.pruning);
@@ -126,7 +128,7 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
 
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
-    uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096;
+    uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
     double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
@@ -140,7 +142,7 @@ int main(int argc, char **argv) {
                                          {"inflight", 1, 0, 'F'},       {"no-seed", 0, 0, 'S'},
                                          {"cpu-seconds", 1, 0, 'C'},    {"exhaustive", 0, 0, 'X'},
                                          {"pruned", 0, 0, 'P'},         {"train-queries", 1, 0, 'T'},
-                                         {"prefix-cap", 1, 0, 'Q'},
+                                         {"prefix-cap", 1, 0, 'Q'},     {"min-batches", 1, 0, 'R'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -163,12 +165,14 @@ int main(int argc, char **argv) {
         case 'C': cpu_seconds = strtod(optarg, NULL); break;
         case 'T': train_path = optarg; break;
         case 'Q': prefix_cap = strtod(optarg, NULL); break;
+        case 'R': min_batches = (uint32_t)atoi(optarg); break;
         case 'l': label = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
     }
-    if (!index_dir || !queries_path || threads == 0 || threads > 256 || inflight == 0 || inflight > 8) {
+    if (!index_dir || !queries_path || threads == 0 || threads > 256 || inflight == 0 || inflight > 8 ||
+        min_batches == 0 || min_batches > 64) {
         fprintf(stderr, "usage: bench_gpu --index DIR --queries FILE.tsv [--ks ..] [--batches ..] [--threads N]\n");
         return 2;
     }
@@ -214,9 +218,11 @@ int main(int argc, char **argv) {
            h.terms_total, t_open, h.warmup_ms);
     fflush(stdout);
     isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
-    isn_hit *gpu_hits = malloc((size_t)log.n * max_k * sizeof *gpu_hits);
+    /* requests: the log, or more of it over again for --min-batches */
+    const uint32_t requests = log.n > max_batch * min_batches ? log.n : max_batch * min_batches;
+    isn_hit *gpu_hits = malloc((size_t)requests * max_k * sizeof *gpu_hits);
     uint32_t *cpu_n = malloc(log.n * sizeof *cpu_n);
-    isn_gpu_request *req = calloc(log.n, sizeof *req);
+    isn_gpu_request *req = calloc(requests, sizeof *req);
     double *thresholds = calloc(log.n, sizeof *thresholds);
     for (int m = 0; m < 2; m++) {
         if (!modes[m]) continue;
@@ -245,13 +251,14 @@ int main(int argc, char **argv) {
                 uint32_t bs = batches[bi];
                 /* batch 1 and 16 run over a prefix of the log: enough batches to time, bounded in length */
                 uint32_t n = bs < 64 ? (log.n < 64 * bs ? log.n : 64 * bs) : log.n;
+                if (n < bs * min_batches) n = bs * min_batches;
                 isn_gpu_batch_stats sum;
                 memset(&sum, 0, sizeof sum);
                 uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0;
                 double max_batch_ms = 0;
                 for (uint32_t q = 0; q < n; q++)
-                    req[q] = (isn_gpu_request){.query = &log.queries[q], .mode = mode, .k = k,
-                                               .threshold = thresholds[q], .hits = gpu_hits + (size_t)q * k};
+                    req[q] = (isn_gpu_request){.query = &log.queries[q % log.n], .mode = mode, .k = k,
+                                               .threshold = thresholds[q % log.n], .hits = gpu_hits + (size_t)q * k};
                 int tickets[8];
                 uint32_t pending = 0, head = 0;
                 double t0 = isn_now_seconds();
@@ -296,11 +303,12 @@ int main(int argc, char **argv) {
                 }
                 double wall = isn_now_seconds() - t0;
                 for (uint32_t q = 0; q < n; q++) {
+                    const uint32_t lq = q % log.n; /* the log query this request repeats */
                     on_device += req[q].answered_by == ISN_GPU_ANSWERED_DEVICE;
-                    bool same = req[q].num_hits == cpu_n[q];
-                    for (uint32_t i = 0; same && i < cpu_n[q]; i++)
-                        same = gpu_hits[(size_t)q * k + i].doc == cpu_hits[(size_t)q * k + i].doc &&
-                               gpu_hits[(size_t)q * k + i].score == cpu_hits[(size_t)q * k + i].score;
+                    bool same = req[q].num_hits == cpu_n[lq];
+                    for (uint32_t i = 0; same && i < cpu_n[lq]; i++)
+                        same = gpu_hits[(size_t)q * k + i].doc == cpu_hits[(size_t)lq * k + i].doc &&
+                               gpu_hits[(size_t)q * k + i].score == cpu_hits[(size_t)lq * k + i].score;
                     if (!same && mismatches++ < 3)
                         fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
                                 req[q].num_hits, cpu_n[q]);
