@@ -515,9 +515,9 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
     return 0;
 }
 
-/* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (a
- * pruned batch of one query can beat an exhaustive one while the same queries in batches of 16 run at half
- * the exhaustive rate): per size class, each mode until it has a few batches, then the one with the lower
+/* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (pruning
+ * can pay for a batch of one query and cost for the same queries in batches of 16, where the exhaustive
+ * pass keeps the device busier): per size class, each mode until it has a few batches, then the one with the lower
  * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic is
  * noticed. */
 #define PRUNE_WARMUP_BATCHES 3
@@ -858,8 +858,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     st.pruned = s->pruned;
     /* What the batch cost: the time since the later of its submission and the previous batch's completion.
      * Its own device events are no measure once batches overlap: they also count the other stream's
-     * kernels, so a cheap batch beside a costly one looked as costly (AUTO then kept pruning on the 20M
-     * synthetic partition at about half the exhaustive rate). */
+     * kernels, so a cheap batch beside a costly one looks as costly. */
     const double since = now - (b->last_completion_ms > s->submitted_at ? b->last_completion_ms : s->submitted_at);
     b->last_completion_ms = now;
     if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);

@@ -1,8 +1,9 @@
 /* The device's posting layout (device.h, "Device layout"), written from the index's blocks at upload.
  * The index's blocks are bit-packed with exceptions and a 1- or 3-byte header, so on the device every
  * packed word load was unaligned (two loads and a funnel shift) and every exception cost the whole warp
- * a round of shuffles: together half of the range kernels' instructions. Here each block's widths live
- * in its metadata, its two streams start on 16-byte boundaries, and there are no exceptions. */
+ * a round of shuffles. Here a block's gap width lives in its metadata, its gaps and tf parts start on
+ * 16-byte boundaries, and there are no exceptions; holding the tf part instead of the tf spares the
+ * device each posting's norm load and a division. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>

@@ -141,7 +141,7 @@ __device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
 // Accumulator slots. In double (query.fixed_shift == 0) slot i is acc[i]. In fixed point it is two 32-bit
 // counters, low[i] and low[GPU_RANGE_DOCS + i] (the same 64 KB), that add the low kLowBits bits and the
 // rest of each contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a
-// compare-and-swap loop that was a sixth of the report kernel's stalls). Neither counter can overflow:
+// compare-and-swap loop, which every posting would wait on). Neither counter can overflow:
 // a slot adds at most GPU_MAX_OR_TERMS low parts below 2^kLowBits (< 2^32), and its high parts sum to at
 // most its total (< 2^53, gpu_fixed_shift) over 2^kLowBits (< 2^31); high * 2^kLowBits + low is the exact
 // 64-bit sum.
