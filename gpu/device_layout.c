@@ -29,12 +29,13 @@ static uint32_t width_of(const uint32_t *values, uint32_t n) {
     return any ? 32u - (uint32_t)__builtin_clz(any) : 0u;
 }
 
-/* Block b's doc gaps and tf - 1 into the reader; its count, or 0 with err for a malformed block. */
-static uint32_t read_block(term_reader *r, uint32_t term, uint32_t b, char *err, size_t err_len) {
+/* Block b's doc gaps, and with `freqs` its tf - 1, into the reader (sizing the layout needs only the gaps);
+ * its count, or 0 with err for a malformed block. */
+static uint32_t read_block(term_reader *r, uint32_t term, uint32_t b, bool freqs, char *err, size_t err_len) {
     const uint32_t n = gpu_block_count(r->df, r->num_blocks, b);
     const uint8_t *in = r->payload + r->blocks[b].offset;
     const size_t doc_bytes = isn_codec_decode(in, n, r->docs);
-    if (doc_bytes == 0 || isn_codec_decode(in + doc_bytes, n, r->freqs) == 0) {
+    if (doc_bytes == 0 || (freqs && isn_codec_decode(in + doc_bytes, n, r->freqs) == 0)) {
         snprintf(err, err_len, "GPU backend: posting block %u of term %u does not decode; the index is damaged", b,
                  term);
         return 0;
@@ -94,7 +95,7 @@ static void measure_terms(layout_part *p) {
         isn_term_stats st;
         isn_index_term_stats(p->ix, t, &st);
         for (uint32_t b = 0; b < r.num_blocks; b++) {
-            const uint32_t n = read_block(&r, t, b, p->err, sizeof p->err);
+            const uint32_t n = read_block(&r, t, b, false, p->err, sizeof p->err);
             if (n == 0) {
                 p->rc = -1;
                 return;
@@ -113,7 +114,7 @@ static void write_terms(layout_part *p) {
         isn_index_term_stats(p->ix, t, &st);
         uint64_t at = p->term_offset[t];
         for (uint32_t b = 0; b < p->term_blocks[t]; b++) {
-            const uint32_t n = read_block(&r, t, b, p->err, sizeof p->err);
+            const uint32_t n = read_block(&r, t, b, true, p->err, sizeof p->err);
             if (n == 0) {
                 p->rc = -1;
                 return;
@@ -217,7 +218,7 @@ uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t bloc
     char err[128];
     uint64_t bytes = 0;
     for (uint32_t b = 0; b < blocks && b < r.num_blocks; b++) {
-        const uint32_t n = read_block(&r, term_id, b, err, sizeof err);
+        const uint32_t n = read_block(&r, term_id, b, false, err, sizeof err);
         if (n == 0) return 0;
         bytes += gpu_layout_block_bytes(n, width_of(r.docs, n));
     }
