@@ -52,7 +52,7 @@ struct isn_gpu_backend {
     float *term_max_part;   /* per term: the largest max_tf_part of its resident blocks */
     const isn_block_meta *index_blocks;
     float k1_plus_1, max_norm; /* for gpu_fixed_shift */
-    /* what is uploaded (device layout): freed once uploaded, kept for the emulation, which reads it */
+    /* what is uploaded (device layout), until the device has its copy */
     uint8_t *device_payload;
     uint64_t device_payload_bytes;
     isn_block_meta *device_blocks;
@@ -402,12 +402,11 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    if (ops != &gpu_emulated_device) { /* uploaded: the CUDA device holds its own copy */
-        free(b->device_payload);
-        free(b->device_blocks);
-        b->device_payload = NULL;
-        b->device_blocks = NULL;
-    }
+    /* uploaded: the device holds its own copy */
+    free(b->device_payload);
+    free(b->device_blocks);
+    b->device_payload = NULL;
+    b->device_blocks = NULL;
     snprintf(b->health.device_name, sizeof b->health.device_name, "%s", ops->name(b->device));
     if (warm_up(b, err, err_len) != 0) {
         isn_gpu_close(b);

@@ -125,7 +125,7 @@ typedef struct {
 typedef struct gpu_device gpu_device;
 
 typedef struct {
-    /* Uploads and allocates per-stream buffers. NULL with err. */
+    /* Uploads (keeps its own copy of what `upload` points at) and allocates per-stream buffers. NULL with err. */
     gpu_device *(*open)(int ordinal, const gpu_upload *upload, char *err, size_t err_len);
     /* Enqueues a batch on stream `slot`; copies what it needs from the batch before returning, except
      * results and hits, written by finish. 0, or -1 with err (the device is then unhealthy). */

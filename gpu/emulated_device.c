@@ -14,7 +14,9 @@
 #define EMULATED_SLOTS 64
 
 struct gpu_device {
-    gpu_upload upload;
+    gpu_upload upload; /* payload and blocks point at the copies below, as device memory would hold them */
+    uint8_t *payload;
+    isn_block_meta *blocks;
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -34,7 +36,7 @@ struct gpu_device {
 
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
-    void *buffers[] = {d->acc, d->iacc, d->matches, d->reports, d->report_keys, d->candidates};
+    void *buffers[] = {d->acc, d->iacc, d->matches, d->reports, d->report_keys, d->candidates, d->payload, d->blocks};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(d);
@@ -45,6 +47,14 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     gpu_device *d = calloc(1, sizeof *d);
     if (d == NULL) goto oom;
     d->upload = *upload;
+    /* the device's own copy, as the CUDA device uploads one: the caller frees its buffers after open */
+    d->payload = malloc(upload->payload_bytes ? upload->payload_bytes : 1);
+    d->blocks = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->blocks);
+    if (d->payload == NULL || d->blocks == NULL) goto oom;
+    memcpy(d->payload, upload->payload, upload->payload_bytes);
+    memcpy(d->blocks, upload->blocks, upload->num_blocks * sizeof *d->blocks);
+    d->upload.payload = d->payload;
+    d->upload.blocks = d->blocks;
     d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (d->num_ranges == 0) d->num_ranges = 1;
     d->acc = malloc(GPU_RANGE_DOCS * sizeof *d->acc);
@@ -255,11 +265,12 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     res->postings_scored += scored;
     res->ranges_scored++;
     /* m rounds of "lowest candidate key above the previous pick" */
+    const double floor = gpu_floor_value(q->floor_key);
     uint64_t previous = 0;
     for (uint32_t j = 0; j < m; j++) {
         uint64_t best = GPU_NO_CANDIDATE;
         for (uint32_t i = 0; i < hi - lo; i++) {
-            if (gpu_below_floor(d->acc[i], q->floor_key)) continue;
+            if (d->acc[i] < floor) continue; /* no answer (gpu_below_floor) */
             uint64_t c = slot_key(d, lo, i);
             if ((j == 0 || c > previous) && c < best) best = c;
         }
@@ -298,7 +309,6 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
         res->postings_scored += scored;
         res->ranges_rescored++;
         for (uint32_t i = 0; i < hi - lo; i++) {
-            if (gpu_below_floor(d->acc[i], q->floor_key)) continue;
             uint64_t c = slot_key(d, lo, i);
             if (c == GPU_NO_CANDIDATE || c > theta_key) continue;
             if (count < q->cand_cap) d->candidates[count] = c;
