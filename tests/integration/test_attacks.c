@@ -11,7 +11,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -428,11 +427,7 @@ static void test_memory_returns(void **state) {
 static int setup(void **state) {
     (void)state;
     harness_prepare(&isnd, 2000);
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 4096) {
-        limit.rlim_cur = limit.rlim_max < 4096 ? limit.rlim_max : 4096;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
+    harness_raise_open_files(4096);
     const char *isnd_args[] = {"--set", "server.header_timeout=500ms", "--set", "server.idle_timeout=2s",
                                "--set", "server.write_timeout=1s", "--set", "server.memory_budget=16MiB",
                                "--set", "server.max_header_list_size=4KiB", "--set",

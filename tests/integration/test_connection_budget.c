@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -116,11 +115,7 @@ static void test_idle_connections_use_up_the_budget(void **state) {
 static int setup(void **state) {
     (void)state;
     harness_prepare(&isnd, 500);
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 1024) {
-        limit.rlim_cur = limit.rlim_max < 1024 ? limit.rlim_max : 1024;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
+    harness_raise_open_files(1024);
     const char *isnd_args[] = {"--set", "server.memory_budget=1MiB", NULL};
     if (harness_start(&isnd, NULL, isnd_args) != 0) return -1;
     agg = isnd;

@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -295,11 +294,7 @@ static int teardown(void **state) {
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 2000);
-    struct rlimit limit;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 4096) {
-        limit.rlim_cur = limit.rlim_max < 4096 ? limit.rlim_max : 4096;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
+    harness_raise_open_files(4096);
     /* Queries are analysed on the workers: bad ones are refused through the completion path. */
     const char *extra[] = {"--set", "server.header_timeout=500ms", "--set", "server.idle_timeout=30s", "--set",
                            "scheduler.analysis_min_workers=0", NULL};

@@ -1,5 +1,7 @@
 #include "tests/support/isnd_harness.h"
 
+#include <sys/resource.h>
+
 #include "base/base.h"
 #include "tests/support/files.h"
 
@@ -366,6 +368,13 @@ long long harness_metric(const harness *h, const char *sample) {
     char needle[256];
     snprintf(needle, sizeof needle, "\n%s ", sample);
     return number_after(h, "/metrics", needle);
+}
+
+void harness_raise_open_files(uint32_t want) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= want) return;
+    limit.rlim_cur = limit.rlim_max < want ? limit.rlim_max : want;
+    setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 void harness_prepare(harness *h, uint32_t num_docs) {

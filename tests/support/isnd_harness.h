@@ -65,6 +65,9 @@ long long harness_metric(const harness *h, const char *sample);
 /* harness_init for the running test program (found through /proc/self/exe, so a group setup can
  * call it) and harness_build_index. */
 void harness_prepare(harness *h, uint32_t num_docs);
+/* Raises this process's open-file limit to `want` (or its hard limit, if lower) when it is below: tests
+ * that hold many connections open, and the daemons they start, inherit it. */
+void harness_raise_open_files(uint32_t want);
 /* Opens the test index for the offline engine: 0, or -1 with the reason on stderr. */
 int harness_open_offline(const harness *h, isn_index **index, isn_searcher **searcher);
 /* Parses `text` into `query` and runs the offline engine on it: 0, or -1 with the reason on stderr. */

@@ -56,13 +56,7 @@ static int setup(void **state) {
     for (uint32_t t = 0; t < VOCAB; t++) sum += 1.0 / (t + 1.0);
     double acc = 0;
     for (uint32_t t = 0; t < VOCAB; t++) zipf_cdf[t] = (acc += 1.0 / (t + 1.0) / sum);
-    isn_build_options o;
-    isn_build_options_default(&o);
-    o.num_fields = 1;
-    snprintf(o.fields[0], sizeof o.fields[0], "body");
-    o.analyzer.stem = false;
-    o.analyzer.stopwords = false;
-    if (support_index_build(&test_index, "gpu", &o, NUM_DOCS, doc_text, NULL) != 0) return -1;
+    if (support_index_build(&test_index, "gpu", NULL, NUM_DOCS, doc_text, NULL) != 0) return -1;
     ix = test_index.index;
     searcher = test_index.searcher;
     return 0;

@@ -39,13 +39,7 @@ static size_t doc_text(void *user, uint32_t d, char *text, size_t cap) {
 
 static int setup(void **state) {
     (void)state;
-    isn_build_options o;
-    isn_build_options_default(&o);
-    o.num_fields = 1;
-    snprintf(o.fields[0], sizeof o.fields[0], "body");
-    o.analyzer.stem = false;
-    o.analyzer.stopwords = false;
-    if (support_index_build(&test_index, "gpu_layout", &o, NUM_DOCS, doc_text, NULL) != 0) return -1;
+    if (support_index_build(&test_index, "gpu_layout", NULL, NUM_DOCS, doc_text, NULL) != 0) return -1;
     ix = test_index.index;
     return 0;
 }
