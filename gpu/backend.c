@@ -808,7 +808,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW];
             continue;
         }
-        memcpy(r->hits, s->hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
+        memcpy(r->hits, s->batch.hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
         r->num_hits = res->num_hits;
         if (s->queries[q].doc_limit < isn_index_get_info(b->index)->num_docs) {
             /* resident prefixes answered the documents below the limit; the CPU scores the rest */

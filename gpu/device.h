@@ -103,7 +103,9 @@ typedef struct {
     uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */
     /* out, valid after finish */
     gpu_query_result *results;
-    isn_hit *hits; /* total_hits entries */
+    /* total_hits entries; finish may point it at the device's own buffer instead of filling the caller's,
+     * valid until the next launch on that stream */
+    isn_hit *hits;
 } gpu_batch;
 
 typedef struct {

@@ -1526,7 +1526,9 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
         timing->overflow_retries++;
     }
     memcpy(batch->results, s->h_out, s->num_queries * sizeof(gpu_query_result));
-    memcpy(batch->hits, s->h_out + results_bytes(d->upload.max_batch), (size_t)s->total_hits * sizeof(isn_hit));
+    // the hits stay in the pinned buffer (valid until this stream's next launch): the backend copies each
+    // query's filled hits from there once, instead of all k slots of every query first
+    batch->hits = reinterpret_cast<isn_hit *>(s->h_out + results_bytes(d->upload.max_batch));
     return 0;
 }
 
