@@ -590,6 +590,16 @@ __device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint
     return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
 }
 
+// Keeps the two lowest keys offered, first < second.
+__device__ __forceinline__ void keep_best_two(uint64_t key, uint64_t &first, uint64_t &second) {
+    if (key < first) {
+        second = first;
+        first = key;
+    } else if (key < second) {
+        second = key;
+    }
+}
+
 // The two lowest candidate keys among the lane's slots above `above` (0: all of them).
 __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
                                               double inv_scale, uint64_t &first, uint64_t &second) {
@@ -599,13 +609,7 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
 #pragma unroll 4
     for (int j = 0; j < kSlotsPerLane; j++) {
         const uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
-        if (c <= above) continue;
-        if (c < first) {
-            second = first;
-            first = c;
-        } else if (c < second) {
-            second = c;
-        }
+        if (c > above) keep_best_two(c, first, second);
     }
 }
 
@@ -702,13 +706,7 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
             const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
             if (slot_below_floor(acc, i, inv_scale, answer_floor)) continue;
             const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
-            if (key <= above) continue;
-            if (key < first) {
-                second = first;
-                first = key;
-            } else if (key < second) {
-                second = key;
-            }
+            if (key > above) keep_best_two(key, first, second);
         }
 }
 
@@ -729,13 +727,7 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
             continue;
         }
         kept |= 1u << bit;
-        const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
-        if (key < first) {
-            second = first;
-            first = key;
-        } else if (key < second) {
-            second = key;
-        }
+        keep_best_two(slot_key(acc, i, lo, n, inv_scale), first, second);
     }
     touched[c] = kept;
 }
