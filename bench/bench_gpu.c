@@ -261,11 +261,15 @@ int main(int argc, char **argv) {
                                                .threshold = thresholds[q % log.n], .hits = gpu_hits + (size_t)q * k};
                 int tickets[8];
                 uint32_t pending = 0, head = 0;
+                /* the host's own time per batch: in submit, and in complete past the wait for the device */
+                double host_submit_s = 0, host_complete_s = 0;
                 double t0 = isn_now_seconds();
                 for (uint32_t at = 0; at < n || pending > 0;) {
                     if (at < n && pending < inflight) {
                         uint32_t cnt = n - at < bs ? n - at : bs;
+                        double h0 = isn_now_seconds();
                         int t = isn_gpu_submit(gpu, req + at, cnt, err, sizeof err);
+                        host_submit_s += isn_now_seconds() - h0;
                         if (t < 0) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
                         tickets[(head + pending) % 8] = t;
                         pending++;
@@ -273,8 +277,10 @@ int main(int argc, char **argv) {
                         continue;
                     }
                     isn_gpu_batch_stats st;
+                    double h0 = isn_now_seconds();
                     if (isn_gpu_complete(gpu, tickets[head], &st, err, sizeof err) != 0)
                         return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+                    host_complete_s += isn_now_seconds() - h0 - st.ms_device_wait / 1e3;
                     head = (head + 1) % 8;
                     pending--;
                     nbatches++;
@@ -328,7 +334,8 @@ int main(int argc, char **argv) {
                        "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
                        "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
-                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u}\n",
+                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
+                       "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}}\n",
                        label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
                        on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
@@ -341,7 +348,8 @@ int main(int argc, char **argv) {
                            : 0.0,
                        (double)sum.candidates / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
                        sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
-                       probe_s / log.n * 1e6, nbatches, pruned_batches);
+                       probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
+                       host_complete_s * 1e3 / nbatches);
                 fflush(stdout);
             }
         }

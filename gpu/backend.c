@@ -774,7 +774,10 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     if (s->launched) {
         gpu_batch_timing timing;
         char why[256];
-        if (b->ops->finish(b->device, (uint32_t)ticket, &s->batch, &timing, why, sizeof why) != 0) {
+        const double waited_from = now_ms();
+        const int finished = b->ops->finish(b->device, (uint32_t)ticket, &s->batch, &timing, why, sizeof why);
+        st.ms_device_wait = now_ms() - waited_from;
+        if (finished != 0) {
             mark_unhealthy(b, why);
             device_ok = false;
         } else {

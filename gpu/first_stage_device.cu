@@ -66,6 +66,11 @@ static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
+// Segments (queries) per call of CUB's segmented sort: above a few hundred it partitions the segments by
+// size and waits on the host for the partition's sizes, so a launch of a large batch would block until
+// the device finished the batch's kernels (no overlap with the next batch's host work). Every tuning's
+// partitioning threshold is 300 or more.
+constexpr uint32_t kSortSegmentsPerCall = 256;
 
 struct stream_buffers {
     cudaStream_t stream;
@@ -1261,8 +1266,9 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_cands_sorted, cand_items * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_seg_begin, u->max_batch * sizeof(int)));
     CHECK(cudaMalloc(&s->d_seg_end, u->max_batch * sizeof(int)));
+    const uint32_t per_call = u->max_batch < kSortSegmentsPerCall ? u->max_batch : kSortSegmentsPerCall;
     CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, s->sort_temp_bytes, s->d_cands, s->d_cands_sorted,
-                                             (int)cand_items, (int)u->max_batch, s->d_seg_begin, s->d_seg_end,
+                                             (int)cand_items, (int)per_call, s->d_seg_begin, s->d_seg_end,
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
     CHECK(cudaMallocHost(&s->h_stage, u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term)));
@@ -1321,10 +1327,13 @@ static int sort_and_copy_out(gpu_device *d, stream_buffers *s, uint32_t total_ca
     segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
                                                        s->d_seg_end);
     CHECK(cudaGetLastError());
-    size_t temp = s->sort_temp_bytes;
-    CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
-                                             (int)total_candidates, (int)nq, s->d_seg_begin,
-                                             s->d_seg_end, st));
+    for (uint32_t first = 0; first < nq; first += kSortSegmentsPerCall) {
+        const uint32_t count = nq - first < kSortSegmentsPerCall ? nq - first : kSortSegmentsPerCall;
+        size_t temp = s->sort_temp_bytes;
+        CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
+                                                 (int)total_candidates, (int)count, s->d_seg_begin + first,
+                                                 s->d_seg_end + first, st));
+    }
     gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(s->events[6], st));

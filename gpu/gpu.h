@@ -160,6 +160,7 @@ typedef struct {
     double ms_transfer_in, ms_threshold_pass, ms_select_threshold, ms_score_pass, ms_and_probe, ms_sort,
         ms_transfer_out;
     double ms_total;          /* submit to complete, wall clock, CPU fallback included */
+    double ms_device_wait;    /* in complete: waiting for the device and taking its results */
 } isn_gpu_batch_stats;
 
 /* Validates the requests and enqueues the device part of the batch (n <= max_batch). The requests and
