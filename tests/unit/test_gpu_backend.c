@@ -71,14 +71,16 @@ static int teardown(void **state) {
 /* A batch of random queries: 1..6 terms drawn from the Zipf head and body, owned by the batch. */
 #define MAX_QUERY_TERMS 160
 
+#define MAX_BATCH_QUERIES 640
+
 typedef struct {
     uint32_t n;
-    isn_query queries[256];
-    isn_query_term terms[256][MAX_QUERY_TERMS];
-    isn_gpu_request requests[256];
+    isn_query queries[MAX_BATCH_QUERIES];
+    isn_query_term terms[MAX_BATCH_QUERIES][MAX_QUERY_TERMS];
+    isn_gpu_request requests[MAX_BATCH_QUERIES];
     isn_hit *hits;
     isn_hit *expected;
-    uint32_t expected_n[256];
+    uint32_t expected_n[MAX_BATCH_QUERIES];
 } batch;
 
 /* Terms per query: 1..6, or long_terms..long_terms+31 when long_terms (the dense path's chunks). */
@@ -87,6 +89,7 @@ static uint32_t long_terms;
 static bool seeded = true;
 
 static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
+    assert_true(n <= MAX_BATCH_QUERIES);
     bt->n = n;
     free(bt->hits);
     free(bt->expected);
@@ -159,6 +162,7 @@ static uint32_t batch_check(const batch *bt, uint32_t k) {
 
 static bool and_by_ranges;
 static int prune_mode = ISN_GPU_PRUNE_AUTO;
+static uint32_t open_max_batch = 256;
 
 static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
     isn_gpu_options o;
@@ -167,7 +171,7 @@ static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max
     o.and_by_ranges = and_by_ranges;
     o.emulate = emulate;
     o.memory_budget = budget;
-    o.max_batch = 256;
+    o.max_batch = open_max_batch;
     o.max_k = 10000;
     o.max_candidates = max_candidates;
     char err[256];
@@ -218,6 +222,24 @@ static void test_equality(void **state) {
     isn_gpu_health_get(b, &h);
     assert_true(h.healthy);
     assert_int_equal(h.terms_resident, h.terms_total);
+    isn_gpu_close(b);
+}
+
+/* A batch of more queries than one call of the device's candidate sort takes (256): the sort runs in
+ * calls over consecutive queries, and every query's answer is still the CPU's, OR and AND. */
+static void test_large_batch(void **state) {
+    bool emulate = device_under_test(state);
+    open_max_batch = MAX_BATCH_QUERIES;
+    isn_gpu_backend *b = open_backend(emulate, 0, 0);
+    open_max_batch = 256;
+    static batch bt;
+    char err[256];
+    for (int mode = 0; mode < 2; mode++) {
+        batch_fill(&bt, 600, 10, mode ? ISN_MODE_AND : ISN_MODE_OR);
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+        assert_int_equal(batch_check(&bt, 10), bt.n);
+    }
     isn_gpu_close(b);
 }
 
@@ -700,6 +722,7 @@ int main(void) {
         ON_EMULATED(test_and_by_ranges),     ON_GPU(test_and_by_ranges),
         ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),
         ON_EMULATED(test_pruning),           ON_GPU(test_pruning),
+        ON_EMULATED(test_large_batch),       ON_GPU(test_large_batch),
         ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
         cmocka_unit_test(test_scheduler_device_pipelined_emulated),
