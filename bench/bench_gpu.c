@@ -300,6 +300,7 @@ int main(int argc, char **argv) {
                     sum.ranges_scored += st.ranges_scored;
                     sum.ranges_pruned += st.ranges_pruned;
                     sum.candidates += st.candidates;
+                    sum.reports += st.reports;
                     sum.cpu_queries += st.cpu_queries;
                     sum.prefix_queries += st.prefix_queries;
                     sum.prefix_cpu_postings += st.prefix_cpu_postings;
@@ -332,7 +333,7 @@ int main(int argc, char **argv) {
                        "\"postings_scored\": %llu, \"postings_in_lists\": %llu, \"list_postings_per_s\": %.4g, "
                        "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
                        "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
-                       "\"candidates_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+                       "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
                        "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
                        "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}}\n",
@@ -346,7 +347,7 @@ int main(int argc, char **argv) {
                        sum.ranges_scored + sum.ranges_pruned
                            ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                            : 0.0,
-                       (double)sum.candidates / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
+                       (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
                        sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
                        probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
                        host_complete_s * 1e3 / nbatches);

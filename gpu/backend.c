@@ -678,7 +678,11 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                 memcpy(&q->floor_key, &seed, sizeof seed);
                 if (s->pruned) q->seed_key = q->floor_key;
             }
-            q->sample_stride = s->pruned ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
+            /* unpruned disjunctive queries sample too: the sample's k-th best report is the other ranges'
+             * report floor (gpu_query.sampled_floor), whatever k, where the CPU's probe stops at k = 64 */
+            q->sampled_floor = !s->pruned && r->mode == ISN_MODE_OR && path == GPU_PATH_RANGES;
+            q->sample_stride =
+                s->pruned || q->sampled_floor ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators
                                  ? 0
@@ -807,6 +811,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
         st.candidates += res->candidates;
+        st.reports += res->reports;
         if (res->candidates > s->queries[q].cand_cap) {
             r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW];
             continue;

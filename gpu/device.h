@@ -72,6 +72,10 @@ typedef struct {
     /* Sampling round: ranges r with r % sample_stride == 0 are scored first; the k-th best of their
      * reports raises the pruning threshold for the others (1: one round). */
     uint32_t sample_stride;
+    /* Nonzero in a batch that does not prune: the sampling round's k-th best report raises the other
+     * ranges' report floor instead (they are scored whole, and report only what reaches it: at least k
+     * documents do, so no answer is below it). */
+    uint32_t sampled_floor;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
@@ -90,7 +94,7 @@ typedef struct {
     uint32_t ranges_pruned;
     uint32_t ranges_rescored; /* ranges with more documents at or above the threshold key than reported */
     uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
-    uint32_t reserved;
+    uint32_t reports;         /* documents the first pass's ranges reported (at or above their floors) */
 } gpu_query_result;
 
 typedef struct {

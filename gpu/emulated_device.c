@@ -251,9 +251,10 @@ static inline uint32_t range_end(uint32_t r, uint32_t num_docs) {
     return lo + GPU_RANGE_DOCS < num_docs ? lo + GPU_RANGE_DOCS : num_docs;
 }
 
-/* Range r's m best documents (keys ascending) into its report slots, pruned at theta. */
+/* Range r's m best documents (keys ascending) at or above the floor (a float key, 0: none) into its
+ * report slots, pruned at theta. */
 static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t r, uint32_t num_docs,
-                         uint32_t theta, gpu_query_result *res) {
+                         uint32_t theta, uint32_t floor_key, gpu_query_result *res) {
     uint32_t m = q->range_top, lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
     uint64_t *rep = d->reports + (size_t)r * m;
     for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
@@ -265,7 +266,7 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     res->postings_scored += scored;
     res->ranges_scored++;
     /* m rounds of "lowest candidate key above the previous pick" */
-    const double floor = gpu_floor_value(q->floor_key);
+    const double floor = gpu_floor_value(floor_key);
     uint64_t previous = 0;
     for (uint32_t j = 0; j < m; j++) {
         uint64_t best = GPU_NO_CANDIDATE;
@@ -277,6 +278,7 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
         rep[j] = best;
         previous = best;
         if (best == GPU_NO_CANDIDATE) break;
+        res->reports++;
     }
 }
 
@@ -326,12 +328,15 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
                             uint32_t *retries) {
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
     uint32_t stride = q->sample_stride ? q->sample_stride : 1;
-    for (uint32_t r = 0; r < d->num_ranges; r += stride) report_range(d, b, q, r, num_docs, q->seed_key, res);
+    for (uint32_t r = 0; r < d->num_ranges; r += stride)
+        report_range(d, b, q, r, num_docs, q->seed_key, q->floor_key, res);
     if (stride > 1) {
         uint32_t theta = score_key(kth_report(d, q, stride));
         theta = theta > q->seed_key ? theta : q->seed_key;
+        /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor) */
+        uint32_t floor_key = q->sampled_floor && theta > q->floor_key ? theta : q->floor_key;
         for (uint32_t r = 0; r < d->num_ranges; r++)
-            if (r % stride) report_range(d, b, q, r, num_docs, theta, res);
+            if (r % stride) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
     }
     uint64_t theta_key = kth_report(d, q, 1);
     if (gpu_floor_candidate_key(q->floor_key) < theta_key) theta_key = gpu_floor_candidate_key(q->floor_key);

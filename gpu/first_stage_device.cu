@@ -619,15 +619,21 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
 }
 
 // Merges the warps' sorted lists of m keys (lists[w * GPU_MAX_RANGE_TOP ...]) into out; warp 0 only.
-__device__ __forceinline__ void merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out) {
+// Returns how many keys are documents (the rest is padding).
+__device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out) {
     const uint32_t lane = threadIdx.x & 31u;
     uint32_t at = 0;
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t v = lane < kWarps && at < m ? lists[lane * GPU_MAX_RANGE_TOP + at] : GPU_NO_CANDIDATE;
         const uint64_t w = warp_min_u64(v);
+        if (w == GPU_NO_CANDIDATE) { // the lists are exhausted: padding from here
+            for (uint32_t rest = round + lane; rest < m; rest += 32) out[rest] = GPU_NO_CANDIDATE;
+            return round;
+        }
         if (lane == 0) out[round] = w;
-        if (v == w && w != GPU_NO_CANDIDATE) at++;
+        if (v == w) at++;
     }
+    return m;
 }
 
 // Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
@@ -636,8 +642,8 @@ __device__ __forceinline__ void merge_warp_lists(const uint64_t *lists, uint32_t
 // seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
 // first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
 // warps' sorted lists.
-__device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
-                             uint64_t *out) {
+__device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
+                                 uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t first, second;
     lane_best_two(acc, lo, n, 0, inv_scale, first, second);
@@ -646,10 +652,7 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
         if (lane == 0) mine[round] = w;
-        if (w == GPU_NO_CANDIDATE) {
-            for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
-            break;
-        }
+        if (w == GPU_NO_CANDIDATE) break; // the merge reads no further than this padding
         if (first == w && round + 1 < m) {
             if (second_known) {
                 first = second;
@@ -661,7 +664,7 @@ __device__ void report_range(const double *acc, uint32_t lo, uint32_t n, uint32_
         }
     }
     __syncthreads();
-    if (warp == 0) merge_warp_lists(lists, m, out);
+    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
 }
 
 // A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
@@ -686,8 +689,8 @@ struct report_floor {
     double value;
 };
 
-__device__ __forceinline__ report_floor floor_of(const gpu_query &query) {
-    const double value = gpu_floor_value(query.floor_key);
+__device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
+    const double value = gpu_floor_value(floor_key);
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value};
 }
@@ -741,8 +744,8 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 // 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
 // keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
-__device__ void report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
-                               const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
+__device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                                   const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     uint64_t first, second;
@@ -751,10 +754,7 @@ __device__ void report_touched(double *acc, uint32_t *touched, uint32_t lo, uint
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
         if (lane == 0) mine[round] = w;
-        if (w == GPU_NO_CANDIDATE) {
-            for (uint32_t rest = round + 1 + lane; rest < m; rest += 32) mine[rest] = GPU_NO_CANDIDATE;
-            break;
-        }
+        if (w == GPU_NO_CANDIDATE) break; // the merge reads no further than this padding
         if (first == w && round + 1 < m) {
             if (second_known) {
                 first = second;
@@ -766,7 +766,7 @@ __device__ void report_touched(double *acc, uint32_t *touched, uint32_t lo, uint
         }
     }
     __syncthreads();
-    if (warp == 0) merge_warp_lists(lists, m, out);
+    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
 }
 
 __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
@@ -789,13 +789,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    const uint32_t theta = a.round == 1 ? query.seed_key : a.prune[q];
-    const report_floor answer_floor = floor_of(query);
+    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
+    const bool raise_floor = a.round == 2 && query.sampled_floor;
+    const uint32_t theta = a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    const report_floor answer_floor =
+        floor_of(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     uint32_t *touched =
         a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
     if (touched != nullptr) zero_accumulator(acc, touched); // the first range's span barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
-    uint32_t scored = 0, pruned = 0, previous = UINT32_MAX;
+    uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
         const uint32_t r = a.round == 1 ? v * stride : v;
@@ -816,16 +819,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         }
         scored++;
         if (touched != nullptr) {
-            report_touched(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, reinterpret_cast<uint64_t *>(aux),
-                           out);
+            reported += report_touched(acc, touched, lo, hi - lo, m, inv_scale, answer_floor,
+                                       reinterpret_cast<uint64_t *>(aux), out);
             clear_touched(acc, touched, query.fixed_shift != 0);
         } else {
-            report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+            reported += report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
         }
     }
     if (threadIdx.x == 0) {
         if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (reported) atomicAdd(&a.results[q].reports, reported);
     }
 }
 

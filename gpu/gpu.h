@@ -152,6 +152,7 @@ typedef struct {
     bool pruned;              /* this batch ran with pruning (isn_gpu_options.pruning) */
     uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
     uint64_t candidates;      /* entering the final sort */
+    uint64_t reports;         /* documents the ranges reported in the first pass (at or above their floors) */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
     /* Device time per stage, from events (0 for the emulated device): copy in; report pass (every range

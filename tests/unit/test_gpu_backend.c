@@ -243,6 +243,30 @@ static void test_large_batch(void **state) {
     isn_gpu_close(b);
 }
 
+/* Unpruned, a disjunctive batch still samples: the sampled ranges' k-th best report is the other
+ * ranges' report floor, so they report only documents that reach it (without a floor from the CPU's
+ * probe: k above its limit, or none given), and the answers stay the CPU's. */
+static void test_sampled_floor(void **state) {
+    bool emulate = device_under_test(state);
+    prune_mode = ISN_GPU_PRUNE_NEVER;
+    isn_gpu_backend *b = open_backend(emulate, 0, 0);
+    prune_mode = ISN_GPU_PRUNE_AUTO;
+    static batch bt;
+    char err[256];
+    seeded = false;
+    batch_fill(&bt, 64, 1, ISN_MODE_OR);
+    seeded = true;
+    isn_gpu_batch_stats st;
+    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
+    assert_int_equal(batch_check(&bt, 1), bt.n);
+    printf("%s sampled floor OR k=1: %llu reports from %llu ranges\n", emulate ? "emulated" : "GPU",
+           (unsigned long long)st.reports, (unsigned long long)st.ranges_scored);
+    assert_false(st.pruned);
+    /* without the floor every range of this index reports its range_top (4 at k = 1) documents */
+    assert_true(st.reports < 3 * st.ranges_scored);
+    isn_gpu_close(b);
+}
+
 /* Conjunctive queries through the range passes instead of probing. */
 static void test_and_by_ranges(void **state) {
     device_under_test(state); /* a skip comes before the flag is set */
@@ -723,6 +747,7 @@ int main(void) {
         ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),
         ON_EMULATED(test_pruning),           ON_GPU(test_pruning),
         ON_EMULATED(test_large_batch),       ON_GPU(test_large_batch),
+        ON_EMULATED(test_sampled_floor),     ON_GPU(test_sampled_floor),
         ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
         cmocka_unit_test(test_scheduler_device_pipelined_emulated),
