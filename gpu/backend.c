@@ -678,9 +678,10 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                 memcpy(&q->floor_key, &seed, sizeof seed);
                 if (s->pruned) q->seed_key = q->floor_key;
             }
-            /* unpruned disjunctive queries sample too: the sample's k-th best report is the other ranges'
-             * report floor (gpu_query.sampled_floor), whatever k, where the CPU's probe stops at k = 64 */
-            q->sampled_floor = !s->pruned && r->mode == ISN_MODE_OR && path == GPU_PATH_RANGES;
+            /* unpruned disjunctive queries without the CPU's floor (its probe stops at k = 64) sample: the
+             * sample's k-th best report is the other ranges' report floor (gpu_query.sampled_floor); with
+             * the probe's floor the sampling round costs more than it raises the floor */
+            q->sampled_floor = !s->pruned && r->mode == ISN_MODE_OR && path == GPU_PATH_RANGES && q->floor_key == 0;
             q->sample_stride =
                 s->pruned || q->sampled_floor ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
