@@ -683,23 +683,30 @@ __device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bo
 }
 
 // A range's report floor (gpu_query.floor_key) in its accumulator's units: a fixed-point slot below
-// `fixed` (floor * 2^fixed_shift, rounded down), a double slot below `value`, is no answer.
+// `fixed` (floor * 2^fixed_shift, rounded down), a double slot below `value`, is no answer. `low_room`:
+// more than a slot's low counter can hold (one add below 2^kLowBits per term).
 struct report_floor {
     unsigned long long fixed;
     double value;
+    unsigned long long low_room;
 };
 
 __device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
     const double value = gpu_floor_value(floor_key);
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
-    return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value};
+    return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value,
+                        (unsigned long long)query.num_terms << kLowBits};
 }
 
+// Most slots a report visits are far below the floor: their high counter alone says so, one load instead
+// of two.
 __device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, double inv_scale, const report_floor &f) {
     if (f.value == 0.0) return false; // no floor: nothing to load
     if (inv_scale == 0.0) return acc[i] < f.value;
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
-    return ((unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits) + low[i] < f.fixed;
+    const unsigned long long high = (unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits;
+    if (high + f.low_room <= f.fixed) return true;
+    return high + low[i] < f.fixed;
 }
 
 // The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots that
