@@ -689,20 +689,22 @@ struct report_floor {
     unsigned long long fixed;
     double value;
     unsigned long long low_room;
+    bool active;       // there is a floor
+    bool fixed_point;  // and the accumulator is fixed point (else double)
 };
 
 __device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
     const double value = gpu_floor_value(floor_key);
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value,
-                        (unsigned long long)query.num_terms << kLowBits};
+                        (unsigned long long)query.num_terms << kLowBits, value > 0.0, query.fixed_shift != 0};
 }
 
 // Most slots a report visits are far below the floor: their high counter alone says so, one load instead
 // of two.
-__device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, double inv_scale, const report_floor &f) {
-    if (f.value == 0.0) return false; // no floor: nothing to load
-    if (inv_scale == 0.0) return acc[i] < f.value;
+__device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, const report_floor &f) {
+    if (!f.active) return false; // no floor: nothing to load
+    if (!f.fixed_point) return acc[i] < f.value;
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
     const unsigned long long high = (unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits;
     if (high + f.low_room <= f.fixed) return true;
@@ -719,7 +721,7 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
             const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
-            if (slot_below_floor(acc, i, inv_scale, answer_floor)) continue;
+            if (slot_below_floor(acc, i, answer_floor)) continue;
             const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
             if (key > above) keep_best_two(key, first, second);
         }
@@ -737,8 +739,8 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
     uint32_t kept = 0;
     for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
         const uint32_t bit = (uint32_t)(__ffs(bits) - 1), i = c * GPU_SUB_DOCS + bit;
-        if (slot_below_floor(acc, i, inv_scale, answer_floor)) {
-            acc_clear(acc, i, inv_scale != 0.0);
+        if (slot_below_floor(acc, i, answer_floor)) {
+            acc_clear(acc, i, answer_floor.fixed_point);
             continue;
         }
         kept |= 1u << bit;
