@@ -63,6 +63,11 @@ constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
 static_assert(GPU_SUB_DOCS == 32, "a bound-grid cell is one word of the touched bitmap");
 static_assert(kTouchedOffset + kCells * sizeof(uint32_t) <= kAuxBytes, "the bitmap fits the aux region");
 static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "the report lists fit below the bitmap");
+// The compact accumulator's report blocks (report_kernel<.., true>): unpruned disjunctive queries only, so
+// the aux region holds the report lists and then the bitmap, no bound grids or match counts.
+constexpr size_t kCompactTouchedOffset = kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t);
+constexpr size_t kCompactSharedBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t)) + kCompactTouchedOffset +
+                                       kCells * sizeof(uint32_t);
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
@@ -90,7 +95,8 @@ struct stream_buffers {
     int *d_seg_begin, *d_seg_end;
     void *d_sort_temp;
     size_t sort_temp_bytes;
-    uint8_t *h_stage; // pinned: queries then terms
+    uint32_t *d_variant; // range queries by report kernel: the compact ones, then the wide ones
+    uint8_t *h_stage; // pinned: queries, terms, then the variant list
     uint8_t *h_out;   // pinned: results then hits
     uint32_t num_queries, num_range_queries, total_hits, total_candidates;
     uint32_t probe_grid_x;
@@ -116,6 +122,7 @@ struct range_args {
     uint2 *work; // (query, range) pairs for the rescore pass
     uint32_t *work_count;
     uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
+    const uint32_t *query_index; // report blocks: blockIdx.y's query (nullptr: blockIdx.y itself)
 };
 
 __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
@@ -143,37 +150,65 @@ __device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
     return v;
 }
 
-// Accumulator slots. In double (query.fixed_shift == 0) slot i is acc[i]. In fixed point it is two 32-bit
-// counters, low[i] and low[GPU_RANGE_DOCS + i] (the same 64 KB), that add the low kLowBits bits and the
-// rest of each contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a
-// compare-and-swap loop, which every posting would wait on). Neither counter can overflow:
-// a slot adds at most GPU_MAX_OR_TERMS low parts below 2^kLowBits (< 2^32), and its high parts sum to at
-// most its total (< 2^53, gpu_fixed_shift) over 2^kLowBits (< 2^31); high * 2^kLowBits + low is the exact
-// 64-bit sum.
-constexpr uint32_t kLowBits = 22;
-static_assert((unsigned long long)GPU_MAX_OR_TERMS * ((1ull << kLowBits) - 1u) < (1ull << 32), "a slot's low parts fit 32 bits");
+// Accumulator slots. In double (query.fixed_shift == 0) slot i is acc[i]. In fixed point it is two
+// counters, low[i] (32 bits) and high[i], that add the low acc_layout::kLow bits and the rest of each
+// contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a compare-and-swap
+// loop, which every posting would wait on). The wide layout's high counters are 32 bits, after the low ones
+// (the same 64 KB as the doubles). The compact layout's are 16 bits (48 KB in all), which lets four blocks
+// share a multiprocessor instead of three; the host gives it only queries whose bounds fit (compact_fits).
+// Neither counter can overflow: a slot adds at most kMaxAdds low parts below 2^kLow (< 2^32), and its high
+// parts sum to at most its total over 2^kLow (wide: < 2^53 / 2^22 < 2^31; compact: below 2^16, since the
+// query's bounds sum below 2^(kLow + 16)); high * 2^kLow + low is the exact 64-bit sum.
+template <bool kCompact> struct acc_layout;
+template <> struct acc_layout<false> {
+    static constexpr uint32_t kLow = 22, kMaxAdds = GPU_MAX_OR_TERMS;
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(double);
+};
+template <> struct acc_layout<true> {
+    static constexpr uint32_t kLow = 26, kMaxAdds = GPU_MAX_TERMS; // one chunk of terms
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t));
+};
+static_assert((unsigned long long)acc_layout<false>::kMaxAdds * ((1ull << acc_layout<false>::kLow) - 1u) < (1ull << 32),
+              "a wide slot's low parts fit 32 bits");
+static_assert((unsigned long long)acc_layout<true>::kMaxAdds * ((1ull << acc_layout<true>::kLow) - 1u) < (1ull << 32),
+              "a compact slot's low parts fit 32 bits");
 
+template <bool C>
+__device__ __forceinline__ unsigned long long acc_high(const double *acc, uint32_t i) {
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    if (C) return reinterpret_cast<const uint16_t *>(low + GPU_RANGE_DOCS)[i];
+    return low[GPU_RANGE_DOCS + i];
+}
+
+template <bool C>
 __device__ __forceinline__ void acc_add_fixed(double *acc, uint32_t slot, unsigned long long add) {
+    constexpr uint32_t kLow = acc_layout<C>::kLow;
     uint32_t *low = reinterpret_cast<uint32_t *>(acc);
-    atomicAdd(low + slot, (uint32_t)add & ((1u << kLowBits) - 1u));
-    atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLowBits));
+    atomicAdd(low + slot, (uint32_t)add & ((1u << kLow) - 1u));
+    if (C) // two 16-bit counters per word; the lower one never carries into the upper (see above)
+        atomicAdd(low + GPU_RANGE_DOCS + (slot >> 1), (uint32_t)(add >> kLow) << (16u * (slot & 1u)));
+    else
+        atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLow));
 }
 
 // inv_scale: 0 for double accumulators, else 2^-fixed_shift (fixed-point ones).
+template <bool C>
 __device__ __forceinline__ double acc_value(const double *acc, uint32_t i, double inv_scale) {
-    if (inv_scale == 0.0) return acc[i];
+    if (!C && inv_scale == 0.0) return acc[i];
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
-    return (double)(((unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits) + low[i]) * inv_scale;
+    return (double)((acc_high<C>(acc, i) << acc_layout<C>::kLow) + low[i]) * inv_scale;
 }
 
+template <bool C>
 __device__ __forceinline__ void acc_clear(double *acc, uint32_t i, bool fixed) {
-    if (!fixed) {
+    if (!C && !fixed) {
         acc[i] = 0.0;
         return;
     }
     uint32_t *low = reinterpret_cast<uint32_t *>(acc);
     low[i] = 0u;
-    low[GPU_RANGE_DOCS + i] = 0u;
+    if (C) reinterpret_cast<uint16_t *>(low + GPU_RANGE_DOCS)[i] = 0u;
+    else low[GPU_RANGE_DOCS + i] = 0u;
 }
 
 // First block in [lo, hi) whose last doc >= target, hi when none; all 32 lanes call it and get the
@@ -281,6 +316,7 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
 // The adds and ors return nothing, so no lane waits on shared memory.
+template <bool C = false>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched) {
@@ -303,7 +339,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
         if (query.fixed_shift)
-            acc_add_fixed(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
+            acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
             atomicAdd(&acc[slot], (double)c);
         if (touched != nullptr) {
@@ -349,6 +385,7 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
 // terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
 // marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
 // was skipped (acc untouched); all threads agree.
+template <bool C = false>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
                             range_shared &s) {
@@ -528,7 +565,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     continue;
                 }
             }
-            scored += add_block(a, query, term, b, lo, hi, scale, acc, matches, touched);
+            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched);
         }
         if (ne_end > 0) {
             __syncthreads(); // every essential block is in
@@ -537,7 +574,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = tid; c < kCells; c += kThreads) {
                     double v = 0.0;
                     for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
-                        v = fmax(v, acc_value(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), inv_scale));
+                        v = fmax(v, acc_value<C>(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), inv_scale));
                     }
                     cell_max[c] = v;
                 }
@@ -545,7 +582,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = warp; c < kCells; c += kWarps) {
                     const uint32_t i = c * GPU_SUB_DOCS + lane;
                     double v = 0.0;
-                    if (i < hi - lo) v = acc_value(acc, i, inv_scale);
+                    if (i < hi - lo) v = acc_value<C>(acc, i, inv_scale);
                     v = warp_max_d(v);
                     if (lane == 0) cell_max[c] = v;
                 }
@@ -570,7 +607,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     skipped++;
                     continue;
                 }
-                scored += add_block(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
+                scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
             }
         }
         if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
@@ -582,16 +619,17 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     if (!zeroed) return false; // OR with no postings in any chunk
     if (query.and_mode) {
         for (uint32_t i = tid; i < hi - lo; i += kThreads)
-            if (matches[i] < nt) acc_clear(acc, i, query.fixed_shift != 0);
+            if (matches[i] < nt) acc_clear<C>(acc, i, query.fixed_shift != 0);
         __syncthreads();
     }
     return true;
 }
 
 // The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
+template <bool C = false>
 __device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
     if (i >= n) return GPU_NO_CANDIDATE;
-    const double v = acc_value(acc, i, inv_scale);
+    const double v = acc_value<C>(acc, i, inv_scale);
     return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
 }
 
@@ -606,6 +644,7 @@ __device__ __forceinline__ void keep_best_two(uint64_t key, uint64_t &first, uin
 }
 
 // The two lowest candidate keys among the lane's slots above `above` (0: all of them).
+template <bool C = false>
 __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
                                               double inv_scale, uint64_t &first, uint64_t &second) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -613,7 +652,7 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
     second = GPU_NO_CANDIDATE;
 #pragma unroll 4
     for (int j = 0; j < kSlotsPerLane; j++) {
-        const uint64_t c = slot_key(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        const uint64_t c = slot_key<C>(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
         if (c > above) keep_best_two(c, first, second);
     }
 }
@@ -642,11 +681,12 @@ __device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint
 // seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
 // first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
 // warps' sorted lists.
+template <bool C = false>
 __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
                                  uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t first, second;
-    lane_best_two(acc, lo, n, 0, inv_scale, first, second);
+    lane_best_two<C>(acc, lo, n, 0, inv_scale, first, second);
     bool second_known = true; // else second is unknown: the lane's slots above first were not looked at
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     for (uint32_t round = 0; round < m; round++) {
@@ -658,7 +698,7 @@ __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uin
                 first = second;
                 second_known = first == GPU_NO_CANDIDATE;
             } else {
-                lane_best_two(acc, lo, n, w, inv_scale, first, second);
+                lane_best_two<C>(acc, lo, n, w, inv_scale, first, second);
                 second_known = true;
             }
         }
@@ -669,22 +709,24 @@ __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uin
 
 // A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
 // kThreads), so each thread reads and clears only its own slots.
+template <bool C = false>
 __device__ __forceinline__ void zero_accumulator(double *acc, uint32_t *touched) {
     double2 *acc2 = reinterpret_cast<double2 *>(acc);
-    for (uint32_t i = threadIdx.x; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+    for (uint32_t i = threadIdx.x; i < acc_layout<C>::kBytes / sizeof(double2); i += kThreads) acc2[i] = make_double2(0.0, 0.0);
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) touched[c] = 0;
 }
 
+template <bool C = false>
 __device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bool fixed) {
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) {
-        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc_clear(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), fixed);
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc_clear<C>(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), fixed);
         touched[c] = 0;
     }
 }
 
 // A range's report floor (gpu_query.floor_key) in its accumulator's units: a fixed-point slot below
 // `fixed` (floor * 2^fixed_shift, rounded down), a double slot below `value`, is no answer. `low_room`:
-// more than a slot's low counter can hold (one add below 2^kLowBits per term).
+// more than a slot's low counter can hold (one add below 2^kLow per term).
 struct report_floor {
     unsigned long long fixed;
     double value;
@@ -693,26 +735,29 @@ struct report_floor {
     bool fixed_point;  // and the accumulator is fixed point (else double)
 };
 
+template <bool C = false>
 __device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
     const double value = gpu_floor_value(floor_key);
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value,
-                        (unsigned long long)query.num_terms << kLowBits, value > 0.0, query.fixed_shift != 0};
+                        (unsigned long long)query.num_terms << acc_layout<C>::kLow, value > 0.0, query.fixed_shift != 0};
 }
 
 // Most slots a report visits are far below the floor: their high counter alone says so, one load instead
 // of two.
+template <bool C = false>
 __device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, const report_floor &f) {
     if (!f.active) return false; // no floor: nothing to load
-    if (!f.fixed_point) return acc[i] < f.value;
+    if (!C && !f.fixed_point) return acc[i] < f.value;
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
-    const unsigned long long high = (unsigned long long)low[GPU_RANGE_DOCS + i] << kLowBits;
+    const unsigned long long high = acc_high<C>(acc, i) << acc_layout<C>::kLow;
     if (high + f.low_room <= f.fixed) return true;
     return high + low[i] < f.fixed;
 }
 
 // The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots that
 // reach the floor.
+template <bool C = false>
 __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
                                                 uint64_t above, double inv_scale, const report_floor &answer_floor,
                                                 uint64_t &first, uint64_t &second) {
@@ -721,14 +766,15 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
             const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
-            if (slot_below_floor(acc, i, answer_floor)) continue;
-            const uint64_t key = slot_key(acc, i, lo, n, inv_scale);
+            if (slot_below_floor<C>(acc, i, answer_floor)) continue;
+            const uint64_t key = slot_key<C>(acc, i, lo, n, inv_scale);
             if (key > above) keep_best_two(key, first, second);
         }
 }
 
 // thread_best_two's first pass, which also clears the slots below the floor (no answers, and never looked
 // at again) and drops their bits: clear_touched then visits only the few slots that reach the floor.
+template <bool C = false>
 __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched, uint32_t lo, uint32_t n,
                                                   double inv_scale, const report_floor &answer_floor, uint64_t &first,
                                                   uint64_t &second) {
@@ -739,12 +785,12 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
     uint32_t kept = 0;
     for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
         const uint32_t bit = (uint32_t)(__ffs(bits) - 1), i = c * GPU_SUB_DOCS + bit;
-        if (slot_below_floor(acc, i, answer_floor)) {
-            acc_clear(acc, i, answer_floor.fixed_point);
+        if (slot_below_floor<C>(acc, i, answer_floor)) {
+            acc_clear<C>(acc, i, answer_floor.fixed_point);
             continue;
         }
         kept |= 1u << bit;
-        keep_best_two(slot_key(acc, i, lo, n, inv_scale), first, second);
+        keep_best_two(slot_key<C>(acc, i, lo, n, inv_scale), first, second);
     }
     touched[c] = kept;
 }
@@ -753,12 +799,13 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 // 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
 // keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
+template <bool C = false>
 __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
                                    const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
     uint64_t first, second;
-    thread_first_scan(acc, touched, lo, n, inv_scale, answer_floor, first, second);
+    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
     bool second_known = true; // else the thread's slots above first were not looked at
     for (uint32_t round = 0; round < m; round++) {
         const uint64_t w = warp_min_u64(first);
@@ -769,7 +816,7 @@ __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, 
                 first = second;
                 second_known = first == GPU_NO_CANDIDATE;
             } else {
-                thread_best_two(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
+                thread_best_two<C>(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
                 second_known = true;
             }
         }
@@ -787,25 +834,28 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks trades registers for resident blocks (ISN_GPU_REPORT_BLOCKS
 // picks one at run time, for measuring).
-template <int kMinBlocks>
+template <int kMinBlocks, bool C>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args a) {
     extern __shared__ double acc[];
-    uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
+    uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
-    const uint32_t q = blockIdx.y;
+    const uint32_t q = a.query_index ? a.query_index[blockIdx.y] : blockIdx.y;
     const gpu_query query = a.queries[q];
+    // the compact layout's aux region holds the report lists and the touched bitmap only (compact_fits)
+    if (C && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS)) __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
     const bool raise_floor = a.round == 2 && query.sampled_floor;
-    const uint32_t theta = a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    const uint32_t theta = C ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
     const report_floor answer_floor =
-        floor_of(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
-    uint32_t *touched =
-        a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
-    if (touched != nullptr) zero_accumulator(acc, touched); // the first range's span barrier orders it
+        floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
+    uint32_t *touched = a.dense_report || query.and_mode
+                            ? nullptr
+                            : reinterpret_cast<uint32_t *>(aux + (C ? kCompactTouchedOffset : kTouchedOffset));
+    if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
@@ -821,18 +871,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s)) {
+        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
         }
         scored++;
         if (touched != nullptr) {
-            reported += report_touched(acc, touched, lo, hi - lo, m, inv_scale, answer_floor,
+            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor,
                                        reinterpret_cast<uint64_t *>(aux), out);
-            clear_touched(acc, touched, query.fixed_shift != 0);
+            clear_touched<C>(acc, touched, query.fixed_shift != 0);
         } else {
-            reported += report_range(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+            reported += report_range<C>(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
         }
     }
     if (threadIdx.x == 0) {
@@ -1206,6 +1256,7 @@ struct gpu_device {
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
     int report_blocks;        // 2 or 3: which report_kernel
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
+    bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
     stream_buffers streams[8];
 };
 
@@ -1243,6 +1294,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_seg_begin);
         cudaFree(s->d_seg_end);
         cudaFree(s->d_sort_temp);
+        cudaFree(s->d_variant);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
@@ -1284,7 +1336,9 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                              (int)cand_items, (int)per_call, s->d_seg_begin, s->d_seg_end,
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
-    CHECK(cudaMallocHost(&s->h_stage, u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term)));
+    CHECK(cudaMalloc(&s->d_variant, u->max_batch * sizeof(uint32_t)));
+    CHECK(cudaMallocHost(&s->h_stage, u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) +
+                                          u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMallocHost(&s->h_out, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     return 0;
 }
@@ -1299,15 +1353,19 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
-    CHECK(cudaFuncSetAttribute(report_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(report_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<3, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)kCompactSharedBytes));
     const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
+    const char *compact = getenv("ISN_GPU_COMPACT");
+    d->compact = !(compact && atoi(compact) == 0);
     const char *dense = getenv("ISN_GPU_DENSE_REPORT");
     d->dense_report = dense && atoi(dense) == 1;
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3>, kThreads, kSharedBytes));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, false>, kThreads, kSharedBytes));
     d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
@@ -1396,6 +1454,19 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     return a;
 }
 
+// Whether a range query's report blocks can use the compact accumulator (acc_layout<true>): unpruned and
+// disjunctive (its aux region has no room for bound grids or match counts), fixed point, one chunk of
+// terms, and its bounds in fixed-point units summing below 2^(kLow + 16), so that every 16-bit high
+// counter stays below 2^16 (a slot's total is at most that sum: one posting per list and document).
+static bool compact_fits(const gpu_query *q, const gpu_term *terms) {
+    if (q->and_mode || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0) return false;
+    if (q->sample_stride > 1 && !q->sampled_floor) return false; // its second round prunes
+    double units = 0.0;
+    for (uint32_t t = q->term_begin; t < q->term_begin + q->num_terms; t++)
+        units += ldexp((double)terms[t].max_score, (int)q->fixed_shift) + 1.0; // + 1: the rounding of an add
+    return units < ldexp(1.0, (int)(acc_layout<true>::kLow + 16) - 1); // a factor 2 to spare
+}
+
 static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
     stream_buffers *s = &d->streams[slot];
     cudaStream_t st = s->stream;
@@ -1408,9 +1479,16 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
+    // the range queries by report kernel: compact accumulators first (compact_fits), then the wide ones
+    uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes), ncompact = 0;
+    for (uint32_t q = 0; q < nr; q++)
+        if (d->compact && !d->dense_report && compact_fits(&batch->queries[q], batch->terms)) h_variant[ncompact++] = q;
+    for (uint32_t q = 0, w = ncompact; q < nr; q++)
+        if (ncompact == 0 || !(d->compact && !d->dense_report && compact_fits(&batch->queries[q], batch->terms))) h_variant[w++] = q;
     CHECK(cudaEventRecord(s->events[0], st));
     CHECK(cudaMemcpyAsync(s->d_queries, s->h_stage, qbytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemcpyAsync(s->d_terms, s->h_stage + qbytes, tbytes, cudaMemcpyHostToDevice, st));
+    if (nr) CHECK(cudaMemcpyAsync(s->d_variant, h_variant, nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
     CHECK(cudaMemsetAsync(s->d_results, 0, nq * sizeof(gpu_query_result), st));
     CHECK(cudaMemsetAsync(s->d_cand_count, 0, nq * sizeof(uint32_t), st));
     CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
@@ -1433,9 +1511,15 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             const uint64_t per = ((uint64_t)ranges * nr) / wanted;
             a.ranges_per_block = per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
             a.round = round;
-            dim3 grid((ranges + a.ranges_per_block - 1) / a.ranges_per_block, nr);
-            if (d->report_blocks == 2) report_kernel<2><<<grid, kThreads, kSharedBytes, st>>>(a);
-            else report_kernel<3><<<grid, kThreads, kSharedBytes, st>>>(a);
+            const uint32_t gx = (ranges + a.ranges_per_block - 1) / a.ranges_per_block;
+            range_args compact_args = a, wide_args = a;
+            compact_args.query_index = s->d_variant;
+            wide_args.query_index = s->d_variant + ncompact;
+            if (ncompact) report_kernel<4, true><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
+            if (nr > ncompact) {
+                if (d->report_blocks == 2) report_kernel<2, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
+                else report_kernel<3, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
+            }
             CHECK(cudaGetLastError());
             if (round == 1) {
                 sample_threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges,
