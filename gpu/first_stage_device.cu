@@ -357,6 +357,12 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     return scored;
 }
 
+// The cursor window of the warp's own term (term `warp`) for the next range: the last docs of blocks
+// from, from + 1, ..., one per lane (from UINT32_MAX: none).
+struct span_prefetch {
+    uint32_t from = UINT32_MAX, last = 0;
+};
+
 // Item `item` of the blocks of terms [from, cn) in term order, as (term, block index in its span). With
 // lanes_hold_terms lane t holds term t's count in the span and the counts before it (lane_before): the
 // term is the last whose blocks start at or before the item. All lanes of the warp ask for the same item.
@@ -388,7 +394,7 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
 template <bool C = false>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
-                            range_shared &s) {
+                            range_shared &s, span_prefetch &pf) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms;
     bool zeroed = false;
@@ -420,8 +426,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 // block from or from + 1, and its last block is usually among the 32 from `from`: one round
                 // of independent loads then gives the whole span (a search costs two or three dependent ones).
                 const uint32_t from = s.lb[t], p = from + lane;
-                const uint32_t last = p < nb ? __ldg(&blocks[p].last_doc) : 0u;
-                const float bound = p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
+                const uint32_t last = t == warp && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+                const float bound = prune && p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
                 const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
                 const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
                 first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1) : nb;
@@ -444,6 +450,11 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
             }
             const uint32_t end = lb < nb ? lb + 1 : nb;
+            // the next range's window, loaded now: its latency passes while this range is scored and reported
+            if (t == warp && !prune) {
+                pf.from = lb;
+                pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
+            }
             most = warp_max_f(most);
             if (lane == 0) {
                 if (!cursor) {
@@ -858,6 +869,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
+    span_prefetch pf;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
         const uint32_t r = a.round == 1 ? v * stride : v;
@@ -871,7 +883,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s)) {
+        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
@@ -917,7 +929,8 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
             __syncthreads();
         }
         dirty = touched == nullptr;
-        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s)) continue;
+        span_prefetch pf;
+        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s, pf)) continue;
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
@@ -1257,6 +1270,7 @@ struct gpu_device {
     int report_blocks;        // 2 or 3: which report_kernel
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
+    uint32_t resident_compact; // compact report blocks the device runs at once
     stream_buffers streams[8];
 };
 
@@ -1367,6 +1381,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, false>, kThreads, kSharedBytes));
     d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, true>, kThreads, kCompactSharedBytes));
+    d->resident_compact = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
     return 0;
@@ -1454,6 +1470,14 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     return a;
 }
 
+// Consecutive ranges per report block: as many as four waves of the device leave (a block follows its
+// lists' blocks from range to range with a cursor instead of searching them), at most 16. (Choosing the
+// count whose last wave is fullest changed nothing measurable: a batch's blocks differ in cost.)
+static uint32_t ranges_per_block(uint32_t ranges, uint32_t queries, uint32_t resident) {
+    const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * 4);
+    return per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
+}
+
 // Whether a range query's report blocks can use the compact accumulator (acc_layout<true>): unpruned and
 // disjunctive (its aux region has no room for bound grids or match counts), fixed point, one chunk of
 // terms, and its bounds in fixed-point units summing below 2^(kLow + 16), so that every 16-bit high
@@ -1504,19 +1528,21 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             min_stride = st_q < min_stride ? st_q : min_stride;
             max_stride = st_q > max_stride ? st_q : max_stride;
         }
-        const uint64_t wanted = (uint64_t)d->resident_blocks * 4;
         for (uint32_t round = 1; round <= 2; round++) {
             if (round == 2 && max_stride == 1) break;
             const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
-            const uint64_t per = ((uint64_t)ranges * nr) / wanted;
-            a.ranges_per_block = per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
             a.round = round;
-            const uint32_t gx = (ranges + a.ranges_per_block - 1) / a.ranges_per_block;
             range_args compact_args = a, wide_args = a;
             compact_args.query_index = s->d_variant;
             wide_args.query_index = s->d_variant + ncompact;
-            if (ncompact) report_kernel<4, true><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
+            if (ncompact) {
+                compact_args.ranges_per_block = ranges_per_block(ranges, ncompact, d->resident_compact);
+                const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
+                report_kernel<4, true><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
+            }
             if (nr > ncompact) {
+                wide_args.ranges_per_block = ranges_per_block(ranges, nr - ncompact, d->resident_blocks);
+                const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
                 if (d->report_blocks == 2) report_kernel<2, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
                 else report_kernel<3, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
             }
