@@ -6,6 +6,8 @@
 #   bash bench/gpu_device.sh prefix   that partition with half of it resident (pruned-prefix cache)
 #   bash bench/gpu_device.sh ab       that partition, OR, the range kernels' touched-slot report against the
 #                                     dense one (ISN_GPU_DENSE_REPORT=1), interleaved, REPEATS times each
+#   bash bench/gpu_device.sh compact  the same with compact accumulators (the default) against wide ones only
+#                                     (ISN_GPU_COMPACT=0)
 # Binaries come from
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/tests/test_gpu build-gpu/tests/test_gpu_backend \
 #        build-gpu/bench/bench_gpu build-gpu/bin/isn-index
@@ -100,6 +102,20 @@ ab)
     done
   done
   unset ISN_GPU_DENSE_REPORT
+  summary $labels
+  ;;
+compact)
+  ensure_synth
+  labels=""
+  for rep in $(seq 1 ${REPEATS:-2}); do
+    for variant in compact wide; do
+      if [ $variant = wide ]; then export ISN_GPU_COMPACT=0; else unset ISN_GPU_COMPACT; fi
+      run_bench synth20m-$variant$rep ${AB_LIMIT:-60} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 \
+        --batches ${BATCHES:-16,256} --max-queries 1024 --modes or --no-cpu-rate --exhaustive ${EXTRA:-}
+      labels="$labels $O/synth20m-$variant$rep.json"
+    done
+  done
+  unset ISN_GPU_COMPACT
   summary $labels
   ;;
 esac
