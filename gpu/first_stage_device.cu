@@ -3,7 +3,8 @@
 //  1. copy the batch in;
 //  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
 //     its range_top best documents (score desc, doc asc) at or above the query's floor, if it has one,
-//     as candidate keys;
+//     as candidate keys. A query without the CPU's floor scores a sample of its ranges first, and the
+//     sample's k-th best report is the other ranges' floor (gpu_query.sampled_floor);
 //  3. the k-th best report per query, or the floor if lower, is the threshold theta (a lower bound of
 //     the answer's k-th score: reports are scores of distinct documents, and every answer reaches the
 //     floor); the reports at or above theta are candidates, and a range whose every report reaches
@@ -16,19 +17,18 @@
 // Decode is fused into the consumers: blocks are decoded by warps straight into the accumulator (or the
 // probe), never into global memory.
 //
-// Why one pruned range kernel serves OR, WAND, BMW and MaxScore: the answer does not depend on the
-// algorithm, only the work does. On the CPU WAND/BMW skip postings one pivot at a time with a threshold
-// that rises as the heap fills; on the GPU a whole range is decoded by 16 warps in the time one pivot
-// step takes, and the report pass already gives the threshold a finished WAND run would end with, for
-// the price of one dense pass, after which almost no range is scored twice: measured on the 20M synthetic
-// partition (H200, 4,096 logged queries, 2,442 ranges each), 2.2 ranges per query are rescored at k = 1000
-// and 0.02 at k = 10, the rescore pass and the threshold selection take 0.3% of the batch (0.13 of 43 ms
-// at 256 queries); and the first version's second pass, which skipped ranges whose block-max bound was
-// below the final threshold, skipped 0% of them on that log. So a shared WAND/BMW threshold skips no
-// range there and saves at most the rescore; what it could still save is blocks inside a range whose
-// block max cannot lift a document over the threshold, not tried (an open item). Per-posting pivoting inside a range would make lanes diverge and serialize on the
-// cursor order; the block-max skip is kept where it pays (AND probing, and range skipping when a term
-// has no block in a range).
+// Why one range kernel serves OR, WAND, BMW and MaxScore: the answer does not depend on the algorithm,
+// only the work does. On the CPU WAND/BMW skip postings one pivot at a time with a threshold that rises as
+// the heap fills; on the GPU a whole range is decoded by a block's warps in the time one pivot step takes,
+// and the report pass gives the threshold a finished WAND run would end with for the price of one pass,
+// after which almost no range is scored twice. Skipping needs bounds that vary: where every range holds
+// some block of each list whose maximum is near the list's (typical of logs whose queries mix a rare
+// term with common ones), a range bound skips nothing, and skipping documents inside a range (MaxScore
+// at the floor) costs the block a barrier and a pass more than the atomics it saves. The pruned path
+// (sampling round, bound grid, MaxScore split) is kept for partitions where bounds do vary, and AUTO
+// (backend.c) runs it only where it measures cheaper; per-posting pivoting inside a range would make
+// lanes diverge and serialize on the cursor order. The block-max skip pays in AND probing and where a
+// term has no block in a range.
 #include <cuda_runtime.h>
 #include <cub/device/device_segmented_sort.cuh>
 #include <stdio.h>
