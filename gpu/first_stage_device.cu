@@ -422,15 +422,17 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             float most = 0.0f;
             bool spanned = false; // the span (and `most`) found by the cursor's window
             if (cursor) {
-                // The previous range's last block `from` ends at lo - 1 or later, so this range starts in
-                // block from or from + 1, and its last block is usually among the 32 from `from`: one round
-                // of independent loads then gives the whole span (a search costs two or three dependent ones).
+                // The previous range's last block `from` ends before this range's end, and this range's blocks
+                // usually lie among the 32 from `from` (a few ranges on, as a sampling round's and the ranges
+                // between its samples are, too): one round of independent loads then gives the whole span (a
+                // search costs two or three dependent ones). Past the window, the search.
                 const uint32_t from = s.lb[t], p = from + lane;
                 const uint32_t last = t == warp && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
                 const float bound = prune && p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
                 const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
                 const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
-                first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1) : nb;
+                first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
+                        : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
                 if (reaches_hi != 0 || from + 32u >= nb) {
                     lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
                     const uint32_t end = lb < nb ? lb + 1 : nb;
@@ -881,7 +883,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         // No barrier here: the previous range's spans were last read before its items barrier, its report
         // lists are merged by warp 0 before warp 0 reaches this range's span barrier, and each thread's
         // clear of its own slots is ordered before any add of this range by that same span barrier.
-        const bool cursor = previous != UINT32_MAX && r == previous + 1 && query.num_terms <= GPU_MAX_TERMS;
+        const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
         if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
