@@ -161,23 +161,35 @@ static uint32_t batch_check(const batch *bt, uint32_t k) {
 }
 
 static bool and_by_ranges;
-static int prune_mode = ISN_GPU_PRUNE_AUTO;
-static uint32_t open_max_batch = 256;
 
-static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
+/* A backend with the given pruning mode and max_batch (open_backend: AUTO, 256). */
+static isn_gpu_backend *open_backend_with(bool emulate, uint64_t budget, uint32_t max_candidates, int pruning,
+                                          uint32_t max_batch) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
-    o.pruning = prune_mode;
+    o.pruning = pruning;
     o.and_by_ranges = and_by_ranges;
     o.emulate = emulate;
     o.memory_budget = budget;
-    o.max_batch = open_max_batch;
+    o.max_batch = max_batch;
     o.max_k = 10000;
     o.max_candidates = max_candidates;
     char err[256];
     isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
     return b;
+}
+
+static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
+    return open_backend_with(emulate, budget, max_candidates, ISN_GPU_PRUNE_AUTO, 256);
+}
+
+/* Runs the batch (which must be accepted) and checks every answer against the CPU's; returns how many
+ * the device answered. */
+static uint32_t search_checked(isn_gpu_backend *b, batch *bt, uint32_t k, isn_gpu_batch_stats *st) {
+    char err[256];
+    assert_int_equal(isn_gpu_search_batch(b, bt->requests, bt->n, st, err, sizeof err), 0);
+    return batch_check(bt, k);
 }
 
 static bool have_gpu(void) {
@@ -204,14 +216,12 @@ static void test_equality(void **state) {
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
     static const uint32_t ks[] = {1, 10, 100, 1000, 10000};
-    char err[256];
     for (int mode = 0; mode < 2; mode++)
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             uint32_t n = ks[i] >= 1000 ? (emulate ? 12 : 64) : (emulate ? 48 : 256);
             batch_fill(&bt, n, ks[i], mode ? ISN_MODE_AND : ISN_MODE_OR);
             isn_gpu_batch_stats st;
-            assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-            uint32_t on_device = batch_check(&bt, ks[i]);
+            uint32_t on_device = search_checked(b, &bt, ks[i], &st);
             printf("%s %s%s k=%u: %u/%u on the device, %llu candidates, %llu ranges pruned of %llu, %llu rescored\n",
                    emulate ? "emulated" : "GPU", mode ? "AND" : "OR", and_by_ranges ? " by ranges" : "", ks[i],
                    on_device, bt.n, (unsigned long long)st.candidates, (unsigned long long)st.ranges_pruned,
@@ -229,16 +239,12 @@ static void test_equality(void **state) {
  * calls over consecutive queries, and every query's answer is still the CPU's, OR and AND. */
 static void test_large_batch(void **state) {
     bool emulate = device_under_test(state);
-    open_max_batch = MAX_BATCH_QUERIES;
-    isn_gpu_backend *b = open_backend(emulate, 0, 0);
-    open_max_batch = 256;
+    isn_gpu_backend *b = open_backend_with(emulate, 0, 0, ISN_GPU_PRUNE_AUTO, MAX_BATCH_QUERIES);
     static batch bt;
-    char err[256];
     for (int mode = 0; mode < 2; mode++) {
         batch_fill(&bt, 600, 10, mode ? ISN_MODE_AND : ISN_MODE_OR);
         isn_gpu_batch_stats st;
-        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-        assert_int_equal(batch_check(&bt, 10), bt.n);
+        assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
     }
     isn_gpu_close(b);
 }
@@ -248,17 +254,13 @@ static void test_large_batch(void **state) {
  * probe: k above its limit, or none given), and the answers stay the CPU's. */
 static void test_sampled_floor(void **state) {
     bool emulate = device_under_test(state);
-    prune_mode = ISN_GPU_PRUNE_NEVER;
-    isn_gpu_backend *b = open_backend(emulate, 0, 0);
-    prune_mode = ISN_GPU_PRUNE_AUTO;
+    isn_gpu_backend *b = open_backend_with(emulate, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
     static batch bt;
-    char err[256];
     seeded = false;
     batch_fill(&bt, 64, 1, ISN_MODE_OR);
     seeded = true;
     isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    assert_int_equal(batch_check(&bt, 1), bt.n);
+    assert_int_equal(search_checked(b, &bt, 1, &st), bt.n);
     printf("%s sampled floor OR k=1: %llu reports from %llu ranges\n", emulate ? "emulated" : "GPU",
            (unsigned long long)st.reports, (unsigned long long)st.ranges_scored);
     assert_false(st.pruned);
@@ -280,14 +282,12 @@ static void test_long_queries(void **state) {
     bool emulate = device_under_test(state);
     isn_gpu_backend *b = open_backend(emulate, 0, 0);
     static batch bt;
-    char err[256];
     long_terms = 100;
     static const uint32_t ks[] = {10, 1000};
     for (size_t i = 0; i < 2; i++) {
         batch_fill(&bt, emulate ? 6 : 24, ks[i], ISN_MODE_OR);
         isn_gpu_batch_stats st;
-        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-        uint32_t on_device = batch_check(&bt, ks[i]);
+        uint32_t on_device = search_checked(b, &bt, ks[i], &st);
         printf("%s long OR k=%u: %u/%u on the device\n", emulate ? "emulated" : "GPU", ks[i], on_device, bt.n);
         assert_int_equal(on_device, bt.n);
     }
@@ -311,14 +311,12 @@ static void test_partial_residency(void **state) {
     assert_true(h.terms_resident + h.terms_prefix < h.terms_total);
     assert_true(h.bytes_resident <= budget);
     static batch bt;
-    char err[256];
     static const uint32_t ks[] = {10, 1000, 10};
     for (int i = 0; i < 3; i++) {
         isn_mode mode = i == 2 ? ISN_MODE_AND : ISN_MODE_OR;
         batch_fill(&bt, ks[i] >= 1000 && emulate ? 16 : 64, ks[i], mode);
         isn_gpu_batch_stats st;
-        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-        batch_check(&bt, ks[i]);
+        search_checked(b, &bt, ks[i], &st);
         printf("%s %s k=%u: %u answered on prefixes + CPU completion (%llu CPU postings), %u on the CPU\n",
                emulate ? "emulated" : "GPU", mode == ISN_MODE_AND ? "AND" : "OR", ks[i], st.prefix_queries,
                (unsigned long long)st.prefix_cpu_postings, st.cpu_queries);
@@ -379,8 +377,7 @@ static void test_logged_lists_whole(void **state) {
     isn_gpu_health_get(b, &h);
     assert_true(h.terms_resident < h.terms_total);
     isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    assert_int_equal(batch_check(&bt, 10), bt.n);
+    assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
     printf("%s: %u of %u lists resident whole, %u cut; %u of %u queries on the device, %u with a CPU completion\n",
            emulate ? "emulated" : "GPU", h.terms_resident, h.terms_total, h.terms_prefix, st.device_queries, bt.n,
            st.prefix_queries);
@@ -405,8 +402,7 @@ static void test_fault(void **state) {
     batch_fill(&bt, 32, 10, ISN_MODE_OR);
     isn_gpu_inject_fault(b);
     isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    assert_int_equal(batch_check(&bt, 10), 0);
+    assert_int_equal(search_checked(b, &bt, 10, &st), 0);
     assert_int_equal(st.cpu_queries, bt.n);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
@@ -432,11 +428,10 @@ static void test_candidate_overflow_emulated(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 10000);
     static batch bt;
-    char err[256], metrics[4096];
+    char metrics[4096];
     batch_fill(&bt, 8, 10000, ISN_MODE_OR);
     isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    batch_check(&bt, 10000);
+    search_checked(b, &bt, 10000, &st);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
     assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], st.cpu_queries);
@@ -519,8 +514,7 @@ static void test_ties_without_fallback(void **state) {
                                     NULL, err, sizeof err),
                          0);
     }
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    assert_int_equal(batch_check(&bt, 1000), bt.n);
+    assert_int_equal(search_checked(b, &bt, 1000, &st), bt.n);
     printf("%s AND of two common words k=1000: %u/%u on the device, %u probing retries\n",
            emulate ? "emulated" : "GPU", st.device_queries, bt.n, st.overflow_retries);
     assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW], 0);
@@ -533,18 +527,14 @@ static void test_ties_without_fallback(void **state) {
  * the CPU's answers; unseeded, the sampling round's threshold prunes the other ranges. */
 static void test_pruning(void **state) {
     bool emulate = device_under_test(state);
-    prune_mode = ISN_GPU_PRUNE_ALWAYS;
-    isn_gpu_backend *b = open_backend(emulate, 0, 0);
-    prune_mode = ISN_GPU_PRUNE_AUTO;
+    isn_gpu_backend *b = open_backend_with(emulate, 0, 0, ISN_GPU_PRUNE_ALWAYS, 256);
     static batch bt;
-    char err[256];
     for (int round = 0; round < 2; round++) {
         seeded = round == 0;
         uint32_t k = seeded ? 10 : 1;
         batch_fill(&bt, 64, k, ISN_MODE_OR);
         isn_gpu_batch_stats st;
-        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-        assert_int_equal(batch_check(&bt, k), bt.n);
+        assert_int_equal(search_checked(b, &bt, k, &st), bt.n);
         printf("%s %s OR k=%u: %llu of %llu postings scored, %llu blocks skipped, %llu of %llu ranges pruned\n",
                emulate ? "emulated" : "GPU", seeded ? "seeded" : "unseeded", k, (unsigned long long)st.postings_scored,
                (unsigned long long)st.postings_in_lists, (unsigned long long)st.blocks_skipped,
@@ -563,13 +553,12 @@ static void test_pruning(void **state) {
 static void test_pruning_modes_emulated(void **state) {
     (void)state;
     static batch bt;
-    char err[256], metrics[4096];
+    char metrics[4096];
     isn_gpu_backend *b = open_backend(true, 0, 0);
     for (int i = 0; i < 8; i++) {
         batch_fill(&bt, 8, 10, ISN_MODE_OR);
         isn_gpu_batch_stats st;
-        assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-        assert_int_equal(batch_check(&bt, 10), bt.n);
+        assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
         if (i < 3) assert_true(st.pruned);
         else if (i < 6) assert_false(st.pruned);
     }
@@ -581,13 +570,10 @@ static void test_pruning_modes_emulated(void **state) {
     isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
     assert_non_null(strstr(metrics, "isn_gpu_prune_batches_total{mode=\"pruned\"}"));
     isn_gpu_close(b);
-    prune_mode = ISN_GPU_PRUNE_NEVER;
-    b = open_backend(true, 0, 0);
-    prune_mode = ISN_GPU_PRUNE_AUTO;
+    b = open_backend_with(true, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
     batch_fill(&bt, 16, 10, ISN_MODE_OR);
     isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, bt.requests, bt.n, &st, err, sizeof err), 0);
-    assert_int_equal(batch_check(&bt, 10), bt.n);
+    assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
     assert_false(st.pruned);
     assert_int_equal(st.blocks_skipped, 0);
     isn_gpu_close(b);
