@@ -60,6 +60,23 @@ ensure_synth() { # built once per machine (about 20 s)
     --fit-queries "$D/debpkg.queries.tsv" --queries 8192 --out "$SYNTH" 2>"$O/synth.time" | tee "$O/synth.json"
   grep -E "Elapsed|Maximum resident" "$O/synth.time"
 }
+# The 20M partition, OR, the default (label $1) against the environment switch $3=$4 (label $2),
+# interleaved, REPEATS times each; further arguments go to bench_gpu.
+compare_switch() {
+  local plain=$1 switched=$2 var=$3 value=$4 labels="" rep variant
+  shift 4
+  ensure_synth
+  for rep in $(seq 1 ${REPEATS:-2}); do
+    for variant in "$plain" "$switched"; do
+      if [ "$variant" = "$switched" ]; then export "$var=$value"; else unset "$var"; fi
+      run_bench synth20m-$variant$rep ${AB_LIMIT:-60} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 \
+        --batches ${BATCHES:-16,256} --max-queries 1024 --modes or --no-cpu-rate "$@" ${EXTRA:-}
+      labels="$labels $O/synth20m-$variant$rep.json"
+    done
+  done
+  unset "$var"
+  summary $labels
+}
 case "$STAGE" in
 tests)
   timeout 60 "$B/tests/test_gpu" 2>&1 | grep -E "GPU|PASSED|FAILED|SKIP" | head -5
@@ -91,31 +108,9 @@ prefix)
   summary "$O"/synth20m-prefix.json
   ;;
 ab)
-  ensure_synth
-  labels=""
-  for rep in $(seq 1 ${REPEATS:-2}); do
-    for variant in touched dense; do
-      if [ $variant = dense ]; then export ISN_GPU_DENSE_REPORT=1; else unset ISN_GPU_DENSE_REPORT; fi
-      run_bench synth20m-$variant$rep ${AB_LIMIT:-60} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 \
-        --batches ${BATCHES:-16,256} --max-queries 1024 --modes or --no-cpu-rate ${EXTRA:-}
-      labels="$labels $O/synth20m-$variant$rep.json"
-    done
-  done
-  unset ISN_GPU_DENSE_REPORT
-  summary $labels
+  compare_switch touched dense ISN_GPU_DENSE_REPORT 1
   ;;
 compact)
-  ensure_synth
-  labels=""
-  for rep in $(seq 1 ${REPEATS:-2}); do
-    for variant in compact wide; do
-      if [ $variant = wide ]; then export ISN_GPU_COMPACT=0; else unset ISN_GPU_COMPACT; fi
-      run_bench synth20m-$variant$rep ${AB_LIMIT:-60} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks 10,1000 \
-        --batches ${BATCHES:-16,256} --max-queries 1024 --modes or --no-cpu-rate --exhaustive ${EXTRA:-}
-      labels="$labels $O/synth20m-$variant$rep.json"
-    done
-  done
-  unset ISN_GPU_COMPACT
-  summary $labels
+  compare_switch compact wide ISN_GPU_COMPACT 0 --exhaustive
   ;;
 esac
