@@ -63,11 +63,17 @@ constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
 static_assert(GPU_SUB_DOCS == 32, "a bound-grid cell is one word of the touched bitmap");
 static_assert(kTouchedOffset + kCells * sizeof(uint32_t) <= kAuxBytes, "the bitmap fits the aux region");
 static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "the report lists fit below the bitmap");
-// The compact accumulator's report blocks (report_kernel<.., true>): unpruned disjunctive queries only, so
-// the aux region holds the report lists and then the bitmap, no bound grids or match counts.
+// The compact and narrow accumulators' report blocks (report_kernel<.., kCompactAcc or kNarrowAcc>):
+// unpruned disjunctive queries only, so the aux region holds the report lists and then the bitmap, no bound
+// grids or match counts.
 constexpr size_t kCompactTouchedOffset = kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t);
 constexpr size_t kCompactSharedBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t)) + kCompactTouchedOffset +
                                        kCells * sizeof(uint32_t);
+#ifndef ISN_GPU_NARROW_BLOCKS
+#define ISN_GPU_NARROW_BLOCKS 5
+#endif
+constexpr int kNarrowBlocks = ISN_GPU_NARROW_BLOCKS; // resident per multiprocessor: shared memory allows five
+constexpr size_t kNarrowSharedBytes = GPU_RANGE_DOCS * sizeof(uint32_t) + kCompactTouchedOffset + kCells * sizeof(uint32_t);
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
@@ -155,60 +161,73 @@ __device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
 // contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a compare-and-swap
 // loop, which every posting would wait on). The wide layout's high counters are 32 bits, after the low ones
 // (the same 64 KB as the doubles). The compact layout's are 16 bits (48 KB in all), which lets four blocks
-// share a multiprocessor instead of three; the host gives it only queries whose bounds fit (compact_fits).
+// share a multiprocessor instead of three; the host gives it only queries whose bounds fit (accumulator_kind).
 // Neither counter can overflow: a slot adds at most kMaxAdds low parts below 2^kLow (< 2^32), and its high
 // parts sum to at most its total over 2^kLow (wide: < 2^53 / 2^22 < 2^31; compact: below 2^16, since the
-// query's bounds sum below 2^(kLow + 16)); high * 2^kLow + low is the exact 64-bit sum.
-template <bool kCompact> struct acc_layout;
-template <> struct acc_layout<false> {
-    static constexpr uint32_t kLow = 22, kMaxAdds = GPU_MAX_OR_TERMS;
+// query's bounds sum below 2^(kLow + 16)); high * 2^kLow + low is the exact 64-bit sum. The narrow layout
+// has no high counters (32 KB in all, one atomic add per posting): the host gives it only queries whose
+// bounds sum below 2^31 (accumulator_kind), so the 32-bit counter holds the whole sum.
+enum acc_kind { kWideAcc, kCompactAcc, kNarrowAcc };
+template <int kKind> struct acc_layout;
+template <> struct acc_layout<kWideAcc> {
+    static constexpr uint32_t kLow = 22, kMaxAdds = GPU_MAX_OR_TERMS, kHighBits = 32;
     static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(double);
 };
-template <> struct acc_layout<true> {
-    static constexpr uint32_t kLow = 26, kMaxAdds = GPU_MAX_TERMS; // one chunk of terms
+template <> struct acc_layout<kCompactAcc> {
+    static constexpr uint32_t kLow = 26, kMaxAdds = GPU_MAX_TERMS, kHighBits = 16; // one chunk of terms
     static constexpr size_t kBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t));
 };
-static_assert((unsigned long long)acc_layout<false>::kMaxAdds * ((1ull << acc_layout<false>::kLow) - 1u) < (1ull << 32),
+template <> struct acc_layout<kNarrowAcc> {
+    static constexpr uint32_t kLow = 32, kHighBits = 0;
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(uint32_t);
+};
+static_assert((unsigned long long)acc_layout<kWideAcc>::kMaxAdds * ((1ull << acc_layout<kWideAcc>::kLow) - 1u) < (1ull << 32),
               "a wide slot's low parts fit 32 bits");
-static_assert((unsigned long long)acc_layout<true>::kMaxAdds * ((1ull << acc_layout<true>::kLow) - 1u) < (1ull << 32),
+static_assert((unsigned long long)acc_layout<kCompactAcc>::kMaxAdds * ((1ull << acc_layout<kCompactAcc>::kLow) - 1u) <
+                  (1ull << 32),
               "a compact slot's low parts fit 32 bits");
 
-template <bool C>
+template <int C>
 __device__ __forceinline__ unsigned long long acc_high(const double *acc, uint32_t i) {
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
-    if (C) return reinterpret_cast<const uint16_t *>(low + GPU_RANGE_DOCS)[i];
+    if (acc_layout<C>::kHighBits == 0) return 0;
+    if (acc_layout<C>::kHighBits == 16) return reinterpret_cast<const uint16_t *>(low + GPU_RANGE_DOCS)[i];
     return low[GPU_RANGE_DOCS + i];
 }
 
-template <bool C>
+template <int C>
 __device__ __forceinline__ void acc_add_fixed(double *acc, uint32_t slot, unsigned long long add) {
     constexpr uint32_t kLow = acc_layout<C>::kLow;
     uint32_t *low = reinterpret_cast<uint32_t *>(acc);
-    atomicAdd(low + slot, (uint32_t)add & ((1u << kLow) - 1u));
-    if (C) // two 16-bit counters per word; the lower one never carries into the upper (see above)
-        atomicAdd(low + GPU_RANGE_DOCS + (slot >> 1), (uint32_t)(add >> kLow) << (16u * (slot & 1u)));
-    else
-        atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLow));
+    if constexpr (acc_layout<C>::kHighBits == 0) {
+        atomicAdd(low + slot, (uint32_t)add);
+    } else {
+        atomicAdd(low + slot, (uint32_t)add & ((1u << kLow) - 1u));
+        if constexpr (acc_layout<C>::kHighBits == 16) // two counters per word; the lower never carries into the upper
+            atomicAdd(low + GPU_RANGE_DOCS + (slot >> 1), (uint32_t)(add >> kLow) << (16u * (slot & 1u)));
+        else
+            atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLow));
+    }
 }
 
 // inv_scale: 0 for double accumulators, else 2^-fixed_shift (fixed-point ones).
-template <bool C>
+template <int C>
 __device__ __forceinline__ double acc_value(const double *acc, uint32_t i, double inv_scale) {
-    if (!C && inv_scale == 0.0) return acc[i];
+    if (C == kWideAcc && inv_scale == 0.0) return acc[i];
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
     return (double)((acc_high<C>(acc, i) << acc_layout<C>::kLow) + low[i]) * inv_scale;
 }
 
-template <bool C>
+template <int C>
 __device__ __forceinline__ void acc_clear(double *acc, uint32_t i, bool fixed) {
-    if (!C && !fixed) {
+    if (C == kWideAcc && !fixed) {
         acc[i] = 0.0;
         return;
     }
     uint32_t *low = reinterpret_cast<uint32_t *>(acc);
     low[i] = 0u;
-    if (C) reinterpret_cast<uint16_t *>(low + GPU_RANGE_DOCS)[i] = 0u;
-    else low[GPU_RANGE_DOCS + i] = 0u;
+    if (acc_layout<C>::kHighBits == 16) reinterpret_cast<uint16_t *>(low + GPU_RANGE_DOCS)[i] = 0u;
+    else if (acc_layout<C>::kHighBits == 32) low[GPU_RANGE_DOCS + i] = 0u;
 }
 
 // First block in [lo, hi) whose last doc >= target, hi when none; all 32 lanes call it and get the
@@ -316,7 +335,7 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
 // The adds and ors return nothing, so no lane waits on shared memory.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched) {
@@ -391,7 +410,7 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
 // terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
 // marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
 // was skipped (acc untouched); all threads agree.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
                             range_shared &s, span_prefetch &pf) {
@@ -639,7 +658,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
 }
 
 // The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
     if (i >= n) return GPU_NO_CANDIDATE;
     const double v = acc_value<C>(acc, i, inv_scale);
@@ -657,7 +676,7 @@ __device__ __forceinline__ void keep_best_two(uint64_t key, uint64_t &first, uin
 }
 
 // The two lowest candidate keys among the lane's slots above `above` (0: all of them).
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
                                               double inv_scale, uint64_t &first, uint64_t &second) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -694,7 +713,7 @@ __device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint
 // seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
 // first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
 // warps' sorted lists.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
                                  uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -722,14 +741,14 @@ __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uin
 
 // A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
 // kThreads), so each thread reads and clears only its own slots.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ void zero_accumulator(double *acc, uint32_t *touched) {
     double2 *acc2 = reinterpret_cast<double2 *>(acc);
     for (uint32_t i = threadIdx.x; i < acc_layout<C>::kBytes / sizeof(double2); i += kThreads) acc2[i] = make_double2(0.0, 0.0);
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) touched[c] = 0;
 }
 
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bool fixed) {
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) {
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc_clear<C>(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), fixed);
@@ -748,7 +767,7 @@ struct report_floor {
     bool fixed_point;  // and the accumulator is fixed point (else double)
 };
 
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
     const double value = gpu_floor_value(floor_key);
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
@@ -756,13 +775,14 @@ __device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_
                         (unsigned long long)query.num_terms << acc_layout<C>::kLow, value > 0.0, query.fixed_shift != 0};
 }
 
-// Most slots a report visits are far below the floor: their high counter alone says so, one load instead
-// of two.
-template <bool C = false>
+// Where a query's units are fine enough that the floor spans many high-counter steps, most slots a report
+// visits are far below the floor and their high counter alone says so, one load instead of two.
+template <int C = kWideAcc>
 __device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, const report_floor &f) {
     if (!f.active) return false; // no floor: nothing to load
-    if (!C && !f.fixed_point) return acc[i] < f.value;
+    if (C == kWideAcc && !f.fixed_point) return acc[i] < f.value;
     const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    if (acc_layout<C>::kHighBits == 0) return low[i] < f.fixed;
     const unsigned long long high = acc_high<C>(acc, i) << acc_layout<C>::kLow;
     if (high + f.low_room <= f.fixed) return true;
     return high + low[i] < f.fixed;
@@ -770,7 +790,7 @@ __device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, 
 
 // The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots that
 // reach the floor.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
                                                 uint64_t above, double inv_scale, const report_floor &answer_floor,
                                                 uint64_t &first, uint64_t &second) {
@@ -787,7 +807,7 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
 
 // thread_best_two's first pass, which also clears the slots below the floor (no answers, and never looked
 // at again) and drops their bits: clear_touched then visits only the few slots that reach the floor.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched, uint32_t lo, uint32_t n,
                                                   double inv_scale, const report_floor &answer_floor, uint64_t &first,
                                                   uint64_t &second) {
@@ -812,7 +832,7 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 // 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
 // keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
 // A block-wide minimum per round, as the first version took, cost a barrier per reported document.
-template <bool C = false>
+template <int C = kWideAcc>
 __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
                                    const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -847,27 +867,28 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks trades registers for resident blocks (ISN_GPU_REPORT_BLOCKS
 // picks one at run time, for measuring).
-template <int kMinBlocks, bool C>
+template <int kMinBlocks, int C>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
     const uint32_t q = a.query_index ? a.query_index[blockIdx.y] : blockIdx.y;
     const gpu_query query = a.queries[q];
-    // the compact layout's aux region holds the report lists and the touched bitmap only (compact_fits)
-    if (C && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS)) __trap();
+    // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
+    if (C != kWideAcc && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
+        __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
     const bool raise_floor = a.round == 2 && query.sampled_floor;
-    const uint32_t theta = C ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
     const report_floor answer_floor =
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     uint32_t *touched = a.dense_report || query.and_mode
                             ? nullptr
-                            : reinterpret_cast<uint32_t *>(aux + (C ? kCompactTouchedOffset : kTouchedOffset));
+                            : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
     if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
     const uint32_t v0 = blockIdx.x * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
@@ -1272,7 +1293,9 @@ struct gpu_device {
     int report_blocks;        // 2 or 3: which report_kernel
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
+    bool narrow;              // narrow accumulators where they fit (ISN_GPU_NARROW=0: never, to compare)
     uint32_t resident_compact; // compact report blocks the device runs at once
+    uint32_t resident_narrow;  // narrow ones
     stream_buffers streams[8];
 };
 
@@ -1354,7 +1377,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
     CHECK(cudaMalloc(&s->d_variant, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMallocHost(&s->h_stage, u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) +
-                                          u->max_batch * sizeof(uint32_t)));
+                                          u->max_batch * (sizeof(uint32_t) + 1)));
     CHECK(cudaMallocHost(&s->h_out, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     return 0;
 }
@@ -1369,22 +1392,29 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
-    CHECK(cudaFuncSetAttribute(report_kernel<3, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(report_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(report_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CHECK(cudaFuncSetAttribute(report_kernel<3, kWideAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<2, kWideAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<4, kCompactAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)kCompactSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<kNarrowBlocks, kNarrowAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)kNarrowSharedBytes));
     const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
     const char *compact = getenv("ISN_GPU_COMPACT");
     d->compact = !(compact && atoi(compact) == 0);
+    const char *narrow = getenv("ISN_GPU_NARROW");
+    d->narrow = !(narrow && atoi(narrow) == 0);
     const char *dense = getenv("ISN_GPU_DENSE_REPORT");
     d->dense_report = dense && atoi(dense) == 1;
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, false>, kThreads, kSharedBytes));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, kWideAcc>, kThreads, kSharedBytes));
     d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, true>, kThreads, kCompactSharedBytes));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, kCompactAcc>, kThreads, kCompactSharedBytes));
     d->resident_compact = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<kNarrowBlocks, kNarrowAcc>, kThreads,
+                                                        kNarrowSharedBytes));
+    d->resident_narrow = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
     return 0;
@@ -1480,17 +1510,21 @@ static uint32_t ranges_per_block(uint32_t ranges, uint32_t queries, uint32_t res
     return per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
 }
 
-// Whether a range query's report blocks can use the compact accumulator (acc_layout<true>): unpruned and
-// disjunctive (its aux region has no room for bound grids or match counts), fixed point, one chunk of
-// terms, and its bounds in fixed-point units summing below 2^(kLow + 16), so that every 16-bit high
-// counter stays below 2^16 (a slot's total is at most that sum: one posting per list and document).
-static bool compact_fits(const gpu_query *q, const gpu_term *terms) {
-    if (q->and_mode || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0) return false;
-    if (q->sample_stride > 1 && !q->sampled_floor) return false; // its second round prunes
+// The accumulator a range query's report blocks use: the smallest whose counters hold its sums. Narrow and
+// compact ones need an unpruned disjunctive query (their aux region has no room for bound grids or match
+// counts), fixed point and one chunk of terms. A slot's total is at most the sum of the query's bounds in
+// fixed-point units (one posting per list and document); the narrow layout's 32-bit counter needs that sum
+// below 2^32, the compact one's 16-bit high counter below 2^(kLow + 16); each with a factor 2 to spare.
+static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const gpu_term *terms) {
+    if (d->dense_report || q->and_mode || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
+        return kWideAcc;
+    if (q->sample_stride > 1 && !q->sampled_floor) return kWideAcc; // its second round prunes
     double units = 0.0;
     for (uint32_t t = q->term_begin; t < q->term_begin + q->num_terms; t++)
         units += ldexp((double)terms[t].max_score, (int)q->fixed_shift) + 1.0; // + 1: the rounding of an add
-    return units < ldexp(1.0, (int)(acc_layout<true>::kLow + 16) - 1); // a factor 2 to spare
+    if (d->narrow && units < ldexp(1.0, 31)) return kNarrowAcc;
+    if (d->compact && units < ldexp(1.0, (int)(acc_layout<kCompactAcc>::kLow + 16) - 1)) return kCompactAcc;
+    return kWideAcc;
 }
 
 static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
@@ -1505,12 +1539,17 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
-    // the range queries by report kernel: compact accumulators first (compact_fits), then the wide ones
-    uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes), ncompact = 0;
-    for (uint32_t q = 0; q < nr; q++)
-        if (d->compact && !d->dense_report && compact_fits(&batch->queries[q], batch->terms)) h_variant[ncompact++] = q;
-    for (uint32_t q = 0, w = ncompact; q < nr; q++)
-        if (ncompact == 0 || !(d->compact && !d->dense_report && compact_fits(&batch->queries[q], batch->terms))) h_variant[w++] = q;
+    // the range queries by report kernel (accumulator_kind): the narrow ones, the compact ones, the wide ones
+    uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
+    uint8_t *h_kind = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
+    uint32_t kind_count[3] = {0, 0, 0};
+    for (uint32_t q = 0; q < nr; q++) kind_count[h_kind[q] = (uint8_t)accumulator_kind(d, &batch->queries[q], batch->terms)]++;
+    const uint32_t nnarrow = kind_count[kNarrowAcc], ncompact = kind_count[kCompactAcc];
+    uint32_t kind_at[3];
+    kind_at[kNarrowAcc] = 0;
+    kind_at[kCompactAcc] = nnarrow;
+    kind_at[kWideAcc] = nnarrow + ncompact;
+    for (uint32_t q = 0; q < nr; q++) h_variant[kind_at[h_kind[q]]++] = q;
     CHECK(cudaEventRecord(s->events[0], st));
     CHECK(cudaMemcpyAsync(s->d_queries, s->h_stage, qbytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemcpyAsync(s->d_terms, s->h_stage + qbytes, tbytes, cudaMemcpyHostToDevice, st));
@@ -1534,19 +1573,26 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (round == 2 && max_stride == 1) break;
             const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
             a.round = round;
-            range_args compact_args = a, wide_args = a;
-            compact_args.query_index = s->d_variant;
-            wide_args.query_index = s->d_variant + ncompact;
+            range_args narrow_args = a, compact_args = a, wide_args = a;
+            narrow_args.query_index = s->d_variant;
+            compact_args.query_index = s->d_variant + nnarrow;
+            wide_args.query_index = s->d_variant + nnarrow + ncompact;
+            if (nnarrow) {
+                narrow_args.ranges_per_block = ranges_per_block(ranges, nnarrow, d->resident_narrow);
+                const uint32_t gx = (ranges + narrow_args.ranges_per_block - 1) / narrow_args.ranges_per_block;
+                report_kernel<kNarrowBlocks, kNarrowAcc><<<dim3(gx, nnarrow), kThreads, kNarrowSharedBytes, st>>>(narrow_args);
+            }
             if (ncompact) {
                 compact_args.ranges_per_block = ranges_per_block(ranges, ncompact, d->resident_compact);
                 const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
-                report_kernel<4, true><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
+                report_kernel<4, kCompactAcc><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
             }
-            if (nr > ncompact) {
-                wide_args.ranges_per_block = ranges_per_block(ranges, nr - ncompact, d->resident_blocks);
+            const uint32_t nwide = nr - nnarrow - ncompact;
+            if (nwide) {
+                wide_args.ranges_per_block = ranges_per_block(ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
-                if (d->report_blocks == 2) report_kernel<2, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
-                else report_kernel<3, false><<<dim3(gx, nr - ncompact), kThreads, kSharedBytes, st>>>(wide_args);
+                if (d->report_blocks == 2) report_kernel<2, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
+                else report_kernel<3, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
             }
             CHECK(cudaGetLastError());
             if (round == 1) {
