@@ -305,6 +305,7 @@ int main(int argc, char **argv) {
                     sum.prefix_queries += st.prefix_queries;
                     sum.prefix_cpu_postings += st.prefix_cpu_postings;
                     for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
+                    for (int a = 0; a < ISN_GPU_ACC_KINDS; a++) sum.accumulator_queries[a] += st.accumulator_queries[a];
                     if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
                     pruned_batches += st.pruned;
                 }
@@ -336,7 +337,8 @@ int main(int argc, char **argv) {
                        "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
                        "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
-                       "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}}\n",
+                       "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
+                       "\"accumulators\": {\"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
                        label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
                        on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
@@ -350,7 +352,9 @@ int main(int argc, char **argv) {
                        (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
                        sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
                        probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
-                       host_complete_s * 1e3 / nbatches);
+                       host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_NARROW],
+                       sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],
+                       sum.accumulator_queries[ISN_GPU_ACC_UNREPORTED]);
                 fflush(stdout);
             }
         }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 
@@ -95,6 +96,7 @@ typedef struct {
     uint32_t ranges_rescored; /* ranges with more documents at or above the threshold key than reported */
     uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t reports;         /* documents the first pass's ranges reported (at or above their floors) */
+    uint32_t accumulator;     /* isn_gpu_accumulator: the report pass's layout */
 } gpu_query_result;
 
 typedef struct {

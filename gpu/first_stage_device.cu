@@ -167,7 +167,7 @@ __device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
 // query's bounds sum below 2^(kLow + 16)); high * 2^kLow + low is the exact 64-bit sum. The narrow layout
 // has no high counters (32 KB in all, one atomic add per posting): the host gives it only queries whose
 // bounds sum below 2^31 (accumulator_kind), so the 32-bit counter holds the whole sum.
-enum acc_kind { kWideAcc, kCompactAcc, kNarrowAcc };
+enum acc_kind { kWideAcc = ISN_GPU_ACC_WIDE, kCompactAcc = ISN_GPU_ACC_COMPACT, kNarrowAcc = ISN_GPU_ACC_NARROW };
 template <int kKind> struct acc_layout;
 template <> struct acc_layout<kWideAcc> {
     static constexpr uint32_t kLow = 22, kMaxAdds = GPU_MAX_OR_TERMS, kHighBits = 32;
@@ -314,6 +314,7 @@ struct range_term {
 struct range_shared {
     range_term terms[GPU_MAX_TERMS];
     uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
+    uint32_t next_first[GPU_MAX_TERMS], next_count[GPU_MAX_TERMS]; // the next range's spans (report_unpruned)
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
     float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
     float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
@@ -862,6 +863,172 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
 }
 
+// The block span of term t (the warp's) in [lo, hi) into first[t] and count[t], from the cursor s.lb[t]
+// (the previous range's last block) or by a search, as score_range finds it unpruned.
+__device__ __forceinline__ void term_span(const range_args &a, const range_term &term, uint32_t t, uint32_t lo, uint32_t hi,
+                                          bool cursor, range_shared &s, span_prefetch &pf, uint32_t *first_out,
+                                          uint32_t *count_out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const isn_block_meta *blocks = a.blocks + term.first_block;
+    const uint32_t nb = term.num_blocks;
+    uint32_t first, lb = nb;
+    bool spanned = false;
+    if (cursor) {
+        const uint32_t from = s.lb[t], p = from + lane;
+        const uint32_t last = t == warp && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+        const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
+        const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
+        first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
+                : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
+        if (reaches_hi != 0 || from + 32u >= nb) {
+            lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
+            spanned = true;
+        }
+    } else {
+        first = warp_lower_block(blocks, 0, nb, lo);
+    }
+    if (!spanned) {
+        const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
+        lb = warp_lower_block(blocks, first, window, hi - 1);
+        if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+    }
+    const uint32_t end = lb < nb ? lb + 1 : nb;
+    if (t == warp) {
+        pf.from = lb;
+        pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
+    }
+    if (lane == 0) {
+        first_out[t] = first;
+        count_out[t] = end > first ? end - first : 0;
+        s.lb[t] = lb;
+    }
+}
+
+// report_touched, with each thread clearing its slots before the barrier that ends the selection (so the
+// next range's adds may start right after it).
+template <int C>
+__device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                                     const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+    uint64_t first, second;
+    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
+    bool second_known = true;
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t w = warp_min_u64(first);
+        if (lane == 0) mine[round] = w;
+        if (w == GPU_NO_CANDIDATE) break;
+        if (first == w && round + 1 < m) {
+            if (second_known) {
+                first = second;
+                second_known = first == GPU_NO_CANDIDATE;
+            } else {
+                thread_best_two<C>(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
+                second_known = true;
+            }
+        }
+    }
+    clear_touched<C>(acc, touched, true);
+    __syncthreads();
+    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+}
+
+// The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
+// (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
+// its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
+// ends both; a range costs two barriers (its blocks, its report) instead of three.
+template <int C>
+__device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
+                                uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
+    const uint32_t nt = query.num_terms, m = query.range_top;
+    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    const double scale = __longlong_as_double((long long)(1023 + query.fixed_shift) << 52);
+    const uint32_t v0 = blockIdx.x * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
+    // the range of step v, or UINT32_MAX when v scores none (past the ranges; round 2: a sampled one)
+    auto range_of = [&](uint32_t v) -> uint32_t {
+        const uint32_t r = a.round == 1 ? v * stride : v;
+        if (r >= a.num_ranges || (a.round == 2 && r % stride == 0)) return UINT32_MAX;
+        return r;
+    };
+    auto next_step = [&](uint32_t v) -> uint32_t {
+        while (v < v_end && range_of(v) == UINT32_MAX && (a.round == 1 ? v * stride : v) < a.num_ranges) v++;
+        return v < v_end && range_of(v) != UINT32_MAX ? v : UINT32_MAX;
+    };
+    uint32_t v = next_step(v0);
+    if (v == UINT32_MAX) return;
+    span_prefetch pf;
+    zero_accumulator<C>(acc, touched);
+    uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
+    uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+    for (uint32_t t = warp; t < nt; t += kWarps) {
+        const gpu_term g = a.terms[query.term_begin + t];
+        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
+        if (lane == 0) s.terms[t] = term;
+        if (lo < hi) term_span(a, term, t, lo, hi, false, s, pf, s.first, s.count);
+    }
+    __syncthreads();
+    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
+    const bool lanes_hold_terms = nt <= 32;
+    for (bool odd = false;; odd = !odd) {
+        const uint32_t *first = odd ? s.next_first : s.first, *count = odd ? s.next_count : s.count;
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        uint32_t items = 0, lane_before = 0;
+        if (lo < hi) {
+            const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
+            lane_before = warp_inclusive_sum(lane_count) - lane_count;
+            if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+            else
+                for (uint32_t t = 0; t < nt; t++) items += count[t];
+        }
+        for (uint32_t item = warp; item < items; item += kWarps) {
+            uint32_t t, rem;
+            if (lanes_hold_terms) {
+                t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
+                rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+            } else {
+                t = 0;
+                rem = item;
+                while (rem >= count[t]) rem -= count[t++];
+            }
+            scored += add_block<C>(a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched);
+        }
+        // the next range's spans, into the other buffers
+        const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
+        const uint32_t r_next = v_next == UINT32_MAX ? UINT32_MAX : range_of(v_next);
+        const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
+        const uint32_t hi_next = r_next == UINT32_MAX ? 0u : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS : limit;
+        if (lo_next < hi_next) {
+            uint32_t *next_first = odd ? s.first : s.next_first, *next_count = odd ? s.count : s.next_count;
+            // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
+            // which only the end of the partition (limit) makes, so not here
+            for (uint32_t t = warp; t < nt; t += kWarps)
+                term_span(a, s.terms[t], t, lo_next, hi_next, lo < hi, s, pf, next_first, next_count);
+        }
+        __syncthreads(); // this range's adds and the next range's spans are in
+        if (items) {
+            reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, out);
+            ranges_scored++;
+        } else {
+            for (uint32_t j = tid; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
+            pruned++;
+        }
+        if (v_next == UINT32_MAX) break;
+        v = v_next;
+        r = r_next;
+        lo = lo_next;
+        hi = hi_next;
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (tid == 0) {
+        if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (reported) atomicAdd(&a.results[q].reports, reported);
+    }
+}
+
 // Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride for
 // v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
@@ -886,6 +1053,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
     const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
     const report_floor answer_floor =
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
+    if constexpr (C != kWideAcc) {
+        if (threadIdx.x == 0 && a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
+        report_unpruned<C>(a, query, q, acc, reinterpret_cast<uint32_t *>(aux + kCompactTouchedOffset),
+                           reinterpret_cast<uint64_t *>(aux), answer_floor, inv_scale, s);
+        return;
+    }
     uint32_t *touched = a.dense_report || query.and_mode
                             ? nullptr
                             : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
@@ -921,6 +1094,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         }
     }
     if (threadIdx.x == 0) {
+        if (a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
         if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
         if (reported) atomicAdd(&a.results[q].reports, reported);
@@ -1542,10 +1716,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     // the range queries by report kernel (accumulator_kind): the narrow ones, the compact ones, the wide ones
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kind = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
-    uint32_t kind_count[3] = {0, 0, 0};
+    uint32_t kind_count[ISN_GPU_ACC_KINDS] = {0, 0, 0, 0};
     for (uint32_t q = 0; q < nr; q++) kind_count[h_kind[q] = (uint8_t)accumulator_kind(d, &batch->queries[q], batch->terms)]++;
     const uint32_t nnarrow = kind_count[kNarrowAcc], ncompact = kind_count[kCompactAcc];
-    uint32_t kind_at[3];
+    uint32_t kind_at[ISN_GPU_ACC_KINDS];
     kind_at[kNarrowAcc] = 0;
     kind_at[kCompactAcc] = nnarrow;
     kind_at[kWideAcc] = nnarrow + ncompact;

@@ -135,6 +135,17 @@ typedef enum {
 /* The reason's metric label ("candidate_overflow", ...). */
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason);
 
+/* The report pass's accumulator layouts on the CUDA device, 8, 6 and 4 bytes a document: each range query
+ * gets the smallest whose counters hold its sums (the narrow one: fixed-point scores summing below 2^31).
+ * UNREPORTED: the query ran no report pass, or the device does not say (the emulated one). */
+typedef enum {
+    ISN_GPU_ACC_UNREPORTED = 0,
+    ISN_GPU_ACC_WIDE,
+    ISN_GPU_ACC_COMPACT,
+    ISN_GPU_ACC_NARROW,
+    ISN_GPU_ACC_KINDS
+} isn_gpu_accumulator;
+
 typedef struct {
     uint32_t queries;
     uint32_t device_queries;
@@ -153,6 +164,7 @@ typedef struct {
     uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
     uint64_t candidates;      /* entering the final sort */
     uint64_t reports;         /* documents the ranges reported in the first pass (at or above their floors) */
+    uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
     /* Device time per stage, from events (0 for the emulated device): copy in; report pass (every range
