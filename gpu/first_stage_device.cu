@@ -313,8 +313,9 @@ struct range_term {
 
 struct range_shared {
     range_term terms[GPU_MAX_TERMS];
-    uint32_t first[GPU_MAX_TERMS], count[GPU_MAX_TERMS];
-    uint32_t next_first[GPU_MAX_TERMS], next_count[GPU_MAX_TERMS]; // the next range's spans (report_unpruned)
+    // the blocks [first, first + count) of each term in the range: score_range's in [0]; report_unpruned's
+    // alternate, this range's and the next's
+    uint32_t span_first[2][GPU_MAX_TERMS], span_count[2][GPU_MAX_TERMS];
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
     float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
     float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
@@ -352,17 +353,19 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     bool valid[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    // the compact and narrow kernels run only unpruned disjunctive fixed-point queries, always with the bitmap
+    constexpr bool kNarrowed = C != kWideAcc;
     uint32_t word = UINT32_MAX, bits = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
         const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
-        if (query.fixed_shift)
+        if (kNarrowed || query.fixed_shift)
             acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
             atomicAdd(&acc[slot], (double)c);
-        if (touched != nullptr) {
+        if (kNarrowed || touched != nullptr) {
             if ((slot >> 5) != word) {
                 if (bits) atomicOr(&touched[word], bits);
                 word = slot >> 5;
@@ -370,7 +373,8 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             }
             bits |= 1u << (slot & 31u);
         }
-        if (query.and_mode) atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
+        if (!kNarrowed && query.and_mode)
+            atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
         scored++;
     }
     if (bits) atomicOr(&touched[word], bits);
@@ -397,7 +401,7 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
     }
     uint32_t t = from;
     rem = item;
-    while (rem >= s.count[t]) rem -= s.count[t++];
+    while (rem >= s.span_count[0][t]) rem -= s.span_count[0][t++];
     return t;
 }
 
@@ -483,8 +487,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     s.terms[t] = term;
                     s.max_score[t] = max_score;
                 }
-                s.first[t] = first;
-                s.count[t] = end > first ? end - first : 0;
+                s.span_first[0][t] = first;
+                s.span_count[0][t] = end > first ? end - first : 0;
                 s.lb[t] = lb;
                 s.range_max[t] = most;
             }
@@ -496,7 +500,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // sums are warp reductions and an item finds its term with one ballot (item_block); the MaxScore
         // split walks the bounds in order.
         const bool lanes_hold_terms = cn <= 32;
-        const uint32_t lane_count = lanes_hold_terms && lane < cn ? s.count[lane] : 0u;
+        const uint32_t lane_count = lanes_hold_terms && lane < cn ? s.span_count[0][lane] : 0u;
         const uint32_t lane_before = warp_inclusive_sum(lane_count) - lane_count;
         uint32_t items = 0, ne_end = 0, essential_items = 0;
         bool and_missing = false;
@@ -506,8 +510,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             and_missing = __any_sync(0xFFFFFFFFu, query.and_mode && lane < cn && lane_count == 0);
         } else {
             for (uint32_t t = 0; t < cn; t++) {
-                and_missing = and_missing || (query.and_mode && s.count[t] == 0);
-                items += s.count[t];
+                and_missing = and_missing || (query.and_mode && s.span_count[0][t] == 0);
+                items += s.span_count[0][t];
                 total += s.range_max[t];
             }
             if (prune && !query.and_mode)
@@ -518,7 +522,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     ne_end++;
                 }
         }
-        for (uint32_t t = ne_end; t < cn && prune; t++) essential_items += s.count[t];
+        for (uint32_t t = ne_end; t < cn && prune; t++) essential_items += s.span_count[0][t];
         if (!prune) essential_items = items;
         // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
         // pruned: one chunk only, acc untouched
@@ -551,9 +555,9 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 const isn_block_meta *blocks = a.blocks + term.first_block;
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(blocks, s.first[t] + rem, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight, &c0,
+                gpu_block_cells(blocks, s.span_first[0][t] + rem, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0,
                                 &c1, &adds_first, &adds_last);
-                const double bound = (double)(term.weight * blocks[s.first[t] + rem].max_tf_part);
+                const double bound = (double)(term.weight * blocks[s.span_first[0][t] + rem].max_tf_part);
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) {
                     if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
                     atomicAdd(&cell_bound[c], bound);
@@ -579,11 +583,11 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             uint32_t rem;
             const uint32_t t = item_block(item, ne_end, lanes_hold_terms, lane_before, cn, s, rem);
             const range_term term = s.terms[t];
-            const uint32_t b = s.first[t] + rem;
+            const uint32_t b = s.span_first[0][t] + rem;
             if (grid) {
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight,
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight,
                                 &c0, &c1, &adds_first, &adds_last);
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
@@ -626,10 +630,10 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 uint32_t rem;
                 const uint32_t t = item_block(item, 0, lanes_hold_terms, lane_before, cn, s, rem);
                 const range_term term = s.terms[t];
-                const uint32_t b = s.first[t] + rem;
+                const uint32_t b = s.span_first[0][t] + rem;
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.first[t], s.first[t] + s.count[t], lo, hi, term.weight,
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight,
                                 &c0, &c1, &adds_first, &adds_last);
                 // a document here reaches theta only with essential score in its cell
                 double most = 0.0;
@@ -863,19 +867,20 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
 }
 
-// The block span of term t (the warp's) in [lo, hi) into first[t] and count[t], from the cursor s.lb[t]
-// (the previous range's last block) or by a search, as score_range finds it unpruned.
-__device__ __forceinline__ void term_span(const range_args &a, const range_term &term, uint32_t t, uint32_t lo, uint32_t hi,
-                                          bool cursor, range_shared &s, span_prefetch &pf, uint32_t *first_out,
-                                          uint32_t *count_out) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+// The block span of term t (the warp's) in [lo, hi) into the span buffer, from the cursor s.lb[t] (the
+// previous range's last block) or by a search, as score_range finds it unpruned. `prefetched`: the warp's
+// first term, whose next cursor window it loads ahead (span_prefetch).
+__device__ __forceinline__ void term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
+                                          uint32_t lo, uint32_t hi, bool cursor, range_shared &s, span_prefetch &pf,
+                                          uint32_t buffer) {
+    const uint32_t lane = threadIdx.x & 31u;
     const isn_block_meta *blocks = a.blocks + term.first_block;
     const uint32_t nb = term.num_blocks;
     uint32_t first, lb = nb;
     bool spanned = false;
     if (cursor) {
         const uint32_t from = s.lb[t], p = from + lane;
-        const uint32_t last = t == warp && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+        const uint32_t last = prefetched && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
         const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
         const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
         first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
@@ -893,13 +898,13 @@ __device__ __forceinline__ void term_span(const range_args &a, const range_term 
         if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
     }
     const uint32_t end = lb < nb ? lb + 1 : nb;
-    if (t == warp) {
+    if (prefetched) {
         pf.from = lb;
         pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
     }
     if (lane == 0) {
-        first_out[t] = first;
-        count_out[t] = end > first ? end - first : 0;
+        s.span_first[buffer][t] = first;
+        s.span_count[buffer][t] = end > first ? end - first : 0;
         s.lb[t] = lb;
     }
 }
@@ -936,7 +941,9 @@ __device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
 // (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
-// ends both; a range costs two barriers (its blocks, its report) instead of three.
+// ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
+// work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
+// those with the fewest blocks to score.
 template <int C>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
@@ -962,17 +969,18 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     zero_accumulator<C>(acc, touched);
     uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
     uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
-    for (uint32_t t = warp; t < nt; t += kWarps) {
+    const uint32_t span_warp = kWarps - 1 - warp; // this warp's terms: span_warp, span_warp + kWarps, ...
+    for (uint32_t t = span_warp; t < nt; t += kWarps) {
         const gpu_term g = a.terms[query.term_begin + t];
         const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
         if (lane == 0) s.terms[t] = term;
-        if (lo < hi) term_span(a, term, t, lo, hi, false, s, pf, s.first, s.count);
+        if (lo < hi) term_span(a, term, t, t == span_warp, lo, hi, false, s, pf, 0);
     }
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
     const bool lanes_hold_terms = nt <= 32;
-    for (bool odd = false;; odd = !odd) {
-        const uint32_t *first = odd ? s.next_first : s.first, *count = odd ? s.next_count : s.count;
+    for (uint32_t buffer = 0;; buffer ^= 1u) {
+        const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
         uint32_t items = 0, lane_before = 0;
         if (lo < hi) {
@@ -1000,11 +1008,10 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
         const uint32_t hi_next = r_next == UINT32_MAX ? 0u : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS : limit;
         if (lo_next < hi_next) {
-            uint32_t *next_first = odd ? s.first : s.next_first, *next_count = odd ? s.count : s.next_count;
             // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
             // which only the end of the partition (limit) makes, so not here
-            for (uint32_t t = warp; t < nt; t += kWarps)
-                term_span(a, s.terms[t], t, lo_next, hi_next, lo < hi, s, pf, next_first, next_count);
+            for (uint32_t t = span_warp; t < nt; t += kWarps)
+                term_span(a, s.terms[t], t, t == span_warp, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }
         __syncthreads(); // this range's adds and the next range's spans are in
         if (items) {
