@@ -128,6 +128,7 @@ struct range_args {
     uint2 *work; // (query, range) pairs for the rescore pass
     uint32_t *work_count;
     uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
+    uint32_t dense_floor;  // nonzero: narrow ranges with a floor are reported by report_dense (ISN_GPU_DENSE_FLOOR=0: never)
     const uint32_t *query_index; // report blocks: blockIdx.y's query (nullptr: blockIdx.y itself)
 };
 
@@ -337,7 +338,10 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
 // The adds and ors return nothing, so no lane waits on shared memory.
-template <int C = kWideAcc>
+// Whether add_block marks the touched bitmap: when `touched` is given (the wide kernels), always (the
+// compact and narrow kernels with the bitmap), never (dense_report's narrow ranges).
+enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever };
+template <int C = kWideAcc, int kMarks = kMarksIfGiven>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched) {
@@ -353,8 +357,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     bool valid[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
-    // the compact and narrow kernels run only unpruned disjunctive fixed-point queries, always with the bitmap
-    constexpr bool kNarrowed = C != kWideAcc;
+    constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
@@ -365,7 +368,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
             atomicAdd(&acc[slot], (double)c);
-        if (kNarrowed || touched != nullptr) {
+        if (kMarks == kMarksAlways || (kMarks == kMarksIfGiven && touched != nullptr)) {
             if ((slot >> 5) != word) {
                 if (bits) atomicOr(&touched[word], bits);
                 word = slot >> 5;
@@ -377,7 +380,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
         scored++;
     }
-    if (bits) atomicOr(&touched[word], bits);
+    if (kMarks != kMarksNever && bits) atomicOr(&touched[word], bits);
     return scored;
 }
 
@@ -938,13 +941,81 @@ __device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo
     return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
 }
 
+// Narrow ranges with a report floor are reported from a dense scan of the counters instead of a bitmap:
+// with a floor almost no slot passes, and eight conflict-free 16-byte loads and their maximum tell a thread
+// so for its 32 slots, fewer instructions than visiting the bitmap's bits one by one (and the adds mark
+// nothing). Thread t owns the four slots of each 16-byte word t + kThreads j; it zeroes them after the
+// report. at_least: the floor in counter units (at least 1: a zero slot is no document).
+constexpr uint32_t kDenseWordsPerThread = GPU_RANGE_DOCS / 4 / kThreads;
+static_assert(kDenseWordsPerThread * 4 * kThreads == GPU_RANGE_DOCS, "threads own whole words of counters");
+
+__device__ __forceinline__ uint32_t dense_max(const double *acc) {
+    const uint4 *words = reinterpret_cast<const uint4 *>(acc);
+    uint32_t most = 0;
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) {
+        const uint4 w = words[threadIdx.x + kThreads * j];
+        most = max(most, max(max(w.x, w.y), max(w.z, w.w)));
+    }
+    return most;
+}
+
+// The two lowest candidate keys above `above` (0: all of them) among the thread's slots at or above at_least.
+__device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above, double inv_scale,
+                                               uint32_t at_least, uint64_t &first, uint64_t &second) {
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+    const uint32_t *counters = reinterpret_cast<const uint32_t *>(acc);
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++)
+        for (uint32_t e = 0; e < 4; e++) {
+            const uint32_t i = 4u * (threadIdx.x + kThreads * j) + e;
+            if (counters[i] < at_least) continue;
+            const uint64_t key = slot_key<kNarrowAcc>(acc, i, lo, n, inv_scale);
+            if (key > above) keep_best_two(key, first, second);
+        }
+}
+
+// report_and_clear for a narrow range without its bitmap.
+__device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
+                                 uint64_t *lists, uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+    uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
+    const bool passes = dense_max(acc) >= at_least;
+    if (__any_sync(0xFFFFFFFFu, passes)) {
+        if (passes) dense_best_two(acc, lo, n, 0, inv_scale, at_least, first, second);
+        bool second_known = true;
+        for (uint32_t round = 0; round < m; round++) {
+            const uint64_t w = warp_min_u64(first);
+            if (lane == 0) mine[round] = w;
+            if (w == GPU_NO_CANDIDATE) break;
+            if (first == w && round + 1 < m) {
+                if (second_known) {
+                    first = second;
+                    second_known = first == GPU_NO_CANDIDATE;
+                } else {
+                    dense_best_two(acc, lo, n, w, inv_scale, at_least, first, second);
+                    second_known = true;
+                }
+            }
+        }
+    } else if (lane == 0) {
+        mine[0] = GPU_NO_CANDIDATE;
+    }
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+}
+
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
 // (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
 // ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
-// those with the fewest blocks to score.
-template <int C>
+// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_dense).
+template <int C, bool kDense>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
@@ -1000,7 +1071,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 rem = item;
                 while (rem >= count[t]) rem -= count[t++];
             }
-            scored += add_block<C>(a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched);
+            scored += add_block<C, kDense ? kMarksNever : kMarksAlways>(a, query, s.terms[t], first[t] + rem, lo, hi,
+                                                                         scale, acc, nullptr, touched);
         }
         // the next range's spans, into the other buffers
         const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
@@ -1015,7 +1087,13 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         }
         __syncthreads(); // this range's adds and the next range's spans are in
         if (items) {
-            reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, out);
+            if (kDense) {
+                const unsigned long long floor = answer_floor.fixed;
+                const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
+                reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, out);
+            } else {
+                reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, out);
+            }
             ranges_scored++;
         } else {
             for (uint32_t j = tid; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
@@ -1062,8 +1140,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     if constexpr (C != kWideAcc) {
         if (threadIdx.x == 0 && a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
-        report_unpruned<C>(a, query, q, acc, reinterpret_cast<uint32_t *>(aux + kCompactTouchedOffset),
-                           reinterpret_cast<uint64_t *>(aux), answer_floor, inv_scale, s);
+        uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kCompactTouchedOffset);
+        uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
+        // a narrow slot holds its whole sum, so the floor is one compare
+        if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
+            report_unpruned<C, true>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+        else
+            report_unpruned<C, false>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
         return;
     }
     uint32_t *touched = a.dense_report || query.and_mode
@@ -1475,6 +1558,7 @@ struct gpu_device {
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
     bool narrow;              // narrow accumulators where they fit (ISN_GPU_NARROW=0: never, to compare)
+    bool dense_floor;         // report_dense where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
     stream_buffers streams[8];
@@ -1585,6 +1669,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->compact = !(compact && atoi(compact) == 0);
     const char *narrow = getenv("ISN_GPU_NARROW");
     d->narrow = !(narrow && atoi(narrow) == 0);
+    const char *dense_floor = getenv("ISN_GPU_DENSE_FLOOR");
+    d->dense_floor = !(dense_floor && atoi(dense_floor) == 0);
     const char *dense = getenv("ISN_GPU_DENSE_REPORT");
     d->dense_report = dense && atoi(dense) == 1;
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
@@ -1680,6 +1766,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.work = s->d_work;
     a.work_count = s->d_work_count;
     a.dense_report = d->dense_report;
+    a.dense_floor = d->dense_floor;
     return a;
 }
 
