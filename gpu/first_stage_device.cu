@@ -1024,16 +1024,13 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     const double scale = __longlong_as_double((long long)(1023 + query.fixed_shift) << 52);
     const uint32_t v0 = blockIdx.x * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
-    // the range of step v, or UINT32_MAX when v scores none (past the ranges; round 2: a sampled one)
-    auto range_of = [&](uint32_t v) -> uint32_t {
-        const uint32_t r = a.round == 1 ? v * stride : v;
-        if (r >= a.num_ranges || (a.round == 2 && r % stride == 0)) return UINT32_MAX;
-        return r;
-    };
+    // The step at or after v that scores a range (round 2 skips the sampled ones, one in `stride`), or
+    // UINT32_MAX; its range is v * stride in round 1, v in round 2.
     auto next_step = [&](uint32_t v) -> uint32_t {
-        while (v < v_end && range_of(v) == UINT32_MAX && (a.round == 1 ? v * stride : v) < a.num_ranges) v++;
-        return v < v_end && range_of(v) != UINT32_MAX ? v : UINT32_MAX;
+        if (a.round == 2 && v % stride == 0) v++;
+        return v < v_end && (a.round == 1 ? v * stride : v) < a.num_ranges ? v : UINT32_MAX;
     };
+    auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? v * stride : v; };
     uint32_t v = next_step(v0);
     if (v == UINT32_MAX) return;
     span_prefetch pf;
@@ -1561,6 +1558,7 @@ struct gpu_device {
     bool dense_floor;         // report_dense where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
+    uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     stream_buffers streams[8];
 };
 
@@ -1667,6 +1665,9 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
     const char *compact = getenv("ISN_GPU_COMPACT");
     d->compact = !(compact && atoi(compact) == 0);
+    const char *waves = getenv("ISN_GPU_WAVES"), *max_rpb = getenv("ISN_GPU_MAX_RANGES_PER_BLOCK");
+    d->waves = waves && atoi(waves) > 0 ? (uint32_t)atoi(waves) : 4;
+    d->max_ranges_per_block = max_rpb && atoi(max_rpb) > 0 ? (uint32_t)atoi(max_rpb) : 64;
     const char *narrow = getenv("ISN_GPU_NARROW");
     d->narrow = !(narrow && atoi(narrow) == 0);
     const char *dense_floor = getenv("ISN_GPU_DENSE_FLOOR");
@@ -1771,11 +1772,11 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
 }
 
 // Consecutive ranges per report block: as many as four waves of the device leave (a block follows its
-// lists' blocks from range to range with a cursor instead of searching them), at most 16. (Choosing the
+// lists' blocks from range to range with a cursor instead of searching them), at most 64. (Choosing the
 // count whose last wave is fullest changed nothing measurable: a batch's blocks differ in cost.)
-static uint32_t ranges_per_block(uint32_t ranges, uint32_t queries, uint32_t resident) {
-    const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * 4);
-    return per < 1 ? 1 : per > 16 ? 16 : (uint32_t)per;
+static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t queries, uint32_t resident) {
+    const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * d->waves);
+    return per < 1 ? 1 : per > d->max_ranges_per_block ? d->max_ranges_per_block : (uint32_t)per;
 }
 
 // The accumulator a range query's report blocks use: the smallest whose counters hold its sums. Narrow and
@@ -1846,18 +1847,18 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             compact_args.query_index = s->d_variant + nnarrow;
             wide_args.query_index = s->d_variant + nnarrow + ncompact;
             if (nnarrow) {
-                narrow_args.ranges_per_block = ranges_per_block(ranges, nnarrow, d->resident_narrow);
+                narrow_args.ranges_per_block = ranges_per_block(d, ranges, nnarrow, d->resident_narrow);
                 const uint32_t gx = (ranges + narrow_args.ranges_per_block - 1) / narrow_args.ranges_per_block;
                 report_kernel<kNarrowBlocks, kNarrowAcc><<<dim3(gx, nnarrow), kThreads, kNarrowSharedBytes, st>>>(narrow_args);
             }
             if (ncompact) {
-                compact_args.ranges_per_block = ranges_per_block(ranges, ncompact, d->resident_compact);
+                compact_args.ranges_per_block = ranges_per_block(d, ranges, ncompact, d->resident_compact);
                 const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
                 report_kernel<4, kCompactAcc><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
             }
             const uint32_t nwide = nr - nnarrow - ncompact;
             if (nwide) {
-                wide_args.ranges_per_block = ranges_per_block(ranges, nwide, d->resident_blocks);
+                wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
                 if (d->report_blocks == 2) report_kernel<2, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
                 else report_kernel<3, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
