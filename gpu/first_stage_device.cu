@@ -69,11 +69,16 @@ static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "
 constexpr size_t kCompactTouchedOffset = kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t);
 constexpr size_t kCompactSharedBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t)) + kCompactTouchedOffset +
                                        kCells * sizeof(uint32_t);
-#ifndef ISN_GPU_NARROW_BLOCKS
-#define ISN_GPU_NARROW_BLOCKS 5
-#endif
-constexpr int kNarrowBlocks = ISN_GPU_NARROW_BLOCKS; // resident per multiprocessor: shared memory allows five
-constexpr size_t kNarrowSharedBytes = GPU_RANGE_DOCS * sizeof(uint32_t) + kCompactTouchedOffset + kCells * sizeof(uint32_t);
+// Narrow report blocks resident per multiprocessor: five fit its shared memory with report lists of
+// GPU_MAX_RANGE_TOP documents a warp, six (in 40 registers) with lists of kShortListTop. The host gives the
+// six-block kernel the narrow queries whose range_top fits the short lists (most: range_top falls as a
+// partition's ranges grow), the five-block one the others.
+constexpr uint32_t kShortListTop = 16;
+__host__ __device__ constexpr uint32_t list_top_of(int blocks) { return blocks >= 6 ? kShortListTop : GPU_MAX_RANGE_TOP; }
+constexpr size_t narrow_touched_offset(int blocks) { return kWarps * list_top_of(blocks) * sizeof(uint64_t); }
+constexpr size_t narrow_shared_bytes(int blocks) {
+    return GPU_RANGE_DOCS * sizeof(uint32_t) + narrow_touched_offset(blocks) + kCells * sizeof(uint32_t);
+}
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 constexpr int kEvents = 8;
@@ -697,13 +702,14 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
     }
 }
 
-// Merges the warps' sorted lists of m keys (lists[w * GPU_MAX_RANGE_TOP ...]) into out; warp 0 only.
+// Merges the warps' sorted lists of m keys (lists[w * list_top ...]) into out; warp 0 only.
 // Returns how many keys are documents (the rest is padding).
-__device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out) {
+__device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out,
+                                                     uint32_t list_top = GPU_MAX_RANGE_TOP) {
     const uint32_t lane = threadIdx.x & 31u;
     uint32_t at = 0;
     for (uint32_t round = 0; round < m; round++) {
-        const uint64_t v = lane < kWarps && at < m ? lists[lane * GPU_MAX_RANGE_TOP + at] : GPU_NO_CANDIDATE;
+        const uint64_t v = lane < kWarps && at < m ? lists[lane * list_top + at] : GPU_NO_CANDIDATE;
         const uint64_t w = warp_min_u64(v);
         if (w == GPU_NO_CANDIDATE) { // the lists are exhausted: padding from here
             for (uint32_t rest = round + lane; rest < m; rest += 32) out[rest] = GPU_NO_CANDIDATE;
@@ -916,9 +922,9 @@ __device__ __forceinline__ void term_span(const range_args &a, const range_term 
 // next range's adds may start right after it).
 template <int C>
 __device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
-                                     const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
+                                     const report_floor &answer_floor, uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+    uint64_t *mine = lists + warp * list_top;
     uint64_t first, second;
     thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
     bool second_known = true;
@@ -938,7 +944,7 @@ __device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo
     }
     clear_touched<C>(acc, touched, true);
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 // Narrow ranges with a report floor are reported from a dense scan of the counters instead of a bitmap:
@@ -977,9 +983,9 @@ __device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, u
 
 // report_and_clear for a narrow range without its bitmap.
 __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
-                                 uint64_t *lists, uint64_t *out) {
+                                 uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+    uint64_t *mine = lists + warp * list_top;
     uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
     const bool passes = dense_max(acc) >= at_least;
     if (__any_sync(0xFFFFFFFFu, passes)) {
@@ -1006,7 +1012,7 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 #pragma unroll
     for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
@@ -1015,7 +1021,7 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 // ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
 // those with the fewest blocks to score. kDense: a narrow query with a report floor (report_dense).
-template <int C, bool kDense>
+template <int C, bool kDense, uint32_t kListTop>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
@@ -1087,9 +1093,9 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
             if (kDense) {
                 const unsigned long long floor = answer_floor.fixed;
                 const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
-                reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, out);
+                reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, kListTop, out);
             } else {
-                reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, out);
+                reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, kListTop, out);
             }
             ranges_scored++;
         } else {
@@ -1137,13 +1143,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     if constexpr (C != kWideAcc) {
         if (threadIdx.x == 0 && a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
-        uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kCompactTouchedOffset);
+        constexpr uint32_t kListTop = C == kNarrowAcc ? list_top_of(kMinBlocks) : GPU_MAX_RANGE_TOP;
+        uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
-            report_unpruned<C, true>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
         else
-            report_unpruned<C, false>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, false, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
         return;
     }
     uint32_t *touched = a.dense_report || query.and_mode
@@ -1558,6 +1565,7 @@ struct gpu_device {
     bool dense_floor;         // report_dense where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
+    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     stream_buffers streams[8];
 };
@@ -1659,8 +1667,10 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaFuncSetAttribute(report_kernel<2, kWideAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(report_kernel<4, kCompactAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)kCompactSharedBytes));
-    CHECK(cudaFuncSetAttribute(report_kernel<kNarrowBlocks, kNarrowAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)kNarrowSharedBytes));
+    CHECK(cudaFuncSetAttribute(report_kernel<5, kNarrowAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(5)));
+    CHECK(cudaFuncSetAttribute(report_kernel<6, kNarrowAcc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(6)));
     const char *choice = getenv("ISN_GPU_REPORT_BLOCKS");
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
     const char *compact = getenv("ISN_GPU_COMPACT");
@@ -1680,9 +1690,12 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, kCompactAcc>, kThreads, kCompactSharedBytes));
     d->resident_compact = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<kNarrowBlocks, kNarrowAcc>, kThreads,
-                                                        kNarrowSharedBytes));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<5, kNarrowAcc>, kThreads,
+                                                        narrow_shared_bytes(5)));
     d->resident_narrow = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<6, kNarrowAcc>, kThreads,
+                                                        narrow_shared_bytes(6)));
+    d->resident_short = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
     return 0;
@@ -1808,17 +1821,28 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
-    // the range queries by report kernel (accumulator_kind): the narrow ones, the compact ones, the wide ones
+    // the range queries by report kernel (accumulator_kind): the narrow ones with short report lists, the
+    // other narrow ones, the compact ones, the wide ones
+    enum { kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
-    uint8_t *h_kind = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
-    uint32_t kind_count[ISN_GPU_ACC_KINDS] = {0, 0, 0, 0};
-    for (uint32_t q = 0; q < nr; q++) kind_count[h_kind[q] = (uint8_t)accumulator_kind(d, &batch->queries[q], batch->terms)]++;
-    const uint32_t nnarrow = kind_count[kNarrowAcc], ncompact = kind_count[kCompactAcc];
-    uint32_t kind_at[ISN_GPU_ACC_KINDS];
-    kind_at[kNarrowAcc] = 0;
-    kind_at[kCompactAcc] = nnarrow;
-    kind_at[kWideAcc] = nnarrow + ncompact;
-    for (uint32_t q = 0; q < nr; q++) h_variant[kind_at[h_kind[q]]++] = q;
+    uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
+    uint32_t kernel_count[kKernels] = {0, 0, 0, 0};
+    for (uint32_t q = 0; q < nr; q++) {
+        const acc_kind kind = accumulator_kind(d, &batch->queries[q], batch->terms);
+        const int kernel = kind == kWideAcc      ? kWideKernel
+                           : kind == kCompactAcc ? kCompactKernel
+                           : batch->queries[q].range_top <= kShortListTop ? kShortKernel
+                                                                          : kNarrowKernel;
+        kernel_count[h_kernel[q] = (uint8_t)kernel]++;
+    }
+    const uint32_t nshort = kernel_count[kShortKernel], nnarrow = kernel_count[kNarrowKernel],
+                   ncompact = kernel_count[kCompactKernel];
+    uint32_t kernel_at[kKernels];
+    kernel_at[kShortKernel] = 0;
+    kernel_at[kNarrowKernel] = nshort;
+    kernel_at[kCompactKernel] = nshort + nnarrow;
+    kernel_at[kWideKernel] = nshort + nnarrow + ncompact;
+    for (uint32_t q = 0; q < nr; q++) h_variant[kernel_at[h_kernel[q]]++] = q;
     CHECK(cudaEventRecord(s->events[0], st));
     CHECK(cudaMemcpyAsync(s->d_queries, s->h_stage, qbytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemcpyAsync(s->d_terms, s->h_stage + qbytes, tbytes, cudaMemcpyHostToDevice, st));
@@ -1842,21 +1866,27 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (round == 2 && max_stride == 1) break;
             const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
             a.round = round;
-            range_args narrow_args = a, compact_args = a, wide_args = a;
-            narrow_args.query_index = s->d_variant;
-            compact_args.query_index = s->d_variant + nnarrow;
-            wide_args.query_index = s->d_variant + nnarrow + ncompact;
+            range_args short_args = a, narrow_args = a, compact_args = a, wide_args = a;
+            short_args.query_index = s->d_variant;
+            narrow_args.query_index = s->d_variant + nshort;
+            compact_args.query_index = s->d_variant + nshort + nnarrow;
+            wide_args.query_index = s->d_variant + nshort + nnarrow + ncompact;
+            if (nshort) {
+                short_args.ranges_per_block = ranges_per_block(d, ranges, nshort, d->resident_short);
+                const uint32_t gx = (ranges + short_args.ranges_per_block - 1) / short_args.ranges_per_block;
+                report_kernel<6, kNarrowAcc><<<dim3(gx, nshort), kThreads, narrow_shared_bytes(6), st>>>(short_args);
+            }
             if (nnarrow) {
                 narrow_args.ranges_per_block = ranges_per_block(d, ranges, nnarrow, d->resident_narrow);
                 const uint32_t gx = (ranges + narrow_args.ranges_per_block - 1) / narrow_args.ranges_per_block;
-                report_kernel<kNarrowBlocks, kNarrowAcc><<<dim3(gx, nnarrow), kThreads, kNarrowSharedBytes, st>>>(narrow_args);
+                report_kernel<5, kNarrowAcc><<<dim3(gx, nnarrow), kThreads, narrow_shared_bytes(5), st>>>(narrow_args);
             }
             if (ncompact) {
                 compact_args.ranges_per_block = ranges_per_block(d, ranges, ncompact, d->resident_compact);
                 const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
                 report_kernel<4, kCompactAcc><<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
             }
-            const uint32_t nwide = nr - nnarrow - ncompact;
+            const uint32_t nwide = nr - nshort - nnarrow - ncompact;
             if (nwide) {
                 wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
