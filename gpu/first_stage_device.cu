@@ -1301,16 +1301,35 @@ __global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *
     if (threadIdx.x == 0) prune[q] = s_prefix > query.seed_key ? s_prefix : query.seed_key;
 }
 
+// The radix digit (8 bits at `shift`) holding the remaining-th smallest of the keys counted in hist (bins
+// ascending), and how many smaller keys it leaves: warp 0 scans the bins, eight a lane.
+__device__ __forceinline__ void select_digit(const uint32_t *hist, uint32_t remaining, uint32_t &digit, uint32_t &left) {
+    const uint32_t lane = threadIdx.x & 31u;
+    uint32_t mine = 0;
+#pragma unroll
+    for (uint32_t b = 0; b < 8; b++) mine += hist[8 * lane + b];
+    const uint32_t before = warp_inclusive_sum(mine) - mine;
+    const uint32_t owner = __ffs(__ballot_sync(0xFFFFFFFFu, before + mine >= remaining)) - 1; // remaining <= total
+    uint32_t bin = 8 * owner, rest = remaining - __shfl_sync(0xFFFFFFFFu, before, owner);
+    while (hist[bin] < rest && bin < 8 * owner + 7) rest -= hist[bin++];
+    digit = bin;
+    left = rest;
+}
+
 // The k-th smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real
 // documents have keys at most this, so every answer's key is too; so is the floor's key (answers reach
-// the floor), and the lower of the two is taken. Radix select over the 64-bit keys.
+// the floor), and the lower of the two is taken. Radix select over the 64-bit keys, 8 bits a round. The
+// real reports (not padding) are first gathered into shared memory, where the rounds then read them, when
+// they fit (kSelectKeys; with a floor a range reports only what reaches it, so most slots are padding).
+constexpr uint32_t kSelectKeys = 8192;
 __global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *queries, const uint64_t *reports,
                                                             uint32_t num_ranges, uint32_t report_stride,
                                                             uint64_t *theta_key) {
+    extern __shared__ uint64_t kept_keys[]; // kSelectKeys
     __shared__ uint32_t hist[256];
     __shared__ uint64_t s_prefix;
-    __shared__ uint32_t s_remaining;
-    const uint32_t q = blockIdx.x;
+    __shared__ uint32_t s_remaining, s_kept;
+    const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
     const gpu_query query = queries[q];
     const uint32_t m = query.range_top;
     const uint32_t total = num_ranges * m;
@@ -1323,25 +1342,43 @@ __global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *que
     if (threadIdx.x == 0) {
         s_prefix = 0;
         s_remaining = query.k;
+        s_kept = 0;
     }
+    __syncthreads();
+    for (uint32_t base = 0; base < total; base += blockDim.x) {
+        const uint32_t i = base + threadIdx.x;
+        const uint64_t key = i < total ? mine[(size_t)(i / m) * report_stride + i % m] : GPU_NO_CANDIDATE;
+        const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
+        uint32_t at = 0;
+        if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
+        at = __shfl_sync(0xFFFFFFFFu, at, 0) + (uint32_t)__popc(real & ((1u << lane) - 1u));
+        if (key != GPU_NO_CANDIDATE && at < kSelectKeys) kept_keys[at] = key;
+    }
+    __syncthreads();
+    const uint32_t kept = s_kept;
+    if (kept < query.k) { // fewer than k documents reported: the k-th smallest key is padding
+        if (threadIdx.x == 0) theta_key[q] = floor_key;
+        return;
+    }
+    const bool in_shared = kept <= kSelectKeys;
+    const uint32_t n = in_shared ? kept : total;
     uint64_t mask = 0;
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
         __syncthreads();
         const uint64_t prefix = s_prefix;
-        for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
-            const uint64_t key = mine[(size_t)(i / m) * report_stride + i % m];
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint64_t key = in_shared ? kept_keys[i] : mine[(size_t)(i / m) * report_stride + i % m];
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            uint32_t remaining = s_remaining, bin = 0;
-            for (;; bin++) {
-                if (hist[bin] >= remaining || bin == 255) break;
-                remaining -= hist[bin];
+        if (threadIdx.x < 32) {
+            uint32_t digit, left;
+            select_digit(hist, s_remaining, digit, left);
+            if (threadIdx.x == 0) {
+                s_prefix = prefix | ((uint64_t)digit << shift);
+                s_remaining = left;
             }
-            s_prefix = prefix | ((uint64_t)bin << shift);
-            s_remaining = remaining;
         }
         mask |= (uint64_t)0xFF << shift;
         __syncthreads();
@@ -1684,6 +1721,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->dense_floor = !(dense_floor && atoi(dense_floor) == 0);
     const char *dense = getenv("ISN_GPU_DENSE_REPORT");
     d->dense_report = dense && atoi(dense) == 1;
+    CHECK(cudaFuncSetAttribute(threshold_key_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, kWideAcc>, kThreads, kSharedBytes));
@@ -1903,7 +1942,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     }
     CHECK(cudaEventRecord(s->events[2], st));
     if (nr) {
-        threshold_key_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
+        threshold_key_kernel<<<nr, 256, kSelectKeys * sizeof(uint64_t), st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
                                                  s->d_theta_key);
         CHECK(cudaGetLastError());
         collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
