@@ -30,6 +30,7 @@
 // lanes diverge and serialize on the cursor order. The block-max skip pays in AND probing and where a
 // term has no block in a range.
 #include <cuda_runtime.h>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,7 @@ struct stream_buffers {
     uint8_t *h_stage; // pinned: queries, terms, then the variant list
     uint8_t *h_out;   // pinned: results then hits
     uint32_t num_queries, num_range_queries, total_hits, total_candidates;
+    uint32_t max_k; // the batch's largest k (sort_and_copy_out)
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
 };
@@ -1316,89 +1318,52 @@ __device__ __forceinline__ void select_digit(const uint32_t *hist, uint32_t rema
     left = rest;
 }
 
-// The k-th smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real
-// documents have keys at most this, so every answer's key is too; so is the floor's key (answers reach
-// the floor), and the lower of the two is taken. Radix select over the 64-bit keys, 8 bits a round. The
-// real reports (not padding) are first gathered into shared memory, where the rounds then read them, when
-// they fit (kSelectKeys; with a floor a range reports only what reaches it, so most slots are padding).
-constexpr uint32_t kSelectKeys = 8192;
-__global__ void __launch_bounds__(256) threshold_key_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                            uint32_t num_ranges, uint32_t report_stride,
-                                                            uint64_t *theta_key) {
-    extern __shared__ uint64_t kept_keys[]; // kSelectKeys
-    __shared__ uint32_t hist[256];
-    __shared__ uint64_t s_prefix;
-    __shared__ uint32_t s_remaining, s_kept;
-    const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
-    const gpu_query query = queries[q];
-    const uint32_t m = query.range_top;
-    const uint32_t total = num_ranges * m;
-    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
-    if (query.k > total) {
-        if (threadIdx.x == 0) theta_key[q] = floor_key;
-        return;
-    }
-    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+// The rank-th smallest (from 1) of the n keys key_at(0..n-1), by the whole block: radix select, 8 bits a
+// round. rank must be 1..n.
+struct select_shared {
+    uint32_t hist[256];
+    uint64_t prefix;
+    uint32_t remaining;
+};
+
+template <typename KeyAt>
+__device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select_shared &sh) {
     if (threadIdx.x == 0) {
-        s_prefix = 0;
-        s_remaining = query.k;
-        s_kept = 0;
+        sh.prefix = 0;
+        sh.remaining = rank;
     }
-    __syncthreads();
-    for (uint32_t base = 0; base < total; base += blockDim.x) {
-        const uint32_t i = base + threadIdx.x;
-        const uint64_t key = i < total ? mine[(size_t)(i / m) * report_stride + i % m] : GPU_NO_CANDIDATE;
-        const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
-        uint32_t at = 0;
-        if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
-        at = __shfl_sync(0xFFFFFFFFu, at, 0) + (uint32_t)__popc(real & ((1u << lane) - 1u));
-        if (key != GPU_NO_CANDIDATE && at < kSelectKeys) kept_keys[at] = key;
-    }
-    __syncthreads();
-    const uint32_t kept = s_kept;
-    if (kept < query.k) { // fewer than k documents reported: the k-th smallest key is padding
-        if (threadIdx.x == 0) theta_key[q] = floor_key;
-        return;
-    }
-    const bool in_shared = kept <= kSelectKeys;
-    const uint32_t n = in_shared ? kept : total;
     uint64_t mask = 0;
     for (int shift = 56; shift >= 0; shift -= 8) {
-        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) sh.hist[i] = 0;
         __syncthreads();
-        const uint64_t prefix = s_prefix;
+        const uint64_t prefix = sh.prefix;
         for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const uint64_t key = in_shared ? kept_keys[i] : mine[(size_t)(i / m) * report_stride + i % m];
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
+            const uint64_t key = key_at(i);
+            if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xFFu], 1u);
         }
         __syncthreads();
         if (threadIdx.x < 32) {
             uint32_t digit, left;
-            select_digit(hist, s_remaining, digit, left);
+            select_digit(sh.hist, sh.remaining, digit, left);
             if (threadIdx.x == 0) {
-                s_prefix = prefix | ((uint64_t)digit << shift);
-                s_remaining = left;
+                sh.prefix = prefix | ((uint64_t)digit << shift);
+                sh.remaining = left;
             }
         }
         mask |= (uint64_t)0xFF << shift;
         __syncthreads();
     }
-    if (threadIdx.x == 0) theta_key[q] = s_prefix < floor_key ? s_prefix : floor_key;
+    return sh.prefix;
 }
 
-// Reports with keys at most the threshold key become candidates; ranges whose every report is within it
-// go on the rescore work list instead (their reports are not taken: the rescore gives all their
-// candidates). With `retry`, only the flagged queries are collected again.
-__global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                      uint32_t num_ranges, uint32_t stride, const uint64_t *theta_key,
-                                                      const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
-                                                      uint2 *work, uint32_t *work_count) {
-    __shared__ uint32_t s_count;
-    const uint32_t q = blockIdx.x;
-    if (retry != nullptr && retry[q] == 0) return;
+// Reports with keys at most the threshold key become candidates of query q; ranges whose every report is
+// within it go on the rescore work list instead (their reports are not taken: the rescore gives all
+// their candidates).
+__device__ void collect_query(const gpu_query *queries, uint32_t q, const uint64_t *reports, uint32_t num_ranges,
+                              uint32_t stride, uint64_t th, uint64_t *cands, uint32_t *cand_count, uint2 *work,
+                              uint32_t *work_count, uint32_t &s_count) {
     const uint32_t m = queries[q].range_top;
     const uint32_t cand_cap = queries[q].cand_cap;
-    const uint64_t th = theta_key[q];
     if (threadIdx.x == 0) s_count = 0;
     __syncthreads();
     uint64_t *out = cands + queries[q].cand_offset;
@@ -1419,6 +1384,72 @@ __global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, 
     }
     __syncthreads();
     if (threadIdx.x == 0) cand_count[q] = s_count;
+}
+
+// Per range query: the threshold key, then the collection (collect_query). The threshold is the k-th
+// smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real documents have
+// keys at most this, so every answer's key is too; so is the floor's key (answers reach the floor), and
+// the lower of the two is taken. The real reports (not padding) are first gathered into shared memory,
+// where the radix rounds then read them, when they fit (kSelectKeys; with a floor a range reports only
+// what reaches it, so most slots are padding).
+constexpr uint32_t kSelectKeys = 8192;
+__global__ void __launch_bounds__(256) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                             uint32_t num_ranges, uint32_t report_stride,
+                                                             uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,
+                                                             uint2 *work, uint32_t *work_count) {
+    extern __shared__ uint64_t kept_keys[]; // kSelectKeys
+    __shared__ select_shared sh;
+    __shared__ uint32_t s_kept, s_count;
+    __shared__ uint64_t s_theta;
+    const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top;
+    const uint32_t total = num_ranges * m;
+    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    if (threadIdx.x == 0) {
+        s_kept = 0;
+        s_theta = floor_key;
+    }
+    __syncthreads();
+    if (query.k <= total) {
+        for (uint32_t base = 0; base < total; base += blockDim.x) {
+            const uint32_t i = base + threadIdx.x;
+            const uint64_t key = i < total ? mine[(size_t)(i / m) * report_stride + i % m] : GPU_NO_CANDIDATE;
+            const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
+            uint32_t at = 0;
+            if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
+            at = __shfl_sync(0xFFFFFFFFu, at, 0) + (uint32_t)__popc(real & ((1u << lane) - 1u));
+            if (key != GPU_NO_CANDIDATE && at < kSelectKeys) kept_keys[at] = key;
+        }
+        __syncthreads();
+        const uint32_t kept = s_kept;
+        // fewer than k documents reported: the k-th smallest key is padding, the floor's is lower
+        if (kept >= query.k) {
+            const uint64_t kth =
+                kept <= kSelectKeys
+                    ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
+                    : block_select([&](uint32_t i) { return mine[(size_t)(i / m) * report_stride + i % m]; }, total,
+                                   query.k, sh);
+            if (threadIdx.x == 0 && kth < floor_key) s_theta = kth;
+        }
+    }
+    __syncthreads();
+    const uint64_t th = s_theta;
+    if (threadIdx.x == 0) theta_key[q] = th;
+    collect_query(queries, q, reports, num_ranges, report_stride, th, cands, cand_count, work, work_count, s_count);
+}
+
+// collect_query for every range query, or with `retry` only the flagged ones (after an overflow, with a
+// tighter threshold key).
+__global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                      uint32_t num_ranges, uint32_t stride, const uint64_t *theta_key,
+                                                      const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
+                                                      uint2 *work, uint32_t *work_count) {
+    __shared__ uint32_t s_count;
+    const uint32_t q = blockIdx.x;
+    if (retry != nullptr && retry[q] == 0) return;
+    collect_query(queries, q, reports, num_ranges, stride, theta_key[q], cands, cand_count, work, work_count, s_count);
 }
 
 // After an overflow: the k-th smallest of the candidates kept (sorted; all real documents' keys, at most
@@ -1562,6 +1593,58 @@ __global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_c
     end[q] = (int)(queries[q].cand_offset + n);
 }
 
+// The final sort and gather of a batch whose k are at most kSortKeys, one block a query and one kernel
+// for the batch (the segmented sort takes several and waits on the segments' sizes). A query's candidates
+// (as many as its k, give or take the rescored ranges) are sorted in the block when they fit kSortKeys;
+// when more, the block first selects the k smallest (block_select) and sorts those. Either way the sorted
+// prefix is written back (the retry after an overflow reads the k-th) and the best k become hits.
+constexpr int kSortThreads = 256, kSortItems = 8;
+constexpr uint32_t kSortKeys = kSortThreads * kSortItems;
+__global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_query *queries, const uint64_t *cands,
+                                                                   const uint32_t *cand_count, uint64_t *sorted,
+                                                                   gpu_query_result *results, isn_hit *hits) {
+    using block_sort = cub::BlockRadixSort<unsigned long long, kSortThreads, kSortItems>;
+    __shared__ typename block_sort::TempStorage sort_temp;
+    __shared__ uint64_t picked[kSortKeys];
+    __shared__ select_shared sh;
+    __shared__ uint32_t s_picked;
+    const uint32_t q = blockIdx.x;
+    const gpu_query query = queries[q];
+    const uint32_t count = cand_count[q];
+    const uint32_t kept = count < query.cand_cap ? count : query.cand_cap;
+    const uint32_t n = count > query.cand_cap ? 0 : (count < query.k ? count : query.k);
+    const uint64_t *mine = cands + query.cand_offset;
+    // the keys to sort: all kept ones, or the k smallest of them
+    const uint32_t sorting = kept <= kSortKeys ? kept : query.k;
+    if (kept > kSortKeys) {
+        const uint64_t kth = block_select([&](uint32_t i) { return mine[i]; }, kept, query.k, sh);
+        if (threadIdx.x == 0) s_picked = 0;
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < kept; i += kSortThreads)
+            if (mine[i] <= kth) picked[atomicAdd(&s_picked, 1u)] = mine[i]; // keys are distinct: k of them
+        __syncthreads();
+    }
+    unsigned long long keys[kSortItems];
+#pragma unroll
+    for (int j = 0; j < kSortItems; j++) {
+        const uint32_t i = threadIdx.x * kSortItems + j;
+        keys[j] = i >= sorting ? GPU_NO_CANDIDATE : kept <= kSortKeys ? mine[i] : picked[i];
+    }
+    block_sort(sort_temp).Sort(keys);
+    uint64_t *out = sorted + query.cand_offset;
+    isn_hit *hit = hits + query.hit_offset;
+#pragma unroll
+    for (int j = 0; j < kSortItems; j++) {
+        const uint32_t i = threadIdx.x * kSortItems + j;
+        if (i < sorting) out[i] = keys[j];
+        if (i < n) hit[i] = isn_hit{(uint32_t)keys[j], __uint_as_float(~(uint32_t)(keys[j] >> 32))};
+    }
+    if (threadIdx.x == 0) {
+        results[q].num_hits = n;
+        results[q].candidates = count;
+    }
+}
+
 __global__ void gather_kernel(const gpu_query *queries, const uint64_t *sorted, const uint32_t *cand_count,
                               gpu_query_result *results, isn_hit *hits) {
     const uint32_t q = blockIdx.x;
@@ -1599,6 +1682,7 @@ struct gpu_device {
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
     bool narrow;              // narrow accumulators where they fit (ISN_GPU_NARROW=0: never, to compare)
+    bool segmented_sort;      // CUB's segmented sort for every batch (ISN_GPU_SEGMENTED_SORT=1, to compare and test)
     bool dense_floor;         // report_dense where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
@@ -1717,11 +1801,13 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->max_ranges_per_block = max_rpb && atoi(max_rpb) > 0 ? (uint32_t)atoi(max_rpb) : 64;
     const char *narrow = getenv("ISN_GPU_NARROW");
     d->narrow = !(narrow && atoi(narrow) == 0);
+    const char *segmented = getenv("ISN_GPU_SEGMENTED_SORT");
+    d->segmented_sort = segmented && atoi(segmented) == 1;
     const char *dense_floor = getenv("ISN_GPU_DENSE_FLOOR");
     d->dense_floor = !(dense_floor && atoi(dense_floor) == 0);
     const char *dense = getenv("ISN_GPU_DENSE_REPORT");
     d->dense_report = dense && atoi(dense) == 1;
-    CHECK(cudaFuncSetAttribute(threshold_key_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
@@ -1763,18 +1849,24 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
 static int sort_and_copy_out(gpu_device *d, stream_buffers *s, uint32_t total_candidates, char *err, size_t err_len) {
     cudaStream_t st = s->stream;
     const uint32_t nq = s->num_queries;
-    segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
-                                                       s->d_seg_end);
-    CHECK(cudaGetLastError());
-    for (uint32_t first = 0; first < nq; first += kSortSegmentsPerCall) {
-        const uint32_t count = nq - first < kSortSegmentsPerCall ? nq - first : kSortSegmentsPerCall;
-        size_t temp = s->sort_temp_bytes;
-        CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
-                                                 (int)total_candidates, (int)count, s->d_seg_begin + first,
-                                                 s->d_seg_end + first, st));
+    if (s->max_k <= kSortKeys && !d->segmented_sort) {
+        sort_gather_kernel<<<nq, kSortThreads, 0, st>>>(s->d_queries, s->d_cands, s->d_cand_count, s->d_cands_sorted,
+                                                         s->d_results, s->d_hits);
+        CHECK(cudaGetLastError());
+    } else {
+        segments_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, s->d_cand_count, nq, s->d_seg_begin,
+                                                           s->d_seg_end);
+        CHECK(cudaGetLastError());
+        for (uint32_t first = 0; first < nq; first += kSortSegmentsPerCall) {
+            const uint32_t count = nq - first < kSortSegmentsPerCall ? nq - first : kSortSegmentsPerCall;
+            size_t temp = s->sort_temp_bytes;
+            CHECK(cub::DeviceSegmentedSort::SortKeys(s->d_sort_temp, temp, s->d_cands, s->d_cands_sorted,
+                                                     (int)total_candidates, (int)count, s->d_seg_begin + first,
+                                                     s->d_seg_end + first, st));
+        }
+        gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
+        CHECK(cudaGetLastError());
     }
-    gather_kernel<<<nq, 256, 0, st>>>(s->d_queries, s->d_cands_sorted, s->d_cand_count, s->d_results, s->d_hits);
-    CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(s->events[6], st));
     // One copy back: the results, then the hits of every query.
     size_t rbytes = results_bytes(d->upload.max_batch);
@@ -1857,6 +1949,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     s->num_range_queries = nr;
     s->total_hits = batch->total_hits;
     s->total_candidates = batch->total_candidates;
+    s->max_k = 0;
+    for (uint32_t q = 0; q < nq; q++) s->max_k = batch->queries[q].k > s->max_k ? batch->queries[q].k : s->max_k;
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
@@ -1942,12 +2036,9 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     }
     CHECK(cudaEventRecord(s->events[2], st));
     if (nr) {
-        threshold_key_kernel<<<nr, 256, kSelectKeys * sizeof(uint64_t), st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
-                                                 s->d_theta_key);
-        CHECK(cudaGetLastError());
-        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
-                                           s->d_theta_key, nullptr, s->d_cands, s->d_cand_count, s->d_work,
-                                           s->d_work_count);
+        select_collect_kernel<<<nr, 256, kSelectKeys * sizeof(uint64_t), st>>>(
+            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta_key, s->d_cands, s->d_cand_count,
+            s->d_work, s->d_work_count);
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[3], st));

@@ -313,6 +313,31 @@ static void test_accumulator_layouts(void **state) {
     set_env("ISN_GPU_DENSE_FLOOR", NULL);
 }
 
+/* The final sort of a batch whose k fit one block runs in one kernel (sorting a query's candidates in the
+ * block, or the k smallest when more: conjunctive queries collect every match), else in CUB's segmented
+ * sort (ISN_GPU_SEGMENTED_SORT=1 forces it); the answers are the CPU's either way. */
+static void test_sort_paths(void **state) {
+    (void)state;
+    if (!have_gpu()) skip();
+    static const uint32_t ks[] = {10, 1000, 5000};
+    static batch bt;
+    for (int segmented = 0; segmented < 2; segmented++) {
+        set_env("ISN_GPU_SEGMENTED_SORT", segmented ? "1" : NULL);
+        isn_gpu_backend *b = open_backend(false, 0, 0);
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+                batch_fill(&bt, 64, ks[i], mode ? ISN_MODE_AND : ISN_MODE_OR);
+                isn_gpu_batch_stats st;
+                const uint32_t on_device = search_checked(b, &bt, ks[i], &st);
+                printf("GPU %s k=%u, %s sort: %u/%u on the device, %llu candidates\n", mode ? "AND" : "OR", ks[i],
+                       segmented ? "segmented" : "block", on_device, bt.n, (unsigned long long)st.candidates);
+                assert_true(on_device > bt.n / 2);
+            }
+        isn_gpu_close(b);
+    }
+    set_env("ISN_GPU_SEGMENTED_SORT", NULL);
+}
+
 /* Conjunctive queries through the range passes instead of probing. */
 static void test_and_by_ranges(void **state) {
     device_under_test(state); /* a skip comes before the flag is set */
@@ -783,6 +808,7 @@ int main(void) {
         cmocka_unit_test(test_scheduler_device_pipelined_emulated),
         cmocka_unit_test(test_pruning_modes_emulated),
         cmocka_unit_test(test_accumulator_layouts),
+        cmocka_unit_test(test_sort_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
