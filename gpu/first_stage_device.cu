@@ -1257,52 +1257,6 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
     }
 }
 
-// Between the rounds: the k-th best score among the sampled ranges' reports (real documents' scores,
-// so a lower bound of the k-th), or the seed when higher, as the second round's pruning threshold.
-// Radix select, 8 bits a round.
-__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                               uint32_t num_ranges, uint32_t report_stride,
-                                                               uint32_t *prune) {
-    __shared__ uint32_t hist[256];
-    __shared__ uint32_t s_prefix, s_remaining;
-    const uint32_t q = blockIdx.x;
-    const gpu_query query = queries[q];
-    const uint32_t m = query.range_top, stride = query.sample_stride ? query.sample_stride : 1;
-    const uint32_t sampled = (num_ranges + stride - 1) / stride, total = sampled * m;
-    if (stride == 1 || query.k > total) {
-        if (threadIdx.x == 0) prune[q] = query.seed_key;
-        return;
-    }
-    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
-    if (threadIdx.x == 0) {
-        s_prefix = 0;
-        s_remaining = query.k;
-    }
-    uint32_t mask = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
-        __syncthreads();
-        const uint32_t prefix = s_prefix;
-        for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
-            uint32_t key = report_score_key(mine[(size_t)(i / m) * stride * report_stride + i % m]);
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            uint32_t remaining = s_remaining, bin = 255;
-            for (;; bin--) {
-                if (hist[bin] >= remaining || bin == 0) break;
-                remaining -= hist[bin];
-            }
-            s_prefix = prefix | (bin << shift);
-            s_remaining = remaining;
-        }
-        mask |= 0xFFu << shift;
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) prune[q] = s_prefix > query.seed_key ? s_prefix : query.seed_key;
-}
-
 // The radix digit (8 bits at `shift`) holding the remaining-th smallest of the keys counted in hist (bins
 // ascending), and how many smaller keys it leaves: warp 0 scans the bins, eight a lane.
 __device__ __forceinline__ void select_digit(const uint32_t *hist, uint32_t remaining, uint32_t &digit, uint32_t &left) {
@@ -1319,7 +1273,7 @@ __device__ __forceinline__ void select_digit(const uint32_t *hist, uint32_t rema
 }
 
 // The rank-th smallest (from 1) of the n keys key_at(0..n-1), by the whole block: radix select, 8 bits a
-// round. rank must be 1..n.
+// round, from the digit at top_shift (56 for 64-bit keys, 24 for 32-bit ones). rank must be 1..n.
 struct select_shared {
     uint32_t hist[256];
     uint64_t prefix;
@@ -1327,13 +1281,13 @@ struct select_shared {
 };
 
 template <typename KeyAt>
-__device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select_shared &sh) {
+__device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select_shared &sh, int top_shift = 56) {
     if (threadIdx.x == 0) {
         sh.prefix = 0;
         sh.remaining = rank;
     }
     uint64_t mask = 0;
-    for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int shift = top_shift; shift >= 0; shift -= 8) {
         for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) sh.hist[i] = 0;
         __syncthreads();
         const uint64_t prefix = sh.prefix;
@@ -1354,6 +1308,28 @@ __device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select
         __syncthreads();
     }
     return sh.prefix;
+}
+
+// Between the rounds: the k-th best score among the sampled ranges' reports (real documents' scores,
+// so a lower bound of the k-th), or the seed when higher, as the second round's pruning threshold. It is
+// the k-th smallest of the reports' candidate keys' high words (~score key; padding's is the largest).
+__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                               uint32_t num_ranges, uint32_t report_stride,
+                                                               uint32_t *prune) {
+    __shared__ select_shared sh;
+    const uint32_t q = blockIdx.x;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top, stride = query.sample_stride ? query.sample_stride : 1;
+    const uint32_t sampled = (num_ranges + stride - 1) / stride, total = sampled * m;
+    if (stride == 1 || query.k > total) {
+        if (threadIdx.x == 0) prune[q] = query.seed_key;
+        return;
+    }
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    const uint64_t kth = block_select(
+        [&](uint32_t i) { return mine[(size_t)(i / m) * stride * report_stride + i % m] >> 32; }, total, query.k, sh, 24);
+    const uint32_t key = ~(uint32_t)kth;
+    if (threadIdx.x == 0) prune[q] = key > query.seed_key ? key : query.seed_key;
 }
 
 // Reports with keys at most the threshold key become candidates of query q; ranges whose every report is
@@ -1918,6 +1894,12 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
 // Consecutive ranges per report block: as many as four waves of the device leave (a block follows its
 // lists' blocks from range to range with a cursor instead of searching them), at most 64. (Choosing the
 // count whose last wave is fullest changed nothing measurable: a batch's blocks differ in cost.)
+// Blocks of the rescore pass: four a range query, at most what the device runs at once.
+static uint32_t rescore_blocks(const gpu_device *d, uint32_t range_queries) {
+    const uint64_t want = (uint64_t)range_queries * 4 < 32 ? 32 : (uint64_t)range_queries * 4;
+    return want < d->resident_blocks ? (uint32_t)want : d->resident_blocks;
+}
+
 static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t queries, uint32_t resident) {
     const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * d->waves);
     return per < 1 ? 1 : per > d->max_ranges_per_block ? d->max_ranges_per_block : (uint32_t)per;
@@ -2043,7 +2025,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     }
     CHECK(cudaEventRecord(s->events[3], st));
     if (nr) {
-        rescore_kernel<<<d->resident_blocks, kThreads, kSharedBytes, st>>>(a);
+        // the work list is short when reports fit k (gpu_range_top): a few blocks a query take it
+        rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[4], st));
@@ -2089,7 +2072,7 @@ static int launch_retry(gpu_device *d, stream_buffers *s, const gpu_batch *batch
         CHECK(cudaGetLastError());
         // the work list holds only the flagged queries' ranges
         range_args a = range_args_of(d, s);
-        rescore_kernel<<<d->resident_blocks, kThreads, kSharedBytes, st>>>(a);
+        rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
         CHECK(cudaGetLastError());
     }
     if (nq > nr) {
