@@ -6,8 +6,13 @@
 #   bash bench/gpu_device.sh prefix   that partition with half of it resident (pruned-prefix cache)
 #   bash bench/gpu_device.sh ab       that partition, OR, the range kernels' touched-slot report against the
 #                                     dense one (ISN_GPU_DENSE_REPORT=1), interleaved, REPEATS times each
-#   bash bench/gpu_device.sh compact  the same with compact accumulators (the default) against wide ones only
-#                                     (ISN_GPU_COMPACT=0)
+#   bash bench/gpu_device.sh narrow   the same with narrow accumulators (the default) against compact ones
+#                                     (ISN_GPU_NARROW=0)
+#   bash bench/gpu_device.sh compact  compact accumulators against wide ones (ISN_GPU_COMPACT=0), narrow off
+#   bash bench/gpu_device.sh dense    narrow ranges with floors reported by a dense scan (the default) against
+#                                     their bitmap (ISN_GPU_DENSE_FLOOR=0)
+#   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
+#                                     (ISN_GPU_SEGMENTED_SORT=1)
 # Binaries come from
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/tests/test_gpu build-gpu/tests/test_gpu_backend \
 #        build-gpu/bench/bench_gpu build-gpu/bin/isn-index
@@ -110,7 +115,16 @@ prefix)
 ab)
   compare_switch touched dense ISN_GPU_DENSE_REPORT 1
   ;;
+narrow)
+  compare_switch narrow compact ISN_GPU_NARROW 0 --exhaustive
+  ;;
 compact)
-  compare_switch compact wide ISN_GPU_COMPACT 0 --exhaustive
+  ISN_GPU_NARROW=0 compare_switch compact wide ISN_GPU_COMPACT 0 --exhaustive
+  ;;
+dense)
+  compare_switch dense bitmap ISN_GPU_DENSE_FLOOR 0 --exhaustive
+  ;;
+sort)
+  compare_switch block segmented ISN_GPU_SEGMENTED_SORT 1 --exhaustive
   ;;
 esac
