@@ -517,8 +517,8 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
 /* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (pruning
  * can pay for a batch of one query and cost for the same queries in batches of 16, where the exhaustive
  * pass keeps the device busier): per size class, each mode until it has a few batches, then the one with the lower
- * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches so that a change in the traffic is
- * noticed. */
+ * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches times how much slower it is, so that a
+ * change in the traffic is noticed for a fixed share of the device's time. */
 #define PRUNE_WARMUP_BATCHES 3
 static uint32_t prune_class(uint32_t n) {
     uint32_t c = 0;
@@ -537,8 +537,12 @@ static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
     else if (l->chosen[0] < PRUNE_WARMUP_BATCHES) pruned = false;
     else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] != 0; /* still to learn one */
     else {
-        bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
-        pruned = (l->chosen[0] + l->chosen[1]) % ISN_GPU_PRUNE_EXPLORE == ISN_GPU_PRUNE_EXPLORE - 1 ? !better : better;
+        const bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
+        /* the other mode's batches take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
+         * slower it is (a pruned batch can cost several exhaustive ones) */
+        const double ratio = l->ms_per_mposting[!better] / l->ms_per_mposting[better];
+        const uint64_t every = ISN_GPU_PRUNE_EXPLORE * (uint64_t)(ratio >= 1.0 ? (ratio < 64.0 ? ceil(ratio) : 64.0) : 1.0);
+        pruned = (l->chosen[0] + l->chosen[1]) % every == every - 1 ? !better : better;
     }
     l->chosen[pruned]++;
     return pruned;

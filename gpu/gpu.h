@@ -61,7 +61,8 @@ typedef struct {
     bool double_accumulators;
     /* Pruning (seeded threshold, sampling round, bound grid; device.h): AUTO measures the device time per
      * list posting of pruned and of exhaustive batches and keeps using the cheaper, trying the other
-     * every ISN_GPU_PRUNE_EXPLORE batches (answers are the same either way); ALWAYS and NEVER fix it. */
+     * every ISN_GPU_PRUNE_EXPLORE batches times how much slower it was (answers are the same either way);
+     * ALWAYS and NEVER fix it. */
     int pruning; /* ISN_GPU_PRUNE_* */
     /* Pruned-prefix posting cache, when the partition does not fit the budget: block visits replayed
      * from this training query log (NULL: document frequency stands in) decide which lists' leading
