@@ -189,7 +189,8 @@ template <> struct acc_layout<kNarrowAcc> {
     static constexpr uint32_t kLow = 32, kHighBits = 0;
     static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(uint32_t);
 };
-static_assert((unsigned long long)acc_layout<kWideAcc>::kMaxAdds * ((1ull << acc_layout<kWideAcc>::kLow) - 1u) < (1ull << 32),
+static_assert((unsigned long long)acc_layout<kWideAcc>::kMaxAdds * ((1ull << acc_layout<kWideAcc>::kLow) - 1u) <
+                  (1ull << 32),
               "a wide slot's low parts fit 32 bits");
 static_assert((unsigned long long)acc_layout<kCompactAcc>::kMaxAdds * ((1ull << acc_layout<kCompactAcc>::kLow) - 1u) <
                   (1ull << 32),
@@ -346,7 +347,7 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
 // The adds and ors return nothing, so no lane waits on shared memory.
 // Whether add_block marks the touched bitmap: when `touched` is given (the wide kernels), always (the
-// compact and narrow kernels with the bitmap), never (dense_report's narrow ranges).
+// compact and narrow kernels with the bitmap), never (report_dense's narrow ranges).
 enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever };
 template <int C = kWideAcc, int kMarks = kMarksIfGiven>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
@@ -415,6 +416,62 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
     return t;
 }
 
+// The block span of term t (the warp's) in [lo, hi) into span buffer `buffer`, from the cursor s.lb[t] (the
+// previous range's last block) or by a search; with `prune`, the largest block bound among the span's
+// blocks (weight * max_tf_part), else 0. `prefetched`: the warp keeps term t's next cursor window loaded
+// ahead (span_prefetch), so its latency passes while this range is scored and reported.
+__device__ __forceinline__ float term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
+                                           bool prune, uint32_t lo, uint32_t hi, bool cursor, range_shared &s,
+                                           span_prefetch &pf, uint32_t buffer) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const isn_block_meta *blocks = a.blocks + term.first_block;
+    const uint32_t nb = term.num_blocks;
+    uint32_t first, lb = nb;
+    float most = 0.0f;
+    bool spanned = false; // the span (and `most`) found by the cursor's window
+    if (cursor) {
+        // The previous range's last block `from` ends before this range's end, and this range's blocks
+        // usually lie among the 32 from `from` (a few ranges on, as a sampling round's and the ranges
+        // between its samples are, too): one round of independent loads then gives the whole span (a
+        // search costs two or three dependent ones). Past the window, the search.
+        const uint32_t from = s.lb[t], p = from + lane;
+        const uint32_t last = prefetched && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+        const float bound = prune && p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
+        const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
+        const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
+        first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
+                : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
+        if (reaches_hi != 0 || from + 32u >= nb) {
+            lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
+            const uint32_t end = lb < nb ? lb + 1 : nb;
+            if (prune && p >= first && p < end) most = bound;
+            spanned = true;
+        }
+    } else {
+        first = warp_lower_block(blocks, 0, nb, lo);
+    }
+    if (!spanned) {
+        // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
+        const uint32_t reach = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2, window = reach < nb ? reach : nb;
+        lb = warp_lower_block(blocks, first, window, hi - 1);
+        if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+        const uint32_t end = lb < nb ? lb + 1 : nb;
+        if (prune)
+            for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
+    }
+    const uint32_t end = lb < nb ? lb + 1 : nb;
+    if (prefetched) {
+        pf.from = lb;
+        pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
+    }
+    if (lane == 0) {
+        s.span_first[buffer][t] = first;
+        s.span_count[buffer][t] = end > first ? end - first : 0;
+        s.lb[t] = lb;
+    }
+    return prune ? warp_max_f(most) : 0.0f;
+}
+
 // Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term),
 // skipping what cannot reach the score key theta (0: nothing), as the emulated device does: the range
 // when its block-max bound is below theta or no essential list has a block here; an essential block
@@ -450,56 +507,13 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             } else {
                 term = s.terms[t];
             }
-            const isn_block_meta *blocks = a.blocks + term.first_block;
-            const uint32_t nb = term.num_blocks;
-            uint32_t first, lb = nb;
-            float most = 0.0f;
-            bool spanned = false; // the span (and `most`) found by the cursor's window
-            if (cursor) {
-                // The previous range's last block `from` ends before this range's end, and this range's blocks
-                // usually lie among the 32 from `from` (a few ranges on, as a sampling round's and the ranges
-                // between its samples are, too): one round of independent loads then gives the whole span (a
-                // search costs two or three dependent ones). Past the window, the search.
-                const uint32_t from = s.lb[t], p = from + lane;
-                const uint32_t last = t == warp && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
-                const float bound = prune && p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
-                const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
-                const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
-                first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
-                        : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
-                if (reaches_hi != 0 || from + 32u >= nb) {
-                    lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
-                    const uint32_t end = lb < nb ? lb + 1 : nb;
-                    if (prune && p >= first && p < end) most = bound;
-                    spanned = true;
-                }
-            } else {
-                first = warp_lower_block(blocks, 0, nb, lo);
-            }
-            if (!spanned) {
-                // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
-                const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
-                lb = warp_lower_block(blocks, first, window, hi - 1);
-                if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
-                const uint32_t end = lb < nb ? lb + 1 : nb;
-                if (prune)
-                    for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
-            }
-            const uint32_t end = lb < nb ? lb + 1 : nb;
-            // the next range's window, loaded now: its latency passes while this range is scored and reported
-            if (t == warp && !prune) {
-                pf.from = lb;
-                pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
-            }
-            most = warp_max_f(most);
+            // the warp's own first term keeps its next window loaded ahead (unpruned: the pruned cursor skips)
+            const float most = term_span(a, term, t, t == warp && !prune, prune != 0, lo, hi, cursor, s, pf, 0);
             if (lane == 0) {
                 if (!cursor) {
                     s.terms[t] = term;
                     s.max_score[t] = max_score;
                 }
-                s.span_first[0][t] = first;
-                s.span_count[0][t] = end > first ? end - first : 0;
-                s.lb[t] = lb;
                 s.range_max[t] = most;
             }
         }
@@ -565,9 +579,10 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 const isn_block_meta *blocks = a.blocks + term.first_block;
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(blocks, s.span_first[0][t] + rem, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0,
-                                &c1, &adds_first, &adds_last);
-                const double bound = (double)(term.weight * blocks[s.span_first[0][t] + rem].max_tf_part);
+                const uint32_t first = s.span_first[0][t];
+                gpu_block_cells(blocks, first + rem, first, first + s.span_count[0][t], lo, hi, term.weight, &c0, &c1,
+                                &adds_first, &adds_last);
+                const double bound = (double)(term.weight * blocks[first + rem].max_tf_part);
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) {
                     if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
                     atomicAdd(&cell_bound[c], bound);
@@ -597,8 +612,9 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             if (grid) {
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight,
-                                &c0, &c1, &adds_first, &adds_last);
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
+                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
+                                &adds_last);
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
                 if (gpu_bound_below(warp_max_d(most), prune)) {
@@ -643,8 +659,9 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 const uint32_t b = s.span_first[0][t] + rem;
                 uint32_t c0, c1;
                 bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight,
-                                &c0, &c1, &adds_first, &adds_last);
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
+                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
+                                &adds_last);
                 // a document here reaches theta only with essential score in its cell
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32)
@@ -878,48 +895,6 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
 }
 
-// The block span of term t (the warp's) in [lo, hi) into the span buffer, from the cursor s.lb[t] (the
-// previous range's last block) or by a search, as score_range finds it unpruned. `prefetched`: the warp's
-// first term, whose next cursor window it loads ahead (span_prefetch).
-__device__ __forceinline__ void term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
-                                          uint32_t lo, uint32_t hi, bool cursor, range_shared &s, span_prefetch &pf,
-                                          uint32_t buffer) {
-    const uint32_t lane = threadIdx.x & 31u;
-    const isn_block_meta *blocks = a.blocks + term.first_block;
-    const uint32_t nb = term.num_blocks;
-    uint32_t first, lb = nb;
-    bool spanned = false;
-    if (cursor) {
-        const uint32_t from = s.lb[t], p = from + lane;
-        const uint32_t last = prefetched && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
-        const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
-        const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
-        first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
-                : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
-        if (reaches_hi != 0 || from + 32u >= nb) {
-            lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
-            spanned = true;
-        }
-    } else {
-        first = warp_lower_block(blocks, 0, nb, lo);
-    }
-    if (!spanned) {
-        const uint32_t window = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 < nb ? first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2 : nb;
-        lb = warp_lower_block(blocks, first, window, hi - 1);
-        if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
-    }
-    const uint32_t end = lb < nb ? lb + 1 : nb;
-    if (prefetched) {
-        pf.from = lb;
-        pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
-    }
-    if (lane == 0) {
-        s.span_first[buffer][t] = first;
-        s.span_count[buffer][t] = end > first ? end - first : 0;
-        s.lb[t] = lb;
-    }
-}
-
 // report_touched, with each thread clearing its slots before the barrier that ends the selection (so the
 // next range's adds may start right after it).
 template <int C>
@@ -1050,7 +1025,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         const gpu_term g = a.terms[query.term_begin + t];
         const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
         if (lane == 0) s.terms[t] = term;
-        if (lo < hi) term_span(a, term, t, t == span_warp, lo, hi, false, s, pf, 0);
+        if (lo < hi) term_span(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
     }
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
@@ -1083,12 +1058,14 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
         const uint32_t r_next = v_next == UINT32_MAX ? UINT32_MAX : range_of(v_next);
         const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
-        const uint32_t hi_next = r_next == UINT32_MAX ? 0u : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS : limit;
+        const uint32_t hi_next = r_next == UINT32_MAX              ? 0u
+                                 : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS
+                                                                    : limit;
         if (lo_next < hi_next) {
             // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
             // which only the end of the partition (limit) makes, so not here
             for (uint32_t t = span_warp; t < nt; t += kWarps)
-                term_span(a, s.terms[t], t, t == span_warp, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
+                term_span(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }
         __syncthreads(); // this range's adds and the next range's spans are in
         if (items) {
@@ -1789,7 +1766,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<3, kWideAcc>, kThreads, kSharedBytes));
     d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, kCompactAcc>, kThreads, kCompactSharedBytes));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<4, kCompactAcc>, kThreads,
+                                                        kCompactSharedBytes));
     d->resident_compact = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, report_kernel<5, kNarrowAcc>, kThreads,
                                                         narrow_shared_bytes(5)));
@@ -2005,8 +1983,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (nwide) {
                 wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
-                if (d->report_blocks == 2) report_kernel<2, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
-                else report_kernel<3, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
+                if (d->report_blocks == 2)
+                    report_kernel<2, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
+                else
+                    report_kernel<3, kWideAcc><<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
             }
             CHECK(cudaGetLastError());
             if (round == 1) {
