@@ -95,6 +95,7 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.memory_budget = (uint64_t)conf->gpu_memory_budget_mib << 20;
     options.max_batch = conf->gpu_max_batch;
     options.max_k = conf->gpu_max_k;
+    options.streams = conf->gpu_streams;
     options.pruning = (int)conf->gpu_pruning;
     isn_query *training = NULL;
     uint32_t num_training = 0;

@@ -771,6 +771,8 @@ static void answer_fallback(void *context, uint32_t i, cpu_hand *hand) {
     answer_on_cpu(hand->searcher, &cb->slot->requests[cb->slot->cpu_tasks[i]]);
 }
 
+uint32_t isn_gpu_streams(const isn_gpu_backend *b) { return b ? b->options.streams : 0; }
+
 int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats, char *err, size_t err_len) {
     if (b == NULL || ticket < 0 || (uint32_t)ticket >= b->options.streams || !b->slots[ticket].busy) {
         snprintf(err, err_len, "isn_gpu_complete: no batch with ticket %d", ticket);

@@ -187,6 +187,8 @@ int isn_gpu_complete(isn_gpu_backend *backend, int ticket, isn_gpu_batch_stats *
 /* Submit + complete. */
 int isn_gpu_search_batch(isn_gpu_backend *backend, isn_gpu_request *requests, uint32_t n, isn_gpu_batch_stats *stats,
                          char *err, size_t err_len);
+/* Batches the backend holds at once (isn_gpu_options.streams): submits past these wait for a complete. */
+uint32_t isn_gpu_streams(const isn_gpu_backend *backend);
 
 /* What /readyz and the metrics need. ready: opened and warmed up (every kernel ran once); healthy:
  * no device error since. A node with ready && !healthy keeps serving, every query on the CPU: /readyz

@@ -13,8 +13,8 @@
 #include "gpu/gpu.h"
 #include "scheduler/scheduler_internal.h"
 
-/* Batches in flight at once: the backend's default streams (gpu.h). */
-#define CUDA_IN_FLIGHT 2
+/* Batches in flight at once: the backend's streams (isn_gpu_streams, [gpu] streams), at most this many. */
+#define CUDA_MAX_IN_FLIGHT 8
 
 /* A batch between submit and complete: its jobs (the dispatcher keeps the array until complete) and
  * the requests the backend fills. */
@@ -31,8 +31,8 @@ typedef struct {
     isn_gpu_cuda_callbacks callbacks;
     uint32_t max_batch;
     isn_gpu_request *requests; /* run_batch's */
-    cuda_flight flights[CUDA_IN_FLIGHT];
-    uint32_t in_flight;
+    cuda_flight flights[CUDA_MAX_IN_FLIGHT];
+    uint32_t max_in_flight, in_flight;
     /* A backend swap waits until no batch is in flight; meanwhile no new one starts. */
     bool replace_pending;
     pthread_cond_t idle;
@@ -99,7 +99,7 @@ static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *
      * backend that is going away. With batches in flight, they must be completed first. */
     while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     cuda_flight *f = NULL;
-    for (uint32_t i = 0; i < CUDA_IN_FLIGHT && !f; i++)
+    for (uint32_t i = 0; i < s->max_in_flight && !f; i++)
         if (!s->flights[i].busy) f = &s->flights[i];
     if (s->replace_pending || !f) {
         pthread_mutex_unlock(&s->lock);
@@ -124,7 +124,7 @@ static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *
 
 static int gpu_cuda_complete(void *state, int flight, char *err, size_t err_len) {
     gpu_cuda_state *s = state;
-    if (flight < 0 || flight >= CUDA_IN_FLIGHT || !s->flights[flight].busy) {
+    if (flight < 0 || (uint32_t)flight >= s->max_in_flight || !s->flights[flight].busy) {
         snprintf(err, err_len, "no GPU batch in flight with ticket %d", flight);
         return -1;
     }
@@ -181,12 +181,14 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
         return -1;
     gpu_cuda_state *s = calloc(1, sizeof *s);
     if (s == NULL) return -1;
-    s->requests = calloc((size_t)max_batch * (1 + CUDA_IN_FLIGHT), sizeof *s->requests);
+    const uint32_t streams = isn_gpu_streams(backend);
+    s->max_in_flight = streams == 0 ? 1 : streams < CUDA_MAX_IN_FLIGHT ? streams : CUDA_MAX_IN_FLIGHT;
+    s->requests = calloc((size_t)max_batch * (1 + s->max_in_flight), sizeof *s->requests);
     if (s->requests == NULL) {
         free(s);
         return -1;
     }
-    for (uint32_t i = 0; i < CUDA_IN_FLIGHT; i++) s->flights[i].requests = s->requests + (size_t)max_batch * (1 + i);
+    for (uint32_t i = 0; i < s->max_in_flight; i++) s->flights[i].requests = s->requests + (size_t)max_batch * (1 + i);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->backend = backend;
@@ -201,7 +203,7 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
     device->run_batch = gpu_cuda_run_batch;
     device->submit = gpu_cuda_submit;
     device->complete = gpu_cuda_complete;
-    device->max_in_flight = CUDA_IN_FLIGHT;
+    device->max_in_flight = s->max_in_flight;
     device->max_batch = max_batch;
     device->memory_budget = health.bytes_resident;
     return 0;

@@ -284,7 +284,7 @@ typedef struct {
 } sched_worker;
 
 /* A batch a dispatcher sent and has not answered yet. */
-#define SCHED_MAX_IN_FLIGHT 2
+#define SCHED_MAX_IN_FLIGHT 8
 typedef struct {
     isn_job **jobs; /* the device's max_batch entries */
     uint32_t n;

@@ -756,6 +756,44 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
     isn_gpu_close(b);
 }
 
+/* A backend of four streams ([gpu] streams = 4) gives the scheduler's device four batches at once, and
+ * refuses a fifth as busy until one is completed. */
+static void test_scheduler_device_four_streams_emulated(void **state) {
+    (void)state;
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = true;
+    o.streams = 4;
+    char err[256];
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    assert_int_equal(isn_gpu_streams(b), 4);
+    batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
+    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
+    isn_gpu_device dev;
+    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
+    assert_int_equal(dev.max_in_flight, 4);
+    static isn_job jobs[40];
+    isn_job *ptrs[40];
+    for (uint32_t i = 0; i < 40; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].user = (void *)(uintptr_t)i;
+        ptrs[i] = &jobs[i];
+    }
+    sched_done = 0;
+    int tickets[4];
+    for (int i = 0; i < 4; i++) {
+        tickets[i] = dev.submit(dev.state, ptrs + 10 * i, 10, err, sizeof err);
+        assert_true(tickets[i] >= 0);
+    }
+    assert_int_equal(dev.submit(dev.state, ptrs, 4, err, sizeof err), GPU_DEVICE_BUSY);
+    for (int i = 0; i < 4; i++) assert_int_equal(dev.complete(dev.state, tickets[i], err, sizeof err), 0);
+    assert_int_equal(sched_done, 40);
+    assert_true(batch_check(&sched_bt, 10) > 20);
+    isn_gpu_cuda_free(&dev);
+    isn_gpu_close(b);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 0);
@@ -806,6 +844,7 @@ int main(void) {
         ON_EMULATED(test_ties_without_fallback), ON_GPU(test_ties_without_fallback),
         cmocka_unit_test(test_scheduler_device_emulated),
         cmocka_unit_test(test_scheduler_device_pipelined_emulated),
+        cmocka_unit_test(test_scheduler_device_four_streams_emulated),
         cmocka_unit_test(test_pruning_modes_emulated),
         cmocka_unit_test(test_accumulator_layouts),
         cmocka_unit_test(test_sort_paths),

@@ -688,9 +688,12 @@ typedef struct {
     const isn_scheduler *scheduler; /* whose dispatcher's rest the completions look at */
     bool completed_while_resting;   /* a batch was completed while the device was rested */
     uint32_t submits, completes, in_flight, most_in_flight, jobs_answered;
-    isn_job *const *flights[2];
-    uint32_t sizes[2];
+    uint32_t tickets; /* batches it holds at once (0: two) */
+    isn_job *const *flights[4];
+    uint32_t sizes[4];
 } async_device;
+
+static uint32_t async_tickets(const async_device *a) { return a->tickets ? a->tickets : 2; }
 
 static int async_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     (void)state, (void)jobs, (void)n;
@@ -703,8 +706,10 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     async_device *a = state;
     pthread_mutex_lock(&a->lock);
     while (a->submits == 0 && !a->all_queued) pthread_cond_wait(&a->changed, &a->lock);
-    int ticket = a->flights[0] ? 1 : 0;
-    if (a->flights[ticket]) {
+    int ticket = -1;
+    for (uint32_t i = 0; i < async_tickets(a) && ticket < 0; i++)
+        if (!a->flights[i]) ticket = (int)i;
+    if (ticket < 0) {
         pthread_mutex_unlock(&a->lock);
         return GPU_DEVICE_BUSY;
     }
@@ -719,7 +724,7 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
 static int async_complete(void *state, int ticket, char *err, size_t err_len) {
     async_device *a = state;
     pthread_mutex_lock(&a->lock);
-    if (ticket < 0 || ticket > 1 || !a->flights[ticket]) {
+    if (ticket < 0 || (uint32_t)ticket >= async_tickets(a) || !a->flights[ticket]) {
         pthread_mutex_unlock(&a->lock);
         snprintf(err, err_len, "no batch with ticket %d", ticket);
         return -1;
@@ -739,7 +744,8 @@ static int async_complete(void *state, int ticket, char *err, size_t err_len) {
 /* Gives the config the pipelined test device (batches of 4) as its one GPU. */
 static void attach_pipelined(isn_scheduler_config *config, async_device *a, isn_gpu_device *gpu) {
     *gpu = (isn_gpu_device){.name = "pipelined", .state = a, .run_batch = async_run_batch, .submit = async_submit,
-                            .complete = async_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
+                            .complete = async_complete, .max_in_flight = async_tickets(a), .max_batch = 4,
+                            .memory_budget = 1u << 30};
     config->gpus = gpu;
     config->num_gpus = 1;
     config->batch.max_batch = 4;
@@ -777,6 +783,27 @@ static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
     assert_int_equal(a.in_flight, 0);
     assert_int_equal(a.most_in_flight, 2);
     assert_int_equal(stats.gpu_failures, 0);
+}
+
+/* A device of four streams ([gpu] streams = 4) gets four batches at once. */
+static void four_batches_on_a_device_of_four_streams(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .tickets = 4};
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[64];
+    queue_for_pipelined(s, &a, jobs, 64);
+    harness_wait(&h, &h.completed, 64);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 64);
+    assert_int_equal(a.jobs_answered, 64);
+    assert_int_equal(a.in_flight, 0);
+    assert_int_equal(a.most_in_flight, 4);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -1078,6 +1105,7 @@ int main(void) {
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
         cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
+        cmocka_unit_test(four_batches_on_a_device_of_four_streams),
         cmocka_unit_test(batch_in_flight_answered_when_the_one_before_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
