@@ -740,6 +740,30 @@ __device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint
     return m;
 }
 
+// A warp's m rounds of selection: each round the warp's lowest key goes to mine[round] (GPU_NO_CANDIDATE
+// ends the list: the merge reads no further). A lane keeps its best two keys; when its best is taken the
+// second moves up, and only when that one is taken too does rescan(taken, first, second) look at its
+// slots again for the two best above the taken key.
+template <typename Rescan>
+__device__ __forceinline__ void warp_select(uint32_t m, uint64_t *mine, uint64_t first, uint64_t second, Rescan rescan) {
+    const uint32_t lane = threadIdx.x & 31u;
+    bool second_known = true; // else the lane's slots above first were not looked at
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t w = warp_min_u64(first);
+        if (lane == 0) mine[round] = w;
+        if (w == GPU_NO_CANDIDATE) break;
+        if (first == w && round + 1 < m) {
+            if (second_known) {
+                first = second;
+                second_known = first == GPU_NO_CANDIDATE;
+            } else {
+                rescan(w, first, second);
+                second_known = true;
+            }
+        }
+    }
+}
+
 // Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
 // Each warp selects its m best: a lane keeps its best two; when its best is taken the second moves up,
 // and the lane rescans its slots only when that one is taken too. The m best of a warp's 1,024 slots
@@ -749,25 +773,12 @@ __device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint
 template <int C = kWideAcc>
 __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
                                  uint64_t *out) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const uint32_t warp = threadIdx.x >> 5;
     uint64_t first, second;
     lane_best_two<C>(acc, lo, n, 0, inv_scale, first, second);
-    bool second_known = true; // else second is unknown: the lane's slots above first were not looked at
-    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
-    for (uint32_t round = 0; round < m; round++) {
-        const uint64_t w = warp_min_u64(first);
-        if (lane == 0) mine[round] = w;
-        if (w == GPU_NO_CANDIDATE) break; // the merge reads no further than this padding
-        if (first == w && round + 1 < m) {
-            if (second_known) {
-                first = second;
-                second_known = first == GPU_NO_CANDIDATE;
-            } else {
-                lane_best_two<C>(acc, lo, n, w, inv_scale, first, second);
-                second_known = true;
-            }
-        }
-    }
+    warp_select(m, lists + warp * GPU_MAX_RANGE_TOP, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+        lane_best_two<C>(acc, lo, n, above, inv_scale, f, sec);
+    });
     __syncthreads();
     return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
 }
@@ -862,66 +873,27 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 }
 
 // report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
-// 1024): each warp selects its own m best without the other warps (m rounds of a warp minimum; a lane
-// keeps its best two and looks at its slots again only when both are taken), and one barrier later warp 0 merges the warps' lists.
-// A block-wide minimum per round, as the first version took, cost a barrier per reported document.
+// 1024): each warp selects its own m best without the other warps (warp_select), and one barrier later
+// warp 0 merges the warps' lists (lists[w * list_top ...]). A block-wide minimum per round, as the first
+// version took, cost a barrier per reported document. Each thread clears its slots before that barrier,
+// so the next range's adds may start right after it.
 template <int C = kWideAcc>
 __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
-                                   const report_floor &answer_floor, uint64_t *lists, uint64_t *out) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t *mine = lists + warp * GPU_MAX_RANGE_TOP;
+                                   const report_floor &answer_floor, bool fixed, uint64_t *lists, uint32_t list_top,
+                                   uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5;
     uint64_t first, second;
     thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
-    bool second_known = true; // else the thread's slots above first were not looked at
-    for (uint32_t round = 0; round < m; round++) {
-        const uint64_t w = warp_min_u64(first);
-        if (lane == 0) mine[round] = w;
-        if (w == GPU_NO_CANDIDATE) break; // the merge reads no further than this padding
-        if (first == w && round + 1 < m) {
-            if (second_known) {
-                first = second;
-                second_known = first == GPU_NO_CANDIDATE;
-            } else {
-                thread_best_two<C>(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
-                second_known = true;
-            }
-        }
-    }
+    warp_select(m, lists + warp * list_top, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+        thread_best_two<C>(acc, touched, lo, n, above, inv_scale, answer_floor, f, sec);
+    });
+    clear_touched<C>(acc, touched, fixed);
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
-}
-
-// report_touched, with each thread clearing its slots before the barrier that ends the selection (so the
-// next range's adds may start right after it).
-template <int C>
-__device__ uint32_t report_and_clear(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
-                                     const report_floor &answer_floor, uint64_t *lists, uint32_t list_top, uint64_t *out) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    uint64_t *mine = lists + warp * list_top;
-    uint64_t first, second;
-    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
-    bool second_known = true;
-    for (uint32_t round = 0; round < m; round++) {
-        const uint64_t w = warp_min_u64(first);
-        if (lane == 0) mine[round] = w;
-        if (w == GPU_NO_CANDIDATE) break;
-        if (first == w && round + 1 < m) {
-            if (second_known) {
-                first = second;
-                second_known = first == GPU_NO_CANDIDATE;
-            } else {
-                thread_best_two<C>(acc, touched, lo, n, w, inv_scale, answer_floor, first, second);
-                second_known = true;
-            }
-        }
-    }
-    clear_touched<C>(acc, touched, true);
-    __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 // Narrow ranges with a report floor are reported from a dense scan of the counters instead of a bitmap:
@@ -958,7 +930,8 @@ __device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, u
         }
 }
 
-// report_and_clear for a narrow range without its bitmap.
+// report_touched for a narrow range without its bitmap (with a floor, a warp whose slots all stay below it
+// writes its empty list without a round).
 __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
                                  uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -967,21 +940,9 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
     const bool passes = dense_max(acc) >= at_least;
     if (__any_sync(0xFFFFFFFFu, passes)) {
         if (passes) dense_best_two(acc, lo, n, 0, inv_scale, at_least, first, second);
-        bool second_known = true;
-        for (uint32_t round = 0; round < m; round++) {
-            const uint64_t w = warp_min_u64(first);
-            if (lane == 0) mine[round] = w;
-            if (w == GPU_NO_CANDIDATE) break;
-            if (first == w && round + 1 < m) {
-                if (second_known) {
-                    first = second;
-                    second_known = first == GPU_NO_CANDIDATE;
-                } else {
-                    dense_best_two(acc, lo, n, w, inv_scale, at_least, first, second);
-                    second_known = true;
-                }
-            }
-        }
+        warp_select(m, mine, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+            dense_best_two(acc, lo, n, above, inv_scale, at_least, f, sec);
+        });
     } else if (lane == 0) {
         mine[0] = GPU_NO_CANDIDATE;
     }
@@ -1074,7 +1035,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
                 reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, kListTop, out);
             } else {
-                reported += report_and_clear<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, lists, kListTop, out);
+                reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
+                                              out);
             }
             ranges_scored++;
         } else {
@@ -1159,9 +1121,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) report_kernel(range_args
         }
         scored++;
         if (touched != nullptr) {
-            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor,
-                                       reinterpret_cast<uint64_t *>(aux), out);
-            clear_touched<C>(acc, touched, query.fixed_shift != 0);
+            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, query.fixed_shift != 0,
+                                          reinterpret_cast<uint64_t *>(aux), GPU_MAX_RANGE_TOP, out);
         } else {
             reported += report_range<C>(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
         }

@@ -162,9 +162,9 @@ static uint32_t batch_check(const batch *bt, uint32_t k) {
 
 static bool and_by_ranges;
 
-/* A backend with the given pruning mode and max_batch (open_backend: AUTO, 256). */
-static isn_gpu_backend *open_backend_with(bool emulate, uint64_t budget, uint32_t max_candidates, int pruning,
-                                          uint32_t max_batch) {
+/* The tests' backend options, with the given pruning mode and max_batch (open_backend: AUTO, 256). */
+static isn_gpu_options test_options(bool emulate, uint64_t budget, uint32_t max_candidates, int pruning,
+                                    uint32_t max_batch) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.pruning = pruning;
@@ -174,10 +174,20 @@ static isn_gpu_backend *open_backend_with(bool emulate, uint64_t budget, uint32_
     o.max_batch = max_batch;
     o.max_k = 10000;
     o.max_candidates = max_candidates;
+    return o;
+}
+
+static isn_gpu_backend *open_options(const isn_gpu_options *o) {
     char err[256];
-    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    isn_gpu_backend *b = isn_gpu_open(ix, o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
     return b;
+}
+
+static isn_gpu_backend *open_backend_with(bool emulate, uint64_t budget, uint32_t max_candidates, int pruning,
+                                          uint32_t max_batch) {
+    const isn_gpu_options o = test_options(emulate, budget, max_candidates, pruning, max_batch);
+    return open_options(&o);
 }
 
 static isn_gpu_backend *open_backend(bool emulate, uint64_t budget, uint32_t max_candidates) {
@@ -666,8 +676,11 @@ static void sched_on_done(void *user, isn_job *job, const isn_gpu_request *reque
 
 /* The scheduler's device over an emulated backend (batches of 16), and 40 jobs whose requests are
  * sched_bt's (each job's user is its index there). */
-static isn_gpu_backend *scheduler_device(isn_gpu_device *dev, isn_job *ptrs[40]) {
-    isn_gpu_backend *b = open_backend(true, 0, 0);
+/* The scheduler's device over an emulated backend of `streams` streams, and 40 jobs for it. */
+static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs[40], uint32_t streams) {
+    isn_gpu_options o = test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256);
+    o.streams = streams;
+    isn_gpu_backend *b = open_options(&o);
     batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
     isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
     assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, dev), 0);
@@ -679,6 +692,10 @@ static isn_gpu_backend *scheduler_device(isn_gpu_device *dev, isn_job *ptrs[40])
     }
     sched_done = 0;
     return b;
+}
+
+static isn_gpu_backend *scheduler_device(isn_gpu_device *dev, isn_job *ptrs[40]) {
+    return scheduler_device_with(dev, ptrs, test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256).streams);
 }
 
 static void test_scheduler_device_emulated(void **state) {
@@ -760,27 +777,12 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
  * refuses a fifth as busy until one is completed. */
 static void test_scheduler_device_four_streams_emulated(void **state) {
     (void)state;
-    isn_gpu_options o;
-    isn_gpu_options_default(&o);
-    o.emulate = true;
-    o.streams = 4;
-    char err[256];
-    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
-    if (!b) fail_msg("isn_gpu_open: %s", err);
-    assert_int_equal(isn_gpu_streams(b), 4);
-    batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
-    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
     isn_gpu_device dev;
-    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, &dev), 0);
-    assert_int_equal(dev.max_in_flight, 4);
-    static isn_job jobs[40];
     isn_job *ptrs[40];
-    for (uint32_t i = 0; i < 40; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        jobs[i].user = (void *)(uintptr_t)i;
-        ptrs[i] = &jobs[i];
-    }
-    sched_done = 0;
+    isn_gpu_backend *b = scheduler_device_with(&dev, ptrs, 4);
+    char err[256];
+    assert_int_equal(isn_gpu_streams(b), 4);
+    assert_int_equal(dev.max_in_flight, 4);
     int tickets[4];
     for (int i = 0; i < 4; i++) {
         tickets[i] = dev.submit(dev.state, ptrs + 10 * i, 10, err, sizeof err);

@@ -764,12 +764,13 @@ static void queue_for_pipelined(isn_scheduler *s, async_device *a, test_job *job
     pthread_mutex_unlock(&a->lock);
 }
 
-static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
-    (void)state;
+/* 64 jobs through the pipelined device of `tickets` streams: all answered on it, and it held that many
+ * batches at once. */
+static void run_pipelined(uint32_t tickets) {
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
-    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .tickets = tickets};
     isn_gpu_device gpu;
     attach_pipelined(&config, &a, &gpu);
     isn_scheduler *s = harness_start(&config);
@@ -781,29 +782,19 @@ static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
     assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 64);
     assert_int_equal(a.jobs_answered, 64);
     assert_int_equal(a.in_flight, 0);
-    assert_int_equal(a.most_in_flight, 2);
+    assert_int_equal(a.most_in_flight, tickets);
     assert_int_equal(stats.gpu_failures, 0);
+}
+
+static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
+    (void)state;
+    run_pipelined(2);
 }
 
 /* A device of four streams ([gpu] streams = 4) gets four batches at once. */
 static void four_batches_on_a_device_of_four_streams(void **state) {
     (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .tickets = 4};
-    isn_gpu_device gpu;
-    attach_pipelined(&config, &a, &gpu);
-    isn_scheduler *s = harness_start(&config);
-    static test_job jobs[64];
-    queue_for_pipelined(s, &a, jobs, 64);
-    harness_wait(&h, &h.completed, 64);
-    isn_scheduler_stats stats = scheduler_stats(s);
-    isn_scheduler_stop(s);
-    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 64);
-    assert_int_equal(a.jobs_answered, 64);
-    assert_int_equal(a.in_flight, 0);
-    assert_int_equal(a.most_in_flight, 4);
+    run_pipelined(4);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
