@@ -9,7 +9,7 @@
  * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
  * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
  * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
- * --inflight N keeps N batches on N streams at once (default 2), as isnd's dispatcher does; --exhaustive
+ * --inflight N keeps N batches on N streams at once (default 6, as isnd's [gpu] streams), as isnd's dispatcher does; --exhaustive
  * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
  * the backend pick per batch, isn_gpu_options.pruning);
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit), its
@@ -129,7 +129,7 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
-    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 6;
     double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
     bool seed = true;
@@ -171,11 +171,13 @@ int main(int argc, char **argv) {
         default: return 2;
         }
     }
-    if (!index_dir || !queries_path || threads == 0 || threads > 256 || inflight == 0 || inflight > 8 ||
-        min_batches == 0 || min_batches > 64) {
+    if (!index_dir || !queries_path) {
         fprintf(stderr, "usage: bench_gpu --index DIR --queries FILE.tsv [--ks ..] [--batches ..] [--threads N]\n");
         return 2;
     }
+    if (threads == 0 || threads > 256) return fprintf(stderr, "bench_gpu: --threads must be 1..256\n"), 2;
+    if (inflight == 0 || inflight > 8) return fprintf(stderr, "bench_gpu: --inflight must be 1..8\n"), 2;
+    if (min_batches == 0 || min_batches > 4096) return fprintf(stderr, "bench_gpu: --min-batches must be 1..4096\n"), 2;
     char err[512];
     isn_index *ix = isn_index_open(index_dir, err, sizeof err);
     if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -220,6 +222,9 @@ int main(int argc, char **argv) {
     isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
     /* requests: the log, or more of it over again for --min-batches */
     const uint32_t requests = log.n > max_batch * min_batches ? log.n : max_batch * min_batches;
+    if ((double)requests * max_k * sizeof(isn_hit) > 16.0 * 1073741824.0)
+        return fprintf(stderr, "bench_gpu: --min-batches %u at batch %u and k %u needs over 16 GiB of answers\n",
+                       min_batches, max_batch, max_k), 2;
     isn_hit *gpu_hits = malloc((size_t)requests * max_k * sizeof *gpu_hits);
     uint32_t *cpu_n = malloc(log.n * sizeof *cpu_n);
     isn_gpu_request *req = calloc(requests, sizeof *req);
@@ -249,9 +254,7 @@ int main(int argc, char **argv) {
             probe_s = isn_now_seconds() - probe_s;
             for (uint32_t bi = 0; bi < nb; bi++) {
                 uint32_t bs = batches[bi];
-                /* batch 1 and 16 run over a prefix of the log: enough batches to time, bounded in length */
-                uint32_t n = bs < 64 ? (log.n < 64 * bs ? log.n : 64 * bs) : log.n;
-                if (n < bs * min_batches) n = bs * min_batches;
+                uint32_t n = log.n < bs * min_batches ? bs * min_batches : log.n;
                 isn_gpu_batch_stats sum;
                 memset(&sum, 0, sizeof sum);
                 uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0;

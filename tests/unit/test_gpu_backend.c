@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conf/conf.h"
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
@@ -735,7 +736,7 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
     (void)state;
     isn_gpu_device dev;
     isn_job *ptrs[40];
-    isn_gpu_backend *b = scheduler_device(&dev, ptrs);
+    isn_gpu_backend *b = scheduler_device_with(&dev, ptrs, 2);
     char err[256];
     assert_int_equal(dev.max_in_flight, 2);
     int first = dev.submit(dev.state, ptrs, 16, err, sizeof err);
@@ -796,6 +797,24 @@ static void test_scheduler_device_four_streams_emulated(void **state) {
     isn_gpu_close(b);
 }
 
+/* isnd's [gpu] streams and the backend's own default agree, and hold enough batches to keep a device
+ * busy at small batches: one batch of 16 leaves it idle between its kernels, so at least four. */
+static void test_default_streams(void **state) {
+    (void)state;
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    isn_conf conf;
+    isn_conf_default(&conf);
+    assert_int_equal(o.streams, conf.gpu_streams);
+    assert_true(o.streams >= 4);
+    isn_job *ptrs[40];
+    isn_gpu_device dev;
+    isn_gpu_backend *b = scheduler_device(&dev, ptrs);
+    assert_int_equal(dev.max_in_flight, o.streams);
+    isn_gpu_cuda_free(&dev);
+    isn_gpu_close(b);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 0);
@@ -847,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_scheduler_device_emulated),
         cmocka_unit_test(test_scheduler_device_pipelined_emulated),
         cmocka_unit_test(test_scheduler_device_four_streams_emulated),
+        cmocka_unit_test(test_default_streams),
         cmocka_unit_test(test_pruning_modes_emulated),
         cmocka_unit_test(test_accumulator_layouts),
         cmocka_unit_test(test_sort_paths),
