@@ -9,7 +9,7 @@
  * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
  * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
  * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
- * --inflight N keeps N batches on N streams at once (default 6, as isnd's [gpu] streams), as isnd's dispatcher does; --exhaustive
+ * --inflight N keeps N batches on N streams at once (default 2, as isnd's [gpu] streams), as isnd's dispatcher does; --exhaustive
  * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
  * the backend pick per batch, isn_gpu_options.pruning);
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit), its
@@ -129,7 +129,7 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
-    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 6;
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
     double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
     bool seed = true;

@@ -69,7 +69,7 @@ void isn_gpu_options_default(isn_gpu_options *o) {
     memset(o, 0, sizeof *o);
     o->max_batch = 1024;
     o->max_k = 1000;
-    o->streams = 6;
+    o->streams = 2;
     o->prefix_cap = 0.5;
 }
 

@@ -52,7 +52,7 @@ typedef struct {
     uint32_t max_batch;        /* queries per batch (default 1024) */
     uint32_t max_k;            /* largest k served on the device (default 1000, at most 10000) */
     uint32_t max_candidates;   /* per query, before the final sort (0 = max(4 * max_k, 16384)) */
-    uint32_t streams;          /* batches in flight at once (default 6) */
+    uint32_t streams;          /* batches in flight at once (default 2) */
     /* Conjunctive queries whose shortest list has at most max_candidates postings are answered by probing
      * that list's documents into the others; true sends them through the range passes too (measuring). */
     bool and_by_ranges;

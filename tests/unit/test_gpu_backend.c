@@ -797,8 +797,8 @@ static void test_scheduler_device_four_streams_emulated(void **state) {
     isn_gpu_close(b);
 }
 
-/* isnd's [gpu] streams and the backend's own default agree, and hold enough batches to keep a device
- * busy at small batches: one batch of 16 leaves it idle between its kernels, so at least four. */
+/* isnd's [gpu] streams and the backend's own default agree, and the scheduler's device holds that many
+ * batches at once. */
 static void test_default_streams(void **state) {
     (void)state;
     isn_gpu_options o;
@@ -806,7 +806,6 @@ static void test_default_streams(void **state) {
     isn_conf conf;
     isn_conf_default(&conf);
     assert_int_equal(o.streams, conf.gpu_streams);
-    assert_true(o.streams >= 4);
     isn_job *ptrs[40];
     isn_gpu_device dev;
     isn_gpu_backend *b = scheduler_device(&dev, ptrs);
