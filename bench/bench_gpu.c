@@ -9,9 +9,10 @@
  * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
  * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
  * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
- * --inflight N keeps N batches on N streams at once (default 2, as isnd's [gpu] streams), as isnd's dispatcher does; --exhaustive
- * scores every range and block (no seed, no sampling round) and --pruned always prunes (the default lets
- * the backend pick per batch, isn_gpu_options.pruning);
+ * --inflight N keeps N batches on N streams at once, as isnd's dispatcher does ([gpu] streams, default 2 in
+ * both); every batch size runs over the whole log (or --min-batches of it); --exhaustive scores every
+ * range and block (no seed, no sampling round) and --pruned always prunes (the default lets the backend
+ * pick per batch, isn_gpu_options.pruning);
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit), its
  * blocks chosen by the measured log itself or by --train-queries FILE (held-out queries: the honest
  * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
