@@ -18,7 +18,8 @@
 #        build-gpu/bench/bench_gpu build-gpu/bin/isn-index
 # (BUILD= another folder with the same layout works too), indexes and query logs from .devdata/ (idx-cran,
 # idx-deb, *.queries.tsv), libcmocka from .devlibs/. JSON lines and a summary land in $OUT (or
-# $BUILD/results). CPU rates use every core, warmed up, for at least 2 s per row.
+# $BUILD/results). CPU rates use every core, warmed up, for at least 2 s per row. EXTRA adds bench_gpu
+# options in every stage that runs it (e.g. EXTRA="--inflight 6").
 set -u
 STAGE=${1:-small}
 B=${BUILD:-build-gpu}
@@ -89,10 +90,12 @@ tests)
   grep -E "^GPU|FAILED|PASSED|SKIPPED|ERROR|Error|error" "$O/test_gpu_backend.log" | head -40
   ;;
 small)
-  run_bench cran 100 --index "$D/idx-cran" --queries "$D/cranfield.queries.tsv" --ks 10,1000 --batches 1,16,256
-  run_bench debpkg 200 --index "$D/idx-deb" --queries "$D/debpkg.queries.tsv" --ks 10,1000 --batches 1,16,256,4096
+  run_bench cran 100 --index "$D/idx-cran" --queries "$D/cranfield.queries.tsv" --ks 10,1000 --batches 1,16,256 \
+    ${EXTRA:-}
+  run_bench debpkg 200 --index "$D/idx-deb" --queries "$D/debpkg.queries.tsv" --ks 10,1000 --batches 1,16,256,4096 \
+    ${EXTRA:-}
   run_bench short 200 --index "$D/idx-deb" --queries "$D/short.queries.tsv" --ks 10,1000 --batches 16,256,4096 \
-    --max-queries 8192
+    --max-queries 8192 ${EXTRA:-}
   summary "$O"/cran.json "$O"/debpkg.json "$O"/short.json
   ;;
 synth)
