@@ -255,8 +255,12 @@ int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
     atomic_init(&d->rest_until_ns, 0);
     size_t slots = d->device->max_batch ? d->device->max_batch : 1;
     d->batch = calloc(slots, sizeof *d->batch);
-    for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) d->flights[f].jobs = calloc(slots, sizeof *d->flights[f].jobs);
-    if (!d->batch || !d->flights[0].jobs || !d->flights[1].jobs || !d->device->run_batch) return -1;
+    /* every slot of the flight ring gets an array: the ring turns through all SCHED_MAX_IN_FLIGHT of them */
+    for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) {
+        d->flights[f].jobs = calloc(slots, sizeof *d->flights[f].jobs);
+        if (!d->flights[f].jobs) return -1;
+    }
+    if (!d->batch || !d->device->run_batch) return -1;
     if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
     d->started = true;
     char name[32];
