@@ -148,20 +148,21 @@ extern const gpu_device_ops gpu_emulated_device;
 /* NULL in a build without CUDA. */
 const gpu_device_ops *gpu_cuda_device_ops(void);
 
-/* Device layout of the resident postings (device_layout.c). Each block holds its doc gaps (doc - previous
- * - 1, the first from the previous block's last doc) as a stream of fields of one width in four interleaved
- * 32-bit lanes (field i in lane i % 4 at bit (i / 4) * width, 16 bytes per 32 bits of a lane,
- * gpu_layout_stream_bytes), then each posting's isn_bm25_tf_part as a float (gpu_layout_parts_bytes): the
- * part a term's weight multiplies, so the device needs neither the tf nor the document's norm (a random
- * load per posting) nor a division. Blocks start on 16-byte boundaries and have no exceptions. The offset
- * field of the metadata the device gets holds the block's byte offset and the gap width
+/* Device layout of the resident postings (device_layout.c). Each block holds its postings' doc offsets from
+ * the block's base (doc - base - 1, base the previous block's last doc: gpu_layout_offset_of) as a stream
+ * of fields of one width in four interleaved 32-bit lanes (field i in lane i % 4 at bit (i / 4) * width, 16
+ * bytes per 32 bits of a lane, gpu_layout_stream_bytes), then each posting's isn_bm25_tf_part as a float
+ * (gpu_layout_parts_bytes): the part a term's weight multiplies, so the device needs neither the tf nor the
+ * document's norm (a random load per posting) nor a division. Offsets rather than gaps: a lane decodes its
+ * postings on its own, without a prefix sum across the warp, for a few more bits a field. Blocks start on 16-byte boundaries and have no exceptions. The offset
+ * field of the metadata the device gets holds the block's byte offset and the field width
  * (gpu_layout_meta_word), so one load of it is all a warp needs before the values.
  * gpu_layout_measure fills widths[b] for every block b of the index; 0, or -1 with err for a block that
  * does not decode. gpu_layout_list_bytes: device bytes of a list's first `upto` blocks. gpu_layout_write
  * lays out each term's first term_blocks[t] blocks, one list after the other in term order, into payload
  * (sized by gpu_layout_list_bytes) and sets their offset fields in metas (a copy of the index's metadata);
  * 0, or -1 with err. Measuring and writing spread the terms over `threads` threads. */
-#define GPU_LAYOUT_OFFSET_BITS 40 /* of the offset field: the rest holds the gap width */
+#define GPU_LAYOUT_OFFSET_BITS 40 /* of the offset field: the rest holds the field width */
 int gpu_layout_measure(const isn_index *ix, uint8_t *widths, uint32_t threads, char *err, size_t err_len);
 uint64_t gpu_layout_list_bytes(const isn_index *ix, const uint8_t *widths, uint32_t term, uint32_t upto);
 int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t *term_blocks, uint8_t *payload,

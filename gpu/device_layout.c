@@ -1,8 +1,9 @@
 /* The device's posting layout (device.h, "Device layout"), written from the index's blocks at upload.
- * The index's blocks are bit-packed with exceptions and a 1- or 3-byte header, so on the device every
- * packed word load was unaligned (two loads and a funnel shift) and every exception cost the whole warp
- * a round of shuffles. Here a block's gap width lives in its metadata, its gaps and tf parts start on
- * 16-byte boundaries, and there are no exceptions; holding the tf part instead of the tf spares the
+ * The index's blocks are bit-packed gaps with exceptions and a 1- or 3-byte header, so on the device every
+ * packed word load was unaligned (two loads and a funnel shift), every exception cost the whole warp
+ * a round of shuffles, and a posting's doc needed the sum of the gaps before it. Here a block's field width
+ * lives in its metadata, each field is the posting's offset from the block's base (any posting decodes on
+ * its own), fields and tf parts start on 16-byte boundaries, and there are no exceptions; holding the tf part instead of the tf spares the
  * device each posting's norm load and a division. */
 #include <pthread.h>
 #include <stdbool.h>
@@ -23,10 +24,12 @@ typedef struct {
     uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
 } term_reader;
 
-static uint32_t width_of(const uint32_t *values, uint32_t n) {
-    uint32_t any = 0;
-    for (uint32_t i = 0; i < n; i++) any |= values[i];
-    return any ? 32u - (uint32_t)__builtin_clz(any) : 0u;
+/* Bits of the block's largest field: its last posting's offset (device.h), from the codec's gaps (doc minus
+ * the previous doc minus one). Offsets rise, so the last is the largest. */
+static uint32_t offset_width(const uint32_t *gaps, uint32_t n) {
+    uint32_t offset = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) offset += gaps[i] + 1u;
+    return offset ? 32u - (uint32_t)__builtin_clz(offset) : 0u;
 }
 
 /* Block b's doc gaps, and with `freqs` its tf - 1, into the reader (sizing the layout needs only the gaps);
@@ -100,7 +103,7 @@ static void measure_terms(layout_part *p) {
                 p->rc = -1;
                 return;
             }
-            p->widths[(uint64_t)st.first_block + b] = (uint8_t)width_of(r.docs, n);
+            p->widths[(uint64_t)st.first_block + b] = (uint8_t)offset_width(r.docs, n);
         }
     }
 }
@@ -121,14 +124,15 @@ static void write_terms(layout_part *p) {
             }
             const uint64_t k = (uint64_t)st.first_block + b;
             const uint32_t doc_bits = p->widths[k];
-            uint8_t *gaps = p->payload + at;
-            float *parts = (float *)(void *)(gaps + gpu_layout_stream_bytes(n, doc_bits));
+            uint8_t *offsets = p->payload + at;
+            float *parts = (float *)(void *)(offsets + gpu_layout_stream_bytes(n, doc_bits));
             const uint64_t bytes = gpu_layout_block_bytes(n, doc_bits);
-            memset(gaps, 0, bytes);
-            uint32_t doc = b ? r.blocks[b - 1].last_doc : UINT32_MAX;
+            memset(offsets, 0, bytes);
+            const uint32_t base = b ? r.blocks[b - 1].last_doc : UINT32_MAX;
+            uint32_t doc = base;
             for (uint32_t i = 0; i < n; i++) {
-                if (doc_bits) pack_value(gaps, doc_bits, i, r.docs[i]);
                 doc += r.docs[i] + 1;
+                if (doc_bits) pack_value(offsets, doc_bits, i, gpu_layout_offset_of(base, doc));
                 parts[i] = isn_bm25_tf_part(r.k1_plus_1, r.freqs[i] + 1, r.norms[doc]);
             }
             p->metas[k].offset = gpu_layout_meta_word(at, doc_bits);
@@ -220,7 +224,7 @@ uint64_t isn_gpu_list_bytes(const isn_index *ix, uint32_t term_id, uint32_t bloc
     for (uint32_t b = 0; b < blocks && b < r.num_blocks; b++) {
         const uint32_t n = read_block(&r, term_id, b, false, err, sizeof err);
         if (n == 0) return 0;
-        bytes += gpu_layout_block_bytes(n, width_of(r.docs, n));
+        bytes += gpu_layout_block_bytes(n, offset_width(r.docs, n));
     }
     return bytes;
 }

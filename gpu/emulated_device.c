@@ -83,9 +83,9 @@ static uint32_t decode_block(const gpu_upload *u, const gpu_term *term, uint32_t
     const uint64_t word = blocks[k].offset;
     const uint32_t doc_bits = gpu_layout_doc_bits(word);
     const uint8_t *in = u->payload + gpu_layout_offset(word), *part_in = in + gpu_layout_stream_bytes(n, doc_bits);
-    uint32_t doc = k ? blocks[k - 1].last_doc : UINT32_MAX;
+    const uint32_t base = k ? blocks[k - 1].last_doc : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
-        docs[i] = doc += gpu_layout_value(in, doc_bits, i) + 1;
+        docs[i] = gpu_layout_doc_of(base, gpu_layout_value(in, doc_bits, i));
         memcpy(&parts[i], part_in + 4 * i, sizeof parts[i]);
     }
     return n;

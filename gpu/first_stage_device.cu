@@ -264,8 +264,8 @@ __device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, 
 }
 
 // Block b of a list decoded by one warp: lane l gets postings 4l..4l+3 (docs and tf parts), valid below n.
-// The device layout (device.h) puts a lane's four gaps side by side (one or two 16-byte loads) and its four
-// parts too (one).
+// The device layout (device.h) puts a lane's four offsets side by side (one or two 16-byte loads) and its
+// four parts too (one).
 __device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t n, uint32_t lane,
                                             uint32_t v[4]) {
     if (bits == 0 || 4u * lane >= n) { // a lane past the count reads nothing (short streams end before it)
@@ -282,35 +282,29 @@ __device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits
     v[3] = __funnelshift_r(low.w, high.w, shift) & mask;
 }
 
+__device__ __forceinline__ uint32_t block_base(const isn_block_meta *blocks, uint32_t b) {
+    return b ? __ldg(&blocks[b - 1].last_doc) : UINT32_MAX;
+}
+
 __device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, const isn_block_meta *blocks,
                                                       const gpu_term &term, uint32_t b, uint32_t docs[4],
                                                       float parts[4]) {
     const uint32_t lane = threadIdx.x & 31u;
     const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
     const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
-    const uint32_t base = b ? __ldg(&blocks[b - 1].last_doc) : UINT32_MAX;
+    const uint32_t base = block_base(blocks, b);
     const uint32_t doc_bits = gpu_layout_doc_bits(word);
     const uint8_t *in = payload + gpu_layout_offset(word);
-    uint32_t gaps[4];
-    lane_fields(in, doc_bits, n, lane, gaps);
+    uint32_t offsets[4];
+    lane_fields(in, doc_bits, n, lane, offsets);
     const float4 lane_parts = 4u * lane < n ? __ldg(reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane)
                                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     parts[0] = lane_parts.x;
     parts[1] = lane_parts.y;
     parts[2] = lane_parts.z;
     parts[3] = lane_parts.w;
-    uint32_t local = 0;
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        gaps[j] = 4 * lane + j < n ? gaps[j] + 1u : 0u;
-        local += gaps[j];
-    }
-    uint32_t doc = base + (warp_inclusive_sum(local) - local);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        doc += gaps[j];
-        docs[j] = doc;
-    }
+    for (int j = 0; j < 4; j++) docs[j] = gpu_layout_doc_of(base, offsets[j]);
     return n;
 }
 

@@ -97,7 +97,9 @@ GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, ui
     return in[h.header_bytes + gpu_stream_bytes(n, h.bits) + e];
 }
 
-/* The device layout (device.h): a block's offset and doc-gap width in its metadata's offset field. */
+/* The device layout (device.h): a block's offset and field width in its metadata's offset field. A field
+ * holds doc - base - 1, base being the previous block's last doc (UINT32_MAX for a list's first block, so
+ * its fields are the docs themselves). */
 GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits) {
     return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS;
 }
@@ -110,6 +112,9 @@ GPU_HD uint32_t gpu_layout_parts_bytes(uint32_t n) { return 4u * ((n + 3u) & ~3u
 GPU_HD uint64_t gpu_layout_block_bytes(uint32_t n, uint32_t doc_bits) {
     return (uint64_t)gpu_layout_stream_bytes(n, doc_bits) + gpu_layout_parts_bytes(n);
 }
+
+GPU_HD uint32_t gpu_layout_offset_of(uint32_t base, uint32_t doc) { return doc - base - 1u; }
+GPU_HD uint32_t gpu_layout_doc_of(uint32_t base, uint32_t field) { return base + field + 1u; }
 
 /* Field i of a device-layout stream of `bits`-bit fields. */
 GPU_HD uint32_t gpu_layout_value(const uint8_t *stream, uint32_t bits, uint32_t i) {

@@ -106,11 +106,13 @@ static uint64_t check_term(const layout *l, uint32_t t) {
         assert_int_equal(gpu_layout_offset(word) % 16, 0);
         const uint32_t bits = gpu_layout_doc_bits(word);
         assert_true(bits <= 32);
-        const uint8_t *gaps = l->payload + gpu_layout_offset(word);
-        const uint8_t *parts = gaps + gpu_layout_stream_bytes(n, bits);
-        uint32_t doc = b ? metas[b - 1].last_doc : UINT32_MAX;
+        const uint8_t *offsets = l->payload + gpu_layout_offset(word);
+        const uint8_t *parts = offsets + gpu_layout_stream_bytes(n, bits);
+        const uint32_t base = b ? metas[b - 1].last_doc : UINT32_MAX;
+        uint32_t doc = 0;
         for (uint32_t i = 0; i < n; i++) {
-            doc += gpu_layout_value(gaps, bits, i) + 1;
+            /* every posting on its own, as the packed kernels read them */
+            doc = base + gpu_layout_value(offsets, bits, i) + 1u;
             assert_int_equal(doc, c.doc);
             float part;
             memcpy(&part, parts + 4 * i, sizeof part);
@@ -158,7 +160,7 @@ static void test_sizes(void **state) {
     assert_int_equal(sum, l.bytes);
     assert_int_equal(isn_gpu_list_bytes(ix, nt, 1), 0); /* unknown term */
     assert_true(gpu_layout_block_bytes(1, 20) < gpu_layout_block_bytes(128, 20));
-    assert_int_equal(gpu_layout_block_bytes(128, 0), 512); /* gaps of 0 bits: only the parts */
+    assert_int_equal(gpu_layout_block_bytes(128, 0), 512); /* fields of 0 bits (one posting at base + 1): only the parts */
     layout_free(&l);
 }
 
