@@ -320,9 +320,16 @@ struct range_shared {
     // alternate, this range's and the next's
     uint32_t span_first[2][GPU_MAX_TERMS], span_count[2][GPU_MAX_TERMS];
     uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
-    float range_max[GPU_MAX_TERMS]; // weight * the largest block maximum among the term's blocks here
+    union {
+        float range_max[GPU_MAX_TERMS]; // score_range: weight * the largest block maximum among the term's blocks here
+        // report_unpruned (no bounds), queries of at most 32 terms: per span buffer, the blocks of the terms
+        // before term t, found once by one warp instead of by every warp (a sixth block a multiprocessor
+        // leaves no shared memory for another array)
+        uint32_t item_start[2][32];
+    };
     float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
     uint32_t skipped;
+    uint32_t item_total[2]; // report_unpruned: the blocks of all terms, per span buffer
 };
 
 __device__ __forceinline__ float warp_max_f(float v) {
@@ -985,11 +992,14 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
     const bool lanes_hold_terms = nt <= 32;
-    for (uint32_t buffer = 0;; buffer ^= 1u) {
+    for (uint32_t buffer = 0, shared_starts = 0;; buffer ^= 1u, shared_starts = lanes_hold_terms) {
         const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
         uint32_t items = 0, lane_before = 0;
-        if (lo < hi) {
+        if (lo < hi && shared_starts) {
+            lane_before = lane < nt ? s.item_start[buffer][lane] : 0u;
+            items = s.item_total[buffer];
+        } else if (lo < hi) {
             const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
             lane_before = warp_inclusive_sum(lane_count) - lane_count;
             if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
@@ -1023,6 +1033,13 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 term_span(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }
         __syncthreads(); // this range's adds and the next range's spans are in
+        // the next range's item starts, which the report's barrier (or the one below) orders before its reads
+        if (lanes_hold_terms && warp == kWarps - 1) {
+            const uint32_t c = lo_next < hi_next && lane < nt ? s.span_count[buffer ^ 1u][lane] : 0u;
+            const uint32_t before = warp_inclusive_sum(c) - c;
+            s.item_start[buffer ^ 1u][lane] = before;
+            if (lane == 31) s.item_total[buffer ^ 1u] = before + c;
+        }
         if (items) {
             if (kDense) {
                 const unsigned long long floor = answer_floor.fixed;
@@ -1036,6 +1053,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         } else {
             for (uint32_t j = tid; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
+            __syncthreads(); // no report barrier: the item starts above must be in before the next range reads them
         }
         if (v_next == UINT32_MAX) break;
         v = v_next;
