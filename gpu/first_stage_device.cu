@@ -373,7 +373,9 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         if (!valid[j]) continue;
         const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
-        if (kNarrowed || query.fixed_shift)
+        if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
+            acc_add_fixed<C>(acc, slot, __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23)));
+        else if (kNarrowed || query.fixed_shift)
             acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
             atomicAdd(&acc[slot], (double)c);
