@@ -154,9 +154,10 @@ const gpu_device_ops *gpu_cuda_device_ops(void);
  * bytes per 32 bits of a lane, gpu_layout_stream_bytes), then each posting's isn_bm25_tf_part as a float
  * (gpu_layout_parts_bytes): the part a term's weight multiplies, so the device needs neither the tf nor the
  * document's norm (a random load per posting) nor a division. Offsets rather than gaps: a lane decodes its
- * postings on its own, without a prefix sum across the warp, for a few more bits a field. Blocks start on 16-byte boundaries and have no exceptions. The offset
- * field of the metadata the device gets holds the block's byte offset and the field width
- * (gpu_layout_meta_word), so one load of it is all a warp needs before the values.
+ * postings on its own, without a prefix sum across the warp, for a few more bits a field. Blocks start on
+ * 16-byte boundaries and have no exceptions. The offset field of the metadata the device gets holds the
+ * block's byte offset and the field width (gpu_layout_meta_word), so one load of it is all a warp needs
+ * before the values.
  * gpu_layout_measure fills widths[b] for every block b of the index; 0, or -1 with err for a block that
  * does not decode. gpu_layout_list_bytes: device bytes of a list's first `upto` blocks. gpu_layout_write
  * lays out each term's first term_blocks[t] blocks, one list after the other in term order, into payload
