@@ -1,10 +1,10 @@
 /* The device's posting layout (device.h, "Device layout"), written from the index's blocks at upload.
  * The index's blocks are bit-packed gaps with exceptions and a 1- or 3-byte header, so on the device every
- * packed word load was unaligned (two loads and a funnel shift), every exception cost the whole warp
- * a round of shuffles, and a posting's doc needed the sum of the gaps before it. Here a block's field width
- * lives in its metadata, each field is the posting's offset from the block's base (any posting decodes on
- * its own), fields and tf parts start on 16-byte boundaries, and there are no exceptions; holding the tf part instead of the tf spares the
- * device each posting's norm load and a division. */
+ * packed word load was unaligned (two loads and a funnel shift), every exception cost the whole warp a
+ * round of shuffles, and a posting's doc needed the sum of the gaps before it. Here a block's field width
+ * lives in its metadata, each field is the posting's offset from the block's base (a lane decodes its
+ * postings on its own), fields and tf parts start on 16-byte boundaries, and there are no exceptions;
+ * holding the tf part instead of the tf spares the device each posting's norm load and a division. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>

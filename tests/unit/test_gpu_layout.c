@@ -111,7 +111,7 @@ static uint64_t check_term(const layout *l, uint32_t t) {
         const uint32_t base = b ? metas[b - 1].last_doc : UINT32_MAX;
         uint32_t doc = 0;
         for (uint32_t i = 0; i < n; i++) {
-            /* every posting on its own, as the packed kernels read them */
+            /* every posting from its block's base alone, as a warp's lanes decode them (device.h) */
             doc = base + gpu_layout_value(offsets, bits, i) + 1u;
             assert_int_equal(doc, c.doc);
             float part;
@@ -160,7 +160,7 @@ static void test_sizes(void **state) {
     assert_int_equal(sum, l.bytes);
     assert_int_equal(isn_gpu_list_bytes(ix, nt, 1), 0); /* unknown term */
     assert_true(gpu_layout_block_bytes(1, 20) < gpu_layout_block_bytes(128, 20));
-    assert_int_equal(gpu_layout_block_bytes(128, 0), 512); /* fields of 0 bits (one posting at base + 1): only the parts */
+    assert_int_equal(gpu_layout_block_bytes(128, 0), 512); /* a stream of 0-bit fields: only the parts */
     layout_free(&l);
 }
 
