@@ -92,6 +92,9 @@ constexpr uint32_t kSortSegmentsPerCall = 256;
 struct stream_buffers {
     cudaStream_t stream;
     cudaEvent_t events[kEvents];
+    // d_in: the batch's queries, terms and variant list, laid out as h_stage (one copy in); d_zeroed: the
+    // work count, the candidate counts, then the results and hits (one memset, one copy back)
+    uint8_t *d_in, *d_zeroed;
     gpu_query *d_queries;
     gpu_term *d_terms;
     gpu_query_result *d_results; // followed by the hits: one region, one copy back
@@ -1638,22 +1641,18 @@ static void cuda_close(gpu_device *d) {
         for (int e = 0; e < kEvents; e++)
             if (s->events[e]) cudaEventDestroy(s->events[e]);
         if (s->stream) cudaStreamDestroy(s->stream);
-        cudaFree(s->d_queries);
-        cudaFree(s->d_terms);
-        cudaFree(s->d_results);
+        cudaFree(s->d_in);
+        cudaFree(s->d_zeroed);
         cudaFree(s->d_reports);
         cudaFree(s->d_prune);
         cudaFree(s->d_theta_key);
         cudaFree(s->d_retry);
-        cudaFree(s->d_cand_count);
         cudaFree(s->d_work);
-        cudaFree(s->d_work_count);
         cudaFree(s->d_cands);
         cudaFree(s->d_cands_sorted);
         cudaFree(s->d_seg_begin);
         cudaFree(s->d_seg_end);
         cudaFree(s->d_sort_temp);
-        cudaFree(s->d_variant);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
@@ -1666,21 +1665,30 @@ static size_t results_bytes(uint32_t queries) {
     return ((size_t)queries * sizeof(gpu_query_result) + 15) / 16 * 16;
 }
 
+// The work count (16 bytes) and the candidate counts before the results, in one region zeroed at launch.
+static size_t counts_bytes(uint32_t queries) { return 16 + ((size_t)queries * sizeof(uint32_t) + 15) / 16 * 16; }
+
+// A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back.
+static size_t stage_bytes(const gpu_upload *u) {
+    return u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t);
+}
+
 static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
     CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     for (int e = 0; e < kEvents; e++) CHECK(cudaEventCreate(&s->events[e]));
-    CHECK(cudaMalloc(&s->d_queries, u->max_batch * sizeof(gpu_query)));
-    CHECK(cudaMalloc(&s->d_terms, u->max_terms * sizeof(gpu_term)));
-    CHECK(cudaMalloc(&s->d_results, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
-    s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(u->max_batch));
+    CHECK(cudaMalloc(&s->d_in, stage_bytes(u)));
+    s->d_queries = reinterpret_cast<gpu_query *>(s->d_in);
+    CHECK(cudaMalloc(&s->d_zeroed, counts_bytes(u->max_batch) + results_bytes(u->max_batch) +
+                                       (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
+    s->d_work_count = reinterpret_cast<uint32_t *>(s->d_zeroed);
+    s->d_cand_count = s->d_work_count + 4;
+    s->d_results = reinterpret_cast<gpu_query_result *>(s->d_zeroed + counts_bytes(u->max_batch));
     CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_prune, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_theta_key, u->max_batch * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_retry, u->max_batch * sizeof(uint32_t)));
-    CHECK(cudaMalloc(&s->d_cand_count, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_work, (size_t)u->max_batch * d->num_ranges * sizeof(uint2)));
-    CHECK(cudaMalloc(&s->d_work_count, sizeof(uint32_t)));
     size_t cand_items = (size_t)u->max_batch * u->max_candidates;
     if (cand_items > (size_t)INT32_MAX) {
         snprintf(err, err_len, "max_batch * max_candidates (%zu) is above the sort's 2^31 limit", cand_items);
@@ -1695,9 +1703,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                              (int)cand_items, (int)per_call, s->d_seg_begin, s->d_seg_end,
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
-    CHECK(cudaMalloc(&s->d_variant, u->max_batch * sizeof(uint32_t)));
-    CHECK(cudaMallocHost(&s->h_stage, u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) +
-                                          u->max_batch * (sizeof(uint32_t) + 1)));
+    CHECK(cudaMallocHost(&s->h_stage, stage_bytes(u) + u->max_batch));
     CHECK(cudaMallocHost(&s->h_out, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     return 0;
 }
@@ -1797,10 +1803,8 @@ static int sort_and_copy_out(gpu_device *d, stream_buffers *s, uint32_t total_ca
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[6], st));
-    // One copy back: the results, then the hits of every query.
-    size_t rbytes = results_bytes(d->upload.max_batch);
-    CHECK(cudaMemcpyAsync(s->h_out, s->d_results, nq * sizeof(gpu_query_result), cudaMemcpyDeviceToHost, st));
-    CHECK(cudaMemcpyAsync(s->h_out + rbytes, s->d_hits, (size_t)s->total_hits * sizeof(isn_hit),
+    // One copy back: the results, then the hits of every query right after them (d_hits, set at launch).
+    CHECK(cudaMemcpyAsync(s->h_out, s->d_results, results_bytes(nq) + (size_t)s->total_hits * sizeof(isn_hit),
                           cudaMemcpyDeviceToHost, st));
     return 0;
 }
@@ -1911,13 +1915,14 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     kernel_at[kCompactKernel] = nshort + nnarrow;
     kernel_at[kWideKernel] = nshort + nnarrow + ncompact;
     for (uint32_t q = 0; q < nr; q++) h_variant[kernel_at[h_kernel[q]]++] = q;
+    // one copy in and one memset: a batch of 16 is short enough on the device that each operation of the
+    // stream's sequence shows
+    s->d_terms = reinterpret_cast<gpu_term *>(s->d_in + qbytes);
+    s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(nq));
+    s->d_variant = reinterpret_cast<uint32_t *>(s->d_in + qbytes + tbytes);
     CHECK(cudaEventRecord(s->events[0], st));
-    CHECK(cudaMemcpyAsync(s->d_queries, s->h_stage, qbytes, cudaMemcpyHostToDevice, st));
-    CHECK(cudaMemcpyAsync(s->d_terms, s->h_stage + qbytes, tbytes, cudaMemcpyHostToDevice, st));
-    if (nr) CHECK(cudaMemcpyAsync(s->d_variant, h_variant, nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
-    CHECK(cudaMemsetAsync(s->d_results, 0, nq * sizeof(gpu_query_result), st));
-    CHECK(cudaMemsetAsync(s->d_cand_count, 0, nq * sizeof(uint32_t), st));
-    CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
+    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, qbytes + tbytes + nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
     range_args a = range_args_of(d, s);
@@ -2001,8 +2006,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaEventRecord(s->events[5], st));
     if (sort_and_copy_out(d, s, batch->total_candidates, err, err_len) != 0) return -1;
     CHECK(cudaEventRecord(s->events[7], st));
-    s->bytes_in = qbytes + tbytes;
-    s->bytes_out = nq * sizeof(gpu_query_result) + (size_t)batch->total_hits * sizeof(isn_hit);
+    s->bytes_in = qbytes + tbytes + nr * sizeof(uint32_t);
+    s->bytes_out = results_bytes(nq) + (size_t)batch->total_hits * sizeof(isn_hit);
     return 0;
 }
 
@@ -2067,7 +2072,7 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
     memcpy(batch->results, s->h_out, s->num_queries * sizeof(gpu_query_result));
     // the hits stay in the pinned buffer (valid until this stream's next launch): the backend copies each
     // query's filled hits from there once, instead of all k slots of every query first
-    batch->hits = reinterpret_cast<isn_hit *>(s->h_out + results_bytes(d->upload.max_batch));
+    batch->hits = reinterpret_cast<isn_hit *>(s->h_out + results_bytes(s->num_queries));
     return 0;
 }
 
