@@ -1665,8 +1665,12 @@ static size_t results_bytes(uint32_t queries) {
     return ((size_t)queries * sizeof(gpu_query_result) + 15) / 16 * 16;
 }
 
-// The work count (16 bytes) and the candidate counts before the results, in one region zeroed at launch.
-static size_t counts_bytes(uint32_t queries) { return 16 + ((size_t)queries * sizeof(uint32_t) + 15) / 16 * 16; }
+// The work count (in 16 bytes, which keep what follows aligned) and the candidate counts before the results,
+// in one region zeroed at launch.
+constexpr size_t kWorkCountBytes = 16;
+static size_t counts_bytes(uint32_t queries) {
+    return kWorkCountBytes + ((size_t)queries * sizeof(uint32_t) + 15) / 16 * 16;
+}
 
 // A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back.
 static size_t stage_bytes(const gpu_upload *u) {
@@ -1682,7 +1686,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_zeroed, counts_bytes(u->max_batch) + results_bytes(u->max_batch) +
                                        (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     s->d_work_count = reinterpret_cast<uint32_t *>(s->d_zeroed);
-    s->d_cand_count = s->d_work_count + 4;
+    s->d_cand_count = reinterpret_cast<uint32_t *>(s->d_zeroed + kWorkCountBytes);
     s->d_results = reinterpret_cast<gpu_query_result *>(s->d_zeroed + counts_bytes(u->max_batch));
     CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_prune, u->max_batch * sizeof(uint32_t)));
