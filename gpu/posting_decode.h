@@ -1,5 +1,5 @@
-/* Private to gpu/: reading the index's posting blocks (index/codec.c's layout) one value at a time, and
- * the per-range block lookups. Shared by the CUDA kernels and the host emulation, so the host tests
+/* Private to gpu/: reading the device layout's posting blocks (device.h) one value at a time, and the
+ * per-range block lookups. Shared by the CUDA kernels and the host emulation, so the host tests
  * check the same arithmetic the device runs. */
 #ifndef ISN_GPU_POSTING_DECODE_H
 #define ISN_GPU_POSTING_DECODE_H
@@ -31,71 +31,6 @@ GPU_HD uint32_t gpu_load_u32(const uint8_t *p) {
 }
 
 GPU_HD uint32_t gpu_width_mask(uint32_t bits) { return bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u; }
-
-typedef struct {
-    uint32_t bits;
-    uint32_t exceptions;
-    uint32_t high_bits;
-    uint32_t header_bytes;
-} gpu_block_header;
-
-/* The header from its (up to) three bytes, little-endian in `bytes`. On the device one word load fetches
- * all three at once (the payload is padded), so the header costs one load instead of two dependent ones. */
-GPU_HD gpu_block_header gpu_read_header(const uint8_t *in) {
-    gpu_block_header h;
-#ifdef __CUDA_ARCH__
-    const uint32_t bytes = gpu_load_u32(in);
-#else
-    const uint32_t bytes = in[0] & 0x80u ? (uint32_t)in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16 : in[0];
-#endif
-    h.bits = bytes & 0x3Fu;
-    if (bytes & 0x80u) {
-        h.exceptions = ((bytes >> 8) & 0xFFu) + 1u;
-        h.high_bits = (bytes >> 16) & 0xFFu;
-        h.header_bytes = 3;
-    } else {
-        h.exceptions = 0;
-        h.high_bits = 0;
-        h.header_bytes = 1;
-    }
-    return h;
-}
-
-GPU_HD uint32_t gpu_stream_bytes(uint32_t count, uint32_t bits) { return (count * bits + 7u) / 8u; }
-
-GPU_HD uint32_t gpu_encoded_bytes(gpu_block_header h, uint32_t n) {
-    uint32_t bytes = h.header_bytes + gpu_stream_bytes(n, h.bits);
-    if (h.exceptions) bytes += h.exceptions + gpu_stream_bytes(h.exceptions, h.high_bits);
-    return bytes;
-}
-
-/* Field `index` of a bit stream of `bits`-bit fields (1..32). */
-GPU_HD uint32_t gpu_stream_field(const uint8_t *stream, uint32_t index, uint32_t bits) {
-    uint32_t bit = index * bits;
-    const uint8_t *at = stream + bit / 8u;
-    uint64_t window = ((uint64_t)gpu_load_u32(at + 4) << 32) | gpu_load_u32(at);
-    return (uint32_t)(window >> (bit % 8u)) & gpu_width_mask(bits);
-}
-
-/* Low bits of value i of a block of n values: four interleaved lanes when n == 128, else a stream. */
-GPU_HD uint32_t gpu_packed_value(const uint8_t *packed, uint32_t n, uint32_t bits, uint32_t i) {
-    if (bits == 0) return 0;
-    if (n != ISN_BLOCK_SIZE) return gpu_stream_field(packed, i, bits);
-    uint32_t lane = i & 3u, bit = (i >> 2) * bits, word = bit >> 5, shift = bit & 31u;
-    uint32_t v = gpu_load_u32(packed + 16u * word + 4u * lane) >> shift;
-    if (shift + bits > 32u) v |= gpu_load_u32(packed + 16u * (word + 1u) + 4u * lane) << (32u - shift);
-    return v & gpu_width_mask(bits);
-}
-
-/* High part of exception e, already shifted into place. */
-GPU_HD uint32_t gpu_exception_high(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t e) {
-    const uint8_t *positions = in + h.header_bytes + gpu_stream_bytes(n, h.bits);
-    return gpu_stream_field(positions + h.exceptions, e, h.high_bits) << h.bits;
-}
-
-GPU_HD uint32_t gpu_exception_position(const uint8_t *in, gpu_block_header h, uint32_t n, uint32_t e) {
-    return in[h.header_bytes + gpu_stream_bytes(n, h.bits) + e];
-}
 
 /* The device layout (device.h): a block's offset and field width in its metadata's offset field. A field
  * holds doc - base - 1, base being the previous block's last doc (UINT32_MAX for a list's first block, so
