@@ -675,9 +675,8 @@ static void sched_on_done(void *user, isn_job *job, const isn_gpu_request *reque
     sched_done++;
 }
 
-/* The scheduler's device over an emulated backend (batches of 16), and 40 jobs whose requests are
- * sched_bt's (each job's user is its index there). */
-/* The scheduler's device over an emulated backend of `streams` streams, and 40 jobs for it. */
+/* The scheduler's device over an emulated backend of `streams` streams (batches of 16), and 40 jobs whose
+ * requests are sched_bt's (each job's user is its index there). */
 static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs[40], uint32_t streams) {
     isn_gpu_options o = test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256);
     o.streams = streams;
@@ -695,8 +694,11 @@ static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs
     return b;
 }
 
+/* The same with the backend's default streams. */
 static isn_gpu_backend *scheduler_device(isn_gpu_device *dev, isn_job *ptrs[40]) {
-    return scheduler_device_with(dev, ptrs, test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256).streams);
+    isn_gpu_options defaults;
+    isn_gpu_options_default(&defaults);
+    return scheduler_device_with(dev, ptrs, defaults.streams);
 }
 
 static void test_scheduler_device_emulated(void **state) {
