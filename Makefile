@@ -86,7 +86,7 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 
 $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/lib/%.a:
 	@mkdir -p $(dir $@)

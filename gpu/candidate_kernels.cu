@@ -1,0 +1,278 @@
+// The first stage's candidate kernels (kernels.h): the thresholds from the range reports, the collection of
+// candidates (and of the ranges to score again), the tightening after an overflow, and the final sort and
+// gather of each query's best k.
+#include <cub/block/block_radix_sort.cuh>
+
+#include "gpu/range_blocks.cuh"
+
+namespace first_stage {
+
+// The radix digit (8 bits at `shift`) holding the remaining-th smallest of the keys counted in hist (bins
+// ascending), and how many smaller keys it leaves: warp 0 scans the bins, eight a lane.
+__device__ __forceinline__ void select_digit(const uint32_t *hist, uint32_t remaining, uint32_t &digit, uint32_t &left) {
+    const uint32_t lane = threadIdx.x & 31u;
+    uint32_t mine = 0;
+#pragma unroll
+    for (uint32_t b = 0; b < 8; b++) mine += hist[8 * lane + b];
+    const uint32_t before = warp_inclusive_sum(mine) - mine;
+    const uint32_t owner = __ffs(__ballot_sync(0xFFFFFFFFu, before + mine >= remaining)) - 1; // remaining <= total
+    uint32_t bin = 8 * owner, rest = remaining - __shfl_sync(0xFFFFFFFFu, before, owner);
+    while (hist[bin] < rest && bin < 8 * owner + 7) rest -= hist[bin++];
+    digit = bin;
+    left = rest;
+}
+
+// The rank-th smallest (from 1) of the n keys key_at(0..n-1), by the whole block: radix select, 8 bits a
+// round, from the digit at top_shift (56 for 64-bit keys, 24 for 32-bit ones). rank must be 1..n.
+struct select_shared {
+    uint32_t hist[256];
+    uint64_t prefix;
+    uint32_t remaining;
+};
+
+template <typename KeyAt>
+__device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select_shared &sh, int top_shift = 56) {
+    if (threadIdx.x == 0) {
+        sh.prefix = 0;
+        sh.remaining = rank;
+    }
+    uint64_t mask = 0;
+    for (int shift = top_shift; shift >= 0; shift -= 8) {
+        for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) sh.hist[i] = 0;
+        __syncthreads();
+        const uint64_t prefix = sh.prefix;
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint64_t key = key_at(i);
+            if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xFFu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            uint32_t digit, left;
+            select_digit(sh.hist, sh.remaining, digit, left);
+            if (threadIdx.x == 0) {
+                sh.prefix = prefix | ((uint64_t)digit << shift);
+                sh.remaining = left;
+            }
+        }
+        mask |= (uint64_t)0xFF << shift;
+        __syncthreads();
+    }
+    return sh.prefix;
+}
+
+// Between the rounds: the k-th best score among the sampled ranges' reports (real documents' scores,
+// so a lower bound of the k-th), or the seed when higher, as the second round's pruning threshold. It is
+// the k-th smallest of the reports' candidate keys' high words (~score key; padding's is the largest).
+__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                               uint32_t num_ranges, uint32_t report_stride,
+                                                               uint32_t *prune) {
+    __shared__ select_shared sh;
+    const uint32_t q = blockIdx.x;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top, stride = query.sample_stride ? query.sample_stride : 1;
+    const uint32_t sampled = (num_ranges + stride - 1) / stride, total = sampled * m;
+    if (stride == 1 || query.k > total) {
+        if (threadIdx.x == 0) prune[q] = query.seed_key;
+        return;
+    }
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    const uint64_t kth = block_select(
+        [&](uint32_t i) { return mine[(size_t)(i / m) * stride * report_stride + i % m] >> 32; }, total, query.k, sh, 24);
+    const uint32_t key = ~(uint32_t)kth;
+    if (threadIdx.x == 0) prune[q] = key > query.seed_key ? key : query.seed_key;
+}
+
+// Reports with keys at most the threshold key become candidates of query q; ranges whose every report is
+// within it go on the rescore work list instead (their reports are not taken: the rescore gives all
+// their candidates).
+__device__ void collect_query(const gpu_query *queries, uint32_t q, const uint64_t *reports, uint32_t num_ranges,
+                              uint32_t stride, uint64_t th, uint64_t *cands, uint32_t *cand_count, uint2 *work,
+                              uint32_t *work_count, uint32_t &s_count) {
+    const uint32_t m = queries[q].range_top;
+    const uint32_t cand_cap = queries[q].cand_cap;
+    if (threadIdx.x == 0) s_count = 0;
+    __syncthreads();
+    uint64_t *out = cands + queries[q].cand_offset;
+    for (uint32_t r = threadIdx.x; r < num_ranges; r += blockDim.x) {
+        const uint64_t *rep = reports + ((size_t)q * num_ranges + r) * stride;
+        const uint64_t last = rep[m - 1];
+        if (last != GPU_NO_CANDIDATE && last <= th) {
+            uint32_t at = atomicAdd(work_count, 1u);
+            work[at] = make_uint2(q, r);
+            continue;
+        }
+        for (uint32_t j = 0; j < m; j++) {
+            const uint64_t c = rep[j];
+            if (c == GPU_NO_CANDIDATE || c > th) break;
+            uint32_t at = atomicAdd(&s_count, 1u);
+            if (at < cand_cap) out[at] = c;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) cand_count[q] = s_count;
+}
+
+// Per range query: the threshold key, then the collection (collect_query). The threshold is the k-th
+// smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real documents have
+// keys at most this, so every answer's key is too; so is the floor's key (answers reach the floor), and
+// the lower of the two is taken. The real reports (not padding) are first gathered into shared memory,
+// where the radix rounds then read them, when they fit (kSelectKeys; with a floor a range reports only
+// what reaches it, so most slots are padding).
+__global__ void __launch_bounds__(256) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                             uint32_t num_ranges, uint32_t report_stride,
+                                                             uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,
+                                                             uint2 *work, uint32_t *work_count) {
+    extern __shared__ uint64_t kept_keys[]; // kSelectKeys
+    __shared__ select_shared sh;
+    __shared__ uint32_t s_kept, s_count;
+    __shared__ uint64_t s_theta;
+    const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top;
+    const uint32_t total = num_ranges * m;
+    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
+    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    if (threadIdx.x == 0) {
+        s_kept = 0;
+        s_theta = floor_key;
+    }
+    __syncthreads();
+    if (query.k <= total) {
+        for (uint32_t base = 0; base < total; base += blockDim.x) {
+            const uint32_t i = base + threadIdx.x;
+            const uint64_t key = i < total ? mine[(size_t)(i / m) * report_stride + i % m] : GPU_NO_CANDIDATE;
+            const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
+            uint32_t at = 0;
+            if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
+            at = __shfl_sync(0xFFFFFFFFu, at, 0) + (uint32_t)__popc(real & ((1u << lane) - 1u));
+            if (key != GPU_NO_CANDIDATE && at < kSelectKeys) kept_keys[at] = key;
+        }
+        __syncthreads();
+        const uint32_t kept = s_kept;
+        // fewer than k documents reported: the k-th smallest key is padding, the floor's is lower
+        if (kept >= query.k) {
+            const uint64_t kth =
+                kept <= kSelectKeys
+                    ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
+                    : block_select([&](uint32_t i) { return mine[(size_t)(i / m) * report_stride + i % m]; }, total,
+                                   query.k, sh);
+            if (threadIdx.x == 0 && kth < floor_key) s_theta = kth;
+        }
+    }
+    __syncthreads();
+    const uint64_t th = s_theta;
+    if (threadIdx.x == 0) theta_key[q] = th;
+    collect_query(queries, q, reports, num_ranges, report_stride, th, cands, cand_count, work, work_count, s_count);
+}
+
+// collect_query for every range query, or with `retry` only the flagged ones (after an overflow, with a
+// tighter threshold key).
+__global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
+                                                      uint32_t num_ranges, uint32_t stride, const uint64_t *theta_key,
+                                                      const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
+                                                      uint2 *work, uint32_t *work_count) {
+    __shared__ uint32_t s_count;
+    const uint32_t q = blockIdx.x;
+    if (retry != nullptr && retry[q] == 0) return;
+    collect_query(queries, q, reports, num_ranges, stride, theta_key[q], cands, cand_count, work, work_count, s_count);
+}
+
+// After an overflow: the k-th smallest of the candidates kept (sorted; all real documents' keys, at most
+// the old threshold key for a range query) is a tighter threshold key; such queries are flagged to be
+// collected (range queries) or probed (conjunctive ones, their count restarted) again.
+__global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
+                               const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry) {
+    const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= num_queries) return;
+    const gpu_query query = queries[q];
+    const bool over = cand_count[q] > query.cand_cap;
+    retry[q] = over;
+    if (over) {
+        theta_key[q] = sorted[query.cand_offset + query.k - 1];
+        if (q >= num_range_queries) cand_count[q] = 0;
+    }
+}
+
+__global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
+                                int *end) {
+    uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= num_queries) return;
+    const uint32_t cap = queries[q].cand_cap;
+    uint32_t n = cand_count[q] < cap ? cand_count[q] : cap;
+    begin[q] = (int)queries[q].cand_offset;
+    end[q] = (int)(queries[q].cand_offset + n);
+}
+
+// The final sort and gather of a batch whose k are at most kSortKeys, one block a query and one kernel
+// for the batch (the segmented sort takes several and waits on the segments' sizes). A query's candidates
+// (as many as its k, give or take the rescored ranges) are sorted in the block when they fit kSortKeys;
+// when more, the block first selects the k smallest (block_select) and sorts those. Either way the sorted
+// prefix is written back (the retry after an overflow reads the k-th) and the best k become hits.
+__global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_query *queries, const uint64_t *cands,
+                                                                   const uint32_t *cand_count, uint64_t *sorted,
+                                                                   gpu_query_result *results, isn_hit *hits) {
+    using block_sort = cub::BlockRadixSort<unsigned long long, kSortThreads, kSortItems>;
+    __shared__ typename block_sort::TempStorage sort_temp;
+    __shared__ uint64_t picked[kSortKeys];
+    __shared__ select_shared sh;
+    __shared__ uint32_t s_picked;
+    const uint32_t q = blockIdx.x;
+    const gpu_query query = queries[q];
+    const uint32_t count = cand_count[q];
+    const uint32_t kept = count < query.cand_cap ? count : query.cand_cap;
+    const uint32_t n = count > query.cand_cap ? 0 : (count < query.k ? count : query.k);
+    const uint64_t *mine = cands + query.cand_offset;
+    // the keys to sort: all kept ones, or the k smallest of them
+    const uint32_t sorting = kept <= kSortKeys ? kept : query.k;
+    if (kept > kSortKeys) {
+        const uint64_t kth = block_select([&](uint32_t i) { return mine[i]; }, kept, query.k, sh);
+        if (threadIdx.x == 0) s_picked = 0;
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < kept; i += kSortThreads)
+            if (mine[i] <= kth) picked[atomicAdd(&s_picked, 1u)] = mine[i]; // keys are distinct: k of them
+        __syncthreads();
+    }
+    unsigned long long keys[kSortItems];
+#pragma unroll
+    for (int j = 0; j < kSortItems; j++) {
+        const uint32_t i = threadIdx.x * kSortItems + j;
+        keys[j] = i >= sorting ? GPU_NO_CANDIDATE : kept <= kSortKeys ? mine[i] : picked[i];
+    }
+    block_sort(sort_temp).Sort(keys);
+    uint64_t *out = sorted + query.cand_offset;
+    isn_hit *hit = hits + query.hit_offset;
+#pragma unroll
+    for (int j = 0; j < kSortItems; j++) {
+        const uint32_t i = threadIdx.x * kSortItems + j;
+        if (i < sorting) out[i] = keys[j];
+        if (i < n) hit[i] = isn_hit{(uint32_t)keys[j], __uint_as_float(~(uint32_t)(keys[j] >> 32))};
+    }
+    if (threadIdx.x == 0) {
+        results[q].num_hits = n;
+        results[q].candidates = count;
+    }
+}
+
+__global__ void gather_kernel(const gpu_query *queries, const uint64_t *sorted, const uint32_t *cand_count,
+                              gpu_query_result *results, isn_hit *hits) {
+    const uint32_t q = blockIdx.x;
+    const uint32_t count = cand_count[q];
+    const uint32_t k = queries[q].k;
+    const uint32_t cand_cap = queries[q].cand_cap;
+    const uint32_t n = count > cand_cap ? 0 : (count < k ? count : k);
+    if (threadIdx.x == 0) {
+        results[q].num_hits = n;
+        results[q].candidates = count;
+    }
+    const uint64_t *mine = sorted + queries[q].cand_offset;
+    isn_hit *out = hits + queries[q].hit_offset;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        uint64_t key = mine[i];
+        isn_hit h;
+        h.doc = (uint32_t)key;
+        h.score = __uint_as_float(~(uint32_t)(key >> 32));
+        out[i] = h;
+    }
+}
+
+} // namespace first_stage

@@ -1,0 +1,162 @@
+// Private to gpu/: the CUDA first stage's kernels as the host side (first_stage_device.cu) launches them:
+// their shapes (threads, shared memory), their arguments, and the accumulator layouts the host picks per
+// query. The kernels live in report_kernels.cu (the range passes), candidate_kernels.cu (thresholds,
+// collection, the final sort) and probe_kernel.cu (conjunctive probing); range_blocks.cuh holds the
+// device code they share. CUDA C++ only.
+#ifndef ISN_GPU_KERNELS_H
+#define ISN_GPU_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "gpu/device.h"
+}
+
+namespace first_stage {
+
+#ifndef ISN_GPU_RANGE_THREADS
+#define ISN_GPU_RANGE_THREADS 256
+#endif
+constexpr int kThreads = ISN_GPU_RANGE_THREADS;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSlotsPerLane = GPU_RANGE_DOCS / kThreads;
+// accumulator, then a region that holds the AND match counts while scoring and the per-warp report
+// lists while selecting
+constexpr size_t kAuxBytes = GPU_RANGE_DOCS;
+constexpr size_t kSharedBytes = GPU_RANGE_DOCS * sizeof(double) + kAuxBytes;
+static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kAuxBytes, "report lists fit the aux region");
+// Disjunctive ranges keep, past the bound grids in the aux region, a bitmap of the accumulator slots they
+// touched (bit i of word c: slot 32 c + i, so word c is also bound-grid cell c; the report's per-warp lists
+// take the grids' place once scored): the report and the clearing visit those slots only, not all GPU_RANGE_DOCS (a range's postings
+// usually touch a small fraction of them), and the accumulator stays zero between ranges. AND ranges need
+// the whole aux region for their match counts and keep the dense zeroing and scan.
+constexpr uint32_t kCells = GPU_RANGE_DOCS / GPU_SUB_DOCS;
+constexpr size_t kTouchedOffset = 3 * kCells * sizeof(double);
+static_assert(GPU_SUB_DOCS == 32, "a bound-grid cell is one word of the touched bitmap");
+static_assert(kTouchedOffset + kCells * sizeof(uint32_t) <= kAuxBytes, "the bitmap fits the aux region");
+static_assert(kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t) <= kTouchedOffset, "the report lists fit below the bitmap");
+// The compact and narrow accumulators' report blocks (compact_, narrow_ and short_report_kernel):
+// unpruned disjunctive queries only, so the aux region holds the report lists and then the bitmap, no bound
+// grids or match counts.
+constexpr size_t kCompactTouchedOffset = kWarps * GPU_MAX_RANGE_TOP * sizeof(uint64_t);
+constexpr size_t kCompactSharedBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t)) + kCompactTouchedOffset +
+                                       kCells * sizeof(uint32_t);
+// Narrow report blocks resident per multiprocessor: five fit its shared memory with report lists of
+// GPU_MAX_RANGE_TOP documents a warp, six (in 40 registers) with lists of kShortListTop. The host gives the
+// six-block kernel the narrow queries whose range_top fits the short lists (most: range_top falls as a
+// partition's ranges grow), the five-block one the others.
+constexpr uint32_t kShortListTop = 16;
+__host__ __device__ constexpr uint32_t list_top_of(int blocks) { return blocks >= 6 ? kShortListTop : GPU_MAX_RANGE_TOP; }
+constexpr size_t narrow_touched_offset(int blocks) { return kWarps * list_top_of(blocks) * sizeof(uint64_t); }
+constexpr size_t narrow_shared_bytes(int blocks) {
+    return GPU_RANGE_DOCS * sizeof(uint32_t) + narrow_touched_offset(blocks) + kCells * sizeof(uint32_t);
+}
+constexpr int kProbeThreads = 256;
+constexpr int kProbeWarps = kProbeThreads / 32;
+// select_collect_kernel's keys in shared memory; sort_gather_kernel's block (threads, keys a thread)
+constexpr uint32_t kSelectKeys = 8192;
+constexpr int kSortThreads = 256, kSortItems = 8;
+constexpr uint32_t kSortKeys = kSortThreads * kSortItems;
+
+struct range_args {
+    const uint8_t *payload;
+    const isn_block_meta *blocks;
+    uint32_t num_docs;
+    uint32_t num_ranges;
+    uint32_t ranges_per_block;
+    const gpu_query *queries;
+    const gpu_term *terms;
+    gpu_query_result *results;
+    uint64_t *reports; // [query][range][report_stride]
+    uint32_t report_stride;
+    uint32_t round;          // report pass: 1 the sampled ranges, 2 the others
+    const uint32_t *prune;   // the second round's threshold per query
+    const uint64_t *theta_key;
+    uint64_t *cands; // the pool: query q's segment at queries[q].cand_offset
+    uint32_t *cand_count;
+    uint2 *work; // (query, range) pairs for the rescore pass
+    uint32_t *work_count;
+    uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
+    uint32_t dense_floor;  // nonzero: narrow ranges with a floor are reported by report_dense (ISN_GPU_DENSE_FLOOR=0: never)
+    const uint32_t *query_index; // report blocks: blockIdx.y's query (nullptr: blockIdx.y itself)
+};
+
+struct probe_args {
+    const uint8_t *payload;
+    const isn_block_meta *blocks;
+    const gpu_query *queries; // the probe queries
+    const gpu_term *terms;
+    gpu_query_result *results;
+    uint64_t *cands; // the pool
+    uint32_t *cand_count;
+    // a retry after an overflow: only the flagged queries, only documents with keys at most theta_key
+    const uint32_t *retry;
+    const uint64_t *theta_key;
+};
+
+
+// Accumulator slots. In double (query.fixed_shift == 0) slot i is acc[i]. In fixed point it is two
+// counters, low[i] (32 bits) and high[i], that add the low acc_layout::kLow bits and the rest of each
+// contribution apart: shared memory has native 32-bit atomic adds but none for 64 bits (a compare-and-swap
+// loop, which every posting would wait on). The wide layout's high counters are 32 bits, after the low ones
+// (the same 64 KB as the doubles). The compact layout's are 16 bits (48 KB in all), which lets four blocks
+// share a multiprocessor instead of three; the host gives it only queries whose bounds fit (accumulator_kind).
+// Neither counter can overflow: a slot adds at most kMaxAdds low parts below 2^kLow (< 2^32), and its high
+// parts sum to at most its total over 2^kLow (wide: < 2^53 / 2^22 < 2^31; compact: below 2^16, since the
+// query's bounds sum below 2^(kLow + 16)); high * 2^kLow + low is the exact 64-bit sum. The narrow layout
+// has no high counters (32 KB in all, one atomic add per posting): the host gives it only queries whose
+// bounds sum below 2^31 (accumulator_kind), so the 32-bit counter holds the whole sum.
+enum acc_kind { kWideAcc = ISN_GPU_ACC_WIDE, kCompactAcc = ISN_GPU_ACC_COMPACT, kNarrowAcc = ISN_GPU_ACC_NARROW };
+template <int kKind> struct acc_layout;
+template <> struct acc_layout<kWideAcc> {
+    static constexpr uint32_t kLow = 22, kMaxAdds = GPU_MAX_OR_TERMS, kHighBits = 32;
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(double);
+};
+template <> struct acc_layout<kCompactAcc> {
+    static constexpr uint32_t kLow = 26, kMaxAdds = GPU_MAX_TERMS, kHighBits = 16; // one chunk of terms
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + sizeof(uint16_t));
+};
+template <> struct acc_layout<kNarrowAcc> {
+    static constexpr uint32_t kLow = 32, kHighBits = 0;
+    static constexpr size_t kBytes = GPU_RANGE_DOCS * sizeof(uint32_t);
+};
+static_assert((unsigned long long)acc_layout<kWideAcc>::kMaxAdds * ((1ull << acc_layout<kWideAcc>::kLow) - 1u) <
+                  (1ull << 32),
+              "a wide slot's low parts fit 32 bits");
+static_assert((unsigned long long)acc_layout<kCompactAcc>::kMaxAdds * ((1ull << acc_layout<kCompactAcc>::kLow) - 1u) <
+                  (1ull << 32),
+              "a compact slot's low parts fit 32 bits");
+
+
+// The kernels. The report pass has one per accumulator: wide (three blocks a multiprocessor, or two with
+// more registers each: ISN_GPU_REPORT_BLOCKS), compact (four), narrow (five) and narrow with short report
+// lists (six, kShortListTop).
+__global__ void wide_report_kernel(range_args a);
+__global__ void wide_report_kernel_2(range_args a);
+__global__ void compact_report_kernel(range_args a);
+__global__ void narrow_report_kernel(range_args a);
+__global__ void short_report_kernel(range_args a);
+__global__ void rescore_kernel(range_args a);
+__global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
+                                        uint32_t report_stride, uint32_t *prune);
+__global__ void select_collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
+                                      uint32_t report_stride, uint64_t *theta_key, uint64_t *cands,
+                                      uint32_t *cand_count, uint2 *work, uint32_t *work_count);
+__global__ void collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges, uint32_t stride,
+                               const uint64_t *theta_key, const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
+                               uint2 *work, uint32_t *work_count);
+__global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
+                               const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry);
+__global__ void probe_kernel(probe_args a);
+__global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
+                                int *end);
+__global__ void sort_gather_kernel(const gpu_query *queries, const uint64_t *cands, const uint32_t *cand_count,
+                                   uint64_t *sorted, gpu_query_result *results, isn_hit *hits);
+__global__ void gather_kernel(const gpu_query *queries, const uint64_t *sorted, const uint32_t *cand_count,
+                              gpu_query_result *results, isn_hit *hits);
+
+} // namespace first_stage
+
+#endif

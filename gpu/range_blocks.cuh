@@ -1,0 +1,321 @@
+// Private to gpu/: device code the first stage's kernels share (kernels.h): warp reductions, the
+// accumulator slots' adds and reads, decoding a device-layout block by a warp, and a term's block span in
+// a range (with the cursor that carries it from range to range). Helpers only, in each kernel file's own
+// unnamed namespace. CUDA C++ only.
+#ifndef ISN_GPU_RANGE_BLOCKS_CUH
+#define ISN_GPU_RANGE_BLOCKS_CUH
+
+#include "gpu/kernels.h"
+#include "gpu/posting_decode.h"
+
+namespace first_stage {
+namespace {
+
+__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
+    const unsigned lane = threadIdx.x & 31u;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        uint32_t other = __shfl_up_sync(0xFFFFFFFFu, v, d);
+        if (lane >= (unsigned)d) v += other;
+    }
+    return v;
+}
+
+__device__ __forceinline__ uint64_t warp_min_u64(uint64_t v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        uint64_t other = __shfl_xor_sync(0xFFFFFFFFu, v, d);
+        v = other < v ? other : v;
+    }
+    return v;
+}
+
+__device__ __forceinline__ uint32_t warp_min_u32(uint32_t v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+template <int C>
+__device__ __forceinline__ unsigned long long acc_high(const double *acc, uint32_t i) {
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    if (acc_layout<C>::kHighBits == 0) return 0;
+    if (acc_layout<C>::kHighBits == 16) return reinterpret_cast<const uint16_t *>(low + GPU_RANGE_DOCS)[i];
+    return low[GPU_RANGE_DOCS + i];
+}
+
+template <int C>
+__device__ __forceinline__ void acc_add_fixed(double *acc, uint32_t slot, unsigned long long add) {
+    constexpr uint32_t kLow = acc_layout<C>::kLow;
+    uint32_t *low = reinterpret_cast<uint32_t *>(acc);
+    if constexpr (acc_layout<C>::kHighBits == 0) {
+        atomicAdd(low + slot, (uint32_t)add);
+    } else {
+        atomicAdd(low + slot, (uint32_t)add & ((1u << kLow) - 1u));
+        if constexpr (acc_layout<C>::kHighBits == 16) // two counters per word; the lower never carries into the upper
+            atomicAdd(low + GPU_RANGE_DOCS + (slot >> 1), (uint32_t)(add >> kLow) << (16u * (slot & 1u)));
+        else
+            atomicAdd(low + GPU_RANGE_DOCS + slot, (uint32_t)(add >> kLow));
+    }
+}
+
+// inv_scale: 0 for double accumulators, else 2^-fixed_shift (fixed-point ones).
+template <int C>
+__device__ __forceinline__ double acc_value(const double *acc, uint32_t i, double inv_scale) {
+    if (C == kWideAcc && inv_scale == 0.0) return acc[i];
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    return (double)((acc_high<C>(acc, i) << acc_layout<C>::kLow) + low[i]) * inv_scale;
+}
+
+template <int C>
+__device__ __forceinline__ void acc_clear(double *acc, uint32_t i, bool fixed) {
+    if (C == kWideAcc && !fixed) {
+        acc[i] = 0.0;
+        return;
+    }
+    uint32_t *low = reinterpret_cast<uint32_t *>(acc);
+    low[i] = 0u;
+    if (acc_layout<C>::kHighBits == 16) reinterpret_cast<uint16_t *>(low + GPU_RANGE_DOCS)[i] = 0u;
+    else if (acc_layout<C>::kHighBits == 32) low[GPU_RANGE_DOCS + i] = 0u;
+}
+
+// First block in [lo, hi) whose last doc >= target, hi when none; all 32 lanes call it and get the
+// answer. A 33-way search: each round one independent load per lane instead of a chain of dependent
+// loads (the latency of a binary search is what limited the first version).
+__device__ uint32_t warp_lower_block(const isn_block_meta *blocks, uint32_t lo, uint32_t hi, uint32_t target) {
+    const uint32_t lane = threadIdx.x & 31u;
+    while (hi - lo > 32u) {
+        const uint32_t span = hi - lo;
+        const uint32_t p = lo + (uint32_t)(((uint64_t)(lane + 1) * span) / 33u);
+        const uint32_t mask = __ballot_sync(0xFFFFFFFFu, __ldg(&blocks[p].last_doc) >= target);
+        if (mask == 0) {
+            lo = __shfl_sync(0xFFFFFFFFu, p, 31) + 1;
+        } else {
+            const int f = __ffs(mask) - 1;
+            const uint32_t at = __shfl_sync(0xFFFFFFFFu, p, f);
+            const uint32_t before = __shfl_sync(0xFFFFFFFFu, p, f > 0 ? f - 1 : 0);
+            lo = f > 0 ? before + 1 : lo;
+            hi = at + 1;
+        }
+    }
+    const uint32_t p = lo + lane;
+    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, p < hi && __ldg(&blocks[p].last_doc) >= target);
+    return mask ? lo + (uint32_t)(__ffs(mask) - 1) : hi;
+}
+
+// Block b of a list decoded by one warp: lane l gets postings 4l..4l+3 (docs and tf parts), valid below n.
+// The device layout (device.h) puts a lane's four offsets side by side (one or two 16-byte loads) and its
+// four parts too (one).
+__device__ __forceinline__ void lane_fields(const uint8_t *stream, uint32_t bits, uint32_t n, uint32_t lane,
+                                            uint32_t v[4]) {
+    if (bits == 0 || 4u * lane >= n) { // a lane past the count reads nothing (short streams end before it)
+        v[0] = v[1] = v[2] = v[3] = 0u;
+        return;
+    }
+    const uint32_t bit = lane * bits, shift = bit & 31u, mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
+    const uint4 *at = reinterpret_cast<const uint4 *>(stream) + (bit >> 5);
+    const uint4 low = __ldg(at);
+    const uint4 high = shift + bits > 32u ? __ldg(at + 1) : make_uint4(0u, 0u, 0u, 0u);
+    v[0] = __funnelshift_r(low.x, high.x, shift) & mask;
+    v[1] = __funnelshift_r(low.y, high.y, shift) & mask;
+    v[2] = __funnelshift_r(low.z, high.z, shift) & mask;
+    v[3] = __funnelshift_r(low.w, high.w, shift) & mask;
+}
+
+__device__ __forceinline__ uint32_t block_base(const isn_block_meta *blocks, uint32_t b) {
+    return b ? __ldg(&blocks[b - 1].last_doc) : UINT32_MAX;
+}
+
+__device__ __forceinline__ uint32_t warp_decode_block(const uint8_t *payload, const isn_block_meta *blocks,
+                                                      const gpu_term &term, uint32_t b, uint32_t docs[4],
+                                                      float parts[4]) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const uint32_t n = gpu_block_count(term.df, term.num_blocks, b);
+    const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
+    const uint32_t base = block_base(blocks, b);
+    const uint32_t doc_bits = gpu_layout_doc_bits(word);
+    const uint8_t *in = payload + gpu_layout_offset(word);
+    uint32_t offsets[4];
+    lane_fields(in, doc_bits, n, lane, offsets);
+    const float4 lane_parts = 4u * lane < n ? __ldg(reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    parts[0] = lane_parts.x;
+    parts[1] = lane_parts.y;
+    parts[2] = lane_parts.z;
+    parts[3] = lane_parts.w;
+#pragma unroll
+    for (int j = 0; j < 4; j++) docs[j] = gpu_layout_doc_of(base, offsets[j]);
+    return n;
+}
+
+// A term as a range block keeps it (gpu_term without the bound, which only thread 0 reads once).
+struct range_term {
+    uint32_t first_block, num_blocks, df;
+    float weight;
+};
+
+struct range_shared {
+    range_term terms[GPU_MAX_TERMS];
+    // the blocks [first, first + count) of each term in the range: score_range's in [0]; report_unpruned's
+    // alternate, this range's and the next's
+    uint32_t span_first[2][GPU_MAX_TERMS], span_count[2][GPU_MAX_TERMS];
+    uint32_t lb[GPU_MAX_TERMS]; // first block with last doc >= hi - 1 of the previous range (the cursor)
+    union {
+        float range_max[GPU_MAX_TERMS]; // score_range: weight * the largest block maximum among the term's blocks here
+        // report_unpruned (no bounds), queries of at most 32 terms: per span buffer, the blocks of the terms
+        // before term t, found once by one warp instead of by every warp (a sixth block a multiprocessor
+        // leaves no shared memory for another array)
+        uint32_t item_start[2][32];
+    };
+    float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
+    uint32_t skipped;
+    uint32_t item_total[2]; // report_unpruned: the blocks of all terms, per span buffer
+};
+
+__device__ __forceinline__ float warp_max_f(float v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+__device__ __forceinline__ double warp_max_d(double v) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v = fmax(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+    return v;
+}
+
+// Block b of a term decoded by the warp and added to the range accumulator; with `touched`, every slot
+// added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
+// The adds and ors return nothing, so no lane waits on shared memory.
+// Whether add_block marks the touched bitmap: when `touched` is given (the wide kernels), always (the
+// compact and narrow kernels with the bitmap), never (report_dense's narrow ranges).
+enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever };
+template <int C = kWideAcc, int kMarks = kMarksIfGiven>
+__device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
+                                              uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
+                                              uint8_t *matches, uint32_t *touched) {
+    const uint32_t lane = threadIdx.x & 31u;
+    gpu_term term;
+    term.first_block = rt.first_block;
+    term.num_blocks = rt.num_blocks;
+    term.df = rt.df;
+    term.weight = rt.weight;
+    uint32_t docs[4], scored = 0;
+    float parts[4];
+    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
+    bool valid[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
+    uint32_t word = UINT32_MAX, bits = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!valid[j]) continue;
+        const float c = gpu_posting_contribution(term.weight, parts[j]);
+        const uint32_t slot = docs[j] - lo;
+        if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
+            acc_add_fixed<C>(acc, slot, __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23)));
+        else if (kNarrowed || query.fixed_shift)
+            acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
+        else
+            atomicAdd(&acc[slot], (double)c);
+        if (kMarks == kMarksAlways || (kMarks == kMarksIfGiven && touched != nullptr)) {
+            if ((slot >> 5) != word) {
+                if (bits) atomicOr(&touched[word], bits);
+                word = slot >> 5;
+                bits = 0;
+            }
+            bits |= 1u << (slot & 31u);
+        }
+        if (!kNarrowed && query.and_mode)
+            atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
+        scored++;
+    }
+    if (kMarks != kMarksNever && bits) atomicOr(&touched[word], bits);
+    return scored;
+}
+
+// The cursor window of the warp's own term (term `warp`) for the next range: the last docs of blocks
+// from, from + 1, ..., one per lane (from UINT32_MAX: none).
+struct span_prefetch {
+    uint32_t from = UINT32_MAX, last = 0;
+};
+
+// Item `item` of the blocks of terms [from, cn) in term order, as (term, block index in its span). With
+// lanes_hold_terms lane t holds term t's count in the span and the counts before it (lane_before): the
+// term is the last whose blocks start at or before the item. All lanes of the warp ask for the same item.
+__device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, bool lanes_hold_terms, uint32_t lane_before,
+                                               uint32_t cn, const range_shared &s, uint32_t &rem) {
+    if (lanes_hold_terms) {
+        const uint32_t lane = threadIdx.x & 31u;
+        const uint32_t g = item + __shfl_sync(0xFFFFFFFFu, lane_before, from & 31u);
+        const uint32_t t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < cn && lane_before <= g)) - 1u;
+        rem = g - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+        return t;
+    }
+    uint32_t t = from;
+    rem = item;
+    while (rem >= s.span_count[0][t]) rem -= s.span_count[0][t++];
+    return t;
+}
+
+// The block span of term t (the warp's) in [lo, hi) into span buffer `buffer`, from the cursor s.lb[t] (the
+// previous range's last block) or by a search; with `prune`, the largest block bound among the span's
+// blocks (weight * max_tf_part), else 0. `prefetched`: the warp keeps term t's next cursor window loaded
+// ahead (span_prefetch), so its latency passes while this range is scored and reported.
+__device__ __forceinline__ float term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
+                                           bool prune, uint32_t lo, uint32_t hi, bool cursor, range_shared &s,
+                                           span_prefetch &pf, uint32_t buffer) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const isn_block_meta *blocks = a.blocks + term.first_block;
+    const uint32_t nb = term.num_blocks;
+    uint32_t first, lb = nb;
+    float most = 0.0f;
+    bool spanned = false; // the span (and `most`) found by the cursor's window
+    if (cursor) {
+        // The previous range's last block `from` ends before this range's end, and this range's blocks
+        // usually lie among the 32 from `from` (a few ranges on, as a sampling round's and the ranges
+        // between its samples are, too): one round of independent loads then gives the whole span (a
+        // search costs two or three dependent ones). Past the window, the search.
+        const uint32_t from = s.lb[t], p = from + lane;
+        const uint32_t last = prefetched && pf.from == from ? pf.last : p < nb ? __ldg(&blocks[p].last_doc) : 0u;
+        const float bound = prune && p < nb ? term.weight * __ldg(&blocks[p].max_tf_part) : 0.0f;
+        const uint32_t reaches_lo = __ballot_sync(0xFFFFFFFFu, p < nb && last >= lo);
+        const uint32_t reaches_hi = __ballot_sync(0xFFFFFFFFu, p < nb && last >= hi - 1);
+        first = reaches_lo ? from + (uint32_t)(__ffs(reaches_lo) - 1)
+                : from + 32u < nb ? warp_lower_block(blocks, from + 32u, nb, lo) : nb;
+        if (reaches_hi != 0 || from + 32u >= nb) {
+            lb = reaches_hi ? from + (uint32_t)(__ffs(reaches_hi) - 1) : nb;
+            const uint32_t end = lb < nb ? lb + 1 : nb;
+            if (prune && p >= first && p < end) most = bound;
+            spanned = true;
+        }
+    } else {
+        first = warp_lower_block(blocks, 0, nb, lo);
+    }
+    if (!spanned) {
+        // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
+        const uint32_t reach = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2, window = reach < nb ? reach : nb;
+        lb = warp_lower_block(blocks, first, window, hi - 1);
+        if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
+        const uint32_t end = lb < nb ? lb + 1 : nb;
+        if (prune)
+            for (uint32_t b = first + lane; b < end; b += 32) most = fmaxf(most, term.weight * __ldg(&blocks[b].max_tf_part));
+    }
+    const uint32_t end = lb < nb ? lb + 1 : nb;
+    if (prefetched) {
+        pf.from = lb;
+        pf.last = lb + lane < nb ? __ldg(&blocks[lb + lane].last_doc) : 0u;
+    }
+    if (lane == 0) {
+        s.span_first[buffer][t] = first;
+        s.span_count[buffer][t] = end > first ? end - first : 0;
+        s.lb[t] = lb;
+    }
+    return prune ? warp_max_f(most) : 0.0f;
+}
+
+} // namespace
+} // namespace first_stage
+
+#endif

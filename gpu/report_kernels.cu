@@ -1,0 +1,753 @@
+// The range passes of the first stage (kernels.h): the report pass, in which every (query, range) is scored
+// into a shared-memory accumulator and reports its best documents, and the rescore pass over the ranges
+// that may hold more candidates than they reported. first_stage_device.cu says how a batch runs them.
+#include "gpu/range_blocks.cuh"
+
+namespace first_stage {
+namespace {
+
+// Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term),
+// skipping what cannot reach the score key theta (0: nothing), as the emulated device does: the range
+// when its block-max bound is below theta or no essential list has a block here; an essential block
+// whose maximum plus the other lists' range maxima is below it; a non-essential block (MaxScore: a
+// leading run of the ascending bounds sums below theta) whose cells of accumulated essential scores
+// plus the non-essential range maxima stay below it. A document left partly scored cannot reach theta.
+// With `cursor`, the block spans continue from the previous range of the same block (r = previous + 1,
+// terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
+// marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
+// was skipped (acc untouched); all threads agree.
+template <int C = kWideAcc>
+__device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
+                            bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
+                            range_shared &s, span_prefetch &pf) {
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
+    const uint32_t nt = query.num_terms;
+    bool zeroed = false;
+    uint32_t scored = 0;
+    const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
+    const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+    // pruning needs every term's range maximum at once: one chunk of terms
+    const uint32_t prune = nt <= GPU_MAX_TERMS ? theta : 0u;
+    for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
+        const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
+        // block spans of this chunk's terms, one warp per term
+        for (uint32_t t = warp; t < cn; t += kWarps) {
+            range_term term;
+            float max_score = 0.0f;
+            if (!cursor) {
+                const gpu_term g = a.terms[query.term_begin + c0 + t];
+                term = range_term{g.first_block, g.num_blocks, g.df, g.weight};
+                max_score = g.max_score;
+            } else {
+                term = s.terms[t];
+            }
+            // the warp's own first term keeps its next window loaded ahead (unpruned: the pruned cursor skips)
+            const float most = term_span(a, term, t, t == warp && !prune, prune != 0, lo, hi, cursor, s, pf, 0);
+            if (lane == 0) {
+                if (!cursor) {
+                    s.terms[t] = term;
+                    s.max_score[t] = max_score;
+                }
+                s.range_max[t] = most;
+            }
+        }
+        if (tid == 0) s.skipped = 0; // read by thread 0 alone, after this chunk's blocks
+        __syncthreads();
+        // Every thread derives the same summary of the spans instead of thread 0 deriving it for the others
+        // behind a second barrier. Up to 32 terms lane t holds term t's count and the counts before it, so
+        // sums are warp reductions and an item finds its term with one ballot (item_block); the MaxScore
+        // split walks the bounds in order.
+        const bool lanes_hold_terms = cn <= 32;
+        const uint32_t lane_count = lanes_hold_terms && lane < cn ? s.span_count[0][lane] : 0u;
+        const uint32_t lane_before = warp_inclusive_sum(lane_count) - lane_count;
+        uint32_t items = 0, ne_end = 0, essential_items = 0;
+        bool and_missing = false;
+        double total = 0.0, prefix = 0.0;
+        if (lanes_hold_terms && !prune) {
+            items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+            and_missing = __any_sync(0xFFFFFFFFu, query.and_mode && lane < cn && lane_count == 0);
+        } else {
+            for (uint32_t t = 0; t < cn; t++) {
+                and_missing = and_missing || (query.and_mode && s.span_count[0][t] == 0);
+                items += s.span_count[0][t];
+                total += s.range_max[t];
+            }
+            if (prune && !query.and_mode)
+                while (ne_end < cn) {
+                    const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
+                    if (!gpu_bound_below(prefix + bound, prune)) break;
+                    prefix += bound;
+                    ne_end++;
+                }
+        }
+        for (uint32_t t = ne_end; t < cn && prune; t++) essential_items += s.span_count[0][t];
+        if (!prune) essential_items = items;
+        // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
+        // pruned: one chunk only, acc untouched
+        // (a barrier before leaving: the caller's next range writes the spans this summary just read)
+        if ((query.and_mode && (and_missing || items == 0)) ||
+            (prune && (essential_items == 0 || gpu_bound_below(total, prune)))) {
+            __syncthreads();
+            return false;
+        }
+        if (items == 0) {
+            __syncthreads();
+            continue;
+        }
+        // disjunctive queries: the bound grid (gpu_block_cells) of all lists and of the non-essential
+        // ones, in the aux region (unused by disjunctive queries while scoring), then the cells' largest
+        // accumulated essential scores beside them
+        static_assert(3 * kCells * sizeof(double) <= kTouchedOffset, "the grids fit the aux region");
+        static_assert(kCells <= kThreads, "a thread per cell");
+        double *cell_bound = reinterpret_cast<double *>(matches), *cell_ne = cell_bound + kCells;
+        double *cell_max = cell_bound + 2 * kCells;
+        const bool grid = prune && !query.and_mode;
+        if (grid) {
+            for (uint32_t i = tid; i < 2 * kCells; i += kThreads) cell_bound[i] = 0.0;
+            __syncthreads();
+            // a warp per block, its lanes over the block's cells (a rare list's block spans the range)
+            for (uint32_t item = warp; item < items; item += kWarps) {
+                uint32_t rem;
+                const uint32_t t = item_block(item, 0, lanes_hold_terms, lane_before, cn, s, rem);
+                const range_term term = s.terms[t];
+                const isn_block_meta *blocks = a.blocks + term.first_block;
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                const uint32_t first = s.span_first[0][t];
+                gpu_block_cells(blocks, first + rem, first, first + s.span_count[0][t], lo, hi, term.weight, &c0, &c1,
+                                &adds_first, &adds_last);
+                const double bound = (double)(term.weight * blocks[first + rem].max_tf_part);
+                for (uint32_t c = c0 + lane; c <= c1; c += 32) {
+                    if ((c == c0 && !adds_first) || (c == c1 && !adds_last)) continue;
+                    atomicAdd(&cell_bound[c], bound);
+                    if (t < ne_end) atomicAdd(&cell_ne[c], bound);
+                }
+            }
+            __syncthreads();
+            const uint32_t cells = (hi - lo + GPU_SUB_DOCS - 1) / GPU_SUB_DOCS;
+            if (!__syncthreads_or(tid < cells && !gpu_bound_below(cell_bound[tid], prune))) return false;
+        }
+        if (!zeroed) {
+            double2 *acc2 = reinterpret_cast<double2 *>(acc);
+            if (touched == nullptr) // all of it: a fixed-point range's counters lie in both halves
+                for (uint32_t i = tid; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+            if (query.and_mode)
+                for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
+            zeroed = true;
+            if (touched == nullptr || query.and_mode) __syncthreads(); // a disjunctive range's acc is zero already
+        }
+        uint32_t skipped = 0;
+        // essential terms (all of them without pruning)
+        for (uint32_t item = warp; item < essential_items; item += kWarps) {
+            uint32_t rem;
+            const uint32_t t = item_block(item, ne_end, lanes_hold_terms, lane_before, cn, s, rem);
+            const range_term term = s.terms[t];
+            const uint32_t b = s.span_first[0][t] + rem;
+            if (grid) {
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
+                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
+                                &adds_last);
+                double most = 0.0;
+                for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
+                if (gpu_bound_below(warp_max_d(most), prune)) {
+                    skipped++;
+                    continue;
+                }
+            } else if (prune) {
+                const float block_bound = term.weight * __ldg(&a.blocks[term.first_block + b].max_tf_part);
+                if (gpu_bound_below((double)block_bound + (total - s.range_max[t]), prune)) {
+                    skipped++;
+                    continue;
+                }
+            }
+            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched);
+        }
+        if (ne_end > 0) {
+            __syncthreads(); // every essential block is in
+            if (touched != nullptr) {
+                // a thread per cell, over the slots its bitmap word marks
+                for (uint32_t c = tid; c < kCells; c += kThreads) {
+                    double v = 0.0;
+                    for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+                        v = fmax(v, acc_value<C>(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), inv_scale));
+                    }
+                    cell_max[c] = v;
+                }
+            } else {
+                for (uint32_t c = warp; c < kCells; c += kWarps) {
+                    const uint32_t i = c * GPU_SUB_DOCS + lane;
+                    double v = 0.0;
+                    if (i < hi - lo) v = acc_value<C>(acc, i, inv_scale);
+                    v = warp_max_d(v);
+                    if (lane == 0) cell_max[c] = v;
+                }
+            }
+            __syncthreads();
+            const uint32_t ne_items = items - essential_items;
+            for (uint32_t item = warp; item < ne_items; item += kWarps) {
+                uint32_t rem;
+                const uint32_t t = item_block(item, 0, lanes_hold_terms, lane_before, cn, s, rem);
+                const range_term term = s.terms[t];
+                const uint32_t b = s.span_first[0][t] + rem;
+                uint32_t c0, c1;
+                bool adds_first, adds_last;
+                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
+                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
+                                &adds_last);
+                // a document here reaches theta only with essential score in its cell
+                double most = 0.0;
+                for (uint32_t c = c0 + lane; c <= c1; c += 32)
+                    if (cell_max[c] > 0.0) most = fmax(most, cell_max[c] + cell_ne[c]);
+                most = warp_max_d(most);
+                if (most == 0.0 || gpu_bound_below(most, prune)) {
+                    skipped++;
+                    continue;
+                }
+                scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
+            }
+        }
+        if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
+        __syncthreads();
+        if (tid == 0 && s.skipped) atomicAdd(&a.results[q].blocks_skipped, s.skipped);
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (!zeroed) return false; // OR with no postings in any chunk
+    if (query.and_mode) {
+        for (uint32_t i = tid; i < hi - lo; i += kThreads)
+            if (matches[i] < nt) acc_clear<C>(acc, i, query.fixed_shift != 0);
+        __syncthreads();
+    }
+    return true;
+}
+
+// The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
+template <int C = kWideAcc>
+__device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
+    if (i >= n) return GPU_NO_CANDIDATE;
+    const double v = acc_value<C>(acc, i, inv_scale);
+    return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
+}
+
+// Keeps the two lowest keys offered, first < second.
+__device__ __forceinline__ void keep_best_two(uint64_t key, uint64_t &first, uint64_t &second) {
+    if (key < first) {
+        second = first;
+        first = key;
+    } else if (key < second) {
+        second = key;
+    }
+}
+
+// The two lowest candidate keys among the lane's slots above `above` (0: all of them).
+template <int C = kWideAcc>
+__device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
+                                              double inv_scale, uint64_t &first, uint64_t &second) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+#pragma unroll 4
+    for (int j = 0; j < kSlotsPerLane; j++) {
+        const uint64_t c = slot_key<C>(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        if (c > above) keep_best_two(c, first, second);
+    }
+}
+
+// Merges the warps' sorted lists of m keys (lists[w * list_top ...]) into out; warp 0 only.
+// Returns how many keys are documents (the rest is padding).
+__device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out,
+                                                     uint32_t list_top = GPU_MAX_RANGE_TOP) {
+    const uint32_t lane = threadIdx.x & 31u;
+    uint32_t at = 0;
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t v = lane < kWarps && at < m ? lists[lane * list_top + at] : GPU_NO_CANDIDATE;
+        const uint64_t w = warp_min_u64(v);
+        if (w == GPU_NO_CANDIDATE) { // the lists are exhausted: padding from here
+            for (uint32_t rest = round + lane; rest < m; rest += 32) out[rest] = GPU_NO_CANDIDATE;
+            return round;
+        }
+        if (lane == 0) out[round] = w;
+        if (v == w) at++;
+    }
+    return m;
+}
+
+// A warp's m rounds of selection: each round the warp's lowest key goes to mine[round] (GPU_NO_CANDIDATE
+// ends the list: the merge reads no further). A lane keeps its best two keys; when its best is taken the
+// second moves up, and only when that one is taken too does rescan(taken, first, second) look at its
+// slots again for the two best above the taken key.
+template <typename Rescan>
+__device__ __forceinline__ void warp_select(uint32_t m, uint64_t *mine, uint64_t first, uint64_t second, Rescan rescan) {
+    const uint32_t lane = threadIdx.x & 31u;
+    bool second_known = true; // else the lane's slots above first were not looked at
+    for (uint32_t round = 0; round < m; round++) {
+        const uint64_t w = warp_min_u64(first);
+        if (lane == 0) mine[round] = w;
+        if (w == GPU_NO_CANDIDATE) break;
+        if (first == w && round + 1 < m) {
+            if (second_known) {
+                first = second;
+                second_known = first == GPU_NO_CANDIDATE;
+            } else {
+                rescan(w, first, second);
+                second_known = true;
+            }
+        }
+    }
+}
+
+// Writes the range's m best documents (candidate keys ascending, GPU_NO_CANDIDATE padding) to out.
+// Each warp selects its m best: a lane keeps its best two; when its best is taken the second moves up,
+// and the lane rescans its slots only when that one is taken too. The m best of a warp's 1,024 slots
+// seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
+// first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
+// warps' sorted lists.
+template <int C = kWideAcc>
+__device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
+                                 uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5;
+    uint64_t first, second;
+    lane_best_two<C>(acc, lo, n, 0, inv_scale, first, second);
+    warp_select(m, lists + warp * GPU_MAX_RANGE_TOP, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+        lane_best_two<C>(acc, lo, n, above, inv_scale, f, sec);
+    });
+    __syncthreads();
+    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+}
+
+// A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
+// kThreads), so each thread reads and clears only its own slots.
+template <int C = kWideAcc>
+__device__ __forceinline__ void zero_accumulator(double *acc, uint32_t *touched) {
+    double2 *acc2 = reinterpret_cast<double2 *>(acc);
+    for (uint32_t i = threadIdx.x; i < acc_layout<C>::kBytes / sizeof(double2); i += kThreads) acc2[i] = make_double2(0.0, 0.0);
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) touched[c] = 0;
+}
+
+template <int C = kWideAcc>
+__device__ __forceinline__ void clear_touched(double *acc, uint32_t *touched, bool fixed) {
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads) {
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) acc_clear<C>(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), fixed);
+        touched[c] = 0;
+    }
+}
+
+// A range's report floor (gpu_query.floor_key) in its accumulator's units: a fixed-point slot below
+// `fixed` (floor * 2^fixed_shift, rounded down), a double slot below `value`, is no answer. `low_room`:
+// more than a slot's low counter can hold (one add below 2^kLow per term).
+struct report_floor {
+    unsigned long long fixed;
+    double value;
+    unsigned long long low_room;
+    bool active;       // there is a floor
+    bool fixed_point;  // and the accumulator is fixed point (else double)
+};
+
+template <int C = kWideAcc>
+__device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
+    const double value = gpu_floor_value(floor_key);
+    const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
+    return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value,
+                        (unsigned long long)query.num_terms << acc_layout<C>::kLow, value > 0.0, query.fixed_shift != 0};
+}
+
+// Where a query's units are fine enough that the floor spans many high-counter steps, most slots a report
+// visits are far below the floor and their high counter alone says so, one load instead of two.
+template <int C = kWideAcc>
+__device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, const report_floor &f) {
+    if (!f.active) return false; // no floor: nothing to load
+    if (C == kWideAcc && !f.fixed_point) return acc[i] < f.value;
+    const uint32_t *low = reinterpret_cast<const uint32_t *>(acc);
+    if (acc_layout<C>::kHighBits == 0) return low[i] < f.fixed;
+    const unsigned long long high = acc_high<C>(acc, i) << acc_layout<C>::kLow;
+    if (high + f.low_room <= f.fixed) return true;
+    return high + low[i] < f.fixed;
+}
+
+// The two lowest candidate keys above `above` (0: all of them) among the thread's touched slots that
+// reach the floor.
+template <int C = kWideAcc>
+__device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
+                                                uint64_t above, double inv_scale, const report_floor &answer_floor,
+                                                uint64_t &first, uint64_t &second) {
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+    for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
+        for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+            const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
+            if (slot_below_floor<C>(acc, i, answer_floor)) continue;
+            const uint64_t key = slot_key<C>(acc, i, lo, n, inv_scale);
+            if (key > above) keep_best_two(key, first, second);
+        }
+}
+
+// thread_best_two's first pass, which also clears the slots below the floor (no answers, and never looked
+// at again) and drops their bits: clear_touched then visits only the few slots that reach the floor.
+template <int C = kWideAcc>
+__device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched, uint32_t lo, uint32_t n,
+                                                  double inv_scale, const report_floor &answer_floor, uint64_t &first,
+                                                  uint64_t &second) {
+    static_assert(kCells == kThreads, "a thread per bitmap word");
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+    const uint32_t c = threadIdx.x;
+    uint32_t kept = 0;
+    for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+        const uint32_t bit = (uint32_t)(__ffs(bits) - 1), i = c * GPU_SUB_DOCS + bit;
+        if (slot_below_floor<C>(acc, i, answer_floor)) {
+            acc_clear<C>(acc, i, answer_floor.fixed_point);
+            continue;
+        }
+        kept |= 1u << bit;
+        keep_best_two(slot_key<C>(acc, i, lo, n, inv_scale), first, second);
+    }
+    touched[c] = kept;
+}
+
+// report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
+// 1024): each warp selects its own m best without the other warps (warp_select), and one barrier later
+// warp 0 merges the warps' lists (lists[w * list_top ...]). A block-wide minimum per round, as the first
+// version took, cost a barrier per reported document. Each thread clears its slots before that barrier,
+// so the next range's adds may start right after it.
+template <int C = kWideAcc>
+__device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                                   const report_floor &answer_floor, bool fixed, uint64_t *lists, uint32_t list_top,
+                                   uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5;
+    uint64_t first, second;
+    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
+    warp_select(m, lists + warp * list_top, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+        thread_best_two<C>(acc, touched, lo, n, above, inv_scale, answer_floor, f, sec);
+    });
+    clear_touched<C>(acc, touched, fixed);
+    __syncthreads();
+    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
+}
+
+__device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
+    return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
+}
+
+// Narrow ranges with a report floor are reported from a dense scan of the counters instead of a bitmap:
+// with a floor almost no slot passes, and eight conflict-free 16-byte loads and their maximum tell a thread
+// so for its 32 slots, fewer instructions than visiting the bitmap's bits one by one (and the adds mark
+// nothing). Thread t owns the four slots of each 16-byte word t + kThreads j; it zeroes them after the
+// report. at_least: the floor in counter units (at least 1: a zero slot is no document).
+constexpr uint32_t kDenseWordsPerThread = GPU_RANGE_DOCS / 4 / kThreads;
+static_assert(kDenseWordsPerThread * 4 * kThreads == GPU_RANGE_DOCS, "threads own whole words of counters");
+
+__device__ __forceinline__ uint32_t dense_max(const double *acc) {
+    const uint4 *words = reinterpret_cast<const uint4 *>(acc);
+    uint32_t most = 0;
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) {
+        const uint4 w = words[threadIdx.x + kThreads * j];
+        most = max(most, max(max(w.x, w.y), max(w.z, w.w)));
+    }
+    return most;
+}
+
+// The two lowest candidate keys above `above` (0: all of them) among the thread's slots at or above at_least.
+__device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above, double inv_scale,
+                                               uint32_t at_least, uint64_t &first, uint64_t &second) {
+    first = GPU_NO_CANDIDATE;
+    second = GPU_NO_CANDIDATE;
+    const uint32_t *counters = reinterpret_cast<const uint32_t *>(acc);
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++)
+        for (uint32_t e = 0; e < 4; e++) {
+            const uint32_t i = 4u * (threadIdx.x + kThreads * j) + e;
+            if (counters[i] < at_least) continue;
+            const uint64_t key = slot_key<kNarrowAcc>(acc, i, lo, n, inv_scale);
+            if (key > above) keep_best_two(key, first, second);
+        }
+}
+
+// report_touched for a narrow range without its bitmap (with a floor, a warp whose slots all stay below it
+// writes its empty list without a round).
+__device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
+                                 uint64_t *lists, uint32_t list_top, uint64_t *out) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * list_top;
+    uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
+    const bool passes = dense_max(acc) >= at_least;
+    if (__any_sync(0xFFFFFFFFu, passes)) {
+        if (passes) dense_best_two(acc, lo, n, 0, inv_scale, at_least, first, second);
+        warp_select(m, mine, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+            dense_best_two(acc, lo, n, above, inv_scale, at_least, f, sec);
+        });
+    } else if (lane == 0) {
+        mine[0] = GPU_NO_CANDIDATE;
+    }
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
+}
+
+// The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
+// (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
+// its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
+// ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
+// work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
+// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_dense).
+template <int C, bool kDense, uint32_t kListTop>
+__device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
+                                uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
+    const uint32_t nt = query.num_terms, m = query.range_top;
+    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    const double scale = __longlong_as_double((long long)(1023 + query.fixed_shift) << 52);
+    const uint32_t v0 = blockIdx.x * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
+    // The step at or after v that scores a range (round 2 skips the sampled ones, one in `stride`), or
+    // UINT32_MAX; its range is v * stride in round 1, v in round 2.
+    auto next_step = [&](uint32_t v) -> uint32_t {
+        if (a.round == 2 && v % stride == 0) v++;
+        return v < v_end && (a.round == 1 ? v * stride : v) < a.num_ranges ? v : UINT32_MAX;
+    };
+    auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? v * stride : v; };
+    uint32_t v = next_step(v0);
+    if (v == UINT32_MAX) return;
+    span_prefetch pf;
+    zero_accumulator<C>(acc, touched);
+    uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
+    uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+    const uint32_t span_warp = kWarps - 1 - warp; // this warp's terms: span_warp, span_warp + kWarps, ...
+    for (uint32_t t = span_warp; t < nt; t += kWarps) {
+        const gpu_term g = a.terms[query.term_begin + t];
+        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
+        if (lane == 0) s.terms[t] = term;
+        if (lo < hi) term_span(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
+    }
+    __syncthreads();
+    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
+    const bool lanes_hold_terms = nt <= 32;
+    for (uint32_t buffer = 0, shared_starts = 0;; buffer ^= 1u, shared_starts = lanes_hold_terms) {
+        const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        uint32_t items = 0, lane_before = 0;
+        if (lo < hi && shared_starts) {
+            lane_before = lane < nt ? s.item_start[buffer][lane] : 0u;
+            items = s.item_total[buffer];
+        } else if (lo < hi) {
+            const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
+            lane_before = warp_inclusive_sum(lane_count) - lane_count;
+            if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+            else
+                for (uint32_t t = 0; t < nt; t++) items += count[t];
+        }
+        for (uint32_t item = warp; item < items; item += kWarps) {
+            uint32_t t, rem;
+            if (lanes_hold_terms) {
+                t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
+                rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+            } else {
+                t = 0;
+                rem = item;
+                while (rem >= count[t]) rem -= count[t++];
+            }
+            scored += add_block<C, kDense ? kMarksNever : kMarksAlways>(a, query, s.terms[t], first[t] + rem, lo, hi,
+                                                                         scale, acc, nullptr, touched);
+        }
+        // the next range's spans, into the other buffers
+        const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
+        const uint32_t r_next = v_next == UINT32_MAX ? UINT32_MAX : range_of(v_next);
+        const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
+        const uint32_t hi_next = r_next == UINT32_MAX              ? 0u
+                                 : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS
+                                                                    : limit;
+        if (lo_next < hi_next) {
+            // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
+            // which only the end of the partition (limit) makes, so not here
+            for (uint32_t t = span_warp; t < nt; t += kWarps)
+                term_span(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
+        }
+        __syncthreads(); // this range's adds and the next range's spans are in
+        // the next range's item starts, which the report's barrier (or the one below) orders before its reads
+        if (lanes_hold_terms && warp == kWarps - 1) {
+            const uint32_t c = lo_next < hi_next && lane < nt ? s.span_count[buffer ^ 1u][lane] : 0u;
+            const uint32_t before = warp_inclusive_sum(c) - c;
+            s.item_start[buffer ^ 1u][lane] = before;
+            if (lane == 31) s.item_total[buffer ^ 1u] = before + c;
+        }
+        if (items) {
+            if (kDense) {
+                const unsigned long long floor = answer_floor.fixed;
+                const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
+                reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, kListTop, out);
+            } else {
+                reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
+                                              out);
+            }
+            ranges_scored++;
+        } else {
+            for (uint32_t j = tid; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
+            pruned++;
+            __syncthreads(); // no report barrier: the item starts above must be in before the next range reads them
+        }
+        if (v_next == UINT32_MAX) break;
+        v = v_next;
+        r = r_next;
+        lo = lo_next;
+        hi = hi_next;
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (tid == 0) {
+        if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (reported) atomicAdd(&a.results[q].reports, reported);
+    }
+}
+
+} // namespace
+
+// Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride for
+// v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
+// that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
+// from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
+// launch bounds), which also sizes the narrow kernels' report lists.
+template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(range_args a) {
+    extern __shared__ double acc[];
+    uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
+    __shared__ range_shared s;
+    const uint32_t q = a.query_index ? a.query_index[blockIdx.y] : blockIdx.y;
+    const gpu_query query = a.queries[q];
+    // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
+    if (C != kWideAcc && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
+        __trap();
+    const uint32_t m = query.range_top;
+    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
+    if (a.round == 2 && stride == 1) return; // the first round scored every range
+    const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
+    const bool raise_floor = a.round == 2 && query.sampled_floor;
+    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    const report_floor answer_floor =
+        floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
+    if constexpr (C != kWideAcc) {
+        if (threadIdx.x == 0 && a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
+        constexpr uint32_t kListTop = C == kNarrowAcc ? list_top_of(kMinBlocks) : GPU_MAX_RANGE_TOP;
+        uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
+        uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
+        // a narrow slot holds its whole sum, so the floor is one compare
+        if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
+            report_unpruned<C, true, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+        else
+            report_unpruned<C, false, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+        return;
+    }
+    uint32_t *touched = a.dense_report || query.and_mode
+                            ? nullptr
+                            : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
+    if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
+    const uint32_t v0 = blockIdx.x * a.ranges_per_block;
+    uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
+    span_prefetch pf;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
+        const uint32_t r = a.round == 1 ? v * stride : v;
+        if (r >= a.num_ranges) break;
+        if (a.round == 2 && r % stride == 0) continue;
+        const uint32_t lo = r * GPU_RANGE_DOCS;
+        const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        // No barrier here: the previous range's spans were last read before its items barrier, its report
+        // lists are merged by warp 0 before warp 0 reaches this range's span barrier, and each thread's
+        // clear of its own slots is ordered before any add of this range by that same span barrier.
+        const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
+        previous = lo < hi ? r : UINT32_MAX;
+        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
+            for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
+            pruned++;
+            continue;
+        }
+        scored++;
+        if (touched != nullptr) {
+            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, query.fixed_shift != 0,
+                                          reinterpret_cast<uint64_t *>(aux), GPU_MAX_RANGE_TOP, out);
+        } else {
+            reported += report_range<C>(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+        }
+    }
+    if (threadIdx.x == 0) {
+        if (a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
+        if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (reported) atomicAdd(&a.results[q].reports, reported);
+    }
+}
+
+// Rescore pass over the work list: every document whose key is at most the threshold key is a
+// candidate (pruned at that key's score: no such document is skipped).
+__global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
+    extern __shared__ double acc[];
+    uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
+    __shared__ range_shared s;
+    const uint32_t work = *a.work_count;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    bool dirty = true; // acc may hold a dense (AND) range's scores: zero it before a touched range
+    for (uint32_t item = blockIdx.x; item < work; item += gridDim.x) {
+        const uint2 w = a.work[item];
+        const uint32_t q = w.x, r = w.y;
+        const gpu_query query = a.queries[q];
+        const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+        const uint32_t lo = r * GPU_RANGE_DOCS;
+        const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        const uint64_t theta_key = a.theta_key[q];
+        uint32_t *touched =
+            a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
+        __syncthreads();
+        if (touched != nullptr && dirty) {
+            zero_accumulator(acc, touched);
+            __syncthreads();
+        }
+        dirty = touched == nullptr;
+        span_prefetch pf;
+        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s, pf)) continue;
+        if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
+        const double inv_scale =
+            query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
+        uint64_t *cands = a.cands + query.cand_offset;
+        if (touched != nullptr) {
+            for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
+                for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
+                    const uint64_t key =
+                        slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, hi - lo, inv_scale);
+                    if (key == GPU_NO_CANDIDATE || key > theta_key) continue;
+                    const uint32_t at = atomicAdd(&a.cand_count[q], 1u);
+                    if (at < query.cand_cap) cands[at] = key;
+                }
+            clear_touched(acc, touched, query.fixed_shift != 0);
+            continue;
+        }
+        for (int j = 0; j < kSlotsPerLane; j++) {
+            const uint32_t i = warp * (kSlotsPerLane * 32) + j * 32 + lane;
+            const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale);
+            const bool keep = c != GPU_NO_CANDIDATE && c <= theta_key;
+            const uint32_t mask = __ballot_sync(0xFFFFFFFFu, keep);
+            if (mask == 0) continue;
+            uint32_t base = 0;
+            if (lane == 0) base = atomicAdd(&a.cand_count[q], (uint32_t)__popc(mask));
+            base = __shfl_sync(0xFFFFFFFFu, base, 0);
+            if (keep) {
+                const uint32_t at = base + __popc(mask & ((1u << lane) - 1u));
+                if (at < query.cand_cap) cands[at] = c;
+            }
+        }
+    }
+}
+
+
+// The report pass's kernels, by accumulator and by the blocks a multiprocessor runs at once (the register
+// budget each gets).
+__global__ void __launch_bounds__(kThreads, 3) wide_report_kernel(range_args a) { report_pass<3, kWideAcc>(a); }
+__global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2(range_args a) { report_pass<2, kWideAcc>(a); }
+__global__ void __launch_bounds__(kThreads, 4) compact_report_kernel(range_args a) { report_pass<4, kCompactAcc>(a); }
+__global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a) { report_pass<5, kNarrowAcc>(a); }
+__global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
+
+} // namespace first_stage
