@@ -97,6 +97,7 @@ struct gpu_device {
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
     uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor)
+    bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     stream_buffers streams[8];
 };
@@ -213,6 +214,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->report_blocks = choice && atoi(choice) == 2 ? 2 : 3;
     const char *compact = getenv("ISN_GPU_COMPACT");
     d->compact = !(compact && atoi(compact) == 0);
+    const char *query_major = getenv("ISN_GPU_QUERY_MAJOR");
+    d->query_major = !(query_major && strcmp(query_major, "0") == 0);
     const char *waves = getenv("ISN_GPU_WAVES"), *max_rpb = getenv("ISN_GPU_MAX_RANGES_PER_BLOCK");
     d->waves = waves && atoi(waves) > 0 ? (uint32_t)atoi(waves) : 4;
     d->max_ranges_per_block = max_rpb && atoi(max_rpb) > 0 ? (uint32_t)atoi(max_rpb) : 64;
@@ -340,6 +343,16 @@ static uint32_t rescore_blocks(const gpu_device *d, uint32_t range_queries) {
     return want < d->resident_blocks ? (uint32_t)want : d->resident_blocks;
 }
 
+// The report grid of `chunks` blocks of ranges for each of `queries` queries, in the order
+// range_args.query_major says (set here). Query-major from kQueryMajorFrom queries, where a wave of blocks is
+// a few ranges of every query, which then share their common lists' blocks in L2 (below it range-major
+// measured a little faster).
+constexpr uint32_t kQueryMajorFrom = 128;
+static dim3 report_grid(const gpu_device *d, uint32_t chunks, uint32_t queries, range_args *a) {
+    a->query_major = d->query_major && queries >= kQueryMajorFrom && chunks <= 65535u; // a grid's y is at most 65535
+    return a->query_major ? dim3(queries, chunks) : dim3(chunks, queries);
+}
+
 static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t queries, uint32_t resident) {
     const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * d->waves);
     return per < 1 ? 1 : per > d->max_ranges_per_block ? d->max_ranges_per_block : (uint32_t)per;
@@ -430,26 +443,30 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (nshort) {
                 short_args.ranges_per_block = ranges_per_block(d, ranges, nshort, d->resident_short);
                 const uint32_t gx = (ranges + short_args.ranges_per_block - 1) / short_args.ranges_per_block;
-                short_report_kernel<<<dim3(gx, nshort), kThreads, narrow_shared_bytes(6), st>>>(short_args);
+                const dim3 grid = report_grid(d, gx, nshort, &short_args);
+                short_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(short_args);
             }
             if (nnarrow) {
                 narrow_args.ranges_per_block = ranges_per_block(d, ranges, nnarrow, d->resident_narrow);
                 const uint32_t gx = (ranges + narrow_args.ranges_per_block - 1) / narrow_args.ranges_per_block;
-                narrow_report_kernel<<<dim3(gx, nnarrow), kThreads, narrow_shared_bytes(5), st>>>(narrow_args);
+                const dim3 grid = report_grid(d, gx, nnarrow, &narrow_args);
+                narrow_report_kernel<<<grid, kThreads, narrow_shared_bytes(5), st>>>(narrow_args);
             }
             if (ncompact) {
                 compact_args.ranges_per_block = ranges_per_block(d, ranges, ncompact, d->resident_compact);
                 const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
-                compact_report_kernel<<<dim3(gx, ncompact), kThreads, kCompactSharedBytes, st>>>(compact_args);
+                const dim3 grid = report_grid(d, gx, ncompact, &compact_args);
+                compact_report_kernel<<<grid, kThreads, kCompactSharedBytes, st>>>(compact_args);
             }
             const uint32_t nwide = nr - nshort - nnarrow - ncompact;
             if (nwide) {
                 wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
+                const dim3 grid = report_grid(d, gx, nwide, &wide_args);
                 if (d->report_blocks == 2)
-                    wide_report_kernel_2<<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
+                    wide_report_kernel_2<<<grid, kThreads, kSharedBytes, st>>>(wide_args);
                 else
-                    wide_report_kernel<<<dim3(gx, nwide), kThreads, kSharedBytes, st>>>(wide_args);
+                    wide_report_kernel<<<grid, kThreads, kSharedBytes, st>>>(wide_args);
             }
             CHECK(cudaGetLastError());
             if (round == 1) {

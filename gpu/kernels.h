@@ -80,7 +80,11 @@ struct range_args {
     uint32_t *work_count;
     uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
     uint32_t dense_floor;  // nonzero: narrow ranges with a floor are reported by report_dense (ISN_GPU_DENSE_FLOOR=0: never)
-    const uint32_t *query_index; // report blocks: blockIdx.y's query (nullptr: blockIdx.y itself)
+    const uint32_t *query_index; // report blocks: the grid's query index's query (nullptr: that index itself)
+    // report blocks: the grid's x is the query and y the block of ranges (else the other way round), so the
+    // blocks that run at once are the batch's queries over the same ranges, which read the blocks of the
+    // lists they share while those are still in L2
+    uint32_t query_major;
 };
 
 struct probe_args {

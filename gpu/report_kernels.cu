@@ -494,14 +494,14 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
 // those with the fewest blocks to score. kDense: a narrow query with a report floor (report_dense).
 template <int C, bool kDense, uint32_t kListTop>
-__device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t *touched,
+__device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms, m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     const double scale = __longlong_as_double((long long)(1023 + query.fixed_shift) << 52);
-    const uint32_t v0 = blockIdx.x * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
+    const uint32_t v0 = chunk * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
     // The step at or after v that scores a range (round 2 skips the sampled ones, one in `stride`), or
     // UINT32_MAX; its range is v * stride in round 1, v in round 2.
     auto next_step = [&](uint32_t v) -> uint32_t {
@@ -614,7 +614,8 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
-    const uint32_t q = a.query_index ? a.query_index[blockIdx.y] : blockIdx.y;
+    const uint32_t chunk = a.query_major ? blockIdx.y : blockIdx.x, qi = a.query_major ? blockIdx.x : blockIdx.y;
+    const uint32_t q = a.query_index ? a.query_index[qi] : qi;
     const gpu_query query = a.queries[q];
     // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
     if (C != kWideAcc && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
@@ -629,22 +630,22 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
     const report_floor answer_floor =
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     if constexpr (C != kWideAcc) {
-        if (threadIdx.x == 0 && a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
+        if (threadIdx.x == 0 && a.round == 1 && chunk == 0) a.results[q].accumulator = C;
         constexpr uint32_t kListTop = C == kNarrowAcc ? list_top_of(kMinBlocks) : GPU_MAX_RANGE_TOP;
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
-            report_unpruned<C, true, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
         else
-            report_unpruned<C, false, kListTop>(a, query, q, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, false, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
         return;
     }
     uint32_t *touched = a.dense_report || query.and_mode
                             ? nullptr
                             : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
     if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
-    const uint32_t v0 = blockIdx.x * a.ranges_per_block;
+    const uint32_t v0 = chunk * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
     span_prefetch pf;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
@@ -674,7 +675,7 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
         }
     }
     if (threadIdx.x == 0) {
-        if (a.round == 1 && blockIdx.x == 0) a.results[q].accumulator = C;
+        if (a.round == 1 && chunk == 0) a.results[q].accumulator = C;
         if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
         if (reported) atomicAdd(&a.results[q].reports, reported);
