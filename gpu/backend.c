@@ -516,10 +516,13 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
 
 /* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (pruning
  * can pay for a batch of one query and cost for the same queries in batches of 16, where the exhaustive
- * pass keeps the device busier): per size class, each mode until it has a few batches, then the one with the lower
- * time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches times how much slower it is, so that a
- * change in the traffic is noticed for a fixed share of the device's time. */
+ * pass keeps the device busier): per size class, a few exhaustive batches, then one pruned batch, more of
+ * them while a pruned batch costs less than PRUNE_WARMUP_SLOWER exhaustive ones per list posting (a pruned
+ * batch can cost several: warming it up as long would cost a short run most of its time), then the mode with
+ * the lower time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches times how much slower it
+ * is, so that a change in the traffic is noticed for a fixed share of the device's time. */
 #define PRUNE_WARMUP_BATCHES 3
+#define PRUNE_WARMUP_SLOWER 2.0
 static uint32_t prune_class(uint32_t n) {
     uint32_t c = 0;
     while (n >= 4 && c + 1 < PRUNE_CLASSES) n >>= 2, c++;
@@ -533,9 +536,12 @@ static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
     /* the warm-up counts batches sent, not batches learned from: with batches in flight, counting
      * completions sent every batch of a short burst down the first mode */
     bool pruned;
-    if (l->chosen[1] < PRUNE_WARMUP_BATCHES) pruned = true;
-    else if (l->chosen[0] < PRUNE_WARMUP_BATCHES) pruned = false;
-    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] != 0; /* still to learn one */
+    if (l->chosen[0] < PRUNE_WARMUP_BATCHES) pruned = false;
+    else if (l->chosen[1] == 0) pruned = true;
+    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = false; /* the pruned batch still in flight */
+    else if (l->chosen[1] < PRUNE_WARMUP_BATCHES &&
+             l->ms_per_mposting[1] < PRUNE_WARMUP_SLOWER * l->ms_per_mposting[0])
+        pruned = true;
     else {
         const bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
         /* the other mode's batches take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
