@@ -151,8 +151,10 @@ static void render_device_json(const isn_gpu_health *hp, byte_buffer *out) {
                   (unsigned long long)h.bytes_transferred);
     /* what the backend learned and where its CPU answers came from */
     buffer_printf(out, ",\"pruning\":{\"batches\":{\"pruned\":%llu,\"exhaustive\":%llu},"
+                       "\"cost_samples\":{\"pruned\":%llu,\"exhaustive\":%llu},"
                        "\"ms_per_mposting\":{\"pruned\":%.6f,\"exhaustive\":%.6f}},\"cpu_fallbacks\":{",
                   (unsigned long long)h.batches_pruned, (unsigned long long)h.batches_exhaustive,
+                  (unsigned long long)h.samples_pruned, (unsigned long long)h.samples_exhaustive,
                   h.ms_per_mposting_pruned, h.ms_per_mposting_exhaustive);
     for (int r = 0, first = 1; r < ISN_GPU_FALLBACK_REASONS; r++) {
         if (r == ISN_GPU_FALLBACK_EMPTY_QUERY) continue;

@@ -58,6 +58,7 @@ struct isn_gpu_backend {
     isn_block_meta *device_blocks;
     uint32_t max_terms;     /* gpu_term entries per batch */
     double last_completion_ms; /* of the latest batch, for learn_pruning */
+    bool completed_any, last_completed_pruned; /* and whether it pruned */
     prune_learning prune[PRUNE_CLASSES]; /* AUTO pruning, by batch size (prune_class) */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
@@ -450,7 +451,7 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     fresh.queries_prefix = fresh.bytes_transferred = 0;
     memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
     fresh.ms_per_mposting_pruned = fresh.ms_per_mposting_exhaustive = 0.0;
-    fresh.batches_pruned = fresh.batches_exhaustive = 0;
+    fresh.batches_pruned = fresh.batches_exhaustive = fresh.samples_pruned = fresh.samples_exhaustive = 0;
     fresh.warmup_ms = now_ms() - t0;
     fresh.ready = true;
     b->health = fresh;
@@ -516,13 +517,14 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
 
 /* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (pruning
  * can pay for a batch of one query and cost for the same queries in batches of 16, where the exhaustive
- * pass keeps the device busier): per size class, a few exhaustive batches, then one pruned batch, more of
- * them while a pruned batch costs less than PRUNE_WARMUP_SLOWER exhaustive ones per list posting (a pruned
- * batch can cost several: warming it up as long would cost a short run most of its time), then the mode with
- * the lower time per list posting, the other every ISN_GPU_PRUNE_EXPLORE batches times how much slower it
- * is, so that a change in the traffic is noticed for a fixed share of the device's time. */
-#define PRUNE_WARMUP_BATCHES 3
-#define PRUNE_WARMUP_SLOWER 2.0
+ * pass keeps the device busier): per size class, a run of exhaustive batches, then a run of pruned ones,
+ * then the mode with the lower time per list posting, and a run of the other every ISN_GPU_PRUNE_EXPLORE
+ * runs times how much slower it is, so that a change in the traffic is noticed for a fixed share of the
+ * device's time. A run is streams + 1 batches: with batches in flight, only a batch between two of its own
+ * mode measures that mode's cost (isn_gpu_complete learns from no other), and a run's middle ones are. A
+ * mode still without such a batch after PRUNE_PATIENCE runs is left (a class whose runs interleave with
+ * another's may never get one): the measured mode, or exhaustive, serves. */
+#define PRUNE_PATIENCE 4
 static uint32_t prune_class(uint32_t n) {
     uint32_t c = 0;
     while (n >= 4 && c + 1 < PRUNE_CLASSES) n >>= 2, c++;
@@ -533,22 +535,21 @@ static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
     if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
     if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
     prune_learning *l = &b->prune[prune_class(n)];
-    /* the warm-up counts batches sent, not batches learned from: with batches in flight, counting
+    /* the runs count batches sent, not batches learned from: with batches in flight, counting
      * completions sent every batch of a short burst down the first mode */
+    const uint64_t run = (uint64_t)b->options.streams + 1, patience = PRUNE_PATIENCE * run;
     bool pruned;
-    if (l->chosen[0] < PRUNE_WARMUP_BATCHES) pruned = false;
-    else if (l->chosen[1] == 0) pruned = true;
-    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = false; /* the pruned batch still in flight */
-    else if (l->chosen[1] < PRUNE_WARMUP_BATCHES &&
-             l->ms_per_mposting[1] < PRUNE_WARMUP_SLOWER * l->ms_per_mposting[0])
-        pruned = true;
+    if (l->chosen[0] < run || (l->batches[0] == 0 && l->chosen[0] < patience)) pruned = false;
+    else if (l->chosen[1] < run || (l->batches[1] == 0 && l->chosen[1] < patience)) pruned = true;
+    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] == 0 && l->batches[1] != 0;
     else {
         const bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
-        /* the other mode's batches take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
+        /* the other mode's runs take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
          * slower it is (a pruned batch can cost several exhaustive ones) */
         const double ratio = l->ms_per_mposting[!better] / l->ms_per_mposting[better];
-        const uint64_t every = ISN_GPU_PRUNE_EXPLORE * (uint64_t)(ratio >= 1.0 ? (ratio < 64.0 ? ceil(ratio) : 64.0) : 1.0);
-        pruned = (l->chosen[0] + l->chosen[1]) % every == every - 1 ? !better : better;
+        const uint64_t every =
+            ISN_GPU_PRUNE_EXPLORE * run * (uint64_t)(ratio >= 1.0 ? (ratio < 64.0 ? ceil(ratio) : 64.0) : 1.0);
+        pruned = (l->chosen[0] + l->chosen[1]) % every >= every - run ? !better : better;
     }
     l->chosen[pruned]++;
     return pruned;
@@ -564,8 +565,8 @@ static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms
     l->batches[pruned]++;
     b->health.ms_per_mposting_pruned = l->ms_per_mposting[1];
     b->health.ms_per_mposting_exhaustive = l->ms_per_mposting[0];
-    if (pruned) b->health.batches_pruned++;
-    else b->health.batches_exhaustive++;
+    if (pruned) b->health.samples_pruned++;
+    else b->health.samples_exhaustive++;
 }
 
 int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
@@ -879,10 +880,20 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     st.pruned = s->pruned;
     /* What the batch cost: the time since the later of its submission and the previous batch's completion.
      * Its own device events are no measure once batches overlap: they also count the other stream's
-     * kernels, so a cheap batch beside a costly one looks as costly. */
+     * kernels, so a cheap batch beside a costly one looks as costly. The interval is no measure either when
+     * the batch ran beside one of the other mode: the one that completed before it (whose interval then took
+     * this batch's work done meanwhile) or one still in flight (choose_pruning). */
     const double since = now - (b->last_completion_ms > s->submitted_at ? b->last_completion_ms : s->submitted_at);
+    bool alone = !b->completed_any || s->submitted_at >= b->last_completion_ms || b->last_completed_pruned == s->pruned;
+    for (uint32_t i = 0; i < b->options.streams; i++)
+        if (&b->slots[i] != s && b->slots[i].busy && b->slots[i].pruned != s->pruned) alone = false;
     b->last_completion_ms = now;
-    if (device_ok && st.cpu_queries == 0) learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);
+    b->completed_any = true;
+    b->last_completed_pruned = s->pruned;
+    if (s->pruned) b->health.batches_pruned++;
+    else b->health.batches_exhaustive++;
+    if (device_ok && st.cpu_queries == 0 && alone)
+        learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;
@@ -940,9 +951,12 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
     int m = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0,
                      "isn_gpu_prune_batches_total{%s%smode=\"pruned\"} %llu\n"
                      "isn_gpu_prune_batches_total{%s%smode=\"exhaustive\"} %llu\n"
+                     "isn_gpu_prune_cost_samples_total{%s%smode=\"pruned\"} %llu\n"
+                     "isn_gpu_prune_cost_samples_total{%s%smode=\"exhaustive\"} %llu\n"
                      "isn_gpu_prune_ms_per_mposting{%s%smode=\"pruned\"} %.6f\n"
                      "isn_gpu_prune_ms_per_mposting{%s%smode=\"exhaustive\"} %.6f\n",
                      l, sep, (unsigned long long)h->batches_pruned, l, sep, (unsigned long long)h->batches_exhaustive, l,
+                     sep, (unsigned long long)h->samples_pruned, l, sep, (unsigned long long)h->samples_exhaustive, l,
                      sep, h->ms_per_mposting_pruned, l, sep, h->ms_per_mposting_exhaustive);
     if (m < 0) return 0;
     return used + (size_t)m;

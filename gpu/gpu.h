@@ -60,9 +60,9 @@ typedef struct {
      * gpu_fixed_shift), else in double; true forces double (measuring). */
     bool double_accumulators;
     /* Pruning (seeded threshold, sampling round, bound grid; device.h): AUTO measures the device time per
-     * list posting of pruned and of exhaustive batches and keeps using the cheaper, trying the other
-     * every ISN_GPU_PRUNE_EXPLORE batches times how much slower it was (answers are the same either way);
-     * ALWAYS and NEVER fix it. */
+     * list posting of pruned and of exhaustive batches and keeps using the cheaper, trying the other in
+     * runs of streams + 1 batches (the middle ones measure it alone) every ISN_GPU_PRUNE_EXPLORE runs times
+     * how much slower it was (answers are the same either way); ALWAYS and NEVER fix it. */
     int pruning; /* ISN_GPU_PRUNE_* */
     /* Pruned-prefix posting cache, when the partition does not fit the budget: block visits replayed
      * from this training query log (NULL: document frequency stands in) decide which lists' leading
@@ -212,11 +212,14 @@ typedef struct {
     uint64_t device_errors;
     uint64_t bytes_transferred;
     uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
-    /* What AUTO pruning learned: milliseconds per million list postings, from each batch's completion to
-     * the later of its submission and the previous completion, pruned and exhaustive (0 before the first
-     * such batch), and the batches of each. */
+    /* What AUTO pruning learned: milliseconds per million list postings, from a batch's completion to the
+     * later of its submission and the previous completion, pruned and exhaustive (0 before the first such
+     * batch); the batches run in each mode; and the batches each learned from: those that ran beside no
+     * batch of the other mode (a costly batch beside a cheap one lends the cheap one its time, or takes
+     * the cheap one's). */
     double ms_per_mposting_pruned, ms_per_mposting_exhaustive;
     uint64_t batches_pruned, batches_exhaustive;
+    uint64_t samples_pruned, samples_exhaustive;
 } isn_gpu_health;
 
 void isn_gpu_health_get(const isn_gpu_backend *backend, isn_gpu_health *health);

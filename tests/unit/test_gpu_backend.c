@@ -637,28 +637,33 @@ static void test_pruning(void **state) {
     isn_gpu_close(b);
 }
 
-/* AUTO pruning tries both modes (exhaustive batches first, then a pruned one, more of those only while
- * they measure close), then runs the one it measured cheaper (and the other now and then); NEVER skips
- * nothing. The answers are the CPU's in every mode. */
+/* AUTO pruning tries both modes (a run of exhaustive batches, then a run of pruned ones), then runs the
+ * one it measured cheaper (and the other now and then); NEVER skips nothing. The answers are the CPU's in
+ * every mode. */
 static void test_pruning_modes_emulated(void **state) {
     (void)state;
     static batch bt;
     char metrics[4096];
     isn_gpu_backend *b = open_backend(true, 0, 0);
-    for (int i = 0; i < 8; i++) {
+    const uint32_t run = isn_gpu_streams(b) + 1;
+    for (uint32_t i = 0; i < 8; i++) {
         batch_fill(&bt, 8, 10, ISN_MODE_OR);
         isn_gpu_batch_stats st;
         assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
-        if (i < 3) assert_false(st.pruned);
-        else if (i == 3) assert_true(st.pruned);
+        if (i < run) assert_false(st.pruned);
+        else if (i < 2 * run) assert_true(st.pruned);
     }
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
     assert_int_equal(h.batches_pruned + h.batches_exhaustive, 8);
-    assert_true(h.batches_pruned >= 1 && h.batches_exhaustive >= 3);
+    assert_true(h.batches_pruned >= run && h.batches_exhaustive >= run);
+    /* one batch at a time: every batch measured its mode alone */
+    assert_int_equal(h.samples_pruned, h.batches_pruned);
+    assert_int_equal(h.samples_exhaustive, h.batches_exhaustive);
     assert_true(h.ms_per_mposting_pruned > 0 && h.ms_per_mposting_exhaustive > 0);
     isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
     assert_non_null(strstr(metrics, "isn_gpu_prune_batches_total{mode=\"pruned\"}"));
+    assert_non_null(strstr(metrics, "isn_gpu_prune_cost_samples_total{mode=\"exhaustive\"}"));
     isn_gpu_close(b);
     b = open_backend_with(true, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
     batch_fill(&bt, 16, 10, ISN_MODE_OR);
@@ -666,6 +671,46 @@ static void test_pruning_modes_emulated(void **state) {
     assert_int_equal(search_checked(b, &bt, 10, &st), bt.n);
     assert_false(st.pruned);
     assert_int_equal(st.blocks_skipped, 0);
+    isn_gpu_close(b);
+}
+
+/* With two batches in flight, AUTO learns a mode's cost only from batches that ran beside none of the
+ * other mode: across the switch from the exhaustive run to the pruned one (E1 E2 E3, then P1 P2 P3, each
+ * submitted once the batch two before it completed), E3 completes with P1 in flight and P1 ran beside E3,
+ * so neither is learned from; the others are. */
+static void test_pruning_learns_alone_emulated(void **state) {
+    (void)state;
+    static batch bt;
+    char err[256];
+    isn_gpu_options o = test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256);
+    o.streams = 2;
+    isn_gpu_backend *b = open_options(&o);
+    enum { PER = 8, BATCHES = 6 };
+    batch_fill(&bt, PER * BATCHES, 10, ISN_MODE_OR);
+    int tickets[BATCHES];
+    bool pruned[BATCHES];
+    for (int i = 0; i < BATCHES; i++) {
+        if (i >= 2) {
+            isn_gpu_batch_stats st;
+            assert_int_equal(isn_gpu_complete(b, tickets[i - 2], &st, err, sizeof err), 0);
+            pruned[i - 2] = st.pruned;
+        }
+        tickets[i] = isn_gpu_submit(b, bt.requests + PER * i, PER, err, sizeof err);
+        assert_true(tickets[i] >= 0);
+    }
+    for (int i = BATCHES - 2; i < BATCHES; i++) {
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_complete(b, tickets[i], &st, err, sizeof err), 0);
+        pruned[i] = st.pruned;
+    }
+    assert_int_equal(batch_check(&bt, 10), bt.n);
+    for (int i = 0; i < BATCHES; i++) assert_int_equal(pruned[i], i >= 3);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_int_equal(h.batches_exhaustive, 3);
+    assert_int_equal(h.batches_pruned, 3);
+    assert_int_equal(h.samples_exhaustive, 2);
+    assert_int_equal(h.samples_pruned, 2);
     isn_gpu_close(b);
 }
 
@@ -879,6 +924,7 @@ int main(void) {
         cmocka_unit_test(test_scheduler_device_four_streams_emulated),
         cmocka_unit_test(test_default_streams),
         cmocka_unit_test(test_pruning_modes_emulated),
+        cmocka_unit_test(test_pruning_learns_alone_emulated),
         cmocka_unit_test(test_accumulator_layouts),
         cmocka_unit_test(test_sort_paths),
     };
