@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
                                gpu_hits[(size_t)q * k + i].score == cpu_hits[(size_t)lq * k + i].score;
                     if (!same && mismatches++ < 3)
                         fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
-                                req[q].num_hits, cpu_n[q]);
+                                req[q].num_hits, cpu_n[lq]);
                 }
                 char fallbacks[512];
                 size_t used = 0;
