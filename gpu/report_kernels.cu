@@ -6,6 +6,14 @@
 namespace first_stage {
 namespace {
 
+// The cells [c0, c1] of the range [lo, hi) that block b of term t (of the spans in buffer 0) covers.
+__device__ __forceinline__ void block_cells(const range_args &a, const range_shared &s, const range_term &term,
+                                            uint32_t t, uint32_t b, uint32_t lo, uint32_t hi, uint32_t &c0, uint32_t &c1) {
+    bool adds_first, adds_last;
+    gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t], s.span_first[0][t] + s.span_count[0][t], lo, hi,
+                    term.weight, &c0, &c1, &adds_first, &adds_last);
+}
+
 // Scores documents [lo, hi) of query q into acc (and, for AND, clears the documents that miss a term),
 // skipping what cannot reach the score key theta (0: nothing), as the emulated device does: the range
 // when its block-max bound is below theta or no essential list has a block here; an essential block
@@ -145,10 +153,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             const uint32_t b = s.span_first[0][t] + rem;
             if (grid) {
                 uint32_t c0, c1;
-                bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
-                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
-                                &adds_last);
+                block_cells(a, s, term, t, b, lo, hi, c0, c1);
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
                 if (gpu_bound_below(warp_max_d(most), prune)) {
@@ -192,10 +197,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 const range_term term = s.terms[t];
                 const uint32_t b = s.span_first[0][t] + rem;
                 uint32_t c0, c1;
-                bool adds_first, adds_last;
-                gpu_block_cells(a.blocks + term.first_block, b, s.span_first[0][t],
-                                s.span_first[0][t] + s.span_count[0][t], lo, hi, term.weight, &c0, &c1, &adds_first,
-                                &adds_last);
+                block_cells(a, s, term, t, b, lo, hi, c0, c1);
                 // a document here reaches theta only with essential score in its cell
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32)
