@@ -112,20 +112,37 @@ __device__ void collect_query(const gpu_query *queries, uint32_t q, const uint64
     if (threadIdx.x == 0) cand_count[q] = s_count;
 }
 
+// The rank-th smallest (from 1) of n distinct keys in shared memory, n at most the block's threads: each
+// thread counts the keys below its own, one pass over them (a few microseconds where the radix rounds of
+// block_select, each behind barriers, take several times that: this runs once per query per batch, on the
+// batch's critical path). GPU_NO_CANDIDATE when no key has that rank.
+__device__ uint64_t block_rank_select(const uint64_t *keys, uint32_t n, uint32_t rank, uint64_t &s_found) {
+    if (threadIdx.x == 0) s_found = GPU_NO_CANDIDATE;
+    __syncthreads();
+    if (threadIdx.x < n) {
+        const uint64_t mine = keys[threadIdx.x];
+        uint32_t below = 0;
+        for (uint32_t j = 0; j < n; j++) below += keys[j] < mine;
+        if (below == rank - 1) s_found = mine;
+    }
+    __syncthreads();
+    return s_found;
+}
+
 // Per range query: the threshold key, then the collection (collect_query). The threshold is the k-th
 // smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real documents have
 // keys at most this, so every answer's key is too; so is the floor's key (answers reach the floor), and
 // the lower of the two is taken. The real reports (not padding) are first gathered into shared memory,
 // where the radix rounds then read them, when they fit (kSelectKeys; with a floor a range reports only
 // what reaches it, so most slots are padding).
-__global__ void __launch_bounds__(256) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
+__global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
                                                              uint32_t num_ranges, uint32_t report_stride,
                                                              uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,
                                                              uint2 *work, uint32_t *work_count) {
     extern __shared__ uint64_t kept_keys[]; // kSelectKeys
     __shared__ select_shared sh;
     __shared__ uint32_t s_kept, s_count;
-    __shared__ uint64_t s_theta;
+    __shared__ uint64_t s_theta, s_found;
     const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
     const gpu_query query = queries[q];
     const uint32_t m = query.range_top;
@@ -152,7 +169,8 @@ __global__ void __launch_bounds__(256) select_collect_kernel(const gpu_query *qu
         // fewer than k documents reported: the k-th smallest key is padding, the floor's is lower
         if (kept >= query.k) {
             const uint64_t kth =
-                kept <= kSelectKeys
+                kept <= kSelectThreads ? block_rank_select(kept_keys, kept, query.k, s_found)
+                : kept <= kSelectKeys
                     ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
                     : block_select([&](uint32_t i) { return mine[(size_t)(i / m) * report_stride + i % m]; }, total,
                                    query.k, sh);
@@ -222,6 +240,25 @@ __global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_que
     const uint32_t kept = count < query.cand_cap ? count : query.cand_cap;
     const uint32_t n = count > query.cand_cap ? 0 : (count < query.k ? count : query.k);
     const uint64_t *mine = cands + query.cand_offset;
+    uint64_t *out = sorted + query.cand_offset;
+    isn_hit *hit = hits + query.hit_offset;
+    if (threadIdx.x == 0) {
+        results[q].num_hits = n;
+        results[q].candidates = count;
+    }
+    if (kept <= kSortThreads) {
+        // a thread a key, placed by its rank (keys are distinct): one pass where the radix sort takes eight
+        if (threadIdx.x < kept) picked[threadIdx.x] = mine[threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x < kept) {
+            const uint64_t key = picked[threadIdx.x];
+            uint32_t rank = 0;
+            for (uint32_t j = 0; j < kept; j++) rank += picked[j] < key;
+            out[rank] = key;
+            if (rank < n) hit[rank] = isn_hit{(uint32_t)key, __uint_as_float(~(uint32_t)(key >> 32))};
+        }
+        return;
+    }
     // the keys to sort: all kept ones, or the k smallest of them
     const uint32_t sorting = kept <= kSortKeys ? kept : query.k;
     if (kept > kSortKeys) {
@@ -239,17 +276,11 @@ __global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_que
         keys[j] = i >= sorting ? GPU_NO_CANDIDATE : kept <= kSortKeys ? mine[i] : picked[i];
     }
     block_sort(sort_temp).Sort(keys);
-    uint64_t *out = sorted + query.cand_offset;
-    isn_hit *hit = hits + query.hit_offset;
 #pragma unroll
     for (int j = 0; j < kSortItems; j++) {
         const uint32_t i = threadIdx.x * kSortItems + j;
         if (i < sorting) out[i] = keys[j];
         if (i < n) hit[i] = isn_hit{(uint32_t)keys[j], __uint_as_float(~(uint32_t)(keys[j] >> 32))};
-    }
-    if (threadIdx.x == 0) {
-        results[q].num_hits = n;
-        results[q].candidates = count;
     }
 }
 

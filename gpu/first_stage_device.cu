@@ -478,7 +478,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     }
     CHECK(cudaEventRecord(s->events[2], st));
     if (nr) {
-        select_collect_kernel<<<nr, 256, kSelectKeys * sizeof(uint64_t), st>>>(
+        select_collect_kernel<<<nr, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
             s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta_key, s->d_cands, s->d_cand_count,
             s->d_work, s->d_work_count);
         CHECK(cudaGetLastError());
