@@ -47,8 +47,14 @@ constexpr int kEvents = 8;
 // partitioning threshold is 300 or more.
 constexpr uint32_t kSortSegmentsPerCall = 256;
 
+// A batch's sequence runs on two streams of its slot. The bulk one (lowest priority) copies the batch in and
+// runs the report and probe kernels, which fill the device; the finishing one (highest priority) waits for
+// them and runs the short kernels after them (threshold and collection, rescore, sort) and the copy back.
+// With several batches in flight, the block scheduler then starts a finishing kernel's blocks as soon as
+// blocks of the other batches' report kernels leave, instead of after every block those kernels have yet to
+// start: a batch's result no longer waits for the next batch's report pass.
 struct stream_buffers {
-    cudaStream_t stream;
+    cudaStream_t stream, finish;
     cudaEvent_t events[kEvents];
     // d_in: the batch's queries, terms and variant list, laid out as h_stage (one copy in); d_zeroed: the
     // work count, the candidate counts, then the results and hits (one memset, one copy back)
@@ -118,9 +124,11 @@ static void cuda_close(gpu_device *d) {
     for (uint32_t i = 0; i < d->upload.streams; i++) {
         stream_buffers *s = &d->streams[i];
         if (s->stream) cudaStreamSynchronize(s->stream);
+        if (s->finish) cudaStreamSynchronize(s->finish);
         for (int e = 0; e < kEvents; e++)
             if (s->events[e]) cudaEventDestroy(s->events[e]);
         if (s->stream) cudaStreamDestroy(s->stream);
+        if (s->finish) cudaStreamDestroy(s->finish);
         cudaFree(s->d_in);
         cudaFree(s->d_zeroed);
         cudaFree(s->d_reports);
@@ -159,7 +167,10 @@ static size_t stage_bytes(const gpu_upload *u) {
 
 static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
-    CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CHECK(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least));
+    CHECK(cudaStreamCreateWithPriority(&s->finish, cudaStreamNonBlocking, greatest));
     for (int e = 0; e < kEvents; e++) CHECK(cudaEventCreate(&s->events[e]));
     CHECK(cudaMalloc(&s->d_in, stage_bytes(u)));
     s->d_queries = reinterpret_cast<gpu_query *>(s->d_in);
@@ -268,7 +279,7 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
 
 // Candidates sorted per query, the best k gathered, results and hits copied back (one region).
 static int sort_and_copy_out(gpu_device *d, stream_buffers *s, uint32_t total_candidates, char *err, size_t err_len) {
-    cudaStream_t st = s->stream;
+    cudaStream_t st = s->finish;
     const uint32_t nq = s->num_queries;
     if (s->max_k <= kSortKeys && !d->segmented_sort) {
         sort_gather_kernel<<<nq, kSortThreads, 0, st>>>(s->d_queries, s->d_cands, s->d_cand_count, s->d_cands_sorted,
@@ -477,19 +488,6 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         }
     }
     CHECK(cudaEventRecord(s->events[2], st));
-    if (nr) {
-        select_collect_kernel<<<nr, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
-            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta_key, s->d_cands, s->d_cand_count,
-            s->d_work, s->d_work_count);
-        CHECK(cudaGetLastError());
-    }
-    CHECK(cudaEventRecord(s->events[3], st));
-    if (nr) {
-        // the work list is short when reports fit k (gpu_range_top): a few blocks a query take it
-        rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
-        CHECK(cudaGetLastError());
-    }
-    CHECK(cudaEventRecord(s->events[4], st));
     if (np) {
         uint32_t most = 0;
         for (uint32_t q = nr; q < nq; q++) {
@@ -501,6 +499,22 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         gx = gx < 1 ? 1 : gx > 1024 ? 1024 : gx;
         s->probe_grid_x = gx;
         probe_kernel<<<dim3(gx, np), kProbeThreads, 0, st>>>(probe_args_of(d, s, false));
+        CHECK(cudaGetLastError());
+    }
+    CHECK(cudaEventRecord(s->events[3], st));
+    // the rest on the finishing stream (stream_buffers)
+    CHECK(cudaStreamWaitEvent(s->finish, s->events[3], 0));
+    st = s->finish;
+    if (nr) {
+        select_collect_kernel<<<nr, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
+            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta_key, s->d_cands, s->d_cand_count,
+            s->d_work, s->d_work_count);
+        CHECK(cudaGetLastError());
+    }
+    CHECK(cudaEventRecord(s->events[4], st));
+    if (nr) {
+        // the work list is short when reports fit k (gpu_range_top): a few blocks a query take it
+        rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
         CHECK(cudaGetLastError());
     }
     CHECK(cudaEventRecord(s->events[5], st));
@@ -519,7 +533,7 @@ static int launch_retry(gpu_device *d, stream_buffers *s, const gpu_batch *batch
     bool over = false;
     for (uint32_t q = 0; q < s->num_queries && !over; q++) over = results[q].candidates > batch->queries[q].cand_cap;
     if (!over) return 1;
-    cudaStream_t st = s->stream;
+    cudaStream_t st = s->finish;
     const uint32_t nq = s->num_queries, nr = s->num_range_queries;
     tighten_kernel<<<(nq + 255) / 256, 256, 0, st>>>(s->d_queries, nq, nr, s->d_cands_sorted, s->d_cand_count,
                                                       s->d_theta_key, s->d_retry);
@@ -547,15 +561,15 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
                        size_t err_len) {
     stream_buffers *s = &d->streams[slot];
     CHECK(cudaSetDevice(d->ordinal));
-    CHECK(cudaStreamSynchronize(s->stream));
+    CHECK(cudaStreamSynchronize(s->finish));
     CHECK(cudaGetLastError());
     float ms[kEvents - 1];
     for (int e = 0; e + 1 < kEvents; e++) CHECK(cudaEventElapsedTime(&ms[e], s->events[e], s->events[e + 1]));
     timing->ms_transfer_in = ms[0];
     timing->ms_threshold_pass = ms[1];
-    timing->ms_select_threshold = ms[2];
-    timing->ms_score_pass = ms[3];
-    timing->ms_and_probe = ms[4];
+    timing->ms_and_probe = ms[2];
+    timing->ms_select_threshold = ms[3];
+    timing->ms_score_pass = ms[4];
     timing->ms_sort = ms[5];
     timing->ms_transfer_out = ms[6];
     timing->bytes_to_device = s->bytes_in;
@@ -565,7 +579,7 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
         int launched = launch_retry(d, s, batch, err, err_len);
         if (launched < 0) return -1;
         if (launched == 1) break;
-        CHECK(cudaStreamSynchronize(s->stream));
+        CHECK(cudaStreamSynchronize(s->finish));
         CHECK(cudaGetLastError());
         timing->overflow_retries++;
     }
