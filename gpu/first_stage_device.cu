@@ -47,10 +47,9 @@ constexpr int kEvents = 8;
 // partitioning threshold is 300 or more.
 constexpr uint32_t kSortSegmentsPerCall = 256;
 
-// A batch's sequence runs on two streams of its slot. The bulk one (lowest priority) runs the report and probe
-// kernels, which fill the device; the finishing one (highest priority) copies the batch in and zeroes its
-// counts before them, and after them runs the short kernels (threshold and collection, rescore, sort) and the
-// copy back.
+// A batch's sequence runs on two streams of its slot. The bulk one (lowest priority) copies the batch in and
+// runs the report and probe kernels, which fill the device; the finishing one (highest priority) waits for
+// them and runs the short kernels after them (threshold and collection, rescore, sort) and the copy back.
 // With several batches in flight, the block scheduler then starts a finishing kernel's blocks as soon as
 // blocks of the other batches' report kernels leave, instead of after every block those kernels have yet to
 // start: a batch's result no longer waits for the next batch's report pass.
@@ -428,15 +427,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     s->d_terms = reinterpret_cast<gpu_term *>(s->d_in + qbytes);
     s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(nq));
     s->d_variant = reinterpret_cast<uint32_t *>(s->d_in + qbytes + tbytes);
-    // on the finishing stream too: the memset is a kernel, which on the bulk stream would wait for the blocks
-    // the other batches' report kernels have yet to start
-    CHECK(cudaEventRecord(s->events[0], s->finish));
-    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, qbytes + tbytes + nr * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                          s->finish));
-    CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result),
-                          s->finish));
-    CHECK(cudaEventRecord(s->events[1], s->finish));
-    CHECK(cudaStreamWaitEvent(st, s->events[1], 0));
+    CHECK(cudaEventRecord(s->events[0], st));
+    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, qbytes + tbytes + nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
+    CHECK(cudaEventRecord(s->events[1], st));
 
     range_args a = range_args_of(d, s);
     if (nr) {
