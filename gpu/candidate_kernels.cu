@@ -133,8 +133,8 @@ __device__ uint64_t block_rank_select(const uint64_t *keys, uint32_t n, uint32_t
 // smallest report key (GPU_NO_CANDIDATE when fewer than k documents were reported): k real documents have
 // keys at most this, so every answer's key is too; so is the floor's key (answers reach the floor), and
 // the lower of the two is taken. The real reports (not padding) are first gathered into shared memory,
-// where the radix rounds then read them, when they fit (kSelectKeys; with a floor a range reports only
-// what reaches it, so most slots are padding).
+// where the rank select (up to a key a thread) or the radix rounds then read them, when they fit
+// (kSelectKeys; with a floor a range reports only what reaches it, so most slots are padding).
 __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
                                                              uint32_t num_ranges, uint32_t report_stride,
                                                              uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,

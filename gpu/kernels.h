@@ -55,7 +55,7 @@ constexpr size_t narrow_shared_bytes(int blocks) {
 }
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
-// select_collect_kernel's keys in shared memory; sort_gather_kernel's block (threads, keys a thread)
+// select_collect_kernel's keys in shared memory and its threads; sort_gather_kernel's block (threads, keys a thread)
 constexpr uint32_t kSelectKeys = 8192, kSelectThreads = 1024;
 constexpr int kSortThreads = 256, kSortItems = 8;
 constexpr uint32_t kSortKeys = kSortThreads * kSortItems;
