@@ -57,8 +57,8 @@ struct isn_gpu_backend {
     uint64_t device_payload_bytes;
     isn_block_meta *device_blocks;
     uint32_t max_terms;     /* gpu_term entries per batch */
-    double last_completion_ms; /* of the latest batch, for learn_pruning */
-    bool completed_any, last_completed_pruned; /* and whether it pruned */
+    double last_completion_ms; /* of the latest batch (0 before the first), for learn_pruning */
+    bool last_completed_pruned; /* and whether it pruned */
     prune_learning prune[PRUNE_CLASSES]; /* AUTO pruning, by batch size (prune_class) */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
@@ -884,11 +884,10 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
      * the batch ran beside one of the other mode: the one that completed before it (whose interval then took
      * this batch's work done meanwhile) or one still in flight (choose_pruning). */
     const double since = now - (b->last_completion_ms > s->submitted_at ? b->last_completion_ms : s->submitted_at);
-    bool alone = !b->completed_any || s->submitted_at >= b->last_completion_ms || b->last_completed_pruned == s->pruned;
+    bool alone = s->submitted_at >= b->last_completion_ms || b->last_completed_pruned == s->pruned;
     for (uint32_t i = 0; i < b->options.streams; i++)
         if (&b->slots[i] != s && b->slots[i].busy && b->slots[i].pruned != s->pruned) alone = false;
     b->last_completion_ms = now;
-    b->completed_any = true;
     b->last_completed_pruned = s->pruned;
     if (s->pruned) b->health.batches_pruned++;
     else b->health.batches_exhaustive++;
