@@ -1,5 +1,6 @@
 // The CUDA first-stage device, host side (the kernels: kernels.h): the partition resident in device memory
-// (in the device layout, device.h), and per batch a fixed sequence on one stream:
+// (in the device layout, device.h), and per batch a fixed sequence on two streams (stream_buffers: 1, 2 and
+// 5 on the bulk one, the rest on the finishing one):
 //  1. copy the batch in;
 //  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
 //     its range_top best documents (score desc, doc asc) at or above the query's floor, if it has one,
@@ -9,11 +10,13 @@
 //     the answer's k-th score: reports are scores of distinct documents, and every answer reaches the
 //     floor); the reports at or above theta are candidates, and a range whose every report reaches
 //     theta (it may hold more such documents) goes on a work list;
-//  4. rescore pass: only the ranges of the work list (almost none when range_top fits k, see
-//     gpu_range_top) are scored again and give every document at or above theta;
+//  4. rescore pass: only the ranges of the work list are scored again and give every document at or
+//     above theta (almost none where a query's answers spread over the ranges, gpu_range_top; a
+//     partition whose matches cluster in a few ranges scores those twice);
 //  5. conjunctive queries with a short enough shortest list skip 2-4: their shortest list's documents
 //     are probed into the other lists, skipping blocks by their metadata;
-//  6. a segmented sort of the candidates, and one copy of all results back.
+//  6. the candidates sorted per query (one block a query, or CUB's segmented sort for a k above kSortKeys), and
+//     one copy of all results back.
 // Decode is fused into the consumers: blocks are decoded by warps straight into the accumulator (or the
 // probe), never into global memory.
 //
@@ -21,7 +24,7 @@
 // only the work does. On the CPU WAND/BMW skip postings one pivot at a time with a threshold that rises as
 // the heap fills; on the GPU a whole range is decoded by a block's warps in the time one pivot step takes,
 // and the report pass gives the threshold a finished WAND run would end with for the price of one pass,
-// after which almost no range is scored twice. Skipping needs bounds that vary: where every range holds
+// after which few ranges are scored twice. Skipping needs bounds that vary: where every range holds
 // some block of each list whose maximum is near the list's (typical of logs whose queries mix a rare
 // term with common ones), a range bound skips nothing, and skipping documents inside a range (MaxScore
 // at the floor) costs the block a barrier and a pass more than the atomics it saves. The pruned path
