@@ -21,6 +21,9 @@ namespace first_stage {
 #endif
 constexpr int kThreads = ISN_GPU_RANGE_THREADS;
 constexpr int kWarps = kThreads / 32;
+// The warp that merges the warps' report lists of a range (merge_warp_lists): the next range's adds wait for
+// it, and items go to warps from the first, so the last warp has the fewest.
+constexpr uint32_t kMergeWarp = kWarps - 1;
 constexpr int kSlotsPerLane = GPU_RANGE_DOCS / kThreads;
 // accumulator, then a region that holds the AND match counts while scoring and the per-warp report
 // lists while selecting

@@ -257,7 +257,7 @@ __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, ui
     }
 }
 
-// Merges the warps' sorted lists of m keys (lists[w * list_top ...]) into out; warp 0 only.
+// Merges the warps' sorted lists of m keys (lists[w * list_top ...]) into out; warp kMergeWarp only.
 // Returns how many keys are documents (the rest is padding).
 __device__ __forceinline__ uint32_t merge_warp_lists(const uint64_t *lists, uint32_t m, uint64_t *out,
                                                      uint32_t list_top = GPU_MAX_RANGE_TOP) {
@@ -304,7 +304,7 @@ __device__ __forceinline__ void warp_select(uint32_t m, uint64_t *mine, uint64_t
 // Each warp selects its m best: a lane keeps its best two; when its best is taken the second moves up,
 // and the lane rescans its slots only when that one is taken too. The m best of a warp's 1,024 slots
 // seldom share a lane (slots are interleaved), so rescans are rare: rescanning after every take, as the
-// first version did, cost most of the kernel's instructions at small k (ncu). Then warp 0 merges the
+// first version did, cost most of the kernel's instructions at small k (ncu). Then warp kMergeWarp merges the
 // warps' sorted lists.
 template <int C = kWideAcc>
 __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
@@ -316,7 +316,7 @@ __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uin
         lane_best_two<C>(acc, lo, n, above, inv_scale, f, sec);
     });
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out) : 0u;
+    return warp == kMergeWarp ? merge_warp_lists(lists, m, out) : 0u;
 }
 
 // A disjunctive range's slots are visited through the touched bitmap: thread t owns word t (kCells ==
@@ -410,7 +410,7 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 
 // report_range over the touched slots. Thread t owns bitmap word t, so warp w owns slots [1024 w, 1024 w +
 // 1024): each warp selects its own m best without the other warps (warp_select), and one barrier later
-// warp 0 merges the warps' lists (lists[w * list_top ...]). A block-wide minimum per round, as the first
+// warp kMergeWarp merges the warps' lists (lists[w * list_top ...]). A block-wide minimum per round, as the first
 // version took, cost a barrier per reported document. Each thread clears its slots before that barrier,
 // so the next range's adds may start right after it.
 template <int C = kWideAcc>
@@ -425,7 +425,7 @@ __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, 
     });
     clear_touched<C>(acc, touched, fixed);
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
+    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
@@ -486,7 +486,7 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 #pragma unroll
     for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();
-    return warp == 0 ? merge_warp_lists(lists, m, out, list_top) : 0u;
+    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
@@ -601,8 +601,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     if (tid == 0) {
         if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (reported) atomicAdd(&a.results[q].reports, reported);
     }
+    if (tid == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }
 
 } // namespace
@@ -659,7 +659,7 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
         // No barrier here: the previous range's spans were last read before its items barrier, its report
-        // lists are merged by warp 0 before warp 0 reaches this range's span barrier, and each thread's
+        // lists are merged by warp kMergeWarp before it reaches this range's span barrier, and each thread's
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
@@ -680,8 +680,8 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
         if (a.round == 1 && chunk == 0) a.results[q].accumulator = C;
         if (scored) atomicAdd(&a.results[q].ranges_scored, scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (reported) atomicAdd(&a.results[q].reports, reported);
     }
+    if (threadIdx.x == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }
 
 // Rescore pass over the work list: every document whose key is at most the threshold key is a
