@@ -188,12 +188,23 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // added to gets its bit (a lane's postings are consecutive, so it ors them into as few words as it can).
 // The adds and ors return nothing, so no lane waits on shared memory.
 // Whether add_block marks the touched bitmap: when `touched` is given (the wide kernels), always (the
-// compact and narrow kernels with the bitmap), never (report_dense's narrow ranges).
-enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever };
+// compact and narrow kernels with the bitmap), never; or, narrow ranges with a report floor (report_crossed),
+// instead of bits the slots whose sum an add takes to the floor: each such slot once, as sums only grow.
+enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever, kMarksCrossings };
+
+// The slots of a narrow range whose sums reached its report floor (kMarksCrossings), as its adds found them.
+// count may pass kCrossedSlots; the slots past it are not kept (report_crossed then scans the range).
+constexpr uint32_t kCrossedSlots = 256;
+struct crossing_log {
+    uint32_t at_least; // the floor in counter units
+    uint32_t *count;
+    uint16_t *slots;
+};
 template <int C = kWideAcc, int kMarks = kMarksIfGiven>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
-                                              uint8_t *matches, uint32_t *touched) {
+                                              uint8_t *matches, uint32_t *touched,
+                                              crossing_log crossings = crossing_log{}) {
     const uint32_t lane = threadIdx.x & 31u;
     gpu_term term;
     term.first_block = rt.first_block;
@@ -213,7 +224,14 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         if (!valid[j]) continue;
         const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
-        if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
+        if (C == kNarrowAcc && kMarks == kMarksCrossings) {
+            const uint32_t add = __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23));
+            const uint32_t before = atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add);
+            if (before < crossings.at_least && before + add >= crossings.at_least) {
+                const uint32_t at = atomicAdd(crossings.count, 1u);
+                if (at < kCrossedSlots) crossings.slots[at] = (uint16_t)slot;
+            }
+        } else if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
             acc_add_fixed<C>(acc, slot, __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23)));
         else if (kNarrowed || query.fixed_shift)
             acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
@@ -231,7 +249,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
         scored++;
     }
-    if (kMarks != kMarksNever && bits) atomicOr(&touched[word], bits);
+    if (kMarks != kMarksNever && kMarks != kMarksCrossings && bits) atomicOr(&touched[word], bits);
     return scored;
 }
 

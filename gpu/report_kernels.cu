@@ -489,6 +489,37 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
     return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
+// report_dense from the slots the adds found reaching the floor (kMarksCrossings) instead of a scan of the
+// counters: thread t offers slot t of the log, read before a barrier (the slot may be another thread's to
+// zero). When the log overflowed, report_dense. Either way each thread zeroes its own counters.
+__device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                                   const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out) {
+    const uint32_t crossed = *crossings.count;
+    if (crossed > kCrossedSlots)
+        return report_dense(acc, lo, n, m, inv_scale, crossings.at_least, lists, list_top, out);
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * list_top;
+    static_assert(kCrossedSlots <= kThreads, "a thread per logged slot");
+    uint64_t first = threadIdx.x < crossed ? slot_key<kNarrowAcc>(acc, crossings.slots[threadIdx.x], lo, n, inv_scale)
+                                           : GPU_NO_CANDIDATE;
+    // a logged slot may be another thread's to zero below
+    const bool any = __syncthreads_or(first != GPU_NO_CANDIDATE);
+    if (any && __any_sync(0xFFFFFFFFu, first != GPU_NO_CANDIDATE)) {
+        // a lane offers one slot: once taken it has no second, so no rescan
+        warp_select(m, mine, first, GPU_NO_CANDIDATE, [](uint64_t, uint64_t &f, uint64_t &sec) {
+            f = GPU_NO_CANDIDATE;
+            sec = GPU_NO_CANDIDATE;
+        });
+    } else if (lane == 0) {
+        mine[0] = GPU_NO_CANDIDATE;
+    }
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
+}
+
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
 // (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
@@ -527,6 +558,13 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
     const bool lanes_hold_terms = nt <= 32;
+    // kDense: the crossing log in the bitmap's words, which these ranges do not mark: the slots, then one count
+    // per span buffer (zeroed with the bitmap above). A range's count is zeroed during the range before it.
+    static_assert(kCrossedSlots * sizeof(uint16_t) + 2 * sizeof(uint32_t) <= kCells * sizeof(uint32_t),
+                  "the crossing log fits the bitmap");
+    uint32_t *crossed_counts = touched + kCrossedSlots * sizeof(uint16_t) / sizeof(uint32_t);
+    const unsigned long long floor = answer_floor.fixed;
+    const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
     for (uint32_t buffer = 0, shared_starts = 0;; buffer ^= 1u, shared_starts = lanes_hold_terms) {
         const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
@@ -551,8 +589,9 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 rem = item;
                 while (rem >= count[t]) rem -= count[t++];
             }
-            scored += add_block<C, kDense ? kMarksNever : kMarksAlways>(a, query, s.terms[t], first[t] + rem, lo, hi,
-                                                                         scale, acc, nullptr, touched);
+            scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
+                a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched,
+                crossing_log{at_least, crossed_counts + buffer, reinterpret_cast<uint16_t *>(touched)});
         }
         // the next range's spans, into the other buffers
         const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
@@ -575,11 +614,12 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
             s.item_start[buffer ^ 1u][lane] = before;
             if (lane == 31) s.item_total[buffer ^ 1u] = before + c;
         }
+        if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
             if (kDense) {
-                const unsigned long long floor = answer_floor.fixed;
-                const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
-                reported += report_dense(acc, lo, hi - lo, m, inv_scale, at_least, lists, kListTop, out);
+                reported += report_crossed(acc, lo, hi - lo, m, inv_scale,
+                                           crossing_log{at_least, crossed_counts + buffer, reinterpret_cast<uint16_t *>(touched)},
+                                           lists, kListTop, out);
             } else {
                 reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
                                               out);
