@@ -9,7 +9,8 @@
 #   bash bench/gpu_device.sh narrow   the same with narrow accumulators (the default) against compact ones
 #                                     (ISN_GPU_NARROW=0)
 #   bash bench/gpu_device.sh compact  compact accumulators against wide ones (ISN_GPU_COMPACT=0), narrow off
-#   bash bench/gpu_device.sh dense    narrow ranges with floors reported by a dense scan (the default) against
+#   bash bench/gpu_device.sh dense    narrow ranges with floors reported without their bitmap (the slots the adds
+#                                     took to the floor; the default) against
 #                                     their bitmap (ISN_GPU_DENSE_FLOOR=0)
 #   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
 #                                     (ISN_GPU_SEGMENTED_SORT=1)

@@ -102,7 +102,9 @@ struct gpu_device {
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
     bool narrow;              // narrow accumulators where they fit (ISN_GPU_NARROW=0: never, to compare)
     bool segmented_sort;      // CUB's segmented sort for every batch (ISN_GPU_SEGMENTED_SORT=1, to compare and test)
-    bool dense_floor;         // report_dense where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
+    bool dense_floor;         // report_crossed where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
+    uint32_t crossing_log;    // report_crossed's log of a range, at most kCrossedSlots (ISN_GPU_CROSSING_LOG: less, to test
+                              // its overflow into report_dense)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
     uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor)
@@ -243,6 +245,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->narrow = env_number("ISN_GPU_NARROW", 1) != 0;
     d->segmented_sort = env_number("ISN_GPU_SEGMENTED_SORT", 0) == 1;
     d->dense_floor = env_number("ISN_GPU_DENSE_FLOOR", 1) != 0;
+    const uint32_t crossing_log = env_number("ISN_GPU_CROSSING_LOG", kCrossedSlots);
+    d->crossing_log = crossing_log < kCrossedSlots ? crossing_log : kCrossedSlots;
     d->dense_report = env_number("ISN_GPU_DENSE_REPORT", 0) == 1;
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
@@ -348,6 +352,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.work_count = s->d_work_count;
     a.dense_report = d->dense_report;
     a.dense_floor = d->dense_floor;
+    a.crossing_log = d->crossing_log;
     return a;
 }
 

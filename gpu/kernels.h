@@ -51,6 +51,8 @@ constexpr size_t kCompactSharedBytes = GPU_RANGE_DOCS * (sizeof(uint32_t) + size
 // six-block kernel the narrow queries whose range_top fits the short lists (most: range_top falls as a
 // partition's ranges grow), the five-block one the others.
 constexpr uint32_t kShortListTop = 16;
+// report_crossed's log of the slots whose sums reached a narrow range's floor: at most this many a range
+constexpr uint32_t kCrossedSlots = 256;
 __host__ __device__ constexpr uint32_t list_top_of(int blocks) { return blocks >= 6 ? kShortListTop : GPU_MAX_RANGE_TOP; }
 constexpr size_t narrow_touched_offset(int blocks) { return kWarps * list_top_of(blocks) * sizeof(uint64_t); }
 constexpr size_t narrow_shared_bytes(int blocks) {
@@ -82,7 +84,8 @@ struct range_args {
     uint2 *work; // (query, range) pairs for the rescore pass
     uint32_t *work_count;
     uint32_t dense_report; // nonzero: disjunctive ranges zero and scan every slot too (ISN_GPU_DENSE_REPORT, to compare)
-    uint32_t dense_floor;  // nonzero: narrow ranges with a floor are reported by report_dense (ISN_GPU_DENSE_FLOOR=0: never)
+    uint32_t dense_floor;  // nonzero: narrow ranges with a floor are reported without their bitmap (ISN_GPU_DENSE_FLOOR=0: never)
+    uint32_t crossing_log; // such a range's slots that reached the floor kept for its report, at most (report_crossed)
     const uint32_t *query_index; // report blocks: the grid's query index's query (nullptr: that index itself)
     // report blocks: the grid's x is the query and y the block of ranges (else the other way round), so the
     // blocks that run at once are the batch's queries over the same ranges, which read the blocks of the

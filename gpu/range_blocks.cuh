@@ -193,10 +193,11 @@ __device__ __forceinline__ double warp_max_d(double v) {
 enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever, kMarksCrossings };
 
 // The slots of a narrow range whose sums reached its report floor (kMarksCrossings), as its adds found them.
-// count may pass kCrossedSlots; the slots past it are not kept (report_crossed then scans the range).
-constexpr uint32_t kCrossedSlots = 256;
+// count may pass cap (at most kCrossedSlots); the slots past it are not kept (report_crossed then scans the
+// range).
 struct crossing_log {
     uint32_t at_least; // the floor in counter units
+    uint32_t cap;
     uint32_t *count;
     uint16_t *slots;
 };
@@ -229,7 +230,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             const uint32_t before = atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add);
             if (before < crossings.at_least && before + add >= crossings.at_least) {
                 const uint32_t at = atomicAdd(crossings.count, 1u);
-                if (at < kCrossedSlots) crossings.slots[at] = (uint16_t)slot;
+                if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
             }
         } else if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
             acc_add_fixed<C>(acc, slot, __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23)));

@@ -432,11 +432,12 @@ __device__ __forceinline__ uint32_t report_score_key(uint64_t c) {
     return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32);
 }
 
-// Narrow ranges with a report floor are reported from a dense scan of the counters instead of a bitmap:
-// with a floor almost no slot passes, and eight conflict-free 16-byte loads and their maximum tell a thread
-// so for its 32 slots, fewer instructions than visiting the bitmap's bits one by one (and the adds mark
-// nothing). Thread t owns the four slots of each 16-byte word t + kThreads j; it zeroes them after the
-// report. at_least: the floor in counter units (at least 1: a zero slot is no document).
+// Narrow ranges with a report floor are reported without a bitmap: from the slots their adds took to the
+// floor (report_crossed), or, where more did than its log holds, from a dense scan of the counters: with a
+// floor almost no slot passes, and eight conflict-free 16-byte loads and their maximum tell a thread so for
+// its 32 slots, fewer instructions than visiting the bitmap's bits one by one. Thread t owns the four slots
+// of each 16-byte word t + kThreads j; it zeroes them after the report. at_least: the floor in counter units
+// (at least 1: a zero slot is no document).
 constexpr uint32_t kDenseWordsPerThread = GPU_RANGE_DOCS / 4 / kThreads;
 static_assert(kDenseWordsPerThread * 4 * kThreads == GPU_RANGE_DOCS, "threads own whole words of counters");
 
@@ -489,13 +490,14 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
     return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
 }
 
-// report_dense from the slots the adds found reaching the floor (kMarksCrossings) instead of a scan of the
-// counters: thread t offers slot t of the log, read before a barrier (the slot may be another thread's to
-// zero). When the log overflowed, report_dense. Either way each thread zeroes its own counters.
+// report_dense from the slots the adds took to the floor (kMarksCrossings) instead of a scan of the
+// counters, which cost a third of the range's shared-memory traffic: thread t offers slot t of the log, read
+// before a barrier (the slot may be another thread's to zero). When the log overflowed, report_dense. Either
+// way each thread zeroes its own counters.
 __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
                                    const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t crossed = *crossings.count;
-    if (crossed > kCrossedSlots)
+    if (crossed > crossings.cap)
         return report_dense(acc, lo, n, m, inv_scale, crossings.at_least, lists, list_top, out);
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * list_top;
@@ -525,7 +527,7 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
 // ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
-// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_dense).
+// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed).
 template <int C, bool kDense, uint32_t kListTop>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
@@ -567,6 +569,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
     for (uint32_t buffer = 0, shared_starts = 0;; buffer ^= 1u, shared_starts = lanes_hold_terms) {
         const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
+        const crossing_log crossings{at_least, a.crossing_log, crossed_counts + buffer,
+                                     reinterpret_cast<uint16_t *>(touched)};
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
         uint32_t items = 0, lane_before = 0;
         if (lo < hi && shared_starts) {
@@ -590,8 +594,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 while (rem >= count[t]) rem -= count[t++];
             }
             scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
-                a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched,
-                crossing_log{at_least, crossed_counts + buffer, reinterpret_cast<uint16_t *>(touched)});
+                a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
         }
         // the next range's spans, into the other buffers
         const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
@@ -617,9 +620,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
             if (kDense) {
-                reported += report_crossed(acc, lo, hi - lo, m, inv_scale,
-                                           crossing_log{at_least, crossed_counts + buffer, reinterpret_cast<uint16_t *>(touched)},
-                                           lists, kListTop, out);
+                reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out);
             } else {
                 reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
                                               out);

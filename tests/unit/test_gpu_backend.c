@@ -296,31 +296,36 @@ static void set_env(const char *name, const char *value) {
 
 /* The CUDA device scores each range query in the smallest accumulator layout whose counters hold its
  * sums: the narrow one on this index, the compact one without it (ISN_GPU_NARROW=0), the wide one without
- * either; narrow ranges with a floor are reported from a dense scan, or from their bitmap without it
- * (ISN_GPU_DENSE_FLOOR=0). The answers are the CPU's in each. */
+ * either; narrow ranges with a floor are reported from the log of slots their adds took to the floor, from a
+ * dense scan where the log overflows (ISN_GPU_CROSSING_LOG=1: every range with two such slots; at k = 1000
+ * the floor is low enough for most), or from their bitmap (ISN_GPU_DENSE_FLOOR=0). The answers are the CPU's
+ * in each. */
 static void test_accumulator_layouts(void **state) {
     (void)state;
     if (!have_gpu()) skip();
     static const struct {
-        const char *narrow, *compact, *dense_floor;
+        const char *narrow, *compact, *dense_floor, *crossing_log;
         isn_gpu_accumulator expected;
-    } cases[] = {{NULL, NULL, NULL, ISN_GPU_ACC_NARROW},
-                 {NULL, NULL, "0", ISN_GPU_ACC_NARROW}, /* narrow ranges with floors keep their bitmap */
-                 {"0", NULL, NULL, ISN_GPU_ACC_COMPACT},
-                 {"0", "0", NULL, ISN_GPU_ACC_WIDE}};
+    } cases[] = {{NULL, NULL, NULL, NULL, ISN_GPU_ACC_NARROW},
+                 {NULL, NULL, NULL, "1", ISN_GPU_ACC_NARROW}, /* the log overflows into the dense scan */
+                 {NULL, NULL, "0", NULL, ISN_GPU_ACC_NARROW}, /* narrow ranges with floors keep their bitmap */
+                 {"0", NULL, NULL, NULL, ISN_GPU_ACC_COMPACT},
+                 {"0", "0", NULL, NULL, ISN_GPU_ACC_WIDE}};
     static const uint32_t ks[] = {10, 1000};
     static batch bt;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         set_env("ISN_GPU_NARROW", cases[c].narrow);
         set_env("ISN_GPU_COMPACT", cases[c].compact);
         set_env("ISN_GPU_DENSE_FLOOR", cases[c].dense_floor);
+        set_env("ISN_GPU_CROSSING_LOG", cases[c].crossing_log);
         isn_gpu_backend *b = open_backend_with(false, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             batch_fill(&bt, 64, ks[i], ISN_MODE_OR);
             isn_gpu_batch_stats st;
             assert_int_equal(search_checked(b, &bt, ks[i], &st), bt.n);
-            printf("GPU OR k=%u, narrow %s compact %s dense floor %s: %u narrow, %u compact, %u wide\n", ks[i],
-                   cases[c].narrow ? "off" : "on", cases[c].compact ? "off" : "on", cases[c].dense_floor ? "off" : "on",
+            printf("GPU OR k=%u, narrow %s compact %s dense floor %s crossing log %s: %u narrow, %u compact, %u wide\n",
+                   ks[i], cases[c].narrow ? "off" : "on", cases[c].compact ? "off" : "on",
+                   cases[c].dense_floor ? "off" : "on", cases[c].crossing_log ? cases[c].crossing_log : "default",
                    st.accumulator_queries[ISN_GPU_ACC_NARROW], st.accumulator_queries[ISN_GPU_ACC_COMPACT],
                    st.accumulator_queries[ISN_GPU_ACC_WIDE]);
             assert_true(st.accumulator_queries[cases[c].expected] > 0);
@@ -331,6 +336,7 @@ static void test_accumulator_layouts(void **state) {
     set_env("ISN_GPU_NARROW", NULL);
     set_env("ISN_GPU_COMPACT", NULL);
     set_env("ISN_GPU_DENSE_FLOOR", NULL);
+    set_env("ISN_GPU_CROSSING_LOG", NULL);
 }
 
 /* The final sort of a batch whose k fit one block runs in one kernel (sorting a query's candidates in the
