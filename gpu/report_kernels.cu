@@ -492,8 +492,8 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 
 // report_dense from the slots the adds took to the floor (kMarksCrossings) instead of a scan of the
 // counters, which cost a third of the range's shared-memory traffic: thread t offers slot t of the log, read
-// before a barrier (the slot may be another thread's to zero). When the log overflowed, report_dense. Either
-// way each thread zeroes its own counters.
+// before a barrier where the log holds any (the slot may be another thread's to zero). When the log
+// overflowed, report_dense. Either way each thread zeroes its own counters.
 __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
                                    const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t crossed = *crossings.count;
@@ -504,8 +504,8 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
     static_assert(kCrossedSlots <= kThreads, "a thread per logged slot");
     uint64_t first = threadIdx.x < crossed ? slot_key<kNarrowAcc>(acc, crossings.slots[threadIdx.x], lo, n, inv_scale)
                                            : GPU_NO_CANDIDATE;
-    // a logged slot may be another thread's to zero below
-    const bool any = __syncthreads_or(first != GPU_NO_CANDIDATE);
+    // a logged slot may be another thread's to zero below (an empty log, as most are, needs no barrier)
+    const bool any = crossed != 0 && __syncthreads_or(first != GPU_NO_CANDIDATE);
     if (any && __any_sync(0xFFFFFFFFu, first != GPU_NO_CANDIDATE)) {
         // a lane offers one slot: once taken it has no second, so no rescan
         warp_select(m, mine, first, GPU_NO_CANDIDATE, [](uint64_t, uint64_t &f, uint64_t &sec) {
