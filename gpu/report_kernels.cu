@@ -467,6 +467,17 @@ __device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, u
         }
 }
 
+// The end of report_dense and report_crossed: each thread zeroes its own counters (the words it scans in
+// dense_max), then after the barrier warp kMergeWarp merges the warps' lists into out (warp: the caller's).
+__device__ __forceinline__ uint32_t zero_and_merge(double *acc, const uint64_t *lists, uint32_t m, uint64_t *out,
+                                                   uint32_t list_top, uint32_t warp) {
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
+}
+
 // report_touched for a narrow range without its bitmap (with a floor, a warp whose slots all stay below it
 // writes its empty list without a round).
 __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
@@ -483,11 +494,7 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
     } else if (lane == 0) {
         mine[0] = GPU_NO_CANDIDATE;
     }
-    uint4 *words = reinterpret_cast<uint4 *>(acc);
-#pragma unroll
-    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
-    __syncthreads();
-    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
+    return zero_and_merge(acc, lists, m, out, list_top, warp);
 }
 
 // report_dense from the slots the adds took to the floor (kMarksCrossings) instead of a scan of the
@@ -515,11 +522,7 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
     } else if (lane == 0) {
         mine[0] = GPU_NO_CANDIDATE;
     }
-    uint4 *words = reinterpret_cast<uint4 *>(acc);
-#pragma unroll
-    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
-    __syncthreads();
-    return warp == kMergeWarp ? merge_warp_lists(lists, m, out, list_top) : 0u;
+    return zero_and_merge(acc, lists, m, out, list_top, warp);
 }
 
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
