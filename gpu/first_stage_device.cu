@@ -110,6 +110,8 @@ struct gpu_device {
     uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
+    uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
+                                          // tests carry state from range to range)
     stream_buffers streams[8];
 };
 
@@ -242,6 +244,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->query_major = env_number("ISN_GPU_QUERY_MAJOR", 1) != 0;
     d->waves = env_number("ISN_GPU_WAVES", 4, 1);
     d->max_ranges_per_block = env_number("ISN_GPU_MAX_RANGES_PER_BLOCK", 64, 1);
+    d->min_ranges_per_block = env_number("ISN_GPU_MIN_RANGES_PER_BLOCK", 1, 1);
     d->narrow = env_number("ISN_GPU_NARROW", 1) != 0;
     d->segmented_sort = env_number("ISN_GPU_SEGMENTED_SORT", 0) == 1;
     d->dense_floor = env_number("ISN_GPU_DENSE_FLOOR", 1) != 0;
@@ -377,7 +380,8 @@ static dim3 report_grid(const gpu_device *d, uint32_t chunks, uint32_t queries, 
 
 static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t queries, uint32_t resident) {
     const uint64_t per = ((uint64_t)ranges * queries) / ((uint64_t)resident * d->waves);
-    return per < 1 ? 1 : per > d->max_ranges_per_block ? d->max_ranges_per_block : (uint32_t)per;
+    const uint64_t least = d->min_ranges_per_block;
+    return per < least ? (uint32_t)least : per > d->max_ranges_per_block ? d->max_ranges_per_block : (uint32_t)per;
 }
 
 // The accumulator a range query's report blocks use: the smallest whose counters hold its sums. Narrow and
