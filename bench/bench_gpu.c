@@ -305,6 +305,8 @@ int main(int argc, char **argv) {
                     sum.ranges_pruned += st.ranges_pruned;
                     sum.candidates += st.candidates;
                     sum.reports += st.reports;
+                    sum.ranges_logged += st.ranges_logged;
+                    sum.ranges_scanned += st.ranges_scanned;
                     sum.cpu_queries += st.cpu_queries;
                     sum.prefix_queries += st.prefix_queries;
                     sum.prefix_cpu_postings += st.prefix_cpu_postings;
@@ -339,6 +341,7 @@ int main(int argc, char **argv) {
                        "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
                        "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
                        "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+                       "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
                        "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
                        "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
@@ -354,7 +357,7 @@ int main(int argc, char **argv) {
                            ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                            : 0.0,
                        (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
-                       sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+                       (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
                        probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
                        host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_NARROW],
                        sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],

@@ -165,6 +165,9 @@ typedef struct {
     uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
     uint64_t candidates;      /* entering the final sort */
     uint64_t reports;         /* documents the ranges reported in the first pass (at or above their floors) */
+    /* narrow ranges with a floor reported from their crossing log, and those whose log overflowed (reported
+     * from a scan of their counters) */
+    uint64_t ranges_logged, ranges_scanned;
     uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */

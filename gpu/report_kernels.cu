@@ -561,7 +561,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (lo < hi) term_span(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
     }
     __syncthreads();
-    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
+    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0, scanned = 0;
     const bool lanes_hold_terms = nt <= 32;
     // kDense: the crossing log in the bitmap's words, which these ranges do not mark: the slots, then one count
     // per span buffer (zeroed with the bitmap above). A range's count is zeroed during the range before it.
@@ -623,6 +623,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
             if (kDense) {
+                scanned += *crossings.count > crossings.cap;
                 reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out);
             } else {
                 reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
@@ -645,6 +646,10 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     if (tid == 0) {
         if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (kDense && ranges_scored) {
+            atomicAdd(&a.results[q].ranges_logged, ranges_scored - scanned);
+            if (scanned) atomicAdd(&a.results[q].ranges_scanned, scanned);
+        }
     }
     if (tid == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }

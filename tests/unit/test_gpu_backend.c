@@ -323,12 +323,21 @@ static void test_accumulator_layouts(void **state) {
             batch_fill(&bt, 64, ks[i], ISN_MODE_OR);
             isn_gpu_batch_stats st;
             assert_int_equal(search_checked(b, &bt, ks[i], &st), bt.n);
-            printf("GPU OR k=%u, narrow %s compact %s dense floor %s crossing log %s: %u narrow, %u compact, %u wide\n",
+            printf("GPU OR k=%u, narrow %s compact %s dense floor %s crossing log %s: %u narrow, %u compact, %u wide; "
+                   "%llu ranges reported from their log, %llu from a scan\n",
                    ks[i], cases[c].narrow ? "off" : "on", cases[c].compact ? "off" : "on",
                    cases[c].dense_floor ? "off" : "on", cases[c].crossing_log ? cases[c].crossing_log : "default",
                    st.accumulator_queries[ISN_GPU_ACC_NARROW], st.accumulator_queries[ISN_GPU_ACC_COMPACT],
-                   st.accumulator_queries[ISN_GPU_ACC_WIDE]);
+                   st.accumulator_queries[ISN_GPU_ACC_WIDE], (unsigned long long)st.ranges_logged,
+                   (unsigned long long)st.ranges_scanned);
             assert_true(st.accumulator_queries[cases[c].expected] > 0);
+            if (cases[c].expected != ISN_GPU_ACC_NARROW || cases[c].dense_floor) {
+                assert_int_equal(st.ranges_logged + st.ranges_scanned, 0); /* no narrow range reports that way */
+            } else if (cases[c].crossing_log) {
+                assert_true(st.ranges_scanned > 0); /* the log of one slot overflows */
+            } else if (ks[i] == 10) {
+                assert_true(st.ranges_logged > 0); /* with a high floor few slots reach it: the log holds them */
+            }
             for (int a = cases[c].expected + 1; a < ISN_GPU_ACC_KINDS; a++) assert_int_equal(st.accumulator_queries[a], 0);
         }
         isn_gpu_close(b);
