@@ -826,7 +826,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.postings_scored += res->postings_scored;
         st.candidates += res->candidates;
         st.reports += res->reports;
-        st.ranges_logged += res->ranges_logged;
+        st.ranges_logged += res->ranges_floored - res->ranges_scanned;
         st.ranges_scanned += res->ranges_scanned;
         if (res->accumulator < ISN_GPU_ACC_KINDS) st.accumulator_queries[res->accumulator]++;
         if (res->candidates > s->queries[q].cand_cap) {

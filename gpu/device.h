@@ -97,9 +97,9 @@ typedef struct {
     uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t reports;         /* documents the first pass's ranges reported (at or above their floors) */
     uint32_t accumulator;     /* isn_gpu_accumulator: the report pass's layout */
-    /* narrow ranges with a report floor: reported from the log of slots their adds took to the floor, or,
-     * where more slots reached it than the log holds, from a scan of their counters */
-    uint32_t ranges_logged, ranges_scanned;
+    /* narrow ranges with a report floor (reported from the log of slots their adds took to the floor), and
+     * those of them whose log overflowed (reported from a scan of their counters) */
+    uint32_t ranges_floored, ranges_scanned;
 } gpu_query_result;
 
 typedef struct {

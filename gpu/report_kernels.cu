@@ -502,10 +502,13 @@ __device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t 
 // before a barrier where the log holds any (the slot may be another thread's to zero). When the log
 // overflowed, report_dense. Either way each thread zeroes its own counters.
 __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
-                                   const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out) {
+                                   const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out,
+                                   uint32_t *scanned) {
     const uint32_t crossed = *crossings.count;
-    if (crossed > crossings.cap)
+    if (crossed > crossings.cap) {
+        if (threadIdx.x == 0) atomicAdd(scanned, 1u); // rare (bench_gpu's ranges_scanned_per_query says how)
         return report_dense(acc, lo, n, m, inv_scale, crossings.at_least, lists, list_top, out);
+    }
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * list_top;
     static_assert(kCrossedSlots <= kThreads, "a thread per logged slot");
@@ -561,7 +564,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (lo < hi) term_span(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
     }
     __syncthreads();
-    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0, scanned = 0;
+    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
     const bool lanes_hold_terms = nt <= 32;
     // kDense: the crossing log in the bitmap's words, which these ranges do not mark: the slots, then one count
     // per span buffer (zeroed with the bitmap above). A range's count is zeroed during the range before it.
@@ -623,8 +626,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
             if (kDense) {
-                scanned += *crossings.count > crossings.cap;
-                reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out);
+                reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out,
+                                           &a.results[q].ranges_scanned);
             } else {
                 reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
                                               out);
@@ -646,10 +649,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     if (tid == 0) {
         if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (kDense && ranges_scored) {
-            atomicAdd(&a.results[q].ranges_logged, ranges_scored - scanned);
-            if (scanned) atomicAdd(&a.results[q].ranges_scanned, scanned);
-        }
+        if (kDense && ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
     }
     if (tid == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }
