@@ -357,7 +357,8 @@ int main(int argc, char **argv) {
                            ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                            : 0.0,
                        (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
-                       (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks, sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+                       (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
+                       sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
                        probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
                        host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_NARROW],
                        sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],
