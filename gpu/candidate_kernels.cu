@@ -112,6 +112,14 @@ __device__ void collect_query(const gpu_query *queries, uint32_t q, const uint64
     if (threadIdx.x == 0) cand_count[q] = s_count;
 }
 
+// How many of the n keys are below `key`: with distinct keys, its rank from 0 (block_rank_select and
+// sort_gather_kernel's one-pass sort).
+__device__ __forceinline__ uint32_t keys_below(const uint64_t *keys, uint32_t n, uint64_t key) {
+    uint32_t below = 0;
+    for (uint32_t j = 0; j < n; j++) below += keys[j] < key;
+    return below;
+}
+
 // The rank-th smallest (from 1) of n distinct keys in shared memory, n at most the block's threads: each
 // thread counts the keys below its own, one pass over them (a few microseconds where the radix rounds of
 // block_select, each behind barriers, take several times that: this runs once per query per batch, on the
@@ -121,9 +129,7 @@ __device__ uint64_t block_rank_select(const uint64_t *keys, uint32_t n, uint32_t
     __syncthreads();
     if (threadIdx.x < n) {
         const uint64_t mine = keys[threadIdx.x];
-        uint32_t below = 0;
-        for (uint32_t j = 0; j < n; j++) below += keys[j] < mine;
-        if (below == rank - 1) s_found = mine;
+        if (keys_below(keys, n, mine) == rank - 1) s_found = mine;
     }
     __syncthreads();
     return s_found;
@@ -252,8 +258,7 @@ __global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_que
         __syncthreads();
         if (threadIdx.x < kept) {
             const uint64_t key = picked[threadIdx.x];
-            uint32_t rank = 0;
-            for (uint32_t j = 0; j < kept; j++) rank += picked[j] < key;
+            const uint32_t rank = keys_below(picked, kept, key);
             out[rank] = key;
             if (rank < n) hit[rank] = isn_hit{(uint32_t)key, __uint_as_float(~(uint32_t)(key >> 32))};
         }

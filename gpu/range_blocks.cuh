@@ -220,20 +220,22 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
     constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
+    // narrow counters: c * 2^shift is a whole number below 2^31 (accumulator_kind), exact in float too
+    const float to_narrow = __int_as_float((127 + (int)query.fixed_shift) << 23);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
         const float c = gpu_posting_contribution(term.weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
         if (C == kNarrowAcc && kMarks == kMarksCrossings) {
-            const uint32_t add = __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23));
+            const uint32_t add = __float2uint_rn(c * to_narrow);
             const uint32_t before = atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add);
             if (before < crossings.at_least && before + add >= crossings.at_least) {
                 const uint32_t at = atomicAdd(crossings.count, 1u);
                 if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
             }
-        } else if (C == kNarrowAcc) // c * 2^shift is a whole number below 2^31 (accumulator_kind): exact in float too
-            acc_add_fixed<C>(acc, slot, __float2uint_rn(c * __int_as_float((127 + (int)query.fixed_shift) << 23)));
+        } else if (C == kNarrowAcc)
+            acc_add_fixed<C>(acc, slot, __float2uint_rn(c * to_narrow));
         else if (kNarrowed || query.fixed_shift)
             acc_add_fixed<C>(acc, slot, (unsigned long long)__double2ll_rn((double)c * scale));
         else
