@@ -351,10 +351,9 @@ static void test_accumulator_layouts(void **state) {
 /* The test index has three ranges, and by default a report block gets one of them (one range a block keeps
  * the device busy): with every range of a query in one block (ISN_GPU_MIN_RANGES_PER_BLOCK), each term's block
  * cursor carries over from range to range and the next range's spans are found while the current one is
- * scored, in every kernel: pruned and exhaustive, OR and AND (by probing and by ranges), narrow, compact and
- * wide accumulators. The answers are the CPU's in each. */
+ * scored, in every kernel: pruned and exhaustive, OR and AND (by probing and by ranges), and every
+ * accumulator layout and report path (test_accumulator_layouts). The answers are the CPU's in each. */
 static void test_ranges_carry_over(void **state) {
-    (void)state;
     if (!have_gpu()) skip();
     set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", "64");
     check_equality(false, ISN_GPU_PRUNE_ALWAYS);
@@ -362,24 +361,7 @@ static void test_ranges_carry_over(void **state) {
     and_by_ranges = true;
     check_equality(false, ISN_GPU_PRUNE_NEVER);
     and_by_ranges = false;
-    static const char *const narrow[] = {NULL, "0", "0"}, *const compact[] = {NULL, NULL, "0"};
-    static const isn_gpu_accumulator expected[] = {ISN_GPU_ACC_NARROW, ISN_GPU_ACC_COMPACT, ISN_GPU_ACC_WIDE};
-    static batch bt;
-    for (size_t c = 0; c < 3; c++) {
-        set_env("ISN_GPU_NARROW", narrow[c]);
-        set_env("ISN_GPU_COMPACT", compact[c]);
-        isn_gpu_backend *b = open_backend_with(false, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
-        batch_fill(&bt, 64, 1000, ISN_MODE_OR);
-        isn_gpu_batch_stats st;
-        assert_int_equal(search_checked(b, &bt, 1000, &st), bt.n);
-        printf("GPU OR k=1000, every range of a query in one block: %u narrow, %u compact, %u wide\n",
-               st.accumulator_queries[ISN_GPU_ACC_NARROW], st.accumulator_queries[ISN_GPU_ACC_COMPACT],
-               st.accumulator_queries[ISN_GPU_ACC_WIDE]);
-        assert_true(st.accumulator_queries[expected[c]] > 0);
-        isn_gpu_close(b);
-    }
-    set_env("ISN_GPU_NARROW", NULL);
-    set_env("ISN_GPU_COMPACT", NULL);
+    test_accumulator_layouts(state);
     set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", NULL);
 }
 
