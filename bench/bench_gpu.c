@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
                        "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
                        "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
                        "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
-                       "\"accumulators\": {\"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
+                       "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
                        label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
                        on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
@@ -360,7 +360,8 @@ int main(int argc, char **argv) {
                        (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
                        sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
                        probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
-                       host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_NARROW],
+                       host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
+                       sum.accumulator_queries[ISN_GPU_ACC_NARROW],
                        sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],
                        sum.accumulator_queries[ISN_GPU_ACC_UNREPORTED]);
                 fflush(stdout);

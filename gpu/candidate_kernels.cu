@@ -141,15 +141,24 @@ __device__ uint64_t block_rank_select(const uint64_t *keys, uint32_t n, uint32_t
 // the lower of the two is taken. The real reports (not padding) are first gathered into shared memory,
 // where the rank select (up to a key a thread) or the radix rounds then read them, when they fit
 // (kSelectKeys; with a floor a range reports only what reaches it, so most slots are padding).
+// A query of the bound pass comes with its threshold key (preset_theta, nonzero) and its reports marked
+// (bound_select_kernel): only the collection.
 __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
                                                              uint32_t num_ranges, uint32_t report_stride,
-                                                             uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,
-                                                             uint2 *work, uint32_t *work_count) {
+                                                             const uint64_t *preset_theta, uint64_t *theta_key,
+                                                             uint64_t *cands, uint32_t *cand_count, uint2 *work,
+                                                             uint32_t *work_count) {
     extern __shared__ uint64_t kept_keys[]; // kSelectKeys
     __shared__ select_shared sh;
     __shared__ uint32_t s_kept, s_count;
     __shared__ uint64_t s_theta, s_found;
     const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
+    if (preset_theta[q] != 0) {
+        if (threadIdx.x == 0) theta_key[q] = preset_theta[q];
+        collect_query(queries, q, reports, num_ranges, report_stride, preset_theta[q], cands, cand_count, work,
+                      work_count, s_count);
+        return;
+    }
     const gpu_query query = queries[q];
     const uint32_t m = query.range_top;
     const uint32_t total = num_ranges * m;
@@ -187,6 +196,75 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gp
     const uint64_t th = s_theta;
     if (threadIdx.x == 0) theta_key[q] = th;
     collect_query(queries, q, reports, num_ranges, report_stride, th, cands, cand_count, work, work_count, s_count);
+}
+
+// The bound pass's threshold (kernels.h), a block for each of its queries (query_index): T, the k-th best
+// count among the pairs' reports (reported into the pair's first range), and the cut T - terms - 1. The k
+// documents with counts at least T score more than T - terms units (each term's add exceeds its share by
+// less than one), so the k-th best score is above that, and so is every answer's score and count: a pair
+// whose best count is below the cut holds no answer, and an answer scores at least the cut's score (cut /
+// scale, rounded down). So the query's threshold key is that score's (or the floor's, when lower, or when
+// fewer than k documents were reported), and its reports become marks: the pairs that reach the cut mark
+// both their ranges saturated (key 0: the collection rescores them exactly, collect_query), the others
+// empty.
+__global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_query *queries, const gpu_term *terms,
+                                                                      const uint32_t *query_index, uint64_t *reports,
+                                                                      uint32_t num_ranges, uint32_t report_stride,
+                                                                      uint64_t *preset_theta) {
+    extern __shared__ uint64_t kept_keys[]; // kSelectKeys
+    __shared__ select_shared sh;
+    __shared__ uint32_t s_kept;
+    __shared__ uint64_t s_kth, s_found;
+    const uint32_t q = query_index[blockIdx.x], lane = threadIdx.x & 31u;
+    const gpu_query query = queries[q];
+    const uint32_t m = query.range_top, pairs = (num_ranges + 1) / 2, total = pairs * m;
+    uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    auto report_at = [&](uint32_t i) { return mine[(size_t)(i / m) * 2 * report_stride + i % m]; };
+    if (threadIdx.x == 0) {
+        s_kept = 0;
+        s_kth = GPU_NO_CANDIDATE;
+    }
+    __syncthreads();
+    if (query.k <= total) {
+        for (uint32_t base = 0; base < total; base += blockDim.x) {
+            const uint32_t i = base + threadIdx.x;
+            const uint64_t key = i < total ? report_at(i) : GPU_NO_CANDIDATE;
+            const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
+            uint32_t at = 0;
+            if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
+            at = __shfl_sync(0xFFFFFFFFu, at, 0) + (uint32_t)__popc(real & ((1u << lane) - 1u));
+            if (key != GPU_NO_CANDIDATE && at < kSelectKeys) kept_keys[at] = key;
+        }
+        __syncthreads();
+        const uint32_t kept = s_kept;
+        if (kept >= query.k) {
+            const uint64_t kth = kept <= kSelectThreads ? block_rank_select(kept_keys, kept, query.k, s_found)
+                                 : kept <= kSelectKeys
+                                     ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
+                                     : block_select(report_at, total, query.k, sh);
+            if (threadIdx.x == 0) s_kth = kth;
+        }
+    }
+    __syncthreads();
+    const uint64_t kth = s_kth;
+    const uint32_t top = kth == GPU_NO_CANDIDATE ? 0u : (uint32_t)__uint_as_float(~(uint32_t)(kth >> 32));
+    const uint32_t cut = top > query.num_terms + 1 ? top - query.num_terms - 1 : 0u;
+    uint64_t theta = gpu_floor_candidate_key(query.floor_key);
+    if (cut) {
+        const float score = __double2float_rd(__ddiv_rd((double)cut, (double)bound_scale_of(query, terms)));
+        const uint64_t key = gpu_candidate_key(gpu_float_key(score), UINT32_MAX);
+        theta = key < theta ? key : theta;
+    }
+    if (threadIdx.x == 0) preset_theta[q] = theta; // never 0: a key of a score with document UINT32_MAX
+    for (uint32_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+        uint64_t *first = mine + (size_t)2 * p * report_stride;
+        const uint64_t best = first[0];
+        const bool reaches = best != GPU_NO_CANDIDATE && (uint32_t)__uint_as_float(~(uint32_t)(best >> 32)) >= cut;
+        const uint64_t mark = reaches ? 0u : GPU_NO_CANDIDATE;
+        for (uint32_t j = 0; j < m; j++) first[j] = mark;
+        if (2 * p + 1 < num_ranges)
+            for (uint32_t j = 0; j < m; j++) first[report_stride + j] = mark;
+    }
 }
 
 // collect_query for every range query, or with `retry` only the flagged ones (after an overflow, with a

@@ -60,7 +60,8 @@ struct stream_buffers {
     cudaStream_t stream, finish;
     cudaEvent_t events[kEvents];
     // d_in: the batch's queries, terms and variant list, laid out as h_stage (one copy in); d_zeroed: the
-    // work count, the candidate counts, then the results and hits (one memset, one copy back)
+    // work count, the candidate counts, the bound pass's threshold keys, then the results and hits (one
+    // memset, one copy back)
     uint8_t *d_in, *d_zeroed;
     gpu_query *d_queries;
     gpu_term *d_terms;
@@ -71,6 +72,7 @@ struct stream_buffers {
     uint64_t *d_theta_key; // per query: candidates are the documents with keys at most this
     uint32_t *d_retry;     // per query: collected again after an overflow
     uint32_t *d_cand_count;
+    uint64_t *d_preset_theta; // per query: the bound pass's threshold key (bound_select_kernel; 0: none)
     uint2 *d_work;
     uint32_t *d_work_count;
     uint64_t *d_cands, *d_cands_sorted;
@@ -107,7 +109,8 @@ struct gpu_device {
                               // its overflow into report_dense)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
-    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor)
+    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor), and the bound pass's
+    bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never, to compare)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
@@ -160,11 +163,12 @@ static size_t results_bytes(uint32_t queries) {
     return ((size_t)queries * sizeof(gpu_query_result) + 15) / 16 * 16;
 }
 
-// The work count (in 16 bytes, which keep what follows aligned) and the candidate counts before the results,
-// in one region zeroed at launch.
+// The work count (in 16 bytes, which keep what follows aligned), the candidate counts and the bound pass's
+// threshold keys before the results, in one region zeroed at launch.
 constexpr size_t kWorkCountBytes = 16;
+static size_t cand_counts_bytes(uint32_t queries) { return ((size_t)queries * sizeof(uint32_t) + 15) / 16 * 16; }
 static size_t counts_bytes(uint32_t queries) {
-    return kWorkCountBytes + ((size_t)queries * sizeof(uint32_t) + 15) / 16 * 16;
+    return kWorkCountBytes + cand_counts_bytes(queries) + (size_t)queries * sizeof(uint64_t);
 }
 
 // A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back.
@@ -185,6 +189,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                        (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     s->d_work_count = reinterpret_cast<uint32_t *>(s->d_zeroed);
     s->d_cand_count = reinterpret_cast<uint32_t *>(s->d_zeroed + kWorkCountBytes);
+    s->d_preset_theta = reinterpret_cast<uint64_t *>(s->d_zeroed + kWorkCountBytes + cand_counts_bytes(u->max_batch));
     s->d_results = reinterpret_cast<gpu_query_result *>(s->d_zeroed + counts_bytes(u->max_batch));
     CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_prune, u->max_batch * sizeof(uint32_t)));
@@ -253,6 +258,11 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->dense_report = env_number("ISN_GPU_DENSE_REPORT", 0) == 1;
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
+    CHECK(cudaFuncSetAttribute(bound_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(6)));
+    CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)(kSelectKeys * sizeof(uint64_t))));
+    d->bound_pass = env_number("ISN_GPU_BOUND_PASS", 1) != 0;
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_report_kernel, kThreads, kSharedBytes));
@@ -415,27 +425,30 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
-    // the range queries by report kernel (accumulator_kind): the narrow ones with short report lists, the
-    // other narrow ones, the compact ones, the wide ones
-    enum { kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
+    // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
+    // round), the other narrow ones with short report lists, the other narrow ones, the compact ones, the wide ones
+    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
     uint32_t kernel_count[kKernels] = {0, 0, 0, 0};
     for (uint32_t q = 0; q < nr; q++) {
         const acc_kind kind = accumulator_kind(d, &batch->queries[q], batch->terms);
-        const int kernel = kind == kWideAcc      ? kWideKernel
-                           : kind == kCompactAcc ? kCompactKernel
-                           : batch->queries[q].range_top <= kShortListTop ? kShortKernel
-                                                                          : kNarrowKernel;
+        const bool one_round = batch->queries[q].sample_stride <= 1;
+        const int kernel = kind == kWideAcc                                ? kWideKernel
+                           : kind == kCompactAcc                           ? kCompactKernel
+                           : batch->queries[q].range_top > kShortListTop ? kNarrowKernel
+                           : d->bound_pass && one_round                    ? kBoundKernel
+                                                                           : kShortKernel;
         kernel_count[h_kernel[q] = (uint8_t)kernel]++;
     }
-    const uint32_t nshort = kernel_count[kShortKernel], nnarrow = kernel_count[kNarrowKernel],
-                   ncompact = kernel_count[kCompactKernel];
+    const uint32_t nbound = kernel_count[kBoundKernel], nshort = kernel_count[kShortKernel],
+                   nnarrow = kernel_count[kNarrowKernel], ncompact = kernel_count[kCompactKernel];
     uint32_t kernel_at[kKernels];
-    kernel_at[kShortKernel] = 0;
-    kernel_at[kNarrowKernel] = nshort;
-    kernel_at[kCompactKernel] = nshort + nnarrow;
-    kernel_at[kWideKernel] = nshort + nnarrow + ncompact;
+    kernel_at[kBoundKernel] = 0;
+    kernel_at[kShortKernel] = nbound;
+    kernel_at[kNarrowKernel] = nbound + nshort;
+    kernel_at[kCompactKernel] = nbound + nshort + nnarrow;
+    kernel_at[kWideKernel] = nbound + nshort + nnarrow + ncompact;
     for (uint32_t q = 0; q < nr; q++) h_variant[kernel_at[h_kernel[q]]++] = q;
     // one copy in and one memset: a batch of 16 is short enough on the device that each operation of the
     // stream's sequence shows
@@ -461,11 +474,23 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (round == 2 && max_stride == 1) break;
             const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
             a.round = round;
-            range_args short_args = a, narrow_args = a, compact_args = a, wide_args = a;
-            short_args.query_index = s->d_variant;
-            narrow_args.query_index = s->d_variant + nshort;
-            compact_args.query_index = s->d_variant + nshort + nnarrow;
-            wide_args.query_index = s->d_variant + nshort + nnarrow + ncompact;
+            range_args bound_args = a, short_args = a, narrow_args = a, compact_args = a, wide_args = a;
+            bound_args.query_index = s->d_variant;
+            short_args.query_index = s->d_variant + nbound;
+            narrow_args.query_index = s->d_variant + nbound + nshort;
+            compact_args.query_index = s->d_variant + nbound + nshort + nnarrow;
+            wide_args.query_index = s->d_variant + nbound + nshort + nnarrow + ncompact;
+            if (nbound && round == 1) {
+                // a block's ranges are whole pairs
+                bound_args.ranges_per_block = (ranges_per_block(d, (ranges + 1) / 2, nbound, d->resident_short) * 2);
+                const uint32_t gx = (ranges + bound_args.ranges_per_block - 1) / bound_args.ranges_per_block;
+                const dim3 grid = report_grid(d, gx, nbound, &bound_args);
+                bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(bound_args);
+                CHECK(cudaGetLastError());
+                bound_select_kernel<<<nbound, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
+                    s->d_queries, s->d_terms, s->d_variant, s->d_reports, d->num_ranges, d->report_stride,
+                    s->d_preset_theta);
+            }
             if (nshort) {
                 short_args.ranges_per_block = ranges_per_block(d, ranges, nshort, d->resident_short);
                 const uint32_t gx = (ranges + short_args.ranges_per_block - 1) / short_args.ranges_per_block;
@@ -484,7 +509,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                 const dim3 grid = report_grid(d, gx, ncompact, &compact_args);
                 compact_report_kernel<<<grid, kThreads, kCompactSharedBytes, st>>>(compact_args);
             }
-            const uint32_t nwide = nr - nshort - nnarrow - ncompact;
+            const uint32_t nwide = nr - nbound - nshort - nnarrow - ncompact;
             if (nwide) {
                 wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
                 const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
@@ -522,7 +547,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     st = s->finish;
     if (nr) {
         select_collect_kernel<<<nr, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
-            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_theta_key, s->d_cands, s->d_cand_count,
+            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_preset_theta, s->d_theta_key, s->d_cands,
+            s->d_cand_count,
             s->d_work, s->d_work_count);
         CHECK(cudaGetLastError());
     }

@@ -58,6 +58,20 @@ constexpr size_t narrow_touched_offset(int blocks) { return kWarps * list_top_of
 constexpr size_t narrow_shared_bytes(int blocks) {
     return GPU_RANGE_DOCS * sizeof(uint32_t) + narrow_touched_offset(blocks) + kCells * sizeof(uint32_t);
 }
+// The bound pass: unpruned narrow queries of one round whose report lists are short (the short kernel's) are
+// scored first over pairs of ranges, each document's sum of its postings' contributions rounded up to
+// whole units in a 16-bit counter (two a 32-bit word: a pair's 16,384 documents fill the narrow kernel's
+// accumulator) and reported by that upper bound. bound_select_kernel takes the k-th best bound of the
+// query's reports: the k documents at or above it score more than it less one unit a term, so every answer's
+// bound is above that cut. The ranges of the pairs whose best bound reaches the cut (in practice a few
+// more than k) are scored exactly by the rescore pass, at the cut's score as the threshold; the others
+// hold no answer. A pair costs the range work of one range (its spans, barriers and report) for twice the
+// documents.
+constexpr uint32_t kBoundUnits = 65000; // a query's summed term maxima in units (bound_scale_of)
+static_assert(kBoundUnits + GPU_MAX_TERMS < 65536u, "a document's bound fits 16 bits");
+constexpr uint32_t kBoundSpan = 2 * GPU_RANGE_DOCS;
+// report_pass's kMinBlocks for bound_report_kernel (which runs six blocks a multiprocessor, as the short one)
+constexpr int kBoundBlocks = 7;
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 // select_collect_kernel's keys in shared memory and its threads; sort_gather_kernel's block (threads, keys a thread)
@@ -148,12 +162,16 @@ __global__ void wide_report_kernel_2(range_args a);
 __global__ void compact_report_kernel(range_args a);
 __global__ void narrow_report_kernel(range_args a);
 __global__ void short_report_kernel(range_args a);
+__global__ void bound_report_kernel(range_args a);
 __global__ void rescore_kernel(range_args a);
 __global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
                                         uint32_t report_stride, uint32_t *prune);
 __global__ void select_collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
-                                      uint32_t report_stride, uint64_t *theta_key, uint64_t *cands,
-                                      uint32_t *cand_count, uint2 *work, uint32_t *work_count);
+                                      uint32_t report_stride, const uint64_t *preset_theta, uint64_t *theta_key,
+                                      uint64_t *cands, uint32_t *cand_count, uint2 *work, uint32_t *work_count);
+__global__ void bound_select_kernel(const gpu_query *queries, const gpu_term *terms, const uint32_t *query_index,
+                                    uint64_t *reports, uint32_t num_ranges, uint32_t report_stride,
+                                    uint64_t *preset_theta);
 __global__ void collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges, uint32_t stride,
                                const uint64_t *theta_key, const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
                                uint2 *work, uint32_t *work_count);

@@ -169,6 +169,7 @@ struct range_shared {
     };
     float max_score[GPU_MAX_TERMS]; // gpu_term.max_score, kept with the span (cursor) for the MaxScore split
     uint32_t skipped;
+    float bound_scale; // report_unpruned's bound pass (bound_scale_of)
     uint32_t item_total[2]; // report_unpruned: the blocks of all terms, per span buffer
 };
 
@@ -280,10 +281,11 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
     return t;
 }
 
-// The block span of term t (the warp's) in [lo, hi) into span buffer `buffer`, from the cursor s.lb[t] (the
+// The block span of term t (the warp's) in [lo, hi) (at most kSpanDocs documents) into span buffer `buffer`, from the cursor s.lb[t] (the
 // previous range's last block) or by a search; with `prune`, the largest block bound among the span's
 // blocks (weight * max_tf_part), else 0. `prefetched`: the warp keeps term t's next cursor window loaded
 // ahead (span_prefetch), so its latency passes while this range is scored and reported.
+template <uint32_t kSpanDocs = GPU_RANGE_DOCS>
 __device__ __forceinline__ float term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
                                            bool prune, uint32_t lo, uint32_t hi, bool cursor, range_shared &s,
                                            span_prefetch &pf, uint32_t buffer) {
@@ -315,8 +317,8 @@ __device__ __forceinline__ float term_span(const range_args &a, const range_term
         first = warp_lower_block(blocks, 0, nb, lo);
     }
     if (!spanned) {
-        // a range of GPU_RANGE_DOCS docs meets at most GPU_RANGE_DOCS / 128 + 2 blocks
-        const uint32_t reach = first + GPU_RANGE_DOCS / ISN_BLOCK_SIZE + 2, window = reach < nb ? reach : nb;
+        // kSpanDocs docs meet at most kSpanDocs / 128 + 2 blocks
+        const uint32_t reach = first + kSpanDocs / ISN_BLOCK_SIZE + 2, window = reach < nb ? reach : nb;
         lb = warp_lower_block(blocks, first, window, hi - 1);
         if (lb == window && window < nb) lb = warp_lower_block(blocks, window, nb, hi - 1);
         const uint32_t end = lb < nb ? lb + 1 : nb;
@@ -334,6 +336,16 @@ __device__ __forceinline__ float term_span(const range_args &a, const range_term
         s.lb[t] = lb;
     }
     return prune ? warp_max_f(most) : 0.0f;
+}
+
+// The bound pass (kernels.h) counts each posting's contribution c as ceil(c * scale) in a 16-bit counter, and
+// kBoundUnits / (the query's summed term maxima) keeps a document's count below 2^16: each term adds at most
+// its maximum times the scale, plus one for the rounding up, and a query has at most GPU_MAX_TERMS terms.
+// bound_report_kernel and bound_select_kernel compute it the same way, so both get the same float.
+__device__ __forceinline__ float bound_scale_of(const gpu_query &query, const gpu_term *terms) {
+    float most = 0.0f;
+    for (uint32_t t = 0; t < query.num_terms; t++) most += terms[query.term_begin + t].max_score;
+    return (float)kBoundUnits / most;
 }
 
 } // namespace

@@ -528,13 +528,91 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
     return zero_and_merge(acc, lists, m, out, list_top, warp);
 }
 
+// Block b of a term added to a bound pass's counters (kernels.h): slot i of [lo, hi) is the 16-bit half
+// i % 2 of word i / 2, and a posting adds ceil(c * scale) (rounded up twice: the product, then to a whole
+// unit), so a count is at least its document's score times the scale and less than that plus one a term.
+// The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does.
+__device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const range_term &rt, uint32_t b, uint32_t lo,
+                                                     uint32_t hi, float scale, double *acc, crossing_log crossings) {
+    const uint32_t lane = threadIdx.x & 31u;
+    gpu_term term;
+    term.first_block = rt.first_block;
+    term.num_blocks = rt.num_blocks;
+    term.df = rt.df;
+    term.weight = rt.weight;
+    uint32_t docs[4], scored = 0;
+    float parts[4];
+    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!(4 * lane + j < n && docs[j] >= lo && docs[j] < hi)) continue;
+        const float c = gpu_posting_contribution(term.weight, parts[j]);
+        const uint32_t slot = docs[j] - lo, shift = 16u * (slot & 1u);
+        const uint32_t add = __float2uint_ru(__fmul_ru(c, scale));
+        // the halves never carry into each other: a count stays below 2^16 (bound_scale_of)
+        const uint32_t before = (atomicAdd(reinterpret_cast<uint32_t *>(acc) + (slot >> 1), add << shift) >> shift) & 0xFFFFu;
+        if (before < crossings.at_least && before + add >= crossings.at_least) {
+            const uint32_t at = atomicAdd(crossings.count, 1u);
+            if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
+        }
+        scored++;
+    }
+    return scored;
+}
+
+// A bound slot's candidate key: its count itself as the score (a whole number below 2^16, exact in float).
+__device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, uint32_t lo, uint32_t n) {
+    if (slot >= n) return GPU_NO_CANDIDATE;
+    const uint32_t v = reinterpret_cast<const uint16_t *>(acc)[slot];
+    return v ? gpu_candidate_key(gpu_float_key((float)v), lo + slot) : GPU_NO_CANDIDATE;
+}
+
+// report_crossed for a pair of ranges in bound counters: from the log, or, where it overflowed, from a scan of
+// the pair's counts at or above the floor. The reports go to the pair's first range.
+__device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t m, const crossing_log &crossings,
+                                  uint64_t *lists, uint32_t list_top, uint64_t *out, uint32_t *scanned) {
+    const uint32_t crossed = *crossings.count;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    uint64_t *mine = lists + warp * list_top;
+    if (crossed > crossings.cap) {
+        if (threadIdx.x == 0) atomicAdd(scanned, 1u);
+        const uint16_t *counts = reinterpret_cast<const uint16_t *>(acc);
+        auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+            f = GPU_NO_CANDIDATE;
+            sec = GPU_NO_CANDIDATE;
+            for (uint32_t i = threadIdx.x; i < kBoundSpan; i += kThreads) {
+                if (counts[i] < crossings.at_least) continue;
+                const uint64_t key = bound_key(acc, i, lo, n);
+                if (key > above) keep_best_two(key, f, sec);
+            }
+        };
+        uint64_t first, second;
+        best_two(0, first, second);
+        warp_select(m, mine, first, second, best_two);
+    } else {
+        uint64_t first = threadIdx.x < crossed ? bound_key(acc, crossings.slots[threadIdx.x], lo, n) : GPU_NO_CANDIDATE;
+        // a logged slot may be another thread's to zero below (an empty log, as most are, needs no barrier)
+        const bool any = crossed != 0 && __syncthreads_or(first != GPU_NO_CANDIDATE);
+        if (any && __any_sync(0xFFFFFFFFu, first != GPU_NO_CANDIDATE)) {
+            warp_select(m, mine, first, GPU_NO_CANDIDATE, [](uint64_t, uint64_t &f, uint64_t &sec) {
+                f = GPU_NO_CANDIDATE;
+                sec = GPU_NO_CANDIDATE;
+            });
+        } else if (lane == 0) {
+            mine[0] = GPU_NO_CANDIDATE;
+        }
+    }
+    return zero_and_merge(acc, lists, m, out, list_top, warp);
+}
+
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
 // (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
 // ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
-// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed).
-template <int C, bool kDense, uint32_t kListTop>
+// those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed). kBounds:
+// the bound pass (kernels.h): a step covers the pair of ranges (v, v + 1), v even, reported into range v.
+template <int C, bool kDense, uint32_t kListTop, bool kBounds = false>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
@@ -550,18 +628,20 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         return v < v_end && (a.round == 1 ? v * stride : v) < a.num_ranges ? v : UINT32_MAX;
     };
     auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? v * stride : v; };
+    constexpr uint32_t kSpan = kBounds ? kBoundSpan : GPU_RANGE_DOCS, kStep = kBounds ? 2u : 1u;
     uint32_t v = next_step(v0);
     if (v == UINT32_MAX) return;
     span_prefetch pf;
     zero_accumulator<C>(acc, touched);
     uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
-    uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+    uint32_t hi = lo + kSpan < limit ? lo + kSpan : limit;
+    if (kBounds && tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
     const uint32_t span_warp = kWarps - 1 - warp; // this warp's terms: span_warp, span_warp + kWarps, ...
     for (uint32_t t = span_warp; t < nt; t += kWarps) {
         const gpu_term g = a.terms[query.term_begin + t];
         const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
         if (lane == 0) s.terms[t] = term;
-        if (lo < hi) term_span(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
+        if (lo < hi) term_span<kSpan>(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
     }
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
@@ -572,7 +652,13 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                   "the crossing log fits the bitmap");
     uint32_t *crossed_counts = touched + kCrossedSlots * sizeof(uint16_t) / sizeof(uint32_t);
     const unsigned long long floor = answer_floor.fixed;
-    const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
+    uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
+    const float bound_scale = kBounds ? s.bound_scale : 0.0f;
+    if (kBounds) {
+        // an answer's count is at least its score times the scale, so at least the floor's product rounded down
+        const double units = answer_floor.active ? ::floor(answer_floor.value * (double)bound_scale) : 0.0;
+        at_least = units > 1.0 ? (uint32_t)units : 1u;
+    }
     for (uint32_t buffer = 0, shared_starts = 0;; buffer ^= 1u, shared_starts = lanes_hold_terms) {
         const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
         const crossing_log crossings{at_least, a.crossing_log, crossed_counts + buffer,
@@ -599,21 +685,24 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 rem = item;
                 while (rem >= count[t]) rem -= count[t++];
             }
-            scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
-                a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
+            if constexpr (kBounds)
+                scored += add_block_bounds(a, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc, crossings);
+            else
+                scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
+                    a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
         }
         // the next range's spans, into the other buffers
-        const uint32_t v_next = v + 1 < v_end ? next_step(v + 1) : UINT32_MAX;
+        const uint32_t v_next = v + kStep < v_end ? next_step(v + kStep) : UINT32_MAX;
         const uint32_t r_next = v_next == UINT32_MAX ? UINT32_MAX : range_of(v_next);
         const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
         const uint32_t hi_next = r_next == UINT32_MAX              ? 0u
-                                 : lo_next + GPU_RANGE_DOCS < limit ? lo_next + GPU_RANGE_DOCS
-                                                                    : limit;
+                                 : lo_next + kSpan < limit ? lo_next + kSpan
+                                                           : limit;
         if (lo_next < hi_next) {
             // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
             // which only the end of the partition (limit) makes, so not here
             for (uint32_t t = span_warp; t < nt; t += kWarps)
-                term_span(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
+                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }
         __syncthreads(); // this range's adds and the next range's spans are in
         // the next range's item starts, which the report's barrier (or the one below) orders before its reads
@@ -625,7 +714,9 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         }
         if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
-            if (kDense) {
+            if constexpr (kBounds) {
+                reported += report_bounds(acc, lo, hi - lo, m, crossings, lists, kListTop, out, &a.results[q].ranges_scanned);
+            } else if (kDense) {
                 reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out,
                                            &a.results[q].ranges_scanned);
             } else {
@@ -649,7 +740,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     if (tid == 0) {
         if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (kDense && ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
+        if (kDense && !kBounds && ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
     }
     if (tid == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }
@@ -681,10 +772,15 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
     const report_floor answer_floor =
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     if constexpr (C != kWideAcc) {
-        if (threadIdx.x == 0 && a.round == 1 && chunk == 0) a.results[q].accumulator = C;
+        if (threadIdx.x == 0 && a.round == 1 && chunk == 0)
+            a.results[q].accumulator = kMinBlocks == kBoundBlocks ? ISN_GPU_ACC_BOUNDS : C;
         constexpr uint32_t kListTop = C == kNarrowAcc ? list_top_of(kMinBlocks) : GPU_MAX_RANGE_TOP;
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
+        if constexpr (C == kNarrowAcc && kMinBlocks == kBoundBlocks) {
+            report_unpruned<C, true, kListTop, true>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            return;
+        }
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
             report_unpruned<C, true, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
@@ -801,5 +897,7 @@ __global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2(range_args a
 __global__ void __launch_bounds__(kThreads, 4) compact_report_kernel(range_args a) { report_pass<4, kCompactAcc>(a); }
 __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a) { report_pass<5, kNarrowAcc>(a); }
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
+// the bound pass (kernels.h): six blocks too, with the short lists (report_pass tells it by kBoundBlocks)
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<kBoundBlocks, kNarrowAcc>(a); }
 
 } // namespace first_stage
