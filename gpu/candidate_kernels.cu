@@ -199,14 +199,15 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gp
 }
 
 // The bound pass's threshold (kernels.h), a block for each of its queries (query_index): T, the k-th best
-// count among the pairs' reports (reported into the pair's first range), and the cut T - terms - 1. The k
+// count among the groups' reports (reported into a group's first range), and the cut T - terms - 1. The k
 // documents with counts at least T score more than T - terms units (each term's add exceeds its share by
-// less than one), so the k-th best score is above that, and so is every answer's score and count: a pair
-// whose best count is below the cut holds no answer, and an answer scores at least the cut's score (cut /
-// scale, rounded down). So the query's threshold key is that score's (or the floor's, when lower, or when
-// fewer than k documents were reported), and its reports become marks: the pairs that reach the cut mark
-// both their ranges saturated (key 0: the collection rescores them exactly, collect_query), the others
-// empty.
+// less than one), so the k-th best score is above that, and so is every answer's score and count: a range
+// with no count at the cut holds no answer, and an answer scores at least the cut's score (cut / scale,
+// rounded down). So the query's threshold key is that score's (or the floor's, when lower, or when fewer
+// than k documents were reported), and its reports become marks: key 0 (saturated: the collection rescores
+// the range exactly, collect_query) for each range of a group that may hold a count at the cut, the others
+// empty. A group whose reports all reach the cut may hold more such counts than it reported, so all its
+// ranges; else exactly the ranges of its reports at the cut.
 __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_query *queries, const gpu_term *terms,
                                                                       const uint32_t *query_index, uint64_t *reports,
                                                                       uint32_t num_ranges, uint32_t report_stride,
@@ -217,9 +218,10 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
     __shared__ uint64_t s_kth, s_found;
     const uint32_t q = query_index[blockIdx.x], lane = threadIdx.x & 31u;
     const gpu_query query = queries[q];
-    const uint32_t m = query.range_top, pairs = (num_ranges + 1) / 2, total = pairs * m;
+    const uint32_t m = query.range_top, groups = (num_ranges + kBoundRanges - 1) / kBoundRanges, total = groups * m;
     uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
-    auto report_at = [&](uint32_t i) { return mine[(size_t)(i / m) * 2 * report_stride + i % m]; };
+    auto report_at = [&](uint32_t i) { return mine[(size_t)(i / m) * kBoundRanges * report_stride + i % m]; };
+    auto count_of = [](uint64_t key) { return (uint32_t)__uint_as_float(~(uint32_t)(key >> 32)); };
     if (threadIdx.x == 0) {
         s_kept = 0;
         s_kth = GPU_NO_CANDIDATE;
@@ -247,7 +249,7 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
     }
     __syncthreads();
     const uint64_t kth = s_kth;
-    const uint32_t top = kth == GPU_NO_CANDIDATE ? 0u : (uint32_t)__uint_as_float(~(uint32_t)(kth >> 32));
+    const uint32_t top = kth == GPU_NO_CANDIDATE ? 0u : count_of(kth);
     const uint32_t cut = top > query.num_terms + 1 ? top - query.num_terms - 1 : 0u;
     uint64_t theta = gpu_floor_candidate_key(query.floor_key);
     if (cut) {
@@ -256,14 +258,23 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
         theta = key < theta ? key : theta;
     }
     if (threadIdx.x == 0) preset_theta[q] = theta; // never 0: a key of a score with document UINT32_MAX
-    for (uint32_t p = threadIdx.x; p < pairs; p += blockDim.x) {
-        uint64_t *first = mine + (size_t)2 * p * report_stride;
-        const uint64_t best = first[0];
-        const bool reaches = best != GPU_NO_CANDIDATE && (uint32_t)__uint_as_float(~(uint32_t)(best >> 32)) >= cut;
-        const uint64_t mark = reaches ? 0u : GPU_NO_CANDIDATE;
-        for (uint32_t j = 0; j < m; j++) first[j] = mark;
-        if (2 * p + 1 < num_ranges)
-            for (uint32_t j = 0; j < m; j++) first[report_stride + j] = mark;
+    for (uint32_t g = threadIdx.x; g < groups; g += blockDim.x) {
+        uint64_t *first = mine + (size_t)g * kBoundRanges * report_stride;
+        const uint64_t last = first[m - 1];
+        uint32_t marked = 0; // bit j: range j of the group
+        if (last != GPU_NO_CANDIDATE && count_of(last) >= cut) {
+            marked = (1u << kBoundRanges) - 1u;
+        } else {
+            for (uint32_t j = 0; j < m; j++) {
+                const uint64_t c = first[j];
+                if (c == GPU_NO_CANDIDATE || count_of(c) < cut) break;
+                marked |= 1u << ((uint32_t)c / GPU_RANGE_DOCS - g * kBoundRanges);
+            }
+        }
+        for (uint32_t r = 0; r < kBoundRanges && g * kBoundRanges + r < num_ranges; r++) {
+            const uint64_t mark = marked >> r & 1u ? 0u : GPU_NO_CANDIDATE;
+            for (uint32_t j = 0; j < m; j++) first[(size_t)r * report_stride + j] = mark;
+        }
     }
 }
 

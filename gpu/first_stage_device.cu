@@ -481,8 +481,9 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             compact_args.query_index = s->d_variant + nbound + nshort + nnarrow;
             wide_args.query_index = s->d_variant + nbound + nshort + nnarrow + ncompact;
             if (nbound && round == 1) {
-                // a block's ranges are whole pairs
-                bound_args.ranges_per_block = (ranges_per_block(d, (ranges + 1) / 2, nbound, d->resident_short) * 2);
+                // a block's ranges are whole groups
+                bound_args.ranges_per_block =
+                    ranges_per_block(d, (ranges + kBoundRanges - 1) / kBoundRanges, nbound, d->resident_short) * kBoundRanges;
                 const uint32_t gx = (ranges + bound_args.ranges_per_block - 1) / bound_args.ranges_per_block;
                 const dim3 grid = report_grid(d, gx, nbound, &bound_args);
                 bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(bound_args);

@@ -59,17 +59,23 @@ constexpr size_t narrow_shared_bytes(int blocks) {
     return GPU_RANGE_DOCS * sizeof(uint32_t) + narrow_touched_offset(blocks) + kCells * sizeof(uint32_t);
 }
 // The bound pass: unpruned narrow queries of one round whose report lists are short (the short kernel's) are
-// scored first over pairs of ranges, each document's sum of its postings' contributions rounded up to
-// whole units in a 16-bit counter (two a 32-bit word: a pair's 16,384 documents fill the narrow kernel's
-// accumulator) and reported by that upper bound. bound_select_kernel takes the k-th best bound of the
-// query's reports: the k documents at or above it score more than it less one unit a term, so every answer's
-// bound is above that cut. The ranges of the pairs whose best bound reaches the cut (in practice a few
-// more than k) are scored exactly by the rescore pass, at the cut's score as the threshold; the others
-// hold no answer. A pair costs the range work of one range (its spans, barriers and report) for twice the
-// documents.
-constexpr uint32_t kBoundUnits = 65000; // a query's summed term maxima in units (bound_scale_of)
-static_assert(kBoundUnits + GPU_MAX_TERMS < 65536u, "a document's bound fits 16 bits");
-constexpr uint32_t kBoundSpan = 2 * GPU_RANGE_DOCS;
+// scored first over groups of kBoundRanges ranges, each document's sum of its postings' contributions
+// rounded up to whole units in a kBoundBits-bit counter (kBoundRanges of them a 32-bit word, so a group's
+// documents fill the narrow kernel's accumulator) and reported by that upper bound. bound_select_kernel
+// takes the k-th best bound of the query's reports: the k documents at or above it score more than it less
+// one unit a term, so every answer's bound is above that cut. The ranges of the groups that hold a bound
+// at the cut (in practice a few more than k) are scored exactly by the rescore pass, at the cut's score as
+// the threshold; the others hold no answer. A group costs the range work of one range (its spans, barriers
+// and report) for kBoundRanges times the documents; coarser counters cut more ranges but rescore more.
+#ifndef ISN_GPU_BOUND_RANGES
+#define ISN_GPU_BOUND_RANGES 3
+#endif
+constexpr uint32_t kBoundRanges = ISN_GPU_BOUND_RANGES;
+constexpr uint32_t kBoundBits = 32 / kBoundRanges;
+constexpr uint32_t kBoundMax = (1u << kBoundBits) - 1u; // a count's largest value
+static_assert(kBoundRanges >= 2 && kBoundRanges <= 3, "counters of 16 or 10 bits");
+static_assert(kBoundMax > 8 * GPU_MAX_TERMS, "a query's maxima span many units (bound_scale_of)");
+constexpr uint32_t kBoundSpan = kBoundRanges * GPU_RANGE_DOCS;
 // report_pass's kMinBlocks for bound_report_kernel (which runs six blocks a multiprocessor, as the short one)
 constexpr int kBoundBlocks = 7;
 constexpr int kProbeThreads = 256;

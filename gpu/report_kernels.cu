@@ -528,9 +528,9 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
     return zero_and_merge(acc, lists, m, out, list_top, warp);
 }
 
-// Block b of a term added to a bound pass's counters (kernels.h): slot i of [lo, hi) is the 16-bit half
-// i % 2 of word i / 2, and a posting adds ceil(c * scale) (rounded up twice: the product, then to a whole
-// unit), so a count is at least its document's score times the scale and less than that plus one a term.
+// Block b of a term added to a bound pass's counters (kernels.h; slot i of [lo, hi) is bound_count's): a
+// posting adds ceil(c * scale) (rounded up twice: the product, then to a whole unit), so a count is at least
+// its document's score times the scale and less than that plus one a term.
 // The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does.
 __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const range_term &rt, uint32_t b, uint32_t lo,
                                                      uint32_t hi, float scale, double *acc, crossing_log crossings) {
@@ -547,10 +547,11 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
     for (int j = 0; j < 4; j++) {
         if (!(4 * lane + j < n && docs[j] >= lo && docs[j] < hi)) continue;
         const float c = gpu_posting_contribution(term.weight, parts[j]);
-        const uint32_t slot = docs[j] - lo, shift = 16u * (slot & 1u);
+        const uint32_t slot = docs[j] - lo, shift = bound_shift(slot);
         const uint32_t add = __float2uint_ru(__fmul_ru(c, scale));
-        // the halves never carry into each other: a count stays below 2^16 (bound_scale_of)
-        const uint32_t before = (atomicAdd(reinterpret_cast<uint32_t *>(acc) + (slot >> 1), add << shift) >> shift) & 0xFFFFu;
+        // counters never carry into each other: a count stays within kBoundMax (bound_scale_of)
+        const uint32_t before =
+            (atomicAdd(reinterpret_cast<uint32_t *>(acc) + bound_word(slot), add << shift) >> shift) & kBoundMax;
         if (before < crossings.at_least && before + add >= crossings.at_least) {
             const uint32_t at = atomicAdd(crossings.count, 1u);
             if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
@@ -563,12 +564,12 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
 // A bound slot's candidate key: its count itself as the score (a whole number below 2^16, exact in float).
 __device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, uint32_t lo, uint32_t n) {
     if (slot >= n) return GPU_NO_CANDIDATE;
-    const uint32_t v = reinterpret_cast<const uint16_t *>(acc)[slot];
+    const uint32_t v = bound_count(acc, slot);
     return v ? gpu_candidate_key(gpu_float_key((float)v), lo + slot) : GPU_NO_CANDIDATE;
 }
 
-// report_crossed for a pair of ranges in bound counters: from the log, or, where it overflowed, from a scan of
-// the pair's counts at or above the floor. The reports go to the pair's first range.
+// report_crossed for a group of ranges in bound counters: from the log, or, where it overflowed, from a scan
+// of the group's counts at or above the floor. The reports go to the group's first range.
 __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t m, const crossing_log &crossings,
                                   uint64_t *lists, uint32_t list_top, uint64_t *out, uint32_t *scanned) {
     const uint32_t crossed = *crossings.count;
@@ -576,12 +577,11 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
     uint64_t *mine = lists + warp * list_top;
     if (crossed > crossings.cap) {
         if (threadIdx.x == 0) atomicAdd(scanned, 1u);
-        const uint16_t *counts = reinterpret_cast<const uint16_t *>(acc);
         auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
             f = GPU_NO_CANDIDATE;
             sec = GPU_NO_CANDIDATE;
             for (uint32_t i = threadIdx.x; i < kBoundSpan; i += kThreads) {
-                if (counts[i] < crossings.at_least) continue;
+                if (bound_count(acc, i) < crossings.at_least) continue;
                 const uint64_t key = bound_key(acc, i, lo, n);
                 if (key > above) keep_best_two(key, f, sec);
             }
@@ -611,7 +611,8 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
 // ends both; a range costs two barriers (its blocks, its report) instead of three. Term t's spans are the
 // work of warp kWarps - 1 - t % kWarps: items go to warps from the first, so the warps that find spans are
 // those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed). kBounds:
-// the bound pass (kernels.h): a step covers the pair of ranges (v, v + 1), v even, reported into range v.
+// the bound pass (kernels.h): a step covers the group of ranges v, v + 1, ... (v a multiple of kBoundRanges),
+// reported into range v.
 template <int C, bool kDense, uint32_t kListTop, bool kBounds = false>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
@@ -628,7 +629,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         return v < v_end && (a.round == 1 ? v * stride : v) < a.num_ranges ? v : UINT32_MAX;
     };
     auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? v * stride : v; };
-    constexpr uint32_t kSpan = kBounds ? kBoundSpan : GPU_RANGE_DOCS, kStep = kBounds ? 2u : 1u;
+    constexpr uint32_t kSpan = kBounds ? kBoundSpan : GPU_RANGE_DOCS, kStep = kBounds ? kBoundRanges : 1u;
     uint32_t v = next_step(v0);
     if (v == UINT32_MAX) return;
     span_prefetch pf;

@@ -350,12 +350,12 @@ static void test_accumulator_layouts(void **state) {
     set_env("ISN_GPU_BOUND_PASS", NULL);
 }
 
-/* The bound pass (gpu/kernels.h): unpruned narrow queries with short report lists score pairs of ranges in
- * 16-bit upper bounds, then exactly only the pairs that can hold answers. The answers are the CPU's: with
- * the log of slots that reach the floor, with that log overflowing into a scan of the pair's counts
- * (ISN_GPU_CROSSING_LOG=1), with a block scoring every pair (the lists' cursors carried from pair to pair),
- * and with the pass off (ISN_GPU_BOUND_PASS=0: the short kernel instead). On this index k = 1 and 10 have
- * short report lists, k = 1,000 does not. */
+/* The bound pass (gpu/kernels.h): unpruned narrow queries with short report lists score groups of ranges in
+ * upper-bound counters, then exactly only the ranges that can hold answers. The answers are the CPU's: with
+ * the log of slots that reach the floor, with that log overflowing into a scan of the group's counts
+ * (ISN_GPU_CROSSING_LOG=1), with a block scoring every group (the lists' cursors carried from group to
+ * group), and with the pass off (ISN_GPU_BOUND_PASS=0: the short kernel instead). On this index k = 1 and 10
+ * have short report lists, k = 1,000 does not. */
 static void test_bound_pass(void **state) {
     (void)state;
     if (!have_gpu()) skip();
@@ -374,7 +374,7 @@ static void test_bound_pass(void **state) {
             isn_gpu_batch_stats st;
             assert_int_equal(search_checked(b, &bt, ks[i], &st), bt.n);
             printf("GPU OR k=%u, crossing log %s, ranges a block at least %s, bound pass %s: %u bound, %u narrow; "
-                   "%llu pairs scanned, %llu ranges rescored, %llu candidates\n",
+                   "%llu groups scanned, %llu ranges rescored, %llu candidates\n",
                    ks[i], cases[c].crossing_log ? cases[c].crossing_log : "default",
                    cases[c].min_ranges ? cases[c].min_ranges : "1", cases[c].bound_pass ? "off" : "on",
                    st.accumulator_queries[ISN_GPU_ACC_BOUNDS], st.accumulator_queries[ISN_GPU_ACC_NARROW],
