@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gp
 // than k documents were reported), and its reports become marks: key 0 (saturated: the collection rescores
 // the range exactly, collect_query) for each range of a group that may hold a count at the cut, the others
 // empty. A group whose reports all reach the cut may hold more such counts than it reported, so all its
-// ranges; else exactly the ranges of its reports at the cut.
+// ranges below the query's doc_limit; else exactly the ranges of its reports at the cut.
 __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_query *queries, const gpu_term *terms,
                                                                       const uint32_t *query_index, uint64_t *reports,
                                                                       uint32_t num_ranges, uint32_t report_stride,
@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
         const uint64_t last = first[m - 1];
         uint32_t marked = 0; // bit j: range j of the group
         if (last != GPU_NO_CANDIDATE && count_of(last) >= cut) {
-            marked = (1u << kBoundRanges) - 1u;
+            for (uint32_t r = 0; r < kBoundRanges; r++)
+                if ((g * kBoundRanges + r) * GPU_RANGE_DOCS < query.doc_limit) marked |= 1u << r;
         } else {
             for (uint32_t j = 0; j < m; j++) {
                 const uint64_t c = first[j];

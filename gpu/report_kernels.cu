@@ -846,6 +846,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
+        if (lo >= hi) __trap(); // the collection lists ranges with documents only (bound_select_kernel too)
         const uint64_t theta_key = a.theta_key[q];
         uint32_t *touched =
             a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
