@@ -12,6 +12,9 @@
 #   bash bench/gpu_device.sh dense    narrow ranges with floors reported without their bitmap (the slots the adds
 #                                     took to the floor; the default) against
 #                                     their bitmap (ISN_GPU_DENSE_FLOOR=0)
+#   bash bench/gpu_device.sh bound    the bound pass for top-10 and the like (groups of ranges in upper-bound
+#                                     counters, then an exact rescore; the default) against the short kernel's
+#                                     exact pass over every range (ISN_GPU_BOUND_PASS=0)
 #   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
 #                                     (ISN_GPU_SEGMENTED_SORT=1)
 # Binaries come from
@@ -133,5 +136,8 @@ dense)
   ;;
 sort)
   compare_switch block segmented ISN_GPU_SEGMENTED_SORT 1 --exhaustive
+  ;;
+bound)
+  compare_switch bound exact ISN_GPU_BOUND_PASS 0 --exhaustive
   ;;
 esac

@@ -79,7 +79,7 @@ struct stream_buffers {
     int *d_seg_begin, *d_seg_end;
     void *d_sort_temp;
     size_t sort_temp_bytes;
-    uint32_t *d_variant; // range queries by report kernel: the compact ones, then the wide ones
+    uint32_t *d_variant; // range queries by report kernel (cuda_launch's kernel classes, in their order)
     uint8_t *h_stage; // pinned: queries, terms, then the variant list
     uint8_t *h_out;   // pinned: results then hits
     uint32_t num_queries, num_range_queries, total_hits, total_candidates;
@@ -109,7 +109,7 @@ struct gpu_device {
                               // its overflow into report_dense)
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
-    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor), and the bound pass's
+    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor; the bound pass's too)
     bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never, to compare)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)

@@ -561,7 +561,8 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
     return scored;
 }
 
-// A bound slot's candidate key: its count itself as the score (a whole number below 2^16, exact in float).
+// A bound slot's candidate key: its count itself as the score (a whole number of at most kBoundMax, exact in
+// float; bound_select_kernel reads it back).
 __device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, uint32_t lo, uint32_t n) {
     if (slot >= n) return GPU_NO_CANDIDATE;
     const uint32_t v = bound_count(acc, slot);
