@@ -111,6 +111,7 @@ struct gpu_device {
     uint32_t resident_narrow;  // narrow ones
     uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor; the bound pass's too)
     bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never, to compare)
+    uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
@@ -263,6 +264,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     d->bound_pass = env_number("ISN_GPU_BOUND_PASS", 1) != 0;
+    d->bound_max_k = env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK);
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_report_kernel, kThreads, kSharedBytes));
@@ -426,18 +428,19 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
-    // round), the other narrow ones with short report lists, the other narrow ones, the compact ones, the wide ones
+    // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the
+    // compact ones, the wide ones
     enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
     uint32_t kernel_count[kKernels] = {0, 0, 0, 0};
     for (uint32_t q = 0; q < nr; q++) {
         const acc_kind kind = accumulator_kind(d, &batch->queries[q], batch->terms);
-        const bool one_round = batch->queries[q].sample_stride <= 1;
+        const bool bounds = d->bound_pass && batch->queries[q].sample_stride <= 1 && batch->queries[q].k <= d->bound_max_k;
         const int kernel = kind == kWideAcc                                ? kWideKernel
                            : kind == kCompactAcc                           ? kCompactKernel
                            : batch->queries[q].range_top > kShortListTop ? kNarrowKernel
-                           : d->bound_pass && one_round                    ? kBoundKernel
+                           : bounds                                        ? kBoundKernel
                                                                            : kShortKernel;
         kernel_count[h_kernel[q] = (uint8_t)kernel]++;
     }

@@ -76,6 +76,9 @@ constexpr uint32_t kBoundMax = (1u << kBoundBits) - 1u; // a count's largest val
 static_assert(kBoundRanges >= 2 && kBoundRanges <= 3, "counters of 16 or 10 bits");
 static_assert(kBoundMax > 8 * GPU_MAX_TERMS, "a query's maxima span many units (bound_scale_of)");
 constexpr uint32_t kBoundSpan = kBoundRanges * GPU_RANGE_DOCS;
+// The largest k the bound pass takes: past it the rescore of the ranges near the k-th bound (about k of them)
+// costs more than the pass saves at small batches.
+constexpr uint32_t kBoundMaxK = 32;
 // report_pass's kMinBlocks for bound_report_kernel (which runs six blocks a multiprocessor, as the short one)
 constexpr int kBoundBlocks = 7;
 constexpr int kProbeThreads = 256;

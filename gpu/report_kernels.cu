@@ -570,7 +570,9 @@ __device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, 
 }
 
 // report_crossed for a group of ranges in bound counters: from the log, or, where it overflowed, from a scan
-// of the group's counts at or above the floor. The reports go to the group's first range.
+// of the group's counts at or above the floor. The reports go to the group's first range. A thread scans the
+// counters of the words it zeroes after the report (zero_and_merge's, as report_dense does): a rescan may come
+// after another thread has zeroed its own.
 __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t m, const crossing_log &crossings,
                                   uint64_t *lists, uint32_t list_top, uint64_t *out, uint32_t *scanned) {
     const uint32_t crossed = *crossings.count;
@@ -581,11 +583,13 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
         auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
             f = GPU_NO_CANDIDATE;
             sec = GPU_NO_CANDIDATE;
-            for (uint32_t i = threadIdx.x; i < kBoundSpan; i += kThreads) {
-                if (bound_count(acc, i) < crossings.at_least) continue;
-                const uint64_t key = bound_key(acc, i, lo, n);
-                if (key > above) keep_best_two(key, f, sec);
-            }
+            for (uint32_t j = 0; j < kDenseWordsPerThread; j++)
+                for (uint32_t w = 4u * (threadIdx.x + kThreads * j), e = 0; e < 4u * kBoundRanges; e++) {
+                    const uint32_t i = kBoundRanges * w + e; // counter e % kBoundRanges of word w + e / kBoundRanges
+                    if (bound_count(acc, i) < crossings.at_least) continue;
+                    const uint64_t key = bound_key(acc, i, lo, n);
+                    if (key > above) keep_best_two(key, f, sec);
+                }
         };
         uint64_t first, second;
         best_two(0, first, second);

@@ -348,39 +348,43 @@ static void test_accumulator_layouts(void **state) {
     set_env("ISN_GPU_DENSE_FLOOR", NULL);
     set_env("ISN_GPU_CROSSING_LOG", NULL);
     set_env("ISN_GPU_BOUND_PASS", NULL);
+    set_env("ISN_GPU_BOUND_MAX_K", NULL);
 }
 
 /* The bound pass (gpu/kernels.h): unpruned narrow queries with short report lists score groups of ranges in
  * upper-bound counters, then exactly only the ranges that can hold answers. The answers are the CPU's: with
  * the log of slots that reach the floor, with that log overflowing into a scan of the group's counts
  * (ISN_GPU_CROSSING_LOG=1), with a block scoring every group (the lists' cursors carried from group to
- * group), and with the pass off (ISN_GPU_BOUND_PASS=0: the short kernel instead). On this index k = 1 and 10
- * have short report lists, k = 1,000 does not. */
+ * group), and with the pass off (ISN_GPU_BOUND_PASS=0: the short kernel instead) or below k (ISN_GPU_BOUND_MAX_K).
+ * On this index k = 1 and 10 have short report lists, k = 1,000 does not. */
 static void test_bound_pass(void **state) {
     (void)state;
     if (!have_gpu()) skip();
     static const struct {
-        const char *crossing_log, *min_ranges, *bound_pass;
-    } cases[] = {{NULL, NULL, NULL}, {"1", NULL, NULL}, {NULL, "64", NULL}, {NULL, NULL, "0"}};
+        const char *crossing_log, *min_ranges, *bound_pass, *max_k;
+    } cases[] = {{NULL, NULL, NULL, NULL}, {"1", NULL, NULL, NULL}, {NULL, "64", NULL, NULL}, {NULL, NULL, "0", NULL},
+                 {NULL, NULL, NULL, "5"}};
     static const uint32_t ks[] = {1, 10, 1000};
     static batch bt;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         set_env("ISN_GPU_CROSSING_LOG", cases[c].crossing_log);
         set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", cases[c].min_ranges);
         set_env("ISN_GPU_BOUND_PASS", cases[c].bound_pass);
+        set_env("ISN_GPU_BOUND_MAX_K", cases[c].max_k);
         isn_gpu_backend *b = open_backend_with(false, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             batch_fill(&bt, 64, ks[i], ISN_MODE_OR);
             isn_gpu_batch_stats st;
             assert_int_equal(search_checked(b, &bt, ks[i], &st), bt.n);
-            printf("GPU OR k=%u, crossing log %s, ranges a block at least %s, bound pass %s: %u bound, %u narrow; "
-                   "%llu groups scanned, %llu ranges rescored, %llu candidates\n",
+            printf("GPU OR k=%u, crossing log %s, ranges a block at least %s, bound pass %s up to k %s: %u bound, %u "
+                   "narrow; %llu groups scanned, %llu ranges rescored, %llu candidates\n",
                    ks[i], cases[c].crossing_log ? cases[c].crossing_log : "default",
                    cases[c].min_ranges ? cases[c].min_ranges : "1", cases[c].bound_pass ? "off" : "on",
+                   cases[c].max_k ? cases[c].max_k : "default",
                    st.accumulator_queries[ISN_GPU_ACC_BOUNDS], st.accumulator_queries[ISN_GPU_ACC_NARROW],
                    (unsigned long long)st.ranges_scanned, (unsigned long long)st.ranges_rescored,
                    (unsigned long long)st.candidates);
-            if (cases[c].bound_pass || ks[i] == 1000) {
+            if (cases[c].bound_pass || ks[i] == 1000 || (cases[c].max_k && ks[i] > (uint32_t)atoi(cases[c].max_k))) {
                 assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_BOUNDS], 0);
             } else {
                 assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
