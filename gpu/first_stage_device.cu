@@ -110,7 +110,7 @@ struct gpu_device {
     uint32_t resident_compact; // compact report blocks the device runs at once
     uint32_t resident_narrow;  // narrow ones
     uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor; the bound pass's too)
-    bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never, to compare)
+    bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never)
     uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
@@ -433,15 +433,16 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
-    uint32_t kernel_count[kKernels] = {0, 0, 0, 0};
+    uint32_t kernel_count[kKernels] = {0, 0, 0, 0, 0};
     for (uint32_t q = 0; q < nr; q++) {
-        const acc_kind kind = accumulator_kind(d, &batch->queries[q], batch->terms);
-        const bool bounds = d->bound_pass && batch->queries[q].sample_stride <= 1 && batch->queries[q].k <= d->bound_max_k;
-        const int kernel = kind == kWideAcc                                ? kWideKernel
-                           : kind == kCompactAcc                           ? kCompactKernel
-                           : batch->queries[q].range_top > kShortListTop ? kNarrowKernel
-                           : bounds                                        ? kBoundKernel
-                                                                           : kShortKernel;
+        const gpu_query &query = batch->queries[q];
+        const acc_kind kind = accumulator_kind(d, &query, batch->terms);
+        const bool bounds = d->bound_pass && query.sample_stride <= 1 && query.k <= d->bound_max_k;
+        const int kernel = kind == kWideAcc                      ? kWideKernel
+                           : kind == kCompactAcc                 ? kCompactKernel
+                           : query.range_top > kShortListTop ? kNarrowKernel
+                           : bounds                              ? kBoundKernel
+                                                                 : kShortKernel;
         kernel_count[h_kernel[q] = (uint8_t)kernel]++;
     }
     const uint32_t nbound = kernel_count[kBoundKernel], nshort = kernel_count[kShortKernel],
@@ -485,8 +486,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             wide_args.query_index = s->d_variant + nbound + nshort + nnarrow + ncompact;
             if (nbound && round == 1) {
                 // a block's ranges are whole groups
-                bound_args.ranges_per_block =
-                    ranges_per_block(d, (ranges + kBoundRanges - 1) / kBoundRanges, nbound, d->resident_short) * kBoundRanges;
+                const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
+                bound_args.ranges_per_block = ranges_per_block(d, groups, nbound, d->resident_short) * kBoundRanges;
                 const uint32_t gx = (ranges + bound_args.ranges_per_block - 1) / bound_args.ranges_per_block;
                 const dim3 grid = report_grid(d, gx, nbound, &bound_args);
                 bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(bound_args);

@@ -144,7 +144,8 @@ typedef enum {
     ISN_GPU_ACC_WIDE,
     ISN_GPU_ACC_COMPACT,
     ISN_GPU_ACC_NARROW,
-    ISN_GPU_ACC_BOUNDS, /* the narrow layout's words as 16-bit upper bounds of two ranges, then an exact rescore */
+    ISN_GPU_ACC_BOUNDS, /* the narrow layout's words as upper-bound counters of groups of ranges, then an exact
+                         * rescore of the ranges near the k-th bound (the bound pass, gpu/kernels.h) */
     ISN_GPU_ACC_KINDS
 } isn_gpu_accumulator;
 

@@ -281,9 +281,9 @@ __device__ __forceinline__ uint32_t item_block(uint32_t item, uint32_t from, boo
     return t;
 }
 
-// The block span of term t (the warp's) in [lo, hi) (at most kSpanDocs documents) into span buffer `buffer`, from the cursor s.lb[t] (the
-// previous range's last block) or by a search; with `prune`, the largest block bound among the span's
-// blocks (weight * max_tf_part), else 0. `prefetched`: the warp keeps term t's next cursor window loaded
+// The block span of term t (the warp's) in [lo, hi) (at most kSpanDocs documents) into span buffer `buffer`,
+// from the cursor s.lb[t] (the previous range's last block) or by a search; with `prune`, the largest block
+// bound among the span's blocks (weight * max_tf_part), else 0. `prefetched`: the warp keeps term t's next cursor window loaded
 // ahead (span_prefetch), so its latency passes while this range is scored and reported.
 template <uint32_t kSpanDocs = GPU_RANGE_DOCS>
 __device__ __forceinline__ float term_span(const range_args &a, const range_term &term, uint32_t t, bool prefetched,
