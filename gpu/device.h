@@ -32,6 +32,16 @@ extern "C" {
 /* Collection rounds after a candidate overflow, each with the k-th smallest key found so far, before
  * the CPU answers (counted as a fallback). */
 #define GPU_OVERFLOW_RETRIES 8u
+/* The bound pass (gpu/kernels.h, emulated_device.c): unpruned disjunctive queries of one round with
+ * fixed-point scores, k at most GPU_BOUND_MAX_K and at most GPU_BOUND_RANGE_TOP reports a range score
+ * groups of GPU_BOUND_RANGES ranges in upper-bound counters of 32 / GPU_BOUND_RANGES bits first, then
+ * exactly only the ranges that can hold answers. gpu_bound_scale: the counters' scale, the same float on
+ * the device and the host. */
+#ifndef GPU_BOUND_RANGES
+#define GPU_BOUND_RANGES 3u
+#endif
+#define GPU_BOUND_MAX_K 32u
+#define GPU_BOUND_RANGE_TOP 16u
 /* An empty report slot: sorts after every candidate key. */
 #define GPU_NO_CANDIDATE UINT64_MAX
 

@@ -1,14 +1,16 @@
 /* The device algorithm run on the host, one query at a time: the same pruned report passes over doc-id
- * ranges (sampling round, then the rest at the raised threshold), threshold key, collection and rescoring
- * of saturated ranges, retries after an overflow, the same AND probing, the same decode and
- * arithmetic (posting_decode.h) and candidate rules as the CUDA kernels. Tests and CI use it to check the algorithm and the backend's fallback paths without a
- * GPU. */
+ * ranges (sampling round, then the rest at the raised threshold), the same bound pass (device.h) for the
+ * queries it takes, threshold key, collection and rescoring of saturated ranges, retries after an
+ * overflow, the same AND probing, the same decode and arithmetic (posting_decode.h) and candidate rules
+ * as the CUDA kernels. Tests and CI use it to check the algorithm and the backend's fallback paths
+ * without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/device.h"
+#include "gpu/gpu.h"
 #include "gpu/posting_decode.h"
 
 #define EMULATED_SLOTS 64
@@ -29,6 +31,9 @@ struct gpu_device {
     double cell_max[GPU_RANGE_DOCS / GPU_SUB_DOCS];      /* accumulated essential scores */
     double cell_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS];    /* the bound grid, every list */
     double cell_ne_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS]; /* and the non-essential lists alone */
+    uint32_t *counts; /* the bound pass's counters of a group of ranges */
+    bool bound_pass;  /* ISN_GPU_BOUND_PASS=0: never, as on the CUDA device */
+    uint32_t bound_max_k;
     uint32_t retries;
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
@@ -36,10 +41,20 @@ struct gpu_device {
 
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
-    void *buffers[] = {d->acc, d->iacc, d->matches, d->reports, d->report_keys, d->candidates, d->payload, d->blocks};
+    void *buffers[] = {d->acc,        d->iacc,       d->matches, d->reports, d->report_keys,
+                       d->candidates, d->counts,     d->payload, d->blocks};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(d);
+}
+
+/* A switch the CUDA device reads too (first_stage_device.cu): a whole non-negative number, else otherwise. */
+static uint32_t env_number(const char *name, uint32_t otherwise) {
+    const char *value = getenv(name);
+    if (value == NULL || *value == '\0') return otherwise;
+    char *end = NULL;
+    const long n = strtol(value, &end, 10);
+    return *end == '\0' && n >= 0 && n < 2147483648L ? (uint32_t)n : otherwise;
 }
 
 static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *err, size_t err_len) {
@@ -64,7 +79,10 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->report_keys = malloc((size_t)d->num_ranges * GPU_MAX_RANGE_TOP * sizeof *d->report_keys);
     d->candidates = malloc((size_t)upload->max_candidates * sizeof *d->candidates);
     d->candidates_cap = upload->max_candidates;
-    if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates) return d;
+    d->counts = malloc(GPU_BOUND_RANGES * GPU_RANGE_DOCS * sizeof *d->counts);
+    d->bound_pass = env_number("ISN_GPU_BOUND_PASS", 1) != 0;
+    d->bound_max_k = env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K);
+    if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates && d->counts) return d;
 oom:
     emulated_close(d);
     snprintf(err, err_len, "emulated device: out of memory");
@@ -320,6 +338,124 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
     return count;
 }
 
+/* Whether the bound pass takes the query: an unpruned, unseeded disjunctive query of one round with
+ * fixed-point scores, one chunk of terms, short report lists and a small k. cuda_launch also asks that its
+ * sums fit the narrow kernel's counters, which the pass itself does not need. */
+static bool takes_bound_pass(const gpu_device *d, const gpu_query *q) {
+    return d->bound_pass && !q->and_mode && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
+           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= d->bound_max_k;
+}
+
+static inline uint32_t bound_count_of(uint64_t key) {
+    const uint32_t bits = ~(uint32_t)(key >> 32);
+    float count;
+    memcpy(&count, &bits, sizeof count);
+    return (uint32_t)count;
+}
+
+/* The largest float at most cut / scale (the device's division and conversion, both rounded down). */
+static float bound_score_floor(uint32_t cut, float scale) {
+    float f = (float)((double)cut / (double)scale);
+    /* products of two floats are exact in double */
+    while (f > 0.0f && (double)f * (double)scale > (double)cut) f = nextafterf(f, 0.0f);
+    while ((double)nextafterf(f, INFINITY) * (double)scale <= (double)cut) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+/* The bound pass (device.h, kernels.h), as bound_report_kernel and bound_select_kernel run it: each group of
+ * GPU_BOUND_RANGES ranges counts every document's postings as ceil(c * scale) and reports its best counts
+ * at or above the floor into its first range; the k-th best report's count T gives the cut T - terms - 1 and
+ * the threshold key (the cut's score, rounded down, or the floor's when lower); the ranges that may hold a
+ * count at the cut are marked saturated (key 0) for the collection to score exactly, the others empty.
+ * Leaves the threshold key in *theta_key. */
+static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, gpu_query_result *res,
+                       uint64_t *theta_key) {
+    const gpu_upload *u = &d->upload;
+    const gpu_term *terms = &b->terms[q->term_begin];
+    const uint32_t m = q->range_top, groups = (d->num_ranges + GPU_BOUND_RANGES - 1) / GPU_BOUND_RANGES;
+    const float scale = gpu_bound_scale(q, b->terms);
+    const double floor_value = gpu_floor_value(q->floor_key);
+    const double units = floor_value > 0.0 ? floor(floor_value * (double)scale) : 0.0;
+    const uint32_t at_least = units > 1.0 ? (uint32_t)units : 1u;
+    uint32_t docs[ISN_BLOCK_SIZE];
+    float parts[ISN_BLOCK_SIZE];
+    for (uint32_t g = 0; g < groups; g++) {
+        const uint32_t lo = g * GPU_BOUND_RANGES * GPU_RANGE_DOCS;
+        const uint32_t hi = lo + GPU_BOUND_RANGES * GPU_RANGE_DOCS < num_docs ? lo + GPU_BOUND_RANGES * GPU_RANGE_DOCS : num_docs;
+        uint64_t *rep = d->reports + (size_t)g * GPU_BOUND_RANGES * m;
+        for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
+        if (lo >= hi) continue;
+        memset(d->counts, 0, (hi - lo) * sizeof *d->counts);
+        for (uint32_t t = 0; t < q->num_terms; t++) {
+            uint32_t first, end;
+            gpu_blocks_in_range(u->blocks + terms[t].first_block, terms[t].num_blocks, lo, hi, &first, &end);
+            for (uint32_t k = first; k < end; k++) {
+                const uint32_t n = decode_block(u, &terms[t], k, docs, parts);
+                for (uint32_t i = 0; i < n; i++) {
+                    if (docs[i] < lo || docs[i] >= hi) continue;
+                    /* the product of two floats is exact in double, so this is the device's rounded-up add */
+                    d->counts[docs[i] - lo] +=
+                        (uint32_t)ceil((double)gpu_posting_contribution(terms[t].weight, parts[i]) * (double)scale);
+                    res->postings_scored++;
+                }
+            }
+        }
+        res->ranges_scored++;
+        uint64_t previous = 0;
+        for (uint32_t j = 0; j < m; j++) {
+            uint64_t best = GPU_NO_CANDIDATE;
+            for (uint32_t i = 0; i < hi - lo; i++) {
+                if (d->counts[i] < at_least) continue;
+                const uint64_t c = gpu_candidate_key(gpu_float_key((float)d->counts[i]), lo + i);
+                if ((j == 0 || c > previous) && c < best) best = c;
+            }
+            rep[j] = best;
+            previous = best;
+            if (best == GPU_NO_CANDIDATE) break;
+            res->reports++;
+        }
+    }
+    const uint64_t kth = kth_report(d, q, GPU_BOUND_RANGES);
+    const uint32_t top = kth == GPU_NO_CANDIDATE ? 0u : bound_count_of(kth);
+    const uint32_t cut = top > q->num_terms + 1 ? top - q->num_terms - 1 : 0u;
+    *theta_key = gpu_floor_candidate_key(q->floor_key);
+    if (cut) {
+        const uint64_t key = gpu_candidate_key(gpu_float_key(bound_score_floor(cut, scale)), UINT32_MAX);
+        if (key < *theta_key) *theta_key = key;
+    }
+    for (uint32_t g = 0; g < groups; g++) {
+        uint64_t *first = d->reports + (size_t)g * GPU_BOUND_RANGES * m;
+        const uint64_t last = first[m - 1];
+        uint32_t marked = 0; /* bit r: range r of the group */
+        if (last != GPU_NO_CANDIDATE && bound_count_of(last) >= cut) {
+            for (uint32_t r = 0; r < GPU_BOUND_RANGES; r++)
+                if ((g * GPU_BOUND_RANGES + r) * GPU_RANGE_DOCS < q->doc_limit) marked |= 1u << r;
+        } else {
+            for (uint32_t j = 0; j < m; j++) {
+                if (first[j] == GPU_NO_CANDIDATE || bound_count_of(first[j]) < cut) break;
+                marked |= 1u << ((uint32_t)first[j] / GPU_RANGE_DOCS - g * GPU_BOUND_RANGES);
+            }
+        }
+        for (uint32_t r = 0; r < GPU_BOUND_RANGES && g * GPU_BOUND_RANGES + r < d->num_ranges; r++)
+            for (uint32_t j = 0; j < m; j++) first[(size_t)r * m + j] = marked >> r & 1u ? 0u : GPU_NO_CANDIDATE;
+    }
+    res->accumulator = ISN_GPU_ACC_BOUNDS;
+}
+
+/* The collection at theta_key, and after an overflow the collection again with the k-th smallest key among
+ * the candidates kept (all real documents' keys, so still a bound). Returns the candidates' count. */
+static uint32_t collect_with_retries(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs,
+                                     uint64_t theta_key, gpu_query_result *res, uint32_t *retries) {
+    uint32_t count = collect(d, b, q, num_docs, theta_key, res);
+    for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
+        qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);
+        theta_key = d->candidates[q->k - 1];
+        count = collect(d, b, q, num_docs, theta_key, res);
+        (*retries)++;
+    }
+    return count;
+}
+
 /* The sampling round, the other ranges at the raised threshold, the k-th smallest report key as the
  * candidate bound, the collection, and after an overflow the collection again with the k-th smallest
  * key among the candidates kept (all real documents' keys, so still a bound), as the kernels do them
@@ -328,6 +464,11 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
                             uint32_t *retries) {
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
     uint32_t stride = q->sample_stride ? q->sample_stride : 1;
+    uint64_t theta_key;
+    if (takes_bound_pass(d, q)) {
+        bound_pass(d, b, q, num_docs, res, &theta_key);
+        return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
+    }
     for (uint32_t r = 0; r < d->num_ranges; r += stride)
         report_range(d, b, q, r, num_docs, q->seed_key, q->floor_key, res);
     if (stride > 1) {
@@ -338,16 +479,9 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
         for (uint32_t r = 0; r < d->num_ranges; r++)
             if (r % stride) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
     }
-    uint64_t theta_key = kth_report(d, q, 1);
+    theta_key = kth_report(d, q, 1);
     if (gpu_floor_candidate_key(q->floor_key) < theta_key) theta_key = gpu_floor_candidate_key(q->floor_key);
-    uint32_t count = collect(d, b, q, num_docs, theta_key, res);
-    for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
-        qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);
-        theta_key = d->candidates[q->k - 1];
-        count = collect(d, b, q, num_docs, theta_key, res);
-        (*retries)++;
-    }
-    return count;
+    return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
 }
 
 /* AND by probing: the driver list's documents looked up in the other lists, block by block; only keys

@@ -138,7 +138,8 @@ const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason);
 
 /* The report pass's accumulator layouts on the CUDA device, 8, 6 and 4 bytes a document: each range query
  * gets the smallest whose counters hold its sums (the narrow one: fixed-point scores summing below 2^31).
- * UNREPORTED: the query ran no report pass, or the device does not say (the emulated one). */
+ * UNREPORTED: the query ran no report pass, or the device does not say (the emulated one, which names only
+ * the bound pass). */
 typedef enum {
     ISN_GPU_ACC_UNREPORTED = 0,
     ISN_GPU_ACC_WIDE,

@@ -67,18 +67,16 @@ constexpr size_t narrow_shared_bytes(int blocks) {
 // at the cut (in practice a few more than k) are scored exactly by the rescore pass, at the cut's score as
 // the threshold; the others hold no answer. A group costs the range work of one range (its spans, barriers
 // and report) for kBoundRanges times the documents; coarser counters cut more ranges but rescore more.
-#ifndef ISN_GPU_BOUND_RANGES
-#define ISN_GPU_BOUND_RANGES 3
-#endif
-constexpr uint32_t kBoundRanges = ISN_GPU_BOUND_RANGES;
+constexpr uint32_t kBoundRanges = GPU_BOUND_RANGES;
 constexpr uint32_t kBoundBits = 32 / kBoundRanges;
-constexpr uint32_t kBoundMax = (1u << kBoundBits) - 1u; // a count's largest value
+constexpr uint32_t kBoundMax = (1u << kBoundBits) - 1u; // a count's largest value (gpu_bound_max)
 static_assert(kBoundRanges >= 2 && kBoundRanges <= 3, "counters of 16 or 10 bits");
 static_assert(kBoundMax > 8 * GPU_MAX_TERMS, "a query's maxima span many units (bound_scale_of)");
 constexpr uint32_t kBoundSpan = kBoundRanges * GPU_RANGE_DOCS;
 // The largest k the bound pass takes: past it the rescore of the ranges near the k-th bound (about k of them)
 // costs more than the pass saves at small batches.
-constexpr uint32_t kBoundMaxK = 32;
+constexpr uint32_t kBoundMaxK = GPU_BOUND_MAX_K;
+static_assert(GPU_BOUND_RANGE_TOP == kShortListTop, "the bound pass reports as the short kernel does");
 // report_pass's kMinBlocks for bound_report_kernel (which runs six blocks a multiprocessor, as the short one)
 constexpr int kBoundBlocks = 7;
 constexpr int kProbeThreads = 256;

@@ -124,6 +124,17 @@ GPU_HD void gpu_block_cells(const isn_block_meta *blocks, uint32_t b, uint32_t f
     *adds_last = !(next && weight * blocks[b + 1].max_tf_part > bound);
 }
 
+/* The bound pass (device.h) counts each posting's contribution c as ceil(c * scale) in a counter of at most
+ * gpu_bound_max(): each term adds less than its maximum times the scale plus one, so a scale of
+ * (gpu_bound_max() - terms - 1) / (the query's summed term maxima) keeps a document's count within it (the
+ * spare unit covers the float sum's rounding). The float is the same on the device and the host. */
+GPU_HD uint32_t gpu_bound_max(void) { return (1u << (32u / GPU_BOUND_RANGES)) - 1u; }
+GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
+    float most = 0.0f;
+    for (uint32_t t = 0; t < query->num_terms; t++) most += terms[query->term_begin + t].max_score;
+    return (float)(gpu_bound_max() - query->num_terms - 1u) / most;
+}
+
 /* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.
  * The margin (2^-20, far above the float rounding of a sum of at most GPU_MAX_OR_TERMS terms) keeps every
  * document at or above the floor; which documents just below it are reported does not matter. */

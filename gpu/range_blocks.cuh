@@ -338,15 +338,10 @@ __device__ __forceinline__ float term_span(const range_args &a, const range_term
     return prune ? warp_max_f(most) : 0.0f;
 }
 
-// The bound pass (kernels.h) counts each posting's contribution c as ceil(c * scale) in a counter of at most
-// kBoundMax: each term adds less than its maximum times the scale plus one, so a scale of (kBoundMax - terms
-// - 1) / (the query's summed term maxima) keeps a document's count within it (the one spare unit covers the
-// float sum's rounding). bound_report_kernel and bound_select_kernel compute it the same way, so both get the
-// same float.
+// The bound pass's counter scale (gpu_bound_scale): bound_report_kernel and bound_select_kernel both take it
+// from here, so both get the same float.
 __device__ __forceinline__ float bound_scale_of(const gpu_query &query, const gpu_term *terms) {
-    float most = 0.0f;
-    for (uint32_t t = 0; t < query.num_terms; t++) most += terms[query.term_begin + t].max_score;
-    return (float)(kBoundMax - query.num_terms - 1u) / most;
+    return gpu_bound_scale(&query, terms);
 }
 
 // A bound counter's word and its place in it: slot i of a group is counter i % kBoundRanges of word i / kBoundRanges.

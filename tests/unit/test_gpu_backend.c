@@ -348,7 +348,6 @@ static void test_accumulator_layouts(void **state) {
     set_env("ISN_GPU_DENSE_FLOOR", NULL);
     set_env("ISN_GPU_CROSSING_LOG", NULL);
     set_env("ISN_GPU_BOUND_PASS", NULL);
-    set_env("ISN_GPU_BOUND_MAX_K", NULL);
 }
 
 /* The bound pass (gpu/kernels.h): unpruned narrow queries with short report lists score groups of ranges in
@@ -356,10 +355,10 @@ static void test_accumulator_layouts(void **state) {
  * the log of slots that reach the floor, with that log overflowing into a scan of the group's counts
  * (ISN_GPU_CROSSING_LOG=1), with a block scoring every group (the lists' cursors carried from group to
  * group), and with the pass off (ISN_GPU_BOUND_PASS=0: the short kernel instead) or below k (ISN_GPU_BOUND_MAX_K).
- * On this index k = 1 and 10 have short report lists, k = 1,000 does not. */
+ * On this index k = 1 and 10 have short report lists, k = 1,000 does not. The emulated device runs the same
+ * pass (its cut, threshold and marks), without the CUDA kernels' log and block switches. */
 static void test_bound_pass(void **state) {
-    (void)state;
-    if (!have_gpu()) skip();
+    const bool emulate = device_under_test(state);
     static const struct {
         const char *crossing_log, *min_ranges, *bound_pass, *max_k;
     } cases[] = {{NULL, NULL, NULL, NULL}, {"1", NULL, NULL, NULL}, {NULL, "64", NULL, NULL}, {NULL, NULL, "0", NULL},
@@ -367,18 +366,19 @@ static void test_bound_pass(void **state) {
     static const uint32_t ks[] = {1, 10, 1000};
     static batch bt;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (emulate && (cases[c].crossing_log || cases[c].min_ranges)) continue; /* CUDA kernels' switches */
         set_env("ISN_GPU_CROSSING_LOG", cases[c].crossing_log);
         set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", cases[c].min_ranges);
         set_env("ISN_GPU_BOUND_PASS", cases[c].bound_pass);
         set_env("ISN_GPU_BOUND_MAX_K", cases[c].max_k);
-        isn_gpu_backend *b = open_backend_with(false, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
+        isn_gpu_backend *b = open_backend_with(emulate, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             batch_fill(&bt, 64, ks[i], ISN_MODE_OR);
             isn_gpu_batch_stats st;
             assert_int_equal(search_checked(b, &bt, ks[i], &st), bt.n);
-            printf("GPU OR k=%u, crossing log %s, ranges a block at least %s, bound pass %s up to k %s: %u bound, %u "
+            printf("%s OR k=%u, crossing log %s, ranges a block at least %s, bound pass %s up to k %s: %u bound, %u "
                    "narrow; %llu groups scanned, %llu ranges rescored, %llu candidates\n",
-                   ks[i], cases[c].crossing_log ? cases[c].crossing_log : "default",
+                   emulate ? "emulated" : "GPU", ks[i], cases[c].crossing_log ? cases[c].crossing_log : "default",
                    cases[c].min_ranges ? cases[c].min_ranges : "1", cases[c].bound_pass ? "off" : "on",
                    cases[c].max_k ? cases[c].max_k : "default",
                    st.accumulator_queries[ISN_GPU_ACC_BOUNDS], st.accumulator_queries[ISN_GPU_ACC_NARROW],
@@ -397,6 +397,7 @@ static void test_bound_pass(void **state) {
     set_env("ISN_GPU_CROSSING_LOG", NULL);
     set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", NULL);
     set_env("ISN_GPU_BOUND_PASS", NULL);
+    set_env("ISN_GPU_BOUND_MAX_K", NULL);
 }
 
 /* The test index has three ranges, and by default a report block gets one of them (one range a block keeps
@@ -748,6 +749,8 @@ static void test_pruning_modes_emulated(void **state) {
     assert_non_null(strstr(metrics, "isn_gpu_prune_batches_total{mode=\"pruned\"}"));
     assert_non_null(strstr(metrics, "isn_gpu_prune_cost_samples_total{mode=\"exhaustive\"}"));
     isn_gpu_close(b);
+    /* never pruned: no block skipped (the bound pass off: its exact rescore skips blocks at its threshold) */
+    set_env("ISN_GPU_BOUND_PASS", "0");
     b = open_backend_with(true, 0, 0, ISN_GPU_PRUNE_NEVER, 256);
     batch_fill(&bt, 16, 10, ISN_MODE_OR);
     isn_gpu_batch_stats st;
@@ -755,6 +758,7 @@ static void test_pruning_modes_emulated(void **state) {
     assert_false(st.pruned);
     assert_int_equal(st.blocks_skipped, 0);
     isn_gpu_close(b);
+    set_env("ISN_GPU_BOUND_PASS", NULL);
 }
 
 /* With two batches in flight, AUTO learns a mode's cost only from batches that ran beside none of the
@@ -1009,7 +1013,8 @@ int main(void) {
         cmocka_unit_test(test_pruning_modes_emulated),
         cmocka_unit_test(test_pruning_learns_alone_emulated),
         cmocka_unit_test(test_accumulator_layouts),
-        cmocka_unit_test(test_bound_pass),
+        ON_EMULATED(test_bound_pass),
+        ON_GPU(test_bound_pass),
         cmocka_unit_test(test_ranges_carry_over),
         cmocka_unit_test(test_sort_paths),
     };
