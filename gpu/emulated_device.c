@@ -380,8 +380,8 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
     uint32_t docs[ISN_BLOCK_SIZE];
     float parts[ISN_BLOCK_SIZE];
     for (uint32_t g = 0; g < groups; g++) {
-        const uint32_t lo = g * GPU_BOUND_RANGES * GPU_RANGE_DOCS;
-        const uint32_t hi = lo + GPU_BOUND_RANGES * GPU_RANGE_DOCS < num_docs ? lo + GPU_BOUND_RANGES * GPU_RANGE_DOCS : num_docs;
+        const uint32_t span = GPU_BOUND_RANGES * GPU_RANGE_DOCS, lo = g * span;
+        const uint32_t hi = lo + span < num_docs ? lo + span : num_docs;
         uint64_t *rep = d->reports + (size_t)g * GPU_BOUND_RANGES * m;
         for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
         if (lo >= hi) continue;
