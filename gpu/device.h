@@ -158,6 +158,9 @@ typedef struct {
 } gpu_device_ops;
 
 extern const gpu_device_ops gpu_emulated_device;
+/* An ISN_GPU_* switch's number (env_switches.c), or `otherwise` when it is unset, not a whole number, or
+ * outside [least, 2^31). */
+uint32_t gpu_env_number(const char *name, uint32_t otherwise, uint32_t least);
 /* NULL in a build without CUDA. */
 const gpu_device_ops *gpu_cuda_device_ops(void);
 

@@ -48,15 +48,6 @@ static void emulated_close(gpu_device *d) {
     free(d);
 }
 
-/* A switch the CUDA device reads too (first_stage_device.cu): a whole non-negative number, else otherwise. */
-static uint32_t env_number(const char *name, uint32_t otherwise) {
-    const char *value = getenv(name);
-    if (value == NULL || *value == '\0') return otherwise;
-    char *end = NULL;
-    const long n = strtol(value, &end, 10);
-    return *end == '\0' && n >= 0 && n < 2147483648L ? (uint32_t)n : otherwise;
-}
-
 static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *err, size_t err_len) {
     (void)ordinal;
     gpu_device *d = calloc(1, sizeof *d);
@@ -80,8 +71,8 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->candidates = malloc((size_t)upload->max_candidates * sizeof *d->candidates);
     d->candidates_cap = upload->max_candidates;
     d->counts = malloc(GPU_BOUND_RANGES * GPU_RANGE_DOCS * sizeof *d->counts);
-    d->bound_pass = env_number("ISN_GPU_BOUND_PASS", 1) != 0;
-    d->bound_max_k = env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K);
+    d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
+    d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K, 0);
     if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates && d->counts) return d;
 oom:
     emulated_close(d);
@@ -338,14 +329,6 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
     return count;
 }
 
-/* Whether the bound pass takes the query: an unpruned, unseeded disjunctive query of one round with
- * fixed-point scores, one chunk of terms, short report lists and a small k. cuda_launch also asks that its
- * sums fit the narrow kernel's counters, which the pass itself does not need. */
-static bool takes_bound_pass(const gpu_device *d, const gpu_query *q) {
-    return d->bound_pass && !q->and_mode && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
-           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= d->bound_max_k;
-}
-
 static inline uint32_t bound_count_of(uint64_t key) {
     const uint32_t bits = ~(uint32_t)(key >> 32);
     float count;
@@ -465,7 +448,7 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
     uint32_t stride = q->sample_stride ? q->sample_stride : 1;
     uint64_t theta_key;
-    if (takes_bound_pass(d, q)) {
+    if (d->bound_pass && gpu_bound_pass_takes(q, d->bound_max_k)) {
         bound_pass(d, b, q, num_docs, res, &theta_key);
         return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
     }

@@ -34,10 +34,10 @@
 // term has no block in a range.
 #include <cub/device/device_segmented_sort.cuh>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/kernels.h"
+#include "gpu/posting_decode.h"
 
 using namespace first_stage;
 
@@ -216,16 +216,6 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     return 0;
 }
 
-// An ISN_GPU_* variable's number, or `otherwise` when it is unset, not a whole number, or outside
-// [least, 2^31).
-static uint32_t env_number(const char *name, uint32_t otherwise, long least = 0) {
-    const char *value = getenv(name);
-    if (value == nullptr || *value == '\0') return otherwise;
-    char *end = nullptr;
-    const long n = strtol(value, &end, 10);
-    return *end == '\0' && n >= least && n < 2147483648L ? (uint32_t)n : otherwise;
-}
-
 static int open_device(gpu_device *d, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
     CHECK(cudaSetDevice(d->ordinal));
@@ -245,26 +235,26 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaFuncSetAttribute(short_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)narrow_shared_bytes(6)));
     // the switches that exist to compare and measure (bench/gpu_device.sh)
-    d->report_blocks = env_number("ISN_GPU_REPORT_BLOCKS", 3) == 2 ? 2 : 3;
-    d->compact = env_number("ISN_GPU_COMPACT", 1) != 0;
-    d->query_major = env_number("ISN_GPU_QUERY_MAJOR", 1) != 0;
-    d->waves = env_number("ISN_GPU_WAVES", 4, 1);
-    d->max_ranges_per_block = env_number("ISN_GPU_MAX_RANGES_PER_BLOCK", 64, 1);
-    d->min_ranges_per_block = env_number("ISN_GPU_MIN_RANGES_PER_BLOCK", 1, 1);
-    d->narrow = env_number("ISN_GPU_NARROW", 1) != 0;
-    d->segmented_sort = env_number("ISN_GPU_SEGMENTED_SORT", 0) == 1;
-    d->dense_floor = env_number("ISN_GPU_DENSE_FLOOR", 1) != 0;
-    const uint32_t crossing_log = env_number("ISN_GPU_CROSSING_LOG", kCrossedSlots);
+    d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
+    d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
+    d->query_major = gpu_env_number("ISN_GPU_QUERY_MAJOR", 1, 0) != 0;
+    d->waves = gpu_env_number("ISN_GPU_WAVES", 4, 1);
+    d->max_ranges_per_block = gpu_env_number("ISN_GPU_MAX_RANGES_PER_BLOCK", 64, 1);
+    d->min_ranges_per_block = gpu_env_number("ISN_GPU_MIN_RANGES_PER_BLOCK", 1, 1);
+    d->narrow = gpu_env_number("ISN_GPU_NARROW", 1, 0) != 0;
+    d->segmented_sort = gpu_env_number("ISN_GPU_SEGMENTED_SORT", 0, 0) == 1;
+    d->dense_floor = gpu_env_number("ISN_GPU_DENSE_FLOOR", 1, 0) != 0;
+    const uint32_t crossing_log = gpu_env_number("ISN_GPU_CROSSING_LOG", kCrossedSlots, 0);
     d->crossing_log = crossing_log < kCrossedSlots ? crossing_log : kCrossedSlots;
-    d->dense_report = env_number("ISN_GPU_DENSE_REPORT", 0) == 1;
+    d->dense_report = gpu_env_number("ISN_GPU_DENSE_REPORT", 0, 0) == 1;
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(bound_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)narrow_shared_bytes(6)));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
-    d->bound_pass = env_number("ISN_GPU_BOUND_PASS", 1) != 0;
-    d->bound_max_k = env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK);
+    d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
+    d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK, 0);
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_report_kernel, kThreads, kSharedBytes));
@@ -437,7 +427,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     for (uint32_t q = 0; q < nr; q++) {
         const gpu_query &query = batch->queries[q];
         const acc_kind kind = accumulator_kind(d, &query, batch->terms);
-        const bool bounds = d->bound_pass && query.sample_stride <= 1 && query.k <= d->bound_max_k;
+        const bool bounds = d->bound_pass && gpu_bound_pass_takes(&query, d->bound_max_k);
         const int kernel = kind == kWideAcc                      ? kWideKernel
                            : kind == kCompactAcc                 ? kCompactKernel
                            : query.range_top > kShortListTop ? kNarrowKernel

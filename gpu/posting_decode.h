@@ -135,6 +135,14 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
     return (float)(gpu_bound_max() - query->num_terms - 1u) / most;
 }
 
+/* Whether the bound pass may take a query: an unpruned, unseeded disjunctive query of one round with
+ * fixed-point scores, one chunk of terms, short report lists and k at most max_k. The CUDA device also asks
+ * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
+GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
+    return !q->and_mode && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
+           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k;
+}
+
 /* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.
  * The margin (2^-20, far above the float rounding of a sum of at most GPU_MAX_OR_TERMS terms) keeps every
  * document at or above the floor; which documents just below it are reported does not matter. */
