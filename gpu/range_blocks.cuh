@@ -201,21 +201,35 @@ struct crossing_log {
     uint32_t cap;
     uint32_t *count;
     uint16_t *slots;
+    // slot's count went from `before` to before + add: logged when that crossed the floor
+    __device__ __forceinline__ void note(uint32_t before, uint32_t add, uint32_t slot) const {
+        if (before < at_least && before + add >= at_least) {
+            const uint32_t at = atomicAdd(count, 1u);
+            if (at < cap) slots[at] = (uint16_t)slot;
+        }
+    }
 };
+
+// Block b of a range's term decoded by the warp (warp_decode_block); returns its posting count.
+__device__ __forceinline__ uint32_t decode_range_block(const range_args &a, const range_term &rt, uint32_t b,
+                                                       uint32_t docs[4], float parts[4]) {
+    gpu_term term;
+    term.first_block = rt.first_block;
+    term.num_blocks = rt.num_blocks;
+    term.df = rt.df;
+    term.weight = rt.weight;
+    return warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
+}
 template <int C = kWideAcc, int kMarks = kMarksIfGiven>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched,
                                               crossing_log crossings = crossing_log{}) {
     const uint32_t lane = threadIdx.x & 31u;
-    gpu_term term;
-    term.first_block = rt.first_block;
-    term.num_blocks = rt.num_blocks;
-    term.df = rt.df;
-    term.weight = rt.weight;
+    const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
-    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
+    const uint32_t n = decode_range_block(a, rt, b, docs, parts);
     bool valid[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
@@ -226,15 +240,11 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
-        const float c = gpu_posting_contribution(term.weight, parts[j]);
+        const float c = gpu_posting_contribution(weight, parts[j]);
         const uint32_t slot = docs[j] - lo;
         if (C == kNarrowAcc && kMarks == kMarksCrossings) {
             const uint32_t add = __float2uint_rn(c * to_narrow);
-            const uint32_t before = atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add);
-            if (before < crossings.at_least && before + add >= crossings.at_least) {
-                const uint32_t at = atomicAdd(crossings.count, 1u);
-                if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
-            }
+            crossings.note(atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add), add, slot);
         } else if (C == kNarrowAcc)
             acc_add_fixed<C>(acc, slot, __float2uint_rn(c * to_narrow));
         else if (kNarrowed || query.fixed_shift)

@@ -535,27 +535,20 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
 __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const range_term &rt, uint32_t b, uint32_t lo,
                                                      uint32_t hi, float scale, double *acc, crossing_log crossings) {
     const uint32_t lane = threadIdx.x & 31u;
-    gpu_term term;
-    term.first_block = rt.first_block;
-    term.num_blocks = rt.num_blocks;
-    term.df = rt.df;
-    term.weight = rt.weight;
+    const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
-    const uint32_t n = warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
+    const uint32_t n = decode_range_block(a, rt, b, docs, parts);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!(4 * lane + j < n && docs[j] >= lo && docs[j] < hi)) continue;
-        const float c = gpu_posting_contribution(term.weight, parts[j]);
+        const float c = gpu_posting_contribution(weight, parts[j]);
         const uint32_t slot = docs[j] - lo, shift = bound_shift(slot);
         const uint32_t add = __float2uint_ru(__fmul_ru(c, scale));
         // counters never carry into each other: a count stays within kBoundMax (bound_scale_of)
         const uint32_t before =
             (atomicAdd(reinterpret_cast<uint32_t *>(acc) + bound_word(slot), add << shift) >> shift) & kBoundMax;
-        if (before < crossings.at_least && before + add >= crossings.at_least) {
-            const uint32_t at = atomicAdd(crossings.count, 1u);
-            if (at < crossings.cap) crossings.slots[at] = (uint16_t)slot;
-        }
+        crossings.note(before, add, slot);
         scored++;
     }
     return scored;
