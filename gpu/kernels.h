@@ -77,8 +77,6 @@ constexpr uint32_t kBoundSpan = kBoundRanges * GPU_RANGE_DOCS;
 // costs more than the pass saves at small batches.
 constexpr uint32_t kBoundMaxK = GPU_BOUND_MAX_K;
 static_assert(GPU_BOUND_RANGE_TOP == kShortListTop, "the bound pass reports as the short kernel does");
-// report_pass's kMinBlocks for bound_report_kernel (which runs six blocks a multiprocessor, as the short one)
-constexpr int kBoundBlocks = 7;
 constexpr int kProbeThreads = 256;
 constexpr int kProbeWarps = kProbeThreads / 32;
 // select_collect_kernel's keys in shared memory and its threads; sort_gather_kernel's block (threads, keys a thread)

@@ -750,8 +750,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 // v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
-// launch bounds), which also sizes the narrow kernels' report lists.
-template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(range_args a) {
+// launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h).
+template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
@@ -772,11 +772,11 @@ template <int kMinBlocks, int C> __device__ __forceinline__ void report_pass(ran
         floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
     if constexpr (C != kWideAcc) {
         if (threadIdx.x == 0 && a.round == 1 && chunk == 0)
-            a.results[q].accumulator = kMinBlocks == kBoundBlocks ? ISN_GPU_ACC_BOUNDS : C;
+            a.results[q].accumulator = kBounds ? ISN_GPU_ACC_BOUNDS : C;
         constexpr uint32_t kListTop = C == kNarrowAcc ? list_top_of(kMinBlocks) : GPU_MAX_RANGE_TOP;
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
-        if constexpr (C == kNarrowAcc && kMinBlocks == kBoundBlocks) {
+        if constexpr (C == kNarrowAcc && kBounds) {
             report_unpruned<C, true, kListTop, true>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
             return;
         }
@@ -897,7 +897,7 @@ __global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2(range_args a
 __global__ void __launch_bounds__(kThreads, 4) compact_report_kernel(range_args a) { report_pass<4, kCompactAcc>(a); }
 __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a) { report_pass<5, kNarrowAcc>(a); }
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
-// the bound pass (kernels.h): six blocks too, with the short lists (report_pass tells it by kBoundBlocks)
-__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<kBoundBlocks, kNarrowAcc>(a); }
+// the bound pass (kernels.h): six blocks a multiprocessor, as the short kernel, with its short report lists
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<6, kNarrowAcc, true>(a); }
 
 } // namespace first_stage
