@@ -26,6 +26,8 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.", st->prepare_depth},
         {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},
         {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},
+        {"isn_scheduler_shed_unprepared_total", "counter", "Of the overload sheds: requests refused from the preparation queue without analysis (past their admission point, or waiting past CoDel's target in a standing backlog).", st->shed_unprepared},
+        {"isn_scheduler_prepare_backlog_standing", "gauge", "1 while the preparation queue holds a standing backlog (CoDel: an interval's least wait above the target).", st->prepare_backlog_standing},
     };
     for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
         prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
@@ -75,6 +77,11 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     for (int r = 0; r < ISN_FLUSH_REASONS; r++)
         buffer_printf(out, "isn_scheduler_batches_total{reason=\"%s\"} %llu\n", isn_flush_reason_name(r),
                       (unsigned long long)st->batch_flush[r]);
+    prom_family(out, "isn_scheduler_measured_job_seconds", "gauge",
+                "Measured device time per job lately (busy time over jobs finished); admission caps the model's waits by it.");
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        buffer_printf(out, "isn_scheduler_measured_job_seconds{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
+                      st->measured_job_seconds[d]);
     prom_family(out, "isn_scheduler_service_scale", "gauge",
                 "Measured over predicted service time lately, by device; admission scales its estimates by it.");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)

@@ -79,6 +79,7 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         isn_batch_cost_learn(&s->batch_cost, n, (double)took);
         s->gpu_inflight_ns -= f->predicted_ns;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
+        s->gpu_inflight_jobs -= n;
         return;
     }
     /* The device is unhealthy: rest it, and let the CPU answer these jobs. */
@@ -89,6 +90,7 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
     pthread_mutex_lock(&s->lock);
     s->gpu_inflight_ns -= f->predicted_ns;
     if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
+    s->gpu_inflight_jobs -= n;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->rerun_on_cpu = true;
         batch[i]->queue = ISN_QUEUE_CPU;
@@ -121,6 +123,7 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->predicted_ns = f->fixed_ns;
     for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
     s->gpu_inflight_ns += f->predicted_ns;
+    s->gpu_inflight_jobs += n;
     pthread_mutex_unlock(&s->lock);
 
     COUNT(s->batches);

@@ -58,6 +58,7 @@ void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_feature
         s->actual_ewma[device] += SCHED_SCALE_WEIGHT * (wall_ns - s->actual_ewma[device]);
         s->predicted_ewma[device] += SCHED_SCALE_WEIGHT * (predicted_ns - s->predicted_ewma[device]);
         atomic_store_explicit(&s->scale[device], scale_locked(s, device), memory_order_relaxed);
+        atomic_store_explicit(&s->learned_ns[device], isn_now_ns(), memory_order_relaxed);
     }
     pthread_mutex_unlock(&s->model_lock);
 }
@@ -73,7 +74,8 @@ void sched_learn_spaced(isn_scheduler *s, uint64_t *learn_after_ns, isn_device_k
 }
 
 double sched_scale(isn_scheduler *s, isn_device_kind device) {
-    return atomic_load_explicit(&s->scale[device], memory_order_relaxed);
+    return isn_scale_relaxed(atomic_load_explicit(&s->scale[device], memory_order_relaxed),
+                             atomic_load_explicit(&s->learned_ns[device], memory_order_relaxed), isn_now_ns());
 }
 
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
@@ -94,11 +96,6 @@ uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now) {
 
 /* ------------------------------------------------------------------ submit */
 
-/* Under the lock: how long a job queued now would wait on each device (INFINITY for none).
- * Predictions are for an idle node; the scale says how the node runs now. The undecided queue
- * counts for both sides: either may take all of it. The CPU's is at least the age of the oldest
- * job still queued: when the workers stall (other processes took the cores), that age grows at
- * once, while the scale learns of it only as jobs finish. */
 /* Under the lock: GPU jobs queued, and batches they will need. */
 static uint32_t gpu_queued(const isn_scheduler *s) {
     return s->queues[ISN_QUEUE_GPU].size + s->queues[ISN_QUEUE_UNDECIDED].size;
@@ -109,31 +106,65 @@ static double gpu_batches_queued(const isn_scheduler *s) {
     return (double)((gpu_queued(s) + per_batch - 1) / per_batch);
 }
 
-/* Under the lock: how long the workers need for the unprepared jobs queued now (they come first). */
-static double preparing_ns(const isn_scheduler *s, const double *scale) {
+/* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
+ * prepare_ns is measured wall time, contention included: no scale applies to it. */
+static double preparing_ns(const isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
-    return scale[ISN_DEVICE_CPU] * s->prepare_queue.size * s->prepare_ns / workers;
+    return s->prepare_queue.size * s->prepare_ns / workers;
 }
 
+/* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
+static double cpu_jobs_ahead(isn_scheduler *s) {
+    uint32_t in_deques = 0;
+    for (uint32_t i = 0; i < s->config.workers; i++) in_deques += isn_deque_size(&s->workers[i].deque);
+    return (double)s->queues[ISN_QUEUE_CPU].size + s->queues[ISN_QUEUE_UNDECIDED].size + in_deques +
+           atomic_load_explicit(&s->running, memory_order_relaxed);
+}
+
+/* Under the lock: how long a job queued now would wait on each device (INFINITY for none).
+ * Predictions are for an idle node; the scale says how the node runs now. The undecided queue
+ * counts for both sides: either may take all of it. What the model claims is capped by each
+ * device's measured rate (isn_admission_wait_ns), and the CPU's wait is at least the age of the
+ * oldest job still queued: when the workers stall (other processes took the cores), that age grows at
+ * once, while the scale learns of it only as jobs finish. */
 static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
     double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     const isn_edf_queue *q = s->queues;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        isn_service_meter_sample(&s->meter[d], LOAD(s->busy_ns[d]), LOAD(s->ran_on[d]), now);
     double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
-    wait[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] *
-                           (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] +
-                            q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] + (committed > 0 ? committed : 0)) /
-                               (s->config.workers ? s->config.workers : 1) +
-                           preparing_ns(s, scale); /* workers prepare before they search */
+    double workers = s->config.workers ? s->config.workers : 1;
+    double model_cpu = scale[ISN_DEVICE_CPU] *
+                       (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] +
+                        (committed > 0 ? committed : 0)) /
+                       workers;
+    double measured_cpu = isn_service_meter_wait_ns(&s->meter[ISN_DEVICE_CPU], cpu_jobs_ahead(s), workers);
     const isn_job *head = isn_edf_peek(&q[ISN_QUEUE_CPU]);
-    if (head && now > head->enqueued_ns && (double)(now - head->enqueued_ns) > wait[ISN_DEVICE_CPU])
-        wait[ISN_DEVICE_CPU] = (double)(now - head->enqueued_ns);
+    double oldest = head && now > head->enqueued_ns ? (double)(now - head->enqueued_ns) : 0.0;
+    /* workers prepare before they search */
+    wait[ISN_DEVICE_CPU] = isn_admission_wait_ns(model_cpu, measured_cpu, oldest) + preparing_ns(s);
     uint32_t gpus = sched_available_gpus(s, now);
-    wait[ISN_DEVICE_GPU] = gpus ? scale[ISN_DEVICE_GPU] *
-                                      (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
-                                       q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns +
-                                       fixed_ns * gpu_batches_queued(s)) /
-                                      gpus
-                                : INFINITY;
+    if (!gpus) {
+        wait[ISN_DEVICE_GPU] = INFINITY;
+        return;
+    }
+    double model_gpu = scale[ISN_DEVICE_GPU] *
+                       (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] +
+                        s->gpu_inflight_ns + fixed_ns * gpu_batches_queued(s)) /
+                       gpus;
+    double measured_gpu =
+        isn_service_meter_wait_ns(&s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_inflight_jobs, gpus);
+    wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
+}
+
+/* When a job must be admitted by: received plus its share of the budget (at most the early-stop
+ * point, after which a job answers only partially); the rest is slack for prediction error and the
+ * reply's way back. 0: no deadline. */
+static double admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+    if (!deadline_ns) return 0;
+    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
+                                                                                : s->config.early_stop_fraction;
+    return (double)received_ns + fraction * (double)(deadline_ns - received_ns);
 }
 
 /* A query that misses its deadline although the work queued ahead of it takes at most this share of
@@ -162,11 +193,7 @@ static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, c
                                                              (starts_batch ? fixed_ns : 0.0)) +
                                     (starts_batch ? (double)s->config.batch.linger_ns : 0.0);
     bool already_dead = job->deadline_ns && job->deadline_ns <= now;
-    /* Admission counts to a share of the budget (at most the early-stop point, after which a job
-     * answers only partially): the rest is slack for prediction error and the reply's way back. */
-    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
-                                                                                : s->config.early_stop_fraction;
-    double admit_by = (double)job->received_ns + fraction * (double)(job->deadline_ns - job->received_ns);
+    double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 
     *out = in;
@@ -243,13 +270,11 @@ isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) { return admit(s, 
 static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
                              const double *scale) {
     if (!deadline_ns) return true;
-    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
-                                                                                : s->config.early_stop_fraction;
-    double remaining = (double)received_ns + fraction * (double)(deadline_ns - received_ns) - (double)now;
+    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait);
     /* Unprepared jobs ahead of it are prepared first, by the workers (the CPU's wait counts them). */
-    return wait[ISN_DEVICE_CPU] <= remaining || preparing_ns(s, scale) + wait[ISN_DEVICE_GPU] <= remaining;
+    return wait[ISN_DEVICE_CPU] <= remaining || preparing_ns(s) + wait[ISN_DEVICE_GPU] <= remaining;
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time. */
@@ -485,15 +510,31 @@ static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state, do
 /* A worker prepares the earliest-deadline unprepared job, if any, and admits it. False when there
  * was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
 static bool prepare_one(isn_scheduler *s, sched_worker *w) {
+    uint64_t now = isn_now_ns();
+    bool unworthy = false;
     pthread_mutex_lock(&s->lock);
     isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
-    if (job) atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
+    if (job) {
+        atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
+        double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
+        isn_codel_observe(&s->prepare_codel, sojourn, now);
+        double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
+        /* Refused unprepared: past its admission point nothing can admit it, and in a standing
+         * backlog a job that waited past the target makes room for fresher ones (CoDel). */
+        unworthy = job->deadline_ns && now < job->deadline_ns &&
+                   ((double)now >= admit_by ||
+                    isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
+    }
     pthread_mutex_unlock(&s->lock);
     if (!job) return false;
     w->prepared_in_row++;
     double took_ns = 0;
-    uint64_t now = isn_now_ns();
-    if (job->deadline_ns && now >= job->deadline_ns) {
+    if (unworthy) {
+        COUNT(s->shed_overload);
+        COUNT(s->shed_unprepared);
+        job->refusal = (int)ISN_SUBMIT_SHED_LATE;
+        sched_finish(s, job, ISN_JOB_REFUSED);
+    } else if (job->deadline_ns && now >= job->deadline_ns) {
         sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
     } else if (atomic_load_explicit(&s->abandon, memory_order_relaxed)) {
         sched_finish(s, job, ISN_JOB_ABANDONED);
@@ -705,6 +746,8 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         ok = isn_edf_init(&s->queues[q], config->queue_capacity + (q == ISN_QUEUE_CPU ? reserve : 0)) == 0;
     ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
+    isn_codel_init(&s->prepare_codel, s->start_ns);
     for (uint32_t i = 0; i < config->workers && ok; i++) {
         sched_worker *w = &s->workers[i];
         w->scheduler = s;
@@ -817,6 +860,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->completed = LOAD(s->completed);
     st->prepared = LOAD(s->prepared);
     st->refused_prepare = LOAD(s->refused_prepare);
+    st->shed_unprepared = LOAD(s->shed_unprepared);
     st->shed_full = LOAD(s->shed_full);
     st->shed_overload = LOAD(s->shed_overload);
     st->degraded = LOAD(s->degraded);
@@ -849,6 +893,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
     st->batch_mape = s->batch_ape_count ? 100.0 * s->batch_ape_sum / (double)s->batch_ape_count : NAN;
     st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) st->measured_job_seconds[d] = s->meter[d].job_ns / 1e9;
+    st->prepare_backlog_standing = s->prepare_codel.standing;
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
     pthread_mutex_lock(&s->model_lock);

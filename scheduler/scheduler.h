@@ -335,6 +335,9 @@ typedef struct {
     uint32_t deque_depth;    /* all workers */
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */
     uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
+    uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
+    double measured_job_seconds[ISN_DEVICE_KINDS]; /* each device's measured time per job (0: none yet) */
+    bool prepare_backlog_standing; /* the preparation queue holds a standing backlog (CoDel) */
     uint32_t running;
     double wait_seconds_sum[ISN_DEVICE_KINDS]; /* enqueued to started */
     uint64_t wait_count[ISN_DEVICE_KINDS];

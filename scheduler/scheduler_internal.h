@@ -229,6 +229,58 @@ bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs
                             uint64_t first_added_ns, uint64_t now_ns, isn_flush_reason *reason,
                             uint64_t *wait_until_ns);
 
+/* ------------------------------------------------------------------ admission's measured bounds */
+
+/* Predictions alone can run away under overload: a learned scale, backlog sums or in-flight GPU time
+ * that stay high while nothing is admitted refuse everything, and nothing then corrects them
+ * (DESIGN.md section 7). So admission bounds what the model claims by what was measured:
+ * - a device's measured time per job (busy time over jobs finished, in windows) caps the predicted
+ *   wait behind `ahead` jobs at SCHED_MEASURED_SLACK times ahead x job time / servers: when less is
+ *   admitted the queue shortens and the bound falls, whatever the model believes;
+ * - the oldest queued job's age is a floor (what the next job will at least wait);
+ * - a learned scale that no measurement refreshes relaxes towards 1 (isn_scale_relaxed), so a refusal
+ *   never freezes the signal admission learns from;
+ * - the preparation queue, like CoDel, finds a standing backlog (an interval whose least wait stayed
+ *   above the target) and then refuses unprepared what waited longer than the target, cheaply and
+ *   before any analysis; a job past its admission point is refused unprepared in any case. */
+typedef struct {
+    double job_ns;          /* measured device time per job (moving average); 0 before any window */
+    uint64_t measured_ns;   /* when job_ns was last updated */
+    uint64_t window_start_ns, jobs_at_start, busy_at_start;
+} isn_service_meter;
+
+void isn_service_meter_init(isn_service_meter *meter, uint64_t now_ns);
+/* The device's running totals (busy ns, jobs finished); a window closes every SCHED_METER_WINDOW_NS. */
+void isn_service_meter_sample(isn_service_meter *meter, uint64_t busy_ns_total, uint64_t jobs_total, uint64_t now_ns);
+/* The measured wait behind `ahead` jobs on `servers` parallel servers; INFINITY before any measurement. */
+double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, double servers);
+/* The wait admission believes: the model's, capped by the measured bound, at least the oldest's age. */
+double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns);
+/* `scale` as last learned at learned_ns, relaxed towards 1 with the time nothing refreshed it. */
+double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns);
+
+typedef struct {
+    uint64_t interval_end_ns;
+    double min_sojourn_ns; /* least wait of the jobs taken in this interval */
+    bool standing;         /* the last interval's least wait was above the target */
+} isn_codel;
+
+void isn_codel_init(isn_codel *codel, uint64_t now_ns);
+/* A job taken off the queue after waiting sojourn_ns. */
+void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns);
+/* Whether a job that waited sojourn_ns is refused unprepared: only in a standing backlog, past the
+ * target (SCHED_CODEL_TARGET_NS, or a share of the job's admission budget when that is smaller). */
+bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns);
+
+#define SCHED_METER_WINDOW_NS 20000000ull   /* a service meter's window */
+#define SCHED_METER_MIN_JOBS 8               /* jobs a window needs to say anything */
+#define SCHED_METER_WEIGHT 0.3               /* weight of the newest window */
+#define SCHED_MEASURED_SLACK 2.0             /* the model may claim at most this times the measured wait */
+#define SCHED_SCALE_RELAX_NS 500000000.0     /* a stale scale's distance to 1 shrinks by e this often */
+#define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
+#define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */
+#define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
+
 /* ------------------------------------------------------------------ the scheduler's own steps
  * (tests call them directly) */
 
@@ -318,6 +370,7 @@ struct isn_scheduler {
     bool stopping;
     uint32_t idle_workers;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
+    uint32_t gpu_inflight_jobs; /* their jobs */
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
     double batch_ape_sum;      /* |predicted - measured| / measured over batches after the first few */
     uint64_t batch_ape_count;
@@ -335,6 +388,10 @@ struct isn_scheduler {
     /* Their clamped ratio, published after each update: admission reads it on every job, without
      * the model's lock. */
     _Atomic double scale[ISN_DEVICE_KINDS];
+    _Atomic uint64_t learned_ns[ISN_DEVICE_KINDS]; /* when each scale was last refreshed */
+    /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
+    isn_service_meter meter[ISN_DEVICE_KINDS];
+    isn_codel prepare_codel;
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */
     isn_gpu_device *own_gpus;    /* the devices made from config.gpu_backend or config.simulated_gpus */
@@ -350,7 +407,7 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
-    _Atomic uint64_t prepared, refused_prepare;
+    _Atomic uint64_t prepared, refused_prepare, shed_unprepared;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns;
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];
 };

@@ -1,0 +1,61 @@
+/* Admission's measured bounds (DESIGN.md section 7): what the cost model may claim about a wait is
+ * capped by what the devices were measured to do, a scale nobody feeds relaxes, and the preparation
+ * queue drops, CoDel-style, what has waited too long to be worth preparing. Pure functions over
+ * explicit times, so that tests drive them with a fake clock. */
+#include <math.h>
+
+#include "scheduler/scheduler_internal.h"
+
+void isn_service_meter_init(isn_service_meter *meter, uint64_t now_ns) {
+    *meter = (isn_service_meter){.window_start_ns = now_ns};
+}
+
+void isn_service_meter_sample(isn_service_meter *meter, uint64_t busy_ns_total, uint64_t jobs_total, uint64_t now_ns) {
+    if (now_ns < meter->window_start_ns + SCHED_METER_WINDOW_NS) return;
+    uint64_t jobs = jobs_total - meter->jobs_at_start, busy = busy_ns_total - meter->busy_at_start;
+    if (jobs >= SCHED_METER_MIN_JOBS) {
+        double job_ns = (double)busy / (double)jobs;
+        meter->job_ns = meter->job_ns > 0 ? meter->job_ns + SCHED_METER_WEIGHT * (job_ns - meter->job_ns) : job_ns;
+        meter->measured_ns = now_ns;
+    }
+    meter->window_start_ns = now_ns;
+    meter->jobs_at_start = jobs_total;
+    meter->busy_at_start = busy_ns_total;
+}
+
+double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, double servers) {
+    if (!(meter->job_ns > 0) || !(servers > 0)) return INFINITY;
+    return ahead * meter->job_ns / servers;
+}
+
+double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {
+    double bound = SCHED_MEASURED_SLACK * measured_ns;
+    double wait = model_ns < bound ? model_ns : bound;
+    return wait > oldest_ns ? wait : oldest_ns;
+}
+
+double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns) {
+    if (now_ns <= learned_ns || scale == 1.0) return scale;
+    return 1.0 + (scale - 1.0) * exp(-(double)(now_ns - learned_ns) / SCHED_SCALE_RELAX_NS);
+}
+
+void isn_codel_init(isn_codel *codel, uint64_t now_ns) {
+    *codel = (isn_codel){.interval_end_ns = now_ns + SCHED_CODEL_INTERVAL_NS, .min_sojourn_ns = INFINITY};
+}
+
+void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns) {
+    if (sojourn_ns < codel->min_sojourn_ns) codel->min_sojourn_ns = sojourn_ns;
+    if (now_ns < codel->interval_end_ns) return;
+    /* The least wait of an interval above the target: the queue never emptied below it, a standing
+     * backlog rather than a burst passing through. */
+    codel->standing = codel->min_sojourn_ns > SCHED_CODEL_TARGET_NS;
+    codel->min_sojourn_ns = INFINITY;
+    codel->interval_end_ns = now_ns + SCHED_CODEL_INTERVAL_NS;
+}
+
+bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns) {
+    double target = SCHED_CODEL_TARGET_NS;
+    if (admit_budget_ns > 0 && SCHED_CODEL_BUDGET_SHARE * admit_budget_ns < target)
+        target = SCHED_CODEL_BUDGET_SHARE * admit_budget_ns;
+    return codel->standing && sojourn_ns > target;
+}
