@@ -37,6 +37,7 @@ void metrics_add(metrics *sum, const metrics *m) {
     for (int stage = 0; stage < STAGE_COUNT; stage++)
         histogram_add(&sum->search_stage_seconds[stage], &m->search_stage_seconds[stage]);
     sum->shed += m->shed;
+    sum->shed_at_headers += m->shed_at_headers;
     sum->cancelled += m->cancelled;
     sum->expired_in_queue += m->expired_in_queue;
     sum->hits_returned += m->hits_returned;

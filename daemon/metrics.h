@@ -21,7 +21,8 @@ typedef struct {
     histogram request_seconds[RPC_COUNT]; /* headers received to reply submitted */
     histogram search_stage_seconds[STAGE_COUNT];
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
-    uint64_t shed;                  /* queue full */
+    uint64_t shed;                  /* RESOURCE_EXHAUSTED: overload or queue full */
+    uint64_t shed_at_headers;       /* of shed: refused at HEADERS, before the request was read or decoded */
     uint64_t cancelled;             /* client left while a worker had the request */
     uint64_t expired_in_queue;      /* answered DEADLINE_EXCEEDED at the deadline, before any worker started it */
     uint64_t hits_returned;

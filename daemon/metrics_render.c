@@ -91,6 +91,9 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_shed_total", "counter",
              "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
              m->shed);
+    prom_u64(out, "isn_shed_at_headers_total", "counter",
+             "Of isn_shed_total: refused when their HEADERS came, before the request body was read or decoded.",
+             m->shed_at_headers);
     if (server->pool) metrics_render_scheduler(server->pool, out, false);
     prom_u64(out, "isn_cancelled_total", "counter", "Search requests whose client left before the reply.", m->cancelled);
     prom_u64(out, "isn_expired_in_queue_total", "counter",

@@ -108,6 +108,27 @@ static void on_status(grpc_call *call, int status, void *app) {
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
+static uint64_t deadline_for(const serving_loop *loop, const grpc_call *call, uint32_t request_timeout_ms,
+                             uint64_t now);
+
+/* Overload is answered before the request is read: when no device could start it in time (the wait
+ * it spent unread in the socket included), RESOURCE_EXHAUSTED costs the HEADERS alone, with no body
+ * decoded and no analysis (its deadline as the header or the default gives it). */
+static void refuse_search_early(serving_loop *loop, grpc_call *call) {
+    isn_server *server = loop->server;
+    uint64_t arrived = grpc_call_arrived_ns(call);
+    uint64_t deadline = deadline_for(loop, call, 0, arrived);
+    if (!server->pool || search_service_may_admit(server->pool, arrived, deadline)) return;
+    LOOP_METRICS(loop, {
+        m->shed++;
+        m->shed_at_headers++;
+    });
+    grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "server overloaded: no device can start this query before its deadline (refused unread, %.1f ms "
+                   "after it arrived)",
+                   (double)(isn_now_ns() - arrived) / 1e6);
+}
+
 static void on_headers(grpc_call *call, void *app) {
     serving_loop *loop = app;
     isn_server *server = loop->server;
@@ -145,6 +166,7 @@ static void on_headers(grpc_call *call, void *app) {
         grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
+    if (method == RPC_SEARCH) refuse_search_early(loop, call);
 }
 
 /* ------------------------------------------------------------------ Search */
@@ -249,7 +271,7 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     }
     /* From when its headers arrived: reading and decoding the request spent part of its budget, and
      * admission must see that (the grpc-timeout counts from the client's send). */
-    uint64_t opened = grpc_call_opened_ns(call), now = isn_now_ns();
+    uint64_t opened = grpc_call_arrived_ns(call), now = isn_now_ns();
     search_job *job = &rc->job;
     job->request = request;
     job->memory = &rc->arena;

@@ -308,6 +308,9 @@ bool grpc_call_timeout_malformed(const grpc_call *call);
 bool grpc_call_timeout_expired(const grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
+/* The earliest its HEADERS can have reached the server's socket: a loop that is behind reads bytes
+ * that waited in the kernel meanwhile, and that wait spent part of the request's deadline. */
+uint64_t grpc_call_arrived_ns(const grpc_call *call);
 
 /* The program keeps the call past the handler (a worker has it): if the client goes away meanwhile
  * the call is abandoned (on_abandoned), not freed. */

@@ -25,6 +25,27 @@ static uint32_t shortest_timeout(const grpc_server_config *config) {
     return t < config->write_timeout_ms ? t : config->write_timeout_ms;
 }
 
+static void note_poll_entry(uv_prepare_t *prepare) {
+    grpc_server *server = prepare->data;
+    server->poll_entered_ns = isn_now_ns();
+    server->poll_returned = false;
+}
+
+/* A poll that waited this long before returning had nothing to read when it began. */
+#define POLL_BLOCKED_NS 100000ull
+
+uint64_t grpc_read_arrival_floor(grpc_server *server) {
+    if (!server->poll_returned) {
+        uint64_t now = isn_now_ns();
+        server->arrival_floor_ns = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->poll_returned_ns
+                                       ? now
+                                       : server->poll_returned_ns;
+        server->poll_returned_ns = now;
+        server->poll_returned = true;
+    }
+    return server->arrival_floor_ns;
+}
+
 grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
                              void *app) {
     grpc_server *server = calloc(1, sizeof *server);
@@ -41,6 +62,10 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     uv_check_init(loop, &server->flush_check);
     server->flush_check.data = server;
     uv_check_start(&server->flush_check, grpc_flush_dirty);
+    uv_prepare_init(loop, &server->poll_watch);
+    server->poll_watch.data = server;
+    uv_prepare_start(&server->poll_watch, note_poll_entry);
+    uv_unref((uv_handle_t *)&server->poll_watch);
     sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, shortest_timeout(&server->config),
                       server->config.idle_timeout_ms);
     return server;
@@ -132,6 +157,7 @@ void grpc_server_close(grpc_server *server) {
     for (conn_links *links = server->conns; links; links = links->next) grpc_conn_close((grpc_conn *)links);
     grpc_server_stop_accepting(server);
     close_if_open((uv_handle_t *)&server->flush_check);
+    close_if_open((uv_handle_t *)&server->poll_watch);
     close_if_open((uv_handle_t *)&server->sweep_timer);
     if (server->inbox_async.data) { /* the front may be handing one over right now */
         pthread_mutex_lock(&server->inbox_lock);

@@ -75,6 +75,8 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
     call->app_kept = app_kept;
     call->charged = call_bytes(server) + call->reply.cap + app_kept;
     call->opened_ns = isn_now_ns();
+    call->arrived_ns = conn->bytes_since_ns && conn->bytes_since_ns < call->opened_ns ? conn->bytes_since_ns
+                                                                                      : call->opened_ns;
     grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
     grpc_reader_set_budget(&call->reader, server->budget);
     call->next = conn->calls;
@@ -243,6 +245,8 @@ uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; 
 bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
 bool grpc_call_timeout_expired(const grpc_call *call) { return call->timeout_sent && call->timeout_ns == 0; }
 uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
+
+uint64_t grpc_call_arrived_ns(const grpc_call *call) { return call->arrived_ns; }
 
 /* ------------------------------------------------------------------ responses */
 

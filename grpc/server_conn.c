@@ -140,7 +140,10 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
+    conn->bytes_since_ns = grpc_read_arrival_floor(conn->server);
+    if (conn->read_done_ns > conn->bytes_since_ns) conn->bytes_since_ns = conn->read_done_ns;
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+    conn->read_done_ns = isn_now_ns();
     if (conn->closing) return;
     if (rv < 0) {
         COUNTER_ADD(conn->server->counters.protocol_errors, 1);

@@ -54,6 +54,7 @@ struct grpc_call {
     uint64_t charged;           /* to the server's budget: the call itself, its reply (capacity) and app_kept */
     uint64_t app_kept;          /* bytes the program's storage kept from the last use (on_release) */
     uint64_t opened_ns;
+    uint64_t arrived_ns; /* the earliest its HEADERS can have reached the socket (grpc_call_arrived_ns) */
     uint64_t timeout_ns; /* grpc-timeout; 0 = none */
     char path[CALL_PATH_MAX];
     grpc_reader reader;
@@ -88,6 +89,8 @@ struct grpc_conn {
     bool close_when_flushed;
     uint64_t accepted_ns;
     uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
+    uint64_t read_done_ns;     /* the end of its last read: newer bytes came after it */
+    uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
     uint64_t owing_since_ns;   /* start of the current write-timeout window; 0 = owes nothing */
     uint64_t owing_mark;       /* bytes_written then */
@@ -111,6 +114,12 @@ struct grpc_server {
     bool closing;   /* grpc_server_close called: free calls instead of pooling them */
     bool drained;   /* on_drained called */
     uv_check_t flush_check;
+    /* When bytes read now reached the socket at the earliest (arrival_floor_ns): the loop notes
+     * when it enters each poll; the first read after a poll that blocked came with new bytes, and
+     * one after a poll that returned at once may be as old as the previous poll's return. */
+    uv_prepare_t poll_watch;
+    uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
+    bool poll_returned;
     uv_timer_t sweep_timer;
     conn_links *conns;
     grpc_conn *dirty;
@@ -202,6 +211,9 @@ void grpc_on_connection(uv_stream_t *listener, int status);
 void grpc_adopt_handed_over(uv_async_t *async);
 void grpc_conn_schedule_flush(grpc_conn *conn);
 void grpc_flush_dirty(uv_check_t *check);
+/* ---- server.c */
+/* The earliest the bytes read in this loop iteration can have reached a socket (see poll_watch). */
+uint64_t grpc_read_arrival_floor(grpc_server *server);
 void grpc_conn_close(grpc_conn *conn);
 void grpc_conn_goaway(grpc_conn *conn);
 /* GOAWAY with `error_code`; stops reading and closes once what is queued is written. */

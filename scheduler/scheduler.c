@@ -318,7 +318,7 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     return !already_dead && isn_route_decide(&in, &best) == ISN_ROUTE_GPU;
 }
 
-bool sched_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
@@ -340,7 +340,7 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         return sched_admit(s, job);
     }
     if (!isn_scheduler_prepares_on_submit(s) || job->prepare_on_worker) return queue_for_prepare(s, job);
-    if (!sched_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
+    if (!isn_scheduler_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
     /* Few workers and no GPU: the workers are the bottleneck, the submitting thread is not. */
     if (!s->config.prepare(s->config.user, job, s->config.submitter_state)) return ISN_SUBMIT_REFUSED;
     sched_take_features(s, job);

@@ -352,6 +352,10 @@ typedef struct {
 } isn_scheduler_stats;
 
 void isn_scheduler_get_stats(isn_scheduler *scheduler, isn_scheduler_stats *stats);
+/* Whether a request that reached the node at received_ns, due at deadline_ns (0: none), could still be
+ * admitted now on some device: false means it would be shed whatever it asks, so its caller may refuse
+ * it before reading or analysing it (counted as shed_overload). Any thread. */
+bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
 /* Whether submit prepares jobs on the submitting thread (see config.prepare). */
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *scheduler);
 /* Real GPU devices (config.gpu_backends); 0 without. */

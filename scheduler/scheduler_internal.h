@@ -286,9 +286,6 @@ bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_bud
 
 /* Admits and routes a job whose features are known (what submit does after preparing). */
 isn_submit_result sched_admit(isn_scheduler *s, isn_job *job);
-/* False when a job with this budget would be shed whatever it costs: no device could even start it
- * within its admission budget. Counts the refusal as shed_overload when false. */
-bool sched_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
 /* Whether routing would send this job (its features as they are now) to the GPU as the clear
  * winner, with the queues as they are now. Queues nothing. */
 bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job);

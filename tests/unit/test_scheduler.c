@@ -565,7 +565,7 @@ static void overload_sheds_or_degrades(void **state) {
         big.job.features.essential = big.job.features.expected_postings = 50000000;
         big.job.features.blocks = 400000;
         /* The blocker is predicted to end soon: anything may still start in time. */
-        assert_true(sched_may_admit(s, isn_now_ns(), isn_now_ns() + 1000000));
+        assert_true(isn_scheduler_may_admit(s, isn_now_ns(), isn_now_ns() + 1000000));
         /* Under either policy: the queue ahead is short, so its own cost misses the deadline, not
          * overload: it runs cut short (a partial answer), not refused. */
         isn_submit_result r = isn_scheduler_submit(s, &big.job);
@@ -605,9 +605,9 @@ static void refuses_early_when_nothing_can_start(void **state) {
     blocker.job.features.expected_postings = 50000000;
     harness_occupy(&h, s, &blocker.job);
     uint64_t now = isn_now_ns();
-    assert_false(sched_may_admit(s, now, now + 1000000));
-    assert_true(sched_may_admit(s, now, 0));
-    assert_true(sched_may_admit(s, now, now + 10000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 1000000));
+    assert_true(isn_scheduler_may_admit(s, now, 0));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
     isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.shed_overload, 1);
     harness_finish(&h, s, 1);
@@ -969,12 +969,12 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     harness_occupy(&h, s, &jobs[0].t.job);
     uint64_t now = isn_now_ns();
     /* 10 ms budget, admitted up to 40%: 4 ms. */
-    assert_true(sched_may_admit(s, now, now + 10000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000));
     for (int i = 1; i < 1001; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     /* 1,000 preparations of ~20 us each ahead of it, on one worker: about 20 ms. */
     now = isn_now_ns();
-    assert_false(sched_may_admit(s, now, now + 10000000));
-    assert_true(sched_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 10000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
     harness_finish(&h, s, 1001);
 }
 
