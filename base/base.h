@@ -223,6 +223,8 @@ void prom_histogram(byte_buffer *out, const char *name, const char *labels, cons
 
 /* Latency and outcome tallies of one benchmark run (isn-bench), nearest-rank percentiles, and their
  * JSON form. */
+#define BENCH_TIMELINE_NS 100000000LL /* the timeline's bucket: 100 ms */
+#define BENCH_TIMELINE_BUCKETS 1200
 typedef struct {
     /* outcomes of measured requests (scheduled after the warmup, before the end) */
     uint64_t scheduled;          /* requests the schedule asked for */
@@ -236,6 +238,12 @@ typedef struct {
     uint64_t *latency_us;
     size_t num_latencies, latency_cap;
     bool latency_overflow;       /* more answers than the cap: the tail of the array was dropped */
+    /* latencies of RESOURCE_EXHAUSTED replies (how cheaply load is shed), microseconds; same cap */
+    uint64_t *shed_latency_us;
+    size_t num_shed_latencies;
+    /* on-time complete answers per BENCH_TIMELINE_NS of scheduled time from the measured start */
+    uint32_t timeline[BENCH_TIMELINE_BUCKETS];
+    size_t timeline_len;
 } bench_stats;
 
 int bench_stats_init(bench_stats *stats, size_t latency_cap);
@@ -250,6 +258,12 @@ typedef struct {
  * latency kept; partial when !complete, late past deadline_us), 4 DEADLINE_EXCEEDED, 8
  * RESOURCE_EXHAUSTED (shed), 14 UNAVAILABLE, any other status together. */
 void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t latency_us, uint64_t deadline_us);
+/* An on-time complete answer to a request scheduled `since_start_ns` after the measured start. */
+void bench_stats_timeline_add(bench_stats *stats, int64_t since_start_ns);
+/* Adds another generator's tallies (latencies, timeline) to *sum. */
+void bench_stats_merge(bench_stats *sum, const bench_stats *other);
+/* On-time complete answers: OK, neither late nor partial. */
+uint64_t bench_stats_on_time(const bench_stats *stats);
 
 /* Sorts the latencies in place. */
 void bench_stats_percentiles(bench_stats *stats, bench_percentiles *out);

@@ -8,12 +8,51 @@ int bench_stats_init(bench_stats *stats, size_t latency_cap) {
     memset(stats, 0, sizeof *stats);
     stats->latency_cap = latency_cap ? latency_cap : 1;
     stats->latency_us = malloc(stats->latency_cap * sizeof *stats->latency_us);
-    return stats->latency_us ? 0 : -1;
+    stats->shed_latency_us = malloc(stats->latency_cap * sizeof *stats->shed_latency_us);
+    return stats->latency_us && stats->shed_latency_us ? 0 : -1;
 }
 
 void bench_stats_free(bench_stats *stats) {
     free(stats->latency_us);
-    stats->latency_us = NULL;
+    free(stats->shed_latency_us);
+    stats->latency_us = stats->shed_latency_us = NULL;
+}
+
+static void add_shed_latency(bench_stats *stats, uint64_t us) {
+    if (stats->num_shed_latencies < stats->latency_cap) stats->shed_latency_us[stats->num_shed_latencies++] = us;
+    else stats->latency_overflow = true;
+}
+
+void bench_stats_timeline_add(bench_stats *stats, int64_t since_start_ns) {
+    if (since_start_ns < 0) return;
+    int64_t bucket = since_start_ns / BENCH_TIMELINE_NS;
+    if (bucket >= BENCH_TIMELINE_BUCKETS) return;
+    stats->timeline[bucket]++;
+    if ((size_t)bucket + 1 > stats->timeline_len) stats->timeline_len = (size_t)bucket + 1;
+}
+
+uint64_t bench_stats_on_time(const bench_stats *stats) {
+    uint64_t bad = stats->late + stats->partial;
+    return bad <= stats->ok ? stats->ok - bad : 0;
+}
+
+void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
+    sum->scheduled += st->scheduled;
+    sum->not_sent += st->not_sent;
+    sum->ok += st->ok;
+    sum->deadline_exceeded += st->deadline_exceeded;
+    sum->shed += st->shed;
+    sum->unavailable += st->unavailable;
+    sum->other_status += st->other_status;
+    sum->transport_errors += st->transport_errors;
+    sum->client_timeouts += st->client_timeouts;
+    sum->partial += st->partial;
+    sum->late += st->late;
+    for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
+    for (size_t j = 0; j < st->num_shed_latencies; j++) add_shed_latency(sum, st->shed_latency_us[j]);
+    sum->latency_overflow |= st->latency_overflow;
+    for (size_t b = 0; b < st->timeline_len; b++) sum->timeline[b] += st->timeline[b];
+    if (st->timeline_len > sum->timeline_len) sum->timeline_len = st->timeline_len;
 }
 
 void bench_stats_add_latency(bench_stats *stats, uint64_t us) {
@@ -34,7 +73,10 @@ void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t 
         if (latency_us > deadline_us) stats->late++;
         break;
     case 4: stats->deadline_exceeded++; break;
-    case 8: stats->shed++; break;
+    case 8:
+        stats->shed++;
+        add_shed_latency(stats, latency_us);
+        break;
     case 14: stats->unavailable++; break;
     default: stats->other_status++; break;
     }
@@ -54,19 +96,22 @@ static double nearest_rank(const uint64_t *sorted, size_t n, double p) {
     return (double)sorted[rank - 1];
 }
 
-void bench_stats_percentiles(bench_stats *stats, bench_percentiles *out) {
+static void percentiles_of(uint64_t *values, size_t n, bench_percentiles *out) {
     memset(out, 0, sizeof *out);
-    size_t n = stats->num_latencies;
     if (n == 0) return;
-    qsort(stats->latency_us, n, sizeof *stats->latency_us, compare_u64);
+    qsort(values, n, sizeof *values, compare_u64);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += (double)stats->latency_us[i];
+    for (size_t i = 0; i < n; i++) sum += (double)values[i];
     out->mean = sum / (double)n;
-    out->max = (double)stats->latency_us[n - 1];
-    out->p50 = nearest_rank(stats->latency_us, n, 0.50);
-    out->p90 = nearest_rank(stats->latency_us, n, 0.90);
-    out->p99 = nearest_rank(stats->latency_us, n, 0.99);
-    out->p999 = nearest_rank(stats->latency_us, n, 0.999);
+    out->max = (double)values[n - 1];
+    out->p50 = nearest_rank(values, n, 0.50);
+    out->p90 = nearest_rank(values, n, 0.90);
+    out->p99 = nearest_rank(values, n, 0.99);
+    out->p999 = nearest_rank(values, n, 0.999);
+}
+
+void bench_stats_percentiles(bench_stats *stats, bench_percentiles *out) {
+    percentiles_of(stats->latency_us, stats->num_latencies, out);
 }
 
 static double ratio(uint64_t part, uint64_t whole) { return whole ? (double)part / (double)whole : 0.0; }
@@ -87,7 +132,7 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             "\"status\":{\"ok\":%llu,\"deadline_exceeded\":%llu,\"resource_exhausted\":%llu,\"unavailable\":%llu,"
             "\"other\":%llu,\"transport_error\":%llu,\"client_timeout\":%llu},"
             "\"partial\":%llu,\"partial_rate\":%.6f,\"late\":%llu,\"deadline_miss\":%llu,\"deadline_miss_rate\":%.6f,"
-            "\"error_rate\":%.6f}",
+            "\"error_rate\":%.6f,",
             duration_s, deadline_ms, (unsigned long long)stats->scheduled, (unsigned long long)sent,
             (unsigned long long)stats->not_sent, duration_s > 0 ? (double)stats->scheduled / duration_s : 0.0,
             duration_s > 0 ? (double)stats->ok / duration_s : 0.0, p.p50, p.p90, p.p99, p.p999, p.mean, p.max,
@@ -98,6 +143,16 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             (unsigned long long)stats->partial, ratio(stats->partial, stats->ok), (unsigned long long)stats->late,
             (unsigned long long)misses, ratio(misses, sent),
             ratio(sent - stats->ok, sent));
+    bench_percentiles shed;
+    percentiles_of(stats->shed_latency_us, stats->num_shed_latencies, &shed);
+    fprintf(out,
+            "\"on_time\":%llu,\"on_time_per_s\":%.1f,\"shed_latency_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,"
+            "\"samples\":%zu},\"timeline_ms\":%lld,\"on_time_timeline\":[",
+            (unsigned long long)bench_stats_on_time(stats),
+            duration_s > 0 ? (double)bench_stats_on_time(stats) / duration_s : 0.0, shed.p50, shed.p99, shed.max,
+            stats->num_shed_latencies, (long long)(BENCH_TIMELINE_NS / 1000000));
+    for (size_t b = 0; b < stats->timeline_len; b++) fprintf(out, "%s%u", b ? "," : "", stats->timeline[b]);
+    fprintf(out, "]}");
 }
 
 static int compare_doubles(const void *a, const void *b) {

@@ -41,6 +41,7 @@ typedef struct {
     double sustained_max, resolution, max_misses;
     uint32_t repeats;
     const char *label;
+    double spike_rate, spike_s; /* --spike RATE:SECONDS */
 } bench_args;
 
 typedef struct {
@@ -89,6 +90,8 @@ static void usage(FILE *out) {
           "  --rate R          open loop: Poisson arrivals at R queries/s (latency from the scheduled time)\n"
           "  --concurrency N   closed loop: N clients, one query in flight each\n"
           "  --sweep R1,R2,..  open loop at each rate in turn; prints {\"sweep\":[...]}\n"
+          "  --spike R:S       with --rate: the first S measured seconds at R instead (a load spike; the\n"
+          "                    JSON's on_time_timeline gives on-time answers per 100 ms of scheduled time)\n"
           "  --duration S      measured seconds per run (default 10)\n"
           "  --warmup S        seconds sent but not measured before that (default 1)\n"
           "  --deadline-ms D   sent as grpc-timeout; answers later count as deadline misses (default 1000)\n"
@@ -130,6 +133,20 @@ static int parse_u32(const char *name, const char *text, uint32_t min, uint32_t 
     return 0;
 }
 
+/* RATE:SECONDS */
+static int parse_spike(const char *text, bench_args *a) {
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", text);
+    char *colon = strchr(copy, ':');
+    if (!colon) {
+        fprintf(stderr, "isn-bench: --spike takes RATE:SECONDS, got '%s'\n", text);
+        return -1;
+    }
+    *colon = '\0';
+    if (parse_double("--spike's rate", copy, 0.001, &a->spike_rate) != 0) return -1;
+    return parse_double("--spike's seconds", colon + 1, 0.001, &a->spike_s);
+}
+
 static int parse_sweep(const char *text, bench_args *a) {
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", text);
@@ -168,7 +185,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"algo", 1, 0, 'a'},        {"connections", 1, 0, 'C'}, {"sweep", 1, 0, 's'}, {"plot", 1, 0, 'p'},
         {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {"allow-remote", 0, 0, 'R'},
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
-        {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},
+        {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},  {"spike", 1, 0, 'K'},
         {0, 0, 0, 0}};
     int c;
     uint32_t seed;
@@ -196,6 +213,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 'X': rc = parse_double("--max-misses", optarg, 0, &a->max_misses); break;
         case 'L': a->label = optarg; break;
         case 'T': rc = parse_u32("--threads", optarg, 1, MAX_THREADS, &a->threads); break;
+        case 'K': rc = parse_spike(optarg, a); break;
         case 'm':
             if (!strcmp(optarg, "or")) a->mode = ISN_GRPC_MODE_OR;
             else if (!strcmp(optarg, "and")) a->mode = ISN_GRPC_MODE_AND;
@@ -219,6 +237,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if ((a->rate > 0) + (a->concurrency > 0) + (a->num_sweep > 0) + (a->sustained_max > 0) != 1) {
         fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency, --sweep and --sustained\n");
+        return -1;
+    }
+    if (a->spike_rate > 0 && a->rate <= 0) {
+        fprintf(stderr, "isn-bench: --spike goes with --rate (the rate after the spike)\n");
         return -1;
     }
     if (a->threads > 1 && a->concurrency) {
@@ -284,9 +306,13 @@ static uint32_t collect(bench_run *run, bool *client_busy) {
             char err[256];
             bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
             int status = bad ? -1 : reply.status;
-            if (slot->measured)
-                bench_stats_record(&run->stats, status, status == 0 && reply.complete,
-                                   (uint64_t)((t - slot->scheduled_ns) / 1000), (uint64_t)run->args->deadline_ms * 1000);
+            if (slot->measured) {
+                uint64_t latency_us = (uint64_t)((t - slot->scheduled_ns) / 1000);
+                uint64_t deadline_us = (uint64_t)run->args->deadline_ms * 1000;
+                bench_stats_record(&run->stats, status, status == 0 && reply.complete, latency_us, deadline_us);
+                if (status == 0 && reply.complete && latency_us <= deadline_us)
+                    bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
+            }
             if (!bad) isn_grpc_search_reply_free(&reply);
         } else if (t - slot->scheduled_ns > give_up_ns) {
             isn_grpc_call_free(slot->call);
@@ -321,13 +347,17 @@ static void run_load(bench_run *run, double rate) {
         for (uint32_t i = 0; i < a->concurrency; i++) client_ready[i] = start;
     }
     int64_t next_send = start + (rate > 0 ? poisson_gap_ns(run, rate) : 0);
+    /* --spike: the first seconds of the measured run at the spike's rate instead */
+    int64_t spike_end = run->measure_from_ns + (int64_t)(a->spike_s * 1e9);
+    double spike_factor = a->rate > 0 && a->spike_rate > 0 ? a->spike_rate / a->rate : 1.0;
     for (;;) {
         int64_t t = now_ns();
         int64_t next_event = give_up_at;
         if (rate > 0) {
             while (next_send <= t && next_send < run->measure_to_ns) {
                 issue(run, next_send, 0);
-                next_send += poisson_gap_ns(run, rate);
+                bool spiking = next_send >= run->measure_from_ns && next_send < spike_end;
+                next_send += poisson_gap_ns(run, spiking ? rate * spike_factor : rate);
             }
             send_started(run);
             if (next_send < run->measure_to_ns) next_event = next_send;
@@ -403,21 +433,8 @@ static int load_all(bench_run *runs, double rate) {
     for (uint32_t i = 0; i < n; i++) pthread_join(threads[i], NULL);
     bench_stats *sum = &runs[0].stats;
     for (uint32_t i = 1; i < n; i++) {
-        bench_stats *st = &runs[i].stats;
-        sum->scheduled += st->scheduled;
-        sum->not_sent += st->not_sent;
-        sum->ok += st->ok;
-        sum->deadline_exceeded += st->deadline_exceeded;
-        sum->shed += st->shed;
-        sum->unavailable += st->unavailable;
-        sum->other_status += st->other_status;
-        sum->transport_errors += st->transport_errors;
-        sum->client_timeouts += st->client_timeouts;
-        sum->partial += st->partial;
-        sum->late += st->late;
-        for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
-        sum->latency_overflow |= st->latency_overflow;
-        bench_stats_free(st);
+        bench_stats_merge(sum, &runs[i].stats);
+        bench_stats_free(&runs[i].stats);
     }
     return 0;
 }

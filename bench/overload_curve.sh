@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Goodput under overload (issue 35, DESIGN section 7): one isnd per configuration, then `isn-bench
+# --sweep` at fixed multiples of a given rate (the configuration's own sustained rate as 1x), REPEATS
+# times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
+# deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
+# ones. A summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against
+# offered/s with gnuplot.
+#
+#   bench/overload_curve.sh [--plot] NAME RATE [isnd flags...]
+#   ISND_CPUS=0-11 BENCH_CPUS=12-15 BENCH_THREADS=4 bash bench/overload_curve.sh hybrid 165000 --workers 12
+#
+# Environment: BUILD (default build), INDEX (build/sample/index), QUERIES (examples/queries.tsv),
+# DEADLINE_MS (50), K (10), DURATION (4 s per point), WARMUP (1), REPEATS (3), MULTIPLES
+# ("0.5 1 1.25 1.5 2 3 4"), ISND_CPUS / BENCH_CPUS (taskset lists), BENCH_THREADS (isn-bench
+# generator threads, 1), CONNECTIONS (per thread, 4), OUT (folder for JSON and the plot,
+# $BUILD/bench/overload).
+set -euo pipefail
+plot=0
+if [ "${1:-}" = --plot ]; then plot=1; shift; fi
+[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+name=$1 rate=$2
+shift 2
+BUILD=${BUILD:-build}
+INDEX=${INDEX:-$BUILD/sample/index}
+QUERIES=${QUERIES:-examples/queries.tsv}
+DEADLINE_MS=${DEADLINE_MS:-50}
+K=${K:-10}
+DURATION=${DURATION:-4}
+WARMUP=${WARMUP:-1}
+REPEATS=${REPEATS:-3}
+MULTIPLES=${MULTIPLES:-0.5 1 1.25 1.5 2 3 4}
+BENCH_THREADS=${BENCH_THREADS:-1}
+CONNECTIONS=${CONNECTIONS:-4}
+OUT=${OUT:-$BUILD/bench/overload}
+for bin in isnd isn-bench; do
+  [ -x "$BUILD/bin/$bin" ] || { echo "overload_curve: build $BUILD/bin/$bin first (make programs)" >&2; exit 2; }
+done
+[ -e "$INDEX" ] || { echo "overload_curve: no index at $INDEX (make sample-index, or set INDEX)" >&2; exit 2; }
+[ -f "$QUERIES" ] || { echo "overload_curve: no query log at $QUERIES" >&2; exit 2; }
+PIN_ISND=(); [ -n "${ISND_CPUS:-}" ] && PIN_ISND=(taskset -c "$ISND_CPUS")
+PIN_BENCH=(); [ -n "${BENCH_CPUS:-}" ] && PIN_BENCH=(taskset -c "$BENCH_CPUS")
+mkdir -p "$OUT"
+json="$OUT/overload-$name.json"
+log="$OUT/isnd-$name.log"
+: >"$json"
+
+rates=$(python3 -c "import sys; print(','.join('%.0f' % (float(m) * $rate) for m in sys.argv[1:]))" $MULTIPLES)
+"${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
+port=""
+for _ in $(seq 1 600); do
+  port=$(sed -n 's/.*ready: serving partition [0-9]* on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
+  [ -n "$port" ] && break
+  kill -0 $pid 2>/dev/null || { echo "overload_curve: isnd exited:" >&2; cat "$log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "overload_curve: isnd did not say its port:" >&2; cat "$log" >&2; exit 1; }
+
+for repeat in $(seq 1 "$REPEATS"); do
+  "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --sweep "$rates" \
+    --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
+    --connections "$CONNECTIONS" >"$OUT/sweep-$name-$repeat.json"
+  python3 - "$OUT/sweep-$name-$repeat.json" "$name" "$rate" "$repeat" $MULTIPLES >>"$json" <<'EOF'
+import json, sys
+sweep = json.load(open(sys.argv[1]))["sweep"]
+name, rate, repeat, multiples = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+for m, p in zip(multiples, sweep):
+    s = p["status"]
+    print(json.dumps({"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": float(m),
+                      "offered_per_s": p["offered_rate"], "on_time_per_s": p["on_time_per_s"],
+                      "on_time_share_of_sustained": round(p["on_time_per_s"] / rate, 4),
+                      "shed": s["resource_exhausted"], "late": p["late"], "partial": p["partial"],
+                      "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
+                      "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
+                      "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
+                      "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000}))
+EOF
+done
+
+python3 - "$json" "$OUT/overload-$name.png" "$plot" <<'EOF' >&2
+import json, statistics, subprocess, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+by = {}
+for r in rows: by.setdefault(r["multiple"], []).append(r)
+print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s" % ("config", "x", "offered/s", "on-time/s", "share",
+      "shed", "late", "p99 ms", "shed p99", "timeouts"))
+points = []
+for m in sorted(by):
+    rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9.0f" % (rs[0]["config"], m, med("offered_per_s"),
+          med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("late"), med("answered_p99_ms"),
+          med("shed_p99_ms"), med("client_timeouts")))
+    points.append((med("offered_per_s"), med("on_time_per_s")))
+if sys.argv[3] == "1":
+    script = ("set terminal pngcairo size 900,600\nset output '%s'\nset title 'on-time answers under overload (%s)'\n"
+              "set xlabel 'offered queries/s'\nset ylabel 'on-time answers/s'\nset grid\nset key off\n"
+              "plot '-' using 1:2 with linespoints pt 7\n" % (sys.argv[2], rows[0]["config"]))
+    script += "".join("%f %f\n" % p for p in points) + "e\n"
+    subprocess.run(["gnuplot"], input=script.encode(), check=True)
+    print("plot: %s" % sys.argv[2])
+EOF
