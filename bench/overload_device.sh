@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 35's measurements on the GPU machine, in stages that fit the device's per-call limit:
+#   STAGES="sustained curves" BUILD=.devbin DEVDATA=.devdata bash bench/overload_device.sh
+# sustained: DESIGN section 7's sustained rate of each configuration in CONFIGS (isn-bench --sustained,
+#            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved.
+# curves:    bench/overload_curve.sh for each configuration at its RATE_<config> (the sustained rate).
+# spike:     SPIKE_S seconds at 3x RATE_<config>, then 0.5x: on-time answers per 100 ms.
+# trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops).
+# Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
+# $DEVDATA (idx-deb, short.queries.tsv). isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
+set -u
+B=${BUILD:-.devbin}
+D=${DEVDATA:-.devdata}
+O=${OUT:-$B/results-overload}
+CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
+ISND_CPUS=${ISND_CPUS:-0-11}
+BENCH_CPUS=${BENCH_CPUS:-12-15}
+WORKERS=${WORKERS:-12}
+DEADLINE_MS=${DEADLINE_MS:-50}
+export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+mkdir -p "$O"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
+
+flags_of() { # config -> isnd flags
+  case $1 in
+    cpu) echo "--workers $WORKERS --set gpu.enable=false" ;;
+    hybrid) echo "--workers $WORKERS --set gpu.enable=true" ;;
+    gpu_all) echo "--workers $WORKERS --set gpu.enable=true --set gpu.route_all=true" ;;
+  esac
+}
+
+start_isnd() { # log, flags...
+  local log=$1; shift
+  taskset -c "$ISND_CPUS" "$B/bin/isnd" --index "${INDEX:-$D/idx-deb}" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 \
+    "$@" >"$log" 2>&1 &
+  isnd_pid=$!
+  for _ in $(seq 1 1200); do
+    grep -q "ready: serving" "$log" && return 0
+    kill -0 $isnd_pid 2>/dev/null || { echo "isnd exited:"; tail -20 "$log"; return 1; }
+    sleep 0.1
+  done
+  echo "isnd not ready"; tail -20 "$log"; return 1
+}
+
+stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
+
+for stage in ${STAGES:-sustained}; do
+  case $stage in
+    sustained)
+      for run in $(seq 1 "${SUSTAINED_RUNS:-1}"); do
+        for c in $CONFIGS; do
+          max_var=MAX_$c; max=${!max_var:-250000}
+          start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
+          taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+            --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1 \
+            --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c" >>"$O/sustained.json" 2>>"$O/sustained.txt"
+          tail -1 "$O/sustained.txt"
+          stop_isnd
+        done
+      done ;;
+    curves)
+      for c in $CONFIGS; do
+        rate_var=RATE_$c
+        ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 BUILD=$B OUT=$O INDEX="${INDEX:-$D/idx-deb}" \
+          QUERIES="$D/short.queries.tsv" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
+          bash bench/overload_curve.sh "$c" "${!rate_var}" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
+      done ;;
+    spike)
+      for c in $CONFIGS; do
+        rate_var=RATE_$c; rate=${!rate_var}
+        start_isnd "$O/isnd-spike-$c.log" $(flags_of $c) || continue
+        taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+          --rate "$(python3 -c "print($rate*0.5)")" --spike "$(python3 -c "print($rate*3)"):${SPIKE_S:-10}" \
+          --duration "$(( ${SPIKE_S:-10} + 5 ))" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
+          >"$O/spike-$c.json"
+        python3 - "$O/spike-$c.json" "$rate" "${SPIKE_S:-10}" <<'EOF' | tee -a "$O/spike.txt"
+import json, sys
+r = json.load(open(sys.argv[1])); rate = float(sys.argv[2]); spike = float(sys.argv[3])
+t = r["on_time_timeline"]; half = rate * 0.5 / 10  # on-time per 100 ms expected at 0.5x
+after = t[int(spike * 10):]
+recovered = next((i for i in range(len(after)) if all(x >= 0.9 * half for x in after[i:i + 5])), None)
+print(json.dumps({"sustained": rate, "spike_on_time_per_s": sum(t[:int(spike * 10)]) / spike,
+                  "after_spike_first_100ms": after[:15], "recovered_after_ms": None if recovered is None else recovered * 100}))
+EOF
+        stop_isnd
+      done ;;
+    trivial)
+      work=$(mktemp -d)
+      for i in $(seq 1 200); do
+        extra=""; [ "$i" = 77 ] && extra=" zeppelin"
+        printf '{"id":"d%d","title":"doc %d","body":"wind tunnel flow %d boundary layer%s"}\n' "$i" "$i" $((i % 7)) "$extra"
+      done >"$work/docs.jsonl"
+      printf '1\tzeppelin\n' >"$work/q.tsv"
+      "$B/bin/isn-index" build --quiet --input "$work/docs.jsonl" --out "$work/idx" >/dev/null
+      ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=16 BUILD=$B OUT=$O INDEX="$work/idx" \
+        QUERIES="$work/q.tsv" DEADLINE_MS=${TRIVIAL_DEADLINE_MS:-50} DURATION=${DURATION:-3} \
+        MULTIPLES="${TRIVIAL_MULTIPLES:-1 1.5 2 3}" \
+        bash bench/overload_curve.sh trivial "${RATE_trivial:-200000}" --workers 8 --set server.loops=${LOOPS:-4} \
+        --set gpu.enable=false 2>&1 | tee -a "$O/curves.txt" ;;
+  esac
+done

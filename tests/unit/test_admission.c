@@ -1,0 +1,171 @@
+/* Admission's measured bounds (scheduler/admission.c) on a fake clock: a device simulated event by
+ * event at 3x its capacity, whose cost model runs away (in-flight time that never comes back down),
+ * keeps answering at its capacity on time and sheds the rest, and admits everything again when the
+ * load drops; the same device judged by the model alone collapses. Also the pieces alone: the service
+ * meter's windows, a stale scale relaxing, CoDel's standing backlog. No real time is involved. */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/scheduler_internal.h"
+
+#define MS 1000000ull
+
+/* One server, each job JOB_NS: capacity 1e9 / JOB_NS jobs/s. */
+#define JOB_NS 100000ull
+#define CAPACITY_PER_S (1e9 / (double)JOB_NS)
+#define DEADLINE_NS (50 * MS)
+#define ADMIT_SHARE 0.4
+
+typedef struct {
+    uint64_t deadline[1 << 16]; /* FIFO of admitted jobs' deadlines */
+    uint32_t head, tail;
+    uint64_t busy_until, busy_total, done_total;
+    uint64_t on_time, late, shed;
+    double model_leak_ns; /* predicted in-flight time that is never taken back */
+    isn_service_meter meter;
+} sim_device;
+
+static uint32_t queued(const sim_device *d) { return d->tail - d->head; }
+
+/* Runs the device up to `now`: jobs start when the server frees up. */
+static void advance(sim_device *d, uint64_t now) {
+    while (queued(d) && d->busy_until <= now) {
+        uint64_t start = d->busy_until, end = start + JOB_NS;
+        if (end > now) break;
+        uint64_t deadline = d->deadline[d->head++ & 0xffff];
+        d->busy_until = end;
+        d->busy_total += JOB_NS;
+        d->done_total++;
+        if (end <= deadline) d->on_time++;
+        else d->late++;
+    }
+    if (!queued(d) && d->busy_until < now) d->busy_until = now;
+}
+
+/* Offers jobs at `rate` per second from `from` for `seconds`; measured: whether admission may use the
+ * measured bound. */
+static void offer(sim_device *d, double rate, uint64_t from, double seconds, bool measured) {
+    uint64_t gap = (uint64_t)(1e9 / rate), end = from + (uint64_t)(seconds * 1e9);
+    for (uint64_t now = from; now < end; now += gap) {
+        advance(d, now);
+        isn_service_meter_sample(&d->meter, d->busy_total, d->done_total, now);
+        double ahead = queued(d) + (d->busy_until > now ? 1 : 0);
+        double model = d->model_leak_ns + ahead * JOB_NS;
+        double measured_wait = measured ? isn_service_meter_wait_ns(&d->meter, ahead, 1) : INFINITY;
+        double wait = isn_admission_wait_ns(model, measured_wait, 0.0);
+        if (wait + JOB_NS > ADMIT_SHARE * DEADLINE_NS) {
+            d->shed++;
+            continue;
+        }
+        d->deadline[d->tail++ & 0xffff] = now + DEADLINE_NS;
+        d->model_leak_ns += JOB_NS / 4.0; /* a quarter of each job's prediction is never given back */
+    }
+    advance(d, end + DEADLINE_NS);
+}
+
+static void overload_keeps_goodput_and_recovers(void **state) {
+    (void)state;
+    static sim_device d;
+    memset(&d, 0, sizeof d);
+    isn_service_meter_init(&d.meter, 0);
+    double seconds = 3;
+    offer(&d, 3 * CAPACITY_PER_S, 0, seconds, true);
+    /* at capacity, on time; the rest shed, none late */
+    assert_true((double)d.on_time >= 0.9 * CAPACITY_PER_S * seconds);
+    assert_int_equal(d.late, 0);
+    assert_true((double)d.shed >= 0.6 * 3 * CAPACITY_PER_S * seconds);
+    /* the spike ends: at half the capacity everything is admitted again */
+    uint64_t shed_before = d.shed, on_time_before = d.on_time;
+    offer(&d, 0.5 * CAPACITY_PER_S, (uint64_t)(seconds * 1e9) + 100 * MS, 1.0, true);
+    assert_int_equal(d.shed, shed_before);
+    assert_true((double)(d.on_time - on_time_before) >= 0.99 * 0.5 * CAPACITY_PER_S);
+}
+
+static void the_model_alone_collapses(void **state) {
+    (void)state;
+    static sim_device d;
+    memset(&d, 0, sizeof d);
+    isn_service_meter_init(&d.meter, 0);
+    offer(&d, 3 * CAPACITY_PER_S, 0, 3, false);
+    /* the leak reaches the admission budget after a few hundred jobs: then nothing is admitted */
+    assert_true((double)d.on_time < 0.1 * CAPACITY_PER_S * 3);
+    uint64_t on_time_before = d.on_time;
+    offer(&d, 0.5 * CAPACITY_PER_S, 3100 * MS, 1.0, false);
+    assert_int_equal(d.on_time, on_time_before); /* and it never recovers */
+}
+
+static void meter_measures_busy_time_per_job_in_windows(void **state) {
+    (void)state;
+    isn_service_meter m;
+    isn_service_meter_init(&m, 0);
+    assert_true(isinf(isn_service_meter_wait_ns(&m, 10, 1)));
+    isn_service_meter_sample(&m, 4 * MS, 40, SCHED_METER_WINDOW_NS / 2); /* window not over: nothing */
+    assert_true(m.job_ns == 0);
+    isn_service_meter_sample(&m, 4 * MS, 40, SCHED_METER_WINDOW_NS);
+    assert_true(fabs(m.job_ns - 100000.0) < 1e-6);
+    assert_true(fabs(isn_service_meter_wait_ns(&m, 8, 4) - 200000.0) < 1e-6);
+    /* a window with too few jobs says nothing */
+    isn_service_meter_sample(&m, 5 * MS, 41, 2 * SCHED_METER_WINDOW_NS);
+    assert_true(fabs(m.job_ns - 100000.0) < 1e-6);
+}
+
+static void admission_wait_is_capped_and_floored(void **state) {
+    (void)state;
+    assert_true(isn_admission_wait_ns(1e9, 1e6, 0) == SCHED_MEASURED_SLACK * 1e6);
+    assert_true(isn_admission_wait_ns(1e5, 1e6, 0) == 1e5);
+    assert_true(isn_admission_wait_ns(1e5, INFINITY, 0) == 1e5);
+    assert_true(isn_admission_wait_ns(1e9, 1e6, 5e6) == 5e6); /* the oldest job's age is a floor */
+}
+
+static void stale_scale_relaxes_to_one(void **state) {
+    (void)state;
+    assert_true(isn_scale_relaxed(8.0, 1000, 1000) == 8.0);
+    double later = isn_scale_relaxed(8.0, 0, (uint64_t)SCHED_SCALE_RELAX_NS);
+    assert_true(later < 8.0 && later > 1.0);
+    assert_true(fabs(isn_scale_relaxed(8.0, 0, (uint64_t)(20 * SCHED_SCALE_RELAX_NS)) - 1.0) < 1e-6);
+    assert_true(isn_scale_relaxed(0.5, 0, (uint64_t)(20 * SCHED_SCALE_RELAX_NS)) > 0.99);
+}
+
+static void codel_drops_only_in_a_standing_backlog(void **state) {
+    (void)state;
+    isn_codel c;
+    isn_codel_init(&c, 0);
+    double budget = 20.0 * MS;
+    /* a burst: long waits, but one job in the interval went through quickly */
+    isn_codel_observe(&c, 9.0 * MS, 10 * MS);
+    isn_codel_observe(&c, 0.1 * MS, 20 * MS);
+    isn_codel_observe(&c, 9.0 * MS, SCHED_CODEL_INTERVAL_NS);
+    assert_false(c.standing);
+    assert_false(isn_codel_drops(&c, 9.0 * MS, budget));
+    /* a whole interval whose least wait stayed above the target */
+    for (uint64_t t = SCHED_CODEL_INTERVAL_NS + MS; t <= 2 * SCHED_CODEL_INTERVAL_NS; t += MS)
+        isn_codel_observe(&c, SCHED_CODEL_TARGET_NS + MS, t);
+    assert_true(c.standing);
+    assert_true(isn_codel_drops(&c, SCHED_CODEL_TARGET_NS + MS, budget));
+    assert_false(isn_codel_drops(&c, SCHED_CODEL_TARGET_NS / 2, budget));
+    /* a short budget lowers the target to its share */
+    assert_true(isn_codel_drops(&c, 1.5 * MS, 4.0 * MS));
+    /* the backlog drains: one quick job in an interval ends the standing state */
+    isn_codel_observe(&c, 0.1 * MS, 2 * SCHED_CODEL_INTERVAL_NS + MS);
+    isn_codel_observe(&c, 0.1 * MS, 3 * SCHED_CODEL_INTERVAL_NS + MS);
+    assert_false(c.standing);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(overload_keeps_goodput_and_recovers),
+        cmocka_unit_test(the_model_alone_collapses),
+        cmocka_unit_test(meter_measures_busy_time_per_job_in_windows),
+        cmocka_unit_test(admission_wait_is_capped_and_floored),
+        cmocka_unit_test(stale_scale_relaxes_to_one),
+        cmocka_unit_test(codel_drops_only_in_a_standing_backlog),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
