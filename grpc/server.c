@@ -29,6 +29,8 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     grpc_server *server = prepare->data;
     server->poll_entered_ns = isn_now_ns();
     server->poll_returned = false;
+    server->iteration++;
+    grpc_resume_paused(server);
 }
 
 /* A poll that waited this long before returning had nothing to read when it began. */

@@ -32,8 +32,32 @@ static void on_closed(uv_handle_t *handle) {
     grpc_server_check_drained(server);
 }
 
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
+
+static void unlist_paused(grpc_conn *conn) {
+    if (!conn->read_paused) return;
+    for (grpc_conn **at = &conn->server->paused; *at; at = &(*at)->next_paused)
+        if (*at == conn) {
+            *at = conn->next_paused;
+            break;
+        }
+    conn->read_paused = false;
+}
+
+void grpc_resume_paused(grpc_server *server) {
+    while (server->paused) {
+        grpc_conn *conn = server->paused;
+        server->paused = conn->next_paused;
+        conn->read_paused = false;
+        if (!conn->closing && !conn->close_when_flushed)
+            uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    }
+}
+
 void grpc_conn_close(grpc_conn *conn) {
     if (conn->closing) return;
+    unlist_paused(conn);
     conn->closing = true;
     while (conn->calls) {
         grpc_call *call = conn->calls;
@@ -140,10 +164,24 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
-    conn->bytes_since_ns = grpc_read_arrival_floor(conn->server);
-    if (conn->read_done_ns > conn->bytes_since_ns) conn->bytes_since_ns = conn->read_done_ns;
+    grpc_server *server = conn->server;
+    uint64_t floor = grpc_read_arrival_floor(server);
+    /* Bytes left queued by a cut-short read were there before it: they keep its arrival floor. */
+    if (!conn->unread_backlog) conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
+    conn->unread_backlog = (size_t)nread == sizeof server->read_buffer;
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     conn->read_done_ns = isn_now_ns();
+    if (conn->read_iteration != server->iteration) {
+        conn->read_iteration = server->iteration;
+        conn->iteration_bytes = 0;
+    }
+    conn->iteration_bytes += (size_t)nread;
+    if (!conn->closing && !conn->read_paused && rv >= 0 && conn->iteration_bytes >= GRPC_READ_BYTES_PER_ITERATION) {
+        uv_read_stop(tcp);
+        conn->read_paused = true;
+        conn->next_paused = server->paused;
+        server->paused = conn;
+    }
     if (conn->closing) return;
     if (rv < 0) {
         COUNTER_ADD(conn->server->counters.protocol_errors, 1);

@@ -90,6 +90,14 @@ struct grpc_conn {
     uint64_t accepted_ns;
     uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
     uint64_t read_done_ns;     /* the end of its last read: newer bytes came after it */
+    /* Reads are bounded per loop iteration (GRPC_READ_BYTES_PER_ITERATION): past it the connection
+     * pauses until the next iteration, so that one client's flood or a 4 MiB request holds neither
+     * the other connections nor the replies waiting to go out. */
+    uint64_t read_iteration;   /* the loop iteration of its last read */
+    size_t iteration_bytes;    /* read in that iteration */
+    bool read_paused;          /* on the server's paused list */
+    bool unread_backlog;       /* a read was cut short: bytes still queued are older than the last read */
+    grpc_conn *next_paused;
     uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
     uint64_t owing_since_ns;   /* start of the current write-timeout window; 0 = owes nothing */
@@ -120,6 +128,8 @@ struct grpc_server {
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
     bool poll_returned;
+    uint64_t iteration;  /* loop iterations (polls entered) */
+    grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;
     grpc_conn *dirty;
@@ -206,7 +216,10 @@ void grpc_conn_memory_release(grpc_conn *conn);
 int grpc_session_new(grpc_conn *conn);
 
 /* ---- server_conn.c */
+#define GRPC_READ_BYTES_PER_ITERATION 65536
 void grpc_on_connection(uv_stream_t *listener, int status);
+/* Reading again on the connections paused in the last iteration (before the loop polls). */
+void grpc_resume_paused(grpc_server *server);
 /* A peer's inbox: takes on the connections the listening server handed to this loop. */
 void grpc_adopt_handed_over(uv_async_t *async);
 void grpc_conn_schedule_flush(grpc_conn *conn);
