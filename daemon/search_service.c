@@ -315,7 +315,7 @@ int search_service_submit(search_service *service, search_job *job) {
 }
 
 bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns) {
-    return isn_scheduler_may_admit(service->scheduler, received_ns, deadline_ns);
+    return isn_scheduler_may_admit_quick(service->scheduler, received_ns, deadline_ns);
 }
 
 /* ------------------------------------------------------------------ start, stop */

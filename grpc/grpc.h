@@ -235,6 +235,8 @@ typedef struct {
     uint64_t connections_over_budget; /* new connections sent GOAWAY: the memory budget had no room */
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */
+    uint64_t loop_saturated_refusals; /* requests refused because their loop had no time for them */
+    uint32_t loop_admit_permille;  /* share of new requests the loop takes now (summed over loops) */
     uint64_t memory_used;          /* bytes charged to the budget now */
     uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */
@@ -306,6 +308,12 @@ bool grpc_call_timeout_malformed(const grpc_call *call);
 /* The grpc-timeout header was a zero ("0m"): the deadline had passed when the call came (answer
  * DEADLINE_EXCEEDED; grpc_call_timeout_ns says 0 = none for it). */
 bool grpc_call_timeout_expired(const grpc_call *call);
+/* Whether the call's loop has time for one more request of the kind the program may refuse (a
+ * search, not a health check): a loop that was busy without pause over its last control interval
+ * takes a shrinking share of new requests, so that refusing the rest (cheaply, at HEADERS) keeps it
+ * in step with what arrives instead of falling behind on every request; the share grows back as it
+ * idles again. False counts as a refusal (loop_saturated_refusals). */
+bool grpc_call_loop_has_time(grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
 /* The earliest its HEADERS can have reached the server's socket: a loop that is behind reads bytes

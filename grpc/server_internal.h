@@ -129,6 +129,10 @@ struct grpc_server {
     uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
     bool poll_returned;
     uint64_t iteration;  /* loop iterations (polls entered) */
+    /* The loop's saturation control (grpc_call_loop_has_time): its idle time in the event provider
+     * (libuv's metrics) over each interval decides the share of new requests it takes. */
+    uint64_t control_at_ns, idle_at_control_ns;
+    double admit_share, admit_credit;
     grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;

@@ -113,11 +113,18 @@ static double preparing_ns(const isn_scheduler *s) {
     return s->prepare_queue.size * s->prepare_ns / workers;
 }
 
+/* The soonest any device could start a job submitted now, for isn_scheduler_may_admit's lock-free
+ * early check: refreshed on every admission decision. */
+static void publish_earliest_start(isn_scheduler *s, const double *wait) {
+    double prepared_gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
+    double soonest = wait[ISN_DEVICE_CPU] < prepared_gpu ? wait[ISN_DEVICE_CPU] : prepared_gpu;
+    atomic_store_explicit(&s->earliest_start_ns, soonest, memory_order_relaxed);
+}
+
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
 static double cpu_jobs_ahead(isn_scheduler *s) {
-    uint32_t in_deques = 0;
-    for (uint32_t i = 0; i < s->config.workers; i++) in_deques += isn_deque_size(&s->workers[i].deque);
-    return (double)s->queues[ISN_QUEUE_CPU].size + s->queues[ISN_QUEUE_UNDECIDED].size + in_deques +
+    return (double)s->queues[ISN_QUEUE_CPU].size + s->queues[ISN_QUEUE_UNDECIDED].size +
+           atomic_load_explicit(&s->deque_jobs, memory_order_relaxed) +
            atomic_load_explicit(&s->running, memory_order_relaxed);
 }
 
@@ -155,6 +162,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     double measured_gpu =
         isn_service_meter_wait_ns(&s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
+    publish_earliest_start(s, wait);
 }
 
 /* When a job must be admitted by: received plus its share of the budget (at most the early-stop
@@ -329,6 +337,14 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     return ok;
 }
 
+bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+    if (!deadline_ns) return true;
+    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)isn_now_ns();
+    bool ok = atomic_load_explicit(&s->earliest_start_ns, memory_order_relaxed) <= remaining;
+    if (!ok) COUNT(s->shed_overload);
+    return ok;
+}
+
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *s) {
     return s->config.prepare && s->config.workers < s->config.analysis_min_workers && s->num_dispatchers == 0;
 }
@@ -405,6 +421,7 @@ static void grab_extra(isn_scheduler *s, sched_worker *w) {
             isn_edf_push(&s->queues[ISN_QUEUE_CPU], job);
             continue;
         }
+        atomic_fetch_add_explicit(&s->deque_jobs, 1, memory_order_relaxed);
         commit_cpu(s, job, +1);
     }
     if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
@@ -420,6 +437,7 @@ static isn_job *steal_from_others(isn_scheduler *s, sched_worker *self) {
         if (victim == self || !atomic_load_explicit(&victim->started, memory_order_acquire)) continue;
         isn_job *job = isn_deque_steal(&victim->deque);
         if (job) {
+            atomic_fetch_sub_explicit(&s->deque_jobs, 1, memory_order_relaxed);
             COUNT(s->stolen_deque);
             return job;
         }
@@ -574,6 +592,7 @@ static void *worker_main(void *arg) {
         w->prepared_in_row = 0;
         isn_job *job = isn_deque_pop(&w->deque);
         if (job) {
+            atomic_fetch_sub_explicit(&s->deque_jobs, 1, memory_order_relaxed);
             run_cpu_job(s, w, job, true);
             continue;
         }

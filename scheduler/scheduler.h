@@ -356,6 +356,10 @@ void isn_scheduler_get_stats(isn_scheduler *scheduler, isn_scheduler_stats *stat
  * admitted now on some device: false means it would be shed whatever it asks, so its caller may refuse
  * it before reading or analysing it (counted as shed_overload). Any thread. */
 bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
+/* The same without the scheduler's lock, for a front end that checks every request as it arrives:
+ * against the soonest start the last admission decision saw (stale by at most what changed since;
+ * the full check follows at submit). */
+bool isn_scheduler_may_admit_quick(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
 /* Whether submit prepares jobs on the submitting thread (see config.prepare). */
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *scheduler);
 /* Real GPU devices (config.gpu_backends); 0 without. */

@@ -374,6 +374,8 @@ struct isn_scheduler {
     uint32_t ready, failed;
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
+    atomic_uint deque_jobs;        /* jobs in the workers' deques */
+    _Atomic double earliest_start_ns; /* the soonest wait any device offered at the last admission decision */
     atomic_uint running;
 
     pthread_mutex_t model_lock;
