@@ -119,6 +119,7 @@ static void publish_earliest_start(isn_scheduler *s, const double *wait) {
     double prepared_gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
     double soonest = wait[ISN_DEVICE_CPU] < prepared_gpu ? wait[ISN_DEVICE_CPU] : prepared_gpu;
     atomic_store_explicit(&s->earliest_start_ns, soonest, memory_order_relaxed);
+    atomic_store_explicit(&s->earliest_start_at_ns, isn_now_ns(), memory_order_relaxed);
 }
 
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
@@ -339,7 +340,13 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
 
 bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return true;
-    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)isn_now_ns();
+    uint64_t now = isn_now_ns();
+    /* A refusal here reaches no admission decision, so it refreshes nothing: once the published
+     * start is older than SCHED_QUICK_STALE_NS the full check runs (and publishes anew), or a refusal
+     * based on it would latch. */
+    if (now > atomic_load_explicit(&s->earliest_start_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
+        return isn_scheduler_may_admit(s, received_ns, deadline_ns);
+    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
     bool ok = atomic_load_explicit(&s->earliest_start_ns, memory_order_relaxed) <= remaining;
     if (!ok) COUNT(s->shed_overload);
     return ok;

@@ -280,6 +280,7 @@ bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_bud
 #define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
 #define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */
 #define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
+#define SCHED_QUICK_STALE_NS 1000000ull      /* isn_scheduler_may_admit_quick trusts a published start this long */
 
 /* ------------------------------------------------------------------ the scheduler's own steps
  * (tests call them directly) */
@@ -376,6 +377,7 @@ struct isn_scheduler {
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
     _Atomic double earliest_start_ns; /* the soonest wait any device offered at the last admission decision */
+    _Atomic uint64_t earliest_start_at_ns; /* when that was */
     atomic_uint running;
 
     pthread_mutex_t model_lock;
