@@ -116,15 +116,6 @@ static uint64_t deadline_for(const serving_loop *loop, const grpc_call *call, ui
  * decoded and no analysis (its deadline as the header or the default gives it). */
 static void refuse_search_early(serving_loop *loop, grpc_call *call) {
     isn_server *server = loop->server;
-    if (!grpc_call_loop_has_time(call)) {
-        LOOP_METRICS(loop, {
-            m->shed++;
-            m->shed_at_headers++;
-        });
-        /* one constant text: HPACK sends it as an index after the first time */
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server overloaded: its event loop is saturated");
-        return;
-    }
     uint64_t arrived = grpc_call_arrived_ns(call);
     uint64_t deadline = deadline_for(loop, call, 0, arrived);
     if (!server->pool || search_service_may_admit(server->pool, arrived, deadline)) return;

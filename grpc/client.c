@@ -283,6 +283,11 @@ isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, ch
 int isn_grpc_fd(const isn_grpc_client *client) { return client->fd; }
 bool isn_grpc_usable(const isn_grpc_client *client) { return !client->failed && !client->goaway; }
 
+uint32_t isn_grpc_max_streams(const isn_grpc_client *client) {
+    return client->session ? nghttp2_session_get_remote_settings(client->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+                           : 0;
+}
+
 static void fail_connection(isn_grpc_client *client, const char *why) {
     if (!client->failed) snprintf(client->error, sizeof client->error, "%s", why);
     client->failed = true;

@@ -77,7 +77,7 @@ isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
                 continue;
             }
         }
-        if (isn_grpc_usable(s->client)) {
+        if (isn_grpc_usable(s->client) && s->inflight < isn_grpc_max_streams(s->client)) {
             *slot = i;
             return s->client;
         }

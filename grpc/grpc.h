@@ -235,8 +235,6 @@ typedef struct {
     uint64_t connections_over_budget; /* new connections sent GOAWAY: the memory budget had no room */
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */
-    uint64_t loop_saturated_refusals; /* requests refused because their loop had no time for them */
-    uint32_t loop_admit_permille;  /* share of new requests the loop takes now (summed over loops) */
     uint64_t memory_used;          /* bytes charged to the budget now */
     uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */
@@ -308,12 +306,6 @@ bool grpc_call_timeout_malformed(const grpc_call *call);
 /* The grpc-timeout header was a zero ("0m"): the deadline had passed when the call came (answer
  * DEADLINE_EXCEEDED; grpc_call_timeout_ns says 0 = none for it). */
 bool grpc_call_timeout_expired(const grpc_call *call);
-/* Whether the call's loop has time for one more request of the kind the program may refuse (a
- * search, not a health check): a loop that was busy without pause over its last control interval
- * takes a shrinking share of new requests, so that refusing the rest (cheaply, at HEADERS) keeps it
- * in step with what arrives instead of falling behind on every request; the share grows back as it
- * idles again. False counts as a refusal (loop_saturated_refusals). */
-bool grpc_call_loop_has_time(grpc_call *call);
 /* When the request's HEADERS arrived (isn_now_ns). */
 uint64_t grpc_call_opened_ns(const grpc_call *call);
 /* The earliest its HEADERS can have reached the server's socket: a loop that is behind reads bytes
@@ -469,6 +461,9 @@ void isn_grpc_close(isn_grpc_client *client);
 int isn_grpc_fd(const isn_grpc_client *client);
 /* False once the connection failed or the server sent GOAWAY (start no new calls on it). */
 bool isn_grpc_usable(const isn_grpc_client *client);
+/* The streams the server lets this connection have open at once (its SETTINGS_MAX_CONCURRENT_STREAMS;
+ * nghttp2's assumption before the server's SETTINGS came). */
+uint32_t isn_grpc_max_streams(const isn_grpc_client *client);
 
 /* ------------------------------------------------------------------ raw calls */
 
@@ -622,7 +617,9 @@ int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *ser
 typedef struct isn_grpc_pool isn_grpc_pool;
 isn_grpc_pool *isn_grpc_pool_new(const char *host_port, uint32_t size, uint32_t timeout_ms, char *err, size_t err_len);
 void isn_grpc_pool_free(isn_grpc_pool *pool);
-/* A usable connection (NULL when none can be had now); *slot names it for started/finished. */
+/* A usable connection with a stream to spare (the server's concurrent-stream limit: a call past it would
+ * wait inside the client, unseen by the server, with a grpc-timeout that no longer tells its age);
+ * NULL when none can be had now. *slot names it for started/finished. */
 isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot);
 /* Calls in flight per connection: a connection with none is not waited on, and may be replaced. */
 void isn_grpc_pool_started(isn_grpc_pool *pool, uint32_t slot);

@@ -39,12 +39,6 @@ void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_s
         counter(out, prefix, "over_memory_budget_total", "counter",
                 "Requests, request bodies and replies answered RESOURCE_EXHAUSTED by the memory budget.",
                 c->over_budget);
-        counter(out, prefix, "loop_saturated_refusals_total", "counter",
-                "Requests refused at HEADERS because their event loop was busy without pause (its share of new requests was cut).",
-                c->loop_saturated_refusals);
-        counter(out, prefix, "loop_admit_permille", "gauge",
-                "Share of new requests the event loops take now, per mille, summed over loops (1000 each when none is saturated).",
-                c->loop_admit_permille);
         counter(out, prefix, "request_memory_bytes", "gauge",
                 "Memory held by connections (nghttp2 included), calls, request bodies and replies (charged to the budget).",
                 c->memory_used);

@@ -25,54 +25,12 @@ static uint32_t shortest_timeout(const grpc_server_config *config) {
     return t < config->write_timeout_ms ? t : config->write_timeout_ms;
 }
 
-/* The loop's share of new requests, every LOOP_CONTROL_NS: cut by a fifth while it idled less than
- * LOOP_SATURATED_IDLE of the interval, grown back by LOOP_SHARE_STEP while it idled more than
- * LOOP_RELAXED_IDLE (multiplicative decrease, additive increase: it settles where the loop just keeps
- * up). */
-#define LOOP_CONTROL_NS 10000000ull
-#define LOOP_SATURATED_IDLE 0.02
-#define LOOP_RELAXED_IDLE 0.10
-#define LOOP_SHARE_STEP 0.05
-#define LOOP_SHARE_MIN 0.02
-
-static void control_saturation(grpc_server *server, uint64_t now) {
-    if (now < server->control_at_ns + LOOP_CONTROL_NS) return;
-    uint64_t idle = uv_metrics_idle_time(server->loop);
-    if (server->control_at_ns) {
-        double idle_share = (double)(idle - server->idle_at_control_ns) / (double)(now - server->control_at_ns);
-        if (idle_share < LOOP_SATURATED_IDLE) {
-            server->admit_share *= 0.8;
-            if (server->admit_share < LOOP_SHARE_MIN) server->admit_share = LOOP_SHARE_MIN;
-        } else if (idle_share > LOOP_RELAXED_IDLE && server->admit_share < 1.0) {
-            server->admit_share += LOOP_SHARE_STEP;
-            if (server->admit_share > 1.0) server->admit_share = 1.0;
-        }
-        __atomic_store_n(&server->counters.loop_admit_permille, (uint32_t)(server->admit_share * 1000),
-                         __ATOMIC_RELAXED);
-    }
-    server->control_at_ns = now;
-    server->idle_at_control_ns = idle;
-}
-
-bool grpc_call_loop_has_time(grpc_call *call) {
-    grpc_server *server = call->server;
-    if (server->admit_share >= 1.0) return true;
-    server->admit_credit += server->admit_share;
-    if (server->admit_credit >= 1.0) {
-        server->admit_credit -= 1.0;
-        return true;
-    }
-    COUNTER_ADD(server->counters.loop_saturated_refusals, 1);
-    return false;
-}
-
 static void note_poll_entry(uv_prepare_t *prepare) {
     grpc_server *server = prepare->data;
     server->poll_entered_ns = isn_now_ns();
     server->poll_returned = false;
     server->iteration++;
     grpc_resume_paused(server);
-    control_saturation(server, server->poll_entered_ns);
 }
 
 /* A poll that waited this long before returning had nothing to read when it began. */
@@ -95,10 +53,6 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     grpc_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
-    server->admit_share = 1.0;
-    server->counters.loop_admit_permille = 1000;
-    /* the saturation control reads the loop's idle time; libuv keeps it only when asked */
-    uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
     server->config = *config;
     grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes =
@@ -249,8 +203,6 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     ADD(connections_over_budget);
     ADD(header_lists_too_large);
     ADD(over_budget);
-    ADD(loop_saturated_refusals);
-    ADD(loop_admit_permille);
     ADD(memory_pooled);
 #undef ADD
     sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);

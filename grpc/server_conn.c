@@ -167,7 +167,12 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     grpc_server *server = conn->server;
     uint64_t floor = grpc_read_arrival_floor(server);
     /* Bytes left queued by a cut-short read were there before it: they keep its arrival floor. */
-    if (!conn->unread_backlog) conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
+    uint64_t read_start = isn_now_ns();
+    /* Bytes a full read left queued were there when it began (or came later); others came after the
+     * last read and after the loop's floor. */
+    if (conn->unread_backlog) conn->bytes_since_ns = conn->read_start_ns;
+    else conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
+    conn->read_start_ns = read_start;
     conn->unread_backlog = (size_t)nread == sizeof server->read_buffer;
     ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     conn->read_done_ns = isn_now_ns();

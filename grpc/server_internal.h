@@ -96,7 +96,8 @@ struct grpc_conn {
     uint64_t read_iteration;   /* the loop iteration of its last read */
     size_t iteration_bytes;    /* read in that iteration */
     bool read_paused;          /* on the server's paused list */
-    bool unread_backlog;       /* a read was cut short: bytes still queued are older than the last read */
+    bool unread_backlog;       /* its last read filled the buffer: more bytes were queued behind them */
+    uint64_t read_start_ns;    /* when its last read began */
     grpc_conn *next_paused;
     uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
@@ -129,10 +130,6 @@ struct grpc_server {
     uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
     bool poll_returned;
     uint64_t iteration;  /* loop iterations (polls entered) */
-    /* The loop's saturation control (grpc_call_loop_has_time): its idle time in the event provider
-     * (libuv's metrics) over each interval decides the share of new requests it takes. */
-    uint64_t control_at_ns, idle_at_control_ns;
-    double admit_share, admit_credit;
     grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;
