@@ -235,8 +235,6 @@ typedef struct {
     uint64_t connections_over_budget; /* new connections sent GOAWAY: the memory budget had no room */
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */
-    uint64_t stream_limit_cuts;    /* times a loop lowered its advertised concurrent streams */
-    uint64_t stream_limit;         /* SETTINGS_MAX_CONCURRENT_STREAMS advertised now (the lowest loop's) */
     uint64_t memory_used;          /* bytes charged to the budget now */
     uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */

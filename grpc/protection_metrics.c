@@ -39,12 +39,6 @@ void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_s
         counter(out, prefix, "over_memory_budget_total", "counter",
                 "Requests, request bodies and replies answered RESOURCE_EXHAUSTED by the memory budget.",
                 c->over_budget);
-        counter(out, prefix, "stream_limit_cuts_total", "counter",
-                "Times a loop lowered the concurrent streams it advertises: requests waited unread past the target.",
-                c->stream_limit_cuts);
-        counter(out, prefix, "stream_limit", "gauge",
-                "SETTINGS_MAX_CONCURRENT_STREAMS advertised now (the lowest over the loops; server.max_concurrent_streams at most).",
-                c->stream_limit);
         counter(out, prefix, "request_memory_bytes", "gauge",
                 "Memory held by connections (nghttp2 included), calls, request bodies and replies (charged to the budget).",
                 c->memory_used);

@@ -28,7 +28,6 @@ static uint32_t shortest_timeout(const grpc_server_config *config) {
 static void note_poll_entry(uv_prepare_t *prepare) {
     grpc_server *server = prepare->data;
     server->poll_entered_ns = isn_now_ns();
-    grpc_stream_limit_tick(server, server->poll_entered_ns);
     server->poll_returned = false;
     server->iteration++;
     grpc_resume_paused(server);
@@ -56,7 +55,6 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     server->loop = loop;
     server->config = *config;
     grpc_server_resolve_config(&server->config);
-    grpc_stream_limit_init(server);
     server->config.call_app_bytes =
         (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     server->budget = config->shared_budget ? config->shared_budget : &server->own_budget;
@@ -205,9 +203,6 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     ADD(connections_over_budget);
     ADD(header_lists_too_large);
     ADD(over_budget);
-    ADD(stream_limit_cuts);
-    uint64_t limit = __atomic_load_n(&server->counters.stream_limit, __ATOMIC_RELAXED);
-    if (!sum->stream_limit || limit < sum->stream_limit) sum->stream_limit = limit;
     ADD(memory_pooled);
 #undef ADD
     sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);

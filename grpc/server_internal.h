@@ -130,9 +130,6 @@ struct grpc_server {
     uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
     bool poll_returned;
     uint64_t iteration;  /* loop iterations (polls entered) */
-    /* stream_limit.c: the SETTINGS_MAX_CONCURRENT_STREAMS this loop advertises now */
-    uint32_t stream_limit;
-    uint64_t limit_interval_end_ns, limit_min_wait_ns;
     grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;
@@ -228,12 +225,6 @@ void grpc_resume_paused(grpc_server *server);
 void grpc_adopt_handed_over(uv_async_t *async);
 void grpc_conn_schedule_flush(grpc_conn *conn);
 void grpc_flush_dirty(uv_check_t *check);
-/* ---- stream_limit.c */
-void grpc_stream_limit_init(grpc_server *server);
-/* A request's HEADERS handled wait_ns after its bytes' arrival floor. */
-void grpc_stream_limit_observe(grpc_server *server, uint64_t wait_ns);
-/* Once an interval: lowers or raises the advertised limit (sent to every connection of the loop). */
-void grpc_stream_limit_tick(grpc_server *server, uint64_t now);
 /* ---- server.c */
 /* The earliest the bytes read in this loop iteration can have reached a socket (see poll_watch). */
 uint64_t grpc_read_arrival_floor(grpc_server *server);

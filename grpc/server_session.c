@@ -104,7 +104,6 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 /* Headers complete: refuse what is not gRPC at all, then let the program refuse early. */
 static void on_request_headers(grpc_call *call) {
     grpc_server *server = call->server;
-    grpc_stream_limit_observe(server, isn_now_ns() - call->arrived_ns);
     if (!call->post) {
         grpc_call_http_error(call, 405);
         return;
@@ -256,7 +255,7 @@ int grpc_session_new(grpc_conn *conn) {
     int rc = nghttp2_session_server_new3(&conn->session, callbacks, conn, options, &conn->mem);
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->stream_limit},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, conn->server->config.max_header_list_bytes},
     };
