@@ -13,11 +13,19 @@ void isn_service_meter_init(isn_service_meter *meter, uint64_t now_ns) {
 void isn_service_meter_sample(isn_service_meter *meter, uint64_t busy_ns_total, uint64_t jobs_total, uint64_t now_ns) {
     if (now_ns < meter->window_start_ns + SCHED_METER_WINDOW_NS) return;
     uint64_t jobs = jobs_total - meter->jobs_at_start, busy = busy_ns_total - meter->busy_at_start;
-    if (jobs >= SCHED_METER_MIN_JOBS) {
-        double job_ns = (double)busy / (double)jobs;
-        meter->job_ns = meter->job_ns > 0 ? meter->job_ns + SCHED_METER_WEIGHT * (job_ns - meter->job_ns) : job_ns;
-        meter->measured_ns = now_ns;
+    /* Slow jobs fill a window slowly: it stays open (up to SCHED_METER_LONG_WINDOW_NS) until enough
+     * finished, and then says what even one of them took. */
+    bool long_enough = now_ns >= meter->window_start_ns + SCHED_METER_LONG_WINDOW_NS;
+    if (jobs < SCHED_METER_MIN_JOBS && !(long_enough && jobs > 0)) {
+        if (long_enough) {
+            meter->window_start_ns = now_ns;
+            meter->busy_at_start = busy_ns_total;
+        }
+        return;
     }
+    double job_ns = (double)busy / (double)jobs;
+    meter->job_ns = meter->job_ns > 0 ? meter->job_ns + SCHED_METER_WEIGHT * (job_ns - meter->job_ns) : job_ns;
+    meter->measured_ns = now_ns;
     meter->window_start_ns = now_ns;
     meter->jobs_at_start = jobs_total;
     meter->busy_at_start = busy_ns_total;
@@ -29,8 +37,11 @@ double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, d
 }
 
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {
-    double bound = SCHED_MEASURED_SLACK * measured_ns;
-    double wait = model_ns < bound ? model_ns : bound;
+    double wait = model_ns;
+    if (isfinite(measured_ns)) {
+        double high = SCHED_MEASURED_SLACK * measured_ns, low = measured_ns / SCHED_MEASURED_SLACK;
+        wait = wait > high ? high : wait < low ? low : wait;
+    }
     return wait > oldest_ns ? wait : oldest_ns;
 }
 

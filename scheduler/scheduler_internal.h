@@ -234,9 +234,10 @@ bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs
 /* Predictions alone can run away under overload: a learned scale, backlog sums or in-flight GPU time
  * that stay high while nothing is admitted refuse everything, and nothing then corrects them
  * (DESIGN.md section 7). So admission bounds what the model claims by what was measured:
- * - a device's measured time per job (busy time over jobs finished, in windows) caps the predicted
- *   wait behind `ahead` jobs at SCHED_MEASURED_SLACK times ahead x job time / servers: when less is
- *   admitted the queue shortens and the bound falls, whatever the model believes;
+ * - a device's measured time per job (busy time over jobs finished, in windows) gives the measured
+ *   wait behind `ahead` jobs (ahead x job time / servers), and the model's wait is kept within
+ *   SCHED_MEASURED_SLACK of it either way: when less is admitted the queue shortens and the bound
+ *   falls, whatever the model believes, and jobs costlier than predicted are not admitted blindly;
  * - the oldest queued job's age is a floor (what the next job will at least wait);
  * - a learned scale that no measurement refreshes relaxes towards 1 (isn_scale_relaxed), so a refusal
  *   never freezes the signal admission learns from;
@@ -254,7 +255,8 @@ void isn_service_meter_init(isn_service_meter *meter, uint64_t now_ns);
 void isn_service_meter_sample(isn_service_meter *meter, uint64_t busy_ns_total, uint64_t jobs_total, uint64_t now_ns);
 /* The measured wait behind `ahead` jobs on `servers` parallel servers; INFINITY before any measurement. */
 double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, double servers);
-/* The wait admission believes: the model's, capped by the measured bound, at least the oldest's age. */
+/* The wait admission believes: the model's, kept within SCHED_MEASURED_SLACK of the measured one either
+ * way (when there is one), and at least the oldest queued job's age. */
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns);
 /* `scale` as last learned at learned_ns, relaxed towards 1 with the time nothing refreshed it. */
 double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns);
@@ -273,9 +275,10 @@ void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns);
 bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns);
 
 #define SCHED_METER_WINDOW_NS 20000000ull   /* a service meter's window */
+#define SCHED_METER_LONG_WINDOW_NS 200000000ull /* ... and the longest it waits for SCHED_METER_MIN_JOBS */
 #define SCHED_METER_MIN_JOBS 8               /* jobs a window needs to say anything */
 #define SCHED_METER_WEIGHT 0.3               /* weight of the newest window */
-#define SCHED_MEASURED_SLACK 2.0             /* the model may claim at most this times the measured wait */
+#define SCHED_MEASURED_SLACK 2.0             /* the model may claim at most this times the measured wait, at least its inverse */
 #define SCHED_SCALE_RELAX_NS 500000000.0     /* a stale scale's distance to 1 shrinks by e this often */
 #define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
 #define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */

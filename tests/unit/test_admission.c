@@ -2,7 +2,8 @@
  * event at 3x its capacity, whose cost model runs away (in-flight time that never comes back down),
  * keeps answering at its capacity on time and sheds the rest, and admits everything again when the
  * load drops; the same device judged by the model alone collapses. Also the pieces alone: the service
- * meter's windows, a stale scale relaxing, CoDel's standing backlog. No real time is involved. */
+ * meter's windows, the band the measured wait keeps the model in, a stale scale relaxing, CoDel's
+ * standing backlog. No real time is involved. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -111,15 +112,19 @@ static void meter_measures_busy_time_per_job_in_windows(void **state) {
     isn_service_meter_sample(&m, 4 * MS, 40, SCHED_METER_WINDOW_NS);
     assert_true(fabs(m.job_ns - 100000.0) < 1e-6);
     assert_true(fabs(isn_service_meter_wait_ns(&m, 8, 4) - 200000.0) < 1e-6);
-    /* a window with too few jobs says nothing */
-    isn_service_meter_sample(&m, 5 * MS, 41, 2 * SCHED_METER_WINDOW_NS);
+    /* a window with too few jobs says nothing yet */
+    isn_service_meter_sample(&m, 24 * MS, 41, 2 * SCHED_METER_WINDOW_NS);
     assert_true(fabs(m.job_ns - 100000.0) < 1e-6);
+    /* ... until it has stayed open for the long window: slow jobs are measured too */
+    isn_service_meter_sample(&m, 24 * MS, 41, SCHED_METER_WINDOW_NS + SCHED_METER_LONG_WINDOW_NS);
+    assert_true(m.job_ns > 100000.0);
 }
 
 static void admission_wait_is_capped_and_floored(void **state) {
     (void)state;
     assert_true(isn_admission_wait_ns(1e9, 1e6, 0) == SCHED_MEASURED_SLACK * 1e6);
-    assert_true(isn_admission_wait_ns(1e5, 1e6, 0) == 1e5);
+    assert_true(isn_admission_wait_ns(1e4, 1e6, 0) == 1e6 / SCHED_MEASURED_SLACK); /* an under-predicting model too */
+    assert_true(isn_admission_wait_ns(8e5, 1e6, 0) == 8e5);                         /* within the band: the model's */
     assert_true(isn_admission_wait_ns(1e5, INFINITY, 0) == 1e5);
     assert_true(isn_admission_wait_ns(1e9, 1e6, 5e6) == 5e6); /* the oldest job's age is a floor */
 }
