@@ -157,6 +157,7 @@ void grpc_connection_limit_set(grpc_connection_limit *limit, uint32_t max);
 #define GRPC_DEFAULT_MEMORY_BUDGET (256ull << 20)
 #define GRPC_DEFAULT_MAX_HEADER_LIST_BYTES 16384
 #define GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND 5000
+#define GRPC_EARLY_RESET_BURST 1000.0
 #define GRPC_DEFAULT_STATS_MAX_CONNECTIONS 64
 #define GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS 10000
 
@@ -190,8 +191,9 @@ typedef struct {
     /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced: a request whose header list decodes to more (RFC 9113
      * size: name + value + 32 per field) is reset. 0 = GRPC_DEFAULT_MAX_HEADER_LIST_BYTES. */
     uint32_t max_header_list_bytes;
-    /* Rapid reset: streams the client opened and reset before any reply, per second per connection
-     * (a burst of two seconds' worth allowed); past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
+    /* Rapid reset: streams the client opened and reset before any reply, per second per connection,
+     * with a burst of GRPC_EARLY_RESET_BURST (or two seconds' worth, if less) that every answered
+     * stream of the connection refills by one; past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
      * Resets of answered streams never count. 0 = GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
     uint32_t max_early_resets_per_second;
 } grpc_server_config;

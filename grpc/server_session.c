@@ -128,17 +128,30 @@ static void on_request_complete(grpc_call *call) {
     server->handlers.on_request(call, server->app);
 }
 
-/* Rapid reset (CVE-2023-44487): streams opened and reset by the client before any reply, per second,
- * by token bucket. A client that cancels what it no longer needs resets few streams compared with
- * what it asks; a flood resets each one it opens. Resets of answered streams never count. */
-static void count_early_reset(grpc_conn *conn) {
+/* Rapid reset (CVE-2023-44487): streams opened and reset by the client before any reply, by token
+ * bucket: GRPC_EARLY_RESET_BURST at most, refilled at max_early_resets_per_second and by one for every
+ * stream the connection saw answered. A client that cancels what it no longer needs (an aggregator's
+ * lost hedges) resets few streams compared with those it gets answered; a flood resets each one it
+ * opens, and meets GOAWAY after about the burst. Resets of answered streams never count. */
+static double early_reset_burst(const grpc_server_config *config) {
+    double two_seconds = 2.0 * config->max_early_resets_per_second;
+    return two_seconds < GRPC_EARLY_RESET_BURST ? two_seconds : GRPC_EARLY_RESET_BURST;
+}
+
+static void refill_reset_tokens(grpc_conn *conn, uint64_t now, double earned) {
     const grpc_server_config *config = &conn->server->config;
-    double rate = config->max_early_resets_per_second, burst = 2.0 * rate;
-    uint64_t now = isn_now_ns();
+    double burst = early_reset_burst(config);
     if (!conn->reset_tokens_ns) conn->reset_tokens = burst;
-    else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * rate;
+    else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * config->max_early_resets_per_second;
+    conn->reset_tokens += earned;
     if (conn->reset_tokens > burst) conn->reset_tokens = burst;
     conn->reset_tokens_ns = now;
+}
+
+static void count_early_reset(grpc_conn *conn) {
+    const grpc_server_config *config = &conn->server->config;
+    uint64_t now = isn_now_ns();
+    refill_reset_tokens(conn, now, 0.0);
     conn->reset_tokens -= 1.0;
     if (conn->reset_tokens >= 0.0) return;
     COUNTER_ADD(conn->server->counters.reset_floods, 1);
@@ -190,10 +203,10 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 }
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
-    (void)error_code;
     grpc_conn *conn = user_data;
     grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
+    if (call->responded && error_code == NGHTTP2_NO_ERROR) refill_reset_tokens(conn, isn_now_ns(), 1.0);
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     grpc_call_detach(conn, call);
     grpc_server_check_drained(conn->server);

@@ -3,7 +3,10 @@
  * RESOURCE_EXHAUSTED, and the refusals that came while no device could start anything in time are
  * made at HEADERS, before the request is read or analysed (isn_shed_at_headers_total, and the
  * message says so). Once the burst is over, every request is admitted again: admission recovers
- * by itself when load drops. No time is asserted. */
+ * by itself when load drops. With the default settings, a rapid-reset flood (every stream opened
+ * and reset at once) meets GOAWAY ENHANCE_YOUR_CALM after about a thousand streams, well within
+ * 2,000 (a cancellation burst is bounded by a count, not by a rate that a fast flood outruns). No
+ * time is asserted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +15,11 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "grpc/grpc.h"
 #include "tests/support/isnd_harness.h"
+#include "tests/support/raw_http2.h"
 
 #define CLIENTS 4
 #define BURST 200
@@ -84,6 +90,47 @@ static void test_burst_is_refused_early_and_admission_recovers(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+#define FLOOD_STREAMS 6000
+
+static void test_rapid_reset_cut_within_the_burst(void **state) {
+    (void)state;
+    static const char *const defaults[] = {NULL};
+    assert_int_equal(harness_start(&h, NULL, defaults), 0);
+    int fd = raw_h2_connect(h.grpc_port, NULL, 0);
+    assert_true(fd >= 0);
+    static uint8_t buf[1 << 20];
+    uint32_t stream = 1;
+    for (int batch = 0; batch < FLOOD_STREAMS / 100; batch++) {
+        size_t n = 0;
+        for (int i = 0; i < 100; i++, stream += 2) {
+            n += raw_h2_search_request(buf + n, stream, "wind tunnel", 10, NULL);
+            uint8_t cancel[4] = {0, 0, 0, 8};
+            n += raw_h2_frame(buf + n, FRAME_RST_STREAM, 0, stream, cancel, 4);
+        }
+        if (!raw_h2_send_all(fd, buf, n)) break; /* closed already */
+    }
+    static raw_h2_frame_in f;
+    int goaway = -1;
+    uint32_t last_stream = 0;
+    int64_t give_up = harness_now_ms() + 10000;
+    while (harness_now_ms() < give_up) {
+        int rc = raw_h2_read_frame(fd, &f, (int)(give_up - harness_now_ms()));
+        if (rc < 0) break;
+        if (f.type == FRAME_GOAWAY && f.len >= 8) {
+            last_stream = ((uint32_t)f.payload[0] << 24 | (uint32_t)f.payload[1] << 16 | (uint32_t)f.payload[2] << 8 |
+                           f.payload[3]) & 0x7fffffffu;
+            goaway = (int)((uint32_t)f.payload[4] << 24 | (uint32_t)f.payload[5] << 16 | (uint32_t)f.payload[6] << 8 |
+                           f.payload[7]);
+        }
+    }
+    close(fd);
+    uint32_t streams_taken = (last_stream + 1) / 2;
+    print_message("rapid reset: GOAWAY %d after %u of %d streams\n", goaway, streams_taken, FLOOD_STREAMS);
+    assert_int_equal(goaway, 11); /* ENHANCE_YOUR_CALM */
+    assert_true(streams_taken <= 2000);
+    assert_int_equal(harness_stop(&h), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 1000);
@@ -99,6 +146,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_is_refused_early_and_admission_recovers),
+        cmocka_unit_test(test_rapid_reset_cut_within_the_burst),
     };
     return cmocka_run_group_tests_name("isnd_overload", tests, setup, teardown);
 }
