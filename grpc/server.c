@@ -27,8 +27,11 @@ static uint32_t shortest_timeout(const grpc_server_config *config) {
 
 static void note_poll_entry(uv_prepare_t *prepare) {
     grpc_server *server = prepare->data;
+    /* The poll before returned when the iteration's first read came, or, with no read, when its
+     * I/O was done (the check after it). */
+    server->previous_return_ns = server->first_read_ns ? server->first_read_ns : server->check_ns;
+    server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
-    server->poll_returned = false;
     server->iteration++;
     grpc_resume_paused(server);
 }
@@ -37,13 +40,13 @@ static void note_poll_entry(uv_prepare_t *prepare) {
 #define POLL_BLOCKED_NS 100000ull
 
 uint64_t grpc_read_arrival_floor(grpc_server *server) {
-    if (!server->poll_returned) {
+    if (!server->first_read_ns) {
+        /* Bytes that were there when the previous poll returned were read in its iteration (epoll
+         * reports every ready socket): these came after it returned. */
         uint64_t now = isn_now_ns();
-        server->arrival_floor_ns = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->poll_returned_ns
-                                       ? now
-                                       : server->poll_returned_ns;
-        server->poll_returned_ns = now;
-        server->poll_returned = true;
+        bool blocked = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->previous_return_ns;
+        server->arrival_floor_ns = blocked ? now : server->previous_return_ns;
+        server->first_read_ns = now;
     }
     return server->arrival_floor_ns;
 }

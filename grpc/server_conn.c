@@ -79,6 +79,7 @@ void grpc_conn_schedule_flush(grpc_conn *conn) {
 
 void grpc_flush_dirty(uv_check_t *check) {
     grpc_server *server = check->data;
+    server->check_ns = isn_now_ns();
     while (server->dirty) {
         grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;

@@ -124,11 +124,11 @@ struct grpc_server {
     bool drained;   /* on_drained called */
     uv_check_t flush_check;
     /* When bytes read now reached the socket at the earliest (arrival_floor_ns): the loop notes
-     * when it enters each poll; the first read after a poll that blocked came with new bytes, and
-     * one after a poll that returned at once may be as old as the previous poll's return. */
+     * when it enters each poll, its first read after it and the end of its I/O (flush_check); the
+     * first read after a poll that blocked came with new bytes, and one after a poll that returned at
+     * once came after the previous poll returned. */
     uv_prepare_t poll_watch;
-    uint64_t poll_entered_ns, poll_returned_ns, arrival_floor_ns;
-    bool poll_returned;
+    uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
     grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
