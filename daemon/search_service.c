@@ -112,11 +112,8 @@ static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request)
     request->mode = job->mode;
     request->k = job->k;
     request->hits = job->gpu_hits;
-    /* the cost model's probe: a real document's score, so the device may prune from it (the backend
-     * ignores it unless the query is scored with the index's own statistics) */
-    const isn_job_features *features = &sched->features;
-    request->threshold =
-        features->threshold_probe > 0.0 && job->mode == ISN_MODE_OR && job->k <= features->k ? features->threshold_probe : 0.0;
+    /* GPU jobs have no global statistics (gpu_eligible) */
+    request->threshold = isn_job_seed_threshold(&sched->features, job->mode, job->k, false);
 }
 
 static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *request) {

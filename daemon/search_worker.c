@@ -375,13 +375,8 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
     options.mode = job->mode;
     options.algo = job->algo;
     if (request->global_stats) apply_global_stats(w, request->global_stats, &query, &options);
-    /* The scheduler's threshold probe is a real document's score under this index's statistics, so
-     * it bounds the k-th score from below: pruning starts there. Not under an aggregator's global
-     * statistics (other scores), nor for more candidates than the probe's k (a second stage's n1). */
-    const isn_job_features *features = &job->sched.features;
-    if (features->threshold_probe > 0.0 && options.mode == ISN_MODE_OR && !request->global_stats &&
-        first_k <= features->k)
-        options.initial_threshold = (float)features->threshold_probe;
+    options.initial_threshold =
+        (float)isn_job_seed_threshold(&job->sched.features, options.mode, first_k, request->global_stats != NULL);
     if (!ensure_capacity(w, first_k)) {
         fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", first_k);
         return;

@@ -32,6 +32,11 @@ isn_route isn_route_decide(const isn_route_input *in, isn_device_kind *best) {
     return ISN_ROUTE_UNDECIDED;
 }
 
+double isn_job_seed_threshold(const isn_job_features *features, isn_mode mode, uint32_t k, bool global_stats) {
+    bool usable = features->threshold_probe > 0.0 && mode == ISN_MODE_OR && !global_stats && k <= features->k;
+    return usable ? features->threshold_probe : 0.0;
+}
+
 static const char *const FLUSH_NAMES[ISN_FLUSH_REASONS] = {"full", "memory", "deadline", "linger"};
 
 const char *isn_flush_reason_name(isn_flush_reason reason) {

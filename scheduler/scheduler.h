@@ -79,6 +79,13 @@ typedef struct {
     uint32_t keys[ISN_JOB_KEYS];
 } isn_job_features;
 
+/* The first-stage threshold a job may start pruning from: the cost model's threshold probe, a real
+ * document's score under the index's own statistics and so a lower bound of the k-th score, for an OR
+ * query of at most the probe's k scored with those statistics (not an aggregator's global ones, not a
+ * second stage's n1 beyond the probe's k); 0 when there is none. The CPU's search and the GPU's
+ * request take it from here alike. */
+double isn_job_seed_threshold(const isn_job_features *features, isn_mode mode, uint32_t k, bool global_stats);
+
 typedef enum {
     ISN_JOB_RAN,               /* the callback (CPU) or the device (GPU) produced its answer */
     ISN_JOB_DEADLINE_EXCEEDED, /* dequeued after its deadline: not run */
