@@ -401,7 +401,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
             return NULL;
         }
         config.gpu_backends[d] = service->backends[d];
-        config.gpu_callbacks[d] = (isn_gpu_cuda_callbacks){
+        config.gpu_callbacks[d] = (isn_gpu_backend_callbacks){
             .request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = &service->answerers[d]};
     }
     if (service->num_backends) {

@@ -652,7 +652,7 @@ static int init_cond(pthread_cond_t *cond) {
 
 static void free_devices(isn_scheduler *s) {
     for (uint32_t i = 0; i < s->num_own_gpus; i++) {
-        if (s->own_gpus_real) isn_gpu_cuda_free(&s->own_gpus[i]);
+        if (s->own_gpus_real) isn_gpu_backend_device_free(&s->own_gpus[i]);
         else isn_gpu_sim_free(&s->own_gpus[i]);
     }
     free(s->own_gpus);
@@ -682,7 +682,7 @@ static int make_devices(isn_scheduler *s, bool model_loaded, char *err, size_t e
     if (c->num_gpu_backends) {
         s->own_gpus_real = true; /* free_devices frees them as real ones */
         for (uint32_t i = 0; i < n; i++) {
-            if (isn_gpu_cuda_new(c->gpu_backends[i], &c->gpu_callbacks[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
+            if (isn_gpu_backend_device_new(c->gpu_backends[i], &c->gpu_callbacks[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
                 free_devices(s);
                 snprintf(err, err_len, "scheduler: out of memory for GPU device %u", i);
                 return -1;
@@ -936,12 +936,12 @@ uint32_t isn_scheduler_gpu_count(const isn_scheduler *s) { return s->own_gpus_re
 
 isn_gpu_backend *isn_scheduler_gpu_replace(isn_scheduler *s, uint32_t device, isn_gpu_backend *backend) {
     if (!s->own_gpus_real || device >= s->num_own_gpus) return NULL;
-    return isn_gpu_cuda_replace(&s->own_gpus[device], backend);
+    return isn_gpu_backend_device_replace(&s->own_gpus[device], backend);
 }
 
 bool isn_scheduler_gpu_health(isn_scheduler *s, uint32_t device, isn_gpu_health *health) {
     if (!s->own_gpus_real || device >= s->num_own_gpus) return false;
-    isn_gpu_cuda_health(&s->own_gpus[device], health);
+    isn_gpu_backend_device_health(&s->own_gpus[device], health);
     return true;
 }
 

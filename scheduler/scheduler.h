@@ -161,7 +161,7 @@ typedef struct {
     void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
     void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
     void *user;
-} isn_gpu_cuda_callbacks;
+} isn_gpu_backend_callbacks;
 
 
 /* Simulated GPU (config.simulated_gpus; timing only, its jobs get no hits): sleeps for launch_ns +
@@ -284,7 +284,7 @@ typedef struct {
      * partition; the backends stay the caller's: close them after isn_scheduler_stop), one dispatcher
      * each, up to gpu_backend_max_batch jobs per launch: */
     isn_gpu_backend *gpu_backends[ISN_SCHED_MAX_GPUS];
-    isn_gpu_cuda_callbacks gpu_callbacks[ISN_SCHED_MAX_GPUS];
+    isn_gpu_backend_callbacks gpu_callbacks[ISN_SCHED_MAX_GPUS];
     uint32_t num_gpu_backends;
     uint32_t gpu_backend_max_batch;
     /* Or simulated devices (batch.max_batch and batch.memory_budget each): */

@@ -67,14 +67,14 @@ struct isn_gpu_device {
     uint64_t memory_budget;      /* bytes of posting data one batch may touch */
 };
 
-/* Fills *device (the backend stays the caller's; close it after isn_gpu_cuda_free). 0, or -1. */
-int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
+/* Fills *device (the backend stays the caller's; close it after isn_gpu_backend_device_free). 0, or -1. */
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, const isn_gpu_backend_callbacks *callbacks, uint32_t max_batch,
                      isn_gpu_device *device);
-void isn_gpu_cuda_free(isn_gpu_device *device);
+void isn_gpu_backend_device_free(isn_gpu_device *device);
 /* The backend's health, taken under the lock that guards its batches (any thread). */
-void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health);
+void isn_gpu_backend_device_health(const isn_gpu_device *device, isn_gpu_health *health);
 /* Installs another backend between batches (NULL: none for now) and returns the one it had. */
-isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *backend);
+isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_backend *backend);
 
 /* Fills *device; free with isn_gpu_sim_free(device). 0, or -1 when out of memory. */
 int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64_t memory_budget,

@@ -824,8 +824,8 @@ static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs
     o.streams = streams;
     isn_gpu_backend *b = open_options(&o);
     batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
-    isn_gpu_cuda_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
-    assert_int_equal(isn_gpu_cuda_new(b, &cb, 16, dev), 0);
+    isn_gpu_backend_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
+    assert_int_equal(isn_gpu_backend_device_new(b, &cb, 16, dev), 0);
     static isn_job jobs[40];
     for (uint32_t i = 0; i < 40; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
@@ -857,7 +857,7 @@ static void test_scheduler_device_emulated(void **state) {
     assert_non_null(strstr(err, "injected"));
     assert_int_equal(dev.run_batch(dev.state, ptrs, 4, err, sizeof err), -1);
     assert_non_null(strstr(err, "unhealthy"));
-    isn_gpu_cuda_free(&dev);
+    isn_gpu_backend_device_free(&dev);
     isn_gpu_close(b);
 }
 
@@ -871,7 +871,7 @@ typedef struct {
 
 static void *swap_backend(void *arg) {
     swapper *sw = arg;
-    isn_gpu_cuda_replace(sw->dev, sw->backend);
+    isn_gpu_backend_device_replace(sw->dev, sw->backend);
     atomic_store(&sw->done, true);
     return NULL;
 }
@@ -914,7 +914,7 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
     int after = dev.submit(dev.state, ptrs + 16, 16, err, sizeof err);
     assert_true(after >= 0);
     assert_int_equal(dev.complete(dev.state, after, err, sizeof err), 0);
-    isn_gpu_cuda_free(&dev);
+    isn_gpu_backend_device_free(&dev);
     isn_gpu_close(b);
 }
 
@@ -937,7 +937,7 @@ static void test_scheduler_device_four_streams_emulated(void **state) {
     for (int i = 0; i < 4; i++) assert_int_equal(dev.complete(dev.state, tickets[i], err, sizeof err), 0);
     assert_int_equal(sched_done, 40);
     assert_true(batch_check(&sched_bt, 10) > 20);
-    isn_gpu_cuda_free(&dev);
+    isn_gpu_backend_device_free(&dev);
     isn_gpu_close(b);
 }
 
@@ -954,7 +954,7 @@ static void test_default_streams(void **state) {
     isn_gpu_device dev;
     isn_gpu_backend *b = scheduler_device(&dev, ptrs);
     assert_int_equal(dev.max_in_flight, o.streams);
-    isn_gpu_cuda_free(&dev);
+    isn_gpu_backend_device_free(&dev);
     isn_gpu_close(b);
 }
 

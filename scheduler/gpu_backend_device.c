@@ -1,5 +1,5 @@
-/* The scheduler's GPU device (isn_gpu_device) on top of the real first-stage backend (gpu/gpu.h), so
- * that isnd can dispatch batches to a CUDA device instead of the simulator. The daemon owns the query
+/* The scheduler's GPU device (isn_gpu_device) on top of a first-stage backend of gpu/gpu.h (a CUDA
+ * device, or the emulated one), so that isnd can dispatch batches to it instead of the simulator. The daemon owns the query
  * of each job: it says how to build a backend request from a job, and gets each answer back.
  *
  * A batch whose device part failed was still answered exactly (the backend re-ran it on the CPU), but
@@ -14,7 +14,8 @@
 #include "scheduler/scheduler_internal.h"
 
 /* Batches in flight at once: the backend's streams (isn_gpu_streams, [gpu] streams), at most this many. */
-#define CUDA_MAX_IN_FLIGHT 8
+#define BACKEND_MAX_IN_FLIGHT 8
+#define DEVICE_NAME_PREFIX "backend:"
 
 /* A batch between submit and complete: its jobs (the dispatcher keeps the array until complete) and
  * the requests the backend fills. */
@@ -24,14 +25,14 @@ typedef struct {
     isn_job *const *jobs;
     uint32_t n;
     isn_gpu_request *requests;
-} cuda_flight;
+} backend_flight;
 
 typedef struct {
     isn_gpu_backend *backend;
-    isn_gpu_cuda_callbacks callbacks;
+    isn_gpu_backend_callbacks callbacks;
     uint32_t max_batch;
     isn_gpu_request *requests; /* run_batch's */
-    cuda_flight flights[CUDA_MAX_IN_FLIGHT];
+    backend_flight flights[BACKEND_MAX_IN_FLIGHT];
     uint32_t max_in_flight, in_flight;
     /* A backend swap waits until no batch is in flight; meanwhile no new one starts. */
     bool replace_pending;
@@ -40,12 +41,12 @@ typedef struct {
      * /metrics wait for it (not for the device's work between the two). */
     pthread_mutex_t lock;
     char name[300];
-} gpu_cuda_state;
+} backend_device_state;
 
 #define NO_BACKEND_REASON "no first-stage backend while the index generation is swapped: queries run on the CPU"
 
 /* Under the lock: the backend is there and healthy, else -1 with err. */
-static int usable(gpu_cuda_state *s, char *err, size_t err_len) {
+static int usable(backend_device_state *s, char *err, size_t err_len) {
     if (!s->backend) {
         snprintf(err, err_len, NO_BACKEND_REASON);
         return -1;
@@ -59,7 +60,7 @@ static int usable(gpu_cuda_state *s, char *err, size_t err_len) {
     return 0;
 }
 
-static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+static int run_locked(backend_device_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     if (usable(s, err, err_len) < 0) return -1;
     isn_gpu_health health;
     for (uint32_t at = 0; at < n; at += s->max_batch) {
@@ -79,8 +80,8 @@ static int run_locked(gpu_cuda_state *s, isn_job *const *jobs, uint32_t n, char 
     return 0;
 }
 
-static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
-    gpu_cuda_state *s = state;
+static int backend_device_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    backend_device_state *s = state;
     pthread_mutex_lock(&s->lock);
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     int rc = run_locked(s, jobs, n, err, err_len);
@@ -88,8 +89,8 @@ static int gpu_cuda_run_batch(void *state, isn_job *const *jobs, uint32_t n, cha
     return rc;
 }
 
-static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
-    gpu_cuda_state *s = state;
+static int backend_device_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    backend_device_state *s = state;
     if (n > s->max_batch) {
         snprintf(err, err_len, "batch of %u jobs is above the device's %u", n, s->max_batch);
         return -1;
@@ -98,7 +99,7 @@ static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *
     /* With nothing in flight a pending swap can finish: wait for it rather than start a batch on the
      * backend that is going away. With batches in flight, they must be completed first. */
     while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
-    cuda_flight *f = NULL;
+    backend_flight *f = NULL;
     for (uint32_t i = 0; i < s->max_in_flight && !f; i++)
         if (!s->flights[i].busy) f = &s->flights[i];
     if (s->replace_pending || !f) {
@@ -115,20 +116,20 @@ static int gpu_cuda_submit(void *state, isn_job *const *jobs, uint32_t n, char *
     }
     int ticket = isn_gpu_submit(s->backend, f->requests, n, err, err_len);
     if (ticket >= 0) {
-        *f = (cuda_flight){.busy = true, .ticket = ticket, .jobs = jobs, .n = n, .requests = f->requests};
+        *f = (backend_flight){.busy = true, .ticket = ticket, .jobs = jobs, .n = n, .requests = f->requests};
         s->in_flight++;
     }
     pthread_mutex_unlock(&s->lock);
     return ticket >= 0 ? (int)(f - s->flights) : -1;
 }
 
-static int gpu_cuda_complete(void *state, int flight, char *err, size_t err_len) {
-    gpu_cuda_state *s = state;
+static int backend_device_complete(void *state, int flight, char *err, size_t err_len) {
+    backend_device_state *s = state;
     if (flight < 0 || (uint32_t)flight >= s->max_in_flight || !s->flights[flight].busy) {
         snprintf(err, err_len, "no GPU batch in flight with ticket %d", flight);
         return -1;
     }
-    cuda_flight *f = &s->flights[flight];
+    backend_flight *f = &s->flights[flight];
     pthread_mutex_lock(&s->lock);
     /* Answered exactly either way (a device error is answered on the CPU inside complete), but a
      * failure rests the device. */
@@ -148,21 +149,21 @@ static int gpu_cuda_complete(void *state, int flight, char *err, size_t err_len)
     return rc;
 }
 
-void isn_gpu_cuda_health(const isn_gpu_device *device, isn_gpu_health *health) {
-    gpu_cuda_state *s = device->state;
+void isn_gpu_backend_device_health(const isn_gpu_device *device, isn_gpu_health *health) {
+    backend_device_state *s = device->state;
     pthread_mutex_lock(&s->lock);
     if (s->backend) isn_gpu_health_get(s->backend, health);
     else {
         memset(health, 0, sizeof *health);
         health->ready = true; /* ready but unhealthy: /readyz says degraded, serving on the CPU */
         snprintf(health->reason, sizeof health->reason, NO_BACKEND_REASON);
-        snprintf(health->device_name, sizeof health->device_name, "%s", s->name + strlen("cuda:"));
+        snprintf(health->device_name, sizeof health->device_name, "%s", s->name + strlen(DEVICE_NAME_PREFIX));
     }
     pthread_mutex_unlock(&s->lock);
 }
 
-isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *backend) {
-    gpu_cuda_state *s = device->state;
+isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_backend *backend) {
+    backend_device_state *s = device->state;
     pthread_mutex_lock(&s->lock);
     s->replace_pending = true;
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
@@ -174,15 +175,15 @@ isn_gpu_backend *isn_gpu_cuda_replace(isn_gpu_device *device, isn_gpu_backend *b
     return old;
 }
 
-int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *callbacks, uint32_t max_batch,
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, const isn_gpu_backend_callbacks *callbacks, uint32_t max_batch,
                      isn_gpu_device *device) {
     if (backend == NULL || callbacks == NULL || callbacks->request_of == NULL || callbacks->on_job_done == NULL ||
         max_batch == 0)
         return -1;
-    gpu_cuda_state *s = calloc(1, sizeof *s);
+    backend_device_state *s = calloc(1, sizeof *s);
     if (s == NULL) return -1;
     const uint32_t streams = isn_gpu_streams(backend);
-    s->max_in_flight = streams == 0 ? 1 : streams < CUDA_MAX_IN_FLIGHT ? streams : CUDA_MAX_IN_FLIGHT;
+    s->max_in_flight = streams == 0 ? 1 : streams < BACKEND_MAX_IN_FLIGHT ? streams : BACKEND_MAX_IN_FLIGHT;
     s->requests = calloc((size_t)max_batch * (1 + s->max_in_flight), sizeof *s->requests);
     if (s->requests == NULL) {
         free(s);
@@ -196,22 +197,22 @@ int isn_gpu_cuda_new(isn_gpu_backend *backend, const isn_gpu_cuda_callbacks *cal
     s->max_batch = max_batch;
     isn_gpu_health health;
     isn_gpu_health_get(backend, &health);
-    snprintf(s->name, sizeof s->name, "cuda:%s", health.device_name);
+    snprintf(s->name, sizeof s->name, DEVICE_NAME_PREFIX "%s", health.device_name);
     memset(device, 0, sizeof *device);
     device->name = s->name;
     device->state = s;
-    device->run_batch = gpu_cuda_run_batch;
-    device->submit = gpu_cuda_submit;
-    device->complete = gpu_cuda_complete;
+    device->run_batch = backend_device_run_batch;
+    device->submit = backend_device_submit;
+    device->complete = backend_device_complete;
     device->max_in_flight = s->max_in_flight;
     device->max_batch = max_batch;
     device->memory_budget = health.bytes_resident;
     return 0;
 }
 
-void isn_gpu_cuda_free(isn_gpu_device *device) {
+void isn_gpu_backend_device_free(isn_gpu_device *device) {
     if (device == NULL || device->state == NULL) return;
-    gpu_cuda_state *s = device->state;
+    backend_device_state *s = device->state;
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->idle);
     free(s->requests);
