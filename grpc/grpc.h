@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <protobuf-c/protobuf-c.h>
 #include <uv.h>
@@ -628,6 +629,44 @@ void isn_grpc_pool_started(isn_grpc_pool *pool, uint32_t slot);
 void isn_grpc_pool_finished(isn_grpc_pool *pool, uint32_t slot);
 /* Waits up to wait_ns for input on the connections with calls in flight, then lets each process it. */
 void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns);
+
+/* ------------------------------------------------------------------ load generation (isn-bench) */
+
+#define ISN_LOAD_MAX_CONNECTIONS 64
+#define ISN_LOAD_MAX_THREADS 64
+
+/* Load for any isn.v1.Search server (grpc/load_generator.c): open loop with Poisson arrivals,
+ * latency from each request's scheduled time (no coordinated omission), or closed loop; threads
+ * generators with `connections` connections each. A request that finds no connection with a stream to
+ * spare, or max_inflight requests already out, is counted not sent. */
+typedef struct {
+    const char *target;
+    const isn_query_log *queries; /* the caller keeps it */
+    const char *algo;             /* NULL or "": the server's */
+    isn_grpc_mode mode;
+    uint32_t k, deadline_ms, connections, max_inflight, threads;
+    double duration_s, warmup_s;  /* measured seconds, after warmup_s sent but not measured */
+    double spike_rate, spike_s;   /* open loop, spike_rate > 0: the first spike_s measured seconds at it */
+    uint64_t seed;
+} isn_load_config;
+
+typedef struct isn_load isn_load;
+/* Opens the first connection of every generator (NULL with err when the target is not there). */
+isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len);
+void isn_load_free(isn_load *load);
+const isn_load_config *isn_load_config_of(const isn_load *load);
+/* One run: open loop at `rate` per second, or (rate <= 0) closed loop with `concurrency` clients.
+ * *stats gets its tallies (bench_stats_free it). -1 when out of memory or threads. */
+int isn_load_run(isn_load *load, double rate, uint32_t concurrency, bench_stats *stats);
+
+typedef struct {
+    double max_rate, resolution, max_misses; /* resolution: relative */
+    uint32_t repeats;
+    const char *label;
+} isn_load_search;
+/* The sustained rate (DESIGN.md section 7) at most search->max_rate: one JSON object to `out`, a
+ * table of every run to `table`. -1 when out of memory. */
+int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table);
 
 /* 1 when every address HOST:PORT resolves to is a loopback address, 0 when not, -1 with err. */
 int isn_grpc_is_loopback(const char *host_port, char *err, size_t err_len);

@@ -1,0 +1,96 @@
+/* The sustained rate of DESIGN.md section 7, found with the load generator: the highest offered rate
+ * at which every one of the repeated open-loop runs keeps p99 under the deadline and misses (late,
+ * partial, shed, deadline exceeded, errors, not sent) under a share of the scheduled requests; found
+ * by halving from the most until a rate passes, then bisecting to the resolution (isn-bench
+ * --sustained). */
+#include <math.h>
+#include <stdio.h>
+
+#include "grpc/grpc.h"
+
+
+typedef struct {
+    double rate, p50_ms, p99_ms, misses, on_time_per_s;
+    bool pass;
+} probe_run;
+
+/* Everything that is not an on-time, complete answer, as a share of the scheduled requests. */
+static double miss_share(const bench_stats *st) {
+    if (st->scheduled == 0) return 1.0;
+    uint64_t good = st->ok - (st->late + st->partial <= st->ok ? st->late + st->partial : st->ok);
+    return 1.0 - (double)good / (double)st->scheduled;
+}
+
+/* One open-loop run at `rate`; false when out of memory. */
+static bool measure_once(isn_load *load, const isn_load_search *search, double rate, probe_run *out) {
+    const isn_load_config *a = isn_load_config_of(load);
+    bench_stats stats;
+    if (isn_load_run(load, rate, 0, &stats) != 0) return false;
+    bench_percentiles p;
+    bench_stats_percentiles(&stats, &p);
+    out->rate = rate;
+    out->p50_ms = p.p50 / 1000.0;
+    out->p99_ms = p.p99 / 1000.0;
+    out->misses = miss_share(&stats);
+    out->on_time_per_s = (double)bench_stats_on_time(&stats) / a->duration_s;
+    out->pass = stats.ok > 0 && out->p99_ms < a->deadline_ms && out->misses < search->max_misses;
+    bench_stats_free(&stats);
+    return true;
+}
+
+#define MAX_PROBES 64
+
+/* Every repeat at `rate` must pass; stops at the first that does not. The last run is kept in *last. */
+static int probe_rate(isn_load *load, const isn_load_search *search, double rate, probe_run *last, FILE *table) {
+    for (uint32_t i = 0; i < search->repeats; i++) {
+        if (!measure_once(load, search, rate, last)) return -1;
+        fprintf(table, "%-12s %12.1f %6u %10.3f %10.3f %9.4f%% %14.1f  %s\n", search->label, rate, i + 1,
+                last->p50_ms, last->p99_ms, 100.0 * last->misses, last->on_time_per_s, last->pass ? "pass" : "FAIL");
+        fflush(table);
+        if (!last->pass) return 0;
+    }
+    return 1;
+}
+
+int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table) {
+    const isn_load_config *c = isn_load_config_of(load);
+    const isn_load_search *a = search;
+    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
+            "on-time/s");
+    probe_run probes[MAX_PROBES], best = {0}, last;
+    size_t n = 0;
+    double pass = 0, fail = 0, rate = a->max_rate;
+    while (n < MAX_PROBES) {
+        int ok = probe_rate(load, search, rate, &last, table);
+        if (ok < 0) return -1;
+        probes[n++] = last;
+        if (ok) {
+            pass = rate;
+            best = last;
+        } else {
+            fail = rate;
+        }
+        if (pass == a->max_rate) break; /* the ceiling itself holds */
+        if (pass == 0) {
+            if (rate < a->max_rate / 1024) break; /* nothing holds */
+            rate /= 2;
+            continue;
+        }
+        if (fail / pass <= 1.0 + a->resolution) break;
+        rate = sqrt(pass * fail);
+    }
+    fprintf(out, "{\"label\":\"%s\",\"target\":\"%s\",\"deadline_ms\":%u,\"repeats\":%u,\"max_misses\":%g,"
+           "\"sustained\":{\"rate\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
+           "\"at_ceiling\":%s},\"probes\":[",
+           a->label, c->target, c->deadline_ms, a->repeats, a->max_misses, pass, best.p50_ms, best.p99_ms, best.misses,
+           best.on_time_per_s, pass == a->max_rate ? "true" : "false");
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f}",
+               i ? "," : "", probes[i].rate, probes[i].pass ? "true" : "false", probes[i].p50_ms, probes[i].p99_ms,
+               probes[i].misses, probes[i].on_time_per_s);
+    fprintf(out, "]}\n");
+    fprintf(table, "%-12s sustained %.1f/s (p99 %.3f ms, misses %.4f%%, on time %.1f/s)%s\n", a->label, pass,
+            best.p99_ms, 100.0 * best.misses, best.on_time_per_s, pass == a->max_rate ? ", the ceiling given" : "");
+    return 0;
+}
+
