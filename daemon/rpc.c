@@ -269,9 +269,9 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
             }
         }
     }
-    /* From when its headers arrived: reading and decoding the request spent part of its budget, and
-     * admission must see that (the grpc-timeout counts from the client's send). */
-    uint64_t opened = grpc_call_arrived_ns(call), now = isn_now_ns();
+    /* Its budget counts from when its bytes arrived: waiting unread, reading and decoding spent part of
+     * it, and admission must see that (the grpc-timeout counts from the client's send). */
+    uint64_t opened = grpc_call_opened_ns(call), arrived = grpc_call_arrived_ns(call), now = isn_now_ns();
     search_job *job = &rc->job;
     job->request = request;
     job->memory = &rc->arena;
@@ -284,8 +284,9 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     job->reply_budget = &loop->server->memory_budget;
     job->reply_charged = 0;
     job->received_ns = opened;
+    job->arrived_ns = arrived;
     job->enqueued_ns = now;
-    job->deadline_ns = deadline_for(loop, call, request->timeout_ms, opened);
+    job->deadline_ns = deadline_for(loop, call, request->timeout_ms, arrived);
     atomic_store(&job->cancelled, false);
     atomic_store(&job->phase, JOB_QUEUED);
     rc->call = call;

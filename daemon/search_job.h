@@ -50,7 +50,10 @@ struct search_job {
     uint32_t partition_id;
     uint32_t delay_us;
     completion_queue *completions; /* its loop's */
-    uint64_t received_ns; /* request fully received */
+    uint64_t received_ns; /* its HEADERS came: what replies and metrics time from */
+    /* The earliest its bytes can have reached the socket (grpc_call_arrived_ns): admission and the
+     * deadline count from here, so that time spent unread is not given away. */
+    uint64_t arrived_ns;
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */

@@ -299,7 +299,7 @@ int search_service_submit(search_service *service, search_job *job) {
     isn_job *sched = &job->sched;
     memset(sched, 0, sizeof *sched);
     sched->user = job;
-    sched->received_ns = job->received_ns;
+    sched->received_ns = job->arrived_ns;
     sched->deadline_ns = job->deadline_ns;
     sched->prepare_on_worker = large_request(job->request);
     /* The scheduler has the query analysed (on_prepare) on a worker, or here when workers are few
