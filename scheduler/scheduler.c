@@ -517,8 +517,12 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
     const isn_index *index = job->index ? job->index : s->config.index;
     if (!job->query || !index) return;
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
+    /* In a standing preparation backlog the workers' time goes to preparing: the probe, several times
+     * the cost of the rest and only a sharper CPU prediction, is skipped (and so is the look at the
+     * queues that decides whether it is needed). */
+    bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed);
     bool gpu_bound = job->placement == ISN_PLACE_GPU ||
-                     (job->placement == ISN_PLACE_ANY && sched_gpu_clearly_wins(s, job));
+                     (job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job)));
     if (!gpu_bound) isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
 }
 
@@ -543,6 +547,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
         double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
         isn_codel_observe(&s->prepare_codel, sojourn, now);
+        atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
         double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
         /* Refused unprepared: past its admission point nothing can admit it, and in a standing
          * backlog a job that waited past the target makes room for fresher ones (CoDel). */

@@ -396,6 +396,7 @@ struct isn_scheduler {
     /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
     isn_service_meter meter[ISN_DEVICE_KINDS];
     isn_codel prepare_codel;
+    atomic_bool prepare_standing; /* prepare_codel.standing, read without the lock */
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */
     isn_gpu_device *own_gpus;    /* the devices made from config.gpu_backend or config.simulated_gpus */
