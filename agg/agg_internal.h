@@ -166,7 +166,8 @@ struct agg {
     uv_check_t step;      /* after each loop turn's input: moves the queries on */
     uv_idle_t keep_going; /* while a step is due: the loop must not sleep */
     uv_timer_t drain_timer; /* after SIGTERM: how long clients get to take their last answers */
-    bool handles_started, dirty, draining;
+    bool handles_started, dirty, draining, closed;
+    uint32_t lost_queries; /* in flight when stopped at once (a second SIGTERM) */
     agg_partition partitions[AGG_MAX_PARTITIONS];
     uint32_t num_partitions;
     agg_query *queries;
@@ -305,6 +306,8 @@ void agg_discovery_reap(agg *a);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);
+/* Search, Info and Health calls answered so far. */
+uint64_t agg_answered(const agg *a);
 void agg_observe_answer(agg *a, double seconds);
 
 #endif

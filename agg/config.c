@@ -15,6 +15,7 @@ void agg_config_default(agg_config *config) {
     strcpy(config->stats_listen, "127.0.0.1:8090");
     config->default_timeout_ms = 1000;
     config->margin_ms = 2;
+    config->drain_timeout_ms = 10000;
     config->default_k = 10;
     config->max_k = 10000;
     config->hedge = true;
@@ -123,6 +124,7 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "listen")) return copy_address(key, value, c->listen, false, err, err_len);
     if (!strcmp(key, "stats_listen")) return copy_address(key, value, c->stats_listen, true, err, err_len);
     if (!strcmp(key, "default_timeout_ms")) return parse_u32(key, value, 1, 3600000, &c->default_timeout_ms, err, err_len);
+    if (!strcmp(key, "drain_timeout_ms")) return parse_u32(key, value, 1, 3600000, &c->drain_timeout_ms, err, err_len);
     if (!strcmp(key, "margin_ms")) return parse_u32(key, value, 0, 60000, &c->margin_ms, err, err_len);
     if (!strcmp(key, "default_k")) return parse_u32(key, value, 1, 100000, &c->default_k, err, err_len);
     if (!strcmp(key, "max_k")) return parse_u32(key, value, 1, 100000, &c->max_k, err, err_len);

@@ -5,6 +5,12 @@ void agg_count_status(agg *a, int status) {
     a->metrics.requests_by_status[status >= 0 && status < GRPC_STATUS_COUNT ? status : GRPC_STATUS_INTERNAL]++;
 }
 
+uint64_t agg_answered(const agg *a) {
+    uint64_t n = 0;
+    for (int i = 0; i < GRPC_STATUS_COUNT; i++) n += a->metrics.requests_by_status[i];
+    return n;
+}
+
 void agg_observe_answer(agg *a, double seconds) { histogram_observe(&a->metrics.latency, seconds); }
 
 /* One family with a sample per replica, labelled with its partition and address. */

@@ -27,7 +27,9 @@ static void usage(FILE *out) {
           "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id),\n"
           "dns_interval_ms (5000: dns: partitions are resolved again this often; replicas join and drain live),\n"
           "dns_servers (\"\": /etc/resolv.conf's; else IP[:PORT],...).\n"
-          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain and stop it; SIGHUP reads\n"
+          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain: no new connection or stream,\n"
+          "Health NOT_SERVING, every query in flight answered from the partitions by its own deadline (at most\n"
+          "drain_timeout_ms, 10000), then exit 0; a second one stops at once (exit 1). SIGHUP reads\n"
           "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
 }
@@ -97,17 +99,27 @@ typedef struct {
     char **argv;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog;
+    bool stopping;
 } program;
 
-/* SIGTERM/SIGINT: drain; the loop ends once everything is closed. */
+/* SIGTERM/SIGINT: drain; the loop ends once everything is closed. A second one stops at once. The
+ * handlers stay installed but stop holding the loop open: closing them would give the signals their
+ * default action back, and one more in the last moments would kill the process instead of its exit. */
 static void on_stop_signal(uv_signal_t *handle, int signum) {
     program *p = handle->data;
-    log_info("stopping (%s)", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (p->stopping) {
+        log_warn("%s again: stopping at once", name);
+        agg_stop_now(p->aggregator);
+        return;
+    }
+    p->stopping = true;
+    log_info("stopping (%s): draining; a second SIGTERM or SIGINT stops at once", name);
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
     agg_drain(p->aggregator);
-    uv_close((uv_handle_t *)&p->sigterm, NULL);
-    uv_close((uv_handle_t *)&p->sigint, NULL);
-    uv_close((uv_handle_t *)&p->sighup, NULL);
+    uv_unref((uv_handle_t *)&p->sigterm);
+    uv_unref((uv_handle_t *)&p->sigint);
+    uv_unref((uv_handle_t *)&p->sighup);
     if (p->watchdog.data) uv_close((uv_handle_t *)&p->watchdog, NULL);
 }
 
@@ -184,8 +196,17 @@ int main(int argc, char **argv) {
     sd_notify(0, "READY=1\nSTATUS=serving");
     start_watchdog(loop, &p);
     uv_run(loop, UV_RUN_DEFAULT);
+    /* replaces libuv's handlers without closing them: a signal now is ignored, not the exit's end */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    uint32_t lost = agg_lost_queries(p.aggregator);
     agg_free(p.aggregator);
     uv_loop_close(loop);
+    if (lost) {
+        log_warn("stopped: %u queries in flight were answered UNAVAILABLE (stopped at once)", lost);
+        return 1;
+    }
     log_info("stopped");
     return 0;
 }

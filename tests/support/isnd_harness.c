@@ -377,7 +377,7 @@ void harness_raise_open_files(uint32_t want) {
     setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-void harness_prepare(harness *h, uint32_t num_docs) {
+void harness_prepare_init(harness *h) {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len < 0) {
@@ -386,6 +386,10 @@ void harness_prepare(harness *h, uint32_t num_docs) {
     }
     self[len] = '\0';
     harness_init(h, self);
+}
+
+void harness_prepare(harness *h, uint32_t num_docs) {
+    harness_prepare_init(h);
     harness_build_index(h, num_docs);
 }
 
