@@ -18,6 +18,11 @@
 /* A reload waits this long at most for the queries in progress; those still going then answer with
  * what they have (a partition that has not answered counts as missing). */
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
+/* Aggregators a request may pass (isn-via) before it is refused as a loop: a tier of tiers has a few. */
+#define AGG_MAX_HOPS 8
+/* How a refusal for a request loop begins (FAILED_PRECONDITION): the aggregator that sent the request
+ * knows by it that the replica leads back. */
+#define AGG_LOOP_PREFIX "request loop: "
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -42,6 +47,9 @@ typedef struct {
     /* DNS no longer names it: no new calls; closed, and its slot freed (address ""), once the calls
      * in flight on it are answered */
     bool draining;
+    /* It answered "request loop": it leads back to this isn-agg. Out of rotation, never probed back
+     * in; a reload (or DNS naming it anew) gives it another chance. */
+    bool leads_back;
 } agg_replica;
 
 typedef struct {
@@ -60,6 +68,7 @@ typedef struct {
     uint64_t dns_resolutions, dns_failures, replicas_added, replicas_removed;
     bool dns_failing; /* the last lookup failed (logged once, and again when one succeeds) */
     double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
+    char own_address[AGG_ADDR_MAX]; /* DNS named this isn-agg's own address (skipped); "" = not */
 } agg_partition;
 
 /* ------------------------------------------------------------------ queries */
@@ -82,8 +91,9 @@ typedef struct {
     int64_t first_sent_ns;
     bool hedged;
     int last_status;
-    char last_message[200]; /* the partition's own words for last_status */
+    char last_message[320]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
+    bool loop; /* failed because its replicas lead back to this isn-agg: the query is refused */
     isn_grpc_call *info; /* global statistics phase */
     uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
@@ -116,6 +126,7 @@ struct agg_query {
      * id; the trace context as a child of the caller's traceparent (a new trace when none came) */
     char request_id[80];
     char traceparent[GRPC_TRACEPARENT_LEN + 1];
+    char via[GRPC_VIA_MAX + 1]; /* isn-via as the partitions get it: the caller's, this isn-agg's id appended */
     grpc_trace trace;       /* this aggregator's span */
     char parent_span[17];   /* the caller's span ("" = none) */
     uint32_t reply_hits, reply_answered; /* for the access line */
@@ -152,10 +163,12 @@ typedef struct {
     histogram processing; /* the aggregator thread's own time per query */
     double send_seconds;  /* handing queued calls to the replica connections (not per query) */
     uint64_t reloads;
+    uint64_t loop_refusals; /* Searches refused: this isn-agg was already on their path */
 } agg_metrics;
 
 struct agg {
     agg_config config;
+    char id[17]; /* random, per process: what isn-via names it by */
     /* the event loop and the servers on it */
     uv_loop_t *loop;
     grpc_server *server;
@@ -194,6 +207,8 @@ void agg_partitions_reload(agg *a);
 bool agg_replica_connect(agg *a, agg_replica *r);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why);
+/* r refused a Search as a request loop (its words): out of rotation until a reload. */
+void agg_replica_leads_back(agg *a, agg_replica *r, const char *words);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
 int agg_choose_replica(const agg_partition *p, uint32_t exclude);
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);
@@ -303,6 +318,20 @@ void agg_discovery_free(agg *a);
 void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count);
 /* Frees the slots of draining replicas with nothing left in flight. */
 void agg_discovery_reap(agg *a);
+
+/* loops.c */
+/* A random id for isn-via. */
+void agg_loops_init(agg *a);
+/* A message that refuses a request loop (AGG_LOOP_PREFIX). */
+bool agg_is_loop_message(const char *message);
+/* The incoming isn-via (NULL: too long): true with the header to send on in `forward`, or false with
+ * the refusal's words in `why` (this isn-agg already on the path, or AGG_MAX_HOPS aggregators). */
+bool agg_via_forward(const agg *a, const char *via, char *forward, size_t forward_len, char *why, size_t why_len);
+/* Whether HOST:PORT is where this isn-agg listens (its bound address; any address of this host when it
+ * listens on all of them). A name is resolved now (blocking): for the configuration only. */
+bool agg_address_is_own(const agg *a, const char *address);
+/* -1 with err naming the first replica of `config` that is this isn-agg's own address. */
+int agg_check_own_replicas(const agg *a, const agg_config *config, char *err, size_t err_len);
 
 /* metrics.c */
 void agg_count_status(agg *a, int status);

@@ -15,6 +15,7 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     a->loop = loop;
     a->config = *config;
     a->start_time = isn_wall_seconds();
+    agg_loops_init(a);
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
         free(a);
@@ -91,7 +92,9 @@ bool agg_ready(const agg *a, char *why, size_t why_len) {
         for (uint32_t i = 0; i < p->num_replicas && !any; i++) any = p->replicas[i].up;
         if (any) covered++;
         else if (why && n < why_len)
-            n += (size_t)snprintf(why + n, why_len - n, "%s%u", n ? "," : "no healthy replica in partition ", pi);
+            n += (size_t)snprintf(why + n, why_len - n, "%s%u%s%s%s", n ? "," : "no healthy replica in partition ", pi,
+                                  p->own_address[0] ? " (DNS names only this isn-agg's own address " : "", p->own_address,
+                                  p->own_address[0] ? ": a request loop)" : "");
     }
     /* the share asked for, rounded up: 1.0 of 3 partitions is 3, 0.5 of 3 is 2 */
     uint32_t needed = (uint32_t)ceil(a->config.ready_coverage * a->num_partitions - 1e-9);
@@ -115,7 +118,7 @@ void agg_readiness_changed(agg *a) {
 /* ------------------------------------------------------------------ reload */
 
 int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
-    if (agg_config_validate(config, err, err_len) != 0) return -1;
+    if (agg_config_validate(config, err, err_len) != 0 || agg_check_own_replicas(a, config, err, err_len) != 0) return -1;
     if (strcmp(config->listen, a->config.listen) || strcmp(config->stats_listen, a->config.stats_listen))
         log_warn("reload: listen addresses change only with a restart (keeping %s and %s)", a->config.listen,
                  a->config.stats_listen[0] ? a->config.stats_listen : "no stats endpoint");

@@ -86,6 +86,21 @@ static void start_draining(agg *a, uint32_t pi, agg_replica *r) {
 void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count) {
     agg_partition *p = &a->partitions[pi];
     uint32_t added = 0, removed = 0;
+    /* this isn-agg's own address is never a replica: every query would come back to it */
+    char own[AGG_ADDR_MAX] = "";
+    for (uint32_t j = 0; j < count;)
+        if (agg_address_is_own(a, addresses[j])) {
+            memcpy(own, addresses[j], sizeof own);
+            memmove(addresses[j], addresses[j + 1], (size_t)(count - j - 1) * sizeof addresses[0]);
+            count--;
+        } else
+            j++;
+    if (strcmp(own, p->own_address)) {
+        if (own[0])
+            log_error("partition %u: DNS name %s names %s, this isn-agg's own listening address (a request loop): skipped",
+                      pi, p->dns_name, own);
+        memcpy(p->own_address, own, sizeof own);
+    }
     for (uint32_t i = 0; i < p->num_replicas; i++) {
         agg_replica *r = &p->replicas[i];
         if (!r->address[0] || r->draining) continue;

@@ -3,6 +3,7 @@
  * with what there is a little before the caller's deadline. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agg/agg_internal.h"
 
@@ -69,7 +70,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
             .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
             .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
             .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
-            .traceparent = q->traceparent,
+            .traceparent = q->traceparent, .via = q->via,
             /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
             .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
             .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields,
@@ -100,15 +101,40 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
     }
 }
 
+/* Partition pi has no replica to send to: unreachable, or (DNS named only this isn-agg) a loop. */
+static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
+    part->state = PART_FAILED;
+    part->last_status = GRPC_STATUS_UNAVAILABLE;
+    const agg_partition *p = &a->partitions[pi];
+    bool any_usable = false;
+    for (uint32_t i = 0; i < p->num_replicas && !any_usable; i++)
+        any_usable = p->replicas[i].address[0] && !p->replicas[i].draining && !p->replicas[i].leads_back;
+    if (any_usable) return;
+    if (p->own_address[0]) {
+        part->loop = true;
+        part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+        snprintf(part->last_message, sizeof part->last_message,
+                 AGG_LOOP_PREFIX "DNS name %.60s names this isn-agg's own address %.60s (skipped) and no other replica",
+                 p->dns_name, p->own_address);
+        return;
+    }
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].leads_back) {
+            part->loop = true;
+            part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+            snprintf(part->last_message, sizeof part->last_message,
+                     AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (taken "
+                     "out; no other replica)", p->replicas[i].address);
+            return;
+        }
+}
+
 void agg_search_start(agg *a, agg_query *q, int64_t now) {
     q->searching = true;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;
-        if (!send_attempt(a, q, pi, false, now)) {
-            part->state = PART_FAILED;
-            part->last_status = GRPC_STATUS_UNAVAILABLE;
-        }
+        if (!send_attempt(a, q, pi, false, now)) part_unreachable(a, part, pi);
     }
 }
 
@@ -132,7 +158,7 @@ static bool caller_error(int status) {
 static void fail_caller_error(agg *a, agg_query *q, uint32_t pi, int status, const char *message) {
     for (uint32_t i = 0; i < a->num_partitions; i++)
         if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    char why[320];
+    char why[360];
     snprintf(why, sizeof why, "partition %u: %s", pi, message);
     agg_query_fail(a, q, status, why);
 }
@@ -172,6 +198,18 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         }
         part->last_status = status;
         snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
+        if (status == GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
+            isn_grpc_search_reply_free(&reply);
+            agg_replica_leads_back(a, r, part->last_message);
+            if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, false, now))) {
+                part->state = PART_FAILED;
+                part->loop = true;
+                snprintf(part->last_message, sizeof part->last_message,
+                         AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (%.100s)",
+                         r->address, reply.message);
+            }
+            continue;
+        }
         if (caller_error(status)) {
             fail_caller_error(a, q, pi, status, part->last_message);
             if (!bad) isn_grpc_search_reply_free(&reply);
@@ -229,6 +267,14 @@ void agg_query_progress(agg *a, agg_query *q, int64_t now) {
             progress_part(a, q, pi, now);
             if (q->parts[pi].state == PART_PENDING) pending = true;
         }
+        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++)
+            if (q->parts[pi].loop) {
+                /* a configuration that loops: the client hears of it now, not as a partial answer */
+                char why[400];
+                snprintf(why, sizeof why, AGG_LOOP_PREFIX "partition %u: %s", pi,
+                         q->parts[pi].last_message + strlen(AGG_LOOP_PREFIX));
+                agg_query_fail(a, q, GRPC_STATUS_FAILED_PRECONDITION, why);
+            }
         if (q->call && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
     }
     q->processing_ns += agg_now_ns() - work_start;

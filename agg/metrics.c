@@ -21,7 +21,8 @@ typedef enum {
     REPLICA_HEDGES,
     REPLICA_LATENCY,
     REPLICA_EJECTIONS,
-    REPLICA_DRAINING
+    REPLICA_DRAINING,
+    REPLICA_LEADS_BACK
 } replica_metric;
 
 static const struct {
@@ -35,6 +36,8 @@ static const struct {
     [REPLICA_EJECTIONS] = {"isn_agg_replica_ejections_total", "counter", "Times the replica was taken out of rotation."},
     [REPLICA_DRAINING] = {"isn_agg_replica_draining", "gauge",
                           "1 while DNS no longer names the replica and its calls in flight finish."},
+    [REPLICA_LEADS_BACK] = {"isn_agg_replica_leads_back", "gauge",
+                            "1 while the replica is out because it led a request back to this isn-agg (a loop)."},
 };
 
 static double replica_value(const agg_replica *r, replica_metric m) {
@@ -46,6 +49,7 @@ static double replica_value(const agg_replica *r, replica_metric m) {
     case REPLICA_LATENCY: return r->ewma_us / 1e6;
     case REPLICA_EJECTIONS: return (double)r->ejections;
     case REPLICA_DRAINING: return r->draining;
+    case REPLICA_LEADS_BACK: return r->leads_back;
     }
     return 0;
 }
@@ -124,7 +128,7 @@ static void render_partitions(const agg *a, byte_buffer *out) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_generations_settled{partition=\"%u\"} %d\n", pi, agg_partition_settled(a, pi));
     render_discovery(a, out);
-    for (replica_metric m = REPLICA_UP; m <= REPLICA_DRAINING; m++) {
+    for (replica_metric m = REPLICA_UP; m <= REPLICA_LEADS_BACK; m++) {
         prom_family(out, REPLICA_METRICS[m].name, REPLICA_METRICS[m].type, REPLICA_METRICS[m].help);
         for (uint32_t pi = 0; pi < a->num_partitions; pi++)
             for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
@@ -174,6 +178,9 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
     prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
     prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_loop_refusals_total", "counter",
+             "Searches refused as request loops (this isn-agg already on their isn-via path, or too many hops).",
+             m->loop_refusals);
     prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", grpc_health_num_watchers(a->watchers));
     render_partitions(a, out);
     grpc_render_process_metrics(out, a->start_time);

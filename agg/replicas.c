@@ -76,6 +76,10 @@ void agg_partitions_reload(agg *a) {
             if (kept) {
                 *r = *kept;
                 r->index = i;
+                if (r->leads_back) { /* the configuration may have changed where it leads: asked again */
+                    r->leads_back = false;
+                    r->probe_at_ns = 0;
+                }
                 kept->address[0] = '\0'; /* taken */
             } else {
                 agg_replica_init(r, wanted[i], pi, i);
@@ -120,6 +124,18 @@ void agg_replica_eject(agg *a, agg_replica *r, const char *why) {
     log_warn("replica %s of partition %u taken out: %s", r->address, r->partition, why);
 }
 
+void agg_replica_leads_back(agg *a, agg_replica *r, const char *words) {
+    if (r->leads_back) return;
+    r->leads_back = true;
+    r->failures++;
+    a->metrics.upstream_failures++;
+    if (r->up) r->ejections++;
+    r->up = false;
+    r->probe_at_ns = INT64_MAX; /* a health check would say SERVING: it is not the way back in */
+    log_error("replica %s of partition %u leads back to an aggregator already on the request's path: taken out until "
+              "a reload (%s)", r->address, r->partition, words);
+}
+
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why) {
     r->failures++;
     a->metrics.upstream_failures++;
@@ -138,7 +154,7 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             const agg_replica *r = &p->replicas[i];
-            if (((exclude >> i) & 1) || r->draining) continue;
+            if (((exclude >> i) & 1) || r->draining || r->leads_back) continue;
             if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
             double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
             if (best < 0 || score < best_score) best = (int)i, best_score = score;
@@ -190,6 +206,7 @@ void agg_probe_replicas(agg *a, int64_t now) {
         agg_partition *p = &a->partitions[pi];
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             agg_replica *r = &p->replicas[i];
+            if (r->leads_back) continue;
             if (r->up && r->client && !isn_grpc_usable(r->client)) {
                 agg_replica_eject(a, r, "connection lost or closed by the replica");
                 continue;

@@ -124,7 +124,8 @@ int agg_serve(agg *a, char *err, size_t err_len) {
     };
     a->server = grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
     if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
-    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0)
+    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0 ||
+        agg_check_own_replicas(a, &a->config, err, err_len) != 0)
         return -1;
     if (a->config.stats_listen[0]) {
         grpc_stats_config stats_config = {

@@ -59,6 +59,14 @@ static void handle_search(agg *a, grpc_call *call) {
         isn__v1__search_request__free_unpacked(request, NULL);
         return;
     }
+    char via[GRPC_VIA_MAX + 1], loop[400];
+    if (!agg_via_forward(a, grpc_call_via(call), via, sizeof via, loop, sizeof loop)) {
+        a->metrics.loop_refusals++;
+        log_warn("Search refused: %s", loop);
+        fail_call(a, call, GRPC_STATUS_FAILED_PRECONDITION, loop);
+        isn__v1__search_request__free_unpacked(request, NULL);
+        return;
+    }
     uint32_t k = request->k ? request->k : a->config.default_k;
     if (k > a->config.max_k) {
         char why[128];
@@ -73,6 +81,7 @@ static void handle_search(agg *a, grpc_call *call) {
         isn__v1__search_request__free_unpacked(request, NULL);
         return;
     }
+    memcpy(q->via, via, sizeof q->via);
     /* The query keeps the call until it answers; the call's storage points back at the query. */
     *(agg_query **)grpc_call_app(call) = q;
     grpc_call_hold(call);

@@ -219,6 +219,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
     }
     for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
     argv[argc] = NULL;
+    unlink(h->log_path); /* a harness started before: its ready line must not be read as this one's */
     if (spawn_logged(h, argv) < 0) return -1;
     h->grpc_port = h->stats_port = 0;
     for (int64_t deadline = harness_now_ms() + 30000; harness_now_ms() < deadline; harness_sleep_ms(20)) {

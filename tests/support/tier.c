@@ -174,6 +174,10 @@ int tier_build(tier *t, uint32_t num_partitions, bool whole, const char *index_a
     if (whole && support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' %s >/dev/null 2>&1",
                                      t->whole.build_dir, t->corpus, t->whole.index_dir, index_args))
         return -1;
+    if (num_partitions == 1) /* isn-index writes one partition as a plain index */
+        return support_run_command("mkdir -p '%s' && '%s/bin/isn-index' build --quiet --input '%s' --out '%s/part-0000' %s "
+                                   ">/dev/null 2>&1",
+                                   t->parts_dir, t->whole.build_dir, t->corpus, t->parts_dir, index_args);
     return support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %u %s >/dev/null 2>&1",
                                t->whole.build_dir, t->corpus, t->parts_dir, num_partitions, index_args);
 }
