@@ -69,6 +69,7 @@ typedef struct {
     bool dns_failing; /* the last lookup failed (logged once, and again when one succeeds) */
     double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
     char own_address[AGG_ADDR_MAX]; /* DNS named this isn-agg's own address (skipped); "" = not */
+    uint32_t dns_beyond_cap; /* addresses of the last answer that are not replicas (AGG_MAX_REPLICAS) */
 } agg_partition;
 
 /* ------------------------------------------------------------------ queries */
@@ -169,6 +170,7 @@ typedef struct {
 struct agg {
     agg_config config;
     char id[17]; /* random, per process: what isn-via names it by */
+    uint64_t discovery_seed; /* rendezvous hashing of DNS addresses: this host's name */
     /* the event loop and the servers on it */
     uv_loop_t *loop;
     grpc_server *server;
@@ -313,9 +315,14 @@ void agg_discovery_reloaded(agg *a);
 /* Closes the resolver's handles (drain); agg_discovery_free after uv_run returned. */
 void agg_discovery_stop(agg *a);
 void agg_discovery_free(agg *a);
-/* The addresses ("IP:PORT", "[IPv6]:PORT") DNS gave for partition pi become its replicas: new ones
- * join, missing ones drain (their calls in flight still answer), one that comes back stops draining. */
+/* The addresses ("IP:PORT", "[IPv6]:PORT", one of each) DNS gave for partition pi: this isn-agg's own
+ * is skipped, and of the rest AGG_MAX_REPLICAS (agg_discovery_choose) become its replicas: new ones
+ * join, missing ones drain (their calls in flight still answer), one that comes back stops draining.
+ * `addresses` is reordered. */
 void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count);
+/* Moves the `cap` addresses of highest rendezvous score (hash of seed and address) to the front: the
+ * same ones for the same set in any order. The number chosen (count when it is at most cap). */
+uint32_t agg_discovery_choose(uint64_t seed, char (*addresses)[AGG_ADDR_MAX], uint32_t count, uint32_t cap);
 /* Frees the slots of draining replicas with nothing left in flight. */
 void agg_discovery_reap(agg *a);
 

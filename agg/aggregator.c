@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/agg_internal.h"
 
@@ -16,6 +17,9 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     a->config = *config;
     a->start_time = isn_wall_seconds();
     agg_loops_init(a);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    a->discovery_seed = isn_hash_string(host);
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
         free(a);

@@ -79,6 +79,14 @@ static void render_discovery(const agg *a, byte_buffer *out) {
         if (a->partitions[pi].dns_name[0])
             buffer_printf(out, "isn_agg_dns_addresses{partition=\"%u\",name=\"%s\"} %u\n", pi, a->partitions[pi].dns_name,
                           a->partitions[pi].dns_addresses);
+    prom_family(out, "isn_agg_dns_addresses_beyond_cap", "gauge",
+                "Addresses of the last DNS answer that are not replicas: more than the cap per partition "
+                "(isn_agg_partition_replica_cap), the rest chosen by rendezvous hashing.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        if (a->partitions[pi].dns_name[0])
+            buffer_printf(out, "isn_agg_dns_addresses_beyond_cap{partition=\"%u\"} %u\n", pi, a->partitions[pi].dns_beyond_cap);
+    prom_u64(out, "isn_agg_partition_replica_cap", "gauge", "Replicas a partition may have at most (DNS or configuration).",
+             AGG_MAX_REPLICAS);
     prom_family(out, "isn_agg_dns_replica_changes_total", "counter", "Replicas added and removed because DNS said so.");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         const agg_partition *p = &a->partitions[pi];

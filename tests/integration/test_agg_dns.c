@@ -9,7 +9,10 @@
  *  - the DNS server fails for a while: the replicas are kept, the failed lookups counted;
  *  - SIGHUP reloads the configuration: the replicas DNS named stay;
  * and isn-bench sees zero failed and zero partial queries. The time from each DNS change to the
- * metrics showing it is printed (a bound of a few intervals is asserted, not a timing). */
+ * metrics showing it is printed (a bound of a few intervals is asserted, not a timing).
+ * A name with 3,000 A records that the server shuffles in every answer, resolved again 20 times and
+ * more: the replicas are chosen from all of them (8, the cap) and never change after the first
+ * answer; the log and the metrics say how many came. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "agg/agg.h"
 #include "tests/support/dns_server.h"
 #include "tests/support/isnd_harness.h"
 
@@ -302,12 +306,44 @@ static void test_replicas_follow_dns_under_load(void **state) {
     aggregator.pid = -1;
 }
 
+static void test_many_shuffled_addresses_give_stable_replicas(void **state) {
+    (void)state;
+    dns_server_set_range(dns, "many.isn.test", "127.1.0.1", 3000);
+    dns_server_shuffle(dns, true);
+    char partition[128], servers[64];
+    snprintf(partition, sizeof partition, "dns:many.isn.test:%d", ports[0]); /* nothing listens there: refused at once */
+    snprintf(servers, sizeof servers, "dns_servers=127.0.0.1:%d", dns_server_port(dns));
+    const char *partitions[] = {partition, NULL};
+    const char *extra[] = {"--set", servers, "--set", "dns_interval_ms=50", "--set", "probe_interval_ms=60000", NULL};
+    assert_int_equal(harness_start_agg(&aggregator, partitions, extra), 0);
+    const char *lookups = "isn_agg_dns_lookups_total{partition=\"0\",result=\"ok\"}";
+    for (int64_t end = harness_now_ms() + 20000; harness_now_ms() < end && metric_value(lookups) < 21;) harness_sleep_ms(20);
+    long long resolved = metric_value(lookups);
+    long long added = metric_value("isn_agg_dns_replica_changes_total{partition=\"0\",change=\"added\"}");
+    long long removed = metric_value("isn_agg_dns_replica_changes_total{partition=\"0\",change=\"removed\"}");
+    long long addresses = metric_value("isn_agg_dns_addresses{partition=\"0\",name=\"many.isn.test\"}");
+    long long beyond = metric_value("isn_agg_dns_addresses_beyond_cap{partition=\"0\"}");
+    fprintf(stderr,
+            "test_agg_dns: 3000 shuffled A records resolved %lld times: %lld replicas added, %lld removed; %lld addresses "
+            "in the last answer, %lld beyond the cap\n",
+            resolved, added, removed, addresses, beyond);
+    assert_true(resolved >= 21);
+    assert_int_equal(added, AGG_MAX_REPLICAS);
+    assert_int_equal(removed, 0);
+    assert_int_equal(addresses, 3000);
+    assert_int_equal(beyond, 3000 - AGG_MAX_REPLICAS);
+    assert_true(harness_log_has(&aggregator, "has 3000 addresses; 8 of them are replicas"));
+    assert_int_equal(harness_stop_checked(&aggregator), 0);
+    aggregator.pid = -1;
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     setenv("ISN_TEST_ARGV0", argv[0], 1);
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_follow_dns_under_load),
+        cmocka_unit_test(test_many_shuffled_addresses_give_stable_replicas),
     };
     return cmocka_run_group_tests_name("agg_dns", tests, setup, teardown);
 }
