@@ -95,6 +95,7 @@ typedef struct {
     char last_message[320]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
     bool loop; /* failed because its replicas lead back to this isn-agg: the query is refused */
+    bool caller_error; /* the partition refused the request itself (every replica would): so is the query */
     isn_grpc_call *info; /* global statistics phase */
     uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
@@ -130,8 +131,6 @@ struct agg_query {
     char via[GRPC_VIA_MAX + 1]; /* isn-via as the partitions get it: the caller's, this isn-agg's id appended */
     grpc_trace trace;       /* this aggregator's span */
     char parent_span[17];   /* the caller's span ("" = none) */
-    uint32_t reply_hits, reply_answered; /* for the access line */
-    bool reply_complete, replied;
 };
 
 /* ------------------------------------------------------------------ global statistics cache */
@@ -249,14 +248,29 @@ bool agg_stats_done(agg *a, agg_query *q);
 void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi);
 
 /* aggregator.c */
-/* Answers every query in progress with `grpc_status` and frees it. */
-void agg_fail_all(agg *a, int grpc_status, const char *message);
 /* A pending reload is applied once no query is in progress but parked ones; they then start. */
 void agg_reload_step(agg *a, int64_t now);
-/* Fan-out (or its global statistics phase) of a query that may start now. */
-void agg_query_begin(agg *a, agg_query *q, int64_t now);
 /* Logs a change of readiness (and tells Health watchers). */
 void agg_readiness_changed(agg *a);
+
+/* query.c: a query's whole life; the files below return outcomes to it and answer no client. */
+/* A new query in the list, holding the call (whose storage points back at it), with its deadline:
+ * the call's grpc-timeout, else the request's timeout_ms, else the default. NULL when out of memory. */
+agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
+                         int64_t now);
+/* Starts a query that may start now: its global statistics phase, or its fan-out. */
+void agg_query_begin(agg *a, agg_query *q, int64_t now);
+/* A query parked during a reload starts on the new partitions (out of memory: answered and freed). */
+void agg_query_start_parked(agg *a, agg_query *q, int64_t now);
+/* Moves the query on (statistics, fan-out, deadline); once answered, or its client gone, frees it. */
+void agg_query_step(agg *a, agg_query *q, int64_t now);
+/* Answers with what the partitions gave so far (a reload or a drain cannot wait) and frees it. */
+void agg_query_answer_now(agg *a, agg_query *q, int64_t now);
+/* Answers with `status` (unless answered) and frees it. */
+void agg_query_fail_now(agg *a, agg_query *q, int status, const char *message);
+void agg_queries_fail_all(agg *a, int status, const char *message);
+/* When this query next needs attention without any input (hedge or deadline). */
+int64_t agg_query_next_timer(const agg *a, const agg_query *q);
 
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
@@ -264,11 +278,23 @@ uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
 /* A query's deadline at `now`: the grpc-timeout (ns, 0 = none), else the request's timeout_ms, else
  * the default; saturates at INT64_MAX. */
 int64_t agg_deadline_ns(const agg *a, uint64_t header_timeout_ns, uint32_t request_timeout_ms, int64_t now);
-void agg_search_start(agg *a, agg_query *q, int64_t now);
-void agg_query_progress(agg *a, agg_query *q, int64_t now);
-/* When this query next needs attention without any input (hedge or deadline). */
-int64_t agg_query_next_timer(const agg *a, const agg_query *q);
-void agg_query_free(agg *a, agg_query *q);
+/* One attempt per partition (a partition with no replica to send to fails at once). */
+void agg_fanout_start(agg *a, agg_query *q, int64_t now);
+typedef enum {
+    AGG_FANOUT_PENDING, /* a partition may still answer */
+    AGG_FANOUT_DONE,    /* every partition answered or failed */
+    AGG_FANOUT_REFUSED, /* a partition refused the request itself, or leads back here: no answer helps */
+} agg_fanout_state;
+typedef struct {
+    int status;
+    char message[400];
+} agg_refusal;
+/* Collects finished attempts, retries and hedges; REFUSED fills `refusal` with the client's answer. */
+agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal *refusal);
+/* The next hedge of the query (INT64_MAX: none). */
+int64_t agg_fanout_next_timer(const agg *a, const agg_query *q);
+/* Cancels what is in flight and lets go of the partitions' replies. */
+void agg_fanout_release(agg *a, agg_query *q);
 
 /* merge.c */
 typedef struct {
@@ -280,14 +306,25 @@ typedef struct {
 int agg_merged_hit_compare(const void *a, const void *b);
 /* Gathers the hits of every answered partition into `out` (room for all) and sorts them. */
 uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hit *out);
-/* Merges, answers the call (or fails it when no partition answered) and counts it. */
-void agg_query_finish(agg *a, agg_query *q, int64_t now);
+/* A query's answer: status OK and the merged response (pointing into the partitions' replies and
+ * the arrays here), or the status and words that say why there is none. */
+typedef struct {
+    int status;
+    char message[400];
+    Isn__V1__SearchResponse response;
+    Isn__V1__StageTimes times;
+    Isn__V1__SearchDebug debug;
+    Isn__V1__Hit *hits, **hit_ptrs;
+    Isn__V1__StoredField *fields, **field_ptrs;
+    uint32_t answered;
+    bool complete;
+} agg_answer;
+/* Merges what the query's partitions answered, or says why there is no answer (none answered; the
+ * request forbids a partial one; out of memory). */
+void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out);
+void agg_answer_free(agg_answer *answer);
 
 /* service.c */
-/* Answers the query's call (counted by status) and lets go of it; a call whose client went away
- * is only released. */
-void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message);
-void agg_query_fail(agg *a, agg_query *q, int status, const char *message);
 /* on_request of the gRPC server: Search, Info and health Check. */
 void agg_handle_call(agg *a, grpc_call *call);
 

@@ -29,17 +29,10 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     return a;
 }
 
-void agg_fail_all(agg *a, int grpc_status, const char *message) {
-    while (a->queries) {
-        if (a->queries->call) agg_query_fail(a, a->queries, grpc_status, message);
-        agg_query_free(a, a->queries);
-    }
-}
-
 /* The loop's handles of the aggregator must be closed (agg_drain, then uv_run returned). */
 void agg_free(agg *a) {
     if (!a) return;
-    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     agg_replicas_close(a);
     if (a->server) grpc_server_free(a->server);
     if (a->stats) grpc_stats_server_free(a->stats);
@@ -146,8 +139,7 @@ void agg_reload_step(agg *a, int64_t now) {
         following = q->next;
         if (q->parked) continue;
         if (!waited_enough) return; /* a query in progress still uses the old replica sets */
-        if (q->call) agg_query_finish(a, q, now); /* with what it has */
-        agg_query_free(a, q);
+        agg_query_answer_now(a, q, now); /* with what it has */
     }
     uint32_t old_partitions = a->num_partitions;
     a->config = *a->pending;
@@ -168,17 +160,7 @@ void agg_reload_step(agg *a, int64_t now) {
     /* the waiting queries start on the new partitions */
     for (agg_query *q = a->queries, *following; q; q = following) {
         following = q->next;
-        if (!q->parked || !q->call) continue;
-        agg_part *parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *parts);
-        if (!parts) {
-            agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
-            q->parked = false;
-            continue;
-        }
-        free(q->parts);
-        q->parts = parts;
-        q->num_parts = a->num_partitions;
-        agg_query_begin(a, q, now);
+        if (q->parked) agg_query_start_parked(a, q, now);
     }
     agg_readiness_changed(a);
     agg_kick(a);

@@ -1,6 +1,6 @@
 /* Fan-out: one attempt per partition, a hedge to another replica when a partition is slower than
- * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails, and the answer
- * with what there is a little before the caller's deadline. */
+ * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails. It answers no
+ * client: it says how the query's partitions stand (agg/query.c answers). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +129,7 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
         }
 }
 
-void agg_search_start(agg *a, agg_query *q, int64_t now) {
-    q->searching = true;
+void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;
@@ -152,15 +151,6 @@ static bool caller_error(int status) {
            status == GRPC_STATUS_FAILED_PRECONDITION || status == GRPC_STATUS_OUT_OF_RANGE ||
            status == GRPC_STATUS_UNIMPLEMENTED || status == GRPC_STATUS_PERMISSION_DENIED ||
            status == GRPC_STATUS_UNAUTHENTICATED;
-}
-
-/* The caller's error, answered at once with the partition's status and its words. */
-static void fail_caller_error(agg *a, agg_query *q, uint32_t pi, int status, const char *message) {
-    for (uint32_t i = 0; i < a->num_partitions; i++)
-        if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    char why[360];
-    snprintf(why, sizeof why, "partition %u: %s", pi, message);
-    agg_query_fail(a, q, status, why);
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -211,7 +201,9 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             continue;
         }
         if (caller_error(status)) {
-            fail_caller_error(a, q, pi, status, part->last_message);
+            /* every replica would say the same: the query is refused with the partition's words */
+            part->state = PART_FAILED;
+            part->caller_error = true;
             if (!bad) isn_grpc_search_reply_free(&reply);
             return;
         }
@@ -240,9 +232,9 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     }
 }
 
-int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
-    int64_t next = q->finish_at_ns;
-    if (!q->searching || !a->config.hedge) return next;
+int64_t agg_fanout_next_timer(const agg *a, const agg_query *q) {
+    int64_t next = INT64_MAX;
+    if (!a->config.hedge) return next;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         const agg_part *part = &q->parts[pi];
         if (part->state != PART_PENDING || part->hedged || part->num_attempts != 1) continue;
@@ -252,39 +244,29 @@ int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
     return next;
 }
 
-/* Advances one query; frees it once answered. */
-void agg_query_progress(agg *a, agg_query *q, int64_t now) {
-    int64_t work_start = agg_now_ns();
-    if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
-    if (q->call && q->parked && now >= q->finish_at_ns)
-        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
-    if (q->call && q->parked) return;
-    if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
-    if (q->call && q->searching) {
-        bool pending = false;
-        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++) {
-            if (q->parts[pi].state != PART_PENDING) continue;
-            progress_part(a, q, pi, now);
-            if (q->parts[pi].state == PART_PENDING) pending = true;
+agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal *refusal) {
+    bool pending = false;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_part *part = &q->parts[pi];
+        if (part->state == PART_PENDING) progress_part(a, q, pi, now);
+        if (part->loop) {
+            /* a configuration that loops: the client hears of it now, not as a partial answer */
+            refusal->status = GRPC_STATUS_FAILED_PRECONDITION;
+            snprintf(refusal->message, sizeof refusal->message, AGG_LOOP_PREFIX "partition %u: %s", pi,
+                     part->last_message + strlen(AGG_LOOP_PREFIX));
+            return AGG_FANOUT_REFUSED;
         }
-        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++)
-            if (q->parts[pi].loop) {
-                /* a configuration that loops: the client hears of it now, not as a partial answer */
-                char why[400];
-                snprintf(why, sizeof why, AGG_LOOP_PREFIX "partition %u: %s", pi,
-                         q->parts[pi].last_message + strlen(AGG_LOOP_PREFIX));
-                agg_query_fail(a, q, GRPC_STATUS_FAILED_PRECONDITION, why);
-            }
-        if (q->call && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
+        if (part->caller_error) {
+            refusal->status = part->last_status;
+            snprintf(refusal->message, sizeof refusal->message, "partition %u: %s", pi, part->last_message);
+            return AGG_FANOUT_REFUSED;
+        }
+        if (part->state == PART_PENDING) pending = true;
     }
-    q->processing_ns += agg_now_ns() - work_start;
-    if (!q->call) {
-        histogram_observe(&a->metrics.processing, (double)q->processing_ns / 1e9);
-        agg_query_free(a, q);
-    }
+    return pending ? AGG_FANOUT_PENDING : AGG_FANOUT_DONE;
 }
 
-void agg_query_free(agg *a, agg_query *q) {
+void agg_fanout_release(agg *a, agg_query *q) {
     /* a parked query that failed before a reload gave it new parts has as many as it was made with */
     for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         agg_part *part = &q->parts[pi];
@@ -292,13 +274,4 @@ void agg_query_free(agg *a, agg_query *q) {
         agg_stats_info_free(a, part, pi);
         isn_grpc_search_reply_free(&part->reply);
     }
-    agg_term_stats_free(&q->stats);
-    free(q->stats_key);
-    free(q->parts);
-    if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
-    if (q->prev) q->prev->next = q->next;
-    else a->queries = q->next;
-    if (q->next) q->next->prev = q->prev;
-    a->num_queries--;
-    free(q);
 }

@@ -158,11 +158,7 @@ static void on_drain_timeout(uv_timer_t *timer) {
     log_warn("drain: drain_timeout_ms (%u) reached with %u queries in flight; they answer with what they have",
              a->config.drain_timeout_ms, a->num_queries);
     int64_t now = agg_now_ns();
-    while (a->queries) {
-        agg_query *q = a->queries;
-        if (q->call) agg_query_finish(a, q, now);
-        agg_query_free(a, q);
-    }
+    while (a->queries) agg_query_answer_now(a, a->queries, now);
     grpc_server_fail_waiting(a->server, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     uv_timer_start(&a->drain_timer, on_drain_grace_over, AGG_DRAIN_GRACE_MS, 0);
 }
@@ -193,7 +189,7 @@ void agg_drain(agg *a) {
 void agg_stop_now(agg *a) {
     a->lost_queries += a->num_queries;
     log_warn("stopping now: %u queries in flight answered UNAVAILABLE", a->num_queries);
-    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping (stopped at once)");
+    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping (stopped at once)");
     a->draining = true;
     close_everything(a);
 }
