@@ -46,6 +46,10 @@ typedef struct {
     bool hedge;
     uint32_t hedge_min_us;       /* never hedge sooner than this */
     uint32_t hedge_initial_ms;   /* hedge delay until a partition has enough latency samples */
+    /* Retries and hedges per partition: each first request earns extra_requests_ratio of a token (up
+     * to extra_requests_burst), each retry or hedge spends one (gRPC's retry throttling) */
+    double extra_requests_ratio;
+    uint32_t extra_requests_burst;
     bool global_stats;
     uint32_t probe_interval_ms;  /* a replica taken out is probed this often */
     uint32_t failures_to_eject;  /* consecutive failures that take a replica out */

@@ -20,6 +20,10 @@
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
 /* Aggregators a request may pass (isn-via) before it is refused as a loop: a tier of tiers has a few. */
 #define AGG_MAX_HOPS 8
+/* A replica that answered RESOURCE_EXHAUSTED gets no retry or hedge for this long, doubled while it
+ * keeps shedding, up to the maximum; an OK answer starts it over. */
+#define AGG_SHED_BACKOFF_MIN_MS 50
+#define AGG_SHED_BACKOFF_MAX_MS 2000
 /* How a refusal for a request loop begins (FAILED_PRECONDITION): the aggregator that sent the request
  * knows by it that the replica leads back. */
 #define AGG_LOOP_PREFIX "request loop: "
@@ -50,6 +54,8 @@ typedef struct {
     /* It answered "request loop": it leads back to this isn-agg. Out of rotation, never probed back
      * in; a reload (or DNS naming it anew) gives it another chance. */
     bool leads_back;
+    int64_t shed_until_ns;    /* it shed load (RESOURCE_EXHAUSTED): no retry or hedge to it before this */
+    uint32_t shed_backoff_ms; /* the last back-off (0: its last answer was not a shed) */
 } agg_replica;
 
 typedef struct {
@@ -70,6 +76,8 @@ typedef struct {
     double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
     char own_address[AGG_ADDR_MAX]; /* DNS named this isn-agg's own address (skipped); "" = not */
     uint32_t dns_beyond_cap; /* addresses of the last answer that are not replicas (AGG_MAX_REPLICAS) */
+    double extra_tokens; /* retry and hedge budget (fanout.c's take_extra_token) */
+    uint64_t hedges_denied, retries_denied; /* for want of a token */
 } agg_partition;
 
 /* ------------------------------------------------------------------ queries */
@@ -122,6 +130,7 @@ struct agg_query {
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
+    uint64_t charged;      /* bytes of the aggregator's memory budget it holds (itself, its request, replies) */
     agg_part *parts;       /* one per partition of the configuration the query started on */
     uint32_t num_parts;
     /* what every partition gets and the access line says: the caller's request id, else the trace
@@ -164,6 +173,7 @@ typedef struct {
     double send_seconds;  /* handing queued calls to the replica connections (not per query) */
     uint64_t reloads;
     uint64_t loop_refusals; /* Searches refused: this isn-agg was already on their path */
+    uint64_t over_budget;   /* queries or partition answers refused: the memory budget was full */
 } agg_metrics;
 
 struct agg {
@@ -175,6 +185,9 @@ struct agg {
     grpc_server *server;
     grpc_stats_server *stats;
     grpc_connection_limit connection_limit;
+    /* memory_budget_mib: the gRPC server's connections, calls and replies, and every query's own
+     * memory (the query, its request, the partitions' answers, the merge), together */
+    grpc_memory_budget budget;
     char grpc_address[AGG_ADDR_MAX], stats_address[AGG_ADDR_MAX];
     uv_timer_t wakeup;    /* hedges, deadlines and probes */
     uv_check_t step;      /* after each loop turn's input: moves the queries on */
@@ -212,6 +225,8 @@ void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char
 void agg_replica_leads_back(agg *a, agg_replica *r, const char *words);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
 int agg_choose_replica(const agg_partition *p, uint32_t exclude);
+/* The same for a retry or a hedge: none that shed load within its back-off. */
+int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now);
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);
 /* How long one attempt of partition p waits before it is hedged. */
 int64_t agg_hedge_delay_ns(const agg *a, const agg_partition *p);
@@ -255,9 +270,10 @@ void agg_readiness_changed(agg *a);
 
 /* query.c: a query's whole life; the files below return outcomes to it and answer no client. */
 /* A new query in the list, holding the call (whose storage points back at it), with its deadline:
- * the call's grpc-timeout, else the request's timeout_ms, else the default. NULL when out of memory. */
+ * the call's grpc-timeout, else the request's timeout_ms, else the default. Its memory is charged to the
+ * aggregator's budget: NULL with *over_budget when that is full, NULL alone when out of memory. */
 agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
-                         int64_t now);
+                         int64_t now, bool *over_budget);
 /* Starts a query that may start now: its global statistics phase, or its fan-out. */
 void agg_query_begin(agg *a, agg_query *q, int64_t now);
 /* A query parked during a reload starts on the new partitions (out of memory: answered and freed). */
@@ -278,6 +294,12 @@ uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
 /* A query's deadline at `now`: the grpc-timeout (ns, 0 = none), else the request's timeout_ms, else
  * the default; saturates at INT64_MAX. */
 int64_t agg_deadline_ns(const agg *a, uint64_t header_timeout_ns, uint32_t request_timeout_ms, int64_t now);
+typedef enum { ATTEMPT_FIRST, ATTEMPT_RETRY, ATTEMPT_HEDGE } agg_attempt_kind;
+/* Retries and hedges spend the partition's tokens, which its first attempts earn (extra_requests_ratio
+ * each, up to extra_requests_burst), as gRPC's retry throttling does: at most about that share of
+ * extra requests, however many fail or are slow. A first attempt earns and is always allowed; a retry
+ * or hedge is false (and counted) when the bucket has less than one token. */
+bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind);
 /* One attempt per partition (a partition with no replica to send to fails at once). */
 void agg_fanout_start(agg *a, agg_query *q, int64_t now);
 typedef enum {
@@ -291,6 +313,8 @@ typedef struct {
 } agg_refusal;
 /* Collects finished attempts, retries and hedges; REFUSED fills `refusal` with the client's answer. */
 agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal *refusal);
+/* Bytes a partition's answer holds (charged to the memory budget while the query keeps it). */
+uint64_t agg_reply_bytes(const isn_grpc_search_reply *reply);
 /* The next hedge of the query (INT64_MAX: none). */
 int64_t agg_fanout_next_timer(const agg *a, const agg_query *q);
 /* Cancels what is in flight and lets go of the partitions' replies. */
@@ -323,6 +347,8 @@ typedef struct {
  * request forbids a partial one; out of memory). */
 void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out);
 void agg_answer_free(agg_answer *answer);
+/* Bytes the answer's own arrays hold. */
+uint64_t agg_answer_bytes(const agg_answer *answer);
 
 /* service.c */
 /* on_request of the gRPC server: Search, Info and health Check. */

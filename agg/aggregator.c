@@ -15,6 +15,7 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     }
     a->loop = loop;
     a->config = *config;
+    a->budget.limit = (uint64_t)config->memory_budget_mib << 20;
     a->start_time = isn_wall_seconds();
     agg_loops_init(a);
     char host[256] = "";
@@ -143,6 +144,7 @@ void agg_reload_step(agg *a, int64_t now) {
     }
     uint32_t old_partitions = a->num_partitions;
     a->config = *a->pending;
+    __atomic_store_n(&a->budget.limit, (uint64_t)a->config.memory_budget_mib << 20, __ATOMIC_RELAXED);
     free(a->pending);
     a->pending = NULL;
     agg_partitions_reload(a);

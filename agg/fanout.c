@@ -52,13 +52,31 @@ static void set_global_stats(const agg *a, const agg_query *q, isn_grpc_search_r
     }
 }
 
-/* Sends the query to one replica of partition pi (not yet tried). False when none is left. */
-static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t now) {
+bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind) {
+    if (kind == ATTEMPT_FIRST) {
+        p->extra_tokens += a->config.extra_requests_ratio;
+        if (p->extra_tokens > a->config.extra_requests_burst) p->extra_tokens = a->config.extra_requests_burst;
+        return true;
+    }
+    if (p->extra_tokens < 1.0) {
+        if (kind == ATTEMPT_HEDGE) p->hedges_denied++;
+        else p->retries_denied++;
+        return false;
+    }
+    p->extra_tokens -= 1.0;
+    return true;
+}
+
+/* Sends the query to one replica of partition pi (not yet tried): a retry or a hedge only to one that
+ * has not shed load within its back-off, and only with a token. False when none is left. */
+static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kind, int64_t now) {
     agg_partition *p = &a->partitions[pi];
     agg_part *part = &q->parts[pi];
+    bool hedge = kind == ATTEMPT_HEDGE, token = false;
     for (;;) {
-        int ri = agg_choose_replica(p, part->tried);
+        int ri = kind == ATTEMPT_FIRST ? agg_choose_replica(p, part->tried) : agg_choose_extra_replica(p, part->tried, now);
         if (ri < 0) return false;
+        if (!token && !(token = agg_take_extra_token(a, p, kind))) return false;
         agg_replica *r = &p->replicas[ri];
         part->tried |= 1u << ri;
         if (!agg_replica_connect(a, r)) {
@@ -133,7 +151,7 @@ void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;
-        if (!send_attempt(a, q, pi, false, now)) part_unreachable(a, part, pi);
+        if (!send_attempt(a, q, pi, ATTEMPT_FIRST, now)) part_unreachable(a, part, pi);
     }
 }
 
@@ -175,6 +193,21 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         int status = bad ? -1 : reply.status;
         if (status == GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
+            r->shed_backoff_ms = 0;
+            uint64_t bytes = agg_reply_bytes(&reply);
+            if (!grpc_budget_charge(&a->budget, bytes)) {
+                /* the aggregator's own memory is full: this partition's answer cannot be held */
+                isn_grpc_search_reply_free(&reply);
+                part->state = PART_FAILED;
+                part->last_status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+                snprintf(part->last_message, sizeof part->last_message,
+                         "the aggregator's memory budget (memory_budget_mib %u) has no room for its answer",
+                         a->config.memory_budget_mib);
+                a->metrics.over_budget++;
+                while (part->num_attempts) drop_attempt(a, q, pi, 0);
+                return;
+            }
+            q->charged += bytes;
             agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
             part->reply = reply;
             part->state = PART_ANSWERED;
@@ -191,7 +224,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         if (status == GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
             isn_grpc_search_reply_free(&reply);
             agg_replica_leads_back(a, r, part->last_message);
-            if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, false, now))) {
+            if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))) {
                 part->state = PART_FAILED;
                 part->loop = true;
                 snprintf(part->last_message, sizeof part->last_message,
@@ -212,10 +245,16 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             status == GRPC_STATUS_INTERNAL) {
             /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
              * no replica out, or overload would turn into an outage. */
-            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) a->metrics.upstream_failures++, r->failures++;
-            else agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
+            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) {
+                /* no retry or hedge goes to it until its back-off (doubling while it keeps shedding) ends */
+                a->metrics.upstream_failures++, r->failures++;
+                r->shed_backoff_ms = r->shed_backoff_ms ? r->shed_backoff_ms * 2 : AGG_SHED_BACKOFF_MIN_MS;
+                if (r->shed_backoff_ms > AGG_SHED_BACKOFF_MAX_MS) r->shed_backoff_ms = AGG_SHED_BACKOFF_MAX_MS;
+                r->shed_until_ns = now + (int64_t)r->shed_backoff_ms * 1000000LL;
+            } else
+                agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
             /* Another replica may still make it in time. */
-            if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, false, now))
+            if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))
                 a->metrics.retries++;
         }
     }
@@ -227,9 +266,20 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     /* Hedge: one attempt out for longer than this partition's recent p95. */
     if (a->config.hedge && !part->hedged && part->num_attempts == 1 &&
         now - part->attempts[0].sent_ns >= agg_hedge_delay_ns(a, p) && now < q->finish_at_ns) {
-        part->hedged = true;
-        send_attempt(a, q, pi, true, now);
+        part->hedged = true; /* once: a hedge refused now (no token, no replica) is not asked again */
+        send_attempt(a, q, pi, ATTEMPT_HEDGE, now);
     }
+}
+
+uint64_t agg_reply_bytes(const isn_grpc_search_reply *reply) {
+    uint64_t bytes = (uint64_t)reply->num_hits * sizeof *reply->hits;
+    for (uint32_t i = 0; i < reply->num_hits; i++) {
+        const isn_grpc_hit *h = &reply->hits[i];
+        bytes += (h->external_id ? strlen(h->external_id) + 1 : 0) + (uint64_t)h->num_fields * sizeof *h->fields;
+        for (uint32_t j = 0; j < h->num_fields; j++)
+            bytes += (h->fields[j].name ? strlen(h->fields[j].name) + 1 : 0) + (h->fields[j].value ? strlen(h->fields[j].value) + 1 : 0);
+    }
+    return bytes;
 }
 
 int64_t agg_fanout_next_timer(const agg *a, const agg_query *q) {

@@ -166,6 +166,13 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
     out->status = GRPC_STATUS_OK;
 }
 
+uint64_t agg_answer_bytes(const agg_answer *answer) {
+    size_t hits = answer->response.n_hits, fields = 0;
+    for (size_t i = 0; i < hits; i++) fields += answer->hits[i].n_fields;
+    return (uint64_t)hits * (sizeof *answer->hits + sizeof *answer->hit_ptrs) +
+           (uint64_t)fields * (sizeof *answer->fields + sizeof *answer->field_ptrs);
+}
+
 void agg_answer_free(agg_answer *answer) {
     free(answer->hits);
     free(answer->hit_ptrs);

@@ -111,6 +111,18 @@ static void render_partitions(const agg *a, byte_buffer *out) {
     prom_family(out, "isn_agg_partition_p95_seconds", "gauge", "Recent p95 answer time per partition (the hedge delay).");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_p95_seconds{partition=\"%u\"} %.6f\n", pi, a->partitions[pi].p95_us / 1e6);
+    prom_family(out, "isn_agg_partition_extra_tokens", "gauge",
+                "Retry and hedge budget of the partition: tokens its first requests earned (a retry or hedge spends one).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        buffer_printf(out, "isn_agg_partition_extra_tokens{partition=\"%u\"} %.2f\n", pi, a->partitions[pi].extra_tokens);
+    prom_family(out, "isn_agg_partition_extra_denied_total", "counter",
+                "Retries and hedges not sent: the partition's budget had no token (extra_requests_ratio).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        buffer_printf(out, "isn_agg_partition_extra_denied_total{partition=\"%u\",kind=\"hedge\"} %llu\n", pi,
+                      (unsigned long long)a->partitions[pi].hedges_denied);
+        buffer_printf(out, "isn_agg_partition_extra_denied_total{partition=\"%u\",kind=\"retry\"} %llu\n", pi,
+                      (unsigned long long)a->partitions[pi].retries_denied);
+    }
     prom_family(out, "isn_agg_partition_missing_total", "counter", "Answers that lacked this partition.");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_missing_total{partition=\"%u\"} %llu\n", pi,
@@ -186,6 +198,9 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
     prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
     prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_over_budget_total", "counter",
+             "Queries and partition answers refused: the aggregator's memory budget (memory_budget_mib) was full.",
+             m->over_budget);
     prom_u64(out, "isn_agg_loop_refusals_total", "counter",
              "Searches refused as request loops (this isn-agg already on their isn-via path, or too many hops).",
              m->loop_refusals);

@@ -9,13 +9,27 @@
 #include "agg/agg_internal.h"
 
 agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
-                         int64_t now) {
-    agg_query *q = calloc(1, sizeof *q);
-    if (!q) return NULL;
-    if (!(q->parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *q->parts))) {
-        free(q);
+                         int64_t now, bool *over_budget) {
+    /* the query, its partitions' state and the unpacked request (about twice its message) */
+    size_t message_len;
+    grpc_call_message(call, &message_len);
+    uint64_t bytes = sizeof(agg_query) + (uint64_t)(a->num_partitions ? a->num_partitions : 1) * sizeof(agg_part) +
+                     2 * (uint64_t)message_len;
+    *over_budget = !grpc_budget_charge(&a->budget, bytes);
+    if (*over_budget) {
+        a->metrics.over_budget++;
         return NULL;
     }
+    agg_query *q = calloc(1, sizeof *q);
+    if (q && !(q->parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *q->parts))) {
+        free(q);
+        q = NULL;
+    }
+    if (!q) {
+        grpc_budget_release(&a->budget, bytes);
+        return NULL;
+    }
+    q->charged = bytes;
     q->num_parts = a->num_partitions;
     grpc_trace incoming;
     if (grpc_trace_parse(grpc_call_traceparent(call), &incoming)) memcpy(q->parent_span, incoming.span_id, sizeof q->parent_span);
@@ -113,6 +127,9 @@ static void fail(agg *a, agg_query *q, int status, const char *message) {
 static void answer(agg *a, agg_query *q, int64_t now) {
     agg_answer merged;
     agg_merge_answer(q, now, &merged);
+    /* the merge's arrays, for as long as the reply is encoded (taken: the answers it points into are) */
+    uint64_t merge_bytes = agg_answer_bytes(&merged);
+    grpc_budget_add(&a->budget, merge_bytes);
     for (uint32_t pi = 0; pi < q->num_parts && pi < a->num_partitions; pi++) {
         if (q->parts[pi].state == PART_ANSWERED) a->partitions[pi].answered++;
         else a->partitions[pi].missing++;
@@ -129,12 +146,14 @@ static void answer(agg *a, agg_query *q, int64_t now) {
         agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
     }
     agg_answer_free(&merged);
+    grpc_budget_release(&a->budget, merge_bytes);
 }
 
 /* ------------------------------------------------------------------ life */
 
 static void query_free(agg *a, agg_query *q) {
     agg_fanout_release(a, q);
+    grpc_budget_release(&a->budget, q->charged);
     agg_term_stats_free(&q->stats);
     free(q->stats_key);
     free(q->parts);

@@ -22,6 +22,7 @@ void agg_partitions_init(agg *a) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_partition *p = &a->partitions[pi];
         p->num_replicas = a->config.partitions[pi].num_replicas;
+        p->extra_tokens = a->config.extra_requests_burst;
         for (uint32_t i = 0; i < p->num_replicas; i++)
             agg_replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
         memcpy(p->dns_name, a->config.partitions[pi].dns_name, sizeof p->dns_name);
@@ -49,7 +50,8 @@ void agg_partitions_reload(agg *a) {
             /* the same partition: its size and recent latency stay */
             *p = old[pi];
             memset(p->replicas, 0, sizeof p->replicas);
-        }
+        } else
+            p->extra_tokens = a->config.extra_requests_burst;
         /* the replicas wanted: the configured list, or for the same dns: name what DNS named last (a
          * new name starts empty and is resolved at once) */
         static char wanted[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
@@ -160,6 +162,12 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
             if (best < 0 || score < best_score) best = (int)i, best_score = score;
         }
     return best;
+}
+
+int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now) {
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].shed_until_ns > now) exclude |= 1u << i;
+    return agg_choose_replica(p, exclude);
 }
 
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us) {

@@ -119,6 +119,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
         .write_timeout_ms = c->write_timeout_ms,
         .min_send_rate = c->min_send_rate,
         .memory_budget_bytes = (uint64_t)c->memory_budget_mib << 20,
+        .shared_budget = &a->budget, /* the queries' memory is charged to it too */
         .max_header_list_bytes = c->max_header_list_size,
         .max_early_resets_per_second = c->max_early_resets_per_second,
     };

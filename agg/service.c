@@ -46,9 +46,15 @@ static void handle_search(agg *a, grpc_call *call) {
         isn__v1__search_request__free_unpacked(request, NULL);
         return;
     }
-    agg_query *q = agg_query_new(a, call, request, k, via, now);
+    bool over_budget;
+    agg_query *q = agg_query_new(a, call, request, k, via, now, &over_budget);
     if (!q) {
-        fail_call(a, call, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        char why[200];
+        snprintf(why, sizeof why,
+                 over_budget ? "the aggregator's memory budget (memory_budget_mib %u) has no room for another query"
+                             : "aggregator out of memory",
+                 a->config.memory_budget_mib);
+        fail_call(a, call, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
         isn__v1__search_request__free_unpacked(request, NULL);
         return;
     }
