@@ -126,6 +126,7 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
         hit->doc = all[i].hit->doc;
         hit->score = all[i].hit->score;
         hit->l1_score = all[i].hit->l1_score;
+        hit->partition = all[i].partition; /* doc numbers a document of that partition's index */
         hit->n_fields = all[i].hit->num_fields;
         hit->fields = out->field_ptrs + next_field;
         for (uint32_t j = 0; j < all[i].hit->num_fields; j++, next_field++) {

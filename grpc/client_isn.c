@@ -135,6 +135,7 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
         out->doc = hit->doc;
         out->score = hit->score;
         out->l1_score = hit->l1_score;
+        out->partition = hit->partition;
         reply->num_hits++;
         if (rc == 0 && hit->n_fields && !(out->fields = calloc(hit->n_fields, sizeof *out->fields)))
             rc = isn_error(err, err_len, "out of memory");

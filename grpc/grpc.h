@@ -542,6 +542,7 @@ typedef struct {
     uint32_t doc;
     float score;
     float l1_score;
+    uint32_t partition;            /* from an aggregator: the partition whose index `doc` is of */
     isn_grpc_stored_field *fields; /* the request's stored_fields, in its order */
     uint32_t num_fields;
 } isn_grpc_hit;

@@ -189,10 +189,12 @@ int main(int argc, char **argv) {
     uv_signal_start(&p.sigint, on_stop_signal, SIGINT);
     uv_signal_start(&p.sighup, on_reload_signal, SIGHUP);
     agg_fetch_partition_info(p.aggregator);
-    /* "ready:" says the process serves; whether it can answer is readiness (/readyz, Health). */
-    log_info("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", config.num_partitions,
-             port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
-             config.hedge ? "on" : "off", config.global_stats ? "on" : "off");
+    /* "started:" says the process serves; whether it can answer is readiness, said as /readyz says it */
+    char why[512];
+    bool ready = agg_ready(p.aggregator, why, sizeof why);
+    log_info("started: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s; %s (%s)",
+             config.num_partitions, port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
+             config.hedge ? "on" : "off", config.global_stats ? "on" : "off", ready ? "ready" : "not ready", why);
     sd_notify(0, "READY=1\nSTATUS=serving");
     start_watchdog(loop, &p);
     uv_run(loop, UV_RUN_DEFAULT);

@@ -5,6 +5,7 @@
  *    directly, with the global statistics isn-agg sends: N, df, average length), both scores equal,
  *    and the hits are the partitions' re-ranked hits merged by that score;
  *  - Cranfield nDCG@10 through the tier is within 0.005 of the single node's (with the same ranker);
+ *  - every hit names the partition it came from (Hit.partition), and isn-query shows it;
  *  - an unknown ranker is INVALID_ARGUMENT through isn-agg, with the partition's words; n1 without a
  *    ranker too; debug is forwarded (the reply says how much work the partitions did).
  * Corpus: Cranfield ($ISN_CRANFIELD_DIR, set by make test) when present, else a synthetic one (no
@@ -297,10 +298,10 @@ static void test_rerank_through_the_tier(void **state) {
             }
             const isn_grpc_hit *expect = &own[best].hits[next[best]++], *got = &tier.hits[i];
             if (strcmp(got->external_id, expect->external_id) || got->score != expect->score ||
-                got->l1_score != expect->l1_score || got->doc != expect->doc)
-                fail_msg("\"%s\" hit %u: isn-agg %s (%.9g, l1 %.9g), partition %d %s (%.9g, l1 %.9g)", text, i,
-                         got->external_id, got->score, got->l1_score, best, expect->external_id, expect->score,
-                         expect->l1_score);
+                got->l1_score != expect->l1_score || got->doc != expect->doc || got->partition != (uint32_t)best)
+                fail_msg("\"%s\" hit %u: isn-agg %s (%.9g, l1 %.9g, Hit.partition %u), partition %d %s (%.9g, l1 %.9g)",
+                         text, i, got->external_id, got->score, got->l1_score, got->partition, best,
+                         expect->external_id, expect->score, expect->l1_score);
             if (i && got->l1_score > tier.hits[i - 1].l1_score) reordered++;
             hits_checked++;
         }
@@ -347,12 +348,32 @@ static void test_caller_errors_pass_through(void **state) {
     isn_grpc_close(c);
 }
 
+/* isn-query through isn-agg: each hit's doc with the partition it numbers a document of. */
+static void test_isn_query_shows_the_partition(void **state) {
+    (void)state;
+    char out[PATH_MAX];
+    snprintf(out, sizeof out, "%s/isn-query.out", single.work_dir);
+    assert_int_equal(support_run_command("'%s/bin/isn-query' --server %s -k 20 '%s' >'%s'", single.build_dir,
+                                         aggregator.grpc_address, queries[0], out),
+                     0);
+    size_t len;
+    char *text = (char *)support_read_file(out, &len);
+    assert_non_null(text);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    fprintf(stderr, "test_tier: isn-query through isn-agg:\n%.400s", text);
+    assert_non_null(strstr(text, "of partition 0)"));
+    assert_non_null(strstr(text, "of partition 1)"));
+    free(text);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     setenv("ISN_TEST_ARGV0", argv[0], 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rerank_through_the_tier),
         cmocka_unit_test(test_caller_errors_pass_through),
+        cmocka_unit_test(test_isn_query_shows_the_partition),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -121,8 +121,10 @@ static void test_ready_only_while_it_can_answer(void **state) {
     const char *extra[] = {"--config", config_path, NULL};
     assert_int_equal(harness_start_agg(&aggregator, none, extra), 0);
 
-    /* nothing reachable */
+    /* nothing reachable: the start line says so, as /readyz does */
     char body[1024];
+    assert_true(harness_log_has(&aggregator, "; not ready (no healthy replica in partition 0,1"));
+    assert_false(harness_log_has(&aggregator, "ready:"));
     assert_int_equal(readyz(body, sizeof body), 503);
     assert_non_null(strstr(body, "partition 0,1"));
     assert_int_equal(health(aggregator.grpc_address), 2 /* NOT_SERVING */);

@@ -205,7 +205,7 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
 
 /* Starts isn-agg (h from harness_init; its log goes to h's work dir) on ephemeral ports in front of
  * `partitions` (NULL-terminated, one "HOST:PORT[,HOST:PORT...]" each) plus `extra` arguments, and
- * waits for its "ready:" line, which names both ports. 0, or -1 after dumping the log. The other
+ * waits for its "started:" line, which names both ports (and its readiness, as /readyz says it). 0, or -1 after dumping the log. The other
  * harness calls (stop, wait, HTTP GETs, log) work on it as on isnd. */
 int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra) {
     snprintf(h->log_path, sizeof h->log_path, "%s/isn-agg.log", h->work_dir);
@@ -227,7 +227,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
         char line[2048];
         const char *p;
         while (f && fgets(line, sizeof line, f))
-            if (strstr(line, "ready:") && (p = strstr(line, "gRPC port "))) {
+            if (strstr(line, "started:") && (p = strstr(line, "gRPC port "))) {
                 h->grpc_port = atoi(p + strlen("gRPC port "));
                 if ((p = strstr(line, "stats port "))) h->stats_port = atoi(p + strlen("stats port "));
             }
@@ -243,7 +243,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
             break;
         }
     }
-    if (h->pid > 0) fprintf(stderr, "harness: isn-agg not ready within 30 s\n");
+    if (h->pid > 0) fprintf(stderr, "harness: isn-agg not started within 30 s\n");
     harness_dump_log(h);
     harness_kill(h);
     return -1;
