@@ -77,6 +77,7 @@ typedef struct {
     char own_address[AGG_ADDR_MAX]; /* DNS named this isn-agg's own address (skipped); "" = not */
     uint32_t dns_beyond_cap; /* addresses of the last answer that are not replicas (AGG_MAX_REPLICAS) */
     double extra_tokens; /* retry and hedge budget (fanout.c's take_extra_token) */
+    uint32_t max_inflight; /* per replica (config.max_inflight_per_replica): one at it gets no new request */
     uint64_t hedges_denied, retries_denied; /* for want of a token */
 } agg_partition;
 
@@ -127,6 +128,7 @@ struct agg_query {
     uint32_t k;
     bool searching; /* false while global statistics are being collected */
     bool parked;    /* arrived while a reload waits for the queries in progress: not started yet */
+    uint32_t full_partition; /* 1 + the partition whose every replica was at its in-flight cap: refused */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
@@ -174,6 +176,7 @@ typedef struct {
     uint64_t reloads;
     uint64_t loop_refusals; /* Searches refused: this isn-agg was already on their path */
     uint64_t over_budget;   /* queries or partition answers refused: the memory budget was full */
+    uint64_t shed_at_capacity; /* queries refused whole: a partition's every replica had max_inflight_per_replica */
 } agg_metrics;
 
 struct agg {
@@ -225,6 +228,9 @@ void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char
 void agg_replica_leads_back(agg *a, agg_replica *r, const char *words);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
 int agg_choose_replica(const agg_partition *p, uint32_t exclude);
+/* Whether partition p can take a request now: a replica in rotation under its in-flight cap, or none in
+ * rotation at all (then the fan-out says it is unreachable, not busy). */
+bool agg_partition_has_room(const agg_partition *p);
 /* The same for a retry or a hedge: none that shed load within its back-off. */
 int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now);
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);

@@ -23,6 +23,7 @@ void agg_config_default(agg_config *config) {
     config->hedge_initial_ms = 20;
     config->extra_requests_ratio = 0.1;
     config->extra_requests_burst = 10;
+    config->max_inflight_per_replica = 64;
     config->global_stats = false;
     config->probe_interval_ms = 500;
     config->failures_to_eject = 3;
@@ -134,6 +135,8 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "hedge_min_us")) return parse_u32(key, value, 0, 60000000, &c->hedge_min_us, err, err_len);
     if (!strcmp(key, "hedge_initial_ms")) return parse_u32(key, value, 0, 60000, &c->hedge_initial_ms, err, err_len);
     if (!strcmp(key, "extra_requests_ratio")) return parse_fraction(key, value, &c->extra_requests_ratio, err, err_len);
+    if (!strcmp(key, "max_inflight_per_replica"))
+        return parse_u32(key, value, 1, 1000000, &c->max_inflight_per_replica, err, err_len);
     if (!strcmp(key, "extra_requests_burst")) return parse_u32(key, value, 1, 1000, &c->extra_requests_burst, err, err_len);
     if (!strcmp(key, "global_stats")) return parse_bool(key, value, &c->global_stats, err, err_len);
     if (!strcmp(key, "probe_interval_ms")) return parse_u32(key, value, 1, 3600000, &c->probe_interval_ms, err, err_len);

@@ -198,6 +198,10 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
     prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
     prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_shed_at_capacity_total", "counter",
+             "Queries refused whole (RESOURCE_EXHAUSTED) because every replica of a partition had "
+             "max_inflight_per_replica requests in flight.",
+             m->shed_at_capacity);
     prom_u64(out, "isn_agg_over_budget_total", "counter",
              "Queries and partition answers refused: the aggregator's memory budget (memory_budget_mib) was full.",
              m->over_budget);

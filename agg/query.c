@@ -56,6 +56,13 @@ agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *reques
 
 void agg_query_begin(agg *a, agg_query *q, int64_t now) {
     q->parked = false;
+    /* Overload is refused whole, here: a query that some partitions answered and others shed would
+     * cost their work and still be incomplete. */
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        if (!agg_partition_has_room(&a->partitions[pi])) {
+            q->full_partition = pi + 1;
+            return;
+        }
     /* The caller's own statistics pass through; otherwise the cache may already know them. */
     if (a->config.global_stats && !q->request->global_stats && !agg_stats_lookup(a, q)) {
         agg_stats_start(a, q, now);
@@ -174,6 +181,14 @@ static void finished(agg *a, agg_query *q) {
 void agg_query_step(agg *a, agg_query *q, int64_t now) {
     int64_t work_start = agg_now_ns();
     if (q->abandoned) fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    else if (q->full_partition) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "the tier is at capacity: every replica of partition %u has max_inflight_per_replica (%u) requests in "
+                 "flight", q->full_partition - 1, a->config.max_inflight_per_replica);
+        a->metrics.shed_at_capacity++;
+        fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+    }
     else if (q->parked) {
         if (now < q->finish_at_ns) return;
         fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");

@@ -23,6 +23,7 @@ void agg_partitions_init(agg *a) {
         agg_partition *p = &a->partitions[pi];
         p->num_replicas = a->config.partitions[pi].num_replicas;
         p->extra_tokens = a->config.extra_requests_burst;
+        p->max_inflight = a->config.max_inflight_per_replica;
         for (uint32_t i = 0; i < p->num_replicas; i++)
             agg_replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
         memcpy(p->dns_name, a->config.partitions[pi].dns_name, sizeof p->dns_name);
@@ -52,6 +53,7 @@ void agg_partitions_reload(agg *a) {
             memset(p->replicas, 0, sizeof p->replicas);
         } else
             p->extra_tokens = a->config.extra_requests_burst;
+        p->max_inflight = a->config.max_inflight_per_replica;
         /* the replicas wanted: the configured list, or for the same dns: name what DNS named last (a
          * new name starts empty and is resolved at once) */
         static char wanted[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
@@ -156,12 +158,23 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             const agg_replica *r = &p->replicas[i];
-            if (((exclude >> i) & 1) || r->draining || r->leads_back) continue;
+            if (((exclude >> i) & 1) || r->draining || r->leads_back || r->inflight >= p->max_inflight) continue;
             if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
             double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
             if (best < 0 || score < best_score) best = (int)i, best_score = score;
         }
     return best;
+}
+
+bool agg_partition_has_room(const agg_partition *p) {
+    bool any_in_rotation = false;
+    for (uint32_t i = 0; i < p->num_replicas; i++) {
+        const agg_replica *r = &p->replicas[i];
+        if (!r->address[0] || r->draining || r->leads_back || !r->up) continue;
+        any_in_rotation = true;
+        if (r->inflight < p->max_inflight) return true;
+    }
+    return !any_in_rotation;
 }
 
 int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now) {

@@ -1,10 +1,13 @@
-/* isn-agg drains on SIGTERM as isnd does. A tier of 2 partitions x 2 replicas whose every search
- * takes DELAY_MS more (testing.inject_delay), so that queries are surely in flight when the signal
- * comes; isn-bench sends load through isn-agg (hedging on) and the test sends queries of its own:
+/* isn-agg with queries in flight: a tier of 2 partitions x 2 replicas whose every search takes
+ * DELAY_MS more (testing.inject_delay), so that queries are surely in flight when something happens.
+ * SIGTERM drains as isnd does: isn-bench sends load through isn-agg (hedging on) and the test sends
+ * queries of its own:
  *  - SIGTERM while they are in flight: /readyz says "draining" at once, every query isn-agg had
  *    taken is answered OK and complete (the test's own, and every access-log line is code=OK;
  *    isn-bench sees no status but OK: what it sent after the GOAWAY was never taken), exit 0;
- *  - a second SIGTERM stops at once: what is in flight is answered UNAVAILABLE, exit 1. */
+ *  - a second SIGTERM stops at once: what is in flight is answered UNAVAILABLE, exit 1;
+ *  - with max_inflight_per_replica = 1, queries beyond what the replicas can hold are refused whole
+ *    (RESOURCE_EXHAUSTED, "at capacity") while those taken are answered complete. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,7 +104,7 @@ static void test_sigterm_answers_every_query_in_flight(void **state) {
     const char *search[] = {"access", "isn.v1.Search/Search", NULL}, *search_ok[] = {"access", "isn.v1.Search/Search", "code=OK", NULL};
     uint32_t taken = support_file_count(t.aggregator.log_path, search), ok = support_file_count(t.aggregator.log_path, search_ok);
     fprintf(stderr,
-            "test_agg_drain: isn-agg answered %u searches (%u OK), exit %d; isn-bench: %lld ok, %lld deadline exceeded, "
+            "test_agg_under_load: isn-agg answered %u searches (%u OK), exit %d; isn-bench: %lld ok, %lld deadline exceeded, "
             "%lld shed, %lld unavailable, %lld other, %lld partial, %lld transport errors, %lld not sent (after the GOAWAY)\n",
             taken, ok, status, support_json_number(json, "ok"), support_json_number(json, "deadline_exceeded"),
             support_json_number(json, "resource_exhausted"), support_json_number(json, "unavailable"),
@@ -140,10 +143,44 @@ static void test_second_sigterm_stops_at_once(void **state) {
         }
     }
     isn_grpc_close(c);
-    fprintf(stderr, "test_agg_drain: second SIGTERM: %d of %d queries answered UNAVAILABLE, the rest lost with the connection\n",
+    fprintf(stderr, "test_agg_under_load: second SIGTERM: %d of %d queries answered UNAVAILABLE, the rest lost with the connection\n",
             unavailable, OWN_QUERIES);
     assert_true(harness_log_has(&t.aggregator, "again: stopping at once"));
     assert_true(harness_log_has(&t.aggregator, "queries in flight were answered UNAVAILABLE"));
+}
+
+static void test_queries_beyond_capacity_are_refused_whole(void **state) {
+    (void)state;
+    const char *extra[] = {"--set", "max_inflight_per_replica=1", "--set", "default_timeout_ms=5000", NULL};
+    assert_int_equal(tier_start_agg(&t, extra), 0);
+    enum { QUERIES = 6 };
+    isn_grpc_client *c = support_connect(t.aggregator.grpc_address);
+    assert_non_null(c);
+    isn_grpc_call *calls[QUERIES];
+    char err[256];
+    for (int i = 0; i < QUERIES; i++) {
+        isn_grpc_search_request rq = {.query = "wind tunnel", .k = 10, .timeout_ms = 5000};
+        calls[i] = isn_grpc_search_start(c, &rq, err, sizeof err);
+        assert_non_null(calls[i]);
+    }
+    int complete = 0, refused = 0;
+    for (int i = 0; i < QUERIES; i++) {
+        assert_int_equal(isn_grpc_wait(c, calls[i], 10000, err, sizeof err), 0);
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
+        if (reply.status == 0 && reply.complete) complete++;
+        else if (reply.status == GRPC_STATUS_RESOURCE_EXHAUSTED && strstr(reply.message, "at capacity")) refused++;
+        else fail_msg("query %d: status %d, complete %d: %s", i, reply.status, reply.complete, reply.message);
+        isn_grpc_search_reply_free(&reply);
+    }
+    isn_grpc_close(c);
+    long long shed = harness_metric(&t.aggregator, "isn_agg_shed_at_capacity_total");
+    fprintf(stderr, "test_agg_under_load: %d queries at once, 1 request per replica at most: %d complete, %d refused whole\n",
+            QUERIES, complete, refused);
+    assert_true(complete >= 1);
+    assert_true(refused >= 1);
+    assert_int_equal(shed, refused);
+    assert_int_equal(harness_stop_checked(&t.aggregator), 0);
 }
 
 int main(int argc, char **argv) {
@@ -152,6 +189,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_answers_every_query_in_flight),
         cmocka_unit_test(test_second_sigterm_stops_at_once),
+        cmocka_unit_test(test_queries_beyond_capacity_are_refused_whole),
     };
-    return cmocka_run_group_tests_name("agg_drain", tests, setup, teardown);
+    return cmocka_run_group_tests_name("agg_under_load", tests, setup, teardown);
 }
