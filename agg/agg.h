@@ -50,9 +50,10 @@ typedef struct {
      * to extra_requests_burst), each retry or hedge spends one (gRPC's retry throttling) */
     double extra_requests_ratio;
     uint32_t extra_requests_burst;
-    /* Requests in flight on one replica at most: a query that finds every replica of a partition at
-     * it is refused at once (RESOURCE_EXHAUSTED, whole, before any partition works on it) instead of
-     * queueing behind work that would finish late */
+    /* Requests in flight on one replica at most (isnd's max_concurrent_streams per connection, 256, by
+     * default): a query that finds every replica of a partition at it, or answering later than the
+     * query's remaining deadline, is refused at once (RESOURCE_EXHAUSTED, whole, before any partition
+     * works on it) instead of queueing behind work that would finish late */
     uint32_t max_inflight_per_replica;
     bool global_stats;
     uint32_t probe_interval_ms;  /* a replica taken out is probed this often */

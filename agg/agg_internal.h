@@ -24,6 +24,9 @@
  * keeps shedding, up to the maximum; an OK answer starts it over. */
 #define AGG_SHED_BACKOFF_MIN_MS 50
 #define AGG_SHED_BACKOFF_MAX_MS 2000
+/* A new replica's in-flight limit: its partition's cap (max_inflight_per_replica) until its answers
+ * say less (agg_replica_answered), so that a burst on an idle tier is not refused. */
+#define AGG_INITIAL_INFLIGHT_LIMIT 1e9
 /* How a refusal for a request loop begins (FAILED_PRECONDITION): the aggregator that sent the request
  * knows by it that the replica leads back. */
 #define AGG_LOOP_PREFIX "request loop: "
@@ -55,6 +58,8 @@ typedef struct {
      * in; a reload (or DNS naming it anew) gives it another chance. */
     bool leads_back;
     int64_t shed_until_ns;    /* it shed load (RESOURCE_EXHAUSTED): no retry or hedge to it before this */
+    /* Requests it may have in flight now (agg_replica_answered adapts it): the partition's cap at most */
+    double inflight_limit;
     uint32_t shed_backoff_ms; /* the last back-off (0: its last answer was not a shed) */
 } agg_replica;
 
@@ -87,6 +92,7 @@ typedef struct {
     isn_grpc_call *call;
     uint32_t replica;
     int64_t sent_ns;
+    uint32_t timeout_ms; /* what the replica was given */
     bool hedge;
 } agg_attempt;
 
@@ -228,9 +234,14 @@ void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char
 void agg_replica_leads_back(agg *a, agg_replica *r, const char *words);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
 int agg_choose_replica(const agg_partition *p, uint32_t exclude);
-/* Whether partition p can take a request now: a replica in rotation under its in-flight cap, or none in
- * rotation at all (then the fan-out says it is unreachable, not busy). */
+/* Whether partition p can take a request now: a replica in rotation under its in-flight limit, or none
+ * in rotation at all (then the fan-out says it is unreachable, not busy). */
 bool agg_partition_has_room(const agg_partition *p);
+/* An answer of r came `us` after it was sent with `timeout_ms`, `in_time` or not (late, shed, past
+ * the deadline): its in-flight limit grows by one per limit's worth of answers in time within half
+ * their timeout, and shrinks by a tenth on each other (AIMD, as TCP's window), between 1 and the
+ * partition's cap; so a replica gets as much in flight as it answers in time, and no queue beyond. */
+void agg_replica_answered(agg_replica *r, const agg_partition *p, uint64_t us, uint32_t timeout_ms, bool in_time);
 /* The same for a retry or a hedge: none that shed load within its back-off. */
 int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now);
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);

@@ -23,7 +23,7 @@ void agg_config_default(agg_config *config) {
     config->hedge_initial_ms = 20;
     config->extra_requests_ratio = 0.1;
     config->extra_requests_burst = 10;
-    config->max_inflight_per_replica = 64;
+    config->max_inflight_per_replica = 256;
     config->global_stats = false;
     config->probe_interval_ms = 500;
     config->failures_to_eject = 3;

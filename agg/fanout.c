@@ -106,7 +106,8 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
             continue;
         }
         r->unsent = true;
-        part->attempts[part->num_attempts++] = (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .hedge = hedge};
+        part->attempts[part->num_attempts++] =
+            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = rq.timeout_ms, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = now;
         r->inflight++;
         r->requests++;
@@ -188,9 +189,13 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         char err[256];
         bool hedge = at->hedge;
         int64_t sent = at->sent_ns;
+        uint32_t timeout_ms = at->timeout_ms;
         bool bad = isn_grpc_search_finish(at->call, &reply, err, sizeof err) != 0;
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
+        /* what the replica can take in time: a complete answer well within its timeout, or not */
+        if (status == GRPC_STATUS_OK || status == GRPC_STATUS_RESOURCE_EXHAUSTED || status == GRPC_STATUS_DEADLINE_EXCEEDED)
+            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == GRPC_STATUS_OK && reply.complete);
         if (status == GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
             r->shed_backoff_ms = 0;

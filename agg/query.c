@@ -184,8 +184,9 @@ void agg_query_step(agg *a, agg_query *q, int64_t now) {
     else if (q->full_partition) {
         char why[200];
         snprintf(why, sizeof why,
-                 "the tier is at capacity: every replica of partition %u has max_inflight_per_replica (%u) requests in "
-                 "flight", q->full_partition - 1, a->config.max_inflight_per_replica);
+                 "the tier is at capacity: every replica of partition %u has as many requests in flight as it answers "
+                 "in time (at most max_inflight_per_replica, %u)",
+                 q->full_partition - 1, a->config.max_inflight_per_replica);
         a->metrics.shed_at_capacity++;
         fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
     }

@@ -15,6 +15,7 @@ void agg_replica_init(agg_replica *r, const char *address, uint32_t partition, u
     r->index = index;
     r->up = true; /* until it fails or its first health check says otherwise (checked at once) */
     r->ewma_us = 1000;
+    r->inflight_limit = AGG_INITIAL_INFLIGHT_LIMIT;
 }
 
 void agg_partitions_init(agg *a) {
@@ -149,6 +150,12 @@ void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char
         agg_replica_eject(a, r, why);
 }
 
+/* The replica's in-flight limit now (at least 1, at most the partition's cap). */
+static uint32_t inflight_limit(const agg_replica *r, const agg_partition *p) {
+    uint32_t limit = r->inflight_limit >= 1 ? (uint32_t)r->inflight_limit : 1;
+    return limit < p->max_inflight ? limit : p->max_inflight;
+}
+
 /* Lowest recent latency times (1 + calls in flight), among replicas that are up. When every
  * replica of the partition is out, one that is out for errors but still connected is used anyway
  * (asking it beats dropping the partition); one that cannot be reached is not. */
@@ -158,7 +165,7 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             const agg_replica *r = &p->replicas[i];
-            if (((exclude >> i) & 1) || r->draining || r->leads_back || r->inflight >= p->max_inflight) continue;
+            if (((exclude >> i) & 1) || r->draining || r->leads_back || r->inflight >= inflight_limit(r, p)) continue;
             if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
             double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
             if (best < 0 || score < best_score) best = (int)i, best_score = score;
@@ -172,9 +179,16 @@ bool agg_partition_has_room(const agg_partition *p) {
         const agg_replica *r = &p->replicas[i];
         if (!r->address[0] || r->draining || r->leads_back || !r->up) continue;
         any_in_rotation = true;
-        if (r->inflight < p->max_inflight) return true;
+        if (r->inflight < inflight_limit(r, p)) return true;
     }
     return !any_in_rotation;
+}
+
+void agg_replica_answered(agg_replica *r, const agg_partition *p, uint64_t us, uint32_t timeout_ms, bool in_time) {
+    if (in_time && us * 2 <= (uint64_t)timeout_ms * 1000) r->inflight_limit += 1.0 / (r->inflight_limit >= 1 ? r->inflight_limit : 1);
+    else r->inflight_limit *= 0.9;
+    if (r->inflight_limit < 1) r->inflight_limit = 1;
+    if (r->inflight_limit > p->max_inflight) r->inflight_limit = p->max_inflight;
 }
 
 int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now) {

@@ -23,7 +23,7 @@ static void usage(FILE *out) {
           "command line: --set KEY=VALUE): listen, stats_listen, partition (repeat), default_timeout_ms (1000),\n"
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
           "hedge_initial_ms (20), extra_requests_ratio (0.1), extra_requests_burst (10), max_inflight_per_replica\n"
-          "(64), drain_timeout_ms (10000), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
+          "(256), drain_timeout_ms (10000), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
           "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them),\n"
           "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id),\n"
           "dns_interval_ms (5000: dns: partitions are resolved again this often; replicas join and drain live),\n"
