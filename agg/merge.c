@@ -70,7 +70,9 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
             answered++;
             total_hits += part->reply.num_hits;
             matched += part->reply.matched_lower_bound;
-            if (part->reply.total_us > slowest_us) slowest_us = part->reply.total_us;
+            /* the slowest partition's own retrieval: its total also counts its queue, from a clock that
+             * may start before this aggregator's (isnd counts from when the bytes could have arrived) */
+            if (part->reply.retrieval_us > slowest_us) slowest_us = part->reply.retrieval_us;
             if (part->reply.rerank_us > slowest_rerank_us) slowest_rerank_us = part->reply.rerank_us;
             if (q->request->ranker && q->request->ranker[0]) reranked = true;
             if (q->request->debug) {
