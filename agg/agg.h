@@ -41,10 +41,20 @@ typedef struct {
     uint32_t num_partitions;
     uint32_t default_timeout_ms; /* when the request gives no deadline */
     uint32_t margin_ms;          /* partitions get the remaining deadline minus this */
+    uint32_t drain_timeout_ms;   /* SIGTERM: queries in flight get at most this long to be answered */
     uint32_t default_k, max_k;
     bool hedge;
     uint32_t hedge_min_us;       /* never hedge sooner than this */
     uint32_t hedge_initial_ms;   /* hedge delay until a partition has enough latency samples */
+    /* Retries and hedges per partition: each first request earns extra_requests_ratio of a token (up
+     * to extra_requests_burst), each retry or hedge spends one (gRPC's retry throttling) */
+    double extra_requests_ratio;
+    uint32_t extra_requests_burst;
+    /* Requests in flight on one replica at most (isnd's max_concurrent_streams per connection, 256, by
+     * default): a query that finds every replica of a partition at it, or answering later than the
+     * query's remaining deadline, is refused at once (RESOURCE_EXHAUSTED, whole, before any partition
+     * works on it) instead of queueing behind work that would finish late */
+    uint32_t max_inflight_per_replica;
     bool global_stats;
     uint32_t probe_interval_ms;  /* a replica taken out is probed this often */
     uint32_t failures_to_eject;  /* consecutive failures that take a replica out */
@@ -98,9 +108,16 @@ int agg_reload(agg *aggregator, const agg_config *config, char *err, size_t err_
  * When not, `why` says which partitions lack one. */
 bool agg_ready(const agg *aggregator, char *why, size_t why_len);
 
-/* SIGTERM: stops accepting, answers every query in flight with UNAVAILABLE, and once the clients
- * have their answers closes everything of the aggregator on the loop, so uv_run returns. */
+/* SIGTERM: stops accepting (the listener closes, every connection gets GOAWAY: the streams it
+ * already took are still answered), Health says NOT_SERVING at once; every query in flight is
+ * answered from the partitions by its own deadline (at most drain_timeout_ms, then with what it
+ * has); once the clients have their answers everything of the aggregator on the loop closes, so
+ * uv_run returns. */
 void agg_drain(agg *aggregator);
+/* A second SIGTERM: what is still in flight is answered UNAVAILABLE and everything closes now. */
+void agg_stop_now(agg *aggregator);
+/* Queries that were in flight when agg_stop_now stopped them (the exit status says so). */
+uint32_t agg_lost_queries(const agg *aggregator);
 /* After uv_run returned. When agg_serve failed, exit instead: handles it opened are still on the loop. */
 void agg_free(agg *aggregator);
 

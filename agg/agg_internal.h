@@ -18,6 +18,18 @@
 /* A reload waits this long at most for the queries in progress; those still going then answer with
  * what they have (a partition that has not answered counts as missing). */
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
+/* Aggregators a request may pass (isn-via) before it is refused as a loop: a tier of tiers has a few. */
+#define AGG_MAX_HOPS 8
+/* A replica that answered RESOURCE_EXHAUSTED gets no retry or hedge for this long, doubled while it
+ * keeps shedding, up to the maximum; an OK answer starts it over. */
+#define AGG_SHED_BACKOFF_MIN_MS 50
+#define AGG_SHED_BACKOFF_MAX_MS 2000
+/* A new replica's in-flight limit: its partition's cap (max_inflight_per_replica) until its answers
+ * say less (agg_replica_answered), so that a burst on an idle tier is not refused. */
+#define AGG_INITIAL_INFLIGHT_LIMIT 1e9
+/* How a refusal for a request loop begins (FAILED_PRECONDITION): the aggregator that sent the request
+ * knows by it that the replica leads back. */
+#define AGG_LOOP_PREFIX "request loop: "
 
 /* The one clock, signed: deadlines are compared by subtraction. */
 static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
@@ -42,6 +54,13 @@ typedef struct {
     /* DNS no longer names it: no new calls; closed, and its slot freed (address ""), once the calls
      * in flight on it are answered */
     bool draining;
+    /* It answered "request loop": it leads back to this isn-agg. Out of rotation, never probed back
+     * in; a reload (or DNS naming it anew) gives it another chance. */
+    bool leads_back;
+    int64_t shed_until_ns;    /* it shed load (RESOURCE_EXHAUSTED): no retry or hedge to it before this */
+    /* Requests it may have in flight now (agg_replica_answered adapts it): the partition's cap at most */
+    double inflight_limit;
+    uint32_t shed_backoff_ms; /* the last back-off (0: its last answer was not a shed) */
 } agg_replica;
 
 typedef struct {
@@ -60,6 +79,11 @@ typedef struct {
     uint64_t dns_resolutions, dns_failures, replicas_added, replicas_removed;
     bool dns_failing; /* the last lookup failed (logged once, and again when one succeeds) */
     double dns_last_change; /* Unix seconds of the last replica added or removed by DNS */
+    char own_address[AGG_ADDR_MAX]; /* DNS named this isn-agg's own address (skipped); "" = not */
+    uint32_t dns_beyond_cap; /* addresses of the last answer that are not replicas (AGG_MAX_REPLICAS) */
+    double extra_tokens; /* retry and hedge budget (fanout.c's take_extra_token) */
+    uint32_t max_inflight; /* per replica (config.max_inflight_per_replica): one at it gets no new request */
+    uint64_t hedges_denied, retries_denied; /* for want of a token */
 } agg_partition;
 
 /* ------------------------------------------------------------------ queries */
@@ -68,6 +92,7 @@ typedef struct {
     isn_grpc_call *call;
     uint32_t replica;
     int64_t sent_ns;
+    uint32_t timeout_ms; /* what the replica was given */
     bool hedge;
 } agg_attempt;
 
@@ -82,8 +107,10 @@ typedef struct {
     int64_t first_sent_ns;
     bool hedged;
     int last_status;
-    char last_message[200]; /* the partition's own words for last_status */
+    char last_message[320]; /* the partition's own words for last_status */
     isn_grpc_search_reply reply;
+    bool loop; /* failed because its replicas lead back to this isn-agg: the query is refused */
+    bool caller_error; /* the partition refused the request itself (every replica would): so is the query */
     isn_grpc_call *info; /* global statistics phase */
     uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
@@ -107,19 +134,20 @@ struct agg_query {
     uint32_t k;
     bool searching; /* false while global statistics are being collected */
     bool parked;    /* arrived while a reload waits for the queries in progress: not started yet */
+    uint32_t full_partition; /* 1 + the partition whose every replica was at its in-flight cap: refused */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
+    uint64_t charged;      /* bytes of the aggregator's memory budget it holds (itself, its request, replies) */
     agg_part *parts;       /* one per partition of the configuration the query started on */
     uint32_t num_parts;
     /* what every partition gets and the access line says: the caller's request id, else the trace
      * id; the trace context as a child of the caller's traceparent (a new trace when none came) */
     char request_id[80];
     char traceparent[GRPC_TRACEPARENT_LEN + 1];
+    char via[GRPC_VIA_MAX + 1]; /* isn-via as the partitions get it: the caller's, this isn-agg's id appended */
     grpc_trace trace;       /* this aggregator's span */
     char parent_span[17];   /* the caller's span ("" = none) */
-    uint32_t reply_hits, reply_answered; /* for the access line */
-    bool reply_complete, replied;
 };
 
 /* ------------------------------------------------------------------ global statistics cache */
@@ -152,21 +180,30 @@ typedef struct {
     histogram processing; /* the aggregator thread's own time per query */
     double send_seconds;  /* handing queued calls to the replica connections (not per query) */
     uint64_t reloads;
+    uint64_t loop_refusals; /* Searches refused: this isn-agg was already on their path */
+    uint64_t over_budget;   /* queries or partition answers refused: the memory budget was full */
+    uint64_t shed_at_capacity; /* queries refused whole: a partition's every replica had max_inflight_per_replica */
 } agg_metrics;
 
 struct agg {
     agg_config config;
+    char id[17]; /* random, per process: what isn-via names it by */
+    uint64_t discovery_seed; /* rendezvous hashing of DNS addresses: this host's name */
     /* the event loop and the servers on it */
     uv_loop_t *loop;
     grpc_server *server;
     grpc_stats_server *stats;
     grpc_connection_limit connection_limit;
+    /* memory_budget_mib: the gRPC server's connections, calls and replies, and every query's own
+     * memory (the query, its request, the partitions' answers, the merge), together */
+    grpc_memory_budget budget;
     char grpc_address[AGG_ADDR_MAX], stats_address[AGG_ADDR_MAX];
     uv_timer_t wakeup;    /* hedges, deadlines and probes */
     uv_check_t step;      /* after each loop turn's input: moves the queries on */
     uv_idle_t keep_going; /* while a step is due: the loop must not sleep */
     uv_timer_t drain_timer; /* after SIGTERM: how long clients get to take their last answers */
-    bool handles_started, dirty, draining;
+    bool handles_started, dirty, draining, closed;
+    uint32_t lost_queries; /* in flight when stopped at once (a second SIGTERM) */
     agg_partition partitions[AGG_MAX_PARTITIONS];
     uint32_t num_partitions;
     agg_query *queries;
@@ -193,8 +230,20 @@ void agg_partitions_reload(agg *a);
 bool agg_replica_connect(agg *a, agg_replica *r);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why);
+/* r refused a Search as a request loop (its words): out of rotation until a reload. */
+void agg_replica_leads_back(agg *a, agg_replica *r, const char *words);
 /* Best replica of p not in `exclude` (bit mask); -1 when none. */
 int agg_choose_replica(const agg_partition *p, uint32_t exclude);
+/* Whether partition p can take a request now: a replica in rotation under its in-flight limit, or none
+ * in rotation at all (then the fan-out says it is unreachable, not busy). */
+bool agg_partition_has_room(const agg_partition *p);
+/* An answer of r came `us` after it was sent with `timeout_ms`, `in_time` or not (late, shed, past
+ * the deadline): its in-flight limit grows by one per limit's worth of answers in time within half
+ * their timeout, and shrinks by a tenth on each other (AIMD, as TCP's window), between 1 and the
+ * partition's cap; so a replica gets as much in flight as it answers in time, and no queue beyond. */
+void agg_replica_answered(agg_replica *r, const agg_partition *p, uint64_t us, uint32_t timeout_ms, bool in_time);
+/* The same for a retry or a hedge: none that shed load within its back-off. */
+int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now);
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us);
 /* How long one attempt of partition p waits before it is hedged. */
 int64_t agg_hedge_delay_ns(const agg *a, const agg_partition *p);
@@ -231,14 +280,30 @@ bool agg_stats_done(agg *a, agg_query *q);
 void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi);
 
 /* aggregator.c */
-/* Answers every query in progress with `grpc_status` and frees it. */
-void agg_fail_all(agg *a, int grpc_status, const char *message);
 /* A pending reload is applied once no query is in progress but parked ones; they then start. */
 void agg_reload_step(agg *a, int64_t now);
-/* Fan-out (or its global statistics phase) of a query that may start now. */
-void agg_query_begin(agg *a, agg_query *q, int64_t now);
 /* Logs a change of readiness (and tells Health watchers). */
 void agg_readiness_changed(agg *a);
+
+/* query.c: a query's whole life; the files below return outcomes to it and answer no client. */
+/* A new query in the list, holding the call (whose storage points back at it), with its deadline:
+ * the call's grpc-timeout, else the request's timeout_ms, else the default. Its memory is charged to the
+ * aggregator's budget: NULL with *over_budget when that is full, NULL alone when out of memory. */
+agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
+                         int64_t now, bool *over_budget);
+/* Starts a query that may start now: its global statistics phase, or its fan-out. */
+void agg_query_begin(agg *a, agg_query *q, int64_t now);
+/* A query parked during a reload starts on the new partitions (out of memory: answered and freed). */
+void agg_query_start_parked(agg *a, agg_query *q, int64_t now);
+/* Moves the query on (statistics, fan-out, deadline); once answered, or its client gone, frees it. */
+void agg_query_step(agg *a, agg_query *q, int64_t now);
+/* Answers with what the partitions gave so far (a reload or a drain cannot wait) and frees it. */
+void agg_query_answer_now(agg *a, agg_query *q, int64_t now);
+/* Answers with `status` (unless answered) and frees it. */
+void agg_query_fail_now(agg *a, agg_query *q, int status, const char *message);
+void agg_queries_fail_all(agg *a, int status, const char *message);
+/* When this query next needs attention without any input (hedge or deadline). */
+int64_t agg_query_next_timer(const agg *a, const agg_query *q);
 
 /* fanout.c */
 /* What a partition may still take: the remaining deadline minus the margin, at least 1 ms. */
@@ -246,11 +311,31 @@ uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now);
 /* A query's deadline at `now`: the grpc-timeout (ns, 0 = none), else the request's timeout_ms, else
  * the default; saturates at INT64_MAX. */
 int64_t agg_deadline_ns(const agg *a, uint64_t header_timeout_ns, uint32_t request_timeout_ms, int64_t now);
-void agg_search_start(agg *a, agg_query *q, int64_t now);
-void agg_query_progress(agg *a, agg_query *q, int64_t now);
-/* When this query next needs attention without any input (hedge or deadline). */
-int64_t agg_query_next_timer(const agg *a, const agg_query *q);
-void agg_query_free(agg *a, agg_query *q);
+typedef enum { ATTEMPT_FIRST, ATTEMPT_RETRY, ATTEMPT_HEDGE } agg_attempt_kind;
+/* Retries and hedges spend the partition's tokens, which its first attempts earn (extra_requests_ratio
+ * each, up to extra_requests_burst), as gRPC's retry throttling does: at most about that share of
+ * extra requests, however many fail or are slow. A first attempt earns and is always allowed; a retry
+ * or hedge is false (and counted) when the bucket has less than one token. */
+bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind);
+/* One attempt per partition (a partition with no replica to send to fails at once). */
+void agg_fanout_start(agg *a, agg_query *q, int64_t now);
+typedef enum {
+    AGG_FANOUT_PENDING, /* a partition may still answer */
+    AGG_FANOUT_DONE,    /* every partition answered or failed */
+    AGG_FANOUT_REFUSED, /* a partition refused the request itself, or leads back here: no answer helps */
+} agg_fanout_state;
+typedef struct {
+    int status;
+    char message[400];
+} agg_refusal;
+/* Collects finished attempts, retries and hedges; REFUSED fills `refusal` with the client's answer. */
+agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal *refusal);
+/* Bytes a partition's answer holds (charged to the memory budget while the query keeps it). */
+uint64_t agg_reply_bytes(const isn_grpc_search_reply *reply);
+/* The next hedge of the query (INT64_MAX: none). */
+int64_t agg_fanout_next_timer(const agg *a, const agg_query *q);
+/* Cancels what is in flight and lets go of the partitions' replies. */
+void agg_fanout_release(agg *a, agg_query *q);
 
 /* merge.c */
 typedef struct {
@@ -262,14 +347,27 @@ typedef struct {
 int agg_merged_hit_compare(const void *a, const void *b);
 /* Gathers the hits of every answered partition into `out` (room for all) and sorts them. */
 uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hit *out);
-/* Merges, answers the call (or fails it when no partition answered) and counts it. */
-void agg_query_finish(agg *a, agg_query *q, int64_t now);
+/* A query's answer: status OK and the merged response (pointing into the partitions' replies and
+ * the arrays here), or the status and words that say why there is none. */
+typedef struct {
+    int status;
+    char message[400];
+    Isn__V1__SearchResponse response;
+    Isn__V1__StageTimes times;
+    Isn__V1__SearchDebug debug;
+    Isn__V1__Hit *hits, **hit_ptrs;
+    Isn__V1__StoredField *fields, **field_ptrs;
+    uint32_t answered;
+    bool complete;
+} agg_answer;
+/* Merges what the query's partitions answered, or says why there is no answer (none answered; the
+ * request forbids a partial one; out of memory). */
+void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out);
+void agg_answer_free(agg_answer *answer);
+/* Bytes the answer's own arrays hold. */
+uint64_t agg_answer_bytes(const agg_answer *answer);
 
 /* service.c */
-/* Answers the query's call (counted by status) and lets go of it; a call whose client went away
- * is only released. */
-void agg_query_reply(agg *a, agg_query *q, const ProtobufCMessage *message);
-void agg_query_fail(agg *a, agg_query *q, int status, const char *message);
 /* on_request of the gRPC server: Search, Info and health Check. */
 void agg_handle_call(agg *a, grpc_call *call);
 
@@ -297,14 +395,35 @@ void agg_discovery_reloaded(agg *a);
 /* Closes the resolver's handles (drain); agg_discovery_free after uv_run returned. */
 void agg_discovery_stop(agg *a);
 void agg_discovery_free(agg *a);
-/* The addresses ("IP:PORT", "[IPv6]:PORT") DNS gave for partition pi become its replicas: new ones
- * join, missing ones drain (their calls in flight still answer), one that comes back stops draining. */
+/* The addresses ("IP:PORT", "[IPv6]:PORT", one of each) DNS gave for partition pi: this isn-agg's own
+ * is skipped, and of the rest AGG_MAX_REPLICAS (agg_discovery_choose) become its replicas: new ones
+ * join, missing ones drain (their calls in flight still answer), one that comes back stops draining.
+ * `addresses` is reordered. */
 void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count);
+/* Moves the `cap` addresses of highest rendezvous score (hash of seed and address) to the front: the
+ * same ones for the same set in any order. The number chosen (count when it is at most cap). */
+uint32_t agg_discovery_choose(uint64_t seed, char (*addresses)[AGG_ADDR_MAX], uint32_t count, uint32_t cap);
 /* Frees the slots of draining replicas with nothing left in flight. */
 void agg_discovery_reap(agg *a);
 
+/* loops.c */
+/* A random id for isn-via. */
+void agg_loops_init(agg *a);
+/* A message that refuses a request loop (AGG_LOOP_PREFIX). */
+bool agg_is_loop_message(const char *message);
+/* The incoming isn-via (NULL: too long): true with the header to send on in `forward`, or false with
+ * the refusal's words in `why` (this isn-agg already on the path, or AGG_MAX_HOPS aggregators). */
+bool agg_via_forward(const agg *a, const char *via, char *forward, size_t forward_len, char *why, size_t why_len);
+/* Whether HOST:PORT is where this isn-agg listens (its bound address; any address of this host when it
+ * listens on all of them). A name is resolved now (blocking): for the configuration only. */
+bool agg_address_is_own(const agg *a, const char *address);
+/* -1 with err naming the first replica of `config` that is this isn-agg's own address. */
+int agg_check_own_replicas(const agg *a, const agg_config *config, char *err, size_t err_len);
+
 /* metrics.c */
 void agg_count_status(agg *a, int status);
+/* Search, Info and Health calls answered so far. */
+uint64_t agg_answered(const agg *a);
 void agg_observe_answer(agg *a, double seconds);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/agg_internal.h"
 
@@ -14,7 +15,12 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     }
     a->loop = loop;
     a->config = *config;
+    a->budget.limit = (uint64_t)config->memory_budget_mib << 20;
     a->start_time = isn_wall_seconds();
+    agg_loops_init(a);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    a->discovery_seed = isn_hash_string(host);
     agg_partitions_init(a);
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
         free(a);
@@ -24,17 +30,10 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     return a;
 }
 
-void agg_fail_all(agg *a, int grpc_status, const char *message) {
-    while (a->queries) {
-        if (a->queries->call) agg_query_fail(a, a->queries, grpc_status, message);
-        agg_query_free(a, a->queries);
-    }
-}
-
 /* The loop's handles of the aggregator must be closed (agg_drain, then uv_run returned). */
 void agg_free(agg *a) {
     if (!a) return;
-    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     agg_replicas_close(a);
     if (a->server) grpc_server_free(a->server);
     if (a->stats) grpc_stats_server_free(a->stats);
@@ -91,7 +90,9 @@ bool agg_ready(const agg *a, char *why, size_t why_len) {
         for (uint32_t i = 0; i < p->num_replicas && !any; i++) any = p->replicas[i].up;
         if (any) covered++;
         else if (why && n < why_len)
-            n += (size_t)snprintf(why + n, why_len - n, "%s%u", n ? "," : "no healthy replica in partition ", pi);
+            n += (size_t)snprintf(why + n, why_len - n, "%s%u%s%s%s", n ? "," : "no healthy replica in partition ", pi,
+                                  p->own_address[0] ? " (DNS names only this isn-agg's own address " : "", p->own_address,
+                                  p->own_address[0] ? ": a request loop)" : "");
     }
     /* the share asked for, rounded up: 1.0 of 3 partitions is 3, 0.5 of 3 is 2 */
     uint32_t needed = (uint32_t)ceil(a->config.ready_coverage * a->num_partitions - 1e-9);
@@ -115,7 +116,7 @@ void agg_readiness_changed(agg *a) {
 /* ------------------------------------------------------------------ reload */
 
 int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
-    if (agg_config_validate(config, err, err_len) != 0) return -1;
+    if (agg_config_validate(config, err, err_len) != 0 || agg_check_own_replicas(a, config, err, err_len) != 0) return -1;
     if (strcmp(config->listen, a->config.listen) || strcmp(config->stats_listen, a->config.stats_listen))
         log_warn("reload: listen addresses change only with a restart (keeping %s and %s)", a->config.listen,
                  a->config.stats_listen[0] ? a->config.stats_listen : "no stats endpoint");
@@ -139,11 +140,11 @@ void agg_reload_step(agg *a, int64_t now) {
         following = q->next;
         if (q->parked) continue;
         if (!waited_enough) return; /* a query in progress still uses the old replica sets */
-        if (q->call) agg_query_finish(a, q, now); /* with what it has */
-        agg_query_free(a, q);
+        agg_query_answer_now(a, q, now); /* with what it has */
     }
     uint32_t old_partitions = a->num_partitions;
     a->config = *a->pending;
+    __atomic_store_n(&a->budget.limit, (uint64_t)a->config.memory_budget_mib << 20, __ATOMIC_RELAXED);
     free(a->pending);
     a->pending = NULL;
     agg_partitions_reload(a);
@@ -161,17 +162,7 @@ void agg_reload_step(agg *a, int64_t now) {
     /* the waiting queries start on the new partitions */
     for (agg_query *q = a->queries, *following; q; q = following) {
         following = q->next;
-        if (!q->parked || !q->call) continue;
-        agg_part *parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *parts);
-        if (!parts) {
-            agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
-            q->parked = false;
-            continue;
-        }
-        free(q->parts);
-        q->parts = parts;
-        q->num_parts = a->num_partitions;
-        agg_query_begin(a, q, now);
+        if (q->parked) agg_query_start_parked(a, q, now);
     }
     agg_readiness_changed(a);
     agg_kick(a);

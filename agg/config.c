@@ -15,11 +15,15 @@ void agg_config_default(agg_config *config) {
     strcpy(config->stats_listen, "127.0.0.1:8090");
     config->default_timeout_ms = 1000;
     config->margin_ms = 2;
+    config->drain_timeout_ms = 10000;
     config->default_k = 10;
     config->max_k = 10000;
     config->hedge = true;
     config->hedge_min_us = 500;
     config->hedge_initial_ms = 20;
+    config->extra_requests_ratio = 0.1;
+    config->extra_requests_burst = 10;
+    config->max_inflight_per_replica = 256;
     config->global_stats = false;
     config->probe_interval_ms = 500;
     config->failures_to_eject = 3;
@@ -123,12 +127,17 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     if (!strcmp(key, "listen")) return copy_address(key, value, c->listen, false, err, err_len);
     if (!strcmp(key, "stats_listen")) return copy_address(key, value, c->stats_listen, true, err, err_len);
     if (!strcmp(key, "default_timeout_ms")) return parse_u32(key, value, 1, 3600000, &c->default_timeout_ms, err, err_len);
+    if (!strcmp(key, "drain_timeout_ms")) return parse_u32(key, value, 1, 3600000, &c->drain_timeout_ms, err, err_len);
     if (!strcmp(key, "margin_ms")) return parse_u32(key, value, 0, 60000, &c->margin_ms, err, err_len);
     if (!strcmp(key, "default_k")) return parse_u32(key, value, 1, 100000, &c->default_k, err, err_len);
     if (!strcmp(key, "max_k")) return parse_u32(key, value, 1, 100000, &c->max_k, err, err_len);
     if (!strcmp(key, "hedge")) return parse_bool(key, value, &c->hedge, err, err_len);
     if (!strcmp(key, "hedge_min_us")) return parse_u32(key, value, 0, 60000000, &c->hedge_min_us, err, err_len);
     if (!strcmp(key, "hedge_initial_ms")) return parse_u32(key, value, 0, 60000, &c->hedge_initial_ms, err, err_len);
+    if (!strcmp(key, "extra_requests_ratio")) return parse_fraction(key, value, &c->extra_requests_ratio, err, err_len);
+    if (!strcmp(key, "max_inflight_per_replica"))
+        return parse_u32(key, value, 1, 1000000, &c->max_inflight_per_replica, err, err_len);
+    if (!strcmp(key, "extra_requests_burst")) return parse_u32(key, value, 1, 1000, &c->extra_requests_burst, err, err_len);
     if (!strcmp(key, "global_stats")) return parse_bool(key, value, &c->global_stats, err, err_len);
     if (!strcmp(key, "probe_interval_ms")) return parse_u32(key, value, 1, 3600000, &c->probe_interval_ms, err, err_len);
     if (!strcmp(key, "failures_to_eject")) return parse_u32(key, value, 1, 1000, &c->failures_to_eject, err, err_len);

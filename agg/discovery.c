@@ -4,7 +4,10 @@
  * timeouts a uv timer), so a slow or dead DNS server never blocks a query. An address that appears
  * joins the partition at once; one that disappears drains: it gets no new call, the calls in flight
  * on it are answered, then its connection closes. A failed lookup (timeout, SERVFAIL) keeps the
- * replicas there are; a name that does not exist, or has no address, leaves the partition none. */
+ * replicas there are; a name that does not exist, or has no address, leaves the partition none.
+ * A name with more addresses than a partition has replica slots: all of them are read, and the
+ * same AGG_MAX_REPLICAS are chosen whatever order the server gives (rendezvous hashing, seeded by
+ * this host's name, so that a fleet of aggregators spreads over all of them). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +86,64 @@ static void start_draining(agg *a, uint32_t pi, agg_replica *r) {
     }
 }
 
+/* Rendezvous hashing: the address's score for this aggregator (its seed). */
+static uint64_t rendezvous_score(uint64_t seed, const char *address) {
+    uint64_t z = isn_hash_string(address) ^ seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint32_t agg_discovery_choose(uint64_t seed, char (*addresses)[AGG_ADDR_MAX], uint32_t count, uint32_t cap) {
+    if (count <= cap) return count;
+    /* the cap highest scores, moved to the front (a partial selection: cap is small) */
+    for (uint32_t i = 0; i < cap; i++) {
+        uint32_t best = i;
+        uint64_t best_score = rendezvous_score(seed, addresses[i]);
+        for (uint32_t j = i + 1; j < count; j++) {
+            uint64_t score = rendezvous_score(seed, addresses[j]);
+            if (score > best_score || (score == best_score && strcmp(addresses[j], addresses[best]) < 0))
+                best = j, best_score = score;
+        }
+        if (best != i) {
+            char swap[AGG_ADDR_MAX];
+            memcpy(swap, addresses[i], AGG_ADDR_MAX);
+            memcpy(addresses[i], addresses[best], AGG_ADDR_MAX);
+            memcpy(addresses[best], swap, AGG_ADDR_MAX);
+        }
+    }
+    return cap;
+}
+
 void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], uint32_t count) {
     agg_partition *p = &a->partitions[pi];
     uint32_t added = 0, removed = 0;
+    p->dns_addresses = count; /* all that came, this isn-agg's own address included */
+    /* this isn-agg's own address is never a replica: every query would come back to it */
+    char own[AGG_ADDR_MAX] = "";
+    for (uint32_t j = 0; j < count;)
+        if (agg_address_is_own(a, addresses[j])) {
+            memcpy(own, addresses[j], sizeof own);
+            memmove(addresses[j], addresses[j + 1], (size_t)(count - j - 1) * sizeof addresses[0]);
+            count--;
+        } else
+            j++;
+    if (strcmp(own, p->own_address)) {
+        if (own[0])
+            log_error("partition %u: DNS name %s names %s, this isn-agg's own listening address (a request loop): skipped",
+                      pi, p->dns_name, own);
+        memcpy(p->own_address, own, sizeof own);
+    }
+    /* More addresses than replica slots: the same AGG_MAX_REPLICAS of them whatever order the
+     * answer had, and whatever it held beyond them (rendezvous hashing: an address that goes away
+     * is replaced by one, and the others stay); another aggregator's seed picks others. */
+    uint32_t used = agg_discovery_choose(a->discovery_seed, addresses, count, AGG_MAX_REPLICAS);
+    if ((count > used) != (p->dns_beyond_cap > 0))
+        log_info("partition %u: DNS name %s has %u addresses; %u of them are replicas (the cap, AGG_MAX_REPLICAS, per "
+                 "partition; isn_agg_dns_addresses_beyond_cap counts the rest), chosen by rendezvous hashing",
+                 pi, p->dns_name, count, used);
+    p->dns_beyond_cap = count - used;
+    count = used;
     for (uint32_t i = 0; i < p->num_replicas; i++) {
         agg_replica *r = &p->replicas[i];
         if (!r->address[0] || r->draining) continue;
@@ -131,7 +189,6 @@ void agg_discovery_apply(agg *a, uint32_t pi, char (*addresses)[AGG_ADDR_MAX], u
         added++;
         log_info("replica %s of partition %u added (DNS)", addresses[j], pi);
     }
-    p->dns_addresses = count;
     if (added || removed) {
         p->dns_last_change = isn_wall_seconds();
         agg_readiness_changed(a);
@@ -252,30 +309,32 @@ static void on_resolved(void *arg, int status, int timeouts, struct ares_addrinf
         if (status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA) {
             if (p->dns_failing) log_info("partition %u: %s resolves again", l->partition, l->name);
             p->dns_failing = false;
-            static char addresses[AGG_MAX_REPLICAS * 4][AGG_ADDR_MAX]; /* the loop's thread only */
-            uint32_t count = 0;
-            for (struct ares_addrinfo_node *n = result ? result->nodes : NULL; n; n = n->ai_next) {
+            uint32_t count = 0, room = 0;
+            for (struct ares_addrinfo_node *n = result ? result->nodes : NULL; n; n = n->ai_next) room++;
+            char(*addresses)[AGG_ADDR_MAX] = calloc(room ? room : 1, sizeof *addresses);
+            if (!addresses) {
+                log_warn("partition %u: no memory for the %u addresses of %s; keeping its replicas", l->partition, room,
+                         l->name);
+                room = 0;
+            }
+            for (struct ares_addrinfo_node *n = result ? result->nodes : NULL; n && count < room; n = n->ai_next) {
                 char ip[INET6_ADDRSTRLEN];
                 const void *raw = n->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)n->ai_addr)->sin_addr
                                                           : (const void *)&((struct sockaddr_in6 *)n->ai_addr)->sin6_addr;
                 if ((n->ai_family != AF_INET && n->ai_family != AF_INET6) || !inet_ntop(n->ai_family, raw, ip, sizeof ip))
                     continue;
-                char address[AGG_ADDR_MAX];
-                snprintf(address, sizeof address, n->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, l->port);
-                bool repeat = false;
-                for (uint32_t i = 0; i < count && !repeat; i++) repeat = !strcmp(addresses[i], address);
-                if (!repeat && count < sizeof addresses / sizeof addresses[0]) strcpy(addresses[count++], address);
+                snprintf(addresses[count++], AGG_ADDR_MAX, n->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, l->port);
             }
-            /* the same set in the same order whatever order the server gave */
+            /* one of each, in one order whatever order the server gave */
             qsort(addresses, count, sizeof addresses[0], compare_addresses);
-            if (count > AGG_MAX_REPLICAS) {
-                log_warn("partition %u: %s has %u addresses; the first %d (in order) are used", l->partition, l->name,
-                         count, AGG_MAX_REPLICAS);
-                count = AGG_MAX_REPLICAS;
-            }
+            uint32_t unique = 0;
+            for (uint32_t i = 0; i < count; i++)
+                if (!unique || strcmp(addresses[unique - 1], addresses[i])) memmove(addresses[unique++], addresses[i], AGG_ADDR_MAX);
+            count = unique;
             if (!count && (p->dns_addresses || p->num_replicas))
                 log_warn("partition %u: %s has no address now (%s)", l->partition, l->name, ares_strerror(status));
-            agg_discovery_apply(a, l->partition, addresses, count);
+            if (addresses) agg_discovery_apply(a, l->partition, addresses, count);
+            free(addresses);
         } else {
             p->dns_failures++;
             if (!p->dns_failing)

@@ -1,8 +1,9 @@
 /* Fan-out: one attempt per partition, a hedge to another replica when a partition is slower than
- * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails, and the answer
- * with what there is a little before the caller's deadline. */
+ * its recent p95 (the loser is cancelled), a retry elsewhere when a replica fails. It answers no
+ * client: it says how the query's partitions stand (agg/query.c answers). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agg/agg_internal.h"
 
@@ -51,13 +52,31 @@ static void set_global_stats(const agg *a, const agg_query *q, isn_grpc_search_r
     }
 }
 
-/* Sends the query to one replica of partition pi (not yet tried). False when none is left. */
-static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t now) {
+bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind) {
+    if (kind == ATTEMPT_FIRST) {
+        p->extra_tokens += a->config.extra_requests_ratio;
+        if (p->extra_tokens > a->config.extra_requests_burst) p->extra_tokens = a->config.extra_requests_burst;
+        return true;
+    }
+    if (p->extra_tokens < 1.0) {
+        if (kind == ATTEMPT_HEDGE) p->hedges_denied++;
+        else p->retries_denied++;
+        return false;
+    }
+    p->extra_tokens -= 1.0;
+    return true;
+}
+
+/* Sends the query to one replica of partition pi (not yet tried): a retry or a hedge only to one that
+ * has not shed load within its back-off, and only with a token. False when none is left. */
+static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kind, int64_t now) {
     agg_partition *p = &a->partitions[pi];
     agg_part *part = &q->parts[pi];
+    bool hedge = kind == ATTEMPT_HEDGE, token = false;
     for (;;) {
-        int ri = agg_choose_replica(p, part->tried);
+        int ri = kind == ATTEMPT_FIRST ? agg_choose_replica(p, part->tried) : agg_choose_extra_replica(p, part->tried, now);
         if (ri < 0) return false;
+        if (!token && !(token = agg_take_extra_token(a, p, kind))) return false;
         agg_replica *r = &p->replicas[ri];
         part->tried |= 1u << ri;
         if (!agg_replica_connect(a, r)) {
@@ -69,7 +88,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
             .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
             .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
             .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
-            .traceparent = q->traceparent,
+            .traceparent = q->traceparent, .via = q->via,
             /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
             .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
             .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields,
@@ -87,7 +106,8 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
             continue;
         }
         r->unsent = true;
-        part->attempts[part->num_attempts++] = (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .hedge = hedge};
+        part->attempts[part->num_attempts++] =
+            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = rq.timeout_ms, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = now;
         r->inflight++;
         r->requests++;
@@ -100,15 +120,39 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, bool hedge, int64_t 
     }
 }
 
-void agg_search_start(agg *a, agg_query *q, int64_t now) {
-    q->searching = true;
+/* Partition pi has no replica to send to: unreachable, or (DNS named only this isn-agg) a loop. */
+static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
+    part->state = PART_FAILED;
+    part->last_status = GRPC_STATUS_UNAVAILABLE;
+    const agg_partition *p = &a->partitions[pi];
+    bool any_usable = false;
+    for (uint32_t i = 0; i < p->num_replicas && !any_usable; i++)
+        any_usable = p->replicas[i].address[0] && !p->replicas[i].draining && !p->replicas[i].leads_back;
+    if (any_usable) return;
+    if (p->own_address[0]) {
+        part->loop = true;
+        part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+        snprintf(part->last_message, sizeof part->last_message,
+                 AGG_LOOP_PREFIX "DNS name %.60s names this isn-agg's own address %.60s (skipped) and no other replica",
+                 p->dns_name, p->own_address);
+        return;
+    }
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].leads_back) {
+            part->loop = true;
+            part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+            snprintf(part->last_message, sizeof part->last_message,
+                     AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (taken "
+                     "out; no other replica)", p->replicas[i].address);
+            return;
+        }
+}
+
+void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;
-        if (!send_attempt(a, q, pi, false, now)) {
-            part->state = PART_FAILED;
-            part->last_status = GRPC_STATUS_UNAVAILABLE;
-        }
+        if (!send_attempt(a, q, pi, ATTEMPT_FIRST, now)) part_unreachable(a, part, pi);
     }
 }
 
@@ -128,15 +172,6 @@ static bool caller_error(int status) {
            status == GRPC_STATUS_UNAUTHENTICATED;
 }
 
-/* The caller's error, answered at once with the partition's status and its words. */
-static void fail_caller_error(agg *a, agg_query *q, uint32_t pi, int status, const char *message) {
-    for (uint32_t i = 0; i < a->num_partitions; i++)
-        if (q->parts[i].state == PART_PENDING) q->parts[i].state = PART_FAILED;
-    char why[320];
-    snprintf(why, sizeof why, "partition %u: %s", pi, message);
-    agg_query_fail(a, q, status, why);
-}
-
 /* Handles finished upstream calls of partition pi; hedges and retries. */
 static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     agg_part *part = &q->parts[pi];
@@ -154,11 +189,30 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         char err[256];
         bool hedge = at->hedge;
         int64_t sent = at->sent_ns;
+        uint32_t timeout_ms = at->timeout_ms;
         bool bad = isn_grpc_search_finish(at->call, &reply, err, sizeof err) != 0;
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
+        /* what the replica can take in time: a complete answer well within its timeout, or not */
+        if (status == GRPC_STATUS_OK || status == GRPC_STATUS_RESOURCE_EXHAUSTED || status == GRPC_STATUS_DEADLINE_EXCEEDED)
+            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == GRPC_STATUS_OK && reply.complete);
         if (status == GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
+            r->shed_backoff_ms = 0;
+            uint64_t bytes = agg_reply_bytes(&reply);
+            if (!grpc_budget_charge(&a->budget, bytes)) {
+                /* the aggregator's own memory is full: this partition's answer cannot be held */
+                isn_grpc_search_reply_free(&reply);
+                part->state = PART_FAILED;
+                part->last_status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+                snprintf(part->last_message, sizeof part->last_message,
+                         "the aggregator's memory budget (memory_budget_mib %u) has no room for its answer",
+                         a->config.memory_budget_mib);
+                a->metrics.over_budget++;
+                while (part->num_attempts) drop_attempt(a, q, pi, 0);
+                return;
+            }
+            q->charged += bytes;
             agg_record_latency(p, r, (uint32_t)((now - sent) / 1000));
             part->reply = reply;
             part->state = PART_ANSWERED;
@@ -172,8 +226,22 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         }
         part->last_status = status;
         snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
+        if (status == GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
+            isn_grpc_search_reply_free(&reply);
+            agg_replica_leads_back(a, r, part->last_message);
+            if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))) {
+                part->state = PART_FAILED;
+                part->loop = true;
+                snprintf(part->last_message, sizeof part->last_message,
+                         AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (%.100s)",
+                         r->address, reply.message);
+            }
+            continue;
+        }
         if (caller_error(status)) {
-            fail_caller_error(a, q, pi, status, part->last_message);
+            /* every replica would say the same: the query is refused with the partition's words */
+            part->state = PART_FAILED;
+            part->caller_error = true;
             if (!bad) isn_grpc_search_reply_free(&reply);
             return;
         }
@@ -182,10 +250,16 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             status == GRPC_STATUS_INTERNAL) {
             /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
              * no replica out, or overload would turn into an outage. */
-            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) a->metrics.upstream_failures++, r->failures++;
-            else agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
+            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) {
+                /* no retry or hedge goes to it until its back-off (doubling while it keeps shedding) ends */
+                a->metrics.upstream_failures++, r->failures++;
+                r->shed_backoff_ms = r->shed_backoff_ms ? r->shed_backoff_ms * 2 : AGG_SHED_BACKOFF_MIN_MS;
+                if (r->shed_backoff_ms > AGG_SHED_BACKOFF_MAX_MS) r->shed_backoff_ms = AGG_SHED_BACKOFF_MAX_MS;
+                r->shed_until_ns = now + (int64_t)r->shed_backoff_ms * 1000000LL;
+            } else
+                agg_replica_failed(a, r, status == -1, status == -1 ? "transport error" : "error status");
             /* Another replica may still make it in time. */
-            if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, false, now))
+            if (part->num_attempts == 0 && now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))
                 a->metrics.retries++;
         }
     }
@@ -197,14 +271,25 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     /* Hedge: one attempt out for longer than this partition's recent p95. */
     if (a->config.hedge && !part->hedged && part->num_attempts == 1 &&
         now - part->attempts[0].sent_ns >= agg_hedge_delay_ns(a, p) && now < q->finish_at_ns) {
-        part->hedged = true;
-        send_attempt(a, q, pi, true, now);
+        part->hedged = true; /* once: a hedge refused now (no token, no replica) is not asked again */
+        send_attempt(a, q, pi, ATTEMPT_HEDGE, now);
     }
 }
 
-int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
-    int64_t next = q->finish_at_ns;
-    if (!q->searching || !a->config.hedge) return next;
+uint64_t agg_reply_bytes(const isn_grpc_search_reply *reply) {
+    uint64_t bytes = (uint64_t)reply->num_hits * sizeof *reply->hits;
+    for (uint32_t i = 0; i < reply->num_hits; i++) {
+        const isn_grpc_hit *h = &reply->hits[i];
+        bytes += (h->external_id ? strlen(h->external_id) + 1 : 0) + (uint64_t)h->num_fields * sizeof *h->fields;
+        for (uint32_t j = 0; j < h->num_fields; j++)
+            bytes += (h->fields[j].name ? strlen(h->fields[j].name) + 1 : 0) + (h->fields[j].value ? strlen(h->fields[j].value) + 1 : 0);
+    }
+    return bytes;
+}
+
+int64_t agg_fanout_next_timer(const agg *a, const agg_query *q) {
+    int64_t next = INT64_MAX;
+    if (!a->config.hedge) return next;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         const agg_part *part = &q->parts[pi];
         if (part->state != PART_PENDING || part->hedged || part->num_attempts != 1) continue;
@@ -214,31 +299,29 @@ int64_t agg_query_next_timer(const agg *a, const agg_query *q) {
     return next;
 }
 
-/* Advances one query; frees it once answered. */
-void agg_query_progress(agg *a, agg_query *q, int64_t now) {
-    int64_t work_start = agg_now_ns();
-    if (q->call && q->abandoned) agg_query_fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
-    if (q->call && q->parked && now >= q->finish_at_ns)
-        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
-    if (q->call && q->parked) return;
-    if (q->call && !q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) agg_search_start(a, q, now);
-    if (q->call && q->searching) {
-        bool pending = false;
-        for (uint32_t pi = 0; pi < a->num_partitions && q->call; pi++) {
-            if (q->parts[pi].state != PART_PENDING) continue;
-            progress_part(a, q, pi, now);
-            if (q->parts[pi].state == PART_PENDING) pending = true;
+agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal *refusal) {
+    bool pending = false;
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        agg_part *part = &q->parts[pi];
+        if (part->state == PART_PENDING) progress_part(a, q, pi, now);
+        if (part->loop) {
+            /* a configuration that loops: the client hears of it now, not as a partial answer */
+            refusal->status = GRPC_STATUS_FAILED_PRECONDITION;
+            snprintf(refusal->message, sizeof refusal->message, AGG_LOOP_PREFIX "partition %u: %s", pi,
+                     part->last_message + strlen(AGG_LOOP_PREFIX));
+            return AGG_FANOUT_REFUSED;
         }
-        if (q->call && (!pending || now >= q->finish_at_ns)) agg_query_finish(a, q, now);
+        if (part->caller_error) {
+            refusal->status = part->last_status;
+            snprintf(refusal->message, sizeof refusal->message, "partition %u: %s", pi, part->last_message);
+            return AGG_FANOUT_REFUSED;
+        }
+        if (part->state == PART_PENDING) pending = true;
     }
-    q->processing_ns += agg_now_ns() - work_start;
-    if (!q->call) {
-        histogram_observe(&a->metrics.processing, (double)q->processing_ns / 1e9);
-        agg_query_free(a, q);
-    }
+    return pending ? AGG_FANOUT_PENDING : AGG_FANOUT_DONE;
 }
 
-void agg_query_free(agg *a, agg_query *q) {
+void agg_fanout_release(agg *a, agg_query *q) {
     /* a parked query that failed before a reload gave it new parts has as many as it was made with */
     for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         agg_part *part = &q->parts[pi];
@@ -246,13 +329,4 @@ void agg_query_free(agg *a, agg_query *q) {
         agg_stats_info_free(a, part, pi);
         isn_grpc_search_reply_free(&part->reply);
     }
-    agg_term_stats_free(&q->stats);
-    free(q->stats_key);
-    free(q->parts);
-    if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
-    if (q->prev) q->prev->next = q->next;
-    else a->queries = q->next;
-    if (q->next) q->next->prev = q->prev;
-    a->num_queries--;
-    free(q);
 }

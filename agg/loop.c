@@ -52,7 +52,7 @@ void agg_advance(agg *a) {
     int64_t now = agg_now_ns();
     for (agg_query *q = a->queries, *following; q; q = following) {
         following = q->next;
-        agg_query_progress(a, q, now);
+        agg_query_step(a, q, now);
     }
     agg_reload_step(a, now);
     agg_discovery_reap(a);

@@ -1,5 +1,6 @@
 /* Merge: the partitions' hits by final score into one top-k, with coverage (partitions answered of
- * total) and why the answer is incomplete when it is. */
+ * total) and why the answer is incomplete when it is; or the status that says why there is no
+ * answer. It answers no client (agg/query.c does). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,13 @@ uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hi
 
 /* No partition answered: the status says why (deadline before shedding before a partition's own
  * error status before unreachable), with the words of the first partition that said something. */
-static void fail_unanswered(agg *a, agg_query *q, bool any_deadline, bool any_shed) {
+static void unanswered(const agg_query *q, bool any_deadline, bool any_shed, agg_answer *out) {
     int status = any_deadline ? GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE;
     const char *summary = any_deadline ? "no partition answered before the deadline"
                           : any_shed   ? "every partition that could be reached shed the query (overloaded)"
                                        : "no partition could be reached";
     int first = -1;
-    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+    for (uint32_t pi = 0; pi < q->num_parts; pi++) {
         const agg_part *part = &q->parts[pi];
         if (part->state == PART_FAILED && part->last_message[0] && first < 0) first = (int)pi;
         /* a status of the partitions' own (INTERNAL, DATA_LOSS, ...) is passed on as it is */
@@ -42,129 +43,143 @@ static void fail_unanswered(agg *a, agg_query *q, bool any_deadline, bool any_sh
             first = (int)pi;
         }
     }
-    char why[400];
-    if (first >= 0) snprintf(why, sizeof why, "%s (partition %d: %s)", summary, first, q->parts[first].last_message);
-    else snprintf(why, sizeof why, "%s", summary);
-    agg_query_fail(a, q, status, why);
+    out->status = status;
+    if (first >= 0) snprintf(out->message, sizeof out->message, "%s (partition %d: %s)", summary, first, q->parts[first].last_message);
+    else snprintf(out->message, sizeof out->message, "%s", summary);
 }
 
-void agg_query_finish(agg *a, agg_query *q, int64_t now) {
+static void refuse(agg_answer *out, int status, const char *message) {
+    out->status = status;
+    snprintf(out->message, sizeof out->message, "%s", message);
+}
+
+void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
+    memset(out, 0, sizeof *out);
+    isn__v1__search_response__init(&out->response);
+    isn__v1__stage_times__init(&out->times);
+    isn__v1__search_debug__init(&out->debug);
     uint32_t answered = 0, total_hits = 0;
     bool complete = true, any_deadline = false, any_shed = false;
     const char *reason = "";
     uint64_t matched = 0, slowest_us = 0, slowest_rerank_us = 0;
-    Isn__V1__SearchDebug debug = ISN__V1__SEARCH_DEBUG__INIT;
+    Isn__V1__SearchDebug *debug = &out->debug;
     bool reranked = false;
-    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
-        agg_part *part = &q->parts[pi];
+    for (uint32_t pi = 0; pi < q->num_parts; pi++) {
+        const agg_part *part = &q->parts[pi];
         if (part->state == PART_ANSWERED) {
             answered++;
             total_hits += part->reply.num_hits;
             matched += part->reply.matched_lower_bound;
-            if (part->reply.total_us > slowest_us) slowest_us = part->reply.total_us;
+            /* the slowest partition's own retrieval: its total also counts its queue, from a clock that
+             * may start before this aggregator's (isnd counts from when the bytes could have arrived) */
+            if (part->reply.retrieval_us > slowest_us) slowest_us = part->reply.retrieval_us;
             if (part->reply.rerank_us > slowest_rerank_us) slowest_rerank_us = part->reply.rerank_us;
             if (q->request->ranker && q->request->ranker[0]) reranked = true;
             if (q->request->debug) {
                 /* the partitions' work added up; the terms as the partition that knew most of them */
-                if (!debug.algorithm_used[0]) debug.algorithm_used = part->reply.algorithm_used;
-                if (part->reply.num_terms > debug.num_terms) {
-                    debug.num_terms = part->reply.num_terms;
-                    debug.num_unknown_terms = part->reply.num_unknown_terms;
-                } else if (!debug.num_terms && part->reply.num_unknown_terms > debug.num_unknown_terms)
-                    debug.num_unknown_terms = part->reply.num_unknown_terms;
-                debug.postings_scored += part->reply.postings_scored;
-                debug.docs_evaluated += part->reply.docs_evaluated;
-                debug.blocks_decoded += part->reply.blocks_decoded;
+                if (!debug->algorithm_used[0]) debug->algorithm_used = (char *)part->reply.algorithm_used;
+                if (part->reply.num_terms > debug->num_terms) {
+                    debug->num_terms = part->reply.num_terms;
+                    debug->num_unknown_terms = part->reply.num_unknown_terms;
+                } else if (!debug->num_terms && part->reply.num_unknown_terms > debug->num_unknown_terms)
+                    debug->num_unknown_terms = part->reply.num_unknown_terms;
+                debug->postings_scored += part->reply.postings_scored;
+                debug->docs_evaluated += part->reply.docs_evaluated;
+                debug->blocks_decoded += part->reply.blocks_decoded;
             }
             if (!part->reply.complete) {
                 complete = false;
                 if (!reason[0]) reason = part->reply.incomplete_reason;
             }
-            a->partitions[pi].answered++;
         } else {
-            a->partitions[pi].missing++;
             if (part->last_status == GRPC_STATUS_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
             if (part->last_status == GRPC_STATUS_RESOURCE_EXHAUSTED) any_shed = true;
         }
     }
+    out->answered = answered;
     if (!answered) {
-        fail_unanswered(a, q, any_deadline, any_shed);
+        unanswered(q, any_deadline, any_shed, out);
         return;
     }
     agg_merged_hit *all = malloc((total_hits ? total_hits : 1) * sizeof *all);
     if (!all) {
-        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        refuse(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
         return;
     }
-    uint32_t n = agg_merge_hits(q->parts, a->num_partitions, all);
+    uint32_t n = agg_merge_hits(q->parts, q->num_parts, all);
     if (n > q->k) n = q->k;
-    Isn__V1__Hit *hits = calloc(n ? n : 1, sizeof *hits);
-    Isn__V1__Hit **hit_ptrs = calloc(n ? n : 1, sizeof *hit_ptrs);
     /* The partitions' stored fields, passed on as they came. */
     size_t num_fields = 0;
     for (uint32_t i = 0; i < n; i++) num_fields += all[i].hit->num_fields;
-    Isn__V1__StoredField *fields = calloc(num_fields ? num_fields : 1, sizeof *fields);
-    Isn__V1__StoredField **field_ptrs = calloc(num_fields ? num_fields : 1, sizeof *field_ptrs);
-    if (!fields || !field_ptrs) {
-        free(hits), free(hit_ptrs), free(fields), free(field_ptrs), free(all);
-        agg_query_fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the hits' stored fields");
+    out->hits = calloc(n ? n : 1, sizeof *out->hits);
+    out->hit_ptrs = calloc(n ? n : 1, sizeof *out->hit_ptrs);
+    out->fields = calloc(num_fields ? num_fields : 1, sizeof *out->fields);
+    out->field_ptrs = calloc(num_fields ? num_fields : 1, sizeof *out->field_ptrs);
+    if (!out->hits || !out->hit_ptrs || !out->fields || !out->field_ptrs) {
+        free(all);
+        refuse(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the merged hits");
         return;
     }
     size_t next_field = 0;
-    Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
-    Isn__V1__StageTimes times = ISN__V1__STAGE_TIMES__INIT;
-    for (uint32_t i = 0; hits && hit_ptrs && i < n; i++) {
-        isn__v1__hit__init(&hits[i]);
-        hits[i].external_id = all[i].hit->external_id;
-        hits[i].doc = all[i].hit->doc;
-        hits[i].score = all[i].hit->score;
-        hits[i].l1_score = all[i].hit->l1_score;
-        hits[i].n_fields = all[i].hit->num_fields;
-        hits[i].fields = field_ptrs + next_field;
+    for (uint32_t i = 0; i < n; i++) {
+        Isn__V1__Hit *hit = &out->hits[i];
+        isn__v1__hit__init(hit);
+        hit->external_id = all[i].hit->external_id;
+        hit->doc = all[i].hit->doc;
+        hit->score = all[i].hit->score;
+        hit->l1_score = all[i].hit->l1_score;
+        hit->partition = all[i].partition; /* doc numbers a document of that partition's index */
+        hit->n_fields = all[i].hit->num_fields;
+        hit->fields = out->field_ptrs + next_field;
         for (uint32_t j = 0; j < all[i].hit->num_fields; j++, next_field++) {
-            isn__v1__stored_field__init(&fields[next_field]);
-            fields[next_field].name = all[i].hit->fields[j].name;
-            fields[next_field].value = all[i].hit->fields[j].value;
-            field_ptrs[next_field] = &fields[next_field];
+            isn__v1__stored_field__init(&out->fields[next_field]);
+            out->fields[next_field].name = all[i].hit->fields[j].name;
+            out->fields[next_field].value = all[i].hit->fields[j].value;
+            out->field_ptrs[next_field] = &out->fields[next_field];
         }
-        hit_ptrs[i] = &hits[i];
+        out->hit_ptrs[i] = hit;
     }
-    response.n_hits = hits && hit_ptrs ? n : 0;
-    response.hits = hit_ptrs;
-    if (answered < a->num_partitions) {
+    free(all);
+    if (answered < q->num_parts) {
         complete = false;
         reason = "partition_missing";
     }
     if (!complete && q->request->forbid_partial) {
-        free(hits);
-        free(hit_ptrs);
-        free(all);
-        char why[128];
-        snprintf(why, sizeof why, "the answer would be partial (%s) and the request forbids partial answers", reason);
-        agg_query_fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, why);
+        out->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        snprintf(out->message, sizeof out->message,
+                 "the answer would be partial (%s) and the request forbids partial answers", reason);
         return;
     }
-    if (!complete) a->metrics.partial++;
-    response.complete = complete;
-    response.incomplete_reason = (char *)reason;
-    response.matched_lower_bound = matched;
-    response.device = "agg";
-    times.retrieval_us = slowest_us;
-    times.rerank_us = reranked ? slowest_rerank_us : 0;
-    if (q->request->debug) response.debug = &debug;
-    times.total_us = (uint64_t)((now - q->start_ns) / 1000);
-    response.times = &times;
-    response.request_id = q->request_id; /* the caller's, else the one made for it (the trace id) */
-    q->reply_hits = response.n_hits;
-    q->reply_answered = answered;
-    q->reply_complete = complete;
-    response.partitions_answered = answered;
-    response.partitions_total = a->num_partitions;
-    agg_query_reply(a, q, &response.base);
-    agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
-    free(hits);
-    free(hit_ptrs);
-    free(fields);
-    free(field_ptrs);
-    free(all);
+    Isn__V1__SearchResponse *response = &out->response;
+    response->n_hits = n;
+    response->hits = out->hit_ptrs;
+    response->complete = complete;
+    response->incomplete_reason = (char *)reason;
+    response->matched_lower_bound = matched;
+    response->device = "agg";
+    out->times.retrieval_us = slowest_us;
+    out->times.rerank_us = reranked ? slowest_rerank_us : 0;
+    if (q->request->debug) response->debug = debug;
+    out->times.total_us = (uint64_t)((now - q->start_ns) / 1000);
+    response->times = &out->times;
+    response->request_id = (char *)q->request_id; /* the caller's, else the one made for it (the trace id) */
+    response->partitions_answered = answered;
+    response->partitions_total = q->num_parts;
+    out->complete = complete;
+    out->status = GRPC_STATUS_OK;
+}
+
+uint64_t agg_answer_bytes(const agg_answer *answer) {
+    size_t hits = answer->response.n_hits, fields = 0;
+    for (size_t i = 0; i < hits; i++) fields += answer->hits[i].n_fields;
+    return (uint64_t)hits * (sizeof *answer->hits + sizeof *answer->hit_ptrs) +
+           (uint64_t)fields * (sizeof *answer->fields + sizeof *answer->field_ptrs);
+}
+
+void agg_answer_free(agg_answer *answer) {
+    free(answer->hits);
+    free(answer->hit_ptrs);
+    free(answer->fields);
+    free(answer->field_ptrs);
+    answer->hits = NULL, answer->hit_ptrs = NULL, answer->fields = NULL, answer->field_ptrs = NULL;
 }

@@ -5,6 +5,12 @@ void agg_count_status(agg *a, int status) {
     a->metrics.requests_by_status[status >= 0 && status < GRPC_STATUS_COUNT ? status : GRPC_STATUS_INTERNAL]++;
 }
 
+uint64_t agg_answered(const agg *a) {
+    uint64_t n = 0;
+    for (int i = 0; i < GRPC_STATUS_COUNT; i++) n += a->metrics.requests_by_status[i];
+    return n;
+}
+
 void agg_observe_answer(agg *a, double seconds) { histogram_observe(&a->metrics.latency, seconds); }
 
 /* One family with a sample per replica, labelled with its partition and address. */
@@ -15,7 +21,8 @@ typedef enum {
     REPLICA_HEDGES,
     REPLICA_LATENCY,
     REPLICA_EJECTIONS,
-    REPLICA_DRAINING
+    REPLICA_DRAINING,
+    REPLICA_LEADS_BACK
 } replica_metric;
 
 static const struct {
@@ -29,6 +36,8 @@ static const struct {
     [REPLICA_EJECTIONS] = {"isn_agg_replica_ejections_total", "counter", "Times the replica was taken out of rotation."},
     [REPLICA_DRAINING] = {"isn_agg_replica_draining", "gauge",
                           "1 while DNS no longer names the replica and its calls in flight finish."},
+    [REPLICA_LEADS_BACK] = {"isn_agg_replica_leads_back", "gauge",
+                            "1 while the replica is out because it led a request back to this isn-agg (a loop)."},
 };
 
 static double replica_value(const agg_replica *r, replica_metric m) {
@@ -40,6 +49,7 @@ static double replica_value(const agg_replica *r, replica_metric m) {
     case REPLICA_LATENCY: return r->ewma_us / 1e6;
     case REPLICA_EJECTIONS: return (double)r->ejections;
     case REPLICA_DRAINING: return r->draining;
+    case REPLICA_LEADS_BACK: return r->leads_back;
     }
     return 0;
 }
@@ -69,6 +79,14 @@ static void render_discovery(const agg *a, byte_buffer *out) {
         if (a->partitions[pi].dns_name[0])
             buffer_printf(out, "isn_agg_dns_addresses{partition=\"%u\",name=\"%s\"} %u\n", pi, a->partitions[pi].dns_name,
                           a->partitions[pi].dns_addresses);
+    prom_family(out, "isn_agg_dns_addresses_beyond_cap", "gauge",
+                "Addresses of the last DNS answer that are not replicas: more than the cap per partition "
+                "(isn_agg_partition_replica_cap), the rest chosen by rendezvous hashing.");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        if (a->partitions[pi].dns_name[0])
+            buffer_printf(out, "isn_agg_dns_addresses_beyond_cap{partition=\"%u\"} %u\n", pi, a->partitions[pi].dns_beyond_cap);
+    prom_u64(out, "isn_agg_partition_replica_cap", "gauge", "Replicas a partition may have at most (DNS or configuration).",
+             AGG_MAX_REPLICAS);
     prom_family(out, "isn_agg_dns_replica_changes_total", "counter", "Replicas added and removed because DNS said so.");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         const agg_partition *p = &a->partitions[pi];
@@ -93,6 +111,18 @@ static void render_partitions(const agg *a, byte_buffer *out) {
     prom_family(out, "isn_agg_partition_p95_seconds", "gauge", "Recent p95 answer time per partition (the hedge delay).");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_p95_seconds{partition=\"%u\"} %.6f\n", pi, a->partitions[pi].p95_us / 1e6);
+    prom_family(out, "isn_agg_partition_extra_tokens", "gauge",
+                "Retry and hedge budget of the partition: tokens its first requests earned (a retry or hedge spends one).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++)
+        buffer_printf(out, "isn_agg_partition_extra_tokens{partition=\"%u\"} %.2f\n", pi, a->partitions[pi].extra_tokens);
+    prom_family(out, "isn_agg_partition_extra_denied_total", "counter",
+                "Retries and hedges not sent: the partition's budget had no token (extra_requests_ratio).");
+    for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+        buffer_printf(out, "isn_agg_partition_extra_denied_total{partition=\"%u\",kind=\"hedge\"} %llu\n", pi,
+                      (unsigned long long)a->partitions[pi].hedges_denied);
+        buffer_printf(out, "isn_agg_partition_extra_denied_total{partition=\"%u\",kind=\"retry\"} %llu\n", pi,
+                      (unsigned long long)a->partitions[pi].retries_denied);
+    }
     prom_family(out, "isn_agg_partition_missing_total", "counter", "Answers that lacked this partition.");
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_missing_total{partition=\"%u\"} %llu\n", pi,
@@ -118,7 +148,7 @@ static void render_partitions(const agg *a, byte_buffer *out) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
         buffer_printf(out, "isn_agg_partition_generations_settled{partition=\"%u\"} %d\n", pi, agg_partition_settled(a, pi));
     render_discovery(a, out);
-    for (replica_metric m = REPLICA_UP; m <= REPLICA_DRAINING; m++) {
+    for (replica_metric m = REPLICA_UP; m <= REPLICA_LEADS_BACK; m++) {
         prom_family(out, REPLICA_METRICS[m].name, REPLICA_METRICS[m].type, REPLICA_METRICS[m].help);
         for (uint32_t pi = 0; pi < a->num_partitions; pi++)
             for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
@@ -168,6 +198,16 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_partitions", "gauge", "Partitions configured.", a->num_partitions);
     prom_u64(out, "isn_agg_partitions_covered", "gauge", "Partitions with at least one replica in rotation.", covered);
     prom_u64(out, "isn_agg_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
+    prom_u64(out, "isn_agg_shed_at_capacity_total", "counter",
+             "Queries refused whole (RESOURCE_EXHAUSTED) because every replica of a partition had "
+             "max_inflight_per_replica requests in flight.",
+             m->shed_at_capacity);
+    prom_u64(out, "isn_agg_over_budget_total", "counter",
+             "Queries and partition answers refused: the aggregator's memory budget (memory_budget_mib) was full.",
+             m->over_budget);
+    prom_u64(out, "isn_agg_loop_refusals_total", "counter",
+             "Searches refused as request loops (this isn-agg already on their isn-via path, or too many hops).",
+             m->loop_refusals);
     prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", grpc_health_num_watchers(a->watchers));
     render_partitions(a, out);
     grpc_render_process_metrics(out, a->start_time);

@@ -15,6 +15,7 @@ void agg_replica_init(agg_replica *r, const char *address, uint32_t partition, u
     r->index = index;
     r->up = true; /* until it fails or its first health check says otherwise (checked at once) */
     r->ewma_us = 1000;
+    r->inflight_limit = AGG_INITIAL_INFLIGHT_LIMIT;
 }
 
 void agg_partitions_init(agg *a) {
@@ -22,6 +23,8 @@ void agg_partitions_init(agg *a) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_partition *p = &a->partitions[pi];
         p->num_replicas = a->config.partitions[pi].num_replicas;
+        p->extra_tokens = a->config.extra_requests_burst;
+        p->max_inflight = a->config.max_inflight_per_replica;
         for (uint32_t i = 0; i < p->num_replicas; i++)
             agg_replica_init(&p->replicas[i], a->config.partitions[pi].replicas[i], pi, i);
         memcpy(p->dns_name, a->config.partitions[pi].dns_name, sizeof p->dns_name);
@@ -49,7 +52,9 @@ void agg_partitions_reload(agg *a) {
             /* the same partition: its size and recent latency stay */
             *p = old[pi];
             memset(p->replicas, 0, sizeof p->replicas);
-        }
+        } else
+            p->extra_tokens = a->config.extra_requests_burst;
+        p->max_inflight = a->config.max_inflight_per_replica;
         /* the replicas wanted: the configured list, or for the same dns: name what DNS named last (a
          * new name starts empty and is resolved at once) */
         static char wanted[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
@@ -76,6 +81,10 @@ void agg_partitions_reload(agg *a) {
             if (kept) {
                 *r = *kept;
                 r->index = i;
+                if (r->leads_back) { /* the configuration may have changed where it leads: asked again */
+                    r->leads_back = false;
+                    r->probe_at_ns = 0;
+                }
                 kept->address[0] = '\0'; /* taken */
             } else {
                 agg_replica_init(r, wanted[i], pi, i);
@@ -120,6 +129,18 @@ void agg_replica_eject(agg *a, agg_replica *r, const char *why) {
     log_warn("replica %s of partition %u taken out: %s", r->address, r->partition, why);
 }
 
+void agg_replica_leads_back(agg *a, agg_replica *r, const char *words) {
+    if (r->leads_back) return;
+    r->leads_back = true;
+    r->failures++;
+    a->metrics.upstream_failures++;
+    if (r->up) r->ejections++;
+    r->up = false;
+    r->probe_at_ns = INT64_MAX; /* a health check would say SERVING: it is not the way back in */
+    log_error("replica %s of partition %u leads back to an aggregator already on the request's path: taken out until "
+              "a reload (%s)", r->address, r->partition, words);
+}
+
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why) {
     r->failures++;
     a->metrics.upstream_failures++;
@@ -127,6 +148,12 @@ void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char
     if (connection_lost || (r->client && !isn_grpc_usable(r->client)) ||
         r->consecutive_failures >= a->config.failures_to_eject)
         agg_replica_eject(a, r, why);
+}
+
+/* The replica's in-flight limit now (at least 1, at most the partition's cap). */
+static uint32_t inflight_limit(const agg_replica *r, const agg_partition *p) {
+    uint32_t limit = r->inflight_limit >= 1 ? (uint32_t)r->inflight_limit : 1;
+    return limit < p->max_inflight ? limit : p->max_inflight;
 }
 
 /* Lowest recent latency times (1 + calls in flight), among replicas that are up. When every
@@ -138,12 +165,36 @@ int agg_choose_replica(const agg_partition *p, uint32_t exclude) {
     for (int pass = 0; pass < 2 && best < 0; pass++)
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             const agg_replica *r = &p->replicas[i];
-            if (((exclude >> i) & 1) || r->draining) continue;
+            if (((exclude >> i) & 1) || r->draining || r->leads_back || r->inflight >= inflight_limit(r, p)) continue;
             if (pass == 0 ? !r->up : !(r->client && isn_grpc_usable(r->client))) continue;
             double score = r->ewma_us * (1.0 + r->inflight) * (1.0 + r->consecutive_failures);
             if (best < 0 || score < best_score) best = (int)i, best_score = score;
         }
     return best;
+}
+
+bool agg_partition_has_room(const agg_partition *p) {
+    bool any_in_rotation = false;
+    for (uint32_t i = 0; i < p->num_replicas; i++) {
+        const agg_replica *r = &p->replicas[i];
+        if (!r->address[0] || r->draining || r->leads_back || !r->up) continue;
+        any_in_rotation = true;
+        if (r->inflight < inflight_limit(r, p)) return true;
+    }
+    return !any_in_rotation;
+}
+
+void agg_replica_answered(agg_replica *r, const agg_partition *p, uint64_t us, uint32_t timeout_ms, bool in_time) {
+    if (in_time && us * 2 <= (uint64_t)timeout_ms * 1000) r->inflight_limit += 1.0 / (r->inflight_limit >= 1 ? r->inflight_limit : 1);
+    else r->inflight_limit *= 0.9;
+    if (r->inflight_limit < 1) r->inflight_limit = 1;
+    if (r->inflight_limit > p->max_inflight) r->inflight_limit = p->max_inflight;
+}
+
+int agg_choose_extra_replica(const agg_partition *p, uint32_t exclude, int64_t now) {
+    for (uint32_t i = 0; i < p->num_replicas; i++)
+        if (p->replicas[i].shed_until_ns > now) exclude |= 1u << i;
+    return agg_choose_replica(p, exclude);
 }
 
 void agg_record_latency(agg_partition *p, agg_replica *r, uint32_t us) {
@@ -190,6 +241,7 @@ void agg_probe_replicas(agg *a, int64_t now) {
         agg_partition *p = &a->partitions[pi];
         for (uint32_t i = 0; i < p->num_replicas; i++) {
             agg_replica *r = &p->replicas[i];
+            if (r->leads_back) continue;
             if (r->up && r->client && !isn_grpc_usable(r->client)) {
                 agg_replica_eject(a, r, "connection lost or closed by the replica");
                 continue;

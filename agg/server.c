@@ -36,6 +36,9 @@ static void on_abandoned(grpc_call *call, void *app) {
 }
 
 static void close_everything(agg *a) {
+    if (a->closed) return;
+    a->closed = true;
+    if (a->draining) log_info("drain: done (%llu calls answered since the start); closing", (unsigned long long)agg_answered(a));
     if (a->drain_timer.loop && !uv_is_closing((uv_handle_t *)&a->drain_timer))
         uv_close((uv_handle_t *)&a->drain_timer, NULL);
     agg_loop_stop(a);
@@ -116,12 +119,14 @@ int agg_serve(agg *a, char *err, size_t err_len) {
         .write_timeout_ms = c->write_timeout_ms,
         .min_send_rate = c->min_send_rate,
         .memory_budget_bytes = (uint64_t)c->memory_budget_mib << 20,
+        .shared_budget = &a->budget, /* the queries' memory is charged to it too */
         .max_header_list_bytes = c->max_header_list_size,
         .max_early_resets_per_second = c->max_early_resets_per_second,
     };
     a->server = grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
     if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
-    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0)
+    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0 ||
+        agg_check_own_replicas(a, &a->config, err, err_len) != 0)
         return -1;
     if (a->config.stats_listen[0]) {
         grpc_stats_config stats_config = {
@@ -141,9 +146,22 @@ int agg_serve(agg *a, char *err, size_t err_len) {
     return agg_discovery_start(a, err, err_len);
 }
 
+/* The clients had their answers this long ago and some still did not take them: they are not waited for. */
 static void on_drain_grace_over(uv_timer_t *timer) {
     log_warn("drain: clients did not take their last answers within %d ms; closing", AGG_DRAIN_GRACE_MS);
     close_everything(timer->data);
+}
+
+/* drain_timeout_ms passed with queries still going (a caller gave a longer deadline): they answer with
+ * what the partitions gave so far, and the clients get AGG_DRAIN_GRACE_MS to read it. */
+static void on_drain_timeout(uv_timer_t *timer) {
+    agg *a = timer->data;
+    log_warn("drain: drain_timeout_ms (%u) reached with %u queries in flight; they answer with what they have",
+             a->config.drain_timeout_ms, a->num_queries);
+    int64_t now = agg_now_ns();
+    while (a->queries) agg_query_answer_now(a, a->queries, now);
+    grpc_server_fail_waiting(a->server, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    uv_timer_start(&a->drain_timer, on_drain_grace_over, AGG_DRAIN_GRACE_MS, 0);
 }
 
 const char *agg_grpc_address(const agg *a) { return a->grpc_address; }
@@ -158,10 +176,23 @@ void agg_drain(agg *a) {
         close_everything(a);
         return;
     }
-    grpc_server_stop_accepting(a->server);
-    agg_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    log_info("drain: %u queries in flight are answered from the partitions, each by its own deadline (at most "
+             "drain_timeout_ms %u); no new connection or stream is taken",
+             a->num_queries, a->config.drain_timeout_ms);
     uv_timer_init(a->loop, &a->drain_timer);
     a->drain_timer.data = a;
-    uv_timer_start(&a->drain_timer, on_drain_grace_over, AGG_DRAIN_GRACE_MS, 0);
-    grpc_server_drain(a->server); /* on_drained closes the rest */
+    uv_timer_start(&a->drain_timer, on_drain_timeout, a->config.drain_timeout_ms, 0);
+    /* Stops accepting and sends GOAWAY: streams the connections already took are answered; once no
+     * call is open, on_drained closes the rest. */
+    grpc_server_drain(a->server);
 }
+
+void agg_stop_now(agg *a) {
+    a->lost_queries += a->num_queries;
+    log_warn("stopping now: %u queries in flight answered UNAVAILABLE", a->num_queries);
+    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping (stopped at once)");
+    a->draining = true;
+    close_everything(a);
+}
+
+uint32_t agg_lost_queries(const agg *a) { return a->lost_queries; }

@@ -54,3 +54,10 @@ ATTACK_SUPPORT_OBJS := $(addprefix $(BUILD)/obj/tests/support/,raw_http2.o isnd_
 $(BUILD)/bench/attack_never_read: $(BUILD)/obj/tests/attack/attack_never_read.o $(ATTACK_SUPPORT_OBJS) $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ATTACK_SUPPORT_OBJS) $(LIBS) $(LDLIBS)
+
+# make bench-agg-overload: a 2 x 2 tier behind isn-agg (hedging on) at 2x and 3x its sustained rate:
+# isnd requests per client query, on-time complete answers, isn-agg's peak RSS (bench/agg_overload.sh;
+# JSON in $(BUILD)/bench/agg_overload.json). Not part of make bench: about two minutes of load.
+bench-agg-overload: $(PROGRAMS) $$(CRANFIELD)
+	bash bench/agg_overload.sh $(BUILD)
+.PHONY: bench-agg-overload

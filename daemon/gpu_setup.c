@@ -76,6 +76,10 @@ static void free_training_log(isn_query *queries, uint32_t count) {
     free(queries);
 }
 
+static char unusable[600]; /* why the last set-up opened no device ("" = it opened one, or was not asked) */
+
+const char *gpu_setup_unusable(void) { return unusable; }
+
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
     *num_backends = 0;
@@ -112,6 +116,7 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
         isn_gpu_backend *backend = isn_gpu_open(index, &options, why, sizeof why);
         if (!backend) {
             log_warn("gpu: no GPU first stage on device %d: %s", options.device, why);
+            snprintf(unusable, sizeof unusable, "device %d: %.500s", options.device, why);
             continue;
         }
         isn_gpu_health health; /* no batch runs yet: read directly */
@@ -125,8 +130,12 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
         backends[(*num_backends)++] = backend;
     }
     free_training_log(training, num_training);
-    if (*num_backends == 0) log_warn("gpu: no GPU first stage: serving on the CPU only");
-    else if (*num_backends > 1) log_info("gpu: %u devices, each with the whole partition, a dispatcher each", *num_backends);
+    if (*num_backends == 0)
+        log_error("gpu: gpu.enable = true but no device can be used (%s): serving on the CPU only; /readyz says "
+                  "degraded and isn_gpu_up is 0", unusable);
+    else
+        unusable[0] = '\0';
+    if (*num_backends > 1) log_info("gpu: %u devices, each with the whole partition, a dispatcher each", *num_backends);
     return 0;
 }
 

@@ -16,6 +16,8 @@
  * with err only for a bad configuration. backends has room for ISN_SCHED_MAX_GPUS. */
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
+/* Why the last gpu_setup_first_stage opened no device (the last device's reason), or "". */
+const char *gpu_setup_unusable(void);
 /* The second stage's GPU model cache, or NULL (not asked for, emulated device: no L2 kernels, or
  * none usable: logged). */
 isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover);

@@ -88,6 +88,11 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
              t.grpc.open_calls);
     prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
+    if (server->conf.gpu_enable && server->pool)
+        prom_u64(out, "isn_gpu_up", "gauge",
+                 "1 while the GPU that gpu.enable asks for serves the first stage, 0 when none could be used (the node "
+                 "serves on the CPU; /readyz says degraded). Only with gpu.enable = true.",
+                 search_service_has_gpu(server->pool));
     prom_u64(out, "isn_shed_total", "counter",
              "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
              m->shed);

@@ -339,7 +339,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
 
     char timeout[GRPC_TIMEOUT_MAX_LEN];
     const char *content_type = request->content_type ? request->content_type : "application/grpc";
-    nghttp2_nv headers[9];
+    nghttp2_nv headers[10];
     size_t n = 0;
 #define NV(name, value) \
     headers[n++] = (nghttp2_nv){(uint8_t *)(name), (uint8_t *)(value), strlen(name), strlen(value), NGHTTP2_NV_FLAG_NONE}
@@ -357,6 +357,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
         NV("grpc-timeout", timeout);
     }
     if (request->traceparent) NV("traceparent", request->traceparent);
+    if (request->via) NV("isn-via", request->via);
 #undef NV
     nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_body};
     int32_t id = nghttp2_submit_request(client->session, NULL, headers, n, &provider, call);

@@ -12,7 +12,8 @@
 #define WAIT_SLACK_MS 5000
 
 static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
-                                    uint32_t timeout_ms, const char *traceparent, char *err, size_t err_len) {
+                                    uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
+                                    size_t err_len) {
     size_t size = protobuf_c_message_get_packed_size(message);
     uint8_t *body = malloc(size ? size : 1);
     if (!body) {
@@ -21,7 +22,8 @@ static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, c
     }
     protobuf_c_message_pack(message, body);
     isn_grpc_request request = {
-        .path = path, .body = body, .body_len = size, .frame = true, .timeout_ms = timeout_ms, .traceparent = traceparent};
+        .path = path, .body = body, .body_len = size, .frame = true, .timeout_ms = timeout_ms, .traceparent = traceparent,
+        .via = via};
     isn_grpc_call *call = isn_grpc_start(client, &request, err, err_len);
     free(body);
     return call;
@@ -107,8 +109,8 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
         }
         message.global_stats = &global;
     }
-    isn_grpc_call *call =
-        start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms, request->traceparent, err, err_len);
+    isn_grpc_call *call = start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms,
+                                        request->traceparent, request->via, err, err_len);
     free(stats);
     free(stat_ptrs);
     return call;
@@ -133,6 +135,7 @@ int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, ch
         out->doc = hit->doc;
         out->score = hit->score;
         out->l1_score = hit->l1_score;
+        out->partition = hit->partition;
         reply->num_hits++;
         if (rc == 0 && hit->n_fields && !(out->fields = calloc(hit->n_fields, sizeof *out->fields)))
             rc = isn_error(err, err_len, "out of memory");
@@ -206,7 +209,7 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     message.terms = (char **)terms;
     message.analyze = analyze;
     isn_grpc_call *call =
-        wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, NULL, err, err_len), -1, err,
+        wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, NULL, NULL, err, err_len), -1, err,
                       err_len);
     if (!call) return -1;
     Isn__V1__InfoResponse *response =
@@ -264,7 +267,7 @@ int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *ser
     Grpc__Health__V1__HealthCheckRequest message = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     message.service = (char *)(service ? service : "");
     isn_grpc_call *call = wait_finished(
-        client, start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, NULL, err, err_len), -1, err, err_len);
+        client, start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, NULL, NULL, err, err_len), -1, err, err_len);
     if (!call) return -1;
     char why[512];
     int status;

@@ -402,6 +402,10 @@ bool grpc_trace_parse(const char *traceparent, grpc_trace *trace);
 /* The traceparent for a call made on behalf of `incoming` (NULL or invalid: a new trace): the same
  * trace id and flags, a new span id. *trace (may be NULL) gets what was sent. */
 void grpc_trace_child(const char *incoming, grpc_trace *trace, char out[GRPC_TRACEPARENT_LEN + 1]);
+/* The isn-via header (the aggregators a request went through, which isn-agg reads to refuse a request
+ * loop) as sent: "" when none, NULL when longer than GRPC_VIA_MAX. */
+#define GRPC_VIA_MAX 255
+const char *grpc_call_via(const grpc_call *call);
 
 /* ================================================================== stats endpoint */
 /* A deliberately small HTTP/1.1 server (GET and HEAD, keep-alive, pipelining, no request bodies)
@@ -480,6 +484,7 @@ typedef struct {
     const char *content_type; /* NULL = application/grpc */
     const char *timeout_header; /* sent as grpc-timeout exactly as given, instead of timeout_ms (tests) */
     const char *traceparent;    /* W3C trace context header; NULL = none */
+    const char *via;            /* isn-via header (grpc_call_via); NULL = none */
 } isn_grpc_request;
 
 typedef struct {
@@ -529,6 +534,7 @@ typedef struct {
     const char *ranker;
     uint32_t n1;
     const char *traceparent; /* sent as the traceparent header (W3C trace context); NULL = none */
+    const char *via;         /* sent as the isn-via header (grpc_call_via); NULL = none */
     /* Stored fields each hit should carry (the index must keep them). */
     const char *const *stored_fields;
     uint32_t num_stored_fields;
@@ -545,6 +551,7 @@ typedef struct {
     uint32_t doc;
     float score;
     float l1_score;
+    uint32_t partition;            /* from an aggregator: the partition whose index `doc` is of */
     isn_grpc_stored_field *fields; /* the request's stored_fields, in its order */
     uint32_t num_fields;
 } isn_grpc_hit;

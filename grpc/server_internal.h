@@ -63,6 +63,8 @@ struct grpc_call {
     byte_buffer reply; /* grpc_call_reply_message's buffer; kept across uses */
     grpc_stream *stream; /* a streaming call's state (stream.c); NULL for a unary call */
     char traceparent[GRPC_TRACEPARENT_LEN + 1]; /* as sent; "" = none (trace.c) */
+    char via[GRPC_VIA_MAX + 1]; /* the isn-via header as sent; "" = none (trace.c) */
+    bool via_too_long;
     uint8_t body_space[CALL_INLINE_BODY];
     max_align_t app[]; /* config.call_app_bytes */
 };

@@ -94,6 +94,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     } else if (header_is(name, namelen, "traceparent") && valuelen < sizeof call->traceparent) {
         memcpy(call->traceparent, value, valuelen);
         call->traceparent[valuelen] = '\0';
+    } else if (header_is(name, namelen, "isn-via")) {
+        call->via_too_long = valuelen >= sizeof call->via;
+        size_t n = call->via_too_long ? 0 : valuelen;
+        memcpy(call->via, value, n);
+        call->via[n] = '\0';
     } else if (header_is(name, namelen, "grpc-timeout")) {
         if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
         else call->timeout_sent = true;

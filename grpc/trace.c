@@ -11,6 +11,8 @@
 
 const char *grpc_call_traceparent(const grpc_call *call) { return call->traceparent; }
 
+const char *grpc_call_via(const grpc_call *call) { return call->via_too_long ? NULL : call->via; }
+
 static bool hex_run(const char *s, size_t n, bool all_zero_bad) {
     bool nonzero = false;
     for (size_t i = 0; i < n; i++) {

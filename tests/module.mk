@@ -24,3 +24,5 @@ TESTS += tests/unit/k8s_manifests_test.sh
 TESTS += tests/unit/ciff_toolkit_test.sh
 # deploy/prometheus alert rules (promtool check rules, test rules) and the Grafana dashboard's queries.
 TESTS += tests/unit/monitoring_test.sh
+# tools/isn-cluster.sh: cluster.json with every isnd's stats endpoint, isn-agg's start line, Hit.partition.
+TESTS += tests/unit/cluster_script_test.sh

@@ -22,12 +22,15 @@ static void usage(FILE *out) {
           "Aggregates isn.v1.Search over partitions. Keys (file: KEY = VALUE, optional [agg] section;\n"
           "command line: --set KEY=VALUE): listen, stats_listen, partition (repeat), default_timeout_ms (1000),\n"
           "margin_ms (2), default_k (10), max_k (10000), hedge (true), hedge_min_us (500),\n"
-          "hedge_initial_ms (20), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
+          "hedge_initial_ms (20), extra_requests_ratio (0.1), extra_requests_burst (10), max_inflight_per_replica\n"
+          "(256), drain_timeout_ms (10000), global_stats (false), probe_interval_ms (500), failures_to_eject (3),\n"
           "ready_coverage (1: ready while every partition has a healthy replica; 0.5: half of them),\n"
           "log_json (false: JSON Lines logs), access_log (false: a line per Search with request and trace id),\n"
           "dns_interval_ms (5000: dns: partitions are resolved again this often; replicas join and drain live),\n"
           "dns_servers (\"\": /etc/resolv.conf's; else IP[:PORT],...).\n"
-          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain and stop it; SIGHUP reads\n"
+          "The log names the ports (port 0 = any free port). SIGTERM/SIGINT drain: no new connection or stream,\n"
+          "Health NOT_SERVING, every query in flight answered from the partitions by its own deadline (at most\n"
+          "drain_timeout_ms, 10000), then exit 0; a second one stops at once (exit 1). SIGHUP reads\n"
           "the file and the command line again and takes new partitions and replicas without failing a query.\n",
           out);
 }
@@ -97,17 +100,27 @@ typedef struct {
     char **argv;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog;
+    bool stopping;
 } program;
 
-/* SIGTERM/SIGINT: drain; the loop ends once everything is closed. */
+/* SIGTERM/SIGINT: drain; the loop ends once everything is closed. A second one stops at once. The
+ * handlers stay installed but stop holding the loop open: closing them would give the signals their
+ * default action back, and one more in the last moments would kill the process instead of its exit. */
 static void on_stop_signal(uv_signal_t *handle, int signum) {
     program *p = handle->data;
-    log_info("stopping (%s)", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (p->stopping) {
+        log_warn("%s again: stopping at once", name);
+        agg_stop_now(p->aggregator);
+        return;
+    }
+    p->stopping = true;
+    log_info("stopping (%s): draining; a second SIGTERM or SIGINT stops at once", name);
     sd_notify(0, "STOPPING=1\nSTATUS=draining");
     agg_drain(p->aggregator);
-    uv_close((uv_handle_t *)&p->sigterm, NULL);
-    uv_close((uv_handle_t *)&p->sigint, NULL);
-    uv_close((uv_handle_t *)&p->sighup, NULL);
+    uv_unref((uv_handle_t *)&p->sigterm);
+    uv_unref((uv_handle_t *)&p->sigint);
+    uv_unref((uv_handle_t *)&p->sighup);
     if (p->watchdog.data) uv_close((uv_handle_t *)&p->watchdog, NULL);
 }
 
@@ -177,15 +190,26 @@ int main(int argc, char **argv) {
     uv_signal_start(&p.sigint, on_stop_signal, SIGINT);
     uv_signal_start(&p.sighup, on_reload_signal, SIGHUP);
     agg_fetch_partition_info(p.aggregator);
-    /* "ready:" says the process serves; whether it can answer is readiness (/readyz, Health). */
-    log_info("ready: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s", config.num_partitions,
-             port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
-             config.hedge ? "on" : "off", config.global_stats ? "on" : "off");
+    /* "started:" says the process serves; whether it can answer is readiness, said as /readyz says it */
+    char why[512];
+    bool ready = agg_ready(p.aggregator, why, sizeof why);
+    log_info("started: %u partitions, gRPC port %d, stats port %d, hedging %s, global statistics %s; %s (%s)",
+             config.num_partitions, port_of(agg_grpc_address(p.aggregator)), port_of(agg_stats_address(p.aggregator)),
+             config.hedge ? "on" : "off", config.global_stats ? "on" : "off", ready ? "ready" : "not ready", why);
     sd_notify(0, "READY=1\nSTATUS=serving");
     start_watchdog(loop, &p);
     uv_run(loop, UV_RUN_DEFAULT);
+    /* replaces libuv's handlers without closing them: a signal now is ignored, not the exit's end */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    uint32_t lost = agg_lost_queries(p.aggregator);
     agg_free(p.aggregator);
     uv_loop_close(loop);
+    if (lost) {
+        log_warn("stopped: %u queries in flight were answered UNAVAILABLE (stopped at once)", lost);
+        return 1;
+    }
     log_info("stopped");
     return 0;
 }

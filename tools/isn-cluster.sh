@@ -10,12 +10,14 @@
 # --parts: the output of `isn-index build --partitions N` (DIR/part-0000, part-0001...), or one index
 # directory (1 partition). Every run gets its own state folder (logs, pids, addresses; default a new
 # one under ${TMPDIR:-/tmp}) and free ports, so several users and runs never collide; --base-port P
-# puts replica r of partition p on P + 10*p + r instead, --agg-port/--agg-stats-port fix isn-agg's.
+# puts replica r of partition p on P + 10*p + r instead (its stats endpoint on P + 1000 + 10*p + r),
+# --agg-port/--agg-stats-port fix isn-agg's. Every isnd has a stats endpoint (/metrics /readyz).
 # addr and stop act on the given run dir, else on this user's last cluster started.
 # --isnd-set applies to every isnd; --slow P.R[,P.R...] gives those replicas the extra settings of
 # --slow-set (e.g. testing.inject_delay=20ms); --agg-arg passes an argument to isn-agg
 # (e.g. --global-stats, --no-hedge). start prints one line of JSON with the addresses once every
-# process is ready.
+# process is ready (also in RUN_DIR/cluster.json): isn-agg's gRPC and stats addresses, and per
+# replica its partition, gRPC and stats addresses and pid.
 set -euo pipefail
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
@@ -119,36 +121,40 @@ fi
 trap 'echo "isn-cluster: start failed; stopping what started (logs in $run_dir)" >&2; stop_cluster' ERR
 for p in "${!part_dirs[@]}"; do
   for r in $(seq 0 $((replicas - 1))); do
-    port=0
-    [ "$base_port" -ne 0 ] && port=$((base_port + 10 * p + r))
+    port=0 stats_port=0
+    [ "$base_port" -ne 0 ] && port=$((base_port + 10 * p + r)) && stats_port=$((base_port + 1000 + 10 * p + r))
     extra=()
     case ",$slow," in *",$p.$r,"*) extra=("${slow_sets[@]}") ;; esac
-    "$bin/isnd" --index "${part_dirs[$p]}" --listen "127.0.0.1:$port" --stats-listen "" --partition-id "$p" \
+    "$bin/isnd" --index "${part_dirs[$p]}" --listen "127.0.0.1:$port" --stats-listen "127.0.0.1:$stats_port" --partition-id "$p" \
       --workers "$workers" ${isnd_sets[@]+"${isnd_sets[@]}"} ${extra[@]+"${extra[@]}"} \
       >"$run_dir/isnd-$p-$r.log" 2>&1 &
     echo $! >>"$run_dir/pids"
+    echo $! >"$run_dir/isnd-$p-$r.pid"
   done
 done
-agg_partitions=()
+agg_partitions=() replica_json=""
 for p in "${!part_dirs[@]}"; do
   addrs=""
   for r in $(seq 0 $((replicas - 1))); do
     wait_for_log "$run_dir/isnd-$p-$r.log" "ready:" >/dev/null
     line=$(wait_for_log "$run_dir/isnd-$p-$r.log" "gRPC listening on ")
     addr=$(sed -E 's/.*gRPC listening on ([^" ]+).*/\1/' <<<"$line") # text or JSON log lines
+    line=$(wait_for_log "$run_dir/isnd-$p-$r.log" "stats listening on http://")
+    stats=$(sed -E 's|.*stats listening on http://([^" ]+).*|\1|' <<<"$line")
     addrs+="${addrs:+,}$addr"
+    replica_json+="${replica_json:+,}{\"partition\":$p,\"replica\":$r,\"grpc\":\"$addr\",\"stats\":\"$stats\",\"pid\":$(cat "$run_dir/isnd-$p-$r.pid")}"
   done
   agg_partitions+=(--partition "$addrs")
 done
 "$bin/isn-agg" --listen "127.0.0.1:$agg_port" --stats-listen "127.0.0.1:$agg_stats_port" "${agg_partitions[@]}" \
   ${agg_args[@]+"${agg_args[@]}"} >"$run_dir/agg.log" 2>&1 &
 echo $! >>"$run_dir/pids"
-line=$(wait_for_log "$run_dir/agg.log" "ready:.*gRPC port")
+line=$(wait_for_log "$run_dir/agg.log" "started:.*gRPC port")
 agg_port=$(sed -E 's/.*gRPC port ([0-9]+).*/\1/' <<<"$line")
 agg_stats_port=$(sed -E 's/.*stats port ([0-9]+).*/\1/' <<<"$line")
 trap - ERR
 echo "127.0.0.1:$agg_port" >"$run_dir/agg.addr"
 echo "127.0.0.1:$agg_stats_port" >"$run_dir/agg-stats.addr"
 echo "$run_dir" >"$last_file"
-printf '{"partitions":%d,"replicas":%d,"agg":"127.0.0.1:%d","agg_stats":"127.0.0.1:%d","run_dir":"%s"}\n' \
-  "${#part_dirs[@]}" "$replicas" "$agg_port" "$agg_stats_port" "$run_dir" | tee "$run_dir/cluster.json"
+printf '{"partitions":%d,"replicas":%d,"agg":"127.0.0.1:%d","agg_stats":"127.0.0.1:%d","run_dir":"%s","isnd":[%s]}\n' \
+  "${#part_dirs[@]}" "$replicas" "$agg_port" "$agg_stats_port" "$run_dir" "$replica_json" | tee "$run_dir/cluster.json"

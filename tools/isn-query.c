@@ -225,9 +225,11 @@ static void query_error(const query_args *a, const isn_logged_query *q, const ch
 }
 
 /* One hit: a TREC run line (--queries), else "rank TAB score TAB id TAB (doc N)" on stdout. */
+/* partition < 0: one index (doc is its number); else an aggregator's hit, doc numbered in that partition. */
 static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t rank, float score, const char *id,
-                      size_t id_len, uint32_t doc) {
+                      size_t id_len, uint32_t doc, int partition) {
     if (a->queries_path) fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)id_len, id, rank, score, a->run_tag);
+    else if (partition >= 0) printf("%u\t%.6f\t%.*s\t(doc %u of partition %d)\n", rank, score, (int)id_len, id, doc, partition);
     else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
 }
 
@@ -363,7 +365,7 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
         }
         for (uint32_t i = 0; i < n; i++) {
             print_hit(out, a, query->id, i + 1, r.hits[i].score, r.hits[i].external_id, strlen(r.hits[i].external_id),
-                      r.hits[i].doc);
+                      r.hits[i].doc, r.partitions_total ? (int)r.hits[i].partition : -1);
             for (uint32_t j = 0; j < r.hits[i].num_fields; j++)
                 print_field(r.hits[i].fields[j].name, r.hits[i].fields[j].value, strlen(r.hits[i].fields[j].value));
         }
@@ -401,7 +403,7 @@ static int run_local(isn_searcher *s, const isn_index *ix, const query_args *a, 
         for (uint32_t i = 0; i < n; i++) {
             size_t len;
             const char *id = isn_index_doc_id(ix, hits[i].doc, &len);
-            print_hit(out, a, query->id, i + 1, hits[i].score, id, len, hits[i].doc);
+            print_hit(out, a, query->id, i + 1, hits[i].score, id, len, hits[i].doc, -1);
             if (print_stored_local(ix, a, hits[i].doc) != 0) rc = 1;
         }
     }

@@ -9,7 +9,10 @@
  *  - the DNS server fails for a while: the replicas are kept, the failed lookups counted;
  *  - SIGHUP reloads the configuration: the replicas DNS named stay;
  * and isn-bench sees zero failed and zero partial queries. The time from each DNS change to the
- * metrics showing it is printed (a bound of a few intervals is asserted, not a timing). */
+ * metrics showing it is printed (a bound of a few intervals is asserted, not a timing).
+ * A name with 3,000 A records that the server shuffles in every answer, resolved again 20 times and
+ * more: the replicas are chosen from all of them (8, the cap) and never change after the first
+ * answer; the log and the metrics say how many came. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +20,9 @@
 
 #include <cmocka.h>
 
+#include "agg/agg.h"
 #include "tests/support/dns_server.h"
-#include "tests/support/isnd_harness.h"
+#include "tests/support/tier.h"
 
 #define NUM_DOCS 1500
 #define INTERVAL_MS 200
@@ -40,28 +44,6 @@ typedef struct {
 static replica replicas[] = {{"127.0.0.2", 0, -1, "", ""}, {"127.0.0.3", 0, -1, "", ""}, {"127.0.0.4", 1, -1, "", ""}};
 #define NUM_REPLICAS (sizeof replicas / sizeof replicas[0])
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(addr.sin_port);
-}
-
-static bool file_has(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    char line[2048];
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
-    if (f) fclose(f);
-    return found;
-}
-
 /* isnd on IP:port of its partition (the harness' start-up looks for 127.0.0.1 only). */
 static int start_replica(replica *r) {
     snprintf(r->address, sizeof r->address, "%s:%d", r->ip, ports[r->partition]);
@@ -79,7 +61,7 @@ static int start_replica(replica *r) {
     }
     r->pid = pid;
     for (int64_t end = harness_now_ms() + 30000; harness_now_ms() < end; harness_sleep_ms(20)) {
-        if (file_has(r->log, "ready:")) return 0;
+        if (support_file_has(r->log, "ready:")) return 0;
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) break;
     }
@@ -105,7 +87,7 @@ static int setup(void **state) {
     harness_init(&aggregator, getenv("ISN_TEST_ARGV0"));
     if (!(dns = dns_server_start())) return -1;
     for (int p = 0; p < 2; p++)
-        if ((ports[p] = free_port()) < 0) return -1;
+        if ((ports[p] = support_free_port()) < 0) return -1;
     return 0;
 }
 
@@ -163,14 +145,6 @@ static int64_t applied_after_ms(double changed_at) {
     return (int64_t)((applied - changed_at) * 1000);
 }
 
-/* isn-bench's JSON: the number after "key": (first occurrence). */
-static long long json_number(const char *json, const char *key) {
-    char needle[80];
-    snprintf(needle, sizeof needle, "\"%s\":", key);
-    const char *p = strstr(json, needle);
-    return p ? atoll(p + strlen(needle)) : -1;
-}
-
 static void test_replicas_follow_dns_under_load(void **state) {
     (void)state;
     for (size_t i = 0; i < NUM_REPLICAS; i++) assert_int_equal(start_replica(&replicas[i]), 0);
@@ -208,25 +182,16 @@ static void test_replicas_follow_dns_under_load(void **state) {
     assert_int_equal(harness_http_get(&aggregator, "/readyz", body, sizeof body), 200);
 
     /* isn-bench: open loop at BENCH_RATE for BENCH_SECONDS, every query measured */
-    char queries[600], bench_out[600], bench[600], rate[16], seconds[16];
+    char queries[600], bench_out[600], rate[16], seconds[16];
     snprintf(queries, sizeof queries, "%s/queries.tsv", aggregator.work_dir);
     snprintf(bench_out, sizeof bench_out, "%s/bench.json", aggregator.work_dir);
-    snprintf(bench, sizeof bench, "%s/bin/isn-bench", aggregator.build_dir);
     snprintf(rate, sizeof rate, "%d", BENCH_RATE);
     snprintf(seconds, sizeof seconds, "%d", BENCH_SECONDS);
-    FILE *q = fopen(queries, "w");
-    assert_non_null(q);
-    fputs("1\tt1 t2\n2\tt3\n3\tt5 t17 t300\n4\tt8 t9\n5\tt2 t40\n", q);
-    assert_int_equal(fclose(q), 0);
-    pid_t bench_pid = fork();
-    assert_true(bench_pid >= 0);
-    if (bench_pid == 0) {
-        int fd = open(bench_out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, STDOUT_FILENO), close(fd);
-        execl(bench, bench, "--target", aggregator.grpc_address, "--queries", queries, "--rate", rate, "--duration",
-              seconds, "--warmup", "0", "--deadline-ms", "3000", "--connections", "2", (char *)NULL);
-        _exit(127);
-    }
+    assert_int_equal(support_write_text(queries, "1\tt1 t2\n2\tt3\n3\tt5 t17 t300\n4\tt8 t9\n5\tt2 t40\n"), 0);
+    const char *bench_args[] = {"--queries", queries, "--rate", rate, "--duration", seconds, "--warmup", "0",
+                                "--deadline-ms", "3000", "--connections", "2", NULL};
+    pid_t bench_pid = support_bench_start(aggregator.build_dir, aggregator.grpc_address, bench_args, bench_out);
+    assert_true(bench_pid > 0);
     harness_sleep_ms(1000);
 
     /* a replica added: DNS names .2 and .3 for partition 0 */
@@ -267,28 +232,23 @@ static void test_replicas_follow_dns_under_load(void **state) {
     assert_true(harness_log_has(&aggregator, "reloaded: 2 partitions, 2 replicas"));
     assert_int_equal(metric_value("isn_agg_partition_replicas{partition=\"0\"}"), 1);
 
-    int status;
-    assert_int_equal(waitpid(bench_pid, &status, 0), bench_pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    static char json[1 << 14];
-    FILE *f = fopen(bench_out, "r");
-    assert_non_null(f);
-    size_t n = fread(json, 1, sizeof json - 1, f);
-    fclose(f);
-    json[n] = '\0';
-    long long sent = json_number(json, "sent"), ok = json_number(json, "ok"), partial = json_number(json, "partial");
+    char *json = support_bench_finish(bench_pid, bench_out);
+    assert_non_null(json);
+    long long sent = support_json_number(json, "sent"), ok = support_json_number(json, "ok"),
+              partial = support_json_number(json, "partial"), not_sent = support_json_number(json, "not_sent");
+    free(json);
     fprintf(stderr,
             "test_agg_dns: isn-bench %lld sent, %lld ok, %lld partial, not_sent %lld; replica added: applied %lld ms after "
             "the DNS change, seen in /metrics by the test's polling after %lld ms; replica removed: applied after %lld ms, "
             "drained and gone from /metrics after %lld ms (re-resolve interval %d ms); the added replica had %lld "
             "requests 700 ms later; %lld failed lookups kept the replicas; %llu DNS queries answered\n",
-            sent, ok, partial, json_number(json, "not_sent"), (long long)added_applied_ms, (long long)added_ms,
+            sent, ok, partial, not_sent, (long long)added_applied_ms, (long long)added_ms,
             (long long)removed_applied_ms, (long long)removed_ms, INTERVAL_MS,
             new_replica_requests, failed_lookups, (unsigned long long)dns_server_queries(dns));
     assert_true(sent >= BENCH_RATE * BENCH_SECONDS / 2);
     assert_int_equal(ok, sent);
     assert_int_equal(partial, 0);
-    assert_int_equal(json_number(json, "not_sent"), 0);
+    assert_int_equal(not_sent, 0);
     assert_true(new_replica_requests > 0);
     /* visible within the interval, plus the lookup and a scrape; 5 intervals is a bound, not a timing */
     assert_true(added_ms <= 5 * INTERVAL_MS + 1000);
@@ -302,12 +262,44 @@ static void test_replicas_follow_dns_under_load(void **state) {
     aggregator.pid = -1;
 }
 
+static void test_many_shuffled_addresses_give_stable_replicas(void **state) {
+    (void)state;
+    dns_server_set_range(dns, "many.isn.test", "127.1.0.1", 3000);
+    dns_server_shuffle(dns, true);
+    char partition[128], servers[64];
+    snprintf(partition, sizeof partition, "dns:many.isn.test:%d", ports[0]); /* nothing listens there: refused at once */
+    snprintf(servers, sizeof servers, "dns_servers=127.0.0.1:%d", dns_server_port(dns));
+    const char *partitions[] = {partition, NULL};
+    const char *extra[] = {"--set", servers, "--set", "dns_interval_ms=50", "--set", "probe_interval_ms=60000", NULL};
+    assert_int_equal(harness_start_agg(&aggregator, partitions, extra), 0);
+    const char *lookups = "isn_agg_dns_lookups_total{partition=\"0\",result=\"ok\"}";
+    for (int64_t end = harness_now_ms() + 20000; harness_now_ms() < end && metric_value(lookups) < 21;) harness_sleep_ms(20);
+    long long resolved = metric_value(lookups);
+    long long added = metric_value("isn_agg_dns_replica_changes_total{partition=\"0\",change=\"added\"}");
+    long long removed = metric_value("isn_agg_dns_replica_changes_total{partition=\"0\",change=\"removed\"}");
+    long long addresses = metric_value("isn_agg_dns_addresses{partition=\"0\",name=\"many.isn.test\"}");
+    long long beyond = metric_value("isn_agg_dns_addresses_beyond_cap{partition=\"0\"}");
+    fprintf(stderr,
+            "test_agg_dns: 3000 shuffled A records resolved %lld times: %lld replicas added, %lld removed; %lld addresses "
+            "in the last answer, %lld beyond the cap\n",
+            resolved, added, removed, addresses, beyond);
+    assert_true(resolved >= 21);
+    assert_int_equal(added, AGG_MAX_REPLICAS);
+    assert_int_equal(removed, 0);
+    assert_int_equal(addresses, 3000);
+    assert_int_equal(beyond, 3000 - AGG_MAX_REPLICAS);
+    assert_true(harness_log_has(&aggregator, "has 3000 addresses; 8 of them are replicas"));
+    assert_int_equal(harness_stop_checked(&aggregator), 0);
+    aggregator.pid = -1;
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     setenv("ISN_TEST_ARGV0", argv[0], 1);
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_follow_dns_under_load),
+        cmocka_unit_test(test_many_shuffled_addresses_give_stable_replicas),
     };
     return cmocka_run_group_tests_name("agg_dns", tests, setup, teardown);
 }

@@ -439,7 +439,10 @@ static int setup(void **state) {
     agg = isnd;
     agg.pid = 0;
     const char *partitions[] = {isnd.grpc_address, NULL};
-    const char *agg_args[] = {"--no-hedge", "--set", "header_timeout_ms=500", "--set", "idle_timeout_ms=2000",
+    /* isn-agg with a header timeout of 2 s, longer than isnd's: the checks that hold request bodies
+     * open must pass on the protections themselves (memory budget, stream limits), not on a quick
+     * timeout, and the drain at the end waits for those bodies (issue 36) */
+    const char *agg_args[] = {"--no-hedge", "--set", "header_timeout_ms=2000", "--set", "idle_timeout_ms=2000",
                               "--set", "write_timeout_ms=1000", "--set", "memory_budget_mib=16",
                               "--set", "max_header_list_size=4096", "--set", "max_early_resets_per_second=20",
                               "--set", "max_connections=32", "--set", "stats_max_connections=8",

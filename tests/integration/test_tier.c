@@ -5,6 +5,7 @@
  *    directly, with the global statistics isn-agg sends: N, df, average length), both scores equal,
  *    and the hits are the partitions' re-ranked hits merged by that score;
  *  - Cranfield nDCG@10 through the tier is within 0.005 of the single node's (with the same ranker);
+ *  - every hit names the partition it came from (Hit.partition), and isn-query shows it;
  *  - an unknown ranker is INVALID_ARGUMENT through isn-agg, with the partition's words; n1 without a
  *    ranker too; debug is forwarded (the reply says how much work the partitions did).
  * Corpus: Cranfield ($ISN_CRANFIELD_DIR, set by make test) when present, else a synthetic one (no
@@ -17,80 +18,21 @@
 
 #include <cmocka.h>
 
-#include "tests/support/files.h"
-#include "tests/support/isnd_harness.h"
+#include "tests/support/tier.h"
 #include "grpc/grpc.h"
 #include "ranking/ranking.h"
 
 #define PARTITIONS 2
 #define REPLICAS 2
-#define MAX_QUERIES 400
 #define TOP 10
 #define N1 100
 #define RANKER "tier-linear"
 
-static harness single;                      /* the unpartitioned index with the ranker */
-static harness replicas[PARTITIONS][REPLICAS];
-static harness aggregator;
-static char parts_dir[300], ranker_dir[300], qrels_path[PATH_MAX];
-static char *query_ids[MAX_QUERIES], *queries[MAX_QUERIES];
-static uint32_t num_queries;
-static bool have_qrels;
+static tier t; /* t.whole: the unpartitioned index with the ranker */
+static tier_queries qs;
+static char ranker_dir[300];
 
 /* ------------------------------------------------------------------ setup */
-
-static void add_query(const char *id, const char *text) {
-    query_ids[num_queries] = strdup(id);
-    queries[num_queries++] = strdup(text);
-}
-
-/* Writes the corpus as JSON Lines and reads the queries (and judgements); Cranfield when available. */
-static int prepare_corpus(const char *jsonl) {
-    const char *dir = getenv("ISN_CRANFIELD_DIR") ? getenv("ISN_CRANFIELD_DIR") : "build/data/cran";
-    char docs[PATH_MAX], qpath[PATH_MAX];
-    snprintf(docs, sizeof docs, "%s/cranfield.jsonl", dir);
-    snprintf(qpath, sizeof qpath, "%s/cranfield.queries.tsv", dir);
-    snprintf(qrels_path, sizeof qrels_path, "%s/cranfield.qrels", dir);
-    FILE *qf = fopen(qpath, "r");
-    if (qf && access(docs, R_OK) == 0) {
-        if (support_run_command("cp '%s' '%s'", docs, jsonl) != 0) return -1;
-        char line[4096];
-        while (num_queries < MAX_QUERIES && fgets(line, sizeof line, qf)) {
-            char *tab = strchr(line, '\t');
-            if (!tab) continue;
-            *tab = '\0';
-            tab[1 + strcspn(tab + 1, "\r\n")] = '\0';
-            add_query(line, tab + 1);
-        }
-        fclose(qf);
-        have_qrels = access(qrels_path, R_OK) == 0;
-        fprintf(stderr, "test_tier: Cranfield from %s, %u queries%s\n", dir, num_queries,
-                have_qrels ? ", judgements" : ", no judgements");
-        return 0;
-    }
-    if (qf) fclose(qf);
-    fprintf(stderr, "test_tier: no Cranfield at %s: synthetic corpus\n", dir);
-    FILE *f = fopen(jsonl, "w");
-    if (!f) return -1;
-    harness_seed(11);
-    for (uint32_t d = 0; d < 2000; d++) {
-        fprintf(f, "{\"id\":\"doc-%u\",\"title\":\"", d);
-        for (uint32_t i = 0, n = 2 + harness_random(4); i < n; i++) fprintf(f, "%s ", harness_word());
-        fprintf(f, "\",\"body\":\"");
-        for (uint32_t i = 0, n = 5 + harness_random(60); i < n; i++) fprintf(f, "%s ", harness_word());
-        fprintf(f, "\"}\n");
-    }
-    fclose(f);
-    while (num_queries < 60) {
-        char text[256], id[16];
-        size_t n = 0;
-        for (uint32_t i = 0, words = 1 + harness_random(4); i < words; i++)
-            n += (size_t)snprintf(text + n, sizeof text - n, "%s ", harness_word());
-        snprintf(id, sizeof id, "%u", num_queries + 1);
-        add_query(id, text);
-    }
-    return 0;
-}
 
 /* A linear ranker (an MLP of one linear layer) over BM25, the title's BM25 and adjacent query-term
  * pairs: it reorders the first stage, and its BM25 features depend on the global statistics. */
@@ -109,63 +51,32 @@ static int write_ranker(void) {
 
 static int setup(void **state) {
     (void)state;
-    const char *self = getenv("ISN_TEST_ARGV0");
-    harness_init(&single, self);
-    char jsonl[PATH_MAX], set_dir[400];
-    snprintf(jsonl, sizeof jsonl, "%s/corpus.jsonl", single.work_dir);
-    snprintf(parts_dir, sizeof parts_dir, "%s/parts", single.work_dir);
-    snprintf(ranker_dir, sizeof ranker_dir, "%s/rankers", single.work_dir);
-    if (prepare_corpus(jsonl) != 0 || mkdir(ranker_dir, 0755) != 0 || write_ranker() != 0) return -1;
-    if (support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' >/dev/null 2>&1", single.build_dir, jsonl,
-                    single.index_dir) ||
-        support_run_command("'%s/bin/isn-index' build --quiet --input '%s' --out '%s' --partitions %d >/dev/null 2>&1",
-                    single.build_dir, jsonl, parts_dir, PARTITIONS))
+    tier_init(&t);
+    snprintf(ranker_dir, sizeof ranker_dir, "%s/rankers", t.whole.work_dir);
+    if (tier_prepare_corpus(&t, &qs, TIER_MAX_QUERIES, 11, 2000, 60, 4) != 0 || mkdir(ranker_dir, 0755) != 0 ||
+        write_ranker() != 0 || tier_build(&t, PARTITIONS, true, "") != 0)
         return -1;
+    char set_dir[400];
     snprintf(set_dir, sizeof set_dir, "rerank.ranker_dir=%s", ranker_dir);
-    const char *single_extra[] = {"--set", set_dir, NULL};
-    if (harness_start(&single, NULL, single_extra) != 0) return -1;
-    for (int p = 0; p < PARTITIONS; p++)
-        for (int r = 0; r < REPLICAS; r++) {
-            harness *h = &replicas[p][r];
-            harness_init(h, self);
-            snprintf(h->index_dir, sizeof h->index_dir, "%s/part-%04d", parts_dir, p);
-            char id[16];
-            snprintf(id, sizeof id, "%d", p);
-            const char *extra[] = {"--partition-id", id, "--workers", "1", "--set", set_dir, NULL};
-            if (harness_start(h, NULL, extra) != 0) return -1;
-        }
-    char parts[PARTITIONS][128];
-    const char *partitions[PARTITIONS + 1];
-    for (int p = 0; p < PARTITIONS; p++) {
-        snprintf(parts[p], sizeof parts[p], "%s,%s", replicas[p][0].grpc_address, replicas[p][1].grpc_address);
-        partitions[p] = parts[p];
-    }
-    partitions[PARTITIONS] = NULL;
-    harness_init(&aggregator, self);
-    const char *extra[] = {"--stats-listen", "", "--global-stats", "--no-hedge", NULL};
-    return harness_start_agg(&aggregator, partitions, extra);
+    const char *extra[] = {"--set", set_dir, NULL};
+    if (harness_start(&t.whole, NULL, extra) != 0 || tier_start_replicas(&t, REPLICAS, extra) != 0) return -1;
+    const char *agg_extra[] = {"--stats-listen", "", "--global-stats", "--no-hedge", NULL};
+    return tier_start_agg(&t, agg_extra);
 }
 
 static int teardown(void **state) {
     (void)state;
-    if (aggregator.pid > 0) harness_stop(&aggregator);
-    harness_cleanup(&aggregator);
-    for (int p = 0; p < PARTITIONS; p++)
-        for (int r = 0; r < REPLICAS; r++) harness_cleanup(&replicas[p][r]);
-    harness_cleanup(&single);
-    for (uint32_t i = 0; i < num_queries; i++) {
-        free(queries[i]);
-        free(query_ids[i]);
-    }
+    if (t.aggregator.pid > 0) harness_stop(&t.aggregator);
+    tier_cleanup(&t);
+    tier_queries_free(&qs);
     return 0;
 }
 
 /* ------------------------------------------------------------------ helpers */
 
 static isn_grpc_client *connect_to(const char *address) {
-    char err[256];
-    isn_grpc_client *c = isn_grpc_connect(address, 5000, err, sizeof err);
-    if (!c) fail_msg("connect %s: %s", address, err);
+    isn_grpc_client *c = support_connect(address);
+    if (!c) fail_msg("cannot connect to %s", address);
     return c;
 }
 
@@ -198,25 +109,25 @@ static void collect_global_stats(isn_grpc_client *const *parts, const char *text
             bool seen_here = false;
             for (uint32_t j = 0; j < i && !seen_here; j++) seen_here = !strcmp(info.terms[j].index_term, term);
             if (!term[0] || seen_here) continue;
-            uint32_t t = 0;
-            while (t < g->num_terms && strcmp(g->terms[t], term)) t++;
-            if (t == g->num_terms) {
+            uint32_t term_at = 0;
+            while (term_at < g->num_terms && strcmp(g->terms[term_at], term)) term_at++;
+            if (term_at == g->num_terms) {
                 assert_true(g->num_terms < 32);
-                snprintf(g->terms[t], sizeof g->terms[t], "%s", term);
-                g->term_ptrs[t] = g->terms[t];
+                snprintf(g->terms[term_at], sizeof g->terms[term_at], "%s", term);
+                g->term_ptrs[term_at] = g->terms[term_at];
                 g->num_terms++;
             }
-            g->dfs[t] += info.terms[i].df;
+            g->dfs[term_at] += info.terms[i].df;
         }
         isn_grpc_info_reply_free(&info);
     }
     /* a term no partition holds is not sent (a df of 0 would be refused) */
-    for (uint32_t t = 0; t < g->num_terms;)
-        if (g->dfs[t]) t++;
+    for (uint32_t term_at = 0; term_at < g->num_terms;)
+        if (g->dfs[term_at]) term_at++;
         else {
             g->num_terms--;
-            memcpy(g->terms[t], g->terms[g->num_terms], sizeof g->terms[t]);
-            g->dfs[t] = g->dfs[g->num_terms];
+            memcpy(g->terms[term_at], g->terms[g->num_terms], sizeof g->terms[term_at]);
+            g->dfs[term_at] = g->dfs[g->num_terms];
         }
 }
 
@@ -231,7 +142,7 @@ static double ndcg_at_10(const char *run_path) {
     isn_qrels qrels;
     isn_eval_run run;
     isn_eval_report report;
-    if (isn_qrels_read(qrels_path, &qrels, err, sizeof err) != 0) fail_msg("%s", err);
+    if (isn_qrels_read(qs.qrels_path, &qrels, err, sizeof err) != 0) fail_msg("%s", err);
     if (isn_eval_run_read(run_path, &run, err, sizeof err) != 0) fail_msg("%s", err);
     if (isn_eval_evaluate(&qrels, &run, &report, err, sizeof err) != 0) fail_msg("%s", err);
     double ndcg = report.mean.ndcg_cut_10;
@@ -247,28 +158,28 @@ static double ndcg_at_10(const char *run_path) {
  * the partitions' answers merged by the ranker's score; nDCG@10 as the single node's. */
 static void test_rerank_through_the_tier(void **state) {
     (void)state;
-    isn_grpc_client *agg_client = connect_to(aggregator.grpc_address), *single_client = connect_to(single.grpc_address);
+    isn_grpc_client *agg_client = connect_to(t.aggregator.grpc_address), *single_client = connect_to(t.whole.grpc_address);
     isn_grpc_client *parts[PARTITIONS];
-    for (int p = 0; p < PARTITIONS; p++) parts[p] = connect_to(replicas[p][p % REPLICAS].grpc_address);
+    for (int p = 0; p < PARTITIONS; p++) parts[p] = connect_to(t.replicas[p][p % REPLICAS].grpc_address);
     char tier_run[PATH_MAX], single_run[PATH_MAX];
-    snprintf(tier_run, sizeof tier_run, "%s/tier.run", single.work_dir);
-    snprintf(single_run, sizeof single_run, "%s/single.run", single.work_dir);
+    snprintf(tier_run, sizeof tier_run, "%s/merged.run", t.whole.work_dir);
+    snprintf(single_run, sizeof single_run, "%s/single.run", t.whole.work_dir);
     FILE *tier_out = fopen(tier_run, "w"), *single_out = fopen(single_run, "w");
     assert_non_null(tier_out);
     assert_non_null(single_out);
     uint32_t reordered = 0, hits_checked = 0;
-    for (uint32_t qi = 0; qi < num_queries; qi++) {
-        const char *text = queries[qi];
+    for (uint32_t qi = 0; qi < qs.count; qi++) {
+        const char *text = qs.texts[qi];
         isn_grpc_search_request rq = {.query = text, .k = TOP, .ranker = RANKER, .n1 = N1, .timeout_ms = 10000};
-        isn_grpc_search_reply tier, one;
-        search(agg_client, &rq, &tier);
-        if (tier.status != 0) fail_msg("\"%s\" through isn-agg: status %d: %s", text, tier.status, tier.message);
-        assert_true(tier.complete);
-        assert_int_equal(tier.partitions_answered, PARTITIONS);
+        isn_grpc_search_reply merged, one;
+        search(agg_client, &rq, &merged);
+        if (merged.status != 0) fail_msg("\"%s\" through isn-agg: status %d: %s", text, merged.status, merged.message);
+        assert_true(merged.complete);
+        assert_int_equal(merged.partitions_answered, PARTITIONS);
         search(single_client, &rq, &one);
         if (one.status != 0) fail_msg("\"%s\" single node: status %d: %s", text, one.status, one.message);
-        write_run_line(tier_out, query_ids[qi], &tier);
-        write_run_line(single_out, query_ids[qi], &one);
+        write_run_line(tier_out, qs.ids[qi], &merged);
+        write_run_line(single_out, qs.ids[qi], &one);
 
         /* each partition asked as isn-agg asks it */
         global_stats g;
@@ -288,24 +199,24 @@ static void test_rerank_through_the_tier(void **state) {
         }
         /* the partitions' hits merged by the ranker's score (ties: partition, then doc), cut at k */
         uint32_t want = total < TOP ? total : TOP, next[PARTITIONS] = {0};
-        assert_int_equal(tier.num_hits, want);
+        assert_int_equal(merged.num_hits, want);
         for (uint32_t i = 0; i < want; i++) {
             int best = -1;
             for (int p = 0; p < PARTITIONS; p++) {
                 if (next[p] >= own[p].num_hits) continue;
                 if (best < 0 || own[p].hits[next[p]].score > own[best].hits[next[best]].score) best = p;
             }
-            const isn_grpc_hit *expect = &own[best].hits[next[best]++], *got = &tier.hits[i];
+            const isn_grpc_hit *expect = &own[best].hits[next[best]++], *got = &merged.hits[i];
             if (strcmp(got->external_id, expect->external_id) || got->score != expect->score ||
-                got->l1_score != expect->l1_score || got->doc != expect->doc)
-                fail_msg("\"%s\" hit %u: isn-agg %s (%.9g, l1 %.9g), partition %d %s (%.9g, l1 %.9g)", text, i,
-                         got->external_id, got->score, got->l1_score, best, expect->external_id, expect->score,
-                         expect->l1_score);
-            if (i && got->l1_score > tier.hits[i - 1].l1_score) reordered++;
+                got->l1_score != expect->l1_score || got->doc != expect->doc || got->partition != (uint32_t)best)
+                fail_msg("\"%s\" hit %u: isn-agg %s (%.9g, l1 %.9g, Hit.partition %u), partition %d %s (%.9g, l1 %.9g)",
+                         text, i, got->external_id, got->score, got->l1_score, got->partition, best,
+                         expect->external_id, expect->score, expect->l1_score);
+            if (i && got->l1_score > merged.hits[i - 1].l1_score) reordered++;
             hits_checked++;
         }
         for (int p = 0; p < PARTITIONS; p++) isn_grpc_search_reply_free(&own[p]);
-        isn_grpc_search_reply_free(&tier);
+        isn_grpc_search_reply_free(&merged);
         isn_grpc_search_reply_free(&one);
     }
     fclose(tier_out);
@@ -313,7 +224,7 @@ static void test_rerank_through_the_tier(void **state) {
     fprintf(stderr, "test_tier: %u hits checked against their partitions, %u reordered by the ranker\n", hits_checked,
             reordered);
     assert_true(reordered > 0); /* else the ranker proved nothing */
-    if (have_qrels) {
+    if (qs.have_qrels) {
         double tier_ndcg = ndcg_at_10(tier_run), single_ndcg = ndcg_at_10(single_run);
         fprintf(stderr, "test_tier: nDCG@10 with ranker %s: tier %.4f, single node %.4f (difference %.4f)\n", RANKER,
                 tier_ndcg, single_ndcg, fabs(tier_ndcg - single_ndcg));
@@ -328,7 +239,7 @@ static void test_rerank_through_the_tier(void **state) {
 /* A request every partition refuses is the caller's error, passed back with its status and words. */
 static void test_caller_errors_pass_through(void **state) {
     (void)state;
-    isn_grpc_client *c = connect_to(aggregator.grpc_address);
+    isn_grpc_client *c = connect_to(t.aggregator.grpc_address);
     isn_grpc_search_reply reply;
     isn_grpc_search_request unknown = {.query = "wind tunnel", .ranker = "no-such-ranker", .timeout_ms = 5000};
     search(c, &unknown, &reply);
@@ -338,7 +249,7 @@ static void test_caller_errors_pass_through(void **state) {
     search(c, &n1_alone, &reply);
     assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(reply.message, "n1"));
-    isn_grpc_search_request debug = {.query = queries[0], .debug = true, .timeout_ms = 5000};
+    isn_grpc_search_request debug = {.query = qs.texts[0], .debug = true, .timeout_ms = 5000};
     search(c, &debug, &reply);
     assert_int_equal(reply.status, 0);
     assert_true(reply.postings_scored > 0);
@@ -347,12 +258,31 @@ static void test_caller_errors_pass_through(void **state) {
     isn_grpc_close(c);
 }
 
+/* isn-query through isn-agg: each hit's doc with the partition it numbers a document of. */
+static void test_isn_query_shows_the_partition(void **state) {
+    (void)state;
+    char out[PATH_MAX];
+    snprintf(out, sizeof out, "%s/isn-query.out", t.whole.work_dir);
+    assert_int_equal(support_run_command("'%s/bin/isn-query' --server %s -k 20 '%s' >'%s'", t.whole.build_dir,
+                                         t.aggregator.grpc_address, qs.texts[0], out),
+                     0);
+    size_t len;
+    char *text = (char *)support_read_file(out, &len);
+    assert_non_null(text);
+    text = realloc(text, len + 1);
+    text[len] = '\0';
+    fprintf(stderr, "test_tier: isn-query through isn-agg:\n%.400s", text);
+    assert_non_null(strstr(text, "of partition 0)"));
+    assert_non_null(strstr(text, "of partition 1)"));
+    free(text);
+}
+
 int main(int argc, char **argv) {
-    (void)argc;
-    setenv("ISN_TEST_ARGV0", argv[0], 1);
+    (void)argc, (void)argv;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rerank_through_the_tier),
         cmocka_unit_test(test_caller_errors_pass_through),
+        cmocka_unit_test(test_isn_query_shows_the_partition),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "tests/support/isnd_harness.h"
+#include "tests/support/tier.h"
 #include "grpc/grpc.h"
 
 #define PARTITIONS 2
@@ -27,19 +27,6 @@ static harness added;                  /* the replica a reload adds to partition
 static harness aggregator;
 static int ports[PARTITIONS];
 static char config_path[600];
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(addr.sin_port);
-}
 
 static void write_config(const char *partition0, const char *partition1) {
     FILE *f = fopen(config_path, "w");
@@ -63,7 +50,7 @@ static int setup(void **state) {
     const char *self = getenv("ISN_TEST_ARGV0");
     for (int p = 0; p < PARTITIONS; p++) {
         harness_init(&nodes[p], self);
-        if ((ports[p] = free_port()) < 0) return -1;
+        if ((ports[p] = support_free_port()) < 0) return -1;
     }
     harness_init(&added, self);
     harness_init(&aggregator, self);
@@ -82,9 +69,8 @@ static int teardown(void **state) {
 }
 
 static isn_grpc_client *connect_to(const char *address) {
-    char err[256];
-    isn_grpc_client *c = isn_grpc_connect(address, 5000, err, sizeof err);
-    if (!c) fail_msg("connect %s: %s", address, err);
+    isn_grpc_client *c = support_connect(address);
+    if (!c) fail_msg("cannot connect to %s", address);
     return c;
 }
 
@@ -121,8 +107,10 @@ static void test_ready_only_while_it_can_answer(void **state) {
     const char *extra[] = {"--config", config_path, NULL};
     assert_int_equal(harness_start_agg(&aggregator, none, extra), 0);
 
-    /* nothing reachable */
+    /* nothing reachable: the start line says so, as /readyz does */
     char body[1024];
+    assert_true(harness_log_has(&aggregator, "; not ready (no healthy replica in partition 0,1"));
+    assert_false(harness_log_has(&aggregator, "ready:"));
     assert_int_equal(readyz(body, sizeof body), 503);
     assert_non_null(strstr(body, "partition 0,1"));
     assert_int_equal(health(aggregator.grpc_address), 2 /* NOT_SERVING */);
@@ -248,7 +236,7 @@ static long long replica_requests(const char *address) {
 static void test_sighup_adds_a_replica_under_load(void **state) {
     (void)state;
     assert_true(aggregator.pid > 0);
-    int port = free_port();
+    int port = support_free_port();
     assert_true(port > 0);
     assert_int_equal(start_node(&added, port), 0);
     char p0[128], p1[64];

@@ -205,7 +205,7 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
 
 /* Starts isn-agg (h from harness_init; its log goes to h's work dir) on ephemeral ports in front of
  * `partitions` (NULL-terminated, one "HOST:PORT[,HOST:PORT...]" each) plus `extra` arguments, and
- * waits for its "ready:" line, which names both ports. 0, or -1 after dumping the log. The other
+ * waits for its "started:" line, which names both ports (and its readiness, as /readyz says it). 0, or -1 after dumping the log. The other
  * harness calls (stop, wait, HTTP GETs, log) work on it as on isnd. */
 int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra) {
     snprintf(h->log_path, sizeof h->log_path, "%s/isn-agg.log", h->work_dir);
@@ -219,6 +219,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
     }
     for (int i = 0; extra && extra[i] && argc < 62; i++) argv[argc++] = extra[i];
     argv[argc] = NULL;
+    unlink(h->log_path); /* a harness started before: its ready line must not be read as this one's */
     if (spawn_logged(h, argv) < 0) return -1;
     h->grpc_port = h->stats_port = 0;
     for (int64_t deadline = harness_now_ms() + 30000; harness_now_ms() < deadline; harness_sleep_ms(20)) {
@@ -226,7 +227,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
         char line[2048];
         const char *p;
         while (f && fgets(line, sizeof line, f))
-            if (strstr(line, "ready:") && (p = strstr(line, "gRPC port "))) {
+            if (strstr(line, "started:") && (p = strstr(line, "gRPC port "))) {
                 h->grpc_port = atoi(p + strlen("gRPC port "));
                 if ((p = strstr(line, "stats port "))) h->stats_port = atoi(p + strlen("stats port "));
             }
@@ -242,7 +243,7 @@ int harness_start_agg(harness *h, const char *const *partitions, const char *con
             break;
         }
     }
-    if (h->pid > 0) fprintf(stderr, "harness: isn-agg not ready within 30 s\n");
+    if (h->pid > 0) fprintf(stderr, "harness: isn-agg not started within 30 s\n");
     harness_dump_log(h);
     harness_kill(h);
     return -1;
@@ -377,7 +378,7 @@ void harness_raise_open_files(uint32_t want) {
     setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-void harness_prepare(harness *h, uint32_t num_docs) {
+void harness_prepare_init(harness *h) {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len < 0) {
@@ -386,6 +387,10 @@ void harness_prepare(harness *h, uint32_t num_docs) {
     }
     self[len] = '\0';
     harness_init(h, self);
+}
+
+void harness_prepare(harness *h, uint32_t num_docs) {
+    harness_prepare_init(h);
     harness_build_index(h, num_docs);
 }
 

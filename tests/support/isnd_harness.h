@@ -63,7 +63,9 @@ long long harness_metric(const harness *h, const char *sample);
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
 /* harness_init for the running test program (found through /proc/self/exe, so a group setup can
- * call it) and harness_build_index. */
+ * call it). */
+void harness_prepare_init(harness *h);
+/* harness_prepare_init and harness_build_index. */
 void harness_prepare(harness *h, uint32_t num_docs);
 /* Raises this process's open-file limit to `want` (or its hard limit, if lower) when it is below: tests
  * that hold many connections open, and the daemons they start, inherit it. */

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # deploy/prometheus/isn-alerts.yml passes `promtool check rules`, and its unit tests
 # (isn-alerts-test.yml: each alert fires on the series that should trigger it, not on a healthy tier)
-# pass `promtool test rules`; deploy/prometheus/prometheus.yml (the scrape job for the pods'
-# annotations, loading the rules) passes `promtool check config` where promtool knows Kubernetes
-# discovery (Debian's does not: there it is checked with static targets in its place, and says so). deploy/grafana/isn-tier.json is a dashboard whose every query is valid
+# pass `promtool test rules`; deploy/prometheus/prometheus-static.yml (listed targets, what Debian's
+# Prometheus loads) passes `promtool check config`, and so does deploy/prometheus/prometheus.yml (the
+# scrape job for the pods' annotations) where promtool knows Kubernetes discovery (Debian's does not:
+# there it is checked with static targets in its place, and says so). deploy/grafana/isn-tier.json is a dashboard whose every query is valid
 # PromQL (promtool checks them as recording rules), and every isn_* metric the rules and the
 # dashboard name is one isnd or isn-agg exports (found in their sources), so a renamed metric fails here.
 set -euo pipefail
 if ! command -v promtool >/dev/null 2>&1; then
-  echo "monitoring_test: SKIPPED: promtool not found (tools/setup-deps.sh installs Debian's prometheus)"
-  exit 0
+  echo "monitoring_test: promtool not found: tools/setup-deps.sh installs it (Debian's prometheus package)" >&2
+  exit 1
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-monitoring.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 promtool check rules deploy/prometheus/isn-alerts.yml >/dev/null
+promtool check config deploy/prometheus/prometheus-static.yml >/dev/null
 config_checked="check config"
 if ! out=$(promtool check config deploy/prometheus/prometheus.yml 2>&1); then
   if grep -q "kubernetes_sd_configs not found" <<<"$out"; then
@@ -64,4 +66,4 @@ if missing:
 print(f"monitoring_test: {len(exprs)} dashboard queries, {len(named)} metrics, all exported")
 PY
 promtool check rules "$work/dashboard-rules.yml" >/dev/null
-echo "monitoring_test: promtool check rules and test rules pass on deploy/prometheus ($config_checked); every dashboard query is valid PromQL"
+echo "monitoring_test: promtool check rules and test rules pass on deploy/prometheus, check config on prometheus-static.yml and prometheus.yml ($config_checked); every dashboard query is valid PromQL"

@@ -78,6 +78,41 @@ static void test_choose_by_latency_and_load(void **state) {
     agg_free(a);
 }
 
+/* Retries and hedges of a partition: at most its burst plus extra_requests_ratio of its first
+ * requests, however many are asked for. */
+static void test_extra_requests_are_budgeted(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 2);
+    agg_partition *p = &a->partitions[0];
+    uint32_t extras = 0;
+    for (int i = 0; i < 1000; i++) {
+        assert_true(agg_take_extra_token(a, p, ATTEMPT_FIRST));
+        /* every query asks for a hedge and a retry */
+        extras += agg_take_extra_token(a, p, ATTEMPT_HEDGE);
+        extras += agg_take_extra_token(a, p, ATTEMPT_RETRY);
+    }
+    fprintf(stderr, "test_agg: 1000 first requests allowed %u retries and hedges of 2000 asked\n", extras);
+    assert_true(extras <= a->config.extra_requests_burst + 100 + 1);
+    assert_true(extras >= 100);
+    assert_int_equal(p->hedges_denied + p->retries_denied, 2000 - extras);
+    agg_free(a);
+}
+
+/* A replica that shed load gets no retry or hedge within its back-off; first requests still go. */
+static void test_no_extra_request_to_a_replica_that_shed(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 2);
+    agg_partition *p = &a->partitions[0];
+    p->replicas[0].ewma_us = 100;
+    p->replicas[1].ewma_us = 300;
+    p->replicas[0].shed_until_ns = 2000;
+    assert_int_equal(agg_choose_replica(p, 0), 0);
+    assert_int_equal(agg_choose_extra_replica(p, 0, 1000), 1);
+    assert_int_equal(agg_choose_extra_replica(p, 1u << 1, 1000), -1);
+    assert_int_equal(agg_choose_extra_replica(p, 1u << 1, 2000), 0); /* its back-off is over */
+    agg_free(a);
+}
+
 static void test_failures_eject_and_unreachable_is_not_chosen(void **state) {
     (void)state;
     agg *a = new_aggregator(1, 2);
@@ -416,6 +451,8 @@ int main(void) {
         cmocka_unit_test(test_choose_by_latency_and_load),
         cmocka_unit_test(test_failures_eject_and_unreachable_is_not_chosen),
         cmocka_unit_test(test_p95_sets_the_hedge_delay),
+        cmocka_unit_test(test_extra_requests_are_budgeted),
+        cmocka_unit_test(test_no_extra_request_to_a_replica_that_shed),
         cmocka_unit_test(test_saturating_helpers),
         cmocka_unit_test(test_deadline_arithmetic),
         cmocka_unit_test(test_term_stats_sum_per_term),

@@ -123,8 +123,50 @@ static void test_reload_keeps_what_dns_named(void **state) {
     agg_free(a);
 }
 
+/* Of many addresses, the replicas are the same whatever their order; one address gone changes one. */
+static void test_choice_among_many_is_stable(void **state) {
+    (void)state;
+    static char addresses[300][AGG_ADDR_MAX], chosen[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
+    uint64_t rng = 7;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 300; i++) snprintf(addresses[i], AGG_ADDR_MAX, "10.0.%d.%d:7070", i / 250, i % 250);
+        for (int i = 299; i > 0; i--) { /* another order each round */
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int j = (int)((rng >> 33) % (uint64_t)(i + 1));
+            char swap[AGG_ADDR_MAX];
+            memcpy(swap, addresses[i], AGG_ADDR_MAX), memcpy(addresses[i], addresses[j], AGG_ADDR_MAX);
+            memcpy(addresses[j], swap, AGG_ADDR_MAX);
+        }
+        assert_int_equal(agg_discovery_choose(42, addresses, 300, AGG_MAX_REPLICAS), AGG_MAX_REPLICAS);
+        for (int i = 0; i < AGG_MAX_REPLICAS; i++) {
+            if (!round) memcpy(chosen[i], addresses[i], AGG_ADDR_MAX);
+            bool found = false;
+            for (int j = 0; j < AGG_MAX_REPLICAS && !found; j++) found = !strcmp(chosen[j], addresses[i]);
+            assert_true(found);
+        }
+    }
+    /* one chosen address gone: the other seven stay */
+    for (int i = 0; i < 300; i++) snprintf(addresses[i], AGG_ADDR_MAX, "10.0.%d.%d:7070", i / 250, i % 250);
+    int gone = -1;
+    for (int i = 0; i < 300 && gone < 0; i++)
+        if (!strcmp(addresses[i], chosen[0])) gone = i;
+    memcpy(addresses[gone], addresses[299], AGG_ADDR_MAX);
+    agg_discovery_choose(42, addresses, 299, AGG_MAX_REPLICAS);
+    int kept = 0;
+    for (int i = 0; i < AGG_MAX_REPLICAS; i++)
+        for (int j = 1; j < AGG_MAX_REPLICAS; j++) kept += !strcmp(addresses[i], chosen[j]);
+    assert_int_equal(kept, AGG_MAX_REPLICAS - 1);
+    /* a different seed (another aggregator) chooses differently */
+    agg_discovery_choose(43, addresses, 299, AGG_MAX_REPLICAS);
+    int same = 0;
+    for (int i = 0; i < AGG_MAX_REPLICAS; i++)
+        for (int j = 0; j < AGG_MAX_REPLICAS; j++) same += !strcmp(addresses[i], chosen[j]);
+    assert_true(same < AGG_MAX_REPLICAS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_choice_among_many_is_stable),
         cmocka_unit_test(test_addresses_join_and_drain),
         cmocka_unit_test(test_reload_keeps_what_dns_named),
     };
