@@ -22,7 +22,8 @@ PROTO_DESCS := $(REFLECTED_PROTOS:%.proto=$(BUILD)/gen/%.desc)
 $(BUILD)/gen/proto/%.desc: proto/%.proto | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	protoc-c --descriptor_set_out=$@ $<
-$(BUILD)/gen/proto/descriptors.pb-c.c $(BUILD)/gen/proto/descriptors.pb-c.h: $(PROTO_DESCS) proto/descriptors.sh
+# one run makes both (a grouped target: with -j, two runs would race on the same temporary files)
+$(BUILD)/gen/proto/descriptors.pb-c.c $(BUILD)/gen/proto/descriptors.pb-c.h &: $(PROTO_DESCS) proto/descriptors.sh
 	bash proto/descriptors.sh $(BUILD)/gen $(REFLECTED_PROTOS)
 PROTO_GEN_C += $(BUILD)/gen/proto/descriptors.pb-c.c
 PROTO_GEN_H += $(BUILD)/gen/proto/descriptors.pb-c.h
