@@ -15,7 +15,7 @@ if [ "${1:-}" != --inside ]; then
   make -s --no-print-directory sample-index >/dev/null
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/isn-readme.XXXXXX")
   trap 'rm -rf "$scratch"' EXIT
-  for f in "$build" conf examples proto systemd tests tools README.md; do ln -s "$top/$f" "$scratch/$(basename "$f")"; done
+  for f in "$build" bench conf examples proto systemd tests tools README.md; do ln -s "$top/$f" "$scratch/$(basename "$f")"; done
   [ "$build" = build ] || ln -s "$top/$build" "$scratch/build"
   mkdir -p "$scratch/tmp"
   # its own process group, so that whatever a failing block left running can be stopped by that id
