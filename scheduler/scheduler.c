@@ -227,7 +227,8 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
 
     pthread_mutex_lock(&s->lock);
-    if (prepare_ns >= 0) s->prepare_ns += SCHED_SCALE_WEIGHT * (prepare_ns - s->prepare_ns);
+    /* the normal queue's wait counts normal preparations; a large request's is not one of them */
+    if (prepare_ns >= 0 && !job->prepare_on_worker) s->prepare_ns += SCHED_SCALE_WEIGHT * (prepare_ns - s->prepare_ns);
     if (s->stopping) {
         pthread_mutex_unlock(&s->lock);
         return ISN_SUBMIT_STOPPED;
@@ -302,7 +303,8 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
         COUNT(s->shed_overload);
         return ISN_SUBMIT_SHED_LATE;
     }
-    if (s->prepare_queue.size >= s->config.queue_capacity || !isn_edf_push(&s->prepare_queue, job)) {
+    isn_edf_queue *queue = job->prepare_on_worker ? &s->large_prepare_queue : &s->prepare_queue;
+    if (queue->size >= s->config.queue_capacity || !isn_edf_push(queue, job)) {
         pthread_mutex_unlock(&s->lock);
         COUNT(s->shed_full);
         return ISN_SUBMIT_SHED_FULL;
@@ -538,22 +540,37 @@ static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state, do
 
 /* A worker prepares the earliest-deadline unprepared job, if any, and admits it. False when there
  * was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
+/* Under the lock: whether a worker may take a large request to prepare now. */
+static bool large_takeable(const isn_scheduler *s) {
+    return s->large_prepare_queue.size && s->large_preparing < SCHED_LARGE_PREPARERS;
+}
+
 static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     uint64_t now = isn_now_ns();
-    bool unworthy = false;
+    bool unworthy = false, large = false;
     pthread_mutex_lock(&s->lock);
     isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
+    if (!job && large_takeable(s)) {
+        /* Large requests (a 4 MiB query's analysis takes a worker for many normal queries' time) are
+         * prepared by SCHED_LARGE_PREPARERS workers at most, after the normal ones: their senders
+         * cannot hold every worker. */
+        job = isn_edf_pop(&s->large_prepare_queue);
+        large = true;
+        s->large_preparing++;
+    }
     if (job) {
         atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
         double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
-        isn_codel_observe(&s->prepare_codel, sojourn, now);
-        atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
+        if (!large) {
+            isn_codel_observe(&s->prepare_codel, sojourn, now);
+            atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
+        }
         double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
         /* Refused unprepared: past its admission point nothing can admit it, and in a standing
          * backlog a job that waited past the target makes room for fresher ones (CoDel). */
         unworthy = job->deadline_ns && now < job->deadline_ns &&
                    ((double)now >= admit_by ||
-                    isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
+                    (!large && isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns)));
     }
     pthread_mutex_unlock(&s->lock);
     if (!job) return false;
@@ -579,6 +596,13 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
             job->refusal = (int)result;
             sched_finish(s, job, ISN_JOB_REFUSED);
         }
+    }
+    if (large) {
+        pthread_mutex_lock(&s->lock);
+        s->large_preparing--;
+        bool wake = large_takeable(s) && s->idle_workers;
+        pthread_mutex_unlock(&s->lock);
+        if (wake) pthread_cond_signal(&s->cpu_wake);
     }
     return true;
 }
@@ -630,7 +654,8 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !s->prepare_queue.size) {
+        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !s->prepare_queue.size &&
+            !large_takeable(s)) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
             struct timespec until;
             sched_timespec_at(isn_now_ns() + SCHED_IDLE_POLL_NS, &until);
@@ -775,7 +800,8 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     bool ok = s->workers && s->dispatchers;
     for (int q = 0; q < ISN_QUEUES && ok; q++)
         ok = isn_edf_init(&s->queues[q], config->queue_capacity + (q == ISN_QUEUE_CPU ? reserve : 0)) == 0;
-    ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0;
+    ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0 &&
+         isn_edf_init(&s->large_prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
     isn_codel_init(&s->prepare_codel, s->start_ns);
@@ -862,7 +888,10 @@ void isn_scheduler_stop(isn_scheduler *s) {
     isn_job *unprepared;
     while (s->prepare_queue.heap && (unprepared = isn_edf_pop(&s->prepare_queue)))
         sched_finish(s, unprepared, ISN_JOB_ABANDONED);
+    while (s->large_prepare_queue.heap && (unprepared = isn_edf_pop(&s->large_prepare_queue)))
+        sched_finish(s, unprepared, ISN_JOB_ABANDONED);
     isn_edf_destroy(&s->prepare_queue);
+    isn_edf_destroy(&s->large_prepare_queue);
     for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) {
         free(s->dispatchers[i].batch);
         for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) free(s->dispatchers[i].flights[f].jobs);
@@ -920,7 +949,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->gpus = s->num_dispatchers;
     pthread_mutex_lock(&s->lock);
     for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
-    st->prepare_depth = s->prepare_queue.size;
+    st->prepare_depth = s->prepare_queue.size + s->large_prepare_queue.size;
     st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
     st->batch_mape = s->batch_ape_count ? 100.0 * s->batch_ape_sum / (double)s->batch_ape_count : NAN;
     st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;

@@ -105,7 +105,8 @@ struct isn_job {
     /* set by the submitter (or by config.prepare) */
     isn_placement placement;
     /* A large request: prepared on a worker even when the submitting thread prepares the others, so
-     * that its analysis does not hold up the submitter (the server's event loop). */
+     * that its analysis does not hold up the submitter (the server's event loop), and by one worker
+     * at a time, after the normal requests, so that its senders cannot take every worker. */
     bool prepare_on_worker;
     uint64_t received_ns; /* start of its time budget */
     uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */

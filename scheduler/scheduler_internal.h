@@ -310,6 +310,7 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
+#define SCHED_LARGE_PREPARERS 1        /* workers that may prepare large requests at once */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
 /* The real GPU's cost before any batch is measured (an H200's, issue 5). */
@@ -366,6 +367,8 @@ struct isn_scheduler {
     pthread_cond_t cpu_wake, gpu_wake, ready_changed;
     isn_edf_queue queues[ISN_QUEUES];
     isn_edf_queue prepare_queue; /* submitted unprepared */
+    isn_edf_queue large_prepare_queue; /* the same, for large requests (isn_job.prepare_on_worker) */
+    uint32_t large_preparing;          /* workers preparing a large one now (SCHED_LARGE_PREPARERS at most) */
     atomic_uint prepare_pending; /* its size, read without the lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     bool stopping;

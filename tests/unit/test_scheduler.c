@@ -884,6 +884,70 @@ static bool harness_prepare(void *user, isn_job *job, void *worker_state) {
     return true;
 }
 
+/* Large requests' preparation held at a gate: how many are inside at once. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool open;
+    uint32_t inside, most_inside;
+} large_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0};
+
+static bool gated_prepare(void *user, isn_job *job, void *worker_state) {
+    (void)user, (void)worker_state;
+    if (!job->prepare_on_worker) return true;
+    pthread_mutex_lock(&large_gate.lock);
+    large_gate.inside++;
+    if (large_gate.inside > large_gate.most_inside) large_gate.most_inside = large_gate.inside;
+    pthread_cond_broadcast(&large_gate.changed);
+    while (!large_gate.open) pthread_cond_wait(&large_gate.changed, &large_gate.lock);
+    large_gate.inside--;
+    pthread_mutex_unlock(&large_gate.lock);
+    return true;
+}
+
+/* Three large requests and three workers: one worker prepares them, one at a time, and the normal
+ * requests that come meanwhile are prepared and run by the others. (The wait for them gives up after
+ * 30 s so that a scheduler that lets large requests take every worker fails instead of hanging.) */
+static void large_requests_take_one_worker(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = gated_prepare;
+    config.workers = 3;
+    isn_scheduler *s = harness_start(&config);
+    static test_job large[3], normal[4];
+    for (int i = 0; i < 3; i++) {
+        small_job(&large[i], 0);
+        large[i].job.prepare_on_worker = true;
+        assert_int_equal(isn_scheduler_submit(s, &large[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&large_gate.lock);
+    while (large_gate.inside < 1) pthread_cond_wait(&large_gate.changed, &large_gate.lock);
+    pthread_mutex_unlock(&large_gate.lock);
+    for (int i = 0; i < 4; i++) {
+        small_job(&normal[i], 0);
+        assert_int_equal(isn_scheduler_submit(s, &normal[i].job), ISN_SUBMIT_QUEUED);
+    }
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += 30;
+    pthread_mutex_lock(&h.lock);
+    while (h.completed < 4 && pthread_cond_timedwait(&h.changed, &h.lock, &give_up) == 0) {}
+    uint32_t completed = h.completed;
+    pthread_mutex_unlock(&h.lock);
+    pthread_mutex_lock(&large_gate.lock);
+    uint32_t most = large_gate.most_inside;
+    large_gate.open = true;
+    pthread_cond_broadcast(&large_gate.changed);
+    pthread_mutex_unlock(&large_gate.lock);
+    assert_int_equal(completed, 4); /* the normal ones, while the large ones waited */
+    for (int i = 0; i < 4; i++) assert_true(normal[i].done);
+    assert_int_equal(most, 1);
+    harness_wait(&h, &h.completed, 7);
+    isn_scheduler_stop(s);
+}
+
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
     (void)state;
     harness h;
@@ -1091,6 +1155,7 @@ int main(void) {
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
+        cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
         cmocka_unit_test(stop_abandons_queued_jobs),
