@@ -167,7 +167,6 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     if (nread == 0) return;
     grpc_server *server = conn->server;
     uint64_t floor = grpc_read_arrival_floor(server);
-    /* Bytes left queued by a cut-short read were there before it: they keep its arrival floor. */
     uint64_t read_start = isn_now_ns();
     /* Bytes a full read left queued were there when it began (or came later); others came after the
      * last read and after the loop's floor. */
