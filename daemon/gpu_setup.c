@@ -156,3 +156,122 @@ isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *cross
              conf->gpu_model_memory_bytes >> 20, isn_l2_crossover_candidates(crossover, 300));
     return l2;
 }
+
+int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
+                         char *err, size_t err_len) {
+    memset(gpu, 0, sizeof *gpu);
+    if (gpu_setup_first_stage(first->index, conf, planner, gpu->backends, &gpu->num_backends, err, err_len) < 0)
+        return -1;
+    /* The backends hold this generation's postings: it stays mapped while they serve it. */
+    if (gpu->num_backends) gpu->generation = generation_acquire(first);
+    for (uint32_t d = 0; d < gpu->num_backends; d++)
+        if (!(gpu->packers[d] = search_worker_new(first->index, UINT32_MAX, conf->gpu_max_k))) {
+            snprintf(err, err_len, "out of memory for GPU device %u", d);
+            return -1;
+        }
+    return 0;
+}
+
+/* By content: a generation with the same content hash (a swap back to the index the GPU holds) has
+ * the same term and document ids, so the device answers its queries exactly. */
+bool gpu_first_stage_holds(const gpu_first_stage *gpu, const index_generation *generation) {
+    return gpu->generation && (gpu->generation == generation || !strcmp(gpu->generation->id, generation->id));
+}
+
+bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation) {
+    /* counted first, then the move checked: a mover that set `moving` waits for this job */
+    atomic_fetch_add(&gpu->jobs, 1);
+    if (!atomic_load(&gpu->moving) && gpu_first_stage_holds(gpu, generation)) return true;
+    gpu_first_stage_leave(gpu);
+    return false;
+}
+
+void gpu_first_stage_leave(gpu_first_stage *gpu) { atomic_fetch_sub(&gpu->jobs, 1); }
+
+void gpu_first_stage_close(gpu_first_stage *gpu) {
+    for (uint32_t d = 0; d < gpu->num_staged; d++) isn_gpu_close(gpu->staged[d]);
+    for (uint32_t d = 0; d < gpu->num_backends; d++) {
+        isn_gpu_close(gpu->backends[d]);
+        search_worker_free(gpu->packers[d]);
+    }
+    generation_release(gpu->generation);
+    memset(gpu, 0, sizeof *gpu);
+}
+
+/* ------------------------------------------------------------------ the first stage's generation */
+
+int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_generation *next) {
+    if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return 0;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    char err[512];
+    uint32_t n = 0;
+    if (!planner || gpu_setup_first_stage(next->index, conf, planner, gpu->staged, &n, err, sizeof err) < 0) n = 0;
+    isn_searcher_free(planner);
+    if (n == gpu->num_backends) {
+        gpu->num_staged = n;
+        return 1;
+    }
+    for (uint32_t d = 0; d < n; d++) isn_gpu_close(gpu->staged[d]);
+    log_warn("gpu: %u of %u devices could hold generation %s beside the one they serve: every device frees its "
+             "residency before uploading the new one, and the node answers on the CPU workers meanwhile (/readyz "
+             "degraded, isn_gpu_healthy 0)",
+             n, gpu->num_backends, next->id);
+    return 0;
+}
+
+/* A device's residency replaced by the next generation's when it could not hold both: freed first,
+ * then uploaded (the device has no backend in between). */
+static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *conf, index_generation *next,
+                                      uint32_t d) {
+    isn_gpu_close(isn_scheduler_gpu_replace(scheduler, d, NULL));
+    isn_conf one = *conf;
+    one.gpu_device = conf->gpu_device + d;
+    one.gpu_devices = 1;
+    isn_searcher *planner = isn_searcher_new(next->index);
+    isn_gpu_backend *backend = NULL;
+    uint32_t n = 0;
+    char err[512];
+    if (planner && gpu_setup_first_stage(next->index, &one, planner, &backend, &n, err, sizeof err) == 0 && n == 1)
+        isn_scheduler_gpu_replace(scheduler, d, backend);
+    else {
+        backend = NULL;
+        log_error("gpu: device %u cannot upload generation %s: it stays without a first stage (queries on the CPU)",
+                  one.gpu_device, next->id);
+    }
+    isn_searcher_free(planner);
+    return backend;
+}
+
+void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next) {
+    if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return;
+    uint64_t start = isn_now_ns();
+    atomic_store(&gpu->moving, true);
+    /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
+     * to the count, not queued. */
+    uint64_t give_up = start + (uint64_t)(conf->max_timeout_ms ? conf->max_timeout_ms : 60000) * 1000000ull + 1000000000ull;
+    while (atomic_load(&gpu->jobs) && isn_now_ns() < give_up) {
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    if (atomic_load(&gpu->jobs))
+        log_error("gpu: %u jobs still counted as bound for the GPU after their longest deadline; moving on",
+                  atomic_load(&gpu->jobs));
+    double drained = (double)(isn_now_ns() - start) / 1e9;
+    bool staged = gpu->num_staged == gpu->num_backends;
+    for (uint32_t d = 0; d < gpu->num_backends; d++) {
+        isn_gpu_backend *backend = staged ? gpu->staged[d] : reload_device(scheduler, conf, next, d);
+        if (staged) isn_gpu_close(isn_scheduler_gpu_replace(scheduler, d, backend));
+        gpu->backends[d] = backend;
+        search_worker_free(gpu->packers[d]);
+        gpu->packers[d] = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
+    }
+    gpu->num_staged = 0;
+    index_generation *old = gpu->generation;
+    gpu->generation = generation_acquire(next);
+    atomic_store(&gpu->moving, false);
+    log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in %.3f s)",
+             next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
+             (double)(isn_now_ns() - start) / 1e9);
+    generation_release(old);
+}
+

@@ -2,9 +2,12 @@
 #ifndef ISN_DAEMON_GPU_SETUP_H
 #define ISN_DAEMON_GPU_SETUP_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "conf/conf.h"
+#include "daemon/generation.h"
 #include "gpu/gpu.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
@@ -18,6 +21,39 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
 /* Why the last gpu_setup_first_stage opened no device (the last device's reason), or "". */
 const char *gpu_setup_unusable(void);
+/* The first stage on the GPU as isnd serves it: one backend per device, each holding the postings
+ * of one index generation (a reference kept on it), and a packer per device that turns the device's
+ * hits into replies. Generation swaps: the next generation is staged beside the current one when
+ * the devices can hold both, and the backends move to it once the jobs already bound for the GPU
+ * (entered, not yet left) have ended; while they move, no job enters. */
+typedef struct {
+    index_generation *generation; /* NULL without a GPU first stage */
+    atomic_bool moving;
+    atomic_uint jobs;             /* bound for the GPU: entered, not left */
+    isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS];
+    uint32_t num_backends;
+    isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
+    uint32_t num_staged;
+    search_worker *packers[ISN_SCHED_MAX_GPUS];
+} gpu_first_stage;
+
+/* Opens [gpu]'s devices for `first` (gpu_setup_first_stage; none is not an error). -1 with err. */
+int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
+                         char *err, size_t err_len);
+/* Whether the devices hold this generation's content (the same content hash counts). */
+bool gpu_first_stage_holds(const gpu_first_stage *gpu, const index_generation *generation);
+/* Counts a job bound for the GPU, of this generation: false (not counted) while the devices move or
+ * hold another. Every true is followed by one gpu_first_stage_leave. */
+bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation);
+void gpu_first_stage_leave(gpu_first_stage *gpu);
+/* Uploads `next` beside the current generation: 1 when every device holds both now, 0 when they must
+ * free first (logged) or there is nothing to do. */
+int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_generation *next);
+/* Moves the devices to `next` (staged, or freed and uploaded), between the scheduler's batches. */
+void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next);
+/* Closes the backends and packers and drops the generation, once the scheduler no longer uses them. */
+void gpu_first_stage_close(gpu_first_stage *gpu);
+
 /* The second stage's GPU model cache, or NULL (not asked for, emulated device: no L2 kernels, or
  * none usable: logged). */
 isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover);

@@ -19,28 +19,20 @@
 
 struct search_service {
     isn_scheduler *scheduler;
-    /* The generation the GPU backends hold (a reference): only queries of its content may go to
-     * them. NULL without a GPU first stage. While gpu_moving, none go (jobs already bound for the
-     * GPU, gpu_jobs of them, finish first), and the backends move to the next generation. */
-    index_generation *gpu_generation;
-    atomic_bool gpu_moving;
-    atomic_uint gpu_jobs;
-    isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
-    uint32_t num_staged;
+    /* The real first-stage backends ([gpu]), one per device, each a replica of the partition: the
+     * scheduler's devices, one dispatcher thread each; only queries of the generation they hold go
+     * to them (gpu_setup.c). */
+    gpu_first_stage gpu;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     pthread_mutex_t loop_analyser_lock;   /* the loops share it: one analyses at a time */
     uint32_t max_k;
     bool warm_up;
     uint32_t num_threads;
     uint32_t sim_gpus;
-    /* The real first-stage backends ([gpu]), one per device, each a replica of the partition: the
-     * scheduler's devices, one dispatcher thread each. */
-    isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS];
-    uint32_t num_backends;
-    /* per device: the dispatcher thread's worker state that packs the device's answers */
+    /* per device: what its dispatcher thread packs the device's answers with */
     struct gpu_answerer {
         search_service *service;
-        search_worker *packer;
+        uint32_t device;
     } answerers[ISN_SCHED_MAX_GPUS];
     uint32_t gpu_max_k;
     bool gpu_route_all;
@@ -121,7 +113,7 @@ static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *req
     search_job *job = job_of(sched);
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
     job->retrieval_ns = isn_now_ns() - sched->started_ns;
-    search_worker_pack_gpu(answerer->packer, job, request->hits, request->num_hits,
+    search_worker_pack_gpu(answerer->service->gpu.packers[answerer->device], job, request->hits, request->num_hits,
                            request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
     job->worker = sched->worker;
 }
@@ -155,7 +147,7 @@ static void refuse(search_job *job, isn_submit_result result) {
 static void gpu_uncount(search_service *service, search_job *job) {
     if (!job->gpu_counted) return;
     job->gpu_counted = false;
-    atomic_fetch_sub(&service->gpu_jobs, 1);
+    gpu_first_stage_leave(&service->gpu);
 }
 
 static void on_complete(void *user, isn_job *sched) {
@@ -250,13 +242,11 @@ static int analyse(service_worker *worker, search_job *job) {
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
-    if (!service->num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
+    if (!service->gpu.num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0)
         return false;
-    /* counted first, then the move checked: a mover that set gpu_moving waits for this job */
-    atomic_fetch_add(&service->gpu_jobs, 1);
+    if (!gpu_first_stage_enter(&service->gpu, job->generation)) return false;
     job->gpu_counted = true;
-    if (atomic_load(&service->gpu_moving) || !search_service_gpu_holds(service, job->generation)) return false;
     job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
     return job->gpu_hits != NULL;
 }
@@ -274,7 +264,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         return false;
     }
     job->gpu_hits = NULL;
-    if (service->num_backends)
+    if (service->gpu.num_backends)
         sched->placement = !gpu_eligible(service, job) ? (gpu_uncount(service, job), ISN_PLACE_CPU)
                            : service->gpu_route_all    ? ISN_PLACE_GPU
                                                     : ISN_PLACE_ANY;
@@ -322,14 +312,11 @@ void search_service_params_of(const search_service *service, search_service_para
         .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up};
 }
 
-/* By content: a generation with the same content hash (a swap back to the index the GPU holds) has
- * the same term and document ids, so the device answers its queries exactly. */
 bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
-    return service->gpu_generation &&
-           (service->gpu_generation == generation || !strcmp(service->gpu_generation->id, generation->id));
+    return gpu_first_stage_holds(&service->gpu, generation);
 }
 
-bool search_service_has_gpu(const search_service *service) { return service->num_backends > 0; }
+bool search_service_has_gpu(const search_service *service) { return service->gpu.num_backends > 0; }
 
 search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
                                      char *err, size_t err_len) {
@@ -385,29 +372,22 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
-    int gpu_rc = gpu_setup_first_stage(index, conf, planner, service->backends, &service->num_backends, err, err_len);
+    int gpu_rc = gpu_first_stage_open(&service->gpu, first, conf, planner, err, err_len);
     isn_searcher_free(planner);
     if (gpu_rc < 0) {
         search_service_stop(service);
         return NULL;
     }
-    /* The backends hold this generation's postings: it stays mapped while they serve it. */
-    if (service->num_backends) service->gpu_generation = generation_acquire(first);
-    for (uint32_t d = 0; d < service->num_backends; d++) {
-        service->answerers[d] = (struct gpu_answerer){service, search_worker_new(index, UINT32_MAX, conf->gpu_max_k)};
-        if (!service->answerers[d].packer) {
-            snprintf(err, err_len, "out of memory for GPU device %u", d);
-            search_service_stop(service);
-            return NULL;
-        }
-        config.gpu_backends[d] = service->backends[d];
+    for (uint32_t d = 0; d < service->gpu.num_backends; d++) {
+        service->answerers[d] = (struct gpu_answerer){service, d};
+        config.gpu_backends[d] = service->gpu.backends[d];
         config.gpu_callbacks[d] = (isn_gpu_backend_callbacks){
             .request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = &service->answerers[d]};
     }
-    if (service->num_backends) {
+    if (service->gpu.num_backends) {
         service->gpu_max_k = conf->gpu_max_k;
         service->gpu_route_all = conf->gpu_route_all;
-        config.num_gpu_backends = service->num_backends;
+        config.num_gpu_backends = service->gpu.num_backends;
         config.gpu_backend_max_batch = conf->gpu_max_batch;
     }
     service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, service->crossover);
@@ -470,100 +450,24 @@ uint32_t search_service_running(const search_service *service) {
 }
 
 
-/* ------------------------------------------------------------------ the GPU's generation */
+/* ------------------------------------------------------------------ the GPU's generation (gpu_setup.c) */
 
 int search_service_gpu_stage(search_service *service, const isn_conf *conf, index_generation *next) {
-    if (!service->num_backends || search_service_gpu_holds(service, next)) return 0;
-    isn_searcher *planner = isn_searcher_new(next->index);
-    char err[512];
-    uint32_t n = 0;
-    if (!planner || gpu_setup_first_stage(next->index, conf, planner, service->staged, &n, err, sizeof err) < 0) n = 0;
-    isn_searcher_free(planner);
-    if (n == service->num_backends) {
-        service->num_staged = n;
-        return 1;
-    }
-    for (uint32_t d = 0; d < n; d++) isn_gpu_close(service->staged[d]);
-    log_warn("gpu: %u of %u devices could hold generation %s beside the one they serve: every device frees its "
-             "residency before uploading the new one, and the node answers on the CPU workers meanwhile (/readyz "
-             "degraded, isn_gpu_healthy 0)",
-             n, service->num_backends, next->id);
-    return 0;
-}
-
-/* A device's residency replaced by the next generation's when it could not hold both: freed first,
- * then uploaded (the device has no backend in between). */
-static isn_gpu_backend *reload_device(search_service *service, const isn_conf *conf, index_generation *next,
-                                      uint32_t d) {
-    isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, NULL));
-    isn_conf one = *conf;
-    one.gpu_device = conf->gpu_device + d;
-    one.gpu_devices = 1;
-    isn_searcher *planner = isn_searcher_new(next->index);
-    isn_gpu_backend *backend = NULL;
-    uint32_t n = 0;
-    char err[512];
-    if (planner && gpu_setup_first_stage(next->index, &one, planner, &backend, &n, err, sizeof err) == 0 && n == 1)
-        isn_scheduler_gpu_replace(service->scheduler, d, backend);
-    else {
-        backend = NULL;
-        log_error("gpu: device %u cannot upload generation %s: it stays without a first stage (queries on the CPU)",
-                  one.gpu_device, next->id);
-    }
-    isn_searcher_free(planner);
-    return backend;
+    return gpu_first_stage_stage(&service->gpu, conf, next);
 }
 
 void search_service_gpu_move(search_service *service, const isn_conf *conf, index_generation *next) {
-    if (!service->num_backends || search_service_gpu_holds(service, next)) return;
-    uint64_t start = isn_now_ns();
-    atomic_store(&service->gpu_moving, true);
-    /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
-     * to the count, not queued. */
-    uint64_t give_up = start + (uint64_t)(conf->max_timeout_ms ? conf->max_timeout_ms : 60000) * 1000000ull + 1000000000ull;
-    while (atomic_load(&service->gpu_jobs) && isn_now_ns() < give_up) {
-        struct timespec pause = {0, 200000};
-        nanosleep(&pause, NULL);
-    }
-    if (atomic_load(&service->gpu_jobs))
-        log_error("gpu: %u jobs still counted as bound for the GPU after their longest deadline; moving on",
-                  atomic_load(&service->gpu_jobs));
-    double drained = (double)(isn_now_ns() - start) / 1e9;
-    bool staged = service->num_staged == service->num_backends;
-    for (uint32_t d = 0; d < service->num_backends; d++) {
-        isn_gpu_backend *backend = staged ? service->staged[d] : reload_device(service, conf, next, d);
-        if (staged) isn_gpu_close(isn_scheduler_gpu_replace(service->scheduler, d, backend));
-        service->backends[d] = backend;
-        search_worker_free(service->answerers[d].packer);
-        service->answerers[d].packer = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
-    }
-    service->num_staged = 0;
-    index_generation *old = service->gpu_generation;
-    service->gpu_generation = generation_acquire(next);
-    atomic_store(&service->gpu_moving, false);
-    log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in %.3f s)",
-             next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
-             (double)(isn_now_ns() - start) / 1e9);
-    generation_release(old);
-}
-
-/* The GPU parts made at start (gpu_setup.c), once the scheduler no longer uses them. */
-static void close_gpu(search_service *service) {
-    for (uint32_t d = 0; d < service->num_staged; d++) isn_gpu_close(service->staged[d]);
-    for (uint32_t d = 0; d < service->num_backends; d++) {
-        isn_gpu_close(service->backends[d]);
-        search_worker_free(service->answerers[d].packer);
-    }
-    isn_gpu_l2_close(service->l2_gpu);
+    gpu_first_stage_move(&service->gpu, service->scheduler, conf, next);
 }
 
 void search_service_stop(search_service *service) {
     if (!service) return;
     isn_scheduler_stop(service->scheduler); /* saves the cost model, frees the devices it made */
-    close_gpu(service);
+    /* the GPU parts made at start, once the scheduler no longer uses them */
+    gpu_first_stage_close(&service->gpu);
+    isn_gpu_l2_close(service->l2_gpu);
     isn_l2_crossover_free(service->crossover);
     pthread_mutex_destroy(&service->l2_lock);
-    generation_release(service->gpu_generation);
     pthread_mutex_destroy(&service->loop_analyser_lock);
     free(service->loop_analyser);
     free(service);
