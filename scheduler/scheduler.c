@@ -131,9 +131,9 @@ static double cpu_jobs_ahead(isn_scheduler *s) {
 
 /* Under the lock: how long a job queued now would wait on each device (INFINITY for none).
  * Predictions are for an idle node; the scale says how the node runs now. The undecided queue
- * counts for both sides: either may take all of it. What the model claims is capped by each
- * device's measured rate (isn_admission_wait_ns), and the CPU's wait is at least the age of the
- * oldest job still queued: when the workers stall (other processes took the cores), that age grows at
+ * counts for both sides: either may take all of it. What the model claims is kept within a band
+ * around each device's measured wait (isn_admission_wait_ns), and the CPU's wait is at least the age of
+ * the oldest job still queued: when the workers stall (other processes took the cores), that age grows at
  * once, while the scale learns of it only as jobs finish. */
 static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
     double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
@@ -154,6 +154,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     uint32_t gpus = sched_available_gpus(s, now);
     if (!gpus) {
         wait[ISN_DEVICE_GPU] = INFINITY;
+        publish_earliest_start(s, wait);
         return;
     }
     double model_gpu = scale[ISN_DEVICE_GPU] *
