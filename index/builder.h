@@ -6,9 +6,7 @@
 #include "index/index.h"
 #include "index/strtab.h"
 
-/* Positions are kept as (field << 28 | position) while building. */
-#define ISN_BUILD_POS_BITS 28
-#define ISN_BUILD_POS_MAX ((1u << ISN_BUILD_POS_BITS) - 1)
+#include "index/list_encoder.h"
 
 #define SHORT_TERM_TWO_BYTES 65536
 
@@ -48,8 +46,22 @@ struct isn_builder {
      * 0 = not seen yet */
     uint32_t *short_term_ids;
     uint32_t doc_len, doc_cap;
+    uint64_t list_bytes; /* postings and positions arrays allocated */
     int oom;
 };
+
+/* What isn_builder_add refuses before it looks at the id table (a missing id, no text), or NULL. */
+const char *isn_builder_record_error(const isn_build_options *o, const char *external_id, const char *const *fields,
+                                     const size_t *field_lens);
+/* For the bounded-memory build (build_pipeline.c), where the caller keeps the document table: inverts one
+ * document as doc id `doc` (each call's above the last since the run began), its field lengths into
+ * lens_out. 0, or -1 out of memory. */
+int isn_builder_invert(isn_builder *b, uint32_t doc, const char *const *fields, const size_t *field_lens,
+                       uint32_t *lens_out);
+/* Bytes the builder's current run holds: its posting lists and its term table. */
+uint64_t isn_builder_run_bytes(const isn_builder *b);
+/* Forgets the run's terms and lists (once written to a run file): 0, or -1 out of memory. */
+int isn_builder_reset_run(isn_builder *b);
 
 /* Keeps the stored fields of the document being added (its id is b->num_docs): 0, or -1 out of memory. */
 int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *field_lens);
