@@ -71,8 +71,33 @@ int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *f
 int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, void **section, uint64_t *bytes,
                              char *err, size_t err_len);
 
+/* Section 'stored' written document by document in index order (stored_write.c); its data goes to
+ * data.file when given one. After stored_writer_finish, the section is `table` (header, block table,
+ * sentinel) followed by the data. */
+typedef struct {
+    isn_stored_header header;
+    byte_buffer raw;   /* the block being filled */
+    byte_buffer table; /* isn_stored_block entries */
+    section_out data;  /* compressed blocks */
+    uint32_t block_first, num_docs;
+} stored_writer;
+
+void stored_writer_init(stored_writer *w, const uint32_t *slots, uint32_t num_stored, FILE *data_file);
+/* The next document's stored text as the section keeps it (per stored field a varint length and the text),
+ * text_bytes of it text. 0, or -1 with err (naming the document by id when its text is too long). */
+int stored_writer_add(stored_writer *w, const uint8_t *raw_doc, uint64_t raw_bytes, uint64_t text_bytes, const char *id,
+                      size_t id_len, char *err, size_t err_len);
+int stored_writer_finish(stored_writer *w, char *err, size_t err_len);
+void stored_writer_free(stored_writer *w);
+
 /* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
  * of memory. threads = 0: all online CPUs. */
 uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads);
+/* Terms in fewer documents tell nothing about neighbours (Lucene's minDocFreq). */
+#define ISN_BP_MIN_DF 4
+/* The same from a forward index: document d's terms are terms[offsets[d] .. offsets[d + 1]), dense ids
+ * below num_dense, increasing within a document; the builder numbers them in order of first occurrence. */
+uint32_t *isn_bp_order_forward(uint32_t nd, const uint64_t *offsets, const uint32_t *terms, uint32_t num_dense,
+                               uint32_t threads);
 
 #endif
