@@ -233,7 +233,7 @@ static uint32_t *bp_from_runs(const merge_job *job, char *err, size_t err_len) {
         uint32_t nf, local_id = 0, first_fragment = 0;
         char term[256];
         uint8_t term_len;
-        if (merger_next(&m, false, &done, &nf, term, &term_len, &local_id, &first_fragment) != 0) goto done;
+        if (merger_next(&m, job->options->positions, &done, &nf, term, &term_len, &local_id, &first_fragment) != 0) goto done;
         if (done) break;
         uint64_t n = m.triples_len / 3;
         if (n < ISN_BP_MIN_DF) continue;

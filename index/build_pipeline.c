@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,14 @@
 #include "index/build_input.h"
 #include "index/build_runs.h"
 
+/* Input is read in batches of at most this much, and smaller for a small input (a sixteenth of each
+ * thread's share), so that every thread gets many. */
 #define BATCH_BYTES (1u << 20)
+#define MIN_BATCH_BYTES (16u << 10)
 #define STORED_SPILL_BUFFER (1u << 20)
 #define PROGRESS_SECONDS 0.5
+/* The least a thread's run holds before it is written (below, runs cost more than they save). */
+#define MIN_RUN_BYTES (256u << 10)
 
 typedef struct pipeline pipeline;
 
@@ -66,6 +72,7 @@ struct pipeline {
     char tmp_dir[4096];
     FILE *input;
     uint64_t input_bytes; /* 0 when unknown (a pipe) */
+    size_t batch_bytes;
     uint64_t total_lines; /* contiguous split */
     part_table *parts;
     worker *workers;
@@ -92,20 +99,35 @@ struct pipeline {
     char err[ISN_ERR_LEN];
 };
 
-static void fail(pipeline *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(pipeline *pl, const char *fmt, ...) {
+static void set_error(pipeline *pl, const char *fmt, va_list ap) {
     pthread_mutex_lock(&pl->err_lock);
     if (!atomic_load(&pl->stop)) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(pl->err, sizeof pl->err, fmt, ap);
-        va_end(ap);
         atomic_store(&pl->stop, 1);
     }
     pthread_mutex_unlock(&pl->err_lock);
+}
+
+/* Stops the build with this error (the first one wins); wakes the threads waiting to commit. */
+static void fail(pipeline *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(pipeline *pl, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(pl, fmt, ap);
+    va_end(ap);
     pthread_mutex_lock(&pl->commit_lock);
     pthread_cond_broadcast(&pl->committed);
     pthread_mutex_unlock(&pl->commit_lock);
+}
+
+/* The same from a thread holding commit_lock. */
+static void fail_committing(pipeline *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_committing(pipeline *pl, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(pl, fmt, ap);
+    va_end(ap);
+    pthread_cond_broadcast(&pl->committed);
 }
 
 /* ------------------------------------------------------------------ reading batches */
@@ -117,8 +139,8 @@ static int read_batch(worker *w) {
     int rc = 0;
     if (pl->eof || atomic_load(&pl->stop)) goto done;
     w->batch_len = 0;
-    if (w->batch_cap < pl->carry_len + BATCH_BYTES) {
-        size_t cap = pl->carry_len + BATCH_BYTES;
+    if (w->batch_cap < pl->carry_len + pl->batch_bytes) {
+        size_t cap = pl->carry_len + pl->batch_bytes;
         char *b = realloc(w->batch, cap);
         if (!b) {
             rc = -1;
@@ -260,7 +282,7 @@ static int report_bad(pipeline *pl, uint64_t line, const char *what) {
     pl->skipped++;
     if (pl->opts.strict) {
         fprintf(stderr, "isn-index: %s:%llu: %s\n", pl->input_path, (unsigned long long)line, what);
-        fail(pl, "%s:%llu: stopped at this record", pl->input_path, (unsigned long long)line);
+        fail_committing(pl, "%s:%llu: stopped at this record", pl->input_path, (unsigned long long)line);
         return -1;
     }
     if (pl->reported++ < ISN_MAX_REPORTED_BAD_RECORDS)
@@ -313,8 +335,8 @@ static int commit_batch(worker *w) {
         uint64_t before = strtab_bytes(&p->ids);
         bool added;
         if (isn_strtab_intern(&p->ids, id, r->id_len, &added) == UINT32_MAX || part_reserve(pl, p, p->num_docs) != 0) {
-            fail(pl, "%s:%llu: out of memory while indexing document %u", pl->input_path, (unsigned long long)r->line,
-                 p->num_docs);
+            fail_committing(pl, "%s:%llu: out of memory while indexing document %u", pl->input_path,
+                            (unsigned long long)r->line, p->num_docs);
             rc = -1;
             break;
         }
@@ -385,14 +407,25 @@ static int flush_runs(worker *w) {
     return 0;
 }
 
+/* What the build holds besides runs and document tables: per thread its builders' stem caches, the batch
+ * being read, its records' text, and the stored-text spill buffer. */
+static uint64_t fixed_bytes(uint32_t threads, uint32_t nparts) {
+    return (uint64_t)threads * (nparts * (2u << 20) + 3 * BATCH_BYTES + STORED_SPILL_BUFFER);
+}
+
+uint64_t isn_build_memory_floor(const isn_build_options *o) {
+    uint32_t threads = o->threads ? o->threads : 1, nparts = o->partitions ? o->partitions : 1;
+    return fixed_bytes(threads, nparts) + MIN_RUN_BYTES * threads + (1u << 20);
+}
+
 /* The run budget of one thread: its share of what the document tables leave. */
 static uint64_t run_share(const pipeline *pl) {
     if (!pl->memory_bytes) return UINT64_MAX;
-    uint64_t fixed = (uint64_t)pl->threads * (pl->nparts * (2u << 20) + 4 * BATCH_BYTES);
+    uint64_t fixed = fixed_bytes(pl->threads, pl->nparts);
     uint64_t used = fixed + atomic_load(&pl->doc_bytes);
     uint64_t left = pl->memory_bytes > used ? pl->memory_bytes - used : 0;
     uint64_t share = left / pl->threads;
-    return share < (256u << 10) ? (256u << 10) : share;
+    return share < MIN_RUN_BYTES ? MIN_RUN_BYTES : share;
 }
 
 static int store_document(worker *w, const batch_record *r) {
@@ -573,12 +606,16 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
     struct stat st;
     if (fstat(fileno(pl->input), &st) == 0 && S_ISREG(st.st_mode)) pl->input_bytes = (uint64_t)st.st_size;
     if (pl->nparts > 1 && pl->opts.split == ISN_SPLIT_CONTIGUOUS) pl->total_lines = input_count_lines(pl->input);
-    uint64_t fixed = (uint64_t)pl->threads * (pl->nparts * (2u << 20) + 4 * BATCH_BYTES + (1u << 20));
-    if (pl->memory_bytes && pl->memory_bytes < fixed + (1u << 20))
-        return isn_error(err, err_len,
-                         "--memory %llu bytes is too little for %u threads and %u partitions: give at least %llu MiB",
+    uint64_t floor = isn_build_memory_floor(options);
+    if (pl->memory_bytes && pl->memory_bytes < floor)
+        return isn_error(err, err_len, "--memory %llu bytes is too little for %u threads and %u partitions: give at least %llu MiB",
                          (unsigned long long)pl->memory_bytes, pl->threads, pl->nparts,
-                         (unsigned long long)((fixed + (1u << 20)) >> 20) + 1);
+                         (unsigned long long)((floor + (1u << 20) - 1) >> 20));
+    pl->batch_bytes = BATCH_BYTES;
+    if (pl->input_bytes) {
+        uint64_t want = pl->input_bytes / ((uint64_t)pl->threads * 16);
+        pl->batch_bytes = want < MIN_BATCH_BYTES ? MIN_BATCH_BYTES : want > BATCH_BYTES ? BATCH_BYTES : (size_t)want;
+    }
 
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
         return isn_error(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
@@ -599,10 +636,6 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         if (!t->lens || !t->scores || !t->stored || isn_strtab_init(&t->ids, 1 << 12) != 0)
             return isn_error(err, err_len, "out of memory for the document tables");
         atomic_fetch_add(&pl->doc_bytes, strtab_bytes(&t->ids));
-        if (p == 0) {
-            char dir[4400];
-            (void)dir;
-        }
         if (pl->nparts > 1) {
             char dir[4400];
             snprintf(dir, sizeof dir, "%s/part-%04u", pl->tmp_dir, p);
@@ -644,6 +677,7 @@ int build_bounded(const char *input_path, const char *out_dir, const isn_build_o
             break;
         }
     for (uint32_t i = 0; i < started; i++) pthread_join(pl->workers[i].thread, NULL);
+    if (getenv("ISN_BUILD_TRACE")) fprintf(stderr, "trace: input done at %.3f s\n", isn_now_seconds() - pl->start);
     if (rc == 0 && atomic_load(&pl->stop)) {
         snprintf(err, err_len, "%s", pl->err);
         rc = -1;
@@ -675,6 +709,7 @@ int build_bounded(const char *input_path, const char *out_dir, const isn_build_o
         summary->runs += part.runs;
         for (uint32_t r = 0; r < pl->parts[p].num_runs; r++) unlink(pl->parts[p].runs[r].path);
     }
+    if (getenv("ISN_BUILD_TRACE")) fprintf(stderr, "trace: merged at %.3f s\n", isn_now_seconds() - pl->start);
     if (rc == 0) rc = publish(pl, out_dir, err, err_len);
     if (pl->tmp_dir[0]) remove_tree(pl->tmp_dir);
     summary->records_read = pl->records + pl->skipped;

@@ -158,6 +158,9 @@ typedef struct {
 int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
                         isn_build_summary *summary, char *err, size_t err_len);
 
+/* The least memory_bytes the bounded build takes for these options (threads, partitions). */
+uint64_t isn_build_memory_floor(const isn_build_options *options);
+
 /* In-memory builder, for tests and for programs that produce documents themselves. */
 typedef struct isn_builder isn_builder;
 /* NULL when out of memory or the options are invalid (see isn_build_options_check). */

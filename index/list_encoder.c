@@ -4,7 +4,7 @@
 #include <string.h>
 
 /* A file-backed section writes out in pieces of about this size. */
-#define SECTION_SPILL_BYTES (1u << 20)
+#define SECTION_SPILL_BYTES (256u << 10)
 
 int section_out_put(section_out *s, const void *p, uint64_t n) {
     if (s->error || buf_put(&s->buf, p, n) != 0) return -1;
