@@ -377,6 +377,20 @@ void isn_synth_options_default(isn_synth_options *options);
 int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
                     size_t err_len);
 
+typedef struct {
+    uint64_t docs, vocabulary, postings, tokens, bytes;
+    double seconds;
+} isn_synth_text_summary;
+
+/* Writes options->docs documents as JSON Lines to out_path ("-": standard output), {"id", "title",
+ * "body"}, drawn from the synthetic partition's model: the same vocabulary, document-frequency curve
+ * (fitted to options->fit_index when set), lengths and term frequencies; the same seed gives the same
+ * text whatever the threads. Terms are named by rank in base 30 (digits and consonants: no stopword, no
+ * stem), so the English analyzer indexes each as it is. With queries_path (and options->queries), a query
+ * log over those names as isn_synth_build writes. Returns 0, or -1 with err. */
+int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_synth_options *options,
+                    isn_synth_text_summary *summary, char *err, size_t err_len);
+
 /* ------------------------------------------------------------------ CIFF */
 
 /* The Common Index File Format (Lin et al., SIGIR 2020; proto/ciff.proto): the index interchange of

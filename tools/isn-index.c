@@ -47,7 +47,9 @@ static void usage(FILE *out) {
           "  isn-index verify DIR      checksums and structural checks\n"
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
-          "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n",
+          "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
+          "  isn-index synth --jsonl --docs N --out FILE [options]   the same model as JSON Lines text to index\n"
+          "      (FILE - is standard output); --queries-out FILE writes a query log over its terms; same options\n",
           out);
 }
 
@@ -417,7 +419,9 @@ static int cmd_synth(int argc, char **argv) {
         {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    bool jsonl = false;
+    const char *queries_out = NULL;
     int c;
     double v;
     optind = 1;
@@ -435,13 +439,32 @@ static int cmd_synth(int argc, char **argv) {
         case 'Q': if (parse_number(optarg, "--queries", 0, 1e8, &v)) return 2; o.queries = (uint32_t)v; break;
         case 't': if (parse_number(optarg, "--threads", 1, 256, &v)) return 2; o.threads = (uint32_t)v; break;
         case 'o': out = optarg; break;
+        case 'j': jsonl = true; break;
+        case 'O': queries_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!out || o.docs == 0) {
-        fprintf(stderr, "isn-index synth: --docs N and --out DIR are required\n");
+        fprintf(stderr, "isn-index synth: --docs N and --out %s are required\n", jsonl ? "FILE" : "DIR");
         return 2;
+    }
+    if (queries_out && !jsonl) {
+        fprintf(stderr, "isn-index synth: --queries-out goes with --jsonl (a partition's queries go to DIR/queries.tsv)\n");
+        return 2;
+    }
+    if (jsonl) {
+        isn_synth_text_summary text;
+        char err[ISN_ERR_LEN];
+        if (isn_synth_jsonl(out, queries_out, &o, &text, err, sizeof err) != 0) {
+            fprintf(stderr, "isn-index synth: %s\n", err);
+            return 1;
+        }
+        fprintf(strcmp(out, "-") == 0 ? stderr : stdout,
+                "{\"docs\": %llu, \"vocabulary\": %llu, \"postings\": %llu, \"tokens\": %llu, \"bytes\": %llu, \"seconds\": %.2f}\n",
+                (unsigned long long)text.docs, (unsigned long long)text.vocabulary, (unsigned long long)text.postings,
+                (unsigned long long)text.tokens, (unsigned long long)text.bytes, text.seconds);
+        return 0;
     }
     isn_build_summary sum;
     memset(&sum, 0, sizeof sum);
