@@ -198,8 +198,8 @@ static int cmp_doc_by_id(const void *a, const void *b, void *ctx) {
     const part_table *p = ctx;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     size_t lx, ly;
-    const char *ix = isn_strtab_get(&p->ids, x, &lx);
-    const char *iy = isn_strtab_get(&p->ids, y, &ly);
+    const char *ix = id_table_get(&p->ids, x, &lx);
+    const char *iy = id_table_get(&p->ids, y, &ly);
     int c = memcmp(ix, iy, lx < ly ? lx : ly);
     return c ? c : (lx > ly) - (lx < ly);
 }
@@ -367,7 +367,7 @@ static int write_documents(const merge_job *job, partition_writer *w, isn_meta *
         meta->total_doc_len += dl;
         if (section_out_put(&w->doc_lens, v, (uint64_t)(o - v)) != 0) return section_failed(&w->doc_lens, err, err_len);
         size_t il;
-        const char *id = isn_strtab_get(&p->ids, old, &il);
+        const char *id = id_table_get(&p->ids, old, &il);
         if (put_external_id(&w->docid_text.buf, id, il, prev_id, prev_id_len) != 0 || section_out_spill(&w->docid_text) != 0)
             return section_failed(&w->docid_text, err, err_len);
         prev_id = id;
@@ -466,7 +466,7 @@ static int write_stored(const merge_job *job, partition_writer *w, char *err, si
             got += (uint64_t)r;
         }
         size_t il;
-        const char *id = isn_strtab_get(&p->ids, old, &il);
+        const char *id = id_table_get(&p->ids, old, &il);
         if (stored_writer_add(&w->stored, w->doc_raw, ref->raw_bytes, ref->text_bytes, id, il, err, err_len) != 0) return -1;
     }
     return stored_writer_finish(&w->stored, err, err_len);

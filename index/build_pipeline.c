@@ -10,6 +10,7 @@
  * failed build leaves no index, and removed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -292,9 +293,6 @@ static int report_bad(pipeline *pl, uint64_t line, const char *what) {
     return 0;
 }
 
-static uint64_t strtab_bytes(const isn_strtab *t) {
-    return t->bytes_cap + (uint64_t)t->offsets_cap * sizeof *t->offsets + (uint64_t)t->num_slots * sizeof *t->slots;
-}
 
 /* Room in the partition's document tables for doc. */
 static int part_reserve(pipeline *pl, part_table *p, uint32_t doc) {
@@ -332,15 +330,15 @@ static int commit_batch(worker *w) {
             rc = report_bad(pl, r->line, msg);
             continue;
         }
-        uint64_t before = strtab_bytes(&p->ids);
+        uint64_t before = id_table_bytes(&p->ids);
         bool added;
-        if (isn_strtab_intern(&p->ids, id, r->id_len, &added) == UINT32_MAX || part_reserve(pl, p, p->num_docs) != 0) {
+        if (id_table_intern(&p->ids, id, r->id_len, &added) == UINT32_MAX || part_reserve(pl, p, p->num_docs) != 0) {
             fail_committing(pl, "%s:%llu: out of memory while indexing document %u", pl->input_path,
                             (unsigned long long)r->line, p->num_docs);
             rc = -1;
             break;
         }
-        atomic_fetch_add(&pl->doc_bytes, strtab_bytes(&p->ids) - before);
+        atomic_fetch_add(&pl->doc_bytes, id_table_bytes(&p->ids) - before);
         if (!added) {
             char msg[ISN_ERR_LEN];
             snprintf(msg, sizeof msg, "duplicate id \"%.*s\"", (int)(r->id_len > 80 ? 80 : r->id_len), id);
@@ -371,6 +369,16 @@ static uint64_t worker_run_bytes(const worker *w) {
     uint64_t bytes = w->scratch.cap;
     for (uint32_t p = 0; p < w->pl->nparts; p++) bytes += isn_builder_run_bytes(w->builders[p]);
     return bytes;
+}
+
+/* jemalloc's control, when the program runs on jemalloc (isn-index does): weak, so that index/ needs it not. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+
+/* Gives the pages of a written run back to the system: the allocator would keep them for seconds, and
+ * the budget is on resident memory. */
+static void release_freed_memory(void) {
+    if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
+    else malloc_trim(0);
 }
 
 static int flush_runs(worker *w) {
@@ -404,6 +412,7 @@ static int flush_runs(worker *w) {
     }
     /* the encoding scratch grows with the largest list; let it go with the run */
     buffer_free(&w->scratch);
+    release_freed_memory();
     return 0;
 }
 
@@ -485,7 +494,12 @@ static void *worker_main(void *arg) {
     int got;
     while ((got = read_batch(w)) == 1) {
         if (parse_batch(w) != 0 || commit_batch(w) != 0 || invert_batch(w) != 0) break;
-        if (worker_run_bytes(w) > run_share(pl) && flush_runs(w) != 0) break;
+        if (worker_run_bytes(w) > run_share(pl)) {
+            if (getenv("ISN_BUILD_TRACE"))
+                fprintf(stderr, "trace: thread %u flushes %.1f MiB (share %.1f MiB, documents %.1f MiB)\n", w->index,
+                        worker_run_bytes(w) / 1048576.0, run_share(pl) / 1048576.0, atomic_load(&pl->doc_bytes) / 1048576.0);
+            if (flush_runs(w) != 0) break;
+        }
     }
     if (got == 0 && !atomic_load(&pl->stop)) flush_runs(w);
     input_thread_end();
@@ -542,7 +556,7 @@ static void pipeline_free(pipeline *pl) {
     if (pl->parts)
         for (uint32_t p = 0; p < pl->nparts; p++) {
             part_table *t = &pl->parts[p];
-            isn_strtab_free(&t->ids);
+            id_table_free(&t->ids);
             for (uint32_t c = 0; c < MAX_DOC_CHUNKS && t->lens; c++) {
                 if (!t->lens[c] && !t->scores[c]) break;
                 free(t->lens[c]);
@@ -633,9 +647,9 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         t->lens = calloc(MAX_DOC_CHUNKS, sizeof *t->lens);
         t->scores = calloc(MAX_DOC_CHUNKS, sizeof *t->scores);
         t->stored = calloc(MAX_DOC_CHUNKS, sizeof *t->stored);
-        if (!t->lens || !t->scores || !t->stored || isn_strtab_init(&t->ids, 1 << 12) != 0)
+        if (!t->lens || !t->scores || !t->stored || id_table_init(&t->ids) != 0)
             return isn_error(err, err_len, "out of memory for the document tables");
-        atomic_fetch_add(&pl->doc_bytes, strtab_bytes(&t->ids));
+        atomic_fetch_add(&pl->doc_bytes, id_table_bytes(&t->ids));
         if (pl->nparts > 1) {
             char dir[4400];
             snprintf(dir, sizeof dir, "%s/part-%04u", pl->tmp_dir, p);

@@ -9,6 +9,7 @@
 
 #include "base/base.h"
 #include "index/builder.h"
+#include "index/id_table.h"
 #include "index/strtab.h"
 
 /* Document tables grow in chunks of this many documents, so that a thread writes its documents' entries
@@ -33,7 +34,7 @@ typedef struct {
 
 /* One partition's documents (in doc id order) and runs. */
 typedef struct {
-    isn_strtab ids;
+    id_table ids;
     uint32_t num_docs;
     uint32_t num_chunks;
     uint32_t **lens;      /* [chunk][doc % DOC_CHUNK * num_fields + f] */
