@@ -1,6 +1,9 @@
 /* The merge of the bounded-memory build: a partition's runs and document table into its index file, with
  * the bytes the in-memory builder (builder_write.c) writes for the same documents. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,8 +17,20 @@
 #define MERGE_MIN_BUFFER (64u << 10)
 #define MERGE_MAX_BUFFER (1u << 20)
 
+static int term_cmp(const char *a, size_t la, const char *b, size_t lb) {
+    int c = memcmp(a, b, la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* A range of terms [lo, hi) (NULL: unbounded) merged by one thread. */
+typedef struct {
+    const char *lo, *hi;
+    size_t lo_len, hi_len;
+} term_range;
+
 typedef struct {
     const merge_job *job;
+    term_range range;
     run_cursor *cursors;
     uint32_t num_cursors;
     run_cursor **heap; /* cursors not done, least (term, run) first */
@@ -56,9 +71,29 @@ static int run_error(merger *m, const run_cursor *c) {
     return isn_error(m->err, m->err_len, "cannot read run file %s: %s", run->path, strerror(c->error));
 }
 
-static int merger_open(merger *m, const merge_job *job, char *err, size_t err_len) {
+/* True when the cursor is past the merger's range (or done). */
+static bool past_range(const merger *m, const run_cursor *c) {
+    return c->done || (m->range.hi && term_cmp(c->term, c->term_len, m->range.hi, m->range.hi_len) >= 0);
+}
+
+/* Where in run r to start reading for terms >= lo: the last sampled term below lo. */
+static uint64_t range_start(const run_info *run, const term_range *range) {
+    if (!range->lo) return 0;
+    uint32_t a = 0, b = run->num_samples; /* the first sample >= lo */
+    while (a < b) {
+        uint32_t mid = (a + b) / 2;
+        const char *t = run->sample_bytes + run->sample_text[mid];
+        if (term_cmp(t, run->sample_text[mid + 1] - run->sample_text[mid], range->lo, range->lo_len) < 0) a = mid + 1;
+        else b = mid;
+    }
+    return a ? run->sample_offsets[a - 1] : 0;
+}
+
+static int merger_open(merger *m, const merge_job *job, const term_range *range, uint32_t threads, char *err,
+                       size_t err_len) {
     memset(m, 0, sizeof *m);
     m->job = job;
+    m->range = *range;
     m->err = err;
     m->err_len = err_len;
     uint32_t n = job->part->num_runs;
@@ -66,20 +101,24 @@ static int merger_open(merger *m, const merge_job *job, char *err, size_t err_le
     m->heap = calloc(n ? n : 1, sizeof *m->heap);
     m->fragment_start = calloc((size_t)n + 1, sizeof *m->fragment_start);
     m->fragment_head = calloc((size_t)n + 1, sizeof *m->fragment_head);
-    if (!m->cursors || !m->heap || !m->fragment_start || !m->fragment_head) return isn_error(err, err_len, "out of memory while merging the runs");
+    if (!m->cursors || !m->heap || !m->fragment_start || !m->fragment_head)
+        return isn_error(err, err_len, "out of memory while merging the runs");
     size_t buffer = MERGE_MAX_BUFFER;
     if (job->memory_bytes && n) {
-        uint64_t share = job->memory_bytes / 8 / n;
+        uint64_t share = job->memory_bytes / 8 / n / threads;
         buffer = share < MERGE_MIN_BUFFER ? MERGE_MIN_BUFFER : share > MERGE_MAX_BUFFER ? MERGE_MAX_BUFFER : (size_t)share;
     }
     for (uint32_t i = 0; i < n; i++) m->cursors[i].fd = -1;
     for (uint32_t i = 0; i < n; i++) {
         run_cursor *c = &m->cursors[i];
-        if (run_cursor_open(c, &job->part->runs[i], i, buffer) != 0)
-            return isn_error(err, err_len, "cannot open run file %s: %s", job->part->runs[i].path, strerror(errno));
+        const run_info *run = &job->part->runs[i];
+        if (run_cursor_open(c, run, i, buffer, range_start(run, range)) != 0)
+            return isn_error(err, err_len, "cannot open run file %s: %s", run->path, strerror(errno));
         m->num_cursors++;
         if (run_cursor_next_term(c) != 0) return run_error(m, c);
-        if (!c->done) m->heap[m->heap_len++] = c;
+        while (!c->done && range->lo && term_cmp(c->term, c->term_len, range->lo, range->lo_len) < 0)
+            if (run_cursor_skip_postings(c) != 0 || run_cursor_next_term(c) != 0) return run_error(m, c);
+        if (!past_range(m, c)) m->heap[m->heap_len++] = c;
     }
     for (uint32_t i = m->heap_len; i-- > 0;) heap_down(m, i);
     return 0;
@@ -124,7 +163,7 @@ static int merger_next(merger *m, bool with_positions, bool *done, uint32_t *num
         }
         f++;
         if (run_cursor_next_term(c) != 0) return run_error(m, c);
-        if (c->done) m->heap[0] = m->heap[--m->heap_len];
+        if (past_range(m, c)) m->heap[0] = m->heap[--m->heap_len];
         heap_down(m, 0);
     }
     m->fragment_start[f] = m->triples_len;
@@ -227,7 +266,8 @@ static uint32_t *bp_from_runs(const merge_job *job, char *err, size_t err_len) {
     uint64_t num_terms = 0, terms_cap = 0;
     uint32_t *docs = NULL, *forward = NULL, *new_of_old = NULL;
     uint64_t docs_len = 0, docs_cap = 0, *offsets = NULL;
-    if (merger_open(&m, job, err, err_len) != 0) goto done;
+    term_range all = {0};
+    if (merger_open(&m, job, &all, 1, err, err_len) != 0) goto done;
     for (;;) {
         bool done;
         uint32_t nf, local_id = 0, first_fragment = 0;
@@ -329,14 +369,13 @@ static FILE *section_file(const char *dir, char *err, size_t err_len) {
     return f;
 }
 
-enum { OUT_DOC_LENS, OUT_DOC_STATIC, OUT_DOCID_TEXT, OUT_POSTINGS, OUT_BLOCK_META, OUT_POS_BLOCKS, OUT_POSITIONS, OUT_STORED, OUT_COUNT };
+enum { OUT_DOC_LENS, OUT_DOC_STATIC, OUT_DOCID_TEXT, OUT_STORED, OUT_COUNT };
 
 typedef struct {
     section_out *out[OUT_COUNT];
     section_out doc_lens, doc_static, docid_text;
-    list_encoder enc;
     stored_writer stored;
-    out_buf terms, lex_index, lex_data;
+    out_buf lex_index, lex_data;
     uint32_t *new_of_old, *old_of_new;
     float *norms;
     uint8_t *doc_raw;
@@ -387,13 +426,32 @@ static int write_documents(const merge_job *job, partition_writer *w, isn_meta *
     return 0;
 }
 
-static int write_postings(const merge_job *job, partition_writer *w, isn_meta *meta, char *err, size_t err_len) {
+/* One range's share of the postings: its sections (block and position offsets counted from the range's
+ * own start until stitched), its terms' entries and texts. */
+typedef struct {
+    term_range range;
+    list_encoder enc;
+    out_buf terms, texts; /* texts: per term u8 length, bytes */
+    uint32_t num_terms;
+    uint64_t num_postings;
+    int rc;
+    char err[ISN_ERR_LEN];
+} range_out;
+
+typedef struct {
+    const merge_job *job;
+    const partition_writer *w;
+    range_out *ranges;
+    uint32_t num_ranges, threads;
+    _Atomic uint32_t next;
+} range_job;
+
+static int merge_range(const merge_job *job, const partition_writer *w, range_out *r, uint32_t threads) {
     merger m;
+    char *err = r->err;
+    size_t err_len = sizeof r->err;
     int rc = -1;
-    if (merger_open(&m, job, err, err_len) != 0) goto done;
-    char prev[256];
-    uint8_t prev_len = 0;
-    uint32_t rank = 0;
+    if (merger_open(&m, job, &r->range, threads, err, err_len) != 0) goto done;
     for (;;) {
         bool done;
         uint32_t nf, local_id, first_fragment, n;
@@ -404,40 +462,33 @@ static int write_postings(const merge_job *job, partition_writer *w, isn_meta *m
         uint32_t *list = merged_list(&m, nf, w->new_of_old, &n);
         isn_term_entry entry;
         if (!list) goto oom;
-        if (list_encoder_add(&w->enc, list, n, m.positions, &entry) != 0) {
-            for (int s = OUT_POSTINGS; s <= OUT_POSITIONS; s++)
-                if (w->out[s]->error) {
-                    section_failed(w->out[s], err, err_len);
+        if (list_encoder_add(&r->enc, list, n, m.positions, &entry) != 0) {
+            section_out *outs[] = {&r->enc.postings, &r->enc.block_meta, &r->enc.pos_blocks, &r->enc.positions};
+            for (int s = 0; s < 4; s++)
+                if (outs[s]->error) {
+                    section_failed(outs[s], err, err_len);
                     goto done;
                 }
-            if (w->enc.num_blocks > UINT32_MAX) {
+            if (r->enc.num_blocks > UINT32_MAX) {
                 isn_error(err, err_len, "the partition has more than 2^32 posting blocks");
                 goto done;
             }
             goto oom;
         }
-        if (rank == UINT32_MAX) {
+        if (r->num_terms == UINT32_MAX) {
             isn_error(err, err_len, "the partition has more than 2^32 - 1 terms");
             goto done;
         }
-        if (put_term_entry(&w->terms, &entry) != 0 ||
-            put_lexicon_term(&w->lex_index, &w->lex_data, rank, term, term_len, prev, prev_len) != 0)
+        if (put_term_entry(&r->terms, &entry) != 0 || buf_put(&r->texts, &term_len, 1) != 0 || buf_put(&r->texts, term, term_len) != 0)
             goto oom;
-        meta->num_postings += entry.df;
-        memcpy(prev, term, term_len);
-        prev_len = term_len;
-        rank++;
+        r->num_postings += entry.df;
+        r->num_terms++;
     }
-    meta->num_terms = rank;
-    meta->num_lex_blocks = (rank + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
-    uint64_t lex_end = w->lex_data.len;
-    if (buf_put(&w->lex_index, &lex_end, sizeof lex_end) != 0) goto oom;
-    static const uint8_t slack[ISN_CODEC_READ_SLACK];
-    if (section_out_put(&w->enc.postings, slack, sizeof slack) != 0) {
-        section_failed(&w->enc.postings, err, err_len);
-        goto done;
-    }
-    meta->num_blocks = w->enc.num_blocks;
+    for (section_out *o = &r->enc.postings; o <= &r->enc.positions; o++)
+        if (section_out_finish(o) != 0) {
+            section_failed(o, err, err_len);
+            goto done;
+        }
     rc = 0;
     goto done;
 oom:
@@ -445,6 +496,179 @@ oom:
 done:
     merger_close(&m);
     return rc;
+}
+
+static void *range_worker(void *arg) {
+    range_job *j = arg;
+    for (uint32_t k; (k = atomic_fetch_add(&j->next, 1)) < j->num_ranges;)
+        j->ranges[k].rc = merge_range(j->job, j->w, &j->ranges[k], j->threads);
+    return NULL;
+}
+
+typedef struct {
+    const char *term;
+    size_t len;
+    uint64_t weight; /* run bytes from this sample to the next */
+} range_sample;
+
+static int cmp_sample(const void *a, const void *b) {
+    const range_sample *x = a, *y = b;
+    return term_cmp(x->term, x->len, y->term, y->len);
+}
+
+/* Up to `want` ranges of about equal run bytes, cut at sampled terms. */
+static uint32_t split_terms(const part_table *p, uint32_t want, term_range *ranges) {
+    uint64_t n = 0;
+    for (uint32_t r = 0; r < p->num_runs; r++) n += p->runs[r].num_samples;
+    range_sample *samples = want > 1 && n ? malloc(n * sizeof *samples) : NULL;
+    memset(&ranges[0], 0, sizeof ranges[0]);
+    if (!samples) return 1;
+    uint64_t k = 0, total = 0;
+    for (uint32_t r = 0; r < p->num_runs; r++) {
+        const run_info *run = &p->runs[r];
+        for (uint32_t i = 0; i < run->num_samples; i++) {
+            uint64_t end = i + 1 < run->num_samples ? run->sample_offsets[i + 1] : run->bytes;
+            samples[k++] = (range_sample){run->sample_bytes + run->sample_text[i], run->sample_text[i + 1] - run->sample_text[i],
+                                          end - run->sample_offsets[i]};
+            total += end - run->sample_offsets[i];
+        }
+    }
+    qsort(samples, n, sizeof *samples, cmp_sample);
+    uint32_t count = 1;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n && count < want; i++) {
+        if (acc >= total / want * count) {
+            const term_range *last = &ranges[count - 1];
+            if (!last->lo || term_cmp(samples[i].term, samples[i].len, last->lo, last->lo_len) > 0) {
+                ranges[count - 1].hi = samples[i].term;
+                ranges[count - 1].hi_len = samples[i].len;
+                ranges[count] = (term_range){samples[i].term, NULL, samples[i].len, 0};
+                count++;
+            }
+        }
+        acc += samples[i].weight;
+    }
+    free(samples);
+    return count;
+}
+
+/* Adds base to each uint64 at `stride` bytes (from `at` within each record) of a section file. */
+static int shift_offsets(section_out *s, size_t record, size_t at, uint64_t base) {
+    if (base == 0 || s->flushed == 0) return 0;
+    int fd = fileno(s->file);
+    uint8_t buf[1 << 16];
+    size_t chunk = sizeof buf / record * record;
+    for (uint64_t pos = 0; pos < s->flushed; pos += chunk) {
+        size_t n = s->flushed - pos < chunk ? (size_t)(s->flushed - pos) : chunk;
+        if (pread(fd, buf, n, (off_t)pos) != (ssize_t)n) return s->error = errno ? errno : EIO, -1;
+        for (size_t i = 0; i + record <= n; i += record) {
+            uint64_t v;
+            memcpy(&v, buf + i + at, sizeof v);
+            v += base;
+            memcpy(buf + i + at, &v, sizeof v);
+        }
+        if (pwrite(fd, buf, n, (off_t)pos) != (ssize_t)n) return s->error = errno ? errno : EIO, -1;
+    }
+    return 0;
+}
+
+/* The postings, block metadata, positions, terms and lexicon, merged by range on the job's threads, then
+ * stitched: each range's block and position offsets shifted by the ranges before it. */
+static int write_postings(const merge_job *job, partition_writer *w, isn_meta *meta, uint32_t *num_ranges_out,
+                          range_out **ranges_out, char *err, size_t err_len) {
+    uint32_t want = job->threads > 1 ? job->threads * 4 : 1;
+    term_range *bounds = calloc(want, sizeof *bounds);
+    range_out *ranges = NULL;
+    uint32_t n = 0;
+    int rc = -1;
+    if (!bounds) goto oom;
+    n = split_terms(job->part, want, bounds);
+    ranges = calloc(n, sizeof *ranges);
+    if (!ranges) goto oom;
+    *ranges_out = ranges;
+    *num_ranges_out = n;
+    for (uint32_t k = 0; k < n; k++) {
+        range_out *r = &ranges[k];
+        r->range = bounds[k];
+        r->enc = (list_encoder){.num_fields = job->options->num_fields, .with_positions = job->options->positions,
+                                .k1_plus_1 = job->options->bm25.k1 + 1.0f, .norms = w->norms};
+        for (section_out *o = &r->enc.postings; o <= &r->enc.positions; o++)
+            if (!(o->file = section_file(job->tmp_dir, err, err_len))) goto done;
+    }
+    range_job j = {.job = job, .w = w, .ranges = ranges, .num_ranges = n, .threads = job->threads ? job->threads : 1};
+    atomic_init(&j.next, 0);
+    pthread_t ids[256];
+    uint32_t started = 0;
+    for (; started + 1 < j.threads && started + 1 < n && started < 256; started++)
+        if (pthread_create(&ids[started], NULL, range_worker, &j) != 0) break;
+    range_worker(&j);
+    for (uint32_t i = 0; i < started; i++) pthread_join(ids[i], NULL);
+    for (uint32_t k = 0; k < n; k++)
+        if (ranges[k].rc != 0) {
+            snprintf(err, err_len, "%s", ranges[k].err);
+            goto done;
+        }
+
+    uint64_t postings_base = 0, positions_base = 0, blocks = 0;
+    uint32_t rank = 0;
+    char prev[256];
+    uint8_t prev_len = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        range_out *r = &ranges[k];
+        if (shift_offsets(&r->enc.block_meta, sizeof(isn_block_meta), offsetof(isn_block_meta, offset), postings_base) != 0) {
+            section_failed(&r->enc.block_meta, err, err_len);
+            goto done;
+        }
+        if (shift_offsets(&r->enc.pos_blocks, sizeof(uint64_t), 0, positions_base) != 0) {
+            section_failed(&r->enc.pos_blocks, err, err_len);
+            goto done;
+        }
+        postings_base += r->enc.postings.flushed;
+        positions_base += r->enc.positions.flushed;
+        blocks += r->enc.num_blocks;
+        meta->num_postings += r->num_postings;
+        if ((uint64_t)rank + r->num_terms > UINT32_MAX - 1) {
+            isn_error(err, err_len, "the partition has more than 2^32 - 1 terms");
+            goto done;
+        }
+        for (const uint8_t *t = r->texts.data, *end = t + r->texts.len; t < end; t += 1 + *t) {
+            if (put_lexicon_term(&w->lex_index, &w->lex_data, rank, (const char *)t + 1, *t, prev, prev_len) != 0) goto oom;
+            memcpy(prev, t + 1, *t);
+            prev_len = *t;
+            rank++;
+        }
+        free(r->texts.data);
+        r->texts = (out_buf){0};
+    }
+    if (blocks > UINT32_MAX) {
+        isn_error(err, err_len, "the partition has more than 2^32 posting blocks");
+        goto done;
+    }
+    meta->num_blocks = blocks;
+    meta->num_terms = rank;
+    meta->num_lex_blocks = (rank + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
+    uint64_t lex_end = w->lex_data.len;
+    if (buf_put(&w->lex_index, &lex_end, sizeof lex_end) != 0) goto oom;
+    rc = 0;
+    goto done;
+oom:
+    isn_error(err, err_len, "out of memory while merging the runs");
+done:
+    free(bounds);
+    return rc;
+}
+
+static void free_ranges(range_out *ranges, uint32_t n) {
+    for (uint32_t k = 0; ranges && k < n; k++) {
+        range_out *r = &ranges[k];
+        for (section_out *o = &r->enc.postings; o <= &r->enc.positions; o++) {
+            if (o->file) fclose(o->file);
+            free(o->buf.data);
+        }
+        free(r->terms.data);
+        free(r->texts.data);
+    }
+    free(ranges);
 }
 
 static int write_stored(const merge_job *job, partition_writer *w, char *err, size_t err_len) {
@@ -482,13 +706,12 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     w.out[OUT_DOC_LENS] = &w.doc_lens;
     w.out[OUT_DOC_STATIC] = &w.doc_static;
     w.out[OUT_DOCID_TEXT] = &w.docid_text;
-    w.out[OUT_POSTINGS] = &w.enc.postings;
-    w.out[OUT_BLOCK_META] = &w.enc.block_meta;
-    w.out[OUT_POS_BLOCKS] = &w.enc.pos_blocks;
-    w.out[OUT_POSITIONS] = &w.enc.positions;
     w.out[OUT_STORED] = &w.stored.data;
     int rc = -1;
     bool identity;
+    range_out *ranges = NULL;
+    uint32_t num_ranges = 0;
+    isn_piece *range_pieces = NULL;
     w.new_of_old = doc_permutation(job, &identity, err, err_len);
     if (!identity && !w.new_of_old) return -1;
     w.norms = malloc((size_t)(nd ? nd : 1) * sizeof *w.norms);
@@ -518,11 +741,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     for (uint32_t f = 0; f < nf; f++) memcpy(meta.fields[f], o->fields[f], ISN_FIELD_NAME_MAX);
 
     if (write_documents(job, &w, &meta, err, err_len) != 0) goto done;
-    w.enc.num_fields = nf;
-    w.enc.with_positions = o->positions;
-    w.enc.k1_plus_1 = o->bm25.k1 + 1.0f;
-    w.enc.norms = w.norms;
-    if (write_postings(job, &w, &meta, err, err_len) != 0) goto done;
+    if (write_postings(job, &w, &meta, &num_ranges, &ranges, err, err_len) != 0) goto done;
     if (o->num_stored && write_stored(job, &w, err, err_len) != 0) goto done;
     for (int s = 0; s < OUT_COUNT; s++)
         if (section_out_finish(w.out[s]) != 0) {
@@ -533,10 +752,9 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     isn_piece pieces[SEC_COUNT][2];
     isn_section_pieces lists[SEC_COUNT];
     static const int file_of[SEC_COUNT] = {
-        [SEC_META] = -1,          [SEC_DOC_LENS] = OUT_DOC_LENS,     [SEC_DOC_STATIC] = OUT_DOC_STATIC,
-        [SEC_DOCID_TEXT] = OUT_DOCID_TEXT, [SEC_LEX_INDEX] = -1,     [SEC_LEX_DATA] = -1,
-        [SEC_TERMS] = -1,         [SEC_BLOCK_META] = OUT_BLOCK_META, [SEC_POSTINGS] = OUT_POSTINGS,
-        [SEC_POS_BLOCKS] = OUT_POS_BLOCKS, [SEC_POSITIONS] = OUT_POSITIONS, [SEC_STORED] = OUT_STORED,
+        [SEC_META] = -1,      [SEC_DOC_LENS] = OUT_DOC_LENS, [SEC_DOC_STATIC] = OUT_DOC_STATIC, [SEC_DOCID_TEXT] = OUT_DOCID_TEXT,
+        [SEC_LEX_INDEX] = -1, [SEC_LEX_DATA] = -1,           [SEC_TERMS] = -1,                  [SEC_BLOCK_META] = -1,
+        [SEC_POSTINGS] = -1,  [SEC_POS_BLOCKS] = -1,         [SEC_POSITIONS] = -1,              [SEC_STORED] = OUT_STORED,
     };
     for (int s = 0; s < SEC_COUNT; s++) {
         lists[s] = (isn_section_pieces){pieces[s], 1};
@@ -545,12 +763,27 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     pieces[SEC_META][0] = (isn_piece){.data = &meta, .bytes = sizeof meta};
     pieces[SEC_LEX_INDEX][0] = (isn_piece){.data = w.lex_index.data, .bytes = w.lex_index.len};
     pieces[SEC_LEX_DATA][0] = (isn_piece){.data = w.lex_data.data, .bytes = w.lex_data.len};
-    pieces[SEC_TERMS][0] = (isn_piece){.data = w.terms.data, .bytes = w.terms.len};
     if (o->num_stored) {
         pieces[SEC_STORED][1] = pieces[SEC_STORED][0];
         pieces[SEC_STORED][0] = (isn_piece){.data = w.stored.table.data, .bytes = w.stored.table.len};
         lists[SEC_STORED].num_pieces = 2;
     }
+    /* the ranges' pieces, in order; the postings end with the decoder's slack */
+    static const uint8_t slack[ISN_CODEC_READ_SLACK];
+    range_pieces = malloc(((size_t)num_ranges * 5 + 1) * sizeof *range_pieces);
+    if (!range_pieces) goto oom;
+    isn_piece *rp = range_pieces;
+    lists[SEC_TERMS] = (isn_section_pieces){rp, num_ranges};
+    for (uint32_t k = 0; k < num_ranges; k++) *rp++ = (isn_piece){.data = ranges[k].terms.data, .bytes = ranges[k].terms.len};
+    lists[SEC_BLOCK_META] = (isn_section_pieces){rp, num_ranges};
+    for (uint32_t k = 0; k < num_ranges; k++) *rp++ = (isn_piece){.file = ranges[k].enc.block_meta.file, .bytes = ranges[k].enc.block_meta.flushed};
+    lists[SEC_POSTINGS] = (isn_section_pieces){rp, num_ranges + 1};
+    for (uint32_t k = 0; k < num_ranges; k++) *rp++ = (isn_piece){.file = ranges[k].enc.postings.file, .bytes = ranges[k].enc.postings.flushed};
+    *rp++ = (isn_piece){.data = slack, .bytes = sizeof slack};
+    lists[SEC_POS_BLOCKS] = (isn_section_pieces){rp, num_ranges};
+    for (uint32_t k = 0; k < num_ranges; k++) *rp++ = (isn_piece){.file = ranges[k].enc.pos_blocks.file, .bytes = ranges[k].enc.pos_blocks.flushed};
+    lists[SEC_POSITIONS] = (isn_section_pieces){rp, num_ranges};
+    for (uint32_t k = 0; k < num_ranges; k++) *rp++ = (isn_piece){.file = ranges[k].enc.positions.file, .bytes = ranges[k].enc.positions.flushed};
     uint64_t bytes[SEC_COUNT], file_bytes;
     if (isn_index_file_write(job->index_dir, ISN_FORMAT_VERSION, lists, bytes, &file_bytes, err, err_len) != 0) goto done;
     summary->docs = nd;
@@ -577,7 +810,8 @@ done:
         if (s != OUT_STORED) free(w.out[s]->buf.data);
     }
     stored_writer_free(&w.stored);
-    free(w.terms.data);
+    free_ranges(ranges, num_ranges);
+    free(range_pieces);
     free(w.lex_index.data);
     free(w.lex_data.data);
     free(w.new_of_old);

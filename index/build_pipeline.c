@@ -388,9 +388,10 @@ static int flush_runs(worker *w) {
         if (b->terms.count == 0) continue;
         part_table *part = &pl->parts[p];
         run_info run;
+        memset(&run, 0, sizeof run);
         snprintf(run.path, sizeof run.path, "%s/run-%04u-%03u-%06u", pl->tmp_dir, p, w->index, w->next_run++);
         char err[ISN_ERR_LEN];
-        if (run_write(b, run.path, &w->scratch, &run.bytes, err, sizeof err) != 0) return fail(pl, "%s", err), -1;
+        if (run_write(b, &run, &w->scratch, err, sizeof err) != 0) return fail(pl, "%s", err), -1;
         pthread_mutex_lock(&part->runs_lock);
         int rc = 0;
         if (part->num_runs == part->runs_cap) {
@@ -407,6 +408,7 @@ static int flush_runs(worker *w) {
         pthread_mutex_unlock(&part->runs_lock);
         if (rc != 0 || isn_builder_reset_run(b) != 0) {
             unlink(run.path);
+            if (rc != 0) run_info_free(&run);
             return fail(pl, "out of memory after writing run %s", run.path), -1;
         }
     }
@@ -566,6 +568,7 @@ static void pipeline_free(pipeline *pl) {
             free(t->lens);
             free(t->scores);
             free(t->stored);
+            for (uint32_t r = 0; r < t->num_runs; r++) run_info_free(&t->runs[r]);
             free(t->runs);
             pthread_mutex_destroy(&t->runs_lock);
         }

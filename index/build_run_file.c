@@ -44,13 +44,29 @@ static int encode_list(const isn_build_list *l, bool with_positions, byte_buffer
     return 0;
 }
 
-int run_write(const isn_builder *b, const char *path, byte_buffer *scratch, uint64_t *bytes, char *err, size_t err_len) {
+void run_info_free(run_info *run) {
+    free(run->sample_offsets);
+    free(run->sample_text);
+    free(run->sample_bytes);
+    run->sample_offsets = NULL;
+    run->sample_text = NULL;
+    run->sample_bytes = NULL;
+    run->num_samples = 0;
+}
+
+int run_write(const isn_builder *b, run_info *run, byte_buffer *scratch, char *err, size_t err_len) {
+    const char *path = run->path;
     uint32_t nt = b->terms.count;
     uint32_t *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
     char *wbuf = malloc(RUN_WRITE_BUFFER);
+    uint32_t samples = (nt + RUN_SAMPLE_TERMS - 1) / RUN_SAMPLE_TERMS;
+    run->num_samples = 0;
+    run->sample_offsets = malloc((size_t)(samples ? samples : 1) * sizeof *run->sample_offsets);
+    run->sample_text = malloc(((size_t)samples + 1) * sizeof *run->sample_text);
+    run->sample_bytes = malloc((size_t)(samples ? samples : 1) * ISN_MAX_TERM_BYTES);
     FILE *f = NULL;
     int rc = -1;
-    if (!order || !wbuf) {
+    if (!order || !wbuf || !run->sample_offsets || !run->sample_text || !run->sample_bytes) {
         isn_error(err, err_len, "out of memory while writing run %s", path);
         goto done;
     }
@@ -63,10 +79,18 @@ int run_write(const isn_builder *b, const char *path, byte_buffer *scratch, uint
     }
     setvbuf(f, wbuf, _IOFBF, RUN_WRITE_BUFFER);
     bool ok = true;
+    uint64_t at = 0;
+    run->sample_text[0] = 0;
     for (uint32_t r = 0; ok && r < nt; r++) {
         uint32_t t = order[r];
         size_t len;
         const char *s = isn_strtab_get(&b->terms, t, &len);
+        if (r % RUN_SAMPLE_TERMS == 0) {
+            uint32_t k = run->num_samples++;
+            run->sample_offsets[k] = at;
+            memcpy(run->sample_bytes + run->sample_text[k], s, len);
+            run->sample_text[k + 1] = run->sample_text[k] + (uint32_t)len;
+        }
         if (encode_list(&b->lists[t], b->options.positions, scratch) != 0) {
             isn_error(err, err_len, "out of memory while writing run %s", path);
             goto done;
@@ -86,12 +110,13 @@ int run_write(const isn_builder *b, const char *path, byte_buffer *scratch, uint
         *h++ = (uint8_t)n;
         ok = fwrite(head, 1, (size_t)(h - head), f) == (size_t)(h - head) &&
              fwrite(scratch->data, 1, scratch->len, f) == scratch->len;
+        at += (uint64_t)(h - head) + scratch->len;
     }
     static const uint8_t end = 0;
     if (ok) ok = fwrite(&end, 1, 1, f) == 1;
     if (ok) {
         ok = fflush(f) == 0;
-        *bytes = (uint64_t)ftello(f);
+        run->bytes = at + 1;
     }
     if (fclose(f) != 0) ok = false;
     f = NULL;
@@ -106,6 +131,7 @@ done:
         fclose(f);
         unlink(path);
     }
+    if (rc != 0) run_info_free(run);
     free(order);
     free(wbuf);
     return rc;
@@ -113,8 +139,9 @@ done:
 
 /* ------------------------------------------------------------------ reading */
 
-int run_cursor_open(run_cursor *c, const run_info *run, uint32_t index, size_t buffer_bytes) {
+int run_cursor_open(run_cursor *c, const run_info *run, uint32_t index, size_t buffer_bytes, uint64_t offset) {
     memset(c, 0, sizeof *c);
+    c->file_pos = offset;
     c->fd = open(run->path, O_RDONLY | O_CLOEXEC);
     if (c->fd < 0) return -1;
     c->file_bytes = run->bytes;
@@ -200,6 +227,23 @@ int run_cursor_next_term(run_cursor *c) {
     if (get_varint64(c, &id) != 0 || get_varint64(c, &df) != 0 || get_varint64(c, &c->data_bytes) != 0) return -1;
     c->local_id = (uint32_t)id;
     c->df = (uint32_t)df;
+    return 0;
+}
+
+int run_cursor_skip_postings(run_cursor *c) {
+    uint64_t left = c->data_bytes;
+    uint64_t in_buffer = c->len - c->at;
+    if (left <= in_buffer) {
+        c->at += (size_t)left;
+        return 0;
+    }
+    left -= in_buffer;
+    c->at = c->len = 0;
+    if (left > c->file_bytes - c->file_pos) {
+        c->error = EINVAL;
+        return -1;
+    }
+    c->file_pos += left;
     return 0;
 }
 

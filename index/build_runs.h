@@ -27,10 +27,20 @@ typedef struct {
     uint32_t file;
 } stored_ref;
 
+/* Every RUN_SAMPLE_TERMS-th term of a run is kept in memory with where its record starts, so that the
+ * merge can split the terms into ranges merged on separate threads. */
+#define RUN_SAMPLE_TERMS 256
+
 typedef struct {
     char path[4200];
     uint64_t bytes;
+    uint32_t num_samples;
+    uint64_t *sample_offsets; /* [num_samples]: where the sampled term's record starts */
+    uint32_t *sample_text;    /* [num_samples + 1] into sample_bytes */
+    char *sample_bytes;
 } run_info;
+
+void run_info_free(run_info *run);
 
 /* One partition's documents (in doc id order) and runs. */
 typedef struct {
@@ -63,7 +73,7 @@ static inline stored_ref *part_stored(const part_table *p, uint32_t doc) {
  * code, then each one's increase over the one before. */
 
 /* Writes the builder's run (its terms and lists) to path; scratch is the caller's. 0, or -1 with err. */
-int run_write(const isn_builder *b, const char *path, byte_buffer *scratch, uint64_t *bytes, char *err, size_t err_len);
+int run_write(const isn_builder *b, run_info *run, byte_buffer *scratch, char *err, size_t err_len);
 
 typedef struct {
     int fd;
@@ -80,11 +90,13 @@ typedef struct {
     uint64_t data_bytes;
 } run_cursor;
 
-/* 0, or -1 with errno. */
-int run_cursor_open(run_cursor *c, const run_info *run, uint32_t index, size_t buffer_bytes);
+/* A cursor from the record at offset (0: the first). 0, or -1 with errno. */
+int run_cursor_open(run_cursor *c, const run_info *run, uint32_t index, size_t buffer_bytes, uint64_t offset);
 void run_cursor_close(run_cursor *c);
 /* Moves to the next term (c->done after the last). 0, or -1 on a read error or a malformed run (c->error). */
 int run_cursor_next_term(run_cursor *c);
+/* Passes over the current term's postings. 0, or -1 (c->error). */
+int run_cursor_skip_postings(run_cursor *c);
 /* Appends the current term's postings: (doc, tf, start in *positions) triples to *triples, position codes
  * to *positions (when with_positions). 0, or -1 out of memory or on a read error (c->error). */
 int run_cursor_read_postings(run_cursor *c, bool with_positions, uint32_t **triples, uint64_t *triples_len,
