@@ -742,6 +742,8 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
 
     if (write_documents(job, &w, &meta, err, err_len) != 0) goto done;
     if (write_postings(job, &w, &meta, &num_ranges, &ranges, err, err_len) != 0) goto done;
+    /* the runs are merged: their disk goes before the index file is written */
+    for (uint32_t r = 0; r < p->num_runs; r++) unlink(p->runs[r].path);
     if (o->num_stored && write_stored(job, &w, err, err_len) != 0) goto done;
     for (int s = 0; s < OUT_COUNT; s++)
         if (section_out_finish(w.out[s]) != 0) {

@@ -1,5 +1,6 @@
 /* isn-index: build, inspect and verify ISN index partitions. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,8 @@ static int cmd_synth(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* A file size limit (ulimit -f) then fails a write with EFBIG, said as an error, instead of killing. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;
