@@ -22,6 +22,32 @@ static int term_cmp(const char *a, size_t la, const char *b, size_t lb) {
     return c ? c : (la > lb) - (la < lb);
 }
 
+/* The merge threads' hold on memory for long lists: a term of many postings is gathered whole (and, in a
+ * permuted order, sorted), so a thread takes what it needs from this allowance first and waits while
+ * others hold it; a list larger than the allowance goes alone. */
+#define GATED_DF (256u << 10)
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    uint64_t in_use, allowance;
+} list_gate;
+
+static void gate_acquire(list_gate *g, uint64_t bytes) {
+    pthread_mutex_lock(&g->lock);
+    while (g->in_use > 0 && g->in_use + bytes > g->allowance) pthread_cond_wait(&g->freed, &g->lock);
+    g->in_use += bytes;
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_release(list_gate *g, uint64_t bytes) {
+    if (!bytes) return;
+    pthread_mutex_lock(&g->lock);
+    g->in_use -= bytes;
+    pthread_cond_broadcast(&g->freed);
+    pthread_mutex_unlock(&g->lock);
+}
+
 /* A range of terms [lo, hi) (NULL: unbounded) merged by one thread. */
 typedef struct {
     const char *lo, *hi;
@@ -40,6 +66,8 @@ typedef struct {
     uint64_t triples_len, triples_cap, merged_cap, positions_len, positions_cap;
     uint64_t *fragment_start; /* [num_cursors + 1] */
     uint64_t *fragment_head;  /* [num_cursors] */
+    list_gate *gate;          /* NULL: no bound */
+    uint64_t held;            /* bytes held from the gate for the current term */
     char *err;
     size_t err_len;
 } merger;
@@ -125,6 +153,8 @@ static int merger_open(merger *m, const merge_job *job, const term_range *range,
 }
 
 static void merger_close(merger *m) {
+    if (m->gate) gate_release(m->gate, m->held);
+    m->held = 0;
     for (uint32_t i = 0; i < m->num_cursors; i++) run_cursor_close(&m->cursors[i]);
     free(m->cursors);
     free(m->heap);
@@ -147,6 +177,32 @@ static int merger_next(merger *m, bool with_positions, bool *done, uint32_t *num
     *term_len = top->term_len;
     memcpy(term, top->term, top->term_len);
     m->triples_len = m->positions_len = 0;
+    if (m->gate) {
+        /* the last long list's arrays go, and its hold */
+        gate_release(m->gate, m->held);
+        m->held = 0;
+        if (m->triples_cap > 3 * (uint64_t)GATED_DF) {
+            free(m->triples);
+            free(m->merged);
+            free(m->positions);
+            m->triples = m->merged = m->positions = NULL;
+            m->triples_cap = m->merged_cap = m->positions_cap = 0;
+        }
+        if (top->df >= GATED_DF / 8) {
+            uint64_t df = 0, data = 0;
+            for (uint32_t i = 0; i < m->heap_len; i++) {
+                const run_cursor *c = m->heap[i];
+                if (c->term_len == *term_len && memcmp(c->term, term, *term_len) == 0) {
+                    df += c->df;
+                    data += c->data_bytes;
+                }
+            }
+            if (df >= GATED_DF) {
+                m->held = df * 24 + (with_positions ? data * 4 : 0);
+                gate_acquire(m->gate, m->held);
+            }
+        }
+    }
     uint32_t f = 0;
     uint32_t best_doc = UINT32_MAX;
     while (m->heap_len && m->heap[0]->term_len == *term_len && memcmp(m->heap[0]->term, term, *term_len) == 0) {
@@ -443,15 +499,18 @@ typedef struct {
     const partition_writer *w;
     range_out *ranges;
     uint32_t num_ranges, threads;
+    list_gate *gate;
     _Atomic uint32_t next;
 } range_job;
 
-static int merge_range(const merge_job *job, const partition_writer *w, range_out *r, uint32_t threads) {
+static int merge_range(const merge_job *job, const partition_writer *w, range_out *r, uint32_t threads, list_gate *gate) {
     merger m;
     char *err = r->err;
     size_t err_len = sizeof r->err;
     int rc = -1;
-    if (merger_open(&m, job, &r->range, threads, err, err_len) != 0) goto done;
+    int opened = merger_open(&m, job, &r->range, threads, err, err_len);
+    m.gate = gate;
+    if (opened != 0) goto done;
     for (;;) {
         bool done;
         uint32_t nf, local_id, first_fragment, n;
@@ -501,7 +560,7 @@ done:
 static void *range_worker(void *arg) {
     range_job *j = arg;
     for (uint32_t k; (k = atomic_fetch_add(&j->next, 1)) < j->num_ranges;)
-        j->ranges[k].rc = merge_range(j->job, j->w, &j->ranges[k], j->threads);
+        j->ranges[k].rc = merge_range(j->job, j->w, &j->ranges[k], j->threads, j->gate);
     return NULL;
 }
 
@@ -595,7 +654,11 @@ static int write_postings(const merge_job *job, partition_writer *w, isn_meta *m
         for (section_out *o = &r->enc.postings; o <= &r->enc.positions; o++)
             if (!(o->file = section_file(job->tmp_dir, err, err_len))) goto done;
     }
-    range_job j = {.job = job, .w = w, .ranges = ranges, .num_ranges = n, .threads = job->threads ? job->threads : 1};
+    list_gate gate = {.allowance = job->memory_bytes / 4};
+    pthread_mutex_init(&gate.lock, NULL);
+    pthread_cond_init(&gate.freed, NULL);
+    range_job j = {.job = job, .w = w, .ranges = ranges, .num_ranges = n, .threads = job->threads ? job->threads : 1,
+                   .gate = job->memory_bytes ? &gate : NULL};
     atomic_init(&j.next, 0);
     pthread_t ids[256];
     uint32_t started = 0;
@@ -603,6 +666,8 @@ static int write_postings(const merge_job *job, partition_writer *w, isn_meta *m
         if (pthread_create(&ids[started], NULL, range_worker, &j) != 0) break;
     range_worker(&j);
     for (uint32_t i = 0; i < started; i++) pthread_join(ids[i], NULL);
+    pthread_mutex_destroy(&gate.lock);
+    pthread_cond_destroy(&gate.freed);
     for (uint32_t k = 0; k < n; k++)
         if (ranges[k].rc != 0) {
             snprintf(err, err_len, "%s", ranges[k].err);

@@ -365,8 +365,10 @@ static int commit_batch(worker *w) {
 
 /* ------------------------------------------------------------------ inversion and runs */
 
+/* A thread's run and what its batch holds beyond the fixed allowance (records of many short lines). */
 static uint64_t worker_run_bytes(const worker *w) {
-    uint64_t bytes = w->scratch.cap;
+    uint64_t bytes = w->scratch.cap + (uint64_t)w->recs_cap * sizeof *w->recs;
+    if (w->text.cap > BATCH_BYTES) bytes += w->text.cap - BATCH_BYTES;
     for (uint32_t p = 0; p < w->pl->nparts; p++) bytes += isn_builder_run_bytes(w->builders[p]);
     return bytes;
 }
@@ -713,6 +715,12 @@ int build_bounded(const char *input_path, const char *out_dir, const isn_build_o
             isn_builder_free(pl->workers[i].builders[p]);
             pl->workers[i].builders[p] = NULL;
         }
+    }
+    if (pl->progress && rc == 0) {
+        uint64_t runs = 0;
+        for (uint32_t p = 0; p < pl->nparts; p++) runs += pl->parts[p].num_runs;
+        fprintf(stderr, "merging %llu runs into %u partition%s on %u threads...\n", (unsigned long long)runs, pl->nparts,
+                pl->nparts > 1 ? "s" : "", pl->threads);
     }
     for (uint32_t p = 0; rc == 0 && p < pl->nparts; p++) {
         char index_dir[4400];

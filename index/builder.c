@@ -280,6 +280,7 @@ uint64_t isn_builder_run_bytes(const isn_builder *b) {
 }
 
 int isn_builder_reset_run(isn_builder *b) {
+    uint32_t expected = b->terms.count; /* the next run's vocabulary is like this one's: no regrowing */
     for (uint32_t i = 0; i < b->terms.count; i++) {
         free(b->lists[i].postings);
         free(b->lists[i].positions);
@@ -291,5 +292,5 @@ int isn_builder_reset_run(isn_builder *b) {
     isn_strtab_free(&b->terms);
     memset(b->short_term_ids, 0, (SHORT_TERM_TWO_BYTES + 256) * sizeof *b->short_term_ids);
     analyzer_clear_memos(b->analyzer);
-    return isn_strtab_init(&b->terms, 1 << 12);
+    return isn_strtab_init(&b->terms, expected > (1u << 12) ? expected : 1u << 12);
 }
