@@ -151,7 +151,7 @@ static int read_batch(worker *w) {
         w->batch = b;
         w->batch_cap = cap;
     }
-    memcpy(w->batch, pl->carry, pl->carry_len);
+    if (pl->carry_len) memcpy(w->batch, pl->carry, pl->carry_len);
     w->batch_len = pl->carry_len;
     pl->carry_len = 0;
     for (;;) {
@@ -172,7 +172,7 @@ static int read_batch(worker *w) {
         if (nl && w->batch_len == w->batch_cap) {
             /* keep the unfinished line for the next batch */
             size_t tail = w->batch_len - (size_t)(nl + 1 - w->batch);
-            if (tail > pl->carry_cap) {
+            if (tail && tail > pl->carry_cap) {
                 char *c = realloc(pl->carry, tail);
                 if (!c) {
                     fail(pl, "out of memory for an input batch");
@@ -182,7 +182,7 @@ static int read_batch(worker *w) {
                 pl->carry = c;
                 pl->carry_cap = tail;
             }
-            memcpy(pl->carry, nl + 1, tail);
+            if (tail) memcpy(pl->carry, nl + 1, tail);
             pl->carry_len = tail;
             w->batch_len -= tail;
             break;
