@@ -38,6 +38,16 @@ bench-build-time: $(BUILD)/bin/isn-index
 	@cat $(BUILD)/bench/build_time.json
 .PHONY: bench-build-time
 
+# make bench-build-threads: the bounded-memory build of the Debian index (issue 39), --threads 1 and 2 at
+# --memory 64MiB and 256MiB in interleaved rounds (ROUNDS, default 5): wall time, peak resident memory,
+# speed-up, and the in-memory build's bytes. JSON in $(BUILD)/bench/build_threads.json.
+bench-build-threads: $(BUILD)/bin/isn-index
+	@mkdir -p $(BUILD)/bench
+	@test -f $(BUILD)/data/deb/debian.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
+	bash bench/build_threads.sh $(BUILD)/data/deb/debian.jsonl $(BUILD)/bin/isn-index >$(BUILD)/bench/build_threads.json
+	@cat $(BUILD)/bench/build_threads.json
+.PHONY: bench-build-threads
+
 # make bench-peers: ISN against Lucene 10, Tantivy and PISA on the Debian corpus (bench/peers/run.sh sets up
 # the peers in $(BUILD)/peers). Timing only: never part of make test.
 $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)

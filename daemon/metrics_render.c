@@ -141,6 +141,10 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
 
     generations_render_prometheus(server, out);
     prom_u64(out, "isn_ready", "gauge", "1 when serving: index loaded, workers warm, not draining.", server_ready(server));
+    uint64_t ready_ns = server->ready_ns;
+    prom_family(out, "isn_startup_seconds", "gauge",
+                "Seconds from isnd's start to ready (its first index generation opened, verified and warm); 0 before.");
+    buffer_printf(out, "isn_startup_seconds %.3f\n", ready_ns ? (double)(ready_ns - server->start_ns) / 1e9 : 0.0);
     prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
     prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
     grpc_render_process_metrics(out, server->start_time);

@@ -220,6 +220,13 @@ void analyzer_cache_on_huge_pages(isn_analyzer *analyzer) {
         analyzer->cache.huge_pages = true;
 }
 
+void analyzer_clear_memos(isn_analyzer *analyzer) {
+    if (analyzer->cache.slots == NULL)
+        return;
+    for (uint32_t i = 0; i < analyzer->cache.capacity; i++)
+        analyzer->cache.slots[i].memo = 0;
+}
+
 /* ------------------------------------------------------------------ one token */
 
 /* The common case: ASCII letters and digits need no Unicode tables, and NFKC_Casefold of them is

@@ -149,6 +149,8 @@ struct isn_analyzer;
  * the caller memoizes there is a function of the emitted term; it stays the caller's until the slot is
  * refilled with another word, which zeroes it. */
 uint32_t *analyzer_emitted_memo(struct isn_analyzer *analyzer);
+/* Forgets every memo word (the index builder's term ids, when it starts a new run's term table). */
+void analyzer_clear_memos(struct isn_analyzer *analyzer);
 /* The index builder's analyzer keeps its stem cache on a huge page. */
 void analyzer_cache_on_huge_pages(struct isn_analyzer *analyzer);
 

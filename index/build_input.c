@@ -12,25 +12,17 @@
 
 #include "base/base.h"
 #include "index/builder.h"
+#include "index/build_input.h"
 #include "index/jsonl_scan.h"
 
-#define MAX_REPORTED_BAD_RECORDS 50
 
+/* The in-memory build's reader: every record goes to its partition's builder as it is read. */
 typedef struct {
-    const char *path;
-    const isn_build_options *options;
+    input_state in;
     isn_builder **parts;
-    uint64_t line;
     uint64_t total_lines; /* for the contiguous split */
     uint64_t records, skipped, reported;
-    char *clean; /* the line with invalid UTF-8 replaced */
-    size_t clean_cap;
-    /* JSONL keys read: the id, the indexed fields in order, then the static score's when set */
-    const char *keys[ISN_MAX_FIELDS + 2];
-    uint32_t num_keys;
-    char *scratch; /* a record's decoded strings (jsonl_scan.c) */
-    size_t scratch_cap;
-} input_state;
+} memory_build;
 
 /* Replaces every invalid UTF-8 sequence with U+FFFD, so that one bad byte costs a token, not the record. */
 static const char *sanitize_utf8(input_state *s, const char *line, size_t len, size_t *out_len) {
@@ -101,37 +93,66 @@ static void install_arena_hooks(void) {
     json_set_alloc_funcs(arena_malloc, arena_free);
 }
 
-static int bad_record(input_state *s, const char *what) {
+int input_thread_begin(void) {
+    static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+    pthread_once(&hooks_once, install_arena_hooks);
+    if (!thread_arena.base) thread_arena.base = malloc(RECORD_ARENA_BYTES);
+    return thread_arena.base ? 0 : -1;
+}
+
+void input_thread_end(void) {
+    free(thread_arena.base);
+    thread_arena.base = NULL;
+}
+
+void input_state_init(input_state *s, const char *path, const isn_build_options *o) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    s->options = o;
+    s->keys[s->num_keys++] = o->id_field;
+    for (uint32_t i = 0; i < o->num_fields; i++) s->keys[s->num_keys++] = o->fields[i];
+    if (o->static_score_field[0]) s->keys[s->num_keys++] = o->static_score_field;
+}
+
+void input_state_free(input_state *s) {
+    free(s->clean);
+    free(s->scratch);
+    s->clean = s->scratch = NULL;
+}
+
+static int memory_bad_record(input_state *in, const char *what) {
+    memory_build *s = in->ctx;
     s->skipped++;
-    if (s->options->strict) {
-        fprintf(stderr, "isn-index: %s:%llu: %s\n", s->path, (unsigned long long)s->line, what);
+    if (in->options->strict) {
+        fprintf(stderr, "isn-index: %s:%llu: %s\n", in->path, (unsigned long long)in->line, what);
         return -1;
     }
-    if (s->reported++ < MAX_REPORTED_BAD_RECORDS)
-        fprintf(stderr, "isn-index: %s:%llu: %s (record skipped)\n", s->path, (unsigned long long)s->line, what);
-    else if (s->reported == MAX_REPORTED_BAD_RECORDS + 1)
+    if (s->reported++ < ISN_MAX_REPORTED_BAD_RECORDS)
+        fprintf(stderr, "isn-index: %s:%llu: %s (record skipped)\n", in->path, (unsigned long long)in->line, what);
+    else if (s->reported == ISN_MAX_REPORTED_BAD_RECORDS + 1)
         fprintf(stderr, "isn-index: further bad records are counted, not shown\n");
     return 0;
 }
 
-static uint32_t partition_of(const input_state *s, const char *id, size_t id_len) {
-    uint32_t n = s->options->partitions;
+uint32_t input_partition_of(const isn_build_options *o, const char *id, size_t id_len, uint64_t line, uint64_t total_lines) {
+    uint32_t n = o->partitions;
     if (n <= 1) return 0;
-    if (s->options->split == ISN_SPLIT_HASH) return (uint32_t)(isn_hash64(id, id_len) % n);
-    uint64_t per = (s->total_lines + n - 1) / n;
-    uint32_t p = (uint32_t)((s->line - 1) / (per ? per : 1));
+    if (o->split == ISN_SPLIT_HASH) return (uint32_t)(isn_hash64(id, id_len) % n);
+    uint64_t per = (total_lines + n - 1) / n;
+    uint32_t p = (uint32_t)((line - 1) / (per ? per : 1));
     return p < n ? p : n - 1;
 }
 
-static int add_record(input_state *s, const char *id, const char *const *fields, const size_t *lens, float score) {
+static int memory_add_record(input_state *in, const char *id, const char *const *fields, const size_t *lens, float score) {
+    memory_build *s = in->ctx;
     char err[ISN_ERR_LEN];
-    uint32_t p = partition_of(s, id, strlen(id));
+    uint32_t p = input_partition_of(in->options, id, strlen(id), in->line, s->total_lines);
     if (isn_builder_add(s->parts[p], id, fields, lens, score, err, sizeof err) != 0) {
         if (s->parts[p]->oom) {
-            fprintf(stderr, "isn-index: %s:%llu: %s\n", s->path, (unsigned long long)s->line, err);
+            fprintf(stderr, "isn-index: %s:%llu: %s\n", in->path, (unsigned long long)in->line, err);
             return -1;
         }
-        return bad_record(s, err);
+        return memory_bad_record(in, err);
     }
     s->records++;
     return 0;
@@ -139,16 +160,16 @@ static int add_record(input_state *s, const char *id, const char *const *fields,
 
 static int parse_tsv(input_state *s, const char *line, size_t len) {
     const char *tab = memchr(line, '\t', len);
-    if (!tab) return bad_record(s, "no TAB between id and text");
+    if (!tab) return s->bad(s, "no TAB between id and text");
     char id[1024];
     size_t id_len = (size_t)(tab - line);
-    if (id_len == 0) return bad_record(s, "missing id");
-    if (id_len >= sizeof id) return bad_record(s, "id longer than 1023 bytes");
+    if (id_len == 0) return s->bad(s, "missing id");
+    if (id_len >= sizeof id) return s->bad(s, "id longer than 1023 bytes");
     memcpy(id, line, id_len);
     id[id_len] = 0;
     const char *fields[1] = {tab + 1};
     size_t lens[1] = {len - id_len - 1};
-    return add_record(s, id, fields, lens, 0.0f);
+    return s->take(s, id, fields, lens, 0.0f);
 }
 
 /* What a record holds for the build, from either JSON reader, checked the same way after. */
@@ -166,17 +187,17 @@ static int take_record(input_state *s, const json_record *r) {
     char msg[ISN_ERR_LEN + 64];
     if (!r->id || !r->id[0]) {
         snprintf(msg, sizeof msg, "missing id (key \"%s\" must be a non-empty string or an integer)", o->id_field);
-        return bad_record(s, msg);
+        return s->bad(s, msg);
     }
     if (r->bad_field >= 0) {
         snprintf(msg, sizeof msg, "field \"%s\" is not a string", o->fields[r->bad_field]);
-        return bad_record(s, msg);
+        return s->bad(s, msg);
     }
     if (r->score_state < 0) {
         snprintf(msg, sizeof msg, "static score \"%s\" is not a number", o->static_score_field);
-        return bad_record(s, msg);
+        return s->bad(s, msg);
     }
-    return add_record(s, r->id, r->fields, r->lens, r->score);
+    return s->take(s, r->id, r->fields, r->lens, r->score);
 }
 
 /* The common record, a flat object of strings, read in one pass (jsonl_scan.c); 0 when jansson must. */
@@ -213,13 +234,13 @@ static int parse_jsonl(input_state *s, const char *line, size_t len) {
     if (!doc) {
         char msg[ISN_ERR_LEN + 64];
         snprintf(msg, sizeof msg, "malformed JSON at column %d: %s", jerr.column, jerr.text);
-        return bad_record(s, msg);
+        return s->bad(s, msg);
     }
     int rc;
     const isn_build_options *o = s->options;
     char id_buf[64];
     if (!json_is_object(doc)) {
-        rc = bad_record(s, "record is not a JSON object");
+        rc = s->bad(s, "record is not a JSON object");
         goto done;
     }
     json_t *jid = json_object_get(doc, o->id_field);
@@ -249,7 +270,7 @@ done:
     return rc;
 }
 
-static uint64_t count_lines(FILE *f) {
+uint64_t input_count_lines(FILE *f) {
     char buf[1 << 16];
     uint64_t n = 0;
     size_t got;
@@ -259,30 +280,67 @@ static uint64_t count_lines(FILE *f) {
     return n;
 }
 
-static void show_progress(const input_state *s, uint64_t done, uint64_t total) {
-    int width = 40, filled = total ? (int)(done * (uint64_t)width / total) : 0;
-    char bar[41];
+void input_show_progress(uint64_t bytes_done, uint64_t bytes_total, uint64_t docs, double seconds, bool last) {
+    int width = 30, filled = bytes_total ? (int)(bytes_done * (uint64_t)width / bytes_total) : 0;
+    if (filled > width) filled = width;
+    char bar[31], eta[32] = "";
     memset(bar, '#', (size_t)filled);
     memset(bar + filled, ' ', (size_t)(width - filled));
     bar[width] = 0;
-    fprintf(stderr, "\r[%s] %3d%% %llu records", bar, total ? (int)(done * 100 / total) : 0, (unsigned long long)s->records);
+    double rate = seconds > 0 ? (double)docs / seconds : 0;
+    if (bytes_total && bytes_done && bytes_done < bytes_total && seconds > 1) {
+        double left = seconds * (double)(bytes_total - bytes_done) / (double)bytes_done;
+        snprintf(eta, sizeof eta, ", ETA %d:%02d", (int)(left / 60), (int)left % 60);
+    }
+    if (bytes_total)
+        fprintf(stderr, "\r[%s] %3d%% %llu docs, %.0f docs/s%s   ", bar, (int)(bytes_done * 100 / bytes_total),
+                (unsigned long long)docs, rate, eta);
+    else
+        fprintf(stderr, "\r%llu docs, %.0f docs/s   ", (unsigned long long)docs, rate);
+    if (last) fputc('\n', stderr);
 }
 
-int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
-                        isn_build_summary *summary, char *err, size_t err_len) {
+int input_parse_line(input_state *s, const char *line, size_t len) {
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+    if (len == 0) return 0;
+    size_t clean_len;
+    const char *clean = sanitize_utf8(s, line, len, &clean_len);
+    if (!clean) return -1;
+    return s->options->format == ISN_FORMAT_TSV ? parse_tsv(s, clean, clean_len) : parse_jsonl(s, clean, clean_len);
+}
+
+void input_effective_options(const isn_build_options *options, isn_build_options *opts) {
+    *opts = *options;
+    if (opts->format == ISN_FORMAT_TSV) {
+        opts->num_fields = 1;
+        snprintf(opts->fields[0], ISN_FIELD_NAME_MAX, "body");
+        opts->static_score_field[0] = 0;
+    }
+    if (opts->partitions == 0) opts->partitions = 1;
+}
+
+void input_add_summary(isn_build_summary *total, const isn_build_summary *part) {
+    total->docs += part->docs;
+    total->terms += part->terms;
+    total->postings += part->postings;
+    total->tokens += part->tokens;
+    total->bytes_total += part->bytes_total;
+    total->bytes_postings += part->bytes_postings;
+    total->bytes_block_meta += part->bytes_block_meta;
+    total->bytes_positions += part->bytes_positions;
+    total->bytes_lexicon += part->bytes_lexicon;
+    total->bytes_docs += part->bytes_docs;
+    total->bytes_stored += part->bytes_stored;
+}
+
+/* Every document in memory, one builder per partition, written at the end: the build without --threads
+ * or --memory, and the reference the bounded build's bytes are checked against. */
+static int build_in_memory(const char *input_path, const char *out_dir, const isn_build_options *options,
+                           isn_build_summary *summary, char *err, size_t err_len) {
     double start = isn_now_seconds();
-    memset(summary, 0, sizeof *summary);
-    uint32_t nparts = options->partitions ? options->partitions : 1;
-    if (nparts > 4096) {
-        snprintf(err, err_len, "--partitions %u is more than 4096", nparts);
-        return -1;
-    }
-    isn_build_options opts = *options;
-    if (opts.format == ISN_FORMAT_TSV) {
-        opts.num_fields = 1;
-        snprintf(opts.fields[0], ISN_FIELD_NAME_MAX, "body");
-        opts.static_score_field[0] = 0;
-    }
+    uint32_t nparts = options->partitions;
+    isn_build_options opts;
+    input_effective_options(options, &opts);
     FILE *f = fopen(input_path, "rb");
     if (!f) {
         snprintf(err, err_len, "cannot open %s: %s", input_path, strerror(errno));
@@ -290,20 +348,18 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     }
     struct stat st;
     uint64_t file_bytes = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;
-    input_state s = {.path = input_path, .options = &opts};
-    s.keys[s.num_keys++] = opts.id_field;
-    for (uint32_t i = 0; i < opts.num_fields; i++) s.keys[s.num_keys++] = opts.fields[i];
-    if (opts.static_score_field[0]) s.keys[s.num_keys++] = opts.static_score_field;
-    if (nparts > 1 && opts.split == ISN_SPLIT_CONTIGUOUS) s.total_lines = count_lines(f);
+    memory_build s = {0};
+    input_state_init(&s.in, input_path, &opts);
+    s.in.take = memory_add_record;
+    s.in.bad = memory_bad_record;
+    s.in.ctx = &s;
+    if (nparts > 1 && opts.split == ISN_SPLIT_CONTIGUOUS) s.total_lines = input_count_lines(f);
     s.parts = calloc(nparts, sizeof *s.parts);
     int rc = s.parts ? 0 : -1;
     for (uint32_t p = 0; p < nparts && rc == 0; p++)
         if (!(s.parts[p] = isn_builder_new(&opts))) rc = -1;
     if (rc != 0) snprintf(err, err_len, "cannot create the builder (out of memory or bad analyzer settings)");
-
-    static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
-    pthread_once(&hooks_once, install_arena_hooks);
-    if (rc == 0 && opts.format == ISN_FORMAT_JSONL && !(thread_arena.base = malloc(RECORD_ARENA_BYTES))) {
+    if (rc == 0 && opts.format == ISN_FORMAT_JSONL && input_thread_begin() != 0) {
         snprintf(err, err_len, "out of memory for the JSON record arena");
         rc = -1;
     }
@@ -314,31 +370,20 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     ssize_t got;
     uint64_t bytes_read = 0;
     while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
-        s.line++;
+        s.in.line++;
         bytes_read += (uint64_t)got;
-        size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        if (len == 0) continue;
-        size_t clean_len;
-        const char *clean = sanitize_utf8(&s, line, len, &clean_len);
-        if (!clean) rc = -1;
-        else rc = opts.format == ISN_FORMAT_TSV ? parse_tsv(&s, clean, clean_len) : parse_jsonl(&s, clean, clean_len);
-        if (rc != 0) snprintf(err, err_len, "%s:%llu: stopped at this record", input_path, (unsigned long long)s.line);
-        if (progress && (s.line & 0xffff) == 0) show_progress(&s, bytes_read, file_bytes);
+        rc = input_parse_line(&s.in, line, (size_t)got);
+        if (rc != 0) snprintf(err, err_len, "%s:%llu: stopped at this record", input_path, (unsigned long long)s.in.line);
+        if (progress && (s.in.line & 0xffff) == 0) input_show_progress(bytes_read, file_bytes, s.records, isn_now_seconds() - start, false);
     }
-    if (progress) {
-        show_progress(&s, file_bytes, file_bytes);
-        fputc('\n', stderr);
-    }
+    if (progress) input_show_progress(file_bytes, file_bytes, s.records, isn_now_seconds() - start, true);
     if (rc == 0 && ferror(f)) {
         snprintf(err, err_len, "read error on %s: %s", input_path, strerror(errno));
         rc = -1;
     }
     free(line);
-    free(s.clean);
-    free(s.scratch);
-    free(thread_arena.base);
-    thread_arena.base = NULL;
+    input_state_free(&s.in);
+    input_thread_end();
     fclose(f);
 
     if (rc == 0 && nparts > 1 && mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
@@ -352,17 +397,7 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
         isn_build_summary part;
         memset(&part, 0, sizeof part);
         rc = isn_builder_write(s.parts[p], dir, &part, err, err_len);
-        summary->docs += part.docs;
-        summary->terms += part.terms;
-        summary->postings += part.postings;
-        summary->tokens += part.tokens;
-        summary->bytes_total += part.bytes_total;
-        summary->bytes_postings += part.bytes_postings;
-        summary->bytes_block_meta += part.bytes_block_meta;
-        summary->bytes_positions += part.bytes_positions;
-        summary->bytes_lexicon += part.bytes_lexicon;
-        summary->bytes_docs += part.bytes_docs;
-        summary->bytes_stored += part.bytes_stored;
+        input_add_summary(summary, &part);
         isn_builder_free(s.parts[p]);
         s.parts[p] = NULL;
     }
@@ -372,4 +407,17 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
     summary->records_skipped = s.skipped;
     summary->seconds = isn_now_seconds() - start;
     return rc;
+}
+
+int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
+                        isn_build_summary *summary, char *err, size_t err_len) {
+    memset(summary, 0, sizeof *summary);
+    uint32_t nparts = options->partitions ? options->partitions : 1;
+    if (nparts > 4096) {
+        snprintf(err, err_len, "--partitions %u is more than 4096", nparts);
+        return -1;
+    }
+    if (options->threads <= 1 && options->memory_bytes == 0)
+        return build_in_memory(input_path, out_dir, options, summary, err, err_len);
+    return build_bounded(input_path, out_dir, options, summary, err, err_len);
 }

@@ -156,7 +156,9 @@ static void add_term(void *ctx, const char *term, size_t len, uint32_t position)
 static int append_token(isn_builder *b, uint32_t t, uint32_t position_code) {
     isn_build_list *l = &b->lists[t];
     if (l->last_doc != b->cur_doc + 1) {
+        uint32_t cap = l->postings_cap;
         if (grow((void **)&l->postings, &l->postings_cap, 2 * (l->num_postings + 1), sizeof *l->postings) != 0) return -1;
+        b->list_bytes += (uint64_t)(l->postings_cap - cap) * sizeof *l->postings;
         l->postings[2 * l->num_postings] = b->cur_doc;
         l->postings[2 * l->num_postings + 1] = 0;
         l->num_postings++;
@@ -164,7 +166,9 @@ static int append_token(isn_builder *b, uint32_t t, uint32_t position_code) {
     }
     l->postings[2 * l->num_postings - 1]++;
     if (b->options.positions) {
+        uint32_t cap = l->positions_cap;
         if (grow((void **)&l->positions, &l->positions_cap, l->num_positions + 1, sizeof *l->positions) != 0) return -1;
+        b->list_bytes += (uint64_t)(l->positions_cap - cap) * sizeof *l->positions;
         l->positions[l->num_positions++] = position_code;
     }
     return 0;
@@ -194,20 +198,33 @@ static bool blank(const char *s, size_t len) {
     return true;
 }
 
+const char *isn_builder_record_error(const isn_build_options *o, const char *external_id, const char *const *fields,
+                                     const size_t *field_lens) {
+    if (!external_id || !external_id[0]) return "missing or empty id";
+    for (uint32_t f = 0; f < o->num_fields; f++)
+        if (fields[f] && !blank(fields[f], field_lens[f])) return NULL;
+    return "empty text in every indexed field";
+}
+
+/* Analyzes the document b->cur_doc into the posting lists; lens_out[f]: tokens of field f. 0, or -1 out of memory. */
+static int analyze_document(isn_builder *b, const char *const *fields, const size_t *field_lens, uint32_t *lens_out) {
+    for (uint32_t f = 0; f < b->options.num_fields; f++) {
+        b->cur_field = f;
+        b->cur_field_len = 0;
+        if (fields[f] && field_lens[f]) isn_analyze(b->analyzer, fields[f], field_lens[f], add_term, b);
+        lens_out[f] = b->cur_field_len;
+    }
+    return b->oom || append_document(b) != 0 ? -1 : 0;
+}
+
 int isn_builder_add(isn_builder *b, const char *external_id, const char *const *fields, const size_t *field_lens,
                     float static_score, char *err, size_t err_len) {
-    size_t id_len = external_id ? strlen(external_id) : 0;
-    if (id_len == 0) {
-        snprintf(err, err_len, "missing or empty id");
+    const char *bad = isn_builder_record_error(&b->options, external_id, fields, field_lens);
+    if (bad) {
+        snprintf(err, err_len, "%s", bad);
         return -1;
     }
-    bool has_text = false;
-    for (uint32_t f = 0; f < b->options.num_fields; f++)
-        if (fields[f] && !blank(fields[f], field_lens[f])) has_text = true;
-    if (!has_text) {
-        snprintf(err, err_len, "empty text in every indexed field");
-        return -1;
-    }
+    size_t id_len = strlen(external_id);
     if (b->num_docs == UINT32_MAX - 1) {
         snprintf(err, err_len, "too many documents for one partition (max %u)", UINT32_MAX - 1);
         return -1;
@@ -232,13 +249,9 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
     }
 
     b->cur_doc = b->num_docs;
-    for (uint32_t f = 0; f < nf; f++) {
-        b->cur_field = f;
-        b->cur_field_len = 0;
-        if (fields[f] && field_lens[f]) isn_analyze(b->analyzer, fields[f], field_lens[f], add_term, b);
-        b->field_lens[(size_t)b->cur_doc * nf + f] = b->cur_field_len;
-    }
-    if (b->oom || append_document(b) != 0 || isn_builder_store(b, fields, field_lens) != 0) goto oom;
+    if (analyze_document(b, fields, field_lens, b->field_lens + (size_t)b->cur_doc * nf) != 0 ||
+        isn_builder_store(b, fields, field_lens) != 0)
+        goto oom;
     b->static_scores[b->cur_doc] = static_score;
     b->num_docs++;
     return 0;
@@ -247,4 +260,37 @@ oom:
     snprintf(err, err_len, "out of memory while indexing document %u", b->num_docs);
     b->oom = 1;
     return -1;
+}
+
+int isn_builder_invert(isn_builder *b, uint32_t doc, const char *const *fields, const size_t *field_lens,
+                       uint32_t *lens_out) {
+    b->cur_doc = doc;
+    if (analyze_document(b, fields, field_lens, lens_out) != 0) {
+        b->doc_len = 0;
+        b->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t isn_builder_run_bytes(const isn_builder *b) {
+    const isn_strtab *t = &b->terms;
+    return b->list_bytes + (uint64_t)b->lists_cap * sizeof *b->lists + t->bytes_cap + (uint64_t)t->offsets_cap * 8 +
+           (uint64_t)t->num_slots * sizeof *t->slots + (uint64_t)b->doc_cap * 8;
+}
+
+int isn_builder_reset_run(isn_builder *b) {
+    uint32_t expected = b->terms.count; /* the next run's vocabulary is like this one's: no regrowing */
+    for (uint32_t i = 0; i < b->terms.count; i++) {
+        free(b->lists[i].postings);
+        free(b->lists[i].positions);
+    }
+    free(b->lists);
+    b->lists = NULL;
+    b->lists_cap = 0;
+    b->list_bytes = 0;
+    isn_strtab_free(&b->terms);
+    memset(b->short_term_ids, 0, (SHORT_TERM_TWO_BYTES + 256) * sizeof *b->short_term_ids);
+    analyzer_clear_memos(b->analyzer);
+    return isn_strtab_init(&b->terms, expected > (1u << 12) ? expected : 1u << 12);
 }

@@ -6,9 +6,7 @@
 #include "index/index.h"
 #include "index/strtab.h"
 
-/* Positions are kept as (field << 28 | position) while building. */
-#define ISN_BUILD_POS_BITS 28
-#define ISN_BUILD_POS_MAX ((1u << ISN_BUILD_POS_BITS) - 1)
+#include "index/list_encoder.h"
 
 #define SHORT_TERM_TWO_BYTES 65536
 
@@ -48,8 +46,22 @@ struct isn_builder {
      * 0 = not seen yet */
     uint32_t *short_term_ids;
     uint32_t doc_len, doc_cap;
+    uint64_t list_bytes; /* postings and positions arrays allocated */
     int oom;
 };
+
+/* What isn_builder_add refuses before it looks at the id table (a missing id, no text), or NULL. */
+const char *isn_builder_record_error(const isn_build_options *o, const char *external_id, const char *const *fields,
+                                     const size_t *field_lens);
+/* For the bounded-memory build (build_pipeline.c), where the caller keeps the document table: inverts one
+ * document as doc id `doc` (each call's above the last since the run began), its field lengths into
+ * lens_out. 0, or -1 out of memory. */
+int isn_builder_invert(isn_builder *b, uint32_t doc, const char *const *fields, const size_t *field_lens,
+                       uint32_t *lens_out);
+/* Bytes the builder's current run holds: its posting lists and its term table. */
+uint64_t isn_builder_run_bytes(const isn_builder *b);
+/* Forgets the run's terms and lists (once written to a run file): 0, or -1 out of memory. */
+int isn_builder_reset_run(isn_builder *b);
 
 /* Keeps the stored fields of the document being added (its id is b->num_docs): 0, or -1 out of memory. */
 int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *field_lens);
@@ -59,8 +71,33 @@ int isn_builder_store(isn_builder *b, const char *const *fields, const size_t *f
 int isn_builder_write_stored(const isn_builder *b, const uint32_t *old_of_new, void **section, uint64_t *bytes,
                              char *err, size_t err_len);
 
+/* Section 'stored' written document by document in index order (stored_write.c); its data goes to
+ * data.file when given one. After stored_writer_finish, the section is `table` (header, block table,
+ * sentinel) followed by the data. */
+typedef struct {
+    isn_stored_header header;
+    byte_buffer raw;   /* the block being filled */
+    byte_buffer table; /* isn_stored_block entries */
+    section_out data;  /* compressed blocks */
+    uint32_t block_first, num_docs;
+} stored_writer;
+
+void stored_writer_init(stored_writer *w, const uint32_t *slots, uint32_t num_stored, FILE *data_file);
+/* The next document's stored text as the section keeps it (per stored field a varint length and the text),
+ * text_bytes of it text. 0, or -1 with err (naming the document by id when its text is too long). */
+int stored_writer_add(stored_writer *w, const uint8_t *raw_doc, uint64_t raw_bytes, uint64_t text_bytes, const char *id,
+                      size_t id_len, char *err, size_t err_len);
+int stored_writer_finish(stored_writer *w, char *err, size_t err_len);
+void stored_writer_free(stored_writer *w);
+
 /* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
  * of memory. threads = 0: all online CPUs. */
 uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads);
+/* Terms in fewer documents tell nothing about neighbours (Lucene's minDocFreq). */
+#define ISN_BP_MIN_DF 4
+/* The same from a forward index: document d's terms are terms[offsets[d] .. offsets[d + 1]), dense ids
+ * below num_dense, increasing within a document; the builder numbers them in order of first occurrence. */
+uint32_t *isn_bp_order_forward(uint32_t nd, const uint64_t *offsets, const uint32_t *terms, uint32_t num_dense,
+                               uint32_t threads);
 
 #endif

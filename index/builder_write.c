@@ -16,11 +16,9 @@
 typedef struct {
     const isn_builder *b;
     uint32_t *new_of_old;
-    const float *norms; /* by new doc id */
-    float k1_plus_1;
-    out_buf postings, block_meta, pos_blocks, positions, terms, lex_index, lex_data;
+    list_encoder enc;
+    out_buf terms, lex_index, lex_data;
     /* per-list scratch */
-    uint64_t num_blocks;
     uint32_t *sorted; /* (new doc, tf, position start) triples */
     uint32_t sorted_cap;
 } writer;
@@ -73,69 +71,7 @@ static int write_list(writer *w, const isn_build_list *l, isn_term_entry *entry)
         pos_start += l->postings[2 * i + 1];
     }
     if (w->new_of_old) qsort(w->sorted, n, 3 * sizeof(uint32_t), cmp_triple);
-
-    uint32_t nf = w->b->options.num_fields;
-    bool positions = w->b->options.positions;
-    entry->df = n;
-    uint64_t first_block = w->num_blocks;
-    if (first_block + isn_term_num_blocks(entry) > UINT32_MAX) return -1;
-    entry->first_block = (uint32_t)first_block;
-    w->num_blocks += isn_term_num_blocks(entry);
-    bool store_meta = isn_term_num_blocks(entry) > 1; /* a single block's metadata is implied (format.h) */
-    entry->cf = 0;
-    entry->max_tf_part = 0.0f;
-
-    uint32_t values[ISN_BLOCK_SIZE];
-    uint8_t enc[ISN_CODEC_MAX_BLOCK_BYTES];
-    uint32_t prev_last = UINT32_MAX; /* so that the first gap is doc - 0 */
-    for (uint32_t start = 0; start < n; start += ISN_BLOCK_SIZE) {
-        uint32_t count = n - start < ISN_BLOCK_SIZE ? n - start : ISN_BLOCK_SIZE;
-        isn_block_meta meta = {.offset = w->postings.len};
-        uint32_t prev = prev_last;
-        for (uint32_t i = 0; i < count; i++) {
-            uint32_t doc = w->sorted[3 * (start + i)];
-            values[i] = doc - prev - 1;
-            prev = doc;
-        }
-        if (buf_put(&w->postings, enc, isn_codec_encode(values, count, enc)) != 0) return -1;
-        for (uint32_t i = 0; i < count; i++) {
-            uint32_t doc = w->sorted[3 * (start + i)], tf = w->sorted[3 * (start + i) + 1];
-            values[i] = tf - 1;
-            entry->cf = tf > UINT32_MAX - entry->cf ? UINT32_MAX : entry->cf + tf;
-            float part = isn_bm25_tf_part(w->k1_plus_1, tf, w->norms[doc]);
-            if (part > meta.max_tf_part) meta.max_tf_part = part;
-        }
-        if (buf_put(&w->postings, enc, isn_codec_encode(values, count, enc)) != 0) return -1;
-        meta.last_doc = prev;
-        prev_last = prev;
-        if (meta.max_tf_part > entry->max_tf_part) entry->max_tf_part = meta.max_tf_part;
-        if (store_meta && buf_put(&w->block_meta, &meta, sizeof meta) != 0) return -1;
-
-        if (!positions) continue;
-        uint64_t pos_off = w->positions.len;
-        if (buf_put(&w->pos_blocks, &pos_off, sizeof pos_off) != 0) return -1;
-        for (uint32_t i = 0; i < count; i++) {
-            uint32_t tf = w->sorted[3 * (start + i) + 1];
-            const uint32_t *p = l->positions + w->sorted[3 * (start + i) + 2];
-            if (buf_reserve(&w->positions, (uint64_t)nf * 5 + (uint64_t)tf * 5) != 0) return -1;
-            uint8_t *o = w->positions.data + w->positions.len;
-            uint32_t k = 0;
-            for (uint32_t f = 0; f < nf; f++) {
-                uint32_t c = 0;
-                while (k + c < tf && p[k + c] >> ISN_BUILD_POS_BITS == f) c++;
-                o = isn_varint_put(o, c);
-                uint32_t last = 0;
-                for (uint32_t j = 0; j < c; j++) {
-                    uint32_t pos = p[k + j] & ISN_BUILD_POS_MAX;
-                    o = isn_varint_put(o, j == 0 ? pos : pos - last);
-                    last = pos;
-                }
-                k += c;
-            }
-            w->positions.len = (uint64_t)(o - w->positions.data);
-        }
-    }
-    return 0;
+    return list_encoder_add(&w->enc, w->sorted, n, l->positions, entry);
 }
 
 static int write_file(const char *dir, const isn_meta *meta, const out_buf *sections, isn_build_summary *summary,
@@ -194,7 +130,9 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     writer w;
     memset(&w, 0, sizeof w);
     w.b = b;
-    w.k1_plus_1 = b->options.bm25.k1 + 1.0f;
+    w.enc.k1_plus_1 = b->options.bm25.k1 + 1.0f;
+    w.enc.num_fields = nf;
+    w.enc.with_positions = b->options.positions;
     w.new_of_old = doc_permutation(b);
     int rc = -1;
     if (b->options.order != ISN_ORDER_INPUT && !w.new_of_old && nd) goto oom;
@@ -252,7 +190,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         for (uint32_t f = 0; f < nf; f++) dl += lens[(size_t)nw * nf + f];
         norms[nw] = isn_bm25_doc_norm(&b->options.bm25, dl, avg);
     }
-    w.norms = norms;
+    w.enc.norms = norms;
 
     for (uint32_t t = 0; t < nt; t++) term_order[t] = t;
     sort_ctx_builder = b;
@@ -274,16 +212,16 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     uint64_t lex_end = w.lex_data.len;
     if (buf_put(&w.lex_index, &lex_end, sizeof lex_end) != 0) goto oom_all;
     static const uint8_t slack[ISN_CODEC_READ_SLACK];
-    if (buf_put(&w.postings, slack, sizeof slack) != 0) goto oom_all;
-    meta.num_blocks = w.num_blocks;
+    if (section_out_put(&w.enc.postings, slack, sizeof slack) != 0) goto oom_all;
+    meta.num_blocks = w.enc.num_blocks;
 
     sections[SEC_LEX_INDEX] = w.lex_index;
     sections[SEC_LEX_DATA] = w.lex_data;
     sections[SEC_TERMS] = w.terms;
-    sections[SEC_BLOCK_META] = w.block_meta;
-    sections[SEC_POSTINGS] = w.postings;
-    sections[SEC_POS_BLOCKS] = w.pos_blocks;
-    sections[SEC_POSITIONS] = w.positions;
+    sections[SEC_BLOCK_META] = w.enc.block_meta.buf;
+    sections[SEC_POSTINGS] = w.enc.postings.buf;
+    sections[SEC_POS_BLOCKS] = w.enc.pos_blocks.buf;
+    sections[SEC_POSITIONS] = w.enc.positions.buf;
     void *stored;
     if (isn_builder_write_stored(b, old_of_new, &stored, &sections[SEC_STORED].len, err, err_len) != 0) {
         rc = -1;
@@ -311,10 +249,10 @@ done:
     free(w.lex_index.data);
     free(w.lex_data.data);
     free(w.terms.data);
-    free(w.block_meta.data);
-    free(w.postings.data);
-    free(w.pos_blocks.data);
-    free(w.positions.data);
+    free(w.enc.block_meta.buf.data);
+    free(w.enc.postings.buf.data);
+    free(w.enc.pos_blocks.buf.data);
+    free(w.enc.positions.buf.data);
     free(lens);
     free(norms);
     free(term_order);

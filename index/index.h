@@ -124,7 +124,12 @@ typedef struct {
     uint32_t num_stored;
     char stored[ISN_MAX_FIELDS][ISN_FIELD_NAME_MAX];
     bool strict;   /* a bad record is fatal instead of skipped */
-    bool progress; /* progress bar on stderr */
+    bool progress; /* progress line on stderr (when it is a terminal) */
+    /* threads <= 1 and memory_bytes 0: every document in memory until the index is written. Otherwise
+     * records are parsed and analysed on `threads` threads, inverted in runs that fit memory_bytes (0: no
+     * bound) written to temporary files in the output folder and merged: the same bytes either way. */
+    uint32_t threads;
+    uint64_t memory_bytes;
 } isn_build_options;
 
 void isn_build_options_default(isn_build_options *options);
@@ -143,13 +148,18 @@ typedef struct {
     uint64_t bytes_lexicon;
     uint64_t bytes_docs;
     uint64_t bytes_stored; /* section 'stored' (0 without stored fields) */
+    uint64_t runs;         /* run files merged (0 for the in-memory build) */
     double seconds;
 } isn_build_summary;
 
-/* Builds an index (or N partitions) from a JSONL or TSV file. Bad records are reported on stderr with
- * their line number. Returns 0, or -1 with a message in err. */
+/* Builds an index (or N partitions) from a JSONL or TSV file ("-": standard input, with --threads or
+ * --memory). Bad records are reported on stderr with their line number. Returns 0, or -1 with a message
+ * in err; on error no index is left behind (nor any temporary file). */
 int isn_build_from_file(const char *input_path, const char *out_dir, const isn_build_options *options,
                         isn_build_summary *summary, char *err, size_t err_len);
+
+/* The least memory_bytes the bounded build takes for these options (threads, partitions). */
+uint64_t isn_build_memory_floor(const isn_build_options *options);
 
 /* In-memory builder, for tests and for programs that produce documents themselves. */
 typedef struct isn_builder isn_builder;
@@ -366,6 +376,20 @@ void isn_synth_options_default(isn_synth_options *options);
  * stopwords, no positions) and DIR/queries.tsv. Returns 0, or -1 with err. */
 int isn_synth_build(const char *out_dir, const isn_synth_options *options, isn_build_summary *summary, char *err,
                     size_t err_len);
+
+typedef struct {
+    uint64_t docs, vocabulary, postings, tokens, bytes;
+    double seconds;
+} isn_synth_text_summary;
+
+/* Writes options->docs documents as JSON Lines to out_path ("-": standard output), {"id", "title",
+ * "body"}, drawn from the synthetic partition's model: the same vocabulary, document-frequency curve
+ * (fitted to options->fit_index when set), lengths and term frequencies; the same seed gives the same
+ * text whatever the threads. Terms are named by rank in base 30 (digits and consonants: no stopword, no
+ * stem), so the English analyzer indexes each as it is. With queries_path (and options->queries), a query
+ * log over those names as isn_synth_build writes. Returns 0, or -1 with err. */
+int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_synth_options *options,
+                    isn_synth_text_summary *summary, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------ CIFF */
 

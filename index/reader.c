@@ -317,9 +317,10 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         if (e->offset % ISN_SECTION_ALIGN || e->offset < head || e->offset > h.file_bytes || e->bytes > h.file_bytes - e->offset)
             return isn_error(err, err_len, "%s: section '%s' lies outside the file", path, isn_section_names[s]);
         sec[s] = ix->map + e->offset;
-        if (isn_hash64(sec[s], e->bytes) != e->checksum)
-            return isn_error(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[s]);
     }
+    uint32_t bad;
+    if (isn_index_hash_sections(sec, table, h.num_sections, &bad) != 0)
+        return isn_error(err, err_len, "%s: section '%s' is corrupt (checksum mismatch)", path, isn_section_names[bad]);
     if (table[SEC_META].bytes != sizeof(isn_meta) && table[SEC_META].bytes != ISN_META_BYTES_WITHOUT_BUILD_TIME)
         return isn_error(err, err_len, "%s: section 'meta' has %llu bytes, expected %zu", path, (unsigned long long)table[SEC_META].bytes, sizeof(isn_meta));
     ix->meta = sec[SEC_META];
@@ -340,7 +341,7 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
     if (ix->version >= 2 && expand_terms_and_blocks(ix, table, sec[SEC_TERMS], sec[SEC_BLOCK_META], inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
     if (check_sections(ix, table, inner, sizeof inner) != 0 || isn_index_check_lexicon(ix, inner, sizeof inner) != 0 ||
-        isn_index_check_postings(ix, inner, sizeof inner) != 0 ||
+        isn_index_check_postings_parallel(ix, inner, sizeof inner) != 0 ||
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);

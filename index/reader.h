@@ -46,6 +46,14 @@ const uint8_t *isn_block_decode_docs(const isn_index *index, const isn_term_entr
 /* Structural checks at open (verify_open.c) of the lexicon and of every posting block: 0, or -1 with err. */
 int isn_index_check_lexicon(const isn_index *index, char *err, size_t err_len);
 int isn_index_check_postings(const isn_index *index, char *err, size_t err_len);
+/* The same for terms [from, to). */
+int isn_index_check_postings_range(const isn_index *index, uint32_t from, uint32_t to, char *err, size_t err_len);
+
+/* Open's checks on several threads (open_parallel.c): each section's checksum (in table order, the first
+ * bad one reported), then the posting blocks by term ranges. 0, or -1 with err naming what is wrong. */
+int isn_index_hash_sections(const void *const *sections, const isn_section_entry *table, uint32_t num_sections,
+                            uint32_t *bad_section);
+int isn_index_check_postings_parallel(const isn_index *index, char *err, size_t err_len);
 /* Section 'stored' at open (stored.c): header, fields, block table in bounds and monotone; an empty
  * section is none. Fills the index's stored pointers and its info's stored field names. */
 int isn_index_check_stored(isn_index *index, const uint8_t *section, uint64_t bytes, char *err, size_t err_len);

@@ -15,8 +15,6 @@
 
 #include "index/builder.h"
 
-/* Terms in fewer documents tell nothing about neighbours (Lucene's minDocFreq). */
-#define BP_MIN_DF 4
 /* Parts of at most this many documents are left as they are. */
 #define BP_MIN_PART 32
 /* Move rounds per split (Lucene's maxIters); a split stops earlier once nothing moves. */
@@ -213,69 +211,70 @@ static void bisect(const bp_problem *p, bp_scratch *s, uint32_t *docs, uint32_t 
     bisect(p, s, b, nb, depth + 1);
 }
 
-uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads) {
-    uint32_t nd = b->num_docs, nt = b->terms.count;
+uint32_t *isn_bp_order_forward(uint32_t nd, const uint64_t *offsets, const uint32_t *terms, uint32_t num_dense,
+                               uint32_t threads) {
     if (threads == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         threads = online > 0 ? (uint32_t)online : 1;
     }
-    uint32_t *dense = malloc((size_t)(nt ? nt : 1) * sizeof *dense);
-    uint64_t *offsets = calloc((size_t)nd + 1, sizeof *offsets);
     float *log2_of = malloc(((size_t)nd + 2) * sizeof *log2_of);
     uint32_t *docs = malloc((size_t)(nd ? nd : 1) * sizeof *docs);
     uint32_t *new_of_old = malloc((size_t)(nd ? nd : 1) * sizeof *new_of_old);
-    uint32_t *terms = NULL;
-    if (!dense || !offsets || !log2_of || !docs || !new_of_old) goto fail;
+    bp_scratch s;
+    if (!log2_of || !docs || !new_of_old || scratch_init(&s, num_dense) != 0) {
+        if (log2_of && docs && new_of_old) scratch_free(&s);
+        free(log2_of);
+        free(docs);
+        free(new_of_old);
+        return NULL;
+    }
+    log2_of[0] = 0.0f;
+    for (size_t i = 1; i < (size_t)nd + 2; i++) log2_of[i] = (float)log2((double)i);
+    for (uint32_t d = 0; d < nd; d++) docs[d] = d;
+    uint32_t thread_depth = 0;
+    while (thread_depth < BP_MAX_THREAD_DEPTH && (2u << thread_depth) <= threads) thread_depth++;
+    bp_problem p = {offsets, terms, log2_of, num_dense, threads, thread_depth};
+    bisect(&p, &s, docs, nd, 0);
+    scratch_free(&s);
+    for (uint32_t i = 0; i < nd; i++) new_of_old[docs[i]] = i;
+    free(log2_of);
+    free(docs);
+    return new_of_old;
+}
+
+uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads) {
+    uint32_t nd = b->num_docs, nt = b->terms.count;
+    uint32_t *dense = malloc((size_t)(nt ? nt : 1) * sizeof *dense);
+    uint64_t *offsets = calloc((size_t)nd + 1, sizeof *offsets);
+    uint32_t *terms = NULL, *new_of_old = NULL;
+    if (!dense || !offsets) goto done;
 
     /* The forward index over the terms worth it, with dense ids. */
     uint32_t num_dense = 0;
     for (uint32_t t = 0; t < nt; t++) {
         const isn_build_list *l = &b->lists[t];
-        dense[t] = l->num_postings >= BP_MIN_DF ? num_dense++ : UINT32_MAX;
+        dense[t] = l->num_postings >= ISN_BP_MIN_DF ? num_dense++ : UINT32_MAX;
         if (dense[t] == UINT32_MAX) continue;
         for (uint32_t i = 0; i < l->num_postings; i++) offsets[l->postings[2 * i] + 1]++;
     }
     for (uint32_t d = 0; d < nd; d++) offsets[d + 1] += offsets[d];
     terms = malloc((size_t)(offsets[nd] ? offsets[nd] : 1) * sizeof *terms);
-    if (!terms) goto fail;
-    {
-        uint64_t *fill = malloc(((size_t)nd + 1) * sizeof *fill);
-        if (!fill) goto fail;
-        memcpy(fill, offsets, ((size_t)nd + 1) * sizeof *fill);
-        for (uint32_t t = 0; t < nt; t++) {
-            if (dense[t] == UINT32_MAX) continue;
-            const isn_build_list *l = &b->lists[t];
-            for (uint32_t i = 0; i < l->num_postings; i++) terms[fill[l->postings[2 * i]]++] = dense[t];
-        }
+    uint64_t *fill = malloc(((size_t)nd + 1) * sizeof *fill);
+    if (!terms || !fill) {
         free(fill);
+        goto done;
     }
-    log2_of[0] = 0.0f;
-    for (size_t i = 1; i < (size_t)nd + 2; i++) log2_of[i] = (float)log2((double)i);
-    for (uint32_t d = 0; d < nd; d++) docs[d] = d;
-
-    uint32_t thread_depth = 0;
-    while (thread_depth < BP_MAX_THREAD_DEPTH && (2u << thread_depth) <= threads) thread_depth++;
-    bp_problem p = {offsets, terms, log2_of, num_dense, threads, thread_depth};
-    bp_scratch s;
-    if (scratch_init(&s, num_dense) != 0) {
-        scratch_free(&s);
-        goto fail;
+    memcpy(fill, offsets, ((size_t)nd + 1) * sizeof *fill);
+    for (uint32_t t = 0; t < nt; t++) {
+        if (dense[t] == UINT32_MAX) continue;
+        const isn_build_list *l = &b->lists[t];
+        for (uint32_t i = 0; i < l->num_postings; i++) terms[fill[l->postings[2 * i]]++] = dense[t];
     }
-    bisect(&p, &s, docs, nd, 0);
-    scratch_free(&s);
-    for (uint32_t i = 0; i < nd; i++) new_of_old[docs[i]] = i;
+    free(fill);
+    new_of_old = isn_bp_order_forward(nd, offsets, terms, num_dense, threads);
+done:
     free(dense);
     free(offsets);
-    free(log2_of);
-    free(docs);
     free(terms);
     return new_of_old;
-fail:
-    free(dense);
-    free(offsets);
-    free(log2_of);
-    free(docs);
-    free(terms);
-    free(new_of_old);
-    return NULL;
 }

@@ -289,10 +289,12 @@ static uint32_t rank_of_rate(const double *rate, uint32_t vocabulary, double fra
     return lo;
 }
 
-static int write_queries(const char *dir, const isn_synth_options *o, const double *rate, uint32_t vocabulary,
-                         const query_profile *profiles, uint32_t num_profiles, char *err, size_t err_len) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/queries.tsv", dir);
+/* A term's name in the synthetic partition. */
+static int partition_term_name(char *out, uint32_t rank) { return sprintf(out, TERM_NAME_FORMAT, rank); }
+
+static int write_queries(const char *path, const isn_synth_options *o, const double *rate, uint32_t vocabulary,
+                         const query_profile *profiles, uint32_t num_profiles, int (*name)(char *, uint32_t), char *err,
+                         size_t err_len) {
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
@@ -304,8 +306,11 @@ static int write_queries(const char *dir, const isn_synth_options *o, const doub
         fprintf(f, "q%u\t", q);
         if (profiles) {
             const query_profile *p = &profiles[rng_next(&r) % num_profiles];
-            for (uint32_t i = 0; i < p->n; i++)
-                fprintf(f, i ? " " TERM_NAME_FORMAT : TERM_NAME_FORMAT, rank_of_rate(rate, vocabulary, p->fractions[i]));
+            for (uint32_t i = 0; i < p->n; i++) {
+                char term[16];
+                name(term, rank_of_rate(rate, vocabulary, p->fractions[i]));
+                fprintf(f, "%s%s", i ? " " : "", term);
+            }
         } else {
             double u = rng_open_unit(&r);
             uint32_t n = 1;
@@ -314,7 +319,9 @@ static int write_queries(const char *dir, const isn_synth_options *o, const doub
                 /* log-uniform over ranks 5 .. vocabulary / 4: queries favour mid-frequency terms */
                 double hi = fmax(6.0, vocabulary / 4.0);
                 uint32_t rank = (uint32_t)exp(log(5.0) + rng_open_unit(&r) * (log(hi) - log(5.0)));
-                fprintf(f, i ? " " TERM_NAME_FORMAT : TERM_NAME_FORMAT, rank < vocabulary ? rank : vocabulary - 1);
+                char term[16];
+                name(term, rank < vocabulary ? rank : vocabulary - 1);
+                fprintf(f, "%s%s", i ? " " : "", term);
             }
         }
         fputc('\n', f);
@@ -466,6 +473,40 @@ done:
     return rc;
 }
 
+/* The fitted index's document frequencies, largest first, and the query log's profiles when given. */
+static int load_fit(const isn_synth_options *o, isn_index **fit, uint32_t **fit_dfs, uint32_t *fit_terms,
+                    uint32_t *fit_docs, query_profile **profiles, uint32_t *num_profiles, char *err, size_t err_len) {
+    *fit = isn_index_open(o->fit_index, err, err_len);
+    if (!*fit) return -1;
+    *fit_terms = isn_index_get_info(*fit)->num_terms;
+    *fit_docs = isn_index_get_info(*fit)->num_docs;
+    if (*fit_terms == 0 || *fit_docs == 0) {
+        snprintf(err, err_len, "synth: the fitted index %s is empty", o->fit_index);
+        return -1;
+    }
+    *fit_dfs = malloc(*fit_terms * sizeof **fit_dfs);
+    if (!*fit_dfs) {
+        snprintf(err, err_len, "synth: out of memory for the fitted index's terms");
+        return -1;
+    }
+    for (uint32_t t = 0; t < *fit_terms; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(*fit, t, &st);
+        (*fit_dfs)[t] = st.df;
+    }
+    qsort(*fit_dfs, *fit_terms, sizeof **fit_dfs, cmp_u32_desc);
+    if (o->fit_queries && !(*profiles = read_query_profiles(o->fit_queries, *fit, num_profiles, err, err_len))) return -1;
+    return 0;
+}
+
+/* Vocabulary when --vocab is not given: the fitted index's grown as the square root of the documents
+ * (Heaps' law with exponent 1/2), else 30 sqrt(tokens). */
+static uint32_t default_vocabulary(const isn_synth_options *o, uint32_t fit_terms, uint32_t fit_docs) {
+    double tokens = (double)o->docs * o->mean_doc_len;
+    return fit_docs ? (uint32_t)fmin(2e7, fit_terms * sqrt((double)o->docs / fit_docs) + 1)
+                    : (uint32_t)fmin(2e7, 30.0 * sqrt(tokens) + 1);
+}
+
 int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_summary *summary, char *err,
                     size_t err_len) {
     double start = isn_now_seconds();
@@ -497,34 +538,12 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     memset(&s, 0, sizeof s);
     double *rate = NULL;
     uint32_t num_chunks = 0;
-    if (o->fit_index) {
-        fit = isn_index_open(o->fit_index, err, err_len);
-        if (!fit) return -1;
-        fit_terms = isn_index_get_info(fit)->num_terms;
-        fit_docs = isn_index_get_info(fit)->num_docs;
-        if (fit_terms == 0 || fit_docs == 0) {
-            snprintf(err, err_len, "synth: the fitted index %s is empty", o->fit_index);
-            goto done;
-        }
-        fit_dfs = malloc(fit_terms * sizeof *fit_dfs);
-        if (!fit_dfs) goto oom;
-        for (uint32_t t = 0; t < fit_terms; t++) {
-            isn_term_stats st;
-            isn_index_term_stats(fit, t, &st);
-            fit_dfs[t] = st.df;
-        }
-        qsort(fit_dfs, fit_terms, sizeof *fit_dfs, cmp_u32_desc);
-        if (o->fit_queries && !(profiles = read_query_profiles(o->fit_queries, fit, &num_profiles, err, err_len)))
-            goto done;
-    }
+    if (o->fit_index && load_fit(o, &fit, &fit_dfs, &fit_terms, &fit_docs, &profiles, &num_profiles, err, err_len) != 0)
+        goto done;
     s.o = o;
     s.num_docs = o->docs;
     s.vocabulary = o->vocabulary;
-    if (s.vocabulary == 0) {
-        double tokens = (double)o->docs * o->mean_doc_len;
-        s.vocabulary = fit ? (uint32_t)fmin(2e7, fit_terms * sqrt((double)o->docs / fit_docs) + 1)
-                           : (uint32_t)fmin(2e7, 30.0 * sqrt(tokens) + 1);
-    }
+    if (s.vocabulary == 0) s.vocabulary = default_vocabulary(o, fit_terms, fit_docs);
     s.k1_plus_1 = ISN_BM25_DEFAULT_K1 + 1.0f;
     s.doc_lens = calloc(s.num_docs, sizeof *s.doc_lens);
     s.target_lens = malloc((size_t)s.num_docs * sizeof *s.target_lens);
@@ -568,7 +587,10 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     s.counting = false;
     parallel_for(threads, num_chunks, chunk_task, &s);
     if (write_index(out_dir, &s, num_chunks, err, err_len, summary) != 0) goto done;
-    if (write_queries(out_dir, o, rate, s.vocabulary, profiles, num_profiles, err, err_len) != 0) goto done;
+    char queries_path[4200];
+    snprintf(queries_path, sizeof queries_path, "%s/queries.tsv", out_dir);
+    if (write_queries(queries_path, o, rate, s.vocabulary, profiles, num_profiles, partition_term_name, err, err_len) != 0)
+        goto done;
     if (summary) summary->seconds = isn_now_seconds() - start;
     rc = 0;
     goto done;
@@ -587,6 +609,255 @@ done:
     free(s.norms);
     free(s.terms);
     free(rate);
+    free(fit_dfs);
+    free(profiles);
+    isn_index_close(fit);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ JSON Lines text */
+
+/* Documents are drawn in chunks of this many, each chunk's postings drawn term by term as the partition's
+ * lists are (geometric gaps at the term's rate), then turned around into text. */
+#define JSONL_CHUNK_DOCS (1u << 18)
+/* Term names: the rank in base 30 over digits and consonants, so that no name is a stopword or changes
+ * under stemming (Snowball touches only words with a vowel), and the frequent terms are short. */
+static const char NAME_DIGITS[] = "0123456789bcdfghjklmnpqrstvwxz";
+
+static int text_term_name(char *out, uint32_t rank) {
+    char rev[8];
+    int n = 0;
+    do {
+        rev[n++] = NAME_DIGITS[rank % 30];
+        rank /= 30;
+    } while (rank);
+    for (int i = 0; i < n; i++) out[i] = rev[n - 1 - i];
+    out[n] = 0;
+    return n;
+}
+
+typedef struct {
+    uint32_t doc; /* within the chunk */
+    uint32_t term;
+    uint32_t tf;
+} text_posting;
+
+typedef struct {
+    byte_buffer text;
+    text_posting *postings, *sorted;
+    uint64_t num_postings, postings_cap;
+    uint32_t *tokens;
+    uint64_t tokens_cap;
+    int oom;
+} text_chunk;
+
+typedef struct {
+    const isn_synth_options *o;
+    uint32_t num_docs, vocabulary, num_chunks;
+    const uint32_t *target_lens;
+    double avg_len;
+    const double *rate, *log_miss;
+    uint32_t threads;
+    text_chunk *slots; /* one per thread: chunk c uses slot c % threads */
+    FILE *out;
+    /* chunks are written in order */
+    pthread_mutex_t lock;
+    pthread_cond_t turn;
+    uint32_t next_to_write;
+    int write_error;
+    uint64_t postings, tokens, bytes;
+    _Atomic uint32_t next_chunk;
+} text_job;
+
+static int draw_chunk(text_job *j, text_chunk *c, uint32_t chunk) {
+    uint32_t first = chunk * JSONL_CHUNK_DOCS, n = j->num_docs - first < JSONL_CHUNK_DOCS ? j->num_docs - first : JSONL_CHUNK_DOCS;
+    rng r = rng_for(j->o->seed, 0x30000000000ull + chunk);
+    c->num_postings = 0;
+    for (uint32_t t = 0; t < j->vocabulary; t++) {
+        double log_miss = j->log_miss[t];
+        for (uint64_t doc = (uint64_t)floor(log(rng_open_unit(&r)) / log_miss); doc < n;
+             doc += 1 + (uint64_t)floor(log(rng_open_unit(&r)) / log_miss)) {
+            double lambda = 0.35 * (double)j->target_lens[first + doc] / j->avg_len;
+            uint32_t extra = (uint32_t)floor(-log(rng_open_unit(&r)) * lambda);
+            if (c->num_postings == c->postings_cap) {
+                uint64_t cap = c->postings_cap ? c->postings_cap * 2 : 1 << 20;
+                text_posting *p = realloc(c->postings, cap * sizeof *p);
+                if (!p) return -1;
+                c->postings = p;
+                c->postings_cap = cap;
+            }
+            c->postings[c->num_postings++] = (text_posting){(uint32_t)doc, t, 1 + (extra < MAX_TF ? extra : MAX_TF)};
+        }
+    }
+    /* by document (counting sort), each document's terms in rank order */
+    uint32_t *start = calloc((size_t)n + 1, sizeof *start);
+    text_posting *sorted = malloc((c->num_postings ? c->num_postings : 1) * sizeof *sorted);
+    if (!start || !sorted) {
+        free(start);
+        free(sorted);
+        return -1;
+    }
+    for (uint64_t i = 0; i < c->num_postings; i++) start[c->postings[i].doc + 1]++;
+    for (uint32_t d = 0; d < n; d++) start[d + 1] += start[d];
+    for (uint64_t i = 0; i < c->num_postings; i++) sorted[start[c->postings[i].doc]++] = c->postings[i];
+    for (uint32_t d = n; d > 0; d--) start[d] = start[d - 1];
+    start[0] = 0;
+    c->text.len = 0;
+    for (uint32_t d = 0; d < n; d++) {
+        /* the document's tokens: each term tf times, in a random order */
+        uint64_t count = 0;
+        for (uint32_t i = start[d]; i < start[d + 1]; i++) count += sorted[i].tf;
+        if (count == 0) count = 1;
+        if (count > c->tokens_cap) {
+            uint32_t *tk = realloc(c->tokens, count * sizeof *tk);
+            if (!tk) goto oom;
+            c->tokens = tk;
+            c->tokens_cap = count;
+        }
+        uint64_t k = 0;
+        for (uint32_t i = start[d]; i < start[d + 1]; i++)
+            for (uint32_t x = 0; x < sorted[i].tf; x++) c->tokens[k++] = sorted[i].term;
+        if (k == 0) c->tokens[k++] = (uint32_t)(rng_next(&r) % j->vocabulary); /* no empty documents */
+        for (uint64_t i = k - 1; i > 0; i--) {
+            uint64_t o = rng_next(&r) % (i + 1);
+            uint32_t tmp = c->tokens[i];
+            c->tokens[i] = c->tokens[o];
+            c->tokens[o] = tmp;
+        }
+        uint64_t title = 1 + k / 16;
+        if (!buffer_reserve(&c->text, 128 + (size_t)k * 8)) goto oom;
+        char *o = (char *)c->text.data + c->text.len;
+        o += sprintf(o, "{\"id\":\"" DOC_NAME_FORMAT "\",\"title\":\"", first + d);
+        for (uint64_t i = 0; i < k; i++) {
+            if (i == title) o += sprintf(o, "\",\"body\":\"");
+            else if (i) *o++ = ' ';
+            o += text_term_name(o, c->tokens[i]);
+        }
+        if (k <= title) o += sprintf(o, "\",\"body\":\"");
+        o += sprintf(o, "\"}\n");
+        c->text.len = (size_t)(o - (char *)c->text.data);
+        __atomic_fetch_add(&j->tokens, k, __ATOMIC_RELAXED);
+    }
+    __atomic_fetch_add(&j->postings, c->num_postings, __ATOMIC_RELAXED);
+    free(start);
+    free(sorted);
+    return 0;
+oom:
+    free(start);
+    free(sorted);
+    return -1;
+}
+
+static void *text_worker(void *arg) {
+    text_job *j = arg;
+    for (uint32_t chunk; (chunk = atomic_fetch_add(&j->next_chunk, 1)) < j->num_chunks;) {
+        /* a thread's slot is free again once its last chunk was written */
+        text_chunk *c = &j->slots[chunk % j->threads];
+        int rc = draw_chunk(j, c, chunk);
+        pthread_mutex_lock(&j->lock);
+        while (j->next_to_write != chunk && !j->write_error) pthread_cond_wait(&j->turn, &j->lock);
+        if (!j->write_error) {
+            if (rc != 0) j->write_error = ENOMEM;
+            else if (fwrite(c->text.data, 1, c->text.len, j->out) != c->text.len) j->write_error = errno ? errno : EIO;
+            else j->bytes += c->text.len;
+        }
+        j->next_to_write++;
+        pthread_cond_broadcast(&j->turn);
+        pthread_mutex_unlock(&j->lock);
+    }
+    return NULL;
+}
+
+int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_synth_options *o, isn_synth_text_summary *summary,
+                    char *err, size_t err_len) {
+    double start = isn_now_seconds();
+    memset(summary, 0, sizeof *summary);
+    if (o->docs == 0) return isn_error(err, err_len, "synth: --docs must be at least 1");
+    if (!(o->postings_per_doc > 0 && o->postings_per_doc <= 10000) || !(o->mean_doc_len >= 1) ||
+        !(o->doc_len_sigma >= 0 && o->doc_len_sigma <= 3) || !(o->zipf_exponent > 0 && o->zipf_exponent <= 4))
+        return isn_error(err, err_len, "synth: postings per doc must be in (0, 10000], mean length >= 1, sigma in [0, 3], "
+                                       "Zipf exponent in (0, 4]");
+    if (o->fit_queries && !o->fit_index)
+        return isn_error(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
+    uint32_t threads = o->threads ? o->threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    int rc = -1;
+    uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;
+    query_profile *profiles = NULL;
+    isn_index *fit = NULL;
+    double *rate = NULL, *log_miss = NULL;
+    synth s;
+    memset(&s, 0, sizeof s);
+    text_job j;
+    memset(&j, 0, sizeof j);
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_cond_init(&j.turn, NULL);
+    FILE *out = NULL;
+    if (o->fit_index && load_fit(o, &fit, &fit_dfs, &fit_terms, &fit_docs, &profiles, &num_profiles, err, err_len) != 0)
+        goto done;
+    s.o = o;
+    s.num_docs = o->docs;
+    s.vocabulary = o->vocabulary ? o->vocabulary : default_vocabulary(o, fit_terms, fit_docs);
+    s.target_lens = malloc((size_t)s.num_docs * sizeof *s.target_lens);
+    rate = malloc((size_t)s.vocabulary * sizeof *rate);
+    log_miss = malloc((size_t)s.vocabulary * sizeof *log_miss);
+    if (!s.target_lens || !rate || !log_miss) goto oom;
+    parallel_for(threads, (s.num_docs + 65535) / 65536, doc_lens_task, &s);
+    uint64_t total_len = 0;
+    for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.target_lens[d];
+    term_rates(o, s.vocabulary, fit_dfs, fit_terms, fit_docs, rate);
+    for (uint32_t t = 0; t < s.vocabulary; t++) log_miss[t] = log1p(-rate[t]);
+    out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "w");
+    if (!out) {
+        isn_error(err, err_len, "cannot create %s: %s", out_path, strerror(errno));
+        goto done;
+    }
+    j = (text_job){.o = o, .num_docs = s.num_docs, .vocabulary = s.vocabulary, .target_lens = s.target_lens,
+                   .avg_len = (double)total_len / s.num_docs, .rate = rate, .log_miss = log_miss, .threads = threads,
+                   .out = out, .num_chunks = (s.num_docs + JSONL_CHUNK_DOCS - 1) / JSONL_CHUNK_DOCS};
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_cond_init(&j.turn, NULL);
+    atomic_init(&j.next_chunk, 0);
+    j.slots = calloc(threads, sizeof *j.slots);
+    if (!j.slots) goto oom;
+    pthread_t ids[256];
+    uint32_t started = 0;
+    for (; started + 1 < threads && started < 256; started++)
+        if (pthread_create(&ids[started], NULL, text_worker, &j) != 0) break;
+    text_worker(&j);
+    for (uint32_t i = 0; i < started; i++) pthread_join(ids[i], NULL);
+    if (!j.write_error && fflush(out) != 0) j.write_error = errno ? errno : EIO;
+    if (j.write_error == ENOMEM) goto oom;
+    if (j.write_error) {
+        isn_error(err, err_len, "cannot write %s: %s", out_path, strerror(j.write_error));
+        goto done;
+    }
+    if (queries_path && o->queries &&
+        write_queries(queries_path, o, rate, s.vocabulary, profiles, num_profiles, text_term_name, err, err_len) != 0)
+        goto done;
+    summary->docs = s.num_docs;
+    summary->vocabulary = s.vocabulary;
+    summary->postings = j.postings;
+    summary->tokens = j.tokens;
+    summary->bytes = j.bytes;
+    summary->seconds = isn_now_seconds() - start;
+    rc = 0;
+    goto done;
+oom:
+    isn_error(err, err_len, "synth: out of memory for %u documents", o->docs);
+done:
+    if (out && out != stdout && fclose(out) != 0 && rc == 0) rc = isn_error(err, err_len, "cannot write %s: %s", out_path, strerror(errno));
+    for (uint32_t i = 0; j.slots && i < threads; i++) {
+        buffer_free(&j.slots[i].text);
+        free(j.slots[i].postings);
+        free(j.slots[i].tokens);
+    }
+    free(j.slots);
+    pthread_mutex_destroy(&j.lock);
+    pthread_cond_destroy(&j.turn);
+    free(s.target_lens);
+    free(rate);
+    free(log_miss);
     free(fit_dfs);
     free(profiles);
     isn_index_close(fit);

@@ -53,10 +53,14 @@ int isn_index_check_lexicon(const isn_index *ix, char *err, size_t err_len) {
 }
 
 int isn_index_check_postings(const isn_index *ix, char *err, size_t err_len) {
+    return isn_index_check_postings_range(ix, 0, ix->meta->num_terms, err, err_len);
+}
+
+int isn_index_check_postings_range(const isn_index *ix, uint32_t from, uint32_t to, char *err, size_t err_len) {
     const isn_meta *m = ix->meta;
     uint64_t payload_end = ix->postings_bytes - ISN_CODEC_READ_SLACK;
     uint32_t gaps[ISN_BLOCK_SIZE];
-    for (uint32_t t = 0; t < m->num_terms; t++) {
+    for (uint32_t t = from; t < to; t++) {
         const isn_term_entry *e = &ix->terms[t];
         if (!valid_bound(e->max_tf_part))
             return isn_error(err, err_len, "section 'terms': term %u has score bound %g", t, e->max_tf_part);

@@ -1,11 +1,13 @@
 /* isn-index: build, inspect and verify ISN index partitions. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "conf/conf.h"
 #include "index/index.h"
 
 #define FIELD_CHECK_RECORDS 1000
@@ -29,7 +31,12 @@ static void usage(FILE *out) {
           "      --partitions N          write N partitions DIR/part-0000... (default 1)\n"
           "      --split hash|contiguous how records are split into partitions (default hash)\n"
           "      --strict                a bad record is fatal instead of skipped\n"
-          "      --quiet                 no progress bar\n"
+          "      --threads N             parse and analyse on N threads (default 1)\n"
+          "      --memory SIZE           bound the build's memory (e.g. 64MiB, 16GiB): documents are inverted\n"
+          "                              in runs that fit, written to temporary files in the output folder\n"
+          "                              and merged; the index has the same bytes whatever N and SIZE are\n"
+          "                              (default: no bound; with --threads 1 everything stays in memory)\n"
+          "      --quiet                 no progress line\n"
           "  isn-index info DIR        counts, sizes, analyzer and BM25 parameters\n"
           "  isn-index import-ciff FILE --out DIR [options]   a CIFF file (Anserini, PISA, Terrier...) as an index\n"
           "      --analyzer pretokenized|english  how queries are analysed (default pretokenized: terms separated\n"
@@ -41,7 +48,9 @@ static void usage(FILE *out) {
           "  isn-index verify DIR      checksums and structural checks\n"
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
-          "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n",
+          "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
+          "  isn-index synth --jsonl --docs N --out FILE [options]   the same model as JSON Lines text to index\n"
+          "      (FILE - is standard output); --queries-out FILE writes a query log over its terms; same options\n",
           out);
 }
 
@@ -156,12 +165,13 @@ static int cmd_build(int argc, char **argv) {
         {"id-field", 1, 0, 'I'}, {"static-score", 1, 0, 'S'}, {"no-stem", 0, 0, 's'}, {"no-stopwords", 0, 0, 'w'},
         {"max-token-bytes", 1, 0, 'm'}, {"no-positions", 0, 0, 'p'}, {"order", 1, 0, 'O'}, {"k1", 1, 0, 'k'},
         {"b", 1, 0, 'b'}, {"partitions", 1, 0, 'P'}, {"split", 1, 0, 'x'}, {"strict", 0, 0, 'X'},
-        {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, {"threads", 1, 0, 't'}, {"memory", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end;
         unsigned long n;
+        char size_err[ISN_ERR_LEN];
         switch (c) {
         case 'i': input = optarg; break;
         case 'o': out = optarg; break;
@@ -203,6 +213,15 @@ static int cmd_build(int argc, char **argv) {
             break;
         case 'X': o.strict = true; break;
         case 'q': o.progress = false; break;
+        case 't':
+            n = strtoul(optarg, &end, 10);
+            if (*optarg == 0 || *end || n < 1 || n > 256) return fprintf(stderr, "isn-index: --threads must be 1..256, got '%s'\n", optarg), 2;
+            o.threads = (uint32_t)n;
+            break;
+        case 'M':
+            if ((size_err[0] = 0, isn_conf_parse_size(optarg, &o.memory_bytes, size_err, sizeof size_err)) != 0 || o.memory_bytes == 0)
+                return fprintf(stderr, "isn-index: --memory: %s\n", o.memory_bytes == 0 && !size_err[0] ? "must be more than 0" : size_err), 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -215,7 +234,11 @@ static int cmd_build(int argc, char **argv) {
         fprintf(stderr, "isn-index build: --order static needs --static-score KEY\n");
         return 2;
     }
-    if (o.format == ISN_FORMAT_JSONL && check_fields(input, &o) != 0) return 2;
+    if (o.format == ISN_FORMAT_JSONL && strcmp(input, "-") != 0 && check_fields(input, &o) != 0) return 2;
+    if (strcmp(input, "-") == 0 && o.threads <= 1 && o.memory_bytes == 0) {
+        fprintf(stderr, "isn-index build: --input - (standard input) needs --threads or --memory\n");
+        return 2;
+    }
     isn_build_options effective = o;
     if (o.format == ISN_FORMAT_TSV) { /* one field, "body" */
         effective.num_fields = 1;
@@ -234,12 +257,12 @@ static int cmd_build(int argc, char **argv) {
     }
     printf("{\"records\":%llu,\"skipped\":%llu,\"docs\":%llu,\"terms\":%llu,\"postings\":%llu,\"tokens\":%llu,"
            "\"partitions\":%u,\"bytes\":{\"total\":%llu,\"postings\":%llu,\"block_meta\":%llu,\"positions\":%llu,"
-           "\"lexicon\":%llu,\"docs\":%llu,\"stored\":%llu},\"seconds\":%.3f}\n",
+           "\"lexicon\":%llu,\"docs\":%llu,\"stored\":%llu},\"runs\":%llu,\"seconds\":%.3f}\n",
            (unsigned long long)s.records_read, (unsigned long long)s.records_skipped, (unsigned long long)s.docs,
            (unsigned long long)s.terms, (unsigned long long)s.postings, (unsigned long long)s.tokens, o.partitions,
            (unsigned long long)s.bytes_total, (unsigned long long)s.bytes_postings, (unsigned long long)s.bytes_block_meta,
            (unsigned long long)s.bytes_positions, (unsigned long long)s.bytes_lexicon, (unsigned long long)s.bytes_docs,
-           (unsigned long long)s.bytes_stored, s.seconds);
+           (unsigned long long)s.bytes_stored, (unsigned long long)s.runs, s.seconds);
     if (s.records_read && !s.docs) {
         fprintf(stderr, "isn-index build: every record was skipped: none had text in the fields --fields names\n");
         return 1;
@@ -397,7 +420,9 @@ static int cmd_synth(int argc, char **argv) {
         {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    bool jsonl = false;
+    const char *queries_out = NULL;
     int c;
     double v;
     optind = 1;
@@ -415,13 +440,32 @@ static int cmd_synth(int argc, char **argv) {
         case 'Q': if (parse_number(optarg, "--queries", 0, 1e8, &v)) return 2; o.queries = (uint32_t)v; break;
         case 't': if (parse_number(optarg, "--threads", 1, 256, &v)) return 2; o.threads = (uint32_t)v; break;
         case 'o': out = optarg; break;
+        case 'j': jsonl = true; break;
+        case 'O': queries_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!out || o.docs == 0) {
-        fprintf(stderr, "isn-index synth: --docs N and --out DIR are required\n");
+        fprintf(stderr, "isn-index synth: --docs N and --out %s are required\n", jsonl ? "FILE" : "DIR");
         return 2;
+    }
+    if (queries_out && !jsonl) {
+        fprintf(stderr, "isn-index synth: --queries-out goes with --jsonl (a partition's queries go to DIR/queries.tsv)\n");
+        return 2;
+    }
+    if (jsonl) {
+        isn_synth_text_summary text;
+        char err[ISN_ERR_LEN];
+        if (isn_synth_jsonl(out, queries_out, &o, &text, err, sizeof err) != 0) {
+            fprintf(stderr, "isn-index synth: %s\n", err);
+            return 1;
+        }
+        fprintf(strcmp(out, "-") == 0 ? stderr : stdout,
+                "{\"docs\": %llu, \"vocabulary\": %llu, \"postings\": %llu, \"tokens\": %llu, \"bytes\": %llu, \"seconds\": %.2f}\n",
+                (unsigned long long)text.docs, (unsigned long long)text.vocabulary, (unsigned long long)text.postings,
+                (unsigned long long)text.tokens, (unsigned long long)text.bytes, text.seconds);
+        return 0;
     }
     isn_build_summary sum;
     memset(&sum, 0, sizeof sum);
@@ -438,6 +482,8 @@ static int cmd_synth(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* A file size limit (ulimit -f) then fails a write with EFBIG, said as an error, instead of killing. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -580,6 +580,10 @@ static void test_isnd_metrics(void **state) {
     assert_true(metric_value(page, "isn_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} ") >= 2);
     assert_int_equal(metric_value(page, "isn_index_documents "), NUM_DOCS);
     assert_int_equal(metric_value(page, "isn_ready "), 1);
+    const char *startup = strstr(page, "\nisn_startup_seconds ");
+    assert_non_null(startup);
+    double startup_seconds = strtod(startup + strlen("\nisn_startup_seconds "), NULL);
+    assert_true(startup_seconds > 0.0 && startup_seconds < 600.0);
     assert_true(metric_value(page, "process_resident_memory_bytes ") > 1000000);
     assert_true(metric_value(page, "isn_search_stage_duration_seconds_count{stage=\"retrieval\",device=\"cpu\"} ") >=
                 s->searches_ok);
