@@ -62,24 +62,29 @@ static isn_grpc_search_reply search_through(const harness *target, const char *v
     return reply;
 }
 
+/* Starts agg_a listening on listen_host:PORT with partition 0's replicas "replica_host:PORT,<isnd>",
+ * PORT a free port; it must refuse to start. A free port can be taken by another process's connection
+ * before isn-agg binds it: then another port. */
+static void start_with_own_address(const char *listen_host, const char *replica_host) {
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = support_free_port();
+        char listen[64], own[160];
+        snprintf(listen, sizeof listen, "%s:%d", listen_host, port);
+        snprintf(own, sizeof own, "%s:%d,%s", replica_host, port, t.replicas[0][0].grpc_address);
+        const char *partitions[] = {own, t.replicas[0][0].grpc_address, NULL};
+        const char *extra[] = {"--listen", listen, NULL};
+        assert_int_not_equal(harness_start_agg(&agg_a, partitions, extra), 0);
+        if (!harness_log_has(&agg_a, "address already in use")) return;
+    }
+}
+
 static void test_own_address_in_the_configuration_is_refused(void **state) {
     (void)state;
-    int port = support_free_port();
-    char listen[64], own[160], any[64], local[64];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    snprintf(own, sizeof own, "127.0.0.1:%d,%s", port, t.replicas[0][0].grpc_address);
-    const char *partitions[] = {own, t.replicas[0][0].grpc_address, NULL};
-    const char *extra[] = {"--listen", listen, NULL};
-    assert_int_not_equal(harness_start_agg(&agg_a, partitions, extra), 0);
+    start_with_own_address("127.0.0.1", "127.0.0.1");
     assert_true(harness_log_has(&agg_a, "partition 0: replica 127.0.0.1:"));
     assert_true(harness_log_has(&agg_a, "is this isn-agg's own listening address"));
-
     /* listening on every address: any address of this host at that port is its own */
-    snprintf(any, sizeof any, "0.0.0.0:%d", port);
-    snprintf(local, sizeof local, "127.0.0.2:%d", port);
-    const char *partitions_any[] = {local, t.replicas[0][0].grpc_address, NULL};
-    const char *extra_any[] = {"--listen", any, NULL};
-    assert_int_not_equal(harness_start_agg(&agg_a, partitions_any, extra_any), 0);
+    start_with_own_address("0.0.0.0", "127.0.0.2");
     assert_true(harness_log_has(&agg_a, "replica 127.0.0.2:"));
     assert_true(harness_log_has(&agg_a, "is this isn-agg's own listening address"));
 }
