@@ -71,3 +71,15 @@ $(BUILD)/bench/attack_never_read: $(BUILD)/obj/tests/attack/attack_never_read.o 
 bench-agg-overload: $(PROGRAMS) $$(CRANFIELD)
 	bash bench/agg_overload.sh $(BUILD)
 .PHONY: bench-agg-overload
+
+# make bench-overload RATE=R [ISND_ARGS="--workers 2"]: one isnd on the sample, isn-bench --sweep at
+# 0.5, 1, 1.25, 1.5, 2, 3 and 4 x RATE (the node's sustained rate), three repeats: JSON per point in
+# $(BUILD)/bench/overload/overload-sample.json and a plot beside it (bench/overload_curve.sh).
+# make bench-big-neighbours: normal queries' p50 alone and beside four clients of 4 MiB queries
+# (bench/big_neighbours.sh; needs h2load). Neither is part of make bench: each is minutes of load.
+bench-overload: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
+	@[ -n "$(RATE)" ] || { echo "bench-overload: give RATE=the node's sustained rate (isn-bench --sustained)" >&2; exit 2; }
+	bash bench/overload_curve.sh --plot sample $(RATE) $(ISND_ARGS)
+bench-big-neighbours: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
+	BUILD=$(BUILD) bash bench/big_neighbours.sh
+.PHONY: bench-overload bench-big-neighbours
