@@ -14,6 +14,7 @@
 
 #include "daemon/arena.h"
 #include "base/base.h"
+#include "gpu/gpu.h"
 #include "grpc/grpc.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
@@ -64,7 +65,7 @@ struct search_job {
     isn_query query;       /* analysed once, when the scheduler prepares the job; the worker may rewrite df */
     isn_job sched;         /* the scheduler's view: features, deadline, route, outcome */
     uint64_t stop_ns;      /* set by the scheduler: stop early at this time (0 = never) */
-    isn_hit *gpu_hits;     /* k entries in `memory` when the GPU may answer it */
+    isn_gpu_request gpu_request; /* when the GPU may answer it: its k hits in `memory` */
     bool gpu_counted;      /* counted in the service's GPU-bound jobs until it completes */
     /* output: set by the worker */
     int status;

@@ -29,11 +29,6 @@ struct search_service {
     bool warm_up;
     uint32_t num_threads;
     uint32_t sim_gpus;
-    /* per device: what its dispatcher thread packs the device's answers with */
-    struct gpu_answerer {
-        search_service *service;
-        uint32_t device;
-    } answerers[ISN_SCHED_MAX_GPUS];
     uint32_t gpu_max_k;
     bool gpu_route_all;
     /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
@@ -83,39 +78,28 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
 }
 
-static void on_gpu_done(void *user, isn_job *sched) {
+/* Taken to run, by a worker or into a GPU batch: from now on the loop does not answer it at its
+ * deadline; if the loop already did, it is not run. Again true for a job a failed batch hands back. */
+static bool on_start(void *user, isn_job *sched) {
     (void)user;
     search_job *job = job_of(sched);
-    job->queue_ns = sched->started_ns - sched->enqueued_ns;
-    job->retrieval_ns = isn_now_ns() - sched->started_ns;
-    job->worker = sched->worker;
-    search_job_pack_simulated(job);
-}
-
-/* The real backend: a job's request (its hits live in the request's arena, see gpu_eligible). */
-static void on_gpu_request(void *user, isn_job *sched, isn_gpu_request *request) {
-    (void)user;
-    search_job *job = job_of(sched);
-    /* taken by the device: the loop no longer answers it at its deadline (if it already did, the
-     * device's answer is dropped when it comes back) */
     int queued = JOB_QUEUED;
-    atomic_compare_exchange_strong(&job->phase, &queued, JOB_RUNNING);
-    request->query = &job->query;
-    request->mode = job->mode;
-    request->k = job->k;
-    request->hits = job->gpu_hits;
-    /* GPU jobs have no global statistics (gpu_eligible) */
-    request->threshold = isn_job_seed_threshold(&sched->features, job->mode, job->k, false);
+    return atomic_compare_exchange_strong(&job->phase, &queued, JOB_RUNNING) || queued == JOB_RUNNING;
 }
 
-static void on_gpu_answer(void *user, isn_job *sched, const isn_gpu_request *request) {
-    struct gpu_answerer *answerer = user;
-    search_job *job = job_of(sched);
+/* A job the GPU answered, packed on its device's dispatcher thread (that device's packer): the real
+ * backend's hits are in the job's request; a simulated device gives none. */
+static void pack_gpu_answer(search_service *service, search_job *job, const isn_job *sched) {
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
     job->retrieval_ns = isn_now_ns() - sched->started_ns;
-    search_worker_pack_gpu(answerer->service->gpu.packers[answerer->device], job, request->hits, request->num_hits,
-                           request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
     job->worker = sched->worker;
+    const isn_gpu_request *request = sched->gpu_request;
+    if (!request) {
+        search_job_pack_simulated(job);
+        return;
+    }
+    search_worker_pack_gpu(service->gpu.packers[sched->worker], job, request->hits, request->num_hits,
+                           request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
 }
 
 /* Why admission refused a prepared job, as the client sees it. */
@@ -154,7 +138,9 @@ static void on_complete(void *user, isn_job *sched) {
     search_service *service = user;
     search_job *job = job_of(sched);
     gpu_uncount(service, job);
-    if (sched->outcome == ISN_JOB_REFUSED) {
+    if (sched->outcome == ISN_JOB_RAN && sched->device == ISN_DEVICE_GPU) {
+        pack_gpu_answer(service, job, sched);
+    } else if (sched->outcome == ISN_JOB_REFUSED) {
         /* prepare() already set the status of a request it refused. */
         job->reply.len = 0;
         if (sched->refusal) refuse(job, (isn_submit_result)sched->refusal);
@@ -247,8 +233,10 @@ static bool gpu_eligible(search_service *service, search_job *job) {
         return false;
     if (!gpu_first_stage_enter(&service->gpu, job->generation)) return false;
     job->gpu_counted = true;
-    job->gpu_hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *job->gpu_hits) : NULL;
-    return job->gpu_hits != NULL;
+    isn_hit *hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *hits) : NULL;
+    if (!hits) return false;
+    job->gpu_request = (isn_gpu_request){.query = &job->query, .mode = job->mode, .k = job->k, .hits = hits};
+    return true;
 }
 
 
@@ -263,11 +251,13 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         job->status = refused;
         return false;
     }
-    job->gpu_hits = NULL;
-    if (service->gpu.num_backends)
-        sched->placement = !gpu_eligible(service, job) ? (gpu_uncount(service, job), ISN_PLACE_CPU)
-                           : service->gpu_route_all    ? ISN_PLACE_GPU
-                                                    : ISN_PLACE_ANY;
+    sched->gpu_request = NULL;
+    if (service->gpu.num_backends) {
+        bool eligible = gpu_eligible(service, job);
+        if (!eligible) gpu_uncount(service, job);
+        sched->gpu_request = eligible ? &job->gpu_request : NULL;
+        sched->placement = !eligible ? ISN_PLACE_CPU : service->gpu_route_all ? ISN_PLACE_GPU : ISN_PLACE_ANY;
+    }
     return true; /* the scheduler takes the cost features from job->sched.query */
 }
 
@@ -369,6 +359,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.worker_init = on_worker_init;
     config.worker_free = on_worker_free;
     config.run_cpu = on_run_cpu;
+    config.start = on_start;
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
@@ -378,12 +369,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         search_service_stop(service);
         return NULL;
     }
-    for (uint32_t d = 0; d < service->gpu.num_backends; d++) {
-        service->answerers[d] = (struct gpu_answerer){service, d};
-        config.gpu_backends[d] = service->gpu.backends[d];
-        config.gpu_callbacks[d] = (isn_gpu_backend_callbacks){
-            .request_of = on_gpu_request, .on_job_done = on_gpu_answer, .user = &service->answerers[d]};
-    }
+    for (uint32_t d = 0; d < service->gpu.num_backends; d++) config.gpu_backends[d] = service->gpu.backends[d];
     if (service->gpu.num_backends) {
         service->gpu_max_k = conf->gpu_max_k;
         service->gpu_route_all = conf->gpu_route_all;
@@ -398,8 +384,6 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         config.simulated.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
         config.simulated.per_query_ns = conf->gpu_sim_query_ns;
         config.simulated.failure_rate = conf->gpu_sim_failure_permille / 1000.0;
-        config.simulated.on_job_done = on_gpu_done;
-        config.simulated.user = service;
         log_warn("SIMULATED GPUs: scheduler.simulated_gpus_answer_without_hits = %u; queries routed to them "
                  "are answered WITHOUT HITS (device \"gpu-sim\"). For benchmarks and tests only, never in "
                  "production. Latency model: launch %u ns + %u ns per query + postings at %u per us; the cost "

@@ -332,12 +332,7 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     job->retrieval_ns = 0;
     job->num_hits = 0;
     job->worker = w->id;
-    int queued = JOB_QUEUED;
-    if (!atomic_compare_exchange_strong(&job->phase, &queued, JOB_RUNNING)) {
-        /* the loop thread answered it at its deadline; nothing reaches the client from here */
-        fail_job(job, GRPC_STATUS_DEADLINE_EXCEEDED, "answered at its deadline while queued");
-        return;
-    }
+    /* the scheduler's start (on_start) took it from JOB_QUEUED: the loop no longer answers it */
     if (atomic_load(&job->cancelled)) {
         fail_job(job, GRPC_STATUS_CANCELLED, "cancelled by the client");
         return;

@@ -1,6 +1,8 @@
 /* The scheduler's GPU device (isn_gpu_device) on top of a first-stage backend of gpu/gpu.h (a CUDA
- * device, or the emulated one), so that isnd can dispatch batches to it instead of the simulator. The daemon owns the query
- * of each job: it says how to build a backend request from a job, and gets each answer back.
+ * device, or the emulated one), so that isnd can dispatch batches to it instead of the simulator. Each
+ * job carries its request (isn_job.gpu_request, the submitter's): a batch sends copies of them, with
+ * the threshold the job may prune from, and copies each answer back into the job's request before
+ * the scheduler completes the job.
  *
  * A batch whose device part failed was still answered exactly (the backend re-ran it on the CPU), but
  * run_batch reports the failure so that the scheduler rests the device and routes to the CPU workers;
@@ -29,7 +31,6 @@ typedef struct {
 
 typedef struct {
     isn_gpu_backend *backend;
-    isn_gpu_backend_callbacks callbacks;
     uint32_t max_batch;
     isn_gpu_request *requests; /* run_batch's */
     backend_flight flights[BACKEND_MAX_IN_FLIGHT];
@@ -60,22 +61,38 @@ static int usable(backend_device_state *s, char *err, size_t err_len) {
     return 0;
 }
 
+/* The batch's requests: each job's own, with the threshold it may prune from (GPU jobs are scored with
+ * the index's own statistics). -1 with err for a job that carries none. */
+static int requests_of(isn_job *const *jobs, uint32_t n, isn_gpu_request *requests, char *err, size_t err_len) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (!jobs[i]->gpu_request) {
+            snprintf(err, err_len, "a job without a GPU request reached the GPU");
+            return -1;
+        }
+        requests[i] = *jobs[i]->gpu_request;
+        requests[i].threshold = isn_job_seed_threshold(&jobs[i]->features, requests[i].mode, requests[i].k, false);
+    }
+    return 0;
+}
+
+/* Each answer into its job's request (the hits are already in the job's own array). */
+static void answers_to(isn_job *const *jobs, uint32_t n, const isn_gpu_request *requests) {
+    for (uint32_t i = 0; i < n; i++) *jobs[i]->gpu_request = requests[i];
+}
+
 static int run_locked(backend_device_state *s, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     if (usable(s, err, err_len) < 0) return -1;
     isn_gpu_health health;
     for (uint32_t at = 0; at < n; at += s->max_batch) {
         uint32_t count = n - at < s->max_batch ? n - at : s->max_batch;
-        for (uint32_t i = 0; i < count; i++) {
-            memset(&s->requests[i], 0, sizeof s->requests[i]);
-            s->callbacks.request_of(s->callbacks.user, jobs[at + i], &s->requests[i]);
-        }
+        if (requests_of(jobs + at, count, s->requests, err, err_len) < 0) return -1;
         if (isn_gpu_search_batch(s->backend, s->requests, count, NULL, err, err_len) != 0) return -1;
         isn_gpu_health_get(s->backend, &health);
         if (!health.healthy) {
             snprintf(err, err_len, "GPU failed during the batch: %s", health.reason);
             return -1;
         }
-        for (uint32_t i = 0; i < count; i++) s->callbacks.on_job_done(s->callbacks.user, jobs[at + i], &s->requests[i]);
+        answers_to(jobs + at, count, s->requests);
     }
     return 0;
 }
@@ -110,9 +127,9 @@ static int backend_device_submit(void *state, isn_job *const *jobs, uint32_t n, 
         pthread_mutex_unlock(&s->lock);
         return -1;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        memset(&f->requests[i], 0, sizeof f->requests[i]);
-        s->callbacks.request_of(s->callbacks.user, jobs[i], &f->requests[i]);
+    if (requests_of(jobs, n, f->requests, err, err_len) < 0) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
     }
     int ticket = isn_gpu_submit(s->backend, f->requests, n, err, err_len);
     if (ticket >= 0) {
@@ -140,8 +157,7 @@ static int backend_device_complete(void *state, int flight, char *err, size_t er
         snprintf(err, err_len, "GPU failed during the batch: %s", health.reason);
         rc = -1;
     }
-    if (rc == 0)
-        for (uint32_t i = 0; i < f->n; i++) s->callbacks.on_job_done(s->callbacks.user, f->jobs[i], &f->requests[i]);
+    if (rc == 0) answers_to(f->jobs, f->n, f->requests);
     f->busy = false;
     s->in_flight--;
     if (!s->in_flight) pthread_cond_broadcast(&s->idle);
@@ -175,11 +191,8 @@ isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_
     return old;
 }
 
-int isn_gpu_backend_device_new(isn_gpu_backend *backend, const isn_gpu_backend_callbacks *callbacks, uint32_t max_batch,
-                     isn_gpu_device *device) {
-    if (backend == NULL || callbacks == NULL || callbacks->request_of == NULL || callbacks->on_job_done == NULL ||
-        max_batch == 0)
-        return -1;
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn_gpu_device *device) {
+    if (backend == NULL || max_batch == 0) return -1;
     backend_device_state *s = calloc(1, sizeof *s);
     if (s == NULL) return -1;
     const uint32_t streams = isn_gpu_streams(backend);
@@ -193,7 +206,6 @@ int isn_gpu_backend_device_new(isn_gpu_backend *backend, const isn_gpu_backend_c
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->backend = backend;
-    s->callbacks = *callbacks;
     s->max_batch = max_batch;
     isn_gpu_health health;
     isn_gpu_health_get(backend, &health);

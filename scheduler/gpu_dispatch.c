@@ -202,15 +202,17 @@ static void *dispatcher_main(void *arg) {
             if (!queue) break;
             isn_job *job = isn_edf_at(queue, at);
             bool dead_job = job->deadline_ns && job->deadline_ns <= now;
+            uint64_t bytes = isn_job_memory_bytes(job);
+            if (!dead_job && !abandon && n && batch_bytes + bytes > device_policy.memory_budget) {
+                next_bytes = bytes;
+                break;
+            }
+            /* taken into the batch from here: unless it was answered meanwhile (at its deadline) */
+            if (!dead_job && !abandon && s->config.start && !s->config.start(s->config.user, job)) dead_job = true;
             if (dead_job || abandon) {
                 if (num_dead == SCHED_MAX_DEAD) break;
                 dead[num_dead++] = isn_edf_remove_at(queue, at);
                 continue;
-            }
-            uint64_t bytes = isn_job_memory_bytes(job);
-            if (n && batch_bytes + bytes > device_policy.memory_budget) {
-                next_bytes = bytes;
-                break;
             }
             if (queue == &s->queues[ISN_QUEUE_UNDECIDED]) COUNT(s->undecided_gpu);
             d->batch[n++] = isn_edf_remove_at(queue, at);

@@ -1,6 +1,6 @@
 /* The simulated GPU backend: a batch costs what the latency model says (the dispatcher thread sleeps
  * that long), and fails now and then when asked to. It stands in for the CUDA backend in tests and
- * benchmarks; it computes no hits (on_job_done lets the caller answer for it). */
+ * benchmarks; it computes no hits (complete() answers for it). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +51,6 @@ static int sim_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *er
         snprintf(err, err_len, "simulated device failure (failure_rate %.3g)", sim->config.failure_rate);
         return -1;
     }
-    if (sim->config.on_job_done)
-        for (uint32_t i = 0; i < n; i++) sim->config.on_job_done(sim->config.user, jobs[i]);
     return 0;
 }
 

@@ -463,7 +463,7 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
         sched_finish(s, job, ISN_JOB_ABANDONED);
         return;
     }
-    if (job->deadline_ns && now >= job->deadline_ns) {
+    if ((job->deadline_ns && now >= job->deadline_ns) || (s->config.start && !s->config.start(s->config.user, job))) {
         commit_cpu(s, job, -1);
         sched_finish(s, job, ISN_JOB_DEADLINE_EXCEEDED);
         return;
@@ -713,7 +713,7 @@ static int make_devices(isn_scheduler *s, bool model_loaded, char *err, size_t e
     if (c->num_gpu_backends) {
         s->own_gpus_real = true; /* free_devices frees them as real ones */
         for (uint32_t i = 0; i < n; i++) {
-            if (isn_gpu_backend_device_new(c->gpu_backends[i], &c->gpu_callbacks[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
+            if (isn_gpu_backend_device_new(c->gpu_backends[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
                 free_devices(s);
                 snprintf(err, err_len, "scheduler: out of memory for GPU device %u", i);
                 return -1;

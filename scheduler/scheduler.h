@@ -113,6 +113,13 @@ struct isn_job {
     /* The query, analysed: the scheduler takes the features from it and config.index (with the
      * threshold probe only where the CPU is in the running). NULL: features are the submitter's. */
     const isn_query *query;
+    /* What a real GPU first stage (config.gpu_backends) answers this job from, set by the submitter
+     * when it prepares the job: its query, mode, k and room for k hits, which the submitter keeps
+     * until complete(). The scheduler sets the threshold the device may prune from
+     * (isn_job_seed_threshold), and the device's answer is in it when complete() sees the job ran on
+     * the GPU (device ISN_DEVICE_GPU, outcome ISN_JOB_RAN). NULL: no real GPU may take the job (a
+     * simulated one answers without hits). */
+    isn_gpu_request *gpu_request;
     /* The index the query was analysed against (isnd's index generation); NULL: config.index. */
     const isn_index *index;
     uint32_t k;
@@ -153,18 +160,6 @@ typedef struct {
 
 /* ------------------------------------------------------------------ GPU devices */
 
-/* The real first-stage backend (gpu/gpu.h, config.gpu_backend) as the scheduler's device. The
- * submitter owns each job's query: request_of fills the backend request (query, mode, k, hits of k
- * entries the caller keeps until on_job_done), on_job_done gets the answer, from the dispatcher
- * thread. A batch whose device part failed was still answered exactly (the backend re-ran it on the
- * CPU), but the scheduler rests the device; an unhealthy backend refuses batches at once. */
-typedef struct {
-    void (*request_of)(void *user, isn_job *job, isn_gpu_request *request);
-    void (*on_job_done)(void *user, isn_job *job, const isn_gpu_request *request);
-    void *user;
-} isn_gpu_backend_callbacks;
-
-
 /* Simulated GPU (config.simulated_gpus; timing only, its jobs get no hits): sleeps for launch_ns +
  * per_posting_ns * postings + per_query_ns * jobs per batch, and fails a batch with probability
  * failure_rate. Numbers from DESIGN.md section 6 (H200): launch +
@@ -175,9 +170,6 @@ typedef struct {
     double per_query_ns;
     double failure_rate; /* 0..1 */
     uint64_t seed;
-    /* Called for each job of a successful batch, from the dispatcher thread (may be NULL). */
-    void (*on_job_done)(void *user, isn_job *job);
-    void *user;
 } isn_gpu_sim_config;
 
 void isn_gpu_sim_config_default(isn_gpu_sim_config *config);
@@ -278,14 +270,18 @@ typedef struct {
     bool (*prepare)(void *user, isn_job *job, void *worker_state);
     uint32_t analysis_min_workers;
     void *submitter_state;
-    /* Every job's end, from the thread that ended it. */
+    /* Optional: a job is about to run (on a CPU worker, or taken into a GPU batch). False: it was
+     * answered meanwhile (its deadline passed while it waited), and it ends ISN_JOB_DEADLINE_EXCEEDED
+     * without running. Called again for a job a failed GPU batch hands back to the CPU. */
+    bool (*start)(void *user, isn_job *job);
+    /* Every job's end, from the thread that ended it: a CPU worker, or the dispatcher of the GPU it
+     * ran on (job->worker: the device; its answer in job->gpu_request, none from a simulated one). */
     void (*complete)(void *user, isn_job *job);
     void *user;
     /* GPUs, one kind at most. The real first stage, one backend per device (each holds the whole
      * partition; the backends stay the caller's: close them after isn_scheduler_stop), one dispatcher
      * each, up to gpu_backend_max_batch jobs per launch: */
     isn_gpu_backend *gpu_backends[ISN_SCHED_MAX_GPUS];
-    isn_gpu_backend_callbacks gpu_callbacks[ISN_SCHED_MAX_GPUS];
     uint32_t num_gpu_backends;
     uint32_t gpu_backend_max_batch;
     /* Or simulated devices (batch.max_batch and batch.memory_budget each): */

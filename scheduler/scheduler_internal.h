@@ -68,8 +68,7 @@ struct isn_gpu_device {
 };
 
 /* Fills *device (the backend stays the caller's; close it after isn_gpu_backend_device_free). 0, or -1. */
-int isn_gpu_backend_device_new(isn_gpu_backend *backend, const isn_gpu_backend_callbacks *callbacks, uint32_t max_batch,
-                     isn_gpu_device *device);
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn_gpu_device *device);
 void isn_gpu_backend_device_free(isn_gpu_device *device);
 /* The backend's health, taken under the lock that guards its batches (any thread). */
 void isn_gpu_backend_device_health(const isn_gpu_device *device, isn_gpu_health *health);

@@ -801,20 +801,15 @@ static void test_pruning_learns_alone_emulated(void **state) {
     isn_gpu_close(b);
 }
 
-/* The scheduler's device on top of the backend: every job's request built by the callback, answered
- * (batches split at the device's max_batch) and handed back; an unhealthy backend refuses batches. */
+/* The scheduler's device on top of the backend: every job carries its request, answered (batches
+ * split at the device's max_batch) into that request; an unhealthy backend refuses batches. */
 static batch sched_bt;
-static uint32_t sched_done;
 
-static void sched_request_of(void *user, isn_job *job, isn_gpu_request *request) {
-    (void)user;
-    *request = sched_bt.requests[(uintptr_t)job->user];
-}
-
-static void sched_on_done(void *user, isn_job *job, const isn_gpu_request *request) {
-    (void)user;
-    sched_bt.requests[(uintptr_t)job->user] = *request;
-    sched_done++;
+/* Jobs whose request holds an answer. */
+static uint32_t sched_answered(void) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < 40; i++) n += sched_bt.requests[i].answered_by != 0;
+    return n;
 }
 
 /* The scheduler's device over an emulated backend of `streams` streams (batches of 16), and 40 jobs whose
@@ -824,15 +819,14 @@ static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs
     o.streams = streams;
     isn_gpu_backend *b = open_options(&o);
     batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
-    isn_gpu_backend_callbacks cb = {.request_of = sched_request_of, .on_job_done = sched_on_done};
-    assert_int_equal(isn_gpu_backend_device_new(b, &cb, 16, dev), 0);
+    assert_int_equal(isn_gpu_backend_device_new(b, 16, dev), 0);
     static isn_job jobs[40];
     for (uint32_t i = 0; i < 40; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
-        jobs[i].user = (void *)(uintptr_t)i;
+        jobs[i].gpu_request = &sched_bt.requests[i];
+        sched_bt.requests[i].answered_by = 0;
         ptrs[i] = &jobs[i];
     }
-    sched_done = 0;
     return b;
 }
 
@@ -850,7 +844,7 @@ static void test_scheduler_device_emulated(void **state) {
     isn_gpu_backend *b = scheduler_device(&dev, ptrs);
     char err[256];
     assert_int_equal(dev.run_batch(dev.state, ptrs, 40, err, sizeof err), 0);
-    assert_int_equal(sched_done, 40);
+    assert_int_equal(sched_answered(), 40);
     assert_true(batch_check(&sched_bt, 10) > 20);
     isn_gpu_inject_fault(b);
     assert_int_equal(dev.run_batch(dev.state, ptrs, 4, err, sizeof err), -1);
@@ -887,14 +881,14 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
     int second = dev.submit(dev.state, ptrs + 16, 16, err, sizeof err);
     assert_true(first >= 0 && second >= 0 && first != second);
     assert_int_equal(dev.submit(dev.state, ptrs + 32, 8, err, sizeof err), GPU_DEVICE_BUSY);
-    assert_int_equal(sched_done, 0);
+    assert_int_equal(sched_answered(), 0);
     assert_int_equal(dev.complete(dev.state, first, err, sizeof err), 0);
-    assert_int_equal(sched_done, 16);
+    assert_int_equal(sched_answered(), 16);
     int third = dev.submit(dev.state, ptrs + 32, 8, err, sizeof err);
     assert_true(third >= 0);
     assert_int_equal(dev.complete(dev.state, second, err, sizeof err), 0);
     assert_int_equal(dev.complete(dev.state, third, err, sizeof err), 0);
-    assert_int_equal(sched_done, 40);
+    assert_int_equal(sched_answered(), 40);
     assert_true(batch_check(&sched_bt, 10) > 20);
     assert_int_equal(dev.complete(dev.state, third, err, sizeof err), -1); /* answered already */
 
@@ -935,7 +929,7 @@ static void test_scheduler_device_four_streams_emulated(void **state) {
     }
     assert_int_equal(dev.submit(dev.state, ptrs, 4, err, sizeof err), GPU_DEVICE_BUSY);
     for (int i = 0; i < 4; i++) assert_int_equal(dev.complete(dev.state, tickets[i], err, sizeof err), 0);
-    assert_int_equal(sched_done, 40);
+    assert_int_equal(sched_answered(), 40);
     assert_true(batch_check(&sched_bt, 10) > 20);
     isn_gpu_backend_device_free(&dev);
     isn_gpu_close(b);
