@@ -407,24 +407,6 @@ static uint32_t *doc_permutation(const merge_job *job, bool *identity, char *err
 
 /* ------------------------------------------------------------------ the index file */
 
-/* An unnamed temporary file in dir for a section (gone when closed, or when the process dies). */
-static FILE *section_file(const char *dir, char *err, size_t err_len) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/section-XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        isn_error(err, err_len, "cannot create a temporary file in %s: %s", dir, strerror(errno));
-        return NULL;
-    }
-    unlink(path);
-    FILE *f = fdopen(fd, "w+b");
-    if (!f) {
-        isn_error(err, err_len, "cannot open a temporary file in %s: %s", dir, strerror(errno));
-        close(fd);
-    }
-    return f;
-}
-
 enum { OUT_DOC_LENS, OUT_DOC_STATIC, OUT_DOCID_TEXT, OUT_STORED, OUT_COUNT };
 
 typedef struct {
@@ -652,7 +634,7 @@ static int write_postings(const merge_job *job, partition_writer *w, isn_meta *m
         r->enc = (list_encoder){.num_fields = job->options->num_fields, .with_positions = job->options->positions,
                                 .k1_plus_1 = job->options->bm25.k1 + 1.0f, .norms = w->norms};
         for (section_out *o = &r->enc.postings; o <= &r->enc.positions; o++)
-            if (!(o->file = section_file(job->tmp_dir, err, err_len))) goto done;
+            if (!(o->file = build_temp_file(job->tmp_dir, "section", err, err_len))) goto done;
     }
     list_gate gate = {.allowance = job->memory_bytes / 4};
     pthread_mutex_init(&gate.lock, NULL);
@@ -788,7 +770,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     }
     stored_writer_init(&w.stored, job->stored_slots, o->num_stored, NULL);
     for (int s = 0; s < OUT_COUNT; s++)
-        if (!(w.out[s]->file = section_file(job->tmp_dir, err, err_len))) goto done;
+        if (!(w.out[s]->file = build_temp_file(job->tmp_dir, "section", err, err_len))) goto done;
 
     isn_meta meta;
     memset(&meta, 0, sizeof meta);

@@ -584,23 +584,6 @@ static void pipeline_free(pipeline *pl) {
     pthread_cond_destroy(&pl->committed);
 }
 
-static FILE *spill_file(const char *dir, char *err, size_t err_len) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/stored-XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        isn_error(err, err_len, "cannot create a temporary file in %s: %s", dir, strerror(errno));
-        return NULL;
-    }
-    unlink(path);
-    FILE *f = fdopen(fd, "w+b");
-    if (!f) {
-        isn_error(err, err_len, "cannot open a temporary file in %s: %s", dir, strerror(errno));
-        close(fd);
-    }
-    return f;
-}
-
 static int pipeline_init(pipeline *pl, const char *input_path, const char *out_dir, const isn_build_options *options,
                          char *err, size_t err_len) {
     pthread_mutex_init(&pl->in_lock, NULL);
@@ -676,7 +659,7 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
             if (!(w->builders[p] = isn_builder_new(&pl->opts)))
                 return isn_error(err, err_len, "cannot create the builder (out of memory or bad analyzer settings)");
         if (pl->opts.num_stored) {
-            if (!(w->stored_file = spill_file(pl->tmp_dir, err, err_len))) return -1;
+            if (!(w->stored_file = build_temp_file(pl->tmp_dir, "stored", err, err_len))) return -1;
             setvbuf(w->stored_file, NULL, _IOFBF, STORED_SPILL_BUFFER);
         }
     }

@@ -137,6 +137,23 @@ done:
     return rc;
 }
 
+FILE *build_temp_file(const char *dir, const char *prefix, char *err, size_t err_len) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s-XXXXXX", dir, prefix);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        isn_error(err, err_len, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    unlink(path);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f) {
+        isn_error(err, err_len, "cannot open a temporary file in %s: %s", dir, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* ------------------------------------------------------------------ reading */
 
 int run_cursor_open(run_cursor *c, const run_info *run, uint32_t index, size_t buffer_bytes, uint64_t offset) {

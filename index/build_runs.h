@@ -74,6 +74,9 @@ static inline stored_ref *part_stored(const part_table *p, uint32_t doc) {
 
 /* Writes the builder's run (its terms and lists) to path; scratch is the caller's. 0, or -1 with err. */
 int run_write(const isn_builder *b, run_info *run, byte_buffer *scratch, char *err, size_t err_len);
+/* An unnamed temporary file in dir, named from `prefix` while it is made (gone when closed, or when
+ * the process dies): a section being written, stored text spilled. NULL with err. */
+FILE *build_temp_file(const char *dir, const char *prefix, char *err, size_t err_len);
 
 typedef struct {
     int fd;
