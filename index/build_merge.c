@@ -839,13 +839,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     summary->terms = meta.num_terms;
     summary->postings = meta.num_postings;
     summary->tokens = p->tokens;
-    summary->bytes_total = file_bytes;
-    summary->bytes_postings = bytes[SEC_POSTINGS];
-    summary->bytes_block_meta = bytes[SEC_BLOCK_META];
-    summary->bytes_positions = bytes[SEC_POSITIONS] + bytes[SEC_POS_BLOCKS];
-    summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
-    summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOC_STATIC] + bytes[SEC_DOCID_TEXT];
-    summary->bytes_stored = bytes[SEC_STORED];
+    isn_build_summary_set_bytes(summary, bytes, file_bytes);
     summary->runs = p->num_runs;
     summary->seconds = isn_now_seconds() - start;
     rc = 0;

@@ -85,15 +85,7 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
     }
     uint64_t bytes[SEC_COUNT], file_bytes;
     if (isn_index_file_write(dir, ISN_FORMAT_VERSION, lists, bytes, &file_bytes, err, err_len) != 0) return -1;
-    if (summary) {
-        summary->bytes_total = file_bytes;
-        summary->bytes_postings = bytes[SEC_POSTINGS];
-        summary->bytes_block_meta = bytes[SEC_BLOCK_META];
-        summary->bytes_positions = bytes[SEC_POSITIONS] + bytes[SEC_POS_BLOCKS];
-        summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
-        summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOC_STATIC] + bytes[SEC_DOCID_TEXT];
-        summary->bytes_stored = bytes[SEC_STORED];
-    }
+    if (summary) isn_build_summary_set_bytes(summary, bytes, file_bytes);
     return 0;
 }
 

@@ -129,3 +129,15 @@ uint64_t isn_index_build_time(void) {
     }
     return (uint64_t)time(NULL);
 }
+
+void isn_build_summary_set_bytes(isn_build_summary *summary, const uint64_t section_bytes[SEC_COUNT],
+                                 uint64_t file_bytes) {
+    const uint64_t *b = section_bytes;
+    summary->bytes_total = file_bytes;
+    summary->bytes_postings = b[SEC_POSTINGS];
+    summary->bytes_block_meta = b[SEC_BLOCK_META];
+    summary->bytes_positions = b[SEC_POSITIONS] + b[SEC_POS_BLOCKS];
+    summary->bytes_lexicon = b[SEC_LEX_INDEX] + b[SEC_LEX_DATA] + b[SEC_TERMS];
+    summary->bytes_docs = b[SEC_DOC_LENS] + b[SEC_DOC_STATIC] + b[SEC_DOCID_TEXT];
+    summary->bytes_stored = b[SEC_STORED];
+}

@@ -25,6 +25,10 @@ typedef struct {
 int isn_index_file_write(const char *dir, uint32_t version, const isn_section_pieces sections[SEC_COUNT],
                          uint64_t section_bytes[SEC_COUNT], uint64_t *file_bytes, char *err, size_t err_len);
 
+/* A build summary's byte counts from what isn_index_file_write reported. */
+void isn_build_summary_set_bytes(isn_build_summary *summary, const uint64_t section_bytes[SEC_COUNT],
+                                 uint64_t file_bytes);
+
 /* The build time an index's meta records: SOURCE_DATE_EPOCH (reproducible builds) when set and valid,
  * else now (Unix seconds). */
 uint64_t isn_index_build_time(void);

@@ -455,11 +455,7 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
         summary->terms = nt;
         summary->postings = meta.num_postings;
         summary->tokens = meta.total_doc_len;
-        summary->bytes_total = file_bytes;
-        summary->bytes_postings = bytes[SEC_POSTINGS];
-        summary->bytes_block_meta = bytes[SEC_BLOCK_META];
-        summary->bytes_lexicon = bytes[SEC_LEX_INDEX] + bytes[SEC_LEX_DATA] + bytes[SEC_TERMS];
-        summary->bytes_docs = bytes[SEC_DOC_LENS] + bytes[SEC_DOCID_TEXT];
+        isn_build_summary_set_bytes(summary, bytes, file_bytes); /* sections it does not write count 0 */
     }
     rc = 0;
     goto done;
