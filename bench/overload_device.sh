@@ -6,6 +6,10 @@
 # curves:    bench/overload_curve.sh for each configuration at its RATE_<config> (the sustained rate).
 # spike:     SPIKE_S seconds at 3x RATE_<config>, then 0.5x: on-time answers per 100 ms.
 # trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops).
+# profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
+#            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
+#            counters over the run (bench/overload_profile.py), beside the bench's JSON.
+# A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>.
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv). isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
 set -u
@@ -21,7 +25,9 @@ export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
 
-flags_of() { # config -> isnd flags
+flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuration's
+  local own=FLAGS_$1
+  [ -n "${!own:-}" ] && { echo "${!own}"; return; }
   case $1 in
     cpu) echo "--workers $WORKERS --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set gpu.enable=true" ;;
@@ -82,6 +88,19 @@ recovered = next((i for i in range(len(after)) if all(x >= 0.9 * half for x in a
 print(json.dumps({"sustained": rate, "spike_on_time_per_s": sum(t[:int(spike * 10)]) / spike,
                   "after_spike_first_100ms": after[:15], "recovered_after_ms": None if recovered is None else recovered * 100}))
 EOF
+        stop_isnd
+      done ;;
+    profile)
+      for c in $CONFIGS; do
+        rate_var=RATE_$c; rate=${!rate_var}
+        start_isnd "$O/isnd-profile-$c.log" $(flags_of $c) || continue
+        for m in ${PROFILE_MULTIPLES:-1 2}; do
+          r=$(python3 -c "print(round($rate*$m))")
+          python3 bench/overload_profile.py --pid $isnd_pid --metrics http://127.0.0.1:7612/metrics --label "$c@${m}x" -- \
+            taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+            --rate "$r" --duration "${DURATION:-3}" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
+            | tee -a "$O/profile.json"
+        done
         stop_isnd
       done ;;
     trivial)

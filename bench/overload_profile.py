@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Where a running isnd spends its time while a load generator runs: CPU seconds per second of each
+thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-; the main thread,
+which runs the first loop, is isnd) and the change of
+every scheduler and server counter over the run, printed as one JSON line with the generator's own
+JSON (its last line on stdout) under "bench".
+
+  overload_profile.py --pid PID --metrics URL [--label L] -- LOAD-GENERATOR COMMAND...
+"""
+import argparse, json, os, re, subprocess, sys, time, urllib.request
+
+
+
+def thread_cpu_seconds(pid):
+    """CPU seconds (user + system) of each thread group of pid so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        group = re.sub(r"\d+$", "", comm)
+        totals[group] = totals.get(group, 0.0) + seconds
+    return totals
+
+
+def counters(url):
+    values = {}
+    for line in urllib.request.urlopen(url, timeout=5).read().decode().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        if "_total" in name or "_seconds_total" in name:
+            try:
+                values[name] = float(value)
+            except ValueError:
+                pass
+    return values
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--metrics", required=True)
+    parser.add_argument("--label", default="")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("a load generator command is needed after --")
+    cpu_before, metrics_before, start = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic()
+    run = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    cpu_after, metrics_after, wall = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic() - start
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    bench = None
+    if lines:
+        try:
+            bench = json.loads(lines[-1])
+        except ValueError:
+            bench = lines[-1]
+    delta = {name: round(metrics_after[name] - metrics_before.get(name, 0.0), 6)
+             for name in metrics_after if metrics_after[name] != metrics_before.get(name, 0.0)}
+    print(json.dumps({"label": args.label, "wall_s": round(wall, 3),
+                      "cpu_per_s": {g: round((cpu_after[g] - cpu_before.get(g, 0.0)) / wall, 3) for g in cpu_after},
+                      "counters": delta, "bench": bench, "bench_rc": run.returncode}))
+    return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
