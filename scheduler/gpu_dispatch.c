@@ -243,7 +243,10 @@ static void *dispatcher_main(void *arg) {
         }
         struct timespec until;
         sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
+        d->sleeping = true;
+        d->sleeps_until_ns = n ? wait_until : 0;
         pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
+        d->sleeping = false;
     }
     /* Stopping: the batches in flight are answered; what the batch being formed holds was never sent. */
     while (d->in_flight) land_oldest(s, d);

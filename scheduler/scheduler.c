@@ -110,7 +110,8 @@ static double gpu_batches_queued(const isn_scheduler *s) {
  * prepare_ns is measured wall time, contention included: no scale applies to it. */
 static double preparing_ns(const isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
-    return s->prepare_queue.size * s->prepare_ns / workers;
+    unsigned normal = atomic_load(&s->prepare_pending) - atomic_load(&s->large_pending);
+    return (double)(int)normal * s->prepare_ns / workers;
 }
 
 /* The soonest any device could start a job submitted now, for isn_scheduler_may_admit's lock-free
@@ -119,6 +120,8 @@ static void publish_earliest_start(isn_scheduler *s, const double *wait) {
     double prepared_gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
     double soonest = wait[ISN_DEVICE_CPU] < prepared_gpu ? wait[ISN_DEVICE_CPU] : prepared_gpu;
     atomic_store_explicit(&s->earliest_start_ns, soonest, memory_order_relaxed);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
     atomic_store_explicit(&s->earliest_start_at_ns, isn_now_ns(), memory_order_relaxed);
 }
 
@@ -182,22 +185,22 @@ static double admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t
  * refused as overload (RESOURCE_EXHAUSTED means the node is overloaded, not that a query is big). */
 #define OWN_COST_QUEUE_SHARE 0.5
 
-/* Under the lock: what routing weighs for this job now. True when it is already past its deadline. */
-static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
-                           isn_route_input *out) {
+/* What routing weighs for this job now, given each device's wait and whether the job would start a
+ * GPU batch. True when it is already past its deadline. */
+static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
+                              const double *wait_ns, bool starts_batch, isn_route_input *out) {
     uint32_t gpus = sched_available_gpus(s, now);
     isn_route_input in = {.margin = s->config.route_margin,
                           .degrade_ok = s->config.overload == ISN_OVERLOAD_DEGRADE,
                           .degrade_min_share = s->config.degraded_fraction,
                           .max_queue_share = OWN_COST_QUEUE_SHARE};
-    queue_waits(s, now, scale, in.wait_ns);
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) in.wait_ns[d] = wait_ns[d];
     in.available[ISN_DEVICE_CPU] = s->config.workers > 0 && !(job->placement == ISN_PLACE_GPU && gpus > 0);
     in.service_ns[ISN_DEVICE_CPU] = scale[ISN_DEVICE_CPU] * job->predicted_ns[ISN_DEVICE_CPU];
     in.available[ISN_DEVICE_GPU] = gpus > 0 && job->placement != ISN_PLACE_CPU;
     if (!gpus) in.wait_ns[ISN_DEVICE_GPU] = 0;
     /* A job costs the GPU its own part; it pays a batch's fixed part only when it starts a batch
      * (then it may also wait up to the linger time for company). Jobs already queued paid theirs. */
-    bool starts_batch = gpu_queued(s) % (s->config.batch.max_batch ? s->config.batch.max_batch : 1) == 0;
     double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     in.service_ns[ISN_DEVICE_GPU] = scale[ISN_DEVICE_GPU] * (job->predicted_ns[ISN_DEVICE_GPU] +
                                                              (starts_batch ? fixed_ns : 0.0)) +
@@ -208,6 +211,32 @@ static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, c
 
     *out = in;
     return already_dead;
+}
+
+/* Under the lock: route_input_given with the queues' waits now. */
+static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
+                           isn_route_input *out) {
+    double wait[ISN_DEVICE_KINDS];
+    queue_waits(s, now, scale, wait);
+    bool starts_batch = gpu_queued(s) % (s->config.batch.max_batch ? s->config.batch.max_batch : 1) == 0;
+    return route_input_given(s, job, now, scale, wait, starts_batch, out);
+}
+
+/* Under the lock: whether a job just queued for the GPU needs a sleeping dispatcher woken. A
+ * dispatcher holding a batch wakes by itself at the batch's linger end or latest start, and picks up
+ * what was queued meanwhile: it needs a job to wake it only when it holds none, when a full batch is
+ * waiting, or when this job must start before it would wake. Waking it for every job cost a context
+ * switch and a trip through the lock per job. */
+static bool gpu_needs_wake(const isn_scheduler *s, const isn_job *job, double gpu_service_ns) {
+    uint32_t per_batch = s->config.batch.max_batch ? s->config.batch.max_batch : 1;
+    double latest_start = job->deadline_ns ? (double)job->deadline_ns - (double)s->config.batch.safety_ns - gpu_service_ns
+                                           : INFINITY;
+    for (uint32_t i = 0; i < s->num_dispatchers; i++) {
+        const sched_dispatcher *d = &s->dispatchers[i];
+        if (!d->sleeping) continue;
+        if (!d->sleeps_until_ns || gpu_queued(s) >= per_batch || latest_start < (double)d->sleeps_until_ns) return true;
+    }
+    return false;
 }
 
 /* Admits and routes a prepared job. prepare_ns >= 0: a worker prepared it in that time (the moving
@@ -266,7 +295,7 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     COUNT(s->routed[queue]);
     bool self_takes = prepare_ns >= 0 && !atomic_load_explicit(&s->prepare_pending, memory_order_relaxed);
     bool wake_cpu = queue != ISN_QUEUE_GPU && s->idle_workers && !self_takes;
-    bool wake_gpu = queue != ISN_QUEUE_CPU && s->num_dispatchers;
+    bool wake_gpu = queue != ISN_QUEUE_CPU && gpu_needs_wake(s, job, in.service_ns[ISN_DEVICE_GPU]);
     pthread_mutex_unlock(&s->lock);
     /* Woken after the unlock, so that the woken thread does not wait for the lock at once: a waiter
      * checks the queues under the lock before it waits, so no wake-up is lost. */
@@ -288,32 +317,34 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     return wait[ISN_DEVICE_CPU] <= remaining || preparing_ns(s) + wait[ISN_DEVICE_GPU] <= remaining;
 }
 
-/* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time. */
+/* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
+ * (judged from the last admission decision's waits while they are fresh: the request's HEADERS passed
+ * the same check). */
 static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     job->enqueued_ns = isn_now_ns();
     job->refusal = 0;
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
-    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
-    pthread_mutex_lock(&s->lock);
-    if (s->stopping || !s->config.prepare) {
-        pthread_mutex_unlock(&s->lock);
+    if (!s->config.prepare) return ISN_SUBMIT_STOPPED;
+    if (!isn_scheduler_may_admit_quick(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
+    isn_edf_queue *queue = job->prepare_on_worker ? &s->large_prepare_queue : &s->prepare_queue;
+    pthread_mutex_lock(&s->prepare_lock);
+    if (s->prepare_closed) {
+        pthread_mutex_unlock(&s->prepare_lock);
         return ISN_SUBMIT_STOPPED;
     }
-    if (!may_admit_locked(s, job->received_ns, job->deadline_ns, job->enqueued_ns, scale)) {
-        pthread_mutex_unlock(&s->lock);
-        COUNT(s->shed_overload);
-        return ISN_SUBMIT_SHED_LATE;
-    }
-    isn_edf_queue *queue = job->prepare_on_worker ? &s->large_prepare_queue : &s->prepare_queue;
     if (queue->size >= s->config.queue_capacity || !isn_edf_push(queue, job)) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&s->prepare_lock);
         COUNT(s->shed_full);
         return ISN_SUBMIT_SHED_FULL;
     }
-    atomic_fetch_add_explicit(&s->prepare_pending, 1, memory_order_relaxed);
-    bool wake = s->idle_workers > 0;
-    pthread_mutex_unlock(&s->lock);
-    if (wake) pthread_cond_signal(&s->cpu_wake);
+    if (job->prepare_on_worker) atomic_fetch_add(&s->large_pending, 1);
+    atomic_fetch_add(&s->prepare_pending, 1);
+    pthread_mutex_unlock(&s->prepare_lock);
+    if (atomic_load(&s->idle_workers)) {
+        pthread_mutex_lock(&s->lock);
+        pthread_cond_signal(&s->cpu_wake);
+        pthread_mutex_unlock(&s->lock);
+    }
     return ISN_SUBMIT_QUEUED;
 }
 
@@ -323,9 +354,19 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     sched_predict(s, job);
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     isn_route_input in;
-    pthread_mutex_lock(&s->lock);
-    bool already_dead = route_input_of(s, job, now, scale, &in);
-    pthread_mutex_unlock(&s->lock);
+    bool already_dead;
+    /* Only whether to probe hangs on this: the last admission's waits do while they are fresh (as in
+     * isn_scheduler_may_admit_quick), without the lock every admission takes. */
+    if (now <= atomic_load_explicit(&s->earliest_start_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS) {
+        double wait[ISN_DEVICE_KINDS];
+        for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+            wait[d] = atomic_load_explicit(&s->published_wait_ns[d], memory_order_relaxed);
+        already_dead = route_input_given(s, job, now, scale, wait, false, &in);
+    } else {
+        pthread_mutex_lock(&s->lock);
+        already_dead = route_input_of(s, job, now, scale, &in);
+        pthread_mutex_unlock(&s->lock);
+    }
     isn_device_kind best;
     return !already_dead && isn_route_decide(&in, &best) == ISN_ROUTE_GPU;
 }
@@ -541,15 +582,20 @@ static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state, do
 
 /* A worker prepares the earliest-deadline unprepared job, if any, and admits it. False when there
  * was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
-/* Under the lock: whether a worker may take a large request to prepare now. */
-static bool large_takeable(const isn_scheduler *s) {
-    return s->large_prepare_queue.size && s->large_preparing < SCHED_LARGE_PREPARERS;
+/* Whether a worker may take a large request to prepare now (exact under prepare_lock). */
+static bool large_takeable(isn_scheduler *s) {
+    return atomic_load(&s->large_pending) && atomic_load(&s->large_preparing) < SCHED_LARGE_PREPARERS;
+}
+
+/* Whether a worker finds something to prepare now. */
+static bool preparation_waiting(isn_scheduler *s) {
+    return atomic_load(&s->prepare_pending) > atomic_load(&s->large_pending) || large_takeable(s);
 }
 
 static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     uint64_t now = isn_now_ns();
     bool unworthy = false, large = false;
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&s->prepare_lock);
     isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
     if (!job && large_takeable(s)) {
         /* Large requests (a 4 MiB query's analysis takes a worker for many normal queries' time) are
@@ -557,10 +603,11 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
          * cannot hold every worker. */
         job = isn_edf_pop(&s->large_prepare_queue);
         large = true;
-        s->large_preparing++;
+        atomic_fetch_add(&s->large_preparing, 1);
+        atomic_fetch_sub(&s->large_pending, 1);
     }
     if (job) {
-        atomic_fetch_sub_explicit(&s->prepare_pending, 1, memory_order_relaxed);
+        atomic_fetch_sub(&s->prepare_pending, 1);
         double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
         if (!large) {
             isn_codel_observe(&s->prepare_codel, sojourn, now);
@@ -573,7 +620,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
                    ((double)now >= admit_by ||
                     (!large && isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns)));
     }
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->prepare_lock);
     if (!job) return false;
     w->prepared_in_row++;
     double took_ns = 0;
@@ -599,11 +646,12 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         }
     }
     if (large) {
-        pthread_mutex_lock(&s->lock);
-        s->large_preparing--;
-        bool wake = large_takeable(s) && s->idle_workers;
-        pthread_mutex_unlock(&s->lock);
-        if (wake) pthread_cond_signal(&s->cpu_wake);
+        atomic_fetch_sub(&s->large_preparing, 1);
+        if (large_takeable(s) && atomic_load(&s->idle_workers)) {
+            pthread_mutex_lock(&s->lock);
+            pthread_cond_signal(&s->cpu_wake);
+            pthread_mutex_unlock(&s->lock);
+        }
     }
     return true;
 }
@@ -655,15 +703,14 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !s->prepare_queue.size &&
-            !large_takeable(s)) {
+        atomic_fetch_add(&s->idle_workers, 1); /* before the last look: see idle_workers */
+        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s)) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
             struct timespec until;
             sched_timespec_at(isn_now_ns() + SCHED_IDLE_POLL_NS, &until);
-            s->idle_workers++;
             pthread_cond_timedwait(&s->cpu_wake, &s->lock, &until);
-            s->idle_workers--;
         }
+        atomic_fetch_sub(&s->idle_workers, 1);
         pthread_mutex_unlock(&s->lock);
     }
     if (s->config.worker_free) s->config.worker_free(s->config.user, w->state);
@@ -789,6 +836,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     isn_batch_cost_init(&s->batch_cost, config->batch.launch_ns, SCHED_BATCH_PER_JOB_START_NS);
     s->start_ns = isn_now_ns();
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->prepare_lock, NULL);
     pthread_mutex_init(&s->model_lock, NULL);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) atomic_init(&s->scale[d], 1.0);
     init_cond(&s->cpu_wake);
@@ -864,6 +912,9 @@ void isn_scheduler_abandon_queued(isn_scheduler *s) { atomic_store(&s->abandon, 
 
 void isn_scheduler_stop(isn_scheduler *s) {
     if (!s) return;
+    pthread_mutex_lock(&s->prepare_lock);
+    s->prepare_closed = true;
+    pthread_mutex_unlock(&s->prepare_lock);
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
     pthread_cond_broadcast(&s->cpu_wake);
@@ -906,6 +957,7 @@ void isn_scheduler_stop(isn_scheduler *s) {
     free(s->workers);
     free(s->dispatchers);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->prepare_lock);
     pthread_mutex_destroy(&s->model_lock);
     pthread_cond_destroy(&s->cpu_wake);
     pthread_cond_destroy(&s->gpu_wake);
@@ -950,12 +1002,12 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->gpus = s->num_dispatchers;
     pthread_mutex_lock(&s->lock);
     for (int q = 0; q < ISN_QUEUES; q++) st->queue_depth[q] = s->queues[q].size;
-    st->prepare_depth = s->prepare_queue.size + s->large_prepare_queue.size;
+    st->prepare_depth = atomic_load(&s->prepare_pending);
     st->batch_fixed_seconds = isn_batch_cost_fixed_ns(&s->batch_cost) / 1e9;
     st->batch_mape = s->batch_ape_count ? 100.0 * s->batch_ape_sum / (double)s->batch_ape_count : NAN;
     st->batch_per_job_seconds = isn_batch_cost_per_job_ns(&s->batch_cost) / 1e9;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) st->measured_job_seconds[d] = s->meter[d].job_ns / 1e9;
-    st->prepare_backlog_standing = s->prepare_codel.standing;
+    st->prepare_backlog_standing = atomic_load(&s->prepare_standing);
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
     pthread_mutex_lock(&s->model_lock);

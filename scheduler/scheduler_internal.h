@@ -358,20 +358,34 @@ typedef struct {
     _Atomic uint64_t rest_until_ns; /* after a failure */
     isn_job **batch;
     uint64_t learn_after_ns; /* as a worker's */
+    /* Under the lock, while it waits on gpu_wake: when it wakes by itself (its batch's linger end or
+     * latest start), or 0 when it holds no batch and needs a job to wake it. */
+    uint64_t sleeps_until_ns;
+    bool sleeping;
 } sched_dispatcher;
 
 struct isn_scheduler {
     isn_scheduler_config config;
-    pthread_mutex_t lock; /* the queues, idle_workers, gpu_inflight_ns, batch_cost, stopping */
+    pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping; idle workers wait under it */
     pthread_cond_t cpu_wake, gpu_wake, ready_changed;
     isn_edf_queue queues[ISN_QUEUES];
+    /* The preparation queues have a lock of their own: every request passes through them once
+     * unprepared, and under the scheduler's lock the loops and the workers preparing queued behind
+     * the admissions, the dispatchers and each other. */
+    pthread_mutex_t prepare_lock; /* prepare_queue, large_prepare_queue, prepare_codel, prepare_closed */
     isn_edf_queue prepare_queue; /* submitted unprepared */
     isn_edf_queue large_prepare_queue; /* the same, for large requests (isn_job.prepare_on_worker) */
-    uint32_t large_preparing;          /* workers preparing a large one now (SCHED_LARGE_PREPARERS at most) */
-    atomic_uint prepare_pending; /* its size, read without the lock */
+    bool prepare_closed;               /* stopping: nothing more is queued for preparation */
+    atomic_uint large_preparing;       /* workers preparing a large one now (SCHED_LARGE_PREPARERS at most) */
+    atomic_uint prepare_pending;       /* both queues' sizes, read without a lock */
+    atomic_uint large_pending;         /* the large queue's size, read without a lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     bool stopping;
-    uint32_t idle_workers;
+    /* Workers waiting on cpu_wake. Changed under the lock, read without it by a thread that queued
+     * work: a worker counts itself idle before it looks for work one last time, and a thread that
+     * queued work reads it after queuing (both sequentially consistent), so one of them sees the
+     * other; the waker then signals under the lock, so the signal cannot fall before the wait. */
+    atomic_uint idle_workers;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
     uint32_t gpu_inflight_jobs; /* their jobs */
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
@@ -382,6 +396,7 @@ struct isn_scheduler {
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
     _Atomic double earliest_start_ns; /* the soonest wait any device offered at the last admission decision */
+    _Atomic double published_wait_ns[ISN_DEVICE_KINDS]; /* each device's wait then */
     _Atomic uint64_t earliest_start_at_ns; /* when that was */
     atomic_uint running;
 
@@ -397,7 +412,7 @@ struct isn_scheduler {
     _Atomic uint64_t learned_ns[ISN_DEVICE_KINDS]; /* when each scale was last refreshed */
     /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
     isn_service_meter meter[ISN_DEVICE_KINDS];
-    isn_codel prepare_codel;
+    isn_codel prepare_codel; /* under prepare_lock */
     atomic_bool prepare_standing; /* prepare_codel.standing, read without the lock */
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */
