@@ -9,7 +9,8 @@
 # profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON.
-# A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>.
+# A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
+# profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv). isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
 set -u
@@ -37,7 +38,7 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
 
 start_isnd() { # log, flags...
   local log=$1; shift
-  taskset -c "$ISND_CPUS" "$B/bin/isnd" --index "${INDEX:-$D/idx-deb}" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 \
+  taskset -c "$ISND_CPUS" "${isnd_bin:-$B/bin/isnd}" --index "${INDEX:-$D/idx-deb}" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 \
     "$@" >"$log" 2>&1 &
   isnd_pid=$!
   for _ in $(seq 1 1200); do
@@ -93,6 +94,7 @@ EOF
     profile)
       for c in $CONFIGS; do
         rate_var=RATE_$c; rate=${!rate_var}
+        bin_var=ISND_$c; isnd_bin=${!bin_var:-}
         start_isnd "$O/isnd-profile-$c.log" $(flags_of $c) || continue
         for m in ${PROFILE_MULTIPLES:-1 2}; do
           r=$(python3 -c "print(round($rate*$m))")
@@ -102,6 +104,7 @@ EOF
             | tee -a "$O/profile.json"
         done
         stop_isnd
+        isnd_bin=
       done ;;
     trivial)
       work=$(mktemp -d)
