@@ -60,12 +60,13 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         if (measured < 0.1 * sum) measured = 0.1 * sum;
         /* One job of a batch at most teaches the model (sched_learn_spaced); which one rotates. */
         uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
+        bool learns = sched_learn_claim(s, ISN_DEVICE_GPU, end);
         for (uint32_t j = 0; j < n; j++) {
             uint32_t i = (first_learner + j) % n;
             double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
-            if (sched_learns_now(&d->learn_after_ns, end))
-                sched_learn_spaced(s, &d->learn_after_ns, ISN_DEVICE_GPU, &batch[i]->features, measured * share,
-                                   measured * share, batch[i]->predicted_ns[ISN_DEVICE_GPU]);
+            if (learns && j == 0)
+                sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share, measured * share,
+                                   batch[i]->predicted_ns[ISN_DEVICE_GPU]);
             batch[i]->finished_ns = end;
             COUNT(s->ran_on[ISN_DEVICE_GPU]);
             sched_finish(s, batch[i], ISN_JOB_RAN);

@@ -42,6 +42,7 @@ void sched_predict(isn_scheduler *s, isn_job *job) {
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features);
     pthread_mutex_unlock(&s->model_lock);
+    job->predicted = true;
 }
 
 static double scale_locked(isn_scheduler *s, isn_device_kind device) {
@@ -63,14 +64,17 @@ void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_feature
     pthread_mutex_unlock(&s->model_lock);
 }
 
-bool sched_learns_now(const uint64_t *learn_after_ns, uint64_t now_ns) { return now_ns >= *learn_after_ns; }
+bool sched_learn_claim(isn_scheduler *s, isn_device_kind device, uint64_t now_ns) {
+    uint64_t after = atomic_load_explicit(&s->learn_after_ns[device], memory_order_relaxed);
+    return now_ns >= after && atomic_compare_exchange_strong(&s->learn_after_ns[device], &after, UINT64_MAX);
+}
 
-void sched_learn_spaced(isn_scheduler *s, uint64_t *learn_after_ns, isn_device_kind device,
-                        const isn_job_features *features, double cost_ns, double wall_ns, double predicted_ns) {
+void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
+                        double wall_ns, double predicted_ns) {
     uint64_t start = isn_now_ns();
     sched_learn(s, device, features, cost_ns, wall_ns, predicted_ns);
     uint64_t end = isn_now_ns();
-    *learn_after_ns = end + (uint64_t)(SCHED_LEARN_SPACING * (double)(end - start));
+    atomic_store(&s->learn_after_ns[device], end + (uint64_t)(SCHED_LEARN_SPACING * (double)(end - start)));
 }
 
 double sched_scale(isn_scheduler *s, isn_device_kind device) {
@@ -253,7 +257,9 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     job->complete = true;
     job->measured = true;
     if (!job->received_ns) job->received_ns = now;
-    sched_predict(s, job);
+    /* preparation predicted it already unless the features changed since (the probe) */
+    if (!job->predicted) sched_predict(s, job);
+    job->predicted = false;
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
 
     pthread_mutex_lock(&s->lock);
@@ -540,8 +546,8 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing.
      * The model learns the thread's CPU time, so that time other threads and processes take from
      * this one (preemption) does not teach it that queries got costlier; the scale sees that. */
-    if (job->complete && job->measured && sched_learns_now(&w->learn_after_ns, job->finished_ns))
-        sched_learn_spaced(s, &w->learn_after_ns, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
+    if (job->complete && job->measured && sched_learn_claim(s, ISN_DEVICE_CPU, job->finished_ns))
+        sched_learn_spaced(s, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
                            job->degraded ? 0.0 : job->predicted_ns[ISN_DEVICE_CPU]); /* a degraded one's was cut */
     commit_cpu(s, job, -1);
     sched_finish(s, job, ISN_JOB_RAN);
@@ -561,13 +567,17 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
     const isn_index *index = job->index ? job->index : s->config.index;
     if (!job->query || !index) return;
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
+    job->predicted = false;
     /* In a standing preparation backlog the workers' time goes to preparing: the probe, several times
      * the cost of the rest and only a sharper CPU prediction, is skipped (and so is the look at the
      * queues that decides whether it is needed). */
     bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed);
     bool gpu_bound = job->placement == ISN_PLACE_GPU ||
                      (job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job)));
-    if (!gpu_bound) isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
+    if (!gpu_bound) {
+        isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
+        job->predicted = false;
+    }
 }
 
 /* The user's analysis, then the features: both are the preparation whose time the CPU's wait counts.

@@ -132,6 +132,7 @@ struct isn_job {
     bool degraded;            /* admitted under overload with a reduced budget (degrade policy) */
     double run_budget_ns;     /* degraded: the most it may run, so that it ends by its admission point */
     double predicted_ns[ISN_DEVICE_KINDS];
+    bool predicted; /* predicted_ns is the model's for these features: admission predicts only if not */
     uint64_t enqueued_ns, started_ns, finished_ns;
     isn_job_outcome outcome;
     /* ISN_JOB_REFUSED: 0 when prepare() refused it (the callback said why), else the

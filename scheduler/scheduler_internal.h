@@ -333,7 +333,6 @@ typedef struct {
     void *arena;
     uint64_t rng;
     uint32_t prepared_in_row; /* preparations since its last CPU job */
-    uint64_t learn_after_ns;  /* the cost model learns from this worker's jobs again from then */
 } sched_worker;
 
 /* A batch a dispatcher sent and has not answered yet. */
@@ -357,7 +356,6 @@ typedef struct {
     uint64_t device_free_ns;    /* when the device answered its last batch */
     _Atomic uint64_t rest_until_ns; /* after a failure */
     isn_job **batch;
-    uint64_t learn_after_ns; /* as a worker's */
     /* Under the lock, while it waits on gpu_wake: when it wakes by itself (its batch's linger end or
      * latest start), or 0 when it holds no batch and needs a job to wake it. */
     uint64_t sleeps_until_ns;
@@ -410,6 +408,8 @@ struct isn_scheduler {
      * the model's lock. */
     _Atomic double scale[ISN_DEVICE_KINDS];
     _Atomic uint64_t learned_ns[ISN_DEVICE_KINDS]; /* when each scale was last refreshed */
+    /* When each device's model may learn again (sched_learn_claim); UINT64_MAX while a thread has the turn. */
+    _Atomic uint64_t learn_after_ns[ISN_DEVICE_KINDS];
     /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
     isn_service_meter meter[ISN_DEVICE_KINDS];
     isn_codel prepare_codel; /* under prepare_lock */
@@ -440,14 +440,16 @@ void sched_predict(isn_scheduler *s, isn_job *job);
  * with whatever else ran on the machine meanwhile) with predicted_ns (what admission assumed). */
 void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
                  double wall_ns, double predicted_ns);
-/* Whether a thread whose last learning ended as *learn_after_ns says should let the model learn from
- * the job it finished at now_ns (sched_learn_spaced). */
-bool sched_learns_now(const uint64_t *learn_after_ns, uint64_t now_ns);
-/* sched_learn, then *learn_after_ns set so that learning takes at most 1/SCHED_LEARN_SPACING of the
- * thread's time: one update (a least-squares step over every feature pair) costs microseconds, more
- * than a trivial query, and under one lock; learning from every job capped the node's rate. */
-void sched_learn_spaced(isn_scheduler *s, uint64_t *learn_after_ns, isn_device_kind device,
-                        const isn_job_features *features, double cost_ns, double wall_ns, double predicted_ns);
+/* Whether the calling thread may teach the device's model from a job it finished at now_ns; true
+ * claims the turn, which the caller must end with sched_learn_spaced. */
+bool sched_learn_claim(isn_scheduler *s, isn_device_kind device, uint64_t now_ns);
+/* sched_learn, then the device's next turn set so that its learning takes at most
+ * 1/SCHED_LEARN_SPACING of one thread's time, over all threads together: one update (a least-squares
+ * step over every feature pair) costs microseconds under the model's lock, which every admission's
+ * prediction takes too. Spaced per thread, a dozen workers held that lock a third of the time and
+ * predictions queued behind them. */
+void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
+                        double wall_ns, double predicted_ns);
 /* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
 double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Sets the outcome and calls the user's complete(). */
