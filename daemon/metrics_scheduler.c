@@ -27,10 +27,18 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},
         {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},
         {"isn_scheduler_shed_unprepared_total", "counter", "Of the overload sheds: requests refused from the preparation queue without analysis (past their admission point, or waiting past CoDel's target in a standing backlog).", st->shed_unprepared},
+        {"isn_scheduler_shed_unprepared_late_total", "counter", "Of the requests refused unprepared: those past their admission point (the rest waited past CoDel's target).", st->shed_unprepared_late},
+        {"isn_scheduler_prepare_waits_total", "counter", "Requests taken from the preparation queue (the count of the two wait sums).", st->prepare_waits},
         {"isn_scheduler_prepare_backlog_standing", "gauge", "1 while the preparation queue holds a standing backlog (CoDel: an interval's least wait above the target).", st->prepare_backlog_standing},
     };
     for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
         prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
+    prom_family(out, "isn_scheduler_arrival_wait_seconds_total", "counter",
+                "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.");
+    buffer_printf(out, "isn_scheduler_arrival_wait_seconds_total %.9g\n", st->arrival_wait_seconds_sum);
+    prom_family(out, "isn_scheduler_prepare_wait_seconds_total", "counter",
+                "Summed over the requests taken from the preparation queue: time they waited in it.");
+    buffer_printf(out, "isn_scheduler_prepare_wait_seconds_total %.9g\n", st->prepare_wait_seconds_sum);
     prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);

@@ -118,15 +118,27 @@ static double preparing_ns(const isn_scheduler *s) {
     return (double)(int)normal * s->prepare_ns / workers;
 }
 
-/* The soonest any device could start a job submitted now, for isn_scheduler_may_admit's lock-free
- * early check: refreshed on every admission decision. */
-static void publish_earliest_start(isn_scheduler *s, const double *wait) {
-    double prepared_gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
-    double soonest = wait[ISN_DEVICE_CPU] < prepared_gpu ? wait[ISN_DEVICE_CPU] : prepared_gpu;
-    atomic_store_explicit(&s->earliest_start_ns, soonest, memory_order_relaxed);
+/* Under the lock: how soon some device would be done with a typical job submitted now, given each
+ * device's wait (the CPU's counts the preparations ahead): a typical job's measured time on the CPU; a
+ * batch's fixed part and the linger time on the GPU, after the preparations ahead. The arrival check
+ * compares this with the admission point, so that what it lets in is what admission after
+ * preparation admits too: comparing only the waits let in jobs that the queue at its admission
+ * level then refused once they had been prepared, and under overload a third of the workers' time
+ * went to preparing them. */
+static double soonest_done(isn_scheduler *s, const double *wait) {
+    double cpu = wait[ISN_DEVICE_CPU] + s->meter[ISN_DEVICE_CPU].job_ns;
+    double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU] + isn_batch_cost_fixed_ns(&s->batch_cost) +
+                 (double)s->config.batch.linger_ns;
+    return cpu < gpu ? cpu : gpu;
+}
+
+/* soonest_done and each device's wait, for the checks made without the lock (isn_scheduler_may_admit_quick,
+ * sched_gpu_clearly_wins): refreshed on every admission decision. */
+static void publish_waits(isn_scheduler *s, const double *wait) {
+    atomic_store_explicit(&s->soonest_done_ns, soonest_done(s, wait), memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
-    atomic_store_explicit(&s->earliest_start_at_ns, isn_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
 }
 
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
@@ -161,7 +173,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     uint32_t gpus = sched_available_gpus(s, now);
     if (!gpus) {
         wait[ISN_DEVICE_GPU] = INFINITY;
-        publish_earliest_start(s, wait);
+        publish_waits(s, wait);
         return;
     }
     double model_gpu = scale[ISN_DEVICE_GPU] *
@@ -171,7 +183,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     double measured_gpu =
         isn_service_meter_wait_ns(&s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
-    publish_earliest_start(s, wait);
+    publish_waits(s, wait);
 }
 
 /* When a job must be admitted by: received plus its share of the budget (at most the early-stop
@@ -210,7 +222,18 @@ static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now
                                                              (starts_batch ? fixed_ns : 0.0)) +
                                     (starts_batch ? (double)s->config.batch.linger_ns : 0.0);
     bool already_dead = job->deadline_ns && job->deadline_ns <= now;
+    /* The arrival check let this job in against its admission point; the time it then spent being
+     * prepared is the node's own pipeline, and moves that point later (by half the room left before
+     * the early-stop point at most), so that admission after preparation does not refuse, for the
+     * node's own delay, what the arrival check admitted (the queues' waits sit at that point under
+     * overload). */
     double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
+    if (job->deadline_ns && job->preparation_ns > 0) {
+        double stop_at = (double)job->received_ns +
+                         s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns);
+        double room = stop_at > admit_by ? (stop_at - admit_by) / 2 : 0.0;
+        admit_by += job->preparation_ns < room ? job->preparation_ns : room;
+    }
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 
     *out = in;
@@ -319,8 +342,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait);
-    /* Unprepared jobs ahead of it are prepared first, by the workers (the CPU's wait counts them). */
-    return wait[ISN_DEVICE_CPU] <= remaining || preparing_ns(s) + wait[ISN_DEVICE_GPU] <= remaining;
+    return soonest_done(s, wait) <= remaining;
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
@@ -363,7 +385,7 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     bool already_dead;
     /* Only whether to probe hangs on this: the last admission's waits do while they are fresh (as in
      * isn_scheduler_may_admit_quick), without the lock every admission takes. */
-    if (now <= atomic_load_explicit(&s->earliest_start_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS) {
+    if (now <= atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS) {
         double wait[ISN_DEVICE_KINDS];
         for (int d = 0; d < ISN_DEVICE_KINDS; d++)
             wait[d] = atomic_load_explicit(&s->published_wait_ns[d], memory_order_relaxed);
@@ -394,10 +416,10 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     /* A refusal here reaches no admission decision, so it refreshes nothing: once the published
      * start is older than SCHED_QUICK_STALE_NS the full check runs (and publishes anew), or a refusal
      * based on it would latch. */
-    if (now > atomic_load_explicit(&s->earliest_start_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
+    if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
         return isn_scheduler_may_admit(s, received_ns, deadline_ns);
     double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
-    bool ok = atomic_load_explicit(&s->earliest_start_ns, memory_order_relaxed) <= remaining;
+    bool ok = atomic_load_explicit(&s->soonest_done_ns, memory_order_relaxed) <= remaining;
     if (!ok) COUNT(s->shed_overload);
     return ok;
 }
@@ -408,6 +430,7 @@ bool isn_scheduler_prepares_on_submit(const isn_scheduler *s) {
 
 isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
     if (!job->received_ns) job->received_ns = isn_now_ns();
+    job->preparation_ns = 0;
     if (!s->config.prepare) {
         sched_take_features(s, job);
         return sched_admit(s, job);
@@ -604,7 +627,7 @@ static bool preparation_waiting(isn_scheduler *s) {
 
 static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     uint64_t now = isn_now_ns();
-    bool unworthy = false, large = false;
+    bool unworthy = false, late = false, large = false;
     pthread_mutex_lock(&s->prepare_lock);
     isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
     if (!job && large_takeable(s)) {
@@ -619,6 +642,10 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     if (job) {
         atomic_fetch_sub(&s->prepare_pending, 1);
         double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
+        job->preparation_ns = sojourn;
+        COUNT(s->prepare_waits);
+        ADD(s->prepare_wait_ns, (uint64_t)sojourn);
+        if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
         if (!large) {
             isn_codel_observe(&s->prepare_codel, sojourn, now);
             atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
@@ -626,9 +653,9 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
         /* Refused unprepared: past its admission point nothing can admit it, and in a standing
          * backlog a job that waited past the target makes room for fresher ones (CoDel). */
-        unworthy = job->deadline_ns && now < job->deadline_ns &&
-                   ((double)now >= admit_by ||
-                    (!large && isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns)));
+        late = job->deadline_ns && now < job->deadline_ns && (double)now >= admit_by;
+        unworthy = late || (job->deadline_ns && now < job->deadline_ns && !large &&
+                            isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
     }
     pthread_mutex_unlock(&s->prepare_lock);
     if (!job) return false;
@@ -637,6 +664,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     if (unworthy) {
         COUNT(s->shed_overload);
         COUNT(s->shed_unprepared);
+        if (late) COUNT(s->shed_unprepared_late);
         job->refusal = (int)ISN_SUBMIT_SHED_LATE;
         sched_finish(s, job, ISN_JOB_REFUSED);
     } else if (job->deadline_ns && now >= job->deadline_ns) {
@@ -649,6 +677,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         sched_finish(s, job, ISN_JOB_REFUSED);
     } else {
         COUNT(s->prepared);
+        job->preparation_ns += took_ns;
         isn_submit_result result = admit(s, job, took_ns);
         if (result != ISN_SUBMIT_QUEUED) {
             job->refusal = (int)result;
@@ -984,6 +1013,10 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->prepared = LOAD(s->prepared);
     st->refused_prepare = LOAD(s->refused_prepare);
     st->shed_unprepared = LOAD(s->shed_unprepared);
+    st->shed_unprepared_late = LOAD(s->shed_unprepared_late);
+    st->prepare_waits = LOAD(s->prepare_waits);
+    st->arrival_wait_seconds_sum = (double)LOAD(s->arrival_wait_ns) / 1e9;
+    st->prepare_wait_seconds_sum = (double)LOAD(s->prepare_wait_ns) / 1e9;
     st->shed_full = LOAD(s->shed_full);
     st->shed_overload = LOAD(s->shed_overload);
     st->degraded = LOAD(s->degraded);

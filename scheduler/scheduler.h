@@ -133,6 +133,7 @@ struct isn_job {
     double run_budget_ns;     /* degraded: the most it may run, so that it ends by its admission point */
     double predicted_ns[ISN_DEVICE_KINDS];
     bool predicted; /* predicted_ns is the model's for these features: admission predicts only if not */
+    double preparation_ns; /* how long it waited for and took in preparation (see route_input_given) */
     uint64_t enqueued_ns, started_ns, finished_ns;
     isn_job_outcome outcome;
     /* ISN_JOB_REFUSED: 0 when prepare() refused it (the callback said why), else the
@@ -341,6 +342,12 @@ typedef struct {
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */
     uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
     uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
+    uint64_t shed_unprepared_late; /* of those: past their admission point (the rest: CoDel) */
+    /* Requests taken from the preparation queue, with the time they had spent from arrival (the
+     * loop's arrival floor) to that queue and in it, summed: where a request's budget went before a
+     * worker looked at it. */
+    uint64_t prepare_waits;
+    double arrival_wait_seconds_sum, prepare_wait_seconds_sum;
     double measured_job_seconds[ISN_DEVICE_KINDS]; /* each device's measured time per job (0: none yet) */
     bool prepare_backlog_standing; /* the preparation queue holds a standing backlog (CoDel) */
     uint32_t running;

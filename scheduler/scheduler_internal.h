@@ -393,9 +393,9 @@ struct isn_scheduler {
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
-    _Atomic double earliest_start_ns; /* the soonest wait any device offered at the last admission decision */
+    _Atomic double soonest_done_ns; /* soonest_done at the last admission decision (isn_scheduler_may_admit_quick) */
     _Atomic double published_wait_ns[ISN_DEVICE_KINDS]; /* each device's wait then */
-    _Atomic uint64_t earliest_start_at_ns; /* when that was */
+    _Atomic uint64_t waits_published_at_ns; /* when they were published */
     atomic_uint running;
 
     pthread_mutex_t model_lock;
@@ -429,7 +429,8 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
-    _Atomic uint64_t prepared, refused_prepare, shed_unprepared;
+    _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late;
+    _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns;
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];
 };
