@@ -191,6 +191,14 @@ isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_
     return old;
 }
 
+bool isn_gpu_backend_device_replace_pending(const isn_gpu_device *device) {
+    backend_device_state *s = device->state;
+    pthread_mutex_lock(&s->lock);
+    bool pending = s->replace_pending;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
 int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn_gpu_device *device) {
     if (backend == NULL || max_batch == 0) return -1;
     backend_device_state *s = calloc(1, sizeof *s);

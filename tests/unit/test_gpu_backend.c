@@ -899,7 +899,9 @@ static void test_scheduler_device_pipelined_emulated(void **state) {
     atomic_init(&sw.done, false);
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, swap_backend, &sw), 0);
-    usleep(50000);
+    /* the swap has begun once it is pending (a fixed sleep raced with a loaded machine) */
+    for (int i = 0; i < 10000 && !isn_gpu_backend_device_replace_pending(&dev); i++) usleep(1000);
+    assert_true(isn_gpu_backend_device_replace_pending(&dev));
     assert_false(atomic_load(&sw.done));
     assert_int_equal(dev.submit(dev.state, ptrs + 16, 16, err, sizeof err), GPU_DEVICE_BUSY);
     assert_int_equal(dev.complete(dev.state, flying, err, sizeof err), 0);
