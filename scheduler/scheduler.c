@@ -38,10 +38,10 @@ void sched_timespec_at(uint64_t ns, struct timespec *ts) {
 }
 
 void sched_predict(isn_scheduler *s, isn_job *job) {
-    pthread_mutex_lock(&s->model_lock);
+    pthread_rwlock_rdlock(&s->model_lock);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features);
-    pthread_mutex_unlock(&s->model_lock);
+    pthread_rwlock_unlock(&s->model_lock);
     job->predicted = true;
 }
 
@@ -53,7 +53,7 @@ static double scale_locked(isn_scheduler *s, isn_device_kind device) {
 
 void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
                  double wall_ns, double predicted_ns) {
-    pthread_mutex_lock(&s->model_lock);
+    pthread_rwlock_wrlock(&s->model_lock);
     isn_cost_learn(&s->model, device, features, cost_ns);
     if (wall_ns > 0 && predicted_ns > 0 && isfinite(wall_ns) && isfinite(predicted_ns)) {
         s->actual_ewma[device] += SCHED_SCALE_WEIGHT * (wall_ns - s->actual_ewma[device]);
@@ -61,7 +61,7 @@ void sched_learn(isn_scheduler *s, isn_device_kind device, const isn_job_feature
         atomic_store_explicit(&s->scale[device], scale_locked(s, device), memory_order_relaxed);
         atomic_store_explicit(&s->learned_ns[device], isn_now_ns(), memory_order_relaxed);
     }
-    pthread_mutex_unlock(&s->model_lock);
+    pthread_rwlock_unlock(&s->model_lock);
 }
 
 bool sched_learn_claim(isn_scheduler *s, isn_device_kind device, uint64_t now_ns) {
@@ -613,8 +613,6 @@ static bool prepare_timed(isn_scheduler *s, isn_job *job, void *worker_state, do
     return ok;
 }
 
-/* A worker prepares the earliest-deadline unprepared job, if any, and admits it. False when there
- * was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
 /* Whether a worker may take a large request to prepare now (exact under prepare_lock). */
 static bool large_takeable(isn_scheduler *s) {
     return atomic_load(&s->large_pending) && atomic_load(&s->large_preparing) < SCHED_LARGE_PREPARERS;
@@ -625,12 +623,12 @@ static bool preparation_waiting(isn_scheduler *s) {
     return atomic_load(&s->prepare_pending) > atomic_load(&s->large_pending) || large_takeable(s);
 }
 
-static bool prepare_one(isn_scheduler *s, sched_worker *w) {
-    uint64_t now = isn_now_ns();
-    bool unworthy = false, late = false, large = false;
-    pthread_mutex_lock(&s->prepare_lock);
+/* Under prepare_lock: takes one job from the preparation queues into the worker's hands and decides
+ * there whether it is refused unprepared. False when there was none it may take. */
+static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
+    bool large = false;
     isn_job *job = s->prepare_queue.size ? isn_edf_pop(&s->prepare_queue) : NULL;
-    if (!job && large_takeable(s)) {
+    if (!job && !w->taken_count && large_takeable(s)) {
         /* Large requests (a 4 MiB query's analysis takes a worker for many normal queries' time) are
          * prepared by SCHED_LARGE_PREPARERS workers at most, after the normal ones: their senders
          * cannot hold every worker. */
@@ -639,26 +637,57 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         atomic_fetch_add(&s->large_preparing, 1);
         atomic_fetch_sub(&s->large_pending, 1);
     }
-    if (job) {
-        atomic_fetch_sub(&s->prepare_pending, 1);
-        double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
-        job->preparation_ns = sojourn;
-        COUNT(s->prepare_waits);
-        ADD(s->prepare_wait_ns, (uint64_t)sojourn);
-        if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
-        if (!large) {
-            isn_codel_observe(&s->prepare_codel, sojourn, now);
-            atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
-        }
-        double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
-        /* Refused unprepared: past its admission point nothing can admit it, and in a standing
-         * backlog a job that waited past the target makes room for fresher ones (CoDel). */
-        late = job->deadline_ns && now < job->deadline_ns && (double)now >= admit_by;
-        unworthy = late || (job->deadline_ns && now < job->deadline_ns && !large &&
-                            isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
-    }
-    pthread_mutex_unlock(&s->prepare_lock);
     if (!job) return false;
+    atomic_fetch_sub(&s->prepare_pending, 1);
+    double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
+    COUNT(s->prepare_waits);
+    ADD(s->prepare_wait_ns, (uint64_t)sojourn);
+    if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
+    if (!large) {
+        isn_codel_observe(&s->prepare_codel, sojourn, now);
+        atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
+    }
+    double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
+    /* Refused unprepared: past its admission point nothing can admit it, and in a standing
+     * backlog a job that waited past the target makes room for fresher ones (CoDel). */
+    bool late = job->deadline_ns && now < job->deadline_ns && (double)now >= admit_by;
+    bool unworthy = late || (job->deadline_ns && now < job->deadline_ns && !large &&
+                             isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
+    w->taken[w->taken_count].job = job;
+    w->taken[w->taken_count].unworthy = unworthy;
+    w->taken[w->taken_count].late = late;
+    w->taken[w->taken_count].large = large;
+    w->taken_count++;
+    return true;
+}
+
+/* Takes the next jobs to prepare: from a long queue several at once (a share of the backlog that
+ * leaves the other workers as much), since the queue's lock, taken once per job by a dozen workers
+ * and the loops, was where workers waited most. False when there were none. */
+static bool take_preparations(isn_scheduler *s, sched_worker *w) {
+    w->taken_count = w->taken_next = 0;
+    uint32_t workers = s->config.workers ? s->config.workers : 1;
+    unsigned normal = atomic_load(&s->prepare_pending) - atomic_load(&s->large_pending);
+    uint32_t want = (uint32_t)((int)normal > 0 ? (unsigned)normal : 0u) / workers;
+    want = want < 1 ? 1 : want > SCHED_PREPARE_TAKE ? SCHED_PREPARE_TAKE : want;
+    uint64_t now = isn_now_ns();
+    pthread_mutex_lock(&s->prepare_lock);
+    while (w->taken_count < want && take_one_locked(s, w, now))
+        if (w->taken[w->taken_count - 1].large) break;
+    pthread_mutex_unlock(&s->prepare_lock);
+    return w->taken_count > 0;
+}
+
+/* A worker prepares the next job it took (taking more when it has none), and admits it. False when
+ * there was none. Preparing is short and decides where the job goes, so it comes before all CPU work. */
+static bool prepare_one(isn_scheduler *s, sched_worker *w) {
+    if (w->taken_next == w->taken_count && !take_preparations(s, w)) return false;
+    isn_job *job = w->taken[w->taken_next].job;
+    bool unworthy = w->taken[w->taken_next].unworthy, late = w->taken[w->taken_next].late,
+         large = w->taken[w->taken_next].large;
+    w->taken_next++;
+    uint64_t now = isn_now_ns();
+    job->preparation_ns = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
     w->prepared_in_row++;
     double took_ns = 0;
     if (unworthy) {
@@ -710,7 +739,9 @@ static void *worker_main(void *arg) {
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
         /* Preparing comes first, but a few at a time: queued work must not starve under a flood. */
-        if (w->prepared_in_row < SCHED_PREPARE_BURST && atomic_load_explicit(&s->prepare_pending, memory_order_relaxed) &&
+        bool holds_taken = w->taken_next < w->taken_count;
+        if ((holds_taken || (w->prepared_in_row < SCHED_PREPARE_BURST &&
+                             atomic_load_explicit(&s->prepare_pending, memory_order_relaxed))) &&
             prepare_one(s, w))
             continue;
         w->prepared_in_row = 0;
@@ -874,9 +905,15 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     config = &s->config; /* with the devices made here */
     isn_batch_cost_init(&s->batch_cost, config->batch.launch_ns, SCHED_BATCH_PER_JOB_START_NS);
     s->start_ns = isn_now_ns();
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->prepare_lock, NULL);
-    pthread_mutex_init(&s->model_lock, NULL);
+    /* Held briefly by many threads at a time: a waiter spins a little before it sleeps, instead of
+     * paying a futex sleep and wake-up for a hold shorter than either. */
+    pthread_mutexattr_t spin_first;
+    pthread_mutexattr_init(&spin_first);
+    pthread_mutexattr_settype(&spin_first, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&s->lock, &spin_first);
+    pthread_mutex_init(&s->prepare_lock, &spin_first);
+    pthread_mutexattr_destroy(&spin_first);
+    pthread_rwlock_init(&s->model_lock, NULL);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) atomic_init(&s->scale[d], 1.0);
     init_cond(&s->cpu_wake);
     init_cond(&s->gpu_wake);
@@ -997,7 +1034,7 @@ void isn_scheduler_stop(isn_scheduler *s) {
     free(s->dispatchers);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->prepare_lock);
-    pthread_mutex_destroy(&s->model_lock);
+    pthread_rwlock_destroy(&s->model_lock);
     pthread_cond_destroy(&s->cpu_wake);
     pthread_cond_destroy(&s->gpu_wake);
     pthread_cond_destroy(&s->ready_changed);
@@ -1053,13 +1090,13 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->prepare_backlog_standing = atomic_load(&s->prepare_standing);
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
-    pthread_mutex_lock(&s->model_lock);
+    pthread_rwlock_rdlock(&s->model_lock);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         st->mape[d] = isn_cost_mape(&s->model, (isn_device_kind)d);
         st->service_scale[d] = scale_locked(s, (isn_device_kind)d);
         st->model_updates[d] = s->model.device[d].updates;
     }
-    pthread_mutex_unlock(&s->model_lock);
+    pthread_rwlock_unlock(&s->model_lock);
 }
 
 uint32_t isn_scheduler_gpu_count(const isn_scheduler *s) { return s->own_gpus_real ? s->num_own_gpus : 0; }
@@ -1076,7 +1113,7 @@ bool isn_scheduler_gpu_health(isn_scheduler *s, uint32_t device, isn_gpu_health 
 }
 
 void sched_get_model(isn_scheduler *s, isn_cost_model *model) {
-    pthread_mutex_lock(&s->model_lock);
+    pthread_rwlock_rdlock(&s->model_lock);
     *model = s->model;
-    pthread_mutex_unlock(&s->model_lock);
+    pthread_rwlock_unlock(&s->model_lock);
 }

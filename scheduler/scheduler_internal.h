@@ -74,6 +74,8 @@ void isn_gpu_backend_device_free(isn_gpu_device *device);
 void isn_gpu_backend_device_health(const isn_gpu_device *device, isn_gpu_health *health);
 /* Installs another backend between batches (NULL: none for now) and returns the one it had. */
 isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_backend *backend);
+/* Whether a replace is waiting for the batches in flight (new batches are refused meanwhile). */
+bool isn_gpu_backend_device_replace_pending(const isn_gpu_device *device);
 
 /* Fills *device; free with isn_gpu_sim_free(device). 0, or -1 when out of memory. */
 int isn_gpu_sim_new(const isn_gpu_sim_config *config, uint32_t max_batch, uint64_t memory_budget,
@@ -309,6 +311,7 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
+#define SCHED_PREPARE_TAKE 8           /* jobs a worker takes from a long preparation queue at once */
 #define SCHED_LARGE_PREPARERS 1        /* workers that may prepare large requests at once */
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
@@ -333,6 +336,13 @@ typedef struct {
     void *arena;
     uint64_t rng;
     uint32_t prepared_in_row; /* preparations since its last CPU job */
+    /* Jobs taken from the preparation queue in one trip through its lock, with what was decided of
+     * each there (prepare_one prepares them one at a time). */
+    struct {
+        isn_job *job;
+        bool unworthy, late, large;
+    } taken[SCHED_PREPARE_TAKE];
+    uint32_t taken_count, taken_next;
 } sched_worker;
 
 /* A batch a dispatcher sent and has not answered yet. */
@@ -398,7 +408,8 @@ struct isn_scheduler {
     _Atomic uint64_t waits_published_at_ns; /* when they were published */
     atomic_uint running;
 
-    pthread_mutex_t model_lock;
+    /* Every admission reads the model to predict; only the spaced learners write it. */
+    pthread_rwlock_t model_lock;
     isn_cost_model model;
     /* Measured over predicted service, per device, as moving sums: the model predicts a query's cost
      * on an idle machine; this says how much slower the node runs now (other processes, memory
