@@ -7,17 +7,10 @@ isn_route isn_route_decide(const isn_route_input *in, isn_device_kind *best) {
     double completion[ISN_DEVICE_KINDS];
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         completion[d] = in->available[d] ? in->wait_ns[d] + in->service_ns[d] : INFINITY;
-    double limit[ISN_DEVICE_KINDS] = {[ISN_DEVICE_CPU] = in->remaining_ns,
-                                      [ISN_DEVICE_GPU] = in->remaining_ns + in->gpu_grace_ns};
     isn_device_kind winner = completion[ISN_DEVICE_GPU] < completion[ISN_DEVICE_CPU] ? ISN_DEVICE_GPU : ISN_DEVICE_CPU;
     isn_device_kind other = winner == ISN_DEVICE_CPU ? ISN_DEVICE_GPU : ISN_DEVICE_CPU;
-    /* The sooner device misses its limit where the other, with its own, does not: the other it is. */
-    if (in->remaining_ns > 0 && !(completion[winner] <= limit[winner]) && completion[other] <= limit[other]) {
-        *best = other;
-        return other == ISN_DEVICE_CPU ? ISN_ROUTE_CPU : ISN_ROUTE_GPU;
-    }
     *best = winner;
-    if (in->remaining_ns > 0 && !(completion[winner] <= limit[winner])) {
+    if (in->remaining_ns > 0 && !(completion[winner] <= in->remaining_ns)) {
         /* Degrading helps only a job that starts with time to do something: early termination
          * shortens the run, not the wait. Only the CPU can stop a query early. */
         double left = in->remaining_ns - in->wait_ns[ISN_DEVICE_CPU];

@@ -233,17 +233,16 @@ static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now
                                     (starts_batch ? (double)s->config.batch.linger_ns : 0.0);
     bool already_dead = job->deadline_ns && job->deadline_ns <= now;
     /* The arrival check let this job in against its admission point; the time it then spent being
-     * prepared is the node's own pipeline, and moves that point later for the GPU (by half the room
-     * left before the early-stop point at most), so that admission after preparation does not
-     * refuse, for the node's own delay, what the arrival check admitted (the queues' waits sit at that
-     * point under overload). Not for the CPU: its queue is served by workers that prepare first, and
-     * CPU jobs admitted that late waited past their early stop or deadline. */
+     * prepared is the node's own pipeline, and moves that point later (by half the room left before
+     * the early-stop point at most), so that admission after preparation does not refuse, for the
+     * node's own delay, what the arrival check admitted (the queues' waits sit at that point under
+     * overload). */
     double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
     if (job->deadline_ns && job->preparation_ns > 0) {
         double stop_at = (double)job->received_ns +
                          s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns);
         double room = stop_at > admit_by ? (stop_at - admit_by) / 2 : 0.0;
-        in.gpu_grace_ns = job->preparation_ns < room ? job->preparation_ns : room;
+        admit_by += job->preparation_ns < room ? job->preparation_ns : room;
     }
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 

@@ -185,7 +185,6 @@ typedef struct {
     double service_ns[ISN_DEVICE_KINDS];
     bool available[ISN_DEVICE_KINDS];
     double remaining_ns; /* until the deadline; <= 0 means none */
-    double gpu_grace_ns; /* the GPU may finish this much later (see route_input_given) */
     double margin;       /* e.g. 0.25 */
     bool degrade_ok;
     double degrade_min_share; /* e.g. 0.5 */
