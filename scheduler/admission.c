@@ -24,10 +24,7 @@ void isn_service_meter_sample(isn_service_meter *meter, uint64_t busy_ns_total, 
         return;
     }
     double job_ns = (double)busy / (double)jobs;
-    double share = (double)busy / (double)(now_ns - meter->window_start_ns);
-    bool first = !(meter->job_ns > 0);
-    meter->job_ns = first ? job_ns : meter->job_ns + SCHED_METER_WEIGHT * (job_ns - meter->job_ns);
-    meter->busy_share = first ? share : meter->busy_share + SCHED_METER_WEIGHT * (share - meter->busy_share);
+    meter->job_ns = meter->job_ns > 0 ? meter->job_ns + SCHED_METER_WEIGHT * (job_ns - meter->job_ns) : job_ns;
     meter->measured_ns = now_ns;
     meter->window_start_ns = now_ns;
     meter->jobs_at_start = jobs_total;

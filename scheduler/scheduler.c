@@ -141,15 +141,6 @@ static void publish_waits(isn_scheduler *s, const double *wait) {
     atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
 }
 
-/* Under the lock: the workers the CPU's queue has: workers prepare before they search, so it has what
- * preparation leaves them (measured), one at least. Counting every worker made the CPU's wait look
- * short while preparation took half of them, and jobs admitted on it waited past their deadlines. */
-static double cpu_search_servers(const isn_scheduler *s) {
-    double workers = s->config.workers ? s->config.workers : 1;
-    double left = workers - s->prepare_meter.busy_share;
-    return left > 1.0 ? left : workers < 1.0 ? workers : 1.0;
-}
-
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
 static double cpu_jobs_ahead(isn_scheduler *s) {
     return (double)s->queues[ISN_QUEUE_CPU].size + s->queues[ISN_QUEUE_UNDECIDED].size +
@@ -168,9 +159,8 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     const isn_edf_queue *q = s->queues;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         isn_service_meter_sample(&s->meter[d], LOAD(s->busy_ns[d]), LOAD(s->ran_on[d]), now);
-    isn_service_meter_sample(&s->prepare_meter, LOAD(s->prepare_busy_ns), LOAD(s->prepared), now);
     double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
-    double workers = cpu_search_servers(s);
+    double workers = s->config.workers ? s->config.workers : 1;
     double model_cpu = scale[ISN_DEVICE_CPU] *
                        (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] +
                         (committed > 0 ? committed : 0)) /
@@ -716,7 +706,6 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
         sched_finish(s, job, ISN_JOB_REFUSED);
     } else {
         COUNT(s->prepared);
-        ADD(s->prepare_busy_ns, (uint64_t)took_ns);
         job->preparation_ns += took_ns;
         isn_submit_result result = admit(s, job, took_ns);
         if (result != ISN_SUBMIT_QUEUED) {
@@ -940,7 +929,6 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
          isn_edf_init(&s->large_prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
-    isn_service_meter_init(&s->prepare_meter, s->start_ns);
     isn_codel_init(&s->prepare_codel, s->start_ns);
     for (uint32_t i = 0; i < config->workers && ok; i++) {
         sched_worker *w = &s->workers[i];

@@ -247,7 +247,6 @@ bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs
  *   before any analysis; a job past its admission point is refused unprepared in any case. */
 typedef struct {
     double job_ns;          /* measured device time per job (moving average); 0 before any window */
-    double busy_share;      /* busy time over the windows' length (moving average): servers kept busy */
     uint64_t measured_ns;   /* when job_ns was last updated */
     uint64_t window_start_ns, jobs_at_start, busy_at_start;
 } isn_service_meter;
@@ -425,10 +424,6 @@ struct isn_scheduler {
     /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
     isn_service_meter meter[ISN_DEVICE_KINDS];
     isn_codel prepare_codel; /* under prepare_lock */
-    /* Under the lock: the workers' preparing, as a device: its busy share is the workers' time that
-     * preparation takes, which searching cannot have. */
-    isn_service_meter prepare_meter;
-    _Atomic uint64_t prepare_busy_ns;
     atomic_bool prepare_standing; /* prepare_codel.standing, read without the lock */
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */

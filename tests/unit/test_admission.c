@@ -111,7 +111,6 @@ static void meter_measures_busy_time_per_job_in_windows(void **state) {
     assert_true(m.job_ns == 0);
     isn_service_meter_sample(&m, 4 * MS, 40, SCHED_METER_WINDOW_NS);
     assert_true(fabs(m.job_ns - 100000.0) < 1e-6);
-    assert_true(fabs(m.busy_share - (double)(4 * MS) / SCHED_METER_WINDOW_NS) < 1e-9); /* servers kept busy */
     assert_true(fabs(isn_service_meter_wait_ns(&m, 8, 4) - 200000.0) < 1e-6);
     /* a window with too few jobs says nothing yet */
     isn_service_meter_sample(&m, 24 * MS, 41, 2 * SCHED_METER_WINDOW_NS);
