@@ -132,10 +132,29 @@ static double soonest_done(isn_scheduler *s, const double *wait) {
     return cpu < gpu ? cpu : gpu;
 }
 
+/* Under the lock: how soon some device could start a job submitted now. */
+static double soonest_start(isn_scheduler *s, const double *wait) {
+    double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
+    return wait[ISN_DEVICE_CPU] < gpu ? wait[ISN_DEVICE_CPU] : gpu;
+}
+
+/* A query that misses its deadline although the work queued ahead of it takes at most this share of
+ * its budget misses it by its own cost: it runs cut short and answers partially instead of being
+ * refused as overload (RESOURCE_EXHAUSTED means the node is overloaded, not that a query is big). */
+#define OWN_COST_QUEUE_SHARE 0.5
+
+/* The arrival check: a typical job would be done by the admission point, or the wait ahead is short
+ * enough that missing it would be the job's own cost (typical jobs slower than the budget on an idle
+ * node are run and answered partially, as admission would, not refused as overload). */
+static bool arrival_admits(double remaining_ns, double done_ns, double start_ns) {
+    return done_ns <= remaining_ns || start_ns <= OWN_COST_QUEUE_SHARE * remaining_ns;
+}
+
 /* soonest_done and each device's wait, for the checks made without the lock (isn_scheduler_may_admit_quick,
  * sched_gpu_clearly_wins): refreshed on every admission decision. */
 static void publish_waits(isn_scheduler *s, const double *wait) {
     atomic_store_explicit(&s->soonest_done_ns, soonest_done(s, wait), memory_order_relaxed);
+    atomic_store_explicit(&s->soonest_start_ns, soonest_start(s, wait), memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
     atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
@@ -195,11 +214,6 @@ static double admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t
                                                                                 : s->config.early_stop_fraction;
     return (double)received_ns + fraction * (double)(deadline_ns - received_ns);
 }
-
-/* A query that misses its deadline although the work queued ahead of it takes at most this share of
- * its budget misses it by its own cost: it runs cut short and answers partially instead of being
- * refused as overload (RESOURCE_EXHAUSTED means the node is overloaded, not that a query is big). */
-#define OWN_COST_QUEUE_SHARE 0.5
 
 /* What routing weighs for this job now, given each device's wait and whether the job would start a
  * GPU batch. True when it is already past its deadline. */
@@ -342,7 +356,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait);
-    return soonest_done(s, wait) <= remaining;
+    return arrival_admits(remaining, soonest_done(s, wait), soonest_start(s, wait));
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
@@ -419,7 +433,8 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
         return isn_scheduler_may_admit(s, received_ns, deadline_ns);
     double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
-    bool ok = atomic_load_explicit(&s->soonest_done_ns, memory_order_relaxed) <= remaining;
+    bool ok = arrival_admits(remaining, atomic_load_explicit(&s->soonest_done_ns, memory_order_relaxed),
+                             atomic_load_explicit(&s->soonest_start_ns, memory_order_relaxed));
     if (!ok) COUNT(s->shed_overload);
     return ok;
 }

@@ -403,7 +403,8 @@ struct isn_scheduler {
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
-    _Atomic double soonest_done_ns; /* soonest_done at the last admission decision (isn_scheduler_may_admit_quick) */
+    /* soonest_done and soonest_start at the last admission decision (isn_scheduler_may_admit_quick) */
+    _Atomic double soonest_done_ns, soonest_start_ns;
     _Atomic double published_wait_ns[ISN_DEVICE_KINDS]; /* each device's wait then */
     _Atomic uint64_t waits_published_at_ns; /* when they were published */
     atomic_uint running;
