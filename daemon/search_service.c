@@ -167,6 +167,7 @@ static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest
     query->terms = terms;
     query->num_terms = 0;
     query->num_unknown = 0;
+    query->structure = NULL;
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *text = request->terms[i];
         uint32_t term_id;

@@ -353,6 +353,24 @@ float isn_cursor_shallow_max(const isn_cursor *cursor);
 uint32_t isn_index_positions(const isn_index *index, uint32_t term_id, uint32_t doc, uint32_t field,
                              uint32_t *out, uint32_t cap);
 
+/* Positions read alongside a posting cursor, for phrase matching in the first stage: the cursor walks
+ * the doc ids, this walks the same list's positions forward with it, so a phrase costs a pass over
+ * the positions of the postings it lands on, never a search from the block's start. Caller memory. */
+typedef struct {
+    const isn_index *index;
+    uint64_t first_block; /* the term's first block among all blocks */
+    uint32_t block;       /* block whose positions `at` points into; UINT32_MAX for none */
+    uint32_t posting;     /* index within that block of the posting `at` starts */
+    const uint8_t *at;    /* NULL once the section proved malformed: no positions from then on */
+} isn_positions_cursor;
+
+void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index *index, uint32_t term_id);
+/* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
+ * forward between calls), ascending; writes at most cap, returns how many there are (0 without
+ * positions in the index). */
+uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cursor *cursor, uint32_t field,
+                                   uint32_t *out, uint32_t cap);
+
 /* ------------------------------------------------------------------ synthetic partitions */
 
 typedef struct {

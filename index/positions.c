@@ -41,3 +41,41 @@ uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc
     }
     return n;
 }
+
+void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, uint32_t term_id) {
+    pc->index = ix;
+    pc->first_block = term_id < ix->meta->num_terms ? ix->terms[term_id].first_block : 0;
+    pc->block = UINT32_MAX;
+    pc->posting = 0;
+    pc->at = ix->pos_blocks ? ix->positions : NULL;
+}
+
+uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *cursor, uint32_t field, uint32_t *out,
+                                   uint32_t cap) {
+    const isn_index *ix = pc->index;
+    if (!pc->at || cursor->doc == ISN_DOC_END || field >= ix->meta->num_fields) return 0;
+    const uint8_t *end = ix->positions + ix->positions_bytes;
+    uint32_t nf = ix->meta->num_fields;
+    if (pc->block != cursor->block || pc->posting > cursor->pos) {
+        uint64_t offset = ix->pos_blocks[pc->first_block + cursor->block];
+        if (offset >= ix->positions_bytes) {
+            pc->at = NULL;
+            return 0;
+        }
+        pc->at = ix->positions + offset;
+        pc->block = cursor->block;
+        pc->posting = 0;
+    }
+    for (; pc->posting < cursor->pos && pc->at; pc->posting++) pc->at = skip_posting(pc->at, end, nf);
+    const uint8_t *p = pc->at;
+    for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
+    uint32_t n = 0, pos = 0;
+    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t gap;
+        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
+        pos = j == 0 ? gap : pos + gap;
+        if (j < cap) out[j] = pos;
+    }
+    return n;
+}
