@@ -390,7 +390,7 @@ static int run_local(isn_searcher *s, const isn_index *ix, const query_args *a, 
         isn_search_stats st;
         uint32_t n;
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(s, query->text, strlen(query->text), &parsed, err, sizeof err) != 0 ||
+        if (isn_query_parse_syntax(s, query->text, strlen(query->text), NULL, 0, &parsed, err, sizeof err) != 0 ||
             isn_search(s, &parsed, &a->search, hits, &n, &st, err, sizeof err) != 0) {
             query_error(a, query, err);
             rc = 1;
@@ -467,7 +467,7 @@ static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queri
         isn_query q;
         isn_search_stats st;
         uint32_t n, m;
-        if (isn_query_parse(s, qtext, strlen(qtext), &q, err, sizeof err) != 0 ||
+        if (isn_query_parse_syntax(s, qtext, strlen(qtext), NULL, 0, &q, err, sizeof err) != 0 ||
             isn_search(s, &q, &first, hits, &n, &st, err, sizeof err) != 0) {
             fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
             rc = 1;
