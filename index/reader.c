@@ -372,12 +372,17 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
         return NULL;
     }
     for (uint32_t d = 0; d < nd; d++) ix->norms[d] = isn_bm25_doc_norm(&ix->info.bm25, isn_index_doc_len(ix, d), ix->info.avg_doc_len);
+    if (isn_index_open_attributes(ix, dir, err, err_len) != 0) {
+        isn_index_close(ix);
+        return NULL;
+    }
     return ix;
 }
 
 void isn_index_close(isn_index *ix) {
     if (!ix) return;
     if (ix->map) munmap(ix->map, ix->map_bytes);
+    if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
     free(ix->norms);
     free(ix->doc_lens);
     free(ix->docid_offs);

@@ -36,7 +36,14 @@ struct isn_index {
     const isn_stored_header *stored;
     const isn_stored_block *stored_blocks;
     const uint8_t *stored_data;
+    /* Attributes (attributes.c): DIR/attributes.isn mapped, NULL without. */
+    uint8_t *attributes_map;
+    size_t attributes_bytes;
+    const struct isn_attribute_entry_s *attributes;
+    uint32_t num_attributes;
 };
+/* DIR/attributes.isn when there is one, validated against the index (attributes.c): 0, or -1 with err. */
+int isn_index_open_attributes(isn_index *index, const char *dir, char *err, size_t err_len);
 
 
 /* Decodes the doc ids of one block into docs (absolute ids); returns where its frequencies start. */

@@ -326,6 +326,199 @@ static void test_fields_and_errors_against_the_index(void **state) {
     collection_close(&c);
 }
 
+/* ------------------------------------------------------------------ filters on attributes */
+
+#define FILTER_DOCS 600
+static const char *const categories[] = {"alpha", "beta", "gamma", "delta"};
+
+/* Documents as JSON Lines with a keyword and an int attribute (some missing), built through
+ * isn_build_from_file in external-id order (so that attributes must follow the documents' new ids),
+ * and the oracle over the same words and values. */
+static void filter_collection_open(collection *c, int64_t *category, int64_t *number, const int64_t **attributes) {
+    memset(c, 0, sizeof *c);
+    uint32_t n = FILTER_DOCS;
+    c->num_docs = n;
+    c->words = calloc(n, sizeof *c->words);
+    c->lens = calloc(n, sizeof *c->lens);
+    c->doc_rows = calloc(n, sizeof *c->doc_rows);
+    c->len_rows = calloc(n, sizeof *c->len_rows);
+    const char *const **rows = calloc(n, 2 * sizeof(const char *const *));
+    assert_true(c->words && c->lens && c->doc_rows && c->len_rows && rows);
+    snprintf(c->dir, sizeof c->dir, "/tmp/isn-test-query-XXXXXX");
+    assert_non_null(mkdtemp(c->dir));
+    char input[128], out[160];
+    snprintf(input, sizeof input, "%s/docs.jsonl", c->dir);
+    snprintf(out, sizeof out, "%s/index", c->dir);
+    FILE *f = fopen(input, "w");
+    assert_non_null(f);
+    /* ids in reverse input order: the external-id order reverses the documents */
+    for (uint32_t d = 0; d < n; d++) {
+        uint32_t doc = n - 1 - d; /* the id the index gives it (ids sort as d%05u) */
+        c->lens[doc][0] = support_rng_below(MAX_TITLE + 1);
+        c->lens[doc][1] = 1 + support_rng_below(MAX_BODY);
+        fprintf(f, "{\"id\": \"d%05u\"", doc);
+        static const char *const keys[2] = {"title", "body"};
+        for (uint32_t field = 0; field < 2; field++) {
+            fprintf(f, ", \"%s\": \"", keys[field]);
+            for (uint32_t i = 0; i < c->lens[doc][field]; i++) {
+                c->words[doc][field][i] = random_word();
+                fprintf(f, "%s%s", i ? " " : "", c->words[doc][field][i]);
+            }
+            fprintf(f, "\"");
+            rows[2 * doc + field] = c->words[doc][field];
+        }
+        category[doc] = support_rng_below(10) == 0 ? INT64_MIN : support_rng_below(4);
+        number[doc] = support_rng_below(10) == 0 ? INT64_MIN : (int64_t)support_rng_below(100) - 20;
+        if (category[doc] != INT64_MIN) fprintf(f, ", \"cat\": \"%s\"", categories[category[doc]]);
+        if (number[doc] != INT64_MIN) fprintf(f, ", \"num\": %lld", (long long)number[doc]);
+        fprintf(f, "}\n");
+        c->doc_rows[doc] = &rows[2 * doc];
+        c->len_rows[doc] = c->lens[doc];
+    }
+    fclose(f);
+    c->word_rows = rows;
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.order = ISN_ORDER_ID;
+    options.progress = false;
+    options.num_attributes = 2;
+    options.attributes[0] = (isn_attribute_spec){.name = "cat", .kind = ISN_ATTRIBUTE_KEYWORD};
+    options.attributes[1] = (isn_attribute_spec){.name = "num", .kind = ISN_ATTRIBUTE_INT};
+    isn_build_summary summary;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_build_from_file(input, out, &options, &summary, err, sizeof err) != 0) fail_msg("%s", err);
+    c->index = isn_index_open(out, err, sizeof err);
+    if (!c->index) fail_msg("%s", err);
+    c->searcher = isn_searcher_new(c->index);
+    assert_non_null(c->searcher);
+    /* keyword ids are ranks in the sorted dictionary: alpha beta delta gamma */
+    static const int64_t rank_of[4] = {0, 1, 3, 2};
+    for (uint32_t d = 0; d < n; d++)
+        if (category[d] != INT64_MIN) category[d] = rank_of[category[d]];
+    attributes[0] = category;
+    attributes[1] = number;
+    c->oracle = (query_oracle_collection){.num_docs = n, .num_fields = 2, .words = c->doc_rows, .lens = c->len_rows,
+                                          .attributes = attributes, .k1 = 1.2, .b = 0.75};
+}
+
+static void test_filters_against_the_oracle(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    isn_hit *hits = calloc(1000, sizeof *hits);
+    oracle_hit *expected = calloc(1000, sizeof *expected);
+    assert_true(hits && expected);
+    uint32_t nonempty = 0, runs = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        support_rng_seed(100 + seed);
+        collection c;
+        filter_collection_open(&c, category, number, attributes);
+        /* the stored values are the written ones */
+        for (uint32_t d = 0; d < FILTER_DOCS; d++) {
+            assert_true(isn_index_attribute_value(c.index, 0, d) == category[d]);
+            assert_true(isn_index_attribute_value(c.index, 1, d) == number[d]);
+        }
+        for (uint32_t q = 0; q < 60; q++) {
+            query_oracle_clause clauses[4];
+            char text[256];
+            uint32_t n = random_query(clauses, text, sizeof text);
+            query_oracle_filter of[2];
+            isn_filter_spec specs[2];
+            const char *values[2][3];
+            char numbers[2][3][24];
+            uint32_t num_filters = 1 + support_rng_below(2);
+            for (uint32_t f = 0; f < num_filters; f++) {
+                bool keyword = support_rng_below(2) == 0;
+                of[f] = (query_oracle_filter){.attribute = keyword ? 0 : 1, .negate = support_rng_below(4) == 0};
+                specs[f] = (isn_filter_spec){.attribute = keyword ? "cat" : "num", .negate = of[f].negate,
+                                             .values = values[f]};
+                if (keyword) {
+                    of[f].op = 0;
+                    of[f].num_values = 1 + support_rng_below(2);
+                    for (uint32_t v = 0; v < of[f].num_values; v++) {
+                        uint32_t which = support_rng_below(4);
+                        static const int64_t rank_of[4] = {0, 1, 3, 2};
+                        of[f].values[v] = rank_of[which];
+                        values[f][v] = categories[which];
+                    }
+                } else {
+                    of[f].op = (int)support_rng_below(5);
+                    of[f].num_values = 1;
+                    of[f].values[0] = (int64_t)support_rng_below(100) - 20;
+                    snprintf(numbers[f][0], sizeof numbers[f][0], "%lld", (long long)of[f].values[0]);
+                    values[f][0] = numbers[f][0];
+                }
+                specs[f].op = (isn_filter_op)of[f].op;
+                specs[f].num_values = of[f].num_values;
+            }
+            isn_query query;
+            char err[ISN_ERR_LEN] = "";
+            if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+                fail_msg("'%s': %s", text, err);
+            uint64_t matched;
+            uint32_t k = q % 2 ? 10 : 1000;
+            uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected,
+                                                       &matched);
+            nonempty += num_expected > 0;
+            for (uint32_t a = 0; a < 6; a++) {
+                isn_search_options options;
+                isn_search_options_default(&options);
+                options.algo = or_algos[a];
+                options.k = k;
+                uint32_t num_hits = 0;
+                isn_search_stats stats;
+                assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+                char what[400];
+                snprintf(what, sizeof what, "seed %llu '%s' with %u filters k=%u %s", (unsigned long long)seed, text,
+                         num_filters, k, isn_algo_name(or_algos[a]));
+                if (num_hits != num_expected) fail_msg("%s: %u hits, the oracle %u", what, num_hits, num_expected);
+                for (uint32_t i = 0; i < num_hits; i++) {
+                    if (!near(hits[i].score, expected[i].score))
+                        fail_msg("%s: rank %u score %.9g, the oracle %.9g", what, i, hits[i].score, expected[i].score);
+                    if (!query_oracle_matches(&c.oracle, clauses, n, of, num_filters, false, hits[i].doc))
+                        fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
+                }
+                if (a == 0 && stats.matched_lower_bound != matched)
+                    fail_msg("%s: matched %llu, the oracle %llu", what, (unsigned long long)stats.matched_lower_bound,
+                             (unsigned long long)matched);
+                runs++;
+            }
+        }
+        collection_close(&c);
+    }
+    assert_true(nonempty > runs / 6 / 4);
+    free(hits);
+    free(expected);
+}
+
+static void test_filter_errors(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    support_rng_seed(5);
+    collection c;
+    filter_collection_open(&c, category, number, attributes);
+    const char *one[] = {"x"};
+    struct {
+        isn_filter_spec spec;
+        const char *needle;
+    } cases[] = {
+        {{.attribute = "lang", .op = ISN_FILTER_EQ, .values = one, .num_values = 1}, "this index has the attributes cat, num"},
+        {{.attribute = "num", .op = ISN_FILTER_GE, .values = one, .num_values = 1}, "'x' is not an integer"},
+        {{.attribute = "cat", .op = ISN_FILTER_LT, .values = one, .num_values = 1}, "keyword attribute"},
+        {{.attribute = "num", .op = ISN_FILTER_GE, .values = one, .num_values = 0}, "takes one value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        isn_query query;
+        char err[ISN_ERR_LEN] = "";
+        assert_int_equal(isn_query_parse_syntax(c.searcher, "w1", 2, &cases[i].spec, 1, &query, err, sizeof err), -1);
+        if (!strstr(err, cases[i].needle)) fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].needle);
+    }
+    collection_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_operators),
@@ -333,6 +526,8 @@ int main(void) {
         cmocka_unit_test(test_plain_text_is_the_bag_of_words),
         cmocka_unit_test(test_fields_and_errors_against_the_index),
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
+        cmocka_unit_test(test_filters_against_the_oracle),
+        cmocka_unit_test(test_filter_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
