@@ -54,6 +54,9 @@ $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
+$(BUILD)/bench/peers/query_tree_check: $(BUILD)/obj/bench/peers/query_tree_check.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers
