@@ -120,6 +120,8 @@ static int structured(isn_searcher *searcher, const isn_query *query, const isn_
     isn_topk_sort(&run.topk);
     *num_hits = run.topk.size;
     if (stats != NULL) {
+        /* what ran: the exhaustive evaluation, or MaxScore over the tree's clauses */
+        stats->algo_used = !exhaustive ? ISN_ALGO_MAXSCORE : options->mode == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR;
         stats->postings_scored = run.postings_scored;
         stats->docs_evaluated = run.docs_evaluated;
         stats->blocks_decoded = run.blocks_decoded;
