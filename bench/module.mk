@@ -57,6 +57,9 @@ $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
 $(BUILD)/bench/peers/query_tree_check: $(BUILD)/obj/bench/peers/query_tree_check.o $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/bench/peers/filter_speed: $(BUILD)/obj/bench/peers/filter_speed.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers

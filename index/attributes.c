@@ -115,7 +115,49 @@ int isn_index_open_attributes(isn_index *ix, const char *dir, char *err, size_t 
     }
     ix->attributes = entries;
     ix->num_attributes = h->num_attributes;
+    for (uint32_t a = 0; a < h->num_attributes; a++) {
+        if (entries[a].kind != ISN_ATTRIBUTE_KEYWORD) continue;
+        uint32_t n = entries[a].num_keywords;
+        uint32_t *starts = calloc((size_t)n + 2, sizeof *starts);
+        uint32_t with = 0;
+        for (uint32_t d = 0; starts && d < h->num_docs; d++) {
+            int64_t v = isn_index_attribute_value(ix, a, d);
+            /* a stored id past the dictionary would index outside it: the file is malformed */
+            if (v != ISN_ATTRIBUTE_MISSING && (v < 0 || (uint64_t)v >= n)) {
+                free(starts);
+                isn_error(err, err_len, "%s: attribute %u holds a keyword id past its dictionary", path, a);
+                return -1;
+            }
+            if (v != ISN_ATTRIBUTE_MISSING) {
+                starts[v + 2]++;
+                with++;
+            }
+        }
+        uint32_t *docs = starts ? malloc((size_t)(with ? with : 1) * sizeof *docs) : NULL;
+        if (!docs) {
+            free(starts);
+            isn_error(err, err_len, "out of memory for attribute %u's documents", a);
+            return -1;
+        }
+        for (uint32_t k = 0; k < n; k++) starts[k + 2] += starts[k + 1];
+        for (uint32_t d = 0; d < h->num_docs; d++) {
+            int64_t v = isn_index_attribute_value(ix, a, d);
+            if (v != ISN_ATTRIBUTE_MISSING) docs[starts[v + 1]++] = d;
+        }
+        ix->keyword_starts[a] = starts; /* starts[k] .. starts[k + 1] now */
+        ix->keyword_docs[a] = docs;
+    }
     return 0;
+}
+
+const uint32_t *isn_index_keyword_docs(const isn_index *ix, uint32_t attribute, int64_t id, uint32_t *count) {
+    *count = 0;
+    if (attribute >= ix->num_attributes || !ix->keyword_docs[attribute] || id < 0 ||
+        (uint64_t)id >= ix->attributes[attribute].num_keywords)
+        return NULL;
+    const uint32_t *starts = ix->keyword_starts[attribute];
+    *count = starts[id + 1] - starts[id];
+    return ix->keyword_docs[attribute] + starts[id];
 }
 
 uint32_t isn_index_num_attributes(const isn_index *ix) { return ix->num_attributes; }

@@ -305,6 +305,9 @@ int isn_index_attribute_find(const isn_index *index, const char *name, isn_attri
 const char *isn_index_attribute_name(const isn_index *index, uint32_t attribute);
 /* A keyword's id in the attribute's dictionary; false when no document has it. */
 bool isn_index_keyword_id(const isn_index *index, uint32_t attribute, const char *value, size_t len, int64_t *id);
+/* The documents whose keyword attribute has this id, ascending (count in *count; NULL for a numeric
+ * attribute): what lets a selective filter lead a search instead of testing every candidate. */
+const uint32_t *isn_index_keyword_docs(const isn_index *index, uint32_t attribute, int64_t id, uint32_t *count);
 /* The document's value: a keyword id or a number; ISN_ATTRIBUTE_MISSING when it has none. */
 int64_t isn_index_attribute_value(const isn_index *index, uint32_t attribute, uint32_t doc);
 /* Writes DIR/attributes.isn for the index in DIR from the input it was built from (JSONL), matching

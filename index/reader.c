@@ -383,6 +383,10 @@ void isn_index_close(isn_index *ix) {
     if (!ix) return;
     if (ix->map) munmap(ix->map, ix->map_bytes);
     if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
+    for (uint32_t a = 0; a < ISN_MAX_ATTRIBUTES; a++) {
+        free(ix->keyword_starts[a]);
+        free(ix->keyword_docs[a]);
+    }
     free(ix->norms);
     free(ix->doc_lens);
     free(ix->docid_offs);

@@ -41,6 +41,10 @@ struct isn_index {
     size_t attributes_bytes;
     const struct isn_attribute_entry_s *attributes;
     uint32_t num_attributes;
+    /* Per keyword attribute, its documents grouped by keyword id (built at open): keyword k's are
+     * keyword_docs[a][keyword_starts[a][k] .. keyword_starts[a][k + 1]). */
+    uint32_t *keyword_starts[ISN_MAX_ATTRIBUTES];
+    uint32_t *keyword_docs[ISN_MAX_ATTRIBUTES];
 };
 /* DIR/attributes.isn when there is one, validated against the index (attributes.c): 0, or -1 with err. */
 int isn_index_open_attributes(isn_index *index, const char *dir, char *err, size_t err_len);

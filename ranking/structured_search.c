@@ -18,6 +18,7 @@
 typedef struct {
     bool from_index; /* a whole-document term read from its posting list; else a built list */
     bool required;
+    bool filter; /* a filter's documents leading the search: it matches, never scores */
     isn_cursor *cursor;
     float weight;
     const uint32_t *docs;
@@ -77,6 +78,7 @@ static inline uint32_t scorer_next(ranking_run *run, scorer *s) {
 
 /* Score of the scorer on the doc it sits on. */
 static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t doc) {
+    if (s->filter) return 0.0;
     e->run->postings_scored++;
     if (!s->from_index) return (double)s->scores[s->at];
     float tf_part = isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]);
@@ -297,6 +299,75 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     s->max_score = max_score;
 }
 
+/* ------------------------------------------------------------------ a filter leading the search */
+
+/* The documents of a keyword filter (attribute in {values}, not negated), ascending: the index's own
+ * list for one value, else the lists merged into the arena. NULL when no filter can lead. */
+static const uint32_t *filter_docs(evaluation *e, const ranking_filter *f, uint32_t *count, uint32_t *room) {
+    *count = 0;
+    const uint32_t *lists[ISN_MAX_FILTER_VALUES];
+    uint32_t sizes[ISN_MAX_FILTER_VALUES], at[ISN_MAX_FILTER_VALUES];
+    uint32_t n = 0, total = 0;
+    for (uint32_t v = 0; v < f->num_values; v++) {
+        const uint32_t *docs = isn_index_keyword_docs(e->index, f->attribute, e->filter_values[f->first_value + v], &sizes[n]);
+        if (docs && sizes[n]) {
+            lists[n] = docs;
+            at[n] = 0;
+            total += sizes[n++];
+        }
+    }
+    if (room) { /* sizing pass */
+        *room = n > 1 ? total : 0;
+        *count = total;
+        return NULL;
+    }
+    if (n == 1) {
+        *count = total;
+        return lists[0];
+    }
+    uint32_t *merged = ranking_arena_take(&e->searcher->arena, (size_t)(total ? total : 1) * sizeof(uint32_t));
+    while (*count < total) { /* few values: a linear pick of the smallest head is enough */
+        uint32_t best = UINT32_MAX, which = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (at[i] < sizes[i] && lists[i][at[i]] < best) {
+                best = lists[i][at[i]];
+                which = i;
+            }
+        merged[(*count)++] = best;
+        at[which]++;
+    }
+    return merged;
+}
+
+/* The filter whose documents are fewest among those that can lead (keyword, not negated), and how
+ * many; -1 for none. */
+static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
+    int best = -1;
+    uint32_t best_count = UINT32_MAX, best_room = 0;
+    for (uint32_t f = 0; f < e->num_filters; f++) {
+        const ranking_filter *filter = &e->filters[f];
+        isn_attribute_kind kind;
+        if (filter->negate || filter->op != ISN_FILTER_EQ ||
+            isn_index_attribute_find(e->index, isn_index_attribute_name(e->index, filter->attribute), &kind) < 0 ||
+            kind != ISN_ATTRIBUTE_KEYWORD)
+            continue;
+        uint32_t n, r;
+        filter_docs(e, filter, &n, &r);
+        if (n < best_count) {
+            best = (int)f;
+            best_count = n;
+            best_room = r;
+        }
+    }
+    *count = best_count;
+    *room = best_room;
+    return best;
+}
+
+/* A filter leads when its documents are fewer than a fraction of the postings the clauses would
+ * walk: each of its documents costs a skip in every list, each posting a step and a test. */
+#define RANKING_FILTER_LEADS_BELOW 0.25
+
 /* ------------------------------------------------------------------ evaluation */
 
 static int by_max_score(const void *a, const void *b) {
@@ -310,7 +381,7 @@ static int by_size(const void *a, const void *b) {
 }
 
 /* Required scorers first (rarest leading), then the optional ones by bound ascending. */
-static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) {
+static void run_required(evaluation *e, uint32_t num_required, bool need_optional, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *req = e->scorers, *opt = e->scorers + num_required;
     uint32_t num_optional = e->num_scorers - num_required;
@@ -331,13 +402,25 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
             doc = scorer_next(run, &req[0]);
             continue;
         }
-        run->matched++;
         double score = 0.0;
         for (uint32_t i = 0; i < num_required; i++) score += scorer_score(e, &req[i], doc);
+        /* without a required clause of its own (a filter leads) a document needs an optional one */
+        bool any_optional = false, pruned = false;
         for (uint32_t i = num_optional; i-- > 0;) {
-            if (!exhaustive && ranking_bound_fails(score + below[i + 1], &run->topk)) break;
-            if (scorer_next_geq(run, &opt[i], doc) == doc) score += scorer_score(e, &opt[i], doc);
+            if (!exhaustive && ranking_bound_fails(score + below[i + 1], &run->topk)) {
+                pruned = true;
+                break;
+            }
+            if (scorer_next_geq(run, &opt[i], doc) == doc) {
+                score += scorer_score(e, &opt[i], doc);
+                any_optional = true;
+            }
         }
+        if (need_optional && !any_optional) {
+            doc = scorer_next(run, &req[0]);
+            continue;
+        }
+        run->matched += !need_optional || !pruned || any_optional;
         run->docs_evaluated++;
         isn_topk_offer(&run->topk, doc, (float)score);
         doc = scorer_next(run, &req[0]);
@@ -422,15 +505,18 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         }
     bool and_mode = options->mode == ISN_MODE_AND;
     uint32_t max_phrase_terms = 1;
-    size_t needed = bytes_needed(&e, &max_phrase_terms) + ranking_arena_size((tree->num_clauses + 1) * sizeof(double));
+    uint32_t lead_count = 0, lead_room = 0;
+    int lead = leading_filter(&e, &lead_count, &lead_room);
+    size_t needed = bytes_needed(&e, &max_phrase_terms) + ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+                    ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u clauses", tree->num_clauses);
         return -1;
     }
     ranking_arena *arena = &searcher->arena;
-    e.scorers = ranking_arena_take(arena, tree->num_clauses * sizeof(scorer));
+    e.scorers = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(scorer));
     e.excluders = ranking_arena_take(arena, tree->num_clauses * sizeof(scorer));
-    run->scratch_bounds = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(double));
+    run->scratch_bounds = ranking_arena_take(arena, (tree->num_clauses + 2) * sizeof(double));
     e.positions = ranking_arena_take(arena, (size_t)max_phrase_terms * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
     uint32_t num_required = 0;
     bool any_positive = false;
@@ -452,6 +538,20 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         num_required += required;
     }
     if (!any_positive || e.num_scorers == 0) return 0; /* Lucene: excluded clauses alone match nothing */
+    uint64_t walked = 0;
+    for (uint32_t i = 0; i < e.num_scorers; i++) walked += e.scorers[i].size;
+    bool need_optional = false;
+    if (lead >= 0 && (double)lead_count < RANKING_FILTER_LEADS_BELOW * (double)walked) {
+        scorer *s = &e.scorers[e.num_scorers++];
+        uint32_t count;
+        memset(s, 0, sizeof *s);
+        s->docs = filter_docs(&e, &e.filters[lead], &count, NULL);
+        s->size = count;
+        s->doc = count ? s->docs[0] : ISN_DOC_END;
+        s->filter = s->required = true;
+        need_optional = num_required == 0;
+        num_required++;
+    }
     if (options->first_doc)
         for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(run, &e.scorers[i], options->first_doc);
     /* required first, rarest leading; optional ones by bound ascending */
@@ -464,7 +564,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         }
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
-    if (num_required) run_required(&e, num_required, exhaustive);
+    if (num_required) run_required(&e, num_required, need_optional, exhaustive);
     else run_optional(&e, exhaustive);
     return 0;
 }
