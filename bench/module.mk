@@ -60,6 +60,9 @@ $(BUILD)/bench/peers/query_tree_check: $(BUILD)/obj/bench/peers/query_tree_check
 $(BUILD)/bench/peers/filter_speed: $(BUILD)/obj/bench/peers/filter_speed.o $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/bench/peers/lucene_export: $(BUILD)/obj/bench/peers/lucene_export.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers

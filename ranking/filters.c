@@ -101,3 +101,51 @@ bool ranking_filters_accept(const isn_index *index, const ranking_filter *filter
     }
     return true;
 }
+
+int isn_filter_parse(char *text, isn_filter_spec *spec, const char **values, uint32_t max_values) {
+    memset(spec, 0, sizeof *spec);
+    spec->values = values;
+    char *in = strstr(text, " not in ");
+    size_t skip = 8;
+    if (!in) {
+        in = strstr(text, " in ");
+        skip = 4;
+    } else {
+        spec->negate = true;
+    }
+    if (in) {
+        *in = '\0';
+        spec->attribute = text;
+        char *list = in + skip;
+        while (*list == ' ') list++;
+        size_t len = strlen(list);
+        if (*list != '{' || len < 2 || list[len - 1] != '}') return -1;
+        list[len - 1] = '\0';
+        for (char *save = NULL, *v = strtok_r(list + 1, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+            while (*v == ' ') v++;
+            for (char *end = v + strlen(v); end > v && end[-1] == ' ';) *--end = '\0';
+            if (spec->num_values == max_values) return -1;
+            values[spec->num_values++] = v;
+        }
+        spec->op = ISN_FILTER_EQ;
+        return spec->num_values ? 0 : -1;
+    }
+    static const struct {
+        const char *text;
+        isn_filter_op op;
+        bool negate;
+    } ops[] = {{"!=", ISN_FILTER_EQ, true}, {">=", ISN_FILTER_GE, false}, {"<=", ISN_FILTER_LE, false},
+               {"=", ISN_FILTER_EQ, false}, {">", ISN_FILTER_GT, false}, {"<", ISN_FILTER_LT, false}};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        char *at = strstr(text, ops[i].text);
+        if (!at || at == text) continue;
+        *at = '\0';
+        spec->attribute = text;
+        spec->op = ops[i].op;
+        spec->negate = ops[i].negate;
+        values[0] = at + strlen(ops[i].text);
+        spec->num_values = 1;
+        return 0;
+    }
+    return -1;
+}

@@ -279,6 +279,11 @@ typedef struct {
     uint32_t num_values;
 } isn_filter_spec;
 
+/* A filter written as text: "lang=en", "lang!=en", "year>=2020" (and >, <=, <), "site in {a,b}",
+ * "site not in {a,b}", into a spec whose strings point into `text` (cut in place; values gets at most
+ * max_values). 0, or -1 when the text has none of these forms. */
+int isn_filter_parse(char *text, isn_filter_spec *spec, const char **values, uint32_t max_values);
+
 #define ISN_MAX_QUERY_FILTERS 64
 #define ISN_MAX_FILTER_VALUES 1024
 

@@ -41,55 +41,6 @@ typedef struct {
     const char *filter_values[ISN_MAX_QUERY_FILTERS][32];
 } query_args;
 
-/* "lang=en", "lang!=en", "year>=2020" (> <= <), "site in {a,b}", "site not in {a,b}" into a filter
- * spec whose strings point into `text` (cut in place). 0, or -1. */
-static int parse_filter(char *text, isn_filter_spec *spec, const char **values, uint32_t max_values) {
-    memset(spec, 0, sizeof *spec);
-    spec->values = values;
-    char *in = strstr(text, " not in ");
-    size_t skip = 8;
-    if (!in) {
-        in = strstr(text, " in ");
-        skip = 4;
-    } else {
-        spec->negate = true;
-    }
-    if (in) {
-        *in = '\0';
-        spec->attribute = text;
-        char *list = in + skip;
-        while (*list == ' ') list++;
-        size_t len = strlen(list);
-        if (*list != '{' || len < 2 || list[len - 1] != '}') return -1;
-        list[len - 1] = '\0';
-        for (char *save = NULL, *v = strtok_r(list + 1, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
-            while (*v == ' ') v++;
-            for (char *end = v + strlen(v); end > v && end[-1] == ' ';) *--end = '\0';
-            if (spec->num_values == max_values) return -1;
-            values[spec->num_values++] = v;
-        }
-        spec->op = ISN_FILTER_EQ;
-        return spec->num_values ? 0 : -1;
-    }
-    static const struct {
-        const char *text;
-        isn_filter_op op;
-        bool negate;
-    } ops[] = {{"!=", ISN_FILTER_EQ, true}, {">=", ISN_FILTER_GE, false}, {"<=", ISN_FILTER_LE, false},
-               {"=", ISN_FILTER_EQ, false}, {">", ISN_FILTER_GT, false}, {"<", ISN_FILTER_LT, false}};
-    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
-        char *at = strstr(text, ops[i].text);
-        if (!at || at == text) continue;
-        *at = '\0';
-        spec->attribute = text;
-        spec->op = ops[i].op;
-        spec->negate = ops[i].negate;
-        values[0] = at + strlen(ops[i].text);
-        spec->num_values = 1;
-        return 0;
-    }
-    return -1;
-}
 
 static void usage(FILE *out) {
     fputs("usage: isn-query --index DIR | --server HOST:PORT [options] \"query text\"\n"
@@ -198,7 +149,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                 return 2;
             }
             snprintf(a->filter_text[f], sizeof a->filter_text[f], "%s", optarg);
-            if (parse_filter(a->filter_text[f], &a->filters[f], a->filter_values[f], 32) != 0) {
+            if (isn_filter_parse(a->filter_text[f], &a->filters[f], a->filter_values[f], 32) != 0) {
                 fprintf(stderr, "isn-query: --filter '%s': expected NAME=V, NAME!=V, NAME>=N (> <= <), NAME in {a,b} "
                                 "or NAME not in {a,b}\n", optarg);
                 return 2;
