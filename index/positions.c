@@ -1,12 +1,19 @@
 /* Positions per posting and field (second-stage features read them; the first stage never does). */
 #include "index/reader.h"
 
+/* Skips `count` varints: each ends at its first byte below 0x80, so counting those is enough (phrase and
+ * field: clauses skip the positions of every posting they pass). NULL when the section ends first. */
+static const uint8_t *skip_varints(const uint8_t *p, const uint8_t *end, uint32_t count) {
+    while (count && p < end) count -= *p++ < 0x80;
+    return count ? NULL : p;
+}
+
 /* Skips one posting's positions (every field); NULL when the section is malformed. */
 static const uint8_t *skip_posting(const uint8_t *p, const uint8_t *end, uint32_t num_fields) {
     for (uint32_t f = 0; f < num_fields && p; f++) {
-        uint32_t count, gap;
+        uint32_t count;
         p = isn_varint_get(p, end, &count);
-        for (uint32_t j = 0; p && j < count; j++) p = isn_varint_get(p, end, &gap);
+        if (p) p = skip_varints(p, end, count);
     }
     return p;
 }
