@@ -57,13 +57,20 @@ class TantivyEngine:
         import tantivy
         self.index = tantivy.Index.open(path)
         self.index.register_tokenizer("isn_en", tantivy_analyzer())
+        self.analyzer = tantivy_analyzer()
+        self.schema = self.index.schema
+        self.should = tantivy.Occur.Should
+        self.query = tantivy.Query
         self.searcher = self.index.searcher()
         self.version = tantivy_version()
         self.info = "segments=%d" % self.searcher.num_segments
 
     def search(self, text, k):
-        # parse_query_lenient: query logs hold characters the strict syntax refuses; OR of the terms.
-        q, _ = self.index.parse_query_lenient(text, ["body"])
+        # The same query as every engine gets: the analyzer's terms, each a SHOULD term clause (a repeated
+        # term counts again, as in ISN and Lucene), not Tantivy's query parser, whose syntax refuses or
+        # drops parts of log queries.
+        terms = self.analyzer.analyze(text)
+        q = self.query.boolean_query([(self.should, self.query.term_query(self.schema, "body", t)) for t in terms])
         return self.searcher.search(q, k, count=False).hits
 
     def external_ids(self, hits):
