@@ -224,25 +224,16 @@ int isn_query_parse_syntax(isn_searcher *searcher, const char *text, size_t len,
         isn_error(err, err_len, "isn_query_parse_syntax: searcher and query must not be NULL");
         return -1;
     }
+    if (num_filters == 0 && (text == NULL || !ranking_query_has_syntax(text, len)))
+        return isn_query_parse(searcher, text, len, query, err, err_len);
     query_scratch *qs = scratch_of(searcher);
     if (!qs) {
         isn_error(err, err_len, "out of memory for a query's clauses");
         return -1;
     }
-    isn_clause_spec *specs = qs->specs;
     uint32_t n = 0;
-    int rc = isn_query_syntax_split(text, len, specs, ISN_MAX_QUERY_CLAUSES, &n, err, err_len);
-    if (rc == 0) {
-        bool syntax = num_filters > 0;
-        for (uint32_t i = 0; i < n && !syntax; i++)
-            syntax = specs[i].occur != ISN_OCCUR_SHOULD || specs[i].field_len || specs[i].phrase;
-        if (syntax) {
-            rc = isn_query_from_clauses(searcher, specs, n, filters, num_filters, query, err, err_len);
-        } else {
-            rc = isn_query_parse(searcher, text, len, query, err, err_len);
-        }
-    }
-    return rc;
+    if (isn_query_syntax_split(text, len, qs->specs, ISN_MAX_QUERY_CLAUSES, &n, err, err_len) != 0) return -1;
+    return isn_query_from_clauses(searcher, qs->specs, n, filters, num_filters, query, err, err_len);
 }
 
 size_t isn_query_structure_bytes(const isn_query_structure *s) {

@@ -99,3 +99,18 @@ int isn_query_syntax_split(const char *text, size_t len, isn_clause_spec *specs,
     }
     return 0;
 }
+
+bool ranking_query_has_syntax(const char *text, size_t len) {
+    for (size_t at = 0; at < len;) {
+        while (at < len && is_space(text[at])) at++;
+        if (at == len) break;
+        if (text[at] == '"') return true;
+        if ((text[at] == '+' || text[at] == '-') && at + 1 < len && !is_space(text[at + 1]) && text[at + 1] != '+' &&
+            text[at + 1] != '-')
+            return true;
+        if (field_prefix(text, len, at)) return true;
+        at = word_end(text, len, at);
+        if (at < len && text[at] == '"') return true;
+    }
+    return false;
+}

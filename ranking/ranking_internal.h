@@ -392,4 +392,8 @@ int ranking_compile_filters(isn_searcher *searcher, const isn_filter_spec *filte
 bool ranking_filters_accept(const isn_index *index, const ranking_filter *filters, uint32_t num_filters,
                             const int64_t *values, uint32_t doc);
 
+/* Whether query text uses any operator of the query syntax (query_syntax.c): text without is the bag
+ * of words, whatever its length. */
+bool ranking_query_has_syntax(const char *text, size_t len);
+
 #endif

@@ -280,6 +280,16 @@ static void test_plain_text_is_the_bag_of_words(void **state) {
         assert_int_equal(parsed.num_unknown, plain.num_unknown);
         assert_memory_equal(parsed.terms, plain.terms, plain.num_terms * sizeof *plain.terms);
     }
+    /* however long: more words than a query tree may have clauses */
+    static char long_text[3 * 2000 + 1];
+    for (uint32_t i = 0; i < 2000; i++) memcpy(long_text + 3 * i, i % 2 ? "w1 " : "w2 ", 3);
+    isn_query plain, parsed;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(other, long_text, strlen(long_text), &plain, err, sizeof err), 0);
+    assert_int_equal(isn_query_parse_syntax(c.searcher, long_text, strlen(long_text), NULL, 0, &parsed, err, sizeof err), 0);
+    assert_null(parsed.structure);
+    assert_int_equal(parsed.num_terms, 2);
+    assert_memory_equal(parsed.terms, plain.terms, 2 * sizeof *plain.terms);
     isn_searcher_free(other);
     collection_close(&c);
 }
