@@ -508,7 +508,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     uint32_t lead_count = 0, lead_room = 0;
     int lead = leading_filter(&e, &lead_count, &lead_room);
     size_t needed = bytes_needed(&e, &max_phrase_terms) + ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
-                    ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t));
+                    ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
+                    ranking_arena_size(tree->num_filters * sizeof(ranking_filter));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u clauses", tree->num_clauses);
         return -1;
@@ -551,6 +552,13 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         s->filter = s->required = true;
         need_optional = num_required == 0;
         num_required++;
+        /* its documents hold it: the others are what each candidate is still tested for */
+        ranking_filter *rest = ranking_arena_take(arena, tree->num_filters * sizeof(ranking_filter));
+        uint32_t kept = 0;
+        for (uint32_t f = 0; f < e.num_filters; f++)
+            if (f != (uint32_t)lead) rest[kept++] = e.filters[f];
+        e.filters = rest;
+        e.num_filters = kept;
     }
     if (options->first_doc)
         for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(run, &e.scorers[i], options->first_doc);
