@@ -78,6 +78,7 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *c
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
     uint32_t n = 0, pos = 0;
     if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
+    if (cap == 0) return n; /* a field: clause's frequency: the count is enough */
     for (uint32_t j = 0; j < n; j++) {
         uint32_t gap;
         if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
