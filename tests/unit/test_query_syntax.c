@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -529,6 +530,50 @@ static void test_filter_errors(void **state) {
     collection_close(&c);
 }
 
+/* A damaged attributes file is refused at open, naming the file; the index without it still opens. */
+static void test_damaged_attributes_are_refused(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    support_rng_seed(9);
+    collection c;
+    filter_collection_open(&c, category, number, attributes);
+    char index_dir[160], path[200];
+    snprintf(index_dir, sizeof index_dir, "%s/index", c.dir);
+    snprintf(path, sizeof path, "%s/" ISN_ATTRIBUTES_FILE, index_dir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    for (int damage = 0; damage < 3; damage++) {
+        char err[ISN_ERR_LEN] = "";
+        if (damage == 0) { /* one byte flipped past the header */
+            fseek(f, size / 2, SEEK_SET);
+            int byte = fgetc(f);
+            fseek(f, size / 2, SEEK_SET);
+            fputc(byte ^ 0x40, f);
+        } else if (damage == 1) { /* cut short */
+            fflush(f);
+            assert_int_equal(truncate(path, size - 9), 0);
+        } else { /* only the header */
+            fflush(f);
+            assert_int_equal(truncate(path, 16), 0);
+        }
+        fflush(f);
+        isn_index *opened = isn_index_open(index_dir, err, sizeof err);
+        if (opened) fail_msg("damage %d: a damaged attributes file was accepted", damage);
+        if (!strstr(err, ISN_ATTRIBUTES_FILE)) fail_msg("damage %d: '%s' does not name the file", damage, err);
+    }
+    fclose(f);
+    assert_int_equal(unlink(path), 0);
+    char err[ISN_ERR_LEN];
+    isn_index *plain = isn_index_open(index_dir, err, sizeof err);
+    assert_non_null(plain);
+    assert_int_equal(isn_index_num_attributes(plain), 0);
+    isn_index_close(plain);
+    collection_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_operators),
@@ -538,6 +583,7 @@ int main(void) {
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
+        cmocka_unit_test(test_damaged_attributes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
