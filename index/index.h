@@ -410,6 +410,15 @@ void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index 
 uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cursor *cursor, uint32_t field,
                                    uint32_t *out, uint32_t cap);
 
+/* Every posting's term frequency in each field, derived from the positions at the first call (then
+ * shared and read-only; safe from any thread): field_tfs[posting * num_fields + field], where posting
+ * counts all postings in term order (isn_index_term_first_posting, then block * ISN_BLOCK_SIZE + pos
+ * of a cursor), capped at ISN_FIELD_TF_CAP (read the positions then). NULL without positions or when
+ * memory is short: a field: clause then reads the positions of every posting. */
+#define ISN_FIELD_TF_CAP 255
+const uint8_t *isn_index_field_tfs(const isn_index *index);
+uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
+
 /* ------------------------------------------------------------------ synthetic partitions */
 
 typedef struct {

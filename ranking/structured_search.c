@@ -158,6 +158,23 @@ static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, i
     uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
     uint32_t count = 0;
     ranking_run *run = e->run;
+    if (n == 1 && clause->field != RANKING_WHOLE_DOCUMENT) {
+        /* a field term: its frequency in the field from the per-field counts, positions only past the cap */
+        const uint8_t *tfs = isn_index_field_tfs(e->index);
+        uint64_t base = tfs ? isn_index_term_first_posting(e->index, terms[0].term_id) : 0;
+        uint32_t field = (uint32_t)clause->field;
+        for (uint32_t doc = cursors[0].doc; doc != ISN_DOC_END; doc = ranking_next(run, &cursors[0])) {
+            uint32_t freq = tfs ? tfs[(base + (uint64_t)cursors[0].block * ISN_BLOCK_SIZE + cursors[0].pos) * num_fields +
+                                      field]
+                                : ISN_FIELD_TF_CAP;
+            if (freq == ISN_FIELD_TF_CAP) freq = isn_positions_cursor_read(&positions[0], &cursors[0], field, NULL, 0);
+            if (freq) {
+                docs[count] = doc;
+                freqs[count++] = freq;
+            }
+        }
+        return count;
+    }
     uint32_t doc = cursors[lead].doc;
     while (doc != ISN_DOC_END) {
         uint32_t found = doc;
@@ -185,9 +202,18 @@ static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, i
 /* The field's own document frequency of a term: the documents with positions of it in the field. */
 static uint32_t field_df(evaluation *e, uint32_t term_id, uint32_t field, isn_cursor *cursor,
                          isn_positions_cursor *positions) {
+    const uint8_t *tfs = isn_index_field_tfs(e->index);
+    uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
+    isn_term_stats stats;
+    isn_index_term_stats(e->index, term_id, &stats);
+    uint32_t df = 0;
+    if (tfs) {
+        const uint8_t *at = tfs + isn_index_term_first_posting(e->index, term_id) * num_fields + field;
+        for (uint32_t i = 0; i < stats.df; i++) df += at[(size_t)i * num_fields] > 0;
+        return df;
+    }
     isn_cursor_open(cursor, e->index, term_id);
     isn_positions_cursor_open(positions, e->index, term_id);
-    uint32_t df = 0;
     for (uint32_t doc = cursor->doc; doc != ISN_DOC_END; doc = ranking_next(e->run, cursor))
         df += isn_positions_cursor_read(positions, cursor, field, NULL, 0) > 0;
     return df;
