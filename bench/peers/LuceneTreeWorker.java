@@ -6,6 +6,7 @@
  * MUST, MUST_NOT) under BM25Similarity(1.2, 0.75), filters as FILTER (or MUST_NOT) clauses around it.
  * Lucene is reached through reflection (see LuceneWorker.java for why).
  *   java LuceneTreeWorker build CORPUS.tsv INDEX_DIR
+ *   java LuceneTreeWorker lengths INDEX_DIR OUT.tsv   each document's length as its norm byte decodes
  *   java LuceneTreeWorker serve INDEX_DIR     line protocol: load NAME FILE, run NAME K (ns per query),
  *                                             top NAME K (ids), count NAME (matching documents), quit */
 import java.io.BufferedReader;
@@ -93,6 +94,38 @@ public class LuceneTreeWorker {
         System.out.println("built " + n + " documents in " + (System.nanoTime() - t0) / 1e9 + " s");
     }
 
+    /* Each document's contents length as Lucene's BM25 sees it: its one-byte norm decoded (id TAB length, in
+     * doc id order), so that ISN can score with the same lengths and show what the quantisation changes. */
+    static void lengths(String indexDir, String out) throws Exception {
+        Object directory = C("org.apache.lucene.store.FSDirectory").getMethod("open", Path.class).invoke(null, Paths.get(indexDir));
+        Object reader = C("org.apache.lucene.index.DirectoryReader").getMethod("open", C("org.apache.lucene.store.Directory")).invoke(null, directory);
+        Class<?> indexReader = C("org.apache.lucene.index.IndexReader");
+        List<?> leaves = (List<?>) indexReader.getMethod("leaves").invoke(reader);
+        Method byte4ToInt = C("org.apache.lucene.util.SmallFloat").getMethod("byte4ToInt", byte.class);
+        Object stored = indexReader.getMethod("storedFields").invoke(reader);
+        Method document = stored.getClass().getMethod("document", int.class);
+        document.setAccessible(true);
+        StringBuilder sb = new StringBuilder();
+        for (Object leaf : leaves) {
+            Object leafReader = C("org.apache.lucene.index.LeafReaderContext").getMethod("reader").invoke(leaf);
+            int base = C("org.apache.lucene.index.LeafReaderContext").getField("docBase").getInt(leaf);
+            Object norms = C("org.apache.lucene.index.LeafReader").getMethod("getNormValues", String.class).invoke(leafReader, "contents");
+            Method advanceExact = C("org.apache.lucene.index.NumericDocValues").getMethod("advanceExact", int.class);
+            Method longValue = C("org.apache.lucene.index.NumericDocValues").getMethod("longValue");
+            advanceExact.setAccessible(true); /* declared by a package-private superclass */
+            longValue.setAccessible(true);
+            int maxDoc = (Integer) C("org.apache.lucene.index.IndexReader").getMethod("maxDoc").invoke(leafReader);
+            for (int d = 0; d < maxDoc; d++) {
+                int length = 0;
+                if (norms != null && (Boolean) advanceExact.invoke(norms, d))
+                    length = (Integer) byte4ToInt.invoke(null, (byte) (long) (Long) longValue.invoke(norms));
+                Object doc = document.invoke(stored, base + d);
+                sb.append(doc.getClass().getMethod("get", String.class).invoke(doc, "id")).append('\t').append(length).append('\n');
+            }
+        }
+        Files.writeString(Paths.get(out), sb.toString());
+    }
+
     static Object term(String field, String text) throws Exception { return termCtor.newInstance(field, text); }
 
     /* One query line: clauses TAB filter (lucene_export's form). */
@@ -148,6 +181,10 @@ public class LuceneTreeWorker {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("build")) {
             build(args[1], args[2]);
+            return;
+        }
+        if (args[0].equals("lengths")) {
+            lengths(args[1], args[2]);
             return;
         }
         Object directory = C("org.apache.lucene.store.FSDirectory").getMethod("open", Path.class).invoke(null, Paths.get(args[1]));

@@ -91,6 +91,41 @@ int main(int argc, char **argv) {
         fprintf(stderr, "isn_worker: unknown algorithm %s\n", argv[2]);
         return 2;
     }
+    /* ISN_WORKER_LENGTHS=FILE (id TAB length per document, in doc order: LuceneTreeWorker lengths): score
+     * with these lengths and Lucene's collection statistics (documents with a length, their average),
+     * to measure what Lucene's one-byte length norms change. Such searches score exhaustively. */
+    float *lucene_norms = NULL;
+    const char *lengths_path = getenv("ISN_WORKER_LENGTHS");
+    if (lengths_path) {
+        const isn_index_info *info = isn_index_get_info(ix);
+        FILE *f = fopen(lengths_path, "r");
+        uint32_t *lengths = calloc(info->num_docs ? info->num_docs : 1, sizeof *lengths);
+        lucene_norms = malloc((info->num_docs ? info->num_docs : 1) * sizeof *lucene_norms);
+        if (!f || !lengths || !lucene_norms) {
+            fprintf(stderr, "isn_worker: %s: cannot read\n", lengths_path);
+            return 1;
+        }
+        char row[1024];
+        uint32_t doc = 0, with = 0;
+        while (doc < info->num_docs && fgets(row, sizeof row, f)) {
+            char *tab = strrchr(row, '\t');
+            size_t id_len;
+            const char *id = isn_index_doc_id(ix, doc, &id_len);
+            if (!tab || (size_t)(tab - row) != id_len || memcmp(row, id, id_len) != 0) {
+                fprintf(stderr, "isn_worker: %s: line %u is not document %u\n", lengths_path, doc + 1, doc);
+                return 1;
+            }
+            lengths[doc] = (uint32_t)strtoul(tab + 1, NULL, 10);
+            with += lengths[doc] > 0;
+            doc++;
+        }
+        fclose(f);
+        float avg = (float)((double)info->total_doc_len / (with ? with : 1));
+        for (uint32_t d = 0; d < info->num_docs; d++) lucene_norms[d] = isn_bm25_doc_norm(&info->bm25, lengths[d], avg);
+        free(lengths);
+        base.doc_norms = lucene_norms;
+        base.num_docs = with;
+    }
     isn_searcher *s = isn_searcher_new(ix);
     isn_hit *hits = malloc(ISN_MAX_K * sizeof *hits);
     size_t line_cap = 0;
@@ -178,6 +213,7 @@ int main(int argc, char **argv) {
     free(line);
     free(hits);
     isn_searcher_free(s);
+    free(lucene_norms);
     isn_index_close(ix);
     for (size_t i = 0; i < num_logs; i++) {
         isn_query_log_free(&logs[i].log);

@@ -50,4 +50,9 @@ done
   --tantivy-index "$OUT/tantivy-idx" --rounds "$ROUNDS" --class "mixed=$OUT/m.tsv,$OUT/lucene-m.tsv" \
   --class "filtered=$OUT/f.tsv,$OUT/lucene-f.tsv" --class "short=plain:$DATA/deb/short.queries.tsv,$OUT/lucene-short.tsv" \
   >"$OUT/tree_compare.json" 2>"$OUT/tree_compare.log"
-cat "$OUT/query_tree_check.json" "$OUT/filter_speed.json" "$OUT/tree_compare.json"
+"$java" -Xmx2g --enable-native-access=ALL-UNNAMED -cp "$cp" LuceneTreeWorker lengths "$OUT/lucene-idx" \
+  "$OUT/lucene-lengths.tsv" 2>/dev/null
+"$PEERS/venv/bin/python" bench/peers/norm_overlap.py "$BUILD/bench/peers/isn_worker" "$OUT/idx" "$java" "$cp" \
+  "$OUT/lucene-idx" "$OUT/lucene-lengths.tsv" "mixed=$OUT/m.tsv,$OUT/lucene-m.tsv" "filtered=$OUT/f.tsv,$OUT/lucene-f.tsv" \
+  "short=plain:$DATA/deb/short.queries.tsv,$OUT/lucene-short.tsv" >"$OUT/norm_overlap.json" 2>/dev/null
+cat "$OUT/query_tree_check.json" "$OUT/filter_speed.json" "$OUT/tree_compare.json" "$OUT/norm_overlap.json"

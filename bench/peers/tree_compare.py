@@ -17,9 +17,9 @@ import sys
 
 
 class Worker:
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                     encoding="utf-8")
+                                     encoding="utf-8", env=env)
         self.ready = self.proc.stdout.readline().strip()
         if not self.ready.startswith("ready"):
             sys.exit("tree_compare: %s did not start (%r)" % (argv[0], self.ready))
