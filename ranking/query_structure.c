@@ -167,6 +167,11 @@ int isn_query_from_clauses(isn_searcher *searcher, const isn_clause_spec *specs,
         if (a.overflow) goto too_many;
         if (a.num_terms == 0) continue; /* stopwords only: no clause, as Lucene's query builder */
         if (spec->phrase) {
+            if (a.num_terms > RANKING_MAX_PHRASE_TERMS) {
+                isn_error(err, err_len, "the phrase at byte %zu has %u terms, more than the %u a phrase may have",
+                          spec->offset, a.num_terms, RANKING_MAX_PHRASE_TERMS);
+                goto done;
+            }
             uint32_t first = a.terms[0].offset;
             for (uint32_t t = 0; t < a.num_terms; t++) a.terms[t].offset -= first;
             if (add_clause(d, spec->occur, field, a.terms, a.num_terms, a.missing) != 0) goto too_many;

@@ -128,6 +128,9 @@ struct isn_searcher {
     uint32_t position_scratch_terms;
 };
 
+/* Terms of one phrase at most (a phrase match keeps per-term state on the stack). */
+#define RANKING_MAX_PHRASE_TERMS 64u
+
 /* Positions of one term in one field that a phrase match reads; more are ignored. */
 #define RANKING_PHRASE_POSITIONS 1024u
 

@@ -118,7 +118,7 @@ static void field_stats(isn_searcher *searcher, uint32_t field, uint32_t *doc_co
  * sit on. */
 static uint32_t phrase_freq_in_field(evaluation *e, const ranking_clause_term *terms, uint32_t n,
                                      isn_cursor *cursors, isn_positions_cursor *positions, uint32_t field) {
-    uint32_t counts[ISN_MAX_QUERY_TERMS > 64 ? 64 : ISN_MAX_QUERY_TERMS];
+    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
     uint32_t *lists = e->positions;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t c = isn_positions_cursor_read(&positions[i], &cursors[i], field, lists + i * RANKING_PHRASE_POSITIONS,
@@ -126,7 +126,7 @@ static uint32_t phrase_freq_in_field(evaluation *e, const ranking_clause_term *t
         counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
         if (counts[i] == 0) return 0;
     }
-    uint32_t at[64] = {0};
+    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
     uint32_t freq = 0;
     for (uint32_t j = 0; j < counts[0]; j++) {
         uint32_t start = lists[j]; /* term 0 has offset 0 */

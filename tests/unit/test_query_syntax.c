@@ -329,6 +329,14 @@ static void test_fields_and_errors_against_the_index(void **state) {
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof *a);
     free(copy);
+    /* a phrase longer than 64 terms is refused, naming its byte (the structure holds state per term) */
+    static char long_phrase[2 + 3 * 70 + 1];
+    long_phrase[0] = '"';
+    for (uint32_t i = 0; i < 70; i++) memcpy(long_phrase + 1 + 3 * i, "w1 ", 3);
+    long_phrase[1 + 3 * 70] = '"';
+    assert_int_equal(isn_query_parse_syntax(c.searcher, long_phrase, strlen(long_phrase), NULL, 0, &query, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "the phrase at byte 0 has 70 terms"));
     /* excluded clauses alone match nothing (as in Lucene) */
     text = "-w1";
     assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
