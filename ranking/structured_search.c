@@ -175,6 +175,12 @@ static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, i
         }
         return count;
     }
+    /* a phrase: a field where one of its terms is absent (the per-field counts say so) is not read */
+    const uint8_t *tfs = isn_index_field_tfs(e->index);
+    uint64_t bases[RANKING_MAX_PHRASE_TERMS];
+    for (uint32_t i = 0; tfs && i < n; i++) bases[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
+    uint32_t first_field = clause->field == RANKING_WHOLE_DOCUMENT ? 0 : (uint32_t)clause->field;
+    uint32_t last_field = clause->field == RANKING_WHOLE_DOCUMENT ? num_fields : first_field + 1;
     uint32_t doc = cursors[lead].doc;
     while (doc != ISN_DOC_END) {
         uint32_t found = doc;
@@ -184,11 +190,11 @@ static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, i
             continue;
         }
         uint32_t freq = 0;
-        if (clause->field != RANKING_WHOLE_DOCUMENT) {
-            freq = n == 1 ? isn_positions_cursor_read(&positions[0], &cursors[0], (uint32_t)clause->field, NULL, 0)
-                          : phrase_freq_in_field(e, terms, n, cursors, positions, (uint32_t)clause->field);
-        } else {
-            for (uint32_t f = 0; f < num_fields; f++) freq += phrase_freq_in_field(e, terms, n, cursors, positions, f);
+        for (uint32_t f = first_field; f < last_field; f++) {
+            bool all = true;
+            for (uint32_t i = 0; tfs && i < n && all; i++)
+                all = tfs[(bases[i] + (uint64_t)cursors[i].block * ISN_BLOCK_SIZE + cursors[i].pos) * num_fields + f] > 0;
+            if (all) freq += phrase_freq_in_field(e, terms, n, cursors, positions, f);
         }
         if (freq) {
             docs[count] = doc;
