@@ -19,6 +19,7 @@
 
 #include "index/id_table.h"
 #include "index/reader.h"
+#include "index/section_buf.h"
 
 #define ATTRIBUTE_MAGIC "ISNATTR1"
 #define COLUMN_PADDING 8
@@ -271,30 +272,14 @@ static int keyword_order_cmp(const void *a, const void *b, void *ctx) {
     return c ? c : (la > lb) - (la < lb);
 }
 
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-} grow_buf;
-
-static int put(grow_buf *b, const void *data, size_t len) {
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + len) cap *= 2;
-        uint8_t *grown = realloc(b->data, cap);
-        if (!grown) return -1;
-        b->data = grown;
-        b->cap = cap;
-    }
-    if (data) memcpy(b->data + b->len, data, len);
-    else memset(b->data + b->len, 0, len);
-    b->len += len;
-    return 0;
+/* Zeros up to the next multiple of align (columns and dictionaries start 8-byte aligned). */
+static int pad_to(out_buf *b, size_t align) {
+    static const uint8_t zeros[8];
+    return buf_put(b, zeros, (align - b->len % align) % align);
 }
 
-static int pad_to(grow_buf *b, size_t align) { return put(b, NULL, (align - b->len % align) % align); }
-
 /* Appends one attribute's column (and dictionary) and fills its entry. */
-static int write_column(grow_buf *out, const isn_attribute_spec *spec, attribute_column *column, uint32_t num_docs,
+static int write_column(out_buf *out, const isn_attribute_spec *spec, attribute_column *column, uint32_t num_docs,
                         isn_attribute_entry *entry, char *err, size_t err_len) {
     memset(entry, 0, sizeof *entry);
     snprintf(entry->name, sizeof entry->name, "%s", spec->name);
@@ -319,7 +304,7 @@ static int write_column(grow_buf *out, const isn_attribute_spec *spec, attribute
         entry->num_keywords = n;
         uint32_t at = 0;
         for (uint32_t r = 0; r <= n; r++) {
-            if (put(out, &at, 4) != 0) goto oom;
+            if (buf_put(out, &at, 4) != 0) goto oom;
             if (r < n) {
                 size_t len;
                 id_table_get(&column->keywords, order[r], &len);
@@ -329,7 +314,7 @@ static int write_column(grow_buf *out, const isn_attribute_spec *spec, attribute
         for (uint32_t r = 0; r < n; r++) {
             size_t len;
             const char *text = id_table_get(&column->keywords, order[r], &len);
-            if (put(out, text, len) != 0) goto oom;
+            if (buf_put(out, text, len) != 0) goto oom;
         }
         entry->dictionary_bytes = out->len - entry->dictionary_offset;
         free(order);
@@ -355,7 +340,9 @@ static int write_column(grow_buf *out, const isn_attribute_spec *spec, attribute
     if (pad_to(out, 8) != 0) goto oom;
     entry->column_offset = out->len;
     entry->column_bytes = ((uint64_t)num_docs * entry->bits + 7) / 8 + COLUMN_PADDING;
-    if (put(out, NULL, entry->column_bytes) != 0) goto oom;
+    if (buf_reserve(out, entry->column_bytes) != 0) goto oom;
+    memset(out->data + out->len, 0, entry->column_bytes);
+    out->len += entry->column_bytes;
     uint8_t *column_bytes = out->data + entry->column_offset;
     for (uint32_t d = 0; d < num_docs && entry->bits; d++) {
         uint64_t stored = values[d] == ISN_ATTRIBUTE_MISSING ? 0 : (uint64_t)(values[d] - entry->base) + 1;
@@ -384,7 +371,7 @@ int isn_attributes_build(const char *input_path, const char *index_dir, const is
     id_table ids;
     attribute_column columns[ISN_MAX_ATTRIBUTES];
     memset(columns, 0, sizeof columns);
-    grow_buf out = {0};
+    out_buf out = {0};
     FILE *in = NULL;
     char *line = NULL;
     size_t line_cap = 0;
@@ -453,7 +440,8 @@ int isn_attributes_build(const char *input_path, const char *index_dir, const is
     isn_attribute_file_header header = {.num_docs = num_docs, .num_attributes = num_attributes};
     memcpy(header.magic, ATTRIBUTE_MAGIC, 8);
     isn_attribute_entry entries[ISN_MAX_ATTRIBUTES];
-    if (put(&out, &header, sizeof header) != 0 || put(&out, NULL, num_attributes * sizeof *entries) != 0) {
+    memset(entries, 0, sizeof entries);
+    if (buf_put(&out, &header, sizeof header) != 0 || buf_put(&out, entries, num_attributes * sizeof *entries) != 0) {
         isn_error(err, err_len, "out of memory");
         goto done;
     }

@@ -20,6 +20,21 @@ static const uint8_t *skip_posting(const uint8_t *p, const uint8_t *end, uint32_
     return p;
 }
 
+/* One field's positions at p (count, then gaps): at most cap into out; returns the count (0 when
+ * malformed). cap 0 stops at the count (a field: clause's frequency needs no more). */
+static uint32_t read_field_positions(const uint8_t *p, const uint8_t *end, uint32_t *out, uint32_t cap) {
+    uint32_t n = 0, pos = 0;
+    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
+    if (cap == 0) return n;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t gap;
+        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
+        pos = j == 0 ? gap : pos + gap;
+        if (j < cap) out[j] = pos;
+    }
+    return n;
+}
+
 uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc, uint32_t field, uint32_t *out,
                              uint32_t cap) {
     if (!ix->pos_blocks || term_id >= ix->meta->num_terms || field >= ix->meta->num_fields) return 0;
@@ -40,15 +55,7 @@ uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc
     uint32_t nf = ix->meta->num_fields;
     for (uint32_t k = 0; k < i && p; k++) p = skip_posting(p, end, nf);
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
-    uint32_t n = 0, pos = 0;
-    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t gap;
-        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
-        pos = j == 0 ? gap : pos + gap;
-        if (j < cap) out[j] = pos;
-    }
-    return n;
+    return read_field_positions(p, end, out, cap);
 }
 
 void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, uint32_t term_id) {
@@ -78,16 +85,7 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *c
     for (; pc->posting < cursor->pos && pc->at; pc->posting++) pc->at = skip_posting(pc->at, end, nf);
     const uint8_t *p = pc->at;
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
-    uint32_t n = 0, pos = 0;
-    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
-    if (cap == 0) return n; /* a field: clause's frequency: the count is enough */
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t gap;
-        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
-        pos = j == 0 ? gap : pos + gap;
-        if (j < cap) out[j] = pos;
-    }
-    return n;
+    return read_field_positions(p, end, out, cap);
 }
 
 /* One pass over the positions section, counting each posting's positions per field. */

@@ -6,16 +6,15 @@ to (LuceneTreeWorker lengths; isn_worker ISN_WORKER_LENGTHS). Prints JSON.
 ISN_LOG as tree_compare.py takes it (plain:FILE for a bag-of-words log)."""
 import json
 import os
-import subprocess
 import sys
 
-from tree_compare import Worker, overlap
+from driver import Worker, overlap_at as overlap
 
 
 def main():
     isn_worker, isn_index, java, classpath, lucene_index, lengths = sys.argv[1:7]
     classes = [a.split("=", 1) for a in sys.argv[7:]]
-    lucene = Worker([java, "-Xmx2g", "--enable-native-access=ALL-UNNAMED", "-cp", classpath, "LuceneTreeWorker", "serve",
+    lucene = Worker("lucene", [java, "-Xmx2g", "--enable-native-access=ALL-UNNAMED", "-cp", classpath, "LuceneTreeWorker", "serve",
                      lucene_index])
     result = {}
     for name, logs in classes:
@@ -24,7 +23,7 @@ def main():
         env = dict(os.environ)
         if mode == "lucene_lengths":
             env["ISN_WORKER_LENGTHS"] = lengths
-        isn = Worker([isn_worker, isn_index, "auto"], env=env)
+        isn = Worker("isn", [isn_worker, isn_index, "auto"], env=env)
         for name, logs in classes:
             isn_log = logs.split(",")[0]
             plain = isn_log.startswith("plain:")

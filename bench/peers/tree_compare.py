@@ -12,40 +12,9 @@ ISN_LOG: id TAB query text [TAB filter] (isn_worker load-tree), or plain:FILE fo
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 
 
-class Worker:
-    def __init__(self, argv, env=None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                     encoding="utf-8", env=env)
-        self.ready = self.proc.stdout.readline().strip()
-        if not self.ready.startswith("ready"):
-            sys.exit("tree_compare: %s did not start (%r)" % (argv[0], self.ready))
-
-    def ask(self, line):
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().rstrip("\n")
-        if not answer or answer.startswith("error"):
-            sys.exit("tree_compare: %s -> %r" % (line, answer))
-        return answer
-
-    def quit(self):
-        self.proc.stdin.write("quit\n")
-        self.proc.stdin.flush()
-        self.proc.wait(timeout=60)
-
-
-def overlap(a, b, depth):
-    vals = []
-    for x, y in zip(a, b):
-        xs = [] if x == "-" else x.split("\x1f")[:depth]
-        ys = [] if y == "-" else y.split("\x1f")[:depth]
-        if xs or ys:
-            vals.append(len(set(xs) & set(ys)) / max(len(xs), len(ys)))
-    return sum(vals) / len(vals) if vals else 1.0
+from driver import Worker, overlap_at as overlap
 
 
 def main():
@@ -61,14 +30,14 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--k", type=int, default=10)
     a = p.parse_args()
-    isn = Worker([a.isn_worker, a.isn_index, "auto"])
-    lucene = Worker([a.java, "-Xms2g", "-Xmx2g", "-XX:+UseParallelGC", "-XX:ActiveProcessorCount=1",
+    isn = Worker("isn", [a.isn_worker, a.isn_index, "auto"])
+    lucene = Worker("lucene", [a.java, "-Xms2g", "-Xmx2g", "-XX:+UseParallelGC", "-XX:ActiveProcessorCount=1",
                      "--enable-native-access=ALL-UNNAMED", "-cp", a.classpath, "LuceneTreeWorker", "serve",
                      a.lucene_index])
     peers = {"lucene": lucene}
     if a.tantivy_python:
         here = __file__.rsplit("/", 1)[0]
-        peers["tantivy"] = Worker([a.tantivy_python, here + "/py_worker.py", "tantivy-tree", a.tantivy_index])
+        peers["tantivy"] = Worker("tantivy", [a.tantivy_python, here + "/py_worker.py", "tantivy-tree", a.tantivy_index])
     classes = []
     for spec in a.classes:
         name, logs = spec.split("=", 1)
