@@ -54,6 +54,21 @@ $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
+$(BUILD)/bench/peers/query_tree_check: $(BUILD)/obj/bench/peers/query_tree_check.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/bench/peers/filter_speed: $(BUILD)/obj/bench/peers/filter_speed.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/bench/peers/lucene_export: $(BUILD)/obj/bench/peers/lucene_export.o $$(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+# make bench-query-trees: query trees and filters on the Debian corpus against a brute-force checker, and
+# against Lucene 10 and Tantivy given the same tokens (bench/peers/query_trees.sh; PyPI the first time).
+bench-query-trees: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker $(BUILD)/bench/peers/query_tree_check \
+		$(BUILD)/bench/peers/filter_speed $(BUILD)/bench/peers/lucene_export
+	BUILD=$(BUILD) bash bench/peers/query_trees.sh
+.PHONY: bench-query-trees
 bench-peers: $(BUILD)/bin/isn-index $(BUILD)/bench/peers/isn_worker
 	BUILD=$(BUILD) bash bench/peers/run.sh
 .PHONY: bench-peers

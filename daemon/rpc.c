@@ -207,8 +207,8 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     /* what the request takes from here on (analysed terms, stored text for the reply) is charged; its
      * decoding was, as its body */
     arena_charge_to(&rc->arena, &loop->server->memory_budget);
-    if (blank(request->query) && request->n_terms == 0) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query` or `terms`");
+    if (blank(request->query) && request->n_terms == 0 && !request->structured_query) {
+        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query`, `structured_query` or `terms`");
         return;
     }
     if (request->n_terms > SEARCH_MAX_TERMS) {

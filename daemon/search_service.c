@@ -167,6 +167,7 @@ static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest
     query->terms = terms;
     query->num_terms = 0;
     query->num_unknown = 0;
+    query->structure = NULL;
     for (size_t i = 0; i < request->n_terms; i++) {
         const char *text = request->terms[i];
         uint32_t term_id;
@@ -191,17 +192,71 @@ static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest
     return 0;
 }
 
+/* A query in the query syntax, a query tree (structured_query), and filters: compiled by ranking/
+ * into the job's query. The specs point into the request; they live in its arena. */
+static int query_from_tree(service_worker *worker, search_job *job, isn_query *query) {
+    const Isn__V1__SearchRequest *request = job->request;
+    isn_filter_spec *filters = NULL;
+    uint32_t num_filters = (uint32_t)request->n_filters;
+    if (request->n_filters > ISN_MAX_QUERY_FILTERS) {
+        snprintf(job->message, sizeof job->message, "%zu filters (at most %d)", request->n_filters, ISN_MAX_QUERY_FILTERS);
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    if (num_filters && !(filters = job->memory ? arena_alloc(job->memory, num_filters * sizeof *filters) : NULL))
+        goto out_of_memory;
+    for (uint32_t i = 0; i < num_filters; i++) {
+        const Isn__V1__Filter *f = request->filters[i];
+        filters[i] = (isn_filter_spec){.attribute = f->attribute, .op = (isn_filter_op)f->op, .negate = f->negate,
+                                       .values = (const char *const *)f->values, .num_values = (uint32_t)f->n_values};
+    }
+    char err[ISN_ERR_LEN];
+    int rc;
+    if (request->structured_query) {
+        const Isn__V1__Query *tree = request->structured_query;
+        if ((request->query && request->query[0]) || request->n_terms) {
+            snprintf(job->message, sizeof job->message, "set one of `query`, `terms` and `structured_query`");
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        if (tree->n_clauses > ISN_MAX_QUERY_CLAUSES) {
+            snprintf(job->message, sizeof job->message, "structured_query has %zu clauses (at most %d)",
+                     tree->n_clauses, ISN_MAX_QUERY_CLAUSES);
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        isn_clause_spec *specs = tree->n_clauses && job->memory
+                                     ? arena_alloc(job->memory, tree->n_clauses * sizeof *specs) : NULL;
+        if (tree->n_clauses && !specs) goto out_of_memory;
+        for (size_t i = 0; i < tree->n_clauses; i++) {
+            const Isn__V1__Clause *c = tree->clauses[i];
+            specs[i] = (isn_clause_spec){.occur = (isn_occur)c->occur, .phrase = c->phrase, .field = c->field,
+                                         .field_len = strlen(c->field), .text = c->text, .text_len = strlen(c->text)};
+        }
+        rc = isn_query_from_clauses(planner_of(worker, job), specs, (uint32_t)tree->n_clauses, filters, num_filters,
+                                    query, err, sizeof err);
+    } else if (request->query && request->query[0]) {
+        rc = isn_query_parse_syntax(planner_of(worker, job), request->query, strlen(request->query), filters,
+                                    num_filters, query, err, sizeof err);
+    } else {
+        snprintf(job->message, sizeof job->message, "filters need `query` or `structured_query`, not `terms`");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    if (rc < 0) {
+        snprintf(job->message, sizeof job->message, "%s", err);
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    return 0;
+out_of_memory:
+    snprintf(job->message, sizeof job->message, "out of memory for the query's clauses");
+    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+}
+
 /* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
  * arena), and the cost model's features come from them. 0, or the gRPC status to answer with. */
 static int analyse(service_worker *worker, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     isn_query parsed;
-    if (request->query && request->query[0]) {
-        char err[ISN_ERR_LEN];
-        if (isn_query_parse(planner_of(worker, job), request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
-            snprintf(job->message, sizeof job->message, "%s", err);
-            return GRPC_STATUS_INVALID_ARGUMENT;
-        }
+    if ((request->query && request->query[0]) || request->structured_query || request->n_filters) {
+        int status = query_from_tree(worker, job, &parsed);
+        if (status) return status;
     } else {
         int status = query_from_terms(worker, request, &parsed, job);
         if (status) return status;
@@ -217,6 +272,16 @@ static int analyse(service_worker *worker, search_job *job) {
         }
         memcpy(job->query.terms, parsed.terms, bytes);
     }
+    if (parsed.structure) {
+        size_t bytes = isn_query_structure_bytes(parsed.structure);
+        void *tree = job->memory ? arena_alloc(job->memory, bytes) : NULL;
+        if (!tree) {
+            snprintf(job->message, sizeof job->message, "out of memory for the query tree");
+            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        }
+        isn_query_structure_copy(tree, parsed.structure);
+        job->query.structure = tree;
+    }
     job->sched.query = &job->query;
     job->sched.index = job->generation->index;
     job->sched.k = job->k;
@@ -229,7 +294,7 @@ static int analyse(service_worker *worker, search_job *job) {
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     if (!service->gpu.num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
-        job->k > service->gpu_max_k || job->query.num_terms == 0)
+        job->k > service->gpu_max_k || job->query.num_terms == 0 || job->query.structure)
         return false;
     if (!gpu_first_stage_enter(&service->gpu, job->generation)) return false;
     job->gpu_counted = true;

@@ -210,6 +210,12 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         debug.docs_evaluated = stats->docs_evaluated;
         debug.blocks_decoded = stats->blocks_decoded;
         debug.worker = w->id;
+        char *tree = query->structure && job->memory ? arena_alloc(job->memory, 1024) : NULL;
+        if (tree) {
+            isn_query_structure_describe(w->searcher, query, tree, 1024);
+            debug.query_tree = tree;
+            debug.cpu_reason = "a query tree: the GPU backend answers bags of words only";
+        }
         response.debug = &debug;
     }
     reply_ok(job, &response);

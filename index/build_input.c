@@ -417,7 +417,18 @@ int isn_build_from_file(const char *input_path, const char *out_dir, const isn_b
         snprintf(err, err_len, "--partitions %u is more than 4096", nparts);
         return -1;
     }
-    if (options->threads <= 1 && options->memory_bytes == 0)
-        return build_in_memory(input_path, out_dir, options, summary, err, err_len);
-    return build_bounded(input_path, out_dir, options, summary, err, err_len);
+    if (options->num_attributes && (options->format != ISN_FORMAT_JSONL || strcmp(input_path, "-") == 0)) {
+        snprintf(err, err_len, "--attribute needs JSON Lines from a file (it is read again once the index is written)");
+        return -1;
+    }
+    int rc = options->threads <= 1 && options->memory_bytes == 0
+                 ? build_in_memory(input_path, out_dir, options, summary, err, err_len)
+                 : build_bounded(input_path, out_dir, options, summary, err, err_len);
+    for (uint32_t p = 0; rc == 0 && p < (options->num_attributes ? nparts : 0); p++) {
+        char dir[4096];
+        if (nparts > 1) snprintf(dir, sizeof dir, "%s/part-%04u", out_dir, p);
+        else snprintf(dir, sizeof dir, "%s", out_dir);
+        rc = isn_attributes_build(input_path, dir, options, err, err_len);
+    }
+    return rc;
 }

@@ -108,6 +108,23 @@ typedef enum {
     ISN_SPLIT_CONTIGUOUS = 1, /* input split into N consecutive runs */
 } isn_partition_split;
 
+/* Document attributes (isn-index build --attribute NAME:keyword|int): values a filter restricts on
+ * without scoring. Keywords are stored as ids into a sorted dictionary, numbers as bit-packed offsets
+ * from the smallest; both in DIR/attributes.isn beside the index file. */
+#define ISN_MAX_ATTRIBUTES 16
+#define ISN_ATTRIBUTES_FILE "attributes.isn"
+#define ISN_ATTRIBUTE_MISSING INT64_MIN /* the value of a document without the attribute */
+
+typedef enum {
+    ISN_ATTRIBUTE_KEYWORD = 0,
+    ISN_ATTRIBUTE_INT = 1,
+} isn_attribute_kind;
+
+typedef struct {
+    char name[ISN_FIELD_NAME_MAX]; /* JSONL key */
+    isn_attribute_kind kind;
+} isn_attribute_spec;
+
 typedef struct {
     isn_input_format format;
     uint32_t num_fields;
@@ -130,6 +147,11 @@ typedef struct {
      * bound) written to temporary files in the output folder and merged: the same bytes either way. */
     uint32_t threads;
     uint64_t memory_bytes;
+    /* Attributes to keep per document (JSONL only): a string or integer value (a keyword attribute
+     * takes an integer as its text); absent or null = missing. A value of the wrong kind is reported
+     * with its line number and left missing (fatal with strict). */
+    uint32_t num_attributes;
+    isn_attribute_spec attributes[ISN_MAX_ATTRIBUTES];
 } isn_build_options;
 
 void isn_build_options_default(isn_build_options *options);
@@ -276,6 +298,23 @@ int isn_index_stored_get(const isn_index *index, uint32_t doc, void *scratch, is
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);
 
+/* Attributes of the documents (none unless built with them). */
+uint32_t isn_index_num_attributes(const isn_index *index);
+/* The attribute's slot, or -1 when the index has none of that name; *kind its kind. */
+int isn_index_attribute_find(const isn_index *index, const char *name, isn_attribute_kind *kind);
+const char *isn_index_attribute_name(const isn_index *index, uint32_t attribute);
+/* A keyword's id in the attribute's dictionary; false when no document has it. */
+bool isn_index_keyword_id(const isn_index *index, uint32_t attribute, const char *value, size_t len, int64_t *id);
+/* The documents whose keyword attribute has this id, ascending (count in *count; NULL for a numeric
+ * attribute): what lets a selective filter lead a search instead of testing every candidate. */
+const uint32_t *isn_index_keyword_docs(const isn_index *index, uint32_t attribute, int64_t id, uint32_t *count);
+/* The document's value: a keyword id or a number; ISN_ATTRIBUTE_MISSING when it has none. */
+int64_t isn_index_attribute_value(const isn_index *index, uint32_t attribute, uint32_t doc);
+/* Writes DIR/attributes.isn for the index in DIR from the input it was built from (JSONL), matching
+ * records to documents by external id. Called by isn_build_from_file; 0, or -1 with err. */
+int isn_attributes_build(const char *input_path, const char *index_dir, const isn_build_options *options, char *err,
+                         size_t err_len);
+
 /* ------------------------------------------------------------------ cursors */
 
 typedef struct isn_block_meta_s {
@@ -352,6 +391,33 @@ float isn_cursor_shallow_max(const isn_cursor *cursor);
  * has no positions). Reads the positions section only; L1 never calls it. */
 uint32_t isn_index_positions(const isn_index *index, uint32_t term_id, uint32_t doc, uint32_t field,
                              uint32_t *out, uint32_t cap);
+
+/* Positions read alongside a posting cursor, for phrase matching in the first stage: the cursor walks
+ * the doc ids, this walks the same list's positions forward with it, so a phrase costs a pass over
+ * the positions of the postings it lands on, never a search from the block's start. Caller memory. */
+typedef struct {
+    const isn_index *index;
+    uint64_t first_block; /* the term's first block among all blocks */
+    uint32_t block;       /* block whose positions `at` points into; UINT32_MAX for none */
+    uint32_t posting;     /* index within that block of the posting `at` starts */
+    const uint8_t *at;    /* NULL once the section proved malformed: no positions from then on */
+} isn_positions_cursor;
+
+void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index *index, uint32_t term_id);
+/* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
+ * forward between calls), ascending; writes at most cap, returns how many there are (0 without
+ * positions in the index). */
+uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cursor *cursor, uint32_t field,
+                                   uint32_t *out, uint32_t cap);
+
+/* Every posting's term frequency in each field, derived from the positions at the first call (then
+ * shared and read-only; safe from any thread): field_tfs[posting * num_fields + field], where posting
+ * counts all postings in term order (isn_index_term_first_posting, then block * ISN_BLOCK_SIZE + pos
+ * of a cursor), capped at ISN_FIELD_TF_CAP (read the positions then). NULL without positions or when
+ * memory is short: a field: clause then reads the positions of every posting. */
+#define ISN_FIELD_TF_CAP 255
+const uint8_t *isn_index_field_tfs(const isn_index *index);
+uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
 
 /* ------------------------------------------------------------------ synthetic partitions */
 

@@ -1,14 +1,38 @@
 /* Positions per posting and field (second-stage features read them; the first stage never does). */
+#include <stdlib.h>
+
 #include "index/reader.h"
+
+/* Skips `count` varints: each ends at its first byte below 0x80, so counting those is enough (phrase and
+ * field: clauses skip the positions of every posting they pass). NULL when the section ends first. */
+static const uint8_t *skip_varints(const uint8_t *p, const uint8_t *end, uint32_t count) {
+    while (count && p < end) count -= *p++ < 0x80;
+    return count ? NULL : p;
+}
 
 /* Skips one posting's positions (every field); NULL when the section is malformed. */
 static const uint8_t *skip_posting(const uint8_t *p, const uint8_t *end, uint32_t num_fields) {
     for (uint32_t f = 0; f < num_fields && p; f++) {
-        uint32_t count, gap;
+        uint32_t count;
         p = isn_varint_get(p, end, &count);
-        for (uint32_t j = 0; p && j < count; j++) p = isn_varint_get(p, end, &gap);
+        if (p) p = skip_varints(p, end, count);
     }
     return p;
+}
+
+/* One field's positions at p (count, then gaps): at most cap into out; returns the count (0 when
+ * malformed). cap 0 stops at the count (a field: clause's frequency needs no more). */
+static uint32_t read_field_positions(const uint8_t *p, const uint8_t *end, uint32_t *out, uint32_t cap) {
+    uint32_t n = 0, pos = 0;
+    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
+    if (cap == 0) return n;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t gap;
+        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
+        pos = j == 0 ? gap : pos + gap;
+        if (j < cap) out[j] = pos;
+    }
+    return n;
 }
 
 uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc, uint32_t field, uint32_t *out,
@@ -31,13 +55,90 @@ uint32_t isn_index_positions(const isn_index *ix, uint32_t term_id, uint32_t doc
     uint32_t nf = ix->meta->num_fields;
     for (uint32_t k = 0; k < i && p; k++) p = skip_posting(p, end, nf);
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
-    uint32_t n = 0, pos = 0;
-    if (!p || !(p = isn_varint_get(p, end, &n))) return 0;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t gap;
-        if (!(p = isn_varint_get(p, end, &gap))) return j < cap ? j : cap;
-        pos = j == 0 ? gap : pos + gap;
-        if (j < cap) out[j] = pos;
+    return read_field_positions(p, end, out, cap);
+}
+
+void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, uint32_t term_id) {
+    pc->index = ix;
+    pc->first_block = term_id < ix->meta->num_terms ? ix->terms[term_id].first_block : 0;
+    pc->block = UINT32_MAX;
+    pc->posting = 0;
+    pc->at = ix->pos_blocks ? ix->positions : NULL;
+}
+
+uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *cursor, uint32_t field, uint32_t *out,
+                                   uint32_t cap) {
+    const isn_index *ix = pc->index;
+    if (!pc->at || cursor->doc == ISN_DOC_END || field >= ix->meta->num_fields) return 0;
+    const uint8_t *end = ix->positions + ix->positions_bytes;
+    uint32_t nf = ix->meta->num_fields;
+    if (pc->block != cursor->block || pc->posting > cursor->pos) {
+        uint64_t offset = ix->pos_blocks[pc->first_block + cursor->block];
+        if (offset >= ix->positions_bytes) {
+            pc->at = NULL;
+            return 0;
+        }
+        pc->at = ix->positions + offset;
+        pc->block = cursor->block;
+        pc->posting = 0;
     }
-    return n;
+    for (; pc->posting < cursor->pos && pc->at; pc->posting++) pc->at = skip_posting(pc->at, end, nf);
+    const uint8_t *p = pc->at;
+    for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
+    return read_field_positions(p, end, out, cap);
+}
+
+/* One pass over the positions section, counting each posting's positions per field. */
+static uint8_t *count_field_tfs(isn_index *ix) {
+    const isn_meta *m = ix->meta;
+    uint32_t nf = m->num_fields;
+    size_t bytes = (size_t)(m->num_postings * nf);
+    uint8_t *tfs = malloc(bytes ? bytes : 1);
+    uint64_t *first = malloc(((size_t)m->num_terms + 1) * sizeof *first);
+    if (!tfs || !first) {
+        free(tfs);
+        free(first);
+        return NULL;
+    }
+    const uint8_t *end = ix->positions + ix->positions_bytes;
+    uint64_t posting = 0;
+    for (uint32_t t = 0; t < m->num_terms; t++) {
+        const isn_term_entry *e = &ix->terms[t];
+        first[t] = posting;
+        uint32_t blocks = isn_term_num_blocks(e);
+        for (uint32_t b = 0; b < blocks; b++) {
+            uint32_t count = b + 1 == blocks ? e->df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE;
+            uint64_t offset = ix->pos_blocks[e->first_block + b];
+            const uint8_t *p = offset < ix->positions_bytes ? ix->positions + offset : NULL;
+            for (uint32_t i = 0; i < count; i++, posting++)
+                for (uint32_t f = 0; f < nf; f++) {
+                    uint32_t n = 0;
+                    if (p && (p = isn_varint_get(p, end, &n))) p = skip_varints(p, end, n);
+                    /* a malformed block reads as the cap: those postings go back to the positions */
+                    tfs[posting * nf + f] = !p || n >= ISN_FIELD_TF_CAP ? ISN_FIELD_TF_CAP : (uint8_t)n;
+                }
+        }
+    }
+    first[m->num_terms] = posting;
+    ix->term_first_posting = first;
+    return tfs;
+}
+
+const uint8_t *isn_index_field_tfs(const isn_index *ix) {
+    uint8_t *tfs = atomic_load_explicit(&ix->field_tfs, memory_order_acquire);
+    if (tfs || !ix->pos_blocks) return tfs;
+    isn_index *writable = (isn_index *)(uintptr_t)ix; /* built once, then read-only */
+    pthread_mutex_lock(&writable->field_tfs_lock);
+    tfs = atomic_load_explicit(&writable->field_tfs, memory_order_acquire);
+    if (!tfs && !writable->field_tfs_tried) {
+        writable->field_tfs_tried = true;
+        tfs = count_field_tfs(writable);
+        atomic_store_explicit(&writable->field_tfs, tfs, memory_order_release);
+    }
+    pthread_mutex_unlock(&writable->field_tfs_lock);
+    return tfs;
+}
+
+uint64_t isn_index_term_first_posting(const isn_index *ix, uint32_t term_id) {
+    return ix->term_first_posting && term_id < ix->meta->num_terms ? ix->term_first_posting[term_id] : 0;
 }

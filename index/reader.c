@@ -358,6 +358,7 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
         isn_error(err, err_len, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&ix->field_tfs_lock, NULL);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ISN_INDEX_FILE);
     if (map_and_check(ix, path, err, err_len) != 0) {
@@ -372,12 +373,24 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
         return NULL;
     }
     for (uint32_t d = 0; d < nd; d++) ix->norms[d] = isn_bm25_doc_norm(&ix->info.bm25, isn_index_doc_len(ix, d), ix->info.avg_doc_len);
+    if (isn_index_open_attributes(ix, dir, err, err_len) != 0) {
+        isn_index_close(ix);
+        return NULL;
+    }
     return ix;
 }
 
 void isn_index_close(isn_index *ix) {
     if (!ix) return;
     if (ix->map) munmap(ix->map, ix->map_bytes);
+    if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
+    free(atomic_load(&ix->field_tfs));
+    free(ix->term_first_posting);
+    pthread_mutex_destroy(&ix->field_tfs_lock);
+    for (uint32_t a = 0; a < ISN_MAX_ATTRIBUTES; a++) {
+        free(ix->keyword_starts[a]);
+        free(ix->keyword_docs[a]);
+    }
     free(ix->norms);
     free(ix->doc_lens);
     free(ix->docid_offs);

@@ -2,6 +2,9 @@
 #ifndef ISN_INDEX_READER_H
 #define ISN_INDEX_READER_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "base/base.h"
 #include "index/format.h"
 
@@ -36,7 +39,23 @@ struct isn_index {
     const isn_stored_header *stored;
     const isn_stored_block *stored_blocks;
     const uint8_t *stored_data;
+    /* Attributes (attributes.c): DIR/attributes.isn mapped, NULL without. */
+    uint8_t *attributes_map;
+    size_t attributes_bytes;
+    const struct isn_attribute_entry_s *attributes;
+    uint32_t num_attributes;
+    /* Per keyword attribute, its documents grouped by keyword id (built at open): keyword k's are
+     * keyword_docs[a][keyword_starts[a][k] .. keyword_starts[a][k + 1]). */
+    uint32_t *keyword_starts[ISN_MAX_ATTRIBUTES];
+    uint32_t *keyword_docs[ISN_MAX_ATTRIBUTES];
+    /* Per-field term frequencies (positions.c), built at the first isn_index_field_tfs under the lock. */
+    pthread_mutex_t field_tfs_lock;
+    _Atomic(uint8_t *) field_tfs;
+    bool field_tfs_tried;
+    uint64_t *term_first_posting;
 };
+/* DIR/attributes.isn when there is one, validated against the index (attributes.c): 0, or -1 with err. */
+int isn_index_open_attributes(isn_index *index, const char *dir, char *err, size_t err_len);
 
 
 /* Decodes the doc ids of one block into docs (absolute ids); returns where its frequencies start. */

@@ -58,6 +58,7 @@ int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_qu
     query->terms = searcher->parsed_terms;
     query->num_terms = 0;
     query->num_unknown = 0;
+    query->structure = NULL;
     if (++searcher->parse_generation == 0) {
         /* The stamps wrapped: old slots could look live again, so clear them once. */
         memset(searcher->parse_slots, 0, RANKING_PARSE_SLOTS * sizeof *searcher->parse_slots);

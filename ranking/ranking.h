@@ -46,10 +46,17 @@ typedef struct {
     uint32_t df;    /* document frequency used for IDF (the index's, or the aggregator's global one) */
 } isn_query_term;
 
+typedef struct isn_query_structure isn_query_structure;
+
 typedef struct {
     isn_query_term *terms; /* distinct known terms, in first-occurrence order */
     uint32_t num_terms;
     uint32_t num_unknown; /* analyzed terms absent from this index */
+    /* NULL: a bag of words, every term a SHOULD clause over the whole document (MUST in AND mode).
+     * Otherwise the query tree (phrases, required and excluded clauses, fields, filters) that
+     * isn_search evaluates; `terms` then lists the known terms of its scoring clauses, for IDF
+     * (an aggregator's df goes there too) and for the cost model and the second stage's features. */
+    const isn_query_structure *structure;
 } isn_query;
 
 typedef struct {
@@ -213,6 +220,96 @@ void isn_searcher_free(isn_searcher *searcher);
  * more than ISN_MAX_QUERY_TERMS distinct terms. An empty query is not an error here (0 terms). */
 int isn_query_parse(isn_searcher *searcher, const char *text, size_t len, isn_query *query, char *err,
                     size_t err_len);
+
+/* ------------------------------------------------------------------ query syntax and query trees
+ * What users write (README "Query syntax"): words, "phrases", +required, -excluded, field:word and
+ * field:"phrase" for the index's fields, combined freely (`+"image editor" -gimp title:viewer`).
+ * Scored as Lucene's BooleanQuery with BM25Similarity: SHOULD and MUST clauses add their scores, a
+ * MUST_NOT clause only removes documents, a query with a MUST clause needs no SHOULD clause to match;
+ * a phrase scores BM25 with its frequency in the document (every start position where each term sits
+ * at its offset) as tf and the sum of its terms' IDFs as weight (Lucene's PhraseQuery); a field:
+ * clause scores against that field's own statistics (its length, its average length and document
+ * count over the documents that have the field, the term's document frequency in it). */
+
+typedef enum {
+    ISN_OCCUR_SHOULD = 0,
+    ISN_OCCUR_MUST = 1,
+    ISN_OCCUR_MUST_NOT = 2,
+} isn_occur;
+
+/* One clause as stated by a user (parsed from query text) or a client (SearchRequest.structured),
+ * before analysis. */
+typedef struct {
+    isn_occur occur;
+    /* true: the text's terms in order at their relative positions (stopwords keep their places), one
+     * clause; false: each analysed term of the text a clause of its own with this occur and field. */
+    bool phrase;
+    const char *field; /* NULL or "": the whole document, as the bag of words */
+    size_t field_len;
+    const char *text;
+    size_t text_len;
+    size_t offset; /* where the clause starts in the query text, for messages */
+} isn_clause_spec;
+
+/* Upper limit on clauses per query (after analysis, terms of a non-phrase clause counted apiece). */
+#define ISN_MAX_QUERY_CLAUSES 1024
+
+/* Splits query text into clauses. Syntax errors (an unterminated quote, an empty phrase, an operator
+ * or field with nothing after it, parentheses after a field) are -1 with err naming the byte offset.
+ * Field names are not checked here (isn_query_from_clauses knows the index). *num_specs <= cap;
+ * more clauses than cap is an error. */
+int isn_query_syntax_split(const char *text, size_t len, isn_clause_spec *specs, uint32_t cap, uint32_t *num_specs,
+                           char *err, size_t err_len);
+
+typedef enum {
+    ISN_FILTER_EQ = 0, /* value equals one of values (one value: =, several: in {...}) */
+    ISN_FILTER_GE,
+    ISN_FILTER_GT,
+    ISN_FILTER_LE,
+    ISN_FILTER_LT,
+} isn_filter_op;
+
+/* One filter clause as a client states it: attribute op value(s); negate turns it into its opposite.
+ * Keyword attributes take = (and in); numeric ones every operator. */
+typedef struct {
+    const char *attribute;
+    isn_filter_op op;
+    bool negate;
+    const char *const *values; /* keyword text, or a decimal integer for a numeric attribute */
+    uint32_t num_values;
+} isn_filter_spec;
+
+/* A filter written as text: "lang=en", "lang!=en", "year>=2020" (and >, <=, <), "site in {a,b}",
+ * "site not in {a,b}", into a spec whose strings point into `text` (cut in place; values gets at most
+ * max_values). 0, or -1 when the text has none of these forms. */
+int isn_filter_parse(char *text, isn_filter_spec *spec, const char **values, uint32_t max_values);
+
+#define ISN_MAX_QUERY_FILTERS 64
+#define ISN_MAX_FILTER_VALUES 1024
+
+/* Analyses the clauses with the index's analyzer and compiles them with the filters into `query`
+ * (its storage lives in the searcher until the next parse). A field the index lacks is -1 with err
+ * naming the fields it has; so is an attribute it lacks, or a value of the wrong kind. A query that is
+ * a plain bag of words (every clause SHOULD over the whole document, no phrase of two or more terms,
+ * no filter) gets no structure: its terms are exactly isn_query_parse's of the same words. */
+int isn_query_from_clauses(isn_searcher *searcher, const isn_clause_spec *specs, uint32_t num_specs,
+                           const isn_filter_spec *filters, uint32_t num_filters, isn_query *query, char *err,
+                           size_t err_len);
+
+/* isn_query_syntax_split then isn_query_from_clauses; text without syntax gives exactly
+ * isn_query_parse's query (the bag of words, bit for bit). */
+int isn_query_parse_syntax(isn_searcher *searcher, const char *text, size_t len, const isn_filter_spec *filters,
+                           uint32_t num_filters, isn_query *query, char *err, size_t err_len);
+
+/* A query tree is one flat block (no pointers inside), so that it moves by memcpy into another
+ * arena: its size in bytes, and a copy whose structure points into dst (bytes of room). */
+size_t isn_query_structure_bytes(const isn_query_structure *structure);
+void isn_query_structure_copy(void *dst, const isn_query_structure *structure);
+/* Whether the tree holds a phrase (phrases read positions: the GPU holds none) or a filter. */
+bool isn_query_structure_has_phrase(const isn_query_structure *structure);
+bool isn_query_structure_has_filter(const isn_query_structure *structure);
+/* A readable form of the tree ("+body:\"image editor\" -gimp ..."), for debugging and messages. */
+size_t isn_query_structure_describe(const isn_searcher *searcher, const isn_query *query, char *buf, size_t len);
 
 /* Runs the first stage. `hits` must hold options->k entries; they are written best first (score
  * descending, ties by lower doc id) and their number is returned in *num_hits.

@@ -45,6 +45,69 @@ typedef struct {
     double cand_scores[RANKING_WINDOW_DOCS];
 } ranking_window;
 
+/* ------------------------------------------------------------------ query trees (query_structure.c) */
+
+/* One clause of a compiled query tree. */
+typedef struct {
+    uint8_t occur;  /* isn_occur */
+    uint8_t phrase; /* two or more terms matched at their offsets */
+    int16_t field;  /* RANKING_WHOLE_DOCUMENT or a field of the index */
+    uint32_t first_term, num_terms; /* into the tree's terms */
+    uint32_t count;   /* the clause was stated this many times: its score counts so many times */
+    uint32_t missing; /* a term of it is absent from the index: it matches no document */
+    uint32_t pad;
+} ranking_clause;
+
+#define RANKING_WHOLE_DOCUMENT (-1)
+
+typedef struct {
+    uint32_t term_id;
+    uint32_t offset;     /* position relative to the clause's first term */
+    uint32_t query_term; /* isn_query.terms entry whose df gives its IDF; UINT32_MAX in MUST_NOT clauses */
+} ranking_clause_term;
+
+typedef struct {
+    uint32_t attribute;
+    uint8_t op; /* isn_filter_op */
+    uint8_t negate;
+    uint16_t pad;
+    uint32_t first_value, num_values; /* into the tree's values: keyword ids or numbers */
+} ranking_filter;
+
+/* The header of the flat block; the arrays follow it, each 8-byte aligned. */
+struct isn_query_structure {
+    uint32_t num_clauses, num_terms, num_filters, num_values;
+};
+
+static inline size_t ranking_align8(size_t bytes) { return (bytes + 7) & ~(size_t)7; }
+
+static inline ranking_clause *ranking_structure_clauses(const isn_query_structure *s) {
+    return (ranking_clause *)(void *)((uint8_t *)(uintptr_t)s + sizeof *s);
+}
+static inline ranking_clause_term *ranking_structure_terms(const isn_query_structure *s) {
+    return (ranking_clause_term *)(void *)((uint8_t *)ranking_structure_clauses(s) +
+                                           s->num_clauses * sizeof(ranking_clause));
+}
+static inline ranking_filter *ranking_structure_filters(const isn_query_structure *s) {
+    return (ranking_filter *)(void *)((uint8_t *)ranking_structure_terms(s) +
+                                      ranking_align8(s->num_terms * sizeof(ranking_clause_term)));
+}
+static inline int64_t *ranking_structure_values(const isn_query_structure *s) {
+    return (int64_t *)(void *)((uint8_t *)ranking_structure_filters(s) + s->num_filters * sizeof(ranking_filter));
+}
+static inline size_t ranking_structure_size(uint32_t clauses, uint32_t terms, uint32_t filters, uint32_t values) {
+    return sizeof(isn_query_structure) + clauses * sizeof(ranking_clause) +
+           ranking_align8(terms * sizeof(ranking_clause_term)) + filters * sizeof(ranking_filter) +
+           values * sizeof(int64_t);
+}
+
+/* Per field, the statistics a field: clause scores with, as Lucene keeps them: the documents that
+ * have the field, and its average length over them. */
+typedef struct {
+    uint32_t doc_count;
+    float avg_len;
+} ranking_field_stats;
+
 struct isn_searcher {
     ranking_window window;
     const isn_index *index;
@@ -56,7 +119,21 @@ struct isn_searcher {
     isn_query_term *parsed_terms; /* ISN_MAX_QUERY_TERMS entries, owned by the searcher */
     ranking_parse_slot *parse_slots;
     uint32_t parse_generation;
+    /* Query trees: the compiled tree (grown on demand), analysis scratch, per-field statistics. */
+    isn_query_structure *structure;
+    size_t structure_capacity;
+    void *query_scratch; /* query_structure.c's, allocated at the first query tree */
+    ranking_field_stats field_stats[ISN_MAX_FIELDS];
+    uint32_t *position_scratch; /* RANKING_PHRASE_POSITIONS per phrase term */
+    uint32_t position_scratch_terms;
 };
+
+/* Terms of one phrase at most (a phrase match keeps per-term state on the stack). */
+#define RANKING_MAX_PHRASE_TERMS 64u
+
+/* Positions of one term in one field that a phrase match reads; more are ignored. */
+#define RANKING_PHRASE_POSITIONS 1024u
+
 
 /* One query term as the algorithms see it. Algorithms reorder arrays of these freely. */
 typedef struct {
@@ -306,5 +383,20 @@ static inline bool ranking_should_stop_after(ranking_run *run, uint32_t next_doc
     run->stopped_before_doc = next_doc;
     return true;
 }
+
+/* Query-tree evaluation (structured_search.c): the hits of isn_search for a query with a structure. */
+int ranking_structured_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
+                              uint64_t num_docs, bool exhaustive, ranking_run *run, char *err, size_t err_len);
+
+/* Filters (filters.c): specs to compiled clauses (attribute names and keyword values to ids), and the
+ * test of one document against all of them. */
+int ranking_compile_filters(isn_searcher *searcher, const isn_filter_spec *filters, uint32_t num_filters,
+                            ranking_filter *out, int64_t *values, uint32_t *num_values, char *err, size_t err_len);
+bool ranking_filters_accept(const isn_index *index, const ranking_filter *filters, uint32_t num_filters,
+                            const int64_t *values, uint32_t doc);
+
+/* Whether query text uses any operator of the query syntax (query_syntax.c): text without is the bag
+ * of words, whatever its length. */
+bool ranking_query_has_syntax(const char *text, size_t len);
 
 #endif

@@ -92,6 +92,56 @@ static int prepare_run(isn_searcher *searcher, const isn_query *query, uint64_t 
     return 0;
 }
 
+/* Early termination: the run stops once early_stop_fraction of the time to the deadline has passed. */
+static void start_clock(ranking_run *run, const isn_search_options *options) {
+    if (!options->deadline_ns)
+        return;
+    uint64_t start = isn_now_ns();
+    double fraction = options->early_stop_fraction > 0.0 && options->early_stop_fraction <= 1.0
+                          ? options->early_stop_fraction
+                          : 1.0;
+    run->stop_ns = options->deadline_ns <= start
+                       ? 1
+                       : start + (uint64_t)(fraction * (double)(options->deadline_ns - start));
+    run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
+}
+
+static void fill_stats(isn_search_stats *stats, const ranking_run *run) {
+    stats->postings_scored = run->postings_scored;
+    stats->docs_evaluated = run->docs_evaluated;
+    stats->blocks_decoded = run->blocks_decoded;
+    stats->matched_lower_bound = run->matched;
+    stats->complete = !run->stopped;
+    stats->incomplete_reason = run->stopped ? "deadline" : "";
+    stats->exact_below_doc = run->stopped ? run->stopped_before_doc : ISN_DOC_END;
+}
+
+/* A query tree: the exhaustive algorithms (or / and) score every match, the others prune (MaxScore over
+ * the tree's clauses). A caller's threshold seed is a bag of words' and bounds nothing here; caller
+ * norms make the index's bounds invalid, so they too score exhaustively. */
+static int structured(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
+                      uint64_t num_docs, isn_algo algo, isn_hit *hits, uint32_t *num_hits, isn_search_stats *stats,
+                      char *err, size_t err_len) {
+    ranking_run run;
+    memset(&run, 0, sizeof run);
+    run.norms = options->doc_norms ? options->doc_norms : searcher->norms;
+    run.k1_plus_1 = searcher->k1_plus_1;
+    run.window = &searcher->window;
+    start_clock(&run, options);
+    isn_topk_init(&run.topk, hits, options->k);
+    bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND || options->doc_norms != NULL;
+    if (ranking_structured_search(searcher, query, options, num_docs, exhaustive, &run, err, err_len) != 0)
+        return -1;
+    isn_topk_sort(&run.topk);
+    *num_hits = run.topk.size;
+    if (stats != NULL) {
+        /* what ran: the exhaustive evaluation, or MaxScore over the tree's clauses */
+        stats->algo_used = !exhaustive ? ISN_ALGO_MAXSCORE : options->mode == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR;
+        fill_stats(stats, &run);
+    }
+    return 0;
+}
+
 int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
                uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
     if (searcher == NULL || query == NULL || options == NULL || hits == NULL || num_hits == NULL) {
@@ -112,6 +162,8 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
         stats->incomplete_reason = "";
         stats->exact_below_doc = ISN_DOC_END;
     }
+    if (query->structure)
+        return structured(searcher, query, options, num_docs, algo, hits, num_hits, stats, err, err_len);
     if (query->num_terms == 0 || (options->mode == ISN_MODE_AND && query->num_unknown > 0))
         return 0;
 
@@ -125,16 +177,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     }
     if (options->doc_norms)
         run.norms = options->doc_norms;
-    if (options->deadline_ns) {
-        uint64_t start = isn_now_ns();
-        double fraction = options->early_stop_fraction > 0.0 && options->early_stop_fraction <= 1.0
-                              ? options->early_stop_fraction
-                              : 1.0;
-        run.stop_ns = options->deadline_ns <= start
-                          ? 1
-                          : start + (uint64_t)(fraction * (double)(options->deadline_ns - start));
-        run.until_clock_check = RANKING_CLOCK_CHECK_EVERY;
-    }
+    start_clock(&run, options);
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     isn_topk_init(&run.topk, hits, options->k);
     if (buffered) {
@@ -177,14 +220,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     else
         isn_topk_sort(&run.topk);
     *num_hits = run.topk.size;
-    if (stats != NULL) {
-        stats->postings_scored = run.postings_scored;
-        stats->docs_evaluated = run.docs_evaluated;
-        stats->blocks_decoded = run.blocks_decoded;
-        stats->matched_lower_bound = run.matched;
-        stats->complete = !run.stopped;
-        stats->incomplete_reason = run.stopped ? "deadline" : "";
-        stats->exact_below_doc = run.stopped ? run.stopped_before_doc : ISN_DOC_END;
-    }
+    if (stats != NULL)
+        fill_stats(stats, &run);
     return 0;
 }

@@ -32,5 +32,8 @@ void isn_searcher_free(isn_searcher *searcher) {
     free(searcher->parsed_terms);
     free(searcher->parse_slots);
     free(searcher->arena.base);
+    free(searcher->structure);
+    free(searcher->query_scratch);
+    free(searcher->position_scratch);
     free(searcher);
 }

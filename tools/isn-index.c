@@ -19,6 +19,8 @@ static void usage(FILE *out) {
           "      --fields a,b,...        JSONL keys to index, in order (default title,body)\n"
           "      --store a,b,...         also keep these fields' text (among --fields; tsv: body),\n"
           "                              compressed, for replies to show (default none)\n"
+          "      --attribute NAME:keyword|int   keep this JSONL key per document for filters (repeatable;\n"
+          "                              keywords as ids, integers bit-packed; in DIR/attributes.isn)\n"
           "      --id-field KEY          JSONL key of the external id (default id)\n"
           "      --static-score KEY      JSONL key of a numeric document prior\n"
           "      --no-stem               no Snowball English stemming\n"
@@ -165,7 +167,7 @@ static int cmd_build(int argc, char **argv) {
         {"id-field", 1, 0, 'I'}, {"static-score", 1, 0, 'S'}, {"no-stem", 0, 0, 's'}, {"no-stopwords", 0, 0, 'w'},
         {"max-token-bytes", 1, 0, 'm'}, {"no-positions", 0, 0, 'p'}, {"order", 1, 0, 'O'}, {"k1", 1, 0, 'k'},
         {"b", 1, 0, 'b'}, {"partitions", 1, 0, 'P'}, {"split", 1, 0, 'x'}, {"strict", 0, 0, 'X'},
-        {"quiet", 0, 0, 'q'}, {"threads", 1, 0, 't'}, {"memory", 1, 0, 'M'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, {"threads", 1, 0, 't'}, {"memory", 1, 0, 'M'}, {"attribute", 1, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -182,6 +184,19 @@ static int cmd_build(int argc, char **argv) {
             break;
         case 'F': if (parse_names(optarg, "--fields", o.fields, &o.num_fields)) return 2; break;
         case 'T': if (parse_names(optarg, "--store", o.stored, &o.num_stored)) return 2; break;
+        case 'A': {
+            const char *colon = strchr(optarg, ':');
+            isn_attribute_spec *spec = &o.attributes[o.num_attributes];
+            if (o.num_attributes == ISN_MAX_ATTRIBUTES)
+                return fprintf(stderr, "isn-index: at most %d --attribute\n", ISN_MAX_ATTRIBUTES), 2;
+            if (!colon || colon == optarg || (size_t)(colon - optarg) >= sizeof spec->name ||
+                (strcmp(colon + 1, "keyword") != 0 && strcmp(colon + 1, "int") != 0))
+                return fprintf(stderr, "isn-index: --attribute takes NAME:keyword or NAME:int, got '%s'\n", optarg), 2;
+            snprintf(spec->name, sizeof spec->name, "%.*s", (int)(colon - optarg), optarg);
+            spec->kind = strcmp(colon + 1, "int") == 0 ? ISN_ATTRIBUTE_INT : ISN_ATTRIBUTE_KEYWORD;
+            o.num_attributes++;
+            break;
+        }
         case 'I': if (copy_name(o.id_field, optarg, "--id-field")) return 2; break;
         case 'S': if (copy_name(o.static_score_field, optarg, "--static-score")) return 2; break;
         case 's': o.analyzer.stem = false; break;
@@ -304,6 +319,14 @@ static int cmd_info(const char *dir) {
     printf("stored fields ");
     for (uint32_t f = 0; f < in->num_stored_fields; f++) printf(" %s", in->stored_fields[f]);
     printf("%s\n", in->num_stored_fields ? "" : " none");
+    printf("attributes    ");
+    for (uint32_t a = 0; a < isn_index_num_attributes(ix); a++) {
+        isn_attribute_kind kind;
+        const char *name = isn_index_attribute_name(ix, a);
+        isn_index_attribute_find(ix, name, &kind);
+        printf(" %s:%s", name, kind == ISN_ATTRIBUTE_INT ? "int" : "keyword");
+    }
+    printf("%s\n", isn_index_num_attributes(ix) ? "" : " none");
     printf("file bytes     %llu\n", (unsigned long long)in->file_bytes);
     for (uint32_t s = 0; s < in->num_sections; s++)
         printf("  %-12s %llu\n", in->sections[s].name, (unsigned long long)in->sections[s].bytes);

@@ -34,7 +34,13 @@ typedef struct {
     uint32_t num_stored;
     int stored_slots[ISN_MAX_FIELDS];
     void *stored_scratch;
+    /* --filter: with --index, every one must hold (their text lives in filter_text) */
+    isn_filter_spec filters[ISN_MAX_QUERY_FILTERS];
+    uint32_t num_filters;
+    char filter_text[ISN_MAX_QUERY_FILTERS][256];
+    const char *filter_values[ISN_MAX_QUERY_FILTERS][32];
 } query_args;
+
 
 static void usage(FILE *out) {
     fputs("usage: isn-query --index DIR | --server HOST:PORT [options] \"query text\"\n"
@@ -60,6 +66,8 @@ static void usage(FILE *out) {
           "                      SERVING (grpc.health.v1), e.g. right after starting it\n"
           "  --traceparent TP    with --server: send this W3C traceparent (00-TRACEID-SPANID-FLAGS)\n"
           "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
+          "  --filter EXPR       with --index: only documents whose attribute satisfies EXPR: lang=en, lang!=en,\n"
+          "                      year>=2020 (> <= <), site in {a,b}, site not in {a,b}; repeatable, all must hold\n"
           "  --fields a,b        print these stored fields under each hit (the index must keep them:\n"
           "                      isn-index build --store); one query text, not --queries\n"
           "Every answer from --server says whether it is complete, and from an aggregator its coverage; an\n"
@@ -92,7 +100,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"qrels", 1, 0, 'Q'}, {"n1", 1, 0, 'N'}, {"list-features", 0, 0, 'L'},
                                          {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
                                          {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
-                                         {"request-id", 1, 0, 'I'}, {"fields", 1, 0, 'F'},
+                                         {"request-id", 1, 0, 'I'}, {"fields", 1, 0, 'F'}, {"filter", 1, 0, 'G'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -134,6 +142,21 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             a->wait_ready_s = (uint32_t)s;
             break;
         }
+        case 'G': {
+            uint32_t f = a->num_filters;
+            if (f == ISN_MAX_QUERY_FILTERS || strlen(optarg) >= sizeof a->filter_text[f]) {
+                fprintf(stderr, "isn-query: too many or too long --filter\n");
+                return 2;
+            }
+            snprintf(a->filter_text[f], sizeof a->filter_text[f], "%s", optarg);
+            if (isn_filter_parse(a->filter_text[f], &a->filters[f], a->filter_values[f], 32) != 0) {
+                fprintf(stderr, "isn-query: --filter '%s': expected NAME=V, NAME!=V, NAME>=N (> <= <), NAME in {a,b} "
+                                "or NAME not in {a,b}\n", optarg);
+                return 2;
+            }
+            a->num_filters++;
+            break;
+        }
         case 'F':
             for (char *name = strtok(optarg, ","); name; name = strtok(NULL, ",")) {
                 if (a->num_stored == ISN_MAX_FIELDS) {
@@ -165,6 +188,10 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             return -1;
         }
         a->search.mode = implied;
+    }
+    if (a->num_filters && a->server) {
+        fprintf(stderr, "isn-query: --filter works with --index (send Filter messages to a server with any gRPC client)\n");
+        return 2;
     }
     if (a->require_complete && !a->server) {
         fprintf(stderr, "isn-query: --require-complete needs --server (an index in process always answers fully)\n");
@@ -390,7 +417,8 @@ static int run_local(isn_searcher *s, const isn_index *ix, const query_args *a, 
         isn_search_stats st;
         uint32_t n;
         char err[ISN_ERR_LEN];
-        if (isn_query_parse(s, query->text, strlen(query->text), &parsed, err, sizeof err) != 0 ||
+        if (isn_query_parse_syntax(s, query->text, strlen(query->text), a->filters, a->num_filters, &parsed, err,
+                                   sizeof err) != 0 ||
             isn_search(s, &parsed, &a->search, hits, &n, &st, err, sizeof err) != 0) {
             query_error(a, query, err);
             rc = 1;
@@ -467,7 +495,7 @@ static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queri
         isn_query q;
         isn_search_stats st;
         uint32_t n, m;
-        if (isn_query_parse(s, qtext, strlen(qtext), &q, err, sizeof err) != 0 ||
+        if (isn_query_parse_syntax(s, qtext, strlen(qtext), a->filters, a->num_filters, &q, err, sizeof err) != 0 ||
             isn_search(s, &q, &first, hits, &n, &st, err, sizeof err) != 0) {
             fprintf(stderr, "isn-query: query %s: %s\n", qid, err);
             rc = 1;

@@ -4,6 +4,8 @@ fixed cost is inside the time; the driver's "empty" command measures that cost a
 
   python py_worker.py tantivy|pisa INDEX_DIR [pisa-algorithm]
   python py_worker.py build-tantivy|build-pisa CORPUS.jsonl INDEX_DIR   (one thread; prints seconds)
+  python py_worker.py tantivy-tree INDEX_DIR      (query trees, bench/peers/tree_compare.py)
+  python py_worker.py build-tantivy-tree CORPUS.tsv INDEX_DIR   (lucene_export's corpus)
 """
 import json
 import os
@@ -57,14 +59,120 @@ class TantivyEngine:
         import tantivy
         self.index = tantivy.Index.open(path)
         self.index.register_tokenizer("isn_en", tantivy_analyzer())
+        self.analyzer = tantivy_analyzer()
+        self.schema = self.index.schema
+        self.should = tantivy.Occur.Should
+        self.query = tantivy.Query
         self.searcher = self.index.searcher()
         self.version = tantivy_version()
         self.info = "segments=%d" % self.searcher.num_segments
 
     def search(self, text, k):
-        # parse_query_lenient: query logs hold characters the strict syntax refuses; OR of the terms.
-        q, _ = self.index.parse_query_lenient(text, ["body"])
+        # The same query as every engine gets: the analyzer's terms, each a SHOULD term clause (a repeated
+        # term counts again, as in ISN and Lucene), not Tantivy's query parser, whose syntax refuses or
+        # drops parts of log queries.
+        terms = self.analyzer.analyze(text)
+        q = self.query.boolean_query([(self.should, self.query.term_query(self.schema, "body", t)) for t in terms])
         return self.searcher.search(q, k, count=False).hits
+
+    def external_ids(self, hits):
+        return [self.searcher.doc(addr)["id"][0] for _, addr in hits]
+
+
+# ------------------------------------------------------------------ Tantivy, query trees (issue 40)
+# The corpus and queries as ISN's analyzer saw them (bench/peers/lucene_export): tokens split at spaces,
+# "_" where ISN removed a stopword (a stop filter drops it and keeps its place).
+TREE_GAP = " _" * 64  # between title and body in contents: no phrase spans them
+
+
+def tree_analyzer():
+    import tantivy
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+            .filter(tantivy.Filter.custom_stopword(["_"]))
+            .build())
+
+
+def build_tantivy_tree(corpus_tsv, out):
+    import tantivy
+    os.makedirs(out, exist_ok=True)
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    for field in ("contents", "title", "body"):
+        sb.add_text_field(field, stored=False, tokenizer_name="isn_tokens", index_option="position")
+    for field in ("source", "section", "priority"):
+        sb.add_text_field(field, stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_integer_field("words", indexed=True, fast=True)
+    index = tantivy.Index(sb.build(), path=out)
+    index.register_tokenizer("isn_tokens", tree_analyzer())
+    t0 = time.perf_counter()
+    writer = index.writer(heap_size=1_000_000_000, num_threads=1)
+    with open(corpus_tsv, encoding="utf-8") as f:
+        for line in f:
+            doc_id, title, body, source, section, priority, words = line.rstrip("\n").split("\t")
+            fields = {"id": doc_id, "contents": title + TREE_GAP + " " + body, "title": title, "body": body}
+            for name, value in (("source", source), ("section", section), ("priority", priority)):
+                if value:
+                    fields[name] = value
+            if int(words) >= 0:
+                fields["words"] = int(words)
+            writer.add_document(tantivy.Document(**fields))
+    writer.commit()
+    writer.wait_merging_threads()
+    return time.perf_counter() - t0
+
+
+class TantivyTreeEngine:
+    """Query trees as Tantivy users build them: a BooleanQuery of TermQuery and PhraseQuery clauses, and
+    filters as zero-score required (or excluded) clauses around it."""
+
+    def __init__(self, path):
+        import tantivy
+        self.tantivy = tantivy
+        self.index = tantivy.Index.open(path)
+        self.index.register_tokenizer("isn_tokens", tree_analyzer())
+        self.schema = self.index.schema
+        self.searcher = self.index.searcher()
+        self.version = tantivy_version()
+        self.info = "segments=%d" % self.searcher.num_segments
+        self.occur = {"should": tantivy.Occur.Should, "must": tantivy.Occur.Must, "must_not": tantivy.Occur.MustNot}
+
+    def query(self, line):
+        Q, schema = self.tantivy.Query, self.schema
+        parts = line.split("\t")
+        clauses = []
+        for clause in parts[0].split(";") if parts[0] else []:
+            occur, field, terms = clause.split("|", 2)
+            words = [(int(t.split(":", 1)[0]), t.split(":", 1)[1]) for t in terms.split(",")]
+            q = (Q.term_query(schema, field, words[0][1]) if len(words) == 1
+                 else Q.phrase_query(schema, field, words))
+            clauses.append((self.occur[occur], q))
+        q = Q.boolean_query(clauses)
+        flt = parts[1].strip() if len(parts) > 1 else ""
+        if not flt:
+            return q
+        negate = False
+        if ">=" in flt:
+            name, value = flt.split(">=")
+            fq = Q.range_query(schema, name, self.tantivy.FieldType.Integer, int(value), None)
+        elif " in {" in flt:
+            name, rest = flt.split(" in {")
+            fq = Q.boolean_query([(self.tantivy.Occur.Should, Q.term_query(schema, name, v.strip()))
+                                  for v in rest.rstrip("}").split(",")])
+        elif "!=" in flt:
+            name, value = flt.split("!=")
+            fq, negate = Q.term_query(schema, name, value), True
+        else:
+            name, value = flt.split("=")
+            fq = Q.term_query(schema, name, value)
+        if negate:
+            return Q.boolean_query([(self.tantivy.Occur.Must, q), (self.tantivy.Occur.MustNot, fq)])
+        return Q.boolean_query([(self.tantivy.Occur.Must, q), (self.tantivy.Occur.Must, Q.const_score_query(fq, 0.0))])
+
+    def search(self, line, k):
+        return self.searcher.search(self.query(line), k, count=False).hits
+
+    def count(self, line):
+        return self.searcher.search(self.query(line), 1, count=True).count
 
     def external_ids(self, hits):
         return [self.searcher.doc(addr)["id"][0] for _, addr in hits]
@@ -159,6 +267,8 @@ def serve(engine, name):
                 engine.search(EMPTY_QUERY, 10)
                 times.append(clock() - t0)
             out.write("ns " + " ".join(map(str, times)) + "\n")
+        elif w[0] == "count":
+            out.write("count " + " ".join(str(engine.count(t)) for t in logs[w[1]]) + "\n")
         elif w[0] == "top":
             texts, k = logs[w[1]], int(w[2])
             parts = []
@@ -177,6 +287,10 @@ def main():
         print("%.3f" % build_tantivy(sys.argv[2], sys.argv[3]))
     elif cmd == "build-pisa":
         print("%.3f" % build_pisa(sys.argv[2], sys.argv[3]))
+    elif cmd == "build-tantivy-tree":
+        print("%.3f" % build_tantivy_tree(sys.argv[2], sys.argv[3]))
+    elif cmd == "tantivy-tree":
+        serve(TantivyTreeEngine(sys.argv[2]), "tantivy-tree")
     elif cmd == "tantivy":
         serve(TantivyEngine(sys.argv[2]), "tantivy")
     elif cmd == "pisa":

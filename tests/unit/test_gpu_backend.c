@@ -105,6 +105,7 @@ static void batch_fill(batch *bt, uint32_t n, uint32_t k, isn_mode mode) {
         query->terms = bt->terms[q];
         query->num_terms = 0;
         query->num_unknown = 0;
+        query->structure = NULL;
         for (uint32_t t = 0; t < nt; t++) {
             char word[16];
             uint32_t w = mode == ISN_MODE_AND ? (uint32_t)(support_rng_next() % 40)
@@ -650,6 +651,7 @@ static void test_ties_without_fallback(void **state) {
         bt.terms[q][0] = (isn_query_term){.term_id = id, .count = 1, .df = ts.df};
         bt.queries[q].num_terms = 1;
         bt.queries[q].num_unknown = 0;
+        bt.queries[q].structure = NULL;
         isn_search_options so;
         isn_search_options_default(&so);
         so.k = 1000;

@@ -1,0 +1,597 @@
+/* Query syntax and query trees: the parser's clauses and errors, the bag of words left bit for bit,
+ * and every first-stage algorithm (AUTO included) against the brute-force query oracle on random
+ * two-field indexes with positions: phrases, required, excluded and field: clauses, k from 1 to 1000. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "tests/support/files.h"
+#include "tests/support/query_oracle.h"
+#include "tests/support/random.h"
+
+/* ------------------------------------------------------------------ the parser */
+
+static void split(const char *text, isn_clause_spec *specs, uint32_t *n) {
+    char err[ISN_ERR_LEN] = "";
+    if (isn_query_syntax_split(text, strlen(text), specs, 64, n, err, sizeof err) != 0)
+        fail_msg("'%s': %s", text, err);
+}
+
+static void expect_error(const char *text, const char *needle) {
+    isn_clause_spec specs[64];
+    uint32_t n;
+    char err[ISN_ERR_LEN] = "";
+    assert_int_equal(isn_query_syntax_split(text, strlen(text), specs, 64, &n, err, sizeof err), -1);
+    if (!strstr(err, needle)) fail_msg("'%s': error '%s' lacks '%s'", text, err, needle);
+}
+
+static void test_split_operators(void **state) {
+    (void)state;
+    isn_clause_spec s[64];
+    uint32_t n;
+    split("+python -django \"image editor\" title:viewer body:\"a b\" plain", s, &n);
+    assert_int_equal(n, 6);
+    assert_int_equal(s[0].occur, ISN_OCCUR_MUST);
+    assert_true(s[0].text_len == 6 && memcmp(s[0].text, "python", 6) == 0);
+    assert_int_equal(s[1].occur, ISN_OCCUR_MUST_NOT);
+    assert_true(s[2].phrase && s[2].text_len == 12 && s[2].occur == ISN_OCCUR_SHOULD);
+    assert_true(s[3].field_len == 5 && memcmp(s[3].field, "title", 5) == 0);
+    assert_true(s[4].phrase && s[4].field_len == 4 && s[4].text_len == 3);
+    assert_true(!s[5].phrase && s[5].field == NULL && s[5].offset == 55);
+    /* Operators only bind to what follows them directly; "::" and "x: y" are text. */
+    split("a - b --doc Apache::Session note: x c++", s, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(s[i].occur, ISN_OCCUR_SHOULD);
+        assert_true(s[i].field == NULL && !s[i].phrase);
+    }
+}
+
+static void test_split_errors_name_the_byte(void **state) {
+    (void)state;
+    expect_error("image \"editor", "quote at byte 6");
+    expect_error("a \"  \" b", "empty phrase at byte 2");
+    expect_error("x title:(a b)", "parentheses after field title at byte 8");
+}
+
+/* ------------------------------------------------------------------ random two-field collections */
+
+#define VOCABULARY 10
+#define MAX_TITLE 5
+#define MAX_BODY 24
+static const char *vocabulary[VOCABULARY] = {"w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9"};
+
+typedef struct {
+    char dir[64];
+    uint32_t num_docs;
+    const char *(*words)[2][MAX_BODY];
+    uint32_t (*lens)[2];
+    const char *const **word_rows; /* [doc * 2 + field] */
+    const char *const *const **doc_rows;
+    const uint32_t **len_rows;
+    query_oracle_collection oracle;
+    isn_index *index;
+    isn_searcher *searcher;
+} collection;
+
+/* Skewed word choice, so that some phrases are frequent and lists have several blocks. */
+static const char *random_word(void) {
+    uint32_t r = support_rng_below(100);
+    return vocabulary[r < 40 ? r % 3 : r < 75 ? 3 + r % 3 : 6 + r % 4];
+}
+
+static void collection_open(collection *c, uint32_t num_docs) {
+    memset(c, 0, sizeof *c);
+    c->num_docs = num_docs;
+    c->words = calloc(num_docs, sizeof *c->words);
+    c->lens = calloc(num_docs, sizeof *c->lens);
+    c->doc_rows = calloc(num_docs, sizeof *c->doc_rows);
+    c->len_rows = calloc(num_docs, sizeof *c->len_rows);
+    const char *const **rows = calloc(num_docs, 2 * sizeof(const char *const *));
+    assert_true(c->words && c->lens && c->doc_rows && c->len_rows && rows);
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.num_fields = 2;
+    snprintf(options.fields[0], sizeof options.fields[0], "title");
+    snprintf(options.fields[1], sizeof options.fields[1], "body");
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.positions = true;
+    options.order = ISN_ORDER_INPUT;
+    options.progress = false;
+    isn_builder *builder = isn_builder_new(&options);
+    assert_non_null(builder);
+    char err[ISN_ERR_LEN] = "";
+    for (uint32_t d = 0; d < num_docs; d++) {
+        c->lens[d][0] = support_rng_below(MAX_TITLE + 1);
+        c->lens[d][1] = 1 + support_rng_below(MAX_BODY);
+        char text[2][MAX_BODY * 4];
+        for (uint32_t f = 0; f < 2; f++) {
+            size_t at = 0;
+            for (uint32_t i = 0; i < c->lens[d][f]; i++) {
+                c->words[d][f][i] = random_word();
+                at += (size_t)snprintf(text[f] + at, sizeof text[f] - at, "%s%s", i ? " " : "", c->words[d][f][i]);
+            }
+            text[f][at] = '\0';
+            rows[2 * d + f] = c->words[d][f];
+        }
+        c->doc_rows[d] = &rows[2 * d];
+        c->len_rows[d] = c->lens[d];
+        char id[32];
+        snprintf(id, sizeof id, "doc%u", d);
+        const char *fields[2] = {text[0], text[1]};
+        size_t field_lens[2] = {strlen(text[0]), strlen(text[1])};
+        if (isn_builder_add(builder, id, fields, field_lens, 0.0f, err, sizeof err) != 0) fail_msg("%s", err);
+    }
+    c->word_rows = rows;
+    snprintf(c->dir, sizeof c->dir, "/tmp/isn-test-query-XXXXXX");
+    assert_non_null(mkdtemp(c->dir));
+    isn_build_summary summary;
+    if (isn_builder_write(builder, c->dir, &summary, err, sizeof err) != 0) fail_msg("%s", err);
+    isn_builder_free(builder);
+    c->index = isn_index_open(c->dir, err, sizeof err);
+    if (!c->index) fail_msg("%s", err);
+    c->searcher = isn_searcher_new(c->index);
+    assert_non_null(c->searcher);
+    c->oracle = (query_oracle_collection){.num_docs = num_docs, .num_fields = 2, .words = c->doc_rows,
+                                          .lens = c->len_rows, .k1 = 1.2, .b = 0.75};
+}
+
+static void collection_close(collection *c) {
+    isn_searcher_free(c->searcher);
+    isn_index_close(c->index);
+    support_remove_tree(c->dir);
+    free(c->words);
+    free(c->lens);
+    free((void *)c->word_rows);
+    free(c->doc_rows);
+    free(c->len_rows);
+}
+
+/* A random query tree, and the same written in the query syntax. */
+static uint32_t random_query(query_oracle_clause *clauses, char *text, size_t text_len) {
+    uint32_t n = 1 + support_rng_below(4);
+    size_t at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        query_oracle_clause *c = &clauses[i];
+        uint32_t r = support_rng_below(100);
+        c->occur = r < 50 ? QO_SHOULD : r < 75 ? QO_MUST : QO_MUST_NOT;
+        r = support_rng_below(100);
+        c->field = r < 60 ? -1 : r < 80 ? 0 : 1;
+        c->num_words = support_rng_below(100) < 60 ? 1 : 2 + support_rng_below(2);
+        at += (size_t)snprintf(text + at, text_len - at, "%s%s%s%s%s", i ? " " : "",
+                               c->occur == QO_MUST ? "+" : c->occur == QO_MUST_NOT ? "-" : "",
+                               c->field == 0 ? "title:" : c->field == 1 ? "body:" : "", c->num_words > 1 ? "\"" : "",
+                               "");
+        for (uint32_t w = 0; w < c->num_words; w++) {
+            c->words[w] = random_word();
+            at += (size_t)snprintf(text + at, text_len - at, "%s%s", w ? " " : "", c->words[w]);
+        }
+        if (c->num_words > 1) at += (size_t)snprintf(text + at, text_len - at, "\"");
+    }
+    return n;
+}
+
+static bool near(double a, double b) { return fabs(a - b) <= 2e-5 * fabs(b) + 1e-9; }
+
+static void check_hits(const char *what, const isn_hit *hits, uint32_t num_hits, const oracle_hit *expected,
+                       uint32_t num_expected, const query_oracle_collection *oracle, const query_oracle_clause *clauses,
+                       uint32_t num_clauses, bool and_mode) {
+    if (num_hits != num_expected) fail_msg("%s: %u hits, the oracle %u", what, num_hits, num_expected);
+    for (uint32_t i = 0; i < num_hits; i++) {
+        if (!near(hits[i].score, expected[i].score))
+            fail_msg("%s: rank %u doc %u score %.9g, the oracle's rank %u doc %u %.9g", what, i, hits[i].doc,
+                     hits[i].score, i, expected[i].doc, expected[i].score);
+        if (hits[i].doc != expected[i].doc) {
+            /* only a tie within float rounding may swap documents; the hit must still match */
+            if (!query_oracle_matches(oracle, clauses, num_clauses, NULL, 0, and_mode, hits[i].doc))
+                fail_msg("%s: rank %u doc %u does not match the query", what, i, hits[i].doc);
+        }
+    }
+}
+
+static const isn_algo or_algos[] = {ISN_ALGO_OR, ISN_ALGO_MAXSCORE, ISN_ALGO_WAND, ISN_ALGO_BMW, ISN_ALGO_BMM,
+                                    ISN_ALGO_AUTO};
+static const isn_algo and_algos[] = {ISN_ALGO_AND, ISN_ALGO_BMAND, ISN_ALGO_AUTO};
+
+static void test_every_algorithm_against_the_oracle(void **state) {
+    (void)state;
+    static const uint32_t ks[] = {1, 5, 20, 1000};
+    isn_hit *hits = calloc(1000, sizeof *hits);
+    oracle_hit *expected = calloc(1000, sizeof *expected);
+    assert_true(hits && expected);
+    uint32_t checked = 0, nonempty = 0;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        support_rng_seed(seed);
+        collection c;
+        collection_open(&c, 100 + support_rng_below(700));
+        for (uint32_t q = 0; q < 40; q++) {
+            query_oracle_clause clauses[4];
+            char text[256];
+            uint32_t n = random_query(clauses, text, sizeof text);
+            isn_query query;
+            char err[ISN_ERR_LEN] = "";
+            if (isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err) != 0)
+                fail_msg("seed %llu '%s': %s", (unsigned long long)seed, text, err);
+            for (int mode = 0; mode < 2; mode++) {
+                bool and_mode = mode == 1;
+                const isn_algo *algos = and_mode ? and_algos : or_algos;
+                uint32_t num_algos = and_mode ? 3 : 6;
+                for (uint32_t ki = 0; ki < 4; ki++) {
+                    uint64_t matched = 0;
+                    uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, NULL, 0, and_mode, ks[ki],
+                                                               expected, &matched);
+                    nonempty += num_expected > 0;
+                    for (uint32_t a = 0; a < num_algos; a++) {
+                        isn_search_options options;
+                        isn_search_options_default(&options);
+                        options.mode = and_mode ? ISN_MODE_AND : ISN_MODE_OR;
+                        options.algo = algos[a];
+                        options.k = ks[ki];
+                        uint32_t num_hits = 0;
+                        isn_search_stats stats;
+                        if (isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err) != 0)
+                            fail_msg("'%s': %s", text, err);
+                        char what[400];
+                        snprintf(what, sizeof what, "seed %llu '%s' %s k=%u %s", (unsigned long long)seed, text,
+                                 and_mode ? "AND" : "OR", ks[ki], isn_algo_name(algos[a]));
+                        check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, and_mode);
+                        if (a == 0 && stats.matched_lower_bound != matched)
+                            fail_msg("%s: matched %llu, the oracle %llu", what,
+                                     (unsigned long long)stats.matched_lower_bound, (unsigned long long)matched);
+                        checked++;
+                    }
+                }
+            }
+        }
+        collection_close(&c);
+    }
+    /* the queries must exercise matches, not only empty answers */
+    assert_true(nonempty > checked / 20);
+    free(hits);
+    free(expected);
+}
+
+/* ------------------------------------------------------------------ the bag of words stays as it was */
+
+static void test_plain_text_is_the_bag_of_words(void **state) {
+    (void)state;
+    support_rng_seed(99);
+    collection c;
+    collection_open(&c, 200);
+    isn_searcher *other = isn_searcher_new(c.index);
+    assert_non_null(other);
+    const char *texts[] = {"w1 w2 w2 w7", "w3 (w4) w5", "\"w1\" w2", "a - b w9", "w0 zzz"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        isn_query plain, parsed;
+        char err[ISN_ERR_LEN];
+        assert_int_equal(isn_query_parse(other, texts[i], strlen(texts[i]), &plain, err, sizeof err), 0);
+        assert_int_equal(isn_query_parse_syntax(c.searcher, texts[i], strlen(texts[i]), NULL, 0, &parsed, err,
+                                                sizeof err), 0);
+        assert_null(parsed.structure);
+        assert_int_equal(parsed.num_terms, plain.num_terms);
+        assert_int_equal(parsed.num_unknown, plain.num_unknown);
+        assert_memory_equal(parsed.terms, plain.terms, plain.num_terms * sizeof *plain.terms);
+    }
+    /* however long: more words than a query tree may have clauses */
+    static char long_text[3 * 2000 + 1];
+    for (uint32_t i = 0; i < 2000; i++) memcpy(long_text + 3 * i, i % 2 ? "w1 " : "w2 ", 3);
+    isn_query plain, parsed;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_query_parse(other, long_text, strlen(long_text), &plain, err, sizeof err), 0);
+    assert_int_equal(isn_query_parse_syntax(c.searcher, long_text, strlen(long_text), NULL, 0, &parsed, err, sizeof err), 0);
+    assert_null(parsed.structure);
+    assert_int_equal(parsed.num_terms, 2);
+    assert_memory_equal(parsed.terms, plain.terms, 2 * sizeof *plain.terms);
+    isn_searcher_free(other);
+    collection_close(&c);
+}
+
+static void test_fields_and_errors_against_the_index(void **state) {
+    (void)state;
+    support_rng_seed(7);
+    collection c;
+    collection_open(&c, 50);
+    isn_query query;
+    char err[ISN_ERR_LEN] = "";
+    const char *text = "w1 file:lineno";
+    assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown field 'file' at byte 3"));
+    assert_non_null(strstr(err, "title, body"));
+    text = "+w1 -title:\"w2 w3\" body:w4";
+    assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
+    assert_non_null(query.structure);
+    char described[256];
+    isn_query_structure_describe(c.searcher, &query, described, sizeof described);
+    assert_string_equal(described, "+w1 -title:\"w2 w3\" body:w4");
+    /* the tree is one flat block: a copy elsewhere searches alike */
+    size_t bytes = isn_query_structure_bytes(query.structure);
+    void *copy = malloc(bytes);
+    assert_non_null(copy);
+    isn_query_structure_copy(copy, query.structure);
+    isn_query moved = query;
+    moved.structure = copy;
+    isn_hit a[10], b[10];
+    uint32_t na = 0, nb = 0;
+    isn_search_options options;
+    isn_search_options_default(&options);
+    options.k = 10;
+    assert_int_equal(isn_search(c.searcher, &query, &options, a, &na, NULL, err, sizeof err), 0);
+    assert_int_equal(isn_search(c.searcher, &moved, &options, b, &nb, NULL, err, sizeof err), 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof *a);
+    free(copy);
+    /* a phrase longer than 64 terms is refused, naming its byte (the structure holds state per term) */
+    static char long_phrase[2 + 3 * 70 + 1];
+    long_phrase[0] = '"';
+    for (uint32_t i = 0; i < 70; i++) memcpy(long_phrase + 1 + 3 * i, "w1 ", 3);
+    long_phrase[1 + 3 * 70] = '"';
+    assert_int_equal(isn_query_parse_syntax(c.searcher, long_phrase, strlen(long_phrase), NULL, 0, &query, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "the phrase at byte 0 has 70 terms"));
+    /* excluded clauses alone match nothing (as in Lucene) */
+    text = "-w1";
+    assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
+    assert_int_equal(isn_search(c.searcher, &query, &options, a, &na, NULL, err, sizeof err), 0);
+    assert_int_equal(na, 0);
+    collection_close(&c);
+}
+
+/* ------------------------------------------------------------------ filters on attributes */
+
+#define FILTER_DOCS 600
+static const char *const categories[] = {"alpha", "beta", "gamma", "delta"};
+
+/* Documents as JSON Lines with a keyword and an int attribute (some missing), built through
+ * isn_build_from_file in external-id order (so that attributes must follow the documents' new ids),
+ * and the oracle over the same words and values. */
+static void filter_collection_open(collection *c, int64_t *category, int64_t *number, const int64_t **attributes) {
+    memset(c, 0, sizeof *c);
+    uint32_t n = FILTER_DOCS;
+    c->num_docs = n;
+    c->words = calloc(n, sizeof *c->words);
+    c->lens = calloc(n, sizeof *c->lens);
+    c->doc_rows = calloc(n, sizeof *c->doc_rows);
+    c->len_rows = calloc(n, sizeof *c->len_rows);
+    const char *const **rows = calloc(n, 2 * sizeof(const char *const *));
+    assert_true(c->words && c->lens && c->doc_rows && c->len_rows && rows);
+    snprintf(c->dir, sizeof c->dir, "/tmp/isn-test-query-XXXXXX");
+    assert_non_null(mkdtemp(c->dir));
+    char input[128], out[160];
+    snprintf(input, sizeof input, "%s/docs.jsonl", c->dir);
+    snprintf(out, sizeof out, "%s/index", c->dir);
+    FILE *f = fopen(input, "w");
+    assert_non_null(f);
+    /* ids in reverse input order: the external-id order reverses the documents */
+    for (uint32_t d = 0; d < n; d++) {
+        uint32_t doc = n - 1 - d; /* the id the index gives it (ids sort as d%05u) */
+        c->lens[doc][0] = support_rng_below(MAX_TITLE + 1);
+        c->lens[doc][1] = 1 + support_rng_below(MAX_BODY);
+        fprintf(f, "{\"id\": \"d%05u\"", doc);
+        static const char *const keys[2] = {"title", "body"};
+        for (uint32_t field = 0; field < 2; field++) {
+            fprintf(f, ", \"%s\": \"", keys[field]);
+            for (uint32_t i = 0; i < c->lens[doc][field]; i++) {
+                c->words[doc][field][i] = random_word();
+                fprintf(f, "%s%s", i ? " " : "", c->words[doc][field][i]);
+            }
+            fprintf(f, "\"");
+            rows[2 * doc + field] = c->words[doc][field];
+        }
+        category[doc] = support_rng_below(10) == 0 ? INT64_MIN : support_rng_below(4);
+        number[doc] = support_rng_below(10) == 0 ? INT64_MIN : (int64_t)support_rng_below(100) - 20;
+        if (category[doc] != INT64_MIN) fprintf(f, ", \"cat\": \"%s\"", categories[category[doc]]);
+        if (number[doc] != INT64_MIN) fprintf(f, ", \"num\": %lld", (long long)number[doc]);
+        fprintf(f, "}\n");
+        c->doc_rows[doc] = &rows[2 * doc];
+        c->len_rows[doc] = c->lens[doc];
+    }
+    fclose(f);
+    c->word_rows = rows;
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.order = ISN_ORDER_ID;
+    options.progress = false;
+    options.num_attributes = 2;
+    options.attributes[0] = (isn_attribute_spec){.name = "cat", .kind = ISN_ATTRIBUTE_KEYWORD};
+    options.attributes[1] = (isn_attribute_spec){.name = "num", .kind = ISN_ATTRIBUTE_INT};
+    isn_build_summary summary;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_build_from_file(input, out, &options, &summary, err, sizeof err) != 0) fail_msg("%s", err);
+    c->index = isn_index_open(out, err, sizeof err);
+    if (!c->index) fail_msg("%s", err);
+    c->searcher = isn_searcher_new(c->index);
+    assert_non_null(c->searcher);
+    /* keyword ids are ranks in the sorted dictionary: alpha beta delta gamma */
+    static const int64_t rank_of[4] = {0, 1, 3, 2};
+    for (uint32_t d = 0; d < n; d++)
+        if (category[d] != INT64_MIN) category[d] = rank_of[category[d]];
+    attributes[0] = category;
+    attributes[1] = number;
+    c->oracle = (query_oracle_collection){.num_docs = n, .num_fields = 2, .words = c->doc_rows, .lens = c->len_rows,
+                                          .attributes = attributes, .k1 = 1.2, .b = 0.75};
+}
+
+static void test_filters_against_the_oracle(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    isn_hit *hits = calloc(1000, sizeof *hits);
+    oracle_hit *expected = calloc(1000, sizeof *expected);
+    assert_true(hits && expected);
+    uint32_t nonempty = 0, runs = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        support_rng_seed(100 + seed);
+        collection c;
+        filter_collection_open(&c, category, number, attributes);
+        /* the stored values are the written ones */
+        for (uint32_t d = 0; d < FILTER_DOCS; d++) {
+            assert_true(isn_index_attribute_value(c.index, 0, d) == category[d]);
+            assert_true(isn_index_attribute_value(c.index, 1, d) == number[d]);
+        }
+        for (uint32_t q = 0; q < 60; q++) {
+            query_oracle_clause clauses[4];
+            char text[256];
+            uint32_t n = random_query(clauses, text, sizeof text);
+            query_oracle_filter of[2];
+            isn_filter_spec specs[2];
+            const char *values[2][3];
+            char numbers[2][3][24];
+            uint32_t num_filters = 1 + support_rng_below(2);
+            for (uint32_t f = 0; f < num_filters; f++) {
+                bool keyword = support_rng_below(2) == 0;
+                of[f] = (query_oracle_filter){.attribute = keyword ? 0 : 1, .negate = support_rng_below(4) == 0};
+                specs[f] = (isn_filter_spec){.attribute = keyword ? "cat" : "num", .negate = of[f].negate,
+                                             .values = values[f]};
+                if (keyword) {
+                    of[f].op = 0;
+                    of[f].num_values = 1 + support_rng_below(2);
+                    for (uint32_t v = 0; v < of[f].num_values; v++) {
+                        uint32_t which = support_rng_below(4);
+                        static const int64_t rank_of[4] = {0, 1, 3, 2};
+                        of[f].values[v] = rank_of[which];
+                        values[f][v] = categories[which];
+                    }
+                } else {
+                    of[f].op = (int)support_rng_below(5);
+                    of[f].num_values = 1;
+                    of[f].values[0] = (int64_t)support_rng_below(100) - 20;
+                    snprintf(numbers[f][0], sizeof numbers[f][0], "%lld", (long long)of[f].values[0]);
+                    values[f][0] = numbers[f][0];
+                }
+                specs[f].op = (isn_filter_op)of[f].op;
+                specs[f].num_values = of[f].num_values;
+            }
+            isn_query query;
+            char err[ISN_ERR_LEN] = "";
+            if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+                fail_msg("'%s': %s", text, err);
+            uint64_t matched;
+            uint32_t k = q % 2 ? 10 : 1000;
+            uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected,
+                                                       &matched);
+            nonempty += num_expected > 0;
+            for (uint32_t a = 0; a < 6; a++) {
+                isn_search_options options;
+                isn_search_options_default(&options);
+                options.algo = or_algos[a];
+                options.k = k;
+                uint32_t num_hits = 0;
+                isn_search_stats stats;
+                assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+                char what[400];
+                snprintf(what, sizeof what, "seed %llu '%s' with %u filters k=%u %s", (unsigned long long)seed, text,
+                         num_filters, k, isn_algo_name(or_algos[a]));
+                if (num_hits != num_expected) fail_msg("%s: %u hits, the oracle %u", what, num_hits, num_expected);
+                for (uint32_t i = 0; i < num_hits; i++) {
+                    if (!near(hits[i].score, expected[i].score))
+                        fail_msg("%s: rank %u score %.9g, the oracle %.9g", what, i, hits[i].score, expected[i].score);
+                    if (!query_oracle_matches(&c.oracle, clauses, n, of, num_filters, false, hits[i].doc))
+                        fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
+                }
+                if (a == 0 && stats.matched_lower_bound != matched)
+                    fail_msg("%s: matched %llu, the oracle %llu", what, (unsigned long long)stats.matched_lower_bound,
+                             (unsigned long long)matched);
+                runs++;
+            }
+        }
+        collection_close(&c);
+    }
+    assert_true(nonempty > runs / 6 / 4);
+    free(hits);
+    free(expected);
+}
+
+static void test_filter_errors(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    support_rng_seed(5);
+    collection c;
+    filter_collection_open(&c, category, number, attributes);
+    const char *one[] = {"x"};
+    struct {
+        isn_filter_spec spec;
+        const char *needle;
+    } cases[] = {
+        {{.attribute = "lang", .op = ISN_FILTER_EQ, .values = one, .num_values = 1}, "this index has the attributes cat, num"},
+        {{.attribute = "num", .op = ISN_FILTER_GE, .values = one, .num_values = 1}, "'x' is not an integer"},
+        {{.attribute = "cat", .op = ISN_FILTER_LT, .values = one, .num_values = 1}, "keyword attribute"},
+        {{.attribute = "num", .op = ISN_FILTER_GE, .values = one, .num_values = 0}, "takes one value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        isn_query query;
+        char err[ISN_ERR_LEN] = "";
+        assert_int_equal(isn_query_parse_syntax(c.searcher, "w1", 2, &cases[i].spec, 1, &query, err, sizeof err), -1);
+        if (!strstr(err, cases[i].needle)) fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].needle);
+    }
+    collection_close(&c);
+}
+
+/* A damaged attributes file is refused at open, naming the file; the index without it still opens. */
+static void test_damaged_attributes_are_refused(void **state) {
+    (void)state;
+    static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
+    static const int64_t *attributes[2];
+    support_rng_seed(9);
+    collection c;
+    filter_collection_open(&c, category, number, attributes);
+    char index_dir[160], path[200];
+    snprintf(index_dir, sizeof index_dir, "%s/index", c.dir);
+    snprintf(path, sizeof path, "%s/" ISN_ATTRIBUTES_FILE, index_dir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    for (int damage = 0; damage < 3; damage++) {
+        char err[ISN_ERR_LEN] = "";
+        if (damage == 0) { /* one byte flipped past the header */
+            fseek(f, size / 2, SEEK_SET);
+            int byte = fgetc(f);
+            fseek(f, size / 2, SEEK_SET);
+            fputc(byte ^ 0x40, f);
+        } else if (damage == 1) { /* cut short */
+            fflush(f);
+            assert_int_equal(truncate(path, size - 9), 0);
+        } else { /* only the header */
+            fflush(f);
+            assert_int_equal(truncate(path, 16), 0);
+        }
+        fflush(f);
+        isn_index *opened = isn_index_open(index_dir, err, sizeof err);
+        if (opened) fail_msg("damage %d: a damaged attributes file was accepted", damage);
+        if (!strstr(err, ISN_ATTRIBUTES_FILE)) fail_msg("damage %d: '%s' does not name the file", damage, err);
+    }
+    fclose(f);
+    assert_int_equal(unlink(path), 0);
+    char err[ISN_ERR_LEN];
+    isn_index *plain = isn_index_open(index_dir, err, sizeof err);
+    assert_non_null(plain);
+    assert_int_equal(isn_index_num_attributes(plain), 0);
+    isn_index_close(plain);
+    collection_close(&c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_operators),
+        cmocka_unit_test(test_split_errors_name_the_byte),
+        cmocka_unit_test(test_plain_text_is_the_bag_of_words),
+        cmocka_unit_test(test_fields_and_errors_against_the_index),
+        cmocka_unit_test(test_every_algorithm_against_the_oracle),
+        cmocka_unit_test(test_filters_against_the_oracle),
+        cmocka_unit_test(test_filter_errors),
+        cmocka_unit_test(test_damaged_attributes_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
