@@ -64,7 +64,7 @@ typedef struct {
     bool access_log;             /* one line per Search: request id, trace id, status, coverage, time */
     uint32_t dns_interval_ms;    /* dns: partitions are resolved again this often */
     char dns_servers[AGG_ADDR_MAX]; /* "IP[:PORT],..." asked instead of /etc/resolv.conf's ("" = those) */
-    /* The client-facing server's limits (grpc_server_config, grpc_stats_config; 0 = grpc's default). */
+    /* The client-facing server's limits (isn_grpc_server_config, isn_grpc_stats_config; 0 = grpc's default). */
     uint32_t max_connections, max_concurrent_streams, max_requests_per_connection;
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, min_send_rate, memory_budget_mib;
     uint32_t max_header_list_size, max_early_resets_per_second, stats_max_connections, stats_write_timeout_ms;

@@ -33,10 +33,10 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
 /* The loop's handles of the aggregator must be closed (agg_drain, then uv_run returned). */
 void agg_free(agg *a) {
     if (!a) return;
-    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    agg_queries_fail_all(a, ISN_GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     agg_replicas_close(a);
-    if (a->server) grpc_server_free(a->server);
-    if (a->stats) grpc_stats_server_free(a->stats);
+    if (a->server) isn_grpc_server_free(a->server);
+    if (a->stats) isn_grpc_stats_server_free(a->stats);
     agg_stats_cache_free(&a->stats_cache);
     agg_health_free(a);
     agg_discovery_free(a);

@@ -96,7 +96,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
         bool copied;
         set_global_stats(a, q, &rq, &copied);
         char err[256];
-        isn_grpc_call *call = isn_grpc_search_start(r->client, &rq, err, sizeof err);
+        isn_grpc_client_call *call = isn_grpc_search_start(r->client, &rq, err, sizeof err);
         if (copied) {
             free((void *)rq.global_terms);
             free((void *)rq.global_dfs);
@@ -123,7 +123,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
 /* Partition pi has no replica to send to: unreachable, or (DNS named only this isn-agg) a loop. */
 static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     part->state = PART_FAILED;
-    part->last_status = GRPC_STATUS_UNAVAILABLE;
+    part->last_status = ISN_GRPC_STATUS_UNAVAILABLE;
     const agg_partition *p = &a->partitions[pi];
     bool any_usable = false;
     for (uint32_t i = 0; i < p->num_replicas && !any_usable; i++)
@@ -131,7 +131,7 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     if (any_usable) return;
     if (p->own_address[0]) {
         part->loop = true;
-        part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+        part->last_status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
         snprintf(part->last_message, sizeof part->last_message,
                  AGG_LOOP_PREFIX "DNS name %.60s names this isn-agg's own address %.60s (skipped) and no other replica",
                  p->dns_name, p->own_address);
@@ -140,7 +140,7 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     for (uint32_t i = 0; i < p->num_replicas; i++)
         if (p->replicas[i].leads_back) {
             part->loop = true;
-            part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+            part->last_status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
             snprintf(part->last_message, sizeof part->last_message,
                      AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (taken "
                      "out; no other replica)", p->replicas[i].address);
@@ -159,17 +159,17 @@ void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
 static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
     agg_part *part = &q->parts[pi];
     a->partitions[pi].replicas[part->attempts[i].replica].inflight--;
-    isn_grpc_call_free(part->attempts[i].call);
+    isn_grpc_client_call_free(part->attempts[i].call);
     part->attempts[i] = part->attempts[--part->num_attempts];
 }
 
 /* Statuses that say the request itself is wrong (a bad field, an unknown ranker, a method or
  * feature the partition lacks): every replica would answer alike, so no retry helps. */
 static bool caller_error(int status) {
-    return status == GRPC_STATUS_INVALID_ARGUMENT || status == GRPC_STATUS_NOT_FOUND ||
-           status == GRPC_STATUS_FAILED_PRECONDITION || status == GRPC_STATUS_OUT_OF_RANGE ||
-           status == GRPC_STATUS_UNIMPLEMENTED || status == GRPC_STATUS_PERMISSION_DENIED ||
-           status == GRPC_STATUS_UNAUTHENTICATED;
+    return status == ISN_GRPC_STATUS_INVALID_ARGUMENT || status == ISN_GRPC_STATUS_NOT_FOUND ||
+           status == ISN_GRPC_STATUS_FAILED_PRECONDITION || status == ISN_GRPC_STATUS_OUT_OF_RANGE ||
+           status == ISN_GRPC_STATUS_UNIMPLEMENTED || status == ISN_GRPC_STATUS_PERMISSION_DENIED ||
+           status == ISN_GRPC_STATUS_UNAUTHENTICATED;
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -178,7 +178,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     agg_partition *p = &a->partitions[pi];
     for (uint32_t i = 0; i < part->num_attempts && part->state == PART_PENDING;) {
         agg_attempt *at = &part->attempts[i];
-        if (!isn_grpc_call_done(at->call)) {
+        if (!isn_grpc_client_call_done(at->call)) {
             i++;
             continue;
         }
@@ -194,17 +194,17 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
         /* what the replica can take in time: a complete answer well within its timeout, or not */
-        if (status == GRPC_STATUS_OK || status == GRPC_STATUS_RESOURCE_EXHAUSTED || status == GRPC_STATUS_DEADLINE_EXCEEDED)
-            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == GRPC_STATUS_OK && reply.complete);
-        if (status == GRPC_STATUS_OK) {
+        if (status == ISN_GRPC_STATUS_OK || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED || status == ISN_GRPC_STATUS_DEADLINE_EXCEEDED)
+            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == ISN_GRPC_STATUS_OK && reply.complete);
+        if (status == ISN_GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
             r->shed_backoff_ms = 0;
             uint64_t bytes = agg_reply_bytes(&reply);
-            if (!grpc_budget_charge(&a->budget, bytes)) {
+            if (!isn_grpc_budget_charge(&a->budget, bytes)) {
                 /* the aggregator's own memory is full: this partition's answer cannot be held */
                 isn_grpc_search_reply_free(&reply);
                 part->state = PART_FAILED;
-                part->last_status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+                part->last_status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
                 snprintf(part->last_message, sizeof part->last_message,
                          "the aggregator's memory budget (memory_budget_mib %u) has no room for its answer",
                          a->config.memory_budget_mib);
@@ -226,7 +226,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         }
         part->last_status = status;
         snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
-        if (status == GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
+        if (status == ISN_GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
             isn_grpc_search_reply_free(&reply);
             agg_replica_leads_back(a, r, part->last_message);
             if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))) {
@@ -246,11 +246,11 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             return;
         }
         if (!bad) isn_grpc_search_reply_free(&reply);
-        if (status == -1 || status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_RESOURCE_EXHAUSTED ||
-            status == GRPC_STATUS_INTERNAL) {
+        if (status == -1 || status == ISN_GRPC_STATUS_UNAVAILABLE || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED ||
+            status == ISN_GRPC_STATUS_INTERNAL) {
             /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
              * no replica out, or overload would turn into an outage. */
-            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) {
+            if (status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) {
                 /* no retry or hedge goes to it until its back-off (doubling while it keeps shedding) ends */
                 a->metrics.upstream_failures++, r->failures++;
                 r->shed_backoff_ms = r->shed_backoff_ms ? r->shed_backoff_ms * 2 : AGG_SHED_BACKOFF_MIN_MS;
@@ -306,7 +306,7 @@ agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal 
         if (part->state == PART_PENDING) progress_part(a, q, pi, now);
         if (part->loop) {
             /* a configuration that loops: the client hears of it now, not as a partial answer */
-            refusal->status = GRPC_STATUS_FAILED_PRECONDITION;
+            refusal->status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
             snprintf(refusal->message, sizeof refusal->message, AGG_LOOP_PREFIX "partition %u: %s", pi,
                      part->last_message + strlen(AGG_LOOP_PREFIX));
             return AGG_FANOUT_REFUSED;

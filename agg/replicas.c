@@ -33,7 +33,7 @@ void agg_partitions_init(agg *a) {
 }
 
 static void replica_close(agg_replica *r) {
-    if (r->probe) isn_grpc_call_free(r->probe);
+    if (r->probe) isn_grpc_client_call_free(r->probe);
     r->probe = NULL;
     if (r->client) isn_grpc_close(r->client);
     r->client = NULL;
@@ -247,8 +247,8 @@ void agg_probe_replicas(agg *a, int64_t now) {
                 continue;
             }
             if (r->probe) {
-                if (!isn_grpc_call_done(r->probe)) continue;
-                const isn_grpc_result *res = isn_grpc_call_result(r->probe);
+                if (!isn_grpc_client_call_done(r->probe)) continue;
+                const isn_grpc_result *res = isn_grpc_client_call_result(r->probe);
                 bool serving = probe_says_serving(res);
                 if (serving && !r->up) {
                     r->up = true;
@@ -256,7 +256,7 @@ void agg_probe_replicas(agg *a, int64_t now) {
                     log_info("replica %s of partition %u is back", r->address, r->partition);
                 } else if (!serving && r->up)
                     agg_replica_eject(a, r, res->grpc_status == 0 ? "health check: not serving" : "health check failed");
-                isn_grpc_call_free(r->probe);
+                isn_grpc_client_call_free(r->probe);
                 r->probe = NULL;
                 continue;
             }

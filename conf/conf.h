@@ -25,7 +25,7 @@ typedef struct {
     uint32_t header_timeout_ms;      /* preface + a request's headers and body must arrive within this */
     uint32_t idle_timeout_ms;        /* a connection with no open stream is closed after this */
     uint32_t drain_timeout_ms;       /* SIGTERM: longest wait for in-flight requests */
-    /* protections (grpc/grpc.h's grpc_server_config and grpc_stats_config say what each does) */
+    /* protections (grpc/server.h's isn_grpc_server_config and grpc/stats_endpoint.h's isn_grpc_stats_config say what each does) */
     uint32_t max_requests_per_connection;
     uint32_t memory_budget_mib;
     uint32_t write_timeout_ms;

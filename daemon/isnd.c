@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     uv_run(server.loop, UV_RUN_DEFAULT);
     signals_ignore();
     serving_loops_free(&server);
-    grpc_stats_server_free(server.stats);
+    isn_grpc_stats_server_free(server.stats);
     rankers_stop();
     generations_free(&server); /* after the calls, which released theirs */
     uv_loop_close(server.loop);

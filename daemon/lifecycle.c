@@ -31,7 +31,7 @@ void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
     generations_stop(server);
-    if (server->stats) grpc_stats_server_close(server->stats);
+    if (server->stats) isn_grpc_stats_server_close(server->stats);
     serving_loops_close(server, stop_search_service);
     close_if_open((uv_handle_t *)&server->drain_timer);
     /* The signal handlers stay installed (unreferenced, so the loop can end): closing them would give
@@ -75,7 +75,7 @@ void server_begin_drain(isn_server *server, const char *why) {
     log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, open_calls(server),
              server->conf.drain_timeout_ms);
     if (was == SERVER_STARTING) {
-        grpc_server_stop_accepting(server->loops[0].grpc); /* the listening loop */
+        isn_grpc_server_stop_accepting(server->loops[0].grpc); /* the listening loop */
         server->stop_after_load = true; /* the load thread cannot be interrupted; stop when it returns */
         return;
     }
@@ -85,10 +85,10 @@ void server_begin_drain(isn_server *server, const char *why) {
 
 /* ------------------------------------------------------------------ the transport */
 
-void server_transport_config(isn_server *server, const isn_conf *conf, grpc_server_config *grpc,
-                             grpc_stats_config *stats) {
-    grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
-    *grpc = (grpc_server_config){
+void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_server_config *grpc,
+                             isn_grpc_stats_config *stats) {
+    isn_grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
+    *grpc = (isn_grpc_server_config){
         .max_concurrent_streams = conf->max_concurrent_streams,
         .max_message_bytes = conf->max_message_bytes,
         .header_timeout_ms = conf->header_timeout_ms,
@@ -103,7 +103,7 @@ void server_transport_config(isn_server *server, const isn_conf *conf, grpc_serv
         .max_header_list_bytes = conf->max_header_list_bytes,
         .max_early_resets_per_second = conf->max_early_resets_per_second,
     };
-    *stats = (grpc_stats_config){
+    *stats = (isn_grpc_stats_config){
         .server_name = "isnd/" ISND_VERSION,
         .header_timeout_ms = conf->header_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,
@@ -180,20 +180,20 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     server->generations = generations_new(server);
     if (!server->generations) return isn_error(err, err_len, "out of memory for the index generations");
 
-    grpc_server_config grpc_config;
-    grpc_stats_config stats_config;
-    server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+    isn_grpc_server_config isn_grpc_config;
+    isn_grpc_stats_config stats_config;
+    server_transport_config(server, &server->conf, &isn_grpc_config, &stats_config);
     if (serving_loops_make(server, err, err_len) < 0) return -1;
-    if (grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
+    if (isn_grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
                            sizeof server->grpc_address, err, err_len) < 0)
         return -1;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {
-        server->stats = grpc_stats_server_new(loop, &stats_config, &stats_pages, server);
+        server->stats = isn_grpc_stats_server_new(loop, &stats_config, &stats_pages, server);
         if (!server->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
-        if (grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
+        if (isn_grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
                                      sizeof server->stats_address, err, err_len) < 0) {
-            grpc_server_stop_accepting(server->loops[0].grpc);
+            isn_grpc_server_stop_accepting(server->loops[0].grpc);
             return -1;
         }
         log_info("stats listening on http://%s (/metrics /stats /healthz /readyz)", server->stats_address);

@@ -15,7 +15,7 @@
 #include "base/base.h"
 #include "daemon/generation.h"
 #include "daemon/gpu_setup.h"
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 struct search_service {
     isn_scheduler *scheduler;
@@ -73,9 +73,9 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     job->stop_ns = context->stop_ns;
     job->complete = true;
     search_worker_run(job->generation->workers[((service_worker *)context->worker_state)->id], job, false);
-    sched->complete = job->status != GRPC_STATUS_OK || job->complete;
+    sched->complete = job->status != ISN_GRPC_STATUS_OK || job->complete;
     /* Errors and cancellations end early for reasons unrelated to the query's cost. */
-    sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
+    sched->measured = job->status == ISN_GRPC_STATUS_OK && !job->delay_us;
 }
 
 /* Taken to run, by a worker or into a GPU batch: from now on the loop does not answer it at its
@@ -106,17 +106,17 @@ static void pack_gpu_answer(search_service *service, search_job *job, const isn_
 static void refuse(search_job *job, isn_submit_result result) {
     switch (result) {
     case ISN_SUBMIT_SHED_FULL:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
         return;
     case ISN_SUBMIT_SHED_OVERLOAD:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message,
                  "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
                  job->sched.predicted_ns[ISN_DEVICE_CPU] / 1e6);
         return;
     case ISN_SUBMIT_SHED_LATE:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message,
                  "server overloaded: no device can start this query before its deadline");
         return;
@@ -124,7 +124,7 @@ static void refuse(search_job *job, isn_submit_result result) {
     case ISN_SUBMIT_REFUSED:
     case ISN_SUBMIT_STOPPED: break;
     }
-    job->status = GRPC_STATUS_UNAVAILABLE;
+    job->status = ISN_GRPC_STATUS_UNAVAILABLE;
     snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
 }
 
@@ -145,12 +145,12 @@ static void on_complete(void *user, isn_job *sched) {
         job->reply.len = 0;
         if (sched->refusal) refuse(job, (isn_submit_result)sched->refusal);
     } else if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
-        job->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        job->status = ISN_GRPC_STATUS_DEADLINE_EXCEEDED;
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "deadline passed after %.3f ms in the queue",
                  (double)(sched->finished_ns - sched->enqueued_ns) / 1e6);
     } else if (sched->outcome == ISN_JOB_ABANDONED) {
-        job->status = GRPC_STATUS_UNAVAILABLE;
+        job->status = ISN_GRPC_STATUS_UNAVAILABLE;
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
     }
@@ -182,7 +182,7 @@ static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest
         }
         if (query->num_terms == ISN_MAX_QUERY_TERMS) {
             snprintf(job->message, sizeof job->message, "query has more than %d distinct terms", ISN_MAX_QUERY_TERMS);
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return ISN_GRPC_STATUS_INVALID_ARGUMENT;
         }
         isn_term_stats stats;
         isn_index_term_stats(index, term_id, &stats);
@@ -200,7 +200,7 @@ static int analyse(service_worker *worker, search_job *job) {
         char err[ISN_ERR_LEN];
         if (isn_query_parse(planner_of(worker, job), request->query, strlen(request->query), &parsed, err, sizeof err) < 0) {
             snprintf(job->message, sizeof job->message, "%s", err);
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return ISN_GRPC_STATUS_INVALID_ARGUMENT;
         }
     } else {
         int status = query_from_terms(worker, request, &parsed, job);
@@ -213,7 +213,7 @@ static int analyse(service_worker *worker, search_job *job) {
         job->query.terms = job->memory ? arena_alloc(job->memory, bytes) : NULL;
         if (!job->query.terms) {
             snprintf(job->message, sizeof job->message, "out of memory for %u query terms", parsed.num_terms);
-            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+            return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         }
         memcpy(job->query.terms, parsed.terms, bytes);
     }

@@ -1,5 +1,5 @@
-/* gRPC client transport: socket + nghttp2 client session; see grpc/grpc.h. */
-#include "grpc/grpc.h"
+/* gRPC client transport: socket + nghttp2 client session; see grpc/client.h. */
+#include "grpc/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 
 #define READ_CHUNK 65536
 
-struct isn_grpc_call {
+struct isn_grpc_client_call {
     isn_grpc_client *client; /* NULL once the client is gone */
-    isn_grpc_call *prev, *next;
+    isn_grpc_client_call *prev, *next;
     int32_t stream_id;
     bool done;
     uint8_t *body; /* request bytes, prefix included when asked */
@@ -39,7 +39,7 @@ struct isn_grpc_client {
     nghttp2_session *session;
     bool failed;
     bool goaway;
-    isn_grpc_call *calls; /* unfinished, owned by their callers */
+    isn_grpc_client_call *calls; /* unfinished, owned by their callers */
     uint8_t *out;
     size_t out_len, out_cap, out_sent;
     char authority[300];
@@ -50,7 +50,7 @@ static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
 
 /* ------------------------------------------------------------------ calls */
 
-static void call_unlink(isn_grpc_call *call) {
+static void call_unlink(isn_grpc_client_call *call) {
     isn_grpc_client *client = call->client;
     if (!client) return;
     if (call->prev) call->prev->next = call->next;
@@ -59,7 +59,7 @@ static void call_unlink(isn_grpc_call *call) {
     call->prev = call->next = NULL;
 }
 
-static void call_finish(isn_grpc_call *call) {
+static void call_finish(isn_grpc_client_call *call) {
     if (call->done) return;
     call->done = true;
     call_unlink(call);
@@ -67,12 +67,12 @@ static void call_finish(isn_grpc_call *call) {
     isn_grpc_result *r = &call->result;
     const uint8_t *raw = call->raw.data;
     r->body_len = call->raw.len;
-    if (call->raw.len >= GRPC_PREFIX_BYTES) {
+    if (call->raw.len >= ISN_GRPC_PREFIX_BYTES) {
         size_t len = (size_t)raw[1] << 24 | (size_t)raw[2] << 16 | (size_t)raw[3] << 8 | raw[4];
-        if (len <= call->raw.len - GRPC_PREFIX_BYTES) {
+        if (len <= call->raw.len - ISN_GRPC_PREFIX_BYTES) {
             r->message = malloc(len ? len : 1);
             if (r->message) {
-                memcpy(r->message, raw + GRPC_PREFIX_BYTES, len);
+                memcpy(r->message, raw + ISN_GRPC_PREFIX_BYTES, len);
                 r->message_len = len;
             }
         }
@@ -82,10 +82,10 @@ static void call_finish(isn_grpc_call *call) {
     call->body = NULL;
 }
 
-bool isn_grpc_call_done(const isn_grpc_call *call) { return call->done; }
-const isn_grpc_result *isn_grpc_call_result(const isn_grpc_call *call) { return &call->result; }
+bool isn_grpc_client_call_done(const isn_grpc_client_call *call) { return call->done; }
+const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
-void isn_grpc_call_free(isn_grpc_call *call) {
+void isn_grpc_client_call_free(isn_grpc_client_call *call) {
     if (!call) return;
     if (!call->done && call->client) {
         isn_grpc_client *client = call->client;
@@ -127,7 +127,7 @@ static void percent_decode(const uint8_t *in, size_t len, char *out, size_t out_
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
     char text[16];
     size_t n = valuelen < sizeof text - 1 ? valuelen : sizeof text - 1;
@@ -143,7 +143,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                          size_t len, void *user_data) {
     (void)flags, (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
     /* Room for a typical reply at the first chunk, then doubling. */
     if (!call->raw.cap && !buffer_reserve(&call->raw, 4096)) return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -153,7 +153,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     isn_grpc_client *client = user_data;
     if (frame->hd.type == NGHTTP2_GOAWAY) client->goaway = true;
-    isn_grpc_call *call = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
+    isn_grpc_client_call *call = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
     if (!call) return 0;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         call->result.reset = true;
@@ -173,7 +173,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
     if (error_code != NGHTTP2_NO_ERROR && !call->result.reset) {
         call->result.reset = true;
@@ -187,7 +187,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                          uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
     (void)session, (void)stream_id, (void)user_data;
-    isn_grpc_call *call = source->ptr;
+    isn_grpc_client_call *call = source->ptr;
     size_t left = call->body_len - call->body_sent;
     size_t n = left < length ? left : length;
     if (n) memcpy(buf, call->body + call->body_sent, n);
@@ -292,7 +292,7 @@ static void fail_connection(isn_grpc_client *client, const char *why) {
     if (!client->failed) snprintf(client->error, sizeof client->error, "%s", why);
     client->failed = true;
     while (client->calls) {
-        isn_grpc_call *call = client->calls;
+        isn_grpc_client_call *call = client->calls;
         if (client->session && call->stream_id > 0)
             nghttp2_session_set_stream_user_data(client->session, call->stream_id, NULL);
         if (!call->result.grpc_message[0])
@@ -311,7 +311,7 @@ void isn_grpc_close(isn_grpc_client *client) {
     free(client);
 }
 
-isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
+isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
     if (client->failed) {
         isn_error(err, err_len, "connection failed: %s", client->error);
         return NULL;
@@ -320,8 +320,8 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
         isn_error(err, err_len, "server sent GOAWAY; connect again");
         return NULL;
     }
-    isn_grpc_call *call = calloc(1, sizeof *call);
-    size_t total = request->body_len + (request->frame ? GRPC_PREFIX_BYTES : 0);
+    isn_grpc_client_call *call = calloc(1, sizeof *call);
+    size_t total = request->body_len + (request->frame ? ISN_GRPC_PREFIX_BYTES : 0);
     if (!call || !(call->body = malloc(total ? total : 1))) {
         free(call);
         isn_error(err, err_len, "out of memory");
@@ -329,15 +329,15 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     }
     uint8_t *p = call->body;
     if (request->frame) {
-        grpc_write_prefix(p, (uint32_t)request->body_len);
-        p += GRPC_PREFIX_BYTES;
+        isn_grpc_write_prefix(p, (uint32_t)request->body_len);
+        p += ISN_GRPC_PREFIX_BYTES;
     }
     if (request->body_len) memcpy(p, request->body, request->body_len);
     call->body_len = total;
     call->leave_open = request->leave_open;
     call->result.grpc_status = -1;
 
-    char timeout[GRPC_TIMEOUT_MAX_LEN];
+    char timeout[ISN_GRPC_TIMEOUT_MAX_LEN];
     const char *content_type = request->content_type ? request->content_type : "application/grpc";
     nghttp2_nv headers[10];
     size_t n = 0;
@@ -353,7 +353,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     if (request->timeout_header) {
         NV("grpc-timeout", request->timeout_header);
     } else if (request->timeout_ms) {
-        grpc_format_timeout((uint64_t)request->timeout_ms * 1000000ull, timeout, sizeof timeout);
+        isn_grpc_format_timeout((uint64_t)request->timeout_ms * 1000000ull, timeout, sizeof timeout);
         NV("grpc-timeout", timeout);
     }
     if (request->traceparent) NV("traceparent", request->traceparent);
@@ -455,7 +455,7 @@ int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err
     return rc;
 }
 
-int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, char *err, size_t err_len) {
+int isn_grpc_wait(isn_grpc_client *client, isn_grpc_client_call *call, int timeout_ms, char *err, size_t err_len) {
     int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
     while (!call->done) {
         int wait = 1000;

@@ -1,6 +1,6 @@
 /* A few client connections to one server, used round robin: a connection that failed or was told
  * to go away is replaced once its calls are finished (at most every RECONNECT_PAUSE_NS per slot),
- * and one wait covers every connection with calls in flight. See grpc/grpc.h. */
+ * and one wait covers every connection with calls in flight. See grpc/client.h. */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define RECONNECT_PAUSE_NS 100000000ull
 #define RECONNECT_TIMEOUT_MS 1000

@@ -16,7 +16,7 @@ typedef struct stats_conn stats_conn;
 struct stats_conn {
     conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
-    grpc_stats_server *server;
+    isn_grpc_stats_server *server;
     uv_write_t write_req;
     byte_buffer out;
     bool writing;
@@ -30,25 +30,25 @@ struct stats_conn {
     char in[STATS_REQUEST_MAX];
 };
 
-struct grpc_stats_server {
+struct isn_grpc_stats_server {
     uv_loop_t *loop;
-    grpc_stats_config config;
+    isn_grpc_stats_config config;
     char server_name[64];
-    grpc_stats_pages pages;
+    isn_grpc_stats_pages pages;
     void *app;
     uv_tcp_t listener;
     bool listening;
     bool closing;
     uv_timer_t sweep_timer;
-    grpc_connection_limit limit; /* the stats port's own */
+    isn_grpc_connection_limit limit; /* the stats port's own */
     conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
-    grpc_stats_counters counters;
+    isn_grpc_stats_counters counters;
 };
 
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
-    grpc_stats_server *server = conn->server;
+    isn_grpc_stats_server *server = conn->server;
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, &server->limit);
     buffer_free(&conn->out);
     free(conn);
@@ -142,7 +142,7 @@ static const char *reason_phrase(int code) {
 }
 
 /* Fills `body` for `path` and returns the HTTP status. */
-static int render_page(const grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
+static int render_page(const isn_grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
     if (!strcmp(path, "/metrics")) {
         server->pages.render_metrics(server->app, body);
         *content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -166,7 +166,7 @@ static int render_page(const grpc_stats_server *server, const char *path, byte_b
 }
 
 static void handle_request(stats_conn *conn, char *head) {
-    grpc_stats_server *server = conn->server;
+    isn_grpc_stats_server *server = conn->server;
     server->counters.requests++;
     char method[8], target[256], version[16];
     if (sscanf(head, "%7s %255s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
@@ -251,7 +251,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
 /* At the connection limit: the connection idle longest (no request in progress, no answer being
  * written) makes room. */
 static bool evict_idle(void *owner) {
-    grpc_stats_server *server = owner;
+    isn_grpc_stats_server *server = owner;
     stats_conn *oldest = NULL;
     for (conn_links *links = server->conns; links; links = links->next) {
         stats_conn *conn = (stats_conn *)links;
@@ -265,7 +265,7 @@ static bool evict_idle(void *owner) {
 }
 
 static void on_connection(uv_stream_t *listener, int status) {
-    grpc_stats_server *server = listener->data;
+    isn_grpc_stats_server *server = listener->data;
     if (status < 0) return;
     stats_conn *conn = calloc(1, sizeof *conn);
     if (!conn) return;
@@ -282,7 +282,7 @@ static void on_connection(uv_stream_t *listener, int status) {
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
     stats_conn *conn = (stats_conn *)links;
     if (conn->closing) return;
-    grpc_stats_server *server = owner;
+    isn_grpc_stats_server *server = owner;
     if (conn->writing) { /* a client that does not read its page holds nothing for long */
         if (now - conn->write_started_ns > (uint64_t)server->config.write_timeout_ms * 1000000ull) {
             server->counters.connections_timed_out++;
@@ -298,25 +298,25 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
 }
 
 static void on_sweep(uv_timer_t *timer) {
-    grpc_stats_server *server = timer->data;
+    isn_grpc_stats_server *server = timer->data;
     conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
 }
 
 /* ------------------------------------------------------------------ the server */
 
-grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,
-                                         const grpc_stats_pages *pages, void *app) {
-    grpc_stats_server *server = calloc(1, sizeof *server);
+isn_grpc_stats_server *isn_grpc_stats_server_new(uv_loop_t *loop, const isn_grpc_stats_config *config,
+                                         const isn_grpc_stats_pages *pages, void *app) {
+    isn_grpc_stats_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
     server->pages = *pages;
     server->app = app;
     sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);
-    grpc_stats_server_reconfigure(server, config);
+    isn_grpc_stats_server_reconfigure(server, config);
     return server;
 }
 
-int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
+int isn_grpc_stats_server_listen(isn_grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
                              char *err, size_t err_len) {
     if (listen_tcp(server->loop, &server->listener, server, host_port, on_connection, bound, bound_len, err, err_len) < 0)
         return -1;
@@ -324,12 +324,12 @@ int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, c
     return 0;
 }
 
-void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_config *config) {
+void isn_grpc_stats_server_reconfigure(isn_grpc_stats_server *server, const isn_grpc_stats_config *config) {
     server->config = *config;
     snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
     server->config.server_name = server->server_name;
-    if (!server->config.max_connections) server->config.max_connections = GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
-    if (!server->config.write_timeout_ms) server->config.write_timeout_ms = GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS;
+    if (!server->config.max_connections) server->config.max_connections = ISN_GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
+    if (!server->config.write_timeout_ms) server->config.write_timeout_ms = ISN_GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS;
     server->limit.max = server->config.max_connections;
     uint32_t shortest = config->header_timeout_ms < server->config.write_timeout_ms ? config->header_timeout_ms
                                                                                     : server->config.write_timeout_ms;
@@ -337,7 +337,7 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
         sweep_timer_set_timeouts(&server->sweep_timer, shortest, config->idle_timeout_ms);
 }
 
-void grpc_stats_server_close(grpc_stats_server *server) {
+void isn_grpc_stats_server_close(isn_grpc_stats_server *server) {
     if (server->closing) return;
     server->closing = true;
     for (conn_links *links = server->conns; links; links = links->next) stats_conn_close((stats_conn *)links);
@@ -346,12 +346,12 @@ void grpc_stats_server_close(grpc_stats_server *server) {
     if (!uv_is_closing((uv_handle_t *)&server->sweep_timer)) uv_close((uv_handle_t *)&server->sweep_timer, NULL);
 }
 
-void grpc_stats_server_free(grpc_stats_server *server) {
+void isn_grpc_stats_server_free(isn_grpc_stats_server *server) {
     if (!server) return;
     buffer_free(&server->body);
     free(server);
 }
 
-const grpc_stats_counters *grpc_stats_server_get_counters(const grpc_stats_server *server) {
+const isn_grpc_stats_counters *isn_grpc_stats_server_get_counters(const isn_grpc_stats_server *server) {
     return &server->counters;
 }

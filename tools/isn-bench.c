@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define MAX_SWEEP 64
 

@@ -6,7 +6,8 @@
 #include <time.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 
@@ -210,7 +211,7 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
     rq.num_stored_fields = a->num_stored;
     if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
     if (reply->status != 0) {
-        snprintf(err, err_len, "server answered %s (%d): %.200s", grpc_status_name(reply->status), reply->status,
+        snprintf(err, err_len, "server answered %s (%d): %.200s", isn_grpc_status_name(reply->status), reply->status,
                  reply->message);
         isn_grpc_search_reply_free(reply);
         return -1;

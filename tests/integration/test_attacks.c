@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/raw_http2.h"
 
 #define MEMORY_BUDGET_MIB 16
@@ -196,10 +196,10 @@ static void test_cancellations_not_punished(void **state) {
         assert_non_null(client);
         for (int c = 0; c < EARLY_RESETS_PER_SECOND / 2; c++) {
             isn_grpc_search_request request = {.query = "wind tunnel", .k = 10, .timeout_ms = 5000};
-            isn_grpc_call *call = isn_grpc_search_start(client, &request, NULL, 0);
+            isn_grpc_client_call *call = isn_grpc_search_start(client, &request, NULL, 0);
             assert_non_null(call);
             assert_int_equal(isn_grpc_poll(client, 0, NULL, 0), 0);
-            isn_grpc_call_free(call);
+            isn_grpc_client_call_free(call);
         }
         assert_int_equal(isn_grpc_poll(client, 50, NULL, 0), 0);
         assert_true(isn_grpc_usable(client));
@@ -286,10 +286,10 @@ static void test_memory_budget_for_bodies(void **state) {
         char err[256];
         isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, err, sizeof err);
         assert_non_null(client);
-        static uint8_t body[GRPC_PREFIX_BYTES + 1024];
-        grpc_write_prefix(body, 4u << 20);
+        static uint8_t body[ISN_GRPC_PREFIX_BYTES + 1024];
+        isn_grpc_write_prefix(body, 4u << 20);
         enum { CALLS = 12 };
-        isn_grpc_call *calls[CALLS];
+        isn_grpc_client_call *calls[CALLS];
         for (int c = 0; c < CALLS; c++) {
             isn_grpc_request request = {.path = "/isn.v1.Search/Search", .body = body, .body_len = sizeof body,
                                         .frame = false, .leave_open = true};
@@ -301,16 +301,16 @@ static void test_memory_budget_for_bodies(void **state) {
             if (isn_grpc_poll(client, 50, err, sizeof err) < 0) break;
             done = exhausted = 0;
             for (int c = 0; c < CALLS; c++)
-                if (isn_grpc_call_done(calls[c])) {
+                if (isn_grpc_client_call_done(calls[c])) {
                     done++;
-                    exhausted += isn_grpc_call_result(calls[c])->grpc_status == GRPC_STATUS_RESOURCE_EXHAUSTED;
+                    exhausted += isn_grpc_client_call_result(calls[c])->grpc_status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
                 }
         }
         fprintf(stderr, "%s: %d of %d unfinished 4 MiB requests answered RESOURCE_EXHAUSTED at once\n", t->name,
                 exhausted, CALLS);
         assert_true(exhausted >= CALLS - MEMORY_BUDGET_MIB / 4);
         assert_memory_bounded(t, "unfinished 4 MiB bodies");
-        for (int c = 0; c < CALLS; c++) isn_grpc_call_free(calls[c]);
+        for (int c = 0; c < CALLS; c++) isn_grpc_client_call_free(calls[c]);
         isn_grpc_close(client);
         after_attack(t, "unfinished bodies");
     }
@@ -383,7 +383,7 @@ static void test_large_queries_analysed_off_loop(void **state) {
     isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
     enum { LARGE = 4 };
-    isn_grpc_call *calls[LARGE];
+    isn_grpc_client_call *calls[LARGE];
     for (int c = 0; c < LARGE; c++) {
         isn_grpc_search_request request = {.query = text, .k = 10, .timeout_ms = 30000};
         calls[c] = isn_grpc_search_start(client, &request, err, sizeof err);
