@@ -138,6 +138,8 @@ struct agg_query {
     uint32_t full_partition; /* 1 + the partition whose every replica was at its in-flight cap: refused */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
+    uint8_t *forward;     /* the request as the partitions get it, packed once (fanout.c) */
+    size_t forward_len;
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
     uint64_t charged;      /* bytes of the aggregator's memory budget it holds (itself, its request, replies) */
     agg_part *parts;       /* one per partition of the configuration the query started on */

@@ -23,33 +23,54 @@ uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now) {
     return left / 1000000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(left / 1000000);
 }
 
-/* The statistics the partitions score with: the caller's own pass through; else the aggregator's
- * when it collected them. `copied` is set when terms and dfs were allocated for the request. */
-static void set_global_stats(const agg *a, const agg_query *q, isn_grpc_search_request *rq, bool *copied) {
-    const Isn__V1__SearchRequest *in = q->request;
-    *copied = false;
-    if (in->global_stats) {
-        const Isn__V1__GlobalStatistics *g = in->global_stats;
-        rq->global_num_docs = g->num_docs;
-        rq->global_avg_doc_len = g->avg_doc_len;
-        if (g->n_terms) {
-            /* rare: copied per attempt */
-            const char **terms = calloc(g->n_terms, sizeof *terms);
-            uint64_t *dfs = calloc(g->n_terms, sizeof *dfs);
-            if (terms && dfs)
-                for (size_t i = 0; i < g->n_terms; i++) terms[i] = g->terms[i]->term, dfs[i] = g->terms[i]->df;
-            rq->global_terms = terms;
-            rq->global_dfs = dfs;
-            rq->num_global_terms = terms && dfs ? (uint32_t)g->n_terms : 0;
-            *copied = true;
+/* The caller's request as every partition gets it, packed once per query: the caller's message, with
+ * what the aggregator decides set on it (k, the request id, the global statistics it collected when
+ * the caller sent none), and without timeout_ms: the deadline left travels per attempt in grpc-timeout.
+ * The bytes are charged to the query. False when out of memory or budget. */
+static bool pack_forward(agg *a, agg_query *q) {
+    if (q->forward) return true;
+    Isn__V1__SearchRequest *request = q->request;
+    Isn__V1__GlobalStatistics collected = ISN__V1__GLOBAL_STATISTICS__INIT;
+    Isn__V1__TermStatistics *terms = NULL, **term_ptrs = NULL;
+    if (!request->global_stats && a->config.global_stats && q->stats.num_docs) {
+        terms = calloc(q->stats.num_terms ? q->stats.num_terms : 1, sizeof *terms);
+        term_ptrs = calloc(q->stats.num_terms ? q->stats.num_terms : 1, sizeof *term_ptrs);
+        if (!terms || !term_ptrs) {
+            free(terms);
+            free(term_ptrs);
+            return false;
         }
-    } else if (a->config.global_stats && q->stats.num_docs) {
-        rq->global_num_docs = q->stats.num_docs;
-        rq->global_avg_doc_len = q->stats.avg_doc_len;
-        rq->global_terms = (const char *const *)q->stats.terms;
-        rq->global_dfs = q->stats.dfs;
-        rq->num_global_terms = q->stats.num_terms;
+        for (uint32_t i = 0; i < q->stats.num_terms; i++) {
+            isn__v1__term_statistics__init(&terms[i]);
+            terms[i].term = q->stats.terms[i];
+            terms[i].df = q->stats.dfs[i];
+            term_ptrs[i] = &terms[i];
+        }
+        collected.num_docs = q->stats.num_docs;
+        collected.avg_doc_len = q->stats.avg_doc_len;
+        collected.n_terms = q->stats.num_terms;
+        collected.terms = term_ptrs;
+        request->global_stats = &collected;
     }
+    /* Borrowed for the packing only: the unpacked message owns (and frees) its own strings. */
+    char *caller_request_id = request->request_id;
+    request->request_id = q->request_id;
+    request->k = q->k;
+    request->timeout_ms = 0;
+    size_t len = isn__v1__search_request__get_packed_size(request);
+    bool charged = isn_grpc_budget_charge(&a->budget, len);
+    if (charged && (q->forward = malloc(len ? len : 1))) {
+        isn__v1__search_request__pack(request, q->forward);
+        q->forward_len = len;
+        q->charged += len;
+    } else if (charged) {
+        isn_grpc_budget_release(&a->budget, len);
+    }
+    request->request_id = caller_request_id;
+    if (request->global_stats == &collected) request->global_stats = NULL;
+    free(terms);
+    free(term_ptrs);
+    return q->forward != NULL;
 }
 
 bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind) {
@@ -83,31 +104,18 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
             agg_replica_failed(a, r, true, "cannot connect");
             continue;
         }
-        const Isn__V1__SearchRequest *in = q->request;
-        isn_grpc_search_request rq = {
-            .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
-            .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
-            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
-            .traceparent = q->traceparent, .via = q->via,
-            /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
-            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
-            .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields,
-            .forbid_partial = in->forbid_partial};
-        bool copied;
-        set_global_stats(a, q, &rq, &copied);
         char err[256];
-        isn_grpc_client_call *call = isn_grpc_search_start(r->client, &rq, err, sizeof err);
-        if (copied) {
-            free((void *)rq.global_terms);
-            free((void *)rq.global_dfs);
-        }
+        uint32_t timeout_ms = agg_remaining_ms(a, q, now);
+        isn_grpc_request forward = {.path = "/isn.v1.Search/Search", .body = q->forward, .body_len = q->forward_len,
+                                    .frame = true, .timeout_ms = timeout_ms, .traceparent = q->traceparent, .via = q->via};
+        isn_grpc_client_call *call = isn_grpc_start(r->client, &forward, err, sizeof err);
         if (!call) {
             agg_replica_failed(a, r, true, err);
             continue;
         }
         r->unsent = true;
         part->attempts[part->num_attempts++] =
-            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = rq.timeout_ms, .hedge = hedge};
+            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = timeout_ms, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = now;
         r->inflight++;
         r->requests++;
@@ -149,6 +157,17 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
 }
 
 void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
+    if (!pack_forward(a, q)) {
+        for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+            q->parts[pi].state = PART_FAILED;
+            q->parts[pi].last_status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
+            snprintf(q->parts[pi].last_message, sizeof q->parts[pi].last_message,
+                     "the aggregator's memory budget (memory_budget_mib %u) has no room for the request it forwards",
+                     a->config.memory_budget_mib);
+        }
+        a->metrics.over_budget++;
+        return;
+    }
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;

@@ -163,6 +163,7 @@ static void query_free(agg *a, agg_query *q) {
     isn_grpc_budget_release(&a->budget, q->charged);
     agg_term_stats_free(&q->stats);
     free(q->stats_key);
+    free(q->forward);
     free(q->parts);
     if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
     if (q->prev) q->prev->next = q->next;
