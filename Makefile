@@ -69,7 +69,7 @@ TESTS += tools/check-layout.sh tests/unit/check_layout_test.sh
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
 ifeq ($(STATIC),1)
 STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -llz4 -ljemalloc -lnghttp2 -lprotobuf-c -linih
-STATIC_LIBS += -lcares
+STATIC_LIBS += -lcares -lssl -lcrypto
 LDLIBS := -Wl,--as-needed -Wl,-Bstatic $(STATIC_LIBS) -luv_a -Wl,-Bdynamic $(filter-out $(STATIC_LIBS) -luv,$(LDLIBS))
 endif
 

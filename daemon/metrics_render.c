@@ -127,6 +127,7 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
                       isn_grpc_server_read_counters(server->loops[i].grpc).connections);
     }
     isn_grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
+    isn_grpc_tls_render_metrics("isn", server->grpc_tls, server->stats_tls, out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 

@@ -109,6 +109,7 @@ struct isn_server {
     serving_loop *loops; /* loops[0] runs on `loop`; its gRPC server listens and hands connections out */
     uint32_t num_loops;
     isn_grpc_stats_server *stats; /* NULL without stats_listen */
+    isn_grpc_tls *grpc_tls, *stats_tls; /* NULL: plaintext (server.tls_cert unset) */
     isn_grpc_connection_limit connection_limit; /* shared by every loop and the stats endpoint */
     isn_grpc_memory_budget memory_budget;       /* shared by every loop */
     char grpc_address[80], stats_address[80];
@@ -197,6 +198,10 @@ void server_begin_drain(isn_server *server, const char *why);
 /* Closes every handle so uv_run returns (after a drain, or at once). */
 void server_stop(isn_server *server);
 /* The transport's settings from a configuration (at start and after a reload). */
+/* The TLS credentials of server.tls_*, and their watch; 0 or -1 with err naming the file and the problem. */
+int server_tls_start(isn_server *server, char *err, size_t err_len);
+/* SIGHUP: rereads the certificate files (a refused set is logged and the one in use stays). */
+void server_tls_reload(isn_server *server);
 void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_server_config *grpc,
                              isn_grpc_stats_config *stats);
 bool server_ready(const isn_server *server);

@@ -41,6 +41,7 @@ static void reload(isn_server *server) {
                  next.max_k, next.drain_timeout_ms);
         generations_check(server, "SIGHUP");
     }
+    server_tls_reload(server);
     if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0)
         LOOP_METRICS(&server->loops[0], m->reload_failures++);
     sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");

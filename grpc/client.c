@@ -17,6 +17,8 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "grpc/tls_internal.h"
+
 #define READ_CHUNK 65536
 
 struct isn_grpc_client_call {
@@ -44,6 +46,7 @@ struct isn_grpc_client {
     size_t out_len, out_cap, out_sent;
     char authority[300];
     char error[256];
+    tls_session tls; /* ssl NULL: plaintext */
 };
 
 static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
@@ -246,7 +249,75 @@ static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err,
     return fd;
 }
 
+static bool out_append_tls(isn_grpc_client *client);
+static int take_input(isn_grpc_client *client, const uint8_t *data, size_t len);
+
+/* The host part of HOST:PORT or [IPV6]:PORT. */
+static void host_of(const char *host_port, char *host, size_t host_len) {
+    const char *start = host_port, *end;
+    if (*start == '[') {
+        start++;
+        end = strchr(start, ']');
+    } else {
+        end = strrchr(start, ':');
+    }
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    if (n >= host_len) n = host_len - 1;
+    memcpy(host, start, n);
+    host[n] = '\0';
+}
+
+/* Runs the TLS handshake to its end, within the connect timeout (the socket is non-blocking). */
+static int tls_handshake(isn_grpc_client *client, const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    int64_t deadline = now_ms() + (timeout_ms ? timeout_ms : 10000);
+    uint8_t buf[READ_CHUNK];
+    while (!client->tls.handshake_done) {
+        if (take_input(client, NULL, 0) < 0)
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, client->error);
+        if (client->tls.handshake_done) break;
+        if (!out_append_tls(client)) return isn_error(err, err_len, "out of memory");
+        while (client->out_sent < client->out_len) {
+            ssize_t w = send(client->fd, client->out + client->out_sent, client->out_len - client->out_sent, MSG_NOSIGNAL);
+            if (w > 0) {
+                client->out_sent += (size_t)w;
+                continue;
+            }
+            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                return isn_error(err, err_len, "TLS with %s: send failed: %s", host_port, strerror(errno));
+            struct pollfd pfd = {.fd = client->fd, .events = POLLOUT};
+            int64_t left = deadline - now_ms();
+            if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+                return isn_error(err, err_len, "TLS handshake with %s timed out", host_port);
+        }
+        client->out_len = client->out_sent = 0;
+        struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+            return isn_error(err, err_len, "TLS handshake with %s timed out", host_port);
+        ssize_t r = recv(client->fd, buf, sizeof buf, 0);
+        if (r == 0) return isn_error(err, err_len, "TLS with %s: the server closed the connection in the handshake (it "
+                                                   "may require a client certificate, or not speak TLS)", host_port);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, strerror(errno));
+        }
+        if (take_input(client, buf, (size_t)r) < 0)
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, client->error);
+    }
+    const unsigned char *protocol;
+    unsigned int protocol_len;
+    SSL_get0_alpn_selected(client->tls.ssl, &protocol, &protocol_len);
+    if (protocol_len != 2 || memcmp(protocol, "h2", 2))
+        return isn_error(err, err_len, "TLS with %s: the server did not agree to HTTP/2 (ALPN h2)", host_port);
+    return 0;
+}
+
 isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    return isn_grpc_connect_tls(host_port, timeout_ms, NULL, NULL, err, err_len);
+}
+
+isn_grpc_client *isn_grpc_connect_tls(const char *host_port, uint32_t timeout_ms, isn_grpc_tls *tls,
+                                      const char *server_name, char *err, size_t err_len) {
     int fd = connect_socket(host_port, timeout_ms, err, err_len);
     if (fd < 0) return NULL;
     isn_grpc_client *client = calloc(1, sizeof *client);
@@ -277,6 +348,16 @@ isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, ch
     };
     nghttp2_submit_settings(client->session, NGHTTP2_FLAG_NONE, settings, 2);
     nghttp2_session_set_local_window_size(client->session, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    if (tls) {
+        char host[256];
+        if (server_name && server_name[0]) snprintf(host, sizeof host, "%s", server_name);
+        else host_of(host_port, host, sizeof host);
+        if (tls_session_connect(&client->tls, tls, host, err, err_len) < 0 ||
+            tls_handshake(client, host_port, timeout_ms, err, err_len) < 0) {
+            isn_grpc_close(client);
+            return NULL;
+        }
+    }
     return client;
 }
 
@@ -306,6 +387,7 @@ void isn_grpc_close(isn_grpc_client *client) {
     isn_grpc_client_unwatch(client);
     fail_connection(client, "client closed");
     nghttp2_session_del(client->session);
+    tls_session_free(&client->tls);
     close(client->fd);
     free(client->out);
     free(client);
@@ -375,6 +457,59 @@ isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_req
     return call;
 }
 
+static bool out_append(isn_grpc_client *client, const uint8_t *data, size_t n) {
+    if (client->out_len + n > client->out_cap) {
+        size_t cap = client->out_cap ? client->out_cap : 16384;
+        while (cap < client->out_len + n) cap *= 2;
+        uint8_t *out = realloc(client->out, cap);
+        if (!out) return false;
+        client->out = out;
+        client->out_cap = cap;
+    }
+    memcpy(client->out + client->out_len, data, n);
+    client->out_len += n;
+    return true;
+}
+
+/* The ciphertext OpenSSL wrote joins the bytes to send. */
+static bool out_append_tls(isn_grpc_client *client) {
+    byte_buffer cipher = {0};
+    bool ok = tls_session_take_output(&client->tls, &cipher) && out_append(client, cipher.data, cipher.len);
+    buffer_free(&cipher);
+    return ok;
+}
+
+/* Received bytes into the HTTP/2 session, through TLS when the connection has it. -1 with
+ * client->error on a failure. */
+static int take_input(isn_grpc_client *client, const uint8_t *data, size_t len) {
+    if (!client->tls.ssl) {
+        ssize_t used = nghttp2_session_mem_recv(client->session, data, len);
+        if (used < 0) {
+            fail_connection(client, nghttp2_strerror((int)used));
+            return -1;
+        }
+        return 0;
+    }
+    if (!tls_session_feed(&client->tls, data, len)) {
+        fail_connection(client, "out of memory for TLS input");
+        return -1;
+    }
+    uint8_t plain[TLS_RECORD_MAX];
+    for (;;) {
+        ssize_t n = tls_session_read(&client->tls, plain, sizeof plain);
+        if (n == 0) return 0;
+        if (n < 0) {
+            fail_connection(client, client->tls.error);
+            return -1;
+        }
+        ssize_t used = nghttp2_session_mem_recv(client->session, plain, (size_t)n);
+        if (used < 0) {
+            fail_connection(client, nghttp2_strerror((int)used));
+            return -1;
+        }
+    }
+}
+
 /* Moves queued frames to the socket as far as it takes them. -1 on a dead connection. */
 static int send_pending(isn_grpc_client *client) {
     for (;;) {
@@ -382,17 +517,13 @@ static int send_pending(isn_grpc_client *client) {
             client->out_len = client->out_sent = 0;
             const uint8_t *data;
             ssize_t n;
+            if (client->tls.ssl && !out_append_tls(client)) return -1;
             while ((n = nghttp2_session_mem_send(client->session, &data)) > 0) {
-                if (client->out_len + (size_t)n > client->out_cap) {
-                    size_t cap = client->out_cap ? client->out_cap : 16384;
-                    while (cap < client->out_len + (size_t)n) cap *= 2;
-                    uint8_t *out = realloc(client->out, cap);
-                    if (!out) return -1;
-                    client->out = out;
-                    client->out_cap = cap;
+                if (client->tls.ssl) {
+                    if (!tls_session_write(&client->tls, data, (size_t)n) || !out_append_tls(client)) return -1;
+                } else if (!out_append(client, data, (size_t)n)) {
+                    return -1;
                 }
-                memcpy(client->out + client->out_len, data, (size_t)n);
-                client->out_len += (size_t)n;
                 if (client->out_len >= 65536) break;
             }
             if (n < 0) return -1;
@@ -424,11 +555,9 @@ static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t 
         for (;;) {
             ssize_t r = recv(client->fd, buf, sizeof buf, 0);
             if (r > 0) {
-                ssize_t used = nghttp2_session_mem_recv(client->session, buf, (size_t)r);
-                if (used < 0) {
-                    fail_connection(client, nghttp2_strerror((int)used));
-                    return isn_error(err, err_len, "HTTP/2 error: %s", client->error);
-                }
+                if (take_input(client, buf, (size_t)r) < 0)
+                    return isn_error(err, err_len, "%s: %s", client->tls.ssl ? "TLS or HTTP/2 error" : "HTTP/2 error",
+                                     client->error);
                 if ((size_t)r < sizeof buf) break;
                 continue;
             }

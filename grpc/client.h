@@ -1,4 +1,4 @@
-/* One HTTP/2 connection over a plain socket, many calls in flight on it. Blocking helpers for simple
+/* One HTTP/2 connection over a socket (plaintext or TLS), many calls in flight on it. Blocking helpers for simple
  * tools (isn-query), and start/poll/finish for programs that keep many calls going (isn-bench,
  * isn-agg), by poll() or from a libuv loop (isn_grpc_client_watch). Not thread-safe: one client per
  * thread. No protobuf types in the client's calls. */
@@ -8,12 +8,19 @@
 #include <uv.h>
 
 #include "grpc/framing.h"
+#include "grpc/tls.h"
 
 typedef struct isn_grpc_client isn_grpc_client;
 typedef struct isn_grpc_client_call isn_grpc_client_call;
 
 /* Connects to HOST:PORT ([IPV6]:PORT) and sends the HTTP/2 preface. NULL with err. */
 isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len);
+/* The same over TLS when `tls` (client credentials, grpc/tls.h) is not NULL: the handshake is done
+ * here, within timeout_ms; the server's certificate must chain to the credentials' CA and name
+ * server_name (NULL or "": the host of host_port, a name or an IP address), which is also sent as
+ * SNI, and the server must agree to ALPN h2. NULL with err saying which of these failed. */
+isn_grpc_client *isn_grpc_connect_tls(const char *host_port, uint32_t timeout_ms, isn_grpc_tls *tls,
+                                      const char *server_name, char *err, size_t err_len);
 void isn_grpc_close(isn_grpc_client *client);
 /* The socket, for callers that poll() several clients at once; then call isn_grpc_poll(client, 0). */
 int isn_grpc_fd(const isn_grpc_client *client);
@@ -177,6 +184,9 @@ int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *ser
  * failed or got GOAWAY is replaced once its calls are finished. */
 typedef struct isn_grpc_pool isn_grpc_pool;
 isn_grpc_pool *isn_grpc_pool_new(const char *host_port, uint32_t size, uint32_t timeout_ms, char *err, size_t err_len);
+/* The same over TLS (isn_grpc_connect_tls) when `tls` is not NULL; the pool keeps the pointers. */
+isn_grpc_pool *isn_grpc_pool_new_tls(const char *host_port, uint32_t size, uint32_t timeout_ms, isn_grpc_tls *tls,
+                                     const char *server_name, char *err, size_t err_len);
 void isn_grpc_pool_free(isn_grpc_pool *pool);
 /* A usable connection with a stream to spare (the server's concurrent-stream limit: a call past it would
  * wait inside the client, unseen by the server, with a grpc-timeout that no longer tells its age);
@@ -206,6 +216,8 @@ typedef struct {
     double duration_s, warmup_s;  /* measured seconds, after warmup_s sent but not measured */
     double spike_rate, spike_s;   /* open loop, spike_rate > 0: the first spike_s measured seconds at it */
     uint64_t seed;
+    isn_grpc_tls *tls;       /* NULL = plaintext; else client credentials (and server_name, see isn_grpc_connect_tls) */
+    const char *server_name;
 } isn_load_config;
 
 typedef struct isn_load isn_load;

@@ -55,6 +55,8 @@ void isn_grpc_conn_memory_init(isn_grpc_conn *conn) {
     charge(conn, sizeof *conn);
 }
 
+void isn_grpc_conn_memory_charge_tls(isn_grpc_conn *conn) { charge(conn, TLS_CONN_BYTES); }
+
 void isn_grpc_conn_memory_track_buffers(isn_grpc_conn *conn) {
     uint64_t held = conn->pending.cap + conn->sending.cap;
     if (held > conn->buffers_charged) charge(conn, held - conn->buffers_charged);

@@ -285,7 +285,7 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
             return NULL;
         }
         /* Fail early with a clear message when the target is not there. */
-        if (!(run->pool = isn_grpc_pool_new(config->target, config->connections, 2000, err, err_len))) {
+        if (!(run->pool = isn_grpc_pool_new_tls(config->target, config->connections, 2000, config->tls, config->server_name, err, err_len))) {
             isn_load_free(load);
             return NULL;
         }

@@ -101,7 +101,9 @@ int isn_grpc_server_listen(isn_grpc_server *server, const char *host_port, char 
 
 void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_config *config) {
     size_t app_bytes = server->config.call_app_bytes; /* fixed: pooled calls have this size */
+    isn_grpc_tls *tls = server->config.tls; /* fixed: the credentials rotate, the port's mode does not */
     server->config = *config;
+    server->config.tls = tls;
     isn_grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes = app_bytes;
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);

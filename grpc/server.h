@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "grpc/framing.h"
+#include "grpc/tls.h"
 
 typedef struct isn_grpc_server isn_grpc_server;
 typedef struct isn_grpc_call isn_grpc_call;
@@ -70,6 +71,10 @@ typedef struct {
      * stream of the connection refills by one; past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
      * Resets of answered streams never count. 0 = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
     uint32_t max_early_resets_per_second;
+    /* TLS credentials (grpc/tls.h), NULL = plaintext. The handshake must finish within
+     * header_timeout_ms like the preface after it, and each TLS connection is charged to the memory
+     * budget. Read when a connection is accepted; set before listening (a reload keeps it). */
+    isn_grpc_tls *tls;
 } isn_grpc_server_config;
 
 typedef struct {

@@ -27,6 +27,7 @@ static void on_closed(uv_handle_t *handle) {
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->pending);
     buffer_free(&conn->sending);
+    tls_session_free(&conn->tls);
     isn_grpc_conn_memory_release(conn);
     free(conn);
     isn_grpc_server_check_drained(server);
@@ -111,7 +112,15 @@ static void conn_flush(isn_grpc_conn *conn) {
         isn_grpc_server_check_drained(conn->server); /* may close every connection, this one too */
         if (conn->closing) return;
     }
-    while (conn->pending.len < FLUSH_CHUNK) {
+    /* Before its handshake (and after a TLS failure) a TLS connection sends only what OpenSSL wrote. */
+    bool tls = conn->tls.ssl != NULL;
+    bool http2_blocked = tls && (!conn->tls.handshake_done || conn->tls.failed);
+    if (tls && !tls_session_take_output(&conn->tls, &conn->pending)) {
+        log_warn("grpc %s: out of memory for output; closing", conn->peer);
+        isn_grpc_conn_close(conn);
+        return;
+    }
+    while (!http2_blocked && conn->pending.len < FLUSH_CHUNK) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);
         if (n < 0) {
@@ -120,7 +129,9 @@ static void conn_flush(isn_grpc_conn *conn) {
             return;
         }
         if (n == 0) break;
-        bool appended = buffer_append(&conn->pending, data, (size_t)n);
+        bool appended = tls ? tls_session_write(&conn->tls, data, (size_t)n) &&
+                                  tls_session_take_output(&conn->tls, &conn->pending)
+                            : buffer_append(&conn->pending, data, (size_t)n);
         isn_grpc_conn_memory_track_buffers(conn);
         if (!appended) {
             log_warn("grpc %s: out of memory for output; closing", conn->peer);
@@ -145,6 +156,11 @@ static void conn_flush(isn_grpc_conn *conn) {
         return;
     }
     if (conn->writing) return;
+    if (tls && (conn->tls.failed || conn->tls.closed)) {
+        isn_grpc_conn_close(conn); /* its alert, if any, is written */
+        return;
+    }
+    if (http2_blocked) return; /* the handshake waits for the client */
     bool more = nghttp2_session_want_write(conn->session);
     if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) isn_grpc_conn_close(conn);
 }
@@ -154,6 +170,27 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     isn_grpc_conn *conn = handle->data;
     /* One buffer for all connections: nghttp2 consumes every read before the next. */
     *buf = uv_buf_init((char *)conn->server->read_buffer, sizeof conn->server->read_buffer);
+}
+
+/* Ciphertext from the client: decrypted a record at a time into nghttp2. Returns what
+ * nghttp2_session_mem_recv would (negative: an HTTP/2 error); a TLS failure instead marks the session
+ * failed and the connection closes once its alert is written. */
+static ssize_t feed_tls(isn_grpc_conn *conn, const uint8_t *data, size_t len) {
+    if (!tls_session_feed(&conn->tls, data, len)) {
+        conn->tls.failed = true;
+        return 0;
+    }
+    for (;;) {
+        ssize_t n = tls_session_read(&conn->tls, conn->server->tls_plain, sizeof conn->server->tls_plain);
+        if (n < 0) {
+            if (conn->tls.failed) log_debug("grpc %s: %s", conn->peer, conn->tls.error);
+            uv_read_stop((uv_stream_t *)&conn->tcp);
+            return 0;
+        }
+        if (n == 0) return 0;
+        ssize_t rv = nghttp2_session_mem_recv(conn->session, conn->server->tls_plain, (size_t)n);
+        if (rv < 0 || conn->closing) return rv;
+    }
 }
 
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
@@ -174,7 +211,8 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     else conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
     conn->read_start_ns = read_start;
     conn->unread_backlog = (size_t)nread == sizeof server->read_buffer;
-    ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+    ssize_t rv = conn->tls.ssl ? feed_tls(conn, (const uint8_t *)buf->base, (size_t)nread)
+                               : nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     conn->read_done_ns = isn_now_ns();
     if (conn->read_iteration != server->iteration) {
         conn->read_iteration = server->iteration;
@@ -267,8 +305,17 @@ static void conn_start(isn_grpc_server *server, isn_grpc_conn *conn) {
 
     /* Refused only once the budget is used up: a client that could still be answered is let in (its
      * session, some 30 KiB, may pass the limit by that much, once per loop: the next one is refused). */
-    bool room = isn_grpc_budget_has_room(server->budget, sizeof *conn);
+    bool room = isn_grpc_budget_has_room(server->budget, sizeof *conn + (server->config.tls ? TLS_CONN_BYTES : 0));
     isn_grpc_conn_memory_init(conn);
+    if (server->config.tls) {
+        if (tls_session_accept(&conn->tls, server->config.tls) < 0) {
+            log_warn("grpc %s: out of memory for a TLS session", conn->peer);
+            conn->closing = true;
+            uv_close((uv_handle_t *)&conn->tcp, on_closed);
+            return;
+        }
+        isn_grpc_conn_memory_charge_tls(conn);
+    }
     if (isn_grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
         conn->closing = true;
@@ -431,7 +478,9 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
         return;
     }
     if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
-        log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
+        tls_session_count_timeout(&conn->tls);
+        log_debug("grpc %s: no %s within header_timeout; closing", conn->peer,
+                  conn->tls.ssl && !conn->tls.handshake_done ? "TLS handshake" : "HTTP/2 preface");
         COUNTER_ADD(server->counters.connections_timed_out, 1);
         isn_grpc_conn_close(conn);
         return;

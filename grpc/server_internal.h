@@ -16,6 +16,7 @@
 #include "base/base.h"
 #include "grpc/stats_endpoint.h"
 #include "grpc/client.h"
+#include "grpc/tls_internal.h"
 
 typedef struct isn_grpc_conn isn_grpc_conn;
 
@@ -112,6 +113,7 @@ struct isn_grpc_conn {
     nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
     uint64_t charged;         /* to the server's budget: the connection, its buffers, nghttp2's blocks */
     uint64_t buffers_charged; /* of which pending and sending */
+    tls_session tls;          /* ssl NULL: plaintext */
 };
 
 struct isn_grpc_server {
@@ -154,6 +156,7 @@ struct isn_grpc_server {
     int *inbox;
     uint32_t inbox_len, inbox_cap;
     uint8_t read_buffer[65536];
+    uint8_t tls_plain[TLS_RECORD_MAX]; /* one connection's decrypted bytes, on their way to nghttp2 */
 };
 
 /* ---- listen.c */
@@ -211,6 +214,8 @@ void isn_grpc_stream_release(isn_grpc_call *call);
 /* ---- conn_memory.c: what a connection holds outside its calls, charged to the budget */
 /* Charges the connection itself and sets up conn->mem, the allocator its nghttp2 session uses. */
 void isn_grpc_conn_memory_init(isn_grpc_conn *conn);
+/* Charges a TLS session (TLS_CONN_BYTES); given back with the rest when the connection goes. */
+void isn_grpc_conn_memory_charge_tls(isn_grpc_conn *conn);
 /* Charges (or gives back) the change in the capacity of conn->pending and conn->sending. */
 void isn_grpc_conn_memory_track_buffers(isn_grpc_conn *conn);
 /* Gives back what is still charged: the connection is freed (its session and buffers first). */

@@ -25,6 +25,8 @@ typedef struct {
     /* A page not taken by the client within this is dropped with its connection.
      * 0 = ISN_GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS. */
     uint32_t write_timeout_ms;
+    /* TLS credentials (HTTPS), NULL = plain HTTP. The handshake counts against header_timeout_ms. */
+    isn_grpc_tls *tls;
 } isn_grpc_stats_config;
 
 typedef struct {

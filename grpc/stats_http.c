@@ -26,6 +26,8 @@ struct stats_conn {
     uint64_t last_activity_ns;
     uint64_t write_started_ns;   /* the answer being written; 0 = none */
     uint64_t request_started_ns; /* first byte of an unfinished request; 0 = none */
+    tls_session tls;             /* ssl NULL: plain HTTP */
+    byte_buffer wire;            /* HTTPS: the ciphertext being written */
     size_t in_len;
     char in[STATS_REQUEST_MAX];
 };
@@ -43,6 +45,7 @@ struct isn_grpc_stats_server {
     isn_grpc_connection_limit limit; /* the stats port's own */
     conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
+    uint8_t tls_in[TLS_RECORD_MAX]; /* HTTPS: ciphertext read, on its way into OpenSSL */
     isn_grpc_stats_counters counters;
 };
 
@@ -51,6 +54,8 @@ static void on_closed(uv_handle_t *handle) {
     isn_grpc_stats_server *server = conn->server;
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, &server->limit);
     buffer_free(&conn->out);
+    buffer_free(&conn->wire);
+    tls_session_free(&conn->tls);
     free(conn);
 }
 
@@ -64,9 +69,48 @@ static void process_requests(stats_conn *conn);
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
 
+static void on_written(uv_write_t *req, int status);
+
+/* HTTPS: what OpenSSL has written (handshake records, an answer, an alert) goes out. */
+static bool send_wire(stats_conn *conn) {
+    conn->wire.len = 0;
+    if (!tls_session_take_output(&conn->tls, &conn->wire)) return false;
+    if (!conn->wire.len) return true;
+    uv_buf_t buf = uv_buf_init((char *)conn->wire.data, (unsigned)conn->wire.len);
+    conn->write_req.data = conn;
+    if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written) < 0) return false;
+    conn->writing = true;
+    conn->write_started_ns = isn_now_ns();
+    return true;
+}
+
+/* HTTPS: decrypts what OpenSSL holds into the request buffer, as far as it has room. False when the
+ * session failed or ended (the caller closes once its alert is written). */
+static bool pull_plaintext(stats_conn *conn) {
+    while (conn->in_len < STATS_REQUEST_MAX - 1) {
+        ssize_t n = tls_session_read(&conn->tls, (uint8_t *)conn->in + conn->in_len, STATS_REQUEST_MAX - 1 - conn->in_len);
+        if (n < 0) return false;
+        if (n == 0) break;
+        uint64_t now = isn_now_ns();
+        conn->last_activity_ns = now;
+        if (!conn->request_started_ns) conn->request_started_ns = now;
+        conn->in_len += (size_t)n;
+    }
+    return true;
+}
+
 static void on_written(uv_write_t *req, int status) {
     stats_conn *conn = req->data;
     conn->writing = false;
+    if (conn->tls.ssl && status == 0 && !conn->closing && !conn->close_after_write && !conn->tls.failed &&
+        tls_session_output_pending(&conn->tls)) {
+        if (!send_wire(conn)) stats_conn_close(conn);
+        return;
+    }
+    if (conn->tls.ssl && conn->tls.failed) {
+        stats_conn_close(conn);
+        return;
+    }
     conn->write_started_ns = 0;
     conn->out.len = 0;
     if (conn->closing) return;
@@ -75,6 +119,10 @@ static void on_written(uv_write_t *req, int status) {
         return;
     }
     buffer_clear(&conn->out, 1 << 20);
+    if (conn->tls.ssl && !pull_plaintext(conn) && !conn->in_len) {
+        stats_conn_close(conn);
+        return;
+    }
     process_requests(conn); /* pipelined requests waited for this write */
     if (!conn->closing) uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read); /* EALREADY is fine */
 }
@@ -91,6 +139,10 @@ static void respond(stats_conn *conn, int code, const char *reason, const char *
     if (ok && body && !head_only) ok = buffer_append(out, body->data, body->len);
     if (!ok) {
         stats_conn_close(conn);
+        return;
+    }
+    if (conn->tls.ssl) {
+        if (!tls_session_write(&conn->tls, out->data, out->len) || !send_wire(conn)) stats_conn_close(conn);
         return;
     }
     uv_buf_t buf = uv_buf_init((char *)out->data, (unsigned)out->len);
@@ -224,6 +276,10 @@ static void process_requests(stats_conn *conn) {
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     stats_conn *conn = handle->data;
+    if (conn->tls.ssl) {
+        *buf = uv_buf_init((char *)conn->server->tls_in, sizeof conn->server->tls_in);
+        return;
+    }
     size_t room = STATS_REQUEST_MAX - 1 - conn->in_len;
     *buf = uv_buf_init(conn->in + conn->in_len, (unsigned)room);
 }
@@ -237,6 +293,29 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
+    if (conn->tls.ssl) {
+        bool fed = tls_session_feed(&conn->tls, (const uint8_t *)buf->base, (size_t)nread);
+        bool alive = fed && pull_plaintext(conn);
+        if (!alive) {
+            if (conn->tls.failed) log_debug("stats: %s", conn->tls.error);
+            uv_read_stop(tcp);
+            conn->tls.failed = true;
+        }
+        if (!conn->writing && tls_session_output_pending(&conn->tls) && !send_wire(conn)) {
+            stats_conn_close(conn);
+            return;
+        }
+        if (!alive) {
+            if (!conn->writing) stats_conn_close(conn);
+            return;
+        }
+        if (conn->in_len >= STATS_REQUEST_MAX - 1 && conn->writing) {
+            uv_read_stop(tcp);
+            return;
+        }
+        if (!conn->writing) process_requests(conn);
+        return;
+    }
     uint64_t now = isn_now_ns();
     conn->last_activity_ns = now;
     if (!conn->request_started_ns) conn->request_started_ns = now;
@@ -276,6 +355,12 @@ static void on_connection(uv_stream_t *listener, int status) {
     }
     conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
+    if (server->config.tls && tls_session_accept(&conn->tls, server->config.tls) < 0) {
+        stats_conn_close(conn);
+        return;
+    }
+    /* The handshake is the first part of the request head: it must end within header_timeout. */
+    if (server->config.tls) conn->request_started_ns = conn->accepted_ns;
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
@@ -292,6 +377,7 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
     }
     bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
     if (slow || now - conn->last_activity_ns > idle_ns) {
+        tls_session_count_timeout(&conn->tls);
         server->counters.connections_timed_out++;
         stats_conn_close(conn);
     }
@@ -325,7 +411,9 @@ int isn_grpc_stats_server_listen(isn_grpc_stats_server *server, const char *host
 }
 
 void isn_grpc_stats_server_reconfigure(isn_grpc_stats_server *server, const isn_grpc_stats_config *config) {
+    isn_grpc_tls *tls = server->config.tls ? server->config.tls : config->tls; /* the port's mode stays */
     server->config = *config;
+    server->config.tls = tls;
     snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
     server->config.server_name = server->server_name;
     if (!server->config.max_connections) server->config.max_connections = ISN_GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
