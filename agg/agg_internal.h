@@ -5,6 +5,7 @@
 #include "agg/agg.h"
 #include "grpc/stats_endpoint.h"
 #include "grpc/client.h"
+#include "grpc/tls.h"
 #include "proto/isn.pb-c.h"
 
 #define AGG_LATENCY_WINDOW 256       /* recent answers per partition for its p95 */
@@ -40,6 +41,7 @@ static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
 typedef struct {
     char address[AGG_ADDR_MAX];
     uint32_t partition, index;
+    char connect_error[256]; /* why the last connection attempt failed ("" = it did not) */
     isn_grpc_client *client;
     bool up;
     uint32_t consecutive_failures;
@@ -196,6 +198,9 @@ struct agg {
     uv_loop_t *loop;
     isn_grpc_server *server;
     isn_grpc_stats_server *stats;
+    /* TLS credentials (NULL: plaintext): the gRPC port's, the stats port's, and the replica
+     * connections' (tls_ca; isn-agg's certificate with it when it has one) */
+    isn_grpc_tls *grpc_tls, *stats_tls, *replica_tls;
     isn_grpc_connection_limit connection_limit;
     /* memory_budget_mib: the gRPC server's connections, calls and replies, and every query's own
      * memory (the query, its request, the partitions' answers, the merge), together */

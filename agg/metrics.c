@@ -182,6 +182,7 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
              "Times a replica's replies named another index generation than its last ones.", m->generation_changes);
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
     isn_grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
+    isn_grpc_tls_render_metrics("isn_agg", a->grpc_tls, a->stats_tls, out);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");
     prom_histogram(out, "isn_agg_latency_seconds", "", &m->latency);
     prom_family(out, "isn_agg_processing_seconds", "histogram",

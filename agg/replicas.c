@@ -112,7 +112,10 @@ bool agg_replica_connect(agg *a, agg_replica *r) {
     if (r->client && r->inflight) return false; /* draining: its calls finish first */
     if (r->client) isn_grpc_close(r->client);
     char err[256];
-    r->client = isn_grpc_connect(r->address, 200, err, sizeof err);
+    r->client = isn_grpc_connect_tls(r->address, 200, a->replica_tls, a->config.tls_server_name, err, sizeof err);
+    /* A TLS refusal is a configuration problem worth a line; said again only when it changes. */
+    if (!r->client && a->replica_tls && strcmp(err, r->connect_error)) log_warn("replica %s: %s", r->address, err);
+    snprintf(r->connect_error, sizeof r->connect_error, "%s", r->client ? "" : err);
     if (r->client && a->loop && isn_grpc_client_watch(a->loop, r->client, on_replica_activity, a, err, sizeof err) != 0) {
         log_warn("replica %s of partition %u: %s", r->address, r->partition, err);
         isn_grpc_close(r->client);

@@ -43,6 +43,9 @@ static void close_everything(agg *a) {
         uv_close((uv_handle_t *)&a->drain_timer, NULL);
     agg_loop_stop(a);
     agg_discovery_stop(a);
+    if (a->grpc_tls) isn_grpc_tls_unwatch(a->grpc_tls);
+    if (a->stats_tls) isn_grpc_tls_unwatch(a->stats_tls);
+    if (a->replica_tls) isn_grpc_tls_unwatch(a->replica_tls);
     agg_replicas_close(a);
     if (a->stats) isn_grpc_stats_server_close(a->stats);
     if (a->server) isn_grpc_server_close(a->server);
@@ -105,8 +108,25 @@ static const isn_grpc_stats_pages STATS_PAGES = {render_metrics, render_json, re
 
 /* ------------------------------------------------------------------ life */
 
+/* The TLS credentials of the ports, and the watch of every set's files. */
+static int tls_start(agg *a, char *err, size_t err_len) {
+    const agg_config *c = &a->config;
+    if (c->tls_cert[0]) {
+        isn_grpc_tls_config grpc = {.cert_file = c->tls_cert, .key_file = c->tls_key, .client_ca_file = c->tls_client_ca,
+                                    .allowed_peers = c->tls_allowed_peers};
+        isn_grpc_tls_config stats = {.cert_file = c->tls_cert, .key_file = c->tls_key, .alpn = "http/1.1"};
+        if (!(a->grpc_tls = isn_grpc_tls_server_new(&grpc, err, err_len))) return -1;
+        if (c->stats_listen[0] && !(a->stats_tls = isn_grpc_tls_server_new(&stats, err, err_len))) return -1;
+    }
+    isn_grpc_tls *sets[3] = {a->grpc_tls, a->stats_tls, a->replica_tls};
+    for (int i = 0; i < 3 && c->tls_watch_interval_ms; i++)
+        if (sets[i] && isn_grpc_tls_watch(sets[i], a->loop, c->tls_watch_interval_ms, err, err_len) != 0) return -1;
+    return 0;
+}
+
 int agg_serve(agg *a, char *err, size_t err_len) {
     const agg_config *c = &a->config;
+    if (tls_start(a, err, err_len) != 0) return -1;
     a->connection_limit.max = c->max_connections;
     isn_grpc_server_config config = {
         .max_concurrent_streams = c->max_concurrent_streams,
@@ -122,6 +142,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
         .shared_budget = &a->budget, /* the queries' memory is charged to it too */
         .max_header_list_bytes = c->max_header_list_size,
         .max_early_resets_per_second = c->max_early_resets_per_second,
+        .tls = a->grpc_tls,
     };
     a->server = isn_grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
     if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
@@ -135,6 +156,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
             .idle_timeout_ms = c->idle_timeout_ms,
             .max_connections = c->stats_max_connections,
             .write_timeout_ms = c->stats_write_timeout_ms,
+            .tls = a->stats_tls,
         };
         a->stats = isn_grpc_stats_server_new(a->loop, &stats_config, &STATS_PAGES, a);
         if (!a->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
