@@ -443,6 +443,9 @@ bool isn_grpc_evict_idle(void *owner) {
 /* Owes output: bytes queued or being written, frames nghttp2 wants to send, or answers that flow
  * control holds back. */
 static bool conn_owes_output(const isn_grpc_conn *conn) {
+    /* Before its handshake a TLS connection owes only the handshake's records: its SETTINGS wait for the
+     * client, and a stalled handshake is the header timeout's to end (counted as a TLS timeout). */
+    if (conn->tls.ssl && !conn->tls.handshake_done) return conn->writing || conn->pending.len;
     return conn->writing || conn->pending.len || conn->replying || nghttp2_session_want_write(conn->session);
 }
 

@@ -65,6 +65,14 @@ static void stats_conn_close(stats_conn *conn) {
     uv_close((uv_handle_t *)&conn->tcp, on_closed);
 }
 
+/* A client that did not take its page: reset, so that the kernel drops what it still holds for it
+ * instead of trickling it out after the close. */
+static void stats_conn_abort(stats_conn *conn) {
+    if (conn->closing) return;
+    conn->closing = true;
+    if (uv_tcp_close_reset(&conn->tcp, on_closed) != 0) uv_close((uv_handle_t *)&conn->tcp, on_closed);
+}
+
 static void process_requests(stats_conn *conn);
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
@@ -299,21 +307,29 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         if (!alive) {
             if (conn->tls.failed) log_debug("stats: %s", conn->tls.error);
             uv_read_stop(tcp);
-            conn->tls.failed = true;
+            /* close_notify after whole requests (a client that half-closes): they are answered first */
+            if (conn->tls.closed && conn->in_len) conn->close_after_write = true;
+            else conn->tls.failed = true;
         }
         if (!conn->writing && tls_session_output_pending(&conn->tls) && !send_wire(conn)) {
             stats_conn_close(conn);
             return;
         }
-        if (!alive) {
+        if (conn->tls.failed) {
             if (!conn->writing) stats_conn_close(conn);
             return;
         }
-        if (conn->in_len >= STATS_REQUEST_MAX - 1 && conn->writing) {
+        /* The handshake done and no request begun: idle, and evictable, like a plain keep-alive connection. */
+        if (conn->tls.handshake_done && !conn->in_len) conn->request_started_ns = 0;
+        /* A client pipelining faster than we answer: its bytes wait in the kernel, not in OpenSSL (a
+         * record's worth at most), until the answer is written. */
+        if ((conn->in_len >= STATS_REQUEST_MAX - 1 || tls_session_input_pending(&conn->tls) >= TLS_RECORD_MAX) &&
+            conn->writing) {
             uv_read_stop(tcp);
             return;
         }
         if (!conn->writing) process_requests(conn);
+        if (!alive && !conn->writing && !conn->closing) stats_conn_close(conn); /* no whole request was left */
         return;
     }
     uint64_t now = isn_now_ns();
@@ -371,7 +387,7 @@ static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint
     if (conn->writing) { /* a client that does not read its page holds nothing for long */
         if (now - conn->write_started_ns > (uint64_t)server->config.write_timeout_ms * 1000000ull) {
             server->counters.connections_timed_out++;
-            stats_conn_close(conn);
+            stats_conn_abort(conn);
         }
         return;
     }

@@ -467,7 +467,8 @@ static isn_grpc_tls_failure classify_failure(tls_session *session, unsigned long
     if (reason == SSL_R_NO_APPLICATION_PROTOCOL) return ISN_GRPC_TLS_FAIL_ALPN_MISMATCH;
     if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST ||
         reason == SSL_R_UNKNOWN_PROTOCOL || reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
-        reason == SSL_R_UNEXPECTED_MESSAGE || reason == SSL_R_LENGTH_MISMATCH || reason == SSL_R_BAD_PACKET_LENGTH)
+        reason == SSL_R_UNEXPECTED_MESSAGE || reason == SSL_R_LENGTH_MISMATCH || reason == SSL_R_BAD_PACKET_LENGTH ||
+        reason == SSL_R_ENCRYPTED_LENGTH_TOO_LONG || reason == SSL_R_UNEXPECTED_RECORD)
         return ISN_GRPC_TLS_FAIL_NOT_TLS;
     return ISN_GRPC_TLS_FAIL_PROTOCOL;
 }
@@ -530,6 +531,10 @@ bool tls_session_write(tls_session *session, const uint8_t *data, size_t len) {
         len -= (size_t)n;
     }
     return true;
+}
+
+size_t tls_session_input_pending(const tls_session *session) {
+    return session->ssl ? BIO_ctrl_pending(session->network_in) : 0;
 }
 
 size_t tls_session_output_pending(const tls_session *session) {

@@ -46,6 +46,8 @@ bool tls_session_feed(tls_session *session, const uint8_t *data, size_t len);
 ssize_t tls_session_read(tls_session *session, uint8_t *buf, size_t cap);
 /* Encrypts plaintext (after the handshake). False on failure. */
 bool tls_session_write(tls_session *session, const uint8_t *data, size_t len);
+/* Ciphertext from the network not yet decrypted (its reader had no room for the plaintext). */
+size_t tls_session_input_pending(const tls_session *session);
 /* Ciphertext waiting to be sent. */
 size_t tls_session_output_pending(const tls_session *session);
 /* Appends the ciphertext waiting to be sent to `out`. False when out of memory. */
