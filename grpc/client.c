@@ -457,15 +457,19 @@ isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_req
     return call;
 }
 
+static bool out_reserve(isn_grpc_client *client, size_t n) {
+    if (client->out_len + n <= client->out_cap) return true;
+    size_t cap = client->out_cap ? client->out_cap : 16384;
+    while (cap < client->out_len + n) cap *= 2;
+    uint8_t *out = realloc(client->out, cap);
+    if (!out) return false;
+    client->out = out;
+    client->out_cap = cap;
+    return true;
+}
+
 static bool out_append(isn_grpc_client *client, const uint8_t *data, size_t n) {
-    if (client->out_len + n > client->out_cap) {
-        size_t cap = client->out_cap ? client->out_cap : 16384;
-        while (cap < client->out_len + n) cap *= 2;
-        uint8_t *out = realloc(client->out, cap);
-        if (!out) return false;
-        client->out = out;
-        client->out_cap = cap;
-    }
+    if (!out_reserve(client, n)) return false;
     memcpy(client->out + client->out_len, data, n);
     client->out_len += n;
     return true;
@@ -473,10 +477,15 @@ static bool out_append(isn_grpc_client *client, const uint8_t *data, size_t n) {
 
 /* The ciphertext OpenSSL wrote joins the bytes to send. */
 static bool out_append_tls(isn_grpc_client *client) {
-    byte_buffer cipher = {0};
-    bool ok = tls_session_take_output(&client->tls, &cipher) && out_append(client, cipher.data, cipher.len);
-    buffer_free(&cipher);
-    return ok;
+    size_t pending = tls_session_output_pending(&client->tls);
+    if (!pending) return true;
+    if (!out_reserve(client, pending)) return false;
+    client->out_len += tls_session_read_output(&client->tls, client->out + client->out_len, pending);
+    return true;
+}
+
+static bool seal(isn_grpc_client *client, const uint8_t *plain, size_t len) {
+    return tls_session_write(&client->tls, plain, len) && out_append_tls(client);
 }
 
 /* Received bytes into the HTTP/2 session, through TLS when the connection has it. -1 with
@@ -518,14 +527,27 @@ static int send_pending(isn_grpc_client *client) {
             const uint8_t *data;
             ssize_t n;
             if (client->tls.ssl && !out_append_tls(client)) return -1;
+            /* Over TLS, frames are gathered into records of up to 16 KiB (not a record per frame). */
+            uint8_t staging[TLS_RECORD_MAX];
+            size_t staged = 0;
             while ((n = nghttp2_session_mem_send(client->session, &data)) > 0) {
-                if (client->tls.ssl) {
-                    if (!tls_session_write(&client->tls, data, (size_t)n) || !out_append_tls(client)) return -1;
-                } else if (!out_append(client, data, (size_t)n)) {
-                    return -1;
+                if (!client->tls.ssl) {
+                    if (!out_append(client, data, (size_t)n)) return -1;
+                } else {
+                    if (staged + (size_t)n > sizeof staging && staged) {
+                        if (!seal(client, staging, staged)) return -1;
+                        staged = 0;
+                    }
+                    if ((size_t)n > sizeof staging) {
+                        if (!seal(client, data, (size_t)n)) return -1;
+                    } else {
+                        memcpy(staging + staged, data, (size_t)n);
+                        staged += (size_t)n;
+                    }
                 }
-                if (client->out_len >= 65536) break;
+                if (client->out_len + staged >= 65536) break;
             }
+            if (staged && !seal(client, staging, staged)) return -1;
             if (n < 0) return -1;
             if (client->out_len == 0) return 0;
         }

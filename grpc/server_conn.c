@@ -105,6 +105,11 @@ static void on_written(uv_write_t *req, int status) {
     conn_flush(conn);
 }
 
+/* Encrypts plaintext into the connection's output. */
+static bool seal(isn_grpc_conn *conn, const uint8_t *plain, size_t len) {
+    return tls_session_write(&conn->tls, plain, len) && tls_session_take_output(&conn->tls, &conn->pending);
+}
+
 static void conn_flush(isn_grpc_conn *conn) {
     if (conn->closing) return;
     if (conn->dropped) {
@@ -120,7 +125,12 @@ static void conn_flush(isn_grpc_conn *conn) {
         isn_grpc_conn_close(conn);
         return;
     }
-    while (!http2_blocked && conn->pending.len < FLUSH_CHUNK) {
+    /* Over TLS, nghttp2's frames (a reply is several) are gathered into records of up to 16 KiB:
+     * a record per frame would cost an encryption, a header and a tag each. */
+    uint8_t *staging = conn->server->tls_staging;
+    size_t staged = 0;
+    bool appended = true;
+    while (!http2_blocked && appended && conn->pending.len + staged < FLUSH_CHUNK) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);
         if (n < 0) {
@@ -129,15 +139,28 @@ static void conn_flush(isn_grpc_conn *conn) {
             return;
         }
         if (n == 0) break;
-        bool appended = tls ? tls_session_write(&conn->tls, data, (size_t)n) &&
-                                  tls_session_take_output(&conn->tls, &conn->pending)
-                            : buffer_append(&conn->pending, data, (size_t)n);
-        isn_grpc_conn_memory_track_buffers(conn);
-        if (!appended) {
-            log_warn("grpc %s: out of memory for output; closing", conn->peer);
-            isn_grpc_conn_close(conn);
-            return;
+        if (!tls) {
+            appended = buffer_append(&conn->pending, data, (size_t)n);
+        } else {
+            if (staged + (size_t)n > TLS_RECORD_MAX && staged) {
+                appended = seal(conn, staging, staged);
+                staged = 0;
+            }
+            if (appended && (size_t)n > TLS_RECORD_MAX) {
+                appended = seal(conn, data, (size_t)n);
+            } else if (appended) {
+                memcpy(staging + staged, data, (size_t)n);
+                staged += (size_t)n;
+            }
         }
+        isn_grpc_conn_memory_track_buffers(conn);
+    }
+    if (appended && staged) appended = seal(conn, staging, staged);
+    isn_grpc_conn_memory_track_buffers(conn);
+    if (!appended) {
+        log_warn("grpc %s: out of memory for output; closing", conn->peer);
+        isn_grpc_conn_close(conn);
+        return;
     }
     if (!conn->writing && conn->pending.len) {
         byte_buffer swap = conn->sending;

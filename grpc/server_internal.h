@@ -156,7 +156,8 @@ struct isn_grpc_server {
     int *inbox;
     uint32_t inbox_len, inbox_cap;
     uint8_t read_buffer[65536];
-    uint8_t tls_plain[TLS_RECORD_MAX]; /* one connection's decrypted bytes, on their way to nghttp2 */
+    uint8_t tls_plain[TLS_RECORD_MAX];   /* one connection's decrypted bytes, on their way to nghttp2 */
+    uint8_t tls_staging[TLS_RECORD_MAX]; /* one connection's frames, gathered into a record */
 };
 
 /* ---- listen.c */

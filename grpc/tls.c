@@ -541,6 +541,11 @@ size_t tls_session_output_pending(const tls_session *session) {
     return session->ssl ? BIO_ctrl_pending(session->network_out) : 0;
 }
 
+size_t tls_session_read_output(tls_session *session, uint8_t *out, size_t cap) {
+    int n = cap ? BIO_read(session->network_out, out, cap > INT32_MAX ? INT32_MAX : (int)cap) : 0;
+    return n > 0 ? (size_t)n : 0;
+}
+
 bool tls_session_take_output(tls_session *session, byte_buffer *out) {
     size_t pending = tls_session_output_pending(session);
     if (!pending) return true;

@@ -50,6 +50,8 @@ bool tls_session_write(tls_session *session, const uint8_t *data, size_t len);
 size_t tls_session_input_pending(const tls_session *session);
 /* Ciphertext waiting to be sent. */
 size_t tls_session_output_pending(const tls_session *session);
+/* Moves up to cap bytes of the ciphertext waiting to be sent into out; the count. */
+size_t tls_session_read_output(tls_session *session, uint8_t *out, size_t cap);
 /* Appends the ciphertext waiting to be sent to `out`. False when out of memory. */
 bool tls_session_take_output(tls_session *session, byte_buffer *out);
 /* Counts a handshake that did not finish within the header timeout. */
