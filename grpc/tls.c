@@ -134,6 +134,11 @@ static SSL_CTX *load_context(isn_grpc_tls *tls, int64_t *not_after, char *err, s
             goto fail;
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file, SSL_FILETYPE_PEM) != 1) {
+            if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+                ERR_clear_error();
+                isn_error(err, err_len, "TLS key %s does not belong to the certificate %s", tls->key_file, tls->cert_file);
+                goto fail;
+            }
             openssl_reason(why, sizeof why);
             isn_error(err, err_len, "TLS key %s: %s", tls->key_file, why);
             goto fail;
