@@ -111,6 +111,11 @@ static const isn_grpc_stats_pages STATS_PAGES = {render_metrics, render_json, re
 /* The TLS credentials of the ports, and the watch of every set's files. */
 static int tls_start(agg *a, char *err, size_t err_len) {
     const agg_config *c = &a->config;
+    char host[AGG_ADDR_MAX], why[160];
+    uint16_t port;
+    if (!c->tls_cert[0] && isn_parse_host_port(c->listen, host, sizeof host, &port, why, sizeof why) == 0 &&
+        strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
+        log_warn("gRPC on %s is plaintext: set tls_cert and tls_key for a port reached over a network", c->listen);
     if (c->tls_cert[0]) {
         isn_grpc_tls_config grpc = {.cert_file = c->tls_cert, .key_file = c->tls_key, .client_ca_file = c->tls_client_ca,
                                     .allowed_peers = c->tls_allowed_peers};
