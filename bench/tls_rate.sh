@@ -13,6 +13,9 @@
 #   - handshakes per second per loop: HANDSHAKES new connections (each a full TLS 1.3 handshake,
 #     ECDSA P-256, one request) as fast as h2load opens them, LOOPS event loops, counted by isnd's
 #     isn_tls_handshakes_total.
+# Where there is no h2load (TOOL=isn-bench, the default then; the GPU machine), isn-bench measures the
+# rate (closed loop, CONNECTIONS x STREAMS clients over CONNECTIONS connections) and parallel
+# `openssl s_time -new` processes (2 per loop) the handshakes.
 # Prints one JSON object.
 #
 #   ISND_CPUS=0 BENCH_CPUS=1 bash bench/tls_rate.sh                       (a 2-core machine)
@@ -37,7 +40,12 @@ STREAMS=${STREAMS:-32}
 HANDSHAKES=${HANDSHAKES:-2000}
 SUSTAINED=${SUSTAINED:-}
 P99_MS=${P99_MS:-5}
-command -v h2load >/dev/null || { echo "tls_rate: h2load missing (apt-get install nghttp2-client)" >&2; exit 2; }
+TOOL=${TOOL:-$(command -v h2load >/dev/null && echo h2load || echo isn-bench)}
+case $TOOL in
+  h2load) command -v h2load >/dev/null || { echo "tls_rate: h2load missing (apt-get install nghttp2-client)" >&2; exit 2; } ;;
+  isn-bench) command -v openssl >/dev/null || { echo "tls_rate: openssl (the command) missing" >&2; exit 2; } ;;
+  *) echo "tls_rate: TOOL is h2load or isn-bench, not $TOOL" >&2; exit 2 ;;
+esac
 [ -x "$BUILD/bin/isnd" ] && [ -x "$BUILD/bin/isn-index" ] || { echo "tls_rate: build isnd and isn-index first (make programs)" >&2; exit 2; }
 PIN_ISND=(); [ -n "$ISND_CPUS" ] && PIN_ISND=(taskset -c "$ISND_CPUS")
 PIN_BENCH=(); [ -n "$BENCH_CPUS" ] && PIN_BENCH=(taskset -c "$BENCH_CPUS")
@@ -101,6 +109,16 @@ closed_loop() { # MODE RUN: one h2load run against MODE (PLAIN or TLS); prints "
   echo "${rps:-0} $(( ${after% *} - ${before% *} )) $(( ${after#* } - ${before#* } )) $(( ${failed:-1} ))"
 }
 
+closed_loop_isn_bench() { # MODE RUN: isn-bench closed loop; prints "rps ok not_ok failed"
+  local mode=$1 r=$2 tls=() port=$PORT_PLAIN
+  [ "$mode" = TLS ] && port=$PORT_TLS tls=(--tls-ca "$work/certs/ca.crt")
+  "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$work/queries.tsv" -k 10 \
+    --concurrency $((CONNECTIONS * STREAMS)) --connections "$CONNECTIONS" --deadline-ms 10000 \
+    --duration "$DURATION" --warmup "$WARMUP" "${tls[@]}" 2>/dev/null >"$work/closed-$mode-$r.json"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["status"]; print(d["throughput"], s["ok"], d["sent"]-s["ok"], s["transport_error"])' \
+    "$work/closed-$mode-$r.json"
+}
+
 sustained() { # MODE RUN: isn-bench --sustained; prints "rate"
   local mode=$1 tls=()
   local port=$PORT_PLAIN
@@ -116,51 +134,64 @@ sustained() { # MODE RUN: isn-bench --sustained; prints "rate"
 for r in $(seq 1 "$REPEATS"); do
   for mode in PLAIN TLS; do
     if [ -n "$SUSTAINED" ]; then echo "$mode $r $(sustained $mode "$r") 0 0 0" >>"$work/runs"
+    elif [ "$TOOL" = isn-bench ]; then echo "$mode $r $(closed_loop_isn_bench $mode "$r")" >>"$work/runs"
     else echo "$mode $r $(closed_loop $mode "$r")" >>"$work/runs"; fi
   done
 done
 
-# Handshakes: HANDSHAKES connections of one request each, many at a time (h2load opens them all).
-hs_before=$(metrics "$STATS_TLS" https | sed -n 's/^isn_tls_handshakes_total{port="grpc"} //p')
+# Handshakes: HANDSHAKES connections of one request each, many at a time (h2load opens them all), or
+# 2 x LOOPS `openssl s_time -new` loops for DURATION seconds; counted by isnd per repeat.
+handshakes_now() { metrics "$STATS_TLS" https | sed -n 's/^isn_tls_handshakes_total{port="grpc"} //p'; }
 : >"$work/handshakes"
 for r in $(seq 1 "$REPEATS"); do
+  before=$(handshakes_now)
   start_ns=$(date +%s%N)
-  "${PIN_BENCH[@]}" h2load -n "$HANDSHAKES" -c "$HANDSHAKES" -m 1 -t "$THREADS" -d "$work/request.bin" \
-    -H 'content-type: application/grpc' -H 'te: trailers' "https://127.0.0.1:$PORT_TLS/isn.v1.Search/Search" \
-    >"$work/handshakes-$r.out" 2>&1
+  if [ "$TOOL" = h2load ]; then
+    "${PIN_BENCH[@]}" h2load -n "$HANDSHAKES" -c "$HANDSHAKES" -m 1 -t "$THREADS" -d "$work/request.bin" \
+      -H 'content-type: application/grpc' -H 'te: trailers' "https://127.0.0.1:$PORT_TLS/isn.v1.Search/Search" \
+      >"$work/handshakes-$r.out" 2>&1
+  else
+    timers=()
+    for _ in $(seq 1 $((2 * LOOPS))); do
+      "${PIN_BENCH[@]}" openssl s_time -connect "127.0.0.1:$PORT_TLS" -new -time "$DURATION" \
+        -CAfile "$work/certs/ca.crt" >/dev/null 2>&1 &
+      timers+=($!)
+    done
+    wait "${timers[@]}"
+  fi
   end_ns=$(date +%s%N)
-  echo "$start_ns $end_ns" >>"$work/handshakes"
+  echo "$start_ns $end_ns $(( $(handshakes_now) - before ))" >>"$work/handshakes"
 done
-hs_after=$(metrics "$STATS_TLS" https | sed -n 's/^isn_tls_handshakes_total{port="grpc"} //p')
 loops=$(metrics "$STATS_PLAIN" http | sed -n 's/^isn_event_loops //p')
 
-python3 - "$work" "$loops" "$HANDSHAKES" "$((hs_after - hs_before))" "$ISND_CPUS" "$BENCH_CPUS" "$WORKERS" \
-  "$CONNECTIONS" "$STREAMS" "${SUSTAINED:-}" "$P99_MS" "$(nproc)" <<'PY'
+python3 - "$work" "$loops" "$HANDSHAKES" "$ISND_CPUS" "$BENCH_CPUS" "$WORKERS" \
+  "$CONNECTIONS" "$STREAMS" "${SUSTAINED:-}" "$P99_MS" "$(nproc)" "$TOOL" <<'PY'
 import json, statistics, sys
 a = sys.argv
-work, loops, per_run, counted = a[1], int(a[2] or 1), int(a[3]), int(a[4])
+work, loops, per_run = a[1], int(a[2] or 1), int(a[3])
 runs = {"PLAIN": [], "TLS": []}
 for line in open(f"{work}/runs"):
     mode, r, rate, ok, not_ok, failed = line.split()
     runs[mode].append({"repeat": int(r), "rate_per_s": float(rate), "grpc_ok": int(ok), "grpc_not_ok": int(not_ok),
                        "client_failed": int(failed)})
-handshakes = []
+handshakes, counted = [], []
 for line in open(f"{work}/handshakes"):
-    start, end = (int(x) for x in line.split())
-    seconds = (end - start) / 1e9
-    handshakes.append(per_run / seconds / loops)
+    start, end, count = (int(x) for x in line.split())
+    counted.append(count)
+    handshakes.append(count / ((end - start) / 1e9) / loops)
 plain = statistics.median(r["rate_per_s"] for r in runs["PLAIN"])
 tls = statistics.median(r["rate_per_s"] for r in runs["TLS"])
 errors = sum(r["grpc_not_ok"] + r["client_failed"] for m in runs.values() for r in m)
 print(json.dumps({
     "benchmark": "tls_rate", "query": "zeppelin (df 1), k=10, 200-document index",
-    "measure": f"isn-bench --sustained {a[10]} (p99 < {a[11]} ms)" if a[10] else "h2load closed loop, connections reused",
-    "machine_cores": int(a[12]), "isnd_cpus": a[5] or "all", "bench_cpus": a[6] or "all", "isnd_loops": loops,
-    "isnd_workers": int(a[7]), "connections": int(a[8]), "streams_per_connection": int(a[9]),
+    "measure": f"isn-bench --sustained {a[9]} (p99 < {a[10]} ms)" if a[9] else f"{a[12]} closed loop, connections reused",
+    "machine_cores": int(a[11]), "isnd_cpus": a[4] or "all", "bench_cpus": a[5] or "all", "isnd_loops": loops,
+    "isnd_workers": int(a[6]), "connections": int(a[7]), "streams_per_connection": int(a[8]),
     "plaintext_runs": runs["PLAIN"], "tls_runs": runs["TLS"],
     "median_plaintext_per_s": plain, "median_tls_per_s": tls, "tls_share": round(tls / plain, 3) if plain else None,
     "handshakes_per_s_per_loop": [round(h, 1) for h in handshakes],
     "median_handshakes_per_s_per_loop": round(statistics.median(handshakes), 1),
-    "handshakes_counted_by_isnd": counted, "handshakes_expected": per_run * len(handshakes),
+    "handshakes_counted_by_isnd": counted,
+    "handshakes_expected": [per_run] * len(handshakes) if a[12] == "h2load" else None,
     "errors": errors, "passed": bool(plain) and tls >= 0.7 * plain and errors == 0}, indent=2))
 PY
