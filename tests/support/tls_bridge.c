@@ -59,8 +59,28 @@ static int connect_target(int port) {
 }
 
 /* SSL_write on the non-blocking socket, waiting (back-pressure) while the server does not read. */
+/* Forwards what the server sent that is there now (none: true at once); false once it is gone. */
+static bool forward_ready(SSL *ssl, int fd, int plain) {
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (!SSL_pending(ssl) && poll(&pfd, 1, 0) != 1) return true;
+        uint8_t in[1 << 14];
+        int got = SSL_read(ssl, in, sizeof in);
+        if (got > 0) {
+            if (!write_all(plain, in, (size_t)got)) return false;
+            continue;
+        }
+        int error = SSL_get_error(ssl, got);
+        return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE;
+    }
+}
+
 static bool ssl_write_all(SSL *ssl, int fd, int plain, const uint8_t *data, size_t len) {
     while (len) {
+        /* What the server sent first (a GOAWAY before it closes) goes through first: a server that
+         * closes with our bytes unread resets the connection, and a write into the reset would end
+         * the bridge before that answer was read. */
+        if (!forward_ready(ssl, fd, plain)) return false;
         int n = SSL_write(ssl, data, (int)len);
         if (n > 0) {
             data += n;
@@ -114,7 +134,11 @@ static void *pump(void *arg) {
             }
             if (fds[0].revents) {
                 ssize_t n = recv(b->plain, buf, sizeof buf, 0);
-                if (n <= 0 || !ssl_write_all(ssl, tcp, b->plain, buf, (size_t)n)) break;
+                if (n <= 0) break;
+                if (!ssl_write_all(ssl, tcp, b->plain, buf, (size_t)n)) {
+                    forward_ready(ssl, tcp, b->plain); /* what arrived before the reset, if OpenSSL still reads */
+                    break;
+                }
             }
             if (SSL_pending(ssl) || fds[1].revents) {
                 int n = SSL_read(ssl, buf, sizeof buf);
