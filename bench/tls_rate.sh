@@ -123,10 +123,12 @@ sustained() { # MODE RUN: isn-bench --sustained; prints "rate"
   local mode=$1 tls=()
   local port=$PORT_PLAIN
   [ "$mode" = TLS ] && port=$PORT_TLS tls=(--tls-ca "$work/certs/ca.crt")
+  local per_thread=$(( (CONNECTIONS + THREADS - 1) / THREADS ))
   "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$work/queries.tsv" -k 10 \
-    --sustained "$SUSTAINED" --repeats 1 --resolution 0.05 --deadline-ms "$P99_MS" --connections "$CONNECTIONS" \
-    --duration "$DURATION" --warmup "$WARMUP" "${tls[@]}" 2>/dev/null >"$work/sustained-$mode-$2.json"
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("sustained_rate", d.get("sustained", 0)))' \
+    --sustained "$SUSTAINED" --repeats 1 --resolution 0.05 --deadline-ms "$P99_MS" --threads "$THREADS" \
+    --connections "$per_thread" --duration "$DURATION" --warmup "$WARMUP" "${tls[@]}" 2>/dev/null \
+    >"$work/sustained-$mode-$2.json"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' \
     "$work/sustained-$mode-$2.json"
 }
 

@@ -27,8 +27,13 @@ struct tls_bridge {
     pthread_t acceptor;
 };
 
+/* One bridged connection: what its thread needs, its own (so that the bridge may be stopped and freed
+ * while connections still run), the context's reference included. */
 typedef struct {
-    tls_bridge *bridge;
+    SSL_CTX *ctx;
+    int target_port;
+    unsigned char alpn[32];
+    size_t alpn_len;
     int plain;
 } bridged;
 
@@ -113,13 +118,13 @@ static uint8_t *buf_drain(void) {
 
 static void *pump(void *arg) {
     bridged *b = arg;
-    int tcp = connect_target(b->bridge->target_port);
-    SSL *ssl = tcp >= 0 ? SSL_new(b->bridge->ctx) : NULL;
+    int tcp = connect_target(b->target_port);
+    SSL *ssl = tcp >= 0 ? SSL_new(b->ctx) : NULL;
     if (ssl) {
         SSL_set_fd(ssl, tcp);
         SSL_set_tlsext_host_name(ssl, "localhost");
         SSL_set1_host(ssl, "localhost");
-        SSL_set_alpn_protos(ssl, b->bridge->alpn, (unsigned)b->bridge->alpn_len);
+        SSL_set_alpn_protos(ssl, b->alpn, (unsigned)b->alpn_len);
     }
     if (ssl && SSL_connect(ssl) == 1) {
         /* From here the socket does not block: a read that finds only a session ticket must not wait
@@ -162,6 +167,7 @@ static void *pump(void *arg) {
         if (poll(&pfd, 1, 100) == 1 && recv(b->plain, buf_drain(), 4096, 0) <= 0) break;
     }
     close(b->plain);
+    SSL_CTX_free(b->ctx);
     free(b);
     return NULL;
 }
@@ -185,8 +191,11 @@ static void *accept_loop(void *arg) {
             close(fd);
             continue;
         }
-        *b = (bridged){.bridge = bridge, .plain = fd};
+        *b = (bridged){.ctx = bridge->ctx, .target_port = bridge->target_port, .alpn_len = bridge->alpn_len, .plain = fd};
+        memcpy(b->alpn, bridge->alpn, sizeof b->alpn);
+        SSL_CTX_up_ref(bridge->ctx);
         if (pthread_create(&thread, NULL, pump, b) != 0) {
+            SSL_CTX_free(b->ctx);
             close(fd);
             free(b);
             continue;
@@ -233,7 +242,8 @@ void tls_bridge_stop(tls_bridge *bridge) {
     shutdown(bridge->listener, SHUT_RDWR);
     pthread_join(bridge->acceptor, NULL);
     close(bridge->listener);
-    /* The context stays: connection threads may still use it; a test process ends soon after. */
+    SSL_CTX_free(bridge->ctx); /* connections still running hold their own references */
+    free(bridge);
 }
 
 size_t tls_bridge_client_hello(uint8_t *out, size_t cap) {

@@ -15,7 +15,7 @@ typedef struct tls_bridge tls_bridge;
  * server against ca_file under the name "localhost" and offering ALPN `alpn` ("h2", "http/1.1").
  * NULL with the reason on stderr. */
 tls_bridge *tls_bridge_start(int target_port, const char *ca_file, const char *alpn, int *port);
-/* Stops accepting; connections in progress end when either side closes. */
+/* Stops accepting and frees the bridge; connections in progress end when either side closes. */
 void tls_bridge_stop(tls_bridge *bridge);
 /* The first bytes a TLS client sends (a ClientHello offering h2) into out; their count, or 0. */
 size_t tls_bridge_client_hello(uint8_t *out, size_t cap);
