@@ -69,7 +69,7 @@ TESTS += tools/check-layout.sh tests/unit/check_layout_test.sh
 # linked in; glibc, and libsystemd and libcmocka (no archives), stay dynamic.
 ifeq ($(STATIC),1)
 STATIC_LIBS := -ljansson -lstemmer -lutf8proc -lxxhash -llz4 -ljemalloc -lnghttp2 -lprotobuf-c -linih
-STATIC_LIBS += -lcares
+STATIC_LIBS += -lcares -lssl -lcrypto
 LDLIBS := -Wl,--as-needed -Wl,-Bstatic $(STATIC_LIBS) -luv_a -Wl,-Bdynamic $(filter-out $(STATIC_LIBS) -luv,$(LDLIBS))
 endif
 
@@ -140,13 +140,16 @@ run: programs sample-index
 
 # make install [PREFIX=/usr/local] [DESTDIR=STAGING]: the programs into PREFIX/bin, the systemd units
 # (their paths rewritten to PREFIX) into PREFIX/lib/systemd/system, the configuration examples into
-# SYSCONFDIR/isn (isnd.conf serving /var/lib/isn/index) and the README into PREFIX/share/doc/isn.
+# SYSCONFDIR/isn (isnd.conf serving /var/lib/isn/index) and the README into PREFIX/share/doc/isn, with the
+# TLS drop-ins of systemd/ in PREFIX/share/doc/isn/systemd.
 # An existing configuration file is kept (the new one goes next to it as FILE.new) unless DESTDIR is set.
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 INSTALL_PROGRAMS := isnd isn-agg isn-query isn-index isn-eval isn-bench
 INSTALL_UNITS    := isnd.service isnd@.service isnd-gpu.service isn-agg.service
+# TLS drop-ins (LoadCredential=), installed as examples to copy into UNIT.service.d/: each needs certificates.
+INSTALL_DROPINS  := isnd-tls.conf isn-agg-tls.conf
 install: programs
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/isn $(DESTDIR)$(SYSCONFDIR)/default \
 	  $(DESTDIR)$(PREFIX)/share/doc/isn
@@ -162,4 +165,8 @@ install: programs
 	  install_conf conf/isn-agg.conf $(DESTDIR)$(SYSCONFDIR)/isn/isn-agg.conf; \
 	  install_conf systemd/isnd.default $(DESTDIR)$(SYSCONFDIR)/default/isnd
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/isn/README.md
+	install -d $(DESTDIR)$(PREFIX)/share/doc/isn/systemd
+	set -e; for d in $(INSTALL_DROPINS); do \
+	  sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/etc/isn/|$(SYSCONFDIR)/isn/|g' systemd/$$d >$(BUILD)/$$d; \
+	  install -m 0644 $(BUILD)/$$d $(DESTDIR)$(PREFIX)/share/doc/isn/systemd/$$d; done
 .PHONY: install

@@ -24,6 +24,7 @@
 #define AGG_MAX_PARTITIONS 64
 #define AGG_MAX_REPLICAS 8
 #define AGG_ADDR_MAX 272
+#define AGG_PATH_MAX 1024
 
 typedef struct {
     char replicas[AGG_MAX_REPLICAS][AGG_ADDR_MAX];
@@ -64,10 +65,18 @@ typedef struct {
     bool access_log;             /* one line per Search: request id, trace id, status, coverage, time */
     uint32_t dns_interval_ms;    /* dns: partitions are resolved again this often */
     char dns_servers[AGG_ADDR_MAX]; /* "IP[:PORT],..." asked instead of /etc/resolv.conf's ("" = those) */
-    /* The client-facing server's limits (grpc_server_config, grpc_stats_config; 0 = grpc's default). */
+    /* The client-facing server's limits (isn_grpc_server_config, isn_grpc_stats_config; 0 = grpc's default). */
     uint32_t max_connections, max_concurrent_streams, max_requests_per_connection;
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, min_send_rate, memory_budget_mib;
     uint32_t max_header_list_size, max_early_resets_per_second, stats_max_connections, stats_write_timeout_ms;
+    /* TLS (grpc/tls.h), the same keys as isnd's: tls_cert/tls_key serve gRPC and HTTPS stats ("" =
+     * plaintext) and identify isn-agg to replicas that want client certificates; tls_client_ca makes
+     * clients present one (tls_allowed_peers: which); tls_ca turns on TLS to the replicas, verified
+     * against it under tls_server_name (default: each replica's host). Paths are fixed at start, their
+     * contents reload on SIGHUP and every tls_watch_interval_ms (0 = SIGHUP only). */
+    char tls_cert[AGG_PATH_MAX], tls_key[AGG_PATH_MAX], tls_client_ca[AGG_PATH_MAX], tls_ca[AGG_PATH_MAX];
+    char tls_allowed_peers[AGG_PATH_MAX], tls_server_name[AGG_ADDR_MAX];
+    uint32_t tls_watch_interval_ms;
 } agg_config;
 
 void agg_config_default(agg_config *config);
@@ -98,6 +107,8 @@ const char *agg_stats_address(const agg *aggregator);
  * answer now is asked again per query. */
 void agg_fetch_partition_info(agg *aggregator);
 
+/* SIGHUP: rereads the TLS certificate files (a set that is refused is logged; the one in use stays). */
+void agg_tls_reload(agg *aggregator);
 /* SIGHUP: takes a new configuration (partitions, replicas, every setting but the listen addresses)
  * without failing a request: queries that arrive meanwhile wait until those in progress are answered,
  * then start on the new replica sets. Replicas kept keep their connections and state. 0, or -1 with

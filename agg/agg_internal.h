@@ -3,7 +3,9 @@
 #define ISN_AGG_INTERNAL_H
 
 #include "agg/agg.h"
-#include "grpc/grpc.h"
+#include "grpc/stats_endpoint.h"
+#include "grpc/client.h"
+#include "grpc/tls.h"
 #include "proto/isn.pb-c.h"
 
 #define AGG_LATENCY_WINDOW 256       /* recent answers per partition for its p95 */
@@ -39,11 +41,12 @@ static inline int64_t agg_now_ns(void) { return (int64_t)isn_now_ns(); }
 typedef struct {
     char address[AGG_ADDR_MAX];
     uint32_t partition, index;
+    char connect_error[256]; /* why the last connection attempt failed ("" = it did not) */
     isn_grpc_client *client;
     bool up;
     uint32_t consecutive_failures;
     int64_t probe_at_ns;
-    isn_grpc_call *probe; /* health check in flight: brings a replica that is out back, takes one that is in out */
+    isn_grpc_client_call *probe; /* health check in flight: brings a replica that is out back, takes one that is in out */
     bool unsent;          /* calls started since the last flush: one send per loop turn, not per call */
     double ewma_us;
     uint32_t inflight;
@@ -89,7 +92,7 @@ typedef struct {
 /* ------------------------------------------------------------------ queries */
 
 typedef struct {
-    isn_grpc_call *call;
+    isn_grpc_client_call *call;
     uint32_t replica;
     int64_t sent_ns;
     uint32_t timeout_ms; /* what the replica was given */
@@ -111,7 +114,7 @@ typedef struct {
     isn_grpc_search_reply reply;
     bool loop; /* failed because its replicas lead back to this isn-agg: the query is refused */
     bool caller_error; /* the partition refused the request itself (every replica would): so is the query */
-    isn_grpc_call *info; /* global statistics phase */
+    isn_grpc_client_call *info; /* global statistics phase */
     uint32_t info_replica; /* which replica `info` went to (counted in its inflight) */
 } agg_part;
 
@@ -127,7 +130,7 @@ typedef struct {
 typedef struct agg_query agg_query;
 struct agg_query {
     agg_query *prev, *next;
-    grpc_call *call; /* held until answered; NULL once answered */
+    isn_grpc_call *call; /* held until answered; NULL once answered */
     bool abandoned;  /* the client went away: the call is released, not answered */
     Isn__V1__SearchRequest *request;
     int64_t start_ns, deadline_ns, finish_at_ns;
@@ -137,6 +140,8 @@ struct agg_query {
     uint32_t full_partition; /* 1 + the partition whose every replica was at its in-flight cap: refused */
     char *stats_key;
     agg_term_stats stats; /* sent with the query */
+    uint8_t *forward;     /* the request as the partitions get it, packed once (fanout.c) */
+    size_t forward_len;
     int64_t processing_ns; /* time this thread spent on the query (decode, fan-out, merge, encode) */
     uint64_t charged;      /* bytes of the aggregator's memory budget it holds (itself, its request, replies) */
     agg_part *parts;       /* one per partition of the configuration the query started on */
@@ -144,9 +149,9 @@ struct agg_query {
     /* what every partition gets and the access line says: the caller's request id, else the trace
      * id; the trace context as a child of the caller's traceparent (a new trace when none came) */
     char request_id[80];
-    char traceparent[GRPC_TRACEPARENT_LEN + 1];
-    char via[GRPC_VIA_MAX + 1]; /* isn-via as the partitions get it: the caller's, this isn-agg's id appended */
-    grpc_trace trace;       /* this aggregator's span */
+    char traceparent[ISN_GRPC_TRACEPARENT_LEN + 1];
+    char via[ISN_GRPC_VIA_MAX + 1]; /* isn-via as the partitions get it: the caller's, this isn-agg's id appended */
+    isn_grpc_trace trace;       /* this aggregator's span */
     char parent_span[17];   /* the caller's span ("" = none) */
 };
 
@@ -172,7 +177,7 @@ typedef struct {
 /* ------------------------------------------------------------------ metrics */
 
 typedef struct {
-    uint64_t requests_by_status[GRPC_STATUS_COUNT];
+    uint64_t requests_by_status[ISN_GRPC_STATUS_COUNT];
     uint64_t partial, hedges, hedge_wins, retries, upstream_requests, upstream_failures;
     uint64_t stats_cache_hits, stats_cache_misses;
     uint64_t generation_changes; /* a replica's replies named another index generation */
@@ -191,12 +196,15 @@ struct agg {
     uint64_t discovery_seed; /* rendezvous hashing of DNS addresses: this host's name */
     /* the event loop and the servers on it */
     uv_loop_t *loop;
-    grpc_server *server;
-    grpc_stats_server *stats;
-    grpc_connection_limit connection_limit;
+    isn_grpc_server *server;
+    isn_grpc_stats_server *stats;
+    /* TLS credentials (NULL: plaintext): the gRPC port's, the stats port's, and the replica
+     * connections' (tls_ca; isn-agg's certificate with it when it has one) */
+    isn_grpc_tls *grpc_tls, *stats_tls, *replica_tls;
+    isn_grpc_connection_limit connection_limit;
     /* memory_budget_mib: the gRPC server's connections, calls and replies, and every query's own
      * memory (the query, its request, the partitions' answers, the merge), together */
-    grpc_memory_budget budget;
+    isn_grpc_memory_budget budget;
     char grpc_address[AGG_ADDR_MAX], stats_address[AGG_ADDR_MAX];
     uv_timer_t wakeup;    /* hedges, deadlines and probes */
     uv_check_t step;      /* after each loop turn's input: moves the queries on */
@@ -212,7 +220,7 @@ struct agg {
     agg_metrics metrics;
     agg_config *pending; /* a reload waiting for the queries in progress (NULL = none) */
     int64_t pending_since_ns;
-    grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
+    isn_grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
     struct agg_discovery *discovery; /* resolver of the dns: partitions (NULL = none started) */
     uint32_t num_draining;           /* replicas draining, over every partition */
@@ -289,7 +297,7 @@ void agg_readiness_changed(agg *a);
 /* A new query in the list, holding the call (whose storage points back at it), with its deadline:
  * the call's grpc-timeout, else the request's timeout_ms, else the default. Its memory is charged to the
  * aggregator's budget: NULL with *over_budget when that is full, NULL alone when out of memory. */
-agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
+agg_query *agg_query_new(agg *a, isn_grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
                          int64_t now, bool *over_budget);
 /* Starts a query that may start now: its global statistics phase, or its fan-out. */
 void agg_query_begin(agg *a, agg_query *q, int64_t now);
@@ -369,7 +377,7 @@ uint64_t agg_answer_bytes(const agg_answer *answer);
 
 /* service.c */
 /* on_request of the gRPC server: Search, Info and health Check. */
-void agg_handle_call(agg *a, grpc_call *call);
+void agg_handle_call(agg *a, isn_grpc_call *call);
 
 /* loop.c */
 /* Asks for a step (agg_advance) on this loop turn. */
@@ -382,7 +390,7 @@ void agg_advance(agg *a);
 
 /* health.c */
 /* From on_headers of Health/Watch: the call streams the aggregator's readiness. */
-bool agg_health_watch(agg *a, grpc_call *call);
+bool agg_health_watch(agg *a, isn_grpc_call *call);
 /* Readiness changed: Health watchers get the new status (draining: NOT_SERVING, and their end). */
 void agg_health_notify(agg *a);
 void agg_health_free(agg *a);

@@ -22,7 +22,15 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
     gethostname(host, sizeof host - 1);
     a->discovery_seed = isn_hash_string(host);
     agg_partitions_init(a);
+    if (config->tls_ca[0]) {
+        isn_grpc_tls_config replicas = {.ca_file = config->tls_ca, .cert_file = config->tls_cert, .key_file = config->tls_key};
+        if (!(a->replica_tls = isn_grpc_tls_client_new(&replicas, err, err_len))) {
+            free(a);
+            return NULL;
+        }
+    }
     if (agg_stats_cache_init(&a->stats_cache) != 0) {
+        isn_grpc_tls_free(a->replica_tls);
         free(a);
         isn_error(err, err_len, "out of memory");
         return NULL;
@@ -33,18 +41,34 @@ agg *agg_new(uv_loop_t *loop, const agg_config *config, char *err, size_t err_le
 /* The loop's handles of the aggregator must be closed (agg_drain, then uv_run returned). */
 void agg_free(agg *a) {
     if (!a) return;
-    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    agg_queries_fail_all(a, ISN_GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     agg_replicas_close(a);
-    if (a->server) grpc_server_free(a->server);
-    if (a->stats) grpc_stats_server_free(a->stats);
+    if (a->server) isn_grpc_server_free(a->server);
+    if (a->stats) isn_grpc_stats_server_free(a->stats);
     agg_stats_cache_free(&a->stats_cache);
     agg_health_free(a);
     agg_discovery_free(a);
+    isn_grpc_tls_free(a->grpc_tls); /* after the connections that held their contexts */
+    isn_grpc_tls_free(a->stats_tls);
+    isn_grpc_tls_free(a->replica_tls);
     free(a->pending);
     free(a);
 }
 
 const agg_config *agg_get_config(const agg *a) { return &a->config; }
+
+void agg_tls_reload(agg *a) {
+    char err[400];
+    isn_grpc_tls *sets[3] = {a->grpc_tls, a->stats_tls, a->replica_tls};
+    static const char *const names[3] = {"gRPC port", "stats port", "replica connections"};
+    for (int i = 0; i < 3; i++) {
+        if (!sets[i]) continue;
+        if (isn_grpc_tls_reload(sets[i], err, sizeof err) == 0)
+            log_info("SIGHUP: TLS credentials of the %s reloaded (new connections use them)", names[i]);
+        else
+            log_warn("SIGHUP: TLS credentials of the %s not reloaded: %s; the ones in use stay", names[i], err);
+    }
+}
 
 uint32_t agg_inflight(const agg *a) { return a->num_queries; }
 
@@ -128,6 +152,20 @@ int agg_reload(agg *a, const agg_config *config, char *err, size_t err_len) {
     /* keep what cannot change without a restart */
     memcpy(a->pending->listen, a->config.listen, sizeof a->config.listen);
     memcpy(a->pending->stats_listen, a->config.stats_listen, sizeof a->config.stats_listen);
+    agg_config *next = a->pending;
+    if (strcmp(next->tls_cert, a->config.tls_cert) || strcmp(next->tls_key, a->config.tls_key) ||
+        strcmp(next->tls_client_ca, a->config.tls_client_ca) || strcmp(next->tls_ca, a->config.tls_ca) ||
+        strcmp(next->tls_allowed_peers, a->config.tls_allowed_peers) ||
+        strcmp(next->tls_server_name, a->config.tls_server_name) ||
+        next->tls_watch_interval_ms != a->config.tls_watch_interval_ms)
+        log_warn("reload: TLS settings change only with a restart (the files' contents reload; keeping the paths)");
+    memcpy(next->tls_cert, a->config.tls_cert, sizeof next->tls_cert);
+    memcpy(next->tls_key, a->config.tls_key, sizeof next->tls_key);
+    memcpy(next->tls_client_ca, a->config.tls_client_ca, sizeof next->tls_client_ca);
+    memcpy(next->tls_ca, a->config.tls_ca, sizeof next->tls_ca);
+    memcpy(next->tls_allowed_peers, a->config.tls_allowed_peers, sizeof next->tls_allowed_peers);
+    memcpy(next->tls_server_name, a->config.tls_server_name, sizeof next->tls_server_name);
+    next->tls_watch_interval_ms = a->config.tls_watch_interval_ms;
     agg_kick(a);
     if (!a->handles_started) agg_reload_step(a, agg_now_ns());
     return 0;

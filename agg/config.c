@@ -41,6 +41,7 @@ void agg_config_default(agg_config *config) {
     config->max_early_resets_per_second = 5000;
     config->stats_max_connections = 64;
     config->stats_write_timeout_ms = 10000;
+    config->tls_watch_interval_ms = 1000;
 }
 
 static int parse_fraction(const char *key, const char *value, double *out, char *err, size_t err_len) {
@@ -152,6 +153,26 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
     }
     static const struct {
         const char *key;
+        size_t offset, size;
+    } TEXTS[] = {
+        {"tls_cert", offsetof(agg_config, tls_cert), AGG_PATH_MAX},
+        {"tls_key", offsetof(agg_config, tls_key), AGG_PATH_MAX},
+        {"tls_client_ca", offsetof(agg_config, tls_client_ca), AGG_PATH_MAX},
+        {"tls_ca", offsetof(agg_config, tls_ca), AGG_PATH_MAX},
+        {"tls_allowed_peers", offsetof(agg_config, tls_allowed_peers), AGG_PATH_MAX},
+        {"tls_server_name", offsetof(agg_config, tls_server_name), AGG_ADDR_MAX},
+    };
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++)
+        if (!strcmp(key, TEXTS[i].key)) {
+            if (strlen(value) >= TEXTS[i].size)
+                return isn_error(err, err_len, "%s is too long (at most %zu bytes)", key, TEXTS[i].size - 1);
+            strcpy((char *)c + TEXTS[i].offset, value);
+            return 0;
+        }
+    if (!strcmp(key, "tls_watch_interval_ms"))
+        return parse_u32(key, value, 0, 3600000, &c->tls_watch_interval_ms, err, err_len);
+    static const struct {
+        const char *key;
         size_t offset;
         uint32_t min, max;
     } LIMITS[] = {
@@ -218,5 +239,14 @@ int agg_config_validate(const agg_config *config, char *err, size_t err_len) {
         return isn_error(err, err_len, "no partitions: give --partition HOST:PORT[,HOST:PORT...] once per partition");
     if (config->default_k > config->max_k)
         return isn_error(err, err_len, "default_k %u is above max_k %u", config->default_k, config->max_k);
+    if (!config->tls_cert[0] != !config->tls_key[0])
+        return isn_error(err, err_len, "tls_cert and tls_key go together (%s is set alone)",
+                         config->tls_cert[0] ? "tls_cert" : "tls_key");
+    if (config->tls_client_ca[0] && !config->tls_cert[0])
+        return isn_error(err, err_len, "tls_client_ca needs tls_cert and tls_key (TLS on)");
+    if (config->tls_allowed_peers[0] && !config->tls_client_ca[0])
+        return isn_error(err, err_len, "tls_allowed_peers needs tls_client_ca (client certificates)");
+    if (config->tls_server_name[0] && !config->tls_ca[0])
+        return isn_error(err, err_len, "tls_server_name needs tls_ca (TLS to the replicas)");
     return 0;
 }

@@ -61,7 +61,7 @@ static int find_replica(const agg_partition *p, const char *address) {
 }
 
 static void free_slot(agg *a, agg_partition *p, agg_replica *r) {
-    if (r->probe) isn_grpc_call_free(r->probe);
+    if (r->probe) isn_grpc_client_call_free(r->probe);
     if (r->client) isn_grpc_close(r->client);
     if (r->draining && a->num_draining) a->num_draining--;
     memset(r, 0, sizeof *r);
@@ -74,7 +74,7 @@ static void start_draining(agg *a, uint32_t pi, agg_replica *r) {
     r->draining = true;
     r->up = false;
     r->probe_at_ns = INT64_MAX;
-    if (r->probe) isn_grpc_call_free(r->probe);
+    if (r->probe) isn_grpc_client_call_free(r->probe);
     r->probe = NULL;
     a->num_draining++;
     p->replicas_removed++;

@@ -23,33 +23,54 @@ uint32_t agg_remaining_ms(const agg *a, const agg_query *q, int64_t now) {
     return left / 1000000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(left / 1000000);
 }
 
-/* The statistics the partitions score with: the caller's own pass through; else the aggregator's
- * when it collected them. `copied` is set when terms and dfs were allocated for the request. */
-static void set_global_stats(const agg *a, const agg_query *q, isn_grpc_search_request *rq, bool *copied) {
-    const Isn__V1__SearchRequest *in = q->request;
-    *copied = false;
-    if (in->global_stats) {
-        const Isn__V1__GlobalStatistics *g = in->global_stats;
-        rq->global_num_docs = g->num_docs;
-        rq->global_avg_doc_len = g->avg_doc_len;
-        if (g->n_terms) {
-            /* rare: copied per attempt */
-            const char **terms = calloc(g->n_terms, sizeof *terms);
-            uint64_t *dfs = calloc(g->n_terms, sizeof *dfs);
-            if (terms && dfs)
-                for (size_t i = 0; i < g->n_terms; i++) terms[i] = g->terms[i]->term, dfs[i] = g->terms[i]->df;
-            rq->global_terms = terms;
-            rq->global_dfs = dfs;
-            rq->num_global_terms = terms && dfs ? (uint32_t)g->n_terms : 0;
-            *copied = true;
+/* The caller's request as every partition gets it, packed once per query: the caller's message, with
+ * what the aggregator decides set on it (k, the request id, the global statistics it collected when
+ * the caller sent none), and without timeout_ms: the deadline left travels per attempt in grpc-timeout.
+ * The bytes are charged to the query. False when out of memory or budget. */
+static bool pack_forward(agg *a, agg_query *q) {
+    if (q->forward) return true;
+    Isn__V1__SearchRequest *request = q->request;
+    Isn__V1__GlobalStatistics collected = ISN__V1__GLOBAL_STATISTICS__INIT;
+    Isn__V1__TermStatistics *terms = NULL, **term_ptrs = NULL;
+    if (!request->global_stats && a->config.global_stats && q->stats.num_docs) {
+        terms = calloc(q->stats.num_terms ? q->stats.num_terms : 1, sizeof *terms);
+        term_ptrs = calloc(q->stats.num_terms ? q->stats.num_terms : 1, sizeof *term_ptrs);
+        if (!terms || !term_ptrs) {
+            free(terms);
+            free(term_ptrs);
+            return false;
         }
-    } else if (a->config.global_stats && q->stats.num_docs) {
-        rq->global_num_docs = q->stats.num_docs;
-        rq->global_avg_doc_len = q->stats.avg_doc_len;
-        rq->global_terms = (const char *const *)q->stats.terms;
-        rq->global_dfs = q->stats.dfs;
-        rq->num_global_terms = q->stats.num_terms;
+        for (uint32_t i = 0; i < q->stats.num_terms; i++) {
+            isn__v1__term_statistics__init(&terms[i]);
+            terms[i].term = q->stats.terms[i];
+            terms[i].df = q->stats.dfs[i];
+            term_ptrs[i] = &terms[i];
+        }
+        collected.num_docs = q->stats.num_docs;
+        collected.avg_doc_len = q->stats.avg_doc_len;
+        collected.n_terms = q->stats.num_terms;
+        collected.terms = term_ptrs;
+        request->global_stats = &collected;
     }
+    /* Borrowed for the packing only: the unpacked message owns (and frees) its own strings. */
+    char *caller_request_id = request->request_id;
+    request->request_id = q->request_id;
+    request->k = q->k;
+    request->timeout_ms = 0;
+    size_t len = isn__v1__search_request__get_packed_size(request);
+    bool charged = isn_grpc_budget_charge(&a->budget, len);
+    if (charged && (q->forward = malloc(len ? len : 1))) {
+        isn__v1__search_request__pack(request, q->forward);
+        q->forward_len = len;
+        q->charged += len;
+    } else if (charged) {
+        isn_grpc_budget_release(&a->budget, len);
+    }
+    request->request_id = caller_request_id;
+    if (request->global_stats == &collected) request->global_stats = NULL;
+    free(terms);
+    free(term_ptrs);
+    return q->forward != NULL;
 }
 
 bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind) {
@@ -83,31 +104,18 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
             agg_replica_failed(a, r, true, "cannot connect");
             continue;
         }
-        const Isn__V1__SearchRequest *in = q->request;
-        isn_grpc_search_request rq = {
-            .query = in->query, .terms = (const char *const *)in->terms, .num_terms = (uint32_t)in->n_terms,
-            .k = q->k, .mode = (isn_grpc_mode)in->mode, .algorithm = in->algorithm && in->algorithm[0] ? in->algorithm : NULL,
-            .timeout_ms = agg_remaining_ms(a, q, now), .request_id = q->request_id, .debug = in->debug,
-            .traceparent = q->traceparent, .via = q->via,
-            /* every partition re-ranks its own candidates; the merge is then by the ranker's score */
-            .ranker = in->ranker && in->ranker[0] ? in->ranker : NULL, .n1 = in->n1,
-            .stored_fields = (const char *const *)in->stored_fields, .num_stored_fields = (uint32_t)in->n_stored_fields,
-            .forbid_partial = in->forbid_partial};
-        bool copied;
-        set_global_stats(a, q, &rq, &copied);
         char err[256];
-        isn_grpc_call *call = isn_grpc_search_start(r->client, &rq, err, sizeof err);
-        if (copied) {
-            free((void *)rq.global_terms);
-            free((void *)rq.global_dfs);
-        }
+        uint32_t timeout_ms = agg_remaining_ms(a, q, now);
+        isn_grpc_request forward = {.path = "/isn.v1.Search/Search", .body = q->forward, .body_len = q->forward_len,
+                                    .frame = true, .timeout_ms = timeout_ms, .traceparent = q->traceparent, .via = q->via};
+        isn_grpc_client_call *call = isn_grpc_start(r->client, &forward, err, sizeof err);
         if (!call) {
             agg_replica_failed(a, r, true, err);
             continue;
         }
         r->unsent = true;
         part->attempts[part->num_attempts++] =
-            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = rq.timeout_ms, .hedge = hedge};
+            (agg_attempt){.call = call, .replica = (uint32_t)ri, .sent_ns = now, .timeout_ms = timeout_ms, .hedge = hedge};
         if (!part->first_sent_ns) part->first_sent_ns = now;
         r->inflight++;
         r->requests++;
@@ -123,7 +131,7 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
 /* Partition pi has no replica to send to: unreachable, or (DNS named only this isn-agg) a loop. */
 static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     part->state = PART_FAILED;
-    part->last_status = GRPC_STATUS_UNAVAILABLE;
+    part->last_status = ISN_GRPC_STATUS_UNAVAILABLE;
     const agg_partition *p = &a->partitions[pi];
     bool any_usable = false;
     for (uint32_t i = 0; i < p->num_replicas && !any_usable; i++)
@@ -131,7 +139,7 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     if (any_usable) return;
     if (p->own_address[0]) {
         part->loop = true;
-        part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+        part->last_status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
         snprintf(part->last_message, sizeof part->last_message,
                  AGG_LOOP_PREFIX "DNS name %.60s names this isn-agg's own address %.60s (skipped) and no other replica",
                  p->dns_name, p->own_address);
@@ -140,7 +148,7 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
     for (uint32_t i = 0; i < p->num_replicas; i++)
         if (p->replicas[i].leads_back) {
             part->loop = true;
-            part->last_status = GRPC_STATUS_FAILED_PRECONDITION;
+            part->last_status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
             snprintf(part->last_message, sizeof part->last_message,
                      AGG_LOOP_PREFIX "replica %.60s leads back to an aggregator already on the request's path (taken "
                      "out; no other replica)", p->replicas[i].address);
@@ -149,6 +157,17 @@ static void part_unreachable(agg *a, agg_part *part, uint32_t pi) {
 }
 
 void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
+    if (!pack_forward(a, q)) {
+        for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
+            q->parts[pi].state = PART_FAILED;
+            q->parts[pi].last_status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
+            snprintf(q->parts[pi].last_message, sizeof q->parts[pi].last_message,
+                     "the aggregator's memory budget (memory_budget_mib %u) has no room for the request it forwards",
+                     a->config.memory_budget_mib);
+        }
+        a->metrics.over_budget++;
+        return;
+    }
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
         part->tried = 0;
@@ -159,17 +178,17 @@ void agg_fanout_start(agg *a, agg_query *q, int64_t now) {
 static void drop_attempt(agg *a, agg_query *q, uint32_t pi, uint32_t i) {
     agg_part *part = &q->parts[pi];
     a->partitions[pi].replicas[part->attempts[i].replica].inflight--;
-    isn_grpc_call_free(part->attempts[i].call);
+    isn_grpc_client_call_free(part->attempts[i].call);
     part->attempts[i] = part->attempts[--part->num_attempts];
 }
 
 /* Statuses that say the request itself is wrong (a bad field, an unknown ranker, a method or
  * feature the partition lacks): every replica would answer alike, so no retry helps. */
 static bool caller_error(int status) {
-    return status == GRPC_STATUS_INVALID_ARGUMENT || status == GRPC_STATUS_NOT_FOUND ||
-           status == GRPC_STATUS_FAILED_PRECONDITION || status == GRPC_STATUS_OUT_OF_RANGE ||
-           status == GRPC_STATUS_UNIMPLEMENTED || status == GRPC_STATUS_PERMISSION_DENIED ||
-           status == GRPC_STATUS_UNAUTHENTICATED;
+    return status == ISN_GRPC_STATUS_INVALID_ARGUMENT || status == ISN_GRPC_STATUS_NOT_FOUND ||
+           status == ISN_GRPC_STATUS_FAILED_PRECONDITION || status == ISN_GRPC_STATUS_OUT_OF_RANGE ||
+           status == ISN_GRPC_STATUS_UNIMPLEMENTED || status == ISN_GRPC_STATUS_PERMISSION_DENIED ||
+           status == ISN_GRPC_STATUS_UNAUTHENTICATED;
 }
 
 /* Handles finished upstream calls of partition pi; hedges and retries. */
@@ -178,7 +197,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
     agg_partition *p = &a->partitions[pi];
     for (uint32_t i = 0; i < part->num_attempts && part->state == PART_PENDING;) {
         agg_attempt *at = &part->attempts[i];
-        if (!isn_grpc_call_done(at->call)) {
+        if (!isn_grpc_client_call_done(at->call)) {
             i++;
             continue;
         }
@@ -194,17 +213,17 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
         /* what the replica can take in time: a complete answer well within its timeout, or not */
-        if (status == GRPC_STATUS_OK || status == GRPC_STATUS_RESOURCE_EXHAUSTED || status == GRPC_STATUS_DEADLINE_EXCEEDED)
-            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == GRPC_STATUS_OK && reply.complete);
-        if (status == GRPC_STATUS_OK) {
+        if (status == ISN_GRPC_STATUS_OK || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED || status == ISN_GRPC_STATUS_DEADLINE_EXCEEDED)
+            agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == ISN_GRPC_STATUS_OK && reply.complete);
+        if (status == ISN_GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
             r->shed_backoff_ms = 0;
             uint64_t bytes = agg_reply_bytes(&reply);
-            if (!grpc_budget_charge(&a->budget, bytes)) {
+            if (!isn_grpc_budget_charge(&a->budget, bytes)) {
                 /* the aggregator's own memory is full: this partition's answer cannot be held */
                 isn_grpc_search_reply_free(&reply);
                 part->state = PART_FAILED;
-                part->last_status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+                part->last_status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
                 snprintf(part->last_message, sizeof part->last_message,
                          "the aggregator's memory budget (memory_budget_mib %u) has no room for its answer",
                          a->config.memory_budget_mib);
@@ -226,7 +245,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         }
         part->last_status = status;
         snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
-        if (status == GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
+        if (status == ISN_GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
             isn_grpc_search_reply_free(&reply);
             agg_replica_leads_back(a, r, part->last_message);
             if (part->num_attempts == 0 && !(now < q->finish_at_ns && send_attempt(a, q, pi, ATTEMPT_RETRY, now))) {
@@ -246,11 +265,11 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             return;
         }
         if (!bad) isn_grpc_search_reply_free(&reply);
-        if (status == -1 || status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_RESOURCE_EXHAUSTED ||
-            status == GRPC_STATUS_INTERNAL) {
+        if (status == -1 || status == ISN_GRPC_STATUS_UNAVAILABLE || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED ||
+            status == ISN_GRPC_STATUS_INTERNAL) {
             /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
              * no replica out, or overload would turn into an outage. */
-            if (status == GRPC_STATUS_RESOURCE_EXHAUSTED) {
+            if (status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) {
                 /* no retry or hedge goes to it until its back-off (doubling while it keeps shedding) ends */
                 a->metrics.upstream_failures++, r->failures++;
                 r->shed_backoff_ms = r->shed_backoff_ms ? r->shed_backoff_ms * 2 : AGG_SHED_BACKOFF_MIN_MS;
@@ -306,7 +325,7 @@ agg_fanout_state agg_fanout_step(agg *a, agg_query *q, int64_t now, agg_refusal 
         if (part->state == PART_PENDING) progress_part(a, q, pi, now);
         if (part->loop) {
             /* a configuration that loops: the client hears of it now, not as a partial answer */
-            refusal->status = GRPC_STATUS_FAILED_PRECONDITION;
+            refusal->status = ISN_GRPC_STATUS_FAILED_PRECONDITION;
             snprintf(refusal->message, sizeof refusal->message, AGG_LOOP_PREFIX "partition %u: %s", pi,
                      part->last_message + strlen(AGG_LOOP_PREFIX));
             return AGG_FANOUT_REFUSED;

@@ -250,7 +250,7 @@ static bool add_partition_info(agg *a, agg_query *q, uint32_t pi, const isn_grpc
 
 void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi) {
     if (!part->info) return;
-    isn_grpc_call_free(part->info);
+    isn_grpc_client_call_free(part->info);
     part->info = NULL;
     agg_replica *r = pi < a->num_partitions && part->info_replica < a->partitions[pi].num_replicas
                          ? &a->partitions[pi].replicas[part->info_replica]
@@ -260,7 +260,7 @@ void agg_stats_info_free(agg *a, agg_part *part, uint32_t pi) {
 
 bool agg_stats_done(agg *a, agg_query *q) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++)
-        if (q->parts[pi].info && !isn_grpc_call_done(q->parts[pi].info)) return false;
+        if (q->parts[pi].info && !isn_grpc_client_call_done(q->parts[pi].info)) return false;
     bool all = true;
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_part *part = &q->parts[pi];
@@ -268,7 +268,7 @@ bool agg_stats_done(agg *a, agg_query *q) {
             all = false;
             continue;
         }
-        if (!add_partition_info(a, q, pi, isn_grpc_call_result(part->info))) all = false;
+        if (!add_partition_info(a, q, pi, isn_grpc_client_call_result(part->info))) all = false;
         agg_stats_info_free(a, part, pi);
     }
     /* A term no partition holds needs no statistics (and df 0 would be refused). */

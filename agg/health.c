@@ -16,20 +16,20 @@ static int health_status(const char *service, void *app) {
                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
 }
 
-bool agg_health_watch(agg *a, grpc_call *call) {
-    if (!a->watchers && !(a->watchers = grpc_health_watchers_new(health_status, a))) {
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for Health/Watch");
+bool agg_health_watch(agg *a, isn_grpc_call *call) {
+    if (!a->watchers && !(a->watchers = isn_grpc_health_watchers_new(health_status, a))) {
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for Health/Watch");
         return false;
     }
-    return grpc_health_watch(a->watchers, call);
+    return isn_grpc_health_watch(a->watchers, call);
 }
 
 void agg_health_notify(agg *a) {
-    if (a->draining) grpc_health_shutdown(a->watchers);
-    else grpc_health_changed(a->watchers);
+    if (a->draining) isn_grpc_health_shutdown(a->watchers);
+    else isn_grpc_health_changed(a->watchers);
 }
 
 void agg_health_free(agg *a) {
-    grpc_health_watchers_free(a->watchers);
+    isn_grpc_health_watchers_free(a->watchers);
     a->watchers = NULL;
 }

@@ -21,7 +21,7 @@ static void close_dead_replicas(agg *a) {
         for (uint32_t i = 0; i < a->partitions[pi].num_replicas; i++) {
             agg_replica *r = &a->partitions[pi].replicas[i];
             if (r->client && !isn_grpc_usable(r->client) && !r->inflight &&
-                (!r->probe || isn_grpc_call_done(r->probe))) {
+                (!r->probe || isn_grpc_client_call_done(r->probe))) {
                 isn_grpc_close(r->client);
                 r->client = NULL;
             }

@@ -33,7 +33,7 @@ bool agg_is_loop_message(const char *message) {
 bool agg_via_forward(const agg *a, const char *via, char *forward, size_t forward_len, char *why, size_t why_len) {
     if (!via) {
         snprintf(why, why_len, AGG_LOOP_PREFIX "the isn-via header is longer than %d bytes: more aggregators on the "
-                 "request's path than a loop-free tier has", GRPC_VIA_MAX);
+                 "request's path than a loop-free tier has", ISN_GRPC_VIA_MAX);
         return false;
     }
     uint32_t hops = 0;

@@ -27,7 +27,7 @@ uint32_t agg_merge_hits(const agg_part *parts, uint32_t num_parts, agg_merged_hi
 /* No partition answered: the status says why (deadline before shedding before a partition's own
  * error status before unreachable), with the words of the first partition that said something. */
 static void unanswered(const agg_query *q, bool any_deadline, bool any_shed, agg_answer *out) {
-    int status = any_deadline ? GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? GRPC_STATUS_RESOURCE_EXHAUSTED : GRPC_STATUS_UNAVAILABLE;
+    int status = any_deadline ? ISN_GRPC_STATUS_DEADLINE_EXCEEDED : any_shed ? ISN_GRPC_STATUS_RESOURCE_EXHAUSTED : ISN_GRPC_STATUS_UNAVAILABLE;
     const char *summary = any_deadline ? "no partition answered before the deadline"
                           : any_shed   ? "every partition that could be reached shed the query (overloaded)"
                                        : "no partition could be reached";
@@ -37,7 +37,7 @@ static void unanswered(const agg_query *q, bool any_deadline, bool any_shed, agg
         if (part->state == PART_FAILED && part->last_message[0] && first < 0) first = (int)pi;
         /* a status of the partitions' own (INTERNAL, DATA_LOSS, ...) is passed on as it is */
         if (!any_deadline && !any_shed && part->state == PART_FAILED && part->last_status > 0 &&
-            part->last_status != GRPC_STATUS_UNAVAILABLE && status == GRPC_STATUS_UNAVAILABLE) {
+            part->last_status != ISN_GRPC_STATUS_UNAVAILABLE && status == ISN_GRPC_STATUS_UNAVAILABLE) {
             status = part->last_status;
             summary = "no partition answered";
             first = (int)pi;
@@ -92,8 +92,8 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
                 if (!reason[0]) reason = part->reply.incomplete_reason;
             }
         } else {
-            if (part->last_status == GRPC_STATUS_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
-            if (part->last_status == GRPC_STATUS_RESOURCE_EXHAUSTED) any_shed = true;
+            if (part->last_status == ISN_GRPC_STATUS_DEADLINE_EXCEEDED || part->state == PART_PENDING) any_deadline = true;
+            if (part->last_status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) any_shed = true;
         }
     }
     out->answered = answered;
@@ -103,7 +103,7 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
     }
     agg_merged_hit *all = malloc((total_hits ? total_hits : 1) * sizeof *all);
     if (!all) {
-        refuse(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        refuse(out, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
         return;
     }
     uint32_t n = agg_merge_hits(q->parts, q->num_parts, all);
@@ -117,7 +117,7 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
     out->field_ptrs = calloc(num_fields ? num_fields : 1, sizeof *out->field_ptrs);
     if (!out->hits || !out->hit_ptrs || !out->fields || !out->field_ptrs) {
         free(all);
-        refuse(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the merged hits");
+        refuse(out, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory for the merged hits");
         return;
     }
     size_t next_field = 0;
@@ -145,7 +145,7 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
         reason = "partition_missing";
     }
     if (!complete && q->request->forbid_partial) {
-        out->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        out->status = ISN_GRPC_STATUS_DEADLINE_EXCEEDED;
         snprintf(out->message, sizeof out->message,
                  "the answer would be partial (%s) and the request forbids partial answers", reason);
         return;
@@ -166,7 +166,7 @@ void agg_merge_answer(const agg_query *q, int64_t now, agg_answer *out) {
     response->partitions_answered = answered;
     response->partitions_total = q->num_parts;
     out->complete = complete;
-    out->status = GRPC_STATUS_OK;
+    out->status = ISN_GRPC_STATUS_OK;
 }
 
 uint64_t agg_answer_bytes(const agg_answer *answer) {

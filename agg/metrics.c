@@ -2,12 +2,12 @@
 #include "agg/agg_internal.h"
 
 void agg_count_status(agg *a, int status) {
-    a->metrics.requests_by_status[status >= 0 && status < GRPC_STATUS_COUNT ? status : GRPC_STATUS_INTERNAL]++;
+    a->metrics.requests_by_status[status >= 0 && status < ISN_GRPC_STATUS_COUNT ? status : ISN_GRPC_STATUS_INTERNAL]++;
 }
 
 uint64_t agg_answered(const agg *a) {
     uint64_t n = 0;
-    for (int i = 0; i < GRPC_STATUS_COUNT; i++) n += a->metrics.requests_by_status[i];
+    for (int i = 0; i < ISN_GRPC_STATUS_COUNT; i++) n += a->metrics.requests_by_status[i];
     return n;
 }
 
@@ -163,9 +163,9 @@ static void render_partitions(const agg *a, byte_buffer *out) {
 void agg_render_metrics(const agg *a, byte_buffer *out) {
     const agg_metrics *m = &a->metrics;
     prom_family(out, "isn_agg_requests_total", "counter", "Search/Info/Health calls answered, by gRPC status code name.");
-    for (int i = 0; i < GRPC_STATUS_COUNT; i++)
+    for (int i = 0; i < ISN_GRPC_STATUS_COUNT; i++)
         if (m->requests_by_status[i] || i == 0)
-            buffer_printf(out, "isn_agg_requests_total{code=\"%s\"} %llu\n", grpc_status_name(i),
+            buffer_printf(out, "isn_agg_requests_total{code=\"%s\"} %llu\n", isn_grpc_status_name(i),
                           (unsigned long long)m->requests_by_status[i]);
     prom_u64(out, "isn_agg_partial_total", "counter", "Answers with complete=false (a partition missing or partial).",
              m->partial);
@@ -181,7 +181,8 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_partition_generation_changes_total", "counter",
              "Times a replica's replies named another index generation than its last ones.", m->generation_changes);
     prom_u64(out, "isn_agg_inflight", "gauge", "Queries in progress.", a->num_queries);
-    grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
+    isn_grpc_render_protection_metrics(a->server, a->stats, "isn_agg", out);
+    isn_grpc_tls_render_metrics("isn_agg", a->grpc_tls, a->stats_tls, out);
     prom_family(out, "isn_agg_latency_seconds", "histogram", "Search latency seen by the aggregator (answered queries).");
     prom_histogram(out, "isn_agg_latency_seconds", "", &m->latency);
     prom_family(out, "isn_agg_processing_seconds", "histogram",
@@ -208,9 +209,9 @@ void agg_render_metrics(const agg *a, byte_buffer *out) {
     prom_u64(out, "isn_agg_loop_refusals_total", "counter",
              "Searches refused as request loops (this isn-agg already on their isn-via path, or too many hops).",
              m->loop_refusals);
-    prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", grpc_health_num_watchers(a->watchers));
+    prom_u64(out, "isn_agg_health_watchers", "gauge", "Open Health/Watch streams.", isn_grpc_health_num_watchers(a->watchers));
     render_partitions(a, out);
-    grpc_render_process_metrics(out, a->start_time);
+    isn_grpc_render_process_metrics(out, a->start_time);
     prom_family(out, "isn_build_info", "gauge", "The program, its version and what it serves (value 1).");
     buffer_printf(out, "isn_build_info{program=\"isn-agg\",version=\"%s\",partitions=\"%u\"} 1\n", AGG_VERSION,
                   a->num_partitions);

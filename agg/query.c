@@ -8,14 +8,14 @@
 
 #include "agg/agg_internal.h"
 
-agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
+agg_query *agg_query_new(agg *a, isn_grpc_call *call, Isn__V1__SearchRequest *request, uint32_t k, const char *via,
                          int64_t now, bool *over_budget) {
     /* the query, its partitions' state and the unpacked request (about twice its message) */
     size_t message_len;
-    grpc_call_message(call, &message_len);
+    isn_grpc_call_message(call, &message_len);
     uint64_t bytes = sizeof(agg_query) + (uint64_t)(a->num_partitions ? a->num_partitions : 1) * sizeof(agg_part) +
                      2 * (uint64_t)message_len;
-    *over_budget = !grpc_budget_charge(&a->budget, bytes);
+    *over_budget = !isn_grpc_budget_charge(&a->budget, bytes);
     if (*over_budget) {
         a->metrics.over_budget++;
         return NULL;
@@ -26,14 +26,14 @@ agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *reques
         q = NULL;
     }
     if (!q) {
-        grpc_budget_release(&a->budget, bytes);
+        isn_grpc_budget_release(&a->budget, bytes);
         return NULL;
     }
     q->charged = bytes;
     q->num_parts = a->num_partitions;
-    grpc_trace incoming;
-    if (grpc_trace_parse(grpc_call_traceparent(call), &incoming)) memcpy(q->parent_span, incoming.span_id, sizeof q->parent_span);
-    grpc_trace_child(grpc_call_traceparent(call), &q->trace, q->traceparent);
+    isn_grpc_trace incoming;
+    if (isn_grpc_trace_parse(isn_grpc_call_traceparent(call), &incoming)) memcpy(q->parent_span, incoming.span_id, sizeof q->parent_span);
+    isn_grpc_trace_child(isn_grpc_call_traceparent(call), &q->trace, q->traceparent);
     snprintf(q->request_id, sizeof q->request_id, "%.79s",
              request->request_id && request->request_id[0] ? request->request_id : q->trace.trace_id);
     snprintf(q->via, sizeof q->via, "%s", via);
@@ -41,7 +41,7 @@ agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *reques
     q->request = request;
     q->k = k;
     q->start_ns = now;
-    q->deadline_ns = agg_deadline_ns(a, grpc_call_timeout_ns(call), request->timeout_ms, now);
+    q->deadline_ns = agg_deadline_ns(a, isn_grpc_call_timeout_ns(call), request->timeout_ms, now);
     /* Answer with what there is a little before the caller's deadline. */
     q->finish_at_ns = q->deadline_ns - (int64_t)a->config.margin_ms * 1000000LL / 2;
     q->next = a->queries;
@@ -49,8 +49,8 @@ agg_query *agg_query_new(agg *a, grpc_call *call, Isn__V1__SearchRequest *reques
     a->queries = q;
     a->num_queries++;
     /* The query keeps the call until it answers; the call's storage points back at the query. */
-    *(agg_query **)grpc_call_app(call) = q;
-    grpc_call_hold(call);
+    *(agg_query **)isn_grpc_call_app(call) = q;
+    isn_grpc_call_hold(call);
     return q;
 }
 
@@ -80,7 +80,7 @@ static void finished(agg *a, agg_query *q);
 void agg_query_start_parked(agg *a, agg_query *q, int64_t now) {
     agg_part *parts = calloc(a->num_partitions ? a->num_partitions : 1, sizeof *parts);
     if (!parts) {
-        fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
+        fail(a, q, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "aggregator out of memory");
         finished(a, q);
         return;
     }
@@ -92,9 +92,9 @@ void agg_query_start_parked(agg *a, agg_query *q, int64_t now) {
 
 /* Lets go of the query's call: true when its client is still there to answer. */
 static bool release_call(agg_query *q) {
-    grpc_call *call = q->call;
-    *(agg_query **)grpc_call_app(call) = NULL;
-    return grpc_call_unhold(call);
+    isn_grpc_call *call = q->call;
+    *(agg_query **)isn_grpc_call_app(call) = NULL;
+    return isn_grpc_call_unhold(call);
 }
 
 /* The access line of a query (access_log): what a request id or a trace id finds. */
@@ -108,7 +108,7 @@ static void log_access(const agg *a, const agg_query *q, int status, const agg_a
     }
     const char *fields[] = {
         "method", "isn.v1.Search/Search",
-        "code", grpc_status_name(status),
+        "code", isn_grpc_status_name(status),
         "ms", ms,
         "request_id", q->request_id,
         "trace_id", q->trace.trace_id,
@@ -123,9 +123,9 @@ static void log_access(const agg *a, const agg_query *q, int status, const agg_a
 
 /* Answers the call with an error status (a call whose client went away is only released). */
 static void fail(agg *a, agg_query *q, int status, const char *message) {
-    grpc_call *call = q->call;
+    isn_grpc_call *call = q->call;
     agg_count_status(a, status);
-    if (release_call(q)) grpc_call_fail(call, status, "%s", message);
+    if (release_call(q)) isn_grpc_call_fail(call, status, "%s", message);
     log_access(a, q, status, NULL);
     q->call = NULL;
 }
@@ -136,16 +136,16 @@ static void answer(agg *a, agg_query *q, int64_t now) {
     agg_merge_answer(q, now, &merged);
     /* the merge's arrays, for as long as the reply is encoded (taken: the answers it points into are) */
     uint64_t merge_bytes = agg_answer_bytes(&merged);
-    grpc_budget_add(&a->budget, merge_bytes);
+    isn_grpc_budget_add(&a->budget, merge_bytes);
     for (uint32_t pi = 0; pi < q->num_parts && pi < a->num_partitions; pi++) {
         if (q->parts[pi].state == PART_ANSWERED) a->partitions[pi].answered++;
         else a->partitions[pi].missing++;
     }
-    if (merged.status != GRPC_STATUS_OK) {
+    if (merged.status != ISN_GRPC_STATUS_OK) {
         fail(a, q, merged.status, merged.message);
     } else {
-        grpc_call *call = q->call;
-        int status = release_call(q) ? grpc_call_reply_message(call, &merged.response.base) : GRPC_STATUS_OK;
+        isn_grpc_call *call = q->call;
+        int status = release_call(q) ? isn_grpc_call_reply_message(call, &merged.response.base) : ISN_GRPC_STATUS_OK;
         agg_count_status(a, status);
         log_access(a, q, status, &merged);
         q->call = NULL;
@@ -153,16 +153,17 @@ static void answer(agg *a, agg_query *q, int64_t now) {
         agg_observe_answer(a, (double)(now - q->start_ns) / 1e9);
     }
     agg_answer_free(&merged);
-    grpc_budget_release(&a->budget, merge_bytes);
+    isn_grpc_budget_release(&a->budget, merge_bytes);
 }
 
 /* ------------------------------------------------------------------ life */
 
 static void query_free(agg *a, agg_query *q) {
     agg_fanout_release(a, q);
-    grpc_budget_release(&a->budget, q->charged);
+    isn_grpc_budget_release(&a->budget, q->charged);
     agg_term_stats_free(&q->stats);
     free(q->stats_key);
+    free(q->forward);
     free(q->parts);
     if (q->request) isn__v1__search_request__free_unpacked(q->request, NULL);
     if (q->prev) q->prev->next = q->next;
@@ -180,7 +181,7 @@ static void finished(agg *a, agg_query *q) {
 
 void agg_query_step(agg *a, agg_query *q, int64_t now) {
     int64_t work_start = agg_now_ns();
-    if (q->abandoned) fail(a, q, GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
+    if (q->abandoned) fail(a, q, ISN_GRPC_STATUS_CANCELLED, "cancelled"); /* only released */
     else if (q->full_partition) {
         char why[200];
         snprintf(why, sizeof why,
@@ -188,11 +189,11 @@ void agg_query_step(agg *a, agg_query *q, int64_t now) {
                  "in time (at most max_inflight_per_replica, %u)",
                  q->full_partition - 1, a->config.max_inflight_per_replica);
         a->metrics.shed_at_capacity++;
-        fail(a, q, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+        fail(a, q, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, why);
     }
     else if (q->parked) {
         if (now < q->finish_at_ns) return;
-        fail(a, q, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
+        fail(a, q, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed while the aggregator reloaded");
     } else {
         if (!q->searching && (now >= q->finish_at_ns || agg_stats_done(a, q))) {
             q->searching = true;
@@ -211,7 +212,7 @@ void agg_query_step(agg *a, agg_query *q, int64_t now) {
 
 void agg_query_answer_now(agg *a, agg_query *q, int64_t now) {
     if (q->call && !q->parked) answer(a, q, now);
-    else if (q->call) fail(a, q, GRPC_STATUS_UNAVAILABLE, "aggregator stopping before the query started");
+    else if (q->call) fail(a, q, ISN_GRPC_STATUS_UNAVAILABLE, "aggregator stopping before the query started");
     finished(a, q);
 }
 

@@ -33,7 +33,7 @@ void agg_partitions_init(agg *a) {
 }
 
 static void replica_close(agg_replica *r) {
-    if (r->probe) isn_grpc_call_free(r->probe);
+    if (r->probe) isn_grpc_client_call_free(r->probe);
     r->probe = NULL;
     if (r->client) isn_grpc_close(r->client);
     r->client = NULL;
@@ -112,7 +112,10 @@ bool agg_replica_connect(agg *a, agg_replica *r) {
     if (r->client && r->inflight) return false; /* draining: its calls finish first */
     if (r->client) isn_grpc_close(r->client);
     char err[256];
-    r->client = isn_grpc_connect(r->address, 200, err, sizeof err);
+    r->client = isn_grpc_connect_tls(r->address, 200, a->replica_tls, a->config.tls_server_name, err, sizeof err);
+    /* A TLS refusal is a configuration problem worth a line; said again only when it changes. */
+    if (!r->client && a->replica_tls && strcmp(err, r->connect_error)) log_warn("replica %s: %s", r->address, err);
+    snprintf(r->connect_error, sizeof r->connect_error, "%s", r->client ? "" : err);
     if (r->client && a->loop && isn_grpc_client_watch(a->loop, r->client, on_replica_activity, a, err, sizeof err) != 0) {
         log_warn("replica %s of partition %u: %s", r->address, r->partition, err);
         isn_grpc_close(r->client);
@@ -247,8 +250,8 @@ void agg_probe_replicas(agg *a, int64_t now) {
                 continue;
             }
             if (r->probe) {
-                if (!isn_grpc_call_done(r->probe)) continue;
-                const isn_grpc_result *res = isn_grpc_call_result(r->probe);
+                if (!isn_grpc_client_call_done(r->probe)) continue;
+                const isn_grpc_result *res = isn_grpc_client_call_result(r->probe);
                 bool serving = probe_says_serving(res);
                 if (serving && !r->up) {
                     r->up = true;
@@ -256,7 +259,7 @@ void agg_probe_replicas(agg *a, int64_t now) {
                     log_info("replica %s of partition %u is back", r->address, r->partition);
                 } else if (!serving && r->up)
                     agg_replica_eject(a, r, res->grpc_status == 0 ? "health check: not serving" : "health check failed");
-                isn_grpc_call_free(r->probe);
+                isn_grpc_client_call_free(r->probe);
                 r->probe = NULL;
                 continue;
             }

@@ -11,26 +11,26 @@
 /* ------------------------------------------------------------------ gRPC */
 
 /* The call's storage holds its query while it has one. */
-static void on_open(grpc_call *call, void *app) {
+static void on_open(isn_grpc_call *call, void *app) {
     (void)app;
-    *(agg_query **)grpc_call_app(call) = NULL;
+    *(agg_query **)isn_grpc_call_app(call) = NULL;
 }
 
 /* The streams: Health/Watch and server reflection; everything else is unary (on_request). */
-static void on_headers(grpc_call *call, void *app) {
-    if (grpc_reflection_serve(call)) return;
-    if (!strcmp(grpc_call_path(call), "/grpc.health.v1.Health/Watch")) agg_health_watch(app, call);
+static void on_headers(isn_grpc_call *call, void *app) {
+    if (isn_grpc_reflection_serve(call)) return;
+    if (!strcmp(isn_grpc_call_path(call), "/grpc.health.v1.Health/Watch")) agg_health_watch(app, call);
 }
 
-static void on_request(grpc_call *call, void *app) {
+static void on_request(isn_grpc_call *call, void *app) {
     agg *a = app;
     agg_handle_call(a, call);
     agg_kick(a); /* what the call queued on the replicas goes out on this loop turn */
 }
 
 /* The client of a held call went away: its query is answered no more (on the next step). */
-static void on_abandoned(grpc_call *call, void *app) {
-    agg_query *q = *(agg_query **)grpc_call_app(call);
+static void on_abandoned(isn_grpc_call *call, void *app) {
+    agg_query *q = *(agg_query **)isn_grpc_call_app(call);
     if (q) q->abandoned = true;
     agg_kick(app);
 }
@@ -43,17 +43,20 @@ static void close_everything(agg *a) {
         uv_close((uv_handle_t *)&a->drain_timer, NULL);
     agg_loop_stop(a);
     agg_discovery_stop(a);
+    if (a->grpc_tls) isn_grpc_tls_unwatch(a->grpc_tls);
+    if (a->stats_tls) isn_grpc_tls_unwatch(a->stats_tls);
+    if (a->replica_tls) isn_grpc_tls_unwatch(a->replica_tls);
     agg_replicas_close(a);
-    if (a->stats) grpc_stats_server_close(a->stats);
-    if (a->server) grpc_server_close(a->server);
+    if (a->stats) isn_grpc_stats_server_close(a->stats);
+    if (a->server) isn_grpc_server_close(a->server);
 }
 
-static void on_drained(grpc_server *server, void *app) {
+static void on_drained(isn_grpc_server *server, void *app) {
     (void)server;
     close_everything(app);
 }
 
-static const grpc_server_handlers AGG_HANDLERS = {
+static const isn_grpc_server_handlers AGG_HANDLERS = {
     .on_open = on_open,
     .on_headers = on_headers,
     .on_request = on_request,
@@ -67,7 +70,7 @@ static void render_json(void *app, byte_buffer *out) {
     const agg *a = app;
     const agg_metrics *m = &a->metrics;
     uint64_t answered = 0;
-    for (int i = 0; i < GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
+    for (int i = 0; i < ISN_GRPC_STATUS_COUNT; i++) answered += m->requests_by_status[i];
     char why[512];
     bool ready = agg_ready(a, why, sizeof why);
     buffer_printf(out, "{\"ready\":%s,\"readiness\":\"%s\",", ready ? "true" : "false", why);
@@ -76,7 +79,7 @@ static void render_json(void *app, byte_buffer *out) {
                   "\"hedge_wins\":%llu,\"retries\":%llu,\"upstream_requests\":%llu,\"upstream_failures\":%llu,"
                   "\"replicas\":[",
                   a->num_partitions, a->num_queries, (unsigned long long)answered,
-                  (unsigned long long)m->requests_by_status[GRPC_STATUS_OK], (unsigned long long)m->partial,
+                  (unsigned long long)m->requests_by_status[ISN_GRPC_STATUS_OK], (unsigned long long)m->partial,
                   (unsigned long long)m->hedges, (unsigned long long)m->hedge_wins, (unsigned long long)m->retries,
                   (unsigned long long)m->upstream_requests, (unsigned long long)m->upstream_failures);
     const char *sep = "";
@@ -101,14 +104,36 @@ static int readiness(void *app, byte_buffer *body) {
     return ready ? 200 : 503;
 }
 
-static const grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readiness};
+static const isn_grpc_stats_pages STATS_PAGES = {render_metrics, render_json, readiness};
 
 /* ------------------------------------------------------------------ life */
 
+/* The TLS credentials of the ports, and the watch of every set's files. */
+static int tls_start(agg *a, char *err, size_t err_len) {
+    const agg_config *c = &a->config;
+    char host[AGG_ADDR_MAX], why[160];
+    uint16_t port;
+    if (!c->tls_cert[0] && isn_parse_host_port(c->listen, host, sizeof host, &port, why, sizeof why) == 0 &&
+        strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
+        log_warn("gRPC on %s is plaintext: set tls_cert and tls_key for a port reached over a network", c->listen);
+    if (c->tls_cert[0]) {
+        isn_grpc_tls_config grpc = {.cert_file = c->tls_cert, .key_file = c->tls_key, .client_ca_file = c->tls_client_ca,
+                                    .allowed_peers = c->tls_allowed_peers};
+        isn_grpc_tls_config stats = {.cert_file = c->tls_cert, .key_file = c->tls_key, .alpn = "http/1.1"};
+        if (!(a->grpc_tls = isn_grpc_tls_server_new(&grpc, err, err_len))) return -1;
+        if (c->stats_listen[0] && !(a->stats_tls = isn_grpc_tls_server_new(&stats, err, err_len))) return -1;
+    }
+    isn_grpc_tls *sets[3] = {a->grpc_tls, a->stats_tls, a->replica_tls};
+    for (int i = 0; i < 3 && c->tls_watch_interval_ms; i++)
+        if (sets[i] && isn_grpc_tls_watch(sets[i], a->loop, c->tls_watch_interval_ms, err, err_len) != 0) return -1;
+    return 0;
+}
+
 int agg_serve(agg *a, char *err, size_t err_len) {
     const agg_config *c = &a->config;
+    if (tls_start(a, err, err_len) != 0) return -1;
     a->connection_limit.max = c->max_connections;
-    grpc_server_config config = {
+    isn_grpc_server_config config = {
         .max_concurrent_streams = c->max_concurrent_streams,
         .max_message_bytes = AGG_MAX_MESSAGE_BYTES,
         .header_timeout_ms = c->header_timeout_ms,
@@ -122,23 +147,25 @@ int agg_serve(agg *a, char *err, size_t err_len) {
         .shared_budget = &a->budget, /* the queries' memory is charged to it too */
         .max_header_list_bytes = c->max_header_list_size,
         .max_early_resets_per_second = c->max_early_resets_per_second,
+        .tls = a->grpc_tls,
     };
-    a->server = grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
+    a->server = isn_grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);
     if (!a->server) return isn_error(err, err_len, "out of memory for the gRPC server");
-    if (grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0 ||
+    if (isn_grpc_server_listen(a->server, a->config.listen, a->grpc_address, sizeof a->grpc_address, err, err_len) != 0 ||
         agg_check_own_replicas(a, &a->config, err, err_len) != 0)
         return -1;
     if (a->config.stats_listen[0]) {
-        grpc_stats_config stats_config = {
+        isn_grpc_stats_config stats_config = {
             .server_name = "isn-agg/0.1",
             .header_timeout_ms = c->header_timeout_ms,
             .idle_timeout_ms = c->idle_timeout_ms,
             .max_connections = c->stats_max_connections,
             .write_timeout_ms = c->stats_write_timeout_ms,
+            .tls = a->stats_tls,
         };
-        a->stats = grpc_stats_server_new(a->loop, &stats_config, &STATS_PAGES, a);
+        a->stats = isn_grpc_stats_server_new(a->loop, &stats_config, &STATS_PAGES, a);
         if (!a->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
-        if (grpc_stats_server_listen(a->stats, a->config.stats_listen, a->stats_address, sizeof a->stats_address, err,
+        if (isn_grpc_stats_server_listen(a->stats, a->config.stats_listen, a->stats_address, sizeof a->stats_address, err,
                                      err_len) != 0)
             return -1;
     }
@@ -160,7 +187,7 @@ static void on_drain_timeout(uv_timer_t *timer) {
              a->config.drain_timeout_ms, a->num_queries);
     int64_t now = agg_now_ns();
     while (a->queries) agg_query_answer_now(a, a->queries, now);
-    grpc_server_fail_waiting(a->server, GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
+    isn_grpc_server_fail_waiting(a->server, ISN_GRPC_STATUS_UNAVAILABLE, "aggregator stopping");
     uv_timer_start(&a->drain_timer, on_drain_grace_over, AGG_DRAIN_GRACE_MS, 0);
 }
 
@@ -184,13 +211,13 @@ void agg_drain(agg *a) {
     uv_timer_start(&a->drain_timer, on_drain_timeout, a->config.drain_timeout_ms, 0);
     /* Stops accepting and sends GOAWAY: streams the connections already took are answered; once no
      * call is open, on_drained closes the rest. */
-    grpc_server_drain(a->server);
+    isn_grpc_server_drain(a->server);
 }
 
 void agg_stop_now(agg *a) {
     a->lost_queries += a->num_queries;
     log_warn("stopping now: %u queries in flight answered UNAVAILABLE", a->num_queries);
-    agg_queries_fail_all(a, GRPC_STATUS_UNAVAILABLE, "aggregator stopping (stopped at once)");
+    agg_queries_fail_all(a, ISN_GRPC_STATUS_UNAVAILABLE, "aggregator stopping (stopped at once)");
     a->draining = true;
     close_everything(a);
 }

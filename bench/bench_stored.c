@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 
@@ -159,7 +159,7 @@ static int run_server(const bench_args *a, const isn_query_log *queries) {
                 }
                 isn_grpc_search_reply reply;
                 if (isn_grpc_search(c, &rq, &reply, err, sizeof err) != 0) return fprintf(stderr, "bench_stored: %s\n", err), 1;
-                if (reply.status != 0 && reply.status != GRPC_STATUS_INVALID_ARGUMENT)
+                if (reply.status != 0 && reply.status != ISN_GRPC_STATUS_INVALID_ARGUMENT)
                     return fprintf(stderr, "bench_stored: status %d: %s\n", reply.status, reply.message), 1;
                 sum[asked] += (double)reply.total_us;
                 for (uint32_t i = 0; asked && i < reply.num_hits; i++)

@@ -98,3 +98,11 @@ bench-overload: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 bench-big-neighbours: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 	BUILD=$(BUILD) bash bench/big_neighbours.sh
 .PHONY: bench-overload bench-big-neighbours
+
+# make bench-tls [ISND_CPUS=0 BENCH_CPUS=1 LOOPS=1 ...]: the front end's rate with TLS against plaintext
+# (trivial queries, reused connections, h2load) and TLS handshakes per second per loop
+# (bench/tls_rate.sh, issue 37; JSON in $(BUILD)/bench/tls_rate.json). Not part of make bench.
+bench-tls: $(PROGRAMS)
+	@mkdir -p $(BUILD)/bench
+	BUILD=$(BUILD) bash bench/tls_rate.sh | tee $(BUILD)/bench/tls_rate.json
+.PHONY: bench-tls

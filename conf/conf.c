@@ -67,6 +67,11 @@ static const key_spec KEYS[] = {
     {"server", "max_early_resets_per_second", KEY_U32, FIELD(max_early_resets_per_second), "5000", 1, 10000000, true},
     {"server", "stats_max_connections", KEY_U32, FIELD(stats_max_connections), "64", 1, 100000, true},
     {"server", "stats_write_timeout", KEY_DURATION_MS, FIELD(stats_write_timeout_ms), "10s", 1, 3600000, true},
+    {"server", "tls_cert", KEY_PATH, FIELD(tls_cert), "", 0, 0, false},
+    {"server", "tls_key", KEY_PATH, FIELD(tls_key), "", 0, 0, false},
+    {"server", "tls_client_ca", KEY_PATH, FIELD(tls_client_ca), "", 0, 0, false},
+    {"server", "tls_allowed_peers", KEY_PATH, FIELD(tls_allowed_peers), "", 0, 0, false},
+    {"server", "tls_watch_interval", KEY_DURATION_MS, FIELD(tls_watch_interval_ms), "1s", 0, 3600000, false},
     {"index", "path", KEY_PATH, FIELD(index_path), "", 0, 0, true},
     {"index", "partition_id", KEY_U32, FIELD(partition_id), "0", 0, UINT32_MAX, false},
     {"index", "warm_up", KEY_BOOL, FIELD(warm_up), "true", 0, 0, false},
@@ -501,6 +506,13 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
     uint16_t port;
     if (isn_parse_host_port(conf->listen, host, sizeof host, &port, why, sizeof why) < 0)
         return isn_error(err, err_len, "server.listen: %s", why);
+    if (!conf->tls_cert[0] != !conf->tls_key[0])
+        return isn_error(err, err_len, "server.tls_cert and server.tls_key go together (%s is set alone)",
+                         conf->tls_cert[0] ? "tls_cert" : "tls_key");
+    if (conf->tls_client_ca[0] && !conf->tls_cert[0])
+        return isn_error(err, err_len, "server.tls_client_ca needs server.tls_cert and server.tls_key (TLS on)");
+    if (conf->tls_allowed_peers[0] && !conf->tls_client_ca[0])
+        return isn_error(err, err_len, "server.tls_allowed_peers needs server.tls_client_ca (client certificates)");
     if (!conf->index_path[0])
         return isn_error(err, err_len, "no index: set index.path in the configuration file or pass --index DIR");
     if (conf->default_k > conf->max_k)

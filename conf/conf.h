@@ -25,7 +25,7 @@ typedef struct {
     uint32_t header_timeout_ms;      /* preface + a request's headers and body must arrive within this */
     uint32_t idle_timeout_ms;        /* a connection with no open stream is closed after this */
     uint32_t drain_timeout_ms;       /* SIGTERM: longest wait for in-flight requests */
-    /* protections (grpc/grpc.h's grpc_server_config and grpc_stats_config say what each does) */
+    /* protections (grpc/server.h's isn_grpc_server_config and grpc/stats_endpoint.h's isn_grpc_stats_config say what each does) */
     uint32_t max_requests_per_connection;
     uint32_t memory_budget_mib;
     uint32_t write_timeout_ms;
@@ -34,6 +34,12 @@ typedef struct {
     uint32_t max_early_resets_per_second;
     uint32_t stats_max_connections;
     uint32_t stats_write_timeout_ms;
+    /* TLS (grpc/tls.h): paths fixed at start, their contents rotate (SIGHUP, and the watch) */
+    char tls_cert[ISN_CONF_PATH_MAX];          /* "" = plaintext */
+    char tls_key[ISN_CONF_PATH_MAX];
+    char tls_client_ca[ISN_CONF_PATH_MAX];     /* set: gRPC clients need a certificate from this CA */
+    char tls_allowed_peers[ISN_CONF_PATH_MAX]; /* comma-separated subject CNs / URI SANs; "" = any of the CA's */
+    uint32_t tls_watch_interval_ms;            /* 0 = only SIGHUP reloads */
     /* [index] */
     char index_path[ISN_CONF_PATH_MAX];
     uint32_t partition_id;

@@ -47,13 +47,13 @@ void *arena_alloc(arena *a, size_t size) {
         if (a->extra_bytes + size > a->limit) return NULL;
         cap = size;
     }
-    if (a->budget && !grpc_budget_charge(a->budget, sizeof(arena_chunk) + cap)) {
+    if (a->budget && !isn_grpc_budget_charge(a->budget, sizeof(arena_chunk) + cap)) {
         a->over_budget = true;
         return NULL;
     }
     arena_chunk *chunk = malloc(sizeof *chunk + cap);
     if (!chunk) {
-        grpc_budget_release(a->budget, a->budget ? sizeof(arena_chunk) + cap : 0);
+        isn_grpc_budget_release(a->budget, a->budget ? sizeof(arena_chunk) + cap : 0);
         return NULL;
     }
     if (a->budget) a->charged += sizeof(arena_chunk) + cap;
@@ -73,10 +73,10 @@ void arena_reset(arena *a) {
     }
     a->extra_bytes = 0;
     a->used = 0;
-    grpc_budget_release(a->budget, a->charged);
+    isn_grpc_budget_release(a->budget, a->charged);
     a->budget = NULL;
     a->charged = 0;
     a->over_budget = false;
 }
 
-void arena_charge_to(arena *a, grpc_memory_budget *budget) { a->budget = budget; }
+void arena_charge_to(arena *a, isn_grpc_memory_budget *budget) { a->budget = budget; }

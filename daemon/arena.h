@@ -9,7 +9,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 typedef struct arena_chunk arena_chunk;
 
@@ -21,7 +21,7 @@ typedef struct {
     size_t limit; /* total bytes beyond the first chunk; alloc fails past it */
     /* Charged for the extra chunks once set (arena_charge_to); NULL = not charged. over_budget: an
      * alloc failed because the budget was spent. */
-    grpc_memory_budget *budget;
+    isn_grpc_memory_budget *budget;
     size_t charged;
     bool over_budget;
     ProtobufCAllocator allocator;
@@ -32,7 +32,7 @@ void *arena_alloc(arena *arena, size_t size);
 /* From now on extra chunks are charged to `budget` (a chunk it cannot take is not allocated), until
  * the reset gives the charge back: a request's memory beyond its inline chunk counts against the
  * node's budget like its body and its reply. */
-void arena_charge_to(arena *arena, grpc_memory_budget *budget);
+void arena_charge_to(arena *arena, isn_grpc_memory_budget *budget);
 /* Frees the extra chunks, gives their charge back and rewinds the first. */
 void arena_reset(arena *arena);
 

@@ -90,7 +90,7 @@ void deadline_timer_fire(uv_timer_t *timer) {
         if (!atomic_compare_exchange_strong(&rc->job.phase, &queued, JOB_EXPIRED)) continue;
         rc->answered_at_deadline = true;
         LOOP_METRICS(loop, m->expired_in_queue++);
-        grpc_call_fail(rc->call, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed after %.3f ms in the queue",
+        isn_grpc_call_fail(rc->call, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed after %.3f ms in the queue",
                        (double)(now - rc->job.enqueued_ns) / 1e6);
     }
     arm(loop);

@@ -144,7 +144,9 @@ int main(int argc, char **argv) {
     uv_run(server.loop, UV_RUN_DEFAULT);
     signals_ignore();
     serving_loops_free(&server);
-    grpc_stats_server_free(server.stats);
+    isn_grpc_stats_server_free(server.stats);
+    isn_grpc_tls_free(server.grpc_tls); /* after the connections that held its contexts */
+    isn_grpc_tls_free(server.stats_tls);
     rankers_stop();
     generations_free(&server); /* after the calls, which released theirs */
     uv_loop_close(server.loop);

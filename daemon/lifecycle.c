@@ -31,7 +31,9 @@ void server_stop(isn_server *server) {
     if (server->state == SERVER_STOPPING) return;
     server->state = SERVER_STOPPING;
     generations_stop(server);
-    if (server->stats) grpc_stats_server_close(server->stats);
+    if (server->stats) isn_grpc_stats_server_close(server->stats);
+    if (server->grpc_tls) isn_grpc_tls_unwatch(server->grpc_tls);
+    if (server->stats_tls) isn_grpc_tls_unwatch(server->stats_tls);
     serving_loops_close(server, stop_search_service);
     close_if_open((uv_handle_t *)&server->drain_timer);
     /* The signal handlers stay installed (unreferenced, so the loop can end): closing them would give
@@ -75,7 +77,7 @@ void server_begin_drain(isn_server *server, const char *why) {
     log_info("%s: draining (%u requests open, drain_timeout %u ms)", why, open_calls(server),
              server->conf.drain_timeout_ms);
     if (was == SERVER_STARTING) {
-        grpc_server_stop_accepting(server->loops[0].grpc); /* the listening loop */
+        isn_grpc_server_stop_accepting(server->loops[0].grpc); /* the listening loop */
         server->stop_after_load = true; /* the load thread cannot be interrupted; stop when it returns */
         return;
     }
@@ -85,10 +87,10 @@ void server_begin_drain(isn_server *server, const char *why) {
 
 /* ------------------------------------------------------------------ the transport */
 
-void server_transport_config(isn_server *server, const isn_conf *conf, grpc_server_config *grpc,
-                             grpc_stats_config *stats) {
-    grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
-    *grpc = (grpc_server_config){
+void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_server_config *grpc,
+                             isn_grpc_stats_config *stats) {
+    isn_grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
+    *grpc = (isn_grpc_server_config){
         .max_concurrent_streams = conf->max_concurrent_streams,
         .max_message_bytes = conf->max_message_bytes,
         .header_timeout_ms = conf->header_timeout_ms,
@@ -102,14 +104,55 @@ void server_transport_config(isn_server *server, const isn_conf *conf, grpc_serv
         .shared_budget = &server->memory_budget,
         .max_header_list_bytes = conf->max_header_list_bytes,
         .max_early_resets_per_second = conf->max_early_resets_per_second,
+        .tls = server->grpc_tls,
     };
-    *stats = (grpc_stats_config){
+    *stats = (isn_grpc_stats_config){
+        .tls = server->stats_tls,
         .server_name = "isnd/" ISND_VERSION,
         .header_timeout_ms = conf->header_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,
         .max_connections = conf->stats_max_connections,
         .write_timeout_ms = conf->stats_write_timeout_ms,
     };
+}
+
+int server_tls_start(isn_server *server, char *err, size_t err_len) {
+    const isn_conf *conf = &server->conf;
+    if (!conf->tls_cert[0]) {
+        char host[256], why[160];
+        uint16_t port;
+        if (isn_parse_host_port(conf->listen, host, sizeof host, &port, why, sizeof why) == 0 &&
+            strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
+            log_warn("gRPC on %s is plaintext: set server.tls_cert and server.tls_key for a port reached over a network",
+                     conf->listen);
+        return 0;
+    }
+    isn_grpc_tls_config grpc = {.cert_file = conf->tls_cert, .key_file = conf->tls_key,
+                                .client_ca_file = conf->tls_client_ca, .allowed_peers = conf->tls_allowed_peers};
+    isn_grpc_tls_config stats = {.cert_file = conf->tls_cert, .key_file = conf->tls_key, .alpn = "http/1.1"};
+    if (!(server->grpc_tls = isn_grpc_tls_server_new(&grpc, err, err_len))) return -1;
+    if (conf->stats_listen[0] && !(server->stats_tls = isn_grpc_tls_server_new(&stats, err, err_len))) return -1;
+    if (conf->tls_watch_interval_ms) {
+        if (isn_grpc_tls_watch(server->grpc_tls, server->loop, conf->tls_watch_interval_ms, err, err_len) < 0) return -1;
+        if (server->stats_tls &&
+            isn_grpc_tls_watch(server->stats_tls, server->loop, conf->tls_watch_interval_ms, err, err_len) < 0)
+            return -1;
+    }
+    log_info("TLS on: certificate %s%s%s", conf->tls_cert, conf->tls_client_ca[0] ? ", client certificates from " : "",
+             conf->tls_client_ca);
+    return 0;
+}
+
+void server_tls_reload(isn_server *server) {
+    char err[400];
+    isn_grpc_tls *sets[2] = {server->grpc_tls, server->stats_tls};
+    for (int i = 0; i < 2; i++) {
+        if (!sets[i]) continue;
+        if (isn_grpc_tls_reload(sets[i], err, sizeof err) == 0)
+            log_info("SIGHUP: TLS certificate reloaded for new %s connections", i == 0 ? "gRPC" : "stats");
+        else
+            log_error("SIGHUP: TLS certificate not reloaded: %s; the one in use keeps serving", err);
+    }
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -180,23 +223,25 @@ int server_start(isn_server *server, char *err, size_t err_len) {
     server->generations = generations_new(server);
     if (!server->generations) return isn_error(err, err_len, "out of memory for the index generations");
 
-    grpc_server_config grpc_config;
-    grpc_stats_config stats_config;
-    server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+    if (server_tls_start(server, err, err_len) < 0) return -1;
+    isn_grpc_server_config isn_grpc_config;
+    isn_grpc_stats_config stats_config;
+    server_transport_config(server, &server->conf, &isn_grpc_config, &stats_config);
     if (serving_loops_make(server, err, err_len) < 0) return -1;
-    if (grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
+    if (isn_grpc_server_listen(server->loops[0].grpc, server->conf.listen, server->grpc_address,
                            sizeof server->grpc_address, err, err_len) < 0)
         return -1;
     log_info("gRPC listening on %s", server->grpc_address);
     if (server->conf.stats_listen[0]) {
-        server->stats = grpc_stats_server_new(loop, &stats_config, &stats_pages, server);
+        server->stats = isn_grpc_stats_server_new(loop, &stats_config, &stats_pages, server);
         if (!server->stats) return isn_error(err, err_len, "out of memory for the stats endpoint");
-        if (grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
+        if (isn_grpc_stats_server_listen(server->stats, server->conf.stats_listen, server->stats_address,
                                      sizeof server->stats_address, err, err_len) < 0) {
-            grpc_server_stop_accepting(server->loops[0].grpc);
+            isn_grpc_server_stop_accepting(server->loops[0].grpc);
             return -1;
         }
-        log_info("stats listening on http://%s (/metrics /stats /healthz /readyz)", server->stats_address);
+        log_info("stats listening on %s://%s (/metrics /stats /healthz /readyz)", server->stats_tls ? "https" : "http",
+                 server->stats_address);
     }
 
     uv_timer_init(loop, &server->drain_timer);

@@ -17,7 +17,7 @@ const char *search_stage_label(search_stage stage) {
 
 void metrics_count_request(metrics *m, rpc_method method, int status, double seconds) {
     if ((unsigned)method >= RPC_COUNT) method = RPC_UNKNOWN;
-    if (status < 0 || status >= GRPC_STATUS_COUNT) status = GRPC_STATUS_UNKNOWN;
+    if (status < 0 || status >= ISN_GRPC_STATUS_COUNT) status = ISN_GRPC_STATUS_UNKNOWN;
     m->requests[method][status]++;
     histogram_observe(&m->request_seconds[method], seconds);
 }
@@ -30,7 +30,7 @@ static void histogram_add(histogram *sum, const histogram *h) {
 
 void metrics_add(metrics *sum, const metrics *m) {
     for (int method = 0; method < RPC_COUNT; method++) {
-        for (int status = 0; status < GRPC_STATUS_COUNT; status++)
+        for (int status = 0; status < ISN_GRPC_STATUS_COUNT; status++)
             sum->requests[method][status] += m->requests[method][status];
         histogram_add(&sum->request_seconds[method], &m->request_seconds[method]);
     }

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 typedef enum { RPC_SEARCH, RPC_INFO, RPC_HEALTH_CHECK, RPC_HEALTH_WATCH, RPC_REFLECTION, RPC_UNKNOWN, RPC_COUNT } rpc_method;
 
@@ -17,7 +17,7 @@ typedef enum { STAGE_QUEUE, STAGE_RETRIEVAL, STAGE_TOTAL, STAGE_COUNT } search_s
 const char *search_stage_label(search_stage stage);
 
 typedef struct {
-    uint64_t requests[RPC_COUNT][GRPC_STATUS_COUNT];
+    uint64_t requests[RPC_COUNT][ISN_GRPC_STATUS_COUNT];
     histogram request_seconds[RPC_COUNT]; /* headers received to reply submitted */
     histogram search_stage_seconds[STAGE_COUNT];
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */

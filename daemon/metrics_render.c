@@ -35,15 +35,15 @@ uint64_t process_heap_bytes(void) {
 
 /* The transport's counters: the gRPC server's and the stats endpoint's together. */
 typedef struct {
-    grpc_server_counters grpc;
-    grpc_stats_counters stats;
+    isn_grpc_server_counters grpc;
+    isn_grpc_stats_counters stats;
     uint64_t rejected;
 } transport_counters;
 
 static void transport_counters_get(const isn_server *server, transport_counters *t) {
     memset(t, 0, sizeof *t);
     serving_loops_counters(server, &t->grpc);
-    if (server->stats) t->stats = *grpc_stats_server_get_counters(server->stats);
+    if (server->stats) t->stats = *isn_grpc_stats_server_get_counters(server->stats);
     t->rejected = __atomic_load_n(&server->connection_limit.rejected, __ATOMIC_RELAXED);
 }
 
@@ -57,11 +57,11 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
 
     prom_family(out, "isn_requests_total", "counter", "gRPC requests answered, by method and status code.");
     for (int method = 0; method < RPC_COUNT; method++)
-        for (int status = 0; status < GRPC_STATUS_COUNT; status++)
+        for (int status = 0; status < ISN_GRPC_STATUS_COUNT; status++)
             if (m->requests[method][status] || (status == 0 && method != RPC_UNKNOWN && method != RPC_HEALTH_WATCH &&
                                                  method != RPC_REFLECTION))
                 buffer_printf(out, "isn_requests_total{method=\"%s\",code=\"%s\"} %llu\n", rpc_method_label(method),
-                              grpc_status_name(status), (unsigned long long)m->requests[method][status]);
+                              isn_grpc_status_name(status), (unsigned long long)m->requests[method][status]);
 
     prom_family(out, "isn_request_duration_seconds", "histogram",
                 "Time from a request's headers to its reply being queued for sending, by method.");
@@ -124,9 +124,10 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_family(out, "isn_loop_connections", "gauge", "Open gRPC connections, by the event loop that serves them.");
     for (uint32_t i = 0; i < server->num_loops; i++) {
         buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i,
-                      grpc_server_read_counters(server->loops[i].grpc).connections);
+                      isn_grpc_server_read_counters(server->loops[i].grpc).connections);
     }
-    grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
+    isn_grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
+    isn_grpc_tls_render_metrics("isn", server->grpc_tls, server->stats_tls, out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);
     prom_u64(out, "isn_reload_failures_total", "counter", "SIGHUP reloads refused.", m->reload_failures);
 
@@ -147,7 +148,7 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     buffer_printf(out, "isn_startup_seconds %.3f\n", ready_ns ? (double)(ready_ns - server->start_ns) / 1e9 : 0.0);
     prom_u64(out, "isn_draining", "gauge", "1 while draining after SIGTERM or SIGINT.", server->state == SERVER_DRAINING);
     prom_u64(out, "isn_heap_allocated_bytes", "gauge", "Heap bytes in use (allocator statistics).", process_heap_bytes());
-    grpc_render_process_metrics(out, server->start_time);
+    isn_grpc_render_process_metrics(out, server->start_time);
     prom_family(out, "isn_build_info", "gauge", "The program, its version and what it serves (value 1).");
     buffer_printf(out, "isn_build_info{program=\"isnd\",version=\"%s\",partition=\"%u\",cuda=\"%s\"} 1\n", ISND_VERSION,
                   server->conf.partition_id,
@@ -194,9 +195,9 @@ void metrics_render_json(isn_server *server, byte_buffer *out) {
         buffer_printf(out, "%s\"%s\":{", first_method ? "" : ",", rpc_method_label(method));
         first_method = false;
         bool first = true;
-        for (int status = 0; status < GRPC_STATUS_COUNT; status++) {
+        for (int status = 0; status < ISN_GRPC_STATUS_COUNT; status++) {
             if (!m->requests[method][status]) continue;
-            buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", grpc_status_name(status),
+            buffer_printf(out, "%s\"%s\":%llu", first ? "" : ",", isn_grpc_status_name(status),
                           (unsigned long long)m->requests[method][status]);
             first = false;
         }

@@ -33,13 +33,13 @@ rpc_method rpc_method_from_path(const char *path, size_t len) {
 
 bool server_ready(const isn_server *server) { return atomic_load(&server->state) == SERVER_READY; }
 
-static rpc_call *app_of(grpc_call *call) { return grpc_call_app(call); }
+static rpc_call *app_of(isn_grpc_call *call) { return isn_grpc_call_app(call); }
 
 /* A call's tag is its rpc_method once its headers are in. */
 #define METHOD_NOT_YET_KNOWN (-1)
 
 /* A new call: a fresh arena and job (the job's reply buffer keeps its storage across uses). */
-static void on_open(grpc_call *call, void *app) {
+static void on_open(isn_grpc_call *call, void *app) {
     serving_loop *loop = app;
     rpc_call *rc = app_of(call);
     byte_buffer reply = rc->job.reply;
@@ -47,15 +47,15 @@ static void on_open(grpc_call *call, void *app) {
     rc->job.reply = reply;
     rc->job.reply.len = 0;
     rc->job.reply_prepaid = reply.cap; /* charged with the call: what on_release said it kept */
-    grpc_call_set_tag(call, METHOD_NOT_YET_KNOWN);
+    isn_grpc_call_set_tag(call, METHOD_NOT_YET_KNOWN);
     /* A decoded message is a few times its wire size at most; past that something is wrong. */
     arena_init(&rc->arena, rc->arena_space, sizeof rc->arena_space, (size_t)loop->conf.max_message_bytes * 8 + 65536);
 }
 
 #define KEEP_REPLY_BUFFER (256 * 1024)
 
-/* What it keeps (the reply buffer) is charged to the memory budget with the call (grpc_call_new). */
-static size_t on_release(grpc_call *call, bool freeing, void *app) {
+/* What it keeps (the reply buffer) is charged to the memory budget with the call (isn_grpc_call_new). */
+static size_t on_release(isn_grpc_call *call, bool freeing, void *app) {
     rpc_call *rc = app_of(call);
     deadline_forget(app, rc);
     generation_release(rc->job.generation); /* the last request of a replaced generation frees it */
@@ -66,24 +66,24 @@ static size_t on_release(grpc_call *call, bool freeing, void *app) {
     return rc->job.reply.cap;
 }
 
-static void on_abandoned(grpc_call *call, void *app) {
+static void on_abandoned(isn_grpc_call *call, void *app) {
     (void)app;
     atomic_store(&app_of(call)->job.cancelled, true);
 }
 
 /* The access line of a Search or Info call (log.access): what a request id or trace id finds. */
-static void log_access(grpc_call *call, rpc_method method, int status, double seconds) {
+static void log_access(isn_grpc_call *call, rpc_method method, int status, double seconds) {
     const search_job *job = &app_of(call)->job;
     const Isn__V1__SearchRequest *request = method == RPC_SEARCH ? job->request : NULL;
-    grpc_trace trace;
-    bool traced = grpc_trace_parse(grpc_call_traceparent(call), &trace);
+    isn_grpc_trace trace;
+    bool traced = isn_grpc_trace_parse(isn_grpc_call_traceparent(call), &trace);
     char ms[32], hits[16];
     snprintf(ms, sizeof ms, "%.3f", seconds * 1e3);
     snprintf(hits, sizeof hits, "%u", job->num_hits);
-    bool answered = request && status == GRPC_STATUS_OK;
+    bool answered = request && status == ISN_GRPC_STATUS_OK;
     const char *fields[] = {
         "method", rpc_method_label(method),
-        "code", grpc_status_name(status),
+        "code", isn_grpc_status_name(status),
         "ms", ms,
         "request_id", request && request->request_id && request->request_id[0] ? request->request_id : NULL,
         "trace_id", traced ? trace.trace_id : NULL,
@@ -94,76 +94,76 @@ static void log_access(grpc_call *call, rpc_method method, int status, double se
     log_record(ISN_LOG_INFO, "access", fields, sizeof fields / sizeof fields[0] / 2);
 }
 
-static void on_status(grpc_call *call, int status, void *app) {
+static void on_status(isn_grpc_call *call, int status, void *app) {
     serving_loop *loop = app;
-    int method = grpc_call_tag(call);
+    int method = isn_grpc_call_tag(call);
     if (method == METHOD_NOT_YET_KNOWN) { /* answered before its headers were complete (header_timeout) */
-        const char *path = grpc_call_path(call);
+        const char *path = isn_grpc_call_path(call);
         method = rpc_method_from_path(path, strlen(path));
     }
-    double seconds = (double)(isn_now_ns() - grpc_call_opened_ns(call)) / 1e9;
+    double seconds = (double)(isn_now_ns() - isn_grpc_call_opened_ns(call)) / 1e9;
     LOOP_METRICS(loop, metrics_count_request(m, (rpc_method)method, status, seconds));
     if (loop->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
         log_access(call, (rpc_method)method, status, seconds);
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
-static uint64_t deadline_for(const serving_loop *loop, const grpc_call *call, uint32_t request_timeout_ms,
+static uint64_t deadline_for(const serving_loop *loop, const isn_grpc_call *call, uint32_t request_timeout_ms,
                              uint64_t now);
 
 /* Overload is answered before the request is read: when no device could start it in time (the wait
  * it spent unread in the socket included), RESOURCE_EXHAUSTED costs the HEADERS alone, with no body
  * decoded and no analysis (its deadline as the header or the default gives it). */
-static void refuse_search_early(serving_loop *loop, grpc_call *call) {
+static void refuse_search_early(serving_loop *loop, isn_grpc_call *call) {
     isn_server *server = loop->server;
-    uint64_t arrived = grpc_call_arrived_ns(call);
+    uint64_t arrived = isn_grpc_call_arrived_ns(call);
     uint64_t deadline = deadline_for(loop, call, 0, arrived);
     if (!server->pool || search_service_may_admit(server->pool, arrived, deadline)) return;
     LOOP_METRICS(loop, {
         m->shed++;
         m->shed_at_headers++;
     });
-    grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+    isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED,
                    "server overloaded: no device can start this query before its deadline (refused unread, %.1f ms "
                    "after it arrived)",
                    (double)(isn_now_ns() - arrived) / 1e6);
 }
 
-static void on_headers(grpc_call *call, void *app) {
+static void on_headers(isn_grpc_call *call, void *app) {
     serving_loop *loop = app;
     isn_server *server = loop->server;
-    const char *path = grpc_call_path(call);
+    const char *path = isn_grpc_call_path(call);
     rpc_method method = rpc_method_from_path(path, strlen(path));
-    grpc_call_set_tag(call, method);
+    isn_grpc_call_set_tag(call, method);
     if (method == RPC_UNKNOWN) {
-        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", path);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", path);
         return;
     }
     /* streams, answered in every state: the status as it changes, and the services' descriptors */
     if (method == RPC_HEALTH_WATCH) {
-        grpc_health_watch(loop->watchers, call);
+        isn_grpc_health_watch(loop->watchers, call);
         return;
     }
     if (method == RPC_REFLECTION) {
-        grpc_reflection_serve(call);
+        isn_grpc_reflection_serve(call);
         return;
     }
-    if (grpc_call_timeout_malformed(call)) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
+    if (isn_grpc_call_timeout_malformed(call)) {
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "malformed grpc-timeout header");
         return;
     }
-    if (grpc_call_timeout_expired(call)) {
-        grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "grpc-timeout is 0: the deadline had passed on arrival");
+    if (isn_grpc_call_timeout_expired(call)) {
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "grpc-timeout is 0: the deadline had passed on arrival");
         return;
     }
     if (method == RPC_HEALTH_CHECK) return; /* answered in every state */
     server_state state = atomic_load(&server->state); /* drain_start_ns is set before it changes */
     if (state == SERVER_STARTING) {
-        grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNAVAILABLE, "index is loading; retry shortly");
         return;
     }
-    if (state != SERVER_READY && grpc_call_opened_ns(call) >= server->drain_start_ns) {
-        grpc_call_fail(call, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
+    if (state != SERVER_READY && isn_grpc_call_opened_ns(call) >= server->drain_start_ns) {
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
     if (method == RPC_SEARCH) refuse_search_early(loop, call);
@@ -181,9 +181,9 @@ static uint32_t injected_delay_us(serving_loop *loop) {
     return state % 10000 < (uint64_t)conf->inject_delay_percent * 100 ? conf->inject_delay_ms * 1000 : 0;
 }
 
-static uint64_t deadline_for(const serving_loop *loop, const grpc_call *call, uint32_t request_timeout_ms,
+static uint64_t deadline_for(const serving_loop *loop, const isn_grpc_call *call, uint32_t request_timeout_ms,
                              uint64_t now) {
-    uint64_t timeout_ns = grpc_call_timeout_ns(call); /* the header wins (a zero one was refused) */
+    uint64_t timeout_ns = isn_grpc_call_timeout_ns(call); /* the header wins (a zero one was refused) */
     if (!timeout_ns && request_timeout_ms) timeout_ns = (uint64_t)request_timeout_ms * 1000000ull;
     if (!timeout_ns && loop->conf.default_timeout_ms) timeout_ns = (uint64_t)loop->conf.default_timeout_ms * 1000000ull;
     uint64_t cap_ns = (uint64_t)loop->conf.max_timeout_ms * 1000000ull;
@@ -199,26 +199,26 @@ static bool blank(const char *text) {
     return true;
 }
 
-static void handle_search(serving_loop *loop, grpc_call *call) {
+static void handle_search(serving_loop *loop, isn_grpc_call *call) {
     const isn_conf *conf = &loop->conf;
     rpc_call *rc = app_of(call);
-    Isn__V1__SearchRequest *request = grpc_call_unpack(call, &isn__v1__search_request__descriptor, &rc->arena.allocator);
+    Isn__V1__SearchRequest *request = isn_grpc_call_unpack(call, &isn__v1__search_request__descriptor, &rc->arena.allocator);
     if (!request) return;
     /* what the request takes from here on (analysed terms, stored text for the reply) is charged; its
      * decoding was, as its body */
     arena_charge_to(&rc->arena, &loop->server->memory_budget);
     if (blank(request->query) && request->n_terms == 0 && !request->structured_query) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query`, `structured_query` or `terms`");
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "empty query: set `query`, `structured_query` or `terms`");
         return;
     }
     if (request->n_terms > SEARCH_MAX_TERMS) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "%zu pre-analyzed terms (at most %d)", request->n_terms,
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "%zu pre-analyzed terms (at most %d)", request->n_terms,
                          SEARCH_MAX_TERMS);
         return;
     }
     uint32_t k = request->k ? request->k : conf->default_k;
     if (k > conf->max_k) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "k = %u is above this server's limit (max_k = %u)", k,
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "k = %u is above this server's limit (max_k = %u)", k,
                          conf->max_k);
         return;
     }
@@ -228,19 +228,19 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     case ISN__V1__MODE__MODE_OR: mode = ISN_MODE_OR; break;
     case ISN__V1__MODE__MODE_AND: mode = ISN_MODE_AND; break;
     default:
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d (use MODE_OR or MODE_AND)",
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "unknown mode %d (use MODE_OR or MODE_AND)",
                          (int)request->mode);
         return;
     }
     isn_algo algo = conf->default_algo;
     if (request->algorithm && request->algorithm[0] && !isn_algo_from_name(request->algorithm, &algo)) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT,
                          "unknown algorithm \"%.64s\" (auto, or, and, maxscore, wand, bmw, bmm, bmand)", request->algorithm);
         return;
     }
     if (algo != ISN_ALGO_AUTO && isn_algo_mode(algo, mode) != mode) {
         if (request->algorithm && request->algorithm[0] && request->mode != ISN__V1__MODE__MODE_DEFAULT) {
-            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "algorithm %s does not run %s queries",
+            isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "algorithm %s does not run %s queries",
                              isn_algo_name(algo), mode == ISN_MODE_AND ? "AND" : "OR");
             return;
         }
@@ -251,17 +251,17 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     const Isn__V1__GlobalStatistics *global = request->global_stats;
     if (global) {
         if (global->n_terms > GLOBAL_STATS_MAX_TERMS) {
-            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "global_stats has %zu terms (at most %d)",
+            isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "global_stats has %zu terms (at most %d)",
                              global->n_terms, GLOBAL_STATS_MAX_TERMS);
             return;
         }
         if (global->n_terms && !global->num_docs) {
-            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "global_stats gives term df but num_docs = 0");
+            isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "global_stats gives term df but num_docs = 0");
             return;
         }
         for (size_t i = 0; i < global->n_terms; i++) {
             if (global->terms[i]->df > global->num_docs || global->terms[i]->df > UINT32_MAX) {
-                grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+                isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT,
                                  "global_stats: df %llu of term \"%.64s\" is above num_docs %llu",
                                  (unsigned long long)global->terms[i]->df, global->terms[i]->term,
                                  (unsigned long long)global->num_docs);
@@ -271,7 +271,7 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     }
     /* Its budget counts from when its bytes arrived: waiting unread, reading and decoding spent part of
      * it, and admission must see that (the grpc-timeout counts from the client's send). */
-    uint64_t opened = grpc_call_opened_ns(call), arrived = grpc_call_arrived_ns(call), now = isn_now_ns();
+    uint64_t opened = isn_grpc_call_opened_ns(call), arrived = isn_grpc_call_arrived_ns(call), now = isn_now_ns();
     search_job *job = &rc->job;
     job->request = request;
     job->memory = &rc->arena;
@@ -294,11 +294,11 @@ static void handle_search(serving_loop *loop, grpc_call *call) {
     job->generation = generations_acquire(loop->server); /* released with the call (on_release) */
     int refused = search_service_submit(loop->server->pool, job);
     if (refused) {
-        if (refused == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
-        grpc_call_fail(call, refused, "%s", job->message);
+        if (refused == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
+        isn_grpc_call_fail(call, refused, "%s", job->message);
         return;
     }
-    grpc_call_hold(call);
+    isn_grpc_call_hold(call);
     atomic_fetch_add_explicit(&loop->inflight_jobs, 1, memory_order_relaxed);
     deadline_watch(loop, rc);
 }
@@ -310,35 +310,35 @@ void rpc_on_completions(uv_async_t *async) {
     uint64_t now = isn_now_ns();
     while (job) {
         search_job *next = job->next;
-        grpc_call *call = grpc_call_from_app((char *)job - offsetof(rpc_call, job));
+        isn_grpc_call *call = isn_grpc_call_from_app((char *)job - offsetof(rpc_call, job));
         rpc_call *rc = app_of(call);
         atomic_fetch_sub_explicit(&loop->inflight_jobs, 1, memory_order_relaxed);
         deadline_forget(loop, rc);
         /* read before the call may be released (and freed, when the pool has no room for it) */
         bool answered = rc->answered_at_deadline;
         uint64_t charged = job->reply_charged; /* the call takes it over, or it is given back */
-        grpc_memory_budget *budget = job->reply_budget;
+        isn_grpc_memory_budget *budget = job->reply_budget;
         job->reply_charged = 0;
-        bool open = grpc_call_unhold(call);
+        bool open = isn_grpc_call_unhold(call);
         if (answered) {
             /* DEADLINE_EXCEEDED went out at the deadline: whatever the worker made is dropped */
-            grpc_budget_release(budget, charged);
+            isn_grpc_budget_release(budget, charged);
         } else if (!open) {
-            grpc_budget_release(budget, charged);
+            isn_grpc_budget_release(budget, charged);
             LOOP_METRICS(loop, m->cancelled++); /* the client went away while a worker had its request */
-        } else if (job->status == GRPC_STATUS_OK) {
+        } else if (job->status == ISN_GRPC_STATUS_OK) {
             LOOP_METRICS(loop, {
                 histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
                 histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
                 histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
                 m->hits_returned += job->num_hits;
             });
-            grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);
+            isn_grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);
         } else {
-            grpc_budget_release(budget, charged);
+            isn_grpc_budget_release(budget, charged);
             /* Refused after a worker prepared it: counted as the loop counts its own refusals. */
-            if (job->status == GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
-            grpc_call_fail(call, job->status, "%s", job->message);
+            if (job->status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);
+            isn_grpc_call_fail(call, job->status, "%s", job->message);
         }
         job = next;
     }
@@ -408,13 +408,13 @@ static isn_analyzer *loop_analyzer(serving_loop *loop, const index_generation *g
     return loop->analyzer;
 }
 
-static void handle_info(serving_loop *loop, grpc_call *call) {
+static void handle_info(serving_loop *loop, isn_grpc_call *call) {
     isn_server *server = loop->server;
     rpc_call *rc = app_of(call);
-    Isn__V1__InfoRequest *request = grpc_call_unpack(call, &isn__v1__info_request__descriptor, &rc->arena.allocator);
+    Isn__V1__InfoRequest *request = isn_grpc_call_unpack(call, &isn__v1__info_request__descriptor, &rc->arena.allocator);
     if (!request) return;
     if (request->n_terms > INFO_MAX_TERMS) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "Info asks for %zu terms (at most %d per request)",
                          request->n_terms, INFO_MAX_TERMS);
         return;
     }
@@ -452,7 +452,7 @@ static void handle_info(serving_loop *loop, grpc_call *call) {
     info_ctx ctx = {.generation = generation, .arena = &rc->arena, .response = &response};
     isn_analyzer *analyze_with = request->analyze && request->n_terms ? loop_analyzer(loop, generation) : NULL;
     if (request->analyze && request->n_terms && !analyze_with) {
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for an analyzer");
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for an analyzer");
         generation_release(generation);
         return;
     }
@@ -462,8 +462,8 @@ static void handle_info(serving_loop *loop, grpc_call *call) {
         if (request->analyze) isn_analyze(analyze_with, term, strlen(term), on_analyzed_term, &ctx);
         else add_term_info(&ctx, term, term, strlen(term));
     }
-    if (ctx.failed) grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
-    else grpc_call_reply_message(call, &response.base);
+    if (ctx.failed) isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the Info reply");
+    else isn_grpc_call_reply_message(call, &response.base);
     generation_release(generation);
 }
 
@@ -477,37 +477,37 @@ int rpc_health_status(const char *service, void *app) {
                                 : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
 }
 
-static void handle_health_check(const isn_server *server, grpc_call *call) {
+static void handle_health_check(const isn_server *server, isn_grpc_call *call) {
     Grpc__Health__V1__HealthCheckRequest *request =
-        grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, &app_of(call)->arena.allocator);
+        isn_grpc_call_unpack(call, &grpc__health__v1__health_check_request__descriptor, &app_of(call)->arena.allocator);
     if (!request) return;
     const char *service = request->service ? request->service : "";
     if (*service && strcmp(service, "isn.v1.Search")) {
-        grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_NOT_FOUND, "unknown service \"%.64s\"", service);
         return;
     }
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     response.status = server_ready(server) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    grpc_call_reply_message(call, &response.base);
+    isn_grpc_call_reply_message(call, &response.base);
 }
 
-static void on_request(grpc_call *call, void *app) {
+static void on_request(isn_grpc_call *call, void *app) {
     serving_loop *loop = app;
-    switch ((rpc_method)grpc_call_tag(call)) {
+    switch ((rpc_method)isn_grpc_call_tag(call)) {
     case RPC_SEARCH: handle_search(loop, call); break;
     case RPC_INFO: handle_info(loop, call); break;
     case RPC_HEALTH_CHECK: handle_health_check(loop->server, call); break;
-    default: grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", grpc_call_path(call)); break;
+    default: isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", isn_grpc_call_path(call)); break;
     }
 }
 
-static void on_drained(grpc_server *grpc, void *app) {
+static void on_drained(isn_grpc_server *grpc, void *app) {
     (void)grpc;
     serving_loops_drained(app);
 }
 
-const grpc_server_handlers rpc_handlers = {
+const isn_grpc_server_handlers rpc_handlers = {
     .on_open = on_open,
     .on_headers = on_headers,
     .on_request = on_request,

@@ -15,7 +15,7 @@
 #include "daemon/arena.h"
 #include "base/base.h"
 #include "gpu/gpu.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
 #include "proto/isn.pb-c.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler.h"
@@ -52,7 +52,7 @@ struct search_job {
     uint32_t delay_us;
     completion_queue *completions; /* its loop's */
     uint64_t received_ns; /* its HEADERS came: what replies and metrics time from */
-    /* The earliest its bytes can have reached the socket (grpc_call_arrived_ns): admission and the
+    /* The earliest its bytes can have reached the socket (isn_grpc_call_arrived_ns): admission and the
      * deadline count from here, so that time spent unread is not given away. */
     uint64_t arrived_ns;
     uint64_t enqueued_ns;
@@ -73,7 +73,7 @@ struct search_job {
     byte_buffer reply; /* 5-byte prefix + SearchResponse; kept across uses of the job */
     /* The node's memory budget, charged for the reply before it is built (NULL: none), and the bytes
      * charged: the loop hands the charge to the call that sends the reply, or gives it back. */
-    grpc_memory_budget *reply_budget;
+    isn_grpc_memory_budget *reply_budget;
     uint64_t reply_charged;
     uint64_t reply_prepaid; /* of reply's capacity, what the call's own charge covers (kept from its last use) */
     uint64_t queue_ns, retrieval_ns, total_ns;
@@ -105,7 +105,7 @@ void search_worker_pack_gpu(search_worker *worker, search_job *job, const isn_hi
 /* The reply of a job a simulated GPU ran (timing only, no hits). */
 void search_job_pack_simulated(search_job *job);
 /* The stored fields the request asks for, attached to the reply's final hits (stored_fields.c), in the
- * request's arena: GRPC_STATUS_OK, or a status with err (a field the index does not keep...). */
+ * request's arena: ISN_GRPC_STATUS_OK, or a status with err (a field the index does not keep...). */
 int stored_fields_attach(const isn_index *index, const search_job *job, Isn__V1__Hit *hits, uint32_t num_hits,
                          char *err, size_t err_len);
 /* A few queries over frequent and rare terms, so pages and caches are hot before READY. */

@@ -15,7 +15,7 @@
 #include "base/base.h"
 #include "daemon/generation.h"
 #include "daemon/gpu_setup.h"
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 struct search_service {
     isn_scheduler *scheduler;
@@ -73,9 +73,9 @@ static void on_run_cpu(void *user, isn_job *sched, const isn_cpu_context *contex
     job->stop_ns = context->stop_ns;
     job->complete = true;
     search_worker_run(job->generation->workers[((service_worker *)context->worker_state)->id], job, false);
-    sched->complete = job->status != GRPC_STATUS_OK || job->complete;
+    sched->complete = job->status != ISN_GRPC_STATUS_OK || job->complete;
     /* Errors and cancellations end early for reasons unrelated to the query's cost. */
-    sched->measured = job->status == GRPC_STATUS_OK && !job->delay_us;
+    sched->measured = job->status == ISN_GRPC_STATUS_OK && !job->delay_us;
 }
 
 /* Taken to run, by a worker or into a GPU batch: from now on the loop does not answer it at its
@@ -106,17 +106,17 @@ static void pack_gpu_answer(search_service *service, search_job *job, const isn_
 static void refuse(search_job *job, isn_submit_result result) {
     switch (result) {
     case ISN_SUBMIT_SHED_FULL:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message, "server overloaded: its queues are full");
         return;
     case ISN_SUBMIT_SHED_OVERLOAD:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message,
                  "server overloaded: no device can answer before the deadline (predicted %.3f ms on the cpu)",
                  job->sched.predicted_ns[ISN_DEVICE_CPU] / 1e6);
         return;
     case ISN_SUBMIT_SHED_LATE:
-        job->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        job->status = ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(job->message, sizeof job->message,
                  "server overloaded: no device can start this query before its deadline");
         return;
@@ -124,7 +124,7 @@ static void refuse(search_job *job, isn_submit_result result) {
     case ISN_SUBMIT_REFUSED:
     case ISN_SUBMIT_STOPPED: break;
     }
-    job->status = GRPC_STATUS_UNAVAILABLE;
+    job->status = ISN_GRPC_STATUS_UNAVAILABLE;
     snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
 }
 
@@ -145,12 +145,12 @@ static void on_complete(void *user, isn_job *sched) {
         job->reply.len = 0;
         if (sched->refusal) refuse(job, (isn_submit_result)sched->refusal);
     } else if (sched->outcome == ISN_JOB_DEADLINE_EXCEEDED) {
-        job->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        job->status = ISN_GRPC_STATUS_DEADLINE_EXCEEDED;
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "deadline passed after %.3f ms in the queue",
                  (double)(sched->finished_ns - sched->enqueued_ns) / 1e6);
     } else if (sched->outcome == ISN_JOB_ABANDONED) {
-        job->status = GRPC_STATUS_UNAVAILABLE;
+        job->status = ISN_GRPC_STATUS_UNAVAILABLE;
         job->reply.len = 0;
         snprintf(job->message, sizeof job->message, "server is shutting down; retry on another replica");
     }
@@ -183,7 +183,7 @@ static int query_from_terms(service_worker *worker, const Isn__V1__SearchRequest
         }
         if (query->num_terms == ISN_MAX_QUERY_TERMS) {
             snprintf(job->message, sizeof job->message, "query has more than %d distinct terms", ISN_MAX_QUERY_TERMS);
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return ISN_GRPC_STATUS_INVALID_ARGUMENT;
         }
         isn_term_stats stats;
         isn_index_term_stats(index, term_id, &stats);
@@ -200,7 +200,7 @@ static int query_from_tree(service_worker *worker, search_job *job, isn_query *q
     uint32_t num_filters = (uint32_t)request->n_filters;
     if (request->n_filters > ISN_MAX_QUERY_FILTERS) {
         snprintf(job->message, sizeof job->message, "%zu filters (at most %d)", request->n_filters, ISN_MAX_QUERY_FILTERS);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return ISN_GRPC_STATUS_INVALID_ARGUMENT;
     }
     if (num_filters && !(filters = job->memory ? arena_alloc(job->memory, num_filters * sizeof *filters) : NULL))
         goto out_of_memory;
@@ -215,12 +215,12 @@ static int query_from_tree(service_worker *worker, search_job *job, isn_query *q
         const Isn__V1__Query *tree = request->structured_query;
         if ((request->query && request->query[0]) || request->n_terms) {
             snprintf(job->message, sizeof job->message, "set one of `query`, `terms` and `structured_query`");
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return ISN_GRPC_STATUS_INVALID_ARGUMENT;
         }
         if (tree->n_clauses > ISN_MAX_QUERY_CLAUSES) {
             snprintf(job->message, sizeof job->message, "structured_query has %zu clauses (at most %d)",
                      tree->n_clauses, ISN_MAX_QUERY_CLAUSES);
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return ISN_GRPC_STATUS_INVALID_ARGUMENT;
         }
         isn_clause_spec *specs = tree->n_clauses && job->memory
                                      ? arena_alloc(job->memory, tree->n_clauses * sizeof *specs) : NULL;
@@ -237,16 +237,16 @@ static int query_from_tree(service_worker *worker, search_job *job, isn_query *q
                                     num_filters, query, err, sizeof err);
     } else {
         snprintf(job->message, sizeof job->message, "filters need `query` or `structured_query`, not `terms`");
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return ISN_GRPC_STATUS_INVALID_ARGUMENT;
     }
     if (rc < 0) {
         snprintf(job->message, sizeof job->message, "%s", err);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return ISN_GRPC_STATUS_INVALID_ARGUMENT;
     }
     return 0;
 out_of_memory:
     snprintf(job->message, sizeof job->message, "out of memory for the query's clauses");
-    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
 }
 
 /* Analyses the request once, on a worker (prepare): its terms go with the job (in the request's
@@ -268,7 +268,7 @@ static int analyse(service_worker *worker, search_job *job) {
         job->query.terms = job->memory ? arena_alloc(job->memory, bytes) : NULL;
         if (!job->query.terms) {
             snprintf(job->message, sizeof job->message, "out of memory for %u query terms", parsed.num_terms);
-            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+            return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         }
         memcpy(job->query.terms, parsed.terms, bytes);
     }
@@ -277,7 +277,7 @@ static int analyse(service_worker *worker, search_job *job) {
         void *tree = job->memory ? arena_alloc(job->memory, bytes) : NULL;
         if (!tree) {
             snprintf(job->message, sizeof job->message, "out of memory for the query tree");
-            return GRPC_STATUS_RESOURCE_EXHAUSTED;
+            return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
         }
         isn_query_structure_copy(tree, parsed.structure);
         job->query.structure = tree;

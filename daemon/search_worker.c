@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 #include "daemon/rankers.h"
 
 struct search_worker {
@@ -92,32 +92,32 @@ static void fail_job(search_job *job, int status, const char *fmt, ...) {
 static void reply_ok(search_job *job, const Isn__V1__SearchResponse *response) {
     size_t size = isn__v1__search_response__get_packed_size(response);
     job->reply.len = 0;
-    grpc_budget_release(job->reply_budget, job->reply_charged);
+    isn_grpc_budget_release(job->reply_budget, job->reply_charged);
     job->reply_charged = 0;
     /* Charged before it is built: replies waiting for clients that do not read must not take the
      * node past its budget (the loop's charge when sending came too late for that). The buffer's
      * capacity is charged, less what the call's charge covers already. */
-    size_t need = GRPC_PREFIX_BYTES + size, have = job->reply_prepaid, more = need > have ? need - have : 0;
-    if (size <= UINT32_MAX && !grpc_budget_charge(job->reply_budget, more)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached (a reply of %zu bytes)",
+    size_t need = ISN_GRPC_PREFIX_BYTES + size, have = job->reply_prepaid, more = need > have ? need - have : 0;
+    if (size <= UINT32_MAX && !isn_grpc_budget_charge(job->reply_budget, more)) {
+        fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached (a reply of %zu bytes)",
                  size);
         return;
     }
     job->reply_charged = job->reply_budget ? more : 0;
     if (size > UINT32_MAX || !buffer_reserve(&job->reply, need)) {
-        grpc_budget_release(job->reply_budget, job->reply_charged);
+        isn_grpc_budget_release(job->reply_budget, job->reply_charged);
         job->reply_charged = 0;
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
+        fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reply of %zu bytes", size);
         return;
     }
     if (job->reply_budget && job->reply.cap > have + more) { /* rounded up past what was asked */
-        grpc_budget_add(job->reply_budget, job->reply.cap - have - more);
+        isn_grpc_budget_add(job->reply_budget, job->reply.cap - have - more);
         job->reply_charged += job->reply.cap - have - more;
     }
-    grpc_write_prefix(job->reply.data, (uint32_t)size);
-    isn__v1__search_response__pack(response, job->reply.data + GRPC_PREFIX_BYTES);
-    job->reply.len = GRPC_PREFIX_BYTES + size;
-    job->status = GRPC_STATUS_OK;
+    isn_grpc_write_prefix(job->reply.data, (uint32_t)size);
+    isn__v1__search_response__pack(response, job->reply.data + ISN_GRPC_PREFIX_BYTES);
+    job->reply.len = ISN_GRPC_PREFIX_BYTES + size;
+    job->status = ISN_GRPC_STATUS_OK;
     job->message[0] = '\0';
 }
 
@@ -165,7 +165,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         /* Offsets now, pointers after the buffer stops growing. */
         w->pb_hits[i].external_id = (char *)(uintptr_t)w->id_chars.len;
         if (!buffer_append(&w->id_chars, id, len) || !buffer_append(&w->id_chars, "", 1)) {
-            fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for reply ids");
+            fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for reply ids");
             return;
         }
     }
@@ -175,7 +175,7 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
     }
     char err[ISN_ERR_LEN];
     int status = stored_fields_attach(w->index, job, w->pb_hits, job->num_hits, err, sizeof err);
-    if (status != GRPC_STATUS_OK) {
+    if (status != ISN_GRPC_STATUS_OK) {
         fail_job(job, status, "%s", err);
         return;
     }
@@ -228,21 +228,21 @@ static int ranker_for(search_job *job, ranker_ref **ranker, uint32_t *n1) {
     *n1 = job->k;
     if (!request->ranker || !request->ranker[0]) {
         if (request->n1) {
-            fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u without a ranker: name one in `ranker`", request->n1);
+            fail_job(job, ISN_GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u without a ranker: name one in `ranker`", request->n1);
             return -1;
         }
         return 0;
     }
     uint32_t max_n1;
     if (rankers_n1(request->n1, job->k, n1, &max_n1) < 0) {
-        fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u is above this server's limit (rerank.max_n1 = %u)",
+        fail_job(job, ISN_GRPC_STATUS_INVALID_ARGUMENT, "n1 = %u is above this server's limit (rerank.max_n1 = %u)",
                  request->n1, max_n1);
         return -1;
     }
     if (!(*ranker = rankers_acquire(request->ranker))) {
         char names[160];
         rankers_names(names, sizeof names);
-        fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "unknown ranker \"%.64s\" (served: %s)", request->ranker, names);
+        fail_job(job, ISN_GRPC_STATUS_INVALID_ARGUMENT, "unknown ranker \"%.64s\" (served: %s)", request->ranker, names);
         return -1;
     }
     return 0;
@@ -279,7 +279,7 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
                        uint64_t num_docs) {
     char err[ISN_ERR_LEN];
     if (!w->l2 && !(w->l2 = isn_l2_workspace_new(w->index))) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the second stage");
+        fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the second stage");
         return -1;
     }
     if (job->k > w->l2_capacity) {
@@ -288,7 +288,7 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
         float *l1 = realloc(w->l1_scores, job->k * sizeof *l1);
         if (l1) w->l1_scores = l1;
         if (!l2_hits || !l1) {
-            fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", job->k);
+            fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", job->k);
             return -1;
         }
         w->l2_capacity = job->k;
@@ -312,7 +312,7 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
     if (where == ISN_DEVICE_CPU) {
         if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, NULL, NULL, w->l2_hits, &m,
                        err, sizeof err) != 0) {
-            fail_job(job, GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
+            fail_job(job, ISN_GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
             return -1;
         }
         if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(isn_now_ns() - start));
@@ -340,15 +340,15 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     job->worker = w->id;
     /* the scheduler's start (on_start) took it from JOB_QUEUED: the loop no longer answers it */
     if (atomic_load(&job->cancelled)) {
-        fail_job(job, GRPC_STATUS_CANCELLED, "cancelled by the client");
+        fail_job(job, ISN_GRPC_STATUS_CANCELLED, "cancelled by the client");
         return;
     }
     if (abandon) {
-        fail_job(job, GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
+        fail_job(job, ISN_GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
     if (job->deadline_ns && start >= job->deadline_ns) {
-        fail_job(job, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed after %.3f ms in the queue",
+        fail_job(job, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline passed after %.3f ms in the queue",
                  (double)job->queue_ns / 1e6);
         return;
     }
@@ -379,19 +379,19 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
     options.initial_threshold =
         (float)isn_job_seed_threshold(&job->sched.features, options.mode, first_k, request->global_stats != NULL);
     if (!ensure_capacity(w, first_k)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", first_k);
+        fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", first_k);
         return;
     }
     options.deadline_ns = job->stop_ns; /* the scheduler's early-termination point */
     isn_search_stats stats;
     memset(&stats, 0, sizeof stats);
     if (isn_search(w->searcher, &query, &options, w->hits, &job->num_hits, &stats, err, sizeof err) < 0) {
-        fail_job(job, GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
+        fail_job(job, ISN_GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
         return;
     }
     job->retrieval_ns = isn_now_ns() - start;
     if (!stats.complete && request->forbid_partial) {
-        fail_job(job, GRPC_STATUS_DEADLINE_EXCEEDED,
+        fail_job(job, ISN_GRPC_STATUS_DEADLINE_EXCEEDED,
                  "the search stopped at its deadline before it finished, and the request forbids partial answers");
         return;
     }
@@ -409,7 +409,7 @@ void search_worker_pack_gpu(search_worker *w, search_job *job, const isn_hit *hi
     w->rerank_ns = 0;
     job->worker = w->id;
     if (!ensure_capacity(w, n)) {
-        fail_job(job, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", n);
+        fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", n);
         return;
     }
     memcpy(w->hits, hits, n * sizeof *hits);

@@ -22,7 +22,8 @@
 #include "daemon/metrics.h"
 #include "daemon/search_job.h"
 #include "daemon/search_service.h"
-#include "grpc/grpc.h"
+#include "grpc/stats_endpoint.h"
+#include "grpc/client.h"
 #include "index/index.h"
 
 #define ISND_VERSION "0.1.0"
@@ -33,11 +34,11 @@ typedef struct isn_server isn_server;
 
 #define CALL_INLINE_ARENA 4096
 
-/* What isnd keeps with each call (grpc_call_app): the request's arena and its search job. Pooled
+/* What isnd keeps with each call (isn_grpc_call_app): the request's arena and its search job. Pooled
  * with the call by grpc/, so steady-state traffic allocates nothing. */
 typedef struct {
     arena arena;
-    grpc_call *call;
+    isn_grpc_call *call;
     uint32_t deadline_slot;    /* 1 + its place in the server's deadline heap; 0 when not in it */
     bool answered_at_deadline; /* DEADLINE_EXCEEDED went out while it waited: its job's result is dropped */
     search_job job; /* its reply buffer (the framed SearchResponse) is kept across uses */
@@ -66,8 +67,8 @@ typedef struct serving_loop {
     uv_loop_t own_loop; /* the loops after the first */
     pthread_t thread;
     bool has_thread;
-    grpc_server *grpc;
-    grpc_health_watchers *watchers; /* Health/Watch streams */
+    isn_grpc_server *grpc;
+    isn_grpc_health_watchers *watchers; /* Health/Watch streams */
     completion_queue completions;
     uv_async_t completion_async;
     uv_async_t control_async;
@@ -107,9 +108,10 @@ struct isn_server {
 
     serving_loop *loops; /* loops[0] runs on `loop`; its gRPC server listens and hands connections out */
     uint32_t num_loops;
-    grpc_stats_server *stats; /* NULL without stats_listen */
-    grpc_connection_limit connection_limit; /* shared by every loop and the stats endpoint */
-    grpc_memory_budget memory_budget;       /* shared by every loop */
+    isn_grpc_stats_server *stats; /* NULL without stats_listen */
+    isn_grpc_tls *grpc_tls, *stats_tls; /* NULL: plaintext (server.tls_cert unset) */
+    isn_grpc_connection_limit connection_limit; /* shared by every loop and the stats endpoint */
+    isn_grpc_memory_budget memory_budget;       /* shared by every loop */
     char grpc_address[80], stats_address[80];
     atomic_uint loops_drained;
     pthread_mutex_t acks_lock;
@@ -145,7 +147,7 @@ void serving_loops_close(isn_server *server, void (*between)(isn_server *server)
 /* After the first loop's uv_run: joins the threads, frees the loops. */
 void serving_loops_free(isn_server *server);
 /* Summed over the loops: gRPC counters, metrics, Search calls with a worker. Any thread. */
-void serving_loops_counters(const isn_server *server, grpc_server_counters *sum);
+void serving_loops_counters(const isn_server *server, isn_grpc_server_counters *sum);
 void serving_loops_metrics(isn_server *server, metrics *sum);
 uint32_t serving_loops_inflight(const isn_server *server);
 uint32_t serving_loops_open_calls(const isn_server *server);
@@ -170,14 +172,14 @@ void deadline_forget(serving_loop *loop, rpc_call *rc);
 /* ---- rpc.c */
 rpc_method rpc_method_from_path(const char *path, size_t len);
 /* The handlers isnd gives the gRPC server core (app: the serving_loop). */
-extern const grpc_server_handlers rpc_handlers;
+extern const isn_grpc_server_handlers rpc_handlers;
 void rpc_on_completions(uv_async_t *async);
-/* Health/Watch's status of a service (grpc_health_status_fn; app: the isn_server). */
+/* Health/Watch's status of a service (isn_grpc_health_status_fn; app: the isn_server). */
 int rpc_health_status(const char *service, void *app);
 
 /* ---- stats_pages.c */
 /* What isnd shows on the stats endpoint's /metrics, /stats and /readyz. */
-extern const grpc_stats_pages stats_pages;
+extern const isn_grpc_stats_pages stats_pages;
 
 /* ---- metrics_render.c */
 void metrics_render_prometheus(isn_server *server, byte_buffer *out);
@@ -196,8 +198,12 @@ void server_begin_drain(isn_server *server, const char *why);
 /* Closes every handle so uv_run returns (after a drain, or at once). */
 void server_stop(isn_server *server);
 /* The transport's settings from a configuration (at start and after a reload). */
-void server_transport_config(isn_server *server, const isn_conf *conf, grpc_server_config *grpc,
-                             grpc_stats_config *stats);
+/* The TLS credentials of server.tls_*, and their watch; 0 or -1 with err naming the file and the problem. */
+int server_tls_start(isn_server *server, char *err, size_t err_len);
+/* SIGHUP: rereads the certificate files (a refused set is logged and the one in use stays). */
+void server_tls_reload(isn_server *server);
+void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_server_config *grpc,
+                             isn_grpc_stats_config *stats);
 bool server_ready(const isn_server *server);
 
 #endif

@@ -1,6 +1,6 @@
 /* The serving loops (server.loops): each an event loop with its own gRPC server, calls, completion
  * queue, deadline heap and metrics. The first runs on the main thread, listens and hands each new
- * connection in turn to itself and the others (grpc_server_add_peer); the others run a thread each.
+ * connection in turn to itself and the others (isn_grpc_server_add_peer); the others run a thread each.
  * The first loop steers them with commands (serving_loop.commands, a uv_async each): health changes,
  * drain, reloads and the stop. */
 #include <stdio.h>
@@ -26,10 +26,10 @@ static void reconfigure(serving_loop *loop) {
     pthread_mutex_lock(&loop->conf_lock);
     loop->conf = loop->next_conf;
     pthread_mutex_unlock(&loop->conf_lock);
-    grpc_server_config grpc_config;
-    grpc_stats_config stats_config;
-    server_transport_config(loop->server, &loop->conf, &grpc_config, &stats_config);
-    grpc_server_reconfigure(loop->grpc, &grpc_config);
+    isn_grpc_server_config isn_grpc_config;
+    isn_grpc_stats_config stats_config;
+    server_transport_config(loop->server, &loop->conf, &isn_grpc_config, &stats_config);
+    isn_grpc_server_reconfigure(loop->grpc, &isn_grpc_config);
 }
 
 /* Commands the first loop waits for every other loop to have done: a reload is in force on every
@@ -46,11 +46,11 @@ static void acknowledge(isn_server *server, unsigned commands) {
 static void do_commands(serving_loop *loop, unsigned commands) {
     isn_server *server = loop->server;
     if (commands & LOOP_RECONFIGURE) reconfigure(loop);
-    if (commands & LOOP_HEALTH_CHANGED) grpc_health_changed(loop->watchers);
-    if (commands & LOOP_HEALTH_SHUTDOWN) grpc_health_shutdown(loop->watchers);
-    if (commands & LOOP_DRAIN) grpc_server_drain(loop->grpc); /* on_drained: serving_loops_drained */
+    if (commands & LOOP_HEALTH_CHANGED) isn_grpc_health_changed(loop->watchers);
+    if (commands & LOOP_HEALTH_SHUTDOWN) isn_grpc_health_shutdown(loop->watchers);
+    if (commands & LOOP_DRAIN) isn_grpc_server_drain(loop->grpc); /* on_drained: serving_loops_drained */
     if (commands & LOOP_FAIL_WAITING)
-        grpc_server_fail_waiting(loop->grpc, GRPC_STATUS_UNAVAILABLE, "server is shutting down");
+        isn_grpc_server_fail_waiting(loop->grpc, ISN_GRPC_STATUS_UNAVAILABLE, "server is shutting down");
     if (commands & LOOP_ALL_DRAINED) {
         double seconds = (double)(isn_now_ns() - server->drain_start_ns) / 1e9;
         if (server->lost_requests) {
@@ -63,7 +63,7 @@ static void do_commands(serving_loop *loop, unsigned commands) {
         server_stop(server);
     }
     if (commands & LOOP_CLOSE) {
-        grpc_server_close(loop->grpc);
+        isn_grpc_server_close(loop->grpc);
         close_if_open((uv_handle_t *)&loop->deadline_timer);
     }
     if (commands & LOOP_FINISH) {
@@ -120,7 +120,7 @@ static uint32_t loops_wanted(const isn_conf *conf) {
     return cpus >= 8 ? (uint32_t)(cpus / 4) : 1;
 }
 
-static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const grpc_server_config *grpc_config,
+static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const isn_grpc_server_config *isn_grpc_config,
                      char *err, size_t err_len) {
     loop->server = server;
     loop->id = id;
@@ -134,9 +134,9 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
         if (rc < 0) return isn_error(err, err_len, "cannot make event loop %u: %s", id, uv_strerror(rc));
         loop->loop = &loop->own_loop;
     }
-    loop->grpc = grpc_server_new(loop->loop, grpc_config, &rpc_handlers, loop);
+    loop->grpc = isn_grpc_server_new(loop->loop, isn_grpc_config, &rpc_handlers, loop);
     if (!loop->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
-    loop->watchers = grpc_health_watchers_new(rpc_health_status, server);
+    loop->watchers = isn_grpc_health_watchers_new(rpc_health_status, server);
     if (!loop->watchers) return isn_error(err, err_len, "out of memory for Health/Watch");
     uv_async_init(loop->loop, &loop->completion_async, rpc_on_completions);
     loop->completion_async.data = loop;
@@ -144,7 +144,7 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
     uv_async_init(loop->loop, &loop->control_async, on_control);
     loop->control_async.data = loop;
     deadline_timer_init(loop);
-    if (id && grpc_server_add_peer(server->loops[0].grpc, loop->grpc) < 0)
+    if (id && isn_grpc_server_add_peer(server->loops[0].grpc, loop->grpc) < 0)
         return isn_error(err, err_len, "out of memory for the gRPC server");
     return 0;
 }
@@ -155,12 +155,12 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     if (!server->loops) return isn_error(err, err_len, "out of memory for %u serving loops", n);
     pthread_mutex_init(&server->acks_lock, NULL);
     pthread_cond_init(&server->acks_cond, NULL);
-    grpc_server_config grpc_config;
-    grpc_stats_config stats_config;
-    server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+    isn_grpc_server_config isn_grpc_config;
+    isn_grpc_stats_config stats_config;
+    server_transport_config(server, &server->conf, &isn_grpc_config, &stats_config);
     for (uint32_t i = 0; i < n; i++) {
         server->num_loops = i + 1;
-        if (loop_init(server, &server->loops[i], i, &grpc_config, err, err_len) < 0) return -1;
+        if (loop_init(server, &server->loops[i], i, &isn_grpc_config, err, err_len) < 0) return -1;
     }
     return 0;
 }
@@ -189,9 +189,9 @@ void serving_loops_free(isn_server *server) {
     for (uint32_t i = 0; i < server->num_loops; i++) {
         serving_loop *loop = &server->loops[i];
         if (loop->has_thread) pthread_join(loop->thread, NULL);
-        grpc_server_free(loop->grpc); /* abandoned calls: their on_release still uses the loop */
+        isn_grpc_server_free(loop->grpc); /* abandoned calls: their on_release still uses the loop */
         deadline_timer_free(loop);
-        grpc_health_watchers_free(loop->watchers);
+        isn_grpc_health_watchers_free(loop->watchers);
         if (loop->analyzer) isn_analyzer_free(loop->analyzer);
         if (i) uv_loop_close(&loop->own_loop);
         pthread_mutex_destroy(&loop->conf_lock);
@@ -204,10 +204,10 @@ void serving_loops_free(isn_server *server) {
 
 /* ------------------------------------------------------------------ sums for the stats endpoint */
 
-void serving_loops_counters(const isn_server *server, grpc_server_counters *sum) {
+void serving_loops_counters(const isn_server *server, isn_grpc_server_counters *sum) {
     memset(sum, 0, sizeof *sum);
     for (uint32_t i = 0; i < server->num_loops; i++)
-        if (server->loops[i].grpc) grpc_server_add_counters(server->loops[i].grpc, sum);
+        if (server->loops[i].grpc) isn_grpc_server_add_counters(server->loops[i].grpc, sum);
 }
 
 void serving_loops_metrics(isn_server *server, metrics *sum) {
@@ -228,7 +228,7 @@ uint32_t serving_loops_inflight(const isn_server *server) {
 }
 
 uint32_t serving_loops_open_calls(const isn_server *server) {
-    grpc_server_counters sum;
+    isn_grpc_server_counters sum;
     serving_loops_counters(server, &sum);
     return sum.open_calls;
 }

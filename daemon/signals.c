@@ -30,17 +30,18 @@ static void reload(isn_server *server) {
         server->conf = next;
         log_set_level(next.log_level);
         log_set_json(next.log_json);
-        grpc_server_config grpc_config;
-        grpc_stats_config stats_config;
-        server_transport_config(server, &server->conf, &grpc_config, &stats_config);
+        isn_grpc_server_config isn_grpc_config;
+        isn_grpc_stats_config stats_config;
+        server_transport_config(server, &server->conf, &isn_grpc_config, &stats_config);
         serving_loops_tell(server, LOOP_RECONFIGURE); /* each loop takes the new configuration */
-        if (server->stats) grpc_stats_server_reconfigure(server->stats, &stats_config);
+        if (server->stats) isn_grpc_stats_server_reconfigure(server->stats, &stats_config);
         LOOP_METRICS(&server->loops[0], m->reloads++);
         log_info("SIGHUP: configuration reloaded from %s (log level %s, max_k %u, drain_timeout %u ms)",
                  server->config_path ? server->config_path : "defaults and flags", isn_log_level_name(next.log_level),
                  next.max_k, next.drain_timeout_ms);
         generations_check(server, "SIGHUP");
     }
+    server_tls_reload(server);
     if (rankers_reload(server->conf.default_n1, server->conf.max_n1) > 0)
         LOOP_METRICS(&server->loops[0], m->reload_failures++);
     sd_notify(0, server->state == SERVER_READY ? "READY=1\nSTATUS=serving" : "READY=1");

@@ -28,4 +28,4 @@ static int readiness(void *app, byte_buffer *body) {
     return 503;
 }
 
-const grpc_stats_pages stats_pages = {render_metrics, render_json, readiness};
+const isn_grpc_stats_pages stats_pages = {render_metrics, render_json, readiness};

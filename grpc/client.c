@@ -1,5 +1,5 @@
-/* gRPC client transport: socket + nghttp2 client session; see grpc/grpc.h. */
-#include "grpc/grpc.h"
+/* gRPC client transport: socket + nghttp2 client session; see grpc/client.h. */
+#include "grpc/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,11 +17,13 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "grpc/tls_internal.h"
+
 #define READ_CHUNK 65536
 
-struct isn_grpc_call {
+struct isn_grpc_client_call {
     isn_grpc_client *client; /* NULL once the client is gone */
-    isn_grpc_call *prev, *next;
+    isn_grpc_client_call *prev, *next;
     int32_t stream_id;
     bool done;
     uint8_t *body; /* request bytes, prefix included when asked */
@@ -39,18 +41,19 @@ struct isn_grpc_client {
     nghttp2_session *session;
     bool failed;
     bool goaway;
-    isn_grpc_call *calls; /* unfinished, owned by their callers */
+    isn_grpc_client_call *calls; /* unfinished, owned by their callers */
     uint8_t *out;
     size_t out_len, out_cap, out_sent;
     char authority[300];
     char error[256];
+    tls_session tls; /* ssl NULL: plaintext */
 };
 
 static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
 
 /* ------------------------------------------------------------------ calls */
 
-static void call_unlink(isn_grpc_call *call) {
+static void call_unlink(isn_grpc_client_call *call) {
     isn_grpc_client *client = call->client;
     if (!client) return;
     if (call->prev) call->prev->next = call->next;
@@ -59,7 +62,7 @@ static void call_unlink(isn_grpc_call *call) {
     call->prev = call->next = NULL;
 }
 
-static void call_finish(isn_grpc_call *call) {
+static void call_finish(isn_grpc_client_call *call) {
     if (call->done) return;
     call->done = true;
     call_unlink(call);
@@ -67,12 +70,12 @@ static void call_finish(isn_grpc_call *call) {
     isn_grpc_result *r = &call->result;
     const uint8_t *raw = call->raw.data;
     r->body_len = call->raw.len;
-    if (call->raw.len >= GRPC_PREFIX_BYTES) {
+    if (call->raw.len >= ISN_GRPC_PREFIX_BYTES) {
         size_t len = (size_t)raw[1] << 24 | (size_t)raw[2] << 16 | (size_t)raw[3] << 8 | raw[4];
-        if (len <= call->raw.len - GRPC_PREFIX_BYTES) {
+        if (len <= call->raw.len - ISN_GRPC_PREFIX_BYTES) {
             r->message = malloc(len ? len : 1);
             if (r->message) {
-                memcpy(r->message, raw + GRPC_PREFIX_BYTES, len);
+                memcpy(r->message, raw + ISN_GRPC_PREFIX_BYTES, len);
                 r->message_len = len;
             }
         }
@@ -82,10 +85,10 @@ static void call_finish(isn_grpc_call *call) {
     call->body = NULL;
 }
 
-bool isn_grpc_call_done(const isn_grpc_call *call) { return call->done; }
-const isn_grpc_result *isn_grpc_call_result(const isn_grpc_call *call) { return &call->result; }
+bool isn_grpc_client_call_done(const isn_grpc_client_call *call) { return call->done; }
+const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
-void isn_grpc_call_free(isn_grpc_call *call) {
+void isn_grpc_client_call_free(isn_grpc_client_call *call) {
     if (!call) return;
     if (!call->done && call->client) {
         isn_grpc_client *client = call->client;
@@ -127,7 +130,7 @@ static void percent_decode(const uint8_t *in, size_t len, char *out, size_t out_
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
     char text[16];
     size_t n = valuelen < sizeof text - 1 ? valuelen : sizeof text - 1;
@@ -143,7 +146,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                          size_t len, void *user_data) {
     (void)flags, (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
     /* Room for a typical reply at the first chunk, then doubling. */
     if (!call->raw.cap && !buffer_reserve(&call->raw, 4096)) return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -153,7 +156,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     isn_grpc_client *client = user_data;
     if (frame->hd.type == NGHTTP2_GOAWAY) client->goaway = true;
-    isn_grpc_call *call = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
+    isn_grpc_client_call *call = frame->hd.stream_id ? nghttp2_session_get_stream_user_data(session, frame->hd.stream_id) : NULL;
     if (!call) return 0;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         call->result.reset = true;
@@ -173,7 +176,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
     (void)user_data;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    isn_grpc_client_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
     if (error_code != NGHTTP2_NO_ERROR && !call->result.reset) {
         call->result.reset = true;
@@ -187,7 +190,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                          uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
     (void)session, (void)stream_id, (void)user_data;
-    isn_grpc_call *call = source->ptr;
+    isn_grpc_client_call *call = source->ptr;
     size_t left = call->body_len - call->body_sent;
     size_t n = left < length ? left : length;
     if (n) memcpy(buf, call->body + call->body_sent, n);
@@ -246,7 +249,75 @@ static int connect_socket(const char *host_port, uint32_t timeout_ms, char *err,
     return fd;
 }
 
+static bool out_append_tls(isn_grpc_client *client);
+static int take_input(isn_grpc_client *client, const uint8_t *data, size_t len);
+
+/* The host part of HOST:PORT or [IPV6]:PORT. */
+static void host_of(const char *host_port, char *host, size_t host_len) {
+    const char *start = host_port, *end;
+    if (*start == '[') {
+        start++;
+        end = strchr(start, ']');
+    } else {
+        end = strrchr(start, ':');
+    }
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    if (n >= host_len) n = host_len - 1;
+    memcpy(host, start, n);
+    host[n] = '\0';
+}
+
+/* Runs the TLS handshake to its end, within the connect timeout (the socket is non-blocking). */
+static int tls_handshake(isn_grpc_client *client, const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    int64_t deadline = now_ms() + (timeout_ms ? timeout_ms : 10000);
+    uint8_t buf[READ_CHUNK];
+    while (!client->tls.handshake_done) {
+        if (take_input(client, NULL, 0) < 0)
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, client->error);
+        if (client->tls.handshake_done) break;
+        if (!out_append_tls(client)) return isn_error(err, err_len, "out of memory");
+        while (client->out_sent < client->out_len) {
+            ssize_t w = send(client->fd, client->out + client->out_sent, client->out_len - client->out_sent, MSG_NOSIGNAL);
+            if (w > 0) {
+                client->out_sent += (size_t)w;
+                continue;
+            }
+            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                return isn_error(err, err_len, "TLS with %s: send failed: %s", host_port, strerror(errno));
+            struct pollfd pfd = {.fd = client->fd, .events = POLLOUT};
+            int64_t left = deadline - now_ms();
+            if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+                return isn_error(err, err_len, "TLS handshake with %s timed out", host_port);
+        }
+        client->out_len = client->out_sent = 0;
+        struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+            return isn_error(err, err_len, "TLS handshake with %s timed out", host_port);
+        ssize_t r = recv(client->fd, buf, sizeof buf, 0);
+        if (r == 0) return isn_error(err, err_len, "TLS with %s: the server closed the connection in the handshake (it "
+                                                   "may require a client certificate, or not speak TLS)", host_port);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, strerror(errno));
+        }
+        if (take_input(client, buf, (size_t)r) < 0)
+            return isn_error(err, err_len, "TLS with %s: %s", host_port, client->error);
+    }
+    const unsigned char *protocol;
+    unsigned int protocol_len;
+    SSL_get0_alpn_selected(client->tls.ssl, &protocol, &protocol_len);
+    if (protocol_len != 2 || memcmp(protocol, "h2", 2))
+        return isn_error(err, err_len, "TLS with %s: the server did not agree to HTTP/2 (ALPN h2)", host_port);
+    return 0;
+}
+
 isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, char *err, size_t err_len) {
+    return isn_grpc_connect_tls(host_port, timeout_ms, NULL, NULL, err, err_len);
+}
+
+isn_grpc_client *isn_grpc_connect_tls(const char *host_port, uint32_t timeout_ms, isn_grpc_tls *tls,
+                                      const char *server_name, char *err, size_t err_len) {
     int fd = connect_socket(host_port, timeout_ms, err, err_len);
     if (fd < 0) return NULL;
     isn_grpc_client *client = calloc(1, sizeof *client);
@@ -277,6 +348,16 @@ isn_grpc_client *isn_grpc_connect(const char *host_port, uint32_t timeout_ms, ch
     };
     nghttp2_submit_settings(client->session, NGHTTP2_FLAG_NONE, settings, 2);
     nghttp2_session_set_local_window_size(client->session, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    if (tls) {
+        char host[256];
+        if (server_name && server_name[0]) snprintf(host, sizeof host, "%s", server_name);
+        else host_of(host_port, host, sizeof host);
+        if (tls_session_connect(&client->tls, tls, host, err, err_len) < 0 ||
+            tls_handshake(client, host_port, timeout_ms, err, err_len) < 0) {
+            isn_grpc_close(client);
+            return NULL;
+        }
+    }
     return client;
 }
 
@@ -292,7 +373,7 @@ static void fail_connection(isn_grpc_client *client, const char *why) {
     if (!client->failed) snprintf(client->error, sizeof client->error, "%s", why);
     client->failed = true;
     while (client->calls) {
-        isn_grpc_call *call = client->calls;
+        isn_grpc_client_call *call = client->calls;
         if (client->session && call->stream_id > 0)
             nghttp2_session_set_stream_user_data(client->session, call->stream_id, NULL);
         if (!call->result.grpc_message[0])
@@ -306,12 +387,13 @@ void isn_grpc_close(isn_grpc_client *client) {
     isn_grpc_client_unwatch(client);
     fail_connection(client, "client closed");
     nghttp2_session_del(client->session);
+    tls_session_free(&client->tls);
     close(client->fd);
     free(client->out);
     free(client);
 }
 
-isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
+isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *request, char *err, size_t err_len) {
     if (client->failed) {
         isn_error(err, err_len, "connection failed: %s", client->error);
         return NULL;
@@ -320,8 +402,8 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
         isn_error(err, err_len, "server sent GOAWAY; connect again");
         return NULL;
     }
-    isn_grpc_call *call = calloc(1, sizeof *call);
-    size_t total = request->body_len + (request->frame ? GRPC_PREFIX_BYTES : 0);
+    isn_grpc_client_call *call = calloc(1, sizeof *call);
+    size_t total = request->body_len + (request->frame ? ISN_GRPC_PREFIX_BYTES : 0);
     if (!call || !(call->body = malloc(total ? total : 1))) {
         free(call);
         isn_error(err, err_len, "out of memory");
@@ -329,15 +411,15 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     }
     uint8_t *p = call->body;
     if (request->frame) {
-        grpc_write_prefix(p, (uint32_t)request->body_len);
-        p += GRPC_PREFIX_BYTES;
+        isn_grpc_write_prefix(p, (uint32_t)request->body_len);
+        p += ISN_GRPC_PREFIX_BYTES;
     }
     if (request->body_len) memcpy(p, request->body, request->body_len);
     call->body_len = total;
     call->leave_open = request->leave_open;
     call->result.grpc_status = -1;
 
-    char timeout[GRPC_TIMEOUT_MAX_LEN];
+    char timeout[ISN_GRPC_TIMEOUT_MAX_LEN];
     const char *content_type = request->content_type ? request->content_type : "application/grpc";
     nghttp2_nv headers[10];
     size_t n = 0;
@@ -353,7 +435,7 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     if (request->timeout_header) {
         NV("grpc-timeout", request->timeout_header);
     } else if (request->timeout_ms) {
-        grpc_format_timeout((uint64_t)request->timeout_ms * 1000000ull, timeout, sizeof timeout);
+        isn_grpc_format_timeout((uint64_t)request->timeout_ms * 1000000ull, timeout, sizeof timeout);
         NV("grpc-timeout", timeout);
     }
     if (request->traceparent) NV("traceparent", request->traceparent);
@@ -375,6 +457,68 @@ isn_grpc_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_request *r
     return call;
 }
 
+static bool out_reserve(isn_grpc_client *client, size_t n) {
+    if (client->out_len + n <= client->out_cap) return true;
+    size_t cap = client->out_cap ? client->out_cap : 16384;
+    while (cap < client->out_len + n) cap *= 2;
+    uint8_t *out = realloc(client->out, cap);
+    if (!out) return false;
+    client->out = out;
+    client->out_cap = cap;
+    return true;
+}
+
+static bool out_append(isn_grpc_client *client, const uint8_t *data, size_t n) {
+    if (!out_reserve(client, n)) return false;
+    memcpy(client->out + client->out_len, data, n);
+    client->out_len += n;
+    return true;
+}
+
+/* The ciphertext OpenSSL wrote joins the bytes to send. */
+static bool out_append_tls(isn_grpc_client *client) {
+    size_t pending = tls_session_output_pending(&client->tls);
+    if (!pending) return true;
+    if (!out_reserve(client, pending)) return false;
+    client->out_len += tls_session_read_output(&client->tls, client->out + client->out_len, pending);
+    return true;
+}
+
+static bool seal(isn_grpc_client *client, const uint8_t *plain, size_t len) {
+    return tls_session_write(&client->tls, plain, len) && out_append_tls(client);
+}
+
+/* Received bytes into the HTTP/2 session, through TLS when the connection has it. -1 with
+ * client->error on a failure. */
+static int take_input(isn_grpc_client *client, const uint8_t *data, size_t len) {
+    if (!client->tls.ssl) {
+        ssize_t used = nghttp2_session_mem_recv(client->session, data, len);
+        if (used < 0) {
+            fail_connection(client, nghttp2_strerror((int)used));
+            return -1;
+        }
+        return 0;
+    }
+    if (!tls_session_feed(&client->tls, data, len)) {
+        fail_connection(client, "out of memory for TLS input");
+        return -1;
+    }
+    uint8_t plain[TLS_RECORD_MAX];
+    for (;;) {
+        ssize_t n = tls_session_read(&client->tls, plain, sizeof plain);
+        if (n == 0) return 0;
+        if (n < 0) {
+            fail_connection(client, client->tls.error);
+            return -1;
+        }
+        ssize_t used = nghttp2_session_mem_recv(client->session, plain, (size_t)n);
+        if (used < 0) {
+            fail_connection(client, nghttp2_strerror((int)used));
+            return -1;
+        }
+    }
+}
+
 /* Moves queued frames to the socket as far as it takes them. -1 on a dead connection. */
 static int send_pending(isn_grpc_client *client) {
     for (;;) {
@@ -382,19 +526,28 @@ static int send_pending(isn_grpc_client *client) {
             client->out_len = client->out_sent = 0;
             const uint8_t *data;
             ssize_t n;
+            if (client->tls.ssl && !out_append_tls(client)) return -1;
+            /* Over TLS, frames are gathered into records of up to 16 KiB (not a record per frame). */
+            uint8_t staging[TLS_RECORD_MAX];
+            size_t staged = 0;
             while ((n = nghttp2_session_mem_send(client->session, &data)) > 0) {
-                if (client->out_len + (size_t)n > client->out_cap) {
-                    size_t cap = client->out_cap ? client->out_cap : 16384;
-                    while (cap < client->out_len + (size_t)n) cap *= 2;
-                    uint8_t *out = realloc(client->out, cap);
-                    if (!out) return -1;
-                    client->out = out;
-                    client->out_cap = cap;
+                if (!client->tls.ssl) {
+                    if (!out_append(client, data, (size_t)n)) return -1;
+                } else {
+                    if (staged + (size_t)n > sizeof staging && staged) {
+                        if (!seal(client, staging, staged)) return -1;
+                        staged = 0;
+                    }
+                    if ((size_t)n > sizeof staging) {
+                        if (!seal(client, data, (size_t)n)) return -1;
+                    } else {
+                        memcpy(staging + staged, data, (size_t)n);
+                        staged += (size_t)n;
+                    }
                 }
-                memcpy(client->out + client->out_len, data, (size_t)n);
-                client->out_len += (size_t)n;
-                if (client->out_len >= 65536) break;
+                if (client->out_len + staged >= 65536) break;
             }
+            if (staged && !seal(client, staging, staged)) return -1;
             if (n < 0) return -1;
             if (client->out_len == 0) return 0;
         }
@@ -424,11 +577,9 @@ static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t 
         for (;;) {
             ssize_t r = recv(client->fd, buf, sizeof buf, 0);
             if (r > 0) {
-                ssize_t used = nghttp2_session_mem_recv(client->session, buf, (size_t)r);
-                if (used < 0) {
-                    fail_connection(client, nghttp2_strerror((int)used));
-                    return isn_error(err, err_len, "HTTP/2 error: %s", client->error);
-                }
+                if (take_input(client, buf, (size_t)r) < 0)
+                    return isn_error(err, err_len, "%s: %s", client->tls.ssl ? "TLS or HTTP/2 error" : "HTTP/2 error",
+                                     client->error);
                 if ((size_t)r < sizeof buf) break;
                 continue;
             }
@@ -455,7 +606,7 @@ int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err
     return rc;
 }
 
-int isn_grpc_wait(isn_grpc_client *client, isn_grpc_call *call, int timeout_ms, char *err, size_t err_len) {
+int isn_grpc_wait(isn_grpc_client *client, isn_grpc_client_call *call, int timeout_ms, char *err, size_t err_len) {
     int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
     while (!call->done) {
         int wait = 1000;

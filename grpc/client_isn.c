@@ -5,13 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 #include "proto/health.pb-c.h"
 #include "proto/isn.pb-c.h"
 
 #define WAIT_SLACK_MS 5000
 
-static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
+static isn_grpc_client_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
                                     uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
                                     size_t err_len) {
     size_t size = protobuf_c_message_get_packed_size(message);
@@ -24,7 +25,7 @@ static isn_grpc_call *start_message(isn_grpc_client *client, const char *path, c
     isn_grpc_request request = {
         .path = path, .body = body, .body_len = size, .frame = true, .timeout_ms = timeout_ms, .traceparent = traceparent,
         .via = via};
-    isn_grpc_call *call = isn_grpc_start(client, &request, err, err_len);
+    isn_grpc_client_call *call = isn_grpc_start(client, &request, err, err_len);
     free(body);
     return call;
 }
@@ -44,10 +45,10 @@ static int call_status(const isn_grpc_result *result, char *message, size_t mess
 
 /* Waits up to `limit_ms` (-1: no limit) for the call to finish: the call, or NULL with err (the
  * call freed; also NULL when `call` is, the start's err kept). */
-static isn_grpc_call *wait_finished(isn_grpc_client *client, isn_grpc_call *call, int limit_ms, char *err,
+static isn_grpc_client_call *wait_finished(isn_grpc_client *client, isn_grpc_client_call *call, int limit_ms, char *err,
                                     size_t err_len) {
     if (call && isn_grpc_wait(client, call, limit_ms, err, err_len) < 0) {
-        isn_grpc_call_free(call);
+        isn_grpc_client_call_free(call);
         return NULL;
     }
     return call;
@@ -56,19 +57,19 @@ static isn_grpc_call *wait_finished(isn_grpc_client *client, isn_grpc_call *call
 /* Reads a finished call and frees it. A call that failed: NULL, its status in *status and why in
  * `message`. One that answered OK: *status 0 and the reply unpacked as `type` (free it with
  * protobuf_c_message_free_unpacked), or NULL when the reply does not parse as one. */
-static void *take_reply(isn_grpc_call *call, const ProtobufCMessageDescriptor *type, int *status, char *message,
+static void *take_reply(isn_grpc_client_call *call, const ProtobufCMessageDescriptor *type, int *status, char *message,
                         size_t message_len) {
-    const isn_grpc_result *result = isn_grpc_call_result(call);
+    const isn_grpc_result *result = isn_grpc_client_call_result(call);
     *status = call_status(result, message, message_len);
     ProtobufCMessage *reply = NULL;
     if (*status == 0) reply = protobuf_c_message_unpack(type, NULL, result->message_len, result->message);
-    isn_grpc_call_free(call);
+    isn_grpc_client_call_free(call);
     return reply;
 }
 
 /* ------------------------------------------------------------------ Search */
 
-isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
+isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
                                      size_t err_len) {
     Isn__V1__SearchRequest message = ISN__V1__SEARCH_REQUEST__INIT;
     Isn__V1__GlobalStatistics global = ISN__V1__GLOBAL_STATISTICS__INIT;
@@ -109,7 +110,7 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
         }
         message.global_stats = &global;
     }
-    isn_grpc_call *call = start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms,
+    isn_grpc_client_call *call = start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms,
                                         request->traceparent, request->via, err, err_len);
     free(stats);
     free(stat_ptrs);
@@ -118,7 +119,7 @@ isn_grpc_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_sea
 
 static void copy_text(char *out, size_t out_len, const char *in) { snprintf(out, out_len, "%s", in ? in : ""); }
 
-int isn_grpc_search_finish(isn_grpc_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len) {
+int isn_grpc_search_finish(isn_grpc_client_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len) {
     memset(reply, 0, sizeof *reply);
     Isn__V1__SearchResponse *response =
         take_reply(call, &isn__v1__search_response__descriptor, &reply->status, reply->message, sizeof reply->message);
@@ -181,7 +182,7 @@ int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *requ
     int limit = request->timeout_ms && request->timeout_ms <= INT_MAX - WAIT_SLACK_MS
                     ? (int)request->timeout_ms + WAIT_SLACK_MS
                     : -1;
-    isn_grpc_call *call = wait_finished(client, isn_grpc_search_start(client, request, err, err_len), limit, err, err_len);
+    isn_grpc_client_call *call = wait_finished(client, isn_grpc_search_start(client, request, err, err_len), limit, err, err_len);
     return call ? isn_grpc_search_finish(call, reply, err, err_len) : -1;
 }
 
@@ -208,7 +209,7 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     message.n_terms = num_terms;
     message.terms = (char **)terms;
     message.analyze = analyze;
-    isn_grpc_call *call =
+    isn_grpc_client_call *call =
         wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, NULL, NULL, err, err_len), -1, err,
                       err_len);
     if (!call) return -1;
@@ -266,7 +267,7 @@ void isn_grpc_info_reply_free(isn_grpc_info_reply *reply) {
 int isn_grpc_health_check(isn_grpc_client *client, const char *service, int *serving, char *err, size_t err_len) {
     Grpc__Health__V1__HealthCheckRequest message = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     message.service = (char *)(service ? service : "");
-    isn_grpc_call *call = wait_finished(
+    isn_grpc_client_call *call = wait_finished(
         client, start_message(client, "/grpc.health.v1.Health/Check", &message.base, 0, NULL, NULL, err, err_len), -1, err, err_len);
     if (!call) return -1;
     char why[512];

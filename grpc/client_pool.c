@@ -1,6 +1,6 @@
 /* A few client connections to one server, used round robin: a connection that failed or was told
  * to go away is replaced once its calls are finished (at most every RECONNECT_PAUSE_NS per slot),
- * and one wait covers every connection with calls in flight. See grpc/grpc.h. */
+ * and one wait covers every connection with calls in flight. See grpc/client.h. */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define RECONNECT_PAUSE_NS 100000000ull
 #define RECONNECT_TIMEOUT_MS 1000
@@ -24,6 +24,8 @@ typedef struct {
 
 struct isn_grpc_pool {
     char target[300];
+    isn_grpc_tls *tls;
+    char server_name[256];
     uint32_t size, next;
     pool_slot *slots;
     struct pollfd *fds;
@@ -31,6 +33,11 @@ struct isn_grpc_pool {
 };
 
 isn_grpc_pool *isn_grpc_pool_new(const char *target, uint32_t size, uint32_t timeout_ms, char *err, size_t err_len) {
+    return isn_grpc_pool_new_tls(target, size, timeout_ms, NULL, NULL, err, err_len);
+}
+
+isn_grpc_pool *isn_grpc_pool_new_tls(const char *target, uint32_t size, uint32_t timeout_ms, isn_grpc_tls *tls,
+                                     const char *server_name, char *err, size_t err_len) {
     isn_grpc_pool *pool = calloc(1, sizeof *pool);
     if (!pool || !(pool->slots = calloc(size ? size : 1, sizeof *pool->slots)) ||
         !(pool->fds = calloc(size ? size : 1, sizeof *pool->fds)) ||
@@ -41,8 +48,10 @@ isn_grpc_pool *isn_grpc_pool_new(const char *target, uint32_t size, uint32_t tim
     }
     snprintf(pool->target, sizeof pool->target, "%s", target);
     pool->size = size ? size : 1;
+    pool->tls = tls;
+    snprintf(pool->server_name, sizeof pool->server_name, "%s", server_name ? server_name : "");
     /* The first connection at once: a target that is not there fails here, with a clear message. */
-    pool->slots[0].client = isn_grpc_connect(target, timeout_ms, err, err_len);
+    pool->slots[0].client = isn_grpc_connect_tls(target, timeout_ms, tls, pool->server_name, err, err_len);
     if (!pool->slots[0].client) {
         isn_grpc_pool_free(pool);
         return NULL;
@@ -71,7 +80,7 @@ isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
             uint64_t now = isn_now_ns();
             if (now < s->next_connect_ns) continue;
             char err[256];
-            s->client = isn_grpc_connect(pool->target, RECONNECT_TIMEOUT_MS, err, sizeof err);
+            s->client = isn_grpc_connect_tls(pool->target, RECONNECT_TIMEOUT_MS, pool->tls, pool->server_name, err, sizeof err);
             if (!s->client) {
                 s->next_connect_ns = now + RECONNECT_PAUSE_NS;
                 continue;

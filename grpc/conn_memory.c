@@ -9,14 +9,14 @@
 
 #include "grpc/server_internal.h"
 
-static void charge(grpc_conn *conn, size_t bytes) {
+static void charge(isn_grpc_conn *conn, size_t bytes) {
     conn->charged += bytes;
-    grpc_budget_add(conn->server->budget, bytes);
+    isn_grpc_budget_add(conn->server->budget, bytes);
 }
 
-static void uncharge(grpc_conn *conn, size_t bytes) {
+static void uncharge(isn_grpc_conn *conn, size_t bytes) {
     conn->charged -= bytes;
-    grpc_budget_release(conn->server->budget, bytes);
+    isn_grpc_budget_release(conn->server->budget, bytes);
 }
 
 static void *mem_malloc(size_t size, void *user_data) {
@@ -46,7 +46,7 @@ static void *mem_realloc(void *block, size_t size, void *user_data) {
     return grown;
 }
 
-void grpc_conn_memory_init(grpc_conn *conn) {
+void isn_grpc_conn_memory_init(isn_grpc_conn *conn) {
     conn->mem = (nghttp2_mem){.mem_user_data = conn,
                               .malloc = mem_malloc,
                               .free = mem_free,
@@ -55,15 +55,17 @@ void grpc_conn_memory_init(grpc_conn *conn) {
     charge(conn, sizeof *conn);
 }
 
-void grpc_conn_memory_track_buffers(grpc_conn *conn) {
+void isn_grpc_conn_memory_charge_tls(isn_grpc_conn *conn) { charge(conn, TLS_CONN_BYTES); }
+
+void isn_grpc_conn_memory_track_buffers(isn_grpc_conn *conn) {
     uint64_t held = conn->pending.cap + conn->sending.cap;
     if (held > conn->buffers_charged) charge(conn, held - conn->buffers_charged);
     else uncharge(conn, conn->buffers_charged - held);
     conn->buffers_charged = held;
 }
 
-void grpc_conn_memory_release(grpc_conn *conn) {
-    grpc_budget_release(conn->server->budget, conn->charged);
+void isn_grpc_conn_memory_release(isn_grpc_conn *conn) {
+    isn_grpc_budget_release(conn->server->budget, conn->charged);
     conn->charged = 0;
     conn->buffers_charged = 0;
 }

@@ -1,20 +1,20 @@
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const STATUS_NAMES[GRPC_STATUS_COUNT] = {
+static const char *const STATUS_NAMES[ISN_GRPC_STATUS_COUNT] = {
     "OK",        "CANCELLED",    "UNKNOWN",       "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
     "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
     "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",  "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED",
 };
 
-const char *grpc_status_name(int status) {
-    return status >= 0 && status < GRPC_STATUS_COUNT ? STATUS_NAMES[status] : "UNKNOWN";
+const char *isn_grpc_status_name(int status) {
+    return status >= 0 && status < ISN_GRPC_STATUS_COUNT ? STATUS_NAMES[status] : "UNKNOWN";
 }
 
-void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
+void isn_grpc_write_prefix(uint8_t out[ISN_GRPC_PREFIX_BYTES], uint32_t length) {
     out[0] = 0;
     out[1] = (uint8_t)(length >> 24);
     out[2] = (uint8_t)(length >> 16);
@@ -23,14 +23,14 @@ void grpc_write_prefix(uint8_t out[GRPC_PREFIX_BYTES], uint32_t length) {
 }
 
 /* Every field is read and written atomically: servers on several loops may share one budget. */
-static void raise_peak(grpc_memory_budget *budget, uint64_t now) {
+static void raise_peak(isn_grpc_memory_budget *budget, uint64_t now) {
     uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
     while (now > peak &&
            !__atomic_compare_exchange_n(&budget->peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
 }
 
-bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
+bool isn_grpc_budget_charge(isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget) return true;
     uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
@@ -44,19 +44,19 @@ bool grpc_budget_charge(grpc_memory_budget *budget, uint64_t bytes) {
     return true;
 }
 
-void grpc_budget_add(grpc_memory_budget *budget, uint64_t bytes) {
+void isn_grpc_budget_add(isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget || !bytes) return;
     raise_peak(budget, __atomic_add_fetch(&budget->used, bytes, __ATOMIC_RELAXED));
 }
 
-bool grpc_budget_has_room(const grpc_memory_budget *budget, uint64_t bytes) {
+bool isn_grpc_budget_has_room(const isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget) return true;
     uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     return !limit || (bytes <= limit && used <= limit - bytes);
 }
 
-void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes) {
+void isn_grpc_budget_release(isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget) return;
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     while (!__atomic_compare_exchange_n(&budget->used, &used, used > bytes ? used - bytes : 0, true, __ATOMIC_RELAXED,
@@ -64,48 +64,48 @@ void grpc_budget_release(grpc_memory_budget *budget, uint64_t bytes) {
     }
 }
 
-void grpc_reader_init(grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length) {
+void isn_grpc_reader_init(isn_grpc_reader *reader, uint8_t *inline_buf, uint32_t inline_cap, uint32_t max_length) {
     memset(reader, 0, sizeof *reader);
     reader->inline_buf = inline_buf;
     reader->inline_cap = inline_cap;
     reader->max_length = max_length;
 }
 
-void grpc_reader_set_budget(grpc_reader *reader, grpc_memory_budget *budget) { reader->budget = budget; }
+void isn_grpc_reader_set_budget(isn_grpc_reader *reader, isn_grpc_memory_budget *budget) { reader->budget = budget; }
 
-void grpc_reader_reset(grpc_reader *reader) {
+void isn_grpc_reader_reset(isn_grpc_reader *reader) {
     if (reader->body && reader->body != reader->inline_buf) {
         free(reader->body);
-        grpc_budget_release(reader->budget, reader->length);
+        isn_grpc_budget_release(reader->budget, reader->length);
     }
-    grpc_memory_budget *budget = reader->budget;
-    grpc_reader_init(reader, reader->inline_buf, reader->inline_cap, reader->max_length);
+    isn_grpc_memory_budget *budget = reader->budget;
+    isn_grpc_reader_init(reader, reader->inline_buf, reader->inline_cap, reader->max_length);
     reader->budget = budget;
 }
 
-grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size_t len) {
+isn_grpc_read_result isn_grpc_reader_feed(isn_grpc_reader *reader, const uint8_t *data, size_t len) {
     while (len > 0) {
-        if (reader->prefix_have < GRPC_PREFIX_BYTES) {
-            size_t take = GRPC_PREFIX_BYTES - reader->prefix_have;
+        if (reader->prefix_have < ISN_GRPC_PREFIX_BYTES) {
+            size_t take = ISN_GRPC_PREFIX_BYTES - reader->prefix_have;
             if (take > len) take = len;
             memcpy(reader->prefix + reader->prefix_have, data, take);
             reader->prefix_have += (uint32_t)take;
             data += take;
             len -= take;
-            if (reader->prefix_have < GRPC_PREFIX_BYTES) return GRPC_READ_OK;
+            if (reader->prefix_have < ISN_GRPC_PREFIX_BYTES) return ISN_GRPC_READ_OK;
             reader->messages++;
             reader->length = (uint32_t)reader->prefix[1] << 24 | (uint32_t)reader->prefix[2] << 16 |
                              (uint32_t)reader->prefix[3] << 8 | reader->prefix[4];
-            if (reader->prefix[0] == 1) return GRPC_READ_COMPRESSED;
-            if (reader->prefix[0] != 0) return GRPC_READ_BAD_FLAGS;
-            if (reader->length > reader->max_length) return GRPC_READ_TOO_LARGE;
+            if (reader->prefix[0] == 1) return ISN_GRPC_READ_COMPRESSED;
+            if (reader->prefix[0] != 0) return ISN_GRPC_READ_BAD_FLAGS;
+            if (reader->length > reader->max_length) return ISN_GRPC_READ_TOO_LARGE;
             if (reader->length <= reader->inline_cap) {
                 reader->body = reader->inline_buf;
             } else {
-                if (!grpc_budget_charge(reader->budget, reader->length)) return GRPC_READ_OVER_BUDGET;
+                if (!isn_grpc_budget_charge(reader->budget, reader->length)) return ISN_GRPC_READ_OVER_BUDGET;
                 if (!(reader->body = malloc(reader->length))) {
-                    grpc_budget_release(reader->budget, reader->length);
-                    return GRPC_READ_OUT_OF_MEMORY;
+                    isn_grpc_budget_release(reader->budget, reader->length);
+                    return ISN_GRPC_READ_OUT_OF_MEMORY;
                 }
             }
             continue;
@@ -113,7 +113,7 @@ grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size
         size_t take = reader->length - reader->have;
         if (take == 0) {
             /* Message complete; any further byte starts a second message. */
-            return GRPC_READ_EXTRA_MESSAGE;
+            return ISN_GRPC_READ_EXTRA_MESSAGE;
         }
         if (take > len) take = len;
         memcpy(reader->body + reader->have, data, take);
@@ -121,51 +121,51 @@ grpc_read_result grpc_reader_feed(grpc_reader *reader, const uint8_t *data, size
         data += take;
         len -= take;
     }
-    return GRPC_READ_OK;
+    return ISN_GRPC_READ_OK;
 }
 
-grpc_read_result grpc_reader_finish(const grpc_reader *reader) {
-    if (reader->messages == 0 && reader->prefix_have == 0) return GRPC_READ_NO_MESSAGE;
-    if (reader->prefix_have < GRPC_PREFIX_BYTES || reader->have < reader->length) return GRPC_READ_TRUNCATED;
-    return GRPC_READ_OK;
+isn_grpc_read_result isn_grpc_reader_finish(const isn_grpc_reader *reader) {
+    if (reader->messages == 0 && reader->prefix_have == 0) return ISN_GRPC_READ_NO_MESSAGE;
+    if (reader->prefix_have < ISN_GRPC_PREFIX_BYTES || reader->have < reader->length) return ISN_GRPC_READ_TRUNCATED;
+    return ISN_GRPC_READ_OK;
 }
 
-void grpc_reader_describe(const grpc_reader *reader, grpc_read_result result, char *out, size_t out_len) {
+void isn_grpc_reader_describe(const isn_grpc_reader *reader, isn_grpc_read_result result, char *out, size_t out_len) {
     switch (result) {
-    case GRPC_READ_OK: snprintf(out, out_len, "ok"); break;
-    case GRPC_READ_TOO_LARGE:
+    case ISN_GRPC_READ_OK: snprintf(out, out_len, "ok"); break;
+    case ISN_GRPC_READ_TOO_LARGE:
         snprintf(out, out_len, "request message of %u bytes exceeds the server's limit of %u bytes", reader->length,
                  reader->max_length);
         break;
-    case GRPC_READ_COMPRESSED:
+    case ISN_GRPC_READ_COMPRESSED:
         snprintf(out, out_len, "compressed messages are not supported; send them uncompressed (grpc-encoding identity)");
         break;
-    case GRPC_READ_BAD_FLAGS:
+    case ISN_GRPC_READ_BAD_FLAGS:
         snprintf(out, out_len, "bad gRPC message flags byte 0x%02x (expected 0 or 1)", reader->prefix[0]);
         break;
-    case GRPC_READ_EXTRA_MESSAGE:
+    case ISN_GRPC_READ_EXTRA_MESSAGE:
         snprintf(out, out_len, "more than one request message on a unary call");
         break;
-    case GRPC_READ_OUT_OF_MEMORY:
+    case ISN_GRPC_READ_OUT_OF_MEMORY:
         snprintf(out, out_len, "out of memory for a request message of %u bytes", reader->length);
         break;
-    case GRPC_READ_TRUNCATED:
-        if (reader->prefix_have < GRPC_PREFIX_BYTES)
+    case ISN_GRPC_READ_TRUNCATED:
+        if (reader->prefix_have < ISN_GRPC_PREFIX_BYTES)
             snprintf(out, out_len, "request ended inside the 5-byte message prefix (%u bytes received)",
                      reader->prefix_have);
         else
             snprintf(out, out_len, "request message truncated: prefix announces %u bytes, stream ended after %u",
                      reader->length, reader->have);
         break;
-    case GRPC_READ_NO_MESSAGE: snprintf(out, out_len, "request stream ended without a message"); break;
-    case GRPC_READ_OVER_BUDGET:
+    case ISN_GRPC_READ_NO_MESSAGE: snprintf(out, out_len, "request stream ended without a message"); break;
+    case ISN_GRPC_READ_OVER_BUDGET:
         snprintf(out, out_len, "server memory budget for requests reached; a message of %u bytes cannot be held now",
                  reader->length);
         break;
     }
 }
 
-int grpc_parse_timeout(const char *value, size_t len, uint64_t *ns) {
+int isn_grpc_parse_timeout(const char *value, size_t len, uint64_t *ns) {
     if (len < 2 || len > 9) return -1;
     uint64_t v = 0;
     for (size_t i = 0; i + 1 < len; i++) {
@@ -241,7 +241,7 @@ static bool find_nul_string(const ProtobufCMessageDescriptor *descriptor, const 
     return false;
 }
 
-bool grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
+bool isn_grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
                                    char *field, size_t field_len) {
     char path[128] = "";
     bool found = find_nul_string(descriptor, data, data + len, 0, path, sizeof path, 0);
@@ -249,7 +249,7 @@ bool grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor,
     return found;
 }
 
-size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
+size_t isn_grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
     /* Finest unit first, so the value is exact whenever 8 digits allow it; a coarser unit rounds
      * up, never sending a shorter deadline than asked. UINT64_MAX ns is 5,124,096 hours: H always fits. */
     static const struct {
@@ -259,7 +259,7 @@ size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
                  {'M', 60000000000ull}, {'H', 3600000000000ull}};
     for (size_t i = 0; i < sizeof UNITS / sizeof UNITS[0]; i++) {
         uint64_t v = ns / UNITS[i].scale + (ns % UNITS[i].scale != 0);
-        if (v <= GRPC_TIMEOUT_MAX_VALUE) {
+        if (v <= ISN_GRPC_TIMEOUT_MAX_VALUE) {
             int n = snprintf(out, out_len, "%llu%c", (unsigned long long)v, UNITS[i].unit);
             return n < 0 ? 0 : (size_t)n;
         }
@@ -267,7 +267,7 @@ size_t grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {
     return 0; /* not reached */
 }
 
-size_t grpc_percent_encode(const char *in, char *out, size_t out_len) {
+size_t isn_grpc_percent_encode(const char *in, char *out, size_t out_len) {
     static const char HEX[] = "0123456789ABCDEF";
     size_t n = 0;
     if (out_len == 0) return 0;

@@ -13,23 +13,23 @@
 typedef struct watcher watcher;
 struct watcher {
     watcher *prev, *next;
-    grpc_health_watchers *owner;
-    grpc_call *call;
+    isn_grpc_health_watchers *owner;
+    isn_grpc_call *call;
     bool have_request;
     int last_sent; /* -1 = nothing sent yet */
     char service[WATCH_SERVICE_MAX];
 };
 
-struct grpc_health_watchers {
-    grpc_health_status_fn status_of;
+struct isn_grpc_health_watchers {
+    isn_grpc_health_status_fn status_of;
     void *app;
     watcher *list;
     uint32_t count;
     bool shut_down;
 };
 
-grpc_health_watchers *grpc_health_watchers_new(grpc_health_status_fn status_of, void *app) {
-    grpc_health_watchers *w = calloc(1, sizeof *w);
+isn_grpc_health_watchers *isn_grpc_health_watchers_new(isn_grpc_health_status_fn status_of, void *app) {
+    isn_grpc_health_watchers *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->status_of = status_of;
     w->app = app;
@@ -40,7 +40,7 @@ static void send_status(watcher *w, int status) {
     Grpc__Health__V1__HealthCheckResponse response = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     response.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)status;
     w->last_sent = status;
-    grpc_call_stream_send(w->call, &response.base);
+    isn_grpc_call_stream_send(w->call, &response.base);
 }
 
 static void update(watcher *w) {
@@ -50,15 +50,15 @@ static void update(watcher *w) {
     if (status != w->last_sent) send_status(w, status);
 }
 
-static void on_message(grpc_call *call, const uint8_t *message, size_t len, void *user) {
+static void on_message(isn_grpc_call *call, const uint8_t *message, size_t len, void *user) {
     watcher *w = user;
     if (w->have_request) {
-        grpc_call_stream_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "Health/Watch takes one request message");
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "Health/Watch takes one request message");
         return;
     }
     Grpc__Health__V1__HealthCheckRequest *request = grpc__health__v1__health_check_request__unpack(NULL, len, message);
     if (!request) {
-        grpc_call_stream_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_INVALID_ARGUMENT,
                                 "request is not a valid grpc.health.v1.HealthCheckRequest message");
         return;
     }
@@ -67,23 +67,23 @@ static void on_message(grpc_call *call, const uint8_t *message, size_t len, void
     if (!too_long) memcpy(w->service, service, strlen(service) + 1);
     grpc__health__v1__health_check_request__free_unpacked(request, NULL);
     if (too_long) {
-        grpc_call_stream_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "service name too long");
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "service name too long");
         return;
     }
     w->have_request = true;
     update(w);
-    if (w->owner->shut_down) grpc_call_stream_finish(call, GRPC_STATUS_OK, "");
+    if (w->owner->shut_down) isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_OK, "");
 }
 
-static void on_half_close(grpc_call *call, void *user) {
+static void on_half_close(isn_grpc_call *call, void *user) {
     watcher *w = user;
-    if (!w->have_request) grpc_call_stream_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "Health/Watch without a request");
+    if (!w->have_request) isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "Health/Watch without a request");
 }
 
-static void on_close(grpc_call *call, void *user) {
+static void on_close(isn_grpc_call *call, void *user) {
     (void)call;
     watcher *w = user;
-    grpc_health_watchers *owner = w->owner;
+    isn_grpc_health_watchers *owner = w->owner;
     if (w->prev) w->prev->next = w->next;
     else owner->list = w->next;
     if (w->next) w->next->prev = w->prev;
@@ -91,13 +91,13 @@ static void on_close(grpc_call *call, void *user) {
     free(w);
 }
 
-static const grpc_stream_handlers WATCH_HANDLERS = {on_message, on_half_close, on_close};
+static const isn_grpc_stream_handlers WATCH_HANDLERS = {on_message, on_half_close, on_close};
 
-bool grpc_health_watch(grpc_health_watchers *watchers, grpc_call *call) {
+bool isn_grpc_health_watch(isn_grpc_health_watchers *watchers, isn_grpc_call *call) {
     watcher *w = calloc(1, sizeof *w);
-    if (!w || grpc_call_stream(call, &WATCH_HANDLERS, w) != 0) {
+    if (!w || isn_grpc_call_stream(call, &WATCH_HANDLERS, w) != 0) {
         free(w);
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a Health/Watch stream");
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a Health/Watch stream");
         return false;
     }
     w->owner = watchers;
@@ -110,12 +110,12 @@ bool grpc_health_watch(grpc_health_watchers *watchers, grpc_call *call) {
     return true;
 }
 
-void grpc_health_changed(grpc_health_watchers *watchers) {
+void isn_grpc_health_changed(isn_grpc_health_watchers *watchers) {
     if (!watchers) return;
     for (watcher *w = watchers->list; w; w = w->next) update(w);
 }
 
-void grpc_health_shutdown(grpc_health_watchers *watchers) {
+void isn_grpc_health_shutdown(isn_grpc_health_watchers *watchers) {
     if (!watchers || watchers->shut_down) return;
     watchers->shut_down = true;
     /* finishing may not free a watcher at once (its trailers go out first), but be safe either way */
@@ -123,13 +123,13 @@ void grpc_health_shutdown(grpc_health_watchers *watchers) {
         next = w->next;
         if (!w->have_request) continue;
         update(w);
-        grpc_call_stream_finish(w->call, GRPC_STATUS_OK, "");
+        isn_grpc_call_stream_finish(w->call, ISN_GRPC_STATUS_OK, "");
     }
 }
 
-uint32_t grpc_health_num_watchers(const grpc_health_watchers *watchers) { return watchers ? watchers->count : 0; }
+uint32_t isn_grpc_health_num_watchers(const isn_grpc_health_watchers *watchers) { return watchers ? watchers->count : 0; }
 
-void grpc_health_watchers_free(grpc_health_watchers *watchers) {
+void isn_grpc_health_watchers_free(isn_grpc_health_watchers *watchers) {
     if (!watchers) return;
     /* normally empty: every stream closed with its server; unlink what is left without touching calls */
     while (watchers->list) {

@@ -49,11 +49,11 @@ int listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, void *owner, const char *host_por
 
 static void free_on_close(uv_handle_t *handle) { free(handle->data); }
 
-void grpc_connection_limit_set(grpc_connection_limit *limit, uint32_t max) {
+void isn_grpc_connection_limit_set(isn_grpc_connection_limit *limit, uint32_t max) {
     __atomic_store_n(&limit->max, max, __ATOMIC_RELAXED);
 }
 
-int admit_or_reject(grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server) {
+int admit_or_reject(isn_grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server) {
     if (!limit) return 0;
     uint32_t max = __atomic_load_n(&limit->max, __ATOMIC_RELAXED);
     uint32_t open = __atomic_load_n(&limit->open, __ATOMIC_RELAXED);
@@ -73,7 +73,7 @@ int admit_or_reject(grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb e
     return -1;
 }
 
-int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
+int accept_or_reject(uv_loop_t *loop, isn_grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
                      conn_evict_cb evict, void *server) {
     uv_tcp_init(loop, tcp);
     tcp->data = owner;
@@ -86,7 +86,7 @@ int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t 
     return admit_or_reject(limit, tcp, evict, server);
 }
 
-void connection_limit_release(grpc_connection_limit *limit) {
+void connection_limit_release(isn_grpc_connection_limit *limit) {
     if (!limit) return;
     uint32_t open = __atomic_load_n(&limit->open, __ATOMIC_RELAXED);
     while (open && !__atomic_compare_exchange_n(&limit->open, &open, open - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -101,7 +101,7 @@ void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open) {
     __atomic_store_n(open, *open + 1, __ATOMIC_RELAXED); /* read by other threads (summed over loops) */
 }
 
-void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, grpc_connection_limit *limit) {
+void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, isn_grpc_connection_limit *limit) {
     if (conn->prev) conn->prev->next = conn->next;
     else *list = conn->next;
     if (conn->next) conn->next->prev = conn->prev;

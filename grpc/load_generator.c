@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define MAX_CONNECTIONS ISN_LOAD_MAX_CONNECTIONS
 #define MAX_THREADS ISN_LOAD_MAX_THREADS
@@ -20,7 +20,7 @@
 #define MAX_WAIT_NS 2000000LL   /* poll at least this often while requests are in flight */
 
 typedef struct {
-    isn_grpc_call *call;
+    isn_grpc_client_call *call;
     uint32_t conn;
     uint32_t closed_client; /* closed loop: which client sent it */
     int64_t scheduled_ns;
@@ -71,7 +71,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     bool room = run->num_active < run->config->max_inflight;
     isn_grpc_client *client = room ? isn_grpc_pool_pick(run->pool, &conn_index) : NULL;
     const isn_load_config *a = run->config;
-    isn_grpc_call *call = NULL;
+    isn_grpc_client_call *call = NULL;
     if (client) {
         const isn_logged_query *q = &run->config->queries->queries[next_random(run) % run->config->queries->count];
         isn_grpc_search_request rq = {.query = q->text, .k = a->k, .mode = a->mode, .algorithm = a->algo,
@@ -112,7 +112,7 @@ static uint32_t collect(load_run *run, bool *client_busy) {
     int64_t give_up_ns = ((int64_t)run->config->deadline_ms + CLIENT_GRACE_MS) * 1000000LL;
     for (uint32_t i = 0; i < run->num_active;) {
         load_slot *slot = &run->active[i];
-        if (isn_grpc_call_done(slot->call)) {
+        if (isn_grpc_client_call_done(slot->call)) {
             isn_grpc_search_reply reply;
             char err[256];
             bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
@@ -126,7 +126,7 @@ static uint32_t collect(load_run *run, bool *client_busy) {
             }
             if (!bad) isn_grpc_search_reply_free(&reply);
         } else if (t - slot->scheduled_ns > give_up_ns) {
-            isn_grpc_call_free(slot->call);
+            isn_grpc_client_call_free(slot->call);
             if (slot->measured) run->stats.client_timeouts++;
         } else {
             i++;
@@ -200,7 +200,7 @@ static void run_load(load_run *run, double rate) {
     /* Whatever is still in flight past the last grace period is abandoned. */
     while (run->num_active) {
         load_slot *slot = &run->active[0];
-        isn_grpc_call_free(slot->call);
+        isn_grpc_client_call_free(slot->call);
         if (slot->measured) run->stats.client_timeouts++;
         release_slot(run, 0);
     }
@@ -285,7 +285,7 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
             return NULL;
         }
         /* Fail early with a clear message when the target is not there. */
-        if (!(run->pool = isn_grpc_pool_new(config->target, config->connections, 2000, err, err_len))) {
+        if (!(run->pool = isn_grpc_pool_new_tls(config->target, config->connections, 2000, config->tls, config->server_name, err, err_len))) {
             isn_load_free(load);
             return NULL;
         }

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 
 typedef struct {

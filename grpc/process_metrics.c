@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/server.h"
 
 /* Entries of /proc/self/fd, less the descriptor that reads it. Opened with open(2), not opendir:
  * ThreadSanitizer then sees the descriptor made anew (opendir's own open is hidden from it, and a
@@ -26,7 +26,7 @@ static uint64_t open_fds(void) {
     return n ? n - 1 : 0;
 }
 
-void grpc_render_process_metrics(byte_buffer *out, double start_time_seconds) {
+void isn_grpc_render_process_metrics(byte_buffer *out, double start_time_seconds) {
     struct rusage usage;
     double cpu = 0;
     if (getrusage(RUSAGE_SELF, &usage) == 0)

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/stats_endpoint.h"
 
 static void counter(byte_buffer *out, const char *prefix, const char *name, const char *type, const char *help,
                     uint64_t value) {
@@ -11,14 +11,14 @@ static void counter(byte_buffer *out, const char *prefix, const char *name, cons
     prom_u64(out, full, type, help, value);
 }
 
-void grpc_render_protection_metrics(const grpc_server *server, const grpc_stats_server *stats, const char *prefix,
+void isn_grpc_render_protection_metrics(const isn_grpc_server *server, const isn_grpc_stats_server *stats, const char *prefix,
                                     byte_buffer *out) {
-    grpc_server_counters counters = {0};
-    if (server) grpc_server_add_counters(server, &counters);
-    grpc_render_protection_counters(server ? &counters : NULL, stats, prefix, out);
+    isn_grpc_server_counters counters = {0};
+    if (server) isn_grpc_server_add_counters(server, &counters);
+    isn_grpc_render_protection_counters(server ? &counters : NULL, stats, prefix, out);
 }
 
-void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_stats_server *stats, const char *prefix,
+void isn_grpc_render_protection_counters(const isn_grpc_server_counters *c, const isn_grpc_stats_server *stats, const char *prefix,
                                      byte_buffer *out) {
     if (c) {
         counter(out, prefix, "connections_evicted_total", "counter",
@@ -48,7 +48,7 @@ void grpc_render_protection_counters(const grpc_server_counters *c, const grpc_s
         counter(out, prefix, "request_memory_budget_bytes", "gauge", "The memory budget.", c->memory_budget);
     }
     if (stats) {
-        const grpc_stats_counters *sc = grpc_stats_server_get_counters(stats);
+        const isn_grpc_stats_counters *sc = isn_grpc_stats_server_get_counters(stats);
         counter(out, prefix, "stats_connections_rejected_total", "counter",
                 "Stats connections closed at once: the stats port's limit reached with none idle.",
                 sc->connections_rejected);

@@ -58,11 +58,11 @@ static const isn_proto_file *file_by_name(const char *name) {
     return NULL;
 }
 
-static void answer(grpc_call *call, const uint8_t *message, size_t len) {
+static void answer(isn_grpc_call *call, const uint8_t *message, size_t len) {
     Grpc__Reflection__V1__ServerReflectionRequest *request =
         grpc__reflection__v1__server_reflection_request__unpack(NULL, len, message);
     if (!request) {
-        grpc_call_stream_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_INVALID_ARGUMENT,
                                 "request is not a valid grpc.reflection.v1.ServerReflectionRequest message");
         return;
     }
@@ -108,33 +108,33 @@ static void answer(grpc_call *call, const uint8_t *message, size_t len) {
         response.message_response_case = GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_FILE_DESCRIPTOR_RESPONSE;
         response.file_descriptor_response = &files;
     } else if (!response.list_services_response) {
-        error.error_code = GRPC_STATUS_NOT_FOUND;
+        error.error_code = ISN_GRPC_STATUS_NOT_FOUND;
         error.error_message = why;
         response.message_response_case = GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_ERROR_RESPONSE;
         response.error_response = &error;
     }
-    grpc_call_stream_send(call, &response.base);
+    isn_grpc_call_stream_send(call, &response.base);
     grpc__reflection__v1__server_reflection_request__free_unpacked(request, NULL);
 }
 
-static void on_message(grpc_call *call, const uint8_t *message, size_t len, void *user) {
+static void on_message(isn_grpc_call *call, const uint8_t *message, size_t len, void *user) {
     (void)user;
     answer(call, message, len);
 }
 
-static void on_half_close(grpc_call *call, void *user) {
+static void on_half_close(isn_grpc_call *call, void *user) {
     (void)user;
-    grpc_call_stream_finish(call, GRPC_STATUS_OK, "");
+    isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_OK, "");
 }
 
-static const grpc_stream_handlers REFLECTION_HANDLERS = {on_message, on_half_close, NULL};
+static const isn_grpc_stream_handlers REFLECTION_HANDLERS = {on_message, on_half_close, NULL};
 
-bool grpc_reflection_serve(grpc_call *call) {
-    const char *path = grpc_call_path(call);
+bool isn_grpc_reflection_serve(isn_grpc_call *call) {
+    const char *path = isn_grpc_call_path(call);
     if (strcmp(path, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo") &&
         strcmp(path, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"))
         return false;
-    if (grpc_call_stream(call, &REFLECTION_HANDLERS, NULL) != 0)
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reflection stream");
+    if (isn_grpc_call_stream(call, &REFLECTION_HANDLERS, NULL) != 0)
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a reflection stream");
     return true;
 }

@@ -8,38 +8,38 @@
 #include "base/base.h"
 #include "grpc/server_internal.h"
 
-void grpc_server_resolve_config(grpc_server_config *config) {
+void isn_grpc_server_resolve_config(isn_grpc_server_config *config) {
     if (!config->max_requests_per_connection)
         config->max_requests_per_connection =
             config->max_concurrent_streams > UINT32_MAX / 2 ? UINT32_MAX : 2 * config->max_concurrent_streams;
-    if (!config->write_timeout_ms) config->write_timeout_ms = GRPC_DEFAULT_WRITE_TIMEOUT_MS;
-    if (!config->min_send_rate) config->min_send_rate = GRPC_DEFAULT_MIN_SEND_RATE;
-    if (!config->memory_budget_bytes) config->memory_budget_bytes = GRPC_DEFAULT_MEMORY_BUDGET;
-    if (!config->max_header_list_bytes) config->max_header_list_bytes = GRPC_DEFAULT_MAX_HEADER_LIST_BYTES;
+    if (!config->write_timeout_ms) config->write_timeout_ms = ISN_GRPC_DEFAULT_WRITE_TIMEOUT_MS;
+    if (!config->min_send_rate) config->min_send_rate = ISN_GRPC_DEFAULT_MIN_SEND_RATE;
+    if (!config->memory_budget_bytes) config->memory_budget_bytes = ISN_GRPC_DEFAULT_MEMORY_BUDGET;
+    if (!config->max_header_list_bytes) config->max_header_list_bytes = ISN_GRPC_DEFAULT_MAX_HEADER_LIST_BYTES;
     if (!config->max_early_resets_per_second)
-        config->max_early_resets_per_second = GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND;
+        config->max_early_resets_per_second = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND;
 }
 
-static uint32_t shortest_timeout(const grpc_server_config *config) {
+static uint32_t shortest_timeout(const isn_grpc_server_config *config) {
     uint32_t t = config->header_timeout_ms < config->idle_timeout_ms ? config->header_timeout_ms : config->idle_timeout_ms;
     return t < config->write_timeout_ms ? t : config->write_timeout_ms;
 }
 
 static void note_poll_entry(uv_prepare_t *prepare) {
-    grpc_server *server = prepare->data;
+    isn_grpc_server *server = prepare->data;
     /* The poll before returned when the iteration's first read came, or, with no read, when its
      * I/O was done (the check after it). */
     server->previous_return_ns = server->first_read_ns ? server->first_read_ns : server->check_ns;
     server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
     server->iteration++;
-    grpc_resume_paused(server);
+    isn_grpc_resume_paused(server);
 }
 
 /* A poll that waited this long before returning had nothing to read when it began. */
 #define POLL_BLOCKED_NS 100000ull
 
-uint64_t grpc_read_arrival_floor(grpc_server *server) {
+uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server) {
     if (!server->first_read_ns) {
         /* Bytes that were there when the previous poll returned were read in its iteration (epoll
          * reports every ready socket): these came after it returned. */
@@ -51,13 +51,13 @@ uint64_t grpc_read_arrival_floor(grpc_server *server) {
     return server->arrival_floor_ns;
 }
 
-grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, const grpc_server_handlers *handlers,
+isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_config *config, const isn_grpc_server_handlers *handlers,
                              void *app) {
-    grpc_server *server = calloc(1, sizeof *server);
+    isn_grpc_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
     server->config = *config;
-    grpc_server_resolve_config(&server->config);
+    isn_grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes =
         (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     server->budget = config->shared_budget ? config->shared_budget : &server->own_budget;
@@ -66,75 +66,77 @@ grpc_server *grpc_server_new(uv_loop_t *loop, const grpc_server_config *config, 
     server->app = app;
     uv_check_init(loop, &server->flush_check);
     server->flush_check.data = server;
-    uv_check_start(&server->flush_check, grpc_flush_dirty);
+    uv_check_start(&server->flush_check, isn_grpc_flush_dirty);
     uv_prepare_init(loop, &server->poll_watch);
     server->poll_watch.data = server;
     uv_prepare_start(&server->poll_watch, note_poll_entry);
     uv_unref((uv_handle_t *)&server->poll_watch);
-    sweep_timer_start(loop, &server->sweep_timer, server, grpc_sweep, shortest_timeout(&server->config),
+    sweep_timer_start(loop, &server->sweep_timer, server, isn_grpc_sweep, shortest_timeout(&server->config),
                       server->config.idle_timeout_ms);
     return server;
 }
 
-int grpc_server_add_peer(grpc_server *front, grpc_server *peer) {
-    grpc_server **grown = realloc(front->peers, (front->num_peers + 1) * sizeof *grown);
+int isn_grpc_server_add_peer(isn_grpc_server *front, isn_grpc_server *peer) {
+    isn_grpc_server **grown = realloc(front->peers, (front->num_peers + 1) * sizeof *grown);
     if (!grown) return -1;
     front->peers = grown;
     front->peers[front->num_peers++] = peer;
     if (!peer->inbox_async.data) {
         pthread_mutex_init(&peer->inbox_lock, NULL);
-        uv_async_init(peer->loop, &peer->inbox_async, grpc_adopt_handed_over);
+        uv_async_init(peer->loop, &peer->inbox_async, isn_grpc_adopt_handed_over);
         peer->inbox_async.data = peer;
         peer->inbox_open = true;
     }
     return 0;
 }
 
-int grpc_server_listen(grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
+int isn_grpc_server_listen(isn_grpc_server *server, const char *host_port, char *bound, size_t bound_len, char *err,
                        size_t err_len) {
-    if (listen_tcp(server->loop, &server->listener, server, host_port, grpc_on_connection, bound, bound_len, err,
+    if (listen_tcp(server->loop, &server->listener, server, host_port, isn_grpc_on_connection, bound, bound_len, err,
                    err_len) < 0)
         return -1;
     server->listening = true;
     return 0;
 }
 
-void grpc_server_reconfigure(grpc_server *server, const grpc_server_config *config) {
+void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_config *config) {
     size_t app_bytes = server->config.call_app_bytes; /* fixed: pooled calls have this size */
+    isn_grpc_tls *tls = server->config.tls; /* fixed: the credentials rotate, the port's mode does not */
     server->config = *config;
-    grpc_server_resolve_config(&server->config);
+    server->config.tls = tls;
+    isn_grpc_server_resolve_config(&server->config);
     server->config.call_app_bytes = app_bytes;
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     sweep_timer_set_timeouts(&server->sweep_timer, shortest_timeout(&server->config), server->config.idle_timeout_ms);
 }
 
-void grpc_server_stop_accepting(grpc_server *server) {
+void isn_grpc_server_stop_accepting(isn_grpc_server *server) {
     if (!server->listening) return;
     uv_close((uv_handle_t *)&server->listener, NULL);
     server->listening = false;
 }
 
-void grpc_server_goaway_all(grpc_server *server) {
+void isn_grpc_server_goaway_all(isn_grpc_server *server) {
     server->goaway = true;
-    for (conn_links *links = server->conns; links; links = links->next) grpc_conn_goaway((grpc_conn *)links);
+    for (conn_links *links = server->conns; links; links = links->next) isn_grpc_conn_goaway((isn_grpc_conn *)links);
 }
 
-void grpc_server_drain(grpc_server *server) {
-    grpc_server_stop_accepting(server);
+void isn_grpc_server_drain(isn_grpc_server *server) {
+    isn_grpc_server_stop_accepting(server);
     server->draining = true;
-    grpc_server_goaway_all(server);
-    grpc_server_check_drained(server);
+    isn_grpc_server_goaway_all(server);
+    isn_grpc_server_check_drained(server);
 }
 
-void grpc_server_check_drained(grpc_server *server) {
+void isn_grpc_server_check_drained(isn_grpc_server *server) {
     if (!server->draining || server->drained || server->closing) return;
     if (server->counters.open_calls > 0) return;
     /* Nothing left to answer: let each connection finish writing, then go. */
     bool writing = false;
     for (conn_links *links = server->conns; links; links = links->next) {
-        grpc_conn *conn = (grpc_conn *)links;
+        isn_grpc_conn *conn = (isn_grpc_conn *)links;
         if (conn->closing) continue;
-        grpc_conn_close_when_flushed(conn);
+        isn_grpc_conn_close_when_flushed(conn);
         writing = true;
     }
     if (writing || server->counters.connections) return; /* each close calls back here */
@@ -142,25 +144,25 @@ void grpc_server_check_drained(grpc_server *server) {
     if (server->handlers.on_drained) server->handlers.on_drained(server, server->app);
 }
 
-void grpc_server_fail_waiting(grpc_server *server, int status, const char *message) {
+void isn_grpc_server_fail_waiting(isn_grpc_server *server, int status, const char *message) {
     for (conn_links *links = server->conns; links; links = links->next) {
-        grpc_conn *conn = (grpc_conn *)links;
+        isn_grpc_conn *conn = (isn_grpc_conn *)links;
         if (conn->closing) continue;
-        for (grpc_call *call = conn->calls; call; call = call->next)
-            if (!call->responded && !call->held) grpc_call_fail(call, status, "%s", message);
+        for (isn_grpc_call *call = conn->calls; call; call = call->next)
+            if (!call->responded && !call->held) isn_grpc_call_fail(call, status, "%s", message);
     }
-    grpc_server_check_drained(server);
+    isn_grpc_server_check_drained(server);
 }
 
 static void close_if_open(uv_handle_t *handle) {
     if (handle->loop && !uv_is_closing(handle)) uv_close(handle, NULL);
 }
 
-void grpc_server_close(grpc_server *server) {
+void isn_grpc_server_close(isn_grpc_server *server) {
     if (server->closing) return;
     server->closing = true;
-    for (conn_links *links = server->conns; links; links = links->next) grpc_conn_close((grpc_conn *)links);
-    grpc_server_stop_accepting(server);
+    for (conn_links *links = server->conns; links; links = links->next) isn_grpc_conn_close((isn_grpc_conn *)links);
+    isn_grpc_server_stop_accepting(server);
     close_if_open((uv_handle_t *)&server->flush_check);
     close_if_open((uv_handle_t *)&server->poll_watch);
     close_if_open((uv_handle_t *)&server->sweep_timer);
@@ -174,22 +176,22 @@ void grpc_server_close(grpc_server *server) {
     }
 }
 
-void grpc_server_free(grpc_server *server) {
+void isn_grpc_server_free(isn_grpc_server *server) {
     if (!server) return;
     server->closing = true;
     while (server->abandoned) {
-        grpc_call *call = server->abandoned;
+        isn_grpc_call *call = server->abandoned;
         server->abandoned = call->next;
-        grpc_call_release(server, call);
+        isn_grpc_call_release(server, call);
     }
-    grpc_free_call_pool(server);
+    isn_grpc_free_call_pool(server);
     if (server->inbox_async.data) pthread_mutex_destroy(&server->inbox_lock);
     free(server->inbox);
     free(server->peers);
     free(server);
 }
 
-void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *sum) {
+void isn_grpc_server_add_counters(const isn_grpc_server *server, isn_grpc_server_counters *sum) {
 #define ADD(field) sum->field += __atomic_load_n(&server->counters.field, __ATOMIC_RELAXED)
     ADD(connections);
     ADD(open_calls);
@@ -212,8 +214,8 @@ void grpc_server_add_counters(const grpc_server *server, grpc_server_counters *s
     sum->memory_budget = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED);
 }
 
-grpc_server_counters grpc_server_read_counters(const grpc_server *server) {
-    grpc_server_counters counters = {0};
-    grpc_server_add_counters(server, &counters);
+isn_grpc_server_counters isn_grpc_server_read_counters(const isn_grpc_server *server) {
+    isn_grpc_server_counters counters = {0};
+    isn_grpc_server_add_counters(server, &counters);
     return counters;
 }

@@ -13,16 +13,16 @@
 #define MIN_FREE_CALLS 8 /* the pool never trims below this */
 #define POOL_SHARE 16    /* the pool keeps at most this fraction (1/16) of the memory budget */
 
-static uint64_t call_bytes(const grpc_server *server) { return sizeof(grpc_call) + server->config.call_app_bytes; }
+static uint64_t call_bytes(const isn_grpc_server *server) { return sizeof(isn_grpc_call) + server->config.call_app_bytes; }
 
 /* What a call keeps across uses, charged to the budget with it, pooled or in use: itself, its reply
  * buffer's capacity and what the program's storage kept (on_release). */
-static uint64_t kept_bytes(const grpc_server *server, const grpc_call *call) {
+static uint64_t kept_bytes(const isn_grpc_server *server, const isn_grpc_call *call) {
     return call_bytes(server) + call->reply.cap + call->app_kept;
 }
 
-static grpc_call *pool_pop(grpc_server *server) {
-    grpc_call *call = server->free_calls;
+static isn_grpc_call *pool_pop(isn_grpc_server *server) {
+    isn_grpc_call *call = server->free_calls;
     if (!call) return NULL;
     server->free_calls = call->next;
     server->num_free_calls--;
@@ -32,40 +32,40 @@ static grpc_call *pool_pop(grpc_server *server) {
 }
 
 /* A pooled call goes: it gives back what it was charged while pooled. */
-static void free_pooled_call(grpc_server *server, grpc_call *call) {
+static void free_pooled_call(isn_grpc_server *server, isn_grpc_call *call) {
     if (server->handlers.on_release) server->handlers.on_release(call, true, server->app);
-    grpc_budget_release(server->budget, kept_bytes(server, call));
+    isn_grpc_budget_release(server->budget, kept_bytes(server, call));
     buffer_free(&call->reply);
     free(call);
 }
 
-grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
-    grpc_server *server = conn->server;
+isn_grpc_call *isn_grpc_call_new(isn_grpc_conn *conn, int32_t id, bool *over_budget) {
+    isn_grpc_server *server = conn->server;
     *over_budget = false;
     /* A new request needs room for a call even when a pooled one is taken; pooled calls give way
      * to it (they hold memory no request uses). */
-    while (!grpc_budget_charge(server->budget, call_bytes(server))) {
-        grpc_call *unused = pool_pop(server);
+    while (!isn_grpc_budget_charge(server->budget, call_bytes(server))) {
+        isn_grpc_call *unused = pool_pop(server);
         if (!unused) {
             *over_budget = true;
             return NULL;
         }
         free_pooled_call(server, unused);
     }
-    grpc_call *call = pool_pop(server);
+    isn_grpc_call *call = pool_pop(server);
     uint64_t app_kept = 0;
     if (call) {
         app_kept = call->app_kept;
-        grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
+        isn_grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
         if (!call) {
-            grpc_budget_release(server->budget, call_bytes(server));
+            isn_grpc_budget_release(server->budget, call_bytes(server));
             return NULL;
         }
     }
     byte_buffer reply = call->reply; /* keep its storage across uses */
-    memset(call, 0, offsetof(grpc_call, body_space));
+    memset(call, 0, offsetof(isn_grpc_call, body_space));
     call->reply = reply;
     call->reply.len = 0;
     call->conn = conn;
@@ -77,8 +77,8 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
     call->opened_ns = isn_now_ns();
     call->arrived_ns = conn->bytes_since_ns && conn->bytes_since_ns < call->opened_ns ? conn->bytes_since_ns
                                                                                       : call->opened_ns;
-    grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
-    grpc_reader_set_budget(&call->reader, server->budget);
+    isn_grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
+    isn_grpc_reader_set_budget(&call->reader, server->budget);
     call->next = conn->calls;
     if (conn->calls) conn->calls->prev = call;
     conn->calls = call;
@@ -90,17 +90,17 @@ grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget) {
     return call;
 }
 
-static void call_unlink(grpc_call *call, grpc_call **head) {
+static void call_unlink(isn_grpc_call *call, isn_grpc_call **head) {
     if (call->prev) call->prev->next = call->next;
     else *head = call->next;
     if (call->next) call->next->prev = call->prev;
     call->prev = call->next = NULL;
 }
 
-void grpc_call_release(grpc_server *server, grpc_call *call) {
-    grpc_stream_release(call);
-    grpc_reader_reset(&call->reader);
-    grpc_budget_release(server->budget, call->charged);
+void isn_grpc_call_release(isn_grpc_server *server, isn_grpc_call *call) {
+    isn_grpc_stream_release(call);
+    isn_grpc_reader_reset(&call->reader);
+    isn_grpc_budget_release(server->budget, call->charged);
     call->charged = 0;
     if (call->owner) {
         call->owner->in_flight--;
@@ -118,7 +118,7 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
         uint64_t keep = kept_bytes(server, call);
         uint64_t share = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED) / POOL_SHARE;
         pool = (!share || server->counters.memory_pooled + keep <= share) &&
-               grpc_budget_charge(server->budget, keep);
+               isn_grpc_budget_charge(server->budget, keep);
         if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
     }
     if (pool) {
@@ -132,10 +132,10 @@ void grpc_call_release(grpc_server *server, grpc_call *call) {
     }
 }
 
-uint32_t grpc_trim_call_pool(grpc_server *server) {
+uint32_t isn_grpc_trim_call_pool(isn_grpc_server *server) {
     uint32_t unused = server->free_calls_low, trimmed = 0;
     while (unused > MIN_FREE_CALLS && server->free_calls) {
-        grpc_call *call = pool_pop(server);
+        isn_grpc_call *call = pool_pop(server);
         unused--;
         trimmed++;
         free_pooled_call(server, call);
@@ -150,8 +150,8 @@ extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, si
 #define BURST_BYTES (1u << 20)
 #define BURST_CALLS 64
 
-void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
-    grpc_memory_budget *budget = server->budget;
+void isn_grpc_release_after_burst(isn_grpc_server *server, uint32_t calls_trimmed) {
+    isn_grpc_memory_budget *budget = server->budget;
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     uint64_t peak = __atomic_load_n(&budget->peak, __ATOMIC_RELAXED);
     uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
@@ -164,19 +164,19 @@ void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed) {
     __atomic_store_n(&budget->peak, used, __ATOMIC_RELAXED);
 }
 
-void grpc_calls_disown(grpc_server *server, grpc_conn *conn) {
-    for (grpc_call *call = server->abandoned; call; call = call->next)
+void isn_grpc_calls_disown(isn_grpc_server *server, isn_grpc_conn *conn) {
+    for (isn_grpc_call *call = server->abandoned; call; call = call->next)
         if (call->owner == conn) call->owner = NULL;
 }
 
-void grpc_free_call_pool(grpc_server *server) {
-    for (grpc_call *call; (call = pool_pop(server));) free_pooled_call(server, call);
+void isn_grpc_free_call_pool(isn_grpc_server *server) {
+    for (isn_grpc_call *call; (call = pool_pop(server));) free_pooled_call(server, call);
 }
 
 /* The connection is going away (or HTTP/2 closed the stream): a call the program still holds
  * becomes abandoned, released when the program lets go of it. */
-void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
-    grpc_server *server = conn->server;
+void isn_grpc_call_detach(isn_grpc_conn *conn, isn_grpc_call *call) {
+    isn_grpc_server *server = conn->server;
     call_unlink(call, &conn->calls);
     conn->num_calls--;
     if (call->responded) conn->replying--;
@@ -187,73 +187,73 @@ void grpc_call_detach(grpc_conn *conn, grpc_call *call) {
         server->abandoned = call;
         if (server->handlers.on_abandoned) server->handlers.on_abandoned(call, server->app);
     } else {
-        grpc_call_release(server, call);
+        isn_grpc_call_release(server, call);
     }
 }
 
-void grpc_conn_release_dropped(grpc_conn *conn) {
-    for (grpc_call *call = conn->calls, *next; call && conn->dropped; call = next) {
+void isn_grpc_conn_release_dropped(isn_grpc_conn *conn) {
+    for (isn_grpc_call *call = conn->calls, *next; call && conn->dropped; call = next) {
         next = call->next;
         if (!call->dropped) continue;
         conn->dropped--;
         nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
-        grpc_call_detach(conn, call);
+        isn_grpc_call_detach(conn, call);
     }
     conn->dropped = 0;
 }
 
-void grpc_call_hold(grpc_call *call) { call->held = true; }
+void isn_grpc_call_hold(isn_grpc_call *call) { call->held = true; }
 
-bool grpc_call_unhold(grpc_call *call) {
+bool isn_grpc_call_unhold(isn_grpc_call *call) {
     call->held = false;
     if (call->conn) return true;
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     call_unlink(call, &server->abandoned);
-    grpc_call_release(server, call);
-    grpc_server_check_drained(server);
+    isn_grpc_call_release(server, call);
+    isn_grpc_server_check_drained(server);
     return false;
 }
 
 /* ------------------------------------------------------------------ accessors */
 
-const char *grpc_call_path(const grpc_call *call) { return call->path; }
-void grpc_call_set_tag(grpc_call *call, int tag) { call->tag = tag; }
-int grpc_call_tag(const grpc_call *call) { return call->tag; }
-void *grpc_call_app(const grpc_call *call) { return (void *)call->app; }
-grpc_call *grpc_call_from_app(void *app_storage) {
-    return (grpc_call *)((char *)app_storage - offsetof(grpc_call, app));
+const char *isn_grpc_call_path(const isn_grpc_call *call) { return call->path; }
+void isn_grpc_call_set_tag(isn_grpc_call *call, int tag) { call->tag = tag; }
+int isn_grpc_call_tag(const isn_grpc_call *call) { return call->tag; }
+void *isn_grpc_call_app(const isn_grpc_call *call) { return (void *)call->app; }
+isn_grpc_call *isn_grpc_call_from_app(void *app_storage) {
+    return (isn_grpc_call *)((char *)app_storage - offsetof(isn_grpc_call, app));
 }
-const uint8_t *grpc_call_message(const grpc_call *call, size_t *len) {
+const uint8_t *isn_grpc_call_message(const isn_grpc_call *call, size_t *len) {
     *len = call->reader.length;
     return call->reader.body;
 }
-void *grpc_call_unpack(grpc_call *call, const ProtobufCMessageDescriptor *descriptor, ProtobufCAllocator *allocator) {
+void *isn_grpc_call_unpack(isn_grpc_call *call, const ProtobufCMessageDescriptor *descriptor, ProtobufCAllocator *allocator) {
     ProtobufCMessage *message = protobuf_c_message_unpack(descriptor, allocator, call->reader.length, call->reader.body);
     if (!message) {
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid %s message", descriptor->name);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "request is not a valid %s message", descriptor->name);
         return NULL;
     }
     char field[128];
-    if (grpc_message_nul_string_field(descriptor, call->reader.body, call->reader.length, field, sizeof field)) {
+    if (isn_grpc_message_nul_string_field(descriptor, call->reader.body, call->reader.length, field, sizeof field)) {
         protobuf_c_message_free_unpacked(message, allocator);
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "field %s of %s holds a NUL byte", field, descriptor->name);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "field %s of %s holds a NUL byte", field, descriptor->name);
         return NULL;
     }
     return message;
 }
-uint64_t grpc_call_timeout_ns(const grpc_call *call) { return call->timeout_ns; }
-bool grpc_call_timeout_malformed(const grpc_call *call) { return call->timeout_bad; }
-bool grpc_call_timeout_expired(const grpc_call *call) { return call->timeout_sent && call->timeout_ns == 0; }
-uint64_t grpc_call_opened_ns(const grpc_call *call) { return call->opened_ns; }
+uint64_t isn_grpc_call_timeout_ns(const isn_grpc_call *call) { return call->timeout_ns; }
+bool isn_grpc_call_timeout_malformed(const isn_grpc_call *call) { return call->timeout_bad; }
+bool isn_grpc_call_timeout_expired(const isn_grpc_call *call) { return call->timeout_sent && call->timeout_ns == 0; }
+uint64_t isn_grpc_call_opened_ns(const isn_grpc_call *call) { return call->opened_ns; }
 
-uint64_t grpc_call_arrived_ns(const grpc_call *call) { return call->arrived_ns; }
+uint64_t isn_grpc_call_arrived_ns(const isn_grpc_call *call) { return call->arrived_ns; }
 
 /* ------------------------------------------------------------------ responses */
 
 static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                           uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
     (void)user_data;
-    grpc_call *call = source->ptr;
+    isn_grpc_call *call = source->ptr;
     size_t left = call->reply_len - call->reply_sent;
     size_t n = left < length ? left : length;
     memcpy(buf, call->reply_data + call->reply_sent, n);
@@ -268,61 +268,61 @@ static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *
     return (ssize_t)n;
 }
 
-static void submit_headers(grpc_call *call, const nghttp2_nv *nv, size_t n, const nghttp2_data_provider *data) {
-    grpc_conn *conn = call->conn;
+static void submit_headers(isn_grpc_call *call, const nghttp2_nv *nv, size_t n, const nghttp2_data_provider *data) {
+    isn_grpc_conn *conn = call->conn;
     call->responded = true;
     conn->replying++;
     if (nghttp2_submit_response(conn->session, call->id, nv, n, data) != 0)
         nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
-    grpc_conn_schedule_flush(conn);
+    isn_grpc_conn_schedule_flush(conn);
 }
 
 #define NV_STATIC(name, value) \
     {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, sizeof(value) - 1, \
      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}
 
-static void reply_framed(grpc_call *call, const uint8_t *framed, size_t len, bool precharged);
+static void reply_framed(isn_grpc_call *call, const uint8_t *framed, size_t len, bool precharged);
 
-void grpc_call_reply_framed_charged(grpc_call *call, const uint8_t *framed, size_t len, uint64_t charged) {
+void isn_grpc_call_reply_framed_charged(isn_grpc_call *call, const uint8_t *framed, size_t len, uint64_t charged) {
     if (!call->conn || call->responded) {
-        grpc_budget_release(call->server->budget, charged);
+        isn_grpc_budget_release(call->server->budget, charged);
         return;
     }
     call->charged += charged;
     reply_framed(call, framed, len, true);
 }
 
-void grpc_call_reply_framed(grpc_call *call, const uint8_t *framed, size_t len) { reply_framed(call, framed, len, false); }
+void isn_grpc_call_reply_framed(isn_grpc_call *call, const uint8_t *framed, size_t len) { reply_framed(call, framed, len, false); }
 
-static void reply_framed(grpc_call *call, const uint8_t *framed, size_t len, bool precharged) {
+static void reply_framed(isn_grpc_call *call, const uint8_t *framed, size_t len, bool precharged) {
     if (!call->conn || call->responded) return;
     static const nghttp2_nv headers[] = {
         NV_STATIC(":status", "200"),
         NV_STATIC("content-type", "application/grpc"),
         NV_STATIC("grpc-accept-encoding", "identity"),
     };
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     /* A framed reply lives in the program's storage until the call is released: charged as held.
      * Refused, the call must not keep that storage while a status waits for a client that may not
      * read: the stream is reset with ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED to a gRPC client) and the
      * call released at the next flush, after the program is done with it. */
     if (framed != call->reply.data && !precharged) {
-        if (!grpc_budget_charge(server->budget, len)) {
-            grpc_conn *conn = call->conn;
+        if (!isn_grpc_budget_charge(server->budget, len)) {
+            isn_grpc_conn *conn = call->conn;
             COUNTER_ADD(server->counters.over_budget, 1);
             if (server->handlers.on_status)
-                server->handlers.on_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED, server->app);
+                server->handlers.on_status(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, server->app);
             call->responded = true;
             conn->replying++;
             call->dropped = true;
             conn->dropped++;
             nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_ENHANCE_YOUR_CALM);
-            grpc_conn_schedule_flush(conn);
+            isn_grpc_conn_schedule_flush(conn);
             return;
         }
         call->charged += len;
     }
-    if (server->handlers.on_status) server->handlers.on_status(call, GRPC_STATUS_OK, server->app);
+    if (server->handlers.on_status) server->handlers.on_status(call, ISN_GRPC_STATUS_OK, server->app);
     nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_reply};
     call->reply_data = framed;
     call->reply_len = len;
@@ -331,38 +331,38 @@ static void reply_framed(grpc_call *call, const uint8_t *framed, size_t len, boo
     submit_headers(call, headers, 3, &provider);
 }
 
-int grpc_call_reply_message(grpc_call *call, const ProtobufCMessage *message) {
+int isn_grpc_call_reply_message(isn_grpc_call *call, const ProtobufCMessage *message) {
     size_t size = protobuf_c_message_get_packed_size(message);
     call->reply.len = 0;
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     /* The buffer's capacity is charged with the call already; only growth is charged here. */
-    size_t have = call->reply.cap, need = GRPC_PREFIX_BYTES + size, more = need > have ? need - have : 0;
-    if (!grpc_budget_charge(server->budget, more)) {
+    size_t have = call->reply.cap, need = ISN_GRPC_PREFIX_BYTES + size, more = need > have ? need - have : 0;
+    if (!isn_grpc_budget_charge(server->budget, more)) {
         COUNTER_ADD(server->counters.over_budget, 1);
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
+        return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     call->charged += more;
     if (!buffer_reserve(&call->reply, need)) {
-        grpc_call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the reply");
+        return ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     if (call->reply.cap > have + more) { /* rounded up past what was asked */
-        grpc_budget_add(server->budget, call->reply.cap - have - more);
+        isn_grpc_budget_add(server->budget, call->reply.cap - have - more);
         call->charged += call->reply.cap - have - more;
     }
-    grpc_write_prefix(call->reply.data, (uint32_t)size);
-    protobuf_c_message_pack(message, call->reply.data + GRPC_PREFIX_BYTES);
-    call->reply.len = GRPC_PREFIX_BYTES + size;
-    grpc_call_reply_framed(call, call->reply.data, call->reply.len);
-    return GRPC_STATUS_OK;
+    isn_grpc_write_prefix(call->reply.data, (uint32_t)size);
+    protobuf_c_message_pack(message, call->reply.data + ISN_GRPC_PREFIX_BYTES);
+    call->reply.len = ISN_GRPC_PREFIX_BYTES + size;
+    isn_grpc_call_reply_framed(call, call->reply.data, call->reply.len);
+    return ISN_GRPC_STATUS_OK;
 }
 
-void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap) {
+void isn_grpc_call_vfail(isn_grpc_call *call, int status, const char *fmt, va_list ap) {
     if (!call->conn || call->responded) return;
     char message[512], encoded[1024], code[8];
     vsnprintf(message, sizeof message, fmt, ap);
-    size_t encoded_len = grpc_percent_encode(message, encoded, sizeof encoded);
+    size_t encoded_len = isn_grpc_percent_encode(message, encoded, sizeof encoded);
     int code_len = snprintf(code, sizeof code, "%d", status);
     nghttp2_nv headers[] = {
         NV_STATIC(":status", "200"),
@@ -370,22 +370,22 @@ void grpc_call_vfail(grpc_call *call, int status, const char *fmt, va_list ap) {
         {(uint8_t *)"grpc-status", (uint8_t *)code, 11, (size_t)code_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
         {(uint8_t *)"grpc-message", (uint8_t *)encoded, 12, encoded_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
     };
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
-    log_debug("grpc %s stream %d %s: %s: %s", call->conn->peer, call->id, call->path, grpc_status_name(status), message);
+    log_debug("grpc %s stream %d %s: %s: %s", call->conn->peer, call->id, call->path, isn_grpc_status_name(status), message);
     /* Answered before the request was all here: what came of its body is of no more use. */
-    if (!call->request_complete) grpc_reader_reset(&call->reader);
+    if (!call->request_complete) isn_grpc_reader_reset(&call->reader);
     submit_headers(call, headers, 4, NULL);
 }
 
-void grpc_call_fail(grpc_call *call, int status, const char *fmt, ...) {
+void isn_grpc_call_fail(isn_grpc_call *call, int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    grpc_call_vfail(call, status, fmt, ap);
+    isn_grpc_call_vfail(call, status, fmt, ap);
     va_end(ap);
 }
 
-void grpc_call_http_error(grpc_call *call, int http_status) {
+void isn_grpc_call_http_error(isn_grpc_call *call, int http_status) {
     char code[8];
     int code_len = snprintf(code, sizeof code, "%d", http_status);
     nghttp2_nv headers[] = {

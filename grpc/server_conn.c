@@ -17,27 +17,28 @@
 #define FLUSH_CHUNK (64 * 1024)
 #define KEEP_BUFFER (256 * 1024)
 
-static void conn_flush(grpc_conn *conn);
+static void conn_flush(isn_grpc_conn *conn);
 
 /* ------------------------------------------------------------------ I/O */
 
 static void on_closed(uv_handle_t *handle) {
-    grpc_conn *conn = handle->data;
-    grpc_server *server = conn->server;
+    isn_grpc_conn *conn = handle->data;
+    isn_grpc_server *server = conn->server;
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, server->config.limit);
     buffer_free(&conn->pending);
     buffer_free(&conn->sending);
-    grpc_conn_memory_release(conn);
+    tls_session_free(&conn->tls);
+    isn_grpc_conn_memory_release(conn);
     free(conn);
-    grpc_server_check_drained(server);
+    isn_grpc_server_check_drained(server);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
 
-static void unlist_paused(grpc_conn *conn) {
+static void unlist_paused(isn_grpc_conn *conn) {
     if (!conn->read_paused) return;
-    for (grpc_conn **at = &conn->server->paused; *at; at = &(*at)->next_paused)
+    for (isn_grpc_conn **at = &conn->server->paused; *at; at = &(*at)->next_paused)
         if (*at == conn) {
             *at = conn->next_paused;
             break;
@@ -45,9 +46,9 @@ static void unlist_paused(grpc_conn *conn) {
     conn->read_paused = false;
 }
 
-void grpc_resume_paused(grpc_server *server) {
+void isn_grpc_resume_paused(isn_grpc_server *server) {
     while (server->paused) {
-        grpc_conn *conn = server->paused;
+        isn_grpc_conn *conn = server->paused;
         server->paused = conn->next_paused;
         conn->read_paused = false;
         if (!conn->closing && !conn->close_when_flushed)
@@ -55,33 +56,33 @@ void grpc_resume_paused(grpc_server *server) {
     }
 }
 
-void grpc_conn_close(grpc_conn *conn) {
+void isn_grpc_conn_close(isn_grpc_conn *conn) {
     if (conn->closing) return;
     unlist_paused(conn);
     conn->closing = true;
     while (conn->calls) {
-        grpc_call *call = conn->calls;
+        isn_grpc_call *call = conn->calls;
         nghttp2_session_set_stream_user_data(conn->session, call->id, NULL);
-        grpc_call_detach(conn, call);
+        isn_grpc_call_detach(conn, call);
     }
-    if (conn->in_flight) grpc_calls_disown(conn->server, conn);
+    if (conn->in_flight) isn_grpc_calls_disown(conn->server, conn);
     nghttp2_session_del(conn->session);
     conn->session = NULL;
     uv_close((uv_handle_t *)&conn->tcp, on_closed);
 }
 
-void grpc_conn_schedule_flush(grpc_conn *conn) {
+void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn) {
     if (conn->dirty || conn->closing) return;
     conn->dirty = true;
     conn->next_dirty = conn->server->dirty;
     conn->server->dirty = conn;
 }
 
-void grpc_flush_dirty(uv_check_t *check) {
-    grpc_server *server = check->data;
+void isn_grpc_flush_dirty(uv_check_t *check) {
+    isn_grpc_server *server = check->data;
     server->check_ns = isn_now_ns();
     while (server->dirty) {
-        grpc_conn *conn = server->dirty;
+        isn_grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;
         conn->dirty = false;
         conn->next_dirty = NULL;
@@ -90,43 +91,76 @@ void grpc_flush_dirty(uv_check_t *check) {
 }
 
 static void on_written(uv_write_t *req, int status) {
-    grpc_conn *conn = req->data;
+    isn_grpc_conn *conn = req->data;
     conn->writing = false;
     if (status == 0) conn->bytes_written += conn->sending.len;
     buffer_clear(&conn->sending, KEEP_BUFFER); /* a burst must not pin its memory */
-    grpc_conn_memory_track_buffers(conn);
+    isn_grpc_conn_memory_track_buffers(conn);
     if (conn->closing) return;
     if (status < 0) {
         log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(status));
-        grpc_conn_close(conn);
+        isn_grpc_conn_close(conn);
         return;
     }
     conn_flush(conn);
 }
 
-static void conn_flush(grpc_conn *conn) {
+/* Encrypts plaintext into the connection's output. */
+static bool seal(isn_grpc_conn *conn, const uint8_t *plain, size_t len) {
+    return tls_session_write(&conn->tls, plain, len) && tls_session_take_output(&conn->tls, &conn->pending);
+}
+
+static void conn_flush(isn_grpc_conn *conn) {
     if (conn->closing) return;
     if (conn->dropped) {
-        grpc_conn_release_dropped(conn);
-        grpc_server_check_drained(conn->server); /* may close every connection, this one too */
+        isn_grpc_conn_release_dropped(conn);
+        isn_grpc_server_check_drained(conn->server); /* may close every connection, this one too */
         if (conn->closing) return;
     }
-    while (conn->pending.len < FLUSH_CHUNK) {
+    /* Before its handshake (and after a TLS failure) a TLS connection sends only what OpenSSL wrote. */
+    bool tls = conn->tls.ssl != NULL;
+    bool http2_blocked = tls && (!conn->tls.handshake_done || conn->tls.failed);
+    if (tls && !tls_session_take_output(&conn->tls, &conn->pending)) {
+        log_warn("grpc %s: out of memory for output; closing", conn->peer);
+        isn_grpc_conn_close(conn);
+        return;
+    }
+    /* Over TLS, nghttp2's frames (a reply is several) are gathered into records of up to 16 KiB:
+     * a record per frame would cost an encryption, a header and a tag each. */
+    uint8_t *staging = conn->server->tls_staging;
+    size_t staged = 0;
+    bool appended = true;
+    while (!http2_blocked && appended && conn->pending.len + staged < FLUSH_CHUNK) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);
         if (n < 0) {
             log_debug("grpc %s: HTTP/2 send failed: %s", conn->peer, nghttp2_strerror((int)n));
-            grpc_conn_close(conn);
+            isn_grpc_conn_close(conn);
             return;
         }
         if (n == 0) break;
-        bool appended = buffer_append(&conn->pending, data, (size_t)n);
-        grpc_conn_memory_track_buffers(conn);
-        if (!appended) {
-            log_warn("grpc %s: out of memory for output; closing", conn->peer);
-            grpc_conn_close(conn);
-            return;
+        if (!tls) {
+            appended = buffer_append(&conn->pending, data, (size_t)n);
+        } else {
+            if (staged + (size_t)n > TLS_RECORD_MAX && staged) {
+                appended = seal(conn, staging, staged);
+                staged = 0;
+            }
+            if (appended && (size_t)n > TLS_RECORD_MAX) {
+                appended = seal(conn, data, (size_t)n);
+            } else if (appended) {
+                memcpy(staging + staged, data, (size_t)n);
+                staged += (size_t)n;
+            }
         }
+        isn_grpc_conn_memory_track_buffers(conn);
+    }
+    if (appended && staged) appended = seal(conn, staging, staged);
+    isn_grpc_conn_memory_track_buffers(conn);
+    if (!appended) {
+        log_warn("grpc %s: out of memory for output; closing", conn->peer);
+        isn_grpc_conn_close(conn);
+        return;
     }
     if (!conn->writing && conn->pending.len) {
         byte_buffer swap = conn->sending;
@@ -138,35 +172,61 @@ static void conn_flush(grpc_conn *conn) {
         int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
         if (rc < 0) {
             log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
-            grpc_conn_close(conn);
+            isn_grpc_conn_close(conn);
             return;
         }
         conn->writing = true;
         return;
     }
     if (conn->writing) return;
+    if (tls && (conn->tls.failed || conn->tls.closed)) {
+        isn_grpc_conn_close(conn); /* its alert, if any, is written */
+        return;
+    }
+    if (http2_blocked) return; /* the handshake waits for the client */
     bool more = nghttp2_session_want_write(conn->session);
-    if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) grpc_conn_close(conn);
+    if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) isn_grpc_conn_close(conn);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
-    grpc_conn *conn = handle->data;
+    isn_grpc_conn *conn = handle->data;
     /* One buffer for all connections: nghttp2 consumes every read before the next. */
     *buf = uv_buf_init((char *)conn->server->read_buffer, sizeof conn->server->read_buffer);
 }
 
+/* Ciphertext from the client: decrypted a record at a time into nghttp2. Returns what
+ * nghttp2_session_mem_recv would (negative: an HTTP/2 error); a TLS failure instead marks the session
+ * failed and the connection closes once its alert is written. */
+static ssize_t feed_tls(isn_grpc_conn *conn, const uint8_t *data, size_t len) {
+    if (!tls_session_feed(&conn->tls, data, len)) {
+        conn->tls.failed = true;
+        return 0;
+    }
+    for (;;) {
+        ssize_t n = tls_session_read(&conn->tls, conn->server->tls_plain, sizeof conn->server->tls_plain);
+        if (n < 0) {
+            if (conn->tls.failed) log_debug("grpc %s: %s", conn->peer, conn->tls.error);
+            uv_read_stop((uv_stream_t *)&conn->tcp);
+            return 0;
+        }
+        if (n == 0) return 0;
+        ssize_t rv = nghttp2_session_mem_recv(conn->session, conn->server->tls_plain, (size_t)n);
+        if (rv < 0 || conn->closing) return rv;
+    }
+}
+
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
-    grpc_conn *conn = tcp->data;
+    isn_grpc_conn *conn = tcp->data;
     if (conn->closing) return;
     if (nread < 0) {
         if (nread != UV_EOF) log_debug("grpc %s: read failed: %s", conn->peer, uv_strerror((int)nread));
-        grpc_conn_close(conn);
+        isn_grpc_conn_close(conn);
         return;
     }
     if (nread == 0) return;
-    grpc_server *server = conn->server;
-    uint64_t floor = grpc_read_arrival_floor(server);
+    isn_grpc_server *server = conn->server;
+    uint64_t floor = isn_grpc_read_arrival_floor(server);
     uint64_t read_start = isn_now_ns();
     /* Bytes a full read left queued were there when it began (or came later); others came after the
      * last read and after the loop's floor. */
@@ -174,14 +234,15 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     else conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
     conn->read_start_ns = read_start;
     conn->unread_backlog = (size_t)nread == sizeof server->read_buffer;
-    ssize_t rv = nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+    ssize_t rv = conn->tls.ssl ? feed_tls(conn, (const uint8_t *)buf->base, (size_t)nread)
+                               : nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
     conn->read_done_ns = isn_now_ns();
     if (conn->read_iteration != server->iteration) {
         conn->read_iteration = server->iteration;
         conn->iteration_bytes = 0;
     }
     conn->iteration_bytes += (size_t)nread;
-    if (!conn->closing && !conn->read_paused && rv >= 0 && conn->iteration_bytes >= GRPC_READ_BYTES_PER_ITERATION) {
+    if (!conn->closing && !conn->read_paused && rv >= 0 && conn->iteration_bytes >= ISN_GRPC_READ_BYTES_PER_ITERATION) {
         uv_read_stop(tcp);
         conn->read_paused = true;
         conn->next_paused = server->paused;
@@ -192,7 +253,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         COUNTER_ADD(conn->server->counters.protocol_errors, 1);
         log_debug("grpc %s: HTTP/2 protocol error: %s", conn->peer, nghttp2_strerror((int)rv));
         if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
-            grpc_conn_close(conn);
+            isn_grpc_conn_close(conn);
             return;
         }
         nghttp2_session_terminate_session(conn->session, NGHTTP2_PROTOCOL_ERROR);
@@ -202,25 +263,25 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     conn_flush(conn);
 }
 
-void grpc_conn_goaway(grpc_conn *conn) {
+void isn_grpc_conn_goaway(isn_grpc_conn *conn) {
     if (conn->closing || conn->goaway_sent) return;
     conn->goaway_sent = true;
     nghttp2_submit_goaway(conn->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(conn->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
-    grpc_conn_schedule_flush(conn);
+    isn_grpc_conn_schedule_flush(conn);
 }
 
-void grpc_conn_terminate(grpc_conn *conn, uint32_t error_code) {
+void isn_grpc_conn_terminate(isn_grpc_conn *conn, uint32_t error_code) {
     if (conn->closing || conn->close_when_flushed) return;
     nghttp2_session_terminate_session(conn->session, error_code);
-    grpc_conn_close_when_flushed(conn);
+    isn_grpc_conn_close_when_flushed(conn);
 }
 
-void grpc_conn_close_when_flushed(grpc_conn *conn) {
+void isn_grpc_conn_close_when_flushed(isn_grpc_conn *conn) {
     if (conn->closing) return;
     conn->close_when_flushed = true;
     uv_read_stop((uv_stream_t *)&conn->tcp);
-    grpc_conn_schedule_flush(conn);
+    isn_grpc_conn_schedule_flush(conn);
 }
 
 static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
@@ -243,8 +304,8 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
 /* The memory budget has no room for another connection: GOAWAY (no stream processed, so the client may
  * retry them elsewhere or later), saying why, and closed once that is written (reading on meanwhile:
  * closing on unread bytes would reset the connection before the client reads why). */
-static void refuse_over_budget(grpc_conn *conn) {
-    grpc_server *server = conn->server;
+static void refuse_over_budget(isn_grpc_conn *conn) {
+    isn_grpc_server *server = conn->server;
     COUNTER_ADD(server->counters.connections_over_budget, 1);
     char why[160];
     int len = snprintf(why, sizeof why, "server memory budget (%llu bytes) used up",
@@ -256,7 +317,7 @@ static void refuse_over_budget(grpc_conn *conn) {
 }
 
 /* A connection counted in (limit and list) and accepted into conn->tcp: its HTTP/2 session starts. */
-static void conn_start(grpc_server *server, grpc_conn *conn) {
+static void conn_start(isn_grpc_server *server, isn_grpc_conn *conn) {
     uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
     peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
@@ -267,19 +328,28 @@ static void conn_start(grpc_server *server, grpc_conn *conn) {
 
     /* Refused only once the budget is used up: a client that could still be answered is let in (its
      * session, some 30 KiB, may pass the limit by that much, once per loop: the next one is refused). */
-    bool room = grpc_budget_has_room(server->budget, sizeof *conn);
-    grpc_conn_memory_init(conn);
-    if (grpc_session_new(conn) != 0) {
+    bool room = isn_grpc_budget_has_room(server->budget, sizeof *conn + (server->config.tls ? TLS_CONN_BYTES : 0));
+    isn_grpc_conn_memory_init(conn);
+    if (server->config.tls) {
+        if (tls_session_accept(&conn->tls, server->config.tls) < 0) {
+            log_warn("grpc %s: out of memory for a TLS session", conn->peer);
+            conn->closing = true;
+            uv_close((uv_handle_t *)&conn->tcp, on_closed);
+            return;
+        }
+        isn_grpc_conn_memory_charge_tls(conn);
+    }
+    if (isn_grpc_session_new(conn) != 0) {
         log_warn("grpc %s: cannot create an HTTP/2 session", conn->peer);
         conn->closing = true;
         uv_close((uv_handle_t *)&conn->tcp, on_closed);
         return;
     }
     if (!room) refuse_over_budget(conn);
-    else if (server->goaway) grpc_conn_goaway(conn);
+    else if (server->goaway) isn_grpc_conn_goaway(conn);
     log_debug("grpc %s: connected", conn->peer);
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
-    grpc_conn_schedule_flush(conn);
+    isn_grpc_conn_schedule_flush(conn);
 }
 
 static void free_handle(uv_handle_t *handle) { free(handle); }
@@ -287,7 +357,7 @@ static void free_handle_data(uv_handle_t *handle) { free(handle->data); }
 
 /* The front's turn to give a connection to a peer: accepted here, its descriptor (a duplicate: the
  * handle that accepted it closes its own) goes to the peer's inbox and its loop is woken. */
-static void hand_over(grpc_server *server, uv_stream_t *listener, grpc_server *peer) {
+static void hand_over(isn_grpc_server *server, uv_stream_t *listener, isn_grpc_server *peer) {
     uv_tcp_t *accepted = malloc(sizeof *accepted);
     if (!accepted) {
         log_warn("grpc: out of memory for a connection");
@@ -320,8 +390,8 @@ static void hand_over(grpc_server *server, uv_stream_t *listener, grpc_server *p
     if (!taken) close(copy); /* the peer is closing (or no memory): the client sees the connection end */
 }
 
-void grpc_on_connection(uv_stream_t *listener, int status) {
-    grpc_server *server = listener->data;
+void isn_grpc_on_connection(uv_stream_t *listener, int status) {
+    isn_grpc_server *server = listener->data;
     if (status < 0) {
         log_warn("grpc accept failed: %s", uv_strerror(status));
         return;
@@ -334,19 +404,19 @@ void grpc_on_connection(uv_stream_t *listener, int status) {
             return;
         }
     }
-    grpc_conn *conn = calloc(1, sizeof *conn);
+    isn_grpc_conn *conn = calloc(1, sizeof *conn);
     if (!conn) {
         log_warn("grpc: out of memory for a connection");
         return;
     }
     conn->server = server;
-    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn, grpc_evict_idle, server) < 0)
+    if (accept_or_reject(server->loop, server->config.limit, listener, &conn->tcp, conn, isn_grpc_evict_idle, server) < 0)
         return; /* freed by the reject path */
     conn_start(server, conn);
 }
 
-void grpc_adopt_handed_over(uv_async_t *async) {
-    grpc_server *server = async->data;
+void isn_grpc_adopt_handed_over(uv_async_t *async) {
+    isn_grpc_server *server = async->data;
     pthread_mutex_lock(&server->inbox_lock);
     int *fds = server->inbox;
     uint32_t n = server->inbox_len;
@@ -354,7 +424,7 @@ void grpc_adopt_handed_over(uv_async_t *async) {
     server->inbox_len = server->inbox_cap = 0;
     pthread_mutex_unlock(&server->inbox_lock);
     for (uint32_t i = 0; i < n; i++) {
-        grpc_conn *conn = server->closing ? NULL : calloc(1, sizeof *conn);
+        isn_grpc_conn *conn = server->closing ? NULL : calloc(1, sizeof *conn);
         if (!conn) {
             close(fds[i]);
             continue;
@@ -369,7 +439,7 @@ void grpc_adopt_handed_over(uv_async_t *async) {
             uv_close((uv_handle_t *)&conn->tcp, free_handle_data);
             continue;
         }
-        if (admit_or_reject(server->config.limit, &conn->tcp, grpc_evict_idle, server) < 0) continue;
+        if (admit_or_reject(server->config.limit, &conn->tcp, isn_grpc_evict_idle, server) < 0) continue;
         conn_start(server, conn);
     }
     free(fds);
@@ -377,31 +447,34 @@ void grpc_adopt_handed_over(uv_async_t *async) {
 
 /* ------------------------------------------------------------------ timeouts */
 
-bool grpc_evict_idle(void *owner) {
-    grpc_server *server = owner;
-    grpc_conn *oldest = NULL;
+bool isn_grpc_evict_idle(void *owner) {
+    isn_grpc_server *server = owner;
+    isn_grpc_conn *oldest = NULL;
     for (conn_links *links = server->conns; links; links = links->next) {
-        grpc_conn *conn = (grpc_conn *)links;
+        isn_grpc_conn *conn = (isn_grpc_conn *)links;
         if (conn->closing || conn->close_when_flushed || conn->in_flight) continue;
         if (!oldest || conn->last_activity_ns < oldest->last_activity_ns) oldest = conn;
     }
     if (!oldest) return false;
     log_debug("grpc %s: closed to make room (max_connections reached; idle longest)", oldest->peer);
     COUNTER_ADD(server->counters.connections_evicted, 1);
-    grpc_conn_goaway(oldest);
-    grpc_conn_close(oldest); /* now: its place is needed */
+    isn_grpc_conn_goaway(oldest);
+    isn_grpc_conn_close(oldest); /* now: its place is needed */
     return true;
 }
 
 /* Owes output: bytes queued or being written, frames nghttp2 wants to send, or answers that flow
  * control holds back. */
-static bool conn_owes_output(const grpc_conn *conn) {
+static bool conn_owes_output(const isn_grpc_conn *conn) {
+    /* Before its handshake a TLS connection owes only the handshake's records: its SETTINGS wait for the
+     * client, and a stalled handshake is the header timeout's to end (counted as a TLS timeout). */
+    if (conn->tls.ssl && !conn->tls.handshake_done) return conn->writing || conn->pending.len;
     return conn->writing || conn->pending.len || conn->replying || nghttp2_session_want_write(conn->session);
 }
 
 /* A client that does not read, or reads a trickle, is closed: less than min_send_rate bytes per
  * second over each write_timeout window while output is owed. */
-static bool write_timed_out(grpc_conn *conn, uint64_t now, const grpc_server_config *config) {
+static bool write_timed_out(isn_grpc_conn *conn, uint64_t now, const isn_grpc_server_config *config) {
     if (!conn_owes_output(conn)) {
         conn->owing_since_ns = 0;
         return false;
@@ -421,37 +494,39 @@ static bool write_timed_out(grpc_conn *conn, uint64_t now, const grpc_server_con
 }
 
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
-    grpc_conn *conn = (grpc_conn *)links;
+    isn_grpc_conn *conn = (isn_grpc_conn *)links;
     if (conn->closing) return;
-    grpc_server *server = owner;
+    isn_grpc_server *server = owner;
     if (write_timed_out(conn, now, &server->config)) {
         log_debug("grpc %s: output not read within write_timeout; closing", conn->peer);
         COUNTER_ADD(server->counters.write_timeouts, 1);
-        grpc_conn_close(conn);
+        isn_grpc_conn_close(conn);
         return;
     }
     if (!conn->preface_done && now - conn->accepted_ns > header_ns) {
-        log_debug("grpc %s: no HTTP/2 preface within header_timeout; closing", conn->peer);
+        tls_session_count_timeout(&conn->tls);
+        log_debug("grpc %s: no %s within header_timeout; closing", conn->peer,
+                  conn->tls.ssl && !conn->tls.handshake_done ? "TLS handshake" : "HTTP/2 preface");
         COUNTER_ADD(server->counters.connections_timed_out, 1);
-        grpc_conn_close(conn);
+        isn_grpc_conn_close(conn);
         return;
     }
-    for (grpc_call *call = conn->calls; call; call = call->next) {
+    for (isn_grpc_call *call = conn->calls; call; call = call->next) {
         if (call->request_complete || call->responded || now - call->opened_ns <= header_ns) continue;
-        grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_DEADLINE_EXCEEDED,
                        "request not received in full within header_timeout (%u ms)", server->config.header_timeout_ms);
     }
     if (conn->in_flight == 0 && !conn->close_when_flushed && now - conn->last_activity_ns > idle_ns) {
         log_debug("grpc %s: idle for idle_timeout; closing", conn->peer);
         COUNTER_ADD(server->counters.connections_timed_out, 1);
-        grpc_conn_goaway(conn);
-        grpc_conn_close_when_flushed(conn);
+        isn_grpc_conn_goaway(conn);
+        isn_grpc_conn_close_when_flushed(conn);
     }
 }
 
-void grpc_sweep(uv_timer_t *timer) {
-    grpc_server *server = timer->data;
+void isn_grpc_sweep(uv_timer_t *timer) {
+    isn_grpc_server *server = timer->data;
     conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
-    uint32_t trimmed = grpc_trim_call_pool(server); /* a burst's calls go back once they are not needed */
-    grpc_release_after_burst(server, trimmed);
+    uint32_t trimmed = isn_grpc_trim_call_pool(server); /* a burst's calls go back once they are not needed */
+    isn_grpc_release_after_burst(server, trimmed);
 }

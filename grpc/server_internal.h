@@ -14,9 +14,11 @@
 #include <uv.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/stats_endpoint.h"
+#include "grpc/client.h"
+#include "grpc/tls_internal.h"
 
-typedef struct grpc_conn grpc_conn;
+typedef struct isn_grpc_conn isn_grpc_conn;
 
 /* A counter of one server's: written only by its loop thread, read by any (a program with several
  * loops sums them): relaxed atomic stores, no locked instruction. */
@@ -35,11 +37,11 @@ struct conn_links {
 
 /* One request (HTTP/2 stream). Pooled: its body space, reply buffer and the program's storage
  * (allocated right after it) are reused. */
-struct grpc_call {
-    grpc_call *prev, *next; /* in its connection's list, the abandoned list, or the free list */
-    grpc_conn *conn;        /* NULL once abandoned: the client left while the program held it */
-    grpc_conn *owner;       /* the connection it counts against (abandoned too), until that closes */
-    grpc_server *server;
+struct isn_grpc_call {
+    isn_grpc_call *prev, *next; /* in its connection's list, the abandoned list, or the free list */
+    isn_grpc_conn *conn;        /* NULL once abandoned: the client left while the program held it */
+    isn_grpc_conn *owner;       /* the connection it counts against (abandoned too), until that closes */
+    isn_grpc_server *server;
     int32_t id;
     int tag;
     bool post;
@@ -54,28 +56,28 @@ struct grpc_call {
     uint64_t charged;           /* to the server's budget: the call itself, its reply (capacity) and app_kept */
     uint64_t app_kept;          /* bytes the program's storage kept from the last use (on_release) */
     uint64_t opened_ns;
-    uint64_t arrived_ns; /* the earliest its HEADERS can have reached the socket (grpc_call_arrived_ns) */
+    uint64_t arrived_ns; /* the earliest its HEADERS can have reached the socket (isn_grpc_call_arrived_ns) */
     uint64_t timeout_ns; /* grpc-timeout; 0 = none */
     char path[CALL_PATH_MAX];
-    grpc_reader reader;
+    isn_grpc_reader reader;
     const uint8_t *reply_data; /* framed reply being sent */
     size_t reply_len, reply_sent;
-    byte_buffer reply; /* grpc_call_reply_message's buffer; kept across uses */
-    grpc_stream *stream; /* a streaming call's state (stream.c); NULL for a unary call */
-    char traceparent[GRPC_TRACEPARENT_LEN + 1]; /* as sent; "" = none (trace.c) */
-    char via[GRPC_VIA_MAX + 1]; /* the isn-via header as sent; "" = none (trace.c) */
+    byte_buffer reply; /* isn_grpc_call_reply_message's buffer; kept across uses */
+    isn_grpc_stream *stream; /* a streaming call's state (stream.c); NULL for a unary call */
+    char traceparent[ISN_GRPC_TRACEPARENT_LEN + 1]; /* as sent; "" = none (trace.c) */
+    char via[ISN_GRPC_VIA_MAX + 1]; /* the isn-via header as sent; "" = none (trace.c) */
     bool via_too_long;
     uint8_t body_space[CALL_INLINE_BODY];
     max_align_t app[]; /* config.call_app_bytes */
 };
 
-struct grpc_conn {
+struct isn_grpc_conn {
     conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
-    grpc_server *server;
-    grpc_conn *next_dirty;
+    isn_grpc_server *server;
+    isn_grpc_conn *next_dirty;
     nghttp2_session *session;
-    grpc_call *calls;
+    isn_grpc_call *calls;
     uint32_t num_calls;
     uint32_t in_flight;  /* calls it owns, abandoned ones included */
     uint32_t replying;   /* calls answered whose answer is not all sent yet */
@@ -92,7 +94,7 @@ struct grpc_conn {
     uint64_t accepted_ns;
     uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
     uint64_t read_done_ns;     /* the end of its last read: newer bytes came after it */
-    /* Reads are bounded per loop iteration (GRPC_READ_BYTES_PER_ITERATION): past it the connection
+    /* Reads are bounded per loop iteration (ISN_GRPC_READ_BYTES_PER_ITERATION): past it the connection
      * pauses until the next iteration, so that one client's flood or a 4 MiB request holds neither
      * the other connections nor the replies waiting to go out. */
     uint64_t read_iteration;   /* the loop iteration of its last read */
@@ -100,7 +102,7 @@ struct grpc_conn {
     bool read_paused;          /* on the server's paused list */
     bool unread_backlog;       /* its last read filled the buffer: more bytes were queued behind them */
     uint64_t read_start_ns;    /* when its last read began */
-    grpc_conn *next_paused;
+    isn_grpc_conn *next_paused;
     uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
     uint64_t owing_since_ns;   /* start of the current write-timeout window; 0 = owes nothing */
@@ -111,18 +113,19 @@ struct grpc_conn {
     nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
     uint64_t charged;         /* to the server's budget: the connection, its buffers, nghttp2's blocks */
     uint64_t buffers_charged; /* of which pending and sending */
+    tls_session tls;          /* ssl NULL: plaintext */
 };
 
-struct grpc_server {
+struct isn_grpc_server {
     uv_loop_t *loop;
-    grpc_server_config config;
-    grpc_server_handlers handlers;
+    isn_grpc_server_config config;
+    isn_grpc_server_handlers handlers;
     void *app;
     uv_tcp_t listener;
     bool listening;
-    bool draining;  /* grpc_server_drain called: GOAWAY new connections, check for the end */
+    bool draining;  /* isn_grpc_server_drain called: GOAWAY new connections, check for the end */
     bool goaway;    /* GOAWAY new connections */
-    bool closing;   /* grpc_server_close called: free calls instead of pooling them */
+    bool closing;   /* isn_grpc_server_close called: free calls instead of pooling them */
     bool drained;   /* on_drained called */
     uv_check_t flush_check;
     /* When bytes read now reached the socket at the earliest (arrival_floor_ns): the loop notes
@@ -132,20 +135,20 @@ struct grpc_server {
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
-    grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
+    isn_grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;
-    grpc_conn *dirty;
-    grpc_call *free_calls;
+    isn_grpc_conn *dirty;
+    isn_grpc_call *free_calls;
     uint32_t num_free_calls;
     uint32_t free_calls_low; /* fewest pooled calls since the last sweep: the ones not needed */
-    grpc_memory_budget own_budget;
-    grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
-    grpc_call *abandoned;
-    grpc_server_counters counters;
-    /* Several loops (grpc_server_add_peer): the listening server hands each accepted connection in
+    isn_grpc_memory_budget own_budget;
+    isn_grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
+    isn_grpc_call *abandoned;
+    isn_grpc_server_counters counters;
+    /* Several loops (isn_grpc_server_add_peer): the listening server hands each accepted connection in
      * turn to itself and to its peers; a peer adopts the ones in its inbox on its own loop. */
-    grpc_server **peers;
+    isn_grpc_server **peers;
     uint32_t num_peers, next_peer;
     pthread_mutex_t inbox_lock;
     uv_async_t inbox_async; /* data NULL until the server is someone's peer */
@@ -153,6 +156,8 @@ struct grpc_server {
     int *inbox;
     uint32_t inbox_len, inbox_cap;
     uint8_t read_buffer[65536];
+    uint8_t tls_plain[TLS_RECORD_MAX];   /* one connection's decrypted bytes, on their way to nghttp2 */
+    uint8_t tls_staging[TLS_RECORD_MAX]; /* one connection's frames, gathered into a record */
 };
 
 /* ---- listen.c */
@@ -164,16 +169,16 @@ typedef bool (*conn_evict_cb)(void *server);
 /* Accepts one pending connection into `tcp` (data = owner). At `limit` it first asks `evict` to
  * close an idle connection, and closes the new one at once when none could be. 0 = accepted
  * (counted in limit->open), -1 = rejected: the handle is closed and `owner` freed. */
-int accept_or_reject(uv_loop_t *loop, grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
+int accept_or_reject(uv_loop_t *loop, isn_grpc_connection_limit *limit, uv_stream_t *listener, uv_tcp_t *tcp, void *owner,
                      conn_evict_cb evict, void *server);
 /* The limit's check for a connection already accepted into `tcp` (by uv_accept, or adopted from
  * another loop): the same outcome as accept_or_reject. */
-int admit_or_reject(grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server);
-void connection_limit_release(grpc_connection_limit *limit);
+int admit_or_reject(isn_grpc_connection_limit *limit, uv_tcp_t *tcp, conn_evict_cb evict, void *server);
+void connection_limit_release(isn_grpc_connection_limit *limit);
 /* Lists an accepted connection first and counts it in *open. */
 void conn_list_add(conn_links **list, conn_links *conn, uint32_t *open);
 /* Takes a closed connection off the list and the count, and gives its place under `limit` back. */
-void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, grpc_connection_limit *limit);
+void conn_list_remove(conn_links **list, conn_links *conn, uint32_t *open, isn_grpc_connection_limit *limit);
 /* What a sweep does to one connection, given the time now and the timeouts in ns; it may close it. */
 typedef void (*conn_sweep_cb)(conn_links *conn, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner);
 /* Calls `check` on each listed connection (from the sweep timer). */
@@ -187,65 +192,67 @@ void sweep_timer_set_timeouts(uv_timer_t *timer, uint32_t header_timeout_ms, uin
 
 /* ---- server_call.c */
 /* NULL when out of memory or (*over_budget) when the memory budget has no room for another call. */
-grpc_call *grpc_call_new(grpc_conn *conn, int32_t id, bool *over_budget);
+isn_grpc_call *isn_grpc_call_new(isn_grpc_conn *conn, int32_t id, bool *over_budget);
 /* Frees the pooled calls that were not needed since the last call of this (the sweep); returns
  * how many. */
-uint32_t grpc_trim_call_pool(grpc_server *server);
+uint32_t isn_grpc_trim_call_pool(isn_grpc_server *server);
 /* The connection goes: abandoned calls it owned no longer count against it. */
-void grpc_calls_disown(grpc_server *server, grpc_conn *conn);
+void isn_grpc_calls_disown(isn_grpc_server *server, isn_grpc_conn *conn);
 /* Unlinks the call from its connection; releases it, or abandons it while the program holds it. */
-void grpc_call_detach(grpc_conn *conn, grpc_call *call);
-void grpc_call_release(grpc_server *server, grpc_call *call);
+void isn_grpc_call_detach(isn_grpc_conn *conn, isn_grpc_call *call);
+void isn_grpc_call_release(isn_grpc_server *server, isn_grpc_call *call);
 /* Releases the connection's dropped calls (its stream has a reset queued and no longer names them). */
-void grpc_conn_release_dropped(grpc_conn *conn);
+void isn_grpc_conn_release_dropped(isn_grpc_conn *conn);
 /* Not gRPC at all (wrong method or content type): a bare HTTP status. */
-void grpc_call_http_error(grpc_call *call, int http_status);
-void grpc_free_call_pool(grpc_server *server);
+void isn_grpc_call_http_error(isn_grpc_call *call, int http_status);
+void isn_grpc_free_call_pool(isn_grpc_server *server);
 
 /* ---- stream.c: a streaming call's request bytes, request end, and release */
-int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len);
-void grpc_stream_on_end(grpc_call *call);
-void grpc_stream_release(grpc_call *call);
+int isn_grpc_stream_on_data(isn_grpc_call *call, const uint8_t *data, size_t len);
+void isn_grpc_stream_on_end(isn_grpc_call *call);
+void isn_grpc_stream_release(isn_grpc_call *call);
 
 /* ---- conn_memory.c: what a connection holds outside its calls, charged to the budget */
 /* Charges the connection itself and sets up conn->mem, the allocator its nghttp2 session uses. */
-void grpc_conn_memory_init(grpc_conn *conn);
+void isn_grpc_conn_memory_init(isn_grpc_conn *conn);
+/* Charges a TLS session (TLS_CONN_BYTES); given back with the rest when the connection goes. */
+void isn_grpc_conn_memory_charge_tls(isn_grpc_conn *conn);
 /* Charges (or gives back) the change in the capacity of conn->pending and conn->sending. */
-void grpc_conn_memory_track_buffers(grpc_conn *conn);
+void isn_grpc_conn_memory_track_buffers(isn_grpc_conn *conn);
 /* Gives back what is still charged: the connection is freed (its session and buffers first). */
-void grpc_conn_memory_release(grpc_conn *conn);
+void isn_grpc_conn_memory_release(isn_grpc_conn *conn);
 
 /* ---- server_session.c */
-int grpc_session_new(grpc_conn *conn);
+int isn_grpc_session_new(isn_grpc_conn *conn);
 
 /* ---- server_conn.c */
-#define GRPC_READ_BYTES_PER_ITERATION 65536
-void grpc_on_connection(uv_stream_t *listener, int status);
+#define ISN_GRPC_READ_BYTES_PER_ITERATION 65536
+void isn_grpc_on_connection(uv_stream_t *listener, int status);
 /* Reading again on the connections paused in the last iteration (before the loop polls). */
-void grpc_resume_paused(grpc_server *server);
+void isn_grpc_resume_paused(isn_grpc_server *server);
 /* A peer's inbox: takes on the connections the listening server handed to this loop. */
-void grpc_adopt_handed_over(uv_async_t *async);
-void grpc_conn_schedule_flush(grpc_conn *conn);
-void grpc_flush_dirty(uv_check_t *check);
+void isn_grpc_adopt_handed_over(uv_async_t *async);
+void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn);
+void isn_grpc_flush_dirty(uv_check_t *check);
 /* ---- server.c */
 /* The earliest the bytes read in this loop iteration can have reached a socket (see poll_watch). */
-uint64_t grpc_read_arrival_floor(grpc_server *server);
-void grpc_conn_close(grpc_conn *conn);
-void grpc_conn_goaway(grpc_conn *conn);
+uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server);
+void isn_grpc_conn_close(isn_grpc_conn *conn);
+void isn_grpc_conn_goaway(isn_grpc_conn *conn);
 /* GOAWAY with `error_code`; stops reading and closes once what is queued is written. */
-void grpc_conn_terminate(grpc_conn *conn, uint32_t error_code);
-bool grpc_evict_idle(void *server);
+void isn_grpc_conn_terminate(isn_grpc_conn *conn, uint32_t error_code);
+bool isn_grpc_evict_idle(void *server);
 /* Closes the connection once what is queued for it has been written. */
-void grpc_conn_close_when_flushed(grpc_conn *conn);
-void grpc_sweep(uv_timer_t *timer);
+void isn_grpc_conn_close_when_flushed(isn_grpc_conn *conn);
+void isn_grpc_sweep(uv_timer_t *timer);
 /* After a burst (the budget's use fell well below its peak, or the call pool shrank by many): the
  * allocator gives its unused pages back. */
-void grpc_release_after_burst(grpc_server *server, uint32_t calls_trimmed);
+void isn_grpc_release_after_burst(isn_grpc_server *server, uint32_t calls_trimmed);
 
 /* ---- server.c */
 /* The config with every 0 meaning "default" replaced by the default. */
-void grpc_server_resolve_config(grpc_server_config *config);
+void isn_grpc_server_resolve_config(isn_grpc_server_config *config);
 /* Called whenever a call or a connection goes away: while draining, finishes the drain. */
-void grpc_server_check_drained(grpc_server *server);
+void isn_grpc_server_check_drained(isn_grpc_server *server);
 
 #endif

@@ -13,22 +13,22 @@
 #define STREAM_WINDOW (1 << 20)
 
 /* A stream the server will not take now: the client may retry it (on this connection or another). */
-static void refuse_stream(grpc_conn *conn, int32_t stream_id) {
+static void refuse_stream(isn_grpc_conn *conn, int32_t stream_id) {
     COUNTER_ADD(conn->server->counters.streams_refused, 1);
     nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
 }
 
 /* A request the memory budget has no room for: answered at once, without a call, RESOURCE_EXHAUSTED
  * naming the budget (trailers-only; the rest of the request is refused by on_frame_send's reset). */
-static void answer_over_budget(grpc_conn *conn, int32_t stream_id) {
-    grpc_server *server = conn->server;
+static void answer_over_budget(isn_grpc_conn *conn, int32_t stream_id) {
+    isn_grpc_server *server = conn->server;
     COUNTER_ADD(server->counters.over_budget, 1);
     char message[200], encoded[400], code[8];
     snprintf(message, sizeof message,
              "server memory budget (%llu bytes) used up: no room for a new request now",
              (unsigned long long)__atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED));
-    size_t encoded_len = grpc_percent_encode(message, encoded, sizeof encoded);
-    int code_len = snprintf(code, sizeof code, "%d", GRPC_STATUS_RESOURCE_EXHAUSTED);
+    size_t encoded_len = isn_grpc_percent_encode(message, encoded, sizeof encoded);
+    int code_len = snprintf(code, sizeof code, "%d", ISN_GRPC_STATUS_RESOURCE_EXHAUSTED);
     nghttp2_nv headers[] = {
         {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
         {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
@@ -41,7 +41,7 @@ static void answer_over_budget(grpc_conn *conn, int32_t stream_id) {
 }
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    grpc_conn *conn = user_data;
+    isn_grpc_conn *conn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     /* Streams the client reset while the program still works on them count too: a client cannot
      * start more work than this by resetting what it started. */
@@ -50,7 +50,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return 0;
     }
     bool over_budget;
-    grpc_call *call = grpc_call_new(conn, frame->hd.stream_id, &over_budget);
+    isn_grpc_call *call = isn_grpc_call_new(conn, frame->hd.stream_id, &over_budget);
     if (!call) {
         if (over_budget) answer_over_budget(conn, frame->hd.stream_id);
         else refuse_stream(conn, frame->hd.stream_id); /* out of memory */
@@ -68,7 +68,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags, (void)user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
     /* nghttp2 advertises SETTINGS_MAX_HEADER_LIST_SIZE but does not enforce it on what it receives.
      * Trailers count with the headers: the request's whole header list is bounded. */
@@ -100,51 +100,51 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         memcpy(call->via, value, n);
         call->via[n] = '\0';
     } else if (header_is(name, namelen, "grpc-timeout")) {
-        if (grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
+        if (isn_grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
         else call->timeout_sent = true;
     }
     return 0;
 }
 
 /* Headers complete: refuse what is not gRPC at all, then let the program refuse early. */
-static void on_request_headers(grpc_call *call) {
-    grpc_server *server = call->server;
+static void on_request_headers(isn_grpc_call *call) {
+    isn_grpc_server *server = call->server;
     if (!call->post) {
-        grpc_call_http_error(call, 405);
+        isn_grpc_call_http_error(call, 405);
         return;
     }
     if (!call->content_type_ok) {
-        grpc_call_http_error(call, 415);
+        isn_grpc_call_http_error(call, 415);
         return;
     }
     if (server->handlers.on_headers) server->handlers.on_headers(call, server->app);
 }
 
 /* The request stream ended: exactly one whole message, or an error for the client. */
-static void on_request_complete(grpc_call *call) {
-    grpc_read_result result = grpc_reader_finish(&call->reader);
-    if (result != GRPC_READ_OK) {
+static void on_request_complete(isn_grpc_call *call) {
+    isn_grpc_read_result result = isn_grpc_reader_finish(&call->reader);
+    if (result != ISN_GRPC_READ_OK) {
         char why[200];
-        grpc_reader_describe(&call->reader, result, why, sizeof why);
-        grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+        isn_grpc_reader_describe(&call->reader, result, why, sizeof why);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
         return;
     }
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     server->handlers.on_request(call, server->app);
 }
 
 /* Rapid reset (CVE-2023-44487): streams opened and reset by the client before any reply, by token
- * bucket: GRPC_EARLY_RESET_BURST at most, refilled at max_early_resets_per_second and by one for every
+ * bucket: ISN_GRPC_EARLY_RESET_BURST at most, refilled at max_early_resets_per_second and by one for every
  * stream the connection saw answered. A client that cancels what it no longer needs (an aggregator's
  * lost hedges) resets few streams compared with those it gets answered; a flood resets each one it
  * opens, and meets GOAWAY after about the burst. Resets of answered streams never count. */
-static double early_reset_burst(const grpc_server_config *config) {
+static double early_reset_burst(const isn_grpc_server_config *config) {
     double two_seconds = 2.0 * config->max_early_resets_per_second;
-    return two_seconds < GRPC_EARLY_RESET_BURST ? two_seconds : GRPC_EARLY_RESET_BURST;
+    return two_seconds < ISN_GRPC_EARLY_RESET_BURST ? two_seconds : ISN_GRPC_EARLY_RESET_BURST;
 }
 
-static void refill_reset_tokens(grpc_conn *conn, uint64_t now, double earned) {
-    const grpc_server_config *config = &conn->server->config;
+static void refill_reset_tokens(isn_grpc_conn *conn, uint64_t now, double earned) {
+    const isn_grpc_server_config *config = &conn->server->config;
     double burst = early_reset_burst(config);
     if (!conn->reset_tokens_ns) conn->reset_tokens = burst;
     else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * config->max_early_resets_per_second;
@@ -153,8 +153,8 @@ static void refill_reset_tokens(grpc_conn *conn, uint64_t now, double earned) {
     conn->reset_tokens_ns = now;
 }
 
-static void count_early_reset(grpc_conn *conn) {
-    const grpc_server_config *config = &conn->server->config;
+static void count_early_reset(isn_grpc_conn *conn) {
+    const isn_grpc_server_config *config = &conn->server->config;
     uint64_t now = isn_now_ns();
     refill_reset_tokens(conn, now, 0.0);
     conn->reset_tokens -= 1.0;
@@ -162,24 +162,24 @@ static void count_early_reset(grpc_conn *conn) {
     COUNTER_ADD(conn->server->counters.reset_floods, 1);
     log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
              conn->peer, config->max_early_resets_per_second);
-    grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
+    isn_grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    grpc_conn *conn = user_data;
+    isn_grpc_conn *conn = user_data;
     conn->preface_done = true;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
-        grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (call && !call->responded && !conn->close_when_flushed) count_early_reset(conn);
         return 0;
     }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST && !call->responded)
         on_request_headers(call);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        if (call->stream) return grpc_stream_on_end(call), 0;
+        if (call->stream) return isn_grpc_stream_on_end(call), 0;
         call->request_complete = true;
         if (!call->responded) on_request_complete(call);
     }
@@ -189,32 +189,32 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                          size_t len, void *user_data) {
     (void)flags;
-    grpc_conn *conn = user_data;
+    isn_grpc_conn *conn = user_data;
     COUNTER_ADD(conn->server->counters.bytes_received, len);
-    grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (call && call->stream) return grpc_stream_on_data(call, data, len);
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (call && call->stream) return isn_grpc_stream_on_data(call, data, len);
     if (!call || call->responded) return 0;
-    grpc_read_result result = grpc_reader_feed(&call->reader, data, len);
-    if (result == GRPC_READ_OK) return 0;
+    isn_grpc_read_result result = isn_grpc_reader_feed(&call->reader, data, len);
+    if (result == ISN_GRPC_READ_OK) return 0;
     char why[200];
-    grpc_reader_describe(&call->reader, result, why, sizeof why);
-    if (result == GRPC_READ_OVER_BUDGET) COUNTER_ADD(conn->server->counters.over_budget, 1);
-    int status = result == GRPC_READ_TOO_LARGE || result == GRPC_READ_OUT_OF_MEMORY || result == GRPC_READ_OVER_BUDGET
-                     ? GRPC_STATUS_RESOURCE_EXHAUSTED
-                 : result == GRPC_READ_COMPRESSED                                    ? GRPC_STATUS_UNIMPLEMENTED
-                                                                                     : GRPC_STATUS_INVALID_ARGUMENT;
-    grpc_call_fail(call, status, "%s", why);
+    isn_grpc_reader_describe(&call->reader, result, why, sizeof why);
+    if (result == ISN_GRPC_READ_OVER_BUDGET) COUNTER_ADD(conn->server->counters.over_budget, 1);
+    int status = result == ISN_GRPC_READ_TOO_LARGE || result == ISN_GRPC_READ_OUT_OF_MEMORY || result == ISN_GRPC_READ_OVER_BUDGET
+                     ? ISN_GRPC_STATUS_RESOURCE_EXHAUSTED
+                 : result == ISN_GRPC_READ_COMPRESSED                                    ? ISN_GRPC_STATUS_UNIMPLEMENTED
+                                                                                     : ISN_GRPC_STATUS_INVALID_ARGUMENT;
+    isn_grpc_call_fail(call, status, "%s", why);
     return 0;
 }
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
-    grpc_conn *conn = user_data;
-    grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    isn_grpc_conn *conn = user_data;
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
     if (call->responded && error_code == NGHTTP2_NO_ERROR) refill_reset_tokens(conn, isn_now_ns(), 1.0);
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    grpc_call_detach(conn, call);
-    grpc_server_check_drained(conn->server);
+    isn_grpc_call_detach(conn, call);
+    isn_grpc_server_check_drained(conn->server);
     return 0;
 }
 
@@ -225,7 +225,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     (void)user_data;
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     /* No call: answered without one (answer_over_budget), maybe before its request ended. */
     bool request_ended =
         call ? call->request_complete : nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) != 0;
@@ -235,7 +235,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data) {
     (void)session, (void)lib_error_code;
-    grpc_conn *conn = user_data;
+    isn_grpc_conn *conn = user_data;
     log_debug("grpc %s: HTTP/2: %.*s", conn->peer, (int)len, msg);
     return 0;
 }
@@ -267,7 +267,7 @@ static void make_shared(void) {
 }
 
 /* A server session for the connection with the server's settings; 0 or an nghttp2 error. */
-int grpc_session_new(grpc_conn *conn) {
+int isn_grpc_session_new(isn_grpc_conn *conn) {
     pthread_once(&shared_once, make_shared);
     if (!callbacks || !options) return NGHTTP2_ERR_NOMEM;
     int rc = nghttp2_session_server_new3(&conn->session, callbacks, conn, options, &conn->mem);

@@ -16,7 +16,7 @@ typedef struct stats_conn stats_conn;
 struct stats_conn {
     conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
-    grpc_stats_server *server;
+    isn_grpc_stats_server *server;
     uv_write_t write_req;
     byte_buffer out;
     bool writing;
@@ -26,31 +26,36 @@ struct stats_conn {
     uint64_t last_activity_ns;
     uint64_t write_started_ns;   /* the answer being written; 0 = none */
     uint64_t request_started_ns; /* first byte of an unfinished request; 0 = none */
+    tls_session tls;             /* ssl NULL: plain HTTP */
+    byte_buffer wire;            /* HTTPS: the ciphertext being written */
     size_t in_len;
     char in[STATS_REQUEST_MAX];
 };
 
-struct grpc_stats_server {
+struct isn_grpc_stats_server {
     uv_loop_t *loop;
-    grpc_stats_config config;
+    isn_grpc_stats_config config;
     char server_name[64];
-    grpc_stats_pages pages;
+    isn_grpc_stats_pages pages;
     void *app;
     uv_tcp_t listener;
     bool listening;
     bool closing;
     uv_timer_t sweep_timer;
-    grpc_connection_limit limit; /* the stats port's own */
+    isn_grpc_connection_limit limit; /* the stats port's own */
     conn_links *conns;
     byte_buffer body; /* the handler's answer; kept across requests */
-    grpc_stats_counters counters;
+    uint8_t tls_in[TLS_RECORD_MAX]; /* HTTPS: ciphertext read, on its way into OpenSSL */
+    isn_grpc_stats_counters counters;
 };
 
 static void on_closed(uv_handle_t *handle) {
     stats_conn *conn = handle->data;
-    grpc_stats_server *server = conn->server;
+    isn_grpc_stats_server *server = conn->server;
     conn_list_remove(&server->conns, &conn->links, &server->counters.connections, &server->limit);
     buffer_free(&conn->out);
+    buffer_free(&conn->wire);
+    tls_session_free(&conn->tls);
     free(conn);
 }
 
@@ -60,13 +65,60 @@ static void stats_conn_close(stats_conn *conn) {
     uv_close((uv_handle_t *)&conn->tcp, on_closed);
 }
 
+/* A client that did not take its page: reset, so that the kernel drops what it still holds for it
+ * instead of trickling it out after the close. */
+static void stats_conn_abort(stats_conn *conn) {
+    if (conn->closing) return;
+    conn->closing = true;
+    if (uv_tcp_close_reset(&conn->tcp, on_closed) != 0) uv_close((uv_handle_t *)&conn->tcp, on_closed);
+}
+
 static void process_requests(stats_conn *conn);
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf);
 
+static void on_written(uv_write_t *req, int status);
+
+/* HTTPS: what OpenSSL has written (handshake records, an answer, an alert) goes out. */
+static bool send_wire(stats_conn *conn) {
+    conn->wire.len = 0;
+    if (!tls_session_take_output(&conn->tls, &conn->wire)) return false;
+    if (!conn->wire.len) return true;
+    uv_buf_t buf = uv_buf_init((char *)conn->wire.data, (unsigned)conn->wire.len);
+    conn->write_req.data = conn;
+    if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written) < 0) return false;
+    conn->writing = true;
+    conn->write_started_ns = isn_now_ns();
+    return true;
+}
+
+/* HTTPS: decrypts what OpenSSL holds into the request buffer, as far as it has room. False when the
+ * session failed or ended (the caller closes once its alert is written). */
+static bool pull_plaintext(stats_conn *conn) {
+    while (conn->in_len < STATS_REQUEST_MAX - 1) {
+        ssize_t n = tls_session_read(&conn->tls, (uint8_t *)conn->in + conn->in_len, STATS_REQUEST_MAX - 1 - conn->in_len);
+        if (n < 0) return false;
+        if (n == 0) break;
+        uint64_t now = isn_now_ns();
+        conn->last_activity_ns = now;
+        if (!conn->request_started_ns) conn->request_started_ns = now;
+        conn->in_len += (size_t)n;
+    }
+    return true;
+}
+
 static void on_written(uv_write_t *req, int status) {
     stats_conn *conn = req->data;
     conn->writing = false;
+    if (conn->tls.ssl && status == 0 && !conn->closing && !conn->close_after_write && !conn->tls.failed &&
+        tls_session_output_pending(&conn->tls)) {
+        if (!send_wire(conn)) stats_conn_close(conn);
+        return;
+    }
+    if (conn->tls.ssl && conn->tls.failed) {
+        stats_conn_close(conn);
+        return;
+    }
     conn->write_started_ns = 0;
     conn->out.len = 0;
     if (conn->closing) return;
@@ -75,6 +127,10 @@ static void on_written(uv_write_t *req, int status) {
         return;
     }
     buffer_clear(&conn->out, 1 << 20);
+    if (conn->tls.ssl && !pull_plaintext(conn) && !conn->in_len) {
+        stats_conn_close(conn);
+        return;
+    }
     process_requests(conn); /* pipelined requests waited for this write */
     if (!conn->closing) uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read); /* EALREADY is fine */
 }
@@ -91,6 +147,10 @@ static void respond(stats_conn *conn, int code, const char *reason, const char *
     if (ok && body && !head_only) ok = buffer_append(out, body->data, body->len);
     if (!ok) {
         stats_conn_close(conn);
+        return;
+    }
+    if (conn->tls.ssl) {
+        if (!tls_session_write(&conn->tls, out->data, out->len) || !send_wire(conn)) stats_conn_close(conn);
         return;
     }
     uv_buf_t buf = uv_buf_init((char *)out->data, (unsigned)out->len);
@@ -142,7 +202,7 @@ static const char *reason_phrase(int code) {
 }
 
 /* Fills `body` for `path` and returns the HTTP status. */
-static int render_page(const grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
+static int render_page(const isn_grpc_stats_server *server, const char *path, byte_buffer *body, const char **content_type) {
     if (!strcmp(path, "/metrics")) {
         server->pages.render_metrics(server->app, body);
         *content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -166,7 +226,7 @@ static int render_page(const grpc_stats_server *server, const char *path, byte_b
 }
 
 static void handle_request(stats_conn *conn, char *head) {
-    grpc_stats_server *server = conn->server;
+    isn_grpc_stats_server *server = conn->server;
     server->counters.requests++;
     char method[8], target[256], version[16];
     if (sscanf(head, "%7s %255s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
@@ -224,6 +284,10 @@ static void process_requests(stats_conn *conn) {
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     stats_conn *conn = handle->data;
+    if (conn->tls.ssl) {
+        *buf = uv_buf_init((char *)conn->server->tls_in, sizeof conn->server->tls_in);
+        return;
+    }
     size_t room = STATS_REQUEST_MAX - 1 - conn->in_len;
     *buf = uv_buf_init(conn->in + conn->in_len, (unsigned)room);
 }
@@ -237,6 +301,37 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         return;
     }
     if (nread == 0) return;
+    if (conn->tls.ssl) {
+        bool fed = tls_session_feed(&conn->tls, (const uint8_t *)buf->base, (size_t)nread);
+        bool alive = fed && pull_plaintext(conn);
+        if (!alive) {
+            if (conn->tls.failed) log_debug("stats: %s", conn->tls.error);
+            uv_read_stop(tcp);
+            /* close_notify after whole requests (a client that half-closes): they are answered first */
+            if (conn->tls.closed && conn->in_len) conn->close_after_write = true;
+            else conn->tls.failed = true;
+        }
+        if (!conn->writing && tls_session_output_pending(&conn->tls) && !send_wire(conn)) {
+            stats_conn_close(conn);
+            return;
+        }
+        if (conn->tls.failed) {
+            if (!conn->writing) stats_conn_close(conn);
+            return;
+        }
+        /* The handshake done and no request begun: idle, and evictable, like a plain keep-alive connection. */
+        if (conn->tls.handshake_done && !conn->in_len) conn->request_started_ns = 0;
+        /* A client pipelining faster than we answer: its bytes wait in the kernel, not in OpenSSL (a
+         * record's worth at most), until the answer is written. */
+        if ((conn->in_len >= STATS_REQUEST_MAX - 1 || tls_session_input_pending(&conn->tls) >= TLS_RECORD_MAX) &&
+            conn->writing) {
+            uv_read_stop(tcp);
+            return;
+        }
+        if (!conn->writing) process_requests(conn);
+        if (!alive && !conn->writing && !conn->closing) stats_conn_close(conn); /* no whole request was left */
+        return;
+    }
     uint64_t now = isn_now_ns();
     conn->last_activity_ns = now;
     if (!conn->request_started_ns) conn->request_started_ns = now;
@@ -251,7 +346,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
 /* At the connection limit: the connection idle longest (no request in progress, no answer being
  * written) makes room. */
 static bool evict_idle(void *owner) {
-    grpc_stats_server *server = owner;
+    isn_grpc_stats_server *server = owner;
     stats_conn *oldest = NULL;
     for (conn_links *links = server->conns; links; links = links->next) {
         stats_conn *conn = (stats_conn *)links;
@@ -265,7 +360,7 @@ static bool evict_idle(void *owner) {
 }
 
 static void on_connection(uv_stream_t *listener, int status) {
-    grpc_stats_server *server = listener->data;
+    isn_grpc_stats_server *server = listener->data;
     if (status < 0) return;
     stats_conn *conn = calloc(1, sizeof *conn);
     if (!conn) return;
@@ -276,47 +371,54 @@ static void on_connection(uv_stream_t *listener, int status) {
     }
     conn->accepted_ns = conn->last_activity_ns = isn_now_ns();
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);
+    if (server->config.tls && tls_session_accept(&conn->tls, server->config.tls) < 0) {
+        stats_conn_close(conn);
+        return;
+    }
+    /* The handshake is the first part of the request head: it must end within header_timeout. */
+    if (server->config.tls) conn->request_started_ns = conn->accepted_ns;
     uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
 }
 
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
     stats_conn *conn = (stats_conn *)links;
     if (conn->closing) return;
-    grpc_stats_server *server = owner;
+    isn_grpc_stats_server *server = owner;
     if (conn->writing) { /* a client that does not read its page holds nothing for long */
         if (now - conn->write_started_ns > (uint64_t)server->config.write_timeout_ms * 1000000ull) {
             server->counters.connections_timed_out++;
-            stats_conn_close(conn);
+            stats_conn_abort(conn);
         }
         return;
     }
     bool slow = conn->request_started_ns && now - conn->request_started_ns > header_ns;
     if (slow || now - conn->last_activity_ns > idle_ns) {
+        tls_session_count_timeout(&conn->tls);
         server->counters.connections_timed_out++;
         stats_conn_close(conn);
     }
 }
 
 static void on_sweep(uv_timer_t *timer) {
-    grpc_stats_server *server = timer->data;
+    isn_grpc_stats_server *server = timer->data;
     conn_list_sweep(server->conns, server->config.header_timeout_ms, server->config.idle_timeout_ms, sweep_conn, server);
 }
 
 /* ------------------------------------------------------------------ the server */
 
-grpc_stats_server *grpc_stats_server_new(uv_loop_t *loop, const grpc_stats_config *config,
-                                         const grpc_stats_pages *pages, void *app) {
-    grpc_stats_server *server = calloc(1, sizeof *server);
+isn_grpc_stats_server *isn_grpc_stats_server_new(uv_loop_t *loop, const isn_grpc_stats_config *config,
+                                         const isn_grpc_stats_pages *pages, void *app) {
+    isn_grpc_stats_server *server = calloc(1, sizeof *server);
     if (!server) return NULL;
     server->loop = loop;
     server->pages = *pages;
     server->app = app;
     sweep_timer_start(loop, &server->sweep_timer, server, on_sweep, config->header_timeout_ms, config->idle_timeout_ms);
-    grpc_stats_server_reconfigure(server, config);
+    isn_grpc_stats_server_reconfigure(server, config);
     return server;
 }
 
-int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
+int isn_grpc_stats_server_listen(isn_grpc_stats_server *server, const char *host_port, char *bound, size_t bound_len,
                              char *err, size_t err_len) {
     if (listen_tcp(server->loop, &server->listener, server, host_port, on_connection, bound, bound_len, err, err_len) < 0)
         return -1;
@@ -324,12 +426,14 @@ int grpc_stats_server_listen(grpc_stats_server *server, const char *host_port, c
     return 0;
 }
 
-void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_config *config) {
+void isn_grpc_stats_server_reconfigure(isn_grpc_stats_server *server, const isn_grpc_stats_config *config) {
+    isn_grpc_tls *tls = server->config.tls ? server->config.tls : config->tls; /* the port's mode stays */
     server->config = *config;
+    server->config.tls = tls;
     snprintf(server->server_name, sizeof server->server_name, "%s", config->server_name ? config->server_name : "isn");
     server->config.server_name = server->server_name;
-    if (!server->config.max_connections) server->config.max_connections = GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
-    if (!server->config.write_timeout_ms) server->config.write_timeout_ms = GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS;
+    if (!server->config.max_connections) server->config.max_connections = ISN_GRPC_DEFAULT_STATS_MAX_CONNECTIONS;
+    if (!server->config.write_timeout_ms) server->config.write_timeout_ms = ISN_GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS;
     server->limit.max = server->config.max_connections;
     uint32_t shortest = config->header_timeout_ms < server->config.write_timeout_ms ? config->header_timeout_ms
                                                                                     : server->config.write_timeout_ms;
@@ -337,7 +441,7 @@ void grpc_stats_server_reconfigure(grpc_stats_server *server, const grpc_stats_c
         sweep_timer_set_timeouts(&server->sweep_timer, shortest, config->idle_timeout_ms);
 }
 
-void grpc_stats_server_close(grpc_stats_server *server) {
+void isn_grpc_stats_server_close(isn_grpc_stats_server *server) {
     if (server->closing) return;
     server->closing = true;
     for (conn_links *links = server->conns; links; links = links->next) stats_conn_close((stats_conn *)links);
@@ -346,12 +450,12 @@ void grpc_stats_server_close(grpc_stats_server *server) {
     if (!uv_is_closing((uv_handle_t *)&server->sweep_timer)) uv_close((uv_handle_t *)&server->sweep_timer, NULL);
 }
 
-void grpc_stats_server_free(grpc_stats_server *server) {
+void isn_grpc_stats_server_free(isn_grpc_stats_server *server) {
     if (!server) return;
     buffer_free(&server->body);
     free(server);
 }
 
-const grpc_stats_counters *grpc_stats_server_get_counters(const grpc_stats_server *server) {
+const isn_grpc_stats_counters *isn_grpc_stats_server_get_counters(const isn_grpc_stats_server *server) {
     return &server->counters;
 }

@@ -4,7 +4,7 @@
  * touches this file: a call streams only when the program says so from on_headers.
  *
  * Bounds: a request message is refused above the server's max_message_bytes, as a unary one; at
- * most GRPC_STREAM_MAX_QUEUED bytes wait to be written per call (a client that does not read its
+ * most ISN_GRPC_STREAM_MAX_QUEUED bytes wait to be written per call (a client that does not read its
  * stream gets RESOURCE_EXHAUSTED rather than growth). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +13,13 @@
 #include "base/base.h"
 #include "grpc/server_internal.h"
 
-#define GRPC_STREAM_MAX_QUEUED (4u << 20)
+#define ISN_GRPC_STREAM_MAX_QUEUED (4u << 20)
 
-struct grpc_stream {
-    grpc_stream_handlers handlers;
+struct isn_grpc_stream {
+    isn_grpc_stream_handlers handlers;
     void *user;
     /* the request message being reassembled */
-    uint8_t prefix[GRPC_PREFIX_BYTES];
+    uint8_t prefix[ISN_GRPC_PREFIX_BYTES];
     uint32_t prefix_have, length, have;
     uint8_t *body;
     /* framed reply messages not yet taken by nghttp2 */
@@ -27,16 +27,16 @@ struct grpc_stream {
     size_t out_taken;
     bool headers_sent, deferred, finishing, closed;
     int status;
-    char message[GRPC_STREAM_MESSAGE_MAX * 3 + 1]; /* percent-encoded grpc-message */
+    char message[ISN_GRPC_STREAM_MESSAGE_MAX * 3 + 1]; /* percent-encoded grpc-message */
 };
 
-int grpc_call_stream(grpc_call *call, const grpc_stream_handlers *handlers, void *user) {
+int isn_grpc_call_stream(isn_grpc_call *call, const isn_grpc_stream_handlers *handlers, void *user) {
     if (call->stream || call->responded) return -1;
-    grpc_stream *s = calloc(1, sizeof *s);
+    isn_grpc_stream *s = calloc(1, sizeof *s);
     if (!s) return -1;
     /* Its state and queued messages are charged with the call (released with it); its request
-     * messages while they are held (grpc_stream_on_data). */
-    grpc_budget_add(call->server->budget, sizeof *s);
+     * messages while they are held (isn_grpc_stream_on_data). */
+    isn_grpc_budget_add(call->server->budget, sizeof *s);
     call->charged += sizeof *s;
     s->handlers = *handlers;
     s->user = user;
@@ -44,44 +44,44 @@ int grpc_call_stream(grpc_call *call, const grpc_stream_handlers *handlers, void
     return 0;
 }
 
-bool grpc_call_is_stream(const grpc_call *call) { return call->stream != NULL; }
+bool isn_grpc_call_is_stream(const isn_grpc_call *call) { return call->stream != NULL; }
 
 /* ------------------------------------------------------------------ request messages */
 
-static void fail_stream(grpc_call *call, int status, const char *why) {
-    grpc_call_stream_finish(call, status, why);
+static void fail_stream(isn_grpc_call *call, int status, const char *why) {
+    isn_grpc_call_stream_finish(call, status, why);
 }
 
-int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len) {
-    grpc_stream *s = call->stream;
+int isn_grpc_stream_on_data(isn_grpc_call *call, const uint8_t *data, size_t len) {
+    isn_grpc_stream *s = call->stream;
     while (len && !s->finishing && call->conn) {
-        if (s->prefix_have < GRPC_PREFIX_BYTES) {
-            size_t n = GRPC_PREFIX_BYTES - s->prefix_have < len ? GRPC_PREFIX_BYTES - s->prefix_have : len;
+        if (s->prefix_have < ISN_GRPC_PREFIX_BYTES) {
+            size_t n = ISN_GRPC_PREFIX_BYTES - s->prefix_have < len ? ISN_GRPC_PREFIX_BYTES - s->prefix_have : len;
             memcpy(s->prefix + s->prefix_have, data, n);
             s->prefix_have += (uint32_t)n, data += n, len -= n;
-            if (s->prefix_have < GRPC_PREFIX_BYTES) break;
-            if (s->prefix[0] > 1) return fail_stream(call, GRPC_STATUS_INVALID_ARGUMENT, "bad message flags"), 0;
+            if (s->prefix_have < ISN_GRPC_PREFIX_BYTES) break;
+            if (s->prefix[0] > 1) return fail_stream(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "bad message flags"), 0;
             if (s->prefix[0] == 1)
-                return fail_stream(call, GRPC_STATUS_UNIMPLEMENTED, "compressed messages are not supported"), 0;
+                return fail_stream(call, ISN_GRPC_STATUS_UNIMPLEMENTED, "compressed messages are not supported"), 0;
             s->length = (uint32_t)s->prefix[1] << 24 | (uint32_t)s->prefix[2] << 16 | (uint32_t)s->prefix[3] << 8 |
                         s->prefix[4];
             if (s->length > call->server->config.max_message_bytes) {
                 char why[120];
                 snprintf(why, sizeof why, "message of %u bytes is above the limit of %u", s->length,
                          call->server->config.max_message_bytes);
-                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
+                return fail_stream(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
             }
             s->have = 0;
-            if (!grpc_budget_charge(call->server->budget, s->length)) {
+            if (!isn_grpc_budget_charge(call->server->budget, s->length)) {
                 char why[160];
                 COUNTER_ADD(call->server->counters.over_budget, 1);
                 snprintf(why, sizeof why, "server memory budget reached; a message of %u bytes cannot be held now",
                          s->length);
-                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
+                return fail_stream(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, why), 0;
             }
             if (!(s->body = malloc(s->length ? s->length : 1))) {
-                grpc_budget_release(call->server->budget, s->length);
-                return fail_stream(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a message"), 0;
+                isn_grpc_budget_release(call->server->budget, s->length);
+                return fail_stream(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a message"), 0;
             }
         }
         size_t n = s->length - s->have < len ? s->length - s->have : len;
@@ -93,28 +93,28 @@ int grpc_stream_on_data(grpc_call *call, const uint8_t *data, size_t len) {
         s->prefix_have = 0;
         if (s->handlers.on_message) s->handlers.on_message(call, body, s->length, s->user);
         free(body);
-        grpc_budget_release(call->server->budget, s->length);
+        isn_grpc_budget_release(call->server->budget, s->length);
     }
     return 0;
 }
 
-void grpc_stream_on_end(grpc_call *call) {
-    grpc_stream *s = call->stream;
+void isn_grpc_stream_on_end(isn_grpc_call *call) {
+    isn_grpc_stream *s = call->stream;
     call->request_complete = true;
     if (s->finishing || !call->conn) return;
     if (s->prefix_have) {
-        fail_stream(call, GRPC_STATUS_INVALID_ARGUMENT, "request stream ended inside a message");
+        fail_stream(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "request stream ended inside a message");
         return;
     }
     if (s->handlers.on_half_close) s->handlers.on_half_close(call, s->user);
 }
 
-void grpc_stream_release(grpc_call *call) {
-    grpc_stream *s = call->stream;
+void isn_grpc_stream_release(isn_grpc_call *call) {
+    isn_grpc_stream *s = call->stream;
     if (!s) return;
     call->stream = NULL;
     if (s->handlers.on_close) s->handlers.on_close(call, s->user);
-    if (s->body) grpc_budget_release(call->server->budget, s->length);
+    if (s->body) isn_grpc_budget_release(call->server->budget, s->length);
     free(s->body);
     buffer_free(&s->out);
     free(s);
@@ -125,8 +125,8 @@ void grpc_stream_release(grpc_call *call) {
 static ssize_t read_stream(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                            uint32_t *data_flags, nghttp2_data_source *source, void *user_data) {
     (void)user_data;
-    grpc_call *call = source->ptr;
-    grpc_stream *s = call->stream;
+    isn_grpc_call *call = source->ptr;
+    isn_grpc_stream *s = call->stream;
     if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     size_t left = s->out.len - s->out_taken, n = left < length ? left : length;
     if (n) {
@@ -153,8 +153,8 @@ static ssize_t read_stream(nghttp2_session *session, int32_t stream_id, uint8_t 
 }
 
 /* The response headers and the data source, once: DATA then follows whatever is queued. */
-static void start_reply(grpc_call *call) {
-    grpc_stream *s = call->stream;
+static void start_reply(isn_grpc_call *call) {
+    isn_grpc_stream *s = call->stream;
     s->headers_sent = true;
     call->responded = true;
     static const nghttp2_nv headers[] = {
@@ -169,66 +169,66 @@ static void start_reply(grpc_call *call) {
         nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
 }
 
-static void kick(grpc_call *call) {
-    grpc_stream *s = call->stream;
+static void kick(isn_grpc_call *call) {
+    isn_grpc_stream *s = call->stream;
     if (!s->headers_sent) start_reply(call);
     else if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(call->conn->session, call->id);
     }
-    grpc_conn_schedule_flush(call->conn);
+    isn_grpc_conn_schedule_flush(call->conn);
 }
 
-int grpc_call_stream_send(grpc_call *call, const ProtobufCMessage *message) {
-    grpc_stream *s = call->stream;
+int isn_grpc_call_stream_send(isn_grpc_call *call, const ProtobufCMessage *message) {
+    isn_grpc_stream *s = call->stream;
     if (!s || !call->conn || s->finishing) return -1;
     size_t size = protobuf_c_message_get_packed_size(message);
-    if (s->out.len + GRPC_PREFIX_BYTES + size > GRPC_STREAM_MAX_QUEUED) {
-        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "the client does not read its stream");
+    if (s->out.len + ISN_GRPC_PREFIX_BYTES + size > ISN_GRPC_STREAM_MAX_QUEUED) {
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "the client does not read its stream");
         return -1;
     }
-    size_t cap = s->out.cap, need = s->out.len + GRPC_PREFIX_BYTES + size, more = need > cap ? need - cap : 0;
-    if (!grpc_budget_charge(call->server->budget, more)) {
+    size_t cap = s->out.cap, need = s->out.len + ISN_GRPC_PREFIX_BYTES + size, more = need > cap ? need - cap : 0;
+    if (!isn_grpc_budget_charge(call->server->budget, more)) {
         COUNTER_ADD(call->server->counters.over_budget, 1);
-        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "server memory budget for replies reached");
         return -1;
     }
     call->charged += more;
     if (!buffer_reserve(&s->out, need - s->out.len)) {
-        grpc_call_stream_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a stream message");
+        isn_grpc_call_stream_finish(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for a stream message");
         return -1;
     }
     if (s->out.cap > cap + more) { /* rounded up past what was asked: charged with the call too */
-        grpc_budget_add(call->server->budget, s->out.cap - cap - more);
+        isn_grpc_budget_add(call->server->budget, s->out.cap - cap - more);
         call->charged += s->out.cap - cap - more;
     }
-    grpc_write_prefix(s->out.data + s->out.len, (uint32_t)size);
-    protobuf_c_message_pack(message, s->out.data + s->out.len + GRPC_PREFIX_BYTES);
-    s->out.len += GRPC_PREFIX_BYTES + size;
-    COUNTER_ADD(call->server->counters.bytes_sent, GRPC_PREFIX_BYTES + size);
+    isn_grpc_write_prefix(s->out.data + s->out.len, (uint32_t)size);
+    protobuf_c_message_pack(message, s->out.data + s->out.len + ISN_GRPC_PREFIX_BYTES);
+    s->out.len += ISN_GRPC_PREFIX_BYTES + size;
+    COUNTER_ADD(call->server->counters.bytes_sent, ISN_GRPC_PREFIX_BYTES + size);
     kick(call);
     return 0;
 }
 
-void grpc_call_stream_finish(grpc_call *call, int status, const char *message) {
-    grpc_stream *s = call->stream;
+void isn_grpc_call_stream_finish(isn_grpc_call *call, int status, const char *message) {
+    isn_grpc_stream *s = call->stream;
     if (!s || !call->conn || s->finishing) return;
-    grpc_server *server = call->server;
+    isn_grpc_server *server = call->server;
     if (!s->headers_sent) {
         /* nothing sent yet: a trailers-only answer, as a unary failure (it counts the status) */
         s->finishing = true;
-        if (status == GRPC_STATUS_OK) {
+        if (status == ISN_GRPC_STATUS_OK) {
             s->status = status;
             s->message[0] = '\0';
             if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
             kick(call);
         } else
-            grpc_call_fail(call, status, "%s", message ? message : "");
+            isn_grpc_call_fail(call, status, "%s", message ? message : "");
         return;
     }
     s->finishing = true;
     s->status = status;
-    grpc_percent_encode(message ? message : "", s->message, sizeof s->message);
+    isn_grpc_percent_encode(message ? message : "", s->message, sizeof s->message);
     if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
     kick(call);
 }

@@ -9,9 +9,9 @@
 
 #include "grpc/server_internal.h"
 
-const char *grpc_call_traceparent(const grpc_call *call) { return call->traceparent; }
+const char *isn_grpc_call_traceparent(const isn_grpc_call *call) { return call->traceparent; }
 
-const char *grpc_call_via(const grpc_call *call) { return call->via_too_long ? NULL : call->via; }
+const char *isn_grpc_call_via(const isn_grpc_call *call) { return call->via_too_long ? NULL : call->via; }
 
 static bool hex_run(const char *s, size_t n, bool all_zero_bad) {
     bool nonzero = false;
@@ -24,12 +24,12 @@ static bool hex_run(const char *s, size_t n, bool all_zero_bad) {
 }
 
 /* version 00 (and later versions read as 00 would, per the spec): "VV-TRACEID32-PARENT16-FL" */
-bool grpc_trace_parse(const char *value, grpc_trace *out) {
-    if (!value || strlen(value) < GRPC_TRACEPARENT_LEN) return false;
+bool isn_grpc_trace_parse(const char *value, isn_grpc_trace *out) {
+    if (!value || strlen(value) < ISN_GRPC_TRACEPARENT_LEN) return false;
     if (!hex_run(value, 2, false) || !strncmp(value, "ff", 2) || value[2] != '-' || !hex_run(value + 3, 32, true) ||
         value[35] != '-' || !hex_run(value + 36, 16, true) || value[52] != '-' || !hex_run(value + 53, 2, false))
         return false;
-    if (!strncmp(value, "00", 2) && value[GRPC_TRACEPARENT_LEN]) return false; /* 00 has nothing after */
+    if (!strncmp(value, "00", 2) && value[ISN_GRPC_TRACEPARENT_LEN]) return false; /* 00 has nothing after */
     memcpy(out->trace_id, value + 3, 32);
     out->trace_id[32] = '\0';
     memcpy(out->span_id, value + 36, 16);
@@ -57,13 +57,13 @@ static void random_hex(char *out, size_t digits) {
     out[digits] = '\0';
 }
 
-void grpc_trace_child(const char *incoming, grpc_trace *parent, char out[GRPC_TRACEPARENT_LEN + 1]) {
-    grpc_trace t;
-    if (!grpc_trace_parse(incoming, &t)) {
+void isn_grpc_trace_child(const char *incoming, isn_grpc_trace *parent, char out[ISN_GRPC_TRACEPARENT_LEN + 1]) {
+    isn_grpc_trace t;
+    if (!isn_grpc_trace_parse(incoming, &t)) {
         random_hex(t.trace_id, 32);
         t.flags = 0;
     }
     random_hex(t.span_id, 16);
     if (parent) *parent = t;
-    snprintf(out, GRPC_TRACEPARENT_LEN + 1, "00-%s-%s-%02x", t.trace_id, t.span_id, t.flags);
+    snprintf(out, ISN_GRPC_TRACEPARENT_LEN + 1, "00-%s-%s-%02x", t.trace_id, t.span_id, t.flags);
 }

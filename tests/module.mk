@@ -26,3 +26,6 @@ TESTS += tests/unit/ciff_toolkit_test.sh
 TESTS += tests/unit/monitoring_test.sh
 # tools/isn-cluster.sh: cluster.json with every isnd's stats endpoint, isn-agg's start line, Hit.partition.
 TESTS += tests/unit/cluster_script_test.sh
+# TLS end to end: grpcurl, Python grpcio and Prometheus over TLS, mutual-TLS refusals by reason, a
+# 2 x 2 tier with mutual TLS on every hop, 20 certificate rotations under isn-bench load.
+TESTS += tests/integration/tls_test.sh

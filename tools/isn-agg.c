@@ -129,6 +129,7 @@ static void on_reload_signal(uv_signal_t *handle, int signum) {
     (void)signum;
     program *p = handle->data;
     sd_notify(0, "RELOADING=1");
+    agg_tls_reload(p->aggregator);
     static agg_config config;
     char err[512];
     if (parse_args(p->argc, p->argv, &config) != 0) {

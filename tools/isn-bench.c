@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define MAX_SWEEP 64
 
@@ -31,6 +31,7 @@ typedef struct {
     uint32_t repeats;
     const char *label;
     double spike_rate, spike_s; /* --spike RATE:SECONDS */
+    const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* TLS to the target (mutual with a cert) */
 } bench_args;
 
 /* ------------------------------------------------------------------ arguments and queries */
@@ -54,6 +55,9 @@ static void usage(FILE *out) {
           "  --max-inflight M  requests in flight at most; more are counted as not_sent (default 20000)\n"
           "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n"
           "  --allow-remote    load a target that is not on loopback (refused by default)\n"
+          "  --tls-ca FILE     TLS: the target's certificate checked against this CA (PEM); --tls-cert FILE\n"
+          "                    and --tls-key FILE for mutual TLS; --tls-server-name N: the name to check\n"
+          "                    (default: the target's host)\n"
           "  --sustained MAX   the sustained rate at most MAX: every one of --repeats runs (default 3) keeps\n"
           "                    p99 < deadline and misses < --max-misses (default 0.001) of the scheduled\n"
           "                    requests; bisected to --resolution (default 0.05, relative); --label NAME\n"
@@ -138,6 +142,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"max-inflight", 1, 0, 'M'}, {"seed", 1, 0, 'S'},       {"help", 0, 0, 'h'},  {"allow-remote", 0, 0, 'R'},
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
         {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},  {"spike", 1, 0, 'K'},
+        {"tls-ca", 1, 0, 1000},     {"tls-cert", 1, 0, 1001},   {"tls-key", 1, 0, 1002}, {"tls-server-name", 1, 0, 1003},
         {0, 0, 0, 0}};
     int c;
     uint32_t seed;
@@ -145,6 +150,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         int rc = 0;
         switch (c) {
         case 't': a->target = optarg; break;
+        case 1000: a->tls_ca = optarg; break;
+        case 1001: a->tls_cert = optarg; break;
+        case 1002: a->tls_key = optarg; break;
+        case 1003: a->tls_server_name = optarg; break;
         case 'q': a->queries_path = optarg; break;
         case 'r': rc = parse_double("--rate", optarg, 0.001, &a->rate); break;
         case 'c': rc = parse_u32("--concurrency", optarg, 1, 100000, &a->concurrency); break;
@@ -242,7 +251,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "isn-bench: %s holds no queries\n", a.queries_path);
         return 1;
     }
-    isn_load_config config = {.target = a.target, .queries = &queries, .algo = a.algo, .mode = a.mode, .k = a.k,
+    isn_grpc_tls *tls = NULL;
+    if (a.tls_ca || a.tls_cert || a.tls_key) {
+        isn_grpc_tls_config tls_config = {.ca_file = a.tls_ca, .cert_file = a.tls_cert, .key_file = a.tls_key};
+        if (!a.tls_ca || !(tls = isn_grpc_tls_client_new(&tls_config, err, sizeof err))) {
+            fprintf(stderr, "isn-bench: %s\n", a.tls_ca ? err : "--tls-cert and --tls-key need --tls-ca");
+            isn_query_log_free(&queries);
+            return 2;
+        }
+    }
+    isn_load_config config = {.tls = tls, .server_name = a.tls_server_name, .target = a.target, .queries = &queries, .algo = a.algo, .mode = a.mode, .k = a.k,
                               .deadline_ms = a.deadline_ms, .connections = a.connections,
                               .max_inflight = a.max_inflight, .threads = a.threads, .duration_s = a.duration_s,
                               .warmup_s = a.warmup_s, .spike_rate = a.spike_rate, .spike_s = a.spike_s,
@@ -250,6 +268,7 @@ int main(int argc, char **argv) {
     isn_load *load = isn_load_new(&config, err, sizeof err);
     if (!load) {
         fprintf(stderr, "isn-bench: %s\n", err);
+        isn_grpc_tls_free(tls);
         isn_query_log_free(&queries);
         return 1;
     }
@@ -287,6 +306,7 @@ int main(int argc, char **argv) {
         if (rc == 0 && a.plot_path && write_plot(a.plot_path, throughput, p99_ms, rates, num_runs) != 0) rc = 1;
     }
     isn_load_free(load);
+    isn_grpc_tls_free(tls);
     isn_query_log_free(&queries);
     return rc;
 }

@@ -6,7 +6,8 @@
 #include <time.h>
 
 #include "base/base.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 
@@ -29,6 +30,8 @@ typedef struct {
     uint32_t wait_ready_s;  /* --server: wait this long for the server to be up and SERVING */
     const char *traceparent; /* --server: sent as the W3C traceparent header */
     const char *request_id;  /* --server: SearchRequest.request_id */
+    /* --server over TLS: the CA to verify it by, a client certificate (mutual TLS), the name to check */
+    const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
     /* --fields: stored fields printed under each hit; --index: their slots and the fetch's scratch */
     const char *stored[ISN_MAX_FIELDS];
     uint32_t num_stored;
@@ -68,6 +71,9 @@ static void usage(FILE *out) {
           "  --request-id ID     with --server: SearchRequest.request_id (in the servers' access logs)\n"
           "  --filter EXPR       with --index: only documents whose attribute satisfies EXPR: lang=en, lang!=en,\n"
           "                      year>=2020 (> <= <), site in {a,b}, site not in {a,b}; repeatable, all must hold\n"
+          "  --tls-ca FILE       with --server: TLS, the server's certificate checked against this CA (PEM)\n"
+          "  --tls-cert FILE     with --tls-ca: a client certificate for mutual TLS (with --tls-key FILE)\n"
+          "  --tls-server-name N with --tls-ca: the name the certificate must carry (default: the host)\n"
           "  --fields a,b        print these stored fields under each hit (the index must keep them:\n"
           "                      isn-index build --store); one query text, not --queries\n"
           "Every answer from --server says whether it is complete, and from an aggregator its coverage; an\n"
@@ -101,12 +107,18 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"show-device", 0, 0, 'V'}, {"require-complete", 0, 0, 'C'},
                                          {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
                                          {"request-id", 1, 0, 'I'}, {"fields", 1, 0, 'F'}, {"filter", 1, 0, 'G'},
+                                         {"tls-ca", 1, 0, 1000}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002},
+                                         {"tls-server-name", 1, 0, 1003},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
         switch (c) {
         case 'i': a->index_dir = optarg; break;
         case 's': a->server = optarg; break;
+        case 1000: a->tls_ca = optarg; break;
+        case 1001: a->tls_cert = optarg; break;
+        case 1002: a->tls_key = optarg; break;
+        case 1003: a->tls_server_name = optarg; break;
         case 'a':
             if (!isn_algo_from_name(optarg, &a->search.algo)) {
                 fprintf(stderr, "isn-query: unknown --algo '%s' (auto, or, and, maxscore, wand, bmw, bmm, bmand)\n", optarg);
@@ -193,6 +205,10 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         fprintf(stderr, "isn-query: --filter works with --index (send Filter messages to a server with any gRPC client)\n");
         return 2;
     }
+    if ((a->tls_cert || a->tls_key || a->tls_server_name) && !a->tls_ca) {
+        fprintf(stderr, "isn-query: --tls-cert, --tls-key and --tls-server-name need --tls-ca\n");
+        return -1;
+    }
     if (a->require_complete && !a->server) {
         fprintf(stderr, "isn-query: --require-complete needs --server (an index in process always answers fully)\n");
         return -1;
@@ -237,7 +253,7 @@ static int search_remote(isn_grpc_client *c, const query_args *a, const char *te
     rq.num_stored_fields = a->num_stored;
     if (isn_grpc_search(c, &rq, reply, err, err_len) != 0) return -1;
     if (reply->status != 0) {
-        snprintf(err, err_len, "server answered %s (%d): %.200s", grpc_status_name(reply->status), reply->status,
+        snprintf(err, err_len, "server answered %s (%d): %.200s", isn_grpc_status_name(reply->status), reply->status,
                  reply->message);
         isn_grpc_search_reply_free(reply);
         return -1;
@@ -310,10 +326,10 @@ static void format_generation(const isn_grpc_search_reply *r, char *out, size_t 
 }
 
 /* --wait-ready: connects and asks Health/Check until the server says SERVING or the time is up. */
-static isn_grpc_client *connect_ready(const query_args *a, char *err, size_t err_len) {
+static isn_grpc_client *connect_ready(const query_args *a, isn_grpc_tls *tls, char *err, size_t err_len) {
     uint64_t give_up = isn_now_ns() + (uint64_t)a->wait_ready_s * 1000000000ull;
     for (;;) {
-        isn_grpc_client *c = isn_grpc_connect(a->server, 5000, err, err_len);
+        isn_grpc_client *c = isn_grpc_connect_tls(a->server, 5000, tls, a->tls_server_name, err, err_len);
         int serving = 0;
         if (c && (!a->wait_ready_s || (isn_grpc_health_check(c, "", &serving, err, err_len) == 0 && serving == 1)))
             return c;
@@ -337,15 +353,25 @@ static isn_grpc_client *connect_ready(const query_args *a, char *err, size_t err
 
 static int run_server(const query_args *a, const isn_query_log *queries) {
     char err[ISN_ERR_LEN];
-    isn_grpc_client *c = connect_ready(a, err, sizeof err);
+    isn_grpc_tls *tls = NULL;
+    if (a->tls_ca) {
+        isn_grpc_tls_config config = {.ca_file = a->tls_ca, .cert_file = a->tls_cert, .key_file = a->tls_key};
+        if (!(tls = isn_grpc_tls_client_new(&config, err, sizeof err))) {
+            fprintf(stderr, "isn-query: %s\n", err);
+            return 2;
+        }
+    }
+    isn_grpc_client *c = connect_ready(a, tls, err, sizeof err);
     if (!c) {
         fprintf(stderr, "isn-query: %s: %s\n", a->server, err);
+        isn_grpc_tls_free(tls);
         return 1;
     }
     FILE *out = a->out_path ? fopen(a->out_path, "w") : stdout;
     if (!out) {
         perror(a->out_path);
         isn_grpc_close(c);
+        isn_grpc_tls_free(tls);
         return 1;
     }
     int rc = 0;
@@ -400,6 +426,7 @@ static int run_server(const query_args *a, const isn_query_log *queries) {
     }
     if (out != stdout) fclose(out);
     isn_grpc_close(c);
+    isn_grpc_tls_free(tls);
     return rc;
 }
 

@@ -10,7 +10,7 @@ packages=(
   libjansson-dev liblz4-dev
   python3-grpcio python3-grpc-tools prometheus nghttp2-client gnuplot-nox
   python3-numpy python3-xgboost
-  libc-ares-dev
+  libc-ares-dev libssl-dev openssl
   clang libclang-rt-14-dev
 )
 # Extra packages a caller may need (tests, benchmarks) are passed as arguments.

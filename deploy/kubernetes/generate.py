@@ -7,7 +7,17 @@ PodDisruptionBudget (one pod of a partition down at a time). isn-agg: a ConfigMa
 configuration, a Deployment, a Service and a PodDisruptionBudget. Every pod has native gRPC
 readiness, liveness and startup probes (grpc.health.v1), resources, Prometheus scrape annotations,
 runs as a non-root user on a read-only root file system, and with --gpu asks for nvidia.com/gpu
-(the node needs the NVIDIA device plugin and container toolkit).
+(the node needs the NVIDIA device plugin and container toolkit). NetworkPolicies admit isnd's gRPC
+only from isn-agg and every stats port only from Prometheus (--no-network-policy leaves them out).
+
+TLS (issue 37): --cert-manager-issuer NAME makes cert-manager Certificate resources (ECDSA P-256,
+renewed well before they expire) whose Secrets the pods mount; --tls-secret-isnd and --tls-secret-agg
+name Secrets made some other way instead (type kubernetes.io/tls with ca.crt). Then every port speaks
+TLS: isn-agg to isnd with mutual TLS (isnd admits only isn-agg's SPIFFE ID), the stats ports HTTPS
+(Prometheus scrapes with the CA, annotation prometheus.io/scheme: https). The kubelet's gRPC probe
+speaks plaintext only, so with TLS the probes are HTTPS GETs of the stats endpoint's /readyz and
+/healthz (the kubelet does not verify the certificate). isnd and isn-agg watch the mounted files and
+take a renewed certificate for new connections without a restart.
 
     deploy/kubernetes/generate.py --partitions 4 --replicas 3 --image registry.example/isn:0.1.0 >tier.yaml
     kubectl apply -f tier.yaml
@@ -63,8 +73,109 @@ def labels(component, partition=None):
     return out
 
 
-def scrape_annotations(port):
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+TLS_DIR = "/etc/isn-tls"  # a Secret's tls.crt, tls.key and ca.crt
+
+
+def scrape_annotations(port, tls=False):
+    out = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+    if tls:
+        out["prometheus.io/scheme"] = "https"
+    return out
+
+
+def https_probes(port, startup_seconds, startup_path):
+    """With TLS: the stats endpoint's /readyz and /healthz over HTTPS (the kubelet's gRPC probe
+    cannot speak TLS; its HTTPS probe does not verify the certificate)."""
+    def get(path):
+        return {"httpGet": {"path": path, "port": port, "scheme": "HTTPS"}}
+    return {
+        "startupProbe": {**get(startup_path), "periodSeconds": 2, "failureThreshold": max(1, startup_seconds // 2)},
+        "readinessProbe": {**get("/readyz"), "periodSeconds": 2, "failureThreshold": 2},
+        "livenessProbe": {**get("/healthz"), "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
+    }
+
+
+def tls_on(args):
+    return bool(args.cert_manager_issuer or args.tls_secret_isnd)
+
+
+def isnd_secret(args):
+    return args.tls_secret_isnd or f"{args.name}-isnd-tls"
+
+
+def agg_secret(args):
+    return args.tls_secret_agg or f"{args.name}-agg-tls"
+
+
+def isnd_tls_name(args):
+    """The name every isnd certificate carries and isn-agg checks (it reaches pods by address)."""
+    return f"{args.name}-isnd.{args.namespace}.svc"
+
+
+def agg_spiffe_id(args):
+    return f"spiffe://{args.cluster_domain}/ns/{args.namespace}/sa/{args.name}-agg"
+
+
+def tls_volume(secret):
+    return {"name": "tls", "secret": {"secretName": secret, "defaultMode": 0o440}}
+
+
+def tls_mount():
+    return {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}
+
+
+def certificates(args):
+    """cert-manager Certificates for isnd (server) and isn-agg (server and client, with its SPIFFE ID)."""
+    def certificate(name, secret, dns_names, usages, uris=None):
+        spec = {
+            "secretName": secret,
+            "duration": args.cert_duration,
+            "renewBefore": args.cert_renew_before,
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "dnsNames": dns_names,
+            "usages": usages,
+            "issuerRef": {"name": args.cert_manager_issuer, "kind": args.cert_manager_issuer_kind,
+                          "group": "cert-manager.io"},
+        }
+        if uris:
+            spec["uris"] = uris
+        return {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": {"name": name, "namespace": args.namespace, "labels": labels("tls")}, "spec": spec}
+    isnd_names = [isnd_tls_name(args)] + [f"*.{partition_name(args, p)}.{args.namespace}.svc.{args.cluster_domain}"
+                                         for p in range(args.partitions)]
+    agg_names = [f"{args.name}-agg.{args.namespace}.svc", f"{args.name}-agg.{args.namespace}.svc.{args.cluster_domain}"]
+    return [certificate(f"{args.name}-isnd", isnd_secret(args), isnd_names, ["digital signature", "server auth"]),
+            certificate(f"{args.name}-agg", agg_secret(args), agg_names,
+                        ["digital signature", "server auth", "client auth"], [agg_spiffe_id(args)])]
+
+
+def prometheus_peer(args):
+    key, _, value = args.prometheus_labels.partition("=")
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.prometheus_namespace}},
+            "podSelector": {"matchLabels": {key: value}}}
+
+
+def network_policies(args):
+    """isnd: gRPC only from isn-agg, stats only from Prometheus. isn-agg: gRPC from any client, stats
+    only from Prometheus. (The kubelet's probes come from the node, which NetworkPolicy does not
+    govern on the common CNIs.)"""
+    def policy(name, component, rules):
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": name, "namespace": args.namespace, "labels": labels(component)},
+                "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "isn",
+                                                         "app.kubernetes.io/component": component}},
+                         "policyTypes": ["Ingress"], "ingress": rules}}
+    from_agg = {"podSelector": {"matchLabels": labels("isn-agg")}}
+    return [
+        policy(f"{args.name}-isnd", "isnd", [
+            {"from": [from_agg], "ports": [{"protocol": "TCP", "port": GRPC_PORT}]},
+            {"from": [prometheus_peer(args)], "ports": [{"protocol": "TCP", "port": STATS_PORT}]},
+        ]),
+        policy(f"{args.name}-agg", "isn-agg", [
+            {"ports": [{"protocol": "TCP", "port": AGG_GRPC_PORT}]},
+            {"from": [prometheus_peer(args)], "ports": [{"protocol": "TCP", "port": AGG_STATS_PORT}]},
+        ]),
+    ]
 
 
 def grpc_probes(port, startup_seconds, liveness_service=None):
@@ -118,6 +229,10 @@ def partition_objects(args, p):
                  "limits": {"memory": args.isnd_memory}}
     isnd_args = ["--index", "/var/lib/isn/index", "--listen", f"0.0.0.0:{GRPC_PORT}",
                  "--stats-listen", f"0.0.0.0:{STATS_PORT}", "--partition-id", str(p)]
+    if tls_on(args):
+        isnd_args += ["--set", f"server.tls_cert={TLS_DIR}/tls.crt", "--set", f"server.tls_key={TLS_DIR}/tls.key",
+                      "--set", f"server.tls_client_ca={TLS_DIR}/ca.crt",
+                      "--set", f"server.tls_allowed_peers={agg_spiffe_id(args)}"]
     pod_spec = {
         "securityContext": pod_security(),
         # the preStop sleep keeps answering while the endpoint leaves DNS and isn-agg re-resolves
@@ -130,12 +245,15 @@ def partition_objects(args, p):
             "command": ["/usr/bin/isnd"],
             "args": isnd_args,
             "ports": [{"name": "grpc", "containerPort": GRPC_PORT}, {"name": "metrics", "containerPort": STATS_PORT}],
-            **grpc_probes(GRPC_PORT, args.startup_seconds),
+            **(https_probes(STATS_PORT, args.startup_seconds, "/readyz") if tls_on(args)
+               else grpc_probes(GRPC_PORT, args.startup_seconds)),
             "lifecycle": {"preStop": {"sleep": {"seconds": args.prestop_seconds}}},
             "resources": resources,
             "securityContext": container_security(),
-            "volumeMounts": [{"name": "index", "mountPath": "/var/lib/isn", "readOnly": True}],
+            "volumeMounts": [{"name": "index", "mountPath": "/var/lib/isn", "readOnly": True}]
+                            + ([tls_mount()] if tls_on(args) else []),
         }],
+        **({"volumes": [tls_volume(isnd_secret(args))]} if tls_on(args) else {}),
         "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
             "weight": 100,
             "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}},
@@ -157,7 +275,7 @@ def partition_objects(args, p):
             "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": selector, "annotations": scrape_annotations(STATS_PORT)},
+                "metadata": {"labels": selector, "annotations": scrape_annotations(STATS_PORT, tls_on(args))},
                 "spec": pod_spec,
             },
             # one volume per pod, holding this partition's index at /var/lib/isn/index (written by
@@ -183,6 +301,11 @@ def agg_config(args):
     lines += [f"partition = dns:{partition_dns(args, p)}:{GRPC_PORT}" for p in range(args.partitions)]
     if args.global_stats:
         lines.append("global_stats = true")
+    if tls_on(args):
+        lines += [f"tls_cert = {TLS_DIR}/tls.crt", f"tls_key = {TLS_DIR}/tls.key", f"tls_ca = {TLS_DIR}/ca.crt",
+                  f"tls_server_name = {isnd_tls_name(args)}"]
+        if args.agg_client_certs:
+            lines.append(f"tls_client_ca = {TLS_DIR}/ca.crt")
     return "\n".join(lines) + "\n"
 
 
@@ -201,7 +324,7 @@ def agg_objects(args):
             "selector": {"matchLabels": selector},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": selector, "annotations": scrape_annotations(AGG_STATS_PORT)},
+                "metadata": {"labels": selector, "annotations": scrape_annotations(AGG_STATS_PORT, tls_on(args))},
                 "spec": {
                     "securityContext": pod_security(),
                     "terminationGracePeriodSeconds": args.prestop_seconds + 10,
@@ -213,14 +336,17 @@ def agg_objects(args):
                         "args": ["--config", "/etc/isn/isn-agg.conf"],
                         "ports": [{"name": "grpc", "containerPort": AGG_GRPC_PORT},
                                   {"name": "metrics", "containerPort": AGG_STATS_PORT}],
-                        **grpc_probes(AGG_GRPC_PORT, 60, liveness_service="liveness"),
+                        **(https_probes(AGG_STATS_PORT, 60, "/healthz") if tls_on(args)
+                           else grpc_probes(AGG_GRPC_PORT, 60, liveness_service="liveness")),
                         "lifecycle": {"preStop": {"sleep": {"seconds": args.prestop_seconds}}},
                         "resources": {"requests": {"cpu": args.agg_cpu, "memory": args.agg_memory},
                                       "limits": {"memory": args.agg_memory}},
                         "securityContext": container_security(),
-                        "volumeMounts": [{"name": "config", "mountPath": "/etc/isn", "readOnly": True}],
+                        "volumeMounts": [{"name": "config", "mountPath": "/etc/isn", "readOnly": True}]
+                                        + ([tls_mount()] if tls_on(args) else []),
                     }],
-                    "volumes": [{"name": "config", "configMap": {"name": name}}],
+                    "volumes": [{"name": "config", "configMap": {"name": name}}]
+                               + ([tls_volume(agg_secret(args))] if tls_on(args) else []),
                 },
             },
         },
@@ -274,7 +400,27 @@ def main(argv):
     ap.add_argument("--global-stats", action="store_true", help="isn-agg sends corpus-wide statistics")
     ap.add_argument("--out", default="-", help="file to write (default: standard output)")
     ap.add_argument("--agg-config", action="store_true", help="write only isn-agg.conf (the ConfigMap's file)")
+    ap.add_argument("--cert-manager-issuer", default="", help="TLS on every port, certificates from this cert-manager issuer")
+    ap.add_argument("--cert-manager-issuer-kind", default="Issuer", choices=["Issuer", "ClusterIssuer"])
+    ap.add_argument("--cert-duration", default="24h", help="cert-manager: each certificate's lifetime")
+    ap.add_argument("--cert-renew-before", default="8h", help="cert-manager: renewed this long before it expires")
+    ap.add_argument("--tls-secret-isnd", default="", help="TLS on every port, isnd's certificate from this Secret")
+    ap.add_argument("--tls-secret-agg", default="", help="with --tls-secret-isnd: isn-agg's (server and client) Secret")
+    ap.add_argument("--agg-client-certs", action="store_true", help="with TLS: isn-agg's clients need certificates from the CA")
+    ap.add_argument("--no-network-policy", dest="network_policy", action="store_false",
+                    help="leave the NetworkPolicies out")
+    ap.add_argument("--prometheus-namespace", default="monitoring", help="NetworkPolicy: where Prometheus runs")
+    ap.add_argument("--prometheus-labels", default="app.kubernetes.io/name=prometheus",
+                    help="NetworkPolicy: KEY=VALUE of the Prometheus pods")
     args = ap.parse_args(argv)
+    if args.cert_manager_issuer and args.tls_secret_isnd:
+        ap.error("--cert-manager-issuer makes the Secrets; do not name them with --tls-secret-isnd too")
+    if bool(args.tls_secret_isnd) != bool(args.tls_secret_agg):
+        ap.error("--tls-secret-isnd and --tls-secret-agg go together")
+    if args.agg_client_certs and not tls_on(args):
+        ap.error("--agg-client-certs needs TLS (--cert-manager-issuer or --tls-secret-isnd)")
+    if "=" not in args.prometheus_labels:
+        ap.error("--prometheus-labels is KEY=VALUE")
     if args.replicas > 8:
         ap.error("--replicas: isn-agg keeps at most 8 replicas per partition")
     if args.prestop_seconds * 1000 <= args.dns_interval_ms:
@@ -283,8 +429,12 @@ def main(argv):
     for p in range(args.partitions):
         objects += partition_objects(args, p)
     objects += agg_objects(args)
+    if args.cert_manager_issuer:
+        objects = certificates(args) + objects
+    if args.network_policy:
+        objects += network_policies(args)
     header = (f"# ISN tier: {args.partitions} partitions x {args.replicas} replicas, isn-agg x {args.agg_replicas}"
-              f"{', GPU' if args.gpu else ''}.\n# Generated by deploy/kubernetes/generate.py "
+              f"{', GPU' if args.gpu else ''}{', TLS' if tls_on(args) else ''}.\n# Generated by deploy/kubernetes/generate.py "
               f"{' '.join(argv)}\n".replace(" \n", "\n"))
     text = agg_config(args) if args.agg_config else header + "".join(f"---\n{yaml(o)}\n" for o in objects)
     if args.out == "-":

@@ -1,4 +1,4 @@
-/* The gRPC server core fed raw bytes: a real grpc_server on a libuv loop (the one isnd and isn-agg
+/* The gRPC server core fed raw bytes: a real isn_grpc_server on a libuv loop (the one isnd and isn-agg
  * run), a loopback connection that sends the HTTP/2 preface and then the input, and handlers that
  * answer, fail or hold calls the way the programs do. The memory budget and the per-connection
  * limits are small so that their paths are reached. After each input the connection must be gone
@@ -13,40 +13,41 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 #include "proto/isn.pb-c.h"
 
 static uv_loop_t loop;
-static grpc_server *server;
+static isn_grpc_server *server;
 static int port;
-static grpc_call *held[8];
+static isn_grpc_call *held[8];
 static int num_held;
 
-static void on_request(grpc_call *call, void *app) {
+static void on_request(isn_grpc_call *call, void *app) {
     (void)app;
     Isn__V1__SearchRequest *request =
-        grpc_call_unpack(call, &isn__v1__search_request__descriptor, NULL); /* answers INVALID_ARGUMENT itself */
+        isn_grpc_call_unpack(call, &isn__v1__search_request__descriptor, NULL); /* answers INVALID_ARGUMENT itself */
     if (!request) return;
     if (request->k % 3 == 1 && num_held < 8) { /* answered after the input: abandoned when the client left */
-        grpc_call_hold(call);
+        isn_grpc_call_hold(call);
         held[num_held++] = call;
     } else if (request->k % 3 == 2) {
-        grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "no such %s", request->query);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_NOT_FOUND, "no such %s", request->query);
     } else {
         Isn__V1__SearchResponse reply = ISN__V1__SEARCH_RESPONSE__INIT;
         reply.request_id = request->request_id;
-        grpc_call_reply_message(call, &reply.base);
+        isn_grpc_call_reply_message(call, &reply.base);
     }
     protobuf_c_message_free_unpacked(&request->base, NULL);
 }
 
-static const grpc_server_handlers HANDLERS = {.on_request = on_request};
+static const isn_grpc_server_handlers HANDLERS = {.on_request = on_request};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     uv_loop_init(&loop);
-    static grpc_connection_limit limit = {.max = 4};
-    grpc_server_config config = {
+    static isn_grpc_connection_limit limit = {.max = 4};
+    isn_grpc_server_config config = {
         .max_concurrent_streams = 16,
         .max_message_bytes = 1 << 16,
         .header_timeout_ms = 1000,
@@ -57,9 +58,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .max_header_list_bytes = 2048,
         .max_early_resets_per_second = 5,
     };
-    server = grpc_server_new(&loop, &config, &HANDLERS, NULL);
+    server = isn_grpc_server_new(&loop, &config, &HANDLERS, NULL);
     char bound[64], err[256];
-    if (!server || grpc_server_listen(server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err) != 0) abort();
+    if (!server || isn_grpc_server_listen(server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err) != 0) abort();
     port = atoi(strrchr(bound, ':') + 1);
     return 0;
 }
@@ -109,8 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uv_run(&loop, UV_RUN_NOWAIT);
         if (turn == 2)
             while (num_held) { /* the program's late answers */
-                grpc_call *call = held[--num_held];
-                if (grpc_call_unhold(call)) grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "late");
+                isn_grpc_call *call = held[--num_held];
+                if (isn_grpc_call_unhold(call)) isn_grpc_call_fail(call, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "late");
             }
         ssize_t got, any = 0;
         while ((got = recv(fd, sink, sizeof sink, 0)) > 0) any += got;
@@ -124,12 +125,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(bytes);
     close(fd);
     while (num_held) {
-        grpc_call *call = held[--num_held];
-        if (grpc_call_unhold(call)) grpc_call_fail(call, GRPC_STATUS_DEADLINE_EXCEEDED, "late");
+        isn_grpc_call *call = held[--num_held];
+        if (isn_grpc_call_unhold(call)) isn_grpc_call_fail(call, ISN_GRPC_STATUS_DEADLINE_EXCEEDED, "late");
     }
-    for (int turn = 0; turn < 100000 && grpc_server_read_counters(server).connections; turn++)
+    for (int turn = 0; turn < 100000 && isn_grpc_server_read_counters(server).connections; turn++)
         uv_run(&loop, UV_RUN_NOWAIT);
-    const grpc_server_counters counters = grpc_server_read_counters(server);
+    const isn_grpc_server_counters counters = isn_grpc_server_read_counters(server);
     if (counters.connections || counters.open_calls || counters.memory_used != counters.memory_pooled) {
         fprintf(stderr, "left behind: %u connections, %u calls, %llu bytes charged (%llu by pooled calls)\n",
                 counters.connections, counters.open_calls, (unsigned long long)counters.memory_used,

@@ -1,4 +1,4 @@
-/* The stats endpoint's HTTP/1.1 parser fed raw bytes: a real grpc_stats_server on a libuv loop and
+/* The stats endpoint's HTTP/1.1 parser fed raw bytes: a real isn_grpc_stats_server on a libuv loop and
  * a loopback connection that sends the input (pipelined requests, partial heads, junk), then EOF.
  * After each input the connection must be gone. */
 #include <errno.h>
@@ -11,10 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/stats_endpoint.h"
 
 static uv_loop_t loop;
-static grpc_stats_server *server;
+static isn_grpc_stats_server *server;
 static int port;
 
 static void render_metrics(void *app, byte_buffer *body) {
@@ -30,16 +30,16 @@ static int readiness(void *app, byte_buffer *body) {
     buffer_printf(body, "ok\n");
     return 200;
 }
-static const grpc_stats_pages PAGES = {render_metrics, render_json, readiness};
+static const isn_grpc_stats_pages PAGES = {render_metrics, render_json, readiness};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     uv_loop_init(&loop);
-    grpc_stats_config config = {.server_name = "fuzz", .header_timeout_ms = 1000, .idle_timeout_ms = 1000,
+    isn_grpc_stats_config config = {.server_name = "fuzz", .header_timeout_ms = 1000, .idle_timeout_ms = 1000,
                                 .max_connections = 4};
-    server = grpc_stats_server_new(&loop, &config, &PAGES, NULL);
+    server = isn_grpc_stats_server_new(&loop, &config, &PAGES, NULL);
     char bound[64], err[256];
-    if (!server || grpc_stats_server_listen(server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err) != 0) abort();
+    if (!server || isn_grpc_stats_server_listen(server, "127.0.0.1:0", bound, sizeof bound, err, sizeof err) != 0) abort();
     port = atoi(strrchr(bound, ':') + 1);
     return 0;
 }
@@ -86,9 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (got == 0 || (got < 0 && errno != EAGAIN)) closed = true;
     }
     close(fd);
-    for (int turn = 0; turn < 100000 && grpc_stats_server_get_counters(server)->connections; turn++)
+    for (int turn = 0; turn < 100000 && isn_grpc_stats_server_get_counters(server)->connections; turn++)
         uv_run(&loop, UV_RUN_NOWAIT);
-    if (grpc_stats_server_get_counters(server)->connections) {
+    if (isn_grpc_stats_server_get_counters(server)->connections) {
         fprintf(stderr, "stats connection left open after EOF\n");
         abort();
     }

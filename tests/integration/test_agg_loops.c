@@ -116,7 +116,7 @@ static void test_two_aggregators_that_send_to_each_other(void **state) {
     long long searches = isnd_searches() - before;
     fprintf(stderr, "test_agg_loops: A <-> B: status %d \"%s\"; isnd saw %lld Searches\n", reply.status, reply.message,
             searches);
-    assert_int_equal(reply.status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(reply.message, "request loop"));
     assert_true(searches <= 2);
     snprintf(series_a, sizeof series_a, "isn_agg_replica_leads_back{partition=\"0\",replica=\"%s\"}", listen_b);
@@ -124,7 +124,7 @@ static void test_two_aggregators_that_send_to_each_other(void **state) {
     assert_true(harness_metric(&agg_a, "isn_agg_loop_refusals_total") + harness_metric(&agg_b, "isn_agg_loop_refusals_total") >= 1);
     /* the next query is refused too, without a call to B */
     reply = search_through(&agg_a, NULL);
-    assert_int_equal(reply.status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(reply.message, "request loop"));
     assert_int_equal(harness_stop(&agg_a), 0);
     assert_int_equal(harness_stop(&agg_b), 0);
@@ -155,13 +155,13 @@ static void test_dns_name_of_its_own_address(void **state) {
     long long searches = isnd_searches() - before;
     fprintf(stderr, "test_agg_loops: DNS names isn-agg itself: status %d \"%s\"; isnd saw %lld Searches\n", reply.status,
             reply.message, searches);
-    assert_int_equal(reply.status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(reply.message, "request loop"));
     assert_true(searches <= 2);
 
     /* a request that already went through 8 aggregators */
     reply = search_through(&agg_a, "a1,a2,a3,a4,a5,a6,a7,a8");
-    assert_int_equal(reply.status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(reply.message, "went through 8 aggregators"));
     assert_int_equal(harness_stop(&agg_a), 0);
     dns_server_stop(dns);

@@ -47,7 +47,7 @@ static int start_agg(void) {
 
 /* OWN_QUERIES searches sent on one connection and given time to reach isn-agg (not to be answered:
  * each takes DELAY_MS at the partitions). */
-static isn_grpc_client *send_own_queries(isn_grpc_call **calls) {
+static isn_grpc_client *send_own_queries(isn_grpc_client_call **calls) {
     isn_grpc_client *c = support_connect(t.aggregator.grpc_address);
     assert_non_null(c);
     char err[256];
@@ -77,7 +77,7 @@ static void test_sigterm_answers_every_query_in_flight(void **state) {
     assert_true(bench > 0);
     harness_sleep_ms(1500);
 
-    isn_grpc_call *calls[OWN_QUERIES];
+    isn_grpc_client_call *calls[OWN_QUERIES];
     isn_grpc_client *c = send_own_queries(calls);
     assert_int_equal(kill(t.aggregator.pid, SIGTERM), 0);
     char body[512];
@@ -126,7 +126,7 @@ static void test_sigterm_answers_every_query_in_flight(void **state) {
 static void test_second_sigterm_stops_at_once(void **state) {
     (void)state;
     assert_int_equal(start_agg(), 0);
-    isn_grpc_call *calls[OWN_QUERIES];
+    isn_grpc_client_call *calls[OWN_QUERIES];
     isn_grpc_client *c = send_own_queries(calls);
     assert_int_equal(kill(t.aggregator.pid, SIGTERM), 0);
     harness_sleep_ms(5);
@@ -138,7 +138,7 @@ static void test_second_sigterm_stops_at_once(void **state) {
         isn_grpc_wait(c, calls[i], 5000, err, sizeof err);
         isn_grpc_search_reply reply;
         if (isn_grpc_search_finish(calls[i], &reply, err, sizeof err) == 0) {
-            unavailable += reply.status == GRPC_STATUS_UNAVAILABLE;
+            unavailable += reply.status == ISN_GRPC_STATUS_UNAVAILABLE;
             isn_grpc_search_reply_free(&reply);
         }
     }
@@ -156,7 +156,7 @@ static void test_queries_beyond_capacity_are_refused_whole(void **state) {
     enum { QUERIES = 6 };
     isn_grpc_client *c = support_connect(t.aggregator.grpc_address);
     assert_non_null(c);
-    isn_grpc_call *calls[QUERIES];
+    isn_grpc_client_call *calls[QUERIES];
     char err[256];
     for (int i = 0; i < QUERIES; i++) {
         isn_grpc_search_request rq = {.query = "wind tunnel", .k = 10, .timeout_ms = 5000};
@@ -169,7 +169,7 @@ static void test_queries_beyond_capacity_are_refused_whole(void **state) {
         isn_grpc_search_reply reply;
         assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
         if (reply.status == 0 && reply.complete) complete++;
-        else if (reply.status == GRPC_STATUS_RESOURCE_EXHAUSTED && strstr(reply.message, "at capacity")) refused++;
+        else if (reply.status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED && strstr(reply.message, "at capacity")) refused++;
         else fail_msg("query %d: status %d, complete %d: %s", i, reply.status, reply.complete, reply.message);
         isn_grpc_search_reply_free(&reply);
     }

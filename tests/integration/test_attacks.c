@@ -1,5 +1,8 @@
 /* The attack suite: each class of attack of issue 16, against a real isnd and a real isn-agg in front
- * of it (loopback, small limits so that every protection is reached quickly). After each attack a
+ * of it, once in plaintext and once over TLS (issue 37: both servers with certificates made by
+ * tests/support/tls_certs.sh, isn-agg to isnd over TLS, the HTTP/2 and HTTP/1.1 attacks carried by
+ * tests/support/tls_bridge.h, plus the attacks on TLS itself: slow handshakes, garbage before the
+ * ClientHello, renegotiation) (loopback, small limits so that every protection is reached quickly). After each attack a
  * normal client still gets answers, the attacked connection was closed (or its streams refused) as
  * the protection says, and the server's resident memory, after the attack and at its peak during it
  * (sampled every few milliseconds), stays under its baseline plus the configured memory budget (which
@@ -15,8 +18,12 @@
 #include <cmocka.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/raw_http2.h"
+#include "tests/support/tls_bridge.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define MEMORY_BUDGET_MIB 16
 /* Outside the budget: the allocator's freed pages not yet returned, the workers' scratch for the
@@ -35,11 +42,15 @@ static harness isnd, agg;
 typedef struct {
     const char *name;
     harness *h;
+    int tls_port; /* over TLS: the server's own gRPC port (h->grpc_port is the bridge's); 0 in plaintext */
     long long baseline_rss_kib;
     long long peak_rss_kib; /* since the last check (the sampler's; read and reset atomically) */
 } target;
 
 static target targets[2];
+static bool over_tls;
+static char certs_dir[600];
+static tls_bridge *bridges[4];
 
 /* Samples both servers' resident memory every 2 ms while the suite runs, keeping each one's peak. */
 static pthread_t sampler;
@@ -196,10 +207,10 @@ static void test_cancellations_not_punished(void **state) {
         assert_non_null(client);
         for (int c = 0; c < EARLY_RESETS_PER_SECOND / 2; c++) {
             isn_grpc_search_request request = {.query = "wind tunnel", .k = 10, .timeout_ms = 5000};
-            isn_grpc_call *call = isn_grpc_search_start(client, &request, NULL, 0);
+            isn_grpc_client_call *call = isn_grpc_search_start(client, &request, NULL, 0);
             assert_non_null(call);
             assert_int_equal(isn_grpc_poll(client, 0, NULL, 0), 0);
-            isn_grpc_call_free(call);
+            isn_grpc_client_call_free(call);
         }
         assert_int_equal(isn_grpc_poll(client, 50, NULL, 0), 0);
         assert_true(isn_grpc_usable(client));
@@ -286,10 +297,10 @@ static void test_memory_budget_for_bodies(void **state) {
         char err[256];
         isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, err, sizeof err);
         assert_non_null(client);
-        static uint8_t body[GRPC_PREFIX_BYTES + 1024];
-        grpc_write_prefix(body, 4u << 20);
+        static uint8_t body[ISN_GRPC_PREFIX_BYTES + 1024];
+        isn_grpc_write_prefix(body, 4u << 20);
         enum { CALLS = 12 };
-        isn_grpc_call *calls[CALLS];
+        isn_grpc_client_call *calls[CALLS];
         for (int c = 0; c < CALLS; c++) {
             isn_grpc_request request = {.path = "/isn.v1.Search/Search", .body = body, .body_len = sizeof body,
                                         .frame = false, .leave_open = true};
@@ -301,16 +312,16 @@ static void test_memory_budget_for_bodies(void **state) {
             if (isn_grpc_poll(client, 50, err, sizeof err) < 0) break;
             done = exhausted = 0;
             for (int c = 0; c < CALLS; c++)
-                if (isn_grpc_call_done(calls[c])) {
+                if (isn_grpc_client_call_done(calls[c])) {
                     done++;
-                    exhausted += isn_grpc_call_result(calls[c])->grpc_status == GRPC_STATUS_RESOURCE_EXHAUSTED;
+                    exhausted += isn_grpc_client_call_result(calls[c])->grpc_status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
                 }
         }
         fprintf(stderr, "%s: %d of %d unfinished 4 MiB requests answered RESOURCE_EXHAUSTED at once\n", t->name,
                 exhausted, CALLS);
         assert_true(exhausted >= CALLS - MEMORY_BUDGET_MIB / 4);
         assert_memory_bounded(t, "unfinished 4 MiB bodies");
-        for (int c = 0; c < CALLS; c++) isn_grpc_call_free(calls[c]);
+        for (int c = 0; c < CALLS; c++) isn_grpc_client_call_free(calls[c]);
         isn_grpc_close(client);
         after_attack(t, "unfinished bodies");
     }
@@ -383,7 +394,7 @@ static void test_large_queries_analysed_off_loop(void **state) {
     isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
     enum { LARGE = 4 };
-    isn_grpc_call *calls[LARGE];
+    isn_grpc_client_call *calls[LARGE];
     for (int c = 0; c < LARGE; c++) {
         isn_grpc_search_request request = {.query = text, .k = 10, .timeout_ms = 30000};
         calls[c] = isn_grpc_search_start(client, &request, err, sizeof err);
@@ -424,17 +435,47 @@ static void test_memory_returns(void **state) {
 
 /* ------------------------------------------------------------------ setup */
 
+/* Over TLS: the harness' ports become bridges' (gRPC with ALPN h2, stats with http/1.1), so every
+ * attack and check below reaches the server through TLS. */
+static int bridge_ports(harness *h, tls_bridge **grpc, tls_bridge **stats, int *tls_port) {
+    char ca[700];
+    snprintf(ca, sizeof ca, "%s/ca.crt", certs_dir);
+    int grpc_port, stats_port;
+    *tls_port = h->grpc_port;
+    if (!(*grpc = tls_bridge_start(h->grpc_port, ca, "h2", &grpc_port)) ||
+        !(*stats = tls_bridge_start(h->stats_port, ca, "http/1.1", &stats_port)))
+        return -1;
+    h->grpc_port = grpc_port;
+    h->stats_port = stats_port;
+    snprintf(h->grpc_address, sizeof h->grpc_address, "127.0.0.1:%d", grpc_port);
+    return 0;
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&isnd, 2000);
     harness_raise_open_files(4096);
+    static char tls_args[4][700];
+    if (over_tls) {
+        snprintf(certs_dir, sizeof certs_dir, "%s/certs", isnd.work_dir);
+        char command[800];
+        snprintf(command, sizeof command, "bash tests/support/tls_certs.sh '%s'", certs_dir);
+        if (system(command) != 0) return -1;
+        snprintf(tls_args[0], sizeof tls_args[0], "server.tls_cert=%s/server.crt", certs_dir);
+        snprintf(tls_args[1], sizeof tls_args[1], "server.tls_key=%s/server.key", certs_dir);
+        snprintf(tls_args[2], sizeof tls_args[2], "tls_cert=%s/agg.crt", certs_dir);
+        snprintf(tls_args[3], sizeof tls_args[3], "tls_key=%s/agg.key", certs_dir);
+    }
+    static char agg_ca[700];
+    snprintf(agg_ca, sizeof agg_ca, "tls_ca=%s/ca.crt", certs_dir);
     const char *isnd_args[] = {"--set", "server.header_timeout=500ms", "--set", "server.idle_timeout=2s",
                                "--set", "server.write_timeout=1s", "--set", "server.memory_budget=16MiB",
                                "--set", "server.max_header_list_size=4KiB", "--set",
                                "server.max_early_resets_per_second=20", "--set", "server.max_connections=32",
                                "--set", "server.stats_max_connections=8", "--set", "server.stats_write_timeout=1s",
                                "--set", "server.max_requests_per_connection=64", "--set",
-                               "server.max_concurrent_streams=32", NULL};
+                               "server.max_concurrent_streams=32", "--set", tls_args[0], "--set", tls_args[1], NULL};
+    if (!over_tls) isnd_args[sizeof isnd_args / sizeof isnd_args[0] - 5] = NULL;
     if (harness_start(&isnd, NULL, isnd_args) != 0) return -1;
     agg = isnd;
     agg.pid = 0;
@@ -447,10 +488,15 @@ static int setup(void **state) {
                               "--set", "max_header_list_size=4096", "--set", "max_early_resets_per_second=20",
                               "--set", "max_connections=32", "--set", "stats_max_connections=8",
                               "--set", "stats_write_timeout_ms=1000", "--set", "max_requests_per_connection=64",
-                              "--set", "max_concurrent_streams=32", NULL};
+                              "--set", "max_concurrent_streams=32", "--set", tls_args[2], "--set", tls_args[3],
+                              "--set", agg_ca, NULL};
+    if (!over_tls) agg_args[sizeof agg_args / sizeof agg_args[0] - 7] = NULL;
     if (harness_start_agg(&agg, partitions, agg_args) != 0) return -1;
-    targets[0] = (target){.name = "isnd", .h = &isnd};
-    targets[1] = (target){.name = "isn-agg", .h = &agg};
+    targets[0] = (target){.name = over_tls ? "isnd over TLS" : "isnd", .h = &isnd};
+    targets[1] = (target){.name = over_tls ? "isn-agg over TLS" : "isn-agg", .h = &agg};
+    if (over_tls && (bridge_ports(&isnd, &bridges[0], &bridges[1], &targets[0].tls_port) != 0 ||
+                     bridge_ports(&agg, &bridges[2], &bridges[3], &targets[1].tls_port) != 0))
+        return -1;
     /* The baseline is taken warm: large queries make the workers set up their analysers (stem
      * caches) and the allocator its arenas, a one-time cost that is not what the attacks are
      * measured by. */
@@ -477,7 +523,122 @@ static int teardown(void **state) {
     pthread_join(sampler, NULL);
     int agg_status = harness_stop_checked(&agg);
     int isnd_status = harness_finish(&isnd, NULL, NULL, NULL);
+    for (int i = 0; i < 4; i++) tls_bridge_stop(bridges[i]);
+    memset(bridges, 0, sizeof bridges);
+    memset(&isnd, 0, sizeof isnd);
+    memset(&agg, 0, sizeof agg);
+    __atomic_store_n(&sampler_stop, false, __ATOMIC_RELAXED);
     return agg_status == 0 && isnd_status == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ attacks on TLS itself */
+
+/* The first bytes of a ClientHello on its own connection to the TLS port, then nothing. */
+static int partial_hello(const target *t) {
+    static uint8_t hello[4096];
+    static size_t hello_len;
+    if (!hello_len) hello_len = tls_bridge_client_hello(hello, sizeof hello);
+    assert_true(hello_len > 16);
+    int fd = harness_connect(t->tls_port);
+    assert_true(fd >= 0);
+    if (!raw_h2_send_all(fd, hello, 16)) fail_msg("%s: the TLS port did not take a ClientHello's first bytes", t->name);
+    return fd;
+}
+
+/* Slow handshakes: more connections than the limit each send the start of a ClientHello and stall.
+ * Each is closed (a slowloris like any other: the handshake must end within the header timeout) and
+ * counted under reason "timeout"; a normal client is served meanwhile and afterwards. */
+static void test_slow_handshakes(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        target *t = &targets[i];
+        const char *metric = "tls_handshake_failures_total{port=\"grpc\",reason=\"timeout\"}";
+        long long before = protection_metric(t, metric);
+        int fds[MAX_CONNECTIONS + 8];
+        for (int c = 0; c < MAX_CONNECTIONS + 8; c++) fds[c] = partial_hello(t);
+        assert_still_serving(t);
+        for (int c = 0; c < MAX_CONNECTIONS + 8; c++) {
+            if (harness_read_until_close(fds[c], NULL, 0, 10000) < 0)
+                fail_msg("%s: a stalled handshake was not closed", t->name);
+            close(fds[c]);
+        }
+        long long after = protection_metric(t, metric);
+        fprintf(stderr, "%s: slow handshakes counted %lld\n", t->name, after - before);
+        /* Some were closed to make room at the connection limit (evicted, not timed out). */
+        assert_true(after - before >= 8);
+        after_attack(t, "slow handshakes");
+    }
+}
+
+/* Bytes that are not a ClientHello (an HTTP/1.1 request, the cleartext HTTP/2 preface, noise): the
+ * connection is closed at once and counted under "not_tls". */
+static void test_garbage_before_client_hello(void **state) {
+    (void)state;
+    static const char *const garbage[] = {"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                                          /* a handshake record longer than any */
+                                          "\x16\x03\x01\xff\xff\x01\x00\xff\xfb\x03\x03noise noise noise"};
+    for (int i = 0; i < 2; i++) {
+        target *t = &targets[i];
+        const char *metric = "tls_handshake_failures_total{port=\"grpc\",reason=\"not_tls\"}";
+        long long before = protection_metric(t, metric);
+        for (size_t g = 0; g < sizeof garbage / sizeof garbage[0]; g++) {
+            int fd = harness_connect(t->tls_port);
+            assert_true(fd >= 0);
+            raw_h2_send_all(fd, garbage[g], strlen(garbage[g]));
+            if (harness_read_until_close(fd, NULL, 0, 10000) < 0)
+                fail_msg("%s: garbage %zu before a ClientHello did not close the connection", t->name, g);
+            close(fd);
+        }
+        long long after = protection_metric(t, metric);
+        fprintf(stderr, "%s: garbage handshakes counted %lld as not_tls\n", t->name, after - before);
+        assert_true(after - before >= 3);
+        after_attack(t, "garbage before ClientHello");
+    }
+}
+
+/* A TLS 1.2 client asks to renegotiate, again and again: refused (SSL_OP_NO_RENEGOTIATION), never a
+ * second handshake on the connection; the server keeps serving. */
+static void test_renegotiation(void **state) {
+    (void)state;
+    char ca[700];
+    snprintf(ca, sizeof ca, "%s/ca.crt", certs_dir);
+    for (int i = 0; i < 2; i++) {
+        target *t = &targets[i];
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        assert_non_null(ctx);
+        SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+        assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
+        long long handshakes_before = protection_metric(t, "tls_handshakes_total{port=\"grpc\"}");
+        int renegotiated = 0;
+        for (int attempt = 0; attempt < 20; attempt++) {
+            int fd = harness_connect(t->tls_port);
+            assert_true(fd >= 0);
+            SSL *ssl = SSL_new(ctx);
+            static const unsigned char h2[] = {2, 'h', '2'};
+            SSL_set_alpn_protos(ssl, h2, sizeof h2);
+            SSL_set_fd(ssl, fd);
+            assert_int_equal(SSL_connect(ssl), 1);
+            static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+            SSL_write(ssl, preface, sizeof preface - 1);
+            if (SSL_renegotiate(ssl) == 1 && SSL_do_handshake(ssl) == 1) {
+                char sink[256];
+                /* the server's answer to the renegotiation's ClientHello arrives with the next read */
+                for (int r = 0; r < 4 && SSL_renegotiate_pending(ssl); r++)
+                    if (SSL_read(ssl, sink, sizeof sink) <= 0) break;
+                if (!SSL_renegotiate_pending(ssl) && SSL_get_error(ssl, 0) == SSL_ERROR_NONE) renegotiated++;
+            }
+            ERR_clear_error();
+            SSL_free(ssl);
+            close(fd);
+        }
+        SSL_CTX_free(ctx);
+        long long handshakes = protection_metric(t, "tls_handshakes_total{port=\"grpc\"}") - handshakes_before;
+        fprintf(stderr, "%s: 20 renegotiation attempts, %d renegotiated, %lld handshakes\n", t->name, renegotiated,
+                handshakes);
+        assert_int_equal(renegotiated, 0);
+        assert_true(handshakes >= 20 && handshakes < 40); /* one per connection (assert_still_serving adds its own) */
+        after_attack(t, "renegotiation");
+    }
 }
 
 int main(void) {
@@ -493,5 +654,29 @@ int main(void) {
         cmocka_unit_test(test_large_queries_analysed_off_loop),
         cmocka_unit_test(test_memory_returns),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest tls_tests[] = {
+        cmocka_unit_test(test_rapid_reset),
+        cmocka_unit_test(test_cancellations_not_punished),
+        cmocka_unit_test(test_idle_connections_do_not_lock_out),
+        cmocka_unit_test(test_trickle_does_not_extend_idle),
+        cmocka_unit_test(test_client_that_never_reads),
+        cmocka_unit_test(test_memory_budget_for_bodies),
+        cmocka_unit_test(test_header_list_too_large),
+        cmocka_unit_test(test_stats_port),
+        cmocka_unit_test(test_slow_handshakes),
+        cmocka_unit_test(test_garbage_before_client_hello),
+        cmocka_unit_test(test_renegotiation),
+        cmocka_unit_test(test_memory_returns),
+    };
+#ifdef __SANITIZE_ADDRESS__
+    /* The daemons inherit it: ASan's quarantine (256 MiB by default) would keep every block freed by
+     * the TLS pass's thousands of handshakes resident, which the bound below would count as growth. */
+    static char asan_options[1024];
+    const char *given = getenv("ASAN_OPTIONS");
+    snprintf(asan_options, sizeof asan_options, "%s%squarantine_size_mb=16", given ? given : "", given && *given ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_options, 1);
+#endif
+    int failed = cmocka_run_group_tests_name("attacks", tests, setup, teardown);
+    over_tls = true;
+    return failed + cmocka_run_group_tests_name("attacks over TLS", tls_tests, setup, teardown);
 }

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/support/tier.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define PARTITIONS 3
 #define REPLICAS 2
@@ -110,7 +110,7 @@ static load_result run_load(uint32_t inflight, int duration_ms, int midway_ms, v
                             uint32_t deadline_ms) {
     load_result res = {0};
     isn_grpc_client *c = connect_to(t.aggregator.grpc_address);
-    isn_grpc_call *calls[64] = {0};
+    isn_grpc_client_call *calls[64] = {0};
     int64_t sent_at[64];
     int64_t start = harness_now_ms(), end = start + duration_ms;
     bool midway_done = midway == NULL;
@@ -138,7 +138,7 @@ static load_result run_load(uint32_t inflight, int duration_ms, int midway_ms, v
         char err[256];
         if (isn_grpc_poll(c, 5, err, sizeof err) != 0) fail_msg("connection to isn-agg: %s", err);
         for (uint32_t i = 0; i < inflight; i++) {
-            if (!calls[i] || !isn_grpc_call_done(calls[i])) continue;
+            if (!calls[i] || !isn_grpc_client_call_done(calls[i])) continue;
             isn_grpc_search_reply reply;
             if (isn_grpc_search_finish(calls[i], &reply, err, sizeof err) != 0) fail_msg("reply: %s", err);
             calls[i] = NULL;

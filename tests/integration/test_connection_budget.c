@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/isnd_harness.h"
 #include "tests/support/raw_http2.h"
 
@@ -67,7 +67,7 @@ static void test_idle_connections_use_up_the_budget(void **state) {
         isn_grpc_client *client = isn_grpc_connect(t->h->grpc_address, 5000, err, sizeof err);
         if (!client) fail_msg("%s: connect: %s", t->name, err);
         isn_grpc_search_reply reply;
-        assert_int_equal(search(client, &reply), GRPC_STATUS_OK);
+        assert_int_equal(search(client, &reply), ISN_GRPC_STATUS_OK);
         isn_grpc_search_reply_free(&reply);
         long long refused_before = metric(t, "connections_over_budget_total");
 
@@ -87,7 +87,7 @@ static void test_idle_connections_use_up_the_budget(void **state) {
         assert_true(metric(t, "connections_over_budget_total") > refused_before);
 
         /* a request on a connection made before: refused, naming the budget */
-        assert_int_equal(search(client, &reply), GRPC_STATUS_RESOURCE_EXHAUSTED);
+        assert_int_equal(search(client, &reply), ISN_GRPC_STATUS_RESOURCE_EXHAUSTED);
         if (!strstr(reply.message, "memory budget"))
             fail_msg("%s: refused with \"%s\": the message should name the memory budget", t->name, reply.message);
         isn_grpc_search_reply_free(&reply);
@@ -102,12 +102,12 @@ static void test_idle_connections_use_up_the_budget(void **state) {
 
         for (int c = 0; c < IDLE_CONNECTIONS; c++) close(fds[c]);
         int status = -1;
-        for (int attempt = 0; attempt < 50 && status != GRPC_STATUS_OK; attempt++) {
+        for (int attempt = 0; attempt < 50 && status != ISN_GRPC_STATUS_OK; attempt++) {
             harness_sleep_ms(100);
             status = search(client, &reply);
             isn_grpc_search_reply_free(&reply);
         }
-        if (status != GRPC_STATUS_OK) fail_msg("%s: still refused after the idle connections closed", t->name);
+        if (status != ISN_GRPC_STATUS_OK) fail_msg("%s: still refused after the idle connections closed", t->name);
         isn_grpc_close(client);
     }
 }

@@ -10,7 +10,8 @@
 #include <cmocka.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 
 static harness h;
 
@@ -138,12 +139,12 @@ static void test_thousand_connections_dropped(void **state) {
 
 static isn_grpc_result call_and_wait(isn_grpc_client *client, const isn_grpc_request *request, int timeout_ms) {
     char err[256];
-    isn_grpc_call *call = isn_grpc_start(client, request, err, sizeof err);
+    isn_grpc_client_call *call = isn_grpc_start(client, request, err, sizeof err);
     if (!call) fail_msg("start: %s", err);
     if (isn_grpc_wait(client, call, timeout_ms, err, sizeof err) != 0) fail_msg("wait: %s", err);
-    isn_grpc_result result = *isn_grpc_call_result(call);
+    isn_grpc_result result = *isn_grpc_client_call_result(call);
     result.message = NULL;
-    isn_grpc_call_free(call);
+    isn_grpc_client_call_free(call);
     return result;
 }
 
@@ -153,11 +154,11 @@ static void test_half_request_then_stall(void **state) {
     isn_grpc_client *staller = connect_client();
     /* a prefix announcing 100 bytes, 10 of them, then nothing: answered DEADLINE_EXCEEDED at header_timeout */
     uint8_t half[15] = {0, 0, 0, 0, 100};
-    isn_grpc_call *stalled = isn_grpc_start(
+    isn_grpc_client_call *stalled = isn_grpc_start(
         staller, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = half, .body_len = 15, .leave_open = true},
         err, sizeof err);
     /* headers only */
-    isn_grpc_call *headers_only = isn_grpc_start(
+    isn_grpc_client_call *headers_only = isn_grpc_start(
         staller, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .leave_open = true}, err, sizeof err);
     assert_non_null(stalled);
     assert_non_null(headers_only);
@@ -165,11 +166,11 @@ static void test_half_request_then_stall(void **state) {
     assert_still_serving(); /* others are served meanwhile */
     assert_int_equal(isn_grpc_wait(staller, stalled, 5000, err, sizeof err), 0);
     assert_int_equal(isn_grpc_wait(staller, headers_only, 5000, err, sizeof err), 0);
-    assert_int_equal(isn_grpc_call_result(stalled)->grpc_status, 4);
-    assert_non_null(strstr(isn_grpc_call_result(stalled)->grpc_message, "header_timeout"));
-    assert_int_equal(isn_grpc_call_result(headers_only)->grpc_status, 4);
-    isn_grpc_call_free(stalled);
-    isn_grpc_call_free(headers_only);
+    assert_int_equal(isn_grpc_client_call_result(stalled)->grpc_status, 4);
+    assert_non_null(strstr(isn_grpc_client_call_result(stalled)->grpc_message, "header_timeout"));
+    assert_int_equal(isn_grpc_client_call_result(headers_only)->grpc_status, 4);
+    isn_grpc_client_call_free(stalled);
+    isn_grpc_client_call_free(headers_only);
     /* the same connection still works */
     assert_healthy_then_close(staller);
 }
@@ -206,7 +207,7 @@ static void test_thousand_streams_on_one_connection(void **state) {
     enum { N = 1000 };
     char err[256];
     isn_grpc_client *client = connect_client();
-    static isn_grpc_call *calls[N];
+    static isn_grpc_client_call *calls[N];
     static const char *const queries[] = {"wind", "tunnel flow", "search engine", "t3 t4", "running"};
     for (int i = 0; i < N; i++) {
         calls[i] = isn_grpc_search_start(client, &(isn_grpc_search_request){.query = queries[i % 5], .k = 5}, err, sizeof err);
@@ -214,7 +215,7 @@ static void test_thousand_streams_on_one_connection(void **state) {
     }
     int64_t deadline = harness_now_ms() + 30000;
     for (int i = 0; i < N; i++) {
-        while (!isn_grpc_call_done(calls[i])) {
+        while (!isn_grpc_client_call_done(calls[i])) {
             if (harness_now_ms() > deadline) fail_msg("stream %d not answered", i);
             assert_int_equal(isn_grpc_poll(client, 100, err, sizeof err), 0);
         }

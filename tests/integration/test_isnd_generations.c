@@ -24,7 +24,7 @@
 #include "tests/support/files.h"
 #include "tests/support/generations.h"
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define DOCS 2000
 #define SWAPS 20

@@ -12,7 +12,7 @@
 
 #include "scheduler/scheduler.h"
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define NUM_DOCS 3000
 

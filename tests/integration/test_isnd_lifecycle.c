@@ -12,7 +12,7 @@
 #include "proto/isn.pb-c.h"
 #include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 static harness h;
 
@@ -66,7 +66,7 @@ static void test_check_config(void **state) {
 
 typedef struct {
     isn_grpc_client *clients[4];
-    isn_grpc_call *calls[400];
+    isn_grpc_client_call *calls[400];
     int num_calls;
 } load;
 
@@ -93,7 +93,7 @@ static void poll_load(load *l) {
 
 static bool load_done(const load *l) {
     for (int i = 0; i < l->num_calls; i++)
-        if (!isn_grpc_call_done(l->calls[i])) return false;
+        if (!isn_grpc_client_call_done(l->calls[i])) return false;
     return true;
 }
 
@@ -194,7 +194,7 @@ static void test_deadlines(void **state) {
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
-    isn_grpc_call *calls[6];
+    isn_grpc_client_call *calls[6];
     for (int i = 0; i < 6; i++) {
         Isn__V1__SearchRequest request = ISN__V1__SEARCH_REQUEST__INIT;
         request.query = "wind";
@@ -209,10 +209,10 @@ static void test_deadlines(void **state) {
     int expired = 0;
     for (int i = 0; i < 6; i++) {
         assert_int_equal(isn_grpc_wait(client, calls[i], 10000, err, sizeof err), 0);
-        int status = isn_grpc_call_result(calls[i])->grpc_status;
+        int status = isn_grpc_client_call_result(calls[i])->grpc_status;
         assert_true(status == 0 || status == 4);
         expired += status == 4;
-        isn_grpc_call_free(calls[i]);
+        isn_grpc_client_call_free(calls[i]);
     }
     assert_true(expired >= 4);
     isn_grpc_close(client);
@@ -228,7 +228,7 @@ static void test_expires_at_deadline(void **state) {
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     char err[256];
     isn_grpc_client *clients[2];
-    isn_grpc_call *calls[2];
+    isn_grpc_client_call *calls[2];
     for (int i = 0; i < 2; i++) {
         clients[i] = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
         assert_non_null(clients[i]);
@@ -248,7 +248,7 @@ static void test_expires_at_deadline(void **state) {
         harness_dump_log(&h);
         fail_msg("no answer 2.4 s after a 100 ms deadline: %s", err);
     }
-    const isn_grpc_result *expired = isn_grpc_call_result(calls[1]);
+    const isn_grpc_result *expired = isn_grpc_client_call_result(calls[1]);
     if (expired->grpc_status != 4) {
         harness_dump_log(&h);
         fail_msg("status %d: %s", expired->grpc_status, expired->grpc_message);
@@ -260,9 +260,9 @@ static void test_expires_at_deadline(void **state) {
     assert_non_null(count);
     assert_int_equal(atoi(count + strlen("\nisn_expired_in_queue_total ")), 1);
     assert_int_equal(isn_grpc_wait(clients[0], calls[0], 10000, err, sizeof err), 0);
-    assert_int_equal(isn_grpc_call_result(calls[0])->grpc_status, 0);
+    assert_int_equal(isn_grpc_client_call_result(calls[0])->grpc_status, 0);
     for (int i = 0; i < 2; i++) {
-        isn_grpc_call_free(calls[i]);
+        isn_grpc_client_call_free(calls[i]);
         isn_grpc_close(clients[i]);
     }
     assert_int_equal(harness_stop(&h), 0);
@@ -297,7 +297,7 @@ static void test_partial_or_forbidden(void **state) {
                 assert_false(reply.complete);
                 assert_string_equal(reply.incomplete_reason, "deadline");
             } else {
-                assert_int_equal(reply.status, GRPC_STATUS_DEADLINE_EXCEEDED);
+                assert_int_equal(reply.status, ISN_GRPC_STATUS_DEADLINE_EXCEEDED);
                 assert_non_null(strstr(reply.message, "forbids partial answers"));
             }
             isn_grpc_search_reply_free(&reply);

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
 
@@ -43,10 +43,10 @@ static void poll_all(isn_grpc_client **clients, int n) {
     for (int c = 0; c < n; c++) isn_grpc_poll(clients[c], 1, err, sizeof err);
 }
 
-static void wait_done(isn_grpc_client **clients, int n, isn_grpc_call **calls, int num_calls) {
+static void wait_done(isn_grpc_client **clients, int n, isn_grpc_client_call **calls, int num_calls) {
     int64_t deadline = harness_now_ms() + 60000;
     for (int i = 0; i < num_calls; i++)
-        while (!isn_grpc_call_done(calls[i])) {
+        while (!isn_grpc_client_call_done(calls[i])) {
             if (harness_now_ms() > deadline) fail_msg("replies still missing after 60 s");
             poll_all(clients, n);
         }
@@ -81,7 +81,7 @@ static void test_many_clients_across_loops(void **state) {
     }
     char err[256];
     for (int round = 0; round < 3; round++) {
-        static isn_grpc_call *calls[CLIENTS * CALLS_PER_CLIENT];
+        static isn_grpc_client_call *calls[CLIENTS * CALLS_PER_CLIENT];
         int n = 0;
         for (int c = 0; c < CLIENTS; c++)
             for (int i = 0; i < CALLS_PER_CLIENT; i++, n++) {
@@ -121,7 +121,7 @@ static void test_drain_across_loops(void **state) {
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     isn_grpc_client *clients[8];
     connect_all(clients, 8);
-    static isn_grpc_call *calls[DRAIN_CALLS];
+    static isn_grpc_client_call *calls[DRAIN_CALLS];
     char err[256];
     for (int i = 0; i < DRAIN_CALLS; i++) {
         isn_grpc_search_request request = {.query = QUERIES[i % NUM_QUERIES], .k = K};
@@ -170,7 +170,7 @@ static void test_sighup_on_every_loop(void **state) {
         isn_grpc_search_request request = {.query = "wind", .k = 50};
         isn_grpc_search_reply reply;
         assert_int_equal(isn_grpc_search(clients[c], &request, &reply, err, sizeof err), 0);
-        assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(reply.status, ISN_GRPC_STATUS_INVALID_ARGUMENT);
         isn_grpc_search_reply_free(&reply);
         isn_grpc_close(clients[c]);
     }
@@ -184,7 +184,7 @@ static void test_watch_on_every_loop(void **state) {
     assert_int_equal(harness_start(&h, NULL, LOOPS_ARGS), 0);
     isn_grpc_client *clients[LOOPS];
     connect_all(clients, LOOPS);
-    isn_grpc_call *watches[LOOPS];
+    isn_grpc_client_call *watches[LOOPS];
     char err[256];
     for (int c = 0; c < LOOPS; c++) {
         isn_grpc_request request = {.path = "/grpc.health.v1.Health/Watch", .frame = true}; /* service "" */
@@ -198,11 +198,11 @@ static void test_watch_on_every_loop(void **state) {
     kill(h.pid, SIGTERM);
     for (int c = 0; c < LOOPS; c++) {
         assert_int_equal(isn_grpc_wait(clients[c], watches[c], 10000, err, sizeof err), 0);
-        const isn_grpc_result *result = isn_grpc_call_result(watches[c]);
+        const isn_grpc_result *result = isn_grpc_client_call_result(watches[c]);
         assert_int_equal(result->grpc_status, 0);
         /* two HealthCheckResponse messages of 2 bytes each: SERVING, then NOT_SERVING */
-        assert_int_equal(result->body_len, 2 * (GRPC_PREFIX_BYTES + 2));
-        isn_grpc_call_free(watches[c]);
+        assert_int_equal(result->body_len, 2 * (ISN_GRPC_PREFIX_BYTES + 2));
+        isn_grpc_client_call_free(watches[c]);
         isn_grpc_close(clients[c]);
     }
     assert_int_equal(harness_wait_exit(&h, 10000), 0);
@@ -217,7 +217,7 @@ static void test_connection_limit_across_loops(void **state) {
     assert_int_equal(harness_start(&h, NULL, extra), 0);
     isn_grpc_client *clients[6];
     connect_all(clients, 6);
-    isn_grpc_call *calls[6];
+    isn_grpc_client_call *calls[6];
     char err[256];
     for (int c = 0; c < 6; c++) {
         isn_grpc_search_request request = {.query = "wind", .k = K};

@@ -17,7 +17,7 @@
 
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/isnd_harness.h"
 #include "tests/support/raw_http2.h"
 
@@ -48,14 +48,14 @@ static void test_burst_is_refused_early_and_admission_recovers(void **state) {
         assert_int_equal(reply.status, 0);
         isn_grpc_search_reply_free(&reply);
     }
-    static isn_grpc_call *calls[BURST];
+    static isn_grpc_client_call *calls[BURST];
     for (int i = 0; i < BURST; i++)
         if (!(calls[i] = isn_grpc_search_start(clients[i % CLIENTS], &request, err, sizeof err)))
             fail_msg("start: %s", err);
     int ok = 0, exhausted = 0, unread = 0, other = 0;
     int64_t give_up = harness_now_ms() + 60000;
     for (int i = 0; i < BURST; i++) {
-        while (!isn_grpc_call_done(calls[i])) {
+        while (!isn_grpc_client_call_done(calls[i])) {
             if (harness_now_ms() > give_up) fail_msg("replies still missing after 60 s");
             poll_all(clients);
         }

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/isnd_harness.h"
 
 #define NUM_DOCS 1500
@@ -93,21 +93,21 @@ static long long settled_memory(void) {
 static void test_reply_over_budget_refused_by_the_worker(void **state) {
     (void)state;
     isn_grpc_search_reply reply;
-    assert_int_equal(search(10, true, &reply), GRPC_STATUS_OK);
+    assert_int_equal(search(10, true, &reply), ISN_GRPC_STATUS_OK);
     assert_int_equal(reply.num_hits, 10);
     isn_grpc_search_reply_free(&reply);
-    assert_int_equal(search(NUM_DOCS, false, &reply), GRPC_STATUS_OK);
+    assert_int_equal(search(NUM_DOCS, false, &reply), ISN_GRPC_STATUS_OK);
     isn_grpc_search_reply_free(&reply);
     long long rest = settled_memory();
     assert_true(rest > 0);
     for (int round = 0; round < 3; round++) {
-        assert_int_equal(search(NUM_DOCS, true, &reply), GRPC_STATUS_RESOURCE_EXHAUSTED);
+        assert_int_equal(search(NUM_DOCS, true, &reply), ISN_GRPC_STATUS_RESOURCE_EXHAUSTED);
         if (!strstr(reply.message, "memory budget for replies"))
             fail_msg("refused with \"%s\": the worker should name the budget", reply.message);
         isn_grpc_search_reply_free(&reply);
     }
     /* the node keeps answering, and no refused reply left its charge behind */
-    assert_int_equal(search(NUM_DOCS, false, &reply), GRPC_STATUS_OK);
+    assert_int_equal(search(NUM_DOCS, false, &reply), ISN_GRPC_STATUS_OK);
     assert_int_equal(reply.num_hits, NUM_DOCS);
     isn_grpc_search_reply_free(&reply);
     /* the connection's HTTP/2 state (charged too) may grow a little: HPACK tables up to their 4 KiB */

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define NUM_DOCS 2000
 #define DEFAULT_N1 200

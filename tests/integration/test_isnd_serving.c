@@ -17,7 +17,8 @@
 
 #include "tests/support/index_builder.h"
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 #include "proto/isn.pb-c.h"
 
 #define NUM_DOCS 3000
@@ -262,12 +263,12 @@ static void test_invalid_requests(void **state) {
 
 static isn_grpc_result raw_call(const server_target *s, const isn_grpc_request *request) {
     char err[256];
-    isn_grpc_call *call = isn_grpc_start(s->client, request, err, sizeof err);
+    isn_grpc_client_call *call = isn_grpc_start(s->client, request, err, sizeof err);
     if (!call) fail_msg("%s start: %s", s->name, err);
     if (isn_grpc_wait(s->client, call, 10000, err, sizeof err) != 0) fail_msg("%s wait: %s", s->name, err);
-    isn_grpc_result result = *isn_grpc_call_result(call);
+    isn_grpc_result result = *isn_grpc_client_call_result(call);
     result.message = NULL;
-    isn_grpc_call_free(call);
+    isn_grpc_client_call_free(call);
     return result;
 }
 

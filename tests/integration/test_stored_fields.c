@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define NUM_DOCS 400
 
@@ -111,7 +111,7 @@ static void expect_invalid(isn_grpc_client *client, const char *const *fields, u
     isn_grpc_search_reply reply;
     char err[256];
     assert_int_equal(isn_grpc_search(client, &rq, &reply, err, sizeof err), 0);
-    assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_INVALID_ARGUMENT);
     if (!strstr(reply.message, named)) fail_msg("message '%s' does not name '%s'", reply.message, named);
     isn_grpc_search_reply_free(&reply);
 }

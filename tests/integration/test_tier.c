@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "tests/support/tier.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "ranking/ranking.h"
 
 #define PARTITIONS 2
@@ -243,11 +243,11 @@ static void test_caller_errors_pass_through(void **state) {
     isn_grpc_search_reply reply;
     isn_grpc_search_request unknown = {.query = "wind tunnel", .ranker = "no-such-ranker", .timeout_ms = 5000};
     search(c, &unknown, &reply);
-    assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(reply.message, "unknown ranker"));
     isn_grpc_search_request n1_alone = {.query = "wind tunnel", .n1 = 50, .timeout_ms = 5000};
     search(c, &n1_alone, &reply);
-    assert_int_equal(reply.status, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(reply.message, "n1"));
     isn_grpc_search_request debug = {.query = qs.texts[0], .debug = true, .timeout_ms = 5000};
     search(c, &debug, &reply);

@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "tests/support/isnd_harness.h"
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 
 #define TRACE_ID "4bf92f3577b34da6a3ce929d0e0e4736"
 #define CLIENT_SPAN "00f067aa0ba902b7"

@@ -16,7 +16,8 @@
 #include <cmocka.h>
 
 #include "tests/support/tier.h"
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 
 #define PARTITIONS 2
 #define NUM_DOCS 1500
@@ -119,7 +120,7 @@ static void test_ready_only_while_it_can_answer(void **state) {
     isn_grpc_search_reply reply;
     char err[256];
     assert_int_equal(isn_grpc_search(c, &rq, &reply, err, sizeof err), 0);
-    assert_int_equal(reply.status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(reply.status, ISN_GRPC_STATUS_UNAVAILABLE);
 
     /* one partition up: still not ready (every partition is needed by default) */
     assert_int_equal(start_node(&nodes[0], ports[0]), 0);
@@ -190,7 +191,7 @@ static void test_grpcio_watch_and_reflection(void **state) {
 /* Keeps LOAD_CALLS searches in flight until `until_ms`; counts answers and failures. */
 typedef struct {
     isn_grpc_client *client;
-    isn_grpc_call *calls[LOAD_CALLS];
+    isn_grpc_client_call *calls[LOAD_CALLS];
     uint64_t answered, failed, partial;
 } load;
 
@@ -200,7 +201,7 @@ static void load_run(load *l, int64_t until_ms) {
     for (;;) {
         bool going = harness_now_ms() < until_ms, any = false;
         for (int i = 0; i < LOAD_CALLS; i++) {
-            if (l->calls[i] && isn_grpc_call_done(l->calls[i])) {
+            if (l->calls[i] && isn_grpc_client_call_done(l->calls[i])) {
                 isn_grpc_search_reply reply;
                 if (isn_grpc_search_finish(l->calls[i], &reply, err, sizeof err) != 0 || reply.status != 0) {
                     l->failed++;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "tests/support/files.h" /* support_run_command, for the tests that build with isn-index */
 #include "tests/support/isnd_harness.h"
 

@@ -181,6 +181,8 @@ int harness_start(harness *h, const char *wait_for, const char *const *extra) {
             if ((p = strstr(line, "gRPC listening on 127.0.0.1:"))) h->grpc_port = atoi(p + strlen("gRPC listening on 127.0.0.1:"));
             if ((p = strstr(line, "stats listening on http://127.0.0.1:")))
                 h->stats_port = atoi(p + strlen("stats listening on http://127.0.0.1:"));
+            if ((p = strstr(line, "stats listening on https://127.0.0.1:")))
+                h->stats_port = atoi(p + strlen("stats listening on https://127.0.0.1:"));
             if (strstr(line, ready)) is_ready = true;
         }
         if (f) fclose(f);

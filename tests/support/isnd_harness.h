@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/client.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
 

@@ -5,7 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 #include "tests/support/isnd_harness.h"
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -93,7 +93,7 @@ size_t raw_h2_request_headers(uint8_t *out, size_t pad) {
 
 /* Protobuf by hand: field 1 string, field 3 varint, field 30 string (tag 242 = 0xf2 0x01). */
 size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k, const char *field) {
-    size_t q = strlen(query), n = GRPC_PREFIX_BYTES;
+    size_t q = strlen(query), n = ISN_GRPC_PREFIX_BYTES;
     out[n++] = 0x0a, out[n++] = (uint8_t)q;
     memcpy(out + n, query, q), n += q;
     out[n++] = 0x18;
@@ -104,7 +104,7 @@ size_t raw_h2_search_message(uint8_t *out, const char *query, uint32_t k, const 
         out[n++] = 0xf2, out[n++] = 0x01, out[n++] = (uint8_t)f;
         memcpy(out + n, field, f), n += f;
     }
-    grpc_write_prefix(out, (uint32_t)(n - GRPC_PREFIX_BYTES));
+    isn_grpc_write_prefix(out, (uint32_t)(n - ISN_GRPC_PREFIX_BYTES));
     return n;
 }
 

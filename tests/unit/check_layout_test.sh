@@ -79,6 +79,18 @@ printf '#include "scheduler/scheduler_internal.h"\n' >"$work/twoparts/tools/isn-
 expect "$work/twoparts" 1 'tests/unit/test_mix.c:2: #include "index/format.h"' \
   'tools/isn-deque.c:1: #include "scheduler/scheduler_internal.h"'
 
+# grpc/'s named public headers may be included from above it; its internal header may not, and the
+# message names the public set.
+clean_tree "$work/grpcset"
+mkdir -p "$work/grpcset/grpc" "$work/grpcset/agg"
+for h in framing server client stats_endpoint tls; do printf '#include "base/base.h"\n' >"$work/grpcset/grpc/$h.h"; done
+printf '#include "grpc/server.h"\n' >"$work/grpcset/grpc/server_internal.h"
+printf '#include "grpc/server.h"\n#include "grpc/client.h"\n#include "grpc/tls.h"\n#include "grpc/stats_endpoint.h"\n' \
+  >"$work/grpcset/agg/agg.h"
+expect "$work/grpcset" 0
+printf '#include "grpc/client.h"\n#include "grpc/server_internal.h"\n' >"$work/grpcset/agg/fanout.c"
+expect "$work/grpcset" 1 'agg/fanout.c:2: #include "grpc/server_internal.h"' "grpc/server.h" "grpc/client.h"
+
 # A folder outside the layering.
 clean_tree "$work/unknown"
 mkdir -p "$work/unknown/misc"

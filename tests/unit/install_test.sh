@@ -27,7 +27,21 @@ if command -v systemd-analyze >/dev/null 2>&1; then
     systemd-analyze verify "$root/p/lib/systemd/system/$unit"
   done
   systemd-analyze verify "$root/isnd@p0r0.service"
-  echo "install_test: installed; systemd-analyze verify accepts every unit"
+  # the TLS drop-ins (LoadCredential=) on their units; the sandbox's exposure stays what it was
+  for unit in isnd isn-agg; do
+    mkdir -p "$root/tls/$unit.service.d"
+    cp "$root/p/lib/systemd/system/$unit.service" "$root/tls/"
+    cp "$root/p/share/doc/isn/systemd/$unit-tls.conf" "$root/tls/$unit.service.d/tls.conf"
+    grep -q "^ExecStart=$root/p/bin/$unit .*%d/tls.crt" "$root/tls/$unit.service.d/tls.conf" ||
+      { echo "install_test: $unit-tls.conf does not start the installed $unit with the credentials" >&2; exit 1; }
+    systemd-analyze verify "$root/tls/$unit.service"
+    if systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
+      plain=$(systemd-analyze security --offline=yes --root=/ "$root/p/lib/systemd/system/$unit.service" 2>/dev/null | tail -1)
+      with_tls=$(cd "$root/tls" && systemd-analyze security --offline=yes "$unit.service" 2>/dev/null | tail -1)
+      [ "$plain" = "$with_tls" ] || { echo "install_test: $unit with TLS: $with_tls, without: $plain" >&2; exit 1; }
+    fi
+  done
+  echo "install_test: installed; systemd-analyze verify accepts every unit and the TLS drop-ins"
 else
   echo "install_test: installed; systemd-analyze missing: units not verified"
 fi

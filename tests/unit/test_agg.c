@@ -172,9 +172,9 @@ static void test_deadline_arithmetic(void **state) {
     assert_true(agg_deadline_ns(a, 0, 250, now) == now + 250000000);
     assert_true(agg_deadline_ns(a, 1500, 250, now) == now + 1500); /* the header wins, to the nanosecond */
     uint64_t ns;
-    assert_int_equal(grpc_parse_timeout("9999999H", 8, &ns), 0);
+    assert_int_equal(isn_grpc_parse_timeout("9999999H", 8, &ns), 0);
     assert_true(agg_deadline_ns(a, ns, 250, now) == INT64_MAX);
-    assert_int_equal(grpc_parse_timeout("99999999H", 9, &ns), 0);
+    assert_int_equal(isn_grpc_parse_timeout("99999999H", 9, &ns), 0);
     assert_true(agg_deadline_ns(a, ns, 250, now) == INT64_MAX);
     assert_true(agg_deadline_ns(a, UINT64_MAX, 0, INT64_MAX - 1) == INT64_MAX);
     /* 49.7 days of request timeout: representable, no wrap */
@@ -418,8 +418,8 @@ static void test_reload_keeps_known_replicas(void **state) {
 static void test_metric_names(void **state) {
     (void)state;
     agg *a = new_aggregator(2, 2);
-    agg_count_status(a, GRPC_STATUS_OK);
-    agg_count_status(a, GRPC_STATUS_UNAVAILABLE);
+    agg_count_status(a, ISN_GRPC_STATUS_OK);
+    agg_count_status(a, ISN_GRPC_STATUS_UNAVAILABLE);
     agg_count_status(a, 99); /* out of range counts as INTERNAL */
     agg_observe_answer(a, 0.002);
     a->metrics.hedges = 5;

@@ -12,7 +12,8 @@
 
 #include <cmocka.h>
 
-#include "grpc/grpc.h"
+#include "grpc/server.h"
+#include "grpc/client.h"
 
 typedef struct {
     uint8_t framed[64]; /* the reply, sent from here (zero copy) */
@@ -22,64 +23,64 @@ typedef struct {
 
 typedef struct {
     uv_loop_t *loop;
-    grpc_server *server;
-    uint32_t opened, requests, statuses[GRPC_STATUS_COUNT], abandoned, released, drained;
+    isn_grpc_server *server;
+    uint32_t opened, requests, statuses[ISN_GRPC_STATUS_COUNT], abandoned, released, drained;
     uint32_t max_uses, ticks;
-    grpc_call *held;
+    isn_grpc_call *held;
     uv_timer_t later;
     uint64_t later_ms; /* when a held "Later" call is answered (as a worker would, later) */
 } echo_app;
 
-static void on_open(grpc_call *call, void *app) {
+static void on_open(isn_grpc_call *call, void *app) {
     echo_app *a = app;
-    echo_call *c = grpc_call_app(call);
+    echo_call *c = isn_grpc_call_app(call);
     c->uses++;
     if (c->uses > a->max_uses) a->max_uses = c->uses;
     a->opened++;
 }
 
-static void on_headers(grpc_call *call, void *app) {
+static void on_headers(isn_grpc_call *call, void *app) {
     (void)app;
-    if (strncmp(grpc_call_path(call), "/test.Echo/", 11))
-        grpc_call_fail(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", grpc_call_path(call));
+    if (strncmp(isn_grpc_call_path(call), "/test.Echo/", 11))
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", isn_grpc_call_path(call));
 }
 
 static void answer_later(uv_timer_t *timer) {
     echo_app *a = timer->data;
-    grpc_call *call = a->held;
+    isn_grpc_call *call = a->held;
     a->held = NULL;
-    if (!grpc_call_unhold(call)) return; /* abandoned meanwhile: released by the core */
-    echo_call *c = grpc_call_app(call);
-    grpc_write_prefix(c->framed, 5);
-    memcpy(c->framed + GRPC_PREFIX_BYTES, "later", 5);
-    grpc_call_reply_framed(call, c->framed, GRPC_PREFIX_BYTES + 5);
+    if (!isn_grpc_call_unhold(call)) return; /* abandoned meanwhile: released by the core */
+    echo_call *c = isn_grpc_call_app(call);
+    isn_grpc_write_prefix(c->framed, 5);
+    memcpy(c->framed + ISN_GRPC_PREFIX_BYTES, "later", 5);
+    isn_grpc_call_reply_framed(call, c->framed, ISN_GRPC_PREFIX_BYTES + 5);
 }
 
-static void on_request(grpc_call *call, void *app) {
+static void on_request(isn_grpc_call *call, void *app) {
     echo_app *a = app;
     a->requests++;
     size_t len;
-    const uint8_t *message = grpc_call_message(call, &len);
-    const char *method = grpc_call_path(call) + 11;
+    const uint8_t *message = isn_grpc_call_message(call, &len);
+    const char *method = isn_grpc_call_path(call) + 11;
     if (!strcmp(method, "Echo")) {
-        echo_call *c = grpc_call_app(call);
-        if (len > sizeof c->framed - GRPC_PREFIX_BYTES) {
-            grpc_call_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "too long");
+        echo_call *c = isn_grpc_call_app(call);
+        if (len > sizeof c->framed - ISN_GRPC_PREFIX_BYTES) {
+            isn_grpc_call_fail(call, ISN_GRPC_STATUS_INVALID_ARGUMENT, "too long");
             return;
         }
-        grpc_write_prefix(c->framed, (uint32_t)len);
-        memcpy(c->framed + GRPC_PREFIX_BYTES, message, len);
-        grpc_call_reply_framed(call, c->framed, GRPC_PREFIX_BYTES + len);
+        isn_grpc_write_prefix(c->framed, (uint32_t)len);
+        memcpy(c->framed + ISN_GRPC_PREFIX_BYTES, message, len);
+        isn_grpc_call_reply_framed(call, c->framed, ISN_GRPC_PREFIX_BYTES + len);
     } else if (!strcmp(method, "Later")) {
-        grpc_call_hold(call);
+        isn_grpc_call_hold(call);
         a->held = call;
         uv_timer_start(&a->later, answer_later, a->later_ms, 0);
     } else {
-        grpc_call_fail(call, GRPC_STATUS_NOT_FOUND, "no such thing: %.*s", (int)len, (const char *)message);
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_NOT_FOUND, "no such thing: %.*s", (int)len, (const char *)message);
     }
 }
 
-static void on_status(grpc_call *call, int status, void *app) {
+static void on_status(isn_grpc_call *call, int status, void *app) {
     (void)call;
     echo_app *a = app;
     a->statuses[status]++;
@@ -87,7 +88,7 @@ static void on_status(grpc_call *call, int status, void *app) {
 
 /* The worker holding an abandoned call finishes at once, so the test sees the release without
  * waiting for the Later timer. */
-static void on_abandoned(grpc_call *call, void *app) {
+static void on_abandoned(isn_grpc_call *call, void *app) {
     (void)call;
     echo_app *a = app;
     a->abandoned++;
@@ -97,20 +98,20 @@ static void on_abandoned(grpc_call *call, void *app) {
     }
 }
 
-static size_t on_release(grpc_call *call, bool freeing, void *app) {
+static size_t on_release(isn_grpc_call *call, bool freeing, void *app) {
     (void)call, (void)freeing;
     ((echo_app *)app)->released++;
     return 0;
 }
 
-static void on_drained(grpc_server *server, void *app) {
+static void on_drained(isn_grpc_server *server, void *app) {
     echo_app *a = app;
     a->drained++;
-    grpc_server_close(server);
+    isn_grpc_server_close(server);
     uv_close((uv_handle_t *)&a->later, NULL);
 }
 
-static const grpc_server_handlers HANDLERS = {
+static const isn_grpc_server_handlers HANDLERS = {
     .on_open = on_open,
     .on_headers = on_headers,
     .on_request = on_request,
@@ -127,15 +128,15 @@ static const grpc_server_handlers HANDLERS = {
 typedef struct {
     echo_app *app;
     isn_grpc_client *client;
-    isn_grpc_call *calls[NUM_CALLS];
+    isn_grpc_client_call *calls[NUM_CALLS];
     bool finished;
     uint32_t activity;
 } client_side;
 
-static isn_grpc_call *start(isn_grpc_client *client, const char *path, const char *body) {
+static isn_grpc_client_call *start(isn_grpc_client *client, const char *path, const char *body) {
     char err[256];
     isn_grpc_request request = {.path = path, .body = (const uint8_t *)body, .body_len = strlen(body), .frame = true};
-    isn_grpc_call *call = isn_grpc_start(client, &request, err, sizeof err);
+    isn_grpc_client_call *call = isn_grpc_start(client, &request, err, sizeof err);
     if (!call) fail_msg("isn_grpc_start: %s", err);
     return call;
 }
@@ -146,41 +147,41 @@ static void on_activity(isn_grpc_client *client, void *user) {
     side->activity++;
     if (side->finished) return;
     for (int i = 0; i < NUM_CALLS; i++)
-        if (!isn_grpc_call_done(side->calls[i])) return;
+        if (!isn_grpc_client_call_done(side->calls[i])) return;
     side->finished = true;
-    grpc_server_drain(side->app->server);
+    isn_grpc_server_drain(side->app->server);
     isn_grpc_close(side->client); /* also unwatches: lets the connection close, so the drain ends */
     side->client = NULL;
 }
 
-static void expect(isn_grpc_call *call, int status, const char *message, const char *grpc_message_part) {
-    const isn_grpc_result *r = isn_grpc_call_result(call);
+static void expect(isn_grpc_client_call *call, int status, const char *message, const char *isn_grpc_message_part) {
+    const isn_grpc_result *r = isn_grpc_client_call_result(call);
     assert_int_equal(r->grpc_status, status);
     if (message) {
         assert_int_equal(r->message_len, strlen(message));
         assert_memory_equal(r->message, message, r->message_len);
     }
-    if (grpc_message_part) assert_non_null(strstr(r->grpc_message, grpc_message_part));
+    if (isn_grpc_message_part) assert_non_null(strstr(r->grpc_message, isn_grpc_message_part));
 }
 
 /* The echo server on a fresh loop, listening on an ephemeral loopback port (written to `bound`). */
-static void echo_server_start(echo_app *app, uv_loop_t *loop, grpc_connection_limit *limit, char *bound,
+static void echo_server_start(echo_app *app, uv_loop_t *loop, isn_grpc_connection_limit *limit, char *bound,
                               size_t bound_len) {
     uv_loop_init(loop);
     *app = (echo_app){.loop = loop, .later_ms = 20};
     uv_timer_init(loop, &app->later);
     app->later.data = app;
-    grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
+    isn_grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
                                  .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = limit};
-    app->server = grpc_server_new(loop, &config, &HANDLERS, app);
+    app->server = isn_grpc_server_new(loop, &config, &HANDLERS, app);
     assert_non_null(app->server);
     char err[256];
-    assert_int_equal(grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
 }
 
 /* After the loop ran out: the server and then its loop. */
 static void echo_server_free(echo_app *app) {
-    grpc_server_free(app->server);
+    isn_grpc_server_free(app->server);
     uv_loop_close(app->loop);
 }
 
@@ -198,7 +199,7 @@ static void test_server_core_and_watched_client(void **state) {
     (void)state;
     uv_loop_t loop;
     echo_app app;
-    grpc_connection_limit limit = {.max = 10};
+    isn_grpc_connection_limit limit = {.max = 10};
     char bound[80], err[256];
     echo_server_start(&app, &loop, &limit, bound, sizeof bound);
 
@@ -215,20 +216,20 @@ static void test_server_core_and_watched_client(void **state) {
 
     assert_true(side.finished);
     assert_true(side.activity > 0);
-    expect(side.calls[0], GRPC_STATUS_OK, "hello", NULL);
-    expect(side.calls[1], GRPC_STATUS_OK, "", NULL);
-    expect(side.calls[2], GRPC_STATUS_OK, "later", NULL);
-    expect(side.calls[3], GRPC_STATUS_NOT_FOUND, NULL, "no such thing: thing");
-    expect(side.calls[4], GRPC_STATUS_UNIMPLEMENTED, NULL, "unknown method /other.Service/Call");
-    expect(side.calls[5], GRPC_STATUS_INVALID_ARGUMENT, NULL, "too long");
-    for (int i = 0; i < NUM_CALLS; i++) isn_grpc_call_free(side.calls[i]);
+    expect(side.calls[0], ISN_GRPC_STATUS_OK, "hello", NULL);
+    expect(side.calls[1], ISN_GRPC_STATUS_OK, "", NULL);
+    expect(side.calls[2], ISN_GRPC_STATUS_OK, "later", NULL);
+    expect(side.calls[3], ISN_GRPC_STATUS_NOT_FOUND, NULL, "no such thing: thing");
+    expect(side.calls[4], ISN_GRPC_STATUS_UNIMPLEMENTED, NULL, "unknown method /other.Service/Call");
+    expect(side.calls[5], ISN_GRPC_STATUS_INVALID_ARGUMENT, NULL, "too long");
+    for (int i = 0; i < NUM_CALLS; i++) isn_grpc_client_call_free(side.calls[i]);
 
     assert_int_equal(app.drained, 1);
     assert_int_equal(app.opened, NUM_CALLS);
     assert_int_equal(app.requests, NUM_CALLS - 1); /* the unknown method was refused at its headers */
-    assert_int_equal(app.statuses[GRPC_STATUS_OK], 3);
+    assert_int_equal(app.statuses[ISN_GRPC_STATUS_OK], 3);
     assert_int_equal(app.abandoned, 0);
-    const grpc_server_counters counters = grpc_server_read_counters(app.server);
+    const isn_grpc_server_counters counters = isn_grpc_server_read_counters(app.server);
     assert_int_equal(counters.connections_accepted, 1);
     assert_int_equal(counters.connections, 0);
     assert_int_equal(counters.open_calls, 0);
@@ -242,13 +243,13 @@ static void test_server_core_and_watched_client(void **state) {
 typedef struct {
     echo_app *app;
     isn_grpc_client *client;
-    isn_grpc_call *call;
+    isn_grpc_client_call *call;
 } abandon_side;
 
 static void close_client_when_held(uv_idle_t *idle) {
     abandon_side *side = idle->data;
     if (!side->app->held || !side->client) return;
-    isn_grpc_call_free(side->call); /* RST_STREAM CANCEL */
+    isn_grpc_client_call_free(side->call); /* RST_STREAM CANCEL */
     char err[128];
     isn_grpc_poll(side->client, 0, err, sizeof err);
     isn_grpc_close(side->client);
@@ -262,9 +263,9 @@ static void on_nothing(isn_grpc_client *client, void *user) { (void)client, (voi
 /* Stops once the abandoned call was let go of (or after 5 s, and the test fails). */
 static void stop_when_released(uv_timer_t *timer) {
     echo_app *a = timer->data;
-    bool done = a->abandoned == 1 && !a->held && grpc_server_read_counters(a->server).open_calls == 0;
+    bool done = a->abandoned == 1 && !a->held && isn_grpc_server_read_counters(a->server).open_calls == 0;
     if (!done && ++a->ticks < 250) return;
-    grpc_server_close(a->server);
+    isn_grpc_server_close(a->server);
     uv_close((uv_handle_t *)timer, NULL);
 }
 
@@ -291,7 +292,7 @@ static void test_abandoned_call(void **state) {
     uv_close((uv_handle_t *)&app.later, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(app.abandoned, 1);
-    assert_int_equal(grpc_server_read_counters(app.server).open_calls, 0); /* unhold released it */
+    assert_int_equal(isn_grpc_server_read_counters(app.server).open_calls, 0); /* unhold released it */
     echo_server_free(&app);
 }
 

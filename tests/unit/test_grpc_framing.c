@@ -13,21 +13,21 @@
 #include <cmocka.h>
 
 #include "daemon/arena.h"
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "proto/isn.pb-c.h"
 
 static size_t frame(uint8_t *out, const uint8_t *body, uint32_t len) {
-    grpc_write_prefix(out, len);
-    if (len) memcpy(out + GRPC_PREFIX_BYTES, body, len);
-    return GRPC_PREFIX_BYTES + len;
+    isn_grpc_write_prefix(out, len);
+    if (len) memcpy(out + ISN_GRPC_PREFIX_BYTES, body, len);
+    return ISN_GRPC_PREFIX_BYTES + len;
 }
 
 static void test_prefix(void **state) {
     (void)state;
     uint8_t p[5];
-    grpc_write_prefix(p, 0x01020304);
+    isn_grpc_write_prefix(p, 0x01020304);
     const uint8_t want[5] = {0, 1, 2, 3, 4};
     assert_memory_equal(p, want, 5);
 }
@@ -41,16 +41,16 @@ static void test_reassembly_at_every_split(void **state) {
         size_t n = frame(wire, body, len);
         for (size_t a = 0; a <= n; a += 3) {
             for (size_t b = a; b <= n; b += 17) {
-                grpc_reader r;
-                grpc_reader_init(&r, inline_buf, sizeof inline_buf, 1000);
-                assert_int_equal(grpc_reader_feed(&r, wire, a), GRPC_READ_OK);
-                assert_int_equal(grpc_reader_feed(&r, wire + a, b - a), GRPC_READ_OK);
-                assert_int_equal(grpc_reader_feed(&r, wire + b, n - b), GRPC_READ_OK);
-                assert_int_equal(grpc_reader_finish(&r), GRPC_READ_OK);
+                isn_grpc_reader r;
+                isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 1000);
+                assert_int_equal(isn_grpc_reader_feed(&r, wire, a), ISN_GRPC_READ_OK);
+                assert_int_equal(isn_grpc_reader_feed(&r, wire + a, b - a), ISN_GRPC_READ_OK);
+                assert_int_equal(isn_grpc_reader_feed(&r, wire + b, n - b), ISN_GRPC_READ_OK);
+                assert_int_equal(isn_grpc_reader_finish(&r), ISN_GRPC_READ_OK);
                 assert_int_equal(r.length, len);
                 if (len) assert_memory_equal(r.body, body, len);
                 assert_true(len > sizeof inline_buf ? r.body != inline_buf : r.body == inline_buf);
-                grpc_reader_reset(&r);
+                isn_grpc_reader_reset(&r);
             }
         }
     }
@@ -59,20 +59,20 @@ static void test_reassembly_at_every_split(void **state) {
 static void test_too_large(void **state) {
     (void)state;
     uint8_t wire[5], inline_buf[16];
-    grpc_write_prefix(wire, 4u << 20 | 1);
-    grpc_reader r;
-    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 4u << 20);
-    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_TOO_LARGE);
+    isn_grpc_write_prefix(wire, 4u << 20 | 1);
+    isn_grpc_reader r;
+    isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 4u << 20);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 5), ISN_GRPC_READ_TOO_LARGE);
     char why[200];
-    grpc_reader_describe(&r, GRPC_READ_TOO_LARGE, why, sizeof why);
+    isn_grpc_reader_describe(&r, ISN_GRPC_READ_TOO_LARGE, why, sizeof why);
     assert_non_null(strstr(why, "4194305 bytes exceeds the server's limit of 4194304"));
     assert_null(r.body); /* nothing allocated for a refused message */
-    grpc_reader_reset(&r);
+    isn_grpc_reader_reset(&r);
     /* exactly at the limit is fine */
-    grpc_write_prefix(wire, 100);
-    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
-    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_OK);
-    grpc_reader_reset(&r);
+    isn_grpc_write_prefix(wire, 100);
+    isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 5), ISN_GRPC_READ_OK);
+    isn_grpc_reader_reset(&r);
 }
 
 /* Heap bodies are charged to the server's memory budget when their prefix arrives: past it the
@@ -80,30 +80,30 @@ static void test_too_large(void **state) {
 static void test_memory_budget(void **state) {
     (void)state;
     uint8_t wire[5], inline_buf[16];
-    grpc_memory_budget budget = {.limit = 2000};
-    grpc_reader first, second, small;
-    grpc_reader_init(&first, inline_buf, sizeof inline_buf, 4096);
-    grpc_reader_init(&second, inline_buf, sizeof inline_buf, 4096);
-    grpc_reader_init(&small, inline_buf, sizeof inline_buf, 4096);
-    grpc_reader_set_budget(&first, &budget);
-    grpc_reader_set_budget(&second, &budget);
-    grpc_reader_set_budget(&small, &budget);
-    grpc_write_prefix(wire, 1500);
-    assert_int_equal(grpc_reader_feed(&first, wire, 5), GRPC_READ_OK);
+    isn_grpc_memory_budget budget = {.limit = 2000};
+    isn_grpc_reader first, second, small;
+    isn_grpc_reader_init(&first, inline_buf, sizeof inline_buf, 4096);
+    isn_grpc_reader_init(&second, inline_buf, sizeof inline_buf, 4096);
+    isn_grpc_reader_init(&small, inline_buf, sizeof inline_buf, 4096);
+    isn_grpc_reader_set_budget(&first, &budget);
+    isn_grpc_reader_set_budget(&second, &budget);
+    isn_grpc_reader_set_budget(&small, &budget);
+    isn_grpc_write_prefix(wire, 1500);
+    assert_int_equal(isn_grpc_reader_feed(&first, wire, 5), ISN_GRPC_READ_OK);
     assert_int_equal(budget.used, 1500);
-    grpc_write_prefix(wire, 1000);
-    assert_int_equal(grpc_reader_feed(&second, wire, 5), GRPC_READ_OVER_BUDGET);
+    isn_grpc_write_prefix(wire, 1000);
+    assert_int_equal(isn_grpc_reader_feed(&second, wire, 5), ISN_GRPC_READ_OVER_BUDGET);
     assert_null(second.body);
     assert_int_equal(budget.refused, 1);
     char why[200];
-    grpc_reader_describe(&second, GRPC_READ_OVER_BUDGET, why, sizeof why);
+    isn_grpc_reader_describe(&second, ISN_GRPC_READ_OVER_BUDGET, why, sizeof why);
     assert_non_null(strstr(why, "memory budget"));
-    grpc_write_prefix(wire, 16); /* inline bodies cost the budget nothing */
-    assert_int_equal(grpc_reader_feed(&small, wire, 5), GRPC_READ_OK);
+    isn_grpc_write_prefix(wire, 16); /* inline bodies cost the budget nothing */
+    assert_int_equal(isn_grpc_reader_feed(&small, wire, 5), ISN_GRPC_READ_OK);
     assert_int_equal(budget.used, 1500);
-    grpc_reader_reset(&first);
-    grpc_reader_reset(&second);
-    grpc_reader_reset(&small);
+    isn_grpc_reader_reset(&first);
+    isn_grpc_reader_reset(&second);
+    isn_grpc_reader_reset(&small);
     assert_int_equal(budget.used, 0);
     assert_int_equal(budget.peak, 1500);
     assert_ptr_equal(first.budget, &budget); /* kept across resets */
@@ -112,16 +112,16 @@ static void test_memory_budget(void **state) {
 static void test_flags(void **state) {
     (void)state;
     uint8_t wire[8] = {1, 0, 0, 0, 1, 'x'}, inline_buf[16];
-    grpc_reader r;
-    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
-    assert_int_equal(grpc_reader_feed(&r, wire, 6), GRPC_READ_COMPRESSED);
-    grpc_reader_reset(&r);
+    isn_grpc_reader r;
+    isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 6), ISN_GRPC_READ_COMPRESSED);
+    isn_grpc_reader_reset(&r);
     wire[0] = 0x80;
-    assert_int_equal(grpc_reader_feed(&r, wire, 6), GRPC_READ_BAD_FLAGS);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 6), ISN_GRPC_READ_BAD_FLAGS);
     char why[200];
-    grpc_reader_describe(&r, GRPC_READ_BAD_FLAGS, why, sizeof why);
+    isn_grpc_reader_describe(&r, ISN_GRPC_READ_BAD_FLAGS, why, sizeof why);
     assert_non_null(strstr(why, "0x80"));
-    grpc_reader_reset(&r);
+    isn_grpc_reader_reset(&r);
 }
 
 static void test_extra_message(void **state) {
@@ -129,40 +129,40 @@ static void test_extra_message(void **state) {
     uint8_t wire[64], inline_buf[16];
     size_t n = frame(wire, (const uint8_t *)"abc", 3);
     n += frame(wire + n, (const uint8_t *)"de", 2);
-    grpc_reader r;
-    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
-    assert_int_equal(grpc_reader_feed(&r, wire, n), GRPC_READ_EXTRA_MESSAGE);
-    grpc_reader_reset(&r);
+    isn_grpc_reader r;
+    isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, n), ISN_GRPC_READ_EXTRA_MESSAGE);
+    isn_grpc_reader_reset(&r);
     /* the second message in a later chunk, and after a zero-length first message */
     n = frame(wire, NULL, 0);
-    assert_int_equal(grpc_reader_feed(&r, wire, n), GRPC_READ_OK);
-    assert_int_equal(grpc_reader_feed(&r, wire, 1), GRPC_READ_EXTRA_MESSAGE);
-    grpc_reader_reset(&r);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, n), ISN_GRPC_READ_OK);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 1), ISN_GRPC_READ_EXTRA_MESSAGE);
+    isn_grpc_reader_reset(&r);
 }
 
 static void test_truncated_and_missing(void **state) {
     (void)state;
     uint8_t wire[64], inline_buf[16];
     char why[200];
-    grpc_reader r;
-    grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
-    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_NO_MESSAGE);
+    isn_grpc_reader r;
+    isn_grpc_reader_init(&r, inline_buf, sizeof inline_buf, 100);
+    assert_int_equal(isn_grpc_reader_finish(&r), ISN_GRPC_READ_NO_MESSAGE);
     size_t n = frame(wire, (const uint8_t *)"0123456789", 10);
-    assert_int_equal(grpc_reader_feed(&r, wire, 3), GRPC_READ_OK);
-    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
-    grpc_reader_describe(&r, GRPC_READ_TRUNCATED, why, sizeof why);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 3), ISN_GRPC_READ_OK);
+    assert_int_equal(isn_grpc_reader_finish(&r), ISN_GRPC_READ_TRUNCATED);
+    isn_grpc_reader_describe(&r, ISN_GRPC_READ_TRUNCATED, why, sizeof why);
     assert_non_null(strstr(why, "prefix"));
-    assert_int_equal(grpc_reader_feed(&r, wire + 3, n - 3 - 4), GRPC_READ_OK);
-    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
-    grpc_reader_describe(&r, GRPC_READ_TRUNCATED, why, sizeof why);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire + 3, n - 3 - 4), ISN_GRPC_READ_OK);
+    assert_int_equal(isn_grpc_reader_finish(&r), ISN_GRPC_READ_TRUNCATED);
+    isn_grpc_reader_describe(&r, ISN_GRPC_READ_TRUNCATED, why, sizeof why);
     assert_non_null(strstr(why, "announces 10 bytes, stream ended after 6"));
     /* a frame longer than its body: prefix says 1000, a heap body was reserved, freed by reset */
-    grpc_reader_reset(&r);
-    grpc_write_prefix(wire, 90);
-    assert_int_equal(grpc_reader_feed(&r, wire, 5), GRPC_READ_OK);
-    assert_int_equal(grpc_reader_feed(&r, (const uint8_t *)"abc", 3), GRPC_READ_OK);
-    assert_int_equal(grpc_reader_finish(&r), GRPC_READ_TRUNCATED);
-    grpc_reader_reset(&r);
+    isn_grpc_reader_reset(&r);
+    isn_grpc_write_prefix(wire, 90);
+    assert_int_equal(isn_grpc_reader_feed(&r, wire, 5), ISN_GRPC_READ_OK);
+    assert_int_equal(isn_grpc_reader_feed(&r, (const uint8_t *)"abc", 3), ISN_GRPC_READ_OK);
+    assert_int_equal(isn_grpc_reader_finish(&r), ISN_GRPC_READ_TRUNCATED);
+    isn_grpc_reader_reset(&r);
 }
 
 static void test_timeout_header(void **state) {
@@ -186,7 +186,7 @@ static void test_timeout_header(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t ns = 0;
-        assert_int_equal(grpc_parse_timeout(cases[i].text, strlen(cases[i].text), &ns), cases[i].rc);
+        assert_int_equal(isn_grpc_parse_timeout(cases[i].text, strlen(cases[i].text), &ns), cases[i].rc);
         if (cases[i].rc == 0) assert_int_equal(ns, cases[i].ns);
     }
 }
@@ -210,8 +210,8 @@ static void test_timeout_format(void **state) {
         {UINT64_MAX, "5124096H"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[GRPC_TIMEOUT_MAX_LEN];
-        size_t len = grpc_format_timeout(cases[i].ns, text, sizeof text);
+        char text[ISN_GRPC_TIMEOUT_MAX_LEN];
+        size_t len = isn_grpc_format_timeout(cases[i].ns, text, sizeof text);
         assert_string_equal(text, cases[i].text);
         assert_int_equal(len, strlen(cases[i].text));
     }
@@ -219,11 +219,11 @@ static void test_timeout_format(void **state) {
     uint64_t value = 1;
     for (int step = 0; step < 64 * 4; step++) {
         uint64_t ns = value > UINT64_MAX - 7 ? value : value + (uint64_t)step % 7;
-        char text[GRPC_TIMEOUT_MAX_LEN];
-        size_t len = grpc_format_timeout(ns, text, sizeof text);
+        char text[ISN_GRPC_TIMEOUT_MAX_LEN];
+        size_t len = isn_grpc_format_timeout(ns, text, sizeof text);
         assert_true(len >= 2 && len <= 9);
         uint64_t back = 0;
-        assert_int_equal(grpc_parse_timeout(text, len, &back), 0);
+        assert_int_equal(isn_grpc_parse_timeout(text, len, &back), 0);
         assert_true(back >= ns);
         uint64_t unit = 1;
         switch (text[len - 1]) {
@@ -267,7 +267,7 @@ static void test_nul_in_string_fields(void **state) {
         if (!request) fail_msg("case %s does not unpack", cases[i].name);
         isn__v1__search_request__free_unpacked(request, NULL);
         char field[128] = "";
-        bool found = grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cases[i].wire, cases[i].len,
+        bool found = isn_grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cases[i].wire, cases[i].len,
                                                    field, sizeof field);
         if (found != (cases[i].field != NULL) || (found && strcmp(field, cases[i].field)))
             fail_msg("case %s: found %d \"%s\"", cases[i].name, found, field);
@@ -275,32 +275,32 @@ static void test_nul_in_string_fields(void **state) {
     /* a truncated or garbled wire form ends the walk without reading past it */
     const uint8_t cut[] = {0x0a, 200, 'a', 0};
     char field[8];
-    assert_false(grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cut, sizeof cut, field, sizeof field));
+    assert_false(isn_grpc_message_nul_string_field(&isn__v1__search_request__descriptor, cut, sizeof cut, field, sizeof field));
     const uint8_t endless[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     assert_false(
-        grpc_message_nul_string_field(&isn__v1__search_request__descriptor, endless, sizeof endless, field, sizeof field));
+        isn_grpc_message_nul_string_field(&isn__v1__search_request__descriptor, endless, sizeof endless, field, sizeof field));
 }
 
 static void test_percent_encoding(void **state) {
     (void)state;
     char out[64];
-    assert_int_equal(grpc_percent_encode("k = 0 is 100% wrong\n", out, sizeof out), 24);
+    assert_int_equal(isn_grpc_percent_encode("k = 0 is 100% wrong\n", out, sizeof out), 24);
     assert_string_equal(out, "k = 0 is 100%25 wrong%0A");
-    grpc_percent_encode("caf\xc3\xa9", out, sizeof out);
+    isn_grpc_percent_encode("caf\xc3\xa9", out, sizeof out);
     assert_string_equal(out, "caf%C3%A9");
     /* cut at a whole escape, never inside one */
-    grpc_percent_encode("ab\n", out, 5);
+    isn_grpc_percent_encode("ab\n", out, 5);
     assert_string_equal(out, "ab");
 }
 
 static void test_status_names_and_paths(void **state) {
     (void)state;
-    assert_string_equal(grpc_status_name(0), "OK");
-    assert_string_equal(grpc_status_name(3), "INVALID_ARGUMENT");
-    assert_string_equal(grpc_status_name(8), "RESOURCE_EXHAUSTED");
-    assert_string_equal(grpc_status_name(12), "UNIMPLEMENTED");
-    assert_string_equal(grpc_status_name(14), "UNAVAILABLE");
-    assert_string_equal(grpc_status_name(99), "UNKNOWN");
+    assert_string_equal(isn_grpc_status_name(0), "OK");
+    assert_string_equal(isn_grpc_status_name(3), "INVALID_ARGUMENT");
+    assert_string_equal(isn_grpc_status_name(8), "RESOURCE_EXHAUSTED");
+    assert_string_equal(isn_grpc_status_name(12), "UNIMPLEMENTED");
+    assert_string_equal(isn_grpc_status_name(14), "UNAVAILABLE");
+    assert_string_equal(isn_grpc_status_name(99), "UNKNOWN");
     const char *p = "/isn.v1.Search/Search";
     assert_int_equal(rpc_method_from_path(p, strlen(p)), RPC_SEARCH);
     p = "/isn.v1.Search/Info";
@@ -341,7 +341,7 @@ static void test_arena_charged_to_budget(void **state) {
     max_align_t first[64];
     arena a;
     arena_init(&a, first, sizeof first, 1 << 20);
-    grpc_memory_budget budget = {.limit = 100000};
+    isn_grpc_memory_budget budget = {.limit = 100000};
     assert_non_null(arena_alloc(&a, 20000)); /* before charging: not counted */
     assert_int_equal(budget.used, 0);
     arena_charge_to(&a, &budget);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "daemon/search_job.h"
-#include "grpc/grpc.h"
+#include "grpc/framing.h"
 
 #define NUM_DOCS 300
 
@@ -81,7 +81,7 @@ static void test_fields_in_order(void **state) {
     Isn__V1__Hit hits[40];
     arena memory;
     char err[ISN_ERR_LEN], want[2048];
-    assert_int_equal(attach(names, 3, 40, 1 << 20, hits, &memory, err, sizeof err), GRPC_STATUS_OK);
+    assert_int_equal(attach(names, 3, 40, 1 << 20, hits, &memory, err, sizeof err), ISN_GRPC_STATUS_OK);
     for (uint32_t i = 0; i < 40; i++) {
         assert_int_equal(hits[i].n_fields, 3);
         for (uint32_t j = 0; j < 3; j++) {
@@ -92,7 +92,7 @@ static void test_fields_in_order(void **state) {
     }
     arena_reset(&memory);
     /* none asked: nothing attached, nothing allocated */
-    assert_int_equal(attach(NULL, 0, 40, 0, hits, &memory, err, sizeof err), GRPC_STATUS_OK);
+    assert_int_equal(attach(NULL, 0, 40, 0, hits, &memory, err, sizeof err), ISN_GRPC_STATUS_OK);
     assert_int_equal(hits[0].n_fields, 0);
     assert_int_equal(memory.used, 0);
 }
@@ -103,10 +103,10 @@ static void test_unknown_field(void **state) {
     Isn__V1__Hit hits[4];
     arena memory;
     char err[ISN_ERR_LEN];
-    assert_int_equal(attach(names, 2, 4, 1 << 20, hits, &memory, err, sizeof err), GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attach(names, 2, 4, 1 << 20, hits, &memory, err, sizeof err), ISN_GRPC_STATUS_INVALID_ARGUMENT);
     if (!strstr(err, "\"url\"") || !strstr(err, "title, body")) fail_msg("unclear: %s", err);
     /* even with no hits to fill, a wrong name is an error */
-    assert_int_equal(attach(names, 2, 0, 1 << 20, hits, &memory, err, sizeof err), GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attach(names, 2, 0, 1 << 20, hits, &memory, err, sizeof err), ISN_GRPC_STATUS_INVALID_ARGUMENT);
     arena_reset(&memory);
 }
 
@@ -116,7 +116,7 @@ static void test_over_the_arena(void **state) {
     Isn__V1__Hit hits[200];
     arena memory;
     char err[ISN_ERR_LEN];
-    assert_int_equal(attach(names, 1, 200, 16 << 10, hits, &memory, err, sizeof err), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_int_equal(attach(names, 1, 200, 16 << 10, hits, &memory, err, sizeof err), ISN_GRPC_STATUS_RESOURCE_EXHAUSTED);
     assert_non_null(strstr(err, "exceed this request's memory"));
     assert_true(memory.extra_bytes <= 16 << 10);
     arena_reset(&memory);
