@@ -100,10 +100,10 @@ static void test_python_grpcio_structured_query(void **state) {
     python_check(&h, "");
 }
 
-/* isn-agg re-encodes the request today and drops structured_query; text queries and their errors pass. */
+/* isn-agg forwards the caller's request message itself: query trees and their errors pass through it. */
 static void test_python_grpcio_through_isn_agg(void **state) {
     (void)state;
-    python_check(&agg_process, "--structured-forwarded no");
+    python_check(&agg_process, "");
 }
 
 static int setup(void **state) {
