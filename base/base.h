@@ -230,6 +230,9 @@ typedef struct {
     uint64_t scheduled;          /* requests the schedule asked for */
     uint64_t not_sent;           /* the client had no room (in-flight cap) or no connection */
     uint64_t ok, deadline_exceeded, shed, unavailable, other_status;
+    /* INVALID_ARGUMENT: the query itself is malformed (a log line such as `micro:bit` names a field the
+     * index lacks): an answer, not a failure of the node, so no miss of a capacity measurement */
+    uint64_t invalid_argument;
     uint64_t transport_errors;   /* no gRPC status: reset stream, lost connection */
     uint64_t client_timeouts;    /* no reply by deadline + grace: cancelled by the client */
     uint64_t partial;            /* OK with complete=false */
@@ -255,8 +258,8 @@ typedef struct {
 } bench_percentiles;
 
 /* One measured answer: status < 0 = no gRPC status (reset stream, lost connection), 0 = OK (its
- * latency kept; partial when !complete, late past deadline_us), 4 DEADLINE_EXCEEDED, 8
- * RESOURCE_EXHAUSTED (shed), 14 UNAVAILABLE, any other status together. */
+ * latency kept; partial when !complete, late past deadline_us), 3 INVALID_ARGUMENT, 4
+ * DEADLINE_EXCEEDED, 8 RESOURCE_EXHAUSTED (shed), 14 UNAVAILABLE, any other status together. */
 void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t latency_us, uint64_t deadline_us);
 /* An on-time complete answer to a request scheduled `since_start_ns` after the measured start. */
 void bench_stats_timeline_add(bench_stats *stats, int64_t since_start_ns);

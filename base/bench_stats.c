@@ -44,6 +44,7 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->shed += st->shed;
     sum->unavailable += st->unavailable;
     sum->other_status += st->other_status;
+    sum->invalid_argument += st->invalid_argument;
     sum->transport_errors += st->transport_errors;
     sum->client_timeouts += st->client_timeouts;
     sum->partial += st->partial;
@@ -72,6 +73,7 @@ void bench_stats_record(bench_stats *stats, int status, bool complete, uint64_t 
         if (!complete) stats->partial++;
         if (latency_us > deadline_us) stats->late++;
         break;
+    case 3: stats->invalid_argument++; break;
     case 4: stats->deadline_exceeded++; break;
     case 8:
         stats->shed++;
@@ -130,7 +132,7 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             "\"latency_us\":{\"p50\":%.0f,\"p90\":%.0f,\"p99\":%.0f,\"p999\":%.0f,\"mean\":%.1f,\"max\":%.0f,"
             "\"samples\":%zu,\"truncated\":%s},"
             "\"status\":{\"ok\":%llu,\"deadline_exceeded\":%llu,\"resource_exhausted\":%llu,\"unavailable\":%llu,"
-            "\"other\":%llu,\"transport_error\":%llu,\"client_timeout\":%llu},"
+            "\"invalid_argument\":%llu,\"other\":%llu,\"transport_error\":%llu,\"client_timeout\":%llu},"
             "\"partial\":%llu,\"partial_rate\":%.6f,\"late\":%llu,\"deadline_miss\":%llu,\"deadline_miss_rate\":%.6f,"
             "\"error_rate\":%.6f,",
             duration_s, deadline_ms, (unsigned long long)stats->scheduled, (unsigned long long)sent,
@@ -138,7 +140,8 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             duration_s > 0 ? (double)stats->ok / duration_s : 0.0, p.p50, p.p90, p.p99, p.p999, p.mean, p.max,
             stats->num_latencies, stats->latency_overflow ? "true" : "false", (unsigned long long)stats->ok,
             (unsigned long long)stats->deadline_exceeded, (unsigned long long)stats->shed,
-            (unsigned long long)stats->unavailable, (unsigned long long)stats->other_status,
+            (unsigned long long)stats->unavailable, (unsigned long long)stats->invalid_argument,
+            (unsigned long long)stats->other_status,
             (unsigned long long)stats->transport_errors, (unsigned long long)stats->client_timeouts,
             (unsigned long long)stats->partial, ratio(stats->partial, stats->ok), (unsigned long long)stats->late,
             (unsigned long long)misses, ratio(misses, sent),

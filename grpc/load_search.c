@@ -16,9 +16,11 @@ typedef struct {
 
 /* Everything that is not an on-time, complete answer, as a share of the scheduled requests. */
 static double miss_share(const bench_stats *st) {
-    if (st->scheduled == 0) return 1.0;
+    /* a malformed query's INVALID_ARGUMENT is its answer: it is neither served nor missed */
+    uint64_t asked = st->scheduled - (st->invalid_argument <= st->scheduled ? st->invalid_argument : st->scheduled);
+    if (asked == 0) return 1.0;
     uint64_t good = st->ok - (st->late + st->partial <= st->ok ? st->late + st->partial : st->ok);
-    return 1.0 - (double)good / (double)st->scheduled;
+    return 1.0 - (double)good / (double)asked;
 }
 
 /* One open-loop run at `rate`; false when out of memory. */

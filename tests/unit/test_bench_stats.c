@@ -47,6 +47,8 @@ static void test_json(void **state) {
     s.partial = 9;
     s.late = 6;
     for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
+    bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
+    s.scheduled++;
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -57,13 +59,15 @@ static void test_json(void **state) {
     if (!j) fail_msg("not JSON (%s): %s", error.text, text);
     assert_true(json_real_value(json_object_get(j, "target_rate")) == 50.0);
     assert_true(json_real_value(json_object_get(j, "throughput")) == 45.0);
-    assert_int_equal(json_integer_value(json_object_get(j, "sent")), 96);
+    assert_int_equal(json_integer_value(json_object_get(j, "sent")), 97);
     json_t *st = json_object_get(j, "status");
     assert_int_equal(json_integer_value(json_object_get(st, "resource_exhausted")), 2);
     assert_int_equal(json_integer_value(json_object_get(st, "transport_error")), 1);
+    assert_int_equal(json_integer_value(json_object_get(st, "invalid_argument")), 1);
+    assert_int_equal(json_integer_value(json_object_get(st, "other")), 0);
     assert_int_equal(json_integer_value(json_object_get(j, "deadline_miss")), 9); /* late + DEADLINE_EXCEEDED */
     assert_true(fabs(json_real_value(json_object_get(j, "partial_rate")) - 0.1) < 1e-6);
-    assert_true(fabs(json_real_value(json_object_get(j, "error_rate")) - 6.0 / 96) < 1e-6);
+    assert_true(fabs(json_real_value(json_object_get(j, "error_rate")) - 7.0 / 97) < 1e-6);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "latency_us"), "p50")), 144);
     json_decref(j);
     bench_stats_free(&s);
