@@ -5,10 +5,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/base.h"
+
 int id_table_init(id_table *t) {
     memset(t, 0, sizeof *t);
     t->num_slots = 1024;
-    t->slots = calloc(t->num_slots, sizeof *t->slots);
+    t->slots = isn_calloc_written(t->num_slots, sizeof *t->slots);
     t->offsets_cap = 1024;
     t->offsets = malloc(t->offsets_cap * sizeof *t->offsets);
     t->bytes_cap = 1 << 14;
@@ -34,7 +36,7 @@ uint64_t id_table_bytes(const id_table *t) {
 
 static int grow_slots(id_table *t) {
     uint32_t n = t->num_slots * 2;
-    id_slot *slots = calloc(n, sizeof *slots);
+    id_slot *slots = isn_calloc_written(n, sizeof *slots);
     if (!slots) return -1;
     for (uint32_t i = 0; i < t->num_slots; i++) {
         if (!t->slots[i].id) continue;

@@ -5,11 +5,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/base.h"
+
 int isn_strtab_init(isn_strtab *t, uint32_t expected) {
     memset(t, 0, sizeof *t);
     t->num_slots = 1024;
     while (t->num_slots < expected * 2u && t->num_slots < (1u << 30)) t->num_slots <<= 1;
-    t->slots = calloc(t->num_slots, sizeof *t->slots);
+    t->slots = isn_calloc_written(t->num_slots, sizeof *t->slots);
     t->offsets_cap = 1024;
     t->offsets = malloc(t->offsets_cap * sizeof *t->offsets);
     t->bytes_cap = 1 << 16;
@@ -72,7 +74,7 @@ static int grow_slots(isn_strtab *t) {
     uint32_t old_n = t->num_slots;
     isn_strtab_slot *old_slots = t->slots;
     uint32_t n = old_n * 2;
-    isn_strtab_slot *slots = calloc(n, sizeof *slots);
+    isn_strtab_slot *slots = isn_calloc_written(n, sizeof *slots);
     if (!slots) return -1;
     for (uint32_t i = 0; i < old_n; i++) {
         if (!old_slots[i].id) continue;
