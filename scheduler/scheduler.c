@@ -110,12 +110,18 @@ static double gpu_batches_queued(const isn_scheduler *s) {
     return (double)((gpu_queued(s) + per_batch - 1) / per_batch);
 }
 
+/* Normal (not large) requests waiting to be prepared. The two counters are read apart: a large one
+ * counted in one and not yet in the other must not make it negative. */
+static uint32_t normal_pending(isn_scheduler *s) {
+    int normal = (int)(atomic_load(&s->prepare_pending) - atomic_load(&s->large_pending));
+    return normal > 0 ? (uint32_t)normal : 0;
+}
+
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
  * prepare_ns is measured wall time, contention included: no scale applies to it. */
-static double preparing_ns(const isn_scheduler *s) {
+static double preparing_ns(isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
-    unsigned normal = atomic_load(&s->prepare_pending) - atomic_load(&s->large_pending);
-    return (double)(int)normal * s->prepare_ns / workers;
+    return (double)normal_pending(s) * s->prepare_ns / workers;
 }
 
 /* Under the lock: how soon some device would be done with a typical job submitted now, given each
@@ -150,8 +156,8 @@ static bool arrival_admits(double remaining_ns, double done_ns, double start_ns)
     return done_ns <= remaining_ns || start_ns <= OWN_COST_QUEUE_SHARE * remaining_ns;
 }
 
-/* soonest_done and each device's wait, for the checks made without the lock (isn_scheduler_may_admit_quick,
- * sched_gpu_clearly_wins): refreshed on every admission decision. */
+/* soonest_done, soonest_start and each device's wait, for the checks made without the lock
+ * (isn_scheduler_may_admit_quick, sched_gpu_clearly_wins): refreshed on every admission decision. */
 static void publish_waits(isn_scheduler *s, const double *wait) {
     atomic_store_explicit(&s->soonest_done_ns, soonest_done(s, wait), memory_order_relaxed);
     atomic_store_explicit(&s->soonest_start_ns, soonest_start(s, wait), memory_order_relaxed);
@@ -682,8 +688,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
 static bool take_preparations(isn_scheduler *s, sched_worker *w) {
     w->taken_count = w->taken_next = 0;
     uint32_t workers = s->config.workers ? s->config.workers : 1;
-    unsigned normal = atomic_load(&s->prepare_pending) - atomic_load(&s->large_pending);
-    uint32_t want = (uint32_t)((int)normal > 0 ? (unsigned)normal : 0u) / workers;
+    uint32_t want = normal_pending(s) / workers;
     want = want < 1 ? 1 : want > SCHED_PREPARE_TAKE ? SCHED_PREPARE_TAKE : want;
     uint64_t now = isn_now_ns();
     pthread_mutex_lock(&s->prepare_lock);
