@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Goodput under overload (issue 35, DESIGN section 7): one isnd per configuration, then `isn-bench
-# --sweep` at fixed multiples of a given rate (the configuration's own sustained rate as 1x), REPEATS
+# --rate` at fixed multiples of a given rate (the configuration's own sustained rate as 1x), REPEATS
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
-# ones. A summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against
+# ones as the client saw them, and the node's own view of its refusals (bench/node_sheds.py: time from
+# arrival to refusal, and where they were refused). A summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against
 # offered/s with gnuplot.
 #
 #   bench/overload_curve.sh [--plot] NAME RATE [isnd flags...]
@@ -44,7 +45,6 @@ json="$OUT/overload-$name.json"
 log="$OUT/isnd-$name.log"
 : >"$json"
 
-rates=$(python3 -c "import sys; print(','.join('%.0f' % (float(m) * $rate) for m in sys.argv[1:]))" $MULTIPLES)
 "${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
@@ -56,26 +56,39 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 [ -n "$port" ] || { echo "overload_curve: isnd did not say its port:" >&2; cat "$log" >&2; exit 1; }
+stats=$(sed -n 's|.*stats listening on http://\(127\.0\.0\.1:[0-9]*\).*|\1|p' "$log" | head -n 1)
 
+# One isn-bench run per point, with the node's metrics scraped around it: the refusals' time inside
+# the node (bench/node_sheds.py) beside the client's view of it. (Python rather than curl: the GPU
+# machine has no curl.)
+scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "http://$stats/metrics"; }
 for repeat in $(seq 1 "$REPEATS"); do
-  "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --sweep "$rates" \
-    --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
-    --connections "$CONNECTIONS" >"$OUT/sweep-$name-$repeat.json"
-  python3 - "$OUT/sweep-$name-$repeat.json" "$name" "$rate" "$repeat" $MULTIPLES >>"$json" <<'EOF'
+  for m in $MULTIPLES; do
+    r=$(python3 -c "print('%.0f' % ($m * $rate))")
+    point="$OUT/point-$name-$repeat-$m"
+    scrape >"$point.before.prom"
+    "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
+      --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
+      --connections "$CONNECTIONS" >"$point.json"
+    scrape >"$point.after.prom"
+    python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
+    python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" >>"$json" <<'EOF'
 import json, sys
-sweep = json.load(open(sys.argv[1]))["sweep"]
-name, rate, repeat, multiples = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
-for m, p in zip(multiples, sweep):
-    s = p["status"]
-    print(json.dumps({"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": float(m),
-                      "offered_per_s": p["offered_rate"], "on_time_per_s": p["on_time_per_s"],
-                      "on_time_share_of_sustained": round(p["on_time_per_s"] / rate, 4),
-                      "shed": s["resource_exhausted"], "late": p["late"], "partial": p["partial"],
-                      "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
-                      "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
-                      "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
-                      "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000}))
+p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+s = p["status"]
+row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
+       "offered_per_s": p["offered_rate"], "on_time_per_s": p["on_time_per_s"],
+       "on_time_share_of_sustained": round(p["on_time_per_s"] / rate, 4),
+       "shed": s["resource_exhausted"], "late": p["late"], "partial": p["partial"],
+       "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
+       "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
+       "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
+       "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000}
+row.update(node)
+print(json.dumps(row))
 EOF
+  done
 done
 
 python3 - "$json" "$OUT/overload-$name.png" "$plot" <<'EOF' >&2
@@ -83,14 +96,15 @@ import json, statistics, subprocess, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {}
 for r in rows: by.setdefault(r["multiple"], []).append(r)
-print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s" % ("config", "x", "offered/s", "on-time/s", "share",
-      "shed", "late", "p99 ms", "shed p99", "timeouts"))
+print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s" % ("config", "x", "offered/s", "on-time/s", "share",
+      "shed", "late", "p99 ms", "shed p99", "node <1ms", "timeouts"))
 points = []
 for m in sorted(by):
     rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
-    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9.0f" % (rs[0]["config"], m, med("offered_per_s"),
+    within = [r["node_shed_within_1ms_share"] for r in rs if r.get("node_shed_within_1ms_share") is not None]
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f" % (rs[0]["config"], m, med("offered_per_s"),
           med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("late"), med("answered_p99_ms"),
-          med("shed_p99_ms"), med("client_timeouts")))
+          med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts")))
     points.append((med("offered_per_s"), med("on_time_per_s")))
 if sys.argv[3] == "1":
     script = ("set terminal pngcairo size 900,600\nset output '%s'\nset title 'on-time answers under overload (%s)'\n"

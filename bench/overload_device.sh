@@ -68,7 +68,8 @@ for stage in ${STAGES:-sustained}; do
     curves)
       for c in $CONFIGS; do
         rate_var=RATE_$c
-        ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 BUILD=$B OUT=$O INDEX="${INDEX:-$D/idx-deb}" \
+        ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=${CONNECTIONS:-16} BUILD=$B OUT=$O \
+          INDEX="${INDEX:-$D/idx-deb}" \
           QUERIES="$D/short.queries.tsv" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
           bash bench/overload_curve.sh "$c" "${!rate_var}" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
       done ;;

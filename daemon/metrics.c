@@ -36,6 +36,7 @@ void metrics_add(metrics *sum, const metrics *m) {
     }
     for (int stage = 0; stage < STAGE_COUNT; stage++)
         histogram_add(&sum->search_stage_seconds[stage], &m->search_stage_seconds[stage]);
+    histogram_add(&sum->shed_seconds, &m->shed_seconds);
     sum->shed += m->shed;
     sum->shed_at_headers += m->shed_at_headers;
     sum->cancelled += m->cancelled;

@@ -20,6 +20,10 @@ typedef struct {
     uint64_t requests[RPC_COUNT][ISN_GRPC_STATUS_COUNT];
     histogram request_seconds[RPC_COUNT]; /* headers received to reply submitted */
     histogram search_stage_seconds[STAGE_COUNT];
+    /* Search requests refused RESOURCE_EXHAUSTED: from their arrival (the earliest their HEADERS can
+     * have reached the socket) to the refusal queued for sending. What a shed costs its client inside
+     * the node, apart from the network and the client's own delays. */
+    histogram shed_seconds;
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
     uint64_t shed;                  /* RESOURCE_EXHAUSTED: overload or queue full */
     uint64_t shed_at_headers;       /* of shed: refused at HEADERS, before the request was read or decoded */

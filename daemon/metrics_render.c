@@ -79,6 +79,11 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
         prom_histogram(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
     }
 
+    prom_family(out, "isn_shed_duration_seconds", "histogram",
+                "Search requests refused RESOURCE_EXHAUSTED: time from their arrival (the earliest their HEADERS can "
+                "have reached the socket) to the refusal queued for sending.");
+    prom_histogram(out, "isn_shed_duration_seconds", "", &m->shed_seconds);
+
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
              serving_loops_inflight(server));
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",

@@ -27,6 +27,8 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},
         {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},
         {"isn_scheduler_shed_unprepared_total", "counter", "Of the overload sheds: requests refused from the preparation queue without analysis (past their admission point, or waiting past CoDel's target in a standing backlog).", st->shed_unprepared},
+        {"isn_scheduler_shed_arrival_codel_total", "counter", "Of the overload sheds: requests refused on arrival because, in a standing preparation backlog, the preparations ahead would have held them past CoDel's target.", st->shed_arrival_codel},
+        {"isn_scheduler_shed_routed_total", "counter", "Of the overload sheds: requests refused by routing once prepared (no device could finish them by their admission point).", st->shed_routed},
         {"isn_scheduler_shed_unprepared_late_total", "counter", "Of the requests refused unprepared: those past their admission point (the rest waited past CoDel's target).", st->shed_unprepared_late},
         {"isn_scheduler_prepare_waits_total", "counter", "Requests taken from the preparation queue (the count of the two wait sums).", st->prepare_waits},
         {"isn_scheduler_prepare_backlog_standing", "gauge", "1 while the preparation queue holds a standing backlog (CoDel: an interval's least wait above the target).", st->prepare_backlog_standing},

@@ -101,8 +101,14 @@ static void on_status(isn_grpc_call *call, int status, void *app) {
         const char *path = isn_grpc_call_path(call);
         method = rpc_method_from_path(path, strlen(path));
     }
-    double seconds = (double)(isn_now_ns() - isn_grpc_call_opened_ns(call)) / 1e9;
-    LOOP_METRICS(loop, metrics_count_request(m, (rpc_method)method, status, seconds));
+    uint64_t now = isn_now_ns();
+    double seconds = (double)(now - isn_grpc_call_opened_ns(call)) / 1e9;
+    double shed_seconds = (double)(now - isn_grpc_call_arrived_ns(call)) / 1e9;
+    bool shed = method == RPC_SEARCH && status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
+    LOOP_METRICS(loop, {
+        metrics_count_request(m, (rpc_method)method, status, seconds);
+        if (shed) histogram_observe(&m->shed_seconds, shed_seconds);
+    });
     if (loop->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
         log_access(call, (rpc_method)method, status, seconds);
 }

@@ -54,19 +54,29 @@ void isn_codel_init(isn_codel *codel, uint64_t now_ns) {
     *codel = (isn_codel){.interval_end_ns = now_ns + SCHED_CODEL_INTERVAL_NS, .min_sojourn_ns = INFINITY};
 }
 
-void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns) {
+void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns, uint64_t arrival_refusals) {
     if (sojourn_ns < codel->min_sojourn_ns) codel->min_sojourn_ns = sojourn_ns;
     if (now_ns < codel->interval_end_ns) return;
     /* The least wait of an interval above the target: the queue never emptied below it, a standing
      * backlog rather than a burst passing through. */
     codel->standing = codel->min_sojourn_ns > SCHED_CODEL_TARGET_NS;
+    codel->bounding = codel->standing || (codel->bounding && arrival_refusals != codel->refusals_at_interval_start);
+    codel->refusals_at_interval_start = arrival_refusals;
     codel->min_sojourn_ns = INFINITY;
     codel->interval_end_ns = now_ns + SCHED_CODEL_INTERVAL_NS;
 }
 
-bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns) {
+double isn_codel_target_ns(double admit_budget_ns) {
     double target = SCHED_CODEL_TARGET_NS;
     if (admit_budget_ns > 0 && SCHED_CODEL_BUDGET_SHARE * admit_budget_ns < target)
         target = SCHED_CODEL_BUDGET_SHARE * admit_budget_ns;
-    return codel->standing && sojourn_ns > target;
+    return target;
+}
+
+bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns) {
+    return codel->standing && sojourn_ns > isn_codel_target_ns(admit_budget_ns);
+}
+
+bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_budget_ns) {
+    return bounding && preparing_ns > SCHED_CODEL_ARRIVAL_SHARE * isn_codel_target_ns(admit_budget_ns);
 }

@@ -124,6 +124,12 @@ static double preparing_ns(isn_scheduler *s) {
     return (double)normal_pending(s) * s->prepare_ns / workers;
 }
 
+/* preparing_ns without the lock: the pending count and the published preparation time. */
+static double preparing_ns_quick(isn_scheduler *s) {
+    double workers = s->config.workers ? s->config.workers : 1;
+    return (double)normal_pending(s) * atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) / workers;
+}
+
 /* Under the lock: how soon some device would be done with a typical job submitted now, given each
  * device's wait (the CPU's counts the preparations ahead): a typical job's measured time on the CPU; a
  * batch's fixed part and the linger time on the GPU, after the preparations ahead. The arrival check
@@ -154,6 +160,16 @@ static double soonest_start(isn_scheduler *s, const double *wait) {
  * node are run and answered partially, as admission would, not refused as overload). */
 static bool arrival_admits(double remaining_ns, double done_ns, double start_ns) {
     return done_ns <= remaining_ns || start_ns <= OWN_COST_QUEUE_SHARE * remaining_ns;
+}
+
+/* Whether CoDel refuses a request arriving now (received then, admitted by admit_by): bounding, and the
+ * preparations queued ahead would hold it near CoDel's target. Read without the lock. */
+static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double admit_by) {
+    if (!isn_codel_refuses_arrival(atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed),
+                                   preparing_ns_quick(s), admit_by - (double)received_ns))
+        return false;
+    COUNT(s->shed_arrival_codel);
+    return true;
 }
 
 /* soonest_done, soonest_start and each device's wait, for the checks made without the lock
@@ -307,7 +323,10 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
 
     pthread_mutex_lock(&s->lock);
     /* the normal queue's wait counts normal preparations; a large request's is not one of them */
-    if (prepare_ns >= 0 && !job->prepare_on_worker) s->prepare_ns += SCHED_SCALE_WEIGHT * (prepare_ns - s->prepare_ns);
+    if (prepare_ns >= 0 && !job->prepare_on_worker) {
+        s->prepare_ns += SCHED_SCALE_WEIGHT * (prepare_ns - s->prepare_ns);
+        atomic_store_explicit(&s->prepare_ns_published, s->prepare_ns, memory_order_relaxed);
+    }
     if (s->stopping) {
         pthread_mutex_unlock(&s->lock);
         return ISN_SUBMIT_STOPPED;
@@ -319,6 +338,7 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     if (route == ISN_ROUTE_SHED) {
         pthread_mutex_unlock(&s->lock);
         COUNT(s->shed_overload);
+        COUNT(s->shed_routed);
         return ISN_SUBMIT_SHED_OVERLOAD;
     }
     if (route == ISN_ROUTE_DEGRADE) {
@@ -359,7 +379,9 @@ isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) { return admit(s, 
 static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
                              const double *scale) {
     if (!deadline_ns) return true;
-    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
+    double admit_by = admit_by_ns(s, received_ns, deadline_ns);
+    if (codel_refuses_arrival(s, received_ns, admit_by)) return false;
+    double remaining = admit_by - (double)now;
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait);
     return arrival_admits(remaining, soonest_done(s, wait), soonest_start(s, wait));
@@ -438,7 +460,12 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
      * based on it would latch. */
     if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
         return isn_scheduler_may_admit(s, received_ns, deadline_ns);
-    double remaining = admit_by_ns(s, received_ns, deadline_ns) - (double)now;
+    double admit_by = admit_by_ns(s, received_ns, deadline_ns);
+    if (codel_refuses_arrival(s, received_ns, admit_by)) {
+        COUNT(s->shed_overload);
+        return false;
+    }
+    double remaining = admit_by - (double)now;
     bool ok = arrival_admits(remaining, atomic_load_explicit(&s->soonest_done_ns, memory_order_relaxed),
                              atomic_load_explicit(&s->soonest_start_ns, memory_order_relaxed));
     if (!ok) COUNT(s->shed_overload);
@@ -612,10 +639,11 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
     if (!job->query || !index) return;
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     job->predicted = false;
-    /* In a standing preparation backlog the workers' time goes to preparing: the probe, several times
-     * the cost of the rest and only a sharper CPU prediction, is skipped (and so is the look at the
-     * queues that decides whether it is needed). */
-    bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed);
+    /* With a preparation backlog (half of what arrivals may queue, or a standing one) the workers' time
+     * goes to preparing: the probe, several times the cost of the rest and only a sharper CPU
+     * prediction, is skipped (and so is the look at the queues that decides whether it is needed). */
+    bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed) ||
+                   preparing_ns_quick(s) > 0.5 * SCHED_CODEL_ARRIVAL_SHARE * SCHED_CODEL_TARGET_NS;
     bool gpu_bound = job->placement == ISN_PLACE_GPU ||
                      (job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job)));
     if (!gpu_bound) {
@@ -665,8 +693,9 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     ADD(s->prepare_wait_ns, (uint64_t)sojourn);
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
-        isn_codel_observe(&s->prepare_codel, sojourn, now);
+        isn_codel_observe(&s->prepare_codel, sojourn, now, atomic_load_explicit(&s->shed_arrival_codel, memory_order_relaxed));
         atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
+        atomic_store_explicit(&s->prepare_bounding, s->prepare_codel.bounding, memory_order_relaxed);
     }
     double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
     /* Refused unprepared: past its admission point nothing can admit it, and in a standing
@@ -948,6 +977,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0 &&
          isn_edf_init(&s->large_prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
+    atomic_store(&s->prepare_ns_published, SCHED_PREPARE_START_NS);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
     isn_codel_init(&s->prepare_codel, s->start_ns);
     for (uint32_t i = 0; i < config->workers && ok; i++) {
@@ -1071,6 +1101,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->refused_prepare = LOAD(s->refused_prepare);
     st->shed_unprepared = LOAD(s->shed_unprepared);
     st->shed_unprepared_late = LOAD(s->shed_unprepared_late);
+    st->shed_arrival_codel = LOAD(s->shed_arrival_codel);
+    st->shed_routed = LOAD(s->shed_routed);
     st->prepare_waits = LOAD(s->prepare_waits);
     st->arrival_wait_seconds_sum = (double)LOAD(s->arrival_wait_ns) / 1e9;
     st->prepare_wait_seconds_sum = (double)LOAD(s->prepare_wait_ns) / 1e9;

@@ -343,6 +343,8 @@ typedef struct {
     uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
     uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
     uint64_t shed_unprepared_late; /* of those: past their admission point (the rest: CoDel) */
+    uint64_t shed_arrival_codel;   /* of shed_overload: refused on arrival, the preparations ahead past CoDel's target */
+    uint64_t shed_routed;          /* of shed_overload: refused by routing once prepared (no device in time) */
     /* Requests taken from the preparation queue, with the time they had spent from arrival (the
      * loop's arrival floor) to that queue and in it, summed: where a request's budget went before a
      * worker looked at it. */

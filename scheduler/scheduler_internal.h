@@ -266,14 +266,30 @@ typedef struct {
     uint64_t interval_end_ns;
     double min_sojourn_ns; /* least wait of the jobs taken in this interval */
     bool standing;         /* the last interval's least wait was above the target */
+    /* Arrivals are bounded (isn_codel_refuses_arrival) from a standing interval on, for as long as
+     * the bound refuses some in each interval: it keeps the waits under the target, so the standing
+     * state it ends cannot be what releases it. */
+    bool bounding;
+    uint64_t refusals_at_interval_start;
 } isn_codel;
 
 void isn_codel_init(isn_codel *codel, uint64_t now_ns);
-/* A job taken off the queue after waiting sojourn_ns. */
-void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns);
+/* A job taken off the queue after waiting sojourn_ns; arrival_refusals: how many arrivals the bound
+ * has refused so far (a running total). */
+void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns, uint64_t arrival_refusals);
 /* Whether a job that waited sojourn_ns is refused unprepared: only in a standing backlog, past the
  * target (SCHED_CODEL_TARGET_NS, or a share of the job's admission budget when that is smaller). */
 bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_budget_ns);
+/* The wait CoDel accepts for a job with that admission budget (0: none): SCHED_CODEL_TARGET_NS, or the
+ * budget's share when that is smaller. */
+double isn_codel_target_ns(double admit_budget_ns);
+/* The arrival check's half of CoDel: while bounding, a new request is refused at once when the
+ * preparations ahead of it would keep it past SCHED_CODEL_ARRIVAL_SHARE of the target, so that the
+ * queue's waits stay below the target and CoDel seldom has to drop a request that has waited (a refusal
+ * that costs its client that wait). Released only by an interval in which it refused nothing: released
+ * when the standing state ends, the backlog would grow past the target for an interval each time, and
+ * those requests would be dropped after waiting. A burst on a queue that was not standing passes. */
+bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_budget_ns);
 
 #define SCHED_METER_WINDOW_NS 20000000ull   /* a service meter's window */
 #define SCHED_METER_LONG_WINDOW_NS 200000000ull /* ... and the longest it waits for SCHED_METER_MIN_JOBS */
@@ -284,6 +300,7 @@ bool isn_codel_drops(const isn_codel *codel, double sojourn_ns, double admit_bud
 #define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
 #define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */
 #define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
+#define SCHED_CODEL_ARRIVAL_SHARE 0.5        /* arrivals are refused past this share of the target */
 #define SCHED_QUICK_STALE_NS 1000000ull      /* isn_scheduler_may_admit_quick trusts a published start this long */
 
 /* ------------------------------------------------------------------ the scheduler's own steps
@@ -388,6 +405,7 @@ struct isn_scheduler {
     atomic_uint prepare_pending;       /* both queues' sizes, read without a lock */
     atomic_uint large_pending;         /* the large queue's size, read without a lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
+    _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
     bool stopping;
     /* Workers waiting on cpu_wake. Changed under the lock, read without it by a thread that queued
      * work: a worker counts itself idle before it looks for work one last time, and a thread that
@@ -426,6 +444,7 @@ struct isn_scheduler {
     isn_service_meter meter[ISN_DEVICE_KINDS];
     isn_codel prepare_codel; /* under prepare_lock */
     atomic_bool prepare_standing; /* prepare_codel.standing, read without the lock */
+    atomic_bool prepare_bounding; /* prepare_codel.bounding, read without the lock */
 
     char cost_model_state[4096]; /* config.cost_model_state's copy */
     isn_gpu_device *own_gpus;    /* the devices made from config.gpu_backend or config.simulated_gpus */
@@ -441,7 +460,7 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
-    _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late;
+    _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns;
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];

@@ -77,6 +77,8 @@ static void test_burst_is_refused_early_and_admission_recovers(void **state) {
     assert_true(exhausted >= BURST / 2);
     assert_true(unread >= 1);
     assert_true(harness_metric(&h, "isn_shed_at_headers_total") >= unread);
+    /* every refusal's time in the node is observed */
+    assert_true(harness_metric(&h, "isn_shed_duration_seconds_count") >= exhausted);
 
     /* The burst is over: one request at a time is admitted again, every one. */
     harness_sleep_ms(300);

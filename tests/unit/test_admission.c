@@ -144,23 +144,90 @@ static void codel_drops_only_in_a_standing_backlog(void **state) {
     isn_codel_init(&c, 0);
     double budget = 20.0 * MS;
     /* a burst: long waits, but one job in the interval went through quickly */
-    isn_codel_observe(&c, 9.0 * MS, 10 * MS);
-    isn_codel_observe(&c, 0.1 * MS, 20 * MS);
-    isn_codel_observe(&c, 9.0 * MS, SCHED_CODEL_INTERVAL_NS);
+    isn_codel_observe(&c, 9.0 * MS, 10 * MS, 0);
+    isn_codel_observe(&c, 0.1 * MS, 20 * MS, 0);
+    isn_codel_observe(&c, 9.0 * MS, SCHED_CODEL_INTERVAL_NS, 0);
     assert_false(c.standing);
     assert_false(isn_codel_drops(&c, 9.0 * MS, budget));
     /* a whole interval whose least wait stayed above the target */
     for (uint64_t t = SCHED_CODEL_INTERVAL_NS + MS; t <= 2 * SCHED_CODEL_INTERVAL_NS; t += MS)
-        isn_codel_observe(&c, SCHED_CODEL_TARGET_NS + MS, t);
+        isn_codel_observe(&c, SCHED_CODEL_TARGET_NS + MS, t, 0);
     assert_true(c.standing);
     assert_true(isn_codel_drops(&c, SCHED_CODEL_TARGET_NS + MS, budget));
     assert_false(isn_codel_drops(&c, SCHED_CODEL_TARGET_NS / 2, budget));
     /* a short budget lowers the target to its share */
     assert_true(isn_codel_drops(&c, 1.5 * MS, 4.0 * MS));
     /* the backlog drains: one quick job in an interval ends the standing state */
-    isn_codel_observe(&c, 0.1 * MS, 2 * SCHED_CODEL_INTERVAL_NS + MS);
-    isn_codel_observe(&c, 0.1 * MS, 3 * SCHED_CODEL_INTERVAL_NS + MS);
+    isn_codel_observe(&c, 0.1 * MS, 2 * SCHED_CODEL_INTERVAL_NS + MS, 0);
+    isn_codel_observe(&c, 0.1 * MS, 3 * SCHED_CODEL_INTERVAL_NS + MS, 0);
     assert_false(c.standing);
+}
+
+/* A preparation queue served by one preparer at PREP_NS a job, offered 3x what it prepares for 2 s
+ * (the first 0.5 s, while CoDel finds the standing backlog, not counted), then half of it for 1 s. With
+ * the arrival check's half of CoDel, what is refused is refused on arrival, and the requests dropped
+ * after waiting in the queue are a small share of the sheds; without it, every shed is a drop after a
+ * wait of at least CoDel's target. Returns the counted drops after a wait; *refused_on_arrival counts
+ * the counted arrival refusals, *refused_after counts those in the last 0.7 s at half the capacity. */
+#define PREP_NS 100000ull
+static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arrival, uint64_t *prepared,
+                                    uint64_t *refused_after) {
+    static uint64_t enqueued[1 << 16];
+    uint32_t head = 0, tail = 0;
+    isn_codel codel;
+    isn_codel_init(&codel, 0);
+    double budget = ADMIT_SHARE * (double)DEADLINE_NS;
+    uint64_t busy_until = 0, dropped = 0, refusals = 0;
+    *refused_on_arrival = *prepared = *refused_after = 0;
+    for (uint64_t now = 0; now < 3000 * MS;) {
+        bool counted = now >= 500 * MS && now < 2000 * MS;
+        while (head != tail && busy_until <= now) { /* the preparer takes jobs in order */
+            uint64_t taken = busy_until > enqueued[head & 0xffff] ? busy_until : enqueued[head & 0xffff];
+            double sojourn = (double)(taken - enqueued[head & 0xffff]);
+            head++;
+            isn_codel_observe(&codel, sojourn, taken, refusals);
+            if (isn_codel_drops(&codel, sojourn, budget)) {
+                if (counted) dropped++;
+                busy_until = taken;
+            } else {
+                if (counted) (*prepared)++;
+                busy_until = taken + PREP_NS;
+            }
+        }
+        double preparing = (double)(tail - head) * (double)PREP_NS;
+        if (arrival_check && isn_codel_refuses_arrival(codel.bounding, preparing, budget)) {
+            refusals++;
+            if (counted) (*refused_on_arrival)++;
+            if (now >= 2300 * MS) (*refused_after)++;
+        } else if (tail - head < (1u << 16)) {
+            enqueued[tail++ & 0xffff] = now;
+        }
+        now += now < 2000 * MS ? PREP_NS / 3 : 2 * PREP_NS;
+    }
+    return dropped;
+}
+
+static void codel_refuses_on_arrival_what_it_would_drop_after_a_wait(void **state) {
+    (void)state;
+    assert_false(isn_codel_refuses_arrival(false, 40.0 * MS, 400.0 * MS)); /* a burst passes */
+    assert_true(isn_codel_refuses_arrival(true, SCHED_CODEL_TARGET_NS, 40.0 * MS));
+    assert_false(isn_codel_refuses_arrival(true, SCHED_CODEL_ARRIVAL_SHARE * SCHED_CODEL_TARGET_NS / 2, 40.0 * MS));
+    assert_true(isn_codel_refuses_arrival(true, 0.75 * MS, 4.0 * MS)); /* a short budget's share */
+
+    uint64_t arrival = 0, prepared = 0, after = 0;
+    uint64_t drops = prepare_queue_sheds(true, &arrival, &prepared, &after);
+    print_message("with the arrival check: %llu refused on arrival, %llu dropped after a wait, %llu prepared, "
+                  "%llu refused once the load fell\n",
+                  (unsigned long long)arrival, (unsigned long long)drops, (unsigned long long)prepared,
+                  (unsigned long long)after);
+    assert_true(arrival > 0);
+    assert_true(drops * 100 < arrival);                          /* under 1% of the sheds cost a wait */
+    assert_true((double)prepared >= 0.9 * 1500 * MS / PREP_NS); /* the preparer stays busy */
+    assert_int_equal(after, 0);                                  /* the bound lets go when the load falls */
+
+    uint64_t drops_only = prepare_queue_sheds(false, &arrival, &prepared, &after);
+    assert_int_equal(arrival, 0);
+    assert_true(drops_only > 100 * drops);
 }
 
 int main(void) {
@@ -171,6 +238,7 @@ int main(void) {
         cmocka_unit_test(admission_wait_is_capped_and_floored),
         cmocka_unit_test(stale_scale_relaxes_to_one),
         cmocka_unit_test(codel_drops_only_in_a_standing_backlog),
+        cmocka_unit_test(codel_refuses_on_arrival_what_it_would_drop_after_a_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""What isnd's refusals cost inside the node over a run: the difference of two /metrics scrapes
+(files BEFORE and AFTER). Prints one JSON object: refusals counted by isn_shed_duration_seconds, the
+share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
+it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
+a wait, by routing once prepared). The client's view (isn-bench's shed_latency_us) adds the network
+and the load generator's own delays.
+
+    python3 bench/node_sheds.py before.prom after.prom
+"""
+import json
+import re
+import sys
+
+
+def scrape(path):
+    values = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            values[name] = float(value)
+        except ValueError:
+            pass
+    return values
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    before, after = scrape(sys.argv[1]), scrape(sys.argv[2])
+    delta = lambda name: after.get(name, 0.0) - before.get(name, 0.0)
+    buckets = []
+    for name in after:
+        m = re.fullmatch(r'isn_shed_duration_seconds_bucket\{le="([^"]+)"\}', name)
+        if m:
+            buckets.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), delta(name)))
+    buckets.sort()
+    count = delta("isn_shed_duration_seconds_count")
+    within_1ms = next((c for le, c in buckets if le >= 0.001), 0.0)
+    p99 = next((le for le, c in buckets if count and c >= 0.99 * count), None)
+    print(json.dumps({
+        "node_shed": int(count),
+        "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
+        "node_shed_p99_ms_at_most": None if p99 is None else (p99 * 1000 if p99 != float("inf") else "inf"),
+        "shed_at_headers": int(delta("isn_shed_at_headers_total")),
+        "shed_arrival_codel": int(delta("isn_scheduler_shed_arrival_codel_total")),
+        "shed_unprepared": int(delta("isn_scheduler_shed_unprepared_total")),
+        "shed_unprepared_late": int(delta("isn_scheduler_shed_unprepared_late_total")),
+        "shed_routed": int(delta("isn_scheduler_shed_routed_total")),
+    }))
+
+
+if __name__ == "__main__":
+    main()
