@@ -5,7 +5,8 @@
 #            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved.
 # curves:    bench/overload_curve.sh for each configuration at its RATE_<config> (the sustained rate).
 # spike:     SPIKE_S seconds at 3x RATE_<config>, then 0.5x: on-time answers per 100 ms.
-# trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops).
+# trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops; measured
+#            first when not given).
 # profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON.
@@ -108,6 +109,9 @@ EOF
         isnd_bin=
       done ;;
     trivial)
+      # The front end alone: isnd on TRIVIAL_ISND_CPUS (LOOPS loops, 2 workers), the generator on the
+      # other cores, one generator thread per core, so that it can offer 3x what the loops sustain.
+      # RATE_trivial, unless given, is measured first (DESIGN section 7, TRIVIAL_MAX at most).
       work=$(mktemp -d)
       for i in $(seq 1 200); do
         extra=""; [ "$i" = 77 ] && extra=" zeppelin"
@@ -115,10 +119,22 @@ EOF
       done >"$work/docs.jsonl"
       printf '1\tzeppelin\n' >"$work/q.tsv"
       "$B/bin/isn-index" build --quiet --input "$work/docs.jsonl" --out "$work/idx" >/dev/null
-      ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=16 BUILD=$B OUT=$O INDEX="$work/idx" \
+      t_isnd=${TRIVIAL_ISND_CPUS:-0-3} t_bench=${TRIVIAL_BENCH_CPUS:-4-15}
+      t_threads=$(taskset -c "$t_bench" nproc)
+      t_flags="--workers 2 --set server.loops=${LOOPS:-2} --set gpu.enable=false"
+      if [ -z "${RATE_trivial:-}" ]; then
+        ISND_CPUS=$t_isnd INDEX=$work/idx start_isnd "$O/isnd-trivial-sustained.log" $t_flags || continue
+        taskset -c "$t_bench" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$work/q.tsv" \
+          --sustained "${TRIVIAL_MAX:-600000}" --deadline-ms "${TRIVIAL_DEADLINE_MS:-50}" -k 10 --duration "${DURATION:-3}" \
+          --warmup 1 --threads "$t_threads" --connections 4 --resolution "${RESOLUTION:-0.05}" --label trivial \
+          >"$O/trivial-sustained.json" 2>>"$O/sustained.txt"
+        stop_isnd
+        RATE_trivial=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' "$O/trivial-sustained.json")
+        echo "trivial sustained rate: $RATE_trivial" | tee -a "$O/curves.txt"
+      fi
+      ISND_CPUS=$t_isnd BENCH_CPUS=$t_bench BENCH_THREADS=$t_threads CONNECTIONS=4 BUILD=$B OUT=$O INDEX="$work/idx" \
         QUERIES="$work/q.tsv" DEADLINE_MS=${TRIVIAL_DEADLINE_MS:-50} DURATION=${DURATION:-3} \
         MULTIPLES="${TRIVIAL_MULTIPLES:-1 1.5 2 3}" \
-        bash bench/overload_curve.sh trivial "${RATE_trivial:-200000}" --workers 8 --set server.loops=${LOOPS:-4} \
-        --set gpu.enable=false 2>&1 | tee -a "$O/curves.txt" ;;
+        bash bench/overload_curve.sh trivial "$RATE_trivial" $t_flags 2>&1 | tee -a "$O/curves.txt" ;;
   esac
 done

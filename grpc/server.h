@@ -214,6 +214,9 @@ int isn_grpc_call_reply_message(isn_grpc_call *call, const ProtobufCMessage *mes
 /* Failure: a trailers-only response with the status and the (percent-encoded) message. */
 void isn_grpc_call_fail(isn_grpc_call *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void isn_grpc_call_vfail(isn_grpc_call *call, int status, const char *fmt, va_list ap);
+/* The same with a fixed message, already percent-encoded as grpc-message needs (plain ASCII without
+ * '%' is), that outlives the call (a literal): the cheapest refusal there is. */
+void isn_grpc_call_fail_static(isn_grpc_call *call, int status, const char *message);
 
 /* ---- streaming calls (grpc/stream.c) */
 /* A call streams when the program says so from on_headers: its request messages then come one by

@@ -378,6 +378,27 @@ void isn_grpc_call_vfail(isn_grpc_call *call, int status, const char *fmt, va_li
     submit_headers(call, headers, 4, NULL);
 }
 
+void isn_grpc_call_fail_static(isn_grpc_call *call, int status, const char *message) {
+    if (!call->conn || call->responded) return;
+    /* Nothing formatted or encoded, and nothing copied: the same bytes each time, so that HPACK's
+     * dynamic table holds the message after the first refusal and each later one costs a few bytes.
+     * Under overload, when the loops are the bottleneck, what a refusal costs is what they can still
+     * spend on answers. */
+    static const char *const codes[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11",
+                                        "12", "13", "14", "15", "16"};
+    const char *code = status >= 0 && status < (int)(sizeof codes / sizeof codes[0]) ? codes[status] : "2";
+    nghttp2_nv headers[] = {
+        NV_STATIC(":status", "200"),
+        NV_STATIC("content-type", "application/grpc"),
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+        {(uint8_t *)"grpc-message", (uint8_t *)message, 12, strlen(message), NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+    };
+    isn_grpc_server *server = call->server;
+    if (server->handlers.on_status) server->handlers.on_status(call, status, server->app);
+    if (!call->request_complete) isn_grpc_reader_reset(&call->reader);
+    submit_headers(call, headers, 4, NULL);
+}
+
 void isn_grpc_call_fail(isn_grpc_call *call, int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

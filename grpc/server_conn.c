@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -227,16 +228,21 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     if (nread == 0) return;
     isn_grpc_server *server = conn->server;
     uint64_t floor = isn_grpc_read_arrival_floor(server);
-    uint64_t read_start = isn_now_ns();
-    /* Bytes a full read left queued were there when it began (or came later); others came after the
-     * last read and after the loop's floor. */
-    if (conn->unread_backlog) conn->bytes_since_ns = conn->read_start_ns;
-    else conn->bytes_since_ns = conn->read_done_ns > floor ? conn->read_done_ns : floor;
-    conn->read_start_ns = read_start;
-    conn->unread_backlog = (size_t)nread == sizeof server->read_buffer;
+    uint64_t read_at = isn_now_ns();
+    /* These bytes came after the last mark below them (arrival_marks.c); when the socket was empty
+     * after the last read, also after the loop's floor (epoll would have reported them earlier). */
+    bool drained = conn->arrival.count && conn->arrival.end[conn->arrival.count - 1] == conn->arrival.read_total;
+    uint64_t since = isn_grpc_arrival_since(&conn->arrival, conn->accepted_ns);
+    conn->bytes_since_ns = drained && floor > since ? floor : since;
+    uint64_t queued = 0;
+    if ((size_t)nread == sizeof server->read_buffer) { /* a full read: what is left behind it, and since when */
+        int fd = -1, left = 0;
+        if (uv_fileno((uv_handle_t *)tcp, &fd) == 0 && ioctl(fd, FIONREAD, &left) == 0 && left > 0) queued = (uint64_t)left;
+        read_at = isn_now_ns();
+    }
+    isn_grpc_arrival_note_read(&conn->arrival, (size_t)nread, queued, read_at);
     ssize_t rv = conn->tls.ssl ? feed_tls(conn, (const uint8_t *)buf->base, (size_t)nread)
                                : nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
-    conn->read_done_ns = isn_now_ns();
     if (conn->read_iteration != server->iteration) {
         conn->read_iteration = server->iteration;
         conn->iteration_bytes = 0;

@@ -27,6 +27,23 @@ typedef struct isn_grpc_conn isn_grpc_conn;
 
 /* What puts an open connection, gRPC or stats, on its server's list. It is the first member of both
  * connection structs, so a list walk casts its links to the connection. */
+/* Marks of a connection's stream: by at_ns[i], every byte up to offset end[i] had reached the socket
+ * (arrival_marks.c). Oldest first. */
+#define ISN_GRPC_ARRIVAL_MARKS 8
+typedef struct {
+    uint64_t at_ns[ISN_GRPC_ARRIVAL_MARKS];
+    uint64_t end[ISN_GRPC_ARRIVAL_MARKS];
+    uint32_t count;
+    uint64_t read_total; /* bytes read from the socket so far */
+} isn_grpc_arrival_marks;
+
+/* The earliest the bytes at the stream's read offset can have arrived: the time of the last mark at or
+ * below it; unknown_ns when there is none (the connection's start). */
+uint64_t isn_grpc_arrival_since(const isn_grpc_arrival_marks *marks, uint64_t unknown_ns);
+/* A read of nread bytes; `queued` bytes were left in the socket at at_ns (0 for a read that did not
+ * fill the buffer: it emptied the socket when it was made). */
+void isn_grpc_arrival_note_read(isn_grpc_arrival_marks *marks, size_t nread, uint64_t queued, uint64_t at_ns);
+
 typedef struct conn_links conn_links;
 struct conn_links {
     conn_links *prev, *next;
@@ -93,15 +110,13 @@ struct isn_grpc_conn {
     bool close_when_flushed;
     uint64_t accepted_ns;
     uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
-    uint64_t read_done_ns;     /* the end of its last read: newer bytes came after it */
     /* Reads are bounded per loop iteration (ISN_GRPC_READ_BYTES_PER_ITERATION): past it the connection
      * pauses until the next iteration, so that one client's flood or a 4 MiB request holds neither
      * the other connections nor the replies waiting to go out. */
     uint64_t read_iteration;   /* the loop iteration of its last read */
     size_t iteration_bytes;    /* read in that iteration */
     bool read_paused;          /* on the server's paused list */
-    bool unread_backlog;       /* its last read filled the buffer: more bytes were queued behind them */
-    uint64_t read_start_ns;    /* when its last read began */
+    isn_grpc_arrival_marks arrival; /* when the bytes it reads can have arrived (arrival_marks.c) */
     isn_grpc_conn *next_paused;
     uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
