@@ -56,6 +56,7 @@ work=$(mktemp -d /tmp/isn_tls_rate.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
 trap cleanup EXIT
+trap 'echo "tls_rate: a command failed at line $LINENO" >&2' ERR
 bash "$(dirname "$0")/../tests/support/tls_certs.sh" "$work/certs"
 
 # A tiny partition where "zeppelin" is in one document: the query's own cost is negligible.
@@ -81,13 +82,14 @@ start() { # NAME [isnd flags...]: sets PORT_NAME, STATS_NAME
 }
 start PLAIN
 start TLS --set "server.tls_cert=$work/certs/server.crt" --set "server.tls_key=$work/certs/server.key"
-# isnd's /metrics (python3 rather than curl: the GPU machine may have no curl)
+# isnd's /metrics (python3 rather than curl: the GPU machine may have no curl), at 127.0.0.1 (the
+# certificate names it; a machine may have no localhost in /etc/hosts)
 metrics() { # STATS_PORT SCHEME
   python3 - "$1" "$2" "$work/certs/ca.crt" <<'PY'
 import ssl, sys, urllib.request
 port, scheme, ca = sys.argv[1:4]
 context = ssl.create_default_context(cafile=ca) if scheme == "https" else None
-sys.stdout.write(urllib.request.urlopen(f"{scheme}://localhost:{port}/metrics", context=context).read().decode())
+sys.stdout.write(urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/metrics", context=context).read().decode())
 PY
 }
 search_counts() { # STATS_PORT SCHEME -> "ok other"
