@@ -117,17 +117,31 @@ static uint32_t normal_pending(isn_scheduler *s) {
     return normal > 0 ? (uint32_t)normal : 0;
 }
 
+/* While requests wait to be prepared, a new one waits at least as long as the last one taken did: the
+ * count times a preparation's time assumes every worker prepares, and in the hybrid the workers
+ * prepare between CPU jobs, so that estimate alone let in requests that then waited past their
+ * admission point and were refused after that wait. */
+static double prepare_wait_floor(isn_scheduler *s, double estimate_ns) {
+    double waited = atomic_load_explicit(&s->prepare_sojourn_ns, memory_order_relaxed);
+    return waited > estimate_ns ? waited : estimate_ns;
+}
+
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
  * prepare_ns is measured wall time, contention included: no scale applies to it. */
 static double preparing_ns(isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
-    return (double)normal_pending(s) * s->prepare_ns / workers;
+    uint32_t pending = normal_pending(s);
+    return pending ? prepare_wait_floor(s, (double)pending * s->prepare_ns / workers) : 0.0;
 }
 
 /* preparing_ns without the lock: the pending count and the published preparation time. */
 static double preparing_ns_quick(isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
-    return (double)normal_pending(s) * atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) / workers;
+    uint32_t pending = normal_pending(s);
+    return pending ? prepare_wait_floor(s, (double)pending *
+                                               atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) /
+                                               workers)
+                   : 0.0;
 }
 
 /* Under the lock: how soon some device would be done with a typical job submitted now, given each
@@ -693,6 +707,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     ADD(s->prepare_wait_ns, (uint64_t)sojourn);
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
+        atomic_store_explicit(&s->prepare_sojourn_ns, sojourn, memory_order_relaxed);
         isn_codel_observe(&s->prepare_codel, sojourn, now, atomic_load_explicit(&s->shed_arrival_codel, memory_order_relaxed));
         atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
         atomic_store_explicit(&s->prepare_bounding, s->prepare_codel.bounding, memory_order_relaxed);

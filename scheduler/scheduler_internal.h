@@ -406,6 +406,7 @@ struct isn_scheduler {
     atomic_uint large_pending;         /* the large queue's size, read without a lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
+    _Atomic double prepare_sojourn_ns;   /* how long the last normal request taken to prepare had waited */
     bool stopping;
     /* Workers waiting on cpu_wake. Changed under the lock, read without it by a thread that queued
      * work: a worker counts itself idle before it looks for work one last time, and a thread that

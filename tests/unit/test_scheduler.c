@@ -1042,6 +1042,40 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     harness_finish(&h, s, 1001);
 }
 
+/* A request arriving while others wait to be prepared waits at least as long as the last one taken
+ * had waited, whatever the count of pending preparations suggests (in the hybrid the workers prepare
+ * between CPU jobs): admission refuses it at arrival instead of letting it wait past its admission
+ * point; with nothing pending that wait no longer counts. */
+static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    h.hold = true;
+    isn_scheduler *s = harness_start(&config);
+    static prepared_job jobs[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+    }
+    harness_occupy(&h, s, &jobs[0].t.job);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED); /* one pending, ~20 us */
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* 50 ms budget, admitted up to 20 ms */
+    atomic_store(&s->prepare_sojourn_ns, 30e6); /* the last one taken had waited 30 ms */
+    now = isn_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    harness_release(&h);
+    harness_wait(&h, &h.completed, 2);
+    /* nothing pending: the last wait says nothing about the next */
+    now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    isn_scheduler_stop(s);
+}
+
 /* gpu_clearly_wins: a query far cheaper on a GPU with nothing queued is the GPU's; a tiny one, or
  * one tied to the CPU, is not; nothing is queued by asking. */
 static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
@@ -1157,6 +1191,7 @@ int main(void) {
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
+        cmocka_unit_test(preparation_wait_is_at_least_the_last_one_measured),
         cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
