@@ -135,6 +135,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
     a->connection_limit.max = c->max_connections;
     isn_grpc_server_config config = {
         .max_concurrent_streams = c->max_concurrent_streams,
+        .adaptive_stream_limit = true,
         .max_message_bytes = AGG_MAX_MESSAGE_BYTES,
         .header_timeout_ms = c->header_timeout_ms,
         .idle_timeout_ms = c->idle_timeout_ms,

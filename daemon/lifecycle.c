@@ -92,6 +92,7 @@ void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_
     isn_grpc_connection_limit_set(&server->connection_limit, conf->max_connections);
     *grpc = (isn_grpc_server_config){
         .max_concurrent_streams = conf->max_concurrent_streams,
+        .adaptive_stream_limit = conf->adaptive_stream_limit,
         .max_message_bytes = conf->max_message_bytes,
         .header_timeout_ms = conf->header_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,

@@ -31,6 +31,14 @@ void isn_grpc_render_protection_counters(const isn_grpc_server_counters *c, cons
         counter(out, prefix, "streams_refused_total", "counter",
                 "Streams refused: requests in flight on the connection, or the memory budget, at the limit.",
                 c->streams_refused);
+        counter(out, prefix, "stream_limit_lowered_total", "counter",
+                "Windows in which a saturated serving loop (bytes waiting in its sockets) lowered the streams each "
+                "connection may open.",
+                c->stream_limit_lowered);
+        counter(out, prefix, "stream_limit", "gauge",
+                "Streams per connection the serving loops allow now, summed over the loops (max_concurrent_streams "
+                "each, lowered while a loop is saturated).",
+                c->stream_limit);
         counter(out, prefix, "connections_over_budget_total", "counter",
                 "New gRPC connections sent GOAWAY at once: the memory budget had no room for another.",
                 c->connections_over_budget);

@@ -25,6 +25,21 @@ static uint32_t shortest_timeout(const isn_grpc_server_config *config) {
     return t < config->write_timeout_ms ? t : config->write_timeout_ms;
 }
 
+/* Tells every connection the streams it may hold open now (a SETTINGS frame each). */
+static void apply_stream_limit(isn_grpc_server *server) {
+    uint32_t limit = server->stream_limit.limit;
+    __atomic_store_n(&server->counters.stream_limit, limit, __ATOMIC_RELAXED);
+    __atomic_store_n(&server->counters.stream_limit_lowered, server->stream_limit.decreases, __ATOMIC_RELAXED);
+    nghttp2_settings_entry entry = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limit};
+    for (conn_links *links = server->conns; links; links = links->next) {
+        isn_grpc_conn *conn = (isn_grpc_conn *)links;
+        if (conn->closing || !conn->session || conn->stream_limit_sent == limit) continue;
+        if (nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, &entry, 1) != 0) continue;
+        conn->stream_limit_sent = limit;
+        isn_grpc_conn_schedule_flush(conn);
+    }
+}
+
 static void note_poll_entry(uv_prepare_t *prepare) {
     isn_grpc_server *server = prepare->data;
     /* The poll before returned when the iteration's first read came, or, with no read, when its
@@ -33,6 +48,9 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
     server->iteration++;
+    if (server->config.adaptive_stream_limit &&
+        isn_grpc_stream_limit_window(&server->stream_limit, server->poll_entered_ns, uv_metrics_idle_time(server->loop)))
+        apply_stream_limit(server);
     isn_grpc_resume_paused(server);
 }
 
@@ -64,6 +82,11 @@ isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_conf
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     server->handlers = *handlers;
     server->app = app;
+    /* the loop's idle time, which the stream limit's windows read */
+    uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
+    isn_grpc_stream_limit_init(&server->stream_limit, server->config.max_concurrent_streams, isn_now_ns(),
+                               uv_metrics_idle_time(loop));
+    server->counters.stream_limit = server->stream_limit.limit;
     uv_check_init(loop, &server->flush_check);
     server->flush_check.data = server;
     uv_check_start(&server->flush_check, isn_grpc_flush_dirty);
@@ -108,6 +131,9 @@ void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_
     server->config.call_app_bytes = app_bytes;
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     sweep_timer_set_timeouts(&server->sweep_timer, shortest_timeout(&server->config), server->config.idle_timeout_ms);
+    isn_grpc_stream_limit_set_max(&server->stream_limit, server->config.max_concurrent_streams);
+    if (!server->config.adaptive_stream_limit) server->stream_limit.limit = server->config.max_concurrent_streams;
+    apply_stream_limit(server);
 }
 
 void isn_grpc_server_stop_accepting(isn_grpc_server *server) {
@@ -205,6 +231,8 @@ void isn_grpc_server_add_counters(const isn_grpc_server *server, isn_grpc_server
     ADD(write_timeouts);
     ADD(reset_floods);
     ADD(streams_refused);
+    ADD(stream_limit_lowered);
+    ADD(stream_limit);
     ADD(connections_over_budget);
     ADD(header_lists_too_large);
     ADD(over_budget);

@@ -38,6 +38,9 @@ void isn_grpc_connection_limit_set(isn_grpc_connection_limit *limit, uint32_t ma
 
 typedef struct {
     uint32_t max_concurrent_streams; /* per connection (HTTP/2 SETTINGS) */
+    /* Lower the streams per connection while the loop is saturated with bytes left in its sockets,
+     * and raise them back to max_concurrent_streams once it is not (stream_limit.c). */
+    bool adaptive_stream_limit;
     uint32_t max_message_bytes;      /* largest request message accepted */
     uint32_t header_timeout_ms;      /* preface, and each request's headers and body, within this */
     /* A connection with no request in flight is closed (GOAWAY) this long after its last request
@@ -113,6 +116,8 @@ typedef struct {
     uint64_t write_timeouts;       /* connections closed: their client did not read */
     uint64_t reset_floods;         /* connections closed: too many streams reset before a reply */
     uint64_t streams_refused;      /* requests in flight per connection, or memory budget, reached */
+    uint64_t stream_limit_lowered; /* windows in which a saturated loop lowered its streams per connection */
+    uint64_t stream_limit;         /* streams per connection the loops allow now (summed over loops) */
     uint64_t connections_over_budget; /* new connections sent GOAWAY: the memory budget had no room */
     uint64_t header_lists_too_large;
     uint64_t over_budget;          /* bodies and replies refused by the memory budget */

@@ -77,6 +77,7 @@ isn_grpc_call *isn_grpc_call_new(isn_grpc_conn *conn, int32_t id, bool *over_bud
     call->opened_ns = isn_now_ns();
     call->arrived_ns = conn->bytes_since_ns && conn->bytes_since_ns < call->opened_ns ? conn->bytes_since_ns
                                                                                       : call->opened_ns;
+    isn_grpc_stream_limit_note_wait(&server->stream_limit, call->opened_ns - call->arrived_ns);
     isn_grpc_reader_init(&call->reader, call->body_space, CALL_INLINE_BODY, server->config.max_message_bytes);
     isn_grpc_reader_set_budget(&call->reader, server->budget);
     call->next = conn->calls;

@@ -238,6 +238,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     if ((size_t)nread == sizeof server->read_buffer) { /* a full read: what is left behind it, and since when */
         int fd = -1, left = 0;
         if (uv_fileno((uv_handle_t *)tcp, &fd) == 0 && ioctl(fd, FIONREAD, &left) == 0 && left > 0) queued = (uint64_t)left;
+        if (queued) server->stream_limit.backlog = true;
         read_at = isn_now_ns();
     }
     isn_grpc_arrival_note_read(&conn->arrival, (size_t)nread, queued, read_at);

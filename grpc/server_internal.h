@@ -44,6 +44,31 @@ uint64_t isn_grpc_arrival_since(const isn_grpc_arrival_marks *marks, uint64_t un
  * fill the buffer: it emptied the socket when it was made). */
 void isn_grpc_arrival_note_read(isn_grpc_arrival_marks *marks, size_t nread, uint64_t queued, uint64_t at_ns);
 
+/* The streams each connection may hold open, lowered while the loop is saturated (stream_limit.c). */
+#define ISN_GRPC_STREAM_LIMIT_WINDOW_NS 50000000ull /* a window of the loop's idle time */
+#define ISN_GRPC_STREAM_LIMIT_SATURATED 0.95        /* busy share at which, with a socket backlog, it lowers */
+#define ISN_GRPC_STREAM_LIMIT_RELAXED 0.85          /* busy share under which it rises again */
+#define ISN_GRPC_STREAM_LIMIT_DECREASE 0.75
+#define ISN_GRPC_STREAM_LIMIT_MIN 4
+#define ISN_GRPC_STREAM_LIMIT_TARGET_NS 2000000ull /* a window's least wait from arrival to HEADERS above it: a queue */
+typedef struct {
+    uint32_t limit, max;
+    uint64_t window_start_ns, idle_at_start_ns;
+    /* Signs that requests wait for the loop: a read this window left bytes in its socket, or every
+     * request opened this window had waited past the target from its arrival to its HEADERS (a
+     * standing queue, as CoDel tells one from a burst). */
+    bool backlog;
+    uint64_t min_wait_ns, opened;
+    double busy;        /* the last window's busy share */
+    uint64_t decreases; /* windows that lowered it */
+} isn_grpc_stream_limit;
+void isn_grpc_stream_limit_init(isn_grpc_stream_limit *limit, uint32_t max, uint64_t now_ns, uint64_t idle_ns);
+/* Ends the window when it is over (the loop's idle time so far in idle_ns): true when the limit changed. */
+bool isn_grpc_stream_limit_window(isn_grpc_stream_limit *limit, uint64_t now_ns, uint64_t idle_ns);
+/* A request's HEADERS came wait_ns after its bytes can have arrived. */
+void isn_grpc_stream_limit_note_wait(isn_grpc_stream_limit *limit, uint64_t wait_ns);
+void isn_grpc_stream_limit_set_max(isn_grpc_stream_limit *limit, uint32_t max);
+
 typedef struct conn_links conn_links;
 struct conn_links {
     conn_links *prev, *next;
@@ -117,6 +142,7 @@ struct isn_grpc_conn {
     size_t iteration_bytes;    /* read in that iteration */
     bool read_paused;          /* on the server's paused list */
     isn_grpc_arrival_marks arrival; /* when the bytes it reads can have arrived (arrival_marks.c) */
+    uint32_t stream_limit_sent;     /* SETTINGS_MAX_CONCURRENT_STREAMS last sent to it */
     isn_grpc_conn *next_paused;
     uint64_t bytes_since_ns;   /* the earliest the bytes being processed can have arrived */
     uint64_t bytes_written;    /* handed to the kernel and written */
@@ -150,6 +176,7 @@ struct isn_grpc_server {
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
+    isn_grpc_stream_limit stream_limit;
     isn_grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;

@@ -273,11 +273,12 @@ int isn_grpc_session_new(isn_grpc_conn *conn) {
     int rc = nghttp2_session_server_new3(&conn->session, callbacks, conn, options, &conn->mem);
     if (rc != 0) return rc;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->config.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->stream_limit.limit},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, conn->server->config.max_header_list_bytes},
     };
     nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, settings, 3);
+    conn->stream_limit_sent = conn->server->stream_limit.limit;
     nghttp2_session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, CONNECTION_WINDOW);
     return 0;
 }
