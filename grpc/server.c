@@ -48,7 +48,7 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
     server->iteration++;
-    if (server->config.adaptive_stream_limit &&
+    if (server->config.adaptive_stream_limit && !server->idle_time_unknown &&
         isn_grpc_stream_limit_window(&server->stream_limit, server->poll_entered_ns, uv_metrics_idle_time(server->loop)))
         apply_stream_limit(server);
     isn_grpc_resume_paused(server);
@@ -82,8 +82,9 @@ isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_conf
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     server->handlers = *handlers;
     server->app = app;
-    /* the loop's idle time, which the stream limit's windows read */
-    uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
+    /* the loop's idle time, which the stream limit's windows read: without it every window would
+     * look busy, so the limit stays fixed */
+    if (uv_loop_configure(loop, UV_METRICS_IDLE_TIME) != 0) server->idle_time_unknown = true;
     isn_grpc_stream_limit_init(&server->stream_limit, server->config.max_concurrent_streams, isn_now_ns(),
                                uv_metrics_idle_time(loop));
     server->counters.stream_limit = server->stream_limit.limit;

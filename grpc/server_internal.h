@@ -177,6 +177,7 @@ struct isn_grpc_server {
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
     isn_grpc_stream_limit stream_limit;
+    bool idle_time_unknown; /* libuv keeps no idle time for this loop: the stream limit stays fixed */
     isn_grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */
     uv_timer_t sweep_timer;
     conn_links *conns;
