@@ -161,7 +161,7 @@ for r in $(seq 1 "$REPEATS"); do
         -CAfile "$work/certs/ca.crt" >/dev/null 2>&1 &
       timers+=($!)
     done
-    wait "${timers[@]}"
+    wait "${timers[@]}" || true # s_time ends non-zero on some builds; isnd counts the handshakes
   fi
   end_ns=$(date +%s%N)
   echo "$start_ns $end_ns $(( $(handshakes_now) - before ))" >>"$work/handshakes"
