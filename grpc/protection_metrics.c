@@ -31,6 +31,7 @@ void isn_grpc_render_protection_counters(const isn_grpc_server_counters *c, cons
         counter(out, prefix, "streams_refused_total", "counter",
                 "Streams refused: requests in flight on the connection, or the memory budget, at the limit.",
                 c->streams_refused);
+        /* isn_stream_limit_lowered_total (isnd), isn_agg_stream_limit_lowered_total (isn-agg) */
         counter(out, prefix, "stream_limit_lowered_total", "counter",
                 "Windows in which a saturated serving loop (bytes waiting in its sockets) lowered the streams each "
                 "connection may open.",

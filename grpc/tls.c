@@ -301,6 +301,8 @@ void isn_grpc_tls_render_metrics(const char *prefix, const isn_grpc_tls *grpc, c
         }
     if (!any) return;
     if (any_cert) {
+        /* isnd's isn_tls_cert_expiry_timestamp_seconds, isn-agg's isn_agg_tls_cert_expiry_timestamp_seconds;
+         * likewise isn_tls_cert_reloads_total and isn_agg_tls_cert_reloads_total below */
         buffer_printf(out, "# HELP %s_tls_cert_expiry_timestamp_seconds When the certificate in use expires.\n", prefix);
         buffer_printf(out, "# TYPE %s_tls_cert_expiry_timestamp_seconds gauge\n", prefix);
         for (int i = 0; i < 2; i++)
