@@ -92,7 +92,40 @@ typedef struct {
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
      * the report then skips the many documents that cannot be answers, for the price of one compare. */
     uint32_t floor_key;
+    /* Nonzero: a query tree (query_tree.c) and and_mode is 0. Its terms are the required ones first
+     * (num_required: every one must hold an admitted document), then the optional ones, then the excluded
+     * ones (num_excluded, weight 0: one of them in a document keeps it out); filter_begin and num_filters
+     * name its filters in the batch's array. Tree queries take the wide accumulator with match counts, no
+     * pruning, no sampling round and no bound pass (gpu_tree_admits decides which scored slots count). */
+    uint32_t tree;
+    uint32_t num_required, num_excluded;
+    uint32_t filter_begin, num_filters;
 } gpu_query;
+
+/* A filter clause as the device tests it, the CPU's (ranking/filters.c) semantics: the document's value of
+ * the attribute equals one of the values (op ISN_FILTER_EQ) or compares with the one value; a missing value
+ * holds nothing; negate keeps the documents where it does not hold. */
+typedef struct {
+    uint32_t attribute;
+    uint32_t op; /* isn_filter_op */
+    uint32_t negate;
+    uint32_t first_value, num_values; /* into the batch's filter values */
+} gpu_filter;
+
+/* A resident attribute column (gpu_attribute_value): each document's value in `bits` bits (1..32) from bit 0
+ * of word first_word of the column words, a document's bits at doc * bits, stored = value - base + 1 and 0
+ * for a document without the attribute. bits 0: the attribute is not resident (its span needs more than 32
+ * bits); queries that filter on it are answered by the CPU. */
+typedef struct {
+    uint64_t first_word;
+    int64_t base;
+    uint32_t bits;
+    uint32_t pad;
+} gpu_attribute;
+
+/* The match-count byte of a tree query's slot (gpu_query.tree): required terms add one, an excluded term sets
+ * this bit (at most GPU_MAX_TERMS required terms, so the count never reaches it). */
+#define GPU_EXCLUDED_MARK 0x80u
 
 /* What the device returns, per query. */
 typedef struct {
@@ -118,6 +151,10 @@ typedef struct {
     uint32_t num_range_queries;
     const gpu_term *terms;
     uint32_t num_terms;
+    const gpu_filter *filters; /* of the tree queries */
+    uint32_t num_filters;
+    const int64_t *filter_values;
+    uint32_t num_filter_values;
     uint32_t total_hits; /* sum of k */
     uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */
     /* out, valid after finish */
@@ -141,6 +178,12 @@ typedef struct {
     uint64_t num_blocks;
     uint32_t num_docs;
     uint32_t max_batch, max_terms, max_k, max_candidates, streams;
+    /* the attribute columns (gpu_attribute), resident beside the postings */
+    const uint32_t *attribute_words;
+    uint64_t num_attribute_words; /* one more word past the last column: a value is read as two words */
+    gpu_attribute attributes[ISN_MAX_ATTRIBUTES];
+    uint32_t num_attributes;
+    uint32_t max_filters, max_filter_values; /* per batch */
 } gpu_upload;
 
 typedef struct gpu_device gpu_device;

@@ -65,6 +65,8 @@ struct stream_buffers {
     uint8_t *d_in, *d_zeroed;
     gpu_query *d_queries;
     gpu_term *d_terms;
+    gpu_filter *d_filters;      // the tree queries' filters and their values, after the variant list
+    int64_t *d_filter_values;
     gpu_query_result *d_results; // followed by the hits: one region, one copy back
     isn_hit *d_hits;
     uint64_t *d_reports;
@@ -96,6 +98,8 @@ struct gpu_device {
     gpu_upload upload;
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
+    uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for tree queries' filters
+    gpu_attribute *d_attributes;
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
@@ -157,6 +161,8 @@ static void cuda_close(gpu_device *d) {
     }
     cudaFree(d->d_payload);
     cudaFree(d->d_blocks);
+    cudaFree(d->d_attribute_words);
+    cudaFree(d->d_attributes);
     delete d;
 }
 
@@ -172,9 +178,12 @@ static size_t counts_bytes(uint32_t queries) {
     return kWorkCountBytes + cand_counts_bytes(queries) + (size_t)queries * sizeof(uint64_t);
 }
 
-// A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back.
+// A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back;
+// then, each from an 8-byte boundary, its filters and their values (filters_offset).
+static size_t align8(size_t bytes) { return (bytes + 7) / 8 * 8; }
 static size_t stage_bytes(const gpu_upload *u) {
-    return u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t);
+    return align8(u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t)) +
+           align8(u->max_filters * sizeof(gpu_filter)) + u->max_filter_values * sizeof(int64_t);
 }
 
 static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_len) {
@@ -226,6 +235,12 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&d->d_attribute_words, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t)));
+    if (u->num_attribute_words)
+        CHECK(cudaMemcpy(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t),
+                         cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&d->d_attributes, sizeof u->attributes));
+    CHECK(cudaMemcpy(d->d_attributes, u->attributes, sizeof u->attributes, cudaMemcpyHostToDevice));
     CHECK(cudaFuncSetAttribute(wide_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(wide_report_kernel_2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(compact_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -358,6 +373,10 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.dense_report = d->dense_report;
     a.dense_floor = d->dense_floor;
     a.crossing_log = d->crossing_log;
+    a.attribute_words = d->d_attribute_words;
+    a.attributes = d->d_attributes;
+    a.filters = s->d_filters;
+    a.filter_values = s->d_filter_values;
     return a;
 }
 
@@ -392,7 +411,7 @@ static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t 
 // fixed-point units (one posting per list and document); the narrow layout's 32-bit counter needs that sum
 // below 2^32, the compact one's 16-bit high counter below 2^(kLow + 16); each with a factor 2 to spare.
 static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const gpu_term *terms) {
-    if (d->dense_report || q->and_mode || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
+    if (d->dense_report || q->and_mode || q->tree || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
         return kWideAcc;
     if (q->sample_stride > 1 && !q->sampled_floor) return kWideAcc; // its second round prunes
     double units = 0.0;
@@ -444,13 +463,23 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     kernel_at[kCompactKernel] = nbound + nshort + nnarrow;
     kernel_at[kWideKernel] = nbound + nshort + nnarrow + ncompact;
     for (uint32_t q = 0; q < nr; q++) h_variant[kernel_at[h_kernel[q]]++] = q;
+    // the tree queries' filters and values after the variant list (h_kernel, which lies there, is read above)
+    const size_t filters_at = align8(qbytes + tbytes + nr * sizeof(uint32_t));
+    const size_t fbytes = batch->num_filters * sizeof(gpu_filter);
+    const size_t values_at = align8(filters_at + fbytes);
+    const size_t vbytes = batch->num_filter_values * sizeof(int64_t);
+    if (fbytes) memcpy(s->h_stage + filters_at, batch->filters, fbytes);
+    if (vbytes) memcpy(s->h_stage + values_at, batch->filter_values, vbytes);
+    const size_t in_bytes = fbytes || vbytes ? values_at + vbytes : qbytes + tbytes + nr * sizeof(uint32_t);
+    s->d_filters = reinterpret_cast<gpu_filter *>(s->d_in + filters_at);
+    s->d_filter_values = reinterpret_cast<int64_t *>(s->d_in + values_at);
     // one copy in and one memset: a batch of 16 is short enough on the device that each operation of the
     // stream's sequence shows
     s->d_terms = reinterpret_cast<gpu_term *>(s->d_in + qbytes);
     s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(nq));
     s->d_variant = reinterpret_cast<uint32_t *>(s->d_in + qbytes + tbytes);
     CHECK(cudaEventRecord(s->events[0], st));
-    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, qbytes + tbytes + nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, in_bytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
@@ -556,7 +585,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaEventRecord(s->events[5], st));
     if (sort_and_copy_out(d, s, batch->total_candidates, err, err_len) != 0) return -1;
     CHECK(cudaEventRecord(s->events[7], st));
-    s->bytes_in = qbytes + tbytes + nr * sizeof(uint32_t);
+    s->bytes_in = in_bytes;
     s->bytes_out = results_bytes(nq) + (size_t)batch->total_hits * sizeof(isn_hit);
     return 0;
 }

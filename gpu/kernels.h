@@ -110,6 +110,11 @@ struct range_args {
     // blocks that run at once are the batch's queries over the same ranges, which read the blocks of the
     // lists they share while those are still in L2
     uint32_t query_major;
+    // tree queries (gpu_query.tree): the resident attribute columns and the batch's filters (gpu_tree_admits)
+    const uint32_t *attribute_words;
+    const gpu_attribute *attributes;
+    const gpu_filter *filters;
+    const int64_t *filter_values;
 };
 
 struct probe_args {

@@ -139,8 +139,61 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
  * fixed-point scores, one chunk of terms, short report lists and k at most max_k. The CUDA device also asks
  * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
 GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
-    return !q->and_mode && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
+    return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
            q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k;
+}
+
+/* ------------------------------------------------------------------ query trees (gpu_query.tree) */
+
+/* What a tree query's term t does to a slot's match-count byte: 1 adds one (required; every term of an AND
+ * query), 2 sets GPU_EXCLUDED_MARK (excluded), 0 nothing (optional). */
+GPU_HD uint32_t gpu_term_match(const gpu_query *q, uint32_t t) {
+    if (q->and_mode) return 1u;
+    if (!q->tree) return 0u;
+    return t < q->num_required ? 1u : t + q->num_excluded >= q->num_terms ? 2u : 0u;
+}
+
+/* A document's value of a resident attribute column (gpu_attribute), ISN_ATTRIBUTE_MISSING when it has none. */
+GPU_HD int64_t gpu_attribute_value(const uint32_t *words, const gpu_attribute *a, uint32_t doc) {
+    const uint64_t bit = (uint64_t)doc * a->bits;
+    const uint32_t *at = words + a->first_word + (bit >> 5);
+    const uint64_t pair = (uint64_t)at[0] | ((uint64_t)at[1] << 32);
+    const uint32_t mask = a->bits >= 32u ? 0xFFFFFFFFu : (1u << a->bits) - 1u;
+    const uint32_t stored = (uint32_t)(pair >> (bit & 31u)) & mask;
+    return stored ? (int64_t)(stored - 1u) + a->base : ISN_ATTRIBUTE_MISSING;
+}
+
+/* Whether the document passes every filter (the CPU's ranking_filters_accept over the resident columns). */
+GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_attribute *attributes, const gpu_filter *filters,
+                               uint32_t num_filters, const int64_t *values, uint32_t doc) {
+    for (uint32_t f = 0; f < num_filters; f++) {
+        const gpu_filter *filter = &filters[f];
+        const int64_t v = gpu_attribute_value(words, &attributes[filter->attribute], doc);
+        const int64_t *want = values + filter->first_value;
+        bool holds = false;
+        if (v != ISN_ATTRIBUTE_MISSING) {
+            switch (filter->op) {
+            case ISN_FILTER_EQ:
+                for (uint32_t i = 0; i < filter->num_values && !holds; i++) holds = v == want[i];
+                break;
+            case ISN_FILTER_GE: holds = v >= want[0]; break;
+            case ISN_FILTER_GT: holds = v > want[0]; break;
+            case ISN_FILTER_LE: holds = v <= want[0]; break;
+            default: holds = v < want[0]; break;
+            }
+        }
+        if (holds == (filter->negate != 0)) return false;
+    }
+    return true;
+}
+
+/* Whether a scored slot of a tree query counts: every required term, no excluded one, every filter. The
+ * filters of the batch start at `filters` (the query's at filter_begin). */
+GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches, const uint32_t *words, const gpu_attribute *attributes,
+                            const gpu_filter *filters, const int64_t *values, uint32_t doc) {
+    if ((matches & ~GPU_EXCLUDED_MARK) != q->num_required || (matches & GPU_EXCLUDED_MARK)) return false;
+    return q->num_filters == 0 ||
+           gpu_filters_accept(words, attributes, filters + q->filter_begin, q->num_filters, values, doc);
 }
 
 /* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.

@@ -224,7 +224,7 @@ template <int C = kWideAcc, int kMarks = kMarksIfGiven>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched,
-                                              crossing_log crossings = crossing_log{}) {
+                                              crossing_log crossings = crossing_log{}, uint32_t match = 0) {
     const uint32_t lane = threadIdx.x & 31u;
     const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
@@ -259,8 +259,11 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             }
             bits |= 1u << (slot & 31u);
         }
-        if (!kNarrowed && query.and_mode)
+        // match (gpu_term_match): 1 counts a required term (every term of an AND query), 2 marks an excluded one
+        if (!kNarrowed && match == 1)
             atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
+        else if (!kNarrowed && match == 2)
+            atomicOr(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), GPU_EXCLUDED_MARK << (8u * (slot & 3u)));
         scored++;
     }
     if (kMarks != kMarksNever && kMarks != kMarksCrossings && bits) atomicOr(&touched[word], bits);

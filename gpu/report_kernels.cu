@@ -34,8 +34,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     uint32_t scored = 0;
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    // pruning needs every term's range maximum at once: one chunk of terms
-    const uint32_t prune = nt <= GPU_MAX_TERMS ? theta : 0u;
+    // pruning needs every term's range maximum at once: one chunk of terms; trees do not prune (gpu_query.tree)
+    const uint32_t prune = nt <= GPU_MAX_TERMS && !query.tree ? theta : 0u;
     for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
         const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
         // block spans of this chunk's terms, one warp per term
@@ -73,10 +73,10 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         double total = 0.0, prefix = 0.0;
         if (lanes_hold_terms && !prune) {
             items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
-            and_missing = __any_sync(0xFFFFFFFFu, query.and_mode && lane < cn && lane_count == 0);
+            and_missing = __any_sync(0xFFFFFFFFu, lane < cn && lane_count == 0 && gpu_term_match(&query, c0 + lane) == 1);
         } else {
             for (uint32_t t = 0; t < cn; t++) {
-                and_missing = and_missing || (query.and_mode && s.span_count[0][t] == 0);
+                and_missing = and_missing || (s.span_count[0][t] == 0 && gpu_term_match(&query, c0 + t) == 1);
                 items += s.span_count[0][t];
                 total += s.range_max[t];
             }
@@ -93,7 +93,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
         // pruned: one chunk only, acc untouched
         // (a barrier before leaving: the caller's next range writes the spans this summary just read)
-        if ((query.and_mode && (and_missing || items == 0)) ||
+        if (((query.and_mode || query.tree) && (and_missing || items == 0)) ||
             (prune && (essential_items == 0 || gpu_bound_below(total, prune)))) {
             __syncthreads();
             return false;
@@ -139,7 +139,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
             if (touched == nullptr) // all of it: a fixed-point range's counters lie in both halves
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
-            if (query.and_mode)
+            if (query.and_mode || query.tree)
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
             zeroed = true;
             if (touched == nullptr || query.and_mode) __syncthreads(); // a disjunctive range's acc is zero already
@@ -167,7 +167,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     continue;
                 }
             }
-            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched);
+            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched, crossing_log{},
+                                   gpu_term_match(&query, c0 + t));
         }
         if (ne_end > 0) {
             __syncthreads(); // every essential block is in
@@ -220,6 +221,12 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     if (query.and_mode) {
         for (uint32_t i = tid; i < hi - lo; i += kThreads)
             if (matches[i] < nt) acc_clear<C>(acc, i, query.fixed_shift != 0);
+        __syncthreads();
+    } else if (query.tree) {
+        // the slots that miss a required term, hold an excluded one or fail a filter are no answers
+        for (uint32_t i = tid; i < hi - lo; i += kThreads)
+            if (!gpu_tree_admits(&query, matches[i], a.attribute_words, a.attributes, a.filters, a.filter_values, lo + i))
+                acc_clear<C>(acc, i, query.fixed_shift != 0);
         __syncthreads();
     }
     return true;
@@ -759,7 +766,7 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
     const uint32_t q = a.query_index ? a.query_index[qi] : qi;
     const gpu_query query = a.queries[q];
     // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
-    if (C != kWideAcc && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
+    if (C != kWideAcc && (query.and_mode || query.tree || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
         __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
@@ -787,7 +794,7 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
             report_unpruned<C, false, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
         return;
     }
-    uint32_t *touched = a.dense_report || query.and_mode
+    uint32_t *touched = a.dense_report || query.and_mode || query.tree
                             ? nullptr
                             : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
     if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
@@ -847,7 +854,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         if (lo >= hi) __trap(); // the collection lists ranges with documents only (bound_select_kernel too)
         const uint64_t theta_key = a.theta_key[q];
         uint32_t *touched =
-            a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
+            a.dense_report || query.and_mode || query.tree ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
         __syncthreads();
         if (touched != nullptr && dirty) {
             zero_accumulator(acc, touched);
