@@ -28,8 +28,8 @@ typedef struct {
     gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
     gpu_query *queries;
     gpu_term *terms;
-    gpu_filter *filters;         /* the tree queries' filters */
-    int64_t *filter_values;      /* and their values */
+    gpu_filter *filters;         /* the tree queries' filters, compiled (compile_filter) */
+    uint32_t *filter_values;     /* and their stored values */
     gpu_query_result *results;
     isn_hit *hits;
     gpu_batch batch;
@@ -578,6 +578,61 @@ static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_reques
 
 /* Insertion sort by ascending max_score (queries have few terms; stable, so equal bounds keep the
  * query's order). */
+/* A value's stored form in a resident column (gpu_attribute): false when no document can hold it. */
+static bool stored_of(const gpu_attribute *column, int64_t v, uint32_t *stored) {
+    if (v == ISN_ATTRIBUTE_MISSING || v < column->base) return false;
+    const uint64_t off = (uint64_t)v - (uint64_t)column->base, top = (1ull << column->bits) - 2u;
+    if (off > top) return false;
+    *stored = (uint32_t)(off + 1u);
+    return true;
+}
+
+/* The tree's filter as the device tests it (gpu_filter) against its resident column: an equality with one
+ * value the column can hold, and every comparison, as a range of stored values; an equality with several, as
+ * the stored values it names (appended to values at *num_values); values no document holds are dropped, and
+ * a filter left with none holds nothing ([1, 0]). */
+static gpu_filter compile_filter(const gpu_attribute *column, const gpu_tree_filter *raw, const int64_t *raw_values,
+                                 uint32_t *values, uint32_t *num_values) {
+    gpu_filter f = {.attribute = raw->attribute, .negate = raw->negate, .least = 1, .most = 0};
+    const int64_t *want = raw_values + raw->first_value;
+    if (raw->op == ISN_FILTER_EQ) {
+        uint32_t kept = 0, first = *num_values, stored;
+        for (uint32_t i = 0; i < raw->num_values; i++)
+            if (stored_of(column, want[i], &stored)) values[first + kept++] = stored;
+        if (kept == 1) {
+            f.least = f.most = values[first];
+        } else if (kept > 1) {
+            f.first_value = first;
+            f.num_values = kept;
+            *num_values += kept;
+        }
+        return f;
+    }
+    /* the values v with least <= v <= most, in int64, then clipped to the column's span */
+    const int64_t v = want[0];
+    int64_t least = INT64_MIN, most = INT64_MAX;
+    switch (raw->op) {
+    case ISN_FILTER_GE: least = v; break;
+    case ISN_FILTER_GT:
+        if (v == INT64_MAX) return f;
+        least = v + 1;
+        break;
+    case ISN_FILTER_LE: most = v; break;
+    default:
+        if (v == INT64_MIN) return f;
+        most = v - 1;
+        break;
+    }
+    const uint64_t top = (1ull << column->bits) - 2u; /* the largest offset a stored value takes */
+    if (most < column->base) return f;
+    const uint64_t most_off = (uint64_t)most - (uint64_t)column->base;
+    const uint64_t least_off = least <= column->base ? 0u : (uint64_t)least - (uint64_t)column->base;
+    if (least_off > top || least_off > most_off) return f;
+    f.least = (uint32_t)(least_off + 1u);
+    f.most = (uint32_t)((most_off < top ? most_off : top) + 1u);
+    return f;
+}
+
 static void sort_by_bound(gpu_term *terms, uint32_t n) {
     for (uint32_t i = 1; i < n; i++) {
         gpu_term t = terms[i];
@@ -721,6 +776,12 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
              * excluded; query_tree.c) */
             const gpu_tree_form *tree = r->query->structure ? &s->trees[i] : NULL;
             const uint32_t num_terms = tree ? tree->num_terms : r->query->num_terms;
+            /* a tree without excluded clauses whose positive clauses are all optional (OR) or all required is
+             * a bag of words with filters: the unfiltered query's paths, kernels and pruning (gpu_query);
+             * only the others need match counts (gpu_query.tree) */
+            const bool conjunctive = tree && tree->num_excluded == 0 && tree->num_required == num_terms;
+            const bool counts_matches = tree && tree->num_excluded + tree->num_required > 0 && !conjunctive;
+            const bool and_mode = tree ? conjunctive : r->mode == ISN_MODE_AND;
             uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
             /* resident postings per term, and the coverage: below it every resident prefix is whole */
             uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs;
@@ -739,9 +800,9 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     driver = t;
                 }
             }
-            /* trees take the range passes (their match counts live there) */
+            /* trees with match counts take the range passes (the counts live there) */
             if (path == GPU_PATH_RANGES)
-                s->path_of[i] = r->mode == ISN_MODE_AND && !b->no_probe && !tree ? GPU_PATH_PROBE : GPU_PATH_RANGES;
+                s->path_of[i] = and_mode && !b->no_probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
             int wanted = s->path_of[i];
             if (wanted != path) continue;
             if (nterms + num_terms > b->max_terms) {
@@ -758,7 +819,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             q->term_begin = nterms;
             q->num_terms = num_terms;
             q->k = r->k;
-            q->and_mode = r->mode == ISN_MODE_AND && !tree;
+            q->and_mode = and_mode;
             q->range_top = gpu_range_top(r->k, index_docs);
             q->hit_offset = hits;
             q->path = (uint32_t)path;
@@ -768,19 +829,18 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
             pool_offset += q->cand_cap;
-            if (tree) {
+            if (counts_matches) {
                 q->tree = 1;
                 q->num_required = tree->num_required;
                 q->num_excluded = tree->num_excluded;
+            }
+            if (tree) {
                 q->filter_begin = nfilters;
                 q->num_filters = tree->num_filters;
-                for (uint32_t f = 0; f < tree->num_filters; f++) {
-                    s->filters[nfilters + f] = tree->filters[f];
-                    s->filters[nfilters + f].first_value += nvalues;
-                }
-                memcpy(s->filter_values + nvalues, tree->values, tree->num_values * sizeof *s->filter_values);
+                for (uint32_t f = 0; f < tree->num_filters; f++)
+                    s->filters[nfilters + f] = compile_filter(&b->attributes[tree->filters[f].attribute],
+                                                              &tree->filters[f], tree->values, s->filter_values, &nvalues);
                 nfilters += tree->num_filters;
-                nvalues += tree->num_values;
             }
             float min_weight = INFINITY;
             double weight_sum = 0.0;
@@ -809,8 +869,8 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                 st_postings += s->terms[nterms + t].df;
             }
             /* ranges: ascending bounds, so that a leading run can be non-essential (gpu_term.max_score); a
-             * tree's terms keep their roles' order (it does not prune) */
-            if (path == GPU_PATH_RANGES && !tree) sort_by_bound(s->terms + nterms, num_terms);
+             * tree with match counts keeps its roles' order (it does not prune) */
+            if (path == GPU_PATH_RANGES && !counts_matches) sort_by_bound(s->terms + nterms, num_terms);
             nterms += num_terms;
             q->seed_key = 0;
             q->floor_key = 0;
@@ -823,11 +883,11 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             }
             /* unpruned disjunctive queries without the CPU's floor (its probe stops at k = 64) sample: the
              * sample's k-th best report is the other ranges' report floor (gpu_query.sampled_floor); with
-             * the probe's floor the sampling round costs more than it raises the floor. Trees score every
-             * range in one round. */
-            q->sampled_floor = !s->pruned && r->mode == ISN_MODE_OR && path == GPU_PATH_RANGES && q->floor_key == 0 && !tree;
+             * the probe's floor the sampling round costs more than it raises the floor. Trees with match counts
+             * score every range in one round. */
+            q->sampled_floor = !s->pruned && !and_mode && path == GPU_PATH_RANGES && q->floor_key == 0 && !counts_matches;
             q->sample_stride =
-                !tree && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
+                !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators || !(weight_sum > 0.0)
                                  ? 0
@@ -844,7 +904,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                            .total_candidates = (uint32_t)pool_offset, .results = s->results,
                            .hits = s->hits};
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
-                      nvalues * sizeof(int64_t);
+                      nvalues * sizeof(uint32_t);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
         b->fault_armed = false;

@@ -92,24 +92,32 @@ typedef struct {
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
      * the report then skips the many documents that cannot be answers, for the price of one compare. */
     uint32_t floor_key;
-    /* Nonzero: a query tree (query_tree.c) and and_mode is 0. Its terms are the required ones first
-     * (num_required: every one must hold an admitted document), then the optional ones, then the excluded
-     * ones (num_excluded, weight 0: one of them in a document keeps it out); filter_begin and num_filters
-     * name its filters in the batch's array. Tree queries take the wide accumulator with match counts, no
-     * pruning, no sampling round and no bound pass (gpu_tree_admits decides which scored slots count). */
+    /* Filters (filter_begin, num_filters: the batch's gpu_filter array): every path tests them where a posting
+     * is added (and the probe where a driver document is taken), so a document that fails them is never
+     * scored, reported or counted toward a threshold; the block-max bounds stay bounds (a filter only removes
+     * documents). A bag of words with filters (the common query tree) keeps every other choice of the
+     * unfiltered query: accumulator, bound pass, sampling round, pruning, probing. */
+    uint32_t filter_begin, num_filters;
+    /* Nonzero: a query tree with required or excluded clauses (query_tree.c) in OR mode, and and_mode is 0. Its
+     * terms are the required ones first (num_required: every one must hold an admitted document), then the
+     * optional ones, then the excluded ones (num_excluded, weight 0: one of them in a document keeps it out).
+     * These take the wide accumulator with match counts, no pruning, no sampling round and no bound pass
+     * (gpu_tree_admits decides which scored slots count). A tree whose positive clauses are all required and
+     * that excludes nothing is a conjunctive query (and_mode) with its filters. */
     uint32_t tree;
     uint32_t num_required, num_excluded;
-    uint32_t filter_begin, num_filters;
 } gpu_query;
 
-/* A filter clause as the device tests it, the CPU's (ranking/filters.c) semantics: the document's value of
- * the attribute equals one of the values (op ISN_FILTER_EQ) or compares with the one value; a missing value
- * holds nothing; negate keeps the documents where it does not hold. */
+/* A filter clause as the device tests it (gpu_filter_passes), compiled by the backend from the CPU's
+ * (ranking/filters.c) against its attribute's resident column: the document's stored value (gpu_attribute: 0
+ * when it has none) holds when it lies in [least, most], or, with num_values, when it is one of the stored
+ * values first_value.. of the batch's filter values; a missing value holds nothing (least >= 1, stored values
+ * >= 1); negate keeps the documents where it does not hold. */
 typedef struct {
     uint32_t attribute;
-    uint32_t op; /* isn_filter_op */
     uint32_t negate;
-    uint32_t first_value, num_values; /* into the batch's filter values */
+    uint32_t least, most;
+    uint32_t first_value, num_values;
 } gpu_filter;
 
 /* A resident attribute column (gpu_attribute_value): each document's value in `bits` bits (1..32) from bit 0
@@ -151,9 +159,9 @@ typedef struct {
     uint32_t num_range_queries;
     const gpu_term *terms;
     uint32_t num_terms;
-    const gpu_filter *filters; /* of the tree queries */
+    const gpu_filter *filters; /* of the queries with filters (gpu_query.filter_begin) */
     uint32_t num_filters;
-    const int64_t *filter_values;
+    const uint32_t *filter_values; /* stored values (gpu_filter) */
     uint32_t num_filter_values;
     uint32_t total_hits; /* sum of k */
     uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */

@@ -110,16 +110,23 @@ static inline double slot_value(const gpu_device *d, const gpu_query *q, double 
     return q->fixed_shift ? (double)d->iacc[i] / scale : d->acc[i];
 }
 
+/* Whether the query's filters (gpu_query.filter_begin) keep the document: the test every path makes where a
+ * posting is added or a driver document taken, as the kernels make it. */
+static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t doc) {
+    return q->num_filters == 0 || gpu_filters_accept(d->upload.attribute_words, d->upload.attributes,
+                                                     b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
+}
+
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
-static void add_block(gpu_device *d, const gpu_query *q, const gpu_term *term, uint32_t k, uint32_t lo, uint32_t hi,
-                      double scale, uint32_t match, uint64_t *scored) {
+static void add_block(gpu_device *d, const gpu_batch *b, const gpu_query *q, const gpu_term *term, uint32_t k,
+                      uint32_t lo, uint32_t hi, double scale, uint32_t match, uint64_t *scored) {
     const gpu_upload *u = &d->upload;
     uint32_t docs[ISN_BLOCK_SIZE];
     float parts[ISN_BLOCK_SIZE];
     uint32_t n = decode_block(u, term, k, docs, parts);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t doc = docs[i];
-        if (doc < lo || doc >= hi) continue;
+        if (doc < lo || doc >= hi || !filters_keep(d, b, q, doc)) continue;
         float c = gpu_posting_contribution(term->weight, parts[i]);
         if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
         else d->acc[doc - lo] += (double)c;
@@ -210,7 +217,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                 res->blocks_skipped++;
                 continue;
             }
-            add_block(d, q, &terms[t], k, lo, hi, scale, gpu_term_match(q, t), &scored);
+            add_block(d, b, q, &terms[t], k, lo, hi, scale, gpu_term_match(q, t), &scored);
         }
     }
     if (ne_end > 0) {
@@ -240,7 +247,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                     res->blocks_skipped++;
                     continue;
                 }
-                add_block(d, q, &terms[t], k, lo, hi, scale, 0, &scored);
+                add_block(d, b, q, &terms[t], k, lo, hi, scale, 0, &scored);
             }
         }
     }
@@ -251,8 +258,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
             if (d->matches[i] < nt) d->acc[i] = 0.0;
     if (q->tree)
         for (uint32_t i = 0; i < hi - lo; i++)
-            if (d->acc[i] > 0.0 && !gpu_tree_admits(q, d->matches[i], u->attribute_words, u->attributes, b->filters,
-                                                     b->filter_values, lo + i))
+            if (d->acc[i] > 0.0 && !gpu_tree_admits(q, d->matches[i]))
                 d->acc[i] = 0.0;
     return scored;
 }
@@ -388,7 +394,7 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
             for (uint32_t k = first; k < end; k++) {
                 const uint32_t n = decode_block(u, &terms[t], k, docs, parts);
                 for (uint32_t i = 0; i < n; i++) {
-                    if (docs[i] < lo || docs[i] >= hi) continue;
+                    if (docs[i] < lo || docs[i] >= hi || !filters_keep(d, b, q, docs[i])) continue;
                     /* the product of two floats is exact in double, so this is the device's rounded-up add */
                     d->counts[docs[i] - lo] +=
                         (uint32_t)ceil((double)gpu_posting_contribution(terms[t].weight, parts[i]) * (double)scale);
@@ -493,7 +499,7 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
         uint32_t n = decode_block(u, driver, db, docs, parts);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t doc = docs[i];
-            if (doc >= q->doc_limit) continue;
+            if (doc >= q->doc_limit || !filters_keep(d, b, q, doc)) continue;
             res->postings_scored++;
             double score = (double)gpu_posting_contribution(driver->weight, parts[i]);
             bool alive = true;

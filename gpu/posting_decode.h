@@ -143,7 +143,7 @@ GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
            q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k;
 }
 
-/* ------------------------------------------------------------------ query trees (gpu_query.tree) */
+/* ------------------------------------------------------------------ query trees and filters */
 
 /* What a tree query's term t does to a slot's match-count byte: 1 adds one (required; every term of an AND
  * query), 2 sets GPU_EXCLUDED_MARK (excluded), 0 nothing (optional). */
@@ -153,47 +153,44 @@ GPU_HD uint32_t gpu_term_match(const gpu_query *q, uint32_t t) {
     return t < q->num_required ? 1u : t + q->num_excluded >= q->num_terms ? 2u : 0u;
 }
 
-/* A document's value of a resident attribute column (gpu_attribute), ISN_ATTRIBUTE_MISSING when it has none. */
-GPU_HD int64_t gpu_attribute_value(const uint32_t *words, const gpu_attribute *a, uint32_t doc) {
+/* A document's stored value in a resident attribute column (gpu_attribute): 0 when it has none. The second word
+ * is read only where the value straddles two (never for widths that divide 32). */
+GPU_HD uint32_t gpu_attribute_stored(const uint32_t *words, const gpu_attribute *a, uint32_t doc) {
     const uint64_t bit = (uint64_t)doc * a->bits;
     const uint32_t *at = words + a->first_word + (bit >> 5);
-    const uint64_t pair = (uint64_t)at[0] | ((uint64_t)at[1] << 32);
+    const uint32_t shift = (uint32_t)(bit & 31u);
+    uint64_t pair = at[0];
+    if (shift + a->bits > 32u) pair |= (uint64_t)at[1] << 32;
     const uint32_t mask = a->bits >= 32u ? 0xFFFFFFFFu : (1u << a->bits) - 1u;
-    const uint32_t stored = (uint32_t)(pair >> (bit & 31u)) & mask;
-    return stored ? (int64_t)(stored - 1u) + a->base : ISN_ATTRIBUTE_MISSING;
+    return (uint32_t)(pair >> shift) & mask;
 }
 
-/* Whether the document passes every filter (the CPU's ranking_filters_accept over the resident columns). */
-GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_attribute *attributes, const gpu_filter *filters,
-                               uint32_t num_filters, const int64_t *values, uint32_t doc) {
-    for (uint32_t f = 0; f < num_filters; f++) {
-        const gpu_filter *filter = &filters[f];
-        const int64_t v = gpu_attribute_value(words, &attributes[filter->attribute], doc);
-        const int64_t *want = values + filter->first_value;
-        bool holds = false;
-        if (v != ISN_ATTRIBUTE_MISSING) {
-            switch (filter->op) {
-            case ISN_FILTER_EQ:
-                for (uint32_t i = 0; i < filter->num_values && !holds; i++) holds = v == want[i];
-                break;
-            case ISN_FILTER_GE: holds = v >= want[0]; break;
-            case ISN_FILTER_GT: holds = v > want[0]; break;
-            case ISN_FILTER_LE: holds = v <= want[0]; break;
-            default: holds = v < want[0]; break;
-            }
-        }
-        if (holds == (filter->negate != 0)) return false;
+/* Whether a document whose stored value is `stored` passes the filter (gpu_filter; values: the batch's). */
+GPU_HD bool gpu_filter_passes(const gpu_filter *f, const uint32_t *values, uint32_t stored) {
+    bool holds;
+    if (f->num_values == 0) {
+        holds = stored >= f->least && stored <= f->most;
+    } else {
+        holds = false;
+        for (uint32_t i = 0; i < f->num_values && !holds; i++) holds = values[f->first_value + i] == stored;
     }
+    return holds != (f->negate != 0);
+}
+
+/* Whether the document passes every one of the filters (the CPU's ranking_filters_accept over the resident
+ * columns). */
+GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_attribute *attributes, const gpu_filter *filters,
+                               uint32_t num_filters, const uint32_t *values, uint32_t doc) {
+    for (uint32_t f = 0; f < num_filters; f++)
+        if (!gpu_filter_passes(&filters[f], values, gpu_attribute_stored(words, &attributes[filters[f].attribute], doc)))
+            return false;
     return true;
 }
 
-/* Whether a scored slot of a tree query counts: every required term, no excluded one, every filter. The
- * filters of the batch start at `filters` (the query's at filter_begin). */
-GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches, const uint32_t *words, const gpu_attribute *attributes,
-                            const gpu_filter *filters, const int64_t *values, uint32_t doc) {
-    if ((matches & ~GPU_EXCLUDED_MARK) != q->num_required || (matches & GPU_EXCLUDED_MARK)) return false;
-    return q->num_filters == 0 ||
-           gpu_filters_accept(words, attributes, filters + q->filter_begin, q->num_filters, values, doc);
+/* Whether a scored slot of a tree query (gpu_query.tree) counts: every required term, no excluded one (its
+ * filters were tested where its postings were added). */
+GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches) {
+    return (matches & ~GPU_EXCLUDED_MARK) == q->num_required && !(matches & GPU_EXCLUDED_MARK);
 }
 
 /* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.

@@ -142,8 +142,9 @@ int gpu_tree_read(const isn_index *index, const isn_query *query, isn_mode mode,
     if (h->num_filters > ISN_MAX_QUERY_FILTERS) return ISN_GPU_FALLBACK_QUERY_TREE;
     for (uint32_t f = 0; f < h->num_filters; f++) {
         const tree_filter *filter = &view.filters[f];
-        if (filter->attribute >= isn_index_num_attributes(index)) return ISN_GPU_FALLBACK_QUERY_TREE;
-        form->filters[f] = (gpu_filter){.attribute = filter->attribute, .op = filter->op, .negate = filter->negate,
+        if (filter->attribute >= isn_index_num_attributes(index) || (filter->op != ISN_FILTER_EQ && filter->num_values != 1))
+            return ISN_GPU_FALLBACK_QUERY_TREE;
+        form->filters[f] = (gpu_tree_filter){.attribute = filter->attribute, .op = filter->op, .negate = filter->negate,
                                         .first_value = filter->first_value, .num_values = filter->num_values};
     }
     form->num_filters = h->num_filters;

@@ -7,6 +7,13 @@
 
 #include "gpu/device.h"
 
+/* A filter as the tree holds it (the CPU's ranking_filter): op an isn_filter_op, values first_value.. of the
+ * tree's; the backend compiles it against the resident column into a gpu_filter. */
+typedef struct {
+    uint32_t attribute, op, negate;
+    uint32_t first_value, num_values;
+} gpu_tree_filter;
+
 /* A tree of whole-document term clauses and filters, as the device takes it: the required terms, then the
  * optional ones, then the excluded ones (gpu_query.tree). */
 typedef struct {
@@ -14,7 +21,7 @@ typedef struct {
     uint32_t term_ids[GPU_MAX_TERMS];
     float weights[GPU_MAX_TERMS]; /* idf * count as the CPU computes it; 0 for an excluded term */
     uint32_t num_filters;
-    gpu_filter filters[ISN_MAX_QUERY_FILTERS]; /* first_value into values */
+    gpu_tree_filter filters[ISN_MAX_QUERY_FILTERS]; /* first_value into values */
     const int64_t *values;                     /* the tree's own (keyword ids or numbers) */
     uint32_t num_values;
     bool empty; /* a required clause no document has, or no clause that scores: no hits */

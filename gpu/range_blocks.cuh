@@ -220,7 +220,31 @@ __device__ __forceinline__ uint32_t decode_range_block(const range_args &a, cons
     term.weight = rt.weight;
     return warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
 }
-template <int C = kWideAcc, int kMarks = kMarksIfGiven>
+// Where the range passes test a query's filters (gpu_query.filter_begin): the kernels of unfiltered queries
+// never (their code stays as it was), those of filtered ones always, and the rescore pass, which serves both,
+// when the query has any.
+enum filter_test { kFilterNever, kFilterAlways, kFilterIfAny };
+
+template <int kFilter>
+__device__ __forceinline__ bool tests_filters(const gpu_query &query) {
+    return kFilter == kFilterAlways || (kFilter == kFilterIfAny && query.num_filters != 0);
+}
+
+// The lane's decoded documents that fail one of the query's filters are no longer valid: a filter and its
+// column are loaded once for the lane's four documents (the warp loads the same ones).
+__device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
+                                            bool valid[4]) {
+    for (uint32_t f = 0; f < query.num_filters; f++) {
+        const gpu_filter filter = a.filters[query.filter_begin + f];
+        const gpu_attribute column = a.attributes[filter.attribute];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (valid[j])
+                valid[j] = gpu_filter_passes(&filter, a.filter_values, gpu_attribute_stored(a.attribute_words, &column, docs[j]));
+    }
+}
+
+template <int C = kWideAcc, int kMarks = kMarksIfGiven, int kFilter = kFilterNever>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched,
@@ -233,6 +257,8 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     bool valid[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    // a document the filters drop is never added: no score, no mark, no match count
+    if (tests_filters<kFilter>(query)) filter_lane(a, query, docs, valid);
     constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
     // narrow counters: c * 2^shift is a whole number below 2^31 (accumulator_kind), exact in float too

@@ -24,7 +24,7 @@ __device__ __forceinline__ void block_cells(const range_args &a, const range_sha
 // terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
 // marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
 // was skipped (acc untouched); all threads agree.
-template <int C = kWideAcc>
+template <int C = kWideAcc, int kFilter = kFilterNever>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
                             range_shared &s, span_prefetch &pf) {
@@ -167,8 +167,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     continue;
                 }
             }
-            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched, crossing_log{},
-                                   gpu_term_match(&query, c0 + t));
+            scored += add_block<C, kMarksIfGiven, kFilter>(a, query, term, b, lo, hi, scale, acc, matches, touched,
+                                                           crossing_log{}, gpu_term_match(&query, c0 + t));
         }
         if (ne_end > 0) {
             __syncthreads(); // every essential block is in
@@ -208,7 +208,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     skipped++;
                     continue;
                 }
-                scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
+                scored += add_block<C, kMarksIfGiven, kFilter>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
             }
         }
         if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
@@ -223,10 +223,10 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             if (matches[i] < nt) acc_clear<C>(acc, i, query.fixed_shift != 0);
         __syncthreads();
     } else if (query.tree) {
-        // the slots that miss a required term, hold an excluded one or fail a filter are no answers
+        // the slots that miss a required term or hold an excluded one are no answers (the filters dropped
+        // their documents' postings)
         for (uint32_t i = tid; i < hi - lo; i += kThreads)
-            if (!gpu_tree_admits(&query, matches[i], a.attribute_words, a.attributes, a.filters, a.filter_values, lo + i))
-                acc_clear<C>(acc, i, query.fixed_shift != 0);
+            if (!gpu_tree_admits(&query, matches[i])) acc_clear<C>(acc, i, query.fixed_shift != 0);
         __syncthreads();
     }
     return true;
@@ -539,16 +539,22 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
 // posting adds ceil(c * scale) (rounded up twice: the product, then to a whole unit), so a count is at least
 // its document's score times the scale and less than that plus one a term.
 // The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does.
-__device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const range_term &rt, uint32_t b, uint32_t lo,
-                                                     uint32_t hi, float scale, double *acc, crossing_log crossings) {
+template <int kFilter>
+__device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const gpu_query &query, const range_term &rt,
+                                                     uint32_t b, uint32_t lo, uint32_t hi, float scale, double *acc,
+                                                     crossing_log crossings) {
     const uint32_t lane = threadIdx.x & 31u;
     const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
     const uint32_t n = decode_range_block(a, rt, b, docs, parts);
+    bool valid[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    if (tests_filters<kFilter>(query)) filter_lane(a, query, docs, valid); // a dropped document counts nothing
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        if (!(4 * lane + j < n && docs[j] >= lo && docs[j] < hi)) continue;
+        if (!valid[j]) continue;
         const float c = gpu_posting_contribution(weight, parts[j]);
         const uint32_t slot = docs[j] - lo, shift = bound_shift(slot);
         const uint32_t add = __float2uint_ru(__fmul_ru(c, scale));
@@ -618,7 +624,7 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
 // those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed). kBounds:
 // the bound pass (kernels.h): a step covers the group of ranges v, v + 1, ... (v a multiple of kBoundRanges),
 // reported into range v.
-template <int C, bool kDense, uint32_t kListTop, bool kBounds = false>
+template <int C, bool kDense, uint32_t kListTop, bool kBounds = false, int kFilter = kFilterNever>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
@@ -692,9 +698,9 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 while (rem >= count[t]) rem -= count[t++];
             }
             if constexpr (kBounds)
-                scored += add_block_bounds(a, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc, crossings);
+                scored += add_block_bounds<kFilter>(a, query, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc, crossings);
             else
-                scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
+                scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways, kFilter>(
                     a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
         }
         // the next range's spans, into the other buffers
@@ -758,7 +764,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h).
-template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline__ void report_pass(range_args a) {
+template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever>
+__device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
@@ -768,6 +775,8 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
     // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
     if (C != kWideAcc && (query.and_mode || query.tree || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
         __trap();
+    // a query with filters in a kernel that does not test them would get documents they drop (cuda_launch)
+    if (kFilter == kFilterNever && query.num_filters != 0) __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
@@ -784,14 +793,14 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         if constexpr (C == kNarrowAcc && kBounds) {
-            report_unpruned<C, true, kListTop, true>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
             return;
         }
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
-            report_unpruned<C, true, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
         else
-            report_unpruned<C, false, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, false, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
         return;
     }
     uint32_t *touched = a.dense_report || query.and_mode || query.tree
@@ -814,7 +823,7 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
+        if (lo >= hi || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
@@ -862,7 +871,9 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         }
         dirty = touched == nullptr;
         span_prefetch pf;
-        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s, pf)) continue;
+        if (!score_range<kWideAcc, kFilterIfAny>(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched,
+                                                 s, pf))
+            continue;
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
@@ -906,5 +917,24 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
 // the bound pass (kernels.h): six blocks a multiprocessor, as the short kernel, with its short report lists
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<6, kNarrowAcc, true>(a); }
+// and for the queries with filters (kernels.h)
+__global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_filtered(range_args a) {
+    report_pass<3, kWideAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2_filtered(range_args a) {
+    report_pass<2, kWideAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 4) compact_report_kernel_filtered(range_args a) {
+    report_pass<4, kCompactAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_filtered(range_args a) {
+    report_pass<5, kNarrowAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) short_report_kernel_filtered(range_args a) {
+    report_pass<6, kNarrowAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_filtered(range_args a) {
+    report_pass<6, kNarrowAcc, true, kFilterAlways>(a);
+}
 
 } // namespace first_stage
