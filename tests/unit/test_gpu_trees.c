@@ -3,9 +3,13 @@
  * AND, k 10 and 1,000, on a collection of several doc-id ranges, against the CPU's exhaustive
  * evaluation of the same tree (isn_search with the or / and algorithm): the same documents and the same
  * scores bit for bit, every query answered by the device itself. Filters and clauses must change the
- * answers of most queries (checked), so a device that ignored them fails. Phrases and field: clauses are
- * refused by isn_gpu_takes_query and answered by the CPU. Runs on the emulated device; the same checks
- * run on a real GPU when there is one (skipped, and saying so, where there is none). */
+ * answers of most queries (checked), so a device that ignored them fails. Bags of words with filters (the
+ * common tree) run on the unfiltered query's fast path, checked the same way on each of its passes: k 10
+ * (a sampling round, then the other ranges at its floor; pruned: at its threshold), k 32 (the bound pass
+ * and its rescore), k 1,000 (narrow or compact counters in one round), AND by probing and by ranges.
+ * Phrases and field: clauses are refused by isn_gpu_takes_query and answered by the CPU. Runs on the
+ * emulated device; the same checks run on a real GPU when there is one (skipped, and saying so, where
+ * there is none). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +25,7 @@
 #include "ranking/ranking.h"
 #include "tests/support/random.h"
 
-#define NUM_DOCS 30000u /* four ranges of 8,192 documents */
+#define NUM_DOCS 120000u /* 15 ranges of 8,192 documents: enough that top-10 samples a share of them first */
 #define VOCAB 400u
 #define NUM_QUERIES 160u
 #define MAX_K 1000u
@@ -99,17 +103,18 @@ typedef struct {
     uint32_t num_filters;
 } random_query;
 
-static void random_query_make(random_query *q) {
+/* filters_only: a bag of words with one or two filters (no + or -). */
+static void random_query_make(random_query *q, bool filters_only) {
     size_t at = 0;
     uint32_t words = 1 + support_rng_below(4);
     bool restricted = false;
     for (uint32_t i = 0; i < words; i++) {
-        uint32_t kind = support_rng_below(6); /* 0: required, 1: excluded, else optional */
+        uint32_t kind = filters_only ? 2 : support_rng_below(6); /* 0: required, 1: excluded, else optional */
         const char *op = kind == 0 ? "+" : kind == 1 ? "-" : "";
         restricted |= kind <= 1;
         at += (size_t)snprintf(q->text + at, sizeof q->text - at, "%s%sw%u", i ? " " : "", op, skewed_word());
     }
-    q->num_filters = support_rng_below(3);
+    q->num_filters = filters_only ? 1 + support_rng_below(2) : support_rng_below(3);
     if (!restricted && q->num_filters == 0) q->num_filters = 1;
     for (uint32_t f = 0; f < q->num_filters; f++) {
         char *t = q->filter_text[f];
@@ -149,13 +154,26 @@ typedef struct {
     char texts[NUM_QUERIES][256];
 } tree_batch;
 
-static void check_trees(bool emulate, isn_mode mode, uint32_t k, int pruning) {
+/* How a batch runs on the device (check_trees). */
+typedef struct {
+    bool emulate, filters_only, and_by_ranges;
+    isn_mode mode;
+    uint32_t k;
+    int pruning;
+} tree_run;
+
+/* The run's NUM_QUERIES random trees on the device against the CPU's exhaustive answers; *st: the first
+ * batch's statistics. */
+static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     static tree_batch tb;
     char err[ISN_ERR_LEN];
     uint32_t changed = 0;
+    const bool emulate = run->emulate;
+    const isn_mode mode = run->mode;
+    const uint32_t k = run->k;
     for (uint32_t q = 0; q < NUM_QUERIES; q++) {
         random_query rq;
-        random_query_make(&rq);
+        random_query_make(&rq, run->filters_only);
         isn_query parsed;
         if (isn_query_parse_syntax(searcher, rq.text, strlen(rq.text), rq.filters, rq.num_filters, &parsed, err,
                                    sizeof err) != 0)
@@ -203,15 +221,15 @@ static void check_trees(bool emulate, isn_mode mode, uint32_t k, int pruning) {
     o.emulate = emulate;
     o.max_batch = NUM_QUERIES;
     o.max_k = MAX_K;
-    o.pruning = pruning;
+    o.pruning = run->pruning;
+    o.and_by_ranges = run->and_by_ranges;
     isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
     assert_true(h.attribute_bytes > 0);
-    isn_gpu_batch_stats st;
     /* in two batches, the second of one query, so that the filters' offsets in a batch are checked too */
-    assert_int_equal(isn_gpu_search_batch(b, tb.requests, NUM_QUERIES - 1, &st, err, sizeof err), 0);
+    assert_int_equal(isn_gpu_search_batch(b, tb.requests, NUM_QUERIES - 1, st, err, sizeof err), 0);
     assert_int_equal(isn_gpu_search_batch(b, tb.requests + NUM_QUERIES - 1, 1, NULL, err, sizeof err), 0);
     for (uint32_t q = 0; q < NUM_QUERIES; q++) {
         const isn_gpu_request *r = &tb.requests[q];
@@ -227,8 +245,10 @@ static void check_trees(bool emulate, isn_mode mode, uint32_t k, int pruning) {
                          emulate ? "emulated" : "GPU", i, r->hits[i].doc, (double)r->hits[i].score, tb.expected[q][i].doc,
                          (double)tb.expected[q][i].score);
     }
-    printf("%s %s k=%u: %u trees equal to the CPU's exhaustive answers, all on the device (%u change their bag's)\n",
-           emulate ? "emulated" : "GPU", mode ? "AND" : "OR", k, NUM_QUERIES, changed);
+    printf("%s %s k=%u%s%s%s: %u %s equal to the CPU's exhaustive answers, all on the device (%u change their bag's)\n",
+           emulate ? "emulated" : "GPU", mode ? "AND" : "OR", k, run->pruning == ISN_GPU_PRUNE_ALWAYS ? " pruned" : "",
+           run->and_by_ranges ? " by ranges" : "", mode == ISN_MODE_AND && !run->and_by_ranges ? " probed" : "",
+           NUM_QUERIES, run->filters_only ? "bags of words with filters" : "trees", changed);
     isn_gpu_close(b);
 }
 
@@ -238,7 +258,41 @@ static void test_trees_equal_the_cpu(void **state) {
     static const uint32_t ks[] = {10, MAX_K};
     for (int mode = 0; mode < 2; mode++)
         for (size_t i = 0; i < 2; i++)
-            for (int p = 1; p <= 2; p++) check_trees(emulate, (isn_mode)mode, ks[i], p);
+            for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+                const tree_run run = {.emulate = emulate, .mode = (isn_mode)mode, .k = ks[i], .pruning = p};
+                isn_gpu_batch_stats st;
+                check_trees(&run, &st);
+            }
+}
+
+/* Bags of words with filters take the unfiltered query's passes, each of which must test the filters:
+ * k 10 samples (unpruned: the sample's k-th best report is the other ranges' floor; pruned: their
+ * threshold), k 32 takes the bound pass, k 1,000 one round of narrow or compact counters (on a GPU; the
+ * emulated device runs their logic on doubles); AND probes the rarest list, or takes the range passes. */
+static void test_filtered_bags_take_the_fast_path(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const uint32_t ks[] = {10, 32, MAX_K};
+    for (size_t i = 0; i < 3; i++)
+        for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+            const tree_run run = {.emulate = emulate, .filters_only = true, .mode = ISN_MODE_OR, .k = ks[i], .pruning = p};
+            isn_gpu_batch_stats st;
+            check_trees(&run, &st);
+            const uint32_t queries = NUM_QUERIES - 1;
+            if (p == ISN_GPU_PRUNE_NEVER && ks[i] == 32) /* the bound pass takes every one */
+                assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_BOUNDS], queries);
+            if (p == ISN_GPU_PRUNE_NEVER && !emulate) /* none takes the match counts' wide accumulator */
+                assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_WIDE], 0);
+            if (p == ISN_GPU_PRUNE_ALWAYS && ks[i] == 10) /* sampled, then pruned at the sample's threshold */
+                assert_true(st.ranges_pruned + st.blocks_skipped > 0);
+        }
+    for (int by_ranges = 0; by_ranges < 2; by_ranges++)
+        for (size_t i = 0; i < 3; i += 2) {
+            const tree_run run = {.emulate = emulate, .filters_only = true, .and_by_ranges = by_ranges,
+                                  .mode = ISN_MODE_AND, .k = ks[i], .pruning = ISN_GPU_PRUNE_NEVER};
+            isn_gpu_batch_stats st;
+            check_trees(&run, &st);
+        }
 }
 
 /* Phrases and field: clauses read positions: the device does not take them, says why, and the backend
@@ -283,6 +337,7 @@ static void test_phrases_go_to_the_cpu(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         ON_EMULATED(test_trees_equal_the_cpu), ON_GPU(test_trees_equal_the_cpu),
+        ON_EMULATED(test_filtered_bags_take_the_fast_path), ON_GPU(test_filtered_bags_take_the_fast_path),
         ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
