@@ -473,11 +473,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         .streams = o.streams,
         .attribute_words = b->attribute_words,
         .num_attribute_words = b->num_attribute_words,
-        .num_attributes = b->num_attributes,
         .max_filters = b->max_filters,
         .max_filter_values = b->max_filter_values,
     };
-    memcpy(up.attributes, b->attributes, sizeof up.attributes);
     b->device = ops->open(o.device, &up, err, err_len);
     if (b->device == NULL) {
         isn_gpu_close(b);
@@ -593,7 +591,7 @@ static bool stored_of(const gpu_attribute *column, int64_t v, uint32_t *stored) 
  * a filter left with none holds nothing ([1, 0]). */
 static gpu_filter compile_filter(const gpu_attribute *column, const gpu_tree_filter *raw, const int64_t *raw_values,
                                  uint32_t *values, uint32_t *num_values) {
-    gpu_filter f = {.attribute = raw->attribute, .negate = raw->negate, .least = 1, .most = 0};
+    gpu_filter f = {.first_word = column->first_word, .bits = column->bits, .negate = raw->negate, .least = 1, .most = 0};
     const int64_t *want = raw_values + raw->first_value;
     if (raw->op == ISN_FILTER_EQ) {
         uint32_t kept = 0, first = *num_values, stored;

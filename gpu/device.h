@@ -109,18 +109,20 @@ typedef struct {
 } gpu_query;
 
 /* A filter clause as the device tests it (gpu_filter_passes), compiled by the backend from the CPU's
- * (ranking/filters.c) against its attribute's resident column: the document's stored value (gpu_attribute: 0
- * when it has none) holds when it lies in [least, most], or, with num_values, when it is one of the stored
- * values first_value.. of the batch's filter values; a missing value holds nothing (least >= 1, stored values
- * >= 1); negate keeps the documents where it does not hold. */
+ * (ranking/filters.c) against its attribute's resident column (gpu_attribute: first_word and bits copied, so
+ * that a test needs nothing else): the document's stored value (0 when it has none) holds when it lies in
+ * [least, most], or, with num_values, when it is one of the stored values first_value.. of the batch's filter
+ * values; a missing value holds nothing (least >= 1, stored values >= 1); negate keeps the documents where it
+ * does not hold. */
 typedef struct {
-    uint32_t attribute;
+    uint64_t first_word;
+    uint32_t bits;
     uint32_t negate;
     uint32_t least, most;
     uint32_t first_value, num_values;
 } gpu_filter;
 
-/* A resident attribute column (gpu_attribute_value): each document's value in `bits` bits (1..32) from bit 0
+/* A resident attribute column (gpu_column_stored): each document's value in `bits` bits (1..32) from bit 0
  * of word first_word of the column words, a document's bits at doc * bits, stored = value - base + 1 and 0
  * for a document without the attribute. bits 0: the attribute is not resident (its span needs more than 32
  * bits); queries that filter on it are answered by the CPU. */
@@ -186,11 +188,9 @@ typedef struct {
     uint64_t num_blocks;
     uint32_t num_docs;
     uint32_t max_batch, max_terms, max_k, max_candidates, streams;
-    /* the attribute columns (gpu_attribute), resident beside the postings */
+    /* the attribute columns (gpu_attribute; the filters name theirs: gpu_filter), resident beside the postings */
     const uint32_t *attribute_words;
     uint64_t num_attribute_words; /* one more word past the last column: a value is read as two words */
-    gpu_attribute attributes[ISN_MAX_ATTRIBUTES];
-    uint32_t num_attributes;
     uint32_t max_filters, max_filter_values; /* per batch */
 } gpu_upload;
 

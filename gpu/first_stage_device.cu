@@ -98,8 +98,7 @@ struct gpu_device {
     gpu_upload upload;
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
-    uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for tree queries' filters
-    gpu_attribute *d_attributes;
+    uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for the queries' filters
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
@@ -162,7 +161,6 @@ static void cuda_close(gpu_device *d) {
     cudaFree(d->d_payload);
     cudaFree(d->d_blocks);
     cudaFree(d->d_attribute_words);
-    cudaFree(d->d_attributes);
     delete d;
 }
 
@@ -239,8 +237,6 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     if (u->num_attribute_words)
         CHECK(cudaMemcpy(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t),
                          cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&d->d_attributes, sizeof u->attributes));
-    CHECK(cudaMemcpy(d->d_attributes, u->attributes, sizeof u->attributes, cudaMemcpyHostToDevice));
     for (int filtered = 0; filtered < 2; filtered++) {
         CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_filtered : wide_report_kernel,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
@@ -353,7 +349,6 @@ static probe_args probe_args_of(const gpu_device *d, const stream_buffers *s, bo
     p.retry = retry ? s->d_retry + nr : nullptr;
     p.theta_key = s->d_theta_key + nr;
     p.attribute_words = d->d_attribute_words;
-    p.attributes = d->d_attributes;
     p.filters = s->d_filters;
     p.filter_values = s->d_filter_values;
     return p;
@@ -382,7 +377,6 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.dense_floor = d->dense_floor;
     a.crossing_log = d->crossing_log;
     a.attribute_words = d->d_attribute_words;
-    a.attributes = d->d_attributes;
     a.filters = s->d_filters;
     a.filter_values = s->d_filter_values;
     return a;

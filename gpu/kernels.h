@@ -112,7 +112,6 @@ struct range_args {
     uint32_t query_major;
     // the resident attribute columns and the batch's filters (gpu_query.filter_begin: filter_lane)
     const uint32_t *attribute_words;
-    const gpu_attribute *attributes;
     const gpu_filter *filters;
     const uint32_t *filter_values;
 };
@@ -130,7 +129,6 @@ struct probe_args {
     const uint64_t *theta_key;
     // the driver's documents that fail the query's filters are dropped (range_args's)
     const uint32_t *attribute_words;
-    const gpu_attribute *attributes;
     const gpu_filter *filters;
     const uint32_t *filter_values;
 };

@@ -153,15 +153,16 @@ GPU_HD uint32_t gpu_term_match(const gpu_query *q, uint32_t t) {
     return t < q->num_required ? 1u : t + q->num_excluded >= q->num_terms ? 2u : 0u;
 }
 
-/* A document's stored value in a resident attribute column (gpu_attribute): 0 when it has none. The second word
- * is read only where the value straddles two (never for widths that divide 32). */
-GPU_HD uint32_t gpu_attribute_stored(const uint32_t *words, const gpu_attribute *a, uint32_t doc) {
-    const uint64_t bit = (uint64_t)doc * a->bits;
-    const uint32_t *at = words + a->first_word + (bit >> 5);
+/* A document's stored value in a resident attribute column of `bits` bits a document starting at `column`
+ * (gpu_attribute): 0 when it has none. The second word is read only where the value straddles two (never for
+ * widths that divide 32). */
+GPU_HD uint32_t gpu_column_stored(const uint32_t *column, uint32_t bits, uint32_t doc) {
+    const uint64_t bit = (uint64_t)doc * bits;
+    const uint32_t *at = column + (bit >> 5);
     const uint32_t shift = (uint32_t)(bit & 31u);
     uint64_t pair = at[0];
-    if (shift + a->bits > 32u) pair |= (uint64_t)at[1] << 32;
-    const uint32_t mask = a->bits >= 32u ? 0xFFFFFFFFu : (1u << a->bits) - 1u;
+    if (shift + bits > 32u) pair |= (uint64_t)at[1] << 32;
+    const uint32_t mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
     return (uint32_t)(pair >> shift) & mask;
 }
 
@@ -179,10 +180,10 @@ GPU_HD bool gpu_filter_passes(const gpu_filter *f, const uint32_t *values, uint3
 
 /* Whether the document passes every one of the filters (the CPU's ranking_filters_accept over the resident
  * columns). */
-GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_attribute *attributes, const gpu_filter *filters,
-                               uint32_t num_filters, const uint32_t *values, uint32_t doc) {
+GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_filter *filters, uint32_t num_filters,
+                               const uint32_t *values, uint32_t doc) {
     for (uint32_t f = 0; f < num_filters; f++)
-        if (!gpu_filter_passes(&filters[f], values, gpu_attribute_stored(words, &attributes[filters[f].attribute], doc)))
+        if (!gpu_filter_passes(&filters[f], values, gpu_column_stored(words + filters[f].first_word, filters[f].bits, doc)))
             return false;
     return true;
 }

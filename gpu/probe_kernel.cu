@@ -32,11 +32,10 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
         // a driver document its filters drop is never probed (gpu_query.filter_begin)
         for (uint32_t f = 0; f < query.num_filters; f++) {
             const gpu_filter filter = a.filters[query.filter_begin + f];
-            const gpu_attribute column = a.attributes[filter.attribute];
+            const uint32_t *column = a.attribute_words + filter.first_word;
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                if (alive[j])
-                    alive[j] = gpu_filter_passes(&filter, a.filter_values, gpu_attribute_stored(a.attribute_words, &column, docs[j]));
+                if (alive[j]) alive[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
         }
 #pragma unroll
         for (int j = 0; j < 4; j++) {

@@ -543,15 +543,11 @@ template <int kFilter>
 __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const gpu_query &query, const range_term &rt,
                                                      uint32_t b, uint32_t lo, uint32_t hi, float scale, double *acc,
                                                      crossing_log crossings) {
-    const uint32_t lane = threadIdx.x & 31u;
     const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
-    const uint32_t n = decode_range_block(a, rt, b, docs, parts);
     bool valid[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
-    if (tests_filters<kFilter>(query)) filter_lane(a, query, docs, valid); // a dropped document counts nothing
+    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid); // a dropped document counts nothing
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
