@@ -18,6 +18,7 @@
 #   bash bench/gpu_device.sh filter   that partition, OR, every query with the filter bucket=0 (an int attribute
 #                                     hashing the documents into 10 buckets: about 10% kept, issue 40) against
 #                                     the same queries without it, interleaved, REPEATS times each
+#   bash bench/gpu_device.sh trees    test_gpu_trees alone (query trees and filtered bags of words on the GPU)
 #   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
 #                                     (ISN_GPU_SEGMENTED_SORT=1)
 # Binaries come from
@@ -105,6 +106,26 @@ filter)
     done
   done
   summary $labels
+  python3 - $labels <<'PY'
+import json, sys, collections
+rates = collections.defaultdict(list)  # (mode, k, batch, variant) -> qps of each repeat
+for f in sys.argv[1:]:
+    for line in open(f):
+        try: r = json.loads(line)
+        except Exception: continue
+        if r.get("bench") == "gpu":
+            variant = "filtered" if "filtered" in r["label"] else "plain"
+            rates[(r["mode"], r["k"], r["batch"], variant)].append(r["qps"])
+for (mode, k, batch, variant), qps in sorted(rates.items()):
+    if variant != "plain" or (mode, k, batch, "filtered") not in rates: continue
+    plain, filtered = max(qps), max(rates[(mode, k, batch, "filtered")])
+    print(f"filter bucket=0 {mode} k={k} b={batch}: plain {plain:.0f} q/s, filtered {filtered:.0f} q/s, "
+          f"filtered/plain {filtered / plain:.2f} (best of {len(qps)} each)")
+PY
+  ;;
+trees)
+  timeout 300 "$B/tests/test_gpu_trees" >"$O/test_gpu_trees.log" 2>&1; echo "test_gpu_trees rc=$?"
+  grep -E "^GPU|FAILED|PASSED|SKIPPED|ERROR|Error|error" "$O/test_gpu_trees.log" | head -40
   ;;
 tests)
   timeout 60 "$B/tests/test_gpu" 2>&1 | grep -E "GPU|PASSED|FAILED|SKIP" | head -5
