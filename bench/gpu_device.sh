@@ -18,6 +18,8 @@
 #   bash bench/gpu_device.sh filter   that partition, OR, every query with the filter bucket=0 (an int attribute
 #                                     hashing the documents into 10 buckets: about 10% kept, issue 40) against
 #                                     the same queries without it, interleaved, REPEATS times each
+#                                     (ISN_GPU_FILTER_SAMPLING=0: filtered queries score every range in one round
+#                                     instead of sampling first; top-10 then takes the bound pass without a floor)
 #   bash bench/gpu_device.sh trees    test_gpu_trees alone (query trees and filtered bags of words on the GPU)
 #   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
 #                                     (ISN_GPU_SEGMENTED_SORT=1)

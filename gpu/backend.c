@@ -72,6 +72,10 @@ struct isn_gpu_backend {
     prune_learning prune[PRUNE_CLASSES]; /* AUTO pruning, by batch size (prune_class) */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
+    /* unpruned disjunctive queries with filters sample (gpu_query.sampled_floor) as those without a floor do;
+     * ISN_GPU_FILTER_SAMPLING=0: they score every range in one round instead (top-10 and the like then take
+     * the bound pass without a floor), to compare */
+    bool filter_sampling;
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];
 };
@@ -391,6 +395,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->max_filter_values = o.max_batch * 16 > 65536 ? o.max_batch * 16 : 65536;
     b->health.healthy = true;
     b->no_probe = o.and_by_ranges;
+    b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -883,7 +888,8 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
              * sample's k-th best report is the other ranges' report floor (gpu_query.sampled_floor); with
              * the probe's floor the sampling round costs more than it raises the floor. Trees with match counts
              * score every range in one round. */
-            q->sampled_floor = !s->pruned && !and_mode && path == GPU_PATH_RANGES && q->floor_key == 0 && !counts_matches;
+            q->sampled_floor = !s->pruned && !and_mode && path == GPU_PATH_RANGES && q->floor_key == 0 && !counts_matches &&
+                               (b->filter_sampling || q->num_filters == 0);
             q->sample_stride =
                 !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
