@@ -113,8 +113,8 @@ static inline double slot_value(const gpu_device *d, const gpu_query *q, double 
 /* Whether the query's filters (gpu_query.filter_begin) keep the document: the test every path makes where a
  * posting is added or a driver document taken, as the kernels make it. */
 static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t doc) {
-    return q->num_filters == 0 || gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters,
-                                                     b->filter_values, doc);
+    return q->num_filters == 0 ||
+           gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
 }
 
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */

@@ -183,7 +183,8 @@ GPU_HD bool gpu_filter_passes(const gpu_filter *f, const uint32_t *values, uint3
 GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_filter *filters, uint32_t num_filters,
                                const uint32_t *values, uint32_t doc) {
     for (uint32_t f = 0; f < num_filters; f++)
-        if (!gpu_filter_passes(&filters[f], values, gpu_column_stored(words + filters[f].first_word, filters[f].bits, doc)))
+        if (!gpu_filter_passes(&filters[f], values,
+                               gpu_column_stored(words + filters[f].first_word, filters[f].bits, doc)))
             return false;
     return true;
 }

@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
             const uint32_t *column = a.attribute_words + filter.first_word;
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                if (alive[j]) alive[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
+                if (alive[j])
+                    alive[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
         }
 #pragma unroll
         for (int j = 0; j < 4; j++) {

@@ -239,7 +239,8 @@ __device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query
         const uint32_t *column = a.attribute_words + filter.first_word;
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            if (valid[j]) valid[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
+            if (valid[j])
+                valid[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
     }
 }
 
@@ -272,7 +273,8 @@ __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_quer
     }
     filter_lane(a, query, docs, valid);
     if (valid[0] || valid[1] || valid[2] || valid[3]) {
-        const float4 lane_parts = __ldg(reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane);
+        const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
+        const float4 lane_parts = __ldg(lane_at);
         parts[0] = lane_parts.x;
         parts[1] = lane_parts.y;
         parts[2] = lane_parts.z;

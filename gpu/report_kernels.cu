@@ -547,7 +547,8 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
     uint32_t docs[4], scored = 0;
     float parts[4];
     bool valid[4];
-    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid); // a dropped document counts nothing
+    // a dropped document counts nothing
+    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
@@ -694,7 +695,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 while (rem >= count[t]) rem -= count[t++];
             }
             if constexpr (kBounds)
-                scored += add_block_bounds<kFilter>(a, query, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc, crossings);
+                scored += add_block_bounds<kFilter>(a, query, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc,
+                                                    crossings);
             else
                 scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways, kFilter>(
                     a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
@@ -789,14 +791,17 @@ __device__ __forceinline__ void report_pass(range_args a) {
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         if constexpr (C == kNarrowAcc && kBounds) {
-            report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                              inv_scale, s);
             return;
         }
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
-            report_unpruned<C, true, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                               inv_scale, s);
         else
-            report_unpruned<C, false, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, false, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                                inv_scale, s);
         return;
     }
     uint32_t *touched = a.dense_report || query.and_mode || query.tree
