@@ -18,7 +18,12 @@
  * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
  * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
- * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line. */
+ * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line;
+ * --filter 'ATTR=VALUE' (any filter isn-query --filter takes) gives every query that filter: each is then a
+ * query tree (the GPU answers it with the attribute columns resident; the CPU's answers are the reference);
+ * --write-buckets N adds to the index in --index an int attribute `bucket`, each document's id hashed into
+ * 0..N-1 (writes DIR/buckets.jsonl and DIR/attributes.isn, replacing the index's attributes), and exits:
+ * `--write-buckets 10` then `--filter bucket=0` keeps about 10% of the documents (issue 40, must-show 4). */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,7 +51,8 @@ typedef struct {
     uint32_t n;
 } query_log;
 
-static int load_queries(const isn_index *ix, const char *path, uint32_t max, query_log *log) {
+static int load_queries(const isn_index *ix, const char *path, uint32_t max, const isn_filter_spec *filter,
+                        query_log *log) {
     char err[256];
     isn_query_log text;
     if (isn_query_log_read(path, false, 0, &text, err, sizeof err) != 0)
@@ -57,10 +63,21 @@ static int load_queries(const isn_index *ix, const char *path, uint32_t max, que
     for (size_t i = 0; i < text.count && log->n < max; i++) {
         const char *query_text = text.queries[i].text;
         isn_query q;
-        if (isn_query_parse(s, query_text, strlen(query_text), &q, err, sizeof err) != 0 || q.num_terms == 0 ||
-            q.num_terms > 64)
-            continue;
+        int parsed = filter ? isn_query_parse_syntax(s, query_text, strlen(query_text), filter, 1, &q, err, sizeof err)
+                            : isn_query_parse(s, query_text, strlen(query_text), &q, err, sizeof err);
+        if (parsed != 0 && filter) {
+            fprintf(stderr, "bench_gpu: --filter: %s\n", err);
+            exit(2);
+        }
+        if (parsed != 0 || q.num_terms == 0 || q.num_terms > 64) continue;
         isn_query *dst = &log->queries[log->n];
+        dst->structure = NULL;
+        if (q.structure) { /* the tree lives in the searcher until the next parse: a copy of its own */
+            void *tree = malloc(isn_query_structure_bytes(q.structure));
+            if (!tree) return fprintf(stderr, "bench_gpu: out of memory for query trees\n"), -1;
+            isn_query_structure_copy(tree, q.structure);
+            dst->structure = tree;
+        }
         dst->terms = log->terms + (size_t)log->n * 64;
         memcpy(dst->terms, q.terms, q.num_terms * sizeof *q.terms);
         dst->num_terms = q.num_terms;
@@ -127,6 +144,32 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
     return (double)*passes * log->n / spent;
 }
 
+/* --write-buckets: the int attribute `bucket` = a hash of the doc id into 0..n-1, for every document. */
+static int write_buckets(const char *dir, uint32_t n) {
+    char err[512], path[4096];
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+    snprintf(path, sizeof path, "%s/buckets.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return fprintf(stderr, "bench_gpu: %s: cannot write\n", path), 1;
+    const uint32_t docs = isn_index_get_info(ix)->num_docs;
+    for (uint32_t d = 0; d < docs; d++) {
+        size_t len;
+        const char *id = isn_index_doc_id(ix, d, &len);
+        uint64_t h = (uint64_t)d * 0x9E3779B97F4A7C15ull;
+        fprintf(f, "{\"id\": \"%.*s\", \"bucket\": %u}\n", (int)len, id, (uint32_t)((h >> 32) % n));
+    }
+    if (fclose(f) != 0) return fprintf(stderr, "bench_gpu: %s: write failed\n", path), 1;
+    isn_index_close(ix);
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_attributes = 1;
+    o.attributes[0] = (isn_attribute_spec){.name = "bucket", .kind = ISN_ATTRIBUTE_INT};
+    if (isn_attributes_build(path, dir, &o, err, sizeof err) != 0) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+    printf("{\"bench\": \"gpu_buckets\", \"index\": \"%s\", \"docs\": %u, \"buckets\": %u}\n", dir, docs, n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
@@ -135,6 +178,10 @@ int main(int argc, char **argv) {
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
     bool seed = true;
     int pruning = ISN_GPU_PRUNE_AUTO;
+    uint32_t buckets = 0;
+    char *filter_text = NULL;
+    isn_filter_spec filter;
+    const char *filter_values[64];
     static const struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"ks", 1, 0, 'k'},
                                          {"batches", 1, 0, 'b'}, {"threads", 1, 0, 't'}, {"max-queries", 1, 0, 'm'},
                                          {"emulate", 0, 0, 'e'}, {"label", 1, 0, 'l'},   {"modes", 1, 0, 'M'},
@@ -144,6 +191,7 @@ int main(int argc, char **argv) {
                                          {"cpu-seconds", 1, 0, 'C'},    {"exhaustive", 0, 0, 'X'},
                                          {"pruned", 0, 0, 'P'},         {"train-queries", 1, 0, 'T'},
                                          {"prefix-cap", 1, 0, 'Q'},     {"min-batches", 1, 0, 'R'},
+                                         {"filter", 1, 0, 'G'},         {"write-buckets", 1, 0, 'W'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -168,10 +216,13 @@ int main(int argc, char **argv) {
         case 'Q': prefix_cap = strtod(optarg, NULL); break;
         case 'R': min_batches = (uint32_t)atoi(optarg); break;
         case 'l': label = optarg; break;
+        case 'G': filter_text = strdup(optarg); break;
+        case 'W': buckets = (uint32_t)atoi(optarg); break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
     }
+    if (index_dir && buckets) return write_buckets(index_dir, buckets);
     if (!index_dir || !queries_path) {
         fprintf(stderr, "usage: bench_gpu --index DIR --queries FILE.tsv [--ks ..] [--batches ..] [--threads N]\n");
         return 2;
@@ -183,7 +234,14 @@ int main(int argc, char **argv) {
     isn_index *ix = isn_index_open(index_dir, err, sizeof err);
     if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
     query_log log = {0};
-    if (load_queries(ix, queries_path, max_queries, &log) != 0 || log.n == 0)
+    if (filter_text) {
+        char *said = strdup(filter_text);
+        if (isn_filter_parse(filter_text, &filter, filter_values, 64) != 0)
+            return fprintf(stderr, "bench_gpu: --filter '%s' is none of ATTR=V, ATTR!=V, ATTR>=N (>, <=, <), "
+                                   "ATTR in {a,b}\n", said), 2;
+        filter_text = said;
+    }
+    if (load_queries(ix, queries_path, max_queries, filter_text ? &filter : NULL, &log) != 0 || log.n == 0)
         return fprintf(stderr, "bench_gpu: no usable query in %s\n", queries_path), 1;
     uint32_t max_k = 0, max_batch = 0;
     for (uint32_t i = 0; i < nks; i++) max_k = ks[i] > max_k ? ks[i] : max_k;
@@ -198,7 +256,7 @@ int main(int argc, char **argv) {
     go.streams = inflight;
     go.pruning = pruning;
     query_log train = {0};
-    if (train_path && (load_queries(ix, train_path, 65536, &train) != 0 || train.n == 0))
+    if (train_path && (load_queries(ix, train_path, 65536, NULL, &train) != 0 || train.n == 0))
         return fprintf(stderr, "bench_gpu: no usable training query in %s\n", train_path), 1;
     if (budget_mb > 0) { /* a pruned-prefix cache, trained on held-out queries or the log itself */
         go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
@@ -215,10 +273,10 @@ int main(int argc, char **argv) {
     const isn_index_info *info = isn_index_get_info(ix);
     printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
            "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
-           "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f}\n",
+           "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\"}\n",
            label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
            (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
-           h.terms_total, t_open, h.warmup_ms);
+           h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes, filter_text ? filter_text : "");
     fflush(stdout);
     isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
     /* requests: the log, or more of it over again for --min-batches */

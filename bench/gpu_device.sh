@@ -15,10 +15,16 @@
 #   bash bench/gpu_device.sh bound    the bound pass for top-10 and the like (groups of ranges in upper-bound
 #                                     counters, then an exact rescore; the default) against the short kernel's
 #                                     exact pass over every range (ISN_GPU_BOUND_PASS=0)
+#   bash bench/gpu_device.sh filter   that partition, OR, every query with the filter bucket=0 (an int attribute
+#                                     hashing the documents into 10 buckets: about 10% kept, issue 40) against
+#                                     the same queries without it, interleaved, REPEATS times each
+#                                     (ISN_GPU_FILTER_SAMPLING=0: filtered queries score every range in one round
+#                                     instead of sampling first; top-10 then takes the bound pass without a floor)
+#   bash bench/gpu_device.sh trees    test_gpu_trees alone (query trees and filtered bags of words on the GPU)
 #   bash bench/gpu_device.sh sort     the one-kernel final sort (the default) against CUB's segmented sort
 #                                     (ISN_GPU_SEGMENTED_SORT=1)
 # Binaries come from
-#   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/tests/test_gpu build-gpu/tests/test_gpu_backend \
+#   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/tests/test_gpu build-gpu/tests/test_gpu_backend build-gpu/tests/test_gpu_trees \
 #        build-gpu/bench/bench_gpu build-gpu/bin/isn-index
 # (BUILD= another folder with the same layout works too), indexes and query logs from .devdata/ (idx-cran,
 # idx-deb, *.queries.tsv), libcmocka from .devlibs/. JSON lines and a summary land in $OUT (or
@@ -88,10 +94,47 @@ compare_switch() {
   summary $labels
 }
 case "$STAGE" in
+filter)
+  ensure_synth
+  [ -f "$SYNTH/buckets.jsonl" ] || "$B/bench/bench_gpu" --index "$SYNTH" --write-buckets 10 | tee "$O/buckets.json"
+  labels=""
+  for rep in $(seq 1 ${REPEATS:-2}); do
+    for variant in plain filtered; do
+      extra=""; [ "$variant" = filtered ] && extra="--filter bucket=0"
+      run_bench synth20m-$variant$rep ${AB_LIMIT:-120} --index "$SYNTH" --queries "$SYNTH/queries.tsv" --ks ${KS:-10,1000} \
+        --batches ${BATCHES:-16,256} --max-queries 1024 --min-batches ${MIN_BATCHES:-4} --modes ${MODES:-or} --no-cpu-rate \
+        $extra ${EXTRA:-}
+      labels="$labels $O/synth20m-$variant$rep.json"
+    done
+  done
+  summary $labels
+  python3 - $labels <<'PY'
+import json, sys, collections
+rates = collections.defaultdict(list)  # (mode, k, batch, variant) -> qps of each repeat
+for f in sys.argv[1:]:
+    for line in open(f):
+        try: r = json.loads(line)
+        except Exception: continue
+        if r.get("bench") == "gpu":
+            variant = "filtered" if "filtered" in r["label"] else "plain"
+            rates[(r["mode"], r["k"], r["batch"], variant)].append(r["qps"])
+for (mode, k, batch, variant), qps in sorted(rates.items()):
+    if variant != "plain" or (mode, k, batch, "filtered") not in rates: continue
+    plain, filtered = max(qps), max(rates[(mode, k, batch, "filtered")])
+    print(f"filter bucket=0 {mode} k={k} b={batch}: plain {plain:.0f} q/s, filtered {filtered:.0f} q/s, "
+          f"filtered/plain {filtered / plain:.2f} (best of {len(qps)} each)")
+PY
+  ;;
+trees)
+  timeout 300 "$B/tests/test_gpu_trees" >"$O/test_gpu_trees.log" 2>&1; echo "test_gpu_trees rc=$?"
+  grep -E "^GPU|FAILED|PASSED|SKIPPED|ERROR|Error|error" "$O/test_gpu_trees.log" | head -40
+  ;;
 tests)
   timeout 60 "$B/tests/test_gpu" 2>&1 | grep -E "GPU|PASSED|FAILED|SKIP" | head -5
   timeout 400 "$B/tests/test_gpu_backend" >"$O/test_gpu_backend.log" 2>&1; echo "test_gpu_backend rc=$?"
   grep -E "^GPU|FAILED|PASSED|SKIPPED|ERROR|Error|error" "$O/test_gpu_backend.log" | head -40
+  timeout 300 "$B/tests/test_gpu_trees" >"$O/test_gpu_trees.log" 2>&1; echo "test_gpu_trees rc=$?"
+  grep -E "^GPU|FAILED|PASSED|SKIPPED|ERROR|Error|error" "$O/test_gpu_trees.log" | head -20
   ;;
 small)
   run_bench cran 100 --index "$D/idx-cran" --queries "$D/cranfield.queries.tsv" --ks 10,1000 --batches 1,16,256 \

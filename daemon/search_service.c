@@ -294,7 +294,7 @@ static int analyse(service_worker *worker, search_job *job) {
 static bool gpu_eligible(search_service *service, search_job *job) {
     const Isn__V1__SearchRequest *request = job->request;
     if (!service->gpu.num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
-        job->k > service->gpu_max_k || job->query.num_terms == 0 || job->query.structure)
+        job->k > service->gpu_max_k || job->query.num_terms == 0 || !isn_gpu_takes_query(&job->query, NULL))
         return false;
     if (!gpu_first_stage_enter(&service->gpu, job->generation)) return false;
     job->gpu_counted = true;

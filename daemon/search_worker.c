@@ -214,7 +214,9 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         if (tree) {
             isn_query_structure_describe(w->searcher, query, tree, 1024);
             debug.query_tree = tree;
-            debug.cpu_reason = "a query tree: the GPU backend answers bags of words only";
+            /* the GPU takes required, excluded and filtered trees; phrases and field: clauses need positions */
+            const char *why = NULL;
+            if (!isn_gpu_takes_query(query, &why)) debug.cpu_reason = (char *)why;
         }
         response.debug = &debug;
     }

@@ -11,6 +11,7 @@
 #include "gpu/gpu.h"
 #include "gpu/cpu_crew.h"
 #include "gpu/prefix_completion.h"
+#include "gpu/query_tree.h"
 
 #define MAX_STREAMS 8
 
@@ -24,8 +25,11 @@ typedef struct {
     uint64_t *postings_in_lists; /* batch query -> postings of its resident lists */
     uint32_t *cpu_tasks;         /* batch queries to complete, or requests to answer, on the CPU */
     uint64_t *task_postings;     /* what each completion scored */
+    gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
     gpu_query *queries;
     gpu_term *terms;
+    gpu_filter *filters;         /* the tree queries' filters, compiled (compile_filter) */
+    uint32_t *filter_values;     /* and their stored values */
     gpu_query_result *results;
     isn_hit *hits;
     gpu_batch batch;
@@ -57,11 +61,21 @@ struct isn_gpu_backend {
     uint64_t device_payload_bytes;
     isn_block_meta *device_blocks;
     uint32_t max_terms;     /* gpu_term entries per batch */
+    uint32_t max_filters, max_filter_values; /* gpu_filter entries and their values per batch */
+    /* the attribute columns (gpu_attribute), until the device has its copy; the descriptors stay */
+    uint32_t *attribute_words;
+    uint64_t num_attribute_words;
+    gpu_attribute attributes[ISN_MAX_ATTRIBUTES];
+    uint32_t num_attributes;
     double last_completion_ms; /* of the latest batch (0 before the first), for learn_pruning */
     bool last_completed_pruned; /* and whether it pruned */
     prune_learning prune[PRUNE_CLASSES]; /* AUTO pruning, by batch size (prune_class) */
     bool fault_armed;
     bool no_probe; /* options.and_by_ranges */
+    /* unpruned disjunctive queries with filters sample (gpu_query.sampled_floor) as those without a floor do;
+     * ISN_GPU_FILTER_SAMPLING=0: they score every range in one round instead (top-10 and the like then take
+     * the bound pass without a floor), to compare */
+    bool filter_sampling;
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];
 };
@@ -80,10 +94,13 @@ static const char *const fallback_text[ISN_GPU_FALLBACK_REASONS] = {
     "more terms than the device takes", "posting list not resident", "non-positive term weight",
     "batch term budget exhausted", "candidate overflow",   "device error",
     "the CPU's completion of resident prefixes failed",
+    "a phrase or a field: clause (the GPU holds no positions)",
+    "batch filter budget exhausted", "a filter on an attribute the GPU does not hold (values span over 32 bits)",
 };
 static const char *const fallback_label[ISN_GPU_FALLBACK_REASONS] = {
     "unhealthy", "empty_query", "k_above_max_k", "too_many_terms", "not_resident", "nonpositive_weight",
-    "term_budget", "candidate_overflow", "device_error", "completion_error",
+    "term_budget", "candidate_overflow", "device_error", "completion_error", "query_tree_positions",
+    "filter_budget", "attribute_not_resident",
 };
 
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason) {
@@ -242,7 +259,7 @@ fail:
 
 static void free_slot(stream_slot *s) {
     void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->cpu_tasks, s->task_postings,
-                       s->queries, s->terms, s->results, s->hits};
+                       s->trees, s->queries, s->terms, s->filters, s->filter_values, s->results, s->hits};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -252,13 +269,65 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
-    void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks};
+    void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks, b->attribute_words};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
 }
 
 static int warm_up(isn_gpu_backend *b, char *err, size_t err_len);
+
+/* The attribute columns for the device (gpu_attribute): each attribute's values bit-packed as offsets from its
+ * smallest (keyword ids as they are), in as few bits as its span needs, one column after the other, and a
+ * word of padding. An attribute whose span needs more than 32 bits is not resident (bits 0). 0, or -1 with
+ * err (out of memory). */
+static int build_attribute_columns(isn_gpu_backend *b, char *err, size_t err_len) {
+    const isn_index *ix = b->index;
+    const uint32_t docs = isn_index_get_info(ix)->num_docs;
+    b->num_attributes = isn_index_num_attributes(ix);
+    uint64_t words = 0;
+    for (uint32_t a = 0; a < b->num_attributes; a++) {
+        int64_t least = INT64_MAX, most = INT64_MIN;
+        for (uint32_t d = 0; d < docs; d++) {
+            int64_t v = isn_index_attribute_value(ix, a, d);
+            if (v == ISN_ATTRIBUTE_MISSING) continue;
+            least = v < least ? v : least;
+            most = v > most ? v : most;
+        }
+        gpu_attribute *column = &b->attributes[a];
+        memset(column, 0, sizeof *column);
+        column->base = least <= most ? least : 0;
+        /* stored = v - base + 1, at most span + 1 */
+        uint64_t top = least <= most ? (uint64_t)most - (uint64_t)least + 1u : 0u;
+        uint32_t bits = 1;
+        while (bits < 64 && (top >> bits)) bits++;
+        if (bits > 32) continue; /* not resident: its filters go to the CPU */
+        column->bits = bits;
+        column->first_word = words;
+        words += ((uint64_t)docs * bits + 31) / 32;
+    }
+    b->num_attribute_words = words + 1;
+    b->attribute_words = calloc(b->num_attribute_words, sizeof *b->attribute_words);
+    if (b->attribute_words == NULL) {
+        snprintf(err, err_len, "GPU backend: out of memory for %llu words of attribute columns",
+                 (unsigned long long)b->num_attribute_words);
+        return -1;
+    }
+    for (uint32_t a = 0; a < b->num_attributes; a++) {
+        const gpu_attribute *column = &b->attributes[a];
+        if (column->bits == 0) continue;
+        for (uint32_t d = 0; d < docs; d++) {
+            int64_t v = isn_index_attribute_value(ix, a, d);
+            uint64_t stored = v == ISN_ATTRIBUTE_MISSING ? 0u : (uint64_t)v - (uint64_t)column->base + 1u;
+            uint64_t bit = (uint64_t)d * column->bits;
+            uint32_t *at = b->attribute_words + column->first_word + (bit >> 5);
+            at[0] |= (uint32_t)(stored << (bit & 31));
+            if ((bit & 31) + column->bits > 32) at[1] |= (uint32_t)(stored >> (32 - (bit & 31)));
+        }
+    }
+    b->health.attribute_bytes = b->num_attribute_words * sizeof *b->attribute_words;
+    return 0;
+}
 
 isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *options, char *err, size_t err_len) {
     isn_gpu_options o;
@@ -322,8 +391,11 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->options = o;
     b->ops = ops;
     b->max_terms = o.max_batch * 16 > GPU_MAX_TERMS ? o.max_batch * 16 : GPU_MAX_TERMS;
+    b->max_filters = o.max_batch * 4 > ISN_MAX_QUERY_FILTERS ? o.max_batch * 4 : ISN_MAX_QUERY_FILTERS;
+    b->max_filter_values = o.max_batch * 16 > 65536 ? o.max_batch * 16 : 65536;
     b->health.healthy = true;
     b->no_probe = o.and_by_ranges;
+    b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -347,7 +419,11 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    b->health.bytes_resident = b->device_payload_bytes + fixed;
+    if (build_attribute_columns(b, err, err_len) != 0) {
+        isn_gpu_close(b);
+        return NULL;
+    }
+    b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
     if (b->term_max_part == NULL) {
         snprintf(err, err_len, "GPU backend: out of memory for %u term bounds", info->num_terms);
@@ -371,10 +447,13 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         s->task_postings = malloc(o.max_batch * sizeof *s->task_postings);
         s->queries = malloc(o.max_batch * sizeof *s->queries);
         s->terms = malloc(b->max_terms * sizeof *s->terms);
+        s->trees = malloc(o.max_batch * sizeof *s->trees);
+        s->filters = malloc(b->max_filters * sizeof *s->filters);
+        s->filter_values = malloc(b->max_filter_values * sizeof *s->filter_values);
         s->results = malloc(o.max_batch * sizeof *s->results);
         s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
         if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
-            !s->queries || !s->terms || !s->results || !s->hits) {
+            !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             isn_gpu_close(b);
             return NULL;
@@ -397,6 +476,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         .max_k = o.max_k,
         .max_candidates = o.max_candidates,
         .streams = o.streams,
+        .attribute_words = b->attribute_words,
+        .num_attribute_words = b->num_attribute_words,
+        .max_filters = b->max_filters,
+        .max_filter_values = b->max_filter_values,
     };
     b->device = ops->open(o.device, &up, err, err_len);
     if (b->device == NULL) {
@@ -406,8 +489,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     /* uploaded: the device holds its own copy */
     free(b->device_payload);
     free(b->device_blocks);
+    free(b->attribute_words);
     b->device_payload = NULL;
     b->device_blocks = NULL;
+    b->attribute_words = NULL;
     snprintf(b->health.device_name, sizeof b->health.device_name, "%s", ops->name(b->device));
     if (warm_up(b, err, err_len) != 0) {
         isn_gpu_close(b);
@@ -458,9 +543,29 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     return 0;
 }
 
+/* Why the device cannot answer this query tree exactly; NULL when it can (the tree then in *form). */
+static const char *tree_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs,
+                                gpu_tree_form *form) {
+    int why = gpu_tree_read(b->index, r->query, r->mode, num_docs, form);
+    if (why >= 0) return fallback_text[why];
+    if (form->empty) return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
+    if (r->k > b->options.max_k) return fallback_text[ISN_GPU_FALLBACK_K_ABOVE_MAX];
+    for (uint32_t t = 0; t < form->num_terms; t++) {
+        if (b->term_blocks[form->term_ids[t]] == 0) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
+        if (t + form->num_excluded < form->num_terms && !(form->weights[t] > 0.0f))
+            return fallback_text[ISN_GPU_FALLBACK_NONPOSITIVE_WEIGHT];
+    }
+    for (uint32_t f = 0; f < form->num_filters; f++)
+        if (form->filters[f].attribute >= b->num_attributes || b->attributes[form->filters[f].attribute].bits == 0)
+            return fallback_text[ISN_GPU_FALLBACK_ATTRIBUTE_NOT_RESIDENT];
+    return NULL;
+}
+
 /* Why the device cannot answer this request exactly; NULL when it can. */
-static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs) {
+static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs,
+                                  gpu_tree_form *form) {
     if (!b->health.healthy) return fallback_text[ISN_GPU_FALLBACK_UNHEALTHY];
+    if (r->query->structure) return tree_refusal(b, r, num_docs, form);
     if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0))
         return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
     if (r->k > b->options.max_k) return fallback_text[ISN_GPU_FALLBACK_K_ABOVE_MAX];
@@ -476,6 +581,61 @@ static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_reques
 
 /* Insertion sort by ascending max_score (queries have few terms; stable, so equal bounds keep the
  * query's order). */
+/* A value's stored form in a resident column (gpu_attribute): false when no document can hold it. */
+static bool stored_of(const gpu_attribute *column, int64_t v, uint32_t *stored) {
+    if (v == ISN_ATTRIBUTE_MISSING || v < column->base) return false;
+    const uint64_t off = (uint64_t)v - (uint64_t)column->base, top = (1ull << column->bits) - 2u;
+    if (off > top) return false;
+    *stored = (uint32_t)(off + 1u);
+    return true;
+}
+
+/* The tree's filter as the device tests it (gpu_filter) against its resident column: an equality with one
+ * value the column can hold, and every comparison, as a range of stored values; an equality with several, as
+ * the stored values it names (appended to values at *num_values); values no document holds are dropped, and
+ * a filter left with none holds nothing ([1, 0]). */
+static gpu_filter compile_filter(const gpu_attribute *column, const gpu_tree_filter *raw, const int64_t *raw_values,
+                                 uint32_t *values, uint32_t *num_values) {
+    gpu_filter f = {.first_word = column->first_word, .bits = column->bits, .negate = raw->negate, .least = 1, .most = 0};
+    const int64_t *want = raw_values + raw->first_value;
+    if (raw->op == ISN_FILTER_EQ) {
+        uint32_t kept = 0, first = *num_values, stored;
+        for (uint32_t i = 0; i < raw->num_values; i++)
+            if (stored_of(column, want[i], &stored)) values[first + kept++] = stored;
+        if (kept == 1) {
+            f.least = f.most = values[first];
+        } else if (kept > 1) {
+            f.first_value = first;
+            f.num_values = kept;
+            *num_values += kept;
+        }
+        return f;
+    }
+    /* the values v with least <= v <= most, in int64, then clipped to the column's span */
+    const int64_t v = want[0];
+    int64_t least = INT64_MIN, most = INT64_MAX;
+    switch (raw->op) {
+    case ISN_FILTER_GE: least = v; break;
+    case ISN_FILTER_GT:
+        if (v == INT64_MAX) return f;
+        least = v + 1;
+        break;
+    case ISN_FILTER_LE: most = v; break;
+    default:
+        if (v == INT64_MIN) return f;
+        most = v - 1;
+        break;
+    }
+    const uint64_t top = (1ull << column->bits) - 2u; /* the largest offset a stored value takes */
+    if (most < column->base) return f;
+    const uint64_t most_off = (uint64_t)most - (uint64_t)column->base;
+    const uint64_t least_off = least <= column->base ? 0u : (uint64_t)least - (uint64_t)column->base;
+    if (least_off > top || least_off > most_off) return f;
+    f.least = (uint32_t)(least_off + 1u);
+    f.most = (uint32_t)((most_off < top ? most_off : top) + 1u);
+    return f;
+}
+
 static void sort_by_bound(gpu_term *terms, uint32_t n) {
     for (uint32_t i = 1; i < n; i++) {
         gpu_term t = terms[i];
@@ -597,14 +757,14 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
     s->num_requests = n;
     s->submitted_at = now_ms();
     s->pruned = choose_pruning(b, n);
-    uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0;
+    uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0, nfilters = 0, nvalues = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
         isn_gpu_request *r = &requests[i];
         r->num_hits = 0;
         r->answered_by = ISN_GPU_ANSWERED_CPU;
         uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
-        r->fallback_reason = device_refusal(b, r, num_docs);
+        r->fallback_reason = device_refusal(b, r, num_docs, &s->trees[i]);
     }
     /* range-path queries first, then the probed conjunctive ones (device.h). Each query takes a segment
      * of the candidate pool (max_batch * max_candidates): max_candidates, or a probed query's driver
@@ -615,10 +775,21 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
         for (uint32_t i = 0; i < n; i++) {
             isn_gpu_request *r = &requests[i];
             if (r->fallback_reason != NULL) continue;
+            /* the query's terms as the device takes them: a bag of words's, or a tree's (required, optional,
+             * excluded; query_tree.c) */
+            const gpu_tree_form *tree = r->query->structure ? &s->trees[i] : NULL;
+            const uint32_t num_terms = tree ? tree->num_terms : r->query->num_terms;
+            /* a tree without excluded clauses whose positive clauses are all optional (OR) or all required is
+             * a bag of words with filters: the unfiltered query's paths, kernels and pruning (gpu_query);
+             * only the others need match counts (gpu_query.tree) */
+            const bool conjunctive = tree && tree->num_excluded == 0 && tree->num_required == num_terms;
+            const bool counts_matches = tree && tree->num_excluded + tree->num_required > 0 && !conjunctive;
+            const bool and_mode = tree ? conjunctive : r->mode == ISN_MODE_AND;
+            uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
             /* resident postings per term, and the coverage: below it every resident prefix is whole */
             uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs;
-            for (uint32_t t = 0; t < r->query->num_terms; t++) {
-                uint32_t id = r->query->terms[t].term_id;
+            for (uint32_t t = 0; t < num_terms; t++) {
+                uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
                 isn_index_term_stats(b->index, id, &st);
                 uint32_t df = st.df;
@@ -632,20 +803,26 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     driver = t;
                 }
             }
+            /* trees with match counts take the range passes (the counts live there) */
             if (path == GPU_PATH_RANGES)
-                s->path_of[i] = r->mode == ISN_MODE_AND && !b->no_probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
+                s->path_of[i] = and_mode && !b->no_probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
             int wanted = s->path_of[i];
             if (wanted != path) continue;
-            if (nterms + r->query->num_terms > b->max_terms) {
+            if (nterms + num_terms > b->max_terms) {
                 r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_TERM_BUDGET];
                 continue;
             }
-            uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
+            if (tree && (nfilters + tree->num_filters > b->max_filters ||
+                         nvalues + tree->num_values > b->max_filter_values)) {
+                r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_FILTER_BUDGET];
+                continue;
+            }
             gpu_query *q = &s->queries[nq];
+            memset(q, 0, sizeof *q);
             q->term_begin = nterms;
-            q->num_terms = r->query->num_terms;
+            q->num_terms = num_terms;
             q->k = r->k;
-            q->and_mode = r->mode == ISN_MODE_AND;
+            q->and_mode = and_mode;
             q->range_top = gpu_range_top(r->k, index_docs);
             q->hit_offset = hits;
             q->path = (uint32_t)path;
@@ -655,34 +832,52 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
             pool_offset += q->cand_cap;
+            if (counts_matches) {
+                q->tree = 1;
+                q->num_required = tree->num_required;
+                q->num_excluded = tree->num_excluded;
+            }
+            if (tree) {
+                q->filter_begin = nfilters;
+                q->num_filters = tree->num_filters;
+                for (uint32_t f = 0; f < tree->num_filters; f++)
+                    s->filters[nfilters + f] = compile_filter(&b->attributes[tree->filters[f].attribute],
+                                                              &tree->filters[f], tree->values, s->filter_values, &nvalues);
+                nfilters += tree->num_filters;
+            }
             float min_weight = INFINITY;
             double weight_sum = 0.0;
             uint64_t st_postings = 0;
-            bool own_stats = num_docs == index_docs;
-            for (uint32_t t = 0; t < r->query->num_terms; t++) {
-                const isn_query_term *qt = &r->query->terms[t];
+            bool own_stats = num_docs == index_docs && !tree;
+            for (uint32_t t = 0; t < num_terms; t++) {
+                const uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
-                isn_index_term_stats(b->index, qt->term_id, &st);
-                uint32_t resident = b->term_blocks[qt->term_id];
-                float weight = isn_bm25_idf(num_docs, qt->df) * (float)qt->count;
-                own_stats = own_stats && qt->df == st.df;
+                isn_index_term_stats(b->index, id, &st);
+                uint32_t resident = b->term_blocks[id];
+                float weight = tree ? tree->weights[t]
+                                    : isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
+                own_stats = own_stats && (tree || r->query->terms[t].df == st.df);
                 s->terms[nterms + t] = (gpu_term){
                     .first_block = (uint32_t)st.first_block,
                     .num_blocks = resident,
                     /* a cut list's resident blocks are all full */
                     .df = resident < st.num_blocks ? resident * ISN_BLOCK_SIZE : st.df,
                     .weight = weight,
-                    .max_score = weight * b->term_max_part[qt->term_id],
+                    .max_score = weight * b->term_max_part[id],
                 };
-                min_weight = weight < min_weight ? weight : min_weight;
-                weight_sum += weight;
+                if (weight > 0.0f) { /* an excluded term scores nothing */
+                    min_weight = weight < min_weight ? weight : min_weight;
+                    weight_sum += weight;
+                }
                 st_postings += s->terms[nterms + t].df;
             }
-            /* ranges: ascending bounds, so that a leading run can be non-essential (gpu_term.max_score) */
-            if (path == GPU_PATH_RANGES) sort_by_bound(s->terms + nterms, r->query->num_terms);
-            nterms += r->query->num_terms;
+            /* ranges: ascending bounds, so that a leading run can be non-essential (gpu_term.max_score); a
+             * tree with match counts keeps its roles' order (it does not prune) */
+            if (path == GPU_PATH_RANGES && !counts_matches) sort_by_bound(s->terms + nterms, num_terms);
+            nterms += num_terms;
             q->seed_key = 0;
             q->floor_key = 0;
+            /* the CPU's probe knows nothing of a tree's clauses and filters: no seed or floor from it */
             if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES) {
                 /* a hair below the probe's score, whatever order the probe summed in */
                 float seed = (float)(r->threshold * (1.0 - 1e-6));
@@ -691,12 +886,14 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             }
             /* unpruned disjunctive queries without the CPU's floor (its probe stops at k = 64) sample: the
              * sample's k-th best report is the other ranges' report floor (gpu_query.sampled_floor); with
-             * the probe's floor the sampling round costs more than it raises the floor */
-            q->sampled_floor = !s->pruned && r->mode == ISN_MODE_OR && path == GPU_PATH_RANGES && q->floor_key == 0;
+             * the probe's floor the sampling round costs more than it raises the floor. Trees with match counts
+             * score every range in one round. */
+            q->sampled_floor = !s->pruned && !and_mode && path == GPU_PATH_RANGES && q->floor_key == 0 && !counts_matches &&
+                               (b->filter_sampling || q->num_filters == 0);
             q->sample_stride =
-                s->pruned || q->sampled_floor ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
+                !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
             s->postings_in_lists[nq] = st_postings;
-            q->fixed_shift = b->options.double_accumulators
+            q->fixed_shift = b->options.double_accumulators || !(weight_sum > 0.0)
                                  ? 0
                                  : gpu_fixed_shift(min_weight, weight_sum, b->k1_plus_1, b->max_norm);
             hits += r->k;
@@ -705,10 +902,13 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
         if (path == GPU_PATH_RANGES) num_range = nq;
     }
     s->batch = (gpu_batch){.queries = s->queries, .num_queries = nq, .num_range_queries = num_range,
-                           .terms = s->terms, .num_terms = nterms, .total_hits = hits,
+                           .terms = s->terms, .num_terms = nterms, .filters = s->filters,
+                           .num_filters = nfilters, .filter_values = s->filter_values,
+                           .num_filter_values = nvalues, .total_hits = hits,
                            .total_candidates = (uint32_t)pool_offset, .results = s->results,
                            .hits = s->hits};
-    s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term);
+    s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
+                      nvalues * sizeof(uint32_t);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
         b->fault_armed = false;

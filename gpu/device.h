@@ -92,7 +92,50 @@ typedef struct {
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
      * the report then skips the many documents that cannot be answers, for the price of one compare. */
     uint32_t floor_key;
+    /* Filters (filter_begin, num_filters: the batch's gpu_filter array): every path tests them where a posting
+     * is added (and the probe where a driver document is taken), so a document that fails them is never
+     * scored, reported or counted toward a threshold; the block-max bounds stay bounds (a filter only removes
+     * documents). A bag of words with filters (the common query tree) keeps every other choice of the
+     * unfiltered query: accumulator, bound pass, sampling round, pruning, probing. */
+    uint32_t filter_begin, num_filters;
+    /* Nonzero: a query tree with required or excluded clauses (query_tree.c) in OR mode, and and_mode is 0. Its
+     * terms are the required ones first (num_required: every one must hold an admitted document), then the
+     * optional ones, then the excluded ones (num_excluded, weight 0: one of them in a document keeps it out).
+     * These take the wide accumulator with match counts, no pruning, no sampling round and no bound pass
+     * (gpu_tree_admits decides which scored slots count). A tree whose positive clauses are all required and
+     * that excludes nothing is a conjunctive query (and_mode) with its filters. */
+    uint32_t tree;
+    uint32_t num_required, num_excluded;
 } gpu_query;
+
+/* A filter clause as the device tests it (gpu_filter_passes), compiled by the backend from the CPU's
+ * (ranking/filters.c) against its attribute's resident column (gpu_attribute: first_word and bits copied, so
+ * that a test needs nothing else): the document's stored value (0 when it has none) holds when it lies in
+ * [least, most], or, with num_values, when it is one of the stored values first_value.. of the batch's filter
+ * values; a missing value holds nothing (least >= 1, stored values >= 1); negate keeps the documents where it
+ * does not hold. */
+typedef struct {
+    uint64_t first_word;
+    uint32_t bits;
+    uint32_t negate;
+    uint32_t least, most;
+    uint32_t first_value, num_values;
+} gpu_filter;
+
+/* A resident attribute column (gpu_column_stored): each document's value in `bits` bits (1..32) from bit 0
+ * of word first_word of the column words, a document's bits at doc * bits, stored = value - base + 1 and 0
+ * for a document without the attribute. bits 0: the attribute is not resident (its span needs more than 32
+ * bits); queries that filter on it are answered by the CPU. */
+typedef struct {
+    uint64_t first_word;
+    int64_t base;
+    uint32_t bits;
+    uint32_t pad;
+} gpu_attribute;
+
+/* The match-count byte of a tree query's slot (gpu_query.tree): required terms add one, an excluded term sets
+ * this bit (at most GPU_MAX_TERMS required terms, so the count never reaches it). */
+#define GPU_EXCLUDED_MARK 0x80u
 
 /* What the device returns, per query. */
 typedef struct {
@@ -118,6 +161,10 @@ typedef struct {
     uint32_t num_range_queries;
     const gpu_term *terms;
     uint32_t num_terms;
+    const gpu_filter *filters; /* of the queries with filters (gpu_query.filter_begin) */
+    uint32_t num_filters;
+    const uint32_t *filter_values; /* stored values (gpu_filter) */
+    uint32_t num_filter_values;
     uint32_t total_hits; /* sum of k */
     uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */
     /* out, valid after finish */
@@ -141,6 +188,10 @@ typedef struct {
     uint64_t num_blocks;
     uint32_t num_docs;
     uint32_t max_batch, max_terms, max_k, max_candidates, streams;
+    /* the attribute columns (gpu_attribute; the filters name theirs: gpu_filter), resident beside the postings */
+    const uint32_t *attribute_words;
+    uint64_t num_attribute_words; /* one more word past the last column: a value is read as two words */
+    uint32_t max_filters, max_filter_values; /* per batch */
 } gpu_upload;
 
 typedef struct gpu_device gpu_device;

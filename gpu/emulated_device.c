@@ -16,9 +16,10 @@
 #define EMULATED_SLOTS 64
 
 struct gpu_device {
-    gpu_upload upload; /* payload and blocks point at the copies below, as device memory would hold them */
+    gpu_upload upload; /* payload, blocks and attribute columns point at the copies below, as device memory would hold them */
     uint8_t *payload;
     isn_block_meta *blocks;
+    uint32_t *attribute_words;
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -42,7 +43,7 @@ struct gpu_device {
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
     void *buffers[] = {d->acc,        d->iacc,       d->matches, d->reports, d->report_keys,
-                       d->candidates, d->counts,     d->payload, d->blocks};
+                       d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(d);
@@ -56,8 +57,12 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     /* the device's own copy, as the CUDA device uploads one: the caller frees its buffers after open */
     d->payload = malloc(upload->payload_bytes ? upload->payload_bytes : 1);
     d->blocks = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->blocks);
-    if (d->payload == NULL || d->blocks == NULL) goto oom;
+    d->attribute_words = malloc((upload->num_attribute_words ? upload->num_attribute_words : 1) * sizeof(uint32_t));
+    if (d->payload == NULL || d->blocks == NULL || d->attribute_words == NULL) goto oom;
     memcpy(d->payload, upload->payload, upload->payload_bytes);
+    if (upload->num_attribute_words)
+        memcpy(d->attribute_words, upload->attribute_words, upload->num_attribute_words * sizeof(uint32_t));
+    d->upload.attribute_words = d->attribute_words;
     memcpy(d->blocks, upload->blocks, upload->num_blocks * sizeof *d->blocks);
     d->upload.payload = d->payload;
     d->upload.blocks = d->blocks;
@@ -105,19 +110,28 @@ static inline double slot_value(const gpu_device *d, const gpu_query *q, double 
     return q->fixed_shift ? (double)d->iacc[i] / scale : d->acc[i];
 }
 
-static void add_block(gpu_device *d, const gpu_query *q, const gpu_term *term, uint32_t k, uint32_t lo, uint32_t hi,
-                      double scale, uint64_t *scored) {
+/* Whether the query's filters (gpu_query.filter_begin) keep the document: the test every path makes where a
+ * posting is added or a driver document taken, as the kernels make it. */
+static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t doc) {
+    return q->num_filters == 0 ||
+           gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
+}
+
+/* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
+static void add_block(gpu_device *d, const gpu_batch *b, const gpu_query *q, const gpu_term *term, uint32_t k,
+                      uint32_t lo, uint32_t hi, double scale, uint32_t match, uint64_t *scored) {
     const gpu_upload *u = &d->upload;
     uint32_t docs[ISN_BLOCK_SIZE];
     float parts[ISN_BLOCK_SIZE];
     uint32_t n = decode_block(u, term, k, docs, parts);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t doc = docs[i];
-        if (doc < lo || doc >= hi) continue;
+        if (doc < lo || doc >= hi || !filters_keep(d, b, q, doc)) continue;
         float c = gpu_posting_contribution(term->weight, parts[i]);
         if (q->fixed_shift) d->iacc[doc - lo] += (uint64_t)llrint((double)c * scale);
         else d->acc[doc - lo] += (double)c;
-        d->matches[doc - lo]++;
+        if (match == 1) d->matches[doc - lo]++;
+        else if (match == 2) d->matches[doc - lo] |= GPU_EXCLUDED_MARK;
         (*scored)++;
     }
 }
@@ -136,10 +150,11 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
     uint32_t nt = q->num_terms, ne_end = 0;
     double total = 0.0, prefix = 0.0;
     uint64_t essential_items = 0;
+    if (q->tree) theta = 0; /* trees do not prune (gpu_query.tree) */
     for (uint32_t t = 0; t < nt; t++) {
         const isn_block_meta *blocks = u->blocks + terms[t].first_block;
         gpu_blocks_in_range(blocks, terms[t].num_blocks, lo, hi, &d->first[t], &d->end[t]);
-        if (q->and_mode && d->first[t] == d->end[t]) return UINT64_MAX;
+        if (gpu_term_match(q, t) == 1 && d->first[t] == d->end[t]) return UINT64_MAX; /* a required term is absent */
         float most = 0.0f;
         for (uint32_t k = d->first[t]; k < d->end[t]; k++) {
             float bound = terms[t].weight * blocks[k].max_tf_part;
@@ -202,7 +217,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                 res->blocks_skipped++;
                 continue;
             }
-            add_block(d, q, &terms[t], k, lo, hi, scale, &scored);
+            add_block(d, b, q, &terms[t], k, lo, hi, scale, gpu_term_match(q, t), &scored);
         }
     }
     if (ne_end > 0) {
@@ -232,7 +247,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                     res->blocks_skipped++;
                     continue;
                 }
-                add_block(d, q, &terms[t], k, lo, hi, scale, &scored);
+                add_block(d, b, q, &terms[t], k, lo, hi, scale, 0, &scored);
             }
         }
     }
@@ -241,6 +256,10 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
     if (q->and_mode)
         for (uint32_t i = 0; i < hi - lo; i++)
             if (d->matches[i] < nt) d->acc[i] = 0.0;
+    if (q->tree)
+        for (uint32_t i = 0; i < hi - lo; i++)
+            if (d->acc[i] > 0.0 && !gpu_tree_admits(q, d->matches[i]))
+                d->acc[i] = 0.0;
     return scored;
 }
 
@@ -375,7 +394,7 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
             for (uint32_t k = first; k < end; k++) {
                 const uint32_t n = decode_block(u, &terms[t], k, docs, parts);
                 for (uint32_t i = 0; i < n; i++) {
-                    if (docs[i] < lo || docs[i] >= hi) continue;
+                    if (docs[i] < lo || docs[i] >= hi || !filters_keep(d, b, q, docs[i])) continue;
                     /* the product of two floats is exact in double, so this is the device's rounded-up add */
                     d->counts[docs[i] - lo] +=
                         (uint32_t)ceil((double)gpu_posting_contribution(terms[t].weight, parts[i]) * (double)scale);
@@ -480,7 +499,7 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
         uint32_t n = decode_block(u, driver, db, docs, parts);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t doc = docs[i];
-            if (doc >= q->doc_limit) continue;
+            if (doc >= q->doc_limit || !filters_keep(d, b, q, doc)) continue;
             res->postings_scored++;
             double score = (double)gpu_posting_contribution(driver->weight, parts[i]);
             bool alive = true;

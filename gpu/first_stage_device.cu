@@ -65,6 +65,8 @@ struct stream_buffers {
     uint8_t *d_in, *d_zeroed;
     gpu_query *d_queries;
     gpu_term *d_terms;
+    gpu_filter *d_filters;      // the queries' filters and their stored values, after the variant list
+    uint32_t *d_filter_values;
     gpu_query_result *d_results; // followed by the hits: one region, one copy back
     isn_hit *d_hits;
     uint64_t *d_reports;
@@ -96,6 +98,7 @@ struct gpu_device {
     gpu_upload upload;
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
+    uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for the queries' filters
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
@@ -157,6 +160,7 @@ static void cuda_close(gpu_device *d) {
     }
     cudaFree(d->d_payload);
     cudaFree(d->d_blocks);
+    cudaFree(d->d_attribute_words);
     delete d;
 }
 
@@ -172,9 +176,12 @@ static size_t counts_bytes(uint32_t queries) {
     return kWorkCountBytes + cand_counts_bytes(queries) + (size_t)queries * sizeof(uint64_t);
 }
 
-// A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back.
+// A batch's queries, then its terms, then its variant list (range queries by report kernel), back to back;
+// then, each from an 8-byte boundary, its filters and their values (filters_offset).
+static size_t align8(size_t bytes) { return (bytes + 7) / 8 * 8; }
 static size_t stage_bytes(const gpu_upload *u) {
-    return u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t);
+    return align8(u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t)) +
+           align8(u->max_filters * sizeof(gpu_filter)) + u->max_filter_values * sizeof(uint32_t);
 }
 
 static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_len) {
@@ -226,14 +233,24 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
     CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
-    CHECK(cudaFuncSetAttribute(wide_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(wide_report_kernel_2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    CHECK(cudaFuncSetAttribute(compact_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)kCompactSharedBytes));
-    CHECK(cudaFuncSetAttribute(narrow_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)narrow_shared_bytes(5)));
-    CHECK(cudaFuncSetAttribute(short_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)narrow_shared_bytes(6)));
+    CHECK(cudaMalloc(&d->d_attribute_words, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t)));
+    if (u->num_attribute_words)
+        CHECK(cudaMemcpy(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t),
+                         cudaMemcpyHostToDevice));
+    for (int filtered = 0; filtered < 2; filtered++) {
+        CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_filtered : wide_report_kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+        CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_2_filtered : wide_report_kernel_2,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+        CHECK(cudaFuncSetAttribute(filtered ? compact_report_kernel_filtered : compact_report_kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kCompactSharedBytes));
+        CHECK(cudaFuncSetAttribute(filtered ? narrow_report_kernel_filtered : narrow_report_kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(5)));
+        CHECK(cudaFuncSetAttribute(filtered ? short_report_kernel_filtered : short_report_kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(6)));
+        CHECK(cudaFuncSetAttribute(filtered ? bound_report_kernel_filtered : bound_report_kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(6)));
+    }
     // the switches that exist to compare and measure (bench/gpu_device.sh)
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
     d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
@@ -249,8 +266,6 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->dense_report = gpu_env_number("ISN_GPU_DENSE_REPORT", 0, 0) == 1;
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
-    CHECK(cudaFuncSetAttribute(bound_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)narrow_shared_bytes(6)));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
@@ -333,6 +348,9 @@ static probe_args probe_args_of(const gpu_device *d, const stream_buffers *s, bo
     p.cand_count = s->d_cand_count + nr;
     p.retry = retry ? s->d_retry + nr : nullptr;
     p.theta_key = s->d_theta_key + nr;
+    p.attribute_words = d->d_attribute_words;
+    p.filters = s->d_filters;
+    p.filter_values = s->d_filter_values;
     return p;
 }
 
@@ -358,6 +376,9 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.dense_report = d->dense_report;
     a.dense_floor = d->dense_floor;
     a.crossing_log = d->crossing_log;
+    a.attribute_words = d->d_attribute_words;
+    a.filters = s->d_filters;
+    a.filter_values = s->d_filter_values;
     return a;
 }
 
@@ -392,7 +413,7 @@ static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t 
 // fixed-point units (one posting per list and document); the narrow layout's 32-bit counter needs that sum
 // below 2^32, the compact one's 16-bit high counter below 2^(kLow + 16); each with a factor 2 to spare.
 static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const gpu_term *terms) {
-    if (d->dense_report || q->and_mode || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
+    if (d->dense_report || q->and_mode || q->tree || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
         return kWideAcc;
     if (q->sample_stride > 1 && !q->sampled_floor) return kWideAcc; // its second round prunes
     double units = 0.0;
@@ -419,11 +440,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
     // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the
-    // compact ones, the wide ones
-    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKernels };
+    // compact ones, the wide ones; each first without filters, then with them (the _filtered kernels)
+    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKinds, kKernels = 2 * kKinds };
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
-    uint32_t kernel_count[kKernels] = {0, 0, 0, 0, 0};
+    uint32_t kernel_count[kKernels] = {0};
     for (uint32_t q = 0; q < nr; q++) {
         const gpu_query &query = batch->queries[q];
         const acc_kind kind = accumulator_kind(d, &query, batch->terms);
@@ -433,24 +454,30 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                            : query.range_top > kShortListTop ? kNarrowKernel
                            : bounds                              ? kBoundKernel
                                                                  : kShortKernel;
-        kernel_count[h_kernel[q] = (uint8_t)kernel]++;
+        // a kernel's queries lie together in the variant list: kind by kind, the unfiltered ones first
+        const int slot = 2 * kernel + (query.num_filters != 0);
+        kernel_count[h_kernel[q] = (uint8_t)slot]++;
     }
-    const uint32_t nbound = kernel_count[kBoundKernel], nshort = kernel_count[kShortKernel],
-                   nnarrow = kernel_count[kNarrowKernel], ncompact = kernel_count[kCompactKernel];
-    uint32_t kernel_at[kKernels];
-    kernel_at[kBoundKernel] = 0;
-    kernel_at[kShortKernel] = nbound;
-    kernel_at[kNarrowKernel] = nbound + nshort;
-    kernel_at[kCompactKernel] = nbound + nshort + nnarrow;
-    kernel_at[kWideKernel] = nbound + nshort + nnarrow + ncompact;
+    uint32_t kernel_at[kKernels], kernel_first[kKernels];
+    for (int k = 0, at = 0; k < kKernels; at += kernel_count[k], k++) kernel_first[k] = kernel_at[k] = at;
     for (uint32_t q = 0; q < nr; q++) h_variant[kernel_at[h_kernel[q]]++] = q;
+    // the queries' filters and values after the variant list (h_kernel, which lies there, is read above)
+    const size_t filters_at = align8(qbytes + tbytes + nr * sizeof(uint32_t));
+    const size_t fbytes = batch->num_filters * sizeof(gpu_filter);
+    const size_t values_at = align8(filters_at + fbytes);
+    const size_t vbytes = batch->num_filter_values * sizeof(uint32_t);
+    if (fbytes) memcpy(s->h_stage + filters_at, batch->filters, fbytes);
+    if (vbytes) memcpy(s->h_stage + values_at, batch->filter_values, vbytes);
+    const size_t in_bytes = fbytes || vbytes ? values_at + vbytes : qbytes + tbytes + nr * sizeof(uint32_t);
+    s->d_filters = reinterpret_cast<gpu_filter *>(s->d_in + filters_at);
+    s->d_filter_values = reinterpret_cast<uint32_t *>(s->d_in + values_at);
     // one copy in and one memset: a batch of 16 is short enough on the device that each operation of the
     // stream's sequence shows
     s->d_terms = reinterpret_cast<gpu_term *>(s->d_in + qbytes);
     s->d_hits = reinterpret_cast<isn_hit *>(reinterpret_cast<uint8_t *>(s->d_results) + results_bytes(nq));
     s->d_variant = reinterpret_cast<uint32_t *>(s->d_in + qbytes + tbytes);
     CHECK(cudaEventRecord(s->events[0], st));
-    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, qbytes + tbytes + nr * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, in_bytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
@@ -468,51 +495,51 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             if (round == 2 && max_stride == 1) break;
             const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
             a.round = round;
-            range_args bound_args = a, short_args = a, narrow_args = a, compact_args = a, wide_args = a;
-            bound_args.query_index = s->d_variant;
-            short_args.query_index = s->d_variant + nbound;
-            narrow_args.query_index = s->d_variant + nbound + nshort;
-            compact_args.query_index = s->d_variant + nbound + nshort + nnarrow;
-            wide_args.query_index = s->d_variant + nbound + nshort + nnarrow + ncompact;
-            if (nbound && round == 1) {
-                // a block's ranges are whole groups
-                const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
-                bound_args.ranges_per_block = ranges_per_block(d, groups, nbound, d->resident_short) * kBoundRanges;
-                const uint32_t gx = (ranges + bound_args.ranges_per_block - 1) / bound_args.ranges_per_block;
-                const dim3 grid = report_grid(d, gx, nbound, &bound_args);
-                bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(bound_args);
+            for (int slot = 0; slot < kKernels; slot++) {
+                const uint32_t count = kernel_count[slot];
+                const int kernel = slot / 2;
+                const bool filtered = slot % 2 != 0;
+                if (count == 0 || (kernel == kBoundKernel && round != 1)) continue;
+                range_args ka = a;
+                ka.query_index = s->d_variant + kernel_first[slot];
+                if (kernel == kBoundKernel) {
+                    // a block's ranges are whole groups
+                    const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
+                    ka.ranges_per_block = ranges_per_block(d, groups, count, d->resident_short) * kBoundRanges;
+                    const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
+                    const dim3 grid = report_grid(d, gx, count, &ka);
+                    if (filtered)
+                        bound_report_kernel_filtered<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
+                    else
+                        bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
+                    CHECK(cudaGetLastError());
+                    bound_select_kernel<<<count, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
+                        s->d_queries, s->d_terms, ka.query_index, s->d_reports, d->num_ranges, d->report_stride,
+                        s->d_preset_theta);
+                } else if (kernel == kShortKernel || kernel == kNarrowKernel) {
+                    const bool six = kernel == kShortKernel;
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, six ? d->resident_short : d->resident_narrow);
+                    const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
+                    const dim3 grid = report_grid(d, gx, count, &ka);
+                    void (*report)(range_args) = six ? (filtered ? short_report_kernel_filtered : short_report_kernel)
+                                                     : (filtered ? narrow_report_kernel_filtered : narrow_report_kernel);
+                    report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
+                } else if (kernel == kCompactKernel) {
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_compact);
+                    const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
+                    const dim3 grid = report_grid(d, gx, count, &ka);
+                    void (*report)(range_args) = filtered ? compact_report_kernel_filtered : compact_report_kernel;
+                    report<<<grid, kThreads, kCompactSharedBytes, st>>>(ka);
+                } else {
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_blocks);
+                    const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
+                    const dim3 grid = report_grid(d, gx, count, &ka);
+                    void (*report)(range_args) =
+                        d->report_blocks == 2 ? (filtered ? wide_report_kernel_2_filtered : wide_report_kernel_2)
+                                              : (filtered ? wide_report_kernel_filtered : wide_report_kernel);
+                    report<<<grid, kThreads, kSharedBytes, st>>>(ka);
+                }
                 CHECK(cudaGetLastError());
-                bound_select_kernel<<<nbound, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
-                    s->d_queries, s->d_terms, s->d_variant, s->d_reports, d->num_ranges, d->report_stride,
-                    s->d_preset_theta);
-            }
-            if (nshort) {
-                short_args.ranges_per_block = ranges_per_block(d, ranges, nshort, d->resident_short);
-                const uint32_t gx = (ranges + short_args.ranges_per_block - 1) / short_args.ranges_per_block;
-                const dim3 grid = report_grid(d, gx, nshort, &short_args);
-                short_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(short_args);
-            }
-            if (nnarrow) {
-                narrow_args.ranges_per_block = ranges_per_block(d, ranges, nnarrow, d->resident_narrow);
-                const uint32_t gx = (ranges + narrow_args.ranges_per_block - 1) / narrow_args.ranges_per_block;
-                const dim3 grid = report_grid(d, gx, nnarrow, &narrow_args);
-                narrow_report_kernel<<<grid, kThreads, narrow_shared_bytes(5), st>>>(narrow_args);
-            }
-            if (ncompact) {
-                compact_args.ranges_per_block = ranges_per_block(d, ranges, ncompact, d->resident_compact);
-                const uint32_t gx = (ranges + compact_args.ranges_per_block - 1) / compact_args.ranges_per_block;
-                const dim3 grid = report_grid(d, gx, ncompact, &compact_args);
-                compact_report_kernel<<<grid, kThreads, kCompactSharedBytes, st>>>(compact_args);
-            }
-            const uint32_t nwide = nr - nbound - nshort - nnarrow - ncompact;
-            if (nwide) {
-                wide_args.ranges_per_block = ranges_per_block(d, ranges, nwide, d->resident_blocks);
-                const uint32_t gx = (ranges + wide_args.ranges_per_block - 1) / wide_args.ranges_per_block;
-                const dim3 grid = report_grid(d, gx, nwide, &wide_args);
-                if (d->report_blocks == 2)
-                    wide_report_kernel_2<<<grid, kThreads, kSharedBytes, st>>>(wide_args);
-                else
-                    wide_report_kernel<<<grid, kThreads, kSharedBytes, st>>>(wide_args);
             }
             CHECK(cudaGetLastError());
             if (round == 1) {
@@ -556,7 +583,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaEventRecord(s->events[5], st));
     if (sort_and_copy_out(d, s, batch->total_candidates, err, err_len) != 0) return -1;
     CHECK(cudaEventRecord(s->events[7], st));
-    s->bytes_in = qbytes + tbytes + nr * sizeof(uint32_t);
+    s->bytes_in = in_bytes;
     s->bytes_out = results_bytes(nq) + (size_t)batch->total_hits * sizeof(isn_hit);
     return 0;
 }

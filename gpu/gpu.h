@@ -130,8 +130,18 @@ typedef enum {
     ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW,
     ISN_GPU_FALLBACK_DEVICE_ERROR,
     ISN_GPU_FALLBACK_COMPLETION_ERROR, /* the CPU's part of a partly resident query could not run */
+    ISN_GPU_FALLBACK_QUERY_TREE,       /* a phrase or a field: clause (positions are not resident) */
+    ISN_GPU_FALLBACK_FILTER_BUDGET,    /* the batch's room for filters and their values is taken */
+    ISN_GPU_FALLBACK_ATTRIBUTE_NOT_RESIDENT, /* a filter on an attribute whose values span more than 32 bits */
     ISN_GPU_FALLBACK_REASONS
 } isn_gpu_fallback_reason;
+
+/* Whether the device answers this query itself (where its lists are resident): a bag of words, or a query
+ * tree of whole-document terms, required (+term), optional and excluded (-term), with any filters (the
+ * attribute columns are resident beside the postings). Phrases and field: clauses read positions, which
+ * the device does not hold: false, *why (static text, when why is not NULL) saying so. The scheduler's
+ * routing asks this before it offers a query to the GPU. */
+bool isn_gpu_takes_query(const isn_query *query, const char **why);
 
 /* The reason's metric label ("candidate_overflow", ...). */
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason);
@@ -207,6 +217,7 @@ typedef struct {
     char device_name[256];
     uint64_t index_bytes;    /* postings (device layout) + block metadata of the whole partition */
     uint64_t bytes_resident; /* of those, on the device */
+    uint64_t attribute_bytes; /* the attribute columns (filters), resident too (not in index_bytes) */
     uint32_t terms_total;
     uint32_t terms_resident;   /* whole lists on the device */
     uint32_t terms_prefix;     /* lists whose leading blocks only are on the device */

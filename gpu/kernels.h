@@ -110,6 +110,10 @@ struct range_args {
     // blocks that run at once are the batch's queries over the same ranges, which read the blocks of the
     // lists they share while those are still in L2
     uint32_t query_major;
+    // the resident attribute columns and the batch's filters (gpu_query.filter_begin: filter_lane)
+    const uint32_t *attribute_words;
+    const gpu_filter *filters;
+    const uint32_t *filter_values;
 };
 
 struct probe_args {
@@ -123,6 +127,10 @@ struct probe_args {
     // a retry after an overflow: only the flagged queries, only documents with keys at most theta_key
     const uint32_t *retry;
     const uint64_t *theta_key;
+    // the driver's documents that fail the query's filters are dropped (range_args's)
+    const uint32_t *attribute_words;
+    const gpu_filter *filters;
+    const uint32_t *filter_values;
 };
 
 
@@ -161,13 +169,20 @@ static_assert((unsigned long long)acc_layout<kCompactAcc>::kMaxAdds * ((1ull << 
 
 // The kernels. The report pass has one per accumulator: wide (three blocks a multiprocessor, or two with
 // more registers each: ISN_GPU_REPORT_BLOCKS), compact (four), narrow (five) and narrow with short report
-// lists (six, kShortListTop).
+// lists (six, kShortListTop); and each again for the queries with filters (_filtered: they test each posting's
+// document, gpu_query.filter_begin), so that the unfiltered kernels' code and registers stay as they were.
 __global__ void wide_report_kernel(range_args a);
 __global__ void wide_report_kernel_2(range_args a);
 __global__ void compact_report_kernel(range_args a);
 __global__ void narrow_report_kernel(range_args a);
 __global__ void short_report_kernel(range_args a);
 __global__ void bound_report_kernel(range_args a);
+__global__ void wide_report_kernel_filtered(range_args a);
+__global__ void wide_report_kernel_2_filtered(range_args a);
+__global__ void compact_report_kernel_filtered(range_args a);
+__global__ void narrow_report_kernel_filtered(range_args a);
+__global__ void short_report_kernel_filtered(range_args a);
+__global__ void bound_report_kernel_filtered(range_args a);
 __global__ void rescore_kernel(range_args a);
 __global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
                                         uint32_t report_stride, uint32_t *prune);

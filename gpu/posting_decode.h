@@ -139,8 +139,60 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
  * fixed-point scores, one chunk of terms, short report lists and k at most max_k. The CUDA device also asks
  * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
 GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
-    return !q->and_mode && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
+    return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
            q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k;
+}
+
+/* ------------------------------------------------------------------ query trees and filters */
+
+/* What a tree query's term t does to a slot's match-count byte: 1 adds one (required; every term of an AND
+ * query), 2 sets GPU_EXCLUDED_MARK (excluded), 0 nothing (optional). */
+GPU_HD uint32_t gpu_term_match(const gpu_query *q, uint32_t t) {
+    if (q->and_mode) return 1u;
+    if (!q->tree) return 0u;
+    return t < q->num_required ? 1u : t + q->num_excluded >= q->num_terms ? 2u : 0u;
+}
+
+/* A document's stored value in a resident attribute column of `bits` bits a document starting at `column`
+ * (gpu_attribute): 0 when it has none. The second word is read only where the value straddles two (never for
+ * widths that divide 32). */
+GPU_HD uint32_t gpu_column_stored(const uint32_t *column, uint32_t bits, uint32_t doc) {
+    const uint64_t bit = (uint64_t)doc * bits;
+    const uint32_t *at = column + (bit >> 5);
+    const uint32_t shift = (uint32_t)(bit & 31u);
+    uint64_t pair = at[0];
+    if (shift + bits > 32u) pair |= (uint64_t)at[1] << 32;
+    const uint32_t mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
+    return (uint32_t)(pair >> shift) & mask;
+}
+
+/* Whether a document whose stored value is `stored` passes the filter (gpu_filter; values: the batch's). */
+GPU_HD bool gpu_filter_passes(const gpu_filter *f, const uint32_t *values, uint32_t stored) {
+    bool holds;
+    if (f->num_values == 0) {
+        holds = stored >= f->least && stored <= f->most;
+    } else {
+        holds = false;
+        for (uint32_t i = 0; i < f->num_values && !holds; i++) holds = values[f->first_value + i] == stored;
+    }
+    return holds != (f->negate != 0);
+}
+
+/* Whether the document passes every one of the filters (the CPU's ranking_filters_accept over the resident
+ * columns). */
+GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_filter *filters, uint32_t num_filters,
+                               const uint32_t *values, uint32_t doc) {
+    for (uint32_t f = 0; f < num_filters; f++)
+        if (!gpu_filter_passes(&filters[f], values,
+                               gpu_column_stored(words + filters[f].first_word, filters[f].bits, doc)))
+            return false;
+    return true;
+}
+
+/* Whether a scored slot of a tree query (gpu_query.tree) counts: every required term, no excluded one (its
+ * filters were tested where its postings were added). */
+GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches) {
+    return (matches & ~GPU_EXCLUDED_MARK) == q->num_required && !(matches & GPU_EXCLUDED_MARK);
 }
 
 /* The report floor (gpu_query.floor_key): a slot whose accumulated score is below this reaches no answer.

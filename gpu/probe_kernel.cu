@@ -28,6 +28,18 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             alive[j] = 4 * lane + j < n && docs[j] < query.doc_limit;
+        }
+        // a driver document its filters drop is never probed (gpu_query.filter_begin)
+        for (uint32_t f = 0; f < query.num_filters; f++) {
+            const gpu_filter filter = a.filters[query.filter_begin + f];
+            const uint32_t *column = a.attribute_words + filter.first_word;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (alive[j])
+                    alive[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
             score[j] = alive[j] ? (double)gpu_posting_contribution(driver.weight, parts[j]) : 0.0;
             scored += alive[j];
         }

@@ -220,19 +220,79 @@ __device__ __forceinline__ uint32_t decode_range_block(const range_args &a, cons
     term.weight = rt.weight;
     return warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
 }
-template <int C = kWideAcc, int kMarks = kMarksIfGiven>
+// Where the range passes test a query's filters (gpu_query.filter_begin): the kernels of unfiltered queries
+// never (their code stays as it was), those of filtered ones always, and the rescore pass, which serves both,
+// when the query has any.
+enum filter_test { kFilterNever, kFilterAlways, kFilterIfAny };
+
+template <int kFilter>
+__device__ __forceinline__ bool tests_filters(const gpu_query &query) {
+    return kFilter == kFilterAlways || (kFilter == kFilterIfAny && query.num_filters != 0);
+}
+
+// The lane's decoded documents that fail one of the query's filters are no longer valid: a filter and its
+// column are loaded once for the lane's four documents (the warp loads the same ones).
+__device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
+                                            bool valid[4]) {
+    for (uint32_t f = 0; f < query.num_filters; f++) {
+        const gpu_filter filter = a.filters[query.filter_begin + f];
+        const uint32_t *column = a.attribute_words + filter.first_word;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (valid[j])
+                valid[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
+    }
+}
+
+// Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)
+// and, with `filtered`, pass the query's filters (filter_lane), which are tested before the tf parts are
+// loaded: a lane whose four documents all fail them loads none (with a filter that keeps a tenth of the
+// documents, most lanes), and an invalid posting's part is left unset.
+__device__ __forceinline__ void decode_valid(const range_args &a, const gpu_query &query, const range_term &rt,
+                                             uint32_t b, uint32_t lo, uint32_t hi, bool filtered, uint32_t docs[4],
+                                             float parts[4], bool valid[4]) {
+    const uint32_t lane = threadIdx.x & 31u;
+    if (!filtered) {
+        const uint32_t n = decode_range_block(a, rt, b, docs, parts);
+#pragma unroll
+        for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+        return;
+    }
+    const isn_block_meta *blocks = a.blocks + rt.first_block;
+    const uint32_t n = gpu_block_count(rt.df, rt.num_blocks, b);
+    const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
+    const uint32_t base = block_base(blocks, b);
+    const uint32_t doc_bits = gpu_layout_doc_bits(word);
+    const uint8_t *in = a.payload + gpu_layout_offset(word);
+    uint32_t offsets[4];
+    lane_fields(in, doc_bits, n, lane, offsets);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        docs[j] = gpu_layout_doc_of(base, offsets[j]);
+        valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    }
+    filter_lane(a, query, docs, valid);
+    if (valid[0] || valid[1] || valid[2] || valid[3]) {
+        const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
+        const float4 lane_parts = __ldg(lane_at);
+        parts[0] = lane_parts.x;
+        parts[1] = lane_parts.y;
+        parts[2] = lane_parts.z;
+        parts[3] = lane_parts.w;
+    }
+}
+
+template <int C = kWideAcc, int kMarks = kMarksIfGiven, int kFilter = kFilterNever>
 __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_query &query, const range_term &rt,
                                               uint32_t b, uint32_t lo, uint32_t hi, double scale, double *acc,
                                               uint8_t *matches, uint32_t *touched,
-                                              crossing_log crossings = crossing_log{}) {
-    const uint32_t lane = threadIdx.x & 31u;
+                                              crossing_log crossings = crossing_log{}, uint32_t match = 0) {
     const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
-    const uint32_t n = decode_range_block(a, rt, b, docs, parts);
     bool valid[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+    // a document the filters drop is never added: no score, no mark, no match count
+    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid);
     constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
     // narrow counters: c * 2^shift is a whole number below 2^31 (accumulator_kind), exact in float too
@@ -259,8 +319,11 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
             }
             bits |= 1u << (slot & 31u);
         }
-        if (!kNarrowed && query.and_mode)
+        // match (gpu_term_match): 1 counts a required term (every term of an AND query), 2 marks an excluded one
+        if (!kNarrowed && match == 1)
             atomicAdd(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), 1u << (8u * (slot & 3u)));
+        else if (!kNarrowed && match == 2)
+            atomicOr(reinterpret_cast<uint32_t *>(matches) + (slot >> 2), GPU_EXCLUDED_MARK << (8u * (slot & 3u)));
         scored++;
     }
     if (kMarks != kMarksNever && kMarks != kMarksCrossings && bits) atomicOr(&touched[word], bits);

@@ -24,7 +24,7 @@ __device__ __forceinline__ void block_cells(const range_args &a, const range_sha
 // terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
 // marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
 // was skipped (acc untouched); all threads agree.
-template <int C = kWideAcc>
+template <int C = kWideAcc, int kFilter = kFilterNever>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
                             range_shared &s, span_prefetch &pf) {
@@ -34,8 +34,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     uint32_t scored = 0;
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    // pruning needs every term's range maximum at once: one chunk of terms
-    const uint32_t prune = nt <= GPU_MAX_TERMS ? theta : 0u;
+    // pruning needs every term's range maximum at once: one chunk of terms; trees do not prune (gpu_query.tree)
+    const uint32_t prune = nt <= GPU_MAX_TERMS && !query.tree ? theta : 0u;
     for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
         const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
         // block spans of this chunk's terms, one warp per term
@@ -73,10 +73,10 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         double total = 0.0, prefix = 0.0;
         if (lanes_hold_terms && !prune) {
             items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
-            and_missing = __any_sync(0xFFFFFFFFu, query.and_mode && lane < cn && lane_count == 0);
+            and_missing = __any_sync(0xFFFFFFFFu, lane < cn && lane_count == 0 && gpu_term_match(&query, c0 + lane) == 1);
         } else {
             for (uint32_t t = 0; t < cn; t++) {
-                and_missing = and_missing || (query.and_mode && s.span_count[0][t] == 0);
+                and_missing = and_missing || (s.span_count[0][t] == 0 && gpu_term_match(&query, c0 + t) == 1);
                 items += s.span_count[0][t];
                 total += s.range_max[t];
             }
@@ -93,7 +93,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // a disjunctive range is skipped only when no chunk has postings in it (decided below); AND, or
         // pruned: one chunk only, acc untouched
         // (a barrier before leaving: the caller's next range writes the spans this summary just read)
-        if ((query.and_mode && (and_missing || items == 0)) ||
+        if (((query.and_mode || query.tree) && (and_missing || items == 0)) ||
             (prune && (essential_items == 0 || gpu_bound_below(total, prune)))) {
             __syncthreads();
             return false;
@@ -139,7 +139,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
             if (touched == nullptr) // all of it: a fixed-point range's counters lie in both halves
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 2; i += kThreads) acc2[i] = make_double2(0.0, 0.0);
-            if (query.and_mode)
+            if (query.and_mode || query.tree)
                 for (uint32_t i = tid; i < GPU_RANGE_DOCS / 4; i += kThreads) reinterpret_cast<uint32_t *>(matches)[i] = 0;
             zeroed = true;
             if (touched == nullptr || query.and_mode) __syncthreads(); // a disjunctive range's acc is zero already
@@ -167,7 +167,8 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     continue;
                 }
             }
-            scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, matches, touched);
+            scored += add_block<C, kMarksIfGiven, kFilter>(a, query, term, b, lo, hi, scale, acc, matches, touched,
+                                                           crossing_log{}, gpu_term_match(&query, c0 + t));
         }
         if (ne_end > 0) {
             __syncthreads(); // every essential block is in
@@ -207,7 +208,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                     skipped++;
                     continue;
                 }
-                scored += add_block<C>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
+                scored += add_block<C, kMarksIfGiven, kFilter>(a, query, term, b, lo, hi, scale, acc, nullptr, touched);
             }
         }
         if (lane == 0 && skipped) atomicAdd(&s.skipped, skipped);
@@ -220,6 +221,12 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     if (query.and_mode) {
         for (uint32_t i = tid; i < hi - lo; i += kThreads)
             if (matches[i] < nt) acc_clear<C>(acc, i, query.fixed_shift != 0);
+        __syncthreads();
+    } else if (query.tree) {
+        // the slots that miss a required term or hold an excluded one are no answers (the filters dropped
+        // their documents' postings)
+        for (uint32_t i = tid; i < hi - lo; i += kThreads)
+            if (!gpu_tree_admits(&query, matches[i])) acc_clear<C>(acc, i, query.fixed_shift != 0);
         __syncthreads();
     }
     return true;
@@ -532,16 +539,19 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
 // posting adds ceil(c * scale) (rounded up twice: the product, then to a whole unit), so a count is at least
 // its document's score times the scale and less than that plus one a term.
 // The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does.
-__device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const range_term &rt, uint32_t b, uint32_t lo,
-                                                     uint32_t hi, float scale, double *acc, crossing_log crossings) {
-    const uint32_t lane = threadIdx.x & 31u;
+template <int kFilter>
+__device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const gpu_query &query, const range_term &rt,
+                                                     uint32_t b, uint32_t lo, uint32_t hi, float scale, double *acc,
+                                                     crossing_log crossings) {
     const float weight = rt.weight;
     uint32_t docs[4], scored = 0;
     float parts[4];
-    const uint32_t n = decode_range_block(a, rt, b, docs, parts);
+    bool valid[4];
+    // a dropped document counts nothing
+    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        if (!(4 * lane + j < n && docs[j] >= lo && docs[j] < hi)) continue;
+        if (!valid[j]) continue;
         const float c = gpu_posting_contribution(weight, parts[j]);
         const uint32_t slot = docs[j] - lo, shift = bound_shift(slot);
         const uint32_t add = __float2uint_ru(__fmul_ru(c, scale));
@@ -611,7 +621,7 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
 // those with the fewest blocks to score. kDense: a narrow query with a report floor (report_crossed). kBounds:
 // the bound pass (kernels.h): a step covers the group of ranges v, v + 1, ... (v a multiple of kBoundRanges),
 // reported into range v.
-template <int C, bool kDense, uint32_t kListTop, bool kBounds = false>
+template <int C, bool kDense, uint32_t kListTop, bool kBounds = false, int kFilter = kFilterNever>
 __device__ void report_unpruned(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc, uint32_t *touched,
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
@@ -685,9 +695,10 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 while (rem >= count[t]) rem -= count[t++];
             }
             if constexpr (kBounds)
-                scored += add_block_bounds(a, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc, crossings);
+                scored += add_block_bounds<kFilter>(a, query, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc,
+                                                    crossings);
             else
-                scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways>(
+                scored += add_block<C, kDense ? kMarksCrossings : kMarksAlways, kFilter>(
                     a, query, s.terms[t], first[t] + rem, lo, hi, scale, acc, nullptr, touched, crossings);
         }
         // the next range's spans, into the other buffers
@@ -751,7 +762,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h).
-template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline__ void report_pass(range_args a) {
+template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever>
+__device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
     __shared__ range_shared s;
@@ -759,8 +771,10 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
     const uint32_t q = a.query_index ? a.query_index[qi] : qi;
     const gpu_query query = a.queries[q];
     // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
-    if (C != kWideAcc && (query.and_mode || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
+    if (C != kWideAcc && (query.and_mode || query.tree || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
         __trap();
+    // a query with filters in a kernel that does not test them would get documents they drop (cuda_launch)
+    if (kFilter == kFilterNever && query.num_filters != 0) __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
@@ -777,17 +791,20 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         if constexpr (C == kNarrowAcc && kBounds) {
-            report_unpruned<C, true, kListTop, true>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                              inv_scale, s);
             return;
         }
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
-            report_unpruned<C, true, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, true, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                               inv_scale, s);
         else
-            report_unpruned<C, false, kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+            report_unpruned<C, false, kListTop, false, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                                inv_scale, s);
         return;
     }
-    uint32_t *touched = a.dense_report || query.and_mode
+    uint32_t *touched = a.dense_report || query.and_mode || query.tree
                             ? nullptr
                             : reinterpret_cast<uint32_t *>(aux + (C != kWideAcc ? kCompactTouchedOffset : kTouchedOffset));
     if (touched != nullptr) zero_accumulator<C>(acc, touched); // the first range's span barrier orders it
@@ -807,7 +824,7 @@ template <int kMinBlocks, int C, bool kBounds = false> __device__ __forceinline_
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range<C>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
+        if (lo >= hi || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
@@ -847,7 +864,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         if (lo >= hi) __trap(); // the collection lists ranges with documents only (bound_select_kernel too)
         const uint64_t theta_key = a.theta_key[q];
         uint32_t *touched =
-            a.dense_report || query.and_mode ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
+            a.dense_report || query.and_mode || query.tree ? nullptr : reinterpret_cast<uint32_t *>(aux + kTouchedOffset);
         __syncthreads();
         if (touched != nullptr && dirty) {
             zero_accumulator(acc, touched);
@@ -855,7 +872,9 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         }
         dirty = touched == nullptr;
         span_prefetch pf;
-        if (!score_range(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched, s, pf)) continue;
+        if (!score_range<kWideAcc, kFilterIfAny>(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched,
+                                                 s, pf))
+            continue;
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
@@ -899,5 +918,24 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
 // the bound pass (kernels.h): six blocks a multiprocessor, as the short kernel, with its short report lists
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<6, kNarrowAcc, true>(a); }
+// and for the queries with filters (kernels.h)
+__global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_filtered(range_args a) {
+    report_pass<3, kWideAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2_filtered(range_args a) {
+    report_pass<2, kWideAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 4) compact_report_kernel_filtered(range_args a) {
+    report_pass<4, kCompactAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_filtered(range_args a) {
+    report_pass<5, kNarrowAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) short_report_kernel_filtered(range_args a) {
+    report_pass<6, kNarrowAcc, false, kFilterAlways>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_filtered(range_args a) {
+    report_pass<6, kNarrowAcc, true, kFilterAlways>(a);
+}
 
 } // namespace first_stage

@@ -1,8 +1,9 @@
-/* Query trees on a node with a GPU first stage: the GPU backend answers bags of words only, so the
- * scheduler routes every query tree (phrases, required, excluded, field: clauses) to the CPU even when
- * it sends everything it can to the GPU (gpu.route_all), and the answers equal the offline engine's;
- * bags of words keep going to the GPU. Runs on the emulated device here; ISN_TEST_REAL_GPU=1 runs it on
- * the machine's GPU (skipping, and saying so, where there is none). */
+/* Query trees on a node with a GPU first stage (gpu.route_all: everything the GPU can take goes there):
+ * required and excluded terms are answered by the GPU itself, phrases and field: clauses (which read
+ * positions, not resident on the GPU) are routed to the CPU, bags of words
+ * keep going to the GPU, and every answer equals the offline engine's. (Filters on the GPU are checked
+ * by tests/unit/test_gpu_trees.c: this harness's index has no attributes.) Runs on the emulated device
+ * here; ISN_TEST_REAL_GPU=1 runs it on the machine's GPU (skipping, and saying so, where there is none). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,10 +22,13 @@ static isn_searcher *offline;
 static isn_grpc_client *client;
 static bool real_gpu;
 
+/* need positions: the CPU */
 static const char *const TREES[] = {
-    "\"wind tunnel\"", "+wind -tunnel flow", "title:search engine", "+title:\"wind tunnel\" body:pressure",
+    "\"wind tunnel\"", "title:search engine", "+title:\"wind tunnel\" body:pressure",
     "heat transfer -\"boundary layer\"",
 };
+/* whole-document terms, required, optional and excluded: the GPU */
+static const char *const GPU_TREES[] = {"+wind -tunnel flow", "+heat transfer", "pressure -wind -flow", "+boundary +layer heat"};
 static const char *const BAGS[] = {"wind tunnel", "search engine ranking", "boundary layer pressure heat transfer"};
 
 /* The reply equals the offline engine's hits; returns the device that answered. */
@@ -52,13 +56,19 @@ static const char *same_as_offline(const char *text, char *device, size_t device
     return device;
 }
 
-static void test_trees_run_on_the_cpu(void **state) {
+static void test_trees_routed_by_positions(void **state) {
     (void)state;
     char device[32];
     for (size_t round = 0; round < 3; round++)
-        for (size_t i = 0; i < sizeof TREES / sizeof *TREES; i++)
+        for (size_t i = 0; i < sizeof TREES / sizeof *TREES; i++) {
             if (strcmp(same_as_offline(TREES[i], device, sizeof device), "cpu") != 0)
-                fail_msg("'%s' was answered by %s; the GPU backend takes no query trees", TREES[i], device);
+                fail_msg("'%s' was answered by %s; the GPU holds no positions", TREES[i], device);
+        }
+    /* required and excluded terms: the GPU itself, every time */
+    for (size_t round = 0; round < 3; round++)
+        for (size_t i = 0; i < sizeof GPU_TREES / sizeof *GPU_TREES; i++)
+            if (strncmp(same_as_offline(GPU_TREES[i], device, sizeof device), "gpu", 3) != 0)
+                fail_msg("'%s' was answered by %s, not the GPU", GPU_TREES[i], device);
     /* the routing still sends bags of words to the GPU */
     uint32_t on_gpu = 0;
     for (size_t i = 0; i < sizeof BAGS / sizeof *BAGS; i++)
@@ -91,7 +101,7 @@ int main(void) {
             return 0;
         }
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_trees_run_on_the_cpu)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_trees_routed_by_positions)};
     return cmocka_run_group_tests_name(real_gpu ? "isnd_gpu_query_tree (GPU)" : "isnd_gpu_query_tree (emulated)", tests,
                                        setup, teardown);
 }

@@ -1,0 +1,355 @@
+/* Query trees on the GPU first stage: required (+term), optional and excluded (-term) whole-document
+ * terms and filters on document attributes (a keyword and an int, some documents without them), OR and
+ * AND, k 10 and 1,000, on a collection of several doc-id ranges, against the CPU's exhaustive
+ * evaluation of the same tree (isn_search with the or / and algorithm): the same documents and the same
+ * scores bit for bit, every query answered by the device itself. Filters and clauses must change the
+ * answers of most queries (checked), so a device that ignored them fails. Bags of words with filters (the
+ * common tree) run on the unfiltered query's fast path, checked the same way on each of its passes: k 10
+ * (a sampling round, then the other ranges at its floor; pruned: at its threshold), k 32 (the bound pass
+ * and its rescore), k 1,000 (narrow or compact counters in one round), AND by probing and by ranges.
+ * Phrases and field: clauses are refused by isn_gpu_takes_query and answered by the CPU. Runs on the
+ * emulated device; the same checks run on a real GPU when there is one (skipped, and saying so, where
+ * there is none). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu/gpu.h"
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "tests/support/random.h"
+
+#define NUM_DOCS 120000u /* 15 ranges of 8,192 documents: enough that top-10 samples a share of them first */
+#define VOCAB 400u
+#define NUM_QUERIES 160u
+#define MAX_K 1000u
+
+static char dir[64];
+static isn_index *ix;
+static isn_searcher *searcher;
+static const char *const sections[] = {"admin", "devel", "games", "libs", "net", "python", "science", "sound", "web", "x11"};
+
+static uint32_t skewed_word(void) {
+    double u = support_rng_unit();
+    return (uint32_t)(u * u * u * VOCAB);
+}
+
+static int setup(void **state) {
+    (void)state;
+    support_rng_seed(40);
+    snprintf(dir, sizeof dir, "/tmp/isn-test-gpu-trees-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    char input[128], out[160];
+    snprintf(input, sizeof input, "%s/docs.jsonl", dir);
+    snprintf(out, sizeof out, "%s/index", dir);
+    FILE *f = fopen(input, "w");
+    if (!f) return -1;
+    for (uint32_t d = 0; d < NUM_DOCS; d++) {
+        fprintf(f, "{\"id\": \"d%06u\", \"body\": \"", d);
+        uint32_t len = 3 + support_rng_below(60);
+        for (uint32_t i = 0; i < len; i++) fprintf(f, "%sw%u", i ? " " : "", skewed_word());
+        fprintf(f, "\"");
+        if (support_rng_below(12)) fprintf(f, ", \"section\": \"%s\"", sections[support_rng_below(10)]);
+        if (support_rng_below(9)) fprintf(f, ", \"year\": %u", 1990 + support_rng_below(36));
+        fprintf(f, "}\n");
+    }
+    fclose(f);
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.progress = false;
+    options.num_attributes = 2;
+    options.attributes[0] = (isn_attribute_spec){.name = "section", .kind = ISN_ATTRIBUTE_KEYWORD};
+    options.attributes[1] = (isn_attribute_spec){.name = "year", .kind = ISN_ATTRIBUTE_INT};
+    isn_build_summary summary;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_build_from_file(input, out, &options, &summary, err, sizeof err) != 0) {
+        fprintf(stderr, "build: %s\n", err);
+        return -1;
+    }
+    ix = isn_index_open(out, err, sizeof err);
+    if (!ix) {
+        fprintf(stderr, "open: %s\n", err);
+        return -1;
+    }
+    searcher = isn_searcher_new(ix);
+    return searcher ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    isn_searcher_free(searcher);
+    isn_index_close(ix);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* One random query: text with +, - and plain words, and 0..2 filters; `text`, `filter_text` and the
+ * specs are the caller's. Every query here has a clause or a filter that restricts it. */
+typedef struct {
+    char text[256];
+    char filter_text[2][96]; /* cut in place by isn_filter_parse */
+    char filter_said[2][96];
+    isn_filter_spec filters[2];
+    const char *values[2][8];
+    uint32_t num_filters;
+} random_query;
+
+/* filters_only: a bag of words with one or two filters (no + or -). */
+static void random_query_make(random_query *q, bool filters_only) {
+    size_t at = 0;
+    uint32_t words = 1 + support_rng_below(4);
+    bool restricted = false;
+    for (uint32_t i = 0; i < words; i++) {
+        uint32_t kind = filters_only ? 2 : support_rng_below(6); /* 0: required, 1: excluded, else optional */
+        const char *op = kind == 0 ? "+" : kind == 1 ? "-" : "";
+        restricted |= kind <= 1;
+        at += (size_t)snprintf(q->text + at, sizeof q->text - at, "%s%sw%u", i ? " " : "", op, skewed_word());
+    }
+    q->num_filters = filters_only ? 1 + support_rng_below(2) : support_rng_below(3);
+    if (!restricted && q->num_filters == 0) q->num_filters = 1;
+    for (uint32_t f = 0; f < q->num_filters; f++) {
+        char *t = q->filter_text[f];
+        switch (support_rng_below(5)) {
+        case 0: snprintf(t, 96, "section=%s", sections[support_rng_below(10)]); break;
+        case 1: snprintf(t, 96, "section!=%s", sections[support_rng_below(10)]); break;
+        case 2: { /* distinct values: ranking/ repeats the documents of a repeated value (reported) */
+            uint32_t first = support_rng_below(10), second = (first + 1 + support_rng_below(9)) % 10;
+            snprintf(t, 96, "section in {%s, %s, nosuch}", sections[first], sections[second]);
+            break;
+        }
+        case 3: snprintf(t, 96, "year>=%u", 1990 + support_rng_below(36)); break;
+        default: snprintf(t, 96, "year<%u", 1990 + support_rng_below(36)); break;
+        }
+        memcpy(q->filter_said[f], t, sizeof q->filter_said[f]);
+        assert_int_equal(isn_filter_parse(t, &q->filters[f], q->values[f], 8), 0);
+    }
+}
+
+static bool have_gpu(void) {
+    char err[256];
+    if (isn_gpu_device_count(err, sizeof err) > 0) return true;
+    printf("real-GPU checks skipped: no GPU (%s backend: %s)\n", isn_gpu_backend_name(), err);
+    return false;
+}
+
+static const bool EMULATED = true, REAL_GPU = false;
+
+/* The queries' trees (copied out of the searcher), the CPU's exhaustive answers and the device's. */
+typedef struct {
+    isn_query queries[NUM_QUERIES];
+    isn_query_term terms[NUM_QUERIES][8];
+    uint8_t trees[NUM_QUERIES][4096];
+    isn_gpu_request requests[NUM_QUERIES];
+    isn_hit hits[NUM_QUERIES][MAX_K], expected[NUM_QUERIES][MAX_K], unrestricted[MAX_K];
+    uint32_t expected_n[NUM_QUERIES];
+    char texts[NUM_QUERIES][256];
+} tree_batch;
+
+/* How a batch runs on the device (check_trees). */
+typedef struct {
+    bool emulate, filters_only, and_by_ranges;
+    isn_mode mode;
+    uint32_t k;
+    int pruning;
+} tree_run;
+
+/* The run's NUM_QUERIES random trees on the device against the CPU's exhaustive answers; *st: the first
+ * batch's statistics. */
+static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
+    static tree_batch tb;
+    char err[ISN_ERR_LEN];
+    uint32_t changed = 0;
+    const bool emulate = run->emulate;
+    const isn_mode mode = run->mode;
+    const uint32_t k = run->k;
+    for (uint32_t q = 0; q < NUM_QUERIES; q++) {
+        random_query rq;
+        random_query_make(&rq, run->filters_only);
+        isn_query parsed;
+        if (isn_query_parse_syntax(searcher, rq.text, strlen(rq.text), rq.filters, rq.num_filters, &parsed, err,
+                                   sizeof err) != 0)
+            fail_msg("'%s': %s", rq.text, err);
+        assert_non_null(parsed.structure);
+        assert_true(isn_gpu_takes_query(&parsed, NULL));
+        assert_true(parsed.num_terms <= 8);
+        size_t bytes = isn_query_structure_bytes(parsed.structure);
+        assert_true(bytes <= sizeof tb.trees[q]);
+        isn_query_structure_copy(tb.trees[q], parsed.structure);
+        tb.queries[q] = parsed;
+        memcpy(tb.terms[q], parsed.terms, parsed.num_terms * sizeof *parsed.terms);
+        tb.queries[q].terms = tb.terms[q];
+        tb.queries[q].structure = (const isn_query_structure *)(const void *)tb.trees[q];
+        snprintf(tb.texts[q], sizeof tb.texts[q], "%s", rq.text);
+        for (uint32_t f = 0; f < rq.num_filters; f++)
+            snprintf(tb.texts[q] + strlen(tb.texts[q]), sizeof tb.texts[q] - strlen(tb.texts[q]), " [%s]",
+                     rq.filter_said[f]);
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.mode = mode;
+        so.algo = mode == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR; /* exhaustive: the reference */
+        so.k = k;
+        assert_int_equal(isn_search(searcher, &tb.queries[q], &so, tb.expected[q], &tb.expected_n[q], NULL, err, sizeof err), 0);
+        /* the same words as a bag, without operators or filters: the tree must change the answer */
+        char bag[256];
+        size_t at = 0;
+        for (const char *c = rq.text; *c; c++)
+            if (*c != '+' && *c != '-') bag[at++] = *c;
+        bag[at] = '\0';
+        isn_query plain;
+        uint32_t n_plain = 0;
+        assert_int_equal(isn_query_parse(searcher, bag, at, &plain, err, sizeof err), 0);
+        assert_int_equal(isn_search(searcher, &plain, &so, tb.unrestricted, &n_plain, NULL, err, sizeof err), 0);
+        bool same = n_plain == tb.expected_n[q];
+        for (uint32_t i = 0; same && i < n_plain; i++)
+            same = tb.unrestricted[i].doc == tb.expected[q][i].doc && tb.unrestricted[i].score == tb.expected[q][i].score;
+        changed += !same;
+        tb.requests[q] = (isn_gpu_request){.query = &tb.queries[q], .mode = mode, .k = k, .hits = tb.hits[q]};
+    }
+    /* most trees restrict their bag's answer: a device that ignored them would differ */
+    if (changed < NUM_QUERIES / 2) fail_msg("only %u of %u trees change their bag of words' answer", changed, NUM_QUERIES);
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = emulate;
+    o.max_batch = NUM_QUERIES;
+    o.max_k = MAX_K;
+    o.pruning = run->pruning;
+    o.and_by_ranges = run->and_by_ranges;
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_true(h.attribute_bytes > 0);
+    /* in two batches, the second of one query, so that the filters' offsets in a batch are checked too */
+    assert_int_equal(isn_gpu_search_batch(b, tb.requests, NUM_QUERIES - 1, st, err, sizeof err), 0);
+    assert_int_equal(isn_gpu_search_batch(b, tb.requests + NUM_QUERIES - 1, 1, NULL, err, sizeof err), 0);
+    for (uint32_t q = 0; q < NUM_QUERIES; q++) {
+        const isn_gpu_request *r = &tb.requests[q];
+        if (r->answered_by != ISN_GPU_ANSWERED_DEVICE)
+            fail_msg("'%s' (%s k %u): answered on the CPU: %s", tb.texts[q], mode ? "AND" : "OR", k,
+                     r->fallback_reason ? r->fallback_reason : "?");
+        if (r->num_hits != tb.expected_n[q])
+            fail_msg("'%s' (%s k %u, %s): %u hits, CPU %u", tb.texts[q], mode ? "AND" : "OR", k,
+                     emulate ? "emulated" : "GPU", r->num_hits, tb.expected_n[q]);
+        for (uint32_t i = 0; i < r->num_hits; i++)
+            if (r->hits[i].doc != tb.expected[q][i].doc || r->hits[i].score != tb.expected[q][i].score)
+                fail_msg("'%s' (%s k %u, %s) hit %u: doc %u %.9g, CPU doc %u %.9g", tb.texts[q], mode ? "AND" : "OR", k,
+                         emulate ? "emulated" : "GPU", i, r->hits[i].doc, (double)r->hits[i].score, tb.expected[q][i].doc,
+                         (double)tb.expected[q][i].score);
+    }
+    printf("%s %s k=%u%s%s%s: %u %s equal to the CPU's exhaustive answers, all on the device (%u change their bag's; "
+           "accumulators wide %u compact %u narrow %u bounds %u; ranges pruned %llu, rescored %llu)\n",
+           emulate ? "emulated" : "GPU", mode ? "AND" : "OR", k, run->pruning == ISN_GPU_PRUNE_ALWAYS ? " pruned" : "",
+           run->and_by_ranges ? " by ranges" : "", mode == ISN_MODE_AND && !run->and_by_ranges ? " probed" : "",
+           NUM_QUERIES, run->filters_only ? "bags of words with filters" : "trees", changed,
+           st->accumulator_queries[ISN_GPU_ACC_WIDE], st->accumulator_queries[ISN_GPU_ACC_COMPACT],
+           st->accumulator_queries[ISN_GPU_ACC_NARROW], st->accumulator_queries[ISN_GPU_ACC_BOUNDS],
+           (unsigned long long)st->ranges_pruned, (unsigned long long)st->ranges_rescored);
+    isn_gpu_close(b);
+}
+
+static void test_trees_equal_the_cpu(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const uint32_t ks[] = {10, MAX_K};
+    for (int mode = 0; mode < 2; mode++)
+        for (size_t i = 0; i < 2; i++)
+            for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+                const tree_run run = {.emulate = emulate, .mode = (isn_mode)mode, .k = ks[i], .pruning = p};
+                isn_gpu_batch_stats st;
+                check_trees(&run, &st);
+            }
+}
+
+/* Bags of words with filters take the unfiltered query's passes, each of which must test the filters:
+ * k 10 samples (unpruned: the sample's k-th best report is the other ranges' floor; pruned: their
+ * threshold), k 32 takes the bound pass, k 1,000 one round of narrow or compact counters (on a GPU; the
+ * emulated device runs their logic on doubles); AND probes the rarest list, or takes the range passes. */
+static void test_filtered_bags_take_the_fast_path(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const uint32_t ks[] = {10, 32, MAX_K};
+    for (size_t i = 0; i < 3; i++)
+        for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+            const tree_run run = {.emulate = emulate, .filters_only = true, .mode = ISN_MODE_OR, .k = ks[i], .pruning = p};
+            isn_gpu_batch_stats st;
+            check_trees(&run, &st);
+            const uint32_t queries = NUM_QUERIES - 1;
+            /* the bound pass takes every one (on a GPU, those whose sums fit its narrow counters; the others
+             * take compact ones, also in one round) */
+            if (p == ISN_GPU_PRUNE_NEVER && ks[i] == 32 && emulate)
+                assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_BOUNDS], queries);
+            if (p == ISN_GPU_PRUNE_NEVER && ks[i] == 32 && !emulate) {
+                assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
+                assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] + st.accumulator_queries[ISN_GPU_ACC_COMPACT],
+                                 queries);
+            }
+            if (p == ISN_GPU_PRUNE_NEVER && !emulate) /* none takes the match counts' wide accumulator */
+                assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_WIDE], 0);
+            if (p == ISN_GPU_PRUNE_ALWAYS && ks[i] == 10) /* sampled, then pruned at the sample's threshold */
+                assert_true(st.ranges_pruned + st.blocks_skipped > 0);
+        }
+    for (int by_ranges = 0; by_ranges < 2; by_ranges++)
+        for (size_t i = 0; i < 3; i += 2) {
+            const tree_run run = {.emulate = emulate, .filters_only = true, .and_by_ranges = by_ranges,
+                                  .mode = ISN_MODE_AND, .k = ks[i], .pruning = ISN_GPU_PRUNE_NEVER};
+            isn_gpu_batch_stats st;
+            check_trees(&run, &st);
+        }
+}
+
+/* Phrases and field: clauses read positions: the device does not take them, says why, and the backend
+ * answers them on the CPU with that reason. */
+static void test_phrases_go_to_the_cpu(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const char *const texts[] = {"\"w1 w2\" w3", "body:w1 +w2"};
+    char err[ISN_ERR_LEN];
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = emulate;
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        isn_query q;
+        assert_int_equal(isn_query_parse_syntax(searcher, texts[i], strlen(texts[i]), NULL, 0, &q, err, sizeof err), 0);
+        const char *why = NULL;
+        assert_false(isn_gpu_takes_query(&q, &why));
+        assert_non_null(strstr(why, "positions"));
+        isn_hit hits[10], want[10];
+        uint32_t n = 0;
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.k = 10;
+        so.algo = ISN_ALGO_OR;
+        assert_int_equal(isn_search(searcher, &q, &so, want, &n, NULL, err, sizeof err), 0);
+        isn_gpu_request r = {.query = &q, .mode = ISN_MODE_OR, .k = 10, .hits = hits};
+        isn_gpu_batch_stats st;
+        assert_int_equal(isn_gpu_search_batch(b, &r, 1, &st, err, sizeof err), 0);
+        assert_int_equal(r.answered_by, ISN_GPU_ANSWERED_CPU);
+        assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_QUERY_TREE], 1);
+        assert_int_equal(r.num_hits, n);
+        for (uint32_t j = 0; j < n; j++) assert_true(hits[j].doc == want[j].doc && hits[j].score == want[j].score);
+    }
+    isn_gpu_close(b);
+}
+
+#define ON_EMULATED(test) {#test "_emulated", test, NULL, NULL, (void *)&EMULATED}
+#define ON_GPU(test) {#test "_gpu", test, NULL, NULL, (void *)&REAL_GPU}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        ON_EMULATED(test_trees_equal_the_cpu), ON_GPU(test_trees_equal_the_cpu),
+        ON_EMULATED(test_filtered_bags_take_the_fast_path), ON_GPU(test_filtered_bags_take_the_fast_path),
+        ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
