@@ -42,6 +42,8 @@ typedef struct {
     char address[AGG_ADDR_MAX];
     uint32_t partition, index;
     char connect_error[256]; /* why the last connection attempt failed ("" = it did not) */
+    uint64_t serial;         /* names it to the connector across reloads (a kept replica keeps it) */
+    bool connecting;         /* the connector is making its connection */
     isn_grpc_client *client;
     bool up;
     uint32_t consecutive_failures;
@@ -223,6 +225,7 @@ struct agg {
     isn_grpc_health_watchers *watchers; /* Health/Watch streams (made on the first) */
     bool was_ready;      /* readiness as last logged */
     struct agg_discovery *discovery; /* resolver of the dns: partitions (NULL = none started) */
+    struct agg_connector *connector; /* makes replica connections off the loop (NULL: made in place) */
     uint32_t num_draining;           /* replicas draining, over every partition */
     double start_time;   /* Unix seconds */
 };
@@ -234,8 +237,22 @@ void agg_partitions_init(agg *a);
 /* After a reload (no query in progress): the partitions and replicas of a->config; a replica kept
  * (same partition, same address) keeps its connection, health and latency. */
 void agg_partitions_reload(agg *a);
-/* A usable connection to r (a new one is watched by the loop). */
-bool agg_replica_connect(agg *a, agg_replica *r);
+/* A usable connection to r (a new one is watched by the loop). With the loop running the connection
+ * is made off it (connector.c): AGG_CONNECTING until it is, and a failure is counted then. */
+typedef enum { AGG_CONNECTED, AGG_CONNECTING, AGG_CONNECT_FAILED } agg_connect_state;
+agg_connect_state agg_replica_connect(agg *a, agg_replica *r);
+/* The same, made in place (start-up, before the loop serves). */
+bool agg_replica_connect_now(agg *a, agg_replica *r);
+/* The connector's outcome for r, on the loop: client made, or NULL and why. */
+void agg_replica_connected(agg *a, agg_replica *r, isn_grpc_client *client, const char *err);
+
+/* connector.c */
+typedef struct agg_connector agg_connector;
+int agg_connector_start(agg *a, char *err, size_t err_len);
+/* Asks for r's connection (r->connecting set); false when there is no connector or no memory. */
+bool agg_connector_ask(agg *a, agg_replica *r);
+/* Joins the thread (at most one connect's timeout) and closes what it made that no replica took. */
+void agg_connector_stop(agg *a);
 void agg_replica_eject(agg *a, agg_replica *r, const char *why);
 void agg_replica_failed(agg *a, agg_replica *r, bool connection_lost, const char *why);
 /* r refused a Search as a request loop (its words): out of rotation until a reload. */

@@ -77,7 +77,7 @@ void agg_fetch_partition_info(agg *a) {
         agg_partition *p = &a->partitions[pi];
         for (uint32_t i = 0; i < p->num_replicas && !p->have_info; i++) {
             agg_replica *r = &p->replicas[i];
-            if (!agg_replica_connect(a, r)) {
+            if (!agg_replica_connect_now(a, r)) { /* at start, before the loop serves */
                 agg_replica_eject(a, r, "cannot connect at start");
                 continue;
             }
@@ -94,6 +94,11 @@ void agg_fetch_partition_info(agg *a) {
             isn_grpc_info_reply_free(&info);
         }
         if (!p->have_info) log_warn("partition %u: no replica answered Info yet", pi);
+        /* the other replicas too, so that the first queries find them connected (later connections
+         * are made off the loop, and a query skips a replica while its connection is being made) */
+        for (uint32_t i = 0; i < p->num_replicas; i++)
+            if (!p->replicas[i].client && p->replicas[i].up && !agg_replica_connect_now(a, &p->replicas[i]))
+                agg_replica_eject(a, &p->replicas[i], "cannot connect at start");
     }
     agg_readiness_changed(a);
 }

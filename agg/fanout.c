@@ -100,7 +100,9 @@ static bool send_attempt(agg *a, agg_query *q, uint32_t pi, agg_attempt_kind kin
         if (!token && !(token = agg_take_extra_token(a, p, kind))) return false;
         agg_replica *r = &p->replicas[ri];
         part->tried |= 1u << ri;
-        if (!agg_replica_connect(a, r)) {
+        agg_connect_state connected = agg_replica_connect(a, r);
+        if (connected == AGG_CONNECTING) continue; /* not this one: its connection is being made */
+        if (connected == AGG_CONNECT_FAILED) {
             agg_replica_failed(a, r, true, "cannot connect");
             continue;
         }

@@ -205,7 +205,9 @@ void agg_stats_start(agg *a, agg_query *q, int64_t now) {
             if (ri < 0) break;
             exclude |= 1u << ri;
             agg_replica *r = &p->replicas[ri];
-            if (!agg_replica_connect(a, r)) {
+            agg_connect_state connected = agg_replica_connect(a, r);
+            if (connected == AGG_CONNECTING) continue;
+            if (connected == AGG_CONNECT_FAILED) {
                 agg_replica_failed(a, r, true, "cannot connect");
                 continue;
             }

@@ -94,12 +94,13 @@ int agg_loop_start(agg *a, char *err, size_t err_len) {
     if (rc < 0) return isn_error(err, err_len, "cannot start the aggregator's loop step: %s", uv_strerror(rc));
     a->handles_started = true;
     arm_wakeup(a);
-    return 0;
+    return agg_connector_start(a, err, err_len);
 }
 
 void agg_loop_stop(agg *a) {
     if (!a->handles_started) return;
     a->handles_started = false;
+    agg_connector_stop(a);
     uv_close((uv_handle_t *)&a->wakeup, NULL);
     uv_close((uv_handle_t *)&a->step, NULL);
     uv_close((uv_handle_t *)&a->keep_going, NULL);

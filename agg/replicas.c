@@ -6,7 +6,9 @@
 #include "proto/health.pb-c.h"
 
 void agg_replica_init(agg_replica *r, const char *address, uint32_t partition, uint32_t index) {
+    static uint64_t serials; /* the loop's thread only */
     memset(r, 0, sizeof *r);
+    r->serial = ++serials;
     /* memcpy, not snprintf: both live in `a`, which gcc's -Wrestrict reads as an overlap */
     size_t address_len = strnlen(address, sizeof r->address - 1);
     memcpy(r->address, address, address_len);
@@ -107,21 +109,48 @@ static void on_replica_activity(isn_grpc_client *client, void *user) {
     agg_kick(user);
 }
 
-bool agg_replica_connect(agg *a, agg_replica *r) {
+/* A connection made (or not) for r: watched by the loop and r's, or the reason kept. */
+static bool take_connection(agg *a, agg_replica *r, isn_grpc_client *client, const char *err) {
+    char watch_err[256];
+    /* A TLS refusal is a configuration problem worth a line; said again only when it changes. */
+    if (!client && a->replica_tls && strcmp(err, r->connect_error)) log_warn("replica %s: %s", r->address, err);
+    snprintf(r->connect_error, sizeof r->connect_error, "%s", client ? "" : err);
+    if (client && a->loop && isn_grpc_client_watch(a->loop, client, on_replica_activity, a, watch_err, sizeof watch_err) != 0) {
+        log_warn("replica %s of partition %u: %s", r->address, r->partition, watch_err);
+        isn_grpc_close(client);
+        client = NULL;
+    }
+    r->client = client;
+    return client != NULL;
+}
+
+bool agg_replica_connect_now(agg *a, agg_replica *r) {
     if (r->client && isn_grpc_usable(r->client)) return true;
     if (r->client && r->inflight) return false; /* draining: its calls finish first */
     if (r->client) isn_grpc_close(r->client);
+    r->client = NULL;
     char err[256];
-    r->client = isn_grpc_connect_tls(r->address, 200, a->replica_tls, a->config.tls_server_name, err, sizeof err);
-    /* A TLS refusal is a configuration problem worth a line; said again only when it changes. */
-    if (!r->client && a->replica_tls && strcmp(err, r->connect_error)) log_warn("replica %s: %s", r->address, err);
-    snprintf(r->connect_error, sizeof r->connect_error, "%s", r->client ? "" : err);
-    if (r->client && a->loop && isn_grpc_client_watch(a->loop, r->client, on_replica_activity, a, err, sizeof err) != 0) {
-        log_warn("replica %s of partition %u: %s", r->address, r->partition, err);
-        isn_grpc_close(r->client);
-        r->client = NULL;
+    isn_grpc_client *client = isn_grpc_connect_tls(r->address, 200, a->replica_tls, a->config.tls_server_name, err, sizeof err);
+    return take_connection(a, r, client, err);
+}
+
+agg_connect_state agg_replica_connect(agg *a, agg_replica *r) {
+    if (r->client && isn_grpc_usable(r->client)) return AGG_CONNECTED;
+    if (r->connecting) return AGG_CONNECTING;
+    if (r->client && r->inflight) return AGG_CONNECT_FAILED; /* draining: its calls finish first */
+    if (!a->connector) return agg_replica_connect_now(a, r) ? AGG_CONNECTED : AGG_CONNECT_FAILED;
+    if (r->client) isn_grpc_close(r->client);
+    r->client = NULL;
+    return agg_connector_ask(a, r) ? AGG_CONNECTING : AGG_CONNECT_FAILED;
+}
+
+void agg_replica_connected(agg *a, agg_replica *r, isn_grpc_client *client, const char *err) {
+    r->connecting = false;
+    if (take_connection(a, r, client, err)) {
+        agg_kick(a); /* what waited for it can go now */
+        return;
     }
-    return r->client != NULL;
+    agg_replica_failed(a, r, true, "cannot connect");
 }
 
 void agg_replica_eject(agg *a, agg_replica *r, const char *why) {
@@ -265,7 +294,9 @@ void agg_probe_replicas(agg *a, int64_t now) {
             }
             if (now < r->probe_at_ns) continue;
             r->probe_at_ns = now + (int64_t)a->config.probe_interval_ms * 1000000LL;
-            if (!agg_replica_connect(a, r)) {
+            agg_connect_state connected = agg_replica_connect(a, r);
+            if (connected == AGG_CONNECTING) continue; /* the outcome counts when it comes */
+            if (connected == AGG_CONNECT_FAILED) {
                 if (r->up) agg_replica_eject(a, r, "cannot connect");
                 continue;
             }
