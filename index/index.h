@@ -419,6 +419,17 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cu
 const uint8_t *isn_index_field_tfs(const isn_index *index);
 uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
 
+/* Derived with the field frequencies (valid once isn_index_field_tfs returned non-NULL), what a field:
+ * clause scores and prunes with, as Lucene keeps them per field: the field's documents (those where it
+ * is not empty) and their average length; a term's document frequency in the field and its maximum
+ * isn_bm25_tf_part there (the norm from the field's length and that average); and that maximum per
+ * block of the term's list (isn_index_field_block_max()[global block * num_fields + field], the global
+ * block being the cursor's blocks pointer less isn_index_block_metas). */
+void isn_index_field_doc_stats(const isn_index *index, uint32_t field, uint32_t *doc_count, float *avg_len);
+void isn_index_field_term_stats(const isn_index *index, uint32_t term_id, uint32_t field, uint32_t *df,
+                                float *max_tf_part);
+const float *isn_index_field_block_max(const isn_index *index);
+
 /* ------------------------------------------------------------------ synthetic partitions */
 
 typedef struct {

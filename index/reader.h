@@ -53,6 +53,14 @@ struct isn_index {
     _Atomic(uint8_t *) field_tfs;
     bool field_tfs_tried;
     uint64_t *term_first_posting;
+    /* Built in the same pass, for field: clauses and field phrases to prune with: per term and field its
+     * document frequency and maximum isn_bm25_tf_part under the field's norms, per block and field that
+     * maximum over the block, and per field the documents that have it and their average length. */
+    uint32_t *term_field_df;   /* [term * num_fields + field] */
+    float *term_field_max;     /* [term * num_fields + field] */
+    float *block_field_max;    /* [block * num_fields + field] */
+    uint32_t field_doc_count[ISN_MAX_FIELDS];
+    float field_avg_len[ISN_MAX_FIELDS];
 };
 /* DIR/attributes.isn when there is one, validated against the index (attributes.c): 0, or -1 with err. */
 int isn_index_open_attributes(isn_index *index, const char *dir, char *err, size_t err_len);

@@ -101,13 +101,6 @@ static inline size_t ranking_structure_size(uint32_t clauses, uint32_t terms, ui
            values * sizeof(int64_t);
 }
 
-/* Per field, the statistics a field: clause scores with, as Lucene keeps them: the documents that
- * have the field, and its average length over them. */
-typedef struct {
-    uint32_t doc_count;
-    float avg_len;
-} ranking_field_stats;
-
 struct isn_searcher {
     ranking_window window;
     const isn_index *index;
@@ -123,7 +116,6 @@ struct isn_searcher {
     isn_query_structure *structure;
     size_t structure_capacity;
     void *query_scratch; /* query_structure.c's, allocated at the first query tree */
-    ranking_field_stats field_stats[ISN_MAX_FIELDS];
     uint32_t *position_scratch; /* RANKING_PHRASE_POSITIONS per phrase term */
     uint32_t position_scratch_terms;
 };

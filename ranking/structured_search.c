@@ -15,15 +15,35 @@
 #include "ranking/arena.h"
 #include "ranking/ranking_internal.h"
 
+/* What a clause reads. Field terms and phrases are two-phase, as Lucene's: the posting lists (one
+ * term's, or the conjunction of the phrase's) propose documents, and a document counts only once its
+ * frequency in the field or its phrase matches are confirmed (the per-field counts, else positions):
+ * positions are read only for documents every term of a phrase holds, and only when the search asks
+ * for that document, so a phrase beside a rarer required clause or under a high threshold reads few. */
+typedef enum {
+    SCORER_TERM,       /* a whole-document term: its posting list */
+    SCORER_FIELD_TERM, /* field:term: the term's list, its postings outside the field passed over */
+    SCORER_PHRASE,     /* the conjunction of the phrase's terms, confirmed by positions */
+    SCORER_DOCS,       /* a filter's document list: it matches, never scores */
+} scorer_kind;
+
 typedef struct {
-    bool from_index; /* a whole-document term read from its posting list; else a built list */
+    scorer_kind kind;
     bool required;
-    bool filter; /* a filter's documents leading the search: it matches, never scores */
-    isn_cursor *cursor;
+    bool whole_document; /* a phrase over every field; else `field` */
+    uint32_t field;
+    isn_cursor *cursor; /* TERM and FIELD_TERM: the term's; PHRASE: the rarest term's (it leads) */
+    isn_cursor *cursors; /* PHRASE: one per term */
+    isn_positions_cursor *positions;
+    const uint64_t *first_postings; /* per term: where its postings start in the per-field counts */
+    const ranking_clause_term *terms;
+    uint32_t num_terms;
     float weight;
-    const uint32_t *docs;
-    const float *scores;
-    uint32_t size; /* postings (df) or list length: the rarest required scorer leads */
+    float avg_len; /* the field's, for its norms */
+    uint32_t freq; /* FIELD_TERM and PHRASE: the frequency on doc */
+    const float *field_block_max; /* FIELD_TERM: its list's first block's maximum in the field (stride num_fields) */
+    const uint32_t *docs; /* DOCS */
+    uint32_t size; /* postings (df), the phrase's rarest term's, or the list's length: the rarest leads */
     uint32_t at;
     uint32_t doc;
     double max_score;
@@ -36,24 +56,115 @@ typedef struct {
     const isn_query_structure *tree;
     ranking_run *run;
     uint64_t num_docs;
+    uint32_t num_fields;
     const float *norms;
     float k1_plus_1;
     isn_bm25_params bm25;
+    const uint8_t *field_tfs;
     scorer *scorers;
     uint32_t num_scorers;
     scorer *excluders;
     uint32_t num_excluders;
     uint32_t *positions; /* RANKING_PHRASE_POSITIONS per term of the longest phrase */
+    void *ranked;        /* run_optional's ordering scratch, one entry per scorer */
+    uint32_t *order;
     const ranking_filter *filters;
     const int64_t *filter_values;
     uint32_t num_filters;
 } evaluation;
 
+/* ------------------------------------------------------------------ phrase matches */
+
+/* Every start where each term of the phrase sits at its offset, in one field of the doc the cursors
+ * sit on. */
+static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t field) {
+    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
+    uint32_t *lists = e->positions;
+    uint32_t n = s->num_terms;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t c = isn_positions_cursor_read(&s->positions[i], &s->cursors[i], field,
+                                               lists + i * RANKING_PHRASE_POSITIONS, RANKING_PHRASE_POSITIONS);
+        counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
+        if (counts[i] == 0) return 0;
+    }
+    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
+    uint32_t freq = 0;
+    for (uint32_t j = 0; j < counts[0]; j++) {
+        uint32_t start = lists[j]; /* term 0 has offset 0 */
+        bool all = true;
+        for (uint32_t i = 1; i < n && all; i++) {
+            uint32_t want = start + s->terms[i].offset;
+            const uint32_t *list = lists + i * RANKING_PHRASE_POSITIONS;
+            while (at[i] < counts[i] && list[at[i]] < want) at[i]++;
+            all = at[i] < counts[i] && list[at[i]] == want;
+        }
+        freq += all;
+    }
+    return freq;
+}
+
+static inline uint32_t field_tf(const evaluation *e, const isn_cursor *cursor, uint64_t first_posting, uint32_t field) {
+    return e->field_tfs[(first_posting + (uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos) * e->num_fields + field];
+}
+
+/* The phrase's matches on the doc all its cursors sit on: a field where one of its terms is absent (the
+ * per-field counts say so) is not read. */
+static uint32_t phrase_freq(evaluation *e, const scorer *s) {
+    uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
+    uint32_t freq = 0;
+    for (uint32_t f = first; f < last; f++) {
+        bool all = true;
+        for (uint32_t i = 0; i < s->num_terms && all; i++)
+            all = field_tf(e, &s->cursors[i], s->first_postings[i], f) > 0;
+        if (all) freq += phrase_freq_in_field(e, s, f);
+    }
+    return freq;
+}
+
 /* ------------------------------------------------------------------ scorer moves */
 
-static inline uint32_t scorer_next_geq(ranking_run *run, scorer *s, uint32_t target) {
+/* From the doc a field term's cursor landed on, the first one holding the term in the field. */
+static inline uint32_t field_term_settle(evaluation *e, scorer *s, uint32_t doc) {
+    while (doc != ISN_DOC_END) {
+        uint32_t freq = field_tf(e, s->cursor, s->first_postings[0], s->field);
+        if (freq == ISN_FIELD_TF_CAP) freq = isn_positions_cursor_read(&s->positions[0], s->cursor, s->field, NULL, 0);
+        if (freq) {
+            s->freq = freq;
+            break;
+        }
+        doc = ranking_next(e->run, s->cursor);
+    }
+    return s->doc = doc;
+}
+
+/* From the doc the phrase's lead landed on, the first one where every term is and the phrase matches. */
+static uint32_t phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
+    ranking_run *run = e->run;
+    while (doc != ISN_DOC_END) {
+        uint32_t found = doc;
+        for (uint32_t i = 0; i < s->num_terms && found == doc; i++) found = ranking_next_geq(run, &s->cursors[i], doc);
+        if (found != doc) {
+            doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, s->cursor, found);
+            continue;
+        }
+        uint32_t freq = phrase_freq(e, s);
+        if (freq) {
+            s->freq = freq;
+            break;
+        }
+        doc = ranking_next(run, s->cursor);
+    }
+    return s->doc = doc;
+}
+
+static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
     if (s->doc >= target) return s->doc;
-    if (s->from_index) return s->doc = ranking_next_geq(run, s->cursor, target);
+    switch (s->kind) {
+    case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
+    case SCORER_FIELD_TERM: return field_term_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
+    case SCORER_PHRASE: return phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
+    default: break;
+    }
     uint32_t lo = s->at, step = 1;
     /* galloping, then binary search: lists are walked forward, mostly by small steps */
     while (lo + step < s->size && s->docs[lo + step] < target) {
@@ -70,19 +181,26 @@ static inline uint32_t scorer_next_geq(ranking_run *run, scorer *s, uint32_t tar
     return s->doc = lo < s->size ? s->docs[lo] : ISN_DOC_END;
 }
 
-static inline uint32_t scorer_next(ranking_run *run, scorer *s) {
-    if (s->from_index) return s->doc = ranking_next(run, s->cursor);
+static inline uint32_t scorer_next(evaluation *e, scorer *s) {
+    switch (s->kind) {
+    case SCORER_TERM: return s->doc = ranking_next(e->run, s->cursor);
+    case SCORER_FIELD_TERM: return field_term_settle(e, s, ranking_next(e->run, s->cursor));
+    case SCORER_PHRASE: return phrase_settle(e, s, ranking_next(e->run, s->cursor));
+    default: break;
+    }
     s->at++;
     return s->doc = s->at < s->size ? s->docs[s->at] : ISN_DOC_END;
 }
 
 /* Score of the scorer on the doc it sits on. */
 static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t doc) {
-    if (s->filter) return 0.0;
+    if (s->kind == SCORER_DOCS) return 0.0;
     e->run->postings_scored++;
-    if (!s->from_index) return (double)s->scores[s->at];
-    float tf_part = isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]);
-    return (double)(s->weight * tf_part);
+    if (s->kind == SCORER_TERM)
+        return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]));
+    float norm = s->whole_document ? e->norms[doc]
+                                   : isn_bm25_doc_norm(&e->bm25, isn_index_field_len(e->index, doc, s->field), s->avg_len);
+    return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, s->freq, norm));
 }
 
 /* ------------------------------------------------------------------ filters */
@@ -91,139 +209,11 @@ static inline bool admitted(evaluation *e, uint32_t doc) {
     if (e->num_filters && !ranking_filters_accept(e->index, e->filters, e->num_filters, e->filter_values, doc))
         return false;
     for (uint32_t i = 0; i < e->num_excluders; i++)
-        if (scorer_next_geq(e->run, &e->excluders[i], doc) == doc) return false;
+        if (scorer_next_geq(e, &e->excluders[i], doc) == doc) return false;
     return true;
 }
 
-/* ------------------------------------------------------------------ built lists: field terms, phrases */
-
-static void field_stats(isn_searcher *searcher, uint32_t field, uint32_t *doc_count, float *avg_len) {
-    ranking_field_stats *fs = &searcher->field_stats[field];
-    if (fs->doc_count == 0) {
-        uint32_t n = isn_index_get_info(searcher->index)->num_docs, with = 0;
-        uint64_t total = 0;
-        for (uint32_t d = 0; d < n; d++) {
-            uint32_t len = isn_index_field_len(searcher->index, d, field);
-            with += len > 0;
-            total += len;
-        }
-        fs->avg_len = with ? (float)((double)total / with) : 1.0f;
-        fs->doc_count = with ? with : 1;
-    }
-    *doc_count = fs->doc_count;
-    *avg_len = fs->avg_len;
-}
-
-/* Every start where each term of the phrase sits at its offset, in one field of the doc the cursors
- * sit on. */
-static uint32_t phrase_freq_in_field(evaluation *e, const ranking_clause_term *terms, uint32_t n,
-                                     isn_cursor *cursors, isn_positions_cursor *positions, uint32_t field) {
-    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
-    uint32_t *lists = e->positions;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t c = isn_positions_cursor_read(&positions[i], &cursors[i], field, lists + i * RANKING_PHRASE_POSITIONS,
-                                               RANKING_PHRASE_POSITIONS);
-        counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
-        if (counts[i] == 0) return 0;
-    }
-    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
-    uint32_t freq = 0;
-    for (uint32_t j = 0; j < counts[0]; j++) {
-        uint32_t start = lists[j]; /* term 0 has offset 0 */
-        bool all = true;
-        for (uint32_t i = 1; i < n && all; i++) {
-            uint32_t want = start + terms[i].offset;
-            const uint32_t *list = lists + i * RANKING_PHRASE_POSITIONS;
-            while (at[i] < counts[i] && list[at[i]] < want) at[i]++;
-            all = at[i] < counts[i] && list[at[i]] == want;
-        }
-        freq += all;
-    }
-    return freq;
-}
-
-/* The documents of one clause that is not a whole-document term, with its frequency in each: a field
- * term (its positions in the field) or a phrase. Writes docs[] and freqs[] (room for the rarest term's
- * df) and returns how many. */
-static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, isn_cursor *cursors,
-                                  isn_positions_cursor *positions, uint32_t *docs, uint32_t *freqs) {
-    const ranking_clause_term *terms = ranking_structure_terms(e->tree) + clause->first_term;
-    uint32_t n = clause->num_terms;
-    uint32_t lead = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
-        isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
-        if (cursors[i].df < cursors[lead].df) lead = i;
-    }
-    uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
-    uint32_t count = 0;
-    ranking_run *run = e->run;
-    if (n == 1 && clause->field != RANKING_WHOLE_DOCUMENT) {
-        /* a field term: its frequency in the field from the per-field counts, positions only past the cap */
-        const uint8_t *tfs = isn_index_field_tfs(e->index);
-        uint64_t base = tfs ? isn_index_term_first_posting(e->index, terms[0].term_id) : 0;
-        uint32_t field = (uint32_t)clause->field;
-        for (uint32_t doc = cursors[0].doc; doc != ISN_DOC_END; doc = ranking_next(run, &cursors[0])) {
-            uint32_t freq = tfs ? tfs[(base + (uint64_t)cursors[0].block * ISN_BLOCK_SIZE + cursors[0].pos) * num_fields +
-                                      field]
-                                : ISN_FIELD_TF_CAP;
-            if (freq == ISN_FIELD_TF_CAP) freq = isn_positions_cursor_read(&positions[0], &cursors[0], field, NULL, 0);
-            if (freq) {
-                docs[count] = doc;
-                freqs[count++] = freq;
-            }
-        }
-        return count;
-    }
-    /* a phrase: a field where one of its terms is absent (the per-field counts say so) is not read */
-    const uint8_t *tfs = isn_index_field_tfs(e->index);
-    uint64_t bases[RANKING_MAX_PHRASE_TERMS];
-    for (uint32_t i = 0; tfs && i < n; i++) bases[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
-    uint32_t first_field = clause->field == RANKING_WHOLE_DOCUMENT ? 0 : (uint32_t)clause->field;
-    uint32_t last_field = clause->field == RANKING_WHOLE_DOCUMENT ? num_fields : first_field + 1;
-    uint32_t doc = cursors[lead].doc;
-    while (doc != ISN_DOC_END) {
-        uint32_t found = doc;
-        for (uint32_t i = 0; i < n && found == doc; i++) found = ranking_next_geq(run, &cursors[i], doc);
-        if (found != doc) {
-            doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, &cursors[lead], found);
-            continue;
-        }
-        uint32_t freq = 0;
-        for (uint32_t f = first_field; f < last_field; f++) {
-            bool all = true;
-            for (uint32_t i = 0; tfs && i < n && all; i++)
-                all = tfs[(bases[i] + (uint64_t)cursors[i].block * ISN_BLOCK_SIZE + cursors[i].pos) * num_fields + f] > 0;
-            if (all) freq += phrase_freq_in_field(e, terms, n, cursors, positions, f);
-        }
-        if (freq) {
-            docs[count] = doc;
-            freqs[count++] = freq;
-        }
-        doc = ranking_next(run, &cursors[lead]);
-    }
-    return count;
-}
-
-/* The field's own document frequency of a term: the documents with positions of it in the field. */
-static uint32_t field_df(evaluation *e, uint32_t term_id, uint32_t field, isn_cursor *cursor,
-                         isn_positions_cursor *positions) {
-    const uint8_t *tfs = isn_index_field_tfs(e->index);
-    uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
-    isn_term_stats stats;
-    isn_index_term_stats(e->index, term_id, &stats);
-    uint32_t df = 0;
-    if (tfs) {
-        const uint8_t *at = tfs + isn_index_term_first_posting(e->index, term_id) * num_fields + field;
-        for (uint32_t i = 0; i < stats.df; i++) df += at[(size_t)i * num_fields] > 0;
-        return df;
-    }
-    isn_cursor_open(cursor, e->index, term_id);
-    isn_positions_cursor_open(positions, e->index, term_id);
-    for (uint32_t doc = cursor->doc; doc != ISN_DOC_END; doc = ranking_next(e->run, cursor))
-        df += isn_positions_cursor_read(positions, cursor, field, NULL, 0) > 0;
-    return df;
-}
+/* ------------------------------------------------------------------ preparation */
 
 static float clause_weight(evaluation *e, const ranking_clause *clause, uint32_t field_doc_count,
                            const uint32_t *field_dfs) {
@@ -238,24 +228,11 @@ static float clause_weight(evaluation *e, const ranking_clause *clause, uint32_t
     return (float)idf * (float)clause->count;
 }
 
-/* ------------------------------------------------------------------ preparation */
-
-static uint32_t min_df(const evaluation *e, const ranking_clause *clause) {
-    const ranking_clause_term *terms = ranking_structure_terms(e->tree) + clause->first_term;
-    uint32_t least = UINT32_MAX;
-    for (uint32_t i = 0; i < clause->num_terms; i++) {
-        isn_term_stats stats;
-        isn_index_term_stats(e->index, terms[i].term_id, &stats);
-        if (stats.df < least) least = stats.df;
-    }
-    return least;
-}
-
 static bool whole_document_term(const ranking_clause *clause) {
     return !clause->phrase && clause->field == RANKING_WHOLE_DOCUMENT;
 }
 
-/* Arena bytes the query needs: cursors, positions, scorers and every built list. */
+/* Arena bytes the query needs: cursors, positions and scorers. */
 static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
     const ranking_clause *clauses = ranking_structure_clauses(e->tree);
     size_t bytes = 2 * ranking_arena_size(e->tree->num_clauses * sizeof(scorer));
@@ -265,10 +242,7 @@ static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
         if (clause->missing) continue;
         bytes += ranking_arena_size(clause->num_terms * (sizeof(isn_cursor) + sizeof(isn_positions_cursor)));
         bytes += ranking_arena_size(clause->num_terms * sizeof(uint32_t));
-        if (!whole_document_term(clause)) {
-            size_t n = min_df(e, clause);
-            bytes += 3 * ranking_arena_size(n * sizeof(uint32_t));
-        }
+        bytes += ranking_arena_size(clause->num_terms * sizeof(uint64_t));
         if (clause->num_terms > longest) longest = clause->num_terms;
     }
     bytes += ranking_arena_size((size_t)longest * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
@@ -284,51 +258,49 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     isn_cursor *cursors = ranking_arena_take(arena, n * sizeof(isn_cursor));
     isn_positions_cursor *positions = ranking_arena_take(arena, n * sizeof(isn_positions_cursor));
     uint32_t *field_dfs = ranking_arena_take(arena, n * sizeof(uint32_t));
+    uint64_t *first_postings = ranking_arena_take(arena, n * sizeof(uint64_t));
     memset(s, 0, sizeof *s);
-    if (whole_document_term(clause)) {
+    s->kind = whole_document_term(clause) ? SCORER_TERM : clause->phrase ? SCORER_PHRASE : SCORER_FIELD_TERM;
+    s->whole_document = clause->field == RANKING_WHOLE_DOCUMENT;
+    s->field = s->whole_document ? 0 : (uint32_t)clause->field;
+    s->cursors = cursors;
+    s->positions = positions;
+    s->first_postings = first_postings;
+    s->terms = terms;
+    s->num_terms = n;
+    uint32_t lead = 0, field_doc_count = 0;
+    float least_max = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
         isn_term_stats stats;
-        isn_index_term_stats(e->index, terms[0].term_id, &stats);
-        isn_cursor_open(&cursors[0], e->index, terms[0].term_id);
-        s->from_index = true;
-        s->cursor = &cursors[0];
-        s->doc = cursors[0].doc;
-        s->size = cursors[0].df;
-        if (scores) {
-            s->weight = clause_weight(e, clause, 0, NULL);
-            s->max_score = (double)s->weight * stats.max_tf_part;
+        isn_index_term_stats(e->index, terms[i].term_id, &stats);
+        isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
+        if (cursors[i].df < cursors[lead].df) lead = i;
+        float term_max = stats.max_tf_part;
+        if (s->kind != SCORER_TERM) {
+            isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
+            first_postings[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
         }
-        return;
+        if (!s->whole_document) isn_index_field_term_stats(e->index, terms[i].term_id, s->field, &field_dfs[i], &term_max);
+        /* a phrase's frequency in a field is at most each of its terms' there */
+        if (i == 0 || term_max < least_max) least_max = term_max;
     }
-    size_t cap = min_df(e, clause);
-    uint32_t *docs = ranking_arena_take(arena, cap * sizeof(uint32_t));
-    uint32_t *freqs = ranking_arena_take(arena, cap * sizeof(uint32_t));
-    float *list_scores = ranking_arena_take(arena, cap * sizeof(float));
-    uint32_t count = build_clause_list(e, clause, cursors, positions, docs, freqs);
-    s->docs = docs;
-    s->size = count;
-    s->doc = count ? docs[0] : ISN_DOC_END;
-    if (!scores) return;
-    uint32_t field_doc_count = 0;
-    float avg_len = 0.0f;
-    if (clause->field != RANKING_WHOLE_DOCUMENT) {
-        field_stats(e->searcher, (uint32_t)clause->field, &field_doc_count, &avg_len);
-        if (n == 1) field_dfs[0] = count;
-        else
-            for (uint32_t i = 0; i < n; i++)
-                field_dfs[i] = field_df(e, terms[i].term_id, (uint32_t)clause->field, &cursors[i], &positions[i]);
+    s->cursor = &cursors[lead];
+    s->size = cursors[lead].df;
+    if (s->kind == SCORER_FIELD_TERM) {
+        uint64_t num_blocks;
+        const isn_block_meta *all = isn_index_block_metas(e->index, &num_blocks);
+        s->field_block_max = isn_index_field_block_max(e->index) + (size_t)(s->cursor->blocks - all) * e->num_fields + s->field;
     }
-    float weight = clause_weight(e, clause, field_doc_count, field_dfs);
-    double max_score = 0.0;
-    for (uint32_t i = 0; i < count; i++) {
-        float norm = clause->field == RANKING_WHOLE_DOCUMENT
-                         ? e->norms[docs[i]]
-                         : isn_bm25_doc_norm(&e->bm25, isn_index_field_len(e->index, docs[i], (uint32_t)clause->field),
-                                             avg_len);
-        list_scores[i] = weight * isn_bm25_tf_part(e->k1_plus_1, freqs[i], norm);
-        if (list_scores[i] > max_score) max_score = list_scores[i];
+    if (!s->whole_document) isn_index_field_doc_stats(e->index, s->field, &field_doc_count, &s->avg_len);
+    if (scores) {
+        s->weight = clause_weight(e, clause, field_doc_count, field_dfs);
+        s->max_score = (double)s->weight * least_max;
     }
-    s->scores = list_scores;
-    s->max_score = max_score;
+    switch (s->kind) {
+    case SCORER_TERM: s->doc = s->cursor->doc; break;
+    case SCORER_FIELD_TERM: field_term_settle(e, s, s->cursor->doc); break;
+    default: phrase_settle(e, s, s->cursor->doc); break;
+    }
 }
 
 /* ------------------------------------------------------------------ a filter leading the search */
@@ -412,26 +384,70 @@ static int by_size(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Block-max windows, as Lucene's MaxScore runs them: a window ends where the first of the lists with
+ * block maxima (terms and field terms) ends its current block, and within it each scorer's bound is its
+ * block's maximum (a phrase's, its whole bound); a window whose bounds sum below the threshold is
+ * skipped whole. */
+static inline double window_bound(const evaluation *e, scorer *s, uint32_t target, uint32_t *last) {
+    *last = ISN_DOC_END;
+    if (s->doc == ISN_DOC_END) return 0.0;
+    switch (s->kind) {
+    case SCORER_TERM:
+        *last = isn_cursor_shallow_next_geq(s->cursor, target);
+        return (double)s->weight * isn_cursor_shallow_max(s->cursor);
+    case SCORER_FIELD_TERM: {
+        *last = isn_cursor_shallow_next_geq(s->cursor, target);
+        uint32_t block = s->cursor->shallow_block;
+        return block < s->cursor->num_blocks ? (double)s->weight * s->field_block_max[(size_t)block * e->num_fields]
+                                             : 0.0;
+    }
+    default: return s->max_score;
+    }
+}
+
+/* The window from `start`: each scorer's bound in it (bounds[i]), and its last doc. */
+static uint32_t open_window(const evaluation *e, scorer *scorers, uint32_t n, uint32_t start, double *bounds) {
+    uint32_t end = ISN_DOC_END;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t last;
+        bounds[i] = window_bound(e, &scorers[i], start, &last);
+        if (last < end) end = last;
+    }
+    return end;
+}
+
 /* Required scorers first (rarest leading), then the optional ones by bound ascending. */
 static void run_required(evaluation *e, uint32_t num_required, bool need_optional, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *req = e->scorers, *opt = e->scorers + num_required;
     uint32_t num_optional = e->num_scorers - num_required;
-    /* below[i]: the summed bounds of optional scorers 0..i-1 (they are added from the largest down) */
-    double *below = run->scratch_bounds;
+    /* below[i]: the summed window bounds of optional scorers 0..i-1 (they are added from the largest down) */
+    double *below = run->scratch_bounds, *bounds = run->completion_bounds;
     below[0] = 0.0;
     for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + opt[i].max_score;
-    uint32_t doc = req[0].doc;
+    uint32_t doc = req[0].doc, window_end = 0;
+    bool window_open = false;
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc)) return;
+        if (!exhaustive && (!window_open || doc > window_end)) {
+            window_open = true;
+            window_end = open_window(e, e->scorers, e->num_scorers, doc, bounds);
+            double all = 0.0;
+            for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
+            if (ranking_bound_fails(all, &run->topk)) {
+                doc = window_end == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], window_end + 1);
+                continue;
+            }
+            for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
+        }
         uint32_t found = doc;
-        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(run, &req[i], doc);
+        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(e, &req[i], doc);
         if (found != doc) {
-            doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(run, &req[0], found);
+            doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], found);
             continue;
         }
         if (!admitted(e, doc)) {
-            doc = scorer_next(run, &req[0]);
+            doc = scorer_next(e, &req[0]);
             continue;
         }
         double score = 0.0;
@@ -443,62 +459,128 @@ static void run_required(evaluation *e, uint32_t num_required, bool need_optiona
                 pruned = true;
                 break;
             }
-            if (scorer_next_geq(run, &opt[i], doc) == doc) {
+            if (scorer_next_geq(e, &opt[i], doc) == doc) {
                 score += scorer_score(e, &opt[i], doc);
                 any_optional = true;
             }
         }
         if (need_optional && !any_optional) {
-            doc = scorer_next(run, &req[0]);
+            doc = scorer_next(e, &req[0]);
             continue;
         }
         run->matched += !need_optional || !pruned || any_optional;
         run->docs_evaluated++;
         isn_topk_offer(&run->topk, doc, (float)score);
-        doc = scorer_next(run, &req[0]);
+        doc = scorer_next(e, &req[0]);
     }
 }
 
-/* Only optional scorers: at least one must hold the document. MaxScore: the scorers whose summed
- * bounds cannot beat the threshold (a prefix by bound) only complete candidates of the others. */
+typedef struct {
+    double bound;
+    uint32_t index;
+} ranked_scorer;
+
+static int by_bound(const void *a, const void *b) {
+    const ranked_scorer *x = a, *y = b;
+    return x->bound < y->bound ? -1 : x->bound > y->bound ? 1 : (x->index > y->index) - (x->index < y->index);
+}
+
+/* order[]: the scorers by bound ascending (few: insertion; many: qsort of (bound, index) pairs). */
+static void order_by_bound(const double *bounds, uint32_t n, ranked_scorer *ranked, uint32_t *order) {
+    if (n <= 16) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t j = i;
+            for (; j > 0 && bounds[order[j - 1]] > bounds[i]; j--) order[j] = order[j - 1];
+            order[j] = i;
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) ranked[i] = (ranked_scorer){bounds[i], i};
+    qsort(ranked, n, sizeof *ranked, by_bound);
+    for (uint32_t i = 0; i < n; i++) order[i] = ranked[i].index;
+}
+
+/* Only optional scorers: at least one must hold the document. MaxScore in block-max windows: within a
+ * window the scorers are ordered by their window bounds, and those whose summed bounds cannot beat the
+ * threshold (a prefix) only complete candidates of the others. */
 static void run_optional(evaluation *e, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *s = e->scorers;
     uint32_t n = e->num_scorers;
-    double *prefix = run->scratch_bounds; /* prefix[i]: summed bounds of scorers 0..i-1 */
-    prefix[0] = 0.0;
-    for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + s[i].max_score;
-    uint32_t first_essential = 0;
-    for (;;) {
-        if (!exhaustive)
-            while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], &run->topk))
-                first_essential++;
-        if (first_essential == n) return;
-        uint32_t doc = ISN_DOC_END;
-        for (uint32_t i = first_essential; i < n; i++)
-            if (s[i].doc < doc) doc = s[i].doc;
-        if (doc == ISN_DOC_END) return;
-        if (ranking_should_stop(run, doc)) return;
-        bool admit = admitted(e, doc);
-        double score = 0.0;
-        for (uint32_t i = first_essential; i < n; i++)
-            if (s[i].doc == doc) {
-                if (admit) score += scorer_score(e, &s[i], doc);
-                scorer_next(run, &s[i]);
+    double *prefix = run->scratch_bounds; /* prefix[i]: summed window bounds of scorers order[0..i-1] */
+    double *bounds = run->completion_bounds;
+    ranked_scorer *ranked = e->ranked;
+    uint32_t *order = e->order;
+    uint32_t start = ISN_DOC_END;
+    for (uint32_t i = 0; i < n; i++)
+        if (s[i].doc < start) start = s[i].doc;
+    while (start != ISN_DOC_END) {
+        uint32_t end = ISN_DOC_END;
+        if (!exhaustive) {
+            end = open_window(e, s, n, start, bounds);
+            double all = 0.0;
+            for (uint32_t i = 0; i < n; i++) all += bounds[i];
+            if (ranking_bound_fails(all, &run->topk)) {
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
+                continue;
             }
-        if (!admit) continue;
-        run->matched++;
-        bool pruned = false;
-        for (uint32_t i = first_essential; i-- > 0;) {
-            if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], &run->topk)) {
-                pruned = true;
+        } else {
+            for (uint32_t i = 0; i < n; i++) bounds[i] = s[i].max_score;
+        }
+        order_by_bound(bounds, n, ranked, order);
+        prefix[0] = 0.0;
+        for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + bounds[order[i]];
+        uint32_t first_essential = 0;
+        for (;;) {
+            if (!exhaustive)
+                while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], &run->topk))
+                    first_essential++;
+            if (first_essential == n) {
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 break;
             }
-            if (scorer_next_geq(run, &s[i], doc) == doc) score += scorer_score(e, &s[i], doc);
+            uint32_t doc = ISN_DOC_END;
+            for (uint32_t i = first_essential; i < n; i++) {
+                uint32_t d = scorer_next_geq(e, &s[order[i]], start);
+                if (d < doc) doc = d;
+            }
+            if (doc > end) {
+                start = doc == ISN_DOC_END || end == ISN_DOC_END ? ISN_DOC_END : end + 1;
+                break;
+            }
+            if (ranking_should_stop(run, doc)) return;
+            start = doc + 1;
+            bool admit = admitted(e, doc);
+            double score = 0.0;
+            for (uint32_t i = first_essential; i < n; i++) {
+                scorer *sc = &s[order[i]];
+                if (sc->doc == doc) {
+                    if (admit) score += scorer_score(e, sc, doc);
+                    scorer_next(e, sc);
+                }
+            }
+            if (!admit) continue;
+            run->matched++;
+            bool pruned = false;
+            for (uint32_t i = first_essential; i-- > 0;) {
+                if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], &run->topk)) {
+                    pruned = true;
+                    break;
+                }
+                if (scorer_next_geq(e, &s[order[i]], doc) == doc) score += scorer_score(e, &s[order[i]], doc);
+            }
+            if (pruned) continue;
+            run->docs_evaluated++;
+            isn_topk_offer(&run->topk, doc, (float)score);
         }
-        if (pruned) continue;
-        run->docs_evaluated++;
-        isn_topk_offer(&run->topk, doc, (float)score);
+        if (start == ISN_DOC_END) break;
+        /* the next window starts at the first doc any scorer still holds */
+        uint32_t next = ISN_DOC_END;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t d = s[i].doc >= start ? s[i].doc : start;
+            if (d < next) next = d;
+        }
+        start = next;
     }
 }
 
@@ -507,7 +589,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     const isn_query_structure *tree = query->structure;
     const isn_index_info *info = isn_index_get_info(searcher->index);
     evaluation e = {.searcher = searcher, .index = searcher->index, .query = query, .tree = tree, .run = run,
-                    .num_docs = num_docs, .norms = run->norms, .k1_plus_1 = searcher->k1_plus_1, .bm25 = info->bm25,
+                    .num_docs = num_docs, .num_fields = info->num_fields, .norms = run->norms, .k1_plus_1 = searcher->k1_plus_1, .bm25 = info->bm25,
                     .filters = ranking_structure_filters(tree), .filter_values = ranking_structure_values(tree),
                     .num_filters = tree->num_filters};
     const ranking_clause *clauses = ranking_structure_clauses(tree);
@@ -529,17 +611,26 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
             }
         }
     }
-    for (uint32_t c = 0; c < tree->num_clauses && !info->has_positions; c++)
-        if (!whole_document_term(&clauses[c]) && !clauses[c].missing) {
+    for (uint32_t c = 0; c < tree->num_clauses; c++) {
+        if (whole_document_term(&clauses[c]) || clauses[c].missing) continue;
+        if (!info->has_positions) {
             isn_error(err, err_len, "phrases and field: clauses need positions, and this index has none (built with "
                                     "--no-positions)");
             return -1;
         }
+        if (!e.field_tfs && !(e.field_tfs = isn_index_field_tfs(e.index))) {
+            isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
+                                    "phrases and field: clauses read", info->num_fields);
+            return -1;
+        }
+    }
     bool and_mode = options->mode == ISN_MODE_AND;
     uint32_t max_phrase_terms = 1;
     uint32_t lead_count = 0, lead_room = 0;
     int lead = leading_filter(&e, &lead_count, &lead_room);
-    size_t needed = bytes_needed(&e, &max_phrase_terms) + ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+    size_t needed = bytes_needed(&e, &max_phrase_terms) + 2 * ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+                    ranking_arena_size((tree->num_clauses + 1) * 2 * sizeof(double)) +
+                    ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
                     ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
                     ranking_arena_size(tree->num_filters * sizeof(ranking_filter));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
@@ -550,6 +641,9 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     e.scorers = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(scorer));
     e.excluders = ranking_arena_take(arena, tree->num_clauses * sizeof(scorer));
     run->scratch_bounds = ranking_arena_take(arena, (tree->num_clauses + 2) * sizeof(double));
+    run->completion_bounds = ranking_arena_take(arena, (tree->num_clauses + 2) * sizeof(double));
+    e.ranked = ranking_arena_take(arena, (tree->num_clauses + 1) * 2 * sizeof(double));
+    e.order = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(uint32_t));
     e.positions = ranking_arena_take(arena, (size_t)max_phrase_terms * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
     uint32_t num_required = 0;
     bool any_positive = false;
@@ -581,7 +675,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         s->docs = filter_docs(&e, &e.filters[lead], &count, NULL);
         s->size = count;
         s->doc = count ? s->docs[0] : ISN_DOC_END;
-        s->filter = s->required = true;
+        s->kind = SCORER_DOCS;
+        s->required = true;
         need_optional = num_required == 0;
         num_required++;
         /* its documents hold it: the others are what each candidate is still tested for */
@@ -593,7 +688,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         e.num_filters = kept;
     }
     if (options->first_doc)
-        for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(run, &e.scorers[i], options->first_doc);
+        for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(&e, &e.scorers[i], options->first_doc);
     /* required first, rarest leading; optional ones by bound ascending */
     uint32_t r = 0;
     for (uint32_t i = 0; i < e.num_scorers; i++)
