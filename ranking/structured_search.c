@@ -430,13 +430,21 @@ static void run_required(evaluation *e, uint32_t num_required, bool need_optiona
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc)) return;
         if (!exhaustive && (!window_open || doc > window_end)) {
+            /* windows that cannot make the top k are passed by their block metadata, decoding nothing */
+            uint32_t target = doc;
+            for (;;) {
+                window_end = open_window(e, e->scorers, e->num_scorers, target, bounds);
+                double all = 0.0;
+                for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
+                if (!ranking_bound_fails(all, &run->topk) || window_end == ISN_DOC_END) break;
+                target = window_end + 1;
+            }
             window_open = true;
-            window_end = open_window(e, e->scorers, e->num_scorers, doc, bounds);
-            double all = 0.0;
-            for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
-            if (ranking_bound_fails(all, &run->topk)) {
-                doc = window_end == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], window_end + 1);
-                continue;
+            if (target > doc) {
+                double all = 0.0;
+                for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
+                doc = ranking_bound_fails(all, &run->topk) ? ISN_DOC_END : scorer_next_geq(e, &req[0], target);
+                if (doc == ISN_DOC_END || doc > window_end) continue;
             }
             for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
         }
@@ -544,8 +552,8 @@ static void run_optional(evaluation *e, bool exhaustive) {
                 uint32_t d = scorer_next_geq(e, &s[order[i]], start);
                 if (d < doc) doc = d;
             }
-            if (doc > end) {
-                start = doc == ISN_DOC_END || end == ISN_DOC_END ? ISN_DOC_END : end + 1;
+            if (doc == ISN_DOC_END || doc > end) { /* later windows may make other scorers essential */
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 break;
             }
             if (ranking_should_stop(run, doc)) return;
