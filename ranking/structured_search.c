@@ -66,6 +66,7 @@ typedef struct {
     scorer *excluders;
     uint32_t num_excluders;
     uint32_t *positions; /* RANKING_PHRASE_POSITIONS per term of the longest phrase */
+    scorer *guard;       /* run_optional's: a filter's documents, leapfrogged with the candidates */
     void *ranked;        /* run_optional's ordering scratch, one entry per scorer */
     uint32_t *order;
     const ranking_filter *filters;
@@ -368,9 +369,11 @@ static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
     return best;
 }
 
-/* A filter leads when its documents are fewer than a fraction of the postings the clauses would
- * walk: each of its documents costs a skip in every list, each posting a step and a test. */
-#define RANKING_FILTER_LEADS_BELOW 0.25
+/* A keyword filter's documents lead the search (or guard the candidates of a disjunction, leapfrogging
+ * with them), so that documents without the keyword are skipped by whole runs, never tested one by one:
+ * a filter of one value always; of several when their merged list is shorter than a share of the
+ * postings the clauses would walk (the merge costs a pass over it). */
+#define RANKING_FILTER_MERGED_BELOW 1.0
 
 /* ------------------------------------------------------------------ evaluation */
 
@@ -417,7 +420,7 @@ static uint32_t open_window(const evaluation *e, scorer *scorers, uint32_t n, ui
 }
 
 /* Required scorers first (rarest leading), then the optional ones by bound ascending. */
-static void run_required(evaluation *e, uint32_t num_required, bool need_optional, bool exhaustive) {
+static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *req = e->scorers, *opt = e->scorers + num_required;
     uint32_t num_optional = e->num_scorers - num_required;
@@ -460,23 +463,19 @@ static void run_required(evaluation *e, uint32_t num_required, bool need_optiona
         }
         double score = 0.0;
         for (uint32_t i = 0; i < num_required; i++) score += scorer_score(e, &req[i], doc);
-        /* without a required clause of its own (a filter leads) a document needs an optional one */
-        bool any_optional = false, pruned = false;
+        bool pruned = false;
         for (uint32_t i = num_optional; i-- > 0;) {
             if (!exhaustive && ranking_bound_fails(score + below[i + 1], &run->topk)) {
                 pruned = true;
                 break;
             }
-            if (scorer_next_geq(e, &opt[i], doc) == doc) {
-                score += scorer_score(e, &opt[i], doc);
-                any_optional = true;
-            }
+            if (scorer_next_geq(e, &opt[i], doc) == doc) score += scorer_score(e, &opt[i], doc);
         }
-        if (need_optional && !any_optional) {
+        run->matched++;
+        if (pruned) {
             doc = scorer_next(e, &req[0]);
             continue;
         }
-        run->matched += !need_optional || !pruned || any_optional;
         run->docs_evaluated++;
         isn_topk_offer(&run->topk, doc, (float)score);
         doc = scorer_next(e, &req[0]);
@@ -519,10 +518,12 @@ static void run_optional(evaluation *e, bool exhaustive) {
     double *bounds = run->completion_bounds;
     ranked_scorer *ranked = e->ranked;
     uint32_t *order = e->order;
+    scorer *guard = e->guard;
     uint32_t start = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++)
         if (s[i].doc < start) start = s[i].doc;
     while (start != ISN_DOC_END) {
+        if (guard && (start = scorer_next_geq(e, guard, start)) == ISN_DOC_END) return;
         uint32_t end = ISN_DOC_END;
         if (!exhaustive) {
             end = open_window(e, s, n, start, bounds);
@@ -555,6 +556,12 @@ static void run_optional(evaluation *e, bool exhaustive) {
             if (doc == ISN_DOC_END || doc > end) { /* later windows may make other scorers essential */
                 start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 break;
+            }
+            if (guard && scorer_next_geq(e, guard, doc) != doc) { /* the filter's next document leads */
+                start = guard->doc;
+                if (start == ISN_DOC_END) return;
+                if (start > end) break;
+                continue;
             }
             if (ranking_should_stop(run, doc)) return;
             start = doc + 1;
@@ -675,18 +682,19 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     if (!any_positive || e.num_scorers == 0) return 0; /* Lucene: excluded clauses alone match nothing */
     uint64_t walked = 0;
     for (uint32_t i = 0; i < e.num_scorers; i++) walked += e.scorers[i].size;
-    bool need_optional = false;
-    if (lead >= 0 && (double)lead_count < RANKING_FILTER_LEADS_BELOW * (double)walked) {
-        scorer *s = &e.scorers[e.num_scorers++];
+    /* one value's list is the index's own, free to use; several are merged first, worth it when few */
+    if (lead >= 0 && (lead_room == 0 || (double)lead_count < RANKING_FILTER_MERGED_BELOW * (double)walked)) {
+        /* with required clauses it joins them; else it guards the disjunction's candidates */
+        scorer *s = num_required ? &e.scorers[e.num_scorers++] : ranking_arena_take(arena, sizeof(scorer));
         uint32_t count;
         memset(s, 0, sizeof *s);
         s->docs = filter_docs(&e, &e.filters[lead], &count, NULL);
         s->size = count;
         s->doc = count ? s->docs[0] : ISN_DOC_END;
         s->kind = SCORER_DOCS;
-        s->required = true;
-        need_optional = num_required == 0;
-        num_required++;
+        s->required = num_required > 0;
+        if (num_required) num_required++;
+        else e.guard = s;
         /* its documents hold it: the others are what each candidate is still tested for */
         ranking_filter *rest = ranking_arena_take(arena, tree->num_filters * sizeof(ranking_filter));
         uint32_t kept = 0;
@@ -695,8 +703,10 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         e.filters = rest;
         e.num_filters = kept;
     }
-    if (options->first_doc)
+    if (options->first_doc) {
         for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(&e, &e.scorers[i], options->first_doc);
+        if (e.guard) scorer_next_geq(&e, e.guard, options->first_doc);
+    }
     /* required first, rarest leading; optional ones by bound ascending */
     uint32_t r = 0;
     for (uint32_t i = 0; i < e.num_scorers; i++)
@@ -707,7 +717,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         }
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
-    if (num_required) run_required(&e, num_required, need_optional, exhaustive);
+    if (num_required) run_required(&e, num_required, exhaustive);
     else run_optional(&e, exhaustive);
     return 0;
 }
