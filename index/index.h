@@ -407,7 +407,7 @@ void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index 
 /* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
  * forward between calls), ascending; writes at most cap, returns how many there are (0 without
  * positions in the index). */
-uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cursor *cursor, uint32_t field,
+uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, isn_cursor *cursor, uint32_t field,
                                    uint32_t *out, uint32_t cap);
 
 /* Every posting's term frequency in each field, derived from the positions at the first call (then
@@ -429,6 +429,9 @@ void isn_index_field_doc_stats(const isn_index *index, uint32_t field, uint32_t 
 void isn_index_field_term_stats(const isn_index *index, uint32_t term_id, uint32_t field, uint32_t *df,
                                 float *max_tf_part);
 const float *isn_index_field_block_max(const isn_index *index);
+/* Per document and field, isn_bm25_doc_norm of the field's length under that average:
+ * field_norms[doc * num_fields + field]. */
+const float *isn_index_field_norms(const isn_index *index);
 
 /* ------------------------------------------------------------------ synthetic partitions */
 

@@ -1,11 +1,22 @@
 /* Positions per posting and field (second-stage features read them; the first stage never does). */
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "index/reader.h"
 
 /* Skips `count` varints: each ends at its first byte below 0x80, so counting those is enough (phrase and
  * field: clauses skip the positions of every posting they pass). NULL when the section ends first. */
 static const uint8_t *skip_varints(const uint8_t *p, const uint8_t *end, uint32_t count) {
+#ifdef __SSE2__
+    /* 16 bytes at a time while they end fewer varints than are left to skip */
+    while (count > 16 && end - p >= 16) {
+        uint32_t ends = ~(uint32_t)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)p)) & 0xffffu;
+        count -= (uint32_t)__builtin_popcount(ends);
+        p += 16;
+    }
+#endif
     while (count && p < end) count -= *p++ < 0x80;
     return count ? NULL : p;
 }
@@ -66,7 +77,7 @@ void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, ui
     pc->at = ix->pos_blocks ? ix->positions : NULL;
 }
 
-uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *cursor, uint32_t field, uint32_t *out,
+uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor, uint32_t field, uint32_t *out,
                                    uint32_t cap) {
     const isn_index *ix = pc->index;
     if (!pc->at || cursor->doc == ISN_DOC_END || field >= ix->meta->num_fields) return 0;
@@ -82,14 +93,21 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *c
         pc->block = cursor->block;
         pc->posting = 0;
     }
-    for (; pc->posting < cursor->pos && pc->at; pc->posting++) pc->at = skip_posting(pc->at, end, nf);
+    if (pc->posting < cursor->pos) {
+        /* a posting's positions are a count per field and a gap per occurrence: nf + tf varints */
+        const uint32_t *freqs = isn_cursor_block_freqs(cursor);
+        uint32_t varints = 0;
+        for (uint32_t i = pc->posting; i < cursor->pos; i++) varints += nf + freqs[i] + 1;
+        pc->at = skip_varints(pc->at, end, varints);
+        pc->posting = cursor->pos;
+    }
     const uint8_t *p = pc->at;
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
     return read_field_positions(p, end, out, cap);
 }
 
 /* Per field, the documents where it is not empty and their average length. */
-static void count_field_docs(isn_index *ix) {
+static float *count_field_docs(isn_index *ix) {
     const isn_meta *m = ix->meta;
     for (uint32_t f = 0; f < m->num_fields; f++) {
         uint32_t with = 0;
@@ -102,6 +120,10 @@ static void count_field_docs(isn_index *ix) {
         ix->field_avg_len[f] = with ? (float)((double)total / with) : 1.0f;
         ix->field_doc_count[f] = with ? with : 1;
     }
+    float *norms = malloc(((size_t)m->num_docs * m->num_fields + 1) * sizeof *norms);
+    for (size_t i = 0; norms && i < (size_t)m->num_docs * m->num_fields; i++)
+        norms[i] = isn_bm25_doc_norm(&ix->info.bm25, ix->doc_lens[i], ix->field_avg_len[i % m->num_fields]);
+    return norms;
 }
 
 /* One pass over the positions section, counting each posting's positions per field, and with them each
@@ -115,7 +137,8 @@ static uint8_t *count_field_tfs(isn_index *ix) {
     uint32_t *term_df = calloc((size_t)m->num_terms * nf + 1, sizeof *term_df);
     float *term_max = calloc((size_t)m->num_terms * nf + 1, sizeof *term_max);
     float *block_max = calloc((size_t)m->num_blocks * nf + 1, sizeof *block_max);
-    if (!tfs || !first || !term_df || !term_max || !block_max) {
+    float *norms = tfs && first && term_df && term_max && block_max ? count_field_docs(ix) : NULL;
+    if (!norms) {
         free(tfs);
         free(first);
         free(term_df);
@@ -123,7 +146,6 @@ static uint8_t *count_field_tfs(isn_index *ix) {
         free(block_max);
         return NULL;
     }
-    count_field_docs(ix);
     float k1_plus_1 = ix->info.bm25.k1 + 1.0f;
     const uint8_t *end = ix->positions + ix->positions_bytes;
     uint64_t posting = 0;
@@ -145,8 +167,7 @@ static uint8_t *count_field_tfs(isn_index *ix) {
                     /* a malformed block reads as the cap: those postings go back to the positions */
                     tfs[posting * nf + f] = !p || n >= ISN_FIELD_TF_CAP ? ISN_FIELD_TF_CAP : (uint8_t)n;
                     if (!p || n == 0 || i >= decoded) continue;
-                    uint32_t len = ix->doc_lens[(size_t)docs[i] * nf + f];
-                    float part = isn_bm25_tf_part(k1_plus_1, n, isn_bm25_doc_norm(&ix->info.bm25, len, ix->field_avg_len[f]));
+                    float part = isn_bm25_tf_part(k1_plus_1, n, norms[(size_t)docs[i] * nf + f]);
                     term_df[(size_t)t * nf + f]++;
                     if (part > term_max[(size_t)t * nf + f]) term_max[(size_t)t * nf + f] = part;
                     if (part > in_block[f]) in_block[f] = part;
@@ -158,6 +179,7 @@ static uint8_t *count_field_tfs(isn_index *ix) {
     ix->term_field_df = term_df;
     ix->term_field_max = term_max;
     ix->block_field_max = block_max;
+    ix->field_norms = norms;
     return tfs;
 }
 
@@ -195,3 +217,5 @@ void isn_index_field_term_stats(const isn_index *ix, uint32_t term_id, uint32_t 
 }
 
 const float *isn_index_field_block_max(const isn_index *ix) { return isn_index_field_tfs(ix) ? ix->block_field_max : NULL; }
+
+const float *isn_index_field_norms(const isn_index *ix) { return isn_index_field_tfs(ix) ? ix->field_norms : NULL; }

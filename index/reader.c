@@ -389,6 +389,7 @@ void isn_index_close(isn_index *ix) {
     free(ix->term_field_df);
     free(ix->term_field_max);
     free(ix->block_field_max);
+    free(ix->field_norms);
     pthread_mutex_destroy(&ix->field_tfs_lock);
     for (uint32_t a = 0; a < ISN_MAX_ATTRIBUTES; a++) {
         free(ix->keyword_starts[a]);

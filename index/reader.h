@@ -59,6 +59,7 @@ struct isn_index {
     uint32_t *term_field_df;   /* [term * num_fields + field] */
     float *term_field_max;     /* [term * num_fields + field] */
     float *block_field_max;    /* [block * num_fields + field] */
+    float *field_norms;        /* [doc * num_fields + field]: isn_bm25_doc_norm of the field's length */
     uint32_t field_doc_count[ISN_MAX_FIELDS];
     float field_avg_len[ISN_MAX_FIELDS];
 };

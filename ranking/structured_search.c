@@ -39,7 +39,6 @@ typedef struct {
     const ranking_clause_term *terms;
     uint32_t num_terms;
     float weight;
-    float avg_len; /* the field's, for its norms */
     uint32_t freq; /* FIELD_TERM and PHRASE: the frequency on doc */
     const float *field_block_max; /* FIELD_TERM: its list's first block's maximum in the field (stride num_fields) */
     const uint32_t *docs; /* DOCS */
@@ -61,6 +60,7 @@ typedef struct {
     float k1_plus_1;
     isn_bm25_params bm25;
     const uint8_t *field_tfs;
+    const float *field_norms; /* isn_index_field_norms: a field's norm per document */
     scorer *scorers;
     uint32_t num_scorers;
     scorer *excluders;
@@ -199,8 +199,7 @@ static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t
     e->run->postings_scored++;
     if (s->kind == SCORER_TERM)
         return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]));
-    float norm = s->whole_document ? e->norms[doc]
-                                   : isn_bm25_doc_norm(&e->bm25, isn_index_field_len(e->index, doc, s->field), s->avg_len);
+    float norm = s->whole_document ? e->norms[doc] : e->field_norms[(size_t)doc * e->num_fields + s->field];
     return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, s->freq, norm));
 }
 
@@ -292,7 +291,8 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
         const isn_block_meta *all = isn_index_block_metas(e->index, &num_blocks);
         s->field_block_max = isn_index_field_block_max(e->index) + (size_t)(s->cursor->blocks - all) * e->num_fields + s->field;
     }
-    if (!s->whole_document) isn_index_field_doc_stats(e->index, s->field, &field_doc_count, &s->avg_len);
+    float avg_len;
+    if (!s->whole_document) isn_index_field_doc_stats(e->index, s->field, &field_doc_count, &avg_len);
     if (scores) {
         s->weight = clause_weight(e, clause, field_doc_count, field_dfs);
         s->max_score = (double)s->weight * least_max;
@@ -633,7 +633,11 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                                     "--no-positions)");
             return -1;
         }
-        if (!e.field_tfs && !(e.field_tfs = isn_index_field_tfs(e.index))) {
+        if (!e.field_tfs) {
+            e.field_tfs = isn_index_field_tfs(e.index);
+            e.field_norms = isn_index_field_norms(e.index);
+        }
+        if (!e.field_tfs || !e.field_norms) {
             isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
                                     "phrases and field: clauses read", info->num_fields);
             return -1;
