@@ -41,7 +41,10 @@ typedef struct {
     float weight;
     uint32_t freq; /* FIELD_TERM and PHRASE: the frequency on doc */
     const float *field_block_max; /* FIELD_TERM: its list's first block's maximum in the field (stride num_fields) */
-    const uint32_t *docs; /* DOCS */
+    const uint32_t *docs; /* DOCS: one list (docs, size, at), or the union of several */
+    const uint32_t **lists;
+    uint32_t *list_sizes, *list_at;
+    uint32_t num_lists;
     uint32_t size; /* postings (df), the phrase's rarest term's, or the list's length: the rarest leads */
     uint32_t at;
     uint32_t doc;
@@ -158,6 +161,24 @@ static uint32_t phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
     return s->doc = doc;
 }
 
+/* The first doc >= target in a sorted list from *at on: galloping, then binary search (lists are walked
+ * forward, mostly by small steps). */
+static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at, uint32_t target) {
+    uint32_t lo = *at, step = 1;
+    while (lo + step < size && docs[lo + step] < target) {
+        lo += step;
+        step *= 2;
+    }
+    uint32_t hi = lo + step < size ? lo + step : size;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (docs[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    *at = lo;
+    return lo < size ? docs[lo] : ISN_DOC_END;
+}
+
 static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
     if (s->doc >= target) return s->doc;
     switch (s->kind) {
@@ -166,20 +187,13 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
     case SCORER_PHRASE: return phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
     default: break;
     }
-    uint32_t lo = s->at, step = 1;
-    /* galloping, then binary search: lists are walked forward, mostly by small steps */
-    while (lo + step < s->size && s->docs[lo + step] < target) {
-        lo += step;
-        step *= 2;
+    if (s->num_lists <= 1) return s->doc = gallop(s->docs, s->size, &s->at, target);
+    uint32_t doc = ISN_DOC_END;
+    for (uint32_t i = 0; i < s->num_lists; i++) {
+        uint32_t d = gallop(s->lists[i], s->list_sizes[i], &s->list_at[i], target);
+        if (d < doc) doc = d;
     }
-    uint32_t hi = lo + step < s->size ? lo + step : s->size;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (s->docs[mid] < target) lo = mid + 1;
-        else hi = mid;
-    }
-    s->at = lo;
-    return s->doc = lo < s->size ? s->docs[lo] : ISN_DOC_END;
+    return s->doc = doc;
 }
 
 static inline uint32_t scorer_next(evaluation *e, scorer *s) {
@@ -189,6 +203,7 @@ static inline uint32_t scorer_next(evaluation *e, scorer *s) {
     case SCORER_PHRASE: return phrase_settle(e, s, ranking_next(e->run, s->cursor));
     default: break;
     }
+    if (s->num_lists > 1) return scorer_next_geq(e, s, s->doc + 1);
     s->at++;
     return s->doc = s->at < s->size ? s->docs[s->at] : ISN_DOC_END;
 }
@@ -306,42 +321,71 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
 
 /* ------------------------------------------------------------------ a filter leading the search */
 
-/* The documents of a keyword filter (attribute in {values}, not negated), ascending: the index's own
- * list for one value, else the lists merged into the arena. NULL when no filter can lead. */
-static const uint32_t *filter_docs(evaluation *e, const ranking_filter *f, uint32_t *count, uint32_t *room) {
-    *count = 0;
+/* Up to this many values, a filter's documents are the union of the index's lists, walked side by side;
+ * more are merged into one list first. */
+#define RANKING_FILTER_UNION_LISTS 16u
+
+/* The documents of a keyword filter (attribute in {values}, not negated), ascending, into the DOCS
+ * scorer s: the index's own list for one value, their union for a few, else the lists merged into the
+ * arena. Without s, a sizing pass: *count the documents, *room the merged list's entries (0 unless
+ * merged). */
+static void filter_docs(evaluation *e, const ranking_filter *f, scorer *s, uint32_t *count, uint32_t *room) {
     const uint32_t *lists[ISN_MAX_FILTER_VALUES];
-    uint32_t sizes[ISN_MAX_FILTER_VALUES], at[ISN_MAX_FILTER_VALUES];
+    uint32_t sizes[ISN_MAX_FILTER_VALUES];
     uint32_t n = 0, total = 0;
     for (uint32_t v = 0; v < f->num_values; v++) {
         const uint32_t *docs = isn_index_keyword_docs(e->index, f->attribute, e->filter_values[f->first_value + v], &sizes[n]);
         if (docs && sizes[n]) {
             lists[n] = docs;
-            at[n] = 0;
             total += sizes[n++];
         }
     }
-    if (room) { /* sizing pass */
-        *room = n > 1 ? total : 0;
-        *count = total;
-        return NULL;
+    *count = total;
+    if (!s) { /* sizing pass */
+        *room = n > RANKING_FILTER_UNION_LISTS ? total : 0;
+        return;
+    }
+    memset(s, 0, sizeof *s);
+    s->kind = SCORER_DOCS;
+    s->size = total;
+    if (n == 0) {
+        s->doc = ISN_DOC_END;
+        return;
     }
     if (n == 1) {
-        *count = total;
-        return lists[0];
+        s->docs = lists[0];
+        s->doc = lists[0][0];
+        return;
     }
-    uint32_t *merged = ranking_arena_take(&e->searcher->arena, (size_t)(total ? total : 1) * sizeof(uint32_t));
-    while (*count < total) { /* few values: a linear pick of the smallest head is enough */
+    ranking_arena *arena = &e->searcher->arena;
+    if (n <= RANKING_FILTER_UNION_LISTS) {
+        s->num_lists = n;
+        s->lists = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *));
+        s->list_sizes = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(uint32_t));
+        s->list_at = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(uint32_t));
+        s->doc = ISN_DOC_END;
+        for (uint32_t i = 0; i < n; i++) {
+            s->lists[i] = lists[i];
+            s->list_sizes[i] = sizes[i];
+            s->list_at[i] = 0;
+            if (lists[i][0] < s->doc) s->doc = lists[i][0];
+        }
+        return;
+    }
+    uint32_t *merged = ranking_arena_take(arena, (size_t)total * sizeof(uint32_t));
+    uint32_t at[ISN_MAX_FILTER_VALUES] = {0}, written = 0;
+    while (written < total) { /* a linear pick of the smallest head: the merge is taken only when short */
         uint32_t best = UINT32_MAX, which = 0;
         for (uint32_t i = 0; i < n; i++)
             if (at[i] < sizes[i] && lists[i][at[i]] < best) {
                 best = lists[i][at[i]];
                 which = i;
             }
-        merged[(*count)++] = best;
+        merged[written++] = best;
         at[which]++;
     }
-    return merged;
+    s->docs = merged;
+    s->doc = merged[0];
 }
 
 /* The filter whose documents are fewest among those that can lead (keyword, not negated), and how
@@ -357,7 +401,7 @@ static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
             kind != ISN_ATTRIBUTE_KEYWORD)
             continue;
         uint32_t n, r;
-        filter_docs(e, filter, &n, &r);
+        filter_docs(e, filter, NULL, &n, &r);
         if (n < best_count) {
             best = (int)f;
             best_count = n;
@@ -371,8 +415,8 @@ static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
 
 /* A keyword filter's documents lead the search (or guard the candidates of a disjunction, leapfrogging
  * with them), so that documents without the keyword are skipped by whole runs, never tested one by one:
- * a filter of one value always; of several when their merged list is shorter than a share of the
- * postings the clauses would walk (the merge costs a pass over it). */
+ * a filter of up to RANKING_FILTER_UNION_LISTS values always; of more when their merged list is shorter
+ * than a share of the postings the clauses would walk (the merge costs a pass over it). */
 #define RANKING_FILTER_MERGED_BELOW 1.0
 
 /* ------------------------------------------------------------------ evaluation */
@@ -651,6 +695,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                     ranking_arena_size((tree->num_clauses + 1) * 2 * sizeof(double)) +
                     ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
                     ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
+                    3 * ranking_arena_size(RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *)) +
                     ranking_arena_size(tree->num_filters * sizeof(ranking_filter));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u clauses", tree->num_clauses);
@@ -690,12 +735,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     if (lead >= 0 && (lead_room == 0 || (double)lead_count < RANKING_FILTER_MERGED_BELOW * (double)walked)) {
         /* with required clauses it joins them; else it guards the disjunction's candidates */
         scorer *s = num_required ? &e.scorers[e.num_scorers++] : ranking_arena_take(arena, sizeof(scorer));
-        uint32_t count;
-        memset(s, 0, sizeof *s);
-        s->docs = filter_docs(&e, &e.filters[lead], &count, NULL);
-        s->size = count;
-        s->doc = count ? s->docs[0] : ISN_DOC_END;
-        s->kind = SCORER_DOCS;
+        uint32_t count, room;
+        filter_docs(&e, &e.filters[lead], s, &count, &room);
         s->required = num_required > 0;
         if (num_required) num_required++;
         else e.guard = s;
