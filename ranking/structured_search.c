@@ -64,6 +64,8 @@ typedef struct {
     isn_bm25_params bm25;
     const uint8_t *field_tfs;
     const float *field_norms; /* isn_index_field_norms: a field's norm per document */
+    const float *field_block_max; /* isn_index_field_block_max */
+    const isn_block_meta *blocks; /* every list's blocks: a cursor's blocks less these is its first block */
     scorer *scorers;
     uint32_t num_scorers;
     scorer *excluders;
@@ -448,6 +450,22 @@ static inline double window_bound(const evaluation *e, scorer *s, uint32_t targe
         return block < s->cursor->num_blocks ? (double)s->weight * s->field_block_max[(size_t)block * e->num_fields]
                                              : 0.0;
     }
+    case SCORER_PHRASE: {
+        /* the phrase's frequency is at most each term's, so its bound is the least of their blocks' */
+        float least = 0.0f;
+        for (uint32_t i = 0; i < s->num_terms; i++) {
+            isn_cursor *c = &s->cursors[i];
+            uint32_t term_last = isn_cursor_shallow_next_geq(c, target);
+            if (term_last < *last) *last = term_last;
+            float term_max = s->whole_document ? isn_cursor_shallow_max(c)
+                             : c->shallow_block < c->num_blocks
+                                 ? e->field_block_max[((size_t)(c->blocks - e->blocks) + c->shallow_block) * e->num_fields +
+                                                      s->field]
+                                 : 0.0f;
+            if (i == 0 || term_max < least) least = term_max;
+        }
+        return (double)s->weight * least;
+    }
     default: return s->max_score;
     }
 }
@@ -474,6 +492,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
     for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + opt[i].max_score;
     uint32_t doc = req[0].doc, window_end = 0;
     bool window_open = false;
+    double required_bound = 0.0; /* the required scorers' summed bounds in the window */
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc)) return;
         if (!exhaustive && (!window_open || doc > window_end)) {
@@ -494,6 +513,30 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
                 if (doc == ISN_DOC_END || doc > window_end) continue;
             }
             for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
+            required_bound = 0.0;
+            for (uint32_t i = 0; i < num_required; i++) required_bound += bounds[i];
+        }
+        if (!exhaustive && num_optional) {
+            /* a doc holding none of opt[from..) scores at most required_bound + below[from]: where that cannot
+             * make the top k, the candidates are the docs of those optional scorers (Lucene's ReqOptSumScorer
+             * under block-max bounds) */
+            uint32_t from = num_optional + 1;
+            for (uint32_t i = num_optional + 1; i-- > 0;)
+                if (ranking_bound_fails(required_bound + below[i], &run->topk)) {
+                    from = i;
+                    break;
+                }
+            if (from <= num_optional) {
+                uint32_t next = window_end == ISN_DOC_END ? ISN_DOC_END : window_end + 1;
+                for (uint32_t i = from; i < num_optional && next != doc; i++) {
+                    uint32_t d = scorer_next_geq(e, &opt[i], doc);
+                    if (d < next) next = d;
+                }
+                if (next != doc) {
+                    doc = next == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], next);
+                    continue;
+                }
+            }
         }
         uint32_t found = doc;
         for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(e, &req[i], doc);
@@ -653,6 +696,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                     .num_filters = tree->num_filters};
     const ranking_clause *clauses = ranking_structure_clauses(tree);
     const ranking_clause_term *terms = ranking_structure_terms(tree);
+    uint64_t num_blocks;
+    e.blocks = isn_index_block_metas(e.index, &num_blocks);
     for (uint32_t c = 0; c < tree->num_clauses; c++) {
         if (clauses[c].field != RANKING_WHOLE_DOCUMENT && (uint32_t)clauses[c].field >= info->num_fields) {
             isn_error(err, err_len, "query clause %u names field %d; the index has %u", c, clauses[c].field,
@@ -680,6 +725,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         if (!e.field_tfs) {
             e.field_tfs = isn_index_field_tfs(e.index);
             e.field_norms = isn_index_field_norms(e.index);
+            e.field_block_max = isn_index_field_block_max(e.index);
         }
         if (!e.field_tfs || !e.field_norms) {
             isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
