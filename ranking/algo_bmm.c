@@ -277,7 +277,8 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
     double *cand_scores = run->window->cand_scores;
     /* The lead's own bound is not in prefix_bound[n - 2]: its score stands in for it. */
     const double rest = n > 1 ? prefix_bound[n - 2] : 0.0;
-    uint32_t candidates = 0;
+    uint32_t candidates = 0, admitted = 0;
+    bool (*const admit)(void *, uint32_t) = run->admit;
     while (c->doc < hi) {
         const double threshold = run->topk.threshold;
         const uint32_t *freqs = isn_cursor_block_freqs(c);
@@ -292,7 +293,12 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
             double score = (double)(weight * part);
             cand_docs[kept] = doc;
             cand_scores[kept] = score;
-            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            if (admit && keep) { /* only candidates that can win are tested, and only those counted */
+                keep = admit(run->admit_ctx, doc);
+                admitted += keep;
+            }
+            kept += keep;
         }
         complete_candidates(run, t, n - 1, prefix_bound, kept);
         run->postings_scored += p - c->pos;
@@ -305,7 +311,7 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
         isn_cursor_next_block(c);
         run->blocks_decoded++;
     }
-    run->matched += candidates;
+    run->matched += admit ? admitted : candidates;
     return candidates;
 }
 
@@ -321,7 +327,8 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
     double *cand_scores = window->cand_scores;
     const double threshold = run->topk.threshold;
     const double rest = first_essential ? nonessential_bound[first_essential - 1] : 0.0;
-    uint32_t candidates = 0, kept = 0;
+    uint32_t candidates = 0, kept = 0, admitted = 0;
+    bool (*const admit)(void *, uint32_t) = run->admit;
     const uint32_t words = (hi - lo + 63) / 64;
     for (uint32_t w = 0; w < words; w++) {
         uint64_t word = bits[w];
@@ -336,10 +343,15 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
             word_scores[i] = 0.0;
             cand_docs[kept] = lo + w * 64 + i;
             cand_scores[kept] = score;
-            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            if (admit && keep) {
+                keep = admit(run->admit_ctx, lo + w * 64 + i);
+                admitted += keep;
+            }
+            kept += keep;
         }
     }
-    run->matched += candidates;
+    run->matched += admit ? admitted : candidates;
     complete_candidates(run, t, first_essential, nonessential_bound, kept);
     return candidates;
 }

@@ -205,6 +205,10 @@ typedef struct {
     uint32_t until_clock_check;
     bool stopped;
     uint32_t stopped_before_doc; /* every doc below it was considered when the run stopped */
+    /* Block-max MaxScore under a query tree's filters and excluded clauses: a candidate that can still
+     * win is offered only when this admits it (then alone counted as matched). NULL for none. */
+    bool (*admit)(void *ctx, uint32_t doc);
+    void *admit_ctx;
 } ranking_run;
 
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */

@@ -652,6 +652,17 @@ static void run_optional(evaluation *e, bool exhaustive) {
             }
             if (ranking_should_stop(run, doc)) return;
             start = doc + 1;
+            if (!exhaustive) {
+                /* the doc's own bound: the essential scorers that hold it, and every non-essential one */
+                double doc_bound = prefix[first_essential];
+                for (uint32_t i = first_essential; i < n; i++)
+                    if (s[order[i]].doc == doc) doc_bound += bounds[order[i]];
+                if (ranking_bound_fails(doc_bound, &run->topk)) {
+                    for (uint32_t i = first_essential; i < n; i++)
+                        if (s[order[i]].doc == doc) scorer_next(e, &s[order[i]]);
+                    continue;
+                }
+            }
             bool admit = admitted(e, doc);
             double score = 0.0;
             for (uint32_t i = first_essential; i < n; i++) {
@@ -684,6 +695,37 @@ static void run_optional(evaluation *e, bool exhaustive) {
         }
         start = next;
     }
+}
+
+/* ------------------------------------------------------------------ whole-document terms only */
+
+static bool terms_only(const evaluation *e) {
+    for (uint32_t i = 0; i < e->num_scorers; i++)
+        if (e->scorers[i].kind != SCORER_TERM) return false;
+    return true;
+}
+
+static bool admit_doc(void *ctx, uint32_t doc) { return admitted(ctx, doc); }
+
+/* Optional whole-document terms with filters or excluded clauses tested per candidate: the bag of words'
+ * block-max MaxScore, its candidates admitted by the tree (the same scores, summed the same way). */
+static void run_terms(evaluation *e) {
+    ranking_run *run = e->run;
+    ranking_arena *arena = &e->searcher->arena;
+    uint32_t n = e->num_scorers;
+    run->terms = ranking_arena_take(arena, n * sizeof(ranking_term));
+    run->scratch_terms = ranking_arena_take(arena, n * sizeof(ranking_term));
+    run->window_terms = ranking_arena_take(arena, n * sizeof(ranking_window_term));
+    run->num_terms = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const scorer *s = &e->scorers[i];
+        isn_term_stats stats;
+        isn_index_term_stats(e->index, s->terms[0].term_id, &stats);
+        run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * stats.max_tf_part};
+    }
+    run->admit = admit_doc;
+    run->admit_ctx = e;
+    ranking_block_max_maxscore(run);
 }
 
 int ranking_structured_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
@@ -742,6 +784,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                     ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
                     ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
                     3 * ranking_arena_size(RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *)) +
+                    2 * ranking_arena_size(tree->num_clauses * sizeof(ranking_term)) +
+                    ranking_arena_size(tree->num_clauses * sizeof(ranking_window_term)) +
                     ranking_arena_size(tree->num_filters * sizeof(ranking_filter));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u clauses", tree->num_clauses);
@@ -809,6 +853,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
+    else if (!exhaustive && !e.guard && terms_only(&e)) run_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
 }
