@@ -421,17 +421,15 @@ uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
 
 /* Derived with the field frequencies (valid once isn_index_field_tfs returned non-NULL), what a field:
  * clause scores and prunes with, as Lucene keeps them per field: the field's documents (those where it
- * is not empty) and their average length; a term's document frequency in the field and its maximum
- * isn_bm25_tf_part there (the norm from the field's length and that average); and that maximum per
- * block of the term's list (isn_index_field_block_max()[global block * num_fields + field], the global
- * block being the cursor's blocks pointer less isn_index_block_metas). */
+ * is not empty) and their average length; per document the field's isn_bm25_doc_norm under that
+ * average; and per term and field a posting list of its own (the documents where the term is in the
+ * field, its frequency there, block maxima under the field's norms), its df and maximum tf part. */
 void isn_index_field_doc_stats(const isn_index *index, uint32_t field, uint32_t *doc_count, float *avg_len);
 void isn_index_field_term_stats(const isn_index *index, uint32_t term_id, uint32_t field, uint32_t *df,
                                 float *max_tf_part);
-const float *isn_index_field_block_max(const isn_index *index);
-/* Per document and field, isn_bm25_doc_norm of the field's length under that average:
- * field_norms[doc * num_fields + field]. */
-const float *isn_index_field_norms(const isn_index *index);
+const float *isn_index_field_norms(const isn_index *index, uint32_t field);
+/* A cursor over the term's list in one field (exhausted at once when the field never holds it). */
+void isn_cursor_open_field(isn_cursor *cursor, const isn_index *index, uint32_t term_id, uint32_t field);
 
 /* ------------------------------------------------------------------ synthetic partitions */
 

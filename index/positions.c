@@ -106,8 +106,8 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor,
     return read_field_positions(p, end, out, cap);
 }
 
-/* Per field, the documents where it is not empty and their average length. */
-static float *count_field_docs(isn_index *ix) {
+/* Per field, the documents where it is not empty, their average length and each document's norm. */
+static int count_field_docs(isn_index *ix) {
     const isn_meta *m = ix->meta;
     for (uint32_t f = 0; f < m->num_fields; f++) {
         uint32_t with = 0;
@@ -119,38 +119,36 @@ static float *count_field_docs(isn_index *ix) {
         }
         ix->field_avg_len[f] = with ? (float)((double)total / with) : 1.0f;
         ix->field_doc_count[f] = with ? with : 1;
+        float *norms = malloc(((size_t)m->num_docs + 1) * sizeof *norms);
+        if (!norms) return -1;
+        for (uint32_t d = 0; d < m->num_docs; d++)
+            norms[d] = isn_bm25_doc_norm(&ix->info.bm25, ix->doc_lens[(size_t)d * m->num_fields + f], ix->field_avg_len[f]);
+        ix->field_norms[f] = norms;
     }
-    float *norms = malloc(((size_t)m->num_docs * m->num_fields + 1) * sizeof *norms);
-    for (size_t i = 0; norms && i < (size_t)m->num_docs * m->num_fields; i++)
-        norms[i] = isn_bm25_doc_norm(&ix->info.bm25, ix->doc_lens[i], ix->field_avg_len[i % m->num_fields]);
-    return norms;
+    return 0;
+}
+
+static void free_field_data(isn_index *ix) {
+    for (uint32_t f = 0; f < ISN_MAX_FIELDS; f++) {
+        free(ix->field_norms[f]);
+        ix->field_norms[f] = NULL;
+    }
 }
 
 /* One pass over the positions section, counting each posting's positions per field, and with them each
- * term's and each block's statistics per field. */
+ * field's own posting lists (field_postings.c). */
 static uint8_t *count_field_tfs(isn_index *ix) {
     const isn_meta *m = ix->meta;
     uint32_t nf = m->num_fields;
     size_t bytes = (size_t)(m->num_postings * nf);
     uint8_t *tfs = malloc(bytes ? bytes : 1);
     uint64_t *first = malloc(((size_t)m->num_terms + 1) * sizeof *first);
-    uint32_t *term_df = calloc((size_t)m->num_terms * nf + 1, sizeof *term_df);
-    float *term_max = calloc((size_t)m->num_terms * nf + 1, sizeof *term_max);
-    float *block_max = calloc((size_t)m->num_blocks * nf + 1, sizeof *block_max);
-    float *norms = tfs && first && term_df && term_max && block_max ? count_field_docs(ix) : NULL;
-    if (!norms) {
-        free(tfs);
-        free(first);
-        free(term_df);
-        free(term_max);
-        free(block_max);
-        return NULL;
-    }
-    float k1_plus_1 = ix->info.bm25.k1 + 1.0f;
+    isn_field_postings_writer w = {0};
+    int ok = tfs && first && count_field_docs(ix) == 0 && isn_field_postings_start(&w, ix) == 0;
     const uint8_t *end = ix->positions + ix->positions_bytes;
     uint64_t posting = 0;
     uint32_t docs[ISN_BLOCK_SIZE];
-    for (uint32_t t = 0; t < m->num_terms; t++) {
+    for (uint32_t t = 0; ok && t < m->num_terms; t++) {
         const isn_term_entry *e = &ix->terms[t];
         first[t] = posting;
         uint32_t blocks = isn_term_num_blocks(e);
@@ -159,7 +157,6 @@ static uint8_t *count_field_tfs(isn_index *ix) {
             isn_block_decode_docs(ix, e, b, docs, &decoded);
             uint64_t offset = ix->pos_blocks[e->first_block + b];
             const uint8_t *p = offset < ix->positions_bytes ? ix->positions + offset : NULL;
-            float *in_block = block_max + (size_t)(e->first_block + b) * nf;
             for (uint32_t i = 0; i < count; i++, posting++)
                 for (uint32_t f = 0; f < nf; f++) {
                     uint32_t n = 0;
@@ -167,19 +164,22 @@ static uint8_t *count_field_tfs(isn_index *ix) {
                     /* a malformed block reads as the cap: those postings go back to the positions */
                     tfs[posting * nf + f] = !p || n >= ISN_FIELD_TF_CAP ? ISN_FIELD_TF_CAP : (uint8_t)n;
                     if (!p || n == 0 || i >= decoded) continue;
-                    float part = isn_bm25_tf_part(k1_plus_1, n, norms[(size_t)docs[i] * nf + f]);
-                    term_df[(size_t)t * nf + f]++;
-                    if (part > term_max[(size_t)t * nf + f]) term_max[(size_t)t * nf + f] = part;
-                    if (part > in_block[f]) in_block[f] = part;
+                    w.docs[f][w.count[f]] = docs[i];
+                    w.tfs[f][w.count[f]++] = n;
                 }
         }
+        ok = isn_field_postings_end_term(&w, ix, t) == 0;
+    }
+    ok = ok && isn_field_postings_finish(&w, ix) == 0;
+    isn_field_postings_free(&w);
+    if (!ok) {
+        free(tfs);
+        free(first);
+        free_field_data(ix);
+        return NULL;
     }
     first[m->num_terms] = posting;
     ix->term_first_posting = first;
-    ix->term_field_df = term_df;
-    ix->term_field_max = term_max;
-    ix->block_field_max = block_max;
-    ix->field_norms = norms;
     return tfs;
 }
 
@@ -207,15 +207,3 @@ void isn_index_field_doc_stats(const isn_index *ix, uint32_t field, uint32_t *do
     *doc_count = known ? ix->field_doc_count[field] : 1;
     *avg_len = known ? ix->field_avg_len[field] : 1.0f;
 }
-
-void isn_index_field_term_stats(const isn_index *ix, uint32_t term_id, uint32_t field, uint32_t *df,
-                                float *max_tf_part) {
-    bool known = isn_index_field_tfs(ix) && term_id < ix->meta->num_terms && field < ix->meta->num_fields;
-    size_t at = (size_t)term_id * ix->meta->num_fields + field;
-    *df = known ? ix->term_field_df[at] : 0;
-    *max_tf_part = known ? ix->term_field_max[at] : 0.0f;
-}
-
-const float *isn_index_field_block_max(const isn_index *ix) { return isn_index_field_tfs(ix) ? ix->block_field_max : NULL; }
-
-const float *isn_index_field_norms(const isn_index *ix) { return isn_index_field_tfs(ix) ? ix->field_norms : NULL; }

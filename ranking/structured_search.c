@@ -21,8 +21,7 @@
  * positions are read only for documents every term of a phrase holds, and only when the search asks
  * for that document, so a phrase beside a rarer required clause or under a high threshold reads few. */
 typedef enum {
-    SCORER_TERM,       /* a whole-document term: its posting list */
-    SCORER_FIELD_TERM, /* field:term: the term's list, its postings outside the field passed over */
+    SCORER_TERM,       /* a term: its posting list, the whole document's or the field's own */
     SCORER_PHRASE,     /* the conjunction of the phrase's terms, confirmed by positions */
     SCORER_DOCS,       /* a filter's document list: it matches, never scores */
 } scorer_kind;
@@ -32,15 +31,15 @@ typedef struct {
     bool required;
     bool whole_document; /* a phrase over every field; else `field` */
     uint32_t field;
-    isn_cursor *cursor; /* TERM and FIELD_TERM: the term's; PHRASE: the rarest term's (it leads) */
+    isn_cursor *cursor; /* TERM: the term's; PHRASE: the rarest term's (it leads) */
+    const float *norms; /* by doc: the whole document's, or the field's */
     isn_cursor *cursors; /* PHRASE: one per term */
     isn_positions_cursor *positions;
     const uint64_t *first_postings; /* per term: where its postings start in the per-field counts */
     const ranking_clause_term *terms;
     uint32_t num_terms;
     float weight;
-    uint32_t freq; /* FIELD_TERM and PHRASE: the frequency on doc */
-    const float *field_block_max; /* FIELD_TERM: its list's first block's maximum in the field (stride num_fields) */
+    uint32_t freq; /* PHRASE: the frequency on doc */
     const uint32_t *docs; /* DOCS: one list (docs, size, at), or the union of several */
     const uint32_t **lists;
     uint32_t *list_sizes, *list_at;
@@ -63,9 +62,6 @@ typedef struct {
     float k1_plus_1;
     isn_bm25_params bm25;
     const uint8_t *field_tfs;
-    const float *field_norms; /* isn_index_field_norms: a field's norm per document */
-    const float *field_block_max; /* isn_index_field_block_max */
-    const isn_block_meta *blocks; /* every list's blocks: a cursor's blocks less these is its first block */
     scorer *scorers;
     uint32_t num_scorers;
     scorer *excluders;
@@ -129,20 +125,6 @@ static uint32_t phrase_freq(evaluation *e, const scorer *s) {
 
 /* ------------------------------------------------------------------ scorer moves */
 
-/* From the doc a field term's cursor landed on, the first one holding the term in the field. */
-static inline uint32_t field_term_settle(evaluation *e, scorer *s, uint32_t doc) {
-    while (doc != ISN_DOC_END) {
-        uint32_t freq = field_tf(e, s->cursor, s->first_postings[0], s->field);
-        if (freq == ISN_FIELD_TF_CAP) freq = isn_positions_cursor_read(&s->positions[0], s->cursor, s->field, NULL, 0);
-        if (freq) {
-            s->freq = freq;
-            break;
-        }
-        doc = ranking_next(e->run, s->cursor);
-    }
-    return s->doc = doc;
-}
-
 /* From the doc the phrase's lead landed on, the first one where every term is and the phrase matches. */
 static uint32_t phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
     ranking_run *run = e->run;
@@ -185,7 +167,6 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
     if (s->doc >= target) return s->doc;
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
-    case SCORER_FIELD_TERM: return field_term_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
     case SCORER_PHRASE: return phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
     default: break;
     }
@@ -201,7 +182,6 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
 static inline uint32_t scorer_next(evaluation *e, scorer *s) {
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next(e->run, s->cursor);
-    case SCORER_FIELD_TERM: return field_term_settle(e, s, ranking_next(e->run, s->cursor));
     case SCORER_PHRASE: return phrase_settle(e, s, ranking_next(e->run, s->cursor));
     default: break;
     }
@@ -214,10 +194,8 @@ static inline uint32_t scorer_next(evaluation *e, scorer *s) {
 static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t doc) {
     if (s->kind == SCORER_DOCS) return 0.0;
     e->run->postings_scored++;
-    if (s->kind == SCORER_TERM)
-        return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]));
-    float norm = s->whole_document ? e->norms[doc] : e->field_norms[(size_t)doc * e->num_fields + s->field];
-    return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, s->freq, norm));
+    uint32_t freq = s->kind == SCORER_TERM ? isn_cursor_freq(s->cursor) : s->freq;
+    return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, freq, s->norms[doc]));
 }
 
 /* ------------------------------------------------------------------ filters */
@@ -277,9 +255,10 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     uint32_t *field_dfs = ranking_arena_take(arena, n * sizeof(uint32_t));
     uint64_t *first_postings = ranking_arena_take(arena, n * sizeof(uint64_t));
     memset(s, 0, sizeof *s);
-    s->kind = whole_document_term(clause) ? SCORER_TERM : clause->phrase ? SCORER_PHRASE : SCORER_FIELD_TERM;
+    s->kind = clause->phrase ? SCORER_PHRASE : SCORER_TERM;
     s->whole_document = clause->field == RANKING_WHOLE_DOCUMENT;
     s->field = s->whole_document ? 0 : (uint32_t)clause->field;
+    s->norms = s->whole_document ? e->norms : isn_index_field_norms(e->index, s->field);
     s->cursors = cursors;
     s->positions = positions;
     s->first_postings = first_postings;
@@ -290,10 +269,13 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     for (uint32_t i = 0; i < n; i++) {
         isn_term_stats stats;
         isn_index_term_stats(e->index, terms[i].term_id, &stats);
-        isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
+        if (s->kind == SCORER_TERM && !s->whole_document)
+            isn_cursor_open_field(&cursors[i], e->index, terms[i].term_id, s->field);
+        else
+            isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
         if (cursors[i].df < cursors[lead].df) lead = i;
         float term_max = stats.max_tf_part;
-        if (s->kind != SCORER_TERM) {
+        if (s->kind == SCORER_PHRASE) {
             isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
             first_postings[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
         }
@@ -303,22 +285,14 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     }
     s->cursor = &cursors[lead];
     s->size = cursors[lead].df;
-    if (s->kind == SCORER_FIELD_TERM) {
-        uint64_t num_blocks;
-        const isn_block_meta *all = isn_index_block_metas(e->index, &num_blocks);
-        s->field_block_max = isn_index_field_block_max(e->index) + (size_t)(s->cursor->blocks - all) * e->num_fields + s->field;
-    }
     float avg_len;
     if (!s->whole_document) isn_index_field_doc_stats(e->index, s->field, &field_doc_count, &avg_len);
     if (scores) {
         s->weight = clause_weight(e, clause, field_doc_count, field_dfs);
         s->max_score = (double)s->weight * least_max;
     }
-    switch (s->kind) {
-    case SCORER_TERM: s->doc = s->cursor->doc; break;
-    case SCORER_FIELD_TERM: field_term_settle(e, s, s->cursor->doc); break;
-    default: phrase_settle(e, s, s->cursor->doc); break;
-    }
+    if (s->kind == SCORER_TERM) s->doc = s->cursor->doc;
+    else phrase_settle(e, s, s->cursor->doc);
 }
 
 /* ------------------------------------------------------------------ a filter leading the search */
@@ -437,31 +411,23 @@ static int by_size(const void *a, const void *b) {
  * block maxima (terms and field terms) ends its current block, and within it each scorer's bound is its
  * block's maximum (a phrase's, its whole bound); a window whose bounds sum below the threshold is
  * skipped whole. */
-static inline double window_bound(const evaluation *e, scorer *s, uint32_t target, uint32_t *last) {
+static inline double window_bound(scorer *s, uint32_t target, uint32_t *last) {
     *last = ISN_DOC_END;
     if (s->doc == ISN_DOC_END) return 0.0;
     switch (s->kind) {
     case SCORER_TERM:
         *last = isn_cursor_shallow_next_geq(s->cursor, target);
         return (double)s->weight * isn_cursor_shallow_max(s->cursor);
-    case SCORER_FIELD_TERM: {
-        *last = isn_cursor_shallow_next_geq(s->cursor, target);
-        uint32_t block = s->cursor->shallow_block;
-        return block < s->cursor->num_blocks ? (double)s->weight * s->field_block_max[(size_t)block * e->num_fields]
-                                             : 0.0;
-    }
     case SCORER_PHRASE: {
-        /* the phrase's frequency is at most each term's, so its bound is the least of their blocks' */
+        /* the phrase's frequency is at most each term's, so its bound is the least of their blocks'
+         * (a field's phrase keeps its whole bound: the blocks' maxima are under the documents' norms) */
+        if (!s->whole_document) return s->max_score;
         float least = 0.0f;
         for (uint32_t i = 0; i < s->num_terms; i++) {
             isn_cursor *c = &s->cursors[i];
             uint32_t term_last = isn_cursor_shallow_next_geq(c, target);
             if (term_last < *last) *last = term_last;
-            float term_max = s->whole_document ? isn_cursor_shallow_max(c)
-                             : c->shallow_block < c->num_blocks
-                                 ? e->field_block_max[((size_t)(c->blocks - e->blocks) + c->shallow_block) * e->num_fields +
-                                                      s->field]
-                                 : 0.0f;
+            float term_max = isn_cursor_shallow_max(c);
             if (i == 0 || term_max < least) least = term_max;
         }
         return (double)s->weight * least;
@@ -471,11 +437,11 @@ static inline double window_bound(const evaluation *e, scorer *s, uint32_t targe
 }
 
 /* The window from `start`: each scorer's bound in it (bounds[i]), and its last doc. */
-static uint32_t open_window(const evaluation *e, scorer *scorers, uint32_t n, uint32_t start, double *bounds) {
+static uint32_t open_window(scorer *scorers, uint32_t n, uint32_t start, double *bounds) {
     uint32_t end = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t last;
-        bounds[i] = window_bound(e, &scorers[i], start, &last);
+        bounds[i] = window_bound(&scorers[i], start, &last);
         if (last < end) end = last;
     }
     return end;
@@ -499,7 +465,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
             /* windows that cannot make the top k are passed by their block metadata, decoding nothing */
             uint32_t target = doc;
             for (;;) {
-                window_end = open_window(e, e->scorers, e->num_scorers, target, bounds);
+                window_end = open_window(e->scorers, e->num_scorers, target, bounds);
                 double all = 0.0;
                 for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
                 if (!ranking_bound_fails(all, &run->topk) || window_end == ISN_DOC_END) break;
@@ -613,7 +579,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
         if (guard && (start = scorer_next_geq(e, guard, start)) == ISN_DOC_END) return;
         uint32_t end = ISN_DOC_END;
         if (!exhaustive) {
-            end = open_window(e, s, n, start, bounds);
+            end = open_window(s, n, start, bounds);
             double all = 0.0;
             for (uint32_t i = 0; i < n; i++) all += bounds[i];
             if (ranking_bound_fails(all, &run->topk)) {
@@ -701,7 +667,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
 
 static bool terms_only(const evaluation *e) {
     for (uint32_t i = 0; i < e->num_scorers; i++)
-        if (e->scorers[i].kind != SCORER_TERM) return false;
+        if (e->scorers[i].kind != SCORER_TERM || !e->scorers[i].whole_document) return false;
     return true;
 }
 
@@ -738,8 +704,6 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                     .num_filters = tree->num_filters};
     const ranking_clause *clauses = ranking_structure_clauses(tree);
     const ranking_clause_term *terms = ranking_structure_terms(tree);
-    uint64_t num_blocks;
-    e.blocks = isn_index_block_metas(e.index, &num_blocks);
     for (uint32_t c = 0; c < tree->num_clauses; c++) {
         if (clauses[c].field != RANKING_WHOLE_DOCUMENT && (uint32_t)clauses[c].field >= info->num_fields) {
             isn_error(err, err_len, "query clause %u names field %d; the index has %u", c, clauses[c].field,
@@ -766,10 +730,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         }
         if (!e.field_tfs) {
             e.field_tfs = isn_index_field_tfs(e.index);
-            e.field_norms = isn_index_field_norms(e.index);
-            e.field_block_max = isn_index_field_block_max(e.index);
         }
-        if (!e.field_tfs || !e.field_norms) {
+        if (!e.field_tfs) {
             isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
                                     "phrases and field: clauses read", info->num_fields);
             return -1;
