@@ -57,6 +57,7 @@ void isn_cursor_open_list(isn_cursor *c, const uint8_t *payload, const isn_block
     c->num_blocks = (df + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE;
     c->df = df;
     c->shallow_block = 0;
+    c->norms = NULL;
     if (df == 0) {
         c->block = c->pos = c->count = 0;
         c->decoded_block = UINT32_MAX;
@@ -76,6 +77,7 @@ void isn_cursor_open(isn_cursor *c, const isn_index *ix, uint32_t term_id) {
     c->num_blocks = isn_term_num_blocks(e);
     c->df = e->df;
     c->shallow_block = 0;
+    c->norms = ix->norms;
     load_block(c, 0);
     c->pos = 0;
     c->doc = c->docs[0];

@@ -90,6 +90,7 @@ void isn_field_postings_free(isn_field_postings_writer *w) {
 void isn_cursor_open_field(isn_cursor *c, const isn_index *ix, uint32_t term_id, uint32_t field) {
     const isn_term_entry *e = &ix->field_terms[field][term_id];
     isn_cursor_open_list(c, ix->field_payload[field], ix->field_blocks[field] + e->first_block, e->df);
+    c->norms = ix->field_norms[field];
 }
 
 void isn_index_field_term_stats(const isn_index *ix, uint32_t term_id, uint32_t field, uint32_t *df,

@@ -338,6 +338,7 @@ typedef struct {
     bool freqs_ready;
     const uint8_t *freq_bytes; /* where the current block's frequencies start */
     uint32_t shallow_block;    /* block found by isn_cursor_shallow_next_geq */
+    const float *norms;        /* the norms its list's maxima were taken under: the documents', or a field's */
     uint32_t docs[ISN_BLOCK_SIZE];
     uint32_t freqs[ISN_BLOCK_SIZE];
 } isn_cursor;

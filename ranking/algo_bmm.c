@@ -116,7 +116,7 @@ __attribute__((always_inline)) static inline void add_postings(ranking_run *run,
         ranking_next_geq(run, c, lo);
     double *scores = run->window->scores;
     uint64_t *bits = run->window->bits;
-    const float *norms = run->norms;
+    const float *norms = run->cursor_norms ? c->norms : run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = term->weight;
     while (c->doc < hi) {
         const uint32_t *docs = c->docs;
@@ -249,8 +249,11 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
             double score = cand_scores[c];
             if (cursor->doc < doc)
                 ranking_next_geq(run, cursor, doc);
-            if (cursor->doc == doc)
-                score += ranking_term_score(run, term, doc);
+            if (cursor->doc == doc) {
+                run->postings_scored++;
+                const float *norms = run->cursor_norms ? cursor->norms : run->norms;
+                score += (double)(term->weight * isn_bm25_tf_part(run->k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
+            }
             cand_docs[out] = doc;
             cand_scores[out] = score;
             out += (score + others) * RANKING_BOUND_SLACK > threshold;
@@ -271,7 +274,7 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
     isn_cursor *c = lead->term.cursor;
     if (c->doc < lo)
         ranking_next_geq(run, c, lo);
-    const float *norms = run->norms;
+    const float *norms = run->cursor_norms ? c->norms : run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = lead->term.weight;
     uint32_t *cand_docs = run->window->cand_docs;
     double *cand_scores = run->window->cand_scores;

@@ -209,6 +209,9 @@ typedef struct {
      * win is offered only when this admits it (then alone counted as matched). NULL for none. */
     bool (*admit)(void *ctx, uint32_t doc);
     void *admit_ctx;
+    /* Block-max MaxScore scores each term under its cursor's norms (a query tree's field: terms) instead
+     * of `norms`. */
+    bool cursor_norms;
 } ranking_run;
 
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */

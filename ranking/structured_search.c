@@ -667,14 +667,15 @@ static void run_optional(evaluation *e, bool exhaustive) {
 
 static bool terms_only(const evaluation *e) {
     for (uint32_t i = 0; i < e->num_scorers; i++)
-        if (e->scorers[i].kind != SCORER_TERM || !e->scorers[i].whole_document) return false;
+        if (e->scorers[i].kind != SCORER_TERM) return false;
     return true;
 }
 
 static bool admit_doc(void *ctx, uint32_t doc) { return admitted(ctx, doc); }
 
-/* Optional whole-document terms with filters or excluded clauses tested per candidate: the bag of words'
- * block-max MaxScore, its candidates admitted by the tree (the same scores, summed the same way). */
+/* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
+ * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
+ * tree (the same scores, summed the same way). */
 static void run_terms(evaluation *e) {
     ranking_run *run = e->run;
     ranking_arena *arena = &e->searcher->arena;
@@ -685,12 +686,22 @@ static void run_terms(evaluation *e) {
     run->num_terms = n;
     for (uint32_t i = 0; i < n; i++) {
         const scorer *s = &e->scorers[i];
-        isn_term_stats stats;
-        isn_index_term_stats(e->index, s->terms[0].term_id, &stats);
-        run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * stats.max_tf_part};
+        float max_tf_part;
+        if (s->whole_document) {
+            isn_term_stats stats;
+            isn_index_term_stats(e->index, s->terms[0].term_id, &stats);
+            max_tf_part = stats.max_tf_part;
+        } else {
+            uint32_t df;
+            isn_index_field_term_stats(e->index, s->terms[0].term_id, s->field, &df, &max_tf_part);
+        }
+        run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * max_tf_part};
+        run->cursor_norms |= !s->whole_document;
     }
-    run->admit = admit_doc;
-    run->admit_ctx = e;
+    if (e->num_filters || e->num_excluders) {
+        run->admit = admit_doc;
+        run->admit_ctx = e;
+    }
     ranking_block_max_maxscore(run);
 }
 
