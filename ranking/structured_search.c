@@ -40,6 +40,11 @@ typedef struct {
     uint32_t num_terms;
     float weight;
     uint32_t freq; /* PHRASE: the frequency on doc */
+    /* PHRASE: up to doc prune_until, the other clauses' summed bounds; a document whose own bound (from
+     * its terms' frequencies, the phrase's at most) cannot lift it into the top k with them is passed
+     * without reading its positions (it could not win whatever the phrase adds); INFINITY: never. */
+    double others_bound;
+    uint32_t prune_until;
     const uint32_t *docs; /* DOCS: one list (docs, size, at), or the union of several */
     const uint32_t **lists;
     uint32_t *list_sizes, *list_at;
@@ -134,6 +139,18 @@ static uint32_t phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
         if (found != doc) {
             doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, s->cursor, found);
             continue;
+        }
+        if (doc <= s->prune_until && s->others_bound < INFINITY) {
+            uint32_t least = UINT32_MAX;
+            for (uint32_t i = 0; i < s->num_terms; i++) {
+                uint32_t tf = isn_cursor_freq(&s->cursors[i]);
+                if (tf < least) least = tf;
+            }
+            double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
+            if (ranking_bound_fails(bound + s->others_bound, &run->topk)) {
+                doc = ranking_next(run, s->cursor);
+                continue;
+            }
         }
         uint32_t freq = phrase_freq(e, s);
         if (freq) {
@@ -255,6 +272,7 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     uint32_t *field_dfs = ranking_arena_take(arena, n * sizeof(uint32_t));
     uint64_t *first_postings = ranking_arena_take(arena, n * sizeof(uint64_t));
     memset(s, 0, sizeof *s);
+    s->others_bound = INFINITY;
     s->kind = clause->phrase ? SCORER_PHRASE : SCORER_TERM;
     s->whole_document = clause->field == RANKING_WHOLE_DOCUMENT;
     s->field = s->whole_document ? 0 : (uint32_t)clause->field;
@@ -447,6 +465,18 @@ static uint32_t open_window(scorer *scorers, uint32_t n, uint32_t start, double 
     return end;
 }
 
+/* Lets the phrases of a window pass the documents they cannot lift into the top k (scorer.others_bound). */
+static void prune_phrases(scorer *scorers, uint32_t n, const double *bounds, uint32_t window_end) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (scorers[i].kind != SCORER_PHRASE) continue;
+        double others = 0.0;
+        for (uint32_t j = 0; j < n; j++)
+            if (j != i) others += bounds[j];
+        scorers[i].others_bound = others;
+        scorers[i].prune_until = window_end;
+    }
+}
+
 /* Required scorers first (rarest leading), then the optional ones by bound ascending. */
 static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) {
     ranking_run *run = e->run;
@@ -479,6 +509,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
                 if (doc == ISN_DOC_END || doc > window_end) continue;
             }
             for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
+            prune_phrases(e->scorers, e->num_scorers, bounds, window_end);
             required_bound = 0.0;
             for (uint32_t i = 0; i < num_required; i++) required_bound += bounds[i];
         }
@@ -589,6 +620,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
         } else {
             for (uint32_t i = 0; i < n; i++) bounds[i] = s[i].max_score;
         }
+        if (!exhaustive) prune_phrases(s, n, bounds, end);
         order_by_bound(bounds, n, ranked, order);
         prefix[0] = 0.0;
         for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + bounds[order[i]];
