@@ -369,6 +369,8 @@ void ranking_block_max_maxscore(ranking_run *run) {
     uint32_t first_essential = 0, pending = 0;
     uint32_t window_min = ranking_min_doc(run->terms, 0, n);
     while (window_min != ISN_DOC_END) {
+        if (run->skip_to && (window_min = run->skip_to(run->admit_ctx, window_min)) == ISN_DOC_END)
+            break;
         /* Outer window: to the nearest block end of an essential list, but RANKING_OUTER_WINDOW_MIN_DOCS
          * docs at least. */
         uint32_t end_incl = ISN_DOC_END - 1;
@@ -426,6 +428,17 @@ void ranking_block_max_maxscore(ranking_run *run) {
                     inner_min = t[i].term.cursor->doc;
             if (inner_min >= window_end)
                 break;
+            if (run->skip_to) {
+                uint32_t next = run->skip_to(run->admit_ctx, inner_min);
+                if (next > inner_min) { /* no candidate can be admitted before it */
+                    if (next >= window_end)
+                        break;
+                    for (uint32_t i = first_essential; i < n; i++)
+                        if (t[i].term.cursor->doc < next)
+                            ranking_next_geq(run, t[i].term.cursor, next);
+                    continue;
+                }
+            }
             /* Until k documents are known every candidate is completed: small windows then, so that
              * a threshold is learnt before the first full window. */
             uint32_t inner_docs = topk->threshold > -INFINITY ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;

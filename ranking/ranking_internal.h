@@ -209,6 +209,9 @@ typedef struct {
      * win is offered only when this admits it (then alone counted as matched). NULL for none. */
     bool (*admit)(void *ctx, uint32_t doc);
     void *admit_ctx;
+    /* With admit: the first doc >= doc it may admit (a filter's next document), so that windows without
+     * one are skipped whole; NULL for none. Called with docs in increasing order, as admit is. */
+    uint32_t (*skip_to)(void *ctx, uint32_t doc);
     /* Block-max MaxScore scores each term under its cursor's norms (a query tree's field: terms) instead
      * of `norms`. */
     bool cursor_norms;

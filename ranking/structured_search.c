@@ -703,11 +703,36 @@ static bool terms_only(const evaluation *e) {
     return true;
 }
 
-static bool admit_doc(void *ctx, uint32_t doc) { return admitted(ctx, doc); }
+/* A filter's documents that lie close together (a run of the doc ids, as documents of one source often
+ * do): block-max MaxScore then skips the windows between them and prunes within them, where a leapfrog
+ * would visit every one of them. Scattered ones are better leapfrogged. */
+#define RANKING_DENSE_FILTER_SPAN 8u
+
+static bool dense_docs(const scorer *docs) {
+    uint32_t first = ISN_DOC_END, last = 0;
+    for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
+        const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
+        uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
+        if (!size) continue;
+        if (list[0] < first) first = list[0];
+        if (list[size - 1] > last) last = list[size - 1];
+    }
+    return first == ISN_DOC_END || (uint64_t)docs->size * RANKING_DENSE_FILTER_SPAN >= (uint64_t)(last - first) + 1;
+}
+
+static bool admit_doc(void *ctx, uint32_t doc) {
+    evaluation *e = ctx;
+    return (!e->guard || scorer_next_geq(e, e->guard, doc) == doc) && admitted(e, doc);
+}
+
+static uint32_t guard_next(void *ctx, uint32_t doc) {
+    evaluation *e = ctx;
+    return scorer_next_geq(e, e->guard, doc);
+}
 
 /* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
  * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
- * tree (the same scores, summed the same way). */
+ * tree (the same scores, summed the same way), its windows started at a leading filter's documents. */
 static void run_terms(evaluation *e) {
     ranking_run *run = e->run;
     ranking_arena *arena = &e->searcher->arena;
@@ -730,10 +755,11 @@ static void run_terms(evaluation *e) {
         run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * max_tf_part};
         run->cursor_norms |= !s->whole_document;
     }
-    if (e->num_filters || e->num_excluders) {
+    if (e->num_filters || e->num_excluders || e->guard) {
         run->admit = admit_doc;
         run->admit_ctx = e;
     }
+    if (e->guard) run->skip_to = guard_next;
     ranking_block_max_maxscore(run);
 }
 
@@ -858,7 +884,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
-    else if (!exhaustive && !e.guard && terms_only(&e)) run_terms(&e);
+    else if (!exhaustive && terms_only(&e) && (!e.guard || dense_docs(e.guard))) run_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
 }
