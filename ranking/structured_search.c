@@ -763,6 +763,87 @@ static void run_terms(evaluation *e) {
     ranking_block_max_maxscore(run);
 }
 
+/* Guard documents taken at a time by run_guarded_terms. */
+#define RANKING_GUARD_CHUNK 128u
+
+/* Optional terms under a scattered keyword filter: the filter's documents lead, a chunk at a time; each
+ * term that can still lift a document into the top k (MaxScore over the terms' bounds, smallest first)
+ * is probed at every document of the chunk in one tight pass, and the documents some of them hold are
+ * completed from the others while their partial score plus the others' bounds can still win. */
+static void run_guarded_terms(evaluation *e) {
+    ranking_run *run = e->run;
+    scorer *s = e->scorers, *guard = e->guard;
+    uint32_t n = e->num_scorers;
+    double *prefix = run->scratch_bounds; /* prefix[i]: summed bounds of s[0..i) (ascending by bound) */
+    prefix[0] = 0.0;
+    for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + s[i].max_score;
+    uint32_t docs[RANKING_GUARD_CHUNK];
+    double acc[RANKING_GUARD_CHUNK];
+    bool hit[RANKING_GUARD_CHUNK];
+    uint32_t doc = guard->doc;
+    double *chunk_prefix = run->completion_bounds;
+    while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc)) return;
+        if (ranking_bound_fails(prefix[n], &run->topk)) return; /* global bounds: nothing later can win */
+        uint32_t m = 0;
+        for (; m < RANKING_GUARD_CHUNK && doc != ISN_DOC_END; m++) {
+            docs[m] = doc;
+            acc[m] = 0.0;
+            hit[m] = false;
+            doc = scorer_next(e, guard);
+        }
+        /* the terms' bounds over the chunk's doc range: their blocks' maxima there */
+        chunk_prefix[0] = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            const isn_cursor *c = s[i].cursor;
+            float best = 0.0f;
+            for (uint32_t b = c->block; b < c->num_blocks; b++) {
+                if (c->blocks[b].last_doc < docs[0]) continue;
+                if (c->blocks[b].max_tf_part > best) best = c->blocks[b].max_tf_part;
+                if (c->blocks[b].last_doc >= docs[m - 1]) break;
+            }
+            chunk_prefix[i + 1] = chunk_prefix[i] + (double)s[i].weight * best;
+        }
+        uint32_t first_essential = 0;
+        while (first_essential < n && ranking_bound_fails(chunk_prefix[first_essential + 1], &run->topk))
+            first_essential++;
+        if (first_essential == n) continue;
+        for (uint32_t i = first_essential; i < n; i++) {
+            isn_cursor *c = s[i].cursor;
+            const float *norms = s[i].norms;
+            float weight = s[i].weight;
+            for (uint32_t j = 0; j < m; j++) {
+                uint32_t d = ranking_next_geq(run, c, docs[j]);
+                if (d == ISN_DOC_END) break;
+                if (d != docs[j]) continue;
+                run->postings_scored++;
+                acc[j] += (double)(weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), norms[d]));
+                hit[j] = true;
+            }
+        }
+        for (uint32_t j = 0; j < m; j++) {
+            if (!hit[j] || !admitted(e, docs[j])) continue;
+            run->matched++;
+            double score = acc[j];
+            bool pruned = false;
+            for (uint32_t i = first_essential; i-- > 0;) {
+                if (ranking_bound_fails(score + chunk_prefix[i + 1], &run->topk)) {
+                    pruned = true;
+                    break;
+                }
+                isn_cursor *c = s[i].cursor;
+                if (ranking_next_geq(run, c, docs[j]) == docs[j]) {
+                    run->postings_scored++;
+                    score += (double)(s[i].weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), s[i].norms[docs[j]]));
+                }
+            }
+            if (pruned) continue;
+            run->docs_evaluated++;
+            isn_topk_offer(&run->topk, docs[j], (float)score);
+        }
+    }
+}
+
 int ranking_structured_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                               uint64_t num_docs, bool exhaustive, ranking_run *run, char *err, size_t err_len) {
     const isn_query_structure *tree = query->structure;
@@ -885,6 +966,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
     else if (!exhaustive && terms_only(&e) && (!e.guard || dense_docs(e.guard))) run_terms(&e);
+    else if (!exhaustive && terms_only(&e)) run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
 }
