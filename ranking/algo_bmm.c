@@ -243,6 +243,7 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
         const double others = i ? prefix_bound[i - 1] : 0.0;
         const ranking_term *term = &t[i].term;
         isn_cursor *cursor = term->cursor;
+        const float *norms = run->cursor_norms ? cursor->norms : run->norms;
         uint32_t out = 0;
         for (uint32_t c = 0; c < kept; c++) {
             uint32_t doc = cand_docs[c];
@@ -251,7 +252,6 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
                 ranking_next_geq(run, cursor, doc);
             if (cursor->doc == doc) {
                 run->postings_scored++;
-                const float *norms = run->cursor_norms ? cursor->norms : run->norms;
                 score += (double)(term->weight * isn_bm25_tf_part(run->k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
             }
             cand_docs[out] = doc;
@@ -268,8 +268,9 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
 /* The window when the top term is required (a document without it cannot reach the threshold,
  * whatever the others add) or alone: its postings in [lo, hi) are the candidates, one at a time,
  * completed from all the other terms. Returns how many candidates there were. */
-static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint32_t n, const double *prefix_bound,
-                                 uint32_t lo, uint32_t hi) {
+__attribute__((always_inline)) static inline uint32_t score_led_window_with(ranking_run *run, ranking_window_term *t,
+                                                                          uint32_t n, const double *prefix_bound,
+                                                                          uint32_t lo, uint32_t hi, bool with_admit) {
     ranking_window_term *lead = &t[n - 1];
     isn_cursor *c = lead->term.cursor;
     if (c->doc < lo)
@@ -297,7 +298,7 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
             cand_docs[kept] = doc;
             cand_scores[kept] = score;
             bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
-            if (admit && keep) { /* only candidates that can win are tested, and only those counted */
+            if (with_admit && keep) { /* only candidates that can win are tested, and only those counted */
                 keep = admit(run->admit_ctx, doc);
                 admitted += keep;
             }
@@ -314,15 +315,25 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
         isn_cursor_next_block(c);
         run->blocks_decoded++;
     }
-    run->matched += admit ? admitted : candidates;
+    run->matched += with_admit ? admitted : candidates;
     return candidates;
+}
+
+/* The bag of words' windows apart from those under a query tree's admit hook, so that its loops stay
+ * as they were. */
+static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint32_t n, const double *prefix_bound,
+                                 uint32_t lo, uint32_t hi) {
+    return run->admit ? score_led_window_with(run, t, n, prefix_bound, lo, hi, true)
+                      : score_led_window_with(run, t, n, prefix_bound, lo, hi, false);
 }
 
 /* Completes and offers the inner window's candidates; returns how many there were. Most candidates
  * of a long query cannot win even with every non-essential bound added: a first branch-free pass
  * keeps only those that can, for complete_candidates. */
-static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
-                                      const double *nonessential_bound, uint32_t lo, uint32_t hi) {
+__attribute__((always_inline)) static inline uint32_t collect_window_with(ranking_run *run, ranking_window_term *t,
+                                                                        uint32_t first_essential,
+                                                                        const double *nonessential_bound, uint32_t lo,
+                                                                        uint32_t hi, bool with_admit) {
     ranking_window *window = run->window;
     double *scores = window->scores;
     uint64_t *bits = window->bits;
@@ -347,16 +358,22 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
             cand_docs[kept] = lo + w * 64 + i;
             cand_scores[kept] = score;
             bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
-            if (admit && keep) {
+            if (with_admit && keep) {
                 keep = admit(run->admit_ctx, lo + w * 64 + i);
                 admitted += keep;
             }
             kept += keep;
         }
     }
-    run->matched += admit ? admitted : candidates;
+    run->matched += with_admit ? admitted : candidates;
     complete_candidates(run, t, first_essential, nonessential_bound, kept);
     return candidates;
+}
+
+static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
+                                      const double *nonessential_bound, uint32_t lo, uint32_t hi) {
+    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true)
+                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false);
 }
 
 void ranking_block_max_maxscore(ranking_run *run) {

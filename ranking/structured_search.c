@@ -1,13 +1,16 @@
 /* Query trees on the CPU: Lucene's BooleanQuery over BM25 term, field and phrase clauses, with
  * filters and excluded clauses applied before a candidate is scored.
  *
- * A whole-document term scores from its posting list, as the bag of words does. A field: clause and a
- * phrase are first turned into a list of (doc, score) from the postings and positions (Lucene builds
- * the same per-document frequencies from its positions); their exact maximum is then their bound. The
- * pruned evaluation is MaxScore over these scorers: with required clauses the rarest one leads and
- * optional ones are added only while they can still lift a document into the top k; without, the
- * lists whose summed bounds cannot beat the threshold only complete candidates of the others.
- * The exhaustive evaluation (the or / and algorithms) scores every matching document. */
+ * A term scores from a posting list: the whole document's, or for field:term the field's own list
+ * (index/field_postings.c), under that field's norms and statistics. A phrase is two-phase, as Lucene's:
+ * the conjunction of its terms' lists proposes documents and their positions confirm them, read only
+ * for the documents the search asks about. Every scorer has block-max bounds (a phrase's: the least of
+ * its terms'). The pruned evaluation runs in block-max windows: with required clauses the rarest one
+ * leads and optional ones lead where the required ones' bounds alone cannot win; without, MaxScore
+ * within each window. Optional terms alone (filters and excluded clauses tested per candidate) run the
+ * bag of words' block-max MaxScore. A keyword filter's documents lead the search or guard it
+ * (leapfrogging) rather than being tested one candidate at a time. The exhaustive evaluation (the or /
+ * and algorithms) scores every matching document. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
