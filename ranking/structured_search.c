@@ -11,222 +11,11 @@
  * bag of words' block-max MaxScore. A keyword filter's documents lead the search or guard it
  * (leapfrogging) rather than being tested one candidate at a time. The exhaustive evaluation (the or /
  * and algorithms) scores every matching document. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ranking/arena.h"
-#include "ranking/ranking_internal.h"
-
-/* What a clause reads. Field terms and phrases are two-phase, as Lucene's: the posting lists (one
- * term's, or the conjunction of the phrase's) propose documents, and a document counts only once its
- * frequency in the field or its phrase matches are confirmed (the per-field counts, else positions):
- * positions are read only for documents every term of a phrase holds, and only when the search asks
- * for that document, so a phrase beside a rarer required clause or under a high threshold reads few. */
-typedef enum {
-    SCORER_TERM,       /* a term: its posting list, the whole document's or the field's own */
-    SCORER_PHRASE,     /* the conjunction of the phrase's terms, confirmed by positions */
-    SCORER_DOCS,       /* a filter's document list: it matches, never scores */
-} scorer_kind;
-
-typedef struct {
-    scorer_kind kind;
-    bool required;
-    bool whole_document; /* a phrase over every field; else `field` */
-    uint32_t field;
-    isn_cursor *cursor; /* TERM: the term's; PHRASE: the rarest term's (it leads) */
-    const float *norms; /* by doc: the whole document's, or the field's */
-    isn_cursor *cursors; /* PHRASE: one per term */
-    isn_positions_cursor *positions;
-    const uint64_t *first_postings; /* per term: where its postings start in the per-field counts */
-    const ranking_clause_term *terms;
-    uint32_t num_terms;
-    float weight;
-    uint32_t freq; /* PHRASE: the frequency on doc */
-    /* PHRASE: up to doc prune_until, the other clauses' summed bounds; a document whose own bound (from
-     * its terms' frequencies, the phrase's at most) cannot lift it into the top k with them is passed
-     * without reading its positions (it could not win whatever the phrase adds); INFINITY: never. */
-    double others_bound;
-    uint32_t prune_until;
-    const uint32_t *docs; /* DOCS: one list (docs, size, at), or the union of several */
-    const uint32_t **lists;
-    uint32_t *list_sizes, *list_at;
-    uint32_t num_lists;
-    uint32_t size; /* postings (df), the phrase's rarest term's, or the list's length: the rarest leads */
-    uint32_t at;
-    uint32_t doc;
-    double max_score;
-} scorer;
-
-typedef struct {
-    isn_searcher *searcher;
-    const isn_index *index;
-    const isn_query *query;
-    const isn_query_structure *tree;
-    ranking_run *run;
-    uint64_t num_docs;
-    uint32_t num_fields;
-    const float *norms;
-    float k1_plus_1;
-    isn_bm25_params bm25;
-    const uint8_t *field_tfs;
-    scorer *scorers;
-    uint32_t num_scorers;
-    scorer *excluders;
-    uint32_t num_excluders;
-    uint32_t *positions; /* RANKING_PHRASE_POSITIONS per term of the longest phrase */
-    scorer *guard;       /* run_optional's: a filter's documents, leapfrogged with the candidates */
-    void *ranked;        /* run_optional's ordering scratch, one entry per scorer */
-    uint32_t *order;
-    const ranking_filter *filters;
-    const int64_t *filter_values;
-    uint32_t num_filters;
-} evaluation;
-
-/* ------------------------------------------------------------------ phrase matches */
-
-/* Every start where each term of the phrase sits at its offset, in one field of the doc the cursors
- * sit on. */
-static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t field) {
-    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
-    uint32_t *lists = e->positions;
-    uint32_t n = s->num_terms;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t c = isn_positions_cursor_read(&s->positions[i], &s->cursors[i], field,
-                                               lists + i * RANKING_PHRASE_POSITIONS, RANKING_PHRASE_POSITIONS);
-        counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
-        if (counts[i] == 0) return 0;
-    }
-    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
-    uint32_t freq = 0;
-    for (uint32_t j = 0; j < counts[0]; j++) {
-        uint32_t start = lists[j]; /* term 0 has offset 0 */
-        bool all = true;
-        for (uint32_t i = 1; i < n && all; i++) {
-            uint32_t want = start + s->terms[i].offset;
-            const uint32_t *list = lists + i * RANKING_PHRASE_POSITIONS;
-            while (at[i] < counts[i] && list[at[i]] < want) at[i]++;
-            all = at[i] < counts[i] && list[at[i]] == want;
-        }
-        freq += all;
-    }
-    return freq;
-}
-
-static inline uint32_t field_tf(const evaluation *e, const isn_cursor *cursor, uint64_t first_posting, uint32_t field) {
-    return e->field_tfs[(first_posting + (uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos) * e->num_fields + field];
-}
-
-/* The phrase's matches on the doc all its cursors sit on: a field where one of its terms is absent (the
- * per-field counts say so) is not read. */
-static uint32_t phrase_freq(evaluation *e, const scorer *s) {
-    uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
-    uint32_t freq = 0;
-    for (uint32_t f = first; f < last; f++) {
-        bool all = true;
-        for (uint32_t i = 0; i < s->num_terms && all; i++)
-            all = field_tf(e, &s->cursors[i], s->first_postings[i], f) > 0;
-        if (all) freq += phrase_freq_in_field(e, s, f);
-    }
-    return freq;
-}
-
-/* ------------------------------------------------------------------ scorer moves */
-
-/* From the doc the phrase's lead landed on, the first one where every term is and the phrase matches. */
-static uint32_t phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
-    ranking_run *run = e->run;
-    while (doc != ISN_DOC_END) {
-        uint32_t found = doc;
-        for (uint32_t i = 0; i < s->num_terms && found == doc; i++) found = ranking_next_geq(run, &s->cursors[i], doc);
-        if (found != doc) {
-            doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, s->cursor, found);
-            continue;
-        }
-        if (doc <= s->prune_until && s->others_bound < INFINITY) {
-            uint32_t least = UINT32_MAX;
-            for (uint32_t i = 0; i < s->num_terms; i++) {
-                uint32_t tf = isn_cursor_freq(&s->cursors[i]);
-                if (tf < least) least = tf;
-            }
-            double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
-            if (ranking_bound_fails(bound + s->others_bound, &run->topk)) {
-                doc = ranking_next(run, s->cursor);
-                continue;
-            }
-        }
-        uint32_t freq = phrase_freq(e, s);
-        if (freq) {
-            s->freq = freq;
-            break;
-        }
-        doc = ranking_next(run, s->cursor);
-    }
-    return s->doc = doc;
-}
-
-/* The first doc >= target in a sorted list from *at on: galloping, then binary search (lists are walked
- * forward, mostly by small steps). */
-static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at, uint32_t target) {
-    uint32_t lo = *at, step = 1;
-    while (lo + step < size && docs[lo + step] < target) {
-        lo += step;
-        step *= 2;
-    }
-    uint32_t hi = lo + step < size ? lo + step : size;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (docs[mid] < target) lo = mid + 1;
-        else hi = mid;
-    }
-    *at = lo;
-    return lo < size ? docs[lo] : ISN_DOC_END;
-}
-
-static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
-    if (s->doc >= target) return s->doc;
-    switch (s->kind) {
-    case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
-    case SCORER_PHRASE: return phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
-    default: break;
-    }
-    if (s->num_lists <= 1) return s->doc = gallop(s->docs, s->size, &s->at, target);
-    uint32_t doc = ISN_DOC_END;
-    for (uint32_t i = 0; i < s->num_lists; i++) {
-        uint32_t d = gallop(s->lists[i], s->list_sizes[i], &s->list_at[i], target);
-        if (d < doc) doc = d;
-    }
-    return s->doc = doc;
-}
-
-static inline uint32_t scorer_next(evaluation *e, scorer *s) {
-    switch (s->kind) {
-    case SCORER_TERM: return s->doc = ranking_next(e->run, s->cursor);
-    case SCORER_PHRASE: return phrase_settle(e, s, ranking_next(e->run, s->cursor));
-    default: break;
-    }
-    if (s->num_lists > 1) return scorer_next_geq(e, s, s->doc + 1);
-    s->at++;
-    return s->doc = s->at < s->size ? s->docs[s->at] : ISN_DOC_END;
-}
-
-/* Score of the scorer on the doc it sits on. */
-static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t doc) {
-    if (s->kind == SCORER_DOCS) return 0.0;
-    e->run->postings_scored++;
-    uint32_t freq = s->kind == SCORER_TERM ? isn_cursor_freq(s->cursor) : s->freq;
-    return (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, freq, s->norms[doc]));
-}
-
-/* ------------------------------------------------------------------ filters */
-
-static inline bool admitted(evaluation *e, uint32_t doc) {
-    if (e->num_filters && !ranking_filters_accept(e->index, e->filters, e->num_filters, e->filter_values, doc))
-        return false;
-    for (uint32_t i = 0; i < e->num_excluders; i++)
-        if (scorer_next_geq(e, &e->excluders[i], doc) == doc) return false;
-    return true;
-}
+#include "ranking/structured_internal.h"
 
 /* ------------------------------------------------------------------ preparation */
 
@@ -313,108 +102,8 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
         s->max_score = (double)s->weight * least_max;
     }
     if (s->kind == SCORER_TERM) s->doc = s->cursor->doc;
-    else phrase_settle(e, s, s->cursor->doc);
+    else ranking_phrase_settle(e, s, s->cursor->doc);
 }
-
-/* ------------------------------------------------------------------ a filter leading the search */
-
-/* Up to this many values, a filter's documents are the union of the index's lists, walked side by side;
- * more are merged into one list first. */
-#define RANKING_FILTER_UNION_LISTS 16u
-
-/* The documents of a keyword filter (attribute in {values}, not negated), ascending, into the DOCS
- * scorer s: the index's own list for one value, their union for a few, else the lists merged into the
- * arena. Without s, a sizing pass: *count the documents, *room the merged list's entries (0 unless
- * merged). */
-static void filter_docs(evaluation *e, const ranking_filter *f, scorer *s, uint32_t *count, uint32_t *room) {
-    const uint32_t *lists[ISN_MAX_FILTER_VALUES];
-    uint32_t sizes[ISN_MAX_FILTER_VALUES];
-    uint32_t n = 0, total = 0;
-    for (uint32_t v = 0; v < f->num_values; v++) {
-        const uint32_t *docs = isn_index_keyword_docs(e->index, f->attribute, e->filter_values[f->first_value + v], &sizes[n]);
-        if (docs && sizes[n]) {
-            lists[n] = docs;
-            total += sizes[n++];
-        }
-    }
-    *count = total;
-    if (!s) { /* sizing pass */
-        *room = n > RANKING_FILTER_UNION_LISTS ? total : 0;
-        return;
-    }
-    memset(s, 0, sizeof *s);
-    s->kind = SCORER_DOCS;
-    s->size = total;
-    if (n == 0) {
-        s->doc = ISN_DOC_END;
-        return;
-    }
-    if (n == 1) {
-        s->docs = lists[0];
-        s->doc = lists[0][0];
-        return;
-    }
-    ranking_arena *arena = &e->searcher->arena;
-    if (n <= RANKING_FILTER_UNION_LISTS) {
-        s->num_lists = n;
-        s->lists = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *));
-        s->list_sizes = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(uint32_t));
-        s->list_at = ranking_arena_take(arena, RANKING_FILTER_UNION_LISTS * sizeof(uint32_t));
-        s->doc = ISN_DOC_END;
-        for (uint32_t i = 0; i < n; i++) {
-            s->lists[i] = lists[i];
-            s->list_sizes[i] = sizes[i];
-            s->list_at[i] = 0;
-            if (lists[i][0] < s->doc) s->doc = lists[i][0];
-        }
-        return;
-    }
-    uint32_t *merged = ranking_arena_take(arena, (size_t)total * sizeof(uint32_t));
-    uint32_t at[ISN_MAX_FILTER_VALUES] = {0}, written = 0;
-    while (written < total) { /* a linear pick of the smallest head: the merge is taken only when short */
-        uint32_t best = UINT32_MAX, which = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if (at[i] < sizes[i] && lists[i][at[i]] < best) {
-                best = lists[i][at[i]];
-                which = i;
-            }
-        merged[written++] = best;
-        at[which]++;
-    }
-    s->docs = merged;
-    s->doc = merged[0];
-}
-
-/* The filter whose documents are fewest among those that can lead (keyword, not negated), and how
- * many; -1 for none. */
-static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
-    int best = -1;
-    uint32_t best_count = UINT32_MAX, best_room = 0;
-    for (uint32_t f = 0; f < e->num_filters; f++) {
-        const ranking_filter *filter = &e->filters[f];
-        isn_attribute_kind kind;
-        if (filter->negate || filter->op != ISN_FILTER_EQ ||
-            isn_index_attribute_find(e->index, isn_index_attribute_name(e->index, filter->attribute), &kind) < 0 ||
-            kind != ISN_ATTRIBUTE_KEYWORD)
-            continue;
-        uint32_t n, r;
-        filter_docs(e, filter, NULL, &n, &r);
-        if (n < best_count) {
-            best = (int)f;
-            best_count = n;
-            best_room = r;
-        }
-    }
-    *count = best_count;
-    *room = best_room;
-    return best;
-}
-
-/* A keyword filter's documents lead the search (or guard the candidates of a disjunction, leapfrogging
- * with them), so that documents without the keyword are skipped by whole runs, never tested one by one:
- * a filter of up to RANKING_FILTER_UNION_LISTS values always; of more when their merged list is shorter
- * than a share of the postings the clauses would walk (the merge costs a pass over it). */
-#define RANKING_FILTER_MERGED_BELOW 1.0
 
 /* ------------------------------------------------------------------ evaluation */
 
@@ -698,155 +387,6 @@ static void run_optional(evaluation *e, bool exhaustive) {
     }
 }
 
-/* ------------------------------------------------------------------ whole-document terms only */
-
-static bool terms_only(const evaluation *e) {
-    for (uint32_t i = 0; i < e->num_scorers; i++)
-        if (e->scorers[i].kind != SCORER_TERM) return false;
-    return true;
-}
-
-/* A filter's documents that lie close together (a run of the doc ids, as documents of one source often
- * do): block-max MaxScore then skips the windows between them and prunes within them, where a leapfrog
- * would visit every one of them. Scattered ones are better leapfrogged. */
-#define RANKING_DENSE_FILTER_SPAN 8u
-
-static bool dense_docs(const scorer *docs) {
-    uint32_t first = ISN_DOC_END, last = 0;
-    for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
-        const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
-        uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
-        if (!size) continue;
-        if (list[0] < first) first = list[0];
-        if (list[size - 1] > last) last = list[size - 1];
-    }
-    return first == ISN_DOC_END || (uint64_t)docs->size * RANKING_DENSE_FILTER_SPAN >= (uint64_t)(last - first) + 1;
-}
-
-static bool admit_doc(void *ctx, uint32_t doc) {
-    evaluation *e = ctx;
-    return (!e->guard || scorer_next_geq(e, e->guard, doc) == doc) && admitted(e, doc);
-}
-
-static uint32_t guard_next(void *ctx, uint32_t doc) {
-    evaluation *e = ctx;
-    return scorer_next_geq(e, e->guard, doc);
-}
-
-/* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
- * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
- * tree (the same scores, summed the same way), its windows started at a leading filter's documents. */
-static void run_terms(evaluation *e) {
-    ranking_run *run = e->run;
-    ranking_arena *arena = &e->searcher->arena;
-    uint32_t n = e->num_scorers;
-    run->terms = ranking_arena_take(arena, n * sizeof(ranking_term));
-    run->scratch_terms = ranking_arena_take(arena, n * sizeof(ranking_term));
-    run->window_terms = ranking_arena_take(arena, n * sizeof(ranking_window_term));
-    run->num_terms = n;
-    for (uint32_t i = 0; i < n; i++) {
-        const scorer *s = &e->scorers[i];
-        float max_tf_part;
-        if (s->whole_document) {
-            isn_term_stats stats;
-            isn_index_term_stats(e->index, s->terms[0].term_id, &stats);
-            max_tf_part = stats.max_tf_part;
-        } else {
-            uint32_t df;
-            isn_index_field_term_stats(e->index, s->terms[0].term_id, s->field, &df, &max_tf_part);
-        }
-        run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * max_tf_part};
-        run->cursor_norms |= !s->whole_document;
-    }
-    if (e->num_filters || e->num_excluders || e->guard) {
-        run->admit = admit_doc;
-        run->admit_ctx = e;
-    }
-    if (e->guard) run->skip_to = guard_next;
-    ranking_block_max_maxscore(run);
-}
-
-/* Guard documents taken at a time by run_guarded_terms. */
-#define RANKING_GUARD_CHUNK 128u
-
-/* Optional terms under a scattered keyword filter: the filter's documents lead, a chunk at a time; each
- * term that can still lift a document into the top k (MaxScore over the terms' bounds, smallest first)
- * is probed at every document of the chunk in one tight pass, and the documents some of them hold are
- * completed from the others while their partial score plus the others' bounds can still win. */
-static void run_guarded_terms(evaluation *e) {
-    ranking_run *run = e->run;
-    scorer *s = e->scorers, *guard = e->guard;
-    uint32_t n = e->num_scorers;
-    double *prefix = run->scratch_bounds; /* prefix[i]: summed bounds of s[0..i) (ascending by bound) */
-    prefix[0] = 0.0;
-    for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + s[i].max_score;
-    uint32_t docs[RANKING_GUARD_CHUNK];
-    double acc[RANKING_GUARD_CHUNK];
-    bool hit[RANKING_GUARD_CHUNK];
-    uint32_t doc = guard->doc;
-    double *chunk_prefix = run->completion_bounds;
-    while (doc != ISN_DOC_END) {
-        if (ranking_should_stop(run, doc)) return;
-        if (ranking_bound_fails(prefix[n], &run->topk)) return; /* global bounds: nothing later can win */
-        uint32_t m = 0;
-        for (; m < RANKING_GUARD_CHUNK && doc != ISN_DOC_END; m++) {
-            docs[m] = doc;
-            acc[m] = 0.0;
-            hit[m] = false;
-            doc = scorer_next(e, guard);
-        }
-        /* the terms' bounds over the chunk's doc range: their blocks' maxima there */
-        chunk_prefix[0] = 0.0;
-        for (uint32_t i = 0; i < n; i++) {
-            const isn_cursor *c = s[i].cursor;
-            float best = 0.0f;
-            for (uint32_t b = c->block; b < c->num_blocks; b++) {
-                if (c->blocks[b].last_doc < docs[0]) continue;
-                if (c->blocks[b].max_tf_part > best) best = c->blocks[b].max_tf_part;
-                if (c->blocks[b].last_doc >= docs[m - 1]) break;
-            }
-            chunk_prefix[i + 1] = chunk_prefix[i] + (double)s[i].weight * best;
-        }
-        uint32_t first_essential = 0;
-        while (first_essential < n && ranking_bound_fails(chunk_prefix[first_essential + 1], &run->topk))
-            first_essential++;
-        if (first_essential == n) continue;
-        for (uint32_t i = first_essential; i < n; i++) {
-            isn_cursor *c = s[i].cursor;
-            const float *norms = s[i].norms;
-            float weight = s[i].weight;
-            for (uint32_t j = 0; j < m; j++) {
-                uint32_t d = ranking_next_geq(run, c, docs[j]);
-                if (d == ISN_DOC_END) break;
-                if (d != docs[j]) continue;
-                run->postings_scored++;
-                acc[j] += (double)(weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), norms[d]));
-                hit[j] = true;
-            }
-        }
-        for (uint32_t j = 0; j < m; j++) {
-            if (!hit[j] || !admitted(e, docs[j])) continue;
-            run->matched++;
-            double score = acc[j];
-            bool pruned = false;
-            for (uint32_t i = first_essential; i-- > 0;) {
-                if (ranking_bound_fails(score + chunk_prefix[i + 1], &run->topk)) {
-                    pruned = true;
-                    break;
-                }
-                isn_cursor *c = s[i].cursor;
-                if (ranking_next_geq(run, c, docs[j]) == docs[j]) {
-                    run->postings_scored++;
-                    score += (double)(s[i].weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), s[i].norms[docs[j]]));
-                }
-            }
-            if (pruned) continue;
-            run->docs_evaluated++;
-            isn_topk_offer(&run->topk, docs[j], (float)score);
-        }
-    }
-}
-
 int ranking_structured_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                               uint64_t num_docs, bool exhaustive, ranking_run *run, char *err, size_t err_len) {
     const isn_query_structure *tree = query->structure;
@@ -893,7 +433,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     bool and_mode = options->mode == ISN_MODE_AND;
     uint32_t max_phrase_terms = 1;
     uint32_t lead_count = 0, lead_room = 0;
-    int lead = leading_filter(&e, &lead_count, &lead_room);
+    int lead = ranking_tree_leading_filter(&e, &lead_count, &lead_room);
     size_t needed = bytes_needed(&e, &max_phrase_terms) + 2 * ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
                     ranking_arena_size((tree->num_clauses + 1) * 2 * sizeof(double)) +
                     ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
@@ -941,7 +481,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         /* with required clauses it joins them; else it guards the disjunction's candidates */
         scorer *s = num_required ? &e.scorers[e.num_scorers++] : ranking_arena_take(arena, sizeof(scorer));
         uint32_t count, room;
-        filter_docs(&e, &e.filters[lead], s, &count, &room);
+        ranking_tree_filter_docs(&e, &e.filters[lead], s, &count, &room);
         s->required = num_required > 0;
         if (num_required) num_required++;
         else e.guard = s;
@@ -968,8 +508,9 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
-    else if (!exhaustive && terms_only(&e) && (!e.guard || dense_docs(e.guard))) run_terms(&e);
-    else if (!exhaustive && terms_only(&e)) run_guarded_terms(&e);
+    else if (!exhaustive && ranking_tree_terms_only(&e) && (!e.guard || ranking_tree_dense_docs(e.guard))) ranking_tree_run_terms(&e);
+    else if (!exhaustive && ranking_tree_terms_only(&e)) ranking_tree_run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
 }
+
