@@ -508,7 +508,10 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
-    else if (!exhaustive && ranking_tree_terms_only(&e) && (!e.guard || ranking_tree_dense_docs(e.guard))) ranking_tree_run_terms(&e);
+    /* a filter's documents lead when scattered and fewer than the terms' postings; else they admit */
+    else if (!exhaustive && ranking_tree_terms_only(&e) &&
+             (!e.guard || e.guard->size > walked || ranking_tree_dense_docs(e.guard)))
+        ranking_tree_run_terms(&e);
     else if (!exhaustive && ranking_tree_terms_only(&e)) ranking_tree_run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
