@@ -107,6 +107,10 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
 
 /* ------------------------------------------------------------------ evaluation */
 
+/* Optional terms under a scattered keyword filter: its documents lead unless they outnumber the terms'
+ * postings by more than this (each costs a probe of every term that can still matter). */
+#define RANKING_GUARD_LEADS_BELOW 4u
+
 static int by_max_score(const void *a, const void *b) {
     double x = ((const scorer *)a)->max_score, y = ((const scorer *)b)->max_score;
     return x < y ? -1 : x > y;
@@ -508,9 +512,9 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
     if (num_required) run_required(&e, num_required, exhaustive);
-    /* a filter's documents lead when scattered and fewer than the terms' postings; else they admit */
+    /* a filter's documents lead when scattered and not far more than the terms' postings; else they admit */
     else if (!exhaustive && ranking_tree_terms_only(&e) &&
-             (!e.guard || e.guard->size > walked || ranking_tree_dense_docs(e.guard)))
+             (!e.guard || e.guard->size > RANKING_GUARD_LEADS_BELOW * walked || ranking_tree_dense_docs(e.guard)))
         ranking_tree_run_terms(&e);
     else if (!exhaustive && ranking_tree_terms_only(&e)) ranking_tree_run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
