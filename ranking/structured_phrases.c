@@ -53,6 +53,15 @@ static uint32_t phrase_freq(evaluation *e, const scorer *s) {
 uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
     ranking_run *run = e->run;
     while (doc != ISN_DOC_END) {
+        /* the lead's own frequency bounds the phrase's too: a doc it rules out is not aligned at all */
+        if (doc <= s->prune_until && s->others_bound < INFINITY &&
+            ranking_bound_fails((double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor),
+                                                                        s->norms[doc])) +
+                                    s->others_bound,
+                                &run->topk)) {
+            doc = ranking_next(run, s->cursor);
+            continue;
+        }
         uint32_t found = doc;
         for (uint32_t i = 0; i < s->num_terms && found == doc; i++) found = ranking_next_geq(run, &s->cursors[i], doc);
         if (found != doc) {
