@@ -51,6 +51,25 @@ static void load_block(isn_cursor *c, uint32_t block) {
     c->block = block;
 }
 
+void isn_cursor_open_list(isn_cursor *c, const uint8_t *payload, const isn_block_meta *blocks, uint32_t df) {
+    c->payload = payload;
+    c->blocks = blocks;
+    c->num_blocks = (df + ISN_BLOCK_SIZE - 1) / ISN_BLOCK_SIZE;
+    c->df = df;
+    c->shallow_block = 0;
+    c->norms = NULL;
+    if (df == 0) {
+        c->block = c->pos = c->count = 0;
+        c->decoded_block = UINT32_MAX;
+        c->doc = ISN_DOC_END;
+        c->freqs_ready = false;
+        return;
+    }
+    load_block(c, 0);
+    c->pos = 0;
+    c->doc = c->docs[0];
+}
+
 void isn_cursor_open(isn_cursor *c, const isn_index *ix, uint32_t term_id) {
     const isn_term_entry *e = &ix->terms[term_id];
     c->payload = ix->postings;
@@ -58,6 +77,7 @@ void isn_cursor_open(isn_cursor *c, const isn_index *ix, uint32_t term_id) {
     c->num_blocks = isn_term_num_blocks(e);
     c->df = e->df;
     c->shallow_block = 0;
+    c->norms = ix->norms;
     load_block(c, 0);
     c->pos = 0;
     c->doc = c->docs[0];

@@ -338,6 +338,7 @@ typedef struct {
     bool freqs_ready;
     const uint8_t *freq_bytes; /* where the current block's frequencies start */
     uint32_t shallow_block;    /* block found by isn_cursor_shallow_next_geq */
+    const float *norms;        /* the norms its list's maxima were taken under: the documents', or a field's */
     uint32_t docs[ISN_BLOCK_SIZE];
     uint32_t freqs[ISN_BLOCK_SIZE];
 } isn_cursor;
@@ -407,7 +408,7 @@ void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index 
 /* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
  * forward between calls), ascending; writes at most cap, returns how many there are (0 without
  * positions in the index). */
-uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cursor *cursor, uint32_t field,
+uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, isn_cursor *cursor, uint32_t field,
                                    uint32_t *out, uint32_t cap);
 
 /* Every posting's term frequency in each field, derived from the positions at the first call (then
@@ -418,6 +419,18 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, const isn_cu
 #define ISN_FIELD_TF_CAP 255
 const uint8_t *isn_index_field_tfs(const isn_index *index);
 uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
+
+/* Derived with the field frequencies (valid once isn_index_field_tfs returned non-NULL), what a field:
+ * clause scores and prunes with, as Lucene keeps them per field: the field's documents (those where it
+ * is not empty) and their average length; per document the field's isn_bm25_doc_norm under that
+ * average; and per term and field a posting list of its own (the documents where the term is in the
+ * field, its frequency there, block maxima under the field's norms), its df and maximum tf part. */
+void isn_index_field_doc_stats(const isn_index *index, uint32_t field, uint32_t *doc_count, float *avg_len);
+void isn_index_field_term_stats(const isn_index *index, uint32_t term_id, uint32_t field, uint32_t *df,
+                                float *max_tf_part);
+const float *isn_index_field_norms(const isn_index *index, uint32_t field);
+/* A cursor over the term's list in one field (exhausted at once when the field never holds it). */
+void isn_cursor_open_field(isn_cursor *cursor, const isn_index *index, uint32_t term_id, uint32_t field);
 
 /* ------------------------------------------------------------------ synthetic partitions */
 

@@ -1,11 +1,22 @@
 /* Positions per posting and field (second-stage features read them; the first stage never does). */
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "index/reader.h"
 
 /* Skips `count` varints: each ends at its first byte below 0x80, so counting those is enough (phrase and
  * field: clauses skip the positions of every posting they pass). NULL when the section ends first. */
 static const uint8_t *skip_varints(const uint8_t *p, const uint8_t *end, uint32_t count) {
+#ifdef __SSE2__
+    /* 16 bytes at a time while they end fewer varints than are left to skip */
+    while (count > 16 && end - p >= 16) {
+        uint32_t ends = ~(uint32_t)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)p)) & 0xffffu;
+        count -= (uint32_t)__builtin_popcount(ends);
+        p += 16;
+    }
+#endif
     while (count && p < end) count -= *p++ < 0x80;
     return count ? NULL : p;
 }
@@ -66,7 +77,7 @@ void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, ui
     pc->at = ix->pos_blocks ? ix->positions : NULL;
 }
 
-uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *cursor, uint32_t field, uint32_t *out,
+uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor, uint32_t field, uint32_t *out,
                                    uint32_t cap) {
     const isn_index *ix = pc->index;
     if (!pc->at || cursor->doc == ISN_DOC_END || field >= ix->meta->num_fields) return 0;
@@ -82,32 +93,68 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, const isn_cursor *c
         pc->block = cursor->block;
         pc->posting = 0;
     }
-    for (; pc->posting < cursor->pos && pc->at; pc->posting++) pc->at = skip_posting(pc->at, end, nf);
+    if (pc->posting < cursor->pos) {
+        /* a posting's positions are a count per field and a gap per occurrence: nf + tf varints */
+        const uint32_t *freqs = isn_cursor_block_freqs(cursor);
+        uint32_t varints = 0;
+        for (uint32_t i = pc->posting; i < cursor->pos; i++) varints += nf + freqs[i] + 1;
+        pc->at = skip_varints(pc->at, end, varints);
+        pc->posting = cursor->pos;
+    }
     const uint8_t *p = pc->at;
     for (uint32_t f = 0; f < field && p; f++) p = skip_posting(p, end, 1);
     return read_field_positions(p, end, out, cap);
 }
 
-/* One pass over the positions section, counting each posting's positions per field. */
+/* Per field, the documents where it is not empty, their average length and each document's norm. */
+static int count_field_docs(isn_index *ix) {
+    const isn_meta *m = ix->meta;
+    for (uint32_t f = 0; f < m->num_fields; f++) {
+        uint32_t with = 0;
+        uint64_t total = 0;
+        for (uint32_t d = 0; d < m->num_docs; d++) {
+            uint32_t len = ix->doc_lens[(size_t)d * m->num_fields + f];
+            with += len > 0;
+            total += len;
+        }
+        ix->field_avg_len[f] = with ? (float)((double)total / with) : 1.0f;
+        ix->field_doc_count[f] = with ? with : 1;
+        float *norms = malloc(((size_t)m->num_docs + 1) * sizeof *norms);
+        if (!norms) return -1;
+        for (uint32_t d = 0; d < m->num_docs; d++)
+            norms[d] = isn_bm25_doc_norm(&ix->info.bm25, ix->doc_lens[(size_t)d * m->num_fields + f], ix->field_avg_len[f]);
+        ix->field_norms[f] = norms;
+    }
+    return 0;
+}
+
+static void free_field_data(isn_index *ix) {
+    for (uint32_t f = 0; f < ISN_MAX_FIELDS; f++) {
+        free(ix->field_norms[f]);
+        ix->field_norms[f] = NULL;
+    }
+}
+
+/* One pass over the positions section, counting each posting's positions per field, and with them each
+ * field's own posting lists (field_postings.c). */
 static uint8_t *count_field_tfs(isn_index *ix) {
     const isn_meta *m = ix->meta;
     uint32_t nf = m->num_fields;
     size_t bytes = (size_t)(m->num_postings * nf);
     uint8_t *tfs = malloc(bytes ? bytes : 1);
     uint64_t *first = malloc(((size_t)m->num_terms + 1) * sizeof *first);
-    if (!tfs || !first) {
-        free(tfs);
-        free(first);
-        return NULL;
-    }
+    isn_field_postings_writer w = {0};
+    int ok = tfs && first && count_field_docs(ix) == 0 && isn_field_postings_start(&w, ix) == 0;
     const uint8_t *end = ix->positions + ix->positions_bytes;
     uint64_t posting = 0;
-    for (uint32_t t = 0; t < m->num_terms; t++) {
+    uint32_t docs[ISN_BLOCK_SIZE];
+    for (uint32_t t = 0; ok && t < m->num_terms; t++) {
         const isn_term_entry *e = &ix->terms[t];
         first[t] = posting;
         uint32_t blocks = isn_term_num_blocks(e);
         for (uint32_t b = 0; b < blocks; b++) {
-            uint32_t count = b + 1 == blocks ? e->df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE;
+            uint32_t count = b + 1 == blocks ? e->df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE, decoded = 0;
+            isn_block_decode_docs(ix, e, b, docs, &decoded);
             uint64_t offset = ix->pos_blocks[e->first_block + b];
             const uint8_t *p = offset < ix->positions_bytes ? ix->positions + offset : NULL;
             for (uint32_t i = 0; i < count; i++, posting++)
@@ -116,8 +163,20 @@ static uint8_t *count_field_tfs(isn_index *ix) {
                     if (p && (p = isn_varint_get(p, end, &n))) p = skip_varints(p, end, n);
                     /* a malformed block reads as the cap: those postings go back to the positions */
                     tfs[posting * nf + f] = !p || n >= ISN_FIELD_TF_CAP ? ISN_FIELD_TF_CAP : (uint8_t)n;
+                    if (!p || n == 0 || i >= decoded) continue;
+                    w.docs[f][w.count[f]] = docs[i];
+                    w.tfs[f][w.count[f]++] = n;
                 }
         }
+        ok = isn_field_postings_end_term(&w, ix, t) == 0;
+    }
+    ok = ok && isn_field_postings_finish(&w, ix) == 0;
+    isn_field_postings_free(&w);
+    if (!ok) {
+        free(tfs);
+        free(first);
+        free_field_data(ix);
+        return NULL;
     }
     first[m->num_terms] = posting;
     ix->term_first_posting = first;
@@ -141,4 +200,10 @@ const uint8_t *isn_index_field_tfs(const isn_index *ix) {
 
 uint64_t isn_index_term_first_posting(const isn_index *ix, uint32_t term_id) {
     return ix->term_first_posting && term_id < ix->meta->num_terms ? ix->term_first_posting[term_id] : 0;
+}
+
+void isn_index_field_doc_stats(const isn_index *ix, uint32_t field, uint32_t *doc_count, float *avg_len) {
+    bool known = isn_index_field_tfs(ix) && field < ix->meta->num_fields;
+    *doc_count = known ? ix->field_doc_count[field] : 1;
+    *avg_len = known ? ix->field_avg_len[field] : 1.0f;
 }

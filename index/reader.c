@@ -386,6 +386,12 @@ void isn_index_close(isn_index *ix) {
     if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
     free(atomic_load(&ix->field_tfs));
     free(ix->term_first_posting);
+    for (uint32_t f = 0; f < ISN_MAX_FIELDS; f++) {
+        free(ix->field_payload[f]);
+        free(ix->field_blocks[f]);
+        free(ix->field_terms[f]);
+        free(ix->field_norms[f]);
+    }
     pthread_mutex_destroy(&ix->field_tfs_lock);
     for (uint32_t a = 0; a < ISN_MAX_ATTRIBUTES; a++) {
         free(ix->keyword_starts[a]);

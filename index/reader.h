@@ -7,6 +7,7 @@
 
 #include "base/base.h"
 #include "index/format.h"
+#include "index/section_buf.h"
 
 struct isn_index {
     uint8_t *map;
@@ -53,7 +54,33 @@ struct isn_index {
     _Atomic(uint8_t *) field_tfs;
     bool field_tfs_tried;
     uint64_t *term_first_posting;
+    /* Built in the same pass (field_postings.c), for field: clauses: per field its own posting lists
+     * (payload, block metadata, an entry per term: df, first block, cf, maximum tf part), each
+     * document's norm under the field's length, and the field's documents and average length. */
+    uint8_t *field_payload[ISN_MAX_FIELDS];
+    isn_block_meta *field_blocks[ISN_MAX_FIELDS];
+    isn_term_entry *field_terms[ISN_MAX_FIELDS];
+    float *field_norms[ISN_MAX_FIELDS]; /* [doc] */
+    uint32_t field_doc_count[ISN_MAX_FIELDS];
+    float field_avg_len[ISN_MAX_FIELDS];
 };
+/* Writing the per-field lists (field_postings.c): start, then per term the postings of each field
+ * appended to docs[f] / tfs[f] (count[f]) and end_term, then finish hands them to the index. */
+typedef struct {
+    uint32_t num_fields;
+    float k1_plus_1;
+    uint32_t *docs[ISN_MAX_FIELDS], *tfs[ISN_MAX_FIELDS];
+    uint32_t count[ISN_MAX_FIELDS];
+    isn_term_entry *terms[ISN_MAX_FIELDS];
+    out_buf payload[ISN_MAX_FIELDS], blocks[ISN_MAX_FIELDS];
+} isn_field_postings_writer;
+int isn_field_postings_start(isn_field_postings_writer *w, const isn_index *index);
+int isn_field_postings_end_term(isn_field_postings_writer *w, const isn_index *index, uint32_t term);
+int isn_field_postings_finish(isn_field_postings_writer *w, isn_index *index);
+void isn_field_postings_free(isn_field_postings_writer *w);
+/* A cursor over a list given by its payload, block metadata and length (df 0: exhausted at once). */
+void isn_cursor_open_list(isn_cursor *cursor, const uint8_t *payload, const isn_block_meta *blocks, uint32_t df);
+
 /* DIR/attributes.isn when there is one, validated against the index (attributes.c): 0, or -1 with err. */
 int isn_index_open_attributes(isn_index *index, const char *dir, char *err, size_t err_len);
 

@@ -116,7 +116,7 @@ __attribute__((always_inline)) static inline void add_postings(ranking_run *run,
         ranking_next_geq(run, c, lo);
     double *scores = run->window->scores;
     uint64_t *bits = run->window->bits;
-    const float *norms = run->norms;
+    const float *norms = run->cursor_norms ? c->norms : run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = term->weight;
     while (c->doc < hi) {
         const uint32_t *docs = c->docs;
@@ -243,14 +243,17 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
         const double others = i ? prefix_bound[i - 1] : 0.0;
         const ranking_term *term = &t[i].term;
         isn_cursor *cursor = term->cursor;
+        const float *norms = run->cursor_norms ? cursor->norms : run->norms;
         uint32_t out = 0;
         for (uint32_t c = 0; c < kept; c++) {
             uint32_t doc = cand_docs[c];
             double score = cand_scores[c];
             if (cursor->doc < doc)
                 ranking_next_geq(run, cursor, doc);
-            if (cursor->doc == doc)
-                score += ranking_term_score(run, term, doc);
+            if (cursor->doc == doc) {
+                run->postings_scored++;
+                score += (double)(term->weight * isn_bm25_tf_part(run->k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
+            }
             cand_docs[out] = doc;
             cand_scores[out] = score;
             out += (score + others) * RANKING_BOUND_SLACK > threshold;
@@ -265,19 +268,21 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
 /* The window when the top term is required (a document without it cannot reach the threshold,
  * whatever the others add) or alone: its postings in [lo, hi) are the candidates, one at a time,
  * completed from all the other terms. Returns how many candidates there were. */
-static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint32_t n, const double *prefix_bound,
-                                 uint32_t lo, uint32_t hi) {
+__attribute__((always_inline)) static inline uint32_t score_led_window_with(ranking_run *run, ranking_window_term *t,
+                                                                          uint32_t n, const double *prefix_bound,
+                                                                          uint32_t lo, uint32_t hi, bool with_admit) {
     ranking_window_term *lead = &t[n - 1];
     isn_cursor *c = lead->term.cursor;
     if (c->doc < lo)
         ranking_next_geq(run, c, lo);
-    const float *norms = run->norms;
+    const float *norms = run->cursor_norms ? c->norms : run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = lead->term.weight;
     uint32_t *cand_docs = run->window->cand_docs;
     double *cand_scores = run->window->cand_scores;
     /* The lead's own bound is not in prefix_bound[n - 2]: its score stands in for it. */
     const double rest = n > 1 ? prefix_bound[n - 2] : 0.0;
-    uint32_t candidates = 0;
+    uint32_t candidates = 0, admitted = 0;
+    bool (*const admit)(void *, uint32_t) = run->admit;
     while (c->doc < hi) {
         const double threshold = run->topk.threshold;
         const uint32_t *freqs = isn_cursor_block_freqs(c);
@@ -292,7 +297,12 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
             double score = (double)(weight * part);
             cand_docs[kept] = doc;
             cand_scores[kept] = score;
-            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            if (with_admit && keep) { /* only candidates that can win are tested, and only those counted */
+                keep = admit(run->admit_ctx, doc);
+                admitted += keep;
+            }
+            kept += keep;
         }
         complete_candidates(run, t, n - 1, prefix_bound, kept);
         run->postings_scored += p - c->pos;
@@ -305,15 +315,25 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
         isn_cursor_next_block(c);
         run->blocks_decoded++;
     }
-    run->matched += candidates;
+    run->matched += with_admit ? admitted : candidates;
     return candidates;
+}
+
+/* The bag of words' windows apart from those under a query tree's admit hook, so that its loops stay
+ * as they were. */
+static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint32_t n, const double *prefix_bound,
+                                 uint32_t lo, uint32_t hi) {
+    return run->admit ? score_led_window_with(run, t, n, prefix_bound, lo, hi, true)
+                      : score_led_window_with(run, t, n, prefix_bound, lo, hi, false);
 }
 
 /* Completes and offers the inner window's candidates; returns how many there were. Most candidates
  * of a long query cannot win even with every non-essential bound added: a first branch-free pass
  * keeps only those that can, for complete_candidates. */
-static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
-                                      const double *nonessential_bound, uint32_t lo, uint32_t hi) {
+__attribute__((always_inline)) static inline uint32_t collect_window_with(ranking_run *run, ranking_window_term *t,
+                                                                        uint32_t first_essential,
+                                                                        const double *nonessential_bound, uint32_t lo,
+                                                                        uint32_t hi, bool with_admit) {
     ranking_window *window = run->window;
     double *scores = window->scores;
     uint64_t *bits = window->bits;
@@ -321,7 +341,8 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
     double *cand_scores = window->cand_scores;
     const double threshold = run->topk.threshold;
     const double rest = first_essential ? nonessential_bound[first_essential - 1] : 0.0;
-    uint32_t candidates = 0, kept = 0;
+    uint32_t candidates = 0, kept = 0, admitted = 0;
+    bool (*const admit)(void *, uint32_t) = run->admit;
     const uint32_t words = (hi - lo + 63) / 64;
     for (uint32_t w = 0; w < words; w++) {
         uint64_t word = bits[w];
@@ -336,12 +357,23 @@ static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, 
             word_scores[i] = 0.0;
             cand_docs[kept] = lo + w * 64 + i;
             cand_scores[kept] = score;
-            kept += (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            if (with_admit && keep) {
+                keep = admit(run->admit_ctx, lo + w * 64 + i);
+                admitted += keep;
+            }
+            kept += keep;
         }
     }
-    run->matched += candidates;
+    run->matched += with_admit ? admitted : candidates;
     complete_candidates(run, t, first_essential, nonessential_bound, kept);
     return candidates;
+}
+
+static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
+                                      const double *nonessential_bound, uint32_t lo, uint32_t hi) {
+    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true)
+                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false);
 }
 
 void ranking_block_max_maxscore(ranking_run *run) {
@@ -354,6 +386,8 @@ void ranking_block_max_maxscore(ranking_run *run) {
     uint32_t first_essential = 0, pending = 0;
     uint32_t window_min = ranking_min_doc(run->terms, 0, n);
     while (window_min != ISN_DOC_END) {
+        if (run->skip_to && (window_min = run->skip_to(run->admit_ctx, window_min)) == ISN_DOC_END)
+            break;
         /* Outer window: to the nearest block end of an essential list, but RANKING_OUTER_WINDOW_MIN_DOCS
          * docs at least. */
         uint32_t end_incl = ISN_DOC_END - 1;
@@ -411,6 +445,17 @@ void ranking_block_max_maxscore(ranking_run *run) {
                     inner_min = t[i].term.cursor->doc;
             if (inner_min >= window_end)
                 break;
+            if (run->skip_to) {
+                uint32_t next = run->skip_to(run->admit_ctx, inner_min);
+                if (next > inner_min) { /* no candidate can be admitted before it */
+                    if (next >= window_end)
+                        break;
+                    for (uint32_t i = first_essential; i < n; i++)
+                        if (t[i].term.cursor->doc < next)
+                            ranking_next_geq(run, t[i].term.cursor, next);
+                    continue;
+                }
+            }
             /* Until k documents are known every candidate is completed: small windows then, so that
              * a threshold is learnt before the first full window. */
             uint32_t inner_docs = topk->threshold > -INFINITY ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;

@@ -101,13 +101,6 @@ static inline size_t ranking_structure_size(uint32_t clauses, uint32_t terms, ui
            values * sizeof(int64_t);
 }
 
-/* Per field, the statistics a field: clause scores with, as Lucene keeps them: the documents that
- * have the field, and its average length over them. */
-typedef struct {
-    uint32_t doc_count;
-    float avg_len;
-} ranking_field_stats;
-
 struct isn_searcher {
     ranking_window window;
     const isn_index *index;
@@ -123,7 +116,6 @@ struct isn_searcher {
     isn_query_structure *structure;
     size_t structure_capacity;
     void *query_scratch; /* query_structure.c's, allocated at the first query tree */
-    ranking_field_stats field_stats[ISN_MAX_FIELDS];
     uint32_t *position_scratch; /* RANKING_PHRASE_POSITIONS per phrase term */
     uint32_t position_scratch_terms;
 };
@@ -213,6 +205,16 @@ typedef struct {
     uint32_t until_clock_check;
     bool stopped;
     uint32_t stopped_before_doc; /* every doc below it was considered when the run stopped */
+    /* Block-max MaxScore under a query tree's filters and excluded clauses: a candidate that can still
+     * win is offered only when this admits it (then alone counted as matched). NULL for none. */
+    bool (*admit)(void *ctx, uint32_t doc);
+    void *admit_ctx;
+    /* With admit: the first doc >= doc it may admit (a filter's next document), so that windows without
+     * one are skipped whole; NULL for none. Called with docs in increasing order, as admit is. */
+    uint32_t (*skip_to)(void *ctx, uint32_t doc);
+    /* Block-max MaxScore scores each term under its cursor's norms (a query tree's field: terms) instead
+     * of `norms`. */
+    bool cursor_norms;
 } ranking_run;
 
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */

@@ -1,229 +1,23 @@
 /* Query trees on the CPU: Lucene's BooleanQuery over BM25 term, field and phrase clauses, with
  * filters and excluded clauses applied before a candidate is scored.
  *
- * A whole-document term scores from its posting list, as the bag of words does. A field: clause and a
- * phrase are first turned into a list of (doc, score) from the postings and positions (Lucene builds
- * the same per-document frequencies from its positions); their exact maximum is then their bound. The
- * pruned evaluation is MaxScore over these scorers: with required clauses the rarest one leads and
- * optional ones are added only while they can still lift a document into the top k; without, the
- * lists whose summed bounds cannot beat the threshold only complete candidates of the others.
- * The exhaustive evaluation (the or / and algorithms) scores every matching document. */
-#include <math.h>
+ * A term scores from a posting list: the whole document's, or for field:term the field's own list
+ * (index/field_postings.c), under that field's norms and statistics. A phrase is two-phase, as Lucene's:
+ * the conjunction of its terms' lists proposes documents and their positions confirm them, read only
+ * for the documents the search asks about. Every scorer has block-max bounds (a phrase's: the least of
+ * its terms'). The pruned evaluation runs in block-max windows: with required clauses the rarest one
+ * leads and optional ones lead where the required ones' bounds alone cannot win; without, MaxScore
+ * within each window. Optional terms alone (filters and excluded clauses tested per candidate) run the
+ * bag of words' block-max MaxScore. A keyword filter's documents lead the search or guard it
+ * (leapfrogging) rather than being tested one candidate at a time. The exhaustive evaluation (the or /
+ * and algorithms) scores every matching document. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ranking/arena.h"
-#include "ranking/ranking_internal.h"
+#include "ranking/structured_internal.h"
 
-typedef struct {
-    bool from_index; /* a whole-document term read from its posting list; else a built list */
-    bool required;
-    bool filter; /* a filter's documents leading the search: it matches, never scores */
-    isn_cursor *cursor;
-    float weight;
-    const uint32_t *docs;
-    const float *scores;
-    uint32_t size; /* postings (df) or list length: the rarest required scorer leads */
-    uint32_t at;
-    uint32_t doc;
-    double max_score;
-} scorer;
-
-typedef struct {
-    isn_searcher *searcher;
-    const isn_index *index;
-    const isn_query *query;
-    const isn_query_structure *tree;
-    ranking_run *run;
-    uint64_t num_docs;
-    const float *norms;
-    float k1_plus_1;
-    isn_bm25_params bm25;
-    scorer *scorers;
-    uint32_t num_scorers;
-    scorer *excluders;
-    uint32_t num_excluders;
-    uint32_t *positions; /* RANKING_PHRASE_POSITIONS per term of the longest phrase */
-    const ranking_filter *filters;
-    const int64_t *filter_values;
-    uint32_t num_filters;
-} evaluation;
-
-/* ------------------------------------------------------------------ scorer moves */
-
-static inline uint32_t scorer_next_geq(ranking_run *run, scorer *s, uint32_t target) {
-    if (s->doc >= target) return s->doc;
-    if (s->from_index) return s->doc = ranking_next_geq(run, s->cursor, target);
-    uint32_t lo = s->at, step = 1;
-    /* galloping, then binary search: lists are walked forward, mostly by small steps */
-    while (lo + step < s->size && s->docs[lo + step] < target) {
-        lo += step;
-        step *= 2;
-    }
-    uint32_t hi = lo + step < s->size ? lo + step : s->size;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (s->docs[mid] < target) lo = mid + 1;
-        else hi = mid;
-    }
-    s->at = lo;
-    return s->doc = lo < s->size ? s->docs[lo] : ISN_DOC_END;
-}
-
-static inline uint32_t scorer_next(ranking_run *run, scorer *s) {
-    if (s->from_index) return s->doc = ranking_next(run, s->cursor);
-    s->at++;
-    return s->doc = s->at < s->size ? s->docs[s->at] : ISN_DOC_END;
-}
-
-/* Score of the scorer on the doc it sits on. */
-static inline double scorer_score(const evaluation *e, const scorer *s, uint32_t doc) {
-    if (s->filter) return 0.0;
-    e->run->postings_scored++;
-    if (!s->from_index) return (double)s->scores[s->at];
-    float tf_part = isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor), e->norms[doc]);
-    return (double)(s->weight * tf_part);
-}
-
-/* ------------------------------------------------------------------ filters */
-
-static inline bool admitted(evaluation *e, uint32_t doc) {
-    if (e->num_filters && !ranking_filters_accept(e->index, e->filters, e->num_filters, e->filter_values, doc))
-        return false;
-    for (uint32_t i = 0; i < e->num_excluders; i++)
-        if (scorer_next_geq(e->run, &e->excluders[i], doc) == doc) return false;
-    return true;
-}
-
-/* ------------------------------------------------------------------ built lists: field terms, phrases */
-
-static void field_stats(isn_searcher *searcher, uint32_t field, uint32_t *doc_count, float *avg_len) {
-    ranking_field_stats *fs = &searcher->field_stats[field];
-    if (fs->doc_count == 0) {
-        uint32_t n = isn_index_get_info(searcher->index)->num_docs, with = 0;
-        uint64_t total = 0;
-        for (uint32_t d = 0; d < n; d++) {
-            uint32_t len = isn_index_field_len(searcher->index, d, field);
-            with += len > 0;
-            total += len;
-        }
-        fs->avg_len = with ? (float)((double)total / with) : 1.0f;
-        fs->doc_count = with ? with : 1;
-    }
-    *doc_count = fs->doc_count;
-    *avg_len = fs->avg_len;
-}
-
-/* Every start where each term of the phrase sits at its offset, in one field of the doc the cursors
- * sit on. */
-static uint32_t phrase_freq_in_field(evaluation *e, const ranking_clause_term *terms, uint32_t n,
-                                     isn_cursor *cursors, isn_positions_cursor *positions, uint32_t field) {
-    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
-    uint32_t *lists = e->positions;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t c = isn_positions_cursor_read(&positions[i], &cursors[i], field, lists + i * RANKING_PHRASE_POSITIONS,
-                                               RANKING_PHRASE_POSITIONS);
-        counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
-        if (counts[i] == 0) return 0;
-    }
-    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
-    uint32_t freq = 0;
-    for (uint32_t j = 0; j < counts[0]; j++) {
-        uint32_t start = lists[j]; /* term 0 has offset 0 */
-        bool all = true;
-        for (uint32_t i = 1; i < n && all; i++) {
-            uint32_t want = start + terms[i].offset;
-            const uint32_t *list = lists + i * RANKING_PHRASE_POSITIONS;
-            while (at[i] < counts[i] && list[at[i]] < want) at[i]++;
-            all = at[i] < counts[i] && list[at[i]] == want;
-        }
-        freq += all;
-    }
-    return freq;
-}
-
-/* The documents of one clause that is not a whole-document term, with its frequency in each: a field
- * term (its positions in the field) or a phrase. Writes docs[] and freqs[] (room for the rarest term's
- * df) and returns how many. */
-static uint32_t build_clause_list(evaluation *e, const ranking_clause *clause, isn_cursor *cursors,
-                                  isn_positions_cursor *positions, uint32_t *docs, uint32_t *freqs) {
-    const ranking_clause_term *terms = ranking_structure_terms(e->tree) + clause->first_term;
-    uint32_t n = clause->num_terms;
-    uint32_t lead = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
-        isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
-        if (cursors[i].df < cursors[lead].df) lead = i;
-    }
-    uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
-    uint32_t count = 0;
-    ranking_run *run = e->run;
-    if (n == 1 && clause->field != RANKING_WHOLE_DOCUMENT) {
-        /* a field term: its frequency in the field from the per-field counts, positions only past the cap */
-        const uint8_t *tfs = isn_index_field_tfs(e->index);
-        uint64_t base = tfs ? isn_index_term_first_posting(e->index, terms[0].term_id) : 0;
-        uint32_t field = (uint32_t)clause->field;
-        for (uint32_t doc = cursors[0].doc; doc != ISN_DOC_END; doc = ranking_next(run, &cursors[0])) {
-            uint32_t freq = tfs ? tfs[(base + (uint64_t)cursors[0].block * ISN_BLOCK_SIZE + cursors[0].pos) * num_fields +
-                                      field]
-                                : ISN_FIELD_TF_CAP;
-            if (freq == ISN_FIELD_TF_CAP) freq = isn_positions_cursor_read(&positions[0], &cursors[0], field, NULL, 0);
-            if (freq) {
-                docs[count] = doc;
-                freqs[count++] = freq;
-            }
-        }
-        return count;
-    }
-    /* a phrase: a field where one of its terms is absent (the per-field counts say so) is not read */
-    const uint8_t *tfs = isn_index_field_tfs(e->index);
-    uint64_t bases[RANKING_MAX_PHRASE_TERMS];
-    for (uint32_t i = 0; tfs && i < n; i++) bases[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
-    uint32_t first_field = clause->field == RANKING_WHOLE_DOCUMENT ? 0 : (uint32_t)clause->field;
-    uint32_t last_field = clause->field == RANKING_WHOLE_DOCUMENT ? num_fields : first_field + 1;
-    uint32_t doc = cursors[lead].doc;
-    while (doc != ISN_DOC_END) {
-        uint32_t found = doc;
-        for (uint32_t i = 0; i < n && found == doc; i++) found = ranking_next_geq(run, &cursors[i], doc);
-        if (found != doc) {
-            doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, &cursors[lead], found);
-            continue;
-        }
-        uint32_t freq = 0;
-        for (uint32_t f = first_field; f < last_field; f++) {
-            bool all = true;
-            for (uint32_t i = 0; tfs && i < n && all; i++)
-                all = tfs[(bases[i] + (uint64_t)cursors[i].block * ISN_BLOCK_SIZE + cursors[i].pos) * num_fields + f] > 0;
-            if (all) freq += phrase_freq_in_field(e, terms, n, cursors, positions, f);
-        }
-        if (freq) {
-            docs[count] = doc;
-            freqs[count++] = freq;
-        }
-        doc = ranking_next(run, &cursors[lead]);
-    }
-    return count;
-}
-
-/* The field's own document frequency of a term: the documents with positions of it in the field. */
-static uint32_t field_df(evaluation *e, uint32_t term_id, uint32_t field, isn_cursor *cursor,
-                         isn_positions_cursor *positions) {
-    const uint8_t *tfs = isn_index_field_tfs(e->index);
-    uint32_t num_fields = isn_index_get_info(e->index)->num_fields;
-    isn_term_stats stats;
-    isn_index_term_stats(e->index, term_id, &stats);
-    uint32_t df = 0;
-    if (tfs) {
-        const uint8_t *at = tfs + isn_index_term_first_posting(e->index, term_id) * num_fields + field;
-        for (uint32_t i = 0; i < stats.df; i++) df += at[(size_t)i * num_fields] > 0;
-        return df;
-    }
-    isn_cursor_open(cursor, e->index, term_id);
-    isn_positions_cursor_open(positions, e->index, term_id);
-    for (uint32_t doc = cursor->doc; doc != ISN_DOC_END; doc = ranking_next(e->run, cursor))
-        df += isn_positions_cursor_read(positions, cursor, field, NULL, 0) > 0;
-    return df;
-}
+/* ------------------------------------------------------------------ preparation */
 
 static float clause_weight(evaluation *e, const ranking_clause *clause, uint32_t field_doc_count,
                            const uint32_t *field_dfs) {
@@ -238,24 +32,11 @@ static float clause_weight(evaluation *e, const ranking_clause *clause, uint32_t
     return (float)idf * (float)clause->count;
 }
 
-/* ------------------------------------------------------------------ preparation */
-
-static uint32_t min_df(const evaluation *e, const ranking_clause *clause) {
-    const ranking_clause_term *terms = ranking_structure_terms(e->tree) + clause->first_term;
-    uint32_t least = UINT32_MAX;
-    for (uint32_t i = 0; i < clause->num_terms; i++) {
-        isn_term_stats stats;
-        isn_index_term_stats(e->index, terms[i].term_id, &stats);
-        if (stats.df < least) least = stats.df;
-    }
-    return least;
-}
-
 static bool whole_document_term(const ranking_clause *clause) {
     return !clause->phrase && clause->field == RANKING_WHOLE_DOCUMENT;
 }
 
-/* Arena bytes the query needs: cursors, positions, scorers and every built list. */
+/* Arena bytes the query needs: cursors, positions and scorers. */
 static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
     const ranking_clause *clauses = ranking_structure_clauses(e->tree);
     size_t bytes = 2 * ranking_arena_size(e->tree->num_clauses * sizeof(scorer));
@@ -265,10 +46,7 @@ static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
         if (clause->missing) continue;
         bytes += ranking_arena_size(clause->num_terms * (sizeof(isn_cursor) + sizeof(isn_positions_cursor)));
         bytes += ranking_arena_size(clause->num_terms * sizeof(uint32_t));
-        if (!whole_document_term(clause)) {
-            size_t n = min_df(e, clause);
-            bytes += 3 * ranking_arena_size(n * sizeof(uint32_t));
-        }
+        bytes += ranking_arena_size(clause->num_terms * sizeof(uint64_t));
         if (clause->num_terms > longest) longest = clause->num_terms;
     }
     bytes += ranking_arena_size((size_t)longest * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
@@ -284,123 +62,54 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     isn_cursor *cursors = ranking_arena_take(arena, n * sizeof(isn_cursor));
     isn_positions_cursor *positions = ranking_arena_take(arena, n * sizeof(isn_positions_cursor));
     uint32_t *field_dfs = ranking_arena_take(arena, n * sizeof(uint32_t));
+    uint64_t *first_postings = ranking_arena_take(arena, n * sizeof(uint64_t));
     memset(s, 0, sizeof *s);
-    if (whole_document_term(clause)) {
+    s->others_bound = INFINITY;
+    s->kind = clause->phrase ? SCORER_PHRASE : SCORER_TERM;
+    s->whole_document = clause->field == RANKING_WHOLE_DOCUMENT;
+    s->field = s->whole_document ? 0 : (uint32_t)clause->field;
+    s->norms = s->whole_document ? e->norms : isn_index_field_norms(e->index, s->field);
+    s->cursors = cursors;
+    s->positions = positions;
+    s->first_postings = first_postings;
+    s->terms = terms;
+    s->num_terms = n;
+    uint32_t lead = 0, field_doc_count = 0;
+    float least_max = 0.0f;
+    for (uint32_t i = 0; i < n; i++) {
         isn_term_stats stats;
-        isn_index_term_stats(e->index, terms[0].term_id, &stats);
-        isn_cursor_open(&cursors[0], e->index, terms[0].term_id);
-        s->from_index = true;
-        s->cursor = &cursors[0];
-        s->doc = cursors[0].doc;
-        s->size = cursors[0].df;
-        if (scores) {
-            s->weight = clause_weight(e, clause, 0, NULL);
-            s->max_score = (double)s->weight * stats.max_tf_part;
-        }
-        return;
-    }
-    size_t cap = min_df(e, clause);
-    uint32_t *docs = ranking_arena_take(arena, cap * sizeof(uint32_t));
-    uint32_t *freqs = ranking_arena_take(arena, cap * sizeof(uint32_t));
-    float *list_scores = ranking_arena_take(arena, cap * sizeof(float));
-    uint32_t count = build_clause_list(e, clause, cursors, positions, docs, freqs);
-    s->docs = docs;
-    s->size = count;
-    s->doc = count ? docs[0] : ISN_DOC_END;
-    if (!scores) return;
-    uint32_t field_doc_count = 0;
-    float avg_len = 0.0f;
-    if (clause->field != RANKING_WHOLE_DOCUMENT) {
-        field_stats(e->searcher, (uint32_t)clause->field, &field_doc_count, &avg_len);
-        if (n == 1) field_dfs[0] = count;
+        isn_index_term_stats(e->index, terms[i].term_id, &stats);
+        if (s->kind == SCORER_TERM && !s->whole_document)
+            isn_cursor_open_field(&cursors[i], e->index, terms[i].term_id, s->field);
         else
-            for (uint32_t i = 0; i < n; i++)
-                field_dfs[i] = field_df(e, terms[i].term_id, (uint32_t)clause->field, &cursors[i], &positions[i]);
-    }
-    float weight = clause_weight(e, clause, field_doc_count, field_dfs);
-    double max_score = 0.0;
-    for (uint32_t i = 0; i < count; i++) {
-        float norm = clause->field == RANKING_WHOLE_DOCUMENT
-                         ? e->norms[docs[i]]
-                         : isn_bm25_doc_norm(&e->bm25, isn_index_field_len(e->index, docs[i], (uint32_t)clause->field),
-                                             avg_len);
-        list_scores[i] = weight * isn_bm25_tf_part(e->k1_plus_1, freqs[i], norm);
-        if (list_scores[i] > max_score) max_score = list_scores[i];
-    }
-    s->scores = list_scores;
-    s->max_score = max_score;
-}
-
-/* ------------------------------------------------------------------ a filter leading the search */
-
-/* The documents of a keyword filter (attribute in {values}, not negated), ascending: the index's own
- * list for one value, else the lists merged into the arena. NULL when no filter can lead. */
-static const uint32_t *filter_docs(evaluation *e, const ranking_filter *f, uint32_t *count, uint32_t *room) {
-    *count = 0;
-    const uint32_t *lists[ISN_MAX_FILTER_VALUES];
-    uint32_t sizes[ISN_MAX_FILTER_VALUES], at[ISN_MAX_FILTER_VALUES];
-    uint32_t n = 0, total = 0;
-    for (uint32_t v = 0; v < f->num_values; v++) {
-        const uint32_t *docs = isn_index_keyword_docs(e->index, f->attribute, e->filter_values[f->first_value + v], &sizes[n]);
-        if (docs && sizes[n]) {
-            lists[n] = docs;
-            at[n] = 0;
-            total += sizes[n++];
+            isn_cursor_open(&cursors[i], e->index, terms[i].term_id);
+        if (cursors[i].df < cursors[lead].df) lead = i;
+        float term_max = stats.max_tf_part;
+        if (s->kind == SCORER_PHRASE) {
+            isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
+            first_postings[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
         }
+        if (!s->whole_document) isn_index_field_term_stats(e->index, terms[i].term_id, s->field, &field_dfs[i], &term_max);
+        /* a phrase's frequency in a field is at most each of its terms' there */
+        if (i == 0 || term_max < least_max) least_max = term_max;
     }
-    if (room) { /* sizing pass */
-        *room = n > 1 ? total : 0;
-        *count = total;
-        return NULL;
+    s->cursor = &cursors[lead];
+    s->size = cursors[lead].df;
+    float avg_len;
+    if (!s->whole_document) isn_index_field_doc_stats(e->index, s->field, &field_doc_count, &avg_len);
+    if (scores) {
+        s->weight = clause_weight(e, clause, field_doc_count, field_dfs);
+        s->max_score = (double)s->weight * least_max;
     }
-    if (n == 1) {
-        *count = total;
-        return lists[0];
-    }
-    uint32_t *merged = ranking_arena_take(&e->searcher->arena, (size_t)(total ? total : 1) * sizeof(uint32_t));
-    while (*count < total) { /* few values: a linear pick of the smallest head is enough */
-        uint32_t best = UINT32_MAX, which = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if (at[i] < sizes[i] && lists[i][at[i]] < best) {
-                best = lists[i][at[i]];
-                which = i;
-            }
-        merged[(*count)++] = best;
-        at[which]++;
-    }
-    return merged;
+    if (s->kind == SCORER_TERM) s->doc = s->cursor->doc;
+    else ranking_phrase_settle(e, s, s->cursor->doc);
 }
-
-/* The filter whose documents are fewest among those that can lead (keyword, not negated), and how
- * many; -1 for none. */
-static int leading_filter(evaluation *e, uint32_t *count, uint32_t *room) {
-    int best = -1;
-    uint32_t best_count = UINT32_MAX, best_room = 0;
-    for (uint32_t f = 0; f < e->num_filters; f++) {
-        const ranking_filter *filter = &e->filters[f];
-        isn_attribute_kind kind;
-        if (filter->negate || filter->op != ISN_FILTER_EQ ||
-            isn_index_attribute_find(e->index, isn_index_attribute_name(e->index, filter->attribute), &kind) < 0 ||
-            kind != ISN_ATTRIBUTE_KEYWORD)
-            continue;
-        uint32_t n, r;
-        filter_docs(e, filter, &n, &r);
-        if (n < best_count) {
-            best = (int)f;
-            best_count = n;
-            best_room = r;
-        }
-    }
-    *count = best_count;
-    *room = best_room;
-    return best;
-}
-
-/* A filter leads when its documents are fewer than a fraction of the postings the clauses would
- * walk: each of its documents costs a skip in every list, each posting a step and a test. */
-#define RANKING_FILTER_LEADS_BELOW 0.25
 
 /* ------------------------------------------------------------------ evaluation */
+
+/* Optional terms under a scattered keyword filter: its documents lead unless they outnumber the terms'
+ * postings by more than this (each costs a probe of every term that can still matter). */
+#define RANKING_GUARD_LEADS_BELOW 4u
 
 static int by_max_score(const void *a, const void *b) {
     double x = ((const scorer *)a)->max_score, y = ((const scorer *)b)->max_score;
@@ -412,93 +121,273 @@ static int by_size(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Block-max windows, as Lucene's MaxScore runs them: a window ends where the first of the lists with
+ * block maxima (terms and field terms) ends its current block, and within it each scorer's bound is its
+ * block's maximum (a phrase's, its whole bound); a window whose bounds sum below the threshold is
+ * skipped whole. */
+static inline double window_bound(scorer *s, uint32_t target, uint32_t *last) {
+    *last = ISN_DOC_END;
+    if (s->doc == ISN_DOC_END) return 0.0;
+    switch (s->kind) {
+    case SCORER_TERM:
+        *last = isn_cursor_shallow_next_geq(s->cursor, target);
+        return (double)s->weight * isn_cursor_shallow_max(s->cursor);
+    case SCORER_PHRASE: {
+        /* the phrase's frequency is at most each term's, so its bound is the least of their blocks'
+         * (a field's phrase keeps its whole bound: the blocks' maxima are under the documents' norms) */
+        if (!s->whole_document) return s->max_score;
+        float least = 0.0f;
+        for (uint32_t i = 0; i < s->num_terms; i++) {
+            isn_cursor *c = &s->cursors[i];
+            uint32_t term_last = isn_cursor_shallow_next_geq(c, target);
+            if (term_last < *last) *last = term_last;
+            float term_max = isn_cursor_shallow_max(c);
+            if (i == 0 || term_max < least) least = term_max;
+        }
+        return (double)s->weight * least;
+    }
+    default: return s->max_score;
+    }
+}
+
+/* The window from `start`: each scorer's bound in it (bounds[i]), and its last doc. */
+static uint32_t open_window(scorer *scorers, uint32_t n, uint32_t start, double *bounds) {
+    uint32_t end = ISN_DOC_END;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t last;
+        bounds[i] = window_bound(&scorers[i], start, &last);
+        if (last < end) end = last;
+    }
+    return end;
+}
+
+/* Lets the phrases of a window pass the documents they cannot lift into the top k (scorer.others_bound). */
+static void prune_phrases(scorer *scorers, uint32_t n, const double *bounds, uint32_t window_end) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (scorers[i].kind != SCORER_PHRASE) continue;
+        double others = 0.0;
+        for (uint32_t j = 0; j < n; j++)
+            if (j != i) others += bounds[j];
+        scorers[i].others_bound = others;
+        scorers[i].prune_until = window_end;
+    }
+}
+
 /* Required scorers first (rarest leading), then the optional ones by bound ascending. */
-static void run_required(evaluation *e, uint32_t num_required, bool need_optional, bool exhaustive) {
+static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *req = e->scorers, *opt = e->scorers + num_required;
     uint32_t num_optional = e->num_scorers - num_required;
-    /* below[i]: the summed bounds of optional scorers 0..i-1 (they are added from the largest down) */
-    double *below = run->scratch_bounds;
+    /* below[i]: the summed window bounds of optional scorers 0..i-1 (they are added from the largest down) */
+    double *below = run->scratch_bounds, *bounds = run->completion_bounds;
     below[0] = 0.0;
     for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + opt[i].max_score;
-    uint32_t doc = req[0].doc;
+    uint32_t doc = req[0].doc, window_end = 0;
+    bool window_open = false;
+    double required_bound = 0.0; /* the required scorers' summed bounds in the window */
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc)) return;
+        if (!exhaustive && (!window_open || doc > window_end)) {
+            /* windows that cannot make the top k are passed by their block metadata, decoding nothing */
+            uint32_t target = doc;
+            for (;;) {
+                window_end = open_window(e->scorers, e->num_scorers, target, bounds);
+                double all = 0.0;
+                for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
+                if (!ranking_bound_fails(all, &run->topk) || window_end == ISN_DOC_END) break;
+                target = window_end + 1;
+            }
+            window_open = true;
+            if (target > doc) {
+                double all = 0.0;
+                for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
+                doc = ranking_bound_fails(all, &run->topk) ? ISN_DOC_END : scorer_next_geq(e, &req[0], target);
+                if (doc == ISN_DOC_END || doc > window_end) continue;
+            }
+            for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
+            prune_phrases(e->scorers, e->num_scorers, bounds, window_end);
+            required_bound = 0.0;
+            for (uint32_t i = 0; i < num_required; i++) required_bound += bounds[i];
+        }
+        if (!exhaustive && num_optional) {
+            /* a doc holding none of opt[from..) scores at most required_bound + below[from]: where that cannot
+             * make the top k, the candidates are the docs of those optional scorers (Lucene's ReqOptSumScorer
+             * under block-max bounds) */
+            uint32_t from = num_optional + 1;
+            for (uint32_t i = num_optional + 1; i-- > 0;)
+                if (ranking_bound_fails(required_bound + below[i], &run->topk)) {
+                    from = i;
+                    break;
+                }
+            if (from <= num_optional) {
+                uint32_t next = window_end == ISN_DOC_END ? ISN_DOC_END : window_end + 1;
+                for (uint32_t i = from; i < num_optional && next != doc; i++) {
+                    uint32_t d = scorer_next_geq(e, &opt[i], doc);
+                    if (d < next) next = d;
+                }
+                if (next != doc) {
+                    doc = next == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], next);
+                    continue;
+                }
+            }
+        }
         uint32_t found = doc;
-        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(run, &req[i], doc);
+        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(e, &req[i], doc);
         if (found != doc) {
-            doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(run, &req[0], found);
+            doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], found);
             continue;
         }
         if (!admitted(e, doc)) {
-            doc = scorer_next(run, &req[0]);
+            doc = scorer_next(e, &req[0]);
             continue;
         }
         double score = 0.0;
         for (uint32_t i = 0; i < num_required; i++) score += scorer_score(e, &req[i], doc);
-        /* without a required clause of its own (a filter leads) a document needs an optional one */
-        bool any_optional = false, pruned = false;
+        bool pruned = false;
         for (uint32_t i = num_optional; i-- > 0;) {
             if (!exhaustive && ranking_bound_fails(score + below[i + 1], &run->topk)) {
                 pruned = true;
                 break;
             }
-            if (scorer_next_geq(run, &opt[i], doc) == doc) {
-                score += scorer_score(e, &opt[i], doc);
-                any_optional = true;
-            }
+            if (scorer_next_geq(e, &opt[i], doc) == doc) score += scorer_score(e, &opt[i], doc);
         }
-        if (need_optional && !any_optional) {
-            doc = scorer_next(run, &req[0]);
+        run->matched++;
+        if (pruned) {
+            doc = scorer_next(e, &req[0]);
             continue;
         }
-        run->matched += !need_optional || !pruned || any_optional;
         run->docs_evaluated++;
         isn_topk_offer(&run->topk, doc, (float)score);
-        doc = scorer_next(run, &req[0]);
+        doc = scorer_next(e, &req[0]);
     }
 }
 
-/* Only optional scorers: at least one must hold the document. MaxScore: the scorers whose summed
- * bounds cannot beat the threshold (a prefix by bound) only complete candidates of the others. */
+typedef struct {
+    double bound;
+    uint32_t index;
+} ranked_scorer;
+
+static int by_bound(const void *a, const void *b) {
+    const ranked_scorer *x = a, *y = b;
+    return x->bound < y->bound ? -1 : x->bound > y->bound ? 1 : (x->index > y->index) - (x->index < y->index);
+}
+
+/* order[]: the scorers by bound ascending (few: insertion; many: qsort of (bound, index) pairs). */
+static void order_by_bound(const double *bounds, uint32_t n, ranked_scorer *ranked, uint32_t *order) {
+    if (n <= 16) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t j = i;
+            for (; j > 0 && bounds[order[j - 1]] > bounds[i]; j--) order[j] = order[j - 1];
+            order[j] = i;
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) ranked[i] = (ranked_scorer){bounds[i], i};
+    qsort(ranked, n, sizeof *ranked, by_bound);
+    for (uint32_t i = 0; i < n; i++) order[i] = ranked[i].index;
+}
+
+/* Only optional scorers: at least one must hold the document. MaxScore in block-max windows: within a
+ * window the scorers are ordered by their window bounds, and those whose summed bounds cannot beat the
+ * threshold (a prefix) only complete candidates of the others. */
 static void run_optional(evaluation *e, bool exhaustive) {
     ranking_run *run = e->run;
     scorer *s = e->scorers;
     uint32_t n = e->num_scorers;
-    double *prefix = run->scratch_bounds; /* prefix[i]: summed bounds of scorers 0..i-1 */
-    prefix[0] = 0.0;
-    for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + s[i].max_score;
-    uint32_t first_essential = 0;
-    for (;;) {
-        if (!exhaustive)
-            while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], &run->topk))
-                first_essential++;
-        if (first_essential == n) return;
-        uint32_t doc = ISN_DOC_END;
-        for (uint32_t i = first_essential; i < n; i++)
-            if (s[i].doc < doc) doc = s[i].doc;
-        if (doc == ISN_DOC_END) return;
-        if (ranking_should_stop(run, doc)) return;
-        bool admit = admitted(e, doc);
-        double score = 0.0;
-        for (uint32_t i = first_essential; i < n; i++)
-            if (s[i].doc == doc) {
-                if (admit) score += scorer_score(e, &s[i], doc);
-                scorer_next(run, &s[i]);
+    double *prefix = run->scratch_bounds; /* prefix[i]: summed window bounds of scorers order[0..i-1] */
+    double *bounds = run->completion_bounds;
+    ranked_scorer *ranked = e->ranked;
+    uint32_t *order = e->order;
+    scorer *guard = e->guard;
+    uint32_t start = ISN_DOC_END;
+    for (uint32_t i = 0; i < n; i++)
+        if (s[i].doc < start) start = s[i].doc;
+    while (start != ISN_DOC_END) {
+        if (guard && (start = scorer_next_geq(e, guard, start)) == ISN_DOC_END) return;
+        uint32_t end = ISN_DOC_END;
+        if (!exhaustive) {
+            end = open_window(s, n, start, bounds);
+            double all = 0.0;
+            for (uint32_t i = 0; i < n; i++) all += bounds[i];
+            if (ranking_bound_fails(all, &run->topk)) {
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
+                continue;
             }
-        if (!admit) continue;
-        run->matched++;
-        bool pruned = false;
-        for (uint32_t i = first_essential; i-- > 0;) {
-            if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], &run->topk)) {
-                pruned = true;
+        } else {
+            for (uint32_t i = 0; i < n; i++) bounds[i] = s[i].max_score;
+        }
+        if (!exhaustive) prune_phrases(s, n, bounds, end);
+        order_by_bound(bounds, n, ranked, order);
+        prefix[0] = 0.0;
+        for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + bounds[order[i]];
+        uint32_t first_essential = 0;
+        for (;;) {
+            if (!exhaustive)
+                while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], &run->topk))
+                    first_essential++;
+            if (first_essential == n) {
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 break;
             }
-            if (scorer_next_geq(run, &s[i], doc) == doc) score += scorer_score(e, &s[i], doc);
+            uint32_t doc = ISN_DOC_END;
+            for (uint32_t i = first_essential; i < n; i++) {
+                uint32_t d = scorer_next_geq(e, &s[order[i]], start);
+                if (d < doc) doc = d;
+            }
+            if (doc == ISN_DOC_END || doc > end) { /* later windows may make other scorers essential */
+                start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
+                break;
+            }
+            if (guard && scorer_next_geq(e, guard, doc) != doc) { /* the filter's next document leads */
+                start = guard->doc;
+                if (start == ISN_DOC_END) return;
+                if (start > end) break;
+                continue;
+            }
+            if (ranking_should_stop(run, doc)) return;
+            start = doc + 1;
+            if (!exhaustive) {
+                /* the doc's own bound: the essential scorers that hold it, and every non-essential one */
+                double doc_bound = prefix[first_essential];
+                for (uint32_t i = first_essential; i < n; i++)
+                    if (s[order[i]].doc == doc) doc_bound += bounds[order[i]];
+                if (ranking_bound_fails(doc_bound, &run->topk)) {
+                    for (uint32_t i = first_essential; i < n; i++)
+                        if (s[order[i]].doc == doc) scorer_next(e, &s[order[i]]);
+                    continue;
+                }
+            }
+            bool admit = admitted(e, doc);
+            double score = 0.0;
+            for (uint32_t i = first_essential; i < n; i++) {
+                scorer *sc = &s[order[i]];
+                if (sc->doc == doc) {
+                    if (admit) score += scorer_score(e, sc, doc);
+                    scorer_next(e, sc);
+                }
+            }
+            if (!admit) continue;
+            run->matched++;
+            bool pruned = false;
+            for (uint32_t i = first_essential; i-- > 0;) {
+                if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], &run->topk)) {
+                    pruned = true;
+                    break;
+                }
+                if (scorer_next_geq(e, &s[order[i]], doc) == doc) score += scorer_score(e, &s[order[i]], doc);
+            }
+            if (pruned) continue;
+            run->docs_evaluated++;
+            isn_topk_offer(&run->topk, doc, (float)score);
         }
-        if (pruned) continue;
-        run->docs_evaluated++;
-        isn_topk_offer(&run->topk, doc, (float)score);
+        if (start == ISN_DOC_END) break;
+        /* the next window starts at the first doc any scorer still holds */
+        uint32_t next = ISN_DOC_END;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t d = s[i].doc >= start ? s[i].doc : start;
+            if (d < next) next = d;
+        }
+        start = next;
     }
 }
 
@@ -507,7 +396,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     const isn_query_structure *tree = query->structure;
     const isn_index_info *info = isn_index_get_info(searcher->index);
     evaluation e = {.searcher = searcher, .index = searcher->index, .query = query, .tree = tree, .run = run,
-                    .num_docs = num_docs, .norms = run->norms, .k1_plus_1 = searcher->k1_plus_1, .bm25 = info->bm25,
+                    .num_docs = num_docs, .num_fields = info->num_fields, .norms = run->norms, .k1_plus_1 = searcher->k1_plus_1, .bm25 = info->bm25,
                     .filters = ranking_structure_filters(tree), .filter_values = ranking_structure_values(tree),
                     .num_filters = tree->num_filters};
     const ranking_clause *clauses = ranking_structure_clauses(tree);
@@ -529,18 +418,33 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
             }
         }
     }
-    for (uint32_t c = 0; c < tree->num_clauses && !info->has_positions; c++)
-        if (!whole_document_term(&clauses[c]) && !clauses[c].missing) {
+    for (uint32_t c = 0; c < tree->num_clauses; c++) {
+        if (whole_document_term(&clauses[c]) || clauses[c].missing) continue;
+        if (!info->has_positions) {
             isn_error(err, err_len, "phrases and field: clauses need positions, and this index has none (built with "
                                     "--no-positions)");
             return -1;
         }
+        if (!e.field_tfs) {
+            e.field_tfs = isn_index_field_tfs(e.index);
+        }
+        if (!e.field_tfs) {
+            isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
+                                    "phrases and field: clauses read", info->num_fields);
+            return -1;
+        }
+    }
     bool and_mode = options->mode == ISN_MODE_AND;
     uint32_t max_phrase_terms = 1;
     uint32_t lead_count = 0, lead_room = 0;
-    int lead = leading_filter(&e, &lead_count, &lead_room);
-    size_t needed = bytes_needed(&e, &max_phrase_terms) + ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+    int lead = ranking_tree_leading_filter(&e, &lead_count, &lead_room);
+    size_t needed = bytes_needed(&e, &max_phrase_terms) + 2 * ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+                    ranking_arena_size((tree->num_clauses + 1) * 2 * sizeof(double)) +
+                    ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
                     ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
+                    3 * ranking_arena_size(RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *)) +
+                    2 * ranking_arena_size(tree->num_clauses * sizeof(ranking_term)) +
+                    ranking_arena_size(tree->num_clauses * sizeof(ranking_window_term)) +
                     ranking_arena_size(tree->num_filters * sizeof(ranking_filter));
     if (ranking_arena_reset(&searcher->arena, needed) != 0) {
         isn_error(err, err_len, "out of memory for a query of %u clauses", tree->num_clauses);
@@ -550,6 +454,9 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     e.scorers = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(scorer));
     e.excluders = ranking_arena_take(arena, tree->num_clauses * sizeof(scorer));
     run->scratch_bounds = ranking_arena_take(arena, (tree->num_clauses + 2) * sizeof(double));
+    run->completion_bounds = ranking_arena_take(arena, (tree->num_clauses + 2) * sizeof(double));
+    e.ranked = ranking_arena_take(arena, (tree->num_clauses + 1) * 2 * sizeof(double));
+    e.order = ranking_arena_take(arena, (tree->num_clauses + 1) * sizeof(uint32_t));
     e.positions = ranking_arena_take(arena, (size_t)max_phrase_terms * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
     uint32_t num_required = 0;
     bool any_positive = false;
@@ -573,17 +480,15 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     if (!any_positive || e.num_scorers == 0) return 0; /* Lucene: excluded clauses alone match nothing */
     uint64_t walked = 0;
     for (uint32_t i = 0; i < e.num_scorers; i++) walked += e.scorers[i].size;
-    bool need_optional = false;
-    if (lead >= 0 && (double)lead_count < RANKING_FILTER_LEADS_BELOW * (double)walked) {
-        scorer *s = &e.scorers[e.num_scorers++];
-        uint32_t count;
-        memset(s, 0, sizeof *s);
-        s->docs = filter_docs(&e, &e.filters[lead], &count, NULL);
-        s->size = count;
-        s->doc = count ? s->docs[0] : ISN_DOC_END;
-        s->filter = s->required = true;
-        need_optional = num_required == 0;
-        num_required++;
+    /* one value's list is the index's own, free to use; several are merged first, worth it when few */
+    if (lead >= 0 && (lead_room == 0 || (double)lead_count < RANKING_FILTER_MERGED_BELOW * (double)walked)) {
+        /* with required clauses it joins them; else it guards the disjunction's candidates */
+        scorer *s = num_required ? &e.scorers[e.num_scorers++] : ranking_arena_take(arena, sizeof(scorer));
+        uint32_t count, room;
+        ranking_tree_filter_docs(&e, &e.filters[lead], s, &count, &room);
+        s->required = num_required > 0;
+        if (num_required) num_required++;
+        else e.guard = s;
         /* its documents hold it: the others are what each candidate is still tested for */
         ranking_filter *rest = ranking_arena_take(arena, tree->num_filters * sizeof(ranking_filter));
         uint32_t kept = 0;
@@ -592,8 +497,10 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         e.filters = rest;
         e.num_filters = kept;
     }
-    if (options->first_doc)
-        for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(run, &e.scorers[i], options->first_doc);
+    if (options->first_doc) {
+        for (uint32_t i = 0; i < e.num_scorers; i++) scorer_next_geq(&e, &e.scorers[i], options->first_doc);
+        if (e.guard) scorer_next_geq(&e, e.guard, options->first_doc);
+    }
     /* required first, rarest leading; optional ones by bound ascending */
     uint32_t r = 0;
     for (uint32_t i = 0; i < e.num_scorers; i++)
@@ -604,7 +511,13 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         }
     qsort(e.scorers, num_required, sizeof(scorer), by_size);
     qsort(e.scorers + num_required, e.num_scorers - num_required, sizeof(scorer), by_max_score);
-    if (num_required) run_required(&e, num_required, need_optional, exhaustive);
+    if (num_required) run_required(&e, num_required, exhaustive);
+    /* a filter's documents lead when scattered and not far more than the terms' postings; else they admit */
+    else if (!exhaustive && ranking_tree_terms_only(&e) &&
+             (!e.guard || e.guard->size > RANKING_GUARD_LEADS_BELOW * walked || ranking_tree_dense_docs(e.guard)))
+        ranking_tree_run_terms(&e);
+    else if (!exhaustive && ranking_tree_terms_only(&e)) ranking_tree_run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;
 }
+

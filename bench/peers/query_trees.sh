@@ -5,7 +5,9 @@
 # (query_tree_check), times a query log with and without filters (filter_speed), then compares with
 # Lucene 10 and Tantivy given the same analysed tokens (lucene_export, LuceneTreeWorker.java,
 # py_worker.py tantivy-tree, tree_compare.py): matching counts, top-10 overlap, speed in interleaved
-# rounds. The peers come from bench/peers/run.sh's venv (PyPI the first time). JSON in $BUILD/query-trees/.
+# rounds (classes: mixed, filtered, those of them with a field: clause, those with a phrase, and the
+# short log's bag of words). The peers come from bench/peers/run.sh's venv (PyPI the first time). JSON
+# in $BUILD/query-trees/. ISN_BASELINE=BIN: another build's isn_worker joins the rounds (before/after).
 set -euo pipefail
 BUILD=${BUILD:-build}
 DATA=${ISN_DATA:-$BUILD/data}
@@ -45,10 +47,21 @@ for class in m f; do
   grep -P "^$class" "$OUT/queries.tsv" >"$OUT/$class.tsv"
   grep -P "^$class" "$OUT/lucene-queries.tsv" >"$OUT/lucene-$class.tsv"
 done
+# the mixed and filtered queries with a field: clause, and those with a phrase, as classes of their own
+select_queries() { # PATTERN NAME: the queries whose text matches, for ISN and (by id) for the peers
+  awk -F'\t' -v re="$1" '$2 ~ re' "$OUT/queries.tsv" >"$OUT/$2.tsv"
+  awk -F'\t' 'NR == FNR { keep[$1] = 1; next } keep[$1]' "$OUT/$2.tsv" "$OUT/lucene-queries.tsv" >"$OUT/lucene-$2.tsv"
+}
+select_queries '[[:alnum:]_]+:' field
+select_queries '"' phrase
+baseline=()
+if [ -n "${ISN_BASELINE:-}" ]; then baseline=(--isn-baseline "$ISN_BASELINE"); fi
 "$PEERS/venv/bin/python" bench/peers/tree_compare.py --isn-worker "$BUILD/bench/peers/isn_worker" --isn-index "$OUT/idx" \
   --java "$java" --classpath "$cp" --lucene-index "$OUT/lucene-idx" --tantivy-python "$PEERS/venv/bin/python" \
-  --tantivy-index "$OUT/tantivy-idx" --rounds "$ROUNDS" --class "mixed=$OUT/m.tsv,$OUT/lucene-m.tsv" \
-  --class "filtered=$OUT/f.tsv,$OUT/lucene-f.tsv" --class "short=plain:$DATA/deb/short.queries.tsv,$OUT/lucene-short.tsv" \
+  --tantivy-index "$OUT/tantivy-idx" "${baseline[@]}" --rounds "$ROUNDS" --class "mixed=$OUT/m.tsv,$OUT/lucene-m.tsv" \
+  --class "filtered=$OUT/f.tsv,$OUT/lucene-f.tsv" --class "field=$OUT/field.tsv,$OUT/lucene-field.tsv" \
+  --class "phrase=$OUT/phrase.tsv,$OUT/lucene-phrase.tsv" \
+  --class "short=plain:$DATA/deb/short.queries.tsv,$OUT/lucene-short.tsv" \
   >"$OUT/tree_compare.json" 2>"$OUT/tree_compare.log"
 "$java" -Xmx2g --enable-native-access=ALL-UNNAMED -cp "$cp" LuceneTreeWorker lengths "$OUT/lucene-idx" \
   "$OUT/lucene-lengths.tsv" 2>/dev/null

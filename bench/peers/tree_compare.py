@@ -6,7 +6,10 @@ ISN's time includes parsing and analysing the query text, Lucene's building its 
 Prints JSON.
 
   python tree_compare.py --isn-worker BIN --isn-index DIR --java JAVA --classpath CP --lucene-index DIR \\
-      [--tantivy-python VENV_PYTHON --tantivy-index DIR] --class NAME=ISN_LOG,PEER_LOG ... [--rounds 5] [--k 10]
+      [--tantivy-python VENV_PYTHON --tantivy-index DIR] [--isn-baseline BIN] --class NAME=ISN_LOG,PEER_LOG ...
+      [--rounds 5] [--k 10]
+--isn-baseline: another build's isn_worker (say main's) joins the rounds as "isn_baseline", so that a
+change's before and after are measured in the same interleaved run (isn_over_isn_baseline_*).
 ISN_LOG: id TAB query text [TAB filter] (isn_worker load-tree), or plain:FILE for a bag-of-words log.
 """
 import argparse
@@ -27,6 +30,7 @@ def main():
     p.add_argument("--class", dest="classes", action="append", required=True)
     p.add_argument("--tantivy-python", help="the peers' venv python: Tantivy joins (py_worker.py tantivy-tree)")
     p.add_argument("--tantivy-index")
+    p.add_argument("--isn-baseline")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--k", type=int, default=10)
     a = p.parse_args()
@@ -35,6 +39,8 @@ def main():
                      "--enable-native-access=ALL-UNNAMED", "-cp", a.classpath, "LuceneTreeWorker", "serve",
                      a.lucene_index])
     peers = {"lucene": lucene}
+    if a.isn_baseline:
+        peers["isn_baseline"] = Worker("isn_baseline", [a.isn_baseline, a.isn_index, "auto"])
     if a.tantivy_python:
         here = __file__.rsplit("/", 1)[0]
         peers["tantivy"] = Worker("tantivy", [a.tantivy_python, here + "/py_worker.py", "tantivy-tree", a.tantivy_index])
@@ -44,8 +50,11 @@ def main():
         isn_log, peer_log = logs.split(",")
         plain = isn_log.startswith("plain:")
         isn.ask("%s %s %s" % ("load" if plain else "load-tree", name, isn_log[6:] if plain else isn_log))
-        for w in peers.values():
-            w.ask("load %s %s" % (name, peer_log))
+        for e, w in peers.items():
+            if e == "isn_baseline":
+                w.ask("%s %s %s" % ("load" if plain else "load-tree", name, isn_log[6:] if plain else isn_log))
+            else:
+                w.ask("load %s %s" % (name, peer_log))
         classes.append(name)
     result = {"benchmark": "tree_compare", "k": a.k, "rounds": a.rounds,
               "peers": {e: w.ready for e, w in peers.items()}, "classes": {}}

@@ -262,6 +262,81 @@ static void test_every_algorithm_against_the_oracle(void **state) {
 
 /* ------------------------------------------------------------------ the bag of words stays as it was */
 
+/* Block-max windows: a dense list of middling scores whose one block ends early, beside a list of many
+ * blocks whose best document (doc 900) comes late. Once the first window's best is known the second list
+ * is not essential there; it must become essential again in its later blocks, and a window past the last
+ * candidate must end the search cleanly. Every algorithm against the exhaustive one. */
+static void test_clauses_essential_only_in_later_windows(void **state) {
+    (void)state;
+    isn_build_options options;
+    isn_build_options_default(&options);
+    options.num_fields = 2;
+    snprintf(options.fields[0], sizeof options.fields[0], "title");
+    snprintf(options.fields[1], sizeof options.fields[1], "body");
+    options.analyzer.stem = false;
+    options.analyzer.stopwords = false;
+    options.positions = true;
+    options.order = ISN_ORDER_INPUT;
+    options.progress = false;
+    isn_builder *builder = isn_builder_new(&options);
+    assert_non_null(builder);
+    char err[ISN_ERR_LEN] = "";
+    for (uint32_t d = 0; d < 1000; d++) {
+        const char *body = d < 100                 ? "aa bb zz zz zz zz zz zz zz zz zz zz"
+                           : d >= 300 && d < 500 ? "bb zz zz zz zz zz zz zz zz zz zz"
+                           : d == 900            ? "bb bb bb bb bb bb"
+                           : d == 999            ? "yy zz zz"
+                                                 : "zz zz zz";
+        char id[32];
+        snprintf(id, sizeof id, "doc%u", d);
+        const char *fields[2] = {"", body};
+        size_t lens[2] = {0, strlen(body)};
+        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) fail_msg("%s", err);
+    }
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/isn-test-windows-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    isn_build_summary summary;
+    if (isn_builder_write(builder, dir, &summary, err, sizeof err) != 0) fail_msg("%s", err);
+    isn_builder_free(builder);
+    isn_index *index = isn_index_open(dir, err, sizeof err);
+    if (!index) fail_msg("%s", err);
+    isn_searcher *searcher = isn_searcher_new(index);
+    static const char *const queries[] = {"aa bb bb -yy", "body:aa body:bb body:bb", "+bb -yy", "+body:bb", "aa \"bb bb\" -yy"};
+    static const uint32_t ks[] = {1, 3, 10};
+    isn_hit expected[10], hits[10];
+    for (size_t q = 0; q < sizeof queries / sizeof *queries; q++)
+        for (size_t ki = 0; ki < 3; ki++) {
+            uint32_t num_expected = 0;
+            for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
+                isn_query query;
+                if (isn_query_parse_syntax(searcher, queries[q], strlen(queries[q]), NULL, 0, &query, err, sizeof err) != 0)
+                    fail_msg("'%s': %s", queries[q], err);
+                isn_search_options o;
+                isn_search_options_default(&o);
+                o.algo = or_algos[a];
+                o.k = ks[ki];
+                uint32_t n = 0;
+                isn_search_stats stats;
+                if (isn_search(searcher, &query, &o, a == 0 ? expected : hits, a == 0 ? &num_expected : &n, &stats, err,
+                               sizeof err) != 0)
+                    fail_msg("'%s': %s", queries[q], err);
+                if (a == 0) {
+                    assert_int_equal(expected[0].doc, 900);
+                    continue;
+                }
+                if (n != num_expected) fail_msg("'%s' k=%u %s: %u hits, exhaustive %u", queries[q], ks[ki], isn_algo_name(o.algo), n, num_expected);
+                for (uint32_t i = 0; i < n; i++)
+                    if (hits[i].doc != expected[i].doc || hits[i].score != expected[i].score)
+                        fail_msg("'%s' k=%u %s: rank %u doc %u %.9g, exhaustive doc %u %.9g", queries[q], ks[ki],
+                                 isn_algo_name(o.algo), i, hits[i].doc, hits[i].score, expected[i].doc, expected[i].score);
+            }
+        }
+    isn_searcher_free(searcher);
+    isn_index_close(index);
+    support_remove_tree(dir);
+}
+
 static void test_plain_text_is_the_bag_of_words(void **state) {
     (void)state;
     support_rng_seed(99);
@@ -589,6 +664,7 @@ int main(void) {
         cmocka_unit_test(test_plain_text_is_the_bag_of_words),
         cmocka_unit_test(test_fields_and_errors_against_the_index),
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
+        cmocka_unit_test(test_clauses_essential_only_in_later_windows),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
         cmocka_unit_test(test_damaged_attributes_are_refused),

@@ -1,0 +1,94 @@
+/* Phrase matches for query trees: the conjunction of a phrase's terms, confirmed by positions. */
+#include "ranking/structured_internal.h"
+
+
+/* Every start where each term of the phrase sits at its offset, in one field of the doc the cursors
+ * sit on. */
+static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t field) {
+    uint32_t counts[RANKING_MAX_PHRASE_TERMS];
+    uint32_t *lists = e->positions;
+    uint32_t n = s->num_terms;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t c = isn_positions_cursor_read(&s->positions[i], &s->cursors[i], field,
+                                               lists + i * RANKING_PHRASE_POSITIONS, RANKING_PHRASE_POSITIONS);
+        counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
+        if (counts[i] == 0) return 0;
+    }
+    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
+    uint32_t freq = 0;
+    for (uint32_t j = 0; j < counts[0]; j++) {
+        uint32_t start = lists[j]; /* term 0 has offset 0 */
+        bool all = true;
+        for (uint32_t i = 1; i < n && all; i++) {
+            uint32_t want = start + s->terms[i].offset;
+            const uint32_t *list = lists + i * RANKING_PHRASE_POSITIONS;
+            while (at[i] < counts[i] && list[at[i]] < want) at[i]++;
+            all = at[i] < counts[i] && list[at[i]] == want;
+        }
+        freq += all;
+    }
+    return freq;
+}
+
+static inline uint32_t field_tf(const evaluation *e, const isn_cursor *cursor, uint64_t first_posting, uint32_t field) {
+    return e->field_tfs[(first_posting + (uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos) * e->num_fields + field];
+}
+
+/* The phrase's matches on the doc all its cursors sit on: a field where one of its terms is absent (the
+ * per-field counts say so) is not read. */
+static uint32_t phrase_freq(evaluation *e, const scorer *s) {
+    uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
+    uint32_t freq = 0;
+    for (uint32_t f = first; f < last; f++) {
+        bool all = true;
+        for (uint32_t i = 0; i < s->num_terms && all; i++)
+            all = field_tf(e, &s->cursors[i], s->first_postings[i], f) > 0;
+        if (all) freq += phrase_freq_in_field(e, s, f);
+    }
+    return freq;
+}
+
+
+/* From the doc the phrase's lead landed on, the first one where every term is and the phrase matches. */
+uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
+    ranking_run *run = e->run;
+    while (doc != ISN_DOC_END) {
+        /* the lead's own frequency bounds the phrase's too: a doc it rules out is not aligned at all */
+        if (doc <= s->prune_until && s->others_bound < INFINITY &&
+            ranking_bound_fails((double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor),
+                                                                        s->norms[doc])) +
+                                    s->others_bound,
+                                &run->topk)) {
+            doc = ranking_next(run, s->cursor);
+            continue;
+        }
+        uint32_t found = doc;
+        for (uint32_t i = 0; i < s->num_terms && found == doc; i++) found = ranking_next_geq(run, &s->cursors[i], doc);
+        if (found != doc) {
+            doc = found == ISN_DOC_END ? ISN_DOC_END : ranking_next_geq(run, s->cursor, found);
+            continue;
+        }
+        if (doc <= s->prune_until && s->others_bound < INFINITY) {
+            uint32_t least = UINT32_MAX;
+            for (uint32_t i = 0; i < s->num_terms; i++) {
+                uint32_t tf = isn_cursor_freq(&s->cursors[i]);
+                if (tf < least) least = tf;
+            }
+            double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
+            if (ranking_bound_fails(bound + s->others_bound, &run->topk)) {
+                doc = ranking_next(run, s->cursor);
+                continue;
+            }
+        }
+        uint32_t freq = phrase_freq(e, s);
+        if (freq) {
+            s->freq = freq;
+            break;
+        }
+        doc = ranking_next(run, s->cursor);
+    }
+    return s->doc = doc;
+}
+
+/* The first doc >= target in a sorted list from *at on: galloping, then binary search (lists are walked
+ * forward, mostly by small steps). */

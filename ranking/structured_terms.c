@@ -1,0 +1,153 @@
+/* Query trees of optional terms alone (whole-document or field:), with filters and excluded clauses:
+ * the bag of words' block-max MaxScore under an admit hook, or a scattered filter's documents leading. */
+#include "ranking/arena.h"
+#include "ranking/structured_internal.h"
+
+
+bool ranking_tree_terms_only(const evaluation *e) {
+    for (uint32_t i = 0; i < e->num_scorers; i++)
+        if (e->scorers[i].kind != SCORER_TERM) return false;
+    return true;
+}
+
+/* A filter's documents that lie close together (a run of the doc ids, as documents of one source often
+ * do): block-max MaxScore then skips the windows between them and prunes within them, where a leapfrog
+ * would visit every one of them. Scattered ones are better leapfrogged. */
+#define RANKING_DENSE_FILTER_SPAN 8u
+
+bool ranking_tree_dense_docs(const scorer *docs) {
+    uint32_t first = ISN_DOC_END, last = 0;
+    for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
+        const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
+        uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
+        if (!size) continue;
+        if (list[0] < first) first = list[0];
+        if (list[size - 1] > last) last = list[size - 1];
+    }
+    return first == ISN_DOC_END || (uint64_t)docs->size * RANKING_DENSE_FILTER_SPAN >= (uint64_t)(last - first) + 1;
+}
+
+static bool admit_doc(void *ctx, uint32_t doc) {
+    evaluation *e = ctx;
+    return (!e->guard || scorer_next_geq(e, e->guard, doc) == doc) && admitted(e, doc);
+}
+
+static uint32_t guard_next(void *ctx, uint32_t doc) {
+    evaluation *e = ctx;
+    return scorer_next_geq(e, e->guard, doc);
+}
+
+/* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
+ * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
+ * tree (the same scores, summed the same way), its windows started at a leading filter's documents. */
+void ranking_tree_run_terms(evaluation *e) {
+    ranking_run *run = e->run;
+    ranking_arena *arena = &e->searcher->arena;
+    uint32_t n = e->num_scorers;
+    run->terms = ranking_arena_take(arena, n * sizeof(ranking_term));
+    run->scratch_terms = ranking_arena_take(arena, n * sizeof(ranking_term));
+    run->window_terms = ranking_arena_take(arena, n * sizeof(ranking_window_term));
+    run->num_terms = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const scorer *s = &e->scorers[i];
+        float max_tf_part;
+        if (s->whole_document) {
+            isn_term_stats stats;
+            isn_index_term_stats(e->index, s->terms[0].term_id, &stats);
+            max_tf_part = stats.max_tf_part;
+        } else {
+            uint32_t df;
+            isn_index_field_term_stats(e->index, s->terms[0].term_id, s->field, &df, &max_tf_part);
+        }
+        run->terms[i] = (ranking_term){.cursor = s->cursor, .weight = s->weight, .max_score = s->weight * max_tf_part};
+        run->cursor_norms |= !s->whole_document;
+    }
+    if (e->num_filters || e->num_excluders || e->guard) {
+        run->admit = admit_doc;
+        run->admit_ctx = e;
+    }
+    if (e->guard) run->skip_to = guard_next;
+    ranking_block_max_maxscore(run);
+}
+
+/* Guard documents taken at a time by run_guarded_terms. */
+#define RANKING_GUARD_CHUNK 128u
+
+/* Optional terms under a scattered keyword filter: the filter's documents lead, a chunk at a time; each
+ * term that can still lift a document into the top k (MaxScore over the terms' bounds, smallest first)
+ * is probed at every document of the chunk in one tight pass, and the documents some of them hold are
+ * completed from the others while their partial score plus the others' bounds can still win. */
+void ranking_tree_run_guarded_terms(evaluation *e) {
+    ranking_run *run = e->run;
+    scorer *s = e->scorers, *guard = e->guard;
+    uint32_t n = e->num_scorers;
+    double *prefix = run->scratch_bounds; /* prefix[i]: summed bounds of s[0..i) (ascending by bound) */
+    prefix[0] = 0.0;
+    for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + s[i].max_score;
+    uint32_t docs[RANKING_GUARD_CHUNK];
+    double acc[RANKING_GUARD_CHUNK];
+    bool hit[RANKING_GUARD_CHUNK];
+    uint32_t doc = guard->doc;
+    double *chunk_prefix = run->completion_bounds;
+    while (doc != ISN_DOC_END) {
+        if (ranking_should_stop(run, doc)) return;
+        if (ranking_bound_fails(prefix[n], &run->topk)) return; /* global bounds: nothing later can win */
+        uint32_t m = 0;
+        for (; m < RANKING_GUARD_CHUNK && doc != ISN_DOC_END; m++) {
+            docs[m] = doc;
+            acc[m] = 0.0;
+            hit[m] = false;
+            doc = scorer_next(e, guard);
+        }
+        /* the terms' bounds over the chunk's doc range: their blocks' maxima there */
+        chunk_prefix[0] = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            const isn_cursor *c = s[i].cursor;
+            float best = 0.0f;
+            for (uint32_t b = c->block; b < c->num_blocks; b++) {
+                if (c->blocks[b].last_doc < docs[0]) continue;
+                if (c->blocks[b].max_tf_part > best) best = c->blocks[b].max_tf_part;
+                if (c->blocks[b].last_doc >= docs[m - 1]) break;
+            }
+            chunk_prefix[i + 1] = chunk_prefix[i] + (double)s[i].weight * best;
+        }
+        uint32_t first_essential = 0;
+        while (first_essential < n && ranking_bound_fails(chunk_prefix[first_essential + 1], &run->topk))
+            first_essential++;
+        if (first_essential == n) continue;
+        for (uint32_t i = first_essential; i < n; i++) {
+            isn_cursor *c = s[i].cursor;
+            const float *norms = s[i].norms;
+            float weight = s[i].weight;
+            for (uint32_t j = 0; j < m; j++) {
+                uint32_t d = ranking_next_geq(run, c, docs[j]);
+                if (d == ISN_DOC_END) break;
+                if (d != docs[j]) continue;
+                run->postings_scored++;
+                acc[j] += (double)(weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), norms[d]));
+                hit[j] = true;
+            }
+        }
+        for (uint32_t j = 0; j < m; j++) {
+            if (!hit[j] || !admitted(e, docs[j])) continue;
+            run->matched++;
+            double score = acc[j];
+            bool pruned = false;
+            for (uint32_t i = first_essential; i-- > 0;) {
+                if (ranking_bound_fails(score + chunk_prefix[i + 1], &run->topk)) {
+                    pruned = true;
+                    break;
+                }
+                isn_cursor *c = s[i].cursor;
+                if (ranking_next_geq(run, c, docs[j]) == docs[j]) {
+                    run->postings_scored++;
+                    score += (double)(s[i].weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), s[i].norms[docs[j]]));
+                }
+            }
+            if (pruned) continue;
+            run->docs_evaluated++;
+            isn_topk_offer(&run->topk, docs[j], (float)score);
+        }
+    }
+}
+
