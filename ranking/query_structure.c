@@ -245,6 +245,17 @@ size_t isn_query_structure_bytes(const isn_query_structure *s) {
     return s ? ranking_structure_size(s->num_clauses, s->num_terms, s->num_filters, s->num_values) : 0;
 }
 
+void isn_query_structure_view(const isn_query_structure *s, isn_tree_view *view) {
+    *view = (isn_tree_view){.num_clauses = s->num_clauses,
+                            .num_terms = s->num_terms,
+                            .num_filters = s->num_filters,
+                            .num_values = s->num_values,
+                            .clauses = ranking_structure_clauses(s),
+                            .terms = ranking_structure_terms(s),
+                            .filters = ranking_structure_filters(s),
+                            .values = ranking_structure_values(s)};
+}
+
 void isn_query_structure_copy(void *dst, const isn_query_structure *s) {
     memcpy(dst, s, isn_query_structure_bytes(s));
 }

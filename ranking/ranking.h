@@ -311,6 +311,39 @@ bool isn_query_structure_has_filter(const isn_query_structure *structure);
 /* A readable form of the tree ("+body:\"image editor\" -gimp ..."), for debugging and messages. */
 size_t isn_query_structure_describe(const isn_searcher *searcher, const isn_query *query, char *buf, size_t len);
 
+/* The tree's clauses, their terms and its filters, read-only (gpu/ evaluates trees from them). */
+#define ISN_TREE_WHOLE_DOCUMENT (-1)
+typedef struct {
+    uint8_t occur;  /* isn_occur */
+    uint8_t phrase; /* two or more terms matched at their offsets */
+    int16_t field;  /* ISN_TREE_WHOLE_DOCUMENT or a field of the index */
+    uint32_t first_term, num_terms; /* into the tree's terms */
+    uint32_t count;   /* the clause was stated this many times: its score counts so many times */
+    uint32_t missing; /* a term of it is absent from the index: it matches no document */
+    uint32_t pad;
+} isn_tree_clause;
+typedef struct {
+    uint32_t term_id;
+    uint32_t offset;     /* position relative to the clause's first term */
+    uint32_t query_term; /* isn_query.terms entry whose df gives its IDF; UINT32_MAX in MUST_NOT clauses */
+} isn_tree_term;
+typedef struct {
+    uint32_t attribute;
+    uint8_t op; /* isn_filter_op */
+    uint8_t negate;
+    uint16_t pad;
+    uint32_t first_value, num_values; /* into the tree's values: keyword ids or numbers */
+} isn_tree_filter;
+typedef struct {
+    uint32_t num_clauses, num_terms, num_filters, num_values;
+    const isn_tree_clause *clauses;
+    const isn_tree_term *terms;
+    const isn_tree_filter *filters;
+    const int64_t *values;
+} isn_tree_view;
+/* The arrays of a tree made by this searcher's parsers (every index and count in range). */
+void isn_query_structure_view(const isn_query_structure *structure, isn_tree_view *view);
+
 /* Runs the first stage. `hits` must hold options->k entries; they are written best first (score
  * descending, ties by lower doc id) and their number is returned in *num_hits.
  * Returns 0, or -1 with err for invalid options (k = 0 or above ISN_MAX_K, algorithm of the other mode). */

@@ -47,32 +47,13 @@ typedef struct {
 
 /* ------------------------------------------------------------------ query trees (query_structure.c) */
 
-/* One clause of a compiled query tree. */
-typedef struct {
-    uint8_t occur;  /* isn_occur */
-    uint8_t phrase; /* two or more terms matched at their offsets */
-    int16_t field;  /* RANKING_WHOLE_DOCUMENT or a field of the index */
-    uint32_t first_term, num_terms; /* into the tree's terms */
-    uint32_t count;   /* the clause was stated this many times: its score counts so many times */
-    uint32_t missing; /* a term of it is absent from the index: it matches no document */
-    uint32_t pad;
-} ranking_clause;
+/* One clause of a compiled query tree: the public layout (ranking.h), named for ranking's own use. */
+typedef isn_tree_clause ranking_clause;
 
-#define RANKING_WHOLE_DOCUMENT (-1)
+#define RANKING_WHOLE_DOCUMENT ISN_TREE_WHOLE_DOCUMENT
 
-typedef struct {
-    uint32_t term_id;
-    uint32_t offset;     /* position relative to the clause's first term */
-    uint32_t query_term; /* isn_query.terms entry whose df gives its IDF; UINT32_MAX in MUST_NOT clauses */
-} ranking_clause_term;
-
-typedef struct {
-    uint32_t attribute;
-    uint8_t op; /* isn_filter_op */
-    uint8_t negate;
-    uint16_t pad;
-    uint32_t first_value, num_values; /* into the tree's values: keyword ids or numbers */
-} ranking_filter;
+typedef isn_tree_term ranking_clause_term;
+typedef isn_tree_filter ranking_filter;
 
 /* The header of the flat block; the arrays follow it, each 8-byte aligned. */
 struct isn_query_structure {
