@@ -25,7 +25,7 @@
 # unpinned), LOOPS (server.loops, default 1), WORKERS (search workers, 1), DURATION (seconds per run,
 # 5), WARMUP (seconds, 1), REPEATS (5), CONNECTIONS (16), STREAMS (32), THREADS (h2load's, default
 # one per BENCH_CPUS core), HANDSHAKES (2000), SUSTAINED (empty; a maximum rate to bisect under),
-# P99_MS (5).
+# P99_MS (5), SUSTAINED_REPEATS (runs that must all pass at a probed rate: DESIGN section 7's three).
 set -euo pipefail
 BUILD=${BUILD:-build}
 ISND_CPUS=${ISND_CPUS:-}
@@ -40,6 +40,7 @@ STREAMS=${STREAMS:-32}
 HANDSHAKES=${HANDSHAKES:-2000}
 SUSTAINED=${SUSTAINED:-}
 P99_MS=${P99_MS:-5}
+SUSTAINED_REPEATS=${SUSTAINED_REPEATS:-3}
 TOOL=${TOOL:-$(command -v h2load >/dev/null && echo h2load || echo isn-bench)}
 case $TOOL in
   h2load) command -v h2load >/dev/null || { echo "tls_rate: h2load missing (apt-get install nghttp2-client)" >&2; exit 2; } ;;
@@ -127,7 +128,7 @@ sustained() { # MODE RUN: isn-bench --sustained; prints "rate"
   [ "$mode" = TLS ] && port=$PORT_TLS tls=(--tls-ca "$work/certs/ca.crt")
   local per_thread=$(( (CONNECTIONS + THREADS - 1) / THREADS ))
   "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$work/queries.tsv" -k 10 \
-    --sustained "$SUSTAINED" --repeats 1 --resolution 0.05 --deadline-ms "$P99_MS" --threads "$THREADS" \
+    --sustained "$SUSTAINED" --repeats "$SUSTAINED_REPEATS" --resolution 0.05 --deadline-ms "$P99_MS" --threads "$THREADS" \
     --connections "$per_thread" --duration "$DURATION" --warmup "$WARMUP" "${tls[@]}" 2>/dev/null \
     >"$work/sustained-$mode-$2.json"
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' \
@@ -169,7 +170,7 @@ done
 loops=$(metrics "$STATS_PLAIN" http | sed -n 's/^isn_event_loops //p')
 
 python3 - "$work" "$loops" "$HANDSHAKES" "$ISND_CPUS" "$BENCH_CPUS" "$WORKERS" \
-  "$CONNECTIONS" "$STREAMS" "${SUSTAINED:-}" "$P99_MS" "$(nproc)" "$TOOL" <<'PY'
+  "$CONNECTIONS" "$STREAMS" "${SUSTAINED:-}" "$P99_MS" "$(nproc)" "$TOOL" "$SUSTAINED_REPEATS" <<'PY'
 import json, statistics, sys
 a = sys.argv
 work, loops, per_run = a[1], int(a[2] or 1), int(a[3])
@@ -188,7 +189,7 @@ tls = statistics.median(r["rate_per_s"] for r in runs["TLS"])
 errors = sum(r["grpc_not_ok"] + r["client_failed"] for m in runs.values() for r in m)
 print(json.dumps({
     "benchmark": "tls_rate", "query": "zeppelin (df 1), k=10, 200-document index",
-    "measure": f"isn-bench --sustained {a[9]} (p99 < {a[10]} ms)" if a[9] else f"{a[12]} closed loop, connections reused",
+    "measure": f"isn-bench --sustained {a[9]} --repeats {a[13]} (p99 < {a[10]} ms)" if a[9] else f"{a[12]} closed loop, connections reused",
     "machine_cores": int(a[11]), "isnd_cpus": a[4] or "all", "bench_cpus": a[5] or "all", "isnd_loops": loops,
     "isnd_workers": int(a[6]), "connections": int(a[7]), "streams_per_connection": int(a[8]),
     "plaintext_runs": runs["PLAIN"], "tls_runs": runs["TLS"],
