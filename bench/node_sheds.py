@@ -13,9 +13,10 @@ import re
 import sys
 
 
-def scrape(path):
+def parse_metrics(text):
+    """Prometheus text format: series (name and labels as written) -> value."""
     values = {}
-    for line in open(path):
+    for line in text.splitlines():
         if line.startswith("#") or not line.strip():
             continue
         name, _, value = line.rpartition(" ")
@@ -24,6 +25,11 @@ def scrape(path):
         except ValueError:
             pass
     return values
+
+
+def scrape(path):
+    with open(path) as f:
+        return parse_metrics(f.read())
 
 
 def main():

@@ -9,6 +9,8 @@ JSON (its last line on stdout) under "bench".
 """
 import argparse, json, os, re, subprocess, sys, time, urllib.request
 
+from node_sheds import parse_metrics  # bench/ is on the path: the scripts run as bench/NAME.py
+
 
 
 def thread_cpu_seconds(pid):
@@ -29,17 +31,8 @@ def thread_cpu_seconds(pid):
 
 
 def counters(url):
-    values = {}
-    for line in urllib.request.urlopen(url, timeout=5).read().decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, value = line.rpartition(" ")
-        if "_total" in name or "_seconds_total" in name:
-            try:
-                values[name] = float(value)
-            except ValueError:
-                pass
-    return values
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {name: value for name, value in parse_metrics(text).items() if "_total" in name}
 
 
 def main():

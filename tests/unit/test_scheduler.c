@@ -1016,21 +1016,27 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
 
 /* Preparation comes before searching: a backlog of unprepared jobs is part of the CPU's wait, so
  * admission refuses what cannot be prepared and searched in time. */
-static void preparation_backlog_counts_as_cpu_wait(void **state) {
-    (void)state;
-    harness h;
+/* A scheduler whose one worker prepares, held busy by jobs[0]; jobs[1..n-1] made, not submitted. */
+static isn_scheduler *start_held_preparer(harness *h, prepared_job *jobs, int n) {
     isn_scheduler_config config;
-    harness_config(&h, &config);
+    harness_config(h, &config);
     config.prepare = harness_prepare;
-    h.hold = true;
+    h->hold = true;
     isn_scheduler *s = harness_start(&config);
-    static prepared_job jobs[1001];
-    for (int i = 0; i < 1001; i++) {
+    for (int i = 0; i < n; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
         small_job(&jobs[i].t, 0);
         jobs[i].t.job.user = &jobs[i];
     }
-    harness_occupy(&h, s, &jobs[0].t.job);
+    harness_occupy(h, s, &jobs[0].t.job);
+    return s;
+}
+
+static void preparation_backlog_counts_as_cpu_wait(void **state) {
+    (void)state;
+    harness h;
+    static prepared_job jobs[1001];
+    isn_scheduler *s = start_held_preparer(&h, jobs, 1001);
     uint64_t now = isn_now_ns();
     /* 10 ms budget, admitted up to 40%: 4 ms. */
     assert_true(isn_scheduler_may_admit(s, now, now + 10000000));
@@ -1049,18 +1055,8 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
 static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
     (void)state;
     harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    config.prepare = harness_prepare;
-    h.hold = true;
-    isn_scheduler *s = harness_start(&config);
     static prepared_job jobs[2];
-    for (int i = 0; i < 2; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        small_job(&jobs[i].t, 0);
-        jobs[i].t.job.user = &jobs[i];
-    }
-    harness_occupy(&h, s, &jobs[0].t.job);
+    isn_scheduler *s = start_held_preparer(&h, jobs, 2);
     assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED); /* one pending, ~20 us */
     uint64_t now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* 50 ms budget, admitted up to 20 ms */
