@@ -13,7 +13,7 @@
 # A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
 # profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
-# $DEVDATA (idx-deb, short.queries.tsv). isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
+# $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one). isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
@@ -59,7 +59,7 @@ for stage in ${STAGES:-sustained}; do
         for c in $CONFIGS; do
           max_var=MAX_$c; max=${!max_var:-250000}
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
-          taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+          taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1 \
             --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c" >>"$O/sustained.json" 2>>"$O/sustained.txt"
           tail -1 "$O/sustained.txt"
@@ -71,14 +71,14 @@ for stage in ${STAGES:-sustained}; do
         rate_var=RATE_$c
         ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=${CONNECTIONS:-16} BUILD=$B OUT=$O \
           INDEX="${INDEX:-$D/idx-deb}" \
-          QUERIES="$D/short.queries.tsv" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
+          QUERIES="${QUERIES:-$D/short.queries.tsv}" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
           bash bench/overload_curve.sh "$c" "${!rate_var}" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
       done ;;
     spike)
       for c in $CONFIGS; do
         rate_var=RATE_$c; rate=${!rate_var}
         start_isnd "$O/isnd-spike-$c.log" $(flags_of $c) || continue
-        taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+        taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
           --rate "$(python3 -c "print($rate*0.5)")" --spike "$(python3 -c "print($rate*3)"):${SPIKE_S:-10}" \
           --duration "$(( ${SPIKE_S:-10} + 5 ))" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
           >"$O/spike-$c.json"
