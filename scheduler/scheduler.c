@@ -144,6 +144,14 @@ static double preparing_ns_quick(isn_scheduler *s) {
                    : 0.0;
 }
 
+/* Under the lock: whether the arrival check may count on the CPU. A request's placement is known only
+ * once it has been prepared; when most jobs lately could not go to the CPU (gpu.route_all, or queries
+ * only the GPU takes) an idle CPU would let in requests that routing then refuses after their
+ * preparation, late and at a worker's cost. With no GPU to judge by (gpu_ns infinite), the CPU counts. */
+static bool cpu_counts_at_arrival(const isn_scheduler *s, double gpu_ns) {
+    return s->cpu_placeable_share >= 0.5 || !isfinite(gpu_ns);
+}
+
 /* Under the lock: how soon some device would be done with a typical job submitted now, given each
  * device's wait (the CPU's counts the preparations ahead): a typical job's measured time on the CPU; a
  * batch's fixed part and the linger time on the GPU, after the preparations ahead. The arrival check
@@ -155,13 +163,13 @@ static double soonest_done(isn_scheduler *s, const double *wait) {
     double cpu = wait[ISN_DEVICE_CPU] + s->meter[ISN_DEVICE_CPU].job_ns;
     double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU] + isn_batch_cost_fixed_ns(&s->batch_cost) +
                  (double)s->config.batch.linger_ns;
-    return cpu < gpu ? cpu : gpu;
+    return cpu < gpu && cpu_counts_at_arrival(s, gpu) ? cpu : gpu;
 }
 
 /* Under the lock: how soon some device could start a job submitted now. */
 static double soonest_start(isn_scheduler *s, const double *wait) {
     double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
-    return wait[ISN_DEVICE_CPU] < gpu ? wait[ISN_DEVICE_CPU] : gpu;
+    return wait[ISN_DEVICE_CPU] < gpu && cpu_counts_at_arrival(s, gpu) ? wait[ISN_DEVICE_CPU] : gpu;
 }
 
 /* A query that misses its deadline although the work queued ahead of it takes at most this share of
@@ -347,6 +355,7 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     }
     isn_route_input in;
     bool already_dead = route_input_of(s, job, now, scale, &in);
+    s->cpu_placeable_share += SCHED_PLACEABLE_WEIGHT * ((in.available[ISN_DEVICE_CPU] ? 1.0 : 0.0) - s->cpu_placeable_share);
     isn_device_kind best;
     isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
     if (route == ISN_ROUTE_SHED) {
@@ -992,6 +1001,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0 &&
          isn_edf_init(&s->large_prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
+    s->cpu_placeable_share = 1.0;
     atomic_store(&s->prepare_ns_published, SCHED_PREPARE_START_NS);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
     isn_codel_init(&s->prepare_codel, s->start_ns);

@@ -325,6 +325,7 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
+#define SCHED_PLACEABLE_WEIGHT 0.0625 /* weight of the newest admission in cpu_placeable_share */
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
@@ -413,6 +414,9 @@ struct isn_scheduler {
      * queued work reads it after queuing (both sequentially consistent), so one of them sees the
      * other; the waker then signals under the lock, so the signal cannot fall before the wait. */
     atomic_uint idle_workers;
+    /* Of the jobs admitted lately, the share the CPU could take (moving average, under the lock):
+     * the arrival check counts the CPU's wait only while most traffic may use it. */
+    double cpu_placeable_share;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
     uint32_t gpu_inflight_jobs; /* their jobs */
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */

@@ -1107,6 +1107,51 @@ static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
     isn_gpu_sim_free(&gpu);
 }
 
+/* The arrival check counts only devices the traffic may use: once the jobs admitted lately were all
+ * the GPU's (gpu.route_all), a request that the GPU cannot finish by its admission point is refused on
+ * arrival, however idle the CPU (counting the CPU let it in, and routing refused it after its
+ * preparation, late); once jobs the CPU may take come back, the idle CPU counts again. */
+static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    sim.launch_ns = 100e6; /* every batch takes 100 ms: far past a 50 ms budget's admission point */
+    isn_gpu_device gpu;
+    harness_attach_gpu(&config, &sim, 32, &gpu);
+    config.batch.linger_ns = 0;
+    config.batch.launch_ns = sim.launch_ns; /* the batch's fixed part, as learned */
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    config.model = &model;
+    isn_scheduler *s = harness_start(&config);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* nothing admitted yet: the CPU counts */
+    static test_job gpu_jobs[16], cpu_jobs[16];
+    for (int i = 0; i < 16; i++) {
+        small_job(&gpu_jobs[i], 0);
+        gpu_jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &gpu_jobs[i].job), ISN_SUBMIT_QUEUED);
+        assert_int_equal(gpu_jobs[i].job.queue, ISN_QUEUE_GPU);
+    }
+    now = isn_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000)); /* the worker is idle */
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
+    for (int i = 0; i < 16; i++) {
+        small_job(&cpu_jobs[i], 0);
+        cpu_jobs[i].job.placement = ISN_PLACE_CPU;
+        assert_int_equal(isn_scheduler_submit(s, &cpu_jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    harness_wait(&h, &h.completed, 32);
+    now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    isn_scheduler_stop(s);
+    isn_gpu_sim_free(&gpu);
+}
+
 /* Workers lower their own priority by worker_nice, not the caller's. */
 static void workers_run_nicer_than_the_process(void **state) {
     (void)state;
@@ -1183,6 +1228,7 @@ int main(void) {
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
+        cmocka_unit_test(arrival_ignores_a_cpu_the_jobs_cannot_use),
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
