@@ -85,7 +85,7 @@ static const key_spec KEYS[] = {
     {"search", "max_timeout", KEY_DURATION_MS, FIELD(max_timeout_ms), "1m", 0, 3600000, true},
     {"search", "default_mode", KEY_MODE, FIELD(default_mode), "or", 0, 0, true},
     {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), "auto", 0, 0, true},
-    {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), "90", 1, 100, false},
+    {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), "80", 1, 100, false},
     {"scheduler", "admit_percent", KEY_U32, FIELD(admit_percent), "40", 1, 100, false},
     {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), "50", 1, 100, false},
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), "25", 0, 1000, false},
