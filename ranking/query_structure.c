@@ -88,6 +88,25 @@ static int find_field(const isn_index_info *info, const isn_clause_spec *spec, c
     return -2;
 }
 
+/* Query text only: "micro:bit" or "file:lineno" where the index has no field micro or file is a word
+ * with a colon in it (as the analyzer splits it), not a field clause that fails the query; a quoted
+ * value after an unknown name ("file:\"x y\"") is field syntax and stays an error, as do structured
+ * clauses naming an unknown field. */
+static void unknown_fields_as_words(const isn_index_info *info, isn_clause_spec *specs, uint32_t n) {
+    char err[8];
+    for (uint32_t s = 0; s < n; s++) {
+        isn_clause_spec *spec = &specs[s];
+        bool bare_value = spec->field_len && spec->text == spec->field + spec->field_len + 1;
+        if (!bare_value || find_field(info, spec, err, sizeof err) != -2) continue;
+        size_t end = (size_t)(spec->text + spec->text_len - spec->field);
+        spec->text = spec->field;
+        spec->text_len = end;
+        spec->field = NULL;
+        spec->field_len = 0;
+        spec->phrase = spec->occur != ISN_OCCUR_SHOULD; /* as any word: "+micro:bit" requires "micro bit" */
+    }
+}
+
 static int grow_structure(isn_searcher *searcher, size_t bytes) {
     if (bytes <= searcher->structure_capacity) return 0;
     void *grown = realloc(searcher->structure, bytes);
@@ -238,6 +257,7 @@ int isn_query_parse_syntax(isn_searcher *searcher, const char *text, size_t len,
     }
     uint32_t n = 0;
     if (isn_query_syntax_split(text, len, qs->specs, ISN_MAX_QUERY_CLAUSES, &n, err, err_len) != 0) return -1;
+    unknown_fields_as_words(isn_index_get_info(searcher->index), qs->specs, n);
     return isn_query_from_clauses(searcher, qs->specs, n, filters, num_filters, query, err, err_len);
 }
 

@@ -51,7 +51,7 @@ def main():
         sys.exit(f"'{text}': answered, expected INVALID_ARGUMENT")
 
     expect_invalid('wind "tunnel flow', "quote at byte 5")
-    expect_invalid("wind file:lineno", "unknown field 'file' at byte 5", "title, body")
+    expect_invalid('wind file:"line no"', "unknown field 'file' at byte 5", "title, body")
     expect_invalid('x title:(a b)', "byte 8")
 
     text = search(query='+wind -"boundary layer" title:tunnel "heat transfer"')

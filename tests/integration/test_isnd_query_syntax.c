@@ -23,6 +23,7 @@ static const char *const queries[] = {
     "title:search engine",
     "+title:\"wind tunnel\" body:pressure -\"boundary layer\"",
     "heat transfer +\"supersonic flow\"",
+    "wind tunnel:flow", /* no field 'tunnel': the words wind, tunnel and flow */
     "-wind",
 };
 
@@ -65,8 +66,8 @@ static void expect_invalid(isn_grpc_client *client, const char *text, const char
 
 static void check_server(isn_grpc_client *client, const char *via) {
     expect_invalid(client, "wind \"tunnel flow", "quote at byte 5", via);
-    expect_invalid(client, "wind file:lineno", "unknown field 'file' at byte 5: this index has the fields title, body",
-                   via);
+    expect_invalid(client, "wind file:\"line no\"",
+                   "unknown field 'file' at byte 5: this index has the fields title, body", via);
     expect_invalid(client, "x title:(a b)", "at byte 8", via);
     /* every query but the last (excluded clauses alone match nothing) finds documents */
     size_t last = sizeof queries / sizeof *queries - 1;

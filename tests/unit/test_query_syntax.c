@@ -377,14 +377,30 @@ static void test_fields_and_errors_against_the_index(void **state) {
     collection_open(&c, 50);
     isn_query query;
     char err[ISN_ERR_LEN] = "";
+    /* a name the index has no field for, before a bare word, is text: the words of "w1 file:lineno" */
     const char *text = "w1 file:lineno";
+    assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
+    assert_null(query.structure);
+    isn_query words;
+    text = "w1 file lineno";
+    assert_int_equal(isn_query_parse(c.searcher, text, strlen(text), &words, err, sizeof err), 0);
+    assert_int_equal(query.num_terms, words.num_terms);
+    assert_int_equal(query.num_unknown, words.num_unknown);
+    for (uint32_t t = 0; t < words.num_terms; t++) assert_int_equal(query.terms[t].term_id, words.terms[t].term_id);
+    /* required, it is the phrase of its words, as "+real-time" is */
+    text = "+w2:w3";
+    assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
+    char described[256];
+    isn_query_structure_describe(c.searcher, &query, described, sizeof described);
+    assert_string_equal(described, "+\"w2 w3\"");
+    /* a quoted value after it is field syntax: refused, naming the fields there are */
+    text = "w1 file:\"w2 w3\"";
     assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown field 'file' at byte 3"));
     assert_non_null(strstr(err, "title, body"));
     text = "+w1 -title:\"w2 w3\" body:w4";
     assert_int_equal(isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err), 0);
     assert_non_null(query.structure);
-    char described[256];
     isn_query_structure_describe(c.searcher, &query, described, sizeof described);
     assert_string_equal(described, "+w1 -title:\"w2 w3\" body:w4");
     /* the tree is one flat block: a copy elsewhere searches alike */
