@@ -152,24 +152,23 @@ static bool cpu_counts_at_arrival(const isn_scheduler *s, double gpu_ns) {
     return s->cpu_placeable_share >= 0.5 || !isfinite(gpu_ns);
 }
 
-/* Under the lock: how soon some device would be done with a typical job submitted now, given each
- * device's wait (the CPU's counts the preparations ahead): a typical job's measured time on the CPU; a
- * batch's fixed part and the linger time on the GPU, after the preparations ahead. The arrival check
- * compares this with the admission point, so that what it lets in is what admission after
- * preparation admits too: comparing only the waits let in jobs that the queue at its admission
- * level then refused once they had been prepared, and under overload a third of the workers' time
- * went to preparing them. */
-static double soonest_done(isn_scheduler *s, const double *wait) {
-    double cpu = wait[ISN_DEVICE_CPU] + s->meter[ISN_DEVICE_CPU].job_ns;
-    double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU] + isn_batch_cost_fixed_ns(&s->batch_cost) +
-                 (double)s->config.batch.linger_ns;
-    return cpu < gpu && cpu_counts_at_arrival(s, gpu) ? cpu : gpu;
-}
-
-/* Under the lock: how soon some device could start a job submitted now. */
-static double soonest_start(isn_scheduler *s, const double *wait) {
-    double gpu = preparing_ns(s) + wait[ISN_DEVICE_GPU];
-    return wait[ISN_DEVICE_CPU] < gpu && cpu_counts_at_arrival(s, gpu) ? wait[ISN_DEVICE_CPU] : gpu;
+/* Under the lock: how soon each device would start, and be done with, a typical job submitted now,
+ * given each device's wait (the CPU's counts the preparations ahead): on the CPU a typical job's time
+ * (measured, or what arrivals lately were predicted to take, whichever is more: arrival_cost_ns says
+ * why); on the GPU a batch's fixed part and the linger time, after the preparations ahead. The CPU's are
+ * infinite while it does not count (cpu_counts_at_arrival). The arrival check compares these with the
+ * admission point, so that what it lets in is what admission after preparation admits too: comparing
+ * only the waits let in jobs that the queue at its admission level then refused once they had been
+ * prepared, and under overload a third of the workers' time went to preparing them. */
+static void arrival_view_of(isn_scheduler *s, const double *wait, sched_arrival_view *view) {
+    double typical = s->meter[ISN_DEVICE_CPU].job_ns > s->arrival_cost_ns ? s->meter[ISN_DEVICE_CPU].job_ns : s->arrival_cost_ns;
+    double workers = s->config.workers ? s->config.workers : 1;
+    view->gpu_start = preparing_ns(s) + wait[ISN_DEVICE_GPU];
+    view->gpu_done = view->gpu_start + isn_batch_cost_fixed_ns(&s->batch_cost) + (double)s->config.batch.linger_ns;
+    bool cpu = cpu_counts_at_arrival(s, view->gpu_done);
+    view->cpu_start = cpu ? wait[ISN_DEVICE_CPU] : INFINITY;
+    view->cpu_done = cpu ? wait[ISN_DEVICE_CPU] + typical : INFINITY;
+    view->per_pending = typical * s->cpu_bound_share / workers;
 }
 
 /* A query that misses its deadline although the work queued ahead of it takes at most this share of
@@ -182,6 +181,18 @@ static double soonest_start(isn_scheduler *s, const double *wait) {
  * node are run and answered partially, as admission would, not refused as overload). */
 static bool arrival_admits(double remaining_ns, double done_ns, double start_ns) {
     return done_ns <= remaining_ns || start_ns <= OWN_COST_QUEUE_SHARE * remaining_ns;
+}
+
+/* The arrival check on a view, with the requests waiting to be prepared now: each will add a typical
+ * arrival's CPU time to the CPU's queue (for the share of jobs that go there). Counted here only: the
+ * loops let requests in faster than the workers prepare them, and a view published at the last
+ * admission did not yet count the ones let in since, so that a burst let in on one view found the
+ * queue past its limit once prepared and routing refused most of it. */
+static bool arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending) {
+    double ahead = (double)pending * view->per_pending;
+    double done = view->cpu_done + ahead < view->gpu_done ? view->cpu_done + ahead : view->gpu_done;
+    double start = view->cpu_start + ahead < view->gpu_start ? view->cpu_start + ahead : view->gpu_start;
+    return arrival_admits(remaining_ns, done, start);
 }
 
 /* Whether CoDel refuses a request arriving now (received then, admitted by admit_by): bounding, and the
@@ -197,8 +208,13 @@ static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double
 /* soonest_done, soonest_start and each device's wait, for the checks made without the lock
  * (isn_scheduler_may_admit_quick, sched_gpu_clearly_wins): refreshed on every admission decision. */
 static void publish_waits(isn_scheduler *s, const double *wait) {
-    atomic_store_explicit(&s->soonest_done_ns, soonest_done(s, wait), memory_order_relaxed);
-    atomic_store_explicit(&s->soonest_start_ns, soonest_start(s, wait), memory_order_relaxed);
+    sched_arrival_view view;
+    arrival_view_of(s, wait, &view);
+    atomic_store_explicit(&s->arrival_cpu_done_ns, view.cpu_done, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_cpu_start_ns, view.cpu_start, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_gpu_done_ns, view.gpu_done, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_gpu_start_ns, view.gpu_start, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_per_pending_ns, view.per_pending, memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
     atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
@@ -356,6 +372,8 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     isn_route_input in;
     bool already_dead = route_input_of(s, job, now, scale, &in);
     s->cpu_placeable_share += SCHED_PLACEABLE_WEIGHT * ((in.available[ISN_DEVICE_CPU] ? 1.0 : 0.0) - s->cpu_placeable_share);
+    if (in.available[ISN_DEVICE_CPU])
+        s->arrival_cost_ns += SCHED_SCALE_WEIGHT * (in.service_ns[ISN_DEVICE_CPU] - s->arrival_cost_ns);
     isn_device_kind best;
     isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
     if (route == ISN_ROUTE_SHED) {
@@ -383,6 +401,7 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
         return ISN_SUBMIT_SHED_FULL;
     }
     if (job->degraded) COUNT(s->degraded);
+    s->cpu_bound_share += SCHED_PLACEABLE_WEIGHT * ((queue != ISN_QUEUE_GPU ? 1.0 : 0.0) - s->cpu_bound_share);
     COUNT(s->submitted);
     COUNT(s->routed[queue]);
     bool self_takes = prepare_ns >= 0 && !atomic_load_explicit(&s->prepare_pending, memory_order_relaxed);
@@ -404,10 +423,12 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     if (!deadline_ns) return true;
     double admit_by = admit_by_ns(s, received_ns, deadline_ns);
     if (codel_refuses_arrival(s, received_ns, admit_by)) return false;
-    double remaining = admit_by - (double)now;
+    double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait);
-    return arrival_admits(remaining, soonest_done(s, wait), soonest_start(s, wait));
+    sched_arrival_view view;
+    arrival_view_of(s, wait, &view);
+    return arrival_admits_view(&view, remaining, normal_pending(s));
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
@@ -488,9 +509,13 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         COUNT(s->shed_overload);
         return false;
     }
-    double remaining = admit_by - (double)now;
-    bool ok = arrival_admits(remaining, atomic_load_explicit(&s->soonest_done_ns, memory_order_relaxed),
-                             atomic_load_explicit(&s->soonest_start_ns, memory_order_relaxed));
+    double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
+    sched_arrival_view view = {.cpu_done = atomic_load_explicit(&s->arrival_cpu_done_ns, memory_order_relaxed),
+                               .cpu_start = atomic_load_explicit(&s->arrival_cpu_start_ns, memory_order_relaxed),
+                               .gpu_done = atomic_load_explicit(&s->arrival_gpu_done_ns, memory_order_relaxed),
+                               .gpu_start = atomic_load_explicit(&s->arrival_gpu_start_ns, memory_order_relaxed),
+                               .per_pending = atomic_load_explicit(&s->arrival_per_pending_ns, memory_order_relaxed)};
+    bool ok = arrival_admits_view(&view, remaining, normal_pending(s));
     if (!ok) COUNT(s->shed_overload);
     return ok;
 }
@@ -1002,6 +1027,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
          isn_edf_init(&s->large_prepare_queue, config->queue_capacity) == 0;
     s->prepare_ns = SCHED_PREPARE_START_NS;
     s->cpu_placeable_share = 1.0;
+    s->cpu_bound_share = 1.0;
     atomic_store(&s->prepare_ns_published, SCHED_PREPARE_START_NS);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) isn_service_meter_init(&s->meter[d], s->start_ns);
     isn_codel_init(&s->prepare_codel, s->start_ns);

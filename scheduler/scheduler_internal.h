@@ -326,6 +326,11 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
 #define SCHED_PLACEABLE_WEIGHT 0.0625 /* weight of the newest admission in cpu_placeable_share */
+/* The arrival check grants a request this share of the time to its admission point; routing, once it
+ * is prepared, grants all of it. Under overload admission holds the CPU's wait at its limit, and that
+ * wait moves while a request is prepared: with one limit for both, about half the requests let in near
+ * it were refused by routing, each after a worker had prepared it. */
+#define SCHED_ARRIVAL_SHARE 0.9
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
@@ -390,6 +395,14 @@ typedef struct {
     bool sleeping;
 } sched_dispatcher;
 
+/* What the arrival check weighs (before a request is analysed), from each device's wait: how soon a
+ * typical job could start and be done on each (the CPU's infinite while it does not count), and the CPU
+ * time each request still waiting to be prepared will add to the CPU's queue. */
+typedef struct {
+    double cpu_start, cpu_done, gpu_start, gpu_done;
+    double per_pending;
+} sched_arrival_view;
+
 struct isn_scheduler {
     isn_scheduler_config config;
     pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping; idle workers wait under it */
@@ -417,6 +430,14 @@ struct isn_scheduler {
     /* Of the jobs admitted lately, the share the CPU could take (moving average, under the lock):
      * the arrival check counts the CPU's wait only while most traffic may use it. */
     double cpu_placeable_share;
+    /* A prepared job's predicted CPU time (scaled), moving average over every job admission judged,
+     * refused or not (under the lock). The CPU's measured time per job is of the jobs that ran: under
+     * overload routing refuses the costly ones, so that measure falls below what arrivals cost, and the
+     * arrival check, judging a typical arrival by it, let in requests routing then refused. */
+    double arrival_cost_ns;
+    /* Of the jobs admitted lately, the share queued where the CPU may run them (moving average, under
+     * the lock): what the requests still waiting to be prepared will add to the CPU's wait. */
+    double cpu_bound_share;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
     uint32_t gpu_inflight_jobs; /* their jobs */
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
@@ -426,8 +447,9 @@ struct isn_scheduler {
     atomic_bool abandon;
     atomic_llong cpu_committed_ns; /* predicted CPU time of jobs in deques or running */
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
-    /* soonest_done and soonest_start at the last admission decision (isn_scheduler_may_admit_quick) */
-    _Atomic double soonest_done_ns, soonest_start_ns;
+    /* the arrival view (sched_arrival_view) at the last admission decision (isn_scheduler_may_admit_quick) */
+    _Atomic double arrival_cpu_done_ns, arrival_cpu_start_ns, arrival_gpu_done_ns, arrival_gpu_start_ns;
+    _Atomic double arrival_per_pending_ns;
     _Atomic double published_wait_ns[ISN_DEVICE_KINDS]; /* each device's wait then */
     _Atomic uint64_t waits_published_at_ns; /* when they were published */
     atomic_uint running;

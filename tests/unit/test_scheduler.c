@@ -1048,6 +1048,27 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     harness_finish(&h, s, 1001);
 }
 
+/* The requests let in and not yet prepared count at arrival for the CPU time they will queue: 20 of
+ * them at a typical 1 ms each, on one worker, hold a new request past a 20 ms budget's admission point
+ * (8 ms), though their preparations alone take well under 1 ms. */
+static void arrival_counts_what_waits_to_be_prepared(void **state) {
+    (void)state;
+    harness h;
+    static prepared_job jobs[21];
+    isn_scheduler *s = start_held_preparer(&h, jobs, 21);
+    pthread_mutex_lock(&s->lock);
+    s->arrival_cost_ns = 1e6; /* arrivals lately were predicted to take 1 ms each */
+    pthread_mutex_unlock(&s->lock);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 20000000));
+    for (int i = 1; i < 21; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    now = isn_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 20000000));
+    assert_false(isn_scheduler_may_admit_quick(s, now, now + 20000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    harness_finish(&h, s, 21);
+}
+
 /* A request arriving while others wait to be prepared waits at least as long as the last one taken
  * had waited, whatever the count of pending preparations suggests (in the hybrid the workers prepare
  * between CPU jobs): admission refuses it at arrival instead of letting it wait past its admission
@@ -1152,6 +1173,37 @@ static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
     isn_gpu_sim_free(&gpu);
 }
 
+/* The arrival check judges a typical arrival by what arrivals cost, not by the jobs that ran: with the
+ * worker busy for ~5 ms and requests predicted to take ~20 ms refused by routing, a request with 8 ms
+ * to its admission point is refused on arrival (it was let in while the CPU had measured nothing, or
+ * only the cheap jobs that routing let through, and routing refused it after its preparation). */
+static void arrival_judges_by_what_arrivals_cost(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    h.hold = true;
+    isn_scheduler *s = harness_start(&config);
+    test_job blocker;
+    small_job(&blocker, 0);
+    blocker.job.features.total = blocker.job.features.essential = blocker.job.features.longest = 10000000;
+    blocker.job.features.expected_postings = 10000000;
+    harness_occupy(&h, s, &blocker.job);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 20000000)); /* nothing judged yet */
+    static test_job costly[64];
+    for (int i = 0; i < 64; i++) {
+        small_job(&costly[i], isn_now_ns() + 2000000);
+        isn_job_features *f = &costly[i].job.features;
+        f->total = f->essential = f->longest = f->expected_postings = 40000000;
+        assert_int_equal(isn_scheduler_submit(s, &costly[i].job), ISN_SUBMIT_SHED_OVERLOAD);
+    }
+    now = isn_now_ns();
+    assert_false(isn_scheduler_may_admit(s, now, now + 20000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    harness_finish(&h, s, 1);
+}
+
 /* Workers lower their own priority by worker_nice, not the caller's. */
 static void workers_run_nicer_than_the_process(void **state) {
     (void)state;
@@ -1229,6 +1281,8 @@ int main(void) {
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(arrival_ignores_a_cpu_the_jobs_cannot_use),
+        cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
+        cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
