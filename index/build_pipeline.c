@@ -303,11 +303,15 @@ static int part_reserve(pipeline *pl, part_table *p, uint32_t doc) {
     uint32_t nf = pl->opts.num_fields;
     p->lens[chunk] = malloc((size_t)DOC_CHUNK * nf * sizeof **p->lens);
     p->scores[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->scores);
+    bool global = pl->opts.order == ISN_ORDER_GLOBAL;
     if (pl->opts.num_stored) p->stored[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->stored);
-    if (!p->lens[chunk] || !p->scores[chunk] || (pl->opts.num_stored && !p->stored[chunk])) return -1;
+    if (global) p->max_tfs[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->max_tfs);
+    if (!p->lens[chunk] || !p->scores[chunk] || (pl->opts.num_stored && !p->stored[chunk]) || (global && !p->max_tfs[chunk]))
+        return -1;
     p->num_chunks++;
     atomic_fetch_add(&pl->doc_bytes, (uint64_t)DOC_CHUNK * (nf * sizeof(uint32_t) + sizeof(float) +
-                                                           (pl->opts.num_stored ? sizeof(stored_ref) : 0)));
+                                                           (pl->opts.num_stored ? sizeof(stored_ref) : 0) +
+                                                           (global ? sizeof(uint32_t) : 0)));
     return 0;
 }
 
@@ -481,6 +485,7 @@ static int invert_batch(worker *w) {
         if (isn_builder_invert(w->builders[r->part], r->doc, fields, lens, part_lens(p, r->doc, nf)) != 0)
             return fail(pl, "%s:%llu: out of memory while indexing document %u", pl->input_path,
                         (unsigned long long)r->line, r->doc), -1;
+        if (p->max_tfs) *part_max_tf(p, r->doc) = w->builders[r->part]->doc_max_tf;
         if (pl->opts.num_stored) {
             int s = store_document(w, r);
             if (s == -1) return fail(pl, "out of memory while keeping stored fields"), -1;
@@ -577,10 +582,12 @@ static void pipeline_free(pipeline *pl) {
                 free(t->lens[c]);
                 free(t->scores[c]);
                 if (t->stored) free(t->stored[c]);
+                if (t->max_tfs) free(t->max_tfs[c]);
             }
             free(t->lens);
             free(t->scores);
             free(t->stored);
+            free(t->max_tfs);
             for (uint32_t r = 0; r < t->num_runs; r++) run_info_free(&t->runs[r]);
             free(t->runs);
             pthread_mutex_destroy(&t->runs_lock);
@@ -647,6 +654,8 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         t->lens = calloc(MAX_DOC_CHUNKS, sizeof *t->lens);
         t->scores = calloc(MAX_DOC_CHUNKS, sizeof *t->scores);
         t->stored = calloc(MAX_DOC_CHUNKS, sizeof *t->stored);
+        if (pl->opts.order == ISN_ORDER_GLOBAL && !(t->max_tfs = calloc(MAX_DOC_CHUNKS, sizeof *t->max_tfs)))
+            return isn_error(err, err_len, "out of memory for the document tables");
         if (!t->lens || !t->scores || !t->stored || id_table_init(&t->ids) != 0)
             return isn_error(err, err_len, "out of memory for the document tables");
         atomic_fetch_add(&pl->doc_bytes, id_table_bytes(&t->ids));
