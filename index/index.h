@@ -476,6 +476,7 @@ typedef struct {
                                   synthetic log follows (NULL: log-uniform ranks) */
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
     uint32_t threads;          /* 0 = all online CPUs */
+    isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
 } isn_synth_options;
 
 void isn_synth_options_default(isn_synth_options *options);

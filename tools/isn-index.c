@@ -54,6 +54,7 @@ static void usage(FILE *out) {
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
           "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
+          "      --order input|global    global: documents by decreasing global score, with score bounds\n"
           "  isn-index synth --jsonl --docs N --out FILE [options]   the same model as JSON Lines text to index\n"
           "      (FILE - is standard output); --queries-out FILE writes a query log over its terms; same options\n",
           out);
@@ -449,7 +450,7 @@ static int cmd_synth(int argc, char **argv) {
         {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
-        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     bool jsonl = false;
     const char *queries_out = NULL;
     int c;
@@ -470,6 +471,11 @@ static int cmd_synth(int argc, char **argv) {
         case 't': if (parse_number(optarg, "--threads", 1, 256, &v)) return 2; o.threads = (uint32_t)v; break;
         case 'o': out = optarg; break;
         case 'j': jsonl = true; break;
+        case 'r':
+            if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
+            else if (strcmp(optarg, "global") == 0) o.order = ISN_ORDER_GLOBAL;
+            else return fprintf(stderr, "isn-index synth: --order must be input or global, got '%s'\n", optarg), 2;
+            break;
         case 'O': queries_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -477,6 +483,10 @@ static int cmd_synth(int argc, char **argv) {
     }
     if (!out || o.docs == 0) {
         fprintf(stderr, "isn-index synth: --docs N and --out %s are required\n", jsonl ? "FILE" : "DIR");
+        return 2;
+    }
+    if (jsonl && o.order != ISN_ORDER_INPUT) {
+        fprintf(stderr, "isn-index synth: --order goes with a partition, not --jsonl (give it to isn-index build)\n");
         return 2;
     }
     if (queries_out && !jsonl) {

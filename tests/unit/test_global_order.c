@@ -102,11 +102,16 @@ static float *best_parts_of(const isn_index *ix) {
     return p;
 }
 
+/* The input line of a document ("doc-00042"), or its number as the generator drew it ("d000000042"). */
 static uint32_t input_position(const isn_index *ix, uint32_t doc) {
     size_t len;
     const char *id = isn_index_doc_id(ix, doc, &len);
-    assert_true(len == 9 && strncmp(id, "doc-", 4) == 0);
-    return (uint32_t)strtoul(id + 4, NULL, 10);
+    size_t digits = strncmp(id, "doc-", 4) == 0 ? 4 : 1;
+    assert_true(len > digits && len < 16);
+    char number[16];
+    memcpy(number, id + digits, len - digits);
+    number[len - digits] = 0;
+    return (uint32_t)strtoul(number, NULL, 10);
 }
 
 /* GS non-increasing in doc id, equal GS in input order; the stored bounds the suffix maxima of P. */
@@ -299,6 +304,53 @@ static void test_bounds_hold_for_random_queries(void **state) {
     isn_index_close(ix);
 }
 
+/* isn-index synth --order global: the drawn partition renumbered by GS, the same bytes twice, and bounds
+ * that hold; its postings are the input-order partition's, moved. */
+static void test_synth_global_order(void **state) {
+    (void)state;
+    isn_synth_options o;
+    isn_synth_options_default(&o);
+    o.docs = 6000;
+    o.vocabulary = 1500;
+    o.postings_per_doc = 20;
+    o.queries = 10;
+    o.threads = 2;
+    o.order = ISN_ORDER_GLOBAL;
+    char a[400], b[400], c[400], err[ISN_ERR_LEN];
+    snprintf(a, sizeof a, "%s/synth-a", tmp_root);
+    snprintf(b, sizeof b, "%s/synth-b", tmp_root);
+    snprintf(c, sizeof c, "%s/synth-input", tmp_root);
+    isn_build_summary sa, sb, sc;
+    memset(&sa, 0, sizeof sa);
+    memset(&sb, 0, sizeof sb);
+    memset(&sc, 0, sizeof sc);
+    if (isn_synth_build(a, &o, &sa, err, sizeof err) != 0 || isn_synth_build(b, &o, &sb, err, sizeof err) != 0)
+        fail_msg("synth: %s", err);
+    o.order = ISN_ORDER_INPUT;
+    if (isn_synth_build(c, &o, &sc, err, sizeof err) != 0) fail_msg("synth: %s", err);
+    assert_int_equal(sa.postings, sc.postings);
+    char fa[450], fb[450];
+    snprintf(fa, sizeof fa, "%s/index.isn", a);
+    snprintf(fb, sizeof fb, "%s/index.isn", b);
+    size_t la, lb;
+    uint8_t *x = support_read_file(fa, &la), *y = support_read_file(fb, &lb);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+    isn_index *ix = isn_index_open(a, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    check_order_and_bounds(ix, 0.0f);
+    check_bounds_hold(ix);
+    isn_index_close(ix);
+    o.order = ISN_ORDER_BP;
+    assert_int_equal(isn_synth_build(c, &o, &sc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "input or global"));
+}
+
 /* Other orders keep no bounds (their bytes stay as before); a bad prior weight is refused. */
 static void test_other_orders_and_bad_weight(void **state) {
     (void)state;
@@ -339,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_order_with_prior),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bounds_hold_for_random_queries),
+        cmocka_unit_test(test_synth_global_order),
         cmocka_unit_test(test_other_orders_and_bad_weight),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
