@@ -510,6 +510,9 @@ typedef struct {
      * English analyzer (stem and stopwords as set) when the exporter's analyzer matches it. */
     isn_analyzer_config analyzer;
     isn_bm25_params bm25;
+    /* ISN_ORDER_INPUT: the file's doc ids; ISN_ORDER_GLOBAL: by decreasing best BM25 term part, with score
+     * bounds (one more pass over the lists; memory O(documents + terms) still). */
+    isn_doc_order order;
 } isn_ciff_import_options;
 
 void isn_ciff_import_options_default(isn_ciff_import_options *options);

@@ -49,6 +49,8 @@ static void usage(FILE *out) {
           "                              CIFF's terms came from a matching one (Lucene's EnglishAnalyzer)\n"
           "      --no-stem --no-stopwords  with --analyzer english: the analyzer without them\n"
           "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
+          "      --order input|global    the file's doc ids (default), or by decreasing global score with\n"
+          "                              score bounds (one more pass over the lists)\n"
           "  isn-index export-ciff DIR --out FILE   the index as a CIFF file\n"
           "  isn-index verify DIR      checksums and structural checks\n"
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
@@ -360,7 +362,7 @@ static int cmd_import_ciff(int argc, char **argv) {
     bool english = false, no_stem = false, no_stopwords = false;
     static const struct option opts[] = {{"out", 1, 0, 'o'}, {"analyzer", 1, 0, 'a'}, {"no-stem", 0, 0, 's'},
                                          {"no-stopwords", 0, 0, 'w'}, {"k1", 1, 0, 'k'}, {"b", 1, 0, 'b'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -375,6 +377,11 @@ static int cmd_import_ciff(int argc, char **argv) {
         case 'w': no_stopwords = true; break;
         case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
         case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;
+        case 'r':
+            if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
+            else if (strcmp(optarg, "global") == 0) o.order = ISN_ORDER_GLOBAL;
+            else return fprintf(stderr, "isn-index import-ciff: --order must be input or global, got '%s'\n", optarg), 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -351,6 +351,48 @@ static void test_synth_global_order(void **state) {
     assert_non_null(strstr(err, "input or global"));
 }
 
+/* isn-index import-ciff --order global: the input-order index exported to CIFF and imported in global
+ * order has the global-order build's documents, postings and bounds (its lengths are one field's). */
+static void test_ciff_import_global_order(void **state) {
+    (void)state;
+    isn_build_options o = options();
+    o.positions = false;
+    isn_index *built = build_and_open(&o, "ciff-global-built");
+    o.order = ISN_ORDER_INPUT;
+    isn_index *input = build_and_open(&o, "ciff-input");
+    isn_index_close(input);
+    char dir[400], ciff[400], out[400], err[ISN_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/ciff-input", tmp_root);
+    snprintf(ciff, sizeof ciff, "%s/input.ciff", tmp_root);
+    snprintf(out, sizeof out, "%s/ciff-global", tmp_root);
+    isn_ciff_summary s;
+    if (isn_ciff_export(dir, ciff, &s, err, sizeof err) != 0) fail_msg("export: %s", err);
+    isn_ciff_import_options io;
+    isn_ciff_import_options_default(&io);
+    io.order = ISN_ORDER_GLOBAL;
+    if (isn_ciff_import(ciff, out, &io, &s, err, sizeof err) != 0) fail_msg("import: %s", err);
+    isn_index *imported = isn_index_open(out, err, sizeof err);
+    if (!imported) fail_msg("open: %s", err);
+    assert_int_equal(isn_index_verify(imported, err, sizeof err), 0);
+    check_order_and_bounds(imported, 0.0f);
+    assert_memory_equal(isn_index_score_bounds(imported), isn_index_score_bounds(built), DOCS * sizeof(float));
+    for (uint32_t d = 0; d < DOCS; d++) {
+        size_t la, lb;
+        const char *a = isn_index_doc_id(imported, d, &la), *b = isn_index_doc_id(built, d, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(a, b, la);
+    }
+    uint64_t pa, pb;
+    const uint8_t *payload_a = isn_index_postings_payload(imported, &pa), *payload_b = isn_index_postings_payload(built, &pb);
+    assert_int_equal(pa, pb);
+    assert_memory_equal(payload_a, payload_b, pa);
+    isn_index_close(imported);
+    isn_index_close(built);
+    io.order = ISN_ORDER_ID;
+    assert_int_equal(isn_ciff_import(ciff, out, &io, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "global order"));
+}
+
 /* Other orders keep no bounds (their bytes stay as before); a bad prior weight is refused. */
 static void test_other_orders_and_bad_weight(void **state) {
     (void)state;
@@ -392,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bounds_hold_for_random_queries),
         cmocka_unit_test(test_synth_global_order),
+        cmocka_unit_test(test_ciff_import_global_order),
         cmocka_unit_test(test_other_orders_and_bad_weight),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
