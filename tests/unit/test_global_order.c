@@ -14,8 +14,10 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "index/format.h"
 #include "index/index.h"
 #include "tests/support/files.h"
+#include "tests/support/index_builder.h"
 #include "tests/support/random.h"
 
 #define DOCS 3000
@@ -393,6 +395,48 @@ static void test_ciff_import_global_order(void **state) {
     assert_non_null(strstr(err, "global order"));
 }
 
+/* Crafted bounds: rising ones and a section without the flag are refused at open, naming the section;
+ * lowered ones (still non-increasing, checksums resealed) open, and isn-index verify finds them. */
+static void test_crafted_bounds(void **state) {
+    (void)state;
+    isn_build_options o = options();
+    isn_index *ix = build_and_open(&o, "crafted");
+    isn_index_close(ix);
+    char dir[400], file[450], err[ISN_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/crafted", tmp_root);
+    snprintf(file, sizeof file, "%s/index.isn", dir);
+    size_t len;
+    uint8_t *good = support_read_file(file, &len);
+    assert_non_null(good);
+    uint8_t *bytes = malloc(len);
+    assert_non_null(bytes);
+    isn_section_entry *table = (isn_section_entry *)(bytes + sizeof(isn_file_header));
+    for (int damage = 0; damage < 3; damage++) {
+        memcpy(bytes, good, len);
+        assert_true(((isn_file_header *)bytes)->num_sections > SEC_SCORE_BOUNDS);
+        float *bounds = (float *)(bytes + table[SEC_SCORE_BOUNDS].offset);
+        isn_meta *meta = (isn_meta *)(bytes + table[SEC_META].offset);
+        if (damage == 0) bounds[DOCS / 2] = bounds[0] * 2.0f;
+        if (damage == 1) meta->flags &= ~ISN_META_SCORE_BOUNDS;
+        if (damage == 2)
+            for (uint32_t d = 0; d < DOCS; d++) bounds[d] *= 0.5f;
+        support_reseal_index(bytes, damage == 1 ? SEC_META : SEC_SCORE_BOUNDS);
+        assert_int_equal(support_write_file(file, bytes, len), 0);
+        ix = isn_index_open(dir, err, sizeof err);
+        if (damage < 2) {
+            assert_null(ix);
+            if (!strstr(err, "score_bounds")) fail_msg("damage %d: %s", damage, err);
+            continue;
+        }
+        if (!ix) fail_msg("lowered bounds: %s", err);
+        assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
+        if (!strstr(err, "score_bounds")) fail_msg("verify: %s", err);
+        isn_index_close(ix);
+    }
+    free(bytes);
+    free(good);
+}
+
 /* Other orders keep no bounds (their bytes stay as before); a bad prior weight is refused. */
 static void test_other_orders_and_bad_weight(void **state) {
     (void)state;
@@ -435,6 +479,7 @@ int main(void) {
         cmocka_unit_test(test_bounds_hold_for_random_queries),
         cmocka_unit_test(test_synth_global_order),
         cmocka_unit_test(test_ciff_import_global_order),
+        cmocka_unit_test(test_crafted_bounds),
         cmocka_unit_test(test_other_orders_and_bad_weight),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
