@@ -382,7 +382,7 @@ done:
     return new_of_old;
 }
 
-/* The documents' lengths (all fields) and their average, as the index will store them. */
+/* A document's length over all fields, as the index stores it. */
 static uint32_t part_doc_len(const part_table *p, uint32_t doc, uint32_t nf) {
     const uint32_t *lens = part_lens(p, doc, nf);
     uint32_t dl = 0;
