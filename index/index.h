@@ -302,8 +302,8 @@ size_t isn_index_stored_scratch_bytes(const isn_index *index);
 int isn_index_stored_get(const isn_index *index, uint32_t doc, void *scratch, isn_stored_text *out, char *err,
                          size_t err_len);
 
-/* Score bounds for safe early termination (indexes built with --order global, or any other whose
- * builder kept them; NULL / false without).
+/* Score bounds for safe early termination (indexes built, synthesised or imported from CIFF with
+ * --order global; NULL / false for any other).
  *
  * P(d) is the document's best BM25 term part per unit of IDF: isn_bm25_tf_part(k1 + 1, max_tf(d),
  * norm(d)) with the index's k1, b and average length, max_tf(d) the largest term frequency in d (the
