@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 39's "same bytes" on a real corpus: for each configuration (input, id and bp order, --no-positions,
+# Issue 39's "same bytes" on a real corpus: for each configuration (input, id, bp and global order, --no-positions,
 # --store, --partitions 3), the in-memory single-threaded build of REFERENCE_BINARY (say, an older build's
 # isn-index) against BINARY's bounded builds on 1, 2 and 16 threads with budgets small enough for many runs
 # (MEMORY_1, MEMORY_2, MEMORY_16: 32MiB, 48MiB, 256MiB). One line per build: the runs merged and whether
@@ -34,6 +34,8 @@ input order|
 id order|--order id
 bp order|--order bp
 bp order, no positions|--order bp --no-positions
+global order|--order global
+global order, no positions, 3 partitions|--order global --no-positions --partitions 3
 stored, no positions|--store title,body --no-positions
 3 partitions, stored|--partitions 3 --store title
 CONFIGS

@@ -341,6 +341,7 @@ static int build_in_memory(const char *input_path, const char *out_dir, const is
     uint32_t nparts = options->partitions;
     isn_build_options opts;
     input_effective_options(options, &opts);
+    if (isn_build_options_check(&opts, err, err_len) != 0) return -1;
     FILE *f = fopen(input_path, "rb");
     if (!f) {
         snprintf(err, err_len, "cannot open %s: %s", input_path, strerror(errno));

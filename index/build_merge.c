@@ -382,6 +382,33 @@ done:
     return new_of_old;
 }
 
+/* A document's length over all fields, as the index stores it. */
+static uint32_t part_doc_len(const part_table *p, uint32_t doc, uint32_t nf) {
+    const uint32_t *lens = part_lens(p, doc, nf);
+    uint32_t dl = 0;
+    for (uint32_t f = 0; f < nf; f++) dl += lens[f];
+    return dl;
+}
+
+/* GS(d) of every document (input order) and new_of_old by it, as the in-memory build's global_permutation. */
+static uint32_t *global_permutation(const merge_job *job) {
+    const part_table *p = job->part;
+    uint32_t n = p->num_docs, nf = job->options->num_fields;
+    float *gs = malloc((size_t)(n ? n : 1) * sizeof *gs);
+    if (!gs) return NULL;
+    uint64_t total = 0;
+    for (uint32_t d = 0; d < n; d++) total += part_doc_len(p, d, nf);
+    float avg = isn_avg_len(total, n);
+    bool prior = job->options->static_score_field[0] != 0;
+    for (uint32_t d = 0; d < n; d++) {
+        gs[d] = global_best_part(&job->options->bm25, *part_max_tf(p, d), part_doc_len(p, d, nf), avg);
+        if (prior) gs[d] += job->options->prior_weight * part_score(p, d);
+    }
+    uint32_t *new_of_old = global_order_permutation(gs, n);
+    free(gs);
+    return new_of_old;
+}
+
 /* new_of_old for the options' order: NULL with err out of memory; *identity for input order. */
 static uint32_t *doc_permutation(const merge_job *job, bool *identity, char *err, size_t err_len) {
     const part_table *p = job->part;
@@ -389,6 +416,11 @@ static uint32_t *doc_permutation(const merge_job *job, bool *identity, char *err
     *identity = job->options->order == ISN_ORDER_INPUT;
     if (*identity) return NULL;
     if (job->options->order == ISN_ORDER_BP) return bp_from_runs(job, err, err_len);
+    if (job->options->order == ISN_ORDER_GLOBAL) {
+        uint32_t *new_of_old = global_permutation(job);
+        if (!new_of_old) isn_error(err, err_len, "out of memory while ordering the documents");
+        return new_of_old;
+    }
     uint32_t *old_of_new = malloc((size_t)(n ? n : 1) * sizeof *old_of_new);
     uint32_t *new_of_old = malloc((size_t)(n ? n : 1) * sizeof *new_of_old);
     if (!old_of_new || !new_of_old) {
@@ -416,6 +448,7 @@ typedef struct {
     out_buf lex_index, lex_data;
     uint32_t *new_of_old, *old_of_new;
     float *norms;
+    float *score_bounds; /* --order global: section 'score_bounds' */
     uint8_t *doc_raw;
     uint64_t doc_raw_cap;
 } partition_writer;
@@ -460,7 +493,10 @@ static int write_documents(const merge_job *job, partition_writer *w, isn_meta *
         uint32_t dl = 0;
         for (uint32_t f = 0; f < nf; f++) dl += lens[f];
         w->norms[nw] = isn_bm25_doc_norm(&job->options->bm25, dl, avg);
+        if (w->score_bounds)
+            w->score_bounds[nw] = global_best_part(&job->options->bm25, *part_max_tf(p, w->old_of_new ? w->old_of_new[nw] : nw), dl, avg);
     }
+    if (w->score_bounds) global_suffix_maxima(w->score_bounds, nd);
     return 0;
 }
 
@@ -763,6 +799,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     if (!identity && !w.new_of_old) return -1;
     w.norms = malloc((size_t)(nd ? nd : 1) * sizeof *w.norms);
     if (!w.norms) goto oom;
+    if (o->order == ISN_ORDER_GLOBAL && !(w.score_bounds = malloc((size_t)(nd ? nd : 1) * sizeof *w.score_bounds))) goto oom;
     if (w.new_of_old) {
         w.old_of_new = malloc((size_t)(nd ? nd : 1) * sizeof *w.old_of_new);
         if (!w.old_of_new) goto oom;
@@ -777,7 +814,8 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     meta.num_docs = nd;
     meta.num_fields = nf;
     meta.built_unix_seconds = isn_index_build_time();
-    meta.flags = (o->positions ? ISN_META_HAS_POSITIONS : 0) | (o->static_score_field[0] ? ISN_META_HAS_STATIC : 0);
+    meta.flags = (o->positions ? ISN_META_HAS_POSITIONS : 0) | (o->static_score_field[0] ? ISN_META_HAS_STATIC : 0) |
+                 (o->order == ISN_ORDER_GLOBAL ? ISN_META_SCORE_BOUNDS : 0);
     meta.k1 = o->bm25.k1;
     meta.b = o->bm25.b;
     meta.analyzer_stem = o->analyzer.stem;
@@ -804,6 +842,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
         [SEC_META] = -1,      [SEC_DOC_LENS] = OUT_DOC_LENS, [SEC_DOC_STATIC] = OUT_DOC_STATIC, [SEC_DOCID_TEXT] = OUT_DOCID_TEXT,
         [SEC_LEX_INDEX] = -1, [SEC_LEX_DATA] = -1,           [SEC_TERMS] = -1,                  [SEC_BLOCK_META] = -1,
         [SEC_POSTINGS] = -1,  [SEC_POS_BLOCKS] = -1,         [SEC_POSITIONS] = -1,              [SEC_STORED] = OUT_STORED,
+        [SEC_SCORE_BOUNDS] = -1,
     };
     for (int s = 0; s < SEC_COUNT; s++) {
         lists[s] = (isn_section_pieces){pieces[s], 1};
@@ -812,6 +851,7 @@ int merge_partition(const merge_job *job, isn_build_summary *summary, char *err,
     pieces[SEC_META][0] = (isn_piece){.data = &meta, .bytes = sizeof meta};
     pieces[SEC_LEX_INDEX][0] = (isn_piece){.data = w.lex_index.data, .bytes = w.lex_index.len};
     pieces[SEC_LEX_DATA][0] = (isn_piece){.data = w.lex_data.data, .bytes = w.lex_data.len};
+    pieces[SEC_SCORE_BOUNDS][0] = (isn_piece){.data = w.score_bounds, .bytes = w.score_bounds ? (uint64_t)nd * sizeof(float) : 0};
     if (o->num_stored) {
         pieces[SEC_STORED][1] = pieces[SEC_STORED][0];
         pieces[SEC_STORED][0] = (isn_piece){.data = w.stored.table.data, .bytes = w.stored.table.len};
@@ -860,6 +900,7 @@ done:
     free(w.new_of_old);
     free(w.old_of_new);
     free(w.norms);
+    free(w.score_bounds);
     free(w.doc_raw);
     return rc;
 }

@@ -46,8 +46,9 @@ typedef struct {
     uint32_t part, doc; /* set at commit; doc UINT32_MAX when refused */
 } batch_record;
 
+/* Each worker on cache lines of its own: the threads write their workers' fields for every record. */
 typedef struct {
-    pipeline *pl;
+    _Alignas(64) pipeline *pl;
     uint32_t index;
     pthread_t thread;
     input_state in;
@@ -302,11 +303,15 @@ static int part_reserve(pipeline *pl, part_table *p, uint32_t doc) {
     uint32_t nf = pl->opts.num_fields;
     p->lens[chunk] = malloc((size_t)DOC_CHUNK * nf * sizeof **p->lens);
     p->scores[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->scores);
+    bool global = pl->opts.order == ISN_ORDER_GLOBAL;
     if (pl->opts.num_stored) p->stored[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->stored);
-    if (!p->lens[chunk] || !p->scores[chunk] || (pl->opts.num_stored && !p->stored[chunk])) return -1;
+    if (global) p->max_tfs[chunk] = malloc((size_t)DOC_CHUNK * sizeof **p->max_tfs);
+    if (!p->lens[chunk] || !p->scores[chunk] || (pl->opts.num_stored && !p->stored[chunk]) || (global && !p->max_tfs[chunk]))
+        return -1;
     p->num_chunks++;
     atomic_fetch_add(&pl->doc_bytes, (uint64_t)DOC_CHUNK * (nf * sizeof(uint32_t) + sizeof(float) +
-                                                           (pl->opts.num_stored ? sizeof(stored_ref) : 0)));
+                                                           (pl->opts.num_stored ? sizeof(stored_ref) : 0) +
+                                                           (global ? sizeof(uint32_t) : 0)));
     return 0;
 }
 
@@ -480,6 +485,7 @@ static int invert_batch(worker *w) {
         if (isn_builder_invert(w->builders[r->part], r->doc, fields, lens, part_lens(p, r->doc, nf)) != 0)
             return fail(pl, "%s:%llu: out of memory while indexing document %u", pl->input_path,
                         (unsigned long long)r->line, r->doc), -1;
+        if (p->max_tfs) *part_max_tf(p, r->doc) = w->builders[r->part]->doc_max_tf;
         if (pl->opts.num_stored) {
             int s = store_document(w, r);
             if (s == -1) return fail(pl, "out of memory while keeping stored fields"), -1;
@@ -496,6 +502,15 @@ static void *worker_main(void *arg) {
         fail(pl, "out of memory for the JSON record arena");
         return NULL;
     }
+    /* The builders (analyzer, stem cache, term table) are made on the thread that fills them, so that the
+     * allocator puts them in its own arena: made on the main thread, the threads' analyzers lay side by side
+     * and every token written by one evicted the other's cache line (the stemmer's state most). */
+    for (uint32_t p = 0; p < pl->nparts; p++)
+        if (!(w->builders[p] = isn_builder_new(&pl->opts))) {
+            fail(pl, "cannot create the builder (out of memory or bad analyzer settings)");
+            input_thread_end();
+            return NULL;
+        }
     int got;
     while ((got = read_batch(w)) == 1) {
         if (parse_batch(w) != 0 || commit_batch(w) != 0 || invert_batch(w) != 0) break;
@@ -567,10 +582,12 @@ static void pipeline_free(pipeline *pl) {
                 free(t->lens[c]);
                 free(t->scores[c]);
                 if (t->stored) free(t->stored[c]);
+                if (t->max_tfs) free(t->max_tfs[c]);
             }
             free(t->lens);
             free(t->scores);
             free(t->stored);
+            free(t->max_tfs);
             for (uint32_t r = 0; r < t->num_runs; r++) run_info_free(&t->runs[r]);
             free(t->runs);
             pthread_mutex_destroy(&t->runs_lock);
@@ -628,7 +645,8 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         return isn_error(err, err_len, "cannot create a temporary folder in %s: %s", out_dir, strerror(errno));
     }
     pl->parts = calloc(pl->nparts, sizeof *pl->parts);
-    pl->workers = calloc(pl->threads, sizeof *pl->workers);
+    pl->workers = aligned_alloc(_Alignof(worker), pl->threads * sizeof *pl->workers);
+    if (pl->workers) memset(pl->workers, 0, pl->threads * sizeof *pl->workers);
     if (!pl->parts || !pl->workers) return isn_error(err, err_len, "out of memory for the build's threads");
     for (uint32_t p = 0; p < pl->nparts; p++) {
         part_table *t = &pl->parts[p];
@@ -636,6 +654,8 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         t->lens = calloc(MAX_DOC_CHUNKS, sizeof *t->lens);
         t->scores = calloc(MAX_DOC_CHUNKS, sizeof *t->scores);
         t->stored = calloc(MAX_DOC_CHUNKS, sizeof *t->stored);
+        if (pl->opts.order == ISN_ORDER_GLOBAL && !(t->max_tfs = calloc(MAX_DOC_CHUNKS, sizeof *t->max_tfs)))
+            return isn_error(err, err_len, "out of memory for the document tables");
         if (!t->lens || !t->scores || !t->stored || id_table_init(&t->ids) != 0)
             return isn_error(err, err_len, "out of memory for the document tables");
         atomic_fetch_add(&pl->doc_bytes, id_table_bytes(&t->ids));
@@ -655,9 +675,6 @@ static int pipeline_init(pipeline *pl, const char *input_path, const char *out_d
         w->in.ctx = w;
         w->builders = calloc(pl->nparts, sizeof *w->builders);
         if (!w->builders) return isn_error(err, err_len, "out of memory for the build's threads");
-        for (uint32_t p = 0; p < pl->nparts; p++)
-            if (!(w->builders[p] = isn_builder_new(&pl->opts)))
-                return isn_error(err, err_len, "cannot create the builder (out of memory or bad analyzer settings)");
         if (pl->opts.num_stored) {
             if (!(w->stored_file = build_temp_file(pl->tmp_dir, "stored", err, err_len))) return -1;
             setvbuf(w->stored_file, NULL, _IOFBF, STORED_SPILL_BUFFER);

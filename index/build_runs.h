@@ -49,6 +49,7 @@ typedef struct {
     uint32_t num_chunks;
     uint32_t **lens;      /* [chunk][doc % DOC_CHUNK * num_fields + f] */
     float **scores;       /* [chunk][doc % DOC_CHUNK] */
+    uint32_t **max_tfs;   /* [chunk][doc % DOC_CHUNK], --order global: the document's largest term frequency */
     stored_ref **stored;  /* [chunk][doc % DOC_CHUNK], with stored fields */
     uint64_t tokens;
     pthread_mutex_t runs_lock;
@@ -61,6 +62,9 @@ static inline uint32_t *part_lens(const part_table *p, uint32_t doc, uint32_t nu
 }
 static inline float part_score(const part_table *p, uint32_t doc) {
     return p->scores[doc >> DOC_CHUNK_BITS][doc & (DOC_CHUNK - 1)];
+}
+static inline uint32_t *part_max_tf(const part_table *p, uint32_t doc) {
+    return &p->max_tfs[doc >> DOC_CHUNK_BITS][doc & (DOC_CHUNK - 1)];
 }
 static inline stored_ref *part_stored(const part_table *p, uint32_t doc) {
     return &p->stored[doc >> DOC_CHUNK_BITS][doc & (DOC_CHUNK - 1)];

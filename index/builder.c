@@ -1,4 +1,5 @@
 /* In-memory inversion: documents in, per-term posting lists (and positions) out. */
+#include <float.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ void isn_build_options_default(isn_build_options *o) {
         .order = ISN_ORDER_INPUT,
         .partitions = 1,
         .split = ISN_SPLIT_HASH,
+        .prior_weight = 1.0f,
     };
     isn_analyzer_config_default(&o->analyzer);
 }
@@ -49,6 +51,8 @@ int isn_build_options_check(const isn_build_options *o, char *err, size_t err_le
             if (strncmp(o->stored[i], o->stored[j], ISN_FIELD_NAME_MAX) == 0)
                 return isn_error(err, err_len, "stored field \"%.*s\" is named twice", ISN_FIELD_NAME_MAX, o->stored[i]);
     }
+    if (!(o->prior_weight >= 0.0f && o->prior_weight <= FLT_MAX))
+        return isn_error(err, err_len, "prior weight %g: it must be a finite number >= 0", (double)o->prior_weight);
     return 0;
 }
 
@@ -89,6 +93,7 @@ void isn_builder_free(isn_builder *b) {
     isn_strtab_free(&b->ids);
     free(b->field_lens);
     free(b->static_scores);
+    free(b->max_tfs);
     buffer_free(&b->stored_text);
     free(b->stored_offs);
     if (b->analyzer) isn_analyzer_free(b->analyzer);
@@ -164,7 +169,8 @@ static int append_token(isn_builder *b, uint32_t t, uint32_t position_code) {
         l->num_postings++;
         l->last_doc = b->cur_doc + 1;
     }
-    l->postings[2 * l->num_postings - 1]++;
+    uint32_t tf = ++l->postings[2 * l->num_postings - 1];
+    if (tf > b->doc_max_tf) b->doc_max_tf = tf;
     if (b->options.positions) {
         uint32_t cap = l->positions_cap;
         if (grow((void **)&l->positions, &l->positions_cap, l->num_positions + 1, sizeof *l->positions) != 0) return -1;
@@ -182,6 +188,7 @@ static int append_document(isn_builder *b) {
     const uint32_t *terms = b->doc_terms;
     uint32_t n = b->doc_len;
     b->doc_len = 0;
+    b->doc_max_tf = 0;
     for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&b->lists[terms[i]], 1);
     for (uint32_t i = 0; i < n; i++) {
         const isn_build_list *l = &b->lists[terms[i]];
@@ -245,6 +252,9 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         float *scores = realloc(b->static_scores, (size_t)cap * sizeof *scores);
         if (!scores) goto oom;
         b->static_scores = scores;
+        uint32_t *max_tfs = realloc(b->max_tfs, (size_t)cap * sizeof *max_tfs);
+        if (!max_tfs) goto oom;
+        b->max_tfs = max_tfs;
         b->docs_cap = cap;
     }
 
@@ -253,6 +263,7 @@ int isn_builder_add(isn_builder *b, const char *external_id, const char *const *
         isn_builder_store(b, fields, field_lens) != 0)
         goto oom;
     b->static_scores[b->cur_doc] = static_score;
+    b->max_tfs[b->cur_doc] = b->doc_max_tf;
     b->num_docs++;
     return 0;
 oom:

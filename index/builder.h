@@ -27,6 +27,7 @@ struct isn_builder {
     isn_strtab ids; /* external ids; id order = input doc order */
     uint32_t *field_lens; /* [doc][num_fields] */
     float *static_scores;
+    uint32_t *max_tfs; /* [doc]: the largest term frequency in the document (--order global) */
     uint32_t num_docs, docs_cap;
     uint64_t tokens;
     /* Stored fields (stored_write.c): the raw text of each document's stored fields, one after the
@@ -46,6 +47,7 @@ struct isn_builder {
      * 0 = not seen yet */
     uint32_t *short_term_ids;
     uint32_t doc_len, doc_cap;
+    uint32_t doc_max_tf; /* of the document last analyzed */
     uint64_t list_bytes; /* postings and positions arrays allocated */
     int oom;
 };
@@ -89,6 +91,14 @@ int stored_writer_add(stored_writer *w, const uint8_t *raw_doc, uint64_t raw_byt
                       size_t id_len, char *err, size_t err_len);
 int stored_writer_finish(stored_writer *w, char *err, size_t err_len);
 void stored_writer_free(stored_writer *w);
+
+/* --order global (global_order.c). P(d), the document's best BM25 term part per unit of IDF, exactly as the
+ * reader's norms and ranking's tf parts compute it: the same functions on the same floats. */
+float global_best_part(const isn_bm25_params *bm25, uint32_t max_tf, uint32_t doc_len, float avg_doc_len);
+/* new_of_old ordering the documents by decreasing gs[old] (ties: lower old id first); NULL out of memory. */
+uint32_t *global_order_permutation(const float *gs, uint32_t num_docs);
+/* Turns P(d) in index order into the section 'score_bounds': each entry the maximum of itself and those after. */
+void global_suffix_maxima(float *parts, uint32_t num_docs);
 
 /* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
  * of memory. threads = 0: all online CPUs. */

@@ -89,9 +89,30 @@ static int write_file(const char *dir, const isn_meta *meta, const out_buf *sect
     return 0;
 }
 
+/* GS(d) of every document (input order) and new_of_old by it. */
+static uint32_t *global_permutation(const isn_builder *b) {
+    uint32_t n = b->num_docs, nf = b->options.num_fields;
+    float *gs = malloc((size_t)(n ? n : 1) * sizeof *gs);
+    if (!gs) return NULL;
+    uint64_t total = 0;
+    for (size_t i = 0; i < (size_t)n * nf; i++) total += b->field_lens[i];
+    float avg = isn_avg_len(total, n);
+    bool prior = b->options.static_score_field[0] != 0;
+    for (uint32_t d = 0; d < n; d++) {
+        uint32_t dl = 0;
+        for (uint32_t f = 0; f < nf; f++) dl += b->field_lens[(size_t)d * nf + f];
+        gs[d] = global_best_part(&b->options.bm25, b->max_tfs[d], dl, avg);
+        if (prior) gs[d] += b->options.prior_weight * b->static_scores[d];
+    }
+    uint32_t *new_of_old = global_order_permutation(gs, n);
+    free(gs);
+    return new_of_old;
+}
+
 static uint32_t *doc_permutation(const isn_builder *b) {
     if (b->options.order == ISN_ORDER_INPUT) return NULL;
     if (b->options.order == ISN_ORDER_BP) return isn_bp_order(b, 0);
+    if (b->options.order == ISN_ORDER_GLOBAL) return global_permutation(b);
     uint32_t n = b->num_docs;
     uint32_t *old_of_new = malloc((size_t)(n ? n : 1) * sizeof *old_of_new);
     uint32_t *new_of_old = malloc((size_t)(n ? n : 1) * sizeof *new_of_old);
@@ -136,7 +157,8 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
     meta.num_fields = nf;
     meta.built_unix_seconds = isn_index_build_time();
     meta.flags = (b->options.positions ? ISN_META_HAS_POSITIONS : 0) |
-                 (b->options.static_score_field[0] ? ISN_META_HAS_STATIC : 0);
+                 (b->options.static_score_field[0] ? ISN_META_HAS_STATIC : 0) |
+                 (b->options.order == ISN_ORDER_GLOBAL ? ISN_META_SCORE_BOUNDS : 0);
     meta.k1 = b->options.bm25.k1;
     meta.b = b->options.bm25.b;
     meta.analyzer_stem = b->options.analyzer.stem;
@@ -183,6 +205,17 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         norms[nw] = isn_bm25_doc_norm(&b->options.bm25, dl, avg);
     }
     w.enc.norms = norms;
+    if (meta.flags & ISN_META_SCORE_BOUNDS) {
+        float *bounds = malloc((size_t)(nd ? nd : 1) * sizeof *bounds);
+        if (!bounds) goto oom_all;
+        for (uint32_t nw = 0; nw < nd; nw++) {
+            uint32_t dl = 0;
+            for (uint32_t f = 0; f < nf; f++) dl += lens[(size_t)nw * nf + f];
+            bounds[nw] = global_best_part(&b->options.bm25, b->max_tfs[old_of_new[nw]], dl, avg);
+        }
+        global_suffix_maxima(bounds, nd);
+        sections[SEC_SCORE_BOUNDS] = (out_buf){.data = (uint8_t *)bounds, .len = (uint64_t)nd * sizeof *bounds, .cap = (uint64_t)nd * sizeof *bounds};
+    }
 
     for (uint32_t t = 0; t < nt; t++) term_order[t] = t;
     sort_ctx_builder = b;
@@ -238,6 +271,7 @@ done:
     free(sections[SEC_DOCID_TEXT].data);
     free(sections[SEC_DOC_STATIC].data);
     free(sections[SEC_STORED].data);
+    free(sections[SEC_SCORE_BOUNDS].data);
     free(w.lex_index.data);
     free(w.lex_data.data);
     free(w.terms.data);

@@ -7,6 +7,10 @@
  * temporary payload file; the index file is then assembled from memory (documents, lexicon, term
  * entries) and the temporary files. Memory is O(documents + terms), whatever the file's size.
  *
+ * In global order (--order global) a pass between them reads the lists for each document's largest
+ * frequency; the documents are renumbered by their best term part, and the second pass gathers each
+ * list (at most one entry per document), moves it to the new ids and sorts it before encoding it.
+ *
  * Header and doc records are unpacked by protobuf-c. A postings list is walked on the wire instead:
  * protobuf-c would unpack all of a list's postings at once, one allocation each, and a frequent term
  * of a large collection holds millions. */
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "index/builder.h"
 #include "index/ciff_wire.h"
 #include "index/file_writer.h"
 #include "index/format.h"
@@ -79,6 +84,16 @@ typedef struct {
     uint64_t list_postings, list_cf, last_doc;
     float list_max;
     isn_block_meta first_meta; /* held back: a single-block list stores no metadata (format.h) */
+    /* --order global */
+    uint32_t *doc_lens_read;  /* [doc]: lengths in the file's order */
+    uint64_t *id_offs;        /* [doc + 1] into id_text: the ids in the file's order */
+    out_buf id_text;
+    uint32_t *max_tfs;        /* [doc]: filled by the scanning pass */
+    bool scanning;            /* the pass over the lists that only reads frequencies */
+    uint32_t *new_of_old;     /* set for the second pass: the lists are written in new ids */
+    float *score_bounds;
+    uint64_t *gathered;       /* the list read: (new doc << 32 | tf) */
+    uint64_t gathered_len, gathered_cap;
 } importer;
 
 __attribute__((format(printf, 2, 3))) static int fail(importer *im, const char *fmt, ...) {
@@ -201,6 +216,8 @@ static int read_documents(importer *im, uint8_t *buf) {
             if (lens[d] > im->max_doc_len) im->max_doc_len = lens[d];
             im->total_doc_len += lens[d];
             if (buf_put(&im->doc_lens, v, (uint64_t)(isn_varint_put(v, lens[d]) - v)) != 0) rc = oom(im);
+            if (im->id_offs && (buf_put(&im->id_text, id, id_len) != 0)) rc = oom(im);
+            if (im->id_offs) im->id_offs[d + 1] = im->id_text.len;
             memcpy(prev_id, id, id_len);
             prev_len = id_len;
         }
@@ -215,7 +232,48 @@ static int read_documents(importer *im, uint8_t *buf) {
         float avg = isn_avg_len(im->total_doc_len, im->num_docs);
         for (uint32_t d = 0; d < im->num_docs; d++) im->norms[d] = isn_bm25_doc_norm(&im->options.bm25, lens[d], avg);
     }
-    free(lens);
+    if (im->id_offs) im->doc_lens_read = lens;
+    else free(lens);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ global order */
+
+/* After the scanning pass: the new ids, the documents' lengths, ids and norms in them, and the bounds. */
+static int order_documents(importer *im) {
+    uint32_t nd = im->num_docs;
+    float avg = isn_avg_len(im->total_doc_len, nd);
+    float *parts = malloc((size_t)(nd ? nd : 1) * sizeof *parts);
+    uint32_t *old_of_new = malloc((size_t)(nd ? nd : 1) * sizeof *old_of_new);
+    im->score_bounds = malloc((size_t)(nd ? nd : 1) * sizeof *im->score_bounds);
+    int rc = 0;
+    if (!parts || !old_of_new || !im->score_bounds) goto oom;
+    for (uint32_t d = 0; d < nd; d++) parts[d] = global_best_part(&im->options.bm25, im->max_tfs[d], im->doc_lens_read[d], avg);
+    if (!(im->new_of_old = global_order_permutation(parts, nd))) goto oom;
+    for (uint32_t d = 0; d < nd; d++) old_of_new[im->new_of_old[d]] = d;
+    im->doc_lens.len = im->doc_ids.len = 0;
+    const char *prev = "";
+    size_t prev_len = 0;
+    for (uint32_t nw = 0; nw < nd; nw++) {
+        uint32_t old = old_of_new[nw];
+        im->score_bounds[nw] = parts[old];
+        im->norms[nw] = isn_bm25_doc_norm(&im->options.bm25, im->doc_lens_read[old], avg);
+        uint8_t v[5];
+        const char *id = (const char *)im->id_text.data + im->id_offs[old];
+        size_t id_len = im->id_offs[old + 1] - im->id_offs[old];
+        if (buf_put(&im->doc_lens, v, (uint64_t)(isn_varint_put(v, im->doc_lens_read[old]) - v)) != 0 ||
+            put_external_id(&im->doc_ids, id, id_len, prev, prev_len) != 0)
+            goto oom;
+        prev = id;
+        prev_len = id_len;
+    }
+    global_suffix_maxima(im->score_bounds, nd);
+    goto done;
+oom:
+    rc = oom(im);
+done:
+    free(parts);
+    free(old_of_new);
     return rc;
 }
 
@@ -287,9 +345,41 @@ static int add_posting(importer *im, const uint8_t *p, size_t len) {
     im->last_doc = doc;
     im->list_postings++;
     im->list_cf += tf;
+    if (im->scanning) {
+        if (tf > im->max_tfs[doc]) im->max_tfs[doc] = (uint32_t)tf;
+        return 0;
+    }
+    if (im->new_of_old) {
+        if (im->gathered_len == im->gathered_cap) {
+            uint64_t cap = im->gathered_cap ? im->gathered_cap * 2 : 1024;
+            uint64_t *g = realloc(im->gathered, cap * sizeof *g);
+            if (!g) return oom(im);
+            im->gathered = g;
+            im->gathered_cap = cap;
+        }
+        im->gathered[im->gathered_len++] = (uint64_t)im->new_of_old[doc] << 32 | tf;
+        return 0;
+    }
     im->docs[im->in_block] = (uint32_t)doc;
     im->tfs[im->in_block] = (uint32_t)tf;
     if (++im->in_block == ISN_BLOCK_SIZE) return flush_block(im);
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The gathered list in new doc order, in blocks. */
+static int put_gathered(importer *im) {
+    qsort(im->gathered, im->gathered_len, sizeof *im->gathered, cmp_u64);
+    for (uint64_t i = 0; i < im->gathered_len; i++) {
+        im->docs[im->in_block] = (uint32_t)(im->gathered[i] >> 32);
+        im->tfs[im->in_block] = (uint32_t)im->gathered[i];
+        if (++im->in_block == ISN_BLOCK_SIZE && flush_block(im)) return -1;
+    }
+    im->gathered_len = 0;
     return 0;
 }
 
@@ -362,6 +452,8 @@ static int read_list(importer *im, uint32_t index) {
     if (im->list_postings == 0) return fail(im, "no postings");
     if (df != (int64_t)im->list_postings) return fail(im, "df %lld, but the list holds %llu postings", (long long)df, (unsigned long long)im->list_postings);
     if (cf != (int64_t)im->list_cf) return fail(im, "cf %lld, but the postings' tf sum to %llu", (long long)cf, (unsigned long long)im->list_cf);
+    if (im->scanning) return 0;
+    if (im->new_of_old && put_gathered(im)) return -1;
     if (im->in_block && flush_block(im)) return -1;
     if (index > 0) {
         int c = memcmp(im->prev_term, im->term, im->prev_term_len < im->term_len ? im->prev_term_len : im->term_len);
@@ -407,7 +499,8 @@ static int write_index(importer *im, const char *out_dir, isn_ciff_summary *summ
     meta.num_docs = im->num_docs;
     meta.num_terms = im->num_lists;
     meta.num_fields = 1;
-    meta.flags = ISN_META_EXTERNAL_TERMS | (im->options.analyzer.pretokenized ? ISN_META_PRETOKENIZED : 0);
+    meta.flags = ISN_META_EXTERNAL_TERMS | (im->options.analyzer.pretokenized ? ISN_META_PRETOKENIZED : 0) |
+                 (im->score_bounds ? ISN_META_SCORE_BOUNDS : 0);
     meta.num_postings = im->num_postings;
     meta.num_blocks = im->num_blocks;
     meta.total_doc_len = meta.total_field_len[0] = im->total_doc_len;
@@ -440,6 +533,7 @@ static int write_index(importer *im, const char *out_dir, isn_ciff_summary *summ
     pieces[SEC_LEX_DATA] = (isn_piece){.data = im->lex_data.data, .bytes = im->lex_data.len};
     pieces[SEC_TERMS] = (isn_piece){.data = im->terms.data, .bytes = im->terms.len};
     pieces[SEC_BLOCK_META] = (isn_piece){.bytes = im->block_meta_bytes, .file = im->block_meta};
+    if (im->score_bounds) pieces[SEC_SCORE_BOUNDS] = (isn_piece){.data = im->score_bounds, .bytes = (uint64_t)im->num_docs * sizeof(float)};
     postings[0] = (isn_piece){.bytes = im->payload_bytes, .file = im->payload};
     postings[1] = (isn_piece){.data = slack, .bytes = sizeof slack};
     lists[SEC_POSTINGS] = (isn_section_pieces){postings, 2};
@@ -482,7 +576,29 @@ int isn_ciff_import(const char *ciff_path, const char *out_dir, const isn_ciff_i
         goto done;
     }
     im->in.file_bytes = (uint64_t)st.st_size;
-    if (read_header(im, record) || read_documents(im, record)) goto done;
+    if (im->options.order != ISN_ORDER_INPUT && im->options.order != ISN_ORDER_GLOBAL) {
+        fail(im, "an imported index is in the file's order or in global order");
+        goto done;
+    }
+    if (read_header(im, record)) goto done;
+    if (im->options.order == ISN_ORDER_GLOBAL &&
+        (!(im->id_offs = calloc((size_t)im->num_docs + 1, sizeof *im->id_offs)) ||
+         !(im->max_tfs = calloc(im->num_docs ? im->num_docs : 1, sizeof *im->max_tfs)))) {
+        oom(im);
+        goto done;
+    }
+    if (read_documents(im, record)) goto done;
+    if (im->max_tfs) {
+        im->scanning = true;
+        if (!ciff_stream_seek(&im->in, im->lists_at)) {
+            fail(im, "cannot seek: %s", strerror(errno));
+            goto done;
+        }
+        for (uint32_t i = 0; i < im->num_lists; i++)
+            if (read_list(im, i) != 0) goto done;
+        im->scanning = false;
+        if (order_documents(im) != 0) goto done;
+    }
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         im->kind = NULL;
         fail(im, "cannot create directory %s: %s", out_dir, strerror(errno));
@@ -516,6 +632,13 @@ done:
     free(im->terms.data);
     free(im->lex_index.data);
     free(im->lex_data.data);
+    free(im->doc_lens_read);
+    free(im->id_offs);
+    free(im->id_text.data);
+    free(im->max_tfs);
+    free(im->new_of_old);
+    free(im->score_bounds);
+    free(im->gathered);
     free(im);
     free(record);
     return rc;

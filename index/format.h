@@ -50,6 +50,8 @@ enum {
     SEC_POS_BLOCKS,  /* uint64 [num_blocks] into SEC_POSITIONS, or empty without positions */
     SEC_POSITIONS,   /* per posting, per field: varint count, varint position gaps */
     SEC_STORED,      /* optional: stored fields' raw text (isn_stored_header below) */
+    SEC_SCORE_BOUNDS, /* optional: float [num_docs], bounds[d] = max over e >= d of the document's best BM25
+                         term part per unit of IDF (isn_index_score_bounds); with ISN_META_SCORE_BOUNDS */
     SEC_COUNT
 };
 
@@ -59,6 +61,7 @@ extern const char *const isn_section_names[SEC_COUNT];
 #define ISN_META_HAS_STATIC 2u
 #define ISN_META_PRETOKENIZED 4u   /* the analyzer splits at whitespace only (isn_analyzer_config) */
 #define ISN_META_EXTERNAL_TERMS 8u /* terms and lengths come from outside ISN (CIFF import) */
+#define ISN_META_SCORE_BOUNDS 16u  /* section 'score_bounds' is there (--order global) */
 
 typedef struct {
     uint32_t num_docs;

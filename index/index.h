@@ -96,6 +96,10 @@ typedef enum {
     ISN_ORDER_ID = 2,     /* by external id, bytewise */
     ISN_ORDER_BP = 3,     /* recursive graph bisection: documents sharing terms get near ids (smaller,
                              faster index); multi-threaded */
+    ISN_ORDER_GLOBAL = 4, /* by decreasing global score GS(d) = P(d) + prior_weight * static score (the
+                             prior only with static_score_field), P(d) the document's best BM25 term part
+                             per unit of IDF; ties in input order. The index keeps score bounds
+                             (isn_index_score_bound) so that a query can stop early. */
 } isn_doc_order;
 
 typedef enum {
@@ -152,6 +156,8 @@ typedef struct {
      * with its line number and left missing (fatal with strict). */
     uint32_t num_attributes;
     isn_attribute_spec attributes[ISN_MAX_ATTRIBUTES];
+    /* ISN_ORDER_GLOBAL: the weight of the static score in GS(d) (default 1; finite, >= 0). */
+    float prior_weight;
 } isn_build_options;
 
 void isn_build_options_default(isn_build_options *options);
@@ -225,6 +231,7 @@ typedef struct {
     isn_bm25_params bm25; /* the parameters the block maxima were computed with */
     bool has_positions;
     bool has_static_scores;
+    bool has_score_bounds; /* built with --order global: isn_index_score_bound answers */
     /* The terms were analysed outside ISN (imported from CIFF); `analyzer` says how queries are
      * analysed: pretokenized, or an analyzer declared at import to match the exporter's. Document
      * lengths are the source's BM25 lengths, which need not equal the sum of the term frequencies. */
@@ -294,6 +301,28 @@ size_t isn_index_stored_scratch_bytes(const isn_index *index);
  * (no stored fields, doc out of range, or a damaged block). */
 int isn_index_stored_get(const isn_index *index, uint32_t doc, void *scratch, isn_stored_text *out, char *err,
                          size_t err_len);
+
+/* Score bounds for safe early termination (indexes built, synthesised or imported from CIFF with
+ * --order global; NULL / false for any other).
+ *
+ * P(d) is the document's best BM25 term part per unit of IDF: isn_bm25_tf_part(k1 + 1, max_tf(d),
+ * norm(d)) with the index's k1, b and average length, max_tf(d) the largest term frequency in d (the
+ * tf part grows with tf, so no other term of d has a larger one). The index stores the suffix maxima
+ * bounds[d] = max(P(d), P(d + 1), ...), non-increasing; under --order global without a prior,
+ * bounds[d] = P(d). A plain BM25 query (terms over all fields, each term's weight w_t its IDF, local or
+ * global, times its repeat count: any weights >= 0) scores a document e as sum_t w_t * tf_part(t, e)
+ * <= (sum_t w_t) * P(e), so every document with id >= d scores at most (sum_t w_t) * bounds[d]. Field:
+ * clauses (their own norms) and phrases are not bounded by it. */
+const float *isn_index_score_bounds(const isn_index *index);
+/* An upper bound on the score of every document with id >= doc for a bag-of-words query whose term
+ * weights sum to weight_sum (each weight >= 0, as ranking multiplies tf parts by them), scored with the
+ * index's k1 and b and the average document length avg_doc_len (0: the index's own; an aggregator's
+ * global average otherwise). Safe whatever order ranking sums the terms in: the float rounding of the
+ * tf parts, their products and the sum stays below the relative margin of 2^-20 included. A global
+ * average above the index's shrinks every norm: the bound grows by their ratio (for norms n' <= n,
+ * tf part' / tf part = (tf + n) / (tf + n') <= n / n' <= global / local average); one below only
+ * lowers the scores. Returns false without bounds in the index; *bound is 0 for doc >= num_docs. */
+bool isn_index_score_bound(const isn_index *index, uint32_t doc, double weight_sum, float avg_doc_len, double *bound);
 
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);
@@ -447,6 +476,7 @@ typedef struct {
                                   synthetic log follows (NULL: log-uniform ranks) */
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
     uint32_t threads;          /* 0 = all online CPUs */
+    isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
 } isn_synth_options;
 
 void isn_synth_options_default(isn_synth_options *options);
@@ -480,6 +510,9 @@ typedef struct {
      * English analyzer (stem and stopwords as set) when the exporter's analyzer matches it. */
     isn_analyzer_config analyzer;
     isn_bm25_params bm25;
+    /* ISN_ORDER_INPUT: the file's doc ids; ISN_ORDER_GLOBAL: by decreasing best BM25 term part, with score
+     * bounds (one more pass over the lists; memory O(documents + terms) still). */
+    isn_doc_order order;
 } isn_ciff_import_options;
 
 void isn_ciff_import_options_default(isn_ciff_import_options *options);

@@ -12,7 +12,7 @@
 
 const char *const isn_section_names[SEC_COUNT] = {
     "meta", "doc_lens", "doc_static", "docid_text", "lex_index",
-    "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions", "stored",
+    "lex_data", "terms", "block_meta", "postings", "pos_blocks", "positions", "stored", "score_bounds",
 };
 
 static int check_size(const isn_section_entry *table, int s, uint64_t expected, char *err, size_t err_len) {
@@ -236,6 +236,7 @@ static void fill_info(isn_index *ix, const isn_section_entry *table) {
     in->bm25.b = m->b;
     in->has_positions = (m->flags & ISN_META_HAS_POSITIONS) != 0;
     in->has_static_scores = (m->flags & ISN_META_HAS_STATIC) != 0;
+    in->has_score_bounds = ix->score_bounds != NULL;
     in->file_bytes = ix->map_bytes;
     in->num_sections = ix->num_sections;
     for (uint32_t s = 0; s < ix->num_sections; s++) {
@@ -345,7 +346,8 @@ static int map_and_check(isn_index *ix, const char *path, char *err, size_t err_
         decode_documents(ix, sec[SEC_DOC_LENS], table[SEC_DOC_LENS].bytes, sec[SEC_DOCID_TEXT], table[SEC_DOCID_TEXT].bytes,
                          inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
-    if (isn_index_check_stored(ix, sec[SEC_STORED], table[SEC_STORED].bytes, inner, sizeof inner) != 0)
+    if (isn_index_check_stored(ix, sec[SEC_STORED], table[SEC_STORED].bytes, inner, sizeof inner) != 0 ||
+        isn_index_check_score_bounds(ix, sec[SEC_SCORE_BOUNDS], table[SEC_SCORE_BOUNDS].bytes, inner, sizeof inner) != 0)
         return isn_error(err, err_len, "%s: %s", path, inner);
     if (build_lex_keys(ix) != 0) return isn_error(err, err_len, "%s: out of memory for the lexicon keys", path);
     fill_info(ix, table);

@@ -15,6 +15,7 @@ struct isn_index {
     const isn_meta *meta;
     uint32_t *doc_lens;   /* [doc][field], decoded at open */
     const float *static_scores; /* NULL without static scores */
+    const float *score_bounds;  /* NULL without section 'score_bounds' (score_bounds.c) */
     uint64_t *docid_offs; /* [num_docs + 1] into docid_text, decoded at open */
     char *docid_text;
     const uint64_t *lex_index;
@@ -35,7 +36,7 @@ struct isn_index {
     /* The first 8 bytes of each lexicon block's first term, big-endian and zero-padded, so that the
      * lookup's binary search runs over this small array instead of the lexicon's scattered blocks. */
     uint64_t *lex_keys;
-    uint32_t num_sections; /* in the file's table: SEC_STORED, or SEC_COUNT with stored fields */
+    uint32_t num_sections; /* in the file's table: SEC_STORED up to SEC_COUNT (optional sections at the end) */
     /* Stored fields (stored.c); stored is NULL without them. */
     const isn_stored_header *stored;
     const isn_stored_block *stored_blocks;
@@ -64,6 +65,10 @@ struct isn_index {
     uint32_t field_doc_count[ISN_MAX_FIELDS];
     float field_avg_len[ISN_MAX_FIELDS];
 };
+/* Section 'score_bounds' (score_bounds.c): sized to the documents, finite, >= 0 and non-increasing, and
+ * there exactly when meta says so. 0, or -1 with err. */
+int isn_index_check_score_bounds(isn_index *index, const void *section, uint64_t bytes, char *err, size_t err_len);
+
 /* Writing the per-field lists (field_postings.c): start, then per term the postings of each field
  * appended to docs[f] / tfs[f] (count[f]) and end_term, then finish hands them to the index. */
 typedef struct {

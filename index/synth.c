@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "index/builder.h"
 #include "index/file_writer.h"
 #include "index/format.h"
 
@@ -83,6 +84,8 @@ typedef struct {
     isn_block_meta *blocks;
     uint64_t num_blocks, blocks_cap;
     uint64_t postings;
+    uint64_t *gathered; /* --order global: the list's (new doc << 32 | tf) before it is sorted */
+    uint64_t gathered_cap;
     int oom;
 } chunk_out;
 
@@ -92,7 +95,9 @@ typedef struct {
     uint32_t *target_lens; /* drawn lengths, which set term frequencies */
     uint32_t *doc_lens;    /* sums of the term frequencies drawn: the index's lengths */
     bool counting;         /* first run over the lists: only sum lengths (the second draws the same lists) */
-    float *norms;
+    uint32_t *max_tfs;     /* --order global: each document's largest frequency, from the first run */
+    uint32_t *new_of_old;  /* --order global: set before the second run, which writes lists in new ids */
+    float *norms;          /* by the ids the lists are written in */
     double avg_len;
     float k1_plus_1;
     const double *rate; /* per term rank: probability that a document holds it */
@@ -126,15 +131,71 @@ static void doc_lens_task(void *ctx, uint32_t task) {
     }
 }
 
+/* Encodes one block of a list (docs increasing, after prev_last) into the chunk. */
+static void put_block(synth *s, chunk_out *out, isn_term_entry *e, const uint32_t *docs, const uint32_t *tfs, uint32_t n,
+                      uint32_t *prev_last) {
+    uint32_t values[ISN_BLOCK_SIZE] = {0}; /* n >= 1, which the compiler cannot see */
+    uint8_t enc[2 * ISN_CODEC_MAX_BLOCK_BYTES];
+    isn_block_meta meta = {.offset = out->payload_len, .last_doc = docs[n - 1], .max_tf_part = 0.0f};
+    uint32_t prev = *prev_last;
+    for (uint32_t i = 0; i < n; i++) {
+        values[i] = docs[i] - prev - 1;
+        prev = docs[i];
+    }
+    size_t bytes = isn_codec_encode(values, n, enc);
+    for (uint32_t i = 0; i < n; i++) {
+        values[i] = tfs[i] - 1;
+        e->cf = tfs[i] > UINT32_MAX - e->cf ? UINT32_MAX : e->cf + tfs[i];
+        float part = isn_bm25_tf_part(s->k1_plus_1, tfs[i], s->norms[docs[i]]);
+        if (part > meta.max_tf_part) meta.max_tf_part = part;
+    }
+    bytes += isn_codec_encode(values, n, enc + bytes);
+    if (grow((void **)&out->payload, &out->payload_cap, out->payload_len + bytes, 1) ||
+        grow((void **)&out->blocks, &out->blocks_cap, out->num_blocks + 1, sizeof meta)) {
+        out->oom = 1;
+        return;
+    }
+    memcpy(out->payload + out->payload_len, enc, bytes);
+    out->payload_len += bytes;
+    out->blocks[out->num_blocks++] = meta;
+    if (meta.max_tf_part > e->max_tf_part) e->max_tf_part = meta.max_tf_part;
+    e->df += n;
+    *prev_last = docs[n - 1];
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --order global: the gathered list in new doc order, in blocks. */
+static void put_gathered(synth *s, chunk_out *out, isn_term_entry *e, uint64_t n) {
+    qsort(out->gathered, n, sizeof *out->gathered, cmp_u64);
+    uint32_t docs[ISN_BLOCK_SIZE], tfs[ISN_BLOCK_SIZE], prev_last = UINT32_MAX;
+    for (uint64_t i = 0; i < n && !out->oom; i += ISN_BLOCK_SIZE) {
+        uint32_t m = n - i < ISN_BLOCK_SIZE ? (uint32_t)(n - i) : ISN_BLOCK_SIZE;
+        for (uint32_t k = 0; k < m; k++) {
+            docs[k] = (uint32_t)(out->gathered[i + k] >> 32);
+            tfs[k] = (uint32_t)out->gathered[i + k];
+        }
+        put_block(s, out, e, docs, tfs, m, &prev_last);
+    }
+}
+
+static void note_max_tf(uint32_t *slot, uint32_t tf) {
+    uint32_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    while (tf > seen && !__atomic_compare_exchange_n(slot, &seen, tf, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 static void write_list(synth *s, chunk_out *out, uint32_t t, rng *r) {
     double p = s->rate[t];
     double log_miss = log1p(-p);
-    uint32_t docs[ISN_BLOCK_SIZE], tfs[ISN_BLOCK_SIZE], values[ISN_BLOCK_SIZE];
-    uint8_t enc[2 * ISN_CODEC_MAX_BLOCK_BYTES];
+    uint32_t docs[ISN_BLOCK_SIZE], tfs[ISN_BLOCK_SIZE];
     isn_term_entry *e = &s->terms[t];
     memset(e, 0, sizeof *e);
     e->first_block = (uint32_t)out->num_blocks; /* chunk-relative until stitched */
-    uint64_t doc = 0;
+    uint64_t doc = 0, gathered = 0;
     uint32_t prev_last = UINT32_MAX, n = 0;
     /* A term holds at least one document: start from one drawn uniformly when the first gap overshoots. */
     bool first = true;
@@ -155,36 +216,27 @@ static void write_list(synth *s, chunk_out *out, uint32_t t, rng *r) {
             if (!end) {
                 n--;
                 __atomic_fetch_add(&s->doc_lens[docs[n]], tfs[n], __ATOMIC_RELAXED);
+                if (s->max_tfs) note_max_tf(&s->max_tfs[docs[n]], tfs[n]);
             }
             if (end) break;
             continue;
         }
+        if (s->new_of_old) {
+            if (!end) {
+                n--;
+                if (grow((void **)&out->gathered, &out->gathered_cap, gathered + 1, sizeof *out->gathered)) {
+                    out->oom = 1;
+                    return;
+                }
+                out->gathered[gathered++] = (uint64_t)s->new_of_old[docs[n]] << 32 | tfs[n];
+                continue;
+            }
+            put_gathered(s, out, e, gathered);
+            break;
+        }
         if (n == ISN_BLOCK_SIZE || (end && n > 0)) {
-            isn_block_meta meta = {.offset = out->payload_len, .last_doc = docs[n - 1], .max_tf_part = 0.0f};
-            uint32_t prev = prev_last;
-            for (uint32_t i = 0; i < n; i++) {
-                values[i] = docs[i] - prev - 1;
-                prev = docs[i];
-            }
-            size_t bytes = isn_codec_encode(values, n, enc);
-            for (uint32_t i = 0; i < n; i++) {
-                values[i] = tfs[i] - 1;
-                e->cf = tfs[i] > UINT32_MAX - e->cf ? UINT32_MAX : e->cf + tfs[i];
-                float part = isn_bm25_tf_part(s->k1_plus_1, tfs[i], s->norms[docs[i]]);
-                if (part > meta.max_tf_part) meta.max_tf_part = part;
-            }
-            bytes += isn_codec_encode(values, n, enc + bytes);
-            if (grow((void **)&out->payload, &out->payload_cap, out->payload_len + bytes, 1) ||
-                grow((void **)&out->blocks, &out->blocks_cap, out->num_blocks + 1, sizeof meta)) {
-                out->oom = 1;
-                return;
-            }
-            memcpy(out->payload + out->payload_len, enc, bytes);
-            out->payload_len += bytes;
-            out->blocks[out->num_blocks++] = meta;
-            if (meta.max_tf_part > e->max_tf_part) e->max_tf_part = meta.max_tf_part;
-            e->df += n;
-            prev_last = docs[n - 1];
+            put_block(s, out, e, docs, tfs, n, &prev_last);
+            if (out->oom) return;
             n = 0;
         }
         if (end) break;
@@ -341,8 +393,9 @@ static int put_varint_buf(uint8_t **buf, uint64_t *len, uint64_t *cap, uint32_t 
     return 0;
 }
 
-static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err, size_t err_len,
-                       isn_build_summary *summary) {
+/* old_of_new and bounds: --order global (NULL otherwise), the documents' original numbers, which name them. */
+static int write_index(const char *dir, synth *s, uint32_t num_chunks, const uint32_t *old_of_new, const float *bounds,
+                       char *err, size_t err_len, isn_build_summary *summary) {
     int rc = -1;
     uint32_t nd = s->num_docs, nt = s->vocabulary;
     isn_meta meta;
@@ -354,6 +407,7 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
     meta.b = ISN_BM25_DEFAULT_B;
     meta.analyzer_max_token_bytes = 64;
     meta.num_lex_blocks = (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
+    meta.flags = bounds ? ISN_META_SCORE_BOUNDS : 0;
     snprintf(meta.fields[0], sizeof meta.fields[0], "body");
 
     uint8_t *lens = NULL, *ids = NULL, *lex = NULL;
@@ -363,12 +417,12 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
     for (uint32_t d = 0; d < nd; d++) {
         meta.total_doc_len += s->doc_lens[d];
         char id[16];
-        int il = snprintf(id, sizeof id, DOC_NAME_FORMAT, d);
-        /* front coding against the previous id: ids differ only in their last digits */
+        int il = snprintf(id, sizeof id, DOC_NAME_FORMAT, old_of_new ? old_of_new[d] : d);
+        /* front coding against the previous id: in input order ids differ only in their last digits */
         uint32_t shared = 0;
         if (d > 0) {
             char prev[16];
-            snprintf(prev, sizeof prev, DOC_NAME_FORMAT, d - 1);
+            snprintf(prev, sizeof prev, DOC_NAME_FORMAT, old_of_new ? old_of_new[d - 1] : d - 1);
             while (shared < (uint32_t)il && id[shared] == prev[shared]) shared++;
         }
         if (put_varint_buf(&lens, &lens_len, &lens_cap, s->doc_lens[d]) ||
@@ -439,6 +493,7 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, char *err
         [SEC_LEX_INDEX] = {.data = lex_index, .bytes = ((uint64_t)meta.num_lex_blocks + 1) * 8},
         [SEC_LEX_DATA] = {.data = lex, .bytes = lex_len},
         [SEC_TERMS] = {.data = s->terms, .bytes = (uint64_t)nt * sizeof(isn_term_entry)},
+        [SEC_SCORE_BOUNDS] = {.data = bounds, .bytes = bounds ? (uint64_t)nd * sizeof(float) : 0},
     };
     isn_section_pieces lists[SEC_COUNT];
     for (int sec = 0; sec < SEC_COUNT; sec++) lists[sec] = (isn_section_pieces){&plain[sec], 1};
@@ -533,6 +588,12 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     synth s;
     memset(&s, 0, sizeof s);
     double *rate = NULL;
+    uint32_t *old_of_new = NULL;
+    float *bounds = NULL;
+    if (o->order != ISN_ORDER_INPUT && o->order != ISN_ORDER_GLOBAL) {
+        snprintf(err, err_len, "synth: a synthetic partition is in input or global order");
+        return -1;
+    }
     uint32_t num_chunks = 0;
     if (o->fit_index && load_fit(o, &fit, &fit_dfs, &fit_terms, &fit_docs, &profiles, &num_profiles, err, err_len) != 0)
         goto done;
@@ -547,6 +608,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     rate = malloc((size_t)s.vocabulary * sizeof *rate);
     s.terms = calloc(s.vocabulary, sizeof *s.terms);
     if (!s.doc_lens || !s.target_lens || !s.norms || !rate || !s.terms) goto oom;
+    if (o->order == ISN_ORDER_GLOBAL && !(s.max_tfs = calloc(s.num_docs, sizeof *s.max_tfs))) goto oom;
     parallel_for(threads, (s.num_docs + 65535) / 65536, doc_lens_task, &s);
     uint64_t total_len = 0;
     for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.target_lens[d];
@@ -579,10 +641,36 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.doc_lens[d];
     float avg = isn_avg_len(total_len, s.num_docs);
     isn_bm25_params params = {ISN_BM25_DEFAULT_K1, ISN_BM25_DEFAULT_B};
+    if (s.max_tfs) {
+        /* --order global: P(d) by the drawn frequencies, the documents renumbered by it, then lengths and
+         * norms taken in the new ids that the second run writes the lists in */
+        float *parts = malloc((size_t)s.num_docs * sizeof *parts);
+        old_of_new = malloc((size_t)s.num_docs * sizeof *old_of_new);
+        bounds = malloc((size_t)s.num_docs * sizeof *bounds);
+        if (!parts || !old_of_new || !bounds) {
+            free(parts);
+            goto oom;
+        }
+        for (uint32_t d = 0; d < s.num_docs; d++) parts[d] = global_best_part(&params, s.max_tfs[d], s.doc_lens[d], avg);
+        s.new_of_old = global_order_permutation(parts, s.num_docs);
+        if (!s.new_of_old) {
+            free(parts);
+            goto oom;
+        }
+        for (uint32_t d = 0; d < s.num_docs; d++) old_of_new[s.new_of_old[d]] = d;
+        for (uint32_t nw = 0; nw < s.num_docs; nw++) bounds[nw] = parts[old_of_new[nw]];
+        global_suffix_maxima(bounds, s.num_docs);
+        free(parts);
+        uint32_t *lens = malloc((size_t)s.num_docs * sizeof *lens);
+        if (!lens) goto oom;
+        for (uint32_t nw = 0; nw < s.num_docs; nw++) lens[nw] = s.doc_lens[old_of_new[nw]];
+        free(s.doc_lens);
+        s.doc_lens = lens;
+    }
     for (uint32_t d = 0; d < s.num_docs; d++) s.norms[d] = isn_bm25_doc_norm(&params, s.doc_lens[d], avg);
     s.counting = false;
     parallel_for(threads, num_chunks, chunk_task, &s);
-    if (write_index(out_dir, &s, num_chunks, err, err_len, summary) != 0) goto done;
+    if (write_index(out_dir, &s, num_chunks, old_of_new, bounds, err, err_len, summary) != 0) goto done;
     char queries_path[4200];
     snprintf(queries_path, sizeof queries_path, "%s/queries.tsv", out_dir);
     if (write_queries(queries_path, o, rate, s.vocabulary, profiles, num_profiles, partition_term_name, err, err_len) != 0)
@@ -598,8 +686,14 @@ done:
             free(s.chunks[c].payload);
             free(s.chunks[c].blocks);
         }
+    if (s.chunks)
+        for (uint32_t c = 0; c < num_chunks; c++) free(s.chunks[c].gathered);
     free(s.chunks);
     free(s.chunk_first);
+    free(s.max_tfs);
+    free(s.new_of_old);
+    free(old_of_new);
+    free(bounds);
     free(s.doc_lens);
     free(s.target_lens);
     free(s.norms);

@@ -31,7 +31,12 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
     uint32_t nd = m->num_docs;
     if (verify_lexicon(ix, err, err_len) != 0 || isn_index_verify_stored(ix, err, err_len) != 0) return -1;
     uint64_t *doc_tokens = calloc(nd ? nd : 1, sizeof *doc_tokens);
-    if (!doc_tokens) return isn_error(err, err_len, "out of memory");
+    uint32_t *max_tfs = ix->score_bounds ? calloc(nd ? nd : 1, sizeof *max_tfs) : NULL;
+    if (!doc_tokens || (ix->score_bounds && !max_tfs)) {
+        free(doc_tokens);
+        free(max_tfs);
+        return isn_error(err, err_len, "out of memory");
+    }
     float k1p1 = m->k1 + 1.0f;
     uint32_t docs[ISN_BLOCK_SIZE], freqs[ISN_BLOCK_SIZE];
     int rc = 0;
@@ -61,6 +66,7 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
                 uint32_t tf = freqs[i] + 1;
                 cf += tf;
                 doc_tokens[docs[i]] += tf;
+                if (max_tfs && tf > max_tfs[docs[i]]) max_tfs[docs[i]] = tf;
                 float part = isn_bm25_tf_part(k1p1, tf, ix->norms[docs[i]]);
                 if (part > block_max) block_max = part;
             }
@@ -84,6 +90,16 @@ int isn_index_verify(const isn_index *ix, char *err, size_t err_len) {
     }
     if (rc == 0 && total != m->total_doc_len)
         rc = isn_error(err, err_len, "section 'meta': total length %llu, documents sum to %llu", (unsigned long long)m->total_doc_len, (unsigned long long)total);
+    /* the bounds: suffix maxima of each document's best term part, recomputed from its largest frequency */
+    float suffix = 0.0f;
+    for (uint32_t d = nd; max_tfs && rc == 0 && d-- > 0;) {
+        float part = isn_bm25_tf_part(k1p1, max_tfs[d], ix->norms[d]);
+        if (part > suffix) suffix = part;
+        if (ix->score_bounds[d] != suffix)
+            rc = isn_error(err, err_len, "section 'score_bounds': document %u has bound %g, real bound %g", d,
+                           (double)ix->score_bounds[d], (double)suffix);
+    }
     free(doc_tokens);
+    free(max_tfs);
     return rc;
 }

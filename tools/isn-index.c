@@ -27,8 +27,11 @@ static void usage(FILE *out) {
           "      --no-stopwords          keep English stopwords\n"
           "      --max-token-bytes N     cut longer tokens (default 64, at most 255)\n"
           "      --no-positions          do not store positions (smaller; no proximity features)\n"
-          "      --order input|static|id|bp  document id order (default input; bp: recursive graph\n"
-          "                              bisection, smaller and faster, multi-threaded)\n"
+          "      --order input|static|id|bp|global  document id order (default input; bp: recursive graph\n"
+          "                              bisection, smaller and faster, multi-threaded; global: by decreasing\n"
+          "                              global score, the best BM25 term part plus the weighted static score,\n"
+          "                              with score bounds for early termination)\n"
+          "      --prior-weight W        --order global: the static score's weight (default 1)\n"
           "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
           "      --partitions N          write N partitions DIR/part-0000... (default 1)\n"
           "      --split hash|contiguous how records are split into partitions (default hash)\n"
@@ -46,11 +49,14 @@ static void usage(FILE *out) {
           "                              CIFF's terms came from a matching one (Lucene's EnglishAnalyzer)\n"
           "      --no-stem --no-stopwords  with --analyzer english: the analyzer without them\n"
           "      --k1 X --b X            BM25 parameters for block maxima (default 1.2, 0.75)\n"
+          "      --order input|global    the file's doc ids (default), or by decreasing global score with\n"
+          "                              score bounds (one more pass over the lists)\n"
           "  isn-index export-ciff DIR --out FILE   the index as a CIFF file\n"
           "  isn-index verify DIR      checksums and structural checks\n"
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
           "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
+          "      --order input|global    global: documents by decreasing global score, with score bounds\n"
           "  isn-index synth --jsonl --docs N --out FILE [options]   the same model as JSON Lines text to index\n"
           "      (FILE - is standard output); --queries-out FILE writes a query log over its terms; same options\n",
           out);
@@ -167,7 +173,7 @@ static int cmd_build(int argc, char **argv) {
         {"id-field", 1, 0, 'I'}, {"static-score", 1, 0, 'S'}, {"no-stem", 0, 0, 's'}, {"no-stopwords", 0, 0, 'w'},
         {"max-token-bytes", 1, 0, 'm'}, {"no-positions", 0, 0, 'p'}, {"order", 1, 0, 'O'}, {"k1", 1, 0, 'k'},
         {"b", 1, 0, 'b'}, {"partitions", 1, 0, 'P'}, {"split", 1, 0, 'x'}, {"strict", 0, 0, 'X'},
-        {"quiet", 0, 0, 'q'}, {"threads", 1, 0, 't'}, {"memory", 1, 0, 'M'}, {"attribute", 1, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, {"threads", 1, 0, 't'}, {"memory", 1, 0, 'M'}, {"attribute", 1, 0, 'A'}, {"prior-weight", 1, 0, 'W'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -212,8 +218,10 @@ static int cmd_build(int argc, char **argv) {
             else if (strcmp(optarg, "static") == 0) o.order = ISN_ORDER_STATIC;
             else if (strcmp(optarg, "id") == 0) o.order = ISN_ORDER_ID;
             else if (strcmp(optarg, "bp") == 0) o.order = ISN_ORDER_BP;
-            else return fprintf(stderr, "isn-index: --order must be input, static, id or bp, got '%s'\n", optarg), 2;
+            else if (strcmp(optarg, "global") == 0) o.order = ISN_ORDER_GLOBAL;
+            else return fprintf(stderr, "isn-index: --order must be input, static, id, bp or global, got '%s'\n", optarg), 2;
             break;
+        case 'W': if (parse_float(optarg, "--prior-weight", 0.0f, 1e30f, &o.prior_weight)) return 2; break;
         case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
         case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;
         case 'P':
@@ -315,7 +323,8 @@ static int cmd_info(const char *dir) {
                in->external_terms ? "\n               (terms analysed outside ISN and imported from CIFF; this analyzer was "
                                     "declared at import to match them)" : "");
     printf("bm25           k1 %.3g, b %.3g\n", in->bm25.k1, in->bm25.b);
-    printf("positions      %s; static scores %s\n", in->has_positions ? "yes" : "no", in->has_static_scores ? "yes" : "no");
+    printf("positions      %s; static scores %s; score bounds %s\n", in->has_positions ? "yes" : "no",
+           in->has_static_scores ? "yes" : "no", in->has_score_bounds ? "yes (global order)" : "no");
     printf("stored fields ");
     for (uint32_t f = 0; f < in->num_stored_fields; f++) printf(" %s", in->stored_fields[f]);
     printf("%s\n", in->num_stored_fields ? "" : " none");
@@ -353,7 +362,7 @@ static int cmd_import_ciff(int argc, char **argv) {
     bool english = false, no_stem = false, no_stopwords = false;
     static const struct option opts[] = {{"out", 1, 0, 'o'}, {"analyzer", 1, 0, 'a'}, {"no-stem", 0, 0, 's'},
                                          {"no-stopwords", 0, 0, 'w'}, {"k1", 1, 0, 'k'}, {"b", 1, 0, 'b'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -368,6 +377,11 @@ static int cmd_import_ciff(int argc, char **argv) {
         case 'w': no_stopwords = true; break;
         case 'k': if (parse_float(optarg, "--k1", 0.0f, 100.0f, &o.bm25.k1)) return 2; break;
         case 'b': if (parse_float(optarg, "--b", 0.0f, 1.0f, &o.bm25.b)) return 2; break;
+        case 'r':
+            if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
+            else if (strcmp(optarg, "global") == 0) o.order = ISN_ORDER_GLOBAL;
+            else return fprintf(stderr, "isn-index import-ciff: --order must be input or global, got '%s'\n", optarg), 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -443,7 +457,7 @@ static int cmd_synth(int argc, char **argv) {
         {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
-        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     bool jsonl = false;
     const char *queries_out = NULL;
     int c;
@@ -464,6 +478,11 @@ static int cmd_synth(int argc, char **argv) {
         case 't': if (parse_number(optarg, "--threads", 1, 256, &v)) return 2; o.threads = (uint32_t)v; break;
         case 'o': out = optarg; break;
         case 'j': jsonl = true; break;
+        case 'r':
+            if (strcmp(optarg, "input") == 0) o.order = ISN_ORDER_INPUT;
+            else if (strcmp(optarg, "global") == 0) o.order = ISN_ORDER_GLOBAL;
+            else return fprintf(stderr, "isn-index synth: --order must be input or global, got '%s'\n", optarg), 2;
+            break;
         case 'O': queries_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -471,6 +490,10 @@ static int cmd_synth(int argc, char **argv) {
     }
     if (!out || o.docs == 0) {
         fprintf(stderr, "isn-index synth: --docs N and --out %s are required\n", jsonl ? "FILE" : "DIR");
+        return 2;
+    }
+    if (jsonl && o.order != ISN_ORDER_INPUT) {
+        fprintf(stderr, "isn-index synth: --order goes with a partition, not --jsonl (give it to isn-index build)\n");
         return 2;
     }
     if (queries_out && !jsonl) {

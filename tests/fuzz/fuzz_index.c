@@ -3,7 +3,8 @@
  * first-stage algorithm. Before opening, the harness recomputes every section checksum, the header
  * checksum and the file size, so mutations get past the checksums to the structure behind them.
  * The seeds are small indexes with long lists (tests/fuzz/corpus/index; FUZZ_WRITE_SEED=PATH writes
- * the one with stored fields, seed-stored.isn, again), so stored-field fetches are fuzzed too. */
+ * the one with stored fields, seed-stored.isn, again, and with FUZZ_SEED_GLOBAL=1 in global order with
+ * score bounds, seed-global.isn), so stored-field fetches and score bounds are fuzzed too. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ static void build_seed(const char *out_dir) {
     options.positions = true;
     options.progress = false;
     options.num_stored = 2; /* section 'stored' in reach of the mutations */
+    if (getenv("FUZZ_SEED_GLOBAL")) options.order = ISN_ORDER_GLOBAL; /* and section 'score_bounds' */
     strcpy(options.stored[0], "title");
     strcpy(options.stored[1], "body");
     isn_builder *builder = isn_builder_new(&options);
@@ -177,6 +179,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     isn_index *ix = isn_index_open(dir, err, sizeof err);
     if (!ix) return 0;
     walk_cursors(ix, data + size / 2, size - size / 2 < 64 ? size - size / 2 : 64);
+    double bound;
+    for (uint32_t doc = 0; doc <= isn_index_get_info(ix)->num_docs; doc += 1 + doc)
+        isn_index_score_bound(ix, doc, 3.5, doc % 2 ? 0.0f : 1e3f, &bound);
     isn_index_verify(ix, err, sizeof err);
     fetch_stored(ix);
     search_everything(ix);

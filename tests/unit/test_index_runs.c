@@ -1,6 +1,6 @@
 /* The bounded-memory build (--threads N --memory SIZE): on a corpus with bad records, duplicate ids far
  * apart and near, integer ids and static scores, it writes the bytes of the in-memory build for every
- * document order and option, on 1, 2, 3 and 16 threads, with a budget small enough for ten runs or more;
+ * document order (global too, with and without a prior) and option, on 1, 2, 3 and 16 threads, with a budget small enough for ten runs or more;
  * and when it fails it leaves no index and no temporary file behind. */
 #include <dirent.h>
 #include <setjmp.h>
@@ -187,6 +187,28 @@ static void test_bp_order(void **state) {
     check_same_bytes(o, "bp");
 }
 
+static void test_global_order(void **state) {
+    (void)state;
+    isn_build_options o = options();
+    o.order = ISN_ORDER_GLOBAL;
+    check_same_bytes(o, "global");
+}
+
+/* Global order with a static prior (documents without one score 0), stored fields, no positions, and
+ * three partitions, each ordered and bounded on its own. */
+static void test_global_order_prior_partitions(void **state) {
+    (void)state;
+    isn_build_options o = options();
+    o.order = ISN_ORDER_GLOBAL;
+    snprintf(o.static_score_field, ISN_FIELD_NAME_MAX, "rank");
+    o.prior_weight = 0.03f;
+    o.positions = false;
+    o.partitions = 3;
+    o.num_stored = 1;
+    snprintf(o.stored[0], ISN_FIELD_NAME_MAX, "title");
+    check_same_bytes(o, "global-prior-partitions");
+}
+
 static void test_partitions(void **state) {
     (void)state;
     isn_build_options o = options();
@@ -278,6 +300,8 @@ int main(void) {
         cmocka_unit_test(test_static_order),
         cmocka_unit_test(test_id_order_stored),
         cmocka_unit_test(test_bp_order),
+        cmocka_unit_test(test_global_order),
+        cmocka_unit_test(test_global_order_prior_partitions),
         cmocka_unit_test(test_partitions),
         cmocka_unit_test(test_strict_stops_at_first_bad_record),
         cmocka_unit_test(test_full_disk),
