@@ -106,3 +106,13 @@ bench-tls: $(PROGRAMS)
 	@mkdir -p $(BUILD)/bench
 	BUILD=$(BUILD) bash bench/tls_rate.sh | tee $(BUILD)/bench/tls_rate.json
 .PHONY: bench-tls
+
+# make ranker-quality: the re-ranker's training recipe (bench/l2_quality.sh): LambdaMART trained on the
+# Debian train log, re-ranking the held-out Debian known-item log, and two folds of Cranfield's queries;
+# MRR@10, nDCG@10 and the rest against BM25 with isn-eval --compare's paired tests. A few minutes on
+# two cores; JSON in $(BUILD)/bench/l2_quality.json. Not part of make test (ranker_recipe_test.sh is its
+# smoke test) nor make bench's timing runs.
+ranker-quality: $(BUILD)/bin/isn-index $(BUILD)/bin/isn-query $(BUILD)/bin/isn-eval $$(CRANFIELD)
+	@test -f $(BUILD)/data/deb/debpkg.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
+	BUILD=$(BUILD) bash bench/l2_quality.sh
+.PHONY: ranker-quality

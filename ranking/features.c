@@ -21,29 +21,33 @@ typedef struct {
     const isn_index_info *info;
     const float *norms;
     float k1, b, k1_plus_1;
+    float field_weight[ISN_MAX_FIELDS]; /* bm25f_weighted's */
     uint32_t num_terms, prox_terms, num_fields, query_terms, unknown;
     double idf_sum, idf_min, idf_max;
     term_info *terms;
     isn_cursor *cursors;
     uint32_t *tf;             /* per term, the current doc's */
     float *tf_bar;            /* per term, BM25F's length-normalised tf */
+    float *tf_bar_weighted;   /* per term, the same with the fields weighted */
     uint32_t *positions;      /* [field][prox term][L2_POS_CAP] */
     uint32_t *pos_counts;     /* [field][prox term], capped at L2_POS_CAP */
     const uint32_t **lists;   /* prox_terms pointers */
     uint32_t *sweep_scratch;  /* prox_terms */
+    l2_id_term *id_terms;     /* prox_terms */
 } extract_ctx;
 
 static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
     const uint32_t T = c->num_terms, P = c->prox_terms, F = c->num_fields;
     float *fr = row + L2_DOC_FEATURES;
     uint32_t doc_len = isn_index_doc_len(c->ix, doc);
-    double bm25 = 0, lm = 0, ntf = 0, tfidf = 0, matched_idf = 0, term_max = 0, term_min = INFINITY;
+    double bm25 = 0, bm25_no_norm = 0, lm = 0, ntf = 0, tfidf = 0, matched_idf = 0, term_max = 0, term_min = INFINITY;
     uint32_t matched = 0, tf_sum = 0, tf_min = UINT32_MAX, tf_max = 0;
     for (uint32_t t = 0; t < T; t++) {
         isn_cursor *cur = &c->cursors[t];
         uint32_t tf = isn_cursor_next_geq(cur, doc) == doc ? isn_cursor_freq(cur) : 0;
         c->tf[t] = tf;
         c->tf_bar[t] = 0;
+        c->tf_bar_weighted[t] = 0;
         const term_info *ti = &c->terms[t];
         lm += ti->count * log((tf + L2_LM_MU * ti->p_coll) / (doc_len + L2_LM_MU));
         tf_sum += tf;
@@ -53,6 +57,7 @@ static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
             continue;
         double s = (double)(ti->weight * isn_bm25_tf_part(c->k1_plus_1, tf, c->norms[doc]));
         bm25 += s;
+        bm25_no_norm += (double)(ti->weight * isn_bm25_tf_part(c->k1_plus_1, tf, c->k1));
         term_max = s > term_max ? s : term_max;
         term_min = s < term_min ? s : term_min;
         matched++;
@@ -64,6 +69,7 @@ static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
 
     /* Per field: term frequencies and positions, then the field's features. */
     uint32_t best_window = 0, best_window_terms = 0, best_ordered = 0, best_unordered = 0, best_adjacent = 0;
+    uint32_t best_run = 0, best_lead = 0;
     uint32_t first_pos = UINT32_MAX, first_pos_len = doc_len;
     bool per_field_tf = c->info->has_positions || F == 1;
     for (uint32_t f = 0; f < F; f++, fr += L2_FIELD_FEATURES) {
@@ -98,6 +104,7 @@ static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
             field_matched++;
             field_bm25 += (double)(c->terms[t].weight * isn_bm25_tf_part(c->k1_plus_1, tf_f, field_norm));
             c->tf_bar[t] += (float)tf_f / len_norm;
+            c->tf_bar_weighted[t] += c->field_weight[f] * (float)tf_f / len_norm;
         }
         l2_proximity prox;
         l2_proximity_compute(c->lists, pos_counts, P, c->sweep_scratch, &prox);
@@ -117,15 +124,21 @@ static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
         best_ordered = prox.ordered_pairs > best_ordered ? prox.ordered_pairs : best_ordered;
         best_unordered = prox.unordered_pairs > best_unordered ? prox.unordered_pairs : best_unordered;
         best_adjacent = prox.adjacent_pairs > best_adjacent ? prox.adjacent_pairs : best_adjacent;
+        best_run = prox.longest_run > best_run ? prox.longest_run : best_run;
+        best_lead = prox.lead_terms > best_lead ? prox.lead_terms : best_lead;
         if (field_first < first_pos) {
             first_pos = field_first;
             first_pos_len = len;
         }
     }
-    double bm25f = 0;
-    for (uint32_t t = 0; t < T && per_field_tf; t++)
+    double bm25f = 0, bm25f_weighted = 0;
+    for (uint32_t t = 0; t < T && per_field_tf; t++) {
         if (c->tf_bar[t] > 0)
             bm25f += c->terms[t].weight * c->tf_bar[t] * c->k1_plus_1 / (c->tf_bar[t] + c->k1);
+        if (c->tf_bar_weighted[t] > 0)
+            bm25f_weighted += c->terms[t].weight * c->tf_bar_weighted[t] * c->k1_plus_1 /
+                              (c->tf_bar_weighted[t] + c->k1);
+    }
 
     row[F_BM25] = (float)bm25;
     row[F_BM25F] = (float)(per_field_tf ? bm25f : bm25);
@@ -159,6 +172,19 @@ static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
     row[F_ADJACENT_PAIRS] = (float)best_adjacent;
     row[F_FIRST_POS] = first_pos == UINT32_MAX ? (float)doc_len : (float)first_pos;
     row[F_FIRST_POS_NORM] = first_pos == UINT32_MAX ? 1.0f : (float)first_pos / (first_pos_len ? first_pos_len : 1);
+    row[F_BM25F_WEIGHTED] = (float)(per_field_tf ? bm25f_weighted : bm25);
+    row[F_BM25_NO_LENGTH_NORM] = (float)bm25_no_norm;
+    row[F_LEAD_MATCHED_FRAC] = all_terms ? (float)best_lead / all_terms : 0;
+    row[F_ADJACENT_FRAC] = P > 1 ? (float)best_adjacent / (P - 1) : 0;
+    row[F_LONGEST_RUN] = (float)best_run;
+    size_t id_len = 0;
+    const char *id = isn_index_doc_id(c->ix, doc, &id_len);
+    l2_id_hits id_hits;
+    l2_id_match(id, id_len, c->id_terms, P, &id_hits);
+    row[F_ID_LEN] = (float)id_len;
+    row[F_ID_TOKENS] = (float)id_hits.tokens;
+    row[F_ID_UNMATCHED_TOKENS] = (float)id_hits.unmatched_tokens;
+    row[F_ID_MATCHED_FRAC] = all_terms ? (float)id_hits.matched_terms / all_terms : 0;
 }
 
 int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t num_docs, const uint32_t *docs,
@@ -175,10 +201,10 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
     if (n == 0)
         return 0;
     size_t need = ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(term_info)) +
-                  ranking_arena_size(T * sizeof(isn_cursor)) + 2 * ranking_arena_size(T * sizeof(uint32_t)) +
+                  ranking_arena_size(T * sizeof(isn_cursor)) + 3 * ranking_arena_size(T * sizeof(uint32_t)) +
                   ranking_arena_size((size_t)F * P * L2_POS_CAP * sizeof(uint32_t)) +
                   ranking_arena_size((size_t)F * P * sizeof(uint32_t)) + ranking_arena_size(P * sizeof(uint32_t *)) +
-                  ranking_arena_size(P * sizeof(uint32_t));
+                  ranking_arena_size(P * sizeof(uint32_t)) + ranking_arena_size(P * sizeof(l2_id_term));
     if (ranking_arena_reset(&ws->arena, need) != 0) {
         isn_error(err, err_len, "out of memory for the features of %u candidates", n);
         return -1;
@@ -188,11 +214,18 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
     c.cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_cursor));
     c.tf = ranking_arena_take(&ws->arena, T * sizeof(uint32_t));
     c.tf_bar = ranking_arena_take(&ws->arena, T * sizeof(float));
+    c.tf_bar_weighted = ranking_arena_take(&ws->arena, T * sizeof(float));
     c.positions = ranking_arena_take(&ws->arena, (size_t)F * P * L2_POS_CAP * sizeof(uint32_t));
     c.pos_counts = ranking_arena_take(&ws->arena, (size_t)F * P * sizeof(uint32_t));
     c.lists = ranking_arena_take(&ws->arena, P * sizeof(uint32_t *));
     c.sweep_scratch = ranking_arena_take(&ws->arena, P * sizeof(uint32_t));
+    c.id_terms = ranking_arena_take(&ws->arena, P * sizeof(l2_id_term));
 
+    float longest_avg = 0;
+    for (uint32_t f = 0; f < F; f++)
+        longest_avg = c.info->avg_field_len[f] > longest_avg ? c.info->avg_field_len[f] : longest_avg;
+    for (uint32_t f = 0; f < F; f++)
+        c.field_weight[f] = c.info->avg_field_len[f] > 0 ? sqrtf(longest_avg / c.info->avg_field_len[f]) : 1.0f;
     uint64_t N = num_docs ? num_docs : c.info->num_docs;
     double total_len = c.info->total_doc_len ? (double)c.info->total_doc_len : 1.0;
     c.idf_min = INFINITY;
@@ -209,6 +242,10 @@ int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t 
         c.idf_max = idf > c.idf_max ? idf : c.idf_max;
         c.query_terms += qt->count;
         isn_cursor_open(&c.cursors[t], c.ix, qt->term_id);
+        if (t < P) {
+            size_t len = isn_index_term_text(c.ix, qt->term_id, c.id_terms[t].text, L2_ID_TERM_BYTES);
+            c.id_terms[t].len = len < L2_ID_TERM_BYTES ? (uint32_t)len : L2_ID_TERM_BYTES - 1;
+        }
     }
     for (uint32_t i = 0; i < n; i++) {
         if (docs[i] >= c.info->num_docs) {

@@ -46,10 +46,35 @@ static uint32_t smallest_window(const uint32_t *const *lists, const uint32_t *co
     }
 }
 
+/* Dynamic programming over the terms in query order: run_prev[i] is the longest run ending at term
+ * t - 1's i-th position; a position of term t extends the best run ending 1..L2_RUN_GAP before it. */
+static uint32_t longest_run(const uint32_t *const *lists, const uint32_t *counts, uint32_t num_terms) {
+    uint32_t runs[2][L2_POS_CAP];
+    uint32_t best = 0;
+    for (uint32_t t = 0; t < num_terms; t++) {
+        uint32_t *run = runs[t & 1];
+        const uint32_t *prev = runs[(t & 1) ^ 1];
+        uint32_t prev_count = t > 0 ? counts[t - 1] : 0, j = 0;
+        for (uint32_t i = 0; i < counts[t]; i++) {
+            uint32_t q = lists[t][i], longest_before = 0;
+            while (j < prev_count && lists[t - 1][j] + L2_RUN_GAP < q) j++;
+            for (uint32_t k = j; k < prev_count && lists[t - 1][k] < q; k++)
+                longest_before = prev[k] > longest_before ? prev[k] : longest_before;
+            run[i] = longest_before + 1;
+            best = run[i] > best ? run[i] : best;
+        }
+    }
+    return best;
+}
+
 void l2_proximity_compute(const uint32_t *const *lists, const uint32_t *counts, uint32_t num_terms,
                           uint32_t *cursor_scratch, l2_proximity *out) {
     out->min_window = smallest_window(lists, counts, num_terms, cursor_scratch);
     out->ordered_pairs = out->unordered_pairs = out->adjacent_pairs = 0;
+    out->longest_run = longest_run(lists, counts, num_terms);
+    out->lead_terms = 0;
+    for (uint32_t t = 0; t < num_terms; t++)
+        out->lead_terms += counts[t] > 0 && lists[t][0] < L2_LEAD_POSITIONS;
     for (uint32_t t = 0; t + 1 < num_terms; t++) {
         if (counts[t] == 0 || counts[t + 1] == 0)
             continue;

@@ -38,6 +38,17 @@ static const char *const doc_feature_names[L2_DOC_FEATURES] = {
     [F_ADJACENT_PAIRS] = "adjacent_pairs", /* pairs found next to each other, in order */
     [F_FIRST_POS] = "first_pos",           /* earliest position of any query term (document length when none) */
     [F_FIRST_POS_NORM] = "first_pos_norm", /* first_pos over that field's length */
+    /* BM25F with each field weighted by sqrt(longest average field length / its own): a title
+     * counts about three times a body ten times its length. */
+    [F_BM25F_WEIGHTED] = "bm25f_weighted",
+    [F_BM25_NO_LENGTH_NORM] = "bm25_no_length_norm", /* BM25 with b = 0: saturation, no length penalty */
+    [F_LEAD_MATCHED_FRAC] = "lead_matched_frac", /* terms in a field's first L2_LEAD_POSITIONS, over query terms */
+    [F_ADJACENT_FRAC] = "adjacent_frac",     /* adjacent_pairs over the query's consecutive pairs */
+    [F_LONGEST_RUN] = "longest_run",         /* most consecutive query terms found in order, close together */
+    [F_ID_LEN] = "id_len",                   /* static prior: bytes of the external id (LETOR's URL length) */
+    [F_ID_TOKENS] = "id_tokens",             /* the id as text (features_id.c): its tokens */
+    [F_ID_UNMATCHED_TOKENS] = "id_unmatched_tokens", /* tokens of the id matching no query term */
+    [F_ID_MATCHED_FRAC] = "id_matched_frac", /* query terms matched in the id, over query terms */
 };
 
 static const char *const field_feature_names[L2_FIELD_FEATURES] = {

@@ -595,4 +595,25 @@ int isn_eval_evaluate(const isn_qrels *qrels, const isn_eval_run *run, isn_eval_
                       size_t err_len);
 void isn_eval_report_free(isn_eval_report *report);
 
+/* Whether a run beats a baseline by more than chance, one measure over the same judged queries: the
+ * queries either report holds (a query one run did not answer scores 0 there, as trec_eval -c counts
+ * it), each query's difference run - baseline, then
+ * - Student's paired t-test: t = mean / (sd / sqrt(n)), two-sided p with n - 1 degrees of freedom;
+ * - the paired randomization test: the share of the 2^n ways of swapping each query's pair whose
+ *   |sum of differences| reaches the observed one, two-sided; every way when n <= 16 (exact), else
+ *   `trials` random ways from `seed` (reproducible) and p = (hits + 1) / (trials + 1). */
+typedef struct {
+    size_t num_queries;
+    double mean_baseline, mean_run, mean_difference;
+    size_t wins, losses; /* queries where the run scores above / below the baseline */
+    double t, t_p;       /* NaN with fewer than two queries */
+    double randomization_p;
+    uint32_t randomization_trials; /* 0: exact */
+} isn_eval_paired;
+
+int isn_eval_compare(const isn_eval_report *baseline, const isn_eval_report *run, size_t measure, uint32_t trials,
+                     uint64_t seed, isn_eval_paired *out, char *err, size_t err_len);
+/* Two-sided p of Student's t with dof degrees of freedom (regularized incomplete beta). */
+double isn_student_t_two_sided_p(double t, double dof);
+
 #endif
