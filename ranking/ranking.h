@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "index/index.h"
+#include "ranking/feature_rows.h"
 
 typedef enum {
     ISN_MODE_OR = 0,  /* documents matching any term */
@@ -404,6 +405,14 @@ void isn_l2_workspace_free(isn_l2_workspace *workspace);
 int isn_features_extract(isn_l2_workspace *workspace, const isn_query *query, uint64_t num_docs,
                          const uint32_t *docs, uint32_t n, float *out, char *err, size_t err_len);
 
+/* isn_features_extract in its two steps, for another device to take the second (gpu.h): the hits of
+ * docs[i] gathered into hits (row i = docs[i]; arrays in the workspace, valid until its next call),
+ * then every row computed from the hits alone with isn_feature_row (feature_rows.h), into out as
+ * isn_features_extract writes it. */
+int isn_feature_hits_gather(isn_l2_workspace *workspace, const isn_query *query, uint64_t num_docs,
+                            const uint32_t *docs, uint32_t n, isn_feature_hits *hits, char *err, size_t err_len);
+void isn_feature_rows(const isn_feature_hits *hits, float *out);
+
 /* ------------------------------------------------------------------ models */
 
 /* Gradient-boosted tree ensemble, evaluated over many rows at once (blocked, branch-free traversal). */
@@ -448,6 +457,8 @@ const char *isn_ranker_model_kind(const isn_ranker *ranker);
 /* Trees (0 for an MLP). */
 uint32_t isn_ranker_num_trees(const isn_ranker *ranker);
 
+/* Model input `input` of the ranker as feature_rows.h computes it (pointers into the ranker). */
+void isn_ranker_transform_get(const isn_ranker *ranker, uint32_t input, isn_transform_view *view);
 /* Transforms feature rows (n x isn_feature_count) into model inputs (n x isn_ranker_num_inputs). */
 void isn_ranker_transform(const isn_ranker *ranker, const float *features, uint32_t num_features, uint32_t n,
                           float *inputs);
