@@ -303,6 +303,27 @@ int isn_gpu_l2_score_mlp(isn_gpu_l2 *l2, const isn_mlp *mlp, const float *inputs
 int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inputs, uint32_t n, uint32_t stride,
                      float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
 
+/* ------------------------------------------------------------------ the whole second stage in one pass
+ * Feature extraction, model-input transforms and the model for every candidate of a batch of queries
+ * in one device pass (gpu/l2_pass*.{c,cu}): the hits isn_feature_hits_gather gathered on the CPU
+ * (queries[q] for query q; every query of the batch from one index) go to the device in one copy; a
+ * thread per candidate computes its feature row with the CPU's own code (isn_feature_row, built
+ * without fused multiply-add), a thread per model input its transform, the trees or MLP layers run on
+ * the rows where they lie, and one copy brings the scores back (and the feature rows, when features is
+ * not NULL: for checks). scores[r] and features[r * isn_feature_count] follow the queries' rows in
+ * order. The numbers equal the CPU's (isn_features_extract, isn_ranker_transform, the model), save the
+ * one-float-ulp bound feature_rows.h states for two logarithms. The ranker's model is cached as
+ * isn_gpu_l2_score's. 0, or -1 with err (no GPU form for the model, a device error): then re-rank on the
+ * CPU. */
+int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_hits *const *queries,
+                    uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
+                    size_t err_len);
+/* The same pass run on the host as the device runs it: the same packed buffer, read through the
+ * device addresses written into it; the row and transform steps thread by thread; the CPU's model
+ * evaluators (whose numbers the GPU's equal, test_gpu_l2). What tests check without a GPU. */
+int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
+                             float *scores, float *features, char *err, size_t err_len);
+
 typedef struct {
     uint32_t resident_models;
     uint64_t resident_bytes;
