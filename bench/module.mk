@@ -116,3 +116,15 @@ ranker-quality: $(BUILD)/bin/isn-index $(BUILD)/bin/isn-query $(BUILD)/bin/isn-e
 	@test -f $(BUILD)/data/deb/debpkg.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
 	BUILD=$(BUILD) bash bench/l2_quality.sh
 .PHONY: ranker-quality
+
+# make bench-l2-pass: the whole second stage per query (FE + transforms + model), the CPU (one thread,
+# split per step, and every core) against the one-pass GPU (bench_l2_pass; CPU only without a GPU), on
+# the Debian short log over the debpkg index that make ranker-quality builds. JSON lines in
+# $(BUILD)/bench/l2_pass.json. On the GPU machine: bench/gpu_l2_pass_device.sh.
+bench-l2-pass: $(BUILD)/bench/bench_l2_pass $(BUILD)/bin/isn-index
+	@test -f $(BUILD)/bench/l2/debian/idx/index.isn || { echo "bench-l2-pass: run make ranker-quality first (it builds the index)" >&2; exit 2; }
+	python3 bench/ranker_logs.py plain $(BUILD)/data/deb/short.queries.tsv $(BUILD)/bench/l2/short.tsv
+	$(BUILD)/bench/bench_l2_pass --index $(BUILD)/bench/l2/debian/idx --queries $(BUILD)/bench/l2/short.tsv \
+	  --n1 100,1000,10000 --max-queries 100 --seconds 2 >$(BUILD)/bench/l2_pass.json
+	@cat $(BUILD)/bench/l2_pass.json
+.PHONY: bench-l2-pass
