@@ -324,6 +324,36 @@ int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_
 int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
                              float *scores, float *features, char *err, size_t err_len);
 
+/* ------------------------------------------------------------------ the re-ranking device choice
+ * One object per node (gpu/rerank_choice.c): a worker re-ranks with one call,
+ *     isn_rerank_stage(workspace, ranker, query, num_docs, hits, n, k, isn_gpu_rerank_score, rerank, ...)
+ * and the whole second stage runs on the CPU or as one GPU pass, whichever measured faster for calls
+ * of that many candidates and that model's size on this node (learned online; every 32nd call of a
+ * size tries the other device). A GPU failure re-runs the call on the CPU inside and is counted. Safe
+ * from every worker at once. l2 may be NULL: CPU only. */
+typedef struct isn_gpu_rerank isn_gpu_rerank;
+isn_gpu_rerank *isn_gpu_rerank_new(isn_gpu_l2 *l2);
+void isn_gpu_rerank_free(isn_gpu_rerank *rerank);
+/* An isn_stage_scorer (ranking.h); context: the isn_gpu_rerank. */
+int isn_gpu_rerank_score(void *context, isn_l2_workspace *workspace, const isn_ranker *ranker,
+                         const isn_feature_hits *hits, float *scores, char *err, size_t err_len);
+/* The device that scored the calling thread's last isn_gpu_rerank_score: 0 the CPU (a failed GPU pass
+ * included), 1 the GPU. */
+int isn_gpu_rerank_last_device(void);
+/* The device the next call of this size would run on: 0 the CPU, 1 the GPU. */
+int isn_gpu_rerank_choose(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates);
+/* A measured time of a call of this size on device (0 CPU, 1 GPU), as a call records it (for a warm-up
+ * or a benchmark that measures outside). */
+void isn_gpu_rerank_record(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates, int device,
+                           double ms);
+
+typedef struct {
+    uint64_t cpu_calls, gpu_calls; /* calls scored on each (a failed GPU call counts as a CPU call) */
+    uint64_t gpu_failures;         /* GPU passes that failed and were re-run on the CPU */
+    uint64_t explored;             /* calls sent to the slower device to re-measure it */
+} isn_gpu_rerank_stats;
+void isn_gpu_rerank_stats_get(const isn_gpu_rerank *rerank, isn_gpu_rerank_stats *stats);
+
 typedef struct {
     uint32_t resident_models;
     uint64_t resident_bytes;

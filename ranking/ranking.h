@@ -475,6 +475,21 @@ typedef struct {
 typedef int (*isn_model_scorer)(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
                                 uint32_t stride, float *scores, char *err, size_t err_len);
 
+/* The whole second stage of one query's candidates from their gathered hits (isn_feature_hits_gather):
+ * scores[i] for hits row i, the numbers of the CPU's feature rows, transforms and model. A scorer may
+ * run it on any device (gpu.h isn_gpu_rerank_score chooses one); isn_stage_score_cpu is the CPU's,
+ * with the workspace's buffers. 0, or -1 with err. */
+typedef int (*isn_stage_scorer)(void *context, isn_l2_workspace *workspace, const isn_ranker *ranker,
+                                const isn_feature_hits *hits, float *scores, char *err, size_t err_len);
+int isn_stage_score_cpu(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_feature_hits *hits,
+                        float *scores, char *err, size_t err_len);
+
+/* isn_rerank with the whole second stage behind one scorer: the hits are gathered here, then
+ * score_stage(context, ...) scores them (NULL: isn_stage_score_cpu). Same order, same hits. */
+int isn_rerank_stage(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
+                     const isn_hit *candidates, uint32_t n, uint32_t k, isn_stage_scorer score_stage, void *context,
+                     isn_l2_hit *out, uint32_t *num_out, char *err, size_t err_len);
+
 /* Scores the candidates (e.g. the first stage's n1 hits) with the ranker and writes the best k into
  * out (k entries), model score descending, ties to the lower doc id: features, transforms, the model,
  * the order. The model runs on the CPU when score_model is NULL, else through score_model(context,
