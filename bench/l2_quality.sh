@@ -12,6 +12,7 @@
 #
 # Writes the results to $OUTPUT (JSON) and prints them.
 #   bench/l2_quality.sh            environment: BUILD (build), N1 (100), TREES (300), DEPTH (6), ETA (0.1),
+#                                  VALID (share of training queries held out for early stopping, 0),
 #                                  CORPORA ("debian cranfield"), WORK ($BUILD/bench/l2), ISN_DATA ($BUILD/data),
 #                                  TRIALS (randomization test trials, 100000), OUTPUT ($BUILD/bench/l2_quality.json)
 set -euo pipefail
@@ -20,6 +21,7 @@ N1=${N1:-100}
 TREES=${TREES:-300}
 DEPTH=${DEPTH:-6}
 ETA=${ETA:-0.1}
+VALID=${VALID:-0}
 TRIALS=${TRIALS:-100000}
 CORPORA=${CORPORA:-debian cranfield}
 DATA=${ISN_DATA:-$BUILD/data}
@@ -35,7 +37,7 @@ index() { # dir input fields
 train() { # dir name train.tsv qrels
   "$BUILD/bin/isn-query" --index "$1/idx" --queries "$3" --qrels "$4" --n1 "$N1" --dump-features "$1/$2.letor"
   "$PY" tools/train-ranker.py --features "$1/$2.letor" --out-dir "$1" --name "$2" --trees "$TREES" \
-      --depth "$DEPTH" --eta "$ETA"
+      --depth "$DEPTH" --eta "$ETA" --valid-fraction "$VALID"
 }
 
 runs() { # dir ranker test.tsv tag-suffix: BM25 alone and re-ranked, both the best N1

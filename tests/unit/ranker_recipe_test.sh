@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The re-ranker's training recipe (bench/l2_quality.sh) end to end at toy size: Cranfield's two folds
-# (or, without ../shared/data, a synthetic collection of the same shape) with 5 trees over the best 20;
+# (or, without ../shared/data, a synthetic collection of the same shape) with at most 5 trees over the
+# best 20, early-stopped on 30% of the training queries;
 # the trained rankers load and re-rank, and isn-eval --compare reports both paired tests. Then
 # bench/ranker_logs.py: the Debian train log never holds a held-out package, and plain keeps words only.
 # Quality is make ranker-quality's to measure; this only checks the recipe runs and reports.
@@ -35,7 +36,7 @@ with open(out + "/cranfield.jsonl", "w") as d, open(out + "/cranfield.queries.ts
 PY
 fi
 
-BUILD=$build ISN_DATA="$work/data" WORK="$work/l2" OUTPUT="$work/quality.json" CORPORA=cranfield N1=20 TREES=5 \
+BUILD=$build ISN_DATA="$work/data" WORK="$work/l2" OUTPUT="$work/quality.json" CORPORA=cranfield N1=20 TREES=5 VALID=0.3 \
   TRIALS=500 bash bench/l2_quality.sh >"$work/out.txt" 2>"$work/err.txt" ||
   { cat "$work/err.txt" >&2; fail "bench/l2_quality.sh failed"; }
 for fold in 0 1; do
