@@ -9,8 +9,11 @@
  * Ranker shapes are generated over the index's features (inputs cycle through the features under the
  * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500, large 1,250 / 1,250 (depth 6),
  * as the issue's; an MLP shape (1,250 inputs, two hidden layers of 256) for the MLP path.
+ * With --check, before the timings, every feature of every candidate and every score of the device pass
+ * (the GPU's, else the emulated device's: isn_gpu_l2_pass_emulated) is compared with the CPU's, bit for
+ * bit ("check": values compared, values that differ, lm_dirichlet values one ulp off, scores that differ).
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
- *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] */
+ *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] [--check] */
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -218,10 +221,10 @@ int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200;
     double seconds = 2;
-    bool cpu_only = false;
+    bool cpu_only = false, check = false;
     static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
                                    {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
-                                   {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'},
+                                   {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
                                    {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
@@ -234,6 +237,7 @@ int main(int argc, char **argv) {
         case 'b': batch = (uint32_t)atoi(optarg); break;
         case 'm': max_queries = (uint32_t)atoi(optarg); break;
         case 'c': cpu_only = true; break;
+        case 'k': check = true; break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
@@ -307,6 +311,9 @@ int main(int argc, char **argv) {
             double *cpu_total = malloc(num_queries * sizeof(double));
             for (int k = 0; k < 4; k++) part[k] = malloc(num_queries * sizeof(double));
             uint64_t mismatches = 0, compared = 0;
+            uint64_t check_values = 0, check_differ = 0, check_lm_ulp = 0, check_scores_differ = 0;
+            float *check_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
+            float *check_scores = check ? malloc(cap * sizeof(float)) : NULL;
             double candidates_sum = 0;
             for (uint32_t q = 0; q < num_queries; q++) {
                 isn_query query;
@@ -316,6 +323,24 @@ int main(int argc, char **argv) {
                 cpu_stage(ws, rk, &query, docs, n, rows, inputs_buf, scratch, scores, ms);
                 for (int k = 0; k < 4; k++) part[k][q] = ms[k];
                 cpu_total[q] = ms[0] + ms[1] + ms[2] + ms[3];
+                if (check && n > 0) {
+                    isn_feature_hits h;
+                    if (isn_feature_hits_gather(batch_ws[0], &query, 0, docs, n, &h, err, sizeof err) != 0) die("gather", err);
+                    const isn_feature_hits *one[1] = {&h};
+                    int rc = gpu ? isn_gpu_l2_pass(gpu, rk, one, 1, check_scores, check_rows, NULL, err, sizeof err)
+                                 : isn_gpu_l2_pass_emulated(rk, one, 1, check_scores, check_rows, err, sizeof err);
+                    if (rc != 0) die("check pass", err);
+                    for (size_t v = 0; v < (size_t)n * nf; v++) {
+                        if (memcmp(&rows[v], &check_rows[v], sizeof(float)) == 0) continue;
+                        int32_t a, b;
+                        memcpy(&a, &rows[v], 4);
+                        memcpy(&b, &check_rows[v], 4);
+                        if (v % nf == ISN_F_LM_DIRICHLET && (a - b == 1 || b - a == 1)) check_lm_ulp++;
+                        else check_differ++;
+                    }
+                    for (uint32_t i = 0; i < n; i++) check_scores_differ += memcmp(&scores[i], &check_scores[i], 4) != 0;
+                    check_values += (uint64_t)n * nf;
+                }
                 if (!gpu || n == 0) continue;
                 isn_feature_hits h;
                 double g0 = now_ms();
@@ -340,6 +365,11 @@ int main(int argc, char **argv) {
                    "\"model\":%.4f,\"total\":%.4f},\"cpu_all\":{\"threads\":%u,\"qps\":%.1f,\"seconds\":%.1f}",
                    shape, ni, mlp ? 0 : trees, mlp ? "true" : "false", n1, num_queries, candidates_sum / num_queries,
                    gather_ms, rows_ms, mit_ms, model_ms, cpu_ms, threads, cpu_all_qps, seconds);
+            if (check)
+                printf(",\"check\":{\"device\":\"%s\",\"values\":%llu,\"differ\":%llu,\"lm_dirichlet_one_ulp\":%llu,"
+                       "\"scores_differ\":%llu}", gpu ? "cuda" : "emulated", (unsigned long long)check_values,
+                       (unsigned long long)check_differ, (unsigned long long)check_lm_ulp,
+                       (unsigned long long)check_scores_differ);
             if (gpu) {
                 double g_gather = median(gpu_gather, num_queries), g_transfer = median(gpu_transfer, num_queries);
                 double g_kernels = median(gpu_kernels, num_queries), g_total = median(gpu_total, num_queries);
@@ -371,6 +401,7 @@ int main(int argc, char **argv) {
             printf("}\n");
             fflush(stdout);
             free(rows), free(inputs_buf), free(scores), isn_gpu_l2_host_free(dev_scores), free(scratch);
+            free(check_rows), free(check_scores);
             for (int k = 0; k < 4; k++) free(part[k]);
             free(gpu_transfer), free(gpu_kernels), free(gpu_total), free(gpu_gather), free(cpu_total);
         }
