@@ -1,9 +1,9 @@
 /* Feature extraction for the second stage in two steps: the candidates' hits are gathered once from
  * the index (isn_feature_hits_gather), then each row is computed from them alone (isn_feature_row in
  * feature_rows.h), the same function the GPU runs on the same hits. Candidates are gathered in doc-id
- * order so that one cursor per query term moves forward only (each block decoded at most once);
- * positions are read only for terms a candidate holds. Buffers are the workspace's, grown only past
- * the largest call so far. */
+ * order so that one cursor per query term moves forward only (each block decoded at most once), and a
+ * positions cursor with it; positions are read only for terms a candidate holds. Buffers are the
+ * workspace's, grown only past the largest call so far. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +74,7 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
     const uint32_t P = T < ISN_L2_PROX_TERMS ? T : ISN_L2_PROX_TERMS;
     memset(hits, 0, sizeof *hits);
     size_t need = ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(isn_cursor)) +
-                  ranking_arena_size(P * sizeof(l2_id_term));
+                  ranking_arena_size(T * sizeof(isn_positions_cursor)) + ranking_arena_size(P * sizeof(l2_id_term));
     if (ranking_arena_reset(&ws->arena, need) != 0 ||
         l2_reserve_bytes((void **)&ws->hit_docs, &ws->hit_docs_bytes, (size_t)n * sizeof(isn_feature_doc)) != 0 ||
         l2_reserve_bytes((void **)&ws->hit_terms, &ws->hit_terms_bytes, ((size_t)T + 1) * sizeof(isn_feature_term)) != 0 ||
@@ -89,10 +89,13 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
     }
     uint64_t *order = ranking_arena_take(&ws->arena, (size_t)n * sizeof(uint64_t));
     isn_cursor *cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_cursor));
+    isn_positions_cursor *position_cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_positions_cursor));
     l2_id_term *id_terms = ranking_arena_take(&ws->arena, P * sizeof(l2_id_term));
     query_constants(ws, query, num_docs, &hits->query, ws->hit_terms, id_terms);
-    for (uint32_t t = 0; t < T; t++)
+    for (uint32_t t = 0; t < T; t++) {
         isn_cursor_open(&cursors[t], ix, query->terms[t].term_id);
+        isn_positions_cursor_open(&position_cursors[t], ix, query->terms[t].term_id);
+    }
     for (uint32_t i = 0; i < n; i++) {
         if (docs[i] >= info->num_docs) {
             isn_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i], info->num_docs);
@@ -132,8 +135,9 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
                         isn_error(err, err_len, "out of memory for the positions of %u candidates", n);
                         return -1;
                     }
-                    tf_f = isn_index_positions(ix, query->terms[t].term_id, doc, f, ws->hit_positions + used,
-                                               t < P ? ISN_L2_POS_CAP : 0);
+                    /* the term's cursor sits on doc (tf > 0): its positions cursor follows it forward */
+                    tf_f = isn_positions_cursor_read(&position_cursors[t], &cursors[t], f, ws->hit_positions + used,
+                                                     t < P ? ISN_L2_POS_CAP : 0);
                     stored = t < P ? (tf_f < ISN_L2_POS_CAP ? tf_f : ISN_L2_POS_CAP) : 0;
                 } else if (tf[t] && F == 1) {
                     tf_f = tf[t];
