@@ -311,8 +311,8 @@ int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inpu
  * without fused multiply-add), a thread per model input its transform, the trees or MLP layers run on
  * the rows where they lie, and one copy brings the scores back (and the feature rows, when features is
  * not NULL: for checks). scores[r] and features[r * isn_feature_count] follow the queries' rows in
- * order. The numbers equal the CPU's (isn_features_extract, isn_ranker_transform, the model), save the
- * one-float-ulp bound feature_rows.h states for two logarithms. The ranker's model is cached as
+ * order. The numbers equal the CPU's bit for bit (isn_features_extract, isn_ranker_transform, the model:
+ * feature_rows.h says why). The ranker's model is cached as
  * isn_gpu_l2_score's. 0, or -1 with err (no GPU form for the model, a device error): then re-rank on the
  * CPU. */
 int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_hits *const *queries,

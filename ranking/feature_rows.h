@@ -1,11 +1,10 @@
 /* Part of ranking/ranking.h (included there; include ranking.h, never this file): the second stage's
  * arithmetic from a candidate's hits to its feature row, and from a feature row to model inputs, as
  * inline functions that the C compiler builds for the CPU and nvcc builds for the GPU (gpu/). Both
- * devices run these very lines, in the same order, without fused multiply-add (the CPU's -march has
- * none; gpu/ compiles its pass with -fmad=false), so every value is equal bit for bit except where a
- * library function rounds differently: the double log() of lm_dirichlet and the double log1p() of the
- * log transform, each within one ulp of double on both (glibc, CUDA), then rounded once to float. The
- * bound that the tests check for those two is one float ulp; every other value must be equal. */
+ * devices run these very lines, in the same order, with IEEE + - * / and nothing else: no fused
+ * multiply-add (the CPU's -march has none; gpu/ compiles its pass with -fmad=false) and no library
+ * function whose last bit differs between glibc and CUDA (the logarithms are isn_l2_log's own series).
+ * So every feature and every model input is equal bit for bit on both. */
 #ifndef ISN_RANKING_FEATURE_ROWS_H
 #define ISN_RANKING_FEATURE_ROWS_H
 
@@ -202,6 +201,35 @@ ISN_HOST_DEVICE static inline void isn_l2_proximity_compute(const uint32_t *cons
     }
 }
 
+/* The natural logarithm from + - * / and exact scaling by a power of two, so that both devices get the
+ * same bits (glibc's log and CUDA's may differ in the last one): x = m 2^e with m in [sqrt(1/2),
+ * sqrt(2)), ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^23 (the rest is
+ * below 1e-17). Within a few ulps of log(). 0 gives -inf, a negative or NaN x NaN. */
+ISN_HOST_DEVICE static inline double isn_l2_log(double x) {
+    if (!(x > 0))
+        return x == 0 ? -INFINITY : NAN;
+    if (x == INFINITY)
+        return x;
+    int e;
+    double m = frexp(x, &e);
+    if (m < 0.70710678118654752440) {
+        m *= 2;
+        e--;
+    }
+    double s = (m - 1) / (m + 1), s2 = s * s, sum = 1.0 / 23;
+    for (int k = 21; k >= 1; k -= 2)
+        sum = sum * s2 + 1.0 / k;
+    return (double)e * 0.693147180559945286227 + ((double)e * 2.319046813846299558e-17 + 2 * s * sum);
+}
+
+/* ln(1 + x) for x >= 0 without losing a small x to the rounding of 1 + x (Goldberg's correction). */
+ISN_HOST_DEVICE static inline double isn_l2_log1p(double x) {
+    double u = 1 + x;
+    if (u == 1)
+        return x;
+    return isn_l2_log(u) * x / (u - 1);
+}
+
 /* index.h's isn_bm25_tf_part, which the first stage scores with: the same expression. */
 ISN_HOST_DEVICE static inline float isn_l2_bm25_tf_part(float k1_plus_1, uint32_t tf, float doc_norm) {
     float f = (float)tf;
@@ -228,7 +256,7 @@ ISN_HOST_DEVICE static inline void isn_feature_row(const isn_feature_hits *h, ui
     for (uint32_t t = 0; t < T; t++) {
         const isn_feature_term *ti = &h->terms[t];
         uint32_t n = tf[t];
-        lm += ti->count * log((n + ISN_L2_LM_MU * ti->p_coll) / (doc_len + ISN_L2_LM_MU));
+        lm += ti->count * isn_l2_log((n + ISN_L2_LM_MU * ti->p_coll) / (doc_len + ISN_L2_LM_MU));
         tf_sum += n;
         tf_min = n < tf_min ? n : tf_min;
         tf_max = n > tf_max ? n : tf_max;
@@ -368,7 +396,7 @@ ISN_HOST_DEVICE static inline void isn_feature_row(const isn_feature_hits *h, ui
 
 typedef enum {
     ISN_TRANSFORM_LINEAR, /* a * x + b */
-    ISN_TRANSFORM_LOG,    /* a * ln(1 + max(x, 0)) + b, the logarithm in double rounded once to float */
+    ISN_TRANSFORM_LOG,    /* a * ln(1 + max(x, 0)) + b, the logarithm (isn_l2_log1p) in double rounded once */
     ISN_TRANSFORM_BUCKET, /* the number of bounds <= x (NaN stays NaN) */
     ISN_TRANSFORM_TREE,   /* a decision tree over the whole feature row */
     ISN_TRANSFORM_KINDS
@@ -397,7 +425,7 @@ typedef struct {
 ISN_HOST_DEVICE static inline float isn_transform_linear(float a, float b, float x) { return a * x + b; }
 
 ISN_HOST_DEVICE static inline float isn_transform_log(float a, float b, float x) {
-    return a * (float)log1p((double)(x > 0 ? x : 0)) + b;
+    return a * (float)isn_l2_log1p((double)(x > 0 ? x : 0)) + b;
 }
 
 ISN_HOST_DEVICE static inline float isn_transform_bucket(const float *bounds, uint32_t n, float x) {

@@ -157,6 +157,37 @@ static void test_features(void **state) {
     free(f);
 }
 
+static uint64_t double_ulps(double a, double b) {
+    int64_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    if (ia < 0) ia = INT64_MIN - ia;
+    if (ib < 0) ib = INT64_MIN - ib;
+    return ia > ib ? (uint64_t)(ia - ib) : (uint64_t)(ib - ia);
+}
+
+/* The logarithms both devices compute alike (feature_rows.h) stay within a few ulps of libm's, over
+ * the ranges features and transforms meet, and keep log's edges. */
+static void test_device_logarithms(void **state) {
+    (void)state;
+    uint64_t worst = 0, worst1p = 0;
+    double x = 1e-300;
+    for (int i = 0; i < 200000; i++, x *= 1.0036) { /* 1e-300 .. ~1e12 */
+        uint64_t u = double_ulps(isn_l2_log(x), log(x));
+        worst = u > worst ? u : worst;
+    }
+    for (double y = 1e-12; y < 1e9; y *= 1.0011) {
+        uint64_t u = double_ulps(isn_l2_log1p(y), log1p(y));
+        worst1p = u > worst1p ? u : worst1p;
+    }
+    if (worst > 4 || worst1p > 8) fail_msg("isn_l2_log %llu ulps, isn_l2_log1p %llu ulps from libm", (unsigned long long)worst,
+                                            (unsigned long long)worst1p);
+    assert_true(isn_l2_log(1.0) == 0.0);
+    assert_true(isinf(isn_l2_log(0.0)) && isn_l2_log(0.0) < 0);
+    assert_true(isnan(isn_l2_log(-1.0)));
+    assert_true(isn_l2_log1p(0.0) == 0.0);
+}
+
 /* The id as a text stream: tokens split at punctuation and case folded; a token matches a term when one
  * is a prefix of the other, the shorter of 3 bytes or more, or when they are equal. */
 static void test_id_match(void **state) {
@@ -261,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_id_match),
+        cmocka_unit_test(test_device_logarithms),
         cmocka_unit_test(test_ranker_transforms),
         cmocka_unit_test(test_ranker_refusals),
         cmocka_unit_test(test_mlp_rerank),
