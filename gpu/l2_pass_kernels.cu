@@ -27,6 +27,18 @@ __global__ void transforms_kernel(const isn_transform_view *views, uint32_t num_
     inputs[k] = isn_transform_apply(&views[j], features + (size_t)r * num_features);
 }
 
+cudaError_t l2_prepare_pass_kernels(void) {
+    /* A feature row's proximity keeps two runs of ISN_L2_POS_CAP positions per thread (about 2 KiB of
+     * stack, ptxas -v): above the default per-thread stack limit of 1 KiB, so raise it when needed. */
+    cudaFuncAttributes attributes;
+    cudaError_t e = cudaFuncGetAttributes(&attributes, feature_rows_kernel);
+    size_t limit = 0;
+    if (e == cudaSuccess) e = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
+    if (e == cudaSuccess && limit < attributes.localSizeBytes + 1024)
+        e = cudaDeviceSetLimit(cudaLimitStackSize, attributes.localSizeBytes + 1024);
+    return e;
+}
+
 cudaError_t l2_launch_feature_rows(const isn_feature_hits *queries, const uint32_t *row_start, uint32_t num_queries,
                                    uint32_t num_rows, uint32_t num_features, float *features, cudaStream_t stream) {
     if (num_rows == 0) return cudaSuccess;

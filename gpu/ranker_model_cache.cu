@@ -49,6 +49,7 @@ struct isn_gpu_l2 {
     uint8_t *h_pass, *d_pass;
     float *d_features;
     size_t h_pass_cap, d_pass_cap, features_cap;
+    bool pass_prepared;
 };
 
 static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
@@ -470,7 +471,11 @@ static int pass(isn_gpu_l2 *g, const isn_ranker *ranker, const isn_feature_hits 
         return -1;
     }
     err[0] = 0;
-    cudaError_t e = grow_host(&g->h_pass, &g->h_pass_cap, L.bytes);
+    cudaError_t e = cudaSuccess;
+    if (!g->pass_prepared && (e = l2_prepare_pass_kernels()) != cudaSuccess)
+        return cuda_fail(e, "second-stage pass: the feature kernel's stack", err, err_len);
+    g->pass_prepared = true;
+    e = grow_host(&g->h_pass, &g->h_pass_cap, L.bytes);
     if (e == cudaSuccess) e = grow((void **)&g->d_pass, &g->d_pass_cap, L.bytes);
     if (e == cudaSuccess) e = grow((void **)&g->d_features, &g->features_cap, (size_t)L.num_rows * L.num_features * sizeof(float));
     if (e == cudaSuccess) e = grow((void **)&g->d_rows, &g->rows_cap, (size_t)L.num_rows * L.num_inputs * sizeof(float));
