@@ -216,9 +216,19 @@ ISN_HOST_DEVICE static inline double isn_l2_log(double x) {
         m *= 2;
         e--;
     }
+    /* Horner written out, so that every 1.0 / k is a constant both compilers fold (IEEE, exact-rounded) */
     double s = (m - 1) / (m + 1), s2 = s * s, sum = 1.0 / 23;
-    for (int k = 21; k >= 1; k -= 2)
-        sum = sum * s2 + 1.0 / k;
+    sum = sum * s2 + 1.0 / 21;
+    sum = sum * s2 + 1.0 / 19;
+    sum = sum * s2 + 1.0 / 17;
+    sum = sum * s2 + 1.0 / 15;
+    sum = sum * s2 + 1.0 / 13;
+    sum = sum * s2 + 1.0 / 11;
+    sum = sum * s2 + 1.0 / 9;
+    sum = sum * s2 + 1.0 / 7;
+    sum = sum * s2 + 1.0 / 5;
+    sum = sum * s2 + 1.0 / 3;
+    sum = sum * s2 + 1.0;
     return (double)e * 0.693147180559945286227 + ((double)e * 2.319046813846299558e-17 + 2 * s * sum);
 }
 
