@@ -11,15 +11,15 @@
 #   cp build-gpu/bin/isnd build-gpu/bin/isn-query build-gpu/bench/bench_gpu_l2 build-gpu/tests/test_gpu_l2 .devbin/l2/
 #   strip .devbin/l2/*
 #   cp -r build/bench/l2/cranfield/idx .devdata/l2/idx      # bench/l2_quality.sh makes index and ranker
-#   cp build/bench/l2/cranfield/cranfield-lambdamart.{ranker,model.json} .devdata/l2/rankers/
-#   head -8 build/bench/l2/cranfield/test.tsv > .devdata/l2/queries.tsv
+#   cp build/bench/l2/cranfield/cranfield-lambdamart-0.{ranker,model.json} .devdata/l2/rankers/
+#   head -8 build/bench/l2/cranfield/fold.0.test.tsv > .devdata/l2/queries.tsv
 # On the device: run(carry .devbin .devdata .devlibs) bash bench/gpu_l2_device.sh
 # Results in $OUT (or build-gpu/results-l2): bench_gpu_l2.json, test_gpu_l2.txt, rerank_check.txt.
 set -u
 B=${DEVBIN:-.devbin/l2}
 D=${DEVDATA:-.devdata/l2}
 O=${OUT:-build-gpu/results-l2}
-RANKER=${RANKER:-cranfield-lambdamart}
+RANKER=${RANKER:-cranfield-lambdamart-0}
 N1=${N1:-1000}
 K=${K:-10}
 PASSES=${PASSES:-3}

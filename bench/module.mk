@@ -106,3 +106,25 @@ bench-tls: $(PROGRAMS)
 	@mkdir -p $(BUILD)/bench
 	BUILD=$(BUILD) bash bench/tls_rate.sh | tee $(BUILD)/bench/tls_rate.json
 .PHONY: bench-tls
+
+# make ranker-quality: the re-ranker's training recipe (bench/l2_quality.sh): LambdaMART trained on the
+# Debian train log, re-ranking the held-out Debian known-item log, and two folds of Cranfield's queries;
+# MRR@10, nDCG@10 and the rest against BM25 with isn-eval --compare's paired tests. A few minutes on
+# two cores; JSON in $(BUILD)/bench/l2_quality.json. Not part of make test (ranker_recipe_test.sh is its
+# smoke test) nor make bench's timing runs.
+ranker-quality: $(BUILD)/bin/isn-index $(BUILD)/bin/isn-query $(BUILD)/bin/isn-eval $$(CRANFIELD)
+	@test -f $(BUILD)/data/deb/debpkg.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
+	BUILD=$(BUILD) bash bench/l2_quality.sh
+.PHONY: ranker-quality
+
+# make bench-l2-pass: the whole second stage per query (FE + transforms + model), the CPU (one thread,
+# split per step, and every core) against the one-pass GPU (bench_l2_pass; CPU only without a GPU), on
+# the Debian short log over the debpkg index that make ranker-quality builds. JSON lines in
+# $(BUILD)/bench/l2_pass.json. On the GPU machine: bench/gpu_l2_pass_device.sh.
+bench-l2-pass: $(BUILD)/bench/bench_l2_pass $(BUILD)/bin/isn-index
+	@test -f $(BUILD)/bench/l2/debian/idx/index.isn || { echo "bench-l2-pass: run make ranker-quality first (it builds the index)" >&2; exit 2; }
+	python3 bench/ranker_logs.py plain $(BUILD)/data/deb/short.queries.tsv $(BUILD)/bench/l2/short.tsv
+	$(BUILD)/bench/bench_l2_pass --index $(BUILD)/bench/l2/debian/idx --queries $(BUILD)/bench/l2/short.tsv \
+	  --n1 100,1000,10000 --max-queries 100 --seconds 2 >$(BUILD)/bench/l2_pass.json
+	@cat $(BUILD)/bench/l2_pass.json
+.PHONY: bench-l2-pass

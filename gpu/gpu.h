@@ -303,6 +303,57 @@ int isn_gpu_l2_score_mlp(isn_gpu_l2 *l2, const isn_mlp *mlp, const float *inputs
 int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inputs, uint32_t n, uint32_t stride,
                      float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
 
+/* ------------------------------------------------------------------ the whole second stage in one pass
+ * Feature extraction, model-input transforms and the model for every candidate of a batch of queries
+ * in one device pass (gpu/l2_pass*.{c,cu}): the hits isn_feature_hits_gather gathered on the CPU
+ * (queries[q] for query q; every query of the batch from one index) go to the device in one copy; a
+ * thread per candidate computes its feature row with the CPU's own code (isn_feature_row, built
+ * without fused multiply-add), a thread per model input its transform, the trees or MLP layers run on
+ * the rows where they lie, and one copy brings the scores back (and the feature rows, when features is
+ * not NULL: for checks). scores[r] and features[r * isn_feature_count] follow the queries' rows in
+ * order. The numbers equal the CPU's bit for bit (isn_features_extract, isn_ranker_transform, the model:
+ * feature_rows.h says why). The ranker's model is cached as
+ * isn_gpu_l2_score's. 0, or -1 with err (no GPU form for the model, a device error): then re-rank on the
+ * CPU. */
+int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_hits *const *queries,
+                    uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
+                    size_t err_len);
+/* The same pass run on the host as the device runs it: the same packed buffer, read through the
+ * device addresses written into it; the row and transform steps thread by thread; the CPU's model
+ * evaluators (whose numbers the GPU's equal, test_gpu_l2). What tests check without a GPU. */
+int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
+                             float *scores, float *features, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ the re-ranking device choice
+ * One object per node (gpu/rerank_choice.c): a worker re-ranks with one call,
+ *     isn_rerank_stage(workspace, ranker, query, num_docs, hits, n, k, isn_gpu_rerank_score, rerank, ...)
+ * and the whole second stage runs on the CPU or as one GPU pass, whichever measured faster for calls
+ * of that many candidates and that model's size on this node (learned online; every 32nd call of a
+ * size tries the other device). A GPU failure re-runs the call on the CPU inside and is counted. Safe
+ * from every worker at once. l2 may be NULL: CPU only. */
+typedef struct isn_gpu_rerank isn_gpu_rerank;
+isn_gpu_rerank *isn_gpu_rerank_new(isn_gpu_l2 *l2);
+void isn_gpu_rerank_free(isn_gpu_rerank *rerank);
+/* An isn_stage_scorer (ranking.h); context: the isn_gpu_rerank. */
+int isn_gpu_rerank_score(void *context, isn_l2_workspace *workspace, const isn_ranker *ranker,
+                         const isn_feature_hits *hits, float *scores, char *err, size_t err_len);
+/* The device that scored the calling thread's last isn_gpu_rerank_score: 0 the CPU (a failed GPU pass
+ * included), 1 the GPU. */
+int isn_gpu_rerank_last_device(void);
+/* The device the next call of this size would run on: 0 the CPU, 1 the GPU. */
+int isn_gpu_rerank_choose(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates);
+/* A measured time of a call of this size on device (0 CPU, 1 GPU), as a call records it (for a warm-up
+ * or a benchmark that measures outside). */
+void isn_gpu_rerank_record(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates, int device,
+                           double ms);
+
+typedef struct {
+    uint64_t cpu_calls, gpu_calls; /* calls scored on each (a failed GPU call counts as a CPU call) */
+    uint64_t gpu_failures;         /* GPU passes that failed and were re-run on the CPU */
+    uint64_t explored;             /* calls sent to the slower device to re-measure it */
+} isn_gpu_rerank_stats;
+void isn_gpu_rerank_stats_get(const isn_gpu_rerank *rerank, isn_gpu_rerank_stats *stats);
+
 typedef struct {
     uint32_t resident_models;
     uint64_t resident_bytes;

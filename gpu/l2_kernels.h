@@ -6,6 +6,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+extern "C" {
+#include "gpu/gpu.h"
+}
+
 /* A split on the device: x < threshold (or NaN without the NaN-right bit) goes left. Padding splits
  * have a NaN threshold and go left. */
 typedef struct {
@@ -49,5 +53,14 @@ cudaError_t l2_launch_forest(const l2_device_forest *forest, const l2_forest_pla
  * summed in order without fused multiply-add, as the CPU does. */
 cudaError_t l2_launch_dense(const float *x, uint32_t x_stride, uint32_t n, const float *w, const float *b, uint32_t in,
                             uint32_t out, bool relu, float *y, cudaStream_t stream);
+
+/* The pass's feature and transform steps (l2_pass_kernels.cu); queries, row_start and views point into
+ * the packed buffer on the device (l2_pass.h). */
+/* Once per device before the first pass: room on each thread's stack for a feature row. */
+cudaError_t l2_prepare_pass_kernels(void);
+cudaError_t l2_launch_feature_rows(const isn_feature_hits *queries, const uint32_t *row_start, uint32_t num_queries,
+                                   uint32_t num_rows, uint32_t num_features, float *features, cudaStream_t stream);
+cudaError_t l2_launch_transforms(const isn_transform_view *views, uint32_t num_inputs, const float *features,
+                                 uint32_t num_features, uint32_t num_rows, float *inputs, cudaStream_t stream);
 
 #endif

@@ -8,3 +8,6 @@ GPU_LIB  := $(BUILD)/lib/libisn_gpu.a
 $(GPU_LIB): $(GPU_OBJS)
 # Before ranking and index in link order: the backend's CPU fallback calls them.
 LIBS := $(GPU_LIB) $(LIBS)
+# The second-stage pass computes features and transforms with the CPU's own code: without fused
+# multiply-add, or it would round differently (ranking/feature_rows.h).
+$(BUILD)/obj/gpu/l2_pass_kernels.o: NVCCFLAGS += -fmad=false

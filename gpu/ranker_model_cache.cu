@@ -13,6 +13,7 @@ extern "C" {
 #include "gpu/gpu.h"
 }
 #include "gpu/l2_kernels.h"
+#include "gpu/l2_pass.h"
 
 #define MAX_MODELS 64
 #define MAX_SPLIT_SCRATCH (256ull << 20) /* leaf indices of a split batch: trees x rows bytes */
@@ -44,6 +45,11 @@ struct isn_gpu_l2 {
     float *d_rows, *d_out, *d_act[2];
     uint8_t *d_leaf_index[2]; /* one per stream */
     size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2];
+    /* the one-pass second stage (isn_gpu_l2_pass): packed hits on both sides, feature rows */
+    uint8_t *h_pass, *d_pass;
+    float *d_features;
+    size_t h_pass_cap, d_pass_cap, features_cap;
+    bool pass_prepared;
 };
 
 static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
@@ -119,6 +125,9 @@ extern "C" void isn_gpu_l2_close(isn_gpu_l2 *g) {
     cudaFree(g->d_act[1]);
     cudaFree(g->d_leaf_index[0]);
     cudaFree(g->d_leaf_index[1]);
+    cudaFree(g->d_pass);
+    cudaFree(g->d_features);
+    if (g->h_pass) cudaFreeHost(g->h_pass);
     if (g->stream) cudaStreamDestroy(g->stream);
     if (g->stream2) cudaStreamDestroy(g->stream2);
     if (g->ev_start) cudaEventDestroy(g->ev_start);
@@ -320,24 +329,32 @@ static cudaError_t launch_mlp(isn_gpu_l2 *g, resident_model *m, uint32_t cnt, ui
     return e;
 }
 
-static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, const float *inputs, uint32_t n,
-                 uint32_t stride, float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len) {
-    double t0 = now_ms();
-    isn_gpu_l2_stats st;
-    memset(&st, 0, sizeof st);
+/* The model on the device: from the cache, else uploaded (evicting as needed). NULL with err. */
+static resident_model *resident(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, isn_gpu_l2_stats *st,
+                                char *err, size_t err_len) {
     uint64_t serial = forest ? isn_forest_serial(forest) : isn_mlp_serial(mlp);
     resident_model *m = find(g, serial);
-    st.cache_hit = m != NULL;
+    st->cache_hit = m != NULL;
     if (m) {
         g->hits++;
     } else {
         g->misses++;
         double u0 = now_ms();
-        m = forest ? upload_forest(g, forest, &st.evicted, err, err_len) : upload_mlp(g, mlp, &st.evicted, err, err_len);
-        if (!m) return -1;
-        st.ms_upload_model = now_ms() - u0;
+        m = forest ? upload_forest(g, forest, &st->evicted, err, err_len) : upload_mlp(g, mlp, &st->evicted, err, err_len);
+        if (!m) return NULL;
+        st->ms_upload_model = now_ms() - u0;
     }
     m->last_use = ++g->clock;
+    return m;
+}
+
+static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, const float *inputs, uint32_t n,
+                 uint32_t stride, float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len) {
+    double t0 = now_ms();
+    isn_gpu_l2_stats st;
+    memset(&st, 0, sizeof st);
+    resident_model *m = resident(g, forest, mlp, &st, err, err_len);
+    if (!m) return -1;
     if (stride < m->num_inputs) {
         snprintf(err, err_len, "rows of %u floats are narrower than the model's %u inputs", stride, m->num_inputs);
         return -1;
@@ -424,6 +441,94 @@ extern "C" int isn_gpu_l2_score(isn_gpu_l2 *g, const isn_ranker *ranker, const f
                                 uint32_t stride, float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len) {
     return locked_score(g, isn_ranker_forest(ranker), isn_ranker_mlp(ranker), inputs, n, stride, out, stats, err,
                         err_len);
+}
+
+/* ------------------------------------------------------------------ the one-pass second stage */
+
+static cudaError_t grow_host(uint8_t **buf, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return cudaSuccess;
+    size_t want = *cap ? *cap : 1 << 20;
+    while (want < bytes) want *= 2;
+    if (*buf) cudaFreeHost(*buf);
+    *buf = NULL;
+    *cap = 0;
+    cudaError_t e = cudaMallocHost((void **)buf, want);
+    if (e == cudaSuccess) *cap = want;
+    return e;
+}
+
+static int pass(isn_gpu_l2 *g, const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
+                float *scores, float *features, isn_gpu_l2_stats *stats, char *err, size_t err_len) {
+    double t0 = now_ms();
+    isn_gpu_l2_stats st;
+    memset(&st, 0, sizeof st);
+    l2_pass_layout L;
+    if (l2_pass_plan(ranker, queries, num_queries, &L, err, err_len) != 0) return -1;
+    resident_model *m = resident(g, isn_ranker_forest(ranker), isn_ranker_mlp(ranker), &st, err, err_len);
+    if (!m) return -1;
+    if (L.num_inputs < m->num_inputs) {
+        snprintf(err, err_len, "ranker of %u inputs, its model reads %u", L.num_inputs, m->num_inputs);
+        return -1;
+    }
+    err[0] = 0;
+    cudaError_t e = cudaSuccess;
+    if (!g->pass_prepared && (e = l2_prepare_pass_kernels()) != cudaSuccess)
+        return cuda_fail(e, "second-stage pass: the feature kernel's stack", err, err_len);
+    g->pass_prepared = true;
+    e = grow_host(&g->h_pass, &g->h_pass_cap, L.bytes);
+    if (e == cudaSuccess) e = grow((void **)&g->d_pass, &g->d_pass_cap, L.bytes);
+    if (e == cudaSuccess) e = grow((void **)&g->d_features, &g->features_cap, (size_t)L.num_rows * L.num_features * sizeof(float));
+    if (e == cudaSuccess) e = grow((void **)&g->d_rows, &g->rows_cap, (size_t)L.num_rows * L.num_inputs * sizeof(float));
+    if (e == cudaSuccess) e = grow((void **)&g->d_out, &g->out_cap, (size_t)L.num_rows * sizeof(float));
+    if (e != cudaSuccess) return cuda_fail(e, "second-stage pass buffers", err, err_len);
+    l2_pass_pack(ranker, queries, num_queries, &L, g->h_pass, (uintptr_t)g->d_pass);
+    cudaEventRecord(g->ev_start, g->stream);
+    e = cudaMemcpyAsync(g->d_pass, g->h_pass, L.bytes, cudaMemcpyHostToDevice, g->stream);
+    cudaEventRecord(g->ev_in[0], g->stream);
+    if (e == cudaSuccess)
+        e = l2_launch_feature_rows((const isn_feature_hits *)(g->d_pass + L.queries), (const uint32_t *)(g->d_pass + L.row_start),
+                                   L.num_queries, L.num_rows, L.num_features, g->d_features, g->stream);
+    if (e == cudaSuccess)
+        e = l2_launch_transforms((const isn_transform_view *)(g->d_pass + L.transforms), L.num_inputs, g->d_features,
+                                 L.num_features, L.num_rows, g->d_rows, g->stream);
+    st.launches += 2;
+    if (e == cudaSuccess && m->is_forest)
+        e = launch_forest_chunk(g, m, g->d_rows, L.num_rows, L.num_inputs, 0, g->d_out, g->stream, &st, err, err_len);
+    else if (e == cudaSuccess)
+        e = launch_mlp(g, m, L.num_rows, L.num_inputs, g->stream, &st);
+    cudaEventRecord(g->ev_kernels[0], g->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(scores, g->d_out, (size_t)L.num_rows * sizeof(float), cudaMemcpyDeviceToHost, g->stream);
+    if (e == cudaSuccess && features)
+        e = cudaMemcpyAsync(features, g->d_features, (size_t)L.num_rows * L.num_features * sizeof(float),
+                            cudaMemcpyDeviceToHost, g->stream);
+    cudaEventRecord(g->ev_out, g->stream);
+    const cudaError_t e2 = cudaStreamSynchronize(g->stream);
+    if (e == cudaSuccess) e = e2;
+    if (e == cudaErrorInvalidValue && err[0]) return -1; /* no GPU form; err says why */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_fail(e, "second-stage pass", err, err_len);
+    }
+    float first_in = 0, kernels_end = 0, total = 0;
+    cudaEventElapsedTime(&first_in, g->ev_start, g->ev_in[0]);
+    cudaEventElapsedTime(&kernels_end, g->ev_start, g->ev_kernels[0]);
+    cudaEventElapsedTime(&total, g->ev_start, g->ev_out);
+    st.ms_kernels = kernels_end - first_in;
+    st.ms_transfer = total - st.ms_kernels;
+    st.ms_total = now_ms() - t0;
+    if (stats) *stats = st;
+    return 0;
+}
+
+extern "C" int isn_gpu_l2_pass(isn_gpu_l2 *g, const isn_ranker *ranker, const isn_feature_hits *const *queries,
+                               uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
+                               size_t err_len) {
+    pthread_mutex_lock(&g->lock);
+    cudaSetDevice(g->options.device);
+    int rc = pass(g, ranker, queries, num_queries, scores, features, stats, err, err_len);
+    pthread_mutex_unlock(&g->lock);
+    return rc;
 }
 
 extern "C" void isn_gpu_l2_cache_get(const isn_gpu_l2 *g, isn_gpu_l2_cache_info *info) {

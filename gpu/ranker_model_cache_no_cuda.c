@@ -46,6 +46,13 @@ int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inpu
     return no_gpu(err, err_len);
 }
 
+int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_hits *const *queries,
+                    uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
+                    size_t err_len) {
+    (void)l2, (void)ranker, (void)queries, (void)num_queries, (void)scores, (void)features, (void)stats;
+    return no_gpu(err, err_len);
+}
+
 void isn_gpu_l2_cache_get(const isn_gpu_l2 *l2, isn_gpu_l2_cache_info *info) {
     (void)l2;
     memset(info, 0, sizeof *info);

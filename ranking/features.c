@@ -1,6 +1,9 @@
-/* Feature extraction for the second stage. Candidates are visited in doc-id order so that one cursor
- * per query term moves forward only (each block decoded at most once); positions are read only for
- * terms a candidate holds. All scratch comes from the workspace arena, sized once per call. */
+/* Feature extraction for the second stage in two steps: the candidates' hits are gathered once from
+ * the index (isn_feature_hits_gather), then each row is computed from them alone (isn_feature_row in
+ * feature_rows.h), the same function the GPU runs on the same hits. Candidates are gathered in doc-id
+ * order so that one cursor per query term moves forward only (each block decoded at most once), and a
+ * positions cursor with it; positions are read only for terms a candidate holds. Buffers are the
+ * workspace's, grown only past the largest call so far. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,219 +11,172 @@
 #include "ranking/arena.h"
 #include "ranking/l2_internal.h"
 
-typedef struct {
-    uint32_t term_id;
-    float weight;   /* idf * count, as the first stage */
-    float idf;
-    float count;
-    double p_coll;  /* collection probability of the term, for the language-model feature */
-} term_info;
-
-typedef struct {
-    const isn_index *ix;
-    const isn_index_info *info;
-    const float *norms;
-    float k1, b, k1_plus_1;
-    uint32_t num_terms, prox_terms, num_fields, query_terms, unknown;
-    double idf_sum, idf_min, idf_max;
-    term_info *terms;
-    isn_cursor *cursors;
-    uint32_t *tf;             /* per term, the current doc's */
-    float *tf_bar;            /* per term, BM25F's length-normalised tf */
-    uint32_t *positions;      /* [field][prox term][L2_POS_CAP] */
-    uint32_t *pos_counts;     /* [field][prox term], capped at L2_POS_CAP */
-    const uint32_t **lists;   /* prox_terms pointers */
-    uint32_t *sweep_scratch;  /* prox_terms */
-} extract_ctx;
-
-static void doc_features(extract_ctx *c, uint32_t doc, float *row) {
-    const uint32_t T = c->num_terms, P = c->prox_terms, F = c->num_fields;
-    float *fr = row + L2_DOC_FEATURES;
-    uint32_t doc_len = isn_index_doc_len(c->ix, doc);
-    double bm25 = 0, lm = 0, ntf = 0, tfidf = 0, matched_idf = 0, term_max = 0, term_min = INFINITY;
-    uint32_t matched = 0, tf_sum = 0, tf_min = UINT32_MAX, tf_max = 0;
-    for (uint32_t t = 0; t < T; t++) {
-        isn_cursor *cur = &c->cursors[t];
-        uint32_t tf = isn_cursor_next_geq(cur, doc) == doc ? isn_cursor_freq(cur) : 0;
-        c->tf[t] = tf;
-        c->tf_bar[t] = 0;
-        const term_info *ti = &c->terms[t];
-        lm += ti->count * log((tf + L2_LM_MU * ti->p_coll) / (doc_len + L2_LM_MU));
-        tf_sum += tf;
-        tf_min = tf < tf_min ? tf : tf_min;
-        tf_max = tf > tf_max ? tf : tf_max;
-        if (tf == 0)
-            continue;
-        double s = (double)(ti->weight * isn_bm25_tf_part(c->k1_plus_1, tf, c->norms[doc]));
-        bm25 += s;
-        term_max = s > term_max ? s : term_max;
-        term_min = s < term_min ? s : term_min;
-        matched++;
-        matched_idf += ti->idf;
-        tfidf += tf * ti->idf;
-        ntf += doc_len ? (double)tf / doc_len : 0;
-    }
-    uint32_t all_terms = T + c->unknown;
-
-    /* Per field: term frequencies and positions, then the field's features. */
-    uint32_t best_window = 0, best_window_terms = 0, best_ordered = 0, best_unordered = 0, best_adjacent = 0;
-    uint32_t first_pos = UINT32_MAX, first_pos_len = doc_len;
-    bool per_field_tf = c->info->has_positions || F == 1;
-    for (uint32_t f = 0; f < F; f++, fr += L2_FIELD_FEATURES) {
-        uint32_t len = isn_index_field_len(c->ix, doc, f);
-        float avg = c->info->avg_field_len[f] > 0 ? c->info->avg_field_len[f] : 1.0f;
-        float len_norm = 1.0f - c->b + c->b * (float)len / avg;
-        float field_norm = c->k1 * len_norm;
-        uint32_t *pos = c->positions + (size_t)f * P * L2_POS_CAP;
-        uint32_t *pos_counts = c->pos_counts + (size_t)f * P;
-        double field_bm25 = 0;
-        uint32_t field_tf = 0, field_matched = 0, field_first = UINT32_MAX, present = 0;
-        for (uint32_t t = 0; t < T; t++) {
-            uint32_t tf_f = 0;
-            if (c->tf[t] && c->info->has_positions) {
-                uint32_t *out = t < P ? pos + (size_t)t * L2_POS_CAP : pos;
-                tf_f = isn_index_positions(c->ix, c->terms[t].term_id, doc, f, out, t < P ? L2_POS_CAP : 0);
-            } else if (c->tf[t] && F == 1) {
-                tf_f = c->tf[t];
-            }
-            if (t < P) {
-                pos_counts[t] = c->info->has_positions ? (tf_f < L2_POS_CAP ? tf_f : L2_POS_CAP) : 0;
-                c->lists[t] = pos + (size_t)t * L2_POS_CAP;
-                if (pos_counts[t]) {
-                    present++;
-                    if (c->lists[t][0] < field_first)
-                        field_first = c->lists[t][0];
-                }
-            }
-            if (tf_f == 0)
-                continue;
-            field_tf += tf_f;
-            field_matched++;
-            field_bm25 += (double)(c->terms[t].weight * isn_bm25_tf_part(c->k1_plus_1, tf_f, field_norm));
-            c->tf_bar[t] += (float)tf_f / len_norm;
-        }
-        l2_proximity prox;
-        l2_proximity_compute(c->lists, pos_counts, P, c->sweep_scratch, &prox);
-        fr[FF_BM25] = (float)field_bm25;
-        fr[FF_TF_SUM] = (float)field_tf;
-        fr[FF_MATCHED_FRAC] = all_terms ? (float)field_matched / all_terms : 0;
-        fr[FF_LEN] = (float)len;
-        fr[FF_FIRST_POS] = field_first == UINT32_MAX ? (float)len : (float)field_first;
-        fr[FF_MIN_WINDOW] = (float)prox.min_window;
-        fr[FF_ORDERED_PAIRS] = (float)prox.ordered_pairs;
-        fr[FF_UNORDERED_PAIRS] = (float)prox.unordered_pairs;
-        if (prox.min_window && (present > best_window_terms ||
-                                (present == best_window_terms && prox.min_window < best_window))) {
-            best_window = prox.min_window;
-            best_window_terms = present;
-        }
-        best_ordered = prox.ordered_pairs > best_ordered ? prox.ordered_pairs : best_ordered;
-        best_unordered = prox.unordered_pairs > best_unordered ? prox.unordered_pairs : best_unordered;
-        best_adjacent = prox.adjacent_pairs > best_adjacent ? prox.adjacent_pairs : best_adjacent;
-        if (field_first < first_pos) {
-            first_pos = field_first;
-            first_pos_len = len;
-        }
-    }
-    double bm25f = 0;
-    for (uint32_t t = 0; t < T && per_field_tf; t++)
-        if (c->tf_bar[t] > 0)
-            bm25f += c->terms[t].weight * c->tf_bar[t] * c->k1_plus_1 / (c->tf_bar[t] + c->k1);
-
-    row[F_BM25] = (float)bm25;
-    row[F_BM25F] = (float)(per_field_tf ? bm25f : bm25);
-    row[F_LM_DIRICHLET] = (float)lm;
-    row[F_QUERY_TERMS] = (float)c->query_terms;
-    row[F_QUERY_UNKNOWN] = (float)c->unknown;
-    row[F_MATCHED_TERMS] = (float)matched;
-    row[F_MATCHED_FRAC] = all_terms ? (float)matched / all_terms : 0;
-    row[F_ALL_MATCHED] = all_terms && matched == all_terms;
-    row[F_TF_SUM] = (float)tf_sum;
-    row[F_TF_MIN] = T ? (float)tf_min : 0;
-    row[F_TF_MAX] = (float)tf_max;
-    row[F_TF_MEAN] = T ? (float)tf_sum / T : 0;
-    row[F_NTF_SUM] = (float)ntf;
-    row[F_IDF_SUM] = (float)c->idf_sum;
-    row[F_IDF_MIN] = T ? (float)c->idf_min : 0;
-    row[F_IDF_MAX] = (float)c->idf_max;
-    row[F_IDF_MEAN] = T ? (float)(c->idf_sum / T) : 0;
-    row[F_MATCHED_IDF_SUM] = (float)matched_idf;
-    row[F_MATCHED_IDF_FRAC] = c->idf_sum > 0 ? (float)(matched_idf / c->idf_sum) : 0;
-    row[F_TFIDF_SUM] = (float)tfidf;
-    row[F_TERM_BM25_MAX] = (float)term_max;
-    row[F_TERM_BM25_MIN] = matched ? (float)term_min : 0;
-    row[F_DOC_LEN] = (float)doc_len;
-    row[F_LOG_DOC_LEN] = (float)log1p((double)doc_len);
-    row[F_STATIC_SCORE] = isn_index_static_score(c->ix, doc);
-    row[F_MIN_WINDOW] = (float)best_window;
-    row[F_WINDOW_DENSITY] = best_window ? (float)best_window_terms / best_window : 0;
-    row[F_ORDERED_PAIRS] = (float)best_ordered;
-    row[F_UNORDERED_PAIRS] = (float)best_unordered;
-    row[F_ADJACENT_PAIRS] = (float)best_adjacent;
-    row[F_FIRST_POS] = first_pos == UINT32_MAX ? (float)doc_len : (float)first_pos;
-    row[F_FIRST_POS_NORM] = first_pos == UINT32_MAX ? 1.0f : (float)first_pos / (first_pos_len ? first_pos_len : 1);
+/* Grows the positions pool keeping what it holds (the gather appends to it). */
+static int reserve_positions(isn_l2_workspace *ws, size_t count) {
+    size_t bytes = count * sizeof(uint32_t);
+    if (bytes <= ws->hit_positions_bytes)
+        return 0;
+    size_t want = ws->hit_positions_bytes * 2 > bytes ? ws->hit_positions_bytes * 2 : bytes;
+    uint32_t *grown = realloc(ws->hit_positions, want);
+    if (grown == NULL)
+        return -1;
+    ws->hit_positions = grown;
+    ws->hit_positions_bytes = want;
+    return 0;
 }
 
-int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t num_docs, const uint32_t *docs,
-                         uint32_t n, float *out, char *err, size_t err_len) {
-    extract_ctx c = {.ix = ws->index, .info = ws->info, .norms = isn_index_doc_norms(ws->index)};
-    c.k1 = c.info->bm25.k1;
-    c.b = c.info->bm25.b;
-    c.k1_plus_1 = c.k1 + 1.0f;
-    c.num_terms = query->num_terms;
-    c.prox_terms = c.num_terms < L2_PROX_TERMS ? c.num_terms : L2_PROX_TERMS;
-    c.num_fields = c.info->num_fields;
-    c.unknown = query->num_unknown;
-    const uint32_t T = c.num_terms, P = c.prox_terms, F = c.num_fields;
-    if (n == 0)
-        return 0;
-    size_t need = ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(term_info)) +
-                  ranking_arena_size(T * sizeof(isn_cursor)) + 2 * ranking_arena_size(T * sizeof(uint32_t)) +
-                  ranking_arena_size((size_t)F * P * L2_POS_CAP * sizeof(uint32_t)) +
-                  ranking_arena_size((size_t)F * P * sizeof(uint32_t)) + ranking_arena_size(P * sizeof(uint32_t *)) +
-                  ranking_arena_size(P * sizeof(uint32_t));
-    if (ranking_arena_reset(&ws->arena, need) != 0) {
-        isn_error(err, err_len, "out of memory for the features of %u candidates", n);
+static void query_constants(isn_l2_workspace *ws, const isn_query *query, uint64_t num_docs, isn_feature_query *q,
+                            isn_feature_term *terms, l2_id_term *id_terms) {
+    const isn_index_info *info = ws->info;
+    memset(q, 0, sizeof *q);
+    q->num_terms = query->num_terms;
+    q->prox_terms = q->num_terms < ISN_L2_PROX_TERMS ? q->num_terms : ISN_L2_PROX_TERMS;
+    q->num_fields = info->num_fields;
+    q->unknown = query->num_unknown;
+    q->per_field_tf = info->has_positions || info->num_fields == 1;
+    q->k1 = info->bm25.k1;
+    q->b = info->bm25.b;
+    q->k1_plus_1 = q->k1 + 1.0f;
+    float longest_avg = 0;
+    for (uint32_t f = 0; f < q->num_fields; f++) {
+        q->avg_field_len[f] = info->avg_field_len[f];
+        longest_avg = info->avg_field_len[f] > longest_avg ? info->avg_field_len[f] : longest_avg;
+    }
+    for (uint32_t f = 0; f < q->num_fields; f++)
+        q->field_weight[f] = info->avg_field_len[f] > 0 ? sqrtf(longest_avg / info->avg_field_len[f]) : 1.0f;
+    uint64_t N = num_docs ? num_docs : info->num_docs;
+    double total_len = info->total_doc_len ? (double)info->total_doc_len : 1.0;
+    q->idf_min = INFINITY;
+    q->query_terms = q->unknown;
+    for (uint32_t t = 0; t < q->num_terms; t++) {
+        const isn_query_term *qt = &query->terms[t];
+        isn_term_stats st;
+        isn_index_term_stats(ws->index, qt->term_id, &st);
+        float idf = isn_bm25_idf(N, qt->df);
+        terms[t] = (isn_feature_term){.idf = idf, .count = (float)qt->count, .weight = idf * (float)qt->count,
+                                      .p_coll = (st.cf ? (double)st.cf : 0.5) / total_len};
+        q->idf_sum += idf;
+        q->idf_min = idf < q->idf_min ? idf : q->idf_min;
+        q->idf_max = idf > q->idf_max ? idf : q->idf_max;
+        q->query_terms += qt->count;
+        if (t < q->prox_terms) {
+            size_t len = isn_index_term_text(ws->index, qt->term_id, id_terms[t].text, L2_ID_TERM_BYTES);
+            id_terms[t].len = len < L2_ID_TERM_BYTES ? (uint32_t)len : L2_ID_TERM_BYTES - 1;
+        }
+    }
+}
+
+int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64_t num_docs, const uint32_t *docs,
+                            uint32_t n, isn_feature_hits *hits, char *err, size_t err_len) {
+    const isn_index *ix = ws->index;
+    const isn_index_info *info = ws->info;
+    const uint32_t T = query->num_terms, F = info->num_fields;
+    const uint32_t P = T < ISN_L2_PROX_TERMS ? T : ISN_L2_PROX_TERMS;
+    memset(hits, 0, sizeof *hits);
+    size_t need = ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(isn_cursor)) +
+                  ranking_arena_size(T * sizeof(isn_positions_cursor)) + ranking_arena_size(P * sizeof(l2_id_term));
+    if (ranking_arena_reset(&ws->arena, need) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_docs, &ws->hit_docs_bytes, (size_t)n * sizeof(isn_feature_doc)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_terms, &ws->hit_terms_bytes, ((size_t)T + 1) * sizeof(isn_feature_term)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_tf, &ws->hit_tf_bytes, (size_t)n * T * sizeof(uint32_t)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_field_len, &ws->hit_field_len_bytes, (size_t)n * F * sizeof(uint32_t)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_field_tf, &ws->hit_field_tf_bytes, (size_t)n * F * T * sizeof(uint32_t)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_pos_count, &ws->hit_pos_count_bytes, (size_t)n * F * P * sizeof(uint32_t)) != 0 ||
+        l2_reserve_bytes((void **)&ws->hit_pos_start, &ws->hit_pos_start_bytes, (size_t)n * F * P * sizeof(uint32_t)) != 0 ||
+        reserve_positions(ws, ISN_L2_POS_CAP) != 0) {
+        isn_error(err, err_len, "out of memory for the hits of %u candidates", n);
         return -1;
     }
     uint64_t *order = ranking_arena_take(&ws->arena, (size_t)n * sizeof(uint64_t));
-    c.terms = ranking_arena_take(&ws->arena, T * sizeof(term_info));
-    c.cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_cursor));
-    c.tf = ranking_arena_take(&ws->arena, T * sizeof(uint32_t));
-    c.tf_bar = ranking_arena_take(&ws->arena, T * sizeof(float));
-    c.positions = ranking_arena_take(&ws->arena, (size_t)F * P * L2_POS_CAP * sizeof(uint32_t));
-    c.pos_counts = ranking_arena_take(&ws->arena, (size_t)F * P * sizeof(uint32_t));
-    c.lists = ranking_arena_take(&ws->arena, P * sizeof(uint32_t *));
-    c.sweep_scratch = ranking_arena_take(&ws->arena, P * sizeof(uint32_t));
-
-    uint64_t N = num_docs ? num_docs : c.info->num_docs;
-    double total_len = c.info->total_doc_len ? (double)c.info->total_doc_len : 1.0;
-    c.idf_min = INFINITY;
-    c.query_terms = c.unknown;
+    isn_cursor *cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_cursor));
+    isn_positions_cursor *position_cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_positions_cursor));
+    l2_id_term *id_terms = ranking_arena_take(&ws->arena, P * sizeof(l2_id_term));
+    query_constants(ws, query, num_docs, &hits->query, ws->hit_terms, id_terms);
     for (uint32_t t = 0; t < T; t++) {
-        const isn_query_term *qt = &query->terms[t];
-        isn_term_stats st;
-        isn_index_term_stats(c.ix, qt->term_id, &st);
-        float idf = isn_bm25_idf(N, qt->df);
-        c.terms[t] = (term_info){.term_id = qt->term_id, .idf = idf, .count = (float)qt->count,
-                                 .weight = idf * (float)qt->count, .p_coll = (st.cf ? (double)st.cf : 0.5) / total_len};
-        c.idf_sum += idf;
-        c.idf_min = idf < c.idf_min ? idf : c.idf_min;
-        c.idf_max = idf > c.idf_max ? idf : c.idf_max;
-        c.query_terms += qt->count;
-        isn_cursor_open(&c.cursors[t], c.ix, qt->term_id);
+        isn_cursor_open(&cursors[t], ix, query->terms[t].term_id);
+        isn_positions_cursor_open(&position_cursors[t], ix, query->terms[t].term_id);
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (docs[i] >= c.info->num_docs) {
-            isn_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i],
-                      c.info->num_docs);
+        if (docs[i] >= info->num_docs) {
+            isn_error(err, err_len, "candidate %u is doc %u, past the index's %u documents", i, docs[i], info->num_docs);
             return -1;
         }
         order[i] = (uint64_t)docs[i] << 32 | i;
     }
     l2_sort_u64(order, n);
-    uint32_t count = isn_feature_count(c.info);
-    for (uint32_t i = 0; i < n; i++)
-        doc_features(&c, (uint32_t)(order[i] >> 32), out + (size_t)(uint32_t)order[i] * count);
+    const float *norms = isn_index_doc_norms(ix);
+    uint32_t used = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t doc = (uint32_t)(order[k] >> 32), i = (uint32_t)order[k];
+        isn_feature_doc *d = &ws->hit_docs[i];
+        uint32_t *tf = ws->hit_tf + (size_t)i * T, *field_len = ws->hit_field_len + (size_t)i * F;
+        uint32_t *field_tf = ws->hit_field_tf + (size_t)i * F * T;
+        uint32_t *pos_count = ws->hit_pos_count + (size_t)i * F * P, *pos_start = ws->hit_pos_start + (size_t)i * F * P;
+        d->doc_len = isn_index_doc_len(ix, doc);
+        d->norm = norms[doc];
+        d->static_score = isn_index_static_score(ix, doc);
+        d->log_doc_len = (float)log1p((double)d->doc_len);
+        size_t id_len = 0;
+        const char *id = isn_index_doc_id(ix, doc, &id_len);
+        l2_id_hits id_hits;
+        l2_id_match(id, id_len, id_terms, P, &id_hits);
+        d->id_len = (uint32_t)id_len;
+        d->id_tokens = id_hits.tokens;
+        d->id_unmatched_tokens = id_hits.unmatched_tokens;
+        d->id_matched_terms = id_hits.matched_terms;
+        for (uint32_t t = 0; t < T; t++)
+            tf[t] = isn_cursor_next_geq(&cursors[t], doc) == doc ? isn_cursor_freq(&cursors[t]) : 0;
+        for (uint32_t f = 0; f < F; f++) {
+            field_len[f] = isn_index_field_len(ix, doc, f);
+            for (uint32_t t = 0; t < T; t++) {
+                uint32_t tf_f = 0, stored = 0;
+                if (tf[t] && info->has_positions) {
+                    if (t < P && reserve_positions(ws, (size_t)used + ISN_L2_POS_CAP) != 0) {
+                        isn_error(err, err_len, "out of memory for the positions of %u candidates", n);
+                        return -1;
+                    }
+                    /* the term's cursor sits on doc (tf > 0): its positions cursor follows it forward */
+                    tf_f = isn_positions_cursor_read(&position_cursors[t], &cursors[t], f, ws->hit_positions + used,
+                                                     t < P ? ISN_L2_POS_CAP : 0);
+                    stored = t < P ? (tf_f < ISN_L2_POS_CAP ? tf_f : ISN_L2_POS_CAP) : 0;
+                } else if (tf[t] && F == 1) {
+                    tf_f = tf[t];
+                }
+                field_tf[(size_t)f * T + t] = tf_f;
+                if (t < P) {
+                    pos_count[(size_t)f * P + t] = stored;
+                    pos_start[(size_t)f * P + t] = used;
+                    used += stored;
+                }
+            }
+        }
+    }
+    hits->terms = ws->hit_terms;
+    hits->n = n;
+    hits->docs = ws->hit_docs;
+    hits->tf = ws->hit_tf;
+    hits->field_len = ws->hit_field_len;
+    hits->field_tf = ws->hit_field_tf;
+    hits->pos_count = ws->hit_pos_count;
+    hits->pos_start = ws->hit_pos_start;
+    hits->positions = ws->hit_positions;
+    hits->num_positions = used;
+    return 0;
+}
+
+void isn_feature_rows(const isn_feature_hits *hits, float *out) {
+    const uint32_t count = ISN_L2_DOC_FEATURES + ISN_L2_FIELD_FEATURES * hits->query.num_fields;
+    for (uint32_t i = 0; i < hits->n; i++)
+        isn_feature_row(hits, i, out + (size_t)i * count);
+}
+
+int isn_features_extract(isn_l2_workspace *ws, const isn_query *query, uint64_t num_docs, const uint32_t *docs,
+                         uint32_t n, float *out, char *err, size_t err_len) {
+    if (n == 0)
+        return 0;
+    isn_feature_hits hits;
+    if (isn_feature_hits_gather(ws, query, num_docs, docs, n, &hits, err, err_len) != 0)
+        return -1;
+    isn_feature_rows(&hits, out);
     return 0;
 }

@@ -4,30 +4,9 @@
 
 #include "ranking/ranking_internal.h"
 
-/* Document-level features, in registry order (ids 0..L2_DOC_FEATURES-1). */
-enum {
-    F_BM25, F_BM25F, F_LM_DIRICHLET, F_QUERY_TERMS, F_QUERY_UNKNOWN, F_MATCHED_TERMS, F_MATCHED_FRAC,
-    F_ALL_MATCHED, F_TF_SUM, F_TF_MIN, F_TF_MAX, F_TF_MEAN, F_NTF_SUM, F_IDF_SUM, F_IDF_MIN, F_IDF_MAX,
-    F_IDF_MEAN, F_MATCHED_IDF_SUM, F_MATCHED_IDF_FRAC, F_TFIDF_SUM, F_TERM_BM25_MAX, F_TERM_BM25_MIN,
-    F_DOC_LEN, F_LOG_DOC_LEN, F_STATIC_SCORE, F_MIN_WINDOW, F_WINDOW_DENSITY, F_ORDERED_PAIRS,
-    F_UNORDERED_PAIRS, F_ADJACENT_PAIRS, F_FIRST_POS, F_FIRST_POS_NORM,
-    L2_DOC_FEATURES
-};
-
-/* Per-field features, repeated for each field after the document-level ones. */
-enum {
-    FF_BM25, FF_TF_SUM, FF_MATCHED_FRAC, FF_LEN, FF_FIRST_POS, FF_MIN_WINDOW, FF_ORDERED_PAIRS,
-    FF_UNORDERED_PAIRS, L2_FIELD_FEATURES
-};
-
-/* Proximity looks at the first this-many query terms and this-many positions per term and field:
- * bounded work per candidate whatever the query or document. */
-#define L2_PROX_TERMS 16u
-#define L2_POS_CAP 256u
-/* Pair features count a pair of consecutive query terms when they occur within this many positions. */
-#define L2_PAIR_WINDOW 8u
-/* Dirichlet smoothing of the query-likelihood feature. */
-#define L2_LM_MU 2000.0
+/* The feature enums and limits are ranking.h's (ranking/feature_rows.h), which gpu/ compiles too. */
+#define L2_DOC_FEATURES ISN_L2_DOC_FEATURES
+#define L2_FIELD_FEATURES ISN_L2_FIELD_FEATURES
 
 struct isn_l2_workspace {
     const isn_index *index;
@@ -39,6 +18,12 @@ struct isn_l2_workspace {
     float *scores;
     float *scratch;
     size_t features_cap, inputs_cap, scores_cap, scratch_cap;
+    /* Gathered hits (isn_feature_hits_gather), grown to the largest call so far. */
+    isn_feature_doc *hit_docs;
+    isn_feature_term *hit_terms;
+    uint32_t *hit_tf, *hit_field_len, *hit_field_tf, *hit_pos_count, *hit_pos_start, *hit_positions;
+    size_t hit_docs_bytes, hit_terms_bytes, hit_tf_bytes, hit_field_len_bytes, hit_field_tf_bytes, hit_pos_count_bytes,
+        hit_pos_start_bytes, hit_positions_bytes;
     /* Re-ranking: candidates by doc id (doc << 32 | candidate index), their docs, then score keys. */
     uint64_t *by_doc, *keys;
     uint32_t *docs;
@@ -57,17 +42,21 @@ void l2_sort_u64(uint64_t *a, size_t n);
 /* Grows *buf to hold `count` floats; 0 or -1 when out of memory. */
 int l2_reserve(float **buf, size_t *cap, size_t count);
 
-/* Proximity over one field: lists[i] holds the sorted positions of query term i (counts[i] of them,
- * 0 when absent). Writes the smallest window (in positions) holding every present term, and counts
- * of consecutive query-term pairs found in order / in any order within L2_PAIR_WINDOW, and adjacent. */
+/* The external id as a text stream (features_id.c): the query's first ISN_L2_PROX_TERMS terms as the
+ * index spells them, cut to L2_ID_TERM_BYTES, and what one id holds of them. */
+#define L2_ID_TERM_BYTES 32u
+#define L2_ID_MATCH_MIN 3u
 typedef struct {
-    uint32_t min_window;
-    uint32_t ordered_pairs;
-    uint32_t unordered_pairs;
-    uint32_t adjacent_pairs;
-} l2_proximity;
+    char text[L2_ID_TERM_BYTES];
+    uint32_t len;
+} l2_id_term;
 
-void l2_proximity_compute(const uint32_t *const *lists, const uint32_t *counts, uint32_t num_terms,
-                          uint32_t *cursor_scratch, l2_proximity *out);
+typedef struct {
+    uint32_t tokens;           /* tokens of the id */
+    uint32_t unmatched_tokens; /* tokens matching no query term */
+    uint32_t matched_terms;    /* query terms matched by some token */
+} l2_id_hits;
+
+void l2_id_match(const char *id, size_t id_len, const l2_id_term *terms, uint32_t num_terms, l2_id_hits *out);
 
 #endif

@@ -4,17 +4,14 @@
 
 #include "ranking/l2_internal.h"
 
-typedef enum { TX_LINEAR, TX_LOG, TX_BUCKET, TX_TREE, TX_KINDS } transform_kind;
-
-/* A line of a decision-tree input: a split (x < threshold goes to `left`, else and NaN to `right`;
- * both are later lines) or a leaf. */
-typedef struct {
-    bool leaf;
-    uint32_t feature;
-    float threshold;
-    uint32_t left, right;
-    float value;
-} tree_input_line;
+/* The transforms and tree lines are ranking.h's (feature_rows.h), which gpu/ evaluates too. */
+typedef isn_transform_kind transform_kind;
+#define TX_LINEAR ISN_TRANSFORM_LINEAR
+#define TX_LOG ISN_TRANSFORM_LOG
+#define TX_BUCKET ISN_TRANSFORM_BUCKET
+#define TX_TREE ISN_TRANSFORM_TREE
+#define TX_KINDS ISN_TRANSFORM_KINDS
+typedef isn_transform_tree_line tree_input_line;
 
 typedef struct {
     transform_kind kind;
@@ -39,6 +36,5 @@ struct isn_ranker {
     uint32_t num_features; /* of the index it was loaded for */
 };
 
-float transform_tree_input(const ranker_input *in, const float *row);
 
 #endif

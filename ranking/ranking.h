@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "index/index.h"
+#include "ranking/feature_rows.h"
 
 typedef enum {
     ISN_MODE_OR = 0,  /* documents matching any term */
@@ -404,6 +405,14 @@ void isn_l2_workspace_free(isn_l2_workspace *workspace);
 int isn_features_extract(isn_l2_workspace *workspace, const isn_query *query, uint64_t num_docs,
                          const uint32_t *docs, uint32_t n, float *out, char *err, size_t err_len);
 
+/* isn_features_extract in its two steps, for another device to take the second (gpu.h): the hits of
+ * docs[i] gathered into hits (row i = docs[i]; arrays in the workspace, valid until its next call),
+ * then every row computed from the hits alone with isn_feature_row (feature_rows.h), into out as
+ * isn_features_extract writes it. */
+int isn_feature_hits_gather(isn_l2_workspace *workspace, const isn_query *query, uint64_t num_docs,
+                            const uint32_t *docs, uint32_t n, isn_feature_hits *hits, char *err, size_t err_len);
+void isn_feature_rows(const isn_feature_hits *hits, float *out);
+
 /* ------------------------------------------------------------------ models */
 
 /* Gradient-boosted tree ensemble, evaluated over many rows at once (blocked, branch-free traversal). */
@@ -448,6 +457,8 @@ const char *isn_ranker_model_kind(const isn_ranker *ranker);
 /* Trees (0 for an MLP). */
 uint32_t isn_ranker_num_trees(const isn_ranker *ranker);
 
+/* Model input `input` of the ranker as feature_rows.h computes it (pointers into the ranker). */
+void isn_ranker_transform_get(const isn_ranker *ranker, uint32_t input, isn_transform_view *view);
 /* Transforms feature rows (n x isn_feature_count) into model inputs (n x isn_ranker_num_inputs). */
 void isn_ranker_transform(const isn_ranker *ranker, const float *features, uint32_t num_features, uint32_t n,
                           float *inputs);
@@ -463,6 +474,21 @@ typedef struct {
  * numbers. 0, or -1 with err. */
 typedef int (*isn_model_scorer)(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
                                 uint32_t stride, float *scores, char *err, size_t err_len);
+
+/* The whole second stage of one query's candidates from their gathered hits (isn_feature_hits_gather):
+ * scores[i] for hits row i, the numbers of the CPU's feature rows, transforms and model. A scorer may
+ * run it on any device (gpu.h isn_gpu_rerank_score chooses one); isn_stage_score_cpu is the CPU's,
+ * with the workspace's buffers. 0, or -1 with err. */
+typedef int (*isn_stage_scorer)(void *context, isn_l2_workspace *workspace, const isn_ranker *ranker,
+                                const isn_feature_hits *hits, float *scores, char *err, size_t err_len);
+int isn_stage_score_cpu(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_feature_hits *hits,
+                        float *scores, char *err, size_t err_len);
+
+/* isn_rerank with the whole second stage behind one scorer: the hits are gathered here, then
+ * score_stage(context, ...) scores them (NULL: isn_stage_score_cpu). Same order, same hits. */
+int isn_rerank_stage(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_query *query, uint64_t num_docs,
+                     const isn_hit *candidates, uint32_t n, uint32_t k, isn_stage_scorer score_stage, void *context,
+                     isn_l2_hit *out, uint32_t *num_out, char *err, size_t err_len);
 
 /* Scores the candidates (e.g. the first stage's n1 hits) with the ranker and writes the best k into
  * out (k entries), model score descending, ties to the lower doc id: features, transforms, the model,
@@ -594,5 +620,26 @@ isn_eval_metrics isn_eval_mean(const isn_eval_query_result *queries, size_t num_
 int isn_eval_evaluate(const isn_qrels *qrels, const isn_eval_run *run, isn_eval_report *report, char *err,
                       size_t err_len);
 void isn_eval_report_free(isn_eval_report *report);
+
+/* Whether a run beats a baseline by more than chance, one measure over the same judged queries: the
+ * queries either report holds (a query one run did not answer scores 0 there, as trec_eval -c counts
+ * it), each query's difference run - baseline, then
+ * - Student's paired t-test: t = mean / (sd / sqrt(n)), two-sided p with n - 1 degrees of freedom;
+ * - the paired randomization test: the share of the 2^n ways of swapping each query's pair whose
+ *   |sum of differences| reaches the observed one, two-sided; every way when n <= 16 (exact), else
+ *   `trials` random ways from `seed` (reproducible) and p = (hits + 1) / (trials + 1). */
+typedef struct {
+    size_t num_queries;
+    double mean_baseline, mean_run, mean_difference;
+    size_t wins, losses; /* queries where the run scores above / below the baseline */
+    double t, t_p;       /* NaN with fewer than two queries */
+    double randomization_p;
+    uint32_t randomization_trials; /* 0: exact */
+} isn_eval_paired;
+
+int isn_eval_compare(const isn_eval_report *baseline, const isn_eval_report *run, size_t measure, uint32_t trials,
+                     uint64_t seed, isn_eval_paired *out, char *err, size_t err_len);
+/* Two-sided p of Student's t with dof degrees of freedom (regularized incomplete beta). */
+double isn_student_t_two_sided_p(double t, double dof);
 
 #endif

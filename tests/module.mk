@@ -18,6 +18,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_SUPPORT_OBJS) $$(LIB
 TESTS += tests/unit/install_test.sh
 # The README's command blocks, run as written (tests/unit/readme_test.sh).
 TESTS += tests/unit/readme_test.sh
+# The re-ranker's training recipe at toy size (bench/l2_quality.sh; python3-xgboost).
+TESTS += tests/unit/ranker_recipe_test.sh
 # deploy/kubernetes/generate.py's manifests pass kubernetes-validate (PyPI, into $(BUILD)/venv-k8s).
 TESTS += tests/unit/k8s_manifests_test.sh
 # CIFF against PyPI's ciff-toolkit (into $(BUILD)/venv-ciff; skips, saying so, without PyPI).

@@ -348,6 +348,78 @@ static void test_negative_judgement_gives_no_gain(void **state) {
     free_result(&result);
 }
 
+/* Value of "key=NUMBER" on the "compare<TAB>measure<TAB>" line; fails the test when absent. */
+static double compare_value(const char *out, const char *measure, const char *key) {
+    char prefix[128], needle[64];
+    snprintf(prefix, sizeof prefix, "compare\t%s\t", measure);
+    const char *line = strstr(out, prefix);
+    if (line == NULL) fail_msg("no line '%s' in:\n%s", prefix, out);
+    snprintf(needle, sizeof needle, " %s=", key);
+    const char *end = strchr(line, '\n');
+    const char *at = strstr(line, needle);
+    if (at == NULL || (end != NULL && at > end)) fail_msg("no %s on the %s line:\n%s", key, measure, out);
+    return strtod(at + strlen(needle), NULL);
+}
+
+/* --compare: three queries, one relevant document each, which the baseline ranks 2nd, 3rd and 4th and
+ * the run 1st. Reciprocal ranks differ by 1/2, 2/3, 3/4: mean 0.63889, sd 0.127295, t = 8.6931 with
+ * 2 degrees of freedom, whose two-sided p is 1 - t / sqrt(t^2 + 2) = 0.012983. Of the 8 ways to swap
+ * pairs only "none" and "all" reach |sum| = 1.9167: the exact randomization p is 0.25. Then 20
+ * queries, ten improved and ten worsened alike: no difference, both p values 1 (0.99 and more for the
+ * sampled randomization test). */
+static void test_paired_comparison(void **state) {
+    (void)state;
+    write_fixture("cmp.qrels", "q1 0 r 1\nq2 0 r 1\nq3 0 r 1\n");
+    write_fixture("cmp-base.run", "q1 Q0 x 1 9 b\nq1 Q0 r 2 8 b\n"
+                                  "q2 Q0 x 1 9 b\nq2 Q0 y 2 8 b\nq2 Q0 r 3 7 b\n"
+                                  "q3 Q0 x 1 9 b\nq3 Q0 y 2 8 b\nq3 Q0 z 3 7 b\nq3 Q0 r 4 6 b\n");
+    write_fixture("cmp.run", "q1 Q0 r 1 9 l\nq1 Q0 x 2 8 l\nq2 Q0 r 1 9 l\nq3 Q0 r 1 9 l\n");
+    char options[PATH_MAX + 32];
+    temp_path(options, sizeof options, "cmp-base.run");
+    char compare[PATH_MAX + 128];
+    snprintf(compare, sizeof compare, "--compare '%s'", options);
+    struct eval_result result = run_eval(compare, "cmp.qrels", "cmp.run");
+    assert_int_equal(result.exit_code, 0);
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "diff"), 0.63889, "mean difference");
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "t"), 8.6931, "t");
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "p_t"), 0.012983, "t-test p");
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "p_randomization"), 0.25, "exact randomization p");
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "wins"), 3, "wins");
+    free_result(&result);
+
+    snprintf(compare, sizeof compare, "--json --trials 2000 --compare '%s'", options);
+    result = run_eval(compare, "cmp.qrels", "cmp.run");
+    assert_int_equal(result.exit_code, 0);
+    json_t *root = parse_json(result.out);
+    json_t *mrr = json_object_get(json_object_get(root, "compare"), "recip_rank_cut_10");
+    assert_near(json_measure(mrr, "p_randomization"), 0.25, "exact randomization p in JSON");
+    assert_near(json_measure(mrr, "queries"), 3, "queries compared");
+    json_decref(root);
+    free_result(&result);
+
+    char qrels[4096] = "", base[8192] = "", run[8192] = "";
+    for (int q = 0; q < 20; q++) {
+        /* the relevant document moves from rank 2 to 1 in even queries and from 1 to 2 in odd ones */
+        const char *first = q % 2 ? "r" : "x", *second = q % 2 ? "x" : "r";
+        snprintf(qrels + strlen(qrels), sizeof qrels - strlen(qrels), "m%d 0 r 1\n", q);
+        snprintf(base + strlen(base), sizeof base - strlen(base), "m%d Q0 %s 1 9 b\nm%d Q0 %s 2 8 b\n", q, second,
+                 q, first);
+        snprintf(run + strlen(run), sizeof run - strlen(run), "m%d Q0 %s 1 9 l\nm%d Q0 %s 2 8 l\n", q, first, q,
+                 second);
+    }
+    write_fixture("even.qrels", qrels);
+    write_fixture("even-base.run", base);
+    write_fixture("even.run", run);
+    temp_path(options, sizeof options, "even-base.run");
+    snprintf(compare, sizeof compare, "--trials 5000 --compare '%s'", options);
+    result = run_eval(compare, "even.qrels", "even.run");
+    assert_int_equal(result.exit_code, 0);
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "diff"), 0, "no mean difference");
+    assert_near(compare_value(result.out, "recip_rank_cut_10", "p_t"), 1, "t-test p of no difference");
+    assert_true(compare_value(result.out, "recip_rank_cut_10", "p_randomization") >= 0.99);
+    free_result(&result);
+}
+
 /* Runs a failing case and checks exit code 2 and that stderr holds `needle`. */
 /* A bad input: isn-eval exits 2 with nothing on stdout, and every needle is in its message. */
 struct malformed_case {
@@ -370,6 +442,8 @@ static const struct malformed_case MALFORMED_CASES[] = {
     {NULL, NULL, "", "good.qrels", "/nonexistent/isn-eval.run", {"/nonexistent/isn-eval.run"}},
     {NULL, NULL, "", "/nonexistent/isn-eval.qrels", "good.run", {"/nonexistent/isn-eval.qrels"}},
     {NULL, NULL, "--bogus", "good.qrels", "good.run", {"unknown option"}},
+    {NULL, NULL, "--trials 0 --compare good.run", "good.qrels", "good.run", {"--trials needs"}},
+    {NULL, NULL, "--compare /nonexistent/base.run", "good.qrels", "good.run", {"/nonexistent/base.run"}},
 };
 
 static void test_malformed_input_names_the_line(void **state) {
@@ -424,6 +498,7 @@ int main(void) {
         cmocka_unit_test(test_depth_cutoffs_and_long_lines),
         cmocka_unit_test(test_negative_judgement_gives_no_gain),
         cmocka_unit_test(test_malformed_input_names_the_line),
+        cmocka_unit_test(test_paired_comparison),
     };
     return cmocka_run_group_tests(tests, setup_suite, teardown_suite);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "index/index.h"
+#include "ranking/l2_internal.h"
 #include "ranking/ranking.h"
 #include "tests/support/files.h"
 
@@ -123,6 +124,25 @@ static void test_features(void **state) {
     assert_float_equal(feature(d2, "tf_min"), 0, 0);
     assert_float_equal(feature(d2, "body.len"), 3, 0);
     assert_float_equal(feature(d2, "static_score"), isn_index_static_score(ix, 2), 0);
+    /* d0: "alpha beta" in the title, alpha(1) .. beta(4) in the body: a run of both; both terms in the
+     * lead; the one pair adjacent. d1: beta(0) before alpha(11): no run. d2: alpha alone. */
+    assert_float_equal(feature(d0, "longest_run"), 2, 0);
+    assert_float_equal(feature(d1, "longest_run"), 1, 0);
+    assert_float_equal(feature(d2, "longest_run"), 1, 0);
+    assert_float_equal(feature(d0, "lead_matched_frac"), 2.0 / 3, 1e-6);
+    assert_float_equal(feature(d2, "lead_matched_frac"), 1.0 / 3, 1e-6);
+    assert_float_equal(feature(d0, "adjacent_frac"), 1, 0);
+    assert_float_equal(feature(d1, "adjacent_frac"), 0, 0);
+    /* ids "d0".."d2": one token each, matching no query term */
+    assert_float_equal(feature(d1, "id_len"), 2, 0);
+    assert_float_equal(feature(d1, "id_tokens"), 1, 0);
+    assert_float_equal(feature(d1, "id_unmatched_tokens"), 1, 0);
+    assert_float_equal(feature(d1, "id_matched_frac"), 0, 0);
+    /* d2, alpha: idf ln(1 + 0.5 / 3.5); tf 4 without length norm: 4 * 2.2 / (4 + 1.2) -> 0.225976.
+     * Weighted BM25F: average lengths title 4/3, body 7, so the title weighs sqrt(7 / (4/3)); tf_bar =
+     * 2.2913 * 1 / (0.25 + 0.75 * 0.75) + 3 / (0.25 + 0.75 * 3 / 7) = 8.0701 -> 0.255741. */
+    assert_float_equal(feature(d2, "bm25_no_length_norm"), 0.225976, 1e-5);
+    assert_float_equal(feature(d2, "bm25f_weighted"), 0.255741, 1e-5);
     /* The bm25 feature is the first stage's score. */
     isn_search_options o;
     isn_search_options_default(&o);
@@ -135,6 +155,56 @@ static void test_features(void **state) {
         assert_float_equal(feature(row, "bm25"), hits[i].score, 1e-5);
     }
     free(f);
+}
+
+static uint64_t double_ulps(double a, double b) {
+    int64_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    if (ia < 0) ia = INT64_MIN - ia;
+    if (ib < 0) ib = INT64_MIN - ib;
+    return ia > ib ? (uint64_t)(ia - ib) : (uint64_t)(ib - ia);
+}
+
+/* The logarithms both devices compute alike (feature_rows.h) stay within a few ulps of libm's, over
+ * the ranges features and transforms meet, and keep log's edges. */
+static void test_device_logarithms(void **state) {
+    (void)state;
+    uint64_t worst = 0, worst1p = 0;
+    double x = 1e-300;
+    for (int i = 0; i < 200000; i++, x *= 1.0036) { /* 1e-300 .. ~1e12 */
+        uint64_t u = double_ulps(isn_l2_log(x), log(x));
+        worst = u > worst ? u : worst;
+    }
+    for (double y = 1e-12; y < 1e9; y *= 1.0011) {
+        uint64_t u = double_ulps(isn_l2_log1p(y), log1p(y));
+        worst1p = u > worst1p ? u : worst1p;
+    }
+    if (worst > 4 || worst1p > 8) fail_msg("isn_l2_log %llu ulps, isn_l2_log1p %llu ulps from libm", (unsigned long long)worst,
+                                            (unsigned long long)worst1p);
+    assert_true(isn_l2_log(1.0) == 0.0);
+    assert_true(isinf(isn_l2_log(0.0)) && isn_l2_log(0.0) < 0);
+    assert_true(isnan(isn_l2_log(-1.0)));
+    assert_true(isn_l2_log1p(0.0) == 0.0);
+}
+
+/* The id as a text stream: tokens split at punctuation and case folded; a token matches a term when one
+ * is a prefix of the other, the shorter of 3 bytes or more, or when they are equal. */
+static void test_id_match(void **state) {
+    (void)state;
+    l2_id_term terms[3] = {{"develop", 7}, {"fiber", 5}, {"x", 1}};
+    l2_id_hits hits;
+    l2_id_match("libboost-Fiber-dev", 18, terms, 3, &hits);
+    assert_int_equal(hits.tokens, 3);
+    assert_int_equal(hits.unmatched_tokens, 1); /* libboost */
+    assert_int_equal(hits.matched_terms, 2);    /* fiber, develop (by "dev") */
+    l2_id_match("de.x", 4, terms, 3, &hits);    /* "de" is too short to match as a prefix; "x" is equal */
+    assert_int_equal(hits.tokens, 2);
+    assert_int_equal(hits.unmatched_tokens, 1);
+    assert_int_equal(hits.matched_terms, 1);
+    l2_id_match("--", 2, terms, 3, &hits);
+    assert_int_equal(hits.tokens, 0);
+    assert_int_equal(hits.matched_terms, 0);
 }
 
 static isn_ranker *load_ranker(const char *text, char *err) {
@@ -221,6 +291,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_features),
+        cmocka_unit_test(test_id_match),
+        cmocka_unit_test(test_device_logarithms),
         cmocka_unit_test(test_ranker_transforms),
         cmocka_unit_test(test_ranker_refusals),
         cmocka_unit_test(test_mlp_rerank),

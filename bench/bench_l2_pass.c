@@ -1,0 +1,412 @@
+/* The whole second stage (FE + MIT + model) per query, CPU against the one-pass GPU (gpu.h
+ * isn_gpu_l2_pass), on a real index and query log. JSON lines on stdout, one per (ranker shape, n1):
+ *   cpu_1t: one thread, per query: gather (hits from the index), rows (features from hits),
+ *           transforms, model (ms, medians over the queries); cpu_all: every core (one query per thread
+ *           at a time, as isnd's workers), queries/s over at least --seconds after a warm pass;
+ *   gpu:    per query, the gather on the CPU then one pass (hits in, scores out): transfer, kernels,
+ *           total (medians); and batches of --batch queries in one pass: queries/s. Scores are checked
+ *           equal to the CPU's, every candidate (mismatches counted).
+ * Ranker shapes are generated over the index's features (inputs cycle through the features under the
+ * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500, large 1,250 / 1,250 (depth 6),
+ * as the issue's; an MLP shape (1,250 inputs, two hidden layers of 256) for the MLP path.
+ * With --check, before the timings, every feature of every candidate and every score of the device pass
+ * (the GPU's, else the emulated device's: isn_gpu_l2_pass_emulated) is compared with the CPU's, bit for
+ * bit ("check": values compared, values that differ, scores that differ).
+ *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
+ *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] [--check] */
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "gpu/gpu.h"
+#include "index/index.h"
+#include "ranking/ranking.h"
+
+#define MAX_QUERIES 4096
+#define MAX_BATCH 64
+
+static uint64_t rng = 4242;
+static uint32_t rnd(uint32_t bound) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33) % bound;
+}
+
+static char *query_text[MAX_QUERIES];
+static uint32_t num_queries;
+static const isn_index *ix;
+static char workdir[] = "/tmp/bench-l2-pass-XXXXXX";
+
+static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, uint32_t n) {
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die(const char *what, const char *err) {
+    fprintf(stderr, "bench_l2_pass: %s: %s\n", what, err);
+    exit(1);
+}
+
+/* A ranker of `inputs` inputs cycling over the features and transforms, and `trees` complete trees of
+ * depth 6 whose thresholds are values the inputs take on real candidates (sample rows), or an MLP. */
+static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t trees, bool mlp, const float *sample,
+                               uint32_t sample_rows) {
+    const isn_index_info *info = isn_index_get_info(ix);
+    const uint32_t nf = isn_feature_count(info);
+    char path[256], model[256], name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/%s.ranker", workdir, shape);
+    snprintf(model, sizeof model, "%s/%s.model", workdir, shape);
+    FILE *r = fopen(path, "w");
+    if (!r) die(path, "cannot write");
+    fprintf(r, "isn-ranker 1\nname %s\nmodel %s %s.model\n", shape, mlp ? "mlp" : "xgboost", shape);
+    for (uint32_t j = 0; j < inputs; j++) {
+        isn_feature_name(info, j % nf, name, sizeof name);
+        switch ((j / nf) % 4) {
+        case 0: fprintf(r, "input %s\n", name); break;
+        case 1: fprintf(r, "input %s log 1 0\n", name); break;
+        case 2: fprintf(r, "input %s linear 0.5 1\n", name); break;
+        default: fprintf(r, "input %s bucket 0 1 2 4 8 16 32\n", name); break;
+        }
+    }
+    fclose(r);
+    FILE *m = fopen(model, "w");
+    if (!m) die(model, "cannot write");
+    if (mlp) {
+        uint32_t widths[3] = {256, 256, 1}, in = inputs;
+        fprintf(m, "isn-mlp 1\ninputs %u\n", inputs);
+        for (int l = 0; l < 3; l++) {
+            fprintf(m, "layer %u %s\n", widths[l], l < 2 ? "relu" : "linear");
+            for (uint32_t o = 0; o < widths[l]; o++, fputc('\n', m))
+                for (uint32_t i = 0; i < in; i++) fprintf(m, "%.4f ", ((int)rnd(2001) - 1000) / 20000.0);
+            for (uint32_t o = 0; o < widths[l]; o++) fprintf(m, "0.01 ");
+            fputc('\n', m);
+            in = widths[l];
+        }
+    } else {
+        const uint32_t depth = 6, nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
+        uint32_t *feat = malloc(nodes * sizeof *feat);
+        float *cond = malloc(nodes * sizeof *cond);
+        fprintf(m, "{\"learner\": {\"feature_names\": [], \"gradient_booster\": {\"name\": \"gbtree\", \"model\": {\"trees\": [");
+        for (uint32_t t = 0; t < trees; t++) {
+            for (uint32_t i = 0; i < nodes; i++) {
+                feat[i] = rnd(inputs);
+                /* a raw feature value: a threshold in the input's own units only for identity inputs,
+                 * but any real value splits somewhere */
+                cond[i] = i < splits ? sample[(size_t)rnd(sample_rows) * nf + feat[i] % nf] : ((int)rnd(2001) - 1000) / 1e4f;
+                if (cond[i] != cond[i]) cond[i] = 0;
+            }
+            fprintf(m, "%s{\"left_children\": [", t ? ",\n" : "\n");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%d", i ? "," : "", i < splits ? (int)(2 * i + 1) : -1);
+            fprintf(m, "], \"right_children\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%d", i ? "," : "", i < splits ? (int)(2 * i + 2) : -1);
+            fprintf(m, "], \"split_conditions\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%.9g", i ? "," : "", cond[i]);
+            fprintf(m, "], \"split_indices\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%u", i ? "," : "", i < splits ? feat[i] : 0);
+            fprintf(m, "], \"default_left\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%u", i ? "," : "", i % 2);
+            fprintf(m, "], \"split_type\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s0", i ? "," : "");
+            fprintf(m, "]}");
+        }
+        fprintf(m, "]}},\n \"learner_model_param\": {\"base_score\": \"5E-1\", \"num_class\": \"0\", \"num_feature\": "
+                   "\"%u\"}, \"objective\": {\"name\": \"rank:ndcg\"}}, \"version\": [1, 7, 4]}\n", inputs);
+        free(feat);
+        free(cond);
+    }
+    fclose(m);
+    isn_ranker *rk = isn_ranker_load(path, info, err, sizeof err);
+    if (!rk) die(path, err);
+    return rk;
+}
+
+/* One query's candidates: the first stage's best n1. */
+static uint32_t candidates(isn_searcher *s, uint32_t q, uint32_t n1, isn_query *query, isn_hit *hits, uint32_t *docs) {
+    char err[ISN_ERR_LEN];
+    if (isn_query_parse(s, query_text[q], strlen(query_text[q]), query, err, sizeof err) != 0) die("query", err);
+    isn_search_options o;
+    isn_search_options_default(&o);
+    o.k = n1;
+    uint32_t n = 0;
+    isn_search_stats st;
+    if (isn_search(s, query, &o, hits, &n, &st, err, sizeof err) != 0) die("search", err);
+    for (uint32_t i = 0; i < n; i++) docs[i] = hits[i].doc;
+    return n;
+}
+
+typedef struct {
+    const isn_ranker *rk;
+    uint32_t n1;
+    double seconds;
+    uint32_t next_query;
+    pthread_mutex_t lock;
+    uint64_t done;
+    double stop_at;
+} cpu_run;
+
+/* The CPU's whole second stage for one query, as isn_rerank runs it: features, transforms, model. */
+static void cpu_stage(isn_l2_workspace *ws, const isn_ranker *rk, const isn_query *query, const uint32_t *docs,
+                      uint32_t n, float *rows, float *inputs, float *scratch, float *scores, double *ms) {
+    char err[ISN_ERR_LEN];
+    const uint32_t nf = isn_feature_count(isn_index_get_info(ix));
+    isn_feature_hits hits;
+    double t0 = now_ms();
+    if (isn_feature_hits_gather(ws, query, 0, docs, n, &hits, err, sizeof err) != 0) die("gather", err);
+    double t1 = now_ms();
+    isn_feature_rows(&hits, rows);
+    double t2 = now_ms();
+    isn_ranker_transform(rk, rows, nf, n, inputs);
+    double t3 = now_ms();
+    if (isn_ranker_forest(rk))
+        isn_forest_predict(isn_ranker_forest(rk), inputs, n, isn_ranker_num_inputs(rk), scores);
+    else
+        isn_mlp_predict(isn_ranker_mlp(rk), inputs, n, isn_ranker_num_inputs(rk), scratch, scores);
+    double t4 = now_ms();
+    if (ms) ms[0] = t1 - t0, ms[1] = t2 - t1, ms[2] = t3 - t2, ms[3] = t4 - t3;
+}
+
+static void *cpu_worker(void *arg) {
+    cpu_run *run = arg;
+    const uint32_t nf = isn_feature_count(isn_index_get_info(ix)), ni = isn_ranker_num_inputs(run->rk);
+    isn_searcher *s = isn_searcher_new(ix);
+    isn_l2_workspace *ws = isn_l2_workspace_new(ix);
+    isn_hit *hits = malloc((size_t)run->n1 * sizeof *hits);
+    uint32_t *docs = malloc((size_t)run->n1 * sizeof *docs);
+    float *rows = malloc((size_t)run->n1 * nf * sizeof(float)), *inputs = malloc((size_t)run->n1 * ni * sizeof(float));
+    float *scores = malloc(run->n1 * sizeof(float));
+    float *scratch = isn_ranker_mlp(run->rk) ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(run->rk), run->n1) * sizeof(float)) : NULL;
+    for (;;) {
+        pthread_mutex_lock(&run->lock);
+        uint32_t q = run->next_query++ % num_queries;
+        pthread_mutex_unlock(&run->lock);
+        if (now_ms() > run->stop_at) break;
+        isn_query query;
+        uint32_t n = candidates(s, q, run->n1, &query, hits, docs);
+        cpu_stage(ws, run->rk, &query, docs, n, rows, inputs, scratch, scores, NULL);
+        pthread_mutex_lock(&run->lock);
+        run->done++;
+        pthread_mutex_unlock(&run->lock);
+    }
+    free(hits), free(docs), free(rows), free(inputs), free(scores), free(scratch);
+    isn_l2_workspace_free(ws);
+    isn_searcher_free(s);
+    return NULL;
+}
+
+static double cpu_rate(const isn_ranker *rk, uint32_t n1, uint32_t threads, double seconds) {
+    cpu_run run = {.rk = rk, .n1 = n1, .seconds = seconds};
+    pthread_mutex_init(&run.lock, NULL);
+    pthread_t th[256];
+    double t0 = now_ms();
+    run.stop_at = t0 + seconds * 1000;
+    for (uint32_t t = 0; t < threads; t++) pthread_create(&th[t], NULL, cpu_worker, &run);
+    for (uint32_t t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    double elapsed = (now_ms() - t0) / 1000;
+    pthread_mutex_destroy(&run.lock);
+    return run.done / elapsed;
+}
+
+int main(int argc, char **argv) {
+    const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200;
+    double seconds = 2;
+    bool cpu_only = false, check = false;
+    static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
+                                   {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
+                                   {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
+                                   {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'i': index_dir = optarg; break;
+        case 'q': queries_path = optarg; break;
+        case 'n': n1_list = optarg; break;
+        case 's': shapes = optarg; break;
+        case 't': threads = (uint32_t)atoi(optarg); break;
+        case 'S': seconds = atof(optarg); break;
+        case 'b': batch = (uint32_t)atoi(optarg); break;
+        case 'm': max_queries = (uint32_t)atoi(optarg); break;
+        case 'c': cpu_only = true; break;
+        case 'k': check = true; break;
+        default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
+        }
+    }
+    if (!index_dir || !queries_path || threads == 0 || threads > 256 || batch == 0 || batch > MAX_BATCH ||
+        max_queries == 0 || max_queries > MAX_QUERIES) {
+        fprintf(stderr, "bench_l2_pass: --index DIR and --queries FILE.tsv are required; --threads 1..256, --batch "
+                        "1..%d, --max-queries 1..%d\n", MAX_BATCH, MAX_QUERIES);
+        return 2;
+    }
+    char err[ISN_ERR_LEN];
+    isn_index *index = isn_index_open(index_dir, err, sizeof err);
+    if (!index) die(index_dir, err);
+    ix = index;
+    FILE *qf = fopen(queries_path, "r");
+    if (!qf) die(queries_path, "cannot read");
+    char line[8192];
+    while (num_queries < max_queries && fgets(line, sizeof line, qf)) {
+        char *text = strchr(line, '\t');
+        if (!text) continue;
+        text[strcspn(text, "\n")] = 0;
+        query_text[num_queries++] = strdup(text + 1);
+    }
+    fclose(qf);
+    if (!mkdtemp(workdir)) die("mkdtemp", "failed");
+    isn_gpu_l2 *gpu = NULL;
+    if (!cpu_only) {
+        isn_gpu_l2_options o;
+        isn_gpu_l2_options_default(&o);
+        gpu = isn_gpu_l2_open(&o, err, sizeof err);
+        if (!gpu) fprintf(stderr, "bench_l2_pass: no GPU (%s): CPU only\n", err);
+    }
+    const isn_index_info *info = isn_index_get_info(ix);
+    const uint32_t nf = isn_feature_count(info);
+    isn_searcher *s = isn_searcher_new(ix);
+    isn_l2_workspace *ws = isn_l2_workspace_new(ix), *batch_ws[MAX_BATCH];
+    for (uint32_t b = 0; b < batch; b++) batch_ws[b] = isn_l2_workspace_new(ix);
+
+    /* sample rows for thresholds */
+    uint32_t sample_cap = 2000, sample_rows = 0;
+    float *sample = malloc((size_t)sample_cap * nf * sizeof(float));
+    isn_hit *hits = malloc(10000 * sizeof *hits);
+    uint32_t *docs = malloc(10000 * sizeof *docs);
+    for (uint32_t q = 0; q < num_queries && sample_rows + 100 <= sample_cap; q++) {
+        isn_query query;
+        uint32_t n = candidates(s, q, 100, &query, hits, docs);
+        if (isn_features_extract(ws, &query, 0, docs, n, sample + (size_t)sample_rows * nf, err, sizeof err) != 0) die("features", err);
+        sample_rows += n;
+    }
+
+    char shape_list[256];
+    snprintf(shape_list, sizeof shape_list, "%s", shapes);
+    char *shapes_at = NULL;
+    for (char *shape = strtok_r(shape_list, ",", &shapes_at); shape; shape = strtok_r(NULL, ",", &shapes_at)) {
+        uint32_t inputs = 100, trees = 100;
+        bool mlp = false;
+        if (!strcmp(shape, "medium")) inputs = trees = 500;
+        else if (!strcmp(shape, "large")) inputs = trees = 1250;
+        else if (!strcmp(shape, "mlp")) inputs = 1250, mlp = true;
+        else if (strcmp(shape, "small")) die(shape, "unknown shape (small, medium, large, mlp)");
+        isn_ranker *rk = make_ranker(shape, inputs, trees, mlp, sample, sample_rows);
+        for (const char *p = n1_list; *p;) {
+            uint32_t n1 = (uint32_t)strtoul(p, (char **)&p, 10);
+            if (*p == ',') p++;
+            if (n1 == 0 || n1 > 10000) die(n1_list, "n1 must be 1..10000");
+            const uint32_t ni = isn_ranker_num_inputs(rk), cap = n1 * batch;
+            float *rows = malloc((size_t)cap * nf * sizeof(float)), *inputs_buf = malloc((size_t)cap * ni * sizeof(float));
+            float *scores = malloc(cap * sizeof(float)), *dev_scores = isn_gpu_l2_host_alloc(cap * sizeof(float));
+            float *scratch = mlp ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rk), cap) * sizeof(float)) : NULL;
+            double *part[4], *gpu_transfer = malloc(num_queries * sizeof(double)), *gpu_kernels = malloc(num_queries * sizeof(double));
+            double *gpu_total = malloc(num_queries * sizeof(double)), *gpu_gather = malloc(num_queries * sizeof(double));
+            double *cpu_total = malloc(num_queries * sizeof(double));
+            for (int k = 0; k < 4; k++) part[k] = malloc(num_queries * sizeof(double));
+            uint64_t mismatches = 0, compared = 0;
+            uint64_t check_values = 0, check_differ = 0, check_scores_differ = 0;
+            float *check_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
+            float *check_scores = check ? malloc(cap * sizeof(float)) : NULL;
+            double candidates_sum = 0;
+            for (uint32_t q = 0; q < num_queries; q++) {
+                isn_query query;
+                uint32_t n = candidates(s, q, n1, &query, hits, docs);
+                candidates_sum += n;
+                double ms[4];
+                cpu_stage(ws, rk, &query, docs, n, rows, inputs_buf, scratch, scores, ms);
+                for (int k = 0; k < 4; k++) part[k][q] = ms[k];
+                cpu_total[q] = ms[0] + ms[1] + ms[2] + ms[3];
+                if (check && n > 0) {
+                    isn_feature_hits h;
+                    if (isn_feature_hits_gather(batch_ws[0], &query, 0, docs, n, &h, err, sizeof err) != 0) die("gather", err);
+                    const isn_feature_hits *one[1] = {&h};
+                    int rc = gpu ? isn_gpu_l2_pass(gpu, rk, one, 1, check_scores, check_rows, NULL, err, sizeof err)
+                                 : isn_gpu_l2_pass_emulated(rk, one, 1, check_scores, check_rows, err, sizeof err);
+                    if (rc != 0) die("check pass", err);
+                    for (size_t v = 0; v < (size_t)n * nf; v++)
+                        check_differ += memcmp(&rows[v], &check_rows[v], sizeof(float)) != 0;
+                    for (uint32_t i = 0; i < n; i++) check_scores_differ += memcmp(&scores[i], &check_scores[i], 4) != 0;
+                    check_values += (uint64_t)n * nf;
+                }
+                if (!gpu || n == 0) continue;
+                isn_feature_hits h;
+                double g0 = now_ms();
+                if (isn_feature_hits_gather(batch_ws[0], &query, 0, docs, n, &h, err, sizeof err) != 0) die("gather", err);
+                gpu_gather[q] = now_ms() - g0;
+                const isn_feature_hits *one[1] = {&h};
+                isn_gpu_l2_stats st;
+                if (isn_gpu_l2_pass(gpu, rk, one, 1, dev_scores, NULL, &st, err, sizeof err) != 0) die("GPU pass", err);
+                gpu_transfer[q] = st.ms_transfer;
+                gpu_kernels[q] = st.ms_kernels;
+                gpu_total[q] = gpu_gather[q] + st.ms_total;
+                for (uint32_t i = 0; i < n; i++) mismatches += memcmp(&scores[i], &dev_scores[i], sizeof(float)) != 0;
+                compared += n;
+            }
+            double gather_ms = median(part[0], num_queries), rows_ms = median(part[1], num_queries);
+            double mit_ms = median(part[2], num_queries), model_ms = median(part[3], num_queries);
+            double cpu_ms = median(cpu_total, num_queries);
+            cpu_rate(rk, n1, threads, 0.3); /* warm */
+            double cpu_all_qps = cpu_rate(rk, n1, threads, seconds);
+            printf("{\"bench\":\"l2_pass\",\"shape\":\"%s\",\"inputs\":%u,\"trees\":%u,\"mlp\":%s,\"n1\":%u,"
+                   "\"queries\":%u,\"mean_candidates\":%.1f,\"cpu_1t_ms\":{\"gather\":%.4f,\"rows\":%.4f,\"transforms\":%.4f,"
+                   "\"model\":%.4f,\"total\":%.4f},\"cpu_all\":{\"threads\":%u,\"qps\":%.1f,\"seconds\":%.1f}",
+                   shape, ni, mlp ? 0 : trees, mlp ? "true" : "false", n1, num_queries, candidates_sum / num_queries,
+                   gather_ms, rows_ms, mit_ms, model_ms, cpu_ms, threads, cpu_all_qps, seconds);
+            if (check)
+                printf(",\"check\":{\"device\":\"%s\",\"values\":%llu,\"differ\":%llu,\"scores_differ\":%llu}",
+                       gpu ? "cuda" : "emulated", (unsigned long long)check_values, (unsigned long long)check_differ,
+                       (unsigned long long)check_scores_differ);
+            if (gpu) {
+                double g_gather = median(gpu_gather, num_queries), g_transfer = median(gpu_transfer, num_queries);
+                double g_kernels = median(gpu_kernels, num_queries), g_total = median(gpu_total, num_queries);
+                /* batches: batch queries in one pass */
+                uint32_t batches = 0;
+                double t0 = now_ms();
+                for (uint32_t q0 = 0; q0 + batch <= num_queries || (q0 == 0 && batches == 0); q0 += batch) {
+                    const isn_feature_hits *list[MAX_BATCH];
+                    isn_feature_hits hb[MAX_BATCH];
+                    uint32_t nb = 0;
+                    for (uint32_t q = q0; q < q0 + batch && q < num_queries; q++) {
+                        isn_query query;
+                        uint32_t n = candidates(s, q, n1, &query, hits, docs);
+                        if (isn_feature_hits_gather(batch_ws[nb], &query, 0, docs, n, &hb[nb], err, sizeof err) != 0) die("gather", err);
+                        list[nb] = &hb[nb];
+                        nb++;
+                    }
+                    if (isn_gpu_l2_pass(gpu, rk, list, nb, dev_scores, NULL, NULL, err, sizeof err) != 0) die("GPU batch", err);
+                    batches++;
+                    if (q0 + batch >= num_queries) break;
+                }
+                double batch_s = (now_ms() - t0) / 1000;
+                printf(",\"gpu\":{\"per_query_ms\":{\"gather_cpu\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
+                       "\"batch\":%u,\"batched_qps_with_first_stage\":%.1f,\"speedup_1t\":%.2f,\"compared\":%llu,"
+                       "\"mismatches\":%llu}",
+                       g_gather, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
+                       g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
+            }
+            printf("}\n");
+            fflush(stdout);
+            free(rows), free(inputs_buf), free(scores), isn_gpu_l2_host_free(dev_scores), free(scratch);
+            free(check_rows), free(check_scores);
+            for (int k = 0; k < 4; k++) free(part[k]);
+            free(gpu_transfer), free(gpu_kernels), free(gpu_total), free(gpu_gather), free(cpu_total);
+        }
+        isn_ranker_free(rk);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", workdir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_l2_pass: could not remove %s\n", workdir);
+    isn_gpu_l2_close(gpu);
+    for (uint32_t b = 0; b < batch; b++) isn_l2_workspace_free(batch_ws[b]);
+    isn_l2_workspace_free(ws);
+    isn_searcher_free(s);
+    isn_index_close(index);
+    return 0;
+}

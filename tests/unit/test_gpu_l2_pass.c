@@ -1,0 +1,431 @@
+/* The second stage's one device pass (gpu.h isn_gpu_l2_pass) against the CPU, value by value: every
+ * feature of every candidate equal to isn_features_extract's bit for bit, and every score equal to the
+ * CPU's transforms and model (an MLP over every feature under each kind of transform, and an XGBoost
+ * forest whose thresholds are real feature values, so ties at the split are met). Indexes: Cranfield
+ * with positions over title and body (a synthetic collection of the same shape without
+ * ../shared/data), the body alone without positions, both fields without positions; the first stage's
+ * best 100 and 1,000 of every query, eight queries a batch. The emulated device (the pass's packed
+ * buffer and per-thread steps run on the host) always runs; with a GPU the CUDA pass runs too, and must
+ * be equal as well (ranking/feature_rows.h: no fused multiply-add, no library logarithm). */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "gpu/gpu.h"
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "tests/support/files.h"
+
+#define BATCH 8
+#define MAX_QUERIES 240
+#define SYNTHETIC_DOCS 1400
+
+static char dir[64];
+static char *queries[MAX_QUERIES];
+static uint32_t num_queries;
+static isn_gpu_l2 *gpu;
+static char no_gpu_reason[256];
+static bool cranfield;
+
+static uint64_t rng = 20261129;
+static uint32_t rnd(uint32_t bound) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng >> 33) % bound;
+}
+
+/* ------------------------------------------------------------------ data */
+
+static char *synthetic_text(uint32_t words) {
+    char *text = malloc(words * 8 + 1);
+    assert_non_null(text);
+    size_t at = 0;
+    for (uint32_t w = 0; w < words; w++) /* a skewed vocabulary: common words repeat, proximity happens */
+        at += (size_t)sprintf(text + at, "%sw%u", w ? " " : "", rnd(1 + rnd(400)));
+    text[at] = 0;
+    return text;
+}
+
+/* Cranfield's documents and queries when ../shared/data built them, else synthetic ones. */
+static void load_collection(json_t **docs) {
+    const char *cran = getenv("ISN_CRANFIELD_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/cranfield.jsonl", cran ? cran : "build/data/cran");
+    FILE *in = fopen(path, "r");
+    *docs = json_array();
+    if (in) {
+        char line[65536];
+        while (fgets(line, sizeof line, in)) json_array_append_new(*docs, json_loads(line, 0, NULL));
+        fclose(in);
+        snprintf(path, sizeof path, "%s/cranfield.queries.tsv", cran ? cran : "build/data/cran");
+        FILE *q = fopen(path, "r");
+        assert_non_null(q);
+        while (num_queries < MAX_QUERIES && fgets(line, sizeof line, q)) {
+            char *text = strchr(line, '\t');
+            assert_non_null(text);
+            text[strcspn(text, "\n")] = 0;
+            queries[num_queries++] = strdup(text + 1);
+        }
+        fclose(q);
+        cranfield = true;
+        return;
+    }
+    fprintf(stderr, "test_gpu_l2_pass: no %s: a synthetic collection instead\n", path);
+    for (uint32_t d = 0; d < SYNTHETIC_DOCS; d++) {
+        char id[32];
+        snprintf(id, sizeof id, "doc-%u.%s", d, d % 3 ? "w7" : "x");
+        char *title = synthetic_text(2 + rnd(8)), *body = synthetic_text(20 + rnd(200));
+        json_array_append_new(*docs, json_pack("{s:s,s:s,s:s}", "id", id, "title", title, "body", body));
+        free(title);
+        free(body);
+    }
+    for (num_queries = 0; num_queries < 120; num_queries++) queries[num_queries] = synthetic_text(1 + rnd(14));
+}
+
+/* An index of the collection's fields (title and body, or body alone), with or without positions. */
+static isn_index *build_index(json_t *docs, const char *name, bool title, bool positions) {
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_fields = 0;
+    if (title) snprintf(o.fields[o.num_fields++], sizeof o.fields[0], "title");
+    snprintf(o.fields[o.num_fields++], sizeof o.fields[0], "body");
+    o.positions = positions;
+    o.progress = false;
+    isn_builder *b = isn_builder_new(&o);
+    assert_non_null(b);
+    char err[ISN_ERR_LEN];
+    size_t i;
+    json_t *doc;
+    json_array_foreach(docs, i, doc) {
+        const char *fields[2], *t = json_string_value(json_object_get(doc, "title"));
+        const char *body = json_string_value(json_object_get(doc, "body"));
+        uint32_t nf = 0;
+        if (title) fields[nf++] = t;
+        fields[nf++] = body;
+        size_t lens[2] = {strlen(fields[0]), nf > 1 ? strlen(fields[1]) : 0};
+        if (lens[0] + lens[1] == 0) continue; /* a few Cranfield records have no text */
+        /* a static score too, so that the prior feature is not all zeros */
+        if (isn_builder_add(b, json_string_value(json_object_get(doc, "id")), fields, lens, (float)(i % 17) / 4.0f, err,
+                            sizeof err) != 0)
+            fail_msg("%s", err);
+    }
+    char out[128];
+    snprintf(out, sizeof out, "%s/%s", dir, name);
+    if (isn_builder_write(b, out, NULL, err, sizeof err) != 0) fail_msg("%s", err);
+    isn_builder_free(b);
+    isn_index *ix = isn_index_open(out, err, sizeof err);
+    if (!ix) fail_msg("%s", err);
+    return ix;
+}
+
+/* ------------------------------------------------------------------ rankers */
+
+static const char *transform_text(uint32_t f, const char *name, char *buf, size_t len) {
+    switch (f % 5) {
+    case 0: snprintf(buf, len, "input %s\n", name); break;
+    case 1: snprintf(buf, len, "input %s linear 0.37 -1.5\n", name); break;
+    case 2: snprintf(buf, len, "input %s log 1.1 0.25\n", name); break;
+    case 3: snprintf(buf, len, "input %s bucket 0 0.5 1 2 4 8 16\n", name); break;
+    default:
+        snprintf(buf, len, "input tree 5\nsplit %s 1 1 2\nleaf -1\nsplit bm25 2.5 3 4\nleaf 0.5\nleaf 2\n", name);
+    }
+    return buf;
+}
+
+/* Every feature under each kind of transform in turn, then an MLP (two layers) or an XGBoost forest
+ * (30 trees of depth 4 whose thresholds are inputs of real candidates, sample) over them. */
+static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool forest, const float *sample, uint32_t
+                                sample_rows) {
+    const isn_index_info *info = isn_index_get_info(ix);
+    const uint32_t nf = isn_feature_count(info);
+    char path[160], model[160], buf[512], fname[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s.ranker", dir, name);
+    snprintf(model, sizeof model, "%s/%s.model", dir, name);
+    FILE *r = fopen(path, "w");
+    assert_non_null(r);
+    fprintf(r, "isn-ranker 1\nname %s\nmodel %s %s.model\n", name, forest ? "xgboost" : "mlp", name);
+    for (uint32_t f = 0; f < nf; f++) {
+        isn_feature_name(info, f, fname, sizeof fname);
+        fputs(transform_text(f, fname, buf, sizeof buf), r);
+    }
+    assert_int_equal(fclose(r), 0);
+    FILE *m = fopen(model, "w");
+    assert_non_null(m);
+    if (!forest) {
+        fprintf(m, "isn-mlp 1\ninputs %u\nlayer 8 relu\n", nf);
+        for (uint32_t o = 0; o < 8; o++, fputc('\n', m))
+            for (uint32_t i = 0; i < nf; i++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
+        for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.3f ", ((int)rnd(201) - 100) / 100.0);
+        fprintf(m, "\nlayer 1 linear\n");
+        for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
+        fprintf(m, "\n0.125\n");
+    } else {
+        const uint32_t depth = 4, nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
+        fprintf(m, "{\"learner\": {\"feature_names\": [], \"gradient_booster\": {\"name\": \"gbtree\", \"model\": {\"trees\": [");
+        for (uint32_t t = 0; t < 30; t++) {
+            uint32_t feat[64];
+            float cond[64];
+            for (uint32_t i = 0; i < nodes; i++) {
+                feat[i] = rnd(nf);
+                cond[i] = i < splits ? sample[(size_t)rnd(sample_rows) * nf + feat[i]] : ((int)rnd(2001) - 1000) / 1e4f;
+                if (i < splits && cond[i] != cond[i]) cond[i] = 0; /* no NaN thresholds */
+            }
+            fprintf(m, "%s{\"left_children\": [", t ? ",\n" : "\n");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%d", i ? ", " : "", i < splits ? (int)(2 * i + 1) : -1);
+            fprintf(m, "], \"right_children\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%d", i ? ", " : "", i < splits ? (int)(2 * i + 2) : -1);
+            fprintf(m, "], \"split_conditions\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%.9g", i ? ", " : "", cond[i]);
+            fprintf(m, "], \"split_indices\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%u", i ? ", " : "", i < splits ? feat[i] : 0);
+            fprintf(m, "], \"default_left\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s%u", i ? ", " : "", i % 2);
+            fprintf(m, "], \"split_type\": [");
+            for (uint32_t i = 0; i < nodes; i++) fprintf(m, "%s0", i ? ", " : "");
+            fprintf(m, "]}");
+        }
+        fprintf(m, "]}},\n \"learner_model_param\": {\"base_score\": \"5E-1\", \"num_class\": \"0\", \"num_feature\": "
+                   "\"%u\"}, \"objective\": {\"name\": \"rank:ndcg\"}}, \"version\": [1, 7, 4]}\n", nf);
+    }
+    assert_int_equal(fclose(m), 0);
+    char err[ISN_ERR_LEN];
+    isn_ranker *rk = isn_ranker_load(path, info, err, sizeof err);
+    if (!rk) fail_msg("%s: %s", path, err);
+    return rk;
+}
+
+/* ------------------------------------------------------------------ the comparison */
+
+static uint32_t ulp_distance(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    if (ia < 0) ia = INT32_MIN - ia;
+    if (ib < 0) ib = INT32_MIN - ib;
+    int64_t d = (int64_t)ia - ib;
+    return (uint32_t)(d < 0 ? -d : d);
+}
+
+typedef struct {
+    uint64_t rows, values;
+} tally;
+
+/* The device's rows and scores against the CPU's, bit for bit. */
+static void compare(const char *what, const isn_index_info *info, const float *cpu_rows, const float *cpu_scores,
+                    const float *dev_rows, const float *dev_scores, uint32_t n, tally *t) {
+    const uint32_t nf = isn_feature_count(info);
+    char name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX];
+    for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t f = 0; f < nf; f++) {
+            float c = cpu_rows[(size_t)r * nf + f], d = dev_rows[(size_t)r * nf + f];
+            if (memcmp(&c, &d, sizeof c) == 0) continue;
+            uint32_t ulps = ulp_distance(c, d);
+            isn_feature_name(info, f, name, sizeof name);
+            fail_msg("%s: feature %s of candidate %u: CPU %.9g, device %.9g (%u ulps)", what, name, r, c, d, ulps);
+        }
+        if (memcmp(&cpu_scores[r], &dev_scores[r], sizeof(float)) != 0)
+            fail_msg("%s: score of candidate %u: CPU %.9g, device %.9g", what, r, cpu_scores[r], dev_scores[r]);
+    }
+    t->rows += n;
+    t->values += (uint64_t)n * nf;
+}
+
+static void check_index(isn_index *ix, const char *tag, const char *label) {
+    const isn_index_info *info = isn_index_get_info(ix);
+    const uint32_t nf = isn_feature_count(info), n1s[2] = {100, 1000};
+    isn_searcher *searcher = isn_searcher_new(ix);
+    isn_l2_workspace *cpu_ws = isn_l2_workspace_new(ix), *ws[BATCH];
+    for (int b = 0; b < BATCH; b++) ws[b] = isn_l2_workspace_new(ix);
+    uint32_t cap = 1000 * BATCH;
+    float *cpu_rows = malloc((size_t)cap * nf * sizeof(float)), *cpu_inputs = malloc((size_t)cap * nf * sizeof(float));
+    float *cpu_scores = malloc(cap * sizeof(float)), *dev_rows = malloc((size_t)cap * nf * sizeof(float));
+    float *dev_scores = malloc(cap * sizeof(float)), *mlp_scratch = NULL;
+    isn_hit *hits = malloc(1000 * sizeof *hits);
+    uint32_t *docs = malloc(1000 * sizeof *docs);
+    assert_true(cpu_rows && cpu_inputs && cpu_scores && dev_rows && dev_scores && hits && docs);
+    char err[ISN_ERR_LEN];
+
+    /* A sample of real feature rows for the forest's thresholds: the first queries' candidates. */
+    uint32_t sample_rows = 0;
+    for (uint32_t q = 0; q < num_queries && sample_rows < 500; q++) {
+        isn_query query;
+        assert_int_equal(isn_query_parse(searcher, queries[q], strlen(queries[q]), &query, err, sizeof err), 0);
+        isn_search_options o;
+        isn_search_options_default(&o);
+        o.k = 50;
+        uint32_t n = 0;
+        isn_search_stats st;
+        assert_int_equal(isn_search(searcher, &query, &o, hits, &n, &st, err, sizeof err), 0);
+        for (uint32_t i = 0; i < n; i++) docs[i] = hits[i].doc;
+        if (sample_rows + n > cap) break;
+        assert_int_equal(isn_features_extract(cpu_ws, &query, 0, docs, n, cpu_rows + (size_t)sample_rows * nf, err, sizeof err), 0);
+        sample_rows += n;
+    }
+    assert_true(sample_rows > 0);
+    char name[64];
+    snprintf(name, sizeof name, "%s-mlp", tag);
+    isn_ranker *rankers[2];
+    rankers[0] = write_ranker(ix, name, false, cpu_rows, sample_rows);
+    snprintf(name, sizeof name, "%s-forest", tag);
+    rankers[1] = write_ranker(ix, name, true, cpu_rows, sample_rows);
+    mlp_scratch = malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rankers[0]), cap) * sizeof(float));
+
+    tally emulated = {0}, device = {0};
+    for (int k = 0; k < 2; k++) {
+        const isn_ranker *rk = rankers[k];
+        for (int s = 0; s < 2; s++) {
+            for (uint32_t q0 = 0; q0 < num_queries; q0 += BATCH) {
+                const isn_feature_hits *batch[BATCH];
+                isn_feature_hits hits_of[BATCH];
+                uint32_t nb = 0, rows = 0;
+                for (uint32_t q = q0; q < num_queries && q < q0 + BATCH; q++) {
+                    isn_query query;
+                    assert_int_equal(isn_query_parse(searcher, queries[q], strlen(queries[q]), &query, err, sizeof err), 0);
+                    isn_search_options o;
+                    isn_search_options_default(&o);
+                    o.k = n1s[s];
+                    uint32_t n = 0;
+                    isn_search_stats st;
+                    assert_int_equal(isn_search(searcher, &query, &o, hits, &n, &st, err, sizeof err), 0);
+                    for (uint32_t i = 0; i < n; i++) docs[i] = hits[i].doc;
+                    /* the CPU's rows, then the hits of the same candidates for the device */
+                    assert_int_equal(isn_features_extract(cpu_ws, &query, 0, docs, n, cpu_rows + (size_t)rows * nf, err,
+                                                          sizeof err), 0);
+                    if (isn_feature_hits_gather(ws[nb], &query, 0, docs, n, &hits_of[nb], err, sizeof err) != 0)
+                        fail_msg("%s", err);
+                    batch[nb] = &hits_of[nb];
+                    nb++;
+                    rows += n;
+                }
+                isn_ranker_transform(rk, cpu_rows, nf, rows, cpu_inputs);
+                if (isn_ranker_forest(rk))
+                    isn_forest_predict(isn_ranker_forest(rk), cpu_inputs, rows, isn_ranker_num_inputs(rk), cpu_scores);
+                else
+                    isn_mlp_predict(isn_ranker_mlp(rk), cpu_inputs, rows, isn_ranker_num_inputs(rk), mlp_scratch,
+                                    cpu_scores);
+                char what[128];
+                snprintf(what, sizeof what, "%s, %s, n1 %u, queries %u..%u, emulated", label, isn_ranker_model_kind(rk),
+                         n1s[s], q0, q0 + nb - 1);
+                memset(dev_rows, 0xFF, (size_t)rows * nf * sizeof(float));
+                if (isn_gpu_l2_pass_emulated(rk, batch, nb, dev_scores, dev_rows, err, sizeof err) != 0)
+                    fail_msg("%s: %s", what, err);
+                compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows, &emulated);
+                if (gpu) {
+                    snprintf(what, sizeof what, "%s, %s, n1 %u, queries %u..%u, CUDA", label, isn_ranker_model_kind(rk),
+                             n1s[s], q0, q0 + nb - 1);
+                    memset(dev_rows, 0xFF, (size_t)rows * nf * sizeof(float));
+                    if (isn_gpu_l2_pass(gpu, rk, batch, nb, dev_scores, dev_rows, NULL, err, sizeof err) != 0)
+                        fail_msg("%s: %s", what, err);
+                    compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows, &device);
+                }
+            }
+        }
+    }
+    printf("test_gpu_l2_pass: %s: %llu candidate rows, %llu feature values equal on the emulated device", label,
+           (unsigned long long)emulated.rows, (unsigned long long)emulated.values);
+    if (gpu)
+        printf("; CUDA: %llu rows, %llu values equal", (unsigned long long)device.rows,
+               (unsigned long long)device.values);
+    else
+        printf("; CUDA pass not run: %s", no_gpu_reason);
+    printf("\n");
+    isn_ranker_free(rankers[0]);
+    isn_ranker_free(rankers[1]);
+    for (int b = 0; b < BATCH; b++) isn_l2_workspace_free(ws[b]);
+    isn_l2_workspace_free(cpu_ws);
+    isn_searcher_free(searcher);
+    free(cpu_rows), free(cpu_inputs), free(cpu_scores), free(dev_rows), free(dev_scores), free(mlp_scratch);
+    free(hits), free(docs);
+}
+
+static json_t *collection;
+
+static void test_title_body_with_positions(void **state) {
+    (void)state;
+    isn_index *ix = build_index(collection, "title-body-positions", true, true);
+    check_index(ix, "positions", cranfield ? "cranfield title+body, positions" : "synthetic title+body, positions");
+    isn_index_close(ix);
+}
+
+static void test_body_alone_without_positions(void **state) {
+    (void)state;
+    isn_index *ix = build_index(collection, "body", false, false);
+    check_index(ix, "body", "body alone, no positions");
+    isn_index_close(ix);
+}
+
+static void test_title_body_without_positions(void **state) {
+    (void)state;
+    isn_index *ix = build_index(collection, "title-body", true, false);
+    check_index(ix, "title-body", "title+body, no positions");
+    isn_index_close(ix);
+}
+
+/* A batch from two indexes of different fields is refused, naming why. */
+static void test_mixed_batch_refused(void **state) {
+    (void)state;
+    isn_feature_hits a = {0}, b = {0};
+    a.query.num_fields = 2;
+    b.query.num_fields = 1;
+    const isn_feature_hits *batch[2] = {&a, &b};
+    isn_index *ix = build_index(collection, "mixed", true, true);
+    float sample[1] = {0};
+    (void)sample;
+    const isn_index_info *info = isn_index_get_info(ix);
+    char path[160], err[ISN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/mixed.ranker", dir);
+    FILE *r = fopen(path, "w");
+    assert_non_null(r);
+    fprintf(r, "isn-ranker 1\nname mixed\nmodel mlp mixed.mlp\ninput bm25\n");
+    fclose(r);
+    snprintf(path, sizeof path, "%s/mixed.mlp", dir);
+    r = fopen(path, "w");
+    assert_non_null(r);
+    fprintf(r, "isn-mlp 1\ninputs 1\nlayer 1 linear\n1\n0\n");
+    fclose(r);
+    snprintf(path, sizeof path, "%s/mixed.ranker", dir);
+    isn_ranker *rk = isn_ranker_load(path, info, err, sizeof err);
+    assert_non_null(rk);
+    float scores[4];
+    assert_int_equal(isn_gpu_l2_pass_emulated(rk, batch, 2, scores, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "one index a batch"));
+    isn_ranker_free(rk);
+    isn_index_close(ix);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/isn-test-l2-pass-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    load_collection(&collection);
+    isn_gpu_l2_options o;
+    isn_gpu_l2_options_default(&o);
+    gpu = isn_gpu_l2_open(&o, no_gpu_reason, sizeof no_gpu_reason);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    isn_gpu_l2_close(gpu);
+    json_decref(collection);
+    for (uint32_t q = 0; q < num_queries; q++) free(queries[q]);
+    return support_remove_tree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_title_body_with_positions),
+        cmocka_unit_test(test_body_alone_without_positions),
+        cmocka_unit_test(test_title_body_without_positions),
+        cmocka_unit_test(test_mixed_batch_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
