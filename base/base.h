@@ -222,6 +222,8 @@ typedef struct {
 } histogram;
 
 void histogram_observe(histogram *h, double seconds);
+/* Adds h's counts and sum to sum's. */
+void histogram_add(histogram *sum, const histogram *h);
 /* The _bucket (cumulative), _sum and _count samples; `labels` is "" or `key="value",...` without
  * braces. The family line is the caller's (several label sets share one). */
 void prom_histogram(byte_buffer *out, const char *name, const char *labels, const histogram *h);

@@ -26,6 +26,12 @@ void histogram_observe(histogram *h, double seconds) {
     h->sum += seconds;
 }
 
+void histogram_add(histogram *sum, const histogram *h) {
+    for (int i = 0; i <= HISTOGRAM_BUCKETS; i++) sum->buckets[i] += h->buckets[i];
+    sum->count += h->count;
+    sum->sum += h->sum;
+}
+
 void prom_histogram(byte_buffer *out, const char *name, const char *labels, const histogram *h) {
     uint64_t cumulative = 0;
     const char *sep = labels[0] ? "," : "";

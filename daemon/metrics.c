@@ -15,17 +15,13 @@ const char *search_stage_label(search_stage stage) {
     return (unsigned)stage < STAGE_COUNT ? STAGE_LABELS[stage] : "?";
 }
 
+const char *stage_device_label(stage_device device) { return device == STAGE_ON_GPU ? "gpu" : "cpu"; }
+
 void metrics_count_request(metrics *m, rpc_method method, int status, double seconds) {
     if ((unsigned)method >= RPC_COUNT) method = RPC_UNKNOWN;
     if (status < 0 || status >= ISN_GRPC_STATUS_COUNT) status = ISN_GRPC_STATUS_UNKNOWN;
     m->requests[method][status]++;
     histogram_observe(&m->request_seconds[method], seconds);
-}
-
-static void histogram_add(histogram *sum, const histogram *h) {
-    for (int i = 0; i <= HISTOGRAM_BUCKETS; i++) sum->buckets[i] += h->buckets[i];
-    sum->count += h->count;
-    sum->sum += h->sum;
 }
 
 void metrics_add(metrics *sum, const metrics *m) {
@@ -34,8 +30,9 @@ void metrics_add(metrics *sum, const metrics *m) {
             sum->requests[method][status] += m->requests[method][status];
         histogram_add(&sum->request_seconds[method], &m->request_seconds[method]);
     }
-    for (int stage = 0; stage < STAGE_COUNT; stage++)
-        histogram_add(&sum->search_stage_seconds[stage], &m->search_stage_seconds[stage]);
+    for (int device = 0; device < STAGE_DEVICES; device++)
+        for (int stage = 0; stage < STAGE_COUNT; stage++)
+            histogram_add(&sum->search_stage_seconds[device][stage], &m->search_stage_seconds[device][stage]);
     histogram_add(&sum->shed_seconds, &m->shed_seconds);
     sum->shed += m->shed;
     sum->shed_at_headers += m->shed_at_headers;

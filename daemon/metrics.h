@@ -15,11 +15,14 @@ const char *rpc_method_label(rpc_method method);
 
 typedef enum { STAGE_QUEUE, STAGE_RETRIEVAL, STAGE_TOTAL, STAGE_COUNT } search_stage;
 const char *search_stage_label(search_stage stage);
+/* The device that answered a search (its first stage), for the stage histograms' device label. */
+typedef enum { STAGE_ON_CPU, STAGE_ON_GPU, STAGE_DEVICES } stage_device;
+const char *stage_device_label(stage_device device);
 
 typedef struct {
     uint64_t requests[RPC_COUNT][ISN_GRPC_STATUS_COUNT];
     histogram request_seconds[RPC_COUNT]; /* headers received to reply submitted */
-    histogram search_stage_seconds[STAGE_COUNT];
+    histogram search_stage_seconds[STAGE_DEVICES][STAGE_COUNT];
     /* Search requests refused RESOURCE_EXHAUSTED: from their arrival (the earliest their HEADERS can
      * have reached the socket) to the refusal queued for sending. What a shed costs its client inside
      * the node, apart from the network and the client's own delays. */

@@ -73,11 +73,13 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
 
     prom_family(out, "isn_search_stage_duration_seconds", "histogram",
                 "Search time by stage: queue (waiting for a worker), retrieval (analysis and first stage), total "
-                "(request received to reply ready), on the cpu device.");
-    for (int stage = 0; stage < STAGE_COUNT; stage++) {
-        snprintf(labels, sizeof labels, "stage=\"%s\",device=\"cpu\"", search_stage_label(stage));
-        prom_histogram(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[stage]);
-    }
+                "(request received to reply ready), by the device that searched.");
+    for (int device = 0; device < STAGE_DEVICES; device++)
+        for (int stage = 0; stage < STAGE_COUNT; stage++) {
+            snprintf(labels, sizeof labels, "stage=\"%s\",device=\"%s\"", search_stage_label(stage),
+                     stage_device_label(device));
+            prom_histogram(out, "isn_search_stage_duration_seconds", labels, &m->search_stage_seconds[device][stage]);
+        }
 
     prom_family(out, "isn_shed_duration_seconds", "histogram",
                 "Search requests refused RESOURCE_EXHAUSTED: time from their arrival (the earliest their HEADERS can "
@@ -216,7 +218,9 @@ void metrics_render_json(isn_server *server, byte_buffer *out) {
     buffer_printf(out, "},\"search_stage_duration_seconds\":{");
     for (int stage = 0; stage < STAGE_COUNT; stage++) {
         buffer_printf(out, "%s\"%s\":", stage ? "," : "", search_stage_label(stage));
-        json_histogram(out, &m->search_stage_seconds[stage]);
+        histogram all = m->search_stage_seconds[STAGE_ON_CPU][stage]; /* /stats: both devices together */
+        histogram_add(&all, &m->search_stage_seconds[STAGE_ON_GPU][stage]);
+        json_histogram(out, &all);
     }
     buffer_printf(out,
                   "},\"inflight\":%u,\"queued\":%u,\"running\":%u,\"open_streams\":%u,\"workers\":%u,"

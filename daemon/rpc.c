@@ -334,10 +334,12 @@ void rpc_on_completions(uv_async_t *async) {
             isn_grpc_budget_release(budget, charged);
             LOOP_METRICS(loop, m->cancelled++); /* the client went away while a worker had its request */
         } else if (job->status == ISN_GRPC_STATUS_OK) {
+            stage_device device = job->sched.device == ISN_DEVICE_GPU ? STAGE_ON_GPU : STAGE_ON_CPU;
             LOOP_METRICS(loop, {
-                histogram_observe(&m->search_stage_seconds[STAGE_QUEUE], (double)job->queue_ns / 1e9);
-                histogram_observe(&m->search_stage_seconds[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
-                histogram_observe(&m->search_stage_seconds[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
+                histogram *stages = m->search_stage_seconds[device];
+                histogram_observe(&stages[STAGE_QUEUE], (double)job->queue_ns / 1e9);
+                histogram_observe(&stages[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
+                histogram_observe(&stages[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
                 m->hits_returned += job->num_hits;
             });
             isn_grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);

@@ -101,6 +101,10 @@ static void test_health_endpoints(void **state) {
     assert_null(strstr(buf, "degraded"));
     assert_int_equal(harness_http_get(&h, "/metrics", buf, sizeof buf), 200);
     assert_non_null(strstr(buf, "isn_gpu_healthy{device=\"0\"} 1"));
+    /* the searches the GPU answered are timed under its label (they were all labelled cpu) */
+    const char *gpu_total = strstr(buf, "isn_search_stage_duration_seconds_count{stage=\"total\",device=\"gpu\"} ");
+    assert_non_null(gpu_total);
+    assert_true(strtoull(strchr(gpu_total, '}') + 2, NULL, 10) > 0);
     assert_non_null(strstr(buf, "isn_rerank_crossover_candidates{trees=\"300\"}"));
     char want[64];
     snprintf(want, sizeof want, "isn_gpu_healthy{device=\"%u\"} 1", devices - 1);
