@@ -20,6 +20,8 @@ TESTS += tests/unit/install_test.sh
 TESTS += tests/unit/readme_test.sh
 # The re-ranker's training recipe at toy size (bench/l2_quality.sh; python3-xgboost).
 TESTS += tests/unit/ranker_recipe_test.sh
+# isn-query's TREC runs: ids holding whitespace or '%' percent-encoded, six fields a line.
+TESTS += tests/unit/isn_query_run_test.sh
 # deploy/kubernetes/generate.py's manifests pass kubernetes-validate (PyPI, into $(BUILD)/venv-k8s).
 TESTS += tests/unit/k8s_manifests_test.sh
 # CIFF against PyPI's ciff-toolkit (into $(BUILD)/venv-ciff; skips, saying so, without PyPI).

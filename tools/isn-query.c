@@ -52,7 +52,8 @@ static void usage(FILE *out) {
           "  --algo auto|or|and|maxscore|wand|bmw|bmm|bmand   first-stage algorithm (default auto)\n"
           "  --mode or|and       match any / every term when --algo is auto (default or)\n"
           "  -k N                hits to return (default 10)\n"
-          "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag)\n"
+          "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag; a docid's\n"
+          "                      whitespace and '%%' percent-encoded)\n"
           "  --run-tag T         the run's tag (default isn)\n"
           "  --out FILE          write the run there instead of stdout\n"
           "  --ranker FILE       re-rank the first stage's best --n1 with this ranker (second stage); with\n"
@@ -267,11 +268,29 @@ static void query_error(const query_args *a, const isn_logged_query *q, const ch
     else fprintf(stderr, "isn-query: %s\n", why);
 }
 
+/* A TREC run's docid: its fields are split at whitespace, so an id holding any (a JSONL id may) is
+ * written with whitespace and '%' percent-encoded ("Branding iron" as "Branding%20iron"), as qrels
+ * must name it too. */
+static void write_run_id(FILE *out, const char *id, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)id[i];
+        if (c == '%' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') fprintf(out, "%%%02X", c);
+        else fputc(c, out);
+    }
+}
+
+static void write_run_line(FILE *out, const query_args *a, const char *qid, const char *id, size_t len, uint32_t rank,
+                           float score) {
+    fprintf(out, "%s Q0 ", qid);
+    write_run_id(out, id, len);
+    fprintf(out, " %u %.6f %s\n", rank, score, a->run_tag);
+}
+
 /* One hit: a TREC run line (--queries), else "rank TAB score TAB id TAB (doc N)" on stdout. */
 /* partition < 0: one index (doc is its number); else an aggregator's hit, doc numbered in that partition. */
 static void print_hit(FILE *out, const query_args *a, const char *qid, uint32_t rank, float score, const char *id,
                       size_t id_len, uint32_t doc, int partition) {
-    if (a->queries_path) fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)id_len, id, rank, score, a->run_tag);
+    if (a->queries_path) write_run_line(out, a, qid, id, id_len, rank, score);
     else if (partition >= 0) printf("%u\t%.6f\t%.*s\t(doc %u of partition %d)\n", rank, score, (int)id_len, id, doc, partition);
     else printf("%u\t%.6f\t%.*s\t(doc %u)\n", rank, score, (int)id_len, id, doc);
 }
@@ -554,7 +573,7 @@ static int run_l2(isn_index *ix, const query_args *a, const isn_query_log *queri
             size_t len;
             const char *id = isn_index_doc_id(ix, l2[i].doc, &len);
             if (a->queries_path)
-                fprintf(out, "%s Q0 %.*s %u %.6f %s\n", qid, (int)len, id, i + 1, l2[i].score, a->run_tag);
+                write_run_line(out, a, qid, id, len, i + 1, l2[i].score);
             else {
                 printf("%u\t%.6f\t%.*s\t(doc %u, first stage %.6f)\n", i + 1, l2[i].score, (int)len, id, l2[i].doc,
                        l2[i].l1_score);
