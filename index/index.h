@@ -323,6 +323,9 @@ const float *isn_index_score_bounds(const isn_index *index);
  * tf part' / tf part = (tf + n) / (tf + n') <= n / n' <= global / local average); one below only
  * lowers the scores. Returns false without bounds in the index; *bound is 0 for doc >= num_docs. */
 bool isn_index_score_bound(const isn_index *index, uint32_t doc, double weight_sum, float avg_doc_len, double *bound);
+/* The factor that isn_index_score_bound multiplies isn_index_score_bounds()[doc] by, for a search that
+ * checks many documents' bounds: weight_sum stretched and with the margin as there. 0 without bounds. */
+double isn_index_score_bound_scale(const isn_index *index, double weight_sum, float avg_doc_len);
 
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);

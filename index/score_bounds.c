@@ -33,12 +33,17 @@ const float *isn_index_score_bounds(const isn_index *ix) { return ix->score_boun
  * within a few float ulps (2^-24 each) of the exact value, far below this. */
 #define SCORE_BOUND_MARGIN (1.0 + 1.0 / (1 << 20))
 
+double isn_index_score_bound_scale(const isn_index *ix, double weight_sum, float avg_doc_len) {
+    if (!ix->score_bounds || weight_sum <= 0.0) return 0.0;
+    double stretch = 1.0, local = ix->info.avg_doc_len;
+    if (avg_doc_len > 0.0f && (double)avg_doc_len > local && local > 0.0) stretch = (double)avg_doc_len / local;
+    return weight_sum * stretch * SCORE_BOUND_MARGIN;
+}
+
 bool isn_index_score_bound(const isn_index *ix, uint32_t doc, double weight_sum, float avg_doc_len, double *bound) {
     *bound = 0.0;
     if (!ix->score_bounds) return false;
     if (doc >= ix->meta->num_docs || weight_sum <= 0.0) return true;
-    double stretch = 1.0, local = ix->info.avg_doc_len;
-    if (avg_doc_len > 0.0f && (double)avg_doc_len > local && local > 0.0) stretch = (double)avg_doc_len / local;
-    *bound = weight_sum * (double)ix->score_bounds[doc] * stretch * SCORE_BOUND_MARGIN;
+    *bound = (double)ix->score_bounds[doc] * isn_index_score_bound_scale(ix, weight_sum, avg_doc_len);
     return true;
 }

@@ -193,6 +193,10 @@ typedef struct {
      * documents from it on. The GPU backend's completion of a partly resident query uses it for the
      * documents its resident prefixes do not cover. */
     uint32_t first_doc;
+    /* On an index in global order (index.h isn_index_score_bounds) a bag-of-words search ends once no
+     * later document can enter its full top k, the answer unchanged; true: it does not (an A/B of the
+     * early end, or a check of it). Not used with doc_norms, nor for query trees. */
+    bool ignore_score_bounds;
 } isn_search_options;
 
 void isn_search_options_default(isn_search_options *options);
@@ -208,6 +212,8 @@ typedef struct {
     bool complete;
     const char *incomplete_reason; /* "" when complete */
     uint32_t exact_below_doc;
+    /* Complete, and ended early: the index's score bounds said no later document could enter. */
+    bool ended_by_bound;
 } isn_search_stats;
 
 /* Per-thread search state: query arena, cursors, heap. Reused across queries with no allocation. */

@@ -196,6 +196,13 @@ typedef struct {
     /* Block-max MaxScore scores each term under its cursor's norms (a query tree's field: terms) instead
      * of `norms`. */
     bool cursor_norms;
+    /* Safe early termination on an index in global order (index.h isn_index_score_bounds): no document
+     * from id d on scores above bound_scale * score_bounds[d], so once the top k is full and that is not
+     * above its threshold the run is over, its answer exact. NULL: no bounds (or not usable). */
+    const float *score_bounds;
+    double bound_scale;
+    uint32_t bound_docs; /* score_bounds' length */
+    bool bound_ended;    /* the run ended there */
 } ranking_run;
 
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */
@@ -203,7 +210,19 @@ typedef struct {
 
 /* Called by the algorithms at the top of their candidate loop; next_doc is the smallest doc not yet
  * considered. True means stop now (run->stopped is set). */
+/* Whether no document from next_doc on can enter the full top k (score_bounds): the run ends, complete. */
+static inline bool ranking_bounds_settle(ranking_run *run, uint32_t next_doc) {
+    if (!run->score_bounds || next_doc >= run->bound_docs || run->topk.size < run->topk.capacity)
+        return false;
+    if (run->bound_scale * (double)run->score_bounds[next_doc] > run->topk.threshold)
+        return false;
+    run->bound_ended = true;
+    return true;
+}
+
 static inline bool ranking_should_stop(ranking_run *run, uint32_t next_doc) {
+    if (ranking_bounds_settle(run, next_doc))
+        return true;
     if (!run->stop_ns || --run->until_clock_check)
         return false;
     run->until_clock_check = RANKING_CLOCK_CHECK_EVERY;
@@ -353,6 +372,8 @@ void ranking_block_max_maxscore(ranking_run *run);
 /* Early termination for loops that handle many candidates at once: `candidates` were just handled
  * and every doc below next_doc was considered. */
 static inline bool ranking_should_stop_after(ranking_run *run, uint32_t next_doc, uint32_t candidates) {
+    if (ranking_bounds_settle(run, next_doc))
+        return true;
     if (!run->stop_ns)
         return false;
     if (run->until_clock_check > candidates) {

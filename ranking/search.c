@@ -114,6 +114,22 @@ static void fill_stats(isn_search_stats *stats, const ranking_run *run) {
     stats->complete = !run->stopped;
     stats->incomplete_reason = run->stopped ? "deadline" : "";
     stats->exact_below_doc = run->stopped ? run->stopped_before_doc : ISN_DOC_END;
+    stats->ended_by_bound = run->bound_ended;
+}
+
+/* Early termination by the index's score bounds (ranking_bounds_settle): for the index's own norms and
+ * a top k kept in the heap, the query's summed term weights give the bound's scale. */
+static void use_score_bounds(const isn_searcher *searcher, const isn_search_options *options, bool buffered,
+                             ranking_run *run) {
+    const float *bounds = isn_index_score_bounds(searcher->index);
+    if (!bounds || options->ignore_score_bounds || options->doc_norms || buffered)
+        return;
+    double weight_sum = 0.0;
+    for (uint32_t i = 0; i < run->num_terms; i++)
+        weight_sum += run->terms[i].weight;
+    run->bound_scale = isn_index_score_bound_scale(searcher->index, weight_sum, 0.0f);
+    run->score_bounds = run->bound_scale > 0.0 ? bounds : NULL;
+    run->bound_docs = searcher->index_num_docs;
 }
 
 /* A query tree: the exhaustive algorithms (or / and) score every match, the others prune (MaxScore over
@@ -177,6 +193,7 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     }
     if (options->doc_norms)
         run.norms = options->doc_norms;
+    use_score_bounds(searcher, options, buffered, &run);
     start_clock(&run, options);
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */
     isn_topk_init(&run.topk, hits, options->k);
