@@ -205,7 +205,7 @@ static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double
     return true;
 }
 
-/* soonest_done, soonest_start and each device's wait, for the checks made without the lock
+/* The arrival view and each device's wait, for the checks made without the lock
  * (isn_scheduler_may_admit_quick, sched_gpu_clearly_wins): refreshed on every admission decision. */
 static void publish_waits(isn_scheduler *s, const double *wait) {
     sched_arrival_view view;
