@@ -72,7 +72,7 @@ typedef struct {
     /* Rapid reset: streams the client opened and reset before any reply, per second per connection,
      * with a burst of ISN_GRPC_EARLY_RESET_BURST (or two seconds' worth, if less) that every answered
      * stream of the connection refills by one; past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
-     * Resets of answered streams never count. 0 = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
+     * Resets of streams answered OK never count (a refusal is no answer). 0 = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
     uint32_t max_early_resets_per_second;
     /* TLS credentials (grpc/tls.h), NULL = plaintext. The handshake must finish within
      * header_timeout_ms like the preface after it, and each TLS connection is charged to the memory

@@ -324,6 +324,7 @@ static void reply_framed(isn_grpc_call *call, const uint8_t *framed, size_t len,
         call->charged += len;
     }
     if (server->handlers.on_status) server->handlers.on_status(call, ISN_GRPC_STATUS_OK, server->app);
+    call->answered_ok = true;
     nghttp2_data_provider provider = {.source.ptr = call, .read_callback = read_reply};
     call->reply_data = framed;
     call->reply_len = len;

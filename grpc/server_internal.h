@@ -92,6 +92,7 @@ struct isn_grpc_call {
     bool timeout_sent;     /* a valid grpc-timeout came (timeout_ns may be 0: already expired) */
     bool request_complete; /* END_STREAM received */
     bool responded;        /* a reply (or error) was submitted to nghttp2 */
+    bool answered_ok;      /* that reply was an answer (grpc-status 0), not a refusal or an error */
     bool held;
     bool dropped; /* refused by the memory budget: reset, and released at the next flush */
     uint32_t header_list_bytes; /* RFC 9113 size of the request's header list so far */
