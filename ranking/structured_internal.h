@@ -26,7 +26,6 @@ typedef struct {
     const float *norms; /* by doc: the whole document's, or the field's */
     isn_cursor *cursors; /* PHRASE: one per term */
     isn_positions_cursor *positions;
-    const uint64_t *first_postings; /* per term: where its postings start in the per-field counts */
     const ranking_clause_term *terms;
     uint32_t num_terms;
     float weight;

@@ -14,7 +14,8 @@ static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t fi
         counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
         if (counts[i] == 0) return 0;
     }
-    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
+    uint32_t at[RANKING_MAX_PHRASE_TERMS];
+    for (uint32_t i = 1; i < n; i++) at[i] = 0; /* not the whole array: most phrases have two or three terms */
     uint32_t freq = 0;
     for (uint32_t j = 0; j < counts[0]; j++) {
         uint32_t start = lists[j]; /* term 0 has offset 0 */
@@ -30,21 +31,14 @@ static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t fi
     return freq;
 }
 
-static inline uint32_t field_tf(const evaluation *e, const isn_cursor *cursor, uint64_t first_posting, uint32_t field) {
-    return e->field_tfs[(first_posting + (uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos) * e->num_fields + field];
-}
-
-/* The phrase's matches on the doc all its cursors sit on: a field where one of its terms is absent (the
- * per-field counts say so) is not read. */
+/* The phrase's matches on the doc all its cursors sit on. A field where one of its terms is absent shows
+ * it in the position count read first (phrase_freq_in_field stops there); the per-field counts are not
+ * looked up first: they lie far from the positions (a cache miss per term), and passing a posting's
+ * positions unread only moves their skipping to the next read in the block. */
 static uint32_t phrase_freq(evaluation *e, const scorer *s) {
     uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
     uint32_t freq = 0;
-    for (uint32_t f = first; f < last; f++) {
-        bool all = true;
-        for (uint32_t i = 0; i < s->num_terms && all; i++)
-            all = field_tf(e, &s->cursors[i], s->first_postings[i], f) > 0;
-        if (all) freq += phrase_freq_in_field(e, s, f);
-    }
+    for (uint32_t f = first; f < last; f++) freq += phrase_freq_in_field(e, s, f);
     return freq;
 }
 
