@@ -84,5 +84,40 @@ uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
     return s->doc = doc;
 }
 
+bool ranking_phrase_matches(evaluation *e, scorer *s, uint32_t doc) {
+    if (s->doc > doc) return false; /* settled past doc, or pending past it */
+    if (s->doc == doc && !s->pending) return true;
+    ranking_run *run = e->run;
+    for (uint32_t i = 0; i < s->num_terms; i++) {
+        uint32_t landed = ranking_next_geq(run, &s->cursors[i], doc);
+        if (landed != doc) { /* no match before the doc this term holds next */
+            s->doc = landed;
+            s->pending = landed != ISN_DOC_END;
+            return false;
+        }
+    }
+    uint32_t freq = 0;
+    if (doc > s->prune_until || s->others_bound == INFINITY) freq = phrase_freq(e, s);
+    else {
+        /* as settle: a doc the phrase cannot lift into the top k is passed unread (its score does not matter) */
+        uint32_t least = UINT32_MAX;
+        for (uint32_t i = 0; i < s->num_terms; i++) {
+            uint32_t tf = isn_cursor_freq(&s->cursors[i]);
+            if (tf < least) least = tf;
+        }
+        double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
+        if (!ranking_bound_fails(bound + s->others_bound, &run->topk)) freq = phrase_freq(e, s);
+    }
+    if (freq) {
+        s->freq = freq;
+        s->doc = doc;
+        s->pending = false;
+        return true;
+    }
+    s->doc = doc + 1; /* doc < ISN_DOC_END */
+    s->pending = true;
+    return false;
+}
+
 /* The first doc >= target in a sorted list from *at on: galloping, then binary search (lists are walked
  * forward, mostly by small steps). */

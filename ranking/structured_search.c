@@ -228,7 +228,11 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
             }
         }
         uint32_t found = doc;
-        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(e, &req[i], doc);
+        /* a phrase confirms doc alone: where it fails, its terms' next common doc is where to look next */
+        for (uint32_t i = 1; i < num_required && found == doc; i++)
+            found = req[i].kind != SCORER_PHRASE        ? scorer_next_geq(e, &req[i], doc)
+                    : ranking_phrase_matches(e, &req[i], doc) ? doc
+                                                              : req[i].doc;
         if (found != doc) {
             doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], found);
             continue;
@@ -245,7 +249,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
                 pruned = true;
                 break;
             }
-            if (scorer_next_geq(e, &opt[i], doc) == doc) score += scorer_score(e, &opt[i], doc);
+            if (scorer_matches(e, &opt[i], doc)) score += scorer_score(e, &opt[i], doc);
         }
         run->matched++;
         if (pruned) {
@@ -370,7 +374,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
                     pruned = true;
                     break;
                 }
-                if (scorer_next_geq(e, &s[order[i]], doc) == doc) score += scorer_score(e, &s[order[i]], doc);
+                if (scorer_matches(e, &s[order[i]], doc)) score += scorer_score(e, &s[order[i]], doc);
             }
             if (pruned) continue;
             run->docs_evaluated++;
