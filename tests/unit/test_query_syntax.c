@@ -260,6 +260,65 @@ static void test_every_algorithm_against_the_oracle(void **state) {
     free(expected);
 }
 
+/* Optional phrases beside optional terms, k small: a phrase the search only asks about the documents it
+ * already holds (a non-essential clause, confirmed for that document alone) must be searched afresh
+ * where it becomes essential again in a later window. */
+static void test_optional_phrases_against_the_oracle(void **state) {
+    (void)state;
+    static const isn_algo algos[] = {ISN_ALGO_MAXSCORE, ISN_ALGO_BMM, ISN_ALGO_AUTO};
+    isn_hit hits[8];
+    oracle_hit expected[8];
+    uint32_t nonempty = 0, runs = 0;
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        support_rng_seed(500 + seed);
+        collection c;
+        collection_open(&c, 1500 + support_rng_below(1500));
+        for (uint32_t q = 0; q < 60; q++) {
+            query_oracle_clause clauses[4];
+            char text[256];
+            uint32_t n = 2 + support_rng_below(3);
+            size_t at = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                query_oracle_clause *cl = &clauses[i];
+                *cl = (query_oracle_clause){.occur = i + 1 < n || support_rng_below(3) ? QO_SHOULD : QO_MUST_NOT,
+                                            .field = -1, .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
+                at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
+                                       cl->occur == QO_MUST_NOT ? "-" : "", cl->num_words > 1 ? "\"" : "");
+                for (uint32_t w = 0; w < cl->num_words; w++) {
+                    cl->words[w] = random_word();
+                    at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", w ? " " : "", cl->words[w]);
+                }
+                if (cl->num_words > 1) at += (size_t)snprintf(text + at, sizeof text - at, "\"");
+            }
+            isn_query query;
+            char err[ISN_ERR_LEN] = "";
+            if (isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err) != 0)
+                fail_msg("'%s': %s", text, err);
+            uint32_t k = 1 + q % 4;
+            uint64_t matched;
+            uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, NULL, 0, false, k, expected, &matched);
+            nonempty += num_expected > 0;
+            for (uint32_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+                isn_search_options options;
+                isn_search_options_default(&options);
+                options.algo = algos[a];
+                options.k = k;
+                uint32_t num_hits = 0;
+                isn_search_stats stats;
+                if (isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err) != 0)
+                    fail_msg("'%s': %s", text, err);
+                char what[400];
+                snprintf(what, sizeof what, "seed %llu '%s' k=%u %s", (unsigned long long)seed, text, k,
+                         isn_algo_name(algos[a]));
+                check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
+                runs++;
+            }
+        }
+        collection_close(&c);
+    }
+    assert_true(nonempty > runs / 3 / 2);
+}
+
 /* ------------------------------------------------------------------ the bag of words stays as it was */
 
 /* Block-max windows: a dense list of middling scores whose one block ends early, beside a list of many
@@ -751,6 +810,7 @@ int main(void) {
         cmocka_unit_test(test_fields_and_errors_against_the_index),
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
         cmocka_unit_test(test_clauses_essential_only_in_later_windows),
+        cmocka_unit_test(test_optional_phrases_against_the_oracle),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_scattered_filter_leads_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
