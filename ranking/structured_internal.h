@@ -26,7 +26,6 @@ typedef struct {
     const float *norms; /* by doc: the whole document's, or the field's */
     isn_cursor *cursors; /* PHRASE: one per term */
     isn_positions_cursor *positions;
-    const uint64_t *first_postings; /* per term: where its postings start in the per-field counts */
     const ranking_clause_term *terms;
     uint32_t num_terms;
     float weight;
@@ -43,6 +42,9 @@ typedef struct {
     uint32_t size; /* postings (df), the phrase's rarest term's, or the list's length: the rarest leads */
     uint32_t at;
     uint32_t doc;
+    /* PHRASE: doc is only where its next match may start (ranking_phrase_matches asked about a document
+     * and looked no further); scorer_next_geq settles it */
+    bool pending;
     double max_score;
 } scorer;
 
@@ -75,6 +77,10 @@ typedef struct {
 /* From the doc the phrase's lead landed on, the first one where every term is and the phrase matches
  * (structured_phrases.c). */
 uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc);
+/* Whether the phrase matches doc (not below its last target), reading positions for doc alone: a
+ * document the search already holds needs no search for the phrase's next match past it (Lucene's
+ * two-phase confirmation). On false, s->doc is past doc and pending. */
+bool ranking_phrase_matches(evaluation *e, scorer *s, uint32_t doc);
 
 static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at, uint32_t target) {
     uint32_t lo = *at, step = 1;
@@ -93,10 +99,13 @@ static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at,
 }
 
 static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
-    if (s->doc >= target) return s->doc;
+    if (s->doc >= target && !s->pending) return s->doc;
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
-    case SCORER_PHRASE: return ranking_phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
+    case SCORER_PHRASE:
+        if (s->pending && s->doc > target) target = s->doc;
+        s->pending = false;
+        return ranking_phrase_settle(e, s, ranking_next_geq(e->run, s->cursor, target));
     default: break;
     }
     if (s->num_lists <= 1) return s->doc = gallop(s->docs, s->size, &s->at, target);
@@ -111,12 +120,20 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
 static inline uint32_t scorer_next(evaluation *e, scorer *s) {
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next(e->run, s->cursor);
-    case SCORER_PHRASE: return ranking_phrase_settle(e, s, ranking_next(e->run, s->cursor));
+    case SCORER_PHRASE:
+        if (s->pending) return scorer_next_geq(e, s, s->doc);
+        return ranking_phrase_settle(e, s, ranking_next(e->run, s->cursor));
     default: break;
     }
     if (s->num_lists > 1) return scorer_next_geq(e, s, s->doc + 1);
     s->at++;
     return s->doc = s->at < s->size ? s->docs[s->at] : ISN_DOC_END;
+}
+
+/* Whether the scorer holds doc (a target not below its last one); a phrase reads positions for doc alone. */
+static inline bool scorer_matches(evaluation *e, scorer *s, uint32_t doc) {
+    if (s->kind == SCORER_PHRASE) return ranking_phrase_matches(e, s, doc);
+    return scorer_next_geq(e, s, doc) == doc;
 }
 
 /* Score of the scorer on the doc it sits on. */
@@ -133,7 +150,7 @@ static inline bool admitted(evaluation *e, uint32_t doc) {
     if (e->num_filters && !ranking_filters_accept(e->index, e->filters, e->num_filters, e->filter_values, doc))
         return false;
     for (uint32_t i = 0; i < e->num_excluders; i++)
-        if (scorer_next_geq(e, &e->excluders[i], doc) == doc) return false;
+        if (scorer_matches(e, &e->excluders[i], doc)) return false;
     return true;
 }
 

@@ -14,7 +14,8 @@ static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t fi
         counts[i] = c < RANKING_PHRASE_POSITIONS ? c : RANKING_PHRASE_POSITIONS;
         if (counts[i] == 0) return 0;
     }
-    uint32_t at[RANKING_MAX_PHRASE_TERMS] = {0};
+    uint32_t at[RANKING_MAX_PHRASE_TERMS];
+    for (uint32_t i = 1; i < n; i++) at[i] = 0; /* not the whole array: most phrases have two or three terms */
     uint32_t freq = 0;
     for (uint32_t j = 0; j < counts[0]; j++) {
         uint32_t start = lists[j]; /* term 0 has offset 0 */
@@ -30,21 +31,14 @@ static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t fi
     return freq;
 }
 
-static inline uint32_t field_tf(const evaluation *e, const isn_cursor *cursor, uint64_t first_posting, uint32_t field) {
-    return e->field_tfs[(first_posting + (uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos) * e->num_fields + field];
-}
-
-/* The phrase's matches on the doc all its cursors sit on: a field where one of its terms is absent (the
- * per-field counts say so) is not read. */
+/* The phrase's matches on the doc all its cursors sit on. A field where one of its terms is absent shows
+ * it in the position count read first (phrase_freq_in_field stops there); the per-field counts are not
+ * looked up first: they lie far from the positions (a cache miss per term), and passing a posting's
+ * positions unread only moves their skipping to the next read in the block. */
 static uint32_t phrase_freq(evaluation *e, const scorer *s) {
     uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
     uint32_t freq = 0;
-    for (uint32_t f = first; f < last; f++) {
-        bool all = true;
-        for (uint32_t i = 0; i < s->num_terms && all; i++)
-            all = field_tf(e, &s->cursors[i], s->first_postings[i], f) > 0;
-        if (all) freq += phrase_freq_in_field(e, s, f);
-    }
+    for (uint32_t f = first; f < last; f++) freq += phrase_freq_in_field(e, s, f);
     return freq;
 }
 
@@ -88,6 +82,41 @@ uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
         doc = ranking_next(run, s->cursor);
     }
     return s->doc = doc;
+}
+
+bool ranking_phrase_matches(evaluation *e, scorer *s, uint32_t doc) {
+    if (s->doc > doc) return false; /* settled past doc, or pending past it */
+    if (s->doc == doc && !s->pending) return true;
+    ranking_run *run = e->run;
+    for (uint32_t i = 0; i < s->num_terms; i++) {
+        uint32_t landed = ranking_next_geq(run, &s->cursors[i], doc);
+        if (landed != doc) { /* no match before the doc this term holds next */
+            s->doc = landed;
+            s->pending = landed != ISN_DOC_END;
+            return false;
+        }
+    }
+    uint32_t freq = 0;
+    if (doc > s->prune_until || s->others_bound == INFINITY) freq = phrase_freq(e, s);
+    else {
+        /* as settle: a doc the phrase cannot lift into the top k is passed unread (its score does not matter) */
+        uint32_t least = UINT32_MAX;
+        for (uint32_t i = 0; i < s->num_terms; i++) {
+            uint32_t tf = isn_cursor_freq(&s->cursors[i]);
+            if (tf < least) least = tf;
+        }
+        double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
+        if (!ranking_bound_fails(bound + s->others_bound, &run->topk)) freq = phrase_freq(e, s);
+    }
+    if (freq) {
+        s->freq = freq;
+        s->doc = doc;
+        s->pending = false;
+        return true;
+    }
+    s->doc = doc + 1; /* doc < ISN_DOC_END */
+    s->pending = true;
+    return false;
 }
 
 /* The first doc >= target in a sorted list from *at on: galloping, then binary search (lists are walked

@@ -46,7 +46,6 @@ static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
         if (clause->missing) continue;
         bytes += ranking_arena_size(clause->num_terms * (sizeof(isn_cursor) + sizeof(isn_positions_cursor)));
         bytes += ranking_arena_size(clause->num_terms * sizeof(uint32_t));
-        bytes += ranking_arena_size(clause->num_terms * sizeof(uint64_t));
         if (clause->num_terms > longest) longest = clause->num_terms;
     }
     bytes += ranking_arena_size((size_t)longest * RANKING_PHRASE_POSITIONS * sizeof(uint32_t));
@@ -62,7 +61,6 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     isn_cursor *cursors = ranking_arena_take(arena, n * sizeof(isn_cursor));
     isn_positions_cursor *positions = ranking_arena_take(arena, n * sizeof(isn_positions_cursor));
     uint32_t *field_dfs = ranking_arena_take(arena, n * sizeof(uint32_t));
-    uint64_t *first_postings = ranking_arena_take(arena, n * sizeof(uint64_t));
     memset(s, 0, sizeof *s);
     s->others_bound = INFINITY;
     s->kind = clause->phrase ? SCORER_PHRASE : SCORER_TERM;
@@ -71,7 +69,6 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
     s->norms = s->whole_document ? e->norms : isn_index_field_norms(e->index, s->field);
     s->cursors = cursors;
     s->positions = positions;
-    s->first_postings = first_postings;
     s->terms = terms;
     s->num_terms = n;
     uint32_t lead = 0, field_doc_count = 0;
@@ -87,7 +84,6 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
         float term_max = stats.max_tf_part;
         if (s->kind == SCORER_PHRASE) {
             isn_positions_cursor_open(&positions[i], e->index, terms[i].term_id);
-            first_postings[i] = isn_index_term_first_posting(e->index, terms[i].term_id);
         }
         if (!s->whole_document) isn_index_field_term_stats(e->index, terms[i].term_id, s->field, &field_dfs[i], &term_max);
         /* a phrase's frequency in a field is at most each of its terms' there */
@@ -232,7 +228,11 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
             }
         }
         uint32_t found = doc;
-        for (uint32_t i = 1; i < num_required && found == doc; i++) found = scorer_next_geq(e, &req[i], doc);
+        /* a phrase confirms doc alone: where it fails, its terms' next common doc is where to look next */
+        for (uint32_t i = 1; i < num_required && found == doc; i++)
+            found = req[i].kind != SCORER_PHRASE        ? scorer_next_geq(e, &req[i], doc)
+                    : ranking_phrase_matches(e, &req[i], doc) ? doc
+                                                              : req[i].doc;
         if (found != doc) {
             doc = found == ISN_DOC_END ? ISN_DOC_END : scorer_next_geq(e, &req[0], found);
             continue;
@@ -249,7 +249,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
                 pruned = true;
                 break;
             }
-            if (scorer_next_geq(e, &opt[i], doc) == doc) score += scorer_score(e, &opt[i], doc);
+            if (scorer_matches(e, &opt[i], doc)) score += scorer_score(e, &opt[i], doc);
         }
         run->matched++;
         if (pruned) {
@@ -374,7 +374,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
                     pruned = true;
                     break;
                 }
-                if (scorer_next_geq(e, &s[order[i]], doc) == doc) score += scorer_score(e, &s[order[i]], doc);
+                if (scorer_matches(e, &s[order[i]], doc)) score += scorer_score(e, &s[order[i]], doc);
             }
             if (pruned) continue;
             run->docs_evaluated++;

@@ -73,6 +73,22 @@ void ranking_tree_run_terms(evaluation *e) {
 /* Guard documents taken at a time by run_guarded_terms. */
 #define RANKING_GUARD_CHUNK 128u
 
+/* The first of docs[from..to) that is >= target (to when none): galloping, then binary search. */
+static inline uint32_t first_at_least(const uint32_t *docs, uint32_t from, uint32_t to, uint32_t target) {
+    uint32_t lo = from, step = 1;
+    while (lo + step < to && docs[lo + step] < target) {
+        lo += step;
+        step *= 2;
+    }
+    uint32_t hi = lo + step < to ? lo + step : to;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (docs[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* Optional terms under a scattered keyword filter: the filter's documents lead, a chunk at a time; each
  * term that can still lift a document into the top k (MaxScore over the terms' bounds, smallest first)
  * is probed at every document of the chunk in one tight pass, and the documents some of them hold are
@@ -119,13 +135,20 @@ void ranking_tree_run_guarded_terms(evaluation *e) {
             isn_cursor *c = s[i].cursor;
             const float *norms = s[i].norms;
             float weight = s[i].weight;
-            for (uint32_t j = 0; j < m; j++) {
+            /* a leapfrog: where the term's next document lies past docs[j], the chunk's documents
+             * before it are passed by a search, not probed one by one (most terms are sparse among a
+             * filter's documents) */
+            for (uint32_t j = 0; j < m;) {
                 uint32_t d = ranking_next_geq(run, c, docs[j]);
                 if (d == ISN_DOC_END) break;
-                if (d != docs[j]) continue;
+                if (d != docs[j]) {
+                    j = first_at_least(docs, j + 1, m, d);
+                    continue;
+                }
                 run->postings_scored++;
                 acc[j] += (double)(weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(c), norms[d]));
                 hit[j] = true;
+                j++;
             }
         }
         for (uint32_t j = 0; j < m; j++) {

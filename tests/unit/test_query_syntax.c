@@ -260,6 +260,65 @@ static void test_every_algorithm_against_the_oracle(void **state) {
     free(expected);
 }
 
+/* Optional phrases beside optional terms, k small: a phrase the search only asks about the documents it
+ * already holds (a non-essential clause, confirmed for that document alone) must be searched afresh
+ * where it becomes essential again in a later window. */
+static void test_optional_phrases_against_the_oracle(void **state) {
+    (void)state;
+    static const isn_algo algos[] = {ISN_ALGO_MAXSCORE, ISN_ALGO_BMM, ISN_ALGO_AUTO};
+    isn_hit hits[8];
+    oracle_hit expected[8];
+    uint32_t nonempty = 0, runs = 0;
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        support_rng_seed(500 + seed);
+        collection c;
+        collection_open(&c, 1500 + support_rng_below(1500));
+        for (uint32_t q = 0; q < 60; q++) {
+            query_oracle_clause clauses[4];
+            char text[256];
+            uint32_t n = 2 + support_rng_below(3);
+            size_t at = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                query_oracle_clause *cl = &clauses[i];
+                *cl = (query_oracle_clause){.occur = i + 1 < n || support_rng_below(3) ? QO_SHOULD : QO_MUST_NOT,
+                                            .field = -1, .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
+                at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
+                                       cl->occur == QO_MUST_NOT ? "-" : "", cl->num_words > 1 ? "\"" : "");
+                for (uint32_t w = 0; w < cl->num_words; w++) {
+                    cl->words[w] = random_word();
+                    at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", w ? " " : "", cl->words[w]);
+                }
+                if (cl->num_words > 1) at += (size_t)snprintf(text + at, sizeof text - at, "\"");
+            }
+            isn_query query;
+            char err[ISN_ERR_LEN] = "";
+            if (isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err) != 0)
+                fail_msg("'%s': %s", text, err);
+            uint32_t k = 1 + q % 4;
+            uint64_t matched;
+            uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, NULL, 0, false, k, expected, &matched);
+            nonempty += num_expected > 0;
+            for (uint32_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+                isn_search_options options;
+                isn_search_options_default(&options);
+                options.algo = algos[a];
+                options.k = k;
+                uint32_t num_hits = 0;
+                isn_search_stats stats;
+                if (isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err) != 0)
+                    fail_msg("'%s': %s", text, err);
+                char what[400];
+                snprintf(what, sizeof what, "seed %llu '%s' k=%u %s", (unsigned long long)seed, text, k,
+                         isn_algo_name(algos[a]));
+                check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
+                runs++;
+            }
+        }
+        collection_close(&c);
+    }
+    assert_true(nonempty > runs / 3 / 2);
+}
+
 /* ------------------------------------------------------------------ the bag of words stays as it was */
 
 /* Block-max windows: a dense list of middling scores whose one block ends early, beside a list of many
@@ -444,9 +503,9 @@ static const char *const categories[] = {"alpha", "beta", "gamma", "delta"};
 /* Documents as JSON Lines with a keyword and an int attribute (some missing), built through
  * isn_build_from_file in external-id order (so that attributes must follow the documents' new ids),
  * and the oracle over the same words and values. */
-static void filter_collection_open(collection *c, int64_t *category, int64_t *number, const int64_t **attributes) {
+static void filter_collection_open(collection *c, uint32_t n, bool rare_alpha, int64_t *category, int64_t *number,
+                                   const int64_t **attributes) {
     memset(c, 0, sizeof *c);
-    uint32_t n = FILTER_DOCS;
     c->num_docs = n;
     c->words = calloc(n, sizeof *c->words);
     c->lens = calloc(n, sizeof *c->lens);
@@ -478,6 +537,8 @@ static void filter_collection_open(collection *c, int64_t *category, int64_t *nu
             rows[2 * doc + field] = c->words[doc][field];
         }
         category[doc] = support_rng_below(10) == 0 ? INT64_MIN : support_rng_below(4);
+        /* rare_alpha: one alpha in ten stays, so that its documents are few and scattered */
+        if (rare_alpha && category[doc] == 0 && support_rng_below(10) != 0) category[doc] = 1;
         number[doc] = support_rng_below(10) == 0 ? INT64_MIN : (int64_t)support_rng_below(100) - 20;
         if (category[doc] != INT64_MIN) fprintf(f, ", \"cat\": \"%s\"", categories[category[doc]]);
         if (number[doc] != INT64_MIN) fprintf(f, ", \"num\": %lld", (long long)number[doc]);
@@ -524,7 +585,7 @@ static void test_filters_against_the_oracle(void **state) {
     for (uint64_t seed = 1; seed <= 3; seed++) {
         support_rng_seed(100 + seed);
         collection c;
-        filter_collection_open(&c, category, number, attributes);
+        filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
         /* the stored values are the written ones */
         for (uint32_t d = 0; d < FILTER_DOCS; d++) {
             assert_true(isn_index_attribute_value(c.index, 0, d) == category[d]);
@@ -608,13 +669,76 @@ static void test_filters_against_the_oracle(void **state) {
     free(expected);
 }
 
+/* A keyword filter whose documents are few and scattered leads the search over optional terms (a chunk
+ * of its documents at a time, each term leapfrogging through them): every algorithm against the
+ * oracle, k small enough that every skipped document could have mattered. */
+#define SCATTERED_DOCS 6000
+static void test_scattered_filter_leads_against_the_oracle(void **state) {
+    (void)state;
+    static int64_t category[SCATTERED_DOCS], number[SCATTERED_DOCS];
+    static const int64_t *attributes[2];
+    isn_hit hits[20];
+    oracle_hit expected[20];
+    uint32_t nonempty = 0, runs = 0, alpha = 0;
+    support_rng_seed(300);
+    collection c;
+    filter_collection_open(&c, SCATTERED_DOCS, true, category, number, attributes);
+    for (uint32_t d = 0; d < SCATTERED_DOCS; d++) alpha += category[d] == 0;
+    /* few enough to be scattered (not a run the windows would skip between), more than one chunk */
+    assert_true(alpha * 8 < SCATTERED_DOCS && alpha > 128);
+    for (uint32_t q = 0; q < 40; q++) {
+        query_oracle_clause clauses[4];
+        char text[256];
+        uint32_t n = 1 + support_rng_below(4);
+        size_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            clauses[i] = (query_oracle_clause){.occur = QO_SHOULD, .field = support_rng_below(4) == 0 ? 0 : -1,
+                                               .num_words = 1};
+            clauses[i].words[0] = random_word();
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
+                                   clauses[i].field == 0 ? "title:" : "", clauses[i].words[0]);
+        }
+        /* the alpha filter leads; a numeric one, in half the queries, is tested per candidate */
+        uint32_t num_filters = 1 + q % 2;
+        query_oracle_filter of[2] = {{.attribute = 0, .op = 0, .num_values = 1, .values = {0}},
+                                     {.attribute = 1, .op = ISN_FILTER_GE, .num_values = 1, .values = {30}}};
+        const char *alpha_value = "alpha", *thirty = "30";
+        isn_filter_spec specs[2] = {{.attribute = "cat", .op = ISN_FILTER_EQ, .values = &alpha_value, .num_values = 1},
+                                    {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
+        isn_query query;
+        char err[ISN_ERR_LEN] = "";
+        if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+            fail_msg("'%s': %s", text, err);
+        uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
+        uint64_t matched;
+        uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected, &matched);
+        nonempty += num_expected > 0;
+        for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
+            isn_search_options options;
+            isn_search_options_default(&options);
+            options.algo = or_algos[a];
+            options.k = k;
+            uint32_t num_hits = 0;
+            isn_search_stats stats;
+            assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+            char what[400];
+            snprintf(what, sizeof what, "'%s' cat=alpha%s k=%u %s", text, num_filters > 1 ? " num>=30" : "", k,
+                     isn_algo_name(or_algos[a]));
+            check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
+            runs++;
+        }
+    }
+    collection_close(&c);
+    assert_true(nonempty > runs / 6 / 2);
+}
+
 static void test_filter_errors(void **state) {
     (void)state;
     static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
     static const int64_t *attributes[2];
     support_rng_seed(5);
     collection c;
-    filter_collection_open(&c, category, number, attributes);
+    filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
     const char *one[] = {"x"};
     struct {
         isn_filter_spec spec;
@@ -641,7 +765,7 @@ static void test_damaged_attributes_are_refused(void **state) {
     static const int64_t *attributes[2];
     support_rng_seed(9);
     collection c;
-    filter_collection_open(&c, category, number, attributes);
+    filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
     char index_dir[160], path[200];
     snprintf(index_dir, sizeof index_dir, "%s/index", c.dir);
     snprintf(path, sizeof path, "%s/" ISN_ATTRIBUTES_FILE, index_dir);
@@ -686,7 +810,9 @@ int main(void) {
         cmocka_unit_test(test_fields_and_errors_against_the_index),
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
         cmocka_unit_test(test_clauses_essential_only_in_later_windows),
+        cmocka_unit_test(test_optional_phrases_against_the_oracle),
         cmocka_unit_test(test_filters_against_the_oracle),
+        cmocka_unit_test(test_scattered_filter_leads_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
         cmocka_unit_test(test_damaged_attributes_are_refused),
     };
