@@ -328,8 +328,8 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_PLACEABLE_WEIGHT 0.0625 /* weight of the newest admission in cpu_placeable_share */
 /* The arrival check grants a request this share of the time to its admission point; routing, once it
  * is prepared, grants all of it. Under overload admission holds the CPU's wait at its limit, and that
- * wait moves while a request is prepared: with one limit for both, about half the requests let in near
- * it were refused by routing, each after a worker had prepared it. */
+ * wait moves while a request is prepared: with one limit for both, many requests let in near it were
+ * refused by routing, each after a worker had prepared it. */
 #define SCHED_ARRIVAL_SHARE 0.9
 #define SCHED_BATCH_WARM_UP 50         /* batches before the batch error counts */
 #define SCHED_LEARN_SPACING 32.0       /* see sched_learn_spaced */
