@@ -44,6 +44,7 @@ mkdir -p "$OUT"
 json="$OUT/overload-$name.json"
 log="$OUT/isnd-$name.log"
 : >"$json"
+: >"$log" # before isnd's redirect opens it: the loop below reads it at once
 
 "${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
 pid=$!
