@@ -72,11 +72,18 @@ static int add_clause(tree_draft *d, isn_occur occur, int field, const ranking_c
     return 0;
 }
 
-static int find_field(const isn_index_info *info, const isn_clause_spec *spec, char *err, size_t err_len) {
+/* The index's number of the spec's field, RANKING_WHOLE_DOCUMENT without one, -2 when it has none so named. */
+static int field_number(const isn_index_info *info, const isn_clause_spec *spec) {
     if (spec->field == NULL || spec->field_len == 0) return RANKING_WHOLE_DOCUMENT;
     for (uint32_t f = 0; f < info->num_fields; f++)
         if (strlen(info->fields[f]) == spec->field_len && memcmp(info->fields[f], spec->field, spec->field_len) == 0)
             return (int)f;
+    return -2;
+}
+
+static int find_field(const isn_index_info *info, const isn_clause_spec *spec, char *err, size_t err_len) {
+    int field = field_number(info, spec);
+    if (field != -2) return field;
     char names[ISN_MAX_FIELDS * (ISN_FIELD_NAME_MAX + 2)] = "";
     for (uint32_t f = 0; f < info->num_fields; f++) {
         if (f) strcat(names, ", ");
@@ -93,11 +100,10 @@ static int find_field(const isn_index_info *info, const isn_clause_spec *spec, c
  * value after an unknown name ("file:\"x y\"") is field syntax and stays an error, as do structured
  * clauses naming an unknown field. */
 static void unknown_fields_as_words(const isn_index_info *info, isn_clause_spec *specs, uint32_t n) {
-    char err[8];
     for (uint32_t s = 0; s < n; s++) {
         isn_clause_spec *spec = &specs[s];
         bool bare_value = spec->field_len && spec->text == spec->field + spec->field_len + 1;
-        if (!bare_value || find_field(info, spec, err, sizeof err) != -2) continue;
+        if (!bare_value || field_number(info, spec) != -2) continue;
         size_t end = (size_t)(spec->text + spec->text_len - spec->field);
         spec->text = spec->field;
         spec->text_len = end;

@@ -220,6 +220,15 @@ static void publish_waits(isn_scheduler *s, const double *wait) {
     atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
 }
 
+/* The arrival view publish_waits stored last. */
+static void published_view(isn_scheduler *s, sched_arrival_view *view) {
+    *view = (sched_arrival_view){.cpu_done = atomic_load_explicit(&s->arrival_cpu_done_ns, memory_order_relaxed),
+                                 .cpu_start = atomic_load_explicit(&s->arrival_cpu_start_ns, memory_order_relaxed),
+                                 .gpu_done = atomic_load_explicit(&s->arrival_gpu_done_ns, memory_order_relaxed),
+                                 .gpu_start = atomic_load_explicit(&s->arrival_gpu_start_ns, memory_order_relaxed),
+                                 .per_pending = atomic_load_explicit(&s->arrival_per_pending_ns, memory_order_relaxed)};
+}
+
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
 static double cpu_jobs_ahead(isn_scheduler *s) {
     return (double)s->queues[ISN_QUEUE_CPU].size + s->queues[ISN_QUEUE_UNDECIDED].size +
@@ -425,9 +434,9 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     if (codel_refuses_arrival(s, received_ns, admit_by)) return false;
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double wait[ISN_DEVICE_KINDS];
-    queue_waits(s, now, scale, wait);
+    queue_waits(s, now, scale, wait); /* publishes the arrival view of these waits */
     sched_arrival_view view;
-    arrival_view_of(s, wait, &view);
+    published_view(s, &view);
     return arrival_admits_view(&view, remaining, normal_pending(s));
 }
 
@@ -510,11 +519,8 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         return false;
     }
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
-    sched_arrival_view view = {.cpu_done = atomic_load_explicit(&s->arrival_cpu_done_ns, memory_order_relaxed),
-                               .cpu_start = atomic_load_explicit(&s->arrival_cpu_start_ns, memory_order_relaxed),
-                               .gpu_done = atomic_load_explicit(&s->arrival_gpu_done_ns, memory_order_relaxed),
-                               .gpu_start = atomic_load_explicit(&s->arrival_gpu_start_ns, memory_order_relaxed),
-                               .per_pending = atomic_load_explicit(&s->arrival_per_pending_ns, memory_order_relaxed)};
+    sched_arrival_view view;
+    published_view(s, &view);
     bool ok = arrival_admits_view(&view, remaining, normal_pending(s));
     if (!ok) COUNT(s->shed_overload);
     return ok;
