@@ -133,6 +133,12 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
         buffer_printf(out, "isn_loop_connections{loop=\"%u\"} %u\n", i,
                       isn_grpc_server_read_counters(server->loops[i].grpc).connections);
     }
+    prom_family(out, "isn_loop_busy_seconds_total", "counter",
+                "Time each event loop spent working (outside its poll): near 1 s a second, the loop is the bottleneck.");
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        buffer_printf(out, "isn_loop_busy_seconds_total{loop=\"%u\"} %.6f\n", i,
+                      (double)isn_grpc_server_read_counters(server->loops[i].grpc).loop_busy_ns / 1e9);
+    }
     isn_grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
     isn_grpc_tls_render_metrics("isn", server->grpc_tls, server->stats_tls, out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);

@@ -48,9 +48,14 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
     server->iteration++;
-    if (server->config.adaptive_stream_limit && !server->idle_time_unknown &&
-        isn_grpc_stream_limit_window(&server->stream_limit, server->poll_entered_ns, uv_metrics_idle_time(server->loop)))
-        apply_stream_limit(server);
+    if (!server->idle_time_unknown) {
+        uint64_t idle = uv_metrics_idle_time(server->loop);
+        uint64_t lived = server->poll_entered_ns - server->started_ns;
+        __atomic_store_n(&server->counters.loop_busy_ns, lived > idle ? lived - idle : 0, __ATOMIC_RELAXED);
+        if (server->config.adaptive_stream_limit &&
+            isn_grpc_stream_limit_window(&server->stream_limit, server->poll_entered_ns, idle))
+            apply_stream_limit(server);
+    }
     isn_grpc_resume_paused(server);
 }
 
@@ -85,6 +90,7 @@ isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_conf
     /* the loop's idle time, which the stream limit's windows read: without it every window would
      * look busy, so the limit stays fixed */
     if (uv_loop_configure(loop, UV_METRICS_IDLE_TIME) != 0) server->idle_time_unknown = true;
+    server->started_ns = isn_now_ns();
     isn_grpc_stream_limit_init(&server->stream_limit, server->config.max_concurrent_streams, isn_now_ns(),
                                uv_metrics_idle_time(loop));
     server->counters.stream_limit = server->stream_limit.limit;
@@ -238,6 +244,7 @@ void isn_grpc_server_add_counters(const isn_grpc_server *server, isn_grpc_server
     ADD(header_lists_too_large);
     ADD(over_budget);
     ADD(memory_pooled);
+    ADD(loop_busy_ns);
 #undef ADD
     sum->memory_used = __atomic_load_n(&server->budget->used, __ATOMIC_RELAXED);
     sum->memory_budget = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED);

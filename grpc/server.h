@@ -124,6 +124,7 @@ typedef struct {
     uint64_t memory_used;          /* bytes charged to the budget now */
     uint64_t memory_pooled;        /* of which pooled calls keep (this server's; summed over loops) */
     uint64_t memory_budget;        /* its limit */
+    uint64_t loop_busy_ns;         /* the loop's time outside its poll since the server began (0: not measured) */
 } isn_grpc_server_counters;
 
 isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_config *config, const isn_grpc_server_handlers *handlers,

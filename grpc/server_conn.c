@@ -189,11 +189,18 @@ static void conn_flush(isn_grpc_conn *conn) {
     if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) isn_grpc_conn_close(conn);
 }
 
+/* A read is at most a connection's share of an iteration: what one read brings is processed before its
+ * replies are flushed, so its size bounds how long a refusal in it waits to go out. */
+#define READ_CHUNK_BYTES                                                                                      \
+    (ISN_GRPC_READ_BYTES_PER_ITERATION < sizeof(((isn_grpc_server *)0)->read_buffer)                           \
+         ? ISN_GRPC_READ_BYTES_PER_ITERATION                                                                   \
+         : sizeof(((isn_grpc_server *)0)->read_buffer))
+
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     isn_grpc_conn *conn = handle->data;
     /* One buffer for all connections: nghttp2 consumes every read before the next. */
-    *buf = uv_buf_init((char *)conn->server->read_buffer, sizeof conn->server->read_buffer);
+    *buf = uv_buf_init((char *)conn->server->read_buffer, READ_CHUNK_BYTES);
 }
 
 /* Ciphertext from the client: decrypted a record at a time into nghttp2. Returns what
@@ -235,7 +242,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     uint64_t since = isn_grpc_arrival_since(&conn->arrival, conn->accepted_ns);
     conn->bytes_since_ns = drained && floor > since ? floor : since;
     uint64_t queued = 0;
-    if ((size_t)nread == sizeof server->read_buffer) { /* a full read: what is left behind it, and since when */
+    if ((size_t)nread == READ_CHUNK_BYTES) { /* a full read: what is left behind it, and since when */
         int fd = -1, left = 0;
         if (uv_fileno((uv_handle_t *)tcp, &fd) == 0 && ioctl(fd, FIONREAD, &left) == 0 && left > 0) queued = (uint64_t)left;
         if (queued) server->stream_limit.backlog = true;

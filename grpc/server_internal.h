@@ -176,6 +176,7 @@ struct isn_grpc_server {
      * once came after the previous poll returned. */
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
+    uint64_t started_ns; /* when the loop began keeping its idle time: loop_busy_ns counts from here */
     uint64_t iteration;  /* loop iterations (polls entered) */
     isn_grpc_stream_limit stream_limit;
     bool idle_time_unknown; /* libuv keeps no idle time for this loop: the stream limit stays fixed */
@@ -270,7 +271,9 @@ void isn_grpc_conn_memory_release(isn_grpc_conn *conn);
 int isn_grpc_session_new(isn_grpc_conn *conn);
 
 /* ---- server_conn.c */
+#ifndef ISN_GRPC_READ_BYTES_PER_ITERATION
 #define ISN_GRPC_READ_BYTES_PER_ITERATION 65536
+#endif
 void isn_grpc_on_connection(uv_stream_t *listener, int status);
 /* Reading again on the connections paused in the last iteration (before the loop polls). */
 void isn_grpc_resume_paused(isn_grpc_server *server);

@@ -105,6 +105,13 @@ static void test_many_clients_across_loops(void **state) {
             isn_grpc_search_reply_free(&reply);
         }
     }
+    /* every loop read and answered requests: each counted time working */
+    for (int loop = 0; loop < LOOPS; loop++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_busy_seconds_total{loop=\"%d\"}", loop);
+        double busy = harness_metric_value(&h, sample);
+        if (!(busy > 0)) fail_msg("%s is %g after serving requests", sample, busy);
+    }
     /* every answer counted once, whichever loop sent it */
     assert_int_equal(metric("isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}"),
                      3 * CLIENTS * CALLS_PER_CLIENT);

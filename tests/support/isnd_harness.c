@@ -373,6 +373,15 @@ long long harness_metric(const harness *h, const char *sample) {
     return number_after(h, "/metrics", needle);
 }
 
+double harness_metric_value(const harness *h, const char *sample) {
+    static char page[1 << 18];
+    char needle[256];
+    snprintf(needle, sizeof needle, "\n%s ", sample);
+    if (harness_http_get(h, "/metrics", page, sizeof page) != 200) return -1;
+    const char *p = strstr(page, needle);
+    return p ? strtod(p + strlen(needle), NULL) : -1;
+}
+
 void harness_raise_open_files(uint32_t want) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= want) return;

@@ -59,6 +59,8 @@ long long harness_stat(const harness *h, const char *field);
 long long harness_rss_kib(pid_t pid);
 /* One sample of the stats endpoint's /metrics ("isn_event_loops", "isn_requests_total{...}"), or -1. */
 long long harness_metric(const harness *h, const char *sample);
+/* The same for a sample that is not a whole number ("isn_loop_busy_seconds_total{loop=\"0\"}"), or -1. */
+double harness_metric_value(const harness *h, const char *sample);
 
 
 /* Start-up and shut-down the isnd tests share (built on the calls above, which stay as they are). */
