@@ -139,7 +139,7 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     return 0;
 }
 
-isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover) {
+isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf) {
     if (!conf->gpu_enable || !conf->gpu_rerank || conf->gpu_emulate) return NULL;
     isn_gpu_l2_options options;
     isn_gpu_l2_options_default(&options);
@@ -151,9 +151,9 @@ isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *cross
         log_warn("gpu: second stage on the CPU only: %s", why);
         return NULL;
     }
-    log_info("gpu: second stage may run on the GPU (model cache %u MiB); starting crossover for 300 trees: %u "
-             "candidates",
-             conf->gpu_model_memory_bytes >> 20, isn_l2_crossover_candidates(crossover, 300));
+    log_info("gpu: second stage may run on the GPU (model cache %u MiB), one pass a call where it measures "
+             "faster than the CPU",
+             conf->gpu_model_memory_bytes >> 20);
     return l2;
 }
 

@@ -56,6 +56,6 @@ void gpu_first_stage_close(gpu_first_stage *gpu);
 
 /* The second stage's GPU model cache, or NULL (not asked for, emulated device: no L2 kernels, or
  * none usable: logged). */
-isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf, isn_l2_crossover *crossover);
+isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf);
 
 #endif

@@ -196,19 +196,13 @@ static void render_gpu_json(const search_service_view *view, byte_buffer *out) {
         render_device_json(&h, out);
     }
     buffer_printf(out, "]");
-    isn_l2_crossover *c = view->crossover;
-    isn_l2_crossover_stats x;
-    isn_l2_crossover_get_stats(c, &x);
+    isn_gpu_rerank_stats x;
+    isn_gpu_rerank_stats_get(view->rerank, &x);
     buffer_printf(out,
-                  ",\"rerank\":{\"gpu\":%s,\"chosen\":{\"cpu\":%llu,\"gpu\":%llu},\"explored\":%llu,"
-                  "\"measured\":{\"cpu\":%llu,\"gpu\":%llu},\"ns_per_candidate_tree\":{\"cpu\":%.4f,\"gpu\":%.4f},"
-                  "\"fixed_ns\":{\"cpu\":%.0f,\"gpu\":%.0f},\"crossover_candidates\":{\"100\":%u,\"300\":%u,"
-                  "\"1000\":%u}}}",
-                  view->rerank_on_gpu ? "true" : "false", (unsigned long long)x.chosen[0],
-                  (unsigned long long)x.chosen[1], (unsigned long long)x.explored, (unsigned long long)x.measured[0],
-                  (unsigned long long)x.measured[1], x.ns_per_work[0], x.ns_per_work[1], x.fixed_ns[0], x.fixed_ns[1],
-                  isn_l2_crossover_candidates(c, 100), isn_l2_crossover_candidates(c, 300),
-                  isn_l2_crossover_candidates(c, 1000));
+                  ",\"rerank\":{\"gpu\":%s,\"calls\":{\"cpu\":%llu,\"gpu\":%llu},\"explored\":%llu,"
+                  "\"gpu_failures\":%llu}}",
+                  view->rerank_on_gpu ? "true" : "false", (unsigned long long)x.cpu_calls,
+                  (unsigned long long)x.gpu_calls, (unsigned long long)x.explored, (unsigned long long)x.gpu_failures);
 }
 
 static void render_gpu_prometheus(const search_service_view *view, byte_buffer *out) {
@@ -235,17 +229,17 @@ static void render_gpu_prometheus(const search_service_view *view, byte_buffer *
             line[d] += len;
         }
     }
-    isn_l2_crossover *c = view->crossover;
-    isn_l2_crossover_stats x;
-    isn_l2_crossover_get_stats(c, &x);
-    prom_family(out, "isn_rerank_device_total", "counter", "Second-stage calls by the device the crossover chose.");
+    isn_gpu_rerank_stats x;
+    isn_gpu_rerank_stats_get(view->rerank, &x);
+    prom_family(out, "isn_rerank_device_total", "counter",
+                "Second-stage calls by the device that scored them (a GPU pass that failed and was re-run on the "
+                "CPU counts as the CPU's).");
     buffer_printf(out, "isn_rerank_device_total{device=\"cpu\"} %llu\nisn_rerank_device_total{device=\"gpu\"} %llu\n",
-                  (unsigned long long)x.chosen[0], (unsigned long long)x.chosen[1]);
-    prom_family(out, "isn_rerank_crossover_candidates", "gauge",
-                "Candidates per query from which the GPU second stage is predicted faster, by model trees.");
-    for (uint32_t trees = 100; trees <= 1000; trees = trees == 100 ? 300 : 1001)
-        buffer_printf(out, "isn_rerank_crossover_candidates{trees=\"%u\"} %u\n", trees,
-                      isn_l2_crossover_candidates(c, trees));
+                  (unsigned long long)x.cpu_calls, (unsigned long long)x.gpu_calls);
+    prom_u64(out, "isn_rerank_explored_total", "counter",
+             "Second-stage calls sent to the device measured slower for their size, to measure it again.", x.explored);
+    prom_u64(out, "isn_rerank_gpu_failures_total", "counter",
+             "Second-stage GPU passes that failed and were re-run on the CPU.", x.gpu_failures);
 }
 
 void metrics_render_scheduler(search_service *service, byte_buffer *out, bool json) {

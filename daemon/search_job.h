@@ -82,12 +82,11 @@ struct search_job {
     bool complete; /* false: stopped early, the hits are the best found so far */
 };
 
-/* Where the second stage may score: the GPU model cache (NULL: CPU only; calls serialised by lock)
- * and the crossover that picks the device per request. Shared by every worker. */
+/* Where the second stage scores: gpu/'s device choice (isn_gpu_rerank: the CPU, or one GPU pass,
+ * whichever measured faster for the call's size; CPU only without a GPU model cache). Shared by every
+ * worker. */
 typedef struct {
-    isn_gpu_l2 *gpu;
-    pthread_mutex_t *lock;
-    isn_l2_crossover *crossover;
+    isn_gpu_rerank *rerank;
 } l2_route;
 
 /* Per-worker state: a searcher and scratch sized for k up to its capacity, grown on demand. */

@@ -31,10 +31,8 @@ struct search_service {
     uint32_t sim_gpus;
     uint32_t gpu_max_k;
     bool gpu_route_all;
-    /* Second stage on the GPU: one handle (calls serialised), the learned crossover. */
+    /* Second stage: the GPU's model cache (NULL: none) and gpu/'s device choice over it. */
     isn_gpu_l2 *l2_gpu;
-    pthread_mutex_t l2_lock;
-    isn_l2_crossover *crossover;
     l2_route l2;
 };
 
@@ -386,11 +384,8 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     service->num_threads = workers;
     /* the starting thread's, for the GPU training log */
     isn_searcher *planner = isn_searcher_new(index);
-    pthread_mutex_init(&service->l2_lock, NULL);
     pthread_mutex_init(&service->loop_analyser_lock, NULL);
-    service->l2.lock = &service->l2_lock;
-    service->l2.crossover = service->crossover = isn_l2_crossover_new();
-    if (!planner || !service->crossover) {
+    if (!planner) {
         snprintf(err, err_len, "out of memory for the query planner");
         isn_searcher_free(planner);
         search_service_stop(service);
@@ -441,7 +436,14 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         config.num_gpu_backends = service->gpu.num_backends;
         config.gpu_backend_max_batch = conf->gpu_max_batch;
     }
-    service->l2_gpu = service->l2.gpu = gpu_setup_second_stage(conf, service->crossover);
+    service->l2_gpu = gpu_setup_second_stage(conf);
+    service->l2.rerank = isn_gpu_rerank_new(service->l2_gpu);
+    if (!service->l2.rerank) {
+        snprintf(err, err_len, "out of memory for the second stage's device choice");
+        isn_searcher_free(planner);
+        search_service_stop(service);
+        return NULL;
+    }
     if (conf->gpu_sim_devices) {
         service->sim_gpus = conf->gpu_sim_devices;
         config.simulated_gpus = conf->gpu_sim_devices;
@@ -479,7 +481,7 @@ bool search_service_analyses_on_loop(const search_service *service) {
 
 void search_service_view_of(search_service *service, search_service_view *view) {
     view->scheduler = service->scheduler;
-    view->crossover = service->crossover;
+    view->rerank = service->l2.rerank;
     view->rerank_on_gpu = service->l2_gpu != NULL;
     view->simulated_gpus = service->sim_gpus;
 }
@@ -514,9 +516,8 @@ void search_service_stop(search_service *service) {
     isn_scheduler_stop(service->scheduler); /* saves the cost model, frees the devices it made */
     /* the GPU parts made at start, once the scheduler no longer uses them */
     gpu_first_stage_close(&service->gpu);
+    isn_gpu_rerank_free(service->l2.rerank);
     isn_gpu_l2_close(service->l2_gpu);
-    isn_l2_crossover_free(service->crossover);
-    pthread_mutex_destroy(&service->l2_lock);
     pthread_mutex_destroy(&service->loop_analyser_lock);
     free(service->loop_analyser);
     free(service);

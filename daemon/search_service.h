@@ -63,8 +63,8 @@ uint32_t search_service_running(const search_service *service);
 /* What the metrics show (metrics_scheduler.h renders them). */
 typedef struct {
     isn_scheduler *scheduler;
-    isn_l2_crossover *crossover;
-    bool rerank_on_gpu; /* the second stage has a GPU model cache */
+    isn_gpu_rerank *rerank; /* the second stage's device choice */
+    bool rerank_on_gpu;     /* the second stage has a GPU model cache */
     uint32_t simulated_gpus;
 } search_service_view;
 void search_service_view_of(search_service *service, search_service_view *view);

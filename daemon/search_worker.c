@@ -250,33 +250,8 @@ static int ranker_for(search_job *job, ranker_ref **ranker, uint32_t *n1) {
     return 0;
 }
 
-/* isn_rerank's model step on the GPU (isn_model_scorer): the model's numbers equal the CPU's (gpu.h).
- * The device is shared by the workers, hence the route's lock. */
-static int score_model_on_gpu(void *context, const isn_ranker *ranker, const float *inputs, uint32_t n,
-                              uint32_t stride, float *scores, char *err, size_t err_len) {
-    const l2_route *route = context;
-    pthread_mutex_lock(route->lock);
-    int rc = isn_gpu_l2_score(route->gpu, ranker, inputs, n, stride, scores, NULL, err, err_len);
-    pthread_mutex_unlock(route->lock);
-    return rc;
-}
-
-/* Model size for the crossover: trees, or an MLP's weights / 64. */
-static uint32_t ranker_trees(const isn_ranker *ranker) {
-    uint32_t trees = isn_ranker_num_trees(ranker);
-    const isn_mlp *mlp = isn_ranker_mlp(ranker);
-    if (trees || !mlp) return trees;
-    uint64_t weights = 0;
-    for (uint32_t l = 0; l < isn_mlp_num_layers(mlp); l++) {
-        isn_mlp_layer_view view;
-        isn_mlp_layer_get(mlp, l, &view);
-        weights += (uint64_t)view.in * view.out;
-    }
-    return (uint32_t)(weights / 64 + 1);
-}
-
 /* Re-scores the first stage's hits with the ranker; hits[] then hold its best k, l1_scores theirs.
- * The model runs on the GPU or here, as the learned crossover says; a GPU failure scores here. */
+ * The whole stage runs here or as one GPU pass, as gpu/'s device choice says (a GPU failure scores here). */
 static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *ranker, const isn_query *query,
                        uint64_t num_docs) {
     char err[ISN_ERR_LEN];
@@ -296,29 +271,13 @@ static int rerank_hits(search_worker *w, search_job *job, const isn_ranker *rank
         w->l2_capacity = job->k;
     }
     uint32_t m;
-    double work = isn_l2_work(job->num_hits, ranker_trees(ranker));
-    bool gpu = w->route && w->route->gpu && job->num_hits > 0;
-    isn_device_kind where = gpu ? isn_l2_crossover_choose(w->route->crossover, work, true) : ISN_DEVICE_CPU;
-    uint64_t start = isn_now_ns();
-    w->reranked_on_gpu = false;
-    if (where == ISN_DEVICE_GPU) {
-        if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, score_model_on_gpu,
-                       (void *)w->route, w->l2_hits, &m, err, sizeof err) == 0) {
-            w->reranked_on_gpu = true;
-            isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_GPU, work, (double)(isn_now_ns() - start));
-        } else {
-            where = ISN_DEVICE_CPU;
-            start = isn_now_ns();
-        }
+    isn_stage_scorer scorer = w->route && w->route->rerank ? isn_gpu_rerank_score : NULL;
+    if (isn_rerank_stage(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, scorer,
+                         scorer ? w->route->rerank : NULL, w->l2_hits, &m, err, sizeof err) != 0) {
+        fail_job(job, ISN_GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
+        return -1;
     }
-    if (where == ISN_DEVICE_CPU) {
-        if (isn_rerank(w->l2, ranker, query, num_docs, w->hits, job->num_hits, job->k, NULL, NULL, w->l2_hits, &m,
-                       err, sizeof err) != 0) {
-            fail_job(job, ISN_GRPC_STATUS_INTERNAL, "ranker %s: %s", isn_ranker_name(ranker), err);
-            return -1;
-        }
-        if (gpu) isn_l2_crossover_learn(w->route->crossover, ISN_DEVICE_CPU, work, (double)(isn_now_ns() - start));
-    }
+    w->reranked_on_gpu = scorer && isn_gpu_rerank_last_device() == 1;
     for (uint32_t i = 0; i < m; i++) {
         w->hits[i] = (isn_hit){.doc = w->l2_hits[i].doc, .score = w->l2_hits[i].score};
         w->l1_scores[i] = w->l2_hits[i].l1_score;

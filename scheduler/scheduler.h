@@ -177,37 +177,6 @@ typedef struct {
 void isn_gpu_sim_config_default(isn_gpu_sim_config *config);
 
 
-/* Second stage: where to score a query's candidates (CPU in the calling worker, or the GPU model
- * cache, isn_gpu_l2_*). Each device's time is learned online as a + b * work, work = candidates x
- * trees (an MLP counts as one tree per 64 weights), by least squares over recent measurements with
- * forgetting; it starts from the crossover measured on an H200 against one CPU thread (100 trees
- * from ~300 candidates, 300 trees from ~100, 1,000 trees from <= 10; CPU ~9.8 ns per candidate-tree).
- * The faster predicted device wins; every explore_every-th call near the crossover (within 4x) tries
- * the other one, so a wrong start is corrected. Thread-safe. */
-typedef struct isn_l2_crossover isn_l2_crossover;
-
-/* NULL when out of memory. */
-isn_l2_crossover *isn_l2_crossover_new(void);
-void isn_l2_crossover_free(isn_l2_crossover *crossover);
-/* 0: never try the other device (tests that check the choice itself). */
-void isn_l2_crossover_set_explore_every(isn_l2_crossover *crossover, uint32_t explore_every);
-double isn_l2_work(uint32_t candidates, uint32_t trees);
-double isn_l2_crossover_predict_ns(isn_l2_crossover *crossover, isn_device_kind device, double work);
-/* The device for this much work; gpu_available false always answers CPU (and counts nothing). */
-isn_device_kind isn_l2_crossover_choose(isn_l2_crossover *crossover, double work, bool gpu_available);
-void isn_l2_crossover_learn(isn_l2_crossover *crossover, isn_device_kind device, double work, double measured_ns);
-/* Candidates per query from which the GPU is predicted faster for a model of this many trees
- * (UINT32_MAX: never). */
-uint32_t isn_l2_crossover_candidates(isn_l2_crossover *crossover, uint32_t trees);
-
-typedef struct {
-    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
-    double fixed_ns[ISN_DEVICE_KINDS];     /* each device's time as learned: fixed_ns + ns_per_work * work */
-    double ns_per_work[ISN_DEVICE_KINDS];
-} isn_l2_crossover_stats;
-
-void isn_l2_crossover_get_stats(isn_l2_crossover *crossover, isn_l2_crossover_stats *stats);
-
 /* ------------------------------------------------------------------ the scheduler */
 
 /* ------------------------------------------------------------------ batch forming */

@@ -193,17 +193,6 @@ typedef struct {
 
 isn_route isn_route_decide(const isn_route_input *input, isn_device_kind *best);
 
-/* The second stage's device choice (gpu_l2_crossover.c; scheduler.h says what it learns). */
-struct isn_l2_crossover {
-    double s[ISN_DEVICE_KINDS][5]; /* decayed sums: n, x, x^2, y, x*y */
-    double a[ISN_DEVICE_KINDS], b[ISN_DEVICE_KINDS];
-    double forgetting;
-    uint32_t explore_every;
-    uint64_t decisions, chosen[ISN_DEVICE_KINDS], measured[ISN_DEVICE_KINDS], explored;
-    void *lock;
-};
-
-
 /* ------------------------------------------------------------------ batch cost */
 
 /* A GPU batch's time as a fixed part plus a part per job, learned online from measured batches

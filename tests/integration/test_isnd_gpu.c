@@ -1,7 +1,6 @@
 /* isnd with the GPU first stage ([gpu] enable) on the emulated device (the device algorithm on the
  * host, so this runs without a GPU): queries routed to the GPU answer with the CPU engine's hits and
- * say device "gpu"; /readyz, /metrics and /stats show the GPU. Also the second stage's learned
- * crossover on its own: its starting point and how measurements move it. */
+ * say device "gpu"; /readyz, /metrics and /stats show the GPU. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -105,7 +104,7 @@ static void test_health_endpoints(void **state) {
     const char *gpu_total = strstr(buf, "isn_search_stage_duration_seconds_count{stage=\"total\",device=\"gpu\"} ");
     assert_non_null(gpu_total);
     assert_true(strtoull(strchr(gpu_total, '}') + 2, NULL, 10) > 0);
-    assert_non_null(strstr(buf, "isn_rerank_crossover_candidates{trees=\"300\"}"));
+    assert_non_null(strstr(buf, "isn_rerank_device_total{device=\"gpu\"} 0")); /* no GPU model cache when emulated */
     char want[64];
     snprintf(want, sizeof want, "isn_gpu_healthy{device=\"%u\"} 1", devices - 1);
     assert_non_null(strstr(buf, want));
@@ -141,52 +140,6 @@ static void test_devices_share_the_work(void **state) {
     assert_true(harness_log_has(&h, "2 devices, each with the whole partition"));
 }
 
-/* ------------------------------------------------------------------ crossover */
-
-static void test_crossover_start(void **state) {
-    (void)state;
-    isn_l2_crossover *c = isn_l2_crossover_new();
-    assert_non_null(c);
-    /* issue 6 on an H200: 100 trees from ~300 candidates, 300 from ~100, 1,000 from <= 10 */
-    uint32_t at100 = isn_l2_crossover_candidates(c, 100), at300 = isn_l2_crossover_candidates(c, 300),
-             at1000 = isn_l2_crossover_candidates(c, 1000);
-    if (at100 < 100 || at100 > 400 || at300 < 30 || at300 > 150 || at1000 > 40)
-        fail_msg("starting crossover %u / %u / %u candidates for 100 / 300 / 1000 trees", at100, at300, at1000);
-    isn_l2_crossover_set_explore_every(c, 0);
-    assert_int_equal(isn_l2_crossover_choose(c, isn_l2_work(10, 100), true), ISN_DEVICE_CPU);
-    assert_int_equal(isn_l2_crossover_choose(c, isn_l2_work(1000, 1000), true), ISN_DEVICE_GPU);
-    assert_int_equal(isn_l2_crossover_choose(c, isn_l2_work(1000, 1000), false), ISN_DEVICE_CPU);
-    isn_l2_crossover_free(c);
-}
-
-/* A GPU that measures ten times slower than assumed (a busy card, a slow bus) moves the crossover up;
- * a CPU slower than assumed moves it down. */
-static void test_crossover_learns(void **state) {
-    (void)state;
-    isn_l2_crossover *c = isn_l2_crossover_new();
-    assert_non_null(c);
-    uint32_t before = isn_l2_crossover_candidates(c, 300);
-    for (uint32_t i = 0; i < 200; i++) {
-        double work = isn_l2_work(50 + 10 * (i % 100), 300);
-        isn_l2_crossover_learn(c, ISN_DEVICE_GPU, work, 2e6 + 3.0 * work);
-        isn_l2_crossover_learn(c, ISN_DEVICE_CPU, work, 2e4 + 9.8 * work);
-    }
-    uint32_t slow_gpu = isn_l2_crossover_candidates(c, 300);
-    if (!(slow_gpu > 4 * before)) fail_msg("crossover %u -> %u candidates after a slow GPU", before, slow_gpu);
-    for (uint32_t i = 0; i < 400; i++) {
-        double work = isn_l2_work(50 + 10 * (i % 100), 300);
-        isn_l2_crossover_learn(c, ISN_DEVICE_CPU, work, 2e4 + 100.0 * work);
-    }
-    uint32_t slow_cpu = isn_l2_crossover_candidates(c, 300);
-    if (!(slow_cpu < slow_gpu)) fail_msg("crossover %u -> %u candidates after a slow CPU", slow_gpu, slow_cpu);
-    /* exploration: now and then the other device, near the crossover only */
-    isn_l2_crossover_set_explore_every(c, 4);
-    uint32_t gpu = 0;
-    for (uint32_t i = 0; i < 40; i++) gpu += isn_l2_crossover_choose(c, isn_l2_work(slow_cpu / 2 + 1, 300), true);
-    assert_true(gpu > 0 && gpu < 40);
-    isn_l2_crossover_free(c);
-}
-
 /* ------------------------------------------------------------------ setup */
 
 
@@ -213,10 +166,6 @@ static int setup_two(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest crossover[] = {
-        cmocka_unit_test(test_crossover_start),
-        cmocka_unit_test(test_crossover_learns),
-    };
     const struct CMUnitTest daemon[] = {
         cmocka_unit_test(test_gpu_hits_equal_cpu),
         cmocka_unit_test(test_large_k_on_cpu),
@@ -227,7 +176,6 @@ int main(void) {
         cmocka_unit_test(test_health_endpoints),
         cmocka_unit_test(test_devices_share_the_work),
     };
-    int failed = cmocka_run_group_tests_name("l2_crossover", crossover, NULL, NULL);
-    failed += cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
+    int failed = cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
     return failed + cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);
 }
