@@ -5,7 +5,8 @@
 #            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved.
 # curves:    bench/overload_curve.sh for each configuration at its RATE_<config> (the sustained rate).
 # spike:     SPIKE_S seconds at 3x RATE_<config>, then 0.5x: on-time answers per 100 ms.
-# trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops; measured
+# trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops, isnd flags
+#            TRIVIAL_EXTRA added; measured
 #            first when not given).
 # profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
@@ -121,7 +122,7 @@ EOF
       "$B/bin/isn-index" build --quiet --input "$work/docs.jsonl" --out "$work/idx" >/dev/null
       t_isnd=${TRIVIAL_ISND_CPUS:-0-3} t_bench=${TRIVIAL_BENCH_CPUS:-4-15}
       t_threads=$(taskset -c "$t_bench" nproc)
-      t_flags="--workers 2 --set server.loops=${LOOPS:-2} --set gpu.enable=false"
+      t_flags="--workers 2 --set server.loops=${LOOPS:-2} --set gpu.enable=false ${TRIVIAL_EXTRA:-}"
       if [ -z "${RATE_trivial:-}" ]; then
         ISND_CPUS=$t_isnd INDEX=$work/idx start_isnd "$O/isnd-trivial-sustained.log" $t_flags || continue
         taskset -c "$t_bench" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$work/q.tsv" \

@@ -211,6 +211,8 @@ typedef struct {
     const char *target;
     const isn_query_log *queries; /* the caller keeps it */
     const char *algo;             /* NULL or "": the server's */
+    const char *ranker;           /* NULL: no second stage; else re-ranked by the server's ranker of this name */
+    uint32_t n1;                  /* with ranker: candidates re-ranked (0: the server's default) */
     isn_grpc_mode mode;
     uint32_t k, deadline_ms, connections, max_inflight, threads;
     double duration_s, warmup_s;  /* measured seconds, after warmup_s sent but not measured */

@@ -74,7 +74,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     isn_grpc_client_call *call = NULL;
     if (client) {
         const isn_logged_query *q = &run->config->queries->queries[next_random(run) % run->config->queries->count];
-        isn_grpc_search_request rq = {.query = q->text, .k = a->k, .mode = a->mode, .algorithm = a->algo,
+        isn_grpc_search_request rq = {.query = q->text, .k = a->k, .mode = a->mode, .algorithm = a->algo, .ranker = a->ranker, .n1 = a->n1,
                                       .timeout_ms = a->deadline_ms};
         char err[256];
         call = isn_grpc_search_start(client, &rq, err, sizeof err);

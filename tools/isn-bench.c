@@ -17,7 +17,8 @@
 #define MAX_SWEEP 64
 
 typedef struct {
-    const char *target, *queries_path, *algo, *plot_path;
+    const char *target, *queries_path, *algo, *plot_path, *ranker;
+    uint32_t n1;
     double rate;
     uint32_t concurrency;
     double duration_s, warmup_s;
@@ -49,6 +50,8 @@ static void usage(FILE *out) {
           "  --warmup S        seconds sent but not measured before that (default 1)\n"
           "  --deadline-ms D   sent as grpc-timeout; answers later count as deadline misses (default 1000)\n"
           "  -k K, --mode, --algo   passed in each request (default: the server's)\n"
+          "  --ranker NAME     re-rank each answer with the server's ranker NAME; --n1 N: its best N\n"
+          "                    candidates (default: the server's rerank.default_n1)\n"
           "  --connections C   HTTP/2 connections to spread requests over, per thread (default 4)\n"
           "  --threads T       T generator threads, each offering 1/T of the rate on its own connections\n"
           "                    (open loop only; default 1): for rates one thread cannot offer\n"
@@ -143,6 +146,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
         {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},  {"spike", 1, 0, 'K'},
         {"tls-ca", 1, 0, 1000},     {"tls-cert", 1, 0, 1001},   {"tls-key", 1, 0, 1002}, {"tls-server-name", 1, 0, 1003},
+        {"ranker", 1, 0, 1004},     {"n1", 1, 0, 1005},
         {0, 0, 0, 0}};
     int c;
     uint32_t seed;
@@ -154,6 +158,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 1001: a->tls_cert = optarg; break;
         case 1002: a->tls_key = optarg; break;
         case 1003: a->tls_server_name = optarg; break;
+        case 1004: a->ranker = optarg; break;
+        case 1005: rc = parse_u32("--n1", optarg, 1, 1000000, &a->n1); break;
         case 'q': a->queries_path = optarg; break;
         case 'r': rc = parse_double("--rate", optarg, 0.001, &a->rate); break;
         case 'c': rc = parse_u32("--concurrency", optarg, 1, 100000, &a->concurrency); break;
@@ -198,6 +204,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if ((a->rate > 0) + (a->concurrency > 0) + (a->num_sweep > 0) + (a->sustained_max > 0) != 1) {
         fprintf(stderr, "isn-bench: give exactly one of --rate, --concurrency, --sweep and --sustained\n");
+        return -1;
+    }
+    if (a->n1 && !a->ranker) {
+        fprintf(stderr, "isn-bench: --n1 goes with --ranker (the candidates it re-ranks)\n");
         return -1;
     }
     if (a->spike_rate > 0 && a->rate <= 0) {
@@ -260,7 +270,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    isn_load_config config = {.tls = tls, .server_name = a.tls_server_name, .target = a.target, .queries = &queries, .algo = a.algo, .mode = a.mode, .k = a.k,
+    isn_load_config config = {.tls = tls, .server_name = a.tls_server_name, .target = a.target, .queries = &queries, .algo = a.algo, .ranker = a.ranker, .n1 = a.n1, .mode = a.mode, .k = a.k,
                               .deadline_ms = a.deadline_ms, .connections = a.connections,
                               .max_inflight = a.max_inflight, .threads = a.threads, .duration_s = a.duration_s,
                               .warmup_s = a.warmup_s, .spike_rate = a.spike_rate, .spike_s = a.spike_s,

@@ -280,10 +280,50 @@ static int teardown(void **state) {
     return harness_finish(&h, client, offline_index, offline);
 }
 
+/* isn-bench's --ranker: its requests re-rank (the node counts a re-ranking per answer), and a ranker the
+ * node lacks makes every request INVALID_ARGUMENT. */
+static char bench_out[8192];
+
+static long long bench_status(const char *ranker_args, const char *status) {
+    char cmd[2048], queries[700], *out = bench_out;
+    out[0] = '\0';
+    snprintf(queries, sizeof queries, "%s/bench-queries.tsv", h.work_dir);
+    FILE *q = fopen(queries, "w");
+    assert_non_null(q);
+    for (size_t i = 0; i < NUM_QUERIES; i++) fprintf(q, "%zu\t%s\n", i, QUERIES[i]);
+    fclose(q);
+    snprintf(cmd, sizeof cmd, "%s/bin/isn-bench --target %s --queries %s --concurrency 2 --duration 0.3 --warmup 0 %s",
+             h.build_dir, h.grpc_address, queries, ranker_args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof bench_out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"%s\":", status);
+    const char *at = strstr(out, needle);
+    if (!at) fail_msg("isn-bench printed no %s: %s", needle, out);
+    return atoll(at + strlen(needle));
+}
+
+static void test_bench_rerank(void **state) {
+    (void)state;
+    long long before = harness_metric(&h, "isn_rerank_device_total{device=\"cpu\"}") +
+                       harness_metric(&h, "isn_rerank_device_total{device=\"gpu\"}");
+    long long ok = bench_status("--ranker lgb --n1 50", "ok");
+    if (ok <= 0) fail_msg("isn-bench: %s", bench_out);
+    long long after = harness_metric(&h, "isn_rerank_device_total{device=\"cpu\"}") +
+                      harness_metric(&h, "isn_rerank_device_total{device=\"gpu\"}");
+    if (after - before < ok) fail_msg("%lld answers, %lld re-rankings", ok, after - before);
+    assert_true(bench_status("--ranker nosuch", "invalid_argument") > 0);
+    assert_int_equal(bench_status("--ranker nosuch", "ok"), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rerank_equals_offline),
         cmocka_unit_test(test_rerank_equals_isn_query),
+        cmocka_unit_test(test_bench_rerank), /* before the reloads change the ranker */
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_sighup_reload),
         cmocka_unit_test(test_bad_file_at_start),
