@@ -13,13 +13,18 @@
  * (the GPU's, else the emulated device's: isn_gpu_l2_pass_emulated) is compared with the CPU's, bit for
  * bit ("check": values compared, values that differ, scores that differ).
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
- *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] [--check] */
+ *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] [--check]
+ *                 [--keep-rankers DIR]
+ * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
+ * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -39,7 +44,7 @@ static uint32_t rnd(uint32_t bound) {
 static char *query_text[MAX_QUERIES];
 static uint32_t num_queries;
 static const isn_index *ix;
-static char workdir[] = "/tmp/bench-l2-pass-XXXXXX";
+static char workdir[200] = "/tmp/bench-l2-pass-XXXXXX";
 
 static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
 
@@ -64,7 +69,7 @@ static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t tree
                                uint32_t sample_rows) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info);
-    char path[256], model[256], name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
+    char path[sizeof workdir + 64], model[sizeof workdir + 64], name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
     snprintf(path, sizeof path, "%s/%s.ranker", workdir, shape);
     snprintf(model, sizeof model, "%s/%s.model", workdir, shape);
     FILE *r = fopen(path, "w");
@@ -222,10 +227,11 @@ int main(int argc, char **argv) {
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200;
     double seconds = 2;
     bool cpu_only = false, check = false;
+    const char *keep_rankers = NULL;
     static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
                                    {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
                                    {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
-                                   {0, 0, 0, 0}};
+                                   {"keep-rankers", 1, 0, 'K'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
         case 'i': index_dir = optarg; break;
@@ -238,6 +244,7 @@ int main(int argc, char **argv) {
         case 'm': max_queries = (uint32_t)atoi(optarg); break;
         case 'c': cpu_only = true; break;
         case 'k': check = true; break;
+        case 'K': keep_rankers = optarg; break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
@@ -261,7 +268,11 @@ int main(int argc, char **argv) {
         query_text[num_queries++] = strdup(text + 1);
     }
     fclose(qf);
-    if (!mkdtemp(workdir)) die("mkdtemp", "failed");
+    if (keep_rankers) {
+        if (strlen(keep_rankers) >= sizeof workdir) die(keep_rankers, "path too long");
+        if (mkdir(keep_rankers, 0755) != 0 && errno != EEXIST) die(keep_rankers, strerror(errno));
+        snprintf(workdir, sizeof workdir, "%s", keep_rankers);
+    } else if (!mkdtemp(workdir)) die("mkdtemp", "failed");
     isn_gpu_l2 *gpu = NULL;
     if (!cpu_only) {
         isn_gpu_l2_options o;
@@ -400,9 +411,9 @@ int main(int argc, char **argv) {
         }
         isn_ranker_free(rk);
     }
-    char cmd[128];
+    char cmd[sizeof workdir + 16];
     snprintf(cmd, sizeof cmd, "rm -rf %s", workdir);
-    if (system(cmd) != 0) fprintf(stderr, "bench_l2_pass: could not remove %s\n", workdir);
+    if (!keep_rankers && system(cmd) != 0) fprintf(stderr, "bench_l2_pass: could not remove %s\n", workdir);
     isn_gpu_l2_close(gpu);
     for (uint32_t b = 0; b < batch; b++) isn_l2_workspace_free(batch_ws[b]);
     isn_l2_workspace_free(ws);
