@@ -253,8 +253,10 @@ void isn_gpu_inject_fault(isn_gpu_backend *backend);
 /* ================================================================== second stage (L2) on the GPU
  * (gpu/l2_*.cu; separate from the first-stage backend above.) Scores the model inputs of the
  * candidates of many queries in one launch (rows as isn_ranker_transform writes them, the queries'
- * rows one after another): tree ensembles with one thread per row walking complete trees staged in
- * shared memory, the trees split across thread blocks when a batch has too few rows to fill the GPU;
+ * rows one after another): tree ensembles with complete trees staged in shared memory, one thread per
+ * row walking every tree for models of up to 256 inputs, and for wider ones (to several thousand
+ * inputs, the device's opt-in shared memory a block) warps sharing a block's rows and splitting the
+ * trees; the trees split across thread blocks too when a batch has too few rows to fill the GPU;
  * MLP layers as matrix products. Results equal the CPU's (isn_forest_predict, isn_mlp_predict) bit
  * for bit. Models are uploaded on first use into a cache of several resident models within a memory
  * budget, the least recently used evicted. One handle per thread (calls on a handle are serialised). */
@@ -283,7 +285,7 @@ void isn_gpu_l2_close(isn_gpu_l2 *l2);
 typedef struct {
     bool cache_hit;          /* the model was resident */
     uint32_t evicted;        /* models evicted to make room for it */
-    uint32_t tree_splits;    /* tree groups per row (1: each thread walked every tree) */
+    uint32_t tree_splits;    /* tree groups over thread blocks per row (1: one block walked every tree) */
     uint32_t launches;
     double ms_upload_model;  /* on a miss */
     double ms_transfer;      /* rows in, scores out: the part not hidden behind kernels */
@@ -293,7 +295,8 @@ typedef struct {
 
 /* Scores n rows (row i at inputs + i * stride, stride >= the model's inputs) into out[0..n). 0, or -1
  * with err, nothing written: no GPU form for this model (trees deeper than 10 levels, LightGBM
- * zero-as-missing splits), the model alone above the budget, or a device error; the caller then
+ * zero-as-missing splits, more inputs than the device's shared memory holds for 8 rows: 6,752 on an
+ * H200), the model alone above the budget, or a device error; the caller then
  * scores on the CPU. stats may be NULL. */
 int isn_gpu_l2_score_forest(isn_gpu_l2 *l2, const isn_forest *forest, const float *inputs, uint32_t n, uint32_t stride,
                             float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
