@@ -105,14 +105,18 @@ static bool tree_warps_plan(const l2_forest_shape *s, uint32_t n, const l2_devic
     plan->rows_per_block = R;
     plan->threads = threads;
     /* The chunk grows into the shared memory a block has anyway at the residency its rows allow (fewer
-     * passes over the chunk's barrier), up to a bound. */
+     * passes over the chunk's barrier), up to a bound; but it holds a tree for every lane even where
+     * that costs residency (deep trees): a lane without a tree is a warp idle in every chunk. */
     const size_t xs = align16((size_t)s->num_inputs * R * sizeof(float));
     const size_t least = l2_tree_warps_smem(s->num_inputs, R, threads, L2_TREE_WARPS_MIN_CHUNK_BYTES);
     size_t resident = d->smem_per_multiprocessor / (least + d->smem_reserved_per_block);
+    if (resident > d->max_threads_per_multiprocessor / threads) resident = d->max_threads_per_multiprocessor / threads;
     if (resident < 1) resident = 1;
     size_t chunk_bytes = d->smem_per_multiprocessor / resident - d->smem_reserved_per_block - xs;
-    if (chunk_bytes > d->smem_per_block_optin - xs) chunk_bytes = d->smem_per_block_optin - xs;
     if (chunk_bytes > L2_TREE_WARPS_MAX_CHUNK_BYTES) chunk_bytes = L2_TREE_WARPS_MAX_CHUNK_BYTES;
+    const size_t every_lane = (size_t)(threads / R) * split_bytes_per_tree(s);
+    if (chunk_bytes < every_lane) chunk_bytes = every_lane;
+    if (chunk_bytes > d->smem_per_block_optin - xs) chunk_bytes = d->smem_per_block_optin - xs;
     if (chunk_bytes < L2_TREE_WARPS_MIN_CHUNK_BYTES) chunk_bytes = L2_TREE_WARPS_MIN_CHUNK_BYTES;
     uint32_t chunk = (uint32_t)(chunk_bytes / split_bytes_per_tree(s));
     if (chunk < 1) chunk = 1;
