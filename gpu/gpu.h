@@ -327,6 +327,36 @@ int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_
 int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
                              float *scores, float *features, char *err, size_t err_len);
 
+/* ------------------------------------------------------------------ the pass's gather on several threads
+ * The hits of a batch's candidates gathered on a crew of threads (gpu/l2_gather_crew.c): each query's
+ * candidates are cut into slices of neighbouring doc ids (each slice's term cursors then read only its
+ * own part of the postings), every slice gathered by isn_feature_hits_gather into its own workspace,
+ * all at once. A candidate's hits, its feature row and its score depend on that candidate alone, so
+ * the pass over the slices computes the numbers of one gather, in another row order: order says where
+ * each of its rows belongs. For a GPU pass whose gather would otherwise take one thread (the CPU side
+ * of the one-pass stage); one run at a time per crew. */
+typedef struct isn_gpu_l2_gather_crew isn_gpu_l2_gather_crew;
+
+/* threads: the calling thread included. min_slice: fewest candidates a slice is cut to (0: 256).
+ * NULL when out of memory or a thread cannot start. */
+isn_gpu_l2_gather_crew *isn_gpu_l2_gather_crew_new(const isn_index *index, uint32_t threads, uint32_t min_slice);
+void isn_gpu_l2_gather_crew_free(isn_gpu_l2_gather_crew *crew);
+
+typedef struct {
+    const isn_query *query;
+    uint64_t num_docs; /* as isn_feature_hits_gather's */
+    const uint32_t *docs;
+    uint32_t n;
+} isn_gpu_l2_candidates;
+
+/* Gathers the candidates of num_queries queries: *slices[0..*num_slices) for isn_gpu_l2_pass (or
+ * isn_gpu_l2_pass_emulated) as its batch, the slices of query q before those of q + 1; the pass's row r
+ * is row (*order)[r] of the rows the queries' candidates make one after another (query q's docs[i] at
+ * the sum of the earlier queries' n, plus i). Valid until the crew's next call. 0, or -1 with err. */
+int isn_gpu_l2_gather(isn_gpu_l2_gather_crew *crew, const isn_gpu_l2_candidates *queries, uint32_t num_queries,
+                      const isn_feature_hits *const **slices, uint32_t *num_slices, const uint32_t **order, char *err,
+                      size_t err_len);
+
 /* ------------------------------------------------------------------ the re-ranking device choice
  * One object per node (gpu/rerank_choice.c): a worker re-ranks with one call,
  *     isn_rerank_stage(workspace, ranker, query, num_docs, hits, n, k, isn_gpu_rerank_score, rerank, ...)

@@ -246,7 +246,13 @@ static void compare(const char *what, const isn_index_info *info, const float *c
     t->values += (uint64_t)n * nf;
 }
 
-/* wide: the forest of WIDE_INPUTS inputs too. */
+/* Puts a pass's rows (of `width` floats) over gathered slices back in the candidates' order. */
+static void unslice(const uint32_t *order, uint32_t n, uint32_t width, const float *from, float *to) {
+    for (uint32_t r = 0; r < n; r++) memcpy(to + (size_t)order[r] * width, from + (size_t)r * width, width * sizeof(float));
+}
+
+/* wide: the forest of WIDE_INPUTS inputs too, and every batch gathered a second time on a crew of
+ * threads in slices (isn_gpu_l2_gather), its passes compared the same way. */
 static void check_index(isn_index *ix, const char *tag, const char *label, bool wide) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info), n1s[2] = {100, 1000};
@@ -260,6 +266,15 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
     float *dev_scores = malloc(cap * sizeof(float)), *mlp_scratch = NULL;
     isn_hit *hits = malloc(1000 * sizeof *hits);
     uint32_t *docs = malloc(1000 * sizeof *docs);
+    /* the crew's batch: every query's candidates and terms kept until the batch is gathered */
+    isn_gpu_l2_gather_crew *crew = wide ? isn_gpu_l2_gather_crew_new(ix, 3, 100) : NULL;
+    uint32_t *crew_docs = malloc((size_t)cap * sizeof *crew_docs);
+    float *sliced_rows = malloc((size_t)cap * nf * sizeof(float)), *sliced_scores = malloc(cap * sizeof(float));
+    isn_query crew_query[BATCH];
+    isn_query_term *crew_terms[BATCH] = {NULL};
+    isn_gpu_l2_candidates crew_batch[BATCH];
+    assert_true(!wide || crew);
+    uint64_t crew_slices = 0, crew_batches = 0;
     assert_true(cpu_rows && cpu_inputs && cpu_scores && dev_rows && dev_scores && hits && docs);
     char err[ISN_ERR_LEN];
 
@@ -315,6 +330,12 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
                     if (isn_feature_hits_gather(ws[nb], &query, 0, docs, n, &hits_of[nb], err, sizeof err) != 0)
                         fail_msg("%s", err);
                     batch[nb] = &hits_of[nb];
+                    crew_query[nb] = query;
+                    crew_terms[nb] = realloc(crew_terms[nb], (query.num_terms + 1) * sizeof *query.terms);
+                    memcpy(crew_terms[nb], query.terms, query.num_terms * sizeof *query.terms);
+                    crew_query[nb].terms = crew_terms[nb];
+                    memcpy(crew_docs + rows, docs, n * sizeof *docs);
+                    crew_batch[nb] = (isn_gpu_l2_candidates){&crew_query[nb], 0, crew_docs + rows, n};
                     nb++;
                     rows += n;
                 }
@@ -339,6 +360,27 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
                         fail_msg("%s: %s", what, err);
                     compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows, &device);
                 }
+                if (!crew || rows == 0) continue;
+                const isn_feature_hits *const *slices;
+                const uint32_t *order;
+                uint32_t num_slices = 0;
+                if (isn_gpu_l2_gather(crew, crew_batch, nb, &slices, &num_slices, &order, err, sizeof err) != 0)
+                    fail_msg("%s: crew: %s", what, err);
+                crew_slices += num_slices;
+                crew_batches += nb;
+                for (int d = 0; d < (gpu ? 2 : 1); d++) {
+                    snprintf(what, sizeof what, "%s, %s of %u inputs, n1 %u, queries %u..%u in %u slices, %s", label,
+                             isn_ranker_model_kind(rk), isn_ranker_num_inputs(rk), n1s[s], q0, q0 + nb - 1, num_slices,
+                             d ? "CUDA" : "emulated");
+                    memset(sliced_rows, 0xFF, (size_t)rows * nf * sizeof(float));
+                    int rc = d ? isn_gpu_l2_pass(gpu, rk, slices, num_slices, sliced_scores, sliced_rows, NULL, err, sizeof err)
+                               : isn_gpu_l2_pass_emulated(rk, slices, num_slices, sliced_scores, sliced_rows, err, sizeof err);
+                    if (rc != 0) fail_msg("%s: %s", what, err);
+                    unslice(order, rows, nf, sliced_rows, dev_rows);
+                    unslice(order, rows, 1, sliced_scores, dev_scores);
+                    compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows,
+                            d ? &device : &emulated);
+                }
             }
         }
     }
@@ -349,7 +391,14 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
                (unsigned long long)device.values);
     else
         printf("; CUDA pass not run: %s", no_gpu_reason);
+    if (crew) printf("; gathered again on a crew of 3 threads: %llu queries in %llu slices", (unsigned long long)crew_batches,
+                     (unsigned long long)crew_slices);
     printf("\n");
+    /* a query of 1,000 candidates is cut (at least 100 a slice, 3 threads) */
+    if (crew) assert_true(crew_slices > crew_batches);
+    isn_gpu_l2_gather_crew_free(crew);
+    for (int b = 0; b < BATCH; b++) free(crew_terms[b]);
+    free(crew_docs), free(sliced_rows), free(sliced_scores);
     for (int k = 0; k < num_rankers; k++) isn_ranker_free(rankers[k]);
     for (int b = 0; b < BATCH; b++) isn_l2_workspace_free(ws[b]);
     isn_l2_workspace_free(cpu_ws);
