@@ -489,7 +489,7 @@ int main(int argc, char **argv) {
     if (system(cmd) != 0) fprintf(stderr, "bench_l2_pass: could not remove %s\n", workdir);
     isn_gpu_l2_close(gpu);
     isn_gpu_l2_gather_crew_free(crew);
-    free(batch_docs);
+    free(batch_docs), free(sample), free(hits), free(docs);
     for (uint32_t b = 0; b < batch; b++) isn_l2_workspace_free(batch_ws[b]);
     isn_l2_workspace_free(ws);
     isn_searcher_free(s);
