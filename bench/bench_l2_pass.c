@@ -12,9 +12,14 @@
  * With --check, before the timings, every feature of every candidate and every score of the device pass
  * (the GPU's, else the emulated device's: isn_gpu_l2_pass_emulated) is compared with the CPU's, bit for
  * bit ("check": values compared, values that differ, scores that differ).
+ * With --gather-threads K (K > 1) the device pass's gather runs on a crew of K threads (gpu.h
+ * isn_gpu_l2_gather: a query's candidates in slices of neighbouring doc ids, a batch's queries at once):
+ * its time per query ("gather_crew": the crew's and one thread's, measured alike after the CPU stage read
+ * the same lists; with --cpu-only too), the GPU's per-query and batch
+ * numbers and the check then take that gather.
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
- *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--cpu-only] [--check]
- *                 [--keep-rankers DIR]
+ *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--gather-threads K] [--cpu-only]
+ *                 [--check] [--keep-rankers DIR]
  * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
  * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them. */
 #include <errno.h>
@@ -61,6 +66,30 @@ static double median(double *v, uint32_t n) {
 static void die(const char *what, const char *err) {
     fprintf(stderr, "bench_l2_pass: %s: %s\n", what, err);
     exit(1);
+}
+
+/* The device pass's gather for one query: on the crew when there is one (rows then in slice order:
+ * *order maps them back), else on one thread into ws. */
+static void pass_gather(isn_gpu_l2_gather_crew *crew, isn_l2_workspace *ws, const isn_query *query, const uint32_t *docs,
+                        uint32_t n, isn_feature_hits *one, const isn_feature_hits *const **list, uint32_t *num,
+                        const uint32_t **order) {
+    char err[ISN_ERR_LEN];
+    if (crew) {
+        const isn_gpu_l2_candidates c = {query, 0, docs, n};
+        if (isn_gpu_l2_gather(crew, &c, 1, list, num, order, err, sizeof err) != 0) die("gather crew", err);
+        return;
+    }
+    if (isn_feature_hits_gather(ws, query, 0, docs, n, one, err, sizeof err) != 0) die("gather", err);
+    static const isn_feature_hits *single[1];
+    single[0] = one;
+    *list = single;
+    *num = 1;
+    *order = NULL;
+}
+
+/* Puts the pass's rows (of `width` floats) back in the candidates' order. */
+static void unslice(const uint32_t *order, uint32_t n, uint32_t width, const float *from, float *to) {
+    for (uint32_t r = 0; r < n; r++) memcpy(to + (size_t)order[r] * width, from + (size_t)r * width, width * sizeof(float));
 }
 
 /* A ranker of `inputs` inputs cycling over the features and transforms, and `trees` complete trees of
@@ -224,14 +253,14 @@ static double cpu_rate(const isn_ranker *rk, uint32_t n1, uint32_t threads, doub
 
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
-    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200;
+    uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200, gather_threads = 1;
     double seconds = 2;
     bool cpu_only = false, check = false;
     const char *keep_rankers = NULL;
     static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
                                    {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
                                    {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
-                                   {"keep-rankers", 1, 0, 'K'}, {0, 0, 0, 0}};
+                                   {"gather-threads", 1, 0, 'g'}, {"keep-rankers", 1, 0, 'K'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
         case 'i': index_dir = optarg; break;
@@ -245,13 +274,14 @@ int main(int argc, char **argv) {
         case 'c': cpu_only = true; break;
         case 'k': check = true; break;
         case 'K': keep_rankers = optarg; break;
+        case 'g': gather_threads = (uint32_t)atoi(optarg); break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
     if (!index_dir || !queries_path || threads == 0 || threads > 256 || batch == 0 || batch > MAX_BATCH ||
-        max_queries == 0 || max_queries > MAX_QUERIES) {
+        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256) {
         fprintf(stderr, "bench_l2_pass: --index DIR and --queries FILE.tsv are required; --threads 1..256, --batch "
-                        "1..%d, --max-queries 1..%d\n", MAX_BATCH, MAX_QUERIES);
+                        "1..%d, --max-queries 1..%d, --gather-threads 1..256\n", MAX_BATCH, MAX_QUERIES);
         return 2;
     }
     char err[ISN_ERR_LEN];
@@ -285,12 +315,14 @@ int main(int argc, char **argv) {
     isn_searcher *s = isn_searcher_new(ix);
     isn_l2_workspace *ws = isn_l2_workspace_new(ix), *batch_ws[MAX_BATCH];
     for (uint32_t b = 0; b < batch; b++) batch_ws[b] = isn_l2_workspace_new(ix);
+    isn_gpu_l2_gather_crew *crew = NULL;
+    if (gather_threads > 1 && !(crew = isn_gpu_l2_gather_crew_new(ix, gather_threads, 0))) die("gather crew", "cannot start");
 
     /* sample rows for thresholds */
     uint32_t sample_cap = 2000, sample_rows = 0;
     float *sample = malloc((size_t)sample_cap * nf * sizeof(float));
     isn_hit *hits = malloc(10000 * sizeof *hits);
-    uint32_t *docs = malloc(10000 * sizeof *docs);
+    uint32_t *docs = malloc(10000 * sizeof *docs), *batch_docs = malloc((size_t)MAX_BATCH * 10000 * sizeof *batch_docs);
     for (uint32_t q = 0; q < num_queries && sample_rows + 100 <= sample_cap; q++) {
         isn_query query;
         uint32_t n = candidates(s, q, 100, &query, hits, docs);
@@ -319,7 +351,10 @@ int main(int argc, char **argv) {
             float *scratch = mlp ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rk), cap) * sizeof(float)) : NULL;
             double *part[4], *gpu_transfer = malloc(num_queries * sizeof(double)), *gpu_kernels = malloc(num_queries * sizeof(double));
             double *gpu_total = malloc(num_queries * sizeof(double)), *gpu_gather = malloc(num_queries * sizeof(double));
-            double *cpu_total = malloc(num_queries * sizeof(double));
+            double *cpu_total = malloc(num_queries * sizeof(double)), *crew_gather = malloc(num_queries * sizeof(double));
+            double *one_gather = malloc(num_queries * sizeof(double));
+            float *sliced_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
+            float *sliced_scores = gpu ? isn_gpu_l2_host_alloc(cap * sizeof(float)) : malloc(cap * sizeof(float));
             for (int k = 0; k < 4; k++) part[k] = malloc(num_queries * sizeof(double));
             uint64_t mismatches = 0, compared = 0;
             uint64_t check_values = 0, check_differ = 0, check_scores_differ = 0;
@@ -334,13 +369,32 @@ int main(int argc, char **argv) {
                 cpu_stage(ws, rk, &query, docs, n, rows, inputs_buf, scratch, scores, ms);
                 for (int k = 0; k < 4; k++) part[k][q] = ms[k];
                 cpu_total[q] = ms[0] + ms[1] + ms[2] + ms[3];
+                if (crew && n > 0) { /* the crew against one thread, both after cpu_stage warmed the same lists */
+                    const isn_feature_hits *const *list;
+                    uint32_t num;
+                    const uint32_t *order;
+                    isn_feature_hits h;
+                    double c0 = now_ms();
+                    pass_gather(NULL, batch_ws[0], &query, docs, n, &h, &list, &num, &order);
+                    double c1 = now_ms();
+                    pass_gather(crew, NULL, &query, docs, n, NULL, &list, &num, &order);
+                    one_gather[q] = c1 - c0;
+                    crew_gather[q] = now_ms() - c1;
+                }
                 if (check && n > 0) {
                     isn_feature_hits h;
-                    if (isn_feature_hits_gather(batch_ws[0], &query, 0, docs, n, &h, err, sizeof err) != 0) die("gather", err);
-                    const isn_feature_hits *one[1] = {&h};
-                    int rc = gpu ? isn_gpu_l2_pass(gpu, rk, one, 1, check_scores, check_rows, NULL, err, sizeof err)
-                                 : isn_gpu_l2_pass_emulated(rk, one, 1, check_scores, check_rows, err, sizeof err);
+                    const isn_feature_hits *const *list;
+                    uint32_t num;
+                    const uint32_t *order;
+                    pass_gather(crew, batch_ws[0], &query, docs, n, &h, &list, &num, &order);
+                    float *pass_rows = order ? sliced_rows : check_rows, *pass_scores = order ? sliced_scores : check_scores;
+                    int rc = gpu ? isn_gpu_l2_pass(gpu, rk, list, num, pass_scores, pass_rows, NULL, err, sizeof err)
+                                 : isn_gpu_l2_pass_emulated(rk, list, num, pass_scores, pass_rows, err, sizeof err);
                     if (rc != 0) die("check pass", err);
+                    if (order) {
+                        unslice(order, n, nf, sliced_rows, check_rows);
+                        unslice(order, n, 1, sliced_scores, check_scores);
+                    }
                     for (size_t v = 0; v < (size_t)n * nf; v++)
                         check_differ += memcmp(&rows[v], &check_rows[v], sizeof(float)) != 0;
                     for (uint32_t i = 0; i < n; i++) check_scores_differ += memcmp(&scores[i], &check_scores[i], 4) != 0;
@@ -348,15 +402,20 @@ int main(int argc, char **argv) {
                 }
                 if (!gpu || n == 0) continue;
                 isn_feature_hits h;
+                const isn_feature_hits *const *list;
+                uint32_t num;
+                const uint32_t *order;
                 double g0 = now_ms();
-                if (isn_feature_hits_gather(batch_ws[0], &query, 0, docs, n, &h, err, sizeof err) != 0) die("gather", err);
+                pass_gather(crew, batch_ws[0], &query, docs, n, &h, &list, &num, &order);
                 gpu_gather[q] = now_ms() - g0;
-                const isn_feature_hits *one[1] = {&h};
                 isn_gpu_l2_stats st;
-                if (isn_gpu_l2_pass(gpu, rk, one, 1, dev_scores, NULL, &st, err, sizeof err) != 0) die("GPU pass", err);
+                if (isn_gpu_l2_pass(gpu, rk, list, num, order ? sliced_scores : dev_scores, NULL, &st, err, sizeof err) != 0)
+                    die("GPU pass", err);
+                double u0 = now_ms();
+                if (order) unslice(order, n, 1, sliced_scores, dev_scores);
                 gpu_transfer[q] = st.ms_transfer;
                 gpu_kernels[q] = st.ms_kernels;
-                gpu_total[q] = gpu_gather[q] + st.ms_total;
+                gpu_total[q] = gpu_gather[q] + st.ms_total + (now_ms() - u0);
                 for (uint32_t i = 0; i < n; i++) mismatches += memcmp(&scores[i], &dev_scores[i], sizeof(float)) != 0;
                 compared += n;
             }
@@ -370,6 +429,9 @@ int main(int argc, char **argv) {
                    "\"model\":%.4f,\"total\":%.4f},\"cpu_all\":{\"threads\":%u,\"qps\":%.1f,\"seconds\":%.1f}",
                    shape, ni, mlp ? 0 : trees, mlp ? "true" : "false", n1, num_queries, candidates_sum / num_queries,
                    gather_ms, rows_ms, mit_ms, model_ms, cpu_ms, threads, cpu_all_qps, seconds);
+            if (crew)
+                printf(",\"gather_crew\":{\"threads\":%u,\"ms\":%.4f,\"one_thread_ms\":%.4f}", gather_threads,
+                       median(crew_gather, num_queries), median(one_gather, num_queries));
             if (check)
                 printf(",\"check\":{\"device\":\"%s\",\"values\":%llu,\"differ\":%llu,\"scores_differ\":%llu}",
                        gpu ? "cuda" : "emulated", (unsigned long long)check_values, (unsigned long long)check_differ,
@@ -383,29 +445,50 @@ int main(int argc, char **argv) {
                 for (uint32_t q0 = 0; q0 + batch <= num_queries || (q0 == 0 && batches == 0); q0 += batch) {
                     const isn_feature_hits *list[MAX_BATCH];
                     isn_feature_hits hb[MAX_BATCH];
+                    static isn_query bq[MAX_BATCH];
+                    static isn_gpu_l2_candidates bc[MAX_BATCH];
                     uint32_t nb = 0;
                     for (uint32_t q = q0; q < q0 + batch && q < num_queries; q++) {
-                        isn_query query;
-                        uint32_t n = candidates(s, q, n1, &query, hits, docs);
-                        if (isn_feature_hits_gather(batch_ws[nb], &query, 0, docs, n, &hb[nb], err, sizeof err) != 0) die("gather", err);
+                        uint32_t n = candidates(s, q, n1, &bq[nb], hits, batch_docs + (size_t)nb * n1);
+                        /* the crew gathers after the whole batch is searched: the terms out of the searcher */
+                        static isn_query_term *terms[MAX_BATCH];
+                        static uint32_t terms_cap[MAX_BATCH];
+                        if (bq[nb].num_terms > terms_cap[nb]) {
+                            terms[nb] = realloc(terms[nb], bq[nb].num_terms * sizeof *terms[nb]);
+                            if (!terms[nb]) die("batch", "out of memory");
+                            terms_cap[nb] = bq[nb].num_terms;
+                        }
+                        if (bq[nb].num_terms) memcpy(terms[nb], bq[nb].terms, bq[nb].num_terms * sizeof *terms[nb]);
+                        bq[nb].terms = terms[nb];
+                        bc[nb] = (isn_gpu_l2_candidates){&bq[nb], 0, batch_docs + (size_t)nb * n1, n};
+                        if (!crew && isn_feature_hits_gather(batch_ws[nb], &bq[nb], 0, bc[nb].docs, n, &hb[nb], err, sizeof err) != 0)
+                            die("gather", err);
                         list[nb] = &hb[nb];
                         nb++;
                     }
-                    if (isn_gpu_l2_pass(gpu, rk, list, nb, dev_scores, NULL, NULL, err, sizeof err) != 0) die("GPU batch", err);
+                    const isn_feature_hits *const *slices = list;
+                    uint32_t num_slices = nb;
+                    const uint32_t *order = NULL;
+                    if (crew && isn_gpu_l2_gather(crew, bc, nb, &slices, &num_slices, &order, err, sizeof err) != 0)
+                        die("gather crew", err);
+                    if (isn_gpu_l2_pass(gpu, rk, slices, num_slices, dev_scores, NULL, NULL, err, sizeof err) != 0)
+                        die("GPU batch", err);
                     batches++;
                     if (q0 + batch >= num_queries) break;
                 }
                 double batch_s = (now_ms() - t0) / 1000;
-                printf(",\"gpu\":{\"per_query_ms\":{\"gather_cpu\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
+                printf(",\"gpu\":{\"gather_threads\":%u,\"per_query_ms\":{\"gather_cpu\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
                        "\"batch\":%u,\"batched_qps_with_first_stage\":%.1f,\"speedup_1t\":%.2f,\"compared\":%llu,"
                        "\"mismatches\":%llu}",
-                       g_gather, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
+                       gather_threads, g_gather, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
                        g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
             }
             printf("}\n");
             fflush(stdout);
             free(rows), free(inputs_buf), free(scores), isn_gpu_l2_host_free(dev_scores), free(scratch);
-            free(check_rows), free(check_scores);
+            free(check_rows), free(check_scores), free(sliced_rows), free(crew_gather), free(one_gather);
+            if (gpu) isn_gpu_l2_host_free(sliced_scores);
+            else free(sliced_scores);
             for (int k = 0; k < 4; k++) free(part[k]);
             free(gpu_transfer), free(gpu_kernels), free(gpu_total), free(gpu_gather), free(cpu_total);
         }
@@ -415,6 +498,8 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", workdir);
     if (!keep_rankers && system(cmd) != 0) fprintf(stderr, "bench_l2_pass: could not remove %s\n", workdir);
     isn_gpu_l2_close(gpu);
+    isn_gpu_l2_gather_crew_free(crew);
+    free(batch_docs), free(sample), free(hits), free(docs);
     for (uint32_t b = 0; b < batch; b++) isn_l2_workspace_free(batch_ws[b]);
     isn_l2_workspace_free(ws);
     isn_searcher_free(s);

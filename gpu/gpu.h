@@ -253,8 +253,10 @@ void isn_gpu_inject_fault(isn_gpu_backend *backend);
 /* ================================================================== second stage (L2) on the GPU
  * (gpu/l2_*.cu; separate from the first-stage backend above.) Scores the model inputs of the
  * candidates of many queries in one launch (rows as isn_ranker_transform writes them, the queries'
- * rows one after another): tree ensembles with one thread per row walking complete trees staged in
- * shared memory, the trees split across thread blocks when a batch has too few rows to fill the GPU;
+ * rows one after another): tree ensembles with complete trees staged in shared memory, one thread per
+ * row walking every tree for models of up to 256 inputs, and for wider ones (to several thousand
+ * inputs, the device's opt-in shared memory a block) warps sharing a block's rows and splitting the
+ * trees; the trees split across thread blocks too when a batch has too few rows to fill the GPU;
  * MLP layers as matrix products. Results equal the CPU's (isn_forest_predict, isn_mlp_predict) bit
  * for bit. Models are uploaded on first use into a cache of several resident models within a memory
  * budget, the least recently used evicted. One handle per thread (calls on a handle are serialised). */
@@ -283,7 +285,7 @@ void isn_gpu_l2_close(isn_gpu_l2 *l2);
 typedef struct {
     bool cache_hit;          /* the model was resident */
     uint32_t evicted;        /* models evicted to make room for it */
-    uint32_t tree_splits;    /* tree groups per row (1: each thread walked every tree) */
+    uint32_t tree_splits;    /* tree groups over thread blocks per row (1: one block walked every tree) */
     uint32_t launches;
     double ms_upload_model;  /* on a miss */
     double ms_transfer;      /* rows in, scores out: the part not hidden behind kernels */
@@ -293,7 +295,8 @@ typedef struct {
 
 /* Scores n rows (row i at inputs + i * stride, stride >= the model's inputs) into out[0..n). 0, or -1
  * with err, nothing written: no GPU form for this model (trees deeper than 10 levels, LightGBM
- * zero-as-missing splits), the model alone above the budget, or a device error; the caller then
+ * zero-as-missing splits, more inputs than the device's shared memory holds for 8 rows: 6,752 on an
+ * H200), the model alone above the budget, or a device error; the caller then
  * scores on the CPU. stats may be NULL. */
 int isn_gpu_l2_score_forest(isn_gpu_l2 *l2, const isn_forest *forest, const float *inputs, uint32_t n, uint32_t stride,
                             float *out, isn_gpu_l2_stats *stats, char *err, size_t err_len);
@@ -323,6 +326,36 @@ int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_
  * evaluators (whose numbers the GPU's equal, test_gpu_l2). What tests check without a GPU. */
 int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
                              float *scores, float *features, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ the pass's gather on several threads
+ * The hits of a batch's candidates gathered on a crew of threads (gpu/l2_gather_crew.c): each query's
+ * candidates are cut into slices of neighbouring doc ids (each slice's term cursors then read only its
+ * own part of the postings), every slice gathered by isn_feature_hits_gather into its own workspace,
+ * all at once. A candidate's hits, its feature row and its score depend on that candidate alone, so
+ * the pass over the slices computes the numbers of one gather, in another row order: order says where
+ * each of its rows belongs. For a GPU pass whose gather would otherwise take one thread (the CPU side
+ * of the one-pass stage); one run at a time per crew. */
+typedef struct isn_gpu_l2_gather_crew isn_gpu_l2_gather_crew;
+
+/* threads: the calling thread included. min_slice: fewest candidates a slice is cut to (0: 256).
+ * NULL when out of memory or a thread cannot start. */
+isn_gpu_l2_gather_crew *isn_gpu_l2_gather_crew_new(const isn_index *index, uint32_t threads, uint32_t min_slice);
+void isn_gpu_l2_gather_crew_free(isn_gpu_l2_gather_crew *crew);
+
+typedef struct {
+    const isn_query *query;
+    uint64_t num_docs; /* as isn_feature_hits_gather's */
+    const uint32_t *docs;
+    uint32_t n;
+} isn_gpu_l2_candidates;
+
+/* Gathers the candidates of num_queries queries: *slices[0..*num_slices) for isn_gpu_l2_pass (or
+ * isn_gpu_l2_pass_emulated) as its batch, the slices of query q before those of q + 1; the pass's row r
+ * is row (*order)[r] of the rows the queries' candidates make one after another (query q's docs[i] at
+ * the sum of the earlier queries' n, plus i). Valid until the crew's next call. 0, or -1 with err. */
+int isn_gpu_l2_gather(isn_gpu_l2_gather_crew *crew, const isn_gpu_l2_candidates *queries, uint32_t num_queries,
+                      const isn_feature_hits *const **slices, uint32_t *num_slices, const uint32_t **order, char *err,
+                      size_t err_len);
 
 /* ------------------------------------------------------------------ the re-ranking device choice
  * One object per node (gpu/rerank_choice.c): a worker re-ranks with one call,

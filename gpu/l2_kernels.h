@@ -9,6 +9,7 @@
 extern "C" {
 #include "gpu/gpu.h"
 }
+#include "gpu/l2_forest_plan.h"
 
 /* A split on the device: x < threshold (or NaN without the NaN-right bit) goes left. Padding splits
  * have a NaN threshold and go left. */
@@ -28,26 +29,23 @@ typedef struct {
     bool average_output;
 } l2_device_forest;
 
-typedef enum { L2_SPLIT_AUTO, L2_SPLIT_NEVER, L2_SPLIT_ALWAYS } l2_split_mode;
+/* The device's limits that a forest plan depends on (l2_forest_plan.h), read once per handle. */
+cudaError_t l2_device_limits_get(int device, l2_device_limits *limits);
 
-/* How a call is launched: rows per block (their inputs staged in shared memory), tree groups over
- * grid.y, and the leaf-index scratch that groups > 1 needs. */
-typedef struct {
-    uint32_t rows_per_block, groups, row_blocks;
-    size_t smem_bytes, scratch_bytes;
-} l2_forest_plan;
+/* The plan for n rows of the model's num_inputs inputs (l2_forest_plan_make with the CUDA occupancy
+ * calculator); AUTO splits the trees into groups when the row blocks alone would leave
+ * multiprocessors idle. cudaErrorInvalidValue with err when the model has no GPU form. */
+cudaError_t l2_plan_forest(const l2_device_forest *forest, uint32_t n, uint32_t num_inputs,
+                           const l2_device_limits *device, const l2_plan_options *options, l2_forest_plan *plan,
+                           char *err, size_t err_len);
 
-/* Picks the plan for n rows of num_inputs inputs; AUTO splits the trees when the row blocks alone
- * would leave multiprocessors idle. cudaErrorInvalidValue when the inputs do not fit shared memory. */
-cudaError_t l2_plan_forest(const l2_device_forest *forest, uint32_t n, uint32_t num_inputs, l2_split_mode mode,
-                           int multiprocessors, size_t max_scratch, l2_forest_plan *plan);
-
-/* Scores n rows (row-major, stride floats apart) into out: with one group each thread walks every
- * tree of its row and sums as the CPU does; with more the trees are split into groups over grid.y,
- * each thread writes its leaf per tree into leaf_index ([tree][row], uint8, plan->scratch_bytes) and
- * a second kernel sums them in tree order. */
+/* Scores n rows (row-major, stride floats apart) into out. ROW_THREADS with one group: each thread
+ * walks every tree of its row and sums as the CPU does. Otherwise the trees are split (into groups
+ * over grid.y, and TREE_WARPS between the warps of a block), each walker writes its leaf per tree into
+ * leaf_index ([tree][row], plan->index_bytes each, plan->scratch_bytes) and a second kernel sums them
+ * in tree order; TREE_WARPS takes the rows plan->slice_rows at a time. */
 cudaError_t l2_launch_forest(const l2_device_forest *forest, const l2_forest_plan *plan, const float *rows, uint32_t n,
-                             uint32_t stride, uint32_t num_inputs, uint8_t *leaf_index, float *out, cudaStream_t stream);
+                             uint32_t stride, uint32_t num_inputs, void *leaf_index, float *out, cudaStream_t stream);
 
 /* One dense layer over n rows: y[r * out + o] = act(sum_i w[o * in + i] * x[r * x_stride + i] + b[o]),
  * summed in order without fused multiply-add, as the CPU does. */

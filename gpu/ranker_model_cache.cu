@@ -12,6 +12,7 @@ extern "C" {
 #include "base/base.h"
 #include "gpu/gpu.h"
 }
+#include "gpu/device.h"
 #include "gpu/l2_kernels.h"
 #include "gpu/l2_pass.h"
 
@@ -36,14 +37,15 @@ typedef struct {
 struct isn_gpu_l2 {
     pthread_mutex_t lock;
     isn_gpu_l2_options options;
-    int multiprocessors;
+    l2_device_limits limits;
+    uint32_t tree_warps_above_inputs; /* ISN_GPU_TREE_WARPS_ABOVE_INPUTS */
     cudaStream_t stream, stream2; /* chunks alternate between the two */
     cudaEvent_t ev_start, ev_join, ev_out, ev_in[MAX_CHUNKS], ev_kernels[MAX_CHUNKS];
     resident_model models[MAX_MODELS];
     uint64_t resident_bytes, clock, hits, misses, evictions;
     /* per-call buffers, grown to the largest call */
     float *d_rows, *d_out, *d_act[2];
-    uint8_t *d_leaf_index[2]; /* one per stream */
+    void *d_leaf_index[2]; /* one per stream */
     size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2];
     /* the one-pass second stage (isn_gpu_l2_pass): packed hits on both sides, feature rows */
     uint8_t *h_pass, *d_pass;
@@ -78,9 +80,8 @@ extern "C" isn_gpu_l2 *isn_gpu_l2_open(const isn_gpu_l2_options *options, char *
         snprintf(err, err_len, "GPU %d does not exist (%d devices)", options->device, count);
         return NULL;
     }
-    cudaDeviceProp p;
-    if ((e = cudaSetDevice(options->device)) != cudaSuccess ||
-        (e = cudaGetDeviceProperties(&p, options->device)) != cudaSuccess) {
+    l2_device_limits limits;
+    if ((e = cudaSetDevice(options->device)) != cudaSuccess || (e = l2_device_limits_get(options->device, &limits)) != cudaSuccess) {
         cuda_fail(e, "cannot use the device", err, err_len);
         return NULL;
     }
@@ -92,7 +93,10 @@ extern "C" isn_gpu_l2 *isn_gpu_l2_open(const isn_gpu_l2_options *options, char *
     pthread_mutex_init(&g->lock, NULL);
     g->options = *options;
     if (g->options.max_rows == 0) g->options.max_rows = 262144;
-    g->multiprocessors = p.multiProcessorCount;
+    g->limits = limits;
+    /* Models of more inputs than this take the kernel whose warps split the trees (at most 256, where
+     * the one-thread-a-row kernel stops); lower only to compare the two. */
+    g->tree_warps_above_inputs = gpu_env_number("ISN_GPU_TREE_WARPS_ABOVE_INPUTS", 256, 0);
     e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g->stream2, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev_start);
@@ -297,17 +301,15 @@ static cudaError_t launch_forest_chunk(isn_gpu_l2 *g, resident_model *m, const f
     const l2_split_mode mode = sb == 1 ? L2_SPLIT_NEVER : sb == UINT32_MAX ? L2_SPLIT_ALWAYS
                                : sb == 0 || cnt < sb ? L2_SPLIT_AUTO : L2_SPLIT_NEVER;
     l2_forest_plan plan;
-    cudaError_t e = l2_plan_forest(&m->forest, cnt, m->num_inputs, mode, g->multiprocessors, MAX_SPLIT_SCRATCH, &plan);
-    if (e == cudaErrorInvalidValue) {
-        snprintf(err, err_len, "model of %u inputs has no GPU form (rows too wide for shared memory)", m->num_inputs);
-        return e;
-    }
-    if (e == cudaSuccess && plan.scratch_bytes)
-        e = grow((void **)&g->d_leaf_index[s], &g->leaf_index_cap[s], plan.scratch_bytes);
+    const l2_plan_options options = {mode, MAX_SPLIT_SCRATCH, g->tree_warps_above_inputs, NULL, NULL};
+    cudaError_t e = l2_plan_forest(&m->forest, cnt, m->num_inputs, &g->limits, &options, &plan, err, err_len);
+    if (e == cudaErrorInvalidValue) return e; /* err says why */
+    if (e == cudaSuccess && plan.scratch_bytes) e = grow(&g->d_leaf_index[s], &g->leaf_index_cap[s], plan.scratch_bytes);
     if (e == cudaSuccess)
         e = l2_launch_forest(&m->forest, &plan, rows, cnt, stride, m->num_inputs, g->d_leaf_index[s], out, stream);
     if (plan.groups > st->tree_splits) st->tree_splits = plan.groups;
-    st->launches += plan.groups > 1 ? 2 : 1;
+    const uint32_t slices = (cnt + plan.slice_rows - 1) / plan.slice_rows;
+    st->launches += plan.kind == L2_FOREST_TREE_WARPS ? 2 * slices : plan.groups > 1 ? 2 : 1;
     return e;
 }
 

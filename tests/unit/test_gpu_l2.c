@@ -1,9 +1,10 @@
 /* The second stage on the GPU equals the CPU bit for bit: generated XGBoost models (float sums, 1,000
  * trees up to depth 6, missing values both ways, x == threshold rows), a LightGBM model (double sums),
  * the XGBoost oracle model of test_trees when it is there, an MLP; small batches (trees split across
- * thread blocks) and large ones (one pass per row); the model cache (several resident, LRU eviction, a
- * model above the budget refused, models without a GPU form refused). Without a GPU every test is
- * skipped, saying why. */
+ * thread blocks) and large ones (one pass per row), also through the kernel for wide rows; wide models
+ * (500 inputs and trees, 1,250 inputs and trees, 2,048 inputs) and deep ones (trees of depth 9 and 10)
+ * at 1 to 10,000 rows; the model cache (several resident, LRU eviction, a model above the budget
+ * refused, models without a GPU form refused). Without a GPU every test is skipped, saying why. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -203,6 +204,16 @@ static void expect_forest_equal(const char *what, const isn_forest *f) {
         expect_forest_equal_on(g, label, f);
         isn_gpu_l2_close(g);
     }
+    /* The kernel for wide rows (warps splitting the trees) takes these narrow models too when asked. */
+    setenv("ISN_GPU_TREE_WARPS_ABOVE_INPUTS", "0", 1);
+    isn_gpu_l2_options o;
+    isn_gpu_l2_options_default(&o);
+    isn_gpu_l2 *g = isn_gpu_l2_open(&o, err, sizeof err);
+    unsetenv("ISN_GPU_TREE_WARPS_ABOVE_INPUTS");
+    if (!g) fail_msg("%s", err);
+    snprintf(label, sizeof label, "%s (trees split between warps)", what);
+    expect_forest_equal_on(g, label, f);
+    isn_gpu_l2_close(g);
 }
 
 /* Writes a generated model of `trees` trees of depth 6 to dir/file and loads it (so the generator is
@@ -267,6 +278,153 @@ static void test_mlp(void **state) {
     free(dev);
     free(scratch);
     isn_mlp_free(m);
+}
+
+/* ------------------------------------------------------------------ wide and deep models */
+
+typedef struct {
+    int32_t *left, *right;
+    float *cond;
+    uint32_t *feat;
+    int *default_left;
+    int32_t next;
+} xgb_nodes;
+
+/* A node and its subtree, in XGBoost's preorder; leaves come early at random below level 2, except on
+ * the leftmost path, which reaches `depth`. Thresholds are values of the rows (so x == threshold
+ * happens), missing values go either way. */
+static int32_t random_node(xgb_nodes *a, const float *x, uint32_t num_rows, uint32_t width, uint32_t inputs, uint32_t level,
+                           uint32_t depth, bool spine) {
+    const int32_t me = a->next++;
+    if (level == depth || (!spine && level > 2 && rnd(6) == 0)) {
+        a->left[me] = a->right[me] = -1;
+        a->cond[me] = gauss() * 0.1f;
+        a->feat[me] = 0;
+        a->default_left[me] = 0;
+        return me;
+    }
+    const uint32_t f = rnd(inputs);
+    const float v = x[(size_t)rnd(num_rows) * width + f];
+    a->feat[me] = f;
+    a->cond[me] = v == v ? v : 0.5f;
+    a->default_left[me] = (int)rnd(2);
+    a->left[me] = random_node(a, x, num_rows, width, inputs, level + 1, depth, spine);
+    a->right[me] = random_node(a, x, num_rows, width, inputs, level + 1, depth, false);
+    return me;
+}
+
+/* XGBoost JSON of `trees` trees of up to `depth` levels on `inputs` inputs, thresholds from rows x
+ * (width floats apart). */
+static void write_random_xgboost(const char *path, const float *x, uint32_t num_rows, uint32_t width, uint32_t inputs,
+                                 uint32_t trees, uint32_t depth) {
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    const size_t most = ((size_t)2 << depth) - 1;
+    xgb_nodes a = {malloc(most * sizeof(int32_t)), malloc(most * sizeof(int32_t)), malloc(most * sizeof(float)),
+                   malloc(most * sizeof(uint32_t)), malloc(most * sizeof(int)), 0};
+    fprintf(out, "{\"learner\": {\"feature_names\": [], \"gradient_booster\": {\"name\": \"gbtree\", \"model\": {\"trees\": [");
+    for (uint32_t k = 0; k < trees; k++) {
+        a.next = 0;
+        random_node(&a, x, num_rows, width, inputs, 0, depth, true);
+        fprintf(out, "%s{\"left_children\": [", k ? ",\n" : "\n");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s%d", i ? "," : "", a.left[i]);
+        fprintf(out, "], \"right_children\": [");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s%d", i ? "," : "", a.right[i]);
+        fprintf(out, "], \"split_conditions\": [");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s%.9g", i ? "," : "", (double)a.cond[i]);
+        fprintf(out, "], \"split_indices\": [");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s%u", i ? "," : "", a.feat[i]);
+        fprintf(out, "], \"default_left\": [");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s%d", i ? "," : "", a.default_left[i]);
+        fprintf(out, "], \"split_type\": [");
+        for (int32_t i = 0; i < a.next; i++) fprintf(out, "%s0", i ? "," : "");
+        fprintf(out, "]}");
+    }
+    fprintf(out, "]}},\n \"learner_model_param\": {\"base_score\": \"3E-1\", \"num_class\": \"0\", \"num_feature\": \"%u\"},"
+                 " \"objective\": {\"name\": \"reg:squarederror\"}}, \"version\": [1, 7, 4]}\n", inputs);
+    assert_int_equal(fclose(out), 0);
+    free(a.left), free(a.right), free(a.cond), free(a.feat), free(a.default_left);
+}
+
+#define WIDE_ROWS 10000u
+
+/* Rows of `inputs` values (stride inputs + 3, the rest NaN): small integers in every third input (so
+ * thresholds are hit exactly), else Gaussian; one in twenty missing. */
+static float *wide_rows(uint32_t inputs, uint32_t num_rows) {
+    const uint32_t stride = inputs + 3;
+    float *x = malloc(sizeof(float) * num_rows * stride);
+    assert_non_null(x);
+    for (uint32_t r = 0; r < num_rows; r++)
+        for (uint32_t c = 0; c < stride; c++) {
+            float v = c >= inputs ? NAN : c % 3 == 0 ? (float)rnd(6) : gauss();
+            if (c < inputs && rnd(20) == 0) v = NAN;
+            x[(size_t)r * stride + c] = v;
+        }
+    return x;
+}
+
+/* A generated model of `inputs` inputs scored on the GPU at 1, 33, 1,000 and 10,000 rows with tree
+ * splitting automatic, never and always, and in three chunks over two streams: every score equal to
+ * the CPU's bit for bit. */
+static void expect_wide_forest_equal(uint32_t inputs, uint32_t trees, uint32_t depth) {
+    if (!gpu) skip();
+    char path[128], what[96], err[ISN_ERR_LEN], label[192];
+    snprintf(path, sizeof path, "%s/wide_%u_%u_%u.json", dir, inputs, trees, depth);
+    snprintf(what, sizeof what, "%u inputs, %u trees of depth %u", inputs, trees, depth);
+    const uint32_t stride = inputs + 3;
+    float *x = wide_rows(inputs, WIDE_ROWS);
+    write_random_xgboost(path, x, WIDE_ROWS, stride, inputs, trees, depth);
+    isn_forest *f = load_forest(path, true);
+    float *cpu = malloc(sizeof(float) * WIDE_ROWS), *dev = malloc(sizeof(float) * WIDE_ROWS);
+    isn_forest_predict(f, x, WIDE_ROWS, stride, cpu);
+    const uint32_t splits[] = {0, 1, UINT32_MAX, 0}, chunks[] = {0, 1, 1, 3};
+    const uint32_t counts[] = {1, 33, 1000, WIDE_ROWS};
+    for (int m = 0; m < 4; m++) {
+        isn_gpu_l2_options o;
+        isn_gpu_l2_options_default(&o);
+        o.split_below_rows = splits[m];
+        o.overlap_chunks = chunks[m];
+        isn_gpu_l2 *g = isn_gpu_l2_open(&o, err, sizeof err);
+        if (!g) fail_msg("%s", err);
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+            isn_gpu_l2_stats st;
+            memset(dev, 0, sizeof(float) * WIDE_ROWS);
+            if (isn_gpu_l2_score_forest(g, f, x, counts[c], stride, dev, &st, err, sizeof err) != 0)
+                fail_msg("%s, %u rows: %s", what, counts[c], err);
+            snprintf(label, sizeof label, "%s, %u rows (split %s, %u chunks): %u tree groups", what, counts[c],
+                     splits[m] == 1 ? "never" : splits[m] ? "always" : "auto", chunks[m] ? chunks[m] : 1, st.tree_splits);
+            expect_equal(label, cpu, dev, counts[c]);
+            printf("# %s: equal\n", label);
+        }
+        isn_gpu_l2_close(g);
+    }
+    free(cpu);
+    free(dev);
+    free(x);
+    isn_forest_free(f);
+}
+
+/* The issue's medium and large tree shapes, and rows wider than 32 of them fit a block (2,048 inputs,
+ * 16 rows a block on an H200). */
+static void test_wide_models(void **state) {
+    (void)state;
+    expect_wide_forest_equal(500, 500, 6);
+    expect_wide_forest_equal(1250, 1250, 6);
+    expect_wide_forest_equal(2048, 300, 6);
+}
+
+/* Trees of 512 and 1,024 leaves: leaf indices wider than a byte, through the split trees of both
+ * kernels (narrow rows with splitting forced, and wide rows). */
+static void test_deep_models(void **state) {
+    (void)state;
+    if (!gpu) skip();
+    char path[128];
+    snprintf(path, sizeof path, "%s/deep10.json", dir);
+    write_random_xgboost(path, rows, ROWS, FEATURES, FEATURES, 40, 10);
+    isn_forest *f = load_forest(path, true);
+    expect_forest_equal("40 trees of depth 10", f);
+    isn_forest_free(f);
+    expect_wide_forest_equal(500, 120, 9);
 }
 
 /* Budget for two of three equal models: the third evicts the least recently used; a model above the
@@ -354,6 +512,8 @@ int main(void) {
         cmocka_unit_test(test_xgboost_models),
         cmocka_unit_test(test_lightgbm_model),
         cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_wide_models),
+        cmocka_unit_test(test_deep_models),
         cmocka_unit_test(test_model_cache),
     };
     return cmocka_run_group_tests_name("gpu_l2", tests, setup, teardown);

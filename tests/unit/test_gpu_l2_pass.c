@@ -1,7 +1,9 @@
 /* The second stage's one device pass (gpu.h isn_gpu_l2_pass) against the CPU, value by value: every
  * feature of every candidate equal to isn_features_extract's bit for bit, and every score equal to the
- * CPU's transforms and model (an MLP over every feature under each kind of transform, and an XGBoost
- * forest whose thresholds are real feature values, so ties at the split are met). Indexes: Cranfield
+ * CPU's transforms and model (an MLP over every feature under each kind of transform, and XGBoost
+ * forests whose thresholds are real feature values, so ties at the split are met: one over every
+ * feature, and on the first index one over 300 inputs, wider than the GPU's one-thread-a-row tree
+ * kernel takes). Indexes: Cranfield
  * with positions over title and body (a synthetic collection of the same shape without
  * ../shared/data), the body alone without positions, both fields without positions; the first stage's
  * best 100 and 1,000 of every query, eight queries a batch. The emulated device (the pass's packed
@@ -140,10 +142,15 @@ static const char *transform_text(uint32_t f, const char *name, char *buf, size_
     return buf;
 }
 
-/* Every feature under each kind of transform in turn, then an MLP (two layers) or an XGBoost forest
- * (30 trees of depth 4 whose thresholds are inputs of real candidates, sample) over them. */
-static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool forest, const float *sample, uint32_t
-                                sample_rows) {
+/* The inputs of the wide forest: more than the GPU's one-thread-a-row kernel takes (256), so that the
+ * pass runs its trees with the kernel for wide rows. */
+#define WIDE_INPUTS 300u
+
+/* Every feature under each kind of transform in turn (inputs of them, cycling through the features),
+ * then an MLP (two layers) or an XGBoost forest (trees of `depth` levels whose thresholds are
+ * features of real candidates, sample) over them. */
+static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool forest, uint32_t inputs, uint32_t trees,
+                                uint32_t depth, const float *sample, uint32_t sample_rows) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info);
     char path[160], model[160], buf[512], fname[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX];
@@ -152,8 +159,8 @@ static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool fore
     FILE *r = fopen(path, "w");
     assert_non_null(r);
     fprintf(r, "isn-ranker 1\nname %s\nmodel %s %s.model\n", name, forest ? "xgboost" : "mlp", name);
-    for (uint32_t f = 0; f < nf; f++) {
-        isn_feature_name(info, f, fname, sizeof fname);
+    for (uint32_t f = 0; f < inputs; f++) {
+        isn_feature_name(info, f % nf, fname, sizeof fname);
         fputs(transform_text(f, fname, buf, sizeof buf), r);
     }
     assert_int_equal(fclose(r), 0);
@@ -168,14 +175,15 @@ static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool fore
         for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
         fprintf(m, "\n0.125\n");
     } else {
-        const uint32_t depth = 4, nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
+        const uint32_t nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
+        assert_true(depth <= 6);
         fprintf(m, "{\"learner\": {\"feature_names\": [], \"gradient_booster\": {\"name\": \"gbtree\", \"model\": {\"trees\": [");
-        for (uint32_t t = 0; t < 30; t++) {
-            uint32_t feat[64];
-            float cond[64];
+        for (uint32_t t = 0; t < trees; t++) {
+            uint32_t feat[128];
+            float cond[128];
             for (uint32_t i = 0; i < nodes; i++) {
-                feat[i] = rnd(nf);
-                cond[i] = i < splits ? sample[(size_t)rnd(sample_rows) * nf + feat[i]] : ((int)rnd(2001) - 1000) / 1e4f;
+                feat[i] = rnd(inputs);
+                cond[i] = i < splits ? sample[(size_t)rnd(sample_rows) * nf + feat[i] % nf] : ((int)rnd(2001) - 1000) / 1e4f;
                 if (i < splits && cond[i] != cond[i]) cond[i] = 0; /* no NaN thresholds */
             }
             fprintf(m, "%s{\"left_children\": [", t ? ",\n" : "\n");
@@ -193,7 +201,7 @@ static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool fore
             fprintf(m, "]}");
         }
         fprintf(m, "]}},\n \"learner_model_param\": {\"base_score\": \"5E-1\", \"num_class\": \"0\", \"num_feature\": "
-                   "\"%u\"}, \"objective\": {\"name\": \"rank:ndcg\"}}, \"version\": [1, 7, 4]}\n", nf);
+                   "\"%u\"}, \"objective\": {\"name\": \"rank:ndcg\"}}, \"version\": [1, 7, 4]}\n", inputs);
     }
     assert_int_equal(fclose(m), 0);
     char err[ISN_ERR_LEN];
@@ -238,18 +246,35 @@ static void compare(const char *what, const isn_index_info *info, const float *c
     t->values += (uint64_t)n * nf;
 }
 
-static void check_index(isn_index *ix, const char *tag, const char *label) {
+/* Puts a pass's rows (of `width` floats) over gathered slices back in the candidates' order. */
+static void unslice(const uint32_t *order, uint32_t n, uint32_t width, const float *from, float *to) {
+    for (uint32_t r = 0; r < n; r++) memcpy(to + (size_t)order[r] * width, from + (size_t)r * width, width * sizeof(float));
+}
+
+/* wide: the forest of WIDE_INPUTS inputs too, and every batch gathered a second time on a crew of
+ * threads in slices (isn_gpu_l2_gather), its passes compared the same way. */
+static void check_index(isn_index *ix, const char *tag, const char *label, bool wide) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info), n1s[2] = {100, 1000};
     isn_searcher *searcher = isn_searcher_new(ix);
     isn_l2_workspace *cpu_ws = isn_l2_workspace_new(ix), *ws[BATCH];
     for (int b = 0; b < BATCH; b++) ws[b] = isn_l2_workspace_new(ix);
     uint32_t cap = 1000 * BATCH;
-    float *cpu_rows = malloc((size_t)cap * nf * sizeof(float)), *cpu_inputs = malloc((size_t)cap * nf * sizeof(float));
+    const uint32_t most_inputs = nf > WIDE_INPUTS ? nf : WIDE_INPUTS;
+    float *cpu_rows = malloc((size_t)cap * nf * sizeof(float)), *cpu_inputs = malloc((size_t)cap * most_inputs * sizeof(float));
     float *cpu_scores = malloc(cap * sizeof(float)), *dev_rows = malloc((size_t)cap * nf * sizeof(float));
     float *dev_scores = malloc(cap * sizeof(float)), *mlp_scratch = NULL;
     isn_hit *hits = malloc(1000 * sizeof *hits);
     uint32_t *docs = malloc(1000 * sizeof *docs);
+    /* the crew's batch: every query's candidates and terms kept until the batch is gathered */
+    isn_gpu_l2_gather_crew *crew = wide ? isn_gpu_l2_gather_crew_new(ix, 3, 100) : NULL;
+    uint32_t *crew_docs = malloc((size_t)cap * sizeof *crew_docs);
+    float *sliced_rows = malloc((size_t)cap * nf * sizeof(float)), *sliced_scores = malloc(cap * sizeof(float));
+    isn_query crew_query[BATCH];
+    isn_query_term *crew_terms[BATCH] = {NULL};
+    isn_gpu_l2_candidates crew_batch[BATCH];
+    assert_true(!wide || crew);
+    uint64_t crew_slices = 0, crew_batches = 0;
     assert_true(cpu_rows && cpu_inputs && cpu_scores && dev_rows && dev_scores && hits && docs);
     char err[ISN_ERR_LEN];
 
@@ -272,14 +297,17 @@ static void check_index(isn_index *ix, const char *tag, const char *label) {
     assert_true(sample_rows > 0);
     char name[64];
     snprintf(name, sizeof name, "%s-mlp", tag);
-    isn_ranker *rankers[2];
-    rankers[0] = write_ranker(ix, name, false, cpu_rows, sample_rows);
+    const int num_rankers = wide ? 3 : 2;
+    isn_ranker *rankers[3] = {NULL, NULL, NULL};
+    rankers[0] = write_ranker(ix, name, false, nf, 0, 0, cpu_rows, sample_rows);
     snprintf(name, sizeof name, "%s-forest", tag);
-    rankers[1] = write_ranker(ix, name, true, cpu_rows, sample_rows);
+    rankers[1] = write_ranker(ix, name, true, nf, 30, 4, cpu_rows, sample_rows);
+    snprintf(name, sizeof name, "%s-wide-forest", tag);
+    if (wide) rankers[2] = write_ranker(ix, name, true, WIDE_INPUTS, 40, 6, cpu_rows, sample_rows);
     mlp_scratch = malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rankers[0]), cap) * sizeof(float));
 
     tally emulated = {0}, device = {0};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < num_rankers; k++) {
         const isn_ranker *rk = rankers[k];
         for (int s = 0; s < 2; s++) {
             for (uint32_t q0 = 0; q0 < num_queries; q0 += BATCH) {
@@ -302,6 +330,12 @@ static void check_index(isn_index *ix, const char *tag, const char *label) {
                     if (isn_feature_hits_gather(ws[nb], &query, 0, docs, n, &hits_of[nb], err, sizeof err) != 0)
                         fail_msg("%s", err);
                     batch[nb] = &hits_of[nb];
+                    crew_query[nb] = query;
+                    crew_terms[nb] = realloc(crew_terms[nb], (query.num_terms + 1) * sizeof *query.terms);
+                    memcpy(crew_terms[nb], query.terms, query.num_terms * sizeof *query.terms);
+                    crew_query[nb].terms = crew_terms[nb];
+                    memcpy(crew_docs + rows, docs, n * sizeof *docs);
+                    crew_batch[nb] = (isn_gpu_l2_candidates){&crew_query[nb], 0, crew_docs + rows, n};
                     nb++;
                     rows += n;
                 }
@@ -311,20 +345,41 @@ static void check_index(isn_index *ix, const char *tag, const char *label) {
                 else
                     isn_mlp_predict(isn_ranker_mlp(rk), cpu_inputs, rows, isn_ranker_num_inputs(rk), mlp_scratch,
                                     cpu_scores);
-                char what[128];
-                snprintf(what, sizeof what, "%s, %s, n1 %u, queries %u..%u, emulated", label, isn_ranker_model_kind(rk),
-                         n1s[s], q0, q0 + nb - 1);
+                char what[192];
+                snprintf(what, sizeof what, "%s, %s of %u inputs, n1 %u, queries %u..%u, emulated", label,
+                         isn_ranker_model_kind(rk), isn_ranker_num_inputs(rk), n1s[s], q0, q0 + nb - 1);
                 memset(dev_rows, 0xFF, (size_t)rows * nf * sizeof(float));
                 if (isn_gpu_l2_pass_emulated(rk, batch, nb, dev_scores, dev_rows, err, sizeof err) != 0)
                     fail_msg("%s: %s", what, err);
                 compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows, &emulated);
                 if (gpu) {
-                    snprintf(what, sizeof what, "%s, %s, n1 %u, queries %u..%u, CUDA", label, isn_ranker_model_kind(rk),
-                             n1s[s], q0, q0 + nb - 1);
+                    snprintf(what, sizeof what, "%s, %s of %u inputs, n1 %u, queries %u..%u, CUDA", label,
+                             isn_ranker_model_kind(rk), isn_ranker_num_inputs(rk), n1s[s], q0, q0 + nb - 1);
                     memset(dev_rows, 0xFF, (size_t)rows * nf * sizeof(float));
                     if (isn_gpu_l2_pass(gpu, rk, batch, nb, dev_scores, dev_rows, NULL, err, sizeof err) != 0)
                         fail_msg("%s: %s", what, err);
                     compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows, &device);
+                }
+                if (!crew || rows == 0) continue;
+                const isn_feature_hits *const *slices;
+                const uint32_t *order;
+                uint32_t num_slices = 0;
+                if (isn_gpu_l2_gather(crew, crew_batch, nb, &slices, &num_slices, &order, err, sizeof err) != 0)
+                    fail_msg("%s: crew: %s", what, err);
+                crew_slices += num_slices;
+                crew_batches += nb;
+                for (int d = 0; d < (gpu ? 2 : 1); d++) {
+                    snprintf(what, sizeof what, "%s, %s of %u inputs, n1 %u, queries %u..%u in %u slices, %s", label,
+                             isn_ranker_model_kind(rk), isn_ranker_num_inputs(rk), n1s[s], q0, q0 + nb - 1, num_slices,
+                             d ? "CUDA" : "emulated");
+                    memset(sliced_rows, 0xFF, (size_t)rows * nf * sizeof(float));
+                    int rc = d ? isn_gpu_l2_pass(gpu, rk, slices, num_slices, sliced_scores, sliced_rows, NULL, err, sizeof err)
+                               : isn_gpu_l2_pass_emulated(rk, slices, num_slices, sliced_scores, sliced_rows, err, sizeof err);
+                    if (rc != 0) fail_msg("%s: %s", what, err);
+                    unslice(order, rows, nf, sliced_rows, dev_rows);
+                    unslice(order, rows, 1, sliced_scores, dev_scores);
+                    compare(what, isn_index_get_info(ix), cpu_rows, cpu_scores, dev_rows, dev_scores, rows,
+                            d ? &device : &emulated);
                 }
             }
         }
@@ -336,9 +391,15 @@ static void check_index(isn_index *ix, const char *tag, const char *label) {
                (unsigned long long)device.values);
     else
         printf("; CUDA pass not run: %s", no_gpu_reason);
+    if (crew) printf("; gathered again on a crew of 3 threads: %llu queries in %llu slices", (unsigned long long)crew_batches,
+                     (unsigned long long)crew_slices);
     printf("\n");
-    isn_ranker_free(rankers[0]);
-    isn_ranker_free(rankers[1]);
+    /* a query of 1,000 candidates is cut (at least 100 a slice, 3 threads) */
+    if (crew) assert_true(crew_slices > crew_batches);
+    isn_gpu_l2_gather_crew_free(crew);
+    for (int b = 0; b < BATCH; b++) free(crew_terms[b]);
+    free(crew_docs), free(sliced_rows), free(sliced_scores);
+    for (int k = 0; k < num_rankers; k++) isn_ranker_free(rankers[k]);
     for (int b = 0; b < BATCH; b++) isn_l2_workspace_free(ws[b]);
     isn_l2_workspace_free(cpu_ws);
     isn_searcher_free(searcher);
@@ -351,21 +412,22 @@ static json_t *collection;
 static void test_title_body_with_positions(void **state) {
     (void)state;
     isn_index *ix = build_index(collection, "title-body-positions", true, true);
-    check_index(ix, "positions", cranfield ? "cranfield title+body, positions" : "synthetic title+body, positions");
+    check_index(ix, "positions", cranfield ? "cranfield title+body, positions" : "synthetic title+body, positions",
+                true);
     isn_index_close(ix);
 }
 
 static void test_body_alone_without_positions(void **state) {
     (void)state;
     isn_index *ix = build_index(collection, "body", false, false);
-    check_index(ix, "body", "body alone, no positions");
+    check_index(ix, "body", "body alone, no positions", false);
     isn_index_close(ix);
 }
 
 static void test_title_body_without_positions(void **state) {
     (void)state;
     isn_index *ix = build_index(collection, "title-body", true, false);
-    check_index(ix, "title-body", "title+body, no positions");
+    check_index(ix, "title-body", "title+body, no positions", false);
     isn_index_close(ix);
 }
 
