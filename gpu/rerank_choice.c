@@ -2,8 +2,11 @@
  * goes to the CPU or to the one-pass GPU by which one measured faster for calls of its size, learned
  * from this node's own times. A call's size is a cell: candidates and model work, each by power of
  * two. Each cell keeps a moving average of the milliseconds each device took; a cell with no time for
- * a device tries it (the GPU first); otherwise the faster one runs, and every EXPLORE_EVERY-th call of
- * a cell runs the other, so that a changed load or a warmed model shows. A GPU failure is re-run on the
+ * a device tries it (the GPU first); otherwise the faster one runs, and now and then a call of the cell
+ * runs the other, so that a changed load or a warmed model shows: every EXPLORE_EVERY-th call, or
+ * rarer when the other is much slower, so that exploring costs the cell at most EXPLORE_COST_SHARE of
+ * its time (a CPU 200 times slower than the GPU, explored every 32nd call, would spend most of the
+ * workers' time there and miss the deadline with each explored call). A GPU failure is re-run on the
  * CPU here and counted; the caller sees one call that either scored or failed on the CPU too. Times
  * are kept as relaxed atomics: a stale read only delays a switch. */
 #include <math.h>
@@ -18,6 +21,7 @@
 #define CANDIDATE_CELLS 24 /* up to 2^23 candidates */
 #define WORK_CELLS 40      /* model work, see model_work */
 #define EXPLORE_EVERY 32u
+#define EXPLORE_COST_SHARE 0.05
 #define AVERAGE_WEIGHT 0.125f /* of a new time in the moving average */
 
 enum { DEVICE_CPU, DEVICE_GPU, DEVICES };
@@ -98,8 +102,11 @@ int isn_gpu_rerank_choose(isn_gpu_rerank *r, const isn_ranker *ranker, uint32_t 
     if (cpu == 0)
         return DEVICE_CPU;
     int faster = gpu < cpu ? DEVICE_GPU : DEVICE_CPU;
+    double slow_over_fast = faster == DEVICE_GPU ? (double)cpu / gpu : (double)gpu / cpu;
+    double every = slow_over_fast / EXPLORE_COST_SHARE;
+    uint32_t interval = every <= EXPLORE_EVERY ? EXPLORE_EVERY : every >= 1e9 ? 1000000000u : (uint32_t)every;
     uint32_t n = atomic_fetch_add_explicit(&cell->calls, 1, memory_order_relaxed);
-    if (n % EXPLORE_EVERY == EXPLORE_EVERY - 1) {
+    if (n % interval == interval - 1) {
         atomic_fetch_add_explicit(&r->explored, 1, memory_order_relaxed);
         return DEVICES - 1 - faster;
     }

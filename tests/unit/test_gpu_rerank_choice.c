@@ -1,6 +1,7 @@
 /* The re-ranking device choice (gpu.h isn_gpu_rerank): without a GPU every call runs on the CPU and
  * re-ranks exactly as isn_rerank does; the choice tries an unmeasured device (the GPU first), then
- * keeps the faster one for calls of that size, explores the other every 32nd call, and learns each
+ * keeps the faster one for calls of that size, explores the other every 32nd call (rarer when the other
+ * is much slower: exploring costs at most 5% of the time), and learns each
  * size apart; a failed GPU pass is re-run on the CPU inside and counted (with the no-GPU backend, where
  * every pass fails). */
 #include <setjmp.h>
@@ -126,7 +127,7 @@ static void test_learns_the_faster_device_per_size(void **state) {
     (void)state;
     isn_gpu_rerank *choice = isn_gpu_rerank_new((isn_gpu_l2 *)&dir);
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 1000), 1); /* nothing measured: the GPU first */
-    isn_gpu_rerank_record(choice, ranker, 1000, 1, 5.0);
+    isn_gpu_rerank_record(choice, ranker, 1000, 1, 1.5);
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 1000), 0); /* then the unmeasured CPU */
     isn_gpu_rerank_record(choice, ranker, 1000, 0, 1.0);
     uint32_t gpu = 0;
@@ -134,13 +135,18 @@ static void test_learns_the_faster_device_per_size(void **state) {
     assert_int_equal(gpu, 2); /* the CPU is faster; every 32nd call explores the GPU */
     for (int i = 0; i < 40; i++) isn_gpu_rerank_record(choice, ranker, 1000, 1, 0.1);
     gpu = 0;
-    for (int i = 0; i < 64; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
-    assert_int_equal(gpu, 62); /* now the GPU; the CPU explored twice */
+    for (int i = 0; i < 400; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
+    assert_int_equal(gpu, 398); /* now the GPU; the CPU, 10 times slower, explored every 200th call */
+    /* a CPU 200 times slower: one call in 4,000 */
+    for (int i = 0; i < 40; i++) isn_gpu_rerank_record(choice, ranker, 1000, 0, 20.0);
+    gpu = 0;
+    for (int i = 0; i < 4000; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
+    assert_int_equal(gpu, 3999);
     /* another size is learned apart: 10 candidates has measured nothing */
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 10), 1);
     isn_gpu_rerank_stats st;
     isn_gpu_rerank_stats_get(choice, &st);
-    assert_int_equal(st.explored, 4);
+    assert_int_equal(st.explored, 5);
     isn_gpu_rerank_free(choice);
 }
 
