@@ -254,6 +254,10 @@ typedef struct {
     /* latencies of RESOURCE_EXHAUSTED replies (how cheaply load is shed), microseconds; same cap */
     uint64_t *shed_latency_us;
     size_t num_shed_latencies;
+    /* how late the client handed each measured request to its connection after its scheduled time,
+     * microseconds (same cap): when these grow, the load generator, not the server, sets the latency */
+    uint64_t *send_lag_us;
+    size_t num_send_lags;
     /* on-time complete answers per BENCH_TIMELINE_NS of scheduled time from the measured start */
     uint32_t timeline[BENCH_TIMELINE_BUCKETS];
     size_t timeline_len;
@@ -262,6 +266,7 @@ typedef struct {
 int bench_stats_init(bench_stats *stats, size_t latency_cap);
 void bench_stats_free(bench_stats *stats);
 void bench_stats_add_latency(bench_stats *stats, uint64_t us);
+void bench_stats_add_send_lag(bench_stats *stats, uint64_t us);
 
 typedef struct {
     double p50, p90, p99, p999, mean, max; /* microseconds; 0 when nothing was answered */

@@ -9,13 +9,20 @@ int bench_stats_init(bench_stats *stats, size_t latency_cap) {
     stats->latency_cap = latency_cap ? latency_cap : 1;
     stats->latency_us = malloc(stats->latency_cap * sizeof *stats->latency_us);
     stats->shed_latency_us = malloc(stats->latency_cap * sizeof *stats->shed_latency_us);
-    return stats->latency_us && stats->shed_latency_us ? 0 : -1;
+    stats->send_lag_us = malloc(stats->latency_cap * sizeof *stats->send_lag_us);
+    return stats->latency_us && stats->shed_latency_us && stats->send_lag_us ? 0 : -1;
 }
 
 void bench_stats_free(bench_stats *stats) {
     free(stats->latency_us);
     free(stats->shed_latency_us);
-    stats->latency_us = stats->shed_latency_us = NULL;
+    free(stats->send_lag_us);
+    stats->latency_us = stats->shed_latency_us = stats->send_lag_us = NULL;
+}
+
+void bench_stats_add_send_lag(bench_stats *stats, uint64_t us) {
+    if (stats->num_send_lags < stats->latency_cap) stats->send_lag_us[stats->num_send_lags++] = us;
+    else stats->latency_overflow = true;
 }
 
 static void add_shed_latency(bench_stats *stats, uint64_t us) {
@@ -51,6 +58,7 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->late += st->late;
     for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
     for (size_t j = 0; j < st->num_shed_latencies; j++) add_shed_latency(sum, st->shed_latency_us[j]);
+    for (size_t j = 0; j < st->num_send_lags; j++) bench_stats_add_send_lag(sum, st->send_lag_us[j]);
     sum->latency_overflow |= st->latency_overflow;
     for (size_t b = 0; b < st->timeline_len; b++) sum->timeline[b] += st->timeline[b];
     if (st->timeline_len > sum->timeline_len) sum->timeline_len = st->timeline_len;
@@ -146,14 +154,17 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             (unsigned long long)stats->partial, ratio(stats->partial, stats->ok), (unsigned long long)stats->late,
             (unsigned long long)misses, ratio(misses, sent),
             ratio(sent - stats->ok, sent));
-    bench_percentiles shed;
+    bench_percentiles shed, lag;
     percentiles_of(stats->shed_latency_us, stats->num_shed_latencies, &shed);
+    percentiles_of(stats->send_lag_us, stats->num_send_lags, &lag);
     fprintf(out,
             "\"on_time\":%llu,\"on_time_per_s\":%.1f,\"shed_latency_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,"
-            "\"samples\":%zu},\"timeline_ms\":%lld,\"on_time_timeline\":[",
+            "\"samples\":%zu},\"send_lag_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},"
+            "\"timeline_ms\":%lld,\"on_time_timeline\":[",
             (unsigned long long)bench_stats_on_time(stats),
             duration_s > 0 ? (double)bench_stats_on_time(stats) / duration_s : 0.0, shed.p50, shed.p99, shed.max,
-            stats->num_shed_latencies, (long long)(BENCH_TIMELINE_NS / 1000000));
+            stats->num_shed_latencies, lag.p50, lag.p99, lag.max, stats->num_send_lags,
+            (long long)(BENCH_TIMELINE_NS / 1000000));
     for (size_t b = 0; b < stats->timeline_len; b++) fprintf(out, "%s%u", b ? "," : "", stats->timeline[b]);
     fprintf(out, "]}");
 }

@@ -86,6 +86,8 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
         if (measured) run->stats.not_sent++;
         return false;
     }
+    int64_t lag_ns = now_ns() - scheduled_ns;
+    if (measured) bench_stats_add_send_lag(&run->stats, lag_ns > 0 ? (uint64_t)lag_ns / 1000 : 0);
     run->active[run->num_active++] = (load_slot){.call = call, .conn = conn_index, .closed_client = closed_client,
                                                   .scheduled_ns = scheduled_ns, .measured = measured};
     isn_grpc_pool_started(run->pool, conn_index);

@@ -47,6 +47,7 @@ static void test_json(void **state) {
     s.partial = 9;
     s.late = 6;
     for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
+    for (int i = 0; i < 100; i++) bench_stats_add_send_lag(&s, (uint64_t)i); /* 0..99 us behind schedule */
     bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
     s.scheduled++;
     char *text = NULL;
@@ -69,6 +70,10 @@ static void test_json(void **state) {
     assert_true(fabs(json_real_value(json_object_get(j, "partial_rate")) - 0.1) < 1e-6);
     assert_true(fabs(json_real_value(json_object_get(j, "error_rate")) - 7.0 / 97) < 1e-6);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "latency_us"), "p50")), 144);
+    json_t *lag = json_object_get(j, "send_lag_us");
+    assert_int_equal(json_integer_value(json_object_get(lag, "p99")), 98);
+    assert_int_equal(json_integer_value(json_object_get(lag, "max")), 99);
+    assert_int_equal(json_integer_value(json_object_get(lag, "samples")), 100);
     json_decref(j);
     bench_stats_free(&s);
     free(text);
