@@ -434,6 +434,10 @@ typedef struct {
     uint32_t block;       /* block whose positions `at` points into; UINT32_MAX for none */
     uint32_t posting;     /* index within that block of the posting `at` starts */
     const uint8_t *at;    /* NULL once the section proved malformed: no positions from then on */
+    /* Once the index has derived them (isn_index_field_tfs), each of the term's postings' positions
+     * as an offset in its block's, so that a read jumps to them; else NULL: it skips the postings
+     * before them in the block. */
+    const uint16_t *offsets;
 } isn_positions_cursor;
 
 void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index *index, uint32_t term_id);

@@ -75,6 +75,9 @@ void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, ui
     pc->block = UINT32_MAX;
     pc->posting = 0;
     pc->at = ix->pos_blocks ? ix->positions : NULL;
+    /* the offsets are published with field_tfs */
+    bool derived = atomic_load_explicit(&ix->field_tfs, memory_order_acquire) && ix->posting_pos_offsets;
+    pc->offsets = derived && term_id < ix->meta->num_terms ? ix->posting_pos_offsets + ix->term_first_posting[term_id] : NULL;
 }
 
 uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor, uint32_t field, uint32_t *out,
@@ -92,6 +95,14 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor,
         pc->at = ix->positions + offset;
         pc->block = cursor->block;
         pc->posting = 0;
+    }
+    if (pc->posting < cursor->pos && pc->offsets) {
+        /* the offset from the block's positions: no skipping over those before */
+        uint16_t offset = pc->offsets[(uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos];
+        if (offset != ISN_POS_OFFSET_FAR) {
+            pc->at = ix->positions + ix->pos_blocks[pc->first_block + cursor->block] + offset;
+            pc->posting = cursor->pos;
+        }
     }
     if (pc->posting < cursor->pos) {
         /* a posting's positions are a count per field and a gap per occurrence: nf + tf varints */
@@ -143,8 +154,9 @@ static uint8_t *count_field_tfs(isn_index *ix) {
     size_t bytes = (size_t)(m->num_postings * nf);
     uint8_t *tfs = malloc(bytes ? bytes : 1);
     uint64_t *first = malloc(((size_t)m->num_terms + 1) * sizeof *first);
+    uint16_t *offsets = malloc(m->num_postings ? m->num_postings * sizeof *offsets : 1);
     isn_field_postings_writer w = {0};
-    int ok = tfs && first && count_field_docs(ix) == 0 && isn_field_postings_start(&w, ix) == 0;
+    int ok = tfs && first && offsets && count_field_docs(ix) == 0 && isn_field_postings_start(&w, ix) == 0;
     const uint8_t *end = ix->positions + ix->positions_bytes;
     uint64_t posting = 0;
     uint32_t docs[ISN_BLOCK_SIZE];
@@ -156,8 +168,9 @@ static uint8_t *count_field_tfs(isn_index *ix) {
             uint32_t count = b + 1 == blocks ? e->df - b * ISN_BLOCK_SIZE : ISN_BLOCK_SIZE, decoded = 0;
             isn_block_decode_docs(ix, e, b, docs, &decoded);
             uint64_t offset = ix->pos_blocks[e->first_block + b];
-            const uint8_t *p = offset < ix->positions_bytes ? ix->positions + offset : NULL;
-            for (uint32_t i = 0; i < count; i++, posting++)
+            const uint8_t *p = offset < ix->positions_bytes ? ix->positions + offset : NULL, *block_start = p;
+            for (uint32_t i = 0; i < count; i++, posting++) {
+                offsets[posting] = p && p - block_start < ISN_POS_OFFSET_FAR ? (uint16_t)(p - block_start) : ISN_POS_OFFSET_FAR;
                 for (uint32_t f = 0; f < nf; f++) {
                     uint32_t n = 0;
                     if (p && (p = isn_varint_get(p, end, &n))) p = skip_varints(p, end, n);
@@ -167,6 +180,7 @@ static uint8_t *count_field_tfs(isn_index *ix) {
                     w.docs[f][w.count[f]] = docs[i];
                     w.tfs[f][w.count[f]++] = n;
                 }
+            }
         }
         ok = isn_field_postings_end_term(&w, ix, t) == 0;
     }
@@ -175,11 +189,13 @@ static uint8_t *count_field_tfs(isn_index *ix) {
     if (!ok) {
         free(tfs);
         free(first);
+        free(offsets);
         free_field_data(ix);
         return NULL;
     }
     first[m->num_terms] = posting;
     ix->term_first_posting = first;
+    ix->posting_pos_offsets = offsets;
     return tfs;
 }
 
