@@ -168,9 +168,25 @@ __attribute__((always_inline)) static inline void add_postings_to(ranking_run *r
     }
 }
 
-static inline void add_postings(ranking_run *run, const ranking_term *term, uint32_t lo, uint32_t hi,
-                                bool candidates_only) {
+__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term,
+                                                               uint32_t lo, uint32_t hi, bool candidates_only) {
     add_postings_to(run, term, lo, hi, candidates_only, false);
+}
+
+/* The inner window [lo, hi) under a seeding filter: its documents are the only possible candidates,
+ * the essential lists t[first_essential..n) add to them, the bulk ones t[completed..first_essential) to
+ * those candidates. Apart from the bag of words' loop, which stays as it was. */
+__attribute__((noinline)) static void add_seeded_window(ranking_run *run, ranking_window_term *t, uint32_t completed,
+                                                        uint32_t first_essential, uint32_t n, uint32_t lo,
+                                                        uint32_t hi) {
+    uint64_t *seeds = run->window->seeds;
+    run->seed(run->admit_ctx, lo, hi, seeds);
+    for (uint32_t i = first_essential; i < n; i++)
+        add_postings_to(run, &t[i].term, lo, hi, false, true);
+    for (uint32_t i = completed; i < first_essential; i++)
+        add_postings(run, &t[i].term, lo, hi, true);
+    for (uint32_t w = 0; w < (hi - lo + 63) / 64; w++)
+        seeds[w] = 0;
 }
 
 /* MaxScore's non-essential lists are those of lowest bound while their bounds sum to no more than the
@@ -491,15 +507,8 @@ void ranking_block_max_maxscore(ranking_run *run) {
             uint32_t inner_end = inner_min <= window_end - inner_docs ? inner_min + inner_docs : window_end;
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
-            if (run->seed) { /* the filter's documents are the only possible candidates */
-                uint64_t *seeds = run->window->seeds;
-                run->seed(run->admit_ctx, inner_min, inner_end, seeds);
-                for (uint32_t i = first_essential; i < n; i++)
-                    add_postings_to(run, &t[i].term, inner_min, inner_end, false, true);
-                for (uint32_t i = completed; i < first_essential; i++)
-                    add_postings(run, &t[i].term, inner_min, inner_end, true);
-                for (uint32_t w = 0; w < (inner_end - inner_min + 63) / 64; w++)
-                    seeds[w] = 0;
+            if (run->seed) {
+                add_seeded_window(run, t, completed, first_essential, n, inner_min, inner_end);
             } else {
                 for (uint32_t i = first_essential; i < n; i++)
                     add_postings(run, &t[i].term, inner_min, inner_end, false);

@@ -41,12 +41,12 @@ typedef struct {
 typedef struct {
     double scores[RANKING_WINDOW_DOCS];
     uint64_t bits[RANKING_WINDOW_DOCS / 64];
+    uint32_t cand_docs[RANKING_WINDOW_DOCS];
+    double cand_scores[RANKING_WINDOW_DOCS];
     /* Under a seeding filter (ranking_run.seed): the docs it keeps, the only ones the lists add to.
      * All zero between windows. */
     uint64_t seeds[RANKING_WINDOW_DOCS / 64];
     uint8_t on_seed[ISN_BLOCK_SIZE]; /* a block's postings on seeds, by position in the block */
-    uint32_t cand_docs[RANKING_WINDOW_DOCS];
-    double cand_scores[RANKING_WINDOW_DOCS];
 } ranking_window;
 
 /* ------------------------------------------------------------------ query trees (query_structure.c) */
