@@ -98,8 +98,7 @@ static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at,
     return lo < size ? docs[lo] : ISN_DOC_END;
 }
 
-static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
-    if (s->doc >= target && !s->pending) return s->doc;
+static inline uint32_t scorer_advance(evaluation *e, scorer *s, uint32_t target) {
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
     case SCORER_PHRASE:
@@ -115,6 +114,12 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
         if (d < doc) doc = d;
     }
     return s->doc = doc;
+}
+
+/* The scorer's first doc >= target: where it sits already (the common case, inlined), else moved. */
+__attribute__((always_inline)) static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
+    if (s->doc >= target && !s->pending) return s->doc;
+    return scorer_advance(e, s, target);
 }
 
 static inline uint32_t scorer_next(evaluation *e, scorer *s) {
