@@ -444,7 +444,10 @@ void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index 
 /* Which positions mod 16 the posting `cursor` sits on has, in any field (bit p % 16 for each position
  * p): a phrase can only match where its terms' masks, rotated by their offsets, meet. All 16 bits when
  * unknown (the masks are derived with isn_index_field_tfs). */
-uint32_t isn_positions_cursor_mask(const isn_positions_cursor *positions, const isn_cursor *cursor);
+static inline uint32_t isn_positions_cursor_mask(const isn_positions_cursor *positions, const isn_cursor *cursor) {
+    if (!positions->postings || cursor->doc == ISN_DOC_END) return 0xffffu;
+    return positions->postings[(uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos] >> 16;
+}
 /* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
  * forward between calls), ascending; writes at most cap, returns how many there are (0 without
  * positions in the index). */

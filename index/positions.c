@@ -93,11 +93,6 @@ void isn_positions_cursor_open(isn_positions_cursor *pc, const isn_index *ix, ui
     pc->postings = derived && term_id < ix->meta->num_terms ? ix->posting_positions + ix->term_first_posting[term_id] : NULL;
 }
 
-uint32_t isn_positions_cursor_mask(const isn_positions_cursor *pc, const isn_cursor *cursor) {
-    if (!pc->postings || cursor->doc == ISN_DOC_END) return 0xffffu;
-    return pc->postings[(uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos] >> 16;
-}
-
 uint32_t isn_positions_cursor_read(isn_positions_cursor *pc, isn_cursor *cursor, uint32_t field, uint32_t *out,
                                    uint32_t cap) {
     const isn_index *ix = pc->index;
