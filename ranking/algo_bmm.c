@@ -413,10 +413,10 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
 
 static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
                                       const double *nonessential_bound, uint32_t lo, uint32_t hi) {
-    /* seeded: the candidates are the seeds' */
-    return run->seed    ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true, run->seeded_admit)
-           : run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true, run->admit)
-                        : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL);
+    /* seeded, the candidates are the seeds': seeded_admit tests them */
+    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true,
+                                            run->seed ? run->seeded_admit : run->admit)
+                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL);
 }
 
 void ranking_block_max_maxscore(ranking_run *run) {
