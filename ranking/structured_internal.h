@@ -190,9 +190,12 @@ int ranking_tree_leading_filter(evaluation *e, uint32_t *count, uint32_t *room);
 bool ranking_tree_terms_only(const evaluation *e);
 /* Whether a filter's documents lie close together (block-max MaxScore then beats a leapfrog). */
 bool ranking_tree_dense_docs(const scorer *docs);
+/* About how many postings the scorers' lists hold between the first and the last of a filter's
+ * documents (their blocks that reach there, from the block metadata alone). */
 uint64_t ranking_tree_postings_in_span(const evaluation *e, const scorer *docs);
 /* Optional terms with filters or excluded clauses tested per candidate: the bag of words' block-max
- * MaxScore under the tree's admit hook. */
+ * MaxScore under the tree's admit hook; seeded, the leading filter's (e->guard) documents seed its
+ * windows. */
 void ranking_tree_run_terms(evaluation *e, bool seeded);
 /* Optional terms under a scattered keyword filter (e->guard): its documents lead, a chunk at a time. */
 void ranking_tree_run_guarded_terms(evaluation *e);

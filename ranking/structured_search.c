@@ -520,8 +520,8 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     else if (!exhaustive && ranking_tree_terms_only(&e) &&
              (!e.guard || e.guard->size > RANKING_GUARD_LEADS_BELOW * walked || ranking_tree_dense_docs(e.guard)))
         ranking_tree_run_terms(&e, false);
-    /* leading, they seed the windows of block-max MaxScore where its lists hold few postings in their span
-     * beside the probes a leapfrog would make (one per document and term); else they are leapfrogged */
+    /* leading, they seed block-max MaxScore's windows where the terms' lists hold few postings in their
+     * span beside the probes a leapfrog would make (one per document and term); else the leapfrog */
     else if (!exhaustive && ranking_tree_terms_only(&e) &&
              ranking_tree_postings_in_span(&e, e.guard) < RANKING_SEED_BELOW * (uint64_t)e.guard->size * e.num_scorers)
         ranking_tree_run_terms(&e, true);

@@ -1,5 +1,6 @@
 /* Query trees of optional terms alone (whole-document or field:), with filters and excluded clauses:
- * the bag of words' block-max MaxScore under an admit hook, or a scattered filter's documents leading. */
+ * the bag of words' block-max MaxScore under an admit hook (its windows seeded by a scattered filter's
+ * documents where the terms hold few postings among them), or a scattered filter's documents leading. */
 #include "ranking/arena.h"
 #include "ranking/structured_internal.h"
 
@@ -15,15 +16,22 @@ bool ranking_tree_terms_only(const evaluation *e) {
  * would visit every one of them. Scattered ones are better leapfrogged. */
 #define RANKING_DENSE_FILTER_SPAN 8u
 
-bool ranking_tree_dense_docs(const scorer *docs) {
-    uint32_t first = ISN_DOC_END, last = 0;
+/* The first and the last of a filter's documents (first ISN_DOC_END for none). */
+static void docs_span(const scorer *docs, uint32_t *first, uint32_t *last) {
+    *first = ISN_DOC_END;
+    *last = 0;
     for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
         const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
         uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
         if (!size) continue;
-        if (list[0] < first) first = list[0];
-        if (list[size - 1] > last) last = list[size - 1];
+        if (list[0] < *first) *first = list[0];
+        if (list[size - 1] > *last) *last = list[size - 1];
     }
+}
+
+bool ranking_tree_dense_docs(const scorer *docs) {
+    uint32_t first, last;
+    docs_span(docs, &first, &last);
     return first == ISN_DOC_END || (uint64_t)docs->size * RANKING_DENSE_FILTER_SPAN >= (uint64_t)(last - first) + 1;
 }
 
@@ -49,14 +57,8 @@ static uint64_t postings_between(const isn_cursor *c, uint32_t first, uint32_t l
 }
 
 uint64_t ranking_tree_postings_in_span(const evaluation *e, const scorer *docs) {
-    uint32_t first = ISN_DOC_END, last = 0;
-    for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
-        const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
-        uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
-        if (!size) continue;
-        if (list[0] < first) first = list[0];
-        if (list[size - 1] > last) last = list[size - 1];
-    }
+    uint32_t first, last;
+    docs_span(docs, &first, &last);
     if (first == ISN_DOC_END) return 0;
     uint64_t postings = 0;
     for (uint32_t i = 0; i < e->num_scorers; i++) postings += postings_between(e->scorers[i].cursor, first, last);
@@ -78,12 +80,11 @@ static bool admit_seeded(void *ctx, uint32_t doc) {
     return admitted(ctx, doc);
 }
 
+/* Sets the bits (doc lo at bit 0) of the docs of docs[*at..size) in [lo, hi), and moves *at past them. */
 static inline void seed_list(const uint32_t *docs, uint32_t size, uint32_t *at, uint32_t lo, uint32_t hi,
                              uint64_t *bits) {
     uint32_t i = *at;
-    if (i < size && docs[i] < lo) {
-        gallop(docs, size, &i, lo);
-    }
+    if (i < size && docs[i] < lo) gallop(docs, size, &i, lo);
     for (; i < size && docs[i] < hi; i++) {
         uint32_t bit = docs[i] - lo;
         bits[bit >> 6] |= UINT64_C(1) << (bit & 63);
@@ -91,6 +92,8 @@ static inline void seed_list(const uint32_t *docs, uint32_t size, uint32_t *at, 
     *at = i;
 }
 
+/* ranking_run.seed under a leading filter (e->guard): its documents in [lo, hi), from one list or
+ * several side by side; the guard is left on its first document from hi on. */
 static void guard_seed(void *ctx, uint32_t lo, uint32_t hi, uint64_t *bits) {
     evaluation *e = ctx;
     scorer *g = e->guard;
@@ -108,7 +111,8 @@ static void guard_seed(void *ctx, uint32_t lo, uint32_t hi, uint64_t *bits) {
 
 /* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
  * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
- * tree (the same scores, summed the same way), its windows started at a leading filter's documents. */
+ * tree (the same scores, summed the same way), its windows started at a leading filter's documents;
+ * seeded, that filter's documents seed each inner window, the only candidates there. */
 void ranking_tree_run_terms(evaluation *e, bool seeded) {
     ranking_run *run = e->run;
     ranking_arena *arena = &e->searcher->arena;
