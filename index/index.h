@@ -434,9 +434,20 @@ typedef struct {
     uint32_t block;       /* block whose positions `at` points into; UINT32_MAX for none */
     uint32_t posting;     /* index within that block of the posting `at` starts */
     const uint8_t *at;    /* NULL once the section proved malformed: no positions from then on */
+    /* Once the index has derived them (isn_index_field_tfs), per posting of the term: where its
+     * positions start in its block's, so that a read jumps to them (else it skips the postings before
+     * them in the block), and which positions mod 16 it has; else NULL. */
+    const uint32_t *postings;
 } isn_positions_cursor;
 
 void isn_positions_cursor_open(isn_positions_cursor *positions, const isn_index *index, uint32_t term_id);
+/* Which positions mod 16 the posting `cursor` sits on has, in any field (bit p % 16 for each position
+ * p): a phrase can only match where its terms' masks, rotated by their offsets, meet. All 16 bits when
+ * unknown (the masks are derived with isn_index_field_tfs). */
+static inline uint32_t isn_positions_cursor_mask(const isn_positions_cursor *positions, const isn_cursor *cursor) {
+    if (!positions->postings || cursor->doc == ISN_DOC_END) return 0xffffu;
+    return positions->postings[(uint64_t)cursor->block * ISN_BLOCK_SIZE + cursor->pos] >> 16;
+}
 /* Positions in `field` of the posting `cursor` sits on (a cursor over the same term that only moves
  * forward between calls), ascending; writes at most cap, returns how many there are (0 without
  * positions in the index). */

@@ -388,6 +388,7 @@ void isn_index_close(isn_index *ix) {
     if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
     free(atomic_load(&ix->field_tfs));
     free(ix->term_first_posting);
+    free(ix->posting_positions);
     for (uint32_t f = 0; f < ISN_MAX_FIELDS; f++) {
         free(ix->field_payload[f]);
         free(ix->field_blocks[f]);

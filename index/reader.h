@@ -9,6 +9,9 @@
 #include "index/format.h"
 #include "index/section_buf.h"
 
+/* posting_positions' mark of a posting whose offset does not fit */
+#define ISN_POS_OFFSET_FAR UINT16_MAX
+
 struct isn_index {
     uint8_t *map;
     size_t map_bytes;
@@ -55,6 +58,11 @@ struct isn_index {
     _Atomic(uint8_t *) field_tfs;
     bool field_tfs_tried;
     uint64_t *term_first_posting;
+    /* Built in the same pass, by posting as field_tfs: the low 16 bits, the posting's positions as a
+     * byte offset from its block's (pos_blocks), ISN_POS_OFFSET_FAR from 65535 bytes on (or in a
+     * malformed block: a positions cursor then skips the postings before it instead); the high 16,
+     * which positions mod 16 it has in any field (all where malformed). */
+    uint32_t *posting_positions;
     /* Built in the same pass (field_postings.c), for field: clauses: per field its own posting lists
      * (payload, block metadata, an entry per term: df, first block, cf, maximum tf part), each
      * document's norm under the field's length, and the field's documents and average length. */

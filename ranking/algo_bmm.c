@@ -11,7 +11,9 @@
  * at a time like the essential lists; the candidates that can still win are completed from the other
  * non-essential lists together, one list at a time (highest bound first), each candidate dropped once
  * its partial score plus the remaining bounds cannot win. A window where no term can compete is
- * skipped without decoding anything.
+ * skipped without decoding anything. Under a query tree's leading filter of few documents the inner
+ * window is seeded with the filter's documents first, and only the essential lists' postings on them
+ * become candidates.
  *
  * Scores are the same as everywhere else: each term's contribution is the float weight * tf_part and
  * the contributions are summed in double, which is exact for BM25's magnitudes, so the order in which
@@ -108,14 +110,17 @@ static void sort_by_bound(ranking_window_term *t, uint32_t n) {
  * its first posting at or after hi. An essential list's docs become candidates (their bits are set);
  * with candidates_only, a list only adds to the docs that already are: every posting is scored and
  * added times 0 or 1 (exact, the score being finite), since whether a candidate holds it is as random
- * as the documents. */
-__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term,
-                                                               uint32_t lo, uint32_t hi, bool candidates_only) {
+ * as the documents. Seeded, an essential list's docs become candidates only where a seed bit is set
+ * (ranking_run.seed). */
+__attribute__((always_inline)) static inline void add_postings_to(ranking_run *run, const ranking_term *term,
+                                                                  uint32_t lo, uint32_t hi, bool candidates_only,
+                                                                  bool seeded) {
     isn_cursor *c = term->cursor;
     if (candidates_only && c->doc < lo)
         ranking_next_geq(run, c, lo);
     double *scores = run->window->scores;
     uint64_t *bits = run->window->bits;
+    const uint64_t *seeds = run->window->seeds;
     const float *norms = run->cursor_norms ? c->norms : run->norms;
     const float k1_plus_1 = run->k1_plus_1, weight = term->weight;
     while (c->doc < hi) {
@@ -127,14 +132,29 @@ __attribute__((always_inline)) static inline void add_postings(ranking_run *run,
             while (docs[stop] < hi)
                 stop++;
         }
-        for (uint32_t p = pos; p < stop; p++) {
-            uint32_t doc = docs[p], at = doc - lo;
-            double score = (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
-            if (candidates_only) {
-                scores[at] += (double)(bits[at >> 6] >> (at & 63) & 1) * score;
-            } else {
-                scores[at] += score;
+        if (seeded) { /* the postings on seeds first, without a branch (few are); only they are scored */
+            uint8_t *on_seed = run->window->on_seed;
+            uint32_t found = 0;
+            for (uint32_t p = pos; p < stop; p++) {
+                uint32_t at = docs[p] - lo;
+                on_seed[found] = (uint8_t)p;
+                found += (uint32_t)(seeds[at >> 6] >> (at & 63) & 1);
+            }
+            for (uint32_t i = 0; i < found; i++) {
+                uint32_t p = on_seed[i], doc = docs[p], at = doc - lo;
+                scores[at] += (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
                 bits[at >> 6] |= UINT64_C(1) << (at & 63);
+            }
+        } else {
+            for (uint32_t p = pos; p < stop; p++) {
+                uint32_t doc = docs[p], at = doc - lo;
+                double score = (double)(weight * isn_bm25_tf_part(k1_plus_1, freqs[p] + 1, norms[doc]));
+                if (candidates_only) {
+                    scores[at] += (double)(bits[at >> 6] >> (at & 63) & 1) * score;
+                } else {
+                    scores[at] += score;
+                    bits[at >> 6] |= UINT64_C(1) << (at & 63);
+                }
             }
         }
         run->postings_scored += stop - pos;
@@ -146,6 +166,27 @@ __attribute__((always_inline)) static inline void add_postings(ranking_run *run,
         isn_cursor_next_block(c);
         run->blocks_decoded++;
     }
+}
+
+__attribute__((always_inline)) static inline void add_postings(ranking_run *run, const ranking_term *term,
+                                                               uint32_t lo, uint32_t hi, bool candidates_only) {
+    add_postings_to(run, term, lo, hi, candidates_only, false);
+}
+
+/* The inner window [lo, hi) under a seeding filter: its documents are the only possible candidates,
+ * the essential lists t[first_essential..n) add to them, the bulk ones t[completed..first_essential) to
+ * those candidates. Apart from the bag of words' loop, which stays as it was. */
+__attribute__((noinline)) static void add_seeded_window(ranking_run *run, ranking_window_term *t, uint32_t completed,
+                                                        uint32_t first_essential, uint32_t n, uint32_t lo,
+                                                        uint32_t hi) {
+    uint64_t *seeds = run->window->seeds;
+    run->seed(run->admit_ctx, lo, hi, seeds);
+    for (uint32_t i = first_essential; i < n; i++)
+        add_postings_to(run, &t[i].term, lo, hi, false, true);
+    for (uint32_t i = completed; i < first_essential; i++)
+        add_postings(run, &t[i].term, lo, hi, true);
+    for (uint32_t w = 0; w < (hi - lo + 63) / 64; w++)
+        seeds[w] = 0;
 }
 
 /* MaxScore's non-essential lists are those of lowest bound while their bounds sum to no more than the
@@ -207,13 +248,13 @@ static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t
  * t[0..m), by bound ascending, and are completed per candidate; completion_bound[i] is the sum of the
  * bounds of t[0..i]. Returns m. */
 static uint32_t split_nonessential(ranking_window_term *t, uint32_t first_essential, uint32_t n,
-                                   double *completion_bound) {
+                                   double *completion_bound, float bulk_ratio) {
     float essential_postings = 0.0f;
     for (uint32_t i = first_essential; i < n; i++)
         essential_postings += t[i].postings;
     uint32_t m = 0;
     for (uint32_t i = 0; i < first_essential; i++) {
-        if (t[i].postings <= RANKING_BULK_RATIO * essential_postings)
+        if (t[i].postings <= bulk_ratio * essential_postings)
             continue;
         ranking_window_term completed = t[i]; /* moves down to m, keeping the order */
         for (uint32_t j = i; j > m; j--)
@@ -333,7 +374,8 @@ static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint3
 __attribute__((always_inline)) static inline uint32_t collect_window_with(ranking_run *run, ranking_window_term *t,
                                                                         uint32_t first_essential,
                                                                         const double *nonessential_bound, uint32_t lo,
-                                                                        uint32_t hi, bool with_admit) {
+                                                                        uint32_t hi, bool with_admit,
+                                                                        bool (*const admit)(void *, uint32_t)) {
     ranking_window *window = run->window;
     double *scores = window->scores;
     uint64_t *bits = window->bits;
@@ -342,7 +384,6 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
     const double threshold = run->topk.threshold;
     const double rest = first_essential ? nonessential_bound[first_essential - 1] : 0.0;
     uint32_t candidates = 0, kept = 0, admitted = 0;
-    bool (*const admit)(void *, uint32_t) = run->admit;
     const uint32_t words = (hi - lo + 63) / 64;
     for (uint32_t w = 0; w < words; w++) {
         uint64_t word = bits[w];
@@ -372,8 +413,10 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
 
 static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
                                       const double *nonessential_bound, uint32_t lo, uint32_t hi) {
-    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true)
-                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false);
+    /* seeded, the candidates are the seeds': seeded_admit tests them */
+    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true,
+                                            run->seed ? run->seeded_admit : run->admit)
+                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL);
 }
 
 void ranking_block_max_maxscore(ranking_run *run) {
@@ -434,7 +477,9 @@ void ranking_block_max_maxscore(ranking_run *run) {
         for (uint32_t i = first_essential; i < n; i++)
             if (t[i].term.cursor->doc < window_min)
                 ranking_next_geq(run, t[i].term.cursor, window_min);
-        const uint32_t completed = split_nonessential(t, first_essential, n, completion_bound);
+        /* seeded, the candidates are few: the non-essential lists complete them, none is added in bulk */
+        const uint32_t completed =
+            split_nonessential(t, first_essential, n, completion_bound, run->seed ? 0.0f : RANKING_BULK_RATIO);
 
         /* Inner windows, each starting at the first doc an essential list holds. */
         bool repartition = false;
@@ -462,10 +507,14 @@ void ranking_block_max_maxscore(ranking_run *run) {
             uint32_t inner_end = inner_min <= window_end - inner_docs ? inner_min + inner_docs : window_end;
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;
-            for (uint32_t i = first_essential; i < n; i++)
-                add_postings(run, &t[i].term, inner_min, inner_end, false);
-            for (uint32_t i = completed; i < first_essential; i++)
-                add_postings(run, &t[i].term, inner_min, inner_end, true);
+            if (run->seed) {
+                add_seeded_window(run, t, completed, first_essential, n, inner_min, inner_end);
+            } else {
+                for (uint32_t i = first_essential; i < n; i++)
+                    add_postings(run, &t[i].term, inner_min, inner_end, false);
+                for (uint32_t i = completed; i < first_essential; i++)
+                    add_postings(run, &t[i].term, inner_min, inner_end, true);
+            }
             pending = collect_window(run, t, completed, completion_bound, inner_min, inner_end);
             /* The threshold rose past what made another list non-essential: new partition from here. */
             if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {

@@ -43,6 +43,10 @@ typedef struct {
     uint64_t bits[RANKING_WINDOW_DOCS / 64];
     uint32_t cand_docs[RANKING_WINDOW_DOCS];
     double cand_scores[RANKING_WINDOW_DOCS];
+    /* Under a seeding filter (ranking_run.seed): the docs it keeps, the only ones the lists add to.
+     * All zero between windows. */
+    uint64_t seeds[RANKING_WINDOW_DOCS / 64];
+    uint8_t on_seed[ISN_BLOCK_SIZE]; /* a block's postings on seeds, by position in the block */
 } ranking_window;
 
 /* ------------------------------------------------------------------ query trees (query_structure.c) */
@@ -193,6 +197,14 @@ typedef struct {
     /* With admit: the first doc >= doc it may admit (a filter's next document), so that windows without
      * one are skipped whole; NULL for none. Called with docs in increasing order, as admit is. */
     uint32_t (*skip_to)(void *ctx, uint32_t doc);
+    /* With admit and skip_to: sets the inner window's seed bits (window.seeds, doc lo at bit 0) for
+     * the docs in [lo, hi) that a leading filter keeps, so that the essential lists' postings become
+     * candidates only there, a bit test each in their tight pass, instead of every one a candidate
+     * tested by admit (a filter of few documents); seeded_admit then tests the candidates for the
+     * rest of the tree (admit still tests those of windows that one list leads). NULL for none.
+     * Called with increasing windows. */
+    void (*seed)(void *ctx, uint32_t lo, uint32_t hi, uint64_t *bits);
+    bool (*seeded_admit)(void *ctx, uint32_t doc);
     /* Block-max MaxScore scores each term under its cursor's norms (a query tree's field: terms) instead
      * of `norms`. */
     bool cursor_norms;

@@ -98,8 +98,7 @@ static inline uint32_t gallop(const uint32_t *docs, uint32_t size, uint32_t *at,
     return lo < size ? docs[lo] : ISN_DOC_END;
 }
 
-static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
-    if (s->doc >= target && !s->pending) return s->doc;
+static inline uint32_t scorer_advance(evaluation *e, scorer *s, uint32_t target) {
     switch (s->kind) {
     case SCORER_TERM: return s->doc = ranking_next_geq(e->run, s->cursor, target);
     case SCORER_PHRASE:
@@ -115,6 +114,12 @@ static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target
         if (d < doc) doc = d;
     }
     return s->doc = doc;
+}
+
+/* The scorer's first doc >= target: where it sits already (the common case, inlined), else moved. */
+__attribute__((always_inline)) static inline uint32_t scorer_next_geq(evaluation *e, scorer *s, uint32_t target) {
+    if (s->doc >= target && !s->pending) return s->doc;
+    return scorer_advance(e, s, target);
 }
 
 static inline uint32_t scorer_next(evaluation *e, scorer *s) {
@@ -185,9 +190,13 @@ int ranking_tree_leading_filter(evaluation *e, uint32_t *count, uint32_t *room);
 bool ranking_tree_terms_only(const evaluation *e);
 /* Whether a filter's documents lie close together (block-max MaxScore then beats a leapfrog). */
 bool ranking_tree_dense_docs(const scorer *docs);
+/* About how many postings the scorers' lists hold between the first and the last of a filter's
+ * documents (their blocks that reach there, from the block metadata alone). */
+uint64_t ranking_tree_postings_in_span(const evaluation *e, const scorer *docs);
 /* Optional terms with filters or excluded clauses tested per candidate: the bag of words' block-max
- * MaxScore under the tree's admit hook. */
-void ranking_tree_run_terms(evaluation *e);
+ * MaxScore under the tree's admit hook; seeded, the leading filter's (e->guard) documents seed its
+ * windows. */
+void ranking_tree_run_terms(evaluation *e, bool seeded);
 /* Optional terms under a scattered keyword filter (e->guard): its documents lead, a chunk at a time. */
 void ranking_tree_run_guarded_terms(evaluation *e);
 

@@ -36,6 +36,14 @@ static uint32_t phrase_freq_in_field(evaluation *e, const scorer *s, uint32_t fi
  * looked up first: they lie far from the positions (a cache miss per term), and passing a posting's
  * positions unread only moves their skipping to the next read in the block. */
 static uint32_t phrase_freq(evaluation *e, const scorer *s) {
+    /* where the terms' positions mod 16, each rotated back by its offset, do not meet, no start can
+     * match: most documents that hold every term are ruled out without reading their positions */
+    uint32_t starts = 0xffffu;
+    for (uint32_t i = 0; i < s->num_terms && starts; i++) {
+        uint32_t mask = isn_positions_cursor_mask(&s->positions[i], &s->cursors[i]), shift = s->terms[i].offset & 15;
+        starts &= (mask >> shift | mask << (16 - shift)) & 0xffffu;
+    }
+    if (!starts) return 0;
     uint32_t first = s->whole_document ? 0 : s->field, last = s->whole_document ? e->num_fields : s->field + 1;
     uint32_t freq = 0;
     for (uint32_t f = first; f < last; f++) freq += phrase_freq_in_field(e, s, f);

@@ -107,6 +107,10 @@ static void prepare_clause(evaluation *e, const ranking_clause *clause, scorer *
  * postings by more than this (each costs a probe of every term that can still matter). */
 #define RANKING_GUARD_LEADS_BELOW 4u
 
+/* A leading filter seeds block-max MaxScore's windows when its terms' postings between its first and last
+ * documents are fewer than this many per document and term (a leapfrog's probes); else the leapfrog. */
+#define RANKING_SEED_BELOW 2u
+
 static int by_max_score(const void *a, const void *b) {
     double x = ((const scorer *)a)->max_score, y = ((const scorer *)b)->max_score;
     return x < y ? -1 : x > y;
@@ -515,7 +519,12 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     /* a filter's documents lead when scattered and not far more than the terms' postings; else they admit */
     else if (!exhaustive && ranking_tree_terms_only(&e) &&
              (!e.guard || e.guard->size > RANKING_GUARD_LEADS_BELOW * walked || ranking_tree_dense_docs(e.guard)))
-        ranking_tree_run_terms(&e);
+        ranking_tree_run_terms(&e, false);
+    /* leading, they seed block-max MaxScore's windows where the terms' lists hold few postings in their
+     * span beside the probes a leapfrog would make (one per document and term); else the leapfrog */
+    else if (!exhaustive && ranking_tree_terms_only(&e) &&
+             ranking_tree_postings_in_span(&e, e.guard) < RANKING_SEED_BELOW * (uint64_t)e.guard->size * e.num_scorers)
+        ranking_tree_run_terms(&e, true);
     else if (!exhaustive && ranking_tree_terms_only(&e)) ranking_tree_run_guarded_terms(&e);
     else run_optional(&e, exhaustive);
     return 0;

@@ -1,5 +1,6 @@
 /* Query trees of optional terms alone (whole-document or field:), with filters and excluded clauses:
- * the bag of words' block-max MaxScore under an admit hook, or a scattered filter's documents leading. */
+ * the bag of words' block-max MaxScore under an admit hook (its windows seeded by a scattered filter's
+ * documents where the terms hold few postings among them), or a scattered filter's documents leading. */
 #include "ranking/arena.h"
 #include "ranking/structured_internal.h"
 
@@ -15,16 +16,53 @@ bool ranking_tree_terms_only(const evaluation *e) {
  * would visit every one of them. Scattered ones are better leapfrogged. */
 #define RANKING_DENSE_FILTER_SPAN 8u
 
-bool ranking_tree_dense_docs(const scorer *docs) {
-    uint32_t first = ISN_DOC_END, last = 0;
+/* The first and the last of a filter's documents (first ISN_DOC_END for none). */
+static void docs_span(const scorer *docs, uint32_t *first, uint32_t *last) {
+    *first = ISN_DOC_END;
+    *last = 0;
     for (uint32_t i = 0; i < (docs->num_lists > 1 ? docs->num_lists : 1); i++) {
         const uint32_t *list = docs->num_lists > 1 ? docs->lists[i] : docs->docs;
         uint32_t size = docs->num_lists > 1 ? docs->list_sizes[i] : docs->size;
         if (!size) continue;
-        if (list[0] < first) first = list[0];
-        if (list[size - 1] > last) last = list[size - 1];
+        if (list[0] < *first) *first = list[0];
+        if (list[size - 1] > *last) *last = list[size - 1];
     }
+}
+
+bool ranking_tree_dense_docs(const scorer *docs) {
+    uint32_t first, last;
+    docs_span(docs, &first, &last);
     return first == ISN_DOC_END || (uint64_t)docs->size * RANKING_DENSE_FILTER_SPAN >= (uint64_t)(last - first) + 1;
+}
+
+/* The first block of the list whose last doc is at least doc (num_blocks when none). */
+static uint32_t block_at(const isn_cursor *c, uint32_t doc) {
+    uint32_t lo = 0, hi = c->num_blocks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->blocks[mid].last_doc < doc) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* About how many postings the list holds between doc first and doc last: its blocks that reach there. */
+static uint64_t postings_between(const isn_cursor *c, uint32_t first, uint32_t last) {
+    uint32_t from = block_at(c, first);
+    if (from == c->num_blocks) return 0;
+    uint32_t to = block_at(c, last);
+    if (to == c->num_blocks) to = c->num_blocks - 1;
+    uint64_t blocks = to - from + 1;
+    return blocks * ISN_BLOCK_SIZE < c->df ? blocks * ISN_BLOCK_SIZE : c->df;
+}
+
+uint64_t ranking_tree_postings_in_span(const evaluation *e, const scorer *docs) {
+    uint32_t first, last;
+    docs_span(docs, &first, &last);
+    if (first == ISN_DOC_END) return 0;
+    uint64_t postings = 0;
+    for (uint32_t i = 0; i < e->num_scorers; i++) postings += postings_between(e->scorers[i].cursor, first, last);
+    return postings;
 }
 
 static bool admit_doc(void *ctx, uint32_t doc) {
@@ -37,10 +75,45 @@ static uint32_t guard_next(void *ctx, uint32_t doc) {
     return scorer_next_geq(e, e->guard, doc);
 }
 
+/* Under a seeding guard its documents are the only candidates: the rest of the tree is tested. */
+static bool admit_seeded(void *ctx, uint32_t doc) {
+    return admitted(ctx, doc);
+}
+
+/* Sets the bits (doc lo at bit 0) of the docs of docs[*at..size) in [lo, hi), and moves *at past them. */
+static inline void seed_list(const uint32_t *docs, uint32_t size, uint32_t *at, uint32_t lo, uint32_t hi,
+                             uint64_t *bits) {
+    uint32_t i = *at;
+    if (i < size && docs[i] < lo) gallop(docs, size, &i, lo);
+    for (; i < size && docs[i] < hi; i++) {
+        uint32_t bit = docs[i] - lo;
+        bits[bit >> 6] |= UINT64_C(1) << (bit & 63);
+    }
+    *at = i;
+}
+
+/* ranking_run.seed under a leading filter (e->guard): its documents in [lo, hi), from one list or
+ * several side by side; the guard is left on its first document from hi on. */
+static void guard_seed(void *ctx, uint32_t lo, uint32_t hi, uint64_t *bits) {
+    evaluation *e = ctx;
+    scorer *g = e->guard;
+    if (g->num_lists <= 1) {
+        seed_list(g->docs, g->size, &g->at, lo, hi, bits);
+        g->doc = g->at < g->size ? g->docs[g->at] : ISN_DOC_END;
+        return;
+    }
+    g->doc = ISN_DOC_END;
+    for (uint32_t i = 0; i < g->num_lists; i++) {
+        seed_list(g->lists[i], g->list_sizes[i], &g->list_at[i], lo, hi, bits);
+        if (g->list_at[i] < g->list_sizes[i] && g->lists[i][g->list_at[i]] < g->doc) g->doc = g->lists[i][g->list_at[i]];
+    }
+}
+
 /* Optional terms (whole-document or field:) with filters or excluded clauses tested per candidate: the
  * bag of words' block-max MaxScore, each term under its own list's norms, its candidates admitted by the
- * tree (the same scores, summed the same way), its windows started at a leading filter's documents. */
-void ranking_tree_run_terms(evaluation *e) {
+ * tree (the same scores, summed the same way), its windows started at a leading filter's documents;
+ * seeded, that filter's documents seed each inner window, the only candidates there. */
+void ranking_tree_run_terms(evaluation *e, bool seeded) {
     ranking_run *run = e->run;
     ranking_arena *arena = &e->searcher->arena;
     uint32_t n = e->num_scorers;
@@ -67,6 +140,10 @@ void ranking_tree_run_terms(evaluation *e) {
         run->admit_ctx = e;
     }
     if (e->guard) run->skip_to = guard_next;
+    if (e->guard && seeded) {
+        run->seed = guard_seed;
+        run->seeded_admit = admit_seeded;
+    }
     ranking_block_max_maxscore(run);
 }
 

@@ -144,6 +144,63 @@ static void test_round_trip(void **state) {
     isn_index_close(ix);
 }
 
+/* Reads every third posting's positions in both fields through a positions cursor; each equals what
+ * isn_index_positions finds by searching. */
+static void check_positions_cursor(const isn_index *ix, uint32_t term_id, bool jumps) {
+    isn_cursor c;
+    isn_positions_cursor pc;
+    isn_cursor_open(&c, ix, term_id);
+    isn_positions_cursor_open(&pc, ix, term_id);
+    assert_true((pc.postings != NULL) == jumps);
+    static uint32_t got[4096], want[4096];
+    for (uint32_t i = 0; c.doc != ISN_DOC_END; i++, isn_cursor_next(&c)) {
+        if (i % 3) continue;
+        uint32_t mask = 0;
+        for (uint32_t f = 0; f < 2; f++) {
+            uint32_t n = isn_positions_cursor_read(&pc, &c, f, got, 4096);
+            assert_int_equal(n, isn_index_positions(ix, term_id, c.doc, f, want, 4096));
+            assert_memory_equal(got, want, (n < 4096 ? n : 4096) * sizeof *got);
+            for (uint32_t j = 0; j < n; j++) mask |= 1u << (want[j] % 16);
+        }
+        /* the positions mod 16, once derived; every one before */
+        assert_int_equal(isn_positions_cursor_mask(&pc, &c), jumps ? mask : 0xffffu);
+    }
+}
+
+/* Once the per-field counts are derived, a positions cursor jumps to a posting's positions by its
+ * offset in the block instead of skipping those before, except where the offset does not fit in 16
+ * bits (a block of more than 64 KiB of positions): the same positions either way; and it knows each
+ * posting's positions mod 16. */
+static void test_positions_cursor_jumps(void **state) {
+    (void)state;
+    char dir[256], err[ISN_ERR_LEN];
+    isn_build_options o = plain_options();
+    o.positions = true;
+    isn_builder *b = isn_builder_new(&o);
+    assert_non_null(b);
+    static char body[8192];
+    for (int d = 0; d < 300; d++) {
+        char id[32];
+        snprintf(id, sizeof id, "doc%03d", d);
+        /* "big" 700 times in each of the first 130 documents: its first block holds ~90 KB of positions */
+        int n = snprintf(body, sizeof body, "common%s", d % 5 ? " five" : "");
+        for (int r = 0; d < 130 && r < 700; r++) n += snprintf(body + n, sizeof body - (size_t)n, " big");
+        for (int r = 0; r < d % 9; r++) n += snprintf(body + n, sizeof body - (size_t)n, " common");
+        add_doc(b, id, d % 2 ? "common title" : "five", body, 0.0f);
+    }
+    make_dir(dir, sizeof dir);
+    isn_build_summary s;
+    assert_int_equal(isn_builder_write(b, dir, &s, err, sizeof err), 0);
+    isn_builder_free(b);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    const char *terms[] = {"common", "five", "big", "title"};
+    for (uint32_t t = 0; t < 4; t++) check_positions_cursor(ix, term(ix, terms[t]), false);
+    assert_non_null(isn_index_field_tfs(ix));
+    for (uint32_t t = 0; t < 4; t++) check_positions_cursor(ix, term(ix, terms[t]), true);
+    isn_index_close(ix);
+}
+
 static void test_document_orders(void **state) {
     (void)state;
     char dir[256], err[ISN_ERR_LEN];
@@ -446,7 +503,8 @@ static int cleanup(void **state) {
 int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_document_orders),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_positions_cursor_jumps),
+        cmocka_unit_test(test_document_orders),
         cmocka_unit_test(test_bp_order),         cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_builder_rejects),  cmocka_unit_test(test_build_from_jsonl),
         cmocka_unit_test(test_build_tsv_partitions), cmocka_unit_test(test_damaged_files),

@@ -503,8 +503,14 @@ static const char *const categories[] = {"alpha", "beta", "gamma", "delta"};
 /* Documents as JSON Lines with a keyword and an int attribute (some missing), built through
  * isn_build_from_file in external-id order (so that attributes must follow the documents' new ids),
  * and the oracle over the same words and values. */
-static void filter_collection_open(collection *c, uint32_t n, bool rare_alpha, int64_t *category, int64_t *number,
-                                   const int64_t **attributes) {
+typedef enum {
+    RARE_NONE,
+    RARE_ALPHA,           /* one alpha in ten stays, the rest become beta */
+    RARE_ALPHA_AND_GAMMA, /* and one gamma in ten stays, the rest become delta */
+} rare_categories;
+
+static void filter_collection_open(collection *c, uint32_t n, rare_categories rare, const char *(*word)(void),
+                                   int64_t *category, int64_t *number, const int64_t **attributes) {
     memset(c, 0, sizeof *c);
     c->num_docs = n;
     c->words = calloc(n, sizeof *c->words);
@@ -530,15 +536,16 @@ static void filter_collection_open(collection *c, uint32_t n, bool rare_alpha, i
         for (uint32_t field = 0; field < 2; field++) {
             fprintf(f, ", \"%s\": \"", keys[field]);
             for (uint32_t i = 0; i < c->lens[doc][field]; i++) {
-                c->words[doc][field][i] = random_word();
+                c->words[doc][field][i] = word();
                 fprintf(f, "%s%s", i ? " " : "", c->words[doc][field][i]);
             }
             fprintf(f, "\"");
             rows[2 * doc + field] = c->words[doc][field];
         }
         category[doc] = support_rng_below(10) == 0 ? INT64_MIN : support_rng_below(4);
-        /* rare_alpha: one alpha in ten stays, so that its documents are few and scattered */
-        if (rare_alpha && category[doc] == 0 && support_rng_below(10) != 0) category[doc] = 1;
+        /* rare: one in ten stays, so that the category's documents are few and scattered */
+        if (rare != RARE_NONE && category[doc] == 0 && support_rng_below(10) != 0) category[doc] = 1;
+        if (rare == RARE_ALPHA_AND_GAMMA && category[doc] == 2 && support_rng_below(10) != 0) category[doc] = 3;
         number[doc] = support_rng_below(10) == 0 ? INT64_MIN : (int64_t)support_rng_below(100) - 20;
         if (category[doc] != INT64_MIN) fprintf(f, ", \"cat\": \"%s\"", categories[category[doc]]);
         if (number[doc] != INT64_MIN) fprintf(f, ", \"num\": %lld", (long long)number[doc]);
@@ -585,7 +592,7 @@ static void test_filters_against_the_oracle(void **state) {
     for (uint64_t seed = 1; seed <= 3; seed++) {
         support_rng_seed(100 + seed);
         collection c;
-        filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
+        filter_collection_open(&c, FILTER_DOCS, RARE_NONE, random_word, category, number, attributes);
         /* the stored values are the written ones */
         for (uint32_t d = 0; d < FILTER_DOCS; d++) {
             assert_true(isn_index_attribute_value(c.index, 0, d) == category[d]);
@@ -682,7 +689,7 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
     uint32_t nonempty = 0, runs = 0, alpha = 0;
     support_rng_seed(300);
     collection c;
-    filter_collection_open(&c, SCATTERED_DOCS, true, category, number, attributes);
+    filter_collection_open(&c, SCATTERED_DOCS, RARE_ALPHA, random_word, category, number, attributes);
     for (uint32_t d = 0; d < SCATTERED_DOCS; d++) alpha += category[d] == 0;
     /* few enough to be scattered (not a run the windows would skip between), more than one chunk */
     assert_true(alpha * 8 < SCATTERED_DOCS && alpha > 128);
@@ -732,13 +739,107 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
     assert_true(nonempty > runs / 6 / 2);
 }
 
+/* Words of a wider vocabulary, of Zipfian frequency: a few in most documents, most in few. */
+#define WIDE_VOCABULARY 400
+static char wide_words[WIDE_VOCABULARY][8];
+static uint32_t wide_cumulative[WIDE_VOCABULARY];
+
+static const char *wide_word(void) {
+    if (!wide_cumulative[0])
+        for (uint32_t r = 0; r < WIDE_VOCABULARY; r++) {
+            snprintf(wide_words[r], sizeof wide_words[r], "z%u", r);
+            wide_cumulative[r] = (r ? wide_cumulative[r - 1] : 0) + 1000000 / (r + 1);
+        }
+    uint32_t x = support_rng_below(wide_cumulative[WIDE_VOCABULARY - 1]), r = 0;
+    while (wide_cumulative[r] <= x) r++;
+    return wide_words[r];
+}
+
+/* A scattered filter's documents seed block-max MaxScore's windows when its terms hold few postings
+ * in its span: over several inner and outer windows, with terms frequent and rare, one filter value or
+ * two (their lists walked side by side), other filters and excluded terms tested per candidate. Every
+ * algorithm against the oracle, k small enough that a filter document the seeds missed, or a document
+ * outside the filter they let in, changes the hits. */
+#define SEEDED_DOCS 30000
+static void test_filter_seeding_windows_against_the_oracle(void **state) {
+    (void)state;
+    static int64_t category[SEEDED_DOCS], number[SEEDED_DOCS];
+    static const int64_t *attributes[2];
+    isn_hit hits[20];
+    oracle_hit expected[20];
+    uint32_t nonempty = 0, runs = 0;
+    support_rng_seed(400);
+    collection c;
+    filter_collection_open(&c, SEEDED_DOCS, RARE_ALPHA_AND_GAMMA, wide_word, category, number, attributes);
+    static const int64_t alpha = 0, gamma = 3; /* ranks in the sorted dictionary: alpha beta delta gamma */
+    uint32_t alphas = 0;
+    for (uint32_t d = 0; d < SEEDED_DOCS; d++) alphas += category[d] == alpha;
+    assert_true(alphas * 8 < SEEDED_DOCS && alphas > 2 * 128);
+    for (uint32_t q = 0; q < 60; q++) {
+        query_oracle_clause clauses[5];
+        char text[256];
+        uint32_t n = 1 + support_rng_below(4);
+        size_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            clauses[i] = (query_oracle_clause){.occur = QO_SHOULD, .field = support_rng_below(5) == 0 ? 0 : -1,
+                                               .num_words = 1};
+            /* rare words mostly (the filter's documents then outnumber their postings), now and then a
+             * frequent one */
+            do clauses[i].words[0] = wide_word();
+            while (support_rng_below(4) != 0 && atoi(clauses[i].words[0] + 1) < 20);
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
+                                   clauses[i].field == 0 ? "title:" : "", clauses[i].words[0]);
+        }
+        if (q % 5 == 4) { /* an excluded frequent word */
+            clauses[n] = (query_oracle_clause){.occur = QO_MUST_NOT, .field = -1, .num_words = 1};
+            clauses[n].words[0] = wide_words[support_rng_below(5)];
+            at += (size_t)snprintf(text + at, sizeof text - at, " -%s", clauses[n++].words[0]);
+        }
+        bool two_values = q % 2 == 1;
+        uint32_t num_filters = 1 + (q % 3 == 2);
+        query_oracle_filter of[2] = {{.attribute = 0, .op = 0, .num_values = two_values ? 2 : 1, .values = {alpha, gamma}},
+                                     {.attribute = 1, .op = ISN_FILTER_GE, .num_values = 1, .values = {30}}};
+        const char *values[2] = {"alpha", "gamma"}, *thirty = "30";
+        isn_filter_spec specs[2] = {
+            {.attribute = "cat", .op = ISN_FILTER_EQ, .values = values, .num_values = two_values ? 2 : 1},
+            {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
+        isn_query query;
+        char err[ISN_ERR_LEN] = "";
+        if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+            fail_msg("'%s': %s", text, err);
+        uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
+        uint64_t matched;
+        uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected, &matched);
+        nonempty += num_expected > 0;
+        for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
+            isn_search_options options;
+            isn_search_options_default(&options);
+            options.algo = or_algos[a];
+            options.k = k;
+            uint32_t num_hits = 0;
+            isn_search_stats stats;
+            assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+            char what[400];
+            snprintf(what, sizeof what, "'%s' cat in {alpha%s}%s k=%u %s", text, two_values ? ", gamma" : "",
+                     num_filters > 1 ? " num>=30" : "", k, isn_algo_name(or_algos[a]));
+            check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
+            for (uint32_t i = 0; i < num_hits; i++)
+                if (!query_oracle_matches(&c.oracle, clauses, n, of, num_filters, false, hits[i].doc))
+                    fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
+            runs++;
+        }
+    }
+    collection_close(&c);
+    assert_true(nonempty > runs / 6 / 2);
+}
+
 static void test_filter_errors(void **state) {
     (void)state;
     static int64_t category[FILTER_DOCS], number[FILTER_DOCS];
     static const int64_t *attributes[2];
     support_rng_seed(5);
     collection c;
-    filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
+    filter_collection_open(&c, FILTER_DOCS, RARE_NONE, random_word, category, number, attributes);
     const char *one[] = {"x"};
     struct {
         isn_filter_spec spec;
@@ -765,7 +866,7 @@ static void test_damaged_attributes_are_refused(void **state) {
     static const int64_t *attributes[2];
     support_rng_seed(9);
     collection c;
-    filter_collection_open(&c, FILTER_DOCS, false, category, number, attributes);
+    filter_collection_open(&c, FILTER_DOCS, RARE_NONE, random_word, category, number, attributes);
     char index_dir[160], path[200];
     snprintf(index_dir, sizeof index_dir, "%s/index", c.dir);
     snprintf(path, sizeof path, "%s/" ISN_ATTRIBUTES_FILE, index_dir);
@@ -813,6 +914,7 @@ int main(void) {
         cmocka_unit_test(test_optional_phrases_against_the_oracle),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_scattered_filter_leads_against_the_oracle),
+        cmocka_unit_test(test_filter_seeding_windows_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
         cmocka_unit_test(test_damaged_attributes_are_refused),
     };
