@@ -39,7 +39,7 @@ double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, d
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {
     double wait = model_ns;
     if (isfinite(measured_ns)) {
-        double high = SCHED_MEASURED_SLACK * measured_ns, low = measured_ns / SCHED_MEASURED_SLACK;
+        double high = SCHED_MEASURED_SLACK * measured_ns, low = SCHED_MEASURED_FLOOR * measured_ns;
         wait = wait > high ? high : wait < low ? low : wait;
     }
     return wait > oldest_ns ? wait : oldest_ns;

@@ -284,7 +284,10 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 #define SCHED_METER_LONG_WINDOW_NS 200000000ull /* ... and the longest it waits for SCHED_METER_MIN_JOBS */
 #define SCHED_METER_MIN_JOBS 8               /* jobs a window needs to say anything */
 #define SCHED_METER_WEIGHT 0.3               /* weight of the newest window */
-#define SCHED_MEASURED_SLACK 2.0             /* the model may claim at most this times the measured wait, at least its inverse */
+#define SCHED_MEASURED_SLACK 2.0             /* the model may claim at most this times the measured wait */
+#ifndef SCHED_MEASURED_FLOOR
+#define SCHED_MEASURED_FLOOR (1.0 / SCHED_MEASURED_SLACK) /* ... and at least this share of it */
+#endif
 #define SCHED_SCALE_RELAX_NS 500000000.0     /* a stale scale's distance to 1 shrinks by e this often */
 #define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
 #define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */

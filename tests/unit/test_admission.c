@@ -123,7 +123,7 @@ static void meter_measures_busy_time_per_job_in_windows(void **state) {
 static void admission_wait_is_capped_and_floored(void **state) {
     (void)state;
     assert_true(isn_admission_wait_ns(1e9, 1e6, 0) == SCHED_MEASURED_SLACK * 1e6);
-    assert_true(isn_admission_wait_ns(1e4, 1e6, 0) == 1e6 / SCHED_MEASURED_SLACK); /* an under-predicting model too */
+    assert_true(isn_admission_wait_ns(1e4, 1e6, 0) == SCHED_MEASURED_FLOOR * 1e6); /* an under-predicting model too */
     assert_true(isn_admission_wait_ns(8e5, 1e6, 0) == 8e5);                         /* within the band: the model's */
     assert_true(isn_admission_wait_ns(1e5, INFINITY, 0) == 1e5);
     assert_true(isn_admission_wait_ns(1e9, 1e6, 5e6) == 5e6); /* the oldest job's age is a floor */
