@@ -676,6 +676,40 @@ static void test_filters_against_the_oracle(void **state) {
     free(expected);
 }
 
+/* `text` parsed with the filters, and every OR algorithm's top k (1, 5 or 20 by `q`) against the oracle's,
+ * each hit satisfying the query; `filters` names them in a failure. One run per algorithm; true when the
+ * oracle found hits. */
+static bool filtered_algos_match_oracle(collection *c, const char *text, const query_oracle_clause *clauses, uint32_t n,
+                                        const query_oracle_filter *of, const isn_filter_spec *specs, uint32_t num_filters,
+                                        uint32_t q, const char *filters, uint32_t *runs) {
+    isn_hit hits[20];
+    oracle_hit expected[20];
+    isn_query query;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_query_parse_syntax(c->searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+        fail_msg("'%s': %s", text, err);
+    uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
+    uint64_t matched;
+    uint32_t num_expected = query_oracle_top_k(&c->oracle, clauses, n, of, num_filters, false, k, expected, &matched);
+    for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
+        isn_search_options options;
+        isn_search_options_default(&options);
+        options.algo = or_algos[a];
+        options.k = k;
+        uint32_t num_hits = 0;
+        isn_search_stats stats;
+        assert_int_equal(isn_search(c->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+        char what[400];
+        snprintf(what, sizeof what, "'%s' %s k=%u %s", text, filters, k, isn_algo_name(or_algos[a]));
+        check_hits(what, hits, num_hits, expected, num_expected, &c->oracle, clauses, n, false);
+        for (uint32_t i = 0; i < num_hits; i++)
+            if (!query_oracle_matches(&c->oracle, clauses, n, of, num_filters, false, hits[i].doc))
+                fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
+        (*runs)++;
+    }
+    return num_expected > 0;
+}
+
 /* A keyword filter whose documents are few and scattered leads the search over optional terms (a chunk
  * of its documents at a time, each term leapfrogging through them): every algorithm against the
  * oracle, k small enough that every skipped document could have mattered. */
@@ -684,8 +718,6 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
     (void)state;
     static int64_t category[SCATTERED_DOCS], number[SCATTERED_DOCS];
     static const int64_t *attributes[2];
-    isn_hit hits[20];
-    oracle_hit expected[20];
     uint32_t nonempty = 0, runs = 0, alpha = 0;
     support_rng_seed(300);
     collection c;
@@ -712,28 +744,9 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
         const char *alpha_value = "alpha", *thirty = "30";
         isn_filter_spec specs[2] = {{.attribute = "cat", .op = ISN_FILTER_EQ, .values = &alpha_value, .num_values = 1},
                                     {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
-        isn_query query;
-        char err[ISN_ERR_LEN] = "";
-        if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
-            fail_msg("'%s': %s", text, err);
-        uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
-        uint64_t matched;
-        uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected, &matched);
-        nonempty += num_expected > 0;
-        for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-            isn_search_options options;
-            isn_search_options_default(&options);
-            options.algo = or_algos[a];
-            options.k = k;
-            uint32_t num_hits = 0;
-            isn_search_stats stats;
-            assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
-            char what[400];
-            snprintf(what, sizeof what, "'%s' cat=alpha%s k=%u %s", text, num_filters > 1 ? " num>=30" : "", k,
-                     isn_algo_name(or_algos[a]));
-            check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
-            runs++;
-        }
+        char filters[40];
+        snprintf(filters, sizeof filters, "cat=alpha%s", num_filters > 1 ? " num>=30" : "");
+        nonempty += filtered_algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q, filters, &runs);
     }
     collection_close(&c);
     assert_true(nonempty > runs / 6 / 2);
@@ -765,8 +778,6 @@ static void test_filter_seeding_windows_against_the_oracle(void **state) {
     (void)state;
     static int64_t category[SEEDED_DOCS], number[SEEDED_DOCS];
     static const int64_t *attributes[2];
-    isn_hit hits[20];
-    oracle_hit expected[20];
     uint32_t nonempty = 0, runs = 0;
     support_rng_seed(400);
     collection c;
@@ -803,31 +814,9 @@ static void test_filter_seeding_windows_against_the_oracle(void **state) {
         isn_filter_spec specs[2] = {
             {.attribute = "cat", .op = ISN_FILTER_EQ, .values = values, .num_values = two_values ? 2 : 1},
             {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
-        isn_query query;
-        char err[ISN_ERR_LEN] = "";
-        if (isn_query_parse_syntax(c.searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
-            fail_msg("'%s': %s", text, err);
-        uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
-        uint64_t matched;
-        uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, of, num_filters, false, k, expected, &matched);
-        nonempty += num_expected > 0;
-        for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-            isn_search_options options;
-            isn_search_options_default(&options);
-            options.algo = or_algos[a];
-            options.k = k;
-            uint32_t num_hits = 0;
-            isn_search_stats stats;
-            assert_int_equal(isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
-            char what[400];
-            snprintf(what, sizeof what, "'%s' cat in {alpha%s}%s k=%u %s", text, two_values ? ", gamma" : "",
-                     num_filters > 1 ? " num>=30" : "", k, isn_algo_name(or_algos[a]));
-            check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
-            for (uint32_t i = 0; i < num_hits; i++)
-                if (!query_oracle_matches(&c.oracle, clauses, n, of, num_filters, false, hits[i].doc))
-                    fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
-            runs++;
-        }
+        char filters[40];
+        snprintf(filters, sizeof filters, "cat in {alpha%s}%s", two_values ? ", gamma" : "", num_filters > 1 ? " num>=30" : "");
+        nonempty += filtered_algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q, filters, &runs);
     }
     collection_close(&c);
     assert_true(nonempty > runs / 6 / 2);
