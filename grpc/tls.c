@@ -351,8 +351,12 @@ static void on_file_changed(uv_fs_poll_t *poll, int status, const uv_stat_t *pre
     (void)curr;
     file_watch *watch = poll->data;
     isn_grpc_tls *tls = watch->tls;
-    /* A missing file (status < 0) is a change too: the reload says what is wrong with it. */
-    uv_timer_start(tls->settle, on_settled, tls->interval_ms / 2 + 1, 0);
+    /* A missing file (status < 0) is a change too: the reload says what is wrong with it. Each file has
+     * its own poll, out of phase with the others by up to an interval: waiting one interval after the
+     * latest change reads a certificate and its key swapped together in one reload (after half an
+     * interval, the second file's poll could land after the first reload and load the same files again,
+     * counting two reloads for one change). */
+    uv_timer_start(tls->settle, on_settled, tls->interval_ms + 1, 0);
 }
 
 int isn_grpc_tls_watch(isn_grpc_tls *tls, uv_loop_t *loop, uint32_t interval_ms, char *err, size_t err_len) {
