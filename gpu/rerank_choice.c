@@ -22,6 +22,7 @@
 #define WORK_CELLS 40      /* model work, see model_work */
 #define EXPLORE_EVERY 32u
 #define EXPLORE_COST_SHARE 0.05
+#define EXPLORE_RAREST 4096u /* a device that failed (its time set very long) is still retried this often */
 #define AVERAGE_WEIGHT 0.125f /* of a new time in the moving average */
 
 enum { DEVICE_CPU, DEVICE_GPU, DEVICES };
@@ -104,7 +105,7 @@ int isn_gpu_rerank_choose(isn_gpu_rerank *r, const isn_ranker *ranker, uint32_t 
     int faster = gpu < cpu ? DEVICE_GPU : DEVICE_CPU;
     double slow_over_fast = faster == DEVICE_GPU ? (double)cpu / gpu : (double)gpu / cpu;
     double every = slow_over_fast / EXPLORE_COST_SHARE;
-    uint32_t interval = every <= EXPLORE_EVERY ? EXPLORE_EVERY : every >= 1e9 ? 1000000000u : (uint32_t)every;
+    uint32_t interval = every <= EXPLORE_EVERY ? EXPLORE_EVERY : every >= EXPLORE_RAREST ? EXPLORE_RAREST : (uint32_t)every;
     uint32_t n = atomic_fetch_add_explicit(&cell->calls, 1, memory_order_relaxed);
     if (n % interval == interval - 1) {
         atomic_fetch_add_explicit(&r->explored, 1, memory_order_relaxed);

@@ -142,11 +142,16 @@ static void test_learns_the_faster_device_per_size(void **state) {
     gpu = 0;
     for (int i = 0; i < 4000; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
     assert_int_equal(gpu, 3999);
+    /* a GPU pass that failed sets the GPU's time very long: the GPU is still retried, one call in 4,096 */
+    isn_gpu_rerank_record(choice, ranker, 1000, 1, 1e9);
+    gpu = 0;
+    for (int i = 0; i < 8192; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
+    assert_int_equal(gpu, 2);
     /* another size is learned apart: 10 candidates has measured nothing */
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 10), 1);
     isn_gpu_rerank_stats st;
     isn_gpu_rerank_stats_get(choice, &st);
-    assert_int_equal(st.explored, 5);
+    assert_int_equal(st.explored, 7);
     isn_gpu_rerank_free(choice);
 }
 
