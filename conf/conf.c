@@ -115,6 +115,7 @@ static const key_spec KEYS[] = {
     {"gpu", "pruning", KEY_GPU_PRUNING, FIELD(gpu_pruning), "auto", 0, 0, false},
     {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
     {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},
+    {"gpu", "upload_before_ready", KEY_BOOL, FIELD(gpu_upload_before_ready), "false", 0, 0, false},
     {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), "true", 0, 0, false},
     {"rerank", "ranker_dir", KEY_PATH, FIELD(ranker_dir), "", 0, 0, false},
     {"rerank", "default_n1", KEY_U32, FIELD(default_n1), "1000", 1, ISN_MAX_K, true},

@@ -85,6 +85,7 @@ typedef struct {
     uint32_t gpu_pruning;        /* ISN_GPU_PRUNE_AUTO, _ALWAYS or _NEVER */
     char gpu_training_queries[ISN_CONF_PATH_MAX]; /* query log for the pruned-prefix cache; "" = none */
     bool gpu_route_all;          /* tests and benchmarks: every query the GPU can answer goes to it */
+    bool gpu_upload_before_ready; /* false: ready on the CPU at once, the GPU takes queries once uploaded */
     bool gpu_rerank;             /* second stage may run on the GPU (learned crossover) */
     /* [rerank] (second stage) */
     char ranker_dir[ISN_CONF_PATH_MAX]; /* *.ranker files loaded at start, re-read on SIGHUP; "" = none */

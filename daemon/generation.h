@@ -84,6 +84,9 @@ generation_state *generations_new(struct isn_server *server);
 index_generation *generations_open_first(struct isn_server *server, char *err, size_t err_len);
 /* Once the service runs on it: the first generation is published and index.path watched. */
 void generations_serve_first(struct isn_server *server);
+/* Once the node is ready: uploads the serving generation to the GPU first stage when it opened without
+ * one (gpu.upload_before_ready = false), off the loop; swaps asked for meanwhile wait for it. */
+void generations_upload_gpu(struct isn_server *server);
 /* SIGHUP (after the configuration was applied): swap when index.path now names another index. */
 void generations_check(struct isn_server *server, const char *why);
 /* A reference to the generation for a new request (released with generation_release). Any thread. */

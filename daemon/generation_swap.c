@@ -397,6 +397,26 @@ void generations_serve_first(isn_server *server) {
     watch_index_path(g);
 }
 
+void generations_upload_gpu(isn_server *server) {
+    generation_state *g = server->generations;
+    if (!search_service_gpu_uploading(server->pool)) return;
+    index_generation *first = generation_slot_acquire(&g->slot);
+    if (!first) return;
+    /* The GPU's first upload runs as a swap's move does, so a swap asked for meanwhile waits for it. */
+    g->why = "start";
+    g->conf = server->conf;
+    g->service = server->pool;
+    g->loaded = first;
+    g->gpu_work.data = g;
+    g->loading = true;
+    log_info("gpu: uploading generation %s to the GPU first stage while the CPU workers serve", first->id);
+    if (uv_queue_work(server->loop, &g->gpu_work, move_gpu, on_gpu_moved) == 0) return;
+    g->loading = false;
+    g->loaded = NULL;
+    log_error("gpu: cannot start the upload of generation %s: every query runs on the CPU", first->id);
+    generation_release(first);
+}
+
 void generations_stop(isn_server *server) {
     generation_state *g = server->generations;
     if (!g) return;

@@ -80,10 +80,8 @@ static char unusable[600]; /* why the last set-up opened no device ("" = it open
 
 const char *gpu_setup_unusable(void) { return unusable; }
 
-int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
-                          isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
-    *num_backends = 0;
-    if (!conf->gpu_enable) return 0;
+/* What [gpu] asks for that cannot work whatever the devices: 0, or -1 with err. */
+static int check_gpu_conf(const isn_conf *conf, char *err, size_t err_len) {
     if (conf->gpu_sim_devices) {
         snprintf(err, err_len, "gpu.enable and scheduler.simulated_gpus_answer_without_hits are exclusive: "
                                "pick the real GPU or the simulator");
@@ -93,6 +91,14 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
         snprintf(err, err_len, "gpu.devices must be 1..%d, got %u", ISN_SCHED_MAX_GPUS, conf->gpu_devices);
         return -1;
     }
+    return 0;
+}
+
+int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
+                          isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
+    *num_backends = 0;
+    if (!conf->gpu_enable) return 0;
+    if (check_gpu_conf(conf, err, err_len) < 0) return -1;
     isn_gpu_options options;
     isn_gpu_options_default(&options);
     options.emulate = conf->gpu_emulate;
@@ -160,10 +166,28 @@ isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf) {
 int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
                          char *err, size_t err_len) {
     memset(gpu, 0, sizeof *gpu);
-    if (gpu_setup_first_stage(first->index, conf, planner, gpu->backends, &gpu->num_backends, err, err_len) < 0)
-        return -1;
-    /* The backends hold this generation's postings: it stays mapped while they serve it. */
-    if (gpu->num_backends) gpu->generation = generation_acquire(first);
+    if (conf->gpu_enable && !conf->gpu_upload_before_ready) {
+        /* The devices get their backends from gpu_first_stage_move once the node serves on the CPU; what
+         * would fail there whatever the device (the configuration, the training log) fails here. */
+        if (check_gpu_conf(conf, err, err_len) < 0) return -1;
+        if (conf->gpu_training_queries[0]) {
+            isn_query *training = NULL;
+            uint32_t num_training = 0;
+            if (load_training_log(planner, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)
+                return -1;
+            free_training_log(training, num_training);
+        }
+        gpu->num_backends = conf->gpu_devices;
+        atomic_store(&gpu->uploading, true);
+        if (gpu->num_backends > 1)
+            log_info("gpu: %u devices, each with the whole partition, a dispatcher each", gpu->num_backends);
+    } else {
+        if (gpu_setup_first_stage(first->index, conf, planner, gpu->backends, &gpu->num_backends, err, err_len) < 0)
+            return -1;
+        atomic_store(&gpu->attached, gpu->num_backends);
+        /* The backends hold this generation's postings: it stays mapped while they serve it. */
+        if (gpu->num_backends) gpu->generation = generation_acquire(first);
+    }
     for (uint32_t d = 0; d < gpu->num_backends; d++)
         if (!(gpu->packers[d] = search_worker_new(first->index, UINT32_MAX, conf->gpu_max_k))) {
             snprintf(err, err_len, "out of memory for GPU device %u", d);
@@ -201,7 +225,7 @@ void gpu_first_stage_close(gpu_first_stage *gpu) {
 /* ------------------------------------------------------------------ the first stage's generation */
 
 int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_generation *next) {
-    if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return 0;
+    if (!gpu->num_backends || !atomic_load(&gpu->attached) || gpu_first_stage_holds(gpu, next)) return 0;
     isn_searcher *planner = isn_searcher_new(next->index);
     char err[512];
     uint32_t n = 0;
@@ -244,6 +268,7 @@ static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *
 
 void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next) {
     if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return;
+    if (!atomic_load(&gpu->attached) && !atomic_load(&gpu->uploading)) return; /* no device could be used */
     uint64_t start = isn_now_ns();
     atomic_store(&gpu->moving, true);
     /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
@@ -266,12 +291,24 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
         gpu->packers[d] = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
     }
     gpu->num_staged = 0;
+    uint32_t attached = 0;
+    for (uint32_t d = 0; d < gpu->num_backends; d++) attached += gpu->backends[d] != NULL;
     index_generation *old = gpu->generation;
-    gpu->generation = generation_acquire(next);
+    gpu->generation = attached ? generation_acquire(next) : NULL;
+    atomic_store(&gpu->attached, attached);
+    bool first_upload = atomic_load(&gpu->uploading);
+    if (first_upload && attached) atomic_store(&gpu->attached_ns, isn_now_ns());
+    atomic_store(&gpu->uploading, false);
     atomic_store(&gpu->moving, false);
-    log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in %.3f s)",
-             next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
-             (double)(isn_now_ns() - start) / 1e9);
+    if (first_upload && attached) /* with none, gpu_setup_first_stage logged why */
+        log_info("gpu: the first stage serves generation %s on %u of %u devices (uploaded in %.3f s while the CPU "
+                 "workers served)",
+                 next->id, attached, gpu->num_backends, (double)(isn_now_ns() - start) / 1e9);
+    else if (!first_upload)
+        log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in "
+                 "%.3f s)",
+                 next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
+                 (double)(isn_now_ns() - start) / 1e9);
     generation_release(old);
 }
 

@@ -30,14 +30,21 @@ typedef struct {
     index_generation *generation; /* NULL without a GPU first stage */
     atomic_bool moving;
     atomic_uint jobs;             /* bound for the GPU: entered, not left */
-    isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS];
-    uint32_t num_backends;
+    isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS]; /* NULL: none uploaded (yet) */
+    uint32_t num_backends;        /* the scheduler's devices */
+    atomic_uint attached;         /* devices holding a generation (backends not NULL) */
+    /* Until the first generation's upload ends (gpu.upload_before_ready = false): the devices have no
+     * backend and the CPU workers serve every query. */
+    atomic_bool uploading;
+    _Atomic uint64_t attached_ns; /* when that upload ended (isn_now_ns), 0 before */
     isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
     uint32_t num_staged;
     search_worker *packers[ISN_SCHED_MAX_GPUS];
 } gpu_first_stage;
 
-/* Opens [gpu]'s devices for `first` (gpu_setup_first_stage; none is not an error). -1 with err. */
+/* Opens [gpu]'s devices for `first` (gpu_setup_first_stage; none is not an error). -1 with err. With
+ * gpu.upload_before_ready = false the devices open without a backend (checked, not uploaded): the first
+ * gpu_first_stage_move uploads `first`, while the node already serves on the CPU. */
 int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
                          char *err, size_t err_len);
 /* Whether the devices hold this generation's content (the same content hash counts). */
@@ -49,7 +56,8 @@ void gpu_first_stage_leave(gpu_first_stage *gpu);
 /* Uploads `next` beside the current generation: 1 when every device holds both now, 0 when they must
  * free first (logged) or there is nothing to do. */
 int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_generation *next);
-/* Moves the devices to `next` (staged, or freed and uploaded), between the scheduler's batches. */
+/* Moves the devices to `next` (staged, or freed and uploaded), between the scheduler's batches; the
+ * first upload after an open without one too. */
 void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next);
 /* Closes the backends and packers and drops the generation, once the scheduler no longer uses them. */
 void gpu_first_stage_close(gpu_first_stage *gpu);

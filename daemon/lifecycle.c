@@ -214,6 +214,7 @@ static void on_loaded(uv_work_t *work, int status) {
     snprintf(status_line, sizeof status_line, "READY=1\nSTATUS=serving partition %u on %s", server->conf.partition_id,
              server->grpc_address);
     sd_notify(0, status_line);
+    generations_upload_gpu(server);
 }
 
 int server_start(isn_server *server, char *err, size_t err_len) {

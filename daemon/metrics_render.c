@@ -95,11 +95,21 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     prom_u64(out, "isn_open_streams", "gauge", "HTTP/2 request streams held (receiving, queued, running or replying).",
              t.grpc.open_calls);
     prom_u64(out, "isn_workers", "gauge", "Search worker threads.", server->num_workers);
-    if (server->conf.gpu_enable && server->pool)
+    if (server->conf.gpu_enable && server->pool) {
         prom_u64(out, "isn_gpu_up", "gauge",
-                 "1 while the GPU that gpu.enable asks for serves the first stage, 0 when none could be used (the node "
-                 "serves on the CPU; /readyz says degraded). Only with gpu.enable = true.",
+                 "1 while the GPU that gpu.enable asks for serves the first stage, 0 while the index uploads or when "
+                 "none could be used (the node serves on the CPU; /readyz says which). Only with gpu.enable = true.",
                  search_service_has_gpu(server->pool));
+        prom_u64(out, "isn_gpu_loading", "gauge",
+                 "1 while the first index generation uploads to the GPU after the node became ready on the CPU.",
+                 search_service_gpu_uploading(server->pool));
+        uint64_t attached = search_service_gpu_attached_ns(server->pool);
+        prom_family(out, "isn_gpu_startup_seconds", "gauge",
+                    "Seconds from isnd's start to the GPU first stage serving, when it uploaded after the node became "
+                    "ready on the CPU; 0 before, or when it uploaded first (isn_startup_seconds has it).");
+        buffer_printf(out, "isn_gpu_startup_seconds %.3f\n",
+                      attached ? (double)(attached - server->start_ns) / 1e9 : 0.0);
+    }
     prom_u64(out, "isn_shed_total", "counter",
              "Search requests refused with RESOURCE_EXHAUSTED (queue full or overload; see isn_scheduler_shed_total).",
              m->shed);

@@ -369,7 +369,13 @@ bool search_service_gpu_holds(const search_service *service, const index_generat
     return gpu_first_stage_holds(&service->gpu, generation);
 }
 
-bool search_service_has_gpu(const search_service *service) { return service->gpu.num_backends > 0; }
+bool search_service_has_gpu(const search_service *service) { return atomic_load(&service->gpu.attached) > 0; }
+
+bool search_service_gpu_uploading(const search_service *service) { return atomic_load(&service->gpu.uploading); }
+
+uint64_t search_service_gpu_attached_ns(const search_service *service) {
+    return atomic_load(&service->gpu.attached_ns);
+}
 
 search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
                                      char *err, size_t err_len) {
@@ -435,6 +441,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         service->gpu_route_all = conf->gpu_route_all;
         config.num_gpu_backends = service->gpu.num_backends;
         config.gpu_backend_max_batch = conf->gpu_max_batch;
+        config.gpu_backend_streams = conf->gpu_streams;
     }
     service->l2_gpu = gpu_setup_second_stage(conf);
     service->l2.rerank = isn_gpu_rerank_new(service->l2_gpu);
@@ -525,8 +532,12 @@ void search_service_stop(search_service *service) {
 
 int search_service_gpu_state(const search_service *service, char *reason, size_t reason_len) {
     uint32_t devices = isn_scheduler_gpu_count(service->scheduler), healthy = 0;
-    if (!devices) return SEARCH_SERVICE_NO_GPU;
     reason[0] = '\0';
+    if (search_service_gpu_uploading(service)) {
+        snprintf(reason, reason_len, "uploading the index to %u device%s", devices, devices == 1 ? "" : "s");
+        return SEARCH_SERVICE_GPU_LOADING;
+    }
+    if (!devices || !search_service_has_gpu(service)) return SEARCH_SERVICE_NO_GPU;
     for (uint32_t d = 0; d < devices; d++) {
         isn_gpu_health health;
         if (!isn_scheduler_gpu_health(service->scheduler, d, &health)) continue;

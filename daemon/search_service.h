@@ -41,7 +41,12 @@ void search_service_params_of(const search_service *service, search_service_para
 int search_service_gpu_stage(search_service *service, const isn_conf *conf, struct index_generation *next);
 void search_service_gpu_move(search_service *service, const isn_conf *conf, struct index_generation *next);
 /* Whether the GPU first stage runs; whether it holds this generation (others' queries run on the CPU). */
+/* Whether a device holds a generation (the GPU first stage takes queries). */
 bool search_service_has_gpu(const search_service *service);
+/* While the first generation is uploaded after the node became ready (gpu.upload_before_ready = false). */
+bool search_service_gpu_uploading(const search_service *service);
+/* When that upload ended (isn_now_ns), 0 before it did or without one. */
+uint64_t search_service_gpu_attached_ns(const search_service *service);
 bool search_service_gpu_holds(const search_service *service, const struct index_generation *generation);
 /* From a loop thread (several may submit at once; job->completions names the loop its end goes
  * to). Hands the job to the scheduler, which has the query analysed once (on a worker, or
@@ -68,9 +73,15 @@ typedef struct {
     uint32_t simulated_gpus;
 } search_service_view;
 void search_service_view_of(search_service *service, search_service_view *view);
-/* The [gpu] first stage: none, healthy, or degraded (not warmed up, or a device error: every query
- * then runs on the CPU; reason says why). Any thread. */
-enum { SEARCH_SERVICE_NO_GPU = 0, SEARCH_SERVICE_GPU_HEALTHY = 1, SEARCH_SERVICE_GPU_DEGRADED = 2 };
+/* The [gpu] first stage: none (none asked for, or none could be used), healthy, degraded (not warmed
+ * up, or a device error: every query then runs on the CPU; reason says why), or still uploading the
+ * first generation (the CPU serves meanwhile; reason says so). Any thread. */
+enum {
+    SEARCH_SERVICE_NO_GPU = 0,
+    SEARCH_SERVICE_GPU_HEALTHY = 1,
+    SEARCH_SERVICE_GPU_DEGRADED = 2,
+    SEARCH_SERVICE_GPU_LOADING = 3
+};
 int search_service_gpu_state(const search_service *service, char *reason, size_t reason_len);
 /* Stops and joins the threads (queued jobs are dropped: the caller drained first) and saves the
  * cost model when configured. */

@@ -10,8 +10,13 @@ static void render_json(void *app, byte_buffer *body) { metrics_render_json(app,
 static int readiness(void *app, byte_buffer *body) {
     const isn_server *server = app;
     char reason[300];
-    if (server_ready(server) && server->pool &&
-        search_service_gpu_state(server->pool, reason, sizeof reason) == SEARCH_SERVICE_GPU_DEGRADED) {
+    int gpu = server_ready(server) && server->pool ? search_service_gpu_state(server->pool, reason, sizeof reason)
+                                                   : SEARCH_SERVICE_NO_GPU;
+    if (gpu == SEARCH_SERVICE_GPU_LOADING) {
+        buffer_printf(body, "ready (GPU loading: %s; the CPU workers serve meanwhile)\n", reason);
+        return 200;
+    }
+    if (gpu == SEARCH_SERVICE_GPU_DEGRADED) {
         buffer_printf(body, "ready (degraded: GPU unhealthy, serving on the CPU: %s)\n", reason);
         return 200;
     }

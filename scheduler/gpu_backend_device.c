@@ -35,6 +35,7 @@ typedef struct {
     isn_gpu_request *requests; /* run_batch's */
     backend_flight flights[BACKEND_MAX_IN_FLIGHT];
     uint32_t max_in_flight, in_flight;
+    uint32_t flights_usable; /* the current backend's streams, at most max_in_flight (0 without one) */
     /* A backend swap waits until no batch is in flight; meanwhile no new one starts. */
     bool replace_pending;
     pthread_cond_t idle;
@@ -44,7 +45,14 @@ typedef struct {
     char name[300];
 } backend_device_state;
 
-#define NO_BACKEND_REASON "no first-stage backend while the index generation is swapped: queries run on the CPU"
+#define NO_BACKEND_REASON "no first-stage backend (an index generation is being uploaded, or could not be): queries run on the CPU"
+
+/* Flights a backend can take: its streams, at most at_most (the flights made with the device). */
+static uint32_t flights_of(const isn_gpu_backend *backend, uint32_t at_most) {
+    if (!backend) return 0;
+    const uint32_t streams = isn_gpu_streams(backend);
+    return streams == 0 ? 1 : streams < at_most ? streams : at_most;
+}
 
 /* Under the lock: the backend is there and healthy, else -1 with err. */
 static int usable(backend_device_state *s, char *err, size_t err_len) {
@@ -117,7 +125,7 @@ static int backend_device_submit(void *state, isn_job *const *jobs, uint32_t n, 
      * backend that is going away. With batches in flight, they must be completed first. */
     while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     backend_flight *f = NULL;
-    for (uint32_t i = 0; i < s->max_in_flight && !f; i++)
+    for (uint32_t i = 0; i < s->flights_usable && !f; i++)
         if (!s->flights[i].busy) f = &s->flights[i];
     if (s->replace_pending || !f) {
         pthread_mutex_unlock(&s->lock);
@@ -185,6 +193,7 @@ isn_gpu_backend *isn_gpu_backend_device_replace(isn_gpu_device *device, isn_gpu_
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     isn_gpu_backend *old = s->backend;
     s->backend = backend;
+    s->flights_usable = flights_of(backend, s->max_in_flight);
     s->replace_pending = false;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
@@ -199,12 +208,14 @@ bool isn_gpu_backend_device_replace_pending(const isn_gpu_device *device) {
     return pending;
 }
 
-int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn_gpu_device *device) {
-    if (backend == NULL || max_batch == 0) return -1;
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t streams, uint32_t max_batch, uint32_t ordinal,
+                               isn_gpu_device *device) {
+    if (max_batch == 0) return -1;
     backend_device_state *s = calloc(1, sizeof *s);
     if (s == NULL) return -1;
-    const uint32_t streams = isn_gpu_streams(backend);
+    if (backend) streams = isn_gpu_streams(backend);
     s->max_in_flight = streams == 0 ? 1 : streams < BACKEND_MAX_IN_FLIGHT ? streams : BACKEND_MAX_IN_FLIGHT;
+    s->flights_usable = flights_of(backend, s->max_in_flight);
     s->requests = calloc((size_t)max_batch * (1 + s->max_in_flight), sizeof *s->requests);
     if (s->requests == NULL) {
         free(s);
@@ -215,9 +226,12 @@ int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn
     pthread_cond_init(&s->idle, NULL);
     s->backend = backend;
     s->max_batch = max_batch;
-    isn_gpu_health health;
-    isn_gpu_health_get(backend, &health);
-    snprintf(s->name, sizeof s->name, DEVICE_NAME_PREFIX "%s", health.device_name);
+    isn_gpu_health health = {0};
+    if (backend) {
+        isn_gpu_health_get(backend, &health);
+        snprintf(s->name, sizeof s->name, DEVICE_NAME_PREFIX "%s", health.device_name);
+    } else
+        snprintf(s->name, sizeof s->name, DEVICE_NAME_PREFIX "GPU %u", ordinal);
     memset(device, 0, sizeof *device);
     device->name = s->name;
     device->state = s;

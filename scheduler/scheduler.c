@@ -934,7 +934,8 @@ static int make_devices(isn_scheduler *s, bool model_loaded, char *err, size_t e
     if (c->num_gpu_backends) {
         s->own_gpus_real = true; /* free_devices frees them as real ones */
         for (uint32_t i = 0; i < n; i++) {
-            if (isn_gpu_backend_device_new(c->gpu_backends[i], c->gpu_backend_max_batch, &s->own_gpus[i]) < 0) {
+            if (isn_gpu_backend_device_new(c->gpu_backends[i], c->gpu_backend_streams, c->gpu_backend_max_batch, i,
+                                           &s->own_gpus[i]) < 0) {
                 free_devices(s);
                 snprintf(err, err_len, "scheduler: out of memory for GPU device %u", i);
                 return -1;

@@ -255,6 +255,9 @@ typedef struct {
     isn_gpu_backend *gpu_backends[ISN_SCHED_MAX_GPUS];
     uint32_t num_gpu_backends;
     uint32_t gpu_backend_max_batch;
+    /* A device whose backend is NULL here starts without one (its index still uploading): it takes no
+     * batch until isn_scheduler_gpu_replace gives it one, then up to this many at once. */
+    uint32_t gpu_backend_streams;
     /* Or simulated devices (batch.max_batch and batch.memory_budget each): */
     uint32_t simulated_gpus;
     isn_gpu_sim_config simulated;

@@ -67,8 +67,11 @@ struct isn_gpu_device {
     uint64_t memory_budget;      /* bytes of posting data one batch may touch */
 };
 
-/* Fills *device (the backend stays the caller's; close it after isn_gpu_backend_device_free). 0, or -1. */
-int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t max_batch, isn_gpu_device *device);
+/* Fills *device (the backend stays the caller's; close it after isn_gpu_backend_device_free). 0, or -1.
+ * backend may be NULL: the device takes no batch until isn_gpu_backend_device_replace gives it one, and
+ * then at most `streams` at once (a backend's own streams when it is given here). */
+int isn_gpu_backend_device_new(isn_gpu_backend *backend, uint32_t streams, uint32_t max_batch, uint32_t ordinal,
+                               isn_gpu_device *device);
 void isn_gpu_backend_device_free(isn_gpu_device *device);
 /* The backend's health, taken under the lock that guards its batches (any thread). */
 void isn_gpu_backend_device_health(const isn_gpu_device *device, isn_gpu_health *health);

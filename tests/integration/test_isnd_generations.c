@@ -447,6 +447,12 @@ static void test_gpu_keeps_answering(void **state) {
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(gpu.grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
+    char uploaded[120]; /* the first upload comes after ready */
+    snprintf(uploaded, sizeof uploaded, "gpu: the first stage serves generation %s on 1 of 1 devices", gen_id[0]);
+    if (!harness_wait_log(&gpu, uploaded, 30000)) {
+        harness_dump_log(&gpu);
+        fail_msg("the GPU first stage did not upload generation %s", gen_id[0]);
+    }
     expect_answer(client, 0, "gpu");
     querier q = {.address = gpu.grpc_address}; /* queries all along: each reply's hits its generation's */
     pthread_t thread;
@@ -457,7 +463,7 @@ static void test_gpu_keeps_answering(void **state) {
         assert_true(wait_generation(client, gen_id[g], 5000));
         expect_answer(client, g, NULL); /* on the CPU or, once moved, the GPU */
         char moved[80];
-        snprintf(moved, sizeof moved, "gpu: the first stage serves generation %s", gen_id[g]);
+        snprintf(moved, sizeof moved, "gpu: the first stage serves generation %s (", gen_id[g]);
         if (!wait_log_count(&gpu, moved, (unsigned)(flip + 1) / 2, 10000)) {
             harness_dump_log(&gpu);
             fail_msg("flip %d: the GPU did not move to generation %s", flip, gen_id[g]);

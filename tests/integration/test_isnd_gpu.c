@@ -116,6 +116,25 @@ static void test_health_endpoints(void **state) {
     assert_true(harness_log_has(&h, "EMULATED"));
 }
 
+/* The node is ready on the CPU before the index reaches the GPU (gpu.upload_before_ready = false): the
+ * upload starts after the ready line, is logged and timed, and leaves /readyz plainly ready. */
+static void test_gpu_uploads_after_ready(void **state) {
+    (void)state;
+    int ready = harness_log_line(&h, "ready: serving");
+    char uploaded[96];
+    snprintf(uploaded, sizeof uploaded, "on %u of %u devices (uploaded in", devices, devices);
+    int upload = harness_log_line(&h, uploaded);
+    if (!ready || !upload || upload < ready) {
+        harness_dump_log(&h);
+        fail_msg("ready at log line %d, the GPU's upload ended at line %d: expected it after", ready, upload);
+    }
+    assert_int_equal(harness_metric(&h, "isn_gpu_up"), 1);
+    assert_int_equal(harness_metric(&h, "isn_gpu_loading"), 0);
+    double gpu_start = harness_metric_value(&h, "isn_gpu_startup_seconds");
+    double start = harness_metric_value(&h, "isn_startup_seconds");
+    if (!(gpu_start >= start && gpu_start > 0)) fail_msg("isn_gpu_startup_seconds %f, isn_startup_seconds %f", gpu_start, start);
+}
+
 /* Several devices, each a replica of the partition: every device's queries add up to what the GPU
  * answered, each is exported under its own label, and the metric families stay grouped. */
 static void test_devices_share_the_work(void **state) {
@@ -157,6 +176,11 @@ static int setup(void **state) {
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", "--set", count, NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
+    /* ready on the CPU first; the GPU takes queries once its upload ends */
+    if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
+        harness_dump_log(&h);
+        return -1;
+    }
     return client ? 0 : -1;
 }
 
@@ -167,11 +191,13 @@ static int setup_two(void **state) {
 
 int main(void) {
     const struct CMUnitTest daemon[] = {
+        cmocka_unit_test(test_gpu_uploads_after_ready),
         cmocka_unit_test(test_gpu_hits_equal_cpu),
         cmocka_unit_test(test_large_k_on_cpu),
         cmocka_unit_test(test_health_endpoints),
     };
     const struct CMUnitTest two_devices[] = {
+        cmocka_unit_test(test_gpu_uploads_after_ready),
         cmocka_unit_test(test_gpu_hits_equal_cpu),
         cmocka_unit_test(test_health_endpoints),
         cmocka_unit_test(test_devices_share_the_work),

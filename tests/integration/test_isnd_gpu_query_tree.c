@@ -83,6 +83,11 @@ static int setup(void **state) {
     const char *extra[] = {"--set", "gpu.enable=true", "--set", real_gpu ? "gpu.emulate=false" : "gpu.emulate=true",
                            "--set", "gpu.route_all=true", "--set", "gpu.max_k=100", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
+    /* ready on the CPU first; the GPU takes queries once its upload ends */
+    if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
+        harness_dump_log(&h);
+        return -1;
+    }
     return client ? 0 : -1;
 }
 

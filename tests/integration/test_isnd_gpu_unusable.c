@@ -30,6 +30,8 @@ static void test_unusable_gpu_is_degraded_and_exported(void **state) {
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.device=250", NULL};
     isn_grpc_client *c = harness_start_connected(&h, extra, NULL);
     assert_non_null(c);
+    /* the device is tried after the node is ready */
+    assert_true(harness_wait_log(&h, "error gpu: gpu.enable = true but no device can be used", 30000));
     char body[2048];
     assert_int_equal(harness_http_get(&h, "/readyz", body, sizeof body), 200);
     fprintf(stderr, "test_isnd_gpu_unusable: /readyz: %s", body);

@@ -117,14 +117,26 @@ void harness_dump_log(const harness *h) {
 }
 
 /* Whether the log contains `needle`. */
-bool harness_log_has(const harness *h, const char *needle) {
+int harness_log_line(const harness *h, const char *needle) {
     FILE *f = fopen(h->log_path, "r");
-    if (!f) return false;
+    if (!f) return 0;
     char line[2048];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    int number = 0, found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        number++;
+        if (strstr(line, needle)) found = number;
+    }
     fclose(f);
     return found;
+}
+
+bool harness_log_has(const harness *h, const char *needle) { return harness_log_line(h, needle) != 0; }
+
+int harness_wait_log(const harness *h, const char *needle, int timeout_ms) {
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    int line;
+    while (!(line = harness_log_line(h, needle)) && harness_now_ms() < deadline) harness_sleep_ms(20);
+    return line;
 }
 
 /* Runs argv[0] as a child with stdout and stderr to h->log_path; its pid (also in h->pid), or -1. */

@@ -46,6 +46,10 @@ const char *harness_word(void);
 void harness_build_index(harness *h, uint32_t num_docs);
 void harness_dump_log(const harness *h);
 bool harness_log_has(const harness *h, const char *needle);
+/* Waits up to timeout_ms for a log line with `needle`: its line number (from 1), or 0 when none came. */
+int harness_wait_log(const harness *h, const char *needle, int timeout_ms);
+/* The number (from 1) of the first log line with `needle`, or 0. */
+int harness_log_line(const harness *h, const char *needle);
 int harness_start(harness *h, const char *wait_for, const char *const *extra);
 int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra);
 int harness_wait_exit(harness *h, int timeout_ms);

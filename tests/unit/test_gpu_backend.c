@@ -821,7 +821,7 @@ static isn_gpu_backend *scheduler_device_with(isn_gpu_device *dev, isn_job *ptrs
     o.streams = streams;
     isn_gpu_backend *b = open_options(&o);
     batch_fill(&sched_bt, 40, 10, ISN_MODE_OR);
-    assert_int_equal(isn_gpu_backend_device_new(b, 16, dev), 0);
+    assert_int_equal(isn_gpu_backend_device_new(b, 0, 16, 0, dev), 0);
     static isn_job jobs[40];
     for (uint32_t i = 0; i < 40; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
