@@ -7,7 +7,8 @@
 # memory (and whether it stayed under MEMORY + 64 MiB), documents per second, runs, the index's bytes and
 # the most disk WORK/index took while building.
 #   bash bench/build_large.sh BUILD DOCS FIT_INDEX WORK [THREADS (all cores)] [MEMORY (4GiB)]
-#   (EXTRA="--no-positions" adds build options; NICE=19 runs both at low priority)
+#   (EXTRA="--no-positions" adds build options; NICE=19 runs both at low priority; CORPUS=FILE keeps the
+#   corpus elsewhere than WORK/corpus.jsonl, e.g. in /dev/shm when the disk holds only the index)
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n 2,10p "$0" >&2; exit 2; }
 build=$1 docs=$2 fit=$3 work=$4 threads=${5:-$(nproc)} memory=${6:-4GiB}
@@ -15,26 +16,27 @@ bin=$build/bin/isn-index
 [ -x "$bin" ] || { echo "build_large: no $bin (make first)" >&2; exit 2; }
 [ -f "$fit/index.isn" ] || { echo "build_large: $fit is not an index folder (the index to fit, e.g. the Debian one)" >&2; exit 2; }
 mkdir -p "$work"
+corpus=${CORPUS:-$work/corpus.jsonl}
 nice=(nice -n "${NICE:-0}")
 gen_seconds=0
-if [ ! -f "$work/corpus.jsonl" ]; then
+if [ ! -f "$corpus" ]; then
   start=$SECONDS
   fit_queries=()
   [ -n "${FIT_QUERIES:-}" ] && fit_queries=(--fit-queries "$FIT_QUERIES")
   "${nice[@]}" "$bin" synth --jsonl --docs "$docs" --fit "$fit" "${fit_queries[@]}" --queries 1000 \
-    --queries-out "$work/queries.tsv" --threads "$threads" --out "$work/corpus.jsonl.tmp" >&2
-  mv "$work/corpus.jsonl.tmp" "$work/corpus.jsonl"
+    --queries-out "$work/queries.tsv" --threads "$threads" --out "$corpus.tmp" >&2
+  mv "$corpus.tmp" "$corpus"
   gen_seconds=$((SECONDS - start))
 fi
 rm -rf "$work/index"
-WORK=$work BIN=$bin THREADS=$threads MEMORY=$memory GEN=$gen_seconds EXTRA=${EXTRA:-} NICE=${NICE:-0} exec python3 - <<'PY'
+WORK=$work CORPUS=$corpus BIN=$bin THREADS=$threads MEMORY=$memory GEN=$gen_seconds EXTRA=${EXTRA:-} NICE=${NICE:-0} exec python3 - <<'PY'
 import json, os, re, shlex, subprocess, threading, time
 
 work, binary = os.environ["WORK"], os.environ["BIN"]
 memory = os.environ["MEMORY"]
 m = re.fullmatch(r"(\d+)(MiB|GiB)", memory)
 bound = int(m.group(1)) * (1 << (20 if m.group(2) == "MiB" else 30)) + (64 << 20) if m else None
-cmd = ["nice", "-n", os.environ["NICE"], binary, "build", "--quiet", "--input", os.path.join(work, "corpus.jsonl"),
+cmd = ["nice", "-n", os.environ["NICE"], binary, "build", "--quiet", "--input", os.environ["CORPUS"],
        "--out", os.path.join(work, "index"), "--threads", os.environ["THREADS"], "--memory", memory] + shlex.split(os.environ["EXTRA"])
 peak_disk = 0
 done = threading.Event()
@@ -65,7 +67,7 @@ if status != 0:
 s = json.loads(summary)
 rss = usage.ru_maxrss * 1024
 print(json.dumps({
-    "benchmark": "build_large", "command": " ".join(cmd), "corpus_bytes": os.path.getsize(os.path.join(work, "corpus.jsonl")),
+    "benchmark": "build_large", "command": " ".join(cmd), "corpus_bytes": os.path.getsize(os.environ["CORPUS"]),
     "generation_seconds": float(os.environ["GEN"]), "docs": s["docs"], "postings": s["postings"], "tokens": s["tokens"],
     "runs": s["runs"], "index_bytes": s["bytes"]["total"], "wall_seconds": round(wall, 2),
     "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2), "docs_per_second": round(s["docs"] / wall),

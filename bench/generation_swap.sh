@@ -47,6 +47,7 @@ ln -s gen-a "$work/current"
 
 # shellcheck disable=SC2086 # ISND_ARGS is a list of flags
 "$BUILD/bin/isnd" --index "$work/current" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 --workers "$WORKERS" \
+  --set gpu.upload_before_ready=true \
   --set search.max_queue=100000 --set index.watch_interval=0 $ISND_ARGS >"$work/isnd.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do grep -q 'ready: serving' "$work/isnd.log" && break; sleep 0.1; done

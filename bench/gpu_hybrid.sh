@@ -47,7 +47,7 @@ run_config() { # name, isnd --set options...
   local name=$1; shift
   local log="$O/isnd-$name.log"
   $ISND_PIN "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7601 --stats-listen 127.0.0.1:7602 --workers "$WORKERS" \
-    --set search.max_queue=100000 "$@" ${ISND_ARGS:-} >"$log" 2>&1 &
+    --set search.max_queue=100000 --set gpu.upload_before_ready=true "$@" ${ISND_ARGS:-} >"$log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   grep -E "gpu:|ready:" "$log" | head -5

@@ -58,7 +58,7 @@ PY
 echo "== (b) isnd second stage on the GPU"
 log="$O/isnd-l2.log"
 "$B/isnd" --index "$D/idx" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 --workers 4 \
-  --set gpu.enable=true --set gpu.rerank=true --set rerank.ranker_dir="$D/rankers" >"$log" 2>&1 &
+  --set gpu.enable=true --set gpu.upload_before_ready=true --set gpu.rerank=true --set rerank.ranker_dir="$D/rankers" >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do grep -q "ready:" "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 grep -iE "gpu|rank|ready:" "$log" | head -8

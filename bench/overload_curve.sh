@@ -58,6 +58,15 @@ for _ in $(seq 1 600); do
 done
 [ -n "$port" ] || { echo "overload_curve: isnd did not say its port:" >&2; cat "$log" >&2; exit 1; }
 stats=$(sed -n 's|.*stats listening on http://\(127\.0\.0\.1:[0-9]*\).*|\1|p' "$log" | head -n 1)
+# Ready on the CPU comes before the GPU holds the index (gpu.upload_before_ready = false): wait for it.
+python3 - "http://$stats/readyz" <<'PY' || { echo "overload_curve: the GPU upload did not end" >&2; exit 1; }
+import sys, time, urllib.request
+for _ in range(3000):
+    if "GPU loading" not in urllib.request.urlopen(sys.argv[1]).read().decode():
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(1)
+PY
 
 # One isn-bench run per point, with the node's metrics scraped around it: the refusals' time inside
 # the node (bench/node_sheds.py) beside the client's view of it. (Python rather than curl: the GPU

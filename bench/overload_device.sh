@@ -38,13 +38,30 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   esac
 }
 
+# isnd is ready on the CPU before the GPU holds the index: the measurements start once /readyz no
+# longer says the GPU is loading.
+wait_gpu_upload() {
+  python3 - <<'PY'
+import sys, time, urllib.request
+for _ in range(3000):
+    try:
+        body = urllib.request.urlopen("http://127.0.0.1:7612/readyz").read().decode()
+    except Exception:
+        body = "GPU loading"
+    if "GPU loading" not in body:
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit("isnd: the GPU upload did not end within 300 s")
+PY
+}
+
 start_isnd() { # log, flags...
   local log=$1; shift
   taskset -c "$ISND_CPUS" "${isnd_bin:-$B/bin/isnd}" --index "${INDEX:-$D/idx-deb}" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 \
     "$@" >"$log" 2>&1 &
   isnd_pid=$!
   for _ in $(seq 1 1200); do
-    grep -q "ready: serving" "$log" && return 0
+    if grep -q "ready: serving" "$log"; then wait_gpu_upload; return; fi
     kill -0 $isnd_pid 2>/dev/null || { echo "isnd exited:"; tail -20 "$log"; return 1; }
     sleep 0.1
   done

@@ -21,7 +21,7 @@ for n1 in ${N1S:-1000 10000}; do
     esac
     log=$O/isnd-$c-$n1.log
     taskset -c "$ISND_CPUS" "$B/bin/isnd" --index "$INDEX" --listen 127.0.0.1:7611 --stats-listen 127.0.0.1:7612 \
-      --workers "${WORKERS:-12}" $flags --set rerank.ranker_dir="$RANKERS" --set rerank.max_n1=10000 >"$log" 2>&1 &
+      --workers "${WORKERS:-12}" $flags --set gpu.upload_before_ready=true --set rerank.ranker_dir="$RANKERS" --set rerank.max_n1=10000 >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 600); do grep -q "ready: serving" "$log" && break; sleep 0.1; done
     grep -q "ready: serving" "$log" || { echo "isnd not ready:"; tail -5 "$log"; kill $pid; continue; }
