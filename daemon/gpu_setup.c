@@ -269,6 +269,20 @@ static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *
 void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next) {
     if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return;
     if (!atomic_load(&gpu->attached) && !atomic_load(&gpu->uploading)) return; /* no device could be used */
+    /* While `moving`, no query enters the GPU: the next generation's go to the CPU workers, which on a
+     * large partition answer a small share of the GPU's rate. So what can be done outside that window
+     * is: the packers made before, the replaced backends closed (their device memory freed) after. */
+    search_worker *packers[ISN_SCHED_MAX_GPUS], *old_packers[ISN_SCHED_MAX_GPUS];
+    isn_gpu_backend *old_backends[ISN_SCHED_MAX_GPUS] = {0};
+    bool packers_made = true;
+    for (uint32_t d = 0; d < gpu->num_backends; d++)
+        packers_made &= (packers[d] = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k)) != NULL;
+    if (!packers_made) {
+        for (uint32_t d = 0; d < gpu->num_backends; d++) search_worker_free(packers[d]);
+        log_error("gpu: out of memory for the packers of generation %s: its queries run on the CPU workers", next->id);
+        atomic_store(&gpu->uploading, false);
+        return;
+    }
     uint64_t start = isn_now_ns();
     atomic_store(&gpu->moving, true);
     /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
@@ -285,10 +299,10 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
     bool staged = gpu->num_staged == gpu->num_backends;
     for (uint32_t d = 0; d < gpu->num_backends; d++) {
         isn_gpu_backend *backend = staged ? gpu->staged[d] : reload_device(scheduler, conf, next, d);
-        if (staged) isn_gpu_close(isn_scheduler_gpu_replace(scheduler, d, backend));
+        if (staged) old_backends[d] = isn_scheduler_gpu_replace(scheduler, d, backend);
         gpu->backends[d] = backend;
-        search_worker_free(gpu->packers[d]);
-        gpu->packers[d] = search_worker_new(next->index, UINT32_MAX, conf->gpu_max_k);
+        old_packers[d] = gpu->packers[d];
+        gpu->packers[d] = packers[d];
     }
     gpu->num_staged = 0;
     uint32_t attached = 0;
@@ -300,15 +314,20 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
     if (first_upload && attached) atomic_store(&gpu->attached_ns, isn_now_ns());
     atomic_store(&gpu->uploading, false);
     atomic_store(&gpu->moving, false);
+    double moved = (double)(isn_now_ns() - start) / 1e9;
+    for (uint32_t d = 0; d < gpu->num_backends; d++) {
+        isn_gpu_close(old_backends[d]);
+        search_worker_free(old_packers[d]);
+    }
     if (first_upload && attached) /* with none, gpu_setup_first_stage logged why */
         log_info("gpu: the first stage serves generation %s on %u of %u devices (uploaded in %.3f s while the CPU "
                  "workers served)",
-                 next->id, attached, gpu->num_backends, (double)(isn_now_ns() - start) / 1e9);
+                 next->id, attached, gpu->num_backends, moved);
     else if (!first_upload)
         log_info("gpu: the first stage serves generation %s (%s; its GPU-bound queries drained in %.3f s, moved in "
-                 "%.3f s)",
-                 next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained,
-                 (double)(isn_now_ns() - start) / 1e9);
+                 "%.3f s, the replaced generation's device memory freed in %.3f s)",
+                 next->id, staged ? "uploaded before the switch" : "freed, then uploaded", drained, moved,
+                 (double)(isn_now_ns() - start) / 1e9 - moved);
     generation_release(old);
 }
 
