@@ -107,7 +107,9 @@ typedef struct {
     uint64_t num_docs; /* collection size for IDF; 0 = the index's */
     /* A lower bound of the k-th best score under the index's own statistics (e.g. isn_threshold_probe,
      * which the scheduler's cost model computes anyway; 0 = none). OR mode only, ignored when num_docs
-     * or a term's df is not the index's. The device skips what cannot reach it from the start. */
+     * or a term's df is not the index's. The device skips what cannot reach it from the start. A query
+     * tree's must bound the tree's own answer, filters included (isn_threshold_probe of the tree does);
+     * the device uses it for bags of words with filters, and ignores it for other trees. */
     double threshold;
     isn_hit *hits;     /* k entries, caller's */
     /* out */
