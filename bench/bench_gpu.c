@@ -5,8 +5,12 @@
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
- * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64), as isnd's cost
- * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
+ * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
+ * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
+ * is reported apart (isnd computes it anyway), and "seeded" counts the requests it gave a seed.
+ * "postings_decoded" (the emulated device's count; 0 on a GPU) is every posting the passes decoded, whether its
+ * document passes the filter or not ("postings_scored": those that did): the work to compare filtered and
+ * unfiltered queries without a GPU (bench/gpu_filter_device.sh local).
  * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
  * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
  * --inflight N keeps N batches on N streams at once, as isnd's dispatcher does ([gpu] streams, default 2 in
@@ -316,11 +320,13 @@ int main(int argc, char **argv) {
                 uint32_t n = log.n < bs * min_batches ? bs * min_batches : log.n;
                 isn_gpu_batch_stats sum;
                 memset(&sum, 0, sizeof sum);
-                uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0;
+                uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0, seeded = 0;
                 double max_batch_ms = 0;
-                for (uint32_t q = 0; q < n; q++)
+                for (uint32_t q = 0; q < n; q++) {
                     req[q] = (isn_gpu_request){.query = &log.queries[q % log.n], .mode = mode, .k = k,
                                                .threshold = thresholds[q % log.n], .hits = gpu_hits + (size_t)q * k};
+                    seeded += req[q].threshold > 0.0;
+                }
                 int tickets[8];
                 uint32_t pending = 0, head = 0;
                 /* the host's own time per batch: in submit, and in complete past the wait for the device */
@@ -357,6 +363,7 @@ int main(int argc, char **argv) {
                     sum.ms_total += st.ms_total;
                     sum.postings_scored += st.postings_scored;
                     sum.postings_in_lists += st.postings_in_lists;
+                    sum.postings_decoded += st.postings_decoded;
                     sum.blocks_skipped += st.blocks_skipped;
                     sum.overflow_retries += st.overflow_retries;
                     sum.ranges_scored += st.ranges_scored;
@@ -395,7 +402,8 @@ int main(int argc, char **argv) {
                        "\"queries\": %u, \"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
                        "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
                        "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
-                       "\"postings_scored\": %llu, \"postings_in_lists\": %llu, \"list_postings_per_s\": %.4g, "
+                       "\"postings_scored\": %llu, \"postings_decoded\": %llu, \"seeded\": %u, \"postings_in_lists\": %llu, "
+                       "\"list_postings_per_s\": %.4g, "
                        "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
                        "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
                        "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
@@ -408,6 +416,7 @@ int main(int argc, char **argv) {
                        on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
                        sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
                        sum.ms_sort / nbatches, sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
+                       (unsigned long long)sum.postings_decoded, seeded,
                        (unsigned long long)sum.postings_in_lists, sum.postings_in_lists / wall,
                        sum.postings_scored / wall, kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
                        (unsigned long long)sum.blocks_skipped,

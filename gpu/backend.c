@@ -1035,6 +1035,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.ranges_rescored += res->ranges_rescored;
         st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
+        st.postings_decoded += res->postings_decoded;
         st.candidates += res->candidates;
         st.reports += res->reports;
         st.ranges_logged += res->ranges_floored - res->ranges_scanned;

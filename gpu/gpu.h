@@ -171,7 +171,8 @@ typedef struct {
     uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored by the report pass */
     uint64_t ranges_pruned;   /* skipped there without decoding: no postings, or an AND term absent */
     uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
-    uint64_t postings_scored; /* every pass, AND probing included */
+    uint64_t postings_scored; /* every pass, AND probing included (those whose documents pass the filters) */
+    uint64_t postings_decoded; /* every pass, filtered or not: counted by the emulated device only (0 on CUDA) */
     uint64_t postings_in_lists; /* of the device-answered queries' resident lists: what scoring every
                                    posting would read */
     uint64_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
