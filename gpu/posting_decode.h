@@ -160,8 +160,13 @@ GPU_HD uint32_t gpu_column_stored(const uint32_t *column, uint32_t bits, uint32_
     const uint64_t bit = (uint64_t)doc * bits;
     const uint32_t *at = column + (bit >> 5);
     const uint32_t shift = (uint32_t)(bit & 31u);
+#ifdef __CUDA_ARCH__ /* the columns never change while a kernel runs: the read-only path */
+    uint64_t pair = __ldg(at);
+    if (shift + bits > 32u) pair |= (uint64_t)__ldg(at + 1) << 32;
+#else
     uint64_t pair = at[0];
     if (shift + bits > 32u) pair |= (uint64_t)at[1] << 32;
+#endif
     const uint32_t mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
     return (uint32_t)(pair >> shift) & mask;
 }
