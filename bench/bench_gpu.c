@@ -5,8 +5,13 @@
  *   bench_gpu --index DIR --queries FILE.tsv [--ks 10,1000] [--batches 1,16,256,4096] [--modes or,and]
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
- * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64), as isnd's cost
- * model hands it to the device; its time per query is reported apart (isnd computes it anyway).
+ *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
+ * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
+ * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
+ * is reported apart (isnd computes it anyway), and "seeded" counts the requests it gave a seed.
+ * "postings_decoded" (the emulated device's count; 0 on a GPU) is every posting the passes decoded, whether its
+ * document passes the filter or not ("postings_scored": those that did): the work to compare filtered and
+ * unfiltered queries without a GPU (bench/gpu_filter_device.sh local).
  * --min-batches N runs at least N batches of each size, the log's queries over again where it is too short
  * (two batches of 4,096 from an 8,192-query log are mostly the first one's start and the last one's end).
  * --inflight N keeps N batches on N streams at once, as isnd's dispatcher does ([gpu] streams, default 2 in
@@ -21,6 +26,10 @@
  * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line;
  * --filter 'ATTR=VALUE' (any filter isn-query --filter takes) gives every query that filter: each is then a
  * query tree (the GPU answers it with the attribute columns resident; the CPU's answers are the reference);
+ * --interleave N (with --filter) runs the same queries without the filter too, on a backend of their own, the rows
+ * of the two alternating for N rounds, and after each batch size a "gpu_filter_ratio" line: the best round's
+ * rates and filtered/plain, and the work per query of each (bench/gpu_filter_device.sh); --no-filter-seed gives
+ * the filtered queries no probe seed (the device's view before the probe read filters);
  * --write-buckets N adds to the index in --index an int attribute `bucket`, each document's id hashed into
  * 0..N-1 (writes DIR/buckets.jsonl and DIR/attributes.isn, replacing the index's attributes), and exits:
  * `--write-buckets 10` then `--filter bucket=0` keeps about 10% of the documents (issue 40, must-show 4). */
@@ -170,15 +179,153 @@ static int write_buckets(const char *dir, uint32_t n) {
     return 0;
 }
 
+/* One side of the measurement: a query log (the plain one, or with --filter its filtered twin), its backend,
+ * the CPU's answers and the probe seeds for the k at hand. */
+typedef struct {
+    char label[160];
+    query_log log;
+    isn_gpu_backend *gpu;
+    isn_hit *cpu_hits;
+    uint32_t *cpu_n;
+    double *thresholds;
+    double probe_s;
+} variant;
+
+/* One row: the variant's log (or more of it, --min-batches) in batches of bs on the GPU, checked against the
+ * CPU's answers, printed as a JSON line (round: the --interleave round, 0 without). *qps: its rate; *sum: its
+ * batches' statistics summed. 0, or -1 after a GPU error. */
+static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t min_batches, uint32_t inflight,
+                   uint32_t round, isn_gpu_request *req, isn_hit *gpu_hits, double *qps, isn_gpu_batch_stats *summed) {
+    char err[512];
+    uint32_t n = v->log.n < bs * min_batches ? bs * min_batches : v->log.n;
+    isn_gpu_batch_stats sum;
+    memset(&sum, 0, sizeof sum);
+    uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0, seeded = 0;
+    double max_batch_ms = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        req[q] = (isn_gpu_request){.query = &v->log.queries[q % v->log.n], .mode = mode, .k = k,
+                                   .threshold = v->thresholds[q % v->log.n], .hits = gpu_hits + (size_t)q * k};
+        seeded += req[q].threshold > 0.0;
+    }
+    int tickets[8];
+    uint32_t pending = 0, head = 0;
+    /* the host's own time per batch: in submit, and in complete past the wait for the device */
+    double host_submit_s = 0, host_complete_s = 0;
+    double t0 = isn_now_seconds();
+    for (uint32_t at = 0; at < n || pending > 0;) {
+        if (at < n && pending < inflight) {
+            uint32_t cnt = n - at < bs ? n - at : bs;
+            double h0 = isn_now_seconds();
+            int t = isn_gpu_submit(v->gpu, req + at, cnt, err, sizeof err);
+            host_submit_s += isn_now_seconds() - h0;
+            if (t < 0) return fprintf(stderr, "bench_gpu: %s\n", err), -1;
+            tickets[(head + pending) % 8] = t;
+            pending++;
+            at += cnt;
+            continue;
+        }
+        isn_gpu_batch_stats st;
+        double h0 = isn_now_seconds();
+        if (isn_gpu_complete(v->gpu, tickets[head], &st, err, sizeof err) != 0)
+            return fprintf(stderr, "bench_gpu: %s\n", err), -1;
+        host_complete_s += isn_now_seconds() - h0 - st.ms_device_wait / 1e3;
+        head = (head + 1) % 8;
+        pending--;
+        nbatches++;
+        sum.ms_transfer_in += st.ms_transfer_in;
+        sum.ms_threshold_pass += st.ms_threshold_pass;
+        sum.ms_select_threshold += st.ms_select_threshold;
+        sum.ms_score_pass += st.ms_score_pass;
+        sum.ms_and_probe += st.ms_and_probe;
+        sum.ranges_rescored += st.ranges_rescored;
+        sum.ms_sort += st.ms_sort;
+        sum.ms_transfer_out += st.ms_transfer_out;
+        sum.ms_total += st.ms_total;
+        sum.postings_scored += st.postings_scored;
+        sum.postings_in_lists += st.postings_in_lists;
+        sum.postings_decoded += st.postings_decoded;
+        sum.blocks_skipped += st.blocks_skipped;
+        sum.overflow_retries += st.overflow_retries;
+        sum.ranges_scored += st.ranges_scored;
+        sum.ranges_pruned += st.ranges_pruned;
+        sum.candidates += st.candidates;
+        sum.reports += st.reports;
+        sum.ranges_logged += st.ranges_logged;
+        sum.ranges_scanned += st.ranges_scanned;
+        sum.cpu_queries += st.cpu_queries;
+        sum.prefix_queries += st.prefix_queries;
+        sum.prefix_cpu_postings += st.prefix_cpu_postings;
+        for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
+        for (int a = 0; a < ISN_GPU_ACC_KINDS; a++) sum.accumulator_queries[a] += st.accumulator_queries[a];
+        if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
+        pruned_batches += st.pruned;
+    }
+    double wall = isn_now_seconds() - t0;
+    for (uint32_t q = 0; q < n; q++) {
+        const uint32_t lq = q % v->log.n; /* the log query this request repeats */
+        on_device += req[q].answered_by == ISN_GPU_ANSWERED_DEVICE;
+        bool same = req[q].num_hits == v->cpu_n[lq];
+        for (uint32_t i = 0; same && i < v->cpu_n[lq]; i++)
+            same = gpu_hits[(size_t)q * k + i].doc == v->cpu_hits[(size_t)lq * k + i].doc &&
+                   gpu_hits[(size_t)q * k + i].score == v->cpu_hits[(size_t)lq * k + i].score;
+        if (!same && mismatches++ < 3)
+            fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
+                    req[q].num_hits, v->cpu_n[lq]);
+    }
+    char fallbacks[512];
+    size_t used = 0;
+    for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++)
+        used += (size_t)snprintf(fallbacks + used, sizeof fallbacks - used, "%s\"%s\": %u", r ? ", " : "",
+                                 isn_gpu_fallback_label((isn_gpu_fallback_reason)r), sum.fallbacks[r]);
+    double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass + sum.ms_and_probe;
+    printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"round\": %u, \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"inflight\": %u, "
+           "\"queries\": %u, \"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
+           "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
+           "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
+           "\"postings_scored\": %llu, \"postings_decoded\": %llu, \"seeded\": %u, \"postings_in_lists\": %llu, "
+           "\"list_postings_per_s\": %.4g, "
+           "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
+           "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
+           "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+           "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
+           "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
+           "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
+           "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
+           "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
+           v->label, round, mode == ISN_MODE_AND ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
+           on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
+           sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
+           sum.ms_sort / nbatches, sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
+           (unsigned long long)sum.postings_decoded, seeded,
+           (unsigned long long)sum.postings_in_lists, sum.postings_in_lists / wall,
+           sum.postings_scored / wall, kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
+           (unsigned long long)sum.blocks_skipped,
+           sum.ranges_scored + sum.ranges_pruned
+               ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
+               : 0.0,
+           (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
+           (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
+           sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+           v->probe_s / v->log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
+           host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
+           sum.accumulator_queries[ISN_GPU_ACC_NARROW],
+           sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],
+           sum.accumulator_queries[ISN_GPU_ACC_UNREPORTED]);
+    fflush(stdout);
+    *qps = n / wall;
+    *summed = sum;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
     double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
-    bool seed = true;
+    bool seed = true, filter_seed = true;
     int pruning = ISN_GPU_PRUNE_AUTO;
-    uint32_t buckets = 0;
+    uint32_t buckets = 0, interleave = 0;
     char *filter_text = NULL;
     isn_filter_spec filter;
     const char *filter_values[64];
@@ -192,6 +339,7 @@ int main(int argc, char **argv) {
                                          {"pruned", 0, 0, 'P'},         {"train-queries", 1, 0, 'T'},
                                          {"prefix-cap", 1, 0, 'Q'},     {"min-batches", 1, 0, 'R'},
                                          {"filter", 1, 0, 'G'},         {"write-buckets", 1, 0, 'W'},
+                                         {"interleave", 1, 0, 'I'},   {"no-filter-seed", 0, 0, 'Z'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -218,6 +366,8 @@ int main(int argc, char **argv) {
         case 'l': label = optarg; break;
         case 'G': filter_text = strdup(optarg); break;
         case 'W': buckets = (uint32_t)atoi(optarg); break;
+        case 'I': interleave = (uint32_t)atoi(optarg); break;
+        case 'Z': filter_seed = false; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
@@ -230,6 +380,8 @@ int main(int argc, char **argv) {
     if (threads == 0 || threads > 256) return fprintf(stderr, "bench_gpu: --threads must be 1..256\n"), 2;
     if (inflight == 0 || inflight > 8) return fprintf(stderr, "bench_gpu: --inflight must be 1..8\n"), 2;
     if (min_batches == 0 || min_batches > 4096) return fprintf(stderr, "bench_gpu: --min-batches must be 1..4096\n"), 2;
+    if (interleave > 100) return fprintf(stderr, "bench_gpu: --interleave must be 1..100 rounds\n"), 2;
+    if (interleave && !filter_text) return fprintf(stderr, "bench_gpu: --interleave compares with --filter: give one\n"), 2;
     char err[512];
     isn_index *ix = isn_index_open(index_dir, err, sizeof err);
     if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -264,169 +416,103 @@ int main(int argc, char **argv) {
         go.num_training_queries = train_path ? train.n : log.n;
         if (prefix_cap > 0) go.prefix_cap = prefix_cap;
     }
-    double t_open = isn_now_seconds();
-    isn_gpu_backend *gpu = isn_gpu_open(ix, &go, err, sizeof err);
-    if (!gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
-    t_open = isn_now_seconds() - t_open;
-    isn_gpu_health h;
-    isn_gpu_health_get(gpu, &h);
+    /* --interleave: the same queries without the filter too, on their own backend (each learns its own pruning
+     * choice, as each would in a process of its own), rows of the two alternating */
+    const uint32_t num_sides = interleave ? 2 : 1;
+    variant sides[2];
+    memset(sides, 0, sizeof sides);
+    sides[0].log = log;
+    snprintf(sides[0].label, sizeof sides[0].label, "%s%s", label, interleave ? "-filtered" : "");
+    if (interleave) {
+        if (load_queries(ix, queries_path, max_queries, NULL, &sides[1].log) != 0 || sides[1].log.n != log.n)
+            return fprintf(stderr, "bench_gpu: --interleave: the plain log does not hold the filtered one's queries\n"), 1;
+        snprintf(sides[1].label, sizeof sides[1].label, "%s-plain", label);
+    }
     const isn_index_info *info = isn_index_get_info(ix);
-    printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
-           "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
-           "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\"}\n",
-           label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
-           (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
-           h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes, filter_text ? filter_text : "");
-    fflush(stdout);
-    isn_hit *cpu_hits = malloc((size_t)log.n * max_k * sizeof *cpu_hits);
+    for (uint32_t v = 0; v < num_sides; v++) {
+        double t_open = isn_now_seconds();
+        sides[v].gpu = isn_gpu_open(ix, &go, err, sizeof err);
+        if (!sides[v].gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
+        t_open = isn_now_seconds() - t_open;
+        isn_gpu_health h;
+        isn_gpu_health_get(sides[v].gpu, &h);
+        printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
+               "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
+               "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\"}\n",
+               sides[v].label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
+               (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
+               h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes,
+               filter_text && v == 0 ? filter_text : "");
+        fflush(stdout);
+        sides[v].cpu_hits = malloc((size_t)log.n * max_k * sizeof *sides[v].cpu_hits);
+        sides[v].cpu_n = malloc(log.n * sizeof *sides[v].cpu_n);
+        sides[v].thresholds = calloc(log.n, sizeof *sides[v].thresholds);
+    }
     /* requests: the log, or more of it over again for --min-batches */
     const uint32_t requests = log.n > max_batch * min_batches ? log.n : max_batch * min_batches;
     if ((double)requests * max_k * sizeof(isn_hit) > 16.0 * 1073741824.0)
         return fprintf(stderr, "bench_gpu: --min-batches %u at batch %u and k %u needs over 16 GiB of answers\n",
                        min_batches, max_batch, max_k), 2;
     isn_hit *gpu_hits = malloc((size_t)requests * max_k * sizeof *gpu_hits);
-    uint32_t *cpu_n = malloc(log.n * sizeof *cpu_n);
     isn_gpu_request *req = calloc(requests, sizeof *req);
-    double *thresholds = calloc(log.n, sizeof *thresholds);
     for (int m = 0; m < 2; m++) {
         if (!modes[m]) continue;
         isn_mode mode = m ? ISN_MODE_AND : ISN_MODE_OR;
         for (uint32_t ki = 0; ki < nks; ki++) {
             uint32_t k = ks[ki];
-            run_cpu(ix, &log, k, mode, threads, cpu_hits, cpu_n); /* the answers, and the warm-up */
-            if (want_cpu_rate) {
-                uint32_t passes = 0;
-                double qps = cpu_rate(ix, &log, k, mode, threads, cpu_seconds, &passes);
-                printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, \"queries\": %u, "
-                       "\"passes\": %u, \"qps\": %.1f}\n",
-                       label, m ? "and" : "or", k, threads, log.n, passes, qps);
+            for (uint32_t v = 0; v < num_sides; v++) {
+                variant *side = &sides[v];
+                run_cpu(ix, &side->log, k, mode, threads, side->cpu_hits, side->cpu_n); /* the answers, and the warm-up */
+                if (want_cpu_rate) {
+                    uint32_t passes = 0;
+                    double qps = cpu_rate(ix, &side->log, k, mode, threads, cpu_seconds, &passes);
+                    printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, "
+                           "\"queries\": %u, \"passes\": %u, \"qps\": %.1f}\n",
+                           side->label, m ? "and" : "or", k, threads, log.n, passes, qps);
+                }
+                fflush(stdout);
+                /* the probe seeds, computed before timing as isnd's cost model does before dispatch */
+                side->probe_s = isn_now_seconds();
+                for (uint32_t q = 0; q < log.n; q++) {
+                    uint32_t docs = 0;
+                    /* --no-filter-seed: the filtered queries go without, as before the probe read filters */
+                    const bool seeds = seed && (filter_seed || !filter_text || v != 0);
+                    side->thresholds[q] = seeds && mode == ISN_MODE_OR
+                                              ? isn_threshold_probe(ix, &side->log.queries[q], k, NULL, 0, NULL, &docs)
+                                              : 0.0;
+                }
+                side->probe_s = isn_now_seconds() - side->probe_s;
             }
-            fflush(stdout);
-            /* the probe seeds, computed before timing as isnd's cost model does before dispatch */
-            double probe_s = isn_now_seconds();
-            for (uint32_t q = 0; q < log.n; q++) {
-                uint32_t docs = 0;
-                thresholds[q] = seed && mode == ISN_MODE_OR
-                                    ? isn_threshold_probe(ix, &log.queries[q], k, NULL, 0, NULL, &docs)
-                                    : 0.0;
-            }
-            probe_s = isn_now_seconds() - probe_s;
             for (uint32_t bi = 0; bi < nb; bi++) {
-                uint32_t bs = batches[bi];
-                uint32_t n = log.n < bs * min_batches ? bs * min_batches : log.n;
-                isn_gpu_batch_stats sum;
-                memset(&sum, 0, sizeof sum);
-                uint32_t mismatches = 0, on_device = 0, nbatches = 0, pruned_batches = 0;
-                double max_batch_ms = 0;
-                for (uint32_t q = 0; q < n; q++)
-                    req[q] = (isn_gpu_request){.query = &log.queries[q % log.n], .mode = mode, .k = k,
-                                               .threshold = thresholds[q % log.n], .hits = gpu_hits + (size_t)q * k};
-                int tickets[8];
-                uint32_t pending = 0, head = 0;
-                /* the host's own time per batch: in submit, and in complete past the wait for the device */
-                double host_submit_s = 0, host_complete_s = 0;
-                double t0 = isn_now_seconds();
-                for (uint32_t at = 0; at < n || pending > 0;) {
-                    if (at < n && pending < inflight) {
-                        uint32_t cnt = n - at < bs ? n - at : bs;
-                        double h0 = isn_now_seconds();
-                        int t = isn_gpu_submit(gpu, req + at, cnt, err, sizeof err);
-                        host_submit_s += isn_now_seconds() - h0;
-                        if (t < 0) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
-                        tickets[(head + pending) % 8] = t;
-                        pending++;
-                        at += cnt;
-                        continue;
+                const uint32_t bs = batches[bi];
+                double best[2] = {0.0, 0.0};
+                isn_gpu_batch_stats last[2];
+                for (uint32_t round = 1; round <= (interleave ? interleave : 1); round++)
+                    for (uint32_t v = 0; v < num_sides; v++) {
+                        double qps;
+                        if (gpu_row(&sides[v], mode, k, bs, min_batches, inflight, interleave ? round : 0, req, gpu_hits,
+                                    &qps, &last[v]) != 0)
+                            return 1;
+                        best[v] = qps > best[v] ? qps : best[v];
                     }
-                    isn_gpu_batch_stats st;
-                    double h0 = isn_now_seconds();
-                    if (isn_gpu_complete(gpu, tickets[head], &st, err, sizeof err) != 0)
-                        return fprintf(stderr, "bench_gpu: %s\n", err), 1;
-                    host_complete_s += isn_now_seconds() - h0 - st.ms_device_wait / 1e3;
-                    head = (head + 1) % 8;
-                    pending--;
-                    nbatches++;
-                    sum.ms_transfer_in += st.ms_transfer_in;
-                    sum.ms_threshold_pass += st.ms_threshold_pass;
-                    sum.ms_select_threshold += st.ms_select_threshold;
-                    sum.ms_score_pass += st.ms_score_pass;
-                    sum.ms_and_probe += st.ms_and_probe;
-                    sum.ranges_rescored += st.ranges_rescored;
-                    sum.ms_sort += st.ms_sort;
-                    sum.ms_transfer_out += st.ms_transfer_out;
-                    sum.ms_total += st.ms_total;
-                    sum.postings_scored += st.postings_scored;
-                    sum.postings_in_lists += st.postings_in_lists;
-                    sum.blocks_skipped += st.blocks_skipped;
-                    sum.overflow_retries += st.overflow_retries;
-                    sum.ranges_scored += st.ranges_scored;
-                    sum.ranges_pruned += st.ranges_pruned;
-                    sum.candidates += st.candidates;
-                    sum.reports += st.reports;
-                    sum.ranges_logged += st.ranges_logged;
-                    sum.ranges_scanned += st.ranges_scanned;
-                    sum.cpu_queries += st.cpu_queries;
-                    sum.prefix_queries += st.prefix_queries;
-                    sum.prefix_cpu_postings += st.prefix_cpu_postings;
-                    for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
-                    for (int a = 0; a < ISN_GPU_ACC_KINDS; a++) sum.accumulator_queries[a] += st.accumulator_queries[a];
-                    if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
-                    pruned_batches += st.pruned;
-                }
-                double wall = isn_now_seconds() - t0;
-                for (uint32_t q = 0; q < n; q++) {
-                    const uint32_t lq = q % log.n; /* the log query this request repeats */
-                    on_device += req[q].answered_by == ISN_GPU_ANSWERED_DEVICE;
-                    bool same = req[q].num_hits == cpu_n[lq];
-                    for (uint32_t i = 0; same && i < cpu_n[lq]; i++)
-                        same = gpu_hits[(size_t)q * k + i].doc == cpu_hits[(size_t)lq * k + i].doc &&
-                               gpu_hits[(size_t)q * k + i].score == cpu_hits[(size_t)lq * k + i].score;
-                    if (!same && mismatches++ < 3)
-                        fprintf(stderr, "bench_gpu: query %u k %u differs from the CPU (%u vs %u hits)\n", q, k,
-                                req[q].num_hits, cpu_n[lq]);
-                }
-                char fallbacks[512];
-                size_t used = 0;
-                for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++)
-                    used += (size_t)snprintf(fallbacks + used, sizeof fallbacks - used, "%s\"%s\": %u", r ? ", " : "",
-                                             isn_gpu_fallback_label((isn_gpu_fallback_reason)r), sum.fallbacks[r]);
-                double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass + sum.ms_and_probe;
-                printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"inflight\": %u, "
-                       "\"queries\": %u, \"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
-                       "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
-                       "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
-                       "\"postings_scored\": %llu, \"postings_in_lists\": %llu, \"list_postings_per_s\": %.4g, "
-                       "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
-                       "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
-                       "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
-                       "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
-                       "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
-                       "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
-                       "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
-                       "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
-                       label, m ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
-                       on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
-                       sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
-                       sum.ms_sort / nbatches, sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
-                       (unsigned long long)sum.postings_in_lists, sum.postings_in_lists / wall,
-                       sum.postings_scored / wall, kernel_ms > 0 ? sum.postings_scored / (kernel_ms / 1e3) : 0.0,
-                       (unsigned long long)sum.blocks_skipped,
-                       sum.ranges_scored + sum.ranges_pruned
-                           ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
-                           : 0.0,
-                       (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
-                       (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
-                       sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
-                       probe_s / log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
-                       host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
-                       sum.accumulator_queries[ISN_GPU_ACC_NARROW],
-                       sum.accumulator_queries[ISN_GPU_ACC_COMPACT], sum.accumulator_queries[ISN_GPU_ACC_WIDE],
-                       sum.accumulator_queries[ISN_GPU_ACC_UNREPORTED]);
+                if (!interleave) continue;
+                /* the comparison: best of the rounds each, and the work per query of the last round */
+                const uint32_t n = log.n < bs * min_batches ? bs * min_batches : log.n;
+                printf("{\"bench\": \"gpu_filter_ratio\", \"label\": \"%s\", \"filter\": \"%s\", \"mode\": \"%s\", "
+                       "\"k\": %u, \"batch\": %u, \"rounds\": %u, \"plain_qps\": %.1f, \"filtered_qps\": %.1f, "
+                       "\"filtered_over_plain\": %.3f, \"per_query\": {\"plain\": {\"postings_decoded\": %.0f, "
+                       "\"postings_scored\": %.0f, \"blocks_skipped\": %.1f, \"reports\": %.1f}, \"filtered\": "
+                       "{\"postings_decoded\": %.0f, \"postings_scored\": %.0f, \"blocks_skipped\": %.1f, \"reports\": %.1f}}}\n",
+                       label, filter_text, m ? "and" : "or", k, bs, interleave, best[1], best[0],
+                       best[1] > 0 ? best[0] / best[1] : 0.0, (double)last[1].postings_decoded / n,
+                       (double)last[1].postings_scored / n, (double)last[1].blocks_skipped / n, (double)last[1].reports / n,
+                       (double)last[0].postings_decoded / n, (double)last[0].postings_scored / n,
+                       (double)last[0].blocks_skipped / n, (double)last[0].reports / n);
                 fflush(stdout);
             }
         }
     }
-    isn_gpu_close(gpu);
+    for (uint32_t v = 0; v < num_sides; v++) isn_gpu_close(sides[v].gpu);
     isn_index_close(ix);
     return 0;
 }

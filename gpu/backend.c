@@ -848,7 +848,15 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             float min_weight = INFINITY;
             double weight_sum = 0.0;
             uint64_t st_postings = 0;
-            bool own_stats = num_docs == index_docs && !tree;
+            /* the CPU's probe scores under the index's own statistics (a tree's terms: their query dfs) */
+            bool own_stats = num_docs == index_docs;
+            for (uint32_t t = 0; tree && own_stats && t < r->query->num_terms; t++) {
+                const uint32_t id = r->query->terms[t].term_id;
+                isn_term_stats st;
+                own_stats = id < isn_index_get_info(b->index)->num_terms;
+                if (own_stats) isn_index_term_stats(b->index, id, &st);
+                own_stats = own_stats && r->query->terms[t].df == st.df;
+            }
             for (uint32_t t = 0; t < num_terms; t++) {
                 const uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
@@ -877,8 +885,11 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             nterms += num_terms;
             q->seed_key = 0;
             q->floor_key = 0;
-            /* the CPU's probe knows nothing of a tree's clauses and filters: no seed or floor from it */
-            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES) {
+            /* a bag of words with filters takes the probe's seed as the bag does: the probe scores only the
+             * documents the filters keep (isn_threshold_probe), so its k-th best bounds the filtered answer's.
+             * Trees with match counts do not prune, and conjunctive ones probe. */
+            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES && !q->and_mode &&
+                !counts_matches) {
                 /* a hair below the probe's score, whatever order the probe summed in */
                 float seed = (float)(r->threshold * (1.0 - 1e-6));
                 memcpy(&q->floor_key, &seed, sizeof seed);
@@ -1024,6 +1035,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.ranges_rescored += res->ranges_rescored;
         st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
+        st.postings_decoded += res->postings_decoded;
         st.candidates += res->candidates;
         st.reports += res->reports;
         st.ranges_logged += res->ranges_floored - res->ranges_scanned;

@@ -142,6 +142,9 @@ typedef struct {
     uint32_t num_hits;
     uint32_t candidates; /* above max_candidates: overflow, the CPU answers */
     uint64_t postings_scored;
+    /* postings decoded, whether their documents pass the query's filters or not (the emulated device counts
+     * them, to compare the work of filtered and unfiltered queries without a GPU; the CUDA device leaves 0) */
+    uint64_t postings_decoded;
     uint32_t ranges_scored;   /* first pass, ranges with postings */
     /* ranges skipped without decoding: no postings, an AND term absent, no essential list, or a block-max
      * bound below the threshold */

@@ -119,11 +119,12 @@ static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const g
 
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
 static void add_block(gpu_device *d, const gpu_batch *b, const gpu_query *q, const gpu_term *term, uint32_t k,
-                      uint32_t lo, uint32_t hi, double scale, uint32_t match, uint64_t *scored) {
+                      uint32_t lo, uint32_t hi, double scale, uint32_t match, uint64_t *scored, gpu_query_result *res) {
     const gpu_upload *u = &d->upload;
     uint32_t docs[ISN_BLOCK_SIZE];
     float parts[ISN_BLOCK_SIZE];
     uint32_t n = decode_block(u, term, k, docs, parts);
+    res->postings_decoded += n;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t doc = docs[i];
         if (doc < lo || doc >= hi || !filters_keep(d, b, q, doc)) continue;
@@ -217,7 +218,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                 res->blocks_skipped++;
                 continue;
             }
-            add_block(d, b, q, &terms[t], k, lo, hi, scale, gpu_term_match(q, t), &scored);
+            add_block(d, b, q, &terms[t], k, lo, hi, scale, gpu_term_match(q, t), &scored, res);
         }
     }
     if (ne_end > 0) {
@@ -247,7 +248,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                     res->blocks_skipped++;
                     continue;
                 }
-                add_block(d, b, q, &terms[t], k, lo, hi, scale, 0, &scored);
+                add_block(d, b, q, &terms[t], k, lo, hi, scale, 0, &scored, res);
             }
         }
     }
@@ -393,6 +394,7 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
             gpu_blocks_in_range(u->blocks + terms[t].first_block, terms[t].num_blocks, lo, hi, &first, &end);
             for (uint32_t k = first; k < end; k++) {
                 const uint32_t n = decode_block(u, &terms[t], k, docs, parts);
+                res->postings_decoded += n;
                 for (uint32_t i = 0; i < n; i++) {
                     if (docs[i] < lo || docs[i] >= hi || !filters_keep(d, b, q, docs[i])) continue;
                     /* the product of two floats is exact in double, so this is the device's rounded-up add */
@@ -497,6 +499,7 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
     float parts[ISN_BLOCK_SIZE], bparts[ISN_BLOCK_SIZE];
     for (uint32_t db = 0; db < driver->num_blocks; db++) {
         uint32_t n = decode_block(u, driver, db, docs, parts);
+        res->postings_decoded += n;
         for (uint32_t i = 0; i < n; i++) {
             uint32_t doc = docs[i];
             if (doc >= q->doc_limit || !filters_keep(d, b, q, doc)) continue;
@@ -511,6 +514,7 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
                 alive = false;
                 if (k == term->num_blocks) break;
                 uint32_t bn = decode_block(u, term, k, bdocs, bparts);
+                res->postings_decoded += bn;
                 for (uint32_t j = 0; j < bn; j++)
                     if (bdocs[j] == doc) {
                         score += (double)gpu_posting_contribution(term->weight, bparts[j]);

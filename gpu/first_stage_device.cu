@@ -116,6 +116,8 @@ struct gpu_device {
     bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never)
     uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
+    bool filter_parts_first;   // filtered blocks load their tf parts before the filter test (ISN_GPU_FILTER_PARTS_FIRST=1,
+                               // to compare: decode_valid)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
                                           // tests carry state from range to range)
@@ -255,6 +257,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
     d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
     d->query_major = gpu_env_number("ISN_GPU_QUERY_MAJOR", 1, 0) != 0;
+    d->filter_parts_first = gpu_env_number("ISN_GPU_FILTER_PARTS_FIRST", 0, 0) == 1;
     d->waves = gpu_env_number("ISN_GPU_WAVES", 4, 1);
     d->max_ranges_per_block = gpu_env_number("ISN_GPU_MAX_RANGES_PER_BLOCK", 64, 1);
     d->min_ranges_per_block = gpu_env_number("ISN_GPU_MIN_RANGES_PER_BLOCK", 1, 1);
@@ -379,6 +382,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.attribute_words = d->d_attribute_words;
     a.filters = s->d_filters;
     a.filter_values = s->d_filter_values;
+    a.filter_parts_first = d->filter_parts_first;
     return a;
 }
 

@@ -107,7 +107,9 @@ typedef struct {
     uint64_t num_docs; /* collection size for IDF; 0 = the index's */
     /* A lower bound of the k-th best score under the index's own statistics (e.g. isn_threshold_probe,
      * which the scheduler's cost model computes anyway; 0 = none). OR mode only, ignored when num_docs
-     * or a term's df is not the index's. The device skips what cannot reach it from the start. */
+     * or a term's df is not the index's. The device skips what cannot reach it from the start. A query
+     * tree's must bound the tree's own answer, filters included (isn_threshold_probe of the tree does);
+     * the device uses it for bags of words with filters, and ignores it for other trees. */
     double threshold;
     isn_hit *hits;     /* k entries, caller's */
     /* out */
@@ -169,7 +171,8 @@ typedef struct {
     uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored by the report pass */
     uint64_t ranges_pruned;   /* skipped there without decoding: no postings, or an AND term absent */
     uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
-    uint64_t postings_scored; /* every pass, AND probing included */
+    uint64_t postings_scored; /* every pass, AND probing included (those whose documents pass the filters) */
+    uint64_t postings_decoded; /* every pass, filtered or not: counted by the emulated device only (0 on CUDA) */
     uint64_t postings_in_lists; /* of the device-answered queries' resident lists: what scoring every
                                    posting would read */
     uint64_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */

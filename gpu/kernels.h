@@ -114,6 +114,7 @@ struct range_args {
     const uint32_t *attribute_words;
     const gpu_filter *filters;
     const uint32_t *filter_values;
+    uint32_t filter_parts_first; // nonzero: filtered blocks load their tf parts before testing (decode_valid)
 };
 
 struct probe_args {

@@ -160,22 +160,34 @@ GPU_HD uint32_t gpu_column_stored(const uint32_t *column, uint32_t bits, uint32_
     const uint64_t bit = (uint64_t)doc * bits;
     const uint32_t *at = column + (bit >> 5);
     const uint32_t shift = (uint32_t)(bit & 31u);
+#ifdef __CUDA_ARCH__ /* the columns never change while a kernel runs: the read-only path */
+    uint64_t pair = __ldg(at);
+    if (shift + bits > 32u) pair |= (uint64_t)__ldg(at + 1) << 32;
+#else
     uint64_t pair = at[0];
     if (shift + bits > 32u) pair |= (uint64_t)at[1] << 32;
+#endif
     const uint32_t mask = bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u;
     return (uint32_t)(pair >> shift) & mask;
 }
 
+/* Whether a stored value holds a filter's test before its negation (gpu_filter): it lies in [least, most], or,
+ * with num_values, is one of values[0..num_values). The range kernels call it with the filter's fields loaded
+ * one at a time (filter_lane), everything else through gpu_filter_passes. */
+GPU_HD bool gpu_stored_holds(uint32_t stored, uint32_t least, uint32_t most, const uint32_t *values, uint32_t num_values) {
+    if (num_values == 0) return stored >= least && stored <= most;
+    bool holds = false;
+#ifdef __CUDA_ARCH__
+    for (uint32_t i = 0; i < num_values && !holds; i++) holds = __ldg(&values[i]) == stored;
+#else
+    for (uint32_t i = 0; i < num_values && !holds; i++) holds = values[i] == stored;
+#endif
+    return holds;
+}
+
 /* Whether a document whose stored value is `stored` passes the filter (gpu_filter; values: the batch's). */
 GPU_HD bool gpu_filter_passes(const gpu_filter *f, const uint32_t *values, uint32_t stored) {
-    bool holds;
-    if (f->num_values == 0) {
-        holds = stored >= f->least && stored <= f->most;
-    } else {
-        holds = false;
-        for (uint32_t i = 0; i < f->num_values && !holds; i++) holds = values[f->first_value + i] == stored;
-    }
-    return holds != (f->negate != 0);
+    return gpu_stored_holds(stored, f->least, f->most, values + f->first_value, f->num_values) != (f->negate != 0);
 }
 
 /* Whether the document passes every one of the filters (the CPU's ranking_filters_accept over the resident

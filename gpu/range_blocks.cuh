@@ -230,24 +230,42 @@ __device__ __forceinline__ bool tests_filters(const gpu_query &query) {
     return kFilter == kFilterAlways || (kFilter == kFilterIfAny && query.num_filters != 0);
 }
 
-// The lane's decoded documents that fail one of the query's filters are no longer valid: a filter and its
-// column are loaded once for the lane's four documents (the warp loads the same ones).
+// The lane's decoded documents that fail one of the query's filters are no longer valid. A filter's fields are
+// loaded where they are used (the column's first, then the test's), read-only, rather than the whole gpu_filter
+// at once: the narrow kernels run in 40 or 48 registers, and a filter held whole beside the lane's documents
+// spilled the posting loop's state to local memory (ptxas: the short kernel's filtered twin stored 332 bytes).
 __device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
                                             bool valid[4]) {
+    const gpu_filter *filters = a.filters + query.filter_begin;
     for (uint32_t f = 0; f < query.num_filters; f++) {
-        const gpu_filter filter = a.filters[query.filter_begin + f];
-        const uint32_t *column = a.attribute_words + filter.first_word;
+        const gpu_filter *filter = filters + f;
+        const uint32_t *column =
+            a.attribute_words + __ldg(reinterpret_cast<const unsigned long long *>(&filter->first_word));
+        const uint32_t bits = __ldg(&filter->bits);
+        uint32_t stored[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) stored[j] = valid[j] ? gpu_column_stored(column, bits, docs[j]) : 0u;
+        const uint32_t least = __ldg(&filter->least), most = __ldg(&filter->most);
+        const uint32_t num_values = __ldg(&filter->num_values);
+        const bool negate = __ldg(&filter->negate) != 0;
+        if (num_values == 0) { // a range (an equality of one value is one): no loop
+#pragma unroll
+            for (int j = 0; j < 4; j++) valid[j] = valid[j] && (stored[j] >= least && stored[j] <= most) != negate;
+            continue;
+        }
+        const uint32_t *values = a.filter_values + __ldg(&filter->first_value);
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            if (valid[j])
-                valid[j] = gpu_filter_passes(&filter, a.filter_values, gpu_column_stored(column, filter.bits, docs[j]));
+            if (valid[j]) valid[j] = gpu_stored_holds(stored[j], least, most, values, num_values) != negate;
     }
 }
 
 // Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)
-// and, with `filtered`, pass the query's filters (filter_lane), which are tested before the tf parts are
-// loaded: a lane whose four documents all fail them loads none (with a filter that keeps a tenth of the
-// documents, most lanes), and an invalid posting's part is left unset.
+// and, with `filtered`, pass the query's filters (filter_lane). By default the filters are tested before the
+// tf parts are loaded: a lane whose four documents all fail them loads none (with a filter that keeps a tenth
+// of the documents, two thirds of the lanes), for a longer chain of dependent loads (offsets, column, parts);
+// range_args.filter_parts_first (ISN_GPU_FILTER_PARTS_FIRST=1) loads the parts beside the offsets, as an
+// unfiltered block does, to compare on the device. An invalid posting's part is 0.
 __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_query &query, const range_term &rt,
                                              uint32_t b, uint32_t lo, uint32_t hi, bool filtered, uint32_t docs[4],
                                              float parts[4], bool valid[4]) {
@@ -271,15 +289,16 @@ __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_quer
         docs[j] = gpu_layout_doc_of(base, offsets[j]);
         valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
     }
+    // the parts land in registers whichever way they load (a conditional load into parts[] kept them in local
+    // memory)
+    const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
+    float4 lane_parts = a.filter_parts_first && 4u * lane < n ? __ldg(lane_at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     filter_lane(a, query, docs, valid);
-    if (valid[0] || valid[1] || valid[2] || valid[3]) {
-        const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
-        const float4 lane_parts = __ldg(lane_at);
-        parts[0] = lane_parts.x;
-        parts[1] = lane_parts.y;
-        parts[2] = lane_parts.z;
-        parts[3] = lane_parts.w;
-    }
+    if (!a.filter_parts_first && (valid[0] || valid[1] || valid[2] || valid[3])) lane_parts = __ldg(lane_at);
+    parts[0] = lane_parts.x;
+    parts[1] = lane_parts.y;
+    parts[2] = lane_parts.z;
+    parts[3] = lane_parts.w;
 }
 
 template <int C = kWideAcc, int kMarks = kMarksIfGiven, int kFilter = kFilterNever>

@@ -367,8 +367,12 @@ isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query);
  * A cheap exact lower bound of an OR-mode query's final k-th score under the index's own statistics:
  * the k-th best full BM25 score over the first ISN_PROBE_POSTINGS documents of the rarest lists (each
  * probed into the others). The scheduler's cost model reads what the pruning will skip from it, and a
- * search may start pruning from it (isn_search_options.initial_threshold). Reads at most
- * ISN_PROBE_POSTINGS documents; allocates nothing. */
+ * search may start pruning from it (isn_search_options.initial_threshold; the GPU's
+ * isn_gpu_request.threshold). A query tree of whole-document terms (optional, required and excluded ones,
+ * with filters) is probed as it matches: only documents its filters keep, that miss its excluded terms and
+ * hold its required ones count, so the bound is its own k-th score's, filters included; trees with phrases
+ * or field: clauses have no probe. Scores at most ISN_PROBE_POSTINGS documents (reading at most
+ * ISN_PROBE_VISITS under filters); allocates nothing. */
 
 #define ISN_PROBE_MAX_K 64     /* above this k there is no probe (0 is returned) */
 #define ISN_PROBE_MAX_TERMS 16 /* nor for longer queries (a cursor each, on the stack) */
@@ -376,10 +380,15 @@ isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query);
  * first-sight MAPE ~22% at ~20 us per query for the features, 1024 -> ~19.5% at ~38 us, 2048 -> ~19%
  * (fitted formula) at ~55 us, 4096 -> ~18% at ~80 us. */
 #define ISN_PROBE_POSTINGS 1024
+/* Driven documents a tree with filters reads at most to score ISN_PROBE_POSTINGS (a filter that keeps a
+ * tenth of the documents then scores about 800); excluded clauses a probed tree may have. */
+#define ISN_PROBE_VISITS 8192
+#define ISN_PROBE_MAX_EXCLUDED 4
 
 /* Returns the probe's k-th best score, 0 when it found fewer than k documents (or the query has no
- * probe: k or its length beyond the limits, an unknown term id, an empty list). *docs_scored: the
- * documents it scored. passed_share[i] (num_levels entries): the share of the collection, in id
+ * probe: k or its length beyond the limits, an unknown term id, an empty list, a tree with a phrase or a
+ * field: clause). *docs_scored: the documents it scored (a tree's: those its filters and excluded terms let
+ * through). passed_share[i] (num_levels entries): the share of the collection, in id
  * order, read by the time the probe's k-th best passed levels[i] (ascending), 1 where it never did. */
 double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
                            uint32_t num_levels, double *passed_share, uint32_t *docs_scored);

@@ -1,46 +1,170 @@
 /* The threshold probe: a cheap, exact lower bound of a query's final k-th score in OR mode, for the
  * scheduler's cost model (what the pruning will skip) and as a seed for the search itself
- * (isn_search_options.initial_threshold). The rarest lists, while their postings fit
- * ISN_PROBE_POSTINGS (the rarest alone is cut there), drive a merge; each of their documents gets its
- * full BM25 score, the other lists probed with next_geq in decreasing order of their bounds and no
- * further once the document cannot enter the probe's top k (that only saves work: the k-th best of the
- * driven documents is the same). Every score is a real document's, so the k-th best is a bound. */
+ * (isn_search_options.initial_threshold) or the GPU's (isn_gpu_request.threshold). The rarest lists, while
+ * their postings fit the probe's budget (the rarest alone is cut there), drive a merge; each of their
+ * documents gets its full BM25 score, the other lists probed with next_geq in decreasing order of their
+ * bounds and no further once the document cannot enter the probe's top k (that only saves work: the k-th
+ * best of the driven documents is the same). Every score is a real document's, so the k-th best is a bound.
+ *
+ * A query tree of whole-document terms is probed as what it matches: only documents its filters keep and
+ * its excluded terms miss are scored, and a document must hold every required term (the rarest required list
+ * alone drives: no document outside it matches). A tree's k-th best is then the k-th of documents the tree
+ * matches, a bound of its own answer's k-th score, and never the k-th of documents its filters drop (which
+ * would lie above it). Filtered documents are only tested, not scored, so a tree with filters reads up to
+ * ISN_PROBE_VISITS driven documents to score ISN_PROBE_POSTINGS of them. */
 #include "ranking/ranking_internal.h"
 
-double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
-                           uint32_t num_levels, double *passed_share, uint32_t *docs_scored) {
-    uint32_t n = query->num_terms;
-    *docs_scored = 0;
-    for (uint32_t i = 0; i < num_levels; i++)
-        passed_share[i] = 1.0;
-    if (k == 0 || k > ISN_PROBE_MAX_K || n == 0 || n > ISN_PROBE_MAX_TERMS)
-        return 0.0;
-    const isn_index_info *info = isn_index_get_info(index);
-    const float *norms = isn_index_doc_norms(index);
-    float k1_plus_1 = info->bm25.k1 + 1.0f;
+/* The lists a probe reads: the scoring ones (a bag's terms, a tree's optional and required clauses) and a
+ * tree's excluded ones, its filters, and how many driven documents it may read and score. */
+typedef struct {
+    uint32_t n;
     isn_cursor cursors[ISN_PROBE_MAX_TERMS];
     float weights[ISN_PROBE_MAX_TERMS];
     double bounds[ISN_PROBE_MAX_TERMS];
-    bool driver[ISN_PROBE_MAX_TERMS] = {false};
+    bool required[ISN_PROBE_MAX_TERMS];
+    bool any_required;
+    uint32_t num_excluded;
+    isn_cursor excluded[ISN_PROBE_MAX_EXCLUDED];
+    const ranking_filter *filters;
+    const int64_t *filter_values;
+    uint32_t num_filters;
+    uint32_t visit_budget; /* driven documents read at most (ISN_PROBE_POSTINGS for a bag) */
+} probe_lists;
+
+/* Opens list i of the probe on term_id weighted by weight; false for a list the probe cannot read (an
+ * unknown term id: the search will refuse it) or that is empty (*empty set). */
+static bool open_list(const isn_index *index, probe_lists *p, uint32_t i, uint32_t term_id, float weight) {
+    isn_term_stats stats;
+    isn_index_term_stats(index, term_id, &stats);
+    if (stats.num_blocks == 0)
+        return false;
+    isn_cursor_open(&p->cursors[i], index, term_id);
+    p->weights[i] = weight;
+    p->bounds[i] = (double)weight * stats.max_tf_part;
+    return true;
+}
+
+/* A bag of words's lists; false when it has no probe. */
+static bool bag_lists(const isn_index *index, const isn_query *query, probe_lists *p) {
+    const isn_index_info *info = isn_index_get_info(index);
+    uint32_t n = query->num_terms;
+    if (n == 0 || n > ISN_PROBE_MAX_TERMS)
+        return false;
+    p->n = n;
+    p->any_required = false;
+    p->num_excluded = 0;
+    p->num_filters = 0;
+    p->visit_budget = ISN_PROBE_POSTINGS;
     for (uint32_t i = 0; i < n; i++) {
-        isn_term_stats stats;
         if (query->terms[i].term_id >= info->num_terms)
-            return 0.0; /* the search will refuse it */
-        isn_index_term_stats(index, query->terms[i].term_id, &stats);
-        if (stats.num_blocks == 0)
-            return 0.0;
-        isn_cursor_open(&cursors[i], index, query->terms[i].term_id);
-        weights[i] = isn_bm25_idf(info->num_docs, query->terms[i].df) * (float)query->terms[i].count;
-        bounds[i] = (double)weights[i] * stats.max_tf_part;
+            return false;
+        p->required[i] = false;
+        float weight = isn_bm25_idf(info->num_docs, query->terms[i].df) * (float)query->terms[i].count;
+        if (!open_list(index, p, i, query->terms[i].term_id, weight))
+            return false;
     }
+    return true;
+}
+
+/* A query tree's lists, as the tree scores them in OR mode (structured_search.c's clause weights): every
+ * clause a whole-document term, at most ISN_PROBE_MAX_TERMS scoring and ISN_PROBE_MAX_EXCLUDED excluded
+ * ones; false when it has no probe (phrases and field: clauses, too many clauses, a required clause no
+ * document holds, no clause that scores). */
+static bool tree_lists(const isn_index *index, const isn_query *query, probe_lists *p) {
+    const isn_index_info *info = isn_index_get_info(index);
+    isn_tree_view view;
+    isn_query_structure_view(query->structure, &view);
+    p->n = 0;
+    p->any_required = false;
+    p->num_excluded = 0;
+    p->filters = view.filters;
+    p->filter_values = view.values;
+    p->num_filters = view.num_filters;
+    p->visit_budget = view.num_filters ? ISN_PROBE_VISITS : ISN_PROBE_POSTINGS;
+    for (uint32_t c = 0; c < view.num_clauses; c++) {
+        const isn_tree_clause *clause = &view.clauses[c];
+        if (clause->phrase || clause->field != ISN_TREE_WHOLE_DOCUMENT || clause->num_terms != 1)
+            return false;
+        const bool required = clause->occur == ISN_OCCUR_MUST, excluded = clause->occur == ISN_OCCUR_MUST_NOT;
+        if (clause->missing) {
+            if (required)
+                return false; /* it matches no document */
+            continue;
+        }
+        const isn_tree_term *term = &view.terms[clause->first_term];
+        if (term->term_id >= info->num_terms)
+            return false;
+        if (excluded) {
+            if (p->num_excluded == ISN_PROBE_MAX_EXCLUDED)
+                return false;
+            isn_term_stats stats;
+            isn_index_term_stats(index, term->term_id, &stats);
+            if (stats.num_blocks > 0)
+                isn_cursor_open(&p->excluded[p->num_excluded++], index, term->term_id);
+            continue;
+        }
+        if (p->n == ISN_PROBE_MAX_TERMS || term->query_term >= query->num_terms)
+            return false;
+        const uint32_t i = p->n++;
+        p->required[i] = required;
+        p->any_required = p->any_required || required;
+        float weight = isn_bm25_idf(info->num_docs, query->terms[term->query_term].df) * (float)clause->count;
+        if (!open_list(index, p, i, term->term_id, weight)) {
+            if (required)
+                return false;
+            p->n--; /* an empty optional list adds nothing */
+        }
+    }
+    return p->n > 0;
+}
+
+/* Whether a driven document is one the tree matches as far as its filters and excluded terms say (the
+ * required terms are checked where their lists are read). */
+static bool admitted(const isn_index *index, probe_lists *p, uint32_t doc) {
+    if (p->num_filters && !ranking_filters_accept(index, p->filters, p->num_filters, p->filter_values, doc))
+        return false;
+    for (uint32_t i = 0; i < p->num_excluded; i++) {
+        isn_cursor *cursor = &p->excluded[i];
+        if (cursor->doc < doc)
+            isn_cursor_next_geq(cursor, doc);
+        if (cursor->doc == doc)
+            return false;
+    }
+    return true;
+}
+
+double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
+                           uint32_t num_levels, double *passed_share, uint32_t *docs_scored) {
+    *docs_scored = 0;
+    for (uint32_t i = 0; i < num_levels; i++)
+        passed_share[i] = 1.0;
+    if (k == 0 || k > ISN_PROBE_MAX_K)
+        return 0.0;
+    probe_lists p;
+    if (!(query->structure ? tree_lists(index, query, &p) : bag_lists(index, query, &p)))
+        return 0.0;
+    const uint32_t n = p.n;
+    const isn_index_info *info = isn_index_get_info(index);
+    const float *norms = isn_index_doc_norms(index);
+    float k1_plus_1 = info->bm25.k1 + 1.0f;
+    isn_cursor *cursors = p.cursors;
+    bool driver[ISN_PROBE_MAX_TERMS] = {false};
     uint32_t drivers = 0;
     uint64_t driven = 0;
-    while (drivers < n) {
+    if (p.any_required) { /* every match holds the rarest required term: its list alone drives */
+        uint32_t rarest = n;
+        for (uint32_t i = 0; i < n; i++)
+            if (p.required[i] && (rarest == n || cursors[i].df < cursors[rarest].df))
+                rarest = i;
+        driver[rarest] = true;
+        drivers = 1;
+    }
+    while (!p.any_required && drivers < n) {
         uint32_t rarest = n;
         for (uint32_t i = 0; i < n; i++)
             if (!driver[i] && (rarest == n || cursors[i].df < cursors[rarest].df))
                 rarest = i;
-        if (drivers > 0 && driven + cursors[rarest].df > ISN_PROBE_POSTINGS)
+        if (drivers > 0 && driven + cursors[rarest].df > p.visit_budget)
             break;
         driver[rarest] = true;
         drivers++;
@@ -52,7 +176,7 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
         if (driver[i])
             continue;
         uint32_t j = num_probed++;
-        while (j > 0 && bounds[probed[j - 1]] < bounds[i]) {
+        while (j > 0 && p.bounds[probed[j - 1]] < p.bounds[i]) {
             probed[j] = probed[j - 1];
             j--;
         }
@@ -61,17 +185,18 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
     double rest[ISN_PROBE_MAX_TERMS + 1];
     rest[num_probed] = 0.0;
     for (uint32_t j = num_probed; j-- > 0;)
-        rest[j] = rest[j + 1] + bounds[probed[j]] * RANKING_BOUND_SLACK;
+        rest[j] = rest[j + 1] + p.bounds[probed[j]] * RANKING_BOUND_SLACK;
     /* Documents come in increasing id, as the search offers them: the same heap keeps the same k. */
     isn_hit entries[ISN_PROBE_MAX_K];
     isn_topk topk;
     isn_topk_init(&topk, entries, k);
-    uint32_t scored = 0, passed = 0;
+    uint32_t scored = 0, visited = 0, passed = 0;
     uint32_t doc = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++)
         if (driver[i] && cursors[i].doc < doc)
             doc = cursors[i].doc;
-    while (doc != ISN_DOC_END && scored < ISN_PROBE_POSTINGS) {
+    while (doc != ISN_DOC_END && scored < ISN_PROBE_POSTINGS && visited < p.visit_budget) {
+        const bool admit = admitted(index, &p, doc);
         double score = 0.0;
         uint32_t next_doc = ISN_DOC_END;
         for (uint32_t i = 0; i < n; i++) {
@@ -79,28 +204,35 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
             if (!driver[i])
                 continue;
             if (cursor->doc == doc) {
-                score += (double)(weights[i] * isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
+                if (admit)
+                    score += (double)(p.weights[i] *
+                                      isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
                 isn_cursor_next(cursor);
             }
             if (cursor->doc < next_doc)
                 next_doc = cursor->doc;
         }
-        bool full = topk.size == k;
-        uint32_t j = 0;
-        for (; j < num_probed && !(full && score + rest[j] <= entries[0].score); j++) {
-            isn_cursor *cursor = &cursors[probed[j]];
-            if (cursor->doc < doc)
-                isn_cursor_next_geq(cursor, doc);
-            if (cursor->doc == doc)
-                score += (double)(weights[probed[j]] *
-                                  isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
+        visited++;
+        if (admit) {
+            bool full = topk.size == k, matches = true;
+            uint32_t j = 0;
+            for (; j < num_probed && matches && !(full && score + rest[j] <= entries[0].score); j++) {
+                isn_cursor *cursor = &cursors[probed[j]];
+                if (cursor->doc < doc)
+                    isn_cursor_next_geq(cursor, doc);
+                if (cursor->doc == doc)
+                    score += (double)(p.weights[probed[j]] *
+                                      isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
+                else
+                    matches = !p.required[probed[j]];
+            }
+            if (j == num_probed && matches) {
+                isn_topk_offer(&topk, doc, (float)score);
+                while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
+                    passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
+            }
+            scored++;
         }
-        if (j == num_probed) {
-            isn_topk_offer(&topk, doc, (float)score);
-            while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
-                passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
-        }
-        scored++;
         doc = next_doc;
     }
     *docs_scored = scored;

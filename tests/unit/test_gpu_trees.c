@@ -157,6 +157,7 @@ typedef struct {
 /* How a batch runs on the device (check_trees). */
 typedef struct {
     bool emulate, filters_only, and_by_ranges;
+    bool seeded; /* OR requests carry the CPU's threshold probe of their tree (isn_threshold_probe) */
     isn_mode mode;
     uint32_t k;
     int pruning;
@@ -167,7 +168,7 @@ typedef struct {
 static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     static tree_batch tb;
     char err[ISN_ERR_LEN];
-    uint32_t changed = 0;
+    uint32_t changed = 0, seeds = 0;
     const bool emulate = run->emulate;
     const isn_mode mode = run->mode;
     const uint32_t k = run->k;
@@ -213,6 +214,16 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
             same = tb.unrestricted[i].doc == tb.expected[q][i].doc && tb.unrestricted[i].score == tb.expected[q][i].score;
         changed += !same;
         tb.requests[q] = (isn_gpu_request){.query = &tb.queries[q], .mode = mode, .k = k, .hits = tb.hits[q]};
+        if (run->seeded && mode == ISN_MODE_OR) {
+            uint32_t probed = 0;
+            tb.requests[q].threshold = isn_threshold_probe(ix, &tb.queries[q], k, NULL, 0, NULL, &probed);
+            /* a seed the device may start from: never above the tree's own k-th score */
+            if (tb.expected_n[q] == k)
+                assert_true(tb.requests[q].threshold <= (double)tb.expected[q][k - 1].score * (1 + 1e-6));
+            else
+                assert_true(tb.requests[q].threshold == 0.0);
+            seeds += tb.requests[q].threshold > 0.0;
+        }
     }
     /* most trees restrict their bag's answer: a device that ignored them would differ */
     if (changed < NUM_QUERIES / 2) fail_msg("only %u of %u trees change their bag of words' answer", changed, NUM_QUERIES);
@@ -246,13 +257,16 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
                          (double)tb.expected[q][i].score);
     }
     printf("%s %s k=%u%s%s%s: %u %s equal to the CPU's exhaustive answers, all on the device (%u change their bag's; "
-           "accumulators wide %u compact %u narrow %u bounds %u; ranges pruned %llu, rescored %llu)\n",
+           "%u seeded; accumulators wide %u compact %u narrow %u bounds %u; ranges pruned %llu, rescored %llu; postings "
+           "decoded %llu, scored %llu; reports %llu)\n",
            emulate ? "emulated" : "GPU", mode ? "AND" : "OR", k, run->pruning == ISN_GPU_PRUNE_ALWAYS ? " pruned" : "",
            run->and_by_ranges ? " by ranges" : "", mode == ISN_MODE_AND && !run->and_by_ranges ? " probed" : "",
-           NUM_QUERIES, run->filters_only ? "bags of words with filters" : "trees", changed,
+           NUM_QUERIES, run->filters_only ? "bags of words with filters" : "trees", changed, seeds,
            st->accumulator_queries[ISN_GPU_ACC_WIDE], st->accumulator_queries[ISN_GPU_ACC_COMPACT],
            st->accumulator_queries[ISN_GPU_ACC_NARROW], st->accumulator_queries[ISN_GPU_ACC_BOUNDS],
-           (unsigned long long)st->ranges_pruned, (unsigned long long)st->ranges_rescored);
+           (unsigned long long)st->ranges_pruned, (unsigned long long)st->ranges_rescored,
+           (unsigned long long)st->postings_decoded, (unsigned long long)st->postings_scored,
+           (unsigned long long)st->reports);
     isn_gpu_close(b);
 }
 
@@ -306,6 +320,35 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
         }
 }
 
+/* Bags of words with filters seeded with the CPU's probe of their tree (isnd's scheduler hands it to the device
+ * as bench_gpu does): the same answers as the CPU's, and the seed reaches the device, so it does less work than
+ * for the same queries unseeded: pruned batches score fewer postings from their first round, unpruned ones
+ * report only documents at or above the floor (k 32: the bound pass with a floor). Before the backend took a
+ * tree's seed it dropped it, and the two runs did the same work. Trees with required and excluded terms get
+ * the seed too and must still answer as the CPU does (the device does not prune them). */
+static void test_filtered_bags_take_the_seed(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const uint32_t ks[] = {10, 32};
+    for (size_t i = 0; i < 2; i++)
+        for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+            isn_gpu_batch_stats plain, seeded;
+            tree_run run = {.emulate = emulate, .filters_only = true, .mode = ISN_MODE_OR, .k = ks[i], .pruning = p};
+            support_rng_seed(4000 + ks[i]); /* the same queries in both runs */
+            check_trees(&run, &plain);
+            run.seeded = true;
+            support_rng_seed(4000 + ks[i]);
+            check_trees(&run, &seeded);
+            if (p == ISN_GPU_PRUNE_ALWAYS)
+                assert_true(seeded.postings_scored < plain.postings_scored);
+            else if (ks[i] == 32)
+                assert_true(seeded.reports < plain.reports);
+        }
+    const tree_run trees = {.emulate = emulate, .seeded = true, .mode = ISN_MODE_OR, .k = 10, .pruning = ISN_GPU_PRUNE_ALWAYS};
+    isn_gpu_batch_stats st;
+    check_trees(&trees, &st);
+}
+
 /* Phrases and field: clauses read positions: the device does not take them, says why, and the backend
  * answers them on the CPU with that reason. */
 static void test_phrases_go_to_the_cpu(void **state) {
@@ -349,6 +392,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         ON_EMULATED(test_trees_equal_the_cpu), ON_GPU(test_trees_equal_the_cpu),
         ON_EMULATED(test_filtered_bags_take_the_fast_path), ON_GPU(test_filtered_bags_take_the_fast_path),
+        ON_EMULATED(test_filtered_bags_take_the_seed), ON_GPU(test_filtered_bags_take_the_seed),
         ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 40, must-show 4: the GPU's rate on the 20M partition with a filter keeping 10% of the documents
+# against the same queries unfiltered. Stages:
+#   bash bench/gpu_filter_device.sh device   on the GPU machine: the 20M-document synthetic partition fitted to
+#                                            Debian (built once, about 20 s; bench/gpu_device.sh synth's), an int
+#                                            attribute `bucket` hashing the documents into 10 buckets, then one
+#                                            bench_gpu process: OR, k 10 and 1,000, batches 16 and 256, the log's
+#                                            1,024 queries with the filter bucket=0 and without it on two backends,
+#                                            rows alternating, ROUNDS (3) rounds; JSON lines, ending with the
+#                                            ratios (best round each) in one line
+#   bash bench/gpu_filter_device.sh parts    the same, once with filtered blocks loading their tf parts beside the
+#                                            offsets (ISN_GPU_FILTER_PARTS_FIRST=1) and once as by default (parts after
+#                                            the filter test), one round each, to choose between them
+#   bash bench/gpu_filter_device.sh local    here, without a GPU: a 500,000-document synthetic partition on the
+#                                            emulated device, the work per query filtered and plain (postings decoded
+#                                            and scored, blocks skipped, reports), pruned and unpruned, with the
+#                                            filtered queries' probe seed and without it (--no-filter-seed: what the
+#                                            device got before the probe read filters); the emulated rates mean nothing
+# Binaries: BUILD (default build-gpu on the GPU machine, build here), made by
+#   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bench/bench_gpu build-gpu/bin/isn-index
+# JSON lines land in OUT (default $BUILD/results). The device stage takes about two and a half minutes of
+# device time with the partition built, three without.
+set -u
+STAGE=${1:-device}
+D=${DEVDATA:-.devdata}
+SYNTH=${SYNTH:-/tmp/isn-synth20m}
+SYNTH_DOCS=${SYNTH_DOCS:-20000000}
+ROUNDS=${ROUNDS:-3}
+if [ "$STAGE" = local ]; then B=${BUILD:-build}; else B=${BUILD:-build-gpu}; fi
+O=${OUT:-$B/results}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+ensure_synth() { # the partition of bench/gpu_device.sh synth, and its buckets
+  if [ ! -f "$SYNTH/queries.tsv" ]; then
+    "$B/bin/isn-index" synth --docs "$SYNTH_DOCS" --seed 1 --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv" \
+      --queries 8192 --out "$SYNTH" | tee "$O/synth.json" || exit 1
+  fi
+  [ -f "$SYNTH/buckets.jsonl" ] || "$B/bench/bench_gpu" --index "$SYNTH" --write-buckets 10 | tee "$O/buckets.json"
+}
+
+# The ratio lines of bench_gpu --interleave, and the rows' equality with the CPU, as one JSON line.
+summarize() { # label files...
+  local label=$1
+  shift
+  python3 - "$label" "$@" <<'PY'
+import json, sys
+label, files = sys.argv[1], sys.argv[2:]
+ratios, mismatches, off_device, rows = {}, 0, 0, 0
+for f in files:
+    for line in open(f):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if r.get("bench") == "gpu":
+            rows += 1
+            mismatches += r["mismatches"]
+            off_device += r["queries"] - r["on_device"]
+        elif r.get("bench") == "gpu_filter_ratio":
+            key = f'k{r["k"]}_b{r["batch"]}'
+            ratios[key] = {"filtered_over_plain": r["filtered_over_plain"], "plain_qps": r["plain_qps"],
+                           "filtered_qps": r["filtered_qps"], "per_query": r["per_query"]}
+print(json.dumps({"bench": "gpu_filter_summary", "label": label, "rows": rows, "mismatches": mismatches,
+                  "answered_on_cpu": off_device,
+                  "min_filtered_over_plain": min((v["filtered_over_plain"] for v in ratios.values()), default=None),
+                  "ratios": ratios}))
+PY
+}
+
+run() { # label timeout args...: bench_gpu on the partition, filtered against plain
+  local label=$1 limit=$2
+  shift 2
+  timeout "$limit" "$B/bench/bench_gpu" --label "$label" --index "$SYNTH" --queries "$SYNTH/queries.tsv" --modes or \
+    --filter bucket=0 "$@" >"$O/$label.json" 2>"$O/$label.err"
+  local rc=$?
+  echo "bench $label rc=$rc" >&2
+  head -c 600 "$O/$label.err" >&2
+  grep gpu_filter_ratio "$O/$label.json" >&2
+  return $rc
+}
+
+case "$STAGE" in
+device)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  ensure_synth
+  run filter40 ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 --no-cpu-rate \
+    --interleave "$ROUNDS" ${EXTRA:-}
+  summarize filter40 "$O/filter40.json" | tee "$O/filter40-summary.json"
+  ;;
+parts)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  ensure_synth
+  for variant in parts_first filter_first; do
+    if [ $variant = parts_first ]; then export ISN_GPU_FILTER_PARTS_FIRST=1; else unset ISN_GPU_FILTER_PARTS_FIRST; fi
+    run filter40-$variant ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
+      --no-cpu-rate --interleave 1 ${EXTRA:-}
+    summarize filter40-$variant "$O/filter40-$variant.json" | tee "$O/filter40-$variant-summary.json"
+  done
+  unset ISN_GPU_FILTER_PARTS_FIRST
+  ;;
+local)
+  SYNTH=${SYNTH_LOCAL:-$B/synth-filter40}
+  if [ ! -f "$SYNTH/queries.tsv" ]; then
+    "$B/bin/isn-index" synth --docs ${LOCAL_DOCS:-500000} --seed 1 --queries 512 --out "$SYNTH" >"$O/synth-local.json" ||
+      exit 1
+  fi
+  [ -f "$SYNTH/buckets.jsonl" ] || "$B/bench/bench_gpu" --index "$SYNTH" --write-buckets 10 >"$O/buckets-local.json"
+  for pruning in pruned exhaustive; do
+    for seeding in seeded no-filter-seed; do
+      seed_flag=""
+      [ $seeding = no-filter-seed ] && seed_flag=--no-filter-seed
+      run local-$pruning-$seeding 600 --emulate --ks 10,1000 --batches 16 --max-queries ${LOCAL_QUERIES:-256} \
+        --no-cpu-rate --threads 2 --interleave 1 --$pruning $seed_flag 2>/dev/null
+      summarize local-$pruning-$seeding "$O/local-$pruning-$seeding.json"
+    done
+  done >"$O/local-summary.json"
+  python3 - "$O/local-summary.json" <<'PY'
+import json, sys
+print("work per query on the emulated device, plain / filtered (no-filter-seed: the filtered queries without the")
+print("probe's seed, as the device ran them before the probe read filters; the plain ones are seeded in both)")
+for line in open(sys.argv[1]):
+    s = json.loads(line)
+    for key, r in sorted(s["ratios"].items()):
+        p, f = r["per_query"]["plain"], r["per_query"]["filtered"]
+        print("%-28s %-8s decoded %8.0f / %8.0f (%.2f)  scored %7.0f / %7.0f  blocks skipped %6.1f / %6.1f  "
+              "reports %7.1f / %7.1f  mismatches %d" % (s["label"], key, p["postings_decoded"], f["postings_decoded"],
+              f["postings_decoded"] / max(1, p["postings_decoded"]), p["postings_scored"], f["postings_scored"],
+              p["blocks_skipped"], f["blocks_skipped"], p["reports"], f["reports"], s["mismatches"]))
+PY
+  ;;
+*)
+  echo "usage: bash bench/gpu_filter_device.sh device|parts|local" >&2
+  exit 2
+  ;;
+esac
