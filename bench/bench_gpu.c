@@ -255,6 +255,9 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.cpu_queries += st.cpu_queries;
         sum.prefix_queries += st.prefix_queries;
         sum.prefix_cpu_postings += st.prefix_cpu_postings;
+        sum.bound_settled += st.bound_settled;
+        sum.completions_avoided += st.completions_avoided;
+        sum.ranges_bound_skipped += st.ranges_bound_skipped;
         for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
         for (int a = 0; a < ISN_GPU_ACC_KINDS; a++) sum.accumulator_queries[a] += st.accumulator_queries[a];
         if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
@@ -289,7 +292,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
            "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
            "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
-           "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
+           "\"prefix_cpu_postings\": %llu, \"bound_settled\": %u, \"completions_avoided\": %u, "
+           "\"ranges_bound_skipped_per_query\": %.2f, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
            "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
            "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
            v->label, round, mode == ISN_MODE_AND ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
@@ -305,7 +309,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
                : 0.0,
            (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
            (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
-           sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+           sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,
+           (double)sum.ranges_bound_skipped / n,
            v->probe_s / v->log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
            host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
            sum.accumulator_queries[ISN_GPU_ACC_NARROW],
