@@ -180,6 +180,10 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         total += gpu_layout_list_bytes(ix, widths, t, st.num_blocks);
     }
     b->health.index_bytes += total;
+    if (b->options.memory_fraction > 0.0 && b->options.memory_fraction < 1.0) {
+        const uint64_t share = (uint64_t)((double)total * b->options.memory_fraction);
+        payload_budget = share < payload_budget ? share : payload_budget;
+    }
     uint64_t used = 0;
     if (total <= payload_budget) {
         for (uint32_t t = 0; t < nt; t++) {
@@ -223,8 +227,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
          * (a cut list costs every query that names it a CPU completion, so a whole list is worth its bytes
          * once every logged prefix is in), then the lists the log never names. */
         const int admission = b->options.admission;
-        const bool by_visits = admission == ISN_GPU_ADMIT_VISITS ||
-                               (admission == ISN_GPU_ADMIT_AUTO && b->tails.doc_bounds && b->options.num_training_queries);
+        const bool by_visits = admission == ISN_GPU_ADMIT_VISITS;
         if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, payload_budget, b->term_blocks,
                                          &used, err, err_len) != 0)
             goto fail;
