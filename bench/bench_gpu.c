@@ -6,7 +6,7 @@
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
- *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|capped] [--train-queries FILE]
+ *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped] [--train-queries FILE]
  *             [--train-k K] [--train-mode or|and] [--prefix-cap C]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
  * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
@@ -24,9 +24,12 @@
  * blocks chosen by the measured log itself or by --train-queries FILE (held-out queries: the honest
  * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
  * --budget-fraction F gives the postings F of the partition's device bytes instead (or as well); --cache
- * whole|pruned|capped picks the admission (isn_gpu_options.admission): whole lists (prefix cap 1), visit
- * frequency under the early termination of an index in global order (replayed at --train-k, default the first
- * of --ks, and --train-mode or|and, default the first mode), or the capped prefixes; rows then count per
+ * whole|pruned|visits|capped picks the admission (isn_gpu_options.admission): whole lists (prefix cap 1), the
+ * training log replayed under the early termination of an index in global order (at --train-k, default the
+ * first of --ks, and --train-mode or|and, default the first mode) with lists grown to the depths its queries
+ * need by needs completed per byte (pruned: ISN_GPU_ADMIT_PREFIXES), its queries' visited blocks whole and
+ * cheapest first (queries) or blocks by visits per byte (visits); or the capped prefixes;
+ * rows then count per
  * query the CPU completions, CPU fallbacks, queries answered on the device alone, those the tail bound
  * settled (bound_settled, completions_avoided) and the ranges it skipped;
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
@@ -407,8 +410,9 @@ int main(int argc, char **argv) {
     if (min_batches == 0 || min_batches > 4096) return fprintf(stderr, "bench_gpu: --min-batches must be 1..4096\n"), 2;
     if (interleave > 100) return fprintf(stderr, "bench_gpu: --interleave must be 1..100 rounds\n"), 2;
     if (interleave && !filter_text) return fprintf(stderr, "bench_gpu: --interleave compares with --filter: give one\n"), 2;
-    if (cache && strcmp(cache, "whole") && strcmp(cache, "pruned") && strcmp(cache, "capped"))
-        return fprintf(stderr, "bench_gpu: --cache must be whole, pruned or capped, got '%s'\n", cache), 2;
+    if (cache && strcmp(cache, "whole") && strcmp(cache, "pruned") && strcmp(cache, "visits") && strcmp(cache, "queries") &&
+        strcmp(cache, "capped"))
+        return fprintf(stderr, "bench_gpu: --cache must be whole, pruned, queries, visits or capped, got '%s'\n", cache), 2;
     if (budget_fraction < 0 || budget_fraction >= 1)
         return fprintf(stderr, "bench_gpu: --budget-fraction must be in (0, 1), got %g\n", budget_fraction), 2;
     if (train_mode && strcmp(train_mode, "or") && strcmp(train_mode, "and"))
@@ -447,10 +451,13 @@ int main(int argc, char **argv) {
         go.training_queries = train_path ? train.queries : log.queries;
         go.num_training_queries = train_path ? train.n : log.n;
         if (prefix_cap > 0) go.prefix_cap = prefix_cap;
-        /* --cache: whole lists (the capped admission at prefix_cap 1), the visit-frequency admission, or the
-         * capped one (leading blocks up to --prefix-cap) */
+        /* --cache: whole lists (the capped admission at prefix_cap 1), list prefixes by the training queries'
+         * needs completed per byte, the training queries' visited blocks whole and cheapest first, blocks by
+         * visits per byte alone, or the capped prefixes (leading blocks up to --prefix-cap) */
         if (cache && !strcmp(cache, "whole")) go.admission = ISN_GPU_ADMIT_CAPPED, go.prefix_cap = 1.0;
-        if (cache && !strcmp(cache, "pruned")) go.admission = ISN_GPU_ADMIT_VISITS;
+        if (cache && !strcmp(cache, "pruned")) go.admission = ISN_GPU_ADMIT_PREFIXES;
+        if (cache && !strcmp(cache, "queries")) go.admission = ISN_GPU_ADMIT_QUERIES;
+        if (cache && !strcmp(cache, "visits")) go.admission = ISN_GPU_ADMIT_VISITS;
         if (cache && !strcmp(cache, "capped")) go.admission = ISN_GPU_ADMIT_CAPPED;
         /* the replay's k and mode: the first measured unless given */
         go.training_k = train_k ? train_k : ks[0];

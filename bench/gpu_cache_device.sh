@@ -14,8 +14,9 @@
 #   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
 #     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
 #     on the device alone, settled by the bound, postings decoded and scored on the device and by the CPU) of
-#     the whole, pruned and capped caches at 8% and 16%, OR and AND, k 10 and 1,000; the emulated rates mean
-#     nothing.
+#     the whole, pruned (list prefixes by the training queries' needs completed per byte), queries (the training
+#     queries' visited blocks whole, cheapest first), visits (blocks by visits per byte) and
+#     capped caches at 4, 8 and 16% (LOCAL_PERCENTS), OR and AND, k 10 and 1,000; the emulated rates mean nothing.
 # Binaries: BUILD (default build-gpu on the GPU machine, build here), made by
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bench/bench_gpu build-gpu/bin/isn-index
 # Data from DEVDATA (.devdata: idx-deb, debpkg.queries.tsv). JSON lines land in OUT (default $BUILD/results),
@@ -127,9 +128,9 @@ local)
   [ -d "$D/idx-deb" ] && fit="--fit $D/idx-deb --fit-queries $D/debpkg.queries.tsv"
   ensure_synth "$LOCAL" "${LOCAL_DOCS:-2000000}" $fit
   files=""
-  for pct in 8 16; do
+  for pct in ${LOCAL_PERCENTS:-4 8 16}; do
     f=0.$(printf %02d "$pct")
-    for cache in whole pruned capped; do
+    for cache in whole pruned queries visits capped; do
       for k in 10 1000; do
         run local-$cache-$pct-k$k ${LIMIT:-1200} --emulate --index "$LOCAL" --queries "$LOCAL/measured.tsv" \
           --train-queries "$LOCAL/train.tsv" --max-queries ${LOCAL_QUERIES:-256} --batches 256 --ks $k --modes or,and \

@@ -227,7 +227,8 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
          * (a cut list costs every query that names it a CPU completion, so a whole list is worth its bytes
          * once every logged prefix is in), then the lists the log never names. */
         const int admission = b->options.admission;
-        const bool by_visits = admission == ISN_GPU_ADMIT_VISITS;
+        const bool by_visits = admission == ISN_GPU_ADMIT_VISITS || admission == ISN_GPU_ADMIT_QUERIES ||
+                               admission == ISN_GPU_ADMIT_PREFIXES;
         if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, payload_budget, b->term_blocks,
                                          &used, err, err_len) != 0)
             goto fail;

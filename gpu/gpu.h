@@ -43,7 +43,8 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
  * every request gets its answer. */
 
 enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
-enum { ISN_GPU_ADMIT_AUTO = 0, ISN_GPU_ADMIT_CAPPED = 1, ISN_GPU_ADMIT_VISITS = 2 };
+enum { ISN_GPU_ADMIT_AUTO = 0, ISN_GPU_ADMIT_CAPPED = 1, ISN_GPU_ADMIT_VISITS = 2, ISN_GPU_ADMIT_QUERIES = 3,
+       ISN_GPU_ADMIT_PREFIXES = 4 };
 #define ISN_GPU_PRUNE_EXPLORE 32
 
 typedef struct {
@@ -83,11 +84,19 @@ typedef struct {
      * (an index in global order: a query is settled from the first document where its bound cannot beat its
      * k-th score), each block counting the queries that visit it before they are settled; blocks by visits
      * per byte, each list a prefix (on an index without score bounds a query visits all its blocks).
-     * AUTO (default): CAPPED. Where the bound settles few queries (the synthetic partition fitted to Debian:
-     * none), a block's visits count every query naming its list, and by visits per block byte the deep blocks
-     * of popular lists go in before the first blocks of others: at 8% of a 2M-document partition 64% of the
-     * queries then had a list with no block resident, against 35% with whole lists. Both then grow the logged
-     * lists to whole lists and admit the lists the log never names, while the budget lasts. */
+     * ISN_GPU_ADMIT_QUERIES: the same replay, but first the training queries whole, cheapest first: each round
+     * admits the blocks the query needing the fewest more bytes still lacks to be settled on the device, while
+     * it fits; then blocks by visits per byte. ISN_GPU_ADMIT_PREFIXES: the same replay, each list grown to
+     * the depth some query needs (the blocks below where it is settled) that completes the most such needs
+     * per byte, best first: with no query settled early, the whole-list cache's order; then blocks by visits
+     * per byte.
+     * AUTO (default): CAPPED, until the device says which costs less. Where the bound settles few queries (the
+     * synthetic partition fitted to Debian: none), a block's visits count every query naming its list, and by
+     * visits per block byte the deep blocks of popular lists go in before the first blocks of others: at 8% of
+     * a 2M-document partition 64% of held-out queries then had a list with no block resident, against 35% with
+     * whole lists (PREFIXES: 32%, QUERIES, fitted to its log: 67%; CAPPED: 3.5%, and 90% completed on the CPU).
+     * All then grow the logged lists to whole lists and admit the lists the log never names, while the budget
+     * lasts. */
     int admission;
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */

@@ -234,7 +234,8 @@ static void test_bound_settles_and_a_wrong_bound_is_caught(void **state) {
 }
 
 /* Admission by visit frequency, trained on the log it then serves (k 10, OR): within the budget, and more of
- * that log's queries settled on the device than under the capped admission at the same budget. */
+ * that log's queries settled on the device than under the capped admission at the same budget; admitting the
+ * queries' visited blocks whole, cheapest first, answers at least as many without CPU work. */
 static void test_visit_admission(void **state) {
     (void)state;
     static query_log log;
@@ -244,15 +245,27 @@ static void test_visit_admission(void **state) {
         isn_gpu_backend *b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_VISITS, &log, 10, ISN_MODE_OR);
         const outcome visits = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
         isn_gpu_close(b);
+        b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_QUERIES, &log, 10, ISN_MODE_OR);
+        const outcome queries = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
+        b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_PREFIXES, &log, 10, ISN_MODE_OR);
+        const outcome prefixes = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
         b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_CAPPED, &log, 10, ISN_MODE_OR);
         const outcome capped = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
         isn_gpu_close(b);
-        print_message("%.0f%% of the index: visits: %u settled, %u completed, %u on the CPU; capped: %u settled, %u "
-                      "completed, %u on the CPU\n",
-                      fractions[f] * 100, visits.avoided, visits.completed, visits.cpu, capped.avoided,
+        print_message("%.0f%% of the index: visits: %u settled, %u completed, %u on the CPU; queries: %u settled, %u "
+                      "completed, %u on the CPU; prefixes: %u settled, %u completed, %u on the CPU; capped: %u settled, "
+                      "%u completed, %u on the CPU\n",
+                      fractions[f] * 100, visits.avoided, visits.completed, visits.cpu, queries.avoided,
+                      queries.completed, queries.cpu, prefixes.avoided, prefixes.completed, prefixes.cpu, capped.avoided,
                       capped.completed, capped.cpu);
-        assert_int_equal(visits.mismatches + capped.mismatches, 0);
+        assert_int_equal(visits.mismatches + queries.mismatches + prefixes.mismatches + capped.mismatches, 0);
+        assert_true(prefixes.avoided > capped.avoided);
         assert_true(visits.avoided > capped.avoided);
+        /* whole queries first: at least as many of the log answered without any CPU work */
+        assert_true(queries.avoided + (log.n - queries.on_prefixes - queries.cpu) >=
+                    visits.avoided + (log.n - visits.on_prefixes - visits.cpu));
     }
 }
 
