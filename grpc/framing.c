@@ -44,6 +44,21 @@ bool isn_grpc_budget_charge(isn_grpc_memory_budget *budget, uint64_t bytes) {
     return true;
 }
 
+bool isn_grpc_budget_exchange(isn_grpc_memory_budget *budget, uint64_t release, uint64_t charge) {
+    if (!budget) return true;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED), next;
+    bool fits;
+    do {
+        uint64_t released = used > release ? used - release : 0;
+        fits = !limit || (charge <= limit && released <= limit - charge);
+        next = fits ? released + charge : released;
+    } while (!__atomic_compare_exchange_n(&budget->used, &used, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (!fits) __atomic_fetch_add(&budget->refused, 1, __ATOMIC_RELAXED);
+    else if (next > used) raise_peak(budget, next);
+    return fits;
+}
+
 void isn_grpc_budget_add(isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget || !bytes) return;
     raise_peak(budget, __atomic_add_fetch(&budget->used, bytes, __ATOMIC_RELAXED));
