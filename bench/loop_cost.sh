@@ -17,7 +17,8 @@
 # build/sample/index: make sample-index), QUERY ("zeppelin": three packages), N (requests per run,
 # 40000), CONNECTIONS (8), STREAMS (16), REGIMES ("closed paced"), RATE (the paced regime's requests/s,
 # 20000, h2load --rps RATE/CONNECTIONS), ROUNDS (5), TLS (1: TLS runs too), ISND_CPUS / BENCH_CPUS (taskset lists),
-# ISND_ARGS (more isnd flags). Queries are analysed on the worker, not on the loop, as on a node with a
+# ISND_ARGS (more isnd flags), LOOP_CPU and WORKER_CPUS (the loop's thread alone on LOOP_CPU and isnd's
+# other threads on WORKER_CPUS, as on a host where loops and workers have cores of their own). Queries are analysed on the worker, not on the loop, as on a node with a
 # GPU or enough workers (scheduler.analysis_min_workers=1): what is measured is the front end's part.
 set -euo pipefail
 BUILDS=${BUILDS:-build}
@@ -65,6 +66,12 @@ start() { # BUILD MODE: one isnd with one loop; sets port, stats, scheme
   pid=$!
   for _ in $(seq 1 400); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05; done
   grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }
+  if [ -n "${LOOP_CPU:-}" ]; then # the loop (isnd's main thread) alone on LOOP_CPU, the rest on WORKER_CPUS
+    for task in /proc/$pid/task/*; do
+      tid=${task##*/}
+      if [ "$tid" = "$pid" ]; then taskset -p -c "$LOOP_CPU" "$tid" >/dev/null; else taskset -p -c "$WORKER_CPUS" "$tid" >/dev/null; fi
+    done
+  fi
   port=$(sed -n 's/.*gRPC listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/isnd.log")
   stats=$(sed -n 's|.*stats listening on https*://127.0.0.1:\([0-9]*\).*|\1|p' "$work/isnd.log")
 }
