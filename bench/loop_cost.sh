@@ -4,9 +4,11 @@
 # the trivial one-term Search on the sample index, answered (OK) and refused at HEADERS
 # (RESOURCE_EXHAUSTED by admission before any body is read: the request carries grpc-timeout 1n, so no
 # device could start it before its deadline), each sent N times by h2load on CONNECTIONS connections
-# with STREAMS in flight on each, in two regimes: "closed" (as fast as they are answered: the loop
-# takes many requests per read and many replies per write, as a saturated loop does) and "paced"
-# (RATE requests/s in all: few per read, a wake per reply). Plaintext, and with TLS=1 also over TLS.
+# with STREAMS in flight on each, in three regimes: "closed" (as fast as they are answered: the loop
+# takes many requests per read and many replies per write, as a saturated loop does), "paced" (RATE
+# requests/s in all: few per read, a wake per reply) and "single" (closed loop, SINGLE_CONNECTIONS
+# connections of one stream each: one request per read and one reply per write, as isn-bench's
+# Poisson arrivals spread over many connections bring them). Plaintext, and with TLS=1 also over TLS.
 # Prints JSON: for each build (BUILDS, several for an A/B comparison, run in alternating rounds), mode,
 # regime and kind, the loop's microseconds per request in every round and their median.
 #
@@ -16,7 +18,7 @@
 # Settings (environment): BUILDS (build directories holding bin/isnd, default build), INDEX (default
 # build/sample/index: make sample-index), QUERY ("zeppelin": three packages), N (requests per run,
 # 40000), CONNECTIONS (8), STREAMS (16), REGIMES ("closed paced"), RATE (the paced regime's requests/s,
-# 20000, h2load --rps RATE/CONNECTIONS), ROUNDS (5), TLS (1: TLS runs too), ISND_CPUS / BENCH_CPUS (taskset lists),
+# 20000, h2load --rps RATE/CONNECTIONS), SINGLE_CONNECTIONS (64), ROUNDS (5), TLS (1: TLS runs too), ISND_CPUS / BENCH_CPUS (taskset lists),
 # ISND_ARGS (more isnd flags), LOOP_CPU and WORKER_CPUS (the loop's thread alone on LOOP_CPU and isnd's
 # other threads on WORKER_CPUS, as on a host where loops and workers have cores of their own). Queries are analysed on the worker, not on the loop, as on a node with a
 # GPU or enough workers (scheduler.analysis_min_workers=1): what is measured is the front end's part.
@@ -28,7 +30,8 @@ N=${N:-40000}
 CONNECTIONS=${CONNECTIONS:-8}
 STREAMS=${STREAMS:-16}
 RATE=${RATE:-20000}
-REGIMES=${REGIMES:-closed paced}
+REGIMES=${REGIMES:-closed paced single}
+SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-5}
 TLS=${TLS:-1}
 PIN_ISND=(); [ -n "${ISND_CPUS:-}" ] && PIN_ISND=(taskset -c "$ISND_CPUS")
@@ -93,19 +96,20 @@ search_counts() { # "ok refused_at_headers other"
 }
 
 one_run() { # BUILD MODE REGIME KIND ROUND: prints one JSON line
-  local build=$1 mode=$2 regime=$3 kind=$4 round=$5 timeout=() rps=()
+  local build=$1 mode=$2 regime=$3 kind=$4 round=$5 timeout=() rps=() c=$CONNECTIONS m=$STREAMS
   [ "$kind" = refused ] && timeout=(-H 'grpc-timeout: 1n')
   [ "$regime" = paced ] && rps=(--rps=$(( (RATE + CONNECTIONS - 1) / CONNECTIONS )))
+  [ "$regime" = single ] && c=$SINGLE_CONNECTIONS m=1
   start "$build" "$mode"
   # a warm-up: pools, HPACK tables and allocator caches filled as in steady state
-  "${PIN_BENCH[@]}" h2load -n 2000 -c "$CONNECTIONS" -m "$STREAMS" -t 1 -d "$work/request.bin" \
+  "${PIN_BENCH[@]}" h2load -n 2000 -c "$c" -m "$m" -t 1 -d "$work/request.bin" \
     -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" \
     "$scheme://127.0.0.1:$port/isn.v1.Search/Search" >/dev/null 2>&1
   local before after ns0 ns1 t0 t1
   before=$(search_counts)
   ns0=$(loop_ns)
   t0=$(date +%s%N)
-  "${PIN_BENCH[@]}" h2load -n "$N" -c "$CONNECTIONS" -m "$STREAMS" -t 1 -d "$work/request.bin" "${rps[@]}" \
+  "${PIN_BENCH[@]}" h2load -n "$N" -c "$c" -m "$m" -t 1 -d "$work/request.bin" "${rps[@]}" \
     -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" \
     "$scheme://127.0.0.1:$port/isn.v1.Search/Search" >"$work/h2load.out" 2>&1
   t1=$(date +%s%N)
@@ -140,13 +144,15 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$work/runs.jsonl" "$BUILDS" "$QUERY" "$N" "$CONNECTIONS" "$STREAMS" "$RATE" "$(nproc)" <<'PY'
+python3 - "$work/runs.jsonl" "$BUILDS" "$QUERY" "$N" "$CONNECTIONS" "$STREAMS" "$RATE" "$(nproc)" "$SINGLE_CONNECTIONS" \
+  "${ISND_CPUS:-}" "${BENCH_CPUS:-}" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 builds = sys.argv[2].split()
 result = {"benchmark": "loop_cost", "query": f"{sys.argv[3]}, k=10, sample index", "loops": 1, "workers": 1,
           "requests_per_run": int(sys.argv[4]), "connections": int(sys.argv[5]), "streams_per_connection": int(sys.argv[6]),
-          "paced_per_s": int(sys.argv[7]), "machine_cores": int(sys.argv[8]),
+          "paced_per_s": int(sys.argv[7]), "single_connections": int(sys.argv[9]), "machine_cores": int(sys.argv[8]),
+          "isnd_cpus": sys.argv[10] or "all", "bench_cpus": sys.argv[11] or "all",
           "measure": "CPU time of the loop thread (schedstat) / requests of the kind (isnd's counters)",
           "builds": {}}
 problems = []
