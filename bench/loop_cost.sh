@@ -9,8 +9,10 @@
 # requests/s in all: few per read, a wake per reply) and "single" (closed loop, SINGLE_CONNECTIONS
 # connections of one stream each: one request per read and one reply per write, as isn-bench's
 # Poisson arrivals spread over many connections bring them). Plaintext, and with TLS=1 also over TLS.
-# Prints JSON: for each build (BUILDS, several for an A/B comparison, run in alternating rounds), mode,
-# regime and kind, the loop's microseconds per request in every round and their median.
+# A third kind, mixed, sends every other request to a method isnd does not have (UNIMPLEMENTED at
+# HEADERS), the rest answered, on the same connections: per request of either. Prints JSON: for each
+# build (BUILDS, several for an A/B comparison, run in alternating rounds), mode, regime and kind, the
+# loop's microseconds per request in every round and their median.
 #
 #   bash bench/loop_cost.sh                        (make loop-cost: build/, plaintext and TLS)
 #   BUILDS="old-build build" ROUNDS=7 bash bench/loop_cost.sh
@@ -18,7 +20,7 @@
 # Settings (environment): BUILDS (build directories holding bin/isnd, default build), INDEX (default
 # build/sample/index: make sample-index), QUERY ("zeppelin": three packages), N (requests per run,
 # 40000), CONNECTIONS (8), STREAMS (16), REGIMES ("closed paced"), RATE (the paced regime's requests/s,
-# 20000, h2load --rps RATE/CONNECTIONS), SINGLE_CONNECTIONS (64), ROUNDS (5), TLS (1: TLS runs too), ISND_CPUS / BENCH_CPUS (taskset lists),
+# 20000, h2load --rps RATE/CONNECTIONS), SINGLE_CONNECTIONS (64), KINDS ("answered refused mixed"), ROUNDS (5), TLS (1: TLS runs too), ISND_CPUS / BENCH_CPUS (taskset lists),
 # ISND_ARGS (more isnd flags), LOOP_CPU and WORKER_CPUS (the loop's thread alone on LOOP_CPU and isnd's
 # other threads on WORKER_CPUS, as on a host where loops and workers have cores of their own). Queries are analysed on the worker, not on the loop, as on a node with a
 # GPU or enough workers (scheduler.analysis_min_workers=1): what is measured is the front end's part.
@@ -31,6 +33,7 @@ CONNECTIONS=${CONNECTIONS:-8}
 STREAMS=${STREAMS:-16}
 RATE=${RATE:-20000}
 REGIMES=${REGIMES:-closed paced single}
+KINDS=${KINDS:-answered refused mixed}
 SINGLE_CONNECTIONS=${SINGLE_CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-5}
 TLS=${TLS:-1}
@@ -90,28 +93,34 @@ context = ssl.create_default_context(cafile=ca) if scheme == "https" else None
 sys.stdout.write(urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/metrics", context=context).read().decode())
 PY
 }
-search_counts() { # "ok refused_at_headers other"
+search_counts() { # "ok refused_at_headers other all": Searches answered, refused at HEADERS, other; every request
   metrics | awk '/^isn_requests_total\{method="isn.v1.Search\/Search"/ { if ($0 ~ /code="OK"/) ok += $2; else other += $2 }
-    /^isn_shed_at_headers_total / { headers = $2 } END { printf "%d %d %d\n", ok, headers, other - headers }'
+    /^isn_requests_total\{/ { all += $2 }
+    /^isn_shed_at_headers_total / { headers = $2 } END { printf "%d %d %d %d\n", ok, headers, other - headers, all }'
 }
 
 one_run() { # BUILD MODE REGIME KIND ROUND: prints one JSON line
-  local build=$1 mode=$2 regime=$3 kind=$4 round=$5 timeout=() rps=() c=$CONNECTIONS m=$STREAMS
+  local build=$1 mode=$2 regime=$3 kind=$4 round=$5 timeout=() rps=() c=$CONNECTIONS m=$STREAMS targets=()
   [ "$kind" = refused ] && timeout=(-H 'grpc-timeout: 1n')
   [ "$regime" = paced ] && rps=(--rps=$(( (RATE + CONNECTIONS - 1) / CONNECTIONS )))
   [ "$regime" = single ] && c=$SINGLE_CONNECTIONS m=1
   start "$build" "$mode"
+  if [ "$kind" = mixed ]; then # every other request to a method isnd does not have: UNIMPLEMENTED at HEADERS
+    printf '%s\n' "$scheme://127.0.0.1:$port/isn.v1.Search/Search" "$scheme://127.0.0.1:$port/isn.v1.Search/NoSuchMethod" \
+      >"$work/uris"
+    targets=(-i "$work/uris")
+  else
+    targets=("$scheme://127.0.0.1:$port/isn.v1.Search/Search")
+  fi
   # a warm-up: pools, HPACK tables and allocator caches filled as in steady state
   "${PIN_BENCH[@]}" h2load -n 2000 -c "$c" -m "$m" -t 1 -d "$work/request.bin" \
-    -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" \
-    "$scheme://127.0.0.1:$port/isn.v1.Search/Search" >/dev/null 2>&1
+    -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" "${targets[@]}" >/dev/null 2>&1
   local before after ns0 ns1 t0 t1
   before=$(search_counts)
   ns0=$(loop_ns)
   t0=$(date +%s%N)
   "${PIN_BENCH[@]}" h2load -n "$N" -c "$c" -m "$m" -t 1 -d "$work/request.bin" "${rps[@]}" \
-    -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" \
-    "$scheme://127.0.0.1:$port/isn.v1.Search/Search" >"$work/h2load.out" 2>&1
+    -H 'content-type: application/grpc' -H 'te: trailers' "${timeout[@]}" "${targets[@]}" >"$work/h2load.out" 2>&1
   t1=$(date +%s%N)
   ns1=$(loop_ns)
   after=$(search_counts)
@@ -121,12 +130,13 @@ import json, re, sys
 build, mode, regime, kind, rnd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 before, after = [int(x) for x in sys.argv[6].split()], [int(x) for x in sys.argv[7].split()]
 ns0, ns1, t0, t1 = (int(x) for x in sys.argv[8:12])
-ok, refused, other = (a - b for a, b in zip(after, before))
+ok, refused, other, every = (a - b for a, b in zip(after, before))
 text = open(sys.argv[12]).read()
 done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", text)
-wanted = ok if kind == "answered" else refused
+wanted = {"answered": ok, "refused": refused, "mixed": every}[kind]
 print(json.dumps({"build": build, "mode": mode, "regime": regime, "kind": kind, "round": rnd, "requests": wanted, "ok": ok,
-                  "refused_at_headers": refused, "other": other, "h2load_done": int(done.group(1)) if done else 0,
+                  "refused_at_headers": refused, "other": other, "all_methods": every,
+                  "h2load_done": int(done.group(1)) if done else 0,
                   "loop_cpu_s": (ns1 - ns0) / 1e9, "wall_s": (t1 - t0) / 1e9,
                   "loop_us_per_request": round((ns1 - ns0) / 1e3 / wanted, 3) if wanted else None}))
 PY
@@ -137,7 +147,7 @@ modes=(plain); [ "$TLS" = 1 ] && modes+=(tls)
 for r in $(seq 1 "$ROUNDS"); do
   for mode in "${modes[@]}"; do
     for regime in $REGIMES; do
-      for kind in answered refused; do
+      for kind in $KINDS; do
         for b in $BUILDS; do one_run "$b" "$mode" "$regime" "$kind" "$r" >>"$work/runs.jsonl"; done
       done
     done
@@ -162,22 +172,22 @@ for b in builds:
         out[mode] = {}
         for regime in sorted({r["regime"] for r in runs}):
             per = {}
-            for kind in ("answered", "refused"):
+            for kind in [k for k in ("answered", "refused", "mixed") if any(r["kind"] == k for r in runs)]:
                 sel = [r for r in runs if r["build"] == b and r["mode"] == mode and r["regime"] == regime and r["kind"] == kind]
                 for r in sel:
                     if r["other"] or r["requests"] < 0.99 * int(sys.argv[4]):
                         problems.append(f"{b} {mode} {regime} {kind} round {r['round']}: {r['requests']} {kind}, {r['other']} other")
                 vals = [r["loop_us_per_request"] for r in sel if r["loop_us_per_request"]]
                 per[kind] = {"loop_us_per_request": vals, "median": round(statistics.median(vals), 3) if vals else None}
-            if per["answered"]["median"] and per["refused"]["median"]:
+            if "answered" in per and "refused" in per and per["answered"]["median"] and per["refused"]["median"]:
                 per["refused_over_answered"] = round(per["refused"]["median"] / per["answered"]["median"], 3)
             out[mode][regime] = per
     result["builds"][b] = out
 if len(builds) > 1:  # each later build against the first, kind by kind
     first = result["builds"][builds[0]]
     result["ratio_to_first"] = {b: {f"{m} {g} {k}": round(result["builds"][b][m][g][k]["median"] / first[m][g][k]["median"], 3)
-                                    for m in first for g in first[m] for k in ("answered", "refused")
-                                    if first[m][g][k]["median"] and result["builds"][b][m][g][k]["median"]}
+                                    for m in first for g in first[m] for k in ("answered", "refused", "mixed")
+                                    if k in first[m][g] and first[m][g][k]["median"] and result["builds"][b][m][g][k]["median"]}
                                 for b in builds[1:]}
 result["problems"] = problems
 print(json.dumps(result, indent=2))

@@ -79,9 +79,7 @@ void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn) {
     conn->server->dirty = conn;
 }
 
-void isn_grpc_flush_dirty(uv_check_t *check) {
-    isn_grpc_server *server = check->data;
-    server->check_ns = server->recent_ns = isn_now_ns();
+static void flush_waiting(isn_grpc_server *server) {
     while (server->dirty) {
         isn_grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;
@@ -89,6 +87,12 @@ void isn_grpc_flush_dirty(uv_check_t *check) {
         conn->next_dirty = NULL;
         conn_flush(conn);
     }
+}
+
+void isn_grpc_flush_dirty(uv_check_t *check) {
+    isn_grpc_server *server = check->data;
+    server->check_ns = server->recent_ns = server->flushed_ns = isn_now_ns();
+    flush_waiting(server);
     server->recent_ns = 0;
 }
 
@@ -228,7 +232,8 @@ static void conn_flush(isn_grpc_conn *conn) {
 }
 
 /* A read is at most a connection's share of an iteration: what one read brings is processed before its
- * replies are flushed, so its size bounds how long a refusal in it waits to go out. */
+ * replies can be flushed, so its size bounds (with ISN_GRPC_FLUSH_WAIT_NS) how long a refusal in it waits
+ * to go out. */
 #define READ_CHUNK_BYTES                                                                                      \
     (ISN_GRPC_READ_BYTES_PER_ITERATION < sizeof(((isn_grpc_server *)0)->read_buffer)                           \
          ? ISN_GRPC_READ_BYTES_PER_ITERATION                                                                   \
@@ -312,7 +317,16 @@ static void read_bytes(isn_grpc_conn *conn, uv_stream_t *tcp, ssize_t nread, con
         uv_read_stop(tcp);
         conn->close_when_flushed = true;
     }
-    conn_flush(conn);
+    /* What the read brought about (refusals, errors, handshake records) goes out with the rest of
+     * the connection's output of this iteration, in one write at its end (the flush check), unless
+     * output has waited since the last flush for ISN_GRPC_FLUSH_WAIT_NS: then everything waiting
+     * goes now, so that a refusal never waits behind a long poll phase for more than that and one
+     * read. A read after an idle loop finds that time passed and flushes at once, as before. */
+    isn_grpc_conn_schedule_flush(conn);
+    if (server->recent_ns - server->flushed_ns >= ISN_GRPC_FLUSH_WAIT_NS) {
+        server->flushed_ns = server->recent_ns;
+        flush_waiting(server);
+    }
 }
 
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {

@@ -182,6 +182,7 @@ struct isn_grpc_server {
      * once came after the previous poll returned. */
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
+    uint64_t flushed_ns; /* the last flush of waiting output (the check, or a read's: ISN_GRPC_FLUSH_WAIT_NS) */
     uint64_t started_ns; /* when the loop began keeping its idle time: loop_busy_ns counts from here */
     /* While a read or the flush is processed, the clock as read when it began (0 otherwise): the time
      * calls released meanwhile give their connection's last activity, without a clock read each. */
@@ -283,6 +284,9 @@ int isn_grpc_session_new(isn_grpc_conn *conn);
 #ifndef ISN_GRPC_READ_BYTES_PER_ITERATION
 #define ISN_GRPC_READ_BYTES_PER_ITERATION 65536
 #endif
+/* Output a read brings about waits for the iteration's flush at most this long after the last flush
+ * (server_conn.c): one write per connection per iteration, without holding refusals back. */
+#define ISN_GRPC_FLUSH_WAIT_NS 200000ull
 void isn_grpc_on_connection(uv_stream_t *listener, int status);
 /* Reading again on the connections paused in the last iteration (before the loop polls). */
 void isn_grpc_resume_paused(isn_grpc_server *server);
