@@ -66,11 +66,12 @@ start() { # BUILD MODE: one isnd with one loop; sets port, stats, scheme
     tls=(--set "server.tls_cert=$work/certs/server.crt" --set "server.tls_key=$work/certs/server.key")
     scheme=https
   fi
+  rm -f "$work/isnd.log" # the last isnd's "ready:" must not be taken for this one's
   "${PIN_ISND[@]}" "$build/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 --workers 1 \
     --set server.loops=1 --set search.max_queue=100000 --set server.max_connections=100000 \
     --set scheduler.analysis_min_workers=1 "${tls[@]}" ${ISND_ARGS:-} 2>"$work/isnd.log" &
   pid=$!
-  for _ in $(seq 1 400); do grep -q "ready:" "$work/isnd.log" && break; sleep 0.05; done
+  for _ in $(seq 1 400); do grep -qs "ready:" "$work/isnd.log" && break; sleep 0.05; done
   grep -q "ready:" "$work/isnd.log" || { cat "$work/isnd.log" >&2; exit 1; }
   if [ -n "${LOOP_CPU:-}" ]; then # the loop (isnd's main thread) alone on LOOP_CPU, the rest on WORKER_CPUS
     for task in /proc/$pid/task/*; do
