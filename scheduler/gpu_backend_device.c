@@ -125,7 +125,7 @@ static int backend_device_submit(void *state, isn_job *const *jobs, uint32_t n, 
      * backend that is going away. With batches in flight, they must be completed first. */
     while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
     if (!s->backend) { /* no flight is usable: the batch goes back to the CPU, not to a wait for one */
-        usable(s, err, err_len);
+        snprintf(err, err_len, NO_BACKEND_REASON);
         pthread_mutex_unlock(&s->lock);
         return -1;
     }

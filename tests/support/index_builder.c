@@ -56,6 +56,13 @@ int support_index_build(support_index *ix, const char *name, const isn_build_opt
     return rc;
 }
 
+void support_jsonl_build_options(isn_build_options *options) {
+    isn_build_options_default(options);
+    options->analyzer.stem = false;
+    options->analyzer.stopwords = false;
+    options->progress = false;
+}
+
 int support_index_build_jsonl(support_index *ix, const char *name, const isn_build_options *options,
                               support_jsonl_writer write_docs, void *user) {
     memset(ix, 0, sizeof *ix);

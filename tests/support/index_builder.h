@@ -27,6 +27,10 @@ typedef size_t (*support_doc_text)(void *user, uint32_t doc, char *text, size_t 
  * -1 with the reason printed. */
 int support_index_build(support_index *ix, const char *name, const isn_build_options *options, uint32_t num_docs,
                         support_doc_text doc_text, void *user);
+/* isn_build_options_default with terms as written (no stemming or stopwords) and no progress output: the
+ * options of an index built from JSON Lines, to which a test adds its attributes. */
+void support_jsonl_build_options(isn_build_options *options);
+
 /* Writes the documents as JSON Lines to f. */
 typedef void (*support_jsonl_writer)(void *user, FILE *f);
 

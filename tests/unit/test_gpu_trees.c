@@ -58,10 +58,7 @@ static int setup(void **state) {
     (void)state;
     support_rng_seed(40);
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.progress = false;
+    support_jsonl_build_options(&options);
     options.num_attributes = 2;
     options.attributes[0] = (isn_attribute_spec){.name = "section", .kind = ISN_ATTRIBUTE_KEYWORD};
     options.attributes[1] = (isn_attribute_spec){.name = "year", .kind = ISN_ATTRIBUTE_INT};

@@ -50,10 +50,7 @@ static int setup(void **state) {
     (void)state;
     support_rng_seed(4040);
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.progress = false;
+    support_jsonl_build_options(&options);
     options.num_attributes = 3;
     options.attributes[0] = (isn_attribute_spec){.name = "bucket", .kind = ISN_ATTRIBUTE_INT};
     options.attributes[1] = (isn_attribute_spec){.name = "section", .kind = ISN_ATTRIBUTE_KEYWORD};
