@@ -104,6 +104,10 @@ stage_serve() {
     --repeats 3 --duration 2 --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --mode or --connections 16 --threads 4 \
     --label large-hybrid >"$O/sustained.json" 2>"$O/sustained.err"
   tail -3 "$O/sustained.err"
+  # what the node learned meanwhile (the GPU's pruned/exhaustive choice per batch size, the scheduler's
+  # scales), for a search that ends far below the fixed-rate capacity
+  python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:7622/metrics").read().decode())' \
+    >"$O/metrics-after-sustained.prom" || true
   local rate half
   rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' "$O/sustained.json")
   half=$(python3 -c "print(max(1, int($rate / 2)))")

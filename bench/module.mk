@@ -128,3 +128,14 @@ bench-l2-pass: $(BUILD)/bench/bench_l2_pass $(BUILD)/bin/isn-index
 	  --n1 100,1000,10000 --max-queries 100 --seconds 2 >$(BUILD)/bench/l2_pass.json
 	@cat $(BUILD)/bench/l2_pass.json
 .PHONY: bench-l2-pass
+
+# make loop-cost: the event loop's CPU time per request (µs), answered and refused at HEADERS, plaintext
+# and TLS, on the sample index (bench/loop_cost.sh; h2load). BUILDS="OTHER_BUILD build" compares builds
+# in alternating rounds. isnd on CPU 0 and h2load on CPU 1 unless ISND_CPUS / BENCH_CPUS say otherwise
+# (empty: unpinned). JSON in $(BUILD)/bench/loop_cost.json.
+loop-cost: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
+	@mkdir -p $(BUILD)/bench
+	BUILDS="$${BUILDS:-$(BUILD)}" INDEX=$(SAMPLE_INDEX) ISND_CPUS=$${ISND_CPUS-0} BENCH_CPUS=$${BENCH_CPUS-1} \
+	  bash bench/loop_cost.sh >$(BUILD)/bench/loop_cost.json
+	@cat $(BUILD)/bench/loop_cost.json
+.PHONY: loop-cost

@@ -299,7 +299,10 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
     bool staged = gpu->num_staged == gpu->num_backends;
     for (uint32_t d = 0; d < gpu->num_backends; d++) {
         isn_gpu_backend *backend = staged ? gpu->staged[d] : reload_device(scheduler, conf, next, d);
-        if (staged) old_backends[d] = isn_scheduler_gpu_replace(scheduler, d, backend);
+        if (staged) {
+            old_backends[d] = isn_scheduler_gpu_replace(scheduler, d, backend);
+            isn_gpu_adopt_learning(backend, old_backends[d]); /* idle both: no query enters while moving */
+        }
         gpu->backends[d] = backend;
         old_packers[d] = gpu->packers[d];
         gpu->packers[d] = packers[d];

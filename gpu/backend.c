@@ -1035,6 +1035,11 @@ static void answer_fallback(void *context, uint32_t i, cpu_hand *hand) {
 
 uint32_t isn_gpu_streams(const isn_gpu_backend *b) { return b ? b->options.streams : 0; }
 
+void isn_gpu_adopt_learning(isn_gpu_backend *to, const isn_gpu_backend *from) {
+    if (!to || !from || to == from) return;
+    memcpy(to->prune, from->prune, sizeof to->prune);
+}
+
 int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats, char *err, size_t err_len) {
     if (b == NULL || ticket < 0 || (uint32_t)ticket >= b->options.streams || !b->slots[ticket].busy) {
         snprintf(err, err_len, "isn_gpu_complete: no batch with ticket %d", ticket);

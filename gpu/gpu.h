@@ -246,6 +246,11 @@ int isn_gpu_search_batch(isn_gpu_backend *backend, isn_gpu_request *requests, ui
                          char *err, size_t err_len);
 /* Batches the backend holds at once (isn_gpu_options.streams): submits past these wait for a complete. */
 uint32_t isn_gpu_streams(const isn_gpu_backend *backend);
+/* What `from` learned of its traffic (AUTO pruning: each batch size's cost per posting pruned and
+ * exhaustive, and where its runs stand) becomes `to`'s, for a backend that replaces `from` on a new
+ * generation of the same partition: it need not relearn, first with runs of exhaustive batches, under
+ * the load the old one carried. Neither may have a batch in flight. */
+void isn_gpu_adopt_learning(isn_gpu_backend *to, const isn_gpu_backend *from);
 
 /* What /readyz and the metrics need. ready: opened and warmed up (every kernel ran once); healthy:
  * no device error since. A node with ready && !healthy keeps serving, every query on the CPU: /readyz

@@ -3,20 +3,33 @@
  * its streams, HPACK tables, queued frames), through an nghttp2_mem allocator that counts the bytes
  * each block really takes (malloc_usable_size). These charges are never refused: failing an
  * allocation inside nghttp2 would break a well-behaved connection midway. They fill the budget like
- * any other, so new connections, streams and requests are refused once it is used up. */
+ * any other, so new connections, streams and requests are refused once it is used up.
+ *
+ * The connection counts its bytes itself and holds them in the shared budget (which the servers of
+ * every loop update atomically) in steps: it takes RESERVE_STEP more than it holds when it needs more,
+ * and gives back only when it holds two steps more than it uses. A request's allocations and frees
+ * then move its own count alone, not a cache line that every loop writes. */
 #include <malloc.h>
 #include <stdlib.h>
 
 #include "grpc/server_internal.h"
 
+#define RESERVE_STEP 4096
+
 static void charge(isn_grpc_conn *conn, size_t bytes) {
     conn->charged += bytes;
-    isn_grpc_budget_add(conn->server->budget, bytes);
+    if (conn->charged <= conn->reserved) return;
+    uint64_t more = conn->charged - conn->reserved + RESERVE_STEP;
+    isn_grpc_budget_add(conn->server->budget, more);
+    conn->reserved += more;
 }
 
 static void uncharge(isn_grpc_conn *conn, size_t bytes) {
     conn->charged -= bytes;
-    isn_grpc_budget_release(conn->server->budget, bytes);
+    if (conn->reserved <= conn->charged + 2 * RESERVE_STEP) return;
+    uint64_t less = conn->reserved - conn->charged - RESERVE_STEP;
+    isn_grpc_budget_release(conn->server->budget, less);
+    conn->reserved -= less;
 }
 
 static void *mem_malloc(size_t size, void *user_data) {
@@ -65,7 +78,7 @@ void isn_grpc_conn_memory_track_buffers(isn_grpc_conn *conn) {
 }
 
 void isn_grpc_conn_memory_release(isn_grpc_conn *conn) {
-    isn_grpc_budget_release(conn->server->budget, conn->charged);
-    conn->charged = 0;
+    isn_grpc_budget_release(conn->server->budget, conn->reserved);
+    conn->charged = conn->reserved = 0;
     conn->buffers_charged = 0;
 }

@@ -44,6 +44,21 @@ bool isn_grpc_budget_charge(isn_grpc_memory_budget *budget, uint64_t bytes) {
     return true;
 }
 
+bool isn_grpc_budget_exchange(isn_grpc_memory_budget *budget, uint64_t release, uint64_t charge) {
+    if (!budget) return true;
+    uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED), next;
+    bool fits;
+    do {
+        uint64_t released = used > release ? used - release : 0;
+        fits = !limit || (charge <= limit && released <= limit - charge);
+        next = fits ? released + charge : released;
+    } while (!__atomic_compare_exchange_n(&budget->used, &used, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (!fits) __atomic_fetch_add(&budget->refused, 1, __ATOMIC_RELAXED);
+    else if (next > used) raise_peak(budget, next);
+    return fits;
+}
+
 void isn_grpc_budget_add(isn_grpc_memory_budget *budget, uint64_t bytes) {
     if (!budget || !bytes) return;
     raise_peak(budget, __atomic_add_fetch(&budget->used, bytes, __ATOMIC_RELAXED));
@@ -202,9 +217,14 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *value) 
     return false;
 }
 
-/* Walks one message's wire form; `path` holds the dotted names down to it (`at` bytes). */
+#define NUL_SEARCH_DEPTH 32
+
+/* Walks one message's wire form; `fields` holds the fields down to it (`depth` of them). On a find,
+ * the string field's own descriptor is the last one in `fields`, and the depth is in *found_depth.
+ * Names are put together only then: most requests hold no NUL, and formatting every field's path as
+ * the walk goes cost more than the walk. */
 static bool find_nul_string(const ProtobufCMessageDescriptor *descriptor, const uint8_t *p, const uint8_t *end,
-                            unsigned depth, char *path, size_t path_len, size_t at) {
+                            unsigned depth, const ProtobufCFieldDescriptor **fields, unsigned *found_depth) {
     while (p < end) {
         uint64_t key, len;
         if (!read_varint(&p, end, &key)) return false;
@@ -227,14 +247,14 @@ static bool find_nul_string(const ProtobufCMessageDescriptor *descriptor, const 
         const ProtobufCFieldDescriptor *field =
             key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(descriptor, (unsigned)(key >> 3)) : NULL;
         if (field && (field->type == PROTOBUF_C_TYPE_STRING || field->type == PROTOBUF_C_TYPE_MESSAGE)) {
-            size_t room = path_len - at;
-            int n = snprintf(path + at, room, "%s%s", at ? "." : "", field->name);
-            size_t next = n < 0 ? at : (size_t)n >= room ? path_len - 1 : at + (size_t)n;
-            if (field->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len)) return true;
-            if (field->type == PROTOBUF_C_TYPE_MESSAGE && depth < 32 &&
-                find_nul_string(field->descriptor, p, p + len, depth + 1, path, path_len, next))
+            fields[depth] = field;
+            if (field->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len)) {
+                *found_depth = depth + 1;
                 return true;
-            path[at] = '\0';
+            }
+            if (field->type == PROTOBUF_C_TYPE_MESSAGE && depth < NUL_SEARCH_DEPTH &&
+                find_nul_string(field->descriptor, p, p + len, depth + 1, fields, found_depth))
+                return true;
         }
         p += len;
     }
@@ -243,10 +263,20 @@ static bool find_nul_string(const ProtobufCMessageDescriptor *descriptor, const 
 
 bool isn_grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
                                    char *field, size_t field_len) {
-    char path[128] = "";
-    bool found = find_nul_string(descriptor, data, data + len, 0, path, sizeof path, 0);
-    if (found && field_len) snprintf(field, field_len, "%s", path);
-    return found;
+    const ProtobufCFieldDescriptor *fields[NUL_SEARCH_DEPTH + 1];
+    unsigned depth = 0;
+    if (!find_nul_string(descriptor, data, data + len, 0, fields, &depth)) return false;
+    /* the dotted names, as far as 127 bytes hold them */
+    char path[128];
+    size_t at = 0;
+    for (unsigned i = 0; i < depth; i++) {
+        size_t room = sizeof path - at;
+        int n = snprintf(path + at, room, "%s%s", at ? "." : "", fields[i]->name);
+        at = n < 0 ? at : (size_t)n >= room ? sizeof path - 1 : at + (size_t)n;
+    }
+    path[at] = '\0';
+    if (field_len) snprintf(field, field_len, "%s", path);
+    return true;
 }
 
 size_t isn_grpc_format_timeout(uint64_t ns, char *out, size_t out_len) {

@@ -75,6 +75,9 @@ bool isn_grpc_budget_charge(isn_grpc_memory_budget *budget, uint64_t bytes);
  * what holds it (nghttp2's state, the rounding of a buffer to its capacity). The next charge that
  * would pass the limit is refused. */
 void isn_grpc_budget_add(isn_grpc_memory_budget *budget, uint64_t bytes);
+/* Gives back `release` bytes and charges `charge` in one atomic step: true when the charge fits once
+ * the release is done. False: only the release happened (the charge is refused, as by _charge). */
+bool isn_grpc_budget_exchange(isn_grpc_memory_budget *budget, uint64_t release, uint64_t charge);
 /* True when `bytes` more would fit now (nothing is charged). */
 bool isn_grpc_budget_has_room(const isn_grpc_memory_budget *budget, uint64_t bytes);
 void isn_grpc_budget_release(isn_grpc_memory_budget *budget, uint64_t bytes);

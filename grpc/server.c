@@ -62,11 +62,10 @@ static void note_poll_entry(uv_prepare_t *prepare) {
 /* A poll that waited this long before returning had nothing to read when it began. */
 #define POLL_BLOCKED_NS 100000ull
 
-uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server) {
+uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server, uint64_t now) {
     if (!server->first_read_ns) {
         /* Bytes that were there when the previous poll returned were read in its iteration (epoll
          * reports every ready socket): these came after it returned. */
-        uint64_t now = isn_now_ns();
         bool blocked = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->previous_return_ns;
         server->arrival_floor_ns = blocked ? now : server->previous_return_ns;
         server->first_read_ns = now;

@@ -43,20 +43,26 @@ isn_grpc_call *isn_grpc_call_new(isn_grpc_conn *conn, int32_t id, bool *over_bud
     isn_grpc_server *server = conn->server;
     *over_budget = false;
     /* A new request needs room for a call even when a pooled one is taken; pooled calls give way
-     * to it (they hold memory no request uses). */
-    while (!isn_grpc_budget_charge(server->budget, call_bytes(server))) {
-        isn_grpc_call *unused = pool_pop(server);
-        if (!unused) {
-            *over_budget = true;
-            return NULL;
+     * to it (they hold memory no request uses). A pooled call's charge covers it: with room, it is
+     * taken without touching the budget. */
+    isn_grpc_call *call = NULL;
+    if (server->free_calls && isn_grpc_budget_has_room(server->budget, call_bytes(server))) {
+        call = pool_pop(server);
+    } else {
+        while (!isn_grpc_budget_charge(server->budget, call_bytes(server))) {
+            isn_grpc_call *unused = pool_pop(server);
+            if (!unused) {
+                *over_budget = true;
+                return NULL;
+            }
+            free_pooled_call(server, unused);
         }
-        free_pooled_call(server, unused);
+        call = pool_pop(server);
+        if (call) isn_grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     }
-    isn_grpc_call *call = pool_pop(server);
     uint64_t app_kept = 0;
     if (call) {
         app_kept = call->app_kept;
-        isn_grpc_budget_release(server->budget, call_bytes(server)); /* its pooled charge keeps the rest */
     } else {
         call = calloc(1, sizeof *call + server->config.call_app_bytes);
         if (!call) {
@@ -74,7 +80,7 @@ isn_grpc_call *isn_grpc_call_new(isn_grpc_conn *conn, int32_t id, bool *over_bud
     call->id = id;
     call->app_kept = app_kept;
     call->charged = call_bytes(server) + call->reply.cap + app_kept;
-    call->opened_ns = isn_now_ns();
+    call->opened_ns = conn->read_ns ? conn->read_ns : isn_now_ns();
     call->arrived_ns = conn->bytes_since_ns && conn->bytes_since_ns < call->opened_ns ? conn->bytes_since_ns
                                                                                       : call->opened_ns;
     isn_grpc_stream_limit_note_wait(&server->stream_limit, call->opened_ns - call->arrived_ns);
@@ -101,11 +107,11 @@ static void call_unlink(isn_grpc_call *call, isn_grpc_call **head) {
 void isn_grpc_call_release(isn_grpc_server *server, isn_grpc_call *call) {
     isn_grpc_stream_release(call);
     isn_grpc_reader_reset(&call->reader);
-    isn_grpc_budget_release(server->budget, call->charged);
+    uint64_t charged = call->charged; /* given back below, with the pooled charge taken in the same step */
     call->charged = 0;
     if (call->owner) {
         call->owner->in_flight--;
-        call->owner->last_activity_ns = isn_now_ns();
+        call->owner->last_activity_ns = server->recent_ns ? server->recent_ns : isn_now_ns();
         call->owner = NULL;
     }
     COUNTER_SUB(server->counters.open_calls, 1);
@@ -118,10 +124,12 @@ void isn_grpc_call_release(isn_grpc_server *server, isn_grpc_call *call) {
          * keeps: past either the pool shrinks. */
         uint64_t keep = kept_bytes(server, call);
         uint64_t share = __atomic_load_n(&server->budget->limit, __ATOMIC_RELAXED) / POOL_SHARE;
-        pool = (!share || server->counters.memory_pooled + keep <= share) &&
-               isn_grpc_budget_charge(server->budget, keep);
+        bool in_share = !share || server->counters.memory_pooled + keep <= share;
+        pool = in_share && isn_grpc_budget_exchange(server->budget, charged, keep);
+        if (in_share) charged = 0; /* given back by the exchange, whether the pooled charge fit or not */
         if (!pool && server->handlers.on_release) server->handlers.on_release(call, true, server->app);
     }
+    isn_grpc_budget_release(server->budget, charged);
     if (pool) {
         COUNTER_ADD(server->counters.memory_pooled, kept_bytes(server, call));
         call->next = server->free_calls;
@@ -178,6 +186,7 @@ void isn_grpc_free_call_pool(isn_grpc_server *server) {
  * becomes abandoned, released when the program lets go of it. */
 void isn_grpc_call_detach(isn_grpc_conn *conn, isn_grpc_call *call) {
     isn_grpc_server *server = conn->server;
+    if (conn->headers_call == call) conn->headers_call = NULL, conn->headers_stream = 0;
     call_unlink(call, &conn->calls);
     conn->num_calls--;
     if (call->responded) conn->replying--;

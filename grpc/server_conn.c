@@ -79,9 +79,7 @@ void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn) {
     conn->server->dirty = conn;
 }
 
-void isn_grpc_flush_dirty(uv_check_t *check) {
-    isn_grpc_server *server = check->data;
-    server->check_ns = isn_now_ns();
+static void flush_waiting(isn_grpc_server *server) {
     while (server->dirty) {
         isn_grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;
@@ -89,6 +87,13 @@ void isn_grpc_flush_dirty(uv_check_t *check) {
         conn->next_dirty = NULL;
         conn_flush(conn);
     }
+}
+
+void isn_grpc_flush_dirty(uv_check_t *check) {
+    isn_grpc_server *server = check->data;
+    server->check_ns = server->recent_ns = server->flushed_ns = isn_now_ns();
+    flush_waiting(server);
+    server->recent_ns = 0;
 }
 
 static void on_written(uv_write_t *req, int status) {
@@ -106,38 +111,71 @@ static void on_written(uv_write_t *req, int status) {
     conn_flush(conn);
 }
 
+typedef enum { WRITE_DONE, WRITE_QUEUED, WRITE_FAILED } write_outcome;
+
+/* Hands conn->pending to the kernel. At once when the socket takes it all (nearly always): no write
+ * request, no callback an iteration later, no epoll change when it completes (libuv stops watching
+ * for POLLOUT after every queued write, an epoll_ctl each). What the socket does not take goes out
+ * through a queued write, which on_written follows up. */
+static write_outcome write_now(isn_grpc_conn *conn) {
+    uv_buf_t buf = uv_buf_init((char *)conn->pending.data, (unsigned)conn->pending.len);
+    int n = uv_try_write((uv_stream_t *)&conn->tcp, &buf, 1);
+    if (n < 0 && n != UV_EAGAIN) {
+        log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(n));
+        isn_grpc_conn_close(conn);
+        return WRITE_FAILED;
+    }
+    size_t written = n > 0 ? (size_t)n : 0;
+    conn->bytes_written += written;
+    if (written == conn->pending.len) {
+        buffer_clear(&conn->pending, KEEP_BUFFER); /* a burst must not pin its memory */
+        isn_grpc_conn_memory_track_buffers(conn);
+        return WRITE_DONE;
+    }
+    byte_buffer swap = conn->sending;
+    conn->sending = conn->pending;
+    conn->pending = swap;
+    conn->pending.len = 0;
+    memmove(conn->sending.data, conn->sending.data + written, conn->sending.len - written);
+    conn->sending.len -= written;
+    buf = uv_buf_init((char *)conn->sending.data, (unsigned)conn->sending.len);
+    conn->write_req.data = conn;
+    int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
+    if (rc < 0) {
+        log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
+        isn_grpc_conn_close(conn);
+        return WRITE_FAILED;
+    }
+    conn->writing = true;
+    return WRITE_QUEUED;
+}
+
 /* Encrypts plaintext into the connection's output. */
 static bool seal(isn_grpc_conn *conn, const uint8_t *plain, size_t len) {
     return tls_session_write(&conn->tls, plain, len) && tls_session_take_output(&conn->tls, &conn->pending);
 }
 
-static void conn_flush(isn_grpc_conn *conn) {
-    if (conn->closing) return;
-    if (conn->dropped) {
-        isn_grpc_conn_release_dropped(conn);
-        isn_grpc_server_check_drained(conn->server); /* may close every connection, this one too */
-        if (conn->closing) return;
-    }
-    /* Before its handshake (and after a TLS failure) a TLS connection sends only what OpenSSL wrote. */
-    bool tls = conn->tls.ssl != NULL;
-    bool http2_blocked = tls && (!conn->tls.handshake_done || conn->tls.failed);
+/* Pulls nghttp2's frames (and, over TLS, OpenSSL's records) into conn->pending, up to FLUSH_CHUNK;
+ * *more: nghttp2 may hold more. False when the connection was closed. */
+static bool pull_output(isn_grpc_conn *conn, bool tls, bool http2_blocked, bool *more) {
+    *more = false;
     if (tls && !tls_session_take_output(&conn->tls, &conn->pending)) {
         log_warn("grpc %s: out of memory for output; closing", conn->peer);
         isn_grpc_conn_close(conn);
-        return;
+        return false;
     }
     /* Over TLS, nghttp2's frames (a reply is several) are gathered into records of up to 16 KiB:
      * a record per frame would cost an encryption, a header and a tag each. */
     uint8_t *staging = conn->server->tls_staging;
     size_t staged = 0;
     bool appended = true;
-    while (!http2_blocked && appended && conn->pending.len + staged < FLUSH_CHUNK) {
+    while (!http2_blocked && appended && !(*more = conn->pending.len + staged >= FLUSH_CHUNK)) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(conn->session, &data);
         if (n < 0) {
             log_debug("grpc %s: HTTP/2 send failed: %s", conn->peer, nghttp2_strerror((int)n));
             isn_grpc_conn_close(conn);
-            return;
+            return false;
         }
         if (n == 0) break;
         if (!tls) {
@@ -161,23 +199,27 @@ static void conn_flush(isn_grpc_conn *conn) {
     if (!appended) {
         log_warn("grpc %s: out of memory for output; closing", conn->peer);
         isn_grpc_conn_close(conn);
-        return;
+        return false;
     }
-    if (!conn->writing && conn->pending.len) {
-        byte_buffer swap = conn->sending;
-        conn->sending = conn->pending;
-        conn->pending = swap;
-        conn->pending.len = 0;
-        uv_buf_t buf = uv_buf_init((char *)conn->sending.data, (unsigned)conn->sending.len);
-        conn->write_req.data = conn;
-        int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
-        if (rc < 0) {
-            log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
-            isn_grpc_conn_close(conn);
-            return;
-        }
-        conn->writing = true;
-        return;
+    return true;
+}
+
+static void conn_flush(isn_grpc_conn *conn) {
+    if (conn->closing) return;
+    if (conn->dropped) {
+        isn_grpc_conn_release_dropped(conn);
+        isn_grpc_server_check_drained(conn->server); /* may close every connection, this one too */
+        if (conn->closing) return;
+    }
+    /* Before its handshake (and after a TLS failure) a TLS connection sends only what OpenSSL wrote. */
+    bool tls = conn->tls.ssl != NULL;
+    bool http2_blocked = tls && (!conn->tls.handshake_done || conn->tls.failed);
+    for (;;) {
+        bool more;
+        if (!pull_output(conn, tls, http2_blocked, &more)) return;
+        if (conn->writing || !conn->pending.len) break;
+        if (write_now(conn) != WRITE_DONE) return; /* queued (on_written goes on) or closed */
+        if (!more) break;
     }
     if (conn->writing) return;
     if (tls && (conn->tls.failed || conn->tls.closed)) {
@@ -190,7 +232,8 @@ static void conn_flush(isn_grpc_conn *conn) {
 }
 
 /* A read is at most a connection's share of an iteration: what one read brings is processed before its
- * replies are flushed, so its size bounds how long a refusal in it waits to go out. */
+ * replies can be flushed, so its size bounds (with ISN_GRPC_FLUSH_WAIT_NS) how long a refusal in it waits
+ * to go out. */
 #define READ_CHUNK_BYTES                                                                                      \
     (ISN_GRPC_READ_BYTES_PER_ITERATION < sizeof(((isn_grpc_server *)0)->read_buffer)                           \
          ? ISN_GRPC_READ_BYTES_PER_ITERATION                                                                   \
@@ -224,9 +267,7 @@ static ssize_t feed_tls(isn_grpc_conn *conn, const uint8_t *data, size_t len) {
     }
 }
 
-static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
-    isn_grpc_conn *conn = tcp->data;
-    if (conn->closing) return;
+static void read_bytes(isn_grpc_conn *conn, uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     if (nread < 0) {
         if (nread != UV_EOF) log_debug("grpc %s: read failed: %s", conn->peer, uv_strerror((int)nread));
         isn_grpc_conn_close(conn);
@@ -234,8 +275,8 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     }
     if (nread == 0) return;
     isn_grpc_server *server = conn->server;
-    uint64_t floor = isn_grpc_read_arrival_floor(server);
-    uint64_t read_at = isn_now_ns();
+    uint64_t read_at = server->recent_ns;
+    uint64_t floor = isn_grpc_read_arrival_floor(server, read_at);
     /* These bytes came after the last mark below them (arrival_marks.c); when the socket was empty
      * after the last read, also after the loop's floor (epoll would have reported them earlier). */
     bool drained = conn->arrival.count && conn->arrival.end[conn->arrival.count - 1] == conn->arrival.read_total;
@@ -249,8 +290,10 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         read_at = isn_now_ns();
     }
     isn_grpc_arrival_note_read(&conn->arrival, (size_t)nread, queued, read_at);
+    conn->read_ns = read_at;
     ssize_t rv = conn->tls.ssl ? feed_tls(conn, (const uint8_t *)buf->base, (size_t)nread)
                                : nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+    conn->read_ns = 0;
     if (conn->read_iteration != server->iteration) {
         conn->read_iteration = server->iteration;
         conn->iteration_bytes = 0;
@@ -274,7 +317,25 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
         uv_read_stop(tcp);
         conn->close_when_flushed = true;
     }
-    conn_flush(conn);
+    /* What the read brought about (refusals, errors, handshake records) goes out with the rest of
+     * the connection's output of this iteration, in one write at its end (the flush check), unless
+     * output has waited since the last flush for ISN_GRPC_FLUSH_WAIT_NS: then everything waiting
+     * goes now, so that a refusal never waits behind a long poll phase for more than that and one
+     * read. A read after an idle loop finds that time passed and flushes at once, as before. */
+    isn_grpc_conn_schedule_flush(conn);
+    if (server->recent_ns - server->flushed_ns >= ISN_GRPC_FLUSH_WAIT_NS) {
+        server->flushed_ns = server->recent_ns;
+        flush_waiting(server);
+    }
+}
+
+static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
+    isn_grpc_conn *conn = tcp->data;
+    if (conn->closing) return;
+    isn_grpc_server *server = conn->server;
+    server->recent_ns = isn_now_ns();
+    read_bytes(conn, tcp, nread, buf);
+    server->recent_ns = 0;
 }
 
 void isn_grpc_conn_goaway(isn_grpc_conn *conn) {

@@ -136,6 +136,11 @@ struct isn_grpc_conn {
     bool close_when_flushed;
     uint64_t accepted_ns;
     uint64_t last_activity_ns; /* a request began or ended (reads alone do not count) */
+    uint64_t read_ns;          /* while a read is processed: when it was made (the time its calls open at) */
+    /* The call whose HEADERS nghttp2 is delivering (on_header), so that each header finds it without
+     * a lookup of its stream. */
+    int32_t headers_stream;
+    isn_grpc_call *headers_call;
     /* Reads are bounded per loop iteration (ISN_GRPC_READ_BYTES_PER_ITERATION): past it the connection
      * pauses until the next iteration, so that one client's flood or a 4 MiB request holds neither
      * the other connections nor the replies waiting to go out. */
@@ -153,7 +158,8 @@ struct isn_grpc_conn {
     uint64_t reset_tokens_ns;  /* last refill */
     char peer[64];
     nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
-    uint64_t charged;         /* to the server's budget: the connection, its buffers, nghttp2's blocks */
+    uint64_t charged;         /* the connection, its buffers, nghttp2's blocks */
+    uint64_t reserved;        /* of the server's budget, for them (conn_memory.c): charged or a little more */
     uint64_t buffers_charged; /* of which pending and sending */
     tls_session tls;          /* ssl NULL: plaintext */
 };
@@ -176,7 +182,11 @@ struct isn_grpc_server {
      * once came after the previous poll returned. */
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
+    uint64_t flushed_ns; /* the last flush of waiting output (the check, or a read's: ISN_GRPC_FLUSH_WAIT_NS) */
     uint64_t started_ns; /* when the loop began keeping its idle time: loop_busy_ns counts from here */
+    /* While a read or the flush is processed, the clock as read when it began (0 otherwise): the time
+     * calls released meanwhile give their connection's last activity, without a clock read each. */
+    uint64_t recent_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
     isn_grpc_stream_limit stream_limit;
     bool idle_time_unknown; /* libuv keeps no idle time for this loop: the stream limit stays fixed */
@@ -274,6 +284,9 @@ int isn_grpc_session_new(isn_grpc_conn *conn);
 #ifndef ISN_GRPC_READ_BYTES_PER_ITERATION
 #define ISN_GRPC_READ_BYTES_PER_ITERATION 65536
 #endif
+/* Output a read brings about waits for the iteration's flush at most this long after the last flush
+ * (server_conn.c): one write per connection per iteration, without holding refusals back. */
+#define ISN_GRPC_FLUSH_WAIT_NS 200000ull
 void isn_grpc_on_connection(uv_stream_t *listener, int status);
 /* Reading again on the connections paused in the last iteration (before the loop polls). */
 void isn_grpc_resume_paused(isn_grpc_server *server);
@@ -282,8 +295,9 @@ void isn_grpc_adopt_handed_over(uv_async_t *async);
 void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn);
 void isn_grpc_flush_dirty(uv_check_t *check);
 /* ---- server.c */
-/* The earliest the bytes read in this loop iteration can have reached a socket (see poll_watch). */
-uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server);
+/* The earliest the bytes read in this loop iteration (now: the time of this read) can have reached a
+ * socket (see poll_watch). */
+uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server, uint64_t now);
 void isn_grpc_conn_close(isn_grpc_conn *conn);
 void isn_grpc_conn_goaway(isn_grpc_conn *conn);
 /* GOAWAY with `error_code`; stops reading and closes once what is queued is written. */

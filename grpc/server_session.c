@@ -42,7 +42,14 @@ static void answer_over_budget(isn_grpc_conn *conn, int32_t stream_id) {
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
     isn_grpc_conn *conn = user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    /* The block's headers (on_header) go to this call: found once here, not once per header. */
+    conn->headers_stream = frame->hd.stream_id;
+    conn->headers_call = NULL;
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) { /* trailers */
+        conn->headers_call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        return 0;
+    }
     /* Streams the client reset while the program still works on them count too: a client cannot
      * start more work than this by resetting what it started. */
     if (conn->in_flight >= conn->server->config.max_requests_per_connection) {
@@ -57,18 +64,33 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return 0;
     }
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
+    conn->headers_call = call;
     return 0;
 }
 
-static bool header_is(const uint8_t *name, size_t len, const char *literal) {
-    return len == strlen(literal) && !memcmp(name, literal, len);
+/* The request headers the server reads. */
+typedef enum { HEADER_OTHER, HEADER_METHOD, HEADER_PATH, HEADER_CONTENT_TYPE, HEADER_TRACEPARENT, HEADER_VIA, HEADER_TIMEOUT } header_kind;
+
+static header_kind header_kind_of(const uint8_t *name, size_t len) {
+#define IS(literal) (!memcmp(name, literal, sizeof literal - 1))
+    switch (len) { /* most headers are told apart by their length alone */
+    case 5: return IS(":path") ? HEADER_PATH : HEADER_OTHER;
+    case 7: return IS(":method") ? HEADER_METHOD : IS("isn-via") ? HEADER_VIA : HEADER_OTHER;
+    case 11: return IS("traceparent") ? HEADER_TRACEPARENT : HEADER_OTHER;
+    case 12: return IS("content-type") ? HEADER_CONTENT_TYPE : IS("grpc-timeout") ? HEADER_TIMEOUT : HEADER_OTHER;
+    default: return HEADER_OTHER;
+    }
+#undef IS
 }
 
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) {
-    (void)flags, (void)user_data;
+    (void)flags;
+    isn_grpc_conn *conn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_call *call = frame->hd.stream_id == conn->headers_stream
+                              ? conn->headers_call
+                              : nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call) return 0;
     /* nghttp2 advertises SETTINGS_MAX_HEADER_LIST_SIZE but does not enforce it on what it receives.
      * Trailers count with the headers: the request's whole header list is bounded. */
@@ -81,27 +103,37 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM; the rest of the block is skipped */
     }
     if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: nothing in them is used */
-    if (header_is(name, namelen, ":method")) {
-        call->post = valuelen == 4 && !memcmp(value, "POST", 4);
-    } else if (header_is(name, namelen, ":path")) {
+    switch (header_kind_of(name, namelen)) {
+    case HEADER_METHOD: call->post = valuelen == 4 && !memcmp(value, "POST", 4); break;
+    case HEADER_PATH: {
         size_t n = valuelen < CALL_PATH_MAX - 1 ? valuelen : CALL_PATH_MAX - 1;
         memcpy(call->path, value, n);
         call->path[n] = '\0';
-    } else if (header_is(name, namelen, "content-type")) {
+        break;
+    }
+    case HEADER_CONTENT_TYPE:
         /* application/grpc, application/grpc+proto, application/grpc;charset=... */
         call->content_type_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
                                   (valuelen == 16 || value[16] == '+' || value[16] == ';');
-    } else if (header_is(name, namelen, "traceparent") && valuelen < sizeof call->traceparent) {
-        memcpy(call->traceparent, value, valuelen);
-        call->traceparent[valuelen] = '\0';
-    } else if (header_is(name, namelen, "isn-via")) {
+        break;
+    case HEADER_TRACEPARENT:
+        if (valuelen < sizeof call->traceparent) {
+            memcpy(call->traceparent, value, valuelen);
+            call->traceparent[valuelen] = '\0';
+        }
+        break;
+    case HEADER_VIA: {
         call->via_too_long = valuelen >= sizeof call->via;
         size_t n = call->via_too_long ? 0 : valuelen;
         memcpy(call->via, value, n);
         call->via[n] = '\0';
-    } else if (header_is(name, namelen, "grpc-timeout")) {
+        break;
+    }
+    case HEADER_TIMEOUT:
         if (isn_grpc_parse_timeout((const char *)value, valuelen, &call->timeout_ns) < 0) call->timeout_bad = true;
         else call->timeout_sent = true;
+        break;
+    case HEADER_OTHER: break;
     }
     return 0;
 }
@@ -265,6 +297,10 @@ static void make_shared(void) {
          * lost hedges included; count_early_reset counts only the resets that cost work. This one
          * stays as a backstop far above any client's cancellations. */
         nghttp2_option_set_stream_reset_rate_limit(options, 100000, 20000);
+        /* Closed streams are kept only for RFC 7540's priority tree, which this server does not
+         * use (SETTINGS_NO_RFC7540_PRIORITIES): keeping them costs every stream a list entry and
+         * a later free. */
+        nghttp2_option_set_no_closed_streams(options, 1);
     }
 }
 
@@ -278,8 +314,11 @@ int isn_grpc_session_new(isn_grpc_conn *conn) {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->server->stream_limit.limit},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, conn->server->config.max_header_list_bytes},
+        /* gRPC answers each stream as soon as it can; RFC 7540's dependency tree would cost every
+         * stream its insertion and removal for an order nothing here asks for. */
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, settings, 3);
+    nghttp2_submit_settings(conn->session, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof settings[0]);
     conn->stream_limit_sent = conn->server->stream_limit.limit;
     nghttp2_session_set_local_window_size(conn->session, NGHTTP2_FLAG_NONE, 0, CONNECTION_WINDOW);
     return 0;

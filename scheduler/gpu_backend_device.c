@@ -124,6 +124,11 @@ static int backend_device_submit(void *state, isn_job *const *jobs, uint32_t n, 
     /* With nothing in flight a pending swap can finish: wait for it rather than start a batch on the
      * backend that is going away. With batches in flight, they must be completed first. */
     while (s->replace_pending && !s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
+    if (!s->backend) { /* no flight is usable: the batch goes back to the CPU, not to a wait for one */
+        snprintf(err, err_len, NO_BACKEND_REASON);
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
     backend_flight *f = NULL;
     for (uint32_t i = 0; i < s->flights_usable && !f; i++)
         if (!s->flights[i].busy) f = &s->flights[i];

@@ -56,6 +56,42 @@ int support_index_build(support_index *ix, const char *name, const isn_build_opt
     return rc;
 }
 
+void support_jsonl_build_options(isn_build_options *options) {
+    isn_build_options_default(options);
+    options->analyzer.stem = false;
+    options->analyzer.stopwords = false;
+    options->progress = false;
+}
+
+int support_index_build_jsonl(support_index *ix, const char *name, const isn_build_options *options,
+                              support_jsonl_writer write_docs, void *user) {
+    memset(ix, 0, sizeof *ix);
+    snprintf(ix->dir, sizeof ix->dir, "/tmp/isn-test-%s-XXXXXX", name);
+    if (mkdtemp(ix->dir) == NULL) {
+        perror("support_index_build_jsonl");
+        return -1;
+    }
+    char input[128], out[128], err[ISN_ERR_LEN] = "";
+    snprintf(input, sizeof input, "%s/docs.jsonl", ix->dir);
+    snprintf(out, sizeof out, "%s/index", ix->dir);
+    FILE *f = fopen(input, "w");
+    if (!f) {
+        perror(input);
+        return -1;
+    }
+    write_docs(user, f);
+    if (fclose(f) != 0) {
+        perror(input);
+        return -1;
+    }
+    isn_build_summary summary;
+    int rc = isn_build_from_file(input, out, options, &summary, err, sizeof err);
+    if (rc == 0 && (ix->index = isn_index_open(out, err, sizeof err)) == NULL) rc = -1;
+    if (rc == 0 && (ix->searcher = isn_searcher_new(ix->index)) == NULL) rc = -1;
+    if (rc != 0) fprintf(stderr, "support_index_build_jsonl %s: %s\n", out, err);
+    return rc;
+}
+
 void support_index_close(support_index *ix) {
     isn_searcher_free(ix->searcher);
     isn_index_close(ix->index);

@@ -2,6 +2,8 @@
 #ifndef ISN_TESTS_SUPPORT_INDEX_H
 #define ISN_TESTS_SUPPORT_INDEX_H
 
+#include <stdio.h>
+
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "tests/support/files.h" /* support_remove_tree, for the tests that use both */
@@ -25,6 +27,18 @@ typedef size_t (*support_doc_text)(void *user, uint32_t doc, char *text, size_t 
  * -1 with the reason printed. */
 int support_index_build(support_index *ix, const char *name, const isn_build_options *options, uint32_t num_docs,
                         support_doc_text doc_text, void *user);
+/* isn_build_options_default with terms as written (no stemming or stopwords) and no progress output: the
+ * options of an index built from JSON Lines, to which a test adds its attributes. */
+void support_jsonl_build_options(isn_build_options *options);
+
+/* Writes the documents as JSON Lines to f. */
+typedef void (*support_jsonl_writer)(void *user, FILE *f);
+
+/* The same from JSON Lines (attributes and all, as the options say): write_docs fills
+ * /tmp/isn-test-<name>-XXXXXX/docs.jsonl, which isn_build_from_file builds into index/ beside it,
+ * opened with a searcher; 0 on success, else -1 with the reason printed. */
+int support_index_build_jsonl(support_index *ix, const char *name, const isn_build_options *options,
+                              support_jsonl_writer write_docs, void *user);
 /* Parses text and searches it with the given mode, algorithm and k (other options default); 0 on
  * success, else -1 with the reason in err (ISN_ERR_LEN bytes). */
 int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,

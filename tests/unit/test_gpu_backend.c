@@ -763,6 +763,35 @@ static void test_pruning_modes_emulated(void **state) {
     set_env("ISN_GPU_BOUND_PASS", NULL);
 }
 
+/* A backend that replaces another on a new generation adopts what AUTO learned there: it does not start
+ * over with a run of exhaustive batches, then a run of pruned ones, as a fresh backend does (under a
+ * swap's load, those runs on a large partition held queries past their deadlines). */
+static void test_pruning_adopted_emulated(void **state) {
+    (void)state;
+    static batch bt;
+    isn_gpu_backend *learned = open_backend(true, 0, 0);
+    const uint32_t run = isn_gpu_streams(learned) + 1;
+    isn_gpu_batch_stats st;
+    for (uint32_t i = 0; i < 2 * run; i++) { /* a fresh backend: E..E, then P..P */
+        batch_fill(&bt, 8, 10, ISN_MODE_OR);
+        assert_int_equal(search_checked(learned, &bt, 10, &st), bt.n);
+        assert_int_equal(st.pruned, i >= run);
+    }
+    isn_gpu_backend *adopted = open_backend(true, 0, 0);
+    isn_gpu_adopt_learning(adopted, learned);
+    batch_fill(&bt, 8, 10, ISN_MODE_OR);
+    assert_int_equal(search_checked(adopted, &bt, 10, &st), bt.n);
+    bool adopted_first = st.pruned;
+    /* the learned one's next batch decides from the state the adopted one started from */
+    batch_fill(&bt, 8, 10, ISN_MODE_OR);
+    assert_int_equal(search_checked(learned, &bt, 10, &st), bt.n);
+    assert_int_equal(adopted_first, st.pruned);
+    isn_gpu_close(adopted);
+    isn_gpu_close(learned);
+    /* A fresh backend's first batch is exhaustive: only a learned choice of pruning tells them apart. */
+    if (!adopted_first) skip(); /* the emulated device measured exhaustive cheaper this time */
+}
+
 /* With two batches in flight, AUTO learns a mode's cost only from batches that ran beside none of the
  * other mode: across the switch from the exhaustive run to the pruned one (E1 E2 E3, then P1 P2 P3, each
  * submitted once the batch two before it completed), E3 completes with P1 in flight and P1 ran beside E3,
@@ -1010,6 +1039,7 @@ int main(void) {
         cmocka_unit_test(test_default_streams),
         cmocka_unit_test(test_pruning_modes_emulated),
         cmocka_unit_test(test_pruning_learns_alone_emulated),
+        cmocka_unit_test(test_pruning_adopted_emulated),
         cmocka_unit_test(test_accumulator_layouts),
         ON_EMULATED(test_bound_pass),
         ON_GPU(test_bound_pass),

@@ -23,6 +23,7 @@
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tests/support/index_builder.h"
 #include "tests/support/random.h"
 
 #define NUM_DOCS 120000u /* 15 ranges of 8,192 documents: enough that top-10 samples a share of them first */
@@ -30,7 +31,7 @@
 #define NUM_QUERIES 160u
 #define MAX_K 1000u
 
-static char dir[64];
+static support_index tix;
 static isn_index *ix;
 static isn_searcher *searcher;
 static const char *const sections[] = {"admin", "devel", "games", "libs", "net", "python", "science", "sound", "web", "x11"};
@@ -40,16 +41,8 @@ static uint32_t skewed_word(void) {
     return (uint32_t)(u * u * u * VOCAB);
 }
 
-static int setup(void **state) {
-    (void)state;
-    support_rng_seed(40);
-    snprintf(dir, sizeof dir, "/tmp/isn-test-gpu-trees-XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    char input[128], out[160];
-    snprintf(input, sizeof input, "%s/docs.jsonl", dir);
-    snprintf(out, sizeof out, "%s/index", dir);
-    FILE *f = fopen(input, "w");
-    if (!f) return -1;
+static void write_docs(void *user, FILE *f) {
+    (void)user;
     for (uint32_t d = 0; d < NUM_DOCS; d++) {
         fprintf(f, "{\"id\": \"d%06u\", \"body\": \"", d);
         uint32_t len = 3 + support_rng_below(60);
@@ -59,37 +52,26 @@ static int setup(void **state) {
         if (support_rng_below(9)) fprintf(f, ", \"year\": %u", 1990 + support_rng_below(36));
         fprintf(f, "}\n");
     }
-    fclose(f);
+}
+
+static int setup(void **state) {
+    (void)state;
+    support_rng_seed(40);
     isn_build_options options;
-    isn_build_options_default(&options);
-    options.analyzer.stem = false;
-    options.analyzer.stopwords = false;
-    options.progress = false;
+    support_jsonl_build_options(&options);
     options.num_attributes = 2;
     options.attributes[0] = (isn_attribute_spec){.name = "section", .kind = ISN_ATTRIBUTE_KEYWORD};
     options.attributes[1] = (isn_attribute_spec){.name = "year", .kind = ISN_ATTRIBUTE_INT};
-    isn_build_summary summary;
-    char err[ISN_ERR_LEN] = "";
-    if (isn_build_from_file(input, out, &options, &summary, err, sizeof err) != 0) {
-        fprintf(stderr, "build: %s\n", err);
-        return -1;
-    }
-    ix = isn_index_open(out, err, sizeof err);
-    if (!ix) {
-        fprintf(stderr, "open: %s\n", err);
-        return -1;
-    }
-    searcher = isn_searcher_new(ix);
-    return searcher ? 0 : -1;
+    if (support_index_build_jsonl(&tix, "gpu-trees", &options, write_docs, NULL) != 0) return -1;
+    ix = tix.index;
+    searcher = tix.searcher;
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    isn_searcher_free(searcher);
-    isn_index_close(ix);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    support_index_close(&tix);
+    return 0;
 }
 
 /* One random query: text with +, - and plain words, and 0..2 filters; `text`, `filter_text` and the

@@ -260,14 +260,46 @@ static void test_every_algorithm_against_the_oracle(void **state) {
     free(expected);
 }
 
+/* `text` parsed with the filters (none: num_filters 0), and each algorithm's top k against the oracle's,
+ * every hit satisfying the query; `label` names the case in a failure. One run per algorithm; true when
+ * the oracle found hits. */
+static bool algos_match_oracle(collection *c, const char *text, const query_oracle_clause *clauses, uint32_t n,
+                               const query_oracle_filter *of, const isn_filter_spec *specs, uint32_t num_filters,
+                               uint32_t k, const isn_algo *algos, size_t num_algos, const char *label,
+                               uint32_t *runs) {
+    isn_hit hits[20];
+    oracle_hit expected[20];
+    isn_query query;
+    char err[ISN_ERR_LEN] = "";
+    if (isn_query_parse_syntax(c->searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
+        fail_msg("'%s': %s", text, err);
+    uint64_t matched;
+    uint32_t num_expected = query_oracle_top_k(&c->oracle, clauses, n, of, num_filters, false, k, expected, &matched);
+    for (size_t a = 0; a < num_algos; a++) {
+        isn_search_options options;
+        isn_search_options_default(&options);
+        options.algo = algos[a];
+        options.k = k;
+        uint32_t num_hits = 0;
+        isn_search_stats stats;
+        assert_int_equal(isn_search(c->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
+        char what[400];
+        snprintf(what, sizeof what, "%s '%s' k=%u %s", label, text, k, isn_algo_name(algos[a]));
+        check_hits(what, hits, num_hits, expected, num_expected, &c->oracle, clauses, n, false);
+        for (uint32_t i = 0; i < num_hits; i++)
+            if (!query_oracle_matches(&c->oracle, clauses, n, of, num_filters, false, hits[i].doc))
+                fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
+        (*runs)++;
+    }
+    return num_expected > 0;
+}
+
 /* Optional phrases beside optional terms, k small: a phrase the search only asks about the documents it
  * already holds (a non-essential clause, confirmed for that document alone) must be searched afresh
  * where it becomes essential again in a later window. */
 static void test_optional_phrases_against_the_oracle(void **state) {
     (void)state;
     static const isn_algo algos[] = {ISN_ALGO_MAXSCORE, ISN_ALGO_BMM, ISN_ALGO_AUTO};
-    isn_hit hits[8];
-    oracle_hit expected[8];
     uint32_t nonempty = 0, runs = 0;
     for (uint64_t seed = 1; seed <= 6; seed++) {
         support_rng_seed(500 + seed);
@@ -290,29 +322,10 @@ static void test_optional_phrases_against_the_oracle(void **state) {
                 }
                 if (cl->num_words > 1) at += (size_t)snprintf(text + at, sizeof text - at, "\"");
             }
-            isn_query query;
-            char err[ISN_ERR_LEN] = "";
-            if (isn_query_parse_syntax(c.searcher, text, strlen(text), NULL, 0, &query, err, sizeof err) != 0)
-                fail_msg("'%s': %s", text, err);
-            uint32_t k = 1 + q % 4;
-            uint64_t matched;
-            uint32_t num_expected = query_oracle_top_k(&c.oracle, clauses, n, NULL, 0, false, k, expected, &matched);
-            nonempty += num_expected > 0;
-            for (uint32_t a = 0; a < sizeof algos / sizeof *algos; a++) {
-                isn_search_options options;
-                isn_search_options_default(&options);
-                options.algo = algos[a];
-                options.k = k;
-                uint32_t num_hits = 0;
-                isn_search_stats stats;
-                if (isn_search(c.searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err) != 0)
-                    fail_msg("'%s': %s", text, err);
-                char what[400];
-                snprintf(what, sizeof what, "seed %llu '%s' k=%u %s", (unsigned long long)seed, text, k,
-                         isn_algo_name(algos[a]));
-                check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, false);
-                runs++;
-            }
+            char label[32];
+            snprintf(label, sizeof label, "seed %llu", (unsigned long long)seed);
+            nonempty += algos_match_oracle(&c, text, clauses, n, NULL, NULL, 0, 1 + q % 4, algos,
+                                           sizeof algos / sizeof *algos, label, &runs);
         }
         collection_close(&c);
     }
@@ -676,40 +689,6 @@ static void test_filters_against_the_oracle(void **state) {
     free(expected);
 }
 
-/* `text` parsed with the filters, and every OR algorithm's top k (1, 5 or 20 by `q`) against the oracle's,
- * each hit satisfying the query; `filters` names them in a failure. One run per algorithm; true when the
- * oracle found hits. */
-static bool filtered_algos_match_oracle(collection *c, const char *text, const query_oracle_clause *clauses, uint32_t n,
-                                        const query_oracle_filter *of, const isn_filter_spec *specs, uint32_t num_filters,
-                                        uint32_t q, const char *filters, uint32_t *runs) {
-    isn_hit hits[20];
-    oracle_hit expected[20];
-    isn_query query;
-    char err[ISN_ERR_LEN] = "";
-    if (isn_query_parse_syntax(c->searcher, text, strlen(text), specs, num_filters, &query, err, sizeof err))
-        fail_msg("'%s': %s", text, err);
-    uint32_t k = q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20;
-    uint64_t matched;
-    uint32_t num_expected = query_oracle_top_k(&c->oracle, clauses, n, of, num_filters, false, k, expected, &matched);
-    for (uint32_t a = 0; a < sizeof or_algos / sizeof *or_algos; a++) {
-        isn_search_options options;
-        isn_search_options_default(&options);
-        options.algo = or_algos[a];
-        options.k = k;
-        uint32_t num_hits = 0;
-        isn_search_stats stats;
-        assert_int_equal(isn_search(c->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
-        char what[400];
-        snprintf(what, sizeof what, "'%s' %s k=%u %s", text, filters, k, isn_algo_name(or_algos[a]));
-        check_hits(what, hits, num_hits, expected, num_expected, &c->oracle, clauses, n, false);
-        for (uint32_t i = 0; i < num_hits; i++)
-            if (!query_oracle_matches(&c->oracle, clauses, n, of, num_filters, false, hits[i].doc))
-                fail_msg("%s: rank %u doc %u does not satisfy the query", what, i, hits[i].doc);
-        (*runs)++;
-    }
-    return num_expected > 0;
-}
-
 /* A keyword filter whose documents are few and scattered leads the search over optional terms (a chunk
  * of its documents at a time, each term leapfrogging through them): every algorithm against the
  * oracle, k small enough that every skipped document could have mattered. */
@@ -746,7 +725,8 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
                                     {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
         char filters[40];
         snprintf(filters, sizeof filters, "cat=alpha%s", num_filters > 1 ? " num>=30" : "");
-        nonempty += filtered_algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q, filters, &runs);
+        nonempty += algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20,
+                                       or_algos, sizeof or_algos / sizeof *or_algos, filters, &runs);
     }
     collection_close(&c);
     assert_true(nonempty > runs / 6 / 2);
@@ -816,7 +796,8 @@ static void test_filter_seeding_windows_against_the_oracle(void **state) {
             {.attribute = "num", .op = ISN_FILTER_GE, .values = &thirty, .num_values = 1}};
         char filters[40];
         snprintf(filters, sizeof filters, "cat in {alpha%s}%s", two_values ? ", gamma" : "", num_filters > 1 ? " num>=30" : "");
-        nonempty += filtered_algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q, filters, &runs);
+        nonempty += algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20,
+                                       or_algos, sizeof or_algos / sizeof *or_algos, filters, &runs);
     }
     collection_close(&c);
     assert_true(nonempty > runs / 6 / 2);
