@@ -6,6 +6,8 @@
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
+ *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped] [--train-queries FILE]
+ *             [--train-k K] [--train-mode or|and] [--prefix-cap C]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
  * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
  * is reported apart (isnd computes it anyway), and "seeded" counts the requests it gave a seed.
@@ -21,6 +23,15 @@
  * --budget-mb M gives the device M MiB (a pruned-prefix cache when the partition does not fit), its
  * blocks chosen by the measured log itself or by --train-queries FILE (held-out queries: the honest
  * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
+ * --budget-fraction F gives the postings F of the partition's device bytes instead (or as well); --cache
+ * whole|pruned|visits|capped picks the admission (isn_gpu_options.admission): whole lists (prefix cap 1), the
+ * training log replayed under the early termination of an index in global order (at --train-k, default the
+ * first of --ks, and --train-mode or|and, default the first mode) with lists grown to the depths its queries
+ * need by needs completed per byte (pruned: ISN_GPU_ADMIT_PREFIXES), its queries' visited blocks whole and
+ * cheapest first (queries) or blocks by visits per byte (visits); or the capped prefixes;
+ * rows then count per
+ * query the CPU completions, CPU fallbacks, queries answered on the device alone, those the tail bound
+ * settled (bound_settled, completions_avoided) and the ranges it skipped;
  * --double-acc forces double range accumulators instead of exact fixed point (to compare);
  * --and-by-ranges sends conjunctive queries through the range passes instead of probing (to compare);
  * --no-cpu-rate still runs the CPU for the equality check, on all threads, but prints no rate line;
@@ -255,6 +266,9 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.cpu_queries += st.cpu_queries;
         sum.prefix_queries += st.prefix_queries;
         sum.prefix_cpu_postings += st.prefix_cpu_postings;
+        sum.bound_settled += st.bound_settled;
+        sum.completions_avoided += st.completions_avoided;
+        sum.ranges_bound_skipped += st.ranges_bound_skipped;
         for (int r = 0; r < ISN_GPU_FALLBACK_REASONS; r++) sum.fallbacks[r] += st.fallbacks[r];
         for (int a = 0; a < ISN_GPU_ACC_KINDS; a++) sum.accumulator_queries[a] += st.accumulator_queries[a];
         if (st.ms_total > max_batch_ms) max_batch_ms = st.ms_total;
@@ -289,7 +303,10 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
            "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
            "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
-           "\"prefix_cpu_postings\": %llu, \"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
+           "\"prefix_cpu_postings\": %llu, \"bound_settled\": %u, \"completions_avoided\": %u, "
+           "\"ranges_bound_skipped_per_query\": %.2f, \"per_query\": {\"cpu_completions\": %.4f, \"cpu_fallbacks\": %.4f, "
+           "\"device_only\": %.4f, \"postings_decoded\": %.1f, \"postings_scored\": %.1f, \"cpu_postings\": %.1f}, "
+           "\"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
            "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
            "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
            v->label, round, mode == ISN_MODE_AND ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
@@ -305,7 +322,10 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
                : 0.0,
            (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
            (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
-           sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings,
+           sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,
+           (double)sum.ranges_bound_skipped / n, (double)sum.prefix_queries / n, (double)sum.cpu_queries / n,
+           (double)(on_device - sum.prefix_queries) / n, (double)sum.postings_decoded / n, (double)sum.postings_scored / n,
+           (double)sum.prefix_cpu_postings / n,
            v->probe_s / v->log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
            host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
            sum.accumulator_queries[ISN_GPU_ACC_NARROW],
@@ -321,7 +341,9 @@ int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *train_path = NULL, *label = "index";
     uint32_t ks[8] = {10, 1000}, nks = 2, batches[8] = {1, 16, 256, 4096}, nb = 4, max_queries = 4096, min_batches = 1;
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), inflight = 2;
-    double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0;
+    double budget_mb = 0, cpu_seconds = 2.0, prefix_cap = 0, budget_fraction = 0;
+    const char *cache = NULL, *train_mode = NULL;
+    uint32_t train_k = 0;
     bool emulate = false, modes[2] = {true, true}, and_by_ranges = false, want_cpu_rate = true, double_acc = false;
     bool seed = true, filter_seed = true;
     int pruning = ISN_GPU_PRUNE_AUTO;
@@ -340,6 +362,8 @@ int main(int argc, char **argv) {
                                          {"prefix-cap", 1, 0, 'Q'},     {"min-batches", 1, 0, 'R'},
                                          {"filter", 1, 0, 'G'},         {"write-buckets", 1, 0, 'W'},
                                          {"interleave", 1, 0, 'I'},   {"no-filter-seed", 0, 0, 'Z'},
+                                         {"cache", 1, 0, 'K'},          {"budget-fraction", 1, 0, 'Y'},
+                                         {"train-k", 1, 0, 'J'},        {"train-mode", 1, 0, 'O'},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -368,6 +392,10 @@ int main(int argc, char **argv) {
         case 'W': buckets = (uint32_t)atoi(optarg); break;
         case 'I': interleave = (uint32_t)atoi(optarg); break;
         case 'Z': filter_seed = false; break;
+        case 'K': cache = optarg; break;
+        case 'Y': budget_fraction = strtod(optarg, NULL); break;
+        case 'J': train_k = (uint32_t)atoi(optarg); break;
+        case 'O': train_mode = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
@@ -382,6 +410,13 @@ int main(int argc, char **argv) {
     if (min_batches == 0 || min_batches > 4096) return fprintf(stderr, "bench_gpu: --min-batches must be 1..4096\n"), 2;
     if (interleave > 100) return fprintf(stderr, "bench_gpu: --interleave must be 1..100 rounds\n"), 2;
     if (interleave && !filter_text) return fprintf(stderr, "bench_gpu: --interleave compares with --filter: give one\n"), 2;
+    if (cache && strcmp(cache, "whole") && strcmp(cache, "pruned") && strcmp(cache, "visits") && strcmp(cache, "queries") &&
+        strcmp(cache, "capped"))
+        return fprintf(stderr, "bench_gpu: --cache must be whole, pruned, queries, visits or capped, got '%s'\n", cache), 2;
+    if (budget_fraction < 0 || budget_fraction >= 1)
+        return fprintf(stderr, "bench_gpu: --budget-fraction must be in (0, 1), got %g\n", budget_fraction), 2;
+    if (train_mode && strcmp(train_mode, "or") && strcmp(train_mode, "and"))
+        return fprintf(stderr, "bench_gpu: --train-mode must be or or and, got '%s'\n", train_mode), 2;
     char err[512];
     isn_index *ix = isn_index_open(index_dir, err, sizeof err);
     if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -410,11 +445,24 @@ int main(int argc, char **argv) {
     query_log train = {0};
     if (train_path && (load_queries(ix, train_path, 65536, NULL, &train) != 0 || train.n == 0))
         return fprintf(stderr, "bench_gpu: no usable training query in %s\n", train_path), 1;
-    if (budget_mb > 0) { /* a pruned-prefix cache, trained on held-out queries or the log itself */
+    if (budget_mb > 0 || budget_fraction > 0) { /* a pruned-prefix cache, trained on held-out queries or the log itself */
         go.memory_budget = (uint64_t)(budget_mb * 1048576.0);
+        go.memory_fraction = budget_fraction;
         go.training_queries = train_path ? train.queries : log.queries;
         go.num_training_queries = train_path ? train.n : log.n;
         if (prefix_cap > 0) go.prefix_cap = prefix_cap;
+        /* --cache: whole lists (the capped admission at prefix_cap 1), list prefixes by the training queries'
+         * needs completed per byte, the training queries' visited blocks whole and cheapest first, blocks by
+         * visits per byte alone, or the capped prefixes (leading blocks up to --prefix-cap) */
+        if (cache && !strcmp(cache, "whole")) go.admission = ISN_GPU_ADMIT_CAPPED, go.prefix_cap = 1.0;
+        if (cache && !strcmp(cache, "pruned")) go.admission = ISN_GPU_ADMIT_PREFIXES;
+        if (cache && !strcmp(cache, "queries")) go.admission = ISN_GPU_ADMIT_QUERIES;
+        if (cache && !strcmp(cache, "visits")) go.admission = ISN_GPU_ADMIT_VISITS;
+        if (cache && !strcmp(cache, "capped")) go.admission = ISN_GPU_ADMIT_CAPPED;
+        /* the replay's k and mode: the first measured unless given */
+        go.training_k = train_k ? train_k : ks[0];
+        go.training_mode = train_mode ? (!strcmp(train_mode, "and") ? ISN_MODE_AND : ISN_MODE_OR)
+                                      : (modes[0] ? ISN_MODE_OR : ISN_MODE_AND);
     }
     /* --interleave: the same queries without the filter too, on their own backend (each learns its own pruning
      * choice, as each would in a process of its own), rows of the two alternating */
@@ -438,11 +486,13 @@ int main(int argc, char **argv) {
         isn_gpu_health_get(sides[v].gpu, &h);
         printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
                "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
-               "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\"}\n",
+               "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\", "
+               "\"cache\": \"%s\", \"budget_fraction\": %.4f, \"train_k\": %u, \"train_mode\": \"%s\"}\n",
                sides[v].label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
                (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
                h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes,
-               filter_text && v == 0 ? filter_text : "");
+               filter_text && v == 0 ? filter_text : "", cache ? cache : "default", budget_fraction, go.training_k,
+               go.training_mode == ISN_MODE_AND ? "and" : "or");
         fflush(stdout);
         sides[v].cpu_hits = malloc((size_t)log.n * max_k * sizeof *sides[v].cpu_hits);
         sides[v].cpu_n = malloc(log.n * sizeof *sides[v].cpu_n);

@@ -10,8 +10,11 @@
 #include "gpu/device.h"
 #include "gpu/gpu.h"
 #include "gpu/cpu_crew.h"
+#include "gpu/posting_decode.h"
 #include "gpu/prefix_completion.h"
 #include "gpu/query_tree.h"
+#include "gpu/tail_bound.h"
+#include "gpu/visit_admission.h"
 
 #define MAX_STREAMS 8
 
@@ -28,6 +31,11 @@ typedef struct {
     gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
     gpu_query *queries;
     gpu_term *terms;
+    /* batch query -> the documents its resident lists cover whole: below it the device answers, from it on
+     * the CPU completes (gpu_query.doc_limit may end earlier, where the tail bound stops the query) */
+    uint32_t *coverage;
+    tail_term *tail_terms;       /* the batch's terms as the tail bound reads them (whole lists), as terms */
+    uint32_t *ranges_bound_skipped; /* batch query -> ranges below its coverage the tail bound stopped it before */
     gpu_filter *filters;         /* the tree queries' filters, compiled (compile_filter) */
     uint32_t *filter_values;     /* and their stored values */
     gpu_query_result *results;
@@ -52,6 +60,7 @@ struct isn_gpu_backend {
     const gpu_device_ops *ops;
     gpu_device *device;
     cpu_crew *crew; /* the CPU's part of batches: completions on prefixes, fallbacks */
+    tail_bounds tails; /* global order: early termination and settling on prefixes (tail_bound.h) */
     uint32_t *term_blocks;  /* per term: resident leading blocks (all of them, a prefix, or 0) */
     float *term_max_part;   /* per term: the largest max_tf_part of its resident blocks */
     const isn_block_meta *index_blocks;
@@ -86,6 +95,8 @@ void isn_gpu_options_default(isn_gpu_options *o) {
     o->max_k = 1000;
     o->streams = 2;
     o->prefix_cap = 0.5;
+    o->training_k = 10;
+    o->training_mode = ISN_MODE_OR;
 }
 
 /* The texts requests carry in fallback_reason, and the metric labels, by isn_gpu_fallback_reason. */
@@ -169,6 +180,10 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         total += gpu_layout_list_bytes(ix, widths, t, st.num_blocks);
     }
     b->health.index_bytes += total;
+    if (b->options.memory_fraction > 0.0 && b->options.memory_fraction < 1.0) {
+        const uint64_t share = (uint64_t)((double)total * b->options.memory_fraction);
+        payload_budget = share < payload_budget ? share : payload_budget;
+    }
     uint64_t used = 0;
     if (total <= payload_budget) {
         for (uint32_t t = 0; t < nt; t++) {
@@ -208,10 +223,16 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         }
         qsort(values, nt, sizeof *values, cmp_value_desc);
         /* Admission in three rounds, each by value while the budget lasts: the logged lists' prefixes (up
-         * to prefix_cap), then those prefixes grown to whole lists (a cut list costs every query that
-         * names it a CPU completion, so a whole list is worth its bytes once every logged prefix is in),
-         * then the lists the log never names. */
-        for (int round = 0; round < 3; round++)
+         * to prefix_cap; or by visit frequency: visit_admission.h), then those prefixes grown to whole lists
+         * (a cut list costs every query that names it a CPU completion, so a whole list is worth its bytes
+         * once every logged prefix is in), then the lists the log never names. */
+        const int admission = b->options.admission;
+        const bool by_visits = admission == ISN_GPU_ADMIT_VISITS || admission == ISN_GPU_ADMIT_QUERIES ||
+                               admission == ISN_GPU_ADMIT_PREFIXES;
+        if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, payload_budget, b->term_blocks,
+                                         &used, err, err_len) != 0)
+            goto fail;
+        for (int round = by_visits ? 1 : 0; round < 3; round++)
             for (uint32_t i = 0; i < nt; i++) {
                 uint32_t t = values[i].term;
                 if (values[i].visited != (round < 2)) continue;
@@ -259,7 +280,8 @@ fail:
 
 static void free_slot(stream_slot *s) {
     void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->cpu_tasks, s->task_postings,
-                       s->trees, s->queries, s->terms, s->filters, s->filter_values, s->results, s->hits};
+                       s->trees, s->queries, s->terms, s->filters, s->filter_values, s->results, s->hits,
+                       s->coverage, s->tail_terms, s->ranges_bound_skipped};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -269,6 +291,7 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
+    tail_bounds_free(&b->tails);
     void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks, b->attribute_words};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
@@ -415,6 +438,16 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         threads = online > 0 ? (uint32_t)online : 1;
     }
+    b->crew = cpu_crew_new(index, threads, o.max_k);
+    if (b->crew == NULL) {
+        snprintf(err, err_len, "GPU backend: cannot start %u CPU threads for completions and fallbacks", threads);
+        isn_gpu_close(b);
+        return NULL;
+    }
+    if (tail_bounds_init(&b->tails, index, err, err_len) != 0) {
+        isn_gpu_close(b);
+        return NULL;
+    }
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) {
         isn_gpu_close(b);
         return NULL;
@@ -452,18 +485,16 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         s->filter_values = malloc(b->max_filter_values * sizeof *s->filter_values);
         s->results = malloc(o.max_batch * sizeof *s->results);
         s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
+        s->coverage = malloc(o.max_batch * sizeof *s->coverage);
+        s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
+        s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
         if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
-            !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values) {
+            !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values ||
+            !s->coverage || !s->tail_terms || !s->ranges_bound_skipped) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             isn_gpu_close(b);
             return NULL;
         }
-    }
-    b->crew = cpu_crew_new(index, threads, o.max_k);
-    if (b->crew == NULL) {
-        snprintf(err, err_len, "GPU backend: cannot start %u CPU threads for completions and fallbacks", threads);
-        isn_gpu_close(b);
-        return NULL;
     }
     gpu_upload up = {
         .payload = b->device_payload,
@@ -533,7 +564,7 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     }
     isn_gpu_health fresh = b->health;
     fresh.batches = fresh.queries_device = fresh.queries_cpu = fresh.queries_not_resident = 0;
-    fresh.queries_prefix = fresh.bytes_transferred = 0;
+    fresh.queries_prefix = fresh.bytes_transferred = fresh.completions_avoided = 0;
     memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
     fresh.ms_per_mposting_pruned = fresh.ms_per_mposting_exhaustive = 0.0;
     fresh.batches_pruned = fresh.batches_exhaustive = fresh.samples_pruned = fresh.samples_exhaustive = 0;
@@ -828,6 +859,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             q->path = (uint32_t)path;
             q->driver = driver;
             q->doc_limit = limit;
+            s->coverage[nq] = limit;
             q->cand_cap = path == GPU_PATH_PROBE && driver_df < b->options.max_candidates ? (driver_df ? driver_df : 1)
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
@@ -873,6 +905,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     .weight = weight,
                     .max_score = weight * b->term_max_part[id],
                 };
+                s->tail_terms[nterms + t] = (tail_term){(uint32_t)st.first_block, st.num_blocks, weight};
                 if (weight > 0.0f) { /* an excluded term scores nothing */
                     min_weight = weight < min_weight ? weight : min_weight;
                     weight_sum += weight;
@@ -903,6 +936,17 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                                (b->filter_sampling || q->num_filters == 0);
             q->sample_stride =
                 !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
+            /* global order: from the first id whose tail bound is below the floor (at most the final k-th score) no
+             * document is an answer, so the query's passes stop there */
+            s->ranges_bound_skipped[nq] = 0;
+            if (q->floor_key && !counts_matches) {
+                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit, q->floor_key);
+                if (stop < limit) {
+                    q->doc_limit = stop;
+                    s->ranges_bound_skipped[nq] =
+                        (limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS - (stop + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+                }
+            }
             s->postings_in_lists[nq] = st_postings;
             q->fixed_shift = b->options.double_accumulators || !(weight_sum > 0.0)
                                  ? 0
@@ -968,7 +1012,7 @@ static void complete_on_prefixes(void *context, uint32_t i, cpu_hand *hand) {
     uint32_t q = s->cpu_tasks[i];
     isn_gpu_request *r = &s->requests[s->device_request[q]];
     isn_search_options so = cpu_options_of(r);
-    so.first_doc = s->queries[q].doc_limit;
+    so.first_doc = s->coverage[q];
     if (r->num_hits == r->k && r->hits[r->k - 1].score > 0.0f) so.initial_threshold = r->hits[r->k - 1].score;
     isn_search_stats stats;
     uint32_t n = 0;
@@ -1052,12 +1096,25 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         }
         memcpy(r->hits, s->batch.hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
         r->num_hits = res->num_hits;
-        if (s->queries[q].doc_limit < isn_index_get_info(b->index)->num_docs) {
-            /* resident prefixes answered the documents below the limit; the CPU scores the rest */
-            s->cpu_tasks[prefix_tasks++] = q;
-            b->health.queries_prefix++;
-            st.prefix_queries++;
+        st.ranges_bound_skipped += s->ranges_bound_skipped[q];
+        bool settled = s->ranges_bound_skipped[q] > 0;
+        if (s->coverage[q] < isn_index_get_info(b->index)->num_docs) {
+            /* resident prefixes answered the documents below the coverage. In global order, when no document
+             * from there on can beat the device's k-th score, that is the answer; else the CPU scores the rest. */
+            const uint32_t kth_key = r->num_hits == r->k ? gpu_float_key(r->hits[r->k - 1].score) : 0u;
+            if (kth_key && gpu_bound_below(tail_bound(&b->tails, s->tail_terms + s->queries[q].term_begin,
+                                                      s->queries[q].num_terms, s->coverage[q]),
+                                           kth_key)) {
+                settled = true;
+                st.completions_avoided++;
+                b->health.completions_avoided++;
+            } else {
+                s->cpu_tasks[prefix_tasks++] = q;
+                b->health.queries_prefix++;
+                st.prefix_queries++;
+            }
         }
+        st.bound_settled += settled;
         r->answered_by = ISN_GPU_ANSWERED_DEVICE;
         r->fallback_reason = NULL;
         st.device_queries++;
@@ -1147,13 +1204,15 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_queries_cpu_total{%s} %llu\n"
                      "isn_gpu_queries_not_resident_total{%s} %llu\n"
                      "isn_gpu_queries_prefix_total{%s} %llu\n"
+                     "isn_gpu_queries_prefix_settled_total{%s} %llu\n"
                      "isn_gpu_device_errors_total{%s} %llu\n"
                      "isn_gpu_bytes_transferred_total{%s} %llu\n",
                      l, h->ready, l, h->healthy, l, h->warmup_ms, l, (unsigned long long)h->index_bytes, l,
                      (unsigned long long)h->bytes_resident, l, h->terms_total, l, h->terms_resident, l, h->terms_prefix, l,
                      (unsigned long long)h->batches, l, (unsigned long long)h->queries_device, l,
                      (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,
-                     (unsigned long long)h->queries_prefix, l, (unsigned long long)h->device_errors, l,
+                     (unsigned long long)h->queries_prefix, l, (unsigned long long)h->completions_avoided, l,
+                     (unsigned long long)h->device_errors, l,
                      (unsigned long long)h->bytes_transferred);
     if (n < 0) return 0;
     size_t used = (size_t)n;

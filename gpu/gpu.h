@@ -43,12 +43,18 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
  * every request gets its answer. */
 
 enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
+enum { ISN_GPU_ADMIT_AUTO = 0, ISN_GPU_ADMIT_CAPPED = 1, ISN_GPU_ADMIT_VISITS = 2, ISN_GPU_ADMIT_QUERIES = 3,
+       ISN_GPU_ADMIT_PREFIXES = 4 };
 #define ISN_GPU_PRUNE_EXPLORE 32
 
 typedef struct {
     int device;                /* ordinal to use; ignored by the emulated device */
     bool emulate;              /* run the device algorithm on the host instead (tests and CI, no GPU) */
     uint64_t memory_budget;    /* bytes of device memory for postings + metadata; 0 = 85% of free memory */
+    /* In (0, 1): postings take at most this share of the partition's postings in the device layout
+     * (isn_gpu_health.index_bytes less the block metadata), within memory_budget too (to compare caches
+     * at a fraction of an index whose size the caller does not know); 0 = no such limit. */
+    double memory_fraction;
     uint32_t max_batch;        /* queries per batch (default 1024) */
     uint32_t max_k;            /* largest k served on the device (default 1000, at most 10000) */
     uint32_t max_candidates;   /* per query, before the final sort (0 = max(4 * max_k, 16384)) */
@@ -72,6 +78,28 @@ typedef struct {
     const isn_query *training_queries;
     uint32_t num_training_queries;
     double prefix_cap;
+    /* Which leading blocks a pruned-prefix cache admits first. ISN_GPU_ADMIT_CAPPED: each list the log names up
+     * to prefix_cap of its blocks, by the queries naming it per byte (as above). ISN_GPU_ADMIT_VISITS: the log
+     * replayed on the CPU (its exact top training_k in training_mode) with the device's early termination
+     * (an index in global order: a query is settled from the first document where its bound cannot beat its
+     * k-th score), each block counting the queries that visit it before they are settled; blocks by visits
+     * per byte, each list a prefix (on an index without score bounds a query visits all its blocks).
+     * ISN_GPU_ADMIT_QUERIES: the same replay, but first the training queries whole, cheapest first: each round
+     * admits the blocks the query needing the fewest more bytes still lacks to be settled on the device, while
+     * it fits; then blocks by visits per byte. ISN_GPU_ADMIT_PREFIXES: the same replay, each list grown to
+     * the depth some query needs (the blocks below where it is settled) that completes the most such needs
+     * per byte, best first: with no query settled early, the whole-list cache's order; then blocks by visits
+     * per byte.
+     * AUTO (default): CAPPED, until the device says which costs less. Where the bound settles few queries (the
+     * synthetic partition fitted to Debian: none), a block's visits count every query naming its list, and by
+     * visits per block byte the deep blocks of popular lists go in before the first blocks of others: at 8% of
+     * a 2M-document partition 64% of held-out queries then had a list with no block resident, against 35% with
+     * whole lists (PREFIXES: 32%, QUERIES, fitted to its log: 67%; CAPPED: 3.5%, and 90% completed on the CPU).
+     * All then grow the logged lists to whole lists and admit the lists the log never names, while the budget
+     * lasts. */
+    int admission;
+    uint32_t training_k; /* default 10 (at most max_k) */
+    isn_mode training_mode; /* default ISN_MODE_OR */
     /* Threads for the CPU's part of a batch (completions on prefixes, fallbacks), the completing thread
      * included; 0 = one per online core, 1 = the completing thread alone. */
     uint32_t cpu_threads;
@@ -187,6 +215,16 @@ typedef struct {
     uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
+    /* An index in global order (isn_index_score_bounds): no document from some id on can beat a query's
+     * k-th score when the query's bound there (its terms' weights times the least of the index's bound and
+     * each list's largest block maximum from there on) is below it. bound_settled: device-answered queries
+     * the bound settled, their range passes stopped early (below the probe's floor) or their resident
+     * prefixes complete (below the device's k-th score at the prefixes' end); completions_avoided: of these,
+     * those answered on resident prefixes that the CPU need not complete (not in prefix_queries);
+     * ranges_bound_skipped: ranges below the queries' coverage their passes stopped before. */
+    uint32_t bound_settled;
+    uint32_t completions_avoided;
+    uint64_t ranges_bound_skipped;
     /* Device time per stage, from events (0 for the emulated device): copy in; report pass (every range
      * scored once, its best documents reported); threshold selection and collection of the reports;
      * rescoring of the saturated ranges; AND probing; sort and gather; copy out. */
@@ -234,6 +272,7 @@ typedef struct {
     uint64_t queries_cpu;
     uint64_t queries_not_resident; /* answered on the CPU because a list was not resident */
     uint64_t queries_prefix;       /* answered on resident prefixes and completed on the CPU */
+    uint64_t completions_avoided;  /* answered on resident prefixes and settled by the bound: no CPU completion */
     uint64_t device_errors;
     uint64_t bytes_transferred;
     uint64_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */

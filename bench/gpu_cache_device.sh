@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Issue 41: the pruned-prefix cache on an index in global order (the tail bound's early termination and the
+# admission by visit frequency) against a whole-list cache in the same device memory. Stages:
+#   bash bench/gpu_cache_device.sh device   on the GPU machine, about 5 minutes of device time:
+#     1. the 20M-document synthetic partition fitted to Debian in global order (isn-index synth --order global,
+#        built once), its log split into a training log (the first TRAIN queries) and a measured one (the next
+#        QUERIES, disjoint); postings at 8% and 16% of the partition's device bytes (--budget-fraction), OR and
+#        AND, k 10 and 1,000, batch 256: the whole-list cache (--cache whole, one run per budget) and the pruned
+#        cache (--cache pruned, trained at the k it serves, OR), against the 16-core CPU (rates in the first
+#        run), every answer compared with the CPU's (mismatches);
+#     2. the Debian index in global order (.devdata/idx-deb exported to CIFF and imported with --order global),
+#        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
+#        and 50% against the rate, both caches.
+#   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
+#     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
+#     on the device alone, settled by the bound, postings decoded and scored on the device and by the CPU) of
+#     the whole, pruned (list prefixes by the training queries' needs completed per byte), queries (the training
+#     queries' visited blocks whole, cheapest first), visits (blocks by visits per byte) and
+#     capped caches at 4, 8 and 16% (LOCAL_PERCENTS), OR and AND, k 10 and 1,000; the emulated rates mean nothing.
+# Binaries: BUILD (default build-gpu on the GPU machine, build here), made by
+#   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bench/bench_gpu build-gpu/bin/isn-index
+# Data from DEVDATA (.devdata: idx-deb, debpkg.queries.tsv). JSON lines land in OUT (default $BUILD/results),
+# ending with one summary line per cell (gpu_cache_summary).
+set -u
+STAGE=${1:-device}
+D=${DEVDATA:-.devdata}
+if [ "$STAGE" = local ]; then B=${BUILD:-build}; else B=${BUILD:-build-gpu}; fi
+O=${OUT:-$B/results}
+SYNTH=${SYNTH:-/tmp/isn-synth20m-global}
+SYNTH_DOCS=${SYNTH_DOCS:-20000000}
+DEBG=${DEBG:-/tmp/isn-deb-global}
+TRAIN=${TRAIN:-2048}
+QUERIES=${QUERIES:-1024}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# The partition in global order and its two logs: train.tsv (the first TRAIN queries), measured.tsv (the next
+# QUERIES).
+ensure_synth() { # dir docs fit...
+  local dir=$1 docs=$2
+  shift 2
+  if [ ! -f "$dir/queries.tsv" ]; then
+    "$B/bin/isn-index" synth --docs "$docs" --seed 1 "$@" --queries $((TRAIN + QUERIES)) --order global \
+      --out "$dir" | tee "$O/synth-$(basename "$dir").json" || exit 1
+  fi
+  head -n "$TRAIN" "$dir/queries.tsv" >"$dir/train.tsv"
+  sed -n "$((TRAIN + 1)),$((TRAIN + QUERIES))p" "$dir/queries.tsv" >"$dir/measured.tsv"
+}
+
+run() { # label timeout args...
+  local label=$1 limit=$2
+  shift 2
+  timeout "$limit" "$B/bench/bench_gpu" --label "$label" "$@" >"$O/$label.json" 2>"$O/$label.err"
+  echo "bench $label rc=$?" >&2
+  head -c 600 "$O/$label.err" >&2
+}
+
+# One line per (label, mode, k): the rate, the CPU's rate of that cell when measured, the work per query.
+summarize() { # files...
+  python3 - "$@" <<'PY'
+import json, sys
+cpu = {}
+rows = []
+for f in sys.argv[1:]:
+    for line in open(f):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if r.get("bench") == "cpu": cpu[(r["mode"], r["k"])] = r["qps"]
+        elif r.get("bench") == "gpu": rows.append(r)
+for r in rows:
+    pq = r.get("per_query", {})
+    out = {"bench": "gpu_cache_summary", "label": r["label"], "mode": r["mode"], "k": r["k"], "batch": r["batch"],
+           "qps": r["qps"], "cpu_qps": cpu.get((r["mode"], r["k"])), "mismatches": r["mismatches"],
+           "cpu_completions_per_query": pq.get("cpu_completions"), "cpu_fallbacks_per_query": pq.get("cpu_fallbacks"),
+           "device_only_per_query": pq.get("device_only"), "bound_settled": r.get("bound_settled"),
+           "completions_avoided": r.get("completions_avoided"),
+           "ranges_bound_skipped_per_query": r.get("ranges_bound_skipped_per_query"),
+           "device_postings_decoded_per_query": pq.get("postings_decoded"),
+           "device_postings_scored_per_query": pq.get("postings_scored"), "cpu_postings_per_query": pq.get("cpu_postings")}
+    if out["cpu_qps"]: out["over_cpu"] = round(r["qps"] / out["cpu_qps"], 3)
+    print(json.dumps(out))
+PY
+}
+
+case "$STAGE" in
+device)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-cache.txt"
+  echo "cores: $(nproc)"
+  ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
+  common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES"
+  files=""
+  for pct in 8 16; do
+    f=0.$(printf %02d "$pct")
+    cpu_rate="--no-cpu-rate"
+    [ "$pct" = 8 ] && cpu_rate="--cpu-seconds 2"
+    run synth-whole-$pct ${LIMIT:-90} $common --budget-fraction "$f" --cache whole --ks 10,1000 --modes or,and $cpu_rate
+    files="$files $O/synth-whole-$pct.json"
+    for k in 10 1000; do
+      run synth-pruned-$pct-k$k ${LIMIT:-90} $common --budget-fraction "$f" --cache pruned --ks $k --modes or,and \
+        --train-k $k --train-mode or --no-cpu-rate
+      files="$files $O/synth-pruned-$pct-k$k.json"
+    done
+  done
+  # the Debian index in global order, the cached fraction against the rate
+  if [ ! -f "$DEBG/index.isn" ]; then
+    "$B/bin/isn-index" export-ciff "$D/idx-deb" --out /tmp/isn-deb.ciff &&
+      "$B/bin/isn-index" import-ciff /tmp/isn-deb.ciff --analyzer english --order global --out "$DEBG" || exit 1
+  fi
+  half=$(($(wc -l <"$D/debpkg.queries.tsv") / 2))
+  head -n "$half" "$D/debpkg.queries.tsv" >/tmp/isn-deb-train.tsv
+  tail -n +"$((half + 1))" "$D/debpkg.queries.tsv" >/tmp/isn-deb-measured.tsv
+  for pct in 5 10 20 35 50; do
+    f=0.$(printf %02d "$pct")
+    for cache in whole pruned; do
+      cpu_rate="--no-cpu-rate"
+      [ "$pct$cache" = 5whole ] && cpu_rate="--cpu-seconds 2"
+      run deb-$cache-$pct ${LIMIT:-60} --index "$DEBG" --queries /tmp/isn-deb-measured.tsv \
+        --train-queries /tmp/isn-deb-train.tsv --batches 256 --max-queries 2048 --ks 10 --modes or \
+        --budget-fraction "$f" --cache $cache $cpu_rate
+      files="$files $O/deb-$cache-$pct.json"
+    done
+  done
+  summarize $files | tee "$O/cache41-summary.json"
+  ;;
+local)
+  LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global}
+  fit=""
+  [ -d "$D/idx-deb" ] && fit="--fit $D/idx-deb --fit-queries $D/debpkg.queries.tsv"
+  ensure_synth "$LOCAL" "${LOCAL_DOCS:-2000000}" $fit
+  files=""
+  for pct in ${LOCAL_PERCENTS:-4 8 16}; do
+    f=0.$(printf %02d "$pct")
+    for cache in whole pruned queries visits capped; do
+      for k in 10 1000; do
+        run local-$cache-$pct-k$k ${LIMIT:-1200} --emulate --index "$LOCAL" --queries "$LOCAL/measured.tsv" \
+          --train-queries "$LOCAL/train.tsv" --max-queries ${LOCAL_QUERIES:-256} --batches 256 --ks $k --modes or,and \
+          --budget-fraction "$f" --cache $cache --train-k $k --train-mode or --no-cpu-rate
+        files="$files $O/local-$cache-$pct-k$k.json"
+      done
+    done
+  done
+  summarize $files | tee "$O/cache41-local-summary.json"
+  ;;
+*)
+  echo "usage: bash bench/gpu_cache_device.sh device|local" >&2
+  exit 2
+  ;;
+esac

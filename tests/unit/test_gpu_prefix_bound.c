@@ -1,0 +1,296 @@
+/* The GPU's pruned-prefix cache on an index in global order (issue 41), on the emulated device: answers equal
+ * the CPU's on a global-order index and an input-order one, OR and AND, k 10 and 1,000, under budgets that cut
+ * lists to prefixes, with either admission; in global order the tail bound settles queries on the device that
+ * the same cache without it sends to a CPU completion, a bound scaled up settles none and one scaled down
+ * changes answers; admission by visit frequency stays within the budget and settles more of the training
+ * log's queries than the capped admission at the same budget. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "gpu/gpu.h"
+#include "index/index.h"
+#include "ranking/ranking.h"
+#include "tests/support/files.h"
+#include "tests/support/random.h"
+
+#define DOCS 40000
+#define VOCABULARY 400
+#define QUERIES 120
+
+static char tmp_root[] = "/tmp/isn-test-gpu-prefix-bound-XXXXXX";
+static char corpus_path[300];
+static isn_index *global_ix, *input_ix;
+
+/* Most documents long with each word once (small tf parts); one in 25 short, repeating its words (large
+ * ones): in global order those come first, and the tail's bounds are low (test_early_termination's corpus,
+ * larger, so that lists span many blocks). */
+static void write_corpus(void) {
+    FILE *f = fopen(corpus_path, "w");
+    assert_non_null(f);
+    support_rng_seed(41);
+    for (uint32_t d = 0; d < DOCS; d++) {
+        const bool peaked = d % 25 == 0;
+        const uint32_t words = peaked ? 3 + support_rng_below(5) : 20 + support_rng_below(60);
+        fprintf(f, "{\"id\": \"d%u\", \"title\": \"t\", \"body\": \"", d);
+        for (uint32_t w = 0; w < words; w++) {
+            const uint32_t r = support_rng_below(VOCABULARY);
+            const uint32_t term = support_rng_below(r + 1); /* Zipf-like */
+            const uint32_t repeat = peaked ? 2 + support_rng_below(6) : 1;
+            for (uint32_t k = 0; k < repeat; k++) fprintf(f, "%sw%u", w || k ? " " : "", term);
+        }
+        fputs("\"}\n", f);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+static isn_index *build(isn_doc_order order, const char *name) {
+    char dir[400], err[ISN_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.progress = false;
+    o.order = order;
+    isn_build_summary s;
+    if (isn_build_from_file(corpus_path, dir, &o, &s, err, sizeof err) != 0) fail_msg("build %s: %s", name, err);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open %s: %s", name, err);
+    return ix;
+}
+
+/* A log of 1..3-word queries (seeded: the same words for both indexes), each with the CPU's answers. */
+typedef struct {
+    uint32_t n;
+    isn_query queries[QUERIES];
+    isn_query_term terms[QUERIES][8];
+} query_log;
+
+static void make_log(isn_index *ix, uint64_t seed, query_log *log) {
+    isn_searcher *s = isn_searcher_new(ix);
+    support_rng_seed(seed);
+    log->n = 0;
+    char err[ISN_ERR_LEN];
+    for (uint32_t q = 0; q < QUERIES; q++) {
+        char text[128];
+        size_t len = 0;
+        const uint32_t words = 1 + support_rng_below(3);
+        for (uint32_t w = 0; w < words; w++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%sw%u", w ? " " : "",
+                                    support_rng_below(VOCABULARY / 4));
+        isn_query parsed;
+        assert_int_equal(isn_query_parse(s, text, len, &parsed, err, sizeof err), 0);
+        if (parsed.num_terms == 0 || parsed.num_terms > 8) continue;
+        isn_query *dst = &log->queries[log->n];
+        memcpy(log->terms[log->n], parsed.terms, parsed.num_terms * sizeof *parsed.terms);
+        *dst = (isn_query){.terms = log->terms[log->n], .num_terms = parsed.num_terms, .num_unknown = parsed.num_unknown};
+        log->n++;
+    }
+    isn_searcher_free(s);
+}
+
+static uint64_t payload_bytes(isn_index *ix) {
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = true;
+    char err[ISN_ERR_LEN];
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    isn_gpu_close(b);
+    return h.index_bytes;
+}
+
+static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission, const query_log *train, uint32_t k,
+                                   isn_mode mode) {
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = true;
+    o.max_batch = QUERIES;
+    o.max_k = 1000;
+    o.cpu_threads = 1;
+    o.memory_budget = (uint64_t)((double)payload_bytes(ix) * fraction);
+    o.training_queries = train->queries;
+    o.num_training_queries = train->n;
+    o.admission = admission;
+    o.training_k = k;
+    o.training_mode = mode;
+    char err[ISN_ERR_LEN];
+    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    if (!b) fail_msg("isn_gpu_open: %s", err);
+    isn_gpu_health h;
+    isn_gpu_health_get(b, &h);
+    assert_true(h.terms_prefix > 0); /* the budget cuts lists */
+    assert_true(h.bytes_resident <= o.memory_budget);
+    return b;
+}
+
+typedef struct {
+    uint32_t mismatches, on_prefixes, completed, avoided, settled, cpu;
+} outcome;
+
+/* The log on the backend, every answer compared with the CPU's (mismatches counted, not failed on: the
+ * loosened bound's test expects some). */
+static outcome run_log(isn_gpu_backend *b, isn_index *ix, const query_log *log, uint32_t k, isn_mode mode) {
+    static isn_gpu_request req[QUERIES];
+    static isn_hit got[QUERIES][1000], want[1000];
+    isn_searcher *s = isn_searcher_new(ix);
+    for (uint32_t q = 0; q < log->n; q++) {
+        req[q] = (isn_gpu_request){.query = &log->queries[q], .mode = mode, .k = k, .hits = got[q]};
+        uint32_t probed = 0;
+        if (mode == ISN_MODE_OR) req[q].threshold = isn_threshold_probe(ix, &log->queries[q], k, NULL, 0, NULL, &probed);
+    }
+    isn_gpu_batch_stats st;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_gpu_search_batch(b, req, log->n, &st, err, sizeof err), 0);
+    outcome out = {.completed = st.prefix_queries, .avoided = st.completions_avoided, .settled = st.bound_settled,
+                   .cpu = st.cpu_queries};
+    out.on_prefixes = st.prefix_queries + st.completions_avoided;
+    for (uint32_t q = 0; q < log->n; q++) {
+        isn_search_options o;
+        isn_search_options_default(&o);
+        o.k = k;
+        o.mode = mode;
+        uint32_t n = 0;
+        assert_int_equal(isn_search(s, &log->queries[q], &o, want, &n, NULL, err, sizeof err), 0);
+        bool same = req[q].num_hits == n;
+        for (uint32_t i = 0; same && i < n; i++) same = got[q][i].doc == want[i].doc && got[q][i].score == want[i].score;
+        out.mismatches += !same;
+    }
+    isn_searcher_free(s);
+    return out;
+}
+
+/* Equality with the CPU in both orders, both admissions, OR and AND, k 10 and 1,000, at a fifth of the
+ * index; in global order some queries are settled on the device. */
+static void test_equality_on_prefixes(void **state) {
+    (void)state;
+    static query_log train, log;
+    static const uint32_t ks[] = {10, 1000};
+    static const int admissions[] = {ISN_GPU_ADMIT_VISITS, ISN_GPU_ADMIT_CAPPED};
+    for (int global = 1; global >= 0; global--) {
+        isn_index *ix = global ? global_ix : input_ix;
+        make_log(ix, 1, &train);
+        make_log(ix, 2, &log);
+        uint32_t avoided = 0;
+        for (size_t a = 0; a < 2; a++)
+            for (int mode = 0; mode < 2; mode++)
+                for (size_t i = 0; i < 2; i++) {
+                    const isn_mode m = mode ? ISN_MODE_AND : ISN_MODE_OR;
+                    isn_gpu_backend *b = open_cache(ix, 0.2, admissions[a], &train, ks[i], m);
+                    const outcome o = run_log(b, ix, &log, ks[i], m);
+                    print_message("%s order, %s admission, %s k=%u: %u on prefixes, %u completed on the CPU, %u settled "
+                                  "by the bound (%u in all), %u on the CPU, %u mismatches\n",
+                                  global ? "global" : "input", a ? "capped" : "visits", mode ? "AND" : "OR", ks[i],
+                                  o.on_prefixes, o.completed, o.avoided, o.settled, o.cpu, o.mismatches);
+                    assert_int_equal(o.mismatches, 0);
+                    assert_true(o.on_prefixes > 0);
+                    if (!global) assert_int_equal(o.avoided + o.settled, 0);
+                    avoided += o.avoided;
+                    isn_gpu_close(b);
+                }
+        if (global) assert_true(avoided > 0);
+    }
+}
+
+/* The bound settles queries that the same cache (the capped admission's, which does not depend on the bound)
+ * would otherwise complete on the CPU; scaled up tenfold it settles none (every query on prefixes goes to the
+ * CPU), scaled down to a third it is no bound and answers change. */
+static void test_bound_settles_and_a_wrong_bound_is_caught(void **state) {
+    (void)state;
+    static query_log train, log;
+    make_log(global_ix, 1, &train);
+    make_log(global_ix, 2, &log);
+    isn_gpu_backend *b = open_cache(global_ix, 0.2, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    const outcome exact = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+    isn_gpu_close(b);
+    setenv("ISN_GPU_TAIL_BOUND_PERCENT", "1000", 1);
+    b = open_cache(global_ix, 0.2, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    const outcome loose = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+    isn_gpu_close(b);
+    setenv("ISN_GPU_TAIL_BOUND_PERCENT", "30", 1);
+    b = open_cache(global_ix, 0.2, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    const outcome tight = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+    isn_gpu_close(b);
+    unsetenv("ISN_GPU_TAIL_BOUND_PERCENT");
+    print_message("exact bound: %u of %u on prefixes settled (%u completed), %u mismatches; x10: %u settled (%u "
+                  "completed); x0.3: %u settled, %u mismatches\n",
+                  exact.avoided, exact.on_prefixes, exact.completed, exact.mismatches, loose.avoided, loose.completed,
+                  tight.avoided, tight.mismatches);
+    assert_int_equal(exact.mismatches, 0);
+    assert_true(exact.avoided > 0);
+    assert_true(exact.completed < exact.on_prefixes);
+    assert_int_equal(loose.mismatches, 0);
+    assert_int_equal(loose.avoided, 0);
+    assert_int_equal(loose.on_prefixes, exact.on_prefixes);
+    assert_int_equal(loose.completed, loose.on_prefixes);
+    assert_true(tight.mismatches > 0);
+}
+
+/* Admission by visit frequency, trained on the log it then serves (k 10, OR): within the budget, and more of
+ * that log's queries settled on the device than under the capped admission at the same budget; admitting the
+ * queries' visited blocks whole, cheapest first, answers at least as many without CPU work. */
+static void test_visit_admission(void **state) {
+    (void)state;
+    static query_log log;
+    make_log(global_ix, 3, &log);
+    static const double fractions[] = {0.05, 0.1, 0.2};
+    for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
+        isn_gpu_backend *b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_VISITS, &log, 10, ISN_MODE_OR);
+        const outcome visits = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
+        b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_QUERIES, &log, 10, ISN_MODE_OR);
+        const outcome queries = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
+        b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_PREFIXES, &log, 10, ISN_MODE_OR);
+        const outcome prefixes = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
+        b = open_cache(global_ix, fractions[f], ISN_GPU_ADMIT_CAPPED, &log, 10, ISN_MODE_OR);
+        const outcome capped = run_log(b, global_ix, &log, 10, ISN_MODE_OR);
+        isn_gpu_close(b);
+        print_message("%.0f%% of the index: visits: %u settled, %u completed, %u on the CPU; queries: %u settled, %u "
+                      "completed, %u on the CPU; prefixes: %u settled, %u completed, %u on the CPU; capped: %u settled, "
+                      "%u completed, %u on the CPU\n",
+                      fractions[f] * 100, visits.avoided, visits.completed, visits.cpu, queries.avoided,
+                      queries.completed, queries.cpu, prefixes.avoided, prefixes.completed, prefixes.cpu, capped.avoided,
+                      capped.completed, capped.cpu);
+        assert_int_equal(visits.mismatches + queries.mismatches + prefixes.mismatches + capped.mismatches, 0);
+        assert_true(prefixes.avoided > capped.avoided);
+        assert_true(visits.avoided > capped.avoided);
+        /* whole queries first: at least as many of the log answered without any CPU work */
+        assert_true(queries.avoided + (log.n - queries.on_prefixes - queries.cpu) >=
+                    visits.avoided + (log.n - visits.on_prefixes - visits.cpu));
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.jsonl", tmp_root);
+    write_corpus();
+    global_ix = build(ISN_ORDER_GLOBAL, "global");
+    input_ix = build(ISN_ORDER_INPUT, "input");
+    return 0;
+}
+
+static int cleanup(void **state) {
+    (void)state;
+    isn_index_close(global_ix);
+    isn_index_close(input_ix);
+    return support_remove_tree(tmp_root);
+}
+
+int main(void) {
+    if (!mkdtemp(tmp_root)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_equality_on_prefixes),
+        cmocka_unit_test(test_bound_settles_and_a_wrong_bound_is_caught),
+        cmocka_unit_test(test_visit_admission),
+    };
+    return cmocka_run_group_tests(tests, setup, cleanup);
+}
