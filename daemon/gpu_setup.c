@@ -202,12 +202,23 @@ bool gpu_first_stage_holds(const gpu_first_stage *gpu, const index_generation *g
     return gpu->generation && (gpu->generation == generation || !strcmp(gpu->generation->id, generation->id));
 }
 
-bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation) {
+static bool enter_now(gpu_first_stage *gpu, const index_generation *generation) {
     /* counted first, then the move checked: a mover that set `moving` waits for this job */
     atomic_fetch_add(&gpu->jobs, 1);
     if (!atomic_load(&gpu->moving) && gpu_first_stage_holds(gpu, generation)) return true;
     gpu_first_stage_leave(gpu);
     return false;
+}
+
+bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation, uint64_t wait_until_ns) {
+    if (enter_now(gpu, generation)) return true;
+    if (!wait_until_ns || atomic_load(&gpu->awaited) != generation) return false;
+    /* not counted while it waits: the move drains the jobs of the generation it leaves */
+    while (atomic_load(&gpu->awaited) == generation && isn_now_ns() < wait_until_ns) {
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+    return enter_now(gpu, generation);
 }
 
 void gpu_first_stage_leave(gpu_first_stage *gpu) { atomic_fetch_sub(&gpu->jobs, 1); }
@@ -233,6 +244,7 @@ int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_gene
     isn_searcher_free(planner);
     if (n == gpu->num_backends) {
         gpu->num_staged = n;
+        atomic_store(&gpu->awaited, next);
         return 1;
     }
     for (uint32_t d = 0; d < n; d++) isn_gpu_close(gpu->staged[d]);
@@ -266,12 +278,23 @@ static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *
     return backend;
 }
 
+/* ISN_GPU_MOVE_PAUSE_MS (tests): the move's window held open that long, so that a test sees where the
+ * queries that arrive meanwhile go. */
+static void hold_move_open(void) {
+    const char *value = getenv("ISN_GPU_MOVE_PAUSE_MS");
+    long ms = value ? strtol(value, NULL, 10) : 0;
+    if (ms <= 0 || ms > 10000) return;
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&pause, NULL);
+}
+
 void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf, index_generation *next) {
     if (!gpu->num_backends || gpu_first_stage_holds(gpu, next)) return;
     if (!atomic_load(&gpu->attached) && !atomic_load(&gpu->uploading)) return; /* no device could be used */
-    /* While `moving`, no query enters the GPU: the next generation's go to the CPU workers, which on a
-     * large partition answer a small share of the GPU's rate. So what can be done outside that window
-     * is: the packers made before, the replaced backends closed (their device memory freed) after. */
+    /* While `moving`, no query enters the GPU: the next generation's wait for the move when it was
+     * staged (`awaited`), else go to the CPU workers, which on a large partition answer a small share
+     * of the GPU's rate. So what can be done outside that window is: the packers made before, the
+     * replaced backends closed (their device memory freed) after. */
     search_worker *packers[ISN_SCHED_MAX_GPUS], *old_packers[ISN_SCHED_MAX_GPUS];
     isn_gpu_backend *old_backends[ISN_SCHED_MAX_GPUS] = {0};
     bool packers_made = true;
@@ -281,10 +304,12 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
         for (uint32_t d = 0; d < gpu->num_backends; d++) search_worker_free(packers[d]);
         log_error("gpu: out of memory for the packers of generation %s: its queries run on the CPU workers", next->id);
         atomic_store(&gpu->uploading, false);
+        atomic_store(&gpu->awaited, NULL);
         return;
     }
     uint64_t start = isn_now_ns();
     atomic_store(&gpu->moving, true);
+    hold_move_open();
     /* Jobs bound for the GPU end by their deadlines; one still counted after this long was lost
      * to the count, not queued. */
     uint64_t give_up = start + (uint64_t)(conf->max_timeout_ms ? conf->max_timeout_ms : 60000) * 1000000ull + 1000000000ull;
@@ -317,6 +342,7 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
     if (first_upload && attached) atomic_store(&gpu->attached_ns, isn_now_ns());
     atomic_store(&gpu->uploading, false);
     atomic_store(&gpu->moving, false);
+    atomic_store(&gpu->awaited, NULL);
     double moved = (double)(isn_now_ns() - start) / 1e9;
     for (uint32_t d = 0; d < gpu->num_backends; d++) {
         isn_gpu_close(old_backends[d]);

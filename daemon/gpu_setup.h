@@ -30,6 +30,10 @@ typedef struct {
     index_generation *generation; /* NULL without a GPU first stage */
     atomic_bool moving;
     atomic_uint jobs;             /* bound for the GPU: entered, not left */
+    /* The staged generation the devices move to next, from its staging until the move ends: its jobs
+     * wait for the move (briefly) rather than run on the CPU workers, where on a large partition one
+     * query costs hundreds of the GPU's. */
+    const index_generation *_Atomic awaited;
     isn_gpu_backend *backends[ISN_SCHED_MAX_GPUS]; /* NULL: none uploaded (yet) */
     uint32_t num_backends;        /* the scheduler's devices */
     atomic_uint attached;         /* devices holding a generation (backends not NULL) */
@@ -50,8 +54,10 @@ int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const is
 /* Whether the devices hold this generation's content (the same content hash counts). */
 bool gpu_first_stage_holds(const gpu_first_stage *gpu, const index_generation *generation);
 /* Counts a job bound for the GPU, of this generation: false (not counted) while the devices move or
- * hold another. Every true is followed by one gpu_first_stage_leave. */
-bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation);
+ * hold another. A job of the generation they are about to move to (staged beside the current one)
+ * waits for that move until wait_until_ns (isn_now_ns; 0: no wait). Every true is followed by one
+ * gpu_first_stage_leave. */
+bool gpu_first_stage_enter(gpu_first_stage *gpu, const index_generation *generation, uint64_t wait_until_ns);
 void gpu_first_stage_leave(gpu_first_stage *gpu);
 /* Uploads `next` beside the current generation: 1 when every device holds both now, 0 when they must
  * free first (logged) or there is nothing to do. */

@@ -288,13 +288,24 @@ static int analyse(service_worker *worker, search_job *job) {
     return 0;
 }
 
-/* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena. */
-static bool gpu_eligible(search_service *service, search_job *job) {
+/* How long a job of the generation the GPU is about to move to waits for that move rather than run on
+ * the CPU workers: a quarter of the time left to its deadline, at most GPU_MOVE_WAIT_NS. */
+#define GPU_MOVE_WAIT_NS 50000000ull
+
+static uint64_t gpu_move_wait_until(const search_job *job) {
+    uint64_t now = isn_now_ns(), wait = GPU_MOVE_WAIT_NS, deadline = job->deadline_ns;
+    if (deadline) wait = deadline <= now ? 0 : (deadline - now) / 4 < wait ? (deadline - now) / 4 : wait;
+    return wait ? now + wait : 0;
+}
+
+/* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena.
+ * may_wait: the caller may wait briefly for the GPU's move to the job's generation (not a loop thread). */
+static bool gpu_eligible(search_service *service, search_job *job, bool may_wait) {
     const Isn__V1__SearchRequest *request = job->request;
     if (!service->gpu.num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
         job->k > service->gpu_max_k || job->query.num_terms == 0 || !isn_gpu_takes_query(&job->query, NULL))
         return false;
-    if (!gpu_first_stage_enter(&service->gpu, job->generation)) return false;
+    if (!gpu_first_stage_enter(&service->gpu, job->generation, may_wait ? gpu_move_wait_until(job) : 0)) return false;
     job->gpu_counted = true;
     isn_hit *hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *hits) : NULL;
     if (!hits) return false;
@@ -316,7 +327,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     }
     sched->gpu_request = NULL;
     if (service->gpu.num_backends) {
-        bool eligible = gpu_eligible(service, job);
+        bool eligible = gpu_eligible(service, job, !on_loop);
         if (!eligible) gpu_uncount(service, job);
         sched->gpu_request = eligible ? &job->gpu_request : NULL;
         sched->placement = !eligible ? ISN_PLACE_CPU : service->gpu_route_all ? ISN_PLACE_GPU : ISN_PLACE_ANY;

@@ -158,7 +158,8 @@ static int teardown(void **state) {
 typedef struct {
     const char *address;
     atomic_bool stop;
-    uint64_t replies[2], failures, wrong_generation;
+    atomic_int moving_to; /* the generation the GPU moves to (-1: none): its replies must come from the GPU */
+    uint64_t replies[2], failures, wrong_generation, moving_to_on_cpu;
     char first_failure[600];
 } querier;
 
@@ -193,6 +194,7 @@ static void *query_loop(void *arg) {
         else if (g < 0) record_failure(q, "query %u: reply names generation \"%s\"", i, reply.generation);
         else {
             q->replies[g]++;
+            q->moving_to_on_cpu += g == atomic_load(&q->moving_to) && !strcmp(reply.device, "cpu");
             for (uint32_t k = 0; k < reply.num_hits; k++)
                 if (reply.hits[k].external_id[0] != PREFIX[g]) {
                     if (!q->wrong_generation++)
@@ -421,8 +423,9 @@ static void test_rankers_follow_the_swap(void **state) {
 }
 
 /* [gpu] enable (the emulated device): the next generation is uploaded beside the current one before
- * the switch, its queries run on the CPU until the jobs bound for the GPU have finished, then on
- * the GPU; every reply's hits are the generation's it names. */
+ * the switch, and its queries wait for the GPU's move (held open 20 ms by ISN_GPU_MOVE_PAUSE_MS) rather
+ * than run on the CPU workers, which on a large partition answer a small share of the GPU's rate;
+ * every reply's hits are the generation's it names. */
 static void expect_answer(isn_grpc_client *client, int g, const char *device) {
     char err[256];
     isn_grpc_search_request rq = {.query = "search engine", .k = 10};
@@ -443,7 +446,9 @@ static void test_gpu_keeps_answering(void **state) {
     init_linked(&gpu, gen_dir[0]);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "index.watch_interval=100ms", NULL};
+    setenv("ISN_GPU_MOVE_PAUSE_MS", "20", 1);
     assert_int_equal(harness_start(&gpu, NULL, extra), 0);
+    unsetenv("ISN_GPU_MOVE_PAUSE_MS");
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(gpu.grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
@@ -454,14 +459,15 @@ static void test_gpu_keeps_answering(void **state) {
         fail_msg("the GPU first stage did not upload generation %s", gen_id[0]);
     }
     expect_answer(client, 0, "gpu");
-    querier q = {.address = gpu.grpc_address}; /* queries all along: each reply's hits its generation's */
+    querier q = {.address = gpu.grpc_address, .moving_to = -1}; /* queries all along: each reply's hits its generation's */
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, query_loop, &q), 0);
     for (int flip = 1; flip <= 4; flip++) {
         int g = flip % 2;
+        atomic_store(&q.moving_to, g);
         assert_flip_link(gpu.index_dir, gen_dir[g]);
         assert_true(wait_generation(client, gen_id[g], 5000));
-        expect_answer(client, g, NULL); /* on the CPU or, once moved, the GPU */
+        expect_answer(client, g, "gpu");
         char moved[80];
         snprintf(moved, sizeof moved, "gpu: the first stage serves generation %s (", gen_id[g]);
         if (!wait_log_count(&gpu, moved, (unsigned)(flip + 1) / 2, 10000)) {
@@ -473,10 +479,14 @@ static void test_gpu_keeps_answering(void **state) {
     assert_int_equal(count_log(&gpu, "uploaded before the switch"), 4);
     atomic_store(&q.stop, true);
     pthread_join(thread, NULL);
-    fprintf(stderr, "test_isnd_generations: GPU swaps: replies %llu from A, %llu from B; %llu failed, %llu wrong\n",
+    fprintf(stderr,
+            "test_isnd_generations: GPU swaps: replies %llu from A, %llu from B; %llu failed, %llu wrong, %llu of the "
+            "generation moved to answered on the CPU\n",
             (unsigned long long)q.replies[0], (unsigned long long)q.replies[1], (unsigned long long)q.failures,
-            (unsigned long long)q.wrong_generation);
+            (unsigned long long)q.wrong_generation, (unsigned long long)q.moving_to_on_cpu);
     if (q.failures || q.wrong_generation) fail_msg("%s", q.first_failure);
+    if (q.moving_to_on_cpu) fail_msg("%llu queries of the generation the GPU moved to ran on the CPU workers",
+                                     (unsigned long long)q.moving_to_on_cpu);
     isn_grpc_close(client);
     assert_int_equal(harness_stop(&gpu), 0);
     harness_cleanup(&gpu);
