@@ -12,6 +12,7 @@
 #include "gpu/cpu_crew.h"
 #include "gpu/posting_decode.h"
 #include "gpu/prefix_completion.h"
+#include "gpu/prune_choice.h"
 #include "gpu/query_tree.h"
 #include "gpu/tail_bound.h"
 #include "gpu/visit_admission.h"
@@ -45,14 +46,6 @@ typedef struct {
     uint64_t bytes_staged;
     bool pruned; /* this batch prunes (choose_pruning) */
 } stream_slot;
-
-/* What AUTO pruning learned for one class of batch sizes: [0] exhaustive, [1] pruned. */
-#define PRUNE_CLASSES 6
-typedef struct {
-    double ms_per_mposting[2];
-    uint64_t batches[2]; /* learned from */
-    uint64_t chosen[2];  /* sent */
-} prune_learning;
 
 struct isn_gpu_backend {
     const isn_index *index;
@@ -706,54 +699,17 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
     return 0;
 }
 
-/* Whether the next batch of n queries prunes. AUTO learns apart for batches of different sizes (pruning
- * can pay for a batch of one query and cost for the same queries in batches of 16, where the exhaustive
- * pass keeps the device busier): per size class, a run of exhaustive batches, then a run of pruned ones,
- * then the mode with the lower time per list posting, and a run of the other every ISN_GPU_PRUNE_EXPLORE
- * runs times how much slower it is, so that a change in the traffic is noticed for a fixed share of the
- * device's time. A run is streams + 1 batches: with batches in flight, only a batch between two of its own
- * mode measures that mode's cost (isn_gpu_complete learns from no other), and a run's middle ones are. A
- * mode still without such a batch after PRUNE_PATIENCE runs is left (a class whose runs interleave with
- * another's may never get one): the measured mode, or exhaustive, serves. */
-#define PRUNE_PATIENCE 4
-static uint32_t prune_class(uint32_t n) {
-    uint32_t c = 0;
-    while (n >= 4 && c + 1 < PRUNE_CLASSES) n >>= 2, c++;
-    return c;
-}
-
 static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
     if (b->options.pruning == ISN_GPU_PRUNE_ALWAYS) return true;
     if (b->options.pruning == ISN_GPU_PRUNE_NEVER) return false;
-    prune_learning *l = &b->prune[prune_class(n)];
-    /* the runs count batches sent, not batches learned from: with batches in flight, counting
-     * completions sent every batch of a short burst down the first mode */
-    const uint64_t run = (uint64_t)b->options.streams + 1, patience = PRUNE_PATIENCE * run;
-    bool pruned;
-    if (l->chosen[0] < run || (l->batches[0] == 0 && l->chosen[0] < patience)) pruned = false;
-    else if (l->chosen[1] < run || (l->batches[1] == 0 && l->chosen[1] < patience)) pruned = true;
-    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] == 0 && l->batches[1] != 0;
-    else {
-        const bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
-        /* the other mode's runs take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
-         * slower it is (a pruned batch can cost several exhaustive ones) */
-        const double ratio = l->ms_per_mposting[!better] / l->ms_per_mposting[better];
-        const uint64_t every =
-            ISN_GPU_PRUNE_EXPLORE * run * (uint64_t)(ratio >= 1.0 ? (ratio < 64.0 ? ceil(ratio) : 64.0) : 1.0);
-        pruned = (l->chosen[0] + l->chosen[1]) % every >= every - run ? !better : better;
-    }
-    l->chosen[pruned]++;
-    return pruned;
+    return prune_choose(&b->prune[prune_class(n)], b->options.streams);
 }
 
 /* Folds a batch's time per million list postings into its size class's average for its mode; the health
  * shows the class of the latest batch. */
 static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms, uint64_t postings) {
-    if (postings == 0) return;
     prune_learning *l = &b->prune[prune_class(n)];
-    double sample = ms / ((double)postings / 1e6);
-    l->ms_per_mposting[pruned] = l->batches[pruned] == 0 ? sample : 0.8 * l->ms_per_mposting[pruned] + 0.2 * sample;
-    l->batches[pruned]++;
+    if (!prune_learn(l, pruned, ms, postings)) return;
     b->health.ms_per_mposting_pruned = l->ms_per_mposting[1];
     b->health.ms_per_mposting_exhaustive = l->ms_per_mposting[0];
     if (pruned) b->health.samples_pruned++;

@@ -225,6 +225,44 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     return 0;
 }
 
+// The index's bytes go up in pieces through two pinned buffers on a stream of their own: one synchronous
+// copy of a partition's tens of gigabytes from pageable memory holds the driver for seconds, and a device
+// already serving another generation (a swap uploads the next one beside it) could launch and complete
+// nothing meanwhile.
+static const size_t kUploadChunk = 32u << 20;
+
+static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size_t bytes) {
+    if (bytes == 0) return cudaSuccess;
+    int least = 0, greatest = 0;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t copied[2] = {nullptr, nullptr};
+    uint8_t *pinned = nullptr;
+    const size_t chunk = bytes < kUploadChunk ? bytes : kUploadChunk;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied[0], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied[1], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMallocHost(&pinned, 2 * chunk);
+    for (size_t off = 0, i = 0; e == cudaSuccess && off < bytes; off += chunk, i++) {
+        const size_t n = bytes - off < chunk ? bytes - off : chunk;
+        uint8_t *buffer = pinned + (i % 2) * chunk;
+        if (i >= 2) e = cudaEventSynchronize(copied[i % 2]); // the buffer's copy two pieces ago is done
+        if (e != cudaSuccess) break;
+        memcpy(buffer, (const uint8_t *)host_src + off, n);
+        e = cudaMemcpyAsync((uint8_t *)device_dst + off, buffer, n, cudaMemcpyHostToDevice, stream);
+        if (e == cudaSuccess) e = cudaEventRecord(copied[i % 2], stream);
+    }
+    if (stream) {
+        const cudaError_t synced = cudaStreamSynchronize(stream);
+        if (e == cudaSuccess) e = synced;
+        cudaStreamDestroy(stream);
+    }
+    for (int i = 0; i < 2; i++)
+        if (copied[i]) cudaEventDestroy(copied[i]);
+    if (pinned) cudaFreeHost(pinned);
+    return e;
+}
+
 static int open_device(gpu_device *d, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
     CHECK(cudaSetDevice(d->ordinal));
@@ -232,13 +270,11 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation.
     CHECK(cudaMalloc(&d->d_payload, u->payload_bytes + 64));
     CHECK(cudaMemset(d->d_payload + u->payload_bytes, 0, 64));
-    CHECK(cudaMemcpy(d->d_payload, u->payload, u->payload_bytes, cudaMemcpyHostToDevice));
+    CHECK(upload_in_chunks(d->d_payload, u->payload, u->payload_bytes));
     CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
-    CHECK(cudaMemcpy(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta), cudaMemcpyHostToDevice));
+    CHECK(upload_in_chunks(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta)));
     CHECK(cudaMalloc(&d->d_attribute_words, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t)));
-    if (u->num_attribute_words)
-        CHECK(cudaMemcpy(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t),
-                         cudaMemcpyHostToDevice));
+    CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
     for (int filtered = 0; filtered < 2; filtered++) {
         CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_filtered : wide_report_kernel,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
