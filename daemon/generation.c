@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -37,7 +38,10 @@ index_generation *generation_open(const char *dir, bool full_verify, char *err, 
     }
     generation->info = isn_index_get_info(generation->index);
     char why[ISN_ERR_LEN];
-    if (full_verify && isn_index_verify(generation->index, why, sizeof why) < 0) {
+    /* on every core: a swap verifies while the current generation serves, at the loader's low priority,
+     * which its threads inherit (the lists of a 100M-document partition take minutes on one) */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (full_verify && isn_index_verify_threads(generation->index, cpus > 0 ? (uint32_t)cpus : 1, why, sizeof why) < 0) {
         isn_error(err, err_len, "%s/%s: %s", generation->dir, ISN_INDEX_FILE, why);
         generation_release(generation);
         return NULL;

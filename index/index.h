@@ -256,6 +256,9 @@ const isn_index_info *isn_index_get_info(const isn_index *index);
 /* Structural checks beyond checksums: doc ids strictly increasing within lists, block last ids and
  * offsets consistent, block maxima equal to the real maxima, lengths consistent. 0 or -1 with err. */
 int isn_index_verify(const isn_index *index, char *err, size_t err_len);
+/* The same on `threads` threads (the caller's among them): the lists are checked in parallel, and an
+ * index that fails reports the same error on any number of threads. */
+int isn_index_verify_threads(const isn_index *index, uint32_t threads, char *err, size_t err_len);
 
 /* Lexicon lookup of an analyzed term. */
 bool isn_index_find_term(const isn_index *index, const char *term, size_t len, uint32_t *term_id);

@@ -280,6 +280,7 @@ static void test_version1_still_read(void **state) {
     if (!ix) fail_msg("open: %s", err);
     assert_int_equal(isn_index_get_info(ix)->version, 1);
     assert_int_equal(isn_index_verify(ix, err, sizeof err), 0);
+    assert_int_equal(isn_index_verify_threads(ix, 4, err, sizeof err), 0);
     isn_index_close(ix);
 }
 
@@ -447,6 +448,11 @@ static void test_damaged_files(void **state) {
     assert_non_null(ix);
     assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
     assert_non_null(strstr(err, "block_meta"));
+    char threaded_err[ISN_ERR_LEN]; /* the lists checked on several threads: the same error */
+    for (uint32_t threads = 2; threads <= 8; threads *= 2) {
+        assert_int_equal(isn_index_verify_threads(ix, threads, threaded_err, sizeof threaded_err), -1);
+        assert_string_equal(threaded_err, err);
+    }
     isn_index_close(ix);
 
     /* A block out of order is caught at open. */
@@ -485,6 +491,8 @@ static void test_damaged_files(void **state) {
     assert_int_equal(isn_index_verify(ix, err, sizeof err), -1);
     /* the changed norms break the stored block maxima first, else the per-document check fires */
     if (!strstr(err, "doc_lens") && !strstr(err, "block_meta")) fail_msg("unexpected verify error: %s", err);
+    assert_int_equal(isn_index_verify_threads(ix, 4, threaded_err, sizeof threaded_err), -1);
+    assert_string_equal(threaded_err, err);
     isn_index_close(ix);
 
     assert_int_equal(support_write_file(path, good, len), 0);
