@@ -19,13 +19,25 @@
  * numbers and the check then take that gather.
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
  *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--gather-threads K] [--cpu-only]
- *                 [--check] [--keep-rankers DIR]
+ *                 [--check] [--keep-rankers DIR] [--pipeline P] [--pipeline-gather K]
  * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
- * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them. */
+ * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them.
+ * With --pipeline P, throughput on both sides over the second stage alone (the candidates of every
+ * query found once beforehand, so the first stage's search is in neither):
+ *   cpu_all_l2:   every core (--threads), one query per thread at a time: queries/s, ms = 1000 / qps;
+ *   gpu_pipeline: P producer threads, each gathering a batch of --batch queries (alone, or on its own
+ *                 crew of --pipeline-gather threads) and running its pass while the others gather: the
+ *                 handle has P in-flight slots, so one batch's copies and kernels overlap the next
+ *                 batches' gathers and each other; queries/s over at least --seconds after a warm
+ *                 0.3 s, ms = 1000 / qps, the speedups over cpu_all_l2 and cpu_all, and the per-query
+ *                 means of each step (which overlap: gather, pack, waiting for a slot, transfer,
+ *                 kernels). Every score is compared with the CPU's (mismatches counted). Without a GPU
+ *                 the emulated device runs it (a check of the mode, not a measurement). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,16 +263,177 @@ static double cpu_rate(const isn_ranker *rk, uint32_t n1, uint32_t threads, doub
     return run.done / elapsed;
 }
 
+/* ------------------------------------------------------------------ throughput of the second stage alone */
+
+/* Every query's candidates, found once (its terms copied out of the searcher), and the CPU's scores. */
+typedef struct {
+    uint32_t n1;
+    isn_query *query;
+    isn_query_term **terms;
+    uint32_t *docs; /* query q's at docs + q * n1 */
+    uint32_t *n;
+    float *cpu_scores; /* likewise */
+} candidate_sets;
+
+static void candidate_sets_keep(candidate_sets *c, uint32_t q, const isn_query *query, const uint32_t *docs, uint32_t n,
+                                const float *scores) {
+    c->query[q] = *query;
+    c->terms[q] = realloc(c->terms[q], (query->num_terms + 1) * sizeof *c->terms[q]);
+    if (!c->terms[q]) die("candidates", "out of memory");
+    if (query->num_terms) memcpy(c->terms[q], query->terms, query->num_terms * sizeof *query->terms);
+    c->query[q].terms = c->terms[q];
+    c->query[q].structure = NULL; /* the gather reads the terms alone */
+    memcpy(c->docs + (size_t)q * c->n1, docs, n * sizeof *docs);
+    memcpy(c->cpu_scores + (size_t)q * c->n1, scores, n * sizeof *scores);
+    c->n[q] = n;
+}
+
+typedef struct {
+    const isn_ranker *rk;
+    const candidate_sets *c;
+    isn_gpu_l2 *gpu;                /* NULL: the emulated device below */
+    isn_gpu_l2_emulated *emulated;
+    uint32_t batch, gather_threads;
+    _Atomic uint64_t next; /* the next query (a thread takes batch of them) */
+    double stop_at;
+    pthread_mutex_t lock;
+    /* summed by the threads at their end */
+    uint64_t queries, compared, mismatches;
+    double gather_ms, pack_ms, wait_ms, transfer_ms, kernels_ms;
+    int failed;
+    char err[ISN_ERR_LEN];
+} pipeline_run;
+
+/* The CPU's second stage from the kept candidates, one query at a time per thread. */
+static void *cpu_l2_worker(void *arg) {
+    pipeline_run *run = arg;
+    const candidate_sets *c = run->c;
+    const uint32_t nf = isn_feature_count(isn_index_get_info(ix)), ni = isn_ranker_num_inputs(run->rk);
+    isn_l2_workspace *ws = isn_l2_workspace_new(ix);
+    float *rows = malloc((size_t)c->n1 * nf * sizeof(float)), *inputs = malloc((size_t)c->n1 * ni * sizeof(float));
+    float *scores = malloc(c->n1 * sizeof(float));
+    float *scratch = isn_ranker_mlp(run->rk) ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(run->rk), c->n1) * sizeof(float)) : NULL;
+    uint64_t done = 0;
+    while (now_ms() < run->stop_at) {
+        const uint32_t q = (uint32_t)(atomic_fetch_add(&run->next, 1) % num_queries);
+        cpu_stage(ws, run->rk, &c->query[q], c->docs + (size_t)q * c->n1, c->n[q], rows, inputs, scratch, scores, NULL);
+        done++;
+    }
+    pthread_mutex_lock(&run->lock);
+    run->queries += done;
+    pthread_mutex_unlock(&run->lock);
+    free(rows), free(inputs), free(scores), free(scratch);
+    isn_l2_workspace_free(ws);
+    return NULL;
+}
+
+/* A producer: gathers its batch (alone, or on its crew), runs the pass in one of the handle's slots,
+ * checks the scores; the other producers gather meanwhile. */
+static void *gpu_producer(void *arg) {
+    pipeline_run *run = arg;
+    const candidate_sets *c = run->c;
+    const uint32_t B = run->batch;
+    isn_l2_workspace *ws[MAX_BATCH];
+    for (uint32_t b = 0; b < B; b++) ws[b] = run->gather_threads > 1 ? NULL : isn_l2_workspace_new(ix);
+    isn_gpu_l2_gather_crew *crew = run->gather_threads > 1 ? isn_gpu_l2_gather_crew_new(ix, run->gather_threads, 0) : NULL;
+    if (run->gather_threads > 1 && !crew) die("pipeline crew", "cannot start");
+    const size_t cap = (size_t)B * c->n1;
+    /* page-locked for the GPU: the scores come back on the slot's stream, straight into it */
+    float *scores = run->gpu ? isn_gpu_l2_host_alloc(cap * sizeof(float)) : malloc(cap * sizeof(float));
+    float *in_order = malloc(cap * sizeof(float));
+    if (!scores || !in_order) die("pipeline", "out of memory");
+    uint64_t queries = 0, compared = 0, mismatches = 0;
+    double gather_ms = 0, pack_ms = 0, wait_ms = 0, transfer_ms = 0, kernels_ms = 0;
+    char err[ISN_ERR_LEN];
+    int failed = 0;
+    while (!failed && now_ms() < run->stop_at) {
+        const uint64_t first = atomic_fetch_add(&run->next, B);
+        isn_feature_hits hits[MAX_BATCH];
+        const isn_feature_hits *list[MAX_BATCH];
+        isn_gpu_l2_candidates cands[MAX_BATCH];
+        uint32_t qs[MAX_BATCH], rows = 0;
+        const double g0 = now_ms();
+        for (uint32_t b = 0; b < B; b++) {
+            qs[b] = (uint32_t)((first + b) % num_queries);
+            cands[b] = (isn_gpu_l2_candidates){&c->query[qs[b]], 0, c->docs + (size_t)qs[b] * c->n1, c->n[qs[b]]};
+            rows += c->n[qs[b]];
+            if (!crew && isn_feature_hits_gather(ws[b], cands[b].query, 0, cands[b].docs, cands[b].n, &hits[b], err,
+                                                 sizeof err) != 0)
+                die("pipeline gather", err);
+            list[b] = &hits[b];
+        }
+        const isn_feature_hits *const *slices = list;
+        uint32_t num_slices = B;
+        const uint32_t *order = NULL;
+        if (crew && isn_gpu_l2_gather(crew, cands, B, &slices, &num_slices, &order, err, sizeof err) != 0)
+            die("pipeline crew", err);
+        gather_ms += now_ms() - g0;
+        isn_gpu_l2_stats st;
+        memset(&st, 0, sizeof st);
+        const int rc = run->gpu ? isn_gpu_l2_pass(run->gpu, run->rk, slices, num_slices, scores, NULL, &st, err, sizeof err)
+                                : isn_gpu_l2_pass_on_emulated(run->emulated, run->rk, slices, num_slices, scores, NULL,
+                                                              err, sizeof err);
+        if (rc != 0) {
+            failed = 1;
+            break;
+        }
+        pack_ms += st.ms_pack, wait_ms += st.ms_wait, transfer_ms += st.ms_transfer, kernels_ms += st.ms_kernels;
+        const float *got = scores;
+        if (order) {
+            unslice(order, rows, 1, scores, in_order);
+            got = in_order;
+        }
+        for (uint32_t b = 0, at = 0; b < B; at += c->n[qs[b]], b++)
+            for (uint32_t i = 0; i < c->n[qs[b]]; i++)
+                mismatches += memcmp(&got[at + i], &c->cpu_scores[(size_t)qs[b] * c->n1 + i], sizeof(float)) != 0;
+        compared += rows;
+        queries += B;
+    }
+    pthread_mutex_lock(&run->lock);
+    if (failed && !run->failed) {
+        run->failed = 1;
+        snprintf(run->err, sizeof run->err, "%s", err);
+    }
+    /* batches that ended past the stop count: they ran inside the measured time */
+    run->queries += queries, run->compared += compared, run->mismatches += mismatches;
+    run->gather_ms += gather_ms, run->pack_ms += pack_ms, run->wait_ms += wait_ms;
+    run->transfer_ms += transfer_ms, run->kernels_ms += kernels_ms;
+    pthread_mutex_unlock(&run->lock);
+    if (run->gpu) isn_gpu_l2_host_free(scores);
+    else free(scores);
+    free(in_order);
+    isn_gpu_l2_gather_crew_free(crew);
+    for (uint32_t b = 0; b < B; b++) isn_l2_workspace_free(ws[b]);
+    return NULL;
+}
+
+/* Queries/s of `threads` threads running fn for `seconds`; the run's sums are reset first. */
+static double run_threads(pipeline_run *run, void *(*fn)(void *), uint32_t threads, double seconds) {
+    pthread_t th[256];
+    run->queries = run->compared = run->mismatches = 0;
+    run->gather_ms = run->pack_ms = run->wait_ms = run->transfer_ms = run->kernels_ms = 0;
+    atomic_store(&run->next, 0);
+    const double t0 = now_ms();
+    run->stop_at = t0 + seconds * 1000;
+    for (uint32_t t = 0; t < threads; t++)
+        if (pthread_create(&th[t], NULL, fn, run) != 0) die("threads", "cannot start");
+    for (uint32_t t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    if (run->failed) die("pipeline pass", run->err);
+    return run->queries / ((now_ms() - t0) / 1000);
+}
+
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200, gather_threads = 1;
+    uint32_t pipeline = 0, pipeline_gather = 1;
     double seconds = 2;
     bool cpu_only = false, check = false;
     const char *keep_rankers = NULL;
     static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
                                    {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
                                    {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
-                                   {"gather-threads", 1, 0, 'g'}, {"keep-rankers", 1, 0, 'K'}, {0, 0, 0, 0}};
+                                   {"gather-threads", 1, 0, 'g'}, {"keep-rankers", 1, 0, 'K'}, {"pipeline", 1, 0, 'P'},
+                                   {"pipeline-gather", 1, 0, 'G'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
         case 'i': index_dir = optarg; break;
@@ -275,13 +448,17 @@ int main(int argc, char **argv) {
         case 'k': check = true; break;
         case 'K': keep_rankers = optarg; break;
         case 'g': gather_threads = (uint32_t)atoi(optarg); break;
+        case 'P': pipeline = (uint32_t)atoi(optarg); break;
+        case 'G': pipeline_gather = (uint32_t)atoi(optarg); break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
     if (!index_dir || !queries_path || threads == 0 || threads > 256 || batch == 0 || batch > MAX_BATCH ||
-        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256) {
+        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256 || pipeline > 64 ||
+        pipeline_gather == 0 || pipeline_gather > 256) {
         fprintf(stderr, "bench_l2_pass: --index DIR and --queries FILE.tsv are required; --threads 1..256, --batch "
-                        "1..%d, --max-queries 1..%d, --gather-threads 1..256\n", MAX_BATCH, MAX_QUERIES);
+                        "1..%d, --max-queries 1..%d, --gather-threads 1..256, --pipeline 0..64, --pipeline-gather "
+                        "1..256\n", MAX_BATCH, MAX_QUERIES);
         return 2;
     }
     char err[ISN_ERR_LEN];
@@ -307,6 +484,7 @@ int main(int argc, char **argv) {
     if (!cpu_only) {
         isn_gpu_l2_options o;
         isn_gpu_l2_options_default(&o);
+        if (pipeline) o.pass_slots = pipeline; /* a slot for every producer's pass */
         gpu = isn_gpu_l2_open(&o, err, sizeof err);
         if (!gpu) fprintf(stderr, "bench_l2_pass: no GPU (%s): CPU only\n", err);
     }
@@ -361,12 +539,22 @@ int main(int argc, char **argv) {
             float *check_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
             float *check_scores = check ? malloc(cap * sizeof(float)) : NULL;
             double candidates_sum = 0;
+            candidate_sets kept = {.n1 = n1};
+            if (pipeline) {
+                kept.query = calloc(num_queries, sizeof *kept.query);
+                kept.terms = calloc(num_queries, sizeof *kept.terms);
+                kept.docs = malloc((size_t)num_queries * n1 * sizeof *kept.docs);
+                kept.n = calloc(num_queries, sizeof *kept.n);
+                kept.cpu_scores = malloc((size_t)num_queries * n1 * sizeof *kept.cpu_scores);
+                if (!kept.query || !kept.terms || !kept.docs || !kept.n || !kept.cpu_scores) die("candidates", "out of memory");
+            }
             for (uint32_t q = 0; q < num_queries; q++) {
                 isn_query query;
                 uint32_t n = candidates(s, q, n1, &query, hits, docs);
                 candidates_sum += n;
                 double ms[4];
                 cpu_stage(ws, rk, &query, docs, n, rows, inputs_buf, scratch, scores, ms);
+                if (pipeline) candidate_sets_keep(&kept, q, &query, docs, n, scores);
                 for (int k = 0; k < 4; k++) part[k][q] = ms[k];
                 cpu_total[q] = ms[0] + ms[1] + ms[2] + ms[3];
                 if (crew && n > 0) { /* the crew against one thread, both after cpu_stage warmed the same lists */
@@ -482,6 +670,30 @@ int main(int argc, char **argv) {
                        "\"mismatches\":%llu}",
                        gather_threads, g_gather, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
                        g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
+            }
+            if (pipeline) {
+                pipeline_run run = {.rk = rk, .c = &kept, .gpu = gpu, .batch = batch, .gather_threads = pipeline_gather};
+                pthread_mutex_init(&run.lock, NULL);
+                run_threads(&run, cpu_l2_worker, threads, 0.3); /* warm */
+                const double cpu_l2_qps = run_threads(&run, cpu_l2_worker, threads, seconds);
+                if (!gpu && !(run.emulated = isn_gpu_l2_emulated_new(pipeline))) die("emulated device", "out of memory");
+                run_threads(&run, gpu_producer, pipeline, 0.3); /* warm: every slot's buffers grown */
+                const double qps = run_threads(&run, gpu_producer, pipeline, seconds);
+                const double per = run.queries ? 1.0 / run.queries : 0;
+                printf(",\"cpu_all_l2\":{\"threads\":%u,\"qps\":%.1f,\"per_query_ms\":%.4f,\"seconds\":%.1f}", threads,
+                       cpu_l2_qps, cpu_l2_qps > 0 ? 1000 / cpu_l2_qps : 0, seconds);
+                printf(",\"gpu_pipeline\":{\"device\":\"%s\",\"producers\":%u,\"gather_threads_each\":%u,\"slots\":%u,"
+                       "\"batch\":%u,\"qps\":%.1f,\"per_query_ms\":%.4f,\"speedup_vs_cpu_all_l2\":%.2f,"
+                       "\"speedup_vs_cpu_all\":%.2f,\"step_ms_per_query\":{\"gather\":%.4f,\"pack\":%.4f,"
+                       "\"wait_slot\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f},\"compared\":%llu,\"mismatches\":%llu}",
+                       gpu ? "cuda" : "emulated", pipeline, pipeline_gather, pipeline, batch, qps, qps > 0 ? 1000 / qps : 0,
+                       cpu_l2_qps > 0 ? qps / cpu_l2_qps : 0, cpu_all_qps > 0 ? qps / cpu_all_qps : 0, run.gather_ms * per,
+                       run.pack_ms * per, run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per,
+                       (unsigned long long)run.compared, (unsigned long long)run.mismatches);
+                isn_gpu_l2_emulated_free(run.emulated);
+                pthread_mutex_destroy(&run.lock);
+                for (uint32_t q = 0; q < num_queries; q++) free(kept.terms[q]);
+                free(kept.query), free(kept.terms), free(kept.docs), free(kept.n), free(kept.cpu_scores);
             }
             printf("}\n");
             fflush(stdout);
