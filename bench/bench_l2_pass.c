@@ -19,11 +19,12 @@
  * numbers and the check then take that gather.
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
  *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--gather-threads K] [--cpu-only]
- *                 [--check] [--keep-rankers DIR] [--pipeline P] [--pipeline-gather K]
+ *                 [--check] [--keep-rankers DIR] [--pipeline P[xK][,P[xK]...]] [--pipeline-gather K]
  * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
  * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them.
- * With --pipeline P, throughput on both sides over the second stage alone (the candidates of every
- * query found once beforehand, so the first stage's search is in neither):
+ * With --pipeline P (or a list of P or PxK: P producers of K gather threads each), throughput on both
+ * sides over the second stage alone (the candidates of every query found once beforehand, so the first
+ * stage's search is in neither):
  *   cpu_all_l2:   every core (--threads), one query per thread at a time: queries/s, ms = 1000 / qps;
  *   gpu_pipeline: P producer threads, each gathering a batch of --batch queries (alone, or on its own
  *                 crew of --pipeline-gather threads) and running its pass while the others gather: the
@@ -32,7 +33,8 @@
  *                 0.3 s, ms = 1000 / qps, the speedups over cpu_all_l2 and cpu_all, and the per-query
  *                 means of each step (which overlap: gather, pack, waiting for a slot, transfer,
  *                 kernels). Every score is compared with the CPU's (mismatches counted). Without a GPU
- *                 the emulated device runs it (a check of the mode, not a measurement). */
+ *                 the emulated device runs it (a check of the mode, not a measurement). With a list,
+ *                 gpu_pipeline is its fastest entry and gpu_pipeline_all every entry. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -51,6 +53,7 @@
 
 #define MAX_QUERIES 4096
 #define MAX_BATCH 64
+#define MAX_PIPELINES 16
 
 static uint64_t rng = 4242;
 static uint32_t rnd(uint32_t bound) {
@@ -425,7 +428,8 @@ static double run_threads(pipeline_run *run, void *(*fn)(void *), uint32_t threa
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200, gather_threads = 1;
-    uint32_t pipeline = 0, pipeline_gather = 1;
+    uint32_t pipeline = 0, pipeline_gather = 1; /* the most producers of the list; default K */
+    const char *pipeline_list = NULL;
     double seconds = 2;
     bool cpu_only = false, check = false;
     const char *keep_rankers = NULL;
@@ -448,18 +452,33 @@ int main(int argc, char **argv) {
         case 'k': check = true; break;
         case 'K': keep_rankers = optarg; break;
         case 'g': gather_threads = (uint32_t)atoi(optarg); break;
-        case 'P': pipeline = (uint32_t)atoi(optarg); break;
+        case 'P': pipeline_list = optarg; break;
         case 'G': pipeline_gather = (uint32_t)atoi(optarg); break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
     if (!index_dir || !queries_path || threads == 0 || threads > 256 || batch == 0 || batch > MAX_BATCH ||
-        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256 || pipeline > 64 ||
+        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256 ||
         pipeline_gather == 0 || pipeline_gather > 256) {
         fprintf(stderr, "bench_l2_pass: --index DIR and --queries FILE.tsv are required; --threads 1..256, --batch "
-                        "1..%d, --max-queries 1..%d, --gather-threads 1..256, --pipeline 0..64, --pipeline-gather "
-                        "1..256\n", MAX_BATCH, MAX_QUERIES);
+                        "1..%d, --max-queries 1..%d, --gather-threads 1..256, --pipeline-gather 1..256\n", MAX_BATCH,
+                MAX_QUERIES);
         return 2;
+    }
+    uint32_t pipe_producers[MAX_PIPELINES], pipe_gather[MAX_PIPELINES], num_pipes = 0;
+    for (const char *p = pipeline_list; p && *p;) {
+        char *end;
+        unsigned long producers = strtoul(p, &end, 10), k = pipeline_gather;
+        if (*end == 'x') k = strtoul(end + 1, &end, 10);
+        if (producers == 0 || producers > 64 || k == 0 || k > 256 || (*end && *end != ',') || num_pipes == MAX_PIPELINES) {
+            fprintf(stderr, "bench_l2_pass: --pipeline %s: a list of at most %d entries P or PxK (P producers 1..64, K "
+                            "gather threads each 1..256)\n", pipeline_list, MAX_PIPELINES);
+            return 2;
+        }
+        pipe_producers[num_pipes] = (uint32_t)producers;
+        pipe_gather[num_pipes++] = (uint32_t)k;
+        if (producers > pipeline) pipeline = (uint32_t)producers;
+        p = *end ? end + 1 : end;
     }
     char err[ISN_ERR_LEN];
     isn_index *index = isn_index_open(index_dir, err, sizeof err);
@@ -672,24 +691,36 @@ int main(int argc, char **argv) {
                        g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
             }
             if (pipeline) {
-                pipeline_run run = {.rk = rk, .c = &kept, .gpu = gpu, .batch = batch, .gather_threads = pipeline_gather};
+                pipeline_run run = {.rk = rk, .c = &kept, .gpu = gpu, .batch = batch};
                 pthread_mutex_init(&run.lock, NULL);
                 run_threads(&run, cpu_l2_worker, threads, 0.3); /* warm */
                 const double cpu_l2_qps = run_threads(&run, cpu_l2_worker, threads, seconds);
-                if (!gpu && !(run.emulated = isn_gpu_l2_emulated_new(pipeline))) die("emulated device", "out of memory");
-                run_threads(&run, gpu_producer, pipeline, 0.3); /* warm: every slot's buffers grown */
-                const double qps = run_threads(&run, gpu_producer, pipeline, seconds);
-                const double per = run.queries ? 1.0 / run.queries : 0;
                 printf(",\"cpu_all_l2\":{\"threads\":%u,\"qps\":%.1f,\"per_query_ms\":%.4f,\"seconds\":%.1f}", threads,
                        cpu_l2_qps, cpu_l2_qps > 0 ? 1000 / cpu_l2_qps : 0, seconds);
-                printf(",\"gpu_pipeline\":{\"device\":\"%s\",\"producers\":%u,\"gather_threads_each\":%u,\"slots\":%u,"
-                       "\"batch\":%u,\"qps\":%.1f,\"per_query_ms\":%.4f,\"speedup_vs_cpu_all_l2\":%.2f,"
-                       "\"speedup_vs_cpu_all\":%.2f,\"step_ms_per_query\":{\"gather\":%.4f,\"pack\":%.4f,"
-                       "\"wait_slot\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f},\"compared\":%llu,\"mismatches\":%llu}",
-                       gpu ? "cuda" : "emulated", pipeline, pipeline_gather, pipeline, batch, qps, qps > 0 ? 1000 / qps : 0,
-                       cpu_l2_qps > 0 ? qps / cpu_l2_qps : 0, cpu_all_qps > 0 ? qps / cpu_all_qps : 0, run.gather_ms * per,
-                       run.pack_ms * per, run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per,
-                       (unsigned long long)run.compared, (unsigned long long)run.mismatches);
+                if (!gpu && !(run.emulated = isn_gpu_l2_emulated_new(pipeline))) die("emulated device", "out of memory");
+                static char entry[MAX_PIPELINES][1024];
+                double best_qps = -1;
+                uint32_t best = 0;
+                for (uint32_t e = 0; e < num_pipes; e++) {
+                    run.gather_threads = pipe_gather[e];
+                    run_threads(&run, gpu_producer, pipe_producers[e], 0.3); /* warm: the slots' buffers grown */
+                    const double qps = run_threads(&run, gpu_producer, pipe_producers[e], seconds);
+                    const double per = run.queries ? 1.0 / run.queries : 0;
+                    snprintf(entry[e], sizeof entry[e],
+                             "{\"device\":\"%s\",\"producers\":%u,\"gather_threads_each\":%u,\"slots\":%u,\"batch\":%u,"
+                             "\"qps\":%.1f,\"per_query_ms\":%.4f,\"speedup_vs_cpu_all_l2\":%.2f,\"speedup_vs_cpu_all\":%.2f,"
+                             "\"step_ms_per_query\":{\"gather\":%.4f,\"pack\":%.4f,\"wait_slot\":%.4f,\"transfer\":%.4f,"
+                             "\"kernels\":%.4f},\"compared\":%llu,\"mismatches\":%llu}",
+                             gpu ? "cuda" : "emulated", pipe_producers[e], pipe_gather[e], pipeline, batch, qps,
+                             qps > 0 ? 1000 / qps : 0, cpu_l2_qps > 0 ? qps / cpu_l2_qps : 0,
+                             cpu_all_qps > 0 ? qps / cpu_all_qps : 0, run.gather_ms * per, run.pack_ms * per,
+                             run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per,
+                             (unsigned long long)run.compared, (unsigned long long)run.mismatches);
+                    if (qps > best_qps) best_qps = qps, best = e;
+                }
+                printf(",\"gpu_pipeline\":%s,\"gpu_pipeline_all\":[", entry[best]);
+                for (uint32_t e = 0; e < num_pipes; e++) printf("%s%s", e ? "," : "", entry[e]);
+                printf("]");
                 isn_gpu_l2_emulated_free(run.emulated);
                 pthread_mutex_destroy(&run.lock);
                 for (uint32_t q = 0; q < num_queries; q++) free(kept.terms[q]);
