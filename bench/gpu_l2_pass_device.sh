@@ -36,7 +36,7 @@ O=${OUT:-build-gpu/results-l2pass}
 SECONDS_PER_POINT=${SECONDS_PER_POINT:-2}
 MAX_QUERIES=${MAX_QUERIES:-100}
 PARTS=${PARTS:-test,bench,check,pipeline}
-PIPELINE=${PIPELINE:-8,16,24,32,4x4,8x2}
+PIPELINE=${PIPELINE:-8,16,24,32,2x8,4x4,8x2}
 PIPELINE_QUERIES=${PIPELINE_QUERIES:-30}
 want() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 mkdir -p "$O"
