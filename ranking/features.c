@@ -126,24 +126,25 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
     l2_sort_u64_radix(order, sort_scratch, n);
     const float *norms = isn_index_doc_norms(ix);
     uint32_t used = 0;
+    /* The documents' own data first, every candidate's: loads independent of each other, which the
+     * CPU overlaps (candidates lie far apart, so most of them miss the cache); then the terms'
+     * postings and positions, each cursor moving forward. */
     for (uint32_t k = 0; k < n; k++) {
         const uint32_t doc = (uint32_t)(order[k] >> 32), i = (uint32_t)order[k];
         if (k + PREFETCH_AHEAD < n) {
-            /* a later candidate's id text and norm on their way to the cache while this one is read:
-             * candidates lie far apart, and the id's first byte missed the cache on nearly every one */
+            /* the id's first byte missed the cache on nearly every candidate */
             const uint32_t ahead = (uint32_t)(order[k + PREFETCH_AHEAD] >> 32);
             size_t ahead_len;
             __builtin_prefetch(isn_index_doc_id(ix, ahead, &ahead_len));
-            __builtin_prefetch(&norms[ahead]);
         }
         isn_feature_doc *d = &ws->hit_docs[i];
-        uint32_t *tf = ws->hit_tf + (size_t)i * T, *field_len = ws->hit_field_len + (size_t)i * F;
-        uint32_t *field_tf = ws->hit_field_tf + (size_t)i * F * T;
-        uint32_t *pos_count = ws->hit_pos_count + (size_t)i * F * P, *pos_start = ws->hit_pos_start + (size_t)i * F * P;
+        uint32_t *field_len = ws->hit_field_len + (size_t)i * F;
         d->doc_len = isn_index_doc_len(ix, doc);
         d->norm = norms[doc];
         d->static_score = isn_index_static_score(ix, doc);
         d->log_doc_len = log_doc_len(d->doc_len);
+        for (uint32_t f = 0; f < F; f++)
+            field_len[f] = isn_index_field_len(ix, doc, f);
         size_t id_len = 0;
         const char *id = isn_index_doc_id(ix, doc, &id_len);
         l2_id_hits id_hits;
@@ -152,10 +153,15 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
         d->id_tokens = id_hits.tokens;
         d->id_unmatched_tokens = id_hits.unmatched_tokens;
         d->id_matched_terms = id_hits.matched_terms;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t doc = (uint32_t)(order[k] >> 32), i = (uint32_t)order[k];
+        uint32_t *tf = ws->hit_tf + (size_t)i * T;
+        uint32_t *field_tf = ws->hit_field_tf + (size_t)i * F * T;
+        uint32_t *pos_count = ws->hit_pos_count + (size_t)i * F * P, *pos_start = ws->hit_pos_start + (size_t)i * F * P;
         for (uint32_t t = 0; t < T; t++)
             tf[t] = isn_cursor_next_geq(&cursors[t], doc) == doc ? isn_cursor_freq(&cursors[t]) : 0;
         for (uint32_t f = 0; f < F; f++) {
-            field_len[f] = isn_index_field_len(ix, doc, f);
             for (uint32_t t = 0; t < T; t++) {
                 uint32_t tf_f = 0, stored = 0;
                 if (tf[t] && info->has_positions) {
