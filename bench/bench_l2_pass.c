@@ -4,7 +4,8 @@
  *           transforms, model (ms, medians over the queries); cpu_all: every core (one query per thread
  *           at a time, as isnd's workers), queries/s over at least --seconds after a warm pass;
  *   gpu:    per query, the gather on the CPU then one pass (hits in, scores out): pack (the hits into
- *           the page-locked buffer, on the CPU), transfer, kernels, total (medians); and batches of --batch queries in one pass: queries/s. Scores are checked
+ *           the page-locked buffer, on the CPU), transfer, kernels, total (medians), and the kernels
+ *           split features / transforms / model (kernels_ms); and batches of --batch queries in one pass: queries/s. Scores are checked
  *           equal to the CPU's, every candidate (mismatches counted).
  * Ranker shapes are generated over the index's features (inputs cycle through the features under the
  * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500, large 1,250 / 1,250 (depth 6),
@@ -32,7 +33,8 @@
  *                 batches' gathers and each other; queries/s over at least --seconds after a warm
  *                 0.3 s, ms = 1000 / qps, the speedups over cpu_all_l2 and cpu_all, and the per-query
  *                 means of each step (which overlap: gather, pack, waiting for a slot, transfer,
- *                 kernels). Every score is compared with the CPU's (mismatches counted). Without a GPU
+ *                 kernels, and the kernels split features / transforms / model; with other streams'
+ *                 kernels running beside them these are longer than alone). Every score is compared with the CPU's (mismatches counted). Without a GPU
  *                 the emulated device runs it (a check of the mode, not a measurement). With a list,
  *                 gpu_pipeline is its fastest entry and gpu_pipeline_all every entry. */
 #include <errno.h>
@@ -302,7 +304,7 @@ typedef struct {
     pthread_mutex_t lock;
     /* summed by the threads at their end */
     uint64_t queries, compared, mismatches;
-    double gather_ms, pack_ms, wait_ms, transfer_ms, kernels_ms;
+    double gather_ms, pack_ms, wait_ms, transfer_ms, kernels_ms, fe_ms, mit_ms, model_ms;
     int failed;
     char err[ISN_ERR_LEN];
 } pipeline_run;
@@ -346,7 +348,7 @@ static void *gpu_producer(void *arg) {
     float *in_order = malloc(cap * sizeof(float));
     if (!scores || !in_order) die("pipeline", "out of memory");
     uint64_t queries = 0, compared = 0, mismatches = 0;
-    double gather_ms = 0, pack_ms = 0, wait_ms = 0, transfer_ms = 0, kernels_ms = 0;
+    double gather_ms = 0, pack_ms = 0, wait_ms = 0, transfer_ms = 0, kernels_ms = 0, fe_ms = 0, mit_ms = 0, model_ms = 0;
     char err[ISN_ERR_LEN];
     int failed = 0;
     while (!failed && now_ms() < run->stop_at) {
@@ -381,6 +383,7 @@ static void *gpu_producer(void *arg) {
             break;
         }
         pack_ms += st.ms_pack, wait_ms += st.ms_wait, transfer_ms += st.ms_transfer, kernels_ms += st.ms_kernels;
+        fe_ms += st.ms_features, mit_ms += st.ms_transforms, model_ms += st.ms_model;
         const float *got = scores;
         if (order) {
             unslice(order, rows, 1, scores, in_order);
@@ -401,6 +404,7 @@ static void *gpu_producer(void *arg) {
     run->queries += queries, run->compared += compared, run->mismatches += mismatches;
     run->gather_ms += gather_ms, run->pack_ms += pack_ms, run->wait_ms += wait_ms;
     run->transfer_ms += transfer_ms, run->kernels_ms += kernels_ms;
+    run->fe_ms += fe_ms, run->mit_ms += mit_ms, run->model_ms += model_ms;
     pthread_mutex_unlock(&run->lock);
     if (run->gpu) isn_gpu_l2_host_free(scores);
     else free(scores);
@@ -415,6 +419,7 @@ static double run_threads(pipeline_run *run, void *(*fn)(void *), uint32_t threa
     pthread_t th[256];
     run->queries = run->compared = run->mismatches = 0;
     run->gather_ms = run->pack_ms = run->wait_ms = run->transfer_ms = run->kernels_ms = 0;
+    run->fe_ms = run->mit_ms = run->model_ms = 0;
     atomic_store(&run->next, 0);
     const double t0 = now_ms();
     run->stop_at = t0 + seconds * 1000;
@@ -550,6 +555,8 @@ int main(int argc, char **argv) {
             double *gpu_total = malloc(num_queries * sizeof(double)), *gpu_gather = malloc(num_queries * sizeof(double));
             double *cpu_total = malloc(num_queries * sizeof(double)), *crew_gather = malloc(num_queries * sizeof(double));
             double *one_gather = malloc(num_queries * sizeof(double)), *gpu_pack = calloc(num_queries, sizeof(double));
+            double *gpu_fe = calloc(num_queries, sizeof(double)), *gpu_mit = calloc(num_queries, sizeof(double));
+            double *gpu_model = calloc(num_queries, sizeof(double));
             float *sliced_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
             float *sliced_scores = gpu ? isn_gpu_l2_host_alloc(cap * sizeof(float)) : malloc(cap * sizeof(float));
             for (int k = 0; k < 4; k++) part[k] = malloc(num_queries * sizeof(double));
@@ -623,6 +630,7 @@ int main(int argc, char **argv) {
                 gpu_transfer[q] = st.ms_transfer;
                 gpu_kernels[q] = st.ms_kernels;
                 gpu_pack[q] = st.ms_pack;
+                gpu_fe[q] = st.ms_features, gpu_mit[q] = st.ms_transforms, gpu_model[q] = st.ms_model;
                 gpu_total[q] = gpu_gather[q] + st.ms_total + (now_ms() - u0);
                 for (uint32_t i = 0; i < n; i++) mismatches += memcmp(&scores[i], &dev_scores[i], sizeof(float)) != 0;
                 compared += n;
@@ -647,7 +655,8 @@ int main(int argc, char **argv) {
             if (gpu) {
                 double g_gather = median(gpu_gather, num_queries), g_transfer = median(gpu_transfer, num_queries);
                 double g_kernels = median(gpu_kernels, num_queries), g_total = median(gpu_total, num_queries);
-                double g_pack = median(gpu_pack, num_queries);
+                double g_pack = median(gpu_pack, num_queries), g_fe = median(gpu_fe, num_queries);
+                double g_mit = median(gpu_mit, num_queries), g_model = median(gpu_model, num_queries);
                 /* batches: batch queries in one pass */
                 uint32_t batches = 0;
                 double t0 = now_ms();
@@ -687,9 +696,10 @@ int main(int argc, char **argv) {
                 }
                 double batch_s = (now_ms() - t0) / 1000;
                 printf(",\"gpu\":{\"gather_threads\":%u,\"per_query_ms\":{\"gather_cpu\":%.4f,\"pack\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
+                       "\"kernels_ms\":{\"features\":%.4f,\"transforms\":%.4f,\"model\":%.4f},"
                        "\"batch\":%u,\"batched_qps_with_first_stage\":%.1f,\"speedup_1t\":%.2f,\"compared\":%llu,"
                        "\"mismatches\":%llu}",
-                       gather_threads, g_gather, g_pack, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
+                       gather_threads, g_gather, g_pack, g_transfer, g_kernels, g_total, g_fe, g_mit, g_model, batch, batches * batch / batch_s,
                        g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
             }
             if (pipeline) {
@@ -712,11 +722,13 @@ int main(int argc, char **argv) {
                              "{\"device\":\"%s\",\"producers\":%u,\"gather_threads_each\":%u,\"slots\":%u,\"batch\":%u,"
                              "\"qps\":%.1f,\"per_query_ms\":%.4f,\"speedup_vs_cpu_all_l2\":%.2f,\"speedup_vs_cpu_all\":%.2f,"
                              "\"step_ms_per_query\":{\"gather\":%.4f,\"pack\":%.4f,\"wait_slot\":%.4f,\"transfer\":%.4f,"
-                             "\"kernels\":%.4f},\"compared\":%llu,\"mismatches\":%llu}",
+                             "\"kernels\":%.4f,\"features\":%.4f,\"transforms\":%.4f,\"model\":%.4f},\"compared\":%llu,"
+                             "\"mismatches\":%llu}",
                              gpu ? "cuda" : "emulated", pipe_producers[e], pipe_gather[e], pipeline, batch, qps,
                              qps > 0 ? 1000 / qps : 0, cpu_l2_qps > 0 ? qps / cpu_l2_qps : 0,
                              cpu_all_qps > 0 ? qps / cpu_all_qps : 0, run.gather_ms * per, run.pack_ms * per,
-                             run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per,
+                             run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per, run.fe_ms * per,
+                             run.mit_ms * per, run.model_ms * per,
                              (unsigned long long)run.compared, (unsigned long long)run.mismatches);
                     if (qps > best_qps) best_qps = qps, best = e;
                 }
@@ -735,7 +747,7 @@ int main(int argc, char **argv) {
             if (gpu) isn_gpu_l2_host_free(sliced_scores);
             else free(sliced_scores);
             for (int k = 0; k < 4; k++) free(part[k]);
-            free(gpu_transfer), free(gpu_kernels), free(gpu_pack), free(gpu_total), free(gpu_gather), free(cpu_total);
+            free(gpu_transfer), free(gpu_kernels), free(gpu_pack), free(gpu_fe), free(gpu_mit), free(gpu_model), free(gpu_total), free(gpu_gather), free(cpu_total);
         }
         isn_ranker_free(rk);
     }

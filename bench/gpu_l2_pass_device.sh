@@ -81,12 +81,17 @@ speedups = []
 for line in open(sys.argv[1]):
     d = json.loads(line)
     c, g = d["cpu_all_l2"], d["gpu_pipeline"]
-    seq = d.get("gpu", {}).get("per_query_ms", {})
+    seq, split = d.get("gpu", {}).get("per_query_ms", {}), d.get("gpu", {}).get("kernels_ms", {})
+    one = d["cpu_1t_ms"]
     speedups.append(g["speedup_vs_cpu_all_l2"])
     print(f'{d["shape"]:6} n1 {d["n1"]}: CPU {c["threads"]} cores {c["per_query_ms"]:.3f} ms/query ({c["qps"]:.0f} q/s); '
           f'GPU pipelined {g["per_query_ms"]:.3f} ms/query ({g["qps"]:.0f} q/s, {g["producers"]}x{g["gather_threads_each"]}) '
-          f'= {g["speedup_vs_cpu_all_l2"]:.2f}x; steps/query {g["step_ms_per_query"]}; mismatches {g["mismatches"]}; '
-          f'sequential GPU {seq.get("total", 0):.3f} ms')
+          f'= {g["speedup_vs_cpu_all_l2"]:.2f}x, mismatches {g["mismatches"]} of {g["compared"]}')
+    print(f'       CPU one core: gather {one["gather"]:.3f} + rows {one["rows"]:.3f} + transforms {one["transforms"]:.3f} '
+          f'+ model {one["model"]:.3f} ms; GPU one query at a time: gather {seq.get("gather_cpu", 0):.3f} + pack '
+          f'{seq.get("pack", 0):.3f} + copies {seq.get("transfer", 0):.3f} + kernels {seq.get("kernels", 0):.3f} '
+          f'(features {split.get("features", 0):.3f}, transforms {split.get("transforms", 0):.3f}, model '
+          f'{split.get("model", 0):.3f}) ms; pipelined step means/query {g["step_ms_per_query"]}')
 if speedups:
     print(f'harmonic mean {len(speedups) / sum(1 / s for s in speedups):.2f}x over {len(speedups)} shapes')
 PY

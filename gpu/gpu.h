@@ -305,6 +305,7 @@ typedef struct {
     double ms_wait;          /* isn_gpu_l2_pass: waiting for a free in-flight slot */
     double ms_transfer;      /* rows in, scores out: the part not hidden behind kernels */
     double ms_kernels;       /* first kernel's start to last kernel's end */
+    double ms_features, ms_transforms, ms_model; /* isn_gpu_l2_pass: the kernels' time split FE / MIT / model */
     double ms_total;         /* the call, wall clock */
 } isn_gpu_l2_stats;
 

@@ -50,7 +50,8 @@ typedef struct {
  * results out when the caller's memory is not page-locked) and device buffers, reused call to call. */
 typedef struct {
     cudaStream_t stream;
-    cudaEvent_t ev_start, ev_in, ev_kernels, ev_out; /* ev_out: blocking, the waiting thread sleeps */
+    /* ev_features, ev_transforms: the FE / MIT / model split; ev_out: blocking, the waiter sleeps */
+    cudaEvent_t ev_start, ev_in, ev_features, ev_transforms, ev_kernels, ev_out;
     uint8_t *h_pass, *h_out, *d_pass;
     float *d_features;
     size_t h_pass_cap, h_out_cap, d_pass_cap, features_cap;
@@ -132,6 +133,8 @@ extern "C" isn_gpu_l2 *isn_gpu_l2_open(const isn_gpu_l2_options *options, char *
         e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
         if (e == cudaSuccess) e = cudaEventCreate(&p->ev_start);
         if (e == cudaSuccess) e = cudaEventCreate(&p->ev_in);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_features);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_transforms);
         if (e == cudaSuccess) e = cudaEventCreate(&p->ev_kernels);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&p->ev_out, cudaEventBlockingSync);
     }
@@ -174,6 +177,8 @@ extern "C" void isn_gpu_l2_close(isn_gpu_l2 *g) {
         if (p->stream) cudaStreamDestroy(p->stream);
         if (p->ev_start) cudaEventDestroy(p->ev_start);
         if (p->ev_in) cudaEventDestroy(p->ev_in);
+        if (p->ev_features) cudaEventDestroy(p->ev_features);
+        if (p->ev_transforms) cudaEventDestroy(p->ev_transforms);
         if (p->ev_kernels) cudaEventDestroy(p->ev_kernels);
         if (p->ev_out) cudaEventDestroy(p->ev_out);
     }
@@ -576,9 +581,11 @@ static int pass_in_slot(isn_gpu_l2 *g, pass_slot *p, resident_model *m, const is
     if (e == cudaSuccess)
         e = l2_launch_feature_rows((const isn_feature_hits *)(p->d_pass + L.queries), (const uint32_t *)(p->d_pass + L.row_start),
                                    L.num_queries, L.num_rows, L.num_features, p->d_features, p->stream);
+    cudaEventRecord(p->ev_features, p->stream);
     if (e == cudaSuccess)
         e = l2_launch_transforms((const isn_transform_view *)(p->d_pass + L.transforms), L.num_inputs, p->d_features,
                                  L.num_features, L.num_rows, b->d_rows, p->stream);
+    cudaEventRecord(p->ev_transforms, p->stream);
     st->launches += 2;
     if (e == cudaSuccess && m->is_forest)
         e = launch_forest_chunk(g, m, b->d_rows, L.num_rows, L.num_inputs, &b->d_leaf_index, &b->leaf_index_cap, b->d_out,
@@ -599,11 +606,16 @@ static int pass_in_slot(isn_gpu_l2 *g, pass_slot *p, resident_model *m, const is
     }
     if (!direct_scores) memcpy(scores, scores_to, scores_bytes);
     if (!direct_features) memcpy(features, features_to, features_bytes);
-    float first_in = 0, kernels_end = 0, total = 0;
+    float first_in = 0, features_end = 0, transforms_end = 0, kernels_end = 0, total = 0;
     cudaEventElapsedTime(&first_in, p->ev_start, p->ev_in);
+    cudaEventElapsedTime(&features_end, p->ev_start, p->ev_features);
+    cudaEventElapsedTime(&transforms_end, p->ev_start, p->ev_transforms);
     cudaEventElapsedTime(&kernels_end, p->ev_start, p->ev_kernels);
     cudaEventElapsedTime(&total, p->ev_start, p->ev_out);
     st->ms_kernels = kernels_end - first_in;
+    st->ms_features = features_end - first_in;
+    st->ms_transforms = transforms_end - features_end;
+    st->ms_model = kernels_end - transforms_end;
     st->ms_transfer = total - st->ms_kernels;
     return 0;
 }
