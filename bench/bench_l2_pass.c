@@ -3,8 +3,9 @@
  *   cpu_1t: one thread, per query: gather (hits from the index), rows (features from hits),
  *           transforms, model (ms, medians over the queries); cpu_all: every core (one query per thread
  *           at a time, as isnd's workers), queries/s over at least --seconds after a warm pass;
- *   gpu:    per query, the gather on the CPU then one pass (hits in, scores out): transfer, kernels,
- *           total (medians); and batches of --batch queries in one pass: queries/s. Scores are checked
+ *   gpu:    per query, the gather on the CPU then one pass (hits in, scores out): pack (the hits into
+ *           the page-locked buffer, on the CPU), transfer, kernels, total (medians), and the kernels
+ *           split features / transforms / model (kernels_ms); and batches of --batch queries in one pass: queries/s. Scores are checked
  *           equal to the CPU's, every candidate (mismatches counted).
  * Ranker shapes are generated over the index's features (inputs cycle through the features under the
  * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500, large 1,250 / 1,250 (depth 6),
@@ -19,13 +20,28 @@
  * numbers and the check then take that gather.
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
  *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--gather-threads K] [--cpu-only]
- *                 [--check] [--keep-rankers DIR]
+ *                 [--check] [--keep-rankers DIR] [--pipeline P[xK][,P[xK]...]] [--pipeline-gather K]
  * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
- * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them. */
+ * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them.
+ * With --pipeline P (or a list of P or PxK: P producers of K gather threads each), throughput on both
+ * sides over the second stage alone (the candidates of every query found once beforehand, so the first
+ * stage's search is in neither):
+ *   cpu_all_l2:   every core (--threads), one query per thread at a time: queries/s, ms = 1000 / qps;
+ *   gpu_pipeline: P producer threads, each gathering a batch of --batch queries (alone, or on its own
+ *                 crew of --pipeline-gather threads) and running its pass while the others gather: the
+ *                 handle has P in-flight slots, so one batch's copies and kernels overlap the next
+ *                 batches' gathers and each other; queries/s over at least --seconds after a warm
+ *                 0.3 s, ms = 1000 / qps, the speedups over cpu_all_l2 and cpu_all, and the per-query
+ *                 means of each step (which overlap: gather, pack, waiting for a slot, transfer,
+ *                 kernels, and the kernels split features / transforms / model; with other streams'
+ *                 kernels running beside them these are longer than alone). Every score is compared with the CPU's (mismatches counted). Without a GPU
+ *                 the emulated device runs it (a check of the mode, not a measurement). With a list,
+ *                 gpu_pipeline is its fastest entry and gpu_pipeline_all every entry. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +55,7 @@
 
 #define MAX_QUERIES 4096
 #define MAX_BATCH 64
+#define MAX_PIPELINES 16
 
 static uint64_t rng = 4242;
 static uint32_t rnd(uint32_t bound) {
@@ -251,16 +268,181 @@ static double cpu_rate(const isn_ranker *rk, uint32_t n1, uint32_t threads, doub
     return run.done / elapsed;
 }
 
+/* ------------------------------------------------------------------ throughput of the second stage alone */
+
+/* Every query's candidates, found once (its terms copied out of the searcher), and the CPU's scores. */
+typedef struct {
+    uint32_t n1;
+    isn_query *query;
+    isn_query_term **terms;
+    uint32_t *docs; /* query q's at docs + q * n1 */
+    uint32_t *n;
+    float *cpu_scores; /* likewise */
+} candidate_sets;
+
+static void candidate_sets_keep(candidate_sets *c, uint32_t q, const isn_query *query, const uint32_t *docs, uint32_t n,
+                                const float *scores) {
+    c->query[q] = *query;
+    c->terms[q] = realloc(c->terms[q], (query->num_terms + 1) * sizeof *c->terms[q]);
+    if (!c->terms[q]) die("candidates", "out of memory");
+    if (query->num_terms) memcpy(c->terms[q], query->terms, query->num_terms * sizeof *query->terms);
+    c->query[q].terms = c->terms[q];
+    c->query[q].structure = NULL; /* the gather reads the terms alone */
+    memcpy(c->docs + (size_t)q * c->n1, docs, n * sizeof *docs);
+    memcpy(c->cpu_scores + (size_t)q * c->n1, scores, n * sizeof *scores);
+    c->n[q] = n;
+}
+
+typedef struct {
+    const isn_ranker *rk;
+    const candidate_sets *c;
+    isn_gpu_l2 *gpu;                /* NULL: the emulated device below */
+    isn_gpu_l2_emulated *emulated;
+    uint32_t batch, gather_threads;
+    _Atomic uint64_t next; /* the next query (a thread takes batch of them) */
+    double stop_at;
+    pthread_mutex_t lock;
+    /* summed by the threads at their end */
+    uint64_t queries, compared, mismatches;
+    double gather_ms, pack_ms, wait_ms, transfer_ms, kernels_ms, fe_ms, mit_ms, model_ms;
+    int failed;
+    char err[ISN_ERR_LEN];
+} pipeline_run;
+
+/* The CPU's second stage from the kept candidates, one query at a time per thread. */
+static void *cpu_l2_worker(void *arg) {
+    pipeline_run *run = arg;
+    const candidate_sets *c = run->c;
+    const uint32_t nf = isn_feature_count(isn_index_get_info(ix)), ni = isn_ranker_num_inputs(run->rk);
+    isn_l2_workspace *ws = isn_l2_workspace_new(ix);
+    float *rows = malloc((size_t)c->n1 * nf * sizeof(float)), *inputs = malloc((size_t)c->n1 * ni * sizeof(float));
+    float *scores = malloc(c->n1 * sizeof(float));
+    float *scratch = isn_ranker_mlp(run->rk) ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(run->rk), c->n1) * sizeof(float)) : NULL;
+    uint64_t done = 0;
+    while (now_ms() < run->stop_at) {
+        const uint32_t q = (uint32_t)(atomic_fetch_add(&run->next, 1) % num_queries);
+        cpu_stage(ws, run->rk, &c->query[q], c->docs + (size_t)q * c->n1, c->n[q], rows, inputs, scratch, scores, NULL);
+        done++;
+    }
+    pthread_mutex_lock(&run->lock);
+    run->queries += done;
+    pthread_mutex_unlock(&run->lock);
+    free(rows), free(inputs), free(scores), free(scratch);
+    isn_l2_workspace_free(ws);
+    return NULL;
+}
+
+/* A producer: gathers its batch (alone, or on its crew), runs the pass in one of the handle's slots,
+ * checks the scores; the other producers gather meanwhile. */
+static void *gpu_producer(void *arg) {
+    pipeline_run *run = arg;
+    const candidate_sets *c = run->c;
+    const uint32_t B = run->batch;
+    isn_l2_workspace *ws[MAX_BATCH];
+    for (uint32_t b = 0; b < B; b++) ws[b] = run->gather_threads > 1 ? NULL : isn_l2_workspace_new(ix);
+    isn_gpu_l2_gather_crew *crew = run->gather_threads > 1 ? isn_gpu_l2_gather_crew_new(ix, run->gather_threads, 0) : NULL;
+    if (run->gather_threads > 1 && !crew) die("pipeline crew", "cannot start");
+    const size_t cap = (size_t)B * c->n1;
+    /* page-locked for the GPU: the scores come back on the slot's stream, straight into it */
+    float *scores = run->gpu ? isn_gpu_l2_host_alloc(cap * sizeof(float)) : malloc(cap * sizeof(float));
+    float *in_order = malloc(cap * sizeof(float));
+    if (!scores || !in_order) die("pipeline", "out of memory");
+    uint64_t queries = 0, compared = 0, mismatches = 0;
+    double gather_ms = 0, pack_ms = 0, wait_ms = 0, transfer_ms = 0, kernels_ms = 0, fe_ms = 0, mit_ms = 0, model_ms = 0;
+    char err[ISN_ERR_LEN];
+    int failed = 0;
+    while (!failed && now_ms() < run->stop_at) {
+        const uint64_t first = atomic_fetch_add(&run->next, B);
+        isn_feature_hits hits[MAX_BATCH];
+        const isn_feature_hits *list[MAX_BATCH];
+        isn_gpu_l2_candidates cands[MAX_BATCH];
+        uint32_t qs[MAX_BATCH], rows = 0;
+        const double g0 = now_ms();
+        for (uint32_t b = 0; b < B; b++) {
+            qs[b] = (uint32_t)((first + b) % num_queries);
+            cands[b] = (isn_gpu_l2_candidates){&c->query[qs[b]], 0, c->docs + (size_t)qs[b] * c->n1, c->n[qs[b]]};
+            rows += c->n[qs[b]];
+            if (!crew && isn_feature_hits_gather(ws[b], cands[b].query, 0, cands[b].docs, cands[b].n, &hits[b], err,
+                                                 sizeof err) != 0)
+                die("pipeline gather", err);
+            list[b] = &hits[b];
+        }
+        const isn_feature_hits *const *slices = list;
+        uint32_t num_slices = B;
+        const uint32_t *order = NULL;
+        if (crew && isn_gpu_l2_gather(crew, cands, B, &slices, &num_slices, &order, err, sizeof err) != 0)
+            die("pipeline crew", err);
+        gather_ms += now_ms() - g0;
+        isn_gpu_l2_stats st;
+        memset(&st, 0, sizeof st);
+        const int rc = run->gpu ? isn_gpu_l2_pass(run->gpu, run->rk, slices, num_slices, scores, NULL, &st, err, sizeof err)
+                                : isn_gpu_l2_pass_on_emulated(run->emulated, run->rk, slices, num_slices, scores, NULL,
+                                                              err, sizeof err);
+        if (rc != 0) {
+            failed = 1;
+            break;
+        }
+        pack_ms += st.ms_pack, wait_ms += st.ms_wait, transfer_ms += st.ms_transfer, kernels_ms += st.ms_kernels;
+        fe_ms += st.ms_features, mit_ms += st.ms_transforms, model_ms += st.ms_model;
+        const float *got = scores;
+        if (order) {
+            unslice(order, rows, 1, scores, in_order);
+            got = in_order;
+        }
+        for (uint32_t b = 0, at = 0; b < B; at += c->n[qs[b]], b++)
+            for (uint32_t i = 0; i < c->n[qs[b]]; i++)
+                mismatches += memcmp(&got[at + i], &c->cpu_scores[(size_t)qs[b] * c->n1 + i], sizeof(float)) != 0;
+        compared += rows;
+        queries += B;
+    }
+    pthread_mutex_lock(&run->lock);
+    if (failed && !run->failed) {
+        run->failed = 1;
+        snprintf(run->err, sizeof run->err, "%s", err);
+    }
+    /* batches that ended past the stop count: they ran inside the measured time */
+    run->queries += queries, run->compared += compared, run->mismatches += mismatches;
+    run->gather_ms += gather_ms, run->pack_ms += pack_ms, run->wait_ms += wait_ms;
+    run->transfer_ms += transfer_ms, run->kernels_ms += kernels_ms;
+    run->fe_ms += fe_ms, run->mit_ms += mit_ms, run->model_ms += model_ms;
+    pthread_mutex_unlock(&run->lock);
+    if (run->gpu) isn_gpu_l2_host_free(scores);
+    else free(scores);
+    free(in_order);
+    isn_gpu_l2_gather_crew_free(crew);
+    for (uint32_t b = 0; b < B; b++) isn_l2_workspace_free(ws[b]);
+    return NULL;
+}
+
+/* Queries/s of `threads` threads running fn for `seconds`; the run's sums are reset first. */
+static double run_threads(pipeline_run *run, void *(*fn)(void *), uint32_t threads, double seconds) {
+    pthread_t th[256];
+    run->queries = run->compared = run->mismatches = 0;
+    run->gather_ms = run->pack_ms = run->wait_ms = run->transfer_ms = run->kernels_ms = 0;
+    run->fe_ms = run->mit_ms = run->model_ms = 0;
+    atomic_store(&run->next, 0);
+    const double t0 = now_ms();
+    run->stop_at = t0 + seconds * 1000;
+    for (uint32_t t = 0; t < threads; t++)
+        if (pthread_create(&th[t], NULL, fn, run) != 0) die("threads", "cannot start");
+    for (uint32_t t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    if (run->failed) die("pipeline pass", run->err);
+    return run->queries / ((now_ms() - t0) / 1000);
+}
+
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *queries_path = NULL, *n1_list = "100,1000,10000", *shapes = "small,medium,large,mlp";
     uint32_t threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN), batch = 16, max_queries = 200, gather_threads = 1;
+    uint32_t pipeline = 0, pipeline_gather = 1; /* the most producers of the list; default K */
+    const char *pipeline_list = NULL;
     double seconds = 2;
     bool cpu_only = false, check = false;
     const char *keep_rankers = NULL;
     static struct option opts[] = {{"index", 1, 0, 'i'},   {"queries", 1, 0, 'q'}, {"n1", 1, 0, 'n'},
                                    {"shapes", 1, 0, 's'},  {"threads", 1, 0, 't'}, {"seconds", 1, 0, 'S'},
                                    {"batch", 1, 0, 'b'},   {"max-queries", 1, 0, 'm'}, {"cpu-only", 0, 0, 'c'}, {"check", 0, 0, 'k'},
-                                   {"gather-threads", 1, 0, 'g'}, {"keep-rankers", 1, 0, 'K'}, {0, 0, 0, 0}};
+                                   {"gather-threads", 1, 0, 'g'}, {"keep-rankers", 1, 0, 'K'}, {"pipeline", 1, 0, 'P'},
+                                   {"pipeline-gather", 1, 0, 'G'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
         case 'i': index_dir = optarg; break;
@@ -275,14 +457,33 @@ int main(int argc, char **argv) {
         case 'k': check = true; break;
         case 'K': keep_rankers = optarg; break;
         case 'g': gather_threads = (uint32_t)atoi(optarg); break;
+        case 'P': pipeline_list = optarg; break;
+        case 'G': pipeline_gather = (uint32_t)atoi(optarg); break;
         default: fprintf(stderr, "usage: see bench/bench_l2_pass.c\n"); return 2;
         }
     }
     if (!index_dir || !queries_path || threads == 0 || threads > 256 || batch == 0 || batch > MAX_BATCH ||
-        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256) {
+        max_queries == 0 || max_queries > MAX_QUERIES || gather_threads == 0 || gather_threads > 256 ||
+        pipeline_gather == 0 || pipeline_gather > 256) {
         fprintf(stderr, "bench_l2_pass: --index DIR and --queries FILE.tsv are required; --threads 1..256, --batch "
-                        "1..%d, --max-queries 1..%d, --gather-threads 1..256\n", MAX_BATCH, MAX_QUERIES);
+                        "1..%d, --max-queries 1..%d, --gather-threads 1..256, --pipeline-gather 1..256\n", MAX_BATCH,
+                MAX_QUERIES);
         return 2;
+    }
+    uint32_t pipe_producers[MAX_PIPELINES], pipe_gather[MAX_PIPELINES], num_pipes = 0;
+    for (const char *p = pipeline_list; p && *p;) {
+        char *end;
+        unsigned long producers = strtoul(p, &end, 10), k = pipeline_gather;
+        if (*end == 'x') k = strtoul(end + 1, &end, 10);
+        if (producers == 0 || producers > 64 || k == 0 || k > 256 || (*end && *end != ',') || num_pipes == MAX_PIPELINES) {
+            fprintf(stderr, "bench_l2_pass: --pipeline %s: a list of at most %d entries P or PxK (P producers 1..64, K "
+                            "gather threads each 1..256)\n", pipeline_list, MAX_PIPELINES);
+            return 2;
+        }
+        pipe_producers[num_pipes] = (uint32_t)producers;
+        pipe_gather[num_pipes++] = (uint32_t)k;
+        if (producers > pipeline) pipeline = (uint32_t)producers;
+        p = *end ? end + 1 : end;
     }
     char err[ISN_ERR_LEN];
     isn_index *index = isn_index_open(index_dir, err, sizeof err);
@@ -307,6 +508,7 @@ int main(int argc, char **argv) {
     if (!cpu_only) {
         isn_gpu_l2_options o;
         isn_gpu_l2_options_default(&o);
+        if (pipeline) o.pass_slots = pipeline; /* a slot for every producer's pass */
         gpu = isn_gpu_l2_open(&o, err, sizeof err);
         if (!gpu) fprintf(stderr, "bench_l2_pass: no GPU (%s): CPU only\n", err);
     }
@@ -352,7 +554,9 @@ int main(int argc, char **argv) {
             double *part[4], *gpu_transfer = malloc(num_queries * sizeof(double)), *gpu_kernels = malloc(num_queries * sizeof(double));
             double *gpu_total = malloc(num_queries * sizeof(double)), *gpu_gather = malloc(num_queries * sizeof(double));
             double *cpu_total = malloc(num_queries * sizeof(double)), *crew_gather = malloc(num_queries * sizeof(double));
-            double *one_gather = malloc(num_queries * sizeof(double));
+            double *one_gather = malloc(num_queries * sizeof(double)), *gpu_pack = calloc(num_queries, sizeof(double));
+            double *gpu_fe = calloc(num_queries, sizeof(double)), *gpu_mit = calloc(num_queries, sizeof(double));
+            double *gpu_model = calloc(num_queries, sizeof(double));
             float *sliced_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
             float *sliced_scores = gpu ? isn_gpu_l2_host_alloc(cap * sizeof(float)) : malloc(cap * sizeof(float));
             for (int k = 0; k < 4; k++) part[k] = malloc(num_queries * sizeof(double));
@@ -361,12 +565,22 @@ int main(int argc, char **argv) {
             float *check_rows = check ? malloc((size_t)cap * nf * sizeof(float)) : NULL;
             float *check_scores = check ? malloc(cap * sizeof(float)) : NULL;
             double candidates_sum = 0;
+            candidate_sets kept = {.n1 = n1};
+            if (pipeline) {
+                kept.query = calloc(num_queries, sizeof *kept.query);
+                kept.terms = calloc(num_queries, sizeof *kept.terms);
+                kept.docs = malloc((size_t)num_queries * n1 * sizeof *kept.docs);
+                kept.n = calloc(num_queries, sizeof *kept.n);
+                kept.cpu_scores = malloc((size_t)num_queries * n1 * sizeof *kept.cpu_scores);
+                if (!kept.query || !kept.terms || !kept.docs || !kept.n || !kept.cpu_scores) die("candidates", "out of memory");
+            }
             for (uint32_t q = 0; q < num_queries; q++) {
                 isn_query query;
                 uint32_t n = candidates(s, q, n1, &query, hits, docs);
                 candidates_sum += n;
                 double ms[4];
                 cpu_stage(ws, rk, &query, docs, n, rows, inputs_buf, scratch, scores, ms);
+                if (pipeline) candidate_sets_keep(&kept, q, &query, docs, n, scores);
                 for (int k = 0; k < 4; k++) part[k][q] = ms[k];
                 cpu_total[q] = ms[0] + ms[1] + ms[2] + ms[3];
                 if (crew && n > 0) { /* the crew against one thread, both after cpu_stage warmed the same lists */
@@ -415,6 +629,8 @@ int main(int argc, char **argv) {
                 if (order) unslice(order, n, 1, sliced_scores, dev_scores);
                 gpu_transfer[q] = st.ms_transfer;
                 gpu_kernels[q] = st.ms_kernels;
+                gpu_pack[q] = st.ms_pack;
+                gpu_fe[q] = st.ms_features, gpu_mit[q] = st.ms_transforms, gpu_model[q] = st.ms_model;
                 gpu_total[q] = gpu_gather[q] + st.ms_total + (now_ms() - u0);
                 for (uint32_t i = 0; i < n; i++) mismatches += memcmp(&scores[i], &dev_scores[i], sizeof(float)) != 0;
                 compared += n;
@@ -439,6 +655,8 @@ int main(int argc, char **argv) {
             if (gpu) {
                 double g_gather = median(gpu_gather, num_queries), g_transfer = median(gpu_transfer, num_queries);
                 double g_kernels = median(gpu_kernels, num_queries), g_total = median(gpu_total, num_queries);
+                double g_pack = median(gpu_pack, num_queries), g_fe = median(gpu_fe, num_queries);
+                double g_mit = median(gpu_mit, num_queries), g_model = median(gpu_model, num_queries);
                 /* batches: batch queries in one pass */
                 uint32_t batches = 0;
                 double t0 = now_ms();
@@ -477,11 +695,50 @@ int main(int argc, char **argv) {
                     if (q0 + batch >= num_queries) break;
                 }
                 double batch_s = (now_ms() - t0) / 1000;
-                printf(",\"gpu\":{\"gather_threads\":%u,\"per_query_ms\":{\"gather_cpu\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
+                printf(",\"gpu\":{\"gather_threads\":%u,\"per_query_ms\":{\"gather_cpu\":%.4f,\"pack\":%.4f,\"transfer\":%.4f,\"kernels\":%.4f,\"total\":%.4f},"
+                       "\"kernels_ms\":{\"features\":%.4f,\"transforms\":%.4f,\"model\":%.4f},"
                        "\"batch\":%u,\"batched_qps_with_first_stage\":%.1f,\"speedup_1t\":%.2f,\"compared\":%llu,"
                        "\"mismatches\":%llu}",
-                       gather_threads, g_gather, g_transfer, g_kernels, g_total, batch, batches * batch / batch_s,
+                       gather_threads, g_gather, g_pack, g_transfer, g_kernels, g_total, g_fe, g_mit, g_model, batch, batches * batch / batch_s,
                        g_total > 0 ? cpu_ms / g_total : 0, (unsigned long long)compared, (unsigned long long)mismatches);
+            }
+            if (pipeline) {
+                pipeline_run run = {.rk = rk, .c = &kept, .gpu = gpu, .batch = batch};
+                pthread_mutex_init(&run.lock, NULL);
+                run_threads(&run, cpu_l2_worker, threads, 0.3); /* warm */
+                const double cpu_l2_qps = run_threads(&run, cpu_l2_worker, threads, seconds);
+                printf(",\"cpu_all_l2\":{\"threads\":%u,\"qps\":%.1f,\"per_query_ms\":%.4f,\"seconds\":%.1f}", threads,
+                       cpu_l2_qps, cpu_l2_qps > 0 ? 1000 / cpu_l2_qps : 0, seconds);
+                if (!gpu && !(run.emulated = isn_gpu_l2_emulated_new(pipeline))) die("emulated device", "out of memory");
+                static char entry[MAX_PIPELINES][1024];
+                double best_qps = -1;
+                uint32_t best = 0;
+                for (uint32_t e = 0; e < num_pipes; e++) {
+                    run.gather_threads = pipe_gather[e];
+                    run_threads(&run, gpu_producer, pipe_producers[e], 0.3); /* warm: the slots' buffers grown */
+                    const double qps = run_threads(&run, gpu_producer, pipe_producers[e], seconds);
+                    const double per = run.queries ? 1.0 / run.queries : 0;
+                    snprintf(entry[e], sizeof entry[e],
+                             "{\"device\":\"%s\",\"producers\":%u,\"gather_threads_each\":%u,\"slots\":%u,\"batch\":%u,"
+                             "\"qps\":%.1f,\"per_query_ms\":%.4f,\"speedup_vs_cpu_all_l2\":%.2f,\"speedup_vs_cpu_all\":%.2f,"
+                             "\"step_ms_per_query\":{\"gather\":%.4f,\"pack\":%.4f,\"wait_slot\":%.4f,\"transfer\":%.4f,"
+                             "\"kernels\":%.4f,\"features\":%.4f,\"transforms\":%.4f,\"model\":%.4f},\"compared\":%llu,"
+                             "\"mismatches\":%llu}",
+                             gpu ? "cuda" : "emulated", pipe_producers[e], pipe_gather[e], pipeline, batch, qps,
+                             qps > 0 ? 1000 / qps : 0, cpu_l2_qps > 0 ? qps / cpu_l2_qps : 0,
+                             cpu_all_qps > 0 ? qps / cpu_all_qps : 0, run.gather_ms * per, run.pack_ms * per,
+                             run.wait_ms * per, run.transfer_ms * per, run.kernels_ms * per, run.fe_ms * per,
+                             run.mit_ms * per, run.model_ms * per,
+                             (unsigned long long)run.compared, (unsigned long long)run.mismatches);
+                    if (qps > best_qps) best_qps = qps, best = e;
+                }
+                printf(",\"gpu_pipeline\":%s,\"gpu_pipeline_all\":[", entry[best]);
+                for (uint32_t e = 0; e < num_pipes; e++) printf("%s%s", e ? "," : "", entry[e]);
+                printf("]");
+                isn_gpu_l2_emulated_free(run.emulated);
+                pthread_mutex_destroy(&run.lock);
+                for (uint32_t q = 0; q < num_queries; q++) free(kept.terms[q]);
+                free(kept.query), free(kept.terms), free(kept.docs), free(kept.n), free(kept.cpu_scores);
             }
             printf("}\n");
             fflush(stdout);
@@ -490,7 +747,7 @@ int main(int argc, char **argv) {
             if (gpu) isn_gpu_l2_host_free(sliced_scores);
             else free(sliced_scores);
             for (int k = 0; k < 4; k++) free(part[k]);
-            free(gpu_transfer), free(gpu_kernels), free(gpu_total), free(gpu_gather), free(cpu_total);
+            free(gpu_transfer), free(gpu_kernels), free(gpu_pack), free(gpu_fe), free(gpu_mit), free(gpu_model), free(gpu_total), free(gpu_gather), free(cpu_total);
         }
         isn_ranker_free(rk);
     }

@@ -306,7 +306,8 @@ void isn_gpu_inject_fault(isn_gpu_backend *backend);
  * trees; the trees split across thread blocks too when a batch has too few rows to fill the GPU;
  * MLP layers as matrix products. Results equal the CPU's (isn_forest_predict, isn_mlp_predict) bit
  * for bit. Models are uploaded on first use into a cache of several resident models within a memory
- * budget, the least recently used evicted. One handle per thread (calls on a handle are serialised). */
+ * budget, the least recently used evicted. isn_gpu_l2_score* calls on a handle are serialised;
+ * isn_gpu_l2_pass calls from several threads overlap (options.pass_slots of them at once). */
 
 typedef struct {
     int device;
@@ -319,6 +320,10 @@ typedef struct {
     /* A call's rows go in this many chunks (at most 8) over two streams, so that one chunk's copy
      * overlaps another's kernels; 0 = automatic (default: one chunk, which measured fastest). */
     uint32_t overlap_chunks;
+    /* One-pass second-stage calls (isn_gpu_l2_pass) in flight at once, from as many threads: each has
+     * its own stream, page-locked host buffers and device buffers, kept from call to call (0: 4; at
+     * most 64); a further caller waits for one to finish. */
+    uint32_t pass_slots;
 } isn_gpu_l2_options;
 
 void isn_gpu_l2_options_default(isn_gpu_l2_options *options);
@@ -335,8 +340,11 @@ typedef struct {
     uint32_t tree_splits;    /* tree groups over thread blocks per row (1: one block walked every tree) */
     uint32_t launches;
     double ms_upload_model;  /* on a miss */
+    double ms_pack;          /* isn_gpu_l2_pass: the batch packed into the page-locked buffer (host) */
+    double ms_wait;          /* isn_gpu_l2_pass: waiting for a free in-flight slot */
     double ms_transfer;      /* rows in, scores out: the part not hidden behind kernels */
     double ms_kernels;       /* first kernel's start to last kernel's end */
+    double ms_features, ms_transforms, ms_model; /* isn_gpu_l2_pass: the kernels' time split FE / MIT / model */
     double ms_total;         /* the call, wall clock */
 } isn_gpu_l2_stats;
 
@@ -363,8 +371,11 @@ int isn_gpu_l2_score(isn_gpu_l2 *l2, const isn_ranker *ranker, const float *inpu
  * not NULL: for checks). scores[r] and features[r * isn_feature_count] follow the queries' rows in
  * order. The numbers equal the CPU's bit for bit (isn_features_extract, isn_ranker_transform, the model:
  * feature_rows.h says why). The ranker's model is cached as
- * isn_gpu_l2_score's. 0, or -1 with err (no GPU form for the model, a device error): then re-rank on the
- * CPU. */
+ * isn_gpu_l2_score's. 0, or -1 with err (no GPU form for the model, a device error, the model budget
+ * taken by models other passes are using): then re-rank on the CPU. Safe from many threads at once:
+ * each call holds one of the handle's in-flight slots (options.pass_slots) for its whole flight, so
+ * one thread's packing and copies overlap other threads' kernels; the lock they share covers only the
+ * model cache's lookup. */
 int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_hits *const *queries,
                     uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
                     size_t err_len);
@@ -373,6 +384,18 @@ int isn_gpu_l2_pass(isn_gpu_l2 *l2, const isn_ranker *ranker, const isn_feature_
  * evaluators (whose numbers the GPU's equal, test_gpu_l2). What tests check without a GPU. */
 int isn_gpu_l2_pass_emulated(const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
                              float *scores, float *features, char *err, size_t err_len);
+/* An emulated device with in-flight slots as a GPU handle has (gpu/l2_pass_slots.h): each slot's
+ * buffers (the packed copy on both sides, feature rows, inputs, scores) its own and reused from call to
+ * call, results copied to the caller at the end, so that concurrent passes are checked without a GPU.
+ * slots: 0 for the default (4). NULL when out of memory. */
+typedef struct isn_gpu_l2_emulated isn_gpu_l2_emulated;
+isn_gpu_l2_emulated *isn_gpu_l2_emulated_new(uint32_t slots);
+void isn_gpu_l2_emulated_free(isn_gpu_l2_emulated *emulated);
+/* isn_gpu_l2_pass_emulated in one of the handle's slots (waiting for one while all are taken); safe
+ * from many threads at once. */
+int isn_gpu_l2_pass_on_emulated(isn_gpu_l2_emulated *emulated, const isn_ranker *ranker,
+                                const isn_feature_hits *const *queries, uint32_t num_queries, float *scores,
+                                float *features, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------ the pass's gather on several threads
  * The hits of a batch's candidates gathered on a crew of threads (gpu/l2_gather_crew.c): each query's

@@ -1,6 +1,9 @@
 // The second stage on the GPU: a device handle, its model cache (several models resident within a
 // budget, uploaded on first use, least recently used evicted) and the scoring calls. Batching is the
-// caller's: the rows of many queries go in one call, and so in one launch.
+// caller's: the rows of many queries go in one call, and so in one launch. The one-pass calls
+// (isn_gpu_l2_pass) run in in-flight slots (l2_pass_slots.h), each with its own stream and buffers, so
+// that several threads' passes overlap; the handle's lock covers the model cache and the scoring
+// calls, and a model that a pass in flight uses is never evicted under it.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <pthread.h>
@@ -15,6 +18,7 @@ extern "C" {
 #include "gpu/device.h"
 #include "gpu/l2_kernels.h"
 #include "gpu/l2_pass.h"
+#include "gpu/l2_pass_slots.h"
 
 #define MAX_MODELS 64
 #define MAX_SPLIT_SCRATCH (256ull << 20) /* leaf indices of a split batch: trees x rows bytes */
@@ -24,6 +28,7 @@ typedef struct {
     uint64_t serial; /* 0 = free slot */
     uint64_t bytes;
     uint64_t last_use;
+    uint32_t in_use; /* passes in flight that run it: not evicted until they end */
     bool is_forest;
     l2_device_forest forest;       /* device pointers inside */
     void *d_forest_mem;
@@ -33,6 +38,25 @@ typedef struct {
     isn_mlp_layer_view layers[16]; /* weights / bias point to device memory */
     void *d_mlp_mem;
 } resident_model;
+
+/* Device buffers of one launch sequence's rows, scores and scratch, grown to the largest call. */
+typedef struct {
+    float *d_rows, *d_out, *d_act[2];
+    void *d_leaf_index;
+    size_t rows_cap, out_cap, act_cap[2], leaf_index_cap;
+} launch_buffers;
+
+/* One one-pass call in flight: its stream, events, page-locked host buffers (the packed batch in; the
+ * results out when the caller's memory is not page-locked) and device buffers, reused call to call. */
+typedef struct {
+    cudaStream_t stream;
+    /* ev_features, ev_transforms: the FE / MIT / model split; ev_out: blocking, the waiter sleeps */
+    cudaEvent_t ev_start, ev_in, ev_features, ev_transforms, ev_kernels, ev_out;
+    uint8_t *h_pass, *h_out, *d_pass;
+    float *d_features;
+    size_t h_pass_cap, h_out_cap, d_pass_cap, features_cap;
+    launch_buffers buffers;
+} pass_slot;
 
 struct isn_gpu_l2 {
     pthread_mutex_t lock;
@@ -47,11 +71,9 @@ struct isn_gpu_l2 {
     float *d_rows, *d_out, *d_act[2];
     void *d_leaf_index[2]; /* one per stream */
     size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2];
-    /* the one-pass second stage (isn_gpu_l2_pass): packed hits on both sides, feature rows */
-    uint8_t *h_pass, *d_pass;
-    float *d_features;
-    size_t h_pass_cap, d_pass_cap, features_cap;
-    bool pass_prepared;
+    /* the one-pass second stage (isn_gpu_l2_pass) */
+    l2_slot_pool *pass_slots;
+    bool pass_prepared; /* under lock */
 };
 
 static double now_ms(void) { return (double)isn_now_ns() / 1e6; }
@@ -104,6 +126,18 @@ extern "C" isn_gpu_l2 *isn_gpu_l2_open(const isn_gpu_l2_options *options, char *
     if (e == cudaSuccess) e = cudaEventCreate(&g->ev_out);
     for (int i = 0; e == cudaSuccess && i < MAX_CHUNKS; i++)
         if ((e = cudaEventCreate(&g->ev_in[i])) == cudaSuccess) e = cudaEventCreate(&g->ev_kernels[i]);
+    if (e == cudaSuccess && (g->pass_slots = l2_slot_pool_new(options->pass_slots, sizeof(pass_slot))) == NULL)
+        e = cudaErrorMemoryAllocation;
+    for (uint32_t i = 0; e == cudaSuccess && i < l2_slot_pool_size(g->pass_slots); i++) {
+        pass_slot *p = (pass_slot *)l2_slot_pool_at(g->pass_slots, i);
+        e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_start);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_in);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_features);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_transforms);
+        if (e == cudaSuccess) e = cudaEventCreate(&p->ev_kernels);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&p->ev_out, cudaEventBlockingSync);
+    }
     if (e != cudaSuccess) {
         cuda_fail(e, "cannot create a stream", err, err_len);
         isn_gpu_l2_close(g);
@@ -129,9 +163,26 @@ extern "C" void isn_gpu_l2_close(isn_gpu_l2 *g) {
     cudaFree(g->d_act[1]);
     cudaFree(g->d_leaf_index[0]);
     cudaFree(g->d_leaf_index[1]);
-    cudaFree(g->d_pass);
-    cudaFree(g->d_features);
-    if (g->h_pass) cudaFreeHost(g->h_pass);
+    for (uint32_t i = 0; g->pass_slots && i < l2_slot_pool_size(g->pass_slots); i++) {
+        pass_slot *p = (pass_slot *)l2_slot_pool_at(g->pass_slots, i);
+        cudaFree(p->d_pass);
+        cudaFree(p->d_features);
+        cudaFree(p->buffers.d_rows);
+        cudaFree(p->buffers.d_out);
+        cudaFree(p->buffers.d_act[0]);
+        cudaFree(p->buffers.d_act[1]);
+        cudaFree(p->buffers.d_leaf_index);
+        if (p->h_pass) cudaFreeHost(p->h_pass);
+        if (p->h_out) cudaFreeHost(p->h_out);
+        if (p->stream) cudaStreamDestroy(p->stream);
+        if (p->ev_start) cudaEventDestroy(p->ev_start);
+        if (p->ev_in) cudaEventDestroy(p->ev_in);
+        if (p->ev_features) cudaEventDestroy(p->ev_features);
+        if (p->ev_transforms) cudaEventDestroy(p->ev_transforms);
+        if (p->ev_kernels) cudaEventDestroy(p->ev_kernels);
+        if (p->ev_out) cudaEventDestroy(p->ev_out);
+    }
+    l2_slot_pool_free(g->pass_slots);
     if (g->stream) cudaStreamDestroy(g->stream);
     if (g->stream2) cudaStreamDestroy(g->stream2);
     if (g->ev_start) cudaEventDestroy(g->ev_start);
@@ -172,7 +223,14 @@ static int make_room(isn_gpu_l2 *g, uint64_t bytes, uint32_t *evicted, char *err
     while (g->resident_bytes + bytes > g->options.model_memory_budget || free_slot < 0) {
         int lru = -1;
         for (int i = 0; i < MAX_MODELS; i++)
-            if (g->models[i].serial && (lru < 0 || g->models[i].last_use < g->models[lru].last_use)) lru = i;
+            if (g->models[i].serial && !g->models[i].in_use && (lru < 0 || g->models[i].last_use < g->models[lru].last_use))
+                lru = i;
+        if (lru < 0) {
+            snprintf(err, err_len, "model of %llu bytes does not fit the GPU model budget (%llu bytes) beside the models "
+                                   "that passes in flight are using", (unsigned long long)bytes,
+                     (unsigned long long)g->options.model_memory_budget);
+            return -1;
+        }
         drop_model(g, &g->models[lru]);
         g->evictions++;
         (*evicted)++;
@@ -292,11 +350,11 @@ static uint32_t chunk_count(const isn_gpu_l2_options *o, uint32_t n) {
     return c ? c : 1;
 }
 
-/* One chunk of rows through the forest on `stream`, with the leaf-index scratch of stream slot s.
- * cudaErrorInvalidValue with err set when the model has no GPU form. */
+/* One chunk of rows through the forest on `stream`, with the leaf-index scratch *scratch (grown as
+ * needed). cudaErrorInvalidValue with err set when the model has no GPU form. */
 static cudaError_t launch_forest_chunk(isn_gpu_l2 *g, resident_model *m, const float *rows, uint32_t cnt, uint32_t stride,
-                                       int s, float *out, cudaStream_t stream, isn_gpu_l2_stats *st, char *err,
-                                       size_t err_len) {
+                                       void **scratch, size_t *scratch_cap, float *out, cudaStream_t stream,
+                                       isn_gpu_l2_stats *st, char *err, size_t err_len) {
     const uint32_t sb = g->options.split_below_rows;
     const l2_split_mode mode = sb == 1 ? L2_SPLIT_NEVER : sb == UINT32_MAX ? L2_SPLIT_ALWAYS
                                : sb == 0 || cnt < sb ? L2_SPLIT_AUTO : L2_SPLIT_NEVER;
@@ -304,25 +362,26 @@ static cudaError_t launch_forest_chunk(isn_gpu_l2 *g, resident_model *m, const f
     const l2_plan_options options = {mode, MAX_SPLIT_SCRATCH, g->tree_warps_above_inputs, NULL, NULL};
     cudaError_t e = l2_plan_forest(&m->forest, cnt, m->num_inputs, &g->limits, &options, &plan, err, err_len);
     if (e == cudaErrorInvalidValue) return e; /* err says why */
-    if (e == cudaSuccess && plan.scratch_bytes) e = grow(&g->d_leaf_index[s], &g->leaf_index_cap[s], plan.scratch_bytes);
+    if (e == cudaSuccess && plan.scratch_bytes) e = grow(scratch, scratch_cap, plan.scratch_bytes);
     if (e == cudaSuccess)
-        e = l2_launch_forest(&m->forest, &plan, rows, cnt, stride, m->num_inputs, g->d_leaf_index[s], out, stream);
+        e = l2_launch_forest(&m->forest, &plan, rows, cnt, stride, m->num_inputs, *scratch, out, stream);
     if (plan.groups > st->tree_splits) st->tree_splits = plan.groups;
     const uint32_t slices = (cnt + plan.slice_rows - 1) / plan.slice_rows;
     st->launches += plan.kind == L2_FOREST_TREE_WARPS ? 2 * slices : plan.groups > 1 ? 2 : 1;
     return e;
 }
 
-static cudaError_t launch_mlp(isn_gpu_l2 *g, resident_model *m, uint32_t cnt, uint32_t stride, cudaStream_t stream,
-                              isn_gpu_l2_stats *st) {
-    const size_t act = (size_t)cnt * m->max_width * sizeof(float);
-    cudaError_t e = grow((void **)&g->d_act[0], &g->act_cap[0], act);
-    if (e == cudaSuccess) e = grow((void **)&g->d_act[1], &g->act_cap[1], act);
-    const float *x = g->d_rows;
+/* The MLP over cnt rows at x (stride floats apart) into out, its activations in act[0..1] (grown as
+ * needed). */
+static cudaError_t launch_mlp(resident_model *m, const float *x, uint32_t cnt, uint32_t stride, float **act,
+                              size_t *act_cap, float *out, cudaStream_t stream, isn_gpu_l2_stats *st) {
+    const size_t act_bytes = (size_t)cnt * m->max_width * sizeof(float);
+    cudaError_t e = grow((void **)&act[0], &act_cap[0], act_bytes);
+    if (e == cudaSuccess) e = grow((void **)&act[1], &act_cap[1], act_bytes);
     uint32_t x_stride = stride;
     for (uint32_t i = 0; e == cudaSuccess && i < m->num_layers; i++) {
         const isn_mlp_layer_view *l = &m->layers[i];
-        float *y = i + 1 == m->num_layers ? g->d_out : g->d_act[i % 2];
+        float *y = i + 1 == m->num_layers ? out : act[i % 2];
         e = l2_launch_dense(x, x_stride, cnt, l->weights, l->bias, l->in, l->out, l->relu, y, stream);
         x = y;
         x_stride = l->out;
@@ -381,10 +440,10 @@ static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, co
                                 (size_t)(c1 - c0) * stride * sizeof(float), cudaMemcpyHostToDevice, stream);
             cudaEventRecord(g->ev_in[c], stream);
             if (e == cudaSuccess && m->is_forest)
-                e = launch_forest_chunk(g, m, g->d_rows + (size_t)c0 * stride, c1 - c0, stride, s, g->d_out + c0, stream,
-                                        &st, err, err_len);
+                e = launch_forest_chunk(g, m, g->d_rows + (size_t)c0 * stride, c1 - c0, stride, &g->d_leaf_index[s],
+                                        &g->leaf_index_cap[s], g->d_out + c0, stream, &st, err, err_len);
             else if (e == cudaSuccess)
-                e = launch_mlp(g, m, cnt, stride, stream, &st);
+                e = launch_mlp(m, g->d_rows, cnt, stride, g->d_act, g->act_cap, g->d_out, stream, &st);
             cudaEventRecord(g->ev_kernels[c], stream);
             if (e == cudaSuccess)
                 e = cudaMemcpyAsync(out + r0 + c0, g->d_out + c0, (size_t)(c1 - c0) * sizeof(float),
@@ -459,77 +518,132 @@ static cudaError_t grow_host(uint8_t **buf, size_t *cap, size_t bytes) {
     return e;
 }
 
-static int pass(isn_gpu_l2 *g, const isn_ranker *ranker, const isn_feature_hits *const *queries, uint32_t num_queries,
-                float *scores, float *features, isn_gpu_l2_stats *stats, char *err, size_t err_len) {
-    double t0 = now_ms();
-    isn_gpu_l2_stats st;
-    memset(&st, 0, sizeof st);
-    l2_pass_layout L;
-    if (l2_pass_plan(ranker, queries, num_queries, &L, err, err_len) != 0) return -1;
-    resident_model *m = resident(g, isn_ranker_forest(ranker), isn_ranker_mlp(ranker), &st, err, err_len);
-    if (!m) return -1;
-    if (L.num_inputs < m->num_inputs) {
-        snprintf(err, err_len, "ranker of %u inputs, its model reads %u", L.num_inputs, m->num_inputs);
-        return -1;
+/* Whether the host memory at p is page-locked: a copy to it then runs on the stream asynchronously;
+ * to other memory the copy goes through the slot's own page-locked buffer. */
+static bool page_locked(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
     }
-    err[0] = 0;
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* The model resident and marked in use by a pass (the kernel stack raised on the first pass): under
+ * the lock, released by release_model. NULL with err. */
+static resident_model *take_model(isn_gpu_l2 *g, const isn_ranker *ranker, isn_gpu_l2_stats *st, char *err,
+                                  size_t err_len) {
+    pthread_mutex_lock(&g->lock);
+    resident_model *m = NULL;
     cudaError_t e = cudaSuccess;
     if (!g->pass_prepared && (e = l2_prepare_pass_kernels()) != cudaSuccess)
-        return cuda_fail(e, "second-stage pass: the feature kernel's stack", err, err_len);
-    g->pass_prepared = true;
-    e = grow_host(&g->h_pass, &g->h_pass_cap, L.bytes);
-    if (e == cudaSuccess) e = grow((void **)&g->d_pass, &g->d_pass_cap, L.bytes);
-    if (e == cudaSuccess) e = grow((void **)&g->d_features, &g->features_cap, (size_t)L.num_rows * L.num_features * sizeof(float));
-    if (e == cudaSuccess) e = grow((void **)&g->d_rows, &g->rows_cap, (size_t)L.num_rows * L.num_inputs * sizeof(float));
-    if (e == cudaSuccess) e = grow((void **)&g->d_out, &g->out_cap, (size_t)L.num_rows * sizeof(float));
+        cuda_fail(e, "second-stage pass: the feature kernel's stack", err, err_len);
+    else {
+        g->pass_prepared = true;
+        if ((m = resident(g, isn_ranker_forest(ranker), isn_ranker_mlp(ranker), st, err, err_len)) != NULL) m->in_use++;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return m;
+}
+
+static void release_model(isn_gpu_l2 *g, resident_model *m) {
+    pthread_mutex_lock(&g->lock);
+    m->in_use--;
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* One pass in slot p, the model m held in use by the caller. */
+static int pass_in_slot(isn_gpu_l2 *g, pass_slot *p, resident_model *m, const isn_ranker *ranker,
+                        const isn_feature_hits *const *queries, uint32_t num_queries, const l2_pass_layout *Lp,
+                        float *scores, float *features, isn_gpu_l2_stats *st, char *err, size_t err_len) {
+    const l2_pass_layout L = *Lp;
+    launch_buffers *b = &p->buffers;
+    const size_t scores_bytes = (size_t)L.num_rows * sizeof(float);
+    const size_t features_bytes = (size_t)L.num_rows * L.num_features * sizeof(float);
+    const bool direct_scores = page_locked(scores), direct_features = features == NULL || page_locked(features);
+    const size_t staged = (direct_scores ? 0 : scores_bytes) + (direct_features ? 0 : features_bytes);
+    cudaError_t e = grow_host(&p->h_pass, &p->h_pass_cap, L.bytes);
+    if (e == cudaSuccess && staged) e = grow_host(&p->h_out, &p->h_out_cap, staged);
+    if (e == cudaSuccess) e = grow((void **)&p->d_pass, &p->d_pass_cap, L.bytes);
+    if (e == cudaSuccess) e = grow((void **)&p->d_features, &p->features_cap, features_bytes);
+    if (e == cudaSuccess) e = grow((void **)&b->d_rows, &b->rows_cap, (size_t)L.num_rows * L.num_inputs * sizeof(float));
+    if (e == cudaSuccess) e = grow((void **)&b->d_out, &b->out_cap, scores_bytes);
     if (e != cudaSuccess) return cuda_fail(e, "second-stage pass buffers", err, err_len);
-    l2_pass_pack(ranker, queries, num_queries, &L, g->h_pass, (uintptr_t)g->d_pass);
-    cudaEventRecord(g->ev_start, g->stream);
-    e = cudaMemcpyAsync(g->d_pass, g->h_pass, L.bytes, cudaMemcpyHostToDevice, g->stream);
-    cudaEventRecord(g->ev_in[0], g->stream);
+    const double k0 = now_ms();
+    l2_pass_pack(ranker, queries, num_queries, &L, p->h_pass, (uintptr_t)p->d_pass);
+    st->ms_pack = now_ms() - k0;
+    float *scores_to = direct_scores ? scores : (float *)p->h_out;
+    float *features_to = direct_features ? features : (float *)(p->h_out + (direct_scores ? 0 : scores_bytes));
+    err[0] = 0;
+    cudaEventRecord(p->ev_start, p->stream);
+    e = cudaMemcpyAsync(p->d_pass, p->h_pass, L.bytes, cudaMemcpyHostToDevice, p->stream);
+    cudaEventRecord(p->ev_in, p->stream);
     if (e == cudaSuccess)
-        e = l2_launch_feature_rows((const isn_feature_hits *)(g->d_pass + L.queries), (const uint32_t *)(g->d_pass + L.row_start),
-                                   L.num_queries, L.num_rows, L.num_features, g->d_features, g->stream);
+        e = l2_launch_feature_rows((const isn_feature_hits *)(p->d_pass + L.queries), (const uint32_t *)(p->d_pass + L.row_start),
+                                   L.num_queries, L.num_rows, L.num_features, p->d_features, p->stream);
+    cudaEventRecord(p->ev_features, p->stream);
     if (e == cudaSuccess)
-        e = l2_launch_transforms((const isn_transform_view *)(g->d_pass + L.transforms), L.num_inputs, g->d_features,
-                                 L.num_features, L.num_rows, g->d_rows, g->stream);
-    st.launches += 2;
+        e = l2_launch_transforms((const isn_transform_view *)(p->d_pass + L.transforms), L.num_inputs, p->d_features,
+                                 L.num_features, L.num_rows, b->d_rows, p->stream);
+    cudaEventRecord(p->ev_transforms, p->stream);
+    st->launches += 2;
     if (e == cudaSuccess && m->is_forest)
-        e = launch_forest_chunk(g, m, g->d_rows, L.num_rows, L.num_inputs, 0, g->d_out, g->stream, &st, err, err_len);
+        e = launch_forest_chunk(g, m, b->d_rows, L.num_rows, L.num_inputs, &b->d_leaf_index, &b->leaf_index_cap, b->d_out,
+                                p->stream, st, err, err_len);
     else if (e == cudaSuccess)
-        e = launch_mlp(g, m, L.num_rows, L.num_inputs, g->stream, &st);
-    cudaEventRecord(g->ev_kernels[0], g->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(scores, g->d_out, (size_t)L.num_rows * sizeof(float), cudaMemcpyDeviceToHost, g->stream);
+        e = launch_mlp(m, b->d_rows, L.num_rows, L.num_inputs, b->d_act, b->act_cap, b->d_out, p->stream, st);
+    cudaEventRecord(p->ev_kernels, p->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(scores_to, b->d_out, scores_bytes, cudaMemcpyDeviceToHost, p->stream);
     if (e == cudaSuccess && features)
-        e = cudaMemcpyAsync(features, g->d_features, (size_t)L.num_rows * L.num_features * sizeof(float),
-                            cudaMemcpyDeviceToHost, g->stream);
-    cudaEventRecord(g->ev_out, g->stream);
-    const cudaError_t e2 = cudaStreamSynchronize(g->stream);
+        e = cudaMemcpyAsync(features_to, p->d_features, features_bytes, cudaMemcpyDeviceToHost, p->stream);
+    cudaEventRecord(p->ev_out, p->stream);
+    const cudaError_t e2 = cudaEventSynchronize(p->ev_out);
     if (e == cudaSuccess) e = e2;
     if (e == cudaErrorInvalidValue && err[0]) return -1; /* no GPU form; err says why */
     if (e != cudaSuccess) {
         cudaGetLastError();
         return cuda_fail(e, "second-stage pass", err, err_len);
     }
-    float first_in = 0, kernels_end = 0, total = 0;
-    cudaEventElapsedTime(&first_in, g->ev_start, g->ev_in[0]);
-    cudaEventElapsedTime(&kernels_end, g->ev_start, g->ev_kernels[0]);
-    cudaEventElapsedTime(&total, g->ev_start, g->ev_out);
-    st.ms_kernels = kernels_end - first_in;
-    st.ms_transfer = total - st.ms_kernels;
-    st.ms_total = now_ms() - t0;
-    if (stats) *stats = st;
+    if (!direct_scores) memcpy(scores, scores_to, scores_bytes);
+    if (!direct_features) memcpy(features, features_to, features_bytes);
+    float first_in = 0, features_end = 0, transforms_end = 0, kernels_end = 0, total = 0;
+    cudaEventElapsedTime(&first_in, p->ev_start, p->ev_in);
+    cudaEventElapsedTime(&features_end, p->ev_start, p->ev_features);
+    cudaEventElapsedTime(&transforms_end, p->ev_start, p->ev_transforms);
+    cudaEventElapsedTime(&kernels_end, p->ev_start, p->ev_kernels);
+    cudaEventElapsedTime(&total, p->ev_start, p->ev_out);
+    st->ms_kernels = kernels_end - first_in;
+    st->ms_features = features_end - first_in;
+    st->ms_transforms = transforms_end - features_end;
+    st->ms_model = kernels_end - transforms_end;
+    st->ms_transfer = total - st->ms_kernels;
     return 0;
 }
 
 extern "C" int isn_gpu_l2_pass(isn_gpu_l2 *g, const isn_ranker *ranker, const isn_feature_hits *const *queries,
                                uint32_t num_queries, float *scores, float *features, isn_gpu_l2_stats *stats, char *err,
                                size_t err_len) {
-    pthread_mutex_lock(&g->lock);
+    const double t0 = now_ms();
+    isn_gpu_l2_stats st;
+    memset(&st, 0, sizeof st);
+    l2_pass_layout L;
+    if (l2_pass_plan(ranker, queries, num_queries, &L, err, err_len) != 0) return -1;
     cudaSetDevice(g->options.device);
-    int rc = pass(g, ranker, queries, num_queries, scores, features, stats, err, err_len);
-    pthread_mutex_unlock(&g->lock);
+    resident_model *m = take_model(g, ranker, &st, err, err_len);
+    if (!m) return -1;
+    int rc = -1;
+    if (L.num_inputs < m->num_inputs) {
+        snprintf(err, err_len, "ranker of %u inputs, its model reads %u", L.num_inputs, m->num_inputs);
+    } else {
+        const double w0 = now_ms();
+        pass_slot *p = (pass_slot *)l2_slot_acquire(g->pass_slots);
+        st.ms_wait = now_ms() - w0;
+        rc = pass_in_slot(g, p, m, ranker, queries, num_queries, &L, scores, features, &st, err, err_len);
+        l2_slot_release(g->pass_slots, p);
+    }
+    release_model(g, m);
+    st.ms_total = now_ms() - t0;
+    if (rc == 0 && stats) *stats = st;
     return rc;
 }
 

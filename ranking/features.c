@@ -5,11 +5,29 @@
  * positions cursor with it; positions are read only for terms a candidate holds. Buffers are the
  * workspace's, grown only past the largest call so far. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ranking/arena.h"
 #include "ranking/l2_internal.h"
+
+/* Candidates ahead of the one being read whose per-document data is prefetched. */
+#define PREFETCH_AHEAD 8u
+
+/* (float)log1p(len), from a table for the common lengths (the same function's values, computed once). */
+#define LOG_LEN_TABLE 4096u
+static float log_len_table[LOG_LEN_TABLE];
+static pthread_once_t log_len_once = PTHREAD_ONCE_INIT;
+
+static void log_len_fill(void) {
+    for (uint32_t len = 0; len < LOG_LEN_TABLE; len++) log_len_table[len] = (float)log1p((double)len);
+}
+
+static float log_doc_len(uint32_t len) {
+    if (len < LOG_LEN_TABLE) return log_len_table[len];
+    return (float)log1p((double)len);
+}
 
 /* Grows the positions pool keeping what it holds (the gather appends to it). */
 static int reserve_positions(isn_l2_workspace *ws, size_t count) {
@@ -73,7 +91,8 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
     const uint32_t T = query->num_terms, F = info->num_fields;
     const uint32_t P = T < ISN_L2_PROX_TERMS ? T : ISN_L2_PROX_TERMS;
     memset(hits, 0, sizeof *hits);
-    size_t need = ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(isn_cursor)) +
+    pthread_once(&log_len_once, log_len_fill);
+    size_t need = 2 * ranking_arena_size((size_t)n * sizeof(uint64_t)) + ranking_arena_size(T * sizeof(isn_cursor)) +
                   ranking_arena_size(T * sizeof(isn_positions_cursor)) + ranking_arena_size(P * sizeof(l2_id_term));
     if (ranking_arena_reset(&ws->arena, need) != 0 ||
         l2_reserve_bytes((void **)&ws->hit_docs, &ws->hit_docs_bytes, (size_t)n * sizeof(isn_feature_doc)) != 0 ||
@@ -88,6 +107,7 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
         return -1;
     }
     uint64_t *order = ranking_arena_take(&ws->arena, (size_t)n * sizeof(uint64_t));
+    uint64_t *sort_scratch = ranking_arena_take(&ws->arena, (size_t)n * sizeof(uint64_t));
     isn_cursor *cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_cursor));
     isn_positions_cursor *position_cursors = ranking_arena_take(&ws->arena, T * sizeof(isn_positions_cursor));
     l2_id_term *id_terms = ranking_arena_take(&ws->arena, P * sizeof(l2_id_term));
@@ -103,19 +123,28 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
         }
         order[i] = (uint64_t)docs[i] << 32 | i;
     }
-    l2_sort_u64(order, n);
+    l2_sort_u64_radix(order, sort_scratch, n);
     const float *norms = isn_index_doc_norms(ix);
     uint32_t used = 0;
+    /* The documents' own data first, every candidate's: loads independent of each other, which the
+     * CPU overlaps (candidates lie far apart, so most of them miss the cache); then the terms'
+     * postings and positions, each cursor moving forward. */
     for (uint32_t k = 0; k < n; k++) {
         const uint32_t doc = (uint32_t)(order[k] >> 32), i = (uint32_t)order[k];
+        if (k + PREFETCH_AHEAD < n) {
+            /* the id's first byte missed the cache on nearly every candidate */
+            const uint32_t ahead = (uint32_t)(order[k + PREFETCH_AHEAD] >> 32);
+            size_t ahead_len;
+            __builtin_prefetch(isn_index_doc_id(ix, ahead, &ahead_len));
+        }
         isn_feature_doc *d = &ws->hit_docs[i];
-        uint32_t *tf = ws->hit_tf + (size_t)i * T, *field_len = ws->hit_field_len + (size_t)i * F;
-        uint32_t *field_tf = ws->hit_field_tf + (size_t)i * F * T;
-        uint32_t *pos_count = ws->hit_pos_count + (size_t)i * F * P, *pos_start = ws->hit_pos_start + (size_t)i * F * P;
+        uint32_t *field_len = ws->hit_field_len + (size_t)i * F;
         d->doc_len = isn_index_doc_len(ix, doc);
         d->norm = norms[doc];
         d->static_score = isn_index_static_score(ix, doc);
-        d->log_doc_len = (float)log1p((double)d->doc_len);
+        d->log_doc_len = log_doc_len(d->doc_len);
+        for (uint32_t f = 0; f < F; f++)
+            field_len[f] = isn_index_field_len(ix, doc, f);
         size_t id_len = 0;
         const char *id = isn_index_doc_id(ix, doc, &id_len);
         l2_id_hits id_hits;
@@ -124,10 +153,15 @@ int isn_feature_hits_gather(isn_l2_workspace *ws, const isn_query *query, uint64
         d->id_tokens = id_hits.tokens;
         d->id_unmatched_tokens = id_hits.unmatched_tokens;
         d->id_matched_terms = id_hits.matched_terms;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t doc = (uint32_t)(order[k] >> 32), i = (uint32_t)order[k];
+        uint32_t *tf = ws->hit_tf + (size_t)i * T;
+        uint32_t *field_tf = ws->hit_field_tf + (size_t)i * F * T;
+        uint32_t *pos_count = ws->hit_pos_count + (size_t)i * F * P, *pos_start = ws->hit_pos_start + (size_t)i * F * P;
         for (uint32_t t = 0; t < T; t++)
             tf[t] = isn_cursor_next_geq(&cursors[t], doc) == doc ? isn_cursor_freq(&cursors[t]) : 0;
         for (uint32_t f = 0; f < F; f++) {
-            field_len[f] = isn_index_field_len(ix, doc, f);
             for (uint32_t t = 0; t < T; t++) {
                 uint32_t tf_f = 0, stored = 0;
                 if (tf[t] && info->has_positions) {

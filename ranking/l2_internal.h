@@ -38,6 +38,8 @@ int l2_reserve_bytes(void **buf, size_t *cap_bytes, size_t bytes);
 
 /* Ascending, in place, no allocation. */
 void l2_sort_u64(uint64_t *a, size_t n);
+/* The same sort in a few linear passes, with scratch room for n keys (no allocation either). */
+void l2_sort_u64_radix(uint64_t *a, uint64_t *scratch, size_t n);
 
 /* Grows *buf to hold `count` floats; 0 or -1 when out of memory. */
 int l2_reserve(float **buf, size_t *cap, size_t count);

@@ -11,6 +11,7 @@
  * be equal as well (ranking/feature_rows.h: no fused multiply-add, no library logarithm). */
 #include <setjmp.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -463,6 +464,162 @@ static void test_mixed_batch_refused(void **state) {
     isn_index_close(ix);
 }
 
+/* ------------------------------------------------------------------ concurrent passes */
+
+#define CONCURRENT_BATCHES 12
+#define CONCURRENT_PER_BATCH 4
+#define CONCURRENT_THREADS 4
+#define CONCURRENT_ROUNDS 6
+
+/* Distinct batches (different queries, n1 and so sizes), each gathered once, and the results one
+ * pass at a time gave them. */
+typedef struct {
+    const isn_ranker *ranker;
+    uint32_t nf;
+    const isn_feature_hits *batch[CONCURRENT_BATCHES][CONCURRENT_PER_BATCH];
+    uint32_t num[CONCURRENT_BATCHES], rows[CONCURRENT_BATCHES];
+    float *scores[CONCURRENT_BATCHES], *features[CONCURRENT_BATCHES];
+    isn_gpu_l2_emulated *emulated; /* the device: this, else the GPU handle */
+    isn_gpu_l2 *cuda;
+} concurrent_case;
+
+typedef struct {
+    concurrent_case *c;
+    uint32_t thread;
+    uint64_t passes, differ, failed;
+    char err[ISN_ERR_LEN];
+} concurrent_worker;
+
+/* Each thread runs every batch CONCURRENT_ROUNDS times in its own order, on the one shared device
+ * handle (fewer slots than threads), and compares every score and feature with the one-at-a-time
+ * results. */
+static void *concurrent_run(void *arg) {
+    concurrent_worker *w = arg;
+    concurrent_case *c = w->c;
+    size_t most = 0;
+    for (int b = 0; b < CONCURRENT_BATCHES; b++) most = c->rows[b] > most ? c->rows[b] : most;
+    float *scores = malloc((most + 1) * sizeof(float)), *features = malloc((most * c->nf + 1) * sizeof(float));
+    for (uint32_t k = 0; scores && features && k < CONCURRENT_ROUNDS * CONCURRENT_BATCHES; k++) {
+        const uint32_t b = (k * (2 * w->thread + 1) + w->thread * 5) % CONCURRENT_BATCHES;
+        memset(scores, 0xFF, (c->rows[b] + 1) * sizeof(float));
+        memset(features, 0xFF, (c->rows[b] * c->nf + 1) * sizeof(float));
+        int rc = c->emulated ? isn_gpu_l2_pass_on_emulated(c->emulated, c->ranker, c->batch[b], c->num[b], scores,
+                                                            features, w->err, sizeof w->err)
+                             : isn_gpu_l2_pass(c->cuda, c->ranker, c->batch[b], c->num[b], scores, features, NULL,
+                                               w->err, sizeof w->err);
+        if (rc != 0) {
+            w->failed++;
+            continue;
+        }
+        w->passes++;
+        if (memcmp(scores, c->scores[b], c->rows[b] * sizeof(float)) != 0 ||
+            memcmp(features, c->features[b], (size_t)c->rows[b] * c->nf * sizeof(float)) != 0)
+            w->differ++;
+    }
+    free(scores);
+    free(features);
+    return NULL;
+}
+
+static void run_concurrent(concurrent_case *c, const char *device) {
+    pthread_t threads[CONCURRENT_THREADS];
+    concurrent_worker workers[CONCURRENT_THREADS];
+    for (uint32_t t = 0; t < CONCURRENT_THREADS; t++) {
+        workers[t] = (concurrent_worker){.c = c, .thread = t};
+        assert_int_equal(pthread_create(&threads[t], NULL, concurrent_run, &workers[t]), 0);
+    }
+    uint64_t passes = 0;
+    for (uint32_t t = 0; t < CONCURRENT_THREADS; t++) {
+        assert_int_equal(pthread_join(threads[t], NULL), 0);
+        if (workers[t].failed) fail_msg("%s: thread %u: %s", device, t, workers[t].err);
+        if (workers[t].differ)
+            fail_msg("%s: thread %u: %llu of its passes returned another batch's numbers (or mixed ones)", device, t,
+                     (unsigned long long)workers[t].differ);
+        passes += workers[t].passes;
+    }
+    assert_int_equal(passes, (uint64_t)CONCURRENT_THREADS * CONCURRENT_ROUNDS * CONCURRENT_BATCHES);
+    printf("test_gpu_l2_pass: %s: %llu passes of %u distinct batches from %u threads at once, each equal to the "
+           "same batch passed alone\n", device, (unsigned long long)passes, CONCURRENT_BATCHES, CONCURRENT_THREADS);
+}
+
+/* Passes from several threads at once on one handle (fewer in-flight slots than threads, so that slots
+ * are waited for and reused by other threads' batches) return each thread its own batch's numbers. */
+static void test_concurrent_passes(void **state) {
+    (void)state;
+    isn_index *ix = build_index(collection, "concurrent", true, true);
+    const isn_index_info *info = isn_index_get_info(ix);
+    concurrent_case c = {.nf = isn_feature_count(info)};
+    isn_searcher *searcher = isn_searcher_new(ix);
+    isn_l2_workspace *ws[CONCURRENT_BATCHES][CONCURRENT_PER_BATCH];
+    isn_feature_hits hits_of[CONCURRENT_BATCHES][CONCURRENT_PER_BATCH];
+    isn_hit *hits = malloc(400 * sizeof *hits);
+    uint32_t *docs = malloc(400 * sizeof *docs);
+    float *sample = malloc((size_t)400 * c.nf * sizeof(float));
+    char err[ISN_ERR_LEN];
+    uint32_t sample_rows = 0;
+    for (uint32_t b = 0; b < CONCURRENT_BATCHES; b++) {
+        for (uint32_t i = 0; i < CONCURRENT_PER_BATCH; i++) {
+            const uint32_t q = (b * CONCURRENT_PER_BATCH + i) % num_queries;
+            isn_query query;
+            assert_int_equal(isn_query_parse(searcher, queries[q], strlen(queries[q]), &query, err, sizeof err), 0);
+            isn_search_options o;
+            isn_search_options_default(&o);
+            o.k = 40 + 30 * ((b + i) % 12); /* batches of different sizes: slots grow while others fly */
+            uint32_t n = 0;
+            isn_search_stats st;
+            assert_int_equal(isn_search(searcher, &query, &o, hits, &n, &st, err, sizeof err), 0);
+            for (uint32_t j = 0; j < n; j++) docs[j] = hits[j].doc;
+            ws[b][i] = isn_l2_workspace_new(ix);
+            if (isn_feature_hits_gather(ws[b][i], &query, 0, docs, n, &hits_of[b][i], err, sizeof err) != 0)
+                fail_msg("%s", err);
+            c.batch[b][i] = &hits_of[b][i];
+            c.rows[b] += n;
+            if (b == 0 && sample_rows + n <= 400) {
+                assert_int_equal(isn_features_extract(ws[b][i], &query, 0, docs, n, sample + (size_t)sample_rows * c.nf,
+                                                      err, sizeof err), 0);
+                if (isn_feature_hits_gather(ws[b][i], &query, 0, docs, n, &hits_of[b][i], err, sizeof err) != 0)
+                    fail_msg("%s", err);
+                sample_rows += n;
+            }
+        }
+        c.num[b] = CONCURRENT_PER_BATCH;
+    }
+    assert_true(sample_rows > 0);
+    isn_ranker *rk = write_ranker(ix, "concurrent-forest", true, c.nf, 30, 4, sample, sample_rows);
+    c.ranker = rk;
+    for (uint32_t b = 0; b < CONCURRENT_BATCHES; b++) {
+        c.scores[b] = malloc((c.rows[b] + 1) * sizeof(float));
+        c.features[b] = malloc(((size_t)c.rows[b] * c.nf + 1) * sizeof(float));
+        if (isn_gpu_l2_pass_emulated(rk, c.batch[b], c.num[b], c.scores[b], c.features[b], err, sizeof err) != 0)
+            fail_msg("%s", err);
+    }
+    c.emulated = isn_gpu_l2_emulated_new(2);
+    assert_non_null(c.emulated);
+    run_concurrent(&c, "emulated device, 2 slots");
+    isn_gpu_l2_emulated_free(c.emulated);
+    c.emulated = NULL;
+    if (gpu) {
+        isn_gpu_l2_options o;
+        isn_gpu_l2_options_default(&o);
+        o.pass_slots = 2;
+        c.cuda = isn_gpu_l2_open(&o, err, sizeof err);
+        if (!c.cuda) fail_msg("%s", err);
+        run_concurrent(&c, "CUDA, 2 slots");
+        isn_gpu_l2_close(c.cuda);
+    } else {
+        printf("test_gpu_l2_pass: concurrent CUDA passes not run: %s\n", no_gpu_reason);
+    }
+    for (uint32_t b = 0; b < CONCURRENT_BATCHES; b++) {
+        free(c.scores[b]);
+        free(c.features[b]);
+        for (uint32_t i = 0; i < CONCURRENT_PER_BATCH; i++) isn_l2_workspace_free(ws[b][i]);
+    }
+    isn_ranker_free(rk);
+    isn_searcher_free(searcher);
+    free(hits), free(docs), free(sample);
+    isn_index_close(ix);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/isn-test-l2-pass-XXXXXX");
@@ -488,6 +645,7 @@ int main(void) {
         cmocka_unit_test(test_body_alone_without_positions),
         cmocka_unit_test(test_title_body_without_positions),
         cmocka_unit_test(test_mixed_batch_refused),
+        cmocka_unit_test(test_concurrent_passes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -207,6 +207,30 @@ static void test_id_match(void **state) {
     assert_int_equal(hits.matched_terms, 0);
 }
 
+/* The gather's radix sort orders keys as the heapsort does: random keys, keys sharing all but one
+ * byte, doc ids shifted over candidate numbers as the gather builds them, and the smallest inputs. */
+static void test_radix_sort(void **state) {
+    (void)state;
+    enum { N = 5000 };
+    static uint64_t a[N], b[N], scratch[N];
+    uint64_t x = 88172645463325252ull;
+    for (int kind = 0; kind < 4; kind++) {
+        for (size_t n = 0; n <= N; n = n < 3 ? n + 1 : n * 3 + 1) {
+            for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                a[i] = kind == 0   ? x
+                       : kind == 1 ? 0x0123456700000000ull | (x & 0xFF0000u)
+                       : kind == 2 ? (x % 70000) << 32 | i
+                                   : 42;
+            }
+            memcpy(b, a, n * sizeof *a);
+            l2_sort_u64(a, n);
+            l2_sort_u64_radix(b, scratch, n);
+            if (n) assert_memory_equal(a, b, n * sizeof *a);
+        }
+    }
+}
+
 static isn_ranker *load_ranker(const char *text, char *err) {
     char path[128], cwd[512], model[700];
     snprintf(path, sizeof path, "%s/r.ranker", dir);
@@ -292,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_id_match),
+        cmocka_unit_test(test_radix_sort),
         cmocka_unit_test(test_device_logarithms),
         cmocka_unit_test(test_ranker_transforms),
         cmocka_unit_test(test_ranker_refusals),
