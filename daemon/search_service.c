@@ -15,6 +15,7 @@
 #include "base/base.h"
 #include "daemon/generation.h"
 #include "daemon/gpu_setup.h"
+#include "daemon/rankers.h"
 #include "grpc/framing.h"
 
 struct search_service {
@@ -314,6 +315,21 @@ static bool gpu_eligible(search_service *service, search_job *job, bool may_wait
 }
 
 
+/* What the job's second stage is expected to take on the device gpu/'s choice runs it on, for the
+ * scheduler to count in its prediction (0: no ranker named, or none of its size measured yet; an
+ * unknown ranker or n1 is refused later, by the worker). */
+static double expected_second_stage_ns(search_service *service, const search_job *job) {
+    const Isn__V1__SearchRequest *request = job->request;
+    if (!request->ranker || !request->ranker[0] || !service->l2.rerank) return 0.0;
+    uint32_t n1, max_n1;
+    if (rankers_n1(request->n1, job->k, &n1, &max_n1) < 0) return 0.0;
+    ranker_ref *ranker = rankers_acquire(request->ranker);
+    if (!ranker) return 0.0;
+    double ms = isn_gpu_rerank_expected_ms(service->l2.rerank, ranker_ref_get(ranker), n1);
+    rankers_release(ranker);
+    return ms * 1e6;
+}
+
 static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
     search_job *job = job_of(sched);
@@ -326,6 +342,7 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         return false;
     }
     sched->gpu_request = NULL;
+    sched->second_stage_ns = expected_second_stage_ns(service, job);
     if (service->gpu.num_backends) {
         bool eligible = gpu_eligible(service, job, !on_loop);
         if (!eligible) gpu_uncount(service, job);

@@ -357,9 +357,10 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
         return;
     }
     if (ranker) {
-        uint64_t l2_start = isn_now_ns();
+        uint64_t l2_start = isn_now_ns(), l2_cpu_start = isn_thread_cpu_ns();
         if (rerank_hits(w, job, ranker_ref_get(ranker), &query, options.num_docs) < 0) return;
         w->rerank_ns = isn_now_ns() - l2_start;
+        job->sched.second_stage_cpu_ns = isn_thread_cpu_ns() - l2_cpu_start;
     }
     pack_reply(w, job, &stats, &query, w->reranked_on_gpu ? "cpu+gpu-l2" : "cpu");
 }

@@ -445,6 +445,10 @@ int isn_gpu_rerank_score(void *context, isn_l2_workspace *workspace, const isn_r
 int isn_gpu_rerank_last_device(void);
 /* The device the next call of this size would run on: 0 the CPU, 1 the GPU. */
 int isn_gpu_rerank_choose(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates);
+/* What a call of this size is expected to take, in milliseconds: the faster device's measured average
+ * (the one calls of the size run on); 0 before either was measured. What isnd's scheduler adds to a
+ * re-ranked query's predicted run. */
+double isn_gpu_rerank_expected_ms(const isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates);
 /* A measured time of a call of this size on device (0 CPU, 1 GPU), as a call records it (for a warm-up
  * or a benchmark that measures outside). */
 void isn_gpu_rerank_record(isn_gpu_rerank *rerank, const isn_ranker *ranker, uint32_t candidates, int device,

@@ -152,6 +152,14 @@ void isn_gpu_rerank_stats_get(const isn_gpu_rerank *r, isn_gpu_rerank_stats *sta
     stats->explored = atomic_load_explicit(&m->explored, memory_order_relaxed);
 }
 
+double isn_gpu_rerank_expected_ms(const isn_gpu_rerank *r, const isn_ranker *ranker, uint32_t candidates) {
+    const choice_cell *cell =
+        &r->cells[log2_cell(candidates, CANDIDATE_CELLS)][log2_cell(model_work(ranker), WORK_CELLS)];
+    float cpu = load_ms(&cell->ms_bits[DEVICE_CPU]), gpu = r->l2 ? load_ms(&cell->ms_bits[DEVICE_GPU]) : 0.0f;
+    if (cpu > 0 && gpu > 0) return cpu < gpu ? cpu : gpu;
+    return cpu > 0 ? cpu : gpu;
+}
+
 void isn_gpu_rerank_record(isn_gpu_rerank *r, const isn_ranker *ranker, uint32_t candidates, int device, double ms) {
     if (device < 0 || device >= DEVICES)
         return;

@@ -40,7 +40,8 @@ void sched_timespec_at(uint64_t ns, struct timespec *ts) {
 void sched_predict(isn_scheduler *s, isn_job *job) {
     pthread_rwlock_rdlock(&s->model_lock);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
-        job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features);
+        job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features) +
+                               (job->second_stage_ns > 0 ? job->second_stage_ns : 0.0);
     pthread_rwlock_unlock(&s->model_lock);
     job->predicted = true;
 }
@@ -658,6 +659,7 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     job->measured = true;
     atomic_fetch_add_explicit(&s->running, 1, memory_order_relaxed);
     uint64_t cpu_start = isn_thread_cpu_ns();
+    job->second_stage_cpu_ns = 0;
     s->config.run_cpu(s->config.user, job, &context);
     uint64_t cpu_used = isn_thread_cpu_ns() - cpu_start;
     atomic_fetch_sub_explicit(&s->running, 1, memory_order_relaxed);
@@ -671,8 +673,9 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     /* A partial run's time is cut short by its deadline, not set by its cost: it teaches nothing.
      * The model learns the thread's CPU time, so that time other threads and processes take from
      * this one (preemption) does not teach it that queries got costlier; the scale sees that. */
+    uint64_t first_stage_cpu = cpu_used > job->second_stage_cpu_ns ? cpu_used - job->second_stage_cpu_ns : 0;
     if (job->complete && job->measured && sched_learn_claim(s, ISN_DEVICE_CPU, job->finished_ns))
-        sched_learn_spaced(s, ISN_DEVICE_CPU, &job->features, (double)cpu_used, (double)service,
+        sched_learn_spaced(s, ISN_DEVICE_CPU, &job->features, (double)first_stage_cpu, (double)service,
                            job->degraded ? 0.0 : job->predicted_ns[ISN_DEVICE_CPU]); /* a degraded one's was cut */
     commit_cpu(s, job, -1);
     sched_finish(s, job, ISN_JOB_RAN);

@@ -126,6 +126,13 @@ struct isn_job {
     isn_mode mode;
     isn_algo algo;
     isn_job_features features;
+    /* What its run does after the first stage (a second stage, on whichever device that picks), as the
+     * submitter expects it: added to the job's predicted service on every device, so that admission
+     * and routing count it (0: none). */
+    double second_stage_ns;
+    /* Set by run_cpu: the thread's CPU time in that second stage, which the cost model's sample leaves
+     * out (the model learns the first stage from the query's features; the scale sees the whole run). */
+    uint64_t second_stage_cpu_ns;
     void *user;
     /* set by the scheduler */
     isn_queue_id queue;

@@ -4,6 +4,7 @@
  * is much slower: exploring costs at most 5% of the time), and learns each
  * size apart; a failed GPU pass is re-run on the CPU inside and counted (with the no-GPU backend, where
  * every pass fails). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -127,9 +128,14 @@ static void test_learns_the_faster_device_per_size(void **state) {
     (void)state;
     isn_gpu_rerank *choice = isn_gpu_rerank_new((isn_gpu_l2 *)&dir);
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 1000), 1); /* nothing measured: the GPU first */
+    assert_true(isn_gpu_rerank_expected_ms(choice, ranker, 1000) == 0.0);
     isn_gpu_rerank_record(choice, ranker, 1000, 1, 1.5);
+    assert_true(fabs(isn_gpu_rerank_expected_ms(choice, ranker, 1000) - 1.5) < 1e-6);
     assert_int_equal(isn_gpu_rerank_choose(choice, ranker, 1000), 0); /* then the unmeasured CPU */
     isn_gpu_rerank_record(choice, ranker, 1000, 0, 1.0);
+    /* the scheduler is told the faster device's time, the one calls of this size run on */
+    assert_true(fabs(isn_gpu_rerank_expected_ms(choice, ranker, 1000) - 1.0) < 1e-6);
+    assert_true(isn_gpu_rerank_expected_ms(choice, ranker, 10) == 0.0);
     uint32_t gpu = 0;
     for (int i = 0; i < 64; i++) gpu += isn_gpu_rerank_choose(choice, ranker, 1000) == 1;
     assert_int_equal(gpu, 2); /* the CPU is faster; every 32nd call explores the GPU */
