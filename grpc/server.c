@@ -83,6 +83,7 @@ isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_conf
     server->config.call_app_bytes =
         (config->call_app_bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     server->budget = config->shared_budget ? config->shared_budget : &server->own_budget;
+    server->penalties = &server->own_penalties;
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     server->handlers = *handlers;
     server->app = app;
@@ -110,6 +111,7 @@ int isn_grpc_server_add_peer(isn_grpc_server *front, isn_grpc_server *peer) {
     if (!grown) return -1;
     front->peers = grown;
     front->peers[front->num_peers++] = peer;
+    peer->penalties = front->penalties; /* one penalty box for the listener's loops */
     if (!peer->inbox_async.data) {
         pthread_mutex_init(&peer->inbox_lock, NULL);
         uv_async_init(peer->loop, &peer->inbox_async, isn_grpc_adopt_handed_over);

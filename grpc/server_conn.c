@@ -396,6 +396,8 @@ static void conn_start(isn_grpc_server *server, isn_grpc_conn *conn) {
     uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
     peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
+    conn->peer_key = isn_grpc_peer_key(&conn->tcp);
+    conn->reset_penalized = isn_grpc_reset_penalized(server->penalties, conn->peer_key, now);
     uv_tcp_nodelay(&conn->tcp, 1);
 
     conn_list_add(&server->conns, &conn->links, &server->counters.connections);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <pthread.h>
@@ -114,6 +115,26 @@ struct isn_grpc_call {
     max_align_t app[]; /* config.call_app_bytes */
 };
 
+/* Peers cut for rapid reset (reset_penalty.c). A flood that reconnects after each GOAWAY costs its loop
+ * the HPACK decoding of a whole burst of streams per connection; so an address cut lately gets a small
+ * burst and a slow refill on the connections it opens next, for ISN_GRPC_RESET_PENALTY_NS after its last
+ * cut. Clients that do not reset streams early lose nothing (a normal client behind the same address),
+ * nor do connections opened before the cut (an aggregator's cancelling its hedges). Keyed by address,
+ * not port; a fixed table shared by a listening server's loops (relaxed atomics: a lost update only
+ * lets one more connection have the whole burst). */
+#define ISN_GRPC_RESET_PENALTY_SLOTS 64
+#define ISN_GRPC_RESET_PENALTY_NS 10000000000ull
+#define ISN_GRPC_PENALIZED_RESET_BURST 16.0
+#define ISN_GRPC_PENALIZED_RESET_RATE_DIVISOR 64.0
+typedef struct {
+    _Atomic uint64_t key[ISN_GRPC_RESET_PENALTY_SLOTS];
+    _Atomic uint64_t until_ns[ISN_GRPC_RESET_PENALTY_SLOTS];
+} isn_grpc_reset_penalties;
+/* The peer's address as a key (its bytes hashed; the port left out), 0 when unknown. */
+uint64_t isn_grpc_peer_key(uv_tcp_t *tcp);
+void isn_grpc_reset_penalty_note(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
+bool isn_grpc_reset_penalized(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
+
 struct isn_grpc_conn {
     conn_links links; /* first: see conn_links */
     uv_tcp_t tcp;
@@ -156,6 +177,8 @@ struct isn_grpc_conn {
     uint64_t owing_mark;       /* bytes_written then */
     double reset_tokens;       /* early resets still allowed (token bucket) */
     uint64_t reset_tokens_ns;  /* last refill */
+    uint64_t peer_key;         /* its peer's address (isn_grpc_peer_key), 0 unknown */
+    bool reset_penalized;      /* accepted while its peer's address was in the penalty box */
     char peer[64];
     nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
     uint64_t charged;         /* the connection, its buffers, nghttp2's blocks */
@@ -199,6 +222,8 @@ struct isn_grpc_server {
     uint32_t free_calls_low; /* fewest pooled calls since the last sweep: the ones not needed */
     isn_grpc_memory_budget own_budget;
     isn_grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
+    isn_grpc_reset_penalties own_penalties;
+    isn_grpc_reset_penalties *penalties; /* own_penalties, or the listening server's (a peer's) */
     isn_grpc_call *abandoned;
     isn_grpc_server_counters counters;
     /* Several loops (isn_grpc_server_add_peer): the listening server hands each accepted connection in

@@ -179,9 +179,13 @@ static double early_reset_burst(const isn_grpc_server_config *config) {
 
 static void refill_reset_tokens(isn_grpc_conn *conn, uint64_t now, double earned) {
     const isn_grpc_server_config *config = &conn->server->config;
-    double burst = early_reset_burst(config);
+    double burst = early_reset_burst(config), rate = config->max_early_resets_per_second;
+    if (conn->reset_penalized) { /* its address was cut lately (isn_grpc_reset_penalties) */
+        if (burst > ISN_GRPC_PENALIZED_RESET_BURST) burst = ISN_GRPC_PENALIZED_RESET_BURST;
+        rate /= ISN_GRPC_PENALIZED_RESET_RATE_DIVISOR;
+    }
     if (!conn->reset_tokens_ns) conn->reset_tokens = burst;
-    else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * config->max_early_resets_per_second;
+    else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * rate;
     conn->reset_tokens += earned;
     if (conn->reset_tokens > burst) conn->reset_tokens = burst;
     conn->reset_tokens_ns = now;
@@ -194,6 +198,7 @@ static void count_early_reset(isn_grpc_conn *conn) {
     conn->reset_tokens -= 1.0;
     if (conn->reset_tokens >= 0.0) return;
     COUNTER_ADD(conn->server->counters.reset_floods, 1);
+    isn_grpc_reset_penalty_note(conn->server->penalties, conn->peer_key, now);
     log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
              conn->peer, config->max_early_resets_per_second);
     isn_grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
