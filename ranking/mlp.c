@@ -163,23 +163,28 @@ size_t isn_mlp_scratch_floats(const isn_mlp *m, uint32_t n) {
     return 2 * (size_t)MLP_CHUNK * m->max_width;
 }
 
-/* out[r][o] = act(bias[o] + sum_i w[o][i] * in[r][i]) for a chunk of rows. */
-static void dense(const mlp_layer *l, const float *in, size_t in_stride, uint32_t rows, float *out) {
+/* out[r][o] = act(bias[o] + sum_i w[o][i] * in[r][i]) for a chunk of rows; with `last`, input in - 1 of
+ * row r is last[r] instead (added at its place in the sum, the order unchanged). */
+static void dense(const mlp_layer *l, const float *in, size_t in_stride, const float *last, uint32_t rows, float *out) {
+    const uint32_t from_rows = last ? l->in - 1 : l->in;
     for (uint32_t r = 0; r < rows; r++) {
         const float *x = in + r * in_stride;
         float *y = out + (size_t)r * l->out;
         for (uint32_t o = 0; o < l->out; o++) {
             const float *w = l->weights + (size_t)o * l->in;
             float s = 0;
-            for (uint32_t i = 0; i < l->in; i++)
+            for (uint32_t i = 0; i < from_rows; i++)
                 s += w[i] * x[i];
+            if (last)
+                s += w[from_rows] * last[r];
             s += l->bias[o];
             y[o] = l->relu && s < 0 ? 0 : s;
         }
     }
 }
 
-void isn_mlp_predict(const isn_mlp *m, const float *rows, uint32_t n, uint32_t stride, float *scratch, float *out) {
+void isn_mlp_predict_last(const isn_mlp *m, const float *rows, uint32_t n, uint32_t stride, const float *last,
+                          float *scratch, float *out) {
     float *a = scratch, *b = scratch + (size_t)MLP_CHUNK * m->max_width;
     for (uint32_t r0 = 0; r0 < n; r0 += MLP_CHUNK) {
         uint32_t cnt = n - r0 < MLP_CHUNK ? n - r0 : MLP_CHUNK;
@@ -187,13 +192,17 @@ void isn_mlp_predict(const isn_mlp *m, const float *rows, uint32_t n, uint32_t s
         size_t in_stride = stride;
         for (uint32_t i = 0; i < m->num_layers; i++) {
             float *dst = i % 2 ? b : a;
-            dense(&m->layers[i], in, in_stride, cnt, dst);
+            dense(&m->layers[i], in, in_stride, i == 0 && last ? last + r0 : NULL, cnt, dst);
             in = dst;
             in_stride = m->layers[i].out;
         }
         for (uint32_t r = 0; r < cnt; r++)
             out[r0 + r] = in[r];
     }
+}
+
+void isn_mlp_predict(const isn_mlp *m, const float *rows, uint32_t n, uint32_t stride, float *scratch, float *out) {
+    isn_mlp_predict_last(m, rows, n, stride, NULL, scratch, out);
 }
 
 uint64_t isn_mlp_serial(const isn_mlp *m) {
