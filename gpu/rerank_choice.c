@@ -61,19 +61,17 @@ static uint32_t log2_cell(uint64_t x, uint32_t cells) {
     return c;
 }
 
-/* Model work per candidate: tree nodes walked (trees x depth ~ trees) or MLP weights, and the inputs. */
+/* Model work per candidate: tree nodes walked (trees x depth ~ trees), MLP weights (a stacked ranker
+ * has both), and the inputs. */
 static uint64_t model_work(const isn_ranker *ranker) {
-    uint64_t work = isn_ranker_num_inputs(ranker);
+    uint64_t work = isn_ranker_num_inputs(ranker) + (uint64_t)isn_ranker_num_trees(ranker) * 8;
     const isn_mlp *mlp = isn_ranker_mlp(ranker);
-    if (mlp) {
+    if (mlp)
         for (uint32_t l = 0; l < isn_mlp_num_layers(mlp); l++) {
             isn_mlp_layer_view v;
             isn_mlp_layer_get(mlp, l, &v);
             work += (uint64_t)v.in * v.out;
         }
-    } else {
-        work += (uint64_t)isn_ranker_num_trees(ranker) * 8;
-    }
     return work;
 }
 
