@@ -90,17 +90,17 @@ bench-agg-overload: $(PROGRAMS) $$(CRANFIELD)
 # make bench-overload RATE=R [ISND_ARGS="--workers 2"]: one isnd on the sample, isn-bench --sweep at
 # 0.5, 1, 1.25, 1.5, 2, 3 and 4 x RATE (the node's sustained rate), three repeats: JSON per point in
 # $(BUILD)/bench/overload/overload-sample.json and a plot beside it (bench/overload_curve.sh).
-# make bench-big-neighbours: normal queries' p50 alone and beside four clients of 4 MiB queries
-# (bench/big_neighbours.sh; needs h2load). make bench-rapid-reset: the same beside rapid-reset
-# attackers, and the streams each attacker's connection got before the node's GOAWAY
-# (bench/rapid_reset.sh). None is part of make bench: each is minutes of load.
+# make bench-big-neighbours: normal queries' p50 alone and beside four clients of 4 MiB queries (needs
+# h2load); make bench-rapid-reset: the same beside two rapid-reset attackers, and the streams each
+# attacker's connection got before the node's GOAWAY (both bench/neighbours.sh). None is part of make
+# bench: each is minutes of load.
 bench-overload: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 	@[ -n "$(RATE)" ] || { echo "bench-overload: give RATE=the node's sustained rate (isn-bench --sustained)" >&2; exit 2; }
 	bash bench/overload_curve.sh --plot sample $(RATE) $(ISND_ARGS)
 bench-big-neighbours: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
-	BUILD=$(BUILD) bash bench/big_neighbours.sh
+	BUILD=$(BUILD) NEIGHBOURS=big bash bench/neighbours.sh
 bench-rapid-reset: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
-	BUILD=$(BUILD) bash bench/rapid_reset.sh
+	BUILD=$(BUILD) NEIGHBOURS=rapid-reset CLIENTS=2 bash bench/neighbours.sh
 .PHONY: bench-overload bench-big-neighbours bench-rapid-reset
 
 # make bench-tls [ISND_CPUS=0 BENCH_CPUS=1 LOOPS=1 ...]: the front end's rate with TLS against plaintext

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A rapid-reset attacker (CVE-2023-44487) for bench/rapid_reset.sh: on each connection it opens gRPC
+"""A rapid-reset attacker (CVE-2023-44487) for bench/neighbours.sh (NEIGHBOURS=rapid-reset): on each connection it opens gRPC
 Search streams and resets each at once (HEADERS, then RST_STREAM CANCEL), in batches, until the server
 sends GOAWAY or closes; then it connects again, for --seconds. Prints one JSON object: connections,
 streams sent, and of the connections the server cut, the median and largest number of streams it took
