@@ -294,9 +294,12 @@ static int analyse(service_worker *worker, search_job *job) {
 #define GPU_MOVE_WAIT_NS 50000000ull
 
 static uint64_t gpu_move_wait_until(const search_job *job) {
-    uint64_t now = isn_now_ns(), wait = GPU_MOVE_WAIT_NS, deadline = job->deadline_ns;
-    if (deadline) wait = deadline <= now ? 0 : (deadline - now) / 4 < wait ? (deadline - now) / 4 : wait;
-    return wait ? now + wait : 0;
+    uint64_t now = isn_now_ns(), wait = GPU_MOVE_WAIT_NS;
+    if (job->deadline_ns) {
+        if (job->deadline_ns <= now) return 0;
+        if ((job->deadline_ns - now) / 4 < wait) wait = (job->deadline_ns - now) / 4;
+    }
+    return now + wait;
 }
 
 /* Whether the GPU backend can answer the job as asked; if so its hits get room in the request's arena.

@@ -84,6 +84,12 @@ static uint64_t prefix_bytes(const uint64_t *cum, uint64_t first_block, uint32_t
     return n ? cum[first_block + n - 1] : 0;
 }
 
+/* The leading blocks of a list that a query settled at doc `settled_at` (> 0) needs: those below it. */
+static uint32_t blocks_needed(const isn_block_meta *blocks, const isn_term_stats *st, uint32_t settled_at) {
+    uint32_t need = gpu_lower_block(blocks + st->first_block, st->num_blocks, settled_at - 1) + 1;
+    return need > st->num_blocks ? st->num_blocks : need;
+}
+
 /* The training queries whole, cheapest first: each round admits the blocks that the query needing the fewest
  * more bytes still lacks (its lists' blocks below where it is settled), while the cheapest fits. A query is
  * worth its blocks only once all are in (until then it still goes to the CPU), and queries sharing lists
@@ -104,8 +110,7 @@ static void admit_queries(const isn_index *ix, const isn_gpu_options *o, const u
                 isn_term_stats st;
                 isn_index_term_stats(ix, q->terms[t].term_id, &st);
                 if (st.num_blocks == 0) continue;
-                uint32_t need = gpu_lower_block(blocks + st.first_block, st.num_blocks, settled_at[pending[p]] - 1) + 1;
-                if (need > st.num_blocks) need = st.num_blocks;
+                const uint32_t need = blocks_needed(blocks, &st, settled_at[pending[p]]);
                 const uint32_t have = term_blocks[q->terms[t].term_id];
                 if (need > have) cost += prefix_bytes(cum, st.first_block, need) - prefix_bytes(cum, st.first_block, have);
             }
@@ -117,8 +122,7 @@ static void admit_queries(const isn_index *ix, const isn_gpu_options *o, const u
             isn_term_stats st;
             isn_index_term_stats(ix, q->terms[t].term_id, &st);
             if (st.num_blocks == 0) continue;
-            uint32_t need = gpu_lower_block(blocks + st.first_block, st.num_blocks, settled_at[pending[best]] - 1) + 1;
-            if (need > st.num_blocks) need = st.num_blocks;
+            const uint32_t need = blocks_needed(blocks, &st, settled_at[pending[best]]);
             if (need > term_blocks[q->terms[t].term_id]) term_blocks[q->terms[t].term_id] = need;
         }
         *used += best_cost;

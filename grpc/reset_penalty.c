@@ -5,15 +5,14 @@
 
 #include "grpc/server_internal.h"
 
-uint64_t isn_grpc_peer_key(uv_tcp_t *tcp) {
-    struct sockaddr_storage addr;
-    int len = sizeof addr;
-    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&addr, &len) != 0) return 0;
-    uint64_t key = 0;
-    if (addr.ss_family == AF_INET)
-        key = XXH3_64bits(&((struct sockaddr_in *)&addr)->sin_addr, sizeof(struct in_addr));
-    else if (addr.ss_family == AF_INET6)
-        key = XXH3_64bits(&((struct sockaddr_in6 *)&addr)->sin6_addr, sizeof(struct in6_addr));
+uint64_t isn_grpc_peer_key(const struct sockaddr_storage *addr) {
+    uint64_t key;
+    if (addr->ss_family == AF_INET)
+        key = XXH3_64bits(&((const struct sockaddr_in *)addr)->sin_addr, sizeof(struct in_addr));
+    else if (addr->ss_family == AF_INET6)
+        key = XXH3_64bits(&((const struct sockaddr_in6 *)addr)->sin6_addr, sizeof(struct in6_addr));
+    else
+        return 0;
     return key ? key : 1;
 }
 

@@ -359,12 +359,15 @@ void isn_grpc_conn_close_when_flushed(isn_grpc_conn *conn) {
     isn_grpc_conn_schedule_flush(conn);
 }
 
-static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
+/* The peer's "address:port" into out, and its address as the penalty box's key (0 unknown). */
+static uint64_t peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
     struct sockaddr_storage addr;
     int len = sizeof addr;
     char host[64] = "?";
     int port = 0;
+    uint64_t key = 0;
     if (uv_tcp_getpeername(tcp, (struct sockaddr *)&addr, &len) == 0) {
+        key = isn_grpc_peer_key(&addr);
         if (addr.ss_family == AF_INET) {
             uv_ip4_name((struct sockaddr_in *)&addr, host, sizeof host);
             port = ntohs(((struct sockaddr_in *)&addr)->sin_port);
@@ -374,6 +377,7 @@ static void peer_name(uv_tcp_t *tcp, char *out, size_t out_len) {
         }
     }
     snprintf(out, out_len, "%.46s:%d", host, port);
+    return key;
 }
 
 /* The memory budget has no room for another connection: GOAWAY (no stream processed, so the client may
@@ -395,8 +399,7 @@ static void refuse_over_budget(isn_grpc_conn *conn) {
 static void conn_start(isn_grpc_server *server, isn_grpc_conn *conn) {
     uint64_t now = isn_now_ns();
     conn->accepted_ns = conn->last_activity_ns = now;
-    peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
-    conn->peer_key = isn_grpc_peer_key(&conn->tcp);
+    conn->peer_key = peer_name(&conn->tcp, conn->peer, sizeof conn->peer);
     conn->reset_penalized = isn_grpc_reset_penalized(server->penalties, conn->peer_key, now);
     uv_tcp_nodelay(&conn->tcp, 1);
 

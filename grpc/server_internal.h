@@ -130,8 +130,8 @@ typedef struct {
     _Atomic uint64_t key[ISN_GRPC_RESET_PENALTY_SLOTS];
     _Atomic uint64_t until_ns[ISN_GRPC_RESET_PENALTY_SLOTS];
 } isn_grpc_reset_penalties;
-/* The peer's address as a key (its bytes hashed; the port left out), 0 when unknown. */
-uint64_t isn_grpc_peer_key(uv_tcp_t *tcp);
+/* The peer's address as a key (its bytes hashed; the port left out), 0 when not IPv4 or IPv6. */
+uint64_t isn_grpc_peer_key(const struct sockaddr_storage *addr);
 void isn_grpc_reset_penalty_note(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
 bool isn_grpc_reset_penalized(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
 
