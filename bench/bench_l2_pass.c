@@ -8,8 +8,11 @@
  *           split features / transforms / model (kernels_ms); and batches of --batch queries in one pass: queries/s. Scores are checked
  *           equal to the CPU's, every candidate (mismatches counted).
  * Ranker shapes are generated over the index's features (inputs cycle through the features under the
- * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500, large 1,250 / 1,250 (depth 6),
- * as the issue's; an MLP shape (1,250 inputs, two hidden layers of 256) for the MLP path.
+ * four transform kinds): small 100 inputs / 100 trees, medium 500 / 500 (depth 6), and large, the issue's
+ * "1,250 inputs, 1,250 trees, two MLP layers": a stacked ranker of 1,250 inputs, 1,250 trees of depth 6,
+ * then a two-layer MLP (a hidden layer of LARGE_HEAD_HIDDEN ReLU units, then the linear output) over the
+ * 1,250 inputs and the trees' score; an MLP shape (1,250 inputs, two hidden layers of 256) for the MLP
+ * path alone. "model" says which ("xgboost", "xgboost+mlp", "mlp").
  * With --check, before the timings, every feature of every candidate and every score of the device pass
  * (the GPU's, else the emulated device's: isn_gpu_l2_pass_emulated) is compared with the CPU's, bit for
  * bit ("check": values compared, values that differ, scores that differ).
@@ -21,7 +24,8 @@
  *   bench_l2_pass --index DIR --queries FILE.tsv [--n1 100,1000,10000] [--shapes small,medium,large,mlp]
  *                 [--threads N] [--seconds S] [--batch Q] [--max-queries M] [--gather-threads K] [--cpu-only]
  *                 [--check] [--keep-rankers DIR] [--pipeline P[xK][,P[xK]...]] [--pipeline-gather K]
- * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model) to DIR and keeps them there: a
+ * --keep-rankers writes the generated rankers (SHAPE.ranker, SHAPE.model, and large's MLP large.head.mlp) to DIR
+ * and keeps them there: a
  * ranker directory for isnd (rerank.ranker_dir), as bench/rerank_serving_device.sh serves them.
  * With --pipeline P (or a list of P or PxK: P producers of K gather threads each), throughput on both
  * sides over the second stage alone (the candidates of every query found once beforehand, so the first
@@ -56,6 +60,7 @@
 #define MAX_QUERIES 4096
 #define MAX_BATCH 64
 #define MAX_PIPELINES 16
+#define LARGE_HEAD_HIDDEN 64
 
 static uint64_t rng = 4242;
 static uint32_t rnd(uint32_t bound) {
@@ -109,10 +114,27 @@ static void unslice(const uint32_t *order, uint32_t n, uint32_t width, const flo
     for (uint32_t r = 0; r < n; r++) memcpy(to + (size_t)order[r] * width, from + (size_t)r * width, width * sizeof(float));
 }
 
+/* An MLP file of `inputs` inputs and the given layers (ReLU, the last linear), small random weights;
+ * with stacked, the last input (the trees' score) weighs more, so that the trees matter. */
+static void write_mlp(FILE *m, uint32_t inputs, const uint32_t *widths, int layers, bool stacked) {
+    uint32_t in = inputs;
+    fprintf(m, "isn-mlp 1\ninputs %u\n", inputs);
+    for (int l = 0; l < layers; l++) {
+        fprintf(m, "layer %u %s\n", widths[l], l + 1 < layers ? "relu" : "linear");
+        for (uint32_t o = 0; o < widths[l]; o++, fputc('\n', m))
+            for (uint32_t i = 0; i < in; i++)
+                fprintf(m, "%.4f ", ((int)rnd(2001) - 1000) / (stacked && l == 0 && i + 1 == in ? 2000.0 : 20000.0));
+        for (uint32_t o = 0; o < widths[l]; o++) fprintf(m, "0.01 ");
+        fputc('\n', m);
+        in = widths[l];
+    }
+}
+
 /* A ranker of `inputs` inputs cycling over the features and transforms, and `trees` complete trees of
- * depth 6 whose thresholds are values the inputs take on real candidates (sample rows), or an MLP. */
-static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t trees, bool mlp, const float *sample,
-                               uint32_t sample_rows) {
+ * depth 6 whose thresholds are values the inputs take on real candidates (sample rows), or an MLP;
+ * with head, the trees then a two-layer MLP over the inputs and their score (SHAPE.head.mlp). */
+static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t trees, bool mlp, bool head,
+                               const float *sample, uint32_t sample_rows) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info);
     char path[sizeof workdir + 64], model[sizeof workdir + 64], name[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX], err[ISN_ERR_LEN];
@@ -121,6 +143,7 @@ static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t tree
     FILE *r = fopen(path, "w");
     if (!r) die(path, "cannot write");
     fprintf(r, "isn-ranker 1\nname %s\nmodel %s %s.model\n", shape, mlp ? "mlp" : "xgboost", shape);
+    if (head) fprintf(r, "then mlp %s.head.mlp\n", shape);
     for (uint32_t j = 0; j < inputs; j++) {
         isn_feature_name(info, j % nf, name, sizeof name);
         switch ((j / nf) % 4) {
@@ -134,16 +157,8 @@ static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t tree
     FILE *m = fopen(model, "w");
     if (!m) die(model, "cannot write");
     if (mlp) {
-        uint32_t widths[3] = {256, 256, 1}, in = inputs;
-        fprintf(m, "isn-mlp 1\ninputs %u\n", inputs);
-        for (int l = 0; l < 3; l++) {
-            fprintf(m, "layer %u %s\n", widths[l], l < 2 ? "relu" : "linear");
-            for (uint32_t o = 0; o < widths[l]; o++, fputc('\n', m))
-                for (uint32_t i = 0; i < in; i++) fprintf(m, "%.4f ", ((int)rnd(2001) - 1000) / 20000.0);
-            for (uint32_t o = 0; o < widths[l]; o++) fprintf(m, "0.01 ");
-            fputc('\n', m);
-            in = widths[l];
-        }
+        const uint32_t widths[3] = {256, 256, 1};
+        write_mlp(m, inputs, widths, 3, false);
     } else {
         const uint32_t depth = 6, nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
         uint32_t *feat = malloc(nodes * sizeof *feat);
@@ -177,6 +192,15 @@ static isn_ranker *make_ranker(const char *shape, uint32_t inputs, uint32_t tree
         free(cond);
     }
     fclose(m);
+    if (head) { /* after the trees: they stay those of the trees-only shape of the same size */
+        char head_path[sizeof workdir + 64];
+        snprintf(head_path, sizeof head_path, "%s/%s.head.mlp", workdir, shape);
+        FILE *h = fopen(head_path, "w");
+        if (!h) die(head_path, "cannot write");
+        const uint32_t widths[2] = {LARGE_HEAD_HIDDEN, 1};
+        write_mlp(h, inputs + 1, widths, 2, true);
+        fclose(h);
+    }
     isn_ranker *rk = isn_ranker_load(path, info, err, sizeof err);
     if (!rk) die(path, err);
     return rk;
@@ -219,10 +243,7 @@ static void cpu_stage(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
     double t2 = now_ms();
     isn_ranker_transform(rk, rows, nf, n, inputs);
     double t3 = now_ms();
-    if (isn_ranker_forest(rk))
-        isn_forest_predict(isn_ranker_forest(rk), inputs, n, isn_ranker_num_inputs(rk), scores);
-    else
-        isn_mlp_predict(isn_ranker_mlp(rk), inputs, n, isn_ranker_num_inputs(rk), scratch, scores);
+    isn_ranker_predict(rk, inputs, n, isn_ranker_num_inputs(rk), scratch, scores);
     double t4 = now_ms();
     if (ms) ms[0] = t1 - t0, ms[1] = t2 - t1, ms[2] = t3 - t2, ms[3] = t4 - t3;
 }
@@ -236,7 +257,7 @@ static void *cpu_worker(void *arg) {
     uint32_t *docs = malloc((size_t)run->n1 * sizeof *docs);
     float *rows = malloc((size_t)run->n1 * nf * sizeof(float)), *inputs = malloc((size_t)run->n1 * ni * sizeof(float));
     float *scores = malloc(run->n1 * sizeof(float));
-    float *scratch = isn_ranker_mlp(run->rk) ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(run->rk), run->n1) * sizeof(float)) : NULL;
+    float *scratch = malloc(isn_ranker_scratch_floats(run->rk, run->n1) * sizeof(float) + 1);
     for (;;) {
         pthread_mutex_lock(&run->lock);
         uint32_t q = run->next_query++ % num_queries;
@@ -317,7 +338,7 @@ static void *cpu_l2_worker(void *arg) {
     isn_l2_workspace *ws = isn_l2_workspace_new(ix);
     float *rows = malloc((size_t)c->n1 * nf * sizeof(float)), *inputs = malloc((size_t)c->n1 * ni * sizeof(float));
     float *scores = malloc(c->n1 * sizeof(float));
-    float *scratch = isn_ranker_mlp(run->rk) ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(run->rk), c->n1) * sizeof(float)) : NULL;
+    float *scratch = malloc(isn_ranker_scratch_floats(run->rk, c->n1) * sizeof(float) + 1);
     uint64_t done = 0;
     while (now_ms() < run->stop_at) {
         const uint32_t q = (uint32_t)(atomic_fetch_add(&run->next, 1) % num_queries);
@@ -537,12 +558,12 @@ int main(int argc, char **argv) {
     char *shapes_at = NULL;
     for (char *shape = strtok_r(shape_list, ",", &shapes_at); shape; shape = strtok_r(NULL, ",", &shapes_at)) {
         uint32_t inputs = 100, trees = 100;
-        bool mlp = false;
+        bool mlp = false, head = false;
         if (!strcmp(shape, "medium")) inputs = trees = 500;
-        else if (!strcmp(shape, "large")) inputs = trees = 1250;
+        else if (!strcmp(shape, "large")) inputs = trees = 1250, head = true;
         else if (!strcmp(shape, "mlp")) inputs = 1250, mlp = true;
         else if (strcmp(shape, "small")) die(shape, "unknown shape (small, medium, large, mlp)");
-        isn_ranker *rk = make_ranker(shape, inputs, trees, mlp, sample, sample_rows);
+        isn_ranker *rk = make_ranker(shape, inputs, trees, mlp, head, sample, sample_rows);
         for (const char *p = n1_list; *p;) {
             uint32_t n1 = (uint32_t)strtoul(p, (char **)&p, 10);
             if (*p == ',') p++;
@@ -550,7 +571,7 @@ int main(int argc, char **argv) {
             const uint32_t ni = isn_ranker_num_inputs(rk), cap = n1 * batch;
             float *rows = malloc((size_t)cap * nf * sizeof(float)), *inputs_buf = malloc((size_t)cap * ni * sizeof(float));
             float *scores = malloc(cap * sizeof(float)), *dev_scores = isn_gpu_l2_host_alloc(cap * sizeof(float));
-            float *scratch = mlp ? malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rk), cap) * sizeof(float)) : NULL;
+            float *scratch = malloc(isn_ranker_scratch_floats(rk, cap) * sizeof(float) + 1);
             double *part[4], *gpu_transfer = malloc(num_queries * sizeof(double)), *gpu_kernels = malloc(num_queries * sizeof(double));
             double *gpu_total = malloc(num_queries * sizeof(double)), *gpu_gather = malloc(num_queries * sizeof(double));
             double *cpu_total = malloc(num_queries * sizeof(double)), *crew_gather = malloc(num_queries * sizeof(double));
@@ -640,10 +661,10 @@ int main(int argc, char **argv) {
             double cpu_ms = median(cpu_total, num_queries);
             cpu_rate(rk, n1, threads, 0.3); /* warm */
             double cpu_all_qps = cpu_rate(rk, n1, threads, seconds);
-            printf("{\"bench\":\"l2_pass\",\"shape\":\"%s\",\"inputs\":%u,\"trees\":%u,\"mlp\":%s,\"n1\":%u,"
+            printf("{\"bench\":\"l2_pass\",\"shape\":\"%s\",\"model\":\"%s\",\"inputs\":%u,\"trees\":%u,\"mlp\":%s,\"n1\":%u,"
                    "\"queries\":%u,\"mean_candidates\":%.1f,\"cpu_1t_ms\":{\"gather\":%.4f,\"rows\":%.4f,\"transforms\":%.4f,"
                    "\"model\":%.4f,\"total\":%.4f},\"cpu_all\":{\"threads\":%u,\"qps\":%.1f,\"seconds\":%.1f}",
-                   shape, ni, mlp ? 0 : trees, mlp ? "true" : "false", n1, num_queries, candidates_sum / num_queries,
+                   shape, isn_ranker_model_kind(rk), ni, isn_ranker_num_trees(rk), isn_ranker_mlp(rk) ? "true" : "false", n1, num_queries, candidates_sum / num_queries,
                    gather_ms, rows_ms, mit_ms, model_ms, cpu_ms, threads, cpu_all_qps, seconds);
             if (crew)
                 printf(",\"gather_crew\":{\"threads\":%u,\"ms\":%.4f,\"one_thread_ms\":%.4f}", gather_threads,

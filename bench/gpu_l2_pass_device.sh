@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The one-pass second stage (gpu.h isn_gpu_l2_pass, issue 38) on the device machine:
 #  (a) test_gpu_l2_pass: every feature of every candidate and every score, the CUDA pass against the
-#      CPU (Cranfield with and without positions, body alone; n1 100 and 1,000; MLP and XGBoost);
+#      CPU (Cranfield with and without positions, body alone; n1 100 and 1,000; MLP, XGBoost, and XGBoost
+#      then an MLP stacked on it);
 #  (b) bench_l2_pass: FE + MIT + model per query, CPU (one thread, split per step; every core, qps)
 #      against the GPU pass (gather on the CPU, then one copy in, kernels, one copy out), small /
-#      medium / large tree shapes and an MLP, n1 = 100, 1,000, 10,000, on the Debian short log over
+#      medium tree shapes, large (1,250 inputs, 1,250 trees, then a two-layer MLP of 64 hidden units over
+#      the inputs and the trees' score) and an MLP, n1 = 100, 1,000, 10,000, on the Debian short log over
 #      the debpkg index and on Cranfield; GPU scores checked equal to the CPU's, and with --check every
 #      feature of every candidate too (the Debian debpkg and short logs and Cranfield, issue 38 must-show 1);
 #  (c) pipeline: throughput on both sides over the second stage alone at n1 = 10,000 (issue 38 must-show
@@ -27,7 +29,8 @@
 #   mkdir -p .devlibs && cp /lib/x86_64-linux-gnu/libcmocka.so.0 .devlibs/   # the test links cmocka dynamically
 # On the device: run(carry .devbin .devdata .devlibs) bash bench/gpu_l2_pass_device.sh
 # Results in $OUT (or build-gpu/results-l2pass): test_gpu_l2_pass.txt, bench_l2_pass_{debian,cranfield}.json,
-# check_l2_pass.json (every feature and score, CUDA against the CPU, medium shape, n1 100..10,000),
+# check_l2_pass.json (every feature and score, CUDA against the CPU, medium shape and the stacked large
+# one on 30 queries, n1 100..10,000),
 # bench_l2_pass_pipeline.json.
 set -u
 B=${DEVBIN:-.devbin/l2pass}
@@ -63,6 +66,10 @@ if want check; then
 for log in debpkg short; do
   "$B/bench_l2_pass" --index "$D/deb-idx" --queries "$D/$log.tsv" --n1 100,1000,10000 --shapes medium --threads 1 \
     --seconds 0.2 --max-queries "$MAX_QUERIES" --check | sed "s/^{/{\"log\":\"$log\",/"
+  # the stacked large ranker (trees on the wide-rows kernel, then the MLP reading their scores): fewer
+  # queries, its CPU side costs ~0.3 s a query at 10,000 candidates
+  "$B/bench_l2_pass" --index "$D/deb-idx" --queries "$D/$log.tsv" --n1 100,1000,10000 --shapes large --threads 1 \
+    --seconds 0.2 --max-queries 30 --check | sed "s/^{/{\"log\":\"$log\",/"
 done >"$O/check_l2_pass.json"
 "$B/bench_l2_pass" --index "$D/cran-idx" --queries "$D/cran.tsv" --n1 100,1000 --shapes medium --threads 1 \
   --seconds 0.2 --max-queries 225 --check | sed 's/^{/{"log":"cranfield",/' >>"$O/check_l2_pass.json"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 38 must-show 3 on the GPU machine: the sustained rate (DESIGN section 7, isn-bench --sustained) of
 # CPU-only and hybrid isnd serving the first stage plus the second stage with a large ranker (1,250 inputs,
-# 1,250 trees of depth 6, as bench_l2_pass --keep-rankers writes it) at each n1 in N1S, 50 ms deadline,
+# 1,250 trees of depth 6, then a two-layer MLP reading the inputs and the trees' score, as
+# bench_l2_pass --keep-rankers writes it) at each n1 in N1S, 50 ms deadline,
 # top-10. isnd on ISND_CPUS (0-11), isn-bench on BENCH_CPUS (12-15).
 #   RANKERS=DIR INDEX=DIR QUERIES=FILE.tsv BUILD=.devbin bash bench/rerank_serving_device.sh
 # JSON lines (isn-bench's) in $OUT/rerank_sustained.json, the probe tables in $OUT/rerank_sustained.txt.

@@ -304,9 +304,11 @@ void isn_gpu_inject_fault(isn_gpu_backend *backend);
  * row walking every tree for models of up to 256 inputs, and for wider ones (to several thousand
  * inputs, the device's opt-in shared memory a block) warps sharing a block's rows and splitting the
  * trees; the trees split across thread blocks too when a batch has too few rows to fill the GPU;
- * MLP layers as matrix products. Results equal the CPU's (isn_forest_predict, isn_mlp_predict) bit
- * for bit. Models are uploaded on first use into a cache of several resident models within a memory
- * budget, the least recently used evicted. isn_gpu_l2_score* calls on a handle are serialised;
+ * MLP layers as matrix products; a stacked ranker (trees `then mlp`) runs its trees, then its MLP
+ * reading each row's inputs and the trees' score, in the same launch sequence. Results equal the CPU's
+ * (isn_ranker_predict: isn_forest_predict, isn_mlp_predict[_last]) bit for bit. Models are uploaded on
+ * first use into a cache of several resident models within a memory budget (a stacked ranker's trees
+ * and MLP as one entry), the least recently used evicted. isn_gpu_l2_score* calls on a handle are serialised;
  * isn_gpu_l2_pass calls from several threads overlap (options.pass_slots of them at once). */
 
 typedef struct {

@@ -324,16 +324,20 @@ cudaError_t l2_launch_forest(const l2_device_forest *f, const l2_forest_plan *pl
 #define TILE 16
 
 // Block TILE x TILE: rows r0.., outputs o0..; each thread one (row, output), summing tiles of the
-// inputs in order. __fmul_rn / __fadd_rn keep the compiler from fusing into FMA.
-__global__ void dense_kernel(const float *__restrict__ x, uint32_t x_stride, uint32_t n, const float *__restrict__ w,
-                             const float *__restrict__ b, uint32_t in, uint32_t out, bool relu, float *__restrict__ y) {
+// inputs in order. __fmul_rn / __fadd_rn keep the compiler from fusing into FMA. With x_last, input
+// in - 1 of row r is x_last[r] (a stacked ranker's trees' score), loaded into the tile in its place.
+__global__ void dense_kernel(const float *__restrict__ x, uint32_t x_stride, const float *__restrict__ x_last,
+                             uint32_t n, const float *__restrict__ w, const float *__restrict__ b, uint32_t in,
+                             uint32_t out, bool relu, float *__restrict__ y) {
+    const uint32_t from_x = x_last ? in - 1 : in;
     __shared__ float xs[TILE][TILE + 1], ws[TILE][TILE + 1];
     const uint32_t r = blockIdx.x * TILE + threadIdx.y, o = blockIdx.y * TILE + threadIdx.x;
     const uint32_t load_r = blockIdx.x * TILE + threadIdx.y, load_o = blockIdx.y * TILE + threadIdx.y;
     float s = 0.0f;
     for (uint32_t i0 = 0; i0 < in; i0 += TILE) {
         const uint32_t i = i0 + threadIdx.x;
-        xs[threadIdx.y][threadIdx.x] = load_r < n && i < in ? x[(size_t)load_r * x_stride + i] : 0.0f;
+        xs[threadIdx.y][threadIdx.x] = load_r < n && i < in ? (i < from_x ? x[(size_t)load_r * x_stride + i] : x_last[load_r])
+                                                            : 0.0f;
         ws[threadIdx.y][threadIdx.x] = load_o < out && i < in ? w[(size_t)load_o * in + i] : 0.0f;
         __syncthreads();
         const uint32_t m = min(TILE, in - i0);
@@ -346,10 +350,10 @@ __global__ void dense_kernel(const float *__restrict__ x, uint32_t x_stride, uin
     }
 }
 
-cudaError_t l2_launch_dense(const float *x, uint32_t x_stride, uint32_t n, const float *w, const float *b, uint32_t in,
-                            uint32_t out, bool relu, float *y, cudaStream_t stream) {
+cudaError_t l2_launch_dense(const float *x, uint32_t x_stride, const float *x_last, uint32_t n, const float *w,
+                            const float *b, uint32_t in, uint32_t out, bool relu, float *y, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     dim3 grid((n + TILE - 1) / TILE, (out + TILE - 1) / TILE), block(TILE, TILE);
-    dense_kernel<<<grid, block, 0, stream>>>(x, x_stride, n, w, b, in, out, relu, y);
+    dense_kernel<<<grid, block, 0, stream>>>(x, x_stride, x_last, n, w, b, in, out, relu, y);
     return cudaGetLastError();
 }

@@ -48,9 +48,10 @@ cudaError_t l2_launch_forest(const l2_device_forest *forest, const l2_forest_pla
                              uint32_t stride, uint32_t num_inputs, void *leaf_index, float *out, cudaStream_t stream);
 
 /* One dense layer over n rows: y[r * out + o] = act(sum_i w[o * in + i] * x[r * x_stride + i] + b[o]),
- * summed in order without fused multiply-add, as the CPU does. */
-cudaError_t l2_launch_dense(const float *x, uint32_t x_stride, uint32_t n, const float *w, const float *b, uint32_t in,
-                            uint32_t out, bool relu, float *y, cudaStream_t stream);
+ * summed in order without fused multiply-add, as the CPU does. x_last non-NULL: input in - 1 of row r is
+ * x_last[r] (isn_mlp_predict_last: a stacked ranker's MLP reading the trees' scores). */
+cudaError_t l2_launch_dense(const float *x, uint32_t x_stride, const float *x_last, uint32_t n, const float *w,
+                            const float *b, uint32_t in, uint32_t out, bool relu, float *y, cudaStream_t stream);
 
 /* The pass's feature and transform steps (l2_pass_kernels.cu); queries, row_start and views point into
  * the packed buffer on the device (l2_pass.h). */

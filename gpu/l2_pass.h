@@ -1,7 +1,7 @@
-/* Private to gpu/: the second stage's one device pass per batch (FE -> transforms -> model), its
- * upload and the host run of the same pass (l2_pass_emulated.c). The batch's hits and the ranker's
- * transforms travel in one buffer, packed on the host with the device addresses they will have there,
- * so the device reads them with no fix-up and one copy carries them all. */
+/* Private to gpu/: the second stage's one device pass per batch (FE -> transforms -> model: trees, an
+ * MLP, or trees then an MLP), its upload and the host run of the same pass (l2_pass_emulated.c). The
+ * batch's hits and the ranker's transforms travel in one buffer, packed on the host with the device
+ * addresses they will have there, so the device reads them with no fix-up and one copy carries them all. */
 #ifndef ISN_GPU_L2_PASS_H
 #define ISN_GPU_L2_PASS_H
 

@@ -56,9 +56,7 @@ static int run_in_slot(emulated_slot *s, const isn_ranker *ranker, const isn_fea
                        uint32_t num_queries, float *scores, float *features, char *err, size_t err_len) {
     l2_pass_layout L;
     if (l2_pass_plan(ranker, queries, num_queries, &L, err, err_len) != 0) return -1;
-    const isn_forest *forest = isn_ranker_forest(ranker);
-    const isn_mlp *mlp = isn_ranker_mlp(ranker);
-    const size_t scratch_floats = mlp ? isn_mlp_scratch_floats(mlp, L.num_rows) : 0;
+    const size_t scratch_floats = isn_ranker_scratch_floats(ranker, L.num_rows);
     if (!grow(&s->host, &s->host_cap, L.bytes) || !grow(&s->device, &s->device_cap, L.bytes) ||
         !grow(&s->rows, &s->rows_cap, (size_t)L.num_rows * L.num_features * sizeof(float)) ||
         !grow(&s->inputs, &s->inputs_cap, (size_t)L.num_rows * L.num_inputs * sizeof(float)) ||
@@ -80,10 +78,9 @@ static int run_in_slot(emulated_slot *s, const isn_ranker *ranker, const isn_fea
     for (uint32_t r = 0; r < L.num_rows; r++) /* the transform kernel's threads */
         for (uint32_t j = 0; j < L.num_inputs; j++)
             s->inputs[(size_t)r * L.num_inputs + j] = isn_transform_apply(&views[j], s->rows + (size_t)r * L.num_features);
-    if (forest)
-        isn_forest_predict(forest, s->inputs, L.num_rows, L.num_inputs, s->scores);
-    else
-        isn_mlp_predict(mlp, s->inputs, L.num_rows, L.num_inputs, s->scratch, s->scores);
+    /* the model kernels: the trees, the MLP, or the trees then the MLP reading their scores as its last
+     * input (the device's dense kernel reads that column beside the rows, as isn_mlp_predict_last) */
+    isn_ranker_predict(ranker, s->inputs, L.num_rows, L.num_inputs, s->scratch, s->scores);
     /* the copy back */
     memcpy(scores, s->scores, (size_t)L.num_rows * sizeof(float));
     if (features) memcpy(features, s->rows, (size_t)L.num_rows * L.num_features * sizeof(float));

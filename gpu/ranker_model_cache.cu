@@ -24,16 +24,18 @@ extern "C" {
 #define MAX_SPLIT_SCRATCH (256ull << 20) /* leaf indices of a split batch: trees x rows bytes */
 #define MAX_CHUNKS 8
 
+/* One entry a ranker's model: trees, an MLP, or (stacked) both, uploaded and evicted together. */
 typedef struct {
-    uint64_t serial; /* 0 = free slot */
+    uint64_t serial; /* the trees' serial, else the MLP's; 0 = free slot */
+    uint64_t head_serial; /* a stacked ranker's MLP (read after the trees), else 0 */
     uint64_t bytes;
     uint64_t last_use;
     uint32_t in_use; /* passes in flight that run it: not evicted until they end */
     bool is_forest;
     l2_device_forest forest;       /* device pointers inside */
     void *d_forest_mem;
-    uint32_t num_inputs;
-    /* MLP */
+    uint32_t num_inputs; /* the trees' inputs, else the MLP's */
+    /* MLP (alone, or the head of a stacked ranker: layers[0].in = the ranker's inputs + 1) */
     uint32_t num_layers, max_width;
     isn_mlp_layer_view layers[16]; /* weights / bias point to device memory */
     void *d_mlp_mem;
@@ -41,9 +43,9 @@ typedef struct {
 
 /* Device buffers of one launch sequence's rows, scores and scratch, grown to the largest call. */
 typedef struct {
-    float *d_rows, *d_out, *d_act[2];
+    float *d_rows, *d_out, *d_act[2], *d_tree; /* d_tree: a stacked ranker's trees' scores */
     void *d_leaf_index;
-    size_t rows_cap, out_cap, act_cap[2], leaf_index_cap;
+    size_t rows_cap, out_cap, act_cap[2], leaf_index_cap, tree_cap;
 } launch_buffers;
 
 /* One one-pass call in flight: its stream, events, page-locked host buffers (the packed batch in; the
@@ -68,9 +70,9 @@ struct isn_gpu_l2 {
     resident_model models[MAX_MODELS];
     uint64_t resident_bytes, clock, hits, misses, evictions;
     /* per-call buffers, grown to the largest call */
-    float *d_rows, *d_out, *d_act[2];
+    float *d_rows, *d_out, *d_act[2], *d_tree;
     void *d_leaf_index[2]; /* one per stream */
-    size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2];
+    size_t rows_cap, out_cap, act_cap[2], leaf_index_cap[2], tree_cap;
     /* the one-pass second stage (isn_gpu_l2_pass) */
     l2_slot_pool *pass_slots;
     bool pass_prepared; /* under lock */
@@ -163,6 +165,7 @@ extern "C" void isn_gpu_l2_close(isn_gpu_l2 *g) {
     cudaFree(g->d_act[1]);
     cudaFree(g->d_leaf_index[0]);
     cudaFree(g->d_leaf_index[1]);
+    cudaFree(g->d_tree);
     for (uint32_t i = 0; g->pass_slots && i < l2_slot_pool_size(g->pass_slots); i++) {
         pass_slot *p = (pass_slot *)l2_slot_pool_at(g->pass_slots, i);
         cudaFree(p->d_pass);
@@ -172,6 +175,7 @@ extern "C" void isn_gpu_l2_close(isn_gpu_l2 *g) {
         cudaFree(p->buffers.d_act[0]);
         cudaFree(p->buffers.d_act[1]);
         cudaFree(p->buffers.d_leaf_index);
+        cudaFree(p->buffers.d_tree);
         if (p->h_pass) cudaFreeHost(p->h_pass);
         if (p->h_out) cudaFreeHost(p->h_out);
         if (p->stream) cudaStreamDestroy(p->stream);
@@ -239,102 +243,112 @@ static int make_room(isn_gpu_l2 *g, uint64_t bytes, uint32_t *evicted, char *err
     return free_slot;
 }
 
-static resident_model *find(isn_gpu_l2 *g, uint64_t serial) {
+static resident_model *find(isn_gpu_l2 *g, uint64_t serial, uint64_t head_serial) {
     for (int i = 0; i < MAX_MODELS; i++)
-        if (g->models[i].serial == serial) return &g->models[i];
+        if (g->models[i].serial == serial && g->models[i].head_serial == head_serial) return &g->models[i];
     return NULL;
 }
 
-static resident_model *upload_forest(isn_gpu_l2 *g, const isn_forest *forest, uint32_t *evicted, char *err,
-                                     size_t err_len) {
-    isn_forest_layout L;
-    if (!isn_forest_layout_get(forest, &L)) {
+/* The device form of a forest: its layout, and the bytes of its splits and leaves. False with err. */
+static bool forest_part(const isn_forest *forest, isn_forest_layout *L, size_t *split_bytes, size_t *leaf_bytes,
+                        char *err, size_t err_len) {
+    if (!isn_forest_layout_get(forest, L)) {
         snprintf(err, err_len, "model has no GPU form (trees deeper than 10 levels, or zero-as-missing splits)");
-        return NULL;
+        return false;
     }
-    const size_t splits = ((size_t)1 << L.depth) - 1, leaves = (size_t)1 << L.depth;
-    const size_t split_bytes = splits * L.num_trees * sizeof(l2_split);
-    const size_t leaf_bytes = leaves * L.num_trees * (L.sum_in_double ? sizeof(double) : sizeof(float));
-    const uint64_t bytes = split_bytes + leaf_bytes;
+    *split_bytes = (((size_t)1 << L->depth) - 1) * L->num_trees * sizeof(l2_split);
+    *leaf_bytes = ((size_t)1 << L->depth) * L->num_trees * (L->sum_in_double ? sizeof(double) : sizeof(float));
+    return true;
+}
+
+/* The layers of an MLP, their bytes and widest layer. False with err. */
+static bool mlp_part(const isn_mlp *mlp, isn_mlp_layer_view *v, uint32_t *num_layers, uint64_t *bytes,
+                     uint32_t *max_width, char *err, size_t err_len) {
+    *num_layers = isn_mlp_num_layers(mlp);
+    if (*num_layers == 0 || *num_layers > 16) {
+        snprintf(err, err_len, "MLP with %u layers has no GPU form", *num_layers);
+        return false;
+    }
+    *bytes = 0;
+    *max_width = isn_mlp_num_inputs(mlp);
+    for (uint32_t i = 0; i < *num_layers; i++) {
+        isn_mlp_layer_get(mlp, i, &v[i]);
+        *bytes += ((uint64_t)v[i].in * v[i].out + v[i].out) * sizeof(float);
+        if (v[i].out > *max_width) *max_width = v[i].out;
+    }
+    return true;
+}
+
+/* A ranker's model onto the device as one cache entry: the trees, the MLP, or both (a stacked ranker's
+ * trees and the MLP that reads their score), evicting others until it fits. NULL with err. */
+static resident_model *upload(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, uint32_t *evicted, char *err,
+                              size_t err_len) {
+    isn_forest_layout L;
+    size_t split_bytes = 0, leaf_bytes = 0;
+    isn_mlp_layer_view v[16];
+    uint32_t num_layers = 0, max_width = 0;
+    uint64_t mlp_bytes = 0;
+    if (forest && !forest_part(forest, &L, &split_bytes, &leaf_bytes, err, err_len)) return NULL;
+    if (mlp && !mlp_part(mlp, v, &num_layers, &mlp_bytes, &max_width, err, err_len)) return NULL;
+    const uint64_t forest_bytes = split_bytes + leaf_bytes, bytes = forest_bytes + mlp_bytes;
     int slot = make_room(g, bytes, evicted, err, err_len);
     if (slot < 0) return NULL;
-    l2_split *host = (l2_split *)malloc(split_bytes);
-    if (!host) {
-        snprintf(err, err_len, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < splits * L.num_trees; i++)
-        host[i] = (l2_split){L.threshold[i], L.feature[i] | (L.nan_right[i] ? L2_NAN_RIGHT : 0u)};
     resident_model *m = &g->models[slot];
-    char *mem = NULL;
-    cudaError_t e = cudaMalloc((void **)&mem, bytes);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(mem, host, split_bytes, cudaMemcpyHostToDevice, g->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(mem + split_bytes, L.sum_in_double ? (const void *)L.leaf_d : (const void *)L.leaf_f, leaf_bytes,
-                            cudaMemcpyHostToDevice, g->stream);
+    memset(m, 0, sizeof *m);
+    cudaError_t e = cudaSuccess;
+    l2_split *host = NULL;
+    if (forest) {
+        host = (l2_split *)malloc(split_bytes);
+        if (!host) {
+            snprintf(err, err_len, "out of memory");
+            return NULL;
+        }
+        for (size_t i = 0; i < split_bytes / sizeof(l2_split); i++)
+            host[i] = (l2_split){L.threshold[i], L.feature[i] | (L.nan_right[i] ? L2_NAN_RIGHT : 0u)};
+        char *mem = NULL;
+        e = cudaMalloc((void **)&mem, forest_bytes);
+        if (e == cudaSuccess) {
+            m->d_forest_mem = mem;
+            e = cudaMemcpyAsync(mem, host, split_bytes, cudaMemcpyHostToDevice, g->stream);
+        }
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(mem + split_bytes, L.sum_in_double ? (const void *)L.leaf_d : (const void *)L.leaf_f,
+                                leaf_bytes, cudaMemcpyHostToDevice, g->stream);
+        m->is_forest = true;
+        m->forest = (l2_device_forest){(const l2_split *)mem, L.sum_in_double ? NULL : (const float *)(mem + split_bytes),
+                                       L.sum_in_double ? (const double *)(mem + split_bytes) : NULL, L.num_trees,
+                                       L.depth, L.base_score, L.average_output};
+    }
+    if (mlp && e == cudaSuccess) {
+        char *mem = NULL;
+        e = cudaMalloc((void **)&mem, mlp_bytes);
+        if (e == cudaSuccess) m->d_mlp_mem = mem;
+        size_t off = 0;
+        for (uint32_t i = 0; e == cudaSuccess && i < num_layers; i++) {
+            size_t wb = (size_t)v[i].in * v[i].out * sizeof(float), bb = v[i].out * sizeof(float);
+            e = cudaMemcpyAsync(mem + off, v[i].weights, wb, cudaMemcpyHostToDevice, g->stream);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(mem + off + wb, v[i].bias, bb, cudaMemcpyHostToDevice, g->stream);
+            m->layers[i] = v[i];
+            m->layers[i].weights = (const float *)(mem + off);
+            m->layers[i].bias = (const float *)(mem + off + wb);
+            off += wb + bb;
+        }
+        m->num_layers = num_layers;
+        m->max_width = max_width;
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
     free(host);
     if (e != cudaSuccess) {
-        cudaFree(mem);
-        cuda_fail(e, "model upload", err, err_len);
-        return NULL;
-    }
-    memset(m, 0, sizeof *m);
-    m->serial = isn_forest_serial(forest);
-    m->bytes = bytes;
-    m->is_forest = true;
-    m->d_forest_mem = mem;
-    m->num_inputs = L.num_inputs;
-    m->forest = (l2_device_forest){(const l2_split *)mem, L.sum_in_double ? NULL : (const float *)(mem + split_bytes),
-                                   L.sum_in_double ? (const double *)(mem + split_bytes) : NULL, L.num_trees, L.depth,
-                                   L.base_score, L.average_output};
-    g->resident_bytes += bytes;
-    return m;
-}
-
-static resident_model *upload_mlp(isn_gpu_l2 *g, const isn_mlp *mlp, uint32_t *evicted, char *err, size_t err_len) {
-    uint32_t num_layers = isn_mlp_num_layers(mlp);
-    if (num_layers == 0 || num_layers > 16) {
-        snprintf(err, err_len, "MLP with %u layers has no GPU form", num_layers);
-        return NULL;
-    }
-    isn_mlp_layer_view v[16];
-    uint64_t bytes = 0;
-    uint32_t max_width = isn_mlp_num_inputs(mlp);
-    for (uint32_t i = 0; i < num_layers; i++) {
-        isn_mlp_layer_get(mlp, i, &v[i]);
-        bytes += ((uint64_t)v[i].in * v[i].out + v[i].out) * sizeof(float);
-        if (v[i].out > max_width) max_width = v[i].out;
-    }
-    int slot = make_room(g, bytes, evicted, err, err_len);
-    if (slot < 0) return NULL;
-    resident_model *m = &g->models[slot];
-    char *mem = NULL;
-    cudaError_t e = cudaMalloc((void **)&mem, bytes);
-    memset(m, 0, sizeof *m);
-    size_t off = 0;
-    for (uint32_t i = 0; e == cudaSuccess && i < num_layers; i++) {
-        size_t wb = (size_t)v[i].in * v[i].out * sizeof(float), bb = v[i].out * sizeof(float);
-        e = cudaMemcpyAsync(mem + off, v[i].weights, wb, cudaMemcpyHostToDevice, g->stream);
-        if (e == cudaSuccess) e = cudaMemcpyAsync(mem + off + wb, v[i].bias, bb, cudaMemcpyHostToDevice, g->stream);
-        m->layers[i] = v[i];
-        m->layers[i].weights = (const float *)(mem + off);
-        m->layers[i].bias = (const float *)(mem + off + wb);
-        off += wb + bb;
-    }
-    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
-    if (e != cudaSuccess) {
-        cudaFree(mem);
+        cudaFree(m->d_forest_mem);
+        cudaFree(m->d_mlp_mem);
         memset(m, 0, sizeof *m);
         cuda_fail(e, "model upload", err, err_len);
         return NULL;
     }
-    m->serial = isn_mlp_serial(mlp);
+    m->serial = forest ? isn_forest_serial(forest) : isn_mlp_serial(mlp);
+    m->head_serial = forest && mlp ? isn_mlp_serial(mlp) : 0;
     m->bytes = bytes;
-    m->d_mlp_mem = mem;
-    m->num_inputs = isn_mlp_num_inputs(mlp);
-    m->num_layers = num_layers;
-    m->max_width = max_width;
+    m->num_inputs = forest ? L.num_inputs : isn_mlp_num_inputs(mlp);
     g->resident_bytes += bytes;
     return m;
 }
@@ -372,9 +386,10 @@ static cudaError_t launch_forest_chunk(isn_gpu_l2 *g, resident_model *m, const f
 }
 
 /* The MLP over cnt rows at x (stride floats apart) into out, its activations in act[0..1] (grown as
- * needed). */
-static cudaError_t launch_mlp(resident_model *m, const float *x, uint32_t cnt, uint32_t stride, float **act,
-                              size_t *act_cap, float *out, cudaStream_t stream, isn_gpu_l2_stats *st) {
+ * needed); last non-NULL: the first layer's last input of row r is last[r] (a stacked ranker's trees'
+ * score). */
+static cudaError_t launch_mlp(resident_model *m, const float *x, uint32_t cnt, uint32_t stride, const float *last,
+                              float **act, size_t *act_cap, float *out, cudaStream_t stream, isn_gpu_l2_stats *st) {
     const size_t act_bytes = (size_t)cnt * m->max_width * sizeof(float);
     cudaError_t e = grow((void **)&act[0], &act_cap[0], act_bytes);
     if (e == cudaSuccess) e = grow((void **)&act[1], &act_cap[1], act_bytes);
@@ -382,7 +397,7 @@ static cudaError_t launch_mlp(resident_model *m, const float *x, uint32_t cnt, u
     for (uint32_t i = 0; e == cudaSuccess && i < m->num_layers; i++) {
         const isn_mlp_layer_view *l = &m->layers[i];
         float *y = i + 1 == m->num_layers ? out : act[i % 2];
-        e = l2_launch_dense(x, x_stride, cnt, l->weights, l->bias, l->in, l->out, l->relu, y, stream);
+        e = l2_launch_dense(x, x_stride, i == 0 ? last : NULL, cnt, l->weights, l->bias, l->in, l->out, l->relu, y, stream);
         x = y;
         x_stride = l->out;
         st->launches++;
@@ -390,18 +405,43 @@ static cudaError_t launch_mlp(resident_model *m, const float *x, uint32_t cnt, u
     return e;
 }
 
+/* A stacked model over cnt rows: the trees into tree (grown as needed), then the MLP reading the rows
+ * and those scores into out, on one stream. cudaErrorInvalidValue with err set as launch_forest_chunk. */
+static cudaError_t launch_stacked(isn_gpu_l2 *g, resident_model *m, const float *rows, uint32_t cnt, uint32_t stride,
+                                  void **scratch, size_t *scratch_cap, float **tree, size_t *tree_cap, float **act,
+                                  size_t *act_cap, float *out, cudaStream_t stream, isn_gpu_l2_stats *st, char *err,
+                                  size_t err_len) {
+    cudaError_t e = grow((void **)tree, tree_cap, (size_t)cnt * sizeof(float));
+    if (e == cudaSuccess)
+        e = launch_forest_chunk(g, m, rows, cnt, stride, scratch, scratch_cap, *tree, stream, st, err, err_len);
+    if (e == cudaSuccess) e = launch_mlp(m, rows, cnt, stride, *tree, act, act_cap, out, stream, st);
+    return e;
+}
+
+/* Rows of `stride` floats feed the model: the trees read the first num_inputs, a stacked MLP the first
+ * layers[0].in - 1 (then the trees' score). False with err. */
+static bool rows_fit(const resident_model *m, uint32_t stride, char *err, size_t err_len) {
+    const uint32_t head = m->is_forest && m->num_layers ? m->layers[0].in - 1 : 0;
+    if (stride < m->num_inputs || stride < head) {
+        snprintf(err, err_len, "rows of %u floats are narrower than the model's %u inputs", stride,
+                 head > m->num_inputs ? head : m->num_inputs);
+        return false;
+    }
+    return true;
+}
+
 /* The model on the device: from the cache, else uploaded (evicting as needed). NULL with err. */
 static resident_model *resident(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, isn_gpu_l2_stats *st,
                                 char *err, size_t err_len) {
     uint64_t serial = forest ? isn_forest_serial(forest) : isn_mlp_serial(mlp);
-    resident_model *m = find(g, serial);
+    resident_model *m = find(g, serial, forest && mlp ? isn_mlp_serial(mlp) : 0);
     st->cache_hit = m != NULL;
     if (m) {
         g->hits++;
     } else {
         g->misses++;
         double u0 = now_ms();
-        m = forest ? upload_forest(g, forest, &st->evicted, err, err_len) : upload_mlp(g, mlp, &st->evicted, err, err_len);
+        m = upload(g, forest, mlp, &st->evicted, err, err_len);
         if (!m) return NULL;
         st->ms_upload_model = now_ms() - u0;
     }
@@ -416,10 +456,7 @@ static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, co
     memset(&st, 0, sizeof st);
     resident_model *m = resident(g, forest, mlp, &st, err, err_len);
     if (!m) return -1;
-    if (stride < m->num_inputs) {
-        snprintf(err, err_len, "rows of %u floats are narrower than the model's %u inputs", stride, m->num_inputs);
-        return -1;
-    }
+    if (!rows_fit(m, stride, err, err_len)) return -1;
     err[0] = 0;
     cudaError_t e = cudaSuccess;
     double ms_kernels = 0, ms_transfer = 0;
@@ -429,7 +466,7 @@ static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, co
             (e = grow((void **)&g->d_out, &g->out_cap, (size_t)cnt * sizeof(float))) != cudaSuccess)
             break;
         /* MLP layers share one pair of activation buffers: one chunk. */
-        const uint32_t chunks = m->is_forest ? chunk_count(&g->options, cnt) : 1;
+        const uint32_t chunks = m->is_forest && !m->num_layers ? chunk_count(&g->options, cnt) : 1;
         cudaEventRecord(g->ev_start, g->stream);
         cudaStreamWaitEvent(g->stream2, g->ev_start, 0);
         for (uint32_t c = 0; c < chunks && e == cudaSuccess; c++) {
@@ -439,11 +476,14 @@ static int score(isn_gpu_l2 *g, const isn_forest *forest, const isn_mlp *mlp, co
             e = cudaMemcpyAsync(g->d_rows + (size_t)c0 * stride, inputs + ((size_t)r0 + c0) * stride,
                                 (size_t)(c1 - c0) * stride * sizeof(float), cudaMemcpyHostToDevice, stream);
             cudaEventRecord(g->ev_in[c], stream);
-            if (e == cudaSuccess && m->is_forest)
+            if (e == cudaSuccess && m->is_forest && m->num_layers)
+                e = launch_stacked(g, m, g->d_rows, cnt, stride, &g->d_leaf_index[s], &g->leaf_index_cap[s], &g->d_tree,
+                                   &g->tree_cap, g->d_act, g->act_cap, g->d_out, stream, &st, err, err_len);
+            else if (e == cudaSuccess && m->is_forest)
                 e = launch_forest_chunk(g, m, g->d_rows + (size_t)c0 * stride, c1 - c0, stride, &g->d_leaf_index[s],
                                         &g->leaf_index_cap[s], g->d_out + c0, stream, &st, err, err_len);
             else if (e == cudaSuccess)
-                e = launch_mlp(m, g->d_rows, cnt, stride, g->d_act, g->act_cap, g->d_out, stream, &st);
+                e = launch_mlp(m, g->d_rows, cnt, stride, NULL, g->d_act, g->act_cap, g->d_out, stream, &st);
             cudaEventRecord(g->ev_kernels[c], stream);
             if (e == cudaSuccess)
                 e = cudaMemcpyAsync(out + r0 + c0, g->d_out + c0, (size_t)(c1 - c0) * sizeof(float),
@@ -587,11 +627,14 @@ static int pass_in_slot(isn_gpu_l2 *g, pass_slot *p, resident_model *m, const is
                                  L.num_features, L.num_rows, b->d_rows, p->stream);
     cudaEventRecord(p->ev_transforms, p->stream);
     st->launches += 2;
-    if (e == cudaSuccess && m->is_forest)
+    if (e == cudaSuccess && m->is_forest && m->num_layers)
+        e = launch_stacked(g, m, b->d_rows, L.num_rows, L.num_inputs, &b->d_leaf_index, &b->leaf_index_cap, &b->d_tree,
+                           &b->tree_cap, b->d_act, b->act_cap, b->d_out, p->stream, st, err, err_len);
+    else if (e == cudaSuccess && m->is_forest)
         e = launch_forest_chunk(g, m, b->d_rows, L.num_rows, L.num_inputs, &b->d_leaf_index, &b->leaf_index_cap, b->d_out,
                                 p->stream, st, err, err_len);
     else if (e == cudaSuccess)
-        e = launch_mlp(m, b->d_rows, L.num_rows, L.num_inputs, b->d_act, b->act_cap, b->d_out, p->stream, st);
+        e = launch_mlp(m, b->d_rows, L.num_rows, L.num_inputs, NULL, b->d_act, b->act_cap, b->d_out, p->stream, st);
     cudaEventRecord(p->ev_kernels, p->stream);
     if (e == cudaSuccess) e = cudaMemcpyAsync(scores_to, b->d_out, scores_bytes, cudaMemcpyDeviceToHost, p->stream);
     if (e == cudaSuccess && features)
@@ -632,9 +675,7 @@ extern "C" int isn_gpu_l2_pass(isn_gpu_l2 *g, const isn_ranker *ranker, const is
     resident_model *m = take_model(g, ranker, &st, err, err_len);
     if (!m) return -1;
     int rc = -1;
-    if (L.num_inputs < m->num_inputs) {
-        snprintf(err, err_len, "ranker of %u inputs, its model reads %u", L.num_inputs, m->num_inputs);
-    } else {
+    if (rows_fit(m, L.num_inputs, err, err_len)) {
         const double w0 = now_ms();
         pass_slot *p = (pass_slot *)l2_slot_acquire(g->pass_slots);
         st.ms_wait = now_ms() - w0;

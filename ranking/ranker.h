@@ -29,8 +29,9 @@ typedef enum { MODEL_XGBOOST, MODEL_LIGHTGBM, MODEL_MLP } model_kind;
 struct isn_ranker {
     char name[64];
     model_kind kind;
-    isn_forest *forest;
-    isn_mlp *mlp;
+    isn_forest *forest; /* the trees, or NULL */
+    isn_mlp *mlp;       /* the MLP, or NULL; with trees too (stacked, a `then mlp` line) it reads the
+                         * ranker's inputs followed by the trees' score */
     ranker_input *inputs;
     uint32_t num_inputs;
     uint32_t num_features; /* of the index it was loaded for */

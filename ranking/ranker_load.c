@@ -3,6 +3,9 @@
  *     isn-ranker 1
  *     name deb-lambdamart                  optional; default: the file name without its directory
  *     model xgboost|lightgbm|mlp PATH      PATH relative to the ranker file's directory
+ *     then mlp PATH                        optional, after a tree model: a stacked ranker, whose score
+ *                                          is this MLP's over the ranker's inputs followed by the trees'
+ *                                          score (so the MLP declares `inputs` = the ranker's inputs + 1)
  *     input FEATURE                        the feature as is
  *     input FEATURE linear A B             A * x + B
  *     input FEATURE log A B                A * ln(1 + max(x, 0)) + B
@@ -139,13 +142,19 @@ static int parse_input(reader *r, const isn_index_info *info, ranker_input *in, 
     return -1;
 }
 
-static int load_model(reader *r, isn_ranker *rk, const char *kind, const char *model_path) {
-    char full[4096], dir_buf[4096];
+/* A model file's path: as written when absolute, else relative to the ranker file's directory. */
+static void model_file(const reader *r, const char *model_path, char *full, size_t len) {
+    char dir_buf[4096];
     snprintf(dir_buf, sizeof dir_buf, "%s", r->path);
     if (model_path[0] == '/')
-        snprintf(full, sizeof full, "%s", model_path);
+        snprintf(full, len, "%s", model_path);
     else
-        snprintf(full, sizeof full, "%s/%s", dirname(dir_buf), model_path);
+        snprintf(full, len, "%s/%s", dirname(dir_buf), model_path);
+}
+
+static int load_model(reader *r, isn_ranker *rk, const char *kind, const char *model_path) {
+    char full[4096];
+    model_file(r, model_path, full, sizeof full);
     if (strcmp(kind, "xgboost") == 0) {
         rk->kind = MODEL_XGBOOST;
         rk->forest = isn_forest_load_xgboost(full, r->err, r->err_len);
@@ -161,6 +170,34 @@ static int load_model(reader *r, isn_ranker *rk, const char *kind, const char *m
         return -1;
     }
     return rk->forest || rk->mlp ? 0 : -1;
+}
+
+/* A `then` line: an MLP stacked on the tree model already loaded. */
+static int load_head(reader *r, isn_ranker *rk, bool have_model, char **tok, int k) {
+    if (!have_model) {
+        isn_error(r->err, r->err_len, "%s:%lu: 'then' without a first model (a \"model xgboost|lightgbm PATH\" "
+                  "line must come before it)", r->path, r->lineno);
+        return -1;
+    }
+    if (rk->kind == MODEL_MLP) {
+        isn_error(r->err, r->err_len, "%s:%lu: 'then' after an MLP: only a tree model (xgboost, lightgbm) takes an "
+                  "MLP after it", r->path, r->lineno);
+        return -1;
+    }
+    if (rk->mlp) {
+        isn_error(r->err, r->err_len, "%s:%lu: a second 'then' line: a ranker stacks at most one MLP on its trees",
+                  r->path, r->lineno);
+        return -1;
+    }
+    if (k != 3 || strcmp(tok[1], "mlp") != 0) {
+        isn_error(r->err, r->err_len, "%s:%lu: expected \"then mlp PATH\" (only an MLP follows the trees)", r->path,
+                  r->lineno);
+        return -1;
+    }
+    char full[4096];
+    model_file(r, tok[2], full, sizeof full);
+    rk->mlp = isn_mlp_load(full, r->err, r->err_len);
+    return rk->mlp ? 0 : -1;
 }
 
 /* Without input lines the model's declared names are the inputs; with them, names the model declares
@@ -187,7 +224,7 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
             rk->num_inputs++;
         }
     }
-    if (rk->num_inputs == 0 || rk->num_inputs < model_inputs || (rk->mlp && rk->num_inputs != model_inputs)) {
+    if (rk->num_inputs == 0 || rk->num_inputs < model_inputs || (!rk->forest && rk->num_inputs != model_inputs)) {
         isn_error(r->err, r->err_len, "%s: the ranker gives %u inputs but the model reads %u", r->path,
                   rk->num_inputs, model_inputs);
         return -1;
@@ -201,6 +238,11 @@ static int bind_inputs(reader *r, isn_ranker *rk, const isn_index_info *info) {
                       rk->inputs[i].name, name);
             return -1;
         }
+    }
+    if (rk->forest && rk->mlp && isn_mlp_num_inputs(rk->mlp) != rk->num_inputs + 1) {
+        isn_error(r->err, r->err_len, "%s: the MLP after 'then' reads %u inputs, but the ranker gives %u inputs and "
+                  "the trees' score (%u)", r->path, isn_mlp_num_inputs(rk->mlp), rk->num_inputs, rk->num_inputs + 1);
+        return -1;
     }
     return 0;
 }
@@ -234,6 +276,9 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
             if (load_model(&r, rk, tok[1], tok[2]) != 0)
                 goto fail;
             have_model = true;
+        } else if (strcmp(tok[0], "then") == 0) {
+            if (load_head(&r, rk, have_model, tok, k) != 0)
+                goto fail;
         } else if (strcmp(tok[0], "input") == 0 && k >= 2) {
             if (rk->num_inputs == RANKER_MAX_INPUTS) {
                 isn_error(err, err_len, "%s:%lu: more than %u inputs", path, r.lineno, RANKER_MAX_INPUTS);
@@ -245,7 +290,7 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
                 goto fail;
             }
         } else {
-            isn_error(err, err_len, "%s:%lu: expected name, model (once) or input, got '%s'", path, r.lineno,
+            isn_error(err, err_len, "%s:%lu: expected name, model (once), then or input, got '%s'", path, r.lineno,
                       tok[0]);
             goto fail;
         }
@@ -292,6 +337,8 @@ uint32_t isn_ranker_num_inputs(const isn_ranker *rk) {
 }
 
 const char *isn_ranker_model_kind(const isn_ranker *rk) {
+    if (rk->forest && rk->mlp)
+        return rk->kind == MODEL_XGBOOST ? "xgboost+mlp" : "lightgbm+mlp";
     return rk->kind == MODEL_XGBOOST ? "xgboost" : rk->kind == MODEL_LIGHTGBM ? "lightgbm" : "mlp";
 }
 

@@ -457,6 +457,11 @@ uint32_t isn_mlp_num_inputs(const isn_mlp *mlp);
 size_t isn_mlp_scratch_floats(const isn_mlp *mlp, uint32_t n);
 void isn_mlp_predict(const isn_mlp *mlp, const float *rows, uint32_t n, uint32_t stride, float *scratch,
                      float *out);
+/* The same with the MLP's last input taken from a column: row r's inputs are rows[r * stride + 0 ..
+ * num_inputs - 2] then last[r] (a stacked ranker's trees' score), summed in that order as isn_mlp_predict
+ * would sum the row laid out whole. last may be out (each chunk of rows reads it before writing). */
+void isn_mlp_predict_last(const isn_mlp *mlp, const float *rows, uint32_t n, uint32_t stride, const float *last,
+                          float *scratch, float *out);
 
 /* ------------------------------------------------------------------ rankers */
 
@@ -467,10 +472,17 @@ isn_ranker *isn_ranker_load(const char *path, const isn_index_info *info, char *
 void isn_ranker_free(isn_ranker *ranker);
 const char *isn_ranker_name(const isn_ranker *ranker);
 uint32_t isn_ranker_num_inputs(const isn_ranker *ranker);
-/* "xgboost", "lightgbm" or "mlp". */
+/* "xgboost", "lightgbm" or "mlp"; a stacked ranker's "xgboost+mlp" or "lightgbm+mlp". */
 const char *isn_ranker_model_kind(const isn_ranker *ranker);
-/* Trees (0 for an MLP). */
+/* Trees (0 for an MLP alone). */
 uint32_t isn_ranker_num_trees(const isn_ranker *ranker);
+/* Floats of scratch isn_ranker_predict needs for n rows (0 without an MLP). */
+size_t isn_ranker_scratch_floats(const isn_ranker *ranker, uint32_t n);
+/* The ranker's model over n rows of its inputs (row i at inputs + i * stride, stride >= its inputs):
+ * the trees, the MLP, or for a stacked ranker the trees, then the MLP over each row's inputs followed
+ * by its trees' score (isn_mlp_predict_last). Every other evaluator (gpu/) gives these numbers. */
+void isn_ranker_predict(const isn_ranker *ranker, const float *inputs, uint32_t n, uint32_t stride, float *scratch,
+                        float *out);
 
 /* Model input `input` of the ranker as feature_rows.h computes it (pointers into the ranker). */
 void isn_ranker_transform_get(const isn_ranker *ranker, uint32_t input, isn_transform_view *view);
@@ -518,7 +530,8 @@ int isn_rerank(isn_l2_workspace *workspace, const isn_ranker *ranker, const isn_
  * Read-only views of a loaded model in the form the CPU evaluates, so that another evaluator (the GPU
  * second stage) computes the same numbers. Valid while the model lives. */
 
-/* The model of a ranker: exactly one of the two is non-NULL. */
+/* The models of a ranker: trees, an MLP, or both (stacked: the trees, then the MLP reading the ranker's
+ * inputs followed by the trees' score, isn_ranker_predict). */
 const isn_forest *isn_ranker_forest(const isn_ranker *ranker);
 const isn_mlp *isn_ranker_mlp(const isn_ranker *ranker);
 

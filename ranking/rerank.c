@@ -23,7 +23,7 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
                   rk->name, rk->num_features, nf);
         return -1;
     }
-    size_t scratch = rk->mlp && !score_model ? isn_mlp_scratch_floats(rk->mlp, n) : 0;
+    size_t scratch = score_model ? 0 : isn_ranker_scratch_floats(rk, n);
     if (l2_reserve(&ws->features, &ws->features_cap, (size_t)n * nf) != 0 ||
         l2_reserve(&ws->inputs, &ws->inputs_cap, (size_t)n * rk->num_inputs) != 0 ||
         l2_reserve(&ws->scores, &ws->scores_cap, n) != 0 || l2_reserve(&ws->scratch, &ws->scratch_cap, scratch) != 0) {
@@ -35,10 +35,7 @@ static int score_docs(isn_l2_workspace *ws, const isn_ranker *rk, const isn_quer
     isn_ranker_transform(rk, ws->features, nf, n, ws->inputs);
     if (score_model)
         return score_model(context, rk, ws->inputs, n, rk->num_inputs, ws->scores, err, err_len);
-    if (rk->forest)
-        isn_forest_predict(rk->forest, ws->inputs, n, rk->num_inputs, ws->scores);
-    else
-        isn_mlp_predict(rk->mlp, ws->inputs, n, rk->num_inputs, ws->scratch, ws->scores);
+    isn_ranker_predict(rk, ws->inputs, n, rk->num_inputs, ws->scratch, ws->scores);
     return 0;
 }
 
@@ -50,7 +47,7 @@ int isn_stage_score_cpu(isn_l2_workspace *ws, const isn_ranker *rk, const isn_fe
                   rk->num_features, nf);
         return -1;
     }
-    size_t scratch = rk->mlp ? isn_mlp_scratch_floats(rk->mlp, n) : 0;
+    size_t scratch = isn_ranker_scratch_floats(rk, n);
     if (l2_reserve(&ws->features, &ws->features_cap, (size_t)n * nf) != 0 ||
         l2_reserve(&ws->inputs, &ws->inputs_cap, (size_t)n * rk->num_inputs) != 0 ||
         l2_reserve(&ws->scratch, &ws->scratch_cap, scratch) != 0) {
@@ -59,10 +56,7 @@ int isn_stage_score_cpu(isn_l2_workspace *ws, const isn_ranker *rk, const isn_fe
     }
     isn_feature_rows(hits, ws->features);
     isn_ranker_transform(rk, ws->features, nf, n, ws->inputs);
-    if (rk->forest)
-        isn_forest_predict(rk->forest, ws->inputs, n, rk->num_inputs, scores);
-    else
-        isn_mlp_predict(rk->mlp, ws->inputs, n, rk->num_inputs, ws->scratch, scores);
+    isn_ranker_predict(rk, ws->inputs, n, rk->num_inputs, ws->scratch, scores);
     return 0;
 }
 

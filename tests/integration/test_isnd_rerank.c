@@ -1,7 +1,8 @@
 /* isnd's second stage end to end on a loopback port: a request naming a ranker gets the first
  * stage's best n1 re-ranked, equal (documents, both scores) to the offline engine's isn_rerank and to
  * `isn-query --ranker`; unknown rankers and bad n1 are INVALID_ARGUMENT; SIGHUP with a bad ranker file
- * keeps the old version serving, with a good one switches to it, and a removed file stops serving. */
+ * keeps the old version serving, with a good one switches to it, and a removed file stops serving; a
+ * stacked ranker (the trees `then mlp`) added by SIGHUP is served equal to the offline engine. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -252,6 +253,76 @@ static void test_bad_file_at_start(void **state) {
     assert_true(harness_log_has(&other, "broken.ranker"));
 }
 
+/* The stacked ranker's score of one document by hand: its inputs and trees' score t (the trees ranker),
+ * then head.mlp below: relu(x2 + 2t) + 0.5 relu(x0 - t + 0.5) + 0.25 relu(-0.25 x1 + t). */
+static double stacked_by_hand(const isn_ranker *trees, const char *text, uint32_t doc) {
+    isn_search_options o;
+    isn_search_options_default(&o);
+    o.k = 1;
+    isn_hit hit;
+    isn_query q;
+    uint32_t n;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(harness_offline_search(offline, text, &o, &q, &hit, &n), 0);
+    const uint32_t nf = isn_feature_count(isn_index_get_info(offline_index));
+    float *row = malloc(nf * sizeof(float)), x[3], t;
+    assert_non_null(row);
+    if (isn_features_extract(offline_l2, &q, 0, &doc, 1, row, err, sizeof err) != 0) fail_msg("%s", err);
+    isn_ranker_transform(trees, row, nf, 1, x);
+    isn_forest_predict(isn_ranker_forest(trees), x, 1, 3, &t);
+    free(row);
+    const double h0 = fmax(0, x[2] + 2.0 * t), h1 = fmax(0, x[0] - t + 0.5), h2 = fmax(0, -0.25 * x[1] + t);
+    return h0 + 0.5 * h1 + 0.25 * h2;
+}
+
+/* A stacked ranker (the LightGBM trees, then an MLP over the three inputs and the trees' score) added to
+ * the directory: SIGHUP serves it, equal to the offline engine and to its score by hand. */
+static void test_stacked_served(void **state) {
+    (void)state;
+    char head[800], stacked[800], err[ISN_ERR_LEN];
+    snprintf(head, sizeof head, "%s/head.mlp", ranker_dir);
+    FILE *f = fopen(head, "w");
+    assert_non_null(f);
+    fputs("isn-mlp 1\ninputs 4\nlayer 3 relu\n0 0 1 2\n1 0 0 -1\n0 -0.25 0 1\n0 0.5 0\n"
+          "layer 1 linear\n1 0.5 0.25\n0\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(stacked, sizeof stacked, "%s/stacked.ranker", ranker_dir);
+    f = fopen(stacked, "w");
+    assert_non_null(f);
+    fputs("isn-ranker 1\nname stacked\nmodel lightgbm model.txt\nthen mlp head.mlp\ninput title.tf_sum\n"
+          "input body.first_pos\ninput bm25\n", f);
+    assert_int_equal(fclose(f), 0);
+    kill(h.pid, SIGHUP);
+    assert_true(wait_log("SIGHUP: ranker stacked loaded from"));
+    assert_true(wait_log("(lightgbm+mlp, 3 trees, 3 inputs)"));
+    isn_ranker *r = isn_ranker_load(stacked, isn_index_get_info(offline_index), err, sizeof err);
+    if (!r) fail_msg("offline stacked ranker: %s", err);
+    isn_ranker *trees = load_offline_ranker();
+    uint32_t differ = 0;
+    for (size_t q = 0; q < NUM_QUERIES; q++) {
+        assert_served_equals_offline(r, QUERIES[q], 10, 0);
+        assert_served_equals_offline(r, QUERIES[q], 25, MAX_N1);
+        isn_l2_hit a[10], b[10];
+        uint32_t ma, mb;
+        offline_rerank(r, QUERIES[q], 10, DEFAULT_N1, a, &ma);
+        offline_rerank(trees, QUERIES[q], 10, DEFAULT_N1, b, &mb);
+        differ += ma && a[0].score != b[0].score;
+        isn_grpc_search_reply reply;
+        served_search(QUERIES[q], 10, 0, "stacked", &reply);
+        assert_int_equal(reply.status, 0);
+        for (uint32_t i = 0; i < reply.num_hits; i++) {
+            const double want = stacked_by_hand(trees, QUERIES[q], reply.hits[i].doc);
+            if (fabs(reply.hits[i].score - want) > 1e-5 * fmax(1, fabs(want)))
+                fail_msg("\"%s\" hit %u (doc %u): served %.9g, by hand %.9g", QUERIES[q], i, reply.hits[i].doc,
+                         reply.hits[i].score, want);
+        }
+        isn_grpc_search_reply_free(&reply);
+    }
+    assert_true(differ > 0);
+    isn_ranker_free(trees);
+    isn_ranker_free(r);
+}
+
 /* ------------------------------------------------------------------ setup */
 
 static int setup(void **state) {
@@ -327,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_sighup_reload),
         cmocka_unit_test(test_bad_file_at_start),
+        cmocka_unit_test(test_stacked_served),
     };
     return cmocka_run_group_tests_name("isnd_rerank", tests, setup, teardown);
 }

@@ -3,7 +3,8 @@
  * CPU's transforms and model (an MLP over every feature under each kind of transform, and XGBoost
  * forests whose thresholds are real feature values, so ties at the split are met: one over every
  * feature, and on the first index one over 300 inputs, wider than the GPU's one-thread-a-row tree
- * kernel takes). Indexes: Cranfield
+ * kernel takes; and a stacked ranker, a forest `then mlp`, whose CPU score is computed here the long
+ * way: the trees, then the MLP over rows copied out with the trees' score appended). Indexes: Cranfield
  * with positions over title and body (a synthetic collection of the same shape without
  * ../shared/data), the body alone without positions, both fields without positions; the first stage's
  * best 100 and 1,000 of every query, eight queries a batch. The emulated device (the pass's packed
@@ -147,11 +148,23 @@ static const char *transform_text(uint32_t f, const char *name, char *buf, size_
  * pass runs its trees with the kernel for wide rows. */
 #define WIDE_INPUTS 300u
 
+/* An MLP file: `inputs` inputs, a hidden layer of 8 ReLU units, the linear output. */
+static void write_mlp(FILE *m, uint32_t inputs) {
+    fprintf(m, "isn-mlp 1\ninputs %u\nlayer 8 relu\n", inputs);
+    for (uint32_t o = 0; o < 8; o++, fputc('\n', m))
+        for (uint32_t i = 0; i < inputs; i++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
+    for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.3f ", ((int)rnd(201) - 100) / 100.0);
+    fprintf(m, "\nlayer 1 linear\n");
+    for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
+    fprintf(m, "\n0.125\n");
+}
+
 /* Every feature under each kind of transform in turn (inputs of them, cycling through the features),
  * then an MLP (two layers) or an XGBoost forest (trees of `depth` levels whose thresholds are
- * features of real candidates, sample) over them. */
-static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool forest, uint32_t inputs, uint32_t trees,
-                                uint32_t depth, const float *sample, uint32_t sample_rows) {
+ * features of real candidates, sample) over them; stacked: the forest, then an MLP (NAME.head) over
+ * the inputs and the trees' score. */
+static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool forest, bool stacked, uint32_t inputs,
+                                uint32_t trees, uint32_t depth, const float *sample, uint32_t sample_rows) {
     const isn_index_info *info = isn_index_get_info(ix);
     const uint32_t nf = isn_feature_count(info);
     char path[160], model[160], buf[512], fname[ISN_FEATURE_NAME_MAX + ISN_FIELD_NAME_MAX];
@@ -160,6 +173,15 @@ static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool fore
     FILE *r = fopen(path, "w");
     assert_non_null(r);
     fprintf(r, "isn-ranker 1\nname %s\nmodel %s %s.model\n", name, forest ? "xgboost" : "mlp", name);
+    if (stacked) {
+        fprintf(r, "then mlp %s.head\n", name);
+        snprintf(model, sizeof model, "%s/%s.head", dir, name);
+        FILE *h = fopen(model, "w");
+        assert_non_null(h);
+        write_mlp(h, inputs + 1);
+        assert_int_equal(fclose(h), 0);
+        snprintf(model, sizeof model, "%s/%s.model", dir, name);
+    }
     for (uint32_t f = 0; f < inputs; f++) {
         isn_feature_name(info, f % nf, fname, sizeof fname);
         fputs(transform_text(f, fname, buf, sizeof buf), r);
@@ -168,13 +190,7 @@ static isn_ranker *write_ranker(const isn_index *ix, const char *name, bool fore
     FILE *m = fopen(model, "w");
     assert_non_null(m);
     if (!forest) {
-        fprintf(m, "isn-mlp 1\ninputs %u\nlayer 8 relu\n", nf);
-        for (uint32_t o = 0; o < 8; o++, fputc('\n', m))
-            for (uint32_t i = 0; i < nf; i++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
-        for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.3f ", ((int)rnd(201) - 100) / 100.0);
-        fprintf(m, "\nlayer 1 linear\n");
-        for (uint32_t o = 0; o < 8; o++) fprintf(m, "%.6f ", ((int)rnd(2001) - 1000) / 1000.0);
-        fprintf(m, "\n0.125\n");
+        write_mlp(m, nf);
     } else {
         const uint32_t nodes = (1u << (depth + 1)) - 1, splits = (1u << depth) - 1;
         assert_true(depth <= 6);
@@ -298,14 +314,25 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
     assert_true(sample_rows > 0);
     char name[64];
     snprintf(name, sizeof name, "%s-mlp", tag);
-    const int num_rankers = wide ? 3 : 2;
-    isn_ranker *rankers[3] = {NULL, NULL, NULL};
-    rankers[0] = write_ranker(ix, name, false, nf, 0, 0, cpu_rows, sample_rows);
+    const int num_rankers = wide ? 4 : 3;
+    isn_ranker *rankers[4] = {NULL, NULL, NULL, NULL};
+    rankers[0] = write_ranker(ix, name, false, false, nf, 0, 0, cpu_rows, sample_rows);
     snprintf(name, sizeof name, "%s-forest", tag);
-    rankers[1] = write_ranker(ix, name, true, nf, 30, 4, cpu_rows, sample_rows);
+    rankers[1] = write_ranker(ix, name, true, false, nf, 30, 4, cpu_rows, sample_rows);
+    /* stacked: on the first index over WIDE_INPUTS (the trees on the wide rows' kernel, then the MLP) */
+    snprintf(name, sizeof name, "%s-stacked", tag);
+    rankers[2] = write_ranker(ix, name, true, true, wide ? WIDE_INPUTS : nf, 30, 4, cpu_rows, sample_rows);
     snprintf(name, sizeof name, "%s-wide-forest", tag);
-    if (wide) rankers[2] = write_ranker(ix, name, true, WIDE_INPUTS, 40, 6, cpu_rows, sample_rows);
-    mlp_scratch = malloc(isn_mlp_scratch_floats(isn_ranker_mlp(rankers[0]), cap) * sizeof(float));
+    if (wide) rankers[3] = write_ranker(ix, name, true, false, WIDE_INPUTS, 40, 6, cpu_rows, sample_rows);
+    /* the stacked ranker's by-hand reference: its rows copied out with the trees' score appended */
+    const uint32_t stacked_width = isn_ranker_num_inputs(rankers[2]) + 1;
+    float *stacked_rows = malloc((size_t)cap * stacked_width * sizeof(float));
+    size_t scratch_floats = isn_mlp_scratch_floats(isn_ranker_mlp(rankers[0]), cap);
+    if (isn_mlp_scratch_floats(isn_ranker_mlp(rankers[2]), cap) > scratch_floats)
+        scratch_floats = isn_mlp_scratch_floats(isn_ranker_mlp(rankers[2]), cap);
+    mlp_scratch = malloc(scratch_floats * sizeof(float));
+    assert_true(stacked_rows && mlp_scratch);
+    assert_string_equal(isn_ranker_model_kind(rankers[2]), "xgboost+mlp");
 
     tally emulated = {0}, device = {0};
     for (int k = 0; k < num_rankers; k++) {
@@ -341,11 +368,19 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
                     rows += n;
                 }
                 isn_ranker_transform(rk, cpu_rows, nf, rows, cpu_inputs);
+                const uint32_t ni = isn_ranker_num_inputs(rk);
                 if (isn_ranker_forest(rk))
-                    isn_forest_predict(isn_ranker_forest(rk), cpu_inputs, rows, isn_ranker_num_inputs(rk), cpu_scores);
-                else
-                    isn_mlp_predict(isn_ranker_mlp(rk), cpu_inputs, rows, isn_ranker_num_inputs(rk), mlp_scratch,
-                                    cpu_scores);
+                    isn_forest_predict(isn_ranker_forest(rk), cpu_inputs, rows, ni, cpu_scores);
+                if (isn_ranker_forest(rk) && isn_ranker_mlp(rk)) { /* stacked: the MLP over inputs + trees' score */
+                    assert_int_equal(ni + 1, stacked_width);
+                    for (uint32_t r = 0; r < rows; r++) {
+                        memcpy(stacked_rows + (size_t)r * stacked_width, cpu_inputs + (size_t)r * ni, ni * sizeof(float));
+                        stacked_rows[(size_t)r * stacked_width + ni] = cpu_scores[r];
+                    }
+                    isn_mlp_predict(isn_ranker_mlp(rk), stacked_rows, rows, stacked_width, mlp_scratch, cpu_scores);
+                } else if (!isn_ranker_forest(rk)) {
+                    isn_mlp_predict(isn_ranker_mlp(rk), cpu_inputs, rows, ni, mlp_scratch, cpu_scores);
+                }
                 char what[192];
                 snprintf(what, sizeof what, "%s, %s of %u inputs, n1 %u, queries %u..%u, emulated", label,
                          isn_ranker_model_kind(rk), isn_ranker_num_inputs(rk), n1s[s], q0, q0 + nb - 1);
@@ -399,7 +434,7 @@ static void check_index(isn_index *ix, const char *tag, const char *label, bool 
     if (crew) assert_true(crew_slices > crew_batches);
     isn_gpu_l2_gather_crew_free(crew);
     for (int b = 0; b < BATCH; b++) free(crew_terms[b]);
-    free(crew_docs), free(sliced_rows), free(sliced_scores);
+    free(crew_docs), free(sliced_rows), free(sliced_scores), free(stacked_rows);
     for (int k = 0; k < num_rankers; k++) isn_ranker_free(rankers[k]);
     for (int b = 0; b < BATCH; b++) isn_l2_workspace_free(ws[b]);
     isn_l2_workspace_free(cpu_ws);
@@ -585,7 +620,7 @@ static void test_concurrent_passes(void **state) {
         c.num[b] = CONCURRENT_PER_BATCH;
     }
     assert_true(sample_rows > 0);
-    isn_ranker *rk = write_ranker(ix, "concurrent-forest", true, c.nf, 30, 4, sample, sample_rows);
+    isn_ranker *rk = write_ranker(ix, "concurrent-forest", true, false, c.nf, 30, 4, sample, sample_rows);
     c.ranker = rk;
     for (uint32_t b = 0; b < CONCURRENT_BATCHES; b++) {
         c.scores[b] = malloc((c.rows[b] + 1) * sizeof(float));

@@ -1,7 +1,8 @@
 /* Second stage end to end on a tiny two-field index with positions: hand-computed features (term
  * frequencies, proximity, first position, BM25 equal to the first stage's), the registry, ranker files
  * (transforms, the bucket's inclusive lower bound, decision-tree input, unknown features refused), an
- * MLP, and re-ranking order with both scores. */
+ * MLP, a stacked ranker (trees `then mlp`: its load errors, its score by hand), and re-ranking order
+ * with both scores. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -311,6 +312,150 @@ static void test_mlp_rerank(void **state) {
     isn_ranker_free(r);
 }
 
+/* A stacked ranker's head: 3 inputs (tf_sum, body.len, the trees' score t), hidden h0 = relu(x0 + t - 10),
+ * h1 = relu(5 - t), score = h0 + 4 h1 + 0.5. */
+static const char *STACKED_HEAD = "isn-mlp 1\ninputs 3\nlayer 2 relu\n1 0 1\n0 0 -1\n-10 5\nlayer 1 linear\n1 4\n0.5\n";
+
+static void write_head(const char *name, const char *text) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(support_write_text(path, text), 0);
+}
+
+static void test_stacked_ranker_load(void **state) {
+    (void)state;
+    char err[ISN_ERR_LEN];
+    write_head("head.mlp", STACKED_HEAD);
+    write_head("narrow.mlp", "isn-mlp 1\ninputs 2\nlayer 1 linear\n1 1\n0\n");
+    isn_ranker *r = load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp head.mlp\n"
+                                "input tf_sum\ninput body.len\n", err);
+    if (r == NULL)
+        fail_msg("%s", err);
+    assert_string_equal(isn_ranker_model_kind(r), "xgboost+mlp");
+    assert_int_equal(isn_ranker_num_trees(r), 2);
+    assert_int_equal(isn_ranker_num_inputs(r), 2);
+    assert_non_null(isn_ranker_forest(r));
+    assert_non_null(isn_ranker_mlp(r));
+    isn_ranker_free(r);
+    /* each bad case names its problem */
+    assert_null(load_ranker("isn-ranker 1\nthen mlp head.mlp\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\n"
+                            "input tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "r.ranker:2: 'then' without a first model"));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp head.mlp\n"
+                            "then mlp head.mlp\ninput tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "r.ranker:4: a second 'then' line"));
+    assert_null(load_ranker("isn-ranker 1\nmodel mlp head.mlp\nthen mlp narrow.mlp\ninput tf_sum\n%.0s", err));
+    assert_non_null(strstr(err, "r.ranker:3: 'then' after an MLP"));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen xgboost x.json\n"
+                            "input tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "r.ranker:3: expected \"then mlp PATH\""));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp\n"
+                            "input tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "expected \"then mlp PATH\""));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp narrow.mlp\n"
+                            "input tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "the MLP after 'then' reads 2 inputs, but the ranker gives 2 inputs and the trees' score (3)"));
+    assert_null(load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp missing.mlp\n"
+                            "input tf_sum\ninput body.len\n", err));
+    assert_non_null(strstr(err, "missing.mlp: cannot open"));
+}
+
+/* The stacked score is the trees' (tiny_xgb: 1.75, 10.75 or 20.75), then the head over the inputs and
+ * that score, computed by hand here; through isn_rerank too. */
+static void test_stacked_ranker_score(void **state) {
+    (void)state;
+    char err[ISN_ERR_LEN];
+    write_head("head.mlp", STACKED_HEAD);
+    isn_ranker *r = load_ranker("isn-ranker 1\nmodel xgboost %s/tests/data/l2/tiny_xgb.json\nthen mlp head.mlp\n"
+                                "input tf_sum\ninput body.len\n", err);
+    if (r == NULL)
+        fail_msg("%s", err);
+    /* rows (x0, x1) -> trees t -> h0, h1 -> score:
+     *   (0, 3) -> 1.75  -> 0, 3.25 -> 13.5;  (1, 1) -> 10.75 -> 1.75, 0 -> 2.25;  (1, 5) -> 20.75 -> 11.75, 0 -> 12.25
+     * rows 3 floats apart (stride wider than the inputs: the third float is never read) */
+    const float rows[3][3] = {{0, 3, 99}, {1, 1, 99}, {1, 5, 99}}, want[3] = {13.5f, 2.25f, 12.25f};
+    float *scratch = malloc(isn_ranker_scratch_floats(r, 3) * sizeof(float)), got[3];
+    assert_non_null(scratch);
+    isn_ranker_predict(r, &rows[0][0], 3, 3, scratch, got);
+    for (int i = 0; i < 3; i++)
+        if (got[i] != want[i])
+            fail_msg("row %d: stacked score %.9g, by hand %.9g", i, got[i], want[i]);
+    free(scratch);
+    /* doc0 (tf_sum 4, body.len 6), doc1 (2, 12), doc2 (4, 3): trees 20.75 each; h0 = x0 + 10.75, h1 = 0 */
+    isn_query q;
+    assert_int_equal(isn_query_parse(searcher, "alpha beta", 10, &q, err, sizeof err), 0);
+    isn_hit cand[3] = {{0, 3.0f}, {1, 2.0f}, {2, 1.0f}};
+    isn_l2_hit out[3];
+    uint32_t n;
+    assert_int_equal(isn_rerank(ws, r, &q, 0, cand, 3, 3, NULL, NULL, out, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0].doc, 0);
+    assert_true(out[0].score == 15.25f);
+    assert_int_equal(out[1].doc, 2);
+    assert_true(out[1].score == 15.25f);
+    assert_int_equal(out[2].doc, 1);
+    assert_true(out[2].score == 13.25f);
+    isn_ranker_free(r);
+}
+
+/* The MLP's AVX2 path (layers of 8 or more outputs) equals its scalar loop bit for bit: widths that are
+ * and are not multiples of 16, rows that do not fill the 4-row blocks nor the 64-row chunks, inputs with
+ * zeros of both signs and a NaN, and the last input from a column (isn_mlp_predict_last). Where the CPU
+ * lacks AVX2 both runs are scalar. */
+static void test_mlp_simd_equals_scalar(void **state) {
+    (void)state;
+    enum { IN = 301, ROWS = 133 };
+    char path[128], err[ISN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/wide.mlp", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    const uint32_t widths[4] = {20, 33, 8, 1};
+    uint32_t in = IN, seed = 7;
+    fprintf(f, "isn-mlp 1\ninputs %u\n", IN);
+    for (int l = 0; l < 4; l++) {
+        fprintf(f, "layer %u %s\n", widths[l], l < 3 ? "relu" : "linear");
+        for (uint32_t k = 0; k < widths[l] * in + widths[l]; k++) {
+            seed = seed * 1103515245u + 12345u;
+            fprintf(f, "%.7f ", ((int)(seed >> 16 & 0x7fff) - 16384) / 9000.0);
+        }
+        fputc('\n', f);
+        in = widths[l];
+    }
+    assert_int_equal(fclose(f), 0);
+    isn_mlp *m = isn_mlp_load(path, err, sizeof err);
+    if (m == NULL)
+        fail_msg("%s", err);
+    float *rows = malloc((size_t)ROWS * IN * sizeof(float)), last[ROWS], got[2][2][ROWS];
+    float *scratch = malloc(isn_mlp_scratch_floats(m, ROWS) * sizeof(float));
+    assert_true(rows && scratch);
+    for (uint32_t i = 0; i < ROWS * IN; i++) {
+        seed = seed * 1103515245u + 12345u;
+        rows[i] = i % 97 == 0 ? -0.0f : i % 89 == 0 ? 0.0f : ((int)(seed >> 16 & 0x7fff) - 16384) / 1000.0f;
+    }
+    rows[5 * IN + 3] = NAN; /* ReLU keeps a NaN as the scalar loop does (a vector max would make it 0) */
+    for (uint32_t r = 0; r < ROWS; r++)
+        last[r] = (float)r / 7 - 9;
+    for (int scalar = 0; scalar < 2; scalar++) {
+        if (scalar)
+            setenv("ISN_L2_KERNEL", "scalar", 1);
+        isn_mlp_predict(m, rows, ROWS, IN, scratch, got[scalar][0]);
+        isn_mlp_predict_last(m, rows, ROWS, IN, last, scratch, got[scalar][1]);
+        unsetenv("ISN_L2_KERNEL");
+    }
+    for (int k = 0; k < 2; k++)
+        for (uint32_t r = 0; r < ROWS; r++)
+            if (memcmp(&got[0][k][r], &got[1][k][r], sizeof(float)) != 0)
+                fail_msg("%s row %u: default path %.9g, scalar %.9g", k ? "last column" : "rows", r, got[0][k][r],
+                         got[1][k][r]);
+    uint32_t differ = 0; /* the column is read: the two calls give other numbers */
+    for (uint32_t r = 0; r < ROWS; r++)
+        differ += got[0][0][r] != got[0][1][r];
+    assert_true(differ > ROWS / 2);
+    free(rows);
+    free(scratch);
+    isn_mlp_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),
@@ -321,6 +466,9 @@ int main(void) {
         cmocka_unit_test(test_ranker_transforms),
         cmocka_unit_test(test_ranker_refusals),
         cmocka_unit_test(test_mlp_rerank),
+        cmocka_unit_test(test_stacked_ranker_load),
+        cmocka_unit_test(test_stacked_ranker_score),
+        cmocka_unit_test(test_mlp_simd_equals_scalar),
     };
     return cmocka_run_group_tests_name("ranker", tests, setup, teardown);
 }
