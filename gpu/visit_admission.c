@@ -187,6 +187,7 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     const uint32_t nq = o->num_training_queries, nt = info->num_terms;
+    int rc = -1;
     replay rp = {ix, o, tails, o->training_k ? o->training_k : 10, NULL, false};
     if (rp.k > o->max_k) rp.k = o->max_k;
     rp.settled_at = malloc((nq ? nq : 1) * sizeof *rp.settled_at);
@@ -261,13 +262,7 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
             heap_push(heap, &heap_n, (next_block){(double)visits[st.first_block + j + 1] / (double)next, t});
         }
     }
-    free(rp.settled_at);
-    free(visits);
-    free(heap);
-    free(cum);
-    free(pending);
-    free(target);
-    return 0;
+    rc = 0;
 fail:
     free(rp.settled_at);
     free(visits);
@@ -275,5 +270,5 @@ fail:
     free(cum);
     free(pending);
     free(target);
-    return -1;
+    return rc;
 }
