@@ -22,6 +22,14 @@ uint64_t isn_thread_cpu_ns(void);
 /* Wall-clock time (CLOCK_REALTIME) in Unix seconds. */
 double isn_wall_seconds(void);
 
+/* The CPUs this process may use: those of its affinity mask (taskset, a cpuset), and no more than its
+ * cgroup's CPU quota (cgroup v2 cpu.max or v1 cpu.cfs_quota_us over cpu.cfs_period_us, rounded up, the
+ * least along the way to the root), at least 1. What default thread counts are sized by, rather than
+ * the machine's online CPUs. */
+uint32_t isn_cpus_available(void);
+/* A quota "QUOTA PERIOD" (cpu.max's form) as whole CPUs, rounded up; 0 for "max ..." or anything else. */
+uint32_t isn_cpu_quota_cpus(const char *cpu_max);
+
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */
 static inline uint64_t isn_add_sat_u64(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }

@@ -40,8 +40,7 @@ index_generation *generation_open(const char *dir, bool full_verify, char *err, 
     char why[ISN_ERR_LEN];
     /* on every core: a swap verifies while the current generation serves, at the loader's low priority,
      * which its threads inherit (the lists of a 100M-document partition take minutes on one) */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (full_verify && isn_index_verify_threads(generation->index, cpus > 0 ? (uint32_t)cpus : 1, why, sizeof why) < 0) {
+    if (full_verify && isn_index_verify_threads(generation->index, isn_cpus_available(), why, sizeof why) < 0) {
         isn_error(err, err_len, "%s/%s: %s", generation->dir, ISN_INDEX_FILE, why);
         generation_release(generation);
         return NULL;

@@ -172,8 +172,7 @@ static void load_index(uv_work_t *work) {
         return;
     uint32_t workers = server->conf.workers;
     if (workers == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        workers = cpus > 0 ? (uint32_t)cpus : 1;
+        workers = isn_cpus_available();
     }
     start = isn_now_ns();
     server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);

@@ -428,8 +428,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     }
     uint32_t threads = o.cpu_threads;
     if (threads == 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = online > 0 ? (uint32_t)online : 1;
+        threads = isn_cpus_available();
     }
     b->crew = cpu_crew_new(index, threads, o.max_k);
     if (b->crew == NULL) {

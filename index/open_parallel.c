@@ -31,8 +31,7 @@ static void *pool_worker(void *arg) {
 
 static uint32_t open_threads(uint64_t bytes) {
     if (bytes < OPEN_MIN_PARALLEL_BYTES) return 1;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t n = online > 0 ? (uint32_t)online : 1;
+    uint32_t n = isn_cpus_available();
     return n > OPEN_MAX_THREADS ? OPEN_MAX_THREADS : n;
 }
 

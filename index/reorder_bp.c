@@ -213,10 +213,7 @@ static void bisect(const bp_problem *p, bp_scratch *s, uint32_t *docs, uint32_t 
 
 uint32_t *isn_bp_order_forward(uint32_t nd, const uint64_t *offsets, const uint32_t *terms, uint32_t num_dense,
                                uint32_t threads) {
-    if (threads == 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = online > 0 ? (uint32_t)online : 1;
-    }
+    if (threads == 0) threads = isn_cpus_available();
     float *log2_of = malloc(((size_t)nd + 2) * sizeof *log2_of);
     uint32_t *docs = malloc((size_t)(nd ? nd : 1) * sizeof *docs);
     uint32_t *new_of_old = malloc((size_t)(nd ? nd : 1) * sizeof *new_of_old);

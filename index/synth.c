@@ -579,8 +579,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
         snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
         return -1;
     }
-    uint32_t threads = o->threads ? o->threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
+    uint32_t threads = o->threads ? o->threads : isn_cpus_available();
     int rc = -1;
     uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;
     query_profile *profiles = NULL;
@@ -869,8 +868,7 @@ int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_sy
                                        "Zipf exponent in (0, 4]");
     if (o->fit_queries && !o->fit_index)
         return isn_error(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
-    uint32_t threads = o->threads ? o->threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
+    uint32_t threads = o->threads ? o->threads : isn_cpus_available();
     int rc = -1;
     uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;
     query_profile *profiles = NULL;

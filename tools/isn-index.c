@@ -347,8 +347,7 @@ static int cmd_verify(const char *dir) {
     isn_index *ix = open_index("verify", dir);
     if (!ix) return 1;
     char err[ISN_ERR_LEN];
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int rc = isn_index_verify_threads(ix, cpus > 0 ? (uint32_t)cpus : 1, err, sizeof err);
+    int rc = isn_index_verify_threads(ix, isn_cpus_available(), err, sizeof err);
     if (rc != 0) fprintf(stderr, "isn-index verify: %s: %s\n", dir, err);
     else printf("%s: OK (%u documents, %u terms, %llu postings)\n", dir, isn_index_get_info(ix)->num_docs,
                 isn_index_get_info(ix)->num_terms, (unsigned long long)isn_index_get_info(ix)->num_postings);

@@ -1,0 +1,50 @@
+/* base/cpus.c: the CPUs a process may use, from its affinity mask and its cgroup's quota. */
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "base/base.h"
+
+static void test_quota_text(void **state) {
+    (void)state;
+    assert_int_equal(isn_cpu_quota_cpus("max 100000\n"), 0);
+    assert_int_equal(isn_cpu_quota_cpus("200000 100000\n"), 2);
+    assert_int_equal(isn_cpu_quota_cpus("150000 100000"), 2); /* a part of a CPU counts as one */
+    assert_int_equal(isn_cpu_quota_cpus("50000 100000"), 1);
+    assert_int_equal(isn_cpu_quota_cpus("-1 100000"), 0); /* v1's "no quota" */
+    assert_int_equal(isn_cpu_quota_cpus("100000"), 0);
+    assert_int_equal(isn_cpu_quota_cpus(""), 0);
+    assert_int_equal(isn_cpu_quota_cpus(NULL), 0);
+}
+
+/* Pinned to one CPU (as taskset -c 0 does), the process may use one, whatever the machine has. */
+static void test_affinity_counts(void **state) {
+    (void)state;
+    cpu_set_t before;
+    assert_int_equal(sched_getaffinity(0, sizeof before, &before), 0);
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &before)) first = c;
+    assert_true(first >= 0);
+    const uint32_t all = isn_cpus_available();
+    assert_true(all >= 1 && all <= (uint32_t)CPU_COUNT(&before));
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    const uint32_t pinned = isn_cpus_available();
+    assert_int_equal(sched_setaffinity(0, sizeof before, &before), 0);
+    assert_int_equal(pinned, 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quota_text),
+        cmocka_unit_test(test_affinity_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
