@@ -47,7 +47,7 @@ typedef struct {
     bool warm_up;
     uint32_t index_watch_interval_ms; /* a symlinked index.path: how often its target is checked; 0 = only on change events */
     /* [search] */
-    uint32_t workers; /* 0 = one per online CPU */
+    uint32_t workers; /* 0 = one per CPU isnd may use (base.h isn_cpus_available) */
     uint32_t max_queue;
     uint32_t default_k;
     uint32_t max_k;
