@@ -43,7 +43,8 @@ static bool read_line(const char *path, char *line, size_t len) {
  * cpu.cfs_quota_us and cpu.cfs_period_us. */
 static uint32_t quota_along(const char *mount, const char *cgroup_path, bool v2) {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s%s", mount, cgroup_path);
+    /* the root cgroup ("/") is the mount itself: read once */
+    snprintf(dir, sizeof dir, "%s%s", mount, strcmp(cgroup_path, "/") ? cgroup_path : "");
     if (access(dir, F_OK) != 0) snprintf(dir, sizeof dir, "%s", mount);
     uint32_t least = 0;
     for (;;) {

@@ -171,9 +171,7 @@ static void load_index(uv_work_t *work) {
                       server->load_error, sizeof server->load_error) < 0)
         return;
     uint32_t workers = server->conf.workers;
-    if (workers == 0) {
-        workers = isn_cpus_available();
-    }
+    if (workers == 0) workers = isn_cpus_available();
     start = isn_now_ns();
     server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);
     if (!server->pool) return;

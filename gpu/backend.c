@@ -426,10 +426,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    uint32_t threads = o.cpu_threads;
-    if (threads == 0) {
-        threads = isn_cpus_available();
-    }
+    uint32_t threads = o.cpu_threads ? o.cpu_threads : isn_cpus_available();
     b->crew = cpu_crew_new(index, threads, o.max_k);
     if (b->crew == NULL) {
         snprintf(err, err_len, "GPU backend: cannot start %u CPU threads for completions and fallbacks", threads);
