@@ -5,6 +5,7 @@
  * then it is published for new requests, and the old one is freed by its last request. */
 #include <errno.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,33 +226,43 @@ static void watch_index_path(generation_state *g) {
 
 /* ------------------------------------------------------------------ the swap */
 
-/* Loading (verification above all) is CPU work beside the workers that serve: it runs at the lowest
- * priority, so the swap takes longer on a busy node instead of the queries. Linux gives each thread
- * its own nice value; the pool thread gets its own back afterwards. */
+/* Opening the next generation (verification above all) is CPU work beside the workers that serve: it
+ * runs on a thread of its own at the lowest priority, which its verify threads inherit, so that the
+ * swap takes longer on a busy node instead of the queries. The pool thread keeps its priority: the GPU
+ * set-up that follows starts threads that serve (a backend's CPU crew), which would inherit a lowered
+ * one for good, since raising a thread's priority back needs CAP_SYS_NICE (the GPU's layout lowers its
+ * own threads). */
 #define LOAD_NICE 19
 
-static void load_next(uv_work_t *work) {
-    generation_state *g = work->data;
-    g->loaded = NULL;
-    g->error[0] = '\0';
-    pid_t tid = gettid();
-    errno = 0;
-    int nice_before = getpriority(PRIO_PROCESS, (id_t)tid);
-    bool lowered = errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, LOAD_NICE) == 0;
-    identity_of(g->path, &g->loading_identity);
+static void *open_next(void *arg) {
+    generation_state *g = arg;
     index_generation *next = generation_open(g->path, true, g->error, sizeof g->error);
     if (next && generation_add_workers(next, &g->params, g->error, sizeof g->error) < 0) {
         generation_release(next);
         next = NULL;
     }
+    g->loaded = next;
+    return NULL;
+}
+
+static void *open_next_lowered(void *arg) {
+    setpriority(PRIO_PROCESS, (id_t)gettid(), LOAD_NICE); /* if refused, the open runs as it is */
+    return open_next(arg);
+}
+
+static void load_next(uv_work_t *work) {
+    generation_state *g = work->data;
+    g->loaded = NULL;
+    g->error[0] = '\0';
+    identity_of(g->path, &g->loading_identity);
+    pthread_t opener;
+    if (pthread_create(&opener, NULL, open_next_lowered, g) == 0) pthread_join(opener, NULL);
+    else open_next(g); /* no thread to be had: the pool thread opens it, at its own priority */
+    index_generation *next = g->loaded;
     atomic_store(&g->using_service, true);
     if (next && !atomic_load(&g->stopping))
         search_service_gpu_stage(g->service, &g->conf, next); /* its residency before the switch */
     atomic_store(&g->using_service, false);
-    g->loaded = next;
-    /* raising it back needs CAP_SYS_NICE; without it the pool thread stays low (it runs only file
-     * system calls and swaps) */
-    if (lowered) setpriority(PRIO_PROCESS, (id_t)tid, nice_before);
 }
 
 static void log_swapped(generation_state *g, index_generation *next, index_generation *old, double seconds) {

@@ -7,6 +7,8 @@
  * holding the tf part instead of the tf spares the device each posting's norm load and a division. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,13 @@ static void write_terms(layout_part *p) {
     }
 }
 
+/* The layout is CPU work that, after the node is ready (the first upload, a swap's staging), runs beside
+ * the workers that serve: its threads take the lowest priority, so that it takes longer on a busy node
+ * instead of the queries. Each lowers only itself: the thread that starts them may go on to start
+ * threads that serve (a backend's CPU crew), which would inherit a lowered priority for good, since
+ * raising it back needs CAP_SYS_NICE. */
+#define LAYOUT_NICE 19
+
 static void *run_part(void *arg) {
     layout_part *p = arg;
     if (p->payload) write_terms(p);
@@ -148,8 +157,13 @@ static void *run_part(void *arg) {
     return NULL;
 }
 
-/* Splits the terms into `threads` shares of about as many blocks each and runs them at once; the first
- * share runs on the calling thread. 0, or -1 with the first share's error. */
+static void *run_lowered_part(void *arg) {
+    setpriority(PRIO_PROCESS, (id_t)gettid(), LAYOUT_NICE); /* if refused, the share runs as it is */
+    return run_part(arg);
+}
+
+/* Splits the terms into `threads` shares of about as many blocks each and runs them at once, each on a
+ * lowered thread of its own. 0, or -1 with the first share's error. */
 static int run_parts(const layout_part *shape, uint32_t threads, char *err, size_t err_len) {
     const isn_index *ix = shape->ix;
     const uint32_t nt = isn_index_get_info(ix)->num_terms;
@@ -175,12 +189,11 @@ static int run_parts(const layout_part *shape, uint32_t threads, char *err, size
         }
         parts[i].to = t;
     }
-    for (uint32_t i = 1; i < threads; i++)
-        started[i] = pthread_create(&ids[i], NULL, run_part, &parts[i]) == 0;
-    run_part(&parts[0]);
-    for (uint32_t i = 1; i < threads; i++) {
+    for (uint32_t i = 0; i < threads; i++)
+        started[i] = pthread_create(&ids[i], NULL, run_lowered_part, &parts[i]) == 0;
+    for (uint32_t i = 0; i < threads; i++) {
         if (started[i]) pthread_join(ids[i], NULL);
-        else run_part(&parts[i]); /* no thread to be had: this one does the share */
+        else run_part(&parts[i]); /* no thread to be had: this one does the share, at its own priority */
     }
     for (uint32_t i = 0; i < threads; i++)
         if (parts[i].rc != 0) {

@@ -11,6 +11,8 @@
  *    queries are answered on the CPU and a swap back to the GPU's content goes to the GPU again;
  *  - isn-agg with global statistics over 2 partitions: after both partitions swap, merged scores
  *    equal the unpartitioned new index's (the cached statistics of the old generation are dropped). */
+#include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -440,12 +442,68 @@ static void expect_answer(isn_grpc_client *client, int g, const char *device) {
     isn_grpc_search_reply_free(&reply);
 }
 
+/* A thread's nice value from /proc/PID/task/TID/stat (the 19th field, counted past the name's closing
+ * parenthesis, since a name may hold spaces); INT_MIN when it cannot be read. */
+static int thread_nice(pid_t pid, const char *tid) {
+    char path[300], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return INT_MIN;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *at = strrchr(line, ')');
+    int nice = INT_MIN;
+    /* after ") ": state, ppid, pgrp, session, tty, tpgid, flags, minflt, cminflt, majflt, cmajflt, utime,
+     * stime, cutime, cstime, priority, nice */
+    if (at && sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %d", &nice) != 1)
+        nice = INT_MIN;
+    return nice;
+}
+
+/* After swaps, every thread of isnd at the priority isnd started with (with scheduler.worker_nice 0, the
+ * workers' too): a swap lowers only threads it starts for the open and the GPU's layout, which end with
+ * it, never the threads that serve. */
+static void assert_no_thread_lowered(pid_t pid) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    char main_tid[16];
+    snprintf(main_tid, sizeof main_tid, "%d", (int)pid);
+    const int started_with = thread_nice(pid, main_tid);
+    assert_int_not_equal(started_with, INT_MIN);
+    DIR *tasks = opendir(dir);
+    assert_non_null(tasks);
+    unsigned lowered = 0, threads = 0;
+    char first[400] = "";
+    for (struct dirent *e; (e = readdir(tasks));) {
+        if (e->d_name[0] == '.') continue;
+        int nice = thread_nice(pid, e->d_name);
+        if (nice == INT_MIN) continue; /* ended meanwhile */
+        threads++;
+        if (nice == started_with) continue;
+        if (!lowered++) {
+            char comm_path[300], comm[32] = "?";
+            snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+            FILE *f = fopen(comm_path, "r");
+            if (f) {
+                if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+                fclose(f);
+            }
+            snprintf(first, sizeof first, "thread %s (%s) at nice %d", e->d_name, comm, nice);
+        }
+    }
+    closedir(tasks);
+    if (lowered)
+        fail_msg("after the swaps %u of isnd's %u threads run at another priority than isnd's %d, e.g. %s", lowered,
+                 threads, started_with, first);
+}
+
 static void test_gpu_keeps_answering(void **state) {
     (void)state;
     harness gpu;
     init_linked(&gpu, gen_dir[0]);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
-                           "--set", "index.watch_interval=100ms", NULL};
+                           "--set", "index.watch_interval=100ms", "--set", "scheduler.worker_nice=0", NULL};
     setenv("ISN_GPU_MOVE_PAUSE_MS", "20", 1);
     assert_int_equal(harness_start(&gpu, NULL, extra), 0);
     unsetenv("ISN_GPU_MOVE_PAUSE_MS");
@@ -487,6 +545,7 @@ static void test_gpu_keeps_answering(void **state) {
     if (q.failures || q.wrong_generation) fail_msg("%s", q.first_failure);
     if (q.moving_to_on_cpu) fail_msg("%llu queries of the generation the GPU moved to ran on the CPU workers",
                                      (unsigned long long)q.moving_to_on_cpu);
+    assert_no_thread_lowered(gpu.pid);
     isn_grpc_close(client);
     assert_int_equal(harness_stop(&gpu), 0);
     harness_cleanup(&gpu);
