@@ -437,6 +437,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
+    const double layout_from = now_ms();
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) {
         isn_gpu_close(b);
         return NULL;
@@ -445,6 +446,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
+    b->health.layout_ms = now_ms() - layout_from;
     b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
     if (b->term_max_part == NULL) {
@@ -501,7 +503,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         .max_filters = b->max_filters,
         .max_filter_values = b->max_filter_values,
     };
+    const double upload_from = now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
+    b->health.upload_ms = now_ms() - upload_from;
     if (b->device == NULL) {
         isn_gpu_close(b);
         return NULL;
@@ -1146,6 +1150,8 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_ready{%s} %d\n"
                      "isn_gpu_healthy{%s} %d\n"
                      "isn_gpu_warmup_ms{%s} %.3f\n"
+                     "isn_gpu_layout_ms{%s} %.3f\n"
+                     "isn_gpu_upload_ms{%s} %.3f\n"
                      "isn_gpu_index_bytes{%s} %llu\n"
                      "isn_gpu_bytes_resident{%s} %llu\n"
                      "isn_gpu_terms_total{%s} %u\n"
@@ -1159,7 +1165,7 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_queries_prefix_settled_total{%s} %llu\n"
                      "isn_gpu_device_errors_total{%s} %llu\n"
                      "isn_gpu_bytes_transferred_total{%s} %llu\n",
-                     l, h->ready, l, h->healthy, l, h->warmup_ms, l, (unsigned long long)h->index_bytes, l,
+                     l, h->ready, l, h->healthy, l, h->warmup_ms, l, h->layout_ms, l, h->upload_ms, l, (unsigned long long)h->index_bytes, l,
                      (unsigned long long)h->bytes_resident, l, h->terms_total, l, h->terms_resident, l, h->terms_prefix, l,
                      (unsigned long long)h->batches, l, (unsigned long long)h->queries_device, l,
                      (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,

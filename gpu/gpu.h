@@ -259,6 +259,8 @@ typedef struct {
     bool ready;
     bool healthy;
     double warmup_ms;
+    double layout_ms; /* the set-up's host part: residency planned, lists laid out as the device reads them */
+    double upload_ms; /* the device's memory allocated and the layout copied in */
     char reason[256];      /* why not healthy (the first device error) */
     char device_name[256];
     uint64_t index_bytes;    /* postings (device layout) + block metadata of the whole partition */

@@ -573,6 +573,10 @@ static void test_fault(void **state) {
     assert_true(isn_gpu_health_format_metrics(&before, "device=\"0\"", metrics, sizeof metrics) < sizeof metrics);
     assert_non_null(strstr(metrics, "isn_gpu_ready{device=\"0\"} 1\n"));
     assert_non_null(strstr(metrics, "isn_gpu_healthy{device=\"0\"} 1\n"));
+    /* the set-up's phases, for an operator to see where a swap's staging went */
+    assert_true(before.layout_ms > 0.0 && before.upload_ms > 0.0);
+    assert_non_null(strstr(metrics, "isn_gpu_layout_ms{device=\"0\"} "));
+    assert_non_null(strstr(metrics, "isn_gpu_upload_ms{device=\"0\"} "));
     batch_fill(&bt, 32, 10, ISN_MODE_OR);
     isn_gpu_inject_fault(b);
     isn_gpu_batch_stats st;
