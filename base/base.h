@@ -30,6 +30,15 @@ uint32_t isn_cpus_available(void);
 /* A quota "QUOTA PERIOD" (cpu.max's form) as whole CPUs, rounded up; 0 for "max ..." or anything else. */
 uint32_t isn_cpu_quota_cpus(const char *cpu_max);
 
+/* Background work (an index's verification, a GPU's layout and upload) runs at the lowest priority, so
+ * that it takes longer on a busy node instead of the queries. Linux gives each thread its own priority,
+ * a thread inherits its creator's, and raising one back needs CAP_SYS_NICE: so a thread that goes on to
+ * start threads that serve must not lower itself. isn_lower_this_thread lowers the calling thread (for
+ * threads started for the work alone); isn_run_lowered runs work(arg) on a lowered thread of its own and
+ * waits for it (on the caller's thread, at its priority, when no thread can be started). */
+void isn_lower_this_thread(void);
+void isn_run_lowered(void (*work)(void *), void *arg);
+
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */
 static inline uint64_t isn_add_sat_u64(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }

@@ -5,11 +5,9 @@
  * then it is published for new requests, and the old one is freed by its last request. */
 #include <errno.h>
 #include <libgen.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -226,15 +224,11 @@ static void watch_index_path(generation_state *g) {
 
 /* ------------------------------------------------------------------ the swap */
 
-/* Opening the next generation (verification above all) is CPU work beside the workers that serve: it
- * runs on a thread of its own at the lowest priority, which its verify threads inherit, so that the
- * swap takes longer on a busy node instead of the queries. The pool thread keeps its priority: the GPU
- * set-up that follows starts threads that serve (a backend's CPU crew), which would inherit a lowered
- * one for good, since raising a thread's priority back needs CAP_SYS_NICE (the GPU's layout lowers its
- * own threads). */
-#define LOAD_NICE 19
-
-static void *open_next(void *arg) {
+/* Opening the next generation (verification above all) is background work beside the workers that
+ * serve: it runs on a lowered thread of its own, which its verify threads inherit. The pool thread
+ * keeps its priority for the GPU set-up that follows, which starts threads that serve (a backend's CPU
+ * crew) and lowers its own background work (base.h: isn_run_lowered). */
+static void open_next(void *arg) {
     generation_state *g = arg;
     index_generation *next = generation_open(g->path, true, g->error, sizeof g->error);
     if (next && generation_add_workers(next, &g->params, g->error, sizeof g->error) < 0) {
@@ -242,12 +236,6 @@ static void *open_next(void *arg) {
         next = NULL;
     }
     g->loaded = next;
-    return NULL;
-}
-
-static void *open_next_lowered(void *arg) {
-    setpriority(PRIO_PROCESS, (id_t)gettid(), LOAD_NICE); /* if refused, the open runs as it is */
-    return open_next(arg);
 }
 
 static void load_next(uv_work_t *work) {
@@ -255,9 +243,7 @@ static void load_next(uv_work_t *work) {
     g->loaded = NULL;
     g->error[0] = '\0';
     identity_of(g->path, &g->loading_identity);
-    pthread_t opener;
-    if (pthread_create(&opener, NULL, open_next_lowered, g) == 0) pthread_join(opener, NULL);
-    else open_next(g); /* no thread to be had: the pool thread opens it, at its own priority */
+    isn_run_lowered(open_next, g);
     index_generation *next = g->loaded;
     atomic_store(&g->using_service, true);
     if (next && !atomic_load(&g->stopping))

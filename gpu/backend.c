@@ -345,6 +345,103 @@ static int build_attribute_columns(isn_gpu_backend *b, char *err, size_t err_len
     return 0;
 }
 
+/* The set-up's background part (base.h: isn_run_lowered), after the CPU crew, which serves, has started:
+ * bounds, residency and layout, attribute columns, batch buffers, the device's memory and the upload. */
+typedef struct {
+    isn_gpu_backend *b;
+    const gpu_device_ops *ops;
+    uint64_t budget, fixed;
+    uint32_t threads;
+    char *err;
+    size_t err_len;
+    int rc;
+} set_up_job;
+
+static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t budget, uint64_t fixed, uint32_t threads,
+                        char *err, size_t err_len) {
+    const isn_gpu_options o = b->options;
+    const isn_index *index = b->index;
+    const isn_index_info *info = isn_index_get_info(index);
+    uint64_t num_blocks;
+    const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
+    if (tail_bounds_init(&b->tails, index, err, err_len) != 0) return -1;
+    const double layout_from = now_ms();
+    if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
+    if (build_attribute_columns(b, err, err_len) != 0) return -1;
+    b->health.layout_ms = now_ms() - layout_from;
+    b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
+    b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
+    if (b->term_max_part == NULL) {
+        snprintf(err, err_len, "GPU backend: out of memory for %u term bounds", info->num_terms);
+        return -1;
+    }
+    for (uint32_t t = 0; t < info->num_terms; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(index, t, &st);
+        float most = 0.0f;
+        for (uint32_t k = 0; k < b->term_blocks[t]; k++)
+            most = blocks[st.first_block + k].max_tf_part > most ? blocks[st.first_block + k].max_tf_part : most;
+        b->term_max_part[t] = most;
+    }
+    for (uint32_t i = 0; i < o.streams; i++) {
+        stream_slot *s = &b->slots[i];
+        s->device_request = malloc(o.max_batch * sizeof *s->device_request);
+        s->path_of = malloc(o.max_batch * sizeof *s->path_of);
+        s->postings_in_lists = malloc(o.max_batch * sizeof *s->postings_in_lists);
+        s->cpu_tasks = malloc(o.max_batch * sizeof *s->cpu_tasks);
+        s->task_postings = malloc(o.max_batch * sizeof *s->task_postings);
+        s->queries = malloc(o.max_batch * sizeof *s->queries);
+        s->terms = malloc(b->max_terms * sizeof *s->terms);
+        s->trees = malloc(o.max_batch * sizeof *s->trees);
+        s->filters = malloc(b->max_filters * sizeof *s->filters);
+        s->filter_values = malloc(b->max_filter_values * sizeof *s->filter_values);
+        s->results = malloc(o.max_batch * sizeof *s->results);
+        s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
+        s->coverage = malloc(o.max_batch * sizeof *s->coverage);
+        s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
+        s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
+        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
+            !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values ||
+            !s->coverage || !s->tail_terms || !s->ranges_bound_skipped) {
+            snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
+            return -1;
+        }
+    }
+    gpu_upload up = {
+        .payload = b->device_payload,
+        .payload_bytes = b->device_payload_bytes,
+        .blocks = b->device_blocks,
+        .num_blocks = num_blocks,
+        .num_docs = info->num_docs,
+        .max_batch = o.max_batch,
+        .max_terms = b->max_terms,
+        .max_k = o.max_k,
+        .max_candidates = o.max_candidates,
+        .streams = o.streams,
+        .attribute_words = b->attribute_words,
+        .num_attribute_words = b->num_attribute_words,
+        .max_filters = b->max_filters,
+        .max_filter_values = b->max_filter_values,
+    };
+    const double upload_from = now_ms();
+    b->device = ops->open(o.device, &up, err, err_len);
+    b->health.upload_ms = now_ms() - upload_from;
+    if (b->device == NULL) return -1;
+    /* uploaded: the device holds its own copy */
+    free(b->device_payload);
+    free(b->device_blocks);
+    free(b->attribute_words);
+    b->device_payload = NULL;
+    b->device_blocks = NULL;
+    b->attribute_words = NULL;
+    return 0;
+}
+
+static void run_set_up(void *arg) {
+    set_up_job *job = arg;
+    job->rc = set_up_lists(job->b, job->ops, job->budget, job->fixed, job->threads, job->err, job->err_len);
+}
+
 isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *options, char *err, size_t err_len) {
     isn_gpu_options o;
     if (options) o = *options;
@@ -433,90 +530,12 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    if (tail_bounds_init(&b->tails, index, err, err_len) != 0) {
+    set_up_job job = {b, ops, budget, fixed, threads, err, err_len, 0};
+    isn_run_lowered(run_set_up, &job);
+    if (job.rc != 0) {
         isn_gpu_close(b);
         return NULL;
     }
-    const double layout_from = now_ms();
-    if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) {
-        isn_gpu_close(b);
-        return NULL;
-    }
-    if (build_attribute_columns(b, err, err_len) != 0) {
-        isn_gpu_close(b);
-        return NULL;
-    }
-    b->health.layout_ms = now_ms() - layout_from;
-    b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
-    b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
-    if (b->term_max_part == NULL) {
-        snprintf(err, err_len, "GPU backend: out of memory for %u term bounds", info->num_terms);
-        isn_gpu_close(b);
-        return NULL;
-    }
-    for (uint32_t t = 0; t < info->num_terms; t++) {
-        isn_term_stats st;
-        isn_index_term_stats(index, t, &st);
-        float most = 0.0f;
-        for (uint32_t k = 0; k < b->term_blocks[t]; k++)
-            most = blocks[st.first_block + k].max_tf_part > most ? blocks[st.first_block + k].max_tf_part : most;
-        b->term_max_part[t] = most;
-    }
-    for (uint32_t i = 0; i < o.streams; i++) {
-        stream_slot *s = &b->slots[i];
-        s->device_request = malloc(o.max_batch * sizeof *s->device_request);
-        s->path_of = malloc(o.max_batch * sizeof *s->path_of);
-        s->postings_in_lists = malloc(o.max_batch * sizeof *s->postings_in_lists);
-        s->cpu_tasks = malloc(o.max_batch * sizeof *s->cpu_tasks);
-        s->task_postings = malloc(o.max_batch * sizeof *s->task_postings);
-        s->queries = malloc(o.max_batch * sizeof *s->queries);
-        s->terms = malloc(b->max_terms * sizeof *s->terms);
-        s->trees = malloc(o.max_batch * sizeof *s->trees);
-        s->filters = malloc(b->max_filters * sizeof *s->filters);
-        s->filter_values = malloc(b->max_filter_values * sizeof *s->filter_values);
-        s->results = malloc(o.max_batch * sizeof *s->results);
-        s->hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->hits);
-        s->coverage = malloc(o.max_batch * sizeof *s->coverage);
-        s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
-        s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
-        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
-            !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values ||
-            !s->coverage || !s->tail_terms || !s->ranges_bound_skipped) {
-            snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
-            isn_gpu_close(b);
-            return NULL;
-        }
-    }
-    gpu_upload up = {
-        .payload = b->device_payload,
-        .payload_bytes = b->device_payload_bytes,
-        .blocks = b->device_blocks,
-        .num_blocks = num_blocks,
-        .num_docs = info->num_docs,
-        .max_batch = o.max_batch,
-        .max_terms = b->max_terms,
-        .max_k = o.max_k,
-        .max_candidates = o.max_candidates,
-        .streams = o.streams,
-        .attribute_words = b->attribute_words,
-        .num_attribute_words = b->num_attribute_words,
-        .max_filters = b->max_filters,
-        .max_filter_values = b->max_filter_values,
-    };
-    const double upload_from = now_ms();
-    b->device = ops->open(o.device, &up, err, err_len);
-    b->health.upload_ms = now_ms() - upload_from;
-    if (b->device == NULL) {
-        isn_gpu_close(b);
-        return NULL;
-    }
-    /* uploaded: the device holds its own copy */
-    free(b->device_payload);
-    free(b->device_blocks);
-    free(b->attribute_words);
-    b->device_payload = NULL;
-    b->device_blocks = NULL;
-    b->attribute_words = NULL;
     snprintf(b->health.device_name, sizeof b->health.device_name, "%s", ops->name(b->device));
     if (warm_up(b, err, err_len) != 0) {
         isn_gpu_close(b);

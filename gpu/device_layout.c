@@ -7,8 +7,6 @@
  * holding the tf part instead of the tf spares the device each posting's norm load and a division. */
 #include <pthread.h>
 #include <stdbool.h>
-#include <sys/resource.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,13 +141,6 @@ static void write_terms(layout_part *p) {
     }
 }
 
-/* The layout is CPU work that, after the node is ready (the first upload, a swap's staging), runs beside
- * the workers that serve: its threads take the lowest priority, so that it takes longer on a busy node
- * instead of the queries. Each lowers only itself: the thread that starts them may go on to start
- * threads that serve (a backend's CPU crew), which would inherit a lowered priority for good, since
- * raising it back needs CAP_SYS_NICE. */
-#define LAYOUT_NICE 19
-
 static void *run_part(void *arg) {
     layout_part *p = arg;
     if (p->payload) write_terms(p);
@@ -157,8 +148,9 @@ static void *run_part(void *arg) {
     return NULL;
 }
 
+/* The layout is background work (base.h): each share lowers its own thread. */
 static void *run_lowered_part(void *arg) {
-    setpriority(PRIO_PROCESS, (id_t)gettid(), LAYOUT_NICE); /* if refused, the share runs as it is */
+    isn_lower_this_thread();
     return run_part(arg);
 }
 
