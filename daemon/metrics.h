@@ -27,6 +27,10 @@ typedef struct {
      * have reached the socket) to the refusal queued for sending. What a shed costs its client inside
      * the node, apart from the network and the client's own delays. */
     histogram shed_seconds;
+    /* Search replies, by the device that searched: from the job's end (its worker or GPU batch done) to
+     * the loop writing its reply, the part of a query's time spent on the way back. */
+    histogram reply_wait_seconds[STAGE_DEVICES];
+    uint64_t answered_late[STAGE_DEVICES]; /* OK replies written after the request's deadline (the node's clock) */
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
     uint64_t shed;                  /* RESOURCE_EXHAUSTED: overload or queue full */
     uint64_t shed_at_headers;       /* of shed: refused at HEADERS, before the request was read or decoded */

@@ -86,6 +86,20 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
                 "have reached the socket) to the refusal queued for sending.");
     prom_histogram(out, "isn_shed_duration_seconds", "", &m->shed_seconds);
 
+    prom_family(out, "isn_reply_wait_seconds", "histogram",
+                "Search replies: time from the job's end (its worker or GPU batch done) to the serving loop writing "
+                "the reply, by the device that searched.");
+    for (int device = 0; device < STAGE_DEVICES; device++) {
+        snprintf(labels, sizeof labels, "device=\"%s\"", stage_device_label(device));
+        prom_histogram(out, "isn_reply_wait_seconds", labels, &m->reply_wait_seconds[device]);
+    }
+    prom_family(out, "isn_answered_late_total", "counter",
+                "Search replies with results written after the request's deadline (by the node's clock: its budget "
+                "counts from the request's arrival), by the device that searched.");
+    for (int device = 0; device < STAGE_DEVICES; device++)
+        buffer_printf(out, "isn_answered_late_total{device=\"%s\"} %llu\n", stage_device_label(device),
+                      (unsigned long long)m->answered_late[device]);
+
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
              serving_loops_inflight(server));
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",

@@ -340,6 +340,9 @@ void rpc_on_completions(uv_async_t *async) {
                 histogram_observe(&stages[STAGE_QUEUE], (double)job->queue_ns / 1e9);
                 histogram_observe(&stages[STAGE_RETRIEVAL], (double)job->retrieval_ns / 1e9);
                 histogram_observe(&stages[STAGE_TOTAL], (double)(now - job->received_ns) / 1e9);
+                if (job->sched.finished_ns && now > job->sched.finished_ns)
+                    histogram_observe(&m->reply_wait_seconds[device], (double)(now - job->sched.finished_ns) / 1e9);
+                if (job->deadline_ns && now > job->deadline_ns) m->answered_late[device]++;
                 m->hits_returned += job->num_hits;
             });
             isn_grpc_call_reply_framed_charged(call, job->reply.data, job->reply.len, charged);
