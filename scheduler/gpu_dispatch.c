@@ -113,6 +113,13 @@ static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
     answered(s, d, f, rc, isn_now_ns(), err);
 }
 
+/* Locked: n jobs of predicted GPU time ns leave the batch being formed (launched, or abandoned). */
+static void release_held(isn_scheduler *s, double ns, uint32_t n) {
+    s->gpu_held_ns -= ns;
+    s->gpu_held_jobs -= n;
+    if (s->gpu_held_ns < 0 || !s->gpu_held_jobs) s->gpu_held_ns = 0;
+}
+
 /* Locked, with a flight free: sends the batch being formed (n jobs). Returns locked. */
 static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_reason reason) {
     sched_flight *f = &d->flights[(d->oldest + d->in_flight) % SCHED_MAX_IN_FLIGHT];
@@ -123,6 +130,7 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     f->predicted_ns = f->fixed_ns;
     for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
+    release_held(s, f->predicted_ns - f->fixed_ns, n);
     s->gpu_inflight_ns += f->predicted_ns;
     s->gpu_inflight_jobs += n;
     pthread_mutex_unlock(&s->lock);
@@ -217,6 +225,8 @@ static void *dispatcher_main(void *arg) {
             }
             if (queue == &s->queues[ISN_QUEUE_UNDECIDED]) COUNT(s->undecided_gpu);
             d->batch[n++] = isn_edf_remove_at(queue, at);
+            s->gpu_held_ns += job->predicted_ns[ISN_DEVICE_GPU];
+            s->gpu_held_jobs++;
             batch_bytes += bytes;
             if (n == 1) first_added = now;
         }
@@ -251,6 +261,9 @@ static void *dispatcher_main(void *arg) {
     }
     /* Stopping: the batches in flight are answered; what the batch being formed holds was never sent. */
     while (d->in_flight) land_oldest(s, d);
+    double held = 0;
+    for (uint32_t i = 0; i < n; i++) held += d->batch[i]->predicted_ns[ISN_DEVICE_GPU];
+    release_held(s, held, n);
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; i < n; i++) sched_finish(s, d->batch[i], ISN_JOB_ABANDONED);
     return NULL;

@@ -106,9 +106,19 @@ static uint32_t gpu_queued(const isn_scheduler *s) {
     return s->queues[ISN_QUEUE_GPU].size + s->queues[ISN_QUEUE_UNDECIDED].size;
 }
 
+/* Under the lock: batches not yet launched, the ones the dispatchers are forming included. */
 static double gpu_batches_queued(const isn_scheduler *s) {
     uint32_t per_batch = s->config.batch.max_batch ? s->config.batch.max_batch : 1;
-    return (double)((gpu_queued(s) + per_batch - 1) / per_batch);
+    return (double)((gpu_queued(s) + s->gpu_held_jobs + per_batch - 1) / per_batch);
+}
+
+/* Under the lock: the predicted GPU time ahead of a job queued now, on all devices together: the
+ * queues' GPU backlog, the batches being formed and those in flight, and each unlaunched batch's fixed
+ * part (unscaled). */
+static double gpu_ahead_ns(const isn_scheduler *s) {
+    const isn_edf_queue *q = s->queues;
+    return q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] +
+           s->gpu_held_ns + s->gpu_inflight_ns + isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s);
 }
 
 /* Normal (not large) requests waiting to be prepared. The two counters are read apart: a large one
@@ -244,7 +254,6 @@ static double cpu_jobs_ahead(isn_scheduler *s) {
  * the oldest job still queued: when the workers stall (other processes took the cores), that age grows at
  * once, while the scale learns of it only as jobs finish. */
 static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
-    double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     const isn_edf_queue *q = s->queues;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         isn_service_meter_sample(&s->meter[d], LOAD(s->busy_ns[d]), LOAD(s->ran_on[d]), now);
@@ -265,12 +274,9 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
         publish_waits(s, wait);
         return;
     }
-    double model_gpu = scale[ISN_DEVICE_GPU] *
-                       (q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] +
-                        s->gpu_inflight_ns + fixed_ns * gpu_batches_queued(s)) /
-                       gpus;
-    double measured_gpu =
-        isn_service_meter_wait_ns(&s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_inflight_jobs, gpus);
+    double model_gpu = scale[ISN_DEVICE_GPU] * gpu_ahead_ns(s) / gpus;
+    double measured_gpu = isn_service_meter_wait_ns(
+        &s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_held_jobs + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
     publish_waits(s, wait);
 }
@@ -562,10 +568,11 @@ static isn_job *take_shared(isn_scheduler *s, uint64_t now, isn_job **dead, uint
         } else if (s->queues[ISN_QUEUE_GPU].size) {
             isn_job *head = isn_edf_peek(&s->queues[ISN_QUEUE_GPU]);
             uint32_t gpus = sched_available_gpus(s, now);
-            double gpu_done = gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_inflight_ns +
-                                      isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s)) /
-                                         gpus
-                                   : INFINITY;
+            double gpu_done =
+                gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_held_ns + s->gpu_inflight_ns +
+                        isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s)) /
+                           gpus
+                     : INFINITY;
             if (head->placement != ISN_PLACE_GPU && head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
                 job = isn_edf_pop(&s->queues[ISN_QUEUE_GPU]);
                 from = ISN_QUEUE_GPU;

@@ -435,6 +435,11 @@ struct isn_scheduler {
     double cpu_bound_share;
     double gpu_inflight_ns; /* predicted GPU time of batches running now */
     uint32_t gpu_inflight_jobs; /* their jobs */
+    /* Jobs the dispatchers took from the queues into the batches they are forming, and their predicted
+     * GPU time: out of the queues and not yet in flight (a formed batch waits there while the device's
+     * flights are full), but ahead of every job queued now. */
+    double gpu_held_ns;
+    uint32_t gpu_held_jobs;
     isn_batch_cost batch_cost; /* GPU batches: fixed part and part per job, learned */
     double batch_ape_sum;      /* |predicted - measured| / measured over batches after the first few */
     uint64_t batch_ape_count;

@@ -830,6 +830,101 @@ static void batch_in_flight_answered_when_the_one_before_fails(void **state) {
     assert_int_equal(stats.ran_on[ISN_DEVICE_CPU], 4);
 }
 
+/* A device of two streams whose batches end only when the test lets them (open). */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool open;
+    uint32_t in_flight, submits;
+} gated_device;
+
+static int gated_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    (void)state, (void)jobs, (void)n;
+    snprintf(err, err_len, "the gated device has no run_batch path");
+    return -1;
+}
+
+static int gated_submit(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
+    (void)jobs, (void)n, (void)err, (void)err_len;
+    gated_device *g = state;
+    pthread_mutex_lock(&g->lock);
+    int ticket = g->in_flight == 2 ? GPU_DEVICE_BUSY : (int)g->submits % 2;
+    if (ticket >= 0) {
+        g->in_flight++;
+        g->submits++;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return ticket;
+}
+
+static int gated_complete(void *state, int ticket, char *err, size_t err_len) {
+    (void)ticket, (void)err, (void)err_len;
+    gated_device *g = state;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open) pthread_cond_wait(&g->changed, &g->lock);
+    g->in_flight--;
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+}
+
+/* A batch formed while the device's flights are all taken waits in its dispatcher, out of the queue and
+ * not in flight: admission's GPU wait still counts it. Twelve GPU-only jobs, batches of four, a device of
+ * two flights that holds its batches: eight jobs go to the device, the last four wait in the dispatcher. */
+static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    gated_device g = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+    isn_gpu_device gpu = {.name = "gated", .state = &g, .run_batch = gated_run_batch, .submit = gated_submit,
+                          .complete = gated_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    config.batch.max_batch = 4;
+    config.batch.linger_ns = 3600ull * 1000000000ull; /* batches go when full: four jobs each */
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[12];
+    for (uint32_t i = 0; i < 12; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    /* two batches on the device, the third formed behind them (the dispatcher then waits for the first) */
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        uint32_t queued = s->queues[ISN_QUEUE_GPU].size + s->queues[ISN_QUEUE_UNDECIDED].size;
+        uint32_t in_flight = s->gpu_inflight_jobs;
+        pthread_mutex_unlock(&s->lock);
+        if (queued == 0 && in_flight == 8) break;
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 10ull * 1000000000ull));
+    pthread_mutex_lock(&s->lock);
+    double in_flight_ns = s->gpu_inflight_ns, held_ns = s->gpu_held_ns;
+    uint32_t held = s->gpu_held_jobs;
+    pthread_mutex_unlock(&s->lock);
+    double wait = atomic_load(&s->published_wait_ns[ISN_DEVICE_GPU]);
+    double each = jobs[11].job.predicted_ns[ISN_DEVICE_GPU];
+    /* the device lets its batches go before anything is checked: a failed check leaves nothing blocked */
+    pthread_mutex_lock(&g.lock);
+    g.open = true;
+    pthread_cond_broadcast(&g.changed);
+    pthread_mutex_unlock(&g.lock);
+    harness_wait(&h, &h.completed, 12);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 12);
+    assert_int_equal(g.submits, 3);
+    assert_int_equal(held, 4);
+    assert_true(each > 0);
+    assert_true(held_ns >= 3.99 * each);
+    /* nothing had finished: the scale was 1 and no measured time bounded the model */
+    if (!(wait >= 0.999 * (in_flight_ns + held_ns)))
+        fail_msg("GPU wait %.0f ns with %.0f ns in flight and %.0f ns held", wait, in_flight_ns, held_ns);
+}
+
 static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     (void)state;
     harness h;
@@ -1329,6 +1424,7 @@ int main(void) {
         cmocka_unit_test(cost_model_seeds_from_a_latency_model),
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
+        cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(arrival_ignores_a_cpu_the_jobs_cannot_use),
         cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
