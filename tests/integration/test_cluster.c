@@ -69,8 +69,8 @@ static void test_global_stats_equal_unpartitioned(void **state) {
         if (isn_grpc_search(agg, &rq, &a, err, sizeof err) != 0) fail_msg("query %u via isn-agg: %s", q, err);
         if (isn_grpc_search(ref, &rq, &b, err, sizeof err) != 0) fail_msg("query %u unpartitioned: %s", q, err);
         if (a.status != 0 || b.status != 0)
-            fail_msg("query %u \"%s\": status %d (%s) via isn-agg, %d unpartitioned", q, qs.texts[q], a.status, a.message,
-                     b.status);
+            fail_msg("query %u \"%s\": status %d (%s) via isn-agg, %d (%s) unpartitioned", q, qs.texts[q], a.status,
+                     a.message, b.status, b.message);
         assert_true(a.complete);
         assert_int_equal(a.partitions_answered, PARTITIONS);
         assert_int_equal(a.partitions_total, PARTITIONS);
