@@ -55,6 +55,9 @@ def main():
         "shed_unprepared": int(delta("isn_scheduler_shed_unprepared_total")),
         "shed_unprepared_late": int(delta("isn_scheduler_shed_unprepared_late_total")),
         "shed_routed": int(delta("isn_scheduler_shed_routed_total")),
+        # replies with results the node wrote after their deadline, by the device that searched
+        "node_late_cpu": int(delta('isn_answered_late_total{device="cpu"}')),
+        "node_late_gpu": int(delta('isn_answered_late_total{device="gpu"}')),
     }))
 
 

@@ -4,8 +4,9 @@
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
 # ones as the client saw them, and the node's own view of its refusals (bench/node_sheds.py: time from
-# arrival to refusal, and where they were refused). A summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against
-# offered/s with gnuplot.
+# arrival to refusal, and where they were refused) and of its late replies (node late: CPU/GPU). A
+# summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
+# with gnuplot.
 #
 #   bench/overload_curve.sh [--plot] NAME RATE [isnd flags...]
 #   ISND_CPUS=0-11 BENCH_CPUS=12-15 BENCH_THREADS=4 bash bench/overload_curve.sh hybrid 165000 --workers 12
@@ -106,15 +107,17 @@ import json, statistics, subprocess, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {}
 for r in rows: by.setdefault(r["multiple"], []).append(r)
-print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s" % ("config", "x", "offered/s", "on-time/s", "share",
-      "shed", "late", "p99 ms", "shed p99", "node <1ms", "timeouts"))
+print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s %11s" % ("config", "x", "offered/s", "on-time/s", "share",
+      "shed", "late", "p99 ms", "shed p99", "node <1ms", "timeouts", "node late"))
 points = []
 for m in sorted(by):
     rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
     within = [r["node_shed_within_1ms_share"] for r in rs if r.get("node_shed_within_1ms_share") is not None]
-    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f" % (rs[0]["config"], m, med("offered_per_s"),
+    late_by = lambda d: statistics.median(r.get("node_late_" + d, 0) for r in rs)
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (rs[0]["config"], m, med("offered_per_s"),
           med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("late"), med("answered_p99_ms"),
-          med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts")))
+          med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts"),
+          "%.0f/%.0f" % (late_by("cpu"), late_by("gpu"))))
     points.append((med("offered_per_s"), med("on_time_per_s")))
 if sys.argv[3] == "1":
     script = ("set terminal pngcairo size 900,600\nset output '%s'\nset title 'on-time answers under overload (%s)'\n"

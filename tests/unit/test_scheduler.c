@@ -830,11 +830,12 @@ static void batch_in_flight_answered_when_the_one_before_fails(void **state) {
     assert_int_equal(stats.ran_on[ISN_DEVICE_CPU], 4);
 }
 
-/* A device of two streams whose batches end only when the test lets them (open). */
+/* A device of two streams that takes its first batch once every job is queued (all_queued), and
+ * whose batches end only when the test lets them (open). */
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    bool open;
+    bool all_queued, open;
     uint32_t in_flight, submits;
 } gated_device;
 
@@ -848,6 +849,9 @@ static int gated_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     (void)jobs, (void)n, (void)err, (void)err_len;
     gated_device *g = state;
     pthread_mutex_lock(&g->lock);
+    /* a batch formed while jobs were still coming would not be full: the dispatcher would then wait for
+     * the device (closed) rather than form the next one */
+    while (!g->all_queued) pthread_cond_wait(&g->changed, &g->lock);
     int ticket = g->in_flight == 2 ? GPU_DEVICE_BUSY : (int)g->submits % 2;
     if (ticket >= 0) {
         g->in_flight++;
@@ -889,6 +893,10 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
         jobs[i].job.placement = ISN_PLACE_GPU;
         assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
     }
+    pthread_mutex_lock(&g.lock);
+    g.all_queued = true;
+    pthread_cond_broadcast(&g.changed);
+    pthread_mutex_unlock(&g.lock);
     /* two batches on the device, the third formed behind them (the dispatcher then waits for the first) */
     for (;;) {
         pthread_mutex_lock(&s->lock);
