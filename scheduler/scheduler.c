@@ -112,13 +112,14 @@ static double gpu_batches_queued(const isn_scheduler *s) {
     return (double)((gpu_queued(s) + s->gpu_held_jobs + per_batch - 1) / per_batch);
 }
 
-/* Under the lock: the predicted GPU time ahead of a job queued now, on all devices together: the
- * queues' GPU backlog, the batches being formed and those in flight, and each unlaunched batch's fixed
- * part (unscaled). */
-static double gpu_ahead_ns(const isn_scheduler *s) {
+/* Under the lock: the predicted GPU time ahead of a job queued now, on all devices together (unscaled):
+ * the GPU queue's backlog, the undecided queue's when it counts (either device may take it), the
+ * batches being formed and those in flight, and each unlaunched batch's fixed part. */
+static double gpu_ahead_ns(const isn_scheduler *s, bool with_undecided) {
     const isn_edf_queue *q = s->queues;
-    return q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] +
-           s->gpu_held_ns + s->gpu_inflight_ns + isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s);
+    return q[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] +
+           (with_undecided ? q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_GPU] : 0.0) + s->gpu_held_ns +
+           s->gpu_inflight_ns + isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s);
 }
 
 /* Normal (not large) requests waiting to be prepared. The two counters are read apart: a large one
@@ -274,7 +275,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
         publish_waits(s, wait);
         return;
     }
-    double model_gpu = scale[ISN_DEVICE_GPU] * gpu_ahead_ns(s) / gpus;
+    double model_gpu = scale[ISN_DEVICE_GPU] * gpu_ahead_ns(s, true) / gpus;
     double measured_gpu = isn_service_meter_wait_ns(
         &s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_held_jobs + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
@@ -568,11 +569,7 @@ static isn_job *take_shared(isn_scheduler *s, uint64_t now, isn_job **dead, uint
         } else if (s->queues[ISN_QUEUE_GPU].size) {
             isn_job *head = isn_edf_peek(&s->queues[ISN_QUEUE_GPU]);
             uint32_t gpus = sched_available_gpus(s, now);
-            double gpu_done =
-                gpus ? (s->queues[ISN_QUEUE_GPU].backlog_ns[ISN_DEVICE_GPU] + s->gpu_held_ns + s->gpu_inflight_ns +
-                        isn_batch_cost_fixed_ns(&s->batch_cost) * gpu_batches_queued(s)) /
-                           gpus
-                     : INFINITY;
+            double gpu_done = gpus ? gpu_ahead_ns(s, false) / gpus : INFINITY;
             if (head->placement != ISN_PLACE_GPU && head->predicted_ns[ISN_DEVICE_CPU] < gpu_done) {
                 job = isn_edf_pop(&s->queues[ISN_QUEUE_GPU]);
                 from = ISN_QUEUE_GPU;
