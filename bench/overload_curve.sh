@@ -114,7 +114,8 @@ for m in sorted(by):
     rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
     within = [r["node_shed_within_1ms_share"] for r in rs if r.get("node_shed_within_1ms_share") is not None]
     late_by = lambda d: statistics.median(r.get("node_late_" + d, 0) for r in rs)
-    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (rs[0]["config"], m, med("offered_per_s"),
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (
+          rs[0]["config"], m, med("offered_per_s"),
           med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("late"), med("answered_p99_ms"),
           med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts"),
           "%.0f/%.0f" % (late_by("cpu"), late_by("gpu"))))

@@ -130,8 +130,9 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
         log_info("gpu: device %d, %s%s ready in %.3f s (layout %.3f s, upload %.3f s, warm-up %.1f ms): %u of %u lists "
                  "resident (%u as prefixes), %.1f of %.1f MB%s",
                  options.device, health.device_name, conf->gpu_emulate ? " (EMULATED on the host: tests only)" : "",
-                 (double)(isn_now_ns() - start) / 1e9, health.layout_ms / 1e3, health.upload_ms / 1e3, health.warmup_ms, health.terms_resident + health.terms_prefix,
-                 health.terms_total, health.terms_prefix, (double)health.bytes_resident / 1e6,
+                 (double)(isn_now_ns() - start) / 1e9, health.layout_ms / 1e3, health.upload_ms / 1e3, health.warmup_ms,
+                 health.terms_resident + health.terms_prefix, health.terms_total, health.terms_prefix,
+                 (double)health.bytes_resident / 1e6,
                  (double)health.index_bytes / 1e6, conf->gpu_route_all ? "; route_all: every eligible query to the GPU" : "");
         backends[(*num_backends)++] = backend;
     }

@@ -357,8 +357,8 @@ typedef struct {
     int rc;
 } set_up_job;
 
-static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t budget, uint64_t fixed, uint32_t threads,
-                        char *err, size_t err_len) {
+static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t budget, uint64_t fixed,
+                        uint32_t threads, char *err, size_t err_len) {
     const isn_gpu_options o = b->options;
     const isn_index *index = b->index;
     const isn_index_info *info = isn_index_get_info(index);
@@ -1184,7 +1184,8 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_queries_prefix_settled_total{%s} %llu\n"
                      "isn_gpu_device_errors_total{%s} %llu\n"
                      "isn_gpu_bytes_transferred_total{%s} %llu\n",
-                     l, h->ready, l, h->healthy, l, h->warmup_ms, l, h->layout_ms, l, h->upload_ms, l, (unsigned long long)h->index_bytes, l,
+                     l, h->ready, l, h->healthy, l, h->warmup_ms, l, h->layout_ms, l, h->upload_ms, l,
+                     (unsigned long long)h->index_bytes, l,
                      (unsigned long long)h->bytes_resident, l, h->terms_total, l, h->terms_resident, l, h->terms_prefix, l,
                      (unsigned long long)h->batches, l, (unsigned long long)h->queries_device, l,
                      (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,

@@ -222,43 +222,25 @@ static void test_deadlines(void **state) {
 /* A reply written after its request's deadline is counted by the device that searched, and the time
  * from the job's end to its reply is observed: a worker that took the request in time but held it
  * 300 ms (testing.job_delay) against a 100 ms deadline answers late, on the CPU. */
-static long metric_value(const char *page, const char *series) {
-    char key[160];
-    snprintf(key, sizeof key, "\n%s ", series);
-    const char *at = strstr(page, key);
-    return at ? atol(at + strlen(key)) : -1;
-}
-
 static void test_late_replies_counted(void **state) {
     (void)state;
     const char *extra[] = {"--set", "testing.job_delay=300ms", "--workers", "1", NULL};
     assert_int_equal(harness_start(&h, NULL, extra), 0);
-    static char page[1 << 18];
-    assert_int_equal(harness_http_get(&h, "/metrics", page, sizeof page), 200);
-    assert_int_equal(metric_value(page, "isn_answered_late_total{device=\"cpu\"}"), 0);
+    assert_int_equal(harness_metric(&h, "isn_answered_late_total{device=\"cpu\"}"), 0);
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
     assert_non_null(client);
-    Isn__V1__SearchRequest request = ISN__V1__SEARCH_REQUEST__INIT;
-    request.query = "wind";
-    request.timeout_ms = 100;
-    uint8_t body[64];
-    size_t len = isn__v1__search_request__pack(&request, body);
-    isn_grpc_client_call *call = isn_grpc_start(
-        client, &(isn_grpc_request){.path = "/isn.v1.Search/Search", .body = body, .body_len = len, .frame = true}, err,
-        sizeof err);
-    assert_non_null(call);
-    assert_int_equal(isn_grpc_wait(client, call, 10000, err, sizeof err), 0);
-    const isn_grpc_result *result = isn_grpc_client_call_result(call);
-    if (result->grpc_status != 0) {
+    isn_grpc_search_request request = {.query = "wind", .timeout_ms = 100};
+    isn_grpc_search_reply reply;
+    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+    if (reply.status != 0) {
         harness_dump_log(&h);
-        fail_msg("status %d: %s", result->grpc_status, result->grpc_message);
+        fail_msg("status %d: %s", reply.status, reply.message);
     }
-    assert_int_equal(harness_http_get(&h, "/metrics", page, sizeof page), 200);
-    assert_int_equal(metric_value(page, "isn_answered_late_total{device=\"cpu\"}"), 1);
-    assert_int_equal(metric_value(page, "isn_answered_late_total{device=\"gpu\"}"), 0);
-    assert_int_equal(metric_value(page, "isn_reply_wait_seconds_count{device=\"cpu\"}"), 1);
-    isn_grpc_client_call_free(call);
+    isn_grpc_search_reply_free(&reply);
+    assert_int_equal(harness_metric(&h, "isn_answered_late_total{device=\"cpu\"}"), 1);
+    assert_int_equal(harness_metric(&h, "isn_answered_late_total{device=\"gpu\"}"), 0);
+    assert_int_equal(harness_metric(&h, "isn_reply_wait_seconds_count{device=\"cpu\"}"), 1);
     isn_grpc_close(client);
     assert_int_equal(harness_stop(&h), 0);
 }
