@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpu/device_memory.h"
 #include "gpu/kernels.h"
 #include "gpu/posting_decode.h"
 
@@ -99,6 +100,7 @@ struct gpu_device {
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
     uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for the queries' filters
+    gpu_region payload_region, blocks_region, attribute_region; // the three above (device_memory.h)
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // report/rescore blocks the device runs at once
@@ -160,9 +162,9 @@ static void cuda_close(gpu_device *d) {
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
-    cudaFree(d->d_payload);
-    cudaFree(d->d_blocks);
-    cudaFree(d->d_attribute_words);
+    gpu_region_free(&d->payload_region);
+    gpu_region_free(&d->blocks_region);
+    gpu_region_free(&d->attribute_region);
     delete d;
 }
 
@@ -230,6 +232,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
 // already serving another generation (a swap uploads the next one beside it) could launch and complete
 // nothing meanwhile.
 static const size_t kUploadChunk = 32u << 20;
+static const uint8_t kPadding[64] = {0};
 
 static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
@@ -268,12 +271,16 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaSetDevice(d->ordinal));
     CHECK(cudaGetDeviceProperties(&d->prop, d->ordinal));
     // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation.
-    CHECK(cudaMalloc(&d->d_payload, u->payload_bytes + 64));
-    CHECK(cudaMemset(d->d_payload + u->payload_bytes, 0, 64));
+    CHECK(gpu_region_alloc(&d->payload_region, u->payload_bytes + 64, d->ordinal));
+    d->d_payload = static_cast<uint8_t *>(d->payload_region.base);
+    CHECK(upload_in_chunks(d->d_payload + u->payload_bytes, kPadding, 64));
     CHECK(upload_in_chunks(d->d_payload, u->payload, u->payload_bytes));
-    CHECK(cudaMalloc(&d->d_blocks, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta)));
+    CHECK(gpu_region_alloc(&d->blocks_region, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta), d->ordinal));
+    d->d_blocks = static_cast<isn_block_meta *>(d->blocks_region.base);
     CHECK(upload_in_chunks(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta)));
-    CHECK(cudaMalloc(&d->d_attribute_words, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t)));
+    CHECK(gpu_region_alloc(&d->attribute_region, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t),
+                           d->ordinal));
+    d->d_attribute_words = static_cast<uint32_t *>(d->attribute_region.base);
     CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
     for (int filtered = 0; filtered < 2; filtered++) {
         CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_filtered : wide_report_kernel,
