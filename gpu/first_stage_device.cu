@@ -33,6 +33,7 @@
 // lanes diverge and serialize on the cursor order. The block-max skip pays in AND probing and where a
 // term has no block in a range.
 #include <cub/device/device_segmented_sort.cuh>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -230,25 +231,29 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
 // The index's bytes go up in pieces through two pinned buffers on a stream of their own: one synchronous
 // copy of a partition's tens of gigabytes from pageable memory holds the driver for seconds, and a device
 // already serving another generation (a swap uploads the next one beside it) could launch and complete
-// nothing meanwhile.
+// nothing meanwhile. The pinned buffers are taken once and kept for the process: pinning and unpinning
+// host memory goes through the driver too, and every swap would do it three times.
 static const size_t kUploadChunk = 32u << 20;
 static const uint8_t kPadding[64] = {0};
+static pthread_mutex_t upload_staging_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *upload_staging; // 2 * kUploadChunk, portable (any device), under upload_staging_lock
 
 static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
     int least = 0, greatest = 0;
     cudaStream_t stream = nullptr;
     cudaEvent_t copied[2] = {nullptr, nullptr};
-    uint8_t *pinned = nullptr;
     const size_t chunk = bytes < kUploadChunk ? bytes : kUploadChunk;
+    pthread_mutex_lock(&upload_staging_lock);
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
     if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied[0], cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied[1], cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaMallocHost(&pinned, 2 * chunk);
+    if (e == cudaSuccess && upload_staging == nullptr)
+        e = cudaHostAlloc(&upload_staging, 2 * kUploadChunk, cudaHostAllocPortable);
     for (size_t off = 0, i = 0; e == cudaSuccess && off < bytes; off += chunk, i++) {
         const size_t n = bytes - off < chunk ? bytes - off : chunk;
-        uint8_t *buffer = pinned + (i % 2) * chunk;
+        uint8_t *buffer = upload_staging + (i % 2) * chunk;
         if (i >= 2) e = cudaEventSynchronize(copied[i % 2]); // the buffer's copy two pieces ago is done
         if (e != cudaSuccess) break;
         memcpy(buffer, (const uint8_t *)host_src + off, n);
@@ -262,7 +267,7 @@ static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size
     }
     for (int i = 0; i < 2; i++)
         if (copied[i]) cudaEventDestroy(copied[i]);
-    if (pinned) cudaFreeHost(pinned);
+    pthread_mutex_unlock(&upload_staging_lock);
     return e;
 }
 
