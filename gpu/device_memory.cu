@@ -2,6 +2,8 @@
 // points, so that the static runtime needs no link to the driver library.
 #include "gpu/device_memory.h"
 
+#include "gpu/device.h"
+
 #include <cuda.h>
 #include <pthread.h>
 #include <string.h>
@@ -85,7 +87,8 @@ void unmap_pieces(const gpu_region *region, size_t mapped) {
 
 cudaError_t gpu_region_alloc(gpu_region *region, size_t bytes, int ordinal) {
     memset(region, 0, sizeof *region);
-    if (bytes < GPU_GENTLE_MIN_BYTES) return cudaMalloc(&region->base, bytes ? bytes : 1);
+    const size_t pieces_from = (size_t)gpu_env_number("ISN_GPU_PIECES_FROM_MIB", GPU_PIECES_FROM_MIB, 0) << 20;
+    if (bytes < pieces_from || bytes == 0) return cudaMalloc(&region->base, bytes ? bytes : 1);
     pthread_once(&api_once, find_api);
     if (api.found != cudaSuccess) return api.found;
     // a device without virtual memory management says so at cuMemCreate (CUDA_ERROR_NOT_SUPPORTED)

@@ -12,8 +12,9 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-// Below this a region is one cudaMalloc: its mapping is short.
-#define GPU_GENTLE_MIN_BYTES ((size_t)256 << 20)
+// Below this many MiB a region is one cudaMalloc: its mapping is short. ISN_GPU_PIECES_FROM_MIB lowers it
+// (0: every region in pieces), so that the tests run the pieced path on a small index.
+#define GPU_PIECES_FROM_MIB 256
 
 typedef struct {
     void *base;

@@ -295,6 +295,16 @@ static void set_env(const char *name, const char *value) {
     else unsetenv(name);
 }
 
+/* A partition's device memory taken in pieces (as a large partition's is: gpu/device_memory.h) serves
+ * the same answers as one allocation: every region of this small index in pieces here. */
+static void test_device_memory_in_pieces(void **state) {
+    (void)state;
+    if (!have_gpu()) skip();
+    set_env("ISN_GPU_PIECES_FROM_MIB", "0");
+    check_equality(false, ISN_GPU_PRUNE_ALWAYS);
+    set_env("ISN_GPU_PIECES_FROM_MIB", NULL);
+}
+
 /* The CUDA device scores each range query in the smallest accumulator layout whose counters hold its
  * sums: the narrow one on this index, the compact one without it (ISN_GPU_NARROW=0), the wide one without
  * either; narrow ranges with a floor are reported from the log of slots their adds took to the floor, from a
@@ -1045,6 +1055,7 @@ int main(void) {
         cmocka_unit_test(test_pruning_learns_alone_emulated),
         cmocka_unit_test(test_pruning_adopted_emulated),
         cmocka_unit_test(test_accumulator_layouts),
+        cmocka_unit_test(test_device_memory_in_pieces),
         ON_EMULATED(test_bound_pass),
         ON_GPU(test_bound_pass),
         cmocka_unit_test(test_ranges_carry_over),
