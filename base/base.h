@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* ------------------------------------------------------------------ clock */
 
@@ -38,6 +39,15 @@ uint32_t isn_cpu_quota_cpus(const char *cpu_max);
  * waits for it (on the caller's thread, at its priority, when no thread can be started). */
 void isn_lower_this_thread(void);
 void isn_run_lowered(void (*work)(void *), void *arg);
+
+/* Threads that must answer at once when woken (the event loops) can ask the kernel for a short slice:
+ * under EEVDF (Linux 6.12 and later) a woken thread with a shorter slice preempts one running a longer
+ * one (a worker's) instead of waiting for that slice to end. isn_set_this_thread_slice sets the calling
+ * thread's (ns, 100 us to 100 ms; 0 = the kernel's) and leaves threads it starts later at the kernel's;
+ * -1 with err when the kernel refuses. isn_thread_slice_ns reads a thread's (tid, 0 = the caller), 0
+ * where the kernel does not say (before 6.12) or the thread is not of the normal policy. */
+int isn_set_this_thread_slice(uint64_t ns, char *err, size_t err_len);
+uint64_t isn_thread_slice_ns(pid_t tid);
 
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */

@@ -19,6 +19,7 @@ typedef struct {
     char listen[ISN_CONF_ADDR_MAX];       /* gRPC, HOST:PORT; port 0 = any free port */
     char stats_listen[ISN_CONF_ADDR_MAX]; /* HTTP/1.1 stats; "" = off */
     uint32_t loops; /* event loops serving connections; 0 = from the core count */
+    uint32_t loop_slice_us; /* the loops' scheduler slice (base.h isn_set_this_thread_slice); 0 = the kernel's */
     uint32_t max_connections;
     uint32_t max_concurrent_streams; /* per connection */
     bool adaptive_stream_limit;      /* lowered while a loop is saturated (grpc/stream_limit.c) */

@@ -165,11 +165,25 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     return 0;
 }
 
+/* server.loop_slice on the calling loop's thread; a kernel that refuses it is said once, and the loops
+ * serve with its own slice. */
+static void take_loop_slice(isn_server *server, uint32_t id) {
+    uint32_t us = server->conf.loop_slice_us;
+    if (!us) return;
+    char err[256];
+    if (isn_set_this_thread_slice((uint64_t)us * 1000, err, sizeof err) < 0) {
+        if (id == 0) log_warn("server.loop_slice = %u us not applied, the loops keep the kernel's slice: %s", us, err);
+    } else if (id == 0) {
+        log_info("event loops run with a %u us scheduler slice (server.loop_slice)", us);
+    }
+}
+
 static void *loop_thread(void *arg) {
     serving_loop *loop = arg;
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
+    take_loop_slice(loop->server, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -182,6 +196,7 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
         loop->has_thread = true;
     }
     if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
+    take_loop_slice(server, 0); /* the first loop's is the main thread: after it has started the others */
     return 0;
 }
 

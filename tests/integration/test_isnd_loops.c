@@ -4,13 +4,19 @@
  * answers each one and exits 0; a SIGHUP is in force on every loop once logged; Health/Watch
  * streams on every loop see the drain; max_connections holds for the node, not per loop. Also run
  * under ThreadSanitizer (make tsan-test). */
+#include <dirent.h>
 #include <setjmp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
 
+#include "base/base.h"
 #include "grpc/client.h"
 #include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
@@ -217,6 +223,56 @@ static void test_watch_on_every_loop(void **state) {
 
 /* max_connections is node-wide: six connections with a request in flight each (none idle to make
  * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
+/* The name of thread tid of pid ("" when it ended). */
+static void thread_name(pid_t pid, const char *tid, char *name, size_t len) {
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, tid);
+    name[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fgets(name, (int)len, f)) name[strcspn(name, "\n")] = '\0';
+    fclose(f);
+}
+
+/* server.loop_slice: every loop's thread (the first loop's is isnd's main thread) takes the slice, and no
+ * other thread does: the workers and dispatchers it would let the loops preempt keep the kernel's, and
+ * so do threads the main thread starts after the loops (reset on fork). */
+static void test_loop_slice_on_the_loops_alone(void **state) {
+    (void)state;
+    if (isn_thread_slice_ns(0) == 0) {
+        printf("loop slice check skipped: this kernel does not report per-thread slices (Linux 6.12+)\n");
+        skip();
+    }
+    static const char *const args[] = {"--set", "server.loops=3", "--set", "server.loop_slice=300us", "--workers", "2", NULL};
+    assert_int_equal(harness_start(&h, NULL, args), 0);
+    char dir[64], main_tid[16];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)h.pid);
+    snprintf(main_tid, sizeof main_tid, "%d", (int)h.pid);
+    DIR *tasks = opendir(dir);
+    assert_non_null(tasks);
+    unsigned loops = 0, others = 0;
+    for (struct dirent *e; (e = readdir(tasks));) {
+        if (e->d_name[0] == '.') continue;
+        char name[32];
+        thread_name(h.pid, e->d_name, name, sizeof name);
+        if (!name[0]) continue;
+        bool loop = strcmp(e->d_name, main_tid) == 0 || strncmp(name, "isnd-loop-", 10) == 0;
+        uint64_t slice = isn_thread_slice_ns((pid_t)atoi(e->d_name));
+        if (loop) {
+            if (slice != 300000) fail_msg("loop thread %s (%s) has a %llu ns slice, not 300 us", e->d_name, name,
+                                          (unsigned long long)slice);
+            loops++;
+        } else {
+            if (slice == 300000) fail_msg("thread %s (%s) took the loops' slice", e->d_name, name);
+            others++;
+        }
+    }
+    closedir(tasks);
+    assert_int_equal(loops, 3);
+    assert_true(others >= 2); /* the workers at least */
+    harness_stop(&h);
+}
+
 static void test_connection_limit_across_loops(void **state) {
     (void)state;
     const char *extra[] = {"--set", "server.loops=4", "--workers", "1", "--set", "server.max_connections=6",
@@ -283,6 +339,7 @@ int main(void) {
         cmocka_unit_test(test_sighup_on_every_loop),
         cmocka_unit_test(test_watch_on_every_loop),
         cmocka_unit_test(test_connection_limit_across_loops),
+        cmocka_unit_test(test_loop_slice_on_the_loops_alone),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
 }

@@ -1,0 +1,41 @@
+/* A thread's scheduler slice (base.h: isn_set_this_thread_slice, isn_thread_slice_ns). */
+#include <errno.h>
+#include <linux/sched.h>
+#include <linux/sched/types.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+static int get_attr(pid_t tid, struct sched_attr *attr) {
+    memset(attr, 0, sizeof *attr);
+    return (int)syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0);
+}
+
+int isn_set_this_thread_slice(uint64_t ns, char *err, size_t err_len) {
+    struct sched_attr attr;
+    if (get_attr(0, &attr) < 0) return isn_error(err, err_len, "sched_getattr: %s", strerror(errno));
+    if (attr.sched_policy != SCHED_NORMAL)
+        return isn_error(err, err_len, "the thread is not of the normal scheduling policy (policy %u)",
+                         attr.sched_policy);
+    /* The nice value stays as it is (sched_setattr sets it too); the threads this one starts later
+     * (a swap's background work, say) begin with the kernel's slice, not this one. */
+    attr.size = sizeof attr;
+    attr.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+    attr.sched_runtime = ns;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) < 0)
+        return isn_error(err, err_len, "sched_setattr with a %.0f us slice: %s%s", ns / 1e3, strerror(errno),
+                         errno == EINVAL ? " (Linux takes 100 us to 100 ms, since 6.12)" : "");
+    /* Kernels before 6.12 take the call and ignore the slice: read it back. */
+    if (ns && isn_thread_slice_ns(0) != ns)
+        return isn_error(err, err_len, "this kernel keeps its own slice (per-thread slices need Linux 6.12 or later)");
+    return 0;
+}
+
+uint64_t isn_thread_slice_ns(pid_t tid) {
+    struct sched_attr attr;
+    if (get_attr(tid, &attr) < 0 || attr.sched_policy != SCHED_NORMAL) return 0;
+    return attr.sched_runtime;
+}
