@@ -165,14 +165,15 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     return 0;
 }
 
-/* server.loop_slice on the calling loop's thread; a kernel that refuses it is said once, and the loops
- * serve with its own slice. */
+/* server.loop_slice on the calling loop's thread. A kernel that refuses it (before 6.12: Debian 12's, for
+ * one) is said once at info, not warned about: the default asks for it everywhere, and the loops serve
+ * with the kernel's slice as they did before. */
 static void take_loop_slice(isn_server *server, uint32_t id) {
     uint32_t us = server->conf.loop_slice_us;
     if (!us) return;
     char err[256];
     if (isn_set_this_thread_slice((uint64_t)us * 1000, err, sizeof err) < 0) {
-        if (id == 0) log_warn("server.loop_slice = %u us not applied, the loops keep the kernel's slice: %s", us, err);
+        if (id == 0) log_info("server.loop_slice = %u us not applied, the loops keep the kernel's slice: %s", us, err);
     } else if (id == 0) {
         log_info("event loops run with a %u us scheduler slice (server.loop_slice)", us);
     }
