@@ -516,6 +516,9 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
         return isn_error(err, err_len, "server.tls_client_ca needs server.tls_cert and server.tls_key (TLS on)");
     if (conf->tls_allowed_peers[0] && !conf->tls_client_ca[0])
         return isn_error(err, err_len, "server.tls_allowed_peers needs server.tls_client_ca (client certificates)");
+    if (conf->loop_slice_us && conf->loop_slice_us < 100)
+        return isn_error(err, err_len, "server.loop_slice (%uus) is below the 100us the kernel takes (0: the kernel's own)",
+                         conf->loop_slice_us);
     if (!conf->index_path[0])
         return isn_error(err, err_len, "no index: set index.path in the configuration file or pass --index DIR");
     if (conf->default_k > conf->max_k)

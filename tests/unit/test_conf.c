@@ -364,6 +364,12 @@ static void test_validate(void **state) {
     strcpy(conf.index_path, "/idx");
     strcpy(conf.stats_listen, conf.listen);
     assert_int_equal(isn_conf_validate(&conf, err, sizeof err), -1);
+    isn_conf_default(&conf);
+    strcpy(conf.index_path, "/idx");
+    conf.loop_slice_us = 50;
+    assert_error(isn_conf_validate(&conf, err, sizeof err), err, "server.loop_slice");
+    conf.loop_slice_us = 0;
+    assert_int_equal(isn_conf_validate(&conf, err, sizeof err), 0);
 }
 
 static void test_reloadable(void **state) {
