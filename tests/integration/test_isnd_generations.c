@@ -482,13 +482,8 @@ static void assert_no_thread_lowered(pid_t pid) {
         threads++;
         if (nice == started_with) continue;
         if (!lowered++) {
-            char comm_path[300], comm[32] = "?";
-            snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-            FILE *f = fopen(comm_path, "r");
-            if (f) {
-                if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
-                fclose(f);
-            }
+            char comm[32];
+            harness_thread_name(pid, e->d_name, comm, sizeof comm);
             snprintf(first, sizeof first, "thread %s (%s) at nice %d", e->d_name, comm, nice);
         }
     }

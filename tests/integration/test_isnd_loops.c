@@ -221,19 +221,6 @@ static void test_watch_on_every_loop(void **state) {
     assert_int_equal(harness_wait_exit(&h, 10000), 0);
 }
 
-/* max_connections is node-wide: six connections with a request in flight each (none idle to make
- * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
-/* The name of thread tid of pid ("" when it ended). */
-static void thread_name(pid_t pid, const char *tid, char *name, size_t len) {
-    char path[300];
-    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, tid);
-    name[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    if (fgets(name, (int)len, f)) name[strcspn(name, "\n")] = '\0';
-    fclose(f);
-}
-
 /* server.loop_slice: every loop's thread (the first loop's is isnd's main thread) takes the slice, and no
  * other thread does: the workers and dispatchers it would let the loops preempt keep the kernel's, and
  * so do threads the main thread starts after the loops (reset on fork). */
@@ -254,7 +241,7 @@ static void test_loop_slice_on_the_loops_alone(void **state) {
     for (struct dirent *e; (e = readdir(tasks));) {
         if (e->d_name[0] == '.') continue;
         char name[32];
-        thread_name(h.pid, e->d_name, name, sizeof name);
+        harness_thread_name(h.pid, e->d_name, name, sizeof name);
         if (!name[0]) continue;
         bool loop = strcmp(e->d_name, main_tid) == 0 || strncmp(name, "isnd-loop-", 10) == 0;
         uint64_t slice = isn_thread_slice_ns((pid_t)atoi(e->d_name));
@@ -270,9 +257,11 @@ static void test_loop_slice_on_the_loops_alone(void **state) {
     closedir(tasks);
     assert_int_equal(loops, 3);
     assert_true(others >= 2); /* the workers at least */
-    harness_stop(&h);
+    assert_int_equal(harness_stop(&h), 0);
 }
 
+/* max_connections is node-wide: six connections with a request in flight each (none idle to make
+ * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
 static void test_connection_limit_across_loops(void **state) {
     (void)state;
     const char *extra[] = {"--set", "server.loops=4", "--workers", "1", "--set", "server.max_connections=6",

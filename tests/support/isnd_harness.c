@@ -379,6 +379,16 @@ long long harness_rss_kib(pid_t pid) {
     return kib;
 }
 
+void harness_thread_name(pid_t pid, const char *tid, char *name, size_t len) {
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, tid);
+    name[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fgets(name, (int)len, f)) name[strcspn(name, "\n")] = '\0';
+    fclose(f);
+}
+
 long long harness_metric(const harness *h, const char *sample) {
     char needle[256];
     snprintf(needle, sizeof needle, "\n%s ", sample);

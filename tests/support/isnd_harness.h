@@ -61,6 +61,8 @@ int harness_http_get(const harness *h, const char *path, char *buf, size_t cap);
 long long harness_stat(const harness *h, const char *field);
 /* A process's resident set (VmRSS) in KiB, or -1. */
 long long harness_rss_kib(pid_t pid);
+/* The name of thread tid (a /proc/PID/task entry) of process pid, "" when it has ended. */
+void harness_thread_name(pid_t pid, const char *tid, char *name, size_t len);
 /* One sample of the stats endpoint's /metrics ("isn_event_loops", "isn_requests_total{...}"), or -1. */
 long long harness_metric(const harness *h, const char *sample);
 /* The same for a sample that is not a whole number ("isn_loop_busy_seconds_total{loop=\"0\"}"), or -1. */
