@@ -257,6 +257,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.postings_decoded += st.postings_decoded;
         sum.blocks_skipped += st.blocks_skipped;
         sum.overflow_retries += st.overflow_retries;
+        sum.filter_bitmaps_built += st.filter_bitmaps_built;
+        sum.filter_bitmap_queries += st.filter_bitmap_queries;
         sum.ranges_scored += st.ranges_scored;
         sum.ranges_pruned += st.ranges_pruned;
         sum.candidates += st.candidates;
@@ -301,6 +303,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
            "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
            "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+           "\"filter_bitmaps_built\": %u, \"filter_bitmap_queries\": %u, "
            "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
            "\"cpu_answered\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
            "\"prefix_cpu_postings\": %llu, \"bound_settled\": %u, \"completions_avoided\": %u, "
@@ -321,6 +324,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
                ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                : 0.0,
            (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
+           sum.filter_bitmaps_built, sum.filter_bitmap_queries,
            (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, fallbacks,
            sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,
            (double)sum.ranges_bound_skipped / n, (double)sum.prefix_queries / n, (double)sum.cpu_queries / n,

@@ -8,6 +8,9 @@
 #                                            1,024 queries with the filter bucket=0 and without it on two backends,
 #                                            rows alternating, ROUNDS (3) rounds; JSON lines, ending with the
 #                                            ratios (best round each) in one line
+#   bash bench/gpu_filter_device.sh bitmaps  the same, one round each, with the filters tested on the attribute
+#                                            columns (ISN_GPU_FILTER_BITMAPS=0) and on the filter bitmaps a batch's
+#                                            queries share (the default), AUTO and --exhaustive
 #   bash bench/gpu_filter_device.sh parts    the same, once with filtered blocks loading their tf parts beside the
 #                                            offsets (ISN_GPU_FILTER_PARTS_FIRST=1) and once as by default (parts after
 #                                            the filter test), one round each, to choose between them
@@ -86,6 +89,22 @@ device)
     --interleave "$ROUNDS" ${EXTRA:-}
   summarize filter40 "$O/filter40.json" | tee "$O/filter40-summary.json"
   ;;
+bitmaps)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  ensure_synth
+  for pruning in auto exhaustive; do
+    flag=""
+    [ $pruning = exhaustive ] && flag=--exhaustive
+    for variant in columns bitmaps; do
+      if [ $variant = columns ]; then export ISN_GPU_FILTER_BITMAPS=0; else unset ISN_GPU_FILTER_BITMAPS; fi
+      run filter40-$pruning-$variant ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
+        --no-cpu-rate --interleave 1 $flag ${EXTRA:-}
+      summarize filter40-$pruning-$variant "$O/filter40-$pruning-$variant.json" |
+        tee "$O/filter40-$pruning-$variant-summary.json"
+    done
+  done
+  unset ISN_GPU_FILTER_BITMAPS
+  ;;
 parts)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
   ensure_synth
@@ -128,7 +147,7 @@ for line in open(sys.argv[1]):
 PY
   ;;
 *)
-  echo "usage: bash bench/gpu_filter_device.sh device|parts|local" >&2
+  echo "usage: bash bench/gpu_filter_device.sh device|bitmaps|parts|local" >&2
   exit 2
   ;;
 esac

@@ -1044,6 +1044,8 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.bytes_to_device = timing.bytes_to_device;
             st.bytes_from_device = timing.bytes_from_device;
             st.overflow_retries = timing.overflow_retries;
+            st.filter_bitmaps_built = timing.filter_bitmaps_built;
+            st.filter_bitmap_queries = timing.filter_bitmap_queries;
         }
     }
     uint32_t prefix_tasks = 0;

@@ -106,6 +106,10 @@ typedef struct {
      * that excludes nothing is a conjunctive query (and_mode) with its filters. */
     uint32_t tree;
     uint32_t num_required, num_excluded;
+    /* Set by the CUDA device's launch, 0 from the backend: 1 + the slot of the stream's filter bitmaps that holds
+     * this query's filters evaluated for every document (gpu_pass_word), which its range passes then test instead
+     * of the attribute columns; 0: they test the columns (filter_lane). */
+    uint32_t pass_slot;
 } gpu_query;
 
 /* A filter clause as the device tests it (gpu_filter_passes), compiled by the backend from the CPU's
@@ -182,6 +186,8 @@ typedef struct {
         ms_transfer_out;
     uint64_t bytes_to_device, bytes_from_device;
     uint32_t overflow_retries; /* collection rounds repeated with a tighter key after a candidate overflow */
+    /* filter bitmaps (gpu_query.pass_slot) the batch built, and its queries that tested one (the CUDA device's) */
+    uint32_t filter_bitmaps_built, filter_bitmap_queries;
 } gpu_batch_timing;
 
 typedef struct {

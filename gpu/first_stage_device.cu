@@ -52,6 +52,32 @@ constexpr int kEvents = 8;
 // partitioning threshold is 300 or more.
 constexpr uint32_t kSortSegmentsPerCall = 256;
 
+// The filter bitmaps a stream keeps (gpu_query.pass_slot): a bitmap holds one set of filters evaluated for every
+// document, named by those filters' contents (their columns, bounds and stored values: pass_signature), and is
+// kept from batch to batch, as the columns never change while the device is open; a batch reuses the bitmap of
+// filters it shares with an earlier one. kPassSlots bitmaps a stream; filters whose contents take more than
+// kPassSignatureWords words are tested on the columns.
+constexpr uint32_t kPassSlots = 4, kPassSignatureWords = 64;
+// A set of filters gets a bitmap it has no copy of when its queries' lists hold at least num_docs /
+// kPassBuildShare postings: a build reads the columns whole, coalesced, 32 documents a thread, where the tests
+// it saves are a scattered load a posting, so it pays for itself well before its queries test as many postings
+// as there are documents.
+constexpr uint32_t kPassBuildShare = 8;
+struct pass_slot_state {
+    uint32_t length; // of the signature; 0: the slot holds no bitmap
+    uint32_t signature[kPassSignatureWords];
+    uint64_t used; // the stream's batch count when a batch last used it
+};
+
+// The distinct filters of a batch's range queries (assign_filter_bitmaps), at most kPassGroups of them.
+constexpr uint32_t kPassGroups = 64;
+struct pass_group {
+    uint32_t length, signature[kPassSignatureWords];
+    uint64_t postings; // in its queries' lists
+    uint32_t query;    // one of its queries, whose filters a build evaluates
+    int slot;          // its bitmap, or -1
+};
+
 // A batch's sequence runs on two streams of its slot. The bulk one (lowest priority) copies the batch in and
 // runs the report and probe kernels, which fill the device; the finishing one (highest priority) waits for
 // them and runs the short kernels after them (threshold and collection, rescore, sort) and the copy back.
@@ -90,6 +116,11 @@ struct stream_buffers {
     uint32_t max_k; // the batch's largest k (sort_and_copy_out)
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
+    uint32_t *d_pass_bits; // kPassSlots filter bitmaps of gpu_device.pass_words words (null: none)
+    pass_slot_state pass_slots[kPassSlots];
+    uint64_t batches;
+    uint32_t bitmaps_built, bitmap_queries; // the last launch's (gpu_batch_timing)
+    pass_group pass_groups[kPassGroups];     // assign_filter_bitmaps's
 };
 
 } // namespace
@@ -124,6 +155,8 @@ struct gpu_device {
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
                                           // tests carry state from range to range)
+    bool filter_bitmaps;  // filter bitmaps for the filters a batch's queries share (ISN_GPU_FILTER_BITMAPS=0: never, to compare)
+    uint32_t pass_words;  // a filter bitmap's words: one bit a document
     stream_buffers streams[8];
 };
 
@@ -160,6 +193,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_seg_begin);
         cudaFree(s->d_seg_end);
         cudaFree(s->d_sort_temp);
+        cudaFree(s->d_pass_bits);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
@@ -223,6 +257,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                              (int)cand_items, (int)per_call, s->d_seg_begin, s->d_seg_end,
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
+    if (d->filter_bitmaps) CHECK(cudaMalloc(&s->d_pass_bits, (size_t)kPassSlots * d->pass_words * sizeof(uint32_t)));
     CHECK(cudaMallocHost(&s->h_stage, stage_bytes(u) + u->max_batch));
     CHECK(cudaMallocHost(&s->h_out, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     return 0;
@@ -271,6 +306,22 @@ static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size
     return e;
 }
 
+// Each report kernel in its three variants (kernels.h), by how it tests a query's filters: none, the attribute
+// columns, a filter bitmap.
+enum { kNoFilters, kFilterColumns, kFilterBitmaps, kFilterVariants };
+using report_kernel = void (*)(range_args);
+static const report_kernel kWideReport[] = {wide_report_kernel, wide_report_kernel_filtered, wide_report_kernel_bitmap};
+static const report_kernel kWideReport2[] = {wide_report_kernel_2, wide_report_kernel_2_filtered,
+                                             wide_report_kernel_2_bitmap};
+static const report_kernel kCompactReport[] = {compact_report_kernel, compact_report_kernel_filtered,
+                                               compact_report_kernel_bitmap};
+static const report_kernel kNarrowReport[] = {narrow_report_kernel, narrow_report_kernel_filtered,
+                                              narrow_report_kernel_bitmap};
+static const report_kernel kShortReport[] = {short_report_kernel, short_report_kernel_filtered,
+                                             short_report_kernel_bitmap};
+static const report_kernel kBoundReport[] = {bound_report_kernel, bound_report_kernel_filtered,
+                                             bound_report_kernel_bitmap};
+
 static int open_device(gpu_device *d, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
     CHECK(cudaSetDevice(d->ordinal));
@@ -287,19 +338,17 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
                            d->ordinal));
     d->d_attribute_words = static_cast<uint32_t *>(d->attribute_region.base);
     CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
-    for (int filtered = 0; filtered < 2; filtered++) {
-        CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_filtered : wide_report_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-        CHECK(cudaFuncSetAttribute(filtered ? wide_report_kernel_2_filtered : wide_report_kernel_2,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-        CHECK(cudaFuncSetAttribute(filtered ? compact_report_kernel_filtered : compact_report_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kCompactSharedBytes));
-        CHECK(cudaFuncSetAttribute(filtered ? narrow_report_kernel_filtered : narrow_report_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(5)));
-        CHECK(cudaFuncSetAttribute(filtered ? short_report_kernel_filtered : short_report_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(6)));
-        CHECK(cudaFuncSetAttribute(filtered ? bound_report_kernel_filtered : bound_report_kernel,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)narrow_shared_bytes(6)));
+    for (int variant = 0; variant < kFilterVariants; variant++) {
+        CHECK(cudaFuncSetAttribute(kWideReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+        CHECK(cudaFuncSetAttribute(kWideReport2[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+        CHECK(cudaFuncSetAttribute(kCompactReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)kCompactSharedBytes));
+        CHECK(cudaFuncSetAttribute(kNarrowReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)narrow_shared_bytes(5)));
+        CHECK(cudaFuncSetAttribute(kShortReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)narrow_shared_bytes(6)));
+        CHECK(cudaFuncSetAttribute(kBoundReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)narrow_shared_bytes(6)));
     }
     // the switches that exist to compare and measure (bench/gpu_device.sh)
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
@@ -315,6 +364,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     const uint32_t crossing_log = gpu_env_number("ISN_GPU_CROSSING_LOG", kCrossedSlots, 0);
     d->crossing_log = crossing_log < kCrossedSlots ? crossing_log : kCrossedSlots;
     d->dense_report = gpu_env_number("ISN_GPU_DENSE_REPORT", 0, 0) == 1;
+    d->filter_bitmaps = u->num_attribute_words > 0 && gpu_env_number("ISN_GPU_FILTER_BITMAPS", 1, 0) != 0;
+    d->pass_words = u->num_docs / 32u + 1u; // every document's word (a field past a list's count is clamped to the last)
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -431,6 +482,8 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.filters = s->d_filters;
     a.filter_values = s->d_filter_values;
     a.filter_parts_first = d->filter_parts_first;
+    a.pass_bits = s->d_pass_bits;
+    a.pass_words = d->pass_words;
     return a;
 }
 
@@ -476,6 +529,107 @@ static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const 
     return kWideAcc;
 }
 
+// The words naming query q's filters (pass_slot_state.signature) into out; returns their count, or 0 when they
+// take more than kPassSignatureWords.
+static uint32_t pass_signature(const gpu_batch *batch, const gpu_query &q, uint32_t *out) {
+    uint32_t n = 0;
+    auto put = [&](uint32_t v) {
+        if (n < kPassSignatureWords) out[n] = v;
+        n++;
+    };
+    put(q.num_filters);
+    for (uint32_t i = 0; i < q.num_filters; i++) {
+        const gpu_filter &f = batch->filters[q.filter_begin + i];
+        put((uint32_t)f.first_word);
+        put((uint32_t)(f.first_word >> 32));
+        put(f.bits);
+        put(f.negate);
+        put(f.least);
+        put(f.most);
+        put(f.num_values);
+        for (uint32_t v = 0; v < f.num_values; v++) put(batch->filter_values[f.first_value + v]);
+    }
+    return n <= kPassSignatureWords ? n : 0;
+}
+
+static int find_group(const pass_group *groups, uint32_t count, const uint32_t *signature, uint32_t length) {
+    for (uint32_t g = 0; g < count; g++)
+        if (groups[g].length == length && memcmp(groups[g].signature, signature, length * sizeof(uint32_t)) == 0)
+            return (int)g;
+    return -1;
+}
+
+// Gives the batch's range queries with filters the stream's bitmaps (gpu_query.pass_slot in the staged copy):
+// filters a bitmap already holds keep it; the others, the most postings first, take the least recently used
+// bitmap no query of this batch uses when their postings reach num_docs / kPassBuildShare, to be built from
+// query build_query[i] into slot build_slot[i]. Returns the number of builds.
+static uint32_t assign_filter_bitmaps(gpu_device *d, stream_buffers *s, const gpu_batch *batch, gpu_query *staged,
+                                      uint32_t build_query[kPassSlots], uint32_t build_slot[kPassSlots]) {
+    s->batches++;
+    s->bitmap_queries = 0;
+    if (s->d_pass_bits == nullptr) return 0;
+    pass_group *groups = s->pass_groups;
+    uint32_t count = 0, signature[kPassSignatureWords];
+    for (uint32_t q = 0; q < batch->num_range_queries; q++) {
+        const gpu_query &query = batch->queries[q];
+        if (query.num_filters == 0) continue;
+        const uint32_t length = pass_signature(batch, query, signature);
+        if (length == 0) continue;
+        int g = find_group(groups, count, signature, length);
+        if (g < 0) {
+            if (count == kPassGroups) continue;
+            g = (int)count++;
+            groups[g].length = length;
+            memcpy(groups[g].signature, signature, length * sizeof(uint32_t));
+            groups[g].postings = 0;
+            groups[g].query = q;
+            groups[g].slot = -1;
+        }
+        for (uint32_t t = 0; t < query.num_terms; t++) groups[g].postings += batch->terms[query.term_begin + t].df;
+    }
+    for (uint32_t g = 0; g < count; g++)
+        for (uint32_t i = 0; i < kPassSlots; i++) {
+            pass_slot_state &slot = s->pass_slots[i];
+            if (slot.length == groups[g].length &&
+                memcmp(slot.signature, groups[g].signature, slot.length * sizeof(uint32_t)) == 0) {
+                groups[g].slot = (int)i;
+                slot.used = s->batches;
+            }
+        }
+    uint32_t builds = 0;
+    for (;;) {
+        int best = -1; // the group without a bitmap whose queries read the most postings
+        for (uint32_t g = 0; g < count; g++)
+            if (groups[g].slot < 0 && groups[g].postings * kPassBuildShare >= d->upload.num_docs &&
+                (best < 0 || groups[g].postings > groups[best].postings))
+                best = (int)g;
+        if (best < 0) break;
+        int free_slot = -1;
+        for (uint32_t i = 0; i < kPassSlots; i++)
+            if (s->pass_slots[i].used != s->batches &&
+                (free_slot < 0 || s->pass_slots[i].used < s->pass_slots[free_slot].used))
+                free_slot = (int)i;
+        if (free_slot < 0) break;
+        pass_slot_state &slot = s->pass_slots[free_slot];
+        slot.length = groups[best].length;
+        memcpy(slot.signature, groups[best].signature, slot.length * sizeof(uint32_t));
+        slot.used = s->batches;
+        groups[best].slot = free_slot;
+        build_query[builds] = groups[best].query;
+        build_slot[builds++] = (uint32_t)free_slot;
+    }
+    for (uint32_t q = 0; q < batch->num_range_queries; q++) {
+        const gpu_query &query = batch->queries[q];
+        if (query.num_filters == 0) continue;
+        const uint32_t length = pass_signature(batch, query, signature);
+        const int g = length ? find_group(groups, count, signature, length) : -1;
+        if (g < 0 || groups[g].slot < 0) continue;
+        staged[q].pass_slot = (uint32_t)groups[g].slot + 1u;
+        s->bitmap_queries++;
+    }
+    return builds;
+}
+
 static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
     stream_buffers *s = &d->streams[slot];
     cudaStream_t st = s->stream;
@@ -490,10 +644,16 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
+    uint32_t build_query[kPassSlots], build_slot[kPassSlots];
+    const uint32_t builds =
+        assign_filter_bitmaps(d, s, batch, reinterpret_cast<gpu_query *>(s->h_stage), build_query, build_slot);
+    s->bitmaps_built = builds;
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
     // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the
-    // compact ones, the wide ones; each first without filters, then with them (the _filtered kernels)
-    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKinds, kKernels = 2 * kKinds };
+    // compact ones, the wide ones; each first without filters, then with them on the columns (the _filtered
+    // kernels), then with a filter bitmap (the _bitmap ones)
+    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKinds, kKernels = kFilterVariants * kKinds };
+    const gpu_query *staged = reinterpret_cast<const gpu_query *>(s->h_stage);
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
     uint32_t kernel_count[kKernels] = {0};
@@ -507,7 +667,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                            : bounds                              ? kBoundKernel
                                                                  : kShortKernel;
         // a kernel's queries lie together in the variant list: kind by kind, the unfiltered ones first
-        const int slot = 2 * kernel + (query.num_filters != 0);
+        const int variant = query.num_filters == 0 ? kNoFilters : staged[q].pass_slot ? kFilterBitmaps : kFilterColumns;
+        const int slot = kFilterVariants * kernel + variant;
         kernel_count[h_kernel[q] = (uint8_t)slot]++;
     }
     uint32_t kernel_at[kKernels], kernel_first[kKernels];
@@ -533,6 +694,14 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
     CHECK(cudaEventRecord(s->events[1], st));
 
+    for (uint32_t i = 0; i < builds; i++) {
+        const gpu_query &query = batch->queries[build_query[i]];
+        const uint32_t blocks = (d->pass_words + 255u) / 256u;
+        pass_bitmap_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, st>>>(
+            d->d_attribute_words, s->d_filters + query.filter_begin, query.num_filters, s->d_filter_values,
+            d->upload.num_docs, d->pass_words, s->d_pass_bits + (size_t)build_slot[i] * d->pass_words);
+        CHECK(cudaGetLastError());
+    }
     range_args a = range_args_of(d, s);
     if (nr) {
         // Ranges per block: enough blocks for four waves of the device, consecutive ranges otherwise (each
@@ -549,8 +718,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             a.round = round;
             for (int slot = 0; slot < kKernels; slot++) {
                 const uint32_t count = kernel_count[slot];
-                const int kernel = slot / 2;
-                const bool filtered = slot % 2 != 0;
+                const int kernel = slot / kFilterVariants, variant = slot % kFilterVariants;
                 if (count == 0 || (kernel == kBoundKernel && round != 1)) continue;
                 range_args ka = a;
                 ka.query_index = s->d_variant + kernel_first[slot];
@@ -560,10 +728,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                     ka.ranges_per_block = ranges_per_block(d, groups, count, d->resident_short) * kBoundRanges;
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    if (filtered)
-                        bound_report_kernel_filtered<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
-                    else
-                        bound_report_kernel<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
+                    kBoundReport[variant]<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
                     CHECK(cudaGetLastError());
                     bound_select_kernel<<<count, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
                         s->d_queries, s->d_terms, ka.query_index, s->d_reports, d->num_ranges, d->report_stride,
@@ -573,22 +738,18 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, six ? d->resident_short : d->resident_narrow);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    void (*report)(range_args) = six ? (filtered ? short_report_kernel_filtered : short_report_kernel)
-                                                     : (filtered ? narrow_report_kernel_filtered : narrow_report_kernel);
+                    const report_kernel report = six ? kShortReport[variant] : kNarrowReport[variant];
                     report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
                 } else if (kernel == kCompactKernel) {
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_compact);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    void (*report)(range_args) = filtered ? compact_report_kernel_filtered : compact_report_kernel;
-                    report<<<grid, kThreads, kCompactSharedBytes, st>>>(ka);
+                    kCompactReport[variant]<<<grid, kThreads, kCompactSharedBytes, st>>>(ka);
                 } else {
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_blocks);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    void (*report)(range_args) =
-                        d->report_blocks == 2 ? (filtered ? wide_report_kernel_2_filtered : wide_report_kernel_2)
-                                              : (filtered ? wide_report_kernel_filtered : wide_report_kernel);
+                    const report_kernel report = d->report_blocks == 2 ? kWideReport2[variant] : kWideReport[variant];
                     report<<<grid, kThreads, kSharedBytes, st>>>(ka);
                 }
                 CHECK(cudaGetLastError());
@@ -690,6 +851,8 @@ static int cuda_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch
     timing->bytes_to_device = s->bytes_in;
     timing->bytes_from_device = s->bytes_out;
     timing->overflow_retries = 0;
+    timing->filter_bitmaps_built = s->bitmaps_built;
+    timing->filter_bitmap_queries = s->bitmap_queries;
     for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES; round++) {
         int launched = launch_retry(d, s, batch, err, err_len);
         if (launched < 0) return -1;

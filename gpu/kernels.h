@@ -1,8 +1,8 @@
 // Private to gpu/: the CUDA first stage's kernels as the host side (first_stage_device.cu) launches them:
 // their shapes (threads, shared memory), their arguments, and the accumulator layouts the host picks per
 // query. The kernels live in report_kernels.cu (the range passes), candidate_kernels.cu (thresholds,
-// collection, the final sort) and probe_kernel.cu (conjunctive probing); range_blocks.cuh holds the
-// device code they share. CUDA C++ only.
+// collection, the final sort), probe_kernel.cu (conjunctive probing) and pass_bitmap_kernel.cu (the filters
+// evaluated once for every document); range_blocks.cuh holds the device code they share. CUDA C++ only.
 #ifndef ISN_GPU_KERNELS_H
 #define ISN_GPU_KERNELS_H
 
@@ -115,6 +115,9 @@ struct range_args {
     const gpu_filter *filters;
     const uint32_t *filter_values;
     uint32_t filter_parts_first; // nonzero: filtered blocks load their tf parts before testing (decode_valid)
+    // the stream's filter bitmaps (gpu_query.pass_slot), pass_words words each
+    const uint32_t *pass_bits;
+    uint32_t pass_words;
 };
 
 struct probe_args {
@@ -171,7 +174,8 @@ static_assert((unsigned long long)acc_layout<kCompactAcc>::kMaxAdds * ((1ull << 
 // The kernels. The report pass has one per accumulator: wide (three blocks a multiprocessor, or two with
 // more registers each: ISN_GPU_REPORT_BLOCKS), compact (four), narrow (five) and narrow with short report
 // lists (six, kShortListTop); and each again for the queries with filters (_filtered: they test each posting's
-// document, gpu_query.filter_begin), so that the unfiltered kernels' code and registers stay as they were.
+// document on the attribute columns, gpu_query.filter_begin) and for those with a filter bitmap (_bitmap: a bit a
+// posting, gpu_query.pass_slot), so that the unfiltered kernels' code and registers stay as they were.
 __global__ void wide_report_kernel(range_args a);
 __global__ void wide_report_kernel_2(range_args a);
 __global__ void compact_report_kernel(range_args a);
@@ -184,6 +188,12 @@ __global__ void compact_report_kernel_filtered(range_args a);
 __global__ void narrow_report_kernel_filtered(range_args a);
 __global__ void short_report_kernel_filtered(range_args a);
 __global__ void bound_report_kernel_filtered(range_args a);
+__global__ void wide_report_kernel_bitmap(range_args a);
+__global__ void wide_report_kernel_2_bitmap(range_args a);
+__global__ void compact_report_kernel_bitmap(range_args a);
+__global__ void narrow_report_kernel_bitmap(range_args a);
+__global__ void short_report_kernel_bitmap(range_args a);
+__global__ void bound_report_kernel_bitmap(range_args a);
 __global__ void rescore_kernel(range_args a);
 __global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
                                         uint32_t report_stride, uint32_t *prune);
@@ -199,6 +209,9 @@ __global__ void collect_kernel(const gpu_query *queries, const uint64_t *reports
 __global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
                                const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry);
 __global__ void probe_kernel(probe_args a);
+// A filter bitmap (gpu_pass_word), a word a thread: words [0, num_words) of out for the filters of one query.
+__global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_filter *filters, uint32_t num_filters,
+                                   const uint32_t *values, uint32_t num_docs, uint32_t num_words, uint32_t *out);
 __global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
                                 int *end);
 __global__ void sort_gather_kernel(const gpu_query *queries, const uint64_t *cands, const uint32_t *cand_count,

@@ -201,6 +201,17 @@ GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_filter *filters,
     return true;
 }
 
+/* Bit i of a filter bitmap's word w: whether document 32 w + i, below num_docs, passes every one of the filters
+ * (gpu_filters_accept). The CUDA device builds a bitmap a word a thread for the filters many of a batch's queries
+ * share; their range passes then read one bit a posting instead of a stored value and the filters' fields. */
+GPU_HD uint32_t gpu_pass_word(const uint32_t *words, const gpu_filter *filters, uint32_t num_filters,
+                              const uint32_t *values, uint32_t w, uint32_t num_docs) {
+    uint32_t bits = 0;
+    for (uint32_t i = 0; i < 32u && 32u * w + i < num_docs; i++)
+        if (gpu_filters_accept(words, filters, num_filters, values, 32u * w + i)) bits |= 1u << i;
+    return bits;
+}
+
 /* Whether a scored slot of a tree query (gpu_query.tree) counts: every required term, no excluded one (its
  * filters were tested where its postings were added). */
 GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches) {

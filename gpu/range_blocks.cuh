@@ -220,15 +220,12 @@ __device__ __forceinline__ uint32_t decode_range_block(const range_args &a, cons
     term.weight = rt.weight;
     return warp_decode_block(a.payload, a.blocks + term.first_block, term, b, docs, parts);
 }
-// Where the range passes test a query's filters (gpu_query.filter_begin): the kernels of unfiltered queries
-// never (their code stays as it was), those of filtered ones always, and the rescore pass, which serves both,
-// when the query has any.
-enum filter_test { kFilterNever, kFilterAlways, kFilterIfAny };
-
-template <int kFilter>
-__device__ __forceinline__ bool tests_filters(const gpu_query &query) {
-    return kFilter == kFilterAlways || (kFilter == kFilterIfAny && query.num_filters != 0);
-}
+// How the range passes test a query's filters (gpu_query.filter_begin): the kernels of unfiltered queries never
+// (their code stays as it was); those of filtered ones on the attribute columns (kFilterAlways: filter_lane) or,
+// for the queries given a filter bitmap (gpu_query.pass_slot), on it (kFilterBitmap), each kernel with one of the
+// two only, as the narrow kernels' registers hold no more; and the rescore pass, which serves every query, as the
+// query says (kFilterIfAny).
+enum filter_test { kFilterNever, kFilterAlways, kFilterIfAny, kFilterBitmap };
 
 // The lane's decoded documents that fail one of the query's filters are no longer valid. A filter's fields are
 // loaded where they are used (the column's first, then the test's), read-only, rather than the whole gpu_filter
@@ -260,17 +257,32 @@ __device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query
     }
 }
 
+// The lane's decoded documents whose bits in the query's filter bitmap (gpu_query.pass_slot) are clear are no
+// longer valid: a word's load a document (a lane's four documents are consecutive postings, so the loads mostly
+// meet in one or two words, read from L1). Loading the lane's words as one 8-byte pair instead measured slower:
+// the narrow kernels, at 40 registers, spilled more of the posting loop. A field past the list's count holds any
+// value: its word is clamped into the bitmap, and its bit unused.
+__device__ __forceinline__ void bitmap_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
+                                            bool valid[4]) {
+    const uint32_t *bitmap = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_words;
+    const uint32_t last_word = a.pass_words - 1u;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        valid[j] = valid[j] && ((__ldg(&bitmap[min(docs[j] >> 5, last_word)]) >> (docs[j] & 31u)) & 1u);
+}
+
 // Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)
-// and, with `filtered`, pass the query's filters (filter_lane). By default the filters are tested before the
+// and pass the query's filters as kFilter tests them (filter_test). By default the filters are tested before the
 // tf parts are loaded: a lane whose four documents all fail them loads none (with a filter that keeps a tenth
 // of the documents, two thirds of the lanes), for a longer chain of dependent loads (offsets, column, parts);
 // range_args.filter_parts_first (ISN_GPU_FILTER_PARTS_FIRST=1) loads the parts beside the offsets, as an
 // unfiltered block does, to compare on the device. An invalid posting's part is 0.
+template <int kFilter>
 __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_query &query, const range_term &rt,
-                                             uint32_t b, uint32_t lo, uint32_t hi, bool filtered, uint32_t docs[4],
-                                             float parts[4], bool valid[4]) {
+                                             uint32_t b, uint32_t lo, uint32_t hi, uint32_t docs[4], float parts[4],
+                                             bool valid[4]) {
     const uint32_t lane = threadIdx.x & 31u;
-    if (!filtered) {
+    if (kFilter == kFilterNever || (kFilter == kFilterIfAny && query.num_filters == 0)) {
         const uint32_t n = decode_range_block(a, rt, b, docs, parts);
 #pragma unroll
         for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
@@ -293,7 +305,10 @@ __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_quer
     // memory)
     const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
     float4 lane_parts = a.filter_parts_first && 4u * lane < n ? __ldg(lane_at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    filter_lane(a, query, docs, valid);
+    if (kFilter == kFilterBitmap || (kFilter == kFilterIfAny && query.pass_slot != 0))
+        bitmap_lane(a, query, docs, valid);
+    else
+        filter_lane(a, query, docs, valid);
     if (!a.filter_parts_first && (valid[0] || valid[1] || valid[2] || valid[3])) lane_parts = __ldg(lane_at);
     parts[0] = lane_parts.x;
     parts[1] = lane_parts.y;
@@ -311,7 +326,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     float parts[4];
     bool valid[4];
     // a document the filters drop is never added: no score, no mark, no match count
-    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid);
+    decode_valid<kFilter>(a, query, rt, b, lo, hi, docs, parts, valid);
     constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
     // narrow counters: c * 2^shift is a whole number below 2^31 (accumulator_kind), exact in float too

@@ -548,7 +548,7 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
     float parts[4];
     bool valid[4];
     // a dropped document counts nothing
-    decode_valid(a, query, rt, b, lo, hi, tests_filters<kFilter>(query), docs, parts, valid);
+    decode_valid<kFilter>(a, query, rt, b, lo, hi, docs, parts, valid);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
@@ -773,8 +773,10 @@ __device__ __forceinline__ void report_pass(range_args a) {
     // the compact and narrow layouts' aux region holds the report lists and the touched bitmap only (accumulator_kind)
     if (C != kWideAcc && (query.and_mode || query.tree || query.fixed_shift == 0 || a.dense_report || query.num_terms > GPU_MAX_TERMS))
         __trap();
-    // a query with filters in a kernel that does not test them would get documents they drop (cuda_launch)
+    // a query with filters in a kernel that does not test them would get documents they drop, and one without a
+    // bitmap in a kernel that reads one would read another query's (cuda_launch)
     if (kFilter == kFilterNever && query.num_filters != 0) __trap();
+    if (kFilter == kFilterBitmap && query.pass_slot == 0) __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
@@ -936,6 +938,25 @@ __global__ void __launch_bounds__(kThreads, 6) short_report_kernel_filtered(rang
 }
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_filtered(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterAlways>(a);
+}
+// and for those with a filter bitmap (gpu_query.pass_slot)
+__global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_bitmap(range_args a) {
+    report_pass<3, kWideAcc, false, kFilterBitmap>(a);
+}
+__global__ void __launch_bounds__(kThreads, 2) wide_report_kernel_2_bitmap(range_args a) {
+    report_pass<2, kWideAcc, false, kFilterBitmap>(a);
+}
+__global__ void __launch_bounds__(kThreads, 4) compact_report_kernel_bitmap(range_args a) {
+    report_pass<4, kCompactAcc, false, kFilterBitmap>(a);
+}
+__global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_bitmap(range_args a) {
+    report_pass<5, kNarrowAcc, false, kFilterBitmap>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) short_report_kernel_bitmap(range_args a) {
+    report_pass<6, kNarrowAcc, false, kFilterBitmap>(a);
+}
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_bitmap(range_args a) {
+    report_pass<6, kNarrowAcc, true, kFilterBitmap>(a);
 }
 
 } // namespace first_stage

@@ -1,7 +1,8 @@
 /* The GPU's posting layout (gpu/device_layout.c) and the report floor's arithmetic (gpu/posting_decode.h),
  * white-box: every block laid out for the device reads back as the index's own postings (docs, and the tf
- * part the CPU scores with, bit for bit); sizes, alignment and a partial layout; and the floor keeps every
- * document that reaches it. Runs on the host, so CI checks what the device reads. */
+ * part the CPU scores with, bit for bit); sizes, alignment and a partial layout; the floor keeps every
+ * document that reaches it; and a filter bitmap's words hold exactly the documents the filters pass. Runs on
+ * the host, so CI checks what the device reads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,8 +201,49 @@ static void test_floor(void **state) {
     assert_int_equal(gpu_floor_candidate_key(0), GPU_NO_CANDIDATE);
 }
 
+/* Stores value v of document doc in a column of `bits`-bit values from word 0 (gpu_column_stored's layout). */
+static void column_put(uint32_t *words, uint32_t bits, uint32_t doc, uint32_t v) {
+    for (uint32_t i = 0; i < bits; i++)
+        if (v >> i & 1u) words[((uint64_t)doc * bits + i) >> 5] |= 1u << (((uint64_t)doc * bits + i) & 31u);
+}
+
+/* gpu_pass_word (the CUDA device's filter bitmaps, gpu_query.pass_slot): each bit is gpu_filters_accept of its
+ * document, for a range and a negated value list over two columns (one of 7-bit values, which straddle words),
+ * and no bit past the last document (a count that is not a multiple of 32). */
+static void test_filter_bitmap_words(void **state) {
+    (void)state;
+    enum { DOCS = 1000, WORDS_A = DOCS * 4 / 32 + 2, WORDS_B = DOCS * 7 / 32 + 2 };
+    static uint32_t words[WORDS_A + WORDS_B];
+    memset(words, 0, sizeof words);
+    uint32_t *a = words, *b = words + WORDS_A;
+    for (uint32_t d = 0; d < DOCS; d++) {
+        column_put(a, 4, d, support_rng_below(11)); /* 0: no value, else 1..10 */
+        column_put(b, 7, d, support_rng_below(100));
+    }
+    const uint32_t values[] = {3, 17, 42, 99};
+    const gpu_filter filters[] = {
+        {.first_word = 0, .bits = 4, .least = 2, .most = 4},
+        {.first_word = WORDS_A, .bits = 7, .negate = 1, .least = 1, .most = 0, .first_value = 0, .num_values = 4},
+    };
+    for (uint32_t nf = 1; nf <= 2; nf++) {
+        uint32_t passed = 0;
+        for (uint32_t w = 0; w <= DOCS / 32; w++) {
+            const uint32_t bits = gpu_pass_word(words, filters, nf, values, w, DOCS);
+            for (uint32_t i = 0; i < 32; i++) {
+                const uint32_t doc = 32 * w + i;
+                const bool want = doc < DOCS && gpu_filters_accept(words, filters, nf, values, doc);
+                if (((bits >> i) & 1u) != want) fail_msg("filters %u, doc %u: bit %u, accept %d", nf, doc, bits >> i & 1u, want);
+                passed += want;
+            }
+        }
+        /* neither everything nor nothing: the bits say something */
+        assert_true(passed > DOCS / 10 && passed < DOCS);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_filter_bitmap_words),
         cmocka_unit_test(test_every_posting_reads_back),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_prefixes_read_back),

@@ -85,8 +85,9 @@ typedef struct {
     uint32_t num_filters;
 } random_query;
 
-/* filters_only: a bag of words with one or two filters (no + or -). */
-static void random_query_make(random_query *q, bool filters_only) {
+/* filters_only: a bag of words with one or two filters (no + or -); with `only_filter`, a bag of words with
+ * that one filter. */
+static void random_query_make(random_query *q, bool filters_only, const char *only_filter) {
     size_t at = 0;
     uint32_t words = 1 + support_rng_below(4);
     bool restricted = false;
@@ -98,9 +99,11 @@ static void random_query_make(random_query *q, bool filters_only) {
     }
     q->num_filters = filters_only ? 1 + support_rng_below(2) : support_rng_below(3);
     if (!restricted && q->num_filters == 0) q->num_filters = 1;
+    if (only_filter) q->num_filters = 1;
     for (uint32_t f = 0; f < q->num_filters; f++) {
         char *t = q->filter_text[f];
-        switch (support_rng_below(5)) {
+        switch (only_filter ? 5 : support_rng_below(5)) {
+        case 5: snprintf(t, 96, "%s", only_filter); break;
         case 0: snprintf(t, 96, "section=%s", sections[support_rng_below(10)]); break;
         case 1: snprintf(t, 96, "section!=%s", sections[support_rng_below(10)]); break;
         case 2: { /* distinct values: ranking/ repeats the documents of a repeated value (reported) */
@@ -143,7 +146,12 @@ typedef struct {
     isn_mode mode;
     uint32_t k;
     int pruning;
+    const char *only_filter; /* with filters_only: every query's one filter (random_query_make) */
+    uint32_t streams;        /* isn_gpu_options.streams (0: the default) */
 } tree_run;
+
+/* check_trees's second batch's statistics (its one query). */
+static isn_gpu_batch_stats second_batch;
 
 /* The run's NUM_QUERIES random trees on the device against the CPU's exhaustive answers; *st: the first
  * batch's statistics. */
@@ -156,7 +164,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     const uint32_t k = run->k;
     for (uint32_t q = 0; q < NUM_QUERIES; q++) {
         random_query rq;
-        random_query_make(&rq, run->filters_only);
+        random_query_make(&rq, run->filters_only, run->only_filter);
         isn_query parsed;
         if (isn_query_parse_syntax(searcher, rq.text, strlen(rq.text), rq.filters, rq.num_filters, &parsed, err,
                                    sizeof err) != 0)
@@ -208,7 +216,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
         }
     }
     /* most trees restrict their bag's answer: a device that ignored them would differ */
-    if (changed < NUM_QUERIES / 2) fail_msg("only %u of %u trees change their bag of words' answer", changed, NUM_QUERIES);
+    if (changed < NUM_QUERIES / 2 && !run->only_filter) fail_msg("only %u of %u trees change their bag of words' answer", changed, NUM_QUERIES);
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = emulate;
@@ -216,6 +224,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     o.max_k = MAX_K;
     o.pruning = run->pruning;
     o.and_by_ranges = run->and_by_ranges;
+    if (run->streams) o.streams = run->streams;
     isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
     isn_gpu_health h;
@@ -223,7 +232,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     assert_true(h.attribute_bytes > 0);
     /* in two batches, the second of one query, so that the filters' offsets in a batch are checked too */
     assert_int_equal(isn_gpu_search_batch(b, tb.requests, NUM_QUERIES - 1, st, err, sizeof err), 0);
-    assert_int_equal(isn_gpu_search_batch(b, tb.requests + NUM_QUERIES - 1, 1, NULL, err, sizeof err), 0);
+    assert_int_equal(isn_gpu_search_batch(b, tb.requests + NUM_QUERIES - 1, 1, &second_batch, err, sizeof err), 0);
     for (uint32_t q = 0; q < NUM_QUERIES; q++) {
         const isn_gpu_request *r = &tb.requests[q];
         if (r->answered_by != ISN_GPU_ANSWERED_DEVICE)
@@ -292,6 +301,14 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
                 assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_WIDE], 0);
             if (p == ISN_GPU_PRUNE_ALWAYS && ks[i] == 10) /* sampled, then pruned at the sample's threshold */
                 assert_true(st.ranges_pruned + st.blocks_skipped > 0);
+            /* a GPU tests the filters most queries share on bitmaps (four a stream), the others on the columns:
+             * both ways are checked here; the emulated device tests the columns */
+            if (!emulate) {
+                assert_true(st.filter_bitmaps_built > 0);
+                assert_true(st.filter_bitmap_queries > 0 && st.filter_bitmap_queries < queries);
+            } else {
+                assert_int_equal(st.filter_bitmap_queries, 0);
+            }
         }
     for (int by_ranges = 0; by_ranges < 2; by_ranges++)
         for (size_t i = 0; i < 3; i += 2) {
@@ -329,6 +346,28 @@ static void test_filtered_bags_take_the_seed(void **state) {
     const tree_run trees = {.emulate = emulate, .seeded = true, .mode = ISN_MODE_OR, .k = 10, .pruning = ISN_GPU_PRUNE_ALWAYS};
     isn_gpu_batch_stats st;
     check_trees(&trees, &st);
+}
+
+/* Filter bitmaps (the CUDA device's, gpu_query.pass_slot) are kept from batch to batch: a batch whose queries all
+ * share one filter builds one bitmap and tests every query on it; the next batch with that filter on the same
+ * stream builds none and uses it; answers equal the CPU's in both, for a keyword, a negated keyword, an int range
+ * and a value list, pruned and not. */
+static void test_filter_bitmaps_are_kept(void **state) {
+    (void)state;
+    if (!have_gpu()) skip();
+    static const char *const filters[] = {"section=games", "section!=libs", "year>=2010", "section in {net, web}",
+                                          "year<2000"};
+    for (size_t f = 0; f < sizeof filters / sizeof *filters; f++)
+        for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+            const tree_run run = {.filters_only = true, .only_filter = filters[f], .mode = ISN_MODE_OR, .k = 10,
+                                  .pruning = p, .streams = 1};
+            isn_gpu_batch_stats st;
+            check_trees(&run, &st);
+            assert_int_equal(st.filter_bitmaps_built, 1);
+            assert_int_equal(st.filter_bitmap_queries, NUM_QUERIES - 1);
+            assert_int_equal(second_batch.filter_bitmaps_built, 0);
+            assert_int_equal(second_batch.filter_bitmap_queries, 1);
+        }
 }
 
 /* Phrases and field: clauses read positions: the device does not take them, says why, and the backend
@@ -376,6 +415,7 @@ int main(void) {
         ON_EMULATED(test_filtered_bags_take_the_fast_path), ON_GPU(test_filtered_bags_take_the_fast_path),
         ON_EMULATED(test_filtered_bags_take_the_seed), ON_GPU(test_filtered_bags_take_the_seed),
         ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
+        ON_GPU(test_filter_bitmaps_are_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
