@@ -920,7 +920,9 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
 // the bound pass (kernels.h): six blocks a multiprocessor, as the short kernel, with its short report lists
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<6, kNarrowAcc, true>(a); }
-// and for the queries with filters (kernels.h)
+// and for the queries with filters (kernels.h); their short and bound kernels five blocks a multiprocessor, not
+// six: a filter's test holds more of the posting loop in registers, which at six blocks' 40 spilled (measured
+// faster at five on an H200, filtered top-10 on the 20M partition; the unfiltered ones measured the same at five)
 __global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_filtered(range_args a) {
     report_pass<3, kWideAcc, false, kFilterAlways>(a);
 }
@@ -933,15 +935,14 @@ __global__ void __launch_bounds__(kThreads, 4) compact_report_kernel_filtered(ra
 __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_filtered(range_args a) {
     report_pass<5, kNarrowAcc, false, kFilterAlways>(a);
 }
-__global__ void __launch_bounds__(kThreads, 6) short_report_kernel_filtered(range_args a) {
+__global__ void __launch_bounds__(kThreads, 5) short_report_kernel_filtered(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterAlways>(a);
 }
-__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_filtered(range_args a) {
+__global__ void __launch_bounds__(kThreads, 5) bound_report_kernel_filtered(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterAlways>(a);
 }
-// and for those with a filter bitmap (gpu_query.pass_slot); the short and bound ones five blocks a multiprocessor
-// instead of six: the bitmap's test holds more of the posting loop in registers, which at six blocks' 40 spilled
-// (measured faster at five on an H200, filtered top-10 on the 20M partition)
+// and for those with a filter bitmap (gpu_query.pass_slot), the short and bound ones at five blocks too (at four
+// they measured slower)
 __global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_bitmap(range_args a) {
     report_pass<3, kWideAcc, false, kFilterBitmap>(a);
 }
