@@ -106,9 +106,9 @@ typedef struct {
      * that excludes nothing is a conjunctive query (and_mode) with its filters. */
     uint32_t tree;
     uint32_t num_required, num_excluded;
-    /* Set by the CUDA device's launch, 0 from the backend: 1 + the slot of the stream's filter bitmaps that holds
-     * this query's filters evaluated for every document (gpu_pass_word), which its range passes then test instead
-     * of the attribute columns; 0: they test the columns (filter_lane). */
+    /* Set by the CUDA device's launch (gpu_pass_assign), 0 from the backend: 1 + the slot of the stream's filter
+     * bitmaps that holds this query's filters evaluated for every document (gpu_pass_word), which its range passes
+     * then test instead of the attribute columns; 0: they test the columns (filter_lane). */
     uint32_t pass_slot;
 } gpu_query;
 
@@ -186,7 +186,7 @@ typedef struct {
         ms_transfer_out;
     uint64_t bytes_to_device, bytes_from_device;
     uint32_t overflow_retries; /* collection rounds repeated with a tighter key after a candidate overflow */
-    /* filter bitmaps (gpu_query.pass_slot) the batch built, and its queries that tested one (the CUDA device's) */
+    /* filter bitmaps (gpu_query.pass_slot) the batch built, and its queries that tested one */
     uint32_t filter_bitmaps_built, filter_bitmap_queries;
 } gpu_batch_timing;
 

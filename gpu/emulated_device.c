@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu/device.h"
+#include "gpu/filter_bitmaps.h"
 #include "gpu/gpu.h"
 #include "gpu/posting_decode.h"
 
@@ -38,6 +39,16 @@ struct gpu_device {
     uint32_t retries;
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
+    /* the filter bitmaps, as the CUDA device keeps them (filter_bitmaps.h): per stream, taken at its first batch
+     * with filters, GPU_PASS_SLOTS bitmaps of pass_words words and what they hold; ISN_GPU_FILTER_BITMAPS=0: none */
+    bool filter_bitmaps;
+    uint32_t pass_words;
+    gpu_pass_cache *pass_cache[EMULATED_SLOTS];
+    uint32_t *pass_bits[EMULATED_SLOTS];
+    /* the batch being run: its stream's bitmaps and its range queries' slots (gpu_query.pass_slot) */
+    const uint32_t *run_bits;
+    uint32_t *pass_slot;
+    uint32_t pass_slot_cap;
 };
 
 static void emulated_close(gpu_device *d) {
@@ -46,6 +57,11 @@ static void emulated_close(gpu_device *d) {
                        d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
+    for (uint32_t i = 0; i < EMULATED_SLOTS; i++) {
+        free(d->pass_cache[i]);
+        free(d->pass_bits[i]);
+    }
+    free(d->pass_slot);
     free(d);
 }
 
@@ -78,6 +94,8 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->counts = malloc(GPU_BOUND_RANGES * GPU_RANGE_DOCS * sizeof *d->counts);
     d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
     d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K, 0);
+    d->filter_bitmaps = upload->num_attribute_words > 0 && gpu_env_number("ISN_GPU_FILTER_BITMAPS", 1, 0) != 0;
+    d->pass_words = upload->num_docs / 32u + 1u;
     if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates && d->counts) return d;
 oom:
     emulated_close(d);
@@ -113,8 +131,13 @@ static inline double slot_value(const gpu_device *d, const gpu_query *q, double 
 /* Whether the query's filters (gpu_query.filter_begin) keep the document: the test every path makes where a
  * posting is added or a driver document taken, as the kernels make it. */
 static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t doc) {
-    return q->num_filters == 0 ||
-           gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
+    if (q->num_filters == 0) return true;
+    const uint32_t qi = (uint32_t)(q - b->queries);
+    if (d->run_bits && qi < b->num_range_queries && d->pass_slot[qi]) { /* the filters' bitmap, as the kernels read it */
+        const uint32_t *bitmap = d->run_bits + (size_t)(d->pass_slot[qi] - 1u) * d->pass_words;
+        return (bitmap[doc >> 5] >> (doc & 31u)) & 1u;
+    }
+    return gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
 }
 
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
@@ -582,6 +605,39 @@ static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch,
     return 0;
 }
 
+/* The batch's filter bitmaps as the CUDA device's launch gives them (gpu_pass_assign), built here on the host from
+ * the same words (gpu_pass_word); d->run_bits and d->pass_slot then serve filters_keep. */
+static int assign_filter_bitmaps(gpu_device *d, uint32_t slot, const gpu_batch *batch, gpu_batch_timing *timing) {
+    d->run_bits = NULL;
+    bool filtered = false;
+    for (uint32_t q = 0; q < batch->num_range_queries && !filtered; q++) filtered = batch->queries[q].num_filters != 0;
+    if (!d->filter_bitmaps || (d->pass_cache[slot] == NULL && !filtered)) return 0;
+    if (d->pass_cache[slot] == NULL) {
+        d->pass_cache[slot] = calloc(1, sizeof *d->pass_cache[slot]);
+        d->pass_bits[slot] = malloc((size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t));
+        if (d->pass_cache[slot] == NULL || d->pass_bits[slot] == NULL) return -1;
+    }
+    if (batch->num_range_queries > d->pass_slot_cap) {
+        uint32_t *grown = realloc(d->pass_slot, batch->num_range_queries * sizeof *grown);
+        if (grown == NULL) return -1;
+        d->pass_slot = grown;
+        d->pass_slot_cap = batch->num_range_queries;
+    }
+    uint32_t build_query[GPU_PASS_SLOTS], build_slot[GPU_PASS_SLOTS];
+    const uint32_t builds = gpu_pass_assign(d->pass_cache[slot], batch, d->upload.num_docs, d->pass_slot, build_query,
+                                            build_slot, &timing->filter_bitmap_queries);
+    for (uint32_t i = 0; i < builds; i++) {
+        const gpu_query *q = &batch->queries[build_query[i]];
+        uint32_t *bitmap = d->pass_bits[slot] + (size_t)build_slot[i] * d->pass_words;
+        for (uint32_t w = 0; w < d->pass_words; w++)
+            bitmap[w] = gpu_pass_word(d->upload.attribute_words, batch->filters + q->filter_begin, q->num_filters,
+                                      batch->filter_values, w, d->upload.num_docs);
+    }
+    timing->filter_bitmaps_built = builds;
+    d->run_bits = d->pass_bits[slot];
+    return 0;
+}
+
 static int emulated_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_batch_timing *timing, char *err,
                            size_t err_len) {
     if (slot >= EMULATED_SLOTS || d->pending[slot] != batch) {
@@ -590,7 +646,12 @@ static int emulated_finish(gpu_device *d, uint32_t slot, gpu_batch *batch, gpu_b
     }
     memset(timing, 0, sizeof *timing);
     d->retries = 0;
+    if (assign_filter_bitmaps(d, slot, batch, timing) != 0) {
+        snprintf(err, err_len, "emulated device: out of memory");
+        return -1;
+    }
     for (uint32_t q = 0; q < batch->num_queries; q++) run_query(d, batch, q);
+    d->run_bits = NULL;
     timing->overflow_retries = d->retries;
     d->pending[slot] = NULL;
     return 0;

@@ -35,9 +35,11 @@
 #include <cub/device/device_segmented_sort.cuh>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/device_memory.h"
+#include "gpu/filter_bitmaps.h"
 #include "gpu/kernels.h"
 #include "gpu/posting_decode.h"
 
@@ -51,32 +53,6 @@ constexpr int kEvents = 8;
 // the device finished the batch's kernels (no overlap with the next batch's host work). Every tuning's
 // partitioning threshold is 300 or more.
 constexpr uint32_t kSortSegmentsPerCall = 256;
-
-// The filter bitmaps a stream keeps (gpu_query.pass_slot): a bitmap holds one set of filters evaluated for every
-// document, named by those filters' contents (their columns, bounds and stored values: pass_signature), and is
-// kept from batch to batch, as the columns never change while the device is open; a batch reuses the bitmap of
-// filters it shares with an earlier one. kPassSlots bitmaps a stream; filters whose contents take more than
-// kPassSignatureWords words are tested on the columns.
-constexpr uint32_t kPassSlots = 4, kPassSignatureWords = 64;
-// A set of filters gets a bitmap it has no copy of when its queries' lists hold at least num_docs /
-// kPassBuildShare postings: a build reads the columns whole, coalesced, 32 documents a thread, where the tests
-// it saves are a scattered load a posting, so it pays for itself well before its queries test as many postings
-// as there are documents.
-constexpr uint32_t kPassBuildShare = 8;
-struct pass_slot_state {
-    uint32_t length; // of the signature; 0: the slot holds no bitmap
-    uint32_t signature[kPassSignatureWords];
-    uint64_t used; // the stream's batch count when a batch last used it
-};
-
-// The distinct filters of a batch's range queries (assign_filter_bitmaps), at most kPassGroups of them.
-constexpr uint32_t kPassGroups = 64;
-struct pass_group {
-    uint32_t length, signature[kPassSignatureWords];
-    uint64_t postings; // in its queries' lists
-    uint32_t query;    // one of its queries, whose filters a build evaluates
-    int slot;          // its bitmap, or -1
-};
 
 // A batch's sequence runs on two streams of its slot. The bulk one (lowest priority) copies the batch in and
 // runs the report and probe kernels, which fill the device; the finishing one (highest priority) waits for
@@ -116,11 +92,10 @@ struct stream_buffers {
     uint32_t max_k; // the batch's largest k (sort_and_copy_out)
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
-    uint32_t *d_pass_bits; // kPassSlots filter bitmaps of gpu_device.pass_words words (null: none)
-    pass_slot_state pass_slots[kPassSlots];
-    uint64_t batches;
+    uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_words words (null: none)
+    gpu_pass_cache pass_cache; // what they hold (filter_bitmaps.h)
+    uint32_t *pass_slot;       // a launch's gpu_pass_assign, max_batch entries
     uint32_t bitmaps_built, bitmap_queries; // the last launch's (gpu_batch_timing)
-    pass_group pass_groups[kPassGroups];     // assign_filter_bitmaps's
 };
 
 } // namespace
@@ -194,6 +169,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_seg_end);
         cudaFree(s->d_sort_temp);
         cudaFree(s->d_pass_bits);
+        free(s->pass_slot);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
@@ -257,7 +233,14 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                              (int)cand_items, (int)per_call, s->d_seg_begin, s->d_seg_end,
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
-    if (d->filter_bitmaps) CHECK(cudaMalloc(&s->d_pass_bits, (size_t)kPassSlots * d->pass_words * sizeof(uint32_t)));
+    if (d->filter_bitmaps) {
+        CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
+        s->pass_slot = static_cast<uint32_t *>(calloc(u->max_batch ? u->max_batch : 1, sizeof(uint32_t)));
+        if (s->pass_slot == nullptr) {
+            snprintf(err, err_len, "CUDA device: out of memory");
+            return -1;
+        }
+    }
     CHECK(cudaMallocHost(&s->h_stage, stage_bytes(u) + u->max_batch));
     CHECK(cudaMallocHost(&s->h_out, results_bytes(u->max_batch) + (size_t)u->max_batch * u->max_k * sizeof(isn_hit)));
     return 0;
@@ -529,107 +512,6 @@ static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const 
     return kWideAcc;
 }
 
-// The words naming query q's filters (pass_slot_state.signature) into out; returns their count, or 0 when they
-// take more than kPassSignatureWords.
-static uint32_t pass_signature(const gpu_batch *batch, const gpu_query &q, uint32_t *out) {
-    uint32_t n = 0;
-    auto put = [&](uint32_t v) {
-        if (n < kPassSignatureWords) out[n] = v;
-        n++;
-    };
-    put(q.num_filters);
-    for (uint32_t i = 0; i < q.num_filters; i++) {
-        const gpu_filter &f = batch->filters[q.filter_begin + i];
-        put((uint32_t)f.first_word);
-        put((uint32_t)(f.first_word >> 32));
-        put(f.bits);
-        put(f.negate);
-        put(f.least);
-        put(f.most);
-        put(f.num_values);
-        for (uint32_t v = 0; v < f.num_values; v++) put(batch->filter_values[f.first_value + v]);
-    }
-    return n <= kPassSignatureWords ? n : 0;
-}
-
-static int find_group(const pass_group *groups, uint32_t count, const uint32_t *signature, uint32_t length) {
-    for (uint32_t g = 0; g < count; g++)
-        if (groups[g].length == length && memcmp(groups[g].signature, signature, length * sizeof(uint32_t)) == 0)
-            return (int)g;
-    return -1;
-}
-
-// Gives the batch's range queries with filters the stream's bitmaps (gpu_query.pass_slot in the staged copy):
-// filters a bitmap already holds keep it; the others, the most postings first, take the least recently used
-// bitmap no query of this batch uses when their postings reach num_docs / kPassBuildShare, to be built from
-// query build_query[i] into slot build_slot[i]. Returns the number of builds.
-static uint32_t assign_filter_bitmaps(gpu_device *d, stream_buffers *s, const gpu_batch *batch, gpu_query *staged,
-                                      uint32_t build_query[kPassSlots], uint32_t build_slot[kPassSlots]) {
-    s->batches++;
-    s->bitmap_queries = 0;
-    if (s->d_pass_bits == nullptr) return 0;
-    pass_group *groups = s->pass_groups;
-    uint32_t count = 0, signature[kPassSignatureWords];
-    for (uint32_t q = 0; q < batch->num_range_queries; q++) {
-        const gpu_query &query = batch->queries[q];
-        if (query.num_filters == 0) continue;
-        const uint32_t length = pass_signature(batch, query, signature);
-        if (length == 0) continue;
-        int g = find_group(groups, count, signature, length);
-        if (g < 0) {
-            if (count == kPassGroups) continue;
-            g = (int)count++;
-            groups[g].length = length;
-            memcpy(groups[g].signature, signature, length * sizeof(uint32_t));
-            groups[g].postings = 0;
-            groups[g].query = q;
-            groups[g].slot = -1;
-        }
-        for (uint32_t t = 0; t < query.num_terms; t++) groups[g].postings += batch->terms[query.term_begin + t].df;
-    }
-    for (uint32_t g = 0; g < count; g++)
-        for (uint32_t i = 0; i < kPassSlots; i++) {
-            pass_slot_state &slot = s->pass_slots[i];
-            if (slot.length == groups[g].length &&
-                memcmp(slot.signature, groups[g].signature, slot.length * sizeof(uint32_t)) == 0) {
-                groups[g].slot = (int)i;
-                slot.used = s->batches;
-            }
-        }
-    uint32_t builds = 0;
-    for (;;) {
-        int best = -1; // the group without a bitmap whose queries read the most postings
-        for (uint32_t g = 0; g < count; g++)
-            if (groups[g].slot < 0 && groups[g].postings * kPassBuildShare >= d->upload.num_docs &&
-                (best < 0 || groups[g].postings > groups[best].postings))
-                best = (int)g;
-        if (best < 0) break;
-        int free_slot = -1;
-        for (uint32_t i = 0; i < kPassSlots; i++)
-            if (s->pass_slots[i].used != s->batches &&
-                (free_slot < 0 || s->pass_slots[i].used < s->pass_slots[free_slot].used))
-                free_slot = (int)i;
-        if (free_slot < 0) break;
-        pass_slot_state &slot = s->pass_slots[free_slot];
-        slot.length = groups[best].length;
-        memcpy(slot.signature, groups[best].signature, slot.length * sizeof(uint32_t));
-        slot.used = s->batches;
-        groups[best].slot = free_slot;
-        build_query[builds] = groups[best].query;
-        build_slot[builds++] = (uint32_t)free_slot;
-    }
-    for (uint32_t q = 0; q < batch->num_range_queries; q++) {
-        const gpu_query &query = batch->queries[q];
-        if (query.num_filters == 0) continue;
-        const uint32_t length = pass_signature(batch, query, signature);
-        const int g = length ? find_group(groups, count, signature, length) : -1;
-        if (g < 0 || groups[g].slot < 0) continue;
-        staged[q].pass_slot = (uint32_t)groups[g].slot + 1u;
-        s->bitmap_queries++;
-    }
-    return builds;
-}
-
 static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
     stream_buffers *s = &d->streams[slot];
     cudaStream_t st = s->stream;
@@ -644,9 +526,15 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
-    uint32_t build_query[kPassSlots], build_slot[kPassSlots];
-    const uint32_t builds =
-        assign_filter_bitmaps(d, s, batch, reinterpret_cast<gpu_query *>(s->h_stage), build_query, build_slot);
+    // the range queries' filter bitmaps (the staged copy's pass_slot, 0 from the backend)
+    uint32_t build_query[GPU_PASS_SLOTS], build_slot[GPU_PASS_SLOTS], builds = 0;
+    s->bitmap_queries = 0;
+    if (s->d_pass_bits != nullptr) {
+        builds = gpu_pass_assign(&s->pass_cache, batch, d->upload.num_docs, s->pass_slot, build_query, build_slot,
+                                 &s->bitmap_queries);
+        gpu_query *staged_queries = reinterpret_cast<gpu_query *>(s->h_stage);
+        for (uint32_t q = 0; q < batch->num_range_queries; q++) staged_queries[q].pass_slot = s->pass_slot[q];
+    }
     s->bitmaps_built = builds;
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
     // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the

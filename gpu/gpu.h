@@ -206,8 +206,7 @@ typedef struct {
     uint64_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t overflow_retries; /* collection rounds repeated on the device after a candidate overflow */
     /* filter bitmaps built for the batch (the filters its queries share, evaluated once for every document) and
-     * its queries whose range passes tested one instead of the attribute columns (the CUDA device's; 0 on the
-     * emulated one, which tests the columns) */
+     * its queries whose range passes tested one instead of the attribute columns */
     uint32_t filter_bitmaps_built, filter_bitmap_queries;
     bool pruned;              /* this batch ran with pruning (isn_gpu_options.pruning) */
     uint32_t fallbacks[ISN_GPU_FALLBACK_REASONS]; /* requests answered on the CPU, by reason */
