@@ -202,8 +202,9 @@ GPU_HD bool gpu_filters_accept(const uint32_t *words, const gpu_filter *filters,
 }
 
 /* Bit i of a filter bitmap's word w: whether document 32 w + i, below num_docs, passes every one of the filters
- * (gpu_filters_accept). The CUDA device builds a bitmap a word a thread for the filters many of a batch's queries
- * share; their range passes then read one bit a posting instead of a stored value and the filters' fields. */
+ * (gpu_filters_accept). The devices build a bitmap (the CUDA one a word a thread) for the filters many of a batch's
+ * queries share (filter_bitmaps.h); their range passes then read one bit a posting instead of a stored value and
+ * the filters' fields. */
 GPU_HD uint32_t gpu_pass_word(const uint32_t *words, const gpu_filter *filters, uint32_t num_filters,
                               const uint32_t *values, uint32_t w, uint32_t num_docs) {
     uint32_t bits = 0;

@@ -259,7 +259,8 @@ __device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query
 
 // The lane's decoded documents whose bits in the query's filter bitmap (gpu_query.pass_slot) are clear are no
 // longer valid: a word's load a document (a lane's four documents are consecutive postings, so the loads mostly
-// meet in one or two words, read from L1). Loading the lane's words as one 8-byte pair instead measured slower:
+// meet in one or two words, and the blocks running at once are the batch's queries over the same ranges, which
+// share their filters' bitmap). Loading the lane's words as one 8-byte pair instead measured slower:
 // the narrow kernels, at 40 registers, spilled more of the posting loop. A field past the list's count holds any
 // value: its word is clamped into the bitmap, and its bit unused.
 __device__ __forceinline__ void bitmap_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
