@@ -615,7 +615,13 @@ static int assign_filter_bitmaps(gpu_device *d, uint32_t slot, const gpu_batch *
     if (d->pass_cache[slot] == NULL) {
         d->pass_cache[slot] = calloc(1, sizeof *d->pass_cache[slot]);
         d->pass_bits[slot] = malloc((size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t));
-        if (d->pass_cache[slot] == NULL || d->pass_bits[slot] == NULL) return -1;
+        if (d->pass_cache[slot] == NULL || d->pass_bits[slot] == NULL) { /* both or neither: a later batch retries */
+            free(d->pass_cache[slot]);
+            free(d->pass_bits[slot]);
+            d->pass_cache[slot] = NULL;
+            d->pass_bits[slot] = NULL;
+            return -1;
+        }
     }
     if (batch->num_range_queries > d->pass_slot_cap) {
         uint32_t *grown = realloc(d->pass_slot, batch->num_range_queries * sizeof *grown);

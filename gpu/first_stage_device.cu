@@ -291,7 +291,7 @@ static cudaError_t upload_in_chunks(void *device_dst, const void *host_src, size
 
 // Each report kernel in its three variants (kernels.h), by how it tests a query's filters: none, the attribute
 // columns, a filter bitmap.
-enum { kNoFilters, kFilterColumns, kFilterBitmaps, kFilterVariants };
+enum { kVariantPlain, kVariantColumns, kVariantBitmap, kFilterVariants };
 using report_kernel = void (*)(range_args);
 static const report_kernel kWideReport[] = {wide_report_kernel, wide_report_kernel_filtered, wide_report_kernel_bitmap};
 static const report_kernel kWideReport2[] = {wide_report_kernel_2, wide_report_kernel_2_filtered,
@@ -555,7 +555,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                            : bounds                              ? kBoundKernel
                                                                  : kShortKernel;
         // a kernel's queries lie together in the variant list: kind by kind, the unfiltered ones first
-        const int variant = query.num_filters == 0 ? kNoFilters : staged[q].pass_slot ? kFilterBitmaps : kFilterColumns;
+        const int variant = query.num_filters == 0 ? kVariantPlain : staged[q].pass_slot ? kVariantBitmap : kVariantColumns;
         const int slot = kFilterVariants * kernel + variant;
         kernel_count[h_kernel[q] = (uint8_t)slot]++;
     }

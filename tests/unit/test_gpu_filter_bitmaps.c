@@ -2,7 +2,8 @@
  * (gpu/filter_bitmaps.h, the choice the CUDA device and the emulated one make): queries sharing filters share a
  * bitmap; filters whose queries read too few postings, whose signature is too long, or that find no slot free
  * are tested on the columns; a later batch reuses a bitmap it shares with an earlier one and builds over the
- * least recently used slot; unfiltered queries and probe-path ones get none. Runs on the host. */
+ * least recently used slot, never over one its own queries read; unfiltered queries and probe-path ones get none.
+ * Runs on the host. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,6 +144,45 @@ static void test_later_batches_reuse_and_evict(void **state) {
     assign(&cache, &t);
     assert_int_equal(t.builds, 1);
     assert_true(built_for(&t, 0));
+    const uint32_t slot_of_2_again = t.pass_slot[0];
+    /* a batch that reads a held bitmap and has four new filters that each pay: it builds three, never over the
+     * slot its own queries read, and the fourth new one tests the columns */
+    begin(&t);
+    add_query(&t, 13, 900, false);
+    add_query(&t, 14, 800, false);
+    add_query(&t, 2, 100, false);
+    add_query(&t, 15, 700, false);
+    add_query(&t, 16, 600, false);
+    assign(&cache, &t);
+    assert_int_equal(t.builds, GPU_PASS_SLOTS - 1);
+    assert_int_equal(t.pass_slot[2], slot_of_2_again);
+    for (uint32_t i = 0; i < t.builds; i++) assert_int_not_equal(t.build_slot[i] + 1, slot_of_2_again);
+    assert_int_equal(t.pass_slot[4], 0); /* the fewest postings of the new ones */
+    assert_int_equal(t.bitmap_queries, 4);
+}
+
+/* Where a batch keeps a filter's value list does not name it: the same list at two offsets is one bitmap. */
+static void test_value_lists_share_by_contents(void **state) {
+    (void)state;
+    static gpu_pass_cache cache;
+    memset(&cache, 0, sizeof cache);
+    static test_batch t;
+    begin(&t);
+    add_query(&t, 1, 100, false);
+    add_query(&t, 1, 100, false);
+    for (uint32_t q = 0; q < 2; q++) { /* `stored in {5, 9}`, each query its own copy of the list */
+        gpu_filter *f = &t.filters[q];
+        f->least = 1;
+        f->most = 0;
+        f->first_value = t.num_values;
+        f->num_values = 2;
+        t.values[t.num_values++] = 5;
+        t.values[t.num_values++] = 9;
+    }
+    assign(&cache, &t);
+    assert_int_equal(t.builds, 1);
+    assert_int_equal(t.bitmap_queries, 2);
+    assert_true(t.pass_slot[0] != 0 && t.pass_slot[0] == t.pass_slot[1]);
 }
 
 /* The signature names everything the test reads: a different column, width, bound, negation or value list is
@@ -182,6 +222,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queries_share_bitmaps),
         cmocka_unit_test(test_later_batches_reuse_and_evict),
+        cmocka_unit_test(test_value_lists_share_by_contents),
         cmocka_unit_test(test_signature_names_the_filters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
