@@ -187,8 +187,11 @@ static void test_deadlines(void **state) {
     start_load(&l, 8, 30); /* grpc-timeout 30 ms; each job takes 50 ms, one at a time */
     int by_status[17] = {0};
     finish_load(&l, by_status);
-    assert_true(by_status[4] >= 6); /* the queued ones expired before a worker took them */
-    assert_int_equal(by_status[0] + by_status[4], 8);
+    /* the queued ones are not worked on: they expire before a worker takes them, or admission, having measured a
+     * job, refuses them at once as unable to finish in time (a busy CI machine once saw fewer than six expire) */
+    if (by_status[4] + by_status[8] < 6 || by_status[0] + by_status[4] + by_status[8] != 8)
+        fail_msg("OK %d, DEADLINE_EXCEEDED %d, RESOURCE_EXHAUSTED %d, UNAVAILABLE %d of 8", by_status[0], by_status[4],
+                 by_status[8], by_status[14]);
 
     /* the request's own timeout_ms, no header */
     char err[256];
@@ -210,8 +213,8 @@ static void test_deadlines(void **state) {
     for (int i = 0; i < 6; i++) {
         assert_int_equal(isn_grpc_wait(client, calls[i], 10000, err, sizeof err), 0);
         int status = isn_grpc_client_call_result(calls[i])->grpc_status;
-        assert_true(status == 0 || status == 4);
-        expired += status == 4;
+        assert_true(status == 0 || status == 4 || status == 8);
+        expired += status == 4 || status == 8;
         isn_grpc_client_call_free(calls[i]);
     }
     assert_true(expired >= 4);
