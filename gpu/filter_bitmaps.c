@@ -34,12 +34,14 @@ static int find_group(const gpu_pass_group *groups, uint32_t count, const uint32
     return -1;
 }
 
-/* The batch's distinct filters into cache->groups, with their postings; returns their count. */
-static uint32_t group_filters(gpu_pass_cache *cache, const gpu_batch *batch) {
+/* The batch's distinct filters into cache->groups, with their postings, and each range query's group + 1 into
+ * group_of (0: none); returns their count. */
+static uint32_t group_filters(gpu_pass_cache *cache, const gpu_batch *batch, uint32_t *group_of) {
     gpu_pass_group *groups = cache->groups;
     uint32_t count = 0, signature[GPU_PASS_SIGNATURE_WORDS];
     for (uint32_t q = 0; q < batch->num_range_queries; q++) {
         const gpu_query *query = &batch->queries[q];
+        group_of[q] = 0;
         if (query->num_filters == 0) continue;
         const uint32_t length = gpu_pass_signature(batch, query, signature);
         if (length == 0) continue;
@@ -54,6 +56,7 @@ static uint32_t group_filters(gpu_pass_cache *cache, const gpu_batch *batch) {
             groups[g].slot = -1;
         }
         for (uint32_t t = 0; t < query->num_terms; t++) groups[g].postings += batch->terms[query->term_begin + t].df;
+        group_of[q] = (uint32_t)g + 1u;
     }
     return count;
 }
@@ -63,9 +66,8 @@ uint32_t gpu_pass_assign(gpu_pass_cache *cache, const gpu_batch *batch, uint32_t
                          uint32_t *bitmap_queries) {
     cache->batches++;
     *bitmap_queries = 0;
-    for (uint32_t q = 0; q < batch->num_range_queries; q++) pass_slot[q] = 0;
     gpu_pass_group *groups = cache->groups;
-    const uint32_t count = group_filters(cache, batch);
+    const uint32_t count = group_filters(cache, batch, pass_slot); /* each query's group, for now */
     /* the bitmaps the batch already has, first: none of them is taken for a build below */
     for (uint32_t g = 0; g < count; g++)
         for (uint32_t i = 0; i < GPU_PASS_SLOTS; i++) {
@@ -98,15 +100,10 @@ uint32_t gpu_pass_assign(gpu_pass_cache *cache, const gpu_batch *batch, uint32_t
         build_query[builds] = groups[best].query;
         build_slot[builds++] = (uint32_t)free_slot;
     }
-    uint32_t signature[GPU_PASS_SIGNATURE_WORDS];
-    for (uint32_t q = 0; q < batch->num_range_queries; q++) {
-        const gpu_query *query = &batch->queries[q];
-        if (query->num_filters == 0) continue;
-        const uint32_t length = gpu_pass_signature(batch, query, signature);
-        const int g = length ? find_group(groups, count, signature, length) : -1;
-        if (g < 0 || groups[g].slot < 0) continue;
-        pass_slot[q] = (uint32_t)groups[g].slot + 1u;
-        (*bitmap_queries)++;
+    for (uint32_t q = 0; q < batch->num_range_queries; q++) { /* group to slot */
+        const int slot = pass_slot[q] ? groups[pass_slot[q] - 1u].slot : -1;
+        pass_slot[q] = slot < 0 ? 0u : (uint32_t)slot + 1u;
+        *bitmap_queries += slot >= 0;
     }
     return builds;
 }
