@@ -41,9 +41,11 @@
  * of the two alternating for N rounds, and after each batch size a "gpu_filter_ratio" line: the best round's
  * rates and filtered/plain, and the work per query of each (bench/gpu_filter_device.sh); --no-filter-seed gives
  * the filtered queries no probe seed (the device's view before the probe read filters);
- * --write-buckets N adds to the index in --index an int attribute `bucket`, each document's id hashed into
- * 0..N-1 (writes DIR/buckets.jsonl and DIR/attributes.isn, replacing the index's attributes), and exits:
- * `--write-buckets 10` then `--filter bucket=0` keeps about 10% of the documents (issue 40, must-show 4). */
+ * --write-buckets N adds to the index in --index two int attributes: `bucket`, each document's id hashed into
+ * 0..N-1, and `era`, the documents' ids cut into N runs in order (writes DIR/buckets.jsonl and DIR/attributes.isn,
+ * replacing the index's attributes), and exits: with `--write-buckets 10`, `--filter bucket=0` keeps about 10% of
+ * the documents scattered over every range (issue 40, must-show 4) and `--filter era=0` the first tenth, as a date
+ * filter keeps on a partition in crawl order. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -164,7 +166,8 @@ static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, is
     return (double)*passes * log->n / spent;
 }
 
-/* --write-buckets: the int attribute `bucket` = a hash of the doc id into 0..n-1, for every document. */
+/* --write-buckets: the int attributes `bucket` = a hash of the doc id into 0..n-1 and `era` = the doc id's run
+ * of docs / n ids, for every document. */
 static int write_buckets(const char *dir, uint32_t n) {
     char err[512], path[4096];
     isn_index *ix = isn_index_open(dir, err, sizeof err);
@@ -177,14 +180,16 @@ static int write_buckets(const char *dir, uint32_t n) {
         size_t len;
         const char *id = isn_index_doc_id(ix, d, &len);
         uint64_t h = (uint64_t)d * 0x9E3779B97F4A7C15ull;
-        fprintf(f, "{\"id\": \"%.*s\", \"bucket\": %u}\n", (int)len, id, (uint32_t)((h >> 32) % n));
+        fprintf(f, "{\"id\": \"%.*s\", \"bucket\": %u, \"era\": %u}\n", (int)len, id, (uint32_t)((h >> 32) % n),
+                (uint32_t)((uint64_t)d * n / docs));
     }
     if (fclose(f) != 0) return fprintf(stderr, "bench_gpu: %s: write failed\n", path), 1;
     isn_index_close(ix);
     isn_build_options o;
     isn_build_options_default(&o);
-    o.num_attributes = 1;
+    o.num_attributes = 2;
     o.attributes[0] = (isn_attribute_spec){.name = "bucket", .kind = ISN_ATTRIBUTE_INT};
+    o.attributes[1] = (isn_attribute_spec){.name = "era", .kind = ISN_ATTRIBUTE_INT};
     if (isn_attributes_build(path, dir, &o, err, sizeof err) != 0) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
     printf("{\"bench\": \"gpu_buckets\", \"index\": \"%s\", \"docs\": %u, \"buckets\": %u}\n", dir, docs, n);
     return 0;

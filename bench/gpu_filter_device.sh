@@ -8,6 +8,9 @@
 #                                            1,024 queries with the filter bucket=0 and without it on two backends,
 #                                            rows alternating, ROUNDS (3) rounds; JSON lines, ending with the
 #                                            ratios (best round each) in one line
+#   bash bench/gpu_filter_device.sh era      the same (ROUNDS rounds) with the filter era=0: the first tenth of the
+#                                            documents, as a date keeps on a partition in crawl order, whose bitmap
+#                                            keeps a tenth of the ranges; the range passes skip the rest
 #   bash bench/gpu_filter_device.sh bitmaps  the same, one round each, with the filters tested on the attribute
 #                                            columns (ISN_GPU_FILTER_BITMAPS=0) and on the filter bitmaps a batch's
 #                                            queries share (the default), AUTO and --exhaustive
@@ -39,7 +42,9 @@ ensure_synth() { # the partition of bench/gpu_device.sh synth, and its buckets
     "$B/bin/isn-index" synth --docs "$SYNTH_DOCS" --seed 1 --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv" \
       --queries 8192 --out "$SYNTH" | tee "$O/synth.json" || exit 1
   fi
-  [ -f "$SYNTH/buckets.jsonl" ] || "$B/bench/bench_gpu" --index "$SYNTH" --write-buckets 10 | tee "$O/buckets.json"
+  # the attributes `bucket` and `era` (bench_gpu --write-buckets)
+  grep -q '"era"' "$SYNTH/buckets.jsonl" 2>/dev/null ||
+    "$B/bench/bench_gpu" --index "$SYNTH" --write-buckets 10 | tee "$O/buckets.json"
 }
 
 # The ratio lines of bench_gpu --interleave, and the rows' equality with the CPU, as one JSON line.
@@ -73,7 +78,7 @@ run() { # label timeout args...: bench_gpu on the partition, filtered against pl
   local label=$1 limit=$2
   shift 2
   timeout "$limit" "$B/bench/bench_gpu" --label "$label" --index "$SYNTH" --queries "$SYNTH/queries.tsv" --modes or \
-    --filter bucket=0 "$@" >"$O/$label.json" 2>"$O/$label.err"
+    --filter "${FILTER:-bucket=0}" "$@" >"$O/$label.json" 2>"$O/$label.err"
   local rc=$?
   echo "bench $label rc=$rc" >&2
   head -c 600 "$O/$label.err" >&2
@@ -88,6 +93,13 @@ device)
   run filter40 ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 --no-cpu-rate \
     --interleave "$ROUNDS" ${EXTRA:-}
   summarize filter40 "$O/filter40.json" | tee "$O/filter40-summary.json"
+  ;;
+era)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  ensure_synth
+  FILTER=era=0 run filter40-era ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
+    --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
+  summarize filter40-era "$O/filter40-era.json" | tee "$O/filter40-era-summary.json"
   ;;
 bitmaps)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
@@ -147,7 +159,7 @@ for line in open(sys.argv[1]):
 PY
   ;;
 *)
-  echo "usage: bash bench/gpu_filter_device.sh device|bitmaps|parts|local" >&2
+  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|parts|local" >&2
   exit 2
   ;;
 esac

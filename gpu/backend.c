@@ -9,6 +9,7 @@
 #include "base/base.h"
 #include "gpu/device.h"
 #include "gpu/gpu.h"
+#include "gpu/attribute_zones.h"
 #include "gpu/cpu_crew.h"
 #include "gpu/posting_decode.h"
 #include "gpu/prefix_completion.h"
@@ -27,6 +28,7 @@ typedef struct {
     uint32_t *device_request; /* batch query -> request */
     uint8_t *path_of;         /* request -> GPU_PATH_* */
     uint64_t *postings_in_lists; /* batch query -> postings of its resident lists */
+    gpu_zone_cache zone_cache;   /* the kept ranges of the filters this slot staged last (attribute_zones.h) */
     uint32_t *cpu_tasks;         /* batch queries to complete, or requests to answer, on the CPU */
     uint64_t *task_postings;     /* what each completion scored */
     gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
@@ -78,6 +80,9 @@ struct isn_gpu_backend {
      * ISN_GPU_FILTER_SAMPLING=0: they score every range in one round instead (top-10 and the like then take
      * the bound pass without a floor), to compare */
     bool filter_sampling;
+    bool zone_maps; /* ISN_GPU_ZONE_MAPS=0: report lists sized for every range, filtered or not (to compare) */
+    gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
+    uint32_t report_stride; /* the device's report slots a (query, range): gpu_report_stride */
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];
 };
@@ -285,6 +290,7 @@ void isn_gpu_close(isn_gpu_backend *b) {
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
     tail_bounds_free(&b->tails);
+    gpu_zones_free(&b->zones);
     void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks, b->attribute_words};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
@@ -342,6 +348,10 @@ static int build_attribute_columns(isn_gpu_backend *b, char *err, size_t err_len
         }
     }
     b->health.attribute_bytes = b->num_attribute_words * sizeof *b->attribute_words;
+    if (b->zone_maps && gpu_zones_build(&b->zones, b->attribute_words, b->attributes, b->num_attributes, docs) != 0) {
+        snprintf(err, err_len, "GPU backend: out of memory for the attribute columns' zone map");
+        return -1;
+    }
     return 0;
 }
 
@@ -487,7 +497,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         if (budget == 0) {
             isn_gpu_device_info dev;
             if (isn_gpu_device_info_get(o.device, &dev, err, err_len) != 0) return NULL;
-            uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096;
+            /* candidates, their sort, and each (query, range)'s report slots (gpu_report_stride) */
+            const uint64_t ranges = ((uint64_t)info->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+            uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096 +
+                                  (uint64_t)o.max_batch * ranges * gpu_report_stride(o.max_k, info->num_docs) * 8;
             uint64_t reserve = per_stream * o.streams + ((uint64_t)1 << 30);
             budget = dev.memory_bytes * 85 / 100 > reserve ? dev.memory_bytes * 85 / 100 - reserve : 0;
         }
@@ -509,6 +522,8 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->health.healthy = true;
     b->no_probe = o.and_by_ranges;
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
+    b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
+    b->report_stride = gpu_report_stride(o.max_k, info->num_docs);
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -850,6 +865,14 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                 for (uint32_t f = 0; f < tree->num_filters; f++)
                     s->filters[nfilters + f] = compile_filter(&b->attributes[tree->filters[f].attribute],
                                                               &tree->filters[f], tree->values, s->filter_values, &nvalues);
+                /* report lists for the ranges the filters can keep a document of (attribute_zones.h), as long as
+                 * the device's report slots hold them; filters that keep none leave nothing to report */
+                if (b->zones.num_ranges && tree->num_filters) {
+                    const gpu_batch view = {.filters = s->filters, .filter_values = s->filter_values};
+                    const uint32_t kept = gpu_zones_kept_ranges_cached(&b->zones, &s->zone_cache, &view, q);
+                    const uint32_t top = gpu_range_top_of_ranges(r->k, kept);
+                    if (kept) q->range_top = top < b->report_stride ? top : b->report_stride;
+                }
                 nfilters += tree->num_filters;
             }
             float min_weight = INFINITY;

@@ -248,9 +248,9 @@ int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t 
 /* Best documents each range reports in the first pass. The k-th best report is the threshold; a range
  * is scored again only when all its reports reach it (it may hold more). Documents fall into ranges
  * about evenly, so with lambda = k / ranges expected answers per range, lambda + 3 sqrt(lambda) + 1
- * reports leave almost no range to score again. */
-static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
-    uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+ * reports leave almost no range to score again. `ranges`: those that can hold an answer (a filtered query's
+ * answers lie in the ranges its filters keep a document of: attribute_zones.h). */
+static inline uint32_t gpu_range_top_of_ranges(uint32_t k, uint32_t ranges) {
     if (ranges == 0) ranges = 1;
     double lambda = (double)k / ranges, m = 1.0;
     /* sqrt without libm: a few Newton steps are plenty for a bound */
@@ -259,6 +259,18 @@ static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
     m += lambda + 3.0 * root;
     if (m > GPU_MAX_RANGE_TOP) m = GPU_MAX_RANGE_TOP;
     return (uint32_t)m + (m < GPU_MAX_RANGE_TOP && m > (uint32_t)m ? 1u : 0u);
+}
+static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
+    return gpu_range_top_of_ranges(k, (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS);
+}
+
+/* The report slots the device keeps a (query, range): a query's range_top is at most this. Room for k up to
+ * max_k over every range, and over a sixteenth of them (a filtered query whose filters keep few ranges:
+ * attribute_zones.h; fewer still take this many). */
+#define GPU_ZONE_RANGE_SHARE 16u
+static inline uint32_t gpu_report_stride(uint32_t max_k, uint32_t num_docs) {
+    const uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+    return gpu_range_top_of_ranges(max_k, ranges / GPU_ZONE_RANGE_SHARE);
 }
 
 /* Sampled ranges hold at least 2k reports when they can: the sampling round's k-th best report is then

@@ -40,9 +40,10 @@ struct gpu_device {
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
     /* the filter bitmaps, as the CUDA device keeps them (filter_bitmaps.h): per stream, taken at its first batch
-     * with filters, GPU_PASS_SLOTS bitmaps of pass_words words and what they hold; ISN_GPU_FILTER_BITMAPS=0: none */
+     * with filters, GPU_PASS_SLOTS bitmaps of pass_stride words (gpu_pass_stride) and what they hold;
+     * ISN_GPU_FILTER_BITMAPS=0: none */
     bool filter_bitmaps;
-    uint32_t pass_words;
+    uint32_t pass_words, pass_stride; /* a bitmap's document words; its document and range words */
     gpu_pass_cache *pass_cache[EMULATED_SLOTS];
     uint32_t *pass_bits[EMULATED_SLOTS];
     /* the batch being run: its stream's bitmaps and its range queries' slots (gpu_query.pass_slot) */
@@ -95,7 +96,8 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
     d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K, 0);
     d->filter_bitmaps = upload->num_attribute_words > 0 && gpu_env_number("ISN_GPU_FILTER_BITMAPS", 1, 0) != 0;
-    d->pass_words = upload->num_docs / 32u + 1u;
+    d->pass_words = gpu_pass_doc_words(upload->num_docs);
+    d->pass_stride = gpu_pass_stride(upload->num_docs);
     if (d->acc && d->iacc && d->matches && d->reports && d->report_keys && d->candidates && d->counts) return d;
 oom:
     emulated_close(d);
@@ -134,10 +136,20 @@ static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const g
     if (q->num_filters == 0) return true;
     const uint32_t qi = (uint32_t)(q - b->queries);
     if (d->run_bits && qi < b->num_range_queries && d->pass_slot[qi]) { /* the filters' bitmap, as the kernels read it */
-        const uint32_t *bitmap = d->run_bits + (size_t)(d->pass_slot[qi] - 1u) * d->pass_words;
+        const uint32_t *bitmap = d->run_bits + (size_t)(d->pass_slot[qi] - 1u) * d->pass_stride;
         return (bitmap[doc >> 5] >> (doc & 31u)) & 1u;
     }
     return gpu_filters_accept(d->upload.attribute_words, b->filters + q->filter_begin, q->num_filters, b->filter_values, doc);
+}
+
+/* Whether the range passes skip ranges [r, r + count) for the query: its filter bitmap keeps none of their
+ * documents (gpu_pass_keeps_ranges), as the kernels read it. */
+static inline bool filters_skip_ranges(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t r,
+                                       uint32_t count) {
+    const uint32_t qi = (uint32_t)(q - b->queries);
+    if (q->num_filters == 0 || d->run_bits == NULL || qi >= b->num_range_queries || d->pass_slot[qi] == 0) return false;
+    const uint32_t *bitmap = d->run_bits + (size_t)(d->pass_slot[qi] - 1u) * d->pass_stride;
+    return !gpu_pass_keeps_ranges(bitmap, d->upload.num_docs, r, count);
 }
 
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
@@ -310,7 +322,7 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     uint32_t m = q->range_top, lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
     uint64_t *rep = d->reports + (size_t)r * m;
     for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
-    uint64_t scored = lo < hi ? score_range(d, b, q, lo, hi, theta, res) : UINT64_MAX;
+    uint64_t scored = lo < hi && !filters_skip_ranges(d, b, q, r, 1) ? score_range(d, b, q, lo, hi, theta, res) : UINT64_MAX;
     if (scored == UINT64_MAX) {
         res->ranges_pruned++;
         return;
@@ -411,6 +423,10 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
         uint64_t *rep = d->reports + (size_t)g * GPU_BOUND_RANGES * m;
         for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
         if (lo >= hi) continue;
+        if (filters_skip_ranges(d, b, q, g * GPU_BOUND_RANGES, GPU_BOUND_RANGES)) {
+            res->ranges_pruned++;
+            continue;
+        }
         memset(d->counts, 0, (hi - lo) * sizeof *d->counts);
         for (uint32_t t = 0; t < q->num_terms; t++) {
             uint32_t first, end;
@@ -601,6 +617,15 @@ static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch,
         snprintf(err, err_len, "emulated device: stream %u out of range", slot);
         return -1;
     }
+    /* the CUDA device's report slots (gpu_report_stride): the same limit here, so the host tests find a query
+     * that would overrun them */
+    const uint32_t stride = gpu_report_stride(d->upload.max_k, d->upload.num_docs);
+    for (uint32_t q = 0; q < batch->num_range_queries; q++)
+        if (batch->queries[q].range_top > stride) {
+            snprintf(err, err_len, "emulated device: query %u reports %u a range, past the %u slots a range has", q,
+                     batch->queries[q].range_top, stride);
+            return -1;
+        }
     d->pending[slot] = batch;
     return 0;
 }
@@ -614,7 +639,7 @@ static int assign_filter_bitmaps(gpu_device *d, uint32_t slot, const gpu_batch *
     if (!d->filter_bitmaps || (d->pass_cache[slot] == NULL && !filtered)) return 0;
     if (d->pass_cache[slot] == NULL) {
         d->pass_cache[slot] = calloc(1, sizeof *d->pass_cache[slot]);
-        d->pass_bits[slot] = malloc((size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t));
+        d->pass_bits[slot] = malloc((size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t));
         if (d->pass_cache[slot] == NULL || d->pass_bits[slot] == NULL) { /* both or neither: a later batch retries */
             free(d->pass_cache[slot]);
             free(d->pass_bits[slot]);
@@ -634,10 +659,12 @@ static int assign_filter_bitmaps(gpu_device *d, uint32_t slot, const gpu_batch *
                                             build_slot, &timing->filter_bitmap_queries);
     for (uint32_t i = 0; i < builds; i++) {
         const gpu_query *q = &batch->queries[build_query[i]];
-        uint32_t *bitmap = d->pass_bits[slot] + (size_t)build_slot[i] * d->pass_words;
+        uint32_t *bitmap = d->pass_bits[slot] + (size_t)build_slot[i] * d->pass_stride;
         for (uint32_t w = 0; w < d->pass_words; w++)
             bitmap[w] = gpu_pass_word(d->upload.attribute_words, batch->filters + q->filter_begin, q->num_filters,
                                       batch->filter_values, w, d->upload.num_docs);
+        for (uint32_t w = 0; w < d->pass_stride - d->pass_words; w++)
+            bitmap[d->pass_words + w] = gpu_pass_range_word(bitmap, d->pass_words, w);
     }
     timing->filter_bitmaps_built = builds;
     d->run_bits = d->pass_bits[slot];

@@ -92,7 +92,7 @@ struct stream_buffers {
     uint32_t max_k; // the batch's largest k (sort_and_copy_out)
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
-    uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_words words (null: none)
+    uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_stride words (null: none)
     gpu_pass_cache pass_cache; // what they hold (filter_bitmaps.h)
     uint32_t *pass_slot;       // a launch's gpu_pass_assign, max_batch entries
     uint32_t bitmaps_built, bitmap_queries; // the last launch's (gpu_batch_timing)
@@ -131,7 +131,8 @@ struct gpu_device {
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
                                           // tests carry state from range to range)
     bool filter_bitmaps;  // filter bitmaps for the filters a batch's queries share (ISN_GPU_FILTER_BITMAPS=0: never, to compare)
-    uint32_t pass_words;  // a filter bitmap's words: one bit a document
+    uint32_t pass_words;  // a filter bitmap's words of documents' bits (gpu_pass_doc_words)
+    uint32_t pass_stride; // and with its ranges' bits (gpu_pass_stride): the bitmaps' distance
     stream_buffers streams[8];
 };
 
@@ -234,7 +235,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
                                              s->stream));
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
     if (d->filter_bitmaps) {
-        CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
+        CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t)));
         s->pass_slot = static_cast<uint32_t *>(calloc(u->max_batch ? u->max_batch : 1, sizeof(uint32_t)));
         if (s->pass_slot == nullptr) {
             snprintf(err, err_len, "CUDA device: out of memory");
@@ -348,7 +349,9 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->crossing_log = crossing_log < kCrossedSlots ? crossing_log : kCrossedSlots;
     d->dense_report = gpu_env_number("ISN_GPU_DENSE_REPORT", 0, 0) == 1;
     d->filter_bitmaps = u->num_attribute_words > 0 && gpu_env_number("ISN_GPU_FILTER_BITMAPS", 1, 0) != 0;
-    d->pass_words = u->num_docs / 32u + 1u; // every document's word (a field past a list's count is clamped to the last)
+    // every document's word (a field past a list's count is clamped to the last), then the ranges' bits
+    d->pass_words = gpu_pass_doc_words(u->num_docs);
+    d->pass_stride = gpu_pass_stride(u->num_docs);
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -383,7 +386,7 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
     d->upload = *upload;
     d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (d->num_ranges == 0) d->num_ranges = 1;
-    d->report_stride = gpu_range_top(upload->max_k, upload->num_docs);
+    d->report_stride = gpu_report_stride(upload->max_k, upload->num_docs);
     if (upload->streams > 8 || open_device(d, err, err_len) != 0) {
         if (upload->streams > 8) snprintf(err, err_len, "CUDA device: at most 8 streams");
         cuda_close(d);
@@ -467,6 +470,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.filter_parts_first = d->filter_parts_first;
     a.pass_bits = s->d_pass_bits;
     a.pass_words = d->pass_words;
+    a.pass_stride = d->pass_stride;
     return a;
 }
 
@@ -522,7 +526,15 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     s->total_hits = batch->total_hits;
     s->total_candidates = batch->total_candidates;
     s->max_k = 0;
-    for (uint32_t q = 0; q < nq; q++) s->max_k = batch->queries[q].k > s->max_k ? batch->queries[q].k : s->max_k;
+    for (uint32_t q = 0; q < nq; q++) {
+        s->max_k = batch->queries[q].k > s->max_k ? batch->queries[q].k : s->max_k;
+        // its reports would run into the next range's
+        if (batch->queries[q].range_top > d->report_stride) {
+            snprintf(err, err_len, "CUDA device: query %u reports %u a range, past the %u slots a range has", q,
+                     batch->queries[q].range_top, d->report_stride);
+            return -1;
+        }
+    }
     size_t qbytes = nq * sizeof(gpu_query), tbytes = batch->num_terms * sizeof(gpu_term);
     memcpy(s->h_stage, batch->queries, qbytes);
     memcpy(s->h_stage + qbytes, batch->terms, tbytes);
@@ -585,9 +597,13 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     for (uint32_t i = 0; i < builds; i++) {
         const gpu_query &query = batch->queries[build_query[i]];
         const uint32_t blocks = (d->pass_words + 255u) / 256u;
+        uint32_t *bitmap = s->d_pass_bits + (size_t)build_slot[i] * d->pass_stride;
         pass_bitmap_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, st>>>(
             d->d_attribute_words, s->d_filters + query.filter_begin, query.num_filters, s->d_filter_values,
-            d->upload.num_docs, d->pass_words, s->d_pass_bits + (size_t)build_slot[i] * d->pass_words);
+            d->upload.num_docs, d->pass_words, bitmap);
+        CHECK(cudaGetLastError());
+        pass_ranges_kernel<<<d->pass_stride - d->pass_words, kThreads, 0, st>>>(bitmap, d->pass_words, d->num_ranges,
+                                                                                 bitmap + d->pass_words);
         CHECK(cudaGetLastError());
     }
     range_args a = range_args_of(d, s);

@@ -115,9 +115,10 @@ struct range_args {
     const gpu_filter *filters;
     const uint32_t *filter_values;
     uint32_t filter_parts_first; // nonzero: filtered blocks load their tf parts before testing (decode_valid)
-    // the stream's filter bitmaps (gpu_query.pass_slot), pass_words words each
+    // the stream's filter bitmaps (gpu_query.pass_slot), pass_stride words apart: pass_words of documents' bits, then
+    // the ranges' (gpu_pass_stride)
     const uint32_t *pass_bits;
-    uint32_t pass_words;
+    uint32_t pass_words, pass_stride;
 };
 
 struct probe_args {
@@ -212,6 +213,8 @@ __global__ void probe_kernel(probe_args a);
 // A filter bitmap (gpu_pass_word), a word a thread: words [0, num_words) of out for the filters of one query.
 __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_filter *filters, uint32_t num_filters,
                                    const uint32_t *values, uint32_t num_docs, uint32_t num_words, uint32_t *out);
+// Its range bits (gpu_pass_range_word), a block a word of them, a warp a range: word blockIdx.x of out.
+__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out);
 __global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
                                 int *end);
 __global__ void sort_gather_kernel(const gpu_query *queries, const uint64_t *cands, const uint32_t *cand_count,

@@ -13,4 +13,22 @@ __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_fi
         out[w] = gpu_pass_word(attribute_words, filters, num_filters, values, w, num_docs);
 }
 
+__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out) {
+    constexpr uint32_t kPerRange = GPU_RANGE_DOCS / 32u;
+    __shared__ uint32_t bits;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u, warps = blockDim.x >> 5;
+    if (threadIdx.x == 0) bits = 0;
+    __syncthreads();
+    for (uint32_t i = warp; i < 32u; i += warps) {
+        const uint32_t r = 32u * blockIdx.x + i;
+        uint32_t any = 0;
+        if (r < num_ranges)
+            for (uint32_t at = r * kPerRange + lane, end = r * kPerRange + kPerRange; at < end && at < num_doc_words; at += 32u)
+                any |= doc_words[at];
+        if (__any_sync(0xFFFFFFFFu, any != 0) && lane == 0) atomicOr(&bits, 1u << i);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = bits;
+}
+
 } // namespace first_stage

@@ -213,6 +213,39 @@ GPU_HD uint32_t gpu_pass_word(const uint32_t *words, const gpu_filter *filters, 
     return bits;
 }
 
+/* A filter bitmap's layout: a bit a document in gpu_pass_doc_words words, then a bit a range of GPU_RANGE_DOCS
+ * documents, set where the filters keep at least one of its documents (gpu_pass_range_word), so that the range
+ * passes skip the ranges they keep none of. A random filter keeps some document of every range; one that follows
+ * the documents' order (a date on a partition in crawl order, a site on one in URL order) keeps few ranges, and
+ * its queries decode only those. */
+GPU_HD uint32_t gpu_pass_doc_words(uint32_t num_docs) { return num_docs / 32u + 1u; }
+GPU_HD uint32_t gpu_pass_range_words(uint32_t num_docs) {
+    return (num_docs + GPU_RANGE_DOCS - 1u) / GPU_RANGE_DOCS / 32u + 1u;
+}
+GPU_HD uint32_t gpu_pass_stride(uint32_t num_docs) { return gpu_pass_doc_words(num_docs) + gpu_pass_range_words(num_docs); }
+
+/* Word w of the range bits of the bitmap whose document words are `doc_words` (doc_word_count of them): bit i
+ * for range 32 w + i. The CUDA device builds them a warp a range; this is the emulated device's. */
+GPU_HD uint32_t gpu_pass_range_word(const uint32_t *doc_words, uint32_t doc_word_count, uint32_t w) {
+    const uint32_t per_range = GPU_RANGE_DOCS / 32u;
+    uint32_t bits = 0;
+    for (uint32_t i = 0; i < 32u; i++)
+        for (uint32_t at = (32u * w + i) * per_range, end = at + per_range; at < end && at < doc_word_count; at++)
+            if (doc_words[at]) {
+                bits |= 1u << i;
+                break;
+            }
+    return bits;
+}
+
+/* Whether the bitmap (gpu_pass_stride words for num_docs documents) keeps a document of ranges [r, r + count). */
+GPU_HD bool gpu_pass_keeps_ranges(const uint32_t *bitmap, uint32_t num_docs, uint32_t r, uint32_t count) {
+    const uint32_t *ranges = bitmap + gpu_pass_doc_words(num_docs);
+    for (uint32_t i = r; i < r + count; i++)
+        if (ranges[i / 32u] >> (i & 31u) & 1u) return true;
+    return false;
+}
+
 /* Whether a scored slot of a tree query (gpu_query.tree) counts: every required term, no excluded one (its
  * filters were tested where its postings were added). */
 GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches) {

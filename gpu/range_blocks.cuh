@@ -265,11 +265,21 @@ __device__ __forceinline__ void filter_lane(const range_args &a, const gpu_query
 // value: its word is clamped into the bitmap, and its bit unused.
 __device__ __forceinline__ void bitmap_lane(const range_args &a, const gpu_query &query, const uint32_t docs[4],
                                             bool valid[4]) {
-    const uint32_t *bitmap = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_words;
+    const uint32_t *bitmap = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride;
     const uint32_t last_word = a.pass_words - 1u;
 #pragma unroll
     for (int j = 0; j < 4; j++)
         valid[j] = valid[j] && ((__ldg(&bitmap[min(docs[j] >> 5, last_word)]) >> (docs[j] & 31u)) & 1u);
+}
+
+// Whether the query's filter bitmap keeps a document of ranges [r, r + count) (gpu_pass_keeps_ranges): the
+// kernels that read it skip the ranges it keeps none of, as they skip ranges without postings.
+__device__ __forceinline__ bool bitmap_keeps_ranges(const range_args &a, const gpu_query &query, uint32_t r,
+                                                    uint32_t count) {
+    const uint32_t *ranges = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride + a.pass_words;
+    for (uint32_t i = r; i < r + count; i++)
+        if (__ldg(&ranges[i >> 5]) >> (i & 31u) & 1u) return true;
+    return false;
 }
 
 // Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)

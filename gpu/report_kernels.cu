@@ -644,6 +644,11 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     zero_accumulator<C>(acc, touched);
     uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
     uint32_t hi = lo + kSpan < limit ? lo + kSpan : limit;
+    // a step whose ranges the query's filter bitmap keeps no document of is empty: no spans, no adds, no reports
+    auto kept_end = [&](uint32_t from, uint32_t r_from, uint32_t to) -> uint32_t {
+        return kFilter == kFilterBitmap && from < to && !bitmap_keeps_ranges(a, query, r_from, kStep) ? from : to;
+    };
+    hi = kept_end(lo, r, hi);
     if (kBounds && tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
     const uint32_t span_warp = kWarps - 1 - warp; // this warp's terms: span_warp, span_warp + kWarps, ...
     for (uint32_t t = span_warp; t < nt; t += kWarps) {
@@ -706,8 +711,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         const uint32_t r_next = v_next == UINT32_MAX ? UINT32_MAX : range_of(v_next);
         const uint32_t lo_next = r_next == UINT32_MAX ? 0u : r_next * GPU_RANGE_DOCS;
         const uint32_t hi_next = r_next == UINT32_MAX              ? 0u
-                                 : lo_next + kSpan < limit ? lo_next + kSpan
-                                                           : limit;
+                                 : lo_next + kSpan < limit ? kept_end(lo_next, r_next, lo_next + kSpan)
+                                                           : kept_end(lo_next, r_next, limit);
         if (lo_next < hi_next) {
             // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
             // which only the end of the partition (limit) makes, so not here
@@ -825,8 +830,10 @@ __device__ __forceinline__ void report_pass(range_args a) {
         // lists are merged by warp kMergeWarp before it reaches this range's span barrier, and each thread's
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
-        previous = lo < hi ? r : UINT32_MAX;
-        if (lo >= hi || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
+        // a range the query's filter bitmap keeps no document of is skipped as one without postings is
+        const bool kept = kFilter != kFilterBitmap || lo >= hi || bitmap_keeps_ranges(a, query, r, 1);
+        previous = lo < hi && kept ? r : UINT32_MAX;
+        if (lo >= hi || !kept || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;

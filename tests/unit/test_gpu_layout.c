@@ -210,6 +210,31 @@ static void column_put(uint32_t *words, uint32_t bits, uint32_t doc, uint32_t v)
 /* gpu_pass_word (the CUDA device's filter bitmaps, gpu_query.pass_slot): each bit is gpu_filters_accept of its
  * document, for a range and a negated value list over two columns (one of 7-bit values, which straddle words),
  * and no bit past the last document (a count that is not a multiple of 32). */
+/* A filter bitmap's range bits (gpu_pass_range_word): set for exactly the ranges holding a kept document, the
+ * last range partial, over more than 32 ranges (two words); gpu_pass_keeps_ranges over spans of them. */
+static void test_filter_bitmap_ranges(void **state) {
+    (void)state;
+    enum { DOCS = 40 * GPU_RANGE_DOCS + 1000, RANGES = 41 };
+    static uint32_t bitmap[DOCS / 32 + 1 + 8];
+    const uint32_t doc_words = gpu_pass_doc_words(DOCS), stride = gpu_pass_stride(DOCS);
+    assert_int_equal(stride - doc_words, 2);
+    assert_true(stride <= sizeof bitmap / sizeof *bitmap);
+    static const uint32_t kept[] = {0, 5 * GPU_RANGE_DOCS + 31, 6 * GPU_RANGE_DOCS - 1, 33 * GPU_RANGE_DOCS, DOCS - 1};
+    memset(bitmap, 0, sizeof bitmap);
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) bitmap[kept[i] / 32] |= 1u << (kept[i] % 32);
+    for (uint32_t w = 0; w < stride - doc_words; w++) bitmap[doc_words + w] = gpu_pass_range_word(bitmap, doc_words, w);
+    for (uint32_t r = 0; r < 64; r++) {
+        bool want = false;
+        for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) want = want || kept[i] / GPU_RANGE_DOCS == r;
+        if (gpu_pass_keeps_ranges(bitmap, DOCS, r, 1) != want) fail_msg("range %u: kept %d", r, !want);
+    }
+    assert_true(gpu_pass_keeps_ranges(bitmap, DOCS, RANGES - 1, 1)); /* the partial last range */
+    assert_false(gpu_pass_keeps_ranges(bitmap, DOCS, 1, 4));        /* ranges 1..4 */
+    assert_true(gpu_pass_keeps_ranges(bitmap, DOCS, 3, 3));         /* 3..5 */
+    assert_true(gpu_pass_keeps_ranges(bitmap, DOCS, 31, 3));        /* across the words: 31..33 */
+    assert_false(gpu_pass_keeps_ranges(bitmap, DOCS, 34, 6));
+}
+
 static void test_filter_bitmap_words(void **state) {
     (void)state;
     enum { DOCS = 1000, WORDS_A = DOCS * 4 / 32 + 2, WORDS_B = DOCS * 7 / 32 + 2 };
@@ -244,6 +269,7 @@ static void test_filter_bitmap_words(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_filter_bitmap_words),
+        cmocka_unit_test(test_filter_bitmap_ranges),
         cmocka_unit_test(test_every_posting_reads_back),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_prefixes_read_back),

@@ -50,7 +50,7 @@ static void write_docs(void *user, FILE *f) {
         fprintf(f, "\"");
         if (support_rng_below(12)) fprintf(f, ", \"section\": \"%s\"", sections[support_rng_below(10)]);
         if (support_rng_below(9)) fprintf(f, ", \"year\": %u", 1990 + support_rng_below(36));
-        fprintf(f, "}\n");
+        fprintf(f, ", \"serial\": %u}\n", d); /* follows the doc ids: its filters keep whole ranges */
     }
 }
 
@@ -59,9 +59,10 @@ static int setup(void **state) {
     support_rng_seed(40);
     isn_build_options options;
     support_jsonl_build_options(&options);
-    options.num_attributes = 2;
+    options.num_attributes = 3;
     options.attributes[0] = (isn_attribute_spec){.name = "section", .kind = ISN_ATTRIBUTE_KEYWORD};
     options.attributes[1] = (isn_attribute_spec){.name = "year", .kind = ISN_ATTRIBUTE_INT};
+    options.attributes[2] = (isn_attribute_spec){.name = "serial", .kind = ISN_ATTRIBUTE_INT};
     if (support_index_build_jsonl(&tix, "gpu-trees", &options, write_docs, NULL) != 0) return -1;
     ix = tix.index;
     searcher = tix.searcher;
@@ -366,6 +367,53 @@ static void test_filter_bitmaps_are_kept(void **state) {
         }
 }
 
+/* A filter that follows the doc ids (a date on a partition in crawl order) keeps a few of the ranges: the range
+ * passes skip the others, whose postings its bitmap drops every one of (gpu_pass_keeps_ranges), for answers
+ * equal to the CPU's. Each of the first batch's queries scores at most the ranges (or bound groups) that hold
+ * a document the filter keeps; without the skip each scored every range its lists reach, about 15. */
+static void test_filters_skip_ranges_they_keep_nothing_of(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    static const struct {
+        const char *filter;
+        uint32_t ranges; /* of GPU_RANGE_DOCS documents (8,192) holding a document it keeps */
+    } cases[] = {{"serial<16384", 2}, {"serial>=106496", 2}, {"serial>=60000", 8}};
+    static const uint32_t ks[] = {10, 1000};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+            for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
+                const tree_run run = {.emulate = emulate, .filters_only = true, .only_filter = cases[c].filter,
+                                      .mode = ISN_MODE_OR, .k = ks[i], .pruning = p, .streams = 1};
+                isn_gpu_batch_stats st;
+                check_trees(&run, &st);
+                assert_int_equal(st.filter_bitmap_queries, NUM_QUERIES - 1);
+                if (st.ranges_scored > (uint64_t)(NUM_QUERIES - 1) * cases[c].ranges)
+                    fail_msg("'%s' k %u: %llu ranges scored for %u queries, at most %u each", cases[c].filter, ks[i],
+                             (unsigned long long)st.ranges_scored, NUM_QUERIES - 1, cases[c].ranges);
+                assert_true(st.ranges_pruned > 0);
+            }
+}
+
+/* A filter that keeps a few of the ranges has its answers there: its report lists are sized for those ranges
+ * (attribute_zones.h), so fewer of them fill up and are scored again than with lists sized for every range
+ * (ISN_GPU_ZONE_MAPS=0), for the same queries and the same answers. */
+static void test_filtered_report_lists_fit_the_kept_ranges(void **state) {
+    bool emulate = *(const bool *)*state;
+    if (!emulate && !have_gpu()) skip();
+    isn_gpu_batch_stats zoned, unzoned;
+    for (int z = 0; z < 2; z++) {
+        if (z == 0) setenv("ISN_GPU_ZONE_MAPS", "0", 1);
+        else unsetenv("ISN_GPU_ZONE_MAPS");
+        support_rng_seed(41); /* the same queries both times */
+        const tree_run run = {.emulate = emulate, .filters_only = true, .only_filter = "serial<16384",
+                              .mode = ISN_MODE_OR, .k = 10, .pruning = ISN_GPU_PRUNE_NEVER, .streams = 1};
+        check_trees(&run, z ? &zoned : &unzoned);
+    }
+    if (zoned.ranges_rescored >= unzoned.ranges_rescored)
+        fail_msg("ranges scored again: %llu with lists for the kept ranges, %llu with lists for all",
+                 (unsigned long long)zoned.ranges_rescored, (unsigned long long)unzoned.ranges_rescored);
+}
+
 /* Phrases and field: clauses read positions: the device does not take them, says why, and the backend
  * answers them on the CPU with that reason. */
 static void test_phrases_go_to_the_cpu(void **state) {
@@ -412,6 +460,8 @@ int main(void) {
         ON_EMULATED(test_filtered_bags_take_the_seed), ON_GPU(test_filtered_bags_take_the_seed),
         ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
         ON_EMULATED(test_filter_bitmaps_are_kept), ON_GPU(test_filter_bitmaps_are_kept),
+        ON_EMULATED(test_filters_skip_ranges_they_keep_nothing_of), ON_GPU(test_filters_skip_ranges_they_keep_nothing_of),
+        ON_EMULATED(test_filtered_report_lists_fit_the_kept_ranges), ON_GPU(test_filtered_report_lists_fit_the_kept_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
