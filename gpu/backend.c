@@ -1167,7 +1167,9 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     b->last_completed_pruned = s->pruned;
     if (s->pruned) b->health.batches_pruned++;
     else b->health.batches_exhaustive++;
-    if (device_ok && st.cpu_queries == 0 && alone)
+    /* nor when it built filter bitmaps, which later batches of either mode reuse: learnt from, that one-off
+     * cost made the mode of a filter's first batches look the dearer, and AUTO kept to the other */
+    if (device_ok && st.cpu_queries == 0 && alone && st.filter_bitmaps_built == 0)
         learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);
     b->health.batches++;
     b->health.queries_device += st.device_queries;

@@ -151,8 +151,9 @@ typedef struct {
     uint32_t streams;        /* isn_gpu_options.streams (0: the default) */
 } tree_run;
 
-/* check_trees's second batch's statistics (its one query). */
+/* check_trees's second batch's statistics (its one query), and the backend's health after both. */
 static isn_gpu_batch_stats second_batch;
+static isn_gpu_health last_health;
 
 /* The run's NUM_QUERIES random trees on the device against the CPU's exhaustive answers; *st: the first
  * batch's statistics. */
@@ -259,6 +260,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
            (unsigned long long)st->ranges_pruned, (unsigned long long)st->ranges_rescored,
            (unsigned long long)st->postings_decoded, (unsigned long long)st->postings_scored,
            (unsigned long long)st->reports);
+    isn_gpu_health_get(b, &last_health);
     isn_gpu_close(b);
 }
 
@@ -365,6 +367,14 @@ static void test_filter_bitmaps_are_kept(void **state) {
             assert_int_equal(second_batch.filter_bitmaps_built, 0);
             assert_int_equal(second_batch.filter_bitmap_queries, 1);
         }
+    /* AUTO pruning learns from the second batch, not from the first, whose time holds the bitmap's build */
+    const tree_run run = {.emulate = emulate, .filters_only = true, .only_filter = filters[0], .mode = ISN_MODE_OR,
+                          .k = 10, .pruning = ISN_GPU_PRUNE_AUTO, .streams = 1};
+    isn_gpu_batch_stats st;
+    check_trees(&run, &st);
+    assert_int_equal(st.filter_bitmaps_built, 1);
+    assert_int_equal(last_health.batches_pruned + last_health.batches_exhaustive, 2);
+    assert_int_equal(last_health.samples_pruned + last_health.samples_exhaustive, 1);
 }
 
 /* A filter that follows the doc ids (a date on a partition in crawl order) keeps a few of the ranges: the range
