@@ -14,9 +14,10 @@ int gpu_zones_build(gpu_zones *z, const uint32_t *words, const gpu_attribute *co
     if (zoned == 0 || num_docs == 0) return 0;
     const uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     z->first_word = malloc(zoned * sizeof *z->first_word);
+    z->bits = malloc(zoned * sizeof *z->bits);
     z->least = malloc((size_t)zoned * ranges * sizeof *z->least);
     z->most = malloc((size_t)zoned * ranges * sizeof *z->most);
-    if (z->first_word == NULL || z->least == NULL || z->most == NULL) {
+    if (z->first_word == NULL || z->bits == NULL || z->least == NULL || z->most == NULL) {
         gpu_zones_free(z);
         return -1;
     }
@@ -25,6 +26,7 @@ int gpu_zones_build(gpu_zones *z, const uint32_t *words, const gpu_attribute *co
         if (columns[c].bits == 0) continue;
         const uint32_t at = z->num_columns++;
         z->first_word[at] = columns[c].first_word;
+        z->bits[at] = columns[c].bits;
         uint32_t *least = z->least + (size_t)at * ranges, *most = z->most + (size_t)at * ranges;
         for (uint32_t r = 0; r < ranges; r++) {
             least[r] = UINT32_MAX;
@@ -42,6 +44,7 @@ int gpu_zones_build(gpu_zones *z, const uint32_t *words, const gpu_attribute *co
 
 void gpu_zones_free(gpu_zones *z) {
     free(z->first_word);
+    free(z->bits);
     free(z->least);
     free(z->most);
     memset(z, 0, sizeof *z);
@@ -79,21 +82,36 @@ uint32_t gpu_zones_kept_ranges_cached(const gpu_zones *z, gpu_zone_cache *cache,
 uint32_t gpu_zones_kept_ranges(const gpu_zones *z, const gpu_filter *filters, uint32_t num_filters,
                                const uint32_t *values) {
     const uint32_t *least[ISN_GPU_MAX_ZONED_FILTERS], *most[ISN_GPU_MAX_ZONED_FILTERS];
-    const gpu_filter *zoned[ISN_GPU_MAX_ZONED_FILTERS];
+    gpu_filter zoned[ISN_GPU_MAX_ZONED_FILTERS];
     uint32_t n = 0;
-    for (uint32_t f = 0; f < num_filters && n < ISN_GPU_MAX_ZONED_FILTERS; f++)
+    for (uint32_t f = 0; f < num_filters && n < ISN_GPU_MAX_ZONED_FILTERS; f++) {
+        gpu_filter g = filters[f];
+        /* a long value list is tested as the range of its values (a negated one not at all), so that a range
+         * costs a few compares whatever the list's length */
+        if (g.num_values > ISN_GPU_ZONE_EXACT_VALUES) {
+            if (g.negate) continue;
+            const uint32_t *v = values + g.first_value;
+            g.least = UINT32_MAX;
+            g.most = 0;
+            for (uint32_t i = 0; i < g.num_values; i++) {
+                g.least = v[i] < g.least ? v[i] : g.least;
+                g.most = v[i] > g.most ? v[i] : g.most;
+            }
+            g.num_values = 0;
+        }
         for (uint32_t c = 0; c < z->num_columns; c++)
-            if (z->first_word[c] == filters[f].first_word) {
-                zoned[n] = &filters[f];
+            if (z->first_word[c] == g.first_word && z->bits[c] == g.bits) {
+                zoned[n] = g;
                 least[n] = z->least + (size_t)c * z->num_ranges;
                 most[n++] = z->most + (size_t)c * z->num_ranges;
                 break;
             }
+    }
     if (n == 0) return z->num_ranges;
     uint32_t kept = 0;
     for (uint32_t r = 0; r < z->num_ranges; r++) {
         bool may = true;
-        for (uint32_t f = 0; f < n && may; f++) may = gpu_zone_may_pass(zoned[f], values, least[f][r], most[f][r]);
+        for (uint32_t f = 0; f < n && may; f++) may = gpu_zone_may_pass(&zoned[f], values, least[f][r], most[f][r]);
         kept += may;
     }
     return kept;

@@ -14,12 +14,16 @@
 #include "gpu/device.h"
 #include "gpu/filter_bitmaps.h"
 
-/* A query's filters past the first this many are not looked up (a range they drop still counts as kept). */
+/* A query's filters on zoned columns past the first this many are not looked up (a range they drop still
+ * counts as kept); a value list longer than ISN_GPU_ZONE_EXACT_VALUES is looked up as the range of its values
+ * (negated, not at all). */
 #define ISN_GPU_MAX_ZONED_FILTERS 8u
+#define ISN_GPU_ZONE_EXACT_VALUES 16u
 
 typedef struct {
     uint32_t num_ranges, num_columns;
-    uint64_t *first_word; /* each zoned column's first word (gpu_filter.first_word names a filter's column) */
+    uint64_t *first_word; /* each zoned column's first word and bits (a gpu_filter's name its column) */
+    uint32_t *bits;
     uint32_t *least;      /* [column * num_ranges + range]: stored values (0: a document without the attribute) */
     uint32_t *most;
 } gpu_zones;

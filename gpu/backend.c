@@ -82,7 +82,7 @@ struct isn_gpu_backend {
     bool filter_sampling;
     bool zone_maps; /* ISN_GPU_ZONE_MAPS=0: report lists sized for every range, filtered or not (to compare) */
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
-    uint32_t report_stride; /* the device's report slots a (query, range): gpu_report_stride */
+    uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];
 };
@@ -348,10 +348,10 @@ static int build_attribute_columns(isn_gpu_backend *b, char *err, size_t err_len
         }
     }
     b->health.attribute_bytes = b->num_attribute_words * sizeof *b->attribute_words;
-    if (b->zone_maps && gpu_zones_build(&b->zones, b->attribute_words, b->attributes, b->num_attributes, docs) != 0) {
-        snprintf(err, err_len, "GPU backend: out of memory for the attribute columns' zone map");
-        return -1;
-    }
+    /* without memory for it, filtered queries' lists are sized as unfiltered ones' */
+    if (b->zone_maps && gpu_zones_build(&b->zones, b->attribute_words, b->attributes, b->num_attributes, docs) != 0)
+        fprintf(stderr, "isn gpu: no memory for the attribute columns' zone map: filtered queries' report lists are "
+                        "sized for every range\n");
     return 0;
 }
 
@@ -378,6 +378,9 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     const double layout_from = now_ms();
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
+    /* report slots for the lists the zone map may size (more than an unfiltered query's) */
+    b->report_stride =
+        b->zones.num_ranges ? gpu_report_stride(o.max_k, info->num_docs) : gpu_range_top(o.max_k, info->num_docs);
     b->health.layout_ms = now_ms() - layout_from;
     b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
@@ -430,6 +433,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         .streams = o.streams,
         .attribute_words = b->attribute_words,
         .num_attribute_words = b->num_attribute_words,
+        .report_stride = b->report_stride,
         .max_filters = b->max_filters,
         .max_filter_values = b->max_filter_values,
     };
@@ -523,7 +527,6 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->no_probe = o.and_by_ranges;
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
-    b->report_stride = gpu_report_stride(o.max_k, info->num_docs);
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -741,9 +744,9 @@ static bool choose_pruning(isn_gpu_backend *b, uint32_t n) {
 
 /* Folds a batch's time per million list postings into its size class's average for its mode; the health
  * shows the class of the latest batch. */
-static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms, uint64_t postings) {
+static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms, uint64_t postings, bool one_off) {
     prune_learning *l = &b->prune[prune_class(n)];
-    if (!prune_learn(l, pruned, ms, postings)) return;
+    if (!prune_learn(l, pruned, ms, postings, one_off)) return;
     b->health.ms_per_mposting_pruned = l->ms_per_mposting[1];
     b->health.ms_per_mposting_exhaustive = l->ms_per_mposting[0];
     if (pruned) b->health.samples_pruned++;
@@ -845,6 +848,8 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             q->k = r->k;
             q->and_mode = and_mode;
             q->range_top = gpu_range_top(r->k, index_docs);
+            /* the ranges that can hold an answer: all, or those the query's filters keep (below) */
+            uint32_t kept_ranges = (index_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
             q->hit_offset = hits;
             q->path = (uint32_t)path;
             q->driver = driver;
@@ -871,7 +876,10 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                     const gpu_batch view = {.filters = s->filters, .filter_values = s->filter_values};
                     const uint32_t kept = gpu_zones_kept_ranges_cached(&b->zones, &s->zone_cache, &view, q);
                     const uint32_t top = gpu_range_top_of_ranges(r->k, kept);
-                    if (kept) q->range_top = top < b->report_stride ? top : b->report_stride;
+                    if (kept) {
+                        q->range_top = top < b->report_stride ? top : b->report_stride;
+                        kept_ranges = kept;
+                    }
                 }
                 nfilters += tree->num_filters;
             }
@@ -933,7 +941,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
             q->sampled_floor = !s->pruned && !and_mode && path == GPU_PATH_RANGES && q->floor_key == 0 && !counts_matches &&
                                (b->filter_sampling || q->num_filters == 0);
             q->sample_stride =
-                !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, index_docs) : 1;
+                !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, kept_ranges) : 1;
             /* global order: from the first id whose tail bound is below the floor (at most the final k-th score) no
              * document is an answer, so the query's passes stop there */
             s->ranges_bound_skipped[nq] = 0;
@@ -1167,10 +1175,9 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     b->last_completed_pruned = s->pruned;
     if (s->pruned) b->health.batches_pruned++;
     else b->health.batches_exhaustive++;
-    /* nor when it built filter bitmaps, which later batches of either mode reuse: learnt from, that one-off
-     * cost made the mode of a filter's first batches look the dearer, and AUTO kept to the other */
-    if (device_ok && st.cpu_queries == 0 && alone && st.filter_bitmaps_built == 0)
-        learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists);
+    /* a batch that built filter bitmaps, which later batches of either mode reuse, is a one-off sample */
+    if (device_ok && st.cpu_queries == 0 && alone)
+        learn_pruning(b, s->num_requests, s->pruned, since, st.postings_in_lists, st.filter_bitmaps_built > 0);
     b->health.batches++;
     b->health.queries_device += st.device_queries;
     b->health.queries_cpu += st.cpu_queries;

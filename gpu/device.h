@@ -201,6 +201,9 @@ typedef struct {
     const uint32_t *attribute_words;
     uint64_t num_attribute_words; /* one more word past the last column: a value is read as two words */
     uint32_t max_filters, max_filter_values; /* per batch */
+    /* the report slots a (query, range) has: no query's range_top is above it (gpu_report_stride with zone maps,
+     * gpu_range_top(max_k, num_docs) without) */
+    uint32_t report_stride;
 } gpu_upload;
 
 typedef struct gpu_device gpu_device;
@@ -264,9 +267,9 @@ static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
     return gpu_range_top_of_ranges(k, (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS);
 }
 
-/* The report slots the device keeps a (query, range): a query's range_top is at most this. Room for k up to
- * max_k over every range, and over a sixteenth of them (a filtered query whose filters keep few ranges:
- * attribute_zones.h; fewer still take this many). */
+/* The report slots a device keeps a (query, range) where filtered queries size their lists by the ranges they
+ * keep (attribute_zones.h): room for k up to max_k over every range, and over a sixteenth of them (fewer ranges
+ * still take this many). Without zone maps, gpu_range_top(max_k, num_docs) is enough. */
 #define GPU_ZONE_RANGE_SHARE 16u
 static inline uint32_t gpu_report_stride(uint32_t max_k, uint32_t num_docs) {
     const uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
@@ -274,9 +277,9 @@ static inline uint32_t gpu_report_stride(uint32_t max_k, uint32_t num_docs) {
 }
 
 /* Sampled ranges hold at least 2k reports when they can: the sampling round's k-th best report is then
- * a threshold near the final one (GPU_MAX_SAMPLE_STRIDE at most; 1 scores every range in one round). */
-static inline uint32_t gpu_sample_stride(uint32_t k, uint32_t range_top, uint32_t num_docs) {
-    uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+ * a threshold near the final one (GPU_MAX_SAMPLE_STRIDE at most; 1 scores every range in one round).
+ * `ranges`: those that can hold an answer (gpu_range_top_of_ranges). */
+static inline uint32_t gpu_sample_stride(uint32_t k, uint32_t range_top, uint32_t ranges) {
     uint64_t stride = ((uint64_t)ranges * range_top) / (2ull * (k ? k : 1));
     if (stride < 1) stride = 1;
     if (stride > GPU_MAX_SAMPLE_STRIDE) stride = GPU_MAX_SAMPLE_STRIDE;

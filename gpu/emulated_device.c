@@ -617,10 +617,10 @@ static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch,
         snprintf(err, err_len, "emulated device: stream %u out of range", slot);
         return -1;
     }
-    /* the CUDA device's report slots (gpu_report_stride): the same limit here, so the host tests find a query
+    /* the CUDA device's report slots (gpu_upload.report_stride): the same limit here, so the host tests find a query
      * that would overrun them */
-    const uint32_t stride = gpu_report_stride(d->upload.max_k, d->upload.num_docs);
-    for (uint32_t q = 0; q < batch->num_range_queries; q++)
+    const uint32_t stride = d->upload.report_stride;
+    for (uint32_t q = 0; q < batch->num_queries; q++)
         if (batch->queries[q].range_top > stride) {
             snprintf(err, err_len, "emulated device: query %u reports %u a range, past the %u slots a range has", q,
                      batch->queries[q].range_top, stride);

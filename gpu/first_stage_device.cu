@@ -386,7 +386,7 @@ static gpu_device *cuda_open(int ordinal, const gpu_upload *upload, char *err, s
     d->upload = *upload;
     d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     if (d->num_ranges == 0) d->num_ranges = 1;
-    d->report_stride = gpu_report_stride(upload->max_k, upload->num_docs);
+    d->report_stride = upload->report_stride;
     if (upload->streams > 8 || open_device(d, err, err_len) != 0) {
         if (upload->streams > 8) snprintf(err, err_len, "CUDA device: at most 8 streams");
         cuda_close(d);

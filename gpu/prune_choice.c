@@ -42,10 +42,19 @@ bool prune_choose(prune_learning *l, uint32_t streams) {
     return pruned;
 }
 
-bool prune_learn(prune_learning *l, bool pruned, double ms, uint64_t postings) {
+bool prune_learn(prune_learning *l, bool pruned, double ms, uint64_t postings, bool one_off) {
     if (postings == 0 || !(ms >= 0.0)) return false;
+    if (one_off && (l->batches[pruned] || ++l->one_offs[pruned] < PRUNE_ONE_OFF_RUN)) return false;
     const double sample = ms / ((double)postings / 1e6);
     double *average = &l->ms_per_mposting[pruned];
+    if (l->provisional[pruned] && !one_off) { /* the first ordinary sample replaces the one-off one */
+        l->provisional[pruned] = false;
+        l->outliers[pruned] = 0;
+        *average = sample;
+        l->batches[pruned]++;
+        return true;
+    }
+    l->provisional[pruned] = one_off;
     if (l->batches[pruned] && sample > PRUNE_OUTLIER_FACTOR * *average && ++l->outliers[pruned] < PRUNE_OUTLIER_RUN)
         return false;
     l->outliers[pruned] = 0;

@@ -13,6 +13,8 @@ typedef struct {
     uint64_t batches[2];   /* learned from */
     uint64_t chosen[2];    /* sent */
     uint32_t outliers[2];  /* samples in a row far above the mode's average, set aside */
+    uint32_t one_offs[2];  /* one-off samples set aside while the mode had none (prune_learn) */
+    bool provisional[2];   /* the average is one one-off sample */
 } prune_learning;
 
 /* The class of a batch of n queries: 1, 4, 16, 64, 256 and more, by powers of four. */
@@ -26,6 +28,11 @@ bool prune_choose(prune_learning *l, uint32_t streams);
  * the next exploration. true when the sample was taken. */
 #define PRUNE_OUTLIER_FACTOR 4.0
 #define PRUNE_OUTLIER_RUN 3
-bool prune_learn(prune_learning *l, bool pruned, double ms, uint64_t postings);
+/* one_off: the batch also paid for work later batches of either mode reuse (filter bitmaps it built). Such
+ * samples are set aside: learnt like the others, a filter's first batches made their mode look the dearer,
+ * and AUTO kept to the other. Only a mode that got PRUNE_ONE_OFF_RUN of them and no ordinary one (a class
+ * whose every batch builds) takes one, until its first ordinary sample replaces it. */
+#define PRUNE_ONE_OFF_RUN 8
+bool prune_learn(prune_learning *l, bool pruned, double ms, uint64_t postings, bool one_off);
 
 #endif

@@ -714,8 +714,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                                  : lo_next + kSpan < limit ? kept_end(lo_next, r_next, lo_next + kSpan)
                                                            : kept_end(lo_next, r_next, limit);
         if (lo_next < hi_next) {
-            // the cursor carries over: this range was scored (its spans found) or r_next follows an empty one,
-            // which only the end of the partition (limit) makes, so not here
+            // the cursor carries over when this range's spans were found (lo < hi); after an empty step (the
+            // partition's end, or one the filter bitmap keeps nothing of) the spans are searched for
             for (uint32_t t = span_warp; t < nt; t += kWarps)
                 term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }

@@ -56,7 +56,7 @@ static void test_zones_never_drop_a_passing_range(void **state) {
     (void)state;
     gpu_zones z;
     assert_int_equal(gpu_zones_build(&z, words, columns, 3, DOCS), 0);
-    uint32_t values[8];
+    uint32_t values[24]; /* lists past ISN_GPU_ZONE_EXACT_VALUES are counted as the range of their values */
     for (int round = 0; round < 400; round++) {
         const uint32_t c = support_rng_below(2) ? 2 : 0, top = c ? 21 : DOCS + 1;
         gpu_filter f = {.first_word = columns[c].first_word, .bits = columns[c].bits, .least = 1, .most = 0};
@@ -65,7 +65,7 @@ static void test_zones_never_drop_a_passing_range(void **state) {
             f.least = support_rng_below(top);
             f.most = f.least + support_rng_below(c ? 4 : 3 * GPU_RANGE_DOCS);
         } else {
-            f.num_values = 1 + support_rng_below(8);
+            f.num_values = 1 + support_rng_below(24);
             for (uint32_t i = 0; i < f.num_values; i++) values[i] = support_rng_below(top);
         }
         uint32_t exact = 0;
@@ -106,11 +106,32 @@ static void test_kept_ranges_of_several_filters(void **state) {
     gpu_zones_free(&z);
 }
 
+/* The devices' report slots (gpu_report_stride) hold every list the backend sizes: any k up to max_k over every
+ * range, and over as few as a sixteenth of them (the backend caps the rest at the stride). */
+static void test_report_slots_hold_the_lists(void **state) {
+    (void)state;
+    static const uint32_t docs[] = {1000, 120000, 1000000, 10000000, 20000000, 100000000, 400000000};
+    static const uint32_t max_ks[] = {10, 100, 1000, 10000};
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++)
+        for (size_t j = 0; j < sizeof max_ks / sizeof *max_ks; j++) {
+            const uint32_t stride = gpu_report_stride(max_ks[j], docs[i]);
+            const uint32_t ranges = (docs[i] + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+            assert_true(stride <= GPU_MAX_RANGE_TOP);
+            for (uint32_t k = 1; k <= max_ks[j]; k += k < 64 ? 1 : 97) {
+                if (gpu_range_top(k, docs[i]) > stride) fail_msg("docs %u max_k %u k %u", docs[i], max_ks[j], k);
+                const uint32_t few = ranges / GPU_ZONE_RANGE_SHARE ? ranges / GPU_ZONE_RANGE_SHARE : 1;
+                if (gpu_range_top_of_ranges(k, few) > stride)
+                    fail_msg("docs %u max_k %u k %u over %u ranges", docs[i], max_ks[j], k, few);
+            }
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zones_hold_each_range_s_extremes),
         cmocka_unit_test(test_zones_never_drop_a_passing_range),
         cmocka_unit_test(test_kept_ranges_of_several_filters),
+        cmocka_unit_test(test_report_slots_hold_the_lists),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

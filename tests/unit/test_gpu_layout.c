@@ -207,9 +207,6 @@ static void column_put(uint32_t *words, uint32_t bits, uint32_t doc, uint32_t v)
         if (v >> i & 1u) words[((uint64_t)doc * bits + i) >> 5] |= 1u << (((uint64_t)doc * bits + i) & 31u);
 }
 
-/* gpu_pass_word (the CUDA device's filter bitmaps, gpu_query.pass_slot): each bit is gpu_filters_accept of its
- * document, for a range and a negated value list over two columns (one of 7-bit values, which straddle words),
- * and no bit past the last document (a count that is not a multiple of 32). */
 /* A filter bitmap's range bits (gpu_pass_range_word): set for exactly the ranges holding a kept document, the
  * last range partial, over more than 32 ranges (two words); gpu_pass_keeps_ranges over spans of them. */
 static void test_filter_bitmap_ranges(void **state) {
@@ -235,6 +232,9 @@ static void test_filter_bitmap_ranges(void **state) {
     assert_false(gpu_pass_keeps_ranges(bitmap, DOCS, 34, 6));
 }
 
+/* gpu_pass_word (the CUDA device's filter bitmaps, gpu_query.pass_slot): each bit is gpu_filters_accept of its
+ * document, for a range and a negated value list over two columns (one of 7-bit values, which straddle words),
+ * and no bit past the last document (a count that is not a multiple of 32). */
 static void test_filter_bitmap_words(void **state) {
     (void)state;
     enum { DOCS = 1000, WORDS_A = DOCS * 4 / 32 + 2, WORDS_B = DOCS * 7 / 32 + 2 };

@@ -23,7 +23,7 @@ static uint32_t run_batches(prune_learning *l, uint32_t n, const double cost[2],
         bool pruned = prune_choose(l, STREAMS);
         pruned_count += pruned;
         double ms = cost[pruned] * (double)POSTINGS / 1e6 + (i == 0 ? stall_ms : 0.0);
-        prune_learn(l, pruned, ms, POSTINGS);
+        prune_learn(l, pruned, ms, POSTINGS, false);
     }
     return pruned_count;
 }
@@ -52,7 +52,7 @@ static void test_one_stalled_batch_does_not_switch(void **state) {
         pruned += p;
         double ms = cost[p] * (double)POSTINGS / 1e6;
         if (!p && !stalled) ms += 2000.0, stalled = true;
-        prune_learn(&l, p, ms, POSTINGS);
+        prune_learn(&l, p, ms, POSTINGS, false);
     }
     assert_true(stalled);
     if (pruned > 1000 / 32)
@@ -68,6 +68,34 @@ static void test_a_lasting_change_switches(void **state) {
     run_batches(&l, 200, after, 0.0);
     uint32_t pruned = run_batches(&l, 1000, after, 0.0);
     if (pruned < 1000 - 1000 / 8) fail_msg("exhaustive now costs 2.5x pruned, yet only %u of 1000 batches pruned", pruned);
+}
+
+/* A filter's first batches also build its bitmaps (a one-off cost, prune_learn's one_off): the exhaustive
+ * mode they ran in must not look dearer for it. Learnt as ordinary samples, a few such batches kept the
+ * class pruned at twice the cost. And a class whose every batch is one-off still learns both modes. */
+static void test_one_off_batches_do_not_decide(void **state) {
+    (void)state;
+    prune_learning l = {0};
+    const double cost[2] = {1.0, 2.0};
+    uint32_t pruned = 0;
+    for (uint32_t i = 0; i < 1000; i++) {
+        bool p = prune_choose(&l, STREAMS);
+        pruned += i >= 200 && p;
+        const bool one_off = i < 3; /* the first run's batches build the filters' bitmaps */
+        prune_learn(&l, p, cost[p] * (double)POSTINGS / 1e6 + (one_off ? 40.0 : 0.0), POSTINGS, one_off);
+    }
+    if (pruned > 800 / 32) fail_msg("after three exhaustive batches that built bitmaps, %u of 800 pruned at 2x", pruned);
+    assert_true(l.ms_per_mposting[0] < 1.5);
+    prune_learning all = {0};
+    for (uint32_t i = 0; i < 100; i++) {
+        bool p = prune_choose(&all, STREAMS);
+        prune_learn(&all, p, cost[p] * (double)POSTINGS / 1e6, POSTINGS, true);
+    }
+    /* each mode took one, after PRUNE_ONE_OFF_RUN of them */
+    assert_int_equal(all.batches[0], 1);
+    assert_int_equal(all.batches[1], 1);
+    assert_int_equal(all.one_offs[0], PRUNE_ONE_OFF_RUN);
+    assert_true(all.ms_per_mposting[0] < all.ms_per_mposting[1]);
 }
 
 static void test_size_classes(void **state) {
@@ -86,6 +114,7 @@ int main(void) {
         cmocka_unit_test(test_settles_on_the_cheaper_mode),
         cmocka_unit_test(test_one_stalled_batch_does_not_switch),
         cmocka_unit_test(test_a_lasting_change_switches),
+        cmocka_unit_test(test_one_off_batches_do_not_decide),
         cmocka_unit_test(test_size_classes),
     };
     return cmocka_run_group_tests_name("gpu_prune_choice", tests, NULL, NULL);
