@@ -197,7 +197,8 @@ typedef struct {
     uint64_t bytes_to_device;
     uint64_t bytes_from_device;
     uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored by the report pass */
-    uint64_t ranges_pruned;   /* skipped there without decoding: no postings, or an AND term absent */
+    uint64_t ranges_pruned;   /* skipped there without decoding: no postings, an AND term absent, or no document
+                               * the query's filter bitmap keeps (a bound-pass group of ranges counts once) */
     uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
     uint64_t postings_scored; /* every pass, AND probing included (those whose documents pass the filters) */
     uint64_t postings_decoded; /* every pass, filtered or not: counted by the emulated device only (0 on CUDA) */
