@@ -272,24 +272,15 @@ __device__ __forceinline__ void bitmap_lane(const range_args &a, const gpu_query
         valid[j] = valid[j] && ((__ldg(&bitmap[min(docs[j] >> 5, last_word)]) >> (docs[j] & 31u)) & 1u);
 }
 
-// Whether the query's filter bitmap keeps a document of ranges [r, r + count) (gpu_pass_keeps_ranges), as a block
-// walking its ranges in order asks: the kernels that read the bitmap skip the ranges it keeps none of, as they skip
-// ranges without postings. The word of range bits holding the last answer stays in a register, so that the step
-// from one range to the next waits on a load once in 32 ranges instead of at every step.
-struct kept_ranges {
-    uint32_t at = UINT32_MAX, word = 0;
-    __device__ __forceinline__ bool keeps(const range_args &a, const gpu_query &query, uint32_t r, uint32_t count) {
-        const uint32_t *ranges = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride + a.pass_words;
-        for (uint32_t i = r; i < r + count; i++) {
-            if ((i >> 5) != at) {
-                at = i >> 5;
-                word = __ldg(&ranges[at]);
-            }
-            if (word >> (i & 31u) & 1u) return true;
-        }
-        return false;
-    }
-};
+// Whether the query's filter bitmap keeps a document of ranges [r, r + count) (gpu_pass_keeps_ranges): the
+// kernels that read it skip the ranges it keeps none of, as they skip ranges without postings.
+__device__ __forceinline__ bool bitmap_keeps_ranges(const range_args &a, const gpu_query &query, uint32_t r,
+                                                    uint32_t count) {
+    const uint32_t *ranges = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride + a.pass_words;
+    for (uint32_t i = r; i < r + count; i++)
+        if (__ldg(&ranges[i >> 5]) >> (i & 31u) & 1u) return true;
+    return false;
+}
 
 // Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)
 // and pass the query's filters as kFilter tests them (filter_test). By default the filters are tested before the

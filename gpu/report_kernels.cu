@@ -645,9 +645,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
     uint32_t hi = lo + kSpan < limit ? lo + kSpan : limit;
     // a step whose ranges the query's filter bitmap keeps no document of is empty: no spans, no adds, no reports
-    kept_ranges kept;
     auto kept_end = [&](uint32_t from, uint32_t r_from, uint32_t to) -> uint32_t {
-        return kFilter == kFilterBitmap && from < to && !kept.keeps(a, query, r_from, kStep) ? from : to;
+        return kFilter == kFilterBitmap && from < to && !bitmap_keeps_ranges(a, query, r_from, kStep) ? from : to;
     };
     hi = kept_end(lo, r, hi);
     if (kBounds && tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
@@ -819,7 +818,6 @@ __device__ __forceinline__ void report_pass(range_args a) {
     const uint32_t v0 = chunk * a.ranges_per_block;
     uint32_t scored = 0, pruned = 0, reported = 0, previous = UINT32_MAX;
     span_prefetch pf;
-    kept_ranges kept_bits;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
         const uint32_t r = a.round == 1 ? v * stride : v;
@@ -833,7 +831,7 @@ __device__ __forceinline__ void report_pass(range_args a) {
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         // a range the query's filter bitmap keeps no document of is skipped as one without postings is
-        const bool kept = kFilter != kFilterBitmap || lo >= hi || kept_bits.keeps(a, query, r, 1);
+        const bool kept = kFilter != kFilterBitmap || lo >= hi || bitmap_keeps_ranges(a, query, r, 1);
         previous = lo < hi && kept ? r : UINT32_MAX;
         if (lo >= hi || !kept || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
