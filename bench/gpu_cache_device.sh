@@ -7,7 +7,8 @@
 #        QUERIES, disjoint); postings at 8% and 16% of the partition's device bytes (--budget-fraction), OR and
 #        AND, k 10 and 1,000, batch 256: the whole-list cache (--cache whole, one run per budget) and the pruned
 #        cache (--cache pruned, trained at the k it serves, OR), against the 16-core CPU (rates in the first
-#        run), every answer compared with the CPU's (mismatches);
+#        run, with the whole partition resident, AUTO and --exhaustive), every answer compared with the CPU's
+#        (mismatches); at least MIN_BATCHES (16) batches a cell;
 #     2. the Debian index in global order (.devdata/idx-deb exported to CIFF and imported with --order global),
 #        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
 #        and 50% against the rate, both caches.
@@ -76,7 +77,10 @@ for r in rows:
            "completions_avoided": r.get("completions_avoided"),
            "ranges_bound_skipped_per_query": r.get("ranges_bound_skipped_per_query"),
            "device_postings_decoded_per_query": pq.get("postings_decoded"),
-           "device_postings_scored_per_query": pq.get("postings_scored"), "cpu_postings_per_query": pq.get("cpu_postings")}
+           "device_postings_scored_per_query": pq.get("postings_scored"), "cpu_postings_per_query": pq.get("cpu_postings"),
+           "fallback_reasons": {k: v for k, v in r.get("cpu_fallbacks", {}).items() if v},
+           "host_complete_ms_per_batch": r.get("host_ms_per_batch", {}).get("complete"),
+           "pruned_batches": r.get("pruned_batches"), "batches": r.get("batches")}
     if out["cpu_qps"]: out["over_cpu"] = round(r["qps"] / out["cpu_qps"], 3)
     print(json.dumps(out))
 PY
@@ -87,12 +91,19 @@ device)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-cache.txt"
   echo "cores: $(nproc)"
   ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
-  common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES"
-  files=""
+  # At least MIN_BATCHES (16) batches a cell, the log over again: AUTO pruning starts a class with a run of exhaustive
+  # batches and then of pruned ones, and learns only from batches without CPU work (isn_gpu_complete), which on a
+  # cache every batch of 256 has (its queries with a list not resident), so a class spends up to 12 batches on
+  # pruned passes before it settles: a cell of 4 batches measured mostly that start.
+  common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES
+    --min-batches ${MIN_BATCHES:-16}"
+  # the whole partition resident, AUTO and every batch exhaustive: the device's own rate against the CPU's
+  run synth-resident ${LIMIT:-90} $common --ks 10,1000 --modes or,and --cpu-seconds 2
+  run synth-resident-exhaustive ${LIMIT:-90} $common --ks 10,1000 --modes or,and --exhaustive --no-cpu-rate
+  files="$O/synth-resident.json $O/synth-resident-exhaustive.json"
   for pct in 8 16; do
     f=0.$(printf %02d "$pct")
     cpu_rate="--no-cpu-rate"
-    [ "$pct" = 8 ] && cpu_rate="--cpu-seconds 2"
     run synth-whole-$pct ${LIMIT:-90} $common --budget-fraction "$f" --cache whole --ks 10,1000 --modes or,and $cpu_rate
     files="$files $O/synth-whole-$pct.json"
     for k in 10 1000; do
