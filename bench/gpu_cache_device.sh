@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 41: the pruned-prefix cache on an index in global order (the tail bound's early termination and the
 # admission by visit frequency) against a whole-list cache in the same device memory. Stages:
-#   bash bench/gpu_cache_device.sh device   on the GPU machine, about 5 minutes of device time:
+#   bash bench/gpu_cache_device.sh device   on the GPU machine (about 5 minutes of device time before the resident
+#     rows and the 16-batch cells came in; not timed since):
 #     1. the 20M-document synthetic partition fitted to Debian in global order (isn-index synth --order global,
 #        built once), its log split into a training log (the first TRAIN queries) and a measured one (the next
 #        QUERIES, disjoint); postings at 8% and 16% of the partition's device bytes (--budget-fraction), OR and
