@@ -92,10 +92,11 @@ device)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-cache.txt"
   echo "cores: $(nproc)"
   ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
-  # At least MIN_BATCHES (16) batches a cell, the log over again: AUTO pruning starts a class with a run of exhaustive
-  # batches and then of pruned ones, and learns only from batches without CPU work (isn_gpu_complete), which on a
-  # cache every batch of 256 has (its queries with a list not resident), so a class spends up to 12 batches on
-  # pruned passes before it settles: a cell of 4 batches measured mostly that start.
+  # AUTO pruning learns only from batches without CPU work (isn_gpu_complete), and on a cache every batch of 256 has
+  # some (its queries with a list not resident): a size class then runs 12 batches exhaustive and 12 pruned (its
+  # patience, prune_choose) and serves exhaustive after, and a process's later cells inherit where the earlier ones
+  # left it. Cells of at least MIN_BATCHES (16) batches, the log over again; the rows' pruned_batches say how many
+  # ran pruned.
   common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES
     --min-batches ${MIN_BATCHES:-16}"
   # the whole partition resident, AUTO and every batch exhaustive: the device's own rate against the CPU's
