@@ -4,9 +4,9 @@
  * a run of the other every ISN_GPU_PRUNE_EXPLORE runs times how much slower it is, so that a change in the
  * traffic is noticed for a fixed share of the device's time. A run is streams + 1 batches: with batches in
  * flight, only a batch between two of its own mode measures that mode's cost (isn_gpu_complete learns from
- * no other), and a run's middle ones are. A mode still without such a batch after PRUNE_PATIENCE runs is
- * left (a class whose runs interleave with another's may never get one): the measured mode, or
- * exhaustive, serves. */
+ * no other, nor from one with CPU answers), and a run's middle ones are. A mode still without such a batch
+ * after PRUNE_PATIENCE runs is left (a class whose runs interleave with another's may never get one): the
+ * measured mode, or exhaustive, serves; when exhaustive is the one left, pruned is not tried at all. */
 #include "gpu/prune_choice.h"
 
 #include <math.h>
@@ -27,6 +27,11 @@ bool prune_choose(prune_learning *l, uint32_t streams) {
     const uint64_t run = (uint64_t)streams + 1, patience = PRUNE_PATIENCE * run;
     bool pruned;
     if (l->chosen[0] < run || (l->batches[0] == 0 && l->chosen[0] < patience)) pruned = false;
+    /* exhaustive got no sample in its patience: the class's batches cannot be measured (each also waits on CPU
+     * answers, isn_gpu_complete, as on a partition larger than the device), so pruned ones most likely cannot
+     * either, and patience spent on them is pruned batches (several exhaustive ones' cost on such partitions)
+     * that end in exhaustive all the same */
+    else if (l->batches[0] == 0) pruned = false;
     else if (l->chosen[1] < run || (l->batches[1] == 0 && l->chosen[1] < patience)) pruned = true;
     else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] == 0 && l->batches[1] != 0;
     else {

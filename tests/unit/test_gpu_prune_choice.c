@@ -98,6 +98,22 @@ static void test_one_off_batches_do_not_decide(void **state) {
     assert_true(all.ms_per_mposting[0] < all.ms_per_mposting[1]);
 }
 
+/* A class whose batches are never learnt from (each of a cache's batches of 256 waits on CPU answers for its
+ * queries with a list not resident, and isn_gpu_complete learns from none of those) serves exhaustive
+ * batches, the choice it ends in anyway, without first spending its pruned patience (20 batches here, each
+ * several exhaustive ones' cost on such a partition). */
+static void test_an_unmeasured_class_stays_exhaustive(void **state) {
+    (void)state;
+    prune_learning l = {0};
+    uint32_t pruned = 0;
+    for (uint32_t i = 0; i < 1000; i++) pruned += prune_choose(&l, STREAMS);
+    assert_int_equal(pruned, 0);
+    /* once exhaustive is measured, pruned runs are tried and learnt: a cheaper pruned mode takes over */
+    const double cost[2] = {4.0, 1.0};
+    run_batches(&l, 200, cost, 0.0);
+    assert_true(run_batches(&l, 1000, cost, 0.0) > 900);
+}
+
 static void test_size_classes(void **state) {
     (void)state;
     assert_int_equal(prune_class(1), 0);
@@ -115,6 +131,7 @@ int main(void) {
         cmocka_unit_test(test_one_stalled_batch_does_not_switch),
         cmocka_unit_test(test_a_lasting_change_switches),
         cmocka_unit_test(test_one_off_batches_do_not_decide),
+        cmocka_unit_test(test_an_unmeasured_class_stays_exhaustive),
         cmocka_unit_test(test_size_classes),
     };
     return cmocka_run_group_tests_name("gpu_prune_choice", tests, NULL, NULL);
