@@ -93,10 +93,10 @@ device)
   echo "cores: $(nproc)"
   ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
   # AUTO pruning learns only from batches without CPU work (isn_gpu_complete), and on a cache every batch of 256 has
-  # some (its queries with a list not resident): a size class then runs 12 batches exhaustive and 12 pruned (its
-  # patience, prune_choose) and serves exhaustive after, and a process's later cells inherit where the earlier ones
-  # left it. Cells of at least MIN_BATCHES (16) batches, the log over again; the rows' pruned_batches say how many
-  # ran pruned.
+  # some (its queries with a list not resident): a size class then serves exhaustive batches only (prune_choose).
+  # With the whole partition resident it learns, and starts with runs of each mode. Cells of at least MIN_BATCHES
+  # (16) batches, the log over again, so that such a start is a small part of a cell; the rows' pruned_batches say
+  # how many ran pruned.
   common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES
     --min-batches ${MIN_BATCHES:-16}"
   # the whole partition resident, AUTO and every batch exhaustive: the device's own rate against the CPU's
