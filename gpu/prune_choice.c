@@ -33,7 +33,7 @@ bool prune_choose(prune_learning *l, uint32_t streams) {
      * that end in exhaustive all the same */
     else if (l->batches[0] == 0) pruned = false;
     else if (l->chosen[1] < run || (l->batches[1] == 0 && l->chosen[1] < patience)) pruned = true;
-    else if (l->batches[0] == 0 || l->batches[1] == 0) pruned = l->batches[0] == 0 && l->batches[1] != 0;
+    else if (l->batches[1] == 0) pruned = false; /* pruned could not be measured: the measured mode serves */
     else {
         const bool better = l->ms_per_mposting[1] <= l->ms_per_mposting[0];
         /* the other mode's runs take about 1/ISN_GPU_PRUNE_EXPLORE of the device time, however much
