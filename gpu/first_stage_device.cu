@@ -110,7 +110,7 @@ struct gpu_device {
     gpu_region payload_region, blocks_region, attribute_region; // the three above (device_memory.h)
     uint32_t num_ranges;
     uint32_t report_stride;
-    uint32_t resident_blocks; // report/rescore blocks the device runs at once
+    uint32_t resident_blocks; // rescore blocks the device runs at once
     int report_blocks;        // 2 or 3: wide_report_kernel_2 or wide_report_kernel
     uint32_t dense_report;    // ISN_GPU_DENSE_REPORT=1: the dense zero and scan for every range (to compare)
     bool compact;             // compact accumulators where they fit (ISN_GPU_COMPACT=0: never, to compare)
@@ -119,14 +119,13 @@ struct gpu_device {
     bool dense_floor;         // report_crossed where a narrow range has a floor (ISN_GPU_DENSE_FLOOR=0: never, to compare)
     uint32_t crossing_log;    // report_crossed's log of a range, at most kCrossedSlots (ISN_GPU_CROSSING_LOG: less, to test
                               // its overflow into report_dense)
-    uint32_t resident_compact; // compact report blocks the device runs at once
-    uint32_t resident_narrow;  // narrow ones
-    uint32_t resident_short;   // narrow ones with short report lists (six a multiprocessor; the bound pass's too)
+    // report blocks of each kernel the device runs at once, by filter variant (kVariantPlain, ...): the filtered
+    // twins run fewer a multiprocessor than the plain ones, and a grid sized for the plain kernel's waves leaves
+    // theirs a last wave almost empty
+    uint32_t resident_wide[3], resident_compact[3], resident_narrow[3], resident_short[3], resident_bound[3];
     bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never)
     uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
-    bool filter_parts_first;   // filtered blocks load their tf parts before the filter test (ISN_GPU_FILTER_PARTS_FIRST=1,
-                               // to compare: decode_valid)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
                                           // tests carry state from range to range)
@@ -338,7 +337,6 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
     d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
     d->query_major = gpu_env_number("ISN_GPU_QUERY_MAJOR", 1, 0) != 0;
-    d->filter_parts_first = gpu_env_number("ISN_GPU_FILTER_PARTS_FIRST", 0, 0) == 1;
     d->waves = gpu_env_number("ISN_GPU_WAVES", 4, 1);
     d->max_ranges_per_block = gpu_env_number("ISN_GPU_MAX_RANGES_PER_BLOCK", 64, 1);
     d->min_ranges_per_block = gpu_env_number("ISN_GPU_MIN_RANGES_PER_BLOCK", 1, 1);
@@ -359,18 +357,28 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
     d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK, 0);
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
-    int per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_report_kernel, kThreads, kSharedBytes));
-    d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, compact_report_kernel, kThreads,
-                                                        kCompactSharedBytes));
-    d->resident_compact = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, narrow_report_kernel, kThreads,
-                                                        narrow_shared_bytes(5)));
-    d->resident_narrow = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, short_report_kernel, kThreads,
-                                                        narrow_shared_bytes(6)));
-    d->resident_short = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)d->prop.multiProcessorCount;
+    const uint32_t sms = (uint32_t)d->prop.multiProcessorCount;
+    auto resident = [&](report_kernel kernel, size_t shared_bytes, uint32_t &out) -> cudaError_t {
+        int per_sm = 0;
+        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared_bytes);
+        out = (uint32_t)(per_sm > 0 ? per_sm : 1) * sms;
+        return e;
+    };
+    static_assert(kFilterVariants == 3, "resident_* hold one count a variant");
+    for (int v = 0; v < kFilterVariants; v++) {
+        const report_kernel wide = d->report_blocks == 2 ? kWideReport2[v] : kWideReport[v];
+        CHECK(resident(wide, kSharedBytes, d->resident_wide[v]));
+        CHECK(resident(kCompactReport[v], kCompactSharedBytes, d->resident_compact[v]));
+        CHECK(resident(kNarrowReport[v], narrow_shared_bytes(5), d->resident_narrow[v]));
+        CHECK(resident(kShortReport[v], narrow_shared_bytes(6), d->resident_short[v]));
+        CHECK(resident(kBoundReport[v], narrow_shared_bytes(6), d->resident_bound[v]));
+    }
+    // the rescore pass runs wide_report_kernel's accumulator at its three blocks a multiprocessor
+    {
+        int per_sm = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_report_kernel, kThreads, kSharedBytes));
+        d->resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * sms;
+    }
     for (uint32_t i = 0; i < u->streams; i++)
         if (open_stream(d, &d->streams[i], err, err_len) != 0) return -1;
     return 0;
@@ -467,7 +475,6 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.attribute_words = d->d_attribute_words;
     a.filters = s->d_filters;
     a.filter_values = s->d_filter_values;
-    a.filter_parts_first = d->filter_parts_first;
     a.pass_bits = s->d_pass_bits;
     a.pass_words = d->pass_words;
     a.pass_stride = d->pass_stride;
@@ -629,7 +636,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                 if (kernel == kBoundKernel) {
                     // a block's ranges are whole groups
                     const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
-                    ka.ranges_per_block = ranges_per_block(d, groups, count, d->resident_short) * kBoundRanges;
+                    ka.ranges_per_block = ranges_per_block(d, groups, count, d->resident_bound[variant]) * kBoundRanges;
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
                     kBoundReport[variant]<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
@@ -639,18 +646,19 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                         s->d_preset_theta);
                 } else if (kernel == kShortKernel || kernel == kNarrowKernel) {
                     const bool six = kernel == kShortKernel;
-                    ka.ranges_per_block = ranges_per_block(d, ranges, count, six ? d->resident_short : d->resident_narrow);
+                    ka.ranges_per_block =
+                        ranges_per_block(d, ranges, count, six ? d->resident_short[variant] : d->resident_narrow[variant]);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
                     const report_kernel report = six ? kShortReport[variant] : kNarrowReport[variant];
                     report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
                 } else if (kernel == kCompactKernel) {
-                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_compact);
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_compact[variant]);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
                     kCompactReport[variant]<<<grid, kThreads, kCompactSharedBytes, st>>>(ka);
                 } else {
-                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_blocks);
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_wide[variant]);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
                     const report_kernel report = d->report_blocks == 2 ? kWideReport2[variant] : kWideReport[variant];
