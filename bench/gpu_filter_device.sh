@@ -14,9 +14,6 @@
 #   bash bench/gpu_filter_device.sh bitmaps  the same, one round each, with the filters tested on the attribute
 #                                            columns (ISN_GPU_FILTER_BITMAPS=0) and on the filter bitmaps a batch's
 #                                            queries share (the default), AUTO and --exhaustive
-#   bash bench/gpu_filter_device.sh parts    the same, once with filtered blocks loading their tf parts beside the
-#                                            offsets (ISN_GPU_FILTER_PARTS_FIRST=1) and once as by default (parts after
-#                                            the filter test), one round each, to choose between them
 #   bash bench/gpu_filter_device.sh local    here, without a GPU: a 500,000-document synthetic partition on the
 #                                            emulated device, the work per query filtered and plain (postings decoded
 #                                            and scored, blocks skipped, reports), pruned and unpruned, with the
@@ -117,17 +114,6 @@ bitmaps)
   done
   unset ISN_GPU_FILTER_BITMAPS
   ;;
-parts)
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
-  ensure_synth
-  for variant in parts_first filter_first; do
-    if [ $variant = parts_first ]; then export ISN_GPU_FILTER_PARTS_FIRST=1; else unset ISN_GPU_FILTER_PARTS_FIRST; fi
-    run filter40-$variant ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
-      --no-cpu-rate --interleave 1 ${EXTRA:-}
-    summarize filter40-$variant "$O/filter40-$variant.json" | tee "$O/filter40-$variant-summary.json"
-  done
-  unset ISN_GPU_FILTER_PARTS_FIRST
-  ;;
 local)
   SYNTH=${SYNTH_LOCAL:-$B/synth-filter40}
   if [ ! -f "$SYNTH/queries.tsv" ]; then
@@ -159,7 +145,7 @@ for line in open(sys.argv[1]):
 PY
   ;;
 *)
-  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|parts|local" >&2
+  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|local" >&2
   exit 2
   ;;
 esac

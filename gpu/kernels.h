@@ -114,7 +114,6 @@ struct range_args {
     const uint32_t *attribute_words;
     const gpu_filter *filters;
     const uint32_t *filter_values;
-    uint32_t filter_parts_first; // nonzero: filtered blocks load their tf parts before testing (decode_valid)
     // the stream's filter bitmaps (gpu_query.pass_slot), pass_stride words apart: pass_words of documents' bits, then
     // the ranges' (gpu_pass_stride)
     const uint32_t *pass_bits;
