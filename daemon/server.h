@@ -67,6 +67,7 @@ typedef struct serving_loop {
     uv_loop_t own_loop; /* the loops after the first */
     pthread_t thread;
     bool has_thread;
+    uint32_t slice_us; /* server.loop_slice, given to the thread when it starts (a SIGHUP may rewrite the conf) */
     isn_grpc_server *grpc;
     isn_grpc_health_watchers *watchers; /* Health/Watch streams */
     completion_queue completions;

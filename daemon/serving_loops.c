@@ -168,8 +168,7 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
 /* server.loop_slice on the calling loop's thread. A kernel that refuses it (before 6.12: Debian 12's, for
  * one) is said once at info, not warned about: the default asks for it everywhere, and the loops serve
  * with the kernel's slice as they did before. */
-static void take_loop_slice(isn_server *server, uint32_t id) {
-    uint32_t us = server->conf.loop_slice_us;
+static void take_loop_slice(uint32_t us, uint32_t id) {
     if (!us) return;
     char err[256];
     if (isn_set_this_thread_slice((uint64_t)us * 1000, err, sizeof err) < 0) {
@@ -184,7 +183,7 @@ static void *loop_thread(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
-    take_loop_slice(loop->server, loop->id);
+    take_loop_slice(loop->slice_us, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -192,12 +191,14 @@ static void *loop_thread(void *arg) {
 int serving_loops_start(isn_server *server, char *err, size_t err_len) {
     for (uint32_t i = 1; i < server->num_loops; i++) {
         serving_loop *loop = &server->loops[i];
+        loop->slice_us = server->conf.loop_slice_us;
         int rc = pthread_create(&loop->thread, NULL, loop_thread, loop);
         if (rc) return isn_error(err, err_len, "cannot start the thread of event loop %u: %s", i, strerror(rc));
         loop->has_thread = true;
     }
     if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
-    take_loop_slice(server, 0); /* the first loop's is the main thread: after it has started the others */
+    /* the first loop's is the main thread: after it has started the others */
+    take_loop_slice(server->conf.loop_slice_us, 0);
     return 0;
 }
 
