@@ -30,6 +30,13 @@ typedef struct {
     uint64_t *postings_in_lists; /* batch query -> postings of its resident lists */
     gpu_zone_cache zone_cache;   /* the kept ranges of the filters this slot staged last (attribute_zones.h) */
     uint32_t *cpu_tasks;         /* batch queries to complete, or requests to answer, on the CPU */
+    /* The requests the device refused at submission (a list not resident, a budget), answered by the CPU crew
+     * from then on while the device works on the rest, rather than after it on the completing thread: on a
+     * cache their CPU time is most of a batch's. early[i]: request i is one of them. */
+    uint32_t *early_tasks;
+    uint32_t num_early;
+    bool *early;
+    cpu_run early_run;
     uint64_t *task_postings;     /* what each completion scored */
     gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
     gpu_query *queries;
@@ -277,15 +284,19 @@ fail:
 }
 
 static void free_slot(stream_slot *s) {
-    void *buffers[] = {s->device_request, s->path_of, s->postings_in_lists, s->cpu_tasks, s->task_postings,
-                       s->trees, s->queries, s->terms, s->filters, s->filter_values, s->results, s->hits,
-                       s->coverage, s->tail_terms, s->ranges_bound_skipped};
+    void *buffers[] = {s->device_request, s->path_of,  s->postings_in_lists, s->cpu_tasks,     s->early_tasks,
+                       s->early,          s->task_postings, s->trees,       s->queries,       s->terms,
+                       s->filters,        s->filter_values, s->results,     s->hits,          s->coverage,
+                       s->tail_terms,     s->ranges_bound_skipped};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
 
 void isn_gpu_close(isn_gpu_backend *b) {
     if (b == NULL) return;
+    /* a batch submitted and never completed may still be answering its refused requests */
+    for (uint32_t i = 0; b->crew && i < b->options.streams; i++)
+        if (b->slots[i].busy) cpu_crew_finish(b->crew, &b->slots[i].early_run);
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
@@ -402,6 +413,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         s->path_of = malloc(o.max_batch * sizeof *s->path_of);
         s->postings_in_lists = malloc(o.max_batch * sizeof *s->postings_in_lists);
         s->cpu_tasks = malloc(o.max_batch * sizeof *s->cpu_tasks);
+        s->early_tasks = malloc(o.max_batch * sizeof *s->early_tasks);
+        s->early = malloc(o.max_batch * sizeof *s->early);
         s->task_postings = malloc(o.max_batch * sizeof *s->task_postings);
         s->queries = malloc(o.max_batch * sizeof *s->queries);
         s->terms = malloc(b->max_terms * sizeof *s->terms);
@@ -413,7 +426,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         s->coverage = malloc(o.max_batch * sizeof *s->coverage);
         s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
         s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
-        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->task_postings ||
+        if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->early_tasks ||
+            !s->early || !s->task_postings ||
             !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values ||
             !s->coverage || !s->tail_terms || !s->ranges_bound_skipped) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
@@ -753,6 +767,8 @@ static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms
     else b->health.samples_exhaustive++;
 }
 
+static void start_early_answers(isn_gpu_backend *b, stream_slot *s);
+
 int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
     if (b == NULL || (requests == NULL && n > 0)) {
         snprintf(err, err_len, "isn_gpu_submit: backend and requests must not be NULL");
@@ -970,6 +986,7 @@ int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, ch
                            .hits = s->hits};
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
                       nvalues * sizeof(uint32_t);
+    start_early_answers(b, s);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
         b->fault_armed = false;
@@ -1039,11 +1056,36 @@ static void answer_fallback(void *context, uint32_t i, cpu_hand *hand) {
     answer_on_cpu(hand->searcher, &cb->slot->requests[cb->slot->cpu_tasks[i]]);
 }
 
+static void answer_early(void *context, uint32_t i, cpu_hand *hand) {
+    stream_slot *s = context;
+    answer_on_cpu(hand->searcher, &s->requests[s->early_tasks[i]]);
+}
+
+/* The requests refused at submission (those with a reason but an empty query, which needs no search) go to
+ * the crew now (stream_slot.early_tasks). */
+static void start_early_answers(isn_gpu_backend *b, stream_slot *s) {
+    s->num_early = 0;
+    for (uint32_t i = 0; i < s->num_requests; i++) {
+        const isn_gpu_request *r = &s->requests[i];
+        s->early[i] = r->fallback_reason != NULL && fallback_of(r->fallback_reason) != ISN_GPU_FALLBACK_EMPTY_QUERY;
+        if (s->early[i]) s->early_tasks[s->num_early++] = i;
+    }
+    cpu_crew_start(b->crew, &s->early_run, s->num_early, answer_early, s);
+}
+
 uint32_t isn_gpu_streams(const isn_gpu_backend *b) { return b ? b->options.streams : 0; }
 
 void isn_gpu_adopt_learning(isn_gpu_backend *to, const isn_gpu_backend *from) {
     if (!to || !from || to == from) return;
     memcpy(to->prune, from->prune, sizeof to->prune);
+}
+
+/* A request answered on the CPU, counted by its reason. */
+static void count_fallback(isn_gpu_backend *b, isn_gpu_batch_stats *st, isn_gpu_fallback_reason why) {
+    if (why == ISN_GPU_FALLBACK_NOT_RESIDENT) b->health.queries_not_resident++;
+    b->health.fallbacks[why]++;
+    st->fallbacks[why]++;
+    st->cpu_queries++;
 }
 
 int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats, char *err, size_t err_len) {
@@ -1141,6 +1183,12 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     uint32_t fallback_tasks = 0;
     for (uint32_t i = 0; i < s->num_requests; i++) {
         isn_gpu_request *r = &s->requests[i];
+        /* (before answered_by, which the crew may be writing) */
+        if (s->early[i]) { /* refused at submission: answered by the crew since (start_early_answers) */
+            count_fallback(b, &st, fallback_of(r->fallback_reason));
+            st.cpu_early++;
+            continue;
+        }
         if (r->answered_by == ISN_GPU_ANSWERED_DEVICE) continue;
         isn_gpu_fallback_reason why = fallback_of(r->fallback_reason);
         if (why == ISN_GPU_FALLBACK_EMPTY_QUERY) {
@@ -1151,13 +1199,11 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.device_queries++;
             continue;
         }
-        if (why == ISN_GPU_FALLBACK_NOT_RESIDENT) b->health.queries_not_resident++;
-        b->health.fallbacks[why]++;
-        st.fallbacks[why]++;
+        count_fallback(b, &st, why);
         s->cpu_tasks[fallback_tasks++] = i;
-        st.cpu_queries++;
     }
     cpu_crew_run(b->crew, fallback_tasks, answer_fallback, &cb);
+    cpu_crew_finish(b->crew, &s->early_run);
     st.queries = s->num_requests;
     const double now = now_ms();
     st.ms_total = now - s->submitted_at;

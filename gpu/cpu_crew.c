@@ -1,7 +1,7 @@
-/* The backend's CPU threads: parked on a condition variable between batches; a run hands out task
- * indices from one atomic counter, so a long task does not hold up the others. */
+/* The backend's CPU threads: parked on a condition variable until a run has tasks to hand out. Runs queue
+ * in the order they started; a thread takes one task at a time from the first, so a long task does not
+ * hold up the others and a run started later waits only for the tasks already taken. */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -14,14 +14,8 @@ struct cpu_crew {
     uint32_t started;
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
-    uint64_t generation; /* one per run */
     bool stopping;
-    /* the run in progress */
-    cpu_task task;
-    void *context;
-    uint32_t n;
-    atomic_uint next;
-    uint32_t running; /* crew threads still in this run */
+    cpu_run *first, *last; /* runs with tasks left to hand out */
 };
 
 static void hand_free(cpu_hand *h) {
@@ -37,12 +31,27 @@ static bool hand_init(cpu_hand *h, const isn_index *index, uint32_t max_k) {
     return h->searcher && h->suffix_hits && h->merge_scratch;
 }
 
-static void work(cpu_crew *c, cpu_hand *hand) {
-    for (;;) {
-        uint32_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-        if (i >= c->n) return;
-        c->task(c->context, i, hand);
+/* Hands out the next task of `run` (the crew's lock held): its index; the run leaves the queue with its last. */
+static uint32_t take(cpu_crew *c, cpu_run *run) {
+    uint32_t i = run->next++;
+    if (run->next == run->n) {
+        cpu_run **at = &c->first, *prev = NULL;
+        while (*at != run) {
+            prev = *at;
+            at = &(*at)->queued;
+        }
+        *at = run->queued;
+        if (c->last == run) c->last = prev;
     }
+    return i;
+}
+
+/* Runs task i of `run` with the lock released, then counts it done (the lock held again). */
+static void perform(cpu_crew *c, cpu_run *run, uint32_t i, cpu_hand *hand) {
+    pthread_mutex_unlock(&c->lock);
+    run->task(run->context, i, hand);
+    pthread_mutex_lock(&c->lock);
+    if (++run->done == run->n) pthread_cond_broadcast(&c->done);
 }
 
 typedef struct {
@@ -55,16 +64,12 @@ static void *crew_thread(void *arg) {
     cpu_crew *c = a->crew;
     cpu_hand *hand = &c->hands[a->index];
     free(a);
-    uint64_t seen = 0;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->stopping && c->generation == seen) pthread_cond_wait(&c->wake, &c->lock);
+        while (!c->stopping && c->first == NULL) pthread_cond_wait(&c->wake, &c->lock);
         if (c->stopping) break;
-        seen = c->generation;
-        pthread_mutex_unlock(&c->lock);
-        work(c, hand);
-        pthread_mutex_lock(&c->lock);
-        if (--c->running == 0) pthread_cond_signal(&c->done);
+        cpu_run *run = c->first;
+        perform(c, run, take(c, run), hand);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
@@ -99,6 +104,7 @@ fail:
     return NULL;
 }
 
+/* The caller finishes its runs first: a run still queued here is one it never finished. */
 void cpu_crew_free(cpu_crew *c) {
     if (c == NULL) return;
     pthread_mutex_lock(&c->lock);
@@ -118,24 +124,27 @@ void cpu_crew_free(cpu_crew *c) {
 
 uint32_t cpu_crew_threads(const cpu_crew *c) { return c->threads; }
 
-void cpu_crew_run(cpu_crew *c, uint32_t n, cpu_task task, void *context) {
+void cpu_crew_start(cpu_crew *c, cpu_run *run, uint32_t n, cpu_task task, void *context) {
+    *run = (cpu_run){.task = task, .context = context, .n = n};
     if (n == 0) return;
-    c->task = task;
-    c->context = context;
-    c->n = n;
-    atomic_store_explicit(&c->next, 0, memory_order_relaxed);
-    bool crew = c->started > 0 && n > 1;
-    if (crew) {
-        pthread_mutex_lock(&c->lock);
-        c->running = c->started;
-        c->generation++;
-        pthread_cond_broadcast(&c->wake);
-        pthread_mutex_unlock(&c->lock);
-    }
-    work(c, &c->hands[0]);
-    if (crew) {
-        pthread_mutex_lock(&c->lock);
-        while (c->running > 0) pthread_cond_wait(&c->done, &c->lock);
-        pthread_mutex_unlock(&c->lock);
-    }
+    pthread_mutex_lock(&c->lock);
+    if (c->last) c->last->queued = run;
+    else c->first = run;
+    c->last = run;
+    if (c->started > 0) pthread_cond_broadcast(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cpu_crew_finish(cpu_crew *c, cpu_run *run) {
+    if (run->n == 0) return;
+    pthread_mutex_lock(&c->lock);
+    while (run->next < run->n) perform(c, run, take(c, run), &c->hands[0]);
+    while (run->done < run->n) pthread_cond_wait(&c->done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cpu_crew_run(cpu_crew *c, uint32_t n, cpu_task task, void *context) {
+    cpu_run run;
+    cpu_crew_start(c, &run, n, task, context);
+    cpu_crew_finish(c, &run);
 }

@@ -1,6 +1,7 @@
-/* Private to gpu/: the threads on which the backend does its CPU work for a batch (completing queries
+/* Private to gpu/: the threads on which the backend does its CPU work for batches (completing queries
  * answered on resident prefixes, answering what the device could not), all of them at once instead of
- * one after the other on the thread that completes the batch. */
+ * one after the other on the thread that completes the batch, and from a batch's submission on for the
+ * queries the device refuses. */
 #ifndef ISN_GPU_CPU_CREW_H
 #define ISN_GPU_CPU_CREW_H
 
@@ -27,8 +28,23 @@ uint32_t cpu_crew_threads(const cpu_crew *crew);
 
 typedef void (*cpu_task)(void *context, uint32_t index, cpu_hand *hand);
 
-/* Runs task(context, i, hand) for every i in [0, n) on the crew and the calling thread; returns when all
- * are done. One run at a time (the backend's batches complete under its caller's lock). */
+/* A run of n tasks task(context, i, hand), i in [0, n): the caller's, which it keeps until cpu_crew_finish
+ * returns. The crew takes the runs in the order they started, a task at a time. */
+typedef struct cpu_run {
+    cpu_task task;
+    void *context;
+    uint32_t n, next, done; /* tasks; handed out; finished (under the crew's lock) */
+    struct cpu_run *queued; /* the next run with tasks left to hand out */
+} cpu_run;
+
+/* Starts a run on the crew's threads and returns at once: its tasks go on while the caller does something
+ * else (a batch's CPU fallbacks while the device works on the rest). */
+void cpu_crew_start(cpu_crew *crew, cpu_run *run, uint32_t n, cpu_task task, void *context);
+/* Takes the run's tasks not yet handed out on the calling thread too, then returns when all are done. The
+ * caller's tasks run on its own hand: one caller of cpu_crew_finish (or cpu_crew_run) at a time (the
+ * backend's batches are submitted and completed under its caller's lock). */
+void cpu_crew_finish(cpu_crew *crew, cpu_run *run);
+/* cpu_crew_start, then cpu_crew_finish. */
 void cpu_crew_run(cpu_crew *crew, uint32_t n, cpu_task task, void *context);
 
 #endif

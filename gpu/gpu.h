@@ -194,6 +194,7 @@ typedef struct {
     uint32_t queries;
     uint32_t device_queries;
     uint32_t cpu_queries;
+    uint32_t cpu_early; /* of those, refused at submission and answered by the CPU crew while the device worked */
     uint64_t bytes_to_device;
     uint64_t bytes_from_device;
     uint64_t ranges_scored;   /* (query, doc-id range) pairs decoded and scored by the report pass */

@@ -481,7 +481,8 @@ static void test_long_queries(void **state) {
 
 /* Half the payload: a pruned-prefix cache (the most visited lists' leading blocks, each cut at half
  * of it); the device answers below each query's coverage and the CPU completes the rest, still exactly;
- * lists left out are answered on the CPU. */
+ * lists left out are answered on the CPU, by the crew from the batch's submission on (cpu_early: every
+ * query with a list missing), not after the device's part. */
 static void test_partial_residency(void **state) {
     bool emulate = device_under_test(state);
     uint64_t payload_bytes, num_blocks;
@@ -501,9 +502,12 @@ static void test_partial_residency(void **state) {
         batch_fill(&bt, ks[i] >= 1000 && emulate ? 16 : 64, ks[i], mode);
         isn_gpu_batch_stats st;
         search_checked(b, &bt, ks[i], &st);
-        printf("%s %s k=%u: %u answered on prefixes + CPU completion (%llu CPU postings), %u on the CPU\n",
+        printf("%s %s k=%u: %u answered on prefixes + CPU completion (%llu CPU postings), %u on the CPU (%u from "
+               "submission on)\n",
                emulate ? "emulated" : "GPU", mode == ISN_MODE_AND ? "AND" : "OR", ks[i], st.prefix_queries,
-               (unsigned long long)st.prefix_cpu_postings, st.cpu_queries);
+               (unsigned long long)st.prefix_cpu_postings, st.cpu_queries, st.cpu_early);
+        assert_true(st.fallbacks[ISN_GPU_FALLBACK_NOT_RESIDENT] > 0);
+        assert_int_equal(st.cpu_early, st.fallbacks[ISN_GPU_FALLBACK_NOT_RESIDENT]);
     }
     isn_gpu_health_get(b, &h);
     printf("%s: %u of %u lists whole, %u cut (%llu of %llu bytes); %llu queries on prefixes, %llu on the CPU for a "
