@@ -1061,8 +1061,8 @@ static void answer_early(void *context, uint32_t i, cpu_hand *hand) {
     answer_on_cpu(hand->searcher, &s->requests[s->early_tasks[i]]);
 }
 
-/* The requests refused at submission (those with a reason but an empty query, which needs no search) go to
- * the crew now (stream_slot.early_tasks). */
+/* The requests refused at submission go to the crew now (stream_slot.early_tasks), all but empty queries,
+ * which need no search. */
 static void start_early_answers(isn_gpu_backend *b, stream_slot *s) {
     s->num_early = 0;
     for (uint32_t i = 0; i < s->num_requests; i++) {
