@@ -12,7 +12,8 @@
 #        (mismatches); at least MIN_BATCHES (16) batches a cell;
 #     2. the Debian index in global order (.devdata/idx-deb exported to CIFF and imported with --order global),
 #        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
-#        and 50% against the rate, both caches.
+#        and 50% against the rate, both caches, MIN_BATCHES batches a cell too (the measured half is 592
+#        queries: three batches of 256 would time AUTO's start-up).
 #   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
 #     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
 #     on the device alone, settled by the bound, postings decoded and scored on the device and by the CPU) of
@@ -80,6 +81,7 @@ for r in rows:
            "device_postings_decoded_per_query": pq.get("postings_decoded"),
            "device_postings_scored_per_query": pq.get("postings_scored"), "cpu_postings_per_query": pq.get("cpu_postings"),
            "fallback_reasons": {k: v for k, v in r.get("cpu_fallbacks", {}).items() if v},
+           "cpu_early": r.get("cpu_early"),
            "host_complete_ms_per_batch": r.get("host_ms_per_batch", {}).get("complete"),
            "pruned_batches": r.get("pruned_batches"), "batches": r.get("batches")}
     if out["cpu_qps"]: out["over_cpu"] = round(r["qps"] / out["cpu_qps"], 3)
@@ -128,7 +130,8 @@ device)
       cpu_rate="--no-cpu-rate"
       [ "$pct$cache" = 5whole ] && cpu_rate="--cpu-seconds 2"
       run deb-$cache-$pct ${LIMIT:-60} --index "$DEBG" --queries /tmp/isn-deb-measured.tsv \
-        --train-queries /tmp/isn-deb-train.tsv --batches 256 --max-queries 2048 --ks 10 --modes or \
+        --train-queries /tmp/isn-deb-train.tsv --batches 256 --max-queries 2048 --min-batches ${MIN_BATCHES:-16} \
+        --ks 10 --modes or \
         --budget-fraction "$f" --cache $cache $cpu_rate
       files="$files $O/deb-$cache-$pct.json"
     done
