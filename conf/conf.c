@@ -57,6 +57,7 @@ static const key_spec KEYS[] = {
     {"server", "max_connections", KEY_U32, FIELD(max_connections), "4096", 1, 1000000, true},
     {"server", "max_concurrent_streams", KEY_U32, FIELD(max_concurrent_streams), "256", 1, 65536, false},
     {"server", "adaptive_stream_limit", KEY_BOOL, FIELD(adaptive_stream_limit), "true", 0, 0, false},
+    {"server", "stream_limit_target", KEY_DURATION_US, FIELD(stream_limit_target_us), "2ms", 50, 1000000, true},
     {"server", "max_message_size", KEY_SIZE, FIELD(max_message_bytes), "4MiB", 64, 1u << 30, false},
     {"server", "header_timeout", KEY_DURATION_MS, FIELD(header_timeout_ms), "10s", 1, 3600000, true},
     {"server", "idle_timeout", KEY_DURATION_MS, FIELD(idle_timeout_ms), "5m", 1, 86400000, true},

@@ -23,6 +23,7 @@ typedef struct {
     uint32_t max_connections;
     uint32_t max_concurrent_streams; /* per connection */
     bool adaptive_stream_limit;      /* lowered while a loop is saturated (grpc/stream_limit.c) */
+    uint32_t stream_limit_target_us; /* and a queue: requests that waited past this from arrival to HEADERS */
     uint32_t max_message_bytes;      /* largest gRPC request message accepted */
     uint32_t header_timeout_ms;      /* preface + a request's headers and body must arrive within this */
     uint32_t idle_timeout_ms;        /* a connection with no open stream is closed after this */

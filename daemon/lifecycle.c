@@ -93,6 +93,7 @@ void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_
     *grpc = (isn_grpc_server_config){
         .max_concurrent_streams = conf->max_concurrent_streams,
         .adaptive_stream_limit = conf->adaptive_stream_limit,
+        .stream_limit_target_us = conf->stream_limit_target_us,
         .max_message_bytes = conf->max_message_bytes,
         .header_timeout_ms = conf->header_timeout_ms,
         .idle_timeout_ms = conf->idle_timeout_ms,

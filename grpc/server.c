@@ -18,6 +18,7 @@ void isn_grpc_server_resolve_config(isn_grpc_server_config *config) {
     if (!config->max_header_list_bytes) config->max_header_list_bytes = ISN_GRPC_DEFAULT_MAX_HEADER_LIST_BYTES;
     if (!config->max_early_resets_per_second)
         config->max_early_resets_per_second = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND;
+    if (!config->stream_limit_target_us) config->stream_limit_target_us = ISN_GRPC_DEFAULT_STREAM_LIMIT_TARGET_US;
 }
 
 static uint32_t shortest_timeout(const isn_grpc_server_config *config) {
@@ -91,7 +92,8 @@ isn_grpc_server *isn_grpc_server_new(uv_loop_t *loop, const isn_grpc_server_conf
      * look busy, so the limit stays fixed */
     if (uv_loop_configure(loop, UV_METRICS_IDLE_TIME) != 0) server->idle_time_unknown = true;
     server->started_ns = isn_now_ns();
-    isn_grpc_stream_limit_init(&server->stream_limit, server->config.max_concurrent_streams, isn_now_ns(),
+    isn_grpc_stream_limit_init(&server->stream_limit, server->config.max_concurrent_streams,
+                               (uint64_t)server->config.stream_limit_target_us * 1000, isn_now_ns(),
                                uv_metrics_idle_time(loop));
     server->counters.stream_limit = server->stream_limit.limit;
     uv_check_init(loop, &server->flush_check);
@@ -140,6 +142,7 @@ void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_
     __atomic_store_n(&server->budget->limit, server->config.memory_budget_bytes, __ATOMIC_RELAXED);
     sweep_timer_set_timeouts(&server->sweep_timer, shortest_timeout(&server->config), server->config.idle_timeout_ms);
     isn_grpc_stream_limit_set_max(&server->stream_limit, server->config.max_concurrent_streams);
+    server->stream_limit.target_ns = (uint64_t)server->config.stream_limit_target_us * 1000;
     if (!server->config.adaptive_stream_limit) server->stream_limit.limit = server->config.max_concurrent_streams;
     apply_stream_limit(server);
 }

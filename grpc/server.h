@@ -35,12 +35,16 @@ void isn_grpc_connection_limit_set(isn_grpc_connection_limit *limit, uint32_t ma
 #define ISN_GRPC_EARLY_RESET_BURST 1000.0
 #define ISN_GRPC_DEFAULT_STATS_MAX_CONNECTIONS 64
 #define ISN_GRPC_DEFAULT_STATS_WRITE_TIMEOUT_MS 10000
+#define ISN_GRPC_DEFAULT_STREAM_LIMIT_TARGET_US 2000
 
 typedef struct {
     uint32_t max_concurrent_streams; /* per connection (HTTP/2 SETTINGS) */
     /* Lower the streams per connection while the loop is saturated with bytes left in its sockets,
      * and raise them back to max_concurrent_streams once it is not (stream_limit.c). */
     bool adaptive_stream_limit;
+    /* a 50 ms window in which every request waited past this from its arrival to its HEADERS is a queue
+     * the loop lowers the streams for (0: ISN_GRPC_DEFAULT_STREAM_LIMIT_TARGET_US) */
+    uint32_t stream_limit_target_us;
     uint32_t max_message_bytes;      /* largest request message accepted */
     uint32_t header_timeout_ms;      /* preface, and each request's headers and body, within this */
     /* A connection with no request in flight is closed (GOAWAY) this long after its last request

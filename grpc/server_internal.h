@@ -51,9 +51,9 @@ void isn_grpc_arrival_note_read(isn_grpc_arrival_marks *marks, size_t nread, uin
 #define ISN_GRPC_STREAM_LIMIT_RELAXED 0.85          /* busy share under which it rises again */
 #define ISN_GRPC_STREAM_LIMIT_DECREASE 0.75
 #define ISN_GRPC_STREAM_LIMIT_MIN 4
-#define ISN_GRPC_STREAM_LIMIT_TARGET_NS 2000000ull /* a window's least wait from arrival to HEADERS above it: a queue */
 typedef struct {
     uint32_t limit, max;
+    uint64_t target_ns; /* a window's least wait from arrival to HEADERS above it: a queue */
     uint64_t window_start_ns, idle_at_start_ns;
     /* Signs that requests wait for the loop: a read this window left bytes in its socket, or every
      * request opened this window had waited past the target from its arrival to its HEADERS (a
@@ -63,7 +63,8 @@ typedef struct {
     double busy;        /* the last window's busy share */
     uint64_t decreases; /* windows that lowered it */
 } isn_grpc_stream_limit;
-void isn_grpc_stream_limit_init(isn_grpc_stream_limit *limit, uint32_t max, uint64_t now_ns, uint64_t idle_ns);
+void isn_grpc_stream_limit_init(isn_grpc_stream_limit *limit, uint32_t max, uint64_t target_ns, uint64_t now_ns,
+                                uint64_t idle_ns);
 /* Ends the window when it is over (the loop's idle time so far in idle_ns): true when the limit changed. */
 bool isn_grpc_stream_limit_window(isn_grpc_stream_limit *limit, uint64_t now_ns, uint64_t idle_ns);
 /* A request's HEADERS came wait_ns after its bytes can have arrived. */

@@ -10,9 +10,14 @@
  * measured idle time. Pure: the caller gives the times. */
 #include "grpc/server_internal.h"
 
-void isn_grpc_stream_limit_init(isn_grpc_stream_limit *l, uint32_t max, uint64_t now_ns, uint64_t idle_ns) {
-    *l = (isn_grpc_stream_limit){
-        .limit = max, .max = max, .window_start_ns = now_ns, .idle_at_start_ns = idle_ns, .min_wait_ns = UINT64_MAX};
+void isn_grpc_stream_limit_init(isn_grpc_stream_limit *l, uint32_t max, uint64_t target_ns, uint64_t now_ns,
+                                uint64_t idle_ns) {
+    *l = (isn_grpc_stream_limit){.limit = max,
+                                 .max = max,
+                                 .target_ns = target_ns,
+                                 .window_start_ns = now_ns,
+                                 .idle_at_start_ns = idle_ns,
+                                 .min_wait_ns = UINT64_MAX};
 }
 
 void isn_grpc_stream_limit_note_wait(isn_grpc_stream_limit *l, uint64_t wait_ns) {
@@ -25,7 +30,7 @@ bool isn_grpc_stream_limit_window(isn_grpc_stream_limit *l, uint64_t now_ns, uin
     double wall = (double)(now_ns - l->window_start_ns);
     double idle = idle_ns > l->idle_at_start_ns ? (double)(idle_ns - l->idle_at_start_ns) : 0.0;
     l->busy = idle < wall ? 1.0 - idle / wall : 0.0;
-    bool backlog = l->backlog || (l->opened && l->min_wait_ns > ISN_GRPC_STREAM_LIMIT_TARGET_NS);
+    bool backlog = l->backlog || (l->opened && l->min_wait_ns > l->target_ns);
     l->window_start_ns = now_ns;
     l->idle_at_start_ns = idle_ns;
     l->backlog = false;
