@@ -1,6 +1,6 @@
 /* The backend's CPU crew (gpu/cpu_crew.c): a started run goes on without its caller, which can do other
- * work and start or run more; every task of every run runs once, on a hand of its own; a crew of the
- * caller alone runs a started run when it is finished. */
+ * work and start or run more; every task of every run runs once; a crew of the caller alone runs a
+ * started run when it is finished, on the caller's hand. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
