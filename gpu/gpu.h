@@ -39,8 +39,9 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
  * with the CPU's answers (same top-k, ties by lower doc id; scores are computed with the CPU's float
  * arithmetic and summed in double, so they are equal, not merely close). What the device cannot
  * answer exactly (a term not resident, too many terms, candidate overflow, a device error, an
- * unhealthy device) is answered by the CPU inside isn_gpu_complete (on options.cpu_threads threads), so
- * every request gets its answer. */
+ * unhealthy device) is answered by the CPU (on options.cpu_threads threads), so every request gets its
+ * answer: what it refuses at isn_gpu_submit from then on, beside the device's part; the rest inside
+ * isn_gpu_complete, which returns once all of the batch is answered. */
 
 enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
 enum { ISN_GPU_ADMIT_AUTO = 0, ISN_GPU_ADMIT_CAPPED = 1, ISN_GPU_ADMIT_VISITS = 2, ISN_GPU_ADMIT_QUERIES = 3,
@@ -101,7 +102,8 @@ typedef struct {
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */
     /* Threads for the CPU's part of a batch (completions on prefixes, fallbacks), the completing thread
-     * included; 0 = one per online core, 1 = the completing thread alone. */
+     * included; 0 = one per online core, 1 = the completing thread alone (which then answers the requests
+     * refused at submission only when it completes the batch). */
     uint32_t cpu_threads;
 } isn_gpu_options;
 
