@@ -311,9 +311,9 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
 }
 
 /* Finished jobs of this loop's calls: each reply goes out on the loop that owns its stream. */
-void rpc_on_completions(uv_async_t *async) {
-    serving_loop *loop = async->data;
+bool rpc_take_completions(serving_loop *loop) {
     search_job *job = completion_queue_take(&loop->completions);
+    if (!job) return false;
     uint64_t now = isn_now_ns();
     while (job) {
         search_job *next = job->next;
@@ -354,6 +354,7 @@ void rpc_on_completions(uv_async_t *async) {
         }
         job = next;
     }
+    return true;
 }
 
 /* ------------------------------------------------------------------ Info */

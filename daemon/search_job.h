@@ -27,16 +27,28 @@ struct index_generation;
 typedef struct search_job search_job;
 
 /* Where finished jobs go: the queue of the loop that owns their calls (a lock-free stack, newest
- * first) and the handle that wakes that loop. */
+ * first), and how that loop is woken: an eventfd it polls, written only while the loop may be asleep
+ * (completion_queue.c says why). */
 typedef struct {
     _Atomic(search_job *) head;
-    uv_async_t *wake;
+    atomic_bool loop_polling; /* the loop has taken the queue empty and may block in its poll */
+    int wake_fd;              /* an eventfd; -1 before init */
 } completion_queue;
 
+/* The loop's thread, before any push: the eventfd (-1 and a message in err when none can be made). */
+int completion_queue_init(completion_queue *queue, char *err, size_t err_len);
+void completion_queue_close(completion_queue *queue);
 /* Any thread. */
 void completion_queue_push(completion_queue *queue, search_job *job);
-/* The finished jobs, oldest first (NULL when none). The owning loop's thread. */
+/* The rest: the owning loop's thread. The finished jobs, oldest first (NULL when none). */
 search_job *completion_queue_take(completion_queue *queue);
+/* Just before the loop polls: true when the queue is empty, and from then on a push wakes the loop;
+ * false when jobs came after the last take (take them first, then ask again). */
+bool completion_queue_may_poll(completion_queue *queue);
+/* After the poll: the loop is running, and takes what is pushed before it polls again. */
+void completion_queue_polled(completion_queue *queue);
+/* The wake was seen (the eventfd readable): clears it. */
+void completion_queue_clear_wake(completion_queue *queue);
 
 struct search_job {
     search_job *next; /* queue link, then completion link */

@@ -71,7 +71,9 @@ typedef struct serving_loop {
     isn_grpc_server *grpc;
     isn_grpc_health_watchers *watchers; /* Health/Watch streams */
     completion_queue completions;
-    uv_async_t completion_async;
+    uv_poll_t completion_wake;     /* its eventfd: pushed to while this loop may block in its poll */
+    uv_prepare_t completion_take;  /* takes what finished before each poll */
+    uv_check_t completion_polled;  /* after each poll: pushes no longer wake */
     uv_async_t control_async;
     atomic_uint commands;
     isn_conf conf; /* this loop's copy: a reload hands it next_conf */
@@ -174,7 +176,8 @@ void deadline_forget(serving_loop *loop, rpc_call *rc);
 rpc_method rpc_method_from_path(const char *path, size_t len);
 /* The handlers isnd gives the gRPC server core (app: the serving_loop). */
 extern const isn_grpc_server_handlers rpc_handlers;
-void rpc_on_completions(uv_async_t *async);
+/* Answers the finished jobs of this loop's calls; false when there were none. */
+bool rpc_take_completions(serving_loop *loop);
 /* Health/Watch's status of a service (isn_grpc_health_status_fn; app: the isn_server). */
 int rpc_health_status(const char *service, void *app);
 

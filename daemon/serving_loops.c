@@ -67,7 +67,9 @@ static void do_commands(serving_loop *loop, unsigned commands) {
         close_if_open((uv_handle_t *)&loop->deadline_timer);
     }
     if (commands & LOOP_FINISH) {
-        close_if_open((uv_handle_t *)&loop->completion_async);
+        close_if_open((uv_handle_t *)&loop->completion_wake);
+        close_if_open((uv_handle_t *)&loop->completion_take);
+        close_if_open((uv_handle_t *)&loop->completion_polled);
         close_if_open((uv_handle_t *)&loop->control_async);
     }
     if (loop->id && (commands & LOOP_ACKNOWLEDGED)) acknowledge(server, commands);
@@ -112,6 +114,45 @@ void serving_loops_close(isn_server *server, void (*between)(isn_server *server)
     serving_loops_tell(server, LOOP_FINISH);
 }
 
+/* ------------------------------------------------------------------ finished jobs (completion_queue.c) */
+
+static void take_before_poll(uv_prepare_t *prepare) {
+    serving_loop *loop = prepare->data;
+    bool took = false;
+    do took |= rpc_take_completions(loop);
+    while (!completion_queue_may_poll(&loop->completions));
+    /* the replies go out now: the poll may block, and the flush that follows it is the poll's */
+    if (took) isn_grpc_server_flush(loop->grpc);
+}
+
+static void after_poll(uv_check_t *check) {
+    serving_loop *loop = check->data;
+    completion_queue_polled(&loop->completions);
+}
+
+static void on_completion_wake(uv_poll_t *poll, int status, int events) {
+    (void)status;
+    (void)events;
+    serving_loop *loop = poll->data;
+    completion_queue_clear_wake(&loop->completions);
+    rpc_take_completions(loop); /* their replies go out with the iteration's flush */
+}
+
+static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
+    if (completion_queue_init(&loop->completions, err, err_len) < 0) return -1;
+    int rc = uv_poll_init(loop->loop, &loop->completion_wake, loop->completions.wake_fd);
+    if (rc < 0) return isn_error(err, err_len, "cannot poll loop %u's wake-up eventfd: %s", loop->id, uv_strerror(rc));
+    loop->completion_wake.data = loop;
+    uv_poll_start(&loop->completion_wake, UV_READABLE, on_completion_wake);
+    uv_prepare_init(loop->loop, &loop->completion_take);
+    loop->completion_take.data = loop;
+    uv_prepare_start(&loop->completion_take, take_before_poll);
+    uv_check_init(loop->loop, &loop->completion_polled);
+    loop->completion_polled.data = loop;
+    uv_check_start(&loop->completion_polled, after_poll);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ making and running them */
 
 static uint32_t loops_wanted(const isn_conf *conf) {
@@ -126,6 +167,7 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
     loop->id = id;
     loop->conf = server->conf;
     loop->random_state = 0x2545F4914F6CDD1Dull + id;
+    loop->completions.wake_fd = -1;
     pthread_mutex_init(&loop->conf_lock, NULL);
     pthread_mutex_init(&loop->metrics_lock, NULL);
     if (id == 0) loop->loop = server->loop;
@@ -138,9 +180,7 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
     if (!loop->grpc) return isn_error(err, err_len, "out of memory for the gRPC server");
     loop->watchers = isn_grpc_health_watchers_new(rpc_health_status, server);
     if (!loop->watchers) return isn_error(err, err_len, "out of memory for Health/Watch");
-    uv_async_init(loop->loop, &loop->completion_async, rpc_on_completions);
-    loop->completion_async.data = loop;
-    loop->completions.wake = &loop->completion_async;
+    if (completion_wake_init(loop, err, err_len) < 0) return -1;
     uv_async_init(loop->loop, &loop->control_async, on_control);
     loop->control_async.data = loop;
     deadline_timer_init(loop);
@@ -211,6 +251,7 @@ void serving_loops_free(isn_server *server) {
         isn_grpc_health_watchers_free(loop->watchers);
         if (loop->analyzer) isn_analyzer_free(loop->analyzer);
         if (i) uv_loop_close(&loop->own_loop);
+        completion_queue_close(&loop->completions); /* the workers that wrote it are joined */
         pthread_mutex_destroy(&loop->conf_lock);
         pthread_mutex_destroy(&loop->metrics_lock);
     }

@@ -145,6 +145,9 @@ int isn_grpc_server_listen(isn_grpc_server *server, const char *host_port, char 
 int isn_grpc_server_add_peer(isn_grpc_server *front, isn_grpc_server *peer);
 /* Takes the new timeouts and limits (a reload); the stream settings apply to new connections. */
 void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_config *config);
+/* Writes now what replies wait to go out; the loop's thread. Replies made outside the server's
+ * callbacks otherwise go out after the next poll. */
+void isn_grpc_server_flush(isn_grpc_server *server);
 /* Closes the listening socket. */
 void isn_grpc_server_stop_accepting(isn_grpc_server *server);
 /* GOAWAY on every connection (and on any accepted later): clients finish their calls and go. */

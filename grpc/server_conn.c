@@ -96,6 +96,12 @@ void isn_grpc_flush_dirty(uv_check_t *check) {
     server->recent_ns = 0;
 }
 
+void isn_grpc_server_flush(isn_grpc_server *server) {
+    server->recent_ns = server->flushed_ns = isn_now_ns();
+    flush_waiting(server);
+    server->recent_ns = 0;
+}
+
 static void on_written(uv_write_t *req, int status) {
     isn_grpc_conn *conn = req->data;
     conn->writing = false;

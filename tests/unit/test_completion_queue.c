@@ -1,0 +1,142 @@
+/* A loop's completion queue (daemon/completion_queue.c): a push wakes the loop only while the loop may
+ * block in its poll, once for any number of jobs; the loop is never left asleep with jobs queued;
+ * jobs come out oldest first. */
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon/search_job.h"
+
+static bool woken(const completion_queue *queue) {
+    struct pollfd pfd = {.fd = queue->wake_fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 1;
+}
+
+static uint64_t wakes(completion_queue *queue) {
+    uint64_t count = 0;
+    if (read(queue->wake_fd, &count, sizeof count) != sizeof count) return 0;
+    return count;
+}
+
+static void init(completion_queue *queue) {
+    char err[256];
+    assert_int_equal(completion_queue_init(queue, err, sizeof err), 0);
+}
+
+static void test_a_running_loop_is_not_woken(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    search_job a = {0}, b = {0};
+    completion_queue_push(&queue, &a);
+    completion_queue_push(&queue, &b);
+    assert_false(woken(&queue));
+    search_job *taken = completion_queue_take(&queue);
+    assert_ptr_equal(taken, &a);
+    assert_ptr_equal(taken->next, &b);
+    assert_null(b.next);
+    assert_null(completion_queue_take(&queue));
+    completion_queue_close(&queue);
+}
+
+static void test_a_polling_loop_is_woken_once(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    assert_true(completion_queue_may_poll(&queue));
+    search_job jobs[3] = {0};
+    for (int i = 0; i < 3; i++) completion_queue_push(&queue, &jobs[i]);
+    assert_true(woken(&queue));
+    assert_int_equal(wakes(&queue), 1); /* the first push woke it; the others joined it */
+    completion_queue_clear_wake(&queue); /* nothing left to clear: must not block */
+    assert_false(woken(&queue));
+    search_job *taken = completion_queue_take(&queue);
+    for (int i = 0; i < 3; i++, taken = taken->next) assert_ptr_equal(taken, &jobs[i]);
+    assert_null(taken);
+    /* polled again (the loop runs): pushes no longer wake */
+    completion_queue_polled(&queue);
+    completion_queue_push(&queue, &jobs[0]);
+    assert_false(woken(&queue));
+    completion_queue_close(&queue);
+}
+
+static void test_jobs_waiting_keep_the_loop_from_polling(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    search_job a = {0}, b = {0};
+    completion_queue_push(&queue, &a);
+    assert_false(completion_queue_may_poll(&queue));
+    completion_queue_push(&queue, &b); /* the loop is taking, not polling */
+    assert_false(woken(&queue));
+    assert_ptr_equal(completion_queue_take(&queue), &a);
+    assert_true(completion_queue_may_poll(&queue));
+    completion_queue_close(&queue);
+}
+
+/* Pushers on threads and a loop that blocks in poll() whenever the queue lets it: every job is taken,
+ * and no poll waits for a wake that never comes (a bound of 20 s a poll, not a timing). */
+enum { PUSHERS = 4, JOBS_EACH = 20000 };
+
+typedef struct {
+    completion_queue *queue;
+    search_job *jobs;
+} pusher;
+
+static void *push_all(void *arg) {
+    pusher *p = arg;
+    for (int i = 0; i < JOBS_EACH; i++) {
+        completion_queue_push(p->queue, &p->jobs[i]);
+        if (i % 64 == 0) usleep(1); /* lets the loop catch up and poll */
+    }
+    return NULL;
+}
+
+static void test_no_wake_is_lost(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    search_job *jobs = calloc(PUSHERS * JOBS_EACH, sizeof *jobs);
+    assert_non_null(jobs);
+    pthread_t threads[PUSHERS];
+    pusher pushers[PUSHERS];
+    for (int t = 0; t < PUSHERS; t++) {
+        pushers[t] = (pusher){.queue = &queue, .jobs = jobs + t * JOBS_EACH};
+        assert_int_equal(pthread_create(&threads[t], NULL, push_all, &pushers[t]), 0);
+    }
+    uint32_t taken = 0, polls = 0, lost = 0;
+    while (taken < PUSHERS * JOBS_EACH && !lost) {
+        for (search_job *job = completion_queue_take(&queue); job; job = job->next) taken++;
+        if (taken == PUSHERS * JOBS_EACH) break;
+        if (!completion_queue_may_poll(&queue)) continue;
+        struct pollfd pfd = {.fd = queue.wake_fd, .events = POLLIN};
+        int ready = poll(&pfd, 1, 20000);
+        polls++;
+        if (ready == 1) completion_queue_clear_wake(&queue);
+        else lost = 1; /* asleep with jobs still to come: a push did not wake it */
+        completion_queue_polled(&queue);
+    }
+    for (int t = 0; t < PUSHERS; t++) pthread_join(threads[t], NULL);
+    assert_int_equal(lost, 0);
+    assert_int_equal(taken, PUSHERS * JOBS_EACH);
+    assert_true(polls > 0);
+    free(jobs);
+    completion_queue_close(&queue);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_running_loop_is_not_woken),
+        cmocka_unit_test(test_a_polling_loop_is_woken_once),
+        cmocka_unit_test(test_jobs_waiting_keep_the_loop_from_polling),
+        cmocka_unit_test(test_no_wake_is_lost),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
