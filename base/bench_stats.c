@@ -43,6 +43,17 @@ uint64_t bench_stats_on_time(const bench_stats *stats) {
     return bad <= stats->ok ? stats->ok - bad : 0;
 }
 
+double bench_stats_worst_bucket_share(const bench_stats *stats) {
+    if (stats->timeline_len < 3) return 1.0;
+    size_t n = stats->timeline_len - 1;
+    uint64_t sum = 0, least = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        sum += stats->timeline[i];
+        if (stats->timeline[i] < least) least = stats->timeline[i];
+    }
+    return sum ? (double)least * (double)n / (double)sum : 0.0;
+}
+
 void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->scheduled += st->scheduled;
     sum->not_sent += st->not_sent;

@@ -11,6 +11,10 @@
 
 typedef struct {
     double rate, p50_ms, p99_ms, misses, on_time_per_s;
+    /* what the misses were: a run that fails at a rate far below the ones that pass is told apart by
+     * these (a stall: late answers and a low worst bucket; the loops' stream limit: not sent) */
+    uint64_t late, partial, shed, deadline_exceeded, not_sent, timeouts, errors;
+    double worst_bucket; /* the fewest on-time answers in a 100-ms bucket, as a share of the run's mean */
     bool pass;
 } probe_run;
 
@@ -35,6 +39,14 @@ static bool measure_once(isn_load *load, const isn_load_search *search, double r
     out->p99_ms = p.p99 / 1000.0;
     out->misses = miss_share(&stats);
     out->on_time_per_s = (double)bench_stats_on_time(&stats) / a->duration_s;
+    out->late = stats.late;
+    out->partial = stats.partial;
+    out->shed = stats.shed;
+    out->deadline_exceeded = stats.deadline_exceeded;
+    out->not_sent = stats.not_sent;
+    out->timeouts = stats.client_timeouts;
+    out->errors = stats.unavailable + stats.other_status + stats.transport_errors;
+    out->worst_bucket = bench_stats_worst_bucket_share(&stats);
     out->pass = stats.ok > 0 && out->p99_ms < a->deadline_ms && out->misses < search->max_misses;
     bench_stats_free(&stats);
     return true;
@@ -46,8 +58,16 @@ static bool measure_once(isn_load *load, const isn_load_search *search, double r
 static int probe_rate(isn_load *load, const isn_load_search *search, double rate, probe_run *last, FILE *table) {
     for (uint32_t i = 0; i < search->repeats; i++) {
         if (!measure_once(load, search, rate, last)) return -1;
-        fprintf(table, "%-12s %12.1f %6u %10.3f %10.3f %9.4f%% %14.1f  %s\n", search->label, rate, i + 1,
-                last->p50_ms, last->p99_ms, 100.0 * last->misses, last->on_time_per_s, last->pass ? "pass" : "FAIL");
+        fprintf(table, "%-12s %12.1f %6u %10.3f %10.3f %9.4f%% %14.1f %6.2f  %s", search->label, rate, i + 1,
+                last->p50_ms, last->p99_ms, 100.0 * last->misses, last->on_time_per_s, last->worst_bucket,
+                last->pass ? "pass" : "FAIL");
+        if (last->misses > 0)
+            fprintf(table, " (late %llu, partial %llu, shed %llu, deadline exceeded %llu, not sent %llu, timeouts %llu, "
+                    "errors %llu)", (unsigned long long)last->late, (unsigned long long)last->partial,
+                    (unsigned long long)last->shed, (unsigned long long)last->deadline_exceeded,
+                    (unsigned long long)last->not_sent, (unsigned long long)last->timeouts,
+                    (unsigned long long)last->errors);
+        fputc('\n', table);
         fflush(table);
         if (!last->pass) return 0;
     }
@@ -57,8 +77,8 @@ static int probe_rate(isn_load *load, const isn_load_search *search, double rate
 int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table) {
     const isn_load_config *c = isn_load_config_of(load);
     const isn_load_search *a = search;
-    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
-            "on-time/s");
+    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s %6s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
+            "on-time/s", "worst");
     probe_run probes[MAX_PROBES], best = {0}, last;
     size_t n = 0;
     double pass = 0, fail = 0, rate = a->max_rate;
@@ -87,9 +107,14 @@ int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out,
            a->label, c->target, c->deadline_ms, a->repeats, a->max_misses, pass, best.p50_ms, best.p99_ms, best.misses,
            best.on_time_per_s, pass == a->max_rate ? "true" : "false");
     for (size_t i = 0; i < n; i++)
-        fprintf(out, "%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f}",
+        fprintf(out, "%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
+               "\"worst_bucket_share\":%.3f,\"late\":%llu,\"partial\":%llu,\"shed\":%llu,\"deadline_exceeded\":%llu,"
+               "\"not_sent\":%llu,\"client_timeouts\":%llu,\"errors\":%llu}",
                i ? "," : "", probes[i].rate, probes[i].pass ? "true" : "false", probes[i].p50_ms, probes[i].p99_ms,
-               probes[i].misses, probes[i].on_time_per_s);
+               probes[i].misses, probes[i].on_time_per_s, probes[i].worst_bucket, (unsigned long long)probes[i].late,
+               (unsigned long long)probes[i].partial, (unsigned long long)probes[i].shed,
+               (unsigned long long)probes[i].deadline_exceeded, (unsigned long long)probes[i].not_sent,
+               (unsigned long long)probes[i].timeouts, (unsigned long long)probes[i].errors);
     fprintf(out, "]}\n");
     fprintf(table, "%-12s sustained %.1f/s (p99 %.3f ms, misses %.4f%%, on time %.1f/s)%s\n", a->label, pass,
             best.p99_ms, 100.0 * best.misses, best.on_time_per_s, pass == a->max_rate ? ", the ceiling given" : "");

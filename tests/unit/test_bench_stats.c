@@ -79,6 +79,19 @@ static void test_json(void **state) {
     free(text);
 }
 
+static void test_worst_bucket(void **state) {
+    (void)state;
+    bench_stats s;
+    assert_int_equal(bench_stats_init(&s, 10), 0);
+    assert_true(bench_stats_worst_bucket_share(&s) == 1.0); /* nothing measured: nothing to say */
+    for (int bucket = 0; bucket < 5; bucket++) /* 100 a bucket, the third stalled at 10; a partial last one */
+        for (int i = 0; i < (bucket == 2 ? 10 : bucket == 4 ? 3 : 100); i++)
+            bench_stats_timeline_add(&s, bucket * BENCH_TIMELINE_NS + i);
+    double share = bench_stats_worst_bucket_share(&s);
+    assert_true(share > 10.0 / 77.5 - 1e-9 && share < 10.0 / 77.5 + 1e-9);
+    bench_stats_free(&s);
+}
+
 static void test_median(void **state) {
     (void)state;
     double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2}, one[] = {7};
@@ -92,6 +105,7 @@ int main(void) {
         cmocka_unit_test(test_percentiles_nearest_rank),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_median),
+        cmocka_unit_test(test_worst_bucket),
     };
     return cmocka_run_group_tests_name("bench_stats", tests, NULL, NULL);
 }
