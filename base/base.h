@@ -311,7 +311,7 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *other);
 uint64_t bench_stats_on_time(const bench_stats *stats);
 /* The fewest on-time answers in one timeline bucket, as a share of the buckets' mean (the last bucket,
  * which may be partial, left out): near 1 for steady service, near 0 when the server stalled for a
- * bucket. 1 with fewer than two buckets. */
+ * bucket. 1 with fewer than two whole buckets. */
 double bench_stats_worst_bucket_share(const bench_stats *stats);
 
 /* Sorts the latencies in place. */
