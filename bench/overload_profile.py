@@ -3,9 +3,11 @@
 thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-; the main thread,
 which runs the first loop, is isnd) and the change of
 every scheduler and server counter over the run, printed as one JSON line with the generator's own
-JSON (its last line on stdout) under "bench".
+JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
+counters (names with shed, late or refused) moved in each MS of the run: a shed episode in a run that
+is mostly clean shows which admission rule fired, and when (beside the bench's on_time_timeline).
 
-  overload_profile.py --pid PID --metrics URL [--label L] -- LOAD-GENERATOR COMMAND...
+  overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] -- LOAD-GENERATOR COMMAND...
 """
 import argparse, json, os, re, subprocess, sys, time, urllib.request
 
@@ -35,20 +37,39 @@ def counters(url):
     return {name: value for name, value in parse_metrics(text).items() if "_total" in name}
 
 
+def sample_refusals(run, url, interval, start):
+    """While the generator runs: every interval seconds, the refusal and lateness counters that moved
+    since the sample before, with the seconds since the start (the pipe is read after: the generator
+    prints its JSON at the end)."""
+    watched = lambda metrics: {n: v for n, v in metrics.items() if re.search(r"shed|late|refused", n)}
+    samples, before = [], watched(counters(url))
+    while run.poll() is None:
+        time.sleep(interval)
+        now = watched(counters(url))
+        moved = {n: round(v - before.get(n, 0.0), 6) for n, v in now.items() if v != before.get(n, 0.0)}
+        if moved:
+            samples.append({"t": round(time.monotonic() - start, 3), **moved})
+        before = now
+    return samples
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--metrics", required=True)
     parser.add_argument("--label", default="")
+    parser.add_argument("--timeline", type=float, default=0.0, help="milliseconds between samples (0: none)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a load generator command is needed after --")
     cpu_before, metrics_before, start = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic()
-    run = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
+    stdout, _ = run.communicate()
     cpu_after, metrics_after, wall = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic() - start
-    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    lines = [line for line in stdout.splitlines() if line.strip()]
     bench = None
     if lines:
         try:
@@ -59,7 +80,7 @@ def main():
              for name in metrics_after if metrics_after[name] != metrics_before.get(name, 0.0)}
     print(json.dumps({"label": args.label, "wall_s": round(wall, 3),
                       "cpu_per_s": {g: round((cpu_after[g] - cpu_before.get(g, 0.0)) / wall, 3) for g in cpu_after},
-                      "counters": delta, "bench": bench, "bench_rc": run.returncode}))
+                      "counters": delta, "timeline": timeline, "bench": bench, "bench_rc": run.returncode}))
     return run.returncode
 
 
