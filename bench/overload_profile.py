@@ -9,7 +9,7 @@ is mostly clean shows which admission rule fired, and when (beside the bench's o
 
   overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] -- LOAD-GENERATOR COMMAND...
 """
-import argparse, json, os, re, subprocess, sys, time, urllib.request
+import argparse, json, os, re, subprocess, sys, tempfile, time, urllib.request
 
 from node_sheds import parse_metrics  # bench/ is on the path: the scripts run as bench/NAME.py
 
@@ -39,8 +39,7 @@ def counters(url):
 
 def sample_refusals(run, url, interval, start):
     """While the generator runs: every interval seconds, the refusal and lateness counters that moved
-    since the sample before, with the seconds since the start (the pipe is read after: the generator
-    prints its JSON at the end)."""
+    since the sample before, with the seconds since the start."""
     watched = lambda metrics: {n: v for n, v in metrics.items() if re.search(r"shed|late|refused", n)}
     samples, before = [], watched(counters(url))
     while run.poll() is None:
@@ -65,9 +64,13 @@ def main():
     if not command:
         parser.error("a load generator command is needed after --")
     cpu_before, metrics_before, start = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic()
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
-    stdout, _ = run.communicate()
+    # the generator's output goes to a file, not a pipe: a pipe it filled while we sample would stop it
+    with tempfile.TemporaryFile(mode="w+") as out:
+        run = subprocess.Popen(command, stdout=out, text=True)
+        timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
+        run.wait()
+        out.seek(0)
+        stdout = out.read()
     cpu_after, metrics_after, wall = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic() - start
     lines = [line for line in stdout.splitlines() if line.strip()]
     bench = None
