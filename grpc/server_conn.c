@@ -89,18 +89,20 @@ static void flush_waiting(isn_grpc_server *server) {
     }
 }
 
-void isn_grpc_flush_dirty(uv_check_t *check) {
-    isn_grpc_server *server = check->data;
-    server->check_ns = server->recent_ns = server->flushed_ns = isn_now_ns();
+/* Writes what waits to go out, as of `now` (the time the writes see as recent). */
+static void flush_at(isn_grpc_server *server, uint64_t now) {
+    server->recent_ns = server->flushed_ns = now;
     flush_waiting(server);
     server->recent_ns = 0;
 }
 
-void isn_grpc_server_flush(isn_grpc_server *server) {
-    server->recent_ns = server->flushed_ns = isn_now_ns();
-    flush_waiting(server);
-    server->recent_ns = 0;
+void isn_grpc_flush_dirty(uv_check_t *check) {
+    isn_grpc_server *server = check->data;
+    server->check_ns = isn_now_ns();
+    flush_at(server, server->check_ns);
 }
+
+void isn_grpc_server_flush(isn_grpc_server *server) { flush_at(server, isn_now_ns()); }
 
 static void on_written(uv_write_t *req, int status) {
     isn_grpc_conn *conn = req->data;
