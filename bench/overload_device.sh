@@ -121,7 +121,7 @@ EOF
           r=$(python3 -c "print(round($rate*$m))")
           python3 bench/overload_profile.py --pid $isnd_pid --metrics http://127.0.0.1:7612/metrics --label "$c@${m}x" \
             --timeline "${TIMELINE_MS:-0}" -- \
-            taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "$D/short.queries.tsv" \
+            taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
             --rate "$r" --duration "${DURATION:-3}" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
             | tee -a "$O/profile.json"
         done

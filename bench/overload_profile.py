@@ -4,8 +4,10 @@ thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-
 which runs the first loop, is isnd) and the change of
 every scheduler and server counter over the run, printed as one JSON line with the generator's own
 JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
-counters (names with shed, late or refused) moved in each MS of the run: a shed episode in a run that
-is mostly clean shows which admission rule fired, and when (beside the bench's on_time_timeline).
+counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
+(measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
+episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
+(beside the bench's on_time_timeline).
 
   overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] -- LOAD-GENERATOR COMMAND...
 """
@@ -37,18 +39,28 @@ def counters(url):
     return {name: value for name, value in parse_metrics(text).items() if "_total" in name}
 
 
+# Admission's own state, sampled as it is (not as a change): what it believed when an episode began.
+ADMISSION_STATE = re.compile(r"isn_scheduler_(measured_job_seconds|service_scale|prepare_backlog_standing|"
+                             r"queue_depth|prepare_queue_depth)")
+
+
 def sample_refusals(run, url, interval, start):
     """While the generator runs: every interval seconds, the refusal and lateness counters that moved
-    since the sample before, with the seconds since the start."""
-    watched = lambda metrics: {n: v for n, v in metrics.items() if re.search(r"shed|late|refused", n)}
-    samples, before = [], watched(counters(url))
+    since the sample before, with the seconds since the start; with each such sample, admission's state
+    gauges then ("state") and at the sample before ("state_before")."""
+    def scrape():
+        metrics = parse_metrics(urllib.request.urlopen(url, timeout=5).read().decode())
+        watched = {n: v for n, v in metrics.items() if "_total" in n and re.search(r"shed|late|refused", n)}
+        return watched, {n: round(v, 9) for n, v in metrics.items() if ADMISSION_STATE.match(n)}
+    samples, (before, state_before) = [], scrape()
     while run.poll() is None:
         time.sleep(interval)
-        now = watched(counters(url))
+        now, state = scrape()
         moved = {n: round(v - before.get(n, 0.0), 6) for n, v in now.items() if v != before.get(n, 0.0)}
         if moved:
-            samples.append({"t": round(time.monotonic() - start, 3), **moved})
-        before = now
+            samples.append({"t": round(time.monotonic() - start, 3), **moved, "state": state,
+                            "state_before": state_before})
+        before, state_before = now, state
     return samples
 
 
