@@ -78,6 +78,7 @@ static const key_spec KEYS[] = {
     {"index", "path", KEY_PATH, FIELD(index_path), "", 0, 0, true},
     {"index", "partition_id", KEY_U32, FIELD(partition_id), "0", 0, UINT32_MAX, false},
     {"index", "warm_up", KEY_BOOL, FIELD(warm_up), "true", 0, 0, false},
+    {"index", "derive_field_data", KEY_BOOL, FIELD(derive_field_data), "true", 0, 0, false},
     {"index", "watch_interval", KEY_DURATION_MS, FIELD(index_watch_interval_ms), "1s", 0, 3600000, true},
     {"search", "workers", KEY_U32, FIELD(workers), "0", 0, 1024, false},
     {"search", "max_queue", KEY_U32, FIELD(max_queue), "4096", 1, 10000000, false},

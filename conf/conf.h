@@ -47,6 +47,7 @@ typedef struct {
     char index_path[ISN_CONF_PATH_MAX];
     uint32_t partition_id;
     bool warm_up;
+    bool derive_field_data; /* the per-field data in the background once a generation is open */
     uint32_t index_watch_interval_ms; /* a symlinked index.path: how often its target is checked; 0 = only on change events */
     /* [search] */
     uint32_t workers; /* 0 = one per CPU isnd may use (base.h isn_cpus_available) */

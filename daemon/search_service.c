@@ -28,6 +28,7 @@ struct search_service {
     pthread_mutex_t loop_analyser_lock;   /* the loops share it: one analyses at a time */
     uint32_t max_k;
     bool warm_up;
+    bool derive_field_data;
     uint32_t num_threads;
     uint32_t sim_gpus;
     uint32_t gpu_max_k;
@@ -393,7 +394,8 @@ bool search_service_may_admit(search_service *service, uint64_t received_ns, uin
 
 void search_service_params_of(const search_service *service, search_service_params *params) {
     *params = (search_service_params){
-        .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up};
+        .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up,
+        .derive_field_data = service->derive_field_data};
 }
 
 bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
@@ -418,6 +420,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     }
     service->max_k = conf->max_k;
     service->warm_up = conf->warm_up;
+    service->derive_field_data = conf->derive_field_data;
     service->num_threads = workers;
     /* the starting thread's, for the GPU training log */
     isn_searcher *planner = isn_searcher_new(index);

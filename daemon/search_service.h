@@ -23,7 +23,8 @@ struct index_generation;
 search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
                                      char *err, size_t err_len);
 /* What a generation needs from the service to serve on it (generation_add_workers): its workers'
- * number, their largest k, the second stage's route, whether to warm up. Read on the loop thread,
+ * number, their largest k, the second stage's route, whether to warm up and to derive the index's
+ * per-field data in the background. Read on the loop thread,
  * so a generation can be built on another thread (the scheduler keeps running, and its cost model
  * learning). */
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
     uint32_t max_k;
     const l2_route *route;
     bool warm_up;
+    bool derive_field_data;
 } search_service_params;
 void search_service_params_of(const search_service *service, search_service_params *params);
 /* The GPU first stage's move to the next generation, on the thread pool. stage, before the switch:

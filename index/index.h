@@ -464,6 +464,14 @@ uint32_t isn_positions_cursor_read(isn_positions_cursor *positions, isn_cursor *
  * memory is short: a field: clause then reads the positions of every posting. */
 #define ISN_FIELD_TF_CAP 255
 const uint8_t *isn_index_field_tfs(const isn_index *index);
+/* The same if they are derived already; NULL otherwise, never deriving them (nor waiting for a pass). */
+const uint8_t *isn_index_field_tfs_if_ready(const isn_index *index);
+/* Derives them on a thread of its own at background priority, so that no query pays the pass (a
+ * whole pass over the positions: seconds to minutes, and about 11 bytes a posting): field: clauses
+ * need them (a query that asks before the pass ends waits for it), and phrases run faster with them
+ * (positions cursors opened once they exist). isn_index_close stops the pass and joins the thread.
+ * No-op without positions or when started already; -1 when no thread could be started. */
+int isn_index_derive_field_data_in_background(isn_index *index);
 uint64_t isn_index_term_first_posting(const isn_index *index, uint32_t term_id);
 
 /* Derived with the field frequencies (valid once isn_index_field_tfs returned non-NULL), what a field:

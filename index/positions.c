@@ -174,6 +174,10 @@ static uint8_t *count_field_tfs(isn_index *ix) {
     uint64_t posting = 0;
     uint32_t docs[ISN_BLOCK_SIZE];
     for (uint32_t t = 0; ok && t < m->num_terms; t++) {
+        if (atomic_load_explicit(&ix->field_derive_stop, memory_order_relaxed)) {
+            ok = false; /* the index is closing */
+            break;
+        }
         const isn_term_entry *e = &ix->terms[t];
         first[t] = posting;
         uint32_t blocks = isn_term_num_blocks(e);
@@ -227,6 +231,31 @@ const uint8_t *isn_index_field_tfs(const isn_index *ix) {
     }
     pthread_mutex_unlock(&writable->field_tfs_lock);
     return tfs;
+}
+
+const uint8_t *isn_index_field_tfs_if_ready(const isn_index *ix) {
+    return atomic_load_explicit(&ix->field_tfs, memory_order_acquire);
+}
+
+static void *derive_field_data(void *arg) {
+    (void)pthread_setname_np(pthread_self(), "isn-derive");
+    isn_lower_this_thread();
+    (void)isn_index_field_tfs(arg);
+    return NULL;
+}
+
+int isn_index_derive_field_data_in_background(isn_index *ix) {
+    if (!ix->pos_blocks || ix->field_deriver_started) return 0;
+    if (pthread_create(&ix->field_deriver, NULL, derive_field_data, ix) != 0) return -1;
+    ix->field_deriver_started = true;
+    return 0;
+}
+
+void isn_index_stop_deriving(isn_index *ix) {
+    if (!ix->field_deriver_started) return;
+    atomic_store_explicit(&ix->field_derive_stop, true, memory_order_relaxed);
+    pthread_join(ix->field_deriver, NULL);
+    ix->field_deriver_started = false;
 }
 
 uint64_t isn_index_term_first_posting(const isn_index *ix, uint32_t term_id) {

@@ -384,6 +384,7 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
 
 void isn_index_close(isn_index *ix) {
     if (!ix) return;
+    isn_index_stop_deriving(ix);
     if (ix->map) munmap(ix->map, ix->map_bytes);
     if (ix->attributes_map) munmap(ix->attributes_map, ix->attributes_bytes);
     free(atomic_load(&ix->field_tfs));

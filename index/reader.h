@@ -57,6 +57,10 @@ struct isn_index {
     pthread_mutex_t field_tfs_lock;
     _Atomic(uint8_t *) field_tfs;
     bool field_tfs_tried;
+    /* The background pass (isn_index_derive_field_data_in_background), stopped and joined at close. */
+    pthread_t field_deriver;
+    bool field_deriver_started;
+    atomic_bool field_derive_stop;
     uint64_t *term_first_posting;
     /* Built in the same pass, by posting as field_tfs: the low 16 bits, the posting's positions as a
      * byte offset from its block's (pos_blocks), ISN_POS_OFFSET_FAR from 65535 bytes on (or in a
@@ -76,6 +80,9 @@ struct isn_index {
 /* Section 'score_bounds' (score_bounds.c): sized to the documents, finite, >= 0 and non-increasing, and
  * there exactly when meta says so. 0, or -1 with err. */
 int isn_index_check_score_bounds(isn_index *index, const void *section, uint64_t bytes, char *err, size_t err_len);
+
+/* Stops the background pass of the per-field data, if one runs, and joins its thread (positions.c). */
+void isn_index_stop_deriving(isn_index *index);
 
 /* Writing the per-field lists (field_postings.c): start, then per term the postings of each field
  * appended to docs[f] / tfs[f] (count[f]) and end_term, then finish hands them to the index. */

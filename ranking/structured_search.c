@@ -429,9 +429,10 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
                                     "--no-positions)");
             return -1;
         }
-        if (!e.field_tfs) {
-            e.field_tfs = isn_index_field_tfs(e.index);
-        }
+        /* A whole-document phrase reads positions only (faster once the index derived its per-field
+         * data, never waiting for that pass); a field: clause needs the field's own lists and norms. */
+        if (clauses[c].field == RANKING_WHOLE_DOCUMENT) continue;
+        if (!e.field_tfs) e.field_tfs = isn_index_field_tfs(e.index);
         if (!e.field_tfs) {
             isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
                                     "phrases and field: clauses read", info->num_fields);

@@ -332,6 +332,63 @@ static void test_optional_phrases_against_the_oracle(void **state) {
     assert_true(nonempty > runs / 3 / 2);
 }
 
+/* Optional phrases and terms with a required phrase, as written; one random query's text. */
+static uint32_t random_phrase_query(query_oracle_clause *clauses, char *text, size_t text_len) {
+    uint32_t n = 2 + support_rng_below(3);
+    size_t at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        query_oracle_clause *cl = &clauses[i];
+        *cl = (query_oracle_clause){.occur = i == 0 ? QO_MUST : QO_SHOULD, .field = -1,
+                                    .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
+        at += (size_t)snprintf(text + at, text_len - at, "%s%s%s", i ? " " : "", i == 0 ? "+" : "",
+                               cl->num_words > 1 ? "\"" : "");
+        for (uint32_t w = 0; w < cl->num_words; w++) {
+            cl->words[w] = random_word();
+            at += (size_t)snprintf(text + at, text_len - at, "%s%s", w ? " " : "", cl->words[w]);
+        }
+        if (cl->num_words > 1) at += (size_t)snprintf(text + at, text_len - at, "\"");
+    }
+    return n;
+}
+
+/* Whole-document phrases read positions only: they answer before the index has derived its per-field
+ * data and never start that pass on the query's worker (the first phrase query of a fresh node used to
+ * hold a worker for the whole pass); the background pass then gives them its faster positions cursors,
+ * with the same answers, and field: clauses their lists. */
+static void test_phrases_do_not_wait_for_the_per_field_data(void **state) {
+    (void)state;
+    static const isn_algo algos[] = {ISN_ALGO_MAXSCORE, ISN_ALGO_BMM, ISN_ALGO_AUTO};
+    support_rng_seed(77);
+    collection c;
+    collection_open(&c, 2000);
+    enum { QUERIES = 40 };
+    static query_oracle_clause clauses[QUERIES][4];
+    static char texts[QUERIES][256];
+    uint32_t sizes[QUERIES], runs = 0, nonempty = 0;
+    for (uint32_t q = 0; q < QUERIES; q++) sizes[q] = random_phrase_query(clauses[q], texts[q], sizeof texts[q]);
+    for (int derived = 0; derived < 2; derived++) {
+        for (uint32_t q = 0; q < QUERIES; q++)
+            nonempty += algos_match_oracle(&c, texts[q], clauses[q], sizes[q], NULL, NULL, 0, 1 + q % 10, algos,
+                                           sizeof algos / sizeof *algos, derived ? "derived" : "not derived", &runs);
+        if (derived) break;
+        assert_null(isn_index_field_tfs_if_ready(c.index));
+        assert_int_equal(isn_index_derive_field_data_in_background(c.index), 0);
+        assert_non_null(isn_index_field_tfs(c.index)); /* waits for the pass, or makes it */
+        assert_non_null(isn_index_field_tfs_if_ready(c.index));
+    }
+    assert_true(nonempty > QUERIES / 2);
+    query_oracle_clause title = {.occur = QO_SHOULD, .field = 0, .num_words = 1, .words = {vocabulary[0]}};
+    char text[64];
+    snprintf(text, sizeof text, "title:%s", vocabulary[0]);
+    assert_true(algos_match_oracle(&c, text, &title, 1, NULL, NULL, 0, 5, algos, 1, "field", &runs));
+    collection_close(&c);
+
+    /* closed while the pass runs: it stops and its thread is joined (a sanitizer build sees no leak) */
+    collection_open(&c, 2000);
+    assert_int_equal(isn_index_derive_field_data_in_background(c.index), 0);
+    collection_close(&c);
+}
+
 /* ------------------------------------------------------------------ the bag of words stays as it was */
 
 /* Block-max windows: a dense list of middling scores whose one block ends early, beside a list of many
@@ -882,6 +939,7 @@ int main(void) {
         cmocka_unit_test(test_every_algorithm_against_the_oracle),
         cmocka_unit_test(test_clauses_essential_only_in_later_windows),
         cmocka_unit_test(test_optional_phrases_against_the_oracle),
+        cmocka_unit_test(test_phrases_do_not_wait_for_the_per_field_data),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_scattered_filter_leads_against_the_oracle),
         cmocka_unit_test(test_filter_seeding_windows_against_the_oracle),
