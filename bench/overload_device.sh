@@ -42,9 +42,13 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
 # isnd is ready on the CPU before the GPU holds the index: the measurements start once /readyz no
 # longer says the GPU is loading.
 wait_gpu_upload() {
-  python3 - <<'PY'
-import sys, time, urllib.request
+  python3 - "$isnd_pid" <<'PY'
+import os, sys, time, urllib.request
 for _ in range(3000):
+    try:
+        os.kill(int(sys.argv[1]), 0)
+    except OSError:
+        sys.exit("isnd exited while the GPU was loading")
     try:
         body = urllib.request.urlopen("http://127.0.0.1:7612/readyz").read().decode()
     except Exception:
@@ -62,7 +66,7 @@ start_isnd() { # log, flags...
     "$@" >"$log" 2>&1 &
   isnd_pid=$!
   for _ in $(seq 1 1200); do
-    if grep -q "ready: serving" "$log"; then wait_gpu_upload; return; fi
+    if grep -q "ready: serving" "$log"; then wait_gpu_upload || { tail -20 "$log"; return 1; }; return; fi
     kill -0 $isnd_pid 2>/dev/null || { echo "isnd exited:"; tail -20 "$log"; return 1; }
     sleep 0.1
   done

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Where a running isnd spends its time while a load generator runs: CPU seconds per second of each
 thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-; the main thread,
-which runs the first loop, is isnd) and the change of
-every scheduler and server counter over the run, printed as one JSON line with the generator's own
+which runs the first loop, is isnd), and seconds per second each group waited for a core ("<group>
+runq"), and the change of every scheduler and server counter over the run, printed as one JSON line with the generator's own
 JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
 counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
@@ -16,14 +16,16 @@ import argparse, json, os, re, subprocess, sys, tempfile, time, urllib.request
 from node_sheds import parse_metrics  # bench/ is on the path: the scripts run as bench/NAME.py
 
 
-
 def thread_cpu_seconds(pid):
-    """CPU seconds (user + system) of each thread group of pid so far."""
+    """Per thread group of pid so far: CPU seconds (user + system), and seconds spent runnable but
+    waiting for a core (schedstat's run delay; under "<group> runq"): a thread that is busy by the
+    node's own count yet neither on a core nor waiting for one is blocked (a lock, a system call)."""
     tick = os.sysconf("SC_CLK_TCK")
     totals = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+            schedstat = open(f"/proc/{pid}/task/{tid}/schedstat").read().split()
         except OSError:
             continue  # the thread ended between the listing and the read
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
@@ -31,6 +33,7 @@ def thread_cpu_seconds(pid):
         seconds = (int(fields[11]) + int(fields[12])) / tick
         group = re.sub(r"\d+$", "", comm)
         totals[group] = totals.get(group, 0.0) + seconds
+        totals[group + " runq"] = totals.get(group + " runq", 0.0) + int(schedstat[1]) / 1e9
     return totals
 
 
