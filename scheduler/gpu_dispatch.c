@@ -172,23 +172,6 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     d->in_flight++;
 }
 
-/* Locked: the soonest a job added to the batch being formed (n jobs so far) could be answered, by the
- * batch cost as measured (fixed part and per job): after the batch in flight it must wait for when no
- * flight is free, its batch's time. A job due before then could only be answered late (and is past its
- * early-stop point, so a CPU worker would only answer it partially): it is answered DEADLINE_EXCEEDED
- * now, as a job past its deadline is, and the device's time goes to jobs that can still make theirs.
- * Under overload the hybrid's GPU took undecided jobs near their deadlines and answered them late. */
-static double soonest_answer_ns(isn_scheduler *s, const sched_dispatcher *d, uint32_t n, uint64_t now) {
-    double fixed = isn_batch_cost_fixed_ns(&s->batch_cost), per_job = isn_batch_cost_per_job_ns(&s->batch_cost);
-    double start = (double)now;
-    if (d->in_flight && d->in_flight >= flights_allowed(d)) {
-        const sched_flight *oldest = &d->flights[d->oldest];
-        double lands = (double)oldest->start_ns + fixed + per_job * (double)oldest->n;
-        if (lands > start) start = lands;
-    }
-    return start + fixed + per_job * (double)(n + 1);
-}
-
 static void *dispatcher_main(void *arg) {
     sched_dispatcher *d = arg;
     isn_scheduler *s = d->scheduler;
@@ -227,7 +210,7 @@ static void *dispatcher_main(void *arg) {
             isn_edf_queue *queue = next_source(s, n ? d->batch[0]->predicted_ns[ISN_DEVICE_GPU] : 0, &at);
             if (!queue) break;
             isn_job *job = isn_edf_at(queue, at);
-            bool dead_job = job->deadline_ns && (double)job->deadline_ns <= soonest_answer_ns(s, d, n, now);
+            bool dead_job = job->deadline_ns && job->deadline_ns <= now;
             uint64_t bytes = isn_job_memory_bytes(job);
             if (!dead_job && !abandon && n && batch_bytes + bytes > device_policy.memory_budget) {
                 next_bytes = bytes;

@@ -933,45 +933,6 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
         fail_msg("GPU wait %.0f ns with %.0f ns in flight and %.0f ns held", wait, in_flight_ns, held_ns);
 }
 
-/* A job that the GPU could only answer after its deadline (the batch time as measured is longer than
- * what it has left) is answered DEADLINE_EXCEEDED without running: the device's time goes to jobs that
- * can still make theirs. The model is told a batch costs 1 ms; the device takes 60 ms, which the first
- * batch teaches it while the second job waits. */
-static void gpu_jobs_that_would_answer_late_are_not_run(void **state) {
-    (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    isn_gpu_sim_config sim;
-    isn_gpu_sim_config_default(&sim);
-    sim.launch_ns = 60e6;
-    sim.per_query_ns = 0;
-    sim.per_posting_ns = 0;
-    isn_gpu_device gpu;
-    harness_attach_gpu(&config, &sim, 16, &gpu);
-    config.batch.max_batch = 16;
-    config.batch.linger_ns = 0;
-    config.batch.launch_ns = 1000000;
-    isn_scheduler *s = harness_start(&config);
-    test_job first, second;
-    small_job(&first, 0);
-    first.job.placement = ISN_PLACE_GPU;
-    assert_int_equal(isn_scheduler_submit(s, &first.job), ISN_SUBMIT_QUEUED);
-    while (scheduler_stats(s).batches < 1) sleep_until(isn_now_ns() + 100000); /* the first batch is on the device */
-    small_job(&second, isn_now_ns() + 100000000ull); /* 100 ms: admitted against a 1-ms batch */
-    second.job.placement = ISN_PLACE_GPU;
-    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
-    harness_wait(&h, &h.completed, 2);
-    assert_int_equal(first.job.outcome, ISN_JOB_RAN);
-    assert_int_equal(second.job.outcome, ISN_JOB_DEADLINE_EXCEEDED);
-    isn_scheduler_stats stats = scheduler_stats(s);
-    assert_int_equal(stats.batches, 1);
-    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 1);
-    assert_int_equal(stats.dropped_dead, 1);
-    isn_scheduler_stop(s);
-    isn_gpu_sim_free(&gpu);
-}
-
 static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     (void)state;
     harness h;
@@ -1473,7 +1434,6 @@ int main(void) {
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
-        cmocka_unit_test(gpu_jobs_that_would_answer_late_are_not_run),
         cmocka_unit_test(arrival_ignores_a_cpu_the_jobs_cannot_use),
         cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
         cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
