@@ -69,8 +69,8 @@ int generation_add_workers(index_generation *generation, const search_service_pa
         if (params->warm_up) search_worker_warm_up(generation->workers[w]);
     }
     generation->open_seconds += (double)(isn_now_ns() - start) / 1e9;
-    /* once it will serve; the pass must not hold the first field: or phrase query (nor the node's
-     * readiness, minutes on a large partition): it yields to every serving thread */
+    /* once it will serve: the pass must not run on a query's worker, nor hold the node's readiness
+     * (minutes on a large partition); it yields to every serving thread */
     if (params->derive_field_data && isn_index_derive_field_data_in_background(generation->index) != 0)
         log_warn("index %s: no thread to derive its per-field data in: the first field: clause will", generation->dir);
     return 0;

@@ -435,7 +435,7 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
         if (!e.field_tfs) e.field_tfs = isn_index_field_tfs(e.index);
         if (!e.field_tfs) {
             isn_error(err, err_len, "out of memory for the index's per-field term frequencies (%u fields), which "
-                                    "phrases and field: clauses read", info->num_fields);
+                                    "field: clauses read", info->num_fields);
             return -1;
         }
     }
