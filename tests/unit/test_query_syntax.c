@@ -294,6 +294,26 @@ static bool algos_match_oracle(collection *c, const char *text, const query_orac
     return num_expected > 0;
 }
 
+/* Two to four clauses, optional phrases (the first always one) and terms, the last maybe excluded, and
+ * the same query as written. */
+static uint32_t random_phrase_query(query_oracle_clause *clauses, char *text, size_t text_len) {
+    uint32_t n = 2 + support_rng_below(3);
+    size_t at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        query_oracle_clause *cl = &clauses[i];
+        *cl = (query_oracle_clause){.occur = i + 1 < n || support_rng_below(3) ? QO_SHOULD : QO_MUST_NOT,
+                                    .field = -1, .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
+        at += (size_t)snprintf(text + at, text_len - at, "%s%s%s", i ? " " : "", cl->occur == QO_MUST_NOT ? "-" : "",
+                               cl->num_words > 1 ? "\"" : "");
+        for (uint32_t w = 0; w < cl->num_words; w++) {
+            cl->words[w] = random_word();
+            at += (size_t)snprintf(text + at, text_len - at, "%s%s", w ? " " : "", cl->words[w]);
+        }
+        if (cl->num_words > 1) at += (size_t)snprintf(text + at, text_len - at, "\"");
+    }
+    return n;
+}
+
 /* Optional phrases beside optional terms, k small: a phrase the search only asks about the documents it
  * already holds (a non-essential clause, confirmed for that document alone) must be searched afresh
  * where it becomes essential again in a later window. */
@@ -308,20 +328,7 @@ static void test_optional_phrases_against_the_oracle(void **state) {
         for (uint32_t q = 0; q < 60; q++) {
             query_oracle_clause clauses[4];
             char text[256];
-            uint32_t n = 2 + support_rng_below(3);
-            size_t at = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                query_oracle_clause *cl = &clauses[i];
-                *cl = (query_oracle_clause){.occur = i + 1 < n || support_rng_below(3) ? QO_SHOULD : QO_MUST_NOT,
-                                            .field = -1, .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
-                at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
-                                       cl->occur == QO_MUST_NOT ? "-" : "", cl->num_words > 1 ? "\"" : "");
-                for (uint32_t w = 0; w < cl->num_words; w++) {
-                    cl->words[w] = random_word();
-                    at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", w ? " " : "", cl->words[w]);
-                }
-                if (cl->num_words > 1) at += (size_t)snprintf(text + at, sizeof text - at, "\"");
-            }
+            uint32_t n = random_phrase_query(clauses, text, sizeof text);
             char label[32];
             snprintf(label, sizeof label, "seed %llu", (unsigned long long)seed);
             nonempty += algos_match_oracle(&c, text, clauses, n, NULL, NULL, 0, 1 + q % 4, algos,
@@ -330,25 +337,6 @@ static void test_optional_phrases_against_the_oracle(void **state) {
         collection_close(&c);
     }
     assert_true(nonempty > runs / 3 / 2);
-}
-
-/* Optional phrases and terms with a required phrase, as written; one random query's text. */
-static uint32_t random_phrase_query(query_oracle_clause *clauses, char *text, size_t text_len) {
-    uint32_t n = 2 + support_rng_below(3);
-    size_t at = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        query_oracle_clause *cl = &clauses[i];
-        *cl = (query_oracle_clause){.occur = i == 0 ? QO_MUST : QO_SHOULD, .field = -1,
-                                    .num_words = i == 0 || support_rng_below(2) ? 2 : 1};
-        at += (size_t)snprintf(text + at, text_len - at, "%s%s%s", i ? " " : "", i == 0 ? "+" : "",
-                               cl->num_words > 1 ? "\"" : "");
-        for (uint32_t w = 0; w < cl->num_words; w++) {
-            cl->words[w] = random_word();
-            at += (size_t)snprintf(text + at, text_len - at, "%s%s", w ? " " : "", cl->words[w]);
-        }
-        if (cl->num_words > 1) at += (size_t)snprintf(text + at, text_len - at, "\"");
-    }
-    return n;
 }
 
 /* Whole-document phrases read positions only: they answer before the index has derived its per-field
