@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Where a running isnd spends its time while a load generator runs: CPU seconds per second of each
 thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-; the main thread,
-which runs the first loop, is isnd), and seconds per second each group waited for a core ("<group>
-runq"), and the change of every scheduler and server counter over the run, printed as one JSON line with the generator's own
-JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
+which runs the first loop, is isnd), seconds per second each group waited for a core ("<group> runq"),
+and the change of every scheduler and server counter over the run, printed as one JSON line with the
+generator's own JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
 counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
 episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
@@ -37,9 +37,12 @@ def thread_cpu_seconds(pid):
     return totals
 
 
+def metrics_of(url):
+    return parse_metrics(urllib.request.urlopen(url, timeout=5).read().decode())
+
+
 def counters(url):
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    return {name: value for name, value in parse_metrics(text).items() if "_total" in name}
+    return {name: value for name, value in metrics_of(url).items() if "_total" in name}
 
 
 # Admission's own state, sampled as it is (not as a change): what it believed when an episode began.
@@ -52,7 +55,7 @@ def sample_refusals(run, url, interval, start):
     since the sample before, with the seconds since the start; with each such sample, admission's state
     gauges then ("state") and at the sample before ("state_before")."""
     def scrape():
-        metrics = parse_metrics(urllib.request.urlopen(url, timeout=5).read().decode())
+        metrics = metrics_of(url)
         watched = {n: v for n, v in metrics.items() if "_total" in n and re.search(r"shed|late|refused", n)}
         return watched, {n: round(v, 9) for n, v in metrics.items() if ADMISSION_STATE.match(n)}
     samples, (before, state_before) = [], scrape()
