@@ -11,7 +11,8 @@
 # profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON; TIMELINE_MS also
-#            samples the shed, late and refused counters that often (which admission rule fired, when).
+#            samples the shed, late and refused counters that often (which admission rule fired, when);
+#            STATES_HZ samples what the threads of STATE_GROUPS (default the loops) wait on that often.
 # A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
 # profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
@@ -123,8 +124,9 @@ EOF
         start_isnd "$O/isnd-profile-$c.log" $(flags_of $c) || continue
         for m in ${PROFILE_MULTIPLES:-1 2}; do
           r=$(python3 -c "print(round($rate*$m))")
-          python3 bench/overload_profile.py --pid $isnd_pid --metrics http://127.0.0.1:7612/metrics --label "$c@${m}x" \
-            --timeline "${TIMELINE_MS:-0}" -- \
+          taskset -c "$BENCH_CPUS" python3 bench/overload_profile.py --pid $isnd_pid --metrics http://127.0.0.1:7612/metrics \
+            --label "$c@${m}x" --timeline "${TIMELINE_MS:-0}" --states "${STATES_HZ:-0}" \
+            --state-groups "${STATE_GROUPS:-isnd-loop-}" -- \
             taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
             --rate "$r" --duration "${DURATION:-3}" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
             | tee -a "$O/profile.json"

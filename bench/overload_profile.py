@@ -7,11 +7,14 @@ generator's own JSON (its last line on stdout) under "bench". With --timeline MS
 counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
 episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
-(beside the bench's on_time_timeline).
+(beside the bench's on_time_timeline). With --states HZ, also what each thread of the groups named by
+--state-groups (thread names, numbers dropped; default the loops) was doing, HZ samples a second while
+the generator ran: on a core or runnable, else the kernel function it sleeps in and its system call (a
+futex's address names the lock: the same address under two groups is a lock they share).
 
-  overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] -- LOAD-GENERATOR COMMAND...
+  overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] [--states HZ] -- LOAD-GENERATOR COMMAND...
 """
-import argparse, json, os, re, subprocess, sys, tempfile, time, urllib.request
+import argparse, collections, json, os, re, subprocess, sys, tempfile, threading, time, urllib.request
 
 from node_sheds import parse_metrics  # bench/ is on the path: the scripts run as bench/NAME.py
 
@@ -70,12 +73,67 @@ def sample_refusals(run, url, interval, start):
     return samples
 
 
+SYSCALL_NAMES = {"0": "read", "1": "write", "7": "poll", "20": "writev", "23": "select", "24": "sched_yield",
+                 "35": "nanosleep", "44": "sendto", "45": "recvfrom", "46": "sendmsg", "47": "recvmsg",
+                 "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait", "281": "epoll_pwait",
+                 "441": "epoll_pwait2", "9": "mmap", "10": "mprotect", "11": "munmap", "28": "madvise",
+                 "16": "ioctl", "-1": "none (in the kernel, no system call)"}
+
+
+def thread_state(pid, tid):
+    """One thread's state now: "running" (on a core or runnable), else its sleeping kernel function and
+    system call, with the first argument for a futex (the lock's address)."""
+    try:
+        stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+        if stat[stat.rindex(")") + 2] == "R":
+            return "running"
+        wchan = open(f"/proc/{pid}/task/{tid}/wchan").read().strip()
+        try:
+            call = open(f"/proc/{pid}/task/{tid}/syscall").read().split()
+        except OSError:
+            call = ["unreadable"]
+    except OSError:
+        return None  # the thread ended between the listing and the read
+    if call[:1] == ["running"]:
+        return "running"  # it woke between the reads
+    wchan = wchan if wchan not in ("", "0") else "?"
+    name = SYSCALL_NAMES.get(call[0], call[0]) if call else "?"
+    if name == "futex" and len(call) > 1:
+        name += " " + call[1]
+    return f"{wchan} {name}"
+
+
+def sample_states(pid, groups, hz, stop):
+    """Until stop is set: each hz-th of a second, the state of every thread of pid whose name (numbers
+    dropped) is one of groups, the main thread counted as a loop (it runs the first); the counts per
+    group and state."""
+    tids = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+        except OSError:
+            continue
+        group = "isnd-loop-" if tid == str(pid) else re.sub(r"\d+$", "", comm)
+        if group in groups:
+            tids[tid] = group
+    counts = collections.defaultdict(collections.Counter)
+    while not stop.wait(1.0 / hz):
+        for tid, group in tids.items():
+            state = thread_state(pid, tid)
+            if state:
+                counts[group][state] += 1
+    return {g: dict(c.most_common()) for g, c in counts.items()}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--metrics", required=True)
     parser.add_argument("--label", default="")
     parser.add_argument("--timeline", type=float, default=0.0, help="milliseconds between samples (0: none)")
+    parser.add_argument("--states", type=float, default=0.0, help="thread state samples a second (0: none)")
+    parser.add_argument("--state-groups", default="isnd-loop-",
+                        help="comma-separated thread names (numbers dropped) whose states are sampled")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -85,8 +143,16 @@ def main():
     # the generator's output goes to a file, not a pipe: a pipe it filled while we sample would stop it
     with tempfile.TemporaryFile(mode="w+") as out:
         run = subprocess.Popen(command, stdout=out, text=True)
+        states, stop = {}, threading.Event()
+        sampler = threading.Thread(target=lambda: states.update(
+            sample_states(args.pid, args.state_groups.split(","), args.states, stop)))
+        if args.states > 0:
+            sampler.start()
         timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
         run.wait()
+        stop.set()
+        if args.states > 0:
+            sampler.join()
         out.seek(0)
         stdout = out.read()
     cpu_after, metrics_after, wall = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic() - start
@@ -101,7 +167,8 @@ def main():
              for name in metrics_after if metrics_after[name] != metrics_before.get(name, 0.0)}
     print(json.dumps({"label": args.label, "wall_s": round(wall, 3),
                       "cpu_per_s": {g: round((cpu_after[g] - cpu_before.get(g, 0.0)) / wall, 3) for g in cpu_after},
-                      "counters": delta, "timeline": timeline, "bench": bench, "bench_rc": run.returncode}))
+                      "counters": delta, "timeline": timeline,
+                      "states": states or None, "bench": bench, "bench_rc": run.returncode}))
     return run.returncode
 
 
