@@ -99,7 +99,7 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         COUNT(s->gpu_reruns);
         isn_edf_push(&s->queues[ISN_QUEUE_CPU], batch[i]); /* within the reserve kept for this */
     }
-    pthread_cond_broadcast(&s->cpu_wake);
+    sched_wake_idle_workers(s, true);
 }
 
 /* Locked: waits for the oldest batch in flight and answers it. Returns locked. */

@@ -425,9 +425,8 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     bool wake_cpu = queue != ISN_QUEUE_GPU && s->idle_workers && !self_takes;
     bool wake_gpu = queue != ISN_QUEUE_CPU && gpu_needs_wake(s, job, in.service_ns[ISN_DEVICE_GPU]);
     pthread_mutex_unlock(&s->lock);
-    /* Woken after the unlock, so that the woken thread does not wait for the lock at once: a waiter
-     * checks the queues under the lock before it waits, so no wake-up is lost. */
-    if (wake_cpu) pthread_cond_signal(&s->cpu_wake);
+    /* Woken after the unlock, so that the woken thread does not wait for the lock at once. */
+    if (wake_cpu) sched_wake_idle_workers(s, false);
     if (wake_gpu) pthread_cond_broadcast(&s->gpu_wake);
     return ISN_SUBMIT_QUEUED;
 }
@@ -471,11 +470,7 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     if (job->prepare_on_worker) atomic_fetch_add(&s->large_pending, 1);
     atomic_fetch_add(&s->prepare_pending, 1);
     pthread_mutex_unlock(&s->prepare_lock);
-    if (atomic_load(&s->idle_workers)) {
-        pthread_mutex_lock(&s->lock);
-        pthread_cond_signal(&s->cpu_wake);
-        pthread_mutex_unlock(&s->lock);
-    }
+    if (atomic_load(&s->idle_workers)) sched_wake_idle_workers(s, false);
     return ISN_SUBMIT_QUEUED;
 }
 
@@ -611,7 +606,7 @@ static void grab_extra(isn_scheduler *s, sched_worker *w) {
         atomic_fetch_add_explicit(&s->deque_jobs, 1, memory_order_relaxed);
         commit_cpu(s, job, +1);
     }
-    if (s->idle_workers) pthread_cond_signal(&s->cpu_wake);
+    if (s->idle_workers) sched_wake_idle_workers(s, false);
 }
 
 static isn_job *steal_from_others(isn_scheduler *s, sched_worker *self) {
@@ -728,6 +723,16 @@ static bool large_takeable(isn_scheduler *s) {
     return atomic_load(&s->large_pending) && atomic_load(&s->large_preparing) < SCHED_LARGE_PREPARERS;
 }
 
+void sched_wake_idle_workers(isn_scheduler *s, bool all) {
+    /* A worker holds idle_lock from its last look until it waits: once this thread has had it, a
+     * worker that missed the work is waiting, and the signal (after the unlock, so that the woken
+     * worker does not wait for idle_lock at once) reaches it. */
+    pthread_mutex_lock(&s->idle_lock);
+    pthread_mutex_unlock(&s->idle_lock);
+    if (all) pthread_cond_broadcast(&s->cpu_wake);
+    else pthread_cond_signal(&s->cpu_wake);
+}
+
 /* Whether a worker finds something to prepare now. */
 static bool preparation_waiting(isn_scheduler *s) {
     return atomic_load(&s->prepare_pending) > atomic_load(&s->large_pending) || large_takeable(s);
@@ -826,11 +831,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     }
     if (large) {
         atomic_fetch_sub(&s->large_preparing, 1);
-        if (large_takeable(s) && atomic_load(&s->idle_workers)) {
-            pthread_mutex_lock(&s->lock);
-            pthread_cond_signal(&s->cpu_wake);
-            pthread_mutex_unlock(&s->lock);
-        }
+        if (large_takeable(s) && atomic_load(&s->idle_workers)) sched_wake_idle_workers(s, false);
     }
     return true;
 }
@@ -884,15 +885,18 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
+        pthread_mutex_lock(&s->idle_lock);
         atomic_fetch_add(&s->idle_workers, 1); /* before the last look: see idle_workers */
-        if (!s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s)) {
+        bool idle = !s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s);
+        pthread_mutex_unlock(&s->lock);
+        if (idle) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
             struct timespec until;
             sched_timespec_at(isn_now_ns() + SCHED_IDLE_POLL_NS, &until);
-            pthread_cond_timedwait(&s->cpu_wake, &s->lock, &until);
+            pthread_cond_timedwait(&s->cpu_wake, &s->idle_lock, &until);
         }
         atomic_fetch_sub(&s->idle_workers, 1);
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&s->idle_lock);
     }
     if (s->config.worker_free) s->config.worker_free(s->config.user, w->state);
     return NULL;
@@ -1024,6 +1028,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     pthread_mutexattr_settype(&spin_first, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&s->lock, &spin_first);
     pthread_mutex_init(&s->prepare_lock, &spin_first);
+    pthread_mutex_init(&s->idle_lock, &spin_first);
     pthread_mutexattr_destroy(&spin_first);
     pthread_rwlock_init(&s->model_lock, NULL);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) atomic_init(&s->scale[d], 1.0);
@@ -1108,7 +1113,7 @@ void isn_scheduler_stop(isn_scheduler *s) {
     pthread_mutex_unlock(&s->prepare_lock);
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
-    pthread_cond_broadcast(&s->cpu_wake);
+    sched_wake_idle_workers(s, true);
     pthread_cond_broadcast(&s->gpu_wake);
     pthread_mutex_unlock(&s->lock);
     for (uint32_t i = 0; s->workers && i < s->config.workers; i++)
@@ -1149,6 +1154,7 @@ void isn_scheduler_stop(isn_scheduler *s) {
     free(s->dispatchers);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->prepare_lock);
+    pthread_mutex_destroy(&s->idle_lock);
     pthread_rwlock_destroy(&s->model_lock);
     pthread_cond_destroy(&s->cpu_wake);
     pthread_cond_destroy(&s->gpu_wake);

@@ -400,8 +400,13 @@ typedef struct {
 
 struct isn_scheduler {
     isn_scheduler_config config;
-    pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping; idle workers wait under it */
-    pthread_cond_t cpu_wake, gpu_wake, ready_changed;
+    pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping */
+    pthread_cond_t gpu_wake, ready_changed; /* under the lock */
+    /* Idle workers wait on cpu_wake under a lock of their own. The loops wake one for every request
+     * they queue for preparation; under the scheduler's lock, which admissions and a dispatcher
+     * filling a batch hold for longer, they waited on it. Taken after the lock when both are held. */
+    pthread_mutex_t idle_lock;
+    pthread_cond_t cpu_wake;
     isn_edf_queue queues[ISN_QUEUES];
     /* The preparation queues have a lock of their own: every request passes through them once
      * unprepared, and under the scheduler's lock the loops and the workers preparing queued behind
@@ -417,10 +422,12 @@ struct isn_scheduler {
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
     _Atomic double prepare_sojourn_ns;   /* how long the last normal request taken to prepare had waited */
     bool stopping;
-    /* Workers waiting on cpu_wake. Changed under the lock, read without it by a thread that queued
-     * work: a worker counts itself idle before it looks for work one last time, and a thread that
-     * queued work reads it after queuing (both sequentially consistent), so one of them sees the
-     * other; the waker then signals under the lock, so the signal cannot fall before the wait. */
+    /* Workers waiting on cpu_wake. Changed under both locks, read without them by a thread that
+     * queued work: a worker counts itself idle before it looks for work one last time (the queues
+     * under the lock, the preparations' counts sequentially consistent), and a thread that queued work
+     * reads it after queuing, so one of them sees the other; the waker then takes idle_lock
+     * (sched_wake_idle_workers), which the worker holds from its last look until it waits, so the
+     * signal cannot fall before the wait. */
     atomic_uint idle_workers;
     /* Of the jobs admitted lately, the share the CPU could take (moving average, under the lock):
      * the arrival check counts the CPU's wait only while most traffic may use it. */
@@ -511,6 +518,8 @@ void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_
                         double wall_ns, double predicted_ns);
 /* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
 double sched_scale(isn_scheduler *s, isn_device_kind device);
+/* Wakes one idle worker, or all; with or without the lock held (see idle_workers). */
+void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);

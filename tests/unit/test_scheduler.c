@@ -1059,6 +1059,66 @@ static void large_requests_take_one_worker(void **state) {
     isn_scheduler_stop(s);
 }
 
+typedef struct {
+    isn_scheduler *s;
+    isn_job *job;
+    pthread_mutex_t lock;
+    pthread_cond_t returned;
+    bool done;
+    isn_submit_result result;
+} submitter;
+
+static void *submit_on_thread(void *arg) {
+    submitter *sub = arg;
+    isn_submit_result result = isn_scheduler_submit(sub->s, sub->job);
+    pthread_mutex_lock(&sub->lock);
+    sub->result = result;
+    sub->done = true;
+    pthread_cond_broadcast(&sub->returned);
+    pthread_mutex_unlock(&sub->lock);
+    return NULL;
+}
+
+/* isnd's loops queue every request for preparation and wake an idle worker for it. They must not need
+ * the scheduler's lock for that: admissions and a dispatcher filling a batch hold it, and under load
+ * the loops waited on it. Here the test holds it while a request is queued (the submission is given
+ * 10 s, so that one that waits for the lock fails instead of hanging); the request is then prepared
+ * and run. */
+static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    isn_scheduler *s = harness_start(&config);
+    while (atomic_load(&s->idle_workers) < 1) sleep_until(isn_now_ns() + 100000);
+    static prepared_job job;
+    memset(&job, 0, sizeof job);
+    small_job(&job.t, 0);
+    job.t.job.user = &job;
+    submitter sub = {.s = s, .job = &job.t.job, .done = false};
+    pthread_mutex_init(&sub.lock, NULL);
+    pthread_cond_init(&sub.returned, NULL);
+    pthread_mutex_lock(&s->lock);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, submit_on_thread, &sub), 0);
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += 10;
+    pthread_mutex_lock(&sub.lock);
+    while (!sub.done && pthread_cond_timedwait(&sub.returned, &sub.lock, &give_up) == 0) {}
+    bool returned_while_locked = sub.done;
+    pthread_mutex_unlock(&sub.lock);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(thread, NULL);
+    assert_true(returned_while_locked);
+    assert_int_equal(sub.result, ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.completed, 1);
+    assert_int_equal(job.t.job.outcome, ISN_JOB_RAN);
+    assert_true(job.prepared_on_worker);
+    isn_scheduler_stop(s);
+}
+
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
     (void)state;
     harness h;
@@ -1438,6 +1498,7 @@ int main(void) {
         cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
         cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
         cmocka_unit_test(workers_run_nicer_than_the_process),
+        cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
