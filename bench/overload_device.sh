@@ -36,7 +36,8 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   case $1 in
     cpu) echo "--workers $WORKERS --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set gpu.enable=true" ;;
-    gpu_all) echo "--workers $WORKERS --set gpu.enable=true --set gpu.route_all=true" ;;
+    gpu_all) echo "--workers $WORKERS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
+      "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB" ;; # conf/isnd.conf: why
   esac
 }
 
