@@ -19,6 +19,11 @@ import argparse, collections, json, os, re, subprocess, sys, tempfile, threading
 from node_sheds import parse_metrics  # bench/ is on the path: the scripts run as bench/NAME.py
 
 
+def thread_group(comm):
+    """A thread's group: its name without the number (isnd-loop-3 -> isnd-loop-)."""
+    return re.sub(r"\d+$", "", comm)
+
+
 def thread_cpu_seconds(pid):
     """Per thread group of pid so far: CPU seconds (user + system), and seconds spent runnable but
     waiting for a core (schedstat's run delay; under "<group> runq"): a thread that is busy by the
@@ -34,7 +39,7 @@ def thread_cpu_seconds(pid):
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         seconds = (int(fields[11]) + int(fields[12])) / tick
-        group = re.sub(r"\d+$", "", comm)
+        group = thread_group(comm)
         totals[group] = totals.get(group, 0.0) + seconds
         totals[group + " runq"] = totals.get(group + " runq", 0.0) + int(schedstat[1]) / 1e9
     return totals
@@ -113,7 +118,7 @@ def sample_states(pid, groups, hz, stop):
             comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
         except OSError:
             continue
-        group = "isnd-loop-" if tid == str(pid) else re.sub(r"\d+$", "", comm)
+        group = "isnd-loop-" if tid == str(pid) else thread_group(comm)
         if group in groups:
             tids[tid] = group
     counts = collections.defaultdict(collections.Counter)
@@ -143,15 +148,15 @@ def main():
     # the generator's output goes to a file, not a pipe: a pipe it filled while we sample would stop it
     with tempfile.TemporaryFile(mode="w+") as out:
         run = subprocess.Popen(command, stdout=out, text=True)
-        states, stop = {}, threading.Event()
-        sampler = threading.Thread(target=lambda: states.update(
-            sample_states(args.pid, args.state_groups.split(","), args.states, stop)))
+        states, stop, sampler = {}, threading.Event(), None
         if args.states > 0:
+            sampler = threading.Thread(target=lambda: states.update(
+                sample_states(args.pid, args.state_groups.split(","), args.states, stop)))
             sampler.start()
         timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
         run.wait()
         stop.set()
-        if args.states > 0:
+        if sampler:
             sampler.join()
         out.seek(0)
         stdout = out.read()
