@@ -48,6 +48,17 @@ bench-build-threads: $(BUILD)/bin/isn-index
 	@cat $(BUILD)/bench/build_threads.json
 .PHONY: bench-build-threads
 
+# make bench-order: what --order bp and --order global cost the CPU against input order (issue 41), the
+# Debian corpus built each way by this build, bench_query in rotating rounds (ROUNDS, default 5) at
+# top-10 and top-1000. JSON in $(BUILD)/bench/order_cost.json.
+bench-order: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_query
+	@mkdir -p $(BUILD)/bench
+	@test -f $(BUILD)/data/deb/debian.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
+	bash bench/order_cost.sh $(BUILD) $(BUILD)/data/deb/debian.jsonl $(BUILD)/data/deb/short.queries.tsv \
+	  >$(BUILD)/bench/order_cost.json
+	@cat $(BUILD)/bench/order_cost.json
+.PHONY: bench-order
+
 # make bench-peers: ISN against Lucene 10, Tantivy and PISA on the Debian corpus (bench/peers/run.sh sets up
 # the peers in $(BUILD)/peers). Timing only: never part of make test.
 $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
