@@ -4,8 +4,8 @@
 # exhaustive oracle checking each) on each index in rotating order, ROUNDS rounds, at top-10 and
 # top-1000. Prints one JSON object: per order its build seconds and bytes (total, postings, document
 # table), per k and algorithm the median queries per second over the rounds (each round's value is
-# bench_query's median of PASSES passes), its ratio to input order, and the mismatches against the
-# oracle summed over every run (0: every order gives the same hits).
+# bench_query's median of PASSES passes), its ratio to input order, and the mismatches against each
+# index's exhaustive oracle summed over every run (0: every algorithm gave the oracle's hits).
 #   bash bench/order_cost.sh BUILD CORPUS.jsonl QUERIES.tsv [WORK_DIR]
 #   (ROUNDS=5, PASSES=3, KS="10 1000"; WORK_DIR keeps the indexes and each run's JSON, default a
 #    temporary folder removed at exit)
