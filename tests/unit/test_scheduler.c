@@ -1117,6 +1117,8 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     assert_int_equal(job.t.job.outcome, ISN_JOB_RAN);
     assert_true(job.prepared_on_worker);
     isn_scheduler_stop(s);
+    pthread_cond_destroy(&sub.returned);
+    pthread_mutex_destroy(&sub.lock);
 }
 
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
