@@ -1059,11 +1059,11 @@ static void large_requests_take_one_worker(void **state) {
     isn_scheduler_stop(s);
 }
 
+/* A submission made on a thread of its own; done and result under the harness's lock. */
 typedef struct {
+    harness *h;
     isn_scheduler *s;
     isn_job *job;
-    pthread_mutex_t lock;
-    pthread_cond_t returned;
     bool done;
     isn_submit_result result;
 } submitter;
@@ -1071,11 +1071,11 @@ typedef struct {
 static void *submit_on_thread(void *arg) {
     submitter *sub = arg;
     isn_submit_result result = isn_scheduler_submit(sub->s, sub->job);
-    pthread_mutex_lock(&sub->lock);
+    pthread_mutex_lock(&sub->h->lock);
     sub->result = result;
     sub->done = true;
-    pthread_cond_broadcast(&sub->returned);
-    pthread_mutex_unlock(&sub->lock);
+    pthread_cond_broadcast(&sub->h->changed);
+    pthread_mutex_unlock(&sub->h->lock);
     return NULL;
 }
 
@@ -1096,19 +1096,17 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     memset(&job, 0, sizeof job);
     small_job(&job.t, 0);
     job.t.job.user = &job;
-    submitter sub = {.s = s, .job = &job.t.job, .done = false};
-    pthread_mutex_init(&sub.lock, NULL);
-    pthread_cond_init(&sub.returned, NULL);
+    submitter sub = {.h = &h, .s = s, .job = &job.t.job, .done = false};
     pthread_mutex_lock(&s->lock);
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, submit_on_thread, &sub), 0);
     struct timespec give_up;
     clock_gettime(CLOCK_REALTIME, &give_up);
     give_up.tv_sec += 10;
-    pthread_mutex_lock(&sub.lock);
-    while (!sub.done && pthread_cond_timedwait(&sub.returned, &sub.lock, &give_up) == 0) {}
+    pthread_mutex_lock(&h.lock);
+    while (!sub.done && pthread_cond_timedwait(&h.changed, &h.lock, &give_up) == 0) {}
     bool returned_while_locked = sub.done;
-    pthread_mutex_unlock(&sub.lock);
+    pthread_mutex_unlock(&h.lock);
     pthread_mutex_unlock(&s->lock);
     pthread_join(thread, NULL);
     assert_true(returned_while_locked);
@@ -1117,8 +1115,6 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     assert_int_equal(job.t.job.outcome, ISN_JOB_RAN);
     assert_true(job.prepared_on_worker);
     isn_scheduler_stop(s);
-    pthread_cond_destroy(&sub.returned);
-    pthread_mutex_destroy(&sub.lock);
 }
 
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
