@@ -1,5 +1,6 @@
 /* A loop's completion queue: workers and GPU dispatchers push finished jobs (a Treiber stack); the
- * loop takes them all at once, in the order they finished, before each poll and when woken.
+ * loop takes them in the order they finished, before each poll and when woken, a bounded number at a
+ * time (the rest wait on the loop's own list, and keep it from blocking).
  *
  * A push wakes the loop only when the loop may be blocked in its poll: it has said so
  * (completion_queue_may_poll, with the queue empty) and not yet returned (completion_queue_polled),
@@ -27,6 +28,8 @@
 int completion_queue_init(completion_queue *queue, char *err, size_t err_len) {
     atomic_init(&queue->head, NULL);
     atomic_init(&queue->loop_polling, false);
+    queue->taken = queue->taken_tail = NULL;
+    queue->num_taken = 0;
     queue->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (queue->wake_fd < 0) return isn_error(err, err_len, "cannot make a loop's wake-up eventfd: %s", strerror(errno));
     return 0;
@@ -48,18 +51,36 @@ void completion_queue_push(completion_queue *queue, search_job *job) {
     while (write(queue->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}
 }
 
-search_job *completion_queue_take(completion_queue *queue) {
+search_job *completion_queue_take(completion_queue *queue, size_t least) {
     search_job *list = atomic_exchange_explicit(&queue->head, NULL, memory_order_acquire), *ordered = NULL;
+    search_job *last = list;
     while (list) {
         search_job *next = list->next;
         list->next = ordered;
         ordered = list;
         list = next;
+        queue->num_taken++;
     }
-    return ordered;
+    if (ordered) { /* after what an earlier take left */
+        if (queue->taken) queue->taken_tail->next = ordered;
+        else queue->taken = ordered;
+        queue->taken_tail = last;
+    }
+    size_t half = (queue->num_taken + 1) / 2, count = least > half ? least : half;
+    search_job *first = queue->taken, *end = NULL;
+    for (search_job *job = first; job && count; job = job->next, count--) {
+        end = job;
+        queue->num_taken--;
+    }
+    if (!end) return NULL;
+    queue->taken = end->next;
+    if (!queue->taken) queue->taken_tail = NULL;
+    end->next = NULL;
+    return first;
 }
 
 bool completion_queue_may_poll(completion_queue *queue) {
+    if (queue->taken) return false;
     atomic_store_explicit(&queue->loop_polling, true, memory_order_seq_cst);
     if (!atomic_load_explicit(&queue->head, memory_order_seq_cst)) return true;
     atomic_store_explicit(&queue->loop_polling, false, memory_order_relaxed);

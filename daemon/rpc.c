@@ -312,7 +312,7 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
 
 /* Finished jobs of this loop's calls: each reply goes out on the loop that owns its stream. */
 bool rpc_take_completions(serving_loop *loop) {
-    search_job *job = completion_queue_take(&loop->completions);
+    search_job *job = completion_queue_take(&loop->completions, LOOP_REPLIES_PER_ITERATION);
     if (!job) return false;
     uint64_t now = isn_now_ns();
     while (job) {

@@ -33,6 +33,9 @@ typedef struct {
     _Atomic(search_job *) head;
     atomic_bool loop_polling; /* the loop has taken the queue empty and may block in its poll */
     int wake_fd;              /* an eventfd; -1 before init */
+    /* the loop's own: taken off the stack, not yet handed out (oldest first) */
+    search_job *taken, *taken_tail;
+    size_t num_taken;
 } completion_queue;
 
 /* The loop's thread, before any push: the eventfd (-1 and a message in err when none can be made). */
@@ -40,10 +43,14 @@ int completion_queue_init(completion_queue *queue, char *err, size_t err_len);
 void completion_queue_close(completion_queue *queue);
 /* Any thread. */
 void completion_queue_push(completion_queue *queue, search_job *job);
-/* The rest: the owning loop's thread. The finished jobs, oldest first (NULL when none). */
-search_job *completion_queue_take(completion_queue *queue);
+/* The rest: the owning loop's thread. Finished jobs, oldest first, as a list (NULL when none): `least`
+ * of them, or half of those waiting when that is more; the others stay queued, in order. A loop that
+ * takes a bounded number between reads keeps a landing batch's answers from holding its sockets
+ * unread; taking half keeps a loop that falls behind from falling further (its backlog stays at twice
+ * what comes in between two takes). */
+search_job *completion_queue_take(completion_queue *queue, size_t least);
 /* Just before the loop polls: true when the queue is empty, and from then on a push wakes the loop;
- * false when jobs came after the last take (take them first, then ask again). */
+ * false when jobs wait (left by a bounded take, or pushed after it): take them first, then ask again. */
 bool completion_queue_may_poll(completion_queue *queue);
 /* After the poll: the loop is running, and takes what is pushed before it polls again. */
 void completion_queue_polled(completion_queue *queue);

@@ -72,7 +72,8 @@ typedef struct serving_loop {
     isn_grpc_health_watchers *watchers; /* Health/Watch streams */
     completion_queue completions;
     uv_poll_t completion_wake;     /* its eventfd: pushed to while this loop may block in its poll */
-    uv_prepare_t completion_take;  /* takes what finished before each poll */
+    uv_prepare_t completion_take;  /* takes what finished before each poll, once */
+    uv_idle_t completion_more;     /* active while more finished during that take: the poll does not block */
     uv_check_t completion_polled;  /* after each poll: pushes no longer wake */
     uv_async_t control_async;
     atomic_uint commands;
@@ -176,7 +177,12 @@ void deadline_forget(serving_loop *loop, rpc_call *rc);
 rpc_method rpc_method_from_path(const char *path, size_t len);
 /* The handlers isnd gives the gRPC server core (app: the serving_loop). */
 extern const isn_grpc_server_handlers rpc_handlers;
-/* Answers the finished jobs of this loop's calls; false when there were none. */
+/* Answers finished jobs of this loop's calls, LOOP_REPLIES_PER_ITERATION of them or half of those
+ * waiting (completion_queue_take); false when there were none. A GPU batch lands hundreds of answers
+ * at once: a loop that wrote them all before reading its sockets again would leave the requests there
+ * (those it refuses at once among them) waiting as long. The rest go out in the next iterations,
+ * whose polls do not block. */
+#define LOOP_REPLIES_PER_ITERATION 32
 bool rpc_take_completions(serving_loop *loop);
 /* Health/Watch's status of a service (isn_grpc_health_status_fn; app: the isn_server). */
 int rpc_health_status(const char *service, void *app);

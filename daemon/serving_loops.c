@@ -69,6 +69,7 @@ static void do_commands(serving_loop *loop, unsigned commands) {
     if (commands & LOOP_FINISH) {
         close_if_open((uv_handle_t *)&loop->completion_wake);
         close_if_open((uv_handle_t *)&loop->completion_take);
+        close_if_open((uv_handle_t *)&loop->completion_more);
         close_if_open((uv_handle_t *)&loop->completion_polled);
         close_if_open((uv_handle_t *)&loop->control_async);
     }
@@ -116,11 +117,18 @@ void serving_loops_close(isn_server *server, void (*between)(isn_server *server)
 
 /* ------------------------------------------------------------------ finished jobs (completion_queue.c) */
 
+/* Its work is take_before_poll's; being active is what keeps the poll from blocking. */
+static void take_next_iteration(uv_idle_t *idle) { (void)idle; }
+
+/* Once per iteration, not until the queue is empty, and a bounded number (rpc_take_completions): while
+ * a GPU batch lands its answers arrive one after another, and a loop that kept taking them would leave
+ * its sockets unread for as long as the landing lasts. What waits goes out in the next iteration,
+ * which comes at once: an active idle handle makes the poll not block. */
 static void take_before_poll(uv_prepare_t *prepare) {
     serving_loop *loop = prepare->data;
-    bool took = false;
-    do took |= rpc_take_completions(loop);
-    while (!completion_queue_may_poll(&loop->completions));
+    bool took = rpc_take_completions(loop);
+    if (completion_queue_may_poll(&loop->completions)) uv_idle_stop(&loop->completion_more);
+    else uv_idle_start(&loop->completion_more, take_next_iteration);
     /* the replies go out now: the poll may block, and the flush that follows it is the poll's */
     if (took) isn_grpc_server_flush(loop->grpc);
 }
@@ -147,6 +155,7 @@ static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
     uv_prepare_init(loop->loop, &loop->completion_take);
     loop->completion_take.data = loop;
     uv_prepare_start(&loop->completion_take, take_before_poll);
+    uv_idle_init(loop->loop, &loop->completion_more);
     uv_check_init(loop->loop, &loop->completion_polled);
     loop->completion_polled.data = loop;
     uv_check_start(&loop->completion_polled, after_poll);

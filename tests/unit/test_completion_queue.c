@@ -38,11 +38,11 @@ static void test_a_running_loop_is_not_woken(void **state) {
     completion_queue_push(&queue, &a);
     completion_queue_push(&queue, &b);
     assert_false(woken(&queue));
-    search_job *taken = completion_queue_take(&queue);
+    search_job *taken = completion_queue_take(&queue, SIZE_MAX);
     assert_ptr_equal(taken, &a);
     assert_ptr_equal(taken->next, &b);
     assert_null(b.next);
-    assert_null(completion_queue_take(&queue));
+    assert_null(completion_queue_take(&queue, SIZE_MAX));
     completion_queue_close(&queue);
 }
 
@@ -57,7 +57,7 @@ static void test_a_polling_loop_is_woken_once(void **state) {
     assert_int_equal(wakes(&queue), 1); /* the first push woke it; the others joined it */
     completion_queue_clear_wake(&queue); /* nothing left to clear: must not block */
     assert_false(woken(&queue));
-    search_job *taken = completion_queue_take(&queue);
+    search_job *taken = completion_queue_take(&queue, SIZE_MAX);
     for (int i = 0; i < 3; i++, taken = taken->next) assert_ptr_equal(taken, &jobs[i]);
     assert_null(taken);
     /* polled again (the loop runs): pushes no longer wake */
@@ -76,8 +76,59 @@ static void test_jobs_waiting_keep_the_loop_from_polling(void **state) {
     assert_false(completion_queue_may_poll(&queue));
     completion_queue_push(&queue, &b); /* the loop is taking, not polling */
     assert_false(woken(&queue));
-    assert_ptr_equal(completion_queue_take(&queue), &a);
+    assert_ptr_equal(completion_queue_take(&queue, SIZE_MAX), &a);
     assert_true(completion_queue_may_poll(&queue));
+    completion_queue_close(&queue);
+}
+
+/* A bounded take hands out the oldest jobs and keeps the rest, in order, ahead of later pushes; while
+ * any wait the loop may not block, and once it has taken them all a push wakes it again. */
+static void test_a_bounded_take_keeps_the_rest_in_order(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    search_job jobs[6] = {0};
+    for (int i = 0; i < 3; i++) completion_queue_push(&queue, &jobs[i]);
+    search_job *taken = completion_queue_take(&queue, 1); /* half of three: two */
+    assert_ptr_equal(taken, &jobs[0]);
+    assert_ptr_equal(taken->next, &jobs[1]);
+    assert_null(jobs[1].next);
+    assert_false(completion_queue_may_poll(&queue)); /* one waits, though none was pushed since */
+    for (int i = 3; i < 6; i++) completion_queue_push(&queue, &jobs[i]);
+    taken = completion_queue_take(&queue, 1); /* half of four */
+    assert_ptr_equal(taken, &jobs[2]);
+    assert_ptr_equal(taken->next, &jobs[3]);
+    assert_null(jobs[3].next);
+    taken = completion_queue_take(&queue, 10);
+    assert_ptr_equal(taken, &jobs[4]);
+    assert_ptr_equal(taken->next, &jobs[5]);
+    assert_null(jobs[5].next);
+    assert_null(completion_queue_take(&queue, 10));
+    assert_true(completion_queue_may_poll(&queue));
+    completion_queue_push(&queue, &jobs[0]);
+    assert_true(woken(&queue));
+    completion_queue_close(&queue);
+}
+
+/* A loop that takes less than arrives between its takes still keeps up: it takes half of what waits,
+ * so what waits stays at twice what arrives. */
+static void test_a_backlog_is_taken_by_halves(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    enum { ROUNDS = 50, ARRIVING = 40, LEAST = 8 };
+    search_job *jobs = calloc(ROUNDS * ARRIVING, sizeof *jobs);
+    assert_non_null(jobs);
+    size_t pushed = 0, taken_total = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < ARRIVING; i++) completion_queue_push(&queue, &jobs[pushed++]);
+        for (search_job *job = completion_queue_take(&queue, LEAST); job; job = job->next) {
+            assert_ptr_equal(job, &jobs[taken_total]); /* oldest first, across takes */
+            taken_total++;
+        }
+        assert_true(pushed - taken_total <= 2 * ARRIVING);
+    }
+    free(jobs);
     completion_queue_close(&queue);
 }
 
@@ -113,7 +164,7 @@ static void test_no_wake_is_lost(void **state) {
     }
     uint32_t taken = 0, polls = 0, lost = 0;
     while (taken < PUSHERS * JOBS_EACH && !lost) {
-        for (search_job *job = completion_queue_take(&queue); job; job = job->next) taken++;
+        for (search_job *job = completion_queue_take(&queue, 7); job; job = job->next) taken++; /* bounded, as loops take */
         if (taken == PUSHERS * JOBS_EACH) break;
         if (!completion_queue_may_poll(&queue)) continue;
         struct pollfd pfd = {.fd = queue.wake_fd, .events = POLLIN};
@@ -136,6 +187,8 @@ int main(void) {
         cmocka_unit_test(test_a_running_loop_is_not_woken),
         cmocka_unit_test(test_a_polling_loop_is_woken_once),
         cmocka_unit_test(test_jobs_waiting_keep_the_loop_from_polling),
+        cmocka_unit_test(test_a_bounded_take_keeps_the_rest_in_order),
+        cmocka_unit_test(test_a_backlog_is_taken_by_halves),
         cmocka_unit_test(test_no_wake_is_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
