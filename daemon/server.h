@@ -73,7 +73,7 @@ typedef struct serving_loop {
     completion_queue completions;
     uv_poll_t completion_wake;     /* its eventfd: pushed to while this loop may block in its poll */
     uv_prepare_t completion_take;  /* takes what finished before each poll, once */
-    uv_idle_t completion_more;     /* active while more finished during that take: the poll does not block */
+    uv_idle_t completion_more;     /* active while finished jobs wait after that take: the poll does not block */
     uv_check_t completion_polled;  /* after each poll: pushes no longer wake */
     uv_async_t control_async;
     atomic_uint commands;
