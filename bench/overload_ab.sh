@@ -15,10 +15,12 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-build/bench/overload-ab}
 names=()
+declare -A dir_of
 for b in $BUILDS; do
-  name=${b%%=*} dir=${b#*=}
+  name=${b%%=*}
+  dir_of[$name]=${b#*=}
   for bin in isnd isn-bench isn-index; do
-    [ -x "$dir/bin/$bin" ] || { echo "overload_ab: $dir/bin/$bin is missing (build $name)" >&2; exit 2; }
+    [ -x "${dir_of[$name]}/bin/$bin" ] || { echo "overload_ab: ${dir_of[$name]}/bin/$bin is missing (build $name)" >&2; exit 2; }
   done
   names+=("$name")
 done
@@ -30,9 +32,8 @@ for round in $(seq 1 "$ROUNDS"); do
     for ((i = ${#names[@]} - 1; i >= 0; i--)); do order+=("${names[$i]}"); done
   fi
   for name in "${order[@]}"; do
-    for b in $BUILDS; do [ "${b%%=*}" = "$name" ] && dir=${b#*=}; done
     echo "overload_ab: round $round, $name" >&2
-    BUILD=$dir OUT=$OUT/round$round-$name bash "$(dirname "$0")/overload_device.sh" >"$OUT/round$round-$name.log" 2>&1 ||
+    BUILD=${dir_of[$name]} OUT=$OUT/round$round-$name bash "$(dirname "$0")/overload_device.sh" >"$OUT/round$round-$name.log" 2>&1 ||
       echo "overload_ab: round $round, $name failed (its log: $OUT/round$round-$name.log)" >&2
   done
 done

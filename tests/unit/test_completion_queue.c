@@ -30,6 +30,13 @@ static void init(completion_queue *queue) {
     assert_int_equal(completion_queue_init(queue, err, sizeof err), 0);
 }
 
+/* A take handed out exactly these two jobs, in this order. */
+static void assert_took_two(const search_job *taken, const search_job *first, const search_job *second) {
+    assert_ptr_equal(taken, first);
+    assert_ptr_equal(taken->next, second);
+    assert_null(second->next);
+}
+
 static void test_a_running_loop_is_not_woken(void **state) {
     (void)state;
     completion_queue queue;
@@ -38,10 +45,7 @@ static void test_a_running_loop_is_not_woken(void **state) {
     completion_queue_push(&queue, &a);
     completion_queue_push(&queue, &b);
     assert_false(woken(&queue));
-    search_job *taken = completion_queue_take(&queue, SIZE_MAX);
-    assert_ptr_equal(taken, &a);
-    assert_ptr_equal(taken->next, &b);
-    assert_null(b.next);
+    assert_took_two(completion_queue_take(&queue, SIZE_MAX), &a, &b);
     assert_null(completion_queue_take(&queue, SIZE_MAX));
     completion_queue_close(&queue);
 }
@@ -89,20 +93,11 @@ static void test_a_bounded_take_keeps_the_rest_in_order(void **state) {
     init(&queue);
     search_job jobs[6] = {0};
     for (int i = 0; i < 3; i++) completion_queue_push(&queue, &jobs[i]);
-    search_job *taken = completion_queue_take(&queue, 1); /* half of three: two */
-    assert_ptr_equal(taken, &jobs[0]);
-    assert_ptr_equal(taken->next, &jobs[1]);
-    assert_null(jobs[1].next);
+    assert_took_two(completion_queue_take(&queue, 1), &jobs[0], &jobs[1]); /* half of three: two */
     assert_false(completion_queue_may_poll(&queue)); /* one waits, though none was pushed since */
     for (int i = 3; i < 6; i++) completion_queue_push(&queue, &jobs[i]);
-    taken = completion_queue_take(&queue, 1); /* half of four */
-    assert_ptr_equal(taken, &jobs[2]);
-    assert_ptr_equal(taken->next, &jobs[3]);
-    assert_null(jobs[3].next);
-    taken = completion_queue_take(&queue, 10);
-    assert_ptr_equal(taken, &jobs[4]);
-    assert_ptr_equal(taken->next, &jobs[5]);
-    assert_null(jobs[5].next);
+    assert_took_two(completion_queue_take(&queue, 1), &jobs[2], &jobs[3]); /* half of four */
+    assert_took_two(completion_queue_take(&queue, 10), &jobs[4], &jobs[5]);
     assert_null(completion_queue_take(&queue, 10));
     assert_true(completion_queue_may_poll(&queue));
     completion_queue_push(&queue, &jobs[0]);
