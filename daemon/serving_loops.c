@@ -166,8 +166,9 @@ static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
 
 static uint32_t loops_wanted(const isn_conf *conf) {
     if (conf->loops) return conf->loops;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus >= 8 ? (uint32_t)(cpus / 4) : 1;
+    /* the CPUs the workers' default counts too: a container's quota or a taskset, not the host's */
+    uint32_t cpus = isn_cpus_available();
+    return cpus >= 8 ? cpus / 4 : 1;
 }
 
 static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const isn_grpc_server_config *isn_grpc_config,
