@@ -110,13 +110,13 @@ for stage in ${STAGES:-sustained}; do
           --rate "$(python3 -c "print($rate*0.5)")" --spike "$(python3 -c "print($rate*3)"):${SPIKE_S:-10}" \
           --duration "$(( ${SPIKE_S:-10} + 5 ))" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \
           >"$O/spike-$c.json"
-        python3 - "$O/spike-$c.json" "$rate" "${SPIKE_S:-10}" <<'EOF' | tee -a "$O/spike.txt"
+        python3 - "$O/spike-$c.json" "$rate" "${SPIKE_S:-10}" "$c" <<'EOF' | tee -a "$O/spike.txt"
 import json, sys
 r = json.load(open(sys.argv[1])); rate = float(sys.argv[2]); spike = float(sys.argv[3])
 t = r["on_time_timeline"]; half = rate * 0.5 / 10  # on-time per 100 ms expected at 0.5x
 after = t[int(spike * 10):]
 recovered = next((i for i in range(len(after)) if all(x >= 0.9 * half for x in after[i:i + 5])), None)
-print(json.dumps({"sustained": rate, "spike_on_time_per_s": sum(t[:int(spike * 10)]) / spike,
+print(json.dumps({"config": sys.argv[4], "sustained": rate, "spike_on_time_per_s": sum(t[:int(spike * 10)]) / spike,
                   "after_spike_first_100ms": after[:15], "recovered_after_ms": None if recovered is None else recovered * 100}))
 EOF
         stop_isnd

@@ -28,6 +28,8 @@ TESTS += tests/unit/k8s_manifests_test.sh
 TESTS += tests/unit/ciff_toolkit_test.sh
 # deploy/prometheus alert rules (promtool check rules, test rules) and the Grafana dashboard's queries.
 TESTS += tests/unit/monitoring_test.sh
+# bench/overload_verdicts.py judges issue 35's must-shows as the issue words them (written inputs, no load).
+TESTS += tests/unit/overload_verdicts_test.sh
 # tools/isn-cluster.sh: cluster.json with every isnd's stats endpoint, isn-agg's start line, Hit.partition.
 TESTS += tests/unit/cluster_script_test.sh
 # TLS end to end: grpcurl, Python grpcio and Prometheus over TLS, mutual-TLS refusals by reason, a

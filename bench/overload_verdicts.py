@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Issue 35's must-shows 1-4, judged from what bench/overload_device.sh wrote (one or more OUT folders, from
+as many device calls as the stages needed): the goodput curves (overload-<config>.json), the sustained
+searches (sustained.json), the spikes (spike.txt) and the trivial query's curve (overload-trivial.json).
+
+  python3 bench/overload_verdicts.py [--deadline CONFIG=MS ...] [--floor CONFIG=RATE ...] FOLDER...
+
+Prints one JSON object (each must-show's verdict and the numbers behind it) on stdout and a table on
+stderr. A must-show with no measurement says "not measured", never "met". The rules, as the issue words
+them:
+  1. every repeat at 1.25, 1.5, 2 and 3x keeps on-time answers >= 90% of the curve's 1x (the
+     configuration's sustained rate); answered p99 under the deadline at every point and repeat; shed
+     p99 under 1 ms wherever requests were shed. 4x is reported, not judged.
+  2. the trivial query at 1.5, 2 and 3x: on time >= 90% of its 1x, no client timeouts, nothing left
+     unanswered (not sent, transport errors).
+  3. each configuration's sustained searches (two or more): the highest within 10% of the lowest, and
+     none below the floor given for it.
+  4. after a spike, full on-time service again within 1 s (recovered_after_ms).
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+JUDGED = (1.25, 1.5, 2.0, 3.0)
+TRIVIAL_JUDGED = (1.5, 2.0, 3.0)
+
+
+def json_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load(folders):
+    curves, sustained, spikes = [], {}, []
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, "**", "overload-*.json"), recursive=True)):
+            curves += json_lines(path)
+        for path in sorted(glob.glob(os.path.join(folder, "**", "sustained.json"), recursive=True)):
+            for run in json_lines(path):
+                sustained.setdefault(run["label"], []).append(run["sustained"]["rate"])
+        for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
+            spikes += json_lines(path)
+    return curves, sustained, spikes
+
+
+def pairs(values, what):
+    out = {}
+    for item in values:
+        name, _, value = item.partition("=")
+        if not value:
+            sys.exit("overload_verdicts: %s wants CONFIG=VALUE, not %r" % (what, item))
+        out[name] = float(value)
+    return out
+
+
+def verdict(ok, measured):
+    return "not measured" if not measured else ("met" if ok else "not met")
+
+
+def must_show_1(curves, deadlines):
+    configs = {}
+    for row in curves:
+        if row["config"] != "trivial":
+            configs.setdefault(row["config"], []).append(row)
+    result = {}
+    for config, rows in sorted(configs.items()):
+        deadline = deadlines.get(config, 50.0)
+        cells, failures = {}, []
+        for m in sorted({r["multiple"] for r in rows}):
+            at = [r for r in rows if r["multiple"] == m]
+            shares = [r["on_time_per_s"] / r["sustained_rate"] for r in at]
+            p99 = max(r["answered_p99_ms"] for r in at)
+            shed_p99 = max((r["shed_p99_ms"] for r in at if r["shed"]), default=None)
+            cells[str(m)] = {"repeats": len(at), "on_time_share_min": round(min(shares), 3),
+                             "answered_p99_ms_max": p99, "shed_p99_ms_max": shed_p99}
+            if m in JUDGED and min(shares) < 0.9:
+                failures.append("%gx: on time %.3f of 1x" % (m, min(shares)))
+            if p99 >= deadline:
+                failures.append("%gx: answered p99 %.1f ms, deadline %g" % (m, p99, deadline))
+            if shed_p99 is not None and shed_p99 >= 1.0:
+                failures.append("%gx: shed p99 %.2f ms" % (m, shed_p99))
+        missing = [m for m in JUDGED if str(m) not in cells]
+        result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
+                          "missing_multiples": missing, "points": cells}
+    return result
+
+
+def must_show_2(curves):
+    rows = [r for r in curves if r["config"] == "trivial"]
+    failures, cells = [], {}
+    for m in TRIVIAL_JUDGED:
+        at = [r for r in rows if r["multiple"] == m]
+        if not at:
+            continue
+        unanswered = max(r["not_sent"] + r["transport_errors"] for r in at)
+        timeouts = max(r["client_timeouts"] for r in at)
+        share = min(r["on_time_per_s"] / r["sustained_rate"] for r in at)
+        cells[str(m)] = {"on_time_share_min": round(share, 3), "client_timeouts_max": timeouts,
+                         "unanswered_max": unanswered}
+        if share < 0.9:
+            failures.append("%gx: on time %.3f of 1x" % (m, share))
+        if timeouts:
+            failures.append("%gx: %d client timeouts" % (m, timeouts))
+        if unanswered:
+            failures.append("%gx: %d left unanswered (not sent or lost)" % (m, unanswered))
+    measured = len(cells) == len(TRIVIAL_JUDGED)
+    return {"verdict": verdict(not failures, measured), "failures": failures, "points": cells}
+
+
+def must_show_3(sustained, floors):
+    result = {}
+    for config, rates in sorted(sustained.items()):
+        if config == "trivial":  # must-show 2's 1x, searched once
+            continue
+        low, high = min(rates), max(rates)
+        spread = high / low - 1 if low > 0 else float("inf")
+        failures = []
+        if spread > 0.10:
+            failures.append("runs %.1f%% apart" % (100 * spread))
+        if config in floors and low < floors[config]:
+            failures.append("lowest %.0f under the floor %.0f" % (low, floors[config]))
+        result[config] = {"verdict": verdict(not failures, len(rates) >= 2), "rates": rates,
+                          "spread": round(spread, 4), "failures": failures}
+    return result
+
+
+def must_show_4(spikes):
+    result = {}
+    for i, spike in enumerate(spikes):
+        name = spike.get("config", "spike %d" % (i + 1))
+        recovered = spike.get("recovered_after_ms")
+        result[name] = {"verdict": "met" if recovered is not None and recovered <= 1000 else "not met",
+                        "recovered_after_ms": recovered, "spike_on_time_per_s": spike.get("spike_on_time_per_s")}
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--deadline", action="append", default=[], help="CONFIG=MS (default 50 ms)")
+    parser.add_argument("--floor", action="append", default=[], help="CONFIG=RATE: must-show 3's floor")
+    parser.add_argument("folders", nargs="+")
+    args = parser.parse_args()
+    for folder in args.folders:
+        if not os.path.isdir(folder):
+            sys.exit("overload_verdicts: %s is not a folder" % folder)
+    curves, sustained, spikes = load(args.folders)
+    report = {"must_show_1": must_show_1(curves, pairs(args.deadline, "--deadline")),
+              "must_show_2": must_show_2(curves),
+              "must_show_3": must_show_3(sustained, pairs(args.floor, "--floor")),
+              "must_show_4": must_show_4(spikes)}
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    for show, by in report.items():
+        entries = {"": by} if "verdict" in by else by
+        if not entries:
+            print("%-12s %-10s not measured" % (show, ""), file=sys.stderr)
+        for name, r in entries.items():
+            print("%-12s %-10s %-13s %s" % (show, name, r["verdict"], "; ".join(r.get("failures", []))), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/overload_verdicts.py judges issue 35's must-shows from overload_device.sh's output as the issue
+# words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
+# under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a missing multiple (not
+# measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
+# floor, a spike that never recovers; and results split over two folders (two device calls) are read
+# together.
+set -euo pipefail
+work=$(mktemp -d "${TMPDIR:-/tmp}/isn-overload-verdicts.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+point() { # config repeat multiple on_time p99 shed shed_p99 [not_sent] [timeouts]
+  printf '{"config": "%s", "repeat": %s, "sustained_rate": 1000.0, "multiple": %s, "offered_per_s": 0, "on_time_per_s": %s, "answered_p99_ms": %s, "shed": %s, "shed_p99_ms": %s, "not_sent": %s, "transport_errors": 0, "client_timeouts": %s}\n' \
+    "$1" "$2" "$3" "$4" "$5" "$6" "$7" "${8:-0}" "${9:-0}"
+}
+curve() { # folder config [a line to replace the 2x point of repeat 2]
+  mkdir -p "$1"
+  for r in 1 2 3; do
+    for m in 0.5 1.0 1.25 1.5 2.0 3.0 4.0; do
+      if [ "$r.$m" = 2.2.0 ] && [ -n "${3:-}" ]; then echo "$3"; else point "$2" "$r" "$m" 950 30.0 100 0.8; fi
+    done
+  done >>"$1/overload-$2.json"
+}
+verdict() { # show [config] < report
+  python3 -c 'import json, sys; r = json.load(sys.stdin)[sys.argv[1]]; print((r[sys.argv[2]] if len(sys.argv) > 2 else r)["verdict"])' "$@"
+}
+expect() { # what got wanted
+  [ "$2" = "$3" ] || { echo "overload_verdicts_test: $1: got \"$2\", wanted \"$3\"" >&2; exit 1; }
+}
+judge() { python3 bench/overload_verdicts.py "$@" 2>/dev/null; }
+
+# every rule holds
+curve "$work/good" cpu
+for m in 1.5 2.0 3.0; do point trivial 1 "$m" 1000 5.0 0 0; done >"$work/good/overload-trivial.json"
+printf '{"label": "cpu", "sustained": {"rate": 1000}}\n{"label": "cpu", "sustained": {"rate": 1080}}\n' >"$work/good/sustained.json"
+printf '{"config": "cpu", "recovered_after_ms": 0, "spike_on_time_per_s": 1100}\n' >"$work/good/spike.txt"
+report=$(judge --floor cpu=900 "$work/good")
+expect "a curve that holds" "$(verdict must_show_1 cpu <<<"$report")" met
+expect "a trivial curve that holds" "$(verdict must_show_2 <<<"$report")" met
+expect "runs 8% apart" "$(verdict must_show_3 cpu <<<"$report")" met
+expect "a spike recovered at once" "$(verdict must_show_4 cpu <<<"$report")" met
+
+# must-show 1, each rule broken in one repeat of one point
+curve "$work/low" cpu "$(point cpu 2 2.0 899 30.0 100 0.8)"
+expect "one repeat under 90%" "$(judge "$work/low" | verdict must_show_1 cpu)" "not met"
+curve "$work/slow" cpu "$(point cpu 2 2.0 950 50.0 100 0.8)"
+expect "answered p99 at the deadline" "$(judge "$work/slow" | verdict must_show_1 cpu)" "not met"
+expect "a deadline of 200 ms" "$(judge --deadline cpu=200 "$work/slow" | verdict must_show_1 cpu)" met
+curve "$work/shed" cpu "$(point cpu 2 2.0 950 30.0 100 1.0)"
+expect "shed p99 of 1 ms" "$(judge "$work/shed" | verdict must_show_1 cpu)" "not met"
+curve "$work/noshed" cpu "$(point cpu 2 2.0 950 30.0 0 7.0)"
+expect "no shed, no shed p99 judged" "$(judge "$work/noshed" | verdict must_show_1 cpu)" met
+mkdir -p "$work/part"
+grep -v '"multiple": 1.5,' "$work/good/overload-cpu.json" >"$work/part/overload-cpu.json"
+expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not measured"
+
+# must-show 2: requests the client could not send are unanswered
+mkdir -p "$work/trivial"
+for m in 1.5 2.0 3.0; do point trivial 1 "$m" 1000 5.0 0 0 "$([ "$m" = 3.0 ] && echo 12 || echo 0)"; done \
+  >"$work/trivial/overload-trivial.json"
+expect "not sent at 3x" "$(judge "$work/trivial" | verdict must_show_2)" "not met"
+expect "no trivial curve" "$(judge "$work/part" | verdict must_show_2)" "not measured"
+
+# must-show 3: spread and floor, and the runs of two calls read together
+mkdir -p "$work/call1" "$work/call2"
+printf '{"label": "gpu_all", "sustained": {"rate": 192776}}\n' >"$work/call1/sustained.json"
+expect "one run only" "$(judge "$work/call1" | verdict must_show_3 gpu_all)" "not measured"
+printf '{"label": "gpu_all", "sustained": {"rate": 219532}}\n' >"$work/call2/sustained.json"
+expect "runs 13.9% apart" "$(judge "$work/call1" "$work/call2" | verdict must_show_3 gpu_all)" "not met"
+expect "under the floor" "$(judge --floor cpu=1050 "$work/good" | verdict must_show_3 cpu)" "not met"
+
+# must-show 4: a spike after which service never came back
+mkdir -p "$work/spike"
+printf '{"config": "hybrid", "recovered_after_ms": null, "spike_on_time_per_s": 10}\n' >"$work/spike/spike.txt"
+expect "never recovered" "$(judge "$work/spike" | verdict must_show_4 hybrid)" "not met"
+
+# bad input is named
+if out=$(python3 bench/overload_verdicts.py --floor cpu "$work/good" 2>&1); then
+  echo "overload_verdicts_test: --floor without a value was taken" >&2
+  exit 1
+fi
+grep -q "CONFIG=VALUE" <<<"$out" || { echo "overload_verdicts_test: unclear error: $out" >&2; exit 1; }
+echo "overload_verdicts_test: all cases passed"
