@@ -26,6 +26,7 @@ struct isn_grpc_client_call {
     isn_grpc_client_call *prev, *next;
     int32_t stream_id;
     bool done;
+    uint64_t done_ns; /* when the bytes that completed it were read (isn_now_ns), or it failed */
     uint8_t *body; /* request bytes, prefix included when asked */
     size_t body_len, body_sent;
     bool leave_open;
@@ -47,6 +48,7 @@ struct isn_grpc_client {
     char authority[300];
     char error[256];
     tls_session tls; /* ssl NULL: plaintext */
+    uint64_t read_ns; /* while the bytes of a read are taken in: when they were read */
 };
 
 static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
@@ -65,6 +67,7 @@ static void call_unlink(isn_grpc_client_call *call) {
 static void call_finish(isn_grpc_client_call *call) {
     if (call->done) return;
     call->done = true;
+    call->done_ns = call->client && call->client->read_ns ? call->client->read_ns : isn_now_ns();
     call_unlink(call);
     call->client = NULL;
     isn_grpc_result *r = &call->result;
@@ -86,6 +89,7 @@ static void call_finish(isn_grpc_client_call *call) {
 }
 
 bool isn_grpc_client_call_done(const isn_grpc_client_call *call) { return call->done; }
+uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call) { return call->done_ns; }
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
 void isn_grpc_client_call_free(isn_grpc_client_call *call) {
@@ -577,7 +581,10 @@ static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t 
         for (;;) {
             ssize_t r = recv(client->fd, buf, sizeof buf, 0);
             if (r > 0) {
-                if (take_input(client, buf, (size_t)r) < 0)
+                client->read_ns = isn_now_ns();
+                int taken = take_input(client, buf, (size_t)r);
+                client->read_ns = 0;
+                if (taken < 0)
                     return isn_error(err, err_len, "%s: %s", client->tls.ssl ? "TLS or HTTP/2 error" : "HTTP/2 error",
                                      client->error);
                 if ((size_t)r < sizeof buf) break;

@@ -62,6 +62,9 @@ isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_req
  * 0, or -1 with err when the connection failed (every unfinished call is then done, with grpc_status -1). */
 int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len);
 bool isn_grpc_client_call_done(const isn_grpc_client_call *call);
+/* When the call completed: the time (isn_now_ns) the client read the bytes that completed it, as it read
+ * them and before it took in the rest of that read; for a call that failed, when it failed. 0 while not done. */
+uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call);
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call);
 /* Frees the call; an unfinished one is cancelled (RST_STREAM CANCEL). */
 void isn_grpc_client_call_free(isn_grpc_client_call *call);

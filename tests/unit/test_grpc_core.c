@@ -1,7 +1,7 @@
 /* grpc/'s server core and client on one libuv loop, in one process: a server with handlers that
  * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
- * isn_grpc_client_watch. Checks replies, statuses, per-call app storage reuse, abandoned calls,
- * and that a drain ends with on_drained. */
+ * isn_grpc_client_watch. Checks replies, statuses, when the client saw each call done, per-call app
+ * storage reuse, abandoned calls, and that a drain ends with on_drained. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/base.h"
 #include "grpc/server.h"
 #include "grpc/client.h"
 
@@ -205,6 +206,7 @@ static void test_server_core_and_watched_client(void **state) {
 
     client_side side = {.app = &app};
     side.client = connect_watched(&loop, bound, on_activity, &side);
+    uint64_t started_ns = isn_now_ns();
     side.calls[0] = start(side.client, "/test.Echo/Echo", "hello");
     side.calls[1] = start(side.client, "/test.Echo/Echo", "");
     side.calls[2] = start(side.client, "/test.Echo/Later", "x");
@@ -216,6 +218,15 @@ static void test_server_core_and_watched_client(void **state) {
 
     assert_true(side.finished);
     assert_true(side.activity > 0);
+    /* each call done when its reply was read: "Later" answered 20 ms after the others, not all at once
+     * when looked at */
+    uint64_t looked_ns = isn_now_ns();
+    for (int i = 0; i < NUM_CALLS; i++) {
+        assert_true(isn_grpc_client_call_done_ns(side.calls[i]) >= started_ns);
+        assert_true(isn_grpc_client_call_done_ns(side.calls[i]) <= looked_ns);
+    }
+    assert_true(isn_grpc_client_call_done_ns(side.calls[2]) >= started_ns + app.later_ms * 1000000);
+    assert_true(isn_grpc_client_call_done_ns(side.calls[0]) < isn_grpc_client_call_done_ns(side.calls[2]));
     expect(side.calls[0], ISN_GRPC_STATUS_OK, "hello", NULL);
     expect(side.calls[1], ISN_GRPC_STATUS_OK, "", NULL);
     expect(side.calls[2], ISN_GRPC_STATUS_OK, "later", NULL);
