@@ -3,12 +3,13 @@
 #   STAGES="sustained curves" BUILD=.devbin DEVDATA=.devdata bash bench/overload_device.sh
 # sustained: DESIGN section 7's sustained rate of each configuration in CONFIGS (isn-bench --sustained,
 #            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved.
-# curves:    bench/overload_curve.sh for each configuration at its RATE_<config> (the sustained rate).
-# spike:     SPIKE_S seconds at 3x RATE_<config>, then 0.5x: on-time answers per 100 ms.
+# curves:    bench/overload_curve.sh for each configuration at its 1x: RATE_<config>, or the mean of its
+#            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants.
+# spike:     SPIKE_S seconds at 3x that 1x, then 0.5x: on-time answers per 100 ms.
 # trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops, isnd flags
 #            TRIVIAL_EXTRA added; measured
 #            first when not given).
-# profile:   where the node's time goes at PROFILE_MULTIPLES of RATE_<config>: CPU seconds per second of
+# profile:   where the node's time goes at PROFILE_MULTIPLES of that 1x: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON; TIMELINE_MS also
 #            samples the shed, late and refused counters that often (which admission rule fired, when);
@@ -80,6 +81,21 @@ start_isnd() { # log, flags...
 
 stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
 
+# A configuration's 1x: RATE_<config>, or else the mean of its sustained searches in the sustained.json
+# files under SUSTAINED_FROM (default this run's OUT: a sustained stage before, or an earlier call's folder).
+rate_of() {
+  local var=RATE_$1
+  [ -n "${!var:-}" ] && { echo "${!var}"; return; }
+  python3 - "$1" "${SUSTAINED_FROM:-$O}" <<'PY'
+import glob, json, os, sys
+rates = [run["sustained"]["rate"] for path in glob.glob(os.path.join(sys.argv[2], "**", "sustained.json"), recursive=True)
+         for run in map(json.loads, filter(str.strip, open(path))) if run["label"] == sys.argv[1]]
+if not rates:
+    sys.exit("overload_device: no RATE_%s and no sustained search of %s under %s" % (sys.argv[1], sys.argv[1], sys.argv[2]))
+print(round(sum(rates) / len(rates), 1))
+PY
+}
+
 for stage in ${STAGES:-sustained}; do
   case $stage in
     sustained)
@@ -96,15 +112,15 @@ for stage in ${STAGES:-sustained}; do
       done ;;
     curves)
       for c in $CONFIGS; do
-        rate_var=RATE_$c
+        rate=$(rate_of "$c") || continue
         ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=${CONNECTIONS:-16} BUILD=$B OUT=$O \
           INDEX="${INDEX:-$D/idx-deb}" \
           QUERIES="${QUERIES:-$D/short.queries.tsv}" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
-          bash bench/overload_curve.sh "$c" "${!rate_var}" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
+          bash bench/overload_curve.sh "$c" "$rate" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
       done ;;
     spike)
       for c in $CONFIGS; do
-        rate_var=RATE_$c; rate=${!rate_var}
+        rate=$(rate_of "$c") || continue
         start_isnd "$O/isnd-spike-$c.log" $(flags_of $c) || continue
         taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
           --rate "$(python3 -c "print($rate*0.5)")" --spike "$(python3 -c "print($rate*3)"):${SPIKE_S:-10}" \
@@ -123,7 +139,7 @@ EOF
       done ;;
     profile)
       for c in $CONFIGS; do
-        rate_var=RATE_$c; rate=${!rate_var}
+        rate=$(rate_of "$c") || continue
         bin_var=ISND_$c; isnd_bin=${!bin_var:-}
         start_isnd "$O/isnd-profile-$c.log" $(flags_of $c) || continue
         for m in ${PROFILE_MULTIPLES:-1 2}; do
