@@ -101,7 +101,7 @@ uint32_t *global_order_permutation(const float *gs, uint32_t num_docs);
 void global_suffix_maxima(float *parts, uint32_t num_docs);
 
 /* Recursive graph bisection (reorder_bp.c): new_of_old for the builder's documents, or NULL when out
- * of memory. threads = 0: all online CPUs. */
+ * of memory. threads = 0: one per CPU this process may use (isn_cpus_available). */
 uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads);
 /* Terms in fewer documents tell nothing about neighbours (Lucene's minDocFreq). */
 #define ISN_BP_MIN_DF 4

@@ -500,7 +500,7 @@ typedef struct {
     const char *fit_queries;   /* a TSV query log (id<TAB>text) over fit_index whose term df profile the
                                   synthetic log follows (NULL: log-uniform ranks) */
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
-    uint32_t threads;          /* 0 = all online CPUs */
+    uint32_t threads;          /* 0 = one per CPU this process may use (isn_cpus_available) */
     isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
 } isn_synth_options;
 
