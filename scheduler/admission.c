@@ -36,6 +36,27 @@ double isn_service_meter_wait_ns(const isn_service_meter *meter, double ahead, d
     return ahead * meter->job_ns / servers;
 }
 
+void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind, uint32_t backlog, uint64_t now_ns) {
+    if (!left_behind) {
+        meter->window_start_ns = 0;
+        return;
+    }
+    if (!meter->window_start_ns) {
+        if (left_behind >= backlog) *meter = (isn_departure_meter){.per_job_ns = meter->per_job_ns, .window_start_ns = now_ns};
+        return;
+    }
+    meter->taken++;
+    if (meter->taken < SCHED_DEPARTURE_MIN_JOBS || now_ns < meter->window_start_ns + SCHED_DEPARTURE_MIN_NS) return;
+    double per_job = (double)(now_ns - meter->window_start_ns) / (double)meter->taken;
+    meter->per_job_ns = meter->per_job_ns > 0 ? meter->per_job_ns + SCHED_METER_WEIGHT * (per_job - meter->per_job_ns) : per_job;
+    meter->window_start_ns = now_ns;
+    meter->taken = 0;
+}
+
+double isn_departure_meter_wait_ns(const isn_departure_meter *meter, double ahead) {
+    return ahead > 0 && meter->per_job_ns > 0 ? ahead * meter->per_job_ns : 0.0;
+}
+
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {
     double wait = model_ns;
     if (isfinite(measured_ns)) {

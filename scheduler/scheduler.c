@@ -129,13 +129,18 @@ static uint32_t normal_pending(isn_scheduler *s) {
     return normal > 0 ? (uint32_t)normal : 0;
 }
 
-/* While requests wait to be prepared, a new one waits at least as long as the last one taken did: the
- * count times a preparation's time assumes every worker prepares, and in the hybrid the workers
- * prepare between CPU jobs, so that estimate alone let in requests that then waited past their
- * admission point and were refused after that wait. */
-static double prepare_wait_floor(isn_scheduler *s, double estimate_ns) {
+/* How long a request queued now waits to be prepared: the count times a preparation's time
+ * (estimate_ns) assumes every worker prepares, and in the hybrid the workers prepare between CPU jobs;
+ * so at least the count times the queue's measured time between departures, and at least as long as
+ * the last one taken had waited. On the estimate alone, requests let in waited past their admission
+ * point and were refused after that wait. */
+static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
+    double drained = isn_departure_meter_wait_ns(
+        &(isn_departure_meter){.per_job_ns = atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed)},
+        (double)pending);
     double waited = atomic_load_explicit(&s->prepare_sojourn_ns, memory_order_relaxed);
-    return waited > estimate_ns ? waited : estimate_ns;
+    double wait = estimate_ns > drained ? estimate_ns : drained;
+    return waited > wait ? waited : wait;
 }
 
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
@@ -143,16 +148,17 @@ static double prepare_wait_floor(isn_scheduler *s, double estimate_ns) {
 static double preparing_ns(isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
     uint32_t pending = normal_pending(s);
-    return pending ? prepare_wait_floor(s, (double)pending * s->prepare_ns / workers) : 0.0;
+    return pending ? prepare_wait_floor(s, pending, (double)pending * s->prepare_ns / workers) : 0.0;
 }
 
 /* preparing_ns without the lock: the pending count and the published preparation time. */
 static double preparing_ns_quick(isn_scheduler *s) {
     double workers = s->config.workers ? s->config.workers : 1;
     uint32_t pending = normal_pending(s);
-    return pending ? prepare_wait_floor(s, (double)pending *
-                                               atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) /
-                                               workers)
+    return pending ? prepare_wait_floor(s, pending,
+                                        (double)pending *
+                                            atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) /
+                                            workers)
                    : 0.0;
 }
 
@@ -175,7 +181,8 @@ static bool cpu_counts_at_arrival(const isn_scheduler *s, double gpu_ns) {
 static void arrival_view_of(isn_scheduler *s, const double *wait, sched_arrival_view *view) {
     double typical = s->meter[ISN_DEVICE_CPU].job_ns > s->arrival_cost_ns ? s->meter[ISN_DEVICE_CPU].job_ns : s->arrival_cost_ns;
     double workers = s->config.workers ? s->config.workers : 1;
-    view->gpu_start = preparing_ns(s) + wait[ISN_DEVICE_GPU];
+    view->preparing = preparing_ns(s);
+    view->gpu_start = view->preparing + wait[ISN_DEVICE_GPU];
     view->gpu_done = view->gpu_start + isn_batch_cost_fixed_ns(&s->batch_cost) + (double)s->config.batch.linger_ns;
     bool cpu = cpu_counts_at_arrival(s, view->gpu_done);
     view->cpu_start = cpu ? wait[ISN_DEVICE_CPU] : INFINITY;
@@ -200,10 +207,17 @@ static bool arrival_admits(double remaining_ns, double done_ns, double start_ns)
  * loops let requests in faster than the workers prepare them, and a view published at the last
  * admission did not yet count the ones let in since, so that a burst let in on one view found the
  * queue past its limit once prepared and routing refused most of it. */
-static bool arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending) {
+static bool arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                                double preparing_now) {
     double ahead = (double)pending * view->per_pending;
-    double done = view->cpu_done + ahead < view->gpu_done ? view->cpu_done + ahead : view->gpu_done;
-    double start = view->cpu_start + ahead < view->gpu_start ? view->cpu_start + ahead : view->gpu_start;
+    /* Every request is prepared before either device takes it: the preparations' wait grown since the
+     * view was published holds it back on both (counted on the CPU alone, the GPU's view let bursts in
+     * that then waited past their admission point to be prepared). */
+    double grown = preparing_now > view->preparing ? preparing_now - view->preparing : 0.0;
+    double cpu_done = view->cpu_done + ahead + grown, gpu_done = view->gpu_done + grown;
+    double cpu_start = view->cpu_start + ahead + grown, gpu_start = view->gpu_start + grown;
+    double done = cpu_done < gpu_done ? cpu_done : gpu_done;
+    double start = cpu_start < gpu_start ? cpu_start : gpu_start;
     return arrival_admits(remaining_ns, done, start);
 }
 
@@ -227,6 +241,7 @@ static void publish_waits(isn_scheduler *s, const double *wait) {
     atomic_store_explicit(&s->arrival_gpu_done_ns, view.gpu_done, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_gpu_start_ns, view.gpu_start, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_per_pending_ns, view.per_pending, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_preparing_ns, view.preparing, memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
     atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
@@ -238,7 +253,8 @@ static void published_view(isn_scheduler *s, sched_arrival_view *view) {
                                  .cpu_start = atomic_load_explicit(&s->arrival_cpu_start_ns, memory_order_relaxed),
                                  .gpu_done = atomic_load_explicit(&s->arrival_gpu_done_ns, memory_order_relaxed),
                                  .gpu_start = atomic_load_explicit(&s->arrival_gpu_start_ns, memory_order_relaxed),
-                                 .per_pending = atomic_load_explicit(&s->arrival_per_pending_ns, memory_order_relaxed)};
+                                 .per_pending = atomic_load_explicit(&s->arrival_per_pending_ns, memory_order_relaxed),
+                                 .preparing = atomic_load_explicit(&s->arrival_preparing_ns, memory_order_relaxed)};
 }
 
 /* Jobs bound for the CPU that a new one would queue behind: queued, in workers' deques, running. */
@@ -444,7 +460,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     queue_waits(s, now, scale, wait); /* publishes the arrival view of these waits */
     sched_arrival_view view;
     published_view(s, &view);
-    return arrival_admits_view(&view, remaining, normal_pending(s));
+    return arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns(s));
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
@@ -524,7 +540,7 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     sched_arrival_view view;
     published_view(s, &view);
-    bool ok = arrival_admits_view(&view, remaining, normal_pending(s));
+    bool ok = arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns_quick(s));
     if (!ok) COUNT(s->shed_overload);
     return ok;
 }
@@ -760,6 +776,8 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
         atomic_store_explicit(&s->prepare_sojourn_ns, sojourn, memory_order_relaxed);
+        isn_departure_meter_taken(&s->prepare_departures, s->prepare_queue.size, s->config.workers ? s->config.workers : 1, now);
+        atomic_store_explicit(&s->prepare_departure_ns, s->prepare_departures.per_job_ns, memory_order_relaxed);
         isn_codel_observe(&s->prepare_codel, sojourn, now, atomic_load_explicit(&s->shed_arrival_codel, memory_order_relaxed));
         atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
         atomic_store_explicit(&s->prepare_bounding, s->prepare_codel.bounding, memory_order_relaxed);

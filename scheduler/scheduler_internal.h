@@ -254,6 +254,25 @@ double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_
 /* `scale` as last learned at learned_ns, relaxed towards 1 with the time nothing refreshed it. */
 double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns);
 
+/* The preparation queue's measured drain rate (as PIE estimates a queue's delay from its departure
+ * rate): the time between jobs leaving it while it held a backlog, refusals included. A request queued
+ * behind `ahead` others waits about ahead times that. The count times a preparation's time assumed every
+ * worker prepares; in the hybrid the workers prepare between CPU searches, and requests let in on that
+ * count waited in the queue past their admission point, to be refused there after 10-25 ms. */
+typedef struct {
+    double per_job_ns;        /* moving average; 0 before any window closed */
+    uint64_t window_start_ns; /* 0: no window open */
+    uint32_t taken;           /* jobs taken since the window opened */
+} isn_departure_meter;
+
+/* One job taken off the queue at now_ns, leaving left_behind queued. A window opens at a take that
+ * leaves at least `backlog` behind; one that leaves none closes it unmeasured (the arrivals, not the
+ * takers, set that pace); it closes measured after SCHED_DEPARTURE_MIN_JOBS jobs and
+ * SCHED_DEPARTURE_MIN_NS. */
+void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind, uint32_t backlog, uint64_t now_ns);
+/* The measured wait behind `ahead` queued jobs; 0 before any measurement. */
+double isn_departure_meter_wait_ns(const isn_departure_meter *meter, double ahead);
+
 typedef struct {
     uint64_t interval_end_ns;
     double min_sojourn_ns; /* least wait of the jobs taken in this interval */
@@ -292,6 +311,8 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 #define SCHED_MEASURED_FLOOR (1.0 / SCHED_MEASURED_SLACK) /* ... and at least this share of it */
 #endif
 #define SCHED_SCALE_RELAX_NS 500000000.0     /* a stale scale's distance to 1 shrinks by e this often */
+#define SCHED_DEPARTURE_MIN_JOBS 64           /* a departure window's least jobs ... */
+#define SCHED_DEPARTURE_MIN_NS 1000000ull     /* ... and least time */
 #define SCHED_CODEL_TARGET_NS 5000000.0      /* preparation queue: acceptable standing wait */
 #define SCHED_CODEL_BUDGET_SHARE 0.25        /* or this share of the job's admission budget, if less */
 #define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
@@ -396,6 +417,7 @@ typedef struct {
 typedef struct {
     double cpu_start, cpu_done, gpu_start, gpu_done;
     double per_pending;
+    double preparing; /* the preparations' wait counted in the four above */
 } sched_arrival_view;
 
 struct isn_scheduler {
@@ -456,6 +478,7 @@ struct isn_scheduler {
     atomic_uint deque_jobs;        /* jobs in the workers' deques */
     /* the arrival view (sched_arrival_view) at the last admission decision (isn_scheduler_may_admit_quick) */
     _Atomic double arrival_cpu_done_ns, arrival_cpu_start_ns, arrival_gpu_done_ns, arrival_gpu_start_ns;
+    _Atomic double arrival_preparing_ns;
     _Atomic double arrival_per_pending_ns;
     _Atomic double published_wait_ns[ISN_DEVICE_KINDS]; /* each device's wait then */
     _Atomic uint64_t waits_published_at_ns; /* when they were published */
@@ -477,6 +500,8 @@ struct isn_scheduler {
     /* Under the lock: each device's measured time per job, and the preparation queue's CoDel state. */
     isn_service_meter meter[ISN_DEVICE_KINDS];
     isn_codel prepare_codel; /* under prepare_lock */
+    isn_departure_meter prepare_departures; /* the normal queue's, under prepare_lock */
+    _Atomic double prepare_departure_ns;    /* its per_job_ns, read without the lock */
     atomic_bool prepare_standing; /* prepare_codel.standing, read without the lock */
     atomic_bool prepare_bounding; /* prepare_codel.bounding, read without the lock */
 

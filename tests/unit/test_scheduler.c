@@ -1262,6 +1262,51 @@ static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
     isn_scheduler_stop(s);
 }
 
+/* Requests waiting to be prepared hold a new one back on the GPU as on the CPU, by the queue's measured
+ * drain: the one worker is held, 200 requests wait, and a simulated GPU is idle. Counted as 200
+ * preparations of ~20 us on one worker (4 ms) they leave a 50 ms budget's admission point (20 ms) in
+ * reach; drained at the measured one per 100 us (20 ms) they do not, both in the full check and in the
+ * quick one reading a view published before they queued. */
+static void arrival_counts_the_measured_drain_of_preparations(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    h.hold = true;
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    isn_gpu_device gpu;
+    harness_attach_gpu(&config, &sim, 32, &gpu);
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    config.model = &model;
+    isn_scheduler *s = harness_start(&config);
+    static prepared_job jobs[201];
+    for (int i = 0; i < 201; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+    }
+    harness_occupy(&h, s, &jobs[0].t.job);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* publishes a view with nothing pending */
+    for (int i = 1; i < 201; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    atomic_store(&s->prepare_departure_ns, 100e3);
+    atomic_store(&s->waits_published_at_ns, isn_now_ns()); /* that view, still fresh */
+    now = isn_now_ns();
+    assert_false(isn_scheduler_may_admit_quick(s, now, now + 50000000));
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    atomic_store(&s->prepare_departure_ns, 0.0); /* nothing measured: the count alone */
+    now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit_quick(s, now, now + 50000000));
+    harness_finish(&h, s, 201);
+    isn_gpu_sim_free(&gpu);
+}
+
 /* gpu_clearly_wins: a query far cheaper on a GPU with nothing queued is the GPU's; a tiny one, or
  * one tied to the CPU, is not; nothing is queued by asking. */
 static void gpu_clearly_wins_reports_routing_without_queueing(void **state) {
@@ -1501,6 +1546,7 @@ int main(void) {
         cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(preparation_wait_is_at_least_the_last_one_measured),
+        cmocka_unit_test(arrival_counts_the_measured_drain_of_preparations),
         cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
         cmocka_unit_test(stop_abandons_queued_jobs),
         cmocka_unit_test(many_jobs_many_workers_all_complete),
