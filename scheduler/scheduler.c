@@ -208,17 +208,22 @@ static bool arrival_admits(double remaining_ns, double done_ns, double start_ns)
  * admission did not yet count the ones let in since, so that a burst let in on one view found the
  * queue past its limit once prepared and routing refused most of it. */
 static bool arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
-                                double preparing_now) {
+                                double preparing_now, double credit_room_ns) {
     double ahead = (double)pending * view->per_pending;
     /* Every request is prepared before either device takes it: the preparations' wait grown since the
      * view was published holds it back on both (counted on the CPU alone, the GPU's view let bursts in
      * that then waited past their admission point to be prepared). */
     double grown = preparing_now > view->preparing ? preparing_now - view->preparing : 0.0;
+    double preparing = view->preparing + grown;
+    /* It would be refused unprepared, after that wait (take_one_locked). */
+    if (preparing >= remaining_ns) return false;
+    /* Routing moves its admission point by the time it was prepared in (preparation_credit_ns). */
+    double credit = SCHED_ARRIVAL_SHARE * (preparing < credit_room_ns ? preparing : credit_room_ns);
     double cpu_done = view->cpu_done + ahead + grown, gpu_done = view->gpu_done + grown;
     double cpu_start = view->cpu_start + ahead + grown, gpu_start = view->gpu_start + grown;
     double done = cpu_done < gpu_done ? cpu_done : gpu_done;
     double start = cpu_start < gpu_start ? cpu_start : gpu_start;
-    return arrival_admits(remaining_ns, done, start);
+    return arrival_admits(remaining_ns + credit, done, start);
 }
 
 /* Whether CoDel refuses a request arriving now (received then, admitted by admit_by): bounding, and the
@@ -308,6 +313,16 @@ static double admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t
     return (double)received_ns + fraction * (double)(deadline_ns - received_ns);
 }
 
+/* How far routing moves a prepared job's admission point for the time it spent being prepared (waiting
+ * included): all of it, up to half the way to the early-stop point. The arrival check grants the same,
+ * so that what it lets in is what routing admits once the job is prepared. */
+static double preparation_credit_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, double admit_by,
+                                    double preparation_ns) {
+    double stop_at = (double)received_ns + s->config.early_stop_fraction * (double)(deadline_ns - received_ns);
+    double room = stop_at > admit_by ? (stop_at - admit_by) / 2 : 0.0;
+    return preparation_ns < room ? preparation_ns : room;
+}
+
 /* What routing weighs for this job now, given each device's wait and whether the job would start a
  * GPU batch. True when it is already past its deadline. */
 static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
@@ -335,12 +350,8 @@ static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now
      * node's own delay, what the arrival check admitted (the queues' waits sit at that point under
      * overload). */
     double admit_by = admit_by_ns(s, job->received_ns, job->deadline_ns);
-    if (job->deadline_ns && job->preparation_ns > 0) {
-        double stop_at = (double)job->received_ns +
-                         s->config.early_stop_fraction * (double)(job->deadline_ns - job->received_ns);
-        double room = stop_at > admit_by ? (stop_at - admit_by) / 2 : 0.0;
-        admit_by += job->preparation_ns < room ? job->preparation_ns : room;
-    }
+    if (job->deadline_ns && job->preparation_ns > 0)
+        admit_by += preparation_credit_ns(s, job->received_ns, job->deadline_ns, admit_by, job->preparation_ns);
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
 
     *out = in;
@@ -460,7 +471,8 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     queue_waits(s, now, scale, wait); /* publishes the arrival view of these waits */
     sched_arrival_view view;
     published_view(s, &view);
-    return arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns(s));
+    return arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns(s),
+                               preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
 }
 
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
@@ -540,7 +552,8 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     sched_arrival_view view;
     published_view(s, &view);
-    bool ok = arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns_quick(s));
+    bool ok = arrival_admits_view(&view, remaining, normal_pending(s), preparing_ns_quick(s),
+                                  preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
     if (!ok) COUNT(s->shed_overload);
     return ok;
 }

@@ -1263,10 +1263,13 @@ static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
 }
 
 /* Requests waiting to be prepared hold a new one back on the GPU as on the CPU, by the queue's measured
- * drain: the one worker is held, 200 requests wait, and a simulated GPU is idle. Counted as 200
- * preparations of ~20 us on one worker (4 ms) they leave a 50 ms budget's admission point (20 ms) in
- * reach; drained at the measured one per 100 us (20 ms) they do not, both in the full check and in the
- * quick one reading a view published before they queued. */
+ * drain: the one worker is held, 200 requests wait, and a simulated GPU whose batches take 5 ms is idle
+ * (the CPU does not count: the jobs lately were all the GPU's). A 50 ms budget's admission point is
+ * 20 ms away. Counted as 200 preparations of ~20 us on one worker (4 ms) they leave it in reach; drained
+ * at the measured one per 100 us (20 ms) they hold the request past it, both in the full check and in
+ * the quick one reading a view published before they queued. At one per 80 us (16 ms, then 5 ms on the
+ * GPU) it is admitted: routing moves the admission point by the preparation's wait (up to half the way
+ * to the early-stop point, 10 ms), and the arrival check grants the same. */
 static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     (void)state;
     harness h;
@@ -1276,8 +1279,11 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     h.hold = true;
     isn_gpu_sim_config sim;
     isn_gpu_sim_config_default(&sim);
+    sim.launch_ns = 5e6;
     isn_gpu_device gpu;
     harness_attach_gpu(&config, &sim, 32, &gpu);
+    config.batch.linger_ns = 0;
+    config.batch.launch_ns = sim.launch_ns; /* the batch's fixed part, as learned */
     isn_cost_model model;
     isn_cost_model_init(&model);
     isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
@@ -1290,6 +1296,9 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
         jobs[i].t.job.user = &jobs[i];
     }
     harness_occupy(&h, s, &jobs[0].t.job);
+    pthread_mutex_lock(&s->lock);
+    s->cpu_placeable_share = 0.0;
+    pthread_mutex_unlock(&s->lock);
     uint64_t now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* publishes a view with nothing pending */
     for (int i = 1; i < 201; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
@@ -1299,6 +1308,9 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     assert_false(isn_scheduler_may_admit_quick(s, now, now + 50000000));
     assert_false(isn_scheduler_may_admit(s, now, now + 50000000));
     assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    atomic_store(&s->prepare_departure_ns, 80e3);
+    now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
     atomic_store(&s->prepare_departure_ns, 0.0); /* nothing measured: the count alone */
     now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
