@@ -43,3 +43,13 @@ void isn_batch_cost_learn(isn_batch_cost *cost, uint32_t jobs, double measured_n
 double isn_batch_cost_fixed_ns(const isn_batch_cost *cost) { return cost->w[0] > 0 ? cost->w[0] * US : 0.0; }
 
 double isn_batch_cost_per_job_ns(const isn_batch_cost *cost) { return cost->w[1] > 0 ? cost->w[1] * US : 0.0; }
+
+isn_gpu_lesson isn_gpu_lesson_of(double took_ns, double fixed_ns, double batch_predicted_ns, double job_predicted_ns,
+                                 uint32_t jobs) {
+    double jobs_ns = batch_predicted_ns - fixed_ns;
+    double share = jobs_ns > 0 ? job_predicted_ns / jobs_ns : 1.0 / (jobs ? jobs : 1);
+    double cost = (took_ns - fixed_ns) * share;
+    double low = SCHED_SHARE_LOW * job_predicted_ns, high = SCHED_SHARE_HIGH * job_predicted_ns;
+    if (job_predicted_ns > 0) cost = cost < low ? low : cost > high ? high : cost;
+    return (isn_gpu_lesson){.cost_ns = cost, .wall_ns = took_ns, .predicted_ns = batch_predicted_ns};
+}

@@ -53,20 +53,18 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
     d->device_free_ns = end;
     ADD(s->busy_ns[ISN_DEVICE_GPU], took);
     if (rc == 0) {
-        /* Each job learns its share of the batch time past the fixed part, in proportion to its
-         * prediction: the model predicts a job's part, the fixed part is paid once per batch. */
-        double sum = f->predicted_ns - f->fixed_ns;
-        double measured = (double)took - f->fixed_ns;
-        if (measured < 0.1 * sum) measured = 0.1 * sum;
-        /* One job of a batch at most teaches the model (sched_learn_spaced); which one rotates. */
+        /* One job of a batch at most teaches the model its share of the batch time past the fixed part
+         * (isn_gpu_lesson_of), and the scale the batch's error (sched_learn_spaced); which job rotates. */
         uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
         bool learns = sched_learn_claim(s, ISN_DEVICE_GPU, end);
         for (uint32_t j = 0; j < n; j++) {
             uint32_t i = (first_learner + j) % n;
-            double share = sum > 0 ? batch[i]->predicted_ns[ISN_DEVICE_GPU] / sum : 1.0 / n;
-            if (learns && j == 0)
-                sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[i]->features, measured * share, measured * share,
-                                   batch[i]->predicted_ns[ISN_DEVICE_GPU]);
+            if (learns && j == 0) {
+                isn_gpu_lesson lesson =
+                    isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns, batch[i]->predicted_ns[ISN_DEVICE_GPU], n);
+                sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[i]->features, lesson.cost_ns, lesson.wall_ns,
+                                   lesson.predicted_ns);
+            }
             batch[i]->finished_ns = end;
             COUNT(s->ran_on[ISN_DEVICE_GPU]);
             sched_finish(s, batch[i], ISN_JOB_RAN);

@@ -44,7 +44,8 @@ static double next_uniform(uint64_t *state) {
 
 static int sim_run_batch(void *state, isn_job *const *jobs, uint32_t n, char *err, size_t err_len) {
     gpu_sim *sim = state;
-    uint64_t until = isn_now_ns() + (uint64_t)isn_gpu_sim_batch_ns(&sim->config, jobs, n);
+    double late = sim->config.jitter_ns > 0 ? next_uniform(&sim->rng) * sim->config.jitter_ns : 0.0;
+    uint64_t until = isn_now_ns() + (uint64_t)(isn_gpu_sim_batch_ns(&sim->config, jobs, n) + late);
     struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
     if (sim->config.failure_rate > 0 && next_uniform(&sim->rng) < sim->config.failure_rate) {

@@ -178,6 +178,7 @@ typedef struct {
     double per_posting_ns;
     double per_query_ns;
     double failure_rate; /* 0..1 */
+    double jitter_ns;    /* each batch runs up to this much longer (uniformly): a host's late wake-ups */
     uint64_t seed;
 } isn_gpu_sim_config;
 

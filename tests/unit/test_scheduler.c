@@ -974,6 +974,68 @@ static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     isn_gpu_sim_free(&gpu);
 }
 
+/* Batches whose time varies by a millisecond around a millisecond-sized fixed part (a simulated GPU:
+ * 5 ms a launch, up to 2 ms late, as a host's late wake-ups make it) teach the scale the batch's error,
+ * near 1, and not the microsecond jobs' error, a thousandfold: learnt per job, the scale sat at its cap
+ * of 8, and admission then refused the GPU nearly everything (a simulated GPU-only node answered 3-7k
+ * of 20k requests a second on time). The jobs' own cost stays microseconds. */
+static void gpu_scale_learns_the_batch_error(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    sim.launch_ns = 5e6;
+    sim.jitter_ns = 2e6;
+    sim.per_query_ns = 1000;
+    sim.per_posting_ns = 0;
+    isn_gpu_device gpu;
+    harness_attach_gpu(&config, &sim, 16, &gpu);
+    config.batch.linger_ns = 0;
+    config.batch.launch_ns = 5e6;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
+    config.model = &model;
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[20];
+    for (uint32_t i = 0; i < 20; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+        harness_wait(&h, &h.completed, i + 1); /* one job a batch */
+    }
+    double scale = sched_scale(s, ISN_DEVICE_GPU);
+    print_message("GPU scale after 20 batches: %.2f\n", scale);
+    assert_true(scale < 4.0);
+    isn_job_features f = jobs[0].job.features;
+    isn_cost_model learned;
+    sched_get_model(s, &learned);
+    assert_true(isn_cost_predict_ns(&learned, ISN_DEVICE_GPU, &f) < 100e3); /* a job stays microseconds */
+    isn_scheduler_stop(s);
+    isn_gpu_sim_free(&gpu);
+}
+
+/* A job's lesson from its batch: its share of the time past the fixed part, within 0.1x-4x its
+ * prediction; the scale's sample is the whole batch. */
+static void gpu_lesson_bounds_a_jobs_share(void **state) {
+    (void)state;
+    /* one job predicted 1 us behind a 5 ms fixed part, the batch 1 ms late */
+    isn_gpu_lesson late = isn_gpu_lesson_of(6e6, 5e6, 5e6 + 1e3, 1e3, 1);
+    assert_true(late.cost_ns == SCHED_SHARE_HIGH * 1e3);
+    assert_true(late.wall_ns == 6e6 && late.predicted_ns == 5e6 + 1e3);
+    /* on time: its share */
+    isn_gpu_lesson fair = isn_gpu_lesson_of(5e6 + 4e3, 5e6, 5e6 + 4e3, 1e3, 4);
+    assert_true(fabs(fair.cost_ns - 1e3) < 1e-6);
+    /* early (a fixed part overestimated): at least a tenth of its prediction */
+    isn_gpu_lesson early = isn_gpu_lesson_of(4e6, 5e6, 5e6 + 1e3, 1e3, 1);
+    assert_true(early.cost_ns == SCHED_SHARE_LOW * 1e3);
+    /* no predictions: an equal share */
+    isn_gpu_lesson unknown = isn_gpu_lesson_of(5e6 + 4e3, 5e6, 5e6, 0.0, 4);
+    assert_true(fabs(unknown.cost_ns - 1e3) < 1e-6);
+}
+
 /* prepare(): refuses jobs whose user asked for it, gives the others the features of a query slow
  * enough (on the CPU) that a short deadline cannot be met. */
 typedef struct {
@@ -1549,6 +1611,8 @@ int main(void) {
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
+        cmocka_unit_test(gpu_scale_learns_the_batch_error),
+        cmocka_unit_test(gpu_lesson_bounds_a_jobs_share),
         cmocka_unit_test(arrival_ignores_a_cpu_the_jobs_cannot_use),
         cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
         cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
