@@ -42,13 +42,15 @@ void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind,
         return;
     }
     if (!meter->window_start_ns) {
-        if (left_behind >= backlog) *meter = (isn_departure_meter){.per_job_ns = meter->per_job_ns, .window_start_ns = now_ns};
+        if (left_behind >= backlog)
+            *meter = (isn_departure_meter){.per_job_ns = meter->per_job_ns, .window_start_ns = now_ns};
         return;
     }
     meter->taken++;
     if (meter->taken < SCHED_DEPARTURE_MIN_JOBS || now_ns < meter->window_start_ns + SCHED_DEPARTURE_MIN_NS) return;
     double per_job = (double)(now_ns - meter->window_start_ns) / (double)meter->taken;
-    meter->per_job_ns = meter->per_job_ns > 0 ? meter->per_job_ns + SCHED_METER_WEIGHT * (per_job - meter->per_job_ns) : per_job;
+    meter->per_job_ns =
+        meter->per_job_ns > 0 ? meter->per_job_ns + SCHED_METER_WEIGHT * (per_job - meter->per_job_ns) : per_job;
     meter->window_start_ns = now_ns;
     meter->taken = 0;
 }

@@ -60,8 +60,8 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         for (uint32_t j = 0; j < n; j++) {
             uint32_t i = (first_learner + j) % n;
             if (learns && j == 0) {
-                isn_gpu_lesson lesson =
-                    isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns, batch[i]->predicted_ns[ISN_DEVICE_GPU], n);
+                isn_gpu_lesson lesson = isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns,
+                                                          batch[i]->predicted_ns[ISN_DEVICE_GPU], n);
                 sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[i]->features, lesson.cost_ns, lesson.wall_ns,
                                    lesson.predicted_ns);
             }

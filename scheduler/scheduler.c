@@ -789,8 +789,10 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
         atomic_store_explicit(&s->prepare_sojourn_ns, sojourn, memory_order_relaxed);
-        isn_departure_meter_taken(&s->prepare_departures, s->prepare_queue.size, s->config.workers ? s->config.workers : 1, now);
-        atomic_store_explicit(&s->prepare_departure_ns, s->prepare_departures.per_job_ns, memory_order_relaxed);
+        uint32_t backlog = s->config.workers ? s->config.workers : 1;
+        isn_departure_meter_taken(&s->prepare_departures, s->prepare_queue.size, backlog, now);
+        atomic_store_explicit(&s->prepare_departure_ns, s->prepare_departures.per_job_ns,
+                              memory_order_relaxed);
         isn_codel_observe(&s->prepare_codel, sojourn, now, atomic_load_explicit(&s->shed_arrival_codel, memory_order_relaxed));
         atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
         atomic_store_explicit(&s->prepare_bounding, s->prepare_codel.bounding, memory_order_relaxed);

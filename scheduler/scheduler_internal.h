@@ -214,11 +214,11 @@ double isn_batch_cost_per_job_ns(const isn_batch_cost *cost); /* >= 0 */
 
 /* What one job of a GPU batch teaches (gpu_dispatch.c): the batch took took_ns; fixed_ns of it was the
  * batch's fixed part and batch_predicted_ns the whole prediction (fixed part included) at launch; the
- * job, one of `jobs`, was predicted job_predicted_ns of it. Its cost is its share, by prediction, of the time past the
- * fixed part, within [SCHED_SHARE_LOW, SCHED_SHARE_HIGH] times its prediction: a batch of a few
- * microsecond jobs behind a millisecond fixed part that runs a millisecond late (its thread woken late,
- * a slower launch) would otherwise teach each job a thousand times its cost, and the model, learning in
- * logs, forgets that only slowly. The scale learns from the whole batch: measured took_ns against
+ * job, one of `jobs`, was predicted job_predicted_ns of it. Its cost is its share, by prediction, of the
+ * time past the fixed part, within [SCHED_SHARE_LOW, SCHED_SHARE_HIGH] times its prediction: a batch
+ * of a few microsecond jobs behind a millisecond fixed part that runs a millisecond late (its thread
+ * woken late, a slower launch) would otherwise teach each job a thousand times its cost, and the model,
+ * learning in logs, forgets that only slowly. The scale learns from the whole batch: measured took_ns against
  * batch_predicted_ns, the error routing pays. */
 typedef struct {
     double cost_ns;      /* the job's cost, for the model */
