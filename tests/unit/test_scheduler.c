@@ -933,16 +933,22 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
         fail_msg("GPU wait %.0f ns with %.0f ns in flight and %.0f ns held", wait, in_flight_ns, held_ns);
 }
 
+/* A simulated GPU whose batches cost a fixed launch_ns and 1 us a job: the jobs' part is tiny beside it. */
+static isn_gpu_sim_config launch_bound_sim(double launch_ns) {
+    isn_gpu_sim_config sim;
+    isn_gpu_sim_config_default(&sim);
+    sim.launch_ns = launch_ns;
+    sim.per_query_ns = 1000;
+    sim.per_posting_ns = 0;
+    return sim;
+}
+
 static void gpu_jobs_learn_their_part_not_the_launch(void **state) {
     (void)state;
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
-    isn_gpu_sim_config sim;
-    isn_gpu_sim_config_default(&sim);
-    sim.launch_ns = 3e6;
-    sim.per_query_ns = 1000;
-    sim.per_posting_ns = 0;
+    isn_gpu_sim_config sim = launch_bound_sim(3e6);
     isn_gpu_device gpu;
     harness_attach_gpu(&config, &sim, 16, &gpu);
     config.batch.max_batch = 16;
@@ -984,12 +990,8 @@ static void gpu_scale_learns_the_batch_error(void **state) {
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
-    isn_gpu_sim_config sim;
-    isn_gpu_sim_config_default(&sim);
-    sim.launch_ns = 5e6;
+    isn_gpu_sim_config sim = launch_bound_sim(5e6);
     sim.jitter_ns = 2e6;
-    sim.per_query_ns = 1000;
-    sim.per_posting_ns = 0;
     isn_gpu_device gpu;
     harness_attach_gpu(&config, &sim, 16, &gpu);
     config.batch.linger_ns = 0;
