@@ -55,10 +55,6 @@ void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind,
     meter->taken = 0;
 }
 
-double isn_departure_meter_wait_ns(const isn_departure_meter *meter, double ahead) {
-    return ahead > 0 && meter->per_job_ns > 0 ? ahead * meter->per_job_ns : 0.0;
-}
-
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {
     double wait = model_ns;
     if (isfinite(measured_ns)) {

@@ -135,9 +135,7 @@ static uint32_t normal_pending(isn_scheduler *s) {
  * the last one taken had waited. On the estimate alone, requests let in waited past their admission
  * point and were refused after that wait. */
 static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
-    double drained = isn_departure_meter_wait_ns(
-        &(isn_departure_meter){.per_job_ns = atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed)},
-        (double)pending);
+    double drained = (double)pending * atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed);
     double waited = atomic_load_explicit(&s->prepare_sojourn_ns, memory_order_relaxed);
     double wait = estimate_ns > drained ? estimate_ns : drained;
     return waited > wait ? waited : wait;

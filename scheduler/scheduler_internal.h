@@ -278,7 +278,7 @@ double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns);
  * worker prepares; in the hybrid the workers prepare between CPU searches, and requests let in on that
  * count waited in the queue past their admission point, to be refused there after 10-25 ms. */
 typedef struct {
-    double per_job_ns;        /* moving average; 0 before any window closed */
+    double per_job_ns;        /* moving average (behind n jobs, about n times it); 0 before any window */
     uint64_t window_start_ns; /* 0: no window open */
     uint32_t taken;           /* jobs taken since the window opened */
 } isn_departure_meter;
@@ -288,8 +288,6 @@ typedef struct {
  * takers, set that pace); it closes measured after SCHED_DEPARTURE_MIN_JOBS jobs and
  * SCHED_DEPARTURE_MIN_NS. */
 void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind, uint32_t backlog, uint64_t now_ns);
-/* The measured wait behind `ahead` queued jobs; 0 before any measurement. */
-double isn_departure_meter_wait_ns(const isn_departure_meter *meter, double ahead);
 
 typedef struct {
     uint64_t interval_end_ns;

@@ -505,6 +505,19 @@ static void harness_attach_gpu(isn_scheduler_config *config, const isn_gpu_sim_c
     config->num_gpus = 1;
 }
 
+/* harness_attach_gpu with what the scheduler would have learned of that GPU: batches sent at once (no
+ * linger), its launch as the batch's fixed part, and the cost model seeded from its latency model.
+ * `model` must outlive the scheduler. */
+static void harness_attach_known_gpu(isn_scheduler_config *config, const isn_gpu_sim_config *sim, isn_gpu_device *gpu,
+                                     isn_cost_model *model) {
+    harness_attach_gpu(config, sim, 32, gpu);
+    config->batch.linger_ns = 0;
+    config->batch.launch_ns = sim->launch_ns;
+    isn_cost_model_init(model);
+    isn_cost_model_seed(model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, sim);
+    config->model = model;
+}
+
 static isn_scheduler_stats scheduler_stats(isn_scheduler *s) {
     isn_scheduler_stats stats;
     isn_scheduler_get_stats(s, &stats);
@@ -993,13 +1006,8 @@ static void gpu_scale_learns_the_batch_error(void **state) {
     isn_gpu_sim_config sim = launch_bound_sim(5e6);
     sim.jitter_ns = 2e6;
     isn_gpu_device gpu;
-    harness_attach_gpu(&config, &sim, 16, &gpu);
-    config.batch.linger_ns = 0;
-    config.batch.launch_ns = 5e6;
     isn_cost_model model;
-    isn_cost_model_init(&model);
-    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
-    config.model = &model;
+    harness_attach_known_gpu(&config, &sim, &gpu, &model);
     isn_scheduler *s = harness_start(&config);
     static test_job jobs[20];
     for (uint32_t i = 0; i < 20; i++) {
@@ -1345,13 +1353,8 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     isn_gpu_sim_config_default(&sim);
     sim.launch_ns = 5e6;
     isn_gpu_device gpu;
-    harness_attach_gpu(&config, &sim, 32, &gpu);
-    config.batch.linger_ns = 0;
-    config.batch.launch_ns = sim.launch_ns; /* the batch's fixed part, as learned */
     isn_cost_model model;
-    isn_cost_model_init(&model);
-    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
-    config.model = &model;
+    harness_attach_known_gpu(&config, &sim, &gpu, &model);
     isn_scheduler *s = harness_start(&config);
     static prepared_job jobs[201];
     for (int i = 0; i < 201; i++) {
@@ -1431,13 +1434,8 @@ static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
     isn_gpu_sim_config_default(&sim);
     sim.launch_ns = 100e6; /* every batch takes 100 ms: far past a 50 ms budget's admission point */
     isn_gpu_device gpu;
-    harness_attach_gpu(&config, &sim, 32, &gpu);
-    config.batch.linger_ns = 0;
-    config.batch.launch_ns = sim.launch_ns; /* the batch's fixed part, as learned */
     isn_cost_model model;
-    isn_cost_model_init(&model);
-    isn_cost_model_seed(&model, ISN_DEVICE_GPU, isn_gpu_sim_job_ns, &sim);
-    config.model = &model;
+    harness_attach_known_gpu(&config, &sim, &gpu, &model);
     isn_scheduler *s = harness_start(&config);
     uint64_t now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* nothing admitted yet: the CPU counts */
