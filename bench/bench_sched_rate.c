@@ -58,8 +58,8 @@ static void run_cpu(void *user, isn_job *job, const isn_cpu_context *context) {
     }
 }
 
-static void complete(void *user, isn_job *job) {
-    (void)user;
+static void complete(void *user, isn_job *job, void *worker_state) {
+    (void)user, (void)worker_state;
     rate_job *rj = (rate_job *)job;
     submitter *owner = rj->owner;
     rate_job *head = atomic_load_explicit(&owner->done, memory_order_relaxed);
@@ -84,7 +84,7 @@ static void submit(submitter *sub, rate_job *rj) {
     if (isn_scheduler_submit(sub->scheduler, &rj->job) != ISN_SUBMIT_QUEUED) {
         sub->refused++;
         rj->refused = true;
-        complete(NULL, &rj->job);
+        complete(NULL, &rj->job, NULL);
     }
 }
 

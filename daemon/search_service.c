@@ -87,9 +87,11 @@ static bool on_start(void *user, isn_job *sched) {
     return atomic_compare_exchange_strong(&job->phase, &queued, JOB_RUNNING) || queued == JOB_RUNNING;
 }
 
-/* A job the GPU answered, packed on its device's dispatcher thread (that device's packer): the real
- * backend's hits are in the job's request; a simulated device gives none. */
-static void pack_gpu_answer(search_service *service, search_job *job, const isn_job *sched) {
+/* A job the GPU answered, packed on its device's dispatcher thread (that device's packer) or on an idle
+ * worker helping it (that worker's search worker of the job's generation): the real backend's hits are
+ * in the job's request; a simulated device gives none. */
+static void pack_gpu_answer(search_service *service, search_job *job, const isn_job *sched,
+                            const service_worker *helper) {
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
     job->retrieval_ns = isn_now_ns() - sched->started_ns;
     job->worker = sched->worker;
@@ -98,7 +100,8 @@ static void pack_gpu_answer(search_service *service, search_job *job, const isn_
         search_job_pack_simulated(job);
         return;
     }
-    search_worker_pack_gpu(service->gpu.packers[sched->worker], job, request->hits, request->num_hits,
+    search_worker *packer = helper ? job->generation->workers[helper->id] : service->gpu.packers[sched->worker];
+    search_worker_pack_gpu(packer, job, request->hits, request->num_hits,
                            request->answered_by == ISN_GPU_ANSWERED_DEVICE ? "gpu" : "cpu");
 }
 
@@ -134,12 +137,12 @@ static void gpu_uncount(search_service *service, search_job *job) {
     gpu_first_stage_leave(&service->gpu);
 }
 
-static void on_complete(void *user, isn_job *sched) {
+static void on_complete(void *user, isn_job *sched, void *worker_state) {
     search_service *service = user;
     search_job *job = job_of(sched);
     gpu_uncount(service, job);
     if (sched->outcome == ISN_JOB_RAN && sched->device == ISN_DEVICE_GPU) {
-        pack_gpu_answer(service, job, sched);
+        pack_gpu_answer(service, job, sched, worker_state);
     } else if (sched->outcome == ISN_JOB_REFUSED) {
         /* prepare() already set the status of a request it refused. */
         job->reply.len = 0;

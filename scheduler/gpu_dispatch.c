@@ -55,20 +55,16 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
     if (rc == 0) {
         /* One job of a batch at most teaches the model its share of the batch time past the fixed part
          * (isn_gpu_lesson_of), and the scale the batch's error (sched_learn_spaced); which job rotates. */
-        uint32_t first_learner = (uint32_t)(LOAD(s->batches) % n);
-        bool learns = sched_learn_claim(s, ISN_DEVICE_GPU, end);
-        for (uint32_t j = 0; j < n; j++) {
-            uint32_t i = (first_learner + j) % n;
-            if (learns && j == 0) {
-                isn_gpu_lesson lesson = isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns,
-                                                          batch[i]->predicted_ns[ISN_DEVICE_GPU], n);
-                sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[i]->features, lesson.cost_ns, lesson.wall_ns,
-                                   lesson.predicted_ns);
-            }
-            batch[i]->finished_ns = end;
-            COUNT(s->ran_on[ISN_DEVICE_GPU]);
-            sched_finish(s, batch[i], ISN_JOB_RAN);
+        uint32_t learner = (uint32_t)(LOAD(s->batches) % n);
+        if (sched_learn_claim(s, ISN_DEVICE_GPU, end)) {
+            isn_gpu_lesson lesson = isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns,
+                                                      batch[learner]->predicted_ns[ISN_DEVICE_GPU], n);
+            sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[learner]->features, lesson.cost_ns, lesson.wall_ns,
+                               lesson.predicted_ns);
         }
+        for (uint32_t i = 0; i < n; i++) batch[i]->finished_ns = end;
+        ADD(s->ran_on[ISN_DEVICE_GPU], n);
+        sched_complete_landed(s, d, batch, n);
         pthread_mutex_lock(&s->lock);
         /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
         if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
@@ -280,6 +276,7 @@ int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
         d->flights[f].jobs = calloc(slots, sizeof *d->flights[f].jobs);
         if (!d->flights[f].jobs) return -1;
     }
+    if (sched_landings_init(d, slots) < 0) return -1;
     if (!d->batch || !d->device->run_batch) return -1;
     if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
     d->started = true;

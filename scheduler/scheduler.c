@@ -83,14 +83,16 @@ double sched_scale(isn_scheduler *s, isn_device_kind device) {
                              atomic_load_explicit(&s->learned_ns[device], memory_order_relaxed), isn_now_ns());
 }
 
-void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) {
+void sched_finish_on(isn_scheduler *s, isn_job *job, isn_job_outcome outcome, void *worker_state) {
     job->outcome = outcome;
     if (!job->finished_ns) job->finished_ns = isn_now_ns();
     if (outcome == ISN_JOB_DEADLINE_EXCEEDED) COUNT(s->dropped_dead);
     else if (outcome == ISN_JOB_ABANDONED) COUNT(s->abandoned);
     COUNT(s->completed);
-    s->config.complete(s->config.user, job);
+    s->config.complete(s->config.user, job, worker_state);
 }
+
+void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome) { sched_finish_on(s, job, outcome, NULL); }
 
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now) {
     uint32_t n = 0;
@@ -881,6 +883,8 @@ static void *worker_main(void *arg) {
 
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
+        /* A landed GPU batch's answers are the nearest their deadlines: helping with them comes first. */
+        if (sched_help_landings(s, w->state)) continue;
         /* Preparing comes first, but a few at a time: queued work must not starve under a flood. */
         bool holds_taken = w->taken_next < w->taken_count;
         if ((holds_taken || (w->prepared_in_row < SCHED_PREPARE_BURST &&
@@ -918,7 +922,8 @@ static void *worker_main(void *arg) {
         }
         pthread_mutex_lock(&s->idle_lock);
         atomic_fetch_add(&s->idle_workers, 1); /* before the last look: see idle_workers */
-        bool idle = !s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s);
+        bool idle = !s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s) &&
+                    !sched_landings_waiting(s);
         pthread_mutex_unlock(&s->lock);
         if (idle) {
             /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
@@ -1174,6 +1179,7 @@ void isn_scheduler_stop(isn_scheduler *s) {
     for (uint32_t i = 0; s->dispatchers && i < s->num_dispatchers; i++) {
         free(s->dispatchers[i].batch);
         for (uint32_t f = 0; f < SCHED_MAX_IN_FLIGHT; f++) free(s->dispatchers[i].flights[f].jobs);
+        sched_landings_free(&s->dispatchers[i]);
     }
     if (s->cost_model_state[0] && s->serving) {
         char why[512];

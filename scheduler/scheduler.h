@@ -254,8 +254,10 @@ typedef struct {
      * without running. Called again for a job a failed GPU batch hands back to the CPU. */
     bool (*start)(void *user, isn_job *job);
     /* Every job's end, from the thread that ended it: a CPU worker, or the dispatcher of the GPU it
-     * ran on (job->worker: the device; its answer in job->gpu_request, none from a simulated one). */
-    void (*complete)(void *user, isn_job *job);
+     * ran on (job->worker: the device; its answer in job->gpu_request, none from a simulated one), or
+     * an idle worker helping that dispatcher complete a landed batch: then worker_state is that
+     * worker's (from worker_init), and NULL everywhere else. */
+    void (*complete)(void *user, isn_job *job, void *worker_state);
     void *user;
     /* GPUs, one kind at most. The real first stage, one backend per device (each holds the whole
      * partition; the backends stay the caller's: close them after isn_scheduler_stop), one dispatcher

@@ -410,12 +410,23 @@ typedef struct {
     uint64_t start_ns;
 } sched_flight;
 
+/* A landed batch whose completions idle workers share with its dispatcher (gpu_landing.c). */
+#define SCHED_LANDINGS 4
+#define SCHED_LANDING_CHUNK 8
+typedef struct {
+    isn_job **jobs;           /* a copy of the batch's, the device's max_batch entries */
+    _Atomic uint64_t claim;   /* round << 32 | batch size << 16 | next index to claim */
+    _Atomic uint32_t done;    /* of this round's jobs, those completed */
+} sched_landing;
+
 typedef struct {
     isn_scheduler *scheduler;
     pthread_t thread;
     uint32_t id;
     bool started;
     isn_gpu_device *device;
+    sched_landing landings[SCHED_LANDINGS];
+    uint32_t next_landing;
     sched_flight flights[SCHED_MAX_IN_FLIGHT];
     uint32_t in_flight, oldest; /* flights[oldest], the next ones in a ring */
     uint64_t device_free_ns;    /* when the device answered its last batch */
@@ -467,6 +478,9 @@ struct isn_scheduler {
      * (sched_wake_idle_workers), which the worker holds from its last look until it waits, so the
      * signal cannot fall before the wait. */
     atomic_uint idle_workers;
+    /* Landed batches with chunks not yet claimed, or being claimed by their dispatcher: a worker looks
+     * at the landings (sched_help_landings) only while this is not 0. */
+    atomic_uint landings_open;
     /* Of the jobs admitted lately, the share the CPU could take (moving average, under the lock):
      * the arrival check counts the CPU's wait only while most traffic may use it. */
     double cpu_placeable_share;
@@ -563,6 +577,18 @@ double sched_scale(isn_scheduler *s, isn_device_kind device);
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);
+/* The same, from a worker helping with a landed GPU batch: complete() gets its worker state. */
+void sched_finish_on(isn_scheduler *s, isn_job *job, isn_job_outcome outcome, void *worker_state);
+/* gpu_landing.c. The landings' arrays (slots jobs each): 0, or -1 when out of memory. */
+int sched_landings_init(sched_dispatcher *d, size_t slots);
+void sched_landings_free(sched_dispatcher *d);
+/* The dispatcher: completes the n jobs of a batch that ran, with idle workers claiming chunks of it
+ * beside it (when there are some, and the batch is worth sharing). Unlocked. */
+void sched_complete_landed(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n);
+/* A worker: completes chunks of landed batches while any are unclaimed. True when it completed some. */
+bool sched_help_landings(isn_scheduler *s, void *worker_state);
+/* Whether a landed batch has chunks no one has claimed (a worker about to wait looks). */
+bool sched_landings_waiting(isn_scheduler *s);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);
 /* gpu_dispatch.c: starts dispatcher i's thread; it reports ready like a worker. 0 or -1. */
 int sched_start_dispatcher(isn_scheduler *s, uint32_t i);

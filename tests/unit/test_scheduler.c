@@ -414,6 +414,8 @@ typedef struct {
     uint32_t holding;
     int worker_nice; /* as a worker saw it */
     uint32_t ran_cpu, completed;
+    bool await_helper;            /* the dispatcher's first GPU answer waits for a worker's (harness_complete) */
+    uint32_t gpu_answers_helped;  /* GPU answers completed by a worker helping the dispatcher */
 } harness;
 
 typedef struct {
@@ -440,12 +442,22 @@ static void harness_run_cpu(void *user, isn_job *job, const isn_cpu_context *con
     job->complete = true;
 }
 
-static void harness_complete(void *user, isn_job *job) {
+static void harness_complete(void *user, isn_job *job, void *worker_state) {
     harness *h = user;
     pthread_mutex_lock(&h->lock);
     ((test_job *)job->user)->done = true;
     h->completed++;
+    bool gpu_answer = job->outcome == ISN_JOB_RAN && job->device == ISN_DEVICE_GPU;
+    if (gpu_answer && worker_state) h->gpu_answers_helped++;
     pthread_cond_broadcast(&h->changed);
+    /* The dispatcher's first answer waits (5 s at most) until a worker has completed one beside it. */
+    if (gpu_answer && !worker_state && h->await_helper) {
+        h->await_helper = false;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* the harness's condition variable's clock */
+        until.tv_sec += 5;
+        while (!h->gpu_answers_helped && pthread_cond_timedwait(&h->changed, &h->lock, &until) == 0) {}
+    }
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -944,6 +956,44 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
     /* nothing had finished: the scale was 1 and no measured time bounded the model */
     if (!(wait >= 0.999 * (in_flight_ns + held_ns)))
         fail_msg("GPU wait %.0f ns with %.0f ns in flight and %.0f ns held", wait, in_flight_ns, held_ns);
+}
+
+/* A landed batch's answers are completed by idle workers beside its dispatcher: 32 GPU jobs in one batch
+ * (sent at the first job's linger end), two idle workers. The dispatcher's first answer waits
+ * until a worker has completed another; alone, it would wait out its 5 s and no worker would have helped. */
+static void idle_workers_help_complete_a_landed_batch(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.workers = 2;
+    gated_device g = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .open = true};
+    isn_gpu_device gpu = {.name = "gated", .state = &g, .run_batch = gated_run_batch, .submit = gated_submit,
+                          .complete = gated_complete, .max_in_flight = 2, .max_batch = 32, .memory_budget = 1u << 30};
+    config.gpus = &gpu;
+    config.num_gpus = 1;
+    config.batch.max_batch = 32;
+    /* the dispatcher holds the first job until the linger ends, and then fills the batch with the rest */
+    config.batch.linger_ns = 200000000ull;
+    isn_scheduler *s = harness_start(&config);
+    h.await_helper = true;
+    static test_job jobs[32];
+    for (uint32_t i = 0; i < 32; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&g.lock);
+    g.all_queued = true;
+    pthread_cond_broadcast(&g.changed);
+    pthread_mutex_unlock(&g.lock);
+    harness_wait(&h, &h.completed, 32);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(g.submits, 1);
+    assert_int_equal(stats.ran_on[ISN_DEVICE_GPU], 32);
+    for (uint32_t i = 0; i < 32; i++) assert_true(jobs[i].done);
+    if (!h.gpu_answers_helped) fail_msg("the dispatcher completed all 32 answers alone");
 }
 
 /* A simulated GPU whose batches cost a fixed launch_ns and 1 us a job: the jobs' part is tiny beside it. */
@@ -1610,6 +1660,7 @@ int main(void) {
         cmocka_unit_test(gpu_batches_and_failed_batches_rerun_on_cpu),
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
+        cmocka_unit_test(idle_workers_help_complete_a_landed_batch),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(gpu_scale_learns_the_batch_error),
         cmocka_unit_test(gpu_lesson_bounds_a_jobs_share),

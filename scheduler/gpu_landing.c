@@ -1,0 +1,106 @@
+/* A landed GPU batch's completions, shared by its dispatcher with idle workers. Completing a GPU job
+ * packs its answer (complete() in the user's code), a few microseconds each; done one after another on
+ * the dispatcher for a batch of hundreds, that held the last answers of each batch for most of a
+ * millisecond, and the dispatcher, busy packing, formed and sent no batch meanwhile. Workers that have
+ * nothing to do claim chunks of the batch beside it; with none idle (a hybrid node's workers busy with
+ * CPU work) the dispatcher completes the batch alone, as before, and nobody waits for a busy worker.
+ *
+ * A landing's claim word is (round << 32 | batch size << 16 | next index): a helper claims a chunk by
+ * compare-and-swap on the word it read, so what it claims is of that round. The landing's array holds a
+ * copy of the batch's jobs, written before the round opens (a release store of the word) and again only
+ * once every chunk of the round is done; the dispatcher does not wait for its helpers unless a landing
+ * it needs again (SCHED_LANDINGS batches later) still has a chunk being completed. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/scheduler_internal.h"
+
+#define ROUND_SHIFT 32
+#define SIZE_SHIFT 16
+#define FIELD_MASK 0xffffu
+
+int sched_landings_init(sched_dispatcher *d, size_t slots) {
+    for (uint32_t i = 0; i < SCHED_LANDINGS; i++) {
+        sched_landing *l = &d->landings[i];
+        if (!(l->jobs = calloc(slots, sizeof *l->jobs))) return -1;
+        atomic_init(&l->claim, 0);
+        atomic_init(&l->done, 0);
+    }
+    d->next_landing = 0;
+    return 0;
+}
+
+void sched_landings_free(sched_dispatcher *d) {
+    for (uint32_t i = 0; i < SCHED_LANDINGS; i++) free(d->landings[i].jobs);
+}
+
+static uint32_t claim_size(uint64_t claim) { return (uint32_t)(claim >> SIZE_SHIFT) & FIELD_MASK; }
+static uint32_t claim_next(uint64_t claim) { return (uint32_t)claim & FIELD_MASK; }
+
+/* Claims the next chunk of the landing and completes it on this thread. False when all was claimed. */
+static bool complete_chunk(isn_scheduler *s, sched_landing *l, void *worker_state) {
+    uint64_t claim = atomic_load_explicit(&l->claim, memory_order_acquire);
+    for (;;) {
+        uint32_t next = claim_next(claim), n = claim_size(claim);
+        if (next >= n) return false;
+        uint32_t end = n - next > SCHED_LANDING_CHUNK ? next + SCHED_LANDING_CHUNK : n;
+        if (!atomic_compare_exchange_weak_explicit(&l->claim, &claim, claim + (end - next), memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        for (uint32_t i = next; i < end; i++) sched_finish_on(s, l->jobs[i], ISN_JOB_RAN, worker_state);
+        atomic_fetch_add_explicit(&l->done, end - next, memory_order_release);
+        return true;
+    }
+}
+
+static bool has_unclaimed(sched_landing *l) {
+    uint64_t claim = atomic_load_explicit(&l->claim, memory_order_acquire);
+    return claim_next(claim) < claim_size(claim);
+}
+
+/* Lets `count` idle workers know (see idle_workers: a worker that missed the open landing is waiting). */
+static void wake_helpers(isn_scheduler *s, uint32_t count) {
+    pthread_mutex_lock(&s->idle_lock);
+    pthread_mutex_unlock(&s->idle_lock);
+    while (count--) pthread_cond_signal(&s->cpu_wake);
+}
+
+void sched_complete_landed(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n) {
+    uint32_t helpers = n / (2 * SCHED_LANDING_CHUNK), idle = atomic_load(&s->idle_workers);
+    if (helpers > idle) helpers = idle;
+    if (!helpers || n > FIELD_MASK) {
+        for (uint32_t i = 0; i < n; i++) sched_finish_on(s, jobs[i], ISN_JOB_RAN, NULL);
+        return;
+    }
+    sched_landing *l = &d->landings[d->next_landing];
+    d->next_landing = (d->next_landing + 1) % SCHED_LANDINGS;
+    uint64_t last = atomic_load_explicit(&l->claim, memory_order_relaxed);
+    /* its last round's helpers still completing their chunks (rare) */
+    while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(last)) sched_yield();
+    memcpy(l->jobs, jobs, n * sizeof *jobs);
+    atomic_store_explicit(&l->done, 0, memory_order_relaxed);
+    uint64_t round = (last >> ROUND_SHIFT) + 1;
+    atomic_store_explicit(&l->claim, round << ROUND_SHIFT | (uint64_t)n << SIZE_SHIFT, memory_order_release);
+    atomic_fetch_add(&s->landings_open, 1); /* sequentially consistent: see sched_landings_waiting */
+    wake_helpers(s, helpers);
+    while (complete_chunk(s, l, NULL)) {}
+    atomic_fetch_sub(&s->landings_open, 1);
+}
+
+bool sched_help_landings(isn_scheduler *s, void *worker_state) {
+    if (!atomic_load_explicit(&s->landings_open, memory_order_relaxed)) return false;
+    bool helped = false;
+    for (uint32_t i = 0; i < s->num_dispatchers; i++)
+        for (uint32_t k = 0; k < SCHED_LANDINGS; k++)
+            while (complete_chunk(s, &s->dispatchers[i].landings[k], worker_state)) helped = true;
+    return helped;
+}
+
+bool sched_landings_waiting(isn_scheduler *s) {
+    if (!atomic_load(&s->landings_open)) return false;
+    for (uint32_t i = 0; i < s->num_dispatchers; i++)
+        for (uint32_t k = 0; k < SCHED_LANDINGS; k++)
+            if (has_unclaimed(&s->dispatchers[i].landings[k])) return true;
+    return false;
+}
