@@ -23,6 +23,7 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_batch_jobs_total", "counter", "Jobs sent in GPU batches (mean batch size = this / batches).", st->batch_jobs},
         {"isn_scheduler_gpu_failures_total", "counter", "GPU batches that failed (their jobs re-ran on the CPU).", st->gpu_failures},
         {"isn_scheduler_gpu_reruns_total", "counter", "Jobs re-run on the CPU after a GPU failure.", st->gpu_reruns},
+        {"isn_scheduler_gpu_answers_helped_total", "counter", "GPU answers completed (packed) by an idle worker beside the dispatcher of their batch.", st->gpu_answers_helped},
         {"isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.", st->prepare_depth},
         {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},
         {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},

@@ -49,6 +49,7 @@ static bool complete_chunk(isn_scheduler *s, sched_landing *l, void *worker_stat
                                                    memory_order_acquire))
             continue;
         for (uint32_t i = next; i < end; i++) sched_finish_on(s, l->jobs[i], ISN_JOB_RAN, worker_state);
+        if (worker_state) ADD(s->gpu_answers_helped, end - next);
         atomic_fetch_add_explicit(&l->done, end - next, memory_order_release);
         return true;
     }

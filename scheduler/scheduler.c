@@ -1230,6 +1230,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     for (int r = 0; r < ISN_FLUSH_REASONS; r++) st->batch_flush[r] = LOAD(s->batch_flush[r]);
     st->gpu_failures = LOAD(s->gpu_failures);
     st->gpu_reruns = LOAD(s->gpu_reruns);
+    st->gpu_answers_helped = LOAD(s->gpu_answers_helped);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         st->ran_on[d] = LOAD(s->ran_on[d]);
         st->wait_seconds_sum[d] = (double)LOAD(s->wait_ns[d]) / 1e9;

@@ -319,6 +319,7 @@ typedef struct {
     uint64_t undecided_gpu;  /* undecided jobs a dispatcher took */
     uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS];
     uint64_t gpu_failures, gpu_reruns;
+    uint64_t gpu_answers_helped; /* GPU jobs completed by a worker helping their dispatcher (gpu_landing.c) */
     uint32_t queue_depth[ISN_QUEUES];
     uint32_t deque_depth;    /* all workers */
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */

@@ -551,7 +551,8 @@ struct isn_scheduler {
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
-    _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns;
+    _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
+        gpu_answers_helped;
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];
 };
 

@@ -80,6 +80,41 @@ static void test_gpu_hits_equal_cpu(void **state) {
     assert_true(harness_stat(&h, "queries_device") > 0);
 }
 
+/* Many queries at once: the GPU's batches are large, and idle workers pack answers beside the
+ * dispatcher (each with its own search worker); every reply still equals the CPU engine's top 10. */
+#define BURST 96
+static void test_gpu_hits_equal_cpu_in_a_burst(void **state) {
+    (void)state;
+    isn_grpc_client_call *calls[BURST];
+    char err[256];
+    for (uint32_t i = 0; i < BURST; i++) {
+        isn_grpc_search_request request = {.query = QUERIES[i % NUM_QUERIES], .k = 10};
+        if (!(calls[i] = isn_grpc_search_start(client, &request, err, sizeof err))) fail_msg("search %u: %s", i, err);
+    }
+    for (uint32_t i = 0; i < BURST; i++)
+        while (!isn_grpc_client_call_done(calls[i]))
+            if (isn_grpc_poll(client, 1000, err, sizeof err) != 0) fail_msg("poll: %s", err);
+    isn_hit want[10];
+    uint32_t on_gpu = 0;
+    for (uint32_t i = 0; i < BURST; i++) {
+        const char *text = QUERIES[i % NUM_QUERIES];
+        uint32_t n = offline_search(text, 10, ISN_MODE_OR, want);
+        isn_grpc_search_reply reply;
+        if (isn_grpc_search_finish(calls[i], &reply, err, sizeof err) != 0) fail_msg("search %u: %s", i, err);
+        if (reply.status != 0) fail_msg("\"%s\": status %d: %s", text, reply.status, reply.message);
+        if (reply.num_hits != n) fail_msg("\"%s\": %u hits served (device %s), %u offline", text, reply.num_hits, reply.device, n);
+        for (uint32_t j = 0; j < n; j++)
+            if (reply.hits[j].doc != want[j].doc || reply.hits[j].score != want[j].score)
+                fail_msg("\"%s\" hit %u (device %s): doc %u, CPU engine doc %u", text, j, reply.device, reply.hits[j].doc,
+                         want[j].doc);
+        on_gpu += !strcmp(reply.device, "gpu");
+        isn_grpc_search_reply_free(&reply);
+    }
+    if (on_gpu == 0) fail_msg("no reply of the burst came from the GPU");
+    print_message("burst: %u of %u on the GPU, %lld packed by helping workers\n", on_gpu, BURST,
+                  harness_metric(&h, "isn_scheduler_gpu_answers_helped_total"));
+}
+
 /* A query the GPU cannot answer as asked (k above gpu.max_k) is still answered, on the CPU. */
 static void test_large_k_on_cpu(void **state) {
     (void)state;
@@ -193,12 +228,14 @@ int main(void) {
     const struct CMUnitTest daemon[] = {
         cmocka_unit_test(test_gpu_uploads_after_ready),
         cmocka_unit_test(test_gpu_hits_equal_cpu),
+        cmocka_unit_test(test_gpu_hits_equal_cpu_in_a_burst),
         cmocka_unit_test(test_large_k_on_cpu),
         cmocka_unit_test(test_health_endpoints),
     };
     const struct CMUnitTest two_devices[] = {
         cmocka_unit_test(test_gpu_uploads_after_ready),
         cmocka_unit_test(test_gpu_hits_equal_cpu),
+        cmocka_unit_test(test_gpu_hits_equal_cpu_in_a_burst),
         cmocka_unit_test(test_health_endpoints),
         cmocka_unit_test(test_devices_share_the_work),
     };
