@@ -109,7 +109,7 @@ asan-test:
 # The deque, completion queue, scheduler and GPU backend tests under ThreadSanitizer (lock-free code, worker and dispatcher
 # threads, the backend's CPU crew; the GPU backend runs its emulated device), and isnd with several event
 # loops (replies crossing from the workers to the loop that owns each stream; the daemon is built with it).
-TSAN_TESTS := test_deque test_completion_queue test_scheduler test_gpu_backend test_gpu_cpu_crew test_isnd_loops
+TSAN_TESTS := test_deque test_completion_queue test_idle_workers test_scheduler test_gpu_backend test_gpu_cpu_crew test_isnd_loops
 tsan-test:
 	$(MAKE) BUILD=build-tsan CUDA=0 OPT=-O1 SAN="-fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%) build-tsan/bin/isnd
 	set -e; for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t; done

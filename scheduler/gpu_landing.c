@@ -60,15 +60,13 @@ static bool has_unclaimed(sched_landing *l) {
     return claim_next(claim) < claim_size(claim);
 }
 
-/* Lets `count` idle workers know (see idle_workers: a worker that missed the open landing is waiting). */
+/* Wakes up to `count` idle workers (a worker that missed the open landing is claimed and woken). */
 static void wake_helpers(isn_scheduler *s, uint32_t count) {
-    pthread_mutex_lock(&s->idle_lock);
-    pthread_mutex_unlock(&s->idle_lock);
-    while (count--) pthread_cond_signal(&s->cpu_wake);
+    while (count-- && sched_idle_wake(&s->idle, false)) {}
 }
 
 void sched_complete_landed(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n) {
-    uint32_t helpers = n / (2 * SCHED_LANDING_CHUNK), idle = atomic_load(&s->idle_workers);
+    uint32_t helpers = n / (2 * SCHED_LANDING_CHUNK), idle = atomic_load(&s->idle.count);
     if (helpers > idle) helpers = idle;
     if (!helpers || n > FIELD_MASK) {
         for (uint32_t i = 0; i < n; i++) sched_finish_on(s, jobs[i], ISN_JOB_RAN, NULL);

@@ -449,7 +449,7 @@ static isn_submit_result admit(isn_scheduler *s, isn_job *job, double prepare_ns
     COUNT(s->submitted);
     COUNT(s->routed[queue]);
     bool self_takes = prepare_ns >= 0 && !atomic_load_explicit(&s->prepare_pending, memory_order_relaxed);
-    bool wake_cpu = queue != ISN_QUEUE_GPU && s->idle_workers && !self_takes;
+    bool wake_cpu = queue != ISN_QUEUE_GPU && atomic_load(&s->idle.count) && !self_takes;
     bool wake_gpu = queue != ISN_QUEUE_CPU && gpu_needs_wake(s, job, in.service_ns[ISN_DEVICE_GPU]);
     pthread_mutex_unlock(&s->lock);
     /* Woken after the unlock, so that the woken thread does not wait for the lock at once. */
@@ -498,7 +498,7 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     if (job->prepare_on_worker) atomic_fetch_add(&s->large_pending, 1);
     atomic_fetch_add(&s->prepare_pending, 1);
     pthread_mutex_unlock(&s->prepare_lock);
-    if (atomic_load(&s->idle_workers)) sched_wake_idle_workers(s, false);
+    if (atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
     return ISN_SUBMIT_QUEUED;
 }
 
@@ -635,7 +635,7 @@ static void grab_extra(isn_scheduler *s, sched_worker *w) {
         atomic_fetch_add_explicit(&s->deque_jobs, 1, memory_order_relaxed);
         commit_cpu(s, job, +1);
     }
-    if (s->idle_workers) sched_wake_idle_workers(s, false);
+    if (atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
 }
 
 static isn_job *steal_from_others(isn_scheduler *s, sched_worker *self) {
@@ -752,15 +752,7 @@ static bool large_takeable(isn_scheduler *s) {
     return atomic_load(&s->large_pending) && atomic_load(&s->large_preparing) < SCHED_LARGE_PREPARERS;
 }
 
-void sched_wake_idle_workers(isn_scheduler *s, bool all) {
-    /* A worker holds idle_lock from its last look until it waits: once this thread has had it, a
-     * worker that missed the work is waiting, and the signal (after the unlock, so that the woken
-     * worker does not wait for idle_lock at once) reaches it. */
-    pthread_mutex_lock(&s->idle_lock);
-    pthread_mutex_unlock(&s->idle_lock);
-    if (all) pthread_cond_broadcast(&s->cpu_wake);
-    else pthread_cond_signal(&s->cpu_wake);
-}
+void sched_wake_idle_workers(isn_scheduler *s, bool all) { sched_idle_wake(&s->idle, all); }
 
 /* Whether a worker finds something to prepare now. */
 static bool preparation_waiting(isn_scheduler *s) {
@@ -864,7 +856,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     }
     if (large) {
         atomic_fetch_sub(&s->large_preparing, 1);
-        if (large_takeable(s) && atomic_load(&s->idle_workers)) sched_wake_idle_workers(s, false);
+        if (large_takeable(s) && atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
     }
     return true;
 }
@@ -920,19 +912,12 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        pthread_mutex_lock(&s->idle_lock);
-        atomic_fetch_add(&s->idle_workers, 1); /* before the last look: see idle_workers */
+        sched_idle_announce(&s->idle, w->id); /* before the last look: see idle_workers.c */
         bool idle = !s->queues[ISN_QUEUE_CPU].size && !s->queues[ISN_QUEUE_UNDECIDED].size && !preparation_waiting(s) &&
                     !sched_landings_waiting(s);
         pthread_mutex_unlock(&s->lock);
-        if (idle) {
-            /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
-            struct timespec until;
-            sched_timespec_at(isn_now_ns() + SCHED_IDLE_POLL_NS, &until);
-            pthread_cond_timedwait(&s->cpu_wake, &s->idle_lock, &until);
-        }
-        atomic_fetch_sub(&s->idle_workers, 1);
-        pthread_mutex_unlock(&s->idle_lock);
+        /* Deques are not under the lock: a timed wait bounds how long stealable work can sit. */
+        sched_idle_sleep(&s->idle, w->id, idle, isn_now_ns() + SCHED_IDLE_POLL_NS);
     }
     if (s->config.worker_free) s->config.worker_free(s->config.user, w->state);
     return NULL;
@@ -1064,18 +1049,16 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
     pthread_mutexattr_settype(&spin_first, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&s->lock, &spin_first);
     pthread_mutex_init(&s->prepare_lock, &spin_first);
-    pthread_mutex_init(&s->idle_lock, &spin_first);
     pthread_mutexattr_destroy(&spin_first);
     pthread_rwlock_init(&s->model_lock, NULL);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) atomic_init(&s->scale[d], 1.0);
-    init_cond(&s->cpu_wake);
     init_cond(&s->gpu_wake);
     init_cond(&s->ready_changed);
     uint32_t reserve = 0;
     for (uint32_t i = 0; i < config->num_gpus; i++) reserve += config->gpus[i].max_batch;
     s->workers = calloc(config->workers, sizeof *s->workers);
     s->dispatchers = calloc(config->num_gpus ? config->num_gpus : 1, sizeof *s->dispatchers);
-    bool ok = s->workers && s->dispatchers;
+    bool ok = s->workers && s->dispatchers && sched_idle_init(&s->idle, config->workers) == 0;
     for (int q = 0; q < ISN_QUEUES && ok; q++)
         ok = isn_edf_init(&s->queues[q], config->queue_capacity + (q == ISN_QUEUE_CPU ? reserve : 0)) == 0;
     ok = ok && isn_edf_init(&s->prepare_queue, config->queue_capacity) == 0 &&
@@ -1144,6 +1127,8 @@ void isn_scheduler_abandon_queued(isn_scheduler *s) { atomic_store(&s->abandon, 
 
 void isn_scheduler_stop(isn_scheduler *s) {
     if (!s) return;
+    log_info("idle workers: %llu wakes posted, %llu passed on by a worker that did not wait",
+             (unsigned long long)atomic_load(&s->idle.woken), (unsigned long long)atomic_load(&s->idle.passed_on));
     pthread_mutex_lock(&s->prepare_lock);
     s->prepare_closed = true;
     pthread_mutex_unlock(&s->prepare_lock);
@@ -1189,11 +1174,10 @@ void isn_scheduler_stop(isn_scheduler *s) {
     free_devices(s);
     free(s->workers);
     free(s->dispatchers);
+    sched_idle_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->prepare_lock);
-    pthread_mutex_destroy(&s->idle_lock);
     pthread_rwlock_destroy(&s->model_lock);
-    pthread_cond_destroy(&s->cpu_wake);
     pthread_cond_destroy(&s->gpu_wake);
     pthread_cond_destroy(&s->ready_changed);
     free(s);

@@ -5,6 +5,7 @@
 #define ISN_SCHEDULER_INTERNAL_H
 
 #include <pthread.h>
+#include <semaphore.h>
 
 #include "base/base.h"
 
@@ -379,6 +380,25 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define ADD(counter, v) atomic_fetch_add_explicit(&(counter), (v), memory_order_relaxed)
 #define LOAD(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
 
+/* Idle CPU workers (idle_workers.c): a semaphore and a bit each, so that waking one takes no lock. */
+typedef struct {
+    _Atomic uint64_t *bits; /* a bit per worker: it sleeps, or is about to */
+    sem_t *wakes;           /* one per worker */
+    uint32_t workers, words;
+    atomic_uint count; /* bits set, read as a hint: no need to look when 0 */
+    _Atomic uint64_t woken, passed_on; /* wakes posted; of them, claims of a worker that did not wait */
+} sched_idle_set;
+/* 0, or -1 when out of memory. */
+int sched_idle_init(sched_idle_set *set, uint32_t workers);
+void sched_idle_destroy(sched_idle_set *set);
+/* The worker, before its last look for work: from here on a wake may claim it. */
+void sched_idle_announce(sched_idle_set *set, uint32_t worker);
+/* The worker, after that look: waits for a wake until until_ns (CLOCK_MONOTONIC) when `wait`, then
+ * withdraws; returns once no wake for it is pending. */
+void sched_idle_sleep(sched_idle_set *set, uint32_t worker, bool wait, uint64_t until_ns);
+/* Any thread: claims and wakes one sleeper, or all; how many it woke. */
+uint32_t sched_idle_wake(sched_idle_set *set, bool all);
+
 typedef struct isn_scheduler isn_scheduler;
 
 typedef struct {
@@ -451,11 +471,10 @@ struct isn_scheduler {
     isn_scheduler_config config;
     pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping */
     pthread_cond_t gpu_wake, ready_changed; /* under the lock */
-    /* Idle workers wait on cpu_wake under a lock of their own. The loops wake one for every request
-     * they queue for preparation; under the scheduler's lock, which admissions and a dispatcher
-     * filling a batch hold for longer, they waited on it. Taken after the lock when both are held. */
-    pthread_mutex_t idle_lock;
-    pthread_cond_t cpu_wake;
+    /* Idle workers sleep on semaphores of their own (idle_workers.c). The loops wake one for every
+     * request they queue for preparation; under the scheduler's lock, and then under one condition
+     * variable's, they waited whenever its holder was off its core. */
+    sched_idle_set idle;
     isn_edf_queue queues[ISN_QUEUES];
     /* The preparation queues have a lock of their own: every request passes through them once
      * unprepared, and under the scheduler's lock the loops and the workers preparing queued behind
@@ -471,13 +490,6 @@ struct isn_scheduler {
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
     _Atomic double prepare_sojourn_ns;   /* how long the last normal request taken to prepare had waited */
     bool stopping;
-    /* Workers waiting on cpu_wake. Changed under both locks, read without them by a thread that
-     * queued work: a worker counts itself idle before it looks for work one last time (the queues
-     * under the lock, the preparations' counts sequentially consistent), and a thread that queued work
-     * reads it after queuing, so one of them sees the other; the waker then takes idle_lock
-     * (sched_wake_idle_workers), which the worker holds from its last look until it waits, so the
-     * signal cannot fall before the wait. */
-    atomic_uint idle_workers;
     /* Landed batches with chunks not yet claimed, or being claimed by their dispatcher: a worker looks
      * at the landings (sched_help_landings) only while this is not 0. */
     atomic_uint landings_open;
@@ -574,7 +586,7 @@ void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_
                         double wall_ns, double predicted_ns);
 /* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
 double sched_scale(isn_scheduler *s, isn_device_kind device);
-/* Wakes one idle worker, or all; with or without the lock held (see idle_workers). */
+/* Wakes one idle worker, or all; with or without the lock held (sched_idle_wake). */
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);

@@ -1213,7 +1213,7 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     harness_config(&h, &config);
     config.prepare = harness_prepare;
     isn_scheduler *s = harness_start(&config);
-    while (atomic_load(&s->idle_workers) < 1) sleep_until(isn_now_ns() + 100000);
+    while (atomic_load(&s->idle.count) < 1) sleep_until(isn_now_ns() + 100000);
     static prepared_job job;
     memset(&job, 0, sizeof job);
     small_job(&job.t, 0);
