@@ -896,6 +896,29 @@ static int gated_complete(void *state, int ticket, char *err, size_t err_len) {
     return 0;
 }
 
+/* Gives the config the gated device as its one GPU, taking batches of up to max_batch jobs. */
+static void attach_gated(isn_scheduler_config *config, gated_device *g, isn_gpu_device *gpu, uint32_t max_batch) {
+    *gpu = (isn_gpu_device){.name = "gated", .state = g, .run_batch = gated_run_batch, .submit = gated_submit,
+                            .complete = gated_complete, .max_in_flight = 2, .max_batch = max_batch,
+                            .memory_budget = 1u << 30};
+    config->gpus = gpu;
+    config->num_gpus = 1;
+    config->batch.max_batch = max_batch;
+}
+
+/* Queues n GPU jobs, then lets the gated device take its first batch. */
+static void queue_for_gated(isn_scheduler *s, gated_device *g, test_job *jobs, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+    }
+    pthread_mutex_lock(&g->lock);
+    g->all_queued = true;
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->lock);
+}
+
 /* A batch formed while the device's flights are all taken waits in its dispatcher, out of the queue and
  * not in flight: admission's GPU wait still counts it. Twelve GPU-only jobs, batches of four, a device of
  * two flights that holds its batches: eight jobs go to the device, the last four wait in the dispatcher. */
@@ -905,23 +928,12 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
     isn_scheduler_config config;
     harness_config(&h, &config);
     gated_device g = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
-    isn_gpu_device gpu = {.name = "gated", .state = &g, .run_batch = gated_run_batch, .submit = gated_submit,
-                          .complete = gated_complete, .max_in_flight = 2, .max_batch = 4, .memory_budget = 1u << 30};
-    config.gpus = &gpu;
-    config.num_gpus = 1;
-    config.batch.max_batch = 4;
+    isn_gpu_device gpu;
+    attach_gated(&config, &g, &gpu, 4);
     config.batch.linger_ns = 3600ull * 1000000000ull; /* batches go when full: four jobs each */
     isn_scheduler *s = harness_start(&config);
     static test_job jobs[12];
-    for (uint32_t i = 0; i < 12; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    pthread_mutex_lock(&g.lock);
-    g.all_queued = true;
-    pthread_cond_broadcast(&g.changed);
-    pthread_mutex_unlock(&g.lock);
+    queue_for_gated(s, &g, jobs, 12);
     /* two batches on the device, the third formed behind them (the dispatcher then waits for the first) */
     for (;;) {
         pthread_mutex_lock(&s->lock);
@@ -968,25 +980,14 @@ static void idle_workers_help_complete_a_landed_batch(void **state) {
     harness_config(&h, &config);
     config.workers = 2;
     gated_device g = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .open = true};
-    isn_gpu_device gpu = {.name = "gated", .state = &g, .run_batch = gated_run_batch, .submit = gated_submit,
-                          .complete = gated_complete, .max_in_flight = 2, .max_batch = 32, .memory_budget = 1u << 30};
-    config.gpus = &gpu;
-    config.num_gpus = 1;
-    config.batch.max_batch = 32;
+    isn_gpu_device gpu;
+    attach_gated(&config, &g, &gpu, 32);
     /* the dispatcher holds the first job until the linger ends, and then fills the batch with the rest */
     config.batch.linger_ns = 200000000ull;
     isn_scheduler *s = harness_start(&config);
     h.await_helper = true;
     static test_job jobs[32];
-    for (uint32_t i = 0; i < 32; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    pthread_mutex_lock(&g.lock);
-    g.all_queued = true;
-    pthread_cond_broadcast(&g.changed);
-    pthread_mutex_unlock(&g.lock);
+    queue_for_gated(s, &g, jobs, 32);
     harness_wait(&h, &h.completed, 32);
     isn_scheduler_stats stats = scheduler_stats(s);
     isn_scheduler_stop(s);
