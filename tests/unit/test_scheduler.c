@@ -784,17 +784,23 @@ static void attach_pipelined(isn_scheduler_config *config, async_device *a, isn_
     config->batch.max_batch = 4;
 }
 
-/* Queues n GPU jobs, then lets the device's first submit go. */
-static void queue_for_pipelined(isn_scheduler *s, async_device *a, test_job *jobs, uint32_t n) {
+/* Queues n GPU jobs, then sets a test device's all_queued (under its lock, telling its waiters): its first
+ * submit waits for that. */
+static void queue_gpu_jobs(isn_scheduler *s, test_job *jobs, uint32_t n, pthread_mutex_t *lock, pthread_cond_t *changed,
+                           bool *all_queued) {
     for (uint32_t i = 0; i < n; i++) {
         small_job(&jobs[i], 0);
         jobs[i].job.placement = ISN_PLACE_GPU;
         assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
     }
-    pthread_mutex_lock(&a->lock);
-    a->all_queued = true;
-    pthread_cond_broadcast(&a->changed);
-    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(lock);
+    *all_queued = true;
+    pthread_cond_broadcast(changed);
+    pthread_mutex_unlock(lock);
+}
+
+static void queue_for_pipelined(isn_scheduler *s, async_device *a, test_job *jobs, uint32_t n) {
+    queue_gpu_jobs(s, jobs, n, &a->lock, &a->changed, &a->all_queued);
 }
 
 /* 64 jobs through the pipelined device of `tickets` streams: all answered on it, and it held that many
@@ -906,17 +912,8 @@ static void attach_gated(isn_scheduler_config *config, gated_device *g, isn_gpu_
     config->batch.max_batch = max_batch;
 }
 
-/* Queues n GPU jobs, then lets the gated device take its first batch. */
 static void queue_for_gated(isn_scheduler *s, gated_device *g, test_job *jobs, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    pthread_mutex_lock(&g->lock);
-    g->all_queued = true;
-    pthread_cond_broadcast(&g->changed);
-    pthread_mutex_unlock(&g->lock);
+    queue_gpu_jobs(s, jobs, n, &g->lock, &g->changed, &g->all_queued);
 }
 
 /* A batch formed while the device's flights are all taken waits in its dispatcher, out of the queue and
