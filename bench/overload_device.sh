@@ -2,7 +2,10 @@
 # Issue 35's measurements on the GPU machine, in stages that fit the device's per-call limit:
 #   STAGES="sustained curves" BUILD=.devbin DEVDATA=.devdata bash bench/overload_device.sh
 # sustained: DESIGN section 7's sustained rate of each configuration in CONFIGS (isn-bench --sustained,
-#            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved.
+#            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved. SUSTAINED_TIMELINE_MS
+#            also samples the node's refusal counters and admission's state that often during each search
+#            (bench/overload_profile.py --timeline: sustained-<config>-<run>.profile.json), so that a
+#            search failed by a short refusal episode below capacity shows which rule refused, on what belief.
 # curves:    bench/overload_curve.sh for each configuration at its 1x: RATE_<config>, or the mean of its
 #            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants.
 # spike:     SPIKE_S seconds at 3x that 1x, then 0.5x: on-time answers per 100 ms.
@@ -103,9 +106,18 @@ for stage in ${STAGES:-sustained}; do
         for c in $CONFIGS; do
           max_var=MAX_$c; max=${!max_var:-250000}
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
-          taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
-            --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1 \
-            --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c" >>"$O/sustained.json" 2>>"$O/sustained.txt"
+          search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
+            --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
+            --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c")
+          if [ "${SUSTAINED_TIMELINE_MS:-0}" != 0 ]; then
+            taskset -c "$BENCH_CPUS" python3 bench/overload_profile.py --pid "$isnd_pid" --metrics http://127.0.0.1:7612/metrics \
+              --label "$c-$run" --timeline "$SUSTAINED_TIMELINE_MS" -- "${search[@]}" \
+              >"$O/sustained-$c-$run.profile.json" 2>>"$O/sustained.txt"
+            python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["bench"]))' \
+              "$O/sustained-$c-$run.profile.json" >>"$O/sustained.json"
+          else
+            "${search[@]}" >>"$O/sustained.json" 2>>"$O/sustained.txt"
+          fi
           tail -1 "$O/sustained.txt"
           stop_isnd
         done
