@@ -48,6 +48,13 @@ static void test_a_wake_claims_one_sleeper_and_posts_it_alone(void **state) {
     sched_idle_destroy(&set);
 }
 
+/* After worker w withdrew: nobody is counted idle, no wake claims anyone, and nothing was posted to w. */
+static void assert_withdrawn(sched_idle_set *set, uint32_t w) {
+    assert_int_equal(atomic_load(&set->count), 0);
+    assert_int_equal(sched_idle_wake(set, false), 0);
+    assert_int_equal(posts(set, w), 0);
+}
+
 /* A worker that found work on its last look withdraws: no wake claims it, and nothing is posted. One
  * whose wait timed out withdraws the same way. */
 static void test_a_worker_that_withdraws_is_not_posted(void **state) {
@@ -56,14 +63,10 @@ static void test_a_worker_that_withdraws_is_not_posted(void **state) {
     assert_int_equal(sched_idle_init(&set, 4), 0);
     sched_idle_announce(&set, 1);
     sched_idle_sleep(&set, 1, false, 0);
-    assert_int_equal(atomic_load(&set.count), 0);
-    assert_int_equal(sched_idle_wake(&set, false), 0);
-    assert_int_equal(posts(&set, 1), 0);
+    assert_withdrawn(&set, 1);
     sched_idle_announce(&set, 2);
     sched_idle_sleep(&set, 2, true, isn_now_ns() + 1000000); /* nobody wakes it: times out */
-    assert_int_equal(atomic_load(&set.count), 0);
-    assert_int_equal(sched_idle_wake(&set, false), 0);
-    assert_int_equal(posts(&set, 2), 0);
+    assert_withdrawn(&set, 2);
     sched_idle_destroy(&set);
 }
 
