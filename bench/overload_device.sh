@@ -17,6 +17,9 @@
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON; TIMELINE_MS also
 #            samples the shed, late and refused counters that often (which admission rule fired, when);
 #            STATES_HZ samples what the threads of STATE_GROUPS (default the loops) wait on that often.
+# TIMELINE_ACTIVITY=1 adds the devices' work to both timelines (overload_profile.py --activity);
+# GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
+# gpu-clocks.csv for the whole call, to set a slow stretch of batches against the device's own state.
 # A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
 # profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
@@ -99,6 +102,14 @@ print(round(sum(rates) / len(rates), 1))
 PY
 }
 
+clocks_pid=
+if [ -n "${GPU_CLOCKS_MS:-}" ] && command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu,pstate --format=csv,noheader \
+    -lms "$GPU_CLOCKS_MS" >"$O/gpu-clocks.csv" 2>&1 &
+  clocks_pid=$!
+  trap '[ -n "$clocks_pid" ] && kill $clocks_pid 2>/dev/null' EXIT
+fi
+
 for stage in ${STAGES:-sustained}; do
   case $stage in
     sustained)
@@ -111,7 +122,7 @@ for stage in ${STAGES:-sustained}; do
             --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c")
           if [ "${SUSTAINED_TIMELINE_MS:-0}" != 0 ]; then
             taskset -c "$BENCH_CPUS" python3 bench/overload_profile.py --pid "$isnd_pid" --metrics http://127.0.0.1:7612/metrics \
-              --label "$c-$run" --timeline "$SUSTAINED_TIMELINE_MS" -- "${search[@]}" \
+              --label "$c-$run" --timeline "$SUSTAINED_TIMELINE_MS" ${TIMELINE_ACTIVITY:+--activity} -- "${search[@]}" \
               >"$O/sustained-$c-$run.profile.json" 2>>"$O/sustained.txt"
             python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["bench"]))' \
               "$O/sustained-$c-$run.profile.json" >>"$O/sustained.json"
@@ -157,7 +168,7 @@ EOF
         for m in ${PROFILE_MULTIPLES:-1 2}; do
           r=$(python3 -c "print(round($rate*$m))")
           taskset -c "$BENCH_CPUS" python3 bench/overload_profile.py --pid $isnd_pid --metrics http://127.0.0.1:7612/metrics \
-            --label "$c@${m}x" --timeline "${TIMELINE_MS:-0}" --states "${STATES_HZ:-0}" \
+            --label "$c@${m}x" --timeline "${TIMELINE_MS:-0}" ${TIMELINE_ACTIVITY:+--activity} --states "${STATES_HZ:-0}" \
             --state-groups "${STATE_GROUPS:-isnd-loop-}" -- \
             taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}" \
             --rate "$r" --duration "${DURATION:-3}" --warmup 1 --deadline-ms "$DEADLINE_MS" -k 10 --threads 4 \

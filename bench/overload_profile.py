@@ -7,12 +7,14 @@ generator's own JSON (its last line on stdout) under "bench". With --timeline MS
 counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
 episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
-(beside the bench's on_time_timeline). With --states HZ, also what each thread of the groups named by
+(beside the bench's on_time_timeline); with --activity, every MS the devices' work too (GPU batches,
+their jobs, pruned ones, device busy seconds, jobs run), so that an episode can be set against the
+batches that taught admission its belief. With --states HZ, also what each thread of the groups named by
 --state-groups (thread names, numbers dropped; default the loops) was doing, HZ samples a second while
 the generator ran: on a core or runnable, else the kernel function it sleeps in and its system call (a
 futex's address names the lock: the same address under two groups is a lock they share).
 
-  overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS] [--states HZ] -- LOAD-GENERATOR COMMAND...
+  overload_profile.py --pid PID --metrics URL [--label L] [--timeline MS [--activity]] [--states HZ] -- LOAD-GENERATOR COMMAND...
 """
 import argparse, collections, json, os, re, subprocess, sys, tempfile, threading, time, urllib.request
 
@@ -55,16 +57,21 @@ def counters(url):
 
 # Admission's own state, sampled as it is (not as a change): what it believed when an episode began.
 ADMISSION_STATE = re.compile(r"isn_scheduler_(measured_job_seconds|service_scale|prepare_backlog_standing|"
-                             r"queue_depth|prepare_queue_depth)")
+                             r"queue_depth|prepare_queue_depth|gpu_batch_fixed_seconds|gpu_batch_per_job_seconds)")
+# The devices' work (--activity): counters that move whenever anything runs.
+ACTIVITY = re.compile(r"isn_(gpu_batches|scheduler_batch_jobs|gpu_prune_batches|scheduler_busy_seconds|"
+                      r"scheduler_ran)_total")
 
 
-def sample_refusals(run, url, interval, start):
+def sample_refusals(run, url, interval, start, activity=False):
     """While the generator runs: every interval seconds, the refusal and lateness counters that moved
-    since the sample before, with the seconds since the start; with each such sample, admission's state
-    gauges then ("state") and at the sample before ("state_before")."""
+    since the sample before (with activity, the devices' work counters too), with the seconds since the
+    start; with each such sample, admission's state gauges then ("state") and at the sample before
+    ("state_before")."""
     def scrape():
         metrics = metrics_of(url)
-        watched = {n: v for n, v in metrics.items() if "_total" in n and re.search(r"shed|late|refused", n)}
+        watched = {n: v for n, v in metrics.items() if "_total" in n and
+                   (re.search(r"shed|late|refused", n) or (activity and ACTIVITY.match(n)))}
         return watched, {n: round(v, 9) for n, v in metrics.items() if ADMISSION_STATE.match(n)}
     samples, (before, state_before) = [], scrape()
     while run.poll() is None:
@@ -136,6 +143,8 @@ def main():
     parser.add_argument("--metrics", required=True)
     parser.add_argument("--label", default="")
     parser.add_argument("--timeline", type=float, default=0.0, help="milliseconds between samples (0: none)")
+    parser.add_argument("--activity", action="store_true",
+                        help="the timeline also samples the devices' work counters (every sample kept)")
     parser.add_argument("--states", type=float, default=0.0, help="thread state samples a second (0: none)")
     parser.add_argument("--state-groups", default="isnd-loop-",
                         help="comma-separated thread names (numbers dropped) whose states are sampled")
@@ -145,6 +154,7 @@ def main():
     if not command:
         parser.error("a load generator command is needed after --")
     cpu_before, metrics_before, start = thread_cpu_seconds(args.pid), counters(args.metrics), time.monotonic()
+    start_unix = time.time()  # the timeline's zero, to set it against other clocks' logs
     # the generator's output goes to a file, not a pipe: a pipe it filled while we sample would stop it
     with tempfile.TemporaryFile(mode="w+") as out:
         run = subprocess.Popen(command, stdout=out, text=True)
@@ -153,7 +163,7 @@ def main():
             sampler = threading.Thread(target=lambda: states.update(
                 sample_states(args.pid, args.state_groups.split(","), args.states, stop)))
             sampler.start()
-        timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start) if args.timeline > 0 else None
+        timeline = sample_refusals(run, args.metrics, args.timeline / 1000.0, start, args.activity) if args.timeline > 0 else None
         run.wait()
         stop.set()
         if sampler:
@@ -170,7 +180,7 @@ def main():
             bench = lines[-1]
     delta = {name: round(metrics_after[name] - metrics_before.get(name, 0.0), 6)
              for name in metrics_after if metrics_after[name] != metrics_before.get(name, 0.0)}
-    print(json.dumps({"label": args.label, "wall_s": round(wall, 3),
+    print(json.dumps({"label": args.label, "start_unix": round(start_unix, 3), "wall_s": round(wall, 3),
                       "cpu_per_s": {g: round((cpu_after[g] - cpu_before.get(g, 0.0)) / wall, 3) for g in cpu_after},
                       "counters": delta, "timeline": timeline,
                       "states": states or None, "bench": bench, "bench_rc": run.returncode}))
