@@ -8,8 +8,8 @@ counters (names with shed, late or refused) moved in each MS of the run, and adm
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
 episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
 (beside the bench's on_time_timeline); with --activity, every MS the devices' work too (GPU batches,
-their jobs, pruned ones, device busy seconds, jobs run), so that an episode can be set against the
-batches that taught admission its belief. With --states HZ, also what each thread of the groups named by
+their jobs, pruned ones, device busy seconds, jobs run, the dispatchers' and the GPU backend's time by
+phase), so that an episode can be set against the batches that taught admission its belief. With --states HZ, also what each thread of the groups named by
 --state-groups (thread names, numbers dropped; default the loops) was doing, HZ samples a second while
 the generator ran: on a core or runnable, else the kernel function it sleeps in and its system call (a
 futex's address names the lock: the same address under two groups is a lock they share).
@@ -60,7 +60,7 @@ ADMISSION_STATE = re.compile(r"isn_scheduler_(measured_job_seconds|service_scale
                              r"queue_depth|prepare_queue_depth|gpu_batch_fixed_seconds|gpu_batch_per_job_seconds)")
 # The devices' work (--activity): counters that move whenever anything runs.
 ACTIVITY = re.compile(r"isn_(gpu_batches|scheduler_batch_jobs|gpu_prune_batches|scheduler_busy_seconds|"
-                      r"scheduler_ran)_total")
+                      r"scheduler_ran|scheduler_gpu_dispatcher_seconds|gpu_host_seconds)_total")
 
 
 def sample_refusals(run, url, interval, start, activity=False):

@@ -9,6 +9,8 @@
 
 static const char *const QUEUE_NAMES[ISN_QUEUES] = {"cpu", "gpu", "undecided"};
 static const char *const DEVICE_NAMES[ISN_DEVICE_KINDS] = {"cpu", "gpu"};
+static const char *const DISPATCHER_PHASE_NAMES[ISN_DISPATCHER_PHASES] = {"forming", "launching", "landing",
+                                                                          "answering", "sleeping"};
 
 static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     /* The families with one value each; those with labels follow. */
@@ -65,6 +67,14 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         buffer_printf(out, "isn_scheduler_busy_seconds_total{device=\"%s\"} %.9g\n", DEVICE_NAMES[d],
                       st->busy_seconds[d]);
     }
+    prom_family(out, "isn_scheduler_gpu_dispatcher_seconds_total", "counter",
+                "GPU dispatchers' time by phase, summed over them: forming batches (the scheduler's lock held or "
+                "awaited), launching them (the device's submit), landing them (the device's complete: its wait and "
+                "the answers copied out), answering (their share of completing the answers), sleeping. Little "
+                "sleeping means the dispatcher, not the device, bounds the GPU's rate.");
+    for (int p = 0; p < ISN_DISPATCHER_PHASES; p++)
+        buffer_printf(out, "isn_scheduler_gpu_dispatcher_seconds_total{phase=\"%s\"} %.9g\n", DISPATCHER_PHASE_NAMES[p],
+                      st->dispatcher_seconds[p]);
     prom_family(out, "isn_scheduler_utilisation", "gauge", "Busy share of each device kind since start (0..1).");
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         uint32_t units = d == ISN_DEVICE_CPU ? st->workers : st->gpus;

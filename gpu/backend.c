@@ -612,6 +612,7 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
     fresh.ms_per_mposting_pruned = fresh.ms_per_mposting_exhaustive = 0.0;
     fresh.batches_pruned = fresh.batches_exhaustive = fresh.samples_pruned = fresh.samples_exhaustive = 0;
+    fresh.seconds_submitting = fresh.seconds_device_wait = fresh.seconds_completing = 0.0;
     fresh.warmup_ms = now_ms() - t0;
     fresh.ready = true;
     b->health = fresh;
@@ -769,7 +770,16 @@ static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms
 
 static void start_early_answers(isn_gpu_backend *b, stream_slot *s);
 
+static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len);
+
 int isn_gpu_submit(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
+    const double began = now_ms();
+    int ticket = submit_batch(b, requests, n, err, err_len);
+    if (b) b->health.seconds_submitting += (now_ms() - began) / 1e3;
+    return ticket;
+}
+
+static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len) {
     if (b == NULL || (requests == NULL && n > 0)) {
         snprintf(err, err_len, "isn_gpu_submit: backend and requests must not be NULL");
         return -1;
@@ -1094,6 +1104,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         return -1;
     }
     stream_slot *s = &b->slots[ticket];
+    const double completing_from = now_ms();
     isn_gpu_batch_stats st;
     memset(&st, 0, sizeof st);
     bool device_ok = s->launched;
@@ -1207,6 +1218,8 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     st.queries = s->num_requests;
     const double now = now_ms();
     st.ms_total = now - s->submitted_at;
+    b->health.seconds_device_wait += st.ms_device_wait / 1e3;
+    b->health.seconds_completing += (now - completing_from - st.ms_device_wait) / 1e3;
     st.pruned = s->pruned;
     /* What the batch cost: the time since the later of its submission and the previous batch's completion.
      * Its own device events are no measure once batches overlap: they also count the other stream's
@@ -1289,10 +1302,14 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_prune_cost_samples_total{%s%smode=\"pruned\"} %llu\n"
                      "isn_gpu_prune_cost_samples_total{%s%smode=\"exhaustive\"} %llu\n"
                      "isn_gpu_prune_ms_per_mposting{%s%smode=\"pruned\"} %.6f\n"
-                     "isn_gpu_prune_ms_per_mposting{%s%smode=\"exhaustive\"} %.6f\n",
+                     "isn_gpu_prune_ms_per_mposting{%s%smode=\"exhaustive\"} %.6f\n"
+                     "isn_gpu_host_seconds_total{%s%sphase=\"submit\"} %.9g\n"
+                     "isn_gpu_host_seconds_total{%s%sphase=\"device_wait\"} %.9g\n"
+                     "isn_gpu_host_seconds_total{%s%sphase=\"complete\"} %.9g\n",
                      l, sep, (unsigned long long)h->batches_pruned, l, sep, (unsigned long long)h->batches_exhaustive, l,
                      sep, (unsigned long long)h->samples_pruned, l, sep, (unsigned long long)h->samples_exhaustive, l,
-                     sep, h->ms_per_mposting_pruned, l, sep, h->ms_per_mposting_exhaustive);
+                     sep, h->ms_per_mposting_pruned, l, sep, h->ms_per_mposting_exhaustive, l, sep,
+                     h->seconds_submitting, l, sep, h->seconds_device_wait, l, sep, h->seconds_completing);
     if (m < 0) return 0;
     return used + (size_t)m;
 }

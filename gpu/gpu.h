@@ -293,6 +293,10 @@ typedef struct {
     double ms_per_mposting_pruned, ms_per_mposting_exhaustive;
     uint64_t batches_pruned, batches_exhaustive;
     uint64_t samples_pruned, samples_exhaustive;
+    /* The calling thread's time in the backend, seconds: staging batches (isn_gpu_submit), waiting for the
+     * device in isn_gpu_complete, and the rest of isn_gpu_complete (answers copied out, CPU answers of what
+     * the device did not take). A thread that sends every batch is the bound when these add up to its time. */
+    double seconds_submitting, seconds_device_wait, seconds_completing;
 } isn_gpu_health;
 
 void isn_gpu_health_get(const isn_gpu_backend *backend, isn_gpu_health *health);

@@ -43,6 +43,13 @@ static uint32_t flights_allowed(const sched_dispatcher *d) {
     return n < 1 ? 1 : n > SCHED_MAX_IN_FLIGHT ? SCHED_MAX_IN_FLIGHT : n;
 }
 
+/* The time since the dispatcher's last phase change went to `phase`. */
+static void phase_ends(isn_scheduler *s, sched_dispatcher *d, isn_dispatcher_phase phase) {
+    uint64_t now = isn_now_ns();
+    ADD(s->dispatcher_ns[phase], now - d->phase_from_ns);
+    d->phase_from_ns = now;
+}
+
 /* Unlocked: a batch the device answered (rc 0) or failed (rc -1, err) at end_ns. Returns locked. */
 static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int rc, uint64_t end, const char *err) {
     isn_job **batch = f->jobs;
@@ -103,8 +110,11 @@ static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
     d->in_flight--;
     pthread_mutex_unlock(&s->lock);
     char err[256] = "";
+    phase_ends(s, d, ISN_DISPATCHER_FORMING);
     int rc = d->device->complete(d->device->state, f->ticket, err, sizeof err);
-    answered(s, d, f, rc, isn_now_ns(), err);
+    phase_ends(s, d, ISN_DISPATCHER_LANDING);
+    answered(s, d, f, rc, d->phase_from_ns, err);
+    phase_ends(s, d, ISN_DISPATCHER_ANSWERING);
 }
 
 /* Locked: n jobs of predicted GPU time ns leave the batch being formed (launched, or abandoned). */
@@ -177,6 +187,7 @@ static void *dispatcher_main(void *arg) {
         device_policy.memory_budget = d->device->memory_budget;
 
     pthread_mutex_lock(&s->lock);
+    d->phase_from_ns = isn_now_ns();
     s->ready++;
     pthread_cond_broadcast(&s->ready_changed);
     uint32_t n = 0;
@@ -192,7 +203,9 @@ static void *dispatcher_main(void *arg) {
             }
             struct timespec until;
             sched_timespec_at(rest_until, &until);
+            phase_ends(s, d, ISN_DISPATCHER_FORMING);
             pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
+            phase_ends(s, d, ISN_DISPATCHER_SLEEPING);
             continue;
         }
         /* Fill the batch while there is room and memory. */
@@ -237,7 +250,9 @@ static void *dispatcher_main(void *arg) {
         bool flush = n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
                                                  &wait_until);
         if (flush && d->in_flight < flights_allowed(d)) {
+            phase_ends(s, d, ISN_DISPATCHER_FORMING);
             launch(s, d, n, reason);
+            phase_ends(s, d, ISN_DISPATCHER_LAUNCHING);
             n = 0;
             batch_bytes = 0;
             continue;
@@ -250,7 +265,9 @@ static void *dispatcher_main(void *arg) {
         sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
         d->sleeping = true;
         d->sleeps_until_ns = n ? wait_until : 0;
+        phase_ends(s, d, ISN_DISPATCHER_FORMING);
         pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
+        phase_ends(s, d, ISN_DISPATCHER_SLEEPING);
         d->sleeping = false;
     }
     /* Stopping: the batches in flight are answered; what the batch being formed holds was never sent. */

@@ -1215,6 +1215,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->gpu_failures = LOAD(s->gpu_failures);
     st->gpu_reruns = LOAD(s->gpu_reruns);
     st->gpu_answers_helped = LOAD(s->gpu_answers_helped);
+    for (int p = 0; p < ISN_DISPATCHER_PHASES; p++) st->dispatcher_seconds[p] = (double)LOAD(s->dispatcher_ns[p]) / 1e9;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
         st->ran_on[d] = LOAD(s->ran_on[d]);
         st->wait_seconds_sum[d] = (double)LOAD(s->wait_ns[d]) / 1e9;

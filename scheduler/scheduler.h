@@ -306,6 +306,16 @@ void isn_scheduler_abandon_queued(isn_scheduler *scheduler);
  * config.cost_model_state when set, and frees the devices it made. */
 void isn_scheduler_stop(isn_scheduler *scheduler);
 
+/* A GPU dispatcher's time (isn_scheduler_stats.dispatcher_seconds). */
+typedef enum {
+    ISN_DISPATCHER_FORMING,   /* taking jobs into a batch, the scheduler's lock held or awaited */
+    ISN_DISPATCHER_LAUNCHING, /* the device's submit: staging the batch's queries, launching */
+    ISN_DISPATCHER_LANDING,   /* the device's complete: waiting for it, copying answers out */
+    ISN_DISPATCHER_ANSWERING, /* its share of completing the landed answers, and what the batch taught */
+    ISN_DISPATCHER_SLEEPING,  /* nothing to send, or a batch lingering for more */
+    ISN_DISPATCHER_PHASES
+} isn_dispatcher_phase;
+
 /* Counters, read at any time (each is read atomically; the set is not one snapshot). */
 typedef struct {
     uint64_t submitted, completed;
@@ -320,6 +330,9 @@ typedef struct {
     uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS];
     uint64_t gpu_failures, gpu_reruns;
     uint64_t gpu_answers_helped; /* GPU jobs completed by a worker helping their dispatcher (gpu_landing.c) */
+    /* Where the GPU dispatchers' time went, seconds summed over them: a dispatcher whose time is all
+     * forming, launching, landing and answering is what bounds the GPU's rate, not the device. */
+    double dispatcher_seconds[ISN_DISPATCHER_PHASES];
     uint32_t queue_depth[ISN_QUEUES];
     uint32_t deque_depth;    /* all workers */
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */

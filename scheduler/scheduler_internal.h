@@ -456,6 +456,7 @@ typedef struct {
      * latest start), or 0 when it holds no batch and needs a job to wake it. */
     uint64_t sleeps_until_ns;
     bool sleeping;
+    uint64_t phase_from_ns; /* when the dispatcher's current phase began (sched_dispatcher_phase) */
 } sched_dispatcher;
 
 /* What the arrival check weighs (before a request is analysed), from each device's wait: how soon a
@@ -565,6 +566,7 @@ struct isn_scheduler {
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
         gpu_answers_helped;
+    _Atomic uint64_t dispatcher_ns[ISN_DISPATCHER_PHASES];
     _Atomic uint64_t wait_ns[ISN_DEVICE_KINDS], wait_count[ISN_DEVICE_KINDS], busy_ns[ISN_DEVICE_KINDS];
 };
 

@@ -584,6 +584,7 @@ static void test_fault(void **state) {
     isn_gpu_health_get(b, &before);
     assert_true(before.ready && before.healthy);
     assert_int_equal(before.batches, 0); /* the warm-up batch is not counted */
+    assert_true(before.seconds_submitting == 0.0 && before.seconds_device_wait == 0.0 && before.seconds_completing == 0.0);
     assert_true(isn_gpu_health_format_metrics(&before, "device=\"0\"", metrics, sizeof metrics) < sizeof metrics);
     assert_non_null(strstr(metrics, "isn_gpu_ready{device=\"0\"} 1\n"));
     assert_non_null(strstr(metrics, "isn_gpu_healthy{device=\"0\"} 1\n"));
@@ -598,6 +599,8 @@ static void test_fault(void **state) {
     assert_int_equal(st.cpu_queries, bt.n);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
+    /* the calling thread's time: staging the batch, and completing it (its 32 answers on the CPU) */
+    assert_true(h.seconds_submitting > 0.0 && h.seconds_completing > 0.0 && h.seconds_device_wait >= 0.0);
     assert_false(h.healthy);
     assert_non_null(strstr(h.reason, "injected"));
     assert_int_equal(h.device_errors, 1);
@@ -611,6 +614,9 @@ static void test_fault(void **state) {
     isn_gpu_health_format_metrics(&h, NULL, metrics, sizeof metrics);
     assert_non_null(strstr(metrics, "isn_gpu_cpu_fallbacks_total{reason=\"device_error\"} 32\n"));
     assert_non_null(strstr(metrics, "isn_gpu_cpu_fallbacks_total{reason=\"unhealthy\"} 16\n"));
+    assert_non_null(strstr(metrics, "isn_gpu_host_seconds_total{phase=\"submit\"} "));
+    assert_non_null(strstr(metrics, "isn_gpu_host_seconds_total{phase=\"device_wait\"} "));
+    assert_non_null(strstr(metrics, "isn_gpu_host_seconds_total{phase=\"complete\"} "));
     isn_gpu_close(b);
 }
 

@@ -722,6 +722,7 @@ typedef struct {
     bool completed_while_resting;   /* a batch was completed while the device was rested */
     uint32_t submits, completes, in_flight, most_in_flight, jobs_answered;
     uint32_t tickets; /* batches it holds at once (0: two) */
+    uint64_t burn_ns; /* CPU time its submit and its complete each take of the calling thread */
     isn_job *const *flights[4];
     uint32_t sizes[4];
 } async_device;
@@ -751,6 +752,7 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     a->submits++;
     if (++a->in_flight > a->most_in_flight) a->most_in_flight = a->in_flight;
     pthread_mutex_unlock(&a->lock);
+    burn_cpu_ns(a->burn_ns);
     return ticket;
 }
 
@@ -770,6 +772,7 @@ static int async_complete(void *state, int ticket, char *err, size_t err_len) {
     a->flights[ticket] = NULL;
     a->in_flight--;
     pthread_mutex_unlock(&a->lock);
+    burn_cpu_ns(a->burn_ns);
     if (fail) snprintf(err, err_len, "injected device failure");
     return fail ? -1 : 0;
 }
@@ -834,6 +837,36 @@ static void gpu_batches_overlap_on_a_pipelined_device(void **state) {
 static void four_batches_on_a_device_of_four_streams(void **state) {
     (void)state;
     run_pipelined(4);
+}
+
+/* The dispatcher's time by phase: with a device whose submit and complete each take 200 us of its CPU,
+ * the batches show at least that much launching and landing each, their forming and answering are
+ * counted too, and all phases together claim no more time than passed. */
+static void dispatcher_time_is_accounted_by_phase(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    const uint64_t burn = 200000;
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .burn_ns = burn};
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
+    uint64_t started = isn_now_ns();
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[64];
+    queue_for_pipelined(s, &a, jobs, 64);
+    harness_wait(&h, &h.completed, 64);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    double elapsed = (double)(isn_now_ns() - started) / 1e9;
+    isn_scheduler_stop(s);
+    assert_true(a.submits >= 16); /* batches of at most 4 */
+    const double *phase = stats.dispatcher_seconds;
+    assert_true(phase[ISN_DISPATCHER_LAUNCHING] >= a.submits * (double)burn / 1e9);
+    assert_true(phase[ISN_DISPATCHER_LANDING] >= a.submits * (double)burn / 1e9);
+    assert_true(phase[ISN_DISPATCHER_FORMING] > 0.0 && phase[ISN_DISPATCHER_ANSWERING] > 0.0);
+    double sum = 0.0;
+    for (int p = 0; p < ISN_DISPATCHER_PHASES; p++) sum += phase[p];
+    assert_true(sum <= elapsed);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -1659,6 +1692,7 @@ int main(void) {
         cmocka_unit_test(batch_cost_separates_fixed_part_from_jobs),
         cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
         cmocka_unit_test(idle_workers_help_complete_a_landed_batch),
+        cmocka_unit_test(dispatcher_time_is_accounted_by_phase),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(gpu_scale_learns_the_batch_error),
         cmocka_unit_test(gpu_lesson_bounds_a_jobs_share),
