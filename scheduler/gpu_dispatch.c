@@ -71,7 +71,7 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         }
         for (uint32_t i = 0; i < n; i++) batch[i]->finished_ns = end;
         ADD(s->ran_on[ISN_DEVICE_GPU], n);
-        sched_complete_landed(s, d, batch, n);
+        sched_open_landing(s, d, batch, n);
         pthread_mutex_lock(&s->lock);
         /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
         if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
@@ -115,6 +115,18 @@ static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
     phase_ends(s, d, ISN_DISPATCHER_LANDING);
     answered(s, d, f, rc, d->phase_from_ns, err);
     phase_ends(s, d, ISN_DISPATCHER_ANSWERING);
+}
+
+/* Locked: completes what nobody took of the dispatcher's landed answers (sched_open_landing), unlocked
+ * meanwhile. True when there was some. */
+static bool answer_leftovers(isn_scheduler *s, sched_dispatcher *d) {
+    if (!sched_own_landings_waiting(d)) return false;
+    pthread_mutex_unlock(&s->lock);
+    phase_ends(s, d, ISN_DISPATCHER_FORMING);
+    sched_complete_own_landings(s, d);
+    phase_ends(s, d, ISN_DISPATCHER_ANSWERING);
+    pthread_mutex_lock(&s->lock);
+    return true;
 }
 
 /* Locked: n jobs of predicted GPU time ns leave the batch being formed (launched, or abandoned). */
@@ -201,6 +213,7 @@ static void *dispatcher_main(void *arg) {
                 land_oldest(s, d);
                 continue;
             }
+            if (answer_leftovers(s, d)) continue;
             struct timespec until;
             sched_timespec_at(rest_until, &until);
             phase_ends(s, d, ISN_DISPATCHER_FORMING);
@@ -257,6 +270,9 @@ static void *dispatcher_main(void *arg) {
             batch_bytes = 0;
             continue;
         }
+        /* Nothing to launch now: the answers landed that nobody took are completed before the device or
+         * the next job is waited for. */
+        if (answer_leftovers(s, d)) continue;
         if (d->in_flight) { /* the next batch must wait for the device, or is not due yet */
             land_oldest(s, d);
             continue;
@@ -276,6 +292,7 @@ static void *dispatcher_main(void *arg) {
     for (uint32_t i = 0; i < n; i++) held += d->batch[i]->predicted_ns[ISN_DEVICE_GPU];
     release_held(s, held, n);
     pthread_mutex_unlock(&s->lock);
+    sched_close_own_landings(s, d);
     for (uint32_t i = 0; i < n; i++) sched_finish(s, d->batch[i], ISN_JOB_ABANDONED);
     return NULL;
 }

@@ -1,15 +1,22 @@
-/* A landed GPU batch's completions, shared by its dispatcher with idle workers. Completing a GPU job
+/* A landed GPU batch's completions, shared by its dispatcher with the workers. Completing a GPU job
  * packs its answer (complete() in the user's code), a few microseconds each; done one after another on
  * the dispatcher for a batch of hundreds, that held the last answers of each batch for most of a
- * millisecond, and the dispatcher, busy packing, formed and sent no batch meanwhile. Workers that have
- * nothing to do claim chunks of the batch beside it; with none idle (a hybrid node's workers busy with
- * CPU work) the dispatcher completes the batch alone, as before, and nobody waits for a busy worker.
+ * millisecond, and the dispatcher, busy packing, formed and sent no batch meanwhile: on a node whose GPU
+ * takes every search the dispatcher's thread, not the device, bounded the rate.
  *
- * A landing's claim word is (round << 32 | batch size << 16 | next index): a helper claims a chunk by
- * compare-and-swap on the word it read, so what it claims is of that round. The landing's array holds a
- * copy of the batch's jobs, written before the round opens (a release store of the word) and again only
- * once every chunk of the round is done; the dispatcher does not wait for its helpers unless a landing
- * it needs again (SCHED_LANDINGS batches later) still has a chunk being completed. */
+ * So a landed batch is opened to the workers (a worker looks at the landings before any other work, and
+ * idle ones are woken for it), and its dispatcher first launches what it can and completes what nobody
+ * claimed only when it would otherwise wait: before waiting for the device's next batch, before sleeping,
+ * and before it opens a landing that is still being completed. With no worker free (a hybrid node's
+ * workers busy with CPU searches) that is, as before, the dispatcher completing the batch alone, one
+ * launch later; nobody waits for a busy worker.
+ *
+ * A landing's claim word is (round << 32 | batch size << 16 | next index): a thread claims a chunk by
+ * compare-and-swap on the word it read, so what it claims is of that round; the one that claims the last
+ * chunk closes the landing (landings_open). The landing's array holds a copy of the batch's jobs,
+ * written before the round opens (a release store of the word) and again only once every chunk of the
+ * round is done; the dispatcher waits for its helpers only when it reuses a landing (SCHED_LANDINGS
+ * batches later) that still has a chunk being completed. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +55,7 @@ static bool complete_chunk(isn_scheduler *s, sched_landing *l, void *worker_stat
         if (!atomic_compare_exchange_weak_explicit(&l->claim, &claim, claim + (end - next), memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
+        if (end == n) atomic_fetch_sub(&s->landings_open, 1);
         for (uint32_t i = next; i < end; i++) sched_finish_on(s, l->jobs[i], ISN_JOB_RAN, worker_state);
         if (worker_state) ADD(s->gpu_answers_helped, end - next);
         atomic_fetch_add_explicit(&l->done, end - next, memory_order_release);
@@ -65,26 +73,48 @@ static void wake_helpers(isn_scheduler *s, uint32_t count) {
     while (count-- && sched_idle_wake(&s->idle, false)) {}
 }
 
-void sched_complete_landed(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n) {
-    uint32_t helpers = n / (2 * SCHED_LANDING_CHUNK), idle = atomic_load(&s->idle.count);
-    if (helpers > idle) helpers = idle;
-    if (!helpers || n > FIELD_MASK) {
+void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n) {
+    if (!n) return;
+    if (!s->config.workers || n > FIELD_MASK) {
         for (uint32_t i = 0; i < n; i++) sched_finish_on(s, jobs[i], ISN_JOB_RAN, NULL);
         return;
     }
     sched_landing *l = &d->landings[d->next_landing];
     d->next_landing = (d->next_landing + 1) % SCHED_LANDINGS;
+    /* the landing's last round: what nobody claimed is completed here; then its helpers' chunks (rare) */
+    while (complete_chunk(s, l, NULL)) {}
     uint64_t last = atomic_load_explicit(&l->claim, memory_order_relaxed);
-    /* its last round's helpers still completing their chunks (rare) */
     while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(last)) sched_yield();
     memcpy(l->jobs, jobs, n * sizeof *jobs);
     atomic_store_explicit(&l->done, 0, memory_order_relaxed);
     uint64_t round = (last >> ROUND_SHIFT) + 1;
-    atomic_store_explicit(&l->claim, round << ROUND_SHIFT | (uint64_t)n << SIZE_SHIFT, memory_order_release);
+    /* counted open before its chunks can be claimed: the claimer of the last one closes it */
     atomic_fetch_add(&s->landings_open, 1); /* sequentially consistent: see sched_landings_waiting */
-    wake_helpers(s, helpers);
-    while (complete_chunk(s, l, NULL)) {}
-    atomic_fetch_sub(&s->landings_open, 1);
+    atomic_store_explicit(&l->claim, round << ROUND_SHIFT | (uint64_t)n << SIZE_SHIFT, memory_order_release);
+    uint32_t helpers = n / (2 * SCHED_LANDING_CHUNK), idle = atomic_load(&s->idle.count);
+    wake_helpers(s, helpers < idle ? helpers : idle);
+}
+
+bool sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d) {
+    bool completed = false;
+    for (uint32_t k = 0; k < SCHED_LANDINGS; k++)
+        while (complete_chunk(s, &d->landings[k], NULL)) completed = true;
+    return completed;
+}
+
+bool sched_own_landings_waiting(sched_dispatcher *d) {
+    for (uint32_t k = 0; k < SCHED_LANDINGS; k++)
+        if (has_unclaimed(&d->landings[k])) return true;
+    return false;
+}
+
+void sched_close_own_landings(isn_scheduler *s, sched_dispatcher *d) {
+    sched_complete_own_landings(s, d);
+    for (uint32_t k = 0; k < SCHED_LANDINGS; k++) {
+        sched_landing *l = &d->landings[k];
+        uint64_t last = atomic_load_explicit(&l->claim, memory_order_relaxed);
+        while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(last)) sched_yield();
+    }
 }
 
 bool sched_help_landings(isn_scheduler *s, void *worker_state) {

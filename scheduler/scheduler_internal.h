@@ -491,8 +491,8 @@ struct isn_scheduler {
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
     _Atomic double prepare_sojourn_ns;   /* how long the last normal request taken to prepare had waited */
     bool stopping;
-    /* Landed batches with chunks not yet claimed, or being claimed by their dispatcher: a worker looks
-     * at the landings (sched_help_landings) only while this is not 0. */
+    /* Landed batches with chunks not yet claimed (opened, and not yet closed by the claimer of their last
+     * chunk): a worker looks at the landings (sched_help_landings) only while this is not 0. */
     atomic_uint landings_open;
     /* Of the jobs admitted lately, the share the CPU could take (moving average, under the lock):
      * the arrival check counts the CPU's wait only while most traffic may use it. */
@@ -597,9 +597,15 @@ void sched_finish_on(isn_scheduler *s, isn_job *job, isn_job_outcome outcome, vo
 /* gpu_landing.c. The landings' arrays (slots jobs each): 0, or -1 when out of memory. */
 int sched_landings_init(sched_dispatcher *d, size_t slots);
 void sched_landings_free(sched_dispatcher *d);
-/* The dispatcher: completes the n jobs of a batch that ran, with idle workers claiming chunks of it
- * beside it (when there are some, and the batch is worth sharing). Unlocked. */
-void sched_complete_landed(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n);
+/* The dispatcher, unlocked: opens the n jobs of a batch that ran to the workers (waking idle ones), to
+ * complete the rest itself later (sched_complete_own_landings); completes them at once without workers. */
+void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n);
+/* The dispatcher, unlocked: completes what nobody claimed of its landings. True when it completed some. */
+bool sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d);
+/* Whether the dispatcher's landings have chunks nobody claimed. */
+bool sched_own_landings_waiting(sched_dispatcher *d);
+/* The dispatcher, stopping, unlocked: completes its landings and waits for its helpers' chunks. */
+void sched_close_own_landings(isn_scheduler *s, sched_dispatcher *d);
 /* A worker: completes chunks of landed batches while any are unclaimed. True when it completed some. */
 bool sched_help_landings(isn_scheduler *s, void *worker_state);
 /* Whether a landed batch has chunks no one has claimed (a worker about to wait looks). */

@@ -723,6 +723,8 @@ typedef struct {
     uint32_t submits, completes, in_flight, most_in_flight, jobs_answered;
     uint32_t tickets; /* batches it holds at once (0: two) */
     uint64_t burn_ns; /* CPU time its submit and its complete each take of the calling thread */
+    harness *answers; /* when set: its completions counted at each submit (completed_at_submit) */
+    uint32_t completed_at_submit[8];
     isn_job *const *flights[4];
     uint32_t sizes[4];
 } async_device;
@@ -749,6 +751,11 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     }
     a->flights[ticket] = jobs;
     a->sizes[ticket] = n;
+    if (a->answers && a->submits < 8) {
+        pthread_mutex_lock(&a->answers->lock);
+        a->completed_at_submit[a->submits] = a->answers->completed;
+        pthread_mutex_unlock(&a->answers->lock);
+    }
     a->submits++;
     if (++a->in_flight > a->most_in_flight) a->most_in_flight = a->in_flight;
     pthread_mutex_unlock(&a->lock);
@@ -867,6 +874,34 @@ static void dispatcher_time_is_accounted_by_phase(void **state) {
     double sum = 0.0;
     for (int p = 0; p < ISN_DISPATCHER_PHASES; p++) sum += phase[p];
     assert_true(sum <= elapsed);
+}
+
+/* A dispatcher whose batch landed while the next one is full launches that one before it completes the
+ * landed answers itself, when no worker takes them (its only worker is busy): the pipelined device (two
+ * flights, batches of 4) gets its third batch while none of the first batch's answers is complete. Had
+ * the dispatcher completed them first, the third batch would have waited for all four to be packed. */
+static void the_next_batch_launches_before_the_landed_answers(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .answers = &h};
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
+    config.batch.linger_ns = 200000000ull; /* batches leave full */
+    isn_scheduler *s = harness_start(&config);
+    h.hold = true;
+    test_job blocker;
+    small_job(&blocker, 0);
+    blocker.job.placement = ISN_PLACE_CPU;
+    harness_occupy(&h, s, &blocker.job);
+    static test_job jobs[12];
+    queue_for_pipelined(s, &a, jobs, 12);
+    harness_wait(&h, &h.completed, 12); /* the busy worker takes none: the dispatcher completes them all */
+    harness_finish(&h, s, 13);
+    assert_int_equal(a.submits, 3);
+    assert_int_equal(a.completed_at_submit[2], 0);
+    for (uint32_t i = 0; i < 12; i++) assert_true(jobs[i].done);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -1693,6 +1728,7 @@ int main(void) {
         cmocka_unit_test(admission_counts_the_batch_waiting_for_a_flight),
         cmocka_unit_test(idle_workers_help_complete_a_landed_batch),
         cmocka_unit_test(dispatcher_time_is_accounted_by_phase),
+        cmocka_unit_test(the_next_batch_launches_before_the_landed_answers),
         cmocka_unit_test(gpu_jobs_learn_their_part_not_the_launch),
         cmocka_unit_test(gpu_scale_learns_the_batch_error),
         cmocka_unit_test(gpu_lesson_bounds_a_jobs_share),
