@@ -95,11 +95,9 @@ void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *j
     wake_helpers(s, helpers < idle ? helpers : idle);
 }
 
-bool sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d) {
-    bool completed = false;
+void sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d) {
     for (uint32_t k = 0; k < SCHED_LANDINGS; k++)
-        while (complete_chunk(s, &d->landings[k], NULL)) completed = true;
-    return completed;
+        while (complete_chunk(s, &d->landings[k], NULL)) {}
 }
 
 bool sched_own_landings_waiting(sched_dispatcher *d) {

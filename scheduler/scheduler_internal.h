@@ -600,8 +600,8 @@ void sched_landings_free(sched_dispatcher *d);
 /* The dispatcher, unlocked: opens the n jobs of a batch that ran to the workers (waking idle ones), to
  * complete the rest itself later (sched_complete_own_landings); completes them at once without workers. */
 void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n);
-/* The dispatcher, unlocked: completes what nobody claimed of its landings. True when it completed some. */
-bool sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d);
+/* The dispatcher, unlocked: completes what nobody claimed of its landings. */
+void sched_complete_own_landings(isn_scheduler *s, sched_dispatcher *d);
 /* Whether the dispatcher's landings have chunks nobody claimed. */
 bool sched_own_landings_waiting(sched_dispatcher *d);
 /* The dispatcher, stopping, unlocked: completes its landings and waits for its helpers' chunks. */
