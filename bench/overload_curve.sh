@@ -3,8 +3,9 @@
 # --rate` at fixed multiples of a given rate (the configuration's own sustained rate as 1x), REPEATS
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
-# ones as the client saw them, and the node's own view of its refusals (bench/node_sheds.py: time from
-# arrival to refusal, and where they were refused) and of its late replies (node late: CPU/GPU). A
+# ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
+# may be the limit, not the node), and the node's own view of its refusals (bench/node_sheds.py: time
+# from arrival to refusal, and where they were refused) and of its late replies (node late: CPU/GPU). A
 # summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
 # with gnuplot.
 #
@@ -95,7 +96,8 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
        "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
-       "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000}
+       "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
+       "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000}
 row.update(node)
 print(json.dumps(row))
 EOF

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/overload_verdicts.py judges issue 35's must-shows from overload_device.sh's output as the issue
 # words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
-# under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a missing multiple (not
-# measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
+# under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
+# lagged (named, with its lag), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor, a spike that never recovers; and results split over two folders (two device calls) are read
 # together.
 set -euo pipefail
@@ -50,6 +50,14 @@ curve "$work/shed" cpu "$(point cpu 2 2.0 950 30.0 100 1.0)"
 expect "shed p99 of 1 ms" "$(judge "$work/shed" | verdict must_show_1 cpu)" "not met"
 curve "$work/noshed" cpu "$(point cpu 2 2.0 950 30.0 0 7.0)"
 expect "no shed, no shed p99 judged" "$(judge "$work/noshed" | verdict must_show_1 cpu)" met
+# a failure where the generator fell behind says so, with its lag: from the row, or from the point's JSON
+curve "$work/lagged" cpu "$(point cpu 2 2.0 950 80.0 100 0.8 500 | sed 's/}$/, "send_lag_p50_ms": 3.0, "send_lag_p99_ms": 12.5}/')"
+failures=$(judge "$work/lagged" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "a lagging generator named" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 12.5 ms, 500 not sent)"
+curve "$work/lagged-old" cpu "$(point cpu 2 2.0 950 80.0 100 0.8)"
+printf '{"send_lag_us": {"p50": 200, "p99": 4000}}\n' >"$work/lagged-old/point-cpu-2-2.json"
+failures=$(judge "$work/lagged-old" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "the lag from the point's JSON" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 4.0 ms, 0 not sent)"
 mkdir -p "$work/part"
 grep -v '"multiple": 1.5,' "$work/good/overload-cpu.json" >"$work/part/overload-cpu.json"
 expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not measured"
