@@ -140,6 +140,10 @@ static void test_health_endpoints(void **state) {
     assert_non_null(gpu_total);
     assert_true(strtoull(strchr(gpu_total, '}') + 2, NULL, 10) > 0);
     assert_non_null(strstr(buf, "isn_rerank_device_total{device=\"gpu\"} 0")); /* no GPU model cache when emulated */
+    /* where the dispatchers' and the backend's time went: the GPU's searches were launched and landed */
+    assert_true(harness_metric_value(&h, "isn_scheduler_gpu_dispatcher_seconds_total{phase=\"launching\"}") > 0);
+    assert_true(harness_metric_value(&h, "isn_scheduler_gpu_dispatcher_seconds_total{phase=\"landing\"}") > 0);
+    assert_true(harness_metric_value(&h, "isn_gpu_host_seconds_total{device=\"0\",phase=\"submit\"}") > 0);
     char want[64];
     snprintf(want, sizeof want, "isn_gpu_healthy{device=\"%u\"} 1", devices - 1);
     assert_non_null(strstr(buf, want));
