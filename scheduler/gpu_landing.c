@@ -73,6 +73,14 @@ static void wake_helpers(isn_scheduler *s, uint32_t count) {
     while (count-- && sched_idle_wake(&s->idle, false)) {}
 }
 
+/* The dispatcher: completes what nobody claimed of the landing's round, then waits for the chunks its
+ * helpers are completing. */
+static void finish_landing(isn_scheduler *s, sched_landing *l) {
+    while (complete_chunk(s, l, NULL)) {}
+    uint64_t round = atomic_load_explicit(&l->claim, memory_order_relaxed);
+    while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(round)) sched_yield();
+}
+
 void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *jobs, uint32_t n) {
     if (!n) return;
     if (!s->config.workers || n > FIELD_MASK) {
@@ -81,10 +89,8 @@ void sched_open_landing(isn_scheduler *s, sched_dispatcher *d, isn_job *const *j
     }
     sched_landing *l = &d->landings[d->next_landing];
     d->next_landing = (d->next_landing + 1) % SCHED_LANDINGS;
-    /* the landing's last round: what nobody claimed is completed here; then its helpers' chunks (rare) */
-    while (complete_chunk(s, l, NULL)) {}
+    finish_landing(s, l); /* its last round (rarely still open) */
     uint64_t last = atomic_load_explicit(&l->claim, memory_order_relaxed);
-    while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(last)) sched_yield();
     memcpy(l->jobs, jobs, n * sizeof *jobs);
     atomic_store_explicit(&l->done, 0, memory_order_relaxed);
     uint64_t round = (last >> ROUND_SHIFT) + 1;
@@ -107,12 +113,7 @@ bool sched_own_landings_waiting(sched_dispatcher *d) {
 }
 
 void sched_close_own_landings(isn_scheduler *s, sched_dispatcher *d) {
-    sched_complete_own_landings(s, d);
-    for (uint32_t k = 0; k < SCHED_LANDINGS; k++) {
-        sched_landing *l = &d->landings[k];
-        uint64_t last = atomic_load_explicit(&l->claim, memory_order_relaxed);
-        while (atomic_load_explicit(&l->done, memory_order_acquire) < claim_size(last)) sched_yield();
-    }
+    for (uint32_t k = 0; k < SCHED_LANDINGS; k++) finish_landing(s, &d->landings[k]);
 }
 
 bool sched_help_landings(isn_scheduler *s, void *worker_state) {
