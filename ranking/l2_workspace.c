@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "ranking/l2_internal.h"
+#include "ranking/arena.h"
 
 int l2_reserve(float **buf, size_t *cap, size_t count) {
     if (count <= *cap)
@@ -41,10 +42,10 @@ isn_l2_workspace *isn_l2_workspace_new(const isn_index *index) {
 void isn_l2_workspace_free(isn_l2_workspace *ws) {
     if (ws == NULL)
         return;
-    void *buffers[] = {ws->arena.base,    ws->features,      ws->inputs,        ws->scores,       ws->scratch,
-                       ws->by_doc,        ws->keys,          ws->docs,          ws->hit_docs,     ws->hit_terms,
-                       ws->hit_tf,        ws->hit_field_len, ws->hit_field_tf,  ws->hit_pos_count, ws->hit_pos_start,
-                       ws->hit_positions};
+    ranking_arena_free(&ws->arena);
+    void *buffers[] = {ws->features,      ws->inputs,        ws->scores,        ws->scratch,      ws->by_doc,
+                       ws->keys,          ws->docs,          ws->hit_docs,      ws->hit_terms,    ws->hit_tf,
+                       ws->hit_field_len, ws->hit_field_tf,  ws->hit_pos_count, ws->hit_pos_start, ws->hit_positions};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(ws);

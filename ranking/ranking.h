@@ -214,6 +214,9 @@ typedef struct {
     uint32_t exact_below_doc;
     /* Complete, and ended early: the index's score bounds said no later document could enter. */
     bool ended_by_bound;
+    /* Bytes the search's per-query memory took beyond what it laid out first: 0 unless that layout
+     * miscounts (the search then still answers, from the heap). */
+    uint64_t arena_overrun_bytes;
 } isn_search_stats;
 
 /* Per-thread search state: query arena, cursors, heap. Reused across queries with no allocation. */

@@ -24,11 +24,17 @@ typedef struct {
 } ranking_parse_slot;
 
 /* Bump arena for one query: reset at the start of each search, grown only when a query needs more
- * than it has ever needed (more terms or a larger k). */
+ * than it has ever needed (more terms or a larger k). A take beyond what the search reserved is a
+ * sizing bug: it is still served (from the capacity's slack, else from the heap until the next reset),
+ * so that a miscount costs an allocation, never another piece's memory, and ranking_arena_overrun
+ * says by how much. */
+typedef struct ranking_arena_spill ranking_arena_spill;
 typedef struct {
     uint8_t *base;
     size_t capacity;
+    size_t reserved;
     size_t used;
+    ranking_arena_spill *spills;
 } ranking_arena;
 
 /* Doc ids one window of the block-max MaxScore scores at once (Lucene's inner window; on the Debian

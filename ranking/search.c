@@ -158,8 +158,8 @@ static int structured(isn_searcher *searcher, const isn_query *query, const isn_
     return 0;
 }
 
-int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
-               uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
+static int search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
+                  uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
     if (searcher == NULL || query == NULL || options == NULL || hits == NULL || num_hits == NULL) {
         isn_error(err, err_len, "isn_search: searcher, query, options, hits and num_hits must not be NULL");
         return -1;
@@ -240,4 +240,14 @@ int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_
     if (stats != NULL)
         fill_stats(stats, &run);
     return 0;
+}
+
+int isn_search(isn_searcher *searcher, const isn_query *query, const isn_search_options *options, isn_hit *hits,
+               uint32_t *num_hits, isn_search_stats *stats, char *err, size_t err_len) {
+    if (searcher != NULL) /* a search that lays nothing out (no terms) must not report the last one's overrun */
+        searcher->arena.used = searcher->arena.reserved = 0;
+    int rc = search(searcher, query, options, hits, num_hits, stats, err, err_len);
+    if (rc == 0 && stats != NULL)
+        stats->arena_overrun_bytes = ranking_arena_overrun(&searcher->arena);
+    return rc;
 }

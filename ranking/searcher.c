@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ranking/ranking_internal.h"
+#include "ranking/arena.h"
 
 isn_searcher *isn_searcher_new(const isn_index *index) {
     if (index == NULL)
@@ -31,7 +32,7 @@ void isn_searcher_free(isn_searcher *searcher) {
     isn_analyzer_free(searcher->analyzer);
     free(searcher->parsed_terms);
     free(searcher->parse_slots);
-    free(searcher->arena.base);
+    ranking_arena_free(&searcher->arena);
     free(searcher->structure);
     free(searcher->query_scratch);
     free(searcher->position_scratch);

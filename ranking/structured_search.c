@@ -39,12 +39,13 @@ static bool whole_document_term(const ranking_clause *clause) {
 /* Arena bytes the query needs: cursors, positions and scorers. */
 static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
     const ranking_clause *clauses = ranking_structure_clauses(e->tree);
-    size_t bytes = 2 * ranking_arena_size(e->tree->num_clauses * sizeof(scorer));
+    size_t bytes = 0;
     uint32_t longest = 1;
-    for (uint32_t c = 0; c < e->tree->num_clauses; c++) {
+    for (uint32_t c = 0; c < e->tree->num_clauses; c++) { /* prepare_clause's pieces, each rounded alone */
         const ranking_clause *clause = &clauses[c];
         if (clause->missing) continue;
-        bytes += ranking_arena_size(clause->num_terms * (sizeof(isn_cursor) + sizeof(isn_positions_cursor)));
+        bytes += ranking_arena_size(clause->num_terms * sizeof(isn_cursor));
+        bytes += ranking_arena_size(clause->num_terms * sizeof(isn_positions_cursor));
         bytes += ranking_arena_size(clause->num_terms * sizeof(uint32_t));
         if (clause->num_terms > longest) longest = clause->num_terms;
     }
@@ -443,10 +444,14 @@ int ranking_structured_search(isn_searcher *searcher, const isn_query *query, co
     uint32_t max_phrase_terms = 1;
     uint32_t lead_count = 0, lead_room = 0;
     int lead = ranking_tree_leading_filter(&e, &lead_count, &lead_room);
-    size_t needed = bytes_needed(&e, &max_phrase_terms) + 2 * ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
+    /* the scorers (one more for a leading filter joining required clauses), the excluders, a leading
+     * filter's own scorer when nothing is required, then the rest */
+    size_t needed = ranking_arena_size((tree->num_clauses + 1) * sizeof(scorer)) +
+                    ranking_arena_size(tree->num_clauses * sizeof(scorer)) + ranking_arena_size(sizeof(scorer)) +
+                    bytes_needed(&e, &max_phrase_terms) + 2 * ranking_arena_size((tree->num_clauses + 2) * sizeof(double)) +
                     ranking_arena_size((tree->num_clauses + 1) * 2 * sizeof(double)) +
                     ranking_arena_size((tree->num_clauses + 1) * sizeof(uint32_t)) +
-                    ranking_arena_size(sizeof(scorer)) + ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
+                    ranking_arena_size((size_t)lead_room * sizeof(uint32_t)) +
                     3 * ranking_arena_size(RANKING_FILTER_UNION_LISTS * sizeof(const uint32_t *)) +
                     2 * ranking_arena_size(tree->num_clauses * sizeof(ranking_term)) +
                     ranking_arena_size(tree->num_clauses * sizeof(ranking_window_term)) +

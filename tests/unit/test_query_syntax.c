@@ -180,6 +180,13 @@ static uint32_t random_query(query_oracle_clause *clauses, char *text, size_t te
     return n;
 }
 
+/* A search lays out its memory first and then takes it piece by piece: a miscount would take past the
+ * layout (into another piece, before the arena served overruns from the heap). */
+static void assert_within_layout(const char *what, const isn_search_stats *stats) {
+    if (stats->arena_overrun_bytes)
+        fail_msg("%s: took %llu bytes beyond its arena's layout", what, (unsigned long long)stats->arena_overrun_bytes);
+}
+
 static bool near(double a, double b) { return fabs(a - b) <= 2e-5 * fabs(b) + 1e-9; }
 
 static void check_hits(const char *what, const isn_hit *hits, uint32_t num_hits, const oracle_hit *expected,
@@ -243,6 +250,7 @@ static void test_every_algorithm_against_the_oracle(void **state) {
                         char what[400];
                         snprintf(what, sizeof what, "seed %llu '%s' %s k=%u %s", (unsigned long long)seed, text,
                                  and_mode ? "AND" : "OR", ks[ki], isn_algo_name(algos[a]));
+                        assert_within_layout(what, &stats);
                         check_hits(what, hits, num_hits, expected, num_expected, &c.oracle, clauses, n, and_mode);
                         if (a == 0 && stats.matched_lower_bound != matched)
                             fail_msg("%s: matched %llu, the oracle %llu", what,
@@ -285,6 +293,7 @@ static bool algos_match_oracle(collection *c, const char *text, const query_orac
         assert_int_equal(isn_search(c->searcher, &query, &options, hits, &num_hits, &stats, err, sizeof err), 0);
         char what[400];
         snprintf(what, sizeof what, "%s '%s' k=%u %s", label, text, k, isn_algo_name(algos[a]));
+        assert_within_layout(what, &stats);
         check_hits(what, hits, num_hits, expected, num_expected, &c->oracle, clauses, n, false);
         for (uint32_t i = 0; i < num_hits; i++)
             if (!query_oracle_matches(&c->oracle, clauses, n, of, num_filters, false, hits[i].doc))
@@ -709,6 +718,7 @@ static void test_filters_against_the_oracle(void **state) {
                 char what[400];
                 snprintf(what, sizeof what, "seed %llu '%s' with %u filters k=%u %s", (unsigned long long)seed, text,
                          num_filters, k, isn_algo_name(or_algos[a]));
+                assert_within_layout(what, &stats);
                 if (num_hits != num_expected) fail_msg("%s: %u hits, the oracle %u", what, num_hits, num_expected);
                 /* each document once, a filter that names a value twice included ("cat in {a, a}"): a repeat
                  * has the same score, so it is among the hits of equal score ranked just before */
@@ -773,6 +783,46 @@ static void test_scattered_filter_leads_against_the_oracle(void **state) {
         nonempty += algos_match_oracle(&c, text, clauses, n, of, specs, num_filters, q % 3 == 0 ? 1 : q % 3 == 1 ? 5 : 20,
                                        or_algos, sizeof or_algos / sizeof *or_algos, filters, &runs);
     }
+    collection_close(&c);
+    assert_true(nonempty > runs / 6 / 2);
+}
+
+/* Long queries (up to 16 clauses: optional terms, excluded ones, maybe a filter that leads them) on a
+ * searcher that never searched before, so that its arena is exactly the query's layout: every algorithm
+ * against the oracle, and no piece taken past the layout. */
+#define LONG_QUERY_CLAUSES 16
+static void test_long_queries_stay_within_their_layout(void **state) {
+    (void)state;
+    static int64_t category[SCATTERED_DOCS], number[SCATTERED_DOCS];
+    static const int64_t *attributes[2];
+    uint32_t nonempty = 0, runs = 0;
+    support_rng_seed(400);
+    collection c;
+    filter_collection_open(&c, SCATTERED_DOCS, RARE_ALPHA, random_word, category, number, attributes);
+    isn_searcher *reused = c.searcher;
+    for (uint32_t q = 0; q < 24; q++) {
+        query_oracle_clause clauses[LONG_QUERY_CLAUSES];
+        char text[LONG_QUERY_CLAUSES * 16];
+        uint32_t n = 5 + support_rng_below(LONG_QUERY_CLAUSES - 4);
+        size_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            clauses[i] = (query_oracle_clause){.occur = i > 0 && support_rng_below(5) == 0 ? QO_MUST_NOT : QO_SHOULD,
+                                               .field = -1, .num_words = 1};
+            clauses[i].words[0] = random_word();
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s%s%s", i ? " " : "",
+                                   clauses[i].occur == QO_MUST_NOT ? "-" : "", clauses[i].words[0]);
+        }
+        uint32_t num_filters = q % 2; /* alpha's documents lead the optional terms */
+        query_oracle_filter of = {.attribute = 0, .op = 0, .num_values = 1, .values = {0}};
+        const char *alpha_value = "alpha";
+        isn_filter_spec spec = {.attribute = "cat", .op = ISN_FILTER_EQ, .values = &alpha_value, .num_values = 1};
+        c.searcher = isn_searcher_new(c.index);
+        assert_non_null(c.searcher);
+        nonempty += algos_match_oracle(&c, text, clauses, n, &of, &spec, num_filters, q % 3 == 0 ? 1 : 10, or_algos,
+                                       sizeof or_algos / sizeof *or_algos, num_filters ? "cat=alpha" : "", &runs);
+        isn_searcher_free(c.searcher);
+    }
+    c.searcher = reused;
     collection_close(&c);
     assert_true(nonempty > runs / 6 / 2);
 }
@@ -930,6 +980,7 @@ int main(void) {
         cmocka_unit_test(test_phrases_do_not_wait_for_the_per_field_data),
         cmocka_unit_test(test_filters_against_the_oracle),
         cmocka_unit_test(test_scattered_filter_leads_against_the_oracle),
+        cmocka_unit_test(test_long_queries_stay_within_their_layout),
         cmocka_unit_test(test_filter_seeding_windows_against_the_oracle),
         cmocka_unit_test(test_filter_errors),
         cmocka_unit_test(test_damaged_attributes_are_refused),
