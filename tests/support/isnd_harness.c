@@ -293,7 +293,22 @@ int harness_stop(harness *h) {
     return harness_wait_exit(h, 30000);
 }
 
+/* A daemon the test still counted as running must not have exited on its own: when it did (a crash,
+ * a sanitizer's report), its log is the only account of why, and the work dir is about to go. */
+static void report_unexpected_exit(harness *h) {
+    int status;
+    if (h->pid <= 0 || waitpid(h->pid, &status, WNOHANG) != h->pid) return;
+    h->pid = -1;
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "harness: %s had died by signal %d before the test ended\n", h->log_path, WTERMSIG(status));
+    else
+        fprintf(stderr, "harness: %s had exited (status %d) before the test ended\n", h->log_path,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    harness_dump_log(h);
+}
+
 void harness_cleanup(harness *h) {
+    report_unexpected_exit(h);
     harness_kill(h);
     if (!getenv("ISN_KEEP_TEST_DIR") && support_remove_tree(h->work_dir) != 0)
         fprintf(stderr, "harness: could not remove %s\n", h->work_dir);
