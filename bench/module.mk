@@ -59,6 +59,19 @@ bench-order: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_query
 	@cat $(BUILD)/bench/order_cost.json
 .PHONY: bench-order
 
+# make bench-settle: how early a top-k could stop on the Debian corpus in --order global (issue 41), under
+# the index's score bounds and under per-term block maxima of the postings left (bench_settle), at top-10
+# and top-1000 on the short log. JSON lines in $(BUILD)/bench/settle.json.
+bench-settle: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_settle
+	@mkdir -p $(BUILD)/bench
+	@test -f $(BUILD)/data/deb/debian.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
+	$(BUILD)/bin/isn-index build --quiet --input $(BUILD)/data/deb/debian.jsonl --order global --threads 2 \
+	  --out $(BUILD)/bench/idx-deb-global
+	for k in 10 1000; do $(BUILD)/bench/bench_settle $(BUILD)/bench/idx-deb-global \
+	  $(BUILD)/data/deb/short.queries.tsv --k $$k || exit 1; done >$(BUILD)/bench/settle.json
+	@cat $(BUILD)/bench/settle.json
+.PHONY: bench-settle
+
 # make bench-peers: ISN against Lucene 10, Tantivy and PISA on the Debian corpus (bench/peers/run.sh sets up
 # the peers in $(BUILD)/peers). Timing only: never part of make test.
 $(BUILD)/bench/peers/isn_worker: $(BUILD)/obj/bench/peers/isn_worker.o $$(LIBS)
