@@ -1,7 +1,7 @@
 /* The query parser and query trees: any bytes as query text against a small two-field index. The
  * split's clauses must lie inside the text; a query that parses must search alike with the exhaustive
  * algorithm and the pruning ones (same hits, same order: both score each document the same way), in
- * both modes; an error must say something. */
+ * both modes, each within the memory it laid out; an error must say something. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +66,13 @@ static void search_alike(const isn_query *query, isn_mode mode, isn_algo referen
     options.k = k;
     uint32_t na = 0, nb = 0;
     char err[ISN_ERR_LEN];
+    isn_search_stats stats;
     options.algo = reference;
-    if (isn_search(fuzz_searcher, query, &options, a, &na, NULL, err, sizeof err) != 0) abort();
+    if (isn_search(fuzz_searcher, query, &options, a, &na, &stats, err, sizeof err) != 0) abort();
+    if (stats.arena_overrun_bytes) abort(); /* the search took more than it laid out */
     options.algo = pruning;
-    if (isn_search(fuzz_searcher, query, &options, b, &nb, NULL, err, sizeof err) != 0) abort();
+    if (isn_search(fuzz_searcher, query, &options, b, &nb, &stats, err, sizeof err) != 0) abort();
+    if (stats.arena_overrun_bytes) abort();
     if (na != nb) abort();
     for (uint32_t i = 0; i < na; i++)
         if (a[i].doc != b[i].doc || a[i].score != b[i].score) abort();
