@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,16 @@ void search_worker_run(search_worker *w, search_job *job, bool abandon) {
     if (ranker) rankers_release(ranker);
 }
 
+/* A search that took more memory than it laid out is a sizing bug in ranking/: its answer is right (the
+ * rest came from the heap), so it is said once, with the query, for a report, and never again. */
+static void warn_of_overrun(const isn_search_stats *stats, const search_job *job) {
+    static atomic_bool warned;
+    if (!stats->arena_overrun_bytes || atomic_exchange_explicit(&warned, true, memory_order_relaxed)) return;
+    log_warn("search: a query took %llu bytes beyond the memory its search laid out (answered correctly; please "
+             "report it with the query): \"%.300s\"",
+             (unsigned long long)stats->arena_overrun_bytes, job->request->query ? job->request->query : "");
+}
+
 /* The first stage for first_k hits, the second stage when a ranker is given, the reply. */
 static void search_worker_search(search_worker *w, search_job *job, uint64_t start, uint32_t first_k,
                                  ranker_ref *ranker) {
@@ -351,6 +362,7 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
         return;
     }
     job->retrieval_ns = isn_now_ns() - start;
+    warn_of_overrun(&stats, job);
     if (!stats.complete && request->forbid_partial) {
         fail_job(job, ISN_GRPC_STATUS_DEADLINE_EXCEEDED,
                  "the search stopped at its deadline before it finished, and the request forbids partial answers");
