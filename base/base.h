@@ -142,6 +142,19 @@ void log_record(isn_log_level level, const char *event, const char *const *field
         if (log_enabled(ISN_LOG_DEBUG)) log_line(ISN_LOG_DEBUG, __VA_ARGS__); \
     } while (0)
 
+/* A warning that a peer can cause at will (a flood's every connection) is written at most once per
+ * ISN_LOG_LIMIT_NS, saying how many of its kind were left out since the last one written; the counters
+ * keep the full count. One limiter per kind of line and per thread that writes it (no locking). */
+#define ISN_LOG_LIMIT_NS 1000000000ull
+typedef struct {
+    uint64_t written_ns; /* when the last line went out; 0: never */
+    uint64_t left_out;   /* lines not written since then */
+} isn_log_limiter;
+
+/* Whether the line for an event at now_ns is written; when it is, *left_out is how many were not since
+ * the last one written (else it is untouched). */
+bool isn_log_limiter_allows(isn_log_limiter *limiter, uint64_t now_ns, uint64_t *left_out);
+
 /* ------------------------------------------------------------------ query logs */
 
 /* One query of a log: the text after the first TAB of a line, the id before it. Both lie in one

@@ -135,3 +135,14 @@ void log_line(isn_log_level level, const char *fmt, ...) {
     ssize_t ignored = write(STDERR_FILENO, line, (size_t)n);
     (void)ignored;
 }
+
+bool isn_log_limiter_allows(isn_log_limiter *limiter, uint64_t now_ns, uint64_t *left_out) {
+    if (limiter->written_ns && now_ns - limiter->written_ns < ISN_LOG_LIMIT_NS) {
+        limiter->left_out++;
+        return false;
+    }
+    *left_out = limiter->left_out;
+    limiter->left_out = 0;
+    limiter->written_ns = now_ns ? now_ns : 1;
+    return true;
+}

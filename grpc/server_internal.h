@@ -225,6 +225,7 @@ struct isn_grpc_server {
     isn_grpc_memory_budget *budget; /* own_budget, or config.shared_budget */
     isn_grpc_reset_penalties own_penalties;
     isn_grpc_reset_penalties *penalties; /* own_penalties, or the listening server's (a peer's) */
+    isn_log_limiter reset_flood_log;      /* a flood cuts thousands of connections a second: one line a second */
     isn_grpc_call *abandoned;
     isn_grpc_server_counters counters;
     /* Several loops (isn_grpc_server_add_peer): the listening server hands each accepted connection in

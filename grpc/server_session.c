@@ -199,8 +199,16 @@ static void count_early_reset(isn_grpc_conn *conn) {
     if (conn->reset_tokens >= 0.0) return;
     COUNTER_ADD(conn->server->counters.reset_floods, 1);
     isn_grpc_reset_penalty_note(conn->server->penalties, conn->peer_key, now);
-    log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY ENHANCE_YOUR_CALM)",
-             conn->peer, config->max_early_resets_per_second);
+    uint64_t left_out;
+    if (isn_log_limiter_allows(&conn->server->reset_flood_log, now, &left_out)) {
+        char more[96] = "";
+        if (left_out)
+            snprintf(more, sizeof more, "; %llu more connections cut so since the last such line",
+                     (unsigned long long)left_out);
+        log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY "
+                 "ENHANCE_YOUR_CALM)%s",
+                 conn->peer, config->max_early_resets_per_second, more);
+    }
     isn_grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 

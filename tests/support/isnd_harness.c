@@ -132,6 +132,16 @@ int harness_log_line(const harness *h, const char *needle) {
 
 bool harness_log_has(const harness *h, const char *needle) { return harness_log_line(h, needle) != 0; }
 
+int harness_log_count(const harness *h, const char *needle) {
+    FILE *f = fopen(h->log_path, "r");
+    if (!f) return 0;
+    char line[2048];
+    int count = 0;
+    while (fgets(line, sizeof line, f)) count += strstr(line, needle) != NULL;
+    fclose(f);
+    return count;
+}
+
 int harness_wait_log(const harness *h, const char *needle, int timeout_ms) {
     int64_t deadline = harness_now_ms() + timeout_ms;
     int line;

@@ -50,6 +50,8 @@ bool harness_log_has(const harness *h, const char *needle);
 int harness_wait_log(const harness *h, const char *needle, int timeout_ms);
 /* The number (from 1) of the first log line with `needle`, or 0. */
 int harness_log_line(const harness *h, const char *needle);
+/* How many lines of the log contain `needle`. */
+int harness_log_count(const harness *h, const char *needle);
 int harness_start(harness *h, const char *wait_for, const char *const *extra);
 int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra);
 int harness_wait_exit(harness *h, int timeout_ms);
