@@ -42,16 +42,6 @@ static const char *const QUERIES[] = {"search engine", "wind tunnel", "ranking s
                                       "index query document", "supersonic wing flow", "t17 t42 aggregator"};
 #define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
 
-static unsigned count_log(const harness *p, const char *needle) {
-    FILE *f = fopen(p->log_path, "r");
-    if (!f) return 0;
-    char line[4096];
-    unsigned n = 0;
-    while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* The last log line that has `needle`, into out ("" when none). */
 static void last_log_line(const harness *p, const char *needle, char *out, size_t len) {
     FILE *f = fopen(p->log_path, "r");
@@ -66,7 +56,7 @@ static void last_log_line(const harness *p, const char *needle, char *out, size_
 static bool wait_log_count(const harness *p, const char *needle, unsigned count, int timeout_ms) {
     int64_t deadline = harness_now_ms() + timeout_ms;
     while (harness_now_ms() < deadline) {
-        if (count_log(p, needle) >= count) return true;
+        if (harness_log_count(p, needle) >= (int)count) return true;
         harness_sleep_ms(10);
     }
     return false;
@@ -262,7 +252,7 @@ static void test_twenty_swaps_under_load(void **state) {
     /* every replaced generation freed (the first one included), one index file mapped */
     if (!wait_log_count(&h, "unmapped and freed", SWAPS, 5000)) {
         harness_dump_log(&h);
-        fail_msg("only %u of %d replaced generations were freed", count_log(&h, "unmapped and freed"), SWAPS);
+        fail_msg("only %d of %d replaced generations were freed", harness_log_count(&h, "unmapped and freed"), SWAPS);
     }
     assert_int_equal(harness_stat(&h, "retiring"), 0);
     assert_int_equal(harness_stat(&h, "swaps_ok"), SWAPS);
@@ -330,7 +320,7 @@ static void test_bad_generations_refused(void **state) {
     memcpy(&bytes, data + 32 + 8 * 40 + 24, 8);
     assert_true(bytes > 0 && offset + bytes <= len);
     data[offset + bytes / 2] ^= 0x5a;
-    unsigned refused = count_log(&h, "index generation refused");
+    unsigned refused = (unsigned)harness_log_count(&h, "index generation refused");
     expect_refused(client, data, len, "section 'postings'", refused + 1);
     data[offset + bytes / 2] ^= 0x5a;
     uint32_t version = 99;
@@ -339,7 +329,7 @@ static void test_bad_generations_refused(void **state) {
     assert_int_equal(harness_stat(&h, "swaps_refused"), refused + 2);
     free(data);
     /* and a good one still swaps in */
-    unsigned swaps = count_log(&h, "serves new requests");
+    unsigned swaps = (unsigned)harness_log_count(&h, "serves new requests");
     install_generation(other);
     assert_int_equal(kill(h.pid, SIGHUP), 0);
     assert_true(wait_log_count(&h, "serves new requests", swaps + 1, 10000));
@@ -529,7 +519,7 @@ static void test_gpu_keeps_answering(void **state) {
         }
         expect_answer(client, g, "gpu");
     }
-    assert_int_equal(count_log(&gpu, "uploaded before the switch"), 4);
+    assert_int_equal(harness_log_count(&gpu, "uploaded before the switch"), 4);
     atomic_store(&q.stop, true);
     pthread_join(thread, NULL);
     fprintf(stderr,
