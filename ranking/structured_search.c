@@ -36,7 +36,8 @@ static bool whole_document_term(const ranking_clause *clause) {
     return !clause->phrase && clause->field == RANKING_WHOLE_DOCUMENT;
 }
 
-/* Arena bytes the query needs: cursors, positions and scorers. */
+/* Arena bytes the clauses need (prepare_clause: cursors, positions cursors and field dfs) and the phrase
+ * positions buffer. */
 static size_t bytes_needed(const evaluation *e, uint32_t *max_phrase_terms) {
     const ranking_clause *clauses = ranking_structure_clauses(e->tree);
     size_t bytes = 0;
