@@ -9,7 +9,8 @@
  * them): counted are the queries that need at most half of their postings. Bag-of-words queries (OR).
  * usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N]
  * Prints one JSON object: per bound the quartiles of the stopping id as a fraction of the documents,
- * the queries that need at most half of their postings, and the mean fraction of postings they need. */
+ * the queries that need at most half of their postings, and the mean fraction of postings they need;
+ * then the mean fraction by the query's number of known terms (1, 2, 3, 4, 5+), under each bound. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +29,12 @@ typedef struct {
     uint32_t count, capacity;
 } term_postings;
 
+#define BY_TERMS 5 /* queries of 1, 2, 3, 4 and 5 or more known terms */
+
 typedef struct {
     double *index_bound, *block_bound;  /* stopping id / documents, per query */
+    uint32_t by_terms_queries[BY_TERMS];
+    double by_terms_read_index[BY_TERMS], by_terms_read_block[BY_TERMS];
     double read_index, read_block;      /* summed fractions of postings before the stopping id */
     uint32_t half_index, half_block, queries; /* queries needing at most half of their postings */
 } settle_totals;
@@ -197,6 +202,10 @@ int main(int argc, char **argv) {
         st.half_block += read_block <= 0.5;
         st.read_index += read_index;
         st.read_block += read_block;
+        uint32_t group = query.num_terms < BY_TERMS ? query.num_terms - 1 : BY_TERMS - 1;
+        st.by_terms_queries[group]++;
+        st.by_terms_read_index[group] += read_index;
+        st.by_terms_read_block[group] += read_block;
         st.queries++;
     }
     if (!st.queries) die("no query has k matches");
@@ -204,7 +213,15 @@ int main(int argc, char **argv) {
     print_bound("index_score_bounds", st.index_bound, st.queries, st.half_index, st.read_index);
     printf(", ");
     print_bound("per_term_block_suffix_max", st.block_bound, st.queries, st.half_block, st.read_block);
-    printf("}\n");
+    /* by the query's known terms: queries, and the mean fraction of postings each bound needs */
+    printf(", \"by_terms\": [");
+    for (uint32_t g = 0; g < BY_TERMS; g++) {
+        uint32_t n = st.by_terms_queries[g];
+        printf("%s{\"terms\": \"%u%s\", \"queries\": %u, \"postings_read_mean\": [%.4f, %.4f]}", g ? ", " : "", g + 1,
+               g == BY_TERMS - 1 ? "+" : "", n, n ? st.by_terms_read_index[g] / n : 0.0,
+               n ? st.by_terms_read_block[g] / n : 0.0);
+    }
+    printf("]}\n");
     for (uint32_t t = 0; t < ISN_MAX_QUERY_TERMS; t++) {
         free(tps[t].docs);
         free(tps[t].block_suffix_max);

@@ -61,14 +61,20 @@ bench-order: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_query
 
 # make bench-settle: how early a top-k could stop on the Debian corpus in --order global (issue 41), under
 # the index's score bounds and under per-term block maxima of the postings left (bench_settle), at top-10
-# and top-1000 on the short log. JSON lines in $(BUILD)/bench/settle.json.
+# and top-1000, on the short log and on its queries cut to their first word and to their first two
+# words (early termination depends on the query's length). JSON lines in $(BUILD)/bench/settle.json.
 bench-settle: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_settle
 	@mkdir -p $(BUILD)/bench
 	@test -f $(BUILD)/data/deb/debian.jsonl || python3 ../shared/data/build_corpus.py debian $(BUILD)/data/deb >/dev/null
 	$(BUILD)/bin/isn-index build --quiet --input $(BUILD)/data/deb/debian.jsonl --order global --threads 2 \
 	  --out $(BUILD)/bench/idx-deb-global
-	for k in 10 1000; do $(BUILD)/bench/bench_settle $(BUILD)/bench/idx-deb-global \
-	  $(BUILD)/data/deb/short.queries.tsv --k $$k || exit 1; done >$(BUILD)/bench/settle.json
+	for words in 1 2; do awk -F'\t' -v w=$$words '{n = split($$2, t, " "); s = t[1]; \
+	  for (i = 2; i <= w && i <= n; i++) s = s " " t[i]; print $$1 "\t" s}' $(BUILD)/data/deb/short.queries.tsv \
+	  >$(BUILD)/bench/short.first$$words.tsv; done
+	for log in short short.first1 short.first2; do for k in 10 1000; do \
+	  q=$(BUILD)/data/deb/short.queries.tsv; [ $$log = short ] || q=$(BUILD)/bench/$$log.tsv; \
+	  $(BUILD)/bench/bench_settle $(BUILD)/bench/idx-deb-global $$q --k $$k || exit 1; done; done \
+	  >$(BUILD)/bench/settle.json
 	@cat $(BUILD)/bench/settle.json
 .PHONY: bench-settle
 
