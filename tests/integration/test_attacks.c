@@ -190,15 +190,10 @@ static uint32_t rapid_reset_flood(target *t) {
 static void flood_is_logged_once_a_second(target *t) {
     static const char cut[] = "streams per second reset before their reply";
     enum { FLOODS = 12 };
-    int loops = 1, line = harness_log_line(t->h, "event loops serve connections");
-    if (line) {
-        FILE *f = fopen(t->h->log_path, "r");
-        char text[2048];
-        for (int i = 0; f && i < line && fgets(text, sizeof text, f); i++) {}
-        const char *at = f ? strstr(text, "info  ") : NULL;
-        if (at) loops = atoi(at + strlen("info  "));
-        if (f) fclose(f);
-    }
+    char line[4096]; /* "... info  N event loops serve connections", logged only for N > 1 */
+    harness_log_last(t->h, "event loops serve connections", line, sizeof line);
+    const char *at = strstr(line, "info  ");
+    int loops = at ? atoi(at + strlen("info  ")) : 1;
     int before = harness_log_count(t->h, cut);
     int64_t start = harness_now_ms();
     for (int i = 0; i < FLOODS; i++) rapid_reset_flood(t);

@@ -42,17 +42,6 @@ static const char *const QUERIES[] = {"search engine", "wind tunnel", "ranking s
                                       "index query document", "supersonic wing flow", "t17 t42 aggregator"};
 #define NUM_QUERIES (sizeof QUERIES / sizeof QUERIES[0])
 
-/* The last log line that has `needle`, into out ("" when none). */
-static void last_log_line(const harness *p, const char *needle, char *out, size_t len) {
-    FILE *f = fopen(p->log_path, "r");
-    out[0] = '\0';
-    if (!f) return;
-    char line[4096];
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, needle)) snprintf(out, len, "%s", line);
-    fclose(f);
-}
-
 static bool wait_log_count(const harness *p, const char *needle, unsigned count, int timeout_ms) {
     int64_t deadline = harness_now_ms() + timeout_ms;
     while (harness_now_ms() < deadline) {
@@ -287,7 +276,7 @@ static void expect_refused(isn_grpc_client *client, const uint8_t *data, size_t 
         fail_msg("the damaged generation (%s) was not refused", section);
     }
     char line[4096];
-    last_log_line(&h, "index generation refused", line, sizeof line);
+    harness_log_last(&h, "index generation refused", line, sizeof line);
     if (!strstr(line, section)) fail_msg("the refusal does not name %s: %s", section, line);
     if (!strstr(line, "keeps serving")) fail_msg("the refusal does not say the old generation serves: %s", line);
     info_generation(client, after, sizeof after);

@@ -142,6 +142,16 @@ int harness_log_count(const harness *h, const char *needle) {
     return count;
 }
 
+void harness_log_last(const harness *h, const char *needle, char *out, size_t len) {
+    FILE *f = fopen(h->log_path, "r");
+    out[0] = '\0';
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle)) snprintf(out, len, "%s", line);
+    fclose(f);
+}
+
 int harness_wait_log(const harness *h, const char *needle, int timeout_ms) {
     int64_t deadline = harness_now_ms() + timeout_ms;
     int line;

@@ -52,6 +52,8 @@ int harness_wait_log(const harness *h, const char *needle, int timeout_ms);
 int harness_log_line(const harness *h, const char *needle);
 /* How many lines of the log contain `needle`. */
 int harness_log_count(const harness *h, const char *needle);
+/* The last line of the log that contains `needle`, into out ("" when none). */
+void harness_log_last(const harness *h, const char *needle, char *out, size_t len);
 int harness_start(harness *h, const char *wait_for, const char *const *extra);
 int harness_start_agg(harness *h, const char *const *partitions, const char *const *extra);
 int harness_wait_exit(harness *h, int timeout_ms);
