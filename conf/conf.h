@@ -64,6 +64,7 @@ typedef struct {
     uint32_t degraded_stop_percent; /* degraded only if it can run this share of its predicted time */
     uint32_t route_margin_percent;  /* a device wins clearly when this much faster (completion time) */
     bool overload_degrade;          /* false: shed (RESOURCE_EXHAUSTED); true: run degraded when it can */
+    bool codel_drop_waited;         /* refuse what waited past CoDel's target in a standing backlog */
     uint32_t worker_nice;           /* CPU workers' nice value above the rest of the process (0..19) */
     uint32_t analysis_min_workers;  /* queries are analysed on the workers when there are this many */
     char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */

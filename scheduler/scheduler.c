@@ -22,6 +22,7 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
     config->degraded_fraction = 0.5;
     config->route_margin = 0.25;
     config->overload = ISN_OVERLOAD_SHED;
+    config->codel_drops_waited = true;
     config->batch = (isn_batch_policy){.max_batch = 64,
                                        .memory_budget = 256u << 20,
                                        .linger_ns = 200000,
@@ -793,7 +794,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     /* Refused unprepared: past its admission point nothing can admit it, and in a standing
      * backlog a job that waited past the target makes room for fresher ones (CoDel). */
     bool late = job->deadline_ns && now < job->deadline_ns && (double)now >= admit_by;
-    bool unworthy = late || (job->deadline_ns && now < job->deadline_ns && !large &&
+    bool unworthy = late || (s->config.codel_drops_waited && job->deadline_ns && now < job->deadline_ns && !large &&
                              isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
     w->taken[w->taken_count].job = job;
     w->taken[w->taken_count].unworthy = unworthy;

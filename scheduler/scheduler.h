@@ -227,6 +227,10 @@ typedef struct {
     double route_margin;
     int worker_nice;         /* workers' nice value relative to the process (Linux: per thread) */
     isn_overload_policy overload;
+    /* In a standing backlog of the preparation queue, a request that waited past CoDel's target is
+     * refused unprepared (true, CoDel's dequeue drop) or prepared and admitted as any other (false:
+     * only the arrival check bounds the queue; a request past its admission point is refused either way). */
+    bool codel_drops_waited;
     isn_batch_policy batch;
     uint64_t gpu_rest_ns;    /* a failed device is left alone this long */
     /* The cost model's starting point: loaded from cost_model_state when that file exists (and saved

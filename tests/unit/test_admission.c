@@ -170,8 +170,10 @@ static void codel_drops_only_in_a_standing_backlog(void **state) {
  * wait of at least CoDel's target. Returns the counted drops after a wait; *refused_on_arrival counts
  * the counted arrival refusals, *refused_after counts those in the last 0.7 s at half the capacity. */
 #define PREP_NS 100000ull
-static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arrival, uint64_t *prepared,
-                                    uint64_t *refused_after) {
+static double longest_served_wait_ns; /* of the last prepare_queue_sheds run's counted preparations */
+
+static uint64_t prepare_queue_sheds_as(bool arrival_check, bool drop_waited, uint64_t *refused_on_arrival,
+                                       uint64_t *prepared, uint64_t *refused_after) {
     static uint64_t enqueued[1 << 16];
     uint32_t head = 0, tail = 0;
     isn_codel codel;
@@ -179,6 +181,7 @@ static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arr
     double budget = ADMIT_SHARE * (double)DEADLINE_NS;
     uint64_t busy_until = 0, dropped = 0, refusals = 0;
     *refused_on_arrival = *prepared = *refused_after = 0;
+    longest_served_wait_ns = 0;
     for (uint64_t now = 0; now < 3000 * MS;) {
         bool counted = now >= 500 * MS && now < 2000 * MS;
         while (head != tail && busy_until <= now) { /* the preparer takes jobs in order */
@@ -186,11 +189,13 @@ static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arr
             double sojourn = (double)(taken - enqueued[head & 0xffff]);
             head++;
             isn_codel_observe(&codel, sojourn, taken, refusals);
-            if (isn_codel_drops(&codel, sojourn, budget)) {
+            /* past its admission budget a job is refused whatever the mode (the scheduler's "late") */
+            if (sojourn > budget || (drop_waited && isn_codel_drops(&codel, sojourn, budget))) {
                 if (counted) dropped++;
                 busy_until = taken;
             } else {
                 if (counted) (*prepared)++;
+                if (counted && sojourn > longest_served_wait_ns) longest_served_wait_ns = sojourn;
                 busy_until = taken + PREP_NS;
             }
         }
@@ -205,6 +210,11 @@ static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arr
         now += now < 2000 * MS ? PREP_NS / 3 : 2 * PREP_NS;
     }
     return dropped;
+}
+
+static uint64_t prepare_queue_sheds(bool arrival_check, uint64_t *refused_on_arrival, uint64_t *prepared,
+                                    uint64_t *refused_after) {
+    return prepare_queue_sheds_as(arrival_check, true, refused_on_arrival, prepared, refused_after);
 }
 
 static void codel_refuses_on_arrival_what_it_would_drop_after_a_wait(void **state) {
@@ -228,6 +238,28 @@ static void codel_refuses_on_arrival_what_it_would_drop_after_a_wait(void **stat
     uint64_t drops_only = prepare_queue_sheds(false, &arrival, &prepared, &after);
     assert_int_equal(arrival, 0);
     assert_true(drops_only > 100 * drops);
+}
+
+/* scheduler.codel_drop_waited = false: no request is dropped for having waited past the target in a
+ * standing backlog; the arrival check alone bounds the queue. At 3x the preparer's capacity it still
+ * refuses the excess on arrival, keeps the preparer busy, keeps every served request's wait under the
+ * target, and lets go when the load falls. */
+static void the_arrival_check_alone_bounds_the_queue(void **state) {
+    (void)state;
+    uint64_t arrival = 0, prepared = 0, after = 0;
+    uint64_t dropped = prepare_queue_sheds_as(true, false, &arrival, &prepared, &after);
+    print_message("without drops after a wait: %llu refused on arrival, %llu dropped (past the budget), %llu prepared, "
+                  "longest wait %.2f ms\n",
+                  (unsigned long long)arrival, (unsigned long long)dropped, (unsigned long long)prepared,
+                  longest_served_wait_ns / 1e6);
+    assert_true(arrival > 0);
+    assert_int_equal(dropped, 0);
+    assert_true((double)prepared >= 0.9 * 1500 * MS / PREP_NS);
+    assert_true(longest_served_wait_ns <= SCHED_CODEL_TARGET_NS);
+    assert_int_equal(after, 0);
+    /* without the arrival check either, nothing bounds the queue but the budget: waits grow to it */
+    prepare_queue_sheds_as(false, false, &arrival, &prepared, &after);
+    assert_true(longest_served_wait_ns > SCHED_CODEL_TARGET_NS);
 }
 
 /* The preparation queue's departure meter: it measures only while the takers have a backlog (a window
@@ -269,6 +301,7 @@ int main(void) {
         cmocka_unit_test(stale_scale_relaxes_to_one),
         cmocka_unit_test(codel_drops_only_in_a_standing_backlog),
         cmocka_unit_test(codel_refuses_on_arrival_what_it_would_drop_after_a_wait),
+        cmocka_unit_test(the_arrival_check_alone_bounds_the_queue),
         cmocka_unit_test(departure_meter_measures_the_drain_of_a_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

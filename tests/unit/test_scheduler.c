@@ -1247,6 +1247,109 @@ static void large_requests_take_one_worker(void **state) {
     isn_scheduler_stop(s);
 }
 
+/* Preparations held one by one: the job numbered n (1, 2, ...) waits inside prepare() until the test has
+ * released n; `entered` is the highest number that reached prepare(). */
+typedef struct {
+    test_job t;
+    uint32_t number;
+} numbered_job;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    uint32_t entered, released;
+} prepare_turns = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static bool prepare_in_turn(void *user, isn_job *job, void *worker_state) {
+    (void)user, (void)worker_state;
+    numbered_job *n = (numbered_job *)job->user;
+    pthread_mutex_lock(&prepare_turns.lock);
+    prepare_turns.entered = n->number;
+    pthread_cond_broadcast(&prepare_turns.changed);
+    while (prepare_turns.released < n->number) pthread_cond_wait(&prepare_turns.changed, &prepare_turns.lock);
+    pthread_mutex_unlock(&prepare_turns.lock);
+    return true;
+}
+
+/* Whether job `number` reached prepare() within 30 s (a job refused unprepared never does). */
+static bool wait_entered(uint32_t number) {
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += 30;
+    pthread_mutex_lock(&prepare_turns.lock);
+    while (prepare_turns.entered < number &&
+           pthread_cond_timedwait(&prepare_turns.changed, &prepare_turns.lock, &give_up) == 0) {}
+    bool entered = prepare_turns.entered >= number;
+    pthread_mutex_unlock(&prepare_turns.lock);
+    return entered;
+}
+
+static void release_turn(uint32_t number) {
+    pthread_mutex_lock(&prepare_turns.lock);
+    prepare_turns.released = number;
+    pthread_cond_broadcast(&prepare_turns.changed);
+    pthread_mutex_unlock(&prepare_turns.lock);
+}
+
+/* A standing backlog in the preparation queue (CoDel: an interval whose every request waited past the
+ * target), built with one worker whose preparations the test holds: job 1 is taken at once, job 2 after
+ * waiting 250 ms (it ends CoDel's first interval, whose least wait was job 1's), job 3 after another
+ * 250 ms, ending an interval whose least wait was job 2's. Job 3 has 10 s to its deadline, far from its
+ * admission point. With codel_drops_waited it is refused unprepared (CoDel's drop after a wait); without,
+ * it is prepared and run. The margins (250 ms against CoDel's 100 ms interval and 5 ms target) are about
+ * the order of the takes, not about speed. */
+static void a_request_that_waited_in_a_standing_backlog(bool drops_waited) {
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = prepare_in_turn;
+    config.codel_drops_waited = drops_waited;
+    prepare_turns.entered = prepare_turns.released = 0;
+    isn_scheduler *s = harness_start(&config);
+    static numbered_job jobs[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+        jobs[i].number = i + 1;
+    }
+    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    assert_true(wait_entered(1));
+    for (uint32_t i = 1; i < 3; i++) {
+        jobs[i].t.job.deadline_ns = isn_now_ns() + 10000000000ull;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+        sleep_until(isn_now_ns() + 250000000ull);
+        release_turn(i); /* job i leaves prepare(); the worker takes job i + 1 */
+        if (i == 1) assert_true(wait_entered(2));
+    }
+    if (!drops_waited && !wait_entered(3)) {
+        release_turn(3);
+        fail_msg("job 3 never reached prepare(): refused unprepared after its wait");
+    }
+    release_turn(3);
+    harness_wait(&h, &h.completed, 3);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    assert_int_equal(jobs[1].t.job.outcome, ISN_JOB_RAN);
+    if (drops_waited) {
+        assert_int_equal(jobs[2].t.job.outcome, ISN_JOB_REFUSED);
+        assert_int_equal(stats.shed_unprepared, 1);
+        assert_int_equal(stats.shed_unprepared_late, 0);
+    } else {
+        assert_int_equal(jobs[2].t.job.outcome, ISN_JOB_RAN);
+        assert_int_equal(stats.shed_unprepared, 0);
+    }
+    isn_scheduler_stop(s);
+}
+
+static void codel_drops_a_request_that_waited_in_a_standing_backlog(void **state) {
+    (void)state;
+    a_request_that_waited_in_a_standing_backlog(true);
+}
+
+static void without_codel_drops_a_request_that_waited_is_served(void **state) {
+    (void)state;
+    a_request_that_waited_in_a_standing_backlog(false);
+}
+
 /* A submission made on a thread of its own; done and result under the harness's lock. */
 typedef struct {
     harness *h;
@@ -1739,6 +1842,8 @@ int main(void) {
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
+        cmocka_unit_test(codel_drops_a_request_that_waited_in_a_standing_backlog),
+        cmocka_unit_test(without_codel_drops_a_request_that_waited_is_served),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(preparation_wait_is_at_least_the_last_one_measured),
         cmocka_unit_test(arrival_counts_the_measured_drain_of_preparations),
