@@ -16,7 +16,8 @@
 # DEADLINE_MS (50), K (10), DURATION (4 s per point), WARMUP (1), REPEATS (3), MULTIPLES
 # ("0.5 1 1.25 1.5 2 3 4"), ISND_CPUS / BENCH_CPUS (taskset lists), BENCH_THREADS (isn-bench
 # generator threads, 1), CONNECTIONS (per thread, 4), OUT (folder for JSON and the plot,
-# $BUILD/bench/overload).
+# $BUILD/bench/overload), AFTER_START (a command run once isnd is ready, its pid in ISND_PID: for
+# example 'bash bench/pin_threads.sh $ISND_PID 0-2 3-11').
 set -euo pipefail
 plot=0
 if [ "${1:-}" = --plot ]; then plot=1; shift; fi
@@ -69,6 +70,10 @@ for _ in range(3000):
     time.sleep(0.1)
 sys.exit(1)
 PY
+if [ -n "${AFTER_START:-}" ]; then
+  ISND_PID=$pid bash -c "$AFTER_START" >"$OUT/after-start-$name.log" 2>&1 ||
+    { echo "overload_curve: AFTER_START failed:" >&2; cat "$OUT/after-start-$name.log" >&2; exit 1; }
+fi
 
 # One isn-bench run per point, with the node's metrics scraped around it: the refusals' time inside
 # the node (bench/node_sheds.py) beside the client's view of it. (Python rather than curl: the GPU
