@@ -48,6 +48,13 @@ void isn_run_lowered(void (*work)(void *), void *arg);
  * where the kernel does not say (before 6.12) or the thread is not of the normal policy. */
 int isn_set_this_thread_slice(uint64_t ns, char *err, size_t err_len);
 uint64_t isn_thread_slice_ns(pid_t tid);
+/* Or they can leave the normal policy for the real-time one: a SCHED_FIFO thread (priority 1-99) takes
+ * a core from any normal thread the moment it is woken, slice or no slice. Needs CAP_SYS_NICE or an
+ * RLIMIT_RTPRIO of at least the priority (systemd: LimitRTPRIO=); threads it starts later begin in the
+ * normal policy. -1 with err when refused. isn_thread_realtime_priority reads a thread's (tid, 0 = the
+ * caller): its SCHED_FIFO priority, 0 when it is of another policy. */
+int isn_set_this_thread_realtime(int priority, char *err, size_t err_len);
+int isn_thread_realtime_priority(pid_t tid);
 
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */

@@ -1,4 +1,5 @@
-/* A thread's scheduler slice (base.h: isn_set_this_thread_slice, isn_thread_slice_ns). */
+/* A thread's scheduler slice or real-time priority (base.h: isn_set_this_thread_slice, isn_thread_slice_ns,
+ * isn_set_this_thread_realtime, isn_thread_realtime_priority). */
 #include <errno.h>
 #include <linux/sched.h>
 #include <linux/sched/types.h>
@@ -38,4 +39,28 @@ uint64_t isn_thread_slice_ns(pid_t tid) {
     struct sched_attr attr;
     if (get_attr(tid, &attr) < 0 || attr.sched_policy != SCHED_NORMAL) return 0;
     return attr.sched_runtime;
+}
+
+int isn_set_this_thread_realtime(int priority, char *err, size_t err_len) {
+    struct sched_attr attr;
+    if (get_attr(0, &attr) < 0) return isn_error(err, err_len, "sched_getattr: %s", strerror(errno));
+    attr.size = sizeof attr;
+    attr.sched_policy = SCHED_FIFO;
+    attr.sched_priority = (uint32_t)priority;
+    attr.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+    attr.sched_nice = 0;
+    attr.sched_runtime = 0;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) < 0) {
+        int saved = errno;
+        return isn_error(err, err_len, "SCHED_FIFO at priority %d: %s%s", priority, strerror(saved),
+                         saved == EPERM ? " (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= the priority; systemd: LimitRTPRIO=)"
+                                        : "");
+    }
+    return 0;
+}
+
+int isn_thread_realtime_priority(pid_t tid) {
+    struct sched_attr attr;
+    if (get_attr(tid, &attr) < 0 || attr.sched_policy != SCHED_FIFO) return 0;
+    return (int)attr.sched_priority;
 }

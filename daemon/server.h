@@ -68,6 +68,7 @@ typedef struct serving_loop {
     pthread_t thread;
     bool has_thread;
     uint32_t slice_us; /* server.loop_slice, given to the thread when it starts (a SIGHUP may rewrite the conf) */
+    uint32_t realtime_priority; /* server.loop_realtime_priority, likewise */
     isn_grpc_server *grpc;
     isn_grpc_health_watchers *watchers; /* Health/Watch streams */
     completion_queue completions;

@@ -214,12 +214,22 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     return 0;
 }
 
-/* server.loop_slice on the calling loop's thread. A kernel that refuses it (before 6.12: Debian 12's, for
- * one) is said once at info, not warned about: the default asks for it everywhere, and the loops serve
- * with the kernel's slice as they did before. */
-static void take_loop_slice(uint32_t us, uint32_t id) {
-    if (!us) return;
+/* server.loop_realtime_priority, else server.loop_slice, on the calling loop's thread. A real-time
+ * priority refused (no CAP_SYS_NICE nor RLIMIT_RTPRIO) is warned about, since it was asked for, and the
+ * loop takes the slice instead. A kernel that refuses the slice (before 6.12: Debian 12's, for one) is
+ * said once at info, not warned about: the default asks for it everywhere, and the loops serve with the
+ * kernel's slice as they did before. */
+static void take_loop_slice(uint32_t us, uint32_t realtime, uint32_t id) {
     char err[256];
+    if (realtime) {
+        if (isn_set_this_thread_realtime((int)realtime, err, sizeof err) == 0) {
+            if (id == 0) log_info("event loops run SCHED_FIFO at priority %u (server.loop_realtime_priority)", realtime);
+            return;
+        }
+        if (id == 0) log_warn("server.loop_realtime_priority = %u not applied, the loops stay in the normal policy: %s",
+                              realtime, err);
+    }
+    if (!us) return;
     if (isn_set_this_thread_slice((uint64_t)us * 1000, err, sizeof err) < 0) {
         if (id == 0) log_info("server.loop_slice = %u us not applied, the loops keep the kernel's slice: %s", us, err);
     } else if (id == 0) {
@@ -232,7 +242,7 @@ static void *loop_thread(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
-    take_loop_slice(loop->slice_us, loop->id);
+    take_loop_slice(loop->slice_us, loop->realtime_priority, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -241,13 +251,14 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
     for (uint32_t i = 1; i < server->num_loops; i++) {
         serving_loop *loop = &server->loops[i];
         loop->slice_us = server->conf.loop_slice_us;
+        loop->realtime_priority = server->conf.loop_realtime_priority;
         int rc = pthread_create(&loop->thread, NULL, loop_thread, loop);
         if (rc) return isn_error(err, err_len, "cannot start the thread of event loop %u: %s", i, strerror(rc));
         loop->has_thread = true;
     }
     if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
     /* the first loop's is the main thread: after it has started the others */
-    take_loop_slice(server->conf.loop_slice_us, 0);
+    take_loop_slice(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * streams on every loop see the drain; max_connections holds for the node, not per loop. Also run
  * under ThreadSanitizer (make tsan-test). */
 #include <dirent.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -221,9 +222,44 @@ static void test_watch_on_every_loop(void **state) {
     assert_int_equal(harness_wait_exit(&h, 10000), 0);
 }
 
-/* server.loop_slice: every loop's thread (the first loop's is isnd's main thread) takes the slice, and no
- * other thread does: the workers and dispatchers it would let the loops preempt keep the kernel's, and
- * so do threads the main thread starts after the loops (reset on fork). */
+/* Each thread of the running isnd: whether it runs a loop (the first loop's is isnd's main thread), and
+ * what `setting` reads of it (a slice, a priority). Fails when a loop lacks `expected` or another thread
+ * has it; returns the loops seen, and *others the other threads. */
+static unsigned check_loop_threads(uint64_t (*setting)(pid_t tid), uint64_t expected, const char *what,
+                                   unsigned *others) {
+    char dir[64], main_tid[16];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)h.pid);
+    snprintf(main_tid, sizeof main_tid, "%d", (int)h.pid);
+    DIR *tasks = opendir(dir);
+    assert_non_null(tasks);
+    unsigned loops = 0;
+    *others = 0;
+    for (struct dirent *e; (e = readdir(tasks));) {
+        if (e->d_name[0] == '.') continue;
+        char name[32];
+        harness_thread_name(h.pid, e->d_name, name, sizeof name);
+        if (!name[0]) continue;
+        bool loop = strcmp(e->d_name, main_tid) == 0 || strncmp(name, "isnd-loop-", 10) == 0;
+        uint64_t value = setting((pid_t)atoi(e->d_name));
+        if (loop) {
+            if (value != expected) fail_msg("loop thread %s (%s) has %s %llu, not %llu", e->d_name, name, what,
+                                            (unsigned long long)value, (unsigned long long)expected);
+            loops++;
+        } else {
+            if (value == expected) fail_msg("thread %s (%s) took the loops' %s", e->d_name, name, what);
+            (*others)++;
+        }
+    }
+    closedir(tasks);
+    return loops;
+}
+
+static uint64_t slice_of(pid_t tid) { return isn_thread_slice_ns(tid); }
+static uint64_t realtime_priority_of(pid_t tid) { return (uint64_t)isn_thread_realtime_priority(tid); }
+
+/* server.loop_slice: every loop's thread takes the slice, and no other thread does: the workers and
+ * dispatchers it would let the loops preempt keep the kernel's, and so do threads the main thread starts
+ * after the loops (reset on fork). */
 static void test_loop_slice_on_the_loops_alone(void **state) {
     (void)state;
     if (isn_thread_slice_ns(0) == 0) {
@@ -232,31 +268,40 @@ static void test_loop_slice_on_the_loops_alone(void **state) {
     }
     static const char *const args[] = {"--set", "server.loops=3", "--set", "server.loop_slice=300us", "--workers", "2", NULL};
     assert_int_equal(harness_start(&h, NULL, args), 0);
-    char dir[64], main_tid[16];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)h.pid);
-    snprintf(main_tid, sizeof main_tid, "%d", (int)h.pid);
-    DIR *tasks = opendir(dir);
-    assert_non_null(tasks);
-    unsigned loops = 0, others = 0;
-    for (struct dirent *e; (e = readdir(tasks));) {
-        if (e->d_name[0] == '.') continue;
-        char name[32];
-        harness_thread_name(h.pid, e->d_name, name, sizeof name);
-        if (!name[0]) continue;
-        bool loop = strcmp(e->d_name, main_tid) == 0 || strncmp(name, "isnd-loop-", 10) == 0;
-        uint64_t slice = isn_thread_slice_ns((pid_t)atoi(e->d_name));
-        if (loop) {
-            if (slice != 300000) fail_msg("loop thread %s (%s) has a %llu ns slice, not 300 us", e->d_name, name,
-                                          (unsigned long long)slice);
-            loops++;
-        } else {
-            if (slice == 300000) fail_msg("thread %s (%s) took the loops' slice", e->d_name, name);
-            others++;
-        }
-    }
-    closedir(tasks);
-    assert_int_equal(loops, 3);
+    unsigned others;
+    assert_int_equal(check_loop_threads(slice_of, 300000, "slice (ns)", &others), 3);
     assert_true(others >= 2); /* the workers at least */
+    assert_int_equal(harness_stop(&h), 0);
+}
+
+/* Whether this process may make a thread SCHED_FIFO (CAP_SYS_NICE or RLIMIT_RTPRIO), tried on a thread
+ * of its own. */
+static void *try_realtime(void *arg) {
+    char err[256];
+    *(bool *)arg = isn_set_this_thread_realtime(1, err, sizeof err) == 0;
+    return NULL;
+}
+
+/* server.loop_realtime_priority: every loop's thread runs SCHED_FIFO at it; the workers, the dispatchers
+ * and threads started later stay in the normal policy (reset on fork), or a loop that never sleeps would
+ * have company that never yields. */
+static void test_loop_realtime_priority_on_the_loops_alone(void **state) {
+    (void)state;
+    bool permitted = false;
+    pthread_t probe;
+    assert_int_equal(pthread_create(&probe, NULL, try_realtime, &permitted), 0);
+    pthread_join(probe, NULL);
+    if (!permitted) {
+        printf("loop real-time check skipped: this process may not use SCHED_FIFO (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)\n");
+        skip();
+    }
+    static const char *const args[] = {"--set", "server.loops=3", "--set", "server.loop_realtime_priority=2",
+                                       "--workers", "2", NULL};
+    assert_int_equal(harness_start(&h, NULL, args), 0);
+    unsigned others;
+    assert_int_equal(check_loop_threads(realtime_priority_of, 2, "SCHED_FIFO priority", &others), 3);
+    assert_true(others >= 2);
+    assert_true(harness_log_count(&h, "event loops run SCHED_FIFO at priority 2") == 1);
     assert_int_equal(harness_stop(&h), 0);
 }
 
@@ -329,6 +374,7 @@ int main(void) {
         cmocka_unit_test(test_watch_on_every_loop),
         cmocka_unit_test(test_connection_limit_across_loops),
         cmocka_unit_test(test_loop_slice_on_the_loops_alone),
+        cmocka_unit_test(test_loop_realtime_priority_on_the_loops_alone),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
 }
