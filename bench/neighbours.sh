@@ -8,6 +8,7 @@
 #
 #   NEIGHBOURS=big bash bench/neighbours.sh     # RATE=300 CLIENTS=4 ROUNDS=3 DURATION=3 WORKERS=2
 #   NEIGHBOURS=rapid-reset CLIENTS=2 bash bench/neighbours.sh
+# ISND_ARGS adds isnd flags (e.g. ISND_ARGS="--set server.loop_realtime_priority=1").
 set -euo pipefail
 BUILD=${BUILD:-build}
 NEIGHBOURS=${NEIGHBOURS:-big}
@@ -46,7 +47,8 @@ open(sys.argv[1], "wb").write(b"\x00" + len(message).to_bytes(4, "big") + messag
 PY
 fi
 
-"$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen "" --workers "$WORKERS" >"$work/isnd.log" 2>&1 &
+# shellcheck disable=SC2086 # ISND_ARGS: more isnd flags, word-split
+"$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen "" --workers "$WORKERS" ${ISND_ARGS:-} >"$work/isnd.log" 2>&1 &
 pid=$!
 port=""
 for _ in $(seq 1 300); do
