@@ -94,7 +94,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), "50", 1, 100, false},
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), "25", 0, 1000, false},
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), "false", 0, 0, false},
-    {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "true", 0, 0, false},
+    {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "false", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},

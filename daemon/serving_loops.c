@@ -215,8 +215,8 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
 }
 
 /* server.loop_realtime_priority, else server.loop_slice, on the calling loop's thread. A real-time
- * priority refused (no CAP_SYS_NICE nor RLIMIT_RTPRIO) is warned about, since it was asked for, and the
- * loop takes the slice instead. A kernel that refuses the slice (before 6.12: Debian 12's, for one) is
+ * priority refused (no CAP_SYS_NICE nor RLIMIT_RTPRIO: a container's usual lot) is warned about, since it
+ * was asked for, and the loop takes the slice instead. A kernel that refuses the slice (before 6.12: Debian 12's, for one) is
  * said once at info, not warned about: the default asks for it everywhere, and the loops serve with the
  * kernel's slice as they did before. */
 static void take_loop_slice(uint32_t us, uint32_t realtime, uint32_t id) {

@@ -266,7 +266,8 @@ static void test_loop_slice_on_the_loops_alone(void **state) {
         printf("loop slice check skipped: this kernel does not report per-thread slices (Linux 6.12+)\n");
         skip();
     }
-    static const char *const args[] = {"--set", "server.loops=3", "--set", "server.loop_slice=300us", "--workers", "2", NULL};
+    static const char *const args[] = {"--set", "server.loops=3", "--set", "server.loop_slice=300us",
+                                       "--set", "server.loop_realtime_priority=0", "--workers", "2", NULL};
     assert_int_equal(harness_start(&h, NULL, args), 0);
     unsigned others;
     assert_int_equal(check_loop_threads(slice_of, 300000, "slice (ns)", &others), 3);
