@@ -12,10 +12,15 @@ n_loops=0 n_rest=0
 for task in /proc/"$pid"/task/*; do
   tid=${task##*/}
   comm=$(cat "$task/comm" 2>/dev/null) || continue # the thread ended meanwhile
-  if [ "$tid" = "$pid" ] || [[ $comm == isnd-loop-* ]]; then
-    taskset -p -c "$loops" "$tid" >/dev/null; n_loops=$((n_loops + 1))
-  else
-    taskset -p -c "$rest" "$tid" >/dev/null; n_rest=$((n_rest + 1))
+  is_loop=0
+  if [ "$tid" = "$pid" ] || [[ $comm == isnd-loop-* ]]; then is_loop=1; fi
+  cpus=$rest
+  [ $is_loop = 1 ] && cpus=$loops
+  if ! taskset -p -c "$cpus" "$tid" >/dev/null 2>&1; then
+    [ -d "$task" ] || continue # a short-lived thread ended between the listing and here
+    echo "pin_threads: cannot pin thread $tid ($comm) to CPUs $cpus" >&2
+    exit 1
   fi
+  if [ $is_loop = 1 ]; then n_loops=$((n_loops + 1)); else n_rest=$((n_rest + 1)); fi
 done
 echo "pin_threads: $n_loops loop threads on CPUs $loops, $n_rest other threads on CPUs $rest"

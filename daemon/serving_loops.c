@@ -216,10 +216,10 @@ int serving_loops_make(isn_server *server, char *err, size_t err_len) {
 
 /* server.loop_realtime_priority, else server.loop_slice, on the calling loop's thread. A real-time
  * priority refused (no CAP_SYS_NICE nor RLIMIT_RTPRIO: a container's usual lot) is warned about, since it
- * was asked for, and the loop takes the slice instead. A kernel that refuses the slice (before 6.12: Debian 12's, for one) is
- * said once at info, not warned about: the default asks for it everywhere, and the loops serve with the
- * kernel's slice as they did before. */
-static void take_loop_slice(uint32_t us, uint32_t realtime, uint32_t id) {
+ * was asked for, and the loop takes the slice instead. A kernel that refuses the slice (before 6.12:
+ * Debian 12's, for one) is said once at info, not warned about: the default asks for it everywhere, and
+ * the loops serve with the kernel's slice as they did before. */
+static void take_loop_scheduling(uint32_t us, uint32_t realtime, uint32_t id) {
     char err[256];
     if (realtime) {
         if (isn_set_this_thread_realtime((int)realtime, err, sizeof err) == 0) {
@@ -242,7 +242,7 @@ static void *loop_thread(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
-    take_loop_slice(loop->slice_us, loop->realtime_priority, loop->id);
+    take_loop_scheduling(loop->slice_us, loop->realtime_priority, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -258,7 +258,7 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
     }
     if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
     /* the first loop's is the main thread: after it has started the others */
-    take_loop_slice(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
+    take_loop_scheduling(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
     return 0;
 }
 
