@@ -34,6 +34,7 @@ void metrics_add(metrics *sum, const metrics *m) {
         for (int stage = 0; stage < STAGE_COUNT; stage++)
             histogram_add(&sum->search_stage_seconds[device][stage], &m->search_stage_seconds[device][stage]);
     histogram_add(&sum->shed_seconds, &m->shed_seconds);
+    histogram_add(&sum->loop_iteration_seconds, &m->loop_iteration_seconds);
     for (int device = 0; device < STAGE_DEVICES; device++) {
         histogram_add(&sum->reply_wait_seconds[device], &m->reply_wait_seconds[device]);
         sum->answered_late[device] += m->answered_late[device];

@@ -30,6 +30,10 @@ typedef struct {
     /* Search replies, by the device that searched: from the job's end (its worker or GPU batch done) to
      * the loop writing its reply, the part of a query's time spent on the way back. */
     histogram reply_wait_seconds[STAGE_DEVICES];
+    /* The loop's iterations: its time from one poll to the next, less its wait in the poll (reads,
+     * refusals, replies, flushes). A request that reaches its socket during an iteration waits at least
+     * for the rest of it, so the long ones are the tail of how soon a refusal can leave. */
+    histogram loop_iteration_seconds;
     uint64_t answered_late[STAGE_DEVICES]; /* OK replies written after the request's deadline (the node's clock) */
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
     uint64_t shed;                  /* RESOURCE_EXHAUSTED: overload or queue full */

@@ -86,6 +86,11 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
                 "have reached the socket) to the refusal queued for sending.");
     prom_histogram(out, "isn_shed_duration_seconds", "", &m->shed_seconds);
 
+    prom_family(out, "isn_loop_iteration_seconds", "histogram",
+                "The serving loops' iterations: time from one poll to the next less the wait in the poll (reads, "
+                "refusals, replies, flushes). A request reaching its socket during one waits for the rest of it.");
+    prom_histogram(out, "isn_loop_iteration_seconds", "", &m->loop_iteration_seconds);
+
     prom_family(out, "isn_reply_wait_seconds", "histogram",
                 "Search replies: time from the job's end (its worker or GPU batch done) to the serving loop writing "
                 "the reply, by the device that searched.");

@@ -92,6 +92,7 @@ typedef struct serving_loop {
     uint32_t num_deadlines, deadline_cap;
     pthread_mutex_t metrics_lock;
     metrics metrics;
+    uint64_t iteration_start_ns, iteration_idle_ns; /* the last poll's entry, and the loop's idle time then */
 } serving_loop;
 
 struct isn_server {

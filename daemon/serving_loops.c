@@ -123,8 +123,22 @@ static void take_next_iteration(uv_idle_t *idle) { (void)idle; }
  * a GPU batch lands its answers arrive one after another, and a loop that kept taking them would leave
  * its sockets unread for as long as the landing lasts. What waits goes out in the next iteration,
  * which comes at once: an active idle handle makes the poll not block. */
+/* The iteration that ends at this poll: the time since the last poll began, less the poll's wait (the
+ * loop measures its idle time: grpc/server.c configures UV_METRICS_IDLE_TIME). */
+static void count_iteration(serving_loop *loop) {
+    uint64_t now = isn_now_ns(), idle = uv_metrics_idle_time(loop->loop);
+    if (loop->iteration_start_ns && now > loop->iteration_start_ns) {
+        uint64_t waited = idle - loop->iteration_idle_ns, span = now - loop->iteration_start_ns;
+        double busy = (double)(span > waited ? span - waited : 0) / 1e9;
+        LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy));
+    }
+    loop->iteration_start_ns = now;
+    loop->iteration_idle_ns = idle;
+}
+
 static void take_before_poll(uv_prepare_t *prepare) {
     serving_loop *loop = prepare->data;
+    count_iteration(loop);
     bool took = rpc_take_completions(loop);
     if (completion_queue_may_poll(&loop->completions)) uv_idle_stop(&loop->completion_more);
     else uv_idle_start(&loop->completion_more, take_next_iteration);

@@ -119,6 +119,10 @@ static void test_many_clients_across_loops(void **state) {
         double busy = harness_metric_value(&h, sample);
         if (!(busy > 0)) fail_msg("%s is %g after serving requests", sample, busy);
     }
+    /* and counted its iterations: at least one each, every one in some bucket */
+    long long iterations = metric("isn_loop_iteration_seconds_count");
+    if (iterations < LOOPS) fail_msg("isn_loop_iteration_seconds_count is %lld after serving requests", iterations);
+    assert_int_equal(metric("isn_loop_iteration_seconds_bucket{le=\"+Inf\"}") >= iterations, 1);
     /* every answer counted once, whichever loop sent it */
     assert_int_equal(metric("isn_requests_total{method=\"isn.v1.Search/Search\",code=\"OK\"}"),
                      3 * CLIENTS * CALLS_PER_CLIENT);
