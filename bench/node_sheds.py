@@ -3,8 +3,8 @@
 (files BEFORE and AFTER). Prints one JSON object: refusals counted by isn_shed_duration_seconds, the
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
-a wait, by routing once prepared). The client's view (isn-bench's shed_latency_us) adds the network
-and the load generator's own delays.
+a wait, by routing once prepared); and the loops' iterations, with how many took over 1 ms. The
+client's view (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
 """
@@ -37,15 +37,23 @@ def main():
         sys.exit(__doc__)
     before, after = scrape(sys.argv[1]), scrape(sys.argv[2])
     delta = lambda name: after.get(name, 0.0) - before.get(name, 0.0)
-    buckets = []
-    for name in after:
-        m = re.fullmatch(r'isn_shed_duration_seconds_bucket\{le="([^"]+)"\}', name)
-        if m:
-            buckets.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), delta(name)))
-    buckets.sort()
+    def cumulative(family):
+        """A histogram's (upper bound, count) pairs over the run, smallest bound first."""
+        pairs = []
+        for name in after:
+            m = re.fullmatch(family + r'_bucket\{le="([^"]+)"\}', name)
+            if m:
+                pairs.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), delta(name)))
+        return sorted(pairs)
+
+    buckets = cumulative("isn_shed_duration_seconds")
     count = delta("isn_shed_duration_seconds_count")
     within_1ms = next((c for le, c in buckets if le >= 0.001), 0.0)
     p99 = next((le for le, c in buckets if count and c >= 0.99 * count), None)
+    # the loops' iterations (isn_loop_iteration_seconds): a request reaching its socket during a long one
+    # waits for the rest of it
+    iterations = delta("isn_loop_iteration_seconds_count")
+    iterations_within_1ms = next((c for le, c in cumulative("isn_loop_iteration_seconds") if le >= 0.001), 0.0)
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -58,6 +66,9 @@ def main():
         # replies with results the node wrote after their deadline, by the device that searched
         "node_late_cpu": int(delta('isn_answered_late_total{device="cpu"}')),
         "node_late_gpu": int(delta('isn_answered_late_total{device="gpu"}')),
+        "loop_iterations": int(iterations),
+        "loop_iterations_over_1ms": int(iterations - iterations_within_1ms) if iterations else None,
+        "loop_iteration_seconds": round(delta("isn_loop_iteration_seconds_sum"), 6),
     }))
 
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# bench/node_sheds.py: what the node's refusals and loop iterations did between two /metrics scrapes,
+# from written scrapes (no load is run): the refusals' share within 1 ms and the bucket holding their p99,
+# where they were refused, and the loop iterations over 1 ms; a run with no refusal says so (null), not 0%.
+set -euo pipefail
+work=$(mktemp -d "${TMPDIR:-/tmp}/isn-node-sheds.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+scrape() { # file shed<=0.5ms shed<=1ms shed<=2.5ms shed_total iter<=1ms iter_total iter_sum at_headers unprepared
+  cat >"$1" <<PROM
+# HELP isn_shed_duration_seconds whatever
+# TYPE isn_shed_duration_seconds histogram
+isn_shed_duration_seconds_bucket{le="0.0005"} $2
+isn_shed_duration_seconds_bucket{le="0.001"} $3
+isn_shed_duration_seconds_bucket{le="0.0025"} $4
+isn_shed_duration_seconds_bucket{le="+Inf"} $5
+isn_shed_duration_seconds_count $5
+isn_loop_iteration_seconds_bucket{le="0.001"} $6
+isn_loop_iteration_seconds_bucket{le="+Inf"} $7
+isn_loop_iteration_seconds_count $7
+isn_loop_iteration_seconds_sum $8
+isn_shed_at_headers_total $9
+isn_scheduler_shed_unprepared_total ${10}
+PROM
+}
+field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+expect() { [ "$2" = "$3" ] || { echo "node_sheds_test: $1: got \"$2\", wanted \"$3\"" >&2; exit 1; }; }
+
+scrape "$work/before" 10 10 10 10 100 100 0.01 10 0
+# 1,000 refusals more: 900 within 0.5 ms, 80 more within 1 ms, 18 more within 2.5 ms, 2 beyond; 1,000
+# iterations more, 990 of them within 1 ms; 950 refused at HEADERS, 50 unprepared
+scrape "$work/after" 910 990 1008 1010 1090 1100 0.51 960 50
+out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
+expect "refusals" "$(field node_shed <<<"$out")" 1000
+expect "share within 1 ms" "$(field node_shed_within_1ms_share <<<"$out")" 0.98
+expect "p99's bucket" "$(field node_shed_p99_ms_at_most <<<"$out")" 2.5
+expect "at HEADERS" "$(field shed_at_headers <<<"$out")" 950
+expect "unprepared" "$(field shed_unprepared <<<"$out")" 50
+expect "iterations" "$(field loop_iterations <<<"$out")" 1000
+expect "iterations over 1 ms" "$(field loop_iterations_over_1ms <<<"$out")" 10
+expect "iterations' time" "$(field loop_iteration_seconds <<<"$out")" 0.5
+
+# nothing refused, no iteration counted: null, not a share of 0
+out=$(python3 bench/node_sheds.py "$work/before" "$work/before")
+expect "no refusal" "$(field node_shed_within_1ms_share <<<"$out")" None
+expect "no iteration" "$(field loop_iterations_over_1ms <<<"$out")" None
+echo "node_sheds_test: all cases passed"
