@@ -305,6 +305,9 @@ typedef struct {
      * microseconds (same cap): when these grow, the load generator, not the server, sets the latency */
     uint64_t *send_lag_us;
     size_t num_send_lags;
+    /* the generator threads' CPU time and wall time over the run, summed over the threads: a share near
+     * 1 says the generator never waited for input, so its reads lag and the latencies are partly its own */
+    uint64_t generator_cpu_ns, generator_wall_ns;
     /* on-time complete answers per BENCH_TIMELINE_NS of scheduled time from the measured start */
     uint32_t timeline[BENCH_TIMELINE_BUCKETS];
     size_t timeline_len;

@@ -67,6 +67,8 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->client_timeouts += st->client_timeouts;
     sum->partial += st->partial;
     sum->late += st->late;
+    sum->generator_cpu_ns += st->generator_cpu_ns;
+    sum->generator_wall_ns += st->generator_wall_ns;
     for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
     for (size_t j = 0; j < st->num_shed_latencies; j++) add_shed_latency(sum, st->shed_latency_us[j]);
     for (size_t j = 0; j < st->num_send_lags; j++) bench_stats_add_send_lag(sum, st->send_lag_us[j]);
@@ -171,10 +173,11 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
     fprintf(out,
             "\"on_time\":%llu,\"on_time_per_s\":%.1f,\"shed_latency_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,"
             "\"samples\":%zu},\"send_lag_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},"
-            "\"timeline_ms\":%lld,\"on_time_timeline\":[",
+            "\"generator_busy\":%.3f,\"timeline_ms\":%lld,\"on_time_timeline\":[",
             (unsigned long long)bench_stats_on_time(stats),
             duration_s > 0 ? (double)bench_stats_on_time(stats) / duration_s : 0.0, shed.p50, shed.p99, shed.max,
             stats->num_shed_latencies, lag.p50, lag.p99, lag.max, stats->num_send_lags,
+            ratio(stats->generator_cpu_ns, stats->generator_wall_ns),
             (long long)(BENCH_TIMELINE_NS / 1000000));
     for (size_t b = 0; b < stats->timeline_len; b++) fprintf(out, "%s%u", b ? "," : "", stats->timeline[b]);
     fprintf(out, "]}");

@@ -102,7 +102,8 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
-       "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000}
+       "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
+       "generator_busy": p.get("generator_busy")}
 row.update(node)
 print(json.dumps(row))
 EOF

@@ -17,7 +17,8 @@ them:
      none below the floor given for it.
   4. after a spike, full on-time service again within 1 s (recovered_after_ms).
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
-sent) is judged all the same, and its failures say so with the lag: the issue asks to say where the load
+sent), or whose generator threads were busy GENERATOR_BUSY of their time or more (then they read the
+answers late), is judged all the same, and its failures say so: the issue asks to say where the load
 generator, not the node, is the limit. Rows without the lag (older curves) take it from the point's own
 isn-bench JSON beside them.
 """
@@ -29,6 +30,7 @@ import sys
 
 JUDGED = (1.25, 1.5, 2.0, 3.0)
 GENERATOR_LAG_MS = 1.0
+GENERATOR_BUSY = 0.9
 TRIVIAL_JUDGED = (1.5, 2.0, 3.0)
 
 
@@ -57,20 +59,23 @@ def with_send_lag(row, folder):
         return row
     point = os.path.join(folder, "point-%s-%d-%g.json" % (row["config"], row["repeat"], row["multiple"]))
     try:
-        lag = json.load(open(point))["send_lag_us"]
+        bench = json.load(open(point))
+        lag = bench["send_lag_us"]
     except (OSError, ValueError, KeyError):
         return row
-    return dict(row, send_lag_p50_ms=lag["p50"] / 1000, send_lag_p99_ms=lag["p99"] / 1000)
+    return dict(row, send_lag_p50_ms=lag["p50"] / 1000, send_lag_p99_ms=lag["p99"] / 1000,
+                generator_busy=bench.get("generator_busy"))
 
 
 def generator_note(row):
     """' (the generator lagged: ...)' when the row's generator fell behind its schedule, else ''."""
-    lag = row.get("send_lag_p99_ms")
+    lag, busy = row.get("send_lag_p99_ms"), row.get("generator_busy")
     lagged = (lag is not None and lag >= GENERATOR_LAG_MS) or row.get("not_sent", 0) > 0
-    if not lagged:
+    saturated = busy is not None and busy >= GENERATOR_BUSY
+    if not lagged and not saturated:
         return ""
-    return " (the generator lagged: send lag p99 %s ms, %d not sent)" % (
-        "%.1f" % lag if lag is not None else "?", row.get("not_sent", 0))
+    return " (the generator lagged: send lag p99 %s ms, %d not sent, busy %s of its time)" % (
+        "%.1f" % lag if lag is not None else "?", row.get("not_sent", 0), "%.2f" % busy if busy is not None else "?")
 
 
 def pairs(values, what):

@@ -148,6 +148,7 @@ static uint32_t collect(load_run *run, bool *client_busy) {
 static void run_load(load_run *run, double rate) {
     const isn_load_config *a = run->config;
     int64_t start = now_ns();
+    uint64_t cpu_start = isn_thread_cpu_ns();
     run->measure_from_ns = start + (int64_t)(a->warmup_s * 1e9);
     run->measure_to_ns = run->measure_from_ns + (int64_t)(a->duration_s * 1e9);
     int64_t give_up_at = run->measure_to_ns + ((int64_t)a->deadline_ms + 2 * CLIENT_GRACE_MS) * 1000000LL;
@@ -211,6 +212,8 @@ static void run_load(load_run *run, double rate) {
     }
     free(client_ready);
     free(client_busy);
+    run->stats.generator_cpu_ns = isn_thread_cpu_ns() - cpu_start;
+    run->stats.generator_wall_ns = (uint64_t)(now_ns() - start);
 }
 
 /* ------------------------------------------------------------------ several generator threads */

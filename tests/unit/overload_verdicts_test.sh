@@ -53,11 +53,15 @@ expect "no shed, no shed p99 judged" "$(judge "$work/noshed" | verdict must_show
 # a failure where the generator fell behind says so, with its lag: from the row, or from the point's JSON
 curve "$work/lagged" cpu "$(point cpu 2 2.0 950 80.0 100 0.8 500 | sed 's/}$/, "send_lag_p50_ms": 3.0, "send_lag_p99_ms": 12.5}/')"
 failures=$(judge "$work/lagged" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
-expect "a lagging generator named" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 12.5 ms, 500 not sent)"
+expect "a lagging generator named" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 12.5 ms, 500 not sent, busy ? of its time)"
 curve "$work/lagged-old" cpu "$(point cpu 2 2.0 950 80.0 100 0.8)"
-printf '{"send_lag_us": {"p50": 200, "p99": 4000}}\n' >"$work/lagged-old/point-cpu-2-2.json"
+printf '{"send_lag_us": {"p50": 200, "p99": 4000}, "generator_busy": 0.42}\n' >"$work/lagged-old/point-cpu-2-2.json"
 failures=$(judge "$work/lagged-old" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
-expect "the lag from the point's JSON" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 4.0 ms, 0 not sent)"
+expect "the lag from the point's JSON" "$failures" "2x: answered p99 80.0 ms, deadline 50 (the generator lagged: send lag p99 4.0 ms, 0 not sent, busy 0.42 of its time)"
+# a generator that sent on time but never waited for input read its answers late: named too
+curve "$work/busy" cpu "$(point cpu 2 2.0 950 30.0 100 1.4 | sed 's/}$/, "send_lag_p99_ms": 0.1, "generator_busy": 0.97}/')"
+failures=$(judge "$work/busy" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "a busy generator named" "$failures" "2x: shed p99 1.40 ms (the generator lagged: send lag p99 0.1 ms, 0 not sent, busy 0.97 of its time)"
 mkdir -p "$work/part"
 grep -v '"multiple": 1.5,' "$work/good/overload-cpu.json" >"$work/part/overload-cpu.json"
 expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not measured"

@@ -48,6 +48,10 @@ static void test_json(void **state) {
     s.late = 6;
     for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
     for (int i = 0; i < 100; i++) bench_stats_add_send_lag(&s, (uint64_t)i); /* 0..99 us behind schedule */
+    s.generator_cpu_ns = 3000;
+    s.generator_wall_ns = 4000;
+    bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000}; /* a second generator thread */
+    bench_stats_merge(&s, &other);
     bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
     s.scheduled++;
     char *text = NULL;
@@ -74,6 +78,8 @@ static void test_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(lag, "p99")), 98);
     assert_int_equal(json_integer_value(json_object_get(lag, "max")), 99);
     assert_int_equal(json_integer_value(json_object_get(lag, "samples")), 100);
+    /* the threads' CPU over their wall time, summed: (3 + 1) / (4 + 4) */
+    assert_true(fabs(json_real_value(json_object_get(j, "generator_busy")) - 0.5) < 1e-6);
     json_decref(j);
     bench_stats_free(&s);
     free(text);
