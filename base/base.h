@@ -55,6 +55,12 @@ uint64_t isn_thread_slice_ns(pid_t tid);
  * caller): its SCHED_FIFO priority, 0 when it is of another policy. */
 int isn_set_this_thread_realtime(int priority, char *err, size_t err_len);
 int isn_thread_realtime_priority(pid_t tid);
+/* The other way round, with no privilege: a thread of SCHED_IDLE gives its core at once to any thread of
+ * the normal policy that wakes there, and the kernel counts a core running only such threads as idle
+ * when it places a waking thread. Threads it starts later begin in the normal policy. -1 with err when
+ * refused. isn_thread_has_idle_policy reads a thread's (tid, 0 = the caller). */
+int isn_set_this_thread_idle_policy(char *err, size_t err_len);
+bool isn_thread_has_idle_policy(pid_t tid);
 
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */

@@ -1,5 +1,6 @@
-/* A thread's scheduler slice or real-time priority (base.h: isn_set_this_thread_slice, isn_thread_slice_ns,
- * isn_set_this_thread_realtime, isn_thread_realtime_priority). */
+/* A thread's scheduler slice, real-time priority or idle policy (base.h: isn_set_this_thread_slice,
+ * isn_thread_slice_ns, isn_set_this_thread_realtime, isn_thread_realtime_priority,
+ * isn_set_this_thread_idle_policy, isn_thread_has_idle_policy). */
 #include <errno.h>
 #include <linux/sched.h>
 #include <linux/sched/types.h>
@@ -63,4 +64,21 @@ int isn_thread_realtime_priority(pid_t tid) {
     struct sched_attr attr;
     if (get_attr(tid, &attr) < 0 || attr.sched_policy != SCHED_FIFO) return 0;
     return (int)attr.sched_priority;
+}
+
+int isn_set_this_thread_idle_policy(char *err, size_t err_len) {
+    struct sched_attr attr;
+    if (get_attr(0, &attr) < 0) return isn_error(err, err_len, "sched_getattr: %s", strerror(errno));
+    attr.size = sizeof attr;
+    attr.sched_policy = SCHED_IDLE;
+    attr.sched_priority = 0;
+    attr.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+    attr.sched_runtime = 0;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) < 0) return isn_error(err, err_len, "SCHED_IDLE: %s", strerror(errno));
+    return 0;
+}
+
+bool isn_thread_has_idle_policy(pid_t tid) {
+    struct sched_attr attr;
+    return get_attr(tid, &attr) == 0 && attr.sched_policy == SCHED_IDLE;
 }

@@ -96,6 +96,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), "false", 0, 0, false},
     {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "false", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
+    {"scheduler", "worker_idle_policy", KEY_BOOL, FIELD(worker_idle_policy), "false", 0, 0, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
     {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "256", 1, 4096, false},

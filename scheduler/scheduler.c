@@ -710,8 +710,13 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     sched_finish(s, job, ISN_JOB_RAN);
 }
 
-/* Linux gives each thread its own nice value: a worker lowers only its own priority. */
+/* Linux gives each thread its own nice value and policy: a worker lowers only its own priority. */
 static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
+    if (s->config.worker_idle_policy) {
+        char err[160];
+        if (isn_set_this_thread_idle_policy(err, sizeof err) == 0) return;
+        fprintf(stderr, "isn scheduler: worker %u keeps the normal policy (its nice value instead): %s\n", worker, err);
+    }
     if (s->config.worker_nice <= 0) return;
     errno = 0;
     pid_t tid = gettid();

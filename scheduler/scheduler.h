@@ -226,6 +226,9 @@ typedef struct {
     double degraded_fraction;   /* degraded only when it can run at least this share of its predicted time */
     double route_margin;
     int worker_nice;         /* workers' nice value relative to the process (Linux: per thread) */
+    /* Workers of SCHED_IDLE instead (worker_nice then does not matter): a loop or dispatcher woken on a
+     * worker's core takes it at once, however long the worker has run. */
+    bool worker_idle_policy;
     isn_overload_policy overload;
     /* In a standing backlog of the preparation queue, a request that waited past CoDel's target is
      * refused unprepared (true, CoDel's dequeue drop) or prepared and admitted as any other (false:

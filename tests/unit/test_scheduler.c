@@ -413,6 +413,7 @@ typedef struct {
     bool hold;      /* run_cpu blocks while set */
     uint32_t holding;
     int worker_nice; /* as a worker saw it */
+    bool worker_idle_policy;
     uint32_t ran_cpu, completed;
     bool await_helper;            /* the dispatcher's first GPU answer waits for a worker's (harness_complete) */
     uint32_t gpu_answers_helped;  /* GPU answers completed by a worker helping the dispatcher */
@@ -435,6 +436,7 @@ static void harness_run_cpu(void *user, isn_job *job, const isn_cpu_context *con
     h->ran_cpu++;
     h->holding++;
     h->worker_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+    h->worker_idle_policy = isn_thread_has_idle_policy(0);
     pthread_cond_broadcast(&h->changed);
     while (h->hold) pthread_cond_wait(&h->changed, &h->lock);
     h->holding--;
@@ -1730,6 +1732,23 @@ static void workers_run_nicer_than_the_process(void **state) {
     assert_int_equal(getpriority(PRIO_PROCESS, (id_t)gettid()), before);
 }
 
+/* With worker_idle_policy the workers leave the normal policy for SCHED_IDLE; the caller keeps its own. */
+static void workers_run_at_the_idle_policy(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.worker_idle_policy = true;
+    isn_scheduler *s = harness_start(&config);
+    test_job job;
+    small_job(&job, 0);
+    assert_int_equal(isn_scheduler_submit(s, &job.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.completed, 1);
+    isn_scheduler_stop(s);
+    assert_true(h.worker_idle_policy);
+    assert_false(isn_thread_has_idle_policy(0));
+}
+
 static void stop_abandons_queued_jobs(void **state) {
     (void)state;
     harness h;
@@ -1839,6 +1858,7 @@ int main(void) {
         cmocka_unit_test(arrival_judges_by_what_arrivals_cost),
         cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
         cmocka_unit_test(workers_run_nicer_than_the_process),
+        cmocka_unit_test(workers_run_at_the_idle_policy),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
