@@ -480,6 +480,10 @@ void ranking_block_max_maxscore(ranking_run *run) {
         while (first_essential < n && ranking_bound_fails(nonessential_bound[first_essential], prior, topk))
             first_essential++;
         if (first_essential == n) { /* nothing in this window can compete */
+            /* with a prior, whose bound only falls, often nothing after it either: end rather than pass
+             * every later window (without one the windows stay as they were) */
+            if (run->prior && ranking_bounds_settle(run, window_min))
+                return;
             window_min = next_window_min(t, n, window_end);
             continue;
         }
