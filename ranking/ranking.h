@@ -215,6 +215,18 @@ static inline float isn_prior_score(float bm25, float prior_weight, float static
     return bm25 + prior_weight * static_score;
 }
 
+/* What the prior may add to a score whose static score is at most static_bound (a document's own, or
+ * index.h's isn_index_prior_bounds for the documents from an id on), as a bound compared in double: the
+ * product rounded up by 2^-20 of its magnitude. W x s is exact in double (two 24-bit significands), the
+ * float product isn_prior_score adds is within 2^-24 of it, and its float sum within 2^-24 of the sum of
+ * its parts' magnitudes; this margin and the BM25 bound's own (RANKING_BOUND_SLACK, or the score bounds'
+ * 2^-20) leave room for both, so BM25 bound + this is never below the score, whatever the signs. */
+#define ISN_PRIOR_BOUND_MARGIN (1.0 / (1 << 20))
+static inline double isn_prior_bound(float prior_weight, float static_bound) {
+    double part = (double)prior_weight * (double)static_bound;
+    return part + fabs(part) * ISN_PRIOR_BOUND_MARGIN;
+}
+
 void isn_search_options_default(isn_search_options *options);
 
 typedef struct {

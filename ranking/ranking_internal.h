@@ -232,30 +232,18 @@ typedef struct {
     uint32_t prior_docs;
 } ranking_run;
 
-/* The prior's part of a bound is W x a static score rounded up by this share of its magnitude. W x s is
- * exact in double (two 24-bit significands), the float product a score adds is within 2^-24 of it, and
- * the float sum of BM25 and prior within 2^-24 of the sum of its parts' magnitudes: 2^-20 of the prior's
- * part here and RANKING_BOUND_SLACK (or the score bounds' 2^-20 margin) on the BM25 part leave room for
- * both, so a bound is never below the score isn_prior_score gives, whatever the signs. */
-#define RANKING_PRIOR_MARGIN (1.0 / (1 << 20))
-
-static inline double ranking_prior_part(float weight, float prior) {
-    double part = (double)weight * (double)prior;
-    return part + fabs(part) * RANKING_PRIOR_MARGIN;
-}
-
 /* What the prior adds at most to any document from doc on (ISN_DOC_END: past the last; no document is
  * left, and the last one's bound still holds); 0 without a prior. For a decision that passes over
  * documents from doc on. */
 static inline double ranking_prior_from(const ranking_run *run, uint32_t doc) {
     if (!run->prior)
         return 0.0;
-    return ranking_prior_part(run->prior_weight, run->prior_bounds[doc < run->prior_docs ? doc : run->prior_docs - 1]);
+    return isn_prior_bound(run->prior_weight, run->prior_bounds[doc < run->prior_docs ? doc : run->prior_docs - 1]);
 }
 
 /* What the prior adds at most to doc alone (a candidate); 0 without a prior. */
 static inline double ranking_prior_of(const ranking_run *run, uint32_t doc) {
-    return run->prior ? ranking_prior_part(run->prior_weight, run->prior[doc]) : 0.0;
+    return run->prior ? isn_prior_bound(run->prior_weight, run->prior[doc]) : 0.0;
 }
 
 /* A matching document's score as the top k receives it: its BM25 summed in double, with the prior. */
