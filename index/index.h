@@ -516,6 +516,11 @@ typedef struct {
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
     uint32_t threads;          /* 0 = one per CPU this process may use (isn_cpus_available) */
     isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
+    /* A static score per document (a partition's only), log-normal with median 1: exp(prior_sigma x N(0, 1)),
+     * drawn from the seed; 0 (the default): none. In global order GS(d) = P(d) + prior_weight x it, as
+     * isn-index build --static-score --order global orders (prior_weight default 1, finite and >= 0). */
+    double prior_sigma;
+    float prior_weight;
 } isn_synth_options;
 
 void isn_synth_options_default(isn_synth_options *options);
