@@ -307,18 +307,24 @@ static void test_bounds_hold_for_random_queries(void **state) {
     isn_index_close(ix);
 }
 
+/* A small synthetic partition in global order, two threads, few queries. */
+static isn_synth_options small_synth(uint32_t docs, uint32_t vocabulary, double postings_per_doc) {
+    isn_synth_options o;
+    isn_synth_options_default(&o);
+    o.docs = docs;
+    o.vocabulary = vocabulary;
+    o.postings_per_doc = postings_per_doc;
+    o.queries = 10;
+    o.threads = 2;
+    o.order = ISN_ORDER_GLOBAL;
+    return o;
+}
+
 /* isn-index synth --order global: the drawn partition renumbered by GS, the same bytes twice, and bounds
  * that hold; its postings are the input-order partition's, moved. */
 static void test_synth_global_order(void **state) {
     (void)state;
-    isn_synth_options o;
-    isn_synth_options_default(&o);
-    o.docs = 6000;
-    o.vocabulary = 1500;
-    o.postings_per_doc = 20;
-    o.queries = 10;
-    o.threads = 2;
-    o.order = ISN_ORDER_GLOBAL;
+    isn_synth_options o = small_synth(6000, 1500, 20);
     char a[400], b[400], c[400], err[ISN_ERR_LEN];
     snprintf(a, sizeof a, "%s/synth-a", tmp_root);
     snprintf(b, sizeof b, "%s/synth-b", tmp_root);
@@ -359,15 +365,8 @@ static void test_synth_global_order(void **state) {
  * scores as "prior", so that the index built from it with --static-score prior has them. */
 static void test_synth_prior(void **state) {
     (void)state;
-    isn_synth_options o;
-    isn_synth_options_default(&o);
+    isn_synth_options o = small_synth(4000, 1000, 15);
     assert_true(o.prior_sigma == 0.0 && o.prior_weight == 1.0f);
-    o.docs = 4000;
-    o.vocabulary = 1000;
-    o.postings_per_doc = 15;
-    o.queries = 10;
-    o.threads = 2;
-    o.order = ISN_ORDER_GLOBAL;
     o.prior_sigma = 1.0;
     o.prior_weight = 0.5f;
     char dir[400], text[400], built[400], err[ISN_ERR_LEN];

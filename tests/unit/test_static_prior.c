@@ -157,12 +157,8 @@ static void parse(fixture *fx, const char *text, const isn_filter_spec *filters,
 
 static void search(fixture *fx, const isn_query *query, isn_mode mode, isn_algo algo, uint32_t k, float weight,
                    float seed, result *out) {
-    isn_search_options o;
-    isn_search_options_default(&o);
+    isn_search_options o = support_search_options(mode, algo, k);
     assert_true(o.prior_weight == 0.0f);
-    o.mode = mode;
-    o.algo = algo;
-    o.k = k;
     o.prior_weight = weight;
     o.initial_threshold = seed;
     char err[ISN_ERR_LEN] = "";
@@ -400,11 +396,7 @@ static void test_weight_zero_is_bm25_alone(void **state) {
  * documents than the exhaustive search (which must then end by the bound: it evaluates every match
  * otherwise; the block-max ones may instead pass the rest by their windows' bounds, the prior's included). */
 static void ignoring_bounds(fixture *fx, const isn_query *query, isn_mode mode, isn_algo algo, uint32_t k, result *out) {
-    isn_search_options o;
-    isn_search_options_default(&o);
-    o.mode = mode;
-    o.algo = algo;
-    o.k = k;
+    isn_search_options o = support_search_options(mode, algo, k);
     o.prior_weight = 1.0f;
     o.ignore_score_bounds = true;
     char err[ISN_ERR_LEN] = "";
