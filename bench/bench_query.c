@@ -1,12 +1,14 @@
 /* Single-thread first-stage speed: every algorithm over one query log, several passes.
- * usage: bench_query [--seed-probe] INDEX_DIR QUERIES.tsv LABEL [k] [passes] [algo,algo,...]
+ * usage: bench_query [--seed-probe] [--prior-weight W] INDEX_DIR QUERIES.tsv LABEL [k] [passes] [algo,algo,...]
  * Prints one JSON object: per algorithm, queries/s (median and best pass) and latency percentiles,
  * plus how many queries gave hits different from the first algorithm (must be 0).
  * --seed-probe: queries are parsed before anything is timed and only isn_search is timed; each
  * algorithm gets two entries, "seeded":false and "seeded":true, whose passes alternate (so that the
  * machine's load hits both alike). Seeded: the scheduler's threshold probe (isn_job_features_of,
  * computed per query outside the timed region, its own cost reported as probe_us_per_query) is the
- * search's initial_threshold; qps_with_probe_median counts the probe's time too. */
+ * search's initial_threshold; qps_with_probe_median counts the probe's time too.
+ * --prior-weight W: every search adds W x the index's static scores (isn_search_options.prior_weight; the
+ * seed is then the prior's probe, isn_threshold_probe_prior); the JSON says which weight ran. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +34,13 @@ typedef struct {
     isn_job_features features;
 } parsed_query;
 
+static float prior_weight; /* --prior-weight */
+
 /* Search options for an algorithm name of the command line ("auto-and": auto in AND mode). */
 static bool options_for(const char *name, uint32_t k, isn_search_options *o, bool *and_mode) {
     isn_search_options_default(o);
     o->k = k;
+    o->prior_weight = prior_weight;
     *and_mode = strcmp(name, "and") == 0 || strcmp(name, "bmand") == 0 || strcmp(name, "auto-and") == 0;
     if (!isn_algo_from_name(strcmp(name, "auto-and") == 0 ? "auto" : name, &o->algo)) {
         fprintf(stderr, "bench_query: unknown algorithm %s\n", name);
@@ -107,8 +112,8 @@ static int algorithm_next(algorithm_walk *w, uint32_t k, reference_hits *referen
 static void print_header(const char *label, const char *index_dir, size_t nq, uint32_t k, int passes,
                          const char *extra_fields) {
     printf("{\"benchmark\":\"first_stage\",\"label\":\"%s\",\"index\":\"%s\",\"queries\":%zu,\"k\":%u,\"passes\":%d,"
-           "\"threads\":1,%s\"results\":[",
-           label, index_dir, nq, k, passes, extra_fields);
+           "\"threads\":1,\"prior_weight\":%g,%s\"results\":[",
+           label, index_dir, nq, k, passes, (double)prior_weight, extra_fields);
 }
 
 /* One pass of isn_search over the parsed queries, only the search timed; seeded: the probe as the
@@ -190,8 +195,18 @@ static int seed_probe_bench(isn_index *ix, const isn_query_log *log, const char 
         for (int p = 0; p < passes; p++) {
             /* The probe, as the loop thread computes it: not part of the timed search. */
             double f0 = isn_now_seconds();
-            for (size_t i = 0; i < nq; i++)
-                isn_job_features_of(ix, &pq[i].query, k, walk.options.mode, walk.options.algo, &pq[i].features);
+            for (size_t i = 0; i < nq; i++) {
+                if (prior_weight == 0.0f) {
+                    isn_job_features_of(ix, &pq[i].query, k, walk.options.mode, walk.options.algo, &pq[i].features);
+                    continue;
+                }
+                /* the scheduler's probe is BM25's, no bound of scores with a prior */
+                uint32_t scored;
+                pq[i].features.threshold_probe =
+                    walk.options.mode == ISN_MODE_OR
+                        ? isn_threshold_probe_prior(ix, &pq[i].query, k, prior_weight, NULL, 0, NULL, &scored)
+                        : 0.0;
+            }
             probe_ns[p] = (isn_now_seconds() - f0) * 1e9 / (double)nq;
             for (int v = 0; v < 2; v++) {
                 bool check = p == 0;
@@ -227,15 +242,27 @@ static int seed_probe_bench(isn_index *ix, const isn_query_log *log, const char 
 
 int main(int argc, char **argv) {
     bool seed_probe = false;
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc;) {
         if (strcmp(argv[i], "--seed-probe") == 0) {
             seed_probe = true;
             memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof *argv);
             argc--;
-            break;
+        } else if (strcmp(argv[i], "--prior-weight") == 0 && i + 1 < argc) {
+            char *end;
+            prior_weight = strtof(argv[i + 1], &end);
+            if (*end || end == argv[i + 1]) {
+                fprintf(stderr, "bench_query: --prior-weight takes a number, got '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            memmove(&argv[i], &argv[i + 2], (size_t)(argc - i - 1) * sizeof *argv);
+            argc -= 2;
+        } else {
+            i++;
         }
+    }
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_query [--seed-probe] INDEX_DIR QUERIES.tsv LABEL [k] [passes] [algo,...]\n");
+        fprintf(stderr, "usage: bench_query [--seed-probe] [--prior-weight W] INDEX_DIR QUERIES.tsv LABEL [k] [passes] "
+                        "[algo,...]\n");
         return 2;
     }
     uint32_t k = argc > 4 ? (uint32_t)atoi(argv[4]) : 10;

@@ -7,7 +7,10 @@
  *    postings in blocks (of 128) that reach past the id, summed over the terms.
  * The pruned list cache can only win over whole lists where queries stop early (its prefixes settle
  * them): counted are the queries that need at most half of their postings. Bag-of-words queries (OR).
- * usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N]
+ * With --prior-weight W the queries score BM25 + W x static score (isn_search_options.prior_weight) and
+ * both bounds add W x the static scores' suffix maximum from the id (isn_index_prior_bounds), rounded up as
+ * the search rounds it (isn_prior_bound); the JSON reports the weight.
+ * usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N] [--prior-weight W]
  * Prints one JSON object: per bound the quartiles of the stopping id as a fraction of the documents,
  * the queries that need at most half of their postings, and the mean fraction of postings they need;
  * then the mean fraction by the query's number of known terms (1, 2, 3, 4, 5+), under each bound. */
@@ -112,16 +115,22 @@ typedef struct {
     double scale;
     const term_postings *tps;
     uint32_t num_terms;
+    const float *prior_bounds; /* NULL without --prior-weight */
+    float prior_weight;
 } bound_ctx;
+
+static double prior_at(const bound_ctx *c, uint32_t doc) {
+    return c->prior_bounds ? isn_prior_bound(c->prior_weight, c->prior_bounds[doc]) : 0.0;
+}
 
 static double index_bound(const void *ctx, uint32_t doc) {
     const bound_ctx *c = ctx;
-    return c->scale * c->bounds[doc];
+    return c->scale * c->bounds[doc] + prior_at(c, doc);
 }
 
 static double block_bound(const void *ctx, uint32_t doc) {
     const bound_ctx *c = ctx;
-    return block_bound_at(c->tps, c->num_terms, doc);
+    return block_bound_at(c->tps, c->num_terms, doc) + prior_at(c, doc);
 }
 
 static double postings_before(const term_postings *tps, uint32_t n, uint32_t doc) {
@@ -148,21 +157,26 @@ static void print_bound(const char *name, double *fractions, uint32_t queries, u
 
 int main(int argc, char **argv) {
     uint32_t k = 10, max_queries = 1000;
+    float prior_weight = 0.0f;
+    static const char usage[] = "usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N] [--prior-weight W]";
     static const struct option long_options[] = {{"k", required_argument, NULL, 'k'},
                                                  {"max-queries", required_argument, NULL, 'm'},
+                                                 {"prior-weight", required_argument, NULL, 'p'},
                                                  {NULL, 0, NULL, 0}};
     for (int c; (c = getopt_long(argc, argv, "", long_options, NULL)) != -1;) {
+        char *end;
         if (c == 'k') k = (uint32_t)atoi(optarg);
         else if (c == 'm') max_queries = (uint32_t)atoi(optarg);
-        else die("usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N]");
+        else if (c != 'p' || (prior_weight = strtof(optarg, &end), *end || end == optarg)) die(usage);
     }
-    if (argc - optind != 2 || k == 0 || k > ISN_MAX_K || max_queries == 0)
-        die("usage: bench_settle INDEX_DIR QUERIES.tsv [--k N] [--max-queries N]");
+    if (argc - optind != 2 || k == 0 || k > ISN_MAX_K || max_queries == 0) die(usage);
     char err[ISN_ERR_LEN];
     isn_index *ix = isn_index_open(argv[optind], err, sizeof err);
     if (!ix) die(err);
     const float *bounds = isn_index_score_bounds(ix);
     if (!bounds) die("the index has no score bounds: build it with --order global");
+    const float *prior_bounds = prior_weight != 0.0f ? isn_index_prior_bounds(ix) : NULL;
+    if (prior_weight != 0.0f && !prior_bounds) die("--prior-weight needs finite static scores: build with --static-score");
     isn_query_log log;
     if (isn_query_log_read(argv[optind + 1], false, max_queries, &log, err, sizeof err) != 0) die(err);
     const uint32_t num_docs = (uint32_t)isn_index_get_info(ix)->num_docs;
@@ -180,6 +194,7 @@ int main(int argc, char **argv) {
         options.k = k;
         options.algo = ISN_ALGO_OR;
         options.ignore_score_bounds = true;
+        options.prior_weight = prior_weight;
         uint32_t num_hits = 0;
         if (isn_search(searcher, &query, &options, hits, &num_hits, NULL, err, sizeof err) != 0) die(err);
         if (num_hits < k) continue; /* fewer matches than k: nothing bounds the rest */
@@ -190,7 +205,7 @@ int main(int argc, char **argv) {
             collect(ix, &query.terms[t], weight, &tps[t]);
         }
         bound_ctx ctx = {.bounds = bounds, .scale = isn_index_score_bound_scale(ix, weight_sum, 0.0f), .tps = tps,
-                         .num_terms = query.num_terms};
+                         .num_terms = query.num_terms, .prior_bounds = prior_bounds, .prior_weight = prior_weight};
         double theta = hits[num_hits - 1].score;
         uint32_t at_index = stopping_id(num_docs, theta, index_bound, &ctx);
         uint32_t at_block = stopping_id(num_docs, theta, block_bound, &ctx);
@@ -209,7 +224,8 @@ int main(int argc, char **argv) {
         st.queries++;
     }
     if (!st.queries) die("no query has k matches");
-    printf("{\"index\": \"%s\", \"documents\": %u, \"k\": %u, \"queries\": %u, ", argv[optind], num_docs, k, st.queries);
+    printf("{\"index\": \"%s\", \"documents\": %u, \"k\": %u, \"prior_weight\": %g, \"queries\": %u, ", argv[optind],
+           num_docs, k, (double)prior_weight, st.queries);
     print_bound("index_score_bounds", st.index_bound, st.queries, st.half_index, st.read_index);
     printf(", ");
     print_bound("per_term_block_suffix_max", st.block_bound, st.queries, st.half_block, st.read_block);

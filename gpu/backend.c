@@ -112,11 +112,12 @@ static const char *const fallback_text[ISN_GPU_FALLBACK_REASONS] = {
     "the CPU's completion of resident prefixes failed",
     "a phrase or a field: clause (the GPU holds no positions)",
     "batch filter budget exhausted", "a filter on an attribute the GPU does not hold (values span over 32 bits)",
+    "static prior: the GPU's passes do not add it yet",
 };
 static const char *const fallback_label[ISN_GPU_FALLBACK_REASONS] = {
     "unhealthy", "empty_query", "k_above_max_k", "too_many_terms", "not_resident", "nonpositive_weight",
     "term_budget", "candidate_overflow", "device_error", "completion_error", "query_tree_positions",
-    "filter_budget", "attribute_not_resident",
+    "filter_budget", "attribute_not_resident", "static_prior",
 };
 
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason) {
@@ -641,6 +642,7 @@ static const char *tree_refusal(const isn_gpu_backend *b, const isn_gpu_request 
 static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs,
                                   gpu_tree_form *form) {
     if (!b->health.healthy) return fallback_text[ISN_GPU_FALLBACK_UNHEALTHY];
+    if (r->prior_weight != 0.0f) return fallback_text[ISN_GPU_FALLBACK_STATIC_PRIOR];
     if (r->query->structure) return tree_refusal(b, r, num_docs, form);
     if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0))
         return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
@@ -735,6 +737,11 @@ static int validate(const isn_gpu_backend *b, const isn_gpu_request *r, uint32_t
     }
     if (r->mode != ISN_MODE_OR && r->mode != ISN_MODE_AND) {
         snprintf(err, err_len, "request %u: unknown mode %d", i, (int)r->mode);
+        return -1;
+    }
+    if (!(r->prior_weight >= 0.0f) || isinf(r->prior_weight)) {
+        snprintf(err, err_len, "request %u: prior_weight must be a finite weight >= 0 (0 = no static prior), got %g", i,
+                 (double)r->prior_weight);
         return -1;
     }
     uint32_t nt = isn_index_get_info(b->index)->num_terms;
@@ -1020,6 +1027,7 @@ static isn_search_options cpu_options_of(const isn_gpu_request *r) {
     so.algo = ISN_ALGO_AUTO;
     so.k = r->k;
     so.num_docs = r->num_docs;
+    so.prior_weight = r->prior_weight;
     return so;
 }
 

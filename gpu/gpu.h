@@ -141,6 +141,10 @@ typedef struct {
      * tree's must bound the tree's own answer, filters included (isn_threshold_probe of the tree does);
      * the device uses it for bags of words with filters, and ignores it for other trees. */
     double threshold;
+    /* A static prior in the score (isn_search_options.prior_weight; 0 = none). The device's passes do not
+     * add it yet: a request with a weight above 0 is answered by the CPU (ISN_GPU_FALLBACK_STATIC_PRIOR),
+     * with the prior. Finite and >= 0. */
+    float prior_weight;
     isn_hit *hits;     /* k entries, caller's */
     /* out */
     uint32_t num_hits;
@@ -165,6 +169,7 @@ typedef enum {
     ISN_GPU_FALLBACK_QUERY_TREE,       /* a phrase or a field: clause (positions are not resident) */
     ISN_GPU_FALLBACK_FILTER_BUDGET,    /* the batch's room for filters and their values is taken */
     ISN_GPU_FALLBACK_ATTRIBUTE_NOT_RESIDENT, /* a filter on an attribute whose values span more than 32 bits */
+    ISN_GPU_FALLBACK_STATIC_PRIOR,     /* isn_gpu_request.prior_weight > 0: the device's passes do not add it */
     ISN_GPU_FALLBACK_REASONS
 } isn_gpu_fallback_reason;
 
@@ -174,6 +179,10 @@ typedef enum {
  * the device does not hold: false, *why (static text, when why is not NULL) saying so. The scheduler's
  * routing asks this before it offers a query to the GPU. */
 bool isn_gpu_takes_query(const isn_query *query, const char **why);
+/* The same for a search with a static prior of this weight (isn_search_options.prior_weight): false, *why
+ * saying so, for any weight but 0, which the device's passes do not add yet. What routing should ask once
+ * requests carry a prior weight. */
+bool isn_gpu_takes_search(const isn_query *query, float prior_weight, const char **why);
 
 /* The reason's metric label ("candidate_overflow", ...). */
 const char *isn_gpu_fallback_label(isn_gpu_fallback_reason reason);

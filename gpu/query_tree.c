@@ -21,6 +21,14 @@ bool isn_gpu_takes_query(const isn_query *query, const char **why) {
     return true;
 }
 
+bool isn_gpu_takes_search(const isn_query *query, float prior_weight, const char **why) {
+    if (prior_weight != 0.0f) {
+        if (why) *why = "static prior: the GPU's passes do not add it yet";
+        return false;
+    }
+    return isn_gpu_takes_query(query, why);
+}
+
 int gpu_tree_read(const isn_index *index, const isn_query *query, isn_mode mode, uint64_t num_docs,
                   gpu_tree_form *form) {
     if (!isn_gpu_takes_query(query, NULL)) return ISN_GPU_FALLBACK_QUERY_TREE;

@@ -280,6 +280,8 @@ const char *isn_index_doc_id(const isn_index *index, uint32_t doc, size_t *len);
 uint32_t isn_index_doc_len(const isn_index *index, uint32_t doc);       /* all fields */
 uint32_t isn_index_field_len(const isn_index *index, uint32_t doc, uint32_t field);
 float isn_index_static_score(const isn_index *index, uint32_t doc);
+/* Every document's static score, by doc id; NULL without static scores. */
+const float *isn_index_static_scores(const isn_index *index);
 /* Per-document isn_bm25_doc_norm for the index's parameters, precomputed at open. */
 const float *isn_index_doc_norms(const isn_index *index);
 
@@ -329,6 +331,18 @@ bool isn_index_score_bound(const isn_index *index, uint32_t doc, double weight_s
 /* The factor that isn_index_score_bound multiplies isn_index_score_bounds()[doc] by, for a search that
  * checks many documents' bounds: weight_sum stretched and with the margin as there. 0 without bounds. */
 double isn_index_score_bound_scale(const isn_index *index, double weight_sum, float avg_doc_len);
+
+/* Bounds for a search that adds a weighted static prior to BM25 (isn_search_options.prior_weight): the
+ * suffix maxima of the static scores, prior_bounds[d] = max(static_score(d), static_score(d + 1), ...),
+ * non-increasing, derived at open (4 bytes a document). No document from id d on has a prior above
+ * prior_bounds[d], whatever the order the index was built in. NULL without static scores, or when one
+ * of them is not finite (isn_index_static_scores_finite names it). */
+const float *isn_index_prior_bounds(const isn_index *index);
+/* The largest |static score| (0 without static scores): a prior weight W keeps every W x score finite in
+ * float when W x this is. */
+float isn_index_static_score_magnitude(const isn_index *index);
+/* False when a static score is NaN or infinite (*bad_doc the first such document, else UINT32_MAX). */
+bool isn_index_static_scores_finite(const isn_index *index, uint32_t *bad_doc);
 
 /* A fresh analyzer configured exactly as the index's (caller frees). */
 isn_analyzer *isn_index_new_analyzer(const isn_index *index);
@@ -502,6 +516,11 @@ typedef struct {
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
     uint32_t threads;          /* 0 = one per CPU this process may use (isn_cpus_available) */
     isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
+    /* A static score per document (a partition's only), log-normal with median 1: exp(prior_sigma x N(0, 1)),
+     * drawn from the seed; 0 (the default): none. In global order GS(d) = P(d) + prior_weight x it, as
+     * isn-index build --static-score --order global orders (prior_weight default 1, finite and >= 0). */
+    double prior_sigma;
+    float prior_weight;
 } isn_synth_options;
 
 void isn_synth_options_default(isn_synth_options *options);

@@ -375,7 +375,7 @@ isn_index *isn_index_open(const char *dir, char *err, size_t err_len) {
         return NULL;
     }
     for (uint32_t d = 0; d < nd; d++) ix->norms[d] = isn_bm25_doc_norm(&ix->info.bm25, isn_index_doc_len(ix, d), ix->info.avg_doc_len);
-    if (isn_index_open_attributes(ix, dir, err, err_len) != 0) {
+    if (isn_index_derive_prior_bounds(ix, err, err_len) != 0 || isn_index_open_attributes(ix, dir, err, err_len) != 0) {
         isn_index_close(ix);
         return NULL;
     }
@@ -402,6 +402,7 @@ void isn_index_close(isn_index *ix) {
         free(ix->keyword_docs[a]);
     }
     free(ix->norms);
+    free(ix->prior_bounds);
     free(ix->doc_lens);
     free(ix->docid_offs);
     free(ix->docid_text);
@@ -429,6 +430,8 @@ uint32_t isn_index_field_len(const isn_index *ix, uint32_t doc, uint32_t field) 
 }
 
 float isn_index_static_score(const isn_index *ix, uint32_t doc) { return ix->static_scores ? ix->static_scores[doc] : 0.0f; }
+
+const float *isn_index_static_scores(const isn_index *ix) { return ix->static_scores; }
 
 const float *isn_index_doc_norms(const isn_index *ix) { return ix->norms; }
 

@@ -19,6 +19,11 @@ struct isn_index {
     uint32_t *doc_lens;   /* [doc][field], decoded at open */
     const float *static_scores; /* NULL without static scores */
     const float *score_bounds;  /* NULL without section 'score_bounds' (score_bounds.c) */
+    /* prior_bounds.c: the static scores' suffix maxima (NULL without static scores, or with one not
+     * finite: nonfinite_static_doc, else UINT32_MAX), and their largest magnitude. */
+    float *prior_bounds;
+    float static_magnitude;
+    uint32_t nonfinite_static_doc;
     uint64_t *docid_offs; /* [num_docs + 1] into docid_text, decoded at open */
     char *docid_text;
     const uint64_t *lex_index;
@@ -80,6 +85,9 @@ struct isn_index {
 /* Section 'score_bounds' (score_bounds.c): sized to the documents, finite, >= 0 and non-increasing, and
  * there exactly when meta says so. 0, or -1 with err. */
 int isn_index_check_score_bounds(isn_index *index, const void *section, uint64_t bytes, char *err, size_t err_len);
+
+/* Derives prior_bounds and static_magnitude from the static scores (prior_bounds.c): 0, or -1 with err. */
+int isn_index_derive_prior_bounds(isn_index *index, char *err, size_t err_len);
 
 /* Stops the background pass of the per-field data, if one runs, and joins its thread (positions.c). */
 void isn_index_stop_deriving(isn_index *index);

@@ -32,7 +32,16 @@ void isn_synth_options_default(isn_synth_options *o) {
         .mean_doc_len = 80.0,
         .doc_len_sigma = 0.6,
         .queries = 10000,
+        .prior_weight = 1.0f,
     };
+}
+
+/* The static prior's options, which a partition and its text share: 0, or -1 with err. */
+static int check_prior(const isn_synth_options *o, char *err, size_t err_len) {
+    if (!(o->prior_sigma >= 0 && o->prior_sigma <= 8) || !(o->prior_weight >= 0.0f) || isinf(o->prior_weight))
+        return isn_error(err, err_len, "synth: the prior's sigma must be in [0, 8] (got %g) and its weight finite and >= 0 "
+                                       "(got %g)", o->prior_sigma, (double)o->prior_weight);
+    return 0;
 }
 
 static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
@@ -97,6 +106,7 @@ typedef struct {
     bool counting;         /* first run over the lists: only sum lengths (the second draws the same lists) */
     uint32_t *max_tfs;     /* --order global: each document's largest frequency, from the first run */
     uint32_t *new_of_old;  /* --order global: set before the second run, which writes lists in new ids */
+    float *statics;        /* by drawn number: the static scores (NULL without a prior) */
     float *norms;          /* by the ids the lists are written in */
     double avg_len;
     float k1_plus_1;
@@ -114,6 +124,28 @@ static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem) {
     if (!q) return -1;
     *p = q;
     *cap = c;
+    return 0;
+}
+
+static void doc_lens_task(void *ctx, uint32_t task);
+
+/* The documents' static scores (by drawn number), log-normal with median 1, from a stream of their own. */
+static void static_scores_task(void *ctx, uint32_t task) {
+    synth *s = ctx;
+    uint32_t from = task * 65536u, to = from + 65536u < s->num_docs ? from + 65536u : s->num_docs;
+    rng r = rng_for(s->o->seed, 0x40000000000ull + task);
+    for (uint32_t d = from; d < to; d++) {
+        double z = sqrt(-2.0 * log(rng_open_unit(&r))) * cos(6.283185307179586 * rng_open_unit(&r));
+        s->statics[d] = (float)exp(s->o->prior_sigma * z);
+    }
+}
+
+/* The documents' lengths, and their static scores with a prior: 0, or -1 out of memory. */
+static int draw_documents(synth *s, uint32_t threads) {
+    parallel_for(threads, (s->num_docs + 65535) / 65536, doc_lens_task, s);
+    if (!(s->o->prior_sigma > 0)) return 0;
+    if (!(s->statics = malloc((size_t)s->num_docs * sizeof *s->statics))) return -1;
+    parallel_for(threads, (s->num_docs + 65535) / 65536, static_scores_task, s);
     return 0;
 }
 
@@ -393,9 +425,10 @@ static int put_varint_buf(uint8_t **buf, uint64_t *len, uint64_t *cap, uint32_t 
     return 0;
 }
 
-/* old_of_new and bounds: --order global (NULL otherwise), the documents' original numbers, which name them. */
+/* old_of_new and bounds: --order global (NULL otherwise), the documents' original numbers, which name them.
+ * statics: each document's static score in the partition's order (NULL for none). */
 static int write_index(const char *dir, synth *s, uint32_t num_chunks, const uint32_t *old_of_new, const float *bounds,
-                       char *err, size_t err_len, isn_build_summary *summary) {
+                       const float *statics, char *err, size_t err_len, isn_build_summary *summary) {
     int rc = -1;
     uint32_t nd = s->num_docs, nt = s->vocabulary;
     isn_meta meta;
@@ -407,7 +440,7 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, const uin
     meta.b = ISN_BM25_DEFAULT_B;
     meta.analyzer_max_token_bytes = 64;
     meta.num_lex_blocks = (nt + ISN_LEXICON_BLOCK - 1) / ISN_LEXICON_BLOCK;
-    meta.flags = bounds ? ISN_META_SCORE_BOUNDS : 0;
+    meta.flags = (bounds ? ISN_META_SCORE_BOUNDS : 0) | (statics ? ISN_META_HAS_STATIC : 0);
     snprintf(meta.fields[0], sizeof meta.fields[0], "body");
 
     uint8_t *lens = NULL, *ids = NULL, *lex = NULL;
@@ -489,6 +522,7 @@ static int write_index(const char *dir, synth *s, uint32_t num_chunks, const uin
     isn_piece plain[SEC_COUNT] = {
         [SEC_META] = {.data = &meta, .bytes = sizeof meta},
         [SEC_DOC_LENS] = {.data = lens, .bytes = lens_len},
+        [SEC_DOC_STATIC] = {.data = statics, .bytes = statics ? (uint64_t)nd * sizeof(float) : 0},
         [SEC_DOCID_TEXT] = {.data = ids, .bytes = ids_len},
         [SEC_LEX_INDEX] = {.data = lex_index, .bytes = ((uint64_t)meta.num_lex_blocks + 1) * 8},
         [SEC_LEX_DATA] = {.data = lex, .bytes = lex_len},
@@ -575,6 +609,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
         snprintf(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
         return -1;
     }
+    if (check_prior(o, err, err_len) != 0) return -1;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
         return -1;
@@ -588,7 +623,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     memset(&s, 0, sizeof s);
     double *rate = NULL;
     uint32_t *old_of_new = NULL;
-    float *bounds = NULL;
+    float *bounds = NULL, *statics = NULL;
     if (o->order != ISN_ORDER_INPUT && o->order != ISN_ORDER_GLOBAL) {
         snprintf(err, err_len, "synth: a synthetic partition is in input or global order");
         return -1;
@@ -608,7 +643,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     s.terms = calloc(s.vocabulary, sizeof *s.terms);
     if (!s.doc_lens || !s.target_lens || !s.norms || !rate || !s.terms) goto oom;
     if (o->order == ISN_ORDER_GLOBAL && !(s.max_tfs = calloc(s.num_docs, sizeof *s.max_tfs))) goto oom;
-    parallel_for(threads, (s.num_docs + 65535) / 65536, doc_lens_task, &s);
+    if (draw_documents(&s, threads) != 0) goto oom;
     uint64_t total_len = 0;
     for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.target_lens[d];
     s.avg_len = (double)total_len / s.num_docs;
@@ -651,7 +686,10 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
             goto oom;
         }
         for (uint32_t d = 0; d < s.num_docs; d++) parts[d] = global_best_part(&params, s.max_tfs[d], s.doc_lens[d], avg);
-        s.new_of_old = global_order_permutation(parts, s.num_docs);
+        /* with a prior the order is by GS = P + weight x prior (in bounds for a moment), the bounds P's alone */
+        if (s.statics)
+            for (uint32_t d = 0; d < s.num_docs; d++) bounds[d] = parts[d] + o->prior_weight * s.statics[d];
+        s.new_of_old = global_order_permutation(s.statics ? bounds : parts, s.num_docs);
         if (!s.new_of_old) {
             free(parts);
             goto oom;
@@ -669,7 +707,11 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
     for (uint32_t d = 0; d < s.num_docs; d++) s.norms[d] = isn_bm25_doc_norm(&params, s.doc_lens[d], avg);
     s.counting = false;
     parallel_for(threads, num_chunks, chunk_task, &s);
-    if (write_index(out_dir, &s, num_chunks, old_of_new, bounds, err, err_len, summary) != 0) goto done;
+    if (s.statics) { /* in the partition's order */
+        if (!(statics = malloc((size_t)s.num_docs * sizeof *statics))) goto oom;
+        for (uint32_t d = 0; d < s.num_docs; d++) statics[d] = s.statics[old_of_new ? old_of_new[d] : d];
+    }
+    if (write_index(out_dir, &s, num_chunks, old_of_new, bounds, statics, err, err_len, summary) != 0) goto done;
     char queries_path[4200];
     snprintf(queries_path, sizeof queries_path, "%s/queries.tsv", out_dir);
     if (write_queries(queries_path, o, rate, s.vocabulary, profiles, num_profiles, partition_term_name, err, err_len) != 0)
@@ -693,6 +735,8 @@ done:
     free(s.new_of_old);
     free(old_of_new);
     free(bounds);
+    free(statics);
+    free(s.statics);
     free(s.doc_lens);
     free(s.target_lens);
     free(s.norms);
@@ -744,6 +788,7 @@ typedef struct {
     const isn_synth_options *o;
     uint32_t num_docs, vocabulary, num_chunks;
     const uint32_t *target_lens;
+    const float *statics; /* written as "prior" (NULL: none) */
     double avg_len;
     const double *rate, *log_miss;
     uint32_t threads;
@@ -823,7 +868,8 @@ static int draw_chunk(text_job *j, text_chunk *c, uint32_t chunk) {
             o += text_term_name(o, c->tokens[i]);
         }
         if (k <= title) o += sprintf(o, "\",\"body\":\"");
-        o += sprintf(o, "\"}\n");
+        if (j->statics) o += sprintf(o, "\",\"prior\":%.9g}\n", (double)j->statics[first + d]);
+        else o += sprintf(o, "\"}\n");
         c->text.len = (size_t)(o - (char *)c->text.data);
         __atomic_fetch_add(&j->tokens, k, __ATOMIC_RELAXED);
     }
@@ -868,6 +914,7 @@ int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_sy
                                        "Zipf exponent in (0, 4]");
     if (o->fit_queries && !o->fit_index)
         return isn_error(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
+    if (check_prior(o, err, err_len) != 0) return -1;
     uint32_t threads = o->threads ? o->threads : isn_cpus_available();
     int rc = -1;
     uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;
@@ -890,7 +937,7 @@ int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_sy
     rate = malloc((size_t)s.vocabulary * sizeof *rate);
     log_miss = malloc((size_t)s.vocabulary * sizeof *log_miss);
     if (!s.target_lens || !rate || !log_miss) goto oom;
-    parallel_for(threads, (s.num_docs + 65535) / 65536, doc_lens_task, &s);
+    if (draw_documents(&s, threads) != 0) goto oom;
     uint64_t total_len = 0;
     for (uint32_t d = 0; d < s.num_docs; d++) total_len += s.target_lens[d];
     term_rates(o, s.vocabulary, fit_dfs, fit_terms, fit_docs, rate);
@@ -900,7 +947,7 @@ int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_sy
         isn_error(err, err_len, "cannot create %s: %s", out_path, strerror(errno));
         goto done;
     }
-    j = (text_job){.o = o, .num_docs = s.num_docs, .vocabulary = s.vocabulary, .target_lens = s.target_lens,
+    j = (text_job){.o = o, .num_docs = s.num_docs, .vocabulary = s.vocabulary, .target_lens = s.target_lens, .statics = s.statics,
                    .avg_len = (double)total_len / s.num_docs, .rate = rate, .log_miss = log_miss, .threads = threads,
                    .out = out, .num_chunks = (s.num_docs + JSONL_CHUNK_DOCS - 1) / JSONL_CHUNK_DOCS};
     pthread_mutex_init(&j.lock, NULL);
@@ -944,6 +991,7 @@ done:
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.turn);
     free(s.target_lens);
+    free(s.statics);
     free(rate);
     free(log_miss);
     free(fit_dfs);

@@ -21,7 +21,9 @@ void ranking_block_max_and(ranking_run *run) {
         if (ranking_should_stop(run, doc))
             break;
         if (topk->threshold != -INFINITY) {
-            if (ranking_bound_fails(total_bound, topk))
+            /* every document from doc on (the range the block bound skips too) has a prior below this */
+            const double prior = ranking_prior_from(run, doc);
+            if (ranking_bound_fails(total_bound, prior, topk))
                 break;
             if (!have_blocks || doc > blocks_end) {
                 have_blocks = true;
@@ -34,7 +36,7 @@ void ranking_block_max_and(ranking_run *run) {
                         blocks_end = block_last;
                 }
             }
-            if (ranking_bound_fails(block_bound, topk)) {
+            if (ranking_bound_fails(block_bound, prior, topk)) {
                 if (blocks_end == ISN_DOC_END)
                     break;
                 /* As in BMW: metadata ending a block before the candidate (an index failing

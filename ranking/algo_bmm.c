@@ -198,7 +198,7 @@ __attribute__((noinline)) static void add_seeded_window(ranking_run *run, rankin
  * lists fewer postings, t is reordered so that they are t[0..returned) (each part still by bound
  * ascending) and prefix_bound follows the new order. Returns the first essential list. */
 static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t first_essential,
-                                    const isn_topk *topk, double *prefix_bound) {
+                                    const isn_topk *topk, double prior, double *prefix_bound) {
     if (n > RANKING_CHOICE_MAX_TERMS)
         return first_essential;
     float standard = 0.0f, chosen = 0.0f;
@@ -211,7 +211,7 @@ static uint32_t choose_nonessential(ranking_window_term *t, uint32_t n, uint32_t
     for (;;) {
         uint32_t best = n;
         for (uint32_t i = 0; i < n; i++) {
-            if (t[i].nonessential || !ranking_bound_fails(sum + t[i].bound, topk))
+            if (t[i].nonessential || !ranking_bound_fails(sum + t[i].bound, prior, topk))
                 continue;
             if (best == n || t[i].postings * t[best].bound > t[best].postings * t[i].bound)
                 best = i;
@@ -269,14 +269,25 @@ static uint32_t split_nonessential(ranking_window_term *t, uint32_t first_essent
     return m;
 }
 
+/* Whether a candidate whose BM25 is at most bound can still beat the threshold, its own prior added when
+ * the run has one (with_prior: a constant where this is inlined, so that the loops without a prior stay
+ * as they were). */
+__attribute__((always_inline)) static inline bool candidate_can_win(const ranking_run *run, double bound, uint32_t doc,
+                                                                    double threshold, bool with_prior) {
+    if (with_prior)
+        return bound * RANKING_BOUND_SLACK + ranking_prior_of(run, doc) > threshold;
+    return bound * RANKING_BOUND_SLACK > threshold;
+}
+
 /* Completes the candidates cand_docs / cand_scores[0..kept) (in doc order, each able to win with every
  * bound of t[0..upto) added) from t[0..upto), one list at a time, highest bound first: each list's
  * cursor walks forward through the candidates once, and a candidate is dropped as soon as its score
  * plus the bounds still to add (prefix_bound[i]: the sum of the bounds of t[0..i]) cannot beat the
  * threshold. The threshold is the one the batch started with (nothing is offered before the end), a
  * valid lower bound of the final one. The survivors are offered in doc order. */
-static inline void complete_candidates(ranking_run *run, ranking_window_term *t, uint32_t upto,
-                                       const double *prefix_bound, uint32_t kept) {
+__attribute__((always_inline)) static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
+                                                                      uint32_t upto, const double *prefix_bound,
+                                                                      uint32_t kept, bool with_prior) {
     uint32_t *cand_docs = run->window->cand_docs;
     double *cand_scores = run->window->cand_scores;
     const double threshold = run->topk.threshold;
@@ -297,13 +308,13 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
             }
             cand_docs[out] = doc;
             cand_scores[out] = score;
-            out += (score + others) * RANKING_BOUND_SLACK > threshold;
+            out += candidate_can_win(run, score + others, doc, threshold, with_prior);
         }
         kept = out;
     }
     run->docs_evaluated += kept;
     for (uint32_t c = 0; c < kept; c++)
-        ranking_collect(run, cand_docs[c], (float)cand_scores[c]);
+        ranking_collect(run, cand_docs[c], ranking_final_score(run, cand_docs[c], cand_scores[c]));
 }
 
 /* The window when the top term is required (a document without it cannot reach the threshold,
@@ -311,7 +322,8 @@ static inline void complete_candidates(ranking_run *run, ranking_window_term *t,
  * completed from all the other terms. Returns how many candidates there were. */
 __attribute__((always_inline)) static inline uint32_t score_led_window_with(ranking_run *run, ranking_window_term *t,
                                                                           uint32_t n, const double *prefix_bound,
-                                                                          uint32_t lo, uint32_t hi, bool with_admit) {
+                                                                          uint32_t lo, uint32_t hi, bool with_admit,
+                                                                          bool with_prior) {
     ranking_window_term *lead = &t[n - 1];
     isn_cursor *c = lead->term.cursor;
     if (c->doc < lo)
@@ -338,14 +350,14 @@ __attribute__((always_inline)) static inline uint32_t score_led_window_with(rank
             double score = (double)(weight * part);
             cand_docs[kept] = doc;
             cand_scores[kept] = score;
-            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = candidate_can_win(run, score + rest, doc, threshold, with_prior);
             if (with_admit && keep) { /* only candidates that can win are tested, and only those counted */
                 keep = admit(run->admit_ctx, doc);
                 admitted += keep;
             }
             kept += keep;
         }
-        complete_candidates(run, t, n - 1, prefix_bound, kept);
+        complete_candidates(run, t, n - 1, prefix_bound, kept, with_prior);
         run->postings_scored += p - c->pos;
         candidates += p - c->pos;
         if (p < count) {
@@ -360,12 +372,15 @@ __attribute__((always_inline)) static inline uint32_t score_led_window_with(rank
     return candidates;
 }
 
-/* The bag of words' windows apart from those under a query tree's admit hook, so that its loops stay
- * as they were. */
+/* The bag of words' windows apart from those under a query tree's admit hook or with a prior, so that its
+ * loops stay as they were. */
 static uint32_t score_led_window(ranking_run *run, ranking_window_term *t, uint32_t n, const double *prefix_bound,
                                  uint32_t lo, uint32_t hi) {
-    return run->admit ? score_led_window_with(run, t, n, prefix_bound, lo, hi, true)
-                      : score_led_window_with(run, t, n, prefix_bound, lo, hi, false);
+    if (run->prior)
+        return run->admit ? score_led_window_with(run, t, n, prefix_bound, lo, hi, true, true)
+                          : score_led_window_with(run, t, n, prefix_bound, lo, hi, false, true);
+    return run->admit ? score_led_window_with(run, t, n, prefix_bound, lo, hi, true, false)
+                      : score_led_window_with(run, t, n, prefix_bound, lo, hi, false, false);
 }
 
 /* Completes and offers the inner window's candidates; returns how many there were. Most candidates
@@ -375,7 +390,8 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
                                                                         uint32_t first_essential,
                                                                         const double *nonessential_bound, uint32_t lo,
                                                                         uint32_t hi, bool with_admit,
-                                                                        bool (*const admit)(void *, uint32_t)) {
+                                                                        bool (*const admit)(void *, uint32_t),
+                                                                        bool with_prior) {
     ranking_window *window = run->window;
     double *scores = window->scores;
     uint64_t *bits = window->bits;
@@ -398,7 +414,7 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
             word_scores[i] = 0.0;
             cand_docs[kept] = lo + w * 64 + i;
             cand_scores[kept] = score;
-            bool keep = (score + rest) * RANKING_BOUND_SLACK > threshold;
+            bool keep = candidate_can_win(run, score + rest, lo + w * 64 + i, threshold, with_prior);
             if (with_admit && keep) {
                 keep = admit(run->admit_ctx, lo + w * 64 + i);
                 admitted += keep;
@@ -407,16 +423,19 @@ __attribute__((always_inline)) static inline uint32_t collect_window_with(rankin
         }
     }
     run->matched += with_admit ? admitted : candidates;
-    complete_candidates(run, t, first_essential, nonessential_bound, kept);
+    complete_candidates(run, t, first_essential, nonessential_bound, kept, with_prior);
     return candidates;
 }
 
 static inline uint32_t collect_window(ranking_run *run, ranking_window_term *t, uint32_t first_essential,
                                       const double *nonessential_bound, uint32_t lo, uint32_t hi) {
     /* seeded, the candidates are the seeds': seeded_admit tests them */
-    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true,
-                                            run->seed ? run->seeded_admit : run->admit)
-                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL);
+    bool (*const admit)(void *, uint32_t) = run->seed ? run->seeded_admit : run->admit;
+    if (run->prior)
+        return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true, admit, true)
+                          : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL, true);
+    return run->admit ? collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, true, admit, false)
+                      : collect_window_with(run, t, first_essential, nonessential_bound, lo, hi, false, NULL, false);
 }
 
 void ranking_block_max_maxscore(ranking_run *run) {
@@ -455,16 +474,22 @@ void ranking_block_max_maxscore(ranking_run *run) {
             sum += t[i].bound;
             nonessential_bound[i] = sum;
         }
+        /* the window's documents have priors below the prior's bound at its start */
+        const double prior = ranking_prior_from(run, window_min);
         first_essential = 0;
-        while (first_essential < n && ranking_bound_fails(nonessential_bound[first_essential], topk))
+        while (first_essential < n && ranking_bound_fails(nonessential_bound[first_essential], prior, topk))
             first_essential++;
         if (first_essential == n) { /* nothing in this window can compete */
+            /* with a prior, whose bound only falls, often nothing after it either: end rather than pass
+             * every later window (without one the windows stay as they were) */
+            if (run->prior && ranking_bounds_settle(run, window_min))
+                return;
             window_min = next_window_min(t, n, window_end);
             continue;
         }
-        first_essential = choose_nonessential(t, n, first_essential, topk, nonessential_bound);
+        first_essential = choose_nonessential(t, n, first_essential, topk, prior, nonessential_bound);
         if (n == 1 || first_essential == n - 1 ||
-            ranking_bound_fails(nonessential_bound[n - 1] - t[n - 1].bound, topk)) {
+            ranking_bound_fails(nonessential_bound[n - 1] - t[n - 1].bound, prior, topk)) {
             /* Deadline checks come before a window, counting the candidates handled since the last one:
              * every doc below the window was considered, and a search that finishes is complete. */
             if (ranking_should_stop_after(run, window_min, pending))
@@ -517,7 +542,8 @@ void ranking_block_max_maxscore(ranking_run *run) {
             }
             pending = collect_window(run, t, completed, completion_bound, inner_min, inner_end);
             /* The threshold rose past what made another list non-essential: new partition from here. */
-            if (ranking_bound_fails(nonessential_bound[first_essential], topk) && inner_end < window_end) {
+            if (ranking_bound_fails(nonessential_bound[first_essential], ranking_prior_from(run, inner_end), topk) &&
+                inner_end < window_end) {
                 window_min = inner_end;
                 repartition = true;
                 break;

@@ -15,8 +15,10 @@ void ranking_maxscore(ranking_run *run) {
         bound_below[i] = sum;
     }
     isn_topk *topk = &run->topk;
+    /* The partition holds for the documents from where it is made on: their priors are below its. */
+    double prior = ranking_prior_from(run, ranking_min_doc(terms, 0, n));
     uint32_t first_essential = 0;
-    while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
+    while (first_essential < n && ranking_bound_fails(bound_below[first_essential], prior, topk))
         first_essential++;
 
     uint32_t doc = ranking_min_doc(terms, first_essential, n);
@@ -27,8 +29,9 @@ void ranking_maxscore(ranking_run *run) {
         double score = ranking_score_or_step(run, terms, first_essential, n, doc, &next_doc);
         run->matched++;
         bool complete = true;
+        const double own_prior = ranking_prior_of(run, doc);
         for (uint32_t i = first_essential; i-- > 0;) {
-            if (ranking_bound_fails(score + bound_below[i], topk)) {
+            if (ranking_bound_fails(score + bound_below[i], own_prior, topk)) {
                 complete = false;
                 break;
             }
@@ -40,9 +43,10 @@ void ranking_maxscore(ranking_run *run) {
         }
         if (complete) {
             run->docs_evaluated++;
-            if (isn_topk_offer(topk, doc, (float)score) &&
-                ranking_bound_fails(bound_below[first_essential], topk)) {
-                while (first_essential < n && ranking_bound_fails(bound_below[first_essential], topk))
+            prior = ranking_prior_from(run, doc);
+            if (isn_topk_offer(topk, doc, ranking_final_score(run, doc, score)) &&
+                ranking_bound_fails(bound_below[first_essential], prior, topk)) {
+                while (first_essential < n && ranking_bound_fails(bound_below[first_essential], prior, topk))
                     first_essential++;
                 /* Lists that just became non-essential no longer propose candidates. */
                 next_doc = ranking_min_doc(terms, first_essential, n);

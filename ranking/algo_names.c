@@ -52,4 +52,5 @@ void isn_search_options_default(isn_search_options *options) {
     options->deadline_ns = 0;
     options->early_stop_fraction = 1.0;
     options->initial_threshold = 0.0f;
+    options->prior_weight = 0.0f;
 }

@@ -3,14 +3,16 @@
  * document before the pivot's doc can enter the top-k, so the terms before the pivot may jump to it. */
 #include "ranking/ranking_internal.h"
 
-/* Index of the pivot term, or n when no remaining document can beat the threshold. */
-static inline uint32_t find_pivot(const ranking_term *terms, uint32_t n, const isn_topk *topk) {
+/* Index of the pivot term, or n when no remaining document can beat the threshold. The documents passed
+ * over start at the first term's: their priors are at most the prior's bound from there. */
+static inline uint32_t find_pivot(const ranking_run *run, const ranking_term *terms, uint32_t n) {
+    const double prior = ranking_prior_from(run, terms[0].cursor->doc);
     double bound = 0.0;
     for (uint32_t i = 0; i < n; i++) {
         if (terms[i].cursor->doc == ISN_DOC_END)
             return n;
         bound += terms[i].max_score;
-        if (!ranking_bound_fails(bound, topk))
+        if (!ranking_bound_fails(bound, prior, &run->topk))
             return i;
     }
     return n;
@@ -48,7 +50,7 @@ static inline bool next_pivot(ranking_run *run, ranking_term *terms, uint32_t n,
                               uint32_t *pivot_doc) {
     if (ranking_should_stop(run, terms[0].cursor->doc))
         return false;
-    *pivot = find_pivot(terms, n, &run->topk);
+    *pivot = find_pivot(run, terms, n);
     if (*pivot == n)
         return false;
     *pivot_doc = terms[*pivot].cursor->doc;
@@ -96,7 +98,7 @@ void ranking_block_max_wand(ranking_run *run) {
             if (terms[i].max_score > terms[strongest].max_score)
                 strongest = i;
         }
-        if (!ranking_bound_fails(block_bound, &run->topk)) {
+        if (!ranking_bound_fails(block_bound, ranking_prior_from(run, pivot_doc), &run->topk)) {
             step_at_pivot(run, terms, n, pivot_doc);
             continue;
         }

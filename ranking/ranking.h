@@ -187,7 +187,9 @@ typedef struct {
      * that cannot reach it are skipped, so a document scoring exactly this still competes and the
      * hits are unchanged. Ignored by the exhaustive algorithms, in AND mode and with doc_norms. Must
      * be finite and >= 0; one above the true k-th score loses hits. With early termination, hits
-     * scoring below it may be missing from the best-so-far answer (they are outside the top k). */
+     * scoring below it may be missing from the best-so-far answer (they are outside the top k). With
+     * prior_weight > 0 it must bound the scores with the prior (isn_threshold_probe_prior with the same
+     * weight): a BM25-only one is no bound when priors can be negative. */
     float initial_threshold;
     /* Documents below this id are not considered (0 = all): the search answers the top k of the
      * documents from it on. The GPU backend's completion of a partly resident query uses it for the
@@ -197,7 +199,33 @@ typedef struct {
      * later document can enter its full top k, the answer unchanged; true: it does not (an A/B of the
      * early end, or a check of it). Not used with doc_norms, nor for query trees. */
     bool ignore_score_bounds;
+    /* A static prior in the first-stage score: every matching document scores isn_prior_score(its BM25,
+     * prior_weight, its static score) (index.h isn_index_static_score), the same float in every algorithm;
+     * matching is unchanged (a document no scoring clause holds gets no score from its prior). 0 (the
+     * default): BM25 alone, bit for bit as without the option. Finite and >= 0; above 0 the index needs
+     * finite static scores (isn-index build --static-score). Every pruning algorithm and the early end on
+     * score bounds stay exact: their bounds add prior_weight x the largest prior of the documents a
+     * decision passes over (isn_index_prior_bounds). With caller doc_norms the search is exhaustive. */
+    float prior_weight;
 } isn_search_options;
+
+/* The first-stage score with a static prior, in float, as every algorithm, the threshold probe and the
+ * tests' oracle compute it: BM25 rounded to float first, then the weighted prior added. */
+static inline float isn_prior_score(float bm25, float prior_weight, float static_score) {
+    return bm25 + prior_weight * static_score;
+}
+
+/* What the prior may add to a score whose static score is at most static_bound (a document's own, or
+ * index.h's isn_index_prior_bounds for the documents from an id on), as a bound compared in double: the
+ * product rounded up by 2^-20 of its magnitude. W x s is exact in double (two 24-bit significands), the
+ * float product isn_prior_score adds is within 2^-24 of it, and its float sum within 2^-24 of the sum of
+ * its parts' magnitudes; this margin and the BM25 bound's own (RANKING_BOUND_SLACK, or the score bounds'
+ * 2^-20) leave room for both, so BM25 bound + this is never below the score, whatever the signs. */
+#define ISN_PRIOR_BOUND_MARGIN (1.0 / (1 << 20))
+static inline double isn_prior_bound(float prior_weight, float static_bound) {
+    double part = (double)prior_weight * (double)static_bound;
+    return part + fabs(part) * ISN_PRIOR_BOUND_MARGIN;
+}
 
 void isn_search_options_default(isn_search_options *options);
 
@@ -395,6 +423,13 @@ isn_algo isn_algo_resolve(isn_algo algo, isn_mode mode, const isn_query *query);
  * order, read by the time the probe's k-th best passed levels[i] (ascending), 1 where it never did. */
 double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
                            uint32_t num_levels, double *passed_share, uint32_t *docs_scored);
+/* The same for a search with a static prior (isn_search_options.prior_weight): every probed document
+ * scores isn_prior_score, so the k-th best bounds that search's k-th score. 0 also when the k-th best is
+ * not above 0 (isn_search_options.initial_threshold takes none) or the index has no usable prior for a
+ * weight above 0 (the search refuses it). prior_weight 0 is isn_threshold_probe. */
+double isn_threshold_probe_prior(const isn_index *index, const isn_query *query, uint32_t k, float prior_weight,
+                                 const double *levels, uint32_t num_levels, double *passed_share,
+                                 uint32_t *docs_scored);
 
 /* ================================================================== second stage (L2, re-ranking)
  * The first stage's n1 candidates are re-scored: features per (query, candidate) from the index,

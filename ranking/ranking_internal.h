@@ -221,7 +221,41 @@ typedef struct {
     double bound_scale;
     uint32_t bound_docs; /* score_bounds' length */
     bool bound_ended;    /* the run ended there */
+    /* With a prior (isn_search_options.prior_weight > 0) but no score bounds, the same early end with
+     * bound_scale the query's whole bound (its terms' maxima summed, with the slack) plus the prior's. */
+    bool settles;
+    /* A static prior (isn_search_options.prior_weight > 0): the index's static scores and their suffix
+     * maxima (isn_index_prior_bounds), prior_docs of each; NULL without one (then nothing below adds). */
+    const float *prior;
+    const float *prior_bounds;
+    float prior_weight;
+    uint32_t prior_docs;
 } ranking_run;
+
+/* What the prior adds at most to any document from doc on (ISN_DOC_END: past the last; no document is
+ * left, and the last one's bound still holds); 0 without a prior. For a decision that passes over
+ * documents from doc on. */
+static inline double ranking_prior_from(const ranking_run *run, uint32_t doc) {
+    if (!run->prior)
+        return 0.0;
+    return isn_prior_bound(run->prior_weight, run->prior_bounds[doc < run->prior_docs ? doc : run->prior_docs - 1]);
+}
+
+/* What the prior adds at most to doc alone (a candidate); 0 without a prior. */
+static inline double ranking_prior_of(const ranking_run *run, uint32_t doc) {
+    return run->prior ? isn_prior_bound(run->prior_weight, run->prior[doc]) : 0.0;
+}
+
+/* A matching document's score as the top k receives it: its BM25 summed in double, with the prior. */
+static inline float ranking_final_score(const ranking_run *run, uint32_t doc, double bm25) {
+    return run->prior ? isn_prior_score((float)bm25, run->prior_weight, run->prior[doc]) : (float)bm25;
+}
+
+/* Whether the top k is full (or, kept in the buffer, its k-th score known): the threshold is a final
+ * k-th score's lower bound. */
+static inline bool ranking_topk_known(const ranking_run *run) {
+    return run->buffer.keys ? run->buffer.have_kth : run->topk.size == run->topk.capacity;
+}
 
 /* Candidates between clock reads: a read costs ~20 ns, a candidate ~50-500 ns. */
 #define RANKING_CLOCK_CHECK_EVERY 256u
@@ -230,9 +264,10 @@ typedef struct {
  * considered. True means stop now (run->stopped is set). */
 /* Whether no document from next_doc on can enter the full top k (score_bounds): the run ends, complete. */
 static inline bool ranking_bounds_settle(ranking_run *run, uint32_t next_doc) {
-    if (!run->score_bounds || next_doc >= run->bound_docs || run->topk.size < run->topk.capacity)
+    if (!run->settles || next_doc >= run->bound_docs || !ranking_topk_known(run))
         return false;
-    if (run->bound_scale * (double)run->score_bounds[next_doc] > run->topk.threshold)
+    double bound = run->score_bounds ? run->bound_scale * (double)run->score_bounds[next_doc] : run->bound_scale;
+    if (bound + ranking_prior_from(run, next_doc) > run->topk.threshold)
         return false;
     run->bound_ended = true;
     return true;
@@ -284,15 +319,17 @@ static inline uint32_t ranking_align_followers(ranking_run *run, ranking_term *t
     return doc;
 }
 
-static inline bool ranking_bound_fails(double bound, const isn_topk *topk) {
-    return bound * RANKING_BOUND_SLACK <= topk->threshold;
+/* Whether documents whose BM25 is at most bound and whose prior adds at most prior (ranking_prior_from
+ * or ranking_prior_of; 0 without one) cannot enter the top k. */
+static inline bool ranking_bound_fails(double bound, double prior, const isn_topk *topk) {
+    return bound * RANKING_BOUND_SLACK + prior <= topk->threshold;
 }
 
 /* A fully scored document: counted and offered to the top-k; true when it entered. */
 static inline bool ranking_offer_scored(ranking_run *run, uint32_t doc, double score) {
     run->docs_evaluated++;
     run->matched++;
-    return isn_topk_offer(&run->topk, doc, (float)score);
+    return isn_topk_offer(&run->topk, doc, ranking_final_score(run, doc, score));
 }
 
 /* The smallest doc on which terms[from..n) sit: the first candidate of a disjunction. */

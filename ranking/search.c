@@ -5,6 +5,40 @@
 #include "ranking/arena.h"
 #include "ranking/ranking_internal.h"
 
+/* A prior weight the index can take: finite and >= 0; above 0, finite static scores whose weighted
+ * values stay finite in float. */
+static int validate_prior(const isn_index *index, float weight, char *err, size_t err_len) {
+    if (!(weight >= 0.0f) || isinf(weight))
+        return isn_error(err, err_len, "prior_weight must be a finite weight >= 0 (0 = no static prior), got %g",
+                         (double)weight);
+    if (weight == 0.0f)
+        return 0;
+    uint32_t bad;
+    if (!isn_index_get_info(index)->has_static_scores)
+        return isn_error(err, err_len,
+                         "prior_weight %g needs static scores, and this index has none (isn-index build --static-score "
+                         "FIELD)",
+                         (double)weight);
+    if (!isn_index_static_scores_finite(index, &bad))
+        return isn_error(err, err_len, "prior_weight %g needs finite static scores; document %u's is %g", (double)weight,
+                         bad, (double)isn_index_static_score(index, bad));
+    float magnitude = isn_index_static_score_magnitude(index);
+    if (isinf(weight * magnitude))
+        return isn_error(err, err_len, "prior_weight %g times the index's largest static score magnitude %g overflows a float",
+                         (double)weight, (double)magnitude);
+    return 0;
+}
+
+/* The prior a run adds (validate_prior passed): none at weight 0 or without documents. */
+static void use_prior(const isn_searcher *searcher, const isn_search_options *options, ranking_run *run) {
+    if (options->prior_weight == 0.0f || searcher->index_num_docs == 0)
+        return;
+    run->prior_bounds = isn_index_prior_bounds(searcher->index);
+    run->prior = run->prior_bounds ? isn_index_static_scores(searcher->index) : NULL;
+    run->prior_weight = options->prior_weight;
+    run->prior_docs = searcher->index_num_docs;
+}
+
 static int validate(const isn_searcher *searcher, const isn_query *query, const isn_search_options *options,
                     char *err, size_t err_len) {
     if (options->mode != ISN_MODE_OR && options->mode != ISN_MODE_AND) {
@@ -31,6 +65,8 @@ static int validate(const isn_searcher *searcher, const isn_query *query, const 
                   (double)options->initial_threshold);
         return -1;
     }
+    if (validate_prior(searcher->index, options->prior_weight, err, err_len) != 0)
+        return -1;
     if (query->num_terms > ISN_MAX_QUERY_TERMS) {
         isn_error(err, err_len, "query has %u terms, more than the limit of %d", query->num_terms,
                   ISN_MAX_QUERY_TERMS);
@@ -122,13 +158,22 @@ static void fill_stats(isn_search_stats *stats, const ranking_run *run) {
 static void use_score_bounds(const isn_searcher *searcher, const isn_search_options *options, bool buffered,
                              ranking_run *run) {
     const float *bounds = isn_index_score_bounds(searcher->index);
-    if (!bounds || options->ignore_score_bounds || options->doc_norms || buffered)
+    /* a prior's bounds fall with its suffix maxima on any index, so with one the end needs no score bounds
+     * (the query's whole BM25 bound then stands in), and the buffer's k-th score serves as well */
+    if ((!bounds && !run->prior) || options->ignore_score_bounds || options->doc_norms || (buffered && !run->prior))
         return;
-    double weight_sum = 0.0;
-    for (uint32_t i = 0; i < run->num_terms; i++)
+    double weight_sum = 0.0, max_sum = 0.0;
+    for (uint32_t i = 0; i < run->num_terms; i++) {
         weight_sum += run->terms[i].weight;
-    run->bound_scale = isn_index_score_bound_scale(searcher->index, weight_sum, 0.0f);
-    run->score_bounds = run->bound_scale > 0.0 ? bounds : NULL;
+        max_sum += run->terms[i].max_score;
+    }
+    if (bounds) {
+        run->bound_scale = isn_index_score_bound_scale(searcher->index, weight_sum, 0.0f);
+        run->score_bounds = run->bound_scale > 0.0 ? bounds : NULL;
+    }
+    if (!run->score_bounds && run->prior)
+        run->bound_scale = max_sum * RANKING_BOUND_SLACK;
+    run->settles = run->score_bounds || run->prior;
     run->bound_docs = searcher->index_num_docs;
 }
 
@@ -143,6 +188,7 @@ static int structured(isn_searcher *searcher, const isn_query *query, const isn_
     run.norms = options->doc_norms ? options->doc_norms : searcher->norms;
     run.k1_plus_1 = searcher->k1_plus_1;
     run.window = &searcher->window;
+    use_prior(searcher, options, &run);
     start_clock(&run, options);
     isn_topk_init(&run.topk, hits, options->k);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND || options->doc_norms != NULL;
@@ -193,6 +239,7 @@ static int search(isn_searcher *searcher, const isn_query *query, const isn_sear
     }
     if (options->doc_norms)
         run.norms = options->doc_norms;
+    use_prior(searcher, options, &run);
     use_score_bounds(searcher, options, buffered, &run);
     start_clock(&run, options);
     /* The caller's hit array is the heap: it holds k entries, and sorting it in place is the result. */

@@ -60,7 +60,7 @@ uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
             ranking_bound_fails((double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, isn_cursor_freq(s->cursor),
                                                                         s->norms[doc])) +
                                     s->others_bound,
-                                &run->topk)) {
+                                ranking_prior_of(run, doc), &run->topk)) {
             doc = ranking_next(run, s->cursor);
             continue;
         }
@@ -77,7 +77,7 @@ uint32_t ranking_phrase_settle(evaluation *e, scorer *s, uint32_t doc) {
                 if (tf < least) least = tf;
             }
             double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
-            if (ranking_bound_fails(bound + s->others_bound, &run->topk)) {
+            if (ranking_bound_fails(bound + s->others_bound, ranking_prior_of(run, doc), &run->topk)) {
                 doc = ranking_next(run, s->cursor);
                 continue;
             }
@@ -114,7 +114,7 @@ bool ranking_phrase_matches(evaluation *e, scorer *s, uint32_t doc) {
             if (tf < least) least = tf;
         }
         double bound = (double)(s->weight * isn_bm25_tf_part(e->k1_plus_1, least, s->norms[doc]));
-        if (!ranking_bound_fails(bound + s->others_bound, &run->topk)) freq = phrase_freq(e, s);
+        if (!ranking_bound_fails(bound + s->others_bound, ranking_prior_of(run, doc), &run->topk)) freq = phrase_freq(e, s);
     }
     if (freq) {
         s->freq = freq;

@@ -196,14 +196,17 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
                 window_end = open_window(e->scorers, e->num_scorers, target, bounds);
                 double all = 0.0;
                 for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
-                if (!ranking_bound_fails(all, &run->topk) || window_end == ISN_DOC_END) break;
+                if (!ranking_bound_fails(all, ranking_prior_from(run, target), &run->topk) || window_end == ISN_DOC_END)
+                    break;
                 target = window_end + 1;
             }
             window_open = true;
             if (target > doc) {
                 double all = 0.0;
                 for (uint32_t i = 0; i < e->num_scorers; i++) all += bounds[i];
-                doc = ranking_bound_fails(all, &run->topk) ? ISN_DOC_END : scorer_next_geq(e, &req[0], target);
+                doc = ranking_bound_fails(all, ranking_prior_from(run, target), &run->topk)
+                          ? ISN_DOC_END
+                          : scorer_next_geq(e, &req[0], target);
                 if (doc == ISN_DOC_END || doc > window_end) continue;
             }
             for (uint32_t i = 0; i < num_optional; i++) below[i + 1] = below[i] + bounds[num_required + i];
@@ -216,8 +219,9 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
              * make the top k, the candidates are the docs of those optional scorers (Lucene's ReqOptSumScorer
              * under block-max bounds) */
             uint32_t from = num_optional + 1;
+            const double prior = ranking_prior_from(run, doc); /* the documents passed over are from doc on */
             for (uint32_t i = num_optional + 1; i-- > 0;)
-                if (ranking_bound_fails(required_bound + below[i], &run->topk)) {
+                if (ranking_bound_fails(required_bound + below[i], prior, &run->topk)) {
                     from = i;
                     break;
                 }
@@ -250,8 +254,9 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
         double score = 0.0;
         for (uint32_t i = 0; i < num_required; i++) score += scorer_score(e, &req[i], doc);
         bool pruned = false;
+        const double own_prior = ranking_prior_of(run, doc);
         for (uint32_t i = num_optional; i-- > 0;) {
-            if (!exhaustive && ranking_bound_fails(score + below[i + 1], &run->topk)) {
+            if (!exhaustive && ranking_bound_fails(score + below[i + 1], own_prior, &run->topk)) {
                 pruned = true;
                 break;
             }
@@ -263,7 +268,7 @@ static void run_required(evaluation *e, uint32_t num_required, bool exhaustive) 
             continue;
         }
         run->docs_evaluated++;
-        isn_topk_offer(&run->topk, doc, (float)score);
+        isn_topk_offer(&run->topk, doc, ranking_final_score(run, doc, score));
         doc = scorer_next(e, &req[0]);
     }
 }
@@ -315,7 +320,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
             end = open_window(s, n, start, bounds);
             double all = 0.0;
             for (uint32_t i = 0; i < n; i++) all += bounds[i];
-            if (ranking_bound_fails(all, &run->topk)) {
+            if (ranking_bound_fails(all, ranking_prior_from(run, start), &run->topk)) {
                 start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 continue;
             }
@@ -328,9 +333,11 @@ static void run_optional(evaluation *e, bool exhaustive) {
         for (uint32_t i = 0; i < n; i++) prefix[i + 1] = prefix[i] + bounds[order[i]];
         uint32_t first_essential = 0;
         for (;;) {
-            if (!exhaustive)
-                while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], &run->topk))
+            if (!exhaustive) { /* the partition serves the documents from start on */
+                const double prior = ranking_prior_from(run, start);
+                while (first_essential < n && ranking_bound_fails(prefix[first_essential + 1], prior, &run->topk))
                     first_essential++;
+            }
             if (first_essential == n) {
                 start = end == ISN_DOC_END ? ISN_DOC_END : end + 1;
                 break;
@@ -357,7 +364,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
                 double doc_bound = prefix[first_essential];
                 for (uint32_t i = first_essential; i < n; i++)
                     if (s[order[i]].doc == doc) doc_bound += bounds[order[i]];
-                if (ranking_bound_fails(doc_bound, &run->topk)) {
+                if (ranking_bound_fails(doc_bound, ranking_prior_of(run, doc), &run->topk)) {
                     for (uint32_t i = first_essential; i < n; i++)
                         if (s[order[i]].doc == doc) scorer_next(e, &s[order[i]]);
                     continue;
@@ -375,8 +382,9 @@ static void run_optional(evaluation *e, bool exhaustive) {
             if (!admit) continue;
             run->matched++;
             bool pruned = false;
+            const double own_prior = ranking_prior_of(run, doc);
             for (uint32_t i = first_essential; i-- > 0;) {
-                if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], &run->topk)) {
+                if (!exhaustive && ranking_bound_fails(score + prefix[i + 1], own_prior, &run->topk)) {
                     pruned = true;
                     break;
                 }
@@ -384,7 +392,7 @@ static void run_optional(evaluation *e, bool exhaustive) {
             }
             if (pruned) continue;
             run->docs_evaluated++;
-            isn_topk_offer(&run->topk, doc, (float)score);
+            isn_topk_offer(&run->topk, doc, ranking_final_score(run, doc, score));
         }
         if (start == ISN_DOC_END) break;
         /* the next window starts at the first doc any scorer still holds */

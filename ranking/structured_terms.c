@@ -184,7 +184,8 @@ void ranking_tree_run_guarded_terms(evaluation *e) {
     double *chunk_prefix = run->completion_bounds;
     while (doc != ISN_DOC_END) {
         if (ranking_should_stop(run, doc)) return;
-        if (ranking_bound_fails(prefix[n], &run->topk)) return; /* global bounds: nothing later can win */
+        /* global bounds: nothing from doc on can win */
+        if (ranking_bound_fails(prefix[n], ranking_prior_from(run, doc), &run->topk)) return;
         uint32_t m = 0;
         for (; m < RANKING_GUARD_CHUNK && doc != ISN_DOC_END; m++) {
             docs[m] = doc;
@@ -205,7 +206,8 @@ void ranking_tree_run_guarded_terms(evaluation *e) {
             chunk_prefix[i + 1] = chunk_prefix[i] + (double)s[i].weight * best;
         }
         uint32_t first_essential = 0;
-        while (first_essential < n && ranking_bound_fails(chunk_prefix[first_essential + 1], &run->topk))
+        const double prior = ranking_prior_from(run, docs[0]); /* the chunk's documents are from docs[0] on */
+        while (first_essential < n && ranking_bound_fails(chunk_prefix[first_essential + 1], prior, &run->topk))
             first_essential++;
         if (first_essential == n) continue;
         for (uint32_t i = first_essential; i < n; i++) {
@@ -233,8 +235,9 @@ void ranking_tree_run_guarded_terms(evaluation *e) {
             run->matched++;
             double score = acc[j];
             bool pruned = false;
+            const double own_prior = ranking_prior_of(run, docs[j]);
             for (uint32_t i = first_essential; i-- > 0;) {
-                if (ranking_bound_fails(score + chunk_prefix[i + 1], &run->topk)) {
+                if (ranking_bound_fails(score + chunk_prefix[i + 1], own_prior, &run->topk)) {
                     pruned = true;
                     break;
                 }
@@ -246,7 +249,7 @@ void ranking_tree_run_guarded_terms(evaluation *e) {
             }
             if (pruned) continue;
             run->docs_evaluated++;
-            isn_topk_offer(&run->topk, docs[j], (float)score);
+            isn_topk_offer(&run->topk, docs[j], ranking_final_score(run, docs[j], score));
         }
     }
 }

@@ -135,11 +135,26 @@ static bool admitted(const isn_index *index, probe_lists *p, uint32_t doc) {
 
 double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
                            uint32_t num_levels, double *passed_share, uint32_t *docs_scored) {
+    return isn_threshold_probe_prior(index, query, k, 0.0f, levels, num_levels, passed_share, docs_scored);
+}
+
+double isn_threshold_probe_prior(const isn_index *index, const isn_query *query, uint32_t k, float prior_weight,
+                                 const double *levels, uint32_t num_levels, double *passed_share,
+                                 uint32_t *docs_scored) {
     *docs_scored = 0;
     for (uint32_t i = 0; i < num_levels; i++)
         passed_share[i] = 1.0;
-    if (k == 0 || k > ISN_PROBE_MAX_K)
+    if (k == 0 || k > ISN_PROBE_MAX_K || !(prior_weight >= 0.0f) || isinf(prior_weight))
         return 0.0;
+    /* the probe scores as the search does (search.c's use_prior): a weight the search refuses has no probe */
+    ranking_run prior = {.prior_weight = prior_weight};
+    if (prior_weight > 0.0f) {
+        prior.prior_bounds = isn_index_prior_bounds(index);
+        prior.prior = isn_index_static_scores(index);
+        prior.prior_docs = isn_index_get_info(index)->num_docs;
+        if (!prior.prior_bounds || isinf(prior_weight * isn_index_static_score_magnitude(index)))
+            return 0.0;
+    }
     probe_lists p;
     if (!(query->structure ? tree_lists(index, query, &p) : bag_lists(index, query, &p)))
         return 0.0;
@@ -215,8 +230,10 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
         visited++;
         if (admit) {
             bool full = topk.size == k, matches = true;
+            /* without a prior the pruning below stays as it was; with one, the document's own is added */
+            const double own_prior = ranking_prior_of(&prior, doc);
             uint32_t j = 0;
-            for (; j < num_probed && matches && !(full && score + rest[j] <= entries[0].score); j++) {
+            for (; j < num_probed && matches && !(full && score + rest[j] + own_prior <= entries[0].score); j++) {
                 isn_cursor *cursor = &cursors[probed[j]];
                 if (cursor->doc < doc)
                     isn_cursor_next_geq(cursor, doc);
@@ -227,7 +244,7 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
                     matches = !p.required[probed[j]];
             }
             if (j == num_probed && matches) {
-                isn_topk_offer(&topk, doc, (float)score);
+                isn_topk_offer(&topk, doc, ranking_final_score(&prior, doc, score));
                 while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
                     passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
             }
@@ -236,5 +253,6 @@ double isn_threshold_probe(const isn_index *index, const isn_query *query, uint3
         doc = next_doc;
     }
     *docs_scored = scored;
-    return topk.size == k ? entries[0].score : 0.0;
+    /* a prior may take scores to 0 or below: no seed then (initial_threshold takes none) */
+    return topk.size == k && entries[0].score > 0.0f ? entries[0].score : 0.0;
 }

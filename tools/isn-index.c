@@ -57,6 +57,9 @@ static void usage(FILE *out) {
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
           "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
           "      --order input|global    global: documents by decreasing global score, with score bounds\n"
+          "      --prior lognormal:SIGMA a static score per document, exp(SIGMA x N(0,1)) from the seed (median 1;\n"
+          "                              SIGMA 0..8); in global order GS = P + W x it, W from --prior-weight\n"
+          "                              (default 1); with --jsonl each record's \"prior\" (build --static-score prior)\n"
           "  isn-index synth --jsonl --docs N --out FILE [options]   the same model as JSON Lines text to index\n"
           "      (FILE - is standard output); --queries-out FILE writes a query log over its terms; same options\n",
           out);
@@ -457,7 +460,8 @@ static int cmd_synth(int argc, char **argv) {
         {"docs", 1, 0, 'd'}, {"seed", 1, 0, 's'}, {"vocab", 1, 0, 'v'}, {"zipf", 1, 0, 'z'},
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
-        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'},
+        {"prior", 1, 0, 'P'}, {"prior-weight", 1, 0, 'W'}, {0, 0, 0, 0}};
     bool jsonl = false;
     const char *queries_out = NULL;
     int c;
@@ -484,6 +488,14 @@ static int cmd_synth(int argc, char **argv) {
             else return fprintf(stderr, "isn-index synth: --order must be input or global, got '%s'\n", optarg), 2;
             break;
         case 'O': queries_out = optarg; break;
+        case 'P':
+            if (strncmp(optarg, "lognormal:", 10) != 0) {
+                fprintf(stderr, "isn-index synth: --prior takes lognormal:SIGMA, got '%s'\n", optarg);
+                return 2;
+            }
+            if (parse_number(optarg + 10, "--prior lognormal:SIGMA", 0, 8, &o.prior_sigma)) return 2;
+            break;
+        case 'W': if (parse_float(optarg, "--prior-weight", 0.0f, 1e30f, &o.prior_weight)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

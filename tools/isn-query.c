@@ -52,6 +52,8 @@ static void usage(FILE *out) {
           "  --algo auto|or|and|maxscore|wand|bmw|bmm|bmand   first-stage algorithm (default auto)\n"
           "  --mode or|and       match any / every term when --algo is auto (default or)\n"
           "  -k N                hits to return (default 10)\n"
+          "  --prior-weight W    with --index: score BM25 + W x each document's static score (the index's\n"
+          "                      --static-score; default 0: BM25 alone); every algorithm stays exact\n"
           "  --queries FILE.tsv  qid<TAB>text per line; writes a TREC run (qid Q0 docid rank score tag; a docid's\n"
           "                      whitespace and '%%' percent-encoded)\n"
           "  --run-tag T         the run's tag (default isn)\n"
@@ -109,7 +111,7 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
                                          {"wait-ready", 1, 0, 'W'}, {"traceparent", 1, 0, 'T'},
                                          {"request-id", 1, 0, 'I'}, {"fields", 1, 0, 'F'}, {"filter", 1, 0, 'G'},
                                          {"tls-ca", 1, 0, 1000}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002},
-                                         {"tls-server-name", 1, 0, 1003},
+                                         {"tls-server-name", 1, 0, 1003}, {"prior-weight", 1, 0, 1004},
                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "k:", opts, NULL)) != -1) {
@@ -120,6 +122,15 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
         case 1001: a->tls_cert = optarg; break;
         case 1002: a->tls_key = optarg; break;
         case 1003: a->tls_server_name = optarg; break;
+        case 1004: { /* its range is isn_search's to check, and to name in the error */
+            char *end;
+            a->search.prior_weight = strtof(optarg, &end);
+            if (*end || end == optarg) {
+                fprintf(stderr, "isn-query: --prior-weight takes a number, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        }
         case 'a':
             if (!isn_algo_from_name(optarg, &a->search.algo)) {
                 fprintf(stderr, "isn-query: unknown --algo '%s' (auto, or, and, maxscore, wand, bmw, bmm, bmand)\n", optarg);
@@ -201,6 +212,10 @@ static int parse_args(int argc, char **argv, query_args *a, const char **text) {
             return -1;
         }
         a->search.mode = implied;
+    }
+    if (a->search.prior_weight != 0.0f && a->server) {
+        fprintf(stderr, "isn-query: --prior-weight works with --index (a SearchRequest carries no prior weight yet)\n");
+        return 2;
     }
     if (a->num_filters && a->server) {
         fprintf(stderr, "isn-query: --filter works with --index (send Filter messages to a server with any gRPC client)\n");

@@ -105,13 +105,18 @@ int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode,
     isn_query query;
     if (isn_query_parse(searcher, text, strlen(text), &query, err, ISN_ERR_LEN) != 0)
         return -1;
+    isn_search_options options = support_search_options(mode, algo, k);
+    isn_search_stats stats;
+    return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
+}
+
+isn_search_options support_search_options(isn_mode mode, isn_algo algo, uint32_t k) {
     isn_search_options options;
     isn_search_options_default(&options);
     options.mode = mode;
     options.algo = algo;
     options.k = k;
-    isn_search_stats stats;
-    return isn_search(searcher, &query, &options, hits, num_hits, &stats, err, ISN_ERR_LEN);
+    return options;
 }
 
 long support_doc_id_number(const isn_index *index, uint32_t doc, const char *prefix) {

@@ -39,6 +39,9 @@ typedef void (*support_jsonl_writer)(void *user, FILE *f);
  * opened with a searcher; 0 on success, else -1 with the reason printed. */
 int support_index_build_jsonl(support_index *ix, const char *name, const isn_build_options *options,
                               support_jsonl_writer write_docs, void *user);
+/* isn_search_options_default with the mode, algorithm and k most tests vary. */
+isn_search_options support_search_options(isn_mode mode, isn_algo algo, uint32_t k);
+
 /* Parses text and searches it with the given mode, algorithm and k (other options default); 0 on
  * success, else -1 with the reason in err (ISN_ERR_LEN bytes). */
 int support_search_text(isn_searcher *searcher, const char *text, isn_mode mode, isn_algo algo, uint32_t k,

@@ -22,6 +22,8 @@ struct oracle_collection {
     double avg_length;
     double k1;
     double b;
+    double *priors; /* NULL without a prior */
+    double prior_weight;
 };
 
 static int compare_strings(const void *a, const void *b) {
@@ -87,7 +89,22 @@ void oracle_free(oracle_collection *oracle) {
         free(oracle->docs[d].entries);
     }
     free(oracle->docs);
+    free(oracle->priors);
     free(oracle);
+}
+
+bool oracle_set_prior(oracle_collection *oracle, const double *priors, double weight) {
+    free(oracle->priors);
+    oracle->priors = NULL;
+    oracle->prior_weight = 0.0;
+    if (priors == NULL || weight == 0.0)
+        return true;
+    oracle->priors = malloc((oracle->num_docs > 0 ? oracle->num_docs : 1) * sizeof *oracle->priors);
+    if (oracle->priors == NULL)
+        return false;
+    memcpy(oracle->priors, priors, oracle->num_docs * sizeof *priors);
+    oracle->prior_weight = weight;
+    return true;
 }
 
 static uint32_t term_frequency(const oracle_doc *doc, const char *term) {
@@ -136,6 +153,8 @@ uint32_t oracle_score_all(const oracle_collection *oracle, const char *const *qu
             score += idf[t] * tf * (oracle->k1 + 1.0) / (tf + norm);
         }
         bool is_match = and_mode ? (query_len > 0 && !any_absent && terms_present == query_len) : terms_present > 0;
+        if (is_match && oracle->priors != NULL)
+            score += oracle->prior_weight * oracle->priors[d];
         scores[d] = is_match ? score : 0.0;
         matched[d] = is_match;
         num_matched += is_match;

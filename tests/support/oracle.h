@@ -20,6 +20,11 @@ oracle_collection *oracle_new(uint32_t num_docs, const char *const *const *docs,
                               double k1, double b);
 void oracle_free(oracle_collection *oracle);
 
+/* A static prior (isn_search_options.prior_weight): from now on every matching document's score is its
+ * BM25 plus weight x priors[d], in double. priors is copied; NULL or weight 0 removes the prior. false
+ * when out of memory. */
+bool oracle_set_prior(oracle_collection *oracle, const double *priors, double weight);
+
 /* Scores every document for a query given as its analyzed terms; a repeated term counts once per
  * occurrence. and_mode: a document must hold every term (a term absent from the collection matches
  * nothing). num_docs_override: N used in IDF (0 = the collection's own). Fills scores[d] and
