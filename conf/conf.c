@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ typedef enum {
     KEY_DURATION_NS,
     KEY_SIZE,     /* field in bytes */
     KEY_SIZE_MIB, /* field in MiB */
+    KEY_FLOAT,    /* a finite float in [min, max] (a weight, not a count) */
 } key_type;
 
 typedef struct {
@@ -89,6 +91,7 @@ static const key_spec KEYS[] = {
     {"search", "max_timeout", KEY_DURATION_MS, FIELD(max_timeout_ms), "1m", 0, 3600000, true},
     {"search", "default_mode", KEY_MODE, FIELD(default_mode), "or", 0, 0, true},
     {"search", "default_algorithm", KEY_ALGO, FIELD(default_algo), "auto", 0, 0, true},
+    {"search", "prior_weight", KEY_FLOAT, FIELD(prior_weight), "0", 0, 1000000, false},
     {"scheduler", "early_stop_percent", KEY_U32, FIELD(early_stop_percent), "80", 1, 100, false},
     {"scheduler", "admit_percent", KEY_U32, FIELD(admit_percent), "40", 1, 100, false},
     {"scheduler", "degraded_stop_percent", KEY_U32, FIELD(degraded_stop_percent), "50", 1, 100, false},
@@ -369,6 +372,16 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
     case KEY_DURATION_NS:
     case KEY_SIZE:
     case KEY_SIZE_MIB: return parse_number(key, value, (uint32_t *)field, err, err_len);
+    case KEY_FLOAT: {
+        char *end;
+        errno = 0;
+        float v = strtof(value, &end);
+        if (end == value || *end || errno || !isfinite(v) || v < (float)key->min || v > (float)key->max)
+            return isn_error(err, err_len, "\"%s\" is not a number in [%llu, %llu]", value,
+                             (unsigned long long)key->min, (unsigned long long)key->max);
+        *(float *)field = v;
+        return 0;
+    }
     }
     return isn_error(err, err_len, "unhandled key type");
 }
@@ -390,6 +403,7 @@ static void format_value(const isn_conf *conf, const key_spec *key, char *out, s
     case KEY_DURATION_NS:
     case KEY_SIZE:
     case KEY_SIZE_MIB: format_number(key->type, *(const uint32_t *)field, out, out_len); break;
+    case KEY_FLOAT: snprintf(out, out_len, "%g", (double)*(const float *)field); break;
     }
 }
 

@@ -59,6 +59,9 @@ typedef struct {
     uint32_t max_timeout_ms;     /* cap on any requested deadline; 0 = no cap */
     isn_mode default_mode;
     isn_algo default_algo;
+    /* the weight of the documents' static scores in the first-stage score (ranking.h
+     * isn_search_options.prior_weight); 0 = BM25 alone */
+    float prior_weight;
     /* [scheduler] (scheduler/scheduler.h) */
     uint32_t early_stop_percent;    /* a CPU job stops at this share of its budget with its best hits */
     uint32_t admit_percent;         /* admitted only when predicted to finish within this share of it */

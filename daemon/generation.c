@@ -53,6 +53,13 @@ index_generation *generation_open(const char *dir, bool full_verify, char *err, 
 int generation_add_workers(index_generation *generation, const search_service_params *params, char *err,
                            size_t err_len) {
     uint64_t start = isn_now_ns();
+    uint32_t bad_doc = 0;
+    if (params->prior_weight > 0 && !generation->info->has_static_scores)
+        return isn_error(err, err_len, "search.prior_weight = %g weights the documents' static scores, and %s has none "
+                         "(build it with isn-index build --static-score FIELD)", (double)params->prior_weight, generation->dir);
+    if (params->prior_weight > 0 && !isn_index_static_scores_finite(generation->index, &bad_doc))
+        return isn_error(err, err_len, "search.prior_weight = %g: document %u of %s has a static score that is not a "
+                         "finite number", (double)params->prior_weight, bad_doc, generation->dir);
     uint32_t workers = params->workers;
     generation->workers = calloc(workers ? workers : 1, sizeof *generation->workers);
     generation->planners = calloc((size_t)workers + 1, sizeof *generation->planners);

@@ -285,6 +285,7 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
     job->k = k;
     job->mode = mode;
     job->algo = algo;
+    job->prior_weight = conf->prior_weight;
     job->partition_id = conf->partition_id;
     job->delay_us = conf->job_delay_us + injected_delay_us(loop);
     job->completions = &loop->completions;

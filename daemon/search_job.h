@@ -67,6 +67,7 @@ struct search_job {
     uint32_t k;
     isn_mode mode;
     isn_algo algo;
+    float prior_weight; /* the static prior's weight in the first-stage score (search.prior_weight) */
     uint32_t partition_id;
     uint32_t delay_us;
     completion_queue *completions; /* its loop's */

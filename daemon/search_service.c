@@ -27,6 +27,7 @@ struct search_service {
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     pthread_mutex_t loop_analyser_lock;   /* the loops share it: one analyses at a time */
     uint32_t max_k;
+    float prior_weight; /* search.prior_weight */
     bool warm_up;
     bool derive_field_data;
     uint32_t num_threads;
@@ -311,13 +312,14 @@ static uint64_t gpu_move_wait_until(const search_job *job) {
 static bool gpu_eligible(search_service *service, search_job *job, bool may_wait) {
     const Isn__V1__SearchRequest *request = job->request;
     if (!service->gpu.num_backends || job->delay_us || request->global_stats || (request->ranker && request->ranker[0]) ||
-        job->k > service->gpu_max_k || job->query.num_terms == 0 || !isn_gpu_takes_query(&job->query, NULL))
+        job->k > service->gpu_max_k || job->query.num_terms == 0 || !isn_gpu_takes_search(&job->query, job->prior_weight, NULL))
         return false;
     if (!gpu_first_stage_enter(&service->gpu, job->generation, may_wait ? gpu_move_wait_until(job) : 0)) return false;
     job->gpu_counted = true;
     isn_hit *hits = job->memory ? arena_alloc(job->memory, job->k * sizeof *hits) : NULL;
     if (!hits) return false;
-    job->gpu_request = (isn_gpu_request){.query = &job->query, .mode = job->mode, .k = job->k, .hits = hits};
+    job->gpu_request = (isn_gpu_request){.query = &job->query, .mode = job->mode, .k = job->k, .hits = hits,
+                                         .prior_weight = job->prior_weight};
     return true;
 }
 
@@ -398,7 +400,7 @@ bool search_service_may_admit(search_service *service, uint64_t received_ns, uin
 void search_service_params_of(const search_service *service, search_service_params *params) {
     *params = (search_service_params){
         .workers = service->num_threads, .max_k = service->max_k, .route = &service->l2, .warm_up = service->warm_up,
-        .derive_field_data = service->derive_field_data};
+        .derive_field_data = service->derive_field_data, .prior_weight = service->prior_weight};
 }
 
 bool search_service_gpu_holds(const search_service *service, const index_generation *generation) {
@@ -422,6 +424,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         return NULL;
     }
     service->max_k = conf->max_k;
+    service->prior_weight = conf->prior_weight;
     service->warm_up = conf->warm_up;
     service->derive_field_data = conf->derive_field_data;
     service->num_threads = workers;

@@ -33,6 +33,7 @@ typedef struct {
     const l2_route *route;
     bool warm_up;
     bool derive_field_data;
+    float prior_weight; /* search.prior_weight: above 0 the index needs finite static scores */
 } search_service_params;
 void search_service_params_of(const search_service *service, search_service_params *params);
 /* The GPU first stage's move to the next generation, on the thread pool. stage, before the switch:

@@ -215,10 +215,11 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
         if (tree) {
             isn_query_structure_describe(w->searcher, query, tree, 1024);
             debug.query_tree = tree;
-            /* the GPU takes required, excluded and filtered trees; phrases and field: clauses need positions */
-            const char *why = NULL;
-            if (!isn_gpu_takes_query(query, &why)) debug.cpu_reason = (char *)why;
         }
+        /* the GPU takes required, excluded and filtered trees; phrases and field: clauses need positions, and
+         * a static prior is added on the CPU alone */
+        const char *why = NULL;
+        if (!isn_gpu_takes_search(query, job->prior_weight, &why)) debug.cpu_reason = (char *)why;
         response.debug = &debug;
     }
     reply_ok(job, &response);
@@ -348,8 +349,12 @@ static void search_worker_search(search_worker *w, search_job *job, uint64_t sta
     options.mode = job->mode;
     options.algo = job->algo;
     if (request->global_stats) apply_global_stats(w, request->global_stats, &query, &options);
+    options.prior_weight = job->prior_weight;
+    /* The scheduler's probe scored BM25 alone: with static scores below 0 it bounds nothing here. */
     options.initial_threshold =
-        (float)isn_job_seed_threshold(&job->sched.features, options.mode, first_k, request->global_stats != NULL);
+        job->prior_weight > 0 ? 0.0f
+                              : (float)isn_job_seed_threshold(&job->sched.features, options.mode, first_k,
+                                                              request->global_stats != NULL);
     if (!ensure_capacity(w, first_k)) {
         fail_job(job, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for k = %u", first_k);
         return;
