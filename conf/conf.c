@@ -100,6 +100,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "false", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
     {"scheduler", "worker_idle_policy", KEY_BOOL, FIELD(worker_idle_policy), "false", 0, 0, false},
+    {"scheduler", "worker_slice", KEY_DURATION_US, FIELD(worker_slice_us), "0", 0, 100000, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
     {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "256", 1, 4096, false},
@@ -535,6 +536,9 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len) {
         return isn_error(err, err_len, "server.tls_client_ca needs server.tls_cert and server.tls_key (TLS on)");
     if (conf->tls_allowed_peers[0] && !conf->tls_client_ca[0])
         return isn_error(err, err_len, "server.tls_allowed_peers needs server.tls_client_ca (client certificates)");
+    if (conf->worker_slice_us && conf->worker_slice_us < 100)
+        return isn_error(err, err_len, "scheduler.worker_slice (%uus) is below the 100us the kernel takes (0: the kernel's own)",
+                         conf->worker_slice_us);
     if (conf->loop_slice_us && conf->loop_slice_us < 100)
         return isn_error(err, err_len, "server.loop_slice (%uus) is below the 100us the kernel takes (0: the kernel's own)",
                          conf->loop_slice_us);

@@ -71,6 +71,7 @@ typedef struct {
     bool codel_drop_waited;         /* refuse what waited past CoDel's target in a standing backlog */
     uint32_t worker_nice;           /* CPU workers' nice value above the rest of the process (0..19) */
     bool worker_idle_policy;        /* CPU workers of SCHED_IDLE (worker_nice then unused) */
+    uint32_t worker_slice_us;       /* CPU workers' scheduler slice; 0 = the kernel's */
     uint32_t analysis_min_workers;  /* queries are analysed on the workers when there are this many */
     char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */
     uint32_t gpu_batch_max;

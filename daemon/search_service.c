@@ -455,6 +455,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.route_margin = conf->route_margin_percent / 100.0;
     config.worker_nice = (int)conf->worker_nice;
     config.worker_idle_policy = conf->worker_idle_policy;
+    config.worker_slice_ns = (uint64_t)conf->worker_slice_us * 1000;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.codel_drops_waited = conf->codel_drop_waited;
     config.batch.max_batch = conf->gpu_batch_max;

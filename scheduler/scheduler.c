@@ -717,6 +717,9 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
         if (isn_set_this_thread_idle_policy(err, sizeof err) == 0) return;
         fprintf(stderr, "isn scheduler: worker %u keeps the normal policy (its nice value instead): %s\n", worker, err);
     }
+    char err[160];
+    if (s->config.worker_slice_ns && isn_set_this_thread_slice(s->config.worker_slice_ns, err, sizeof err) < 0 && worker == 0)
+        fprintf(stderr, "isn scheduler: the workers keep the kernel's slice: %s\n", err);
     if (s->config.worker_nice <= 0) return;
     errno = 0;
     pid_t tid = gettid();

@@ -229,6 +229,9 @@ typedef struct {
     /* Workers of SCHED_IDLE instead (worker_nice then does not matter): a loop or dispatcher woken on a
      * worker's core takes it at once, however long the worker has run. */
     bool worker_idle_policy;
+    /* The workers' scheduler slice (base.h isn_set_this_thread_slice; 0 = the kernel's): a loop that used
+     * up its own short slice and was preempted by a worker runs again when this one ends. */
+    uint64_t worker_slice_ns;
     isn_overload_policy overload;
     /* In a standing backlog of the preparation queue, a request that waited past CoDel's target is
      * refused unprepared (true, CoDel's dequeue drop) or prepared and admitted as any other (false:
