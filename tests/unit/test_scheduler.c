@@ -414,6 +414,7 @@ typedef struct {
     uint32_t holding;
     int worker_nice; /* as a worker saw it */
     bool worker_idle_policy;
+    uint64_t worker_slice_ns;
     uint32_t ran_cpu, completed;
     bool await_helper;            /* the dispatcher's first GPU answer waits for a worker's (harness_complete) */
     uint32_t gpu_answers_helped;  /* GPU answers completed by a worker helping the dispatcher */
@@ -437,6 +438,7 @@ static void harness_run_cpu(void *user, isn_job *job, const isn_cpu_context *con
     h->holding++;
     h->worker_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
     h->worker_idle_policy = isn_thread_has_idle_policy(0);
+    h->worker_slice_ns = isn_thread_slice_ns(0);
     pthread_cond_broadcast(&h->changed);
     while (h->hold) pthread_cond_wait(&h->changed, &h->lock);
     h->holding--;
@@ -1749,6 +1751,28 @@ static void workers_run_at_the_idle_policy(void **state) {
     assert_false(isn_thread_has_idle_policy(0));
 }
 
+/* With worker_slice the workers take that scheduler slice; the caller keeps its own. */
+static void workers_take_their_slice(void **state) {
+    (void)state;
+    if (!isn_thread_slice_ns(0)) {
+        print_message("skipped: this kernel does not say a thread's slice (per-thread slices need Linux 6.12)\n");
+        skip();
+    }
+    uint64_t before = isn_thread_slice_ns(0);
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.worker_slice_ns = before == 700000 ? 900000 : 700000;
+    isn_scheduler *s = harness_start(&config);
+    test_job job;
+    small_job(&job, 0);
+    assert_int_equal(isn_scheduler_submit(s, &job.job), ISN_SUBMIT_QUEUED);
+    harness_wait(&h, &h.completed, 1);
+    isn_scheduler_stop(s);
+    assert_int_equal(h.worker_slice_ns, config.worker_slice_ns);
+    assert_int_equal(isn_thread_slice_ns(0), before);
+}
+
 static void stop_abandons_queued_jobs(void **state) {
     (void)state;
     harness h;
@@ -1859,6 +1883,7 @@ int main(void) {
         cmocka_unit_test(arrival_counts_what_waits_to_be_prepared),
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(workers_run_at_the_idle_policy),
+        cmocka_unit_test(workers_take_their_slice),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
