@@ -20,6 +20,10 @@
 #     the whole, pruned (list prefixes by the training queries' needs completed per byte), queries (the training
 #     queries' visited blocks whole, cheapest first), visits (blocks by visits per byte) and
 #     capped caches at 4, 8 and 16% (LOCAL_PERCENTS), OR and AND, k 10 and 1,000; the emulated rates mean nothing.
+# PRIOR (e.g. lognormal:1) gives the synthetic partitions static scores (isn-index synth --prior) ordered in with
+# weight PRIOR_WEIGHT (default 1), and every search weights them by PRIOR_WEIGHT (bench_gpu --prior-weight: the
+# score BM25 + W x prior); the partitions then live in SYNTH/LOCAL_SYNTH folders of their own. SKIP_DEB=1 leaves
+# out the device stage's Debian curve.
 # Binaries: BUILD (default build-gpu on the GPU machine, build here), made by
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bench/bench_gpu build-gpu/bin/isn-index
 # Data from DEVDATA (.devdata: idx-deb, debpkg.queries.tsv). JSON lines land in OUT (default $BUILD/results),
@@ -29,7 +33,12 @@ STAGE=${1:-device}
 D=${DEVDATA:-.devdata}
 if [ "$STAGE" = local ]; then B=${BUILD:-build}; else B=${BUILD:-build-gpu}; fi
 O=${OUT:-$B/results}
-SYNTH=${SYNTH:-/tmp/isn-synth20m-global}
+PRIOR=${PRIOR:-}
+PRIOR_WEIGHT=${PRIOR_WEIGHT:-1}
+prior_tag=${PRIOR:+-prior-${PRIOR//:/}-w$PRIOR_WEIGHT}
+synth_prior=${PRIOR:+--prior $PRIOR --prior-weight $PRIOR_WEIGHT}
+search_prior=${PRIOR:+--prior-weight $PRIOR_WEIGHT}
+SYNTH=${SYNTH:-/tmp/isn-synth20m-global$prior_tag}
 SYNTH_DOCS=${SYNTH_DOCS:-20000000}
 DEBG=${DEBG:-/tmp/isn-deb-global}
 TRAIN=${TRAIN:-2048}
@@ -43,7 +52,7 @@ ensure_synth() { # dir docs fit...
   local dir=$1 docs=$2
   shift 2
   if [ ! -f "$dir/queries.tsv" ]; then
-    "$B/bin/isn-index" synth --docs "$docs" --seed 1 "$@" --queries $((TRAIN + QUERIES)) --order global \
+    "$B/bin/isn-index" synth --docs "$docs" --seed 1 "$@" $synth_prior --queries $((TRAIN + QUERIES)) --order global \
       --out "$dir" | tee "$O/synth-$(basename "$dir").json" || exit 1
   fi
   head -n "$TRAIN" "$dir/queries.tsv" >"$dir/train.tsv"
@@ -53,7 +62,7 @@ ensure_synth() { # dir docs fit...
 run() { # label timeout args...
   local label=$1 limit=$2
   shift 2
-  timeout "$limit" "$B/bench/bench_gpu" --label "$label" "$@" >"$O/$label.json" 2>"$O/$label.err"
+  timeout "$limit" "$B/bench/bench_gpu" --label "$label" "$@" $search_prior >"$O/$label.json" 2>"$O/$label.err"
   echo "bench $label rc=$?" >&2
   head -c 600 "$O/$label.err" >&2
 }
@@ -117,6 +126,10 @@ device)
     done
   done
   # the Debian index in global order, the cached fraction against the rate
+  if [ -n "${SKIP_DEB:-}" ]; then
+    summarize $files | tee "$O/cache41-summary.json"
+    exit 0
+  fi
   if [ ! -f "$DEBG/index.isn" ]; then
     "$B/bin/isn-index" export-ciff "$D/idx-deb" --out /tmp/isn-deb.ciff &&
       "$B/bin/isn-index" import-ciff /tmp/isn-deb.ciff --analyzer english --order global --out "$DEBG" || exit 1
@@ -139,7 +152,7 @@ device)
   summarize $files | tee "$O/cache41-summary.json"
   ;;
 local)
-  LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global}
+  LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global$prior_tag}
   fit=""
   [ -d "$D/idx-deb" ] && fit="--fit $D/idx-deb --fit-queries $D/debpkg.queries.tsv"
   ensure_synth "$LOCAL" "${LOCAL_DOCS:-2000000}" $fit
