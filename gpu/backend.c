@@ -1022,8 +1022,8 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
              * document is an answer, so the query's passes stop there */
             s->ranges_bound_skipped[nq] = 0;
             if (q->floor_key && !counts_matches) {
-                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit, q->floor_key,
-                                                r->prior_weight);
+                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit,
+                                                q->floor_key, r->prior_weight);
                 if (stop < limit) {
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =

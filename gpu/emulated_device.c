@@ -223,7 +223,8 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
         total += most;
     }
     if (theta && !q->and_mode && nt <= GPU_MAX_TERMS)
-        while (ne_end < nt && skips(q, prior_add, theta, prefix + terms[ne_end].max_score)) prefix += terms[ne_end++].max_score;
+        while (ne_end < nt && skips(q, prior_add, theta, prefix + terms[ne_end].max_score))
+            prefix += terms[ne_end++].max_score;
     for (uint32_t t = ne_end; t < nt; t++) essential_items += d->end[t] - d->first[t];
     if (essential_items == 0 || skips(q, prior_add, theta, total)) return UINT64_MAX;
     /* disjunctive queries: the bound grid (gpu_block_cells), all lists and the non-essential ones */
@@ -358,8 +359,8 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     res->postings_scored += scored;
     res->ranges_scored++;
     /* m rounds of "lowest candidate key above the previous pick" */
-    const double floor =
-        q->prior_weight != 0.0f ? gpu_prior_floor_value(floor_key, range_prior_add(d, q, r)) : gpu_floor_value(floor_key);
+    const double floor = q->prior_weight != 0.0f ? gpu_prior_floor_value(floor_key, range_prior_add(d, q, r))
+                                                 : gpu_floor_value(floor_key);
     uint64_t previous = 0;
     for (uint32_t j = 0; j < m; j++) {
         uint64_t best = GPU_NO_CANDIDATE;

@@ -102,6 +102,16 @@ GPU_HD uint32_t gpu_float_key(float score) {
     return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
 
+/* gpu_float_key of a score known to be >= 0 (every score without a static prior: BM25 sums positive weights
+ * times positive tf parts), in one operation: the kernels that never see a prior key their slots with it, so
+ * that their code stays as short as it was before keys took negative scores (the narrow ones run at 40-48
+ * registers, where one more live value spills). */
+GPU_HD uint32_t gpu_nonnegative_key(float score) {
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    return bits | 0x80000000u;
+}
+
 /* The score whose key is `key` (gpu_float_key's inverse). */
 GPU_HD float gpu_key_float(uint32_t key) {
     const uint32_t bits = key & 0x80000000u ? key & 0x7FFFFFFFu : ~key;
@@ -191,7 +201,8 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
  * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
 GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
     return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
-           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k && q->prior_weight == 0.0f;
+           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k &&
+           q->prior_weight == 0.0f;
 }
 
 /* ------------------------------------------------------------------ query trees and filters */

@@ -1,16 +1,16 @@
 /* The GPU first stage with a static prior (isn_gpu_request.prior_weight, issue 41): the device adds the prior
  * itself. On random partitions of several doc-id ranges with static scores that tie (zeros among them), that
- * are signed, that are all 0 or below, that dominate BM25 and that are tiny, in input and global order: batches of bags of words (OR
- * and AND), query trees (+required, -excluded, OR and AND) and bags with a filter, k 10 and 1,000, pruned and
- * exhaustive, with weights 0, 0.25, 1 and 7.5, are answered by the device itself with exactly isn_search's hits
- * and float scores at that weight (the OR queries at k 10 also seeded with the prior's threshold probe). Weight
- * 0 does the same work on a partition with static scores as on the same one without. A pruned-prefix cache
- * completes queries with a prior on the CPU with the same answers. In global order a dominant prior settles
- * queries early: their range passes stop at the probe's floor, and resident prefixes need no CPU completion,
- * more than without the prior. A BM25-only threshold is ignored for a request with a prior; a partition
- * without static scores, or a weight that overflows them, is answered by the CPU, as isn_search answers it.
- * Runs on the emulated device; the same checks run on a real GPU when there is one (skipped, and saying so,
- * where there is none). */
+ * are signed, that are all 0 or below, that dominate BM25 and that are tiny, in input and global order:
+ * batches of bags of words (OR and AND), query trees (+required, -excluded, OR and AND) and bags with a
+ * filter, k 10 and 1,000, pruned and exhaustive, with weights 0, 0.25, 1 and 7.5, are answered by the device
+ * itself with exactly isn_search's hits and float scores at that weight (the OR queries at k 10 also seeded
+ * with the prior's threshold probe). Weight 0 does the same work on a partition with static scores as on the
+ * same one without. A pruned-prefix cache completes queries with a prior on the CPU with the same answers. In
+ * global order a dominant prior settles queries early: their range passes stop at the probe's floor, and
+ * resident prefixes need no CPU completion, more than without the prior. A BM25-only threshold is ignored for
+ * a request with a prior; a partition without static scores, or a weight that overflows them, is answered by
+ * the CPU, as isn_search answers it. Runs on the emulated device; the same checks run on a real GPU when there
+ * is one (skipped, and saying so, where there is none). */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -80,8 +80,8 @@ static void write_docs(void *user, FILE *f) {
     for (uint32_t d = 0; d < NUM_DOCS; d++) priors[d] = draw_prior(c->kind);
     support_rng_seed(c->seed);
     for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        fprintf(f, "{\"id\": \"d%u\", \"lang\": \"%s\", \"title\": \"w%u\", \"body\": \"", d, langs[support_rng_below(3)],
-                zipf_word());
+        const char *lang = langs[support_rng_below(3)];
+        fprintf(f, "{\"id\": \"d%u\", \"lang\": \"%s\", \"title\": \"w%u\", \"body\": \"", d, lang, zipf_word());
         for (uint32_t i = 0, n = 3 + support_rng_below(support_rng_below(8) == 0 ? 60 : 15); i < n; i++)
             fprintf(f, "%sw%u", i ? " " : "", zipf_word());
         fputs("\"", f);
@@ -147,7 +147,8 @@ static void query_text(uint32_t q, char *text, size_t cap, isn_mode *mode, bool 
     for (uint32_t i = 0; i < words; i++) {
         /* trees: the first word required, another excluded now and then */
         const char *op = kind == 2 || kind == 3 ? (i == 0 ? "+" : support_rng_below(3) == 0 ? "-" : "") : "";
-        at += (size_t)snprintf(text + at, cap - at, "%s%sw%u", i ? " " : "", op, kind == 1 ? support_rng_below(40) : zipf_word());
+        const uint32_t word = kind == 1 ? support_rng_below(40) : zipf_word(); /* AND: the head, or nothing matches */
+        at += (size_t)snprintf(text + at, cap - at, "%s%sw%u", i ? " " : "", op, word);
     }
 }
 
@@ -180,7 +181,8 @@ static void batch_fill(batch *bt, const support_index *ix, uint32_t n, uint32_t 
         so.algo = mode == ISN_MODE_AND ? ISN_ALGO_AND : ISN_ALGO_OR;
         so.k = k;
         so.prior_weight = w;
-        if (isn_search(ix->searcher, &bt->queries[q], &so, bt->expected[q], &bt->expected_n[q], NULL, err, sizeof err) != 0)
+        if (isn_search(ix->searcher, &bt->queries[q], &so, bt->expected[q], &bt->expected_n[q], NULL, err,
+                       sizeof err) != 0)
             fail_msg("'%s' W %g: %s", bt->texts[q], (double)w, err);
         bt->requests[q] = (isn_gpu_request){.query = &bt->queries[q], .mode = mode, .k = k, .prior_weight = w,
                                             .hits = bt->hits[q]};
@@ -203,7 +205,8 @@ static uint32_t batch_check(const batch *bt, uint32_t k, float w, bool on_device
         device += r->answered_by == ISN_GPU_ANSWERED_DEVICE;
         if (on_device && r->answered_by != ISN_GPU_ANSWERED_DEVICE)
             fail_msg("%s: '%s' (%s k %u W %g) answered on the CPU: %s", what, bt->texts[q],
-                     r->mode == ISN_MODE_AND ? "AND" : "OR", k, (double)w, r->fallback_reason ? r->fallback_reason : "?");
+                     r->mode == ISN_MODE_AND ? "AND" : "OR", k, (double)w,
+                     r->fallback_reason ? r->fallback_reason : "?");
         uint32_t at = 0;
         while (at < r->num_hits && at < bt->expected_n[q] && r->hits[at].doc == bt->expected[q][at].doc &&
                memcmp(&r->hits[at].score, &bt->expected[q][at].score, sizeof(float)) == 0)
@@ -213,7 +216,8 @@ static uint32_t batch_check(const batch *bt, uint32_t k, float w, bool on_device
                      "CPU doc %u score %.9g)",
                      what, bt->texts[q], r->mode == ISN_MODE_AND ? "AND" : "OR", k, (double)w, r->num_hits,
                      bt->expected_n[q], at, at < r->num_hits ? r->hits[at].doc : 0,
-                     at < r->num_hits ? (double)r->hits[at].score : 0.0, at < bt->expected_n[q] ? bt->expected[q][at].doc : 0,
+                     at < r->num_hits ? (double)r->hits[at].score : 0.0,
+                     at < bt->expected_n[q] ? bt->expected[q][at].doc : 0,
                      at < bt->expected_n[q] ? (double)bt->expected[q][at].score : 0.0);
     }
     return device;
@@ -268,8 +272,8 @@ static void test_answers_equal_the_cpu(void **state) {
                         isn_gpu_batch_stats st;
                         run_batch(b, &bt, &st);
                         char what[96];
-                        snprintf(what, sizeof what, "%s prior, %s order, %s", kind_names[kinds[i]], o ? "global" : "input",
-                                 pruning == ISN_GPU_PRUNE_ALWAYS ? "pruned" : "exhaustive");
+                        snprintf(what, sizeof what, "%s prior, %s order, %s", kind_names[kinds[i]],
+                                 o ? "global" : "input", pruning == ISN_GPU_PRUNE_ALWAYS ? "pruned" : "exhaustive");
                         batch_check(&bt, ks[ki], w, true, what);
                         assert_int_equal(st.cpu_queries, 0);
                         if (wi == 2)
@@ -294,7 +298,8 @@ static void test_weight_zero_is_unchanged(void **state) {
     build(&with, PRIOR_DOMINANT, ISN_ORDER_INPUT, 5);
     build(&without, PRIOR_NONE, ISN_ORDER_INPUT, 5);
     for (int pruning = ISN_GPU_PRUNE_ALWAYS; pruning <= ISN_GPU_PRUNE_NEVER; pruning++) {
-        isn_gpu_backend *bw = open_backend(&with, emulate, pruning, 0.0), *bo = open_backend(&without, emulate, pruning, 0.0);
+        isn_gpu_backend *bw = open_backend(&with, emulate, pruning, 0.0);
+        isn_gpu_backend *bo = open_backend(&without, emulate, pruning, 0.0);
         for (uint32_t k = 10; k <= 1000; k *= 100) {
             support_rng_seed(7 + k);
             batch_fill(&a, &with, BATCH, k, 0.0f, false);
@@ -312,7 +317,8 @@ static void test_weight_zero_is_unchanged(void **state) {
             assert_true(sa.ranges_scored == sb.ranges_scored && sa.ranges_pruned == sb.ranges_pruned &&
                         sa.ranges_rescored == sb.ranges_rescored && sa.postings_scored == sb.postings_scored &&
                         sa.postings_decoded == sb.postings_decoded && sa.blocks_skipped == sb.blocks_skipped &&
-                        sa.candidates == sb.candidates && sa.reports == sb.reports && sa.bound_settled == sb.bound_settled);
+                        sa.candidates == sb.candidates && sa.reports == sb.reports &&
+                        sa.bound_settled == sb.bound_settled);
             assert_memory_equal(sa.accumulator_queries, sb.accumulator_queries, sizeof sa.accumulator_queries);
             printf("%s weight 0, %s, k %u: the same answers and work with and without static scores (%llu postings "
                    "scored, %llu ranges pruned, %u bound passes)\n",
@@ -352,8 +358,8 @@ static void test_prefix_cache_completes_with_the_prior(void **state) {
                 completed += st.prefix_queries;
                 printf("%s %s prior, %s order, prefix cache, k %u W %g: %u completed on the CPU, %u settled, %u on the "
                        "CPU (a list not resident)\n",
-                       emulate ? "emulated" : "GPU", kind_names[kinds[i]], i ? "global" : "input", k, (double)weights[wi],
-                       st.prefix_queries, st.completions_avoided, st.cpu_queries);
+                       emulate ? "emulated" : "GPU", kind_names[kinds[i]], i ? "global" : "input", k,
+                       (double)weights[wi], st.prefix_queries, st.completions_avoided, st.cpu_queries);
             }
         assert_true(completed > 0);
         isn_gpu_close(b);
@@ -383,7 +389,8 @@ static void test_dominant_prior_settles_early(void **state) {
                 for (uint32_t q = 0; q < bt.n; q++)
                     if (bt.requests[q].mode == ISN_MODE_OR) {
                         uint32_t probed = 0;
-                        bt.requests[q].threshold = isn_threshold_probe(ix.index, &bt.queries[q], 10, NULL, 0, NULL, &probed);
+                        bt.requests[q].threshold =
+                            isn_threshold_probe(ix.index, &bt.queries[q], 10, NULL, 0, NULL, &probed);
                         bt.requests[q].threshold_with_prior = false;
                     }
             isn_gpu_batch_stats st;
