@@ -31,7 +31,7 @@
 #define VOCAB 300u
 #define BATCH 40u
 #define MAX_K 1000u
-#define MAX_TERMS 8u
+#define MAX_TERMS 160u
 
 typedef enum { PRIOR_TIES, PRIOR_SIGNED, PRIOR_NEGATIVE, PRIOR_DOMINANT, PRIOR_TINY, PRIOR_NONE } prior_kind;
 static const char *const kind_names[] = {"ties", "signed", "negative", "dominant", "tiny", "none"};
@@ -128,7 +128,7 @@ typedef struct {
     isn_query queries[BATCH];
     isn_query_term terms[BATCH][MAX_TERMS];
     uint8_t trees[BATCH][2048];
-    char texts[BATCH][160];
+    char texts[BATCH][1024];
     isn_gpu_request requests[BATCH];
     isn_hit hits[BATCH][MAX_K], expected[BATCH][MAX_K];
     uint32_t expected_n[BATCH];
@@ -137,17 +137,26 @@ typedef struct {
 static const isn_filter_spec english = {.attribute = "lang", .op = ISN_FILTER_EQ, .values = (const char *const[]){"en"},
                                         .num_values = 1};
 
+/* Conjunctive queries through the range passes instead of probing (isn_gpu_options.and_by_ranges). */
+static bool and_by_ranges;
+/* OR queries of long_terms..long_terms + 31 words (scored in chunks of GPU terms; 0: the usual 1..4). */
+static uint32_t long_terms;
+
 /* Query q of a batch: OR bags, AND bags, OR trees, AND trees, filtered OR bags, by q's place. */
 static void query_text(uint32_t q, char *text, size_t cap, isn_mode *mode, bool *filtered) {
     const uint32_t kind = q % 5;
     *mode = kind == 1 || kind == 3 ? ISN_MODE_AND : ISN_MODE_OR;
     *filtered = kind == 4;
-    const uint32_t words = 1 + support_rng_below(kind == 1 ? 3 : 4);
+    const uint32_t words = long_terms && kind == 0 ? long_terms + support_rng_below(32)
+                                                   : 1 + support_rng_below(kind == 1 ? 3 : 4);
     size_t at = 0;
     for (uint32_t i = 0; i < words; i++) {
         /* trees: the first word required, another excluded now and then */
         const char *op = kind == 2 || kind == 3 ? (i == 0 ? "+" : support_rng_below(3) == 0 ? "-" : "") : "";
-        const uint32_t word = kind == 1 ? support_rng_below(40) : zipf_word(); /* AND: the head, or nothing matches */
+        /* AND: the head, or nothing matches; long queries: uniform, so that most of their words are distinct */
+        const uint32_t word = kind == 1                    ? support_rng_below(40)
+                              : long_terms && kind == 0 ? support_rng_below(VOCAB)
+                                                        : zipf_word();
         at += (size_t)snprintf(text + at, cap - at, "%s%sw%u", i ? " " : "", op, word);
     }
 }
@@ -227,6 +236,7 @@ static isn_gpu_backend *open_backend(const support_index *ix, bool emulate, int 
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = emulate;
+    o.and_by_ranges = and_by_ranges;
     o.max_batch = BATCH;
     o.max_k = MAX_K;
     o.pruning = pruning;
@@ -444,6 +454,42 @@ static void test_bm25_threshold_is_ignored_with_a_prior(void **state) {
     support_index_close(&ix);
 }
 
+/* Conjunctive queries scored by the range passes (their match counts) rather than probed, and disjunctive ones of
+ * 100-131 words (scored in chunks of terms, unpruned): with a prior, the CPU's answers too. */
+static void test_long_queries_and_and_by_ranges(void **state) {
+    const bool emulate = device_under_test(state);
+    static const prior_kind kinds[] = {PRIOR_SIGNED, PRIOR_DOMINANT};
+    static support_index ix;
+    static batch bt;
+    for (size_t i = 0; i < 2; i++) {
+        build(&ix, kinds[i], i ? ISN_ORDER_GLOBAL : ISN_ORDER_INPUT, 71 + i);
+        for (int pass = 0; pass < 2; pass++) {
+            and_by_ranges = pass == 0;
+            long_terms = pass == 1 ? 100 : 0;
+            for (int pruning = ISN_GPU_PRUNE_ALWAYS; pruning <= ISN_GPU_PRUNE_NEVER; pruning++) {
+                isn_gpu_backend *b = open_backend(&ix, emulate, pruning, 0.0);
+                support_rng_seed(73 + i + 2 * (uint64_t)pass);
+                for (size_t wi = 1; wi < sizeof weights / sizeof *weights; wi++)
+                    for (uint32_t k = 10; k <= 1000; k *= 100) {
+                        batch_fill(&bt, &ix, emulate ? 10 : BATCH, k, weights[wi], k == 10);
+                        uint32_t longest = 0;
+                        for (uint32_t q = 0; q < bt.n; q++)
+                            longest = bt.queries[q].num_terms > longest ? bt.queries[q].num_terms : longest;
+                        if (long_terms) assert_true(longest > 64); /* more than one chunk of terms */
+                        isn_gpu_batch_stats st;
+                        run_batch(b, &bt, &st);
+                        batch_check(&bt, k, weights[wi], true, pass ? "long OR queries" : "AND by ranges");
+                        assert_int_equal(st.cpu_queries, 0);
+                    }
+                isn_gpu_close(b);
+            }
+        }
+        and_by_ranges = false;
+        long_terms = 0;
+        support_index_close(&ix);
+    }
+}
+
 /* Without static scores, or with a weight whose weighted scores overflow a float, the CPU answers (as isn_search
  * does: it refuses both, no hits), saying why; isn_gpu_takes_search takes any finite weight >= 0. */
 static void test_refusals(void **state) {
@@ -514,6 +560,8 @@ int main(void) {
         ON_GPU(test_dominant_prior_settles_early),
         ON_EMULATED(test_bm25_threshold_is_ignored_with_a_prior),
         ON_GPU(test_bm25_threshold_is_ignored_with_a_prior),
+        ON_EMULATED(test_long_queries_and_and_by_ranges),
+        ON_GPU(test_long_queries_and_and_by_ranges),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
