@@ -77,8 +77,8 @@ struct isn_gpu_backend {
     uint32_t *attribute_words;
     uint64_t num_attribute_words;
     /* The static scores (the index's own array) and each range's largest, until the device has its copy
-     * (gpu_upload); prior_resident: the device holds them, so it takes a prior weight up to max_prior_weight
-     * (above it some weighted score overflows a float: the CPU refuses it, as isn_search does) */
+     * (gpu_upload); prior_resident: the device holds them, so it takes any prior weight but one for which the
+     * largest magnitude (static_magnitude) overflows a float once weighted, which isn_search refuses too */
     const float *static_scores;
     float *range_prior_max;
     bool prior_resident;

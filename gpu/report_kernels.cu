@@ -810,7 +810,8 @@ __device__ __forceinline__ void report_pass(range_args a) {
     const bool raise_floor = a.round == 2 && query.sampled_floor;
     const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
     const uint32_t floor_key = raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key;
-    const report_floor answer_floor = floor_of<C>(query, floor_key);
+    // (a prior's floor may be a negative score: its ranges take theirs from gpu_prior_floor_value instead)
+    const report_floor answer_floor = floor_of<C>(query, kPrior ? 0u : floor_key);
     if constexpr (C != kWideAcc) {
         if (threadIdx.x == 0 && a.round == 1 && chunk == 0)
             a.results[q].accumulator = kBounds ? ISN_GPU_ACC_BOUNDS : C;
