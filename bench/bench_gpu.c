@@ -7,7 +7,7 @@
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
  *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped] [--train-queries FILE]
- *             [--train-k K] [--train-mode or|and] [--prefix-cap C]
+ *             [--train-k K] [--train-mode or|and] [--prefix-cap C] [--prior-weight W]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
  * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
  * is reported apart (isnd computes it anyway), and "seeded" counts the requests it gave a seed.
@@ -45,8 +45,12 @@
  * 0..N-1, and `era`, the documents' ids cut into N runs in order (writes DIR/buckets.jsonl and DIR/attributes.isn,
  * replacing the index's attributes), and exits: with `--write-buckets 10`, `--filter bucket=0` keeps about 10% of
  * the documents scattered over every range (issue 40, must-show 4) and `--filter era=0` the first tenth, as a date
- * filter keeps on a partition in crawl order. */
+ * filter keeps on a partition in crawl order.
+ * --prior-weight W (default 0) weights the index's static prior in every score (isn_search_options.prior_weight):
+ * every GPU request and the CPU's baseline carry it, the seeds are the prior's probe (isn_threshold_probe_prior,
+ * threshold_with_prior), and every JSON line says the weight. */
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +120,7 @@ typedef struct {
     const query_log *log;
     uint32_t k, thread, threads;
     isn_mode mode;
+    float prior_weight;
     isn_hit *hits; /* [n][k] when recording, else NULL */
     uint32_t *num_hits;
 } cpu_job;
@@ -128,6 +133,7 @@ static void *cpu_worker(void *arg) {
     isn_search_options_default(&o);
     o.k = j->k;
     o.mode = j->mode;
+    o.prior_weight = j->prior_weight;
     char err[256];
     for (uint32_t q = j->thread; q < j->log->n; q += j->threads) {
         isn_hit *out = j->hits ? j->hits + (size_t)q * j->k : scratch;
@@ -140,13 +146,13 @@ static void *cpu_worker(void *arg) {
     return NULL;
 }
 
-static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, uint32_t threads,
-                      isn_hit *hits, uint32_t *num_hits) {
+static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, float prior_weight,
+                      uint32_t threads, isn_hit *hits, uint32_t *num_hits) {
     pthread_t ids[256];
     cpu_job jobs[256];
     double t0 = isn_now_seconds();
     for (uint32_t t = 0; t < threads; t++) {
-        jobs[t] = (cpu_job){ix, log, k, t, threads, mode, hits, num_hits};
+        jobs[t] = (cpu_job){ix, log, k, t, threads, mode, prior_weight, hits, num_hits};
         pthread_create(&ids[t], NULL, cpu_worker, &jobs[t]);
     }
     for (uint32_t t = 0; t < threads; t++) pthread_join(ids[t], NULL);
@@ -155,12 +161,12 @@ static double run_cpu(const isn_index *ix, const query_log *log, uint32_t k, isn
 
 /* The CPU's rate: after a warm-up pass (the one that recorded the answers), whole passes over the log
  * on all threads until at least `seconds` have passed; queries per second over those passes. */
-static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, uint32_t threads,
-                       double seconds, uint32_t *passes) {
+static double cpu_rate(const isn_index *ix, const query_log *log, uint32_t k, isn_mode mode, float prior_weight,
+                       uint32_t threads, double seconds, uint32_t *passes) {
     double spent = 0.0;
     *passes = 0;
     while (spent < seconds) {
-        spent += run_cpu(ix, log, k, mode, threads, NULL, NULL);
+        spent += run_cpu(ix, log, k, mode, prior_weight, threads, NULL, NULL);
         (*passes)++;
     }
     return (double)*passes * log->n / spent;
@@ -205,6 +211,7 @@ typedef struct {
     uint32_t *cpu_n;
     double *thresholds;
     double probe_s;
+    float prior_weight; /* --prior-weight: every request's, and the CPU's */
 } variant;
 
 /* One row: the variant's log (or more of it, --min-batches) in batches of bs on the GPU, checked against the
@@ -220,7 +227,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
     double max_batch_ms = 0;
     for (uint32_t q = 0; q < n; q++) {
         req[q] = (isn_gpu_request){.query = &v->log.queries[q % v->log.n], .mode = mode, .k = k,
-                                   .threshold = v->thresholds[q % v->log.n], .hits = gpu_hits + (size_t)q * k};
+                                   .threshold = v->thresholds[q % v->log.n], .prior_weight = v->prior_weight,
+                                   .threshold_with_prior = true, .hits = gpu_hits + (size_t)q * k};
         seeded += req[q].threshold > 0.0;
     }
     int tickets[8];
@@ -300,7 +308,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         used += (size_t)snprintf(fallbacks + used, sizeof fallbacks - used, "%s\"%s\": %u", r ? ", " : "",
                                  isn_gpu_fallback_label((isn_gpu_fallback_reason)r), sum.fallbacks[r]);
     double kernel_ms = sum.ms_threshold_pass + sum.ms_score_pass + sum.ms_and_probe;
-    printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"round\": %u, \"mode\": \"%s\", \"k\": %u, \"batch\": %u, \"inflight\": %u, "
+    printf("{\"bench\": \"gpu\", \"label\": \"%s\", \"round\": %u, \"mode\": \"%s\", \"k\": %u, \"prior_weight\": %g, "
+           "\"batch\": %u, \"inflight\": %u, "
            "\"queries\": %u, \"qps\": %.1f, \"mean_batch_ms\": %.3f, \"max_batch_ms\": %.3f, \"on_device\": %u, "
            "\"mismatches\": %u, \"ms_per_batch\": {\"transfer_in\": %.4f, \"threshold_pass\": %.4f, "
            "\"select_threshold\": %.4f, \"score_pass\": %.4f, \"and_probe\": %.4f, \"sort\": %.4f, \"transfer_out\": %.4f}, "
@@ -318,7 +327,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
            "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
            "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
-           v->label, round, mode == ISN_MODE_AND ? "and" : "or", k, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
+           v->label, round, mode == ISN_MODE_AND ? "and" : "or", k, (double)v->prior_weight, bs, inflight, n, n / wall, sum.ms_total / nbatches, max_batch_ms,
            on_device, mismatches, sum.ms_transfer_in / nbatches, sum.ms_threshold_pass / nbatches,
            sum.ms_select_threshold / nbatches, sum.ms_score_pass / nbatches, sum.ms_and_probe / nbatches,
            sum.ms_sort / nbatches, sum.ms_transfer_out / nbatches, (unsigned long long)sum.postings_scored,
@@ -358,6 +367,7 @@ int main(int argc, char **argv) {
     bool seed = true, filter_seed = true;
     int pruning = ISN_GPU_PRUNE_AUTO;
     uint32_t buckets = 0, interleave = 0;
+    float prior_weight = 0.0f;
     char *filter_text = NULL;
     isn_filter_spec filter;
     const char *filter_values[64];
@@ -374,7 +384,7 @@ int main(int argc, char **argv) {
                                          {"interleave", 1, 0, 'I'},   {"no-filter-seed", 0, 0, 'Z'},
                                          {"cache", 1, 0, 'K'},          {"budget-fraction", 1, 0, 'Y'},
                                          {"train-k", 1, 0, 'J'},        {"train-mode", 1, 0, 'O'},
-                                         {0, 0, 0, 0}};
+                                         {"prior-weight", 1, 0, 'V'},   {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -406,6 +416,7 @@ int main(int argc, char **argv) {
         case 'Y': budget_fraction = strtod(optarg, NULL); break;
         case 'J': train_k = (uint32_t)atoi(optarg); break;
         case 'O': train_mode = optarg; break;
+        case 'V': prior_weight = strtof(optarg, NULL); break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
@@ -427,6 +438,8 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "bench_gpu: --budget-fraction must be in (0, 1), got %g\n", budget_fraction), 2;
     if (train_mode && strcmp(train_mode, "or") && strcmp(train_mode, "and"))
         return fprintf(stderr, "bench_gpu: --train-mode must be or or and, got '%s'\n", train_mode), 2;
+    if (!(prior_weight >= 0.0f) || isinf(prior_weight))
+        return fprintf(stderr, "bench_gpu: --prior-weight must be a finite weight >= 0, got %g\n", (double)prior_weight), 2;
     char err[512];
     isn_index *ix = isn_index_open(index_dir, err, sizeof err);
     if (!ix) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -487,7 +500,11 @@ int main(int argc, char **argv) {
         snprintf(sides[1].label, sizeof sides[1].label, "%s-plain", label);
     }
     const isn_index_info *info = isn_index_get_info(ix);
+    if (prior_weight > 0.0f && !isn_index_prior_bounds(ix))
+        return fprintf(stderr, "bench_gpu: --prior-weight %g needs an index with finite static scores (isn-index build "
+                               "--static-score FIELD)\n", (double)prior_weight), 2;
     for (uint32_t v = 0; v < num_sides; v++) {
+        sides[v].prior_weight = prior_weight;
         double t_open = isn_now_seconds();
         sides[v].gpu = isn_gpu_open(ix, &go, err, sizeof err);
         if (!sides[v].gpu) return fprintf(stderr, "bench_gpu: %s\n", err), 1;
@@ -497,12 +514,14 @@ int main(int argc, char **argv) {
         printf("{\"bench\": \"gpu_open\", \"label\": \"%s\", \"device\": \"%s\", \"docs\": %u, \"postings\": %llu, "
                "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
                "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\", "
-               "\"cache\": \"%s\", \"budget_fraction\": %.4f, \"train_k\": %u, \"train_mode\": \"%s\"}\n",
+               "\"cache\": \"%s\", \"budget_fraction\": %.4f, \"train_k\": %u, \"train_mode\": \"%s\", \"prior_weight\": %g, "
+               "\"static_score_bytes\": %llu}\n",
                sides[v].label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
                (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
                h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes,
                filter_text && v == 0 ? filter_text : "", cache ? cache : "default", budget_fraction, go.training_k,
-               go.training_mode == ISN_MODE_AND ? "and" : "or");
+               go.training_mode == ISN_MODE_AND ? "and" : "or", (double)prior_weight,
+               (unsigned long long)h.static_score_bytes);
         fflush(stdout);
         sides[v].cpu_hits = malloc((size_t)log.n * max_k * sizeof *sides[v].cpu_hits);
         sides[v].cpu_n = malloc(log.n * sizeof *sides[v].cpu_n);
@@ -522,13 +541,14 @@ int main(int argc, char **argv) {
             uint32_t k = ks[ki];
             for (uint32_t v = 0; v < num_sides; v++) {
                 variant *side = &sides[v];
-                run_cpu(ix, &side->log, k, mode, threads, side->cpu_hits, side->cpu_n); /* the answers, and the warm-up */
+                /* the answers, and the warm-up */
+                run_cpu(ix, &side->log, k, mode, prior_weight, threads, side->cpu_hits, side->cpu_n);
                 if (want_cpu_rate) {
                     uint32_t passes = 0;
-                    double qps = cpu_rate(ix, &side->log, k, mode, threads, cpu_seconds, &passes);
-                    printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"threads\": %u, "
-                           "\"queries\": %u, \"passes\": %u, \"qps\": %.1f}\n",
-                           side->label, m ? "and" : "or", k, threads, log.n, passes, qps);
+                    double qps = cpu_rate(ix, &side->log, k, mode, prior_weight, threads, cpu_seconds, &passes);
+                    printf("{\"bench\": \"cpu\", \"label\": \"%s\", \"mode\": \"%s\", \"k\": %u, \"prior_weight\": %g, "
+                           "\"threads\": %u, \"queries\": %u, \"passes\": %u, \"qps\": %.1f}\n",
+                           side->label, m ? "and" : "or", k, (double)prior_weight, threads, log.n, passes, qps);
                 }
                 fflush(stdout);
                 /* the probe seeds, computed before timing as isnd's cost model does before dispatch */
@@ -537,9 +557,11 @@ int main(int argc, char **argv) {
                     uint32_t docs = 0;
                     /* --no-filter-seed: the filtered queries go without, as before the probe read filters */
                     const bool seeds = seed && (filter_seed || !filter_text || v != 0);
-                    side->thresholds[q] = seeds && mode == ISN_MODE_OR
-                                              ? isn_threshold_probe(ix, &side->log.queries[q], k, NULL, 0, NULL, &docs)
-                                              : 0.0;
+                    /* with a prior, the prior's probe: a bound of the scores the search ranks by */
+                    side->thresholds[q] =
+                        seeds && mode == ISN_MODE_OR
+                            ? isn_threshold_probe_prior(ix, &side->log.queries[q], k, prior_weight, NULL, 0, NULL, &docs)
+                            : 0.0;
                 }
                 side->probe_s = isn_now_seconds() - side->probe_s;
             }

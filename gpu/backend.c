@@ -76,6 +76,13 @@ struct isn_gpu_backend {
     /* the attribute columns (gpu_attribute), until the device has its copy; the descriptors stay */
     uint32_t *attribute_words;
     uint64_t num_attribute_words;
+    /* The static scores (the index's own array) and each range's largest, until the device has its copy
+     * (gpu_upload); prior_resident: the device holds them, so it takes any prior weight but one for which the
+     * largest magnitude (static_magnitude) overflows a float once weighted, which isn_search refuses too */
+    const float *static_scores;
+    float *range_prior_max;
+    bool prior_resident;
+    float static_magnitude;
     gpu_attribute attributes[ISN_MAX_ATTRIBUTES];
     uint32_t num_attributes;
     double last_completion_ms; /* of the latest batch (0 before the first), for learn_pruning */
@@ -112,7 +119,7 @@ static const char *const fallback_text[ISN_GPU_FALLBACK_REASONS] = {
     "the CPU's completion of resident prefixes failed",
     "a phrase or a field: clause (the GPU holds no positions)",
     "batch filter budget exhausted", "a filter on an attribute the GPU does not hold (values span over 32 bits)",
-    "static prior: the GPU's passes do not add it yet",
+    "static prior: the partition on the GPU has no finite static scores, or the weight overflows them",
 };
 static const char *const fallback_label[ISN_GPU_FALLBACK_REASONS] = {
     "unhealthy", "empty_query", "k_above_max_k", "too_many_terms", "not_resident", "nonpositive_weight",
@@ -303,7 +310,8 @@ void isn_gpu_close(isn_gpu_backend *b) {
     cpu_crew_free(b->crew);
     tail_bounds_free(&b->tails);
     gpu_zones_free(&b->zones);
-    void *buffers[] = {b->term_blocks, b->term_max_part, b->device_payload, b->device_blocks, b->attribute_words};
+    void *buffers[] = {b->term_blocks,     b->term_max_part,  b->device_payload,
+                       b->device_blocks,   b->attribute_words, b->range_prior_max};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
@@ -435,6 +443,22 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
             return -1;
         }
     }
+    if (b->static_scores) {
+        /* each range's largest static score: what the prior adds at most to the range's documents */
+        const uint32_t ranges = gpu_num_ranges(info->num_docs);
+        b->range_prior_max = malloc(ranges * sizeof *b->range_prior_max);
+        if (b->range_prior_max == NULL) {
+            snprintf(err, err_len, "GPU backend: out of memory for the static scores' maxima of %u ranges", ranges);
+            return -1;
+        }
+        for (uint32_t r = 0; r < ranges; r++) {
+            const uint32_t lo = r * GPU_RANGE_DOCS, hi = lo + GPU_RANGE_DOCS < info->num_docs ? lo + GPU_RANGE_DOCS
+                                                                                             : info->num_docs;
+            float most = lo < hi ? b->static_scores[lo] : 0.0f;
+            for (uint32_t d = lo + 1; d < hi; d++) most = b->static_scores[d] > most ? b->static_scores[d] : most;
+            b->range_prior_max[r] = most;
+        }
+    }
     gpu_upload up = {
         .payload = b->device_payload,
         .payload_bytes = b->device_payload_bytes,
@@ -451,6 +475,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         .report_stride = b->report_stride,
         .max_filters = b->max_filters,
         .max_filter_values = b->max_filter_values,
+        .static_scores = b->static_scores,
+        .range_prior_max = b->range_prior_max,
     };
     const double upload_from = now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
@@ -460,9 +486,12 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     free(b->device_payload);
     free(b->device_blocks);
     free(b->attribute_words);
+    free(b->range_prior_max);
     b->device_payload = NULL;
     b->device_blocks = NULL;
     b->attribute_words = NULL;
+    b->range_prior_max = NULL;
+    b->prior_resident = b->static_scores != NULL;
     return 0;
 }
 
@@ -550,8 +579,17 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     for (uint32_t d = 0; d < info->num_docs; d++) b->max_norm = norms[d] > b->max_norm ? norms[d] : b->max_norm;
     uint64_t fixed = num_blocks * sizeof(isn_block_meta);
     b->health.index_bytes = fixed; /* plan_residency adds the postings */
+    /* finite static scores go up beside the postings, for the queries that weight a prior, with their ranges'
+     * maxima: counted in the budget as the block metadata is */
+    if (isn_index_prior_bounds(index)) {
+        b->static_scores = isn_index_static_scores(index);
+        b->static_magnitude = isn_index_static_score_magnitude(index);
+        b->health.static_score_bytes = ((uint64_t)info->num_docs + gpu_num_ranges(info->num_docs)) * sizeof(float);
+        fixed += b->health.static_score_bytes;
+    }
     if (budget < fixed + 4096) {
-        snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata",
+        snprintf(err, err_len,
+                 "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata and static scores",
                  (unsigned long long)budget, (unsigned long long)fixed);
         isn_gpu_close(b);
         return NULL;
@@ -642,7 +680,9 @@ static const char *tree_refusal(const isn_gpu_backend *b, const isn_gpu_request 
 static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs,
                                   gpu_tree_form *form) {
     if (!b->health.healthy) return fallback_text[ISN_GPU_FALLBACK_UNHEALTHY];
-    if (r->prior_weight != 0.0f) return fallback_text[ISN_GPU_FALLBACK_STATIC_PRIOR];
+    /* the CPU refuses such a weight too (isn_search), or weights scores the device does not hold */
+    if (r->prior_weight != 0.0f && (!b->prior_resident || isinf(r->prior_weight * b->static_magnitude)))
+        return fallback_text[ISN_GPU_FALLBACK_STATIC_PRIOR];
     if (r->query->structure) return tree_refusal(b, r, num_docs, form);
     if (r->query->num_terms == 0 || (r->mode == ISN_MODE_AND && r->query->num_unknown > 0))
         return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
@@ -880,6 +920,7 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             q->num_terms = num_terms;
             q->k = r->k;
             q->and_mode = and_mode;
+            q->prior_weight = r->prior_weight;
             q->range_top = gpu_range_top(r->k, index_docs);
             /* the ranges that can hold an answer: all, or those the query's filters keep (below) */
             uint32_t kept_ranges = (index_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
@@ -960,11 +1001,13 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             /* a bag of words with filters takes the probe's seed as the bag does: the probe scores only the
              * documents the filters keep (isn_threshold_probe), so its k-th best bounds the filtered answer's.
              * Trees with match counts do not prune, and conjunctive ones probe. */
-            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && path == GPU_PATH_RANGES && !q->and_mode &&
-                !counts_matches) {
+            /* with a prior the threshold must bound the scores with it (isn_gpu_request.threshold_with_prior): a
+             * BM25-only one is none when static scores may be negative */
+            const bool bounds_scores = r->prior_weight == 0.0f || r->threshold_with_prior;
+            if (r->mode == ISN_MODE_OR && own_stats && r->threshold > 0.0 && bounds_scores && path == GPU_PATH_RANGES &&
+                !q->and_mode && !counts_matches) {
                 /* a hair below the probe's score, whatever order the probe summed in */
-                float seed = (float)(r->threshold * (1.0 - 1e-6));
-                memcpy(&q->floor_key, &seed, sizeof seed);
+                q->floor_key = gpu_float_key((float)(r->threshold * (1.0 - 1e-6)));
                 if (s->pruned) q->seed_key = q->floor_key;
             }
             /* unpruned disjunctive queries without the CPU's floor (its probe stops at k = 64) sample: the
@@ -979,7 +1022,8 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
              * document is an answer, so the query's passes stop there */
             s->ranges_bound_skipped[nq] = 0;
             if (q->floor_key && !counts_matches) {
-                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit, q->floor_key);
+                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit,
+                                                q->floor_key, r->prior_weight);
                 if (stop < limit) {
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =
@@ -1172,7 +1216,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
              * from there on can beat the device's k-th score, that is the answer; else the CPU scores the rest. */
             const uint32_t kth_key = r->num_hits == r->k ? gpu_float_key(r->hits[r->k - 1].score) : 0u;
             if (kth_key && gpu_bound_below(tail_bound(&b->tails, s->tail_terms + s->queries[q].term_begin,
-                                                      s->queries[q].num_terms, s->coverage[q]),
+                                                      s->queries[q].num_terms, s->coverage[q], r->prior_weight),
                                            kth_key)) {
                 settled = true;
                 st.completions_avoided++;

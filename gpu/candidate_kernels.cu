@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
     const uint32_t m = query.range_top, groups = (num_ranges + kBoundRanges - 1) / kBoundRanges, total = groups * m;
     uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
     auto report_at = [&](uint32_t i) { return mine[(size_t)(i / m) * kBoundRanges * report_stride + i % m]; };
-    auto count_of = [](uint64_t key) { return (uint32_t)__uint_as_float(~(uint32_t)(key >> 32)); };
+    auto count_of = [](uint64_t key) { return (uint32_t)gpu_candidate_score(key); };
     if (threadIdx.x == 0) {
         s_kept = 0;
         s_kth = GPU_NO_CANDIDATE;
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_que
             const uint64_t key = picked[threadIdx.x];
             const uint32_t rank = keys_below(picked, kept, key);
             out[rank] = key;
-            if (rank < n) hit[rank] = isn_hit{(uint32_t)key, __uint_as_float(~(uint32_t)(key >> 32))};
+            if (rank < n) hit[rank] = isn_hit{(uint32_t)key, gpu_candidate_score(key)};
         }
         return;
     }
@@ -375,7 +375,7 @@ __global__ void __launch_bounds__(kSortThreads) sort_gather_kernel(const gpu_que
     for (int j = 0; j < kSortItems; j++) {
         const uint32_t i = threadIdx.x * kSortItems + j;
         if (i < sorting) out[i] = keys[j];
-        if (i < n) hit[i] = isn_hit{(uint32_t)keys[j], __uint_as_float(~(uint32_t)(keys[j] >> 32))};
+        if (i < n) hit[i] = isn_hit{(uint32_t)keys[j], gpu_candidate_score(keys[j])};
     }
 }
 
@@ -396,7 +396,7 @@ __global__ void gather_kernel(const gpu_query *queries, const uint64_t *sorted, 
         uint64_t key = mine[i];
         isn_hit h;
         h.doc = (uint32_t)key;
-        h.score = __uint_as_float(~(uint32_t)(key >> 32));
+        h.score = gpu_candidate_score(key);
         out[i] = h;
     }
 }

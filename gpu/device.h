@@ -110,6 +110,13 @@ typedef struct {
      * bitmaps that holds this query's filters evaluated for every document (gpu_pass_word), which its range passes
      * then test instead of the attribute columns; 0: they test the columns (filter_lane). */
     uint32_t pass_slot;
+    /* A static prior (isn_gpu_request.prior_weight; 0: none): every path scores a document
+     * gpu_prior_score(its BM25 as float, prior_weight, its static score) and keys it by that, and every bound that
+     * decides to skip a range, a block or a document adds gpu_prior_bound(prior_weight, the largest static score
+     * of the documents it passes over: gpu_upload.range_prior_max for a range). Such queries take the wide
+     * accumulator (no bound pass, no compact or narrow counters: theirs bound BM25 alone); the CUDA device runs
+     * their report and rescore passes in kernels of their own, so that the others' code is unchanged. */
+    float prior_weight;
 } gpu_query;
 
 /* A filter clause as the device tests it (gpu_filter_passes), compiled by the backend from the CPU's
@@ -204,7 +211,18 @@ typedef struct {
     /* the report slots a (query, range) has: no query's range_top is above it (gpu_report_stride with zone maps,
      * gpu_range_top(max_k, num_docs) without) */
     uint32_t report_stride;
+    /* The static scores (num_docs, isn_index_static_scores) and each range's largest (gpu_num_ranges of them:
+     * range r holds documents [r * GPU_RANGE_DOCS, (r + 1) * GPU_RANGE_DOCS)), resident beside the postings for
+     * the queries with a prior (gpu_query.prior_weight); both NULL when the index has no finite static scores. */
+    const float *static_scores;
+    const float *range_prior_max;
 } gpu_upload;
+
+/* The doc-id ranges of a partition of num_docs documents (at least one). */
+static inline uint32_t gpu_num_ranges(uint32_t num_docs) {
+    const uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+    return ranges ? ranges : 1u;
+}
 
 typedef struct gpu_device gpu_device;
 

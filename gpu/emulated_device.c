@@ -21,6 +21,7 @@ struct gpu_device {
     uint8_t *payload;
     isn_block_meta *blocks;
     uint32_t *attribute_words;
+    float *static_scores, *range_prior_max; /* NULL without static scores (gpu_upload's) */
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -55,7 +56,8 @@ struct gpu_device {
 static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
     void *buffers[] = {d->acc,        d->iacc,       d->matches, d->reports, d->report_keys,
-                       d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words};
+                       d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words,
+                       d->static_scores, d->range_prior_max};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     for (uint32_t i = 0; i < EMULATED_SLOTS; i++) {
@@ -83,8 +85,16 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     memcpy(d->blocks, upload->blocks, upload->num_blocks * sizeof *d->blocks);
     d->upload.payload = d->payload;
     d->upload.blocks = d->blocks;
-    d->num_ranges = (upload->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
-    if (d->num_ranges == 0) d->num_ranges = 1;
+    d->num_ranges = gpu_num_ranges(upload->num_docs);
+    if (upload->static_scores) {
+        d->static_scores = malloc((upload->num_docs ? upload->num_docs : 1) * sizeof *d->static_scores);
+        d->range_prior_max = malloc(d->num_ranges * sizeof *d->range_prior_max);
+        if (d->static_scores == NULL || d->range_prior_max == NULL) goto oom;
+        memcpy(d->static_scores, upload->static_scores, upload->num_docs * sizeof *d->static_scores);
+        memcpy(d->range_prior_max, upload->range_prior_max, d->num_ranges * sizeof *d->range_prior_max);
+    }
+    d->upload.static_scores = d->static_scores;
+    d->upload.range_prior_max = d->range_prior_max;
     d->acc = malloc(GPU_RANGE_DOCS * sizeof *d->acc);
     d->iacc = malloc(GPU_RANGE_DOCS * sizeof *d->iacc);
     d->matches = malloc(GPU_RANGE_DOCS);
@@ -152,6 +162,17 @@ static inline bool filters_skip_ranges(const gpu_device *d, const gpu_batch *b, 
     return !gpu_pass_keeps_ranges(bitmap, d->upload.num_docs, r, count);
 }
 
+/* What the query's prior adds at most to a document of range r (0 without a prior). */
+static inline double range_prior_add(const gpu_device *d, const gpu_query *q, uint32_t r) {
+    return q->prior_weight != 0.0f ? gpu_prior_bound(q->prior_weight, d->range_prior_max[r]) : 0.0;
+}
+
+/* Whether documents of a range whose BM25 is at most bound cannot reach theta (the prior's part in the range at
+ * most prior_add), as the kernels decide it. */
+static inline bool skips(const gpu_query *q, double prior_add, uint32_t theta, double bound) {
+    return q->prior_weight != 0.0f ? gpu_prior_below(bound, prior_add, theta) : gpu_bound_below(bound, theta);
+}
+
 /* match: gpu_term_match's (1 counts the slot's matches, 2 marks it excluded). */
 static void add_block(gpu_device *d, const gpu_batch *b, const gpu_query *q, const gpu_term *term, uint32_t k,
                       uint32_t lo, uint32_t hi, double scale, uint32_t match, uint64_t *scored, gpu_query_result *res) {
@@ -182,6 +203,8 @@ static void add_block(gpu_device *d, const gpu_batch *b, const gpu_query *q, con
 static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t lo, uint32_t hi,
                             uint32_t theta, gpu_query_result *res) {
     const gpu_upload *u = &d->upload;
+    /* every bound below is of BM25; with a prior each adds what the prior adds at most in the range */
+    const double prior_add = range_prior_add(d, q, lo / GPU_RANGE_DOCS);
     const gpu_term *terms = &b->terms[q->term_begin];
     uint32_t nt = q->num_terms, ne_end = 0;
     double total = 0.0, prefix = 0.0;
@@ -200,9 +223,10 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
         total += most;
     }
     if (theta && !q->and_mode && nt <= GPU_MAX_TERMS)
-        while (ne_end < nt && gpu_bound_below(prefix + terms[ne_end].max_score, theta)) prefix += terms[ne_end++].max_score;
+        while (ne_end < nt && skips(q, prior_add, theta, prefix + terms[ne_end].max_score))
+            prefix += terms[ne_end++].max_score;
     for (uint32_t t = ne_end; t < nt; t++) essential_items += d->end[t] - d->first[t];
-    if (essential_items == 0 || gpu_bound_below(total, theta)) return UINT64_MAX;
+    if (essential_items == 0 || skips(q, prior_add, theta, total)) return UINT64_MAX;
     /* disjunctive queries: the bound grid (gpu_block_cells), all lists and the non-essential ones */
     const bool grid = theta && !q->and_mode && nt <= GPU_MAX_TERMS;
     const uint32_t cells = (hi - lo + GPU_SUB_DOCS - 1) / GPU_SUB_DOCS;
@@ -225,7 +249,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
             }
         }
         bool any = false;
-        for (uint32_t c = 0; c < cells && !any; c++) any = !gpu_bound_below(d->cell_bound[c], theta);
+        for (uint32_t c = 0; c < cells && !any; c++) any = !skips(q, prior_add, theta, d->cell_bound[c]);
         if (!any) return UINT64_MAX;
     }
     memset(d->acc, 0, (hi - lo) * sizeof *d->acc);
@@ -244,10 +268,10 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                                 &adds_last);
                 double most = 0.0;
                 for (uint32_t c = c0; c <= c1; c++) most = d->cell_bound[c] > most ? d->cell_bound[c] : most;
-                below = gpu_bound_below(most, theta);
+                below = skips(q, prior_add, theta, most);
             } else {
                 double others = total - d->range_max[t];
-                below = gpu_bound_below((double)(terms[t].weight * blocks[k].max_tf_part) + others, theta);
+                below = skips(q, prior_add, theta, (double)(terms[t].weight * blocks[k].max_tf_part) + others);
             }
             if (below) {
                 res->blocks_skipped++;
@@ -279,7 +303,7 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
                         double v = d->cell_max[c] + d->cell_ne_bound[c];
                         most = v > most ? v : most;
                     }
-                if (most == 0.0 || gpu_bound_below(most, theta)) {
+                if (most == 0.0 || skips(q, prior_add, theta, most)) {
                     res->blocks_skipped++;
                     continue;
                 }
@@ -299,8 +323,13 @@ static uint64_t score_range(gpu_device *d, const gpu_batch *b, const gpu_query *
     return scored;
 }
 
-static inline uint64_t slot_key(const gpu_device *d, uint32_t lo, uint32_t i) {
-    return d->acc[i] > 0.0 ? gpu_candidate_key(gpu_float_key((float)d->acc[i]), lo + i) : GPU_NO_CANDIDATE;
+/* A scored slot's candidate key: its score (with the query's prior, gpu_prior_score), its document. A slot
+ * with no BM25 is no match. */
+static inline uint64_t slot_key(const gpu_device *d, const gpu_query *q, uint32_t lo, uint32_t i) {
+    if (!(d->acc[i] > 0.0)) return GPU_NO_CANDIDATE;
+    float score = (float)d->acc[i];
+    if (q->prior_weight != 0.0f) score = gpu_prior_score(score, q->prior_weight, d->static_scores[lo + i]);
+    return gpu_candidate_key(gpu_float_key(score), lo + i);
 }
 
 static inline uint32_t score_key(uint64_t c) { return c == GPU_NO_CANDIDATE ? 0u : ~(uint32_t)(c >> 32); }
@@ -330,13 +359,14 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     res->postings_scored += scored;
     res->ranges_scored++;
     /* m rounds of "lowest candidate key above the previous pick" */
-    const double floor = gpu_floor_value(floor_key);
+    const double floor = q->prior_weight != 0.0f ? gpu_prior_floor_value(floor_key, range_prior_add(d, q, r))
+                                                 : gpu_floor_value(floor_key);
     uint64_t previous = 0;
     for (uint32_t j = 0; j < m; j++) {
         uint64_t best = GPU_NO_CANDIDATE;
         for (uint32_t i = 0; i < hi - lo; i++) {
             if (d->acc[i] < floor) continue; /* no answer (gpu_below_floor) */
-            uint64_t c = slot_key(d, lo, i);
+            uint64_t c = slot_key(d, q, lo, i);
             if ((j == 0 || c > previous) && c < best) best = c;
         }
         rep[j] = best;
@@ -375,7 +405,7 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
         res->postings_scored += scored;
         res->ranges_rescored++;
         for (uint32_t i = 0; i < hi - lo; i++) {
-            uint64_t c = slot_key(d, lo, i);
+            uint64_t c = slot_key(d, q, lo, i);
             if (c == GPU_NO_CANDIDATE || c > theta_key) continue;
             if (count < q->cand_cap) d->candidates[count] = c;
             count++;
@@ -384,12 +414,7 @@ static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, u
     return count;
 }
 
-static inline uint32_t bound_count_of(uint64_t key) {
-    const uint32_t bits = ~(uint32_t)(key >> 32);
-    float count;
-    memcpy(&count, &bits, sizeof count);
-    return (uint32_t)count;
-}
+static inline uint32_t bound_count_of(uint64_t key) { return (uint32_t)gpu_candidate_score(key); }
 
 /* The largest float at most cut / scale (the device's division and conversion, both rounded down). */
 static float bound_score_floor(uint32_t cut, float scale) {
@@ -563,7 +588,9 @@ static uint32_t probe_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q
                     }
             }
             if (!alive) continue;
-            uint64_t key = gpu_candidate_key(gpu_float_key((float)score), doc);
+            float final = (float)score;
+            if (q->prior_weight != 0.0f) final = gpu_prior_score(final, q->prior_weight, d->static_scores[doc]);
+            uint64_t key = gpu_candidate_key(gpu_float_key(final), doc);
             if (key > theta_key) continue;
             if (count < q->cand_cap) d->candidates[count] = key;
             count++;
@@ -604,10 +631,9 @@ static void run_query(gpu_device *d, const gpu_batch *b, uint32_t qi) {
     qsort(d->candidates, count, sizeof *d->candidates, cmp_u64);
     uint32_t n = count < q->k ? count : q->k;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t key = ~(uint32_t)(d->candidates[i] >> 32);
         isn_hit *hit = &b->hits[q->hit_offset + i];
         hit->doc = (uint32_t)d->candidates[i];
-        memcpy(&hit->score, &key, sizeof hit->score);
+        hit->score = gpu_candidate_score(d->candidates[i]);
     }
     res->num_hits = n;
 }

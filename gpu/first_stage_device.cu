@@ -89,6 +89,7 @@ struct stream_buffers {
     uint8_t *h_stage; // pinned: queries, terms, then the variant list
     uint8_t *h_out;   // pinned: results then hits
     uint32_t num_queries, num_range_queries, total_hits, total_candidates;
+    uint32_t prior_range_queries; // range queries with a static prior (rescore_prior_kernel runs for them)
     uint32_t max_k; // the batch's largest k (sort_and_copy_out)
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
@@ -107,7 +108,9 @@ struct gpu_device {
     uint8_t *d_payload;
     isn_block_meta *d_blocks;
     uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for the queries' filters
-    gpu_region payload_region, blocks_region, attribute_region; // the three above (device_memory.h)
+    // the static scores, then each range's largest (gpu_upload's; null without them), for the queries with a prior
+    float *d_static_scores, *d_range_prior_max;
+    gpu_region payload_region, blocks_region, attribute_region, prior_region; // the four above (device_memory.h)
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // rescore blocks the device runs at once
@@ -123,6 +126,7 @@ struct gpu_device {
     // twins run fewer a multiprocessor than the plain ones, and a grid sized for the plain kernel's waves leaves
     // theirs a last wave almost empty
     uint32_t resident_wide[3], resident_compact[3], resident_narrow[3], resident_short[3], resident_bound[3];
+    uint32_t resident_prior; // prior_report_kernel's (one variant: it tests filters as each query says)
     bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never)
     uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
@@ -176,6 +180,7 @@ static void cuda_close(gpu_device *d) {
     gpu_region_free(&d->payload_region);
     gpu_region_free(&d->blocks_region);
     gpu_region_free(&d->attribute_region);
+    gpu_region_free(&d->prior_region);
     delete d;
 }
 
@@ -321,6 +326,13 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
                            d->ordinal));
     d->d_attribute_words = static_cast<uint32_t *>(d->attribute_region.base);
     CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
+    if (u->static_scores != nullptr) {
+        CHECK(gpu_region_alloc(&d->prior_region, ((size_t)u->num_docs + d->num_ranges) * sizeof(float), d->ordinal));
+        d->d_static_scores = static_cast<float *>(d->prior_region.base);
+        d->d_range_prior_max = d->d_static_scores + u->num_docs;
+        CHECK(upload_in_chunks(d->d_static_scores, u->static_scores, (size_t)u->num_docs * sizeof(float)));
+        CHECK(upload_in_chunks(d->d_range_prior_max, u->range_prior_max, d->num_ranges * sizeof(float)));
+    }
     for (int variant = 0; variant < kFilterVariants; variant++) {
         CHECK(cudaFuncSetAttribute(kWideReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
         CHECK(cudaFuncSetAttribute(kWideReport2[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
@@ -357,6 +369,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
     d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK, 0);
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(rescore_prior_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
+    CHECK(cudaFuncSetAttribute(prior_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     const uint32_t sms = (uint32_t)d->prop.multiProcessorCount;
     auto resident = [&](report_kernel kernel, size_t shared_bytes, uint32_t &out) -> cudaError_t {
         int per_sm = 0;
@@ -373,6 +387,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
         CHECK(resident(kShortReport[v], narrow_shared_bytes(6), d->resident_short[v]));
         CHECK(resident(kBoundReport[v], narrow_shared_bytes(6), d->resident_bound[v]));
     }
+    CHECK(resident(prior_report_kernel, kSharedBytes, d->resident_prior));
     // the rescore pass runs wide_report_kernel's accumulator at its three blocks a multiprocessor
     {
         int per_sm = 0;
@@ -447,6 +462,7 @@ static probe_args probe_args_of(const gpu_device *d, const stream_buffers *s, bo
     p.attribute_words = d->d_attribute_words;
     p.filters = s->d_filters;
     p.filter_values = s->d_filter_values;
+    p.static_scores = d->d_static_scores;
     return p;
 }
 
@@ -478,6 +494,8 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.pass_bits = s->d_pass_bits;
     a.pass_words = d->pass_words;
     a.pass_stride = d->pass_stride;
+    a.static_scores = d->d_static_scores;
+    a.range_prior_max = d->d_range_prior_max;
     return a;
 }
 
@@ -508,11 +526,13 @@ static uint32_t ranges_per_block(const gpu_device *d, uint32_t ranges, uint32_t 
 
 // The accumulator a range query's report blocks use: the smallest whose counters hold its sums. Narrow and
 // compact ones need an unpruned disjunctive query (their aux region has no room for bound grids or match
-// counts), fixed point and one chunk of terms. A slot's total is at most the sum of the query's bounds in
-// fixed-point units (one posting per list and document); the narrow layout's 32-bit counter needs that sum
-// below 2^32, the compact one's 16-bit high counter below 2^(kLow + 16); each with a factor 2 to spare.
+// counts), fixed point, one chunk of terms and no static prior (prior_report_kernel is wide). A slot's total
+// is at most the sum of the query's bounds in fixed-point units (one posting per list and document); the narrow
+// layout's 32-bit counter needs that sum below 2^32, the compact one's 16-bit high counter below 2^(kLow + 16);
+// each with a factor 2 to spare.
 static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const gpu_term *terms) {
-    if (d->dense_report || q->and_mode || q->tree || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS || q->seed_key != 0)
+    if (d->dense_report || q->and_mode || q->tree || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS ||
+        q->seed_key != 0 || q->prior_weight != 0.0f)
         return kWideAcc;
     if (q->sample_stride > 1 && !q->sampled_floor) return kWideAcc; // its second round prunes
     double units = 0.0;
@@ -558,23 +578,31 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
     // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the
     // compact ones, the wide ones; each first without filters, then with them on the columns (the _filtered
-    // kernels), then with a filter bitmap (the _bitmap ones)
-    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kKinds, kKernels = kFilterVariants * kKinds };
+    // kernels), then with a filter bitmap (the _bitmap ones); last the queries with a static prior, all in
+    // prior_report_kernel (its first variant's slot), which tests each one's filters as it says
+    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kPriorKernel, kKinds,
+           kKernels = kFilterVariants * kKinds };
     const gpu_query *staged = reinterpret_cast<const gpu_query *>(s->h_stage);
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
     uint32_t kernel_count[kKernels] = {0};
+    s->prior_range_queries = 0;
     for (uint32_t q = 0; q < nr; q++) {
         const gpu_query &query = batch->queries[q];
         const acc_kind kind = accumulator_kind(d, &query, batch->terms);
         const bool bounds = d->bound_pass && gpu_bound_pass_takes(&query, d->bound_max_k);
-        const int kernel = kind == kWideAcc                      ? kWideKernel
+        const bool prior = query.prior_weight != 0.0f;
+        s->prior_range_queries += prior;
+        const int kernel = prior                                 ? kPriorKernel
+                           : kind == kWideAcc                    ? kWideKernel
                            : kind == kCompactAcc                 ? kCompactKernel
                            : query.range_top > kShortListTop ? kNarrowKernel
                            : bounds                              ? kBoundKernel
                                                                  : kShortKernel;
         // a kernel's queries lie together in the variant list: kind by kind, the unfiltered ones first
-        const int variant = query.num_filters == 0 ? kVariantPlain : staged[q].pass_slot ? kVariantBitmap : kVariantColumns;
+        const int variant = prior || query.num_filters == 0 ? kVariantPlain
+                            : staged[q].pass_slot               ? kVariantBitmap
+                                                                : kVariantColumns;
         const int slot = kFilterVariants * kernel + variant;
         kernel_count[h_kernel[q] = (uint8_t)slot]++;
     }
@@ -652,6 +680,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                     const dim3 grid = report_grid(d, gx, count, &ka);
                     const report_kernel report = six ? kShortReport[variant] : kNarrowReport[variant];
                     report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
+                } else if (kernel == kPriorKernel) {
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_prior);
+                    const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
+                    const dim3 grid = report_grid(d, gx, count, &ka);
+                    prior_report_kernel<<<grid, kThreads, kSharedBytes, st>>>(ka);
                 } else if (kernel == kCompactKernel) {
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_compact[variant]);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
@@ -705,6 +738,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
         CHECK(cudaGetLastError());
     }
+    if (s->prior_range_queries) {
+        rescore_prior_kernel<<<rescore_blocks(d, s->prior_range_queries), kThreads, kSharedBytes, st>>>(a);
+        CHECK(cudaGetLastError());
+    }
     CHECK(cudaEventRecord(s->events[5], st));
     if (sort_and_copy_out(d, s, batch->total_candidates, err, err_len) != 0) return -1;
     CHECK(cudaEventRecord(s->events[7], st));
@@ -736,6 +773,10 @@ static int launch_retry(gpu_device *d, stream_buffers *s, const gpu_batch *batch
         range_args a = range_args_of(d, s);
         rescore_kernel<<<rescore_blocks(d, nr), kThreads, kSharedBytes, st>>>(a);
         CHECK(cudaGetLastError());
+        if (s->prior_range_queries) {
+            rescore_prior_kernel<<<rescore_blocks(d, s->prior_range_queries), kThreads, kSharedBytes, st>>>(a);
+            CHECK(cudaGetLastError());
+        }
     }
     if (nq > nr) {
         probe_kernel<<<dim3(s->probe_grid_x, nq - nr), kProbeThreads, 0, st>>>(probe_args_of(d, s, true));

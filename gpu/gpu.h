@@ -139,12 +139,19 @@ typedef struct {
      * which the scheduler's cost model computes anyway; 0 = none). OR mode only, ignored when num_docs
      * or a term's df is not the index's. The device skips what cannot reach it from the start. A query
      * tree's must bound the tree's own answer, filters included (isn_threshold_probe of the tree does);
-     * the device uses it for bags of words with filters, and ignores it for other trees. */
+     * the device uses it for bags of words with filters, and ignores it for other trees. With prior_weight
+     * above 0 it is used only with threshold_with_prior. */
     double threshold;
-    /* A static prior in the score (isn_search_options.prior_weight; 0 = none). The device's passes do not
-     * add it yet: a request with a weight above 0 is answered by the CPU (ISN_GPU_FALLBACK_STATIC_PRIOR),
-     * with the prior. Finite and >= 0. */
+    /* A static prior in the score (isn_search_options.prior_weight; 0 = none): every document scores
+     * isn_prior_score(its BM25, prior_weight, its static score), on the device and in the CPU's part alike,
+     * the same hits and float scores as isn_search with that weight. The device takes it where the partition
+     * has finite static scores (resident beside the postings); else, or where the weight overflows them
+     * (isn_search refuses that weight), the CPU answers (ISN_GPU_FALLBACK_STATIC_PRIOR). Finite and >= 0. */
     float prior_weight;
+    /* threshold bounds the scores with the prior (isn_threshold_probe_prior with this prior_weight). Without
+     * it a request with a prior ignores threshold: a BM25-only bound (isn_threshold_probe's) is none where
+     * static scores may be negative. */
+    bool threshold_with_prior;
     isn_hit *hits;     /* k entries, caller's */
     /* out */
     uint32_t num_hits;
@@ -169,7 +176,9 @@ typedef enum {
     ISN_GPU_FALLBACK_QUERY_TREE,       /* a phrase or a field: clause (positions are not resident) */
     ISN_GPU_FALLBACK_FILTER_BUDGET,    /* the batch's room for filters and their values is taken */
     ISN_GPU_FALLBACK_ATTRIBUTE_NOT_RESIDENT, /* a filter on an attribute whose values span more than 32 bits */
-    ISN_GPU_FALLBACK_STATIC_PRIOR,     /* isn_gpu_request.prior_weight > 0: the device's passes do not add it */
+    /* isn_gpu_request.prior_weight > 0 on a partition without finite static scores (isn_search refuses it too),
+     * or a weight that overflows a weighted static score */
+    ISN_GPU_FALLBACK_STATIC_PRIOR,
     ISN_GPU_FALLBACK_REASONS
 } isn_gpu_fallback_reason;
 
@@ -179,9 +188,10 @@ typedef enum {
  * the device does not hold: false, *why (static text, when why is not NULL) saying so. The scheduler's
  * routing asks this before it offers a query to the GPU. */
 bool isn_gpu_takes_query(const isn_query *query, const char **why);
-/* The same for a search with a static prior of this weight (isn_search_options.prior_weight): false, *why
- * saying so, for any weight but 0, which the device's passes do not add yet. What routing should ask once
- * requests carry a prior weight. */
+/* The same for a search with a static prior of this weight (isn_search_options.prior_weight): the device adds
+ * the prior itself, so any finite weight >= 0 (false, *why saying so, for any other). The backend still answers
+ * on the CPU a prior on a partition without finite static scores, which isn_search refuses as well
+ * (ISN_GPU_FALLBACK_STATIC_PRIOR). What routing asks. */
 bool isn_gpu_takes_search(const isn_query *query, float prior_weight, const char **why);
 
 /* The reason's metric label ("candidate_overflow", ...). */
@@ -282,6 +292,9 @@ typedef struct {
     uint64_t index_bytes;    /* postings (device layout) + block metadata of the whole partition */
     uint64_t bytes_resident; /* of those, on the device */
     uint64_t attribute_bytes; /* the attribute columns (filters), resident too (not in index_bytes) */
+    /* the static scores and each doc-id range's largest (a static prior), resident too where the index has finite
+     * ones (not in index_bytes; in bytes_resident and the budget) */
+    uint64_t static_score_bytes;
     uint32_t terms_total;
     uint32_t terms_resident;   /* whole lists on the device */
     uint32_t terms_prefix;     /* lists whose leading blocks only are on the device */

@@ -118,6 +118,10 @@ struct range_args {
     // the ranges' (gpu_pass_stride)
     const uint32_t *pass_bits;
     uint32_t pass_words, pass_stride;
+    // the static scores and each range's largest (gpu_upload's; null without them), for the queries with a prior
+    // (gpu_query.prior_weight), which only prior_report_kernel and rescore_prior_kernel serve
+    const float *static_scores;
+    const float *range_prior_max;
 };
 
 struct probe_args {
@@ -135,6 +139,7 @@ struct probe_args {
     const uint32_t *attribute_words;
     const gpu_filter *filters;
     const uint32_t *filter_values;
+    const float *static_scores; // a query with a prior keys its documents by their score with it (range_args's)
 };
 
 
@@ -194,7 +199,13 @@ __global__ void compact_report_kernel_bitmap(range_args a);
 __global__ void narrow_report_kernel_bitmap(range_args a);
 __global__ void short_report_kernel_bitmap(range_args a);
 __global__ void bound_report_kernel_bitmap(range_args a);
+// The queries with a static prior (gpu_query.prior_weight) have report and rescore kernels of their own, so that
+// the others' code and registers stay as they were: the wide accumulator, the filters tested as the query says
+// (columns or its bitmap), every bound with the prior's part of the range added, every slot keyed by its score
+// with the prior. rescore_kernel passes over their items of the work list, rescore_prior_kernel over the others'.
+__global__ void prior_report_kernel(range_args a);
 __global__ void rescore_kernel(range_args a);
+__global__ void rescore_prior_kernel(range_args a);
 __global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
                                         uint32_t report_stride, uint32_t *prune);
 __global__ void select_collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,

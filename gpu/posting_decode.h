@@ -4,6 +4,7 @@
 #ifndef ISN_GPU_POSTING_DECODE_H
 #define ISN_GPU_POSTING_DECODE_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -90,18 +91,77 @@ GPU_HD void gpu_blocks_in_range(const isn_block_meta *blocks, uint32_t num_block
  * holds isn_bm25_tf_part itself, computed at upload by that function. */
 GPU_HD float gpu_posting_contribution(float weight, float tf_part) { return weight * tf_part; }
 
+/* A score's key: keys order as the scores do, negative ones included (a static prior can take a score to 0 or
+ * below, isn_prior_score): a positive float's bits with the sign bit set, a negative one's bits inverted, so
+ * that no score's key is 0, which stands for "none" wherever a key is optional (seed_key, floor_key, theta).
+ * -0 keys as +0, the same score. */
 GPU_HD uint32_t gpu_float_key(float score) {
     uint32_t bits;
     memcpy(&bits, &score, sizeof bits);
-    return bits; /* scores are positive: their bits order as the scores */
+    if (bits == 0x80000000u) bits = 0u;
+    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
+
+/* gpu_float_key of a score known to be >= 0 (every score without a static prior: BM25 sums positive weights
+ * times positive tf parts), in one operation: the kernels that never see a prior key their slots with it, so
+ * that their code stays as short as it was before keys took negative scores (the narrow ones run at 40-48
+ * registers, where one more live value spills). */
+GPU_HD uint32_t gpu_nonnegative_key(float score) {
+    uint32_t bits;
+    memcpy(&bits, &score, sizeof bits);
+    return bits | 0x80000000u;
+}
+
+/* The score whose key is `key` (gpu_float_key's inverse). */
+GPU_HD float gpu_key_float(uint32_t key) {
+    const uint32_t bits = key & 0x80000000u ? key & 0x7FFFFFFFu : ~key;
+    float score;
+    memcpy(&score, &bits, sizeof score);
+    return score;
+}
+
+/* The score of a candidate key (gpu_candidate_key's). */
+GPU_HD float gpu_candidate_score(uint64_t key) { return gpu_key_float(~(uint32_t)(key >> 32)); }
 
 /* True when a sum of contributions bounded by `bound` (a double sum of float bounds, any order) cannot
  * reach the score whose float key is theta_key: the final score is (float) of a double sum of at most
- * GPU_MAX_OR_TERMS floats, off by far less than the 1e-12 margin, and float rounding is monotone. */
+ * GPU_MAX_OR_TERMS floats, off by far less than the 1e-12 margin (taken toward +inf: a bound with a static
+ * prior may be negative), and float rounding is monotone. */
 GPU_HD bool gpu_bound_below(double bound, uint32_t theta_key) {
     if (theta_key == 0) return false;
-    return gpu_float_key((float)(bound * (1.0 + 1e-12))) < theta_key;
+    return gpu_float_key((float)(bound * (bound >= 0.0 ? 1.0 + 1e-12 : 1.0 - 1e-12))) < theta_key;
+}
+
+/* ------------------------------------------------------------------ the static prior (gpu_query.prior_weight)
+ * A document's score with a prior is isn_prior_score's: its BM25 rounded to float, then the weighted static
+ * score added in float, two roundings and no fused multiply-add, as the CPU computes it (built for x86-64-v2,
+ * which has none). */
+GPU_HD float gpu_prior_score(float bm25, float weight, float static_score) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(bm25, __fmul_rn(weight, static_score));
+#else
+    return isn_prior_score(bm25, weight, static_score);
+#endif
+}
+
+/* What the prior adds at most to a document whose static score is at most static_bound: isn_prior_bound's
+ * number (W x the bound, exact in double, rounded up by 2^-20 of its magnitude). */
+GPU_HD double gpu_prior_bound(float weight, float static_bound) {
+    const double part = (double)weight * (double)static_bound;
+#ifdef __CUDA_ARCH__
+    return __dadd_rn(part, __dmul_rn(fabs(part), ISN_PRIOR_BOUND_MARGIN));
+#else
+    return part + fabs(part) * ISN_PRIOR_BOUND_MARGIN;
+#endif
+}
+
+/* True when documents whose BM25 is at most bm25_bound (a double sum of float bounds, as gpu_bound_below
+ * takes) and whose prior adds at most prior_add (gpu_prior_bound) cannot reach theta_key. With the prior the
+ * BM25 part's own float rounding counts at the score's magnitude, which the prior may have taken near 0: the
+ * BM25 bound takes 2^-20 of itself for it (its float rounding, the product's and the prior's sum's, 2^-24
+ * each), as the CPU's bounds do (ranking_bound_fails). */
+GPU_HD bool gpu_prior_below(double bm25_bound, double prior_add, uint32_t theta_key) {
+    return gpu_bound_below(bm25_bound * (1.0 + 1.0 / 1048576.0) + prior_add, theta_key);
 }
 
 /* The bound grid of a range [lo, hi): cells of GPU_SUB_DOCS documents, each holding the sum over the
@@ -136,11 +196,13 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
 }
 
 /* Whether the bound pass may take a query: an unpruned, unseeded disjunctive query of one round with
- * fixed-point scores, one chunk of terms, short report lists and k at most max_k. The CUDA device also asks
+ * fixed-point scores, one chunk of terms, short report lists, k at most max_k and no static prior (its
+ * counters bound BM25 alone; a query with a prior takes the wide accumulator's passes). The CUDA device also asks
  * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
 GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
     return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
-           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k;
+           q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k &&
+           q->prior_weight == 0.0f;
 }
 
 /* ------------------------------------------------------------------ query trees and filters */
@@ -256,9 +318,19 @@ GPU_HD bool gpu_tree_admits(const gpu_query *q, uint32_t matches) {
  * The margin (2^-20, far above the float rounding of a sum of at most GPU_MAX_OR_TERMS terms) keeps every
  * document at or above the floor; which documents just below it are reported does not matter. */
 GPU_HD double gpu_floor_value(uint32_t floor_key) {
-    float floor;
-    memcpy(&floor, &floor_key, sizeof floor);
-    return floor_key ? (double)floor * (1.0 - 1.0 / 1048576.0) : 0.0;
+    if (floor_key == 0) return 0.0;
+    const double floor = (double)gpu_key_float(floor_key);
+    return floor * (floor >= 0.0 ? 1.0 - 1.0 / 1048576.0 : 1.0 + 1.0 / 1048576.0);
+}
+
+/* The report floor of a query with a static prior, as its range's accumulated BM25 meets it: a slot whose BM25
+ * is below this reaches no answer, since with the prior's part at most prior_add (gpu_prior_bound of the
+ * range's largest static score) its score stays below the floor (gpu_prior_below's margin, taken from the
+ * BM25 side). 0: no floor (none given, or one the prior alone may reach). */
+GPU_HD double gpu_prior_floor_value(uint32_t floor_key, double prior_add) {
+    if (floor_key == 0) return 0.0;
+    const double bm25 = gpu_floor_value(floor_key) - prior_add;
+    return bm25 > 0.0 ? bm25 * (1.0 - 1.0 / 524288.0) : 0.0;
 }
 
 GPU_HD bool gpu_below_floor(double score, uint32_t floor_key) { return score < gpu_floor_value(floor_key); }

@@ -98,7 +98,14 @@ __global__ void __launch_bounds__(kProbeThreads, 3) probe_kernel(probe_args a) {
         uint64_t key[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            key[j] = gpu_candidate_key(gpu_float_key((float)score[j]), docs[j]);
+            // a static prior (gpu_query.prior_weight): the score with it, as the CPU's (a branch a query, not a
+            // posting); without one scores are positive
+            const float bm25 = (float)score[j];
+            const uint32_t score_key =
+                query.prior_weight != 0.0f && alive[j]
+                    ? gpu_float_key(gpu_prior_score(bm25, query.prior_weight, __ldg(a.static_scores + docs[j])))
+                    : gpu_nonnegative_key(bm25);
+            key[j] = gpu_candidate_key(score_key, docs[j]);
             if (a.retry != nullptr && key[j] > a.theta_key[q]) alive[j] = false;
         }
 #pragma unroll

@@ -1,6 +1,7 @@
 /* Query trees on the device: the clauses and filters of isn_query.structure (ranking.h's read-only
  * view) read into gpu_tree_form. A tree whose clauses the device cannot take (phrases and field:
  * clauses read positions; clauses of several terms) is answered by the CPU, and says why. */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -22,8 +23,8 @@ bool isn_gpu_takes_query(const isn_query *query, const char **why) {
 }
 
 bool isn_gpu_takes_search(const isn_query *query, float prior_weight, const char **why) {
-    if (prior_weight != 0.0f) {
-        if (why) *why = "static prior: the GPU's passes do not add it yet";
+    if (!(prior_weight >= 0.0f) || isinf(prior_weight)) {
+        if (why) *why = "static prior: the weight is not a finite number >= 0";
         return false;
     }
     return isn_gpu_takes_query(query, why);

@@ -456,6 +456,19 @@ __device__ __forceinline__ float term_span(const range_args &a, const range_term
     return prune ? warp_max_f(most) : 0.0f;
 }
 
+// A query's static prior as the slots of its ranges are keyed (gpu_query.prior_weight): scores null for a query
+// without one (every kernel but the prior ones, where it is a constant and compiles away).
+struct slot_prior {
+    const float *scores = nullptr;
+    float weight = 0.0f;
+};
+
+// What the query's prior adds at most to a document of range r (gpu_prior_bound of the range's largest static
+// score).
+__device__ __forceinline__ double range_prior_add(const range_args &a, const gpu_query &query, uint32_t r) {
+    return gpu_prior_bound(query.prior_weight, __ldg(a.range_prior_max + r));
+}
+
 // The bound pass's counter scale (gpu_bound_scale): bound_report_kernel and bound_select_kernel both take it
 // from here, so both get the same float.
 __device__ __forceinline__ float bound_scale_of(const gpu_query &query, const gpu_term *terms) {

@@ -23,11 +23,12 @@ __device__ __forceinline__ void block_cells(const range_args &a, const range_sha
 // With `cursor`, the block spans continue from the previous range of the same block (r = previous + 1,
 // terms fit one chunk). With `touched` (disjunctive queries) acc is zero on entry and the slots scored are
 // marked there (clear_touched zeroes them again), else acc is zeroed here. Returns false when the range
-// was skipped (acc untouched); all threads agree.
-template <int C = kWideAcc, int kFilter = kFilterNever>
+// was skipped (acc untouched); all threads agree. kPrior: theta is a score with the query's static prior, and
+// every bound of BM25 here adds what the prior adds at most in the range (prior_add: range_prior_add).
+template <int C = kWideAcc, int kFilter = kFilterNever, bool kPrior = false>
 __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_t q, uint32_t lo, uint32_t hi,
                             bool cursor, uint32_t theta, double *acc, uint8_t *matches, uint32_t *touched,
-                            range_shared &s, span_prefetch &pf) {
+                            range_shared &s, span_prefetch &pf, double prior_add = 0.0) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms;
     bool zeroed = false;
@@ -36,6 +37,9 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     // pruning needs every term's range maximum at once: one chunk of terms; trees do not prune (gpu_query.tree)
     const uint32_t prune = nt <= GPU_MAX_TERMS && !query.tree ? theta : 0u;
+    auto below = [&](double bound) {
+        return kPrior ? gpu_prior_below(bound, prior_add, prune) : gpu_bound_below(bound, prune);
+    };
     for (uint32_t c0 = 0; c0 < nt; c0 += GPU_MAX_TERMS) {
         const uint32_t cn = nt - c0 < GPU_MAX_TERMS ? nt - c0 : GPU_MAX_TERMS;
         // block spans of this chunk's terms, one warp per term
@@ -83,7 +87,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             if (prune && !query.and_mode)
                 while (ne_end < cn) {
                     const float bound = s.max_score[ne_end]; // prune: one chunk, c0 == 0
-                    if (!gpu_bound_below(prefix + bound, prune)) break;
+                    if (!below(prefix + bound)) break;
                     prefix += bound;
                     ne_end++;
                 }
@@ -94,7 +98,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
         // pruned: one chunk only, acc untouched
         // (a barrier before leaving: the caller's next range writes the spans this summary just read)
         if (((query.and_mode || query.tree) && (and_missing || items == 0)) ||
-            (prune && (essential_items == 0 || gpu_bound_below(total, prune)))) {
+            (prune && (essential_items == 0 || below(total)))) {
             __syncthreads();
             return false;
         }
@@ -133,7 +137,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
             }
             __syncthreads();
             const uint32_t cells = (hi - lo + GPU_SUB_DOCS - 1) / GPU_SUB_DOCS;
-            if (!__syncthreads_or(tid < cells && !gpu_bound_below(cell_bound[tid], prune))) return false;
+            if (!__syncthreads_or(tid < cells && !below(cell_bound[tid]))) return false;
         }
         if (!zeroed) {
             double2 *acc2 = reinterpret_cast<double2 *>(acc);
@@ -156,13 +160,13 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 block_cells(a, s, term, t, b, lo, hi, c0, c1);
                 double most = 0.0;
                 for (uint32_t c = c0 + lane; c <= c1; c += 32) most = fmax(most, cell_bound[c]);
-                if (gpu_bound_below(warp_max_d(most), prune)) {
+                if (below(warp_max_d(most))) {
                     skipped++;
                     continue;
                 }
             } else if (prune) {
                 const float block_bound = term.weight * __ldg(&a.blocks[term.first_block + b].max_tf_part);
-                if (gpu_bound_below((double)block_bound + (total - s.range_max[t]), prune)) {
+                if (below((double)block_bound + (total - s.range_max[t]))) {
                     skipped++;
                     continue;
                 }
@@ -204,7 +208,7 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
                 for (uint32_t c = c0 + lane; c <= c1; c += 32)
                     if (cell_max[c] > 0.0) most = fmax(most, cell_max[c] + cell_ne[c]);
                 most = warp_max_d(most);
-                if (most == 0.0 || gpu_bound_below(most, prune)) {
+                if (most == 0.0 || below(most)) {
                     skipped++;
                     continue;
                 }
@@ -232,12 +236,18 @@ __device__ bool score_range(const range_args &a, const gpu_query &query, uint32_
     return true;
 }
 
-// The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them.
+// The slots a lane reads: warp w owns [512 w, 512 w + 512), lane l every 32nd of them. A slot's key: its score
+// (with the query's prior, when it has one: gpu_prior_score of the document's static score), its document; a
+// slot with no BM25 is no match.
 template <int C = kWideAcc>
-__device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale) {
+__device__ __forceinline__ uint64_t slot_key(const double *acc, uint32_t i, uint32_t lo, uint32_t n, double inv_scale,
+                                             slot_prior prior = slot_prior{}) {
     if (i >= n) return GPU_NO_CANDIDATE;
     const double v = acc_value<C>(acc, i, inv_scale);
-    return v > 0.0 ? gpu_candidate_key(gpu_float_key((float)v), lo + i) : GPU_NO_CANDIDATE;
+    if (!(v > 0.0)) return GPU_NO_CANDIDATE;
+    if (prior.scores == nullptr) return gpu_candidate_key(gpu_nonnegative_key((float)v), lo + i);
+    const float score = gpu_prior_score((float)v, prior.weight, __ldg(prior.scores + lo + i));
+    return gpu_candidate_key(gpu_float_key(score), lo + i);
 }
 
 // Keeps the two lowest keys offered, first < second.
@@ -253,13 +263,14 @@ __device__ __forceinline__ void keep_best_two(uint64_t key, uint64_t &first, uin
 // The two lowest candidate keys among the lane's slots above `above` (0: all of them).
 template <int C = kWideAcc>
 __device__ __forceinline__ void lane_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above,
-                                              double inv_scale, uint64_t &first, uint64_t &second) {
+                                              double inv_scale, uint64_t &first, uint64_t &second,
+                                              slot_prior prior = slot_prior{}) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     first = GPU_NO_CANDIDATE;
     second = GPU_NO_CANDIDATE;
 #pragma unroll 4
     for (int j = 0; j < kSlotsPerLane; j++) {
-        const uint64_t c = slot_key<C>(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale);
+        const uint64_t c = slot_key<C>(acc, warp * (kSlotsPerLane * 32) + j * 32 + lane, lo, n, inv_scale, prior);
         if (c > above) keep_best_two(c, first, second);
     }
 }
@@ -315,12 +326,12 @@ __device__ __forceinline__ void warp_select(uint32_t m, uint64_t *mine, uint64_t
 // warps' sorted lists.
 template <int C = kWideAcc>
 __device__ uint32_t report_range(const double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint64_t *lists,
-                                 uint64_t *out) {
+                                 uint64_t *out, slot_prior prior = slot_prior{}) {
     const uint32_t warp = threadIdx.x >> 5;
     uint64_t first, second;
-    lane_best_two<C>(acc, lo, n, 0, inv_scale, first, second);
+    lane_best_two<C>(acc, lo, n, 0, inv_scale, first, second, prior);
     warp_select(m, lists + warp * GPU_MAX_RANGE_TOP, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
-        lane_best_two<C>(acc, lo, n, above, inv_scale, f, sec);
+        lane_best_two<C>(acc, lo, n, above, inv_scale, f, sec, prior);
     });
     __syncthreads();
     return warp == kMergeWarp ? merge_warp_lists(lists, m, out) : 0u;
@@ -354,12 +365,17 @@ struct report_floor {
     bool fixed_point;  // and the accumulator is fixed point (else double)
 };
 
+// value: the least accumulated BM25 an answer has (0: none).
 template <int C = kWideAcc>
-__device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
-    const double value = gpu_floor_value(floor_key);
+__device__ __forceinline__ report_floor floor_at(const gpu_query &query, double value) {
     const double scale = query.fixed_shift ? __longlong_as_double((long long)(1023 + query.fixed_shift) << 52) : 0.0;
     return report_floor{query.fixed_shift ? (unsigned long long)(value * scale) : 0ull, value,
                         (unsigned long long)query.num_terms << acc_layout<C>::kLow, value > 0.0, query.fixed_shift != 0};
+}
+
+template <int C = kWideAcc>
+__device__ __forceinline__ report_floor floor_of(const gpu_query &query, uint32_t floor_key) {
+    return floor_at<C>(query, gpu_floor_value(floor_key));
 }
 
 // Where a query's units are fine enough that the floor spans many high-counter steps, most slots a report
@@ -380,14 +396,14 @@ __device__ __forceinline__ bool slot_below_floor(const double *acc, uint32_t i, 
 template <int C = kWideAcc>
 __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_t *touched, uint32_t lo, uint32_t n,
                                                 uint64_t above, double inv_scale, const report_floor &answer_floor,
-                                                uint64_t &first, uint64_t &second) {
+                                                uint64_t &first, uint64_t &second, slot_prior prior = slot_prior{}) {
     first = GPU_NO_CANDIDATE;
     second = GPU_NO_CANDIDATE;
     for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
         for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
             const uint32_t i = c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1);
             if (slot_below_floor<C>(acc, i, answer_floor)) continue;
-            const uint64_t key = slot_key<C>(acc, i, lo, n, inv_scale);
+            const uint64_t key = slot_key<C>(acc, i, lo, n, inv_scale, prior);
             if (key > above) keep_best_two(key, first, second);
         }
 }
@@ -397,7 +413,7 @@ __device__ __forceinline__ void thread_best_two(const double *acc, const uint32_
 template <int C = kWideAcc>
 __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched, uint32_t lo, uint32_t n,
                                                   double inv_scale, const report_floor &answer_floor, uint64_t &first,
-                                                  uint64_t &second) {
+                                                  uint64_t &second, slot_prior prior = slot_prior{}) {
     static_assert(kCells == kThreads, "a thread per bitmap word");
     first = GPU_NO_CANDIDATE;
     second = GPU_NO_CANDIDATE;
@@ -410,7 +426,7 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
             continue;
         }
         kept |= 1u << bit;
-        keep_best_two(slot_key<C>(acc, i, lo, n, inv_scale), first, second);
+        keep_best_two(slot_key<C>(acc, i, lo, n, inv_scale, prior), first, second);
     }
     touched[c] = kept;
 }
@@ -423,12 +439,12 @@ __device__ __forceinline__ void thread_first_scan(double *acc, uint32_t *touched
 template <int C = kWideAcc>
 __device__ uint32_t report_touched(double *acc, uint32_t *touched, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
                                    const report_floor &answer_floor, bool fixed, uint64_t *lists, uint32_t list_top,
-                                   uint64_t *out) {
+                                   uint64_t *out, slot_prior prior = slot_prior{}) {
     const uint32_t warp = threadIdx.x >> 5;
     uint64_t first, second;
-    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second);
+    thread_first_scan<C>(acc, touched, lo, n, inv_scale, answer_floor, first, second, prior);
     warp_select(m, lists + warp * list_top, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
-        thread_best_two<C>(acc, touched, lo, n, above, inv_scale, answer_floor, f, sec);
+        thread_best_two<C>(acc, touched, lo, n, above, inv_scale, answer_floor, f, sec, prior);
     });
     clear_touched<C>(acc, touched, fixed);
     __syncthreads();
@@ -569,7 +585,7 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
 __device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, uint32_t lo, uint32_t n) {
     if (slot >= n) return GPU_NO_CANDIDATE;
     const uint32_t v = bound_count(acc, slot);
-    return v ? gpu_candidate_key(gpu_float_key((float)v), lo + slot) : GPU_NO_CANDIDATE;
+    return v ? gpu_candidate_key(gpu_nonnegative_key((float)v), lo + slot) : GPU_NO_CANDIDATE;
 }
 
 // report_crossed for a group of ranges in bound counters: from the log, or, where it overflowed, from a scan
@@ -766,8 +782,10 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 // v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
-// launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h).
-template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever>
+// launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h). kPrior:
+// the queries with a static prior (prior_report_kernel): each range's bounds and floor take the prior's part in
+// it, and its slots are keyed by their scores with the prior.
+template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false>
 __device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
@@ -782,6 +800,8 @@ __device__ __forceinline__ void report_pass(range_args a) {
     // bitmap in a kernel that reads one would read another query's (cuda_launch)
     if (kFilter == kFilterNever && query.num_filters != 0) __trap();
     if (kFilter == kFilterBitmap && query.pass_slot == 0) __trap();
+    // a query with a prior anywhere else would get scores without it (cuda_launch)
+    if (kPrior != (query.prior_weight != 0.0f)) __trap();
     const uint32_t m = query.range_top;
     const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     if (a.round == 2 && stride == 1) return; // the first round scored every range
@@ -789,8 +809,9 @@ __device__ __forceinline__ void report_pass(range_args a) {
     // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
     const bool raise_floor = a.round == 2 && query.sampled_floor;
     const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
-    const report_floor answer_floor =
-        floor_of<C>(query, raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key);
+    const uint32_t floor_key = raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key;
+    // (a prior's floor may be a negative score: its ranges take theirs from gpu_prior_floor_value instead)
+    const report_floor answer_floor = floor_of<C>(query, kPrior ? 0u : floor_key);
     if constexpr (C != kWideAcc) {
         if (threadIdx.x == 0 && a.round == 1 && chunk == 0)
             a.results[q].accumulator = kBounds ? ISN_GPU_ACC_BOUNDS : C;
@@ -831,19 +852,27 @@ __device__ __forceinline__ void report_pass(range_args a) {
         // clear of its own slots is ordered before any add of this range by that same span barrier.
         const bool cursor = previous != UINT32_MAX && r > previous && query.num_terms <= GPU_MAX_TERMS;
         // a range the query's filter bitmap keeps no document of is skipped as one without postings is
-        const bool kept = kFilter != kFilterBitmap || lo >= hi || bitmap_keeps_ranges(a, query, r, 1);
+        const bool bitmap = kFilter == kFilterBitmap || (kFilter == kFilterIfAny && query.pass_slot != 0);
+        const bool kept = !bitmap || lo >= hi || bitmap_keeps_ranges(a, query, r, 1);
         previous = lo < hi && kept ? r : UINT32_MAX;
-        if (lo >= hi || !kept || !score_range<C, kFilter>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf)) {
+        const double prior_add = kPrior && lo < hi ? range_prior_add(a, query, r) : 0.0;
+        if (lo >= hi || !kept ||
+            !score_range<C, kFilter, kPrior>(a, query, q, lo, hi, cursor, theta, acc, aux, touched, s, pf, prior_add)) {
             for (uint32_t j = threadIdx.x; j < m; j += kThreads) out[j] = GPU_NO_CANDIDATE;
             pruned++;
             continue;
         }
         scored++;
+        // with a prior a slot's score adds its document's, and the floor its BM25 must reach falls by the most the
+        // prior adds in the range
+        const slot_prior prior = kPrior ? slot_prior{a.static_scores, query.prior_weight} : slot_prior{};
+        const report_floor range_floor =
+            kPrior ? floor_at<C>(query, gpu_prior_floor_value(floor_key, prior_add)) : answer_floor;
         if (touched != nullptr) {
-            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, query.fixed_shift != 0,
-                                          reinterpret_cast<uint64_t *>(aux), GPU_MAX_RANGE_TOP, out);
+            reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, range_floor, query.fixed_shift != 0,
+                                          reinterpret_cast<uint64_t *>(aux), GPU_MAX_RANGE_TOP, out, prior);
         } else {
-            reported += report_range<C>(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out);
+            reported += report_range<C>(acc, lo, hi - lo, m, inv_scale, reinterpret_cast<uint64_t *>(aux), out, prior);
         }
     }
     if (threadIdx.x == 0) {
@@ -855,8 +884,10 @@ __device__ __forceinline__ void report_pass(range_args a) {
 }
 
 // Rescore pass over the work list: every document whose key is at most the threshold key is a
-// candidate (pruned at that key's score: no such document is skipped).
-__global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
+// candidate (pruned at that key's score: no such document is skipped). kPrior: the items of the queries with a
+// static prior, else the others'.
+template <bool kPrior>
+__device__ __forceinline__ void rescore_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc + GPU_RANGE_DOCS);
     __shared__ range_shared s;
@@ -867,6 +898,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         const uint2 w = a.work[item];
         const uint32_t q = w.x, r = w.y;
         const gpu_query query = a.queries[q];
+        if ((query.prior_weight != 0.0f) != kPrior) continue; // the other kernel's (the whole block skips it)
         const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
@@ -881,9 +913,11 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         }
         dirty = touched == nullptr;
         span_prefetch pf;
-        if (!score_range<kWideAcc, kFilterIfAny>(a, query, q, lo, hi, false, report_score_key(theta_key), acc, aux, touched,
-                                                 s, pf))
+        const double prior_add = kPrior ? range_prior_add(a, query, r) : 0.0;
+        if (!score_range<kWideAcc, kFilterIfAny, kPrior>(a, query, q, lo, hi, false, report_score_key(theta_key), acc,
+                                                         aux, touched, s, pf, prior_add))
             continue;
+        const slot_prior prior = kPrior ? slot_prior{a.static_scores, query.prior_weight} : slot_prior{};
         if (threadIdx.x == 0) atomicAdd(&a.results[q].ranges_rescored, 1u);
         const double inv_scale =
             query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
@@ -892,7 +926,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
             for (uint32_t c = threadIdx.x; c < kCells; c += kThreads)
                 for (uint32_t bits = touched[c]; bits; bits &= bits - 1u) {
                     const uint64_t key =
-                        slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, hi - lo, inv_scale);
+                        slot_key(acc, c * GPU_SUB_DOCS + (uint32_t)(__ffs(bits) - 1), lo, hi - lo, inv_scale, prior);
                     if (key == GPU_NO_CANDIDATE || key > theta_key) continue;
                     const uint32_t at = atomicAdd(&a.cand_count[q], 1u);
                     if (at < query.cand_cap) cands[at] = key;
@@ -902,7 +936,7 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
         }
         for (int j = 0; j < kSlotsPerLane; j++) {
             const uint32_t i = warp * (kSlotsPerLane * 32) + j * 32 + lane;
-            const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale);
+            const uint64_t c = slot_key(acc, i, lo, hi - lo, inv_scale, prior);
             const bool keep = c != GPU_NO_CANDIDATE && c <= theta_key;
             const uint32_t mask = __ballot_sync(0xFFFFFFFFu, keep);
             if (mask == 0) continue;
@@ -917,6 +951,9 @@ __global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) {
     }
 }
 
+
+__global__ void __launch_bounds__(kThreads, 3) rescore_kernel(range_args a) { rescore_pass<false>(a); }
+__global__ void __launch_bounds__(kThreads, 3) rescore_prior_kernel(range_args a) { rescore_pass<true>(a); }
 
 // The report pass's kernels, by accumulator and by the blocks a multiprocessor runs at once (the register
 // budget each gets).
@@ -967,6 +1004,10 @@ __global__ void __launch_bounds__(kThreads, 5) short_report_kernel_bitmap(range_
 }
 __global__ void __launch_bounds__(kThreads, 5) bound_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterBitmap>(a);
+}
+// the queries with a static prior, filtered or not, each tested as it says (its bitmap or the columns)
+__global__ void __launch_bounds__(kThreads, 3) prior_report_kernel(range_args a) {
+    report_pass<3, kWideAcc, false, kFilterIfAny, true>(a);
 }
 
 } // namespace first_stage

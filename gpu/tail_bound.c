@@ -8,17 +8,19 @@
 #include "gpu/tail_bound.h"
 
 /* Room for the rounding of each product weight x tf part (2^-24 each), of the double sum and of its
- * conversion to the float score, far below this. */
+ * conversion to the float score, far below this; with a prior, of the prior's float sum too (2^-24 of the BM25
+ * part's magnitude; isn_prior_bound's own margin takes the prior's part). */
 #define TAIL_BOUND_MARGIN (1.0 + 1.0 / (1 << 20))
 
 int tail_bounds_init(tail_bounds *tb, const isn_index *ix, char *err, size_t err_len) {
     tb->doc_bounds = isn_index_score_bounds(ix);
+    tb->prior_bounds = isn_index_prior_bounds(ix);
     tb->suffix_max = NULL;
     tb->num_docs = isn_index_get_info(ix)->num_docs;
     tb->stretch = gpu_env_number("ISN_GPU_TAIL_BOUND_PERCENT", 100, 1) / 100.0;
     uint64_t num_blocks;
     tb->blocks = isn_index_block_metas(ix, &num_blocks);
-    if (!tb->doc_bounds) return 0;
+    if (!tb->doc_bounds && !tb->prior_bounds) return 0;
     tb->suffix_max = malloc((num_blocks ? num_blocks : 1) * sizeof *tb->suffix_max);
     if (!tb->suffix_max) {
         snprintf(err, err_len, "GPU backend: out of memory for the suffix maxima of %llu blocks",
@@ -44,10 +46,11 @@ void tail_bounds_free(tail_bounds *tb) {
     tb->suffix_max = NULL;
 }
 
-double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t doc) {
-    if (!tb->doc_bounds) return INFINITY;
+double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t doc, float prior_weight) {
+    const bool prior = prior_weight != 0.0f && tb->prior_bounds;
+    if (!tb->doc_bounds && !prior) return INFINITY;
     if (doc >= tb->num_docs) return 0.0;
-    const double doc_bound = tb->doc_bounds[doc];
+    const double doc_bound = tb->doc_bounds ? tb->doc_bounds[doc] : INFINITY;
     double sum = 0.0;
     for (uint32_t t = 0; t < num_terms; t++) {
         if (!(terms[t].weight > 0.0f)) continue;
@@ -57,17 +60,18 @@ double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_te
         const double part = tb->suffix_max[terms[t].first_block + k];
         sum += (double)terms[t].weight * (part < doc_bound ? part : doc_bound);
     }
-    return sum * TAIL_BOUND_MARGIN * tb->stretch;
+    if (!prior) return sum * TAIL_BOUND_MARGIN * tb->stretch;
+    return (sum * TAIL_BOUND_MARGIN + isn_prior_bound(prior_weight, tb->prior_bounds[doc])) * tb->stretch;
 }
 
 uint32_t tail_stop(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t from, uint32_t to,
-                   uint32_t score_key) {
-    if (!tb->doc_bounds || score_key == 0 || from >= to) return to;
+                   uint32_t score_key, float prior_weight) {
+    if ((!tb->doc_bounds && !(prior_weight != 0.0f && tb->prior_bounds)) || score_key == 0 || from >= to) return to;
     /* the least id in [from, to] whose bound is below the key (to when none below it is) */
     uint32_t lo = from, hi = to;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2;
-        if (gpu_bound_below(tail_bound(tb, terms, num_terms, mid), score_key)) hi = mid;
+        if (gpu_bound_below(tail_bound(tb, terms, num_terms, mid, prior_weight), score_key)) hi = mid;
         else lo = mid + 1;
     }
     return lo;

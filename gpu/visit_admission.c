@@ -42,7 +42,7 @@ static void replay_query(void *context, uint32_t i, cpu_hand *hand) {
                                isn_bm25_idf(num_docs, q->terms[t].df) * (float)q->terms[t].count};
     }
     rp->settled_at[i] = tail_stop(rp->tails, terms, q->num_terms, 0, num_docs,
-                                  gpu_float_key(hand->suffix_hits[rp->k - 1].score));
+                                  gpu_float_key(hand->suffix_hits[rp->k - 1].score), 0.0f);
 }
 
 /* A list's next block as a candidate: its visits per byte. */

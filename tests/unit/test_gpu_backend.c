@@ -1009,70 +1009,6 @@ static void test_default_streams(void **state) {
     isn_gpu_close(b);
 }
 
-/* A static prior (isn_gpu_request.prior_weight > 0): the device's passes do not add it, so the CPU answers,
- * with the prior and the reason said; isn_gpu_takes_search refuses it, a bad weight fails the batch. */
-static void write_prior_docs(void *user, FILE *f) {
-    (void)user;
-    support_rng_seed(41);
-    for (uint32_t d = 0; d < 3000; d++) {
-        fprintf(f, "{\"id\": \"p%u\", \"title\": \"w%u\", \"body\": \"", d, zipf_term() % 50);
-        for (uint32_t i = 0, n = 3 + support_rng_below(20); i < n; i++) fprintf(f, "%sw%u", i ? " " : "", zipf_term() % 200);
-        fprintf(f, "\", \"prior\": %.9g}\n", (double)support_rng_below(2000) / 100.0 - 5.0);
-    }
-}
-
-static void test_static_prior_answered_on_cpu(void **state) {
-    (void)state;
-    support_index pix;
-    isn_build_options bo;
-    support_jsonl_build_options(&bo);
-    snprintf(bo.static_score_field, sizeof bo.static_score_field, "prior");
-    assert_int_equal(support_index_build_jsonl(&pix, "gpu-prior", &bo, write_prior_docs, NULL), 0);
-    isn_gpu_options o = test_options(true, 0, 0, ISN_GPU_PRUNE_AUTO, 256);
-    char err[256];
-    isn_gpu_backend *b = isn_gpu_open(pix.index, &o, err, sizeof err);
-    if (!b) fail_msg("isn_gpu_open: %s", err);
-    static const char *const texts[] = {"w0 w3", "w1", "w2 w7 w11", "+w0 -w5 w9"};
-    enum { N = sizeof texts / sizeof *texts, K = 20 };
-    isn_query queries[N];
-    isn_query_term terms[N][8];
-    isn_hit hits[N][K], expected[K];
-    isn_gpu_request r[N];
-    const char *why = NULL;
-    for (uint32_t q = 0; q < N; q++) {
-        assert_int_equal(isn_query_parse_syntax(pix.searcher, texts[q], strlen(texts[q]), NULL, 0, &queries[q], err, sizeof err), 0);
-        assert_true(queries[q].num_terms <= 8 && !queries[q].structure == (q < 3));
-        memcpy(terms[q], queries[q].terms, queries[q].num_terms * sizeof *terms[q]);
-        queries[q].terms = terms[q];
-        assert_true(isn_gpu_takes_search(&queries[q], 0.0f, NULL));
-        assert_false(isn_gpu_takes_search(&queries[q], 1.5f, &why));
-        assert_string_equal(why, "static prior: the GPU's passes do not add it yet");
-        r[q] = (isn_gpu_request){.query = &queries[q], .mode = ISN_MODE_OR, .k = K, .prior_weight = 1.5f, .hits = hits[q]};
-    }
-    /* a tree's structure lives in the searcher until its next parse: the last query is the tree, parsed last */
-    isn_gpu_batch_stats st;
-    assert_int_equal(isn_gpu_search_batch(b, r, N, &st, err, sizeof err), 0);
-    assert_int_equal(st.fallbacks[ISN_GPU_FALLBACK_STATIC_PRIOR], N);
-    assert_string_equal(isn_gpu_fallback_label(ISN_GPU_FALLBACK_STATIC_PRIOR), "static_prior");
-    for (uint32_t q = 0; q < N; q++) {
-        assert_int_equal(r[q].answered_by, ISN_GPU_ANSWERED_CPU);
-        assert_string_equal(r[q].fallback_reason, "static prior: the GPU's passes do not add it yet");
-        isn_search_options so;
-        isn_search_options_default(&so);
-        so.k = K;
-        so.prior_weight = 1.5f;
-        uint32_t n;
-        assert_int_equal(isn_search(pix.searcher, &queries[q], &so, expected, &n, NULL, err, sizeof err), 0);
-        assert_int_equal(r[q].num_hits, n);
-        assert_memory_equal(r[q].hits, expected, n * sizeof *expected);
-    }
-    r[0].prior_weight = -1.0f;
-    assert_int_equal(isn_gpu_search_batch(b, r, 1, NULL, err, sizeof err), -1);
-    assert_non_null(strstr(err, "prior_weight must be a finite weight >= 0"));
-    isn_gpu_close(b);
-    support_index_close(&pix);
-}
-
 static void test_bad_requests(void **state) {
     (void)state;
     isn_gpu_backend *b = open_backend(true, 0, 0);
@@ -1114,7 +1050,6 @@ int main(void) {
         ON_EMULATED(test_logged_lists_whole), ON_GPU(test_logged_lists_whole),
         ON_EMULATED(test_fault),             cmocka_unit_test(test_candidate_overflow_emulated),
         cmocka_unit_test(test_bad_requests), ON_GPU(test_equality),
-        cmocka_unit_test(test_static_prior_answered_on_cpu),
         ON_GPU(test_partial_residency),      ON_GPU(test_fault),
         ON_EMULATED(test_and_by_ranges),     ON_GPU(test_and_by_ranges),
         ON_EMULATED(test_long_queries),      ON_GPU(test_long_queries),

@@ -1,9 +1,11 @@
 /* The GPU's posting layout (gpu/device_layout.c) and the report floor's arithmetic (gpu/posting_decode.h),
  * white-box: every block laid out for the device reads back as the index's own postings (docs, and the tf
  * part the CPU scores with, bit for bit); sizes, alignment and a partial layout; the floor keeps every
- * document that reaches it; and a filter bitmap's words hold exactly the documents the filters pass. Runs on
- * the host, so CI checks what the device reads. */
+ * document that reaches it; score keys order negative scores too; the static prior's score and bounds are the
+ * CPU's; and a filter bitmap's words hold exactly the documents the filters pass. Runs on the host, so CI checks
+ * what the device reads. */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -184,21 +186,69 @@ static void test_prefixes_read_back(void **state) {
  * every such document's key, and no document below it. */
 static void test_floor(void **state) {
     (void)state;
-    const float floor = 12.375f;
-    uint32_t key;
-    memcpy(&key, &floor, sizeof key);
+    const uint32_t key = gpu_float_key(12.375f);
     assert_false(gpu_below_floor(12.375, key));
     assert_false(gpu_below_floor(12.375 * (1.0 - 1e-9), key)); /* a different summation order */
     assert_true(gpu_below_floor(12.37, key));
     assert_false(gpu_below_floor(0.0, 0)); /* no floor */
-    const float above = 12.5f, below = 12.25f;
-    uint32_t above_key, below_key;
-    memcpy(&above_key, &above, sizeof above_key);
-    memcpy(&below_key, &below, sizeof below_key);
+    const uint32_t above_key = gpu_float_key(12.5f), below_key = gpu_float_key(12.25f);
     assert_true(gpu_candidate_key(key, UINT32_MAX - 1) <= gpu_floor_candidate_key(key));
     assert_true(gpu_candidate_key(above_key, UINT32_MAX) <= gpu_floor_candidate_key(key));
     assert_true(gpu_candidate_key(below_key, 0) > gpu_floor_candidate_key(key));
     assert_int_equal(gpu_floor_candidate_key(0), GPU_NO_CANDIDATE);
+    /* a negative floor (a score with a static prior) keeps the scores a hair below it too */
+    const uint32_t negative = gpu_float_key(-3.5f);
+    assert_false(gpu_below_floor(-3.5, negative));
+    assert_false(gpu_below_floor(-3.5 * (1.0 + 1e-9), negative));
+    assert_true(gpu_below_floor(-3.6, negative));
+}
+
+/* Score keys order every score as the floats do, negative ones (a static prior's) included, with 0 never a key
+ * (it stands for none), -0 and +0 one key, and the score read back from a key and from a candidate key; the
+ * one-operation key of a score >= 0 is the same. */
+static void test_score_keys(void **state) {
+    (void)state;
+    static const float scores[] = {-INFINITY, -3e38f, -1e6f, -2.5f, -1.0f, -1e-30f, -1e-45f, 0.0f,
+                                   1e-45f,    1e-30f, 0.5f,   1.0f,  2.5f,  1e6f,   3e38f,  INFINITY};
+    const size_t n = sizeof scores / sizeof *scores;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t key = gpu_float_key(scores[i]);
+        assert_true(key != 0);
+        assert_true(gpu_key_float(key) == scores[i]);
+        assert_true(gpu_candidate_score(gpu_candidate_key(key, 7)) == scores[i]);
+        if (scores[i] >= 0.0f) assert_int_equal(gpu_nonnegative_key(scores[i]), key);
+        if (i > 0) assert_true(gpu_float_key(scores[i - 1]) < key);
+    }
+    assert_int_equal(gpu_float_key(-0.0f), gpu_float_key(0.0f));
+    /* a bound below a negative score's key is below, one at it is not */
+    assert_true(gpu_bound_below(-2.6, gpu_float_key(-2.5f)));
+    assert_false(gpu_bound_below(-2.5, gpu_float_key(-2.5f)));
+    assert_false(gpu_bound_below(-2.5 * (1.0 - 1e-15), gpu_float_key(-2.5f)));
+}
+
+/* The prior's part of a bound is isn_prior_bound's, and a BM25 bound with it is never below a score with the prior
+ * (isn_prior_score) of a document under both, whatever the signs; the report floor of a range takes the prior's
+ * part away from the BM25 a slot must reach, and none where the prior alone may reach the floor. */
+static void test_prior_bounds(void **state) {
+    (void)state;
+    static const float weights[] = {0.25f, 1.0f, 7.5f}, statics[] = {-4.0f, -1e-4f, 0.0f, 1e-4f, 0.5f, 3.0f, 200.0f};
+    for (size_t w = 0; w < 3; w++)
+        for (size_t i = 0; i < sizeof statics / sizeof *statics; i++) {
+            assert_true(gpu_prior_bound(weights[w], statics[i]) == isn_prior_bound(weights[w], statics[i]));
+            for (uint32_t r = 0; r < 2000; r++) {
+                /* a BM25 at its bound, a static score at its own */
+                const double bm25 = support_rng_unit() * 40.0;
+                const float score = gpu_prior_score((float)bm25, weights[w], statics[i]);
+                assert_true(score == isn_prior_score((float)bm25, weights[w], statics[i]));
+                assert_false(gpu_prior_below(bm25, gpu_prior_bound(weights[w], statics[i]), gpu_float_key(score)));
+            }
+        }
+    const uint32_t floor = gpu_float_key(10.0f);
+    assert_true(gpu_prior_floor_value(floor, 4.0) > 5.99 && gpu_prior_floor_value(floor, 4.0) < 6.0);
+    assert_true(gpu_prior_floor_value(floor, -2.0) > 11.99 && gpu_prior_floor_value(floor, -2.0) < 12.0);
+    assert_true(gpu_prior_floor_value(floor, 10.5) == 0.0);
+    assert_true(gpu_prior_floor_value(0, -5.0) == 0.0);
+    assert_true(gpu_prior_floor_value(gpu_float_key(-3.0f), -5.0) > 1.99); /* a negative floor, a more negative prior */
 }
 
 /* Stores value v of document doc in a column of `bits`-bit values from word 0 (gpu_column_stored's layout). */
@@ -274,6 +324,8 @@ int main(void) {
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_prefixes_read_back),
         cmocka_unit_test(test_floor),
+        cmocka_unit_test(test_score_keys),
+        cmocka_unit_test(test_prior_bounds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,8 +3,11 @@
  * lists to prefixes, with either admission; in global order the tail bound settles queries on the device that
  * the same cache without it sends to a CPU completion, a bound scaled up settles none and one scaled down
  * changes answers; admission by visit frequency stays within the budget and settles more of the training
- * log's queries than the capped admission at the same budget. */
+ * log's queries than the capped admission at the same budget. With a dominant static prior (the same corpus with
+ * static scores, in global order, isn_gpu_request.prior_weight 1) the bound with the prior's part settles more
+ * queries than BM25's alone, every answer the CPU's with the prior, and the bound scaled down changes answers. */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,14 +28,14 @@
 #define QUERIES 120
 
 static char tmp_root[] = "/tmp/isn-test-gpu-prefix-bound-XXXXXX";
-static char corpus_path[300];
-static isn_index *global_ix, *input_ix;
+static char corpus_path[300], prior_corpus_path[300];
+static isn_index *global_ix, *input_ix, *prior_ix;
 
 /* Most documents long with each word once (small tf parts); one in 25 short, repeating its words (large
  * ones): in global order those come first, and the tail's bounds are low (test_early_termination's corpus,
  * larger, so that lists span many blocks). */
-static void write_corpus(void) {
-    FILE *f = fopen(corpus_path, "w");
+static void write_corpus(const char *path, bool priors) {
+    FILE *f = fopen(path, "w");
     assert_non_null(f);
     support_rng_seed(41);
     for (uint32_t d = 0; d < DOCS; d++) {
@@ -45,20 +48,27 @@ static void write_corpus(void) {
             const uint32_t repeat = peaked ? 2 + support_rng_below(6) : 1;
             for (uint32_t k = 0; k < repeat; k++) fprintf(f, "%sw%u", w || k ? " " : "", term);
         }
-        fputs("\"}\n", f);
+        fputs("\"", f);
+        if (priors) { /* log-normal, dominant over BM25 for many documents; drawn after the words, so the words are
+                       * the plain corpus's */
+            const double u = support_rng_unit(), v = support_rng_unit();
+            fprintf(f, ", \"prior\": %.9g", 10.0 * exp(2.0 * sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v)));
+        }
+        fputs("}\n", f);
     }
     assert_int_equal(fclose(f), 0);
 }
 
-static isn_index *build(isn_doc_order order, const char *name) {
+static isn_index *build(const char *path, isn_doc_order order, const char *name) {
     char dir[400], err[ISN_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
     isn_build_options o;
     isn_build_options_default(&o);
     o.progress = false;
     o.order = order;
+    if (path == prior_corpus_path) snprintf(o.static_score_field, sizeof o.static_score_field, "prior");
     isn_build_summary s;
-    if (isn_build_from_file(corpus_path, dir, &o, &s, err, sizeof err) != 0) fail_msg("build %s: %s", name, err);
+    if (isn_build_from_file(path, dir, &o, &s, err, sizeof err) != 0) fail_msg("build %s: %s", name, err);
     isn_index *ix = isn_index_open(dir, err, sizeof err);
     if (!ix) fail_msg("open %s: %s", name, err);
     return ix;
@@ -135,16 +145,19 @@ typedef struct {
     uint32_t mismatches, on_prefixes, completed, avoided, settled, cpu;
 } outcome;
 
-/* The log on the backend, every answer compared with the CPU's (mismatches counted, not failed on: the
- * loosened bound's test expects some). */
-static outcome run_log(isn_gpu_backend *b, isn_index *ix, const query_log *log, uint32_t k, isn_mode mode) {
+/* The log on the backend with a static prior of weight w (0: none), every answer compared with the CPU's
+ * (mismatches counted, not failed on: the loosened bound's test expects some). */
+static outcome run_log_weighted(isn_gpu_backend *b, isn_index *ix, const query_log *log, uint32_t k, isn_mode mode,
+                                float w) {
     static isn_gpu_request req[QUERIES];
     static isn_hit got[QUERIES][1000], want[1000];
     isn_searcher *s = isn_searcher_new(ix);
     for (uint32_t q = 0; q < log->n; q++) {
-        req[q] = (isn_gpu_request){.query = &log->queries[q], .mode = mode, .k = k, .hits = got[q]};
+        req[q] = (isn_gpu_request){.query = &log->queries[q], .mode = mode, .k = k, .prior_weight = w,
+                                   .threshold_with_prior = true, .hits = got[q]};
         uint32_t probed = 0;
-        if (mode == ISN_MODE_OR) req[q].threshold = isn_threshold_probe(ix, &log->queries[q], k, NULL, 0, NULL, &probed);
+        if (mode == ISN_MODE_OR)
+            req[q].threshold = isn_threshold_probe_prior(ix, &log->queries[q], k, w, NULL, 0, NULL, &probed);
     }
     isn_gpu_batch_stats st;
     char err[ISN_ERR_LEN];
@@ -157,6 +170,7 @@ static outcome run_log(isn_gpu_backend *b, isn_index *ix, const query_log *log, 
         isn_search_options_default(&o);
         o.k = k;
         o.mode = mode;
+        o.prior_weight = w;
         uint32_t n = 0;
         assert_int_equal(isn_search(s, &log->queries[q], &o, want, &n, NULL, err, sizeof err), 0);
         bool same = req[q].num_hits == n;
@@ -165,6 +179,10 @@ static outcome run_log(isn_gpu_backend *b, isn_index *ix, const query_log *log, 
     }
     isn_searcher_free(s);
     return out;
+}
+
+static outcome run_log(isn_gpu_backend *b, isn_index *ix, const query_log *log, uint32_t k, isn_mode mode) {
+    return run_log_weighted(b, ix, log, k, mode, 0.0f);
 }
 
 /* Equality with the CPU in both orders, both admissions, OR and AND, k 10 and 1,000, at a fifth of the
@@ -233,6 +251,40 @@ static void test_bound_settles_and_a_wrong_bound_is_caught(void **state) {
     assert_true(tight.mismatches > 0);
 }
 
+/* A dominant static prior in global order: the tail bound with the prior's part (isn_prior_bound of the static
+ * scores' suffix maximum) settles more of the same cache's queries than BM25's bound at weight 0, OR and AND, k 10
+ * and 1,000, every answer the CPU's with the prior; scaled down to a third it is no bound and answers change. */
+static void test_prior_bound_settles_and_a_wrong_one_is_caught(void **state) {
+    (void)state;
+    static query_log train, log;
+    make_log(prior_ix, 1, &train);
+    make_log(prior_ix, 2, &log);
+    uint32_t settled[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++)
+        for (uint32_t k = 10; k <= 1000; k *= 100) {
+            const isn_mode m = mode ? ISN_MODE_AND : ISN_MODE_OR;
+            isn_gpu_backend *b = open_cache(prior_ix, 0.2, ISN_GPU_ADMIT_CAPPED, &train, k, m);
+            for (int with = 0; with < 2; with++) {
+                const outcome o = run_log_weighted(b, prior_ix, &log, k, m, with ? 1.0f : 0.0f);
+                print_message("dominant prior, %s k=%u, weight %d: %u on prefixes, %u completed on the CPU, %u settled "
+                              "by the bound (%u in all), %u mismatches\n",
+                              mode ? "AND" : "OR", k, with, o.on_prefixes, o.completed, o.avoided, o.settled,
+                              o.mismatches);
+                assert_int_equal(o.mismatches, 0);
+                settled[with] += o.avoided;
+            }
+            isn_gpu_close(b);
+        }
+    assert_true(settled[1] > settled[0]);
+    setenv("ISN_GPU_TAIL_BOUND_PERCENT", "30", 1);
+    isn_gpu_backend *b = open_cache(prior_ix, 0.2, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    const outcome tight = run_log_weighted(b, prior_ix, &log, 10, ISN_MODE_OR, 1.0f);
+    isn_gpu_close(b);
+    unsetenv("ISN_GPU_TAIL_BOUND_PERCENT");
+    print_message("dominant prior, the bound x0.3: %u settled, %u mismatches\n", tight.avoided, tight.mismatches);
+    assert_true(tight.mismatches > 0);
+}
+
 /* Admission by visit frequency, trained on the log it then serves (k 10, OR): within the budget, and more of
  * that log's queries settled on the device than under the capped admission at the same budget; admitting the
  * queries' visited blocks whole, cheapest first, answers at least as many without CPU work. */
@@ -272,9 +324,12 @@ static void test_visit_admission(void **state) {
 static int setup(void **state) {
     (void)state;
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.jsonl", tmp_root);
-    write_corpus();
-    global_ix = build(ISN_ORDER_GLOBAL, "global");
-    input_ix = build(ISN_ORDER_INPUT, "input");
+    snprintf(prior_corpus_path, sizeof prior_corpus_path, "%s/prior-corpus.jsonl", tmp_root);
+    write_corpus(corpus_path, false);
+    write_corpus(prior_corpus_path, true);
+    global_ix = build(corpus_path, ISN_ORDER_GLOBAL, "global");
+    input_ix = build(corpus_path, ISN_ORDER_INPUT, "input");
+    prior_ix = build(prior_corpus_path, ISN_ORDER_GLOBAL, "prior-global");
     return 0;
 }
 
@@ -282,6 +337,7 @@ static int cleanup(void **state) {
     (void)state;
     isn_index_close(global_ix);
     isn_index_close(input_ix);
+    isn_index_close(prior_ix);
     return support_remove_tree(tmp_root);
 }
 
@@ -290,6 +346,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equality_on_prefixes),
         cmocka_unit_test(test_bound_settles_and_a_wrong_bound_is_caught),
+        cmocka_unit_test(test_prior_bound_settles_and_a_wrong_one_is_caught),
         cmocka_unit_test(test_visit_admission),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
