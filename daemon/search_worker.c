@@ -216,8 +216,8 @@ static void pack_reply(search_worker *w, search_job *job, const isn_search_stats
             isn_query_structure_describe(w->searcher, query, tree, 1024);
             debug.query_tree = tree;
         }
-        /* the GPU takes required, excluded and filtered trees; phrases and field: clauses need positions, and
-         * a static prior is added on the CPU alone */
+        /* the GPU takes required, excluded and filtered trees; phrases and field: clauses need positions, and a
+         * static prior needs finite static scores resident beside the postings */
         const char *why = NULL;
         if (!isn_gpu_takes_search(query, job->prior_weight, &why)) debug.cpu_reason = (char *)why;
         response.debug = &debug;
