@@ -18,35 +18,6 @@ static harness with_prior, without_prior;
 /* A signed static score per document, spread over [-2, 8): large enough beside BM25 to reorder hits. */
 static float static_score_of(uint32_t doc) { return (float)((doc * 7919u) % 1000u) / 100.0f - 2.0f; }
 
-static void build_prior_index(const char *dir) {
-    isn_build_options options;
-    isn_build_options_default(&options);
-    options.num_fields = 2;
-    strcpy(options.fields[0], "title");
-    strcpy(options.fields[1], "body");
-    strcpy(options.static_score_field, "rank");
-    options.order = ISN_ORDER_GLOBAL;
-    options.progress = false;
-    isn_builder *builder = isn_builder_new(&options);
-    assert_non_null(builder);
-    char err[ISN_ERR_LEN], id[32], title[256], body[4096];
-    harness_seed(42);
-    for (uint32_t d = 0; d < NUM_DOCS; d++) {
-        snprintf(id, sizeof id, "doc-%05u", d);
-        size_t tn = 0, bn = 0;
-        for (uint32_t i = 0, n = 2 + harness_random(4); i < n; i++)
-            tn += (size_t)snprintf(title + tn, sizeof title - tn, "%s ", harness_word());
-        for (uint32_t i = 0, n = 5 + harness_random(60); i < n && bn < sizeof body - 32; i++)
-            bn += (size_t)snprintf(body + bn, sizeof body - bn, "%s ", harness_word());
-        const char *fields[2] = {title, body};
-        size_t lens[2] = {tn, bn};
-        if (isn_builder_add(builder, id, fields, lens, static_score_of(d), err, sizeof err) != 0) fail_msg("%s", err);
-    }
-    isn_build_summary summary;
-    if (isn_builder_write(builder, dir, &summary, err, sizeof err) != 0) fail_msg("%s", err);
-    isn_builder_free(builder);
-}
-
 /* The server's hits for `text` against the offline engine's with prior_weight; true when the top k with
  * the prior differs from BM25's alone (the weight reached the search). */
 static bool same_hits_as_offline(isn_grpc_client *client, isn_index *index, isn_searcher *searcher, const char *text) {
@@ -115,7 +86,7 @@ int main(int argc, char **argv) {
     (void)argc;
     harness_init(&with_prior, argv[0]);
     harness_init(&without_prior, argv[0]);
-    build_prior_index(with_prior.index_dir);
+    harness_build_scored_index(&with_prior, NUM_DOCS, static_score_of);
     harness_build_index(&without_prior, 500);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_answers_with_the_prior),

@@ -68,13 +68,19 @@ const char *harness_word(void) {
     return HARNESS_WORDS[rank];
 }
 
-void harness_build_index(harness *h, uint32_t num_docs) {
+void harness_build_index(harness *h, uint32_t num_docs) { harness_build_scored_index(h, num_docs, NULL); }
+
+void harness_build_scored_index(harness *h, uint32_t num_docs, float (*static_score)(uint32_t doc)) {
     isn_build_options options;
     isn_build_options_default(&options);
     options.num_fields = 2;
     strcpy(options.fields[0], "title");
     strcpy(options.fields[1], "body");
     options.progress = false;
+    if (static_score) {
+        strcpy(options.static_score_field, "rank");
+        options.order = ISN_ORDER_GLOBAL;
+    }
     isn_builder *builder = isn_builder_new(&options);
     if (!builder) {
         fprintf(stderr, "harness: isn_builder_new failed\n");
@@ -91,7 +97,7 @@ void harness_build_index(harness *h, uint32_t num_docs) {
             bn += (size_t)snprintf(body + bn, sizeof body - bn, "%s ", harness_word());
         const char *fields[2] = {title, body};
         size_t lens[2] = {tn, bn};
-        if (isn_builder_add(builder, id, fields, lens, 0.0f, err, sizeof err) != 0) {
+        if (isn_builder_add(builder, id, fields, lens, static_score ? static_score(d) : 0.0f, err, sizeof err) != 0) {
             fprintf(stderr, "harness: isn_builder_add: %s\n", err);
             exit(1);
         }

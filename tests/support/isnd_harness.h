@@ -44,6 +44,9 @@ void harness_seed(uint64_t seed);
 uint32_t harness_random(uint32_t bound);
 const char *harness_word(void);
 void harness_build_index(harness *h, uint32_t num_docs);
+/* The same documents with static_score(doc) as each one's static score, in global order (isn-index build
+ * --static-score rank --order global); NULL: harness_build_index's index. */
+void harness_build_scored_index(harness *h, uint32_t num_docs, float (*static_score)(uint32_t doc));
 void harness_dump_log(const harness *h);
 bool harness_log_has(const harness *h, const char *needle);
 /* Waits up to timeout_ms for a log line with `needle`: its line number (from 1), or 0 when none came. */
