@@ -299,6 +299,23 @@ static void test_answers_equal_the_cpu(void **state) {
         }
 }
 
+static bool same_work(const isn_gpu_batch_stats *a, const isn_gpu_batch_stats *b) {
+    return a->ranges_scored == b->ranges_scored && a->ranges_pruned == b->ranges_pruned &&
+           a->ranges_rescored == b->ranges_rescored && a->postings_scored == b->postings_scored &&
+           a->postings_decoded == b->postings_decoded && a->blocks_skipped == b->blocks_skipped &&
+           a->candidates == b->candidates && a->reports == b->reports && a->bound_settled == b->bound_settled &&
+           memcmp(a->accumulator_queries, b->accumulator_queries, sizeof a->accumulator_queries) == 0;
+}
+
+static void print_work(const char *what, const isn_gpu_batch_stats *st) {
+    printf("  %s: ranges scored %llu pruned %llu rescored %llu, postings scored %llu decoded %llu, blocks skipped "
+           "%llu, candidates %llu, reports %llu, bound settled %llu\n",
+           what, (unsigned long long)st->ranges_scored, (unsigned long long)st->ranges_pruned,
+           (unsigned long long)st->ranges_rescored, (unsigned long long)st->postings_scored,
+           (unsigned long long)st->postings_decoded, (unsigned long long)st->blocks_skipped,
+           (unsigned long long)st->candidates, (unsigned long long)st->reports, (unsigned long long)st->bound_settled);
+}
+
 /* Weight 0 on a partition with static scores: the answers and every counter of the device's work are those of
  * the same partition without them. */
 static void test_weight_zero_is_unchanged(void **state) {
@@ -324,15 +341,27 @@ static void test_weight_zero_is_unchanged(void **state) {
                 assert_int_equal(a.requests[q].num_hits, b.requests[q].num_hits);
                 assert_memory_equal(a.hits[q], b.hits[q], a.requests[q].num_hits * sizeof(isn_hit));
             }
-            assert_true(sa.ranges_scored == sb.ranges_scored && sa.ranges_pruned == sb.ranges_pruned &&
-                        sa.ranges_rescored == sb.ranges_rescored && sa.postings_scored == sb.postings_scored &&
-                        sa.postings_decoded == sb.postings_decoded && sa.blocks_skipped == sb.blocks_skipped &&
-                        sa.candidates == sb.candidates && sa.reports == sb.reports &&
-                        sa.bound_settled == sb.bound_settled);
-            assert_memory_equal(sa.accumulator_queries, sb.accumulator_queries, sizeof sa.accumulator_queries);
+            const char *how = pruning == ISN_GPU_PRUNE_ALWAYS ? "pruned" : "exhaustive";
+            if (!same_work(&sa, &sb)) {
+                /* A real device's pruning races (a range's reports raise the floor the others read while they
+                 * run), so its counters may differ between two runs of one batch: then only the answers are
+                 * compared. The emulated device runs the same algorithm in a fixed order. */
+                isn_gpu_batch_stats again;
+                support_rng_seed(7 + k);
+                batch_fill(&b, &without, BATCH, k, 0.0f, false);
+                run_batch(bo, &b, &again);
+                if (emulate || same_work(&sb, &again)) {
+                    print_work("with static scores", &sa);
+                    print_work("without", &sb);
+                    fail_msg("weight 0, %s, k %u: the device's work differs with static scores", how, k);
+                }
+                printf("GPU weight 0, %s, k %u: the same answers with and without static scores; the device's "
+                       "counters differ between two runs of one batch here, so they are not compared\n", how, k);
+                continue;
+            }
             printf("%s weight 0, %s, k %u: the same answers and work with and without static scores (%llu postings "
                    "scored, %llu ranges pruned, %u bound passes)\n",
-                   emulate ? "emulated" : "GPU", pruning == ISN_GPU_PRUNE_ALWAYS ? "pruned" : "exhaustive", k,
+                   emulate ? "emulated" : "GPU", how, k,
                    (unsigned long long)sa.postings_scored, (unsigned long long)sa.ranges_pruned,
                    sa.accumulator_queries[ISN_GPU_ACC_BOUNDS]);
         }
@@ -471,7 +500,8 @@ static void test_long_queries_and_and_by_ranges(void **state) {
                 support_rng_seed(73 + i + 2 * (uint64_t)pass);
                 for (size_t wi = 1; wi < sizeof weights / sizeof *weights; wi++)
                     for (uint32_t k = 10; k <= 1000; k *= 100) {
-                        batch_fill(&bt, &ix, emulate ? 10 : BATCH, k, weights[wi], k == 10);
+                        /* long queries: as many as one batch's term budget holds on the device */
+                        batch_fill(&bt, &ix, emulate ? 10 : long_terms ? 24 : BATCH, k, weights[wi], k == 10);
                         uint32_t longest = 0;
                         for (uint32_t q = 0; q < bt.n; q++)
                             longest = bt.queries[q].num_terms > longest ? bt.queries[q].num_terms : longest;
