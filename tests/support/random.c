@@ -1,5 +1,7 @@
 #include "tests/support/random.h"
 
+#include <math.h>
+
 static uint64_t rng_state;
 
 void support_rng_seed(uint64_t seed) { rng_state = seed; }
@@ -14,3 +16,18 @@ uint64_t support_rng_next(void) {
 uint32_t support_rng_below(uint64_t bound) { return bound ? (uint32_t)(support_rng_next() % bound) : 0; }
 
 double support_rng_unit(void) { return (double)(support_rng_next() >> 11) / 9007199254740992.0; }
+
+double support_rng_normal(void) {
+    double u = support_rng_unit(), v = support_rng_unit();
+    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
+}
+
+uint32_t support_pick_cdf(const double *cdf, uint32_t n, double target) {
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cdf[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}

@@ -11,5 +11,10 @@ uint64_t support_rng_next(void);
 uint32_t support_rng_below(uint64_t bound);
 /* Uniform in [0, 1), 53 random bits. */
 double support_rng_unit(void);
+/* Standard normal (Box-Muller over two support_rng_unit draws). */
+double support_rng_normal(void);
+/* The first i in [0, n) with cdf[i] >= target (cdf non-decreasing; n - 1 when none): a draw from the
+ * distribution whose running sums cdf holds, with target uniform in [0, cdf[n - 1]). */
+uint32_t support_pick_cdf(const double *cdf, uint32_t n, double target);
 
 #endif

@@ -39,21 +39,7 @@ static const char *const langs[] = {"en", "de", "fr"};
 
 static double word_cdf[VOCAB];
 
-static uint32_t zipf_word(void) {
-    double u = support_rng_unit();
-    uint32_t lo = 0, hi = VOCAB - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (word_cdf[mid] < u) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-static double normal(void) {
-    double u = support_rng_unit(), v = support_rng_unit();
-    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
-}
+static uint32_t zipf_word(void) { return support_pick_cdf(word_cdf, VOCAB, support_rng_unit()); }
 
 /* BM25 on this corpus stays below ~40: a dominant prior decides most of a top k, a tiny one breaks ties. */
 static float draw_prior(prior_kind kind) {
@@ -61,7 +47,7 @@ static float draw_prior(prior_kind kind) {
     case PRIOR_TIES: return (float)support_rng_below(4) * 0.5f;
     case PRIOR_SIGNED: return ((float)support_rng_below(33) - 16.0f) * 0.25f;
     case PRIOR_NEGATIVE: return -(float)support_rng_below(17) * 0.25f; /* every score at most its BM25 */
-    case PRIOR_DOMINANT: return (float)(10.0 * exp(2.0 * normal()));
+    case PRIOR_DOMINANT: return (float)(10.0 * exp(2.0 * support_rng_normal()));
     case PRIOR_TINY: return (float)(support_rng_unit() * 1e-4);
     default: return 0.0f;
     }

@@ -51,26 +51,14 @@ static char words[VOCABULARY][8];
 static double word_cdf[VOCABULARY];
 
 static uint16_t zipf_word(void) {
-    double u = support_rng_unit() * word_cdf[VOCABULARY - 1];
-    uint16_t lo = 0, hi = VOCABULARY - 1;
-    while (lo < hi) {
-        uint16_t mid = (uint16_t)((lo + hi) / 2);
-        if (word_cdf[mid] < u) lo = (uint16_t)(mid + 1);
-        else hi = mid;
-    }
-    return lo;
-}
-
-static double normal(void) {
-    double u = support_rng_unit(), v = support_rng_unit();
-    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
+    return (uint16_t)support_pick_cdf(word_cdf, VOCABULARY, support_rng_unit() * word_cdf[VOCABULARY - 1]);
 }
 
 static float draw_prior(prior_kind kind) {
     switch (kind) {
     case PRIOR_TIES: return (float)support_rng_below(4) * 0.5f; /* 0, 0.5, 1, 1.5: ties everywhere */
     case PRIOR_SIGNED: return ((float)support_rng_below(33) - 16.0f) * 0.25f; /* -4 .. 4, zeros included */
-    case PRIOR_DOMINANT: return (float)(10.0 * exp(2.0 * normal())); /* BM25 here stays below ~30 */
+    case PRIOR_DOMINANT: return (float)(10.0 * exp(2.0 * support_rng_normal())); /* BM25 here stays below ~30 */
     case PRIOR_TINY: return (float)(support_rng_unit() * 1e-4);
     default: return 0.0f;
     }
