@@ -20,6 +20,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "scheduler/scheduler_internal.h"
+#include "tests/support/gpu_device.h"
 #include "tests/support/index_builder.h"
 #include "tests/support/random.h"
 
@@ -204,13 +205,6 @@ static uint32_t search_checked(isn_gpu_backend *b, batch *bt, uint32_t k, isn_gp
     return batch_check(bt, k);
 }
 
-static bool have_gpu(void) {
-    char err[256];
-    if (isn_gpu_device_count(err, sizeof err) > 0) return true;
-    printf("real-GPU checks skipped: no GPU (%s backend: %s)\n", isn_gpu_backend_name(), err);
-    return false;
-}
-
 /* The checks run on both devices take theirs from the test's state: the emulated device always, a
  * real GPU where there is one (skipped otherwise). */
 static const bool EMULATED = true, REAL_GPU = false;
@@ -219,7 +213,7 @@ static const bool EMULATED = true, REAL_GPU = false;
 
 static bool device_under_test(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     return emulate;
 }
 
@@ -299,7 +293,7 @@ static void set_env(const char *name, const char *value) {
  * the same answers as one allocation: every region of this small index in pieces here. */
 static void test_device_memory_in_pieces(void **state) {
     (void)state;
-    if (!have_gpu()) skip();
+    if (!support_have_gpu()) skip();
     set_env("ISN_GPU_PIECES_FROM_MIB", "0");
     check_equality(false, ISN_GPU_PRUNE_ALWAYS);
     set_env("ISN_GPU_PIECES_FROM_MIB", NULL);
@@ -313,7 +307,7 @@ static void test_device_memory_in_pieces(void **state) {
  * floor are those at k = 10 (at k = 1,000 none has one), so the report paths are checked there. */
 static void test_accumulator_layouts(void **state) {
     (void)state;
-    if (!have_gpu()) skip();
+    if (!support_have_gpu()) skip();
     set_env("ISN_GPU_BOUND_PASS", "0"); /* its queries would take the bound pass (test_bound_pass) */
     static const struct {
         const char *narrow, *compact, *dense_floor, *crossing_log;
@@ -417,7 +411,7 @@ static void test_bound_pass(void **state) {
  * scored, in every kernel: pruned and exhaustive, OR and AND (by probing and by ranges), and every
  * accumulator layout and report path (test_accumulator_layouts). The answers are the CPU's in each. */
 static void test_ranges_carry_over(void **state) {
-    if (!have_gpu()) skip();
+    if (!support_have_gpu()) skip();
     set_env("ISN_GPU_MIN_RANGES_PER_BLOCK", "64");
     check_equality(false, ISN_GPU_PRUNE_ALWAYS);
     check_equality(false, ISN_GPU_PRUNE_NEVER);
@@ -433,7 +427,7 @@ static void test_ranges_carry_over(void **state) {
  * sort (ISN_GPU_SEGMENTED_SORT=1 forces it); the answers are the CPU's either way. */
 static void test_sort_paths(void **state) {
     (void)state;
-    if (!have_gpu()) skip();
+    if (!support_have_gpu()) skip();
     static const uint32_t ks[] = {10, 1000, 5000};
     static batch bt;
     for (int segmented = 0; segmented < 2; segmented++) {

@@ -24,6 +24,7 @@
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tests/support/gpu_device.h"
 #include "tests/support/index_builder.h"
 #include "tests/support/random.h"
 
@@ -91,18 +92,11 @@ static void build(support_index *ix, prior_kind kind, isn_doc_order order, uint6
     assert_int_equal(isn_index_get_info(ix->index)->num_docs, NUM_DOCS);
 }
 
-static bool have_gpu(void) {
-    char err[256];
-    if (isn_gpu_device_count(err, sizeof err) > 0) return true;
-    printf("real-GPU checks skipped: no GPU (%s backend: %s)\n", isn_gpu_backend_name(), err);
-    return false;
-}
-
 static const bool EMULATED = true, REAL_GPU = false;
 
 static bool device_under_test(void **state) {
     const bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     return emulate;
 }
 

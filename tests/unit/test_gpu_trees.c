@@ -23,6 +23,7 @@
 #include "gpu/gpu.h"
 #include "index/index.h"
 #include "ranking/ranking.h"
+#include "tests/support/gpu_device.h"
 #include "tests/support/index_builder.h"
 #include "tests/support/random.h"
 
@@ -118,13 +119,6 @@ static void random_query_make(random_query *q, bool filters_only, const char *on
         memcpy(q->filter_said[f], t, sizeof q->filter_said[f]);
         assert_int_equal(isn_filter_parse(t, &q->filters[f], q->values[f], 8), 0);
     }
-}
-
-static bool have_gpu(void) {
-    char err[256];
-    if (isn_gpu_device_count(err, sizeof err) > 0) return true;
-    printf("real-GPU checks skipped: no GPU (%s backend: %s)\n", isn_gpu_backend_name(), err);
-    return false;
 }
 
 static const bool EMULATED = true, REAL_GPU = false;
@@ -264,7 +258,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
 
 static void test_trees_equal_the_cpu(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const uint32_t ks[] = {10, MAX_K};
     for (int mode = 0; mode < 2; mode++)
         for (size_t i = 0; i < 2; i++)
@@ -281,7 +275,7 @@ static void test_trees_equal_the_cpu(void **state) {
  * emulated device runs their logic on doubles); AND probes the rarest list, or takes the range passes. */
 static void test_filtered_bags_take_the_fast_path(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const uint32_t ks[] = {10, 32, MAX_K};
     for (size_t i = 0; i < 3; i++)
         for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
@@ -324,7 +318,7 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
  * the seed too and must still answer as the CPU does (the device does not prune them). */
 static void test_filtered_bags_take_the_seed(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const uint32_t ks[] = {10, 32};
     for (size_t i = 0; i < 2; i++)
         for (int p = ISN_GPU_PRUNE_ALWAYS; p <= ISN_GPU_PRUNE_NEVER; p++) {
@@ -351,7 +345,7 @@ static void test_filtered_bags_take_the_seed(void **state) {
  * and a value list, pruned and not. */
 static void test_filter_bitmaps_are_kept(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const char *const filters[] = {"section=games", "section!=libs", "year>=2010", "section in {net, web}",
                                           "year<2000"};
     for (size_t f = 0; f < sizeof filters / sizeof *filters; f++)
@@ -373,7 +367,7 @@ static void test_filter_bitmaps_are_kept(void **state) {
  * a document the filter keeps; without the skip each scored every range its lists reach, about 15. */
 static void test_filters_skip_ranges_they_keep_nothing_of(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const struct {
         const char *filter;
         uint32_t ranges; /* of GPU_RANGE_DOCS documents (8,192) holding a document it keeps */
@@ -411,7 +405,7 @@ static void test_filters_skip_ranges_they_keep_nothing_of(void **state) {
  * (ISN_GPU_ZONE_MAPS=0), for the same queries and the same answers. */
 static void test_filtered_report_lists_fit_the_kept_ranges(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     isn_gpu_batch_stats zoned, unzoned;
     for (int z = 0; z < 2; z++) {
         if (z == 0) setenv("ISN_GPU_ZONE_MAPS", "0", 1);
@@ -431,7 +425,7 @@ static void test_filtered_report_lists_fit_the_kept_ranges(void **state) {
  * answers them on the CPU with that reason. */
 static void test_phrases_go_to_the_cpu(void **state) {
     bool emulate = *(const bool *)*state;
-    if (!emulate && !have_gpu()) skip();
+    if (!emulate && !support_have_gpu()) skip();
     static const char *const texts[] = {"\"w1 w2\" w3", "body:w1 +w2"};
     char err[ISN_ERR_LEN];
     isn_gpu_options o;
