@@ -563,20 +563,15 @@ static int send_pending(isn_grpc_client *client) {
 
 static void watch_update(isn_grpc_client *client);
 
-static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
-    if (client->failed) return isn_error(err, err_len, "connection failed: %s", client->error);
-    if (send_pending(client) < 0) {
-        fail_connection(client, "send failed");
-        return isn_error(err, err_len, "connection failed: %s", client->error);
-    }
-    struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
-    if (client->out_sent < client->out_len) pfd.events |= POLLOUT;
-    int rc = poll(&pfd, 1, timeout_ms);
-    if (rc < 0 && errno != EINTR) {
-        fail_connection(client, strerror(errno));
-        return isn_error(err, err_len, "poll failed: %s", client->error);
-    }
-    if (rc > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+static int send_or_fail(isn_grpc_client *client, char *err, size_t err_len) {
+    if (send_pending(client) == 0) return 0;
+    fail_connection(client, "send failed");
+    return isn_error(err, err_len, "connection failed: %s", client->error);
+}
+
+/* Reads what the socket holds (its poll said `revents`), then sends what that queued. */
+static int take_ready_input(isn_grpc_client *client, short revents, char *err, size_t err_len) {
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
         uint8_t buf[READ_CHUNK];
         for (;;) {
             ssize_t r = recv(client->fd, buf, sizeof buf, 0);
@@ -600,11 +595,20 @@ static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t 
             return isn_error(err, err_len, "read failed: %s", client->error);
         }
     }
-    if (send_pending(client) < 0) {
-        fail_connection(client, "send failed");
-        return isn_error(err, err_len, "connection failed: %s", client->error);
+    return send_or_fail(client, err, err_len);
+}
+
+static int poll_once(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
+    if (client->failed) return isn_error(err, err_len, "connection failed: %s", client->error);
+    if (send_or_fail(client, err, err_len) < 0) return -1;
+    struct pollfd pfd = {.fd = client->fd, .events = POLLIN};
+    if (client->out_sent < client->out_len) pfd.events |= POLLOUT;
+    int rc = poll(&pfd, 1, timeout_ms);
+    if (rc < 0 && errno != EINTR) {
+        fail_connection(client, strerror(errno));
+        return isn_error(err, err_len, "poll failed: %s", client->error);
     }
-    return 0;
+    return take_ready_input(client, rc > 0 ? pfd.revents : 0, err, err_len);
 }
 
 int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len) {
@@ -612,6 +616,15 @@ int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err
     if (client->watch) watch_update(client);
     return rc;
 }
+
+int isn_grpc_service(isn_grpc_client *client, short revents, char *err, size_t err_len) {
+    int rc = client->failed ? isn_error(err, err_len, "connection failed: %s", client->error)
+                            : take_ready_input(client, revents, err, err_len);
+    if (client->watch) watch_update(client);
+    return rc;
+}
+
+bool isn_grpc_wants_write(const isn_grpc_client *client) { return client->out_sent < client->out_len; }
 
 int isn_grpc_wait(isn_grpc_client *client, isn_grpc_client_call *call, int timeout_ms, char *err, size_t err_len) {
     int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;

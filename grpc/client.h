@@ -61,6 +61,12 @@ isn_grpc_client_call *isn_grpc_start(isn_grpc_client *client, const isn_grpc_req
 /* Sends what is queued, waits up to timeout_ms for input (0 = do not wait), processes it.
  * 0, or -1 with err when the connection failed (every unfinished call is then done, with grpc_status -1). */
 int isn_grpc_poll(isn_grpc_client *client, int timeout_ms, char *err, size_t err_len);
+/* isn_grpc_poll for a caller that polls many connections itself: `revents` is what its poll reported for
+ * this one (0: nothing to read, only send what is queued). It makes no poll call of its own, so a load
+ * generator pays one poll per wait, not one per connection. 0, or -1 with err as isn_grpc_poll. */
+int isn_grpc_service(isn_grpc_client *client, short revents, char *err, size_t err_len);
+/* Queued bytes the socket has not taken yet: poll this connection for POLLOUT too. */
+bool isn_grpc_wants_write(const isn_grpc_client *client);
 bool isn_grpc_client_call_done(const isn_grpc_client_call *call);
 /* When the call completed: the time (isn_now_ns) the client read the bytes that completed it, as it read
  * them and before it took in the rest of that read; for a call that failed, when it failed. 0 while not done. */

@@ -101,13 +101,16 @@ void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < pool->size; i++) {
         if (!pool->slots[i].client || pool->slots[i].inflight == 0) continue;
-        pool->fds[n] = (struct pollfd){.fd = isn_grpc_fd(pool->slots[i].client), .events = POLLIN};
+        isn_grpc_client *client = pool->slots[i].client;
+        pool->fds[n] = (struct pollfd){.fd = isn_grpc_fd(client), .events = POLLIN};
+        if (isn_grpc_wants_write(client)) pool->fds[n].events |= POLLOUT;
         pool->fd_slots[n++] = i;
     }
     struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
-    ppoll(pool->fds, n, &ts, NULL);
+    if (ppoll(pool->fds, n, &ts, NULL) <= 0) return;
     char err[256];
-    for (uint32_t j = 0; j < n; j++) isn_grpc_poll(pool->slots[pool->fd_slots[j]].client, 0, err, sizeof err);
+    for (uint32_t j = 0; j < n; j++)
+        if (pool->fds[j].revents) isn_grpc_service(pool->slots[pool->fd_slots[j]].client, pool->fds[j].revents, err, sizeof err);
 }
 
 int isn_grpc_is_loopback(const char *host_port, char *err, size_t err_len) {

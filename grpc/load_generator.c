@@ -97,7 +97,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
 /* Sends what issue() started: now, not at the next wait; once per connection for a burst of them. */
 static void send_started(load_run *run) {
     char err[256];
-    for (uint32_t i = 0; i < run->num_unsent; i++) isn_grpc_poll(run->unsent[i], 0, err, sizeof err);
+    for (uint32_t i = 0; i < run->num_unsent; i++) isn_grpc_service(run->unsent[i], 0, err, sizeof err);
     run->num_unsent = 0;
 }
 

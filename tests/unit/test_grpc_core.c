@@ -2,6 +2,7 @@
  * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
  * isn_grpc_client_watch. Checks replies, statuses, when the client saw each call done, per-call app
  * storage reuse, abandoned calls, and that a drain ends with on_drained. */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -250,6 +251,61 @@ static void test_server_core_and_watched_client(void **state) {
     assert_true(app.released >= NUM_CALLS); /* each call once, and the pooled ones again when freed */
 }
 
+/* A client serviced by its caller's own poll (isn_grpc_service, as the load generator's pool does): revents 0
+ * sends what is queued and reads nothing; the replies are taken in only when the caller's poll saw input. */
+typedef struct {
+    client_side side;
+    uint32_t services, serviced_with_input;
+} serviced_side;
+
+static void service_from_idle(uv_idle_t *idle) {
+    serviced_side *s = idle->data;
+    char err[256];
+    struct pollfd pfd = {.fd = isn_grpc_fd(s->side.client), .events = POLLIN};
+    if (isn_grpc_wants_write(s->side.client)) pfd.events |= POLLOUT;
+    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
+    assert_int_equal(isn_grpc_service(s->side.client, revents, err, sizeof err), 0);
+    s->services++;
+    if (revents & POLLIN) s->serviced_with_input++;
+    for (int i = 0; i < NUM_CALLS; i++)
+        if (!isn_grpc_client_call_done(s->side.calls[i])) return;
+    s->side.finished = true;
+    isn_grpc_server_drain(s->side.app->server);
+    isn_grpc_close(s->side.client);
+    s->side.client = NULL;
+    uv_idle_stop(idle);
+    uv_close((uv_handle_t *)idle, NULL);
+}
+
+static void test_client_serviced_by_its_callers_poll(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80], err[256];
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    app.later_ms = 1;
+    serviced_side s = {.side = {.app = &app}};
+    s.side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(s.side.client);
+    for (int i = 0; i < NUM_CALLS; i++) s.side.calls[i] = start(s.side.client, "/test.Echo/Echo", i % 2 ? "odd" : "even");
+    /* nothing is read here: no call can be done before the server ran */
+    assert_int_equal(isn_grpc_service(s.side.client, 0, err, sizeof err), 0);
+    assert_false(isn_grpc_wants_write(s.side.client)); /* the socket took the few requests at once */
+    for (int i = 0; i < NUM_CALLS; i++) assert_false(isn_grpc_client_call_done(s.side.calls[i]));
+    uv_idle_t idle;
+    uv_idle_init(&loop, &idle);
+    idle.data = &s;
+    uv_idle_start(&idle, service_from_idle);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_true(s.side.finished);
+    assert_true(s.serviced_with_input >= 1);
+    for (int i = 0; i < NUM_CALLS; i++) {
+        expect(s.side.calls[i], ISN_GRPC_STATUS_OK, i % 2 ? "odd" : "even", NULL);
+        isn_grpc_client_call_free(s.side.calls[i]);
+    }
+    echo_server_free(&app);
+}
+
 /* A held call whose client goes away: on_abandoned, and unhold says so (and releases it). */
 typedef struct {
     echo_app *app;
@@ -311,6 +367,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
+        cmocka_unit_test(test_client_serviced_by_its_callers_poll),
     };
     return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }
