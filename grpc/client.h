@@ -201,6 +201,10 @@ void isn_grpc_pool_free(isn_grpc_pool *pool);
  * wait inside the client, unseen by the server, with a grpc-timeout that no longer tells its age);
  * NULL when none can be had now. *slot names it for started/finished. */
 isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot);
+/* The connection of slot `last` again while it has a stream to spare, else isn_grpc_pool_pick's: a burst of
+ * calls goes out in one write on one connection rather than one write on each (a write on loopback costs the
+ * writer the reader's TCP work too). */
+isn_grpc_client *isn_grpc_pool_pick_again(isn_grpc_pool *pool, uint32_t last, uint32_t *slot);
 /* Calls in flight per connection: a connection with none is not waited on, and may be replaced. */
 void isn_grpc_pool_started(isn_grpc_pool *pool, uint32_t slot);
 void isn_grpc_pool_finished(isn_grpc_pool *pool, uint32_t slot);

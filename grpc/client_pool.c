@@ -68,6 +68,17 @@ void isn_grpc_pool_free(isn_grpc_pool *pool) {
     free(pool);
 }
 
+isn_grpc_client *isn_grpc_pool_pick_again(isn_grpc_pool *pool, uint32_t last, uint32_t *slot) {
+    if (last < pool->size) {
+        pool_slot *s = &pool->slots[last];
+        if (s->client && isn_grpc_usable(s->client) && s->inflight < isn_grpc_max_streams(s->client)) {
+            *slot = last;
+            return s->client;
+        }
+    }
+    return isn_grpc_pool_pick(pool, slot);
+}
+
 isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
     for (uint32_t tries = 0; tries < pool->size; tries++) {
         uint32_t i = pool->next++ % pool->size;

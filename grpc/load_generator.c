@@ -1,7 +1,9 @@
 /* Load generation for any isn.v1.Search server (isn-bench): a generator thread drives its requests
  * through the non-blocking gRPC client over a few HTTP/2 connections and poll(); config.threads such
  * generators (each with its own connections) offer a share of the rate each, and their tallies are
- * summed. Open loop: Poisson arrivals, latency measured from each request's scheduled send time, so a
+ * summed. The requests due at once (a burst) go on one connection in one write, and each burst on the
+ * next connection: a write per request would cost the generator the server's TCP work on loopback for
+ * each, and it is the generator that would then fall behind. Open loop: Poisson arrivals, latency measured from each request's scheduled send time, so a
  * server (or client) that falls behind is charged for the wait (no coordinated omission); a request
  * that finds no connection with a stream to spare (the server's concurrent-stream limit) is counted
  * as not sent rather than queued inside the client. Closed loop: N clients, each sends its next query
@@ -40,6 +42,7 @@ typedef struct {
     /* connections with requests started but not yet sent: one send each after a burst of requests */
     isn_grpc_client *unsent[MAX_CONNECTIONS];
     uint32_t num_unsent;
+    uint32_t burst_slot; /* the connection this burst's requests go on (UINT32_MAX: the burst has none yet) */
 } load_run;
 
 struct isn_load {
@@ -69,7 +72,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     if (measured) run->stats.scheduled++;
     uint32_t conn_index;
     bool room = run->num_active < run->config->max_inflight;
-    isn_grpc_client *client = room ? isn_grpc_pool_pick(run->pool, &conn_index) : NULL;
+    isn_grpc_client *client = room ? isn_grpc_pool_pick_again(run->pool, run->burst_slot, &conn_index) : NULL;
     const isn_load_config *a = run->config;
     isn_grpc_client_call *call = NULL;
     if (client) {
@@ -81,6 +84,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
         uint32_t i = 0;
         while (call && i < run->num_unsent && run->unsent[i] != client) i++;
         if (call && i == run->num_unsent && run->num_unsent < MAX_CONNECTIONS) run->unsent[run->num_unsent++] = client;
+        if (call) run->burst_slot = conn_index;
     }
     if (!call) {
         if (measured) run->stats.not_sent++;
@@ -99,6 +103,7 @@ static void send_started(load_run *run) {
     char err[256];
     for (uint32_t i = 0; i < run->num_unsent; i++) isn_grpc_service(run->unsent[i], 0, err, sizeof err);
     run->num_unsent = 0;
+    run->burst_slot = UINT32_MAX; /* the next burst on the next connection: each has its turn */
 }
 
 static void release_slot(load_run *run, uint32_t active_pos) {
@@ -287,6 +292,7 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
         load_run *run = &load->runs[i];
         run->config = &load->config;
         run->rng = config->seed + i * 0x9E3779B97F4A7C15ull;
+        run->burst_slot = UINT32_MAX;
         if (!(run->active = calloc(config->max_inflight, sizeof *run->active))) {
             snprintf(err, err_len, "out of memory");
             isn_load_free(load);

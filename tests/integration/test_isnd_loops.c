@@ -130,6 +130,57 @@ static void test_many_clients_across_loops(void **state) {
     assert_int_equal(harness_stop_checked(&h), 0);
 }
 
+/* The load generator's pool (isn-bench): a burst of calls stays on one connection (one write), the next burst
+ * takes the next connection, and one wait over the pool (its own poll, then each ready connection serviced)
+ * brings every answer in. */
+#define POOL_SIZE 4
+#define BURSTS 6
+#define BURST_CALLS 5
+static void test_pool_bursts_take_turns(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, LOOPS_ARGS), 0);
+    char err[256];
+    isn_grpc_pool *pool = isn_grpc_pool_new(h.grpc_address, POOL_SIZE, 5000, err, sizeof err);
+    if (!pool) fail_msg("pool: %s", err);
+    static isn_grpc_client_call *calls[BURSTS * BURST_CALLS];
+    uint32_t slots[BURSTS * BURST_CALLS];
+    int n = 0;
+    for (int burst = 0; burst < BURSTS; burst++) {
+        uint32_t last = UINT32_MAX;
+        isn_grpc_client *client = NULL;
+        for (int i = 0; i < BURST_CALLS; i++, n++) {
+            client = isn_grpc_pool_pick_again(pool, last, &slots[n]);
+            if (!client) fail_msg("burst %d call %d: no connection", burst, i);
+            isn_grpc_search_request request = {.query = QUERIES[(size_t)n % NUM_QUERIES], .k = K, .mode = ISN_GRPC_MODE_OR};
+            if (!(calls[n] = isn_grpc_search_start(client, &request, err, sizeof err))) fail_msg("start: %s", err);
+            isn_grpc_pool_started(pool, slots[n]);
+            if (i > 0 && slots[n] != last) fail_msg("burst %d: call %d on slot %u, the burst's is %u", burst, i, slots[n], last);
+            last = slots[n];
+            if (burst > 0 && i == 0 && slots[n] == slots[n - BURST_CALLS])
+                fail_msg("burst %d on slot %u again: bursts take turns", burst, slots[n]);
+        }
+        /* the burst goes out (and nothing is read) */
+        if (isn_grpc_service(client, 0, err, sizeof err) != 0) fail_msg("send: %s", err);
+    }
+    int64_t deadline = harness_now_ms() + 30000;
+    for (int i = 0; i < n; i++)
+        while (!isn_grpc_client_call_done(calls[i])) {
+            if (harness_now_ms() > deadline) fail_msg("call %d still unanswered after 30 s", i);
+            isn_grpc_pool_wait(pool, 10000000);
+        }
+    for (int i = 0; i < n; i++) {
+        isn_grpc_search_reply reply;
+        assert_int_equal(isn_grpc_search_finish(calls[i], &reply, err, sizeof err), 0);
+        if (reply.status != 0) fail_msg("call %d: status %d: %s", i, reply.status, reply.message);
+        isn_grpc_search_reply_free(&reply);
+        isn_grpc_pool_finished(pool, slots[i]);
+    }
+    /* every connection of the pool carried bursts */
+    assert_int_equal(metric("isn_connections{protocol=\"grpc\"}"), POOL_SIZE);
+    isn_grpc_pool_free(pool);
+    assert_int_equal(harness_stop_checked(&h), 0);
+}
+
 /* SIGTERM with slow requests in flight on every loop: each is answered, every loop drains, exit 0. */
 #define DRAIN_CALLS 160
 static void test_drain_across_loops(void **state) {
@@ -375,6 +426,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_clients_across_loops),
         cmocka_unit_test(test_drain_across_loops),
+        cmocka_unit_test(test_pool_bursts_take_turns),
         cmocka_unit_test(test_sighup_on_every_loop),
         cmocka_unit_test(test_watch_on_every_loop),
         cmocka_unit_test(test_connection_limit_across_loops),
