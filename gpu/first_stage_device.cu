@@ -310,9 +310,18 @@ static const report_kernel kShortReport[] = {short_report_kernel, short_report_k
 static const report_kernel kBoundReport[] = {bound_report_kernel, bound_report_kernel_filtered,
                                              bound_report_kernel_bitmap};
 
+// How a thread that waits for a batch (the scheduler's dispatcher, in cuda_finish) waits. CUDA's own choice on a
+// host with more cores than contexts is to spin, which holds a core at the loops' priority for the whole of every
+// batch; ISN_GPU_HOST_WAIT compares: 0 CUDA's choice, 1 spin, 2 yield, 3 block on an interrupt.
+static const unsigned kHostWaitFlags[] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin, cudaDeviceScheduleYield,
+                                          cudaDeviceScheduleBlockingSync};
+
 static int open_device(gpu_device *d, char *err, size_t err_len) {
     const gpu_upload *u = &d->upload;
     CHECK(cudaSetDevice(d->ordinal));
+    const uint32_t host_wait = gpu_env_number("ISN_GPU_HOST_WAIT", 0, 0);
+    if (host_wait > 0 && host_wait < sizeof kHostWaitFlags / sizeof kHostWaitFlags[0])
+        CHECK(cudaSetDeviceFlags(kHostWaitFlags[host_wait]));
     CHECK(cudaGetDeviceProperties(&d->prop, d->ordinal));
     // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation.
     CHECK(gpu_region_alloc(&d->payload_region, u->payload_bytes + 64, d->ordinal));
