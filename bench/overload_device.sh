@@ -24,7 +24,8 @@
 # profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
-# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (4) and WORKERS workers (12), isn-bench on BENCH_CPUS (12-15).
+# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (4) and WORKERS workers (0: isnd's default, which on 12 CPUs is 12
+# on the CPU alone and 7 beside a GPU), isn-bench on BENCH_CPUS (12-15).
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
@@ -32,7 +33,7 @@ O=${OUT:-$B/results-overload}
 CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
 ISND_CPUS=${ISND_CPUS:-0-11}
 BENCH_CPUS=${BENCH_CPUS:-12-15}
-WORKERS=${WORKERS:-12}
+WORKERS=${WORKERS:-0}
 # 4 loops, as isnd chose on the 16-core device before its default counted only the CPUs it may use
 ISND_LOOPS=${ISND_LOOPS:-4}
 DEADLINE_MS=${DEADLINE_MS:-50}

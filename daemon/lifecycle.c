@@ -172,12 +172,20 @@ static void load_index(uv_work_t *work) {
                       server->load_error, sizeof server->load_error) < 0)
         return;
     uint32_t workers = server->conf.workers;
-    if (workers == 0) workers = isn_cpus_available();
+    char sized[96] = "";
+    if (workers == 0) {
+        const isn_conf *c = &server->conf;
+        uint32_t cpus = isn_cpus_available(), gpus = (c->gpu_enable ? c->gpu_devices : 0) + c->gpu_sim_devices;
+        workers = isn_scheduler_default_workers(cpus, server->num_loops, gpus);
+        if (gpus)
+            snprintf(sized, sizeof sized, " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers)", cpus,
+                     server->num_loops, gpus);
+    }
     start = isn_now_ns();
     server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers;
-    log_info("%u search workers started%s (queries analysed on the %s) in %.3f s", workers,
+    log_info("%u search workers%s started%s (queries analysed on the %s) in %.3f s", workers, sized,
              server->conf.warm_up ? " and warmed up" : "",
              search_service_analyses_on_loop(server->pool) ? "loop thread" : "workers",
              (double)(isn_now_ns() - start) / 1e9);

@@ -11,6 +11,12 @@
 
 #include "scheduler/scheduler_internal.h"
 
+uint32_t isn_scheduler_default_workers(uint32_t cpus, uint32_t loops, uint32_t gpus) {
+    if (gpus == 0) return cpus ? cpus : 1;
+    uint64_t others = (uint64_t)loops + gpus;
+    return cpus > others ? cpus - (uint32_t)others : 1;
+}
+
 void isn_scheduler_config_default(isn_scheduler_config *config) {
     memset(config, 0, sizeof *config);
     config->workers = 1;

@@ -288,6 +288,15 @@ typedef struct {
 
 void isn_scheduler_config_default(isn_scheduler_config *config);
 
+/* The CPU workers a node starts when not told (search.workers = 0), on `cpus` usable CPUs beside `loops`
+ * event loops and `gpus` GPU devices. Without a GPU, one per CPU: the workers are the node's capacity, and
+ * a loop that waits for a core costs little next to them. With one, the CPUs less the loops and one per
+ * device (its dispatcher waits on the device without yielding): the workers then only analyse queries,
+ * pack the device's answers and take the overflow, and a worker per CPU keeps every core busy, so that a
+ * loop woken by a request waits for a core behind them and refusals leave it milliseconds late. At least
+ * one. */
+uint32_t isn_scheduler_default_workers(uint32_t cpus, uint32_t loops, uint32_t gpus);
+
 typedef struct isn_scheduler isn_scheduler;
 
 /* Makes the GPU devices, starts the threads (and runs worker_init on each). NULL with err. */

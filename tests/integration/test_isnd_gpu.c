@@ -155,6 +155,24 @@ static void test_health_endpoints(void **state) {
     assert_true(harness_log_has(&h, "EMULATED"));
 }
 
+/* search.workers = 0 beside a GPU: the CPUs less the loop and a dispatcher per device, at least one (a worker per
+ * CPU would keep every core busy and the loop waiting for one), and the log says how it counted. */
+static void test_default_workers_leave_cores(void **state) {
+    (void)state;
+    static char buf[1 << 16];
+    const uint32_t cpus = isn_cpus_available();
+    const uint32_t want = cpus > 1 + devices ? cpus - 1 - devices : 1;
+    assert_int_equal(isn_scheduler_default_workers(cpus, 1, devices), want);
+    assert_int_equal(harness_http_get(&h, "/stats", buf, sizeof buf), 200);
+    char field[32];
+    snprintf(field, sizeof field, "\"workers\":%u,", want);
+    if (!strstr(buf, field)) fail_msg("/stats has no %s (%u CPUs, 1 loop, %u devices): %.300s", field, cpus, devices, buf);
+    char line[128];
+    snprintf(line, sizeof line, "%u search workers (search.workers = 0: %u CPUs less 1 loops and %u GPU dispatchers)",
+             want, cpus, devices);
+    if (!harness_log_has(&h, line)) fail_msg("no log line \"%s\"", line);
+}
+
 /* The node is ready on the CPU before the index reaches the GPU (gpu.upload_before_ready = false): the
  * upload starts after the ready line, is logged and timed, and leaves /readyz plainly ready. */
 static void test_gpu_uploads_after_ready(void **state) {
@@ -213,7 +231,7 @@ static int setup(void **state) {
     char count[32];
     snprintf(count, sizeof count, "gpu.devices=%u", devices);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
-                           "--set", "gpu.max_k=100", "--set", count, NULL};
+                           "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     /* ready on the CPU first; the GPU takes queries once its upload ends */
     if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
@@ -235,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_hits_equal_cpu_in_a_burst),
         cmocka_unit_test(test_large_k_on_cpu),
         cmocka_unit_test(test_health_endpoints),
+        cmocka_unit_test(test_default_workers_leave_cores),
     };
     const struct CMUnitTest two_devices[] = {
         cmocka_unit_test(test_gpu_uploads_after_ready),
@@ -242,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_hits_equal_cpu_in_a_burst),
         cmocka_unit_test(test_health_endpoints),
         cmocka_unit_test(test_devices_share_the_work),
+        cmocka_unit_test(test_default_workers_leave_cores),
     };
     int failed = cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
     return failed + cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);

@@ -1752,6 +1752,17 @@ static void workers_run_at_the_idle_policy(void **state) {
 }
 
 /* With worker_slice the workers take that scheduler slice; the caller keeps its own. */
+/* Not told how many: a worker per CPU without a GPU; with one, the CPUs the loops and the dispatchers leave. */
+static void default_workers_leave_the_loops_a_core(void **state) {
+    (void)state;
+    assert_int_equal(isn_scheduler_default_workers(12, 4, 0), 12);
+    assert_int_equal(isn_scheduler_default_workers(12, 4, 1), 7);
+    assert_int_equal(isn_scheduler_default_workers(16, 4, 2), 10);
+    assert_int_equal(isn_scheduler_default_workers(2, 1, 1), 1);
+    assert_int_equal(isn_scheduler_default_workers(1, 1, 0), 1);
+    assert_int_equal(isn_scheduler_default_workers(0, 1, 0), 1);
+}
+
 static void workers_take_their_slice(void **state) {
     (void)state;
     if (!isn_thread_slice_ns(0)) {
@@ -1884,6 +1895,7 @@ int main(void) {
         cmocka_unit_test(workers_run_nicer_than_the_process),
         cmocka_unit_test(workers_run_at_the_idle_policy),
         cmocka_unit_test(workers_take_their_slice),
+        cmocka_unit_test(default_workers_leave_the_loops_a_core),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
