@@ -170,6 +170,11 @@ static void test_kill_one_replica_loses_no_query(void **state) {
     load_result r = run_load(8, 2000, 600, kill_replica_1_0, 2000);
     fprintf(stderr, "test_cluster: one replica killed: %u sent, %u answered fully, %u failed\n", r.sent,
             r.full_coverage, r.failed);
+    if (r.full_coverage != r.sent) /* which rule lost it: a retry without a token, or no replica to try */
+        fprintf(stderr, "test_cluster: partition 1: retries denied %lld, hedges denied %lld, retries %lld, hedges %lld\n",
+                harness_metric(&t.aggregator, "isn_agg_partition_extra_denied_total{partition=\"1\",kind=\"retry\"}"),
+                harness_metric(&t.aggregator, "isn_agg_partition_extra_denied_total{partition=\"1\",kind=\"hedge\"}"),
+                harness_metric(&t.aggregator, "isn_agg_retries_total"), harness_metric(&t.aggregator, "isn_agg_hedges_total"));
     assert_true(r.sent > 0);
     assert_int_equal(r.failed, 0);
     assert_int_equal(r.full_coverage, r.sent);
