@@ -95,6 +95,9 @@ struct isn_gpu_backend {
      * the bound pass without a floor), to compare */
     bool filter_sampling;
     bool zone_maps; /* ISN_GPU_ZONE_MAPS=0: report lists sized for every range, filtered or not (to compare) */
+    /* queries with a prior in global order score the leading ranges first (gpu_query.lead_ranges);
+     * ISN_GPU_LEAD_RANGES=0: they sample as the others do, to compare */
+    bool lead_ranges;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
     uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
@@ -571,6 +574,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->no_probe = o.and_by_ranges;
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
+    b->lead_ranges = gpu_env_number("ISN_GPU_LEAD_RANGES", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -1028,6 +1032,22 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =
                         (limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS - (stop + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+                }
+            }
+            /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
+             * documents of the largest static scores, each reporting as many as a range can (their best are most
+             * of the answer), 2k in all (gpu_query.lead_ranges); the ranges after them are pruned at its k-th
+             * best, whether the batch prunes or not (unless pruning is off) */
+            if (r->prior_weight != 0.0f && b->tails.doc_bounds && !and_mode && path == GPU_PATH_RANGES &&
+                !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
+                const uint32_t top = b->report_stride;
+                const uint32_t lead = (2 * r->k + top - 1) / top;
+                const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+                if (lead < covered) {
+                    q->range_top = top;
+                    q->lead_ranges = lead;
+                    q->sample_stride = 1;
+                    q->sampled_floor = 0;
                 }
             }
             s->postings_in_lists[nq] = st_postings;

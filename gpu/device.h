@@ -87,6 +87,14 @@ typedef struct {
      * ranges' report floor instead (they are scored whole, and report only what reaches it: at least k
      * documents do, so no answer is below it). */
     uint32_t sampled_floor;
+    /* Nonzero: the sampling round scores the leading ranges [0, lead_ranges) instead of every sample_stride-th
+     * (sample_stride is then 1), and the second round the ranges from lead_ranges on, pruned at the k-th best
+     * of the leading ranges' reports (or seed_key, when higher) whether or not the batch prunes. For queries
+     * with a static prior on an index in global order: there the leading ranges hold the documents of the
+     * largest static scores, so their k-th best is near the final k-th score (a strided sample's is far below
+     * it: its ranges' few reports each score little), and the ranges after them are mostly skipped whole by
+     * their bounds (gpu_range_sampled). */
+    uint32_t lead_ranges;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):

@@ -122,9 +122,12 @@ static bool and_by_ranges;
 /* OR queries of long_terms..long_terms + 31 words (scored in chunks of GPU terms; 0: the usual 1..4). */
 static uint32_t long_terms;
 
+/* Only OR bags, with and without the filter (the queries a leading round takes: gpu_query.lead_ranges). */
+static bool or_bags_only;
+
 /* Query q of a batch: OR bags, AND bags, OR trees, AND trees, filtered OR bags, by q's place. */
 static void query_text(uint32_t q, char *text, size_t cap, isn_mode *mode, bool *filtered) {
-    const uint32_t kind = q % 5;
+    const uint32_t kind = or_bags_only ? (q % 2 ? 4 : 0) : q % 5;
     *mode = kind == 1 || kind == 3 ? ISN_MODE_AND : ISN_MODE_OR;
     *filtered = kind == 4;
     const uint32_t words = long_terms && kind == 0 ? long_terms + support_rng_below(32)
@@ -434,6 +437,42 @@ static void test_dominant_prior_settles_early(void **state) {
     support_index_close(&ix);
 }
 
+/* Global order under a dominant prior, OR queries (bags, some with a filter) at k 10 without the probe's seed: the device scores the leading
+ * ranges first and prunes the others at their k-th best report (gpu_query.lead_ranges), whether the batch prunes
+ * or not, so it scores under half the postings that the same queries take without pruning (ISN_GPU_PRUNE_NEVER,
+ * every range scored whole) and skips more ranges whole, every answer the CPU's. */
+static void test_dominant_prior_leading_ranges(void **state) {
+    const bool emulate = device_under_test(state);
+    static support_index ix;
+    static batch bt;
+    build(&ix, PRIOR_DOMINANT, ISN_ORDER_GLOBAL, 47);
+    isn_gpu_backend *backends[2] = {open_backend(&ix, emulate, ISN_GPU_PRUNE_AUTO, 0.0),
+                                    open_backend(&ix, emulate, ISN_GPU_PRUNE_NEVER, 0.0)};
+    uint64_t scored[2] = {0, 0}, pruned[2] = {0, 0};
+    support_rng_seed(47);
+    or_bags_only = true;
+    for (uint32_t round = 0; round < 3; round++) {
+        batch_fill(&bt, &ix, BATCH, 10, 1.0f, false);
+        for (int i = 0; i < 2; i++) {
+            isn_gpu_batch_stats st;
+            run_batch(backends[i], &bt, &st);
+            batch_check(&bt, 10, 1.0f, true, i ? "unpruned" : "leading ranges first");
+            scored[i] += st.postings_scored;
+            pruned[i] += st.ranges_pruned;
+        }
+    }
+    or_bags_only = false;
+    printf("%s dominant prior, global order, k 10 unseeded: %llu postings scored, %llu ranges pruned with the leading "
+           "ranges first; %llu, %llu unpruned\n",
+           emulate ? "emulated" : "GPU", (unsigned long long)scored[0], (unsigned long long)pruned[0],
+           (unsigned long long)scored[1], (unsigned long long)pruned[1]);
+    assert_true(2 * scored[0] < scored[1]);
+    assert_true(pruned[0] > pruned[1]);
+    isn_gpu_close(backends[0]);
+    isn_gpu_close(backends[1]);
+    support_index_close(&ix);
+}
+
 /* A request with a prior and a BM25-only threshold (a cost model's isn_threshold_probe) does not prune from it:
  * with negative static scores it bounds nothing (here it is above many queries' k-th score), and the answers
  * stay the CPU's. */
@@ -568,6 +607,8 @@ int main(void) {
         ON_GPU(test_prefix_cache_completes_with_the_prior),
         ON_EMULATED(test_dominant_prior_settles_early),
         ON_GPU(test_dominant_prior_settles_early),
+        ON_EMULATED(test_dominant_prior_leading_ranges),
+        ON_GPU(test_dominant_prior_leading_ranges),
         ON_EMULATED(test_bm25_threshold_is_ignored_with_a_prior),
         ON_GPU(test_bm25_threshold_is_ignored_with_a_prior),
         ON_EMULATED(test_long_queries_and_and_by_ranges),
