@@ -169,6 +169,10 @@ static int cmp_value_desc(const void *a, const void *b) {
  * costs a CPU completion. */
 #define PREFIX_MIN_BLOCKS 8u
 
+/* Whether the index's queries with a prior may score their leading ranges first (gpu_query.lead_ranges): global
+ * order (score bounds) and static scores (their suffix maxima). */
+static bool leads_ranges(const isn_index *ix) { return isn_index_score_bounds(ix) && isn_index_prior_bounds(ix); }
+
 /* Chooses what is resident and lays it out for the device (device.h, "Device layout"). When the whole
  * partition fits the budget, all of it. Otherwise a pruned-prefix cache: block visit counts are replayed
  * from the training query log (the device's range passes read every block of a query's lists below its
@@ -402,8 +406,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
     /* report slots for the lists the zone map may size (more than an unfiltered query's) */
-    b->report_stride =
-        b->zones.num_ranges ? gpu_report_stride(o.max_k, info->num_docs) : gpu_range_top(o.max_k, info->num_docs);
+    b->report_stride = gpu_report_slots(o.max_k, info->num_docs, b->zones.num_ranges != 0, leads_ranges(index));
     b->health.layout_ms = now_ms() - layout_from;
     b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
@@ -548,10 +551,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         if (budget == 0) {
             isn_gpu_device_info dev;
             if (isn_gpu_device_info_get(o.device, &dev, err, err_len) != 0) return NULL;
-            /* candidates, their sort, and each (query, range)'s report slots (gpu_report_stride) */
+            /* candidates, their sort, and each (query, range)'s report slots (gpu_report_slots, zone maps or not) */
             const uint64_t ranges = ((uint64_t)info->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
             uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096 +
-                                  (uint64_t)o.max_batch * ranges * gpu_report_stride(o.max_k, info->num_docs) * 8;
+                                  (uint64_t)o.max_batch * ranges * gpu_report_slots(o.max_k, info->num_docs, true, leads_ranges(index)) * 8;
             uint64_t reserve = per_stream * o.streams + ((uint64_t)1 << 30);
             budget = dev.memory_bytes * 85 / 100 > reserve ? dev.memory_bytes * 85 / 100 - reserve : 0;
         }
@@ -1035,13 +1038,14 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                 }
             }
             /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
-             * documents of the largest static scores, each reporting as many as a range can (their best are most
-             * of the answer), 2k in all (gpu_query.lead_ranges); the ranges after them are pruned at its k-th
-             * best, whether the batch prunes or not (unless pruning is off) */
-            if (r->prior_weight != 0.0f && b->tails.doc_bounds && !and_mode && path == GPU_PATH_RANGES &&
+             * documents of the largest static scores, each reporting as many as a range can (gpu_report_slots:
+             * at least k up to GPU_MAX_RANGE_TOP, most of the answer lying in the first), k in all
+             * (gpu_query.lead_ranges); the ranges after them are pruned at its k-th best, whether the batch prunes
+             * or not (unless pruning is off) */
+            if (r->prior_weight != 0.0f && leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
                 !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
                 const uint32_t top = b->report_stride;
-                const uint32_t lead = (2 * r->k + top - 1) / top;
+                const uint32_t lead = (r->k + top - 1) / top;
                 const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
                 if (lead < covered) {
                     q->range_top = top;

@@ -542,8 +542,9 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
     if (gpu_two_rounds(q)) {
         uint32_t theta = score_key(kth_report(d, q, sampled, gpu_sampled_range(q, 1)));
         theta = theta > q->seed_key ? theta : q->seed_key;
-        /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor) */
-        uint32_t floor_key = q->sampled_floor && theta > q->floor_key ? theta : q->floor_key;
+        /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor); the leading ranges'
+         * is their floor and their pruning threshold (gpu_query.lead_ranges) */
+        uint32_t floor_key = (q->sampled_floor || q->lead_ranges) && theta > q->floor_key ? theta : q->floor_key;
         for (uint32_t r = 0; r < d->num_ranges; r++)
             if (!gpu_range_sampled(q, r)) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
     }

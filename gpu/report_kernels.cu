@@ -805,9 +805,10 @@ __device__ __forceinline__ void report_pass(range_args a) {
     const uint32_t m = query.range_top;
     if (a.round == 2 && !gpu_two_rounds(&query)) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
-    const bool raise_floor = a.round == 2 && query.sampled_floor;
-    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold; the leading
+    // ranges' is both (gpu_query.lead_ranges)
+    const bool raise_floor = a.round == 2 && (query.sampled_floor || query.lead_ranges);
+    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : query.sampled_floor ? 0u : a.prune[q];
     const uint32_t floor_key = raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key;
     // (a prior's floor may be a negative score: its ranges take theirs from gpu_prior_floor_value instead)
     const report_floor answer_floor = floor_of<C>(query, kPrior ? 0u : floor_key);

@@ -215,13 +215,16 @@ static uint32_t batch_check(const batch *bt, uint32_t k, float w, bool on_device
     return device;
 }
 
+/* open_backend's isn_gpu_options.max_k */
+static uint32_t backend_max_k = MAX_K;
+
 static isn_gpu_backend *open_backend(const support_index *ix, bool emulate, int pruning, double fraction) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = emulate;
     o.and_by_ranges = and_by_ranges;
     o.max_batch = BATCH;
-    o.max_k = MAX_K;
+    o.max_k = backend_max_k;
     o.pruning = pruning;
     o.memory_fraction = fraction;
     o.cpu_threads = 2;
@@ -437,39 +440,51 @@ static void test_dominant_prior_settles_early(void **state) {
     support_index_close(&ix);
 }
 
-/* Global order under a dominant prior, OR queries (bags, some with a filter) at k 10 without the probe's seed: the device scores the leading
- * ranges first and prunes the others at their k-th best report (gpu_query.lead_ranges), whether the batch prunes
- * or not, so it scores under half the postings that the same queries take without pruning (ISN_GPU_PRUNE_NEVER,
- * every range scored whole) and skips more ranges whole, every answer the CPU's. */
+/* Global order under a dominant prior, OR queries (bags, some with a filter) at k 10 without the probe's seed:
+ * the device scores the leading ranges first and prunes the others at their k-th best report (gpu_query.lead_ranges),
+ * which is also their report floor, whether the batch prunes or not, so it scores under half the postings that the
+ * same queries take without pruning (ISN_GPU_PRUNE_NEVER, every range scored whole) and skips more ranges whole,
+ * with the backend's max_k 1,000 or k, every answer the CPU's. */
 static void test_dominant_prior_leading_ranges(void **state) {
     const bool emulate = device_under_test(state);
     static support_index ix;
     static batch bt;
     build(&ix, PRIOR_DOMINANT, ISN_ORDER_GLOBAL, 47);
-    isn_gpu_backend *backends[2] = {open_backend(&ix, emulate, ISN_GPU_PRUNE_AUTO, 0.0),
-                                    open_backend(&ix, emulate, ISN_GPU_PRUNE_NEVER, 0.0)};
-    uint64_t scored[2] = {0, 0}, pruned[2] = {0, 0};
+    /* AUTO with max_k 1,000 and 10, and unpruned */
+    static const uint32_t max_ks[3] = {MAX_K, 10, MAX_K};
+    static const int prunings[3] = {ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_NEVER};
+    isn_gpu_backend *backends[3];
+    for (int i = 0; i < 3; i++) {
+        backend_max_k = max_ks[i];
+        backends[i] = open_backend(&ix, emulate, prunings[i], 0.0);
+    }
+    backend_max_k = MAX_K;
+    uint64_t scored[3] = {0, 0, 0}, pruned[3] = {0, 0, 0}, reports[3] = {0, 0, 0};
     support_rng_seed(47);
     or_bags_only = true;
     for (uint32_t round = 0; round < 3; round++) {
         batch_fill(&bt, &ix, BATCH, 10, 1.0f, false);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             isn_gpu_batch_stats st;
             run_batch(backends[i], &bt, &st);
-            batch_check(&bt, 10, 1.0f, true, i ? "unpruned" : "leading ranges first");
+            batch_check(&bt, 10, 1.0f, true, i == 2 ? "unpruned" : "leading ranges first");
             scored[i] += st.postings_scored;
             pruned[i] += st.ranges_pruned;
+            reports[i] += st.reports;
         }
     }
     or_bags_only = false;
-    printf("%s dominant prior, global order, k 10 unseeded: %llu postings scored, %llu ranges pruned with the leading "
-           "ranges first; %llu, %llu unpruned\n",
-           emulate ? "emulated" : "GPU", (unsigned long long)scored[0], (unsigned long long)pruned[0],
-           (unsigned long long)scored[1], (unsigned long long)pruned[1]);
-    assert_true(2 * scored[0] < scored[1]);
-    assert_true(pruned[0] > pruned[1]);
-    isn_gpu_close(backends[0]);
-    isn_gpu_close(backends[1]);
+    for (int i = 0; i < 3; i++) {
+        printf("%s dominant prior, global order, k 10 unseeded, %s, max_k %u: %llu postings scored, %llu ranges pruned, "
+               "%llu reports\n",
+               emulate ? "emulated" : "GPU", i == 2 ? "unpruned" : "leading ranges first", max_ks[i],
+               (unsigned long long)scored[i], (unsigned long long)pruned[i], (unsigned long long)reports[i]);
+        isn_gpu_close(backends[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_true(2 * scored[i] < scored[2]);
+        assert_true(pruned[i] > pruned[2]);
+    }
     support_index_close(&ix);
 }
 
