@@ -405,7 +405,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     const double layout_from = now_ms();
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
-    /* report slots for the lists the zone map may size (more than an unfiltered query's) */
+    /* report slots for the lists the zone map may size (more than an unfiltered query's), and the leading rounds' */
     b->report_stride = gpu_report_slots(o.max_k, info->num_docs, b->zones.num_ranges != 0, leads_ranges(index));
     b->health.layout_ms = now_ms() - layout_from;
     b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
@@ -553,8 +553,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
             if (isn_gpu_device_info_get(o.device, &dev, err, err_len) != 0) return NULL;
             /* candidates, their sort, and each (query, range)'s report slots (gpu_report_slots, zone maps or not) */
             const uint64_t ranges = ((uint64_t)info->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+            const uint32_t slots = gpu_report_slots(o.max_k, info->num_docs, true, leads_ranges(index));
             uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096 +
-                                  (uint64_t)o.max_batch * ranges * gpu_report_slots(o.max_k, info->num_docs, true, leads_ranges(index)) * 8;
+                                  (uint64_t)o.max_batch * ranges * slots * 8;
             uint64_t reserve = per_stream * o.streams + ((uint64_t)1 << 30);
             budget = dev.memory_bytes * 85 / 100 > reserve ? dev.memory_bytes * 85 / 100 - reserve : 0;
         }
