@@ -892,12 +892,16 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             const bool and_mode = tree ? conjunctive : r->mode == ISN_MODE_AND;
             uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
             /* resident postings per term, and the coverage: below it every resident prefix is whole */
-            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs;
+            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs, match_end = index_docs;
             for (uint32_t t = 0; t < num_terms; t++) {
                 uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
                 isn_index_term_stats(b->index, id, &st);
                 uint32_t df = st.df;
+                if (st.num_blocks) { /* where the list ends, whole or not */
+                    const uint32_t end = b->index_blocks[st.first_block + st.num_blocks - 1].last_doc + 1;
+                    match_end = end < match_end ? end : match_end;
+                }
                 if (b->term_blocks[id] < st.num_blocks) {
                     df = b->term_blocks[id] * ISN_BLOCK_SIZE;
                     uint32_t covered = b->index_blocks[st.first_block + b->term_blocks[id] - 1].last_doc + 1;
@@ -936,7 +940,9 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             q->path = (uint32_t)path;
             q->driver = driver;
             q->doc_limit = limit;
-            s->coverage[nq] = limit;
+            /* a conjunctive match lies in every list, so none lies past the end of the list that ends first: when
+             * that is below the coverage, the resident blocks hold every match and nothing is left to complete */
+            s->coverage[nq] = and_mode && match_end <= limit ? index_docs : limit;
             q->cand_cap = path == GPU_PATH_PROBE && driver_df < b->options.max_candidates ? (driver_df ? driver_df : 1)
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
