@@ -48,7 +48,8 @@
  * filter keeps on a partition in crawl order.
  * --prior-weight W (default 0) weights the index's static prior in every score (isn_search_options.prior_weight):
  * every GPU request and the CPU's baseline carry it, the seeds are the prior's probe (isn_threshold_probe_prior,
- * threshold_with_prior), and every JSON line says the weight. */
+ * threshold_with_prior), a pruned-prefix cache's replay weights it (isn_gpu_options.training_prior_weight), and
+ * every JSON line says the weight. */
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -486,6 +487,7 @@ int main(int argc, char **argv) {
         go.training_k = train_k ? train_k : ks[0];
         go.training_mode = train_mode ? (!strcmp(train_mode, "and") ? ISN_MODE_AND : ISN_MODE_OR)
                                       : (modes[0] ? ISN_MODE_OR : ISN_MODE_AND);
+        go.training_prior_weight = prior_weight; /* the replay settles queries as the measured ones weight the prior */
     }
     /* --interleave: the same queries without the filter too, on their own backend (each learns its own pruning
      * choice, as each would in a process of its own), rows of the two alternating */

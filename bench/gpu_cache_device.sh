@@ -23,7 +23,8 @@
 # PRIOR (e.g. lognormal:1) gives the synthetic partitions static scores (isn-index synth --prior) ordered in with
 # weight PRIOR_WEIGHT (default 1), and every search weights them by PRIOR_WEIGHT (bench_gpu --prior-weight: the
 # score BM25 + W x prior); the partitions then live in SYNTH/LOCAL_SYNTH folders of their own. SKIP_DEB=1 leaves
-# out the device stage's Debian curve.
+# out the device stage's Debian curve. PERCENTS (default "8 16") picks the budgets, RESIDENT=0 leaves out the rows
+# with the whole partition resident (to split the stage over two calls; the partition stays built in SYNTH).
 # Binaries: BUILD (default build-gpu on the GPU machine, build here), made by
 #   make CUDA=1 STATIC=1 BUILD=build-gpu build-gpu/bench/bench_gpu build-gpu/bin/isn-index
 # Data from DEVDATA (.devdata: idx-deb, debpkg.queries.tsv). JSON lines land in OUT (default $BUILD/results),
@@ -111,10 +112,13 @@ device)
   common="--index $SYNTH --queries $SYNTH/measured.tsv --train-queries $SYNTH/train.tsv --batches 256 --max-queries $QUERIES
     --min-batches ${MIN_BATCHES:-16}"
   # the whole partition resident, AUTO and every batch exhaustive: the device's own rate against the CPU's
-  run synth-resident ${LIMIT:-90} $common --ks 10,1000 --modes or,and --cpu-seconds 2
-  run synth-resident-exhaustive ${LIMIT:-90} $common --ks 10,1000 --modes or,and --exhaustive --no-cpu-rate
-  files="$O/synth-resident.json $O/synth-resident-exhaustive.json"
-  for pct in 8 16; do
+  files=""
+  if [ "${RESIDENT:-1}" != 0 ]; then
+    run synth-resident ${LIMIT:-90} $common --ks 10,1000 --modes or,and --cpu-seconds 2
+    run synth-resident-exhaustive ${LIMIT:-90} $common --ks 10,1000 --modes or,and --exhaustive --no-cpu-rate
+    files="$O/synth-resident.json $O/synth-resident-exhaustive.json"
+  fi
+  for pct in ${PERCENTS:-8 16}; do
     f=0.$(printf %02d "$pct")
     cpu_rate="--no-cpu-rate"
     run synth-whole-$pct ${LIMIT:-90} $common --budget-fraction "$f" --cache whole --ks 10,1000 --modes or,and $cpu_rate

@@ -95,6 +95,9 @@ struct isn_gpu_backend {
      * the bound pass without a floor), to compare */
     bool filter_sampling;
     bool zone_maps; /* ISN_GPU_ZONE_MAPS=0: report lists sized for every range, filtered or not (to compare) */
+    /* queries with a prior in global order score the leading ranges first (gpu_query.lead_ranges);
+     * ISN_GPU_LEAD_RANGES=0: they sample as the others do, to compare */
+    bool lead_ranges;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
     uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
@@ -165,6 +168,10 @@ static int cmp_value_desc(const void *a, const void *b) {
 /* Lists shorter than this many blocks are admitted whole or not at all: cutting them saves little and
  * costs a CPU completion. */
 #define PREFIX_MIN_BLOCKS 8u
+
+/* Whether the index's queries with a prior may score their leading ranges first (gpu_query.lead_ranges): global
+ * order (score bounds) and static scores (their suffix maxima). */
+static bool leads_ranges(const isn_index *ix) { return isn_index_score_bounds(ix) && isn_index_prior_bounds(ix); }
 
 /* Chooses what is resident and lays it out for the device (device.h, "Device layout"). When the whole
  * partition fits the budget, all of it. Otherwise a pruned-prefix cache: block visit counts are replayed
@@ -398,9 +405,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     const double layout_from = now_ms();
     if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
-    /* report slots for the lists the zone map may size (more than an unfiltered query's) */
-    b->report_stride =
-        b->zones.num_ranges ? gpu_report_stride(o.max_k, info->num_docs) : gpu_range_top(o.max_k, info->num_docs);
+    /* report slots for the lists the zone map may size (more than an unfiltered query's), and the leading rounds' */
+    b->report_stride = gpu_report_slots(o.max_k, info->num_docs, b->zones.num_ranges != 0, leads_ranges(index));
     b->health.layout_ms = now_ms() - layout_from;
     b->health.bytes_resident = b->device_payload_bytes + fixed + b->health.attribute_bytes;
     b->term_max_part = calloc(info->num_terms ? info->num_terms : 1, sizeof *b->term_max_part);
@@ -545,10 +551,11 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         if (budget == 0) {
             isn_gpu_device_info dev;
             if (isn_gpu_device_info_get(o.device, &dev, err, err_len) != 0) return NULL;
-            /* candidates, their sort, and each (query, range)'s report slots (gpu_report_stride) */
+            /* candidates, their sort, and each (query, range)'s report slots (gpu_report_slots, zone maps or not) */
             const uint64_t ranges = ((uint64_t)info->num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+            const uint32_t slots = gpu_report_slots(o.max_k, info->num_docs, true, leads_ranges(index));
             uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096 +
-                                  (uint64_t)o.max_batch * ranges * gpu_report_stride(o.max_k, info->num_docs) * 8;
+                                  (uint64_t)o.max_batch * ranges * slots * 8;
             uint64_t reserve = per_stream * o.streams + ((uint64_t)1 << 30);
             budget = dev.memory_bytes * 85 / 100 > reserve ? dev.memory_bytes * 85 / 100 - reserve : 0;
         }
@@ -571,6 +578,7 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->no_probe = o.and_by_ranges;
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
+    b->lead_ranges = gpu_env_number("ISN_GPU_LEAD_RANGES", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -884,12 +892,16 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             const bool and_mode = tree ? conjunctive : r->mode == ISN_MODE_AND;
             uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
             /* resident postings per term, and the coverage: below it every resident prefix is whole */
-            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs;
+            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs, match_end = index_docs;
             for (uint32_t t = 0; t < num_terms; t++) {
                 uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
                 isn_index_term_stats(b->index, id, &st);
                 uint32_t df = st.df;
+                if (st.num_blocks) { /* where the list ends, whole or not */
+                    const uint32_t end = b->index_blocks[st.first_block + st.num_blocks - 1].last_doc + 1;
+                    match_end = end < match_end ? end : match_end;
+                }
                 if (b->term_blocks[id] < st.num_blocks) {
                     df = b->term_blocks[id] * ISN_BLOCK_SIZE;
                     uint32_t covered = b->index_blocks[st.first_block + b->term_blocks[id] - 1].last_doc + 1;
@@ -928,7 +940,9 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             q->path = (uint32_t)path;
             q->driver = driver;
             q->doc_limit = limit;
-            s->coverage[nq] = limit;
+            /* a conjunctive match lies in every list, so none lies past the end of the list that ends first: when
+             * that is below the coverage, the resident blocks hold every match and nothing is left to complete */
+            s->coverage[nq] = and_mode && match_end <= limit ? index_docs : limit;
             q->cand_cap = path == GPU_PATH_PROBE && driver_df < b->options.max_candidates ? (driver_df ? driver_df : 1)
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
@@ -1028,6 +1042,23 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =
                         (limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS - (stop + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+                }
+            }
+            /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
+             * documents of the largest static scores, each reporting as many as a range can (gpu_report_slots:
+             * at least k up to GPU_MAX_RANGE_TOP, most of the answer lying in the first), k in all
+             * (gpu_query.lead_ranges); the ranges after them are pruned at its k-th best, whether the batch prunes
+             * or not (unless pruning is off) */
+            if (r->prior_weight != 0.0f && leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
+                !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
+                const uint32_t top = b->report_stride;
+                const uint32_t lead = (r->k + top - 1) / top;
+                const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+                if (lead < covered) {
+                    q->range_top = top;
+                    q->lead_ranges = lead;
+                    q->sample_stride = 1;
+                    q->sampled_floor = 0;
                 }
             }
             s->postings_in_lists[nq] = st_postings;

@@ -69,15 +69,15 @@ __global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *
     __shared__ select_shared sh;
     const uint32_t q = blockIdx.x;
     const gpu_query query = queries[q];
-    const uint32_t m = query.range_top, stride = query.sample_stride ? query.sample_stride : 1;
-    const uint32_t sampled = (num_ranges + stride - 1) / stride, total = sampled * m;
-    if (stride == 1 || query.k > total) {
+    const uint32_t m = query.range_top, step = gpu_sampled_range(&query, 1);
+    const uint32_t sampled = gpu_sampled_ranges(&query, num_ranges), total = sampled * m;
+    if (!gpu_two_rounds(&query) || query.k > total) {
         if (threadIdx.x == 0) prune[q] = query.seed_key;
         return;
     }
     const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
     const uint64_t kth = block_select(
-        [&](uint32_t i) { return mine[(size_t)(i / m) * stride * report_stride + i % m] >> 32; }, total, query.k, sh, 24);
+        [&](uint32_t i) { return mine[(size_t)(i / m) * step * report_stride + i % m] >> 32; }, total, query.k, sh, 24);
     const uint32_t key = ~(uint32_t)kth;
     if (threadIdx.x == 0) prune[q] = key > query.seed_key ? key : query.seed_key;
 }

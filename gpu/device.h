@@ -87,6 +87,15 @@ typedef struct {
      * ranges' report floor instead (they are scored whole, and report only what reaches it: at least k
      * documents do, so no answer is below it). */
     uint32_t sampled_floor;
+    /* Nonzero: the sampling round scores the leading ranges [0, lead_ranges) instead of every sample_stride-th
+     * (sample_stride is then 1), and the second round the ranges from lead_ranges on, pruned at the k-th best
+     * of the leading ranges' reports (or seed_key, when higher) whether or not the batch prunes, which is also
+     * their report floor (at least k documents reach it: no answer lies below it). For queries
+     * with a static prior on an index in global order: there the leading ranges hold the documents of the
+     * largest static scores, so their k-th best is near the final k-th score (a strided sample's is far below
+     * it: its ranges' few reports each score little), and the ranges after them are mostly skipped whole by
+     * their bounds (gpu_range_sampled). */
+    uint32_t lead_ranges;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
@@ -292,6 +301,15 @@ static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
 static inline uint32_t gpu_report_stride(uint32_t max_k, uint32_t num_docs) {
     const uint32_t ranges = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
     return gpu_range_top_of_ranges(max_k, ranges / GPU_ZONE_RANGE_SHARE);
+}
+
+/* The report slots of a (query, range) on a device: gpu_report_stride with zone maps, gpu_range_top without; on an
+ * index whose queries may score their leading ranges first (gpu_query.lead_ranges: static scores in global order), at
+ * least max_k (GPU_MAX_RANGE_TOP at most), so that the first range alone can report a top k, where most of it lies. */
+static inline uint32_t gpu_report_slots(uint32_t max_k, uint32_t num_docs, bool zones, bool leads) {
+    const uint32_t stride = zones ? gpu_report_stride(max_k, num_docs) : gpu_range_top(max_k, num_docs);
+    const uint32_t lead = max_k < GPU_MAX_RANGE_TOP ? max_k : GPU_MAX_RANGE_TOP;
+    return leads && lead > stride ? lead : stride;
 }
 
 /* Sampled ranges hold at least 2k reports when they can: the sampling round's k-th best report is then

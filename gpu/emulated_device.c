@@ -376,11 +376,11 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
     }
 }
 
-/* The k-th smallest report key of the ranges r % stride == 0 (GPU_NO_CANDIDATE when fewer than k). */
-static uint64_t kth_report(gpu_device *d, const gpu_query *q, uint32_t stride) {
+/* The k-th smallest report key of `count` ranges 0, step, 2 step, ... (GPU_NO_CANDIDATE when fewer than k). */
+static uint64_t kth_report(gpu_device *d, const gpu_query *q, uint32_t count, uint32_t step) {
     uint32_t m = q->range_top, n = 0;
-    for (uint32_t r = 0; r < d->num_ranges; r += stride)
-        for (uint32_t j = 0; j < m; j++) d->report_keys[n++] = d->reports[(size_t)r * m + j];
+    for (uint32_t i = 0; i < count && (size_t)i * step < d->num_ranges; i++)
+        for (uint32_t j = 0; j < m; j++) d->report_keys[n++] = d->reports[(size_t)i * step * m + j];
     qsort(d->report_keys, n, sizeof *d->report_keys, cmp_u64);
     return q->k <= n ? d->report_keys[q->k - 1] : GPU_NO_CANDIDATE;
 }
@@ -483,7 +483,7 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
             res->reports++;
         }
     }
-    const uint64_t kth = kth_report(d, q, GPU_BOUND_RANGES);
+    const uint64_t kth = kth_report(d, q, UINT32_MAX, GPU_BOUND_RANGES);
     const uint32_t top = kth == GPU_NO_CANDIDATE ? 0u : bound_count_of(kth);
     const uint32_t cut = top > q->num_terms + 1 ? top - q->num_terms - 1 : 0u;
     *theta_key = gpu_floor_candidate_key(q->floor_key);
@@ -531,23 +531,24 @@ static uint32_t collect_with_retries(gpu_device *d, const gpu_batch *b, const gp
 static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *q, gpu_query_result *res,
                             uint32_t *retries) {
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
-    uint32_t stride = q->sample_stride ? q->sample_stride : 1;
     uint64_t theta_key;
     if (d->bound_pass && gpu_bound_pass_takes(q, d->bound_max_k)) {
         bound_pass(d, b, q, num_docs, res, &theta_key);
         return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
     }
-    for (uint32_t r = 0; r < d->num_ranges; r += stride)
-        report_range(d, b, q, r, num_docs, q->seed_key, q->floor_key, res);
-    if (stride > 1) {
-        uint32_t theta = score_key(kth_report(d, q, stride));
+    const uint32_t sampled = gpu_sampled_ranges(q, d->num_ranges);
+    for (uint32_t i = 0; i < sampled; i++)
+        report_range(d, b, q, gpu_sampled_range(q, i), num_docs, q->seed_key, q->floor_key, res);
+    if (gpu_two_rounds(q)) {
+        uint32_t theta = score_key(kth_report(d, q, sampled, gpu_sampled_range(q, 1)));
         theta = theta > q->seed_key ? theta : q->seed_key;
-        /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor) */
-        uint32_t floor_key = q->sampled_floor && theta > q->floor_key ? theta : q->floor_key;
+        /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor); the leading ranges'
+         * is their floor and their pruning threshold (gpu_query.lead_ranges) */
+        uint32_t floor_key = (q->sampled_floor || q->lead_ranges) && theta > q->floor_key ? theta : q->floor_key;
         for (uint32_t r = 0; r < d->num_ranges; r++)
-            if (r % stride) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
+            if (!gpu_range_sampled(q, r)) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
     }
-    theta_key = kth_report(d, q, 1);
+    theta_key = kth_report(d, q, d->num_ranges, 1);
     if (gpu_floor_candidate_key(q->floor_key) < theta_key) theta_key = gpu_floor_candidate_key(q->floor_key);
     return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
 }

@@ -5,7 +5,9 @@
 //  2. report pass: every (query, range) is scored once into a shared-memory accumulator and reports
 //     its range_top best documents (score desc, doc asc) at or above the query's floor, if it has one,
 //     as candidate keys. A query without the CPU's floor scores a sample of its ranges first, and the
-//     sample's k-th best report is the other ranges' floor (gpu_query.sampled_floor);
+//     sample's k-th best report is the other ranges' floor (gpu_query.sampled_floor); a query with a static
+//     prior in global order scores its leading ranges first and prunes the others at their k-th best report
+//     (gpu_query.lead_ranges);
 //  3. the k-th best report per query, or the floor if lower, is the threshold theta (a lower bound of
 //     the answer's k-th score: reports are scores of distinct documents, and every answer reaches the
 //     floor); the reports at or above theta are candidates, and a range whose every report reaches
@@ -543,7 +545,7 @@ static acc_kind accumulator_kind(const gpu_device *d, const gpu_query *q, const 
     if (d->dense_report || q->and_mode || q->tree || q->fixed_shift == 0 || q->num_terms > GPU_MAX_TERMS ||
         q->seed_key != 0 || q->prior_weight != 0.0f)
         return kWideAcc;
-    if (q->sample_stride > 1 && !q->sampled_floor) return kWideAcc; // its second round prunes
+    if (gpu_two_rounds(q) && !q->sampled_floor) return kWideAcc; // its second round prunes
     double units = 0.0;
     for (uint32_t t = q->term_begin; t < q->term_begin + q->num_terms; t++)
         units += ldexp((double)terms[t].max_score, (int)q->fixed_shift) + 1.0; // + 1: the rounding of an add
@@ -654,15 +656,17 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     if (nr) {
         // Ranges per block: enough blocks for four waves of the device, consecutive ranges otherwise (each
         // block then follows its lists' blocks with a cursor instead of searching them).
-        uint32_t min_stride = GPU_MAX_SAMPLE_STRIDE, max_stride = 1;
+        // the first round's steps: the most sampled ranges of a query (all of them for a query of one round)
+        uint32_t sampled = 0;
+        bool two_rounds = false;
         for (uint32_t q = 0; q < nr; q++) {
-            const uint32_t st_q = batch->queries[q].sample_stride ? batch->queries[q].sample_stride : 1;
-            min_stride = st_q < min_stride ? st_q : min_stride;
-            max_stride = st_q > max_stride ? st_q : max_stride;
+            const uint32_t n = gpu_sampled_ranges(&batch->queries[q], d->num_ranges);
+            sampled = n > sampled ? n : sampled;
+            two_rounds = two_rounds || gpu_two_rounds(&batch->queries[q]);
         }
         for (uint32_t round = 1; round <= 2; round++) {
-            if (round == 2 && max_stride == 1) break;
-            const uint32_t ranges = round == 1 ? (d->num_ranges + min_stride - 1) / min_stride : d->num_ranges;
+            if (round == 2 && !two_rounds) break;
+            const uint32_t ranges = round == 1 ? sampled : d->num_ranges;
             a.round = round;
             for (int slot = 0; slot < kKernels; slot++) {
                 const uint32_t count = kernel_count[slot];

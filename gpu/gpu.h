@@ -101,6 +101,12 @@ typedef struct {
     int admission;
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */
+    /* The static prior's weight the replay scores with (isn_search_options.prior_weight; default 0: BM25 alone), and
+     * its settle point: the tail bound with the prior's part (tail_bound.h). Queries that weight a prior settle where
+     * it says, often far earlier than BM25 alone would (a dominant prior decides most of a top k), so the cache
+     * then admits the shallower prefixes they visit. Must be a weight the index takes (isn_search refuses others:
+     * isn_gpu_open fails, saying why). */
+    float training_prior_weight;
     /* Threads for the CPU's part of a batch (completions on prefixes, fallbacks), the completing thread
      * included; 0 = one per online core, 1 = the completing thread alone (which then answers the requests
      * refused at submission only when it completes the batch). */

@@ -184,6 +184,21 @@ GPU_HD void gpu_block_cells(const isn_block_meta *blocks, uint32_t b, uint32_t f
     *adds_last = !(next && weight * blocks[b + 1].max_tf_part > bound);
 }
 
+/* The sampling round (gpu_query.sample_stride, lead_ranges): the ranges it scores (of num_ranges), its i-th
+ * range, whether range r is one of them, and whether a second round scores the others. */
+GPU_HD uint32_t gpu_sampled_ranges(const gpu_query *q, uint32_t num_ranges) {
+    if (q->lead_ranges) return q->lead_ranges < num_ranges ? q->lead_ranges : num_ranges;
+    const uint32_t stride = q->sample_stride ? q->sample_stride : 1u;
+    return (num_ranges + stride - 1u) / stride;
+}
+GPU_HD uint32_t gpu_sampled_range(const gpu_query *q, uint32_t i) {
+    return q->lead_ranges ? i : i * (q->sample_stride ? q->sample_stride : 1u);
+}
+GPU_HD bool gpu_range_sampled(const gpu_query *q, uint32_t r) {
+    return q->lead_ranges ? r < q->lead_ranges : r % (q->sample_stride ? q->sample_stride : 1u) == 0;
+}
+GPU_HD bool gpu_two_rounds(const gpu_query *q) { return q->lead_ranges != 0 || q->sample_stride > 1; }
+
 /* The bound pass (device.h) counts each posting's contribution c as ceil(c * scale) in a counter of at most
  * gpu_bound_max(): each term adds less than its maximum times the scale plus one, so a scale of
  * (gpu_bound_max() - terms - 1) / (the query's summed term maxima) keeps a document's count within it (the
@@ -200,7 +215,7 @@ GPU_HD float gpu_bound_scale(const gpu_query *query, const gpu_term *terms) {
  * counters bound BM25 alone; a query with a prior takes the wide accumulator's passes). The CUDA device also asks
  * that its sums fit the narrow kernel's counters (accumulator_kind), which the pass itself does not need. */
 GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
-    return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && q->sample_stride <= 1 &&
+    return !q->and_mode && !q->tree && q->fixed_shift != 0 && q->seed_key == 0 && !gpu_two_rounds(q) &&
            q->num_terms <= GPU_MAX_TERMS && q->range_top <= GPU_BOUND_RANGE_TOP && q->k <= max_k &&
            q->prior_weight == 0.0f;
 }

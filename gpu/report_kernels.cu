@@ -642,17 +642,17 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                                 uint64_t *lists, const report_floor &answer_floor, double inv_scale, range_shared &s) {
     const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
     const uint32_t nt = query.num_terms, m = query.range_top;
-    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     const double scale = __longlong_as_double((long long)(1023 + query.fixed_shift) << 52);
     const uint32_t v0 = chunk * a.ranges_per_block, v_end = v0 + a.ranges_per_block;
-    // The step at or after v that scores a range (round 2 skips the sampled ones, one in `stride`), or
-    // UINT32_MAX; its range is v * stride in round 1, v in round 2.
+    const uint32_t sampled = gpu_sampled_ranges(&query, a.num_ranges);
+    // The step at or after v that scores a range (round 2 skips the sampled ones: one in sample_stride, or the
+    // leading ones), or UINT32_MAX; its range is the v-th sampled one in round 1 (gpu_sampled_range), v in round 2.
     auto next_step = [&](uint32_t v) -> uint32_t {
-        if (a.round == 2 && v % stride == 0) v++;
-        return v < v_end && (a.round == 1 ? v * stride : v) < a.num_ranges ? v : UINT32_MAX;
+        if (a.round == 2 && gpu_range_sampled(&query, v)) v = query.lead_ranges ? query.lead_ranges : v + 1;
+        return v < v_end && v < (a.round == 1 ? sampled : a.num_ranges) ? v : UINT32_MAX;
     };
-    auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? v * stride : v; };
+    auto range_of = [&](uint32_t v) -> uint32_t { return a.round == 1 ? gpu_sampled_range(&query, v) : v; };
     constexpr uint32_t kSpan = kBounds ? kBoundSpan : GPU_RANGE_DOCS, kStep = kBounds ? kBoundRanges : 1u;
     uint32_t v = next_step(v0);
     if (v == UINT32_MAX) return;
@@ -778,8 +778,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 
 } // namespace
 
-// Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride for
-// v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
+// Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride (or the
+// leading ones r = v, gpu_query.lead_ranges) for v in [x * rpb, x * rpb + rpb), pruned at the query's seed. Round 2: the ranges [x * rpb, x * rpb + rpb)
 // that were not sampled, pruned at the threshold the sample gave, carrying each term's block cursor
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h). kPrior:
@@ -803,12 +803,12 @@ __device__ __forceinline__ void report_pass(range_args a) {
     // a query with a prior anywhere else would get scores without it (cuda_launch)
     if (kPrior != (query.prior_weight != 0.0f)) __trap();
     const uint32_t m = query.range_top;
-    const uint32_t stride = query.sample_stride ? query.sample_stride : 1;
-    if (a.round == 2 && stride == 1) return; // the first round scored every range
+    if (a.round == 2 && !gpu_two_rounds(&query)) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
-    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold
-    const bool raise_floor = a.round == 2 && query.sampled_floor;
-    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : raise_floor ? 0u : a.prune[q];
+    // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold; the leading
+    // ranges' is both (gpu_query.lead_ranges)
+    const bool raise_floor = a.round == 2 && (query.sampled_floor || query.lead_ranges);
+    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : query.sampled_floor ? 0u : a.prune[q];
     const uint32_t floor_key = raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key;
     // (a prior's floor may be a negative score: its ranges take theirs from gpu_prior_floor_value instead)
     const report_floor answer_floor = floor_of<C>(query, kPrior ? 0u : floor_key);
@@ -841,9 +841,10 @@ __device__ __forceinline__ void report_pass(range_args a) {
     span_prefetch pf;
     const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
     for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
-        const uint32_t r = a.round == 1 ? v * stride : v;
+        if (a.round == 1 && v >= gpu_sampled_ranges(&query, a.num_ranges)) break;
+        const uint32_t r = a.round == 1 ? gpu_sampled_range(&query, v) : v;
         if (r >= a.num_ranges) break;
-        if (a.round == 2 && r % stride == 0) continue;
+        if (a.round == 2 && gpu_range_sampled(&query, r)) continue;
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;

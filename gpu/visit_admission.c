@@ -1,4 +1,5 @@
 /* Admission of the pruned-prefix cache by visit frequency (visit_admission.h). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@ typedef struct {
     const tail_bounds *tails;
     uint32_t k;
     uint32_t *settled_at; /* per training query: the document from which nothing can enter its top k */
-    bool failed;
+    atomic_bool failed;
+    char why[256]; /* the first failed search's error (written by the query that set failed first) */
 } replay;
 
 /* The training query's exact k-th score on the CPU, and where the tail bound settles it. */
@@ -26,10 +28,11 @@ static void replay_query(void *context, uint32_t i, cpu_hand *hand) {
     isn_search_options_default(&so);
     so.mode = rp->options->training_mode;
     so.k = rp->k;
+    so.prior_weight = rp->options->training_prior_weight;
     uint32_t n = 0;
     char why[256];
     if (isn_search(hand->searcher, q, &so, hand->suffix_hits, &n, NULL, why, sizeof why) != 0) {
-        rp->failed = true;
+        if (!atomic_exchange(&rp->failed, true)) snprintf(rp->why, sizeof rp->why, "%s", why);
         return;
     }
     if (n < rp->k || !rp->tails->doc_bounds || q->num_terms > GPU_MAX_OR_TERMS) return;
@@ -42,7 +45,7 @@ static void replay_query(void *context, uint32_t i, cpu_hand *hand) {
                                isn_bm25_idf(num_docs, q->terms[t].df) * (float)q->terms[t].count};
     }
     rp->settled_at[i] = tail_stop(rp->tails, terms, q->num_terms, 0, num_docs,
-                                  gpu_float_key(hand->suffix_hits[rp->k - 1].score), 0.0f);
+                                  gpu_float_key(hand->suffix_hits[rp->k - 1].score), rp->options->training_prior_weight);
 }
 
 /* A list's next block as a candidate: its visits per byte. */
@@ -188,7 +191,7 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     const uint32_t nq = o->num_training_queries, nt = info->num_terms;
     int rc = -1;
-    replay rp = {ix, o, tails, o->training_k ? o->training_k : 10, NULL, false};
+    replay rp = {ix, o, tails, o->training_k ? o->training_k : 10, NULL, false, ""};
     if (rp.k > o->max_k) rp.k = o->max_k;
     rp.settled_at = malloc((nq ? nq : 1) * sizeof *rp.settled_at);
     /* visits[first_block + j]: the training queries that visit block j of a list */
@@ -205,7 +208,7 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
     }
     cpu_crew_run(crew, nq, replay_query, &rp);
     if (rp.failed) {
-        snprintf(err, err_len, "GPU backend: a training query's search failed (out of memory)");
+        snprintf(err, err_len, "GPU backend: a training query's search failed: %s", rp.why);
         goto fail;
     }
     /* a query visits each of its lists' blocks that start below where it is settled: count it at the last

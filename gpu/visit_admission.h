@@ -3,7 +3,8 @@
  * score, then the first document from which its tail bound (tail_bound.h) cannot beat it. The blocks of its
  * lists below that document are the ones the query visits before it is settled: with them resident, the
  * device answers it with no CPU completion. On an index without score bounds a query visits all its blocks.
- * The replay weights no static prior (the options carry none): for queries that weight one it measures where BM25
+ * The replay weights the static prior of isn_gpu_options.training_prior_weight (0: BM25 alone), its settle point
+ * the tail bound with the prior's part: a log of queries that weight a prior replayed without it measures where BM25
  * alone settles them, which may be earlier or later than where the prior does (answers stay exact either way: what
  * the resident blocks do not settle, the CPU completes). */
 #ifndef ISN_GPU_VISIT_ADMISSION_H

@@ -2,7 +2,8 @@
  * white-box: every block laid out for the device reads back as the index's own postings (docs, and the tf
  * part the CPU scores with, bit for bit); sizes, alignment and a partial layout; the floor keeps every
  * document that reaches it; score keys order negative scores too; the static prior's score and bounds are the
- * CPU's; and a filter bitmap's words hold exactly the documents the filters pass. Runs on the host, so CI checks
+ * CPU's; a filter bitmap's words hold exactly the documents the filters pass; and the report slots and sampled
+ * ranges of the leading round. Runs on the host, so CI checks
  * what the device reads. */
 #include <setjmp.h>
 #include <math.h>
@@ -259,6 +260,30 @@ static void column_put(uint32_t *words, uint32_t bits, uint32_t doc, uint32_t v)
 
 /* A filter bitmap's range bits (gpu_pass_range_word): set for exactly the ranges holding a kept document, the
  * last range partial, over more than 32 ranges (two words); gpu_pass_keeps_ranges over spans of them. */
+/* The report slots and the sampling round's ranges (device.h, posting_decode.h): an index whose prior queries score
+ * their leading ranges first has room for k reports a range up to GPU_MAX_RANGE_TOP, where the usual slots on 20M
+ * documents hold 5; the leading round samples ranges 0..lead-1, the strided one every stride-th. */
+static void test_report_slots_and_sampled_ranges(void **state) {
+    (void)state;
+    const uint32_t docs = 20000000, ranges = gpu_num_ranges(docs);
+    assert_true(gpu_report_slots(10, docs, false, false) < 10);
+    assert_int_equal(gpu_report_slots(10, docs, false, false), gpu_range_top(10, docs));
+    assert_int_equal(gpu_report_slots(10, docs, true, false), gpu_report_stride(10, docs));
+    assert_int_equal(gpu_report_slots(10, docs, false, true), 10);
+    assert_int_equal(gpu_report_slots(1000, docs, false, true), GPU_MAX_RANGE_TOP);
+    assert_int_equal(gpu_report_slots(1000, 8192, false, true), GPU_MAX_RANGE_TOP); /* one range: all of it */
+    gpu_query strided = {.sample_stride = 8}, lead = {.lead_ranges = 3, .sample_stride = 1}, one = {.sample_stride = 1};
+    assert_int_equal(gpu_sampled_ranges(&strided, ranges), (ranges + 7) / 8);
+    assert_int_equal(gpu_sampled_range(&strided, 2), 16);
+    assert_true(gpu_range_sampled(&strided, 16) && !gpu_range_sampled(&strided, 17));
+    assert_int_equal(gpu_sampled_ranges(&lead, ranges), 3);
+    assert_int_equal(gpu_sampled_ranges(&lead, 2), 2);
+    assert_int_equal(gpu_sampled_range(&lead, 2), 2);
+    assert_true(gpu_range_sampled(&lead, 2) && !gpu_range_sampled(&lead, 3));
+    assert_true(gpu_two_rounds(&strided) && gpu_two_rounds(&lead) && !gpu_two_rounds(&one));
+    assert_int_equal(gpu_sampled_ranges(&one, ranges), ranges);
+}
+
 static void test_filter_bitmap_ranges(void **state) {
     (void)state;
     enum { DOCS = 40 * GPU_RANGE_DOCS + 1000, RANGES = 41 };
@@ -326,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_score_keys),
         cmocka_unit_test(test_prior_bounds),
+        cmocka_unit_test(test_report_slots_and_sampled_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,8 @@
  * changes answers; admission by visit frequency stays within the budget and settles more of the training
  * log's queries than the capped admission at the same budget. With a dominant static prior (the same corpus with
  * static scores, in global order, isn_gpu_request.prior_weight 1) the bound with the prior's part settles more
- * queries than BM25's alone, every answer the CPU's with the prior, and the bound scaled down changes answers. */
+ * queries than BM25's alone, every answer the CPU's with the prior, and the bound scaled down changes answers; a
+ * cache replayed with the prior answers more of a log served with it without CPU work than one replayed without. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -117,6 +118,9 @@ static uint64_t payload_bytes(isn_index *ix) {
     return h.index_bytes;
 }
 
+/* The prior weight open_cache's replay scores with (isn_gpu_options.training_prior_weight). */
+static float replay_prior;
+
 static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission, const query_log *train, uint32_t k,
                                    isn_mode mode) {
     isn_gpu_options o;
@@ -131,6 +135,7 @@ static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission
     o.admission = admission;
     o.training_k = k;
     o.training_mode = mode;
+    o.training_prior_weight = replay_prior;
     char err[ISN_ERR_LEN];
     isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
@@ -285,6 +290,50 @@ static void test_prior_bound_settles_and_a_wrong_one_is_caught(void **state) {
     assert_true(tight.mismatches > 0);
 }
 
+/* The replay with the prior (isn_gpu_options.training_prior_weight): a dominant prior settles queries far earlier
+ * than BM25 alone, so the prefixes admitted by needs completed per byte, trained on one log and serving another with
+ * the prior, answer more of its queries without CPU work (settled on the device, or wholly resident) and send fewer
+ * to the CPU than the same admission replayed without the prior, OR at k 10 at two budgets, every answer the CPU's.
+ * A replay weight the index cannot take (no static scores) fails the open, saying why. */
+static void test_replay_with_the_prior(void **state) {
+    (void)state;
+    static query_log train, log;
+    make_log(prior_ix, 1, &train);
+    make_log(prior_ix, 2, &log);
+    static const double fractions[] = {0.05, 0.1};
+    for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
+        outcome o[2];
+        for (int with = 0; with < 2; with++) {
+            replay_prior = with ? 1.0f : 0.0f;
+            isn_gpu_backend *b = open_cache(prior_ix, fractions[f], ISN_GPU_ADMIT_PREFIXES, &train, 10, ISN_MODE_OR);
+            o[with] = run_log_weighted(b, prior_ix, &log, 10, ISN_MODE_OR, 1.0f);
+            isn_gpu_close(b);
+            assert_int_equal(o[with].mismatches, 0);
+        }
+        replay_prior = 0.0f;
+        const uint32_t alone[2] = {log.n - o[0].completed - o[0].cpu, log.n - o[1].completed - o[1].cpu};
+        print_message("%.0f%% of the index, served with the prior: replayed with it %u without CPU work, %u completed, %u "
+                      "on the CPU; without it %u, %u, %u\n",
+                      fractions[f] * 100, alone[1], o[1].completed, o[1].cpu, alone[0], o[0].completed, o[0].cpu);
+        assert_true(alone[1] > alone[0]);
+        assert_true(o[1].cpu < o[0].cpu);
+    }
+    static query_log plain;
+    make_log(global_ix, 1, &plain);
+    isn_gpu_options o;
+    isn_gpu_options_default(&o);
+    o.emulate = true;
+    o.memory_budget = payload_bytes(global_ix) / 10;
+    o.training_queries = plain.queries;
+    o.num_training_queries = plain.n;
+    o.admission = ISN_GPU_ADMIT_PREFIXES;
+    o.training_prior_weight = 1.0f;
+    char err[ISN_ERR_LEN] = "";
+    assert_null(isn_gpu_open(global_ix, &o, err, sizeof err));
+    print_message("a replay weight without static scores: %s\n", err);
+    assert_non_null(strstr(err, "static scores"));
+}
+
 /* Admission by visit frequency, trained on the log it then serves (k 10, OR): within the budget, and more of
  * that log's queries settled on the device than under the capped admission at the same budget; admitting the
  * queries' visited blocks whole, cheapest first, answers at least as many without CPU work. */
@@ -348,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_bound_settles_and_a_wrong_bound_is_caught),
         cmocka_unit_test(test_prior_bound_settles_and_a_wrong_one_is_caught),
         cmocka_unit_test(test_visit_admission),
+        cmocka_unit_test(test_replay_with_the_prior),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
 }

@@ -122,9 +122,12 @@ static bool and_by_ranges;
 /* OR queries of long_terms..long_terms + 31 words (scored in chunks of GPU terms; 0: the usual 1..4). */
 static uint32_t long_terms;
 
+/* Only OR bags, with and without the filter (the queries a leading round takes: gpu_query.lead_ranges). */
+static bool or_bags_only;
+
 /* Query q of a batch: OR bags, AND bags, OR trees, AND trees, filtered OR bags, by q's place. */
 static void query_text(uint32_t q, char *text, size_t cap, isn_mode *mode, bool *filtered) {
-    const uint32_t kind = q % 5;
+    const uint32_t kind = or_bags_only ? (q % 2 ? 4 : 0) : q % 5;
     *mode = kind == 1 || kind == 3 ? ISN_MODE_AND : ISN_MODE_OR;
     *filtered = kind == 4;
     const uint32_t words = long_terms && kind == 0 ? long_terms + support_rng_below(32)
@@ -212,13 +215,16 @@ static uint32_t batch_check(const batch *bt, uint32_t k, float w, bool on_device
     return device;
 }
 
+/* open_backend's isn_gpu_options.max_k */
+static uint32_t backend_max_k = MAX_K;
+
 static isn_gpu_backend *open_backend(const support_index *ix, bool emulate, int pruning, double fraction) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = emulate;
     o.and_by_ranges = and_by_ranges;
     o.max_batch = BATCH;
-    o.max_k = MAX_K;
+    o.max_k = backend_max_k;
     o.pruning = pruning;
     o.memory_fraction = fraction;
     o.cpu_threads = 2;
@@ -434,6 +440,54 @@ static void test_dominant_prior_settles_early(void **state) {
     support_index_close(&ix);
 }
 
+/* Global order under a dominant prior, OR queries (bags, some with a filter) at k 10 without the probe's seed:
+ * the device scores the leading ranges first and prunes the others at their k-th best report (gpu_query.lead_ranges),
+ * which is also their report floor, whether the batch prunes or not, so it scores under half the postings that the
+ * same queries take without pruning (ISN_GPU_PRUNE_NEVER, every range scored whole) and skips more ranges whole,
+ * with the backend's max_k 1,000 or k, every answer the CPU's. */
+static void test_dominant_prior_leading_ranges(void **state) {
+    const bool emulate = device_under_test(state);
+    static support_index ix;
+    static batch bt;
+    build(&ix, PRIOR_DOMINANT, ISN_ORDER_GLOBAL, 47);
+    /* AUTO with max_k 1,000 and 10, and unpruned */
+    static const uint32_t max_ks[3] = {MAX_K, 10, MAX_K};
+    static const int prunings[3] = {ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_NEVER};
+    isn_gpu_backend *backends[3];
+    for (int i = 0; i < 3; i++) {
+        backend_max_k = max_ks[i];
+        backends[i] = open_backend(&ix, emulate, prunings[i], 0.0);
+    }
+    backend_max_k = MAX_K;
+    uint64_t scored[3] = {0, 0, 0}, pruned[3] = {0, 0, 0}, reports[3] = {0, 0, 0};
+    support_rng_seed(47);
+    or_bags_only = true;
+    for (uint32_t round = 0; round < 3; round++) {
+        batch_fill(&bt, &ix, BATCH, 10, 1.0f, false);
+        for (int i = 0; i < 3; i++) {
+            isn_gpu_batch_stats st;
+            run_batch(backends[i], &bt, &st);
+            batch_check(&bt, 10, 1.0f, true, i == 2 ? "unpruned" : "leading ranges first");
+            scored[i] += st.postings_scored;
+            pruned[i] += st.ranges_pruned;
+            reports[i] += st.reports;
+        }
+    }
+    or_bags_only = false;
+    for (int i = 0; i < 3; i++) {
+        printf("%s dominant prior, global order, k 10 unseeded, %s, max_k %u: %llu postings scored, %llu ranges pruned, "
+               "%llu reports\n",
+               emulate ? "emulated" : "GPU", i == 2 ? "unpruned" : "leading ranges first", max_ks[i],
+               (unsigned long long)scored[i], (unsigned long long)pruned[i], (unsigned long long)reports[i]);
+        isn_gpu_close(backends[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_true(2 * scored[i] < scored[2]);
+        assert_true(pruned[i] > pruned[2]);
+    }
+    support_index_close(&ix);
+}
+
 /* A request with a prior and a BM25-only threshold (a cost model's isn_threshold_probe) does not prune from it:
  * with negative static scores it bounds nothing (here it is above many queries' k-th score), and the answers
  * stay the CPU's. */
@@ -568,6 +622,8 @@ int main(void) {
         ON_GPU(test_prefix_cache_completes_with_the_prior),
         ON_EMULATED(test_dominant_prior_settles_early),
         ON_GPU(test_dominant_prior_settles_early),
+        ON_EMULATED(test_dominant_prior_leading_ranges),
+        ON_GPU(test_dominant_prior_leading_ranges),
         ON_EMULATED(test_bm25_threshold_is_ignored_with_a_prior),
         ON_GPU(test_bm25_threshold_is_ignored_with_a_prior),
         ON_EMULATED(test_long_queries_and_and_by_ranges),
