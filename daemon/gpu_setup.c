@@ -107,6 +107,9 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.max_k = conf->gpu_max_k;
     options.streams = conf->gpu_streams;
     options.pruning = (int)conf->gpu_pruning;
+    /* the pruned cache replays its training log as the tier searches: with the prior, whose settle points are
+     * far shallower than BM25's alone */
+    options.training_prior_weight = conf->prior_weight;
     isn_query *training = NULL;
     uint32_t num_training = 0;
     if (conf->gpu_training_queries[0]) {

@@ -328,22 +328,20 @@ static void test_weight_zero_is_unchanged(void **state) {
                 assert_memory_equal(a.hits[q], b.hits[q], a.requests[q].num_hits * sizeof(isn_hit));
             }
             const char *how = pruning == ISN_GPU_PRUNE_ALWAYS ? "pruned" : "exhaustive";
-            if (!same_work(&sa, &sb)) {
-                /* A real device's pruning races (a range's reports raise the floor the others read while they
-                 * run), so its counters may differ between two runs of one batch: then only the answers are
-                 * compared. The emulated device runs the same algorithm in a fixed order. */
-                isn_gpu_batch_stats again;
-                support_rng_seed(7 + k);
-                batch_fill(&b, &without, BATCH, k, 0.0f, false);
-                run_batch(bo, &b, &again);
-                if (emulate || same_work(&sb, &again)) {
-                    print_work("with static scores", &sa);
-                    print_work("without", &sb);
-                    fail_msg("weight 0, %s, k %u: the device's work differs with static scores", how, k);
-                }
-                printf("GPU weight 0, %s, k %u: the same answers with and without static scores; the device's "
-                       "counters differ between two runs of one batch here, so they are not compared\n", how, k);
+            /* A real device's pruning races (a range's reports raise the floor the others read while they run),
+             * so its counters differ between runs of one batch, and two runs that happen to agree prove nothing
+             * (on the H200 one such pair matched while the other partition's run differed, and the next time all
+             * agreed). The emulated device runs the same algorithm in a fixed order: there the work is compared;
+             * on a GPU, the answers above. */
+            if (!emulate) {
+                printf("GPU weight 0, %s, k %u: the same answers with and without static scores (the device's work "
+                       "counters race, so the emulated device's are the ones compared)\n", how, k);
                 continue;
+            }
+            if (!same_work(&sa, &sb)) {
+                print_work("with static scores", &sa);
+                print_work("without", &sb);
+                fail_msg("weight 0, %s, k %u: the device's work differs with static scores", how, k);
             }
             printf("%s weight 0, %s, k %u: the same answers and work with and without static scores (%llu postings "
                    "scored, %llu ranges pruned, %u bound passes)\n",
