@@ -3,8 +3,9 @@
  * generators (each with its own connections) offer a share of the rate each, and their tallies are
  * summed. The requests due at once (a burst) go on one connection in one write, and each burst on the
  * next connection: a write per request would cost the generator the server's TCP work on loopback for
- * each, and it is the generator that would then fall behind. Open loop: Poisson arrivals, latency measured from each request's scheduled send time, so a
- * server (or client) that falls behind is charged for the wait (no coordinated omission); a request
+ * each, and it is the generator that would then fall behind. Open loop: Poisson arrivals, latency
+ * measured from each request's scheduled send time, so a server (or client) that falls behind is
+ * charged for the wait (no coordinated omission); a request
  * that finds no connection with a stream to spare (the server's concurrent-stream limit) is counted
  * as not sent rather than queued inside the client. Closed loop: N clients, each sends its next query
  * when the last one is answered. */
