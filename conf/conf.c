@@ -55,7 +55,7 @@ static const key_spec KEYS[] = {
     {"server", "listen", KEY_ADDR, FIELD(listen), "127.0.0.1:7070", 0, 0, false},
     {"server", "stats_listen", KEY_OPTIONAL_ADDR, FIELD(stats_listen), "127.0.0.1:9090", 0, 0, false},
     {"server", "loops", KEY_U32, FIELD(loops), "0", 0, 256, false},
-    {"server", "loop_slice", KEY_DURATION_US, FIELD(loop_slice_us), "300us", 0, 100000, false},
+    {"server", "loop_slice", KEY_DURATION_US, FIELD(loop_slice_us), "100us", 0, 100000, false},
     {"server", "loop_realtime_priority", KEY_U32, FIELD(loop_realtime_priority), "0", 0, 99, false},
     {"server", "max_connections", KEY_U32, FIELD(max_connections), "4096", 1, 1000000, true},
     {"server", "max_concurrent_streams", KEY_U32, FIELD(max_concurrent_streams), "256", 1, 65536, false},
