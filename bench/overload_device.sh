@@ -24,8 +24,9 @@
 # profile stage ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
-# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (4) and WORKERS workers (0: isnd's default, which on 12 CPUs is 12
-# on the CPU alone and 7 beside a GPU), isn-bench on BENCH_CPUS (12-15).
+# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, beside a GPU isnd's default: 5 on 12 CPUs)
+# and WORKERS workers (0: isnd's default, which on 12 CPUs is 12 on the CPU alone and 6 beside a GPU with 5
+# loops), isn-bench on BENCH_CPUS (12-15).
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
@@ -34,8 +35,10 @@ CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
 ISND_CPUS=${ISND_CPUS:-0-11}
 BENCH_CPUS=${BENCH_CPUS:-12-15}
 WORKERS=${WORKERS:-0}
-# 4 loops, as isnd chose on the 16-core device before its default counted only the CPUs it may use
-ISND_LOOPS=${ISND_LOOPS:-4}
+# the CPU-only node: 4 loops, as isnd chose on the 16-core device before its default counted only the CPUs it
+# may use; beside a GPU, isnd's default (half of what the dispatcher leaves)
+CPU_LOOPS=${ISND_LOOPS:-4}
+GPU_LOOPS=${ISND_LOOPS:-0}
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
@@ -45,9 +48,9 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   local own=FLAGS_$1
   [ -n "${!own:-}" ] && { echo "${!own}"; return; }
   case $1 in
-    cpu) echo "--workers $WORKERS --set server.loops=$ISND_LOOPS --set gpu.enable=false" ;;
-    hybrid) echo "--workers $WORKERS --set server.loops=$ISND_LOOPS --set gpu.enable=true" ;;
-    gpu_all) echo "--workers $WORKERS --set server.loops=$ISND_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
+    cpu) echo "--workers $WORKERS --set server.loops=$CPU_LOOPS --set gpu.enable=false" ;;
+    hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
+    gpu_all) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
       "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB" ;; # conf/isnd.conf: why
   esac
 }

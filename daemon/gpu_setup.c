@@ -94,6 +94,10 @@ static int check_gpu_conf(const isn_conf *conf, char *err, size_t err_len) {
     return 0;
 }
 
+uint32_t gpu_setup_devices_asked(const isn_conf *conf) {
+    return (conf->gpu_enable ? conf->gpu_devices : 0) + conf->gpu_sim_devices;
+}
+
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
     *num_backends = 0;

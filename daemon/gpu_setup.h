@@ -19,6 +19,9 @@
  * with err only for a bad configuration. backends has room for ISN_SCHED_MAX_GPUS. */
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
+/* The devices the configuration asks for (gpu.devices when gpu.enable, plus gpu.sim_devices), whether or not
+ * they open: the default loop and worker counts (server.loops = 0, search.workers = 0) leave them room. */
+uint32_t gpu_setup_devices_asked(const isn_conf *conf);
 /* Why the last gpu_setup_first_stage opened no device (the last device's reason), or "". */
 const char *gpu_setup_unusable(void);
 /* The first stage on the GPU as isnd serves it: one backend per device, each holding the postings

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "daemon/gpu_setup.h"
 #include "daemon/server.h"
 
 static void do_commands(serving_loop *loop, unsigned commands);
@@ -180,8 +181,7 @@ static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
 static uint32_t loops_wanted(const isn_conf *conf) {
     if (conf->loops) return conf->loops;
     /* the CPUs the workers' default counts too: a container's quota or a taskset, not the host's */
-    uint32_t cpus = isn_cpus_available();
-    return cpus >= 8 ? cpus / 4 : 1;
+    return isn_scheduler_default_loops(isn_cpus_available(), gpu_setup_devices_asked(conf));
 }
 
 static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const isn_grpc_server_config *isn_grpc_config,
@@ -270,7 +270,13 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
         if (rc) return isn_error(err, err_len, "cannot start the thread of event loop %u: %s", i, strerror(rc));
         loop->has_thread = true;
     }
-    if (server->num_loops > 1) log_info("%u event loops serve connections", server->num_loops);
+    if (server->num_loops > 1 || !server->conf.loops) {
+        uint32_t gpus = gpu_setup_devices_asked(&server->conf);
+        log_info("%u event loops serve connections%s", server->num_loops,
+                 server->conf.loops ? ""
+                 : gpus           ? " (server.loops = 0: half the CPUs the GPU dispatchers leave)"
+                                  : " (server.loops = 0: one per four CPUs from 8 on)");
+    }
     /* the first loop's is the main thread: after it has started the others */
     take_loop_scheduling(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
     return 0;

@@ -17,6 +17,11 @@ uint32_t isn_scheduler_default_workers(uint32_t cpus, uint32_t loops, uint32_t g
     return cpus > others ? cpus - (uint32_t)others : 1;
 }
 
+uint32_t isn_scheduler_default_loops(uint32_t cpus, uint32_t gpus) {
+    if (gpus) return cpus > gpus + 1 ? (cpus - gpus) / 2 : 1;
+    return cpus >= 8 ? cpus / 4 : 1;
+}
+
 void isn_scheduler_config_default(isn_scheduler_config *config) {
     memset(config, 0, sizeof *config);
     config->workers = 1;

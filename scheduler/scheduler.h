@@ -297,6 +297,15 @@ void isn_scheduler_config_default(isn_scheduler_config *config);
  * one. */
 uint32_t isn_scheduler_default_workers(uint32_t cpus, uint32_t loops, uint32_t gpus);
 
+/* The event loops a node starts when not told (server.loops = 0), on `cpus` usable CPUs. Without a GPU, one
+ * per four CPUs from 8 on, else one: the workers are the capacity and a loop has time to spare. With
+ * `gpus` devices, half the CPUs their dispatchers leave (the workers, isn_scheduler_default_workers, take
+ * the rest): the devices answer several times the CPUs' rate, so past capacity the loops (HTTP/2,
+ * decoding, replies, and a refusal for every excess request) are as much the bottleneck as the workers
+ * that analyse queries and pack the devices' answers, and a refusal waits for a loop's iteration. At
+ * least one. */
+uint32_t isn_scheduler_default_loops(uint32_t cpus, uint32_t gpus);
+
 typedef struct isn_scheduler isn_scheduler;
 
 /* Makes the GPU devices, starts the threads (and runs worker_init on each). NULL with err. */

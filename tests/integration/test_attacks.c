@@ -190,7 +190,7 @@ static uint32_t rapid_reset_flood(target *t) {
 static void flood_is_logged_once_a_second(target *t) {
     static const char cut[] = "streams per second reset before their reply";
     enum { FLOODS = 12 };
-    char line[4096]; /* "... info  N event loops serve connections", logged only for N > 1 */
+    char line[4096]; /* "... info  N event loops serve connections", logged for N > 1 or a default count */
     harness_log_last(t->h, "event loops serve connections", line, sizeof line);
     const char *at = strstr(line, "info  ");
     int loops = at ? atoi(at + strlen("info  ")) : 1;

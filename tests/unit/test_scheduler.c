@@ -1763,6 +1763,22 @@ static void default_workers_leave_the_loops_a_core(void **state) {
     assert_int_equal(isn_scheduler_default_workers(0, 1, 0), 1);
 }
 
+/* Not told how many loops: a quarter of the CPUs from 8 on without a GPU; beside devices, half of what their
+ * dispatchers leave, the workers taking the rest. */
+static void default_loops_split_the_cpus_beside_a_gpu(void **state) {
+    (void)state;
+    assert_int_equal(isn_scheduler_default_loops(12, 0), 3);
+    assert_int_equal(isn_scheduler_default_loops(4, 0), 1);
+    assert_int_equal(isn_scheduler_default_loops(12, 1), 5);
+    assert_int_equal(isn_scheduler_default_workers(12, isn_scheduler_default_loops(12, 1), 1), 6);
+    assert_int_equal(isn_scheduler_default_loops(16, 2), 7);
+    assert_int_equal(isn_scheduler_default_workers(16, isn_scheduler_default_loops(16, 2), 2), 7);
+    assert_int_equal(isn_scheduler_default_loops(4, 1), 1);
+    assert_int_equal(isn_scheduler_default_loops(2, 1), 1);
+    assert_int_equal(isn_scheduler_default_loops(1, 1), 1);
+    assert_int_equal(isn_scheduler_default_loops(0, 1), 1);
+}
+
 static void workers_take_their_slice(void **state) {
     (void)state;
     if (!isn_thread_slice_ns(0)) {
@@ -1896,6 +1912,7 @@ int main(void) {
         cmocka_unit_test(workers_run_at_the_idle_policy),
         cmocka_unit_test(workers_take_their_slice),
         cmocka_unit_test(default_workers_leave_the_loops_a_core),
+        cmocka_unit_test(default_loops_split_the_cpus_beside_a_gpu),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
