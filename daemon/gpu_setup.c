@@ -94,8 +94,16 @@ static int check_gpu_conf(const isn_conf *conf, char *err, size_t err_len) {
     return 0;
 }
 
-uint32_t gpu_setup_devices_asked(const isn_conf *conf) {
-    return (conf->gpu_enable ? conf->gpu_devices : 0) + conf->gpu_sim_devices;
+uint32_t gpu_setup_devices_expected(const isn_conf *conf) {
+    if (!conf->gpu_enable) return conf->gpu_sim_devices;
+    uint32_t present = conf->gpu_devices;
+    if (!conf->gpu_emulate) {
+        char why[256];
+        int count = isn_gpu_device_count(why, sizeof why);
+        uint32_t beyond = count > (int)conf->gpu_device ? (uint32_t)count - conf->gpu_device : 0;
+        if (beyond < present) present = beyond;
+    }
+    return present + conf->gpu_sim_devices;
 }
 
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,

@@ -19,9 +19,11 @@
  * with err only for a bad configuration. backends has room for ISN_SCHED_MAX_GPUS. */
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
                           isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
-/* The devices the configuration asks for (gpu.devices when gpu.enable, plus gpu.sim_devices), whether or not
- * they open: the default loop and worker counts (server.loops = 0, search.workers = 0) leave them room. */
-uint32_t gpu_setup_devices_asked(const isn_conf *conf);
+/* The devices the node will have, for the default loop and worker counts (server.loops = 0, search.workers =
+ * 0) to leave them room: gpu.devices from gpu.device on when gpu.enable, as many of them as the machine has
+ * (all when emulated), plus gpu.sim_devices. A node asking for a GPU on a machine without one is counted
+ * as the CPU-only node it will be; one whose device fails later keeps the counts made for it. */
+uint32_t gpu_setup_devices_expected(const isn_conf *conf);
 /* Why the last gpu_setup_first_stage opened no device (the last device's reason), or "". */
 const char *gpu_setup_unusable(void);
 /* The first stage on the GPU as isnd serves it: one backend per device, each holding the postings

@@ -175,11 +175,13 @@ static void load_index(uv_work_t *work) {
     uint32_t workers = server->conf.workers;
     char sized[96] = "";
     if (workers == 0) {
-        uint32_t cpus = isn_cpus_available(), gpus = gpu_setup_devices_asked(&server->conf);
+        uint32_t cpus = isn_cpus_available(), gpus = gpu_setup_devices_expected(&server->conf);
         workers = isn_scheduler_default_workers(cpus, server->num_loops, gpus);
         if (gpus)
             snprintf(sized, sizeof sized, " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers)", cpus,
                      server->num_loops, gpus);
+        else if (server->conf.gpu_enable)
+            snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU, no device of gpu.enable on this machine)");
     }
     start = isn_now_ns();
     server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);

@@ -181,7 +181,7 @@ static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
 static uint32_t loops_wanted(const isn_conf *conf) {
     if (conf->loops) return conf->loops;
     /* the CPUs the workers' default counts too: a container's quota or a taskset, not the host's */
-    return isn_scheduler_default_loops(isn_cpus_available(), gpu_setup_devices_asked(conf));
+    return isn_scheduler_default_loops(isn_cpus_available(), gpu_setup_devices_expected(conf));
 }
 
 static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const isn_grpc_server_config *isn_grpc_config,
@@ -271,7 +271,7 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
         loop->has_thread = true;
     }
     if (server->num_loops > 1 || !server->conf.loops) {
-        uint32_t gpus = gpu_setup_devices_asked(&server->conf);
+        uint32_t gpus = gpu_setup_devices_expected(&server->conf);
         log_info("%u event loops serve connections%s", server->num_loops,
                  server->conf.loops ? ""
                  : gpus           ? " (server.loops = 0: half the CPUs the GPU dispatchers leave)"
