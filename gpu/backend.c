@@ -98,6 +98,11 @@ struct isn_gpu_backend {
     /* queries with a prior in global order score the leading ranges first (gpu_query.lead_ranges);
      * ISN_GPU_LEAD_RANGES=0: they sample as the others do, to compare */
     bool lead_ranges;
+    /* their second round: pruned at the leading k-th best where the tail bound at it ends the query inside the
+     * partition (gpu_lead_prunes; ISN_GPU_LEAD_PRUNE=0: never, that is then only its floor; 1: always), and ended
+     * on the device where the tail bound falls below it (ISN_GPU_LEAD_STOP=0: every range visited); to compare */
+    uint32_t lead_prune;
+    bool lead_stop;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
     uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
@@ -450,9 +455,11 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         }
     }
     if (b->static_scores) {
-        /* each range's largest static score: what the prior adds at most to the range's documents */
+        /* each range's largest static score: what the prior adds at most to the range's documents; then the
+         * tail bounds from each range on (gpu_upload.range_prior_max) */
         const uint32_t ranges = gpu_num_ranges(info->num_docs);
-        b->range_prior_max = malloc(ranges * sizeof *b->range_prior_max);
+        const float *part_bounds = isn_index_score_bounds(b->index), *prior_bounds = isn_index_prior_bounds(b->index);
+        b->range_prior_max = malloc((size_t)GPU_RANGE_BOUNDS * ranges * sizeof *b->range_prior_max);
         if (b->range_prior_max == NULL) {
             snprintf(err, err_len, "GPU backend: out of memory for the static scores' maxima of %u ranges", ranges);
             return -1;
@@ -463,6 +470,9 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
             float most = lo < hi ? b->static_scores[lo] : 0.0f;
             for (uint32_t d = lo + 1; d < hi; d++) most = b->static_scores[d] > most ? b->static_scores[d] : most;
             b->range_prior_max[r] = most;
+            /* both are suffix maxima: their value at the range's first document bounds the rest of the index */
+            b->range_prior_max[ranges + r] = part_bounds && lo < hi ? part_bounds[lo] : lo < hi ? INFINITY : 0.0f;
+            b->range_prior_max[2 * ranges + r] = prior_bounds && lo < hi ? prior_bounds[lo] : lo < hi ? INFINITY : 0.0f;
         }
     }
     gpu_upload up = {
@@ -579,6 +589,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
     b->lead_ranges = gpu_env_number("ISN_GPU_LEAD_RANGES", 1, 0) != 0;
+    b->lead_prune = gpu_env_number("ISN_GPU_LEAD_PRUNE", 2, 0);
+    b->lead_prune = b->lead_prune > 2 ? 2 : b->lead_prune;
+    b->lead_stop = gpu_env_number("ISN_GPU_LEAD_STOP", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -1045,18 +1058,25 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                 }
             }
             /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
-             * documents of the largest static scores, each reporting as many as a range can (gpu_report_slots:
-             * at least k up to GPU_MAX_RANGE_TOP, most of the answer lying in the first), k in all
-             * (gpu_query.lead_ranges); the ranges after them are pruned at its k-th best, whether the batch prunes
-             * or not (unless pruning is off) */
+             * documents of the largest static scores, each reporting k (gpu_query.lead_top: the query's k up to
+             * the device's slots, gpu_report_slots; most of the answer lies in the first), k in all
+             * (gpu_query.lead_ranges). The ranges after them report their usual few (range_top: the leading k-th
+             * best is their floor, and a range that fills its slots is rescored), are pruned at that k-th best
+             * where it is high (gpu_lead_prunes), whether the batch prunes or not (unless pruning is off), and end
+             * where its tail bound does. Slots
+             * sized by the device's max_k instead made every range of a top-1000 query on 20M documents report
+             * up to 64, and its threshold selection read 64 slots a range. */
             if (r->prior_weight != 0.0f && leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
                 !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
-                const uint32_t top = b->report_stride;
+                uint32_t top = r->k < b->report_stride ? r->k : b->report_stride;
+                top = top > q->range_top ? top : q->range_top;
                 const uint32_t lead = (r->k + top - 1) / top;
                 const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
                 if (lead < covered) {
-                    q->range_top = top;
+                    q->lead_top = top;
                     q->lead_ranges = lead;
+                    q->lead_prune = b->lead_prune;
+                    q->lead_stop = b->lead_stop;
                     q->sample_stride = 1;
                     q->sampled_floor = 0;
                 }
@@ -1226,6 +1246,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.ranges_scored += res->ranges_scored;
         st.ranges_pruned += res->ranges_pruned;
         st.ranges_rescored += res->ranges_rescored;
+        st.ranges_stopped += res->ranges_stopped;
         st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
         st.postings_decoded += res->postings_decoded;

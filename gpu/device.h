@@ -96,6 +96,13 @@ typedef struct {
      * it: its ranges' few reports each score little), and the ranges after them are mostly skipped whole by
      * their bounds (gpu_range_sampled). */
     uint32_t lead_ranges;
+    /* With lead_ranges: the reports of each leading range (range_top is then the other ranges'), sized by the
+     * query's k (at least range_top, at most the device's report slots), so that the leading ranges report k in
+     * all while each other range reports only its usual few (gpu_range_reports); lead_prune: whether the second
+     * round prunes at the leading k-th best (gpu_lead_prunes; else that is only its report floor); lead_stop: the second round ends at
+     * the first range whose tail bound (gpu_range_tail_below) cannot reach it, on the device, so that the
+     * ranges after it cost no block visit and no report slot is read. */
+    uint32_t lead_top, lead_prune, lead_stop;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
@@ -170,6 +177,8 @@ typedef struct {
      * bound below the threshold */
     uint32_t ranges_pruned;
     uint32_t ranges_rescored; /* ranges with more documents at or above the threshold key than reported */
+    /* ranges past the second round's stop (gpu_query.lead_stop) below the doc limit: never visited */
+    uint32_t ranges_stopped;
     uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t reports;         /* documents the first pass's ranges reported (at or above their floors) */
     uint32_t accumulator;     /* isn_gpu_accumulator: the report pass's layout */
@@ -224,8 +233,16 @@ typedef struct {
      * range r holds documents [r * GPU_RANGE_DOCS, (r + 1) * GPU_RANGE_DOCS)), resident beside the postings for
      * the queries with a prior (gpu_query.prior_weight); both NULL when the index has no finite static scores. */
     const float *static_scores;
+    /* gpu_num_ranges x GPU_RANGE_BOUNDS floats: each range's largest static score, then for every range r the
+     * index's score bound at its first document (isn_index_score_bounds: the largest best tf part from it on;
+     * +inf without score bounds), then the static scores' suffix maximum there (isn_index_prior_bounds): what
+     * gpu_range_tail_below reads */
     const float *range_prior_max;
 } gpu_upload;
+
+/* The per-range floats of gpu_upload.range_prior_max: largest static score, tf-part bound from the range on,
+ * static score bound from the range on. */
+#define GPU_RANGE_BOUNDS 3u
 
 /* The doc-id ranges of a partition of num_docs documents (at least one). */
 static inline uint32_t gpu_num_ranges(uint32_t num_docs) {

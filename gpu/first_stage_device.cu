@@ -567,9 +567,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     for (uint32_t q = 0; q < nq; q++) {
         s->max_k = batch->queries[q].k > s->max_k ? batch->queries[q].k : s->max_k;
         // its reports would run into the next range's
-        if (batch->queries[q].range_top > d->report_stride) {
-            snprintf(err, err_len, "CUDA device: query %u reports %u a range, past the %u slots a range has", q,
-                     batch->queries[q].range_top, d->report_stride);
+        const gpu_query &query = batch->queries[q];
+        const uint32_t most = query.lead_ranges && query.lead_top > query.range_top ? query.lead_top : query.range_top;
+        if (most > d->report_stride) {
+            snprintf(err, err_len, "CUDA device: query %u reports %u a range, past the %u slots a range has", q, most,
+                     d->report_stride);
             return -1;
         }
     }

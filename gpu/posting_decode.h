@@ -199,6 +199,66 @@ GPU_HD bool gpu_range_sampled(const gpu_query *q, uint32_t r) {
 }
 GPU_HD bool gpu_two_rounds(const gpu_query *q) { return q->lead_ranges != 0 || q->sample_stride > 1; }
 
+/* Report slots: range r's count (gpu_query.lead_top for a leading range, range_top for the others), and its
+ * first report's place among the query's reports laid end to end (ranges in order, each its count). */
+GPU_HD uint32_t gpu_range_reports(const gpu_query *q, uint32_t r) {
+    return r < q->lead_ranges ? q->lead_top : q->range_top;
+}
+GPU_HD uint32_t gpu_reports_before(const gpu_query *q, uint32_t r) {
+    const uint32_t lead = r < q->lead_ranges ? r : q->lead_ranges;
+    return lead * q->lead_top + (r - lead) * q->range_top;
+}
+/* The range and slot of report i of those laid end to end (gpu_reports_before). */
+GPU_HD void gpu_report_place(const gpu_query *q, uint32_t i, uint32_t *range, uint32_t *slot) {
+    const uint32_t leading = q->lead_ranges * q->lead_top;
+    if (i < leading) {
+        *range = i / q->lead_top;
+        *slot = i % q->lead_top;
+    } else {
+        *range = q->lead_ranges + (i - leading) / q->range_top;
+        *slot = (i - leading) % q->range_top;
+    }
+}
+
+/* True when no document of range r or after it can reach theta_key (gpu_query.lead_stop): each term adds at most
+ * the lesser of its weight times the index's tf-part bound from the range on and its list's maximum (max_score),
+ * and the prior at most gpu_prior_bound of the static scores' bound from the range on (range_bounds:
+ * gpu_upload.range_prior_max, num_ranges ranges). Both bounds only fall as r rises, so the first such range ends
+ * the query's passes. Float products and a double sum, as gpu_prior_below takes them. */
+GPU_HD bool gpu_range_tail_below(const gpu_query *q, const gpu_term *terms, const float *range_bounds,
+                                 uint32_t num_ranges, uint32_t r, uint32_t theta_key) {
+    const float part = range_bounds[num_ranges + r], prior = range_bounds[2u * num_ranges + r];
+    double sum = 0.0;
+    for (uint32_t t = 0; t < q->num_terms; t++) {
+        const gpu_term *term = &terms[q->term_begin + t];
+        const float most = term->weight * part;
+        sum += (double)(most < term->max_score ? most : term->max_score);
+    }
+    return gpu_prior_below(sum, gpu_prior_bound(q->prior_weight, prior), theta_key);
+}
+
+/* Whether the second round of a query with leading ranges prunes at their k-th best, theta_key (gpu_query.lead_prune:
+ * 0 never, 1 always, 2 where the tail bound at it ends the query inside the partition: a k-th best that high
+ * leaves most ranges' bounds below it too, while one the bound ends nothing at leaves their pruned passes, which
+ * cost more a posting than unpruned ones, little to skip). */
+GPU_HD bool gpu_lead_prunes(const gpu_query *q, const gpu_term *terms, const float *range_bounds, uint32_t num_ranges,
+                            uint32_t theta_key) {
+    if (q->lead_prune != 2u) return q->lead_prune != 0u;
+    return gpu_range_tail_below(q, terms, range_bounds, num_ranges, num_ranges - 1u, theta_key);
+}
+
+/* The first range in [from, to) whose tail is below theta_key (gpu_range_tail_below), or `to`. */
+GPU_HD uint32_t gpu_range_tail_stop(const gpu_query *q, const gpu_term *terms, const float *range_bounds,
+                                    uint32_t num_ranges, uint32_t from, uint32_t to, uint32_t theta_key) {
+    uint32_t lo = from, hi = to;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2u;
+        if (gpu_range_tail_below(q, terms, range_bounds, num_ranges, mid, theta_key)) hi = mid;
+        else lo = mid + 1u;
+    }
+    return lo;
+}
+
 /* The bound pass (device.h) counts each posting's contribution c as ceil(c * scale) in a counter of at most
  * gpu_bound_max(): each term adds less than its maximum times the scale plus one, so a scale of
  * (gpu_bound_max() - terms - 1) / (the query's summed term maxima) keeps a document's count within it (the
