@@ -493,6 +493,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         .max_filter_values = b->max_filter_values,
         .static_scores = b->static_scores,
         .range_prior_max = b->range_prior_max,
+        .block_suffix_max = b->static_scores && leads_ranges(b->index) ? b->tails.suffix_max : NULL,
     };
     const double upload_from = now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
@@ -605,7 +606,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     if (isn_index_prior_bounds(index)) {
         b->static_scores = isn_index_static_scores(index);
         b->static_magnitude = isn_index_static_score_magnitude(index);
-        b->health.static_score_bytes = ((uint64_t)info->num_docs + gpu_num_ranges(info->num_docs)) * sizeof(float);
+        b->health.static_score_bytes =
+            ((uint64_t)info->num_docs + (uint64_t)GPU_RANGE_BOUNDS * gpu_num_ranges(info->num_docs)) * sizeof(float);
+        /* and each block's suffix maximum, for the leading ranges' stop (gpu_upload.block_suffix_max) */
+        if (leads_ranges(index)) b->health.static_score_bytes += num_blocks * sizeof(float);
         fixed += b->health.static_score_bytes;
     }
     if (budget < fixed + 4096) {
@@ -1058,19 +1062,20 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                 }
             }
             /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
-             * documents of the largest static scores, each reporting k (gpu_query.lead_top: the query's k up to
-             * the device's slots, gpu_report_slots; most of the answer lies in the first), k in all
-             * (gpu_query.lead_ranges). The ranges after them report their usual few (range_top: the leading k-th
-             * best is their floor, and a range that fills its slots is rescored), are pruned at that k-th best
-             * where it is high (gpu_lead_prunes), whether the batch prunes or not (unless pruning is off), and end
-             * where its tail bound does. Slots
-             * sized by the device's max_k instead made every range of a top-1000 query on 20M documents report
-             * up to 64, and its threshold selection read 64 slots a range. */
+             * documents of the largest static scores, each reporting its share of k with room to spare
+             * (gpu_lead_ranges_of: the query's k, not the device's max_k, within its slots; most of the answer lies
+             * in the first), more than k in all (gpu_query.lead_ranges, lead_top). The ranges after them report their
+             * usual few (range_top: the leading k-th best is their floor, and a range that fills its slots is
+             * rescored), are pruned at that k-th best where it is high (gpu_lead_prunes), whether the batch prunes or
+             * not (unless pruning is off), and end where its tail bound does (gpu_query.lead_stop). Slots sized by
+             * the device's max_k instead made every range of a top-1000 query on 20M documents report up to 64 (its
+             * threshold selection read them all), and slots of exactly k a range left the leading ranges' every
+             * report at or above their k-th best: each one rescored. */
             if (r->prior_weight != 0.0f && leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
                 !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
-                uint32_t top = r->k < b->report_stride ? r->k : b->report_stride;
+                uint32_t top;
+                const uint32_t lead = gpu_lead_ranges_of(r->k, b->report_stride, &top);
                 top = top > q->range_top ? top : q->range_top;
-                const uint32_t lead = (r->k + top - 1) / top;
                 const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
                 if (lead < covered) {
                     q->lead_top = top;

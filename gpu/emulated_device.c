@@ -22,6 +22,7 @@ struct gpu_device {
     isn_block_meta *blocks;
     uint32_t *attribute_words;
     float *static_scores, *range_prior_max; /* NULL without static scores (gpu_upload's) */
+    float *block_suffix_max;                /* NULL without it (gpu_upload's) */
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -57,7 +58,7 @@ static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
     void *buffers[] = {d->acc,        d->iacc,       d->matches, d->reports, d->report_keys,
                        d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words,
-                       d->static_scores, d->range_prior_max};
+                       d->static_scores, d->range_prior_max, d->block_suffix_max};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     for (uint32_t i = 0; i < EMULATED_SLOTS; i++) {
@@ -94,6 +95,12 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
         memcpy(d->range_prior_max, upload->range_prior_max,
                (size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof *d->range_prior_max);
     }
+    if (upload->block_suffix_max) {
+        d->block_suffix_max = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->block_suffix_max);
+        if (d->block_suffix_max == NULL) goto oom;
+        memcpy(d->block_suffix_max, upload->block_suffix_max, upload->num_blocks * sizeof *d->block_suffix_max);
+    }
+    d->upload.block_suffix_max = d->block_suffix_max;
     d->upload.static_scores = d->static_scores;
     d->upload.range_prior_max = d->range_prior_max;
     d->acc = malloc(GPU_RANGE_DOCS * sizeof *d->acc);
@@ -551,13 +558,13 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
         /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor); the leading ranges'
          * is their floor and their pruning threshold (gpu_query.lead_ranges, lead_prune) */
         uint32_t floor_key = (q->sampled_floor || q->lead_ranges) && theta > q->floor_key ? theta : q->floor_key;
-        const bool prunes = q->lead_ranges ? gpu_lead_prunes(q, b->terms, d->range_prior_max, d->num_ranges, theta)
-                                           : !q->sampled_floor;
+        const gpu_tail_view tails = {d->range_prior_max, d->upload.blocks, d->block_suffix_max, d->num_ranges};
+        const bool prunes = q->lead_ranges ? gpu_lead_prunes(q, b->terms, &tails, theta) : !q->sampled_floor;
         const uint32_t prune = prunes ? theta : 0u;
         if (q->lead_ranges && q->lead_stop) {
             /* the ranges from the first whose tail bound is below the leading k-th best hold no answer */
             const uint32_t covered = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
-            stop = gpu_range_tail_stop(q, b->terms, d->range_prior_max, d->num_ranges, q->lead_ranges, covered, theta);
+            stop = gpu_range_tail_stop(q, b->terms, &tails, q->lead_ranges, covered, theta);
             res->ranges_stopped = covered - stop;
         }
         for (uint32_t r = 0; r < stop; r++)

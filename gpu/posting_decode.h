@@ -220,40 +220,44 @@ GPU_HD void gpu_report_place(const gpu_query *q, uint32_t i, uint32_t *range, ui
     }
 }
 
-/* True when no document of range r or after it can reach theta_key (gpu_query.lead_stop): each term adds at most
- * the lesser of its weight times the index's tf-part bound from the range on and its list's maximum (max_score),
- * and the prior at most gpu_prior_bound of the static scores' bound from the range on (range_bounds:
- * gpu_upload.range_prior_max, num_ranges ranges). Both bounds only fall as r rises, so the first such range ends
- * the query's passes. Float products and a double sum, as gpu_prior_below takes them. */
-GPU_HD bool gpu_range_tail_below(const gpu_query *q, const gpu_term *terms, const float *range_bounds,
-                                 uint32_t num_ranges, uint32_t r, uint32_t theta_key) {
-    const float part = range_bounds[num_ranges + r], prior = range_bounds[2u * num_ranges + r];
+/* True when no document of range r or after it can reach theta_key (gpu_query.lead_stop), as tail_bound.h bounds
+ * them: each term adds at most its weight times the lesser of the index's tf-part bound from the range on and its
+ * resident list's suffix maximum from the block holding the range's first document (nothing when no resident block
+ * reaches it), and the prior at most gpu_prior_bound of the static scores' bound from the range on. Every part only
+ * falls as r rises, so the first such range ends the query's passes. Float products and a double sum, as
+ * gpu_prior_below takes them. */
+GPU_HD bool gpu_range_tail_below(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t r,
+                                 uint32_t theta_key) {
+    const float part = v->ranges[v->num_ranges + r], prior = v->ranges[2u * v->num_ranges + r];
     double sum = 0.0;
     for (uint32_t t = 0; t < q->num_terms; t++) {
         const gpu_term *term = &terms[q->term_begin + t];
-        const float most = term->weight * part;
-        sum += (double)(most < term->max_score ? most : term->max_score);
+        const uint32_t k = gpu_lower_block(v->blocks + term->first_block, term->num_blocks, r * GPU_RANGE_DOCS);
+        if (k == term->num_blocks) continue;
+        const float suffix = v->block_suffix[term->first_block + k];
+        sum += (double)(term->weight * (suffix < part ? suffix : part));
     }
     return gpu_prior_below(sum, gpu_prior_bound(q->prior_weight, prior), theta_key);
 }
 
 /* Whether the second round of a query with leading ranges prunes at their k-th best, theta_key (gpu_query.lead_prune:
- * 0 never, 1 always, 2 where the tail bound at it ends the query inside the partition: a k-th best that high
- * leaves most ranges' bounds below it too, while one the bound ends nothing at leaves their pruned passes, which
- * cost more a posting than unpruned ones, little to skip). */
-GPU_HD bool gpu_lead_prunes(const gpu_query *q, const gpu_term *terms, const float *range_bounds, uint32_t num_ranges,
-                            uint32_t theta_key) {
+ * 0 never, 1 always, 2 where the first range alone reports the top k or the tail bound at that k-th best ends the
+ * query inside the partition). The first range of a dominant prior holds most of a top k, so a k it reports whole
+ * has a k-th best near the final one, and so has one that the tail bound ends the query at: most ranges' bounds
+ * are below such a k-th best. A k spread over many leading ranges has the k-th best of the weakest of them, which
+ * few ranges' bounds are below, and there pruned passes cost more a posting than unpruned ones and skip little. */
+GPU_HD bool gpu_lead_prunes(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t theta_key) {
     if (q->lead_prune != 2u) return q->lead_prune != 0u;
-    return gpu_range_tail_below(q, terms, range_bounds, num_ranges, num_ranges - 1u, theta_key);
+    return q->lead_ranges == 1u || gpu_range_tail_below(q, terms, v, v->num_ranges - 1u, theta_key);
 }
 
 /* The first range in [from, to) whose tail is below theta_key (gpu_range_tail_below), or `to`. */
-GPU_HD uint32_t gpu_range_tail_stop(const gpu_query *q, const gpu_term *terms, const float *range_bounds,
-                                    uint32_t num_ranges, uint32_t from, uint32_t to, uint32_t theta_key) {
+GPU_HD uint32_t gpu_range_tail_stop(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t from,
+                                    uint32_t to, uint32_t theta_key) {
     uint32_t lo = from, hi = to;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2u;
-        if (gpu_range_tail_below(q, terms, range_bounds, num_ranges, mid, theta_key)) hi = mid;
+        if (gpu_range_tail_below(q, terms, v, mid, theta_key)) hi = mid;
         else lo = mid + 1u;
     }
     return lo;
