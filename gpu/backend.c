@@ -408,8 +408,16 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     if (tail_bounds_init(&b->tails, index, err, err_len) != 0) return -1;
     const double layout_from = now_ms();
-    if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
+    /* the attribute columns first: the postings get what they and the fixed part leave (planned after them, a
+     * budget the postings filled to the byte was overrun by the columns' words) */
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
+    const uint64_t columns = b->health.attribute_bytes;
+    if (budget < fixed + columns + 4096) {
+        snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata, static "
+                 "scores and attribute columns", (unsigned long long)budget, (unsigned long long)(fixed + columns));
+        return -1;
+    }
+    if (plan_residency(b, budget - fixed - columns, threads, err, err_len) != 0) return -1;
     /* report slots for the lists the zone map may size (more than an unfiltered query's), and the leading rounds' */
     b->report_stride = gpu_report_slots(o.max_k, info->num_docs, b->zones.num_ranges != 0, leads_ranges(index));
     b->health.layout_ms = now_ms() - layout_from;
