@@ -263,6 +263,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.ms_score_pass += st.ms_score_pass;
         sum.ms_and_probe += st.ms_and_probe;
         sum.ranges_rescored += st.ranges_rescored;
+        sum.ranges_stopped += st.ranges_stopped;
         sum.ms_sort += st.ms_sort;
         sum.ms_transfer_out += st.ms_transfer_out;
         sum.ms_total += st.ms_total;
@@ -318,7 +319,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"list_postings_per_s\": %.4g, "
            "\"scored_postings_per_s\": %.4g, \"decode_score_postings_per_s\": %.4g, "
            "\"blocks_skipped\": %llu, \"ranges_pruned_fraction\": %.4f, "
-           "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, \"overflow_retries\": %u, "
+           "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, "
+           "\"ranges_visited_per_query\": %.2f, \"ranges_stopped_per_query\": %.2f, \"overflow_retries\": %u, "
            "\"filter_bitmaps_built\": %u, \"filter_bitmap_queries\": %u, "
            "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
            "\"cpu_answered\": %u, \"cpu_early\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
@@ -339,7 +341,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            sum.ranges_scored + sum.ranges_pruned
                ? (double)sum.ranges_pruned / (double)(sum.ranges_scored + sum.ranges_pruned)
                : 0.0,
-           (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n, sum.overflow_retries,
+           (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n,
+           (double)(sum.ranges_scored + sum.ranges_pruned) / n, (double)sum.ranges_stopped / n, sum.overflow_retries,
            sum.filter_bitmaps_built, sum.filter_bitmap_queries,
            (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, sum.cpu_early, fallbacks,
            sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,

@@ -98,6 +98,11 @@ struct isn_gpu_backend {
     /* queries with a prior in global order score the leading ranges first (gpu_query.lead_ranges);
      * ISN_GPU_LEAD_RANGES=0: they sample as the others do, to compare */
     bool lead_ranges;
+    /* their second round: pruned at the leading k-th best where the tail bound at it ends the query inside the
+     * partition (gpu_lead_prunes; ISN_GPU_LEAD_PRUNE=0: never, that is then only its floor; 1: always), and ended
+     * on the device where the tail bound falls below it (ISN_GPU_LEAD_STOP=0: every range visited); to compare */
+    uint32_t lead_prune;
+    bool lead_stop;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
     uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
@@ -403,8 +408,16 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     if (tail_bounds_init(&b->tails, index, err, err_len) != 0) return -1;
     const double layout_from = now_ms();
-    if (plan_residency(b, budget - fixed, threads, err, err_len) != 0) return -1;
+    /* the attribute columns first: the postings get what they and the fixed part leave (planned after them, a
+     * budget the postings filled to the byte was overrun by the columns' words) */
     if (build_attribute_columns(b, err, err_len) != 0) return -1;
+    const uint64_t columns = b->health.attribute_bytes;
+    if (budget < fixed + columns + 4096) {
+        snprintf(err, err_len, "GPU backend: memory budget %llu bytes is below the %llu bytes of block metadata, static "
+                 "scores and attribute columns", (unsigned long long)budget, (unsigned long long)(fixed + columns));
+        return -1;
+    }
+    if (plan_residency(b, budget - fixed - columns, threads, err, err_len) != 0) return -1;
     /* report slots for the lists the zone map may size (more than an unfiltered query's), and the leading rounds' */
     b->report_stride = gpu_report_slots(o.max_k, info->num_docs, b->zones.num_ranges != 0, leads_ranges(index));
     b->health.layout_ms = now_ms() - layout_from;
@@ -450,9 +463,11 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         }
     }
     if (b->static_scores) {
-        /* each range's largest static score: what the prior adds at most to the range's documents */
+        /* each range's largest static score: what the prior adds at most to the range's documents; then the
+         * tail bounds from each range on (gpu_upload.range_prior_max) */
         const uint32_t ranges = gpu_num_ranges(info->num_docs);
-        b->range_prior_max = malloc(ranges * sizeof *b->range_prior_max);
+        const float *part_bounds = isn_index_score_bounds(b->index), *prior_bounds = isn_index_prior_bounds(b->index);
+        b->range_prior_max = malloc((size_t)GPU_RANGE_BOUNDS * ranges * sizeof *b->range_prior_max);
         if (b->range_prior_max == NULL) {
             snprintf(err, err_len, "GPU backend: out of memory for the static scores' maxima of %u ranges", ranges);
             return -1;
@@ -463,6 +478,9 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
             float most = lo < hi ? b->static_scores[lo] : 0.0f;
             for (uint32_t d = lo + 1; d < hi; d++) most = b->static_scores[d] > most ? b->static_scores[d] : most;
             b->range_prior_max[r] = most;
+            /* both are suffix maxima: their value at the range's first document bounds the rest of the index */
+            b->range_prior_max[ranges + r] = part_bounds && lo < hi ? part_bounds[lo] : lo < hi ? INFINITY : 0.0f;
+            b->range_prior_max[2 * ranges + r] = prior_bounds && lo < hi ? prior_bounds[lo] : lo < hi ? INFINITY : 0.0f;
         }
     }
     gpu_upload up = {
@@ -483,6 +501,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         .max_filter_values = b->max_filter_values,
         .static_scores = b->static_scores,
         .range_prior_max = b->range_prior_max,
+        .block_suffix_max = b->static_scores && leads_ranges(b->index) ? b->tails.suffix_max : NULL,
     };
     const double upload_from = now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
@@ -579,6 +598,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     b->filter_sampling = gpu_env_number("ISN_GPU_FILTER_SAMPLING", 1, 0) != 0;
     b->zone_maps = gpu_env_number("ISN_GPU_ZONE_MAPS", 1, 0) != 0;
     b->lead_ranges = gpu_env_number("ISN_GPU_LEAD_RANGES", 1, 0) != 0;
+    b->lead_prune = gpu_env_number("ISN_GPU_LEAD_PRUNE", 2, 0);
+    b->lead_prune = b->lead_prune > 2 ? 2 : b->lead_prune;
+    b->lead_stop = gpu_env_number("ISN_GPU_LEAD_STOP", 1, 0) != 0;
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(index, &num_blocks);
     b->index_blocks = blocks;
@@ -592,7 +614,10 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
     if (isn_index_prior_bounds(index)) {
         b->static_scores = isn_index_static_scores(index);
         b->static_magnitude = isn_index_static_score_magnitude(index);
-        b->health.static_score_bytes = ((uint64_t)info->num_docs + gpu_num_ranges(info->num_docs)) * sizeof(float);
+        b->health.static_score_bytes =
+            ((uint64_t)info->num_docs + (uint64_t)GPU_RANGE_BOUNDS * gpu_num_ranges(info->num_docs)) * sizeof(float);
+        /* and each block's suffix maximum, for the leading ranges' stop (gpu_upload.block_suffix_max) */
+        if (leads_ranges(index)) b->health.static_score_bytes += num_blocks * sizeof(float);
         fixed += b->health.static_score_bytes;
     }
     if (budget < fixed + 4096) {
@@ -1045,18 +1070,26 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                 }
             }
             /* a prior on an index in global order: a sampling round over the leading ranges, which hold the
-             * documents of the largest static scores, each reporting as many as a range can (gpu_report_slots:
-             * at least k up to GPU_MAX_RANGE_TOP, most of the answer lying in the first), k in all
-             * (gpu_query.lead_ranges); the ranges after them are pruned at its k-th best, whether the batch prunes
-             * or not (unless pruning is off) */
+             * documents of the largest static scores, each reporting its share of k with room to spare
+             * (gpu_lead_ranges_of: the query's k, not the device's max_k, within its slots; most of the answer lies
+             * in the first), more than k in all (gpu_query.lead_ranges, lead_top). The ranges after them report their
+             * usual few (range_top: the leading k-th best is their floor, and a range that fills its slots is
+             * rescored), are pruned at that k-th best where it is high (gpu_lead_prunes), whether the batch prunes or
+             * not (unless pruning is off), and end where its tail bound does (gpu_query.lead_stop). Slots sized by
+             * the device's max_k instead made every range of a top-1000 query on 20M documents report up to 64 (its
+             * threshold selection read them all), and slots of exactly k a range left the leading ranges' every
+             * report at or above their k-th best: each one rescored. */
             if (r->prior_weight != 0.0f && leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
                 !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
-                const uint32_t top = b->report_stride;
-                const uint32_t lead = (r->k + top - 1) / top;
+                uint32_t top;
+                const uint32_t lead = gpu_lead_ranges_of(r->k, b->report_stride, &top);
+                top = top > q->range_top ? top : q->range_top;
                 const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
                 if (lead < covered) {
-                    q->range_top = top;
+                    q->lead_top = top;
                     q->lead_ranges = lead;
+                    q->lead_prune = b->lead_prune;
+                    q->lead_stop = b->lead_stop;
                     q->sample_stride = 1;
                     q->sampled_floor = 0;
                 }
@@ -1226,6 +1259,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.ranges_scored += res->ranges_scored;
         st.ranges_pruned += res->ranges_pruned;
         st.ranges_rescored += res->ranges_rescored;
+        st.ranges_stopped += res->ranges_stopped;
         st.blocks_skipped += res->blocks_skipped;
         st.postings_scored += res->postings_scored;
         st.postings_decoded += res->postings_decoded;

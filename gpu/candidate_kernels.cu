@@ -63,37 +63,81 @@ __device__ uint64_t block_select(KeyAt key_at, uint32_t n, uint32_t rank, select
 // Between the rounds: the k-th best score among the sampled ranges' reports (real documents' scores,
 // so a lower bound of the k-th), or the seed when higher, as the second round's pruning threshold. It is
 // the k-th smallest of the reports' candidate keys' high words (~score key; padding's is the largest).
-__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                               uint32_t num_ranges, uint32_t report_stride,
-                                                               uint32_t *prune) {
+// Then the second round's course (range_args.next): for a query with leading ranges, the first range whose tail
+// bound cannot reach that threshold, where its passes stop (gpu_query.lead_stop), and whether they prune
+// (gpu_lead_prunes); for the others, every range, pruned unless the sample's k-th best is only a floor.
+// The first range in [from, to) whose tail bound is below theta_key (gpu_range_tail_stop's), by the whole block: the
+// bound falls as ranges rise, so one range a thread at a stride of (to - from) / threads finds the stride the first
+// lies in, and one a thread of that stride the range (a thread's bound searches each list's blocks: dependent loads
+// that one thread's binary search would chain a dozen times over).
+__device__ uint32_t block_tail_stop(const gpu_query &query, const gpu_term *terms, const gpu_tail_view &tails,
+                                    uint32_t from, uint32_t to, uint32_t theta_key, uint32_t &s_first) {
+    const uint32_t threads = blockDim.x;
+    const uint32_t step = from < to ? (to - from + threads - 1) / threads : 1u;
+    if (threadIdx.x == 0) s_first = to;
+    __syncthreads();
+    const uint32_t r = from + threadIdx.x * step;
+    if (r < to && gpu_range_tail_below(&query, terms, &tails, r, theta_key)) atomicMin(&s_first, r);
+    __syncthreads();
+    const uint32_t first = s_first;
+    // not below: the sampled range before `first` (or the last sampled one, when none is below)
+    const uint32_t last_sampled = from < to ? from + (to - from - 1) / step * step : from;
+    const uint32_t lo = first == to ? last_sampled + 1u : first > from ? first - step + 1u : from;
+    __syncthreads();
+    for (uint32_t x = lo + threadIdx.x; x < first; x += threads)
+        if (gpu_range_tail_below(&query, terms, &tails, x, theta_key)) atomicMin(&s_first, x);
+    __syncthreads();
+    return s_first;
+}
+
+__global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *queries, const gpu_term *terms,
+                                                               const uint64_t *reports, uint32_t num_docs,
+                                                               uint32_t report_stride, gpu_tail_view tails,
+                                                               gpu_query_result *results, uint32_t *prune,
+                                                               uint2 *next) {
     __shared__ select_shared sh;
-    const uint32_t q = blockIdx.x;
+    __shared__ uint32_t s_first;
+    const uint32_t q = blockIdx.x, num_ranges = tails.num_ranges;
     const gpu_query query = queries[q];
-    const uint32_t m = query.range_top, step = gpu_sampled_range(&query, 1);
+    // the sampled ranges all report as many: the leading ones lead_top, a strided sample's range_top
+    const uint32_t m = gpu_range_reports(&query, 0), step = gpu_sampled_range(&query, 1);
     const uint32_t sampled = gpu_sampled_ranges(&query, num_ranges), total = sampled * m;
-    if (!gpu_two_rounds(&query) || query.k > total) {
-        if (threadIdx.x == 0) prune[q] = query.seed_key;
-        return;
+    uint32_t theta = query.seed_key;
+    if (gpu_two_rounds(&query) && query.k <= total) {
+        const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+        const uint64_t kth = block_select(
+            [&](uint32_t i) { return mine[(size_t)(i / m) * step * report_stride + i % m] >> 32; }, total, query.k, sh,
+            24);
+        const uint32_t key = ~(uint32_t)kth;
+        theta = key > theta ? key : theta;
     }
-    const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
-    const uint64_t kth = block_select(
-        [&](uint32_t i) { return mine[(size_t)(i / m) * step * report_stride + i % m] >> 32; }, total, query.k, sh, 24);
-    const uint32_t key = ~(uint32_t)kth;
-    if (threadIdx.x == 0) prune[q] = key > query.seed_key ? key : query.seed_key;
+    uint2 course = make_uint2(num_ranges, query.sampled_floor ? 0u : 1u);
+    if (query.lead_ranges && query.lead_stop) { // (every thread: the block searches)
+        const uint32_t limit = query.doc_limit < num_docs ? query.doc_limit : num_docs;
+        const uint32_t covered = (limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+        course.x = block_tail_stop(query, terms, tails, query.lead_ranges, covered, theta, s_first);
+        if (threadIdx.x == 0) results[q].ranges_stopped = covered - course.x;
+    }
+    if (threadIdx.x != 0) return;
+    if (query.lead_ranges) course.y = gpu_lead_prunes(&query, terms, &tails, theta);
+    prune[q] = theta;
+    next[q] = course;
 }
 
 // Reports with keys at most the threshold key become candidates of query q; ranges whose every report is
 // within it go on the rescore work list instead (their reports are not taken: the rescore gives all
 // their candidates).
+// Only the ranges below the query's stop (range_args.next) were reported.
 __device__ void collect_query(const gpu_query *queries, uint32_t q, const uint64_t *reports, uint32_t num_ranges,
-                              uint32_t stride, uint64_t th, uint64_t *cands, uint32_t *cand_count, uint2 *work,
-                              uint32_t *work_count, uint32_t &s_count) {
-    const uint32_t m = queries[q].range_top;
-    const uint32_t cand_cap = queries[q].cand_cap;
+                              uint32_t stride, uint32_t stop, uint64_t th, uint64_t *cands, uint32_t *cand_count,
+                              uint2 *work, uint32_t *work_count, uint32_t &s_count) {
+    const gpu_query *query = &queries[q];
+    const uint32_t cand_cap = query->cand_cap;
     if (threadIdx.x == 0) s_count = 0;
     __syncthreads();
-    uint64_t *out = cands + queries[q].cand_offset;
-    for (uint32_t r = threadIdx.x; r < num_ranges; r += blockDim.x) {
+    uint64_t *out = cands + query->cand_offset;
+    for (uint32_t r = threadIdx.x; r < stop; r += blockDim.x) {
+        const uint32_t m = gpu_range_reports(query, r);
         const uint64_t *rep = reports + ((size_t)q * num_ranges + r) * stride;
         const uint64_t last = rep[m - 1];
         if (last != GPU_NO_CANDIDATE && last <= th) {
@@ -145,25 +189,31 @@ __device__ uint64_t block_rank_select(const uint64_t *keys, uint32_t n, uint32_t
 // (bound_select_kernel): only the collection.
 __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gpu_query *queries, const uint64_t *reports,
                                                              uint32_t num_ranges, uint32_t report_stride,
-                                                             const uint64_t *preset_theta, uint64_t *theta_key,
-                                                             uint64_t *cands, uint32_t *cand_count, uint2 *work,
-                                                             uint32_t *work_count) {
+                                                             const uint2 *next, const uint64_t *preset_theta,
+                                                             uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count,
+                                                             uint2 *work, uint32_t *work_count) {
     extern __shared__ uint64_t kept_keys[]; // kSelectKeys
     __shared__ select_shared sh;
     __shared__ uint32_t s_kept, s_count;
     __shared__ uint64_t s_theta, s_found;
     const uint32_t q = blockIdx.x, lane = threadIdx.x & 31u;
+    const uint32_t stop = next[q].x;
     if (preset_theta[q] != 0) {
         if (threadIdx.x == 0) theta_key[q] = preset_theta[q];
-        collect_query(queries, q, reports, num_ranges, report_stride, preset_theta[q], cands, cand_count, work,
+        collect_query(queries, q, reports, num_ranges, report_stride, stop, preset_theta[q], cands, cand_count, work,
                       work_count, s_count);
         return;
     }
     const gpu_query query = queries[q];
-    const uint32_t m = query.range_top;
-    const uint32_t total = num_ranges * m;
-    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
+    // the reports of the ranges below the stop laid end to end, each range its count (gpu_report_place)
+    const uint32_t total = gpu_reports_before(&query, stop);
     const uint64_t *mine = reports + (size_t)q * num_ranges * report_stride;
+    auto report_at = [&](uint32_t i) {
+        uint32_t r, j;
+        gpu_report_place(&query, i, &r, &j);
+        return mine[(size_t)r * report_stride + j];
+    };
+    const uint64_t floor_key = gpu_floor_candidate_key(query.floor_key);
     if (threadIdx.x == 0) {
         s_kept = 0;
         s_theta = floor_key;
@@ -172,7 +222,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gp
     if (query.k <= total) {
         for (uint32_t base = 0; base < total; base += blockDim.x) {
             const uint32_t i = base + threadIdx.x;
-            const uint64_t key = i < total ? mine[(size_t)(i / m) * report_stride + i % m] : GPU_NO_CANDIDATE;
+            const uint64_t key = i < total ? report_at(i) : GPU_NO_CANDIDATE;
             const uint32_t real = __ballot_sync(0xFFFFFFFFu, key != GPU_NO_CANDIDATE);
             uint32_t at = 0;
             if (lane == 0 && real) at = atomicAdd(&s_kept, (uint32_t)__popc(real));
@@ -183,19 +233,18 @@ __global__ void __launch_bounds__(kSelectThreads) select_collect_kernel(const gp
         const uint32_t kept = s_kept;
         // fewer than k documents reported: the k-th smallest key is padding, the floor's is lower
         if (kept >= query.k) {
-            const uint64_t kth =
-                kept <= kSelectThreads ? block_rank_select(kept_keys, kept, query.k, s_found)
-                : kept <= kSelectKeys
-                    ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
-                    : block_select([&](uint32_t i) { return mine[(size_t)(i / m) * report_stride + i % m]; }, total,
-                                   query.k, sh);
+            const uint64_t kth = kept <= kSelectThreads ? block_rank_select(kept_keys, kept, query.k, s_found)
+                                 : kept <= kSelectKeys
+                                     ? block_select([&](uint32_t i) { return kept_keys[i]; }, kept, query.k, sh)
+                                     : block_select(report_at, total, query.k, sh);
             if (threadIdx.x == 0 && kth < floor_key) s_theta = kth;
         }
     }
     __syncthreads();
     const uint64_t th = s_theta;
     if (threadIdx.x == 0) theta_key[q] = th;
-    collect_query(queries, q, reports, num_ranges, report_stride, th, cands, cand_count, work, work_count, s_count);
+    collect_query(queries, q, reports, num_ranges, report_stride, stop, th, cands, cand_count, work, work_count,
+                  s_count);
 }
 
 // The bound pass's threshold (kernels.h), a block for each of its queries (query_index): T, the k-th best
@@ -282,13 +331,14 @@ __global__ void __launch_bounds__(kSelectThreads) bound_select_kernel(const gpu_
 // collect_query for every range query, or with `retry` only the flagged ones (after an overflow, with a
 // tighter threshold key).
 __global__ void __launch_bounds__(256) collect_kernel(const gpu_query *queries, const uint64_t *reports,
-                                                      uint32_t num_ranges, uint32_t stride, const uint64_t *theta_key,
-                                                      const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
-                                                      uint2 *work, uint32_t *work_count) {
+                                                      uint32_t num_ranges, uint32_t stride, const uint2 *next,
+                                                      const uint64_t *theta_key, const uint32_t *retry, uint64_t *cands,
+                                                      uint32_t *cand_count, uint2 *work, uint32_t *work_count) {
     __shared__ uint32_t s_count;
     const uint32_t q = blockIdx.x;
     if (retry != nullptr && retry[q] == 0) return;
-    collect_query(queries, q, reports, num_ranges, stride, theta_key[q], cands, cand_count, work, work_count, s_count);
+    collect_query(queries, q, reports, num_ranges, stride, next[q].x, theta_key[q], cands, cand_count, work, work_count,
+                  s_count);
 }
 
 // After an overflow: the k-th smallest of the candidates kept (sorted; all real documents' keys, at most

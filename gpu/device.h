@@ -96,6 +96,13 @@ typedef struct {
      * it: its ranges' few reports each score little), and the ranges after them are mostly skipped whole by
      * their bounds (gpu_range_sampled). */
     uint32_t lead_ranges;
+    /* With lead_ranges: the reports of each leading range (range_top is then the other ranges'), sized by the
+     * query's k (at least range_top, at most the device's report slots), so that the leading ranges report k in
+     * all while each other range reports only its usual few (gpu_range_reports); lead_prune: whether the second
+     * round prunes at the leading k-th best (gpu_lead_prunes; else that is only its report floor); lead_stop: the second round ends at
+     * the first range whose tail bound (gpu_range_tail_below) cannot reach it, on the device, so that the
+     * ranges after it cost no block visit and no report slot is read. */
+    uint32_t lead_top, lead_prune, lead_stop;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair
      * below: gpu_below_floor) and the candidate bound is never above its key (gpu_floor_candidate_key):
@@ -170,6 +177,8 @@ typedef struct {
      * bound below the threshold */
     uint32_t ranges_pruned;
     uint32_t ranges_rescored; /* ranges with more documents at or above the threshold key than reported */
+    /* ranges past the second round's stop (gpu_query.lead_stop) below the doc limit: never visited */
+    uint32_t ranges_stopped;
     uint32_t blocks_skipped;  /* blocks of scored ranges left undecoded by their bound */
     uint32_t reports;         /* documents the first pass's ranges reported (at or above their floors) */
     uint32_t accumulator;     /* isn_gpu_accumulator: the report pass's layout */
@@ -224,8 +233,28 @@ typedef struct {
      * range r holds documents [r * GPU_RANGE_DOCS, (r + 1) * GPU_RANGE_DOCS)), resident beside the postings for
      * the queries with a prior (gpu_query.prior_weight); both NULL when the index has no finite static scores. */
     const float *static_scores;
+    /* gpu_num_ranges x GPU_RANGE_BOUNDS floats: each range's largest static score, then for every range r the
+     * index's score bound at its first document (isn_index_score_bounds: the largest best tf part from it on;
+     * +inf without score bounds), then the static scores' suffix maximum there (isn_index_prior_bounds): what
+     * gpu_range_tail_below reads */
     const float *range_prior_max;
+    /* num_blocks floats, with range_prior_max on an index in global order (NULL otherwise): each block's largest
+     * max_tf_part from it to its list's end (tail_bounds.suffix_max), for gpu_range_tail_below */
+    const float *block_suffix_max;
 } gpu_upload;
+
+/* The bounds gpu_range_tail_below (posting_decode.h) reads, a device's copies of gpu_upload's: the ranges'
+ * (range_prior_max, num_ranges of them), the blocks' metadata and their suffix maxima (block_suffix_max). */
+typedef struct {
+    const float *ranges;
+    const isn_block_meta *blocks;
+    const float *block_suffix;
+    uint32_t num_ranges;
+} gpu_tail_view;
+
+/* The per-range floats of gpu_upload.range_prior_max: largest static score, tf-part bound from the range on,
+ * static score bound from the range on. */
+#define GPU_RANGE_BOUNDS 3u
 
 /* The doc-id ranges of a partition of num_docs documents (at least one). */
 static inline uint32_t gpu_num_ranges(uint32_t num_docs) {
@@ -280,15 +309,31 @@ int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t 
  * about evenly, so with lambda = k / ranges expected answers per range, lambda + 3 sqrt(lambda) + 1
  * reports leave almost no range to score again. `ranges`: those that can hold an answer (a filtered query's
  * answers lie in the ranges its filters keep a document of: attribute_zones.h). */
-static inline uint32_t gpu_range_top_of_ranges(uint32_t k, uint32_t ranges) {
-    if (ranges == 0) ranges = 1;
-    double lambda = (double)k / ranges, m = 1.0;
+/* lambda + 3 sqrt(lambda) + 1, uncapped */
+static inline double gpu_range_share_top(double lambda) {
     /* sqrt without libm: a few Newton steps are plenty for a bound */
     double root = lambda > 1.0 ? lambda : 1.0;
     for (int i = 0; i < 30; i++) root = 0.5 * (root + lambda / root);
-    m += lambda + 3.0 * root;
+    return 1.0 + lambda + 3.0 * root;
+}
+static inline uint32_t gpu_range_top_of_ranges(uint32_t k, uint32_t ranges) {
+    if (ranges == 0) ranges = 1;
+    double m = gpu_range_share_top((double)k / ranges);
     if (m > GPU_MAX_RANGE_TOP) m = GPU_MAX_RANGE_TOP;
     return (uint32_t)m + (m < GPU_MAX_RANGE_TOP && m > (uint32_t)m ? 1u : 0u);
+}
+
+/* The leading ranges of a query with a prior in global order (gpu_query.lead_ranges): the fewest whose share of
+ * the top k each reports with room to spare (gpu_range_top_of_ranges over them) within `slots` a range, so that
+ * the k-th best of their reports lies inside each one's list and the collection rescores few of them. A range
+ * whose every report reaches the k-th best may hold more and is scored again: reporting k exactly, or a share
+ * of it, saturates it. *top: each one's reports. */
+static inline uint32_t gpu_lead_ranges_of(uint32_t k, uint32_t slots, uint32_t *top) {
+    uint32_t lead = 1;
+    while (gpu_range_share_top((double)k / lead) > (double)slots && lead < k) lead++;
+    *top = gpu_range_top_of_ranges(k, lead);
+    if (*top > slots) *top = slots;
+    return lead;
 }
 static inline uint32_t gpu_range_top(uint32_t k, uint32_t num_docs) {
     return gpu_range_top_of_ranges(k, (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS);
@@ -305,10 +350,11 @@ static inline uint32_t gpu_report_stride(uint32_t max_k, uint32_t num_docs) {
 
 /* The report slots of a (query, range) on a device: gpu_report_stride with zone maps, gpu_range_top without; on an
  * index whose queries may score their leading ranges first (gpu_query.lead_ranges: static scores in global order), at
- * least max_k (GPU_MAX_RANGE_TOP at most), so that the first range alone can report a top k, where most of it lies. */
+ * least a top max_k's over one range (GPU_MAX_RANGE_TOP at most), so that the first range alone can report a top k
+ * with room to spare (gpu_lead_ranges_of), where most of it lies. */
 static inline uint32_t gpu_report_slots(uint32_t max_k, uint32_t num_docs, bool zones, bool leads) {
     const uint32_t stride = zones ? gpu_report_stride(max_k, num_docs) : gpu_range_top(max_k, num_docs);
-    const uint32_t lead = max_k < GPU_MAX_RANGE_TOP ? max_k : GPU_MAX_RANGE_TOP;
+    const uint32_t lead = gpu_range_top_of_ranges(max_k, 1);
     return leads && lead > stride ? lead : stride;
 }
 

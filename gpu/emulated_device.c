@@ -22,6 +22,7 @@ struct gpu_device {
     isn_block_meta *blocks;
     uint32_t *attribute_words;
     float *static_scores, *range_prior_max; /* NULL without static scores (gpu_upload's) */
+    float *block_suffix_max;                /* NULL without it (gpu_upload's) */
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -57,7 +58,7 @@ static void emulated_close(gpu_device *d) {
     if (d == NULL) return;
     void *buffers[] = {d->acc,        d->iacc,       d->matches, d->reports, d->report_keys,
                        d->candidates, d->counts,     d->payload, d->blocks, d->attribute_words,
-                       d->static_scores, d->range_prior_max};
+                       d->static_scores, d->range_prior_max, d->block_suffix_max};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     for (uint32_t i = 0; i < EMULATED_SLOTS; i++) {
@@ -88,11 +89,18 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->num_ranges = gpu_num_ranges(upload->num_docs);
     if (upload->static_scores) {
         d->static_scores = malloc((upload->num_docs ? upload->num_docs : 1) * sizeof *d->static_scores);
-        d->range_prior_max = malloc(d->num_ranges * sizeof *d->range_prior_max);
+        d->range_prior_max = malloc((size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof *d->range_prior_max);
         if (d->static_scores == NULL || d->range_prior_max == NULL) goto oom;
         memcpy(d->static_scores, upload->static_scores, upload->num_docs * sizeof *d->static_scores);
-        memcpy(d->range_prior_max, upload->range_prior_max, d->num_ranges * sizeof *d->range_prior_max);
+        memcpy(d->range_prior_max, upload->range_prior_max,
+               (size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof *d->range_prior_max);
     }
+    if (upload->block_suffix_max) {
+        d->block_suffix_max = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->block_suffix_max);
+        if (d->block_suffix_max == NULL) goto oom;
+        memcpy(d->block_suffix_max, upload->block_suffix_max, upload->num_blocks * sizeof *d->block_suffix_max);
+    }
+    d->upload.block_suffix_max = d->block_suffix_max;
     d->upload.static_scores = d->static_scores;
     d->upload.range_prior_max = d->range_prior_max;
     d->acc = malloc(GPU_RANGE_DOCS * sizeof *d->acc);
@@ -348,8 +356,8 @@ static inline uint32_t range_end(uint32_t r, uint32_t num_docs) {
  * report slots, pruned at theta. */
 static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t r, uint32_t num_docs,
                          uint32_t theta, uint32_t floor_key, gpu_query_result *res) {
-    uint32_t m = q->range_top, lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
-    uint64_t *rep = d->reports + (size_t)r * m;
+    uint32_t m = gpu_range_reports(q, r), lo = r * GPU_RANGE_DOCS, hi = range_end(r, num_docs);
+    uint64_t *rep = d->reports + gpu_reports_before(q, r);
     for (uint32_t j = 0; j < m; j++) rep[j] = GPU_NO_CANDIDATE;
     uint64_t scored = lo < hi && !filters_skip_ranges(d, b, q, r, 1) ? score_range(d, b, q, lo, hi, theta, res) : UINT64_MAX;
     if (scored == UINT64_MAX) {
@@ -378,20 +386,24 @@ static void report_range(gpu_device *d, const gpu_batch *b, const gpu_query *q, 
 
 /* The k-th smallest report key of `count` ranges 0, step, 2 step, ... (GPU_NO_CANDIDATE when fewer than k). */
 static uint64_t kth_report(gpu_device *d, const gpu_query *q, uint32_t count, uint32_t step) {
-    uint32_t m = q->range_top, n = 0;
-    for (uint32_t i = 0; i < count && (size_t)i * step < d->num_ranges; i++)
-        for (uint32_t j = 0; j < m; j++) d->report_keys[n++] = d->reports[(size_t)i * step * m + j];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count && (size_t)i * step < d->num_ranges; i++) {
+        const uint32_t r = i * step, m = gpu_range_reports(q, r);
+        for (uint32_t j = 0; j < m; j++) d->report_keys[n++] = d->reports[gpu_reports_before(q, r) + j];
+    }
     qsort(d->report_keys, n, sizeof *d->report_keys, cmp_u64);
     return q->k <= n ? d->report_keys[q->k - 1] : GPU_NO_CANDIDATE;
 }
 
-/* Candidates: every document whose key is at most theta_key. Reports of unsaturated ranges are taken
- * as they are; a range whose every report is within theta_key may hold more and is scored again. */
-static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, uint64_t theta_key,
-                        gpu_query_result *res) {
-    uint32_t m = q->range_top, count = 0;
-    for (uint32_t r = 0; r < d->num_ranges; r++) {
-        const uint64_t *rep = d->reports + (size_t)r * m;
+/* Candidates: every document whose key is at most theta_key, of the first `ranges` ranges (the others were not
+ * reported: past the query's stop). Reports of unsaturated ranges are taken as they are; a range whose every
+ * report is within theta_key may hold more and is scored again. */
+static uint32_t collect(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, uint32_t ranges,
+                        uint64_t theta_key, gpu_query_result *res) {
+    uint32_t count = 0;
+    for (uint32_t r = 0; r < ranges; r++) {
+        const uint32_t m = gpu_range_reports(q, r);
+        const uint64_t *rep = d->reports + gpu_reports_before(q, r);
         if (rep[m - 1] == GPU_NO_CANDIDATE || rep[m - 1] > theta_key) {
             for (uint32_t j = 0; j < m && rep[j] <= theta_key && rep[j] != GPU_NO_CANDIDATE; j++) {
                 if (count < q->cand_cap) d->candidates[count] = rep[j];
@@ -513,12 +525,12 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
 /* The collection at theta_key, and after an overflow the collection again with the k-th smallest key among
  * the candidates kept (all real documents' keys, so still a bound). Returns the candidates' count. */
 static uint32_t collect_with_retries(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs,
-                                     uint64_t theta_key, gpu_query_result *res, uint32_t *retries) {
-    uint32_t count = collect(d, b, q, num_docs, theta_key, res);
+                                     uint32_t ranges, uint64_t theta_key, gpu_query_result *res, uint32_t *retries) {
+    uint32_t count = collect(d, b, q, num_docs, ranges, theta_key, res);
     for (uint32_t round = 0; round < GPU_OVERFLOW_RETRIES && count > q->cand_cap; round++) {
         qsort(d->candidates, q->cand_cap, sizeof *d->candidates, cmp_u64);
         theta_key = d->candidates[q->k - 1];
-        count = collect(d, b, q, num_docs, theta_key, res);
+        count = collect(d, b, q, num_docs, ranges, theta_key, res);
         (*retries)++;
     }
     return count;
@@ -534,23 +546,33 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
     uint64_t theta_key;
     if (d->bound_pass && gpu_bound_pass_takes(q, d->bound_max_k)) {
         bound_pass(d, b, q, num_docs, res, &theta_key);
-        return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
+        return collect_with_retries(d, b, q, num_docs, d->num_ranges, theta_key, res, retries);
     }
     const uint32_t sampled = gpu_sampled_ranges(q, d->num_ranges);
     for (uint32_t i = 0; i < sampled; i++)
         report_range(d, b, q, gpu_sampled_range(q, i), num_docs, q->seed_key, q->floor_key, res);
+    uint32_t stop = d->num_ranges; /* the ranges reported (sample_threshold_kernel's stop) */
     if (gpu_two_rounds(q)) {
         uint32_t theta = score_key(kth_report(d, q, sampled, gpu_sampled_range(q, 1)));
         theta = theta > q->seed_key ? theta : q->seed_key;
         /* unpruned: the sample's k-th best report is the others' floor (gpu_query.sampled_floor); the leading ranges'
-         * is their floor and their pruning threshold (gpu_query.lead_ranges) */
+         * is their floor and their pruning threshold (gpu_query.lead_ranges, lead_prune) */
         uint32_t floor_key = (q->sampled_floor || q->lead_ranges) && theta > q->floor_key ? theta : q->floor_key;
-        for (uint32_t r = 0; r < d->num_ranges; r++)
-            if (!gpu_range_sampled(q, r)) report_range(d, b, q, r, num_docs, q->sampled_floor ? 0 : theta, floor_key, res);
+        const gpu_tail_view tails = {d->range_prior_max, d->upload.blocks, d->block_suffix_max, d->num_ranges};
+        const bool prunes = q->lead_ranges ? gpu_lead_prunes(q, b->terms, &tails, theta) : !q->sampled_floor;
+        const uint32_t prune = prunes ? theta : 0u;
+        if (q->lead_ranges && q->lead_stop) {
+            /* the ranges from the first whose tail bound is below the leading k-th best hold no answer */
+            const uint32_t covered = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
+            stop = gpu_range_tail_stop(q, b->terms, &tails, q->lead_ranges, covered, theta);
+            res->ranges_stopped = covered - stop;
+        }
+        for (uint32_t r = 0; r < stop; r++)
+            if (!gpu_range_sampled(q, r)) report_range(d, b, q, r, num_docs, prune, floor_key, res);
     }
-    theta_key = kth_report(d, q, d->num_ranges, 1);
+    theta_key = kth_report(d, q, stop, 1);
     if (gpu_floor_candidate_key(q->floor_key) < theta_key) theta_key = gpu_floor_candidate_key(q->floor_key);
-    return collect_with_retries(d, b, q, num_docs, theta_key, res, retries);
+    return collect_with_retries(d, b, q, num_docs, stop, theta_key, res, retries);
 }
 
 /* AND by probing: the driver list's documents looked up in the other lists, block by block; only keys
@@ -647,12 +669,15 @@ static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch,
     /* the CUDA device's report slots (gpu_upload.report_stride): the same limit here, so the host tests find a query
      * that would overrun them */
     const uint32_t stride = d->upload.report_stride;
-    for (uint32_t q = 0; q < batch->num_queries; q++)
-        if (batch->queries[q].range_top > stride) {
-            snprintf(err, err_len, "emulated device: query %u reports %u a range, past the %u slots a range has", q,
-                     batch->queries[q].range_top, stride);
+    for (uint32_t q = 0; q < batch->num_queries; q++) {
+        const gpu_query *query = &batch->queries[q];
+        const uint32_t most = query->lead_ranges && query->lead_top > query->range_top ? query->lead_top : query->range_top;
+        if (most > stride) {
+            snprintf(err, err_len, "emulated device: query %u reports %u a range, past the %u slots a range has", q, most,
+                     stride);
             return -1;
         }
+    }
     d->pending[slot] = batch;
     return 0;
 }

@@ -77,6 +77,7 @@ struct stream_buffers {
     isn_hit *d_hits;
     uint64_t *d_reports;
     uint32_t *d_prune;     // per query: the pruning threshold of the second round (a score key)
+    uint2 *d_next;         // per query: the second round's stop and whether it prunes (range_args.next)
     uint64_t *d_theta_key; // per query: candidates are the documents with keys at most this
     uint32_t *d_retry;     // per query: collected again after an overflow
     uint32_t *d_cand_count;
@@ -112,6 +113,7 @@ struct gpu_device {
     uint32_t *d_attribute_words; // the attribute columns (gpu_attribute), for the queries' filters
     // the static scores, then each range's largest (gpu_upload's; null without them), for the queries with a prior
     float *d_static_scores, *d_range_prior_max;
+    float *d_block_suffix; // the blocks' suffix maxima after them (gpu_upload.block_suffix_max; null without)
     gpu_region payload_region, blocks_region, attribute_region, prior_region; // the four above (device_memory.h)
     uint32_t num_ranges;
     uint32_t report_stride;
@@ -166,6 +168,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_zeroed);
         cudaFree(s->d_reports);
         cudaFree(s->d_prune);
+        cudaFree(s->d_next);
         cudaFree(s->d_theta_key);
         cudaFree(s->d_retry);
         cudaFree(s->d_work);
@@ -223,6 +226,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     s->d_results = reinterpret_cast<gpu_query_result *>(s->d_zeroed + counts_bytes(u->max_batch));
     CHECK(cudaMalloc(&s->d_reports, (size_t)u->max_batch * d->num_ranges * d->report_stride * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_prune, u->max_batch * sizeof(uint32_t)));
+    CHECK(cudaMalloc(&s->d_next, u->max_batch * sizeof(uint2)));
     CHECK(cudaMalloc(&s->d_theta_key, u->max_batch * sizeof(uint64_t)));
     CHECK(cudaMalloc(&s->d_retry, u->max_batch * sizeof(uint32_t)));
     CHECK(cudaMalloc(&s->d_work, (size_t)u->max_batch * d->num_ranges * sizeof(uint2)));
@@ -338,11 +342,19 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->d_attribute_words = static_cast<uint32_t *>(d->attribute_region.base);
     CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
     if (u->static_scores != nullptr) {
-        CHECK(gpu_region_alloc(&d->prior_region, ((size_t)u->num_docs + d->num_ranges) * sizeof(float), d->ordinal));
+        const size_t suffixes = u->block_suffix_max != nullptr ? u->num_blocks : 0;
+        CHECK(gpu_region_alloc(&d->prior_region,
+                               ((size_t)u->num_docs + GPU_RANGE_BOUNDS * d->num_ranges + suffixes) * sizeof(float),
+                               d->ordinal));
         d->d_static_scores = static_cast<float *>(d->prior_region.base);
         d->d_range_prior_max = d->d_static_scores + u->num_docs;
         CHECK(upload_in_chunks(d->d_static_scores, u->static_scores, (size_t)u->num_docs * sizeof(float)));
-        CHECK(upload_in_chunks(d->d_range_prior_max, u->range_prior_max, d->num_ranges * sizeof(float)));
+        CHECK(upload_in_chunks(d->d_range_prior_max, u->range_prior_max,
+                               (size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof(float)));
+        if (suffixes) {
+            d->d_block_suffix = d->d_range_prior_max + GPU_RANGE_BOUNDS * d->num_ranges;
+            CHECK(upload_in_chunks(d->d_block_suffix, u->block_suffix_max, suffixes * sizeof(float)));
+        }
     }
     for (int variant = 0; variant < kFilterVariants; variant++) {
         CHECK(cudaFuncSetAttribute(kWideReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
@@ -491,6 +503,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.reports = s->d_reports;
     a.report_stride = d->report_stride;
     a.prune = s->d_prune;
+    a.next = s->d_next;
     a.theta_key = s->d_theta_key;
     a.cands = s->d_cands;
     a.cand_count = s->d_cand_count;
@@ -567,9 +580,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     for (uint32_t q = 0; q < nq; q++) {
         s->max_k = batch->queries[q].k > s->max_k ? batch->queries[q].k : s->max_k;
         // its reports would run into the next range's
-        if (batch->queries[q].range_top > d->report_stride) {
-            snprintf(err, err_len, "CUDA device: query %u reports %u a range, past the %u slots a range has", q,
-                     batch->queries[q].range_top, d->report_stride);
+        const gpu_query &query = batch->queries[q];
+        const uint32_t most = query.lead_ranges && query.lead_top > query.range_top ? query.lead_top : query.range_top;
+        if (most > d->report_stride) {
+            snprintf(err, err_len, "CUDA device: query %u reports %u a range, past the %u slots a range has", q, most,
+                     d->report_stride);
             return -1;
         }
     }
@@ -714,8 +729,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             }
             CHECK(cudaGetLastError());
             if (round == 1) {
-                sample_threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges,
-                                                            d->report_stride, s->d_prune);
+                const gpu_tail_view tails = {d->d_range_prior_max, d->d_blocks, d->d_block_suffix, d->num_ranges};
+                sample_threshold_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_terms, s->d_reports, d->upload.num_docs,
+                                                            d->report_stride, tails, s->d_results, s->d_prune,
+                                                            s->d_next);
                 CHECK(cudaGetLastError());
             }
         }
@@ -740,7 +757,8 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     st = s->finish;
     if (nr) {
         select_collect_kernel<<<nr, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
-            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_preset_theta, s->d_theta_key, s->d_cands,
+            s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_next, s->d_preset_theta, s->d_theta_key,
+            s->d_cands,
             s->d_cand_count,
             s->d_work, s->d_work_count);
         CHECK(cudaGetLastError());
@@ -778,7 +796,7 @@ static int launch_retry(gpu_device *d, stream_buffers *s, const gpu_batch *batch
     CHECK(cudaGetLastError());
     if (nr) {
         CHECK(cudaMemsetAsync(s->d_work_count, 0, sizeof(uint32_t), st));
-        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride,
+        collect_kernel<<<nr, 256, 0, st>>>(s->d_queries, s->d_reports, d->num_ranges, d->report_stride, s->d_next,
                                            s->d_theta_key, s->d_retry, s->d_cands, s->d_cand_count, s->d_work,
                                            s->d_work_count);
         CHECK(cudaGetLastError());

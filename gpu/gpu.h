@@ -228,6 +228,9 @@ typedef struct {
     uint64_t ranges_pruned;   /* skipped there without decoding: no postings, an AND term absent, or no document
                                * the query's filter bitmap keeps (a bound-pass group of ranges counts once) */
     uint64_t ranges_rescored; /* scored again: all their reports reached the threshold */
+    /* below the queries' doc limits but past the device's stop (gpu_query.lead_stop): neither scored nor pruned,
+     * no block visited them */
+    uint64_t ranges_stopped;
     uint64_t postings_scored; /* every pass, AND probing included (those whose documents pass the filters) */
     uint64_t postings_decoded; /* every pass, filtered or not: counted by the emulated device only (0 on CUDA) */
     uint64_t postings_in_lists; /* of the device-answered queries' resident lists: what scoring every

@@ -97,6 +97,9 @@ struct range_args {
     uint32_t report_stride;
     uint32_t round;          // report pass: 1 the sampled ranges, 2 the others
     const uint32_t *prune;   // the second round's threshold per query
+    // per query, from sample_threshold_kernel: x the range the second round stops at (gpu_query.lead_stop; the
+    // partition's ranges for other queries), y nonzero where it prunes at prune[q] (else that is its floor)
+    const uint2 *next;
     const uint64_t *theta_key;
     uint64_t *cands; // the pool: query q's segment at queries[q].cand_offset
     uint32_t *cand_count;
@@ -118,8 +121,9 @@ struct range_args {
     // the ranges' (gpu_pass_stride)
     const uint32_t *pass_bits;
     uint32_t pass_words, pass_stride;
-    // the static scores and each range's largest (gpu_upload's; null without them), for the queries with a prior
-    // (gpu_query.prior_weight), which only prior_report_kernel and rescore_prior_kernel serve
+    // the static scores and each range's largest, then the ranges' tail bounds (gpu_upload's; null without them),
+    // for the queries with a prior (gpu_query.prior_weight), which only prior_report_kernel and rescore_prior_kernel
+    // serve
     const float *static_scores;
     const float *range_prior_max;
 };
@@ -206,17 +210,19 @@ __global__ void bound_report_kernel_bitmap(range_args a);
 __global__ void prior_report_kernel(range_args a);
 __global__ void rescore_kernel(range_args a);
 __global__ void rescore_prior_kernel(range_args a);
-__global__ void sample_threshold_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
-                                        uint32_t report_stride, uint32_t *prune);
+__global__ void sample_threshold_kernel(const gpu_query *queries, const gpu_term *terms, const uint64_t *reports,
+                                        uint32_t num_docs, uint32_t report_stride, gpu_tail_view tails,
+                                        gpu_query_result *results, uint32_t *prune, uint2 *next);
 __global__ void select_collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges,
-                                      uint32_t report_stride, const uint64_t *preset_theta, uint64_t *theta_key,
-                                      uint64_t *cands, uint32_t *cand_count, uint2 *work, uint32_t *work_count);
+                                      uint32_t report_stride, const uint2 *next, const uint64_t *preset_theta,
+                                      uint64_t *theta_key, uint64_t *cands, uint32_t *cand_count, uint2 *work,
+                                      uint32_t *work_count);
 __global__ void bound_select_kernel(const gpu_query *queries, const gpu_term *terms, const uint32_t *query_index,
                                     uint64_t *reports, uint32_t num_ranges, uint32_t report_stride,
                                     uint64_t *preset_theta);
 __global__ void collect_kernel(const gpu_query *queries, const uint64_t *reports, uint32_t num_ranges, uint32_t stride,
-                               const uint64_t *theta_key, const uint32_t *retry, uint64_t *cands, uint32_t *cand_count,
-                               uint2 *work, uint32_t *work_count);
+                               const uint2 *next, const uint64_t *theta_key, const uint32_t *retry, uint64_t *cands,
+                               uint32_t *cand_count, uint2 *work, uint32_t *work_count);
 __global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
                                const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry);
 __global__ void probe_kernel(probe_args a);

@@ -199,6 +199,70 @@ GPU_HD bool gpu_range_sampled(const gpu_query *q, uint32_t r) {
 }
 GPU_HD bool gpu_two_rounds(const gpu_query *q) { return q->lead_ranges != 0 || q->sample_stride > 1; }
 
+/* Report slots: range r's count (gpu_query.lead_top for a leading range, range_top for the others), and its
+ * first report's place among the query's reports laid end to end (ranges in order, each its count). */
+GPU_HD uint32_t gpu_range_reports(const gpu_query *q, uint32_t r) {
+    return r < q->lead_ranges ? q->lead_top : q->range_top;
+}
+GPU_HD uint32_t gpu_reports_before(const gpu_query *q, uint32_t r) {
+    const uint32_t lead = r < q->lead_ranges ? r : q->lead_ranges;
+    return lead * q->lead_top + (r - lead) * q->range_top;
+}
+/* The range and slot of report i of those laid end to end (gpu_reports_before). */
+GPU_HD void gpu_report_place(const gpu_query *q, uint32_t i, uint32_t *range, uint32_t *slot) {
+    const uint32_t leading = q->lead_ranges * q->lead_top;
+    if (i < leading) {
+        *range = i / q->lead_top;
+        *slot = i % q->lead_top;
+    } else {
+        *range = q->lead_ranges + (i - leading) / q->range_top;
+        *slot = (i - leading) % q->range_top;
+    }
+}
+
+/* True when no document of range r or after it can reach theta_key (gpu_query.lead_stop), as tail_bound.h bounds
+ * them: each term adds at most its weight times the lesser of the index's tf-part bound from the range on and its
+ * resident list's suffix maximum from the block holding the range's first document (nothing when no resident block
+ * reaches it), and the prior at most gpu_prior_bound of the static scores' bound from the range on. Every part only
+ * falls as r rises, so the first such range ends the query's passes. Float products and a double sum, as
+ * gpu_prior_below takes them. */
+GPU_HD bool gpu_range_tail_below(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t r,
+                                 uint32_t theta_key) {
+    const float part = v->ranges[v->num_ranges + r], prior = v->ranges[2u * v->num_ranges + r];
+    double sum = 0.0;
+    for (uint32_t t = 0; t < q->num_terms; t++) {
+        const gpu_term *term = &terms[q->term_begin + t];
+        const uint32_t k = gpu_lower_block(v->blocks + term->first_block, term->num_blocks, r * GPU_RANGE_DOCS);
+        if (k == term->num_blocks) continue;
+        const float suffix = v->block_suffix[term->first_block + k];
+        sum += (double)(term->weight * (suffix < part ? suffix : part));
+    }
+    return gpu_prior_below(sum, gpu_prior_bound(q->prior_weight, prior), theta_key);
+}
+
+/* Whether the second round of a query with leading ranges prunes at their k-th best, theta_key (gpu_query.lead_prune:
+ * 0 never, 1 always, 2 where the first range alone reports the top k or the tail bound at that k-th best ends the
+ * query inside the partition). The first range of a dominant prior holds most of a top k, so a k it reports whole
+ * has a k-th best near the final one, and so has one that the tail bound ends the query at: most ranges' bounds
+ * are below such a k-th best. A k spread over many leading ranges has the k-th best of the weakest of them, which
+ * few ranges' bounds are below, and there pruned passes cost more a posting than unpruned ones and skip little. */
+GPU_HD bool gpu_lead_prunes(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t theta_key) {
+    if (q->lead_prune != 2u) return q->lead_prune != 0u;
+    return q->lead_ranges == 1u || gpu_range_tail_below(q, terms, v, v->num_ranges - 1u, theta_key);
+}
+
+/* The first range in [from, to) whose tail is below theta_key (gpu_range_tail_below), or `to`. */
+GPU_HD uint32_t gpu_range_tail_stop(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t from,
+                                    uint32_t to, uint32_t theta_key) {
+    uint32_t lo = from, hi = to;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2u;
+        if (gpu_range_tail_below(q, terms, v, mid, theta_key)) hi = mid;
+        else lo = mid + 1u;
+    }
+    return lo;
+}
+
 /* The bound pass (device.h) counts each posting's contribution c as ceil(c * scale) in a counter of at most
  * gpu_bound_max(): each term adds less than its maximum times the scale plus one, so a scale of
  * (gpu_bound_max() - terms - 1) / (the query's summed term maxima) keeps a document's count within it (the

@@ -802,13 +802,14 @@ __device__ __forceinline__ void report_pass(range_args a) {
     if (kFilter == kFilterBitmap && query.pass_slot == 0) __trap();
     // a query with a prior anywhere else would get scores without it (cuda_launch)
     if (kPrior != (query.prior_weight != 0.0f)) __trap();
-    const uint32_t m = query.range_top;
     if (a.round == 2 && !gpu_two_rounds(&query)) return; // the first round scored every range
     const double inv_scale = query.fixed_shift ? __longlong_as_double((long long)(1023 - query.fixed_shift) << 52) : 0.0;
     // round 2 of an unpruned batch: the sample's k-th best report is a floor, not a pruning threshold; the leading
-    // ranges' is both (gpu_query.lead_ranges)
+    // ranges' is their floor, and their pruning threshold where it is high (gpu_lead_prunes). Round 2 ends at the
+    // query's stop (range_args.next: the leading ranges' tail bound, gpu_query.lead_stop).
+    const uint2 course = a.round == 2 ? a.next[q] : make_uint2(a.num_ranges, 0u);
     const bool raise_floor = a.round == 2 && (query.sampled_floor || query.lead_ranges);
-    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : query.sampled_floor ? 0u : a.prune[q];
+    const uint32_t theta = C != kWideAcc ? 0u : a.round == 1 ? query.seed_key : course.y ? a.prune[q] : 0u;
     const uint32_t floor_key = raise_floor && a.prune[q] > query.floor_key ? a.prune[q] : query.floor_key;
     // (a prior's floor may be a negative score: its ranges take theirs from gpu_prior_floor_value instead)
     const report_floor answer_floor = floor_of<C>(query, kPrior ? 0u : floor_key);
@@ -843,8 +844,9 @@ __device__ __forceinline__ void report_pass(range_args a) {
     for (uint32_t v = v0; v < v0 + a.ranges_per_block; v++) {
         if (a.round == 1 && v >= gpu_sampled_ranges(&query, a.num_ranges)) break;
         const uint32_t r = a.round == 1 ? gpu_sampled_range(&query, v) : v;
-        if (r >= a.num_ranges) break;
+        if (r >= course.x) break; // (round 2's ranges ascend)
         if (a.round == 2 && gpu_range_sampled(&query, r)) continue;
+        const uint32_t m = gpu_range_reports(&query, r);
         const uint32_t lo = r * GPU_RANGE_DOCS;
         const uint32_t hi = lo + GPU_RANGE_DOCS < limit ? lo + GPU_RANGE_DOCS : limit;
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;

@@ -261,15 +261,18 @@ static void column_put(uint32_t *words, uint32_t bits, uint32_t doc, uint32_t v)
 /* A filter bitmap's range bits (gpu_pass_range_word): set for exactly the ranges holding a kept document, the
  * last range partial, over more than 32 ranges (two words); gpu_pass_keeps_ranges over spans of them. */
 /* The report slots and the sampling round's ranges (device.h, posting_decode.h): an index whose prior queries score
- * their leading ranges first has room for k reports a range up to GPU_MAX_RANGE_TOP, where the usual slots on 20M
- * documents hold 5; the leading round samples ranges 0..lead-1, the strided one every stride-th. */
+ * their leading ranges first has room for a top max_k in one range with room to spare (up to GPU_MAX_RANGE_TOP), where
+ * the usual slots on 20M documents hold 5; a query's leading ranges and their reports are sized by its own k
+ * (gpu_lead_ranges_of), the other ranges' reports laid after theirs (gpu_report_place); the leading round samples
+ * ranges 0..lead-1, the strided one every stride-th. */
 static void test_report_slots_and_sampled_ranges(void **state) {
     (void)state;
     const uint32_t docs = 20000000, ranges = gpu_num_ranges(docs);
     assert_true(gpu_report_slots(10, docs, false, false) < 10);
     assert_int_equal(gpu_report_slots(10, docs, false, false), gpu_range_top(10, docs));
     assert_int_equal(gpu_report_slots(10, docs, true, false), gpu_report_stride(10, docs));
-    assert_int_equal(gpu_report_slots(10, docs, false, true), 10);
+    /* a top 10 in one range with room to spare: 1 + 10 + 3 sqrt(10), rounded up */
+    assert_int_equal(gpu_report_slots(10, docs, false, true), 21);
     assert_int_equal(gpu_report_slots(1000, docs, false, true), GPU_MAX_RANGE_TOP);
     assert_int_equal(gpu_report_slots(1000, 8192, false, true), GPU_MAX_RANGE_TOP); /* one range: all of it */
     gpu_query strided = {.sample_stride = 8}, lead = {.lead_ranges = 3, .sample_stride = 1}, one = {.sample_stride = 1};
@@ -282,6 +285,29 @@ static void test_report_slots_and_sampled_ranges(void **state) {
     assert_true(gpu_range_sampled(&lead, 2) && !gpu_range_sampled(&lead, 3));
     assert_true(gpu_two_rounds(&strided) && gpu_two_rounds(&lead) && !gpu_two_rounds(&one));
     assert_int_equal(gpu_sampled_ranges(&one, ranges), ranges);
+    /* the leading ranges of a query: its own k's share a range with room to spare, within the slots */
+    uint32_t top;
+    assert_int_equal(gpu_lead_ranges_of(10, 21, &top), 1);
+    assert_int_equal(top, 21);
+    assert_int_equal(gpu_lead_ranges_of(10, GPU_MAX_RANGE_TOP, &top), 1);
+    assert_int_equal(top, 21); /* not the device's slots */
+    const uint32_t lead1000 = gpu_lead_ranges_of(1000, GPU_MAX_RANGE_TOP, &top);
+    assert_int_equal(lead1000, 24); /* 1000 / 24 = 41.7, + 3 sqrt(41.7) + 1 = 62.0; 1000 / 23 needs 64.3 */
+    assert_int_equal(top, 63);
+    assert_true(lead1000 * top > 1000);
+    /* report places: leading ranges of lead_top, the others of range_top */
+    gpu_query placed = {.lead_ranges = 2, .lead_top = 7, .range_top = 3};
+    assert_int_equal(gpu_range_reports(&placed, 1), 7);
+    assert_int_equal(gpu_range_reports(&placed, 2), 3);
+    assert_int_equal(gpu_reports_before(&placed, 1), 7);
+    assert_int_equal(gpu_reports_before(&placed, 2), 14);
+    assert_int_equal(gpu_reports_before(&placed, 4), 20);
+    for (uint32_t i = 0; i < gpu_reports_before(&placed, 5); i++) {
+        uint32_t r, j;
+        gpu_report_place(&placed, i, &r, &j);
+        assert_true(j < gpu_range_reports(&placed, r));
+        assert_int_equal(gpu_reports_before(&placed, r) + j, i);
+    }
 }
 
 static void test_filter_bitmap_ranges(void **state) {

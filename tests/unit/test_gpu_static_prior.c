@@ -442,46 +442,72 @@ static void test_dominant_prior_settles_early(void **state) {
  * the device scores the leading ranges first and prunes the others at their k-th best report (gpu_query.lead_ranges),
  * which is also their report floor, whether the batch prunes or not, so it scores under half the postings that the
  * same queries take without pruning (ISN_GPU_PRUNE_NEVER, every range scored whole) and skips more ranges whole,
- * with the backend's max_k 1,000 or k, every answer the CPU's. */
+ * with the backend's max_k 1,000 or k, every answer the CPU's. The leading ranges' reports are sized by the query's
+ * k, not the device's max_k: on the emulated device the same work either way, and no leading range rescored (each
+ * reports its share of k with room to spare). The second round ends on the device at the first range whose tail
+ * bound is below the leading k-th best (gpu_query.lead_stop): those ranges are stopped, not visited, so the queries
+ * visit fewer ranges than with ISN_GPU_LEAD_STOP=0, which visits (and prunes) every one. */
 static void test_dominant_prior_leading_ranges(void **state) {
     const bool emulate = device_under_test(state);
     static support_index ix;
     static batch bt;
     build(&ix, PRIOR_DOMINANT, ISN_ORDER_GLOBAL, 47);
-    /* AUTO with max_k 1,000 and 10, and unpruned */
-    static const uint32_t max_ks[3] = {MAX_K, 10, MAX_K};
-    static const int prunings[3] = {ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_NEVER};
-    isn_gpu_backend *backends[3];
-    for (int i = 0; i < 3; i++) {
+    /* AUTO with max_k 1,000 and 10, unpruned, and AUTO without the device's stop */
+    enum { kConfigs = 4 };
+    static const uint32_t max_ks[kConfigs] = {MAX_K, 10, MAX_K, MAX_K};
+    static const int prunings[kConfigs] = {ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_AUTO, ISN_GPU_PRUNE_NEVER,
+                                           ISN_GPU_PRUNE_AUTO};
+    static const char *const names[kConfigs] = {"leading ranges first", "leading ranges first", "unpruned",
+                                                "leading ranges first, no stop"};
+    isn_gpu_backend *backends[kConfigs];
+    for (int i = 0; i < kConfigs; i++) {
         backend_max_k = max_ks[i];
+        if (i == 3) assert_int_equal(setenv("ISN_GPU_LEAD_STOP", "0", 1), 0);
         backends[i] = open_backend(&ix, emulate, prunings[i], 0.0);
+        if (i == 3) assert_int_equal(unsetenv("ISN_GPU_LEAD_STOP"), 0);
     }
     backend_max_k = MAX_K;
-    uint64_t scored[3] = {0, 0, 0}, pruned[3] = {0, 0, 0}, reports[3] = {0, 0, 0};
+    uint64_t scored[kConfigs] = {0}, pruned[kConfigs] = {0}, reports[kConfigs] = {0}, stopped[kConfigs] = {0};
+    uint64_t rescored[kConfigs] = {0}, visited[kConfigs] = {0};
     support_rng_seed(47);
     or_bags_only = true;
     for (uint32_t round = 0; round < 3; round++) {
         batch_fill(&bt, &ix, BATCH, 10, 1.0f, false);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < kConfigs; i++) {
             isn_gpu_batch_stats st;
             run_batch(backends[i], &bt, &st);
-            batch_check(&bt, 10, 1.0f, true, i == 2 ? "unpruned" : "leading ranges first");
+            batch_check(&bt, 10, 1.0f, true, names[i]);
             scored[i] += st.postings_scored;
             pruned[i] += st.ranges_pruned;
             reports[i] += st.reports;
+            stopped[i] += st.ranges_stopped;
+            rescored[i] += st.ranges_rescored;
+            visited[i] += st.ranges_scored + st.ranges_pruned;
         }
     }
     or_bags_only = false;
-    for (int i = 0; i < 3; i++) {
-        printf("%s dominant prior, global order, k 10 unseeded, %s, max_k %u: %llu postings scored, %llu ranges pruned, "
-               "%llu reports\n",
-               emulate ? "emulated" : "GPU", i == 2 ? "unpruned" : "leading ranges first", max_ks[i],
-               (unsigned long long)scored[i], (unsigned long long)pruned[i], (unsigned long long)reports[i]);
+    for (int i = 0; i < kConfigs; i++) {
+        printf("%s dominant prior, global order, k 10 unseeded, %s, max_k %u: %llu postings scored, %llu ranges visited, "
+               "%llu pruned, %llu stopped, %llu rescored, %llu reports\n",
+               emulate ? "emulated" : "GPU", names[i], max_ks[i], (unsigned long long)scored[i],
+               (unsigned long long)visited[i], (unsigned long long)pruned[i], (unsigned long long)stopped[i],
+               (unsigned long long)rescored[i], (unsigned long long)reports[i]);
         isn_gpu_close(backends[i]);
     }
     for (int i = 0; i < 2; i++) {
         assert_true(2 * scored[i] < scored[2]);
-        assert_true(pruned[i] > pruned[2]);
+        assert_true(pruned[i] + stopped[i] > pruned[2]);
+        /* the device's stop: fewer ranges visited than without it, the rest stopped */
+        assert_true(stopped[i] > 0);
+        assert_true(visited[i] < visited[3]);
+        assert_int_equal(visited[i] + stopped[i], visited[3]);
+    }
+    assert_int_equal(stopped[3], 0);
+    if (emulate) { /* (the CUDA device's counters may differ from run to run: its range passes race) */
+        assert_int_equal(reports[0], reports[1]);
+        assert_int_equal(scored[0], scored[1]);
+        assert_int_equal(rescored[0], 0);
+        assert_int_equal(rescored[1], 0);
     }
     support_index_close(&ix);
 }
