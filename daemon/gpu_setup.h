@@ -22,7 +22,9 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
 /* The devices the node will have, for the default loop and worker counts (server.loops = 0, search.workers =
  * 0) to leave them room: gpu.devices from gpu.device on when gpu.enable, as many of them as the machine has
  * (all when emulated), plus gpu.sim_devices. A node asking for a GPU on a machine without one is counted
- * as the CPU-only node it will be; one whose device fails later keeps the counts made for it. */
+ * as the CPU-only node it will be; one whose device fails later keeps the counts made for it. Asking the
+ * machine initialises the GPU driver (once a process: isnd asks before its loops are made, and only when one of
+ * the counts is left to the default). */
 uint32_t gpu_setup_devices_expected(const isn_conf *conf);
 /* Why the last gpu_setup_first_stage opened no device (the last device's reason), or "". */
 const char *gpu_setup_unusable(void);

@@ -9,7 +9,6 @@
 #include <systemd/sd-daemon.h>
 
 #include "base/base.h"
-#include "daemon/gpu_setup.h"
 #include "daemon/rankers.h"
 #include "daemon/server.h"
 
@@ -175,7 +174,7 @@ static void load_index(uv_work_t *work) {
     uint32_t workers = server->conf.workers;
     char sized[96] = "";
     if (workers == 0) {
-        uint32_t cpus = isn_cpus_available(), gpus = gpu_setup_devices_expected(&server->conf);
+        uint32_t cpus = isn_cpus_available(), gpus = server->gpus_expected;
         workers = isn_scheduler_default_workers(cpus, server->num_loops, gpus);
         if (gpus)
             snprintf(sized, sizeof sized, " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers)", cpus,

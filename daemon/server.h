@@ -114,6 +114,9 @@ struct isn_server {
 
     serving_loop *loops; /* loops[0] runs on `loop`; its gRPC server listens and hands connections out */
     uint32_t num_loops;
+    /* The GPU devices the default loop and worker counts leave room for (gpu_setup_devices_expected), counted
+     * once when the loops are made: asking the driver initialises it. */
+    uint32_t gpus_expected;
     isn_grpc_stats_server *stats; /* NULL without stats_listen */
     isn_grpc_tls *grpc_tls, *stats_tls; /* NULL: plaintext (server.tls_cert unset) */
     isn_grpc_connection_limit connection_limit; /* shared by every loop and the stats endpoint */

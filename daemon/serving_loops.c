@@ -178,10 +178,10 @@ static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {
 
 /* ------------------------------------------------------------------ making and running them */
 
-static uint32_t loops_wanted(const isn_conf *conf) {
+static uint32_t loops_wanted(const isn_conf *conf, uint32_t gpus) {
     if (conf->loops) return conf->loops;
     /* the CPUs the workers' default counts too: a container's quota or a taskset, not the host's */
-    return isn_scheduler_default_loops(isn_cpus_available(), gpu_setup_devices_expected(conf));
+    return isn_scheduler_default_loops(isn_cpus_available(), gpus);
 }
 
 static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const isn_grpc_server_config *isn_grpc_config,
@@ -213,7 +213,9 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
 }
 
 int serving_loops_make(isn_server *server, char *err, size_t err_len) {
-    uint32_t n = loops_wanted(&server->conf);
+    const isn_conf *conf = &server->conf;
+    server->gpus_expected = conf->loops && conf->workers ? 0 : gpu_setup_devices_expected(conf);
+    uint32_t n = loops_wanted(conf, server->gpus_expected);
     server->loops = calloc(n, sizeof *server->loops);
     if (!server->loops) return isn_error(err, err_len, "out of memory for %u serving loops", n);
     pthread_mutex_init(&server->acks_lock, NULL);
@@ -271,11 +273,10 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
         loop->has_thread = true;
     }
     if (server->num_loops > 1 || !server->conf.loops) {
-        uint32_t gpus = gpu_setup_devices_expected(&server->conf);
         log_info("%u event loops serve connections%s", server->num_loops,
-                 server->conf.loops ? ""
-                 : gpus           ? " (server.loops = 0: half the CPUs the GPU dispatchers leave)"
-                                  : " (server.loops = 0: one per four CPUs from 8 on)");
+                 server->conf.loops      ? ""
+                 : server->gpus_expected ? " (server.loops = 0: half the CPUs the GPU dispatchers leave)"
+                                         : " (server.loops = 0: one per four CPUs from 8 on)");
     }
     /* the first loop's is the main thread: after it has started the others */
     take_loop_scheduling(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
