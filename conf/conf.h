@@ -52,6 +52,7 @@ typedef struct {
     uint32_t index_watch_interval_ms; /* a symlinked index.path: how often its target is checked; 0 = only on change events */
     /* [search] */
     uint32_t workers; /* 0 = one per CPU isnd may use (base.h isn_cpus_available) */
+    uint32_t spare_workers; /* more workers, each working only while enough event loops are idle */
     uint32_t max_queue;
     uint32_t default_k;
     uint32_t max_k;

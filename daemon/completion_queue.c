@@ -95,3 +95,7 @@ void completion_queue_clear_wake(completion_queue *queue) {
     uint64_t count;
     while (read(queue->wake_fd, &count, sizeof count) < 0 && errno == EINTR) {}
 }
+
+bool completion_queue_loop_idle(completion_queue *queue) {
+    return atomic_load_explicit(&queue->loop_polling, memory_order_relaxed);
+}

@@ -182,11 +182,17 @@ static void load_index(uv_work_t *work) {
         else if (server->conf.gpu_enable)
             snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU, no device of gpu.enable on this machine)");
     }
+    uint32_t spares = server->conf.spare_workers;
+    char spared[96] = "";
+    if (spares)
+        snprintf(spared, sizeof spared, " and %u spare workers (working while that many of the %u loops are idle)", spares,
+                 server->num_loops);
     start = isn_now_ns();
-    server->pool = search_service_start(first, &server->conf, workers, server->load_error, sizeof server->load_error);
+    server->pool = search_service_start(first, &server->conf, workers + spares, spares, serving_loops_idle, server,
+                                        server->load_error, sizeof server->load_error);
     if (!server->pool) return;
-    server->num_workers = workers;
-    log_info("%u search workers%s started%s (queries analysed on the %s) in %.3f s", workers, sized,
+    server->num_workers = workers + spares;
+    log_info("%u search workers%s%s started%s (queries analysed on the %s) in %.3f s", workers, sized, spared,
              server->conf.warm_up ? " and warmed up" : "",
              search_service_analyses_on_loop(server->pool) ? "loop thread" : "workers",
              (double)(isn_now_ns() - start) / 1e9);

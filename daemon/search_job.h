@@ -54,6 +54,8 @@ search_job *completion_queue_take(completion_queue *queue, size_t least);
 bool completion_queue_may_poll(completion_queue *queue);
 /* After the poll: the loop is running, and takes what is pushed before it polls again. */
 void completion_queue_polled(completion_queue *queue);
+/* Any thread: whether the loop has said it may block in its poll (an idle loop, as of now). */
+bool completion_queue_loop_idle(completion_queue *queue);
 /* The wake was seen (the eventfd readable): clears it. */
 void completion_queue_clear_wake(completion_queue *queue);
 

@@ -416,7 +416,8 @@ uint64_t search_service_gpu_attached_ns(const search_service *service) {
 }
 
 search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     char *err, size_t err_len) {
+                                     uint32_t spares, uint32_t (*idle_loops)(void *loops), void *loops, char *err,
+                                     size_t err_len) {
     const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
@@ -456,6 +457,9 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.worker_nice = (int)conf->worker_nice;
     config.worker_idle_policy = conf->worker_idle_policy;
     config.worker_slice_ns = (uint64_t)conf->worker_slice_us * 1000;
+    config.spare_workers = spares;
+    config.idle_threads = idle_loops;
+    config.idle_threads_user = loops;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.codel_drops_waited = conf->codel_drop_waited;
     config.batch.max_batch = conf->gpu_batch_max;

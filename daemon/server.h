@@ -159,6 +159,9 @@ void serving_loops_free(isn_server *server);
 void serving_loops_counters(const isn_server *server, isn_grpc_server_counters *sum);
 void serving_loops_metrics(isn_server *server, metrics *sum);
 uint32_t serving_loops_inflight(const isn_server *server);
+/* The loops idle now (each may block in its poll, nothing left to take): what spare workers count
+ * (search.spare_workers). `server` is the isn_server; any thread, a load per loop. */
+uint32_t serving_loops_idle(void *server);
 uint32_t serving_loops_open_calls(const isn_server *server);
 /* A metric update on the loop's own metrics (they are summed by the stats endpoint's thread). */
 #define LOOP_METRICS(l, statement)                                                                                      \

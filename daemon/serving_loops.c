@@ -326,6 +326,13 @@ uint32_t serving_loops_inflight(const isn_server *server) {
     return n;
 }
 
+uint32_t serving_loops_idle(void *server) {
+    isn_server *node = server;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < node->num_loops; i++) n += completion_queue_loop_idle(&node->loops[i].completions);
+    return n;
+}
+
 uint32_t serving_loops_open_calls(const isn_server *server) {
     isn_grpc_server_counters sum;
     serving_loops_counters(server, &sum);

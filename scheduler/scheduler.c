@@ -22,6 +22,13 @@ uint32_t isn_scheduler_default_loops(uint32_t cpus, uint32_t gpus) {
     return cpus >= 8 ? cpus / 4 : 1;
 }
 
+/* The CPU workers taking jobs now: every worker but the spares resting (config.spare_workers). What
+ * admission divides the CPU's work by. */
+static uint32_t cpu_servers(isn_scheduler *s) {
+    uint32_t resting = atomic_load_explicit(&s->spares_resting, memory_order_relaxed);
+    return s->config.workers > resting ? s->config.workers - resting : 1;
+}
+
 void isn_scheduler_config_default(isn_scheduler_config *config) {
     memset(config, 0, sizeof *config);
     config->workers = 1;
@@ -158,14 +165,14 @@ static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double esti
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
  * prepare_ns is measured wall time, contention included: no scale applies to it. */
 static double preparing_ns(isn_scheduler *s) {
-    double workers = s->config.workers ? s->config.workers : 1;
+    double workers = cpu_servers(s);
     uint32_t pending = normal_pending(s);
     return pending ? prepare_wait_floor(s, pending, (double)pending * s->prepare_ns / workers) : 0.0;
 }
 
 /* preparing_ns without the lock: the pending count and the published preparation time. */
 static double preparing_ns_quick(isn_scheduler *s) {
-    double workers = s->config.workers ? s->config.workers : 1;
+    double workers = cpu_servers(s);
     uint32_t pending = normal_pending(s);
     return pending ? prepare_wait_floor(s, pending,
                                         (double)pending *
@@ -192,7 +199,7 @@ static bool cpu_counts_at_arrival(const isn_scheduler *s, double gpu_ns) {
  * prepared, and under overload a third of the workers' time went to preparing them. */
 static void arrival_view_of(isn_scheduler *s, const double *wait, sched_arrival_view *view) {
     double typical = s->meter[ISN_DEVICE_CPU].job_ns > s->arrival_cost_ns ? s->meter[ISN_DEVICE_CPU].job_ns : s->arrival_cost_ns;
-    double workers = s->config.workers ? s->config.workers : 1;
+    double workers = cpu_servers(s);
     view->preparing = preparing_ns(s);
     view->gpu_start = view->preparing + wait[ISN_DEVICE_GPU];
     view->gpu_done = view->gpu_start + isn_batch_cost_fixed_ns(&s->batch_cost) + (double)s->config.batch.linger_ns;
@@ -292,7 +299,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         isn_service_meter_sample(&s->meter[d], LOAD(s->busy_ns[d]), LOAD(s->ran_on[d]), now);
     double committed = (double)atomic_load_explicit(&s->cpu_committed_ns, memory_order_relaxed);
-    double workers = s->config.workers ? s->config.workers : 1;
+    double workers = cpu_servers(s);
     double model_cpu = scale[ISN_DEVICE_CPU] *
                        (q[ISN_QUEUE_CPU].backlog_ns[ISN_DEVICE_CPU] + q[ISN_QUEUE_UNDECIDED].backlog_ns[ISN_DEVICE_CPU] +
                         (committed > 0 ? committed : 0)) /
@@ -631,8 +638,8 @@ static void commit_cpu(isn_scheduler *s, const isn_job *job, int sign) {
  * go to this worker's deque at once (fewer trips through the lock; others may steal them). They are
  * pushed latest first, so the owner pops them in deadline order. */
 static void grab_extra(isn_scheduler *s, sched_worker *w) {
-    uint32_t queued = s->queues[ISN_QUEUE_CPU].size, workers = s->config.workers;
-    if (queued <= workers) return;
+    uint32_t queued = s->queues[ISN_QUEUE_CPU].size, workers = cpu_servers(s);
+    if (w->spare_rank || queued <= workers) return; /* a spare holds nothing it may have to leave */
     uint32_t extra = queued / workers - 1;
     if (extra > SCHED_MAX_GRAB) extra = SCHED_MAX_GRAB;
     isn_job *grabbed[SCHED_MAX_GRAB];
@@ -801,7 +808,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
         atomic_store_explicit(&s->prepare_sojourn_ns, sojourn, memory_order_relaxed);
-        uint32_t backlog = s->config.workers ? s->config.workers : 1;
+        uint32_t backlog = cpu_servers(s);
         isn_departure_meter_taken(&s->prepare_departures, s->prepare_queue.size, backlog, now);
         atomic_store_explicit(&s->prepare_departure_ns, s->prepare_departures.per_job_ns,
                               memory_order_relaxed);
@@ -828,8 +835,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
  * and the loops, was where workers waited most. False when there were none. */
 static bool take_preparations(isn_scheduler *s, sched_worker *w) {
     w->taken_count = w->taken_next = 0;
-    uint32_t workers = s->config.workers ? s->config.workers : 1;
-    uint32_t want = normal_pending(s) / workers;
+    uint32_t want = normal_pending(s) / cpu_servers(s);
     want = want < 1 ? 1 : want > SCHED_PREPARE_TAKE ? SCHED_PREPARE_TAKE : want;
     uint64_t now = isn_now_ns();
     pthread_mutex_lock(&s->prepare_lock);
@@ -881,6 +887,32 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     return true;
 }
 
+/* A spare worker (config.spare_workers) before it takes work: whether enough of the threads whose cores
+ * it works are idle. Resting, it holds no job (its deque is left to thieves) and looks again after
+ * SCHED_SPARE_RECHECK_NS; true when the scheduler stops meanwhile. */
+static bool spare_may_work(isn_scheduler *s, sched_worker *w) {
+    bool may = s->config.idle_threads(s->config.idle_threads_user) >= w->spare_rank;
+    if (may != w->resting) return may;
+    w->resting = !may;
+    if (may) {
+        atomic_fetch_sub_explicit(&s->spares_resting, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&s->spares_resting, 1, memory_order_relaxed);
+        COUNT(s->spare_rests);
+    }
+    return may;
+}
+
+static bool spare_rest(isn_scheduler *s) {
+    pthread_mutex_lock(&s->lock);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    if (stopping) return true;
+    struct timespec pause = {0, (long)SCHED_SPARE_RECHECK_NS};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
+    return false;
+}
+
 static void *worker_main(void *arg) {
     sched_worker *w = arg;
     isn_scheduler *s = w->scheduler;
@@ -895,6 +927,10 @@ static void *worker_main(void *arg) {
 
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
+        if (w->spare_rank && w->taken_next == w->taken_count && !spare_may_work(s, w)) {
+            if (spare_rest(s)) break;
+            continue;
+        }
         /* A landed GPU batch's answers are the nearest their deadlines: helping with them comes first. */
         if (sched_help_landings(s, w->state)) continue;
         /* Preparing comes first, but a few at a time: queued work must not starve under a flood. */
@@ -1032,6 +1068,11 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         snprintf(err, err_len, "scheduler: run_cpu, complete and at least one worker are required");
         return NULL;
     }
+    if (config->spare_workers && (config->spare_workers >= config->workers || !config->idle_threads)) {
+        snprintf(err, err_len, "scheduler: %u spare workers need idle_threads and a worker of its own beside them (%u workers)",
+                 config->spare_workers, config->workers);
+        return NULL;
+    }
     if (config->queue_capacity == 0 || config->batch.max_batch == 0) {
         snprintf(err, err_len, "scheduler: queue capacity and batch size must be at least 1");
         return NULL;
@@ -1093,6 +1134,7 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         sched_worker *w = &s->workers[i];
         w->scheduler = s;
         w->id = i;
+        w->spare_rank = i + config->spare_workers >= config->workers ? i + config->spare_workers - config->workers + 1 : 0;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
         w->arena = config->arena_bytes ? malloc(config->arena_bytes) : NULL;
         ok = isn_deque_init(&w->deque, config->deque_capacity ? config->deque_capacity : 64) == 0 &&
@@ -1211,6 +1253,9 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->completed = LOAD(s->completed);
     st->prepared = LOAD(s->prepared);
     st->refused_prepare = LOAD(s->refused_prepare);
+    st->spare_workers = s->config.spare_workers;
+    st->spares_resting = LOAD(s->spares_resting);
+    st->spare_rests = LOAD(s->spare_rests);
     st->shed_unprepared = LOAD(s->shed_unprepared);
     st->shed_unprepared_late = LOAD(s->shed_unprepared_late);
     st->shed_arrival_codel = LOAD(s->shed_arrival_codel);

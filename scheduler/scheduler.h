@@ -232,6 +232,15 @@ typedef struct {
     /* The workers' scheduler slice (base.h isn_set_this_thread_slice; 0 = the kernel's): a loop that used
      * up its own short slice and was preempted by a worker runs again when this one ends. */
     uint64_t worker_slice_ns;
+    /* The last spare_workers of `workers` work the cores of threads that are often idle (the event loops):
+     * a spare takes work only while idle_threads(user) counts at least its rank (1 for the first spare) of
+     * those threads idle, else it holds nothing and looks again every SCHED_SPARE_RECHECK_NS. So the cores
+     * idle loops leave are worked, and loops that get busy have their cores back without waiting behind a
+     * worker. Admission counts the spares working at the time. Fewer than `workers`; 0: none. Any thread
+     * may call idle_threads, often: a few loads, no lock. */
+    uint32_t spare_workers;
+    uint32_t (*idle_threads)(void *idle_threads_user);
+    void *idle_threads_user;
     isn_overload_policy overload;
     /* In a standing backlog of the preparation queue, a request that waited past CoDel's target is
      * refused unprepared (true, CoDel's dequeue drop) or prepared and admitted as any other (false:
@@ -365,6 +374,8 @@ typedef struct {
     uint32_t deque_depth;    /* all workers */
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */
     uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
+    uint32_t spare_workers, spares_resting; /* config.spare_workers; of them, those resting now */
+    uint64_t spare_rests;                   /* times a spare found too few idle loops and stopped taking work */
     uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
     uint64_t shed_unprepared_late; /* of those: past their admission point (the rest: CoDel) */
     uint64_t shed_arrival_codel;   /* of shed_overload: refused on arrival, the preparations ahead past CoDel's target */

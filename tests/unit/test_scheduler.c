@@ -1763,6 +1763,90 @@ static void default_workers_leave_the_loops_a_core(void **state) {
     assert_int_equal(isn_scheduler_default_workers(0, 1, 0), 1);
 }
 
+/* The loops a spare worker stands in for, as the test sets them: how many are idle, and how often the spare
+ * looked (under the harness's lock, so that the test can wait for looks). */
+static uint32_t spare_test_idle_loops, spare_test_looks;
+
+static uint32_t spare_test_idle_threads(void *user) {
+    harness *h = user;
+    pthread_mutex_lock(&h->lock);
+    uint32_t idle = spare_test_idle_loops;
+    spare_test_looks++;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+    return idle;
+}
+
+/* Waits until *counter reaches value, for 10 s at most; false when it did not. */
+static bool harness_wait_for(harness *h, uint32_t *counter, uint32_t value) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&h->lock);
+    while (*counter < value && pthread_cond_timedwait(&h->changed, &h->lock, &until) == 0) {}
+    bool reached = *counter >= value;
+    pthread_mutex_unlock(&h->lock);
+    return reached;
+}
+
+/* A spare worker takes a job only while enough loops are idle: with its own worker busy and no loop idle,
+ * a queued job waits however often the spare looks, and runs on the spare once a loop is idle. Admission
+ * meanwhile counts one worker, not two. */
+static void spare_worker_works_only_while_loops_are_idle(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.workers = 2;
+    config.spare_workers = 1;
+    config.idle_threads = spare_test_idle_threads;
+    config.idle_threads_user = &h;
+    spare_test_idle_loops = 0;
+    spare_test_looks = 0;
+    h.hold = true;
+    isn_scheduler *s = harness_start(&config);
+    test_job first, second;
+    small_job(&first, 0);
+    small_job(&second, 0);
+    harness_occupy(&h, s, &first.job);
+    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
+    pthread_mutex_lock(&h.lock);
+    uint32_t looks = spare_test_looks;
+    pthread_mutex_unlock(&h.lock);
+    assert_true(harness_wait_for(&h, &spare_test_looks, looks + 3));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.spare_workers, 1);
+    assert_int_equal(stats.spares_resting, 1);
+    assert_true(stats.spare_rests >= 1);
+    pthread_mutex_lock(&h.lock);
+    assert_int_equal(h.ran_cpu, 1); /* the second job waits: its only taker rests */
+    spare_test_idle_loops = 1;
+    pthread_mutex_unlock(&h.lock);
+    assert_true(harness_wait_for(&h, &h.ran_cpu, 2)); /* and runs on the spare once a loop is idle */
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.spares_resting, 0);
+    harness_finish(&h, s, 2);
+}
+
+/* A spare needs the loops' count and a worker of its own beside it. */
+static void spare_workers_need_a_worker_and_the_loops(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.workers = 2;
+    config.spare_workers = 2;
+    config.idle_threads = spare_test_idle_threads;
+    char err[256];
+    assert_null(isn_scheduler_start(&config, err, sizeof err));
+    assert_non_null(strstr(err, "spare"));
+    config.spare_workers = 1;
+    config.idle_threads = NULL;
+    assert_null(isn_scheduler_start(&config, err, sizeof err));
+    assert_non_null(strstr(err, "idle_threads"));
+}
+
 /* Not told how many loops: a quarter of the CPUs from 8 on without a GPU; beside devices, half of what their
  * dispatchers leave, the workers taking the rest. */
 static void default_loops_split_the_cpus_beside_a_gpu(void **state) {
@@ -1913,6 +1997,8 @@ int main(void) {
         cmocka_unit_test(workers_take_their_slice),
         cmocka_unit_test(default_workers_leave_the_loops_a_core),
         cmocka_unit_test(default_loops_split_the_cpus_beside_a_gpu),
+        cmocka_unit_test(spare_worker_works_only_while_loops_are_idle),
+        cmocka_unit_test(spare_workers_need_a_worker_and_the_loops),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
