@@ -85,6 +85,7 @@ static const key_spec KEYS[] = {
     {"index", "watch_interval", KEY_DURATION_MS, FIELD(index_watch_interval_ms), "1s", 0, 3600000, true},
     {"search", "workers", KEY_U32, FIELD(workers), "0", 0, 1024, false},
     {"search", "spare_workers", KEY_U32, FIELD(spare_workers), "0", 0, 1024, false},
+    {"search", "spare_idle_policy", KEY_BOOL, FIELD(spare_idle_policy), "false", 0, 0, false},
     {"search", "max_queue", KEY_U32, FIELD(max_queue), "4096", 1, 10000000, false},
     {"search", "default_k", KEY_U32, FIELD(default_k), "10", 1, ISN_MAX_K, true},
     {"search", "max_k", KEY_U32, FIELD(max_k), "10000", 1, ISN_MAX_K, true},

@@ -53,6 +53,7 @@ typedef struct {
     /* [search] */
     uint32_t workers; /* 0 = one per CPU isnd may use (base.h isn_cpus_available) */
     uint32_t spare_workers; /* more workers, each working only while enough event loops are idle */
+    bool spare_idle_policy; /* spare workers of SCHED_IDLE */
     uint32_t max_queue;
     uint32_t default_k;
     uint32_t max_k;

@@ -458,6 +458,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.worker_idle_policy = conf->worker_idle_policy;
     config.worker_slice_ns = (uint64_t)conf->worker_slice_us * 1000;
     config.spare_workers = spares;
+    config.spare_idle_policy = conf->spare_idle_policy;
     config.idle_threads = idle_loops;
     config.idle_threads_user = loops;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;

@@ -730,7 +730,7 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
 
 /* Linux gives each thread its own nice value and policy: a worker lowers only its own priority. */
 static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
-    if (s->config.worker_idle_policy) {
+    if (s->config.worker_idle_policy || (s->workers[worker].spare_rank && s->config.spare_idle_policy)) {
         char err[160];
         if (isn_set_this_thread_idle_policy(err, sizeof err) == 0) return;
         fprintf(stderr, "isn scheduler: worker %u keeps the normal policy (its nice value instead): %s\n", worker, err);

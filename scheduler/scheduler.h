@@ -239,6 +239,8 @@ typedef struct {
      * worker. Admission counts the spares working at the time. Fewer than `workers`; 0: none. Any thread
      * may call idle_threads, often: a few loads, no lock. */
     uint32_t spare_workers;
+    /* Spares of SCHED_IDLE: a loop woken on a spare's core takes it at once. */
+    bool spare_idle_policy;
     uint32_t (*idle_threads)(void *idle_threads_user);
     void *idle_threads_user;
     isn_overload_policy overload;

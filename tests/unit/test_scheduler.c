@@ -1801,6 +1801,7 @@ static void spare_worker_works_only_while_loops_are_idle(void **state) {
     config.spare_workers = 1;
     config.idle_threads = spare_test_idle_threads;
     config.idle_threads_user = &h;
+    config.spare_idle_policy = true;
     spare_test_idle_loops = 0;
     spare_test_looks = 0;
     h.hold = true;
@@ -1821,9 +1822,13 @@ static void spare_worker_works_only_while_loops_are_idle(void **state) {
     assert_true(stats.spare_rests >= 1);
     pthread_mutex_lock(&h.lock);
     assert_int_equal(h.ran_cpu, 1); /* the second job waits: its only taker rests */
+    assert_false(h.worker_idle_policy); /* the first ran on the worker of its own core */
     spare_test_idle_loops = 1;
     pthread_mutex_unlock(&h.lock);
     assert_true(harness_wait_for(&h, &h.ran_cpu, 2)); /* and runs on the spare once a loop is idle */
+    pthread_mutex_lock(&h.lock);
+    assert_true(h.worker_idle_policy); /* a spare of SCHED_IDLE (spare_idle_policy) */
+    pthread_mutex_unlock(&h.lock);
     isn_scheduler_get_stats(s, &stats);
     assert_int_equal(stats.spares_resting, 0);
     harness_finish(&h, s, 2);
