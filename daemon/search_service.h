@@ -19,9 +19,8 @@ struct index_generation;
 
 /* Starts the threads, with the first index generation's searchers (warmed up when conf asks). The
  * GPU first stage ([gpu]) holds that generation. Loads the cost model from conf->cost_model_state
- * when set. NULL with err. */
-/* `spares` of the `workers` take work only while idle_loops(loops) counts enough event loops idle
- * (scheduler.h isn_scheduler_config.spare_workers); 0: none. */
+ * when set. `spares` of the `workers` take work only while idle_loops(loops) counts enough event loops
+ * idle (scheduler.h isn_scheduler_config.spare_workers); 0: none. NULL with err. */
 search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
                                      uint32_t spares, uint32_t (*idle_loops)(void *loops), void *loops, char *err,
                                      size_t err_len);
