@@ -171,14 +171,20 @@ static void load_index(uv_work_t *work) {
     if (rankers_start(server->conf.ranker_dir, server->info, server->conf.default_n1, server->conf.max_n1,
                       server->load_error, sizeof server->load_error) < 0)
         return;
-    uint32_t workers = server->conf.workers;
-    char sized[96] = "";
+    uint32_t workers = server->conf.workers, standby = 0;
+    char sized[200] = "";
     if (workers == 0) {
         uint32_t cpus = isn_cpus_available(), gpus = server->gpus_expected;
         workers = isn_scheduler_default_workers(cpus, server->num_loops, gpus);
+        /* sized beside a GPU that may never serve (its upload failed) or not yet (uploading): the rest of the
+         * CPU-only node's workers stand by for that while */
+        uint32_t cpu_only = isn_scheduler_default_workers(cpus, server->num_loops, 0);
+        standby = gpus && server->conf.gpu_enable && cpu_only > workers ? cpu_only - workers : 0;
         if (gpus)
-            snprintf(sized, sizeof sized, " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers)", cpus,
-                     server->num_loops, gpus);
+            snprintf(sized, sizeof sized,
+                     " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers) and %u standby workers (working "
+                     "while no GPU holds the index)",
+                     cpus, server->num_loops, gpus, standby);
         else if (server->conf.gpu_enable)
             snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU, no device of gpu.enable on this machine)");
     }
@@ -188,10 +194,10 @@ static void load_index(uv_work_t *work) {
         snprintf(spared, sizeof spared, " and %u spare workers (working while that many of the %u loops are idle)", spares,
                  server->num_loops);
     start = isn_now_ns();
-    server->pool = search_service_start(first, &server->conf, workers + spares, spares, serving_loops_idle, server,
-                                        server->load_error, sizeof server->load_error);
+    server->pool = search_service_start(first, &server->conf, workers + spares + standby, spares, standby,
+                                        serving_loops_idle, server, server->load_error, sizeof server->load_error);
     if (!server->pool) return;
-    server->num_workers = workers + spares;
+    server->num_workers = workers + spares + standby;
     log_info("%u search workers%s%s started%s (queries analysed on the %s) in %.3f s", workers, sized, spared,
              server->conf.warm_up ? " and warmed up" : "",
              search_service_analyses_on_loop(server->pool) ? "loop thread" : "workers",

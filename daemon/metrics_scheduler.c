@@ -28,6 +28,8 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_gpu_answers_helped_total", "counter", "GPU answers completed (packed) by an idle worker beside the dispatcher of their batch.", st->gpu_answers_helped},
         {"isn_scheduler_spare_workers", "gauge", "Workers that take work only while enough event loops are idle (search.spare_workers).", st->spare_workers},
         {"isn_scheduler_spare_workers_resting", "gauge", "Of the spare workers, those resting now: too few loops were idle when they last looked.", st->spares_resting},
+        {"isn_scheduler_standby_workers", "gauge", "Workers that take work only while no GPU holds the index (a node sized beside a GPU that does not serve).", st->standby_workers},
+        {"isn_scheduler_standby_workers_resting", "gauge", "Of the standby workers, those resting now: a GPU holds the index.", st->standby_resting},
         {"isn_scheduler_spare_rests_total", "counter", "Times a spare worker found too few idle loops and stopped taking work.", st->spare_rests},
         {"isn_scheduler_prepare_queue_depth", "gauge", "Requests waiting for a worker to analyse them.", st->prepare_depth},
         {"isn_scheduler_prepared_total", "counter", "Requests a worker analysed and passed to admission.", st->prepared},

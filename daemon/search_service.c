@@ -415,9 +415,13 @@ uint64_t search_service_gpu_attached_ns(const search_service *service) {
     return atomic_load(&service->gpu.attached_ns);
 }
 
+/* Standby workers take work while no GPU holds the index: before its upload ends, after it failed, while a
+ * generation moves. */
+static bool standby_wanted(void *user) { return !search_service_has_gpu(user); }
+
 search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uint32_t spares, uint32_t (*idle_loops)(void *loops), void *loops, char *err,
-                                     size_t err_len) {
+                                     uint32_t spares, uint32_t standby, uint32_t (*idle_loops)(void *loops), void *loops,
+                                     char *err, size_t err_len) {
     const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
@@ -461,6 +465,8 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.spare_idle_policy = conf->spare_idle_policy;
     config.idle_threads = idle_loops;
     config.idle_threads_user = loops;
+    config.standby_workers = standby;
+    config.standby_wanted = standby_wanted;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.codel_drops_waited = conf->codel_drop_waited;
     config.batch.max_batch = conf->gpu_batch_max;

@@ -20,10 +20,11 @@ struct index_generation;
 /* Starts the threads, with the first index generation's searchers (warmed up when conf asks). The
  * GPU first stage ([gpu]) holds that generation. Loads the cost model from conf->cost_model_state
  * when set. `spares` of the `workers` take work only while idle_loops(loops) counts enough event loops
- * idle (scheduler.h isn_scheduler_config.spare_workers); 0: none. NULL with err. */
+ * idle (scheduler.h isn_scheduler_config.spare_workers), and `standby` of them only while no GPU holds the
+ * index (standby_workers); 0: none. NULL with err. */
 search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uint32_t spares, uint32_t (*idle_loops)(void *loops), void *loops, char *err,
-                                     size_t err_len);
+                                     uint32_t spares, uint32_t standby, uint32_t (*idle_loops)(void *loops), void *loops,
+                                     char *err, size_t err_len);
 /* What a generation needs from the service to serve on it (generation_add_workers): its workers'
  * number, their largest k, the second stage's route, whether to warm up and to derive the index's
  * per-field data in the background. Read on the loop thread,

@@ -22,10 +22,11 @@ uint32_t isn_scheduler_default_loops(uint32_t cpus, uint32_t gpus) {
     return cpus >= 8 ? cpus / 4 : 1;
 }
 
-/* The CPU workers taking jobs now: every worker but the spares resting (config.spare_workers). What
+/* The CPU workers taking jobs now: every worker but the spares and standby workers resting. What
  * admission divides the CPU's work by. */
 static uint32_t cpu_servers(isn_scheduler *s) {
-    uint32_t resting = atomic_load_explicit(&s->spares_resting, memory_order_relaxed);
+    uint32_t resting = atomic_load_explicit(&s->spares_resting, memory_order_relaxed) +
+                       atomic_load_explicit(&s->standby_resting, memory_order_relaxed);
     return s->config.workers > resting ? s->config.workers - resting : 1;
 }
 
@@ -639,7 +640,7 @@ static void commit_cpu(isn_scheduler *s, const isn_job *job, int sign) {
  * pushed latest first, so the owner pops them in deadline order. */
 static void grab_extra(isn_scheduler *s, sched_worker *w) {
     uint32_t queued = s->queues[ISN_QUEUE_CPU].size, workers = cpu_servers(s);
-    if (w->spare_rank || queued <= workers) return; /* a spare holds nothing it may have to leave */
+    if (w->spare_rank || w->standby || queued <= workers) return; /* nothing it may have to leave */
     uint32_t extra = queued / workers - 1;
     if (extra > SCHED_MAX_GRAB) extra = SCHED_MAX_GRAB;
     isn_job *grabbed[SCHED_MAX_GRAB];
@@ -903,12 +904,23 @@ static bool spare_may_work(isn_scheduler *s, sched_worker *w) {
     return may;
 }
 
-static bool spare_rest(isn_scheduler *s) {
+/* A standby worker (config.standby_workers) before it takes work: whether it is wanted now. */
+static bool standby_may_work(isn_scheduler *s, sched_worker *w) {
+    bool may = s->config.standby_wanted(s->config.user);
+    if (may != w->resting) return may;
+    w->resting = !may;
+    if (may) atomic_fetch_sub_explicit(&s->standby_resting, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&s->standby_resting, 1, memory_order_relaxed);
+    return may;
+}
+
+/* A resting worker's pause before it looks again; true when the scheduler stops meanwhile. */
+static bool rest_for(isn_scheduler *s, uint64_t ns) {
     pthread_mutex_lock(&s->lock);
     bool stopping = s->stopping;
     pthread_mutex_unlock(&s->lock);
     if (stopping) return true;
-    struct timespec pause = {0, (long)SCHED_SPARE_RECHECK_NS};
+    struct timespec pause = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
     return false;
 }
@@ -928,7 +940,11 @@ static void *worker_main(void *arg) {
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
         if (w->spare_rank && w->taken_next == w->taken_count && !spare_may_work(s, w)) {
-            if (spare_rest(s)) break;
+            if (rest_for(s, SCHED_SPARE_RECHECK_NS)) break;
+            continue;
+        }
+        if (w->standby && w->taken_next == w->taken_count && !standby_may_work(s, w)) {
+            if (rest_for(s, SCHED_STANDBY_RECHECK_NS)) break;
             continue;
         }
         /* A landed GPU batch's answers are the nearest their deadlines: helping with them comes first. */
@@ -1068,9 +1084,12 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         snprintf(err, err_len, "scheduler: run_cpu, complete and at least one worker are required");
         return NULL;
     }
-    if (config->spare_workers && (config->spare_workers >= config->workers || !config->idle_threads)) {
-        snprintf(err, err_len, "scheduler: %u spare workers need idle_threads and a worker of its own beside them (%u workers)",
-                 config->spare_workers, config->workers);
+    if ((config->spare_workers && !config->idle_threads) || (config->standby_workers && !config->standby_wanted) ||
+        (uint64_t)config->spare_workers + config->standby_workers >= config->workers) {
+        snprintf(err, err_len,
+                 "scheduler: %u spare and %u standby workers need idle_threads and standby_wanted, and a worker of its "
+                 "own beside them (%u workers)",
+                 config->spare_workers, config->standby_workers, config->workers);
         return NULL;
     }
     if (config->queue_capacity == 0 || config->batch.max_batch == 0) {
@@ -1134,7 +1153,10 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         sched_worker *w = &s->workers[i];
         w->scheduler = s;
         w->id = i;
-        w->spare_rank = i + config->spare_workers >= config->workers ? i + config->spare_workers - config->workers + 1 : 0;
+        /* the workers of their own cores, then the spares, then the standby workers */
+        uint32_t own = config->workers - config->spare_workers - config->standby_workers;
+        w->spare_rank = i >= own && i < own + config->spare_workers ? i - own + 1 : 0;
+        w->standby = i >= own + config->spare_workers;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
         w->arena = config->arena_bytes ? malloc(config->arena_bytes) : NULL;
         ok = isn_deque_init(&w->deque, config->deque_capacity ? config->deque_capacity : 64) == 0 &&
@@ -1256,6 +1278,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->spare_workers = s->config.spare_workers;
     st->spares_resting = LOAD(s->spares_resting);
     st->spare_rests = LOAD(s->spare_rests);
+    st->standby_workers = s->config.standby_workers;
+    st->standby_resting = LOAD(s->standby_resting);
     st->shed_unprepared = LOAD(s->shed_unprepared);
     st->shed_unprepared_late = LOAD(s->shed_unprepared_late);
     st->shed_arrival_codel = LOAD(s->shed_arrival_codel);

@@ -243,6 +243,12 @@ typedef struct {
     bool spare_idle_policy;
     uint32_t (*idle_threads)(void *idle_threads_user);
     void *idle_threads_user;
+    /* The last standby_workers of `workers` (after the spares) take work only while standby_wanted(user)
+     * says so (isnd: while no GPU holds the index: one uploading, failed or never opened), else they hold
+     * nothing and look again every SCHED_STANDBY_RECHECK_NS: a node sized beside a GPU has the CPU-only
+     * node's workers when the GPU does not serve. Admission counts those working. 0: none. */
+    uint32_t standby_workers;
+    bool (*standby_wanted)(void *user);
     isn_overload_policy overload;
     /* In a standing backlog of the preparation queue, a request that waited past CoDel's target is
      * refused unprepared (true, CoDel's dequeue drop) or prepared and admitted as any other (false:
@@ -377,6 +383,7 @@ typedef struct {
     uint32_t prepare_depth;  /* submitted unprepared, waiting for a worker */
     uint64_t prepared, refused_prepare; /* prepared by workers; refused by prepare() */
     uint32_t spare_workers, spares_resting; /* config.spare_workers; of them, those resting now */
+    uint32_t standby_workers, standby_resting; /* config.standby_workers; of them, those resting now */
     uint64_t spare_rests;                   /* times a spare found too few idle loops and stopped taking work */
     uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
     uint64_t shed_unprepared_late; /* of those: past their admission point (the rest: CoDel) */

@@ -356,6 +356,7 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_MAX_DEAD 32             /* dead jobs unlinked per trip through the lock */
 #define SCHED_IDLE_POLL_NS 1000000ull /* idle workers look for stealable work this often */
 #define SCHED_SPARE_RECHECK_NS 500000ull /* a resting spare worker looks at the loops this often */
+#define SCHED_STANDBY_RECHECK_NS 10000000ull /* a resting standby worker looks whether it is wanted this often */
 #define SCHED_GROUP_SCAN 32           /* queued jobs a dispatcher looks at to find a similar size */
 #define SCHED_GROUP_RATIO 8.0         /* "similar size": predicted GPU times within this factor */
 #define SCHED_SCALE_WEIGHT 0.02       /* weight of the newest job in the measured/predicted sums */
@@ -413,7 +414,8 @@ typedef struct {
     uint64_t rng;
     uint32_t prepared_in_row; /* preparations since its last CPU job */
     uint32_t spare_rank;      /* 0: a worker of its own core; k: the k-th spare (config.spare_workers) */
-    bool resting;             /* a spare that found too few idle loops */
+    bool standby;             /* one of config.standby_workers */
+    bool resting;             /* a spare that found too few idle loops, or a standby worker not wanted */
     /* Jobs taken from the preparation queue in one trip through its lock, with what was decided of
      * each there (prepare_one prepares them one at a time). */
     struct {
@@ -565,7 +567,7 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
-    _Atomic uint32_t spares_resting;
+    _Atomic uint32_t spares_resting, standby_resting;
     _Atomic uint64_t spare_rests;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;

@@ -156,21 +156,32 @@ static void test_health_endpoints(void **state) {
 }
 
 /* search.workers = 0 beside a GPU: the CPUs less the loop and a dispatcher per device, at least one (a worker per
- * CPU would keep every core busy and the loop waiting for one), and the log says how it counted. */
+ * CPU would keep every core busy and the loop waiting for one), and the log says how it counted. The rest of the
+ * CPU-only node's workers (one per CPU) stand by, and rest once the GPU holds the index. */
 static void test_default_workers_leave_cores(void **state) {
     (void)state;
     static char buf[1 << 16];
     const uint32_t cpus = isn_cpus_available();
     const uint32_t want = cpus > 1 + devices ? cpus - 1 - devices : 1;
+    const uint32_t standby = cpus > want ? cpus - want : 0;
     assert_int_equal(isn_scheduler_default_workers(cpus, 1, devices), want);
     assert_int_equal(harness_http_get(&h, "/stats", buf, sizeof buf), 200);
     char field[32];
-    snprintf(field, sizeof field, "\"workers\":%u,", want);
+    snprintf(field, sizeof field, "\"workers\":%u,", want + standby);
     if (!strstr(buf, field)) fail_msg("/stats has no %s (%u CPUs, 1 loop, %u devices): %.300s", field, cpus, devices, buf);
-    char line[128];
-    snprintf(line, sizeof line, "%u search workers (search.workers = 0: %u CPUs less 1 loops and %u GPU dispatchers)",
-             want, cpus, devices);
+    char line[200];
+    snprintf(line, sizeof line,
+             "%u search workers (search.workers = 0: %u CPUs less 1 loops and %u GPU dispatchers) and %u standby workers",
+             want, cpus, devices, standby);
     if (!harness_log_has(&h, line)) fail_msg("no log line \"%s\"", line);
+    assert_int_equal(harness_metric(&h, "isn_scheduler_standby_workers"), standby);
+    /* the GPU serves (setup waited for it): every standby worker rests within its next look (10 ms) */
+    int resting = -1;
+    for (int i = 0; i < 500 && resting != (int)standby; i++) {
+        resting = harness_metric(&h, "isn_scheduler_standby_workers_resting");
+        if (resting != (int)standby) harness_sleep_ms(10);
+    }
+    assert_int_equal(resting, standby);
 }
 
 /* The node is ready on the CPU before the index reaches the GPU (gpu.upload_before_ready = false): the

@@ -1834,6 +1834,57 @@ static void spare_worker_works_only_while_loops_are_idle(void **state) {
     harness_finish(&h, s, 2);
 }
 
+/* Whether the standby worker is wanted, as the test sets it, and how often it asked. */
+static bool standby_test_wanted;
+static uint32_t standby_test_looks;
+
+static bool standby_test_is_wanted(void *user) {
+    harness *h = user;
+    pthread_mutex_lock(&h->lock);
+    bool wanted = standby_test_wanted;
+    standby_test_looks++;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+    return wanted;
+}
+
+/* A standby worker takes a job only while it is wanted (isnd: no GPU holds the index): with its own worker busy,
+ * a queued job waits however often the standby worker looks, and runs on it once it is wanted. */
+static void standby_worker_works_only_while_wanted(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.workers = 2;
+    config.standby_workers = 1;
+    config.standby_wanted = standby_test_is_wanted;
+    standby_test_wanted = false;
+    standby_test_looks = 0;
+    h.hold = true;
+    isn_scheduler *s = harness_start(&config);
+    test_job first, second;
+    small_job(&first, 0);
+    small_job(&second, 0);
+    harness_occupy(&h, s, &first.job);
+    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
+    pthread_mutex_lock(&h.lock);
+    uint32_t looks = standby_test_looks;
+    pthread_mutex_unlock(&h.lock);
+    assert_true(harness_wait_for(&h, &standby_test_looks, looks + 3));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.standby_workers, 1);
+    assert_int_equal(stats.standby_resting, 1);
+    pthread_mutex_lock(&h.lock);
+    assert_int_equal(h.ran_cpu, 1); /* the second job waits: its only taker stands by */
+    standby_test_wanted = true;
+    pthread_mutex_unlock(&h.lock);
+    assert_true(harness_wait_for(&h, &h.ran_cpu, 2)); /* and runs once the standby worker is wanted */
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.standby_resting, 0);
+    harness_finish(&h, s, 2);
+}
+
 /* A spare needs the loops' count and a worker of its own beside it. */
 static void spare_workers_need_a_worker_and_the_loops(void **state) {
     (void)state;
@@ -1850,6 +1901,11 @@ static void spare_workers_need_a_worker_and_the_loops(void **state) {
     config.idle_threads = NULL;
     assert_null(isn_scheduler_start(&config, err, sizeof err));
     assert_non_null(strstr(err, "idle_threads"));
+    config.idle_threads = spare_test_idle_threads;
+    config.standby_workers = 1; /* with the spare, none of its own */
+    config.standby_wanted = standby_test_is_wanted;
+    assert_null(isn_scheduler_start(&config, err, sizeof err));
+    assert_non_null(strstr(err, "standby"));
 }
 
 /* Not told how many loops: a quarter of the CPUs from 8 on without a GPU; beside devices, half of what their
@@ -2004,6 +2060,7 @@ int main(void) {
         cmocka_unit_test(default_loops_split_the_cpus_beside_a_gpu),
         cmocka_unit_test(spare_worker_works_only_while_loops_are_idle),
         cmocka_unit_test(spare_workers_need_a_worker_and_the_loops),
+        cmocka_unit_test(standby_worker_works_only_while_wanted),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
