@@ -1763,19 +1763,21 @@ static void default_workers_leave_the_loops_a_core(void **state) {
     assert_int_equal(isn_scheduler_default_workers(0, 1, 0), 1);
 }
 
-/* The loops a spare worker stands in for, as the test sets them: how many are idle, and how often the spare
- * looked (under the harness's lock, so that the test can wait for looks). */
-static uint32_t spare_test_idle_loops, spare_test_looks;
+/* The gate of a spare or standby worker as the test sets it (idle loops; wanted or not), and how often the
+ * worker looked (under the harness's lock, so that the test can wait for looks). */
+static uint32_t gate_open, gate_looks;
 
-static uint32_t spare_test_idle_threads(void *user) {
+static uint32_t gate_look(void *user) {
     harness *h = user;
     pthread_mutex_lock(&h->lock);
-    uint32_t idle = spare_test_idle_loops;
-    spare_test_looks++;
+    uint32_t open = gate_open;
+    gate_looks++;
     pthread_cond_broadcast(&h->changed);
     pthread_mutex_unlock(&h->lock);
-    return idle;
+    return open;
 }
+
+static bool gate_wanted(void *user) { return gate_look(user) != 0; }
 
 /* Waits until *counter reaches value, for 10 s at most; false when it did not. */
 static bool harness_wait_for(harness *h, uint32_t *counter, uint32_t value) {
@@ -1789,9 +1791,44 @@ static bool harness_wait_for(harness *h, uint32_t *counter, uint32_t value) {
     return reached;
 }
 
-/* A spare worker takes a job only while enough loops are idle: with its own worker busy and no loop idle,
- * a queued job waits however often the spare looks, and runs on the spare once a loop is idle. Admission
- * meanwhile counts one worker, not two. */
+/* Two workers, the second gated (config says how): with the first busy and the gate shut, a queued job waits
+ * however often the gated worker looks, and runs on it once the gate opens. Admission meanwhile counts one
+ * worker, not two (the stats' resting count). Returns whether the job ran at SCHED_IDLE. */
+static bool gated_worker_waits_for_its_gate(harness *h, isn_scheduler_config *config, bool spare) {
+    gate_open = 0;
+    gate_looks = 0;
+    h->hold = true;
+    isn_scheduler *s = harness_start(config);
+    test_job first, second;
+    small_job(&first, 0);
+    small_job(&second, 0);
+    harness_occupy(h, s, &first.job);
+    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
+    pthread_mutex_lock(&h->lock);
+    uint32_t looks = gate_looks;
+    pthread_mutex_unlock(&h->lock);
+    assert_true(harness_wait_for(h, &gate_looks, looks + 3));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(spare ? stats.spare_workers : stats.standby_workers, 1);
+    assert_int_equal(spare ? stats.spares_resting : stats.standby_resting, 1);
+    pthread_mutex_lock(&h->lock);
+    assert_int_equal(h->ran_cpu, 1); /* the second job waits: its only taker rests */
+    assert_false(h->worker_idle_policy); /* the first ran on the worker of its own core */
+    gate_open = 1;
+    pthread_mutex_unlock(&h->lock);
+    assert_true(harness_wait_for(h, &h->ran_cpu, 2)); /* and runs on the gated worker once the gate opens */
+    pthread_mutex_lock(&h->lock);
+    bool idle_policy = h->worker_idle_policy;
+    pthread_mutex_unlock(&h->lock);
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(spare ? stats.spares_resting : stats.standby_resting, 0);
+    if (spare) assert_true(stats.spare_rests >= 1);
+    harness_finish(h, s, 2);
+    return idle_policy;
+}
+
+/* A spare worker takes a job only while enough loops are idle, and runs it at SCHED_IDLE when asked. */
 static void spare_worker_works_only_while_loops_are_idle(void **state) {
     (void)state;
     harness h;
@@ -1799,57 +1836,13 @@ static void spare_worker_works_only_while_loops_are_idle(void **state) {
     harness_config(&h, &config);
     config.workers = 2;
     config.spare_workers = 1;
-    config.idle_threads = spare_test_idle_threads;
+    config.idle_threads = gate_look;
     config.idle_threads_user = &h;
     config.spare_idle_policy = true;
-    spare_test_idle_loops = 0;
-    spare_test_looks = 0;
-    h.hold = true;
-    isn_scheduler *s = harness_start(&config);
-    test_job first, second;
-    small_job(&first, 0);
-    small_job(&second, 0);
-    harness_occupy(&h, s, &first.job);
-    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
-    pthread_mutex_lock(&h.lock);
-    uint32_t looks = spare_test_looks;
-    pthread_mutex_unlock(&h.lock);
-    assert_true(harness_wait_for(&h, &spare_test_looks, looks + 3));
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
-    assert_int_equal(stats.spare_workers, 1);
-    assert_int_equal(stats.spares_resting, 1);
-    assert_true(stats.spare_rests >= 1);
-    pthread_mutex_lock(&h.lock);
-    assert_int_equal(h.ran_cpu, 1); /* the second job waits: its only taker rests */
-    assert_false(h.worker_idle_policy); /* the first ran on the worker of its own core */
-    spare_test_idle_loops = 1;
-    pthread_mutex_unlock(&h.lock);
-    assert_true(harness_wait_for(&h, &h.ran_cpu, 2)); /* and runs on the spare once a loop is idle */
-    pthread_mutex_lock(&h.lock);
-    assert_true(h.worker_idle_policy); /* a spare of SCHED_IDLE (spare_idle_policy) */
-    pthread_mutex_unlock(&h.lock);
-    isn_scheduler_get_stats(s, &stats);
-    assert_int_equal(stats.spares_resting, 0);
-    harness_finish(&h, s, 2);
+    assert_true(gated_worker_waits_for_its_gate(&h, &config, true));
 }
 
-/* Whether the standby worker is wanted, as the test sets it, and how often it asked. */
-static bool standby_test_wanted;
-static uint32_t standby_test_looks;
-
-static bool standby_test_is_wanted(void *user) {
-    harness *h = user;
-    pthread_mutex_lock(&h->lock);
-    bool wanted = standby_test_wanted;
-    standby_test_looks++;
-    pthread_cond_broadcast(&h->changed);
-    pthread_mutex_unlock(&h->lock);
-    return wanted;
-}
-
-/* A standby worker takes a job only while it is wanted (isnd: no GPU holds the index): with its own worker busy,
- * a queued job waits however often the standby worker looks, and runs on it once it is wanted. */
+/* A standby worker takes a job only while it is wanted (isnd: no GPU holds the index). */
 static void standby_worker_works_only_while_wanted(void **state) {
     (void)state;
     harness h;
@@ -1857,32 +1850,8 @@ static void standby_worker_works_only_while_wanted(void **state) {
     harness_config(&h, &config);
     config.workers = 2;
     config.standby_workers = 1;
-    config.standby_wanted = standby_test_is_wanted;
-    standby_test_wanted = false;
-    standby_test_looks = 0;
-    h.hold = true;
-    isn_scheduler *s = harness_start(&config);
-    test_job first, second;
-    small_job(&first, 0);
-    small_job(&second, 0);
-    harness_occupy(&h, s, &first.job);
-    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
-    pthread_mutex_lock(&h.lock);
-    uint32_t looks = standby_test_looks;
-    pthread_mutex_unlock(&h.lock);
-    assert_true(harness_wait_for(&h, &standby_test_looks, looks + 3));
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
-    assert_int_equal(stats.standby_workers, 1);
-    assert_int_equal(stats.standby_resting, 1);
-    pthread_mutex_lock(&h.lock);
-    assert_int_equal(h.ran_cpu, 1); /* the second job waits: its only taker stands by */
-    standby_test_wanted = true;
-    pthread_mutex_unlock(&h.lock);
-    assert_true(harness_wait_for(&h, &h.ran_cpu, 2)); /* and runs once the standby worker is wanted */
-    isn_scheduler_get_stats(s, &stats);
-    assert_int_equal(stats.standby_resting, 0);
-    harness_finish(&h, s, 2);
+    config.standby_wanted = gate_wanted;
+    assert_false(gated_worker_waits_for_its_gate(&h, &config, false));
 }
 
 /* A spare needs the loops' count and a worker of its own beside it. */
@@ -1893,7 +1862,7 @@ static void spare_workers_need_a_worker_and_the_loops(void **state) {
     harness_config(&h, &config);
     config.workers = 2;
     config.spare_workers = 2;
-    config.idle_threads = spare_test_idle_threads;
+    config.idle_threads = gate_look;
     char err[256];
     assert_null(isn_scheduler_start(&config, err, sizeof err));
     assert_non_null(strstr(err, "spare"));
@@ -1901,9 +1870,9 @@ static void spare_workers_need_a_worker_and_the_loops(void **state) {
     config.idle_threads = NULL;
     assert_null(isn_scheduler_start(&config, err, sizeof err));
     assert_non_null(strstr(err, "idle_threads"));
-    config.idle_threads = spare_test_idle_threads;
+    config.idle_threads = gate_look;
     config.standby_workers = 1; /* with the spare, none of its own */
-    config.standby_wanted = standby_test_is_wanted;
+    config.standby_wanted = gate_wanted;
     assert_null(isn_scheduler_start(&config, err, sizeof err));
     assert_non_null(strstr(err, "standby"));
 }
