@@ -888,30 +888,19 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     return true;
 }
 
-/* A spare worker (config.spare_workers) before it takes work: whether enough of the threads whose cores
- * it works are idle. Resting, it holds no job (its deque is left to thieves) and looks again after
- * SCHED_SPARE_RECHECK_NS; true when the scheduler stops meanwhile. */
-static bool spare_may_work(isn_scheduler *s, sched_worker *w) {
-    bool may = s->config.idle_threads(s->config.idle_threads_user) >= w->spare_rank;
-    if (may != w->resting) return may;
-    w->resting = !may;
-    if (may) {
-        atomic_fetch_sub_explicit(&s->spares_resting, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&s->spares_resting, 1, memory_order_relaxed);
-        COUNT(s->spare_rests);
-    }
-    return may;
-}
-
-/* A standby worker (config.standby_workers) before it takes work: whether it is wanted now. */
-static bool standby_may_work(isn_scheduler *s, sched_worker *w) {
-    bool may = s->config.standby_wanted(s->config.user);
-    if (may != w->resting) return may;
-    w->resting = !may;
-    if (may) atomic_fetch_sub_explicit(&s->standby_resting, 1, memory_order_relaxed);
-    else atomic_fetch_add_explicit(&s->standby_resting, 1, memory_order_relaxed);
-    return may;
+/* A gated worker before it takes work: a spare (config.spare_workers) while enough of the loops whose cores it
+ * works are idle, a standby worker (config.standby_workers) while it is wanted. One that may not rests: it holds
+ * no job (its deque is left to thieves), admission does not count it, and it looks again after rest_for. */
+static bool gate_open(isn_scheduler *s, sched_worker *w) {
+    bool open = w->spare_rank ? s->config.idle_threads(s->config.idle_threads_user) >= w->spare_rank
+                              : s->config.standby_wanted(s->config.user);
+    if (open != w->resting) return open;
+    w->resting = !open;
+    _Atomic uint32_t *resting = w->spare_rank ? &s->spares_resting : &s->standby_resting;
+    if (open) atomic_fetch_sub_explicit(resting, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(resting, 1, memory_order_relaxed);
+    if (!open && w->spare_rank) COUNT(s->spare_rests);
+    return open;
 }
 
 /* A resting worker's pause before it looks again; true when the scheduler stops meanwhile. */
@@ -939,12 +928,8 @@ static void *worker_main(void *arg) {
 
     isn_job *dead[SCHED_MAX_DEAD];
     for (;;) {
-        if (w->spare_rank && w->taken_next == w->taken_count && !spare_may_work(s, w)) {
-            if (rest_for(s, SCHED_SPARE_RECHECK_NS)) break;
-            continue;
-        }
-        if (w->standby && w->taken_next == w->taken_count && !standby_may_work(s, w)) {
-            if (rest_for(s, SCHED_STANDBY_RECHECK_NS)) break;
+        if ((w->spare_rank || w->standby) && w->taken_next == w->taken_count && !gate_open(s, w)) {
+            if (rest_for(s, w->spare_rank ? SCHED_SPARE_RECHECK_NS : SCHED_STANDBY_RECHECK_NS)) break;
             continue;
         }
         /* A landed GPU batch's answers are the nearest their deadlines: helping with them comes first. */
