@@ -40,6 +40,7 @@ struct isn_analyzer {
     stopword_set stopwords;
     stem_cache cache;
     uint32_t *emitted_memo; /* see analyzer_emitted_memo */
+    const void *memo_owner; /* see analyzer_memo_owner */
     /* ASCII tokens waiting to be finished (see queue_ascii_token): their folded text, one stride of
      * max_token_bytes + 1 bytes each, and what finish_term needs. */
     char *pending_text;
@@ -218,6 +219,14 @@ uint32_t *analyzer_emitted_memo(isn_analyzer *analyzer) {
 void analyzer_cache_on_huge_pages(isn_analyzer *analyzer) {
     if (analyzer->cache.slots == NULL)
         analyzer->cache.huge_pages = true;
+}
+
+void analyzer_set_memo_owner(isn_analyzer *analyzer, const void *owner) {
+    analyzer->memo_owner = owner;
+}
+
+const void *analyzer_memo_owner(const isn_analyzer *analyzer) {
+    return analyzer->memo_owner;
 }
 
 void analyzer_clear_memos(isn_analyzer *analyzer) {

@@ -149,6 +149,10 @@ struct isn_analyzer;
  * the caller memoizes there is a function of the emitted term; it stays the caller's until the slot is
  * refilled with another word, which zeroes it. */
 uint32_t *analyzer_emitted_memo(struct isn_analyzer *analyzer);
+/* Whose memo words these are: an analyzer made by isn_index_new_analyzer keeps its index's term ids
+ * there (isn_index_find_emitted_term), owner that index; the index builder's, owner NULL, its own. */
+void analyzer_set_memo_owner(struct isn_analyzer *analyzer, const void *owner);
+const void *analyzer_memo_owner(const struct isn_analyzer *analyzer);
 /* Forgets every memo word (the index builder's term ids, when it starts a new run's term table). */
 void analyzer_clear_memos(struct isn_analyzer *analyzer);
 /* The index builder's analyzer keeps its stem cache on a huge page. */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "index/analyzer_internal.h"
 #include "index/reader.h"
 
 const char *const isn_section_names[SEC_COUNT] = {
@@ -435,7 +436,11 @@ const float *isn_index_static_scores(const isn_index *ix) { return ix->static_sc
 
 const float *isn_index_doc_norms(const isn_index *ix) { return ix->norms; }
 
-isn_analyzer *isn_index_new_analyzer(const isn_index *ix) { return isn_analyzer_new(&ix->info.analyzer); }
+isn_analyzer *isn_index_new_analyzer(const isn_index *ix) {
+    isn_analyzer *analyzer = isn_analyzer_new(&ix->info.analyzer);
+    if (analyzer) analyzer_set_memo_owner(analyzer, ix);
+    return analyzer;
+}
 
 void isn_index_term_stats(const isn_index *ix, uint32_t term_id, isn_term_stats *stats) {
     const isn_term_entry *e = &ix->terms[term_id];
@@ -491,6 +496,22 @@ bool isn_index_find_term(const isn_index *ix, const char *term, size_t len, uint
         cur_len = shared + suffix;
         p += 2 + suffix;
     }
+}
+
+/* An analyzer's memo word for its index: 0 unknown, the term id + 1, or TERM_MEMO_ABSENT. */
+#define TERM_MEMO_ABSENT UINT32_MAX
+
+bool isn_index_find_emitted_term(const isn_index *ix, isn_analyzer *analyzer, const char *term, size_t len,
+                                 uint32_t *term_id) {
+    uint32_t *memo = analyzer && analyzer_memo_owner(analyzer) == ix ? analyzer_emitted_memo(analyzer) : NULL;
+    if (memo && *memo) {
+        if (*memo == TERM_MEMO_ABSENT) return false;
+        *term_id = *memo - 1;
+        return true;
+    }
+    bool found = isn_index_find_term(ix, term, len, term_id);
+    if (memo && (!found || *term_id < TERM_MEMO_ABSENT - 1)) *memo = found ? *term_id + 1 : TERM_MEMO_ABSENT;
+    return found;
 }
 
 size_t isn_index_term_text(const isn_index *ix, uint32_t term_id, char *buf, size_t buf_len) {

@@ -22,7 +22,7 @@ static void add_term(void *ctx, const char *term, size_t len, uint32_t position)
     isn_searcher *searcher = state->searcher;
     isn_query *query = state->query;
     uint32_t term_id;
-    if (!isn_index_find_term(searcher->index, term, len, &term_id)) {
+    if (!isn_index_find_emitted_term(searcher->index, searcher->analyzer, term, len, &term_id)) {
         query->num_unknown++;
         return;
     }

@@ -8,6 +8,7 @@
 /* Analysis of one clause's text: its terms (ids, or missing) at their positions. */
 typedef struct {
     const isn_index *index;
+    isn_analyzer *analyzer; /* the one emitting the terms: its stem cache remembers their ids */
     ranking_clause_term *terms;
     uint32_t num_terms, cap;
     uint32_t missing;
@@ -21,7 +22,7 @@ static void collect_term(void *ctx, const char *term, size_t len, uint32_t posit
         return;
     }
     uint32_t term_id = UINT32_MAX;
-    if (!isn_index_find_term(a->index, term, len, &term_id)) a->missing++;
+    if (!isn_index_find_emitted_term(a->index, a->analyzer, term, len, &term_id)) a->missing++;
     a->terms[a->num_terms++] = (ranking_clause_term){.term_id = term_id, .offset = position, .query_term = UINT32_MAX};
 }
 
@@ -187,7 +188,8 @@ int isn_query_from_clauses(isn_searcher *searcher, const isn_clause_spec *specs,
         }
         int field = find_field(info, spec, err, err_len);
         if (field == -2) goto done;
-        clause_analysis a = {.index = searcher->index, .terms = scratch, .cap = ISN_MAX_QUERY_TERMS};
+        clause_analysis a = {
+            .index = searcher->index, .analyzer = searcher->analyzer, .terms = scratch, .cap = ISN_MAX_QUERY_TERMS};
         if (spec->text_len) isn_analyze(searcher->analyzer, spec->text, spec->text_len, collect_term, &a);
         if (a.overflow) goto too_many;
         if (a.num_terms == 0) continue; /* stopwords only: no clause, as Lucene's query builder */

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "base/base.h"
-#include "index/format.h" /* the damage tests rewrite checksums, so they need the layout */
+#include "index/analyzer_internal.h" /* the emitted-term test reads the stem cache's memo word */
+#include "index/format.h"            /* the damage tests rewrite checksums, so they need the layout */
 #include "index/index.h"
 #include "tests/support/files.h"
 #include "tests/support/index_builder.h"
@@ -71,6 +72,80 @@ static uint32_t term(const isn_index *ix, const char *t) {
     uint32_t id;
     if (!isn_index_find_term(ix, t, strlen(t), &id)) fail_msg("term %s not found", t);
     return id;
+}
+
+/* A stemmed index of one document per text. */
+static isn_index *build_stemmed(const char *const *texts, int n) {
+    isn_build_options o;
+    isn_build_options_default(&o);
+    o.num_fields = 1;
+    isn_builder *b = isn_builder_new(&o);
+    assert_non_null(b);
+    char id[32], err[ISN_ERR_LEN], dir[256];
+    for (int d = 0; d < n; d++) {
+        snprintf(id, sizeof id, "doc%d", d);
+        size_t len = strlen(texts[d]);
+        assert_int_equal(isn_builder_add(b, id, &texts[d], &len, 0.0f, err, sizeof err), 0);
+    }
+    make_dir(dir, sizeof dir);
+    isn_build_summary summary;
+    assert_int_equal(isn_builder_write(b, dir, &summary, err, sizeof err), 0);
+    isn_builder_free(b);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    return ix;
+}
+
+typedef struct {
+    const isn_index *index;
+    isn_analyzer *analyzer;
+    uint32_t looked_up, memoized;
+} emitted_lookups;
+
+/* Each emitted term: the emitted-term lookup agrees with the lexicon's, and says whether it left the
+ * answer in the analyzer's memo word. */
+static void look_up_emitted(void *ctx, const char *text, size_t len, uint32_t position) {
+    (void)position;
+    emitted_lookups *e = ctx;
+    uint32_t id = UINT32_MAX, plain = UINT32_MAX;
+    bool found = isn_index_find_emitted_term(e->index, e->analyzer, text, len, &id);
+    assert_int_equal(found, isn_index_find_term(e->index, text, len, &plain));
+    if (found) assert_int_equal(id, plain);
+    e->looked_up++;
+    uint32_t *memo = analyzer_emitted_memo(e->analyzer);
+    if (memo && *memo == (found ? id + 1 : UINT32_MAX)) e->memoized++;
+}
+
+/* The emitted-term lookup answers as the lexicon does, from the analyzer's stem cache once a word was
+ * met, and never trusts the memo of an analyzer made for another index, whose ids differ. */
+static void test_emitted_term_lookup(void **state) {
+    (void)state;
+    const char *texts_a[] = {"running tunnels", "wind tunnel"};
+    const char *texts_b[] = {"airships running", "zeppelin"};
+    isn_index *a = build_stemmed(texts_a, 2), *b = build_stemmed(texts_b, 2);
+    uint32_t run_a, run_b;
+    assert_true(isn_index_find_term(a, "run", 3, &run_a) && isn_index_find_term(b, "run", 3, &run_b));
+    assert_int_not_equal(run_a, run_b); /* "airship" sorts before "run" in b */
+    const char *query = "running tunnels absentwords running";
+    emitted_lookups e = {.index = a, .analyzer = isn_index_new_analyzer(a)};
+    assert_non_null(e.analyzer);
+    for (int pass = 0; pass < 2; pass++) isn_analyze(e.analyzer, query, strlen(query), look_up_emitted, &e);
+    assert_int_equal(e.looked_up, 8);
+    assert_int_equal(e.memoized, 8); /* found and absent words alike */
+
+    /* b's analyzer memoizes b's ids; asked about a, it looks them up in a's lexicon. */
+    emitted_lookups other = {.index = b, .analyzer = isn_index_new_analyzer(b)};
+    assert_non_null(other.analyzer);
+    isn_analyze(other.analyzer, query, strlen(query), look_up_emitted, &other);
+    assert_int_equal(other.memoized, 4);
+    other.index = a;
+    other.looked_up = other.memoized = 0;
+    isn_analyze(other.analyzer, query, strlen(query), look_up_emitted, &other);
+    assert_int_equal(other.looked_up, 4);
+    isn_analyzer_free(e.analyzer);
+    isn_analyzer_free(other.analyzer);
+    isn_index_close(a);
+    isn_index_close(b);
 }
 
 static void test_round_trip(void **state) {
@@ -512,6 +587,7 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_positions_cursor_jumps),
+        cmocka_unit_test(test_emitted_term_lookup),
         cmocka_unit_test(test_document_orders),
         cmocka_unit_test(test_bp_order),         cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_builder_rejects),  cmocka_unit_test(test_build_from_jsonl),
