@@ -116,8 +116,12 @@ static uint64_t signature_of(const isn_query *query, uint32_t k, isn_mode mode, 
     return signature ? signature : 1;
 }
 
+/* How much of the index the features read: the lexicon's list statistics only; their block maxima too;
+ * and the threshold probe's postings as well. */
+typedef enum { READ_LISTS, READ_BLOCKS, READ_PROBE } features_reach;
+
 static void features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
-                        bool probe, isn_job_features *f) {
+                        features_reach reach, isn_job_features *f) {
     memset(f, 0, sizeof *f);
     f->k = k;
     f->mode = isn_algo_mode(algo, mode);
@@ -158,7 +162,7 @@ static void features_of(const isn_index *index, const isn_query *query, uint32_t
     f->signature = signature_of(query, k, mode, algo);
     bool exhaustive = algo == ISN_ALGO_OR || algo == ISN_ALGO_AND;
     f->algo_resolved = isn_algo_resolve(algo, f->mode, query);
-    bool probing = probe && f->mode == ISN_MODE_OR && !exhaustive;
+    bool probing = reach == READ_PROBE && f->mode == ISN_MODE_OR && !exhaustive;
     /* essential_from[s]: the first list (by bound) left essential at PROBE_SHARE[s] of the probe. */
     uint32_t essential_from[PROBE_SHARES] = {0};
     double candidate_level[PROBE_SHARES] = {INFINITY, INFINITY, INFINITY}, candidates[PROBE_SHARES] = {0};
@@ -182,7 +186,7 @@ static void features_of(const isn_index *index, const isn_query *query, uint32_t
         }
     }
     double theta = 0.0;
-    for (uint32_t t = 0; t < n; t++) {
+    for (uint32_t t = 0; t < n && reach >= READ_BLOCKS; t++) {
         double level_of_term[PROBE_SHARES];
         for (int s = 0; s < PROBE_SHARES; s++)
             level_of_term[s] = t >= essential_from[s] ? candidate_level[s] : INFINITY;
@@ -228,10 +232,15 @@ static void features_of(const isn_index *index, const isn_query *query, uint32_t
 
 void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                          isn_job_features *features) {
-    features_of(index, query, k, mode, algo, true, features);
+    features_of(index, query, k, mode, algo, READ_PROBE, features);
 }
 
 void isn_job_features_quick(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                             isn_job_features *features) {
-    features_of(index, query, k, mode, algo, false, features);
+    features_of(index, query, k, mode, algo, READ_BLOCKS, features);
+}
+
+void isn_job_features_lists(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                            isn_job_features *features) {
+    features_of(index, query, k, mode, algo, READ_LISTS, features);
 }

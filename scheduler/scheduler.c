@@ -750,15 +750,18 @@ static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
 void sched_take_features(isn_scheduler *s, isn_job *job) {
     const isn_index *index = job->index ? job->index : s->config.index;
     if (!job->query || !index) return;
-    isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     job->predicted = false;
+    if (job->placement == ISN_PLACE_GPU) {
+        isn_job_features_lists(index, job->query, job->k, job->mode, job->algo, &job->features);
+        return;
+    }
+    isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     /* With a preparation backlog (half of what arrivals may queue, or a standing one) the workers' time
      * goes to preparing: the probe, several times the cost of the rest and only a sharper CPU
      * prediction, is skipped (and so is the look at the queues that decides whether it is needed). */
     bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed) ||
                    preparing_ns_quick(s) > 0.5 * SCHED_CODEL_ARRIVAL_SHARE * SCHED_CODEL_TARGET_NS;
-    bool gpu_bound = job->placement == ISN_PLACE_GPU ||
-                     (job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job)));
+    bool gpu_bound = job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job));
     if (!gpu_bound) {
         isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
         job->predicted = false;

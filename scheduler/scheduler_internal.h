@@ -45,6 +45,12 @@ void isn_job_features_of(const isn_index *index, const isn_query *query, uint32_
  * running at all (sched_gpu_clearly_wins); the probe sharpens only the CPU's prediction. */
 void isn_job_features_quick(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
                             isn_job_features *features);
+/* The lists' statistics alone (no block maxima): every list essential, the expected walk all of them.
+ * What a job the GPU must answer gets: the GPU's side of the model starts from such features
+ * (isn_cost_model_seed) and a batch's time follows the postings it decodes, while reading a short
+ * query's block maxima took a worker several microseconds, a quarter of its part of a GPU answer. */
+void isn_job_features_lists(const isn_index *index, const isn_query *query, uint32_t k, isn_mode mode, isn_algo algo,
+                            isn_job_features *features);
 
 /* ------------------------------------------------------------------ GPU devices */
 

@@ -93,6 +93,47 @@ static void maxscore_probes_what_cannot_reach_the_threshold(void **state) {
     assert_int_equal(x.num_keys, 0);
 }
 
+/* What a job the GPU must answer gets (isn_job_features_lists, by way of sched_take_features): the
+ * lists' statistics as the quick features have them, but no threshold from the block maxima, so
+ * every list is essential and walked in full. A job the CPU may take still gets the block maxima. */
+static void gpu_jobs_get_the_lists_alone(void **state) {
+    fixture *f = *state;
+    isn_query query;
+    (void)features_of(f, "common rare", 1, ISN_MODE_OR, ISN_ALGO_AUTO, &query);
+    isn_job_features quick, lists;
+    isn_job_features_quick(f->index, &query, 1, ISN_MODE_OR, ISN_ALGO_AUTO, &quick);
+    isn_job_features_lists(f->index, &query, 1, ISN_MODE_OR, ISN_ALGO_AUTO, &lists);
+    assert_int_equal(quick.nonessential_lists, 1); /* rare's block maximum vouches for a threshold */
+    assert_int_equal(lists.nonessential_lists, 0);
+    assert_int_equal(lists.essential, lists.total);
+    assert_int_equal(lists.expected_postings, lists.total);
+    assert_true(lists.threshold_probe == 0.0);
+    assert_int_equal(lists.total, quick.total);
+    assert_int_equal(lists.blocks, quick.blocks);
+    assert_int_equal(lists.shortest, quick.shortest);
+    assert_int_equal(lists.longest, quick.longest);
+    assert_int_equal(lists.num_keys, quick.num_keys);
+    assert_int_equal(lists.keys[0], quick.keys[0]);
+    assert_int_equal(lists.signature, quick.signature);
+
+    isn_scheduler unused; /* read only for a job without its own index */
+    memset(&unused, 0, sizeof unused);
+    isn_job job;
+    memset(&job, 0, sizeof job);
+    job.index = f->index;
+    job.query = &query;
+    job.k = 1;
+    job.mode = ISN_MODE_OR;
+    job.algo = ISN_ALGO_AUTO;
+    job.placement = ISN_PLACE_GPU;
+    sched_take_features(&unused, &job);
+    assert_int_equal(job.features.nonessential_lists, 0);
+    assert_int_equal(job.features.total, quick.total);
+    job.placement = ISN_PLACE_CPU;
+    sched_take_features(&unused, &job);
+    assert_int_equal(job.features.nonessential_lists, 1);
+}
+
 /* Runs `algo` (OR mode) with no seed: returns the k-th score (0 when fewer hits) and fills *stats (may be NULL). */
 static double unseeded_search(fixture *f, const isn_query *query, uint32_t k, isn_algo algo, isn_search_stats *stats) {
     isn_search_options options;
@@ -218,6 +259,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lengths_blocks_and_keys),
         cmocka_unit_test(maxscore_probes_what_cannot_reach_the_threshold),
+        cmocka_unit_test(gpu_jobs_get_the_lists_alone),
         cmocka_unit_test(threshold_probe_is_a_real_kth_score),
         cmocka_unit_test(probe_work_features),
         cmocka_unit_test(bigger_walks_predict_longer),
