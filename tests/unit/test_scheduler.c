@@ -918,6 +918,9 @@ static void batch_in_flight_answered_when_the_one_before_fails(void **state) {
     async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .fail_first = true};
     isn_gpu_device gpu;
     attach_pipelined(&config, &a, &gpu);
+    /* batches leave full (four jobs each): a batch formed before the test queued the rest would hold one
+     * job, and the rest would wait out the device's rest */
+    config.batch.linger_ns = 200000000ull;
     config.gpu_rest_ns = 30ull * 1000000000ull;
     isn_scheduler *s = harness_start(&config);
     a.scheduler = s;
