@@ -264,8 +264,8 @@ int isn_index_verify_threads(const isn_index *index, uint32_t threads, char *err
 bool isn_index_find_term(const isn_index *index, const char *term, size_t len, uint32_t *term_id);
 /* The same for the term an analyzer made by isn_index_new_analyzer(index) has just emitted, called from
  * its emit callback: a word that analyzer met before answers from its stem cache (the id, or that the
- * index lacks it) without a lexicon search, a few cache misses a term on a large lexicon. With any other
- * analyzer, a plain isn_index_find_term. */
+ * index lacks it) without the lexicon search (a few cache misses a term on a large lexicon). With any
+ * other analyzer, a plain isn_index_find_term. */
 bool isn_index_find_emitted_term(const isn_index *index, isn_analyzer *analyzer, const char *term, size_t len,
                                  uint32_t *term_id);
 /* Copies the text of a term id into buf (NUL-terminated, cut to buf_len); returns its full length. */
