@@ -74,26 +74,18 @@ static uint32_t term(const isn_index *ix, const char *t) {
     return id;
 }
 
-/* A stemmed index of one document per text. */
-static isn_index *build_stemmed(const char *const *texts, int n) {
+/* Document d's text: the d-th of `user`, an array of texts. */
+static size_t text_of(void *user, uint32_t d, char *text, size_t cap) {
+    return (size_t)snprintf(text, cap, "%s", ((const char *const *)user)[d]);
+}
+
+/* An index of n such documents, stemmed and without stopwords as an index built by default. */
+static void build_stemmed(support_index *ix, const char *const *texts, uint32_t n) {
     isn_build_options o;
-    isn_build_options_default(&o);
-    o.num_fields = 1;
-    isn_builder *b = isn_builder_new(&o);
-    assert_non_null(b);
-    char id[32], err[ISN_ERR_LEN], dir[256];
-    for (int d = 0; d < n; d++) {
-        snprintf(id, sizeof id, "doc%d", d);
-        size_t len = strlen(texts[d]);
-        assert_int_equal(isn_builder_add(b, id, &texts[d], &len, 0.0f, err, sizeof err), 0);
-    }
-    make_dir(dir, sizeof dir);
-    isn_build_summary summary;
-    assert_int_equal(isn_builder_write(b, dir, &summary, err, sizeof err), 0);
-    isn_builder_free(b);
-    isn_index *ix = isn_index_open(dir, err, sizeof err);
-    if (!ix) fail_msg("open: %s", err);
-    return ix;
+    support_plain_build_options(&o);
+    o.analyzer.stem = true;
+    o.analyzer.stopwords = true;
+    assert_int_equal(support_index_build(ix, "emitted", &o, n, text_of, (void *)texts), 0);
 }
 
 typedef struct {
@@ -122,7 +114,10 @@ static void test_emitted_term_lookup(void **state) {
     (void)state;
     const char *texts_a[] = {"running tunnels", "wind tunnel"};
     const char *texts_b[] = {"airships running", "zeppelin"};
-    isn_index *a = build_stemmed(texts_a, 2), *b = build_stemmed(texts_b, 2);
+    support_index ia, ib;
+    build_stemmed(&ia, texts_a, 2);
+    build_stemmed(&ib, texts_b, 2);
+    const isn_index *a = ia.index, *b = ib.index;
     uint32_t run_a, run_b;
     assert_true(isn_index_find_term(a, "run", 3, &run_a) && isn_index_find_term(b, "run", 3, &run_b));
     assert_int_not_equal(run_a, run_b); /* "airship" sorts before "run" in b */
@@ -144,8 +139,8 @@ static void test_emitted_term_lookup(void **state) {
     assert_int_equal(other.looked_up, 4);
     isn_analyzer_free(e.analyzer);
     isn_analyzer_free(other.analyzer);
-    isn_index_close(a);
-    isn_index_close(b);
+    support_index_close(&ia);
+    support_index_close(&ib);
 }
 
 static void test_round_trip(void **state) {
