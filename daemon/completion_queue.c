@@ -51,7 +51,7 @@ void completion_queue_push(completion_queue *queue, search_job *job) {
     while (write(queue->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}
 }
 
-search_job *completion_queue_take(completion_queue *queue, size_t least) {
+search_job *completion_queue_take(completion_queue *queue, size_t least, uint64_t behind_ns, uint64_t now_ns) {
     search_job *list = atomic_exchange_explicit(&queue->head, NULL, memory_order_acquire), *ordered = NULL;
     search_job *last = list;
     while (list) {
@@ -66,7 +66,9 @@ search_job *completion_queue_take(completion_queue *queue, size_t least) {
         else queue->taken = ordered;
         queue->taken_tail = last;
     }
-    size_t half = (queue->num_taken + 1) / 2, count = least > half ? least : half;
+    size_t half = (queue->num_taken + 1) / 2, count = least;
+    uint64_t oldest = queue->taken ? queue->taken->sched.finished_ns : 0;
+    if (half > count && (behind_ns == 0 || (oldest && now_ns > oldest + behind_ns))) count = half;
     search_job *first = queue->taken, *end = NULL;
     for (search_job *job = first; job && count; job = job->next, count--) {
         end = job;

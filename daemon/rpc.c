@@ -313,9 +313,10 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
 
 /* Finished jobs of this loop's calls: each reply goes out on the loop that owns its stream. */
 bool rpc_take_completions(serving_loop *loop) {
-    search_job *job = completion_queue_take(&loop->completions, LOOP_REPLIES_PER_ITERATION);
-    if (!job) return false;
     uint64_t now = isn_now_ns();
+    search_job *job = completion_queue_take(&loop->completions, LOOP_REPLIES_PER_ITERATION,
+                                            (uint64_t)loop->conf.reply_backlog_age_us * 1000, now);
+    if (!job) return false;
     while (job) {
         search_job *next = job->next;
         isn_grpc_call *call = isn_grpc_call_from_app((char *)job - offsetof(rpc_call, job));

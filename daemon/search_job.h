@@ -44,11 +44,12 @@ void completion_queue_close(completion_queue *queue);
 /* Any thread. */
 void completion_queue_push(completion_queue *queue, search_job *job);
 /* The rest: the owning loop's thread. Finished jobs, oldest first, as a list (NULL when none): `least`
- * of them, or half of those waiting when that is more; the others stay queued, in order. A loop that
- * takes a bounded number between reads keeps a landing batch's answers from holding its sockets
- * unread; taking half keeps a loop that falls behind from falling further (its backlog stays at twice
- * what comes in between two takes). */
-search_job *completion_queue_take(completion_queue *queue, size_t least);
+ * of them, or half of those waiting when that is more and the loop is behind (behind_ns 0: always; else
+ * the oldest waiting finished more than behind_ns before now_ns); the others stay queued, in order. A
+ * loop that takes a bounded number between reads keeps a landing batch's answers from holding its
+ * sockets unread; taking half keeps a loop that falls behind from falling further (its backlog stays at
+ * twice what comes in between two takes). */
+search_job *completion_queue_take(completion_queue *queue, size_t least, uint64_t behind_ns, uint64_t now_ns);
 /* Just before the loop polls: true when the queue is empty, and from then on a push wakes the loop;
  * false when jobs wait (left by a bounded take, or pushed after it): take them first, then ask again. */
 bool completion_queue_may_poll(completion_queue *queue);

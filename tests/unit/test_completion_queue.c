@@ -45,8 +45,8 @@ static void test_a_running_loop_is_not_woken(void **state) {
     completion_queue_push(&queue, &a);
     completion_queue_push(&queue, &b);
     assert_false(woken(&queue));
-    assert_took_two(completion_queue_take(&queue, SIZE_MAX), &a, &b);
-    assert_null(completion_queue_take(&queue, SIZE_MAX));
+    assert_took_two(completion_queue_take(&queue, SIZE_MAX, 0, 0), &a, &b);
+    assert_null(completion_queue_take(&queue, SIZE_MAX, 0, 0));
     completion_queue_close(&queue);
 }
 
@@ -61,7 +61,7 @@ static void test_a_polling_loop_is_woken_once(void **state) {
     assert_int_equal(wakes(&queue), 1); /* the first push woke it; the others joined it */
     completion_queue_clear_wake(&queue); /* nothing left to clear: must not block */
     assert_false(woken(&queue));
-    search_job *taken = completion_queue_take(&queue, SIZE_MAX);
+    search_job *taken = completion_queue_take(&queue, SIZE_MAX, 0, 0);
     for (int i = 0; i < 3; i++, taken = taken->next) assert_ptr_equal(taken, &jobs[i]);
     assert_null(taken);
     /* polled again (the loop runs): pushes no longer wake */
@@ -80,7 +80,7 @@ static void test_jobs_waiting_keep_the_loop_from_polling(void **state) {
     assert_false(completion_queue_may_poll(&queue));
     completion_queue_push(&queue, &b); /* the loop is taking, not polling */
     assert_false(woken(&queue));
-    assert_ptr_equal(completion_queue_take(&queue, SIZE_MAX), &a);
+    assert_ptr_equal(completion_queue_take(&queue, SIZE_MAX, 0, 0), &a);
     assert_true(completion_queue_may_poll(&queue));
     completion_queue_close(&queue);
 }
@@ -93,12 +93,12 @@ static void test_a_bounded_take_keeps_the_rest_in_order(void **state) {
     init(&queue);
     search_job jobs[6] = {0};
     for (int i = 0; i < 3; i++) completion_queue_push(&queue, &jobs[i]);
-    assert_took_two(completion_queue_take(&queue, 1), &jobs[0], &jobs[1]); /* half of three: two */
+    assert_took_two(completion_queue_take(&queue, 1, 0, 0), &jobs[0], &jobs[1]); /* half of three: two */
     assert_false(completion_queue_may_poll(&queue)); /* one waits, though none was pushed since */
     for (int i = 3; i < 6; i++) completion_queue_push(&queue, &jobs[i]);
-    assert_took_two(completion_queue_take(&queue, 1), &jobs[2], &jobs[3]); /* half of four */
-    assert_took_two(completion_queue_take(&queue, 10), &jobs[4], &jobs[5]);
-    assert_null(completion_queue_take(&queue, 10));
+    assert_took_two(completion_queue_take(&queue, 1, 0, 0), &jobs[2], &jobs[3]); /* half of four */
+    assert_took_two(completion_queue_take(&queue, 10, 0, 0), &jobs[4], &jobs[5]);
+    assert_null(completion_queue_take(&queue, 10, 0, 0));
     assert_true(completion_queue_may_poll(&queue));
     completion_queue_push(&queue, &jobs[0]);
     assert_true(woken(&queue));
@@ -117,13 +117,41 @@ static void test_a_backlog_is_taken_by_halves(void **state) {
     size_t pushed = 0, taken_total = 0;
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < ARRIVING; i++) completion_queue_push(&queue, &jobs[pushed++]);
-        for (search_job *job = completion_queue_take(&queue, LEAST); job; job = job->next) {
+        for (search_job *job = completion_queue_take(&queue, LEAST, 0, 0); job; job = job->next) {
             assert_ptr_equal(job, &jobs[taken_total]); /* oldest first, across takes */
             taken_total++;
         }
         assert_true(pushed - taken_total <= 2 * ARRIVING);
     }
     free(jobs);
+    completion_queue_close(&queue);
+}
+
+static size_t list_length(const search_job *job) {
+    size_t n = 0;
+    for (; job; job = job->next) n++;
+    return n;
+}
+
+/* With a backlog age, a landing's answers go out `least` at a time while the oldest is younger than the
+ * age, and by halves once it is older (the loop is falling behind). */
+static void test_half_only_once_behind(void **state) {
+    (void)state;
+    completion_queue queue;
+    init(&queue);
+    enum { JOBS = 12 };
+    search_job jobs[JOBS] = {0};
+    const uint64_t finished = 1000000, age = 1000000;
+    for (int i = 0; i < JOBS; i++) {
+        jobs[i].sched.finished_ns = finished;
+        completion_queue_push(&queue, &jobs[i]);
+    }
+    assert_int_equal(list_length(completion_queue_take(&queue, 2, age, finished + age / 2)), 2); /* young */
+    assert_int_equal(list_length(completion_queue_take(&queue, 2, age, finished + age)), 2);     /* not older */
+    assert_int_equal(list_length(completion_queue_take(&queue, 2, age, finished + 2 * age)), 4); /* half of 8 */
+    assert_int_equal(list_length(completion_queue_take(&queue, 2, 0, 0)), 2);                    /* no age: half */
+    assert_int_equal(list_length(completion_queue_take(&queue, 2, age, finished)), 2);
+    assert_null(completion_queue_take(&queue, 2, age, finished));
     completion_queue_close(&queue);
 }
 
@@ -159,7 +187,7 @@ static void test_no_wake_is_lost(void **state) {
     }
     uint32_t taken = 0, polls = 0, lost = 0;
     while (taken < PUSHERS * JOBS_EACH && !lost) {
-        for (search_job *job = completion_queue_take(&queue, 7); job; job = job->next) taken++; /* bounded, as loops take */
+        for (search_job *job = completion_queue_take(&queue, 7, 0, 0); job; job = job->next) taken++; /* bounded, as loops take */
         if (taken == PUSHERS * JOBS_EACH) break;
         if (!completion_queue_may_poll(&queue)) continue;
         struct pollfd pfd = {.fd = queue.wake_fd, .events = POLLIN};
@@ -184,6 +212,7 @@ int main(void) {
         cmocka_unit_test(test_jobs_waiting_keep_the_loop_from_polling),
         cmocka_unit_test(test_a_bounded_take_keeps_the_rest_in_order),
         cmocka_unit_test(test_a_backlog_is_taken_by_halves),
+        cmocka_unit_test(test_half_only_once_behind),
         cmocka_unit_test(test_no_wake_is_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
