@@ -1794,14 +1794,28 @@ static bool harness_wait_for(harness *h, uint32_t *counter, uint32_t value) {
     return reached;
 }
 
-/* Two workers, the second gated (config says how): with the first busy and the gate shut, a queued job waits
- * however often the gated worker looks, and runs on it once the gate opens. Admission meanwhile counts one
- * worker, not two (the stats' resting count). Returns whether the job ran at SCHED_IDLE. */
-static bool gated_worker_waits_for_its_gate(harness *h, isn_scheduler_config *config, bool spare) {
+/* Two workers, the second gated: a spare (in SCHED_IDLE) working while the loops look idle, or a standby
+ * worker working while it is wanted. With the first busy and the gate shut, a queued job waits however often
+ * the gated worker looks, and runs on it once the gate opens. Admission meanwhile counts one worker, not two
+ * (the stats' resting count). Returns whether the job ran at SCHED_IDLE. */
+static bool gated_worker_waits_for_its_gate(bool spare) {
+    harness harness_storage, *h = &harness_storage;
+    isn_scheduler_config config;
+    harness_config(h, &config);
+    config.workers = 2;
+    if (spare) {
+        config.spare_workers = 1;
+        config.idle_threads = gate_look;
+        config.idle_threads_user = h;
+        config.spare_idle_policy = true;
+    } else {
+        config.standby_workers = 1;
+        config.standby_wanted = gate_wanted;
+    }
     gate_open = 0;
     gate_looks = 0;
     h->hold = true;
-    isn_scheduler *s = harness_start(config);
+    isn_scheduler *s = harness_start(&config);
     test_job first, second;
     small_job(&first, 0);
     small_job(&second, 0);
@@ -1834,27 +1848,13 @@ static bool gated_worker_waits_for_its_gate(harness *h, isn_scheduler_config *co
 /* A spare worker takes a job only while enough loops are idle, and runs it at SCHED_IDLE when asked. */
 static void spare_worker_works_only_while_loops_are_idle(void **state) {
     (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    config.workers = 2;
-    config.spare_workers = 1;
-    config.idle_threads = gate_look;
-    config.idle_threads_user = &h;
-    config.spare_idle_policy = true;
-    assert_true(gated_worker_waits_for_its_gate(&h, &config, true));
+    assert_true(gated_worker_waits_for_its_gate(true));
 }
 
 /* A standby worker takes a job only while it is wanted (isnd: no GPU holds the index). */
 static void standby_worker_works_only_while_wanted(void **state) {
     (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    config.workers = 2;
-    config.standby_workers = 1;
-    config.standby_wanted = gate_wanted;
-    assert_false(gated_worker_waits_for_its_gate(&h, &config, false));
+    assert_false(gated_worker_waits_for_its_gate(false));
 }
 
 /* A spare needs the loops' count and a worker of its own beside it. */
