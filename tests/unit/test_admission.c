@@ -262,6 +262,58 @@ static void the_arrival_check_alone_bounds_the_queue(void **state) {
     assert_true(longest_served_wait_ns > SCHED_CODEL_TARGET_NS);
 }
 
+/* One preparer at PREP_NS a job offered `load` times what it prepares (evenly spaced arrivals), which
+ * stops for stall_ns at 300 ms, with the arrival check and no drops after a wait; returns the arrivals
+ * refused, and the longest wait of a prepared job in *longest_wait_ns. */
+static uint64_t stalled_preparer_refusals(double load, uint64_t stall_ns, double *longest_wait_ns) {
+    static uint64_t enqueued[1 << 16];
+    uint32_t head = 0, tail = 0;
+    isn_codel codel;
+    isn_codel_init(&codel, 0);
+    double budget = ADMIT_SHARE * (double)DEADLINE_NS;
+    uint64_t busy_until = 0, refusals = 0;
+    bool stalled = false;
+    *longest_wait_ns = 0;
+    for (uint64_t now = 0; now < 1500 * MS; now += (uint64_t)((double)PREP_NS / load)) {
+        if (!stalled && now >= 300 * MS) {
+            busy_until = (busy_until > now ? busy_until : now) + stall_ns;
+            stalled = true;
+        }
+        while (head != tail && busy_until <= now) {
+            uint64_t taken = busy_until > enqueued[head & 0xffff] ? busy_until : enqueued[head & 0xffff];
+            double sojourn = (double)(taken - enqueued[head & 0xffff]);
+            head++;
+            isn_codel_observe(&codel, sojourn, taken, refusals);
+            if (sojourn > *longest_wait_ns) *longest_wait_ns = sojourn;
+            busy_until = taken + PREP_NS;
+        }
+        double preparing = (double)(tail - head) * (double)PREP_NS;
+        if (isn_codel_refuses_arrival(codel.bounding, preparing, budget)) refusals++;
+        else if (tail - head < (1u << 16)) enqueued[tail++ & 0xffff] = now;
+    }
+    return refusals;
+}
+
+/* Near capacity a stall leaves a backlog that drains for longer than CoDel's interval (at 95% of
+ * capacity 15 ms of arrivals take about 300 ms to work off) while every request in it meets its
+ * deadline: it shrinks, so it is not a standing backlog, and no arrival is refused for it. Past
+ * capacity the same stall's backlog grows or holds, and the bound still takes hold. */
+static void a_stalls_draining_backlog_is_not_standing(void **state) {
+    (void)state;
+    double longest = 0;
+    uint64_t refused = stalled_preparer_refusals(0.95, 15 * MS, &longest);
+    print_message("at 0.95 of capacity, a 15 ms stall: %llu refused, longest wait %.2f ms\n", (unsigned long long)refused,
+                  longest / 1e6);
+    assert_true(longest > SCHED_CODEL_TARGET_NS);             /* the backlog outlasted the target ... */
+    assert_true(longest < ADMIT_SHARE * (double)DEADLINE_NS); /* ... within every request's budget */
+    assert_int_equal(refused, 0);
+
+    refused = stalled_preparer_refusals(1.1, 15 * MS, &longest);
+    print_message("at 1.1 of capacity, a 15 ms stall: %llu refused, longest wait %.2f ms\n", (unsigned long long)refused,
+                  longest / 1e6);
+    assert_true(refused > 0);
+}
+
 /* The preparation queue's departure meter: it measures only while the takers have a backlog (a window
  * opens at a take leaving at least `backlog` behind and is dropped when one leaves none: then the
  * arrivals set the pace), closes after SCHED_DEPARTURE_MIN_JOBS jobs and SCHED_DEPARTURE_MIN_NS, and
@@ -302,6 +354,7 @@ int main(void) {
         cmocka_unit_test(codel_drops_only_in_a_standing_backlog),
         cmocka_unit_test(codel_refuses_on_arrival_what_it_would_drop_after_a_wait),
         cmocka_unit_test(the_arrival_check_alone_bounds_the_queue),
+        cmocka_unit_test(a_stalls_draining_backlog_is_not_standing),
         cmocka_unit_test(departure_meter_measures_the_drain_of_a_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
