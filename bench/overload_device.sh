@@ -51,7 +51,7 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
     cpu) echo "--workers $WORKERS --set server.loops=$CPU_LOOPS --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
     gpu_all) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
-      "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB" ;; # conf/isnd.conf: why
+      "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB --set server.reply_backlog_age=1ms" ;; # conf/isnd.conf: why
   esac
 }
 
