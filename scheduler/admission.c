@@ -79,10 +79,13 @@ void isn_codel_observe(isn_codel *codel, double sojourn_ns, uint64_t now_ns, uin
     if (sojourn_ns < codel->min_sojourn_ns) codel->min_sojourn_ns = sojourn_ns;
     if (now_ns < codel->interval_end_ns) return;
     /* The least wait of an interval above the target: the queue never emptied below it, a standing
-     * backlog rather than a burst passing through; unless it shrank through the interval (the last
-     * job, this one, waited less than the first), which a stall's backlog being drained does. */
-    codel->standing = codel->min_sojourn_ns > SCHED_CODEL_TARGET_NS && sojourn_ns >= codel->first_sojourn_ns;
-    codel->bounding = codel->standing || (codel->bounding && arrival_refusals != codel->refusals_at_interval_start);
+     * backlog rather than a burst passing through. It starts the bound unless it shrank through the
+     * interval (the last job, this one, waited less than the first), as a stall's backlog being
+     * worked off does. */
+    codel->standing = codel->min_sojourn_ns > SCHED_CODEL_TARGET_NS;
+    bool shrank = sojourn_ns < codel->first_sojourn_ns;
+    codel->bounding = (codel->standing && !shrank) ||
+                      (codel->bounding && arrival_refusals != codel->refusals_at_interval_start);
     codel->refusals_at_interval_start = arrival_refusals;
     codel->min_sojourn_ns = INFINITY;
     codel->first_sojourn_ns = NAN;

@@ -260,9 +260,8 @@ bool isn_batch_should_flush(const isn_batch_policy *policy, isn_job *const *jobs
  * - a learned scale that no measurement refreshes relaxes towards 1 (isn_scale_relaxed), so a refusal
  *   never freezes the signal admission learns from;
  * - the preparation queue, like CoDel, finds a standing backlog (an interval whose least wait stayed
- *   above the target and which did not shrink through it) and then refuses unprepared what waited
- *   longer than the target, cheaply and before any analysis; a job past its admission point is refused
- *   unprepared in any case. */
+ *   above the target) and then refuses unprepared what waited longer than the target, cheaply and
+ *   before any analysis; a job past its admission point is refused unprepared in any case. */
 typedef struct {
     double job_ns;          /* measured device time per job (moving average); 0 before any window */
     uint64_t measured_ns;   /* when job_ns was last updated */
@@ -301,15 +300,15 @@ typedef struct {
     uint64_t interval_end_ns;
     double min_sojourn_ns;   /* least wait of the jobs taken in this interval */
     double first_sojourn_ns; /* wait of the interval's first job (NAN before it) */
-    /* The last interval's least wait was above the target and its backlog did not shrink through it
-     * (its last job waited at least as long as its first). A backlog left by a stall that the workers
-     * are draining is not standing: near capacity it drains slowly, for longer than an interval, while
-     * every request in it still meets its deadline, and refusing arrivals to hurry it would only lose
-     * them; one that grows or holds is what a load past capacity makes. */
-    bool standing;
-    /* Arrivals are bounded (isn_codel_refuses_arrival) from a standing interval on, for as long as
-     * the bound refuses some in each interval: it keeps the waits under the target, so the standing
-     * state it ends cannot be what releases it. */
+    bool standing;           /* the last interval's least wait was above the target */
+    /* Arrivals are bounded (isn_codel_refuses_arrival) from a standing interval whose backlog did not
+     * shrink through it (its last job waited at least as long as its first) on, for as long as the
+     * bound refuses some in each interval: it keeps the waits under the target, so the standing state
+     * it ends cannot be what releases it. A backlog left by a stall that the workers are draining
+     * starts no bound: near capacity it drains for longer than an interval while every request in it
+     * still meets its deadline, and refusing arrivals to hurry it would only lose them; one that grows
+     * or holds is what a load past capacity makes. It is standing all the same, so preparation hurries
+     * (sched_take_features). */
     bool bounding;
     uint64_t refusals_at_interval_start;
 } isn_codel;

@@ -296,9 +296,9 @@ static uint64_t stalled_preparer_refusals(double load, uint64_t stall_ns, double
 
 /* Near capacity a stall leaves a backlog that drains for longer than CoDel's interval (at 95% of
  * capacity 15 ms of arrivals take about 300 ms to work off) while every request in it meets its
- * deadline: it shrinks, so it is not a standing backlog, and no arrival is refused for it. Past
- * capacity the same stall's backlog grows or holds, and the bound still takes hold. */
-static void a_stalls_draining_backlog_is_not_standing(void **state) {
+ * deadline: it shrinks, so it starts no bound, and no arrival is refused for it. Past capacity the
+ * same stall's backlog grows or holds, and the bound still takes hold. */
+static void a_stalls_draining_backlog_starts_no_bound(void **state) {
     (void)state;
     double longest = 0;
     uint64_t refused = stalled_preparer_refusals(0.95, 15 * MS, &longest);
@@ -354,7 +354,7 @@ int main(void) {
         cmocka_unit_test(codel_drops_only_in_a_standing_backlog),
         cmocka_unit_test(codel_refuses_on_arrival_what_it_would_drop_after_a_wait),
         cmocka_unit_test(the_arrival_check_alone_bounds_the_queue),
-        cmocka_unit_test(a_stalls_draining_backlog_is_not_standing),
+        cmocka_unit_test(a_stalls_draining_backlog_starts_no_bound),
         cmocka_unit_test(departure_meter_measures_the_drain_of_a_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
