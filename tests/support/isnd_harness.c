@@ -492,7 +492,7 @@ int harness_offline_search(isn_searcher *searcher, const char *text, const isn_s
 
 isn_grpc_client *harness_start_connected(harness *h, const char *const *extra, const char *log_needle) {
     if (harness_start(h, NULL, extra) != 0) return NULL;
-    if (log_needle && !harness_log_has(h, log_needle)) {
+    if (log_needle && !harness_wait_log(h, log_needle, HARNESS_LOG_NEEDLE_MS)) {
         harness_dump_log(h);
         return NULL;
     }

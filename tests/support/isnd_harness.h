@@ -90,8 +90,10 @@ int harness_open_offline(const harness *h, isn_index **index, isn_searcher **sea
 /* Parses `text` into `query` and runs the offline engine on it: 0, or -1 with the reason on stderr. */
 int harness_offline_search(isn_searcher *searcher, const char *text, const isn_search_options *options,
                            isn_query *query, isn_hit *hits, uint32_t *num_hits);
-/* Starts isnd with `extra`, checks that its log says `log_needle` (dumping the log when not), and
- * connects a gRPC client. NULL on failure. */
+/* Starts isnd with `extra`, waits up to HARNESS_LOG_NEEDLE_MS for its log to say `log_needle` (dumping
+ * the log when it does not: a line a thread writes just after "ready:", as the GPU upload's first, may
+ * not be there yet when isnd is ready), and connects a gRPC client. NULL on failure. */
+#define HARNESS_LOG_NEEDLE_MS 10000
 isn_grpc_client *harness_start_connected(harness *h, const char *const *extra, const char *log_needle);
 /* SIGTERM, and on an exit status other than 0 says so and dumps the log. Returns the status. */
 int harness_stop_checked(harness *h);
