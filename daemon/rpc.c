@@ -313,10 +313,12 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
 
 /* Finished jobs of this loop's calls: each reply goes out on the loop that owns its stream. */
 bool rpc_take_completions(serving_loop *loop) {
-    uint64_t now = isn_now_ns();
-    search_job *job = completion_queue_take(&loop->completions, LOOP_REPLIES_PER_ITERATION,
-                                            (uint64_t)loop->conf.reply_backlog_age_us * 1000, now);
+    /* Once per iteration: the clock is read before the take only when the take needs it. */
+    uint64_t behind_ns = (uint64_t)loop->conf.reply_backlog_age_us * 1000;
+    uint64_t now = behind_ns ? isn_now_ns() : 0;
+    search_job *job = completion_queue_take(&loop->completions, LOOP_REPLIES_PER_ITERATION, behind_ns, now);
     if (!job) return false;
+    if (!behind_ns) now = isn_now_ns();
     while (job) {
         search_job *next = job->next;
         isn_grpc_call *call = isn_grpc_call_from_app((char *)job - offsetof(rpc_call, job));
