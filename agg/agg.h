@@ -69,6 +69,7 @@ typedef struct {
     uint32_t max_connections, max_concurrent_streams, max_requests_per_connection;
     uint32_t header_timeout_ms, idle_timeout_ms, write_timeout_ms, min_send_rate, memory_budget_mib;
     uint32_t max_header_list_size, max_early_resets_per_second, stats_max_connections, stats_write_timeout_ms;
+    uint32_t reset_hold_ms; /* rapid reset's cut held before its GOAWAY (isn_grpc_server_config.reset_hold_ms) */
     /* TLS (grpc/tls.h), the same keys as isnd's: tls_cert/tls_key serve gRPC and HTTPS stats ("" =
      * plaintext) and identify isn-agg to replicas that want client certificates; tls_client_ca makes
      * clients present one (tls_allowed_peers: which); tls_ca turns on TLS to the replicas, verified

@@ -39,6 +39,7 @@ void agg_config_default(agg_config *config) {
     config->memory_budget_mib = 256;
     config->max_header_list_size = 16384;
     config->max_early_resets_per_second = 5000;
+    config->reset_hold_ms = 1000;
     config->stats_max_connections = 64;
     config->stats_write_timeout_ms = 10000;
     config->tls_watch_interval_ms = 1000;
@@ -186,6 +187,7 @@ int agg_config_set(agg_config *c, const char *key, const char *value, char *err,
         {"memory_budget_mib", offsetof(agg_config, memory_budget_mib), 1, 1u << 20},
         {"max_header_list_size", offsetof(agg_config, max_header_list_size), 1024, 1u << 24},
         {"max_early_resets_per_second", offsetof(agg_config, max_early_resets_per_second), 1, 10000000},
+        {"reset_hold_ms", offsetof(agg_config, reset_hold_ms), 0, 60000},
         {"stats_max_connections", offsetof(agg_config, stats_max_connections), 1, 100000},
         {"stats_write_timeout_ms", offsetof(agg_config, stats_write_timeout_ms), 1, 3600000},
     };

@@ -148,6 +148,7 @@ int agg_serve(agg *a, char *err, size_t err_len) {
         .shared_budget = &a->budget, /* the queries' memory is charged to it too */
         .max_header_list_bytes = c->max_header_list_size,
         .max_early_resets_per_second = c->max_early_resets_per_second,
+        .reset_hold_ms = c->reset_hold_ms,
         .tls = a->grpc_tls,
     };
     a->server = isn_grpc_server_new(a->loop, &config, &AGG_HANDLERS, a);

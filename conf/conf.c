@@ -72,6 +72,7 @@ static const key_spec KEYS[] = {
     {"server", "min_send_rate", KEY_SIZE, FIELD(min_send_rate_bytes), "1KiB", 1, 1u << 30, true},
     {"server", "max_header_list_size", KEY_SIZE, FIELD(max_header_list_bytes), "16KiB", 1024, 1u << 24, true},
     {"server", "max_early_resets_per_second", KEY_U32, FIELD(max_early_resets_per_second), "5000", 1, 10000000, true},
+    {"server", "reset_hold", KEY_DURATION_MS, FIELD(reset_hold_ms), "1s", 0, 60000, true},
     {"server", "stats_max_connections", KEY_U32, FIELD(stats_max_connections), "64", 1, 100000, true},
     {"server", "stats_write_timeout", KEY_DURATION_MS, FIELD(stats_write_timeout_ms), "10s", 1, 3600000, true},
     {"server", "tls_cert", KEY_PATH, FIELD(tls_cert), "", 0, 0, false},

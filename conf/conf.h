@@ -37,6 +37,7 @@ typedef struct {
     uint32_t min_send_rate_bytes;    /* per second */
     uint32_t max_header_list_bytes;
     uint32_t max_early_resets_per_second;
+    uint32_t reset_hold_ms;
     uint32_t stats_max_connections;
     uint32_t stats_write_timeout_ms;
     /* TLS (grpc/tls.h): paths fixed at start, their contents rotate (SIGHUP, and the watch) */

@@ -106,6 +106,7 @@ void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_
         .shared_budget = &server->memory_budget,
         .max_header_list_bytes = conf->max_header_list_bytes,
         .max_early_resets_per_second = conf->max_early_resets_per_second,
+        .reset_hold_ms = conf->reset_hold_ms,
         .tls = server->grpc_tls,
     };
     *stats = (isn_grpc_stats_config){

@@ -28,6 +28,9 @@ void isn_grpc_render_protection_counters(const isn_grpc_server_counters *c, cons
         counter(out, prefix, "reset_floods_total", "counter",
                 "gRPC connections closed for resetting too many streams before their reply (rapid reset).",
                 c->reset_floods);
+        counter(out, prefix, "reset_floods_held_total", "counter",
+                "Of the connections closed for rapid reset, those held unread for server.reset_hold before their GOAWAY.",
+                c->reset_floods_held);
         counter(out, prefix, "streams_refused_total", "counter",
                 "Streams refused: requests in flight on the connection, or the memory budget, at the limit.",
                 c->streams_refused);

@@ -241,6 +241,7 @@ void isn_grpc_server_add_counters(const isn_grpc_server *server, isn_grpc_server
     ADD(connections_evicted);
     ADD(write_timeouts);
     ADD(reset_floods);
+    ADD(reset_floods_held);
     ADD(streams_refused);
     ADD(stream_limit_lowered);
     ADD(stream_limit);

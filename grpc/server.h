@@ -78,6 +78,12 @@ typedef struct {
      * stream of the connection refills by one; past it the connection gets GOAWAY ENHANCE_YOUR_CALM.
      * Resets of streams answered OK never count (a refusal is no answer). 0 = ISN_GRPC_DEFAULT_MAX_EARLY_RESETS_PER_SECOND. */
     uint32_t max_early_resets_per_second;
+    /* A connection cut for rapid reset is held before its GOAWAY goes out: nothing more read from it or
+     * written to it for reset_hold_ms (released by the next sweep after that, or by a drain's first sweep).
+     * A flood's client then waits on a full socket instead of reconnecting at once, which spares the
+     * loop its next connections and the machine the flood's own work. At most ISN_GRPC_MAX_HELD_CONNECTIONS
+     * a loop; past them a cut connection gets its GOAWAY at once. 0 = no hold. */
+    uint32_t reset_hold_ms;
     /* TLS credentials (grpc/tls.h), NULL = plaintext. The handshake must finish within
      * header_timeout_ms like the preface after it, and each TLS connection is charged to the memory
      * budget. Read when a connection is accepted; set before listening (a reload keeps it). */
@@ -119,6 +125,7 @@ typedef struct {
     uint64_t connections_evicted;  /* idle connections closed to make room at the connection limit */
     uint64_t write_timeouts;       /* connections closed: their client did not read */
     uint64_t reset_floods;         /* connections closed: too many streams reset before a reply */
+    uint64_t reset_floods_held;    /* of those, held unread before their GOAWAY (reset_hold_ms) */
     uint64_t streams_refused;      /* requests in flight per connection, or memory budget, reached */
     uint64_t stream_limit_lowered; /* windows in which a saturated loop lowered its streams per connection */
     uint64_t stream_limit;         /* streams per connection the loops allow now (summed over loops) */

@@ -57,9 +57,16 @@ void isn_grpc_resume_paused(isn_grpc_server *server) {
     }
 }
 
+static void unhold(isn_grpc_conn *conn) {
+    if (!conn->held_until_ns) return;
+    conn->held_until_ns = 0;
+    conn->server->num_held--;
+}
+
 void isn_grpc_conn_close(isn_grpc_conn *conn) {
     if (conn->closing) return;
     unlist_paused(conn);
+    unhold(conn);
     conn->closing = true;
     while (conn->calls) {
         isn_grpc_call *call = conn->calls;
@@ -213,7 +220,7 @@ static bool pull_output(isn_grpc_conn *conn, bool tls, bool http2_blocked, bool 
 }
 
 static void conn_flush(isn_grpc_conn *conn) {
-    if (conn->closing) return;
+    if (conn->closing || conn->held_until_ns) return;
     if (conn->dropped) {
         isn_grpc_conn_release_dropped(conn);
         isn_grpc_server_check_drained(conn->server); /* may close every connection, this one too */
@@ -358,6 +365,23 @@ void isn_grpc_conn_terminate(isn_grpc_conn *conn, uint32_t error_code) {
     if (conn->closing || conn->close_when_flushed) return;
     nghttp2_session_terminate_session(conn->session, error_code);
     isn_grpc_conn_close_when_flushed(conn);
+}
+
+/* The hold costs the loop a descriptor and a small receive buffer per connection, and its client a
+ * stalled socket: a flood that reconnects after each GOAWAY opens about one connection per hold instead of
+ * thousands a second, each of which would cost the loop an accept, a session and HPACK for its burst. */
+void isn_grpc_conn_cut(isn_grpc_conn *conn, uint32_t error_code) {
+    if (conn->closing || conn->close_when_flushed) return;
+    isn_grpc_server *server = conn->server;
+    uint32_t hold_ms = server->config.reset_hold_ms;
+    if (hold_ms && !server->draining && !server->closing && server->num_held < ISN_GRPC_MAX_HELD_CONNECTIONS) {
+        conn->held_until_ns = isn_now_ns() + (uint64_t)hold_ms * 1000000ull;
+        server->num_held++;
+        COUNTER_ADD(server->counters.reset_floods_held, 1);
+        int receive_buffer = ISN_GRPC_HELD_RECEIVE_BUFFER;
+        uv_recv_buffer_size((uv_handle_t *)&conn->tcp, &receive_buffer);
+    }
+    isn_grpc_conn_terminate(conn, error_code);
 }
 
 void isn_grpc_conn_close_when_flushed(isn_grpc_conn *conn) {
@@ -581,10 +605,20 @@ static bool write_timed_out(isn_grpc_conn *conn, uint64_t now, const isn_grpc_se
     return false;
 }
 
+/* A held connection's GOAWAY goes out now (its hold ended, or the server drains). */
+static void release_hold(isn_grpc_conn *conn) {
+    unhold(conn);
+    isn_grpc_conn_schedule_flush(conn);
+}
+
 static void sweep_conn(conn_links *links, uint64_t now, uint64_t header_ns, uint64_t idle_ns, void *owner) {
     isn_grpc_conn *conn = (isn_grpc_conn *)links;
     if (conn->closing) return;
     isn_grpc_server *server = owner;
+    if (conn->held_until_ns) { /* owes its GOAWAY on purpose: no write timeout while held */
+        if (now >= conn->held_until_ns || server->draining) release_hold(conn);
+        return;
+    }
     if (write_timed_out(conn, now, &server->config)) {
         log_debug("grpc %s: output not read within write_timeout; closing", conn->peer);
         COUNTER_ADD(server->counters.write_timeouts, 1);

@@ -135,6 +135,11 @@ typedef struct {
 uint64_t isn_grpc_peer_key(const struct sockaddr_storage *addr);
 void isn_grpc_reset_penalty_note(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
 bool isn_grpc_reset_penalized(isn_grpc_reset_penalties *p, uint64_t key, uint64_t now_ns);
+/* A loop holds at most this many connections cut for rapid reset (config.reset_hold_ms), each with its
+ * receive buffer shrunk to ISN_GRPC_HELD_RECEIVE_BUFFER: a flood over many connections holds a bounded
+ * amount of kernel memory, and the ones past the limit get their GOAWAY at once, as without a hold. */
+#define ISN_GRPC_MAX_HELD_CONNECTIONS 32
+#define ISN_GRPC_HELD_RECEIVE_BUFFER 4096
 
 struct isn_grpc_conn {
     conn_links links; /* first: see conn_links */
@@ -180,6 +185,7 @@ struct isn_grpc_conn {
     uint64_t reset_tokens_ns;  /* last refill */
     uint64_t peer_key;         /* its peer's address (isn_grpc_peer_key), 0 unknown */
     bool reset_penalized;      /* accepted while its peer's address was in the penalty box */
+    uint64_t held_until_ns;    /* cut for rapid reset and held (isn_grpc_conn_cut); 0 = not held */
     char peer[64];
     nghttp2_mem mem;          /* the session's allocator (conn_memory.c) */
     uint64_t charged;         /* the connection, its buffers, nghttp2's blocks */
@@ -226,6 +232,7 @@ struct isn_grpc_server {
     isn_grpc_reset_penalties own_penalties;
     isn_grpc_reset_penalties *penalties; /* own_penalties, or the listening server's (a peer's) */
     isn_log_limiter reset_flood_log;      /* a flood cuts thousands of connections a second: one line a second */
+    uint32_t num_held;                    /* connections held after a rapid-reset cut (isn_grpc_conn_cut) */
     isn_grpc_call *abandoned;
     isn_grpc_server_counters counters;
     /* Several loops (isn_grpc_server_add_peer): the listening server hands each accepted connection in
@@ -329,6 +336,9 @@ void isn_grpc_conn_close(isn_grpc_conn *conn);
 void isn_grpc_conn_goaway(isn_grpc_conn *conn);
 /* GOAWAY with `error_code`; stops reading and closes once what is queued is written. */
 void isn_grpc_conn_terminate(isn_grpc_conn *conn, uint32_t error_code);
+/* Rapid reset's cut: isn_grpc_conn_terminate, its output held back for config.reset_hold_ms while the loop
+ * holds fewer than ISN_GRPC_MAX_HELD_CONNECTIONS (the sweep releases it, at once when the server drains). */
+void isn_grpc_conn_cut(isn_grpc_conn *conn, uint32_t error_code);
 bool isn_grpc_evict_idle(void *server);
 /* Closes the connection once what is queued for it has been written. */
 void isn_grpc_conn_close_when_flushed(isn_grpc_conn *conn);

@@ -199,6 +199,7 @@ static void count_early_reset(isn_grpc_conn *conn) {
     if (conn->reset_tokens >= 0.0) return;
     COUNTER_ADD(conn->server->counters.reset_floods, 1);
     isn_grpc_reset_penalty_note(conn->server->penalties, conn->peer_key, now);
+    isn_grpc_conn_cut(conn, NGHTTP2_ENHANCE_YOUR_CALM);
     uint64_t left_out;
     if (isn_log_limiter_allows(&conn->server->reset_flood_log, now, &left_out)) {
         char more[96] = "";
@@ -206,10 +207,10 @@ static void count_early_reset(isn_grpc_conn *conn) {
             snprintf(more, sizeof more, "; %llu more connections cut so since the last such line",
                      (unsigned long long)left_out);
         log_warn("grpc %s: more than %u streams per second reset before their reply; closing (GOAWAY "
-                 "ENHANCE_YOUR_CALM)%s",
-                 conn->peer, config->max_early_resets_per_second, more);
+                 "ENHANCE_YOUR_CALM%s)%s",
+                 conn->peer, config->max_early_resets_per_second,
+                 conn->held_until_ns ? ", held unread for server.reset_hold first" : "", more);
     }
-    isn_grpc_conn_terminate(conn, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {

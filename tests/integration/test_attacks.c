@@ -517,7 +517,8 @@ static int setup(void **state) {
     const char *isnd_args[] = {"--set", "server.header_timeout=500ms", "--set", "server.idle_timeout=2s",
                                "--set", "server.write_timeout=1s", "--set", "server.memory_budget=16MiB",
                                "--set", "server.max_header_list_size=4KiB", "--set",
-                               "server.max_early_resets_per_second=20", "--set", "server.max_connections=32",
+                               "server.max_early_resets_per_second=20", "--set", "server.reset_hold=100ms",
+                               "--set", "server.max_connections=32",
                                "--set", "server.stats_max_connections=8", "--set", "server.stats_write_timeout=1s",
                                "--set", "server.max_requests_per_connection=64", "--set",
                                "server.max_concurrent_streams=32", "--set", tls_args[0], "--set", tls_args[1], NULL};
@@ -532,7 +533,7 @@ static int setup(void **state) {
     const char *agg_args[] = {"--no-hedge", "--set", "header_timeout_ms=2000", "--set", "idle_timeout_ms=2000",
                               "--set", "write_timeout_ms=1000", "--set", "memory_budget_mib=16",
                               "--set", "max_header_list_size=4096", "--set", "max_early_resets_per_second=20",
-                              "--set", "max_connections=32", "--set", "stats_max_connections=8",
+                              "--set", "reset_hold_ms=100", "--set", "max_connections=32", "--set", "stats_max_connections=8",
                               "--set", "stats_write_timeout_ms=1000", "--set", "max_requests_per_connection=64",
                               "--set", "max_concurrent_streams=32", "--set", tls_args[2], "--set", tls_args[3],
                               "--set", agg_ca, NULL};

@@ -5,13 +5,17 @@
  * message says so). Once the burst is over, every request is admitted again: admission recovers
  * by itself when load drops. With the default settings, a rapid-reset flood (every stream opened
  * and reset at once) meets GOAWAY ENHANCE_YOUR_CALM after about a thousand streams, well within
- * 2,000 (a cancellation burst is bounded by a count, not by a rate that a fast flood outruns). No
+ * 2,000 (a cancellation burst is bounded by a count, not by a rate that a fast flood outruns), and the
+ * cut connection is held unread before its GOAWAY (server.reset_hold), a bounded number per loop. No
  * time is asserted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <poll.h>
+#include <signal.h>
 
 #include <cmocka.h>
 
@@ -160,6 +164,85 @@ static void test_rapid_reset_of_refused_streams_is_cut(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* A cut flood is held (server.reset_hold): nothing more is read from it or written to it, so its client
+ * stalls on a full socket instead of reconnecting at once. The hold here (60 s) cannot end during the
+ * test; one loop, so that its limit of held connections (32) is the node's. */
+#define HELD_AT_MOST 32
+#define HOLD_FLOODS (HELD_AT_MOST + 8)
+static const char *const long_hold[] = {"--set", "server.max_early_resets_per_second=100", "--set",
+                                        "server.reset_hold=60s", "--set", "server.loops=1", "--workers", "1", NULL};
+
+/* A connection that opens 300 streams and resets each (past the burst of 200, or of 16 for an address cut
+ * lately), in one write the socket takes whole: the writer does not stall when the node stops reading. */
+static int flood_once(void) {
+    int fd = raw_h2_connect(h.grpc_port, NULL, 0);
+    assert_true(fd >= 0);
+    static uint8_t buf[1 << 17];
+    size_t n = 0;
+    for (uint32_t i = 0, stream = 1; i < 300; i++, stream += 2) {
+        n += raw_h2_search_request(buf + n, stream, "wind tunnel", 10, NULL);
+        uint8_t cancel[4] = {0, 0, 0, 8};
+        n += raw_h2_frame(buf + n, FRAME_RST_STREAM, 0, stream, cancel, 4);
+    }
+    assert_true(raw_h2_send_all(fd, buf, n));
+    return fd;
+}
+
+/* Reads the connections together for up to timeout_ms: codes[i] becomes the first GOAWAY's error code
+ * of fds[i], -1 if it closed without one, and stays -2 while nothing ended it. The GOAWAYs seen. */
+static int goaways_within(const int *fds, int *codes, int n, int timeout_ms) {
+    static raw_h2_frame_in f;
+    struct pollfd polled[HOLD_FLOODS];
+    int seen = 0;
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    for (;;) {
+        int open = 0;
+        for (int i = 0; i < n; i++)
+            if (codes[i] == -2) polled[open++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        int wait = (int)(deadline - harness_now_ms());
+        if (!open || wait <= 0 || poll(polled, (nfds_t)open, wait) <= 0) return seen;
+        for (int p = 0; p < open; p++) {
+            if (!(polled[p].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            int i = 0;
+            while (fds[i] != polled[p].fd) i++;
+            int rc = raw_h2_read_frame(fds[i], &f, 1000);
+            if (rc == -1) codes[i] = -1;
+            if (rc == 0 && f.type == FRAME_GOAWAY && f.len >= 8) {
+                codes[i] = (int)((uint32_t)f.payload[4] << 24 | (uint32_t)f.payload[5] << 16 |
+                                 (uint32_t)f.payload[6] << 8 | f.payload[7]);
+                seen++;
+            }
+        }
+    }
+}
+
+static void test_rapid_reset_cut_is_held(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, long_hold), 0);
+    int fds[HOLD_FLOODS], codes[HOLD_FLOODS];
+    for (int i = 0; i < HOLD_FLOODS; i++) fds[i] = flood_once(), codes[i] = -2;
+    int64_t give_up = harness_now_ms() + 10000;
+    while (harness_metric(&h, "isn_reset_floods_total") < HOLD_FLOODS && harness_now_ms() < give_up)
+        harness_sleep_ms(20);
+    assert_int_equal(harness_metric(&h, "isn_reset_floods_total"), HOLD_FLOODS);
+    /* Every connection is cut; the loop's first 32 are held, the rest got GOAWAY at once. */
+    assert_int_equal(harness_metric(&h, "isn_reset_floods_held_total"), HELD_AT_MOST);
+    int seen = goaways_within(fds, codes, HOLD_FLOODS, 2000);
+    print_message("rapid reset held: %d of %d cut connections got their GOAWAY at once\n", seen, HOLD_FLOODS);
+    assert_int_equal(seen, HOLD_FLOODS - HELD_AT_MOST);
+    for (int i = 0; i < HOLD_FLOODS; i++)
+        if (codes[i] != -2) assert_int_equal(codes[i], 11); /* ENHANCE_YOUR_CALM */
+    /* A drain ends the hold: each held connection gets its GOAWAY now, not when the hold ends. */
+    kill(h.pid, SIGTERM);
+    seen += goaways_within(fds, codes, HOLD_FLOODS, 10000);
+    for (int i = 0; i < HOLD_FLOODS; i++) {
+        assert_int_equal(codes[i], 11);
+        close(fds[i]);
+    }
+    assert_int_equal(seen, HOLD_FLOODS);
+    assert_int_equal(harness_wait_exit(&h, 30000), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 1000);
@@ -177,6 +260,7 @@ int main(void) {
         cmocka_unit_test(test_burst_is_refused_early_and_admission_recovers),
         cmocka_unit_test(test_rapid_reset_cut_within_the_burst),
         cmocka_unit_test(test_rapid_reset_of_refused_streams_is_cut),
+        cmocka_unit_test(test_rapid_reset_cut_is_held),
     };
     return cmocka_run_group_tests_name("isnd_overload", tests, setup, teardown);
 }
