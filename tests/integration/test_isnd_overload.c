@@ -167,7 +167,7 @@ static void test_rapid_reset_of_refused_streams_is_cut(void **state) {
 /* A cut flood is held (server.reset_hold): nothing more is read from it or written to it, so its client
  * stalls on a full socket instead of reconnecting at once. The hold here (60 s) cannot end during the
  * test; one loop, so that its limit of held connections (32) is the node's. */
-#define HELD_AT_MOST 32
+#define HELD_AT_MOST 32 /* ISN_GRPC_MAX_HELD_CONNECTIONS */
 #define HOLD_FLOODS (HELD_AT_MOST + 8)
 static const char *const long_hold[] = {"--set", "server.max_early_resets_per_second=100", "--set",
                                         "server.reset_hold=60s", "--set", "server.loops=1", "--workers", "1", NULL};
