@@ -98,6 +98,18 @@ static void test_burst_is_refused_early_and_admission_recovers(void **state) {
 
 #define FLOOD_STREAMS 6000
 
+/* `count` streams from *stream on, each a whole Search(k) reset at once (CANCEL), into out; the bytes
+ * written, and *stream advanced past them. */
+static size_t put_reset_streams(uint8_t *out, uint32_t *stream, int count, uint32_t k) {
+    size_t n = 0;
+    for (int i = 0; i < count; i++, *stream += 2) {
+        n += raw_h2_search_request(out + n, *stream, "wind tunnel", k, NULL);
+        uint8_t cancel[4] = {0, 0, 0, 8};
+        n += raw_h2_frame(out + n, FRAME_RST_STREAM, 0, *stream, cancel, 4);
+    }
+    return n;
+}
+
 /* Opens FLOOD_STREAMS streams each with a Search(k) and its reset, as fast as the socket takes them;
  * returns how many streams the server took before its GOAWAY, whose code goes to *goaway (-1: none). */
 static uint32_t rapid_reset_flood(uint32_t k, int *goaway) {
@@ -106,12 +118,7 @@ static uint32_t rapid_reset_flood(uint32_t k, int *goaway) {
     static uint8_t buf[1 << 20];
     uint32_t stream = 1;
     for (int batch = 0; batch < FLOOD_STREAMS / 100; batch++) {
-        size_t n = 0;
-        for (int i = 0; i < 100; i++, stream += 2) {
-            n += raw_h2_search_request(buf + n, stream, "wind tunnel", k, NULL);
-            uint8_t cancel[4] = {0, 0, 0, 8};
-            n += raw_h2_frame(buf + n, FRAME_RST_STREAM, 0, stream, cancel, 4);
-        }
+        size_t n = put_reset_streams(buf, &stream, 100, k);
         if (!raw_h2_send_all(fd, buf, n)) break; /* closed already */
     }
     static raw_h2_frame_in f;
@@ -178,12 +185,8 @@ static int flood_once(void) {
     int fd = raw_h2_connect(h.grpc_port, NULL, 0);
     assert_true(fd >= 0);
     static uint8_t buf[1 << 17];
-    size_t n = 0;
-    for (uint32_t i = 0, stream = 1; i < 300; i++, stream += 2) {
-        n += raw_h2_search_request(buf + n, stream, "wind tunnel", 10, NULL);
-        uint8_t cancel[4] = {0, 0, 0, 8};
-        n += raw_h2_frame(buf + n, FRAME_RST_STREAM, 0, stream, cancel, 4);
-    }
+    uint32_t stream = 1;
+    size_t n = put_reset_streams(buf, &stream, 300, 10);
     assert_true(raw_h2_send_all(fd, buf, n));
     return fd;
 }
