@@ -31,7 +31,7 @@ static int setup(void **state) {
     if (tier_prepare_corpus(&t, &qs, TIER_MAX_QUERIES, 7, 3000, 100, 5) != 0 || tier_build(&t, PARTITIONS, true, "") != 0 ||
         harness_start(&t.whole, NULL, NULL) != 0 || tier_start_replicas(&t, REPLICAS, NULL) != 0)
         return -1;
-    const char *extra[] = {"--stats-listen", "", "--global-stats", "--set", "probe_interval_ms=100", NULL};
+    const char *extra[] = {"--global-stats", "--set", "probe_interval_ms=100", NULL};
     return tier_start_agg(&t, extra);
 }
 
