@@ -48,7 +48,8 @@ typedef struct {
     uint32_t hedge_min_us;       /* never hedge sooner than this */
     uint32_t hedge_initial_ms;   /* hedge delay until a partition has enough latency samples */
     /* Retries and hedges per partition: each first request earns extra_requests_ratio of a token (up
-     * to extra_requests_burst), each retry or hedge spends one (gRPC's retry throttling) */
+     * to extra_requests_burst), each retry or hedge spends one (gRPC's retry throttling); hedges leave
+     * half the burst to retries */
     double extra_requests_ratio;
     uint32_t extra_requests_burst;
     /* Requests in flight on one replica at most (isnd's max_concurrent_streams per connection, 256, by

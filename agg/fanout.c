@@ -79,7 +79,11 @@ bool agg_take_extra_token(const agg *a, agg_partition *p, agg_attempt_kind kind)
         if (p->extra_tokens > a->config.extra_requests_burst) p->extra_tokens = a->config.extra_requests_burst;
         return true;
     }
-    if (p->extra_tokens < 1.0) {
+    /* A hedge only saves time; a retry saves an answer that is otherwise missing. Hedges come in bursts
+     * (a stall delays every query past the p95 at once), so they leave half the burst to retries: a
+     * replica that dies right after such a burst still has its requests in flight retried. */
+    double reserve = kind == ATTEMPT_HEDGE ? (double)(a->config.extra_requests_burst / 2) : 0.0;
+    if (p->extra_tokens < 1.0 + reserve) {
         if (kind == ATTEMPT_HEDGE) p->hedges_denied++;
         else p->retries_denied++;
         return false;

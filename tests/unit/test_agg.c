@@ -98,6 +98,24 @@ static void test_extra_requests_are_budgeted(void **state) {
     agg_free(a);
 }
 
+/* Hedges that empty the bucket down to its reserve leave the retries of a replica that dies next their
+ * tokens: half the burst. */
+static void test_hedges_leave_retries_their_reserve(void **state) {
+    (void)state;
+    agg *a = new_aggregator(1, 2);
+    agg_partition *p = &a->partitions[0];
+    uint32_t burst = a->config.extra_requests_burst, hedges = 0, retries = 0;
+    assert_true(burst >= 2);
+    assert_true(p->extra_tokens >= burst);
+    while (agg_take_extra_token(a, p, ATTEMPT_HEDGE)) hedges++;
+    while (agg_take_extra_token(a, p, ATTEMPT_RETRY)) retries++;
+    assert_int_equal(hedges, burst - burst / 2);
+    assert_int_equal(retries, burst / 2);
+    assert_int_equal(p->hedges_denied, 1);
+    assert_int_equal(p->retries_denied, 1);
+    agg_free(a);
+}
+
 /* A replica that shed load gets no retry or hedge within its back-off; first requests still go. */
 static void test_no_extra_request_to_a_replica_that_shed(void **state) {
     (void)state;
@@ -452,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_failures_eject_and_unreachable_is_not_chosen),
         cmocka_unit_test(test_p95_sets_the_hedge_delay),
         cmocka_unit_test(test_extra_requests_are_budgeted),
+        cmocka_unit_test(test_hedges_leave_retries_their_reserve),
         cmocka_unit_test(test_no_extra_request_to_a_replica_that_shed),
         cmocka_unit_test(test_saturating_helpers),
         cmocka_unit_test(test_deadline_arithmetic),
