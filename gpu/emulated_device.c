@@ -438,9 +438,9 @@ static float bound_score_floor(uint32_t cut, float scale) {
 }
 
 /* The bound pass (device.h, kernels.h), as bound_report_kernel and bound_select_kernel run it: each group of
- * GPU_BOUND_RANGES ranges counts every document's postings as ceil(c * scale) and reports its best counts
- * at or above the floor into its first range; the k-th best report's count T gives the cut T - terms - 1 and
- * the threshold key (the cut's score, rounded down, or the floor's when lower); the ranges that may hold a
+ * GPU_BOUND_RANGES ranges counts every document's postings as ceil(c * scale) and reports its best counts at or
+ * above the floor, of the documents the filters keep, into its first range; the k-th best report's count T gives
+ * the cut T - terms - 1 and the threshold key (the cut's score, rounded down, or the floor's when lower); the ranges that may hold a
  * count at the cut are marked saturated (key 0) for the collection to score exactly, the others empty.
  * Leaves the threshold key in *theta_key. */
 static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, gpu_query_result *res,
@@ -472,7 +472,8 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
                 const uint32_t n = decode_block(u, &terms[t], k, docs, parts);
                 res->postings_decoded += n;
                 for (uint32_t i = 0; i < n; i++) {
-                    if (docs[i] < lo || docs[i] >= hi || !filters_keep(d, b, q, docs[i])) continue;
+                    /* every posting adds, as on the device: the filters drop documents at the report below */
+                    if (docs[i] < lo || docs[i] >= hi) continue;
                     /* the product of two floats is exact in double, so this is the device's rounded-up add */
                     d->counts[docs[i] - lo] +=
                         (uint32_t)ceil((double)gpu_posting_contribution(terms[t].weight, parts[i]) * (double)scale);
@@ -485,7 +486,7 @@ static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, ui
         for (uint32_t j = 0; j < m; j++) {
             uint64_t best = GPU_NO_CANDIDATE;
             for (uint32_t i = 0; i < hi - lo; i++) {
-                if (d->counts[i] < at_least) continue;
+                if (d->counts[i] < at_least || !filters_keep(d, b, q, lo + i)) continue;
                 const uint64_t c = gpu_candidate_key(gpu_float_key((float)d->counts[i]), lo + i);
                 if ((j == 0 || c > previous) && c < best) best = c;
             }

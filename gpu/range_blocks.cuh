@@ -201,12 +201,17 @@ struct crossing_log {
     uint32_t cap;
     uint32_t *count;
     uint16_t *slots;
+    // whether a count that went from `before` to before + add crossed the floor
+    __device__ __forceinline__ bool crosses(uint32_t before, uint32_t add) const {
+        return before < at_least && before + add >= at_least;
+    }
+    __device__ __forceinline__ void log(uint32_t slot) const {
+        const uint32_t at = atomicAdd(count, 1u);
+        if (at < cap) slots[at] = (uint16_t)slot;
+    }
     // slot's count went from `before` to before + add: logged when that crossed the floor
     __device__ __forceinline__ void note(uint32_t before, uint32_t add, uint32_t slot) const {
-        if (before < at_least && before + add >= at_least) {
-            const uint32_t at = atomicAdd(count, 1u);
-            if (at < cap) slots[at] = (uint16_t)slot;
-        }
+        if (crosses(before, add)) log(slot);
     }
 };
 
@@ -270,6 +275,18 @@ __device__ __forceinline__ void bitmap_lane(const range_args &a, const gpu_query
 #pragma unroll
     for (int j = 0; j < 4; j++)
         valid[j] = valid[j] && ((__ldg(&bitmap[min(docs[j] >> 5, last_word)]) >> (docs[j] & 31u)) & 1u);
+}
+
+// Whether the query's filters keep document `doc`, tested as kFilter says (kFilterBitmap: its bitmap, else the
+// attribute columns): for the passes that test a document only where it may be reported, not at each posting.
+template <int kFilter>
+__device__ __forceinline__ bool query_keeps(const range_args &a, const gpu_query &query, uint32_t doc) {
+    const uint32_t docs[4] = {doc, doc, doc, doc};
+    bool valid[4] = {true, false, false, false};
+    if (kFilter == kFilterNever) return true;
+    if (kFilter == kFilterBitmap || (kFilter == kFilterIfAny && query.pass_slot != 0)) bitmap_lane(a, query, docs, valid);
+    else filter_lane(a, query, docs, valid);
+    return valid[0];
 }
 
 // Whether the query's filter bitmap keeps a document of ranges [r, r + count) (gpu_pass_keeps_ranges): the

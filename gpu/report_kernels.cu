@@ -554,7 +554,11 @@ __device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_
 // Block b of a term added to a bound pass's counters (kernels.h; slot i of [lo, hi) is bound_count's): a
 // posting adds ceil(c * scale) (rounded up twice: the product, then to a whole unit), so a count is at least
 // its document's score times the scale and less than that plus one a term.
-// The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does.
+// The slots whose counts an add takes to the floor are logged as add_block's kMarksCrossings does. Every posting
+// adds, whether the query's filters keep its document or not: a slot's count is its document's alone, so the
+// documents they drop are dropped where a count crosses the floor (query_keeps), and the report's scan of an
+// overflowed log tests them too (report_bounds). A test at each posting cost the filtered pass a fifth more
+// instructions and a sixth block a multiprocessor; a crossing is rare.
 template <int kFilter>
 __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const gpu_query &query, const range_term &rt,
                                                      uint32_t b, uint32_t lo, uint32_t hi, float scale, double *acc,
@@ -563,8 +567,7 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
     uint32_t docs[4], scored = 0;
     float parts[4];
     bool valid[4];
-    // a dropped document counts nothing
-    decode_valid<kFilter>(a, query, rt, b, lo, hi, docs, parts, valid);
+    decode_valid<kFilterNever>(a, query, rt, b, lo, hi, docs, parts, valid);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
@@ -574,7 +577,7 @@ __device__ __forceinline__ uint32_t add_block_bounds(const range_args &a, const 
         // counters never carry into each other: a count stays within kBoundMax (bound_scale_of)
         const uint32_t before =
             (atomicAdd(reinterpret_cast<uint32_t *>(acc) + bound_word(slot), add << shift) >> shift) & kBoundMax;
-        crossings.note(before, add, slot);
+        if (crossings.crosses(before, add) && query_keeps<kFilter>(a, query, docs[j])) crossings.log(slot);
         scored++;
     }
     return scored;
@@ -591,9 +594,12 @@ __device__ __forceinline__ uint64_t bound_key(const double *acc, uint32_t slot, 
 // report_crossed for a group of ranges in bound counters: from the log, or, where it overflowed, from a scan
 // of the group's counts at or above the floor. The reports go to the group's first range. A thread scans the
 // counters of the words it zeroes after the report (zero_and_merge's, as report_dense does): a rescan may come
-// after another thread has zeroed its own.
-__device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t m, const crossing_log &crossings,
-                                  uint64_t *lists, uint32_t list_top, uint64_t *out, uint32_t *scanned) {
+// after another thread has zeroed its own. The scan reports only the documents the query's filters keep (the log
+// holds no others: add_block_bounds).
+template <int kFilter>
+__device__ uint32_t report_bounds(const range_args &a, const gpu_query &query, double *acc, uint32_t lo, uint32_t n,
+                                  uint32_t m, const crossing_log &crossings, uint64_t *lists, uint32_t list_top,
+                                  uint64_t *out, uint32_t *scanned) {
     const uint32_t crossed = *crossings.count;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * list_top;
@@ -605,7 +611,8 @@ __device__ uint32_t report_bounds(double *acc, uint32_t lo, uint32_t n, uint32_t
             for (uint32_t j = 0; j < kDenseWordsPerThread; j++)
                 for (uint32_t w = 4u * (threadIdx.x + kThreads * j), e = 0; e < 4u * kBoundRanges; e++) {
                     const uint32_t i = kBoundRanges * w + e; // counter e % kBoundRanges of word w + e / kBoundRanges
-                    if (bound_count(acc, i) < crossings.at_least) continue;
+                    if (bound_count(acc, i) < crossings.at_least || i >= n || !query_keeps<kFilter>(a, query, lo + i))
+                        continue;
                     const uint64_t key = bound_key(acc, i, lo, n);
                     if (key > above) keep_best_two(key, f, sec);
                 }
@@ -746,7 +753,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (kDense && tid == 0) crossed_counts[buffer ^ 1u] = 0; // read last in the previous range's report
         if (items) {
             if constexpr (kBounds) {
-                reported += report_bounds(acc, lo, hi - lo, m, crossings, lists, kListTop, out, &a.results[q].ranges_scanned);
+                reported += report_bounds<kFilter>(a, query, acc, lo, hi - lo, m, crossings, lists, kListTop, out,
+                                                   &a.results[q].ranges_scanned);
             } else if (kDense) {
                 reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out,
                                            &a.results[q].ranges_scanned);
@@ -967,9 +975,10 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel(range_args a
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel(range_args a) { report_pass<6, kNarrowAcc>(a); }
 // the bound pass (kernels.h): six blocks a multiprocessor, as the short kernel, with its short report lists
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel(range_args a) { report_pass<6, kNarrowAcc, true>(a); }
-// and for the queries with filters (kernels.h); their short and bound kernels five blocks a multiprocessor, not
-// six: a filter's test holds more of the posting loop in registers, which at six blocks' 40 spilled (measured
-// faster at five on an H200, filtered top-10 on the 20M partition; the unfiltered ones measured the same at five)
+// and for the queries with filters (kernels.h); their short kernels five blocks a multiprocessor, not six: a
+// filter's test holds more of the posting loop in registers, which at six blocks' 40 spilled (measured faster at
+// five on an H200, filtered top-10 on the 20M partition; the unfiltered ones measured the same at five). The bound
+// kernels test no posting (add_block_bounds), so they run six as the plain one.
 __global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_filtered(range_args a) {
     report_pass<3, kWideAcc, false, kFilterAlways>(a);
 }
@@ -985,11 +994,11 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_filtered(ran
 __global__ void __launch_bounds__(kThreads, 5) short_report_kernel_filtered(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterAlways>(a);
 }
-__global__ void __launch_bounds__(kThreads, 5) bound_report_kernel_filtered(range_args a) {
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_filtered(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterAlways>(a);
 }
-// and for those with a filter bitmap (gpu_query.pass_slot), the short and bound ones at five blocks too (at four
-// they measured slower)
+// and for those with a filter bitmap (gpu_query.pass_slot), the short one at five blocks too (at four it measured
+// slower)
 __global__ void __launch_bounds__(kThreads, 3) wide_report_kernel_bitmap(range_args a) {
     report_pass<3, kWideAcc, false, kFilterBitmap>(a);
 }
@@ -1005,7 +1014,7 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_bitmap(range
 __global__ void __launch_bounds__(kThreads, 5) short_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterBitmap>(a);
 }
-__global__ void __launch_bounds__(kThreads, 5) bound_report_kernel_bitmap(range_args a) {
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterBitmap>(a);
 }
 // the queries with a static prior, filtered or not, each tested as it says (its bitmap or the columns)

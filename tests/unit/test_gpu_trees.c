@@ -271,8 +271,9 @@ static void test_trees_equal_the_cpu(void **state) {
 
 /* Bags of words with filters take the unfiltered query's passes, each of which must test the filters:
  * k 10 samples (unpruned: the sample's k-th best report is the other ranges' floor; pruned: their
- * threshold), k 32 takes the bound pass, k 1,000 one round of narrow or compact counters (on a GPU; the
- * emulated device runs their logic on doubles); AND probes the rarest list, or takes the range passes. */
+ * threshold), k 32 takes the bound pass (on a GPU also with its log of crossings overflowing), k 1,000 one
+ * round of narrow or compact counters (on a GPU; the emulated device runs their logic on doubles); AND probes the
+ * rarest list, or takes the range passes. */
 static void test_filtered_bags_take_the_fast_path(void **state) {
     bool emulate = *(const bool *)*state;
     if (!emulate && !support_have_gpu()) skip();
@@ -301,6 +302,19 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
             assert_true(st.filter_bitmaps_built > 0);
             assert_true(st.filter_bitmap_queries > 0 && st.filter_bitmap_queries < queries);
         }
+    if (!emulate) {
+        /* the bound pass adds every posting and tests the filters where a count crosses the floor, and in the
+         * scan of its group's counts where that log overflows (ISN_GPU_CROSSING_LOG=1: a log of one slot); a scan
+         * that reported the documents the filters drop would differ from the CPU */
+        setenv("ISN_GPU_CROSSING_LOG", "1", 1);
+        const tree_run run = {.emulate = false, .filters_only = true, .mode = ISN_MODE_OR, .k = 32,
+                              .pruning = ISN_GPU_PRUNE_NEVER};
+        isn_gpu_batch_stats st;
+        check_trees(&run, &st);
+        unsetenv("ISN_GPU_CROSSING_LOG");
+        assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
+        assert_true(st.ranges_scanned > 0);
+    }
     for (int by_ranges = 0; by_ranges < 2; by_ranges++)
         for (size_t i = 0; i < 3; i += 2) {
             const tree_run run = {.emulate = emulate, .filters_only = true, .and_by_ranges = by_ranges,
