@@ -193,8 +193,7 @@ __device__ __forceinline__ double warp_max_d(double v) {
 // instead of bits the slots whose sum an add takes to the floor: each such slot once, as sums only grow.
 enum bitmap_marks { kMarksIfGiven, kMarksAlways, kMarksNever, kMarksCrossings };
 
-// The slots of a narrow range whose sums reached its report floor (kMarksCrossings), as its adds found them
-// (those of documents the query's filters keep: the adds test them where a count crosses).
+// The slots of a narrow range whose sums reached its report floor (kMarksCrossings), as its adds found them.
 // count may pass cap (at most kCrossedSlots); the slots past it are not kept (report_crossed then scans the
 // range).
 struct crossing_log {
@@ -209,6 +208,10 @@ struct crossing_log {
     __device__ __forceinline__ void log(uint32_t slot) const {
         const uint32_t at = atomicAdd(count, 1u);
         if (at < cap) slots[at] = (uint16_t)slot;
+    }
+    // slot's count went from `before` to before + add: logged when that crossed the floor
+    __device__ __forceinline__ void note(uint32_t before, uint32_t add, uint32_t slot) const {
+        if (crosses(before, add)) log(slot);
     }
 };
 
@@ -350,12 +353,8 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
     uint32_t docs[4], scored = 0;
     float parts[4];
     bool valid[4];
-    // A document the filters drop is never added: no score, no mark, no match count. Except with kMarksCrossings:
-    // a narrow slot's count is its document's alone and is reported only from the crossings' log (or the scan of
-    // the counts at the floor), so every posting adds and the filters are tested where a count crosses the floor,
-    // as add_block_bounds does.
-    constexpr int kPostingTest = kMarks == kMarksCrossings ? kFilterNever : kFilter;
-    decode_valid<kPostingTest>(a, query, rt, b, lo, hi, docs, parts, valid);
+    // a document the filters drop is never added: no score, no mark, no match count
+    decode_valid<kFilter>(a, query, rt, b, lo, hi, docs, parts, valid);
     constexpr bool kNarrowed = C != kWideAcc; // the compact and narrow kernels: unpruned OR queries, fixed point
     uint32_t word = UINT32_MAX, bits = 0;
     // narrow counters: c * 2^shift is a whole number below 2^31 (accumulator_kind), exact in float too
@@ -367,8 +366,7 @@ __device__ __forceinline__ uint32_t add_block(const range_args &a, const gpu_que
         const uint32_t slot = docs[j] - lo;
         if (C == kNarrowAcc && kMarks == kMarksCrossings) {
             const uint32_t add = __float2uint_rn(c * to_narrow);
-            const uint32_t before = atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add);
-            if (crossings.crosses(before, add) && query_keeps<kFilter>(a, query, docs[j])) crossings.log(slot);
+            crossings.note(atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add), add, slot);
         } else if (C == kNarrowAcc)
             acc_add_fixed<C>(acc, slot, __float2uint_rn(c * to_narrow));
         else if (kNarrowed || query.fixed_shift)

@@ -475,11 +475,8 @@ __device__ __forceinline__ uint32_t dense_max(const double *acc) {
     return most;
 }
 
-// The two lowest candidate keys above `above` (0: all of them) among the thread's slots at or above at_least whose
-// documents the query's filters keep (kFilter: the adds did not test them, add_block's kMarksCrossings).
-template <int kFilter>
-__device__ __forceinline__ void dense_best_two(const range_args &a, const gpu_query &query, const double *acc,
-                                               uint32_t lo, uint32_t n, uint64_t above, double inv_scale,
+// The two lowest candidate keys above `above` (0: all of them) among the thread's slots at or above at_least.
+__device__ __forceinline__ void dense_best_two(const double *acc, uint32_t lo, uint32_t n, uint64_t above, double inv_scale,
                                                uint32_t at_least, uint64_t &first, uint64_t &second) {
     first = GPU_NO_CANDIDATE;
     second = GPU_NO_CANDIDATE;
@@ -487,7 +484,7 @@ __device__ __forceinline__ void dense_best_two(const range_args &a, const gpu_qu
     for (uint32_t j = 0; j < kDenseWordsPerThread; j++)
         for (uint32_t e = 0; e < 4; e++) {
             const uint32_t i = 4u * (threadIdx.x + kThreads * j) + e;
-            if (counters[i] < at_least || i >= n || !query_keeps<kFilter>(a, query, lo + i)) continue;
+            if (counters[i] < at_least) continue;
             const uint64_t key = slot_key<kNarrowAcc>(acc, i, lo, n, inv_scale);
             if (key > above) keep_best_two(key, first, second);
         }
@@ -506,18 +503,16 @@ __device__ __forceinline__ uint32_t zero_and_merge(double *acc, const uint64_t *
 
 // report_touched for a narrow range without its bitmap (with a floor, a warp whose slots all stay below it
 // writes its empty list without a round).
-template <int kFilter>
-__device__ uint32_t report_dense(const range_args &a, const gpu_query &query, double *acc, uint32_t lo, uint32_t n,
-                                 uint32_t m, double inv_scale, uint32_t at_least, uint64_t *lists, uint32_t list_top,
-                                 uint64_t *out) {
+__device__ uint32_t report_dense(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale, uint32_t at_least,
+                                 uint64_t *lists, uint32_t list_top, uint64_t *out) {
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * list_top;
     uint64_t first = GPU_NO_CANDIDATE, second = GPU_NO_CANDIDATE;
     const bool passes = dense_max(acc) >= at_least;
     if (__any_sync(0xFFFFFFFFu, passes)) {
-        if (passes) dense_best_two<kFilter>(a, query, acc, lo, n, 0, inv_scale, at_least, first, second);
+        if (passes) dense_best_two(acc, lo, n, 0, inv_scale, at_least, first, second);
         warp_select(m, mine, first, second, [&](uint64_t above, uint64_t &f, uint64_t &sec) {
-            dense_best_two<kFilter>(a, query, acc, lo, n, above, inv_scale, at_least, f, sec);
+            dense_best_two(acc, lo, n, above, inv_scale, at_least, f, sec);
         });
     } else if (lane == 0) {
         mine[0] = GPU_NO_CANDIDATE;
@@ -529,14 +524,13 @@ __device__ uint32_t report_dense(const range_args &a, const gpu_query &query, do
 // counters, which cost a third of the range's shared-memory traffic: thread t offers slot t of the log, read
 // before a barrier where the log holds any (the slot may be another thread's to zero). When the log
 // overflowed, report_dense. Either way each thread zeroes its own counters.
-template <int kFilter>
-__device__ uint32_t report_crossed(const range_args &a, const gpu_query &query, double *acc, uint32_t lo, uint32_t n,
-                                   uint32_t m, double inv_scale, const crossing_log &crossings, uint64_t *lists,
-                                   uint32_t list_top, uint64_t *out, uint32_t *scanned) {
+__device__ uint32_t report_crossed(double *acc, uint32_t lo, uint32_t n, uint32_t m, double inv_scale,
+                                   const crossing_log &crossings, uint64_t *lists, uint32_t list_top, uint64_t *out,
+                                   uint32_t *scanned) {
     const uint32_t crossed = *crossings.count;
     if (crossed > crossings.cap) {
         if (threadIdx.x == 0) atomicAdd(scanned, 1u); // rare (bench_gpu's ranges_scanned_per_query says how)
-        return report_dense<kFilter>(a, query, acc, lo, n, m, inv_scale, crossings.at_least, lists, list_top, out);
+        return report_dense(acc, lo, n, m, inv_scale, crossings.at_least, lists, list_top, out);
     }
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     uint64_t *mine = lists + warp * list_top;
@@ -762,8 +756,8 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
                 reported += report_bounds<kFilter>(a, query, acc, lo, hi - lo, m, crossings, lists, kListTop, out,
                                                    &a.results[q].ranges_scanned);
             } else if (kDense) {
-                reported += report_crossed<kFilter>(a, query, acc, lo, hi - lo, m, inv_scale, crossings, lists,
-                                                    kListTop, out, &a.results[q].ranges_scanned);
+                reported += report_crossed(acc, lo, hi - lo, m, inv_scale, crossings, lists, kListTop, out,
+                                           &a.results[q].ranges_scanned);
             } else {
                 reported += report_touched<C>(acc, touched, lo, hi - lo, m, inv_scale, answer_floor, true, lists, kListTop,
                                               out);
