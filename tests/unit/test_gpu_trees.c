@@ -142,6 +142,7 @@ typedef struct {
     uint32_t k;
     int pruning;
     const char *only_filter; /* with filters_only: every query's one filter (random_query_make) */
+    bool mixed;              /* with filters_only: every fourth query a bag of words without filters */
     uint32_t streams;        /* isn_gpu_options.streams (0: the default) */
 } tree_run;
 
@@ -160,20 +161,24 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
     for (uint32_t q = 0; q < NUM_QUERIES; q++) {
         random_query rq;
         random_query_make(&rq, run->filters_only, run->only_filter);
+        const bool plain_bag = run->mixed && q % 4 == 3;
+        if (plain_bag) rq.num_filters = 0;
         isn_query parsed;
         if (isn_query_parse_syntax(searcher, rq.text, strlen(rq.text), rq.filters, rq.num_filters, &parsed, err,
                                    sizeof err) != 0)
             fail_msg("'%s': %s", rq.text, err);
-        assert_non_null(parsed.structure);
+        if (!plain_bag) assert_non_null(parsed.structure);
         assert_true(isn_gpu_takes_query(&parsed, NULL));
         assert_true(parsed.num_terms <= 8);
-        size_t bytes = isn_query_structure_bytes(parsed.structure);
-        assert_true(bytes <= sizeof tb.trees[q]);
-        isn_query_structure_copy(tb.trees[q], parsed.structure);
         tb.queries[q] = parsed;
+        if (parsed.structure) {
+            size_t bytes = isn_query_structure_bytes(parsed.structure);
+            assert_true(bytes <= sizeof tb.trees[q]);
+            isn_query_structure_copy(tb.trees[q], parsed.structure);
+            tb.queries[q].structure = (const isn_query_structure *)(const void *)tb.trees[q];
+        }
         memcpy(tb.terms[q], parsed.terms, parsed.num_terms * sizeof *parsed.terms);
         tb.queries[q].terms = tb.terms[q];
-        tb.queries[q].structure = (const isn_query_structure *)(const void *)tb.trees[q];
         snprintf(tb.texts[q], sizeof tb.texts[q], "%s", rq.text);
         for (uint32_t f = 0; f < rq.num_filters; f++)
             snprintf(tb.texts[q] + strlen(tb.texts[q]), sizeof tb.texts[q] - strlen(tb.texts[q]), " [%s]",
@@ -321,6 +326,17 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
         }
         unsetenv("ISN_GPU_CROSSING_LOG");
         assert_true(scanned > 0);
+    }
+    {
+        /* the bound pass's queries of one batch with filters on a bitmap, on the columns and none, each in its
+         * kernel (their queries listed by variant): each answered as the CPU does */
+        const tree_run run = {.emulate = emulate, .filters_only = true, .mixed = true, .mode = ISN_MODE_OR, .k = 32,
+                              .pruning = ISN_GPU_PRUNE_NEVER};
+        isn_gpu_batch_stats st;
+        check_trees(&run, &st);
+        if (emulate) assert_int_equal(st.accumulator_queries[ISN_GPU_ACC_BOUNDS], NUM_QUERIES - 1);
+        else assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
+        assert_true(st.filter_bitmap_queries > 0 && st.filter_bitmap_queries < NUM_QUERIES - 1);
     }
     for (int by_ranges = 0; by_ranges < 2; by_ranges++)
         for (size_t i = 0; i < 3; i += 2) {
