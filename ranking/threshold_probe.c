@@ -1,7 +1,8 @@
 /* The threshold probe: a cheap, exact lower bound of a query's final k-th score in OR mode, for the
  * scheduler's cost model (what the pruning will skip) and as a seed for the search itself
  * (isn_search_options.initial_threshold) or the GPU's (isn_gpu_request.threshold). The rarest lists, while
- * their postings fit the probe's budget (the rarest alone is cut there), drive a merge; each of their
+ * their postings fit the probe's budget (the rarest alone, or under filters the next after a short drive, is cut
+ * there), drive a merge; each of their
  * documents gets its full BM25 score, the other lists probed with next_geq in decreasing order of their
  * bounds and no further once the document cannot enter the probe's top k (that only saves work: the k-th
  * best of the driven documents is the same). Every score is a real document's, so the k-th best is a bound.
@@ -174,12 +175,18 @@ double isn_threshold_probe_prior(const isn_index *index, const isn_query *query,
         driver[rarest] = true;
         drivers = 1;
     }
+    /* The rarest lists drive while their postings fit the visit budget. Under filters one list more, cut at the
+     * budget, while those hold fewer than an eighth of it: the filters keep a fraction of a short drive, often
+     * fewer than k documents, and the probe would find no k-th best with most of its budget unspent. A bag's drive
+     * stays as it is: its probe is part of every query's preparation, and a longer drive would cost the rare-word
+     * queries the bag's whole budget. */
+    const uint64_t short_drive = p.num_filters ? p.visit_budget / 8 : 0;
     while (!p.any_required && drivers < n) {
         uint32_t rarest = n;
         for (uint32_t i = 0; i < n; i++)
             if (!driver[i] && (rarest == n || cursors[i].df < cursors[rarest].df))
                 rarest = i;
-        if (drivers > 0 && driven + cursors[rarest].df > p.visit_budget)
+        if (drivers > 0 && driven + cursors[rarest].df > p.visit_budget && driven >= short_drive)
             break;
         driver[rarest] = true;
         drivers++;

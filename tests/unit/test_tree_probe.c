@@ -38,6 +38,7 @@ static void write_docs(void *user, FILE *f) {
         fprintf(f, "{\"id\": \"d%06u\", \"body\": \"", d);
         uint32_t len = 3 + support_rng_below(50);
         for (uint32_t i = 0; i < len; i++) fprintf(f, "%sw%u", i ? " " : "", skewed_word());
+        if (d % 1000 == 7) fprintf(f, " zrare"); /* a word of 40 documents (drawing nothing from the generator) */
         /* bucket: a hash of the id into 0..9, as bench_gpu --write-buckets makes it */
         uint64_t h = (uint64_t)d * 0x9E3779B97F4A7C15ull;
         fprintf(f, "\", \"bucket\": %u", (uint32_t)((h >> 32) % 10));
@@ -171,6 +172,27 @@ static void test_filtered_probe_is_below_the_bag(void **state) {
     assert_true(above * 2 > queries);
 }
 
+/* Under a filter, a rare word beside a common one: the filter keeps fewer than k of the rare list's documents,
+ * and the common list is longer than the budget. The probe then drives the common list too, cut at its budget,
+ * and finds a k-th best at most the exact one; driven by the rare list alone it found none (0). */
+static void test_a_short_filtered_drive_takes_the_next_list(void **state) {
+    (void)state;
+    for (uint32_t bucket = 0; bucket < 3; bucket++) {
+        char filter[16];
+        snprintf(filter, sizeof filter, "bucket=%u", bucket);
+        isn_query query;
+        parse("zrare", filter, &query);
+        assert_true(exact_kth(&query, 10) == 0.0); /* the filter keeps fewer than 10 of its 40 documents */
+        const char *text = "zrare w0";
+        parse(text, filter, &query);
+        const double probe = probe_of(&query, 10), exact = exact_kth(&query, 10);
+        printf("'%s' [%s]: probe %.6f, exact 10th %.6f\n", text, filter, probe, exact);
+        assert_true(exact > 0.0);
+        assert_true(probe > 0.0);
+        assert_true(probe <= exact * (1 + 1e-6));
+    }
+}
+
 /* Phrases and field: clauses read positions the probe does not: no probe. */
 static void test_phrase_trees_have_no_probe(void **state) {
     (void)state;
@@ -187,6 +209,7 @@ int main(void) {
         cmocka_unit_test(test_tree_probe_is_a_bound),
         cmocka_unit_test(test_filtered_probe_is_below_the_bag),
         cmocka_unit_test(test_phrase_trees_have_no_probe),
+        cmocka_unit_test(test_a_short_filtered_drive_takes_the_next_list),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
