@@ -1,8 +1,8 @@
 /* The threshold probe: a cheap, exact lower bound of a query's final k-th score in OR mode, for the
  * scheduler's cost model (what the pruning will skip) and as a seed for the search itself
  * (isn_search_options.initial_threshold) or the GPU's (isn_gpu_request.threshold). The rarest lists, while
- * their postings fit the probe's budget (the rarest alone, or under filters the next after a short drive, is cut
- * there), drive a merge; each of their
+ * their postings fit the probe's budget (the rarest alone is cut there), drive a merge (under filters, a drive
+ * that runs out before they kept k documents is followed by the next list's: drive_again); each of their
  * documents gets its full BM25 score, the other lists probed with next_geq in decreasing order of their
  * bounds and no further once the document cannot enter the probe's top k (that only saves work: the k-th
  * best of the driven documents is the same). Every score is a real document's, so the k-th best is a bound.
@@ -20,12 +20,14 @@
 typedef struct {
     uint32_t n;
     isn_cursor cursors[ISN_PROBE_MAX_TERMS];
+    uint32_t term_ids[ISN_PROBE_MAX_TERMS]; /* to open a list's cursor again (a second drive) */
     float weights[ISN_PROBE_MAX_TERMS];
     double bounds[ISN_PROBE_MAX_TERMS];
     bool required[ISN_PROBE_MAX_TERMS];
     bool any_required;
     uint32_t num_excluded;
     isn_cursor excluded[ISN_PROBE_MAX_EXCLUDED];
+    uint32_t excluded_ids[ISN_PROBE_MAX_EXCLUDED];
     const ranking_filter *filters;
     const int64_t *filter_values;
     uint32_t num_filters;
@@ -40,6 +42,7 @@ static bool open_list(const isn_index *index, probe_lists *p, uint32_t i, uint32
     if (stats.num_blocks == 0)
         return false;
     isn_cursor_open(&p->cursors[i], index, term_id);
+    p->term_ids[i] = term_id;
     p->weights[i] = weight;
     p->bounds[i] = (double)weight * stats.max_tf_part;
     return true;
@@ -100,8 +103,10 @@ static bool tree_lists(const isn_index *index, const isn_query *query, probe_lis
                 return false;
             isn_term_stats stats;
             isn_index_term_stats(index, term->term_id, &stats);
-            if (stats.num_blocks > 0)
+            if (stats.num_blocks > 0) {
+                p->excluded_ids[p->num_excluded] = term->term_id;
                 isn_cursor_open(&p->excluded[p->num_excluded++], index, term->term_id);
+            }
             continue;
         }
         if (p->n == ISN_PROBE_MAX_TERMS || term->query_term >= query->num_terms)
@@ -132,6 +137,77 @@ static bool admitted(const isn_index *index, probe_lists *p, uint32_t doc) {
             return false;
     }
     return true;
+}
+
+/* What scoring a driven document reads besides its lists: the lists not driven, probed largest bound first, and
+ * what they can add from each on (rest); the top k it is offered to; the prior. */
+typedef struct {
+    const uint32_t *probed;
+    uint32_t num_probed;
+    const double *rest;
+    const float *norms;
+    float k1_plus_1;
+    const ranking_run *prior;
+    isn_topk *topk;
+} probe_scoring;
+
+/* An admitted driven document whose driven lists gave `score`: the probed lists add theirs, no further once it
+ * cannot enter the top k (that only saves work: the k-th best is the same), and it is offered unless a required
+ * list misses it. */
+static void offer_driven(probe_lists *p, const probe_scoring *s, uint32_t doc, double score) {
+    isn_topk *topk = s->topk;
+    const bool full = topk->size == topk->capacity;
+    bool matches = true;
+    /* without a prior the pruning below stays as it was; with one, the document's own is added */
+    const double own_prior = ranking_prior_of(s->prior, doc);
+    uint32_t j = 0;
+    for (; j < s->num_probed && matches && !(full && score + s->rest[j] + own_prior <= topk->entries[0].score); j++) {
+        const uint32_t i = s->probed[j];
+        isn_cursor *cursor = &p->cursors[i];
+        if (cursor->doc < doc)
+            isn_cursor_next_geq(cursor, doc);
+        if (cursor->doc == doc)
+            score += (double)(p->weights[i] * isn_bm25_tf_part(s->k1_plus_1, isn_cursor_freq(cursor), s->norms[doc]));
+        else
+            matches = !p->required[i];
+    }
+    if (j == s->num_probed && matches)
+        isn_topk_offer(topk, doc, ranking_final_score(s->prior, doc, score));
+}
+
+/* Under filters a drive can run out of documents before they kept k of them (a rare word beside a common one),
+ * with most of the visit budget unspent: the rarest list not driven then drives alone from its first document,
+ * cut at the budget, past the documents the first drive visited (each list's cursor opened again, the first
+ * drive's to skip those). Its documents' scores are as whole as the first drive's, so the k-th best of both is
+ * still a bound. */
+static void drive_again(const isn_index *index, probe_lists *p, const bool driver[], const probe_scoring *s,
+                        uint32_t *visited, uint32_t *scored) {
+    uint32_t next = s->probed[0];
+    for (uint32_t j = 1; j < s->num_probed; j++)
+        if (p->cursors[s->probed[j]].df < p->cursors[next].df)
+            next = s->probed[j];
+    for (uint32_t i = 0; i < p->n; i++)
+        isn_cursor_open(&p->cursors[i], index, p->term_ids[i]);
+    for (uint32_t i = 0; i < p->num_excluded; i++)
+        isn_cursor_open(&p->excluded[i], index, p->excluded_ids[i]);
+    isn_cursor again; /* `next` is also probed, from its own cursor */
+    isn_cursor_open(&again, index, p->term_ids[next]);
+    for (uint32_t doc = again.doc; doc != ISN_DOC_END && *scored < ISN_PROBE_POSTINGS && *visited < p->visit_budget;
+         doc = isn_cursor_next(&again)) {
+        bool seen = false;
+        for (uint32_t i = 0; i < p->n && !seen; i++) {
+            if (!driver[i])
+                continue;
+            if (p->cursors[i].doc < doc)
+                isn_cursor_next_geq(&p->cursors[i], doc);
+            seen = p->cursors[i].doc == doc;
+        }
+        ++*visited;
+        if (seen || !admitted(index, p, doc))
+            continue;
+        offer_driven(p, s, doc, 0.0);
+        ++*scored;
+    }
 }
 
 double isn_threshold_probe(const isn_index *index, const isn_query *query, uint32_t k, const double *levels,
@@ -175,18 +251,12 @@ double isn_threshold_probe_prior(const isn_index *index, const isn_query *query,
         driver[rarest] = true;
         drivers = 1;
     }
-    /* The rarest lists drive while their postings fit the visit budget. Under filters one list more, cut at the
-     * budget, while those hold fewer than an eighth of it: the filters keep a fraction of a short drive, often
-     * fewer than k documents, and the probe would find no k-th best with most of its budget unspent. A bag's drive
-     * stays as it is: its probe is part of every query's preparation, and a longer drive would cost the rare-word
-     * queries the bag's whole budget. */
-    const uint64_t short_drive = p.num_filters ? p.visit_budget / 8 : 0;
     while (!p.any_required && drivers < n) {
         uint32_t rarest = n;
         for (uint32_t i = 0; i < n; i++)
             if (!driver[i] && (rarest == n || cursors[i].df < cursors[rarest].df))
                 rarest = i;
-        if (drivers > 0 && driven + cursors[rarest].df > p.visit_budget && driven >= short_drive)
+        if (drivers > 0 && driven + cursors[rarest].df > p.visit_budget)
             break;
         driver[rarest] = true;
         drivers++;
@@ -212,6 +282,7 @@ double isn_threshold_probe_prior(const isn_index *index, const isn_query *query,
     isn_hit entries[ISN_PROBE_MAX_K];
     isn_topk topk;
     isn_topk_init(&topk, entries, k);
+    const probe_scoring scoring = {probed, num_probed, rest, norms, k1_plus_1, &prior, &topk};
     uint32_t scored = 0, visited = 0, passed = 0;
     uint32_t doc = ISN_DOC_END;
     for (uint32_t i = 0; i < n; i++)
@@ -236,29 +307,17 @@ double isn_threshold_probe_prior(const isn_index *index, const isn_query *query,
         }
         visited++;
         if (admit) {
-            bool full = topk.size == k, matches = true;
-            /* without a prior the pruning below stays as it was; with one, the document's own is added */
-            const double own_prior = ranking_prior_of(&prior, doc);
-            uint32_t j = 0;
-            for (; j < num_probed && matches && !(full && score + rest[j] + own_prior <= entries[0].score); j++) {
-                isn_cursor *cursor = &cursors[probed[j]];
-                if (cursor->doc < doc)
-                    isn_cursor_next_geq(cursor, doc);
-                if (cursor->doc == doc)
-                    score += (double)(p.weights[probed[j]] *
-                                      isn_bm25_tf_part(k1_plus_1, isn_cursor_freq(cursor), norms[doc]));
-                else
-                    matches = !p.required[probed[j]];
-            }
-            if (j == num_probed && matches) {
-                isn_topk_offer(&topk, doc, ranking_final_score(&prior, doc, score));
-                while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
-                    passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
-            }
+            offer_driven(&p, &scoring, doc, score);
+            while (topk.size == k && passed < num_levels && entries[0].score > levels[passed])
+                passed_share[passed++] = ((double)doc + 1.0) / info->num_docs;
             scored++;
         }
         doc = next_doc;
     }
+    /* (the second drive's documents come in id order again: no share of the collection is read off them; a tree
+     * with a required term has none: its rarest required list drove, and every match is in it) */
+    if (p.num_filters && !p.any_required && topk.size < k && doc == ISN_DOC_END && num_probed > 0)
+        drive_again(index, &p, driver, &scoring, &visited, &scored);
     *docs_scored = scored;
     /* a prior may take scores to 0 or below: no seed then (initial_threshold takes none) */
     return topk.size == k && entries[0].score > 0.0f ? entries[0].score : 0.0;
