@@ -440,8 +440,9 @@ static float bound_score_floor(uint32_t cut, float scale) {
 /* The bound pass (device.h, kernels.h), as bound_report_kernel and bound_select_kernel run it: each group of
  * GPU_BOUND_RANGES ranges counts every document's postings as ceil(c * scale) and reports its best counts at or
  * above the floor, of the documents the filters keep, into its first range; the k-th best report's count T gives
- * the cut T - terms - 1 and the threshold key (the cut's score, rounded down, or the floor's when lower); the ranges that may hold a
- * count at the cut are marked saturated (key 0) for the collection to score exactly, the others empty.
+ * the cut T - terms - 1 and the threshold key (the cut's score, rounded down, or the floor's when lower); the
+ * ranges that may hold a count at the cut are marked saturated (key 0) for the collection to score exactly, the
+ * others empty.
  * Leaves the threshold key in *theta_key. */
 static void bound_pass(gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t num_docs, gpu_query_result *res,
                        uint64_t *theta_key) {
