@@ -252,7 +252,7 @@ static void check_trees(const tree_run *run, isn_gpu_batch_stats *st) {
            "decoded %llu, scored %llu; reports %llu)\n",
            emulate ? "emulated" : "GPU", mode ? "AND" : "OR", k, run->pruning == ISN_GPU_PRUNE_ALWAYS ? " pruned" : "",
            run->and_by_ranges ? " by ranges" : "", mode == ISN_MODE_AND && !run->and_by_ranges ? " probed" : "",
-           NUM_QUERIES, run->filters_only ? "bags of words with filters" : "trees", changed, seeds,
+           NUM_QUERIES, run->mixed ? "bags of words, three in four with filters" : run->filters_only ? "bags of words with filters" : "trees", changed, seeds,
            st->accumulator_queries[ISN_GPU_ACC_WIDE], st->accumulator_queries[ISN_GPU_ACC_COMPACT],
            st->accumulator_queries[ISN_GPU_ACC_NARROW], st->accumulator_queries[ISN_GPU_ACC_BOUNDS],
            (unsigned long long)st->ranges_pruned, (unsigned long long)st->ranges_rescored,
