@@ -1,6 +1,7 @@
 /* Private to scheduler/ (and to the tests, bench_scheduler and bench_query, which exercise the parts
  * alone): the deques, EDF queues, routing, batch cost, cost model, job features, the GPU devices'
- * adapters and the simulator, and the scheduler's state shared by scheduler.c and gpu_dispatch.c. */
+ * adapters and the simulator, and the scheduler's state shared by scheduler.c, submit.c, cpu_workers.c
+ * and gpu_dispatch.c. */
 #ifndef ISN_SCHEDULER_INTERNAL_H
 #define ISN_SCHEDULER_INTERNAL_H
 
@@ -353,6 +354,21 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 
 /* Admits and routes a job whose features are known (what submit does after preparing). */
 isn_submit_result sched_admit(isn_scheduler *s, isn_job *job);
+
+/* ------------------------------------------------------------------ what scheduler.c, submit.c and
+ * cpu_workers.c share (each said where it is defined) */
+
+/* scheduler.c */
+uint32_t sched_cpu_servers(isn_scheduler *s);
+double sched_scale_locked(isn_scheduler *s, isn_device_kind device);
+/* submit.c */
+double sched_gpu_ahead_ns(const isn_scheduler *s, bool with_undecided);
+uint32_t sched_normal_pending(isn_scheduler *s);
+double sched_preparing_ns_quick(isn_scheduler *s);
+double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
+isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double prepare_ns);
+/* cpu_workers.c */
+void *sched_worker_main(void *arg);
 /* Whether routing would send this job (its features as they are now) to the GPU as the clear
  * winner, with the queues as they are now. Queues nothing. */
 bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job);
