@@ -355,20 +355,6 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 /* Admits and routes a job whose features are known (what submit does after preparing). */
 isn_submit_result sched_admit(isn_scheduler *s, isn_job *job);
 
-/* ------------------------------------------------------------------ what scheduler.c, submit.c and
- * cpu_workers.c share (each said where it is defined) */
-
-/* scheduler.c */
-uint32_t sched_cpu_servers(isn_scheduler *s);
-double sched_scale_locked(isn_scheduler *s, isn_device_kind device);
-/* submit.c */
-double sched_gpu_ahead_ns(const isn_scheduler *s, bool with_undecided);
-uint32_t sched_normal_pending(isn_scheduler *s);
-double sched_preparing_ns_quick(isn_scheduler *s);
-double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
-isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double prepare_ns);
-/* cpu_workers.c */
-void *sched_worker_main(void *arg);
 /* Whether routing would send this job (its features as they are now) to the GPU as the clear
  * winner, with the queues as they are now. Queues nothing. */
 bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job);
@@ -648,5 +634,21 @@ bool sched_landings_waiting(isn_scheduler *s);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);
 /* gpu_dispatch.c: starts dispatcher i's thread; it reports ready like a worker. 0 or -1. */
 int sched_start_dispatcher(isn_scheduler *s, uint32_t i);
+
+/* ------------------------------------------------------------------ what scheduler.c, submit.c and
+ * cpu_workers.c share (each said where it is defined) */
+
+/* scheduler.c: the CPU workers admission divides the CPU's work by; under the lock, a device's scale */
+uint32_t sched_cpu_servers(isn_scheduler *s);
+double sched_scale_locked(isn_scheduler *s, isn_device_kind device);
+/* submit.c: the GPU's and the preparations' backlogs, a job's admit-by time, and admission after a worker
+ * prepared a job (prepare_ns: how long that took) */
+double sched_gpu_ahead_ns(const isn_scheduler *s, bool with_undecided);
+uint32_t sched_normal_pending(isn_scheduler *s);
+double sched_preparing_ns_quick(isn_scheduler *s);
+double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
+isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double prepare_ns);
+/* cpu_workers.c: a CPU worker's thread */
+void *sched_worker_main(void *arg);
 
 #endif
