@@ -86,9 +86,7 @@ static int setup(void **state) {
     harness_prepare(&source, NUM_DOCS);
     harness_init(&aggregator, getenv("ISN_TEST_ARGV0"));
     if (!(dns = dns_server_start())) return -1;
-    for (int p = 0; p < 2; p++)
-        if ((ports[p] = support_free_port()) < 0) return -1;
-    return 0;
+    return support_free_ports(ports, 2);
 }
 
 static int teardown(void **state) {

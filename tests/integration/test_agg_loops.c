@@ -91,7 +91,9 @@ static void test_own_address_in_the_configuration_is_refused(void **state) {
 
 static void test_two_aggregators_that_send_to_each_other(void **state) {
     (void)state;
-    int port_a = support_free_port(), port_b = support_free_port();
+    int ports[2];
+    assert_int_equal(support_free_ports(ports, 2), 0);
+    const int port_a = ports[0], port_b = ports[1];
     char listen_a[64], listen_b[64];
     snprintf(listen_a, sizeof listen_a, "127.0.0.1:%d", port_a);
     snprintf(listen_b, sizeof listen_b, "127.0.0.1:%d", port_b);

@@ -49,10 +49,8 @@ static int setup(void **state) {
     (void)state;
     harness_prepare(&source, NUM_DOCS);
     const char *self = getenv("ISN_TEST_ARGV0");
-    for (int p = 0; p < PARTITIONS; p++) {
-        harness_init(&nodes[p], self);
-        if ((ports[p] = support_free_port()) < 0) return -1;
-    }
+    for (int p = 0; p < PARTITIONS; p++) harness_init(&nodes[p], self);
+    if (support_free_ports(ports, PARTITIONS) != 0) return -1;
     harness_init(&added, self);
     harness_init(&aggregator, self);
     snprintf(config_path, sizeof config_path, "%s/isn-agg.conf", aggregator.work_dir);

@@ -2,17 +2,31 @@
 
 #include "tests/support/files.h"
 
-int support_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        if (fd >= 0) close(fd);
-        return -1;
+int support_free_ports(int *ports, int n) {
+    int fds[16];
+    if (n < 1 || n > 16) return -1;
+    int opened = 0, rc = 0;
+    for (; opened < n; opened++) { /* each held bound until all are picked: n distinct ports */
+        /* on the wildcard: a port free there is free on every address, so a daemon may listen on it at 0.0.0.0
+         * too, where a loopback port can be held by other sockets (TIME_WAIT ones from 127.0.0.x clients) */
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+        socklen_t len = sizeof addr;
+        int fd = fds[opened] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+            getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+            if (fd >= 0) close(fd);
+            rc = -1;
+            break;
+        }
+        ports[opened] = ntohs(addr.sin_port);
     }
-    close(fd);
-    return ntohs(addr.sin_port);
+    for (int i = 0; i < opened; i++) close(fds[i]);
+    return rc;
+}
+
+int support_free_port(void) {
+    int port;
+    return support_free_ports(&port, 1) == 0 ? port : -1;
 }
 
 uint32_t support_file_count(const char *path, const char *const *needles) {

@@ -28,8 +28,11 @@ typedef struct {
     char qrels_path[PATH_MAX];
 } tier_queries;
 
-/* A free loopback TCP port (bound, read, closed), or -1. */
+/* A TCP port free on every address of this host (bound on the wildcard, read, closed), or -1. */
 int support_free_port(void);
+/* n (at most 16) distinct such ports into ports; 0, or -1. Calls of support_free_port may return one port
+ * twice: the first is closed before the second is picked. */
+int support_free_ports(int *ports, int n);
 /* Whether a line of the file at path contains needle. */
 bool support_file_has(const char *path, const char *needle);
 /* Lines of the file that contain every one of the NULL-terminated needles. */
