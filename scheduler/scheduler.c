@@ -21,14 +21,6 @@ uint32_t isn_scheduler_default_loops(uint32_t cpus, uint32_t gpus) {
     return cpus >= 8 ? cpus / 4 : 1;
 }
 
-/* The CPU workers taking jobs now: every worker but the spares and standby workers resting. What
- * admission divides the CPU's work by. */
-uint32_t sched_cpu_servers(isn_scheduler *s) {
-    uint32_t resting = atomic_load_explicit(&s->spares_resting, memory_order_relaxed) +
-                       atomic_load_explicit(&s->standby_resting, memory_order_relaxed);
-    return s->config.workers > resting ? s->config.workers - resting : 1;
-}
-
 void isn_scheduler_config_default(isn_scheduler_config *config) {
     memset(config, 0, sizeof *config);
     config->workers = 1;

@@ -638,8 +638,14 @@ int sched_start_dispatcher(isn_scheduler *s, uint32_t i);
 /* ------------------------------------------------------------------ what scheduler.c, submit.c and
  * cpu_workers.c share (each said where it is defined) */
 
-/* scheduler.c: the CPU workers admission divides the CPU's work by; under the lock, a device's scale */
-uint32_t sched_cpu_servers(isn_scheduler *s);
+/* The CPU workers taking jobs now: every worker but the spares and standby workers resting. What
+ * admission divides the CPU's work by (inline: the loops' admission at HEADERS reads it per request). */
+static inline uint32_t sched_cpu_servers(isn_scheduler *s) {
+    uint32_t resting = atomic_load_explicit(&s->spares_resting, memory_order_relaxed) +
+                       atomic_load_explicit(&s->standby_resting, memory_order_relaxed);
+    return s->config.workers > resting ? s->config.workers - resting : 1;
+}
+/* scheduler.c: under the lock, a device's scale */
 double sched_scale_locked(isn_scheduler *s, isn_device_kind device);
 /* submit.c: the GPU's and the preparations' backlogs, a job's admit-by time, and admission after a worker
  * prepared a job (prepare_ns: how long that took) */
