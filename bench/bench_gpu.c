@@ -280,6 +280,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.reports += st.reports;
         sum.ranges_logged += st.ranges_logged;
         sum.ranges_scanned += st.ranges_scanned;
+        sum.ranked_steps += st.ranked_steps;
         sum.cpu_queries += st.cpu_queries;
         sum.cpu_early += st.cpu_early;
         sum.prefix_queries += st.prefix_queries;
@@ -322,7 +323,7 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"candidates_per_query\": %.1f, \"reports_per_query\": %.1f, \"ranges_rescored_per_query\": %.2f, "
            "\"ranges_visited_per_query\": %.2f, \"ranges_stopped_per_query\": %.2f, \"overflow_retries\": %u, "
            "\"filter_bitmaps_built\": %u, \"filter_bitmap_queries\": %u, "
-           "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, "
+           "\"ranges_logged_per_query\": %.2f, \"ranges_scanned_per_query\": %.2f, \"ranked_steps_per_query\": %.2f, "
            "\"cpu_answered\": %u, \"cpu_early\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
            "\"prefix_cpu_postings\": %llu, \"bound_settled\": %u, \"completions_avoided\": %u, "
            "\"ranges_bound_skipped_per_query\": %.2f, \"per_query\": {\"cpu_completions\": %.4f, \"cpu_fallbacks\": %.4f, "
@@ -344,7 +345,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            (double)sum.candidates / n, (double)sum.reports / n, (double)sum.ranges_rescored / n,
            (double)(sum.ranges_scored + sum.ranges_pruned) / n, (double)sum.ranges_stopped / n, sum.overflow_retries,
            sum.filter_bitmaps_built, sum.filter_bitmap_queries,
-           (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, sum.cpu_queries, sum.cpu_early, fallbacks,
+           (double)sum.ranges_logged / n, (double)sum.ranges_scanned / n, (double)sum.ranked_steps / n, sum.cpu_queries,
+           sum.cpu_early, fallbacks,
            sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,
            (double)sum.ranges_bound_skipped / n, (double)sum.prefix_queries / n, (double)sum.cpu_queries / n,
            (double)(on_device - sum.prefix_queries) / n, (double)sum.postings_decoded / n, (double)sum.postings_scored / n,

@@ -631,6 +631,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         st.reports += res->reports;
         st.ranges_logged += res->ranges_floored - res->ranges_scanned;
         st.ranges_scanned += res->ranges_scanned;
+        st.ranked_steps += res->ranked_steps;
         if (res->accumulator < ISN_GPU_ACC_KINDS) st.accumulator_queries[res->accumulator]++;
         if (res->candidates > s->queries[q].cand_cap) {
             r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_CANDIDATE_OVERFLOW];

@@ -185,6 +185,8 @@ typedef struct {
     /* narrow ranges with a report floor (reported from the log of slots their adds took to the floor), and
      * those of them whose log overflowed (reported from a scan of their counters) */
     uint32_t ranges_floored, ranges_scanned;
+    /* steps of the ranked report pass (report_kernels.cu: a filter bitmap's query, several ranges a step) */
+    uint32_t ranked_steps;
 } gpu_query_result;
 
 typedef struct {

@@ -97,6 +97,7 @@ struct stream_buffers {
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
     uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_stride words (null: none)
+    uint32_t *d_pass_rank, *d_rank_sums; // each bitmap's ranks (range_args.pass_rank), and their blocks' sums
     gpu_pass_cache pass_cache; // what they hold (filter_bitmaps.h)
     uint32_t *pass_slot;       // a launch's gpu_pass_assign, max_batch entries
     uint32_t bitmaps_built, bitmap_queries; // the last launch's (gpu_batch_timing)
@@ -140,6 +141,7 @@ struct gpu_device {
     bool filter_bitmaps;  // filter bitmaps for the filters a batch's queries share (ISN_GPU_FILTER_BITMAPS=0: never, to compare)
     uint32_t pass_words;  // a filter bitmap's words of documents' bits (gpu_pass_doc_words)
     uint32_t pass_stride; // and with its ranges' bits (gpu_pass_stride): the bitmaps' distance
+    uint32_t ranked_ranges; // ranges a ranked step covers at most (ISN_GPU_RANKED; 0 or 1: none)
     stream_buffers streams[8];
 };
 
@@ -178,6 +180,8 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_seg_end);
         cudaFree(s->d_sort_temp);
         cudaFree(s->d_pass_bits);
+        cudaFree(s->d_pass_rank);
+        cudaFree(s->d_rank_sums);
         free(s->pass_slot);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
@@ -246,6 +250,8 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     CHECK(cudaMalloc(&s->d_sort_temp, s->sort_temp_bytes));
     if (d->filter_bitmaps) {
         CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t)));
+        CHECK(cudaMalloc(&s->d_pass_rank, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
+        CHECK(cudaMalloc(&s->d_rank_sums, ((size_t)d->pass_words / kRankBlockWords + 1) * sizeof(uint32_t)));
         s->pass_slot = static_cast<uint32_t *>(calloc(u->max_batch ? u->max_batch : 1, sizeof(uint32_t)));
         if (s->pass_slot == nullptr) {
             snprintf(err, err_len, "CUDA device: out of memory");
@@ -368,6 +374,10 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
         CHECK(cudaFuncSetAttribute(kBoundReport[variant], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)narrow_shared_bytes(6)));
     }
+    CHECK(cudaFuncSetAttribute(short_report_kernel_ranked, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(6)));
+    CHECK(cudaFuncSetAttribute(narrow_report_kernel_ranked, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(5)));
     // the switches that exist to compare and measure (bench/gpu_device.sh)
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
     d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
@@ -385,6 +395,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     // every document's word (a field past a list's count is clamped to the last), then the ranges' bits
     d->pass_words = gpu_pass_doc_words(u->num_docs);
     d->pass_stride = gpu_pass_stride(u->num_docs);
+    d->ranked_ranges = gpu_env_number("ISN_GPU_RANKED", kMaxRankedRanges, 0);
+    if (d->ranked_ranges > kMaxRankedRanges) d->ranked_ranges = kMaxRankedRanges;
     CHECK(cudaFuncSetAttribute(select_collect_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -518,6 +530,8 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.pass_bits = s->d_pass_bits;
     a.pass_words = d->pass_words;
     a.pass_stride = d->pass_stride;
+    a.pass_rank = s->d_pass_rank;
+    a.ranked_ranges = d->ranked_ranges;
     a.static_scores = d->d_static_scores;
     a.range_prior_max = d->d_range_prior_max;
     return a;
@@ -666,6 +680,14 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         pass_ranges_kernel<<<d->pass_stride - d->pass_words, kThreads, 0, st>>>(bitmap, d->pass_words, d->num_ranges,
                                                                                  bitmap + d->pass_words);
         CHECK(cudaGetLastError());
+        if (d->ranked_ranges > 1) {
+            const uint32_t rank_blocks = (d->pass_words + kRankBlockWords - 1) / kRankBlockWords;
+            pass_rank_sums_kernel<<<rank_blocks, kRankBlockWords, 0, st>>>(bitmap, d->pass_words, s->d_rank_sums);
+            CHECK(cudaGetLastError());
+            pass_rank_kernel<<<rank_blocks, kRankBlockWords, 0, st>>>(
+                bitmap, d->pass_words, s->d_rank_sums, s->d_pass_rank + (size_t)build_slot[i] * d->pass_words);
+            CHECK(cudaGetLastError());
+        }
     }
     range_args a = range_args_of(d, s);
     if (nr) {
@@ -706,7 +728,9 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                         ranges_per_block(d, ranges, count, six ? d->resident_short[variant] : d->resident_narrow[variant]);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    const report_kernel report = six ? kShortReport[variant] : kNarrowReport[variant];
+                    const report_kernel report = variant == kVariantBitmap && d->ranked_ranges > 1
+                                                     ? (six ? short_report_kernel_ranked : narrow_report_kernel_ranked)
+                                                     : six ? kShortReport[variant] : kNarrowReport[variant];
                     report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
                 } else if (kernel == kPriorKernel) {
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_prior);

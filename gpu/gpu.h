@@ -247,6 +247,9 @@ typedef struct {
     /* narrow ranges with a floor reported from their crossing log, and those whose log overflowed (reported
      * from a scan of their counters) */
     uint64_t ranges_logged, ranges_scanned;
+    /* steps of the report pass over several ranges at once: queries with a filter bitmap number their
+     * accumulator's slots by the documents it keeps (the CUDA device; 0 on the emulated one) */
+    uint64_t ranked_steps;
     uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */

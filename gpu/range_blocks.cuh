@@ -305,17 +305,11 @@ __device__ __forceinline__ bool bitmap_keeps_ranges(const range_args &a, const g
 // documents, two thirds of the lanes), for a longer chain of dependent loads (offsets, column, parts). Loading
 // the parts beside the offsets instead, as an unfiltered block does, measured no faster on an H200, twice. An
 // invalid posting's part is 0.
-template <int kFilter>
-__device__ __forceinline__ void decode_valid(const range_args &a, const gpu_query &query, const range_term &rt,
-                                             uint32_t b, uint32_t lo, uint32_t hi, uint32_t docs[4], float parts[4],
-                                             bool valid[4]) {
+// Block b of a range's term, its documents alone: lane l's postings 4l..4l+3 (docs), valid where they lie in [lo, hi)
+// within the block's count; returns where the lane's four tf parts lie (loaded by the caller, after its own tests).
+__device__ __forceinline__ const float4 *decode_block_docs(const range_args &a, const range_term &rt, uint32_t b,
+                                                           uint32_t lo, uint32_t hi, uint32_t docs[4], bool valid[4]) {
     const uint32_t lane = threadIdx.x & 31u;
-    if (kFilter == kFilterNever || (kFilter == kFilterIfAny && query.num_filters == 0)) {
-        const uint32_t n = decode_range_block(a, rt, b, docs, parts);
-#pragma unroll
-        for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
-        return;
-    }
     const isn_block_meta *blocks = a.blocks + rt.first_block;
     const uint32_t n = gpu_block_count(rt.df, rt.num_blocks, b);
     const uint64_t word = __ldg(reinterpret_cast<const unsigned long long *>(&blocks[b].offset));
@@ -329,9 +323,23 @@ __device__ __forceinline__ void decode_valid(const range_args &a, const gpu_quer
         docs[j] = gpu_layout_doc_of(base, offsets[j]);
         valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
     }
+    return reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
+}
+
+template <int kFilter>
+__device__ __forceinline__ void decode_valid(const range_args &a, const gpu_query &query, const range_term &rt,
+                                             uint32_t b, uint32_t lo, uint32_t hi, uint32_t docs[4], float parts[4],
+                                             bool valid[4]) {
+    const uint32_t lane = threadIdx.x & 31u;
+    if (kFilter == kFilterNever || (kFilter == kFilterIfAny && query.num_filters == 0)) {
+        const uint32_t n = decode_range_block(a, rt, b, docs, parts);
+#pragma unroll
+        for (int j = 0; j < 4; j++) valid[j] = 4 * lane + j < n && docs[j] >= lo && docs[j] < hi;
+        return;
+    }
+    const float4 *lane_at = decode_block_docs(a, rt, b, lo, hi, docs, valid);
     // the parts land in registers whichever way they load (a conditional load into parts[] kept them in local
     // memory)
-    const float4 *lane_at = reinterpret_cast<const float4 *>(in + gpu_layout_stream_bytes(n, doc_bits)) + lane;
     float4 lane_parts = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (kFilter == kFilterBitmap || (kFilter == kFilterIfAny && query.pass_slot != 0))
         bitmap_lane(a, query, docs, valid);

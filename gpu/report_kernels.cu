@@ -784,6 +784,279 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     if (tid == kMergeWarp * 32 && reported) atomicAdd(&a.results[q].reports, reported);
 }
 
+// Ranked steps (a query with a filter bitmap and a report floor, in the short and narrow kernels): a step covers up to
+// a.ranked_ranges consecutive ranges whose documents the bitmap keeps fit the accumulator's slots, numbered by those
+// documents alone (a document's rank, pass_rank's for its word plus the word's bits below it, plus its range's delta).
+// With a tenth of the documents kept a step holds about eight ranges' postings, so what a step costs whatever its
+// postings (the spans, two barriers, the report's) is paid once for eight ranges: a top-1,000 query visits every range,
+// and with one range a step those costs made its filtered pass slower than the unfiltered one (about a block of
+// postings a warp a range). The reports are the ranges' own (report_step), so nothing after the pass changes.
+
+// Block b of a range's term added as add_block's crossing-log path does, in a ranked step [lo, hi): its documents the
+// bitmap keeps in the step's ranges that this round scores (not `excluded`), each in its rank's slot.
+__device__ __forceinline__ uint32_t add_block_ranked(const range_args &a, const gpu_query &query, const range_term &rt,
+                                                     uint32_t b, uint32_t lo, uint32_t hi, const uint32_t *delta,
+                                                     uint32_t excluded, uint32_t kept, double *acc,
+                                                     const crossing_log &crossings) {
+    uint32_t docs[4], words[4], deltas[4];
+    bool valid[4];
+    const float4 *lane_at = decode_block_docs(a, rt, b, lo, hi, docs, valid);
+    const size_t slot_at = (size_t)(query.pass_slot - 1u);
+    const uint32_t *bitmap = a.pass_bits + slot_at * a.pass_stride;
+    const uint32_t *rank = a.pass_rank + slot_at * a.pass_words;
+    const uint32_t last_word = a.pass_words - 1u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t in_step = valid[j] ? (docs[j] - lo) / GPU_RANGE_DOCS : 0u;
+        valid[j] = valid[j] && !((excluded >> in_step) & 1u);
+        deltas[j] = valid[j] ? delta[in_step] : 0u;
+        words[j] = __ldg(&bitmap[min(docs[j] >> 5, last_word)]);
+        valid[j] = valid[j] && ((words[j] >> (docs[j] & 31u)) & 1u);
+    }
+    float4 lane_parts = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    uint32_t ranks[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) ranks[j] = valid[j] ? __ldg(&rank[docs[j] >> 5]) : 0u;
+    if (valid[0] || valid[1] || valid[2] || valid[3]) lane_parts = __ldg(lane_at);
+    const float parts[4] = {lane_parts.x, lane_parts.y, lane_parts.z, lane_parts.w};
+    const float to_narrow = __int_as_float((127 + (int)query.fixed_shift) << 23);
+    uint32_t scored = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!valid[j]) continue;
+        const uint32_t slot = ranks[j] + deltas[j] + (uint32_t)__popc(words[j] & ((1u << (docs[j] & 31u)) - 1u));
+        if (slot >= kept) continue;
+        const uint32_t add = __float2uint_rn(gpu_posting_contribution(rt.weight, parts[j]) * to_narrow);
+        crossings.note(atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add), add, slot);
+        scored++;
+    }
+    return scored;
+}
+
+// A ranked step's reports: warp i reports the step's range v + i (kWarps ranges at most) into its own row, as
+// report_crossed would have for that range alone: its m best slots at or above the floor among the log's (or, where
+// the log overflowed, among all of the range's), keyed by (score, slot), which sorts as (score, document) since a
+// range's slots follow its documents; then each kept slot's document, found from its rank (the word whose rank
+// holds it, then the bit). Every thread then zeroes its own counters.
+__device__ uint32_t report_step(const range_args &a, const gpu_query &query, uint32_t q, double *acc, uint32_t v,
+                                uint32_t nr, const uint32_t *offset, const uint32_t *rank_start, uint32_t excluded,
+                                uint32_t kept, double inv_scale, const crossing_log &crossings, uint64_t *lists,
+                                uint32_t list_top, const uint32_t *rank, const uint32_t *bitmap) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const uint32_t crossed = *crossings.count;
+    const bool overflow = crossed > crossings.cap;
+    if (overflow && threadIdx.x == 0) atomicAdd(&a.results[q].ranges_scanned, 1u);
+    const uint32_t *counters = reinterpret_cast<const uint32_t *>(acc);
+    uint32_t reported = 0;
+    if (warp < nr && !((excluded >> warp) & 1u)) {
+        const uint32_t r = v + warp, s_lo = offset[warp], s_hi = offset[warp + 1], m = gpu_range_reports(&query, r);
+        uint64_t *mine = lists + warp * list_top;
+        auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+            f = GPU_NO_CANDIDATE;
+            sec = GPU_NO_CANDIDATE;
+            if (!overflow) {
+                for (uint32_t e = lane; e < crossed; e += 32) {
+                    const uint32_t slot = crossings.slots[e];
+                    if (slot < s_lo || slot >= s_hi) continue;
+                    const uint64_t key = slot_key<kNarrowAcc>(acc, slot, 0, kept, inv_scale);
+                    if (key > above) keep_best_two(key, f, sec);
+                }
+            } else {
+                for (uint32_t slot = s_lo + lane; slot < s_hi; slot += 32) {
+                    if (counters[slot] < crossings.at_least) continue;
+                    const uint64_t key = slot_key<kNarrowAcc>(acc, slot, 0, kept, inv_scale);
+                    if (key > above) keep_best_two(key, f, sec);
+                }
+            }
+        };
+        uint64_t first, second;
+        best_two(0, first, second);
+        warp_select(m, mine, first, second, best_two);
+        __syncwarp();
+        uint32_t length = m;
+        for (uint32_t j = lane; j < m; j += 32)
+            if (mine[j] == GPU_NO_CANDIDATE && j < length) length = j;
+        length = warp_min_u32(length);
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        const uint32_t w_lo = (r * GPU_RANGE_DOCS) >> 5, w_hi = min(w_lo + GPU_RANGE_DOCS / 32u, a.pass_words);
+        for (uint32_t j = lane; j < m; j += 32) {
+            if (j >= length) {
+                out[j] = GPU_NO_CANDIDATE;
+                continue;
+            }
+            const uint64_t key = mine[j];
+            const uint32_t target = (uint32_t)key - s_lo + rank_start[warp]; // the document's rank among those kept
+            uint32_t lo_w = w_lo, hi_w = w_hi; // the last word whose rank is at most target
+            while (hi_w - lo_w > 1) {
+                const uint32_t mid = (lo_w + hi_w) >> 1;
+                if (__ldg(&rank[mid]) <= target) lo_w = mid;
+                else hi_w = mid;
+            }
+            const uint32_t bit = __fns(__ldg(&bitmap[lo_w]), 0, (int)(target - __ldg(&rank[lo_w])) + 1);
+            out[j] = (key & 0xFFFFFFFF00000000ull) | (lo_w * 32u + bit);
+        }
+        reported = lane == 0 ? length : 0u;
+    }
+    __syncthreads(); // every warp's reads of the counters are done
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return reported;
+}
+
+// A ranked step's extent, computed alike by every warp: from range v, at most a.ranked_ranges ranges (and the
+// chunk's end) whose documents this round scores and the bitmap keeps number at most the accumulator's slots (a range
+// alone always fits). Lane i gets range v + i's rank at its start (rank_start) and its first slot (offset), lane nr
+// the step's total; excluded: the step's ranges the round does not score (round 2's sampled ones).
+struct ranked_step {
+    uint32_t lo, hi, nr, kept, excluded;
+    uint32_t holding;            // of the nr ranges, those this round scores that hold a document the bitmap keeps
+    uint32_t rank_start, offset; // this lane's
+};
+
+__device__ __forceinline__ ranked_step plan_ranked_step(const range_args &a, const gpu_query &query, uint32_t v,
+                                                       uint32_t v_end, uint32_t limit, bool round2,
+                                                       const uint32_t *rank, const uint32_t *bitmap) {
+    const uint32_t lane = threadIdx.x & 31u;
+    ranked_step st;
+    st.lo = v * GPU_RANGE_DOCS;
+    const uint32_t in_limit = st.lo < limit ? (limit - st.lo + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS : 0u;
+    const uint32_t most = v < v_end ? min(min(a.ranked_ranges, v_end - v), in_limit) : 0u;
+    const uint32_t doc = min(st.lo + min(lane, most) * GPU_RANGE_DOCS, limit);
+    const uint32_t word = (doc + 31u) >> 5;
+    uint32_t at = 0;
+    if (lane <= most)
+        at = word < a.pass_words ? __ldg(&rank[word])
+                                 : __ldg(&rank[a.pass_words - 1u]) + __popc(__ldg(&bitmap[a.pass_words - 1u]));
+    const uint32_t next = __shfl_down_sync(0xFFFFFFFFu, at, 1);
+    const bool excluded = lane < most && round2 && gpu_range_sampled(&query, v + lane);
+    const uint32_t here = lane < most && !excluded ? next - at : 0u;
+    const uint32_t inclusive = warp_inclusive_sum(here);
+    const bool fits = lane < most && (lane == 0 || inclusive <= GPU_RANGE_DOCS);
+    st.nr = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, fits));
+    st.kept = st.nr ? __shfl_sync(0xFFFFFFFFu, inclusive, st.nr - 1u) : 0u;
+    st.hi = st.kept ? min(st.lo + st.nr * GPU_RANGE_DOCS, limit) : st.lo;
+    st.excluded = __ballot_sync(0xFFFFFFFFu, excluded);
+    st.holding = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < st.nr && here > 0));
+    st.rank_start = at;
+    st.offset = lane < st.nr ? inclusive - here : st.kept;
+    return st;
+}
+
+// report_unpruned's dense path (kDense, the crossing log) in ranked steps, for a query with a filter bitmap: each
+// step's extent from plan_ranked_step (every warp alike), its deltas, offsets and ranks published by warp 0 a step
+// ahead into the other buffer, and its ranges reported by report_step.
+template <uint32_t kListTop>
+__device__ void report_ranked(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk, double *acc,
+                              uint32_t *touched, uint64_t *lists, const report_floor &answer_floor, double inv_scale,
+                              range_shared &s) {
+    constexpr uint32_t kSpan = kMaxRankedRanges * GPU_RANGE_DOCS;
+    static_assert(kMaxRankedRanges <= kWarps, "a warp reports each range of a step");
+    __shared__ uint32_t step_delta[2][kMaxRankedRanges], step_offset[2][kMaxRankedRanges + 1];
+    __shared__ uint32_t step_rank[2][kMaxRankedRanges];
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
+    const uint32_t nt = query.num_terms;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    const bool round2 = a.round == 2;
+    const uint32_t v_end = min(chunk * a.ranges_per_block + a.ranges_per_block, a.num_ranges);
+    const uint32_t *rank = a.pass_rank + (size_t)(query.pass_slot - 1u) * a.pass_words;
+    const uint32_t *bitmap = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride;
+    // the first range at or after v this round scores, or v_end
+    auto start_at = [&](uint32_t v) -> uint32_t {
+        while (v < v_end && round2 && gpu_range_sampled(&query, v)) v++;
+        return v;
+    };
+    auto publish = [&](const ranked_step &st, uint32_t b) { // warp 0
+        if (lane < st.nr) {
+            step_delta[b][lane] = st.offset - st.rank_start;
+            step_rank[b][lane] = st.rank_start;
+        }
+        if (lane <= st.nr) step_offset[b][lane] = st.offset;
+    };
+    span_prefetch pf;
+    uint32_t v = start_at(chunk * a.ranges_per_block);
+    if (v >= v_end) return;
+    ranked_step st = plan_ranked_step(a, query, v, v_end, limit, round2, rank, bitmap);
+    zero_accumulator<kNarrowAcc>(acc, touched);
+    if (warp == 0) publish(st, 0);
+    const uint32_t span_warp = kWarps - 1 - warp;
+    for (uint32_t t = span_warp; t < nt; t += kWarps) {
+        const gpu_term g = a.terms[query.term_begin + t];
+        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
+        if (lane == 0) s.terms[t] = term;
+        if (st.lo < st.hi) term_span<kSpan>(a, term, t, t == span_warp, false, st.lo, st.hi, false, s, pf, 0);
+    }
+    __syncthreads();
+    uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0, steps = 0;
+    uint32_t *crossed_counts = touched + kCrossedSlots * sizeof(uint16_t) / sizeof(uint32_t);
+    const unsigned long long floor = answer_floor.fixed;
+    const uint32_t at_least = floor > UINT32_MAX ? UINT32_MAX : floor > 1u ? (uint32_t)floor : 1u;
+    for (uint32_t buffer = 0;; buffer ^= 1u) {
+        const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
+        const crossing_log crossings{at_least, a.crossing_log, crossed_counts + buffer,
+                                     reinterpret_cast<uint16_t *>(touched)};
+        uint32_t items = 0, lane_before = 0;
+        if (st.lo < st.hi) {
+            const uint32_t lane_count = lane < nt ? count[lane] : 0u;
+            lane_before = warp_inclusive_sum(lane_count) - lane_count;
+            items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+        }
+        for (uint32_t item = warp; item < items; item += kWarps) {
+            const uint32_t t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
+            const uint32_t rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+            scored += add_block_ranked(a, query, s.terms[t], first[t] + rem, st.lo, st.hi, step_delta[buffer],
+                                       st.excluded, st.kept, acc, crossings);
+        }
+        const uint32_t v_next = start_at(v + st.nr);
+        const ranked_step next = plan_ranked_step(a, query, v_next, v_end, limit, round2, rank, bitmap);
+        if (warp == 0 && next.nr) publish(next, buffer ^ 1u);
+        if (next.lo < next.hi)
+            for (uint32_t t = span_warp; t < nt; t += kWarps)
+                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, next.lo, next.hi, st.lo < st.hi, s, pf,
+                                 buffer ^ 1u);
+        __syncthreads();
+        if (tid == 0) crossed_counts[buffer ^ 1u] = 0;
+        const uint32_t counted = st.nr - (uint32_t)__popc(st.excluded & ((1u << st.nr) - 1u));
+        if (items) {
+            reported += report_step(a, query, q, acc, v, st.nr, step_offset[buffer], step_rank[buffer], st.excluded,
+                                    st.kept, inv_scale, crossings, lists, kListTop, rank, bitmap);
+            ranges_scored += st.holding;
+            pruned += counted - st.holding;
+            steps++;
+        } else {
+            if (warp < st.nr && !((st.excluded >> warp) & 1u)) {
+                const uint32_t r = v + warp, m = gpu_range_reports(&query, r);
+                uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+                for (uint32_t j = lane; j < m; j += 32) out[j] = GPU_NO_CANDIDATE;
+            }
+            pruned += counted;
+            __syncthreads();
+        }
+        if (next.nr == 0) {
+            // ranges past the query's last document report nothing (their rows still say so)
+            for (uint32_t r = v_next; r < v_end; r = start_at(r + 1)) {
+                uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+                for (uint32_t j = tid; j < gpu_range_reports(&query, r); j += kThreads) out[j] = GPU_NO_CANDIDATE;
+                pruned++;
+            }
+            break;
+        }
+        v = v_next;
+        st = next;
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    for (int d = 16; d > 0; d >>= 1) reported += __shfl_xor_sync(0xFFFFFFFFu, reported, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (lane == 0 && reported) atomicAdd(&a.results[q].reports, reported);
+    if (tid == 0) {
+        if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
+        if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
+    }
+}
+
 } // namespace
 
 // Report pass, in two rounds. Round 1: block (x, q) scores the sampled ranges r = v * sample_stride (or the
@@ -793,7 +1066,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h). kPrior:
 // the queries with a static prior (prior_report_kernel): each range's bounds and floor take the prior's part in
 // it, and its slots are keyed by their scores with the prior.
-template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false>
+template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false, bool kRanked = false>
 __device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
@@ -831,6 +1104,13 @@ __device__ __forceinline__ void report_pass(range_args a) {
             report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
                                                               inv_scale, s);
             return;
+        }
+        if constexpr (kRanked && C == kNarrowAcc && kFilter == kFilterBitmap) { // ranked steps where it has a floor
+            if (a.ranked_ranges > 1 && answer_floor.active && a.dense_floor && query.num_terms <= 32 &&
+                (a.round == 2 || !gpu_two_rounds(&query))) {
+                report_ranked<kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, inv_scale, s);
+                return;
+            }
         }
         // a narrow slot holds its whole sum, so the floor is one compare
         if (C == kNarrowAcc && answer_floor.active && a.dense_floor)
@@ -1014,6 +1294,14 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_bitmap(range
 }
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterBitmap>(a);
+}
+// and the same with ranked steps (report_ranked) for those of them with a floor (round 2, or a single round): five blocks
+// a multiprocessor in 48 registers, which the rank, the word and the delta of a lane's documents take
+__global__ void __launch_bounds__(kThreads, 5) short_report_kernel_ranked(range_args a) {
+    report_pass<6, kNarrowAcc, false, kFilterBitmap, false, true>(a);
+}
+__global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_ranked(range_args a) {
+    report_pass<5, kNarrowAcc, false, kFilterBitmap, false, true>(a);
 }
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterBitmap>(a);

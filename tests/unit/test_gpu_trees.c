@@ -402,6 +402,47 @@ static void test_filter_bitmaps_are_kept(void **state) {
  * passes skip the others, whose postings its bitmap drops every one of (gpu_pass_keeps_ranges), for answers
  * equal to the CPU's. Each of the first batch's queries scores at most the ranges (or bound groups) that hold
  * a document the filter keeps; without the skip each scored every range its lists reach, about 15. */
+/* Bags of words with a filter bitmap and a report floor (k 64 seeded with the CPU's probe: the short kernel, one round)
+ * are scored several ranges a step, their accumulator's slots numbered by the documents the bitmap keeps
+ * (report_ranked), and answer as the CPU does, also where a step's crossing log overflows (ISN_GPU_CROSSING_LOG=1: its
+ * ranges reported from a scan of their counters); with one range a step (ISN_GPU_RANKED=1) they answer the same and
+ * take no such step. k 1,000 unseeded (round 2 at the sample's floor, where the sample has k) is checked against the
+ * CPU either way. */
+static void test_filtered_bags_take_ranked_steps(void **state) {
+    (void)state;
+    if (!support_have_gpu()) skip();
+    for (int ranked = 1; ranked >= 0; ranked--) {
+        if (ranked) unsetenv("ISN_GPU_RANKED");
+        else setenv("ISN_GPU_RANKED", "1", 1);
+        for (int log = 0; log < 2; log++) {
+            if (log) setenv("ISN_GPU_CROSSING_LOG", "1", 1);
+            else unsetenv("ISN_GPU_CROSSING_LOG");
+            static const struct {
+                uint32_t k;
+                bool seeded;
+            } cases[] = {{64, true}, {MAX_K, false}};
+            for (size_t c = 0; c < 2; c++) {
+                const tree_run run = {.emulate = false, .filters_only = true, .seeded = cases[c].seeded,
+                                      .mode = ISN_MODE_OR, .k = cases[c].k, .pruning = ISN_GPU_PRUNE_NEVER};
+                isn_gpu_batch_stats st;
+                check_trees(&run, &st);
+                printf("GPU k=%u %s, %s, crossing log %s: %llu ranked steps, %llu ranges scored (%llu scanned), "
+                       "%llu bitmap queries\n",
+                       cases[c].k, cases[c].seeded ? "seeded" : "sampled", ranked ? "ranked" : "one range a step",
+                       log ? "of one slot" : "as configured", (unsigned long long)st.ranked_steps,
+                       (unsigned long long)st.ranges_scored, (unsigned long long)st.ranges_scanned,
+                       (unsigned long long)st.filter_bitmap_queries);
+                assert_true(st.filter_bitmap_queries > 0);
+                if (!ranked) assert_int_equal(st.ranked_steps, 0);
+                else if (cases[c].seeded) assert_true(st.ranked_steps > 0);
+                if (ranked && cases[c].seeded && log) assert_true(st.ranges_scanned > 0);
+            }
+        }
+    }
+    unsetenv("ISN_GPU_CROSSING_LOG");
+    unsetenv("ISN_GPU_RANKED");
+}
+
 static void test_filters_skip_ranges_they_keep_nothing_of(void **state) {
     bool emulate = *(const bool *)*state;
     if (!emulate && !support_have_gpu()) skip();
@@ -502,6 +543,7 @@ int main(void) {
         ON_EMULATED(test_trees_equal_the_cpu), ON_GPU(test_trees_equal_the_cpu),
         ON_EMULATED(test_filtered_bags_take_the_fast_path), ON_GPU(test_filtered_bags_take_the_fast_path),
         ON_EMULATED(test_filtered_bags_take_the_seed), ON_GPU(test_filtered_bags_take_the_seed),
+        cmocka_unit_test(test_filtered_bags_take_ranked_steps),
         ON_EMULATED(test_phrases_go_to_the_cpu), ON_GPU(test_phrases_go_to_the_cpu),
         ON_EMULATED(test_filter_bitmaps_are_kept), ON_GPU(test_filter_bitmaps_are_kept),
         ON_EMULATED(test_filters_skip_ranges_they_keep_nothing_of), ON_GPU(test_filters_skip_ranges_they_keep_nothing_of),
