@@ -34,6 +34,7 @@
 // (backend.c) runs it only where it measures cheaper; per-posting pivoting inside a range would make
 // lanes diverge and serialize on the cursor order. The block-max skip pays in AND probing and where a
 // term has no block in a range.
+#include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include <pthread.h>
 #include <stdio.h>
@@ -97,7 +98,9 @@ struct stream_buffers {
     uint32_t probe_grid_x;
     uint64_t bytes_in, bytes_out;
     uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_stride words (null: none)
-    uint32_t *d_pass_rank, *d_rank_sums; // each bitmap's ranks (range_args.pass_rank), and their blocks' sums
+    uint32_t *d_pass_rank; // each bitmap's ranks (range_args.pass_rank)
+    void *d_rank_temp;     // cub's exclusive sum that makes them
+    size_t rank_temp_bytes;
     gpu_pass_cache pass_cache; // what they hold (filter_bitmaps.h)
     uint32_t *pass_slot;       // a launch's gpu_pass_assign, max_batch entries
     uint32_t bitmaps_built, bitmap_queries; // the last launch's (gpu_batch_timing)
@@ -181,7 +184,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_sort_temp);
         cudaFree(s->d_pass_bits);
         cudaFree(s->d_pass_rank);
-        cudaFree(s->d_rank_sums);
+        cudaFree(s->d_rank_temp);
         free(s->pass_slot);
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
@@ -251,7 +254,8 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     if (d->filter_bitmaps) {
         CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t)));
         CHECK(cudaMalloc(&s->d_pass_rank, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
-        CHECK(cudaMalloc(&s->d_rank_sums, ((size_t)d->pass_words / kRankBlockWords + 1) * sizeof(uint32_t)));
+        CHECK(cub::DeviceScan::ExclusiveSum(nullptr, s->rank_temp_bytes, s->d_pass_rank, (int)d->pass_words, s->stream));
+        CHECK(cudaMalloc(&s->d_rank_temp, s->rank_temp_bytes));
         s->pass_slot = static_cast<uint32_t *>(calloc(u->max_batch ? u->max_batch : 1, sizeof(uint32_t)));
         if (s->pass_slot == nullptr) {
             snprintf(err, err_len, "CUDA device: out of memory");
@@ -681,12 +685,10 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                                                                                  bitmap + d->pass_words);
         CHECK(cudaGetLastError());
         if (d->ranked_ranges > 1) {
-            const uint32_t rank_blocks = (d->pass_words + kRankBlockWords - 1) / kRankBlockWords;
-            pass_rank_sums_kernel<<<rank_blocks, kRankBlockWords, 0, st>>>(bitmap, d->pass_words, s->d_rank_sums);
+            uint32_t *rank = s->d_pass_rank + (size_t)build_slot[i] * d->pass_words;
+            pass_popcount_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, st>>>(bitmap, d->pass_words, rank);
             CHECK(cudaGetLastError());
-            pass_rank_kernel<<<rank_blocks, kRankBlockWords, 0, st>>>(
-                bitmap, d->pass_words, s->d_rank_sums, s->d_pass_rank + (size_t)build_slot[i] * d->pass_words);
-            CHECK(cudaGetLastError());
+            CHECK(cub::DeviceScan::ExclusiveSum(s->d_rank_temp, s->rank_temp_bytes, rank, (int)d->pass_words, st));
         }
     }
     range_args a = range_args_of(d, s);

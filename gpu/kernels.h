@@ -121,7 +121,7 @@ struct range_args {
     // the ranges' (gpu_pass_stride)
     const uint32_t *pass_bits;
     uint32_t pass_words, pass_stride;
-    // per filter bitmap, the documents it keeps before each of its words (pass_words a bitmap, pass_rank_kernel),
+    // per filter bitmap, the documents it keeps before each of its words (pass_words a bitmap, pass_popcount_kernel),
     // and the ranges a ranked step of its queries covers at most (report_kernels.cu; 0 or 1: one range a step)
     const uint32_t *pass_rank;
     uint32_t ranked_ranges;
@@ -238,14 +238,12 @@ __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_fi
                                    const uint32_t *values, uint32_t num_docs, uint32_t num_words, uint32_t *out);
 // Its range bits (gpu_pass_range_word), a block a word of them, a warp a range: word blockIdx.x of out.
 __global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out);
-// A filter bitmap's ranks (range_args.pass_rank): the documents it keeps before each word, an exclusive prefix of its
-// words' popcounts, summed by blocks of kRankBlockWords words, then each block's from the sums before it.
-constexpr uint32_t kRankBlockWords = 1024;
 // The ranges a ranked step covers at most (a warp reports each; ISN_GPU_RANKED, the default): more only when the
 // documents the bitmap keeps in them fit an accumulator's slots.
 constexpr uint32_t kMaxRankedRanges = 8;
-__global__ void pass_rank_sums_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *sums);
-__global__ void pass_rank_kernel(const uint32_t *doc_words, uint32_t num_words, const uint32_t *sums, uint32_t *rank);
+// Each word's popcount, which cub's exclusive sum in place turns into the bitmap's ranks (range_args.pass_rank): the
+// documents it keeps before each word.
+__global__ void pass_popcount_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *out);
 __global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
                                 int *end);
 __global__ void sort_gather_kernel(const gpu_query *queries, const uint64_t *cands, const uint32_t *cand_count,

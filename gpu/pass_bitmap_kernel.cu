@@ -31,42 +31,9 @@ __global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_w
     if (threadIdx.x == 0) out[blockIdx.x] = bits;
 }
 
-__device__ __forceinline__ uint32_t block_sum_1024(uint32_t c, uint32_t *warp_sums) {
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    for (int d = 16; d > 0; d >>= 1) c += __shfl_xor_sync(0xFFFFFFFFu, c, d);
-    if (lane == 0) warp_sums[warp] = c;
-    __syncthreads();
-    uint32_t total = 0;
-    for (uint32_t w = 0; w < (blockDim.x >> 5); w++) total += warp_sums[w];
-    __syncthreads();
-    return total;
-}
-
-__global__ void pass_rank_sums_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *sums) {
-    __shared__ uint32_t warp_sums[32];
-    const uint32_t w = blockIdx.x * kRankBlockWords + threadIdx.x;
-    const uint32_t total = block_sum_1024(w < num_words ? __popc(doc_words[w]) : 0u, warp_sums);
-    if (threadIdx.x == 0) sums[blockIdx.x] = total;
-}
-
-__global__ void pass_rank_kernel(const uint32_t *doc_words, uint32_t num_words, const uint32_t *sums, uint32_t *rank) {
-    __shared__ uint32_t warp_sums[32];
-    uint32_t before = 0;
-    for (uint32_t b = threadIdx.x; b < blockIdx.x; b += blockDim.x) before += sums[b];
-    const uint32_t offset = block_sum_1024(before, warp_sums);
-    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    const uint32_t w = blockIdx.x * kRankBlockWords + threadIdx.x;
-    const uint32_t c = w < num_words ? __popc(doc_words[w]) : 0u;
-    uint32_t inclusive = c;
-    for (int d = 1; d < 32; d <<= 1) {
-        const uint32_t other = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
-        if (lane >= (uint32_t)d) inclusive += other;
-    }
-    if (lane == 31) warp_sums[warp] = inclusive;
-    __syncthreads();
-    uint32_t warp_before = 0;
-    for (uint32_t v = 0; v < warp; v++) warp_before += warp_sums[v];
-    if (w < num_words) rank[w] = offset + warp_before + inclusive - c;
+__global__ void pass_popcount_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *out) {
+    for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < num_words; w += gridDim.x * blockDim.x)
+        out[w] = __popc(doc_words[w]);
 }
 
 } // namespace first_stage
