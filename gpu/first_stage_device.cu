@@ -254,7 +254,8 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     if (d->filter_bitmaps) {
         CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t)));
         CHECK(cudaMalloc(&s->d_pass_rank, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
-        CHECK(cub::DeviceScan::ExclusiveSum(nullptr, s->rank_temp_bytes, s->d_pass_rank, (int)d->pass_words, s->stream));
+        CHECK(cub::DeviceScan::ExclusiveSum(nullptr, s->rank_temp_bytes, s->d_pass_rank, (int)d->pass_words,
+                                            s->stream));
         CHECK(cudaMalloc(&s->d_rank_temp, s->rank_temp_bytes));
         s->pass_slot = static_cast<uint32_t *>(calloc(u->max_batch ? u->max_batch : 1, sizeof(uint32_t)));
         if (s->pass_slot == nullptr) {

@@ -825,7 +825,7 @@ __device__ __forceinline__ uint32_t add_block_ranked(const range_args &a, const 
     for (int j = 0; j < 4; j++) {
         if (!valid[j]) continue;
         const uint32_t slot = ranks[j] + deltas[j] + (uint32_t)__popc(words[j] & ((1u << (docs[j] & 31u)) - 1u));
-        if (slot >= kept) continue;
+        if (slot >= kept) continue; // never with the bitmap's ranks; a wrong one must not write past the slots
         const uint32_t add = __float2uint_rn(gpu_posting_contribution(rt.weight, parts[j]) * to_narrow);
         crossings.note(atomicAdd(reinterpret_cast<uint32_t *>(acc) + slot, add), add, slot);
         scored++;
@@ -1065,8 +1065,10 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
 // from range to consecutive range. kMinBlocks: the blocks a multiprocessor runs at once (the kernel's
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h). kPrior:
 // the queries with a static prior (prior_report_kernel): each range's bounds and floor take the prior's part in
-// it, and its slots are keyed by their scores with the prior.
-template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false, bool kRanked = false>
+// it, and its slots are keyed by their scores with the prior. kRanked: the narrow bitmap queries with a report floor
+// in ranked steps (report_ranked).
+template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false,
+          bool kRanked = false>
 __device__ __forceinline__ void report_pass(range_args a) {
     extern __shared__ double acc[];
     uint8_t *aux = reinterpret_cast<uint8_t *>(acc) + acc_layout<C>::kBytes;
@@ -1295,8 +1297,8 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_bitmap(range
 __global__ void __launch_bounds__(kThreads, 6) short_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterBitmap>(a);
 }
-// and the same with ranked steps (report_ranked) for those of them with a floor (round 2, or a single round): five blocks
-// a multiprocessor in 48 registers, which the rank, the word and the delta of a lane's documents take
+// and the same with ranked steps (report_ranked) for those of them with a floor (round 2, or a single round): five
+// blocks a multiprocessor in 48 registers, which the rank, the word and the delta of a lane's documents take
 __global__ void __launch_bounds__(kThreads, 5) short_report_kernel_ranked(range_args a) {
     report_pass<6, kNarrowAcc, false, kFilterBitmap, false, true>(a);
 }
