@@ -7,7 +7,9 @@
 #                                            bench_gpu process: OR, k 10 and 1,000, batches 16 and 256, the log's
 #                                            1,024 queries with the filter bucket=0 and without it on two backends,
 #                                            rows alternating, ROUNDS (3) rounds; JSON lines, ending with the
-#                                            ratios (best round each) in one line
+#                                            ratios (best round each) in one line. A row runs at least MIN_BATCHES
+#                                            (32) batches, the log over again: four batches of 256, two in flight,
+#                                            were mostly the pipeline's filling and draining
 #   bash bench/gpu_filter_device.sh era      the same (ROUNDS rounds) with the filter era=0: the first tenth of the
 #                                            documents, as a date keeps on a partition in crawl order, whose bitmap
 #                                            keeps a tenth of the ranges; the range passes skip the rest
@@ -87,15 +89,15 @@ case "$STAGE" in
 device)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
   ensure_synth
-  run filter40 ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 --no-cpu-rate \
-    --interleave "$ROUNDS" ${EXTRA:-}
+  run filter40 ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches ${MIN_BATCHES:-32} \
+    --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
   summarize filter40 "$O/filter40.json" | tee "$O/filter40-summary.json"
   ;;
 era)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
   ensure_synth
-  FILTER=era=0 run filter40-era ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
-    --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
+  FILTER=era=0 run filter40-era ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 \
+    --min-batches ${MIN_BATCHES:-32} --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
   summarize filter40-era "$O/filter40-era.json" | tee "$O/filter40-era-summary.json"
   ;;
 bitmaps)
@@ -106,8 +108,8 @@ bitmaps)
     [ $pruning = exhaustive ] && flag=--exhaustive
     for variant in columns bitmaps; do
       if [ $variant = columns ]; then export ISN_GPU_FILTER_BITMAPS=0; else unset ISN_GPU_FILTER_BITMAPS; fi
-      run filter40-$pruning-$variant ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 --min-batches 4 \
-        --no-cpu-rate --interleave 1 $flag ${EXTRA:-}
+      run filter40-$pruning-$variant ${LIMIT:-240} --ks 10,1000 --batches 16,256 --max-queries 1024 \
+        --min-batches ${MIN_BATCHES:-32} --no-cpu-rate --interleave 1 $flag ${EXTRA:-}
       summarize filter40-$pruning-$variant "$O/filter40-$pruning-$variant.json" |
         tee "$O/filter40-$pruning-$variant-summary.json"
     done
