@@ -94,8 +94,6 @@ static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_reques
     return NULL;
 }
 
-/* Insertion sort by ascending max_score (queries have few terms; stable, so equal bounds keep the
- * query's order). */
 /* A value's stored form in a resident column (gpu_attribute): false when no document can hold it. */
 static bool stored_of(const gpu_attribute *column, int64_t v, uint32_t *stored) {
     if (v == ISN_ATTRIBUTE_MISSING || v < column->base) return false;
@@ -151,6 +149,8 @@ static gpu_filter compile_filter(const gpu_attribute *column, const gpu_tree_fil
     return f;
 }
 
+/* Insertion sort by ascending max_score (queries have few terms; stable, so equal bounds keep the
+ * query's order). */
 static void sort_by_bound(gpu_term *terms, uint32_t n) {
     for (uint32_t i = 1; i < n; i++) {
         gpu_term t = terms[i];

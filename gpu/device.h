@@ -3,6 +3,7 @@
 #ifndef ISN_GPU_DEVICE_H
 #define ISN_GPU_DEVICE_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -312,12 +313,7 @@ int gpu_layout_write(const isn_index *ix, const uint8_t *widths, const uint32_t 
  * reports leave almost no range to score again. `ranges`: those that can hold an answer (a filtered query's
  * answers lie in the ranges its filters keep a document of: attribute_zones.h). */
 /* lambda + 3 sqrt(lambda) + 1, uncapped */
-static inline double gpu_range_share_top(double lambda) {
-    /* sqrt without libm: a few Newton steps are plenty for a bound */
-    double root = lambda > 1.0 ? lambda : 1.0;
-    for (int i = 0; i < 30; i++) root = 0.5 * (root + lambda / root);
-    return 1.0 + lambda + 3.0 * root;
-}
+static inline double gpu_range_share_top(double lambda) { return 1.0 + lambda + 3.0 * sqrt(lambda); }
 static inline uint32_t gpu_range_top_of_ranges(uint32_t k, uint32_t ranges) {
     if (ranges == 0) ranges = 1;
     double m = gpu_range_share_top((double)k / ranges);
