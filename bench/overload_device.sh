@@ -21,7 +21,7 @@
 # GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
 # gpu-clocks.csv for the whole call, to set a slow stretch of batches against the device's own state.
 # A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
-# profile stage ISND_<config> names another isnd binary (an A/B of two builds).
+# sustained and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
 # isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, beside a GPU isnd's default: 5 on 12 CPUs)
@@ -120,6 +120,7 @@ for stage in ${STAGES:-sustained}; do
       for run in $(seq 1 "${SUSTAINED_RUNS:-1}"); do
         for c in $CONFIGS; do
           max_var=MAX_$c; max=${!max_var:-250000}
+          bin_var=ISND_$c; isnd_bin=${!bin_var:-}
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
@@ -135,6 +136,7 @@ for stage in ${STAGES:-sustained}; do
           fi
           tail -1 "$O/sustained.txt"
           stop_isnd
+          isnd_bin=
         done
       done ;;
     curves)
