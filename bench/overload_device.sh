@@ -136,9 +136,9 @@ for stage in ${STAGES:-sustained}; do
           fi
           tail -1 "$O/sustained.txt"
           stop_isnd
-          isnd_bin=
         done
-      done ;;
+      done
+      isnd_bin= ;; # also after a configuration whose isnd did not start: later stages use $B's
     curves)
       for c in $CONFIGS; do
         rate=$(rate_of "$c") || continue
@@ -181,8 +181,8 @@ EOF
             | tee -a "$O/profile.json"
         done
         stop_isnd
-        isnd_bin=
-      done ;;
+      done
+      isnd_bin= ;;
     trivial)
       # The front end alone: isnd on TRIVIAL_ISND_CPUS (LOOPS loops, 2 workers), the generator on the
       # other cores, one generator thread per core, so that it can offer 3x what the loops sustain.
