@@ -247,14 +247,16 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
 }
 
 /* Takes the next jobs to prepare: from a long queue several at once (a share of the backlog that
- * leaves the other workers as much), since the queue's lock, taken once per job by a dozen workers
- * and the loops, was where workers waited most. False when there were none. */
+ * leaves the other workers as much), since the queue's lock, taken once per job by a dozen workers,
+ * was where workers waited most. The requests staged since the last take join the queue first. False
+ * when there were none. */
 static bool take_preparations(isn_scheduler *s, sched_worker *w) {
     w->taken_count = w->taken_next = 0;
     uint32_t want = sched_normal_pending(s) / sched_cpu_servers(s);
     want = want < 1 ? 1 : want > SCHED_PREPARE_TAKE ? SCHED_PREPARE_TAKE : want;
     uint64_t now = isn_now_ns();
     pthread_mutex_lock(&s->prepare_lock);
+    sched_unstage_locked(s);
     while (w->taken_count < want && take_one_locked(s, w, now))
         if (w->taken[w->taken_count - 1].large) break;
     pthread_mutex_unlock(&s->prepare_lock);

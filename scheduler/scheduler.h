@@ -136,6 +136,7 @@ struct isn_job {
     void *user;
     /* set by the scheduler */
     isn_queue_id queue;
+    isn_job *staged_next; /* queued for preparation without the queue's lock (isn_scheduler.prepare_staged) */
     bool degraded;            /* admitted under overload with a reduced budget (degrade policy) */
     double run_budget_ns;     /* degraded: the most it may run, so that it ends by its admission point */
     double predicted_ns[ISN_DEVICE_KINDS];

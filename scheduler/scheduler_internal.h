@@ -385,6 +385,8 @@ void sched_get_model(isn_scheduler *s, isn_cost_model *model);
 #define SCHED_PREPARE_BURST 16         /* preparations a worker makes before it runs a queued job */
 #define SCHED_PREPARE_TAKE 8           /* jobs a worker takes from a long preparation queue at once */
 #define SCHED_LARGE_PREPARERS 1        /* workers that may prepare large requests at once */
+#define SCHED_STAGED_CLOSED ((isn_job *)&isn_job_staged_closed) /* prepare_staged once stopping */
+extern const isn_job isn_job_staged_closed;
 #define SCHED_PREPARE_START_NS 20000.0 /* a preparation's time before any is measured */
 #define SCHED_BATCH_PER_JOB_START_NS 2000.0 /* a GPU batch's part per job before any is measured */
 /* The real GPU's cost before any batch is measured (an H200's, issue 5). */
@@ -503,8 +505,14 @@ struct isn_scheduler {
     isn_edf_queue prepare_queue; /* submitted unprepared */
     isn_edf_queue large_prepare_queue; /* the same, for large requests (isn_job.prepare_on_worker) */
     bool prepare_closed;               /* stopping: nothing more is queued for preparation */
+    /* Normal requests queued for preparation and not yet in prepare_queue, linked by
+     * isn_job.staged_next, newest first; SCHED_STAGED_CLOSED once stopping. Their submitters (the
+     * event loops) link them in without prepare_lock: a worker preempted while holding it stalled
+     * every loop for milliseconds, and every request in their sockets, refusals included, waited with
+     * them. Whoever holds the lock next moves them into prepare_queue (sched_unstage_locked) first. */
+    _Atomic(isn_job *) prepare_staged;
     atomic_uint large_preparing;       /* workers preparing a large one now (SCHED_LARGE_PREPARERS at most) */
-    atomic_uint prepare_pending;       /* both queues' sizes, read without a lock */
+    atomic_uint prepare_pending;       /* both queues' sizes and the staged list's, read without a lock */
     atomic_uint large_pending;         /* the large queue's size, read without a lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
@@ -611,6 +619,9 @@ void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_
 double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Wakes one idle worker, or all; with or without the lock held (sched_idle_wake). */
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
+/* Under prepare_lock: the staged requests (prepare_staged) into prepare_queue, in their order of
+ * arrival. Their room was reserved when they were staged, so none is left over. */
+void sched_unstage_locked(isn_scheduler *s);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);
 /* The same, from a worker helping with a landed GPU batch: complete() gets its worker state. */

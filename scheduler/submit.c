@@ -1,5 +1,6 @@
 /* The scheduler at submit: admission (the waits each device would give a job, CoDel at arrival, the
  * deadline's share) and routing of a job to a queue, and preparing it first where submit does. */
+#include <assert.h>
 #include <math.h>
 
 #include "scheduler/scheduler_internal.h"
@@ -376,6 +377,67 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
                                preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
 }
 
+const isn_job isn_job_staged_closed;
+
+void sched_unstage_locked(isn_scheduler *s) {
+    if (s->prepare_closed || !atomic_load_explicit(&s->prepare_staged, memory_order_relaxed)) return;
+    isn_job *newest = atomic_exchange_explicit(&s->prepare_staged, NULL, memory_order_acquire), *oldest = NULL;
+    while (newest) { /* reversed: the heap breaks ties between equal deadlines by arrival */
+        isn_job *next = newest->staged_next;
+        newest->staged_next = oldest;
+        oldest = newest;
+        newest = next;
+    }
+    for (isn_job *job = oldest, *next; job; job = next) {
+        next = job->staged_next;
+        job->staged_next = NULL;
+        /* Room was reserved in prepare_pending when it was staged (stage_for_prepare) */
+        bool queued = isn_edf_push(&s->prepare_queue, job);
+        assert(queued);
+        (void)queued;
+    }
+}
+
+/* A normal request goes on the staged list without prepare_lock: its room reserved in prepare_pending
+ * first (the count that the queue and the list share, so that they never hold more than
+ * queue_capacity between them and the next unstage always has room), then linked in unless the
+ * scheduler is stopping. */
+static isn_submit_result stage_for_prepare(isn_scheduler *s, isn_job *job) {
+    if (atomic_fetch_add(&s->prepare_pending, 1) >= s->config.queue_capacity) {
+        atomic_fetch_sub(&s->prepare_pending, 1);
+        COUNT(s->shed_full);
+        return ISN_SUBMIT_SHED_FULL;
+    }
+    isn_job *head = atomic_load_explicit(&s->prepare_staged, memory_order_relaxed);
+    do {
+        if (head == SCHED_STAGED_CLOSED) {
+            atomic_fetch_sub(&s->prepare_pending, 1);
+            return ISN_SUBMIT_STOPPED;
+        }
+        job->staged_next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&s->prepare_staged, &head, job, memory_order_release,
+                                                    memory_order_relaxed));
+    return ISN_SUBMIT_QUEUED;
+}
+
+/* A large request, under prepare_lock: its own queue, which the staged list does not feed. */
+static isn_submit_result queue_large_for_prepare(isn_scheduler *s, isn_job *job) {
+    pthread_mutex_lock(&s->prepare_lock);
+    if (s->prepare_closed) {
+        pthread_mutex_unlock(&s->prepare_lock);
+        return ISN_SUBMIT_STOPPED;
+    }
+    if (s->large_prepare_queue.size >= s->config.queue_capacity || !isn_edf_push(&s->large_prepare_queue, job)) {
+        pthread_mutex_unlock(&s->prepare_lock);
+        COUNT(s->shed_full);
+        return ISN_SUBMIT_SHED_FULL;
+    }
+    atomic_fetch_add(&s->large_pending, 1);
+    atomic_fetch_add(&s->prepare_pending, 1);
+    pthread_mutex_unlock(&s->prepare_lock);
+    return ISN_SUBMIT_QUEUED;
+}
+
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
  * (judged from the last admission decision's waits while they are fresh: the request's HEADERS passed
  * the same check). */
@@ -385,22 +447,9 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
     if (!s->config.prepare) return ISN_SUBMIT_STOPPED;
     if (!isn_scheduler_may_admit_quick(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
-    isn_edf_queue *queue = job->prepare_on_worker ? &s->large_prepare_queue : &s->prepare_queue;
-    pthread_mutex_lock(&s->prepare_lock);
-    if (s->prepare_closed) {
-        pthread_mutex_unlock(&s->prepare_lock);
-        return ISN_SUBMIT_STOPPED;
-    }
-    if (queue->size >= s->config.queue_capacity || !isn_edf_push(queue, job)) {
-        pthread_mutex_unlock(&s->prepare_lock);
-        COUNT(s->shed_full);
-        return ISN_SUBMIT_SHED_FULL;
-    }
-    if (job->prepare_on_worker) atomic_fetch_add(&s->large_pending, 1);
-    atomic_fetch_add(&s->prepare_pending, 1);
-    pthread_mutex_unlock(&s->prepare_lock);
-    if (atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
-    return ISN_SUBMIT_QUEUED;
+    isn_submit_result result = job->prepare_on_worker ? queue_large_for_prepare(s, job) : stage_for_prepare(s, job);
+    if (result == ISN_SUBMIT_QUEUED && atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
+    return result;
 }
 
 bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {

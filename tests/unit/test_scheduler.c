@@ -1378,12 +1378,12 @@ static void *submit_on_thread(void *arg) {
 }
 
 /* isnd's loops queue every request for preparation and wake an idle worker for it. They must not need
- * the scheduler's lock for that: admissions and a dispatcher filling a batch hold it, and under load
- * the loops waited on it. Here the test holds it while a request is queued (the submission is given
- * 10 s, so that one that waits for the lock fails instead of hanging); the request is then prepared
- * and run. */
-static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) {
-    (void)state;
+ * the scheduler's lock for that (admissions and a dispatcher filling a batch hold it), nor the
+ * preparation queue's (the workers taking preparations hold it): under load the loops waited on each,
+ * for milliseconds whenever the holder was preempted. Here the test holds one of them while a request
+ * is queued (the submission is given 10 s, so that one that waits for the lock fails instead of
+ * hanging); the request is then prepared and run. */
+static void queues_a_preparation_while_held(pthread_mutex_t *(*held)(isn_scheduler *s)) {
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
@@ -1395,7 +1395,8 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     small_job(&job.t, 0);
     job.t.job.user = &job;
     submitter sub = {.h = &h, .s = s, .job = &job.t.job, .done = false};
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_t *lock = held(s);
+    pthread_mutex_lock(lock);
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, submit_on_thread, &sub), 0);
     struct timespec give_up;
@@ -1405,7 +1406,7 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     while (!sub.done && pthread_cond_timedwait(&h.changed, &h.lock, &give_up) == 0) {}
     bool returned_while_locked = sub.done;
     pthread_mutex_unlock(&h.lock);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock);
     pthread_join(thread, NULL);
     assert_true(returned_while_locked);
     assert_int_equal(sub.result, ISN_SUBMIT_QUEUED);
@@ -1413,6 +1414,86 @@ static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) 
     assert_int_equal(job.t.job.outcome, ISN_JOB_RAN);
     assert_true(job.prepared_on_worker);
     isn_scheduler_stop(s);
+}
+
+static pthread_mutex_t *scheduler_lock(isn_scheduler *s) { return &s->lock; }
+static pthread_mutex_t *preparation_queue_lock(isn_scheduler *s) { return &s->prepare_lock; }
+
+static void queuing_a_preparation_wakes_a_worker_without_the_lock(void **state) {
+    (void)state;
+    queues_a_preparation_while_held(scheduler_lock);
+}
+
+static void queuing_a_preparation_needs_no_preparation_lock(void **state) {
+    (void)state;
+    queues_a_preparation_while_held(preparation_queue_lock);
+}
+
+/* Requests queued for preparation without the queue's lock still count against queue_capacity (the
+ * only worker sits in job 1's preparation, so none of the others is taken), and none is lost: the
+ * ones let in are prepared in the order they came, or abandoned by a stop. */
+static void staged_preparations_keep_the_capacity_and_their_order(bool stop_first) {
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = prepare_in_turn;
+    config.queue_capacity = 3;
+    pthread_mutex_lock(&prepare_turns.lock);
+    prepare_turns.entered = prepare_turns.released = 0;
+    pthread_mutex_unlock(&prepare_turns.lock);
+    isn_scheduler *s = harness_start(&config);
+    static numbered_job jobs[6];
+    for (uint32_t i = 0; i < 6; i++) {
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+        jobs[i].number = i + 1;
+    }
+    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    assert_true(wait_entered(1));
+    for (int i = 1; i < 4; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[4].t.job), ISN_SUBMIT_SHED_FULL);
+    if (stop_first) {
+        /* the stop waits for the worker, which leaves job 1 once released; jobs 2-4 are abandoned or
+         * prepared in turn, whichever comes first, and each is completed once */
+        pthread_mutex_lock(&prepare_turns.lock);
+        prepare_turns.released = 4;
+        pthread_cond_broadcast(&prepare_turns.changed);
+        pthread_mutex_unlock(&prepare_turns.lock);
+        isn_scheduler_stop(s);
+        assert_int_equal(h.completed, 4); /* each job's completion counts once */
+        for (int i = 0; i < 4; i++) assert_true(jobs[i].t.done);
+        assert_false(jobs[4].t.done);
+        return;
+    }
+    for (uint32_t n = 1; n <= 4; n++) {
+        assert_true(wait_entered(n));
+        /* 2, 3 and 4 in the order they came: a later one would have entered instead, and waited */
+        pthread_mutex_lock(&prepare_turns.lock);
+        uint32_t entered = prepare_turns.entered;
+        pthread_mutex_unlock(&prepare_turns.lock);
+        assert_int_equal(entered, n);
+        release_turn(n);
+    }
+    /* each prepared and completed once (run, or refused by the CPU queue, which has the same small
+     * capacity and which the worker fills before it runs any: preparing comes first) */
+    harness_wait(&h, &h.completed, 4);
+    for (int i = 0; i < 4; i++) assert_true(jobs[i].t.done);
+    assert_false(jobs[4].t.done);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[5].t.job), ISN_SUBMIT_QUEUED); /* room again */
+    assert_true(wait_entered(6));
+    release_turn(6);
+    harness_wait(&h, &h.completed, 5);
+    isn_scheduler_stop(s);
+}
+
+static void staged_preparations_are_bounded_and_run_in_order(void **state) {
+    (void)state;
+    staged_preparations_keep_the_capacity_and_their_order(false);
+}
+
+static void staged_preparations_are_abandoned_by_a_stop(void **state) {
+    (void)state;
+    staged_preparations_keep_the_capacity_and_their_order(true);
 }
 
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
@@ -2034,6 +2115,9 @@ int main(void) {
         cmocka_unit_test(spare_workers_need_a_worker_and_the_loops),
         cmocka_unit_test(standby_worker_works_only_while_wanted),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
+        cmocka_unit_test(queuing_a_preparation_needs_no_preparation_lock),
+        cmocka_unit_test(staged_preparations_are_bounded_and_run_in_order),
+        cmocka_unit_test(staged_preparations_are_abandoned_by_a_stop),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(codel_drops_a_request_that_waited_in_a_standing_backlog),
