@@ -217,6 +217,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
         atomic_fetch_sub(&s->large_pending, 1);
     }
     if (!job) return false;
+    if (!large) atomic_fetch_sub(&s->normal_queued, 1);
     atomic_fetch_sub(&s->prepare_pending, 1);
     double sojourn = now > job->enqueued_ns ? (double)(now - job->enqueued_ns) : 0.0;
     COUNT(s->prepare_waits);

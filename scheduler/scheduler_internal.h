@@ -511,6 +511,10 @@ struct isn_scheduler {
      * every loop for milliseconds, and every request in their sockets, refusals included, waited with
      * them. Whoever holds the lock next moves them into prepare_queue (sched_unstage_locked) first. */
     _Atomic(isn_job *) prepare_staged;
+    /* Normal requests staged or in prepare_queue: what queue_capacity bounds. A request's room is
+     * reserved here before it is staged, so the next unstage always finds room in the queue; large
+     * requests have a queue and a bound of their own, and cannot take the normal ones' room. */
+    atomic_uint normal_queued;
     atomic_uint large_preparing;       /* workers preparing a large one now (SCHED_LARGE_PREPARERS at most) */
     atomic_uint prepare_pending;       /* both queues' sizes and the staged list's, read without a lock */
     atomic_uint large_pending;         /* the large queue's size, read without a lock */
@@ -620,7 +624,7 @@ double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Wakes one idle worker, or all; with or without the lock held (sched_idle_wake). */
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Under prepare_lock: the staged requests (prepare_staged) into prepare_queue, in their order of
- * arrival. Their room was reserved when they were staged, so none is left over. */
+ * arrival. Their room was reserved when they were staged (normal_queued), so none is left over. */
 void sched_unstage_locked(isn_scheduler *s);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);

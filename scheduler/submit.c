@@ -391,27 +391,29 @@ void sched_unstage_locked(isn_scheduler *s) {
     for (isn_job *job = oldest, *next; job; job = next) {
         next = job->staged_next;
         job->staged_next = NULL;
-        /* Room was reserved in prepare_pending when it was staged (stage_for_prepare) */
+        /* its room was reserved in normal_queued when it was staged (stage_for_prepare) */
         bool queued = isn_edf_push(&s->prepare_queue, job);
         assert(queued);
         (void)queued;
     }
 }
 
-/* A normal request goes on the staged list without prepare_lock: its room reserved in prepare_pending
- * first (the count that the queue and the list share, so that they never hold more than
- * queue_capacity between them and the next unstage always has room), then linked in unless the
- * scheduler is stopping. */
+/* A normal request goes on the staged list without prepare_lock: its room reserved first (the list
+ * and the queue never hold more than queue_capacity between them), then counted as pending (before it
+ * can be taken, so that the count never runs below zero), then linked in unless the scheduler is
+ * stopping. */
 static isn_submit_result stage_for_prepare(isn_scheduler *s, isn_job *job) {
-    if (atomic_fetch_add(&s->prepare_pending, 1) >= s->config.queue_capacity) {
-        atomic_fetch_sub(&s->prepare_pending, 1);
+    if (atomic_fetch_add(&s->normal_queued, 1) >= s->config.queue_capacity) {
+        atomic_fetch_sub(&s->normal_queued, 1);
         COUNT(s->shed_full);
         return ISN_SUBMIT_SHED_FULL;
     }
+    atomic_fetch_add(&s->prepare_pending, 1);
     isn_job *head = atomic_load_explicit(&s->prepare_staged, memory_order_relaxed);
     do {
         if (head == SCHED_STAGED_CLOSED) {
             atomic_fetch_sub(&s->prepare_pending, 1);
+            atomic_fetch_sub(&s->normal_queued, 1);
             return ISN_SUBMIT_STOPPED;
         }
         job->staged_next = head;

@@ -1496,6 +1496,35 @@ static void staged_preparations_are_abandoned_by_a_stop(void **state) {
     staged_preparations_keep_the_capacity_and_their_order(true);
 }
 
+/* Large requests queued to their bound leave the normal ones their whole room: a sender of 4 MiB
+ * queries cannot get normal requests refused as a full queue. */
+static void large_requests_leave_normal_ones_their_room(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = prepare_in_turn;
+    config.queue_capacity = 2;
+    pthread_mutex_lock(&prepare_turns.lock);
+    prepare_turns.entered = prepare_turns.released = 0;
+    pthread_mutex_unlock(&prepare_turns.lock);
+    isn_scheduler *s = harness_start(&config);
+    static numbered_job jobs[6];
+    for (uint32_t i = 0; i < 6; i++) {
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+        jobs[i].number = i + 1;
+        jobs[i].t.job.prepare_on_worker = i == 1 || i == 2;
+    }
+    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    assert_true(wait_entered(1)); /* the only worker sits in job 1's preparation */
+    for (int i = 1; i < 5; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[5].t.job), ISN_SUBMIT_SHED_FULL);
+    release_turn(6);
+    harness_wait(&h, &h.completed, 5);
+    isn_scheduler_stop(s);
+}
+
 static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) {
     (void)state;
     harness h;
@@ -2118,6 +2147,7 @@ int main(void) {
         cmocka_unit_test(queuing_a_preparation_needs_no_preparation_lock),
         cmocka_unit_test(staged_preparations_are_bounded_and_run_in_order),
         cmocka_unit_test(staged_preparations_are_abandoned_by_a_stop),
+        cmocka_unit_test(large_requests_leave_normal_ones_their_room),
         cmocka_unit_test(unprepared_jobs_are_prepared_by_workers_then_admitted),
         cmocka_unit_test(large_requests_take_one_worker),
         cmocka_unit_test(codel_drops_a_request_that_waited_in_a_standing_backlog),
