@@ -297,7 +297,7 @@ static void *dispatcher_main(void *arg) {
     return NULL;
 }
 
-int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
+int sched_prepare_dispatcher(isn_scheduler *s, uint32_t i) {
     sched_dispatcher *d = &s->dispatchers[i];
     d->scheduler = s;
     d->id = i;
@@ -312,7 +312,13 @@ int sched_start_dispatcher(isn_scheduler *s, uint32_t i) {
     }
     if (sched_landings_init(d, slots) < 0) return -1;
     if (!d->batch || !d->device->run_batch) return -1;
-    if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
+    d->prepared = true;
+    return 0;
+}
+
+int sched_spawn_dispatcher(isn_scheduler *s, uint32_t i) {
+    sched_dispatcher *d = &s->dispatchers[i];
+    if (!d->prepared || pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
     d->started = true;
     char name[32];
     snprintf(name, sizeof name, "isn-gpu-%u", i);

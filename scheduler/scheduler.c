@@ -285,6 +285,16 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         isn_scheduler_stop(s);
         return NULL;
     }
+    /* The workers look at the dispatchers' landings from their first moment: those, and their count,
+     * are there before any worker runs. */
+    s->num_dispatchers = config->num_gpus;
+    for (uint32_t i = 0; i < config->num_gpus; i++) {
+        if (sched_prepare_dispatcher(s, i) != 0) {
+            pthread_mutex_lock(&s->lock);
+            s->failed++;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
     /* Thieves look at w->started: set them all before any thread runs. */
     for (uint32_t i = 0; i < config->workers; i++) atomic_store(&s->workers[i].started, true);
     uint32_t spawned = 0;
@@ -302,9 +312,8 @@ isn_scheduler *isn_scheduler_start(const isn_scheduler_config *config, char *err
         name[15] = '\0'; /* the kernel's limit */
         pthread_setname_np(s->workers[i].thread, name);
     }
-    s->num_dispatchers = config->num_gpus;
     for (uint32_t i = 0; i < config->num_gpus; i++) {
-        if (sched_start_dispatcher(s, i) != 0) {
+        if (s->dispatchers[i].prepared && sched_spawn_dispatcher(s, i) != 0) {
             pthread_mutex_lock(&s->lock);
             s->failed++;
             pthread_mutex_unlock(&s->lock);

@@ -464,6 +464,7 @@ typedef struct {
     isn_scheduler *scheduler;
     pthread_t thread;
     uint32_t id;
+    bool prepared; /* its arrays are there (sched_prepare_dispatcher) */
     bool started;
     isn_gpu_device *device;
     sched_landing landings[SCHED_LANDINGS];
@@ -647,8 +648,11 @@ bool sched_help_landings(isn_scheduler *s, void *worker_state);
 /* Whether a landed batch has chunks no one has claimed (a worker about to wait looks). */
 bool sched_landings_waiting(isn_scheduler *s);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);
-/* gpu_dispatch.c: starts dispatcher i's thread; it reports ready like a worker. 0 or -1. */
-int sched_start_dispatcher(isn_scheduler *s, uint32_t i);
+/* gpu_dispatch.c: dispatcher i's batch, flights and landings, before any worker runs (the workers help
+ * with its landings from their first look); then its thread, which reports ready like a worker. Each
+ * 0 or -1. */
+int sched_prepare_dispatcher(isn_scheduler *s, uint32_t i);
+int sched_spawn_dispatcher(isn_scheduler *s, uint32_t i);
 
 /* ------------------------------------------------------------------ what scheduler.c, submit.c and
  * cpu_workers.c share (each said where it is defined) */
