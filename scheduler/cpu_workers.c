@@ -257,7 +257,7 @@ static bool take_preparations(isn_scheduler *s, sched_worker *w) {
     want = want < 1 ? 1 : want > SCHED_PREPARE_TAKE ? SCHED_PREPARE_TAKE : want;
     uint64_t now = isn_now_ns();
     pthread_mutex_lock(&s->prepare_lock);
-    sched_unstage_locked(s);
+    sched_unstage_locked(s, NULL);
     while (w->taken_count < want && take_one_locked(s, w, now))
         if (w->taken[w->taken_count - 1].large) break;
     pthread_mutex_unlock(&s->prepare_lock);

@@ -341,9 +341,8 @@ void isn_scheduler_stop(isn_scheduler *s) {
     log_info("idle workers: %llu wakes posted, %llu passed on by a worker that did not wait",
              (unsigned long long)atomic_load(&s->idle.woken), (unsigned long long)atomic_load(&s->idle.passed_on));
     pthread_mutex_lock(&s->prepare_lock);
-    sched_unstage_locked(s); /* what was staged is abandoned with the queue, below */
+    sched_unstage_locked(s, SCHED_STAGED_CLOSED); /* what was staged is abandoned with the queue, below */
     s->prepare_closed = true;
-    atomic_store(&s->prepare_staged, SCHED_STAGED_CLOSED);
     pthread_mutex_unlock(&s->prepare_lock);
     pthread_mutex_lock(&s->lock);
     s->stopping = true;

@@ -625,8 +625,10 @@ double sched_scale(isn_scheduler *s, isn_device_kind device);
 /* Wakes one idle worker, or all; with or without the lock held (sched_idle_wake). */
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Under prepare_lock: the staged requests (prepare_staged) into prepare_queue, in their order of
- * arrival. Their room was reserved when they were staged (normal_queued), so none is left over. */
-void sched_unstage_locked(isn_scheduler *s);
+ * arrival, leaving `leave` in their place (NULL; SCHED_STAGED_CLOSED when stopping, in the same atomic
+ * step, so that a request staged meanwhile is either taken here or refused as stopping). Their room
+ * was reserved when they were staged (normal_queued), so none is left over. */
+void sched_unstage_locked(isn_scheduler *s, isn_job *leave);
 /* Sets the outcome and calls the user's complete(). */
 void sched_finish(isn_scheduler *s, isn_job *job, isn_job_outcome outcome);
 /* The same, from a worker helping with a landed GPU batch: complete() gets its worker state. */

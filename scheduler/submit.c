@@ -379,9 +379,10 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
 
 const isn_job isn_job_staged_closed;
 
-void sched_unstage_locked(isn_scheduler *s) {
-    if (s->prepare_closed || !atomic_load_explicit(&s->prepare_staged, memory_order_relaxed)) return;
-    isn_job *newest = atomic_exchange_explicit(&s->prepare_staged, NULL, memory_order_acquire), *oldest = NULL;
+void sched_unstage_locked(isn_scheduler *s, isn_job *leave) {
+    if (s->prepare_closed) return;
+    if (!leave && !atomic_load_explicit(&s->prepare_staged, memory_order_relaxed)) return;
+    isn_job *newest = atomic_exchange_explicit(&s->prepare_staged, leave, memory_order_acq_rel), *oldest = NULL;
     while (newest) { /* reversed: the heap breaks ties between equal deadlines by arrival */
         isn_job *next = newest->staged_next;
         newest->staged_next = oldest;
