@@ -1429,20 +1429,18 @@ static void queuing_a_preparation_needs_no_preparation_lock(void **state) {
     queues_a_preparation_while_held(preparation_queue_lock);
 }
 
-/* Requests queued for preparation without the queue's lock still count against queue_capacity (the
- * only worker sits in job 1's preparation, so none of the others is taken), and none is lost: the
- * ones let in are prepared in the order they came, or abandoned by a stop. */
-static void staged_preparations_keep_the_capacity_and_their_order(bool stop_first) {
-    harness h;
+/* One worker whose preparations the test releases in turn (prepare_in_turn), a preparation queue of
+ * `capacity`, and six jobs numbered 1-6; job 1 is submitted and the worker sits in its preparation, so
+ * that nothing more is taken until the test releases it. */
+static isn_scheduler *start_with_job_1_held(harness *h, uint32_t capacity, numbered_job jobs[6]) {
     isn_scheduler_config config;
-    harness_config(&h, &config);
+    harness_config(h, &config);
     config.prepare = prepare_in_turn;
-    config.queue_capacity = 3;
+    config.queue_capacity = capacity;
     pthread_mutex_lock(&prepare_turns.lock);
     prepare_turns.entered = prepare_turns.released = 0;
     pthread_mutex_unlock(&prepare_turns.lock);
     isn_scheduler *s = harness_start(&config);
-    static numbered_job jobs[6];
     for (uint32_t i = 0; i < 6; i++) {
         small_job(&jobs[i].t, 0);
         jobs[i].t.job.user = &jobs[i];
@@ -1450,6 +1448,16 @@ static void staged_preparations_keep_the_capacity_and_their_order(bool stop_firs
     }
     assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
     assert_true(wait_entered(1));
+    return s;
+}
+
+/* Requests queued for preparation without the queue's lock still count against queue_capacity (none
+ * is taken while job 1 is held), and none is lost: the ones let in are prepared in the order they
+ * came, or abandoned by a stop. */
+static void staged_preparations_keep_the_capacity_and_their_order(bool stop_first) {
+    harness h;
+    static numbered_job jobs[6];
+    isn_scheduler *s = start_with_job_1_held(&h, 3, jobs);
     for (int i = 1; i < 4; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     assert_int_equal(isn_scheduler_submit(s, &jobs[4].t.job), ISN_SUBMIT_SHED_FULL);
     if (stop_first) {
@@ -1501,23 +1509,9 @@ static void staged_preparations_are_abandoned_by_a_stop(void **state) {
 static void large_requests_leave_normal_ones_their_room(void **state) {
     (void)state;
     harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    config.prepare = prepare_in_turn;
-    config.queue_capacity = 2;
-    pthread_mutex_lock(&prepare_turns.lock);
-    prepare_turns.entered = prepare_turns.released = 0;
-    pthread_mutex_unlock(&prepare_turns.lock);
-    isn_scheduler *s = harness_start(&config);
     static numbered_job jobs[6];
-    for (uint32_t i = 0; i < 6; i++) {
-        small_job(&jobs[i].t, 0);
-        jobs[i].t.job.user = &jobs[i];
-        jobs[i].number = i + 1;
-        jobs[i].t.job.prepare_on_worker = i == 1 || i == 2;
-    }
-    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
-    assert_true(wait_entered(1)); /* the only worker sits in job 1's preparation */
+    isn_scheduler *s = start_with_job_1_held(&h, 2, jobs);
+    jobs[1].t.job.prepare_on_worker = jobs[2].t.job.prepare_on_worker = true;
     for (int i = 1; i < 5; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     assert_int_equal(isn_scheduler_submit(s, &jobs[5].t.job), ISN_SUBMIT_SHED_FULL);
     release_turn(6);
