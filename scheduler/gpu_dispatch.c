@@ -318,7 +318,7 @@ int sched_prepare_dispatcher(isn_scheduler *s, uint32_t i) {
 
 int sched_spawn_dispatcher(isn_scheduler *s, uint32_t i) {
     sched_dispatcher *d = &s->dispatchers[i];
-    if (!d->prepared || pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
+    if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) return -1;
     d->started = true;
     char name[32];
     snprintf(name, sizeof name, "isn-gpu-%u", i);

@@ -651,8 +651,8 @@ bool sched_help_landings(isn_scheduler *s, void *worker_state);
 bool sched_landings_waiting(isn_scheduler *s);
 uint32_t sched_available_gpus(isn_scheduler *s, uint64_t now);
 /* gpu_dispatch.c: dispatcher i's batch, flights and landings, before any worker runs (the workers help
- * with its landings from their first look); then its thread, which reports ready like a worker. Each
- * 0 or -1. */
+ * with its landings from their first look); then, once prepared, its thread, which reports ready like a
+ * worker. Each 0 or -1. */
 int sched_prepare_dispatcher(isn_scheduler *s, uint32_t i);
 int sched_spawn_dispatcher(isn_scheduler *s, uint32_t i);
 
