@@ -2,8 +2,9 @@
 # Issue 35's measurements on the GPU machine, in stages that fit the device's per-call limit:
 #   STAGES="sustained curves" BUILD=.devbin DEVDATA=.devdata bash bench/overload_device.sh
 # sustained: DESIGN section 7's sustained rate of each configuration in CONFIGS (isn-bench --sustained,
-#            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved. SUSTAINED_TIMELINE_MS
-#            also samples the node's refusal counters and admission's state that often during each search
+#            three repeats per probed rate), SUSTAINED_RUNS times each, interleaved; each search's line
+#            carries the speed of isnd's first core just before and after it (core_speed, below).
+#            SUSTAINED_TIMELINE_MS also samples the node's refusal counters and admission's state that often during each search
 #            (bench/overload_profile.py --timeline: sustained-<config>-<run>.profile.json), so that a
 #            search failed by a short refusal episode below capacity shows which rule refused, on what belief.
 # curves:    bench/overload_curve.sh for each configuration at its 1x: RATE_<config>, or the mean of its
@@ -91,6 +92,29 @@ start_isnd() { # log, flags...
 
 stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
 
+# The speed of isnd's first core while nothing else runs there (bench/bench_cpu_speed, SPEED_S seconds):
+# the machine's own speed beside each sustained search, which a CPU-bound capacity follows. Empty, and
+# said once, when the probe was not built ($B/bench/bench_cpu_speed: make BUILD=$B $B/bench/bench_cpu_speed).
+core_speed() {
+  local probe=$B/bench/bench_cpu_speed
+  if [ ! -x "$probe" ]; then
+    [ -n "${speed_missing_said:-}" ] || echo "overload_device: no $probe: sustained searches go without the core's speed" >&2
+    speed_missing_said=1; return
+  fi
+  taskset -c "${ISND_CPUS%%[-,]*}" "$probe" --seconds "${SPEED_S:-1}"
+}
+
+with_core_speed() { # search.json before after: the search's JSON line with "core_speed": {before, after}
+  python3 - "$@" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+speeds = {name: json.loads(text) for name, text in zip(("before", "after"), sys.argv[2:]) if text.strip()}
+if speeds:
+    run["core_speed"] = speeds
+print(json.dumps(run))
+PY
+}
+
 # A configuration's 1x: RATE_<config>, or else the mean of its sustained searches in the sustained.json
 # files under SUSTAINED_FROM (default this run's OUT: a sustained stage before, or an earlier call's folder).
 rate_of() {
@@ -121,6 +145,7 @@ for stage in ${STAGES:-sustained}; do
         for c in $CONFIGS; do
           max_var=MAX_$c; max=${!max_var:-250000}
           bin_var=ISND_$c; isnd_bin=${!bin_var:-}
+          speed_before=$(core_speed)
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
@@ -130,12 +155,18 @@ for stage in ${STAGES:-sustained}; do
               --label "$c-$run" --timeline "$SUSTAINED_TIMELINE_MS" ${TIMELINE_ACTIVITY:+--activity} -- "${search[@]}" \
               >"$O/sustained-$c-$run.profile.json" 2>>"$O/sustained.txt"
             python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["bench"]))' \
-              "$O/sustained-$c-$run.profile.json" >>"$O/sustained.json"
+              "$O/sustained-$c-$run.profile.json" >"$O/search.json"
           else
-            "${search[@]}" >>"$O/sustained.json" 2>>"$O/sustained.txt"
+            "${search[@]}" >"$O/search.json" 2>>"$O/sustained.txt"
           fi
           tail -1 "$O/sustained.txt"
           stop_isnd
+          if [ -s "$O/search.json" ]; then
+            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" >>"$O/sustained.json"
+          else
+            echo "overload_device: the sustained search of $c (run $run) gave no result" >&2
+          fi
+          rm -f "$O/search.json"
         done
       done
       isnd_bin= ;; # also after a configuration whose isnd did not start: later stages use $B's

@@ -14,7 +14,9 @@ them:
   2. the trivial query at 1.5, 2 and 3x: on time >= 90% of its 1x, no client timeouts, nothing left
      unanswered (not sent, transport errors).
   3. each configuration's sustained searches (two or more): the highest within 10% of the lowest, and
-     none below the floor given for it.
+     none below the floor given for it. Where the searches carry the machine's speed beside them
+     (overload_device.sh's core_speed), their rates at equal core speed are reported too, as the reason
+     for a spread, not as the verdict.
   4. after a spike, full on-time service again within 1 s (recovered_after_ms).
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
 sent), or whose generator threads were busy GENERATOR_BUSY of their time or more (then they read the
@@ -47,10 +49,18 @@ def load(folders):
                 curves.append(with_send_lag(row, os.path.dirname(path)))
         for path in sorted(glob.glob(os.path.join(folder, "**", "sustained.json"), recursive=True)):
             for run in json_lines(path):
-                sustained.setdefault(run["label"], []).append(run["sustained"]["rate"])
+                sustained.setdefault(run["label"], []).append(
+                    {"rate": run["sustained"]["rate"], "core_ns_per_step": core_ns_per_step(run)})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes
+
+
+def core_ns_per_step(run):
+    """The machine's speed beside a sustained search (overload_device.sh's core_speed: ns per step of
+    bench_cpu_speed before and after it, averaged), or None for a search measured without it."""
+    speeds = [s["ns_per_step"] for s in run.get("core_speed", {}).values()]
+    return sum(speeds) / len(speeds) if speeds else None
 
 
 def with_send_lag(row, folder):
@@ -149,19 +159,37 @@ def must_show_2(curves):
 
 def must_show_3(sustained, floors):
     result = {}
-    for config, rates in sorted(sustained.items()):
+    for config, runs in sorted(sustained.items()):
         if config == "trivial":  # must-show 2's 1x, searched once
             continue
-        low, high = min(rates), max(rates)
-        spread = high / low - 1 if low > 0 else float("inf")
+        rates = [r["rate"] for r in runs]
+        spread = spread_of(rates)
         failures = []
+        r = {"rates": rates, "spread": round(spread, 4)}
+        speeds = [run["core_ns_per_step"] for run in runs]
+        if all(speeds):
+            # The rates as if every search had run on a core as fast as the fastest one's: this explains a
+            # spread, it does not judge it (the issue asks for the searches themselves within 10%).
+            fastest = min(speeds)
+            r["core_ns_per_step"] = [round(ns, 4) for ns in speeds]
+            r["rates_at_equal_core_speed"] = [round(rate * ns / fastest, 1) for rate, ns in zip(rates, speeds)]
+            r["spread_at_equal_core_speed"] = round(spread_of(r["rates_at_equal_core_speed"]), 4)
         if spread > 0.10:
-            failures.append("runs %.1f%% apart" % (100 * spread))
-        if config in floors and low < floors[config]:
-            failures.append("lowest %.0f under the floor %.0f" % (low, floors[config]))
-        result[config] = {"verdict": verdict(not failures, len(rates) >= 2), "rates": rates,
-                          "spread": round(spread, 4), "failures": failures}
+            why = ""
+            if "spread_at_equal_core_speed" in r:
+                why = " (%.1f%% at equal core speed; the core's speed moved %.1f%% between them)" % (
+                    100 * r["spread_at_equal_core_speed"], 100 * spread_of(speeds))
+            failures.append("runs %.1f%% apart%s" % (100 * spread, why))
+        if config in floors and min(rates) < floors[config]:
+            failures.append("lowest %.0f under the floor %.0f" % (min(rates), floors[config]))
+        result[config] = {"verdict": verdict(not failures, len(rates) >= 2), **r, "failures": failures}
     return result
+
+
+def spread_of(values):
+    """How far the highest is above the lowest, as a fraction of the lowest."""
+    low, high = min(values), max(values)
+    return high / low - 1 if low > 0 else float("inf")
 
 
 def must_show_4(spikes):

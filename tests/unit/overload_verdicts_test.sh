@@ -3,7 +3,7 @@
 # words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
 # under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
 # lagged (named, with its lag), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
-# floor, a spike that never recovers; and results split over two folders (two device calls) are read
+# floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
 # together.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-overload-verdicts.XXXXXX")
@@ -80,6 +80,23 @@ expect "one run only" "$(judge "$work/call1" | verdict must_show_3 gpu_all)" "no
 printf '{"label": "gpu_all", "sustained": {"rate": 219532}}\n' >"$work/call2/sustained.json"
 expect "runs 13.9% apart" "$(judge "$work/call1" "$work/call2" | verdict must_show_3 gpu_all)" "not met"
 expect "under the floor" "$(judge --floor cpu=1050 "$work/good" | verdict must_show_3 cpu)" "not met"
+# searches carrying the machine's speed: the spread at equal core speed explains, the verdict stays the runs'
+mkdir -p "$work/speeds"
+speed() { printf '{"ns_per_step": %s, "p10": 0, "p90": 0, "slices": 200, "seconds": 1.0}' "$1"; }
+printf '{"label": "cpu", "sustained": {"rate": 49674}, "core_speed": {"before": %s, "after": %s}}
+' \
+  "$(speed 2.28)" "$(speed 2.22)" >"$work/speeds/sustained.json"
+printf '{"label": "cpu", "sustained": {"rate": 56568}, "core_speed": {"before": %s, "after": %s}}
+' \
+  "$(speed 2.10)" "$(speed 2.08)" >>"$work/speeds/sustained.json"
+report=$(judge "$work/speeds")
+expect "runs 13.9% apart on a core 7.7% slower" "$(verdict must_show_3 cpu <<<"$report")" "not met"
+expect "the spread at equal core speed" "$(python3 -c 'import json, sys; r = json.load(sys.stdin)["must_show_3"]["cpu"]
+print(r["spread_at_equal_core_speed"], r["rates_at_equal_core_speed"], "; ".join(r["failures"]))' <<<"$report")" \
+  "0.0578 [53476.8, 56568.0] runs 13.9% apart (5.8% at equal core speed; the core's speed moved 7.7% between them)"
+printf '{"label": "cpu", "sustained": {"rate": 56000}}\n' >>"$work/speeds/sustained.json"
+expect "a search without the speed: none at equal speed" "$(judge "$work/speeds" | python3 -c 'import json, sys
+print("rates_at_equal_core_speed" in json.load(sys.stdin)["must_show_3"]["cpu"])')" False
 
 # must-show 4: a spike after which service never came back
 mkdir -p "$work/spike"
