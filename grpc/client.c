@@ -32,6 +32,10 @@ struct isn_grpc_client_call {
     bool leave_open;
     isn_grpc_result result;
     byte_buffer raw; /* response body as received */
+    void *user;      /* the caller's (isn_grpc_client_call_set_user) */
+    /* Done and not yet taken (isn_grpc_take_finished): on finished_on's list of such calls. */
+    isn_grpc_client *finished_on;
+    isn_grpc_client_call *finished_prev, *finished_next;
 };
 
 typedef struct client_watch client_watch;
@@ -43,6 +47,8 @@ struct isn_grpc_client {
     bool failed;
     bool goaway;
     isn_grpc_client_call *calls; /* unfinished, owned by their callers */
+    bool track_finished;          /* calls that finish go on `finished` (isn_grpc_track_finished) */
+    isn_grpc_client_call *finished; /* done, not yet taken: still owned by their callers */
     uint8_t *out;
     size_t out_len, out_cap, out_sent;
     char authority[300];
@@ -64,12 +70,29 @@ static void call_unlink(isn_grpc_client_call *call) {
     call->prev = call->next = NULL;
 }
 
+static void finished_unlink(isn_grpc_client_call *call) {
+    isn_grpc_client *client = call->finished_on;
+    if (!client) return;
+    if (call->finished_prev) call->finished_prev->finished_next = call->finished_next;
+    else client->finished = call->finished_next;
+    if (call->finished_next) call->finished_next->finished_prev = call->finished_prev;
+    call->finished_prev = call->finished_next = NULL;
+    call->finished_on = NULL;
+}
+
 static void call_finish(isn_grpc_client_call *call) {
     if (call->done) return;
     call->done = true;
     call->done_ns = call->client && call->client->read_ns ? call->client->read_ns : isn_now_ns();
+    isn_grpc_client *client = call->client;
     call_unlink(call);
     call->client = NULL;
+    if (client && client->track_finished) {
+        call->finished_on = client;
+        call->finished_next = client->finished;
+        if (client->finished) client->finished->finished_prev = call;
+        client->finished = call;
+    }
     isn_grpc_result *r = &call->result;
     const uint8_t *raw = call->raw.data;
     r->body_len = call->raw.len;
@@ -89,11 +112,35 @@ static void call_finish(isn_grpc_client_call *call) {
 }
 
 bool isn_grpc_client_call_done(const isn_grpc_client_call *call) { return call->done; }
+void isn_grpc_client_call_set_user(isn_grpc_client_call *call, void *user) { call->user = user; }
+void *isn_grpc_client_call_user(const isn_grpc_client_call *call) { return call->user; }
+
+void isn_grpc_track_finished(isn_grpc_client *client) { client->track_finished = true; }
+
+/* The list goes to the caller as it is, linked through finished_next, with `onto` after its last call;
+ * each call leaves the client (its finished_on cleared) so that freeing one later touches no client. */
+isn_grpc_client_call *isn_grpc_take_finished(isn_grpc_client *client, isn_grpc_client_call *onto) {
+    isn_grpc_client_call *taken = client->finished;
+    if (!taken) return onto;
+    client->finished = NULL;
+    isn_grpc_client_call *last = taken;
+    for (isn_grpc_client_call *call = taken; call; call = call->finished_next) {
+        call->finished_on = NULL;
+        last = call;
+    }
+    last->finished_next = onto;
+    return taken;
+}
+
+isn_grpc_client_call *isn_grpc_client_call_next_finished(const isn_grpc_client_call *call) {
+    return call->finished_next;
+}
 uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call) { return call->done_ns; }
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
 void isn_grpc_client_call_free(isn_grpc_client_call *call) {
     if (!call) return;
+    finished_unlink(call);
     if (!call->done && call->client) {
         isn_grpc_client *client = call->client;
         if (client->session && call->stream_id > 0) {
@@ -390,6 +437,7 @@ void isn_grpc_close(isn_grpc_client *client) {
     if (!client) return;
     isn_grpc_client_unwatch(client);
     fail_connection(client, "client closed");
+    while (client->finished) finished_unlink(client->finished); /* their callers still own them */
     nghttp2_session_del(client->session);
     tls_session_free(&client->tls);
     close(client->fd);

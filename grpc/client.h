@@ -74,6 +74,18 @@ uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call);
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call);
 /* Frees the call; an unfinished one is cancelled (RST_STREAM CANCEL). */
 void isn_grpc_client_call_free(isn_grpc_client_call *call);
+/* A pointer of the caller's kept with the call (NULL until set). */
+void isn_grpc_client_call_set_user(isn_grpc_client_call *call, void *user);
+void *isn_grpc_client_call_user(const isn_grpc_client_call *call);
+/* From now on the client keeps the calls that finish (answered, reset, or lost with the connection) on a
+ * list, so that a caller with thousands in flight finds the few that finished without looking at every
+ * one. isn_grpc_take_finished hands over that list and empties it: each call once, linked through
+ * isn_grpc_client_call_next_finished (read it before finishing or freeing the call), followed by `onto`
+ * (a list taken before from another client, or NULL). A finished call freed before it was taken leaves
+ * the list; closing the client empties it (the calls stay their callers'). */
+void isn_grpc_track_finished(isn_grpc_client *client);
+isn_grpc_client_call *isn_grpc_take_finished(isn_grpc_client *client, isn_grpc_client_call *onto);
+isn_grpc_client_call *isn_grpc_client_call_next_finished(const isn_grpc_client_call *call);
 /* Polls until the call is done or timeout_ms passes (-1 = no limit). 0, or -1 with err. */
 int isn_grpc_wait(isn_grpc_client *client, isn_grpc_client_call *call, int timeout_ms, char *err, size_t err_len);
 
@@ -210,6 +222,10 @@ void isn_grpc_pool_started(isn_grpc_pool *pool, uint32_t slot);
 void isn_grpc_pool_finished(isn_grpc_pool *pool, uint32_t slot);
 /* Waits up to wait_ns for input on the connections with calls in flight, then lets each process it. */
 void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns);
+/* Every connection of the pool, those it opens later too, keeps its finished calls (isn_grpc_track_finished);
+ * isn_grpc_pool_take_finished takes them from all of them, as one list. */
+void isn_grpc_pool_track_finished(isn_grpc_pool *pool);
+isn_grpc_client_call *isn_grpc_pool_take_finished(isn_grpc_pool *pool);
 
 /* ------------------------------------------------------------------ load generation (isn-bench) */
 

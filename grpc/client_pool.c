@@ -27,6 +27,7 @@ struct isn_grpc_pool {
     isn_grpc_tls *tls;
     char server_name[256];
     uint32_t size, next;
+    bool track_finished; /* every connection keeps its finished calls (isn_grpc_pool_track_finished) */
     pool_slot *slots;
     struct pollfd *fds;
     uint32_t *fd_slots;
@@ -96,6 +97,7 @@ isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
                 s->next_connect_ns = now + RECONNECT_PAUSE_NS;
                 continue;
             }
+            if (pool->track_finished) isn_grpc_track_finished(s->client);
         }
         if (isn_grpc_usable(s->client) && s->inflight < isn_grpc_max_streams(s->client)) {
             *slot = i;
@@ -122,6 +124,19 @@ void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns) {
     char err[256];
     for (uint32_t j = 0; j < n; j++)
         if (pool->fds[j].revents) isn_grpc_service(pool->slots[pool->fd_slots[j]].client, pool->fds[j].revents, err, sizeof err);
+}
+
+void isn_grpc_pool_track_finished(isn_grpc_pool *pool) {
+    pool->track_finished = true;
+    for (uint32_t i = 0; i < pool->size; i++)
+        if (pool->slots[i].client) isn_grpc_track_finished(pool->slots[i].client);
+}
+
+isn_grpc_client_call *isn_grpc_pool_take_finished(isn_grpc_pool *pool) {
+    isn_grpc_client_call *all = NULL;
+    for (uint32_t i = 0; i < pool->size; i++)
+        if (pool->slots[i].client) all = isn_grpc_take_finished(pool->slots[i].client, all);
+    return all;
 }
 
 int isn_grpc_is_loopback(const char *host_port, char *err, size_t err_len) {

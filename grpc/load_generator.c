@@ -21,6 +21,7 @@
 #define MAX_THREADS ISN_LOAD_MAX_THREADS
 #define CLIENT_GRACE_MS 1000    /* wait this long past a deadline before the client gives up */
 #define MAX_WAIT_NS 2000000LL   /* poll at least this often while requests are in flight */
+#define GIVE_UP_SCAN_NS 10000000LL /* look for calls past their client-side limit this often */
 
 typedef struct {
     isn_grpc_client_call *call;
@@ -44,6 +45,7 @@ typedef struct {
     isn_grpc_client *unsent[MAX_CONNECTIONS];
     uint32_t num_unsent;
     uint32_t burst_slot; /* the connection this burst's requests go on (UINT32_MAX: the burst has none yet) */
+    int64_t next_give_up_scan_ns;
 } load_run;
 
 struct isn_load {
@@ -93,6 +95,7 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     }
     int64_t lag_ns = now_ns() - scheduled_ns;
     if (measured) bench_stats_add_send_lag(&run->stats, lag_ns > 0 ? (uint64_t)lag_ns / 1000 : 0);
+    isn_grpc_client_call_set_user(call, (void *)(uintptr_t)run->num_active); /* its slot, for collect */
     run->active[run->num_active++] = (load_slot){.call = call, .conn = conn_index, .closed_client = closed_client,
                                                   .scheduled_ns = scheduled_ns, .measured = measured};
     isn_grpc_pool_started(run->pool, conn_index);
@@ -110,39 +113,56 @@ static void send_started(load_run *run) {
 static void release_slot(load_run *run, uint32_t active_pos) {
     isn_grpc_pool_finished(run->pool, run->active[active_pos].conn);
     run->active[active_pos] = run->active[--run->num_active];
+    if (active_pos < run->num_active) isn_grpc_client_call_set_user(run->active[active_pos].call, (void *)(uintptr_t)active_pos);
 }
 
-/* Finishes every call that is done or past its client-side limit; returns how many. Closed loop:
- * the clients whose calls finished are no longer busy. */
+/* Tallies a done call and frees it, and its slot. Closed loop: its client is no longer busy. */
+static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
+    load_slot *slot = &run->active[pos];
+    /* to when its reply was read, not to this look: the replies of one read are taken in before any
+     * is looked at, and charging each the time the others took is the client's own */
+    int64_t done = (int64_t)isn_grpc_client_call_done_ns(slot->call); /* before finish frees it */
+    isn_grpc_search_reply reply;
+    char err[256];
+    bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
+    int status = bad ? -1 : reply.status;
+    if (slot->measured) {
+        uint64_t latency_us = (uint64_t)(((done ? done : now_ns()) - slot->scheduled_ns) / 1000);
+        uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
+        bench_stats_record(&run->stats, status, status == 0 && reply.complete, latency_us, deadline_us);
+        if (status == 0 && reply.complete && latency_us <= deadline_us)
+            bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
+    }
+    if (!bad) isn_grpc_search_reply_free(&reply);
+    if (client_busy) client_busy[slot->closed_client] = false;
+    release_slot(run, pos);
+}
+
+/* Finishes the calls that finished since the last look (the pool's list of them: at hundreds of
+ * thousands a second with thousands in flight, looking at every call in flight at every turn cost the
+ * generator as much as sending), and, every GIVE_UP_SCAN_NS, those past their client-side limit;
+ * returns how many. */
 static uint32_t collect(load_run *run, bool *client_busy) {
     uint32_t finished = 0;
+    isn_grpc_client_call *next;
+    for (isn_grpc_client_call *call = isn_grpc_pool_take_finished(run->pool); call; call = next) {
+        next = isn_grpc_client_call_next_finished(call); /* before finish_slot frees it */
+        finish_slot(run, (uint32_t)(uintptr_t)isn_grpc_client_call_user(call), client_busy);
+        finished++;
+    }
     int64_t t = now_ns();
+    if (t < run->next_give_up_scan_ns) return finished;
+    run->next_give_up_scan_ns = t + GIVE_UP_SCAN_NS;
     int64_t give_up_ns = ((int64_t)run->config->deadline_ms + CLIENT_GRACE_MS) * 1000000LL;
     for (uint32_t i = 0; i < run->num_active;) {
         load_slot *slot = &run->active[i];
-        if (isn_grpc_client_call_done(slot->call)) {
-            /* to when its reply was read, not to this look: the replies of one read are taken in before any
-             * is looked at, and charging each the time the others took is the client's own */
-            int64_t done = (int64_t)isn_grpc_client_call_done_ns(slot->call); /* before finish frees it */
-            isn_grpc_search_reply reply;
-            char err[256];
-            bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
-            int status = bad ? -1 : reply.status;
-            if (slot->measured) {
-                uint64_t latency_us = (uint64_t)(((done ? done : t) - slot->scheduled_ns) / 1000);
-                uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
-                bench_stats_record(&run->stats, status, status == 0 && reply.complete, latency_us, deadline_us);
-                if (status == 0 && reply.complete && latency_us <= deadline_us)
-                    bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
-            }
-            if (!bad) isn_grpc_search_reply_free(&reply);
-        } else if (t - slot->scheduled_ns > give_up_ns) {
-            isn_grpc_client_call_free(slot->call);
-            if (slot->measured) run->stats.client_timeouts++;
-        } else {
+        /* a call done since the take above is on the next take's list: left for it */
+        if (isn_grpc_client_call_done(slot->call) || t - slot->scheduled_ns <= give_up_ns) {
             i++;
             continue;
         }
+        isn_grpc_client_call_free(slot->call);
+        if (slot->measured) run->stats.client_timeouts++;
         if (client_busy) client_busy[slot->closed_client] = false;
         release_slot(run, i);
         finished++;
@@ -304,6 +324,7 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
             isn_load_free(load);
             return NULL;
         }
+        isn_grpc_pool_track_finished(run->pool);
     }
     return load;
 }

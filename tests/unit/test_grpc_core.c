@@ -1,7 +1,8 @@
 /* grpc/'s server core and client on one libuv loop, in one process: a server with handlers that
  * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
  * isn_grpc_client_watch. Checks replies, statuses, when the client saw each call done, per-call app
- * storage reuse, abandoned calls, and that a drain ends with on_drained. */
+ * storage reuse, abandoned calls, that a drain ends with on_drained, and that a client keeping its finished
+ * calls hands each over once. */
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -363,11 +364,119 @@ static void test_abandoned_call(void **state) {
     echo_server_free(&app);
 }
 
+/* A client that keeps its finished calls (isn_grpc_track_finished, as the load generator's pool does): each
+ * call is handed over once, when it finished, and no call twice; the "Later" one comes in a later take. */
+typedef struct {
+    client_side side;
+    uint32_t seen[NUM_CALLS], taken_calls, takes_with_later;
+} tracked_side;
+
+static void take_from_idle(uv_idle_t *idle) {
+    tracked_side *t = idle->data;
+    char err[256];
+    struct pollfd pfd = {.fd = isn_grpc_fd(t->side.client), .events = POLLIN};
+    if (isn_grpc_wants_write(t->side.client)) pfd.events |= POLLOUT;
+    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
+    assert_int_equal(isn_grpc_service(t->side.client, revents, err, sizeof err), 0);
+    for (isn_grpc_client_call *call = isn_grpc_take_finished(t->side.client, NULL); call;
+         call = isn_grpc_client_call_next_finished(call)) {
+        uintptr_t i = (uintptr_t)isn_grpc_client_call_user(call);
+        assert_true(i < NUM_CALLS);
+        assert_ptr_equal(call, t->side.calls[i]);
+        assert_true(isn_grpc_client_call_done(call));
+        t->seen[i]++;
+        t->taken_calls++;
+        if (i == 2) t->takes_with_later++;
+    }
+    if (t->taken_calls < NUM_CALLS) return;
+    assert_null(isn_grpc_take_finished(t->side.client, NULL)); /* nothing twice */
+    t->side.finished = true;
+    uv_idle_stop(idle);
+    uv_close((uv_handle_t *)idle, NULL);
+}
+
+/* Services the client from the loop until `awaited` is done; takes nothing. */
+typedef struct {
+    isn_grpc_client *client;
+    isn_grpc_client_call *awaited;
+} awaiting_side;
+
+static void service_until_done(uv_idle_t *idle) {
+    awaiting_side *a = idle->data;
+    char err[256];
+    struct pollfd pfd = {.fd = isn_grpc_fd(a->client), .events = POLLIN};
+    if (isn_grpc_wants_write(a->client)) pfd.events |= POLLOUT;
+    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
+    assert_int_equal(isn_grpc_service(a->client, revents, err, sizeof err), 0);
+    if (!isn_grpc_client_call_done(a->awaited)) return;
+    uv_idle_stop(idle);
+    uv_close((uv_handle_t *)idle, NULL);
+}
+
+static void test_finished_calls_handed_over_once(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80], err[256];
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    tracked_side t = {.side = {.app = &app}};
+    t.side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    assert_non_null(t.side.client);
+    isn_grpc_track_finished(t.side.client);
+    const char *paths[NUM_CALLS] = {"/test.Echo/Echo", "/test.Echo/Echo", "/test.Echo/Later",
+                                    "/test.Echo/Missing", "/other.Service/Call", "/test.Echo/Echo"};
+    for (uintptr_t i = 0; i < NUM_CALLS; i++) {
+        t.side.calls[i] = start(t.side.client, paths[i], "x");
+        isn_grpc_client_call_set_user(t.side.calls[i], (void *)i);
+    }
+    assert_null(isn_grpc_take_finished(t.side.client, NULL)); /* none finished before the server ran */
+    uv_idle_t idle;
+    uv_idle_init(&loop, &idle);
+    idle.data = &t;
+    uv_idle_start(&idle, take_from_idle);
+    while (!t.side.finished) uv_run(&loop, UV_RUN_ONCE); /* the idle keeps each turn from blocking */
+    uv_run(&loop, UV_RUN_NOWAIT);                          /* the idle's close */
+    for (int i = 0; i < NUM_CALLS; i++) assert_int_equal(t.seen[i], 1);
+    assert_int_equal(t.takes_with_later, 1);
+    expect(t.side.calls[2], ISN_GRPC_STATUS_OK, "later", NULL);
+    expect(t.side.calls[3], ISN_GRPC_STATUS_NOT_FOUND, NULL, "no such thing: x");
+    for (int i = 0; i < NUM_CALLS; i++) isn_grpc_client_call_free(t.side.calls[i]);
+
+    /* A finished call freed before anyone took it leaves the list (under ASan a later take that handed it
+     * over would read freed memory); one the client's closing finished stays its caller's to free. */
+    app.later_ms = 60000; /* kept is never answered: the client's close finishes it */
+    isn_grpc_client_call *freed = start(t.side.client, "/test.Echo/Echo", "y");
+    isn_grpc_client_call *kept = start(t.side.client, "/test.Echo/Later", "z");
+    awaiting_side a = {.client = t.side.client, .awaited = freed};
+    uv_idle_init(&loop, &idle);
+    idle.data = &a;
+    uv_idle_start(&idle, service_until_done);
+    while (!isn_grpc_client_call_done(freed)) uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    isn_grpc_client_call_free(freed);
+    assert_null(isn_grpc_take_finished(t.side.client, NULL));
+    isn_grpc_close(t.side.client); /* kept: finished by the close, lost with the connection */
+    assert_true(isn_grpc_client_call_done(kept));
+    assert_int_equal(isn_grpc_client_call_result(kept)->grpc_status, -1);
+    isn_grpc_client_call_free(kept);
+    /* the server sees the connection go and lets the held call go (on_abandoned answers it at once) */
+    uv_timer_t stop;
+    uv_timer_init(&loop, &stop);
+    stop.data = &app;
+    uv_timer_start(&stop, stop_when_released, 20, 20);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(app.abandoned, 1);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    echo_server_free(&app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
         cmocka_unit_test(test_client_serviced_by_its_callers_poll),
+        cmocka_unit_test(test_finished_calls_handed_over_once),
     };
     return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }
