@@ -93,15 +93,17 @@ start_isnd() { # log, flags...
 stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
 
 # The speed of isnd's first core while nothing else runs there (bench/bench_cpu_speed, SPEED_S seconds):
-# the machine's own speed beside each sustained search, which a CPU-bound capacity follows. Empty, and
-# said once, when the probe was not built ($B/bench/bench_cpu_speed: make BUILD=$B $B/bench/bench_cpu_speed).
+# the machine's own speed beside each sustained search, which a CPU-bound capacity follows. Empty when the
+# probe was not built (said here, once).
+speed_probe=$B/bench/bench_cpu_speed
+if [ ! -x "$speed_probe" ]; then
+  case " ${STAGES:-sustained} " in
+    *" sustained "*) echo "overload_device: no $speed_probe (make BUILD=$B $speed_probe): sustained searches go without the core's speed" >&2 ;;
+  esac
+  speed_probe=
+fi
 core_speed() {
-  local probe=$B/bench/bench_cpu_speed
-  if [ ! -x "$probe" ]; then
-    [ -n "${speed_missing_said:-}" ] || echo "overload_device: no $probe: sustained searches go without the core's speed" >&2
-    speed_missing_said=1; return
-  fi
-  taskset -c "${ISND_CPUS%%[-,]*}" "$probe" --seconds "${SPEED_S:-1}"
+  [ -n "$speed_probe" ] && taskset -c "${ISND_CPUS%%[-,]*}" "$speed_probe" --seconds "${SPEED_S:-1}"
 }
 
 with_core_speed() { # search.json before after: the search's JSON line with "core_speed": {before, after}
