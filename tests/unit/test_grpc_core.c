@@ -259,13 +259,20 @@ typedef struct {
     uint32_t services, serviced_with_input;
 } serviced_side;
 
+/* One look at the client's socket, without waiting, and what it found handed to the client: the
+ * revents of the caller's own poll. */
+static short service_once(isn_grpc_client *client) {
+    char err[256];
+    struct pollfd pfd = {.fd = isn_grpc_fd(client), .events = POLLIN};
+    if (isn_grpc_wants_write(client)) pfd.events |= POLLOUT;
+    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
+    assert_int_equal(isn_grpc_service(client, revents, err, sizeof err), 0);
+    return revents;
+}
+
 static void service_from_idle(uv_idle_t *idle) {
     serviced_side *s = idle->data;
-    char err[256];
-    struct pollfd pfd = {.fd = isn_grpc_fd(s->side.client), .events = POLLIN};
-    if (isn_grpc_wants_write(s->side.client)) pfd.events |= POLLOUT;
-    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
-    assert_int_equal(isn_grpc_service(s->side.client, revents, err, sizeof err), 0);
+    short revents = service_once(s->side.client);
     s->services++;
     if (revents & POLLIN) s->serviced_with_input++;
     for (int i = 0; i < NUM_CALLS; i++)
@@ -373,11 +380,7 @@ typedef struct {
 
 static void take_from_idle(uv_idle_t *idle) {
     tracked_side *t = idle->data;
-    char err[256];
-    struct pollfd pfd = {.fd = isn_grpc_fd(t->side.client), .events = POLLIN};
-    if (isn_grpc_wants_write(t->side.client)) pfd.events |= POLLOUT;
-    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
-    assert_int_equal(isn_grpc_service(t->side.client, revents, err, sizeof err), 0);
+    service_once(t->side.client);
     for (isn_grpc_client_call *call = isn_grpc_take_finished(t->side.client, NULL); call;
          call = isn_grpc_client_call_next_finished(call)) {
         uintptr_t i = (uintptr_t)isn_grpc_client_call_user(call);
@@ -403,11 +406,7 @@ typedef struct {
 
 static void service_until_done(uv_idle_t *idle) {
     awaiting_side *a = idle->data;
-    char err[256];
-    struct pollfd pfd = {.fd = isn_grpc_fd(a->client), .events = POLLIN};
-    if (isn_grpc_wants_write(a->client)) pfd.events |= POLLOUT;
-    short revents = poll(&pfd, 1, 0) > 0 ? pfd.revents : 0;
-    assert_int_equal(isn_grpc_service(a->client, revents, err, sizeof err), 0);
+    service_once(a->client);
     if (!isn_grpc_client_call_done(a->awaited)) return;
     uv_idle_stop(idle);
     uv_close((uv_handle_t *)idle, NULL);
