@@ -188,14 +188,27 @@ static void echo_server_free(echo_app *app) {
     uv_loop_close(app->loop);
 }
 
+/* A client of it, serviced by the test itself (service_once). */
+static isn_grpc_client *connect_client(const char *bound) {
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(bound, 1000, err, sizeof err);
+    if (!client) fail_msg("isn_grpc_connect %s: %s", bound, err);
+    return client;
+}
+
 /* A client of it, watched from the same loop. */
 static isn_grpc_client *connect_watched(uv_loop_t *loop, const char *bound, isn_grpc_activity_cb activity,
                                         void *user) {
     char err[256];
-    isn_grpc_client *client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(client);
+    isn_grpc_client *client = connect_client(bound);
     assert_int_equal(isn_grpc_client_watch(loop, client, activity, user, err, sizeof err), 0);
     return client;
+}
+
+/* An idle callback that is done: it runs no more, and its handle closes. */
+static void idle_done(uv_idle_t *idle) {
+    uv_idle_stop(idle);
+    uv_close((uv_handle_t *)idle, NULL);
 }
 
 static void test_server_core_and_watched_client(void **state) {
@@ -281,8 +294,7 @@ static void service_from_idle(uv_idle_t *idle) {
     isn_grpc_server_drain(s->side.app->server);
     isn_grpc_close(s->side.client);
     s->side.client = NULL;
-    uv_idle_stop(idle);
-    uv_close((uv_handle_t *)idle, NULL);
+    idle_done(idle);
 }
 
 static void test_client_serviced_by_its_callers_poll(void **state) {
@@ -293,8 +305,7 @@ static void test_client_serviced_by_its_callers_poll(void **state) {
     echo_server_start(&app, &loop, NULL, bound, sizeof bound);
     app.later_ms = 1;
     serviced_side s = {.side = {.app = &app}};
-    s.side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(s.side.client);
+    s.side.client = connect_client(bound);
     for (int i = 0; i < NUM_CALLS; i++) s.side.calls[i] = start(s.side.client, "/test.Echo/Echo", i % 2 ? "odd" : "even");
     /* nothing is read here: no call can be done before the server ran */
     assert_int_equal(isn_grpc_service(s.side.client, 0, err, sizeof err), 0);
@@ -329,8 +340,7 @@ static void close_client_when_held(uv_idle_t *idle) {
     isn_grpc_poll(side->client, 0, err, sizeof err);
     isn_grpc_close(side->client);
     side->client = NULL;
-    uv_idle_stop(idle);
-    uv_close((uv_handle_t *)idle, NULL);
+    idle_done(idle);
 }
 
 static void on_nothing(isn_grpc_client *client, void *user) { (void)client, (void)user; }
@@ -394,8 +404,7 @@ static void take_from_idle(uv_idle_t *idle) {
     if (t->taken_calls < NUM_CALLS) return;
     assert_null(isn_grpc_take_finished(t->side.client, NULL)); /* nothing twice */
     t->side.finished = true;
-    uv_idle_stop(idle);
-    uv_close((uv_handle_t *)idle, NULL);
+    idle_done(idle);
 }
 
 /* Services the client from the loop until `awaited` is done; takes nothing. */
@@ -408,19 +417,17 @@ static void service_until_done(uv_idle_t *idle) {
     awaiting_side *a = idle->data;
     service_once(a->client);
     if (!isn_grpc_client_call_done(a->awaited)) return;
-    uv_idle_stop(idle);
-    uv_close((uv_handle_t *)idle, NULL);
+    idle_done(idle);
 }
 
 static void test_finished_calls_handed_over_once(void **state) {
     (void)state;
     uv_loop_t loop;
     echo_app app;
-    char bound[80], err[256];
+    char bound[80];
     echo_server_start(&app, &loop, NULL, bound, sizeof bound);
     tracked_side t = {.side = {.app = &app}};
-    t.side.client = isn_grpc_connect(bound, 1000, err, sizeof err);
-    assert_non_null(t.side.client);
+    t.side.client = connect_client(bound);
     isn_grpc_track_finished(t.side.client);
     const char *paths[NUM_CALLS] = {"/test.Echo/Echo", "/test.Echo/Echo", "/test.Echo/Later",
                                     "/test.Echo/Missing", "/other.Service/Call", "/test.Echo/Echo"};
