@@ -33,9 +33,10 @@ static isn_grpc_client_call *start_message(isn_grpc_client *client, const char *
 /* The status of a finished call: its grpc-status, or -1 with what happened instead in `message`. */
 static int call_status(const isn_grpc_result *result, char *message, size_t message_len) {
     if (result->grpc_status >= 0) {
-        snprintf(message, message_len, "%s", result->grpc_message);
+        if (message_len) snprintf(message, message_len, "%s", result->grpc_message);
         return result->grpc_status;
     }
+    if (!message_len) return -1;
     if (result->reset) snprintf(message, message_len, "stream reset by the server (HTTP/2 error %u)", result->reset_code);
     else if (result->http_status && result->http_status != 200)
         snprintf(message, message_len, "HTTP status %d (not a gRPC reply)", result->http_status);
@@ -172,6 +173,22 @@ int isn_grpc_search_finish(isn_grpc_client_call *call, isn_grpc_search_reply *re
     }
     isn__v1__search_response__free_unpacked(response, NULL);
     if (rc != 0) isn_grpc_search_reply_free(reply);
+    return rc;
+}
+
+int isn_grpc_search_finish_status(isn_grpc_client_call *call, int *status, bool *complete) {
+    const isn_grpc_result *result = isn_grpc_client_call_result(call);
+    *status = call_status(result, NULL, 0);
+    *complete = false;
+    int rc = 0;
+    if (*status == 0) {
+        const ProtobufCFieldDescriptor *field =
+            protobuf_c_message_descriptor_get_field_by_name(&isn__v1__search_response__descriptor, "complete");
+        uint64_t value;
+        rc = field && isn_grpc_message_varint_field(result->message, result->message_len, field->id, &value) ? 0 : -1;
+        *complete = rc == 0 && value != 0;
+    }
+    isn_grpc_client_call_free(call);
     return rc;
 }
 

@@ -217,6 +217,30 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *value) 
     return false;
 }
 
+bool isn_grpc_message_varint_field(const uint8_t *data, size_t len, uint32_t field_number, uint64_t *value) {
+    const uint8_t *p = data, *end = data + len;
+    *value = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (!read_varint(&p, end, &key) || key >> 3 == 0) return false;
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(&p, end, &v)) return false;
+            if (key >> 3 == field_number) *value = v;
+            continue;
+        case 1: v = 8; break;
+        case 5: v = 4; break;
+        case 2:
+            if (!read_varint(&p, end, &v)) return false;
+            break;
+        default: return false; /* groups are not proto3 */
+        }
+        if (key >> 3 == field_number || v > (uint64_t)(end - p)) return false; /* the field is not a varint */
+        p += v;
+    }
+    return true;
+}
+
 #define NUL_SEARCH_DEPTH 32
 
 /* Walks one message's wire form; `fields` holds the fields down to it (`depth` of them). On a find,

@@ -122,18 +122,16 @@ static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
     /* to when its reply was read, not to this look: the replies of one read are taken in before any
      * is looked at, and charging each the time the others took is the client's own */
     int64_t done = (int64_t)isn_grpc_client_call_done_ns(slot->call); /* before finish frees it */
-    isn_grpc_search_reply reply;
-    char err[256];
-    bool bad = isn_grpc_search_finish(slot->call, &reply, err, sizeof err) != 0;
-    int status = bad ? -1 : reply.status;
+    int status;
+    bool complete;
+    if (isn_grpc_search_finish_status(slot->call, &status, &complete) != 0) status = -1;
     if (slot->measured) {
         uint64_t latency_us = (uint64_t)(((done ? done : now_ns()) - slot->scheduled_ns) / 1000);
         uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
-        bench_stats_record(&run->stats, status, status == 0 && reply.complete, latency_us, deadline_us);
-        if (status == 0 && reply.complete && latency_us <= deadline_us)
+        bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
+        if (status == 0 && complete && latency_us <= deadline_us)
             bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
     }
-    if (!bad) isn_grpc_search_reply_free(&reply);
     if (client_busy) client_busy[slot->closed_client] = false;
     release_slot(run, pos);
 }

@@ -1,6 +1,7 @@
 /* gRPC message framing and protobuf decode, as the server core meets them: the request body in
  * DATA chunks of any size (isn_grpc_reader), then the unpack of the message as each request type the
- * servers accept, the NUL-in-string check, and grpc-timeout parsing of the input's first bytes.
+ * servers accept, the NUL-in-string check, the load generator's read of one top-level varint field
+ * (of any body, unpacked or not), and grpc-timeout parsing of the input's first bytes.
  * Input: byte 0 picks the chunk size and the message type, the rest is the stream body. */
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char why[200];
     isn_grpc_reader_describe(&reader, result, why, sizeof why);
     if (result == ISN_GRPC_READ_OK) {
+        uint64_t value;
+        isn_grpc_message_varint_field(reader.body, reader.length, (uint32_t)(control & 0x1f), &value);
         const ProtobufCMessageDescriptor *type = TYPES[(control >> 4) % (sizeof TYPES / sizeof TYPES[0])];
         ProtobufCMessage *message = protobuf_c_message_unpack(type, NULL, reader.length, reader.body);
         if (message) {

@@ -281,6 +281,72 @@ static void test_nul_in_string_fields(void **state) {
         isn_grpc_message_nul_string_field(&isn__v1__search_request__descriptor, endless, sizeof endless, field, sizeof field));
 }
 
+/* The top-level flag a load generator reads of a reply, against protobuf-c's own unpack of the same
+ * bytes, and the wire forms it must not take for a message. */
+static void test_varint_field(void **state) {
+    (void)state;
+    const ProtobufCFieldDescriptor *complete_field =
+        protobuf_c_message_descriptor_get_field_by_name(&isn__v1__search_response__descriptor, "complete");
+    assert_non_null(complete_field);
+    for (int hits = 0; hits <= 12; hits += 4) {
+        for (int complete = 0; complete <= 1; complete++) {
+            Isn__V1__SearchResponse response = ISN__V1__SEARCH_RESPONSE__INIT;
+            Isn__V1__Hit hit[12], *hit_ptrs[12];
+            for (int i = 0; i < hits; i++) {
+                isn__v1__hit__init(&hit[i]);
+                hit[i].doc = (uint32_t)(1000 + i); /* nested varints the reader must not take for its field */
+                hit[i].score = 2.5f;
+                hit[i].external_id = "pkg";
+                hit_ptrs[i] = &hit[i];
+            }
+            response.n_hits = (size_t)hits;
+            response.hits = hit_ptrs;
+            response.complete = complete;
+            response.partition_id = 7;
+            uint8_t wire[1024];
+            size_t len = isn__v1__search_response__pack(&response, wire);
+            assert_true(len <= sizeof wire);
+            uint64_t value = 99;
+            assert_true(isn_grpc_message_varint_field(wire, len, complete_field->id, &value));
+            Isn__V1__SearchResponse *unpacked = isn__v1__search_response__unpack(NULL, len, wire);
+            assert_non_null(unpacked);
+            assert_int_equal(value != 0, unpacked->complete);
+            assert_int_equal(value, (uint64_t)complete);
+            isn__v1__search_response__free_unpacked(unpacked, NULL);
+        }
+    }
+    uint64_t value;
+    /* absent: proto3's default; repeated: the last one */
+    assert_true(isn_grpc_message_varint_field((const uint8_t *)"", 0, 2, &value));
+    assert_int_equal(value, 0);
+    const uint8_t twice[] = {0x10, 1, 0x10, 0};
+    assert_true(isn_grpc_message_varint_field(twice, sizeof twice, 2, &value));
+    assert_int_equal(value, 0);
+    const uint8_t multi_byte[] = {0x10, 0x96, 0x01};
+    assert_true(isn_grpc_message_varint_field(multi_byte, sizeof multi_byte, 2, &value));
+    assert_int_equal(value, 150);
+    /* skips 64- and 32-bit fields and strings of other numbers */
+    const uint8_t skipped[] = {0x09, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4, 0x22, 2, 0x10, 0, 0x10, 1};
+    assert_true(isn_grpc_message_varint_field(skipped, sizeof skipped, 2, &value));
+    assert_int_equal(value, 1);
+    static const struct {
+        const char *name;
+        uint8_t wire[16];
+        size_t len;
+    } bad[] = {
+        {"cut varint", {0x10, 0x80}, 2},
+        {"cut key", {0x80}, 1},
+        {"string past the end", {0x0a, 5, 'a'}, 3},
+        {"cut fixed64", {0x09, 1, 2}, 3},
+        {"group", {0x0b, 0x0c}, 2},
+        {"field number 0", {0x00, 1}, 2},
+        {"the field as a string", {0x12, 1, 1}, 3},
+        {"endless varint", {0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 12},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (isn_grpc_message_varint_field(bad[i].wire, bad[i].len, 2, &value)) fail_msg("case %s was taken", bad[i].name);
+}
+
 static void test_percent_encoding(void **state) {
     (void)state;
     char out[64];
@@ -387,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_timeout_header),
         cmocka_unit_test(test_timeout_format),
         cmocka_unit_test(test_nul_in_string_fields),
+        cmocka_unit_test(test_varint_field),
         cmocka_unit_test(test_percent_encoding),
         cmocka_unit_test(test_status_names_and_paths),
         cmocka_unit_test(test_arena),
