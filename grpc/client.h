@@ -164,11 +164,11 @@ isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_g
                                      size_t err_len);
 int isn_grpc_search_finish(isn_grpc_client_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len);
 void isn_grpc_search_reply_free(isn_grpc_search_reply *reply);
-/* What a load generator tallies of a finished Search, without decoding its hits (a tenth of the
- * generator's time at hundreds of thousands of replies a second): the gRPC status in *status (-1
- * when there is none: the transport failed or the stream was reset) and, for an OK reply, its
- * `complete` flag. -1 when an OK reply's top level is not a message; the hits are not checked. Frees
- * the call. */
+/* What a load generator tallies of a finished Search, without decoding its hits (decoding and copying
+ * every hit was time the generator then lacked for sending, and a generator that falls behind is
+ * charged to the server): the gRPC status in *status (-1 when there is none: the transport failed or
+ * the stream was reset) and, for an OK reply, its `complete` flag. -1 when an OK reply's top level is
+ * not a message; the hits are not checked. Frees the call. */
 int isn_grpc_search_finish_status(isn_grpc_client_call *call, int *status, bool *complete);
 
 typedef struct {

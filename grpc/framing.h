@@ -126,10 +126,11 @@ size_t isn_grpc_format_timeout(uint64_t ns, char *out, size_t out_len);
 bool isn_grpc_message_nul_string_field(const ProtobufCMessageDescriptor *descriptor, const uint8_t *data, size_t len,
                                    char *field, size_t field_len);
 
-/* The value of a top-level varint field (bool, enum, integer) of a message's wire form: true with the
- * last occurrence in *value (proto3's rule for a repeated scalar key), or with 0 when the field is
- * absent (proto3's default); false when the top level is not well formed. Nested messages are
- * skipped, not checked: for a reader that needs one flag of a large reply, not the reply. */
+/* The value of a top-level varint field (bool, enum, integer) of a message's wire form: true with its
+ * last occurrence in *value (as protobuf takes a scalar field sent twice), or with 0 when the field
+ * is absent (proto3's default); false when the top level is not well formed or the field is not a
+ * varint. Nested messages are skipped, not checked: for a reader that needs one flag of a large
+ * reply, not the reply. */
 bool isn_grpc_message_varint_field(const uint8_t *data, size_t len, uint32_t field_number, uint64_t *value);
 
 /* grpc-message encoding: bytes outside printable ASCII, and '%', become %XX. Always NUL-terminates;
