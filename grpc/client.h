@@ -162,6 +162,12 @@ int isn_grpc_search(isn_grpc_client *client, const isn_grpc_search_request *requ
 /* Non-blocking form: start, poll (isn_grpc_poll) until isn_grpc_client_call_done, then finish (frees the call). */
 isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
                                      size_t err_len);
+/* The same in two steps, for a caller that sends one request many times (a load generator): the
+ * request's protobuf body, malloc'd (NULL when out of memory), then a Search with that body and
+ * grpc-timeout header (isn_grpc_format_timeout; NULL = none). The body is copied: free it when done. */
+uint8_t *isn_grpc_search_request_pack(const isn_grpc_search_request *request, size_t *len);
+isn_grpc_client_call *isn_grpc_search_start_packed(isn_grpc_client *client, const uint8_t *body, size_t len,
+                                                   const char *timeout_header, char *err, size_t err_len);
 int isn_grpc_search_finish(isn_grpc_client_call *call, isn_grpc_search_reply *reply, char *err, size_t err_len);
 void isn_grpc_search_reply_free(isn_grpc_search_reply *reply);
 /* What a load generator tallies of a finished Search, without decoding its hits (decoding and copying

@@ -11,6 +11,7 @@
 #include "proto/isn.pb-c.h"
 
 #define WAIT_SLACK_MS 5000
+#define SEARCH_PATH "/isn.v1.Search/Search"
 
 static isn_grpc_client_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
                                     uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
@@ -70,8 +71,7 @@ static void *take_reply(isn_grpc_client_call *call, const ProtobufCMessageDescri
 
 /* ------------------------------------------------------------------ Search */
 
-isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
-                                     size_t err_len) {
+uint8_t *isn_grpc_search_request_pack(const isn_grpc_search_request *request, size_t *len) {
     Isn__V1__SearchRequest message = ISN__V1__SEARCH_REQUEST__INIT;
     Isn__V1__GlobalStatistics global = ISN__V1__GLOBAL_STATISTICS__INIT;
     message.query = (char *)(request->query ? request->query : "");
@@ -97,7 +97,6 @@ isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_g
             if (!stats || !stat_ptrs) {
                 free(stats);
                 free(stat_ptrs);
-                isn_error(err, err_len, "out of memory");
                 return NULL;
             }
             for (uint32_t i = 0; i < request->num_global_terms; i++) {
@@ -111,11 +110,34 @@ isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_g
         }
         message.global_stats = &global;
     }
-    isn_grpc_client_call *call = start_message(client, "/isn.v1.Search/Search", &message.base, request->timeout_ms,
-                                        request->traceparent, request->via, err, err_len);
+    *len = protobuf_c_message_get_packed_size(&message.base);
+    uint8_t *body = malloc(*len ? *len : 1);
+    if (body) protobuf_c_message_pack(&message.base, body);
     free(stats);
     free(stat_ptrs);
-    return call;
+    return body;
+}
+
+isn_grpc_client_call *isn_grpc_search_start_packed(isn_grpc_client *client, const uint8_t *body, size_t len,
+                                                   const char *timeout_header, char *err, size_t err_len) {
+    isn_grpc_request request = {
+        .path = SEARCH_PATH, .body = body, .body_len = len, .frame = true, .timeout_header = timeout_header};
+    return isn_grpc_start(client, &request, err, err_len);
+}
+
+isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
+                                     size_t err_len) {
+    size_t len;
+    uint8_t *body = isn_grpc_search_request_pack(request, &len);
+    if (!body) {
+        isn_error(err, err_len, "out of memory");
+        return NULL;
+    }
+    isn_grpc_request call = {.path = SEARCH_PATH, .body = body, .body_len = len, .frame = true,
+                             .timeout_ms = request->timeout_ms, .traceparent = request->traceparent, .via = request->via};
+    isn_grpc_client_call *started = isn_grpc_start(client, &call, err, err_len);
+    free(body);
+    return started;
 }
 
 static void copy_text(char *out, size_t out_len, const char *in) { snprintf(out, out_len, "%s", in ? in : ""); }

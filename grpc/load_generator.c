@@ -31,8 +31,17 @@ typedef struct {
     bool measured;
 } load_slot;
 
+/* Every query of the log as the Search body it is sent as, packed once for all runs and threads: a
+ * generator that packs each request again spends on it time it then lacks for sending. */
+typedef struct {
+    uint8_t **bodies;
+    size_t *lens;
+    char timeout_header[ISN_GRPC_TIMEOUT_MAX_LEN]; /* "" = none */
+} packed_queries;
+
 typedef struct {
     const isn_load_config *config;
+    const packed_queries *packed;
     isn_grpc_pool *pool;
     load_slot *active; /* calls in flight, at most config->max_inflight */
     uint32_t num_active;
@@ -50,6 +59,7 @@ typedef struct {
 
 struct isn_load {
     isn_load_config config;
+    packed_queries packed;
     load_run runs[MAX_THREADS];
 };
 
@@ -79,11 +89,11 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     const isn_load_config *a = run->config;
     isn_grpc_client_call *call = NULL;
     if (client) {
-        const isn_logged_query *q = &run->config->queries->queries[next_random(run) % run->config->queries->count];
-        isn_grpc_search_request rq = {.query = q->text, .k = a->k, .mode = a->mode, .algorithm = a->algo, .ranker = a->ranker, .n1 = a->n1,
-                                      .timeout_ms = a->deadline_ms};
+        size_t q = next_random(run) % a->queries->count;
+        const packed_queries *packed = run->packed;
         char err[256];
-        call = isn_grpc_search_start(client, &rq, err, sizeof err);
+        call = isn_grpc_search_start_packed(client, packed->bodies[q], packed->lens[q],
+                                            packed->timeout_header[0] ? packed->timeout_header : NULL, err, sizeof err);
         uint32_t i = 0;
         while (call && i < run->num_unsent && run->unsent[i] != client) i++;
         if (call && i == run->num_unsent && run->num_unsent < MAX_CONNECTIONS) run->unsent[run->num_unsent++] = client;
@@ -291,6 +301,21 @@ static int load_all(load_run *runs, double rate, uint32_t concurrency) {
     return -1;
 }
 
+static int pack_queries(const isn_load_config *a, packed_queries *packed) {
+    size_t n = a->queries->count;
+    packed->bodies = calloc(n, sizeof *packed->bodies);
+    packed->lens = calloc(n, sizeof *packed->lens);
+    if (!packed->bodies || !packed->lens) return -1;
+    for (size_t i = 0; i < n; i++) {
+        isn_grpc_search_request rq = {.query = a->queries->queries[i].text, .k = a->k, .mode = a->mode, .algorithm = a->algo,
+                                      .ranker = a->ranker, .n1 = a->n1};
+        if (!(packed->bodies[i] = isn_grpc_search_request_pack(&rq, &packed->lens[i]))) return -1;
+    }
+    if (a->deadline_ms) isn_grpc_format_timeout((uint64_t)a->deadline_ms * 1000000ull, packed->timeout_header,
+                                                sizeof packed->timeout_header);
+    return 0;
+}
+
 isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len) {
     if (!config->queries || config->queries->count == 0) {
         snprintf(err, err_len, "no queries to send");
@@ -307,9 +332,15 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
         return NULL;
     }
     load->config = *config;
+    if (pack_queries(config, &load->packed) != 0) {
+        snprintf(err, err_len, "out of memory");
+        isn_load_free(load);
+        return NULL;
+    }
     for (uint32_t i = 0; i < config->threads; i++) {
         load_run *run = &load->runs[i];
         run->config = &load->config;
+        run->packed = &load->packed;
         run->rng = config->seed + i * 0x9E3779B97F4A7C15ull;
         run->burst_slot = UINT32_MAX;
         if (!(run->active = calloc(config->max_inflight, sizeof *run->active))) {
@@ -333,6 +364,9 @@ void isn_load_free(isn_load *load) {
         isn_grpc_pool_free(load->runs[i].pool);
         free(load->runs[i].active);
     }
+    for (size_t i = 0; load->packed.bodies && i < load->config.queries->count; i++) free(load->packed.bodies[i]);
+    free(load->packed.bodies);
+    free(load->packed.lens);
     free(load);
 }
 
