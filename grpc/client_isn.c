@@ -1,5 +1,6 @@
 /* isn.v1 and grpc.health.v1 calls on top of the raw client: protobuf-c in, plain structs out. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,22 +14,28 @@
 #define WAIT_SLACK_MS 5000
 #define SEARCH_PATH "/isn.v1.Search/Search"
 
+/* Starts a call with `body` (NULL: it could not be made, out of memory) and frees the body. */
+static isn_grpc_client_call *start_with_body(isn_grpc_client *client, const char *path, uint8_t *body, size_t len,
+                                             uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
+                                             size_t err_len) {
+    if (!body) {
+        isn_error(err, err_len, "out of memory");
+        return NULL;
+    }
+    isn_grpc_request request = {.path = path, .body = body, .body_len = len, .frame = true, .timeout_ms = timeout_ms,
+                                .traceparent = traceparent, .via = via};
+    isn_grpc_client_call *call = isn_grpc_start(client, &request, err, err_len);
+    free(body);
+    return call;
+}
+
 static isn_grpc_client_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
                                     uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
                                     size_t err_len) {
     size_t size = protobuf_c_message_get_packed_size(message);
     uint8_t *body = malloc(size ? size : 1);
-    if (!body) {
-        isn_error(err, err_len, "out of memory");
-        return NULL;
-    }
-    protobuf_c_message_pack(message, body);
-    isn_grpc_request request = {
-        .path = path, .body = body, .body_len = size, .frame = true, .timeout_ms = timeout_ms, .traceparent = traceparent,
-        .via = via};
-    isn_grpc_client_call *call = isn_grpc_start(client, &request, err, err_len);
-    free(body);
-    return call;
+    if (body) protobuf_c_message_pack(message, body);
+    return start_with_body(client, path, body, size, timeout_ms, traceparent, via, err, err_len);
 }
 
 /* The status of a finished call: its grpc-status, or -1 with what happened instead in `message`. */
@@ -127,17 +134,10 @@ isn_grpc_client_call *isn_grpc_search_start_packed(isn_grpc_client *client, cons
 
 isn_grpc_client_call *isn_grpc_search_start(isn_grpc_client *client, const isn_grpc_search_request *request, char *err,
                                      size_t err_len) {
-    size_t len;
+    size_t len = 0;
     uint8_t *body = isn_grpc_search_request_pack(request, &len);
-    if (!body) {
-        isn_error(err, err_len, "out of memory");
-        return NULL;
-    }
-    isn_grpc_request call = {.path = SEARCH_PATH, .body = body, .body_len = len, .frame = true,
-                             .timeout_ms = request->timeout_ms, .traceparent = request->traceparent, .via = request->via};
-    isn_grpc_client_call *started = isn_grpc_start(client, &call, err, err_len);
-    free(body);
-    return started;
+    return start_with_body(client, SEARCH_PATH, body, len, request->timeout_ms, request->traceparent, request->via, err,
+                           err_len);
 }
 
 static void copy_text(char *out, size_t out_len, const char *in) { snprintf(out, out_len, "%s", in ? in : ""); }
@@ -198,16 +198,28 @@ int isn_grpc_search_finish(isn_grpc_client_call *call, isn_grpc_search_reply *re
     return rc;
 }
 
+/* SearchResponse.complete's field number, looked up once rather than for every reply. */
+static uint32_t complete_field_number;
+static pthread_once_t complete_field_once = PTHREAD_ONCE_INIT;
+
+static void find_complete_field(void) {
+    const ProtobufCFieldDescriptor *field =
+        protobuf_c_message_descriptor_get_field_by_name(&isn__v1__search_response__descriptor, "complete");
+    complete_field_number = field ? field->id : 0; /* 0: no such field, and every OK reply is an error */
+}
+
 int isn_grpc_search_finish_status(isn_grpc_client_call *call, int *status, bool *complete) {
     const isn_grpc_result *result = isn_grpc_client_call_result(call);
     *status = call_status(result, NULL, 0);
     *complete = false;
     int rc = 0;
     if (*status == 0) {
-        const ProtobufCFieldDescriptor *field =
-            protobuf_c_message_descriptor_get_field_by_name(&isn__v1__search_response__descriptor, "complete");
+        pthread_once(&complete_field_once, find_complete_field);
         uint64_t value;
-        rc = field && isn_grpc_message_varint_field(result->message, result->message_len, field->id, &value) ? 0 : -1;
+        rc = complete_field_number &&
+                     isn_grpc_message_varint_field(result->message, result->message_len, complete_field_number, &value)
+                 ? 0
+                 : -1;
         *complete = rc == 0 && value != 0;
     }
     isn_grpc_client_call_free(call);
