@@ -22,6 +22,8 @@ double isn_now_seconds(void);
 uint64_t isn_thread_cpu_ns(void);
 /* Wall-clock time (CLOCK_REALTIME) in Unix seconds. */
 double isn_wall_seconds(void);
+/* The same clock in nanoseconds: the clock of the kernel's socket timestamps (SO_TIMESTAMPNS). */
+uint64_t isn_wall_ns(void);
 
 /* The CPUs this process may use: those of its affinity mask (taskset, a cpuset), and no more than its
  * cgroup's CPU quota (cgroup v2 cpu.max or v1 cpu.cfs_quota_us over cpu.cfs_period_us, rounded up, the
@@ -311,6 +313,13 @@ typedef struct {
      * microseconds (same cap): when these grow, the load generator, not the server, sets the latency */
     uint64_t *send_lag_us;
     size_t num_send_lags;
+    /* how long each measured reply waited in the client's socket before the generator read it,
+     * microseconds (same cap): the latencies end at a reply's arrival (the kernel's receive time), so
+     * this is the generator's own delay, left out of them. arrivals_unknown counts the replies the kernel
+     * gave no time for, whose latencies end when they were read. */
+    uint64_t *receive_lag_us;
+    size_t num_receive_lags;
+    uint64_t arrivals_unknown;
     /* the generator threads' CPU time and wall time over the run, summed over the threads: a share near
      * 1 says the generator never waited for input, so its reads lag and the latencies are partly its own */
     uint64_t generator_cpu_ns, generator_wall_ns;
@@ -323,6 +332,7 @@ int bench_stats_init(bench_stats *stats, size_t latency_cap);
 void bench_stats_free(bench_stats *stats);
 void bench_stats_add_latency(bench_stats *stats, uint64_t us);
 void bench_stats_add_send_lag(bench_stats *stats, uint64_t us);
+void bench_stats_add_receive_lag(bench_stats *stats, uint64_t us);
 
 typedef struct {
     double p50, p90, p99, p999, mean, max; /* microseconds; 0 when nothing was answered */

@@ -15,3 +15,5 @@ double isn_now_seconds(void) { return (double)isn_now_ns() / 1e9; }
 uint64_t isn_thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 double isn_wall_seconds(void) { return (double)clock_ns(CLOCK_REALTIME) / 1e9; }
+
+uint64_t isn_wall_ns(void) { return clock_ns(CLOCK_REALTIME); }

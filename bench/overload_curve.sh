@@ -103,6 +103,7 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
+       "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
        "generator_busy": p.get("generator_busy")}
 row.update(node)
 print(json.dumps(row))

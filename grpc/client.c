@@ -27,6 +27,7 @@ struct isn_grpc_client_call {
     int32_t stream_id;
     bool done;
     uint64_t done_ns; /* when the bytes that completed it were read (isn_now_ns), or it failed */
+    uint64_t arrival_ns; /* when those bytes reached the socket (isn_grpc_stamp_arrivals), 0 unknown */
     uint8_t *body; /* request bytes, prefix included when asked */
     size_t body_len, body_sent;
     bool leave_open;
@@ -55,6 +56,8 @@ struct isn_grpc_client {
     char error[256];
     tls_session tls; /* ssl NULL: plaintext */
     uint64_t read_ns; /* while the bytes of a read are taken in: when they were read */
+    bool stamp_arrivals;  /* the socket reports when the kernel received what each read returns */
+    uint64_t arrival_ns;  /* while the bytes of a read are taken in: when they arrived, 0 unknown */
 };
 
 static int64_t now_ms(void) { return (int64_t)(isn_now_ns() / 1000000); }
@@ -84,6 +87,7 @@ static void call_finish(isn_grpc_client_call *call) {
     if (call->done) return;
     call->done = true;
     call->done_ns = call->client && call->client->read_ns ? call->client->read_ns : isn_now_ns();
+    call->arrival_ns = call->client && call->client->read_ns ? call->client->arrival_ns : 0;
     isn_grpc_client *client = call->client;
     call_unlink(call);
     call->client = NULL;
@@ -136,6 +140,7 @@ isn_grpc_client_call *isn_grpc_client_call_next_finished(const isn_grpc_client_c
     return call->finished_next;
 }
 uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call) { return call->done_ns; }
+uint64_t isn_grpc_client_call_arrival_ns(const isn_grpc_client_call *call) { return call->arrival_ns; }
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
 void isn_grpc_client_call_free(isn_grpc_client_call *call) {
@@ -617,16 +622,57 @@ static int send_or_fail(isn_grpc_client *client, char *err, size_t err_len) {
     return isn_error(err, err_len, "connection failed: %s", client->error);
 }
 
+int isn_grpc_stamp_arrivals(isn_grpc_client *client, char *err, size_t err_len) {
+    int on = 1;
+    if (setsockopt(client->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0)
+        return isn_error(err, err_len, "the socket gives no receive times (SO_TIMESTAMPNS): %s", strerror(errno));
+    client->stamp_arrivals = true;
+    return 0;
+}
+
+/* recv; *read_ns when it returned, and with isn_grpc_stamp_arrivals *arrival_ns when the kernel received
+ * the last of the bytes returned (TCP reports the newest segment's time: later than or equal to every
+ * byte's own), both on the clock of isn_now_ns; *arrival_ns 0 when the kernel said nothing. */
+static ssize_t read_stamped(isn_grpc_client *client, uint8_t *buf, size_t len, uint64_t *read_ns, uint64_t *arrival_ns) {
+    *arrival_ns = 0;
+    if (!client->stamp_arrivals) {
+        ssize_t r = recv(client->fd, buf, len, 0);
+        *read_ns = isn_now_ns();
+        return r;
+    }
+    union {
+        char bytes[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control};
+    ssize_t r = recvmsg(client->fd, &msg, 0);
+    *read_ns = isn_now_ns();
+    if (r <= 0) return r;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
+        struct timespec at;
+        memcpy(&at, CMSG_DATA(c), sizeof at);
+        /* the kernel's time is the wall clock's: read beside the monotonic one, it says how long ago */
+        uint64_t stamp = (uint64_t)at.tv_sec * 1000000000ull + (uint64_t)at.tv_nsec, wall = isn_wall_ns();
+        uint64_t ago = wall > stamp ? wall - stamp : 0;
+        *arrival_ns = ago < *read_ns ? *read_ns - ago : *read_ns;
+    }
+    return r;
+}
+
 /* Reads what the socket holds (its poll said `revents`), then sends what that queued. */
 static int take_ready_input(isn_grpc_client *client, short revents, char *err, size_t err_len) {
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         uint8_t buf[READ_CHUNK];
         for (;;) {
-            ssize_t r = recv(client->fd, buf, sizeof buf, 0);
+            uint64_t read_ns, arrival_ns;
+            ssize_t r = read_stamped(client, buf, sizeof buf, &read_ns, &arrival_ns);
             if (r > 0) {
-                client->read_ns = isn_now_ns();
+                client->read_ns = read_ns;
+                client->arrival_ns = arrival_ns;
                 int taken = take_input(client, buf, (size_t)r);
-                client->read_ns = 0;
+                client->read_ns = client->arrival_ns = 0;
                 if (taken < 0)
                     return isn_error(err, err_len, "%s: %s", client->tls.ssl ? "TLS or HTTP/2 error" : "HTTP/2 error",
                                      client->error);

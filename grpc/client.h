@@ -71,6 +71,15 @@ bool isn_grpc_client_call_done(const isn_grpc_client_call *call);
 /* When the call completed: the time (isn_now_ns) the client read the bytes that completed it, as it read
  * them and before it took in the rest of that read; for a call that failed, when it failed. 0 while not done. */
 uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call);
+/* When the bytes that completed the call reached the client's socket: the kernel's receive time of the
+ * newest segment of the read that held them (so never earlier than the reply's last byte), on the clock of
+ * isn_now_ns, at most done_ns. A busy caller may read a reply long after it came; this time leaves that
+ * wait out. 0 when unknown: the client was not asked (isn_grpc_stamp_arrivals), the kernel gave no time
+ * (it starts to a moment after the first client asks), or the call failed. */
+uint64_t isn_grpc_client_call_arrival_ns(const isn_grpc_client_call *call);
+/* From now on the client asks the kernel when each read's bytes arrived (SO_TIMESTAMPNS), for
+ * isn_grpc_client_call_arrival_ns. -1 with err when the socket refuses. */
+int isn_grpc_stamp_arrivals(isn_grpc_client *client, char *err, size_t err_len);
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call);
 /* Frees the call; an unfinished one is cancelled (RST_STREAM CANCEL). */
 void isn_grpc_client_call_free(isn_grpc_client_call *call);
@@ -237,6 +246,9 @@ void isn_grpc_pool_wait(isn_grpc_pool *pool, uint64_t wait_ns);
 /* Every connection of the pool, those it opens later too, keeps its finished calls (isn_grpc_track_finished);
  * isn_grpc_pool_take_finished takes them from all of them, as one list. */
 void isn_grpc_pool_track_finished(isn_grpc_pool *pool);
+/* Every connection of the pool, those it opens later too, asks when its replies arrive
+ * (isn_grpc_stamp_arrivals); one whose socket refuses leaves its calls' arrival_ns 0. */
+void isn_grpc_pool_stamp_arrivals(isn_grpc_pool *pool);
 isn_grpc_client_call *isn_grpc_pool_take_finished(isn_grpc_pool *pool);
 
 /* ------------------------------------------------------------------ load generation (isn-bench) */

@@ -28,6 +28,7 @@ struct isn_grpc_pool {
     char server_name[256];
     uint32_t size, next;
     bool track_finished; /* every connection keeps its finished calls (isn_grpc_pool_track_finished) */
+    bool stamp_arrivals; /* every connection asks when its bytes arrived (isn_grpc_pool_stamp_arrivals) */
     pool_slot *slots;
     struct pollfd *fds;
     uint32_t *fd_slots;
@@ -80,6 +81,12 @@ isn_grpc_client *isn_grpc_pool_pick_again(isn_grpc_pool *pool, uint32_t last, ui
     return isn_grpc_pool_pick(pool, slot);
 }
 
+/* A socket that refuses leaves its calls without arrival times, which the caller sees (arrival_ns 0). */
+static void stamp_arrivals(isn_grpc_client *client) {
+    char err[256];
+    (void)isn_grpc_stamp_arrivals(client, err, sizeof err);
+}
+
 isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
     for (uint32_t tries = 0; tries < pool->size; tries++) {
         uint32_t i = pool->next++ % pool->size;
@@ -98,6 +105,7 @@ isn_grpc_client *isn_grpc_pool_pick(isn_grpc_pool *pool, uint32_t *slot) {
                 continue;
             }
             if (pool->track_finished) isn_grpc_track_finished(s->client);
+            if (pool->stamp_arrivals) stamp_arrivals(s->client);
         }
         if (isn_grpc_usable(s->client) && s->inflight < isn_grpc_max_streams(s->client)) {
             *slot = i;
@@ -130,6 +138,12 @@ void isn_grpc_pool_track_finished(isn_grpc_pool *pool) {
     pool->track_finished = true;
     for (uint32_t i = 0; i < pool->size; i++)
         if (pool->slots[i].client) isn_grpc_track_finished(pool->slots[i].client);
+}
+
+void isn_grpc_pool_stamp_arrivals(isn_grpc_pool *pool) {
+    pool->stamp_arrivals = true;
+    for (uint32_t i = 0; i < pool->size; i++)
+        if (pool->slots[i].client) stamp_arrivals(pool->slots[i].client);
 }
 
 isn_grpc_client_call *isn_grpc_pool_take_finished(isn_grpc_pool *pool) {

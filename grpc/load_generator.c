@@ -5,7 +5,8 @@
  * next connection: a write per request would cost the generator the server's TCP work on loopback for
  * each, and it is the generator that would then fall behind. Open loop: Poisson arrivals, latency
  * measured from each request's scheduled send time, so a server (or client) that falls behind is
- * charged for the wait (no coordinated omission); a request
+ * charged for the wait (no coordinated omission), to its reply's arrival at the socket (the kernel's
+ * time), so a generator near its limit, reading late, is not; a request
  * that finds no connection with a stream to spare (the server's concurrent-stream limit) is counted
  * as not sent rather than queued inside the client. Closed loop: N clients, each sends its next query
  * when the last one is answered. */
@@ -129,16 +130,23 @@ static void release_slot(load_run *run, uint32_t active_pos) {
 /* Tallies a done call and frees it, and its slot. Closed loop: its client is no longer busy. */
 static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
     load_slot *slot = &run->active[pos];
-    /* to when its reply was read, not to this look: the replies of one read are taken in before any
-     * is looked at, and charging each the time the others took is the client's own */
-    int64_t done = (int64_t)isn_grpc_client_call_done_ns(slot->call); /* before finish frees it */
+    /* to when its reply reached the socket, not to when the generator got to it: a generator near its
+     * limit reads replies late, and that wait is its own, not the server's (the replies of one read are
+     * also taken in before any is looked at). How long they waited is kept apart (receive lag); a reply the
+     * kernel gave no time for ends when it was read. Both before finish frees the call. */
+    int64_t read_at = (int64_t)isn_grpc_client_call_done_ns(slot->call);
+    int64_t arrived = (int64_t)isn_grpc_client_call_arrival_ns(slot->call);
+    int64_t done = arrived ? arrived : read_at;
     int status;
     bool complete;
     if (isn_grpc_search_finish_status(slot->call, &status, &complete) != 0) status = -1;
     if (slot->measured) {
-        uint64_t latency_us = (uint64_t)(((done ? done : now_ns()) - slot->scheduled_ns) / 1000);
+        int64_t took = (done ? done : now_ns()) - slot->scheduled_ns;
+        uint64_t latency_us = took > 0 ? (uint64_t)took / 1000 : 0;
         uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
         bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
+        if (arrived) bench_stats_add_receive_lag(&run->stats, (uint64_t)(read_at - arrived) / 1000);
+        else if (read_at) run->stats.arrivals_unknown++;
         if (status == 0 && complete && latency_us <= deadline_us)
             bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
     }
@@ -354,6 +362,7 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
             return NULL;
         }
         isn_grpc_pool_track_finished(run->pool);
+        isn_grpc_pool_stamp_arrivals(run->pool);
     }
     return load;
 }

@@ -48,9 +48,10 @@ static void test_json(void **state) {
     s.late = 6;
     for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
     for (int i = 0; i < 100; i++) bench_stats_add_send_lag(&s, (uint64_t)i); /* 0..99 us behind schedule */
+    for (int i = 0; i < 80; i++) bench_stats_add_receive_lag(&s, 1000 + (uint64_t)i); /* read 1.0-1.079 ms late */
     s.generator_cpu_ns = 3000;
     s.generator_wall_ns = 4000;
-    bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000}; /* a second generator thread */
+    bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000, .arrivals_unknown = 10}; /* a second thread */
     bench_stats_merge(&s, &other);
     bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
     s.scheduled++;
@@ -78,6 +79,11 @@ static void test_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(lag, "p99")), 98);
     assert_int_equal(json_integer_value(json_object_get(lag, "max")), 99);
     assert_int_equal(json_integer_value(json_object_get(lag, "samples")), 100);
+    json_t *receive = json_object_get(j, "receive_lag_us");
+    assert_int_equal(json_integer_value(json_object_get(receive, "p50")), 1039);
+    assert_int_equal(json_integer_value(json_object_get(receive, "max")), 1079);
+    assert_int_equal(json_integer_value(json_object_get(receive, "samples")), 80);
+    assert_int_equal(json_integer_value(json_object_get(j, "arrivals_unknown")), 10); /* the other thread's */
     /* the threads' CPU over their wall time, summed: (3 + 1) / (4 + 4) */
     assert_true(fabs(json_real_value(json_object_get(j, "generator_busy")) - 0.5) < 1e-6);
     json_decref(j);

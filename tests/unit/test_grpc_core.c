@@ -2,7 +2,7 @@
  * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
  * isn_grpc_client_watch. Checks replies, statuses, when the client saw each call done, per-call app
  * storage reuse, abandoned calls, that a drain ends with on_drained, and that a client keeping its finished
- * calls hands each over once. */
+ * calls hands each over once, and that a client asking for arrival times gets the kernel's. */
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -477,8 +478,75 @@ static void test_finished_calls_handed_over_once(void **state) {
     echo_server_free(&app);
 }
 
+/* Runs the server's loop until the client's socket holds input, without reading it; then the time. */
+static uint64_t reply_waiting(uv_loop_t *loop, isn_grpc_client *client) {
+    char err[256];
+    assert_int_equal(isn_grpc_service(client, 0, err, sizeof err), 0); /* the request out */
+    struct pollfd pfd = {.fd = isn_grpc_fd(client), .events = POLLIN};
+    for (int turns = 0; poll(&pfd, 1, 0) <= 0; turns++) {
+        if (turns > 500000) fail_msg("no reply reached the client's socket");
+        uv_run(loop, UV_RUN_NOWAIT);
+    }
+    return isn_now_ns();
+}
+
+/* Services the client and runs the server's loop by turns until the call is done. */
+static void drive_until_done(uv_loop_t *loop, isn_grpc_client *client, isn_grpc_client_call *call) {
+    for (int turns = 0; !isn_grpc_client_call_done(call); turns++) {
+        if (turns > 500000) fail_msg("the call was not answered");
+        service_once(client);
+        uv_run(loop, UV_RUN_NOWAIT);
+    }
+}
+
+/* A call's arrival time (isn_grpc_stamp_arrivals, as the load generator's pool asks) is when its reply
+ * reached the client's socket, before a busy caller got round to reading it: never after the reply was
+ * seen waiting there, and done_ns is when it was read. A client that did not ask has none. */
+static void test_arrival_times_leave_out_the_readers_wait(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80], err[256];
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    isn_grpc_client *client = connect_client(bound);
+    isn_grpc_client_call *call = start(client, "/test.Echo/Echo", "plain");
+    drive_until_done(&loop, client, call); /* and the connection's settings exchanged */
+    expect(call, ISN_GRPC_STATUS_OK, "plain", NULL);
+    assert_true(isn_grpc_client_call_done_ns(call) > 0);
+    assert_int_equal(isn_grpc_client_call_arrival_ns(call), 0); /* not asked for */
+    isn_grpc_client_call_free(call);
+
+    assert_int_equal(isn_grpc_stamp_arrivals(client, err, sizeof err), 0);
+    /* The kernel starts stamping a moment after the first socket of the machine asks (it turns its
+     * timestamps on from a work queue): until then a read carries no time, and the call none. */
+    uint64_t arrived = 0;
+    for (int attempt = 0; attempt < 200 && !arrived; attempt++) {
+        if (attempt) usleep(10000);
+        call = start(client, "/test.Echo/Echo", "stamped");
+        uint64_t seen = reply_waiting(&loop, client);
+        service_once(client);
+        /* what waited was the whole reply (the server writes it at once): its time is known, and is
+         * no later than when it was seen waiting, which is no later than its reading */
+        bool whole = isn_grpc_client_call_done(call);
+        drive_until_done(&loop, client, call);
+        expect(call, ISN_GRPC_STATUS_OK, "stamped", NULL);
+        if (whole && (arrived = isn_grpc_client_call_arrival_ns(call)) != 0) {
+            assert_true(arrived <= seen);
+            assert_true(seen <= isn_grpc_client_call_done_ns(call));
+        }
+        isn_grpc_client_call_free(call);
+    }
+    assert_true(arrived > 0);
+    isn_grpc_close(client);
+    isn_grpc_server_close(app.server);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    echo_server_free(&app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arrival_times_leave_out_the_readers_wait),
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
         cmocka_unit_test(test_client_serviced_by_its_callers_poll),
