@@ -146,7 +146,7 @@ static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
         uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
         bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
         if (arrived) bench_stats_add_receive_lag(&run->stats, (uint64_t)(read_at - arrived) / 1000);
-        else if (read_at) run->stats.arrivals_unknown++;
+        else if (status >= 0) run->stats.arrivals_unknown++; /* a reply came, its time did not */
         if (status == 0 && complete && latency_us <= deadline_us)
             bench_stats_timeline_add(&run->stats, slot->scheduled_ns - run->measure_from_ns);
     }
