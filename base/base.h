@@ -321,7 +321,8 @@ typedef struct {
     size_t num_receive_lags;
     uint64_t arrivals_unknown;
     /* the generator threads' CPU time and wall time over the run, summed over the threads: a share near
-     * 1 says the generator never waited for input, so its reads lag and the latencies are partly its own */
+     * 1 says the generator never waited for input, so it sends late (send_lag_us, in the latencies) and
+     * reads late (receive_lag_us, left out of them) */
     uint64_t generator_cpu_ns, generator_wall_ns;
     /* on-time complete answers per BENCH_TIMELINE_NS of scheduled time from the measured start */
     uint32_t timeline[BENCH_TIMELINE_BUCKETS];
