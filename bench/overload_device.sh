@@ -119,15 +119,20 @@ PY
 
 # A configuration's 1x: RATE_<config>, or else the mean of its sustained searches in the sustained.json
 # files under SUSTAINED_FROM (default this run's OUT: a sustained stage before, or an earlier call's folder).
+# A search that stopped at its ceiling found a lower bound, not a sustained rate: no 1x is made from it.
 rate_of() {
   local var=RATE_$1
   [ -n "${!var:-}" ] && { echo "${!var}"; return; }
   python3 - "$1" "${SUSTAINED_FROM:-$O}" <<'PY'
 import glob, json, os, sys
-rates = [run["sustained"]["rate"] for path in glob.glob(os.path.join(sys.argv[2], "**", "sustained.json"), recursive=True)
-         for run in map(json.loads, filter(str.strip, open(path))) if run["label"] == sys.argv[1]]
-if not rates:
+runs = [run["sustained"] for path in glob.glob(os.path.join(sys.argv[2], "**", "sustained.json"), recursive=True)
+        for run in map(json.loads, filter(str.strip, open(path))) if run["label"] == sys.argv[1]]
+if not runs:
     sys.exit("overload_device: no RATE_%s and no sustained search of %s under %s" % (sys.argv[1], sys.argv[1], sys.argv[2]))
+if any(run.get("at_ceiling") for run in runs):
+    sys.exit("overload_device: a sustained search of %s under %s stopped at its ceiling (a lower bound): raise MAX_%s"
+             " and search again, or give RATE_%s" % (sys.argv[1], sys.argv[2], sys.argv[1], sys.argv[1]))
+rates = [run["rate"] for run in runs]
 print(round(sum(rates) / len(rates), 1))
 PY
 }

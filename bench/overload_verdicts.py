@@ -16,7 +16,8 @@ them:
   3. each configuration's sustained searches (two or more): the highest within 10% of the lowest, and
      none below the floor given for it. Where the searches carry the machine's speed beside them
      (overload_device.sh's core_speed), their rates at equal core speed are reported too, as the reason
-     for a spread, not as the verdict.
+     for a spread, not as the verdict. A search that stopped at the ceiling it was given (at_ceiling) found
+     a lower bound, not a sustained rate: the configuration is "not measured" until its MAX is raised.
   4. after a spike, full on-time service again within 1 s (recovered_after_ms).
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
 sent), or whose generator threads were busy GENERATOR_BUSY of their time or more (then they read the
@@ -50,7 +51,8 @@ def load(folders):
         for path in sorted(glob.glob(os.path.join(folder, "**", "sustained.json"), recursive=True)):
             for run in json_lines(path):
                 sustained.setdefault(run["label"], []).append(
-                    {"rate": run["sustained"]["rate"], "core_ns_per_step": core_ns_per_step(run)})
+                    {"rate": run["sustained"]["rate"], "at_ceiling": bool(run["sustained"].get("at_ceiling")),
+                     "core_ns_per_step": core_ns_per_step(run)})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes
@@ -182,7 +184,12 @@ def must_show_3(sustained, floors):
             failures.append("runs %.1f%% apart%s" % (100 * spread, why))
         if config in floors and min(rates) < floors[config]:
             failures.append("lowest %.0f under the floor %.0f" % (min(rates), floors[config]))
-        result[config] = {"verdict": verdict(not failures, len(rates) >= 2), **r, "failures": failures}
+        ceilings = [run["rate"] for run in runs if run["at_ceiling"]]
+        for rate in ceilings:
+            failures.append("a search stopped at its ceiling, %.0f: a lower bound, not a sustained rate (raise its MAX)"
+                            % rate)
+        result[config] = {"verdict": verdict(not failures, len(rates) >= 2 and not ceilings), **r,
+                          "failures": failures}
     return result
 
 

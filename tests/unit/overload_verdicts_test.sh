@@ -95,6 +95,14 @@ expect "the spread at equal core speed" "$(python3 -c 'import json, sys; r = jso
 print(r["spread_at_equal_core_speed"], r["rates_at_equal_core_speed"], "; ".join(r["failures"]))' <<<"$report")" \
   "0.0578 [53476.8, 56568.0] runs 13.9% apart (5.8% at equal core speed; the core's speed moved 7.7% between them)"
 printf '{"label": "cpu", "sustained": {"rate": 56000}}\n' >>"$work/speeds/sustained.json"
+# a search that stopped at the ceiling it was given found a lower bound: not measured, and said why
+mkdir -p "$work/ceiling"
+printf '{"label": "gpu_all", "sustained": {"rate": 324210}}\n{"label": "gpu_all", "sustained": {"rate": 330000, "at_ceiling": true}}\n' \
+  >"$work/ceiling/sustained.json"
+report=$(judge "$work/ceiling")
+expect "a search at its ceiling" "$(verdict must_show_3 gpu_all <<<"$report")" "not measured"
+expect "the ceiling named" "$(python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_3"]["gpu_all"]["failures"]))' <<<"$report")" \
+  "a search stopped at its ceiling, 330000: a lower bound, not a sustained rate (raise its MAX)"
 expect "a search without the speed: none at equal speed" "$(judge "$work/speeds" | python3 -c 'import json, sys
 print("rates_at_equal_core_speed" in json.load(sys.stdin)["must_show_3"]["cpu"])')" False
 
