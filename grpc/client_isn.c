@@ -29,12 +29,19 @@ static isn_grpc_client_call *start_with_body(isn_grpc_client *client, const char
     return call;
 }
 
+/* The message's wire form, malloc'd (NULL when out of memory), its length in *len. */
+static uint8_t *pack_message(const ProtobufCMessage *message, size_t *len) {
+    *len = protobuf_c_message_get_packed_size(message);
+    uint8_t *body = malloc(*len ? *len : 1);
+    if (body) protobuf_c_message_pack(message, body);
+    return body;
+}
+
 static isn_grpc_client_call *start_message(isn_grpc_client *client, const char *path, const ProtobufCMessage *message,
                                     uint32_t timeout_ms, const char *traceparent, const char *via, char *err,
                                     size_t err_len) {
-    size_t size = protobuf_c_message_get_packed_size(message);
-    uint8_t *body = malloc(size ? size : 1);
-    if (body) protobuf_c_message_pack(message, body);
+    size_t size;
+    uint8_t *body = pack_message(message, &size);
     return start_with_body(client, path, body, size, timeout_ms, traceparent, via, err, err_len);
 }
 
@@ -117,9 +124,7 @@ uint8_t *isn_grpc_search_request_pack(const isn_grpc_search_request *request, si
         }
         message.global_stats = &global;
     }
-    *len = protobuf_c_message_get_packed_size(&message.base);
-    uint8_t *body = malloc(*len ? *len : 1);
-    if (body) protobuf_c_message_pack(&message.base, body);
+    uint8_t *body = pack_message(&message.base, len);
     free(stats);
     free(stat_ptrs);
     return body;
