@@ -294,6 +294,9 @@ typedef struct {
     /* outcomes of measured requests (scheduled after the warmup, before the end) */
     uint64_t scheduled;          /* requests the schedule asked for */
     uint64_t not_sent;           /* the client had no room (in-flight cap) or no connection */
+    /* refused by a throttling client itself (isn-bench --client-throttle), answered at once, not sent;
+     * client_refused_no_room of them found no room (the server's stream limit), not the throttle */
+    uint64_t client_refused, client_refused_no_room;
     uint64_t ok, deadline_exceeded, shed, unavailable, other_status;
     /* INVALID_ARGUMENT: the query itself is malformed (a log line such as `micro:bit` names a field the
      * index lacks): an answer, not a failure of the node, so no miss of a capacity measurement */

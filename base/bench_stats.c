@@ -67,6 +67,8 @@ double bench_stats_worst_bucket_share(const bench_stats *stats) {
 void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->scheduled += st->scheduled;
     sum->not_sent += st->not_sent;
+    sum->client_refused += st->client_refused;
+    sum->client_refused_no_room += st->client_refused_no_room;
     sum->ok += st->ok;
     sum->deadline_exceeded += st->deadline_exceeded;
     sum->shed += st->shed;
@@ -155,12 +157,12 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
                             double duration_s, uint32_t deadline_ms) {
     bench_percentiles p;
     bench_stats_percentiles(stats, &p);
-    uint64_t sent = stats->scheduled - stats->not_sent;
+    uint64_t sent = stats->scheduled - stats->not_sent - stats->client_refused;
     uint64_t misses = stats->late + stats->deadline_exceeded + stats->client_timeouts;
     if (target_rate > 0) fprintf(out, "{\"target_rate\":%.1f,", target_rate);
     else fprintf(out, "{\"concurrency\":%u,", concurrency);
     fprintf(out,
-            "\"duration_s\":%.3f,\"deadline_ms\":%u,\"scheduled\":%llu,\"sent\":%llu,\"not_sent\":%llu,"
+            "\"duration_s\":%.3f,\"deadline_ms\":%u,\"scheduled\":%llu,\"sent\":%llu,\"not_sent\":%llu,\"client_refused\":%llu,\"client_refused_no_room\":%llu,"
             "\"offered_rate\":%.1f,\"throughput\":%.1f,"
             "\"latency_us\":{\"p50\":%.0f,\"p90\":%.0f,\"p99\":%.0f,\"p999\":%.0f,\"mean\":%.1f,\"max\":%.0f,"
             "\"samples\":%zu,\"truncated\":%s},"
@@ -169,7 +171,8 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             "\"partial\":%llu,\"partial_rate\":%.6f,\"late\":%llu,\"deadline_miss\":%llu,\"deadline_miss_rate\":%.6f,"
             "\"error_rate\":%.6f,",
             duration_s, deadline_ms, (unsigned long long)stats->scheduled, (unsigned long long)sent,
-            (unsigned long long)stats->not_sent, duration_s > 0 ? (double)stats->scheduled / duration_s : 0.0,
+            (unsigned long long)stats->not_sent, (unsigned long long)stats->client_refused,
+            (unsigned long long)stats->client_refused_no_room, duration_s > 0 ? (double)stats->scheduled / duration_s : 0.0,
             duration_s > 0 ? (double)stats->ok / duration_s : 0.0, p.p50, p.p90, p.p99, p.p999, p.mean, p.max,
             stats->num_latencies, stats->latency_overflow ? "true" : "false", (unsigned long long)stats->ok,
             (unsigned long long)stats->deadline_exceeded, (unsigned long long)stats->shed,

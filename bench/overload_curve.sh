@@ -17,7 +17,9 @@
 # ("0.5 1 1.25 1.5 2 3 4"), ISND_CPUS / BENCH_CPUS (taskset lists), BENCH_THREADS (isn-bench
 # generator threads, 1), CONNECTIONS (per thread, 4), OUT (folder for JSON and the plot,
 # $BUILD/bench/overload), AFTER_START (a command run once isnd is ready, its pid in ISND_PID: for
-# example 'bash bench/pin_threads.sh $ISND_PID 0-2 3-11').
+# example 'bash bench/pin_threads.sh $ISND_PID 0-2 3-11'), BENCH_FLAGS (more isn-bench flags: for example
+# '--client-throttle 1.1', a client that refuses itself what the node is refusing, whose refusals the rows
+# count as client_refused apart from the node's shed).
 set -euo pipefail
 plot=0
 if [ "${1:-}" = --plot ]; then plot=1; shift; fi
@@ -86,7 +88,7 @@ for repeat in $(seq 1 "$REPEATS"); do
     scrape >"$point.before.prom"
     "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
       --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
-      --connections "$CONNECTIONS" >"$point.json"
+      --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
     scrape >"$point.after.prom"
     python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
     python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" >>"$json" <<'EOF'
@@ -100,6 +102,7 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "shed": s["resource_exhausted"], "late": p["late"], "partial": p["partial"],
        "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
        "transport_errors": s["transport_error"], "not_sent": p["not_sent"],
+       "client_refused": p.get("client_refused", 0), "client_refused_no_room": p.get("client_refused_no_room", 0),
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
@@ -116,16 +119,17 @@ import json, statistics, subprocess, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {}
 for r in rows: by.setdefault(r["multiple"], []).append(r)
-print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s %11s" % ("config", "x", "offered/s", "on-time/s", "share",
-      "shed", "late", "p99 ms", "shed p99", "node <1ms", "timeouts", "node late"))
+print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s %9s %11s" % ("config", "x", "offered/s", "on-time/s", "share",
+      "shed", "client ref", "late", "p99 ms", "shed p99", "node <1ms", "timeouts", "node late"))
 points = []
 for m in sorted(by):
     rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
     within = [r["node_shed_within_1ms_share"] for r in rs if r.get("node_shed_within_1ms_share") is not None]
     late_by = lambda d: statistics.median(r.get("node_late_" + d, 0) for r in rs)
-    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (
           rs[0]["config"], m, med("offered_per_s"),
-          med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("late"), med("answered_p99_ms"),
+          med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("client_refused"), med("late"),
+          med("answered_p99_ms"),
           med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts"),
           "%.0f/%.0f" % (late_by("cpu"), late_by("gpu"))))
     points.append((med("offered_per_s"), med("on_time_per_s")))

@@ -11,8 +11,8 @@
 #            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants.
 # spike:     SPIKE_S seconds at 3x that 1x, then 0.5x: on-time answers per 100 ms.
 # trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops, isnd flags
-#            TRIVIAL_EXTRA added; measured
-#            first when not given).
+#            TRIVIAL_EXTRA added; measured first when not given), from the plain generator and from one
+#            that throttles itself (TRIVIAL_THROTTLE, below).
 # profile:   where the node's time goes at PROFILE_MULTIPLES of that 1x: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON; TIMELINE_MS also
@@ -245,9 +245,18 @@ EOF
         RATE_trivial=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sustained"]["rate"])' "$O/trivial-sustained.json")
         echo "trivial sustained rate: $RATE_trivial" | tee -a "$O/curves.txt"
       fi
-      ISND_CPUS=$t_isnd BENCH_CPUS=$t_bench BENCH_THREADS=$t_threads CONNECTIONS=4 BUILD=$B OUT=$O INDEX="$work/idx" \
-        QUERIES="$work/q.tsv" DEADLINE_MS=${TRIVIAL_DEADLINE_MS:-50} DURATION=${DURATION:-3} \
-        MULTIPLES="${TRIVIAL_MULTIPLES:-1 1.5 2 3}" \
-        bash bench/overload_curve.sh trivial "$RATE_trivial" $t_flags 2>&1 | tee -a "$O/curves.txt" ;;
+      # Two clients: the plain generator (the node alone), then, unless TRIVIAL_THROTTLE=0, one that refuses
+      # itself what the node is refusing (isn-bench --client-throttle TRIVIAL_THROTTLE, 1.1 by default).
+      for client in trivial trivial-throttled; do
+        bench_flags=
+        if [ $client = trivial-throttled ]; then
+          [ "${TRIVIAL_THROTTLE:-1.1}" = 0 ] && continue
+          bench_flags="--client-throttle ${TRIVIAL_THROTTLE:-1.1}"
+        fi
+        ISND_CPUS=$t_isnd BENCH_CPUS=$t_bench BENCH_THREADS=$t_threads CONNECTIONS=4 BUILD=$B OUT=$O INDEX="$work/idx" \
+          QUERIES="$work/q.tsv" DEADLINE_MS=${TRIVIAL_DEADLINE_MS:-50} DURATION=${DURATION:-3} \
+          MULTIPLES="${TRIVIAL_MULTIPLES:-1 1.5 2 3}" BENCH_FLAGS="$bench_flags" \
+          bash bench/overload_curve.sh $client "$RATE_trivial" $t_flags 2>&1 | tee -a "$O/curves.txt"
+      done ;;
   esac
 done

@@ -12,7 +12,9 @@ them:
      configuration's sustained rate); answered p99 under the deadline at every point and repeat; shed
      p99 under 1 ms wherever requests were shed. 4x is reported, not judged.
   2. the trivial query at 1.5, 2 and 3x: on time >= 90% of its 1x, no client timeouts, nothing left
-     unanswered (not sent, transport errors).
+     unanswered (not sent, transport errors). Judged for each client its curves were measured with: the
+     plain generator (config "trivial": the node alone) and one that throttles itself ("trivial-throttled",
+     isn-bench --client-throttle: its own refusals are answers, counted apart as client_refused).
   3. each configuration's sustained searches (two or more): the highest within 10% of the lowest, and
      none below the floor given for it. Where the searches carry the machine's speed beside them
      (overload_device.sh's core_speed), their rates at equal core speed are reported too, as the reason
@@ -107,7 +109,7 @@ def verdict(ok, measured):
 def must_show_1(curves, deadlines):
     configs = {}
     for row in curves:
-        if row["config"] != "trivial":
+        if not row["config"].startswith("trivial"):
             configs.setdefault(row["config"], []).append(row)
     result = {}
     for config, rows in sorted(configs.items()):
@@ -138,7 +140,11 @@ def must_show_1(curves, deadlines):
 
 
 def must_show_2(curves):
-    rows = [r for r in curves if r["config"] == "trivial"]
+    clients = sorted({r["config"] for r in curves if r["config"].startswith("trivial")}) or ["trivial"]
+    return {client: trivial_curve([r for r in curves if r["config"] == client]) for client in clients}
+
+
+def trivial_curve(rows):
     failures, cells = [], {}
     for m in TRIVIAL_JUDGED:
         at = [r for r in rows if r["multiple"] == m]
@@ -148,7 +154,8 @@ def must_show_2(curves):
         timeouts = max(r["client_timeouts"] for r in at)
         share = min(r["on_time_per_s"] / r["sustained_rate"] for r in at)
         cells[str(m)] = {"on_time_share_min": round(share, 3), "client_timeouts_max": timeouts,
-                         "unanswered_max": unanswered}
+                         "unanswered_max": unanswered, "shed_max": max(r["shed"] for r in at),
+                         "client_refused_max": max(r.get("client_refused", 0) for r in at)}
         if share < 0.9:
             failures.append("%gx: on time %.3f of 1x" % (m, share))
         if timeouts:

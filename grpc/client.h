@@ -251,10 +251,50 @@ void isn_grpc_pool_track_finished(isn_grpc_pool *pool);
 void isn_grpc_pool_stamp_arrivals(isn_grpc_pool *pool);
 isn_grpc_client_call *isn_grpc_pool_take_finished(isn_grpc_pool *pool);
 
+/* ------------------------------------------------------------------ adaptive throttling, client side */
+
+/* A client's own refusal of requests that its server is refusing anyway (Google SRE's client-side
+ * throttling, as Envoy's admission control does it): while the server refuses requests for load, the
+ * client refuses each new one itself with probability (requests - K * accepts) / (requests + 1), so that
+ * about K times what the server accepts reaches it. A refusal made here costs the server nothing, where
+ * even its cheapest refusal costs it a share of an answer; with K near 1 a server that can no longer
+ * afford its refusals keeps its answering rate.
+ * The counts are those of the last window's buckets (ISN_GRPC_THROTTLE_BUCKETS of it) in which the server
+ * refused something. SRE's rule counts every bucket, and its own refusals as requests: after a stretch
+ * with few accepts (a start, a stall) it then lets through only K times more each window, which with K
+ * near 1 takes dozens of windows to open. A bucket without a refusal says the server took all it was
+ * sent, so it is left out, and a client whose window holds no refusal refuses nothing. Under overload the
+ * server keeps refusing about (K - 1) / K of what it is sent, so its buckets keep counting. One owner
+ * thread; the clock is the caller's (isn_now_ns). */
+#define ISN_GRPC_THROTTLE_BUCKETS 10
+typedef struct {
+    double accepts_multiplier; /* K; 0 = off: every request may go */
+    uint64_t bucket_ns;        /* the window / ISN_GRPC_THROTTLE_BUCKETS */
+    uint64_t bucket_epoch[ISN_GRPC_THROTTLE_BUCKETS]; /* which bucket_ns-long slot of time each holds */
+    uint64_t requests[ISN_GRPC_THROTTLE_BUCKETS], accepts[ISN_GRPC_THROTTLE_BUCKETS];
+    uint64_t refusals[ISN_GRPC_THROTTLE_BUCKETS]; /* the server's, or no room to send */
+    uint64_t refused_here;     /* over its life */
+} isn_grpc_throttle;
+
+/* K >= 1 (K < 1 would refuse what the server accepts) or 0 for off; window_ns > 0. -1 with err. */
+int isn_grpc_throttle_init(isn_grpc_throttle *throttle, double accepts_multiplier, uint64_t window_ns, char *err,
+                           size_t err_len);
+/* One request at now_ns: counted, and true when it may go to the server; false when the client refuses it
+ * itself. uniform01: a random number in [0, 1) of the caller's. */
+bool isn_grpc_throttle_allow(isn_grpc_throttle *throttle, uint64_t now_ns, double uniform01);
+/* The server's answer to a request that went (grpc_status -1: none: the stream reset, as a stream the
+ * server refused (REFUSED_STREAM) is, or the connection lost, or no room to send it): a refusal when -1,
+ * RESOURCE_EXHAUSTED or UNAVAILABLE, else accepted (a late answer, DEADLINE_EXCEEDED, was taken on). False
+ * when the throttle is off (nothing counted). */
+bool isn_grpc_throttle_answered(isn_grpc_throttle *throttle, uint64_t now_ns, int grpc_status);
+/* The probability the next request is refused here, at now_ns. */
+double isn_grpc_throttle_refusal_probability(isn_grpc_throttle *throttle, uint64_t now_ns);
+
 /* ------------------------------------------------------------------ load generation (isn-bench) */
 
 #define ISN_LOAD_MAX_CONNECTIONS 64
 #define ISN_LOAD_MAX_THREADS 64
+#define ISN_LOAD_THROTTLE_WINDOW_NS 1000000000ull /* the client throttle's memory: recovers within a second */
 
 /* Load for any isn.v1.Search server (grpc/load_generator.c): open loop with Poisson arrivals,
  * latency from each request's scheduled time (no coordinated omission), or closed loop; threads
@@ -271,6 +311,10 @@ typedef struct {
     double duration_s, warmup_s;  /* measured seconds, after warmup_s sent but not measured */
     double spike_rate, spike_s;   /* open loop, spike_rate > 0: the first spike_s measured seconds at it */
     uint64_t seed;
+    /* open loop: each generator refuses requests itself as isn_grpc_throttle does with this K, over
+     * ISN_LOAD_THROTTLE_WINDOW_NS (0: off, every request goes), and refuses at once a request that finds no
+     * room (a circuit breaker's overflow) instead of counting it not sent: both count as client_refused */
+    double client_throttle;
     isn_grpc_tls *tls;       /* NULL = plaintext; else client credentials (and server_name, see isn_grpc_connect_tls) */
     const char *server_name;
 } isn_load_config;

@@ -56,6 +56,7 @@ typedef struct {
     uint32_t num_unsent;
     uint32_t burst_slot; /* the connection this burst's requests go on (UINT32_MAX: the burst has none yet) */
     int64_t next_give_up_scan_ns;
+    isn_grpc_throttle throttle; /* config->client_throttle: off when 0 */
 } load_run;
 
 struct isn_load {
@@ -73,6 +74,8 @@ static uint64_t next_random(load_run *run) {
     return z ^ (z >> 31);
 }
 
+static double uniform01(load_run *run) { return (double)(next_random(run) >> 11) / 9007199254740992.0; }
+
 /* Exponential inter-arrival gap of a Poisson process at `rate` per second. */
 static int64_t poisson_gap_ns(load_run *run, double rate) {
     double u = ((double)(next_random(run) >> 11) + 0.5) / 9007199254740992.0;
@@ -84,6 +87,11 @@ static int64_t poisson_gap_ns(load_run *run, double rate) {
 static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     bool measured = scheduled_ns >= run->measure_from_ns && scheduled_ns < run->measure_to_ns;
     if (measured) run->stats.scheduled++;
+    /* the client's own refusal is its answer at once: neither a call nor a wait for one */
+    if (!isn_grpc_throttle_allow(&run->throttle, (uint64_t)now_ns(), uniform01(run))) {
+        if (measured) run->stats.client_refused++;
+        return false;
+    }
     uint32_t conn_index;
     bool room = run->num_active < run->config->max_inflight;
     isn_grpc_client *client = room ? isn_grpc_pool_pick_again(run->pool, run->burst_slot, &conn_index) : NULL;
@@ -101,7 +109,12 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
         if (call) run->burst_slot = conn_index;
     }
     if (!call) {
-        if (measured) run->stats.not_sent++;
+        /* No room: the server's stream limit, or max_inflight. A throttling client takes it as the
+         * server's refusal and refuses the request itself at once, as a circuit breaker does; any other
+         * counts it not sent. */
+        bool throttling = isn_grpc_throttle_answered(&run->throttle, (uint64_t)now_ns(), -1);
+        if (measured && throttling) run->stats.client_refused++, run->stats.client_refused_no_room++;
+        else if (measured) run->stats.not_sent++;
         return false;
     }
     int64_t lag_ns = now_ns() - scheduled_ns;
@@ -140,6 +153,7 @@ static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
     int status;
     bool complete;
     if (isn_grpc_search_finish_status(slot->call, &status, &complete) != 0) status = -1;
+    isn_grpc_throttle_answered(&run->throttle, (uint64_t)(read_at ? read_at : now_ns()), status);
     if (slot->measured) {
         int64_t took = (done ? done : now_ns()) - slot->scheduled_ns;
         uint64_t latency_us = took > 0 ? (uint64_t)took / 1000 : 0;
@@ -191,6 +205,9 @@ static void run_load(load_run *run, double rate) {
     const isn_load_config *a = run->config;
     int64_t start = now_ns();
     uint64_t cpu_start = isn_thread_cpu_ns();
+    char err[128];
+    /* each run on its own: the last run's refusals are not this one's (valid: checked at isn_load_new) */
+    (void)isn_grpc_throttle_init(&run->throttle, a->client_throttle, ISN_LOAD_THROTTLE_WINDOW_NS, err, sizeof err);
     run->measure_from_ns = start + (int64_t)(a->warmup_s * 1e9);
     run->measure_to_ns = run->measure_from_ns + (int64_t)(a->duration_s * 1e9);
     int64_t give_up_at = run->measure_to_ns + ((int64_t)a->deadline_ms + 2 * CLIENT_GRACE_MS) * 1000000LL;
@@ -329,6 +346,11 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
         snprintf(err, err_len, "no queries to send");
         return NULL;
     }
+    if (config->client_throttle > 0 && config->spike_rate > 0) {
+        /* a spike is there to show the server's own recovery, which the client's memory would blur */
+        snprintf(err, err_len, "a client throttle and a spike together: the spike measures the server alone");
+        return NULL;
+    }
     if (config->threads < 1 || config->threads > MAX_THREADS || config->connections < 1 ||
         config->connections > MAX_CONNECTIONS) {
         snprintf(err, err_len, "1..%d threads and 1..%d connections each", MAX_THREADS, MAX_CONNECTIONS);
@@ -351,6 +373,10 @@ isn_load *isn_load_new(const isn_load_config *config, char *err, size_t err_len)
         run->packed = &load->packed;
         run->rng = config->seed + i * 0x9E3779B97F4A7C15ull;
         run->burst_slot = UINT32_MAX;
+        if (isn_grpc_throttle_init(&run->throttle, config->client_throttle, ISN_LOAD_THROTTLE_WINDOW_NS, err, err_len) != 0) {
+            isn_load_free(load);
+            return NULL;
+        }
         if (!(run->active = calloc(config->max_inflight, sizeof *run->active))) {
             snprintf(err, err_len, "out of memory");
             isn_load_free(load);

@@ -32,6 +32,7 @@ typedef struct {
     uint32_t repeats;
     const char *label;
     double spike_rate, spike_s; /* --spike RATE:SECONDS */
+    double client_throttle;     /* --client-throttle K (0: off) */
     const char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* TLS to the target (mutual with a cert) */
 } bench_args;
 
@@ -56,6 +57,9 @@ static void usage(FILE *out) {
           "  --threads T       T generator threads, each offering 1/T of the rate on its own connections\n"
           "                    (open loop only; default 1): for rates one thread cannot offer\n"
           "  --max-inflight M  requests in flight at most; more are counted as not_sent (default 20000)\n"
+          "  --client-throttle K  open loop: refuse requests in the client once the server accepted fewer\n"
+          "                    than 1/K of the last second's (K >= 1; Google SRE's client-side throttling, as\n"
+          "                    the aggregator's replica limits do): counted as client_refused, never sent\n"
           "  --plot OUT.png    throughput vs p99 plot with gnuplot (one point per rate)\n"
           "  --allow-remote    load a target that is not on loopback (refused by default)\n"
           "  --tls-ca FILE     TLS: the target's certificate checked against this CA (PEM); --tls-cert FILE\n"
@@ -146,7 +150,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
         {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},  {"spike", 1, 0, 'K'},
         {"tls-ca", 1, 0, 1000},     {"tls-cert", 1, 0, 1001},   {"tls-key", 1, 0, 1002}, {"tls-server-name", 1, 0, 1003},
-        {"ranker", 1, 0, 1004},     {"n1", 1, 0, 1005},
+        {"ranker", 1, 0, 1004},     {"n1", 1, 0, 1005},         {"client-throttle", 1, 0, 1006},
         {0, 0, 0, 0}};
     int c;
     uint32_t seed;
@@ -160,6 +164,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 1003: a->tls_server_name = optarg; break;
         case 1004: a->ranker = optarg; break;
         case 1005: rc = parse_u32("--n1", optarg, 1, 1000000, &a->n1); break;
+        case 1006: rc = parse_double("--client-throttle", optarg, 1, &a->client_throttle); break;
         case 'q': a->queries_path = optarg; break;
         case 'r': rc = parse_double("--rate", optarg, 0.001, &a->rate); break;
         case 'c': rc = parse_u32("--concurrency", optarg, 1, 100000, &a->concurrency); break;
@@ -212,6 +217,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->spike_rate > 0 && a->rate <= 0) {
         fprintf(stderr, "isn-bench: --spike goes with --rate (the rate after the spike)\n");
+        return -1;
+    }
+    if (a->client_throttle > 0 && (a->concurrency || a->spike_rate > 0)) {
+        fprintf(stderr, "isn-bench: --client-throttle is for open-loop load without --spike (which measures the server alone)\n");
         return -1;
     }
     if (a->threads > 1 && a->concurrency) {
@@ -273,7 +282,7 @@ int main(int argc, char **argv) {
     isn_load_config config = {.tls = tls, .server_name = a.tls_server_name, .target = a.target, .queries = &queries, .algo = a.algo, .ranker = a.ranker, .n1 = a.n1, .mode = a.mode, .k = a.k,
                               .deadline_ms = a.deadline_ms, .connections = a.connections,
                               .max_inflight = a.max_inflight, .threads = a.threads, .duration_s = a.duration_s,
-                              .warmup_s = a.warmup_s, .spike_rate = a.spike_rate, .spike_s = a.spike_s,
+                              .warmup_s = a.warmup_s, .spike_rate = a.spike_rate, .spike_s = a.spike_s, .client_throttle = a.client_throttle,
                               .seed = a.seed};
     isn_load *load = isn_load_new(&config, err, sizeof err);
     if (!load) {

@@ -36,7 +36,7 @@ printf '{"label": "cpu", "sustained": {"rate": 1000}}\n{"label": "cpu", "sustain
 printf '{"config": "cpu", "recovered_after_ms": 0, "spike_on_time_per_s": 1100}\n' >"$work/good/spike.txt"
 report=$(judge --floor cpu=900 "$work/good")
 expect "a curve that holds" "$(verdict must_show_1 cpu <<<"$report")" met
-expect "a trivial curve that holds" "$(verdict must_show_2 <<<"$report")" met
+expect "a trivial curve that holds" "$(verdict must_show_2 trivial <<<"$report")" met
 expect "runs 8% apart" "$(verdict must_show_3 cpu <<<"$report")" met
 expect "a spike recovered at once" "$(verdict must_show_4 cpu <<<"$report")" met
 
@@ -70,8 +70,14 @@ expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not mea
 mkdir -p "$work/trivial"
 for m in 1.5 2.0 3.0; do point trivial 1 "$m" 1000 5.0 0 0 "$([ "$m" = 3.0 ] && echo 12 || echo 0)"; done \
   >"$work/trivial/overload-trivial.json"
-expect "not sent at 3x" "$(judge "$work/trivial" | verdict must_show_2)" "not met"
-expect "no trivial curve" "$(judge "$work/part" | verdict must_show_2)" "not measured"
+expect "not sent at 3x" "$(judge "$work/trivial" | verdict must_show_2 trivial)" "not met"
+expect "no trivial curve" "$(judge "$work/part" | verdict must_show_2 trivial)" "not measured"
+# a throttling client's curve is judged on its own, beside the plain one's
+for m in 1.5 2.0 3.0; do point trivial-throttled 1 "$m" 950 5.0 3 0.1; done >"$work/trivial/overload-trivial-throttled.json"
+report=$(judge "$work/trivial")
+expect "the throttled client's curve" "$(verdict must_show_2 trivial-throttled <<<"$report")" met
+expect "the plain one's still" "$(verdict must_show_2 trivial <<<"$report")" "not met"
+expect "neither is must-show 1's" "$(python3 -c 'import json, sys; print(sorted(json.load(sys.stdin)["must_show_1"]))' <<<"$report")" "[]"
 
 # must-show 3: spread and floor, and the runs of two calls read together
 mkdir -p "$work/call1" "$work/call2"

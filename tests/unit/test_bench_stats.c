@@ -51,7 +51,9 @@ static void test_json(void **state) {
     for (int i = 0; i < 80; i++) bench_stats_add_receive_lag(&s, 1000 + (uint64_t)i); /* read 1.0-1.079 ms late */
     s.generator_cpu_ns = 3000;
     s.generator_wall_ns = 4000;
-    bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000, .arrivals_unknown = 10}; /* a second thread */
+    /* a second thread, whose client throttle refused all it was asked (5 for want of a stream): asked, not sent */
+    bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000, .arrivals_unknown = 10, .scheduled = 20,
+                         .client_refused = 20, .client_refused_no_room = 5};
     bench_stats_merge(&s, &other);
     bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
     s.scheduled++;
@@ -66,6 +68,9 @@ static void test_json(void **state) {
     assert_true(json_real_value(json_object_get(j, "target_rate")) == 50.0);
     assert_true(json_real_value(json_object_get(j, "throughput")) == 45.0);
     assert_int_equal(json_integer_value(json_object_get(j, "sent")), 97);
+    assert_int_equal(json_integer_value(json_object_get(j, "scheduled")), 121); /* 101 here, 20 there */
+    assert_int_equal(json_integer_value(json_object_get(j, "client_refused")), 20);
+    assert_int_equal(json_integer_value(json_object_get(j, "client_refused_no_room")), 5);
     json_t *st = json_object_get(j, "status");
     assert_int_equal(json_integer_value(json_object_get(st, "resource_exhausted")), 2);
     assert_int_equal(json_integer_value(json_object_get(st, "transport_error")), 1);
