@@ -7,6 +7,9 @@
 #            SUSTAINED_TIMELINE_MS also samples the node's refusal counters and admission's state that often during each search
 #            (bench/overload_profile.py --timeline: sustained-<config>-<run>.profile.json), so that a
 #            search failed by a short refusal episode below capacity shows which rule refused, on what belief.
+#            SUSTAINED_SEARCHES=N runs N searches on each isnd, their probes taking turns (isn-bench --searches),
+#            so that the machine's drift over the minutes they take falls on all of them alike; each is a line of
+#            sustained.json (not with SUSTAINED_TIMELINE_MS, whose profile holds one search).
 # curves:    bench/overload_curve.sh for each configuration at its 1x: RATE_<config>, or the mean of its
 #            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants.
 # spike:     SPIKE_S seconds at 3x that 1x, then 0.5x: on-time answers per 100 ms.
@@ -106,14 +109,17 @@ core_speed() {
   [ -n "$speed_probe" ] && taskset -c "${ISND_CPUS%%[-,]*}" "$speed_probe" --seconds "${SPEED_S:-1}"
 }
 
-with_core_speed() { # search.json before after: the search's JSON line with "core_speed": {before, after}
+with_core_speed() { # search.json before after: each search's JSON line with "core_speed": {before, after}
   python3 - "$@" <<'PY'
 import json, sys
-run = json.load(open(sys.argv[1]))
 speeds = {name: json.loads(text) for name, text in zip(("before", "after"), sys.argv[2:]) if text.strip()}
-if speeds:
-    run["core_speed"] = speeds
-print(json.dumps(run))
+for line in open(sys.argv[1]):
+    if not line.strip():
+        continue
+    run = json.loads(line)
+    if speeds:
+        run["core_speed"] = speeds
+    print(json.dumps(run))
 PY
 }
 
@@ -145,6 +151,10 @@ if [ -n "${GPU_CLOCKS_MS:-}" ] && command -v nvidia-smi >/dev/null; then
   trap '[ -n "$clocks_pid" ] && kill $clocks_pid 2>/dev/null' EXIT
 fi
 
+if [ "${SUSTAINED_SEARCHES:-1}" != 1 ] && [ "${SUSTAINED_TIMELINE_MS:-0}" != 0 ]; then
+  echo "overload_device: SUSTAINED_SEARCHES and SUSTAINED_TIMELINE_MS together: the profile holds one search" >&2
+  exit 2
+fi
 for stage in ${STAGES:-sustained}; do
   case $stage in
     sustained)
@@ -156,7 +166,7 @@ for stage in ${STAGES:-sustained}; do
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
-            --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c")
+            --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c" --searches "${SUSTAINED_SEARCHES:-1}")
           if [ "${SUSTAINED_TIMELINE_MS:-0}" != 0 ]; then
             taskset -c "$BENCH_CPUS" python3 bench/overload_profile.py --pid "$isnd_pid" --metrics http://127.0.0.1:7612/metrics \
               --label "$c-$run" --timeline "$SUSTAINED_TIMELINE_MS" ${TIMELINE_ACTIVITY:+--activity} -- "${search[@]}" \

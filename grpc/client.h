@@ -331,10 +331,12 @@ int isn_load_run(isn_load *load, double rate, uint32_t concurrency, bench_stats 
 typedef struct {
     double max_rate, resolution, max_misses; /* resolution: relative */
     uint32_t repeats;
+    uint32_t searches; /* independent searches whose probes take turns (0 or 1: one) */
     const char *label;
 } isn_load_search;
-/* The sustained rate (DESIGN.md section 7) at most search->max_rate: one JSON object to `out`, a
- * table of every run to `table`. -1 when out of memory. */
+/* The sustained rate (DESIGN.md section 7) at most search->max_rate: one JSON object per search to
+ * `out` (searches > 1: each probes a rate in turn, so that the machine's drift over the minutes they take
+ * falls on all of them alike), a table of every run to `table`. -1 when out of memory. */
 int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table);
 
 /* 1 when every address HOST:PORT resolves to is a loopback address, 0 when not, -1 with err. */

@@ -4,6 +4,7 @@
  * by halving from the most until a rate passes, then bisecting to the resolution (isn-bench
  * --sustained). */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 
 #include "grpc/client.h"
@@ -74,50 +75,86 @@ static int probe_rate(isn_load *load, const isn_load_search *search, double rate
     return 1;
 }
 
-int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table) {
-    const isn_load_config *c = isn_load_config_of(load);
-    const isn_load_search *a = search;
-    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s %6s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
-            "on-time/s", "worst");
-    probe_run probes[MAX_PROBES], best = {0}, last;
-    size_t n = 0;
-    double pass = 0, fail = 0, rate = a->max_rate;
-    while (n < MAX_PROBES) {
-        int ok = probe_rate(load, search, rate, &last, table);
-        if (ok < 0) return -1;
-        probes[n++] = last;
-        if (ok) {
-            pass = rate;
-            best = last;
-        } else {
-            fail = rate;
-        }
-        if (pass == a->max_rate) break; /* the ceiling itself holds */
-        if (pass == 0) {
-            if (rate < a->max_rate / 1024) break; /* nothing holds */
-            rate /= 2;
-            continue;
-        }
-        if (fail / pass <= 1.0 + a->resolution) break;
-        rate = sqrt(pass * fail);
+/* One search's state: bisection (geometric) between the highest rate that held and the lowest that did not. */
+typedef struct {
+    probe_run probes[MAX_PROBES], best;
+    size_t n;
+    double pass, fail, rate;
+    bool done;
+} search_state;
+
+/* Probes the search's next rate and moves it on; -1 when out of memory. */
+static int search_step(isn_load *load, const isn_load_search *a, search_state *st, FILE *table) {
+    probe_run last;
+    int ok = probe_rate(load, a, st->rate, &last, table);
+    if (ok < 0) return -1;
+    st->probes[st->n++] = last;
+    if (ok) {
+        st->pass = st->rate;
+        st->best = last;
+    } else {
+        st->fail = st->rate;
     }
-    fprintf(out, "{\"label\":\"%s\",\"target\":\"%s\",\"deadline_ms\":%u,\"repeats\":%u,\"max_misses\":%g,"
-           "\"sustained\":{\"rate\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
-           "\"at_ceiling\":%s},\"probes\":[",
-           a->label, c->target, c->deadline_ms, a->repeats, a->max_misses, pass, best.p50_ms, best.p99_ms, best.misses,
-           best.on_time_per_s, pass == a->max_rate ? "true" : "false");
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, "%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
-               "\"worst_bucket_share\":%.3f,\"late\":%llu,\"partial\":%llu,\"shed\":%llu,\"deadline_exceeded\":%llu,"
-               "\"not_sent\":%llu,\"client_timeouts\":%llu,\"errors\":%llu}",
-               i ? "," : "", probes[i].rate, probes[i].pass ? "true" : "false", probes[i].p50_ms, probes[i].p99_ms,
-               probes[i].misses, probes[i].on_time_per_s, probes[i].worst_bucket, (unsigned long long)probes[i].late,
-               (unsigned long long)probes[i].partial, (unsigned long long)probes[i].shed,
-               (unsigned long long)probes[i].deadline_exceeded, (unsigned long long)probes[i].not_sent,
-               (unsigned long long)probes[i].timeouts, (unsigned long long)probes[i].errors);
-    fprintf(out, "]}\n");
-    fprintf(table, "%-12s sustained %.1f/s (p99 %.3f ms, misses %.4f%%, on time %.1f/s)%s\n", a->label, pass,
-            best.p99_ms, 100.0 * best.misses, best.on_time_per_s, pass == a->max_rate ? ", the ceiling given" : "");
+    if (st->n == MAX_PROBES || st->pass == a->max_rate) { /* the ceiling itself holds */
+        st->done = true;
+    } else if (st->pass == 0) {
+        if (st->rate < a->max_rate / 1024) st->done = true; /* nothing holds */
+        else st->rate /= 2;
+    } else if (st->fail / st->pass <= 1.0 + a->resolution) {
+        st->done = true;
+    } else {
+        st->rate = sqrt(st->pass * st->fail);
+    }
     return 0;
 }
 
+static void write_search(const isn_load_config *c, const isn_load_search *a, const search_state *st, uint32_t index,
+                         FILE *out, FILE *table) {
+    const probe_run *best = &st->best;
+    fprintf(out, "{\"label\":\"%s\",\"target\":\"%s\",\"deadline_ms\":%u,\"repeats\":%u,\"max_misses\":%g,"
+           "\"search\":%u,\"searches\":%u,"
+           "\"sustained\":{\"rate\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
+           "\"at_ceiling\":%s},\"probes\":[",
+           a->label, c->target, c->deadline_ms, a->repeats, a->max_misses, index + 1, a->searches ? a->searches : 1,
+           st->pass, best->p50_ms, best->p99_ms, best->misses, best->on_time_per_s,
+           st->pass == a->max_rate ? "true" : "false");
+    for (size_t i = 0; i < st->n; i++) {
+        const probe_run *p = &st->probes[i];
+        fprintf(out, "%s{\"rate\":%.1f,\"pass\":%s,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"misses\":%.6f,\"on_time_per_s\":%.1f,"
+               "\"worst_bucket_share\":%.3f,\"late\":%llu,\"partial\":%llu,\"shed\":%llu,\"deadline_exceeded\":%llu,"
+               "\"not_sent\":%llu,\"client_timeouts\":%llu,\"errors\":%llu}",
+               i ? "," : "", p->rate, p->pass ? "true" : "false", p->p50_ms, p->p99_ms, p->misses, p->on_time_per_s,
+               p->worst_bucket, (unsigned long long)p->late, (unsigned long long)p->partial, (unsigned long long)p->shed,
+               (unsigned long long)p->deadline_exceeded, (unsigned long long)p->not_sent, (unsigned long long)p->timeouts,
+               (unsigned long long)p->errors);
+    }
+    fprintf(out, "]}\n");
+    fprintf(table, "%-12s sustained %.1f/s (p99 %.3f ms, misses %.4f%%, on time %.1f/s)%s\n", a->label, st->pass,
+            best->p99_ms, 100.0 * best->misses, best->on_time_per_s, st->pass == a->max_rate ? ", the ceiling given" : "");
+}
+
+int isn_load_sustained(isn_load *load, const isn_load_search *search, FILE *out, FILE *table) {
+    const isn_load_config *c = isn_load_config_of(load);
+    uint32_t n = search->searches ? search->searches : 1;
+    search_state *states = calloc(n, sizeof *states);
+    if (!states) return -1;
+    for (uint32_t i = 0; i < n; i++) states[i].rate = search->max_rate;
+    fprintf(table, "%-12s %12s %6s %10s %10s %10s %14s %6s\n", "config", "offered/s", "repeat", "p50 ms", "p99 ms", "misses",
+            "on-time/s", "worst");
+    /* the searches take turns, a probed rate each, so that a machine whose speed drifts drifts under all of them */
+    for (uint32_t left = n; left;) {
+        left = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (states[i].done) continue;
+            if (n > 1) fprintf(table, "%-12s search %u of %u\n", search->label, i + 1, n);
+            if (search_step(load, search, &states[i], table) != 0) {
+                free(states);
+                return -1;
+            }
+            left += !states[i].done;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) write_search(c, search, &states[i], i, out, table);
+    free(states);
+    return 0;
+}

@@ -29,7 +29,7 @@ typedef struct {
     uint64_t seed;
     bool allow_remote;
     double sustained_max, resolution, max_misses;
-    uint32_t repeats;
+    uint32_t repeats, searches;
     const char *label;
     double spike_rate, spike_s; /* --spike RATE:SECONDS */
     double client_throttle;     /* --client-throttle K (0: off) */
@@ -68,7 +68,9 @@ static void usage(FILE *out) {
           "  --sustained MAX   the sustained rate at most MAX: every one of --repeats runs (default 3) keeps\n"
           "                    p99 < deadline and misses < --max-misses (default 0.001) of the scheduled\n"
           "                    requests; bisected to --resolution (default 0.05, relative); --label NAME\n"
-          "                    names the configuration in the output\n",
+          "                    names the configuration in the output; --searches N: N searches at once, a\n"
+          "                    probed rate each in turn (a JSON line each), so that a machine whose speed\n"
+          "                    drifts over the minutes they take drifts under all of them alike\n",
           out);
 }
 
@@ -150,7 +152,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         {"sustained", 1, 0, 'U'},   {"repeats", 1, 0, 'P'},     {"resolution", 1, 0, 'E'},
         {"max-misses", 1, 0, 'X'},  {"label", 1, 0, 'L'},       {"threads", 1, 0, 'T'},  {"spike", 1, 0, 'K'},
         {"tls-ca", 1, 0, 1000},     {"tls-cert", 1, 0, 1001},   {"tls-key", 1, 0, 1002}, {"tls-server-name", 1, 0, 1003},
-        {"ranker", 1, 0, 1004},     {"n1", 1, 0, 1005},         {"client-throttle", 1, 0, 1006},
+        {"ranker", 1, 0, 1004},     {"n1", 1, 0, 1005},         {"client-throttle", 1, 0, 1006}, {"searches", 1, 0, 1007},
         {0, 0, 0, 0}};
     int c;
     uint32_t seed;
@@ -164,6 +166,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         case 1003: a->tls_server_name = optarg; break;
         case 1004: a->ranker = optarg; break;
         case 1005: rc = parse_u32("--n1", optarg, 1, 1000000, &a->n1); break;
+        case 1007: rc = parse_u32("--searches", optarg, 1, 16, &a->searches); break;
         case 1006: rc = parse_double("--client-throttle", optarg, 1, &a->client_throttle); break;
         case 'q': a->queries_path = optarg; break;
         case 'r': rc = parse_double("--rate", optarg, 0.001, &a->rate); break;
@@ -217,6 +220,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->spike_rate > 0 && a->rate <= 0) {
         fprintf(stderr, "isn-bench: --spike goes with --rate (the rate after the spike)\n");
+        return -1;
+    }
+    if (a->searches && !a->sustained_max) {
+        fprintf(stderr, "isn-bench: --searches goes with --sustained\n");
         return -1;
     }
     if (a->client_throttle > 0 && (a->concurrency || a->spike_rate > 0)) {
@@ -294,7 +301,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (a.sustained_max > 0) {
         isn_load_search search = {.max_rate = a.sustained_max, .resolution = a.resolution,
-                                  .max_misses = a.max_misses, .repeats = a.repeats, .label = a.label};
+                                  .max_misses = a.max_misses, .repeats = a.repeats, .searches = a.searches, .label = a.label};
         if (isn_load_sustained(load, &search, stdout, stderr) != 0) {
             fprintf(stderr, "isn-bench: out of memory\n");
             rc = 1;

@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <poll.h>
@@ -268,6 +270,82 @@ static void test_rapid_reset_cut_is_held(void **state) {
     assert_int_equal(harness_wait_exit(&h, 30000), 0);
 }
 
+/* One open-loop run of the load generator at `rate` against the started node, searching "wind tunnel". */
+static bench_stats load_once(double rate, double client_throttle) {
+    static char id[] = "1", text[] = "wind tunnel";
+    static isn_logged_query query = {.id = id, .text = text, .line = 1};
+    static isn_query_log log = {.queries = &query, .count = 1};
+    isn_load_config config = {.target = h.grpc_address, .queries = &log, .k = 10, .deadline_ms = 100, .connections = 2,
+                              .max_inflight = 20000, .threads = 1, .duration_s = 1.0, .warmup_s = 0.5, .seed = 7,
+                              .client_throttle = client_throttle};
+    char err[256];
+    isn_load *load = isn_load_new(&config, err, sizeof err);
+    if (!load) fail_msg("isn_load_new: %s", err);
+    bench_stats stats;
+    assert_int_equal(isn_load_run(load, rate, 0, &stats), 0);
+    isn_load_free(load);
+    return stats;
+}
+
+/* Ten times what the node can do (one worker, 10 ms a job): a plain client has the node refuse the excess;
+ * one that throttles itself (isn-bench --client-throttle) refuses most of it before sending, and the node
+ * then refuses less than the client did. Counts, not times. */
+static void test_a_throttling_client_refuses_the_excess_itself(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, OVERLOAD_ARGS), 0);
+    bench_stats plain = load_once(1000, 0), throttled = load_once(1000, 1.1);
+    print_message("plain: %llu asked, %llu shed by the node, %llu not sent; throttled: %llu asked, %llu refused by the "
+                  "client, %llu shed by the node\n", (unsigned long long)plain.scheduled, (unsigned long long)plain.shed,
+                  (unsigned long long)plain.not_sent, (unsigned long long)throttled.scheduled,
+                  (unsigned long long)throttled.client_refused, (unsigned long long)throttled.shed);
+    assert_int_equal(plain.client_refused, 0);
+    assert_true(plain.shed + plain.not_sent > plain.scheduled / 2);
+    assert_true(throttled.client_refused > throttled.scheduled / 2);
+    assert_true(throttled.shed < throttled.client_refused);
+    assert_true(throttled.ok > 0);
+    bench_stats_free(&plain);
+    bench_stats_free(&throttled);
+    assert_int_equal(harness_stop(&h), 0);
+}
+
+/* isn-bench --sustained --searches 2: two searches whose probes take turns, a JSON line each. */
+static void test_searches_take_turns(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, OVERLOAD_ARGS), 0);
+    static char id[] = "1", text[] = "wind tunnel";
+    static isn_logged_query query = {.id = id, .text = text, .line = 1};
+    static isn_query_log log = {.queries = &query, .count = 1};
+    isn_load_config config = {.target = h.grpc_address, .queries = &log, .k = 10, .deadline_ms = 200, .connections = 1,
+                              .max_inflight = 1000, .threads = 1, .duration_s = 0.3, .warmup_s = 0.1, .seed = 3};
+    char err[256];
+    isn_load *load = isn_load_new(&config, err, sizeof err);
+    if (!load) fail_msg("isn_load_new: %s", err);
+    isn_load_search search = {.max_rate = 20, .resolution = 0.5, .max_misses = 0.5, .repeats = 1, .searches = 2,
+                              .label = "turns"};
+    char *out_text = NULL, *table_text = NULL;
+    size_t out_len = 0, table_len = 0;
+    FILE *out = open_memstream(&out_text, &out_len), *table = open_memstream(&table_text, &table_len);
+    assert_int_equal(isn_load_sustained(load, &search, out, table), 0);
+    fclose(out);
+    fclose(table);
+    isn_load_free(load);
+    char *second = strchr(out_text, '\n');
+    assert_non_null(second);
+    assert_non_null(strstr(out_text, "\"search\":1,\"searches\":2"));
+    assert_non_null(strstr(second, "\"search\":2,\"searches\":2"));
+    int lines = 0;
+    for (const char *c = out_text; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 2);
+    /* the table names whose turn each probe was: search 1, then 2 */
+    char *first_turn = strstr(table_text, "search 1 of 2"), *second_turn = strstr(table_text, "search 2 of 2");
+    assert_non_null(first_turn);
+    assert_non_null(second_turn);
+    assert_true(first_turn < second_turn);
+    free(out_text);
+    free(table_text);
+    assert_int_equal(harness_stop(&h), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 1000);
@@ -286,6 +364,8 @@ int main(void) {
         cmocka_unit_test(test_rapid_reset_cut_within_the_burst),
         cmocka_unit_test(test_rapid_reset_of_refused_streams_is_cut),
         cmocka_unit_test(test_rapid_reset_cut_is_held),
+        cmocka_unit_test(test_a_throttling_client_refuses_the_excess_itself),
+        cmocka_unit_test(test_searches_take_turns),
     };
     return cmocka_run_group_tests_name("isnd_overload", tests, setup, teardown);
 }
