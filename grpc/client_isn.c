@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nghttp2/nghttp2.h>
+
 #include "grpc/server.h"
 #include "grpc/client.h"
 #include "proto/health.pb-c.h"
@@ -50,6 +52,12 @@ static int call_status(const isn_grpc_result *result, char *message, size_t mess
     if (result->grpc_status >= 0) {
         if (message_len) snprintf(message, message_len, "%s", result->grpc_message);
         return result->grpc_status;
+    }
+    /* gRPC's mapping of HTTP/2 errors: a stream refused unprocessed is UNAVAILABLE, safe to retry (a server
+     * that lowered its concurrent streams refuses those a client opened before it heard) */
+    if (result->reset && result->reset_code == NGHTTP2_REFUSED_STREAM) {
+        if (message_len) snprintf(message, message_len, "the server refused the stream unprocessed (REFUSED_STREAM)");
+        return ISN_GRPC_STATUS_UNAVAILABLE;
     }
     if (!message_len) return -1;
     if (result->reset) snprintf(message, message_len, "stream reset by the server (HTTP/2 error %u)", result->reset_code);

@@ -168,19 +168,26 @@ static void expect(isn_grpc_client_call *call, int status, const char *message, 
     if (isn_grpc_message_part) assert_non_null(strstr(r->grpc_message, isn_grpc_message_part));
 }
 
-/* The echo server on a fresh loop, listening on an ephemeral loopback port (written to `bound`). */
-static void echo_server_start(echo_app *app, uv_loop_t *loop, isn_grpc_connection_limit *limit, char *bound,
-                              size_t bound_len) {
+/* The echo server on a fresh loop, listening on an ephemeral loopback port (written to `bound`); at most
+ * max_requests requests in flight a connection (0: no limit). */
+static void echo_server_start_limited(echo_app *app, uv_loop_t *loop, isn_grpc_connection_limit *limit,
+                                      uint32_t max_requests, char *bound, size_t bound_len) {
     uv_loop_init(loop);
     *app = (echo_app){.loop = loop, .later_ms = 20};
     uv_timer_init(loop, &app->later);
     app->later.data = app;
     isn_grpc_server_config config = {.max_concurrent_streams = 100, .max_message_bytes = 1024, .header_timeout_ms = 5000,
-                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = limit};
+                                 .idle_timeout_ms = 5000, .call_app_bytes = sizeof(echo_call), .limit = limit,
+                                 .max_requests_per_connection = max_requests};
     app->server = isn_grpc_server_new(loop, &config, &HANDLERS, app);
     assert_non_null(app->server);
     char err[256];
     assert_int_equal(isn_grpc_server_listen(app->server, "127.0.0.1:0", bound, bound_len, err, sizeof err), 0);
+}
+
+static void echo_server_start(echo_app *app, uv_loop_t *loop, isn_grpc_connection_limit *limit, char *bound,
+                              size_t bound_len) {
+    echo_server_start_limited(app, loop, limit, 0, bound, bound_len);
 }
 
 /* After the loop ran out: the server and then its loop. */
@@ -544,8 +551,45 @@ static void test_arrival_times_leave_out_the_readers_wait(void **state) {
     echo_server_free(&app);
 }
 
+/* A stream the server refuses unprocessed (RST_STREAM REFUSED_STREAM: here its one request a connection is
+ * taken by a held call) is UNAVAILABLE to the isn.v1 client, as gRPC maps it: an answer that says "retry",
+ * not a transport error (which isn-agg takes for a lost replica, and isn-bench for a request left unanswered). */
+static void test_a_refused_stream_is_unavailable(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80];
+    echo_server_start_limited(&app, &loop, NULL, 1, bound, sizeof bound);
+    app.later_ms = 200;
+    isn_grpc_client *client = connect_client(bound);
+    isn_grpc_client_call *held = start(client, "/test.Echo/Later", "");
+    for (int turns = 0; !app.held; turns++) {
+        if (turns > 500000) fail_msg("the held call never reached the server");
+        service_once(client);
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    isn_grpc_client_call *refused = start(client, "/test.Echo/Echo", "refused");
+    drive_until_done(&loop, client, refused);
+    const isn_grpc_result *r = isn_grpc_client_call_result(refused);
+    assert_true(r->reset);
+    assert_int_equal(r->grpc_status, -1); /* the raw result keeps what came: a reset, no status */
+    int status;
+    bool complete;
+    isn_grpc_search_finish_status(refused, &status, &complete); /* frees it */
+    assert_int_equal(status, ISN_GRPC_STATUS_UNAVAILABLE);
+    drive_until_done(&loop, client, held);
+    expect(held, ISN_GRPC_STATUS_OK, "later", NULL);
+    isn_grpc_client_call_free(held);
+    isn_grpc_close(client);
+    isn_grpc_server_close(app.server);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    echo_server_free(&app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_refused_stream_is_unavailable),
         cmocka_unit_test(test_arrival_times_leave_out_the_readers_wait),
         cmocka_unit_test(test_server_core_and_watched_client),
         cmocka_unit_test(test_abandoned_call),
