@@ -18,7 +18,7 @@ them:
   3. each configuration's sustained searches (two or more): the highest within 10% of the lowest, and
      none below the floor given for it. Where the searches carry the machine's speed beside them
      (overload_device.sh's core_speed), their rates at equal core speed are reported too, as the reason
-     for a spread, not as the verdict. A search that stopped at the ceiling it was given (at_ceiling) found
+     for a spread, not as the verdict; so is how many searches took turns with each (searches_together). A search that stopped at the ceiling it was given (at_ceiling) found
      a lower bound, not a sustained rate: the configuration is "not measured" until its MAX is raised.
   4. after a spike, full on-time service again within 1 s (recovered_after_ms).
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
@@ -54,7 +54,7 @@ def load(folders):
             for run in json_lines(path):
                 sustained.setdefault(run["label"], []).append(
                     {"rate": run["sustained"]["rate"], "at_ceiling": bool(run["sustained"].get("at_ceiling")),
-                     "core_ns_per_step": core_ns_per_step(run)})
+                     "core_ns_per_step": core_ns_per_step(run), "searches_together": run.get("searches", 1)})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes
@@ -174,7 +174,9 @@ def must_show_3(sustained, floors):
         rates = [r["rate"] for r in runs]
         spread = spread_of(rates)
         failures = []
-        r = {"rates": rates, "spread": round(spread, 4)}
+        # how many searches took turns with each (isn-bench --searches): said, so that a pair measured side by
+        # side is not read as two measured minutes apart
+        r = {"rates": rates, "spread": round(spread, 4), "searches_together": [run["searches_together"] for run in runs]}
         speeds = [run["core_ns_per_step"] for run in runs]
         if all(speeds):
             # The rates as if every search had run on a core as fast as the fastest one's: this explains a

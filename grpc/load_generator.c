@@ -8,7 +8,9 @@
  * charged for the wait (no coordinated omission), to its reply's arrival at the socket (the kernel's
  * time), so a generator near its limit, reading late, is not; a request
  * that finds no connection with a stream to spare (the server's concurrent-stream limit) is counted
- * as not sent rather than queued inside the client. Closed loop: N clients, each sends its next query
+ * as not sent rather than queued inside the client, unless the client throttles itself
+ * (config.client_throttle: isn_grpc_throttle), which refuses it at once, as it refuses requests while the
+ * server is refusing. Closed loop: N clients, each sends its next query
  * when the last one is answered. */
 #include <math.h>
 #include <pthread.h>
@@ -87,8 +89,9 @@ static int64_t poisson_gap_ns(load_run *run, double rate) {
 static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
     bool measured = scheduled_ns >= run->measure_from_ns && scheduled_ns < run->measure_to_ns;
     if (measured) run->stats.scheduled++;
-    /* the client's own refusal is its answer at once: neither a call nor a wait for one */
-    if (!isn_grpc_throttle_allow(&run->throttle, (uint64_t)now_ns(), uniform01(run))) {
+    /* the client's own refusal is its answer at once: neither a call nor a wait for one (off, it draws no
+     * random number, so that the queries and gaps of a seed stay those of a client without it) */
+    if (run->throttle.accepts_multiplier > 0 && !isn_grpc_throttle_allow(&run->throttle, (uint64_t)now_ns(), uniform01(run))) {
         if (measured) run->stats.client_refused++;
         return false;
     }
