@@ -302,6 +302,7 @@ typedef struct {
      * index lacks): an answer, not a failure of the node, so no miss of a capacity measurement */
     uint64_t invalid_argument;
     uint64_t transport_errors;   /* no gRPC status: reset stream, lost connection */
+    uint64_t refused_streams;    /* reset REFUSED_STREAM: refused unprocessed (UNAVAILABLE to gRPC), an answer */
     uint64_t client_timeouts;    /* no reply by deadline + grace: cancelled by the client */
     uint64_t partial;            /* OK with complete=false */
     uint64_t late;               /* OK but after the deadline */

@@ -68,6 +68,7 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->scheduled += st->scheduled;
     sum->not_sent += st->not_sent;
     sum->client_refused += st->client_refused;
+    sum->refused_streams += st->refused_streams;
     sum->client_refused_no_room += st->client_refused_no_room;
     sum->ok += st->ok;
     sum->deadline_exceeded += st->deadline_exceeded;
@@ -167,7 +168,7 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             "\"latency_us\":{\"p50\":%.0f,\"p90\":%.0f,\"p99\":%.0f,\"p999\":%.0f,\"mean\":%.1f,\"max\":%.0f,"
             "\"samples\":%zu,\"truncated\":%s},"
             "\"status\":{\"ok\":%llu,\"deadline_exceeded\":%llu,\"resource_exhausted\":%llu,\"unavailable\":%llu,"
-            "\"invalid_argument\":%llu,\"other\":%llu,\"transport_error\":%llu,\"client_timeout\":%llu},"
+            "\"invalid_argument\":%llu,\"other\":%llu,\"transport_error\":%llu,\"refused_stream\":%llu,\"client_timeout\":%llu},"
             "\"partial\":%llu,\"partial_rate\":%.6f,\"late\":%llu,\"deadline_miss\":%llu,\"deadline_miss_rate\":%.6f,"
             "\"error_rate\":%.6f,",
             duration_s, deadline_ms, (unsigned long long)stats->scheduled, (unsigned long long)sent,
@@ -178,7 +179,8 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             (unsigned long long)stats->deadline_exceeded, (unsigned long long)stats->shed,
             (unsigned long long)stats->unavailable, (unsigned long long)stats->invalid_argument,
             (unsigned long long)stats->other_status,
-            (unsigned long long)stats->transport_errors, (unsigned long long)stats->client_timeouts,
+            (unsigned long long)stats->transport_errors, (unsigned long long)stats->refused_streams,
+            (unsigned long long)stats->client_timeouts,
             (unsigned long long)stats->partial, ratio(stats->partial, stats->ok), (unsigned long long)stats->late,
             (unsigned long long)misses, ratio(misses, sent),
             ratio(sent - stats->ok, sent));

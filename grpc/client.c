@@ -143,6 +143,10 @@ uint64_t isn_grpc_client_call_done_ns(const isn_grpc_client_call *call) { return
 uint64_t isn_grpc_client_call_arrival_ns(const isn_grpc_client_call *call) { return call->arrival_ns; }
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call) { return &call->result; }
 
+bool isn_grpc_result_refused_unprocessed(const isn_grpc_result *result) {
+    return result->grpc_status < 0 && result->reset && result->reset_code == NGHTTP2_REFUSED_STREAM;
+}
+
 void isn_grpc_client_call_free(isn_grpc_client_call *call) {
     if (!call) return;
     finished_unlink(call);

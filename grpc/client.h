@@ -81,6 +81,9 @@ uint64_t isn_grpc_client_call_arrival_ns(const isn_grpc_client_call *call);
  * isn_grpc_client_call_arrival_ns. -1 with err when the socket refuses. */
 int isn_grpc_stamp_arrivals(isn_grpc_client *client, char *err, size_t err_len);
 const isn_grpc_result *isn_grpc_client_call_result(const isn_grpc_client_call *call);
+/* The server reset the stream with REFUSED_STREAM: it did not process the request (a lowered stream limit,
+ * a drain), which gRPC reports as UNAVAILABLE, safe to retry. */
+bool isn_grpc_result_refused_unprocessed(const isn_grpc_result *result);
 /* Frees the call; an unfinished one is cancelled (RST_STREAM CANCEL). */
 void isn_grpc_client_call_free(isn_grpc_client_call *call);
 /* A pointer of the caller's kept with the call (NULL until set). */

@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nghttp2/nghttp2.h>
-
 #include "grpc/server.h"
 #include "grpc/client.h"
 #include "proto/health.pb-c.h"
@@ -55,7 +53,7 @@ static int call_status(const isn_grpc_result *result, char *message, size_t mess
     }
     /* gRPC's mapping of HTTP/2 errors: a stream refused unprocessed is UNAVAILABLE, safe to retry (a server
      * that lowered its concurrent streams refuses those a client opened before it heard) */
-    if (result->reset && result->reset_code == NGHTTP2_REFUSED_STREAM) {
+    if (isn_grpc_result_refused_unprocessed(result)) {
         if (message_len) snprintf(message, message_len, "the server refused the stream unprocessed (REFUSED_STREAM)");
         return ISN_GRPC_STATUS_UNAVAILABLE;
     }

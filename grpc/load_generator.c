@@ -155,13 +155,17 @@ static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
     int64_t done = arrived ? arrived : read_at;
     int status;
     bool complete;
+    /* a stream refused unprocessed is UNAVAILABLE to the call, and an answer: counted apart from a server
+     * that answered UNAVAILABLE (a request it took and failed) */
+    bool refused = isn_grpc_result_refused_unprocessed(isn_grpc_client_call_result(slot->call));
     if (isn_grpc_search_finish_status(slot->call, &status, &complete) != 0) status = -1;
     isn_grpc_throttle_answered(&run->throttle, (uint64_t)(read_at ? read_at : now_ns()), status);
     if (slot->measured) {
         int64_t took = (done ? done : now_ns()) - slot->scheduled_ns;
         uint64_t latency_us = took > 0 ? (uint64_t)took / 1000 : 0;
         uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
-        bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
+        if (refused) run->stats.refused_streams++;
+        else bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
         if (arrived) bench_stats_add_receive_lag(&run->stats, (uint64_t)(read_at - arrived) / 1000);
         else if (status >= 0) run->stats.arrivals_unknown++; /* a reply came, its time did not */
         if (status == 0 && complete && latency_us <= deadline_us)

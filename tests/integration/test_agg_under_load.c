@@ -105,11 +105,13 @@ static void test_sigterm_answers_every_query_in_flight(void **state) {
     uint32_t taken = support_file_count(t.aggregator.log_path, search), ok = support_file_count(t.aggregator.log_path, search_ok);
     fprintf(stderr,
             "test_agg_under_load: isn-agg answered %u searches (%u OK), exit %d; isn-bench: %lld ok, %lld deadline exceeded, "
-            "%lld shed, %lld unavailable, %lld other, %lld partial, %lld transport errors, %lld not sent (after the GOAWAY)\n",
+            "%lld shed, %lld unavailable, %lld other, %lld partial, %lld transport errors, %lld streams refused unprocessed, "
+            "%lld not sent (after the GOAWAY)\n",
             taken, ok, status, support_json_number(json, "ok"), support_json_number(json, "deadline_exceeded"),
             support_json_number(json, "resource_exhausted"), support_json_number(json, "unavailable"),
             support_json_number(json, "other"), support_json_number(json, "partial"),
-            support_json_number(json, "transport_error"), support_json_number(json, "not_sent"));
+            support_json_number(json, "transport_error"), support_json_number(json, "refused_stream"),
+            support_json_number(json, "not_sent"));
     assert_int_equal(status, 0);
     assert_true(taken >= OWN_QUERIES + 1);
     assert_int_equal(ok, taken);

@@ -53,7 +53,7 @@ static void test_json(void **state) {
     s.generator_wall_ns = 4000;
     /* a second thread, whose client throttle refused all it was asked (5 for want of a stream): asked, not sent */
     bench_stats other = {.generator_cpu_ns = 1000, .generator_wall_ns = 4000, .arrivals_unknown = 10, .scheduled = 20,
-                         .client_refused = 20, .client_refused_no_room = 5};
+                         .client_refused = 20, .client_refused_no_room = 5, .refused_streams = 3};
     bench_stats_merge(&s, &other);
     bench_stats_record(&s, 3, true, 50, 25000); /* INVALID_ARGUMENT: counted apart, not as another status */
     s.scheduled++;
@@ -74,6 +74,7 @@ static void test_json(void **state) {
     json_t *st = json_object_get(j, "status");
     assert_int_equal(json_integer_value(json_object_get(st, "resource_exhausted")), 2);
     assert_int_equal(json_integer_value(json_object_get(st, "transport_error")), 1);
+    assert_int_equal(json_integer_value(json_object_get(st, "refused_stream")), 3); /* answers, not transport errors */
     assert_int_equal(json_integer_value(json_object_get(st, "invalid_argument")), 1);
     assert_int_equal(json_integer_value(json_object_get(st, "other")), 0);
     assert_int_equal(json_integer_value(json_object_get(j, "deadline_miss")), 9); /* late + DEADLINE_EXCEEDED */
