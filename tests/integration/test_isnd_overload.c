@@ -270,12 +270,17 @@ static void test_rapid_reset_cut_is_held(void **state) {
     assert_int_equal(harness_wait_exit(&h, 30000), 0);
 }
 
-/* One open-loop run of the load generator at `rate` against the started node, searching "wind tunnel". */
-static bench_stats load_once(double rate, double client_throttle) {
+/* A query log of one query, "wind tunnel", for the load generator. */
+static const isn_query_log *wind_tunnel_log(void) {
     static char id[] = "1", text[] = "wind tunnel";
     static isn_logged_query query = {.id = id, .text = text, .line = 1};
     static isn_query_log log = {.queries = &query, .count = 1};
-    isn_load_config config = {.target = h.grpc_address, .queries = &log, .k = 10, .deadline_ms = 100, .connections = 2,
+    return &log;
+}
+
+/* One open-loop run of the load generator at `rate` against the started node. */
+static bench_stats load_once(double rate, double client_throttle) {
+    isn_load_config config = {.target = h.grpc_address, .queries = wind_tunnel_log(), .k = 10, .deadline_ms = 100, .connections = 2,
                               .max_inflight = 20000, .threads = 1, .duration_s = 1.0, .warmup_s = 0.5, .seed = 7,
                               .client_throttle = client_throttle};
     char err[256];
@@ -312,10 +317,7 @@ static void test_a_throttling_client_refuses_the_excess_itself(void **state) {
 static void test_searches_take_turns(void **state) {
     (void)state;
     assert_int_equal(harness_start(&h, NULL, OVERLOAD_ARGS), 0);
-    static char id[] = "1", text[] = "wind tunnel";
-    static isn_logged_query query = {.id = id, .text = text, .line = 1};
-    static isn_query_log log = {.queries = &query, .count = 1};
-    isn_load_config config = {.target = h.grpc_address, .queries = &log, .k = 10, .deadline_ms = 200, .connections = 1,
+    isn_load_config config = {.target = h.grpc_address, .queries = wind_tunnel_log(), .k = 10, .deadline_ms = 200, .connections = 1,
                               .max_inflight = 1000, .threads = 1, .duration_s = 0.3, .warmup_s = 0.1, .seed = 3};
     char err[256];
     isn_load *load = isn_load_new(&config, err, sizeof err);
