@@ -215,11 +215,15 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         bool hedge = at->hedge;
         int64_t sent = at->sent_ns;
         uint32_t timeout_ms = at->timeout_ms;
+        /* a stream the replica refused unprocessed (its requests in flight at their limit, or its stream limit
+         * lowered under load): busy, as a shed is, not broken */
+        bool refused_stream = isn_grpc_result_refused_unprocessed(isn_grpc_client_call_result(at->call));
         bool bad = isn_grpc_search_finish(at->call, &reply, err, sizeof err) != 0;
         part->attempts[i] = part->attempts[--part->num_attempts];
         int status = bad ? -1 : reply.status;
         /* what the replica can take in time: a complete answer well within its timeout, or not */
-        if (status == ISN_GRPC_STATUS_OK || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED || status == ISN_GRPC_STATUS_DEADLINE_EXCEEDED)
+        bool busy = status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED || refused_stream;
+        if (status == ISN_GRPC_STATUS_OK || busy || status == ISN_GRPC_STATUS_DEADLINE_EXCEEDED)
             agg_replica_answered(r, p, (uint64_t)(now - sent) / 1000, timeout_ms, status == ISN_GRPC_STATUS_OK && reply.complete);
         if (status == ISN_GRPC_STATUS_OK) {
             r->consecutive_failures = 0;
@@ -249,7 +253,7 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
             while (part->num_attempts) drop_attempt(a, q, pi, 0); /* cancel the loser */
             return;
         }
-        part->last_status = status;
+        part->last_status = refused_stream ? ISN_GRPC_STATUS_RESOURCE_EXHAUSTED : status; /* busy: the query is shed */
         snprintf(part->last_message, sizeof part->last_message, "%.190s", bad ? err : reply.message);
         if (status == ISN_GRPC_STATUS_FAILED_PRECONDITION && agg_is_loop_message(reply.message)) {
             isn_grpc_search_reply_free(&reply);
@@ -273,9 +277,9 @@ static void progress_part(agg *a, agg_query *q, uint32_t pi, int64_t now) {
         if (!bad) isn_grpc_search_reply_free(&reply);
         if (status == -1 || status == ISN_GRPC_STATUS_UNAVAILABLE || status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED ||
             status == ISN_GRPC_STATUS_INTERNAL) {
-            /* Shedding (RESOURCE_EXHAUSTED) says busy, not broken: retried elsewhere, but it takes
-             * no replica out, or overload would turn into an outage. */
-            if (status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) {
+            /* Shedding (RESOURCE_EXHAUSTED, or a stream refused unprocessed) says busy, not broken: retried
+             * elsewhere, but it takes no replica out, or overload would turn into an outage. */
+            if (busy) {
                 /* no retry or hedge goes to it until its back-off (doubling while it keeps shedding) ends */
                 a->metrics.upstream_failures++, r->failures++;
                 r->shed_backoff_ms = r->shed_backoff_ms ? r->shed_backoff_ms * 2 : AGG_SHED_BACKOFF_MIN_MS;

@@ -267,7 +267,7 @@ static bool probe_says_serving(const isn_grpc_result *res) {
 
 /* Health checks, every probe interval: bring replicas that were taken out back in, and take out
  * one in rotation that says NOT_SERVING or does not answer, so that readiness tells the truth even
- * while no query comes. */
+ * while no query comes. A probe whose stream the replica refused unprocessed says neither. */
 void agg_probe_replicas(agg *a, int64_t now) {
     for (uint32_t pi = 0; pi < a->num_partitions; pi++) {
         agg_partition *p = &a->partitions[pi];
@@ -282,7 +282,10 @@ void agg_probe_replicas(agg *a, int64_t now) {
                 if (!isn_grpc_client_call_done(r->probe)) continue;
                 const isn_grpc_result *res = isn_grpc_client_call_result(r->probe);
                 bool serving = probe_says_serving(res);
-                if (serving && !r->up) {
+                if (isn_grpc_result_refused_unprocessed(res)) {
+                    /* a busy replica refused the probe's stream (its requests in flight at their limit): no
+                     * verdict either way; the next interval asks again */
+                } else if (serving && !r->up) {
                     r->up = true;
                     r->consecutive_failures = 0;
                     log_info("replica %s of partition %u is back", r->address, r->partition);
