@@ -48,6 +48,9 @@ bool isn_grpc_budget_exchange(isn_grpc_memory_budget *budget, uint64_t release, 
     if (!budget) return true;
     uint64_t limit = __atomic_load_n(&budget->limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED), next;
+    /* A pooled call gives back what it takes: no write, so that the loops, which pool every call they
+     * release, do not pass the budget's cache line between them for nothing. */
+    if (release == charge && used >= release && (!limit || used <= limit)) return true;
     bool fits;
     do {
         uint64_t released = used > release ? used - release : 0;
@@ -72,7 +75,7 @@ bool isn_grpc_budget_has_room(const isn_grpc_memory_budget *budget, uint64_t byt
 }
 
 void isn_grpc_budget_release(isn_grpc_memory_budget *budget, uint64_t bytes) {
-    if (!budget) return;
+    if (!budget || !bytes) return;
     uint64_t used = __atomic_load_n(&budget->used, __ATOMIC_RELAXED);
     while (!__atomic_compare_exchange_n(&budget->used, &used, used > bytes ? used - bytes : 0, true, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {

@@ -109,6 +109,31 @@ static void test_memory_budget(void **state) {
     assert_ptr_equal(first.budget, &budget); /* kept across resets */
 }
 
+/* A pooled call's exchange gives back what it takes: within the limit nothing changes and it fits; past
+ * the limit (a lowered budget) the release happens and the pooled charge does not fit. */
+static void test_memory_budget_exchange(void **state) {
+    (void)state;
+    isn_grpc_memory_budget budget = {.limit = 2000, .used = 1500, .peak = 1500};
+    assert_true(isn_grpc_budget_exchange(&budget, 300, 300));
+    assert_int_equal(budget.used, 1500);
+    assert_true(isn_grpc_budget_exchange(&budget, 300, 500));
+    assert_int_equal(budget.used, 1700);
+    assert_int_equal(budget.peak, 1700);
+    assert_false(isn_grpc_budget_exchange(&budget, 100, 500));
+    assert_int_equal(budget.used, 1600);
+    budget.limit = 1000; /* a reload lowered it */
+    assert_false(isn_grpc_budget_exchange(&budget, 400, 400));
+    assert_int_equal(budget.used, 1200);
+    assert_int_equal(budget.refused, 2);
+    budget.limit = 0; /* none: everything fits */
+    assert_true(isn_grpc_budget_exchange(&budget, 200, 200));
+    assert_int_equal(budget.used, 1200);
+    isn_grpc_budget_release(&budget, 0);
+    assert_int_equal(budget.used, 1200);
+    isn_grpc_budget_release(&budget, 5000); /* never below zero */
+    assert_int_equal(budget.used, 0);
+}
+
 static void test_flags(void **state) {
     (void)state;
     uint8_t wire[8] = {1, 0, 0, 0, 1, 'x'}, inline_buf[16];
@@ -447,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_reassembly_at_every_split),
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_memory_budget_exchange),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_extra_message),
         cmocka_unit_test(test_truncated_and_missing),
