@@ -106,6 +106,27 @@ uint64_t isn_hash_string(const char *text);
  * builder's threads it cost several percent of the build. NULL when out of memory or on overflow. */
 void *isn_calloc_written(size_t count, size_t size);
 
+/* ------------------------------------------------------------------ striped counters */
+
+/* A counter that many threads add to at once, each to a stripe on a cache line of its own (a thread
+ * keeps the stripe it was first given), summed when read. Adding to one shared atomic from every
+ * serving loop made each addition wait for the line to come from the core that added last. */
+#define ISN_COUNTER_STRIPES 16
+typedef struct {
+    uint64_t value; /* read and written with __atomic builtins (this header is C++ too, in gpu/) */
+    char pad[64 - sizeof(uint64_t)];
+} isn_counter_stripe;
+typedef struct {
+    isn_counter_stripe stripes[ISN_COUNTER_STRIPES];
+} isn_striped_counter;
+
+/* The calling thread's stripe, 0..ISN_COUNTER_STRIPES-1 (threads take them in turn). */
+uint32_t isn_counter_stripe_of_thread(void);
+static inline void isn_striped_add(isn_striped_counter *counter, uint64_t n) {
+    __atomic_fetch_add(&counter->stripes[isn_counter_stripe_of_thread()].value, n, __ATOMIC_RELAXED);
+}
+uint64_t isn_striped_sum(const isn_striped_counter *counter);
+
 /* ------------------------------------------------------------------ byte buffer */
 
 /* A growable byte buffer kept across uses, so steady-state traffic allocates nothing. */

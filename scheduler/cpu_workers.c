@@ -277,7 +277,7 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
     w->prepared_in_row++;
     double took_ns = 0;
     if (unworthy) {
-        COUNT(s->shed_overload);
+        isn_striped_add(&s->shed_overload, 1);
         COUNT(s->shed_unprepared);
         if (late) COUNT(s->shed_unprepared_late);
         job->refusal = (int)ISN_SUBMIT_SHED_LATE;

@@ -416,7 +416,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->arrival_wait_seconds_sum = (double)LOAD(s->arrival_wait_ns) / 1e9;
     st->prepare_wait_seconds_sum = (double)LOAD(s->prepare_wait_ns) / 1e9;
     st->shed_full = LOAD(s->shed_full);
-    st->shed_overload = LOAD(s->shed_overload);
+    st->shed_overload = isn_striped_sum(&s->shed_overload);
     st->degraded = LOAD(s->degraded);
     st->dropped_dead = LOAD(s->dropped_dead);
     st->partial = LOAD(s->partial);

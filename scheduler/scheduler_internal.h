@@ -591,7 +591,9 @@ struct isn_scheduler {
     uint32_t num_dispatchers;
     uint64_t start_ns;
 
-    _Atomic uint64_t submitted, completed, shed_full, shed_overload, degraded, dropped_dead, partial, abandoned;
+    _Atomic uint64_t submitted, completed, shed_full, degraded, dropped_dead, partial, abandoned;
+    /* counted by every loop at each refusal: striped, so the loops do not pass one line between them */
+    isn_striped_counter shed_overload;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
     _Atomic uint32_t spares_resting, standby_resting;
