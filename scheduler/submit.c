@@ -129,10 +129,10 @@ static bool arrival_admits_view(const sched_arrival_view *view, double remaining
 }
 
 /* Whether CoDel refuses a request arriving now (received then, admitted by admit_by): bounding, and the
- * preparations queued ahead would hold it near CoDel's target. Read without the lock. */
-static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double admit_by) {
-    if (!isn_codel_refuses_arrival(atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed),
-                                   sched_preparing_ns_quick(s), admit_by - (double)received_ns))
+ * preparations queued ahead (preparing_ns, read without the lock) would hold it near CoDel's target. */
+static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double admit_by, double preparing_ns) {
+    if (!isn_codel_refuses_arrival(atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed), preparing_ns,
+                                   admit_by - (double)received_ns))
         return false;
     COUNT(s->shed_arrival_codel);
     return true;
@@ -324,7 +324,7 @@ isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double pr
     isn_route route = already_dead ? ISN_ROUTE_CPU : isn_route_decide(&in, &best);
     if (route == ISN_ROUTE_SHED) {
         pthread_mutex_unlock(&s->lock);
-        COUNT(s->shed_overload);
+        isn_striped_add(&s->shed_overload, 1);
         COUNT(s->shed_routed);
         return ISN_SUBMIT_SHED_OVERLOAD;
     }
@@ -367,7 +367,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
                              const double *scale) {
     if (!deadline_ns) return true;
     double admit_by = sched_admit_by_ns(s, received_ns, deadline_ns);
-    if (codel_refuses_arrival(s, received_ns, admit_by)) return false;
+    if (codel_refuses_arrival(s, received_ns, admit_by, sched_preparing_ns_quick(s))) return false;
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double wait[ISN_DEVICE_KINDS];
     queue_waits(s, now, scale, wait); /* publishes the arrival view of these waits */
@@ -485,7 +485,7 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     pthread_mutex_lock(&s->lock);
     bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale);
     pthread_mutex_unlock(&s->lock);
-    if (!ok) COUNT(s->shed_overload);
+    if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }
 
@@ -498,16 +498,19 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
         return isn_scheduler_may_admit(s, received_ns, deadline_ns);
     double admit_by = sched_admit_by_ns(s, received_ns, deadline_ns);
-    if (codel_refuses_arrival(s, received_ns, admit_by)) {
-        COUNT(s->shed_overload);
+    /* Read once: the counts behind it are written by every loop and worker, so each read waits for
+     * their cache lines. */
+    double preparing = sched_preparing_ns_quick(s);
+    if (codel_refuses_arrival(s, received_ns, admit_by, preparing)) {
+        isn_striped_add(&s->shed_overload, 1);
         return false;
     }
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     sched_arrival_view view;
     published_view(s, &view);
-    bool ok = arrival_admits_view(&view, remaining, sched_normal_pending(s), sched_preparing_ns_quick(s),
+    bool ok = arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing,
                                   preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
-    if (!ok) COUNT(s->shed_overload);
+    if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }
 
