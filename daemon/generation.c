@@ -132,12 +132,79 @@ index_generation *generation_slot_acquire(generation_slot *slot) {
     return generation;
 }
 
+/* Read without the lock, only to compare with a generation the reader holds (it cannot be freed and
+ * its address reused meanwhile). */
+static index_generation *slot_current_unlocked(generation_slot *slot) {
+    return __atomic_load_n(&slot->current, __ATOMIC_ACQUIRE);
+}
+
 index_generation *generation_slot_publish(generation_slot *slot, index_generation *next) {
     pthread_mutex_lock(&slot->lock);
     index_generation *previous = slot->current;
-    slot->current = next;
+    __atomic_store_n(&slot->current, next, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&slot->lock);
     return previous;
+}
+
+/* The lease's current generation is replaced: kept among the retired while requests use it. False when
+ * there is no room for it (the caller keeps it current). */
+static bool retire_current(generation_lease *lease) {
+    if (!lease->current.generation) return true;
+    if (!lease->current.lent) {
+        generation_release(lease->current.generation);
+        lease->current = (generation_loan){0};
+        return true;
+    }
+    for (int i = 0; i < GENERATION_LEASE_RETIRED; i++)
+        if (!lease->retired[i].generation) {
+            lease->retired[i] = lease->current;
+            lease->current = (generation_loan){0};
+            return true;
+        }
+    return false;
+}
+
+index_generation *generation_lease_borrow(generation_lease *lease, generation_slot *slot, bool *lent) {
+    index_generation *now = slot_current_unlocked(slot);
+    if (now && now == lease->current.generation) {
+        lease->current.lent++;
+        *lent = true;
+        return now;
+    }
+    index_generation *fresh = generation_slot_acquire(slot);
+    if (!fresh || !retire_current(lease)) { /* none yet, or requests on too many replaced ones */
+        *lent = false;
+        return fresh;
+    }
+    lease->current = (generation_loan){.generation = fresh, .lent = 1};
+    *lent = true;
+    return fresh;
+}
+
+void generation_lease_return(generation_lease *lease, generation_slot *slot, index_generation *generation, bool lent) {
+    if (!generation) return;
+    if (!lent) {
+        generation_release(generation);
+        return;
+    }
+    if (generation == lease->current.generation) {
+        lease->current.lent--;
+        if (!lease->current.lent && slot && slot_current_unlocked(slot) != generation) retire_current(lease);
+        return;
+    }
+    for (int i = 0; i < GENERATION_LEASE_RETIRED; i++)
+        if (lease->retired[i].generation == generation) {
+            if (--lease->retired[i].lent == 0) {
+                generation_release(generation); /* the last request of a replaced generation frees it */
+                lease->retired[i] = (generation_loan){0};
+            }
+            return;
+        }
+}
+
+void generation_lease_tidy(generation_lease *lease, generation_slot *slot) {
+    if (!lease->current.lent && (!slot || slot_current_unlocked(slot) != lease->current.generation))
+        retire_current(lease);
 }
 
 void generation_slot_destroy(generation_slot *slot) {

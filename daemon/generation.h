@@ -74,6 +74,31 @@ index_generation *generation_slot_acquire(generation_slot *slot);
 index_generation *generation_slot_publish(generation_slot *slot, index_generation *next);
 void generation_slot_destroy(generation_slot *slot);
 
+/* A serving loop's reference to the current generation, lent to its requests without the slot's lock
+ * or the generation's shared count: taken from the slot once a generation, given back when the loop's
+ * last request on it has ended and another is current. Each request took the lock and both counts
+ * before, and at a million requests a second the loops passed those cache lines between them. A
+ * loop borrows and returns on its own thread; a loan is returned to the lease it came from. */
+#define GENERATION_LEASE_RETIRED 4
+typedef struct {
+    index_generation *generation;
+    uint64_t lent; /* requests that use it now */
+} generation_loan;
+typedef struct {
+    generation_loan current;
+    generation_loan retired[GENERATION_LEASE_RETIRED]; /* replaced, with requests still on them */
+} generation_lease;
+
+/* The slot's current generation for a new request: lent (*lent = true) or, while the lease has no room
+ * for another replaced generation, a reference of the request's own (*lent = false). NULL before the
+ * first generation. */
+index_generation *generation_lease_borrow(generation_lease *lease, generation_slot *slot, bool *lent);
+/* What generation_lease_borrow gave, back (a reference of the request's own is released). */
+void generation_lease_return(generation_lease *lease, generation_slot *slot, index_generation *generation, bool lent);
+/* Gives back what no request uses and is not current (a swap happened; also when the loop ends, with
+ * slot NULL: everything not lent). */
+void generation_lease_tidy(generation_lease *lease, generation_slot *slot);
+
 /* ---- generation_swap.c: isnd's generations, loop thread unless said otherwise */
 struct isn_server;
 typedef struct generation_state generation_state;
@@ -91,6 +116,8 @@ void generations_upload_gpu(struct isn_server *server);
 void generations_check(struct isn_server *server, const char *why);
 /* A reference to the generation for a new request (released with generation_release). Any thread. */
 index_generation *generations_acquire(struct isn_server *server);
+/* The slot new requests take their generation from (a loop's lease borrows from it). */
+generation_slot *generations_slot(struct isn_server *server);
 /* Stops watching (server_stop, before the search service stops: waits for a pool thread that is
  * moving the GPU's residency); a load in flight is dropped when it returns. */
 void generations_stop(struct isn_server *server);

@@ -112,6 +112,8 @@ generation_state *generations_new(isn_server *server) {
 
 index_generation *generations_acquire(isn_server *server) { return generation_slot_acquire(&server->generations->slot); }
 
+generation_slot *generations_slot(isn_server *server) { return &server->generations->slot; }
+
 /* Thread pool (or the loop thread at exit). */
 static void on_generation_freed(void *user, const char *id, uint64_t built, double seconds) {
     generation_state *g = user;
@@ -317,6 +319,7 @@ static void on_loaded_next(uv_work_t *work, int status) {
         if (rankers_set_index(next->info) > 0) LOOP_METRICS(&server->loops[0], m->reload_failures++);
         log_swapped(g, next, old, seconds);
         generation_release(old);
+        serving_loops_tell(server, LOOP_GENERATION_SWAPPED); /* loops idle since keep the old one lent */
         if (search_service_has_gpu(server->pool) && !search_service_gpu_holds(server->pool, next)) {
             log_info("%s: generation %s's queries run on the CPU workers until the GPU first stage has moved to it",
                      g->why, next->id);

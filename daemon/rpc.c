@@ -57,8 +57,9 @@ static void on_open(isn_grpc_call *call, void *app) {
 /* What it keeps (the reply buffer) is charged to the memory budget with the call (isn_grpc_call_new). */
 static size_t on_release(isn_grpc_call *call, bool freeing, void *app) {
     rpc_call *rc = app_of(call);
-    deadline_forget(app, rc);
-    generation_release(rc->job.generation); /* the last request of a replaced generation frees it */
+    serving_loop *loop = app;
+    deadline_forget(loop, rc);
+    generation_lease_return(&loop->generations, generations_slot(loop->server), rc->job.generation, rc->generation_lent);
     rc->job.generation = NULL;
     arena_reset(&rc->arena);
     if (freeing) buffer_free(&rc->job.reply);
@@ -299,7 +300,8 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
     atomic_store(&job->phase, JOB_QUEUED);
     rc->call = call;
     rc->answered_at_deadline = false;
-    job->generation = generations_acquire(loop->server); /* released with the call (on_release) */
+    /* returned with the call (on_release) */
+    job->generation = generation_lease_borrow(&loop->generations, generations_slot(loop->server), &rc->generation_lent);
     int refused = search_service_submit(loop->server->pool, job);
     if (refused) {
         if (refused == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) LOOP_METRICS(loop, m->shed++);

@@ -41,6 +41,7 @@ typedef struct {
     isn_grpc_call *call;
     uint32_t deadline_slot;    /* 1 + its place in the server's deadline heap; 0 when not in it */
     bool answered_at_deadline; /* DEADLINE_EXCEEDED went out while it waited: its job's result is dropped */
+    bool generation_lent;      /* job.generation is on its loop's lease (generation_lease_borrow) */
     search_job job; /* its reply buffer (the framed SearchResponse) is kept across uses */
     max_align_t arena_space[CALL_INLINE_ARENA / sizeof(max_align_t)];
 } rpc_call;
@@ -55,6 +56,7 @@ enum {
     LOOP_CLOSE = 1 << 5,          /* close its connections and timers, then acknowledge */
     LOOP_FINISH = 1 << 6,         /* close its last handles: its uv_run returns */
     LOOP_ALL_DRAINED = 1 << 7,    /* (the first loop) every loop has drained: stop */
+    LOOP_GENERATION_SWAPPED = 1 << 8, /* give back the replaced generation once no request uses it */
 };
 
 /* One event loop serving gRPC connections. Touched only by its own thread, except: `commands` and
@@ -93,6 +95,7 @@ typedef struct serving_loop {
     pthread_mutex_t metrics_lock;
     metrics metrics;
     uint64_t iteration_start_ns, iteration_idle_ns; /* the last poll's entry, and the loop's idle time then */
+    generation_lease generations; /* what its Search requests are lent */
 } serving_loop;
 
 struct isn_server {

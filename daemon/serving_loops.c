@@ -46,6 +46,7 @@ static void acknowledge(isn_server *server, unsigned commands) {
 static void do_commands(serving_loop *loop, unsigned commands) {
     isn_server *server = loop->server;
     if (commands & LOOP_RECONFIGURE) reconfigure(loop);
+    if (commands & LOOP_GENERATION_SWAPPED) generation_lease_tidy(&loop->generations, generations_slot(server));
     if (commands & LOOP_HEALTH_CHANGED) isn_grpc_health_changed(loop->watchers);
     if (commands & LOOP_HEALTH_SHUTDOWN) isn_grpc_health_shutdown(loop->watchers);
     if (commands & LOOP_DRAIN) isn_grpc_server_drain(loop->grpc); /* on_drained: serving_loops_drained */
@@ -288,6 +289,7 @@ void serving_loops_free(isn_server *server) {
         serving_loop *loop = &server->loops[i];
         if (loop->has_thread) pthread_join(loop->thread, NULL);
         isn_grpc_server_free(loop->grpc); /* abandoned calls: their on_release still uses the loop */
+        generation_lease_tidy(&loop->generations, NULL); /* every call has returned its loan */
         deadline_timer_free(loop);
         isn_grpc_health_watchers_free(loop->watchers);
         if (loop->analyzer) isn_analyzer_free(loop->analyzer);

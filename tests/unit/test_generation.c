@@ -170,9 +170,97 @@ static void test_refusal_names_section(void **state) {
     support_index_close(&a);
 }
 
+/* Generations without an index, for the lease: the reaper takes the last reference. */
+typedef struct {
+    index_generation *reaped[8];
+    int count;
+} reap_log;
+
+static void reap_to_log(void *user, index_generation *generation) {
+    reap_log *log = user;
+    log->reaped[log->count++] = generation;
+}
+
+static index_generation *bare_generation(reap_log *log) {
+    index_generation *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    atomic_init(&g->refs, 1);
+    generation_on_freed(g, NULL, reap_to_log, log);
+    return g;
+}
+
+/* A loop's lease lends the current generation to its requests and gives a replaced one back when its
+ * last request returns it (or, for a loop whose requests all ended before the swap, when told of it). */
+static void test_lease_lends_and_gives_back_replaced_generations(void **state) {
+    (void)state;
+    reap_log log = {0};
+    generation_slot slot;
+    generation_slot_init(&slot);
+    generation_lease lease = {0}, idle = {0};
+    bool lent;
+    assert_null(generation_lease_borrow(&lease, &slot, &lent));
+
+    index_generation *first = bare_generation(&log), *second = bare_generation(&log);
+    assert_null(generation_slot_publish(&slot, first));
+    assert_ptr_equal(generation_lease_borrow(&lease, &slot, &lent), first);
+    assert_true(lent);
+    bool lent2;
+    assert_ptr_equal(generation_lease_borrow(&lease, &slot, &lent2), first);
+    assert_int_equal(atomic_load(&first->refs), 2); /* the slot's and the lease's, whatever the requests */
+    assert_ptr_equal(generation_lease_borrow(&idle, &slot, &lent), first);
+    generation_lease_return(&idle, &slot, first, lent);
+    assert_int_equal(atomic_load(&first->refs), 3);
+
+    generation_release(generation_slot_publish(&slot, second)); /* a swap */
+    assert_int_equal(log.count, 0);
+    assert_ptr_equal(generation_lease_borrow(&lease, &slot, &lent), second); /* new requests: the new one */
+    generation_lease_return(&lease, &slot, second, lent);
+    generation_lease_return(&lease, &slot, first, true);
+    assert_int_equal(log.count, 0); /* one request still on the first */
+    generation_lease_return(&lease, &slot, first, lent2);
+    assert_int_equal(atomic_load(&first->refs), 1); /* the idle loop's */
+    generation_lease_tidy(&idle, &slot);
+    assert_int_equal(log.count, 1);
+    assert_ptr_equal(log.reaped[0], first);
+    free(first);
+
+    generation_lease_tidy(&lease, NULL); /* the loop ends */
+    assert_int_equal(atomic_load(&second->refs), 1);
+    generation_slot_destroy(&slot);
+    assert_int_equal(log.count, 2);
+    free(second);
+}
+
+/* Requests on more replaced generations than the lease keeps get references of their own. */
+static void test_lease_full_of_replaced_generations_gives_own_references(void **state) {
+    (void)state;
+    reap_log log = {0};
+    generation_slot slot;
+    generation_slot_init(&slot);
+    generation_lease lease = {0};
+    index_generation *made[GENERATION_LEASE_RETIRED + 2];
+    bool lent[GENERATION_LEASE_RETIRED + 2];
+    for (int i = 0; i < GENERATION_LEASE_RETIRED + 2; i++) {
+        made[i] = bare_generation(&log);
+        generation_release(generation_slot_publish(&slot, made[i]));
+        assert_ptr_equal(generation_lease_borrow(&lease, &slot, &lent[i]), made[i]); /* held by its request */
+    }
+    for (int i = 0; i <= GENERATION_LEASE_RETIRED; i++) assert_true(lent[i]);
+    assert_false(lent[GENERATION_LEASE_RETIRED + 1]); /* four retired and the current: no room */
+    assert_int_equal(atomic_load(&made[GENERATION_LEASE_RETIRED + 1]->refs), 2);
+    for (int i = 0; i < GENERATION_LEASE_RETIRED + 2; i++) generation_lease_return(&lease, &slot, made[i], lent[i]);
+    assert_int_equal(log.count, GENERATION_LEASE_RETIRED + 1); /* every replaced one; the slot keeps the last */
+    generation_lease_tidy(&lease, NULL);
+    generation_slot_destroy(&slot);
+    assert_int_equal(log.count, GENERATION_LEASE_RETIRED + 2);
+    for (int i = 0; i < GENERATION_LEASE_RETIRED + 2; i++) free(made[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_old_generation_freed_by_its_last_request),
+        cmocka_unit_test(test_lease_lends_and_gives_back_replaced_generations),
+        cmocka_unit_test(test_lease_full_of_replaced_generations_gives_own_references),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_older_index_uses_mtime),
         cmocka_unit_test(test_refusal_names_section),
