@@ -139,19 +139,26 @@ static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double
 }
 
 /* The arrival view and each device's wait, for the checks made without the lock
- * (isn_scheduler_may_admit_quick, sched_gpu_clearly_wins): refreshed on every admission decision. */
-static void publish_waits(isn_scheduler *s, const double *wait) {
-    sched_arrival_view view;
-    arrival_view_of(s, wait, &view);
-    atomic_store_explicit(&s->arrival_cpu_done_ns, view.cpu_done, memory_order_relaxed);
-    atomic_store_explicit(&s->arrival_cpu_start_ns, view.cpu_start, memory_order_relaxed);
-    atomic_store_explicit(&s->arrival_gpu_done_ns, view.gpu_done, memory_order_relaxed);
-    atomic_store_explicit(&s->arrival_gpu_start_ns, view.gpu_start, memory_order_relaxed);
-    atomic_store_explicit(&s->arrival_per_pending_ns, view.per_pending, memory_order_relaxed);
-    atomic_store_explicit(&s->arrival_preparing_ns, view.preparing, memory_order_relaxed);
+ * (isn_scheduler_may_admit_quick, sched_gpu_clearly_wins): refreshed by every full arrival check (`fresh`,
+ * which gets the view it decides on), and by routing at most every SCHED_PUBLISH_EVERY_NS. Every loop
+ * reads them at each request; written at each job's routing, their lines left the loops' caches faster
+ * than a loop read them, and each read waited for the writer's core. */
+static void publish_waits(isn_scheduler *s, const double *wait, sched_arrival_view *fresh) {
+    uint64_t now = isn_now_ns(), last = atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed);
+    bool due = fresh || now < last || now - last >= SCHED_PUBLISH_EVERY_NS;
+    if (!due && !fresh) return;
+    sched_arrival_view own, *view = fresh ? fresh : &own;
+    arrival_view_of(s, wait, view);
+    if (!due) return;
+    atomic_store_explicit(&s->arrival_cpu_done_ns, view->cpu_done, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_cpu_start_ns, view->cpu_start, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_gpu_done_ns, view->gpu_done, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_gpu_start_ns, view->gpu_start, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_per_pending_ns, view->per_pending, memory_order_relaxed);
+    atomic_store_explicit(&s->arrival_preparing_ns, view->preparing, memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
-    atomic_store_explicit(&s->waits_published_at_ns, isn_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&s->waits_published_at_ns, now, memory_order_relaxed);
 }
 
 /* The arrival view publish_waits stored last. */
@@ -177,7 +184,7 @@ static double cpu_jobs_ahead(isn_scheduler *s) {
  * around each device's measured wait (isn_admission_wait_ns), and the CPU's wait is at least the age of
  * the oldest job still queued: when the workers stall (other processes took the cores), that age grows at
  * once, while the scale learns of it only as jobs finish. */
-static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait) {
+static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, double *wait, sched_arrival_view *view) {
     const isn_edf_queue *q = s->queues;
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         isn_service_meter_sample(&s->meter[d], LOAD(s->busy_ns[d]), LOAD(s->ran_on[d]), now);
@@ -195,14 +202,14 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     uint32_t gpus = sched_available_gpus(s, now);
     if (!gpus) {
         wait[ISN_DEVICE_GPU] = INFINITY;
-        publish_waits(s, wait);
+        publish_waits(s, wait, view);
         return;
     }
     double model_gpu = scale[ISN_DEVICE_GPU] * sched_gpu_ahead_ns(s, true) / gpus;
     double measured_gpu = isn_service_meter_wait_ns(
         &s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_held_jobs + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
-    publish_waits(s, wait);
+    publish_waits(s, wait, view);
 }
 
 /* When a job must be admitted by: received plus its share of the budget (at most the early-stop
@@ -264,7 +271,7 @@ static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now
 static bool route_input_of(isn_scheduler *s, const isn_job *job, uint64_t now, const double *scale,
                            isn_route_input *out) {
     double wait[ISN_DEVICE_KINDS];
-    queue_waits(s, now, scale, wait);
+    queue_waits(s, now, scale, wait, NULL);
     bool starts_batch = gpu_queued(s) % (s->config.batch.max_batch ? s->config.batch.max_batch : 1) == 0;
     return route_input_given(s, job, now, scale, wait, starts_batch, out);
 }
@@ -370,9 +377,8 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     if (codel_refuses_arrival(s, received_ns, admit_by, sched_preparing_ns_quick(s))) return false;
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double wait[ISN_DEVICE_KINDS];
-    queue_waits(s, now, scale, wait); /* publishes the arrival view of these waits */
     sched_arrival_view view;
-    published_view(s, &view);
+    queue_waits(s, now, scale, wait, &view); /* and publishes it when due */
     return arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing_ns(s),
                                preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
 }
