@@ -504,18 +504,25 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
     if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
         return isn_scheduler_may_admit(s, received_ns, deadline_ns);
     double admit_by = sched_admit_by_ns(s, received_ns, deadline_ns);
-    /* Read once: the counts behind it are written by every loop and worker, so each read waits for
-     * their cache lines. */
-    double preparing = sched_preparing_ns_quick(s);
+    double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
+    double credit_room = preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY);
+    sched_arrival_view view;
+    published_view(s, &view);
+    /* The view alone, with nothing waiting to be prepared, is the most it could admit (what waits only
+     * moves the job's start and end later, by more than the credit it earns): when that refuses, the
+     * counts that every loop and worker write, whose reads wait for those cores' cache lines, need not be
+     * read. Under overload most requests are refused here. CoDel's bound needs them while it is on. */
+    if (!atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed) &&
+        !arrival_admits_view(&view, remaining, 0, view.preparing, credit_room)) {
+        isn_striped_add(&s->shed_overload, 1);
+        return false;
+    }
+    double preparing = sched_preparing_ns_quick(s); /* read once */
     if (codel_refuses_arrival(s, received_ns, admit_by, preparing)) {
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
-    double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
-    sched_arrival_view view;
-    published_view(s, &view);
-    bool ok = arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing,
-                                  preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
+    bool ok = arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing, credit_room);
     if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }
