@@ -20,10 +20,6 @@
 
 struct search_service {
     isn_scheduler *scheduler;
-    /* The real first-stage backends ([gpu]), one per device, each a replica of the partition: the
-     * scheduler's devices, one dispatcher thread each; only queries of the generation they hold go
-     * to them (gpu_setup.c). */
-    gpu_first_stage gpu;
     struct service_worker *loop_analyser; /* prepare's state when the scheduler analyses on the loop thread */
     pthread_mutex_t loop_analyser_lock;   /* the loops share it: one analyses at a time */
     uint32_t max_k;
@@ -37,6 +33,12 @@ struct search_service {
     /* Second stage: the GPU's model cache (NULL: none) and gpu/'s device choice over it. */
     isn_gpu_l2 *l2_gpu;
     l2_route l2;
+    /* Apart from what the loops read at every request (scheduler): gpu.jobs moves at every GPU job. */
+    char gpu_apart[64];
+    /* The real first-stage backends ([gpu]), one per device, each a replica of the partition: the
+     * scheduler's devices, one dispatcher thread each; only queries of the generation they hold go
+     * to them (gpu_setup.c). */
+    gpu_first_stage gpu;
 };
 
 /* A worker's state: it analyses queries (prepare) and runs them, with its own searcher and planner

@@ -493,6 +493,8 @@ typedef struct {
 
 struct isn_scheduler {
     isn_scheduler_config config;
+    /* The loops read config at every request; the lock after it is written at every admission. */
+    char config_apart[64];
     pthread_mutex_t lock; /* the queues, gpu_inflight_ns, batch_cost, stopping */
     pthread_cond_t gpu_wake, ready_changed; /* under the lock */
     /* Idle workers sleep on semaphores of their own (idle_workers.c). The loops wake one for every
