@@ -165,6 +165,8 @@ static bool retire_current(generation_lease *lease) {
 }
 
 index_generation *generation_lease_borrow(generation_lease *lease, generation_slot *slot, bool *lent) {
+    *lent = false;
+    if (!slot) return NULL;
     index_generation *now = slot_current_unlocked(slot);
     if (now && now == lease->current.generation) {
         lease->current.lent++;
@@ -172,10 +174,7 @@ index_generation *generation_lease_borrow(generation_lease *lease, generation_sl
         return now;
     }
     index_generation *fresh = generation_slot_acquire(slot);
-    if (!fresh || !retire_current(lease)) { /* none yet, or requests on too many replaced ones */
-        *lent = false;
-        return fresh;
-    }
+    if (!fresh || !retire_current(lease)) return fresh; /* none yet, or requests on too many replaced ones */
     lease->current = (generation_loan){.generation = fresh, .lent = 1};
     *lent = true;
     return fresh;

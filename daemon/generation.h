@@ -91,7 +91,7 @@ typedef struct {
 
 /* The slot's current generation for a new request: lent (*lent = true) or, while the lease has no room
  * for another replaced generation, a reference of the request's own (*lent = false). NULL before the
- * first generation. */
+ * first generation (or without a slot). */
 index_generation *generation_lease_borrow(generation_lease *lease, generation_slot *slot, bool *lent);
 /* What generation_lease_borrow gave, back (a reference of the request's own is released). */
 void generation_lease_return(generation_lease *lease, generation_slot *slot, index_generation *generation, bool lent);
@@ -116,7 +116,7 @@ void generations_upload_gpu(struct isn_server *server);
 void generations_check(struct isn_server *server, const char *why);
 /* A reference to the generation for a new request (released with generation_release). Any thread. */
 index_generation *generations_acquire(struct isn_server *server);
-/* The slot new requests take their generation from (a loop's lease borrows from it). */
+/* The slot new requests take their generation from (a loop's lease borrows from it); NULL before there is one. */
 generation_slot *generations_slot(struct isn_server *server);
 /* Stops watching (server_stop, before the search service stops: waits for a pool thread that is
  * moving the GPU's residency); a load in flight is dropped when it returns. */

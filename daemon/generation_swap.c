@@ -112,7 +112,7 @@ generation_state *generations_new(isn_server *server) {
 
 index_generation *generations_acquire(isn_server *server) { return generation_slot_acquire(&server->generations->slot); }
 
-generation_slot *generations_slot(isn_server *server) { return &server->generations->slot; }
+generation_slot *generations_slot(isn_server *server) { return server->generations ? &server->generations->slot : NULL; }
 
 /* Thread pool (or the loop thread at exit). */
 static void on_generation_freed(void *user, const char *id, uint64_t built, double seconds) {
