@@ -145,11 +145,9 @@ static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double
  * than a loop read them, and each read waited for the writer's core. */
 static void publish_waits(isn_scheduler *s, const double *wait, sched_arrival_view *fresh) {
     uint64_t now = isn_now_ns(), last = atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed);
-    bool due = fresh || now < last || now - last >= SCHED_PUBLISH_EVERY_NS;
-    if (!due && !fresh) return;
+    if (!fresh && now >= last && now - last < SCHED_PUBLISH_EVERY_NS) return;
     sched_arrival_view own, *view = fresh ? fresh : &own;
     arrival_view_of(s, wait, view);
-    if (!due) return;
     atomic_store_explicit(&s->arrival_cpu_done_ns, view->cpu_done, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_cpu_start_ns, view->cpu_start, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_gpu_done_ns, view->gpu_done, memory_order_relaxed);
