@@ -4,7 +4,8 @@
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
-# may be the limit, not the node), and the node's own view of its refusals (bench/node_sheds.py: time
+# may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal),
+# and the node's own view of its refusals (bench/node_sheds.py: time
 # from arrival to refusal, and where they were refused) and of its late replies (node late: CPU/GPU). A
 # summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
 # with gnuplot.
@@ -81,20 +82,30 @@ fi
 # the node (bench/node_sheds.py) beside the client's view of it. (Python rather than curl: the GPU
 # machine has no curl.)
 scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "http://$stats/metrics"; }
+# The machine's steal and total CPU ticks (/proc/stat): a VM whose host took its CPUs during a point slows the
+# node and the generator alike, and the row says how much (vm_steal_share), so that such a point is read as
+# the machine's, not the node's. Empty where there is no /proc/stat.
+cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
 for repeat in $(seq 1 "$REPEATS"); do
   for m in $MULTIPLES; do
     r=$(python3 -c "print('%.0f' % ($m * $rate))")
     point="$OUT/point-$name-$repeat-$m"
     scrape >"$point.before.prom"
+    ticks_before=$(cpu_ticks)
     "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
       --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
       --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
+    ticks_after=$(cpu_ticks)
     scrape >"$point.after.prom"
     python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
-    python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" >>"$json" <<'EOF'
+    python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$ticks_before" "$ticks_after" >>"$json" <<'EOF'
 import json, sys
 p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+ticks = [list(map(int, t.split())) for t in sys.argv[7:9]]
+steal = None
+if all(len(t) == 2 for t in ticks) and ticks[1][1] > ticks[0][1]:
+    steal = round((ticks[1][0] - ticks[0][0]) / (ticks[1][1] - ticks[0][1]), 4)
 s = p["status"]
 row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "offered_per_s": p["offered_rate"], "on_time_per_s": p["on_time_per_s"],
@@ -107,7 +118,7 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
        "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
-       "generator_busy": p.get("generator_busy")}
+       "generator_busy": p.get("generator_busy"), "vm_steal_share": steal}
 row.update(node)
 print(json.dumps(row))
 EOF

@@ -26,6 +26,9 @@ sent), or whose generator threads were busy GENERATOR_BUSY of their time or more
 answers late), is judged all the same, and its failures say so: the issue asks to say where the load
 generator, not the node, is the limit. Rows without the lag (older curves) take it from the point's own
 isn-bench JSON beside them.
+A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
+from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
+node, was slow then.
 """
 import argparse
 import glob
@@ -36,6 +39,7 @@ import sys
 JUDGED = (1.25, 1.5, 2.0, 3.0)
 GENERATOR_LAG_MS = 1.0
 GENERATOR_BUSY = 0.9
+STEAL_SHARE = 0.01
 TRIVIAL_JUDGED = (1.5, 2.0, 3.0)
 
 
@@ -54,7 +58,8 @@ def load(folders):
             for run in json_lines(path):
                 sustained.setdefault(run["label"], []).append(
                     {"rate": run["sustained"]["rate"], "at_ceiling": bool(run["sustained"].get("at_ceiling")),
-                     "core_ns_per_step": core_ns_per_step(run), "searches_together": run.get("searches", 1)})
+                     "core_ns_per_step": core_ns_per_step(run), "searches_together": run.get("searches", 1),
+                     "vm_steal_share": run.get("vm_steal_share")})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes
@@ -92,6 +97,14 @@ def generator_note(row):
         "%.1f" % lag if lag is not None else "?", row.get("not_sent", 0), "%.2f" % busy if busy is not None else "?")
 
 
+def steal_note(row):
+    """' (the VM's host took N% of the machine's CPU time)' when it took STEAL_SHARE or more, else ''."""
+    steal = row.get("vm_steal_share")
+    if steal is None or steal < STEAL_SHARE:
+        return ""
+    return " (the VM's host took %.1f%% of the machine's CPU time)" % (100 * steal)
+
+
 def pairs(values, what):
     out = {}
     for item in values:
@@ -126,13 +139,16 @@ def must_show_1(curves, deadlines):
             cells[str(m)] = {"repeats": len(at), "on_time_share_min": round(share, 3),
                              "answered_p99_ms_max": p99, "shed_p99_ms_max": shed_p99,
                              "send_lag_p99_ms_max": max(lags) if lags else None,
-                             "not_sent_max": max(r.get("not_sent", 0) for r in at)}
+                             "not_sent_max": max(r.get("not_sent", 0) for r in at),
+                             "vm_steal_share_max": max((r["vm_steal_share"] for r in at
+                                                        if r.get("vm_steal_share") is not None), default=None)}
             if m in JUDGED and share < 0.9:
-                failures.append("%gx: on time %.3f of 1x%s" % (m, share, generator_note(share_at)))
+                failures.append("%gx: on time %.3f of 1x%s%s" % (m, share, generator_note(share_at), steal_note(share_at)))
             if p99 >= deadline:
-                failures.append("%gx: answered p99 %.1f ms, deadline %g%s" % (m, p99, deadline, generator_note(p99_at)))
+                failures.append("%gx: answered p99 %.1f ms, deadline %g%s%s" % (m, p99, deadline, generator_note(p99_at),
+                                                                                steal_note(p99_at)))
             if shed_p99 is not None and shed_p99 >= 1.0:
-                failures.append("%gx: shed p99 %.2f ms%s" % (m, shed_p99, generator_note(shed_at)))
+                failures.append("%gx: shed p99 %.2f ms%s%s" % (m, shed_p99, generator_note(shed_at), steal_note(shed_at)))
         missing = [m for m in JUDGED if str(m) not in cells]
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
                           "missing_multiples": missing, "points": cells}
@@ -176,7 +192,8 @@ def must_show_3(sustained, floors):
         failures = []
         # how many searches took turns with each (isn-bench --searches): said, so that a pair measured side by
         # side is not read as two measured minutes apart
-        r = {"rates": rates, "spread": round(spread, 4), "searches_together": [run["searches_together"] for run in runs]}
+        r = {"rates": rates, "spread": round(spread, 4), "searches_together": [run["searches_together"] for run in runs],
+             "vm_steal_share": [run["vm_steal_share"] for run in runs]}
         speeds = [run["core_ns_per_step"] for run in runs]
         if all(speeds):
             # The rates as if every search had run on a core as fast as the fastest one's: this explains a
@@ -190,6 +207,10 @@ def must_show_3(sustained, floors):
             if "spread_at_equal_core_speed" in r:
                 why = " (%.1f%% at equal core speed; the core's speed moved %.1f%% between them)" % (
                     100 * r["spread_at_equal_core_speed"], 100 * spread_of(speeds))
+            stolen = [run for run in runs if steal_note(run)]
+            if stolen:
+                why += "; the VM's host took %s of the machine's CPU time during them" % ", ".join(
+                    "%.1f%%" % (100 * (run["vm_steal_share"] or 0)) for run in runs)
             failures.append("runs %.1f%% apart%s" % (100 * spread, why))
         if config in floors and min(rates) < floors[config]:
             failures.append("lowest %.0f under the floor %.0f" % (min(rates), floors[config]))

@@ -2,7 +2,7 @@
 # bench/overload_verdicts.py judges issue 35's must-shows from overload_device.sh's output as the issue
 # words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
 # under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
-# lagged (named, with its lag), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
+# lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
 # together.
 set -euo pipefail
@@ -62,6 +62,13 @@ expect "the lag from the point's JSON" "$failures" "2x: answered p99 80.0 ms, de
 curve "$work/busy" cpu "$(point cpu 2 2.0 950 30.0 100 1.4 | sed 's/}$/, "send_lag_p99_ms": 0.1, "generator_busy": 0.97}/')"
 failures=$(judge "$work/busy" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "a busy generator named" "$failures" "2x: shed p99 1.40 ms (the generator lagged: send lag p99 0.1 ms, 0 not sent, busy 0.97 of its time)"
+# a point while the VM's host took the machine's CPUs says how much was taken; under 1% it says nothing
+curve "$work/stolen" cpu "$(point cpu 2 2.0 850 30.0 100 0.8 | sed 's/}$/, "vm_steal_share": 0.0543}/')"
+failures=$(judge "$work/stolen" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "steal named" "$failures" "2x: on time 0.850 of 1x (the VM's host took 5.4% of the machine's CPU time)"
+curve "$work/little-stolen" cpu "$(point cpu 2 2.0 850 30.0 100 0.8 | sed 's/}$/, "vm_steal_share": 0.002}/')"
+failures=$(judge "$work/little-stolen" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "little steal not named" "$failures" "2x: on time 0.850 of 1x"
 mkdir -p "$work/part"
 grep -v '"multiple": 1.5,' "$work/good/overload-cpu.json" >"$work/part/overload-cpu.json"
 expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not measured"
@@ -100,6 +107,12 @@ expect "runs 13.9% apart on a core 7.7% slower" "$(verdict must_show_3 cpu <<<"$
 expect "the spread at equal core speed" "$(python3 -c 'import json, sys; r = json.load(sys.stdin)["must_show_3"]["cpu"]
 print(r["spread_at_equal_core_speed"], r["rates_at_equal_core_speed"], "; ".join(r["failures"]))' <<<"$report")" \
   "0.0578 [53476.8, 56568.0] runs 13.9% apart (5.8% at equal core speed; the core's speed moved 7.7% between them)"
+# searches during which the VM's host took the machine's CPUs: a spread says how much was taken
+mkdir -p "$work/stolen-search"
+printf '{"label": "gpu_all", "sustained": {"rate": 256227}, "vm_steal_share": 0.031}\n{"label": "gpu_all", "sustained": {"rate": 318198}, "vm_steal_share": 0.0004}\n' \
+  >"$work/stolen-search/sustained.json"
+expect "a spread with steal named" "$(judge "$work/stolen-search" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_3"]["gpu_all"]["failures"]))')" \
+  "runs 24.2% apart; the VM's host took 3.1%, 0.0% of the machine's CPU time during them"
 printf '{"label": "cpu", "sustained": {"rate": 56000}}\n' >>"$work/speeds/sustained.json"
 # a search that stopped at the ceiling it was given found a lower bound: not measured, and said why
 mkdir -p "$work/ceiling"
