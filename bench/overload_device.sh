@@ -28,9 +28,9 @@
 # sustained and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
-# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, beside a GPU isnd's default: 5 on 12 CPUs)
-# and WORKERS workers (0: isnd's default, which on 12 CPUs is 12 on the CPU alone and 6 beside a GPU with 5
-# loops), isn-bench on BENCH_CPUS (12-15).
+# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, the GPU-only node 6, the hybrid isnd's
+# default: 5 on 12 CPUs) and WORKERS workers (0: the GPU-only node 5, else isnd's default, which on 12 CPUs is
+# 12 on the CPU alone and 6 beside a GPU with 5 loops), isn-bench on BENCH_CPUS (12-15).
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
@@ -43,6 +43,11 @@ WORKERS=${WORKERS:-0}
 # may use; beside a GPU, isnd's default (half of what the dispatcher leaves)
 CPU_LOOPS=${ISND_LOOPS:-4}
 GPU_LOOPS=${ISND_LOOPS:-0}
+# The GPU-only node: 6 loops and 5 workers. Its workers only prepare and pack batches, while its loops take
+# every request and write every answer: at 3x its capacity isnd's default split (5 loops, 6 workers) left
+# the loops busy nearly all the time and a third of their refusals past 1 ms.
+GPU_ALL_LOOPS=${ISND_LOOPS:-6}
+GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 5 || echo "$WORKERS")
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
@@ -54,7 +59,7 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   case $1 in
     cpu) echo "--workers $WORKERS --set server.loops=$CPU_LOOPS --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
-    gpu_all) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
+    gpu_all) echo "--workers $GPU_ALL_WORKERS --set server.loops=$GPU_ALL_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
       "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB --set server.reply_backlog_age=1ms" ;; # conf/isnd.conf: why
   esac
 }
