@@ -491,6 +491,13 @@ typedef struct {
     double preparing; /* the preparations' wait counted in the four above */
 } sched_arrival_view;
 
+/* The arrival check on a view (submit.c): whether a job with remaining_ns to its admission point would be
+ * done in time, with `pending` requests waiting to be prepared ahead of it and the preparations' wait
+ * now. It only gets harder to pass as pending and preparing_now grow, which lets the quick check refuse
+ * on the view alone. */
+bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                               double preparing_now, double credit_room_ns);
+
 struct isn_scheduler {
     isn_scheduler_config config;
     /* The loops read config at every request; the lock after it is written at every admission. */

@@ -109,8 +109,8 @@ static bool arrival_admits(double remaining_ns, double done_ns, double start_ns)
  * loops let requests in faster than the workers prepare them, and a view published at the last
  * admission did not yet count the ones let in since, so that a burst let in on one view found the
  * queue past its limit once prepared and routing refused most of it. */
-static bool arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
-                                double preparing_now, double credit_room_ns) {
+bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                               double preparing_now, double credit_room_ns) {
     double ahead = (double)pending * view->per_pending;
     /* Every request is prepared before either device takes it: the preparations' wait grown since the
      * view was published holds it back on both (counted on the CPU alone, the GPU's view let bursts in
@@ -377,7 +377,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double wait[ISN_DEVICE_KINDS];
     sched_arrival_view view;
     queue_waits(s, now, scale, wait, &view); /* and publishes it when due */
-    return arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing_ns(s),
+    return sched_arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing_ns(s),
                                preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
 }
 
@@ -511,7 +511,7 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
      * counts that every loop and worker write, whose reads wait for those cores' cache lines, need not be
      * read. Under overload most requests are refused here. CoDel's bound needs them while it is on. */
     if (!atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed) &&
-        !arrival_admits_view(&view, remaining, 0, view.preparing, credit_room)) {
+        !sched_arrival_admits_view(&view, remaining, 0, view.preparing, credit_room)) {
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
@@ -520,7 +520,7 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
-    bool ok = arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing, credit_room);
+    bool ok = sched_arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing, credit_room);
     if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }
