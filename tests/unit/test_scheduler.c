@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "scheduler/scheduler_internal.h"
+#include "tests/support/random.h"
 
 /* ------------------------------------------------------------------ EDF */
 
@@ -1672,15 +1673,7 @@ static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
  * the quick one reading a view published before they queued. At one per 80 us (16 ms, then 5 ms on the
  * GPU) it is admitted: routing moves the admission point by the preparation's wait (up to half the way
  * to the early-stop point, 10 ms), and the arrival check grants the same. */
-/* splitmix64: a fixed sequence, so that a failing case is the same on every run */
-static uint64_t next_random(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double random_ns(uint64_t *x, double max_ns) { return (double)(next_random(x) >> 11) / 9007199254740992.0 * max_ns; }
+static double random_ns(double max_ns) { return support_rng_unit() * max_ns; }
 
 /* The quick check refuses on the published view alone, with nothing counted as waiting to be prepared,
  * before it reads the counts every loop and worker write: exact only while the arrival check gets no
@@ -1689,20 +1682,20 @@ static double random_ns(uint64_t *x, double max_ns) { return (double)(next_rando
  * publish_waits makes them (each device's start after the preparations, the CPU's at times not counted). */
 static void arrival_check_never_eases_as_preparations_wait(void **state) {
     (void)state;
-    uint64_t x = 42;
+    support_rng_seed(42);
     int admitted = 0, refused = 0;
     for (int i = 0; i < 200000; i++) {
         sched_arrival_view view;
-        view.preparing = next_random(&x) % 4 ? random_ns(&x, 20e6) : 0.0;
-        view.cpu_start = view.preparing + random_ns(&x, 30e6);
-        view.cpu_done = view.cpu_start + random_ns(&x, 5e6);
-        if (next_random(&x) % 5 == 0) view.cpu_start = view.cpu_done = INFINITY;
-        view.gpu_start = view.preparing + random_ns(&x, 30e6);
-        view.gpu_done = view.gpu_start + random_ns(&x, 2e6);
-        view.per_pending = random_ns(&x, 200e3);
-        double remaining = random_ns(&x, 25e6), credit_room = random_ns(&x, 15e6);
-        uint32_t pending = (uint32_t)(next_random(&x) % 400);
-        double preparing_now = view.preparing + random_ns(&x, 10e6) - 3e6; /* at times below the view's */
+        view.preparing = support_rng_below(4) ? random_ns(20e6) : 0.0;
+        view.cpu_start = view.preparing + random_ns(30e6);
+        view.cpu_done = view.cpu_start + random_ns(5e6);
+        if (support_rng_below(5) == 0) view.cpu_start = view.cpu_done = INFINITY;
+        view.gpu_start = view.preparing + random_ns(30e6);
+        view.gpu_done = view.gpu_start + random_ns(2e6);
+        view.per_pending = random_ns(200e3);
+        double remaining = random_ns(25e6), credit_room = random_ns(15e6);
+        uint32_t pending = support_rng_below(400);
+        double preparing_now = view.preparing + random_ns(10e6) - 3e6; /* at times below the view's */
         if (preparing_now < 0) preparing_now = 0;
         bool full = sched_arrival_admits_view(&view, remaining, pending, preparing_now, credit_room);
         bool alone = sched_arrival_admits_view(&view, remaining, 0, view.preparing, credit_room);
@@ -1711,8 +1704,8 @@ static void arrival_check_never_eases_as_preparations_wait(void **state) {
                      "(view: cpu %.0f..%.0f, gpu %.0f..%.0f, per pending %.0f, preparing %.0f; remaining %.0f, credit room %.0f)",
                      i, pending, preparing_now, view.cpu_start, view.cpu_done, view.gpu_start, view.gpu_done,
                      view.per_pending, view.preparing, remaining, credit_room);
-        double more = preparing_now + random_ns(&x, 5e6);
-        if (sched_arrival_admits_view(&view, remaining, pending + 1 + (uint32_t)(next_random(&x) % 50), preparing_now, credit_room) &&
+        double more = preparing_now + random_ns(5e6);
+        if (sched_arrival_admits_view(&view, remaining, pending + 1 + support_rng_below(50), preparing_now, credit_room) &&
             !full)
             fail_msg("case %d: more requests waiting to be prepared admitted what fewer refused", i);
         if (sched_arrival_admits_view(&view, remaining, pending, more, credit_room) && !full)
