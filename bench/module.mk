@@ -133,6 +133,13 @@ bench-rapid-reset: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 	BUILD=$(BUILD) NEIGHBOURS=rapid-reset CLIENTS=2 bash bench/neighbours.sh
 .PHONY: bench-overload bench-big-neighbours bench-rapid-reset
 
+# make bench-stall [RATE=R OVER_RATE=R2]: isnd on the sample stopped 20 ms every 300 ms at RATE, and at
+# OVER_RATE unstopped, with scheduler.forgive_stalls off and on in turns (bench/stall_admission.sh; JSON
+# in $(BUILD)/bench/stall_admission.json). Not part of make bench: about a minute of load.
+bench-stall: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
+	BUILD=$(BUILD) RATE=$(or $(RATE),2000) OVER_RATE=$(or $(OVER_RATE),0) bash bench/stall_admission.sh
+.PHONY: bench-stall
+
 # make bench-tls [ISND_CPUS=0 BENCH_CPUS=1 LOOPS=1 ...]: the front end's rate with TLS against plaintext
 # (trivial queries, reused connections, h2load) and TLS handshakes per second per loop
 # (bench/tls_rate.sh, issue 37; JSON in $(BUILD)/bench/tls_rate.json). Not part of make bench.

@@ -73,6 +73,7 @@ typedef struct {
     uint32_t route_margin_percent;  /* a device wins clearly when this much faster (completion time) */
     bool overload_degrade;          /* false: shed (RESOURCE_EXHAUSTED); true: run degraded when it can */
     bool codel_drop_waited;         /* refuse what waited past CoDel's target in a standing backlog */
+    bool forgive_stalls;            /* a request a loop that keeps up read old: judged on what is left */
     uint32_t worker_nice;           /* CPU workers' nice value above the rest of the process (0..19) */
     bool worker_idle_policy;        /* CPU workers of SCHED_IDLE (worker_nice then unused) */
     uint32_t worker_slice_us;       /* CPU workers' scheduler slice; 0 = the kernel's */

@@ -125,7 +125,7 @@ static void refuse_search_early(serving_loop *loop, isn_grpc_call *call) {
     isn_server *server = loop->server;
     uint64_t arrived = isn_grpc_call_arrived_ns(call);
     uint64_t deadline = deadline_for(loop, call, 0, arrived);
-    if (!server->pool || search_service_may_admit(server->pool, arrived, deadline)) return;
+    if (!server->pool || search_service_may_admit(server->pool, arrived, deadline, serving_loop_forgives_stalls(loop))) return;
     LOOP_METRICS(loop, {
         m->shed++;
         m->shed_at_headers++;
@@ -294,6 +294,7 @@ static void handle_search(serving_loop *loop, isn_grpc_call *call) {
     job->reply_charged = 0;
     job->received_ns = opened;
     job->arrived_ns = arrived;
+    job->reader_keeps_up = serving_loop_forgives_stalls(loop);
     job->enqueued_ns = now;
     job->deadline_ns = deadline_for(loop, call, request->timeout_ms, arrived);
     atomic_store(&job->cancelled, false);

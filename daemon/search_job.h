@@ -78,6 +78,7 @@ struct search_job {
     /* The earliest its bytes can have reached the socket (isn_grpc_call_arrived_ns): admission and the
      * deadline count from here, so that time spent unread is not given away. */
     uint64_t arrived_ns;
+    bool reader_keeps_up; /* its loop was not saturated when it read it (isn_job's) */
     uint64_t enqueued_ns;
     uint64_t deadline_ns; /* 0 = none */
     atomic_bool cancelled; /* the client went away: skip if not started */

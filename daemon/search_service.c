@@ -383,6 +383,7 @@ int search_service_submit(search_service *service, search_job *job) {
     sched->user = job;
     sched->received_ns = job->arrived_ns;
     sched->deadline_ns = job->deadline_ns;
+    sched->reader_keeps_up = job->reader_keeps_up;
     sched->prepare_on_worker = large_request(job->request);
     /* The scheduler has the query analysed (on_prepare) on a worker, or here when workers are few
      * and there is no GPU, then admits and routes it. */
@@ -393,8 +394,9 @@ int search_service_submit(search_service *service, search_job *job) {
     return job->status;
 }
 
-bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns) {
-    return isn_scheduler_may_admit_quick(service->scheduler, received_ns, deadline_ns);
+bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns,
+                              bool reader_keeps_up) {
+    return isn_scheduler_may_admit_quick(service->scheduler, received_ns, deadline_ns, reader_keeps_up);
 }
 
 /* ------------------------------------------------------------------ start, stop */

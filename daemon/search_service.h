@@ -63,8 +63,9 @@ bool search_service_gpu_holds(const search_service *service, const struct index_
 int search_service_submit(search_service *service, search_job *job);
 /* Whether a request that reached the node at received_ns, due at deadline_ns, could still be admitted
  * as the last admission decision saw the queues, without the scheduler's lock (false: refuse it now,
- * before reading it). */
-bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns);
+ * before reading it); reader_keeps_up: its loop was not saturated (isn_scheduler_may_admit). */
+bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns,
+                              bool reader_keeps_up);
 /* Whether queries are analysed on the loop thread (else on the workers, see scheduler.analysis_min_workers). */
 bool search_service_analyses_on_loop(const search_service *service);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */

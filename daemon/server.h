@@ -95,6 +95,7 @@ typedef struct serving_loop {
     pthread_mutex_t metrics_lock;
     metrics metrics;
     uint64_t iteration_start_ns, iteration_idle_ns; /* the last poll's entry, and the loop's idle time then */
+    double busy_share; /* of its time lately (count_iteration): near 1, it is the request path's bottleneck */
     generation_lease generations; /* what its Search requests are lent */
 } serving_loop;
 
@@ -166,6 +167,11 @@ uint32_t serving_loops_inflight(const isn_server *server);
  * (search.spare_workers). `server` is the isn_server; any thread, a load per loop. */
 uint32_t serving_loops_idle(void *server);
 uint32_t serving_loops_open_calls(const isn_server *server);
+/* From the loop's thread: with scheduler.forgive_stalls, whether it keeps up with its sockets (its busy
+ * share lately under SERVING_LOOP_SATURATED), so that a request it reads old grew old in a stall of the
+ * node, not in its sockets' backlog (isn_job's reader_keeps_up); false without. */
+#define SERVING_LOOP_SATURATED 0.8
+bool serving_loop_forgives_stalls(const serving_loop *loop);
 /* A metric update on the loop's own metrics (they are summed by the stats endpoint's thread). */
 #define LOOP_METRICS(l, statement)                                                                                      \
     do {                                                                                                               \

@@ -125,6 +125,12 @@ static void take_next_iteration(uv_idle_t *idle) { (void)idle; }
  * a GPU batch lands its answers arrive one after another, and a loop that kept taking them would leave
  * its sockets unread for as long as the landing lasts. What waits goes out in the next iteration,
  * which comes at once: an active idle handle makes the poll not block. */
+#define BUSY_SHARE_WINDOW_NS 100e6
+
+bool serving_loop_forgives_stalls(const serving_loop *loop) {
+    return loop->conf.forgive_stalls && loop->busy_share < SERVING_LOOP_SATURATED;
+}
+
 /* The iteration that ends at this poll: the time since the last poll began, less the poll's wait (the
  * loop measures its idle time: grpc/server.c configures UV_METRICS_IDLE_TIME). */
 static void count_iteration(serving_loop *loop) {
@@ -133,6 +139,10 @@ static void count_iteration(serving_loop *loop) {
         uint64_t waited = idle - loop->iteration_idle_ns, span = now - loop->iteration_start_ns;
         double busy = (double)(span > waited ? span - waited : 0) / 1e9;
         LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy));
+        /* weighted by time, over about the last BUSY_SHARE_WINDOW_NS: iterations are microseconds
+         * apart when idle and milliseconds when saturated */
+        double weight = (double)span / ((double)span + BUSY_SHARE_WINDOW_NS);
+        loop->busy_share += weight * (busy * 1e9 / (double)span - loop->busy_share);
     }
     loop->iteration_start_ns = now;
     loop->iteration_idle_ns = idle;

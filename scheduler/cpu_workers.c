@@ -233,12 +233,13 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
         atomic_store_explicit(&s->prepare_standing, s->prepare_codel.standing, memory_order_relaxed);
         atomic_store_explicit(&s->prepare_bounding, s->prepare_codel.bounding, memory_order_relaxed);
     }
-    double admit_by = sched_admit_by_ns(s, job->received_ns, job->deadline_ns);
     /* Refused unprepared: past its admission point nothing can admit it, and in a standing
      * backlog a job that waited past the target makes room for fresher ones (CoDel). */
-    bool late = job->deadline_ns && now < job->deadline_ns && (double)now >= admit_by;
+    bool late = job->deadline_ns && now < job->deadline_ns &&
+                (double)now >= sched_admit_by_at_ns(s, job->received_ns, job->deadline_ns, now, job->reader_keeps_up);
+    double admit_budget = sched_admit_by_ns(s, job->received_ns, job->deadline_ns) - (double)job->received_ns;
     bool unworthy = late || (s->config.codel_drops_waited && job->deadline_ns && now < job->deadline_ns && !large &&
-                             isn_codel_drops(&s->prepare_codel, sojourn, admit_by - (double)job->received_ns));
+                             isn_codel_drops(&s->prepare_codel, sojourn, admit_budget));
     w->taken[w->taken_count].job = job;
     w->taken[w->taken_count].unworthy = unworthy;
     w->taken[w->taken_count].late = late;

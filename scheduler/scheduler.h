@@ -110,6 +110,10 @@ struct isn_job {
     bool prepare_on_worker;
     uint64_t received_ns; /* start of its time budget */
     uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */
+    /* Its reader (a server loop) was keeping up with its sockets when it read it: an age the job gained
+     * while the whole node stood still is then not a queue's, and counts against it only in part
+     * (isn_scheduler_may_admit). */
+    bool reader_keeps_up;
     /* The query, analysed: the scheduler takes the features from it and config.index (with the
      * threshold probe only where the CPU is in the running). NULL: features are the submitter's. */
     const isn_query *query;
@@ -413,12 +417,23 @@ typedef struct {
 void isn_scheduler_get_stats(isn_scheduler *scheduler, isn_scheduler_stats *stats);
 /* Whether a request that reached the node at received_ns, due at deadline_ns (0: none), could still be
  * admitted now on some device: false means it would be shed whatever it asks, so its caller may refuse
- * it before reading or analysing it (counted as shed_overload). Any thread. */
-bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
+ * it before reading or analysing it (counted as shed_overload). reader_keeps_up: as isn_job's. Any
+ * thread.
+ *
+ * A job is admitted only if it is predicted done by its admission point: received plus
+ * config.admit_fraction of its budget. For a job whose reader keeps up, the point is also at least now
+ * plus that share of what is left before its early-stop point. A job that waited while the whole node
+ * stood still (its VM's host took the CPUs, the process was stopped) is old when it is read, with the
+ * queues empty behind it: on the first point alone, every request such a stall held was refused as
+ * overload, though the node could answer each in time. Where the reader is saturated, age is what
+ * overload looks like, and a moved point admitted requests too late for their replies to get out in
+ * time. */
+bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up);
 /* The same without the scheduler's lock, for a front end that checks every request as it arrives:
  * against the soonest start the last admission decision saw (stale by at most what changed since;
  * the full check follows at submit). */
-bool isn_scheduler_may_admit_quick(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns);
+bool isn_scheduler_may_admit_quick(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns,
+                                   bool reader_keeps_up);
 /* Whether submit prepares jobs on the submitting thread (see config.prepare). */
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *scheduler);
 /* Real GPU devices (config.gpu_backends); 0 without. */

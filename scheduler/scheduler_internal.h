@@ -689,6 +689,8 @@ double sched_gpu_ahead_ns(const isn_scheduler *s, bool with_undecided);
 uint32_t sched_normal_pending(isn_scheduler *s);
 double sched_preparing_ns_quick(isn_scheduler *s);
 double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
+double sched_admit_by_at_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
+                            bool reader_keeps_up);
 isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double prepare_ns);
 /* cpu_workers.c: a CPU worker's thread */
 void *sched_worker_main(void *arg);

@@ -213,11 +213,29 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
 /* When a job must be admitted by: received plus its share of the budget (at most the early-stop
  * point, after which a job answers only partially); the rest is slack for prediction error and the
  * reply's way back. 0: no deadline. */
+static double admit_fraction(const isn_scheduler *s) {
+    return s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
+                                                                    : s->config.early_stop_fraction;
+}
+
 double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return 0;
-    double fraction = s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
-                                                                                : s->config.early_stop_fraction;
-    return (double)received_ns + fraction * (double)(deadline_ns - received_ns);
+    return (double)received_ns + admit_fraction(s) * (double)(deadline_ns - received_ns);
+}
+
+/* The admission point of a job looked at now (isn_scheduler_may_admit says why): sched_admit_by_ns, or,
+ * where its reader keeps up, now plus the same share of what is left before the early-stop point,
+ * whichever is later. The second grows by only part of the job's wait, so that the wait still counts
+ * against it, and reaches now at the early-stop point, after which the job could only answer in part. */
+double sched_admit_by_at_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
+                            bool reader_keeps_up) {
+    if (!deadline_ns) return 0;
+    double first = sched_admit_by_ns(s, received_ns, deadline_ns);
+    if (!reader_keeps_up) return first;
+    double stop_at = (double)received_ns + s->config.early_stop_fraction * (double)(deadline_ns - received_ns);
+    if ((double)now >= stop_at) return first;
+    double moved = (double)now + admit_fraction(s) * (stop_at - (double)now);
+    return moved > first ? moved : first;
 }
 
 /* How far routing moves a prepared job's admission point for the time it spent being prepared (waiting
@@ -256,7 +274,7 @@ static bool route_input_given(isn_scheduler *s, const isn_job *job, uint64_t now
      * the early-stop point at most), so that admission after preparation does not refuse, for the
      * node's own delay, what the arrival check admitted (the queues' waits sit at that point under
      * overload). */
-    double admit_by = sched_admit_by_ns(s, job->received_ns, job->deadline_ns);
+    double admit_by = sched_admit_by_at_ns(s, job->received_ns, job->deadline_ns, now, job->reader_keeps_up);
     if (job->deadline_ns && job->preparation_ns > 0)
         admit_by += preparation_credit_ns(s, job->received_ns, job->deadline_ns, admit_by, job->preparation_ns);
     in.remaining_ns = job->deadline_ns && !already_dead ? (admit_by > (double)now ? admit_by - (double)now : 1) : 0;
@@ -369,10 +387,12 @@ isn_submit_result sched_admit(isn_scheduler *s, isn_job *job) { return sched_adm
 
 /* Under the lock: whether a job received then, due then, could still start in time on some device. */
 static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
-                             const double *scale) {
+                             const double *scale, bool reader_keeps_up) {
     if (!deadline_ns) return true;
-    double admit_by = sched_admit_by_ns(s, received_ns, deadline_ns);
-    if (codel_refuses_arrival(s, received_ns, admit_by, sched_preparing_ns_quick(s))) return false;
+    /* CoDel's target follows the job's own admission budget, not how much of it is left */
+    if (codel_refuses_arrival(s, received_ns, sched_admit_by_ns(s, received_ns, deadline_ns), sched_preparing_ns_quick(s)))
+        return false;
+    double admit_by = sched_admit_by_at_ns(s, received_ns, deadline_ns, now, reader_keeps_up);
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double wait[ISN_DEVICE_KINDS];
     sched_arrival_view view;
@@ -453,7 +473,7 @@ static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
     job->refusal = 0;
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
     if (!s->config.prepare) return ISN_SUBMIT_STOPPED;
-    if (!isn_scheduler_may_admit_quick(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
+    if (!isn_scheduler_may_admit_quick(s, job->received_ns, job->deadline_ns, job->reader_keeps_up)) return ISN_SUBMIT_SHED_LATE;
     isn_submit_result result = job->prepare_on_worker ? queue_large_for_prepare(s, job) : stage_for_prepare(s, job);
     if (result == ISN_SUBMIT_QUEUED && atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
     return result;
@@ -482,26 +502,26 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     return !already_dead && isn_route_decide(&in, &best) == ISN_ROUTE_GPU;
 }
 
-bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     pthread_mutex_lock(&s->lock);
-    bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale);
+    bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale, reader_keeps_up);
     pthread_mutex_unlock(&s->lock);
     if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }
 
-bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
+bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
     /* A refusal here reaches no admission decision, so it refreshes nothing: once the published
      * start is older than SCHED_QUICK_STALE_NS the full check runs (and publishes anew), or a refusal
      * based on it would latch. */
     if (now > atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed) + SCHED_QUICK_STALE_NS)
-        return isn_scheduler_may_admit(s, received_ns, deadline_ns);
-    double admit_by = sched_admit_by_ns(s, received_ns, deadline_ns);
+        return isn_scheduler_may_admit(s, received_ns, deadline_ns, reader_keeps_up);
+    double admit_by = sched_admit_by_at_ns(s, received_ns, deadline_ns, now, reader_keeps_up);
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
     double credit_room = preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY);
     sched_arrival_view view;
@@ -516,7 +536,7 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         return false;
     }
     double preparing = sched_preparing_ns_quick(s); /* read once */
-    if (codel_refuses_arrival(s, received_ns, admit_by, preparing)) {
+    if (codel_refuses_arrival(s, received_ns, sched_admit_by_ns(s, received_ns, deadline_ns), preparing)) {
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
@@ -537,7 +557,7 @@ isn_submit_result isn_scheduler_submit(isn_scheduler *s, isn_job *job) {
         return sched_admit(s, job);
     }
     if (!isn_scheduler_prepares_on_submit(s) || job->prepare_on_worker) return queue_for_prepare(s, job);
-    if (!isn_scheduler_may_admit(s, job->received_ns, job->deadline_ns)) return ISN_SUBMIT_SHED_LATE;
+    if (!isn_scheduler_may_admit(s, job->received_ns, job->deadline_ns, job->reader_keeps_up)) return ISN_SUBMIT_SHED_LATE;
     /* Few workers and no GPU: the workers are the bottleneck, the submitting thread is not. */
     if (!s->config.prepare(s->config.user, job, s->config.submitter_state)) return ISN_SUBMIT_REFUSED;
     sched_take_features(s, job);

@@ -603,7 +603,7 @@ static void overload_sheds_or_degrades(void **state) {
         big.job.features.essential = big.job.features.expected_postings = 50000000;
         big.job.features.blocks = 400000;
         /* The blocker is predicted to end soon: anything may still start in time. */
-        assert_true(isn_scheduler_may_admit(s, isn_now_ns(), isn_now_ns() + 1000000));
+        assert_true(isn_scheduler_may_admit(s, isn_now_ns(), isn_now_ns() + 1000000, false));
         /* Under either policy: the queue ahead is short, so its own cost misses the deadline, not
          * overload: it runs cut short (a partial answer), not refused. */
         isn_submit_result r = isn_scheduler_submit(s, &big.job);
@@ -643,12 +643,45 @@ static void refuses_early_when_nothing_can_start(void **state) {
     blocker.job.features.expected_postings = 50000000;
     harness_occupy(&h, s, &blocker.job);
     uint64_t now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 1000000));
-    assert_true(isn_scheduler_may_admit(s, now, 0));
-    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 1000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, 0, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull, false));
     isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.shed_overload, 1);
     harness_finish(&h, s, 1);
+}
+
+/* A request read 25 ms into its 50-ms budget, the node idle: past its admission point (40% of the budget)
+ * it is refused, unless its reader keeps up with its sockets. Then it waited in a stall of the whole node,
+ * not in a backlog, and is judged on what is left before its early-stop point (90% here): done by now plus
+ * 40% of that, which an idle worker is. Past the early-stop point nothing admits it. */
+static void an_old_request_whose_reader_keeps_up_is_judged_on_what_is_left(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    isn_scheduler *s = harness_start(&config);
+    uint64_t now = isn_now_ns();
+    uint64_t budget = 50000000, received = now - 25000000, deadline = received + budget;
+    assert_false(isn_scheduler_may_admit(s, received, deadline, false));
+    assert_true(isn_scheduler_may_admit(s, received, deadline, true));
+    assert_false(isn_scheduler_may_admit_quick(s, received, deadline, false));
+    assert_true(isn_scheduler_may_admit_quick(s, received, deadline, true));
+    uint64_t past_stop = now - 46000000;
+    assert_false(isn_scheduler_may_admit(s, past_stop, past_stop + budget, true));
+    /* At submit, routing's own-cost rule runs an idle node's job whatever its age, but one past its
+     * admission point only cut short to end there; judged on what is left, it runs whole. */
+    test_job cut, whole;
+    small_job(&cut, deadline);
+    cut.job.received_ns = received;
+    assert_int_equal(isn_scheduler_submit(s, &cut.job), ISN_SUBMIT_QUEUED);
+    assert_true(cut.job.degraded);
+    small_job(&whole, deadline);
+    whole.job.received_ns = received;
+    whole.job.reader_keeps_up = true;
+    assert_int_equal(isn_scheduler_submit(s, &whole.job), ISN_SUBMIT_QUEUED);
+    assert_false(whole.job.degraded);
+    harness_finish(&h, s, 2);
 }
 
 static void gpu_batches_and_failed_batches_rerun_on_cpu(void **state) {
@@ -1018,7 +1051,7 @@ static void admission_counts_the_batch_waiting_for_a_flight(void **state) {
         nanosleep(&pause, NULL);
     }
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 10ull * 1000000000ull));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10ull * 1000000000ull, false));
     pthread_mutex_lock(&s->lock);
     double in_flight_ns = s->gpu_inflight_ns, held_ns = s->gpu_held_ns;
     uint32_t held = s->gpu_held_jobs;
@@ -1611,12 +1644,12 @@ static void preparation_backlog_counts_as_cpu_wait(void **state) {
     isn_scheduler *s = start_held_preparer(&h, jobs, 1001);
     uint64_t now = isn_now_ns();
     /* 10 ms budget, admitted up to 40%: 4 ms. */
-    assert_true(isn_scheduler_may_admit(s, now, now + 10000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000, false));
     for (int i = 1; i < 1001; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     /* 1,000 preparations of ~20 us each ahead of it, on one worker: about 20 ms. */
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 10000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 10000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     harness_finish(&h, s, 1001);
 }
 
@@ -1632,12 +1665,12 @@ static void arrival_counts_what_waits_to_be_prepared(void **state) {
     s->arrival_cost_ns = 1e6; /* arrivals lately were predicted to take 1 ms each */
     pthread_mutex_unlock(&s->lock);
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 20000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 20000000, false));
     for (int i = 1; i < 21; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 20000000));
-    assert_false(isn_scheduler_may_admit_quick(s, now, now + 20000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 20000000, false));
+    assert_false(isn_scheduler_may_admit_quick(s, now, now + 20000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     harness_finish(&h, s, 21);
 }
 
@@ -1652,16 +1685,16 @@ static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
     isn_scheduler *s = start_held_preparer(&h, jobs, 2);
     assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED); /* one pending, ~20 us */
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* 50 ms budget, admitted up to 20 ms */
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false)); /* 50 ms budget, admitted up to 20 ms */
     atomic_store(&s->prepare_sojourn_ns, 30e6); /* the last one taken had waited 30 ms */
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 50000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     harness_release(&h);
     harness_wait(&h, &h.completed, 2);
     /* nothing pending: the last wait says nothing about the next */
     now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
     isn_scheduler_stop(s);
 }
 
@@ -1742,21 +1775,21 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     s->cpu_placeable_share = 0.0;
     pthread_mutex_unlock(&s->lock);
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* publishes a view with nothing pending */
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false)); /* publishes a view with nothing pending */
     for (int i = 1; i < 201; i++) assert_int_equal(isn_scheduler_submit(s, &jobs[i].t.job), ISN_SUBMIT_QUEUED);
     atomic_store(&s->prepare_departure_ns, 100e3);
     atomic_store(&s->waits_published_at_ns, isn_now_ns()); /* that view, still fresh */
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit_quick(s, now, now + 50000000));
-    assert_false(isn_scheduler_may_admit(s, now, now + 50000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit_quick(s, now, now + 50000000, false));
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     atomic_store(&s->prepare_departure_ns, 80e3);
     now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
     atomic_store(&s->prepare_departure_ns, 0.0); /* nothing measured: the count alone */
     now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
-    assert_true(isn_scheduler_may_admit_quick(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(isn_scheduler_may_admit_quick(s, now, now + 50000000, false));
     harness_finish(&h, s, 201);
     isn_gpu_sim_free(&gpu);
 }
@@ -1813,7 +1846,7 @@ static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
     harness_attach_known_gpu(&config, &sim, &gpu, &model);
     isn_scheduler *s = harness_start(&config);
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000)); /* nothing admitted yet: the CPU counts */
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false)); /* nothing admitted yet: the CPU counts */
     static test_job gpu_jobs[16], cpu_jobs[16];
     for (int i = 0; i < 16; i++) {
         small_job(&gpu_jobs[i], 0);
@@ -1822,8 +1855,8 @@ static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
         assert_int_equal(gpu_jobs[i].job.queue, ISN_QUEUE_GPU);
     }
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 50000000)); /* the worker is idle */
-    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false)); /* the worker is idle */
+    assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull, false));
     for (int i = 0; i < 16; i++) {
         small_job(&cpu_jobs[i], 0);
         cpu_jobs[i].job.placement = ISN_PLACE_CPU;
@@ -1831,7 +1864,7 @@ static void arrival_ignores_a_cpu_the_jobs_cannot_use(void **state) {
     }
     harness_wait(&h, &h.completed, 32);
     now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000));
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
     isn_scheduler_stop(s);
     isn_gpu_sim_free(&gpu);
 }
@@ -1853,7 +1886,7 @@ static void arrival_judges_by_what_arrivals_cost(void **state) {
     blocker.job.features.expected_postings = 10000000;
     harness_occupy(&h, s, &blocker.job);
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 20000000)); /* nothing judged yet */
+    assert_true(isn_scheduler_may_admit(s, now, now + 20000000, false)); /* nothing judged yet */
     static test_job costly[64];
     for (int i = 0; i < 64; i++) {
         small_job(&costly[i], isn_now_ns() + 2000000);
@@ -1862,8 +1895,8 @@ static void arrival_judges_by_what_arrivals_cost(void **state) {
         assert_int_equal(isn_scheduler_submit(s, &costly[i].job), ISN_SUBMIT_SHED_OVERLOAD);
     }
     now = isn_now_ns();
-    assert_false(isn_scheduler_may_admit(s, now, now + 20000000));
-    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull));
+    assert_false(isn_scheduler_may_admit(s, now, now + 20000000, false));
+    assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     harness_finish(&h, s, 1);
 }
 
@@ -2159,6 +2192,7 @@ int main(void) {
         cmocka_unit_test(dead_jobs_are_dropped_without_running),
         cmocka_unit_test(overload_sheds_or_degrades),
         cmocka_unit_test(refuses_early_when_nothing_can_start),
+        cmocka_unit_test(an_old_request_whose_reader_keeps_up_is_judged_on_what_is_left),
         cmocka_unit_test(cost_model_learns_per_term_corrections),
         cmocka_unit_test(cost_model_remembers_repeated_queries),
         cmocka_unit_test(cost_model_seeds_from_a_latency_model),
