@@ -121,10 +121,8 @@ void serving_loops_close(isn_server *server, void (*between)(isn_server *server)
 /* Its work is take_before_poll's; being active is what keeps the poll from blocking. */
 static void take_next_iteration(uv_idle_t *idle) { (void)idle; }
 
-/* Once per iteration, not until the queue is empty, and a bounded number (rpc_take_completions): while
- * a GPU batch lands its answers arrive one after another, and a loop that kept taking them would leave
- * its sockets unread for as long as the landing lasts. What waits goes out in the next iteration,
- * which comes at once: an active idle handle makes the poll not block. */
+/* A loop's busy share is over about this long: long enough that the iteration working off a stall's
+ * backlog does not make a loop that keeps up look saturated. */
 #define BUSY_SHARE_WINDOW_NS 100e6
 
 bool serving_loop_forgives_stalls(const serving_loop *loop) {
@@ -139,8 +137,7 @@ static void count_iteration(serving_loop *loop) {
         uint64_t waited = idle - loop->iteration_idle_ns, span = now - loop->iteration_start_ns;
         double busy = (double)(span > waited ? span - waited : 0) / 1e9;
         LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy));
-        /* weighted by time, over about the last BUSY_SHARE_WINDOW_NS: iterations are microseconds
-         * apart when idle and milliseconds when saturated */
+        /* weighted by time: iterations are microseconds apart when idle and milliseconds when saturated */
         double weight = (double)span / ((double)span + BUSY_SHARE_WINDOW_NS);
         loop->busy_share += weight * (busy * 1e9 / (double)span - loop->busy_share);
     }
@@ -148,6 +145,10 @@ static void count_iteration(serving_loop *loop) {
     loop->iteration_idle_ns = idle;
 }
 
+/* Once per iteration, not until the queue is empty, and a bounded number (rpc_take_completions): while
+ * a GPU batch lands its answers arrive one after another, and a loop that kept taking them would leave
+ * its sockets unread for as long as the landing lasts. What waits goes out in the next iteration,
+ * which comes at once: an active idle handle makes the poll not block. */
 static void take_before_poll(uv_prepare_t *prepare) {
     serving_loop *loop = prepare->data;
     count_iteration(loop);

@@ -210,14 +210,14 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     publish_waits(s, wait, view);
 }
 
-/* When a job must be admitted by: received plus its share of the budget (at most the early-stop
- * point, after which a job answers only partially); the rest is slack for prediction error and the
- * reply's way back. 0: no deadline. */
 static double admit_fraction(const isn_scheduler *s) {
     return s->config.admit_fraction < s->config.early_stop_fraction ? s->config.admit_fraction
                                                                     : s->config.early_stop_fraction;
 }
 
+/* When a job must be admitted by: received plus its share of the budget (at most the early-stop
+ * point, after which a job answers only partially); the rest is slack for prediction error and the
+ * reply's way back. 0: no deadline. */
 double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns) {
     if (!deadline_ns) return 0;
     return (double)received_ns + admit_fraction(s) * (double)(deadline_ns - received_ns);
