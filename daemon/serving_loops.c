@@ -135,11 +135,11 @@ static void count_iteration(serving_loop *loop) {
     uint64_t now = isn_now_ns(), idle = uv_metrics_idle_time(loop->loop);
     if (loop->iteration_start_ns && now > loop->iteration_start_ns) {
         uint64_t waited = idle - loop->iteration_idle_ns, span = now - loop->iteration_start_ns;
-        double busy = (double)(span > waited ? span - waited : 0) / 1e9;
-        LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy));
+        double busy_ns = (double)(span > waited ? span - waited : 0);
+        LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy_ns / 1e9));
         /* weighted by time: iterations are microseconds apart when idle and milliseconds when saturated */
         double weight = (double)span / ((double)span + BUSY_SHARE_WINDOW_NS);
-        loop->busy_share += weight * (busy * 1e9 / (double)span - loop->busy_share);
+        loop->busy_share += weight * (busy_ns / (double)span - loop->busy_share);
     }
     loop->iteration_start_ns = now;
     loop->iteration_idle_ns = idle;
