@@ -102,7 +102,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "route_margin_percent", KEY_U32, FIELD(route_margin_percent), "25", 0, 1000, false},
     {"scheduler", "overload_degrade", KEY_BOOL, FIELD(overload_degrade), "false", 0, 0, false},
     {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "false", 0, 0, false},
-    {"scheduler", "forgive_stalls", KEY_BOOL, FIELD(forgive_stalls), "false", 0, 0, false},
+    {"scheduler", "forgive_stalls", KEY_BOOL, FIELD(forgive_stalls), "true", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
     {"scheduler", "worker_idle_policy", KEY_BOOL, FIELD(worker_idle_policy), "false", 0, 0, false},
     {"scheduler", "worker_slice", KEY_DURATION_US, FIELD(worker_slice_us), "0", 0, 100000, false},
