@@ -10,6 +10,8 @@
 #   NEIGHBOURS=rapid-reset CLIENTS=2 bash bench/neighbours.sh
 # ISND_ARGS adds isnd flags (e.g. ISND_ARGS="--set server.loop_realtime_priority=1").
 set -euo pipefail
+# shellcheck source=bench/isnd_ready.sh
+. "$(dirname "$0")/isnd_ready.sh"
 BUILD=${BUILD:-build}
 NEIGHBOURS=${NEIGHBOURS:-big}
 RATE=${RATE:-300}
@@ -50,13 +52,7 @@ fi
 # shellcheck disable=SC2086 # ISND_ARGS: more isnd flags, word-split
 "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen "" --workers "$WORKERS" ${ISND_ARGS:-} >"$work/isnd.log" 2>&1 &
 pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*ready: serving partition [0-9]* on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/isnd.log" | head -n 1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "neighbours: isnd did not start" >&2; cat "$work/isnd.log" >&2; exit 1; }
+port=$(isnd_port_of neighbours "$work/isnd.log" $pid) || exit 1
 
 measure() { # label
   "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries examples/queries.tsv --rate "$RATE" \

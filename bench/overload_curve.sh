@@ -22,6 +22,8 @@
 # '--client-throttle 1.1', a client that refuses itself what the node is refusing, whose refusals the rows
 # count as client_refused apart from the node's shed).
 set -euo pipefail
+# shellcheck source=bench/isnd_ready.sh
+. "$(dirname "$0")/isnd_ready.sh"
 plot=0
 if [ "${1:-}" = --plot ]; then plot=1; shift; fi
 [ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
@@ -55,14 +57,7 @@ log="$OUT/isnd-$name.log"
 "${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's/.*ready: serving partition [0-9]* on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
-  [ -n "$port" ] && break
-  kill -0 $pid 2>/dev/null || { echo "overload_curve: isnd exited:" >&2; cat "$log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "overload_curve: isnd did not say its port:" >&2; cat "$log" >&2; exit 1; }
+port=$(isnd_port_of overload_curve "$log" $pid 600) || exit 1
 stats=$(sed -n 's|.*stats listening on http://\(127\.0\.0\.1:[0-9]*\).*|\1|p' "$log" | head -n 1)
 # Ready on the CPU comes before the GPU holds the index (gpu.upload_before_ready = false): wait for it.
 python3 - "http://$stats/readyz" <<'PY' || { echo "overload_curve: the GPU upload did not end" >&2; exit 1; }

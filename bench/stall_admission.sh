@@ -10,6 +10,8 @@
 # OVER_RATE (0: skip), PAUSE_MS (20), EVERY_MS (300), DEADLINE_MS (50), DURATION (4), ROUNDS (3),
 # ISND_ARGS (more isnd flags), OUT ($BUILD/bench/stall_admission.json).
 set -euo pipefail
+# shellcheck source=bench/isnd_ready.sh
+. "$(dirname "$0")/isnd_ready.sh"
 BUILD=${BUILD:-build}
 INDEX=${INDEX:-$BUILD/sample/index}
 QUERIES=${QUERIES:-examples/queries.tsv}
@@ -36,14 +38,7 @@ start_isnd() { # forgive_stalls -> port in $port
   "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 \
     --set scheduler.forgive_stalls="$1" ${ISND_ARGS:-} >"$log" 2>&1 &
   pid=$!
-  port=
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*ready: serving partition [0-9]* on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)
-    [ -n "$port" ] && return
-    kill -0 $pid 2>/dev/null || { echo "stall_admission: isnd exited:" >&2; cat "$log" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "stall_admission: isnd did not say its port:" >&2; cat "$log" >&2; exit 1
+  port=$(isnd_port_of stall_admission "$log" $pid) || exit 1
 }
 
 bench() { # rate
