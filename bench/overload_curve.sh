@@ -20,7 +20,9 @@
 # $BUILD/bench/overload), AFTER_START (a command run once isnd is ready, its pid in ISND_PID: for
 # example 'bash bench/pin_threads.sh $ISND_PID 0-2 3-11'), BENCH_FLAGS (more isn-bench flags: for example
 # '--client-throttle 1.1', a client that refuses itself what the node is refusing, whose refusals the rows
-# count as client_refused apart from the node's shed).
+# count as client_refused apart from the node's shed), STEAL_RETRIES (0) and STEAL_MAX (0.01): a point during
+# which the VM's host took STEAL_MAX or more of the machine's CPU time is run again, up to STEAL_RETRIES more
+# times; the runs set aside go to steal-retried-NAME.json (the same rows), the kept row says its attempt.
 set -euo pipefail
 # shellcheck source=bench/isnd_ready.sh
 . "$(dirname "$0")/isnd_ready.sh"
@@ -81,26 +83,33 @@ scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.reque
 # node and the generator alike, and the row says how much (vm_steal_share), so that such a point is read as
 # the machine's, not the node's. Empty where there is no /proc/stat.
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
+# The share of the CPU time the host took between two cpu_ticks readings (empty when unknown), and whether it
+# reached STEAL_MAX with a retry left.
+steal_between() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
+  if (y[2] > x[2]) printf "%.4f", (y[1] - x[1]) / (y[2] - x[2]) }'; }
+retry_for_steal() { [ "$2" -le "${STEAL_RETRIES:-0}" ] && [ -n "$1" ] && awk -v s="$1" -v m="${STEAL_MAX:-0.01}" 'BEGIN { exit !(s >= m) }'; }
+: >"$OUT/steal-retried-$name.json"
 for repeat in $(seq 1 "$REPEATS"); do
   for m in $MULTIPLES; do
     r=$(python3 -c "print('%.0f' % ($m * $rate))")
     point="$OUT/point-$name-$repeat-$m"
-    scrape >"$point.before.prom"
-    ticks_before=$(cpu_ticks)
-    "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
-      --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
-      --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
-    ticks_after=$(cpu_ticks)
-    scrape >"$point.after.prom"
-    python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
-    python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$ticks_before" "$ticks_after" >>"$json" <<'EOF'
+    for attempt in $(seq 1 $((${STEAL_RETRIES:-0} + 1))); do
+      scrape >"$point.before.prom"
+      ticks_before=$(cpu_ticks)
+      "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
+        --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
+        --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
+      ticks_after=$(cpu_ticks)
+      scrape >"$point.after.prom"
+      python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
+      steal=$(steal_between "$ticks_before" "$ticks_after")
+      rows_to=$json
+      retry_for_steal "$steal" "$attempt" && rows_to="$OUT/steal-retried-$name.json"
+      python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" >>"$rows_to" <<'EOF'
 import json, sys
 p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-ticks = [list(map(int, t.split())) for t in sys.argv[7:9]]
-steal = None
-if all(len(t) == 2 for t in ticks) and ticks[1][1] > ticks[0][1]:
-    steal = round((ticks[1][0] - ticks[0][0]) / (ticks[1][1] - ticks[0][1]), 4)
+steal = float(sys.argv[7]) if sys.argv[7] else None
 s = p["status"]
 row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "offered_per_s": p["offered_rate"], "on_time_per_s": p["on_time_per_s"],
@@ -113,10 +122,13 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
        "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
-       "generator_busy": p.get("generator_busy"), "vm_steal_share": steal}
+       "generator_busy": p.get("generator_busy"), "vm_steal_share": steal, "attempt": int(sys.argv[8])}
 row.update(node)
 print(json.dumps(row))
 EOF
+      [ "$rows_to" = "$json" ] && break
+      echo "overload_curve: $name ${m}x repeat $repeat: the VM's host took $steal of the CPU time; running it again" >&2
+    done
   done
 done
 

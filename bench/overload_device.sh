@@ -11,7 +11,9 @@
 #            so that the machine's drift over the minutes they take falls on all of them alike; each is a line of
 #            sustained.json (not with SUSTAINED_TIMELINE_MS, whose profile holds one search).
 # curves:    bench/overload_curve.sh for each configuration at its 1x: RATE_<config>, or the mean of its
-#            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants.
+#            sustained searches found under SUSTAINED_FROM (default OUT), as must-show 1 wants. With
+#            STEAL_RETRIES=N a point during which the VM's host took STEAL_MAX (0.01) of the CPU time is run
+#            again, up to N times (overload_curve.sh; the verdicts count the runs set aside).
 # spike:     SPIKE_S seconds at 3x that 1x, then 0.5x: on-time answers per 100 ms.
 # trivial:   a one-term query on a 200-document index at multiples of RATE_trivial (LOOPS loops, isnd flags
 #            TRIVIAL_EXTRA added; measured first when not given), from the plain generator and from one

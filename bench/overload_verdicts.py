@@ -28,7 +28,8 @@ generator, not the node, is the limit. Rows without the lag (older curves) take 
 isn-bench JSON beside them.
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
-node, was slow then.
+node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
+steal-retried-<config>.json) are not judged; how many there were is reported beside the configuration.
 """
 import argparse
 import glob
@@ -49,8 +50,11 @@ def json_lines(path):
 
 
 def load(folders):
-    curves, sustained, spikes = [], {}, []
+    curves, sustained, spikes, set_aside = [], {}, [], {}
     for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, "**", "steal-retried-*.json"), recursive=True)):
+            for row in json_lines(path):
+                set_aside[row["config"]] = set_aside.get(row["config"], 0) + 1
         for path in sorted(glob.glob(os.path.join(folder, "**", "overload-*.json"), recursive=True)):
             for row in json_lines(path):
                 curves.append(with_send_lag(row, os.path.dirname(path)))
@@ -62,7 +66,7 @@ def load(folders):
                      "vm_steal_share": run.get("vm_steal_share")})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
-    return curves, sustained, spikes
+    return curves, sustained, spikes, set_aside
 
 
 def core_ns_per_step(run):
@@ -119,7 +123,7 @@ def verdict(ok, measured):
     return "not measured" if not measured else ("met" if ok else "not met")
 
 
-def must_show_1(curves, deadlines):
+def must_show_1(curves, deadlines, set_aside):
     configs = {}
     for row in curves:
         if not row["config"].startswith("trivial"):
@@ -151,7 +155,8 @@ def must_show_1(curves, deadlines):
                 failures.append("%gx: shed p99 %.2f ms%s%s" % (m, shed_p99, generator_note(shed_at), steal_note(shed_at)))
         missing = [m for m in JUDGED if str(m) not in cells]
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
-                          "missing_multiples": missing, "points": cells}
+                          "missing_multiples": missing, "points": cells,
+                          "runs_set_aside_for_steal": set_aside.get(config, 0)}
     return result
 
 
@@ -248,8 +253,8 @@ def main():
     for folder in args.folders:
         if not os.path.isdir(folder):
             sys.exit("overload_verdicts: %s is not a folder" % folder)
-    curves, sustained, spikes = load(args.folders)
-    report = {"must_show_1": must_show_1(curves, pairs(args.deadline, "--deadline")),
+    curves, sustained, spikes, set_aside = load(args.folders)
+    report = {"must_show_1": must_show_1(curves, pairs(args.deadline, "--deadline"), set_aside),
               "must_show_2": must_show_2(curves),
               "must_show_3": must_show_3(sustained, pairs(args.floor, "--floor")),
               "must_show_4": must_show_4(spikes)}
@@ -260,7 +265,9 @@ def main():
         if not entries:
             print("%-12s %-10s not measured" % (show, ""), file=sys.stderr)
         for name, r in entries.items():
-            print("%-12s %-10s %-13s %s" % (show, name, r["verdict"], "; ".join(r.get("failures", []))), file=sys.stderr)
+            notes = r.get("failures", []) + (["%d runs set aside for the steal during them and run again" %
+                                               r["runs_set_aside_for_steal"]] if r.get("runs_set_aside_for_steal") else [])
+            print("%-12s %-10s %-13s %s" % (show, name, r["verdict"], "; ".join(notes)), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # bench/overload_verdicts.py judges issue 35's must-shows from overload_device.sh's output as the issue
 # words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
 # under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
-# lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
+# lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), runs set aside for that steal (counted, not judged), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
 # together.
 set -euo pipefail
@@ -69,6 +69,14 @@ expect "steal named" "$failures" "2x: on time 0.850 of 1x (the VM's host took 5.
 curve "$work/little-stolen" cpu "$(point cpu 2 2.0 850 30.0 100 0.8 | sed 's/}$/, "vm_steal_share": 0.002}/')"
 failures=$(judge "$work/little-stolen" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "little steal not named" "$failures" "2x: on time 0.850 of 1x"
+# runs set aside for the steal during them (overload_curve.sh STEAL_RETRIES) are counted, not judged: a failing one
+# beside a curve that holds leaves it met
+curve "$work/retried" cpu
+point cpu 2 2.0 500 80.0 100 4.0 | sed 's/}$/, "vm_steal_share": 0.08, "attempt": 1}/' >"$work/retried/steal-retried-cpu.json"
+point cpu 3 3.0 600 30.0 100 2.0 | sed 's/}$/, "vm_steal_share": 0.03, "attempt": 1}/' >>"$work/retried/steal-retried-cpu.json"
+report=$(judge "$work/retried")
+expect "set-aside runs not judged" "$(verdict must_show_1 cpu <<<"$report")" met
+expect "set-aside runs counted" "$(python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["runs_set_aside_for_steal"])' <<<"$report")" 2
 mkdir -p "$work/part"
 grep -v '"multiple": 1.5,' "$work/good/overload-cpu.json" >"$work/part/overload-cpu.json"
 expect "1.5x missing" "$(judge "$work/part" | verdict must_show_1 cpu)" "not measured"
