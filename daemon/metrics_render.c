@@ -83,7 +83,7 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
 
     prom_family(out, "isn_shed_duration_seconds", "histogram",
                 "Search requests refused RESOURCE_EXHAUSTED: time from their arrival (the earliest their HEADERS can "
-                "have reached the socket) to the refusal queued for sending.");
+                "have reached the socket) to the refusal's last frame handed to the socket.");
     prom_histogram(out, "isn_shed_duration_seconds", "", &m->shed_seconds);
 
     prom_family(out, "isn_loop_iteration_seconds", "histogram",

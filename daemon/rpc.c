@@ -104,14 +104,19 @@ static void on_status(isn_grpc_call *call, int status, void *app) {
     }
     uint64_t now = isn_now_ns();
     double seconds = (double)(now - isn_grpc_call_opened_ns(call)) / 1e9;
-    double shed_seconds = (double)(now - isn_grpc_call_arrived_ns(call)) / 1e9;
-    bool shed = method == RPC_SEARCH && status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
-    LOOP_METRICS(loop, {
-        metrics_count_request(m, (rpc_method)method, status, seconds);
-        if (shed) histogram_observe(&m->shed_seconds, shed_seconds);
-    });
+    app_of(call)->shed = method == RPC_SEARCH && status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED;
+    LOOP_METRICS(loop, metrics_count_request(m, (rpc_method)method, status, seconds));
     if (loop->conf.log_access && (method == RPC_SEARCH || method == RPC_INFO))
         log_access(call, (rpc_method)method, status, seconds);
+}
+
+/* A refusal is timed to when it leaves, not to when it was queued: refusals queued early in a long read or
+ * iteration wait for the rest of it, and that wait is the client's too. */
+static void on_sent(isn_grpc_call *call, void *app) {
+    serving_loop *loop = app;
+    if (!app_of(call)->shed) return;
+    double shed_seconds = (double)(isn_now_ns() - isn_grpc_call_arrived_ns(call)) / 1e9;
+    LOOP_METRICS(loop, histogram_observe(&m->shed_seconds, shed_seconds));
 }
 
 /* Headers are complete (a gRPC POST): refuse what can be refused before the body arrives. */
@@ -532,6 +537,7 @@ const isn_grpc_server_handlers rpc_handlers = {
     .on_headers = on_headers,
     .on_request = on_request,
     .on_status = on_status,
+    .on_sent = on_sent,
     .on_abandoned = on_abandoned,
     .on_release = on_release,
     .on_drained = on_drained,

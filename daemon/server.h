@@ -42,6 +42,7 @@ typedef struct {
     uint32_t deadline_slot;    /* 1 + its place in the server's deadline heap; 0 when not in it */
     bool answered_at_deadline; /* DEADLINE_EXCEEDED went out while it waited: its job's result is dropped */
     bool generation_lent;      /* job.generation is on its loop's lease (generation_lease_borrow) */
+    bool shed;                 /* refused RESOURCE_EXHAUSTED: timed when the refusal leaves (rpc.c, on_sent) */
     search_job job; /* its reply buffer (the framed SearchResponse) is kept across uses */
     max_align_t arena_space[CALL_INLINE_ARENA / sizeof(max_align_t)];
 } rpc_call;

@@ -101,6 +101,11 @@ typedef struct {
     void (*on_request)(isn_grpc_call *call, void *app);
     /* A gRPC status was queued for the call (reply or failure): the place to count requests. */
     void (*on_status)(isn_grpc_call *call, int status, void *app);
+    /* The call's last frame (the one ending its stream) was handed to the socket: the place to time what
+     * an answer or a refusal took to leave, queued output and the rest of the loop's iteration included.
+     * Not called for a call whose client left first, nor for one reset because the memory budget had no
+     * room for its reply (that reset goes out after the call is released). May be NULL. */
+    void (*on_sent)(isn_grpc_call *call, void *app);
     /* A held call lost its client (stream reset, connection closed): the reply will be dropped. */
     void (*on_abandoned)(isn_grpc_call *call, void *app);
     /* The call is done with: its storage goes back to the pool, or is freed (`freeing`: free what

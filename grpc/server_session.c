@@ -270,10 +270,12 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
  * ask the client to stop sending, without error (RFC 9113 section 8.1). Submitted earlier, the
  * RST_STREAM could overtake the reply. */
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) {
-    (void)user_data;
+    isn_grpc_conn *conn = user_data;
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
     isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    isn_grpc_server *server = conn->server;
+    if (call && server->handlers.on_sent) server->handlers.on_sent(call, server->app);
     /* No call: answered without one (answer_over_budget), maybe before its request ended. */
     bool request_ended =
         call ? call->request_complete : nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) != 0;
