@@ -30,6 +30,12 @@ uint64_t isn_wall_ns(void);
  * least along the way to the root), at least 1. What default thread counts are sized by, rather than
  * the machine's online CPUs. */
 uint32_t isn_cpus_available(void);
+/* The CPUs of the calling thread's affinity mask, in increasing order: the first `max` into cpus; returns how
+ * many it has (more than max when they did not fit), 0 when the kernel does not say. */
+uint32_t isn_this_thread_cpus(int *cpus, uint32_t max);
+/* Binds the calling thread to the n CPUs listed (sched_setaffinity); threads it starts later inherit them.
+ * -1 with err when refused. */
+int isn_bind_this_thread(const int *cpus, uint32_t n, char *err, size_t err_len);
 /* A quota "QUOTA PERIOD" (cpu.max's form) as whole CPUs, rounded up; 0 for "max ..." or anything else. */
 uint32_t isn_cpu_quota_cpus(const char *cpu_max);
 

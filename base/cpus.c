@@ -1,4 +1,5 @@
-/* How many CPUs this process may use (base.h: isn_cpus_available). */
+/* Which and how many CPUs this process may use, and binding a thread to some of them (base.h:
+ * isn_cpus_available, isn_this_thread_cpus, isn_bind_this_thread). */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -107,4 +108,43 @@ static uint32_t cgroup_quota_cpus(void) {
 uint32_t isn_cpus_available(void) {
     uint32_t cpus = affinity_cpus(), quota = cgroup_quota_cpus();
     return quota && quota < cpus ? quota : cpus;
+}
+
+uint32_t isn_this_thread_cpus(int *cpus, uint32_t max) {
+    for (int n = 1024; n <= 1 << 16; n *= 2) {
+        cpu_set_t *set = CPU_ALLOC(n);
+        if (!set) return 0;
+        size_t size = CPU_ALLOC_SIZE(n);
+        if (sched_getaffinity(0, size, set) != 0) {
+            CPU_FREE(set);
+            if (errno == EINVAL) continue; /* more CPUs than the set holds */
+            return 0;
+        }
+        uint32_t count = 0;
+        for (int c = 0; c < n; c++) {
+            if (!CPU_ISSET_S(c, size, set)) continue;
+            if (count < max) cpus[count] = c;
+            count++;
+        }
+        CPU_FREE(set);
+        return count;
+    }
+    return 0;
+}
+
+int isn_bind_this_thread(const int *cpus, uint32_t n, char *err, size_t err_len) {
+    if (!n) return isn_error(err, err_len, "no CPU to bind the thread to");
+    int highest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (cpus[i] > highest) highest = cpus[i];
+    cpu_set_t *set = CPU_ALLOC(highest + 1);
+    if (!set) return isn_error(err, err_len, "out of memory for a CPU set");
+    size_t size = CPU_ALLOC_SIZE(highest + 1);
+    CPU_ZERO_S(size, set);
+    for (uint32_t i = 0; i < n; i++) CPU_SET_S(cpus[i], size, set);
+    int rc = sched_setaffinity(0, size, set);
+    int saved = errno;
+    CPU_FREE(set);
+    if (rc != 0) return isn_error(err, err_len, "sched_setaffinity to %u CPUs: %s", n, strerror(saved));
+    return 0;
 }

@@ -57,6 +57,7 @@ static const key_spec KEYS[] = {
     {"server", "loops", KEY_U32, FIELD(loops), "0", 0, 256, false},
     {"server", "loop_slice", KEY_DURATION_US, FIELD(loop_slice_us), "100us", 0, 100000, false},
     {"server", "loop_realtime_priority", KEY_U32, FIELD(loop_realtime_priority), "0", 0, 99, false},
+    {"server", "pin_loops", KEY_BOOL, FIELD(pin_loops), "false", 0, 0, false},
     {"server", "reply_backlog_age", KEY_DURATION_US, FIELD(reply_backlog_age_us), "0", 0, 1000000, false},
     {"server", "max_connections", KEY_U32, FIELD(max_connections), "4096", 1, 1000000, true},
     {"server", "max_concurrent_streams", KEY_U32, FIELD(max_concurrent_streams), "256", 1, 65536, false},

@@ -21,6 +21,7 @@ typedef struct {
     uint32_t loops; /* event loops serving connections; 0 = from the core count */
     uint32_t loop_slice_us; /* the loops' scheduler slice (base.h isn_set_this_thread_slice); 0 = the kernel's */
     uint32_t loop_realtime_priority; /* 1-99: the loops run SCHED_FIFO at it (isn_set_this_thread_realtime); 0 = no */
+    bool pin_loops; /* each loop on a CPU of its own; workers and dispatchers on the others, spares beside loops */
     uint32_t reply_backlog_age_us;   /* a loop takes half its finished jobs only once the oldest is this old; 0 = always */
     uint32_t max_connections;
     uint32_t max_concurrent_streams; /* per connection */

@@ -175,28 +175,45 @@ static void load_index(uv_work_t *work) {
     uint32_t workers = server->conf.workers, standby = 0;
     char sized[200] = "";
     if (workers == 0) {
-        uint32_t cpus = isn_cpus_available(), gpus = server->gpus_expected;
-        workers = isn_scheduler_default_workers(cpus, server->num_loops, gpus);
+        /* pinned loops (server.pin_loops) keep their CPUs to themselves: the workers are sized by the rest */
+        uint32_t cpus = server->loop_cpus ? server->num_worker_cpus : isn_cpus_available(), gpus = server->gpus_expected;
+        uint32_t loops = server->loop_cpus ? 0 : server->num_loops;
+        workers = isn_scheduler_default_workers(cpus, loops, gpus);
         /* sized beside a GPU that may never serve (its upload failed) or not yet (uploading): the rest of the
          * CPU-only node's workers stand by for that while */
-        uint32_t cpu_only = isn_scheduler_default_workers(cpus, server->num_loops, 0);
+        uint32_t cpu_only = isn_scheduler_default_workers(cpus, loops, 0);
         standby = gpus && server->conf.gpu_enable && cpu_only > workers ? cpu_only - workers : 0;
         if (gpus)
             snprintf(sized, sizeof sized,
-                     " (search.workers = 0: %u CPUs less %u loops and %u GPU dispatchers) and %u standby workers (working "
-                     "while no GPU holds the index)",
-                     cpus, server->num_loops, gpus, standby);
+                     " (search.workers = 0: %u CPUs less %u %sloops and %u GPU dispatchers) and %u standby workers "
+                     "(working while no GPU holds the index)",
+                     cpus + server->num_loops - loops, server->num_loops, loops ? "" : "pinned ", gpus, standby);
         else if (server->conf.gpu_enable)
-            snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU, no device of gpu.enable on this machine)");
+            snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU%s, no device of gpu.enable on this machine)",
+                     loops ? "" : " the pinned loops leave");
+        else if (!loops)
+            snprintf(sized, sizeof sized, " (search.workers = 0: one per CPU the pinned loops leave)");
     }
     uint32_t spares = server->conf.spare_workers;
-    char spared[96] = "";
-    if (spares)
+    char spared[112] = "";
+    if (spares && server->loop_cpus)
+        snprintf(spared, sizeof spared, " and %u spare workers (each on a loop's CPU, working while that loop is idle)",
+                 spares);
+    else if (spares)
         snprintf(spared, sizeof spared, " and %u spare workers (working while that many of the %u loops are idle)", spares,
                  server->num_loops);
     start = isn_now_ns();
-    server->pool = search_service_start(first, &server->conf, workers + spares + standby, spares, standby,
-                                        serving_loops_idle, server, server->load_error, sizeof server->load_error);
+    search_service_threads threads = {.workers = workers + spares + standby,
+                                      .spares = spares,
+                                      .standby = standby,
+                                      .idle_loops = serving_loops_idle,
+                                      .loop_idle = serving_loop_idle,
+                                      .loops = server,
+                                      .worker_cpus = server->worker_cpus,
+                                      .num_worker_cpus = server->num_worker_cpus,
+                                      .spare_cpus = server->loop_cpus,
+                                      .num_spare_cpus = server->loop_cpus ? server->num_loops : 0};
+    server->pool = search_service_start(first, &server->conf, &threads, server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers + spares + standby;
     log_info("%u search workers%s%s started%s (queries analysed on the %s) in %.3f s", workers, sized, spared,
@@ -277,5 +294,6 @@ int server_start(isn_server *server, char *err, size_t err_len) {
         snprintf(err, err_len, "cannot start loading: %s", uv_strerror(rc));
         return -1;
     }
+    serving_loops_pin_first(server); /* the thread pool's threads are there now, on every CPU */
     return 0;
 }

@@ -423,9 +423,9 @@ uint64_t search_service_gpu_attached_ns(const search_service *service) {
  * generation moves. */
 static bool standby_wanted(void *user) { return !search_service_has_gpu(user); }
 
-search_service *search_service_start(index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uint32_t spares, uint32_t standby, uint32_t (*idle_loops)(void *loops), void *loops,
-                                     char *err, size_t err_len) {
+search_service *search_service_start(index_generation *first, const isn_conf *conf,
+                                     const search_service_threads *threads, char *err, size_t err_len) {
+    uint32_t workers = threads->workers;
     const isn_index *index = first->index;
     search_service *service = calloc(1, sizeof *service);
     if (!service) {
@@ -465,11 +465,16 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.worker_nice = (int)conf->worker_nice;
     config.worker_idle_policy = conf->worker_idle_policy;
     config.worker_slice_ns = (uint64_t)conf->worker_slice_us * 1000;
-    config.spare_workers = spares;
+    config.spare_workers = threads->spares;
     config.spare_idle_policy = conf->spare_idle_policy;
-    config.idle_threads = idle_loops;
-    config.idle_threads_user = loops;
-    config.standby_workers = standby;
+    config.idle_threads = threads->idle_loops;
+    config.idle_threads_user = threads->loops;
+    config.thread_idle = threads->loop_idle;
+    config.standby_workers = threads->standby;
+    config.worker_cpus = threads->worker_cpus;
+    config.num_worker_cpus = threads->num_worker_cpus;
+    config.spare_cpus = threads->spare_cpus;
+    config.num_spare_cpus = threads->num_spare_cpus;
     config.standby_wanted = standby_wanted;
     config.overload = conf->overload_degrade ? ISN_OVERLOAD_DEGRADE : ISN_OVERLOAD_SHED;
     config.codel_drops_waited = conf->codel_drop_waited;

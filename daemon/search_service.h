@@ -17,14 +17,24 @@
 typedef struct search_service search_service;
 struct index_generation;
 
+/* The worker threads a search service starts, and where they run. `spares` of the `workers` take work only
+ * while idle_loops(loops) counts enough event loops idle (scheduler.h isn_scheduler_config.spare_workers),
+ * and `standby` of them only while no GPU holds the index (standby_workers); 0: none. The CPU lists are
+ * scheduler.h's worker_cpus and spare_cpus (server.pin_loops; 0 CPUs: unbound). */
+typedef struct {
+    uint32_t workers, spares, standby;
+    uint32_t (*idle_loops)(void *loops);
+    bool (*loop_idle)(void *loops, uint32_t loop); /* one of them, for spares bound beside their loop */
+    void *loops;
+    const int *worker_cpus, *spare_cpus;
+    uint32_t num_worker_cpus, num_spare_cpus;
+} search_service_threads;
+
 /* Starts the threads, with the first index generation's searchers (warmed up when conf asks). The
  * GPU first stage ([gpu]) holds that generation. Loads the cost model from conf->cost_model_state
- * when set. `spares` of the `workers` take work only while idle_loops(loops) counts enough event loops
- * idle (scheduler.h isn_scheduler_config.spare_workers), and `standby` of them only while no GPU holds the
- * index (standby_workers); 0: none. NULL with err. */
-search_service *search_service_start(struct index_generation *first, const isn_conf *conf, uint32_t workers,
-                                     uint32_t spares, uint32_t standby, uint32_t (*idle_loops)(void *loops), void *loops,
-                                     char *err, size_t err_len);
+ * when set. NULL with err. */
+search_service *search_service_start(struct index_generation *first, const isn_conf *conf,
+                                     const search_service_threads *threads, char *err, size_t err_len);
 /* What a generation needs from the service to serve on it (generation_add_workers): its workers'
  * number, their largest k, the second stage's route, whether to warm up and to derive the index's
  * per-field data in the background. Read on the loop thread,

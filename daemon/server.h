@@ -119,6 +119,10 @@ struct isn_server {
 
     serving_loop *loops; /* loops[0] runs on `loop`; its gRPC server listens and hands connections out */
     uint32_t num_loops;
+    /* server.pin_loops: loops[i] runs alone on loop_cpus[i] (beside spare worker i + 1), the other workers
+     * and the GPU dispatchers on the num_worker_cpus of worker_cpus; NULL and 0 when not pinned */
+    int *loop_cpus, *worker_cpus;
+    uint32_t num_worker_cpus;
     /* The GPU devices the default loop and worker counts leave room for (gpu_setup_devices_expected), counted
      * once when the loops are made: asking the driver initialises it. */
     uint32_t gpus_expected;
@@ -149,6 +153,10 @@ struct isn_server {
 int serving_loops_make(isn_server *server, char *err, size_t err_len);
 /* Starts the threads of the loops after the first. -1 with err. */
 int serving_loops_start(isn_server *server, char *err, size_t err_len);
+/* With server.pin_loops, binds the first loop (the main thread) to its CPU. Called once libuv's thread pool
+ * has its threads (after the first uv_queue_work): they inherit the main thread's CPUs when started, and
+ * the background work they do (index loads, GPU uploads) keeps every CPU isnd may use. */
+void serving_loops_pin_first(isn_server *server);
 /* From the first loop: asks every loop for `commands` (LOOP_*); the first does them at once. Returns
  * once each loop has done LOOP_RECONFIGURE and LOOP_CLOSE when asked for them. */
 void serving_loops_tell(isn_server *server, unsigned commands);
@@ -167,6 +175,9 @@ uint32_t serving_loops_inflight(const isn_server *server);
 /* The loops idle now (each may block in its poll, nothing left to take): what spare workers count
  * (search.spare_workers). `server` is the isn_server; any thread, a load per loop. */
 uint32_t serving_loops_idle(void *server);
+/* Whether loops[loop] is idle now, as serving_loops_idle counts them: what a spare beside it (server.pin_loops)
+ * looks at. */
+bool serving_loop_idle(void *server, uint32_t loop);
 uint32_t serving_loops_open_calls(const isn_server *server);
 /* From the loop's thread: with scheduler.forgive_stalls, whether it keeps up with its sockets (its busy
  * share lately under SERVING_LOOP_SATURATED), so that a request it reads old grew old in a stall of the

@@ -224,10 +224,31 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
     return 0;
 }
 
+/* server.pin_loops: the first n CPUs of isnd's affinity mask go to the loops, one each, and the rest to the
+ * workers. Too few CPUs for that is a configuration error, not a silent fallback to unpinned loops. */
+static int split_cpus(isn_server *server, uint32_t n, char *err, size_t err_len) {
+    uint32_t have = isn_this_thread_cpus(NULL, 0);
+    if (have <= n)
+        return isn_error(err, err_len,
+                         "server.pin_loops needs a CPU for each of the %u event loops and at least one more for the "
+                         "workers, and isnd may use %u (its affinity mask): lower server.loops or turn pin_loops off",
+                         n, have);
+    int *cpus = malloc(have * sizeof *cpus);
+    if (!cpus || isn_this_thread_cpus(cpus, have) != have) {
+        free(cpus);
+        return isn_error(err, err_len, "server.pin_loops: cannot read isnd's CPUs (sched_getaffinity)");
+    }
+    server->loop_cpus = cpus;
+    server->worker_cpus = cpus + n;
+    server->num_worker_cpus = have - n;
+    return 0;
+}
+
 int serving_loops_make(isn_server *server, char *err, size_t err_len) {
     const isn_conf *conf = &server->conf;
     server->gpus_expected = conf->loops && conf->workers ? 0 : gpu_setup_devices_expected(conf);
     uint32_t n = loops_wanted(conf, server->gpus_expected);
+    if (conf->pin_loops && split_cpus(server, n, err, err_len) < 0) return -1;
     server->loops = calloc(n, sizeof *server->loops);
     if (!server->loops) return isn_error(err, err_len, "out of memory for %u serving loops", n);
     pthread_mutex_init(&server->acks_lock, NULL);
@@ -265,11 +286,20 @@ static void take_loop_scheduling(uint32_t us, uint32_t realtime, uint32_t id) {
     }
 }
 
+/* The loop's own CPU (server.pin_loops), on the calling loop's thread. */
+static void pin_loop(const isn_server *server, uint32_t id) {
+    if (!server->loop_cpus) return;
+    char err[200];
+    if (isn_bind_this_thread(&server->loop_cpus[id], 1, err, sizeof err) < 0)
+        log_warn("server.pin_loops: event loop %u runs on any CPU: %s", id, err);
+}
+
 static void *loop_thread(void *arg) {
     serving_loop *loop = arg;
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
+    pin_loop(loop->server, loop->id);
     take_loop_scheduling(loop->slice_us, loop->realtime_priority, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
     return NULL;
@@ -295,6 +325,26 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
     return 0;
 }
 
+/* "0,1,2" or, past what `text` holds, "0,1,...". */
+static const char *cpu_list(const int *cpus, uint32_t n, char *text, size_t len) {
+    size_t used = 0;
+    uint32_t i = 0;
+    text[0] = '\0';
+    for (; i < n && used + 16 < len; i++) /* room for ",INT" and ",..." */
+        used += (size_t)snprintf(text + used, len - used, "%s%d", i ? "," : "", cpus[i]);
+    if (i < n) snprintf(text + used, len - used, ",...");
+    return text;
+}
+
+void serving_loops_pin_first(isn_server *server) {
+    if (!server->loop_cpus) return;
+    pin_loop(server, 0);
+    char loops[160], workers[160];
+    log_info("event loops pinned (server.pin_loops): loops on CPUs %s, one each; workers on CPUs %s",
+             cpu_list(server->loop_cpus, server->num_loops, loops, sizeof loops),
+             cpu_list(server->worker_cpus, server->num_worker_cpus, workers, sizeof workers));
+}
+
 void serving_loops_free(isn_server *server) {
     for (uint32_t i = 0; i < server->num_loops; i++) {
         serving_loop *loop = &server->loops[i];
@@ -312,6 +362,9 @@ void serving_loops_free(isn_server *server) {
     free(server->loops);
     server->loops = NULL;
     server->num_loops = 0;
+    free(server->loop_cpus); /* worker_cpus lies in it */
+    server->loop_cpus = server->worker_cpus = NULL;
+    server->num_worker_cpus = 0;
 }
 
 /* ------------------------------------------------------------------ sums for the stats endpoint */
@@ -344,6 +397,11 @@ uint32_t serving_loops_idle(void *server) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < node->num_loops; i++) n += completion_queue_loop_idle(&node->loops[i].completions);
     return n;
+}
+
+bool serving_loop_idle(void *server, uint32_t loop) {
+    isn_server *node = server;
+    return loop < node->num_loops && completion_queue_loop_idle(&node->loops[loop].completions);
 }
 
 uint32_t serving_loops_open_calls(const isn_server *server) {

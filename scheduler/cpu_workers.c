@@ -141,6 +141,17 @@ static void run_cpu_job(isn_scheduler *s, sched_worker *w, isn_job *job, bool co
     sched_finish(s, job, ISN_JOB_RAN);
 }
 
+/* config.worker_cpus or, for a spare, its loop's CPU in config.spare_cpus. */
+static void bind_worker(const isn_scheduler *s, const sched_worker *w) {
+    const isn_scheduler_config *c = &s->config;
+    const int *cpus = w->spare_rank && c->num_spare_cpus ? &c->spare_cpus[(w->spare_rank - 1) % c->num_spare_cpus]
+                                                         : c->worker_cpus;
+    uint32_t n = w->spare_rank && c->num_spare_cpus ? 1 : c->num_worker_cpus;
+    char err[160];
+    if (n && isn_bind_this_thread(cpus, n, err, sizeof err) < 0)
+        fprintf(stderr, "isn scheduler: worker %u runs on any CPU: %s\n", w->id, err);
+}
+
 /* Linux gives each thread its own nice value and policy: a worker lowers only its own priority. */
 static void lower_worker_priority(const isn_scheduler *s, uint32_t worker) {
     if (s->config.worker_idle_policy || (s->workers[worker].spare_rank && s->config.spare_idle_policy)) {
@@ -308,11 +319,15 @@ static bool prepare_one(isn_scheduler *s, sched_worker *w) {
 }
 
 /* A gated worker before it takes work: a spare (config.spare_workers) while enough of the loops whose cores it
- * works are idle, a standby worker (config.standby_workers) while it is wanted. One that may not rests: it holds
- * no job (its deque is left to thieves), admission does not count it, and it looks again after rest_for. */
+ * works are idle (bound beside one, while that one is), a standby worker (config.standby_workers) while it is
+ * wanted. One that may not rests: it holds no job (its deque is left to thieves), admission does not count it,
+ * and it looks again after rest_for. */
 static bool gate_open(isn_scheduler *s, sched_worker *w) {
-    bool open = w->spare_rank ? s->config.idle_threads(s->config.idle_threads_user) >= w->spare_rank
-                              : s->config.standby_wanted(s->config.user);
+    const isn_scheduler_config *c = &s->config;
+    bool open = !w->spare_rank ? c->standby_wanted(c->user)
+                : c->num_spare_cpus && c->thread_idle
+                    ? c->thread_idle(c->idle_threads_user, (w->spare_rank - 1) % c->num_spare_cpus)
+                    : c->idle_threads(c->idle_threads_user) >= w->spare_rank;
     if (open != w->resting) return open;
     w->resting = !open;
     _Atomic uint32_t *resting = w->spare_rank ? &s->spares_resting : &s->standby_resting;
@@ -337,6 +352,7 @@ static bool rest_for(isn_scheduler *s, uint64_t ns) {
 void *sched_worker_main(void *arg) {
     sched_worker *w = arg;
     isn_scheduler *s = w->scheduler;
+    bind_worker(s, w);
     lower_worker_priority(s, w->id);
     w->state = s->config.worker_init ? s->config.worker_init(s->config.user, w->id) : w;
     pthread_mutex_lock(&s->lock);

@@ -197,6 +197,10 @@ static void *dispatcher_main(void *arg) {
     device_policy.max_batch = max_batch ? max_batch : 1;
     if (d->device->memory_budget && d->device->memory_budget < device_policy.memory_budget)
         device_policy.memory_budget = d->device->memory_budget;
+    char err[160];
+    if (s->config.num_worker_cpus &&
+        isn_bind_this_thread(s->config.worker_cpus, s->config.num_worker_cpus, err, sizeof err) < 0)
+        fprintf(stderr, "isn scheduler: GPU dispatcher %u runs on any CPU: %s\n", d->id, err);
 
     pthread_mutex_lock(&s->lock);
     d->phase_from_ns = isn_now_ns();

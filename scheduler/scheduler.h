@@ -246,8 +246,18 @@ typedef struct {
     uint32_t spare_workers;
     /* Spares of SCHED_IDLE: a loop woken on a spare's core takes it at once. */
     bool spare_idle_policy;
+    /* Where the threads run (isnd's server.pin_loops): the workers that are not spares, and the GPU
+     * dispatchers, on the num_worker_cpus CPUs of worker_cpus; spare k (from 1) on spare_cpus[(k - 1) %
+     * num_spare_cpus] alone, the CPU of the loop whose idle time it works. 0 CPUs: wherever the thread that
+     * starts them may run. The arrays are read when the threads start: they outlive the scheduler's start. */
+    const int *worker_cpus, *spare_cpus;
+    uint32_t num_worker_cpus, num_spare_cpus;
     uint32_t (*idle_threads)(void *idle_threads_user);
     void *idle_threads_user;
+    /* With spare_cpus (below), whether thread i of those idle_threads counts (the loop on spare_cpus[i]) is
+     * idle now: spare k then works while the loop whose CPU it shares is idle, not while k loops are. NULL:
+     * the count rule for pinned spares too. */
+    bool (*thread_idle)(void *idle_threads_user, uint32_t thread);
     /* The last standby_workers of `workers` (after the spares) take work only while standby_wanted(user)
      * says so (isnd: while no GPU holds the index: one uploading, failed or never opened), else they hold
      * nothing and look again every SCHED_STANDBY_RECHECK_NS: a node sized beside a GPU has the CPU-only

@@ -6,6 +6,7 @@
  * under ThreadSanitizer (make tsan-test). */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -361,6 +362,78 @@ static void test_loop_realtime_priority_on_the_loops_alone(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* The CPUs a thread of isnd may run on, as a bit mask (CPUs past 63 are not looked at). */
+static uint64_t cpus_of(pid_t tid) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(tid, sizeof set, &set), 0);
+    uint64_t mask = 0;
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, &set)) mask |= 1ull << c;
+    return mask;
+}
+
+/* server.pin_loops: each loop alone on one of isnd's CPUs, its first ones; the workers and the rest never
+ * on those; spare k beside loop k. With no more CPUs than loops isnd refuses to start and says why. */
+static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
+    (void)state;
+    int cpus[64];
+    uint32_t have = isn_this_thread_cpus(cpus, 64);
+    if (have < 2 || have > 64) {
+        printf("pin_loops check skipped: it needs 2-64 CPUs and this process may use %u\n", have);
+        skip();
+    }
+    uint32_t loops = have > 3 ? 3 : have - 1;
+    char loops_arg[32], spares_arg[48];
+    snprintf(loops_arg, sizeof loops_arg, "server.loops=%u", loops);
+    snprintf(spares_arg, sizeof spares_arg, "search.spare_workers=%u", loops);
+    const char *const args[] = {"--set", loops_arg, "--set", "server.pin_loops=true", "--set", spares_arg,
+                                "--workers", "2", NULL};
+    assert_int_equal(harness_start(&h, NULL, args), 0);
+    uint64_t loop_mask = 0, all = 0;
+    for (uint32_t i = 0; i < loops; i++) loop_mask |= 1ull << cpus[i];
+    for (uint32_t i = 0; i < have; i++) all |= 1ull << cpus[i];
+    char dir[64], main_tid[16];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)h.pid);
+    snprintf(main_tid, sizeof main_tid, "%d", (int)h.pid);
+    DIR *tasks = opendir(dir);
+    assert_non_null(tasks);
+    uint64_t loops_seen = 0, spares_seen = 0;
+    unsigned workers = 0;
+    for (struct dirent *e; (e = readdir(tasks));) {
+        if (e->d_name[0] == '.') continue;
+        char name[32];
+        harness_thread_name(h.pid, e->d_name, name, sizeof name);
+        uint64_t mask = cpus_of((pid_t)atoi(e->d_name));
+        unsigned id = 0;
+        if (strcmp(e->d_name, main_tid) == 0 || sscanf(name, "isnd-loop-%u", &id) == 1) {
+            if (mask != 1ull << cpus[id]) fail_msg("loop %u runs on %#llx, not CPU %d alone", id, (unsigned long long)mask, cpus[id]);
+            loops_seen |= mask;
+        } else if (sscanf(name, "isn-cpu-%u", &id) == 1 && id >= 2) { /* the spares follow the 2 workers */
+            if (mask != 1ull << cpus[(id - 2) % loops]) fail_msg("spare %s runs on %#llx, not beside its loop", name, (unsigned long long)mask);
+            spares_seen |= mask;
+        } else if (sscanf(name, "isn-cpu-%u", &id) == 1) {
+            if (mask != (all & ~loop_mask)) fail_msg("worker %s runs on %#llx, not on the CPUs the loops leave", name, (unsigned long long)mask);
+            workers++;
+        } else if (mask != all) {
+            fail_msg("thread %s (%s) runs on %#llx, not on every CPU", e->d_name, name, (unsigned long long)mask);
+        }
+    }
+    closedir(tasks);
+    assert_true(loops_seen == loop_mask && spares_seen == loop_mask);
+    assert_int_equal(workers, 2);
+    assert_int_equal(harness_log_count(&h, "event loops pinned (server.pin_loops)"), 1);
+    assert_int_equal(harness_stop(&h), 0);
+
+    snprintf(loops_arg, sizeof loops_arg, "server.loops=%u", have);
+    const char *const too_many[] = {"--set", loops_arg, "--set", "server.pin_loops=true", "--workers", "1", NULL};
+    assert_int_equal(harness_start(&h, NULL, too_many), -1);
+    if (!harness_log_has(&h, "server.pin_loops needs a CPU for each of")) {
+        harness_dump_log(&h);
+        fail_msg("isnd did not say why it cannot pin its loops");
+    }
+}
+
 /* max_connections is node-wide: six connections with a request in flight each (none idle to make
  * room), spread over four loops, leave no place for a seventh, whichever loop it is handed to. */
 static void test_connection_limit_across_loops(void **state) {
@@ -431,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_watch_on_every_loop),
         cmocka_unit_test(test_connection_limit_across_loops),
         cmocka_unit_test(test_loop_slice_on_the_loops_alone),
+        cmocka_unit_test(test_pin_loops_gives_each_loop_a_cpu_of_its_own),
         cmocka_unit_test(test_loop_realtime_priority_on_the_loops_alone),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);

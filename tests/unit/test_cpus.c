@@ -1,9 +1,11 @@
-/* base/cpus.c: the CPUs a process may use, from its affinity mask and its cgroup's quota. */
+/* base/cpus.c: the CPUs a process may use, from its affinity mask and its cgroup's quota, and binding a thread
+ * to some of them. */
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -41,10 +43,32 @@ static void test_affinity_counts(void **state) {
     assert_int_equal(pinned, 1);
 }
 
+/* A thread bound to its last CPU lists that one alone; bound back to all, it lists them all again, in order.
+ * Binding to none is an error that says so. */
+static void test_bind_and_list(void **state) {
+    (void)state;
+    int cpus[CPU_SETSIZE];
+    const uint32_t have = isn_this_thread_cpus(cpus, CPU_SETSIZE);
+    assert_true(have >= 1 && have <= CPU_SETSIZE);
+    assert_int_equal(isn_this_thread_cpus(NULL, 0), have); /* counted without room */
+    for (uint32_t i = 1; i < have; i++) assert_true(cpus[i] > cpus[i - 1]);
+    char err[128];
+    assert_int_equal(isn_bind_this_thread(&cpus[have - 1], 1, err, sizeof err), 0);
+    int now[CPU_SETSIZE];
+    assert_int_equal(isn_this_thread_cpus(now, CPU_SETSIZE), 1);
+    assert_int_equal(now[0], cpus[have - 1]);
+    assert_int_equal(isn_bind_this_thread(cpus, have, err, sizeof err), 0);
+    assert_int_equal(isn_this_thread_cpus(now, CPU_SETSIZE), have);
+    assert_memory_equal(now, cpus, have * sizeof *cpus);
+    assert_int_equal(isn_bind_this_thread(cpus, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no CPU"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_text),
         cmocka_unit_test(test_affinity_counts),
+        cmocka_unit_test(test_bind_and_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2039,6 +2039,60 @@ static void standby_worker_works_only_while_wanted(void **state) {
     assert_false(gated_worker_waits_for_its_gate(false));
 }
 
+static uint32_t every_loop_idle(void *user) {
+    (void)user;
+    return 8;
+}
+
+static uint32_t gate_thread_looked = UINT32_MAX;
+
+static bool own_loop_idle(void *user, uint32_t thread) {
+    gate_thread_looked = thread; /* one spare looks: no race */
+    return gate_look(user) != 0;
+}
+
+/* A spare bound beside a loop (config.spare_cpus) works while that loop is idle, however many others are:
+ * with every loop idle by count but its own busy, it rests and the job waits; once its own is idle, the job
+ * runs on it. */
+static void bound_spare_works_while_its_own_loop_is_idle(void **state) {
+    (void)state;
+    int cpus[1];
+    assert_true(isn_this_thread_cpus(cpus, 1) >= 1);
+    harness harness_storage, *h = &harness_storage;
+    isn_scheduler_config config;
+    harness_config(h, &config);
+    config.workers = 2;
+    config.spare_workers = 1;
+    config.idle_threads = every_loop_idle;
+    config.thread_idle = own_loop_idle;
+    config.idle_threads_user = h;
+    config.spare_cpus = cpus;
+    config.num_spare_cpus = 1;
+    gate_open = 0;
+    gate_looks = 0;
+    h->hold = true;
+    isn_scheduler *s = harness_start(&config);
+    test_job first, second;
+    small_job(&first, 0);
+    small_job(&second, 0);
+    harness_occupy(h, s, &first.job);
+    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
+    pthread_mutex_lock(&h->lock);
+    uint32_t looks = gate_looks;
+    pthread_mutex_unlock(&h->lock);
+    assert_true(harness_wait_for(h, &gate_looks, looks + 3));
+    isn_scheduler_stats stats;
+    isn_scheduler_get_stats(s, &stats);
+    assert_int_equal(stats.spares_resting, 1);
+    pthread_mutex_lock(&h->lock);
+    assert_int_equal(h->ran_cpu, 1);
+    assert_int_equal(gate_thread_looked, 0);
+    gate_open = 1;
+    pthread_mutex_unlock(&h->lock);
+    assert_true(harness_wait_for(h, &h->ran_cpu, 2));
+    harness_finish(h, s, 2);
+}
+
 /* A spare needs the loops' count and a worker of its own beside it. */
 static void spare_workers_need_a_worker_and_the_loops(void **state) {
     (void)state;
@@ -2214,6 +2268,7 @@ int main(void) {
         cmocka_unit_test(default_workers_leave_the_loops_a_core),
         cmocka_unit_test(default_loops_split_the_cpus_beside_a_gpu),
         cmocka_unit_test(spare_worker_works_only_while_loops_are_idle),
+        cmocka_unit_test(bound_spare_works_while_its_own_loop_is_idle),
         cmocka_unit_test(spare_workers_need_a_worker_and_the_loops),
         cmocka_unit_test(standby_worker_works_only_while_wanted),
         cmocka_unit_test(queuing_a_preparation_wakes_a_worker_without_the_lock),
