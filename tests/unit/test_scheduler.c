@@ -1976,23 +1976,50 @@ static bool harness_wait_for(harness *h, uint32_t *counter, uint32_t value) {
     return reached;
 }
 
-/* Two workers, the second gated: a spare (in SCHED_IDLE) working while the loops look idle, or a standby
- * worker working while it is wanted. With the first busy and the gate shut, a queued job waits however often
- * the gated worker looks, and runs on it once the gate opens. Admission meanwhile counts one worker, not two
+static uint32_t every_loop_idle(void *user) {
+    (void)user;
+    return 8;
+}
+
+static uint32_t gate_thread_looked = UINT32_MAX;
+
+static bool own_loop_idle(void *user, uint32_t thread) {
+    gate_thread_looked = thread; /* one spare looks: no race */
+    return gate_look(user) != 0;
+}
+
+typedef enum {
+    GATE_SPARE,             /* working while enough loops are idle */
+    GATE_SPARE_BESIDE_LOOP, /* bound beside a loop (config.spare_cpus): while that loop is, whatever the count */
+    GATE_STANDBY,           /* working while wanted */
+} gate_kind;
+
+/* Two workers, the second gated: a spare (in SCHED_IDLE) working while the loops look idle, a spare bound
+ * beside a loop working while that loop is idle (every loop idle by count meanwhile), or a standby worker
+ * working while it is wanted. With the first busy and the gate shut, a queued job waits however often the
+ * gated worker looks, and runs on it once the gate opens. Admission meanwhile counts one worker, not two
  * (the stats' resting count). Returns whether the job ran at SCHED_IDLE. */
-static bool gated_worker_waits_for_its_gate(bool spare) {
+static bool gated_worker_waits_for_its_gate(gate_kind kind) {
+    bool spare = kind != GATE_STANDBY;
+    int cpus[1];
     harness harness_storage, *h = &harness_storage;
     isn_scheduler_config config;
     harness_config(h, &config);
     config.workers = 2;
     if (spare) {
         config.spare_workers = 1;
-        config.idle_threads = gate_look;
+        config.idle_threads = kind == GATE_SPARE_BESIDE_LOOP ? every_loop_idle : gate_look;
         config.idle_threads_user = h;
         config.spare_idle_policy = true;
     } else {
         config.standby_workers = 1;
         config.standby_wanted = gate_wanted;
+    }
+    if (kind == GATE_SPARE_BESIDE_LOOP) {
+        assert_true(isn_this_thread_cpus(cpus, 1) >= 1);
+        config.thread_idle = own_loop_idle;
+        config.spare_cpus = cpus;
+        config.num_spare_cpus = 1;
     }
     gate_open = 0;
     gate_looks = 0;
@@ -2014,6 +2041,7 @@ static bool gated_worker_waits_for_its_gate(bool spare) {
     pthread_mutex_lock(&h->lock);
     assert_int_equal(h->ran_cpu, 1); /* the second job waits: its only taker rests */
     assert_false(h->worker_idle_policy); /* the first ran on the worker of its own core */
+    if (kind == GATE_SPARE_BESIDE_LOOP) assert_int_equal(gate_thread_looked, 0);
     gate_open = 1;
     pthread_mutex_unlock(&h->lock);
     assert_true(harness_wait_for(h, &h->ran_cpu, 2)); /* and runs on the gated worker once the gate opens */
@@ -2030,67 +2058,19 @@ static bool gated_worker_waits_for_its_gate(bool spare) {
 /* A spare worker takes a job only while enough loops are idle, and runs it at SCHED_IDLE when asked. */
 static void spare_worker_works_only_while_loops_are_idle(void **state) {
     (void)state;
-    assert_true(gated_worker_waits_for_its_gate(true));
+    assert_true(gated_worker_waits_for_its_gate(GATE_SPARE));
+}
+
+/* A spare bound beside a loop works while that loop is idle, however many others are. */
+static void bound_spare_works_while_its_own_loop_is_idle(void **state) {
+    (void)state;
+    assert_true(gated_worker_waits_for_its_gate(GATE_SPARE_BESIDE_LOOP));
 }
 
 /* A standby worker takes a job only while it is wanted (isnd: no GPU holds the index). */
 static void standby_worker_works_only_while_wanted(void **state) {
     (void)state;
-    assert_false(gated_worker_waits_for_its_gate(false));
-}
-
-static uint32_t every_loop_idle(void *user) {
-    (void)user;
-    return 8;
-}
-
-static uint32_t gate_thread_looked = UINT32_MAX;
-
-static bool own_loop_idle(void *user, uint32_t thread) {
-    gate_thread_looked = thread; /* one spare looks: no race */
-    return gate_look(user) != 0;
-}
-
-/* A spare bound beside a loop (config.spare_cpus) works while that loop is idle, however many others are:
- * with every loop idle by count but its own busy, it rests and the job waits; once its own is idle, the job
- * runs on it. */
-static void bound_spare_works_while_its_own_loop_is_idle(void **state) {
-    (void)state;
-    int cpus[1];
-    assert_true(isn_this_thread_cpus(cpus, 1) >= 1);
-    harness harness_storage, *h = &harness_storage;
-    isn_scheduler_config config;
-    harness_config(h, &config);
-    config.workers = 2;
-    config.spare_workers = 1;
-    config.idle_threads = every_loop_idle;
-    config.thread_idle = own_loop_idle;
-    config.idle_threads_user = h;
-    config.spare_cpus = cpus;
-    config.num_spare_cpus = 1;
-    gate_open = 0;
-    gate_looks = 0;
-    h->hold = true;
-    isn_scheduler *s = harness_start(&config);
-    test_job first, second;
-    small_job(&first, 0);
-    small_job(&second, 0);
-    harness_occupy(h, s, &first.job);
-    assert_int_equal(isn_scheduler_submit(s, &second.job), ISN_SUBMIT_QUEUED);
-    pthread_mutex_lock(&h->lock);
-    uint32_t looks = gate_looks;
-    pthread_mutex_unlock(&h->lock);
-    assert_true(harness_wait_for(h, &gate_looks, looks + 3));
-    isn_scheduler_stats stats;
-    isn_scheduler_get_stats(s, &stats);
-    assert_int_equal(stats.spares_resting, 1);
-    pthread_mutex_lock(&h->lock);
-    assert_int_equal(h->ran_cpu, 1);
-    assert_int_equal(gate_thread_looked, 0);
-    gate_open = 1;
-    pthread_mutex_unlock(&h->lock);
-    assert_true(harness_wait_for(h, &h->ran_cpu, 2));
-    harness_finish(h, s, 2);
+    assert_false(gated_worker_waits_for_its_gate(GATE_STANDBY));
 }
 
 /* A spare needs the loops' count and a worker of its own beside it. */
