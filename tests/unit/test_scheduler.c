@@ -1984,7 +1984,10 @@ static uint32_t every_loop_idle(void *user) {
 static uint32_t gate_thread_looked = UINT32_MAX;
 
 static bool own_loop_idle(void *user, uint32_t thread) {
-    gate_thread_looked = thread; /* one spare looks: no race */
+    harness *h = user;
+    pthread_mutex_lock(&h->lock);
+    gate_thread_looked = thread;
+    pthread_mutex_unlock(&h->lock);
     return gate_look(user) != 0;
 }
 
