@@ -17,8 +17,8 @@
 # DEADLINE_MS (50), K (10), DURATION (4 s per point), WARMUP (1), REPEATS (3), MULTIPLES
 # ("0.5 1 1.25 1.5 2 3 4"), ISND_CPUS / BENCH_CPUS (taskset lists), BENCH_THREADS (isn-bench
 # generator threads, 1), CONNECTIONS (per thread, 4), OUT (folder for JSON and the plot,
-# $BUILD/bench/overload), AFTER_START (a command run once isnd is ready, its pid in ISND_PID: for
-# example 'bash bench/pin_threads.sh $ISND_PID 0-2 3-11'), BENCH_FLAGS (more isn-bench flags: for example
+# $BUILD/bench/overload), AFTER_START (a command run once isnd is ready, its pid in ISND_PID; isnd's
+# own server.pin_loops pins its threads), BENCH_FLAGS (more isn-bench flags: for example
 # '--client-throttle 1.1', a client that refuses itself what the node is refusing, whose refusals the rows
 # count as client_refused apart from the node's shed), STEAL_RETRIES (0) and STEAL_MAX (0.01): a point during
 # which the VM's host took STEAL_MAX or more of the machine's CPU time is run again, up to STEAL_RETRIES more
