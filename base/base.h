@@ -69,6 +69,9 @@ int isn_thread_realtime_priority(pid_t tid);
  * refused. isn_thread_has_idle_policy reads a thread's (tid, 0 = the caller). */
 int isn_set_this_thread_idle_policy(char *err, size_t err_len);
 bool isn_thread_has_idle_policy(pid_t tid);
+/* How long thread tid of this process has waited, ready to run, for a CPU (the kernel's run delay, in
+ * /proc/self/task/TID/schedstat), in ns; -1 where the kernel does not say. */
+int64_t isn_thread_cpu_wait_ns(pid_t tid);
 
 /* Saturating addition for deadlines: a huge timeout means "far away", never a
  * wrap to the past. */

@@ -1,7 +1,9 @@
-/* A thread's scheduler slice, real-time priority or idle policy (base.h: isn_set_this_thread_slice,
- * isn_thread_slice_ns, isn_set_this_thread_realtime, isn_thread_realtime_priority,
- * isn_set_this_thread_idle_policy, isn_thread_has_idle_policy). */
+/* A thread's scheduler slice, real-time priority or idle policy, and its wait for a CPU (base.h:
+ * isn_set_this_thread_slice, isn_thread_slice_ns, isn_set_this_thread_realtime, isn_thread_realtime_priority,
+ * isn_set_this_thread_idle_policy, isn_thread_has_idle_policy, isn_thread_cpu_wait_ns). */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <linux/sched.h>
 #include <linux/sched/types.h>
 #include <string.h>
@@ -81,4 +83,15 @@ int isn_set_this_thread_idle_policy(char *err, size_t err_len) {
 bool isn_thread_has_idle_policy(pid_t tid) {
     struct sched_attr attr;
     return get_attr(tid, &attr) == 0 && attr.sched_policy == SCHED_IDLE;
+}
+
+int64_t isn_thread_cpu_wait_ns(pid_t tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    uint64_t on_cpu = 0, waited = 0;
+    int fields = fscanf(f, "%" SCNu64 " %" SCNu64, &on_cpu, &waited);
+    fclose(f);
+    return fields == 2 ? (int64_t)waited : -1;
 }

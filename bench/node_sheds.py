@@ -69,6 +69,9 @@ def main():
         "loop_iterations": int(iterations),
         "loop_iterations_over_1ms": int(iterations - iterations_within_1ms) if iterations else None,
         "loop_iteration_seconds": round(delta("isn_loop_iteration_seconds_sum"), 6),
+        # the loops' wait for a CPU while ready to run (absent on kernels that keep no run delays)
+        "loop_cpu_wait_seconds": round(sum(delta(name) for name in after
+                                           if name.startswith("isn_loop_cpu_wait_seconds_total{")), 6),
     }))
 
 

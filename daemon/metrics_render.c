@@ -168,6 +168,14 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
         buffer_printf(out, "isn_loop_busy_seconds_total{loop=\"%u\"} %.6f\n", i,
                       (double)isn_grpc_server_read_counters(server->loops[i].grpc).loop_busy_ns / 1e9);
     }
+    prom_family(out, "isn_loop_cpu_wait_seconds_total", "counter",
+                "Time each event loop's thread waited for a CPU while ready to run (the kernel's run delay): the "
+                "requests it held waited as long, unseen by the refusal and latency histograms.");
+    for (uint32_t i = 0; i < server->num_loops; i++) {
+        pid_t tid = atomic_load(&server->loops[i].tid);
+        int64_t waited = tid ? isn_thread_cpu_wait_ns(tid) : -1;
+        if (waited >= 0) buffer_printf(out, "isn_loop_cpu_wait_seconds_total{loop=\"%u\"} %.6f\n", i, (double)waited / 1e9);
+    }
     isn_grpc_render_protection_counters(&t.grpc, server->stats, "isn", out);
     isn_grpc_tls_render_metrics("isn", server->grpc_tls, server->stats_tls, out);
     prom_u64(out, "isn_reloads_total", "counter", "SIGHUP reloads applied.", m->reloads);

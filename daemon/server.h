@@ -70,6 +70,7 @@ typedef struct serving_loop {
     uv_loop_t own_loop; /* the loops after the first */
     pthread_t thread;
     bool has_thread;
+    _Atomic pid_t tid; /* its thread's, once running (isn_loop_cpu_wait_seconds_total); 0 before */
     uint32_t slice_us; /* server.loop_slice, given to the thread when it starts (a SIGHUP may rewrite the conf) */
     uint32_t realtime_priority; /* server.loop_realtime_priority, likewise */
     isn_grpc_server *grpc;

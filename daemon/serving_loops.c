@@ -299,6 +299,7 @@ static void *loop_thread(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "isnd-loop-%u", loop->id);
     pthread_setname_np(pthread_self(), name);
+    atomic_store(&loop->tid, gettid());
     pin_loop(loop->server, loop->id);
     take_loop_scheduling(loop->slice_us, loop->realtime_priority, loop->id);
     uv_run(loop->loop, UV_RUN_DEFAULT);
@@ -321,6 +322,7 @@ int serving_loops_start(isn_server *server, char *err, size_t err_len) {
                                          : " (server.loops = 0: one per four CPUs from 8 on)");
     }
     /* the first loop's is the main thread: after it has started the others */
+    atomic_store(&server->loops[0].tid, gettid());
     take_loop_scheduling(server->conf.loop_slice_us, server->conf.loop_realtime_priority, 0);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +65,7 @@ static long long metric(const char *sample) { return harness_metric(&h, sample);
 
 static void test_many_clients_across_loops(void **state) {
     (void)state;
+    int64_t started_ms = harness_now_ms();
     assert_int_equal(harness_start(&h, NULL, LOOPS_ARGS), 0);
     isn_grpc_client *clients[CLIENTS];
     connect_all(clients, CLIENTS);
@@ -119,6 +121,16 @@ static void test_many_clients_across_loops(void **state) {
         snprintf(sample, sizeof sample, "isn_loop_busy_seconds_total{loop=\"%d\"}", loop);
         double busy = harness_metric_value(&h, sample);
         if (!(busy > 0)) fail_msg("%s is %g after serving requests", sample, busy);
+    }
+    /* where the kernel keeps run delays, each loop's wait for a CPU: some time, no more than isnd has lived */
+    if (isn_thread_cpu_wait_ns(gettid()) >= 0) {
+        double lived = (double)(harness_now_ms() - started_ms) / 1e3;
+        for (int loop = 0; loop < LOOPS; loop++) {
+            char sample[64];
+            snprintf(sample, sizeof sample, "isn_loop_cpu_wait_seconds_total{loop=\"%d\"}", loop);
+            double waited = harness_metric_value(&h, sample);
+            if (!(waited >= 0 && waited <= lived)) fail_msg("%s is %g after %g s", sample, waited, lived);
+        }
     }
     /* and counted its iterations: at least one each, every one in some bucket */
     long long iterations = metric("isn_loop_iteration_seconds_count");

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/node_sheds.py: what the node's refusals and loop iterations did between two /metrics scrapes,
 # from written scrapes (no load is run): the refusals' share within 1 ms and the bucket holding their p99,
-# where they were refused, and the loop iterations over 1 ms; a run with no refusal says so (null), not 0%.
+# where they were refused, the loop iterations over 1 ms, and the loops' wait for a CPU summed over the loops;
+# a run with no refusal says so (null), not 0%.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-node-sheds.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-scrape() { # file shed<=0.5ms shed<=1ms shed<=2.5ms shed_total iter<=1ms iter_total iter_sum at_headers unprepared
+scrape() { # file shed<=0.5ms shed<=1ms shed<=2.5ms shed_total iter<=1ms iter_total iter_sum at_headers unprepared wait0 wait1
   cat >"$1" <<PROM
 # HELP isn_shed_duration_seconds whatever
 # TYPE isn_shed_duration_seconds histogram
@@ -20,15 +21,18 @@ isn_loop_iteration_seconds_count $7
 isn_loop_iteration_seconds_sum $8
 isn_shed_at_headers_total $9
 isn_scheduler_shed_unprepared_total ${10}
+isn_loop_cpu_wait_seconds_total{loop="0"} ${11}
+isn_loop_cpu_wait_seconds_total{loop="1"} ${12}
 PROM
 }
 field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 expect() { [ "$2" = "$3" ] || { echo "node_sheds_test: $1: got \"$2\", wanted \"$3\"" >&2; exit 1; }; }
 
-scrape "$work/before" 10 10 10 10 100 100 0.01 10 0
+scrape "$work/before" 10 10 10 10 100 100 0.01 10 0 1.0 2.0
 # 1,000 refusals more: 900 within 0.5 ms, 80 more within 1 ms, 18 more within 2.5 ms, 2 beyond; 1,000
-# iterations more, 990 of them within 1 ms; 950 refused at HEADERS, 50 unprepared
-scrape "$work/after" 910 990 1008 1010 1090 1100 0.51 960 50
+# iterations more, 990 of them within 1 ms; 950 refused at HEADERS, 50 unprepared; the loops waited 0.5 s
+# and 0.25 s for a CPU
+scrape "$work/after" 910 990 1008 1010 1090 1100 0.51 960 50 1.5 2.25
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
 expect "refusals" "$(field node_shed <<<"$out")" 1000
 expect "share within 1 ms" "$(field node_shed_within_1ms_share <<<"$out")" 0.98
@@ -38,6 +42,7 @@ expect "unprepared" "$(field shed_unprepared <<<"$out")" 50
 expect "iterations" "$(field loop_iterations <<<"$out")" 1000
 expect "iterations over 1 ms" "$(field loop_iterations_over_1ms <<<"$out")" 10
 expect "iterations' time" "$(field loop_iteration_seconds <<<"$out")" 0.5
+expect "loops' wait for a CPU" "$(field loop_cpu_wait_seconds <<<"$out")" 0.75
 
 # nothing refused, no iteration counted: null, not a share of 0
 out=$(python3 bench/node_sheds.py "$work/before" "$work/before")

@@ -1,6 +1,12 @@
 /* base/cpus.c: the CPUs a process may use, from its affinity mask and its cgroup's quota, and binding a thread
  * to some of them. */
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,11 +70,62 @@ static void test_bind_and_list(void **state) {
     assert_non_null(strstr(err, "no CPU"));
 }
 
+/* Two threads bound to one CPU, each spinning until both have spun a while: one of them waited, ready to
+ * run, while the other had the CPU, and the kernel's run delay says so. */
+typedef struct {
+    int cpu;
+    pid_t tid;
+    int64_t waited_ns;
+} spinner;
+
+static _Atomic int spinners_ready;
+
+static void *spin(void *arg) {
+    spinner *me = arg;
+    char err[128];
+    assert_int_equal(isn_bind_this_thread(&me->cpu, 1, err, sizeof err), 0);
+    me->tid = gettid();
+    atomic_fetch_add(&spinners_ready, 1);
+    while (atomic_load(&spinners_ready) < 2) {}
+    /* spin on CPU time, not wall time: each needs the CPU for this long, so the other waits meanwhile */
+    struct timespec t;
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while (t.tv_sec == 0 && t.tv_nsec < 50 * 1000 * 1000);
+    me->waited_ns = isn_thread_cpu_wait_ns(me->tid);
+    return NULL;
+}
+
+static void test_cpu_wait_of_threads_sharing_a_cpu(void **state) {
+    (void)state;
+    unsigned long long on_cpu = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    bool accounted = f && fscanf(f, "%llu", &on_cpu) == 1 && on_cpu > 0;
+    if (f) fclose(f);
+    if (!accounted) {
+        printf("cpu wait check skipped: this kernel keeps no run delays (/proc/thread-self/schedstat)\n");
+        skip();
+    }
+    assert_true(isn_thread_cpu_wait_ns(gettid()) >= 0);
+    assert_int_equal(isn_thread_cpu_wait_ns(0x7ffffff0), -1); /* no such thread */
+    int cpu;
+    assert_true(isn_this_thread_cpus(&cpu, 1) >= 1);
+    spinner a = {.cpu = cpu}, b = {.cpu = cpu};
+    pthread_t ta, tb;
+    atomic_store(&spinners_ready, 0);
+    assert_int_equal(pthread_create(&ta, NULL, spin, &a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, spin, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_true(a.waited_ns >= 0 && b.waited_ns >= 0);
+    assert_true(a.waited_ns + b.waited_ns > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_text),
         cmocka_unit_test(test_affinity_counts),
         cmocka_unit_test(test_bind_and_list),
+        cmocka_unit_test(test_cpu_wait_of_threads_sharing_a_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
