@@ -6,7 +6,8 @@
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
 # may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal),
 # and the node's own view of its refusals (bench/node_sheds.py: time
-# from arrival to refusal, and where they were refused) and of its late replies (node late: CPU/GPU). A
+# from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU) and of its
+# loops' wait for a CPU while ready to run (loop wait, seconds over all loops). A
 # summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
 # with gnuplot.
 #
@@ -28,7 +29,7 @@ set -euo pipefail
 . "$(dirname "$0")/isnd_ready.sh"
 plot=0
 if [ "${1:-}" = --plot ]; then plot=1; shift; fi
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 name=$1 rate=$2
 shift 2
 BUILD=${BUILD:-build}
@@ -137,19 +138,21 @@ import json, statistics, subprocess, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {}
 for r in rows: by.setdefault(r["multiple"], []).append(r)
-print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s %9s %11s" % ("config", "x", "offered/s", "on-time/s", "share",
-      "shed", "client ref", "late", "p99 ms", "shed p99", "node <1ms", "timeouts", "node late"))
+print("%-10s %5s %11s %11s %8s %9s %9s %9s %9s %9s %9s %9s %11s %10s" % ("config", "x", "offered/s", "on-time/s", "share",
+      "shed", "client ref", "late", "p99 ms", "shed p99", "node <1ms", "timeouts", "node late", "loop wait"))
 points = []
 for m in sorted(by):
     rs = by[m]; med = lambda k: statistics.median(r[k] for r in rs)
     within = [r["node_shed_within_1ms_share"] for r in rs if r.get("node_shed_within_1ms_share") is not None]
     late_by = lambda d: statistics.median(r.get("node_late_" + d, 0) for r in rs)
-    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s" % (
+    # the loops' wait for a CPU while ready to run, seconds summed over the loops (isn_loop_cpu_wait_seconds_total)
+    wait = statistics.median(r.get("loop_cpu_wait_seconds", 0) for r in rs)
+    print("%-10s %5.2f %11.0f %11.0f %8.3f %9.0f %9.0f %9.0f %9.2f %9.3f %9s %9.0f %11s %10.4f" % (
           rs[0]["config"], m, med("offered_per_s"),
           med("on_time_per_s"), med("on_time_share_of_sustained"), med("shed"), med("client_refused"), med("late"),
           med("answered_p99_ms"),
           med("shed_p99_ms"), "%.4f" % statistics.median(within) if within else "-", med("client_timeouts"),
-          "%.0f/%.0f" % (late_by("cpu"), late_by("gpu"))))
+          "%.0f/%.0f" % (late_by("cpu"), late_by("gpu")), wait))
     points.append((med("offered_per_s"), med("on_time_per_s")))
 if sys.argv[3] == "1":
     script = ("set terminal pngcairo size 900,600\nset output '%s'\nset title 'on-time answers under overload (%s)'\n"
