@@ -128,6 +128,7 @@ static const key_spec KEYS[] = {
     {"gpu", "max_batch", KEY_U32, FIELD(gpu_max_batch), "256", 1, 4096, false},
     {"gpu", "max_k", KEY_U32, FIELD(gpu_max_k), "1000", 1, 10000, false},
     {"gpu", "streams", KEY_U32, FIELD(gpu_streams), "2", 1, 8, false},
+    {"gpu", "cpu_threads", KEY_U32, FIELD(gpu_cpu_threads), "0", 0, 4096, false},
     {"gpu", "pruning", KEY_GPU_PRUNING, FIELD(gpu_pruning), "auto", 0, 0, false},
     {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
     {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},

@@ -98,6 +98,7 @@ typedef struct {
     uint32_t gpu_max_batch;      /* queries per launch */
     uint32_t gpu_max_k;          /* larger k is answered on the CPU */
     uint32_t gpu_streams;        /* batches on a device at once (isn_gpu_options.streams) */
+    uint32_t gpu_cpu_threads;    /* a device's threads for its CPU part (isn_gpu_options.cpu_threads) */
     uint32_t gpu_pruning;        /* ISN_GPU_PRUNE_AUTO, _ALWAYS or _NEVER */
     char gpu_training_queries[ISN_CONF_PATH_MAX]; /* query log for the pruned-prefix cache; "" = none */
     bool gpu_route_all;          /* tests and benchmarks: every query the GPU can answer goes to it */

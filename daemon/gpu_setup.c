@@ -106,8 +106,8 @@ uint32_t gpu_setup_devices_expected(const isn_conf *conf) {
     return present + conf->gpu_sim_devices;
 }
 
-int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
-                          isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
+int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner, const int *cpus,
+                          uint32_t num_cpus, isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
     *num_backends = 0;
     if (!conf->gpu_enable) return 0;
     if (check_gpu_conf(conf, err, err_len) < 0) return -1;
@@ -118,10 +118,13 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.max_batch = conf->gpu_max_batch;
     options.max_k = conf->gpu_max_k;
     options.streams = conf->gpu_streams;
+    options.cpu_threads = conf->gpu_cpu_threads;
     options.pruning = (int)conf->gpu_pruning;
     /* the pruned cache replays its training log as the tier searches: with the prior, whose settle points are
      * far shallower than BM25's alone */
     options.training_prior_weight = conf->prior_weight;
+    options.cpus = cpus;
+    options.num_cpus = num_cpus;
     isn_query *training = NULL;
     uint32_t num_training = 0;
     if (conf->gpu_training_queries[0]) {
@@ -180,8 +183,13 @@ isn_gpu_l2 *gpu_setup_second_stage(const isn_conf *conf) {
 }
 
 int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
-                         char *err, size_t err_len) {
+                         const int *cpus, uint32_t num_cpus, char *err, size_t err_len) {
     memset(gpu, 0, sizeof *gpu);
+    if (cpus && num_cpus) {
+        if (!(gpu->cpus = malloc(num_cpus * sizeof *cpus))) return isn_error(err, err_len, "out of memory for a CPU list");
+        memcpy(gpu->cpus, cpus, num_cpus * sizeof *cpus);
+        gpu->num_cpus = num_cpus;
+    }
     if (conf->gpu_enable && !conf->gpu_upload_before_ready) {
         /* The devices get their backends from gpu_first_stage_move once the node serves on the CPU; what
          * would fail there whatever the device (the configuration, the training log) fails here. */
@@ -198,7 +206,8 @@ int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const is
         if (gpu->num_backends > 1)
             log_info("gpu: %u devices, each with the whole partition, a dispatcher each", gpu->num_backends);
     } else {
-        if (gpu_setup_first_stage(first->index, conf, planner, gpu->backends, &gpu->num_backends, err, err_len) < 0)
+        if (gpu_setup_first_stage(first->index, conf, planner, gpu->cpus, gpu->num_cpus, gpu->backends,
+                                  &gpu->num_backends, err, err_len) < 0)
             return -1;
         atomic_store(&gpu->attached, gpu->num_backends);
         /* The backends hold this generation's postings: it stays mapped while they serve it. */
@@ -246,6 +255,7 @@ void gpu_first_stage_close(gpu_first_stage *gpu) {
         search_worker_free(gpu->packers[d]);
     }
     generation_release(gpu->generation);
+    free(gpu->cpus);
     memset(gpu, 0, sizeof *gpu);
 }
 
@@ -256,7 +266,9 @@ int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_gene
     isn_searcher *planner = isn_searcher_new(next->index);
     char err[512];
     uint32_t n = 0;
-    if (!planner || gpu_setup_first_stage(next->index, conf, planner, gpu->staged, &n, err, sizeof err) < 0) n = 0;
+    if (!planner ||
+        gpu_setup_first_stage(next->index, conf, planner, gpu->cpus, gpu->num_cpus, gpu->staged, &n, err, sizeof err) < 0)
+        n = 0;
     isn_searcher_free(planner);
     if (n == gpu->num_backends) {
         gpu->num_staged = n;
@@ -273,8 +285,8 @@ int gpu_first_stage_stage(gpu_first_stage *gpu, const isn_conf *conf, index_gene
 
 /* A device's residency replaced by the next generation's when it could not hold both: freed first,
  * then uploaded (the device has no backend in between). */
-static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *conf, index_generation *next,
-                                      uint32_t d) {
+static isn_gpu_backend *reload_device(const gpu_first_stage *gpu, isn_scheduler *scheduler, const isn_conf *conf,
+                                      index_generation *next, uint32_t d) {
     isn_gpu_close(isn_scheduler_gpu_replace(scheduler, d, NULL));
     isn_conf one = *conf;
     one.gpu_device = conf->gpu_device + d;
@@ -283,7 +295,9 @@ static isn_gpu_backend *reload_device(isn_scheduler *scheduler, const isn_conf *
     isn_gpu_backend *backend = NULL;
     uint32_t n = 0;
     char err[512];
-    if (planner && gpu_setup_first_stage(next->index, &one, planner, &backend, &n, err, sizeof err) == 0 && n == 1)
+    if (planner &&
+        gpu_setup_first_stage(next->index, &one, planner, gpu->cpus, gpu->num_cpus, &backend, &n, err, sizeof err) == 0 &&
+        n == 1)
         isn_scheduler_gpu_replace(scheduler, d, backend);
     else {
         backend = NULL;
@@ -339,7 +353,7 @@ void gpu_first_stage_move(gpu_first_stage *gpu, isn_scheduler *scheduler, const 
     double drained = (double)(isn_now_ns() - start) / 1e9;
     bool staged = gpu->num_staged == gpu->num_backends;
     for (uint32_t d = 0; d < gpu->num_backends; d++) {
-        isn_gpu_backend *backend = staged ? gpu->staged[d] : reload_device(scheduler, conf, next, d);
+        isn_gpu_backend *backend = staged ? gpu->staged[d] : reload_device(gpu, scheduler, conf, next, d);
         if (staged) {
             old_backends[d] = isn_scheduler_gpu_replace(scheduler, d, backend);
             isn_gpu_adopt_learning(backend, old_backends[d]); /* idle both: no query enters while moving */

@@ -16,9 +16,10 @@
  * holding the whole partition (uploads the postings, warms every kernel up; the training log's queries,
  * analysed with planner, choose what stays resident). A device that cannot be used is not an error:
  * the others serve, and with none the node serves on the CPU (*num_backends 0); the log says why. -1
- * with err only for a bad configuration. backends has room for ISN_SCHED_MAX_GPUS. */
-int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner,
-                          isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
+ * with err only for a bad configuration. backends has room for ISN_SCHED_MAX_GPUS. The backends' CPU threads
+ * run on the num_cpus CPUs listed in cpus (NULL: anywhere; isn_gpu_options.cpus). */
+int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner, const int *cpus,
+                          uint32_t num_cpus, isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len);
 /* The devices the node will have, for the default loop and worker counts (server.loops = 0, search.workers =
  * 0) to leave them room: gpu.devices from gpu.device on when gpu.enable, as many of them as the machine has
  * (all when emulated), plus gpu.sim_devices. A node asking for a GPU on a machine without one is counted
@@ -51,13 +52,16 @@ typedef struct {
     isn_gpu_backend *staged[ISN_SCHED_MAX_GPUS]; /* the next generation's, uploaded before the switch */
     uint32_t num_staged;
     search_worker *packers[ISN_SCHED_MAX_GPUS];
+    int *cpus; /* where the backends' CPU threads run (server.pin_loops: the workers' CPUs); NULL: anywhere */
+    uint32_t num_cpus;
 } gpu_first_stage;
 
 /* Opens [gpu]'s devices for `first` (gpu_setup_first_stage; none is not an error). -1 with err. With
  * gpu.upload_before_ready = false the devices open without a backend (checked, not uploaded): the first
- * gpu_first_stage_move uploads `first`, while the node already serves on the CPU. */
+ * gpu_first_stage_move uploads `first`, while the node already serves on the CPU. Every backend it opens, now or
+ * at a move, runs its CPU threads on the num_cpus CPUs listed in cpus (copied; NULL: anywhere). */
 int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const isn_conf *conf, isn_searcher *planner,
-                         char *err, size_t err_len);
+                         const int *cpus, uint32_t num_cpus, char *err, size_t err_len);
 /* Whether the devices hold this generation's content (the same content hash counts). */
 bool gpu_first_stage_holds(const gpu_first_stage *gpu, const index_generation *generation);
 /* Counts a job bound for the GPU, of this generation: false (not counted) while the devices move or

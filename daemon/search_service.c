@@ -492,7 +492,8 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.prepare = on_prepare;
     config.complete = on_complete;
     config.user = service;
-    int gpu_rc = gpu_first_stage_open(&service->gpu, first, conf, planner, err, err_len);
+    int gpu_rc = gpu_first_stage_open(&service->gpu, first, conf, planner, threads->worker_cpus, threads->num_worker_cpus,
+                                      err, err_len);
     isn_searcher_free(planner);
     if (gpu_rc < 0) {
         search_service_stop(service);

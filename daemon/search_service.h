@@ -20,7 +20,8 @@ struct index_generation;
 /* The worker threads a search service starts, and where they run. `spares` of the `workers` take work only
  * while idle_loops(loops) counts enough event loops idle (scheduler.h isn_scheduler_config.spare_workers),
  * and `standby` of them only while no GPU holds the index (standby_workers); 0: none. The CPU lists are
- * scheduler.h's worker_cpus and spare_cpus (server.pin_loops; 0 CPUs: unbound). */
+ * scheduler.h's worker_cpus and spare_cpus (server.pin_loops; 0 CPUs: unbound); the GPU backends' CPU threads
+ * run on worker_cpus too. */
 typedef struct {
     uint32_t workers, spares, standby;
     uint32_t (*idle_loops)(void *loops);

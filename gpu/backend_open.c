@@ -476,8 +476,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
         isn_gpu_close(b);
         return NULL;
     }
-    uint32_t threads = o.cpu_threads ? o.cpu_threads : isn_cpus_available();
-    b->crew = cpu_crew_new(index, threads, o.max_k);
+    const uint32_t num_cpus = o.cpus ? o.num_cpus : 0;
+    uint32_t threads = o.cpu_threads ? o.cpu_threads : num_cpus ? num_cpus : isn_cpus_available();
+    b->crew = cpu_crew_new(index, threads, o.max_k, o.cpus, num_cpus);
     if (b->crew == NULL) {
         snprintf(err, err_len, "GPU backend: cannot start %u CPU threads for completions and fallbacks", threads);
         isn_gpu_close(b);

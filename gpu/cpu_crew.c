@@ -3,15 +3,18 @@
  * hold up the others and a run started later waits only for the tasks already taken. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/base.h"
 #include "gpu/cpu_crew.h"
 
 struct cpu_crew {
     uint32_t threads;
     cpu_hand *hands; /* [threads]: hands[0] is the caller's */
     pthread_t *ids;  /* [threads - 1] */
-    uint32_t started;
+    uint32_t started, placed; /* threads started; of them, on their CPUs (before cpu_crew_new returns) */
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
     bool stopping;
@@ -57,14 +60,21 @@ static void perform(cpu_crew *c, cpu_run *run, uint32_t i, cpu_hand *hand) {
 typedef struct {
     cpu_crew *crew;
     uint32_t index;
+    uint32_t num_cpus; /* 0: stays where it was started */
+    int cpus[];
 } thread_arg;
 
 static void *crew_thread(void *arg) {
     thread_arg *a = arg;
     cpu_crew *c = a->crew;
     cpu_hand *hand = &c->hands[a->index];
+    char err[160];
+    if (a->num_cpus && isn_bind_this_thread(a->cpus, a->num_cpus, err, sizeof err) < 0)
+        fprintf(stderr, "isn gpu: CPU thread %u runs on any CPU: %s\n", a->index, err);
     free(a);
     pthread_mutex_lock(&c->lock);
+    c->placed++;
+    pthread_cond_broadcast(&c->done);
     for (;;) {
         while (!c->stopping && c->first == NULL) pthread_cond_wait(&c->wake, &c->lock);
         if (c->stopping) break;
@@ -75,7 +85,7 @@ static void *crew_thread(void *arg) {
     return NULL;
 }
 
-cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k) {
+cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k, const int *cpus, uint32_t num_cpus) {
     if (threads == 0) threads = 1;
     cpu_crew *c = calloc(1, sizeof *c);
     if (c == NULL) return NULL;
@@ -89,15 +99,27 @@ cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k)
     for (uint32_t i = 0; i < threads; i++)
         if (!hand_init(&c->hands[i], index, max_k)) goto fail;
     for (uint32_t i = 1; i < threads; i++) {
-        thread_arg *a = malloc(sizeof *a);
+        if (!cpus) num_cpus = 0;
+        thread_arg *a = malloc(sizeof *a + num_cpus * sizeof *cpus);
         if (a == NULL) goto fail;
-        *a = (thread_arg){c, i};
+        a->crew = c;
+        a->index = i;
+        a->num_cpus = num_cpus;
+        if (num_cpus) memcpy(a->cpus, cpus, num_cpus * sizeof *cpus);
         if (pthread_create(&c->ids[i - 1], NULL, crew_thread, a) != 0) {
             free(a);
             goto fail;
         }
         c->started++;
+        char name[32];
+        snprintf(name, sizeof name, "isn-crew-%u", i);
+        name[15] = '\0'; /* the kernel's limit */
+        pthread_setname_np(c->ids[i - 1], name);
     }
+    /* returns once every thread is on its own CPUs: until it binds itself a thread runs where its creator may */
+    pthread_mutex_lock(&c->lock);
+    while (c->placed < c->started) pthread_cond_wait(&c->done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
     return c;
 fail:
     cpu_crew_free(c);

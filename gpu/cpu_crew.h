@@ -20,9 +20,10 @@ typedef struct {
 
 typedef struct cpu_crew cpu_crew;
 
-/* threads: how many run the tasks, the caller of cpu_crew_run included (1: the caller alone). NULL
- * when out of memory or a thread cannot start. */
-cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k);
+/* threads: how many run the tasks, the caller of cpu_crew_run included (1: the caller alone). The crew's
+ * own threads (named isn-crew-N) run on the num_cpus CPUs listed in cpus (NULL: wherever the caller may).
+ * NULL when out of memory or a thread cannot start. */
+cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k, const int *cpus, uint32_t num_cpus);
 void cpu_crew_free(cpu_crew *crew);
 uint32_t cpu_crew_threads(const cpu_crew *crew);
 

@@ -111,6 +111,11 @@ typedef struct {
      * included; 0 = one per online core, 1 = the completing thread alone (which then answers the requests
      * refused at submission only when it completes the batch). */
     uint32_t cpu_threads;
+    /* The CPUs those threads run on (NULL: wherever the opening thread may); with cpu_threads 0, one thread
+     * per CPU listed (read only while isn_gpu_open runs). isnd's server.pin_loops lists its workers' CPUs, keeping
+     * the loops' to the loops. */
+    const int *cpus;
+    uint32_t num_cpus;
 } isn_gpu_options;
 
 void isn_gpu_options_default(isn_gpu_options *options);

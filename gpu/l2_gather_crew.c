@@ -42,7 +42,7 @@ isn_gpu_l2_gather_crew *isn_gpu_l2_gather_crew_new(const isn_index *index, uint3
     g->index = index;
     g->threads = threads ? threads : 1;
     g->min_slice = min_slice ? min_slice : DEFAULT_MIN_SLICE;
-    g->crew = cpu_crew_new(index, g->threads, 1);
+    g->crew = cpu_crew_new(index, g->threads, 1, NULL, 0);
     if (g->crew == NULL) {
         free(g);
         return NULL;

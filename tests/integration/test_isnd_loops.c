@@ -391,23 +391,29 @@ static bool cpus_of(pid_t tid, uint64_t *mask) {
     return true;
 }
 
-/* server.pin_loops: each loop alone on one of isnd's CPUs, its first ones; the workers and the rest never
- * on those; spare k beside loop k. With no more CPUs than loops isnd refuses to start and says why. */
-static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
-    (void)state;
-    int cpus[64];
+/* The CPUs this process may use, when the pin checks can run here: 2-64 of them, each numbered below 64 (their
+ * masks are 64-bit; a taskset of CPUs 100-101 would not fit). Skips, saying so, where not. */
+static uint32_t pinnable_cpus(int cpus[64]) {
     uint32_t have = isn_this_thread_cpus(cpus, 64);
-    /* the masks below are 64-bit: every CPU's number must fit (a taskset of CPUs 100-101 would not) */
     if (have < 2 || have > 64 || cpus[have - 1] > 63) {
         printf("pin_loops check skipped: it needs 2-64 CPUs numbered below 64, and this process may use %u\n", have);
         skip();
     }
-    uint32_t loops = have > 3 ? 3 : have - 1;
+    return have;
+}
+
+/* Starts isnd with server.pin_loops, `loops` loops (one spare beside each) and 2 workers, and checks where each
+ * of its threads runs: each loop alone on one of isnd's CPUs, its first ones; the workers, GPU dispatchers
+ * (isn-gpu-N) and the GPU backends' CPU threads (isn-crew-N) never on those; spare k beside loop k; any other
+ * thread on every CPU. Returns how many crew threads it saw. */
+static unsigned check_pinned_threads(const int *cpus, uint32_t have, uint32_t loops, const char *const *more) {
     char loops_arg[32], spares_arg[48];
     snprintf(loops_arg, sizeof loops_arg, "server.loops=%u", loops);
     snprintf(spares_arg, sizeof spares_arg, "search.spare_workers=%u", loops);
-    const char *const args[] = {"--set", loops_arg, "--set", "server.pin_loops=true", "--set", spares_arg,
-                                "--workers", "2", NULL};
+    const char *args[32] = {"--set", loops_arg, "--set", "server.pin_loops=true", "--set", spares_arg, "--workers", "2"};
+    size_t n = 8;
+    for (; more && *more && n < 31; more++) args[n++] = *more;
+    args[n] = NULL;
     assert_int_equal(harness_start(&h, NULL, args), 0);
     uint64_t loop_mask = 0, all = 0;
     for (uint32_t i = 0; i < loops; i++) loop_mask |= 1ull << cpus[i];
@@ -418,7 +424,7 @@ static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
     DIR *tasks = opendir(dir);
     assert_non_null(tasks);
     uint64_t loops_seen = 0, spares_seen = 0;
-    unsigned workers = 0;
+    unsigned workers = 0, crew = 0;
     for (struct dirent *e; (e = readdir(tasks));) {
         if (e->d_name[0] == '.') continue;
         char name[32];
@@ -432,9 +438,11 @@ static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
         } else if (sscanf(name, "isn-cpu-%u", &id) == 1 && id >= 2) { /* the spares follow the 2 workers */
             if (mask != 1ull << cpus[(id - 2) % loops]) fail_msg("spare %s runs on %#llx, not beside its loop", name, (unsigned long long)mask);
             spares_seen |= mask;
-        } else if (sscanf(name, "isn-cpu-%u", &id) == 1) {
-            if (mask != (all & ~loop_mask)) fail_msg("worker %s runs on %#llx, not on the CPUs the loops leave", name, (unsigned long long)mask);
-            workers++;
+        } else if (sscanf(name, "isn-cpu-%u", &id) == 1 || sscanf(name, "isn-gpu-%u", &id) == 1 ||
+                   sscanf(name, "isn-crew-%u", &id) == 1) {
+            if (mask != (all & ~loop_mask)) fail_msg("%s runs on %#llx, not on the CPUs the loops leave", name, (unsigned long long)mask);
+            workers += name[4] == 'c' && name[5] == 'p';
+            crew += name[4] == 'c' && name[5] == 'r';
         } else if (mask != all) {
             fail_msg("thread %s (%s) runs on %#llx, not on every CPU", e->d_name, name, (unsigned long long)mask);
         }
@@ -444,7 +452,18 @@ static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
     assert_int_equal(workers, 2);
     assert_int_equal(harness_log_count(&h, "event loops pinned (server.pin_loops)"), 1);
     assert_int_equal(harness_stop(&h), 0);
+    return crew;
+}
 
+/* server.pin_loops: each loop alone on a CPU of its own (check_pinned_threads). With no more CPUs than loops
+ * isnd refuses to start and says why. */
+static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
+    (void)state;
+    int cpus[64];
+    uint32_t have = pinnable_cpus(cpus);
+    check_pinned_threads(cpus, have, have > 3 ? 3 : have - 1, NULL);
+
+    char loops_arg[32];
     snprintf(loops_arg, sizeof loops_arg, "server.loops=%u", have);
     const char *const too_many[] = {"--set", loops_arg, "--set", "server.pin_loops=true", "--workers", "1", NULL};
     assert_int_equal(harness_start(&h, NULL, too_many), -1);
@@ -452,6 +471,17 @@ static void test_pin_loops_gives_each_loop_a_cpu_of_its_own(void **state) {
         harness_dump_log(&h);
         fail_msg("isnd did not say why it cannot pin its loops");
     }
+}
+
+/* With a GPU (the emulated device) the dispatcher and the backend's CPU threads stay off the loops' CPUs too:
+ * the backend opens on a thread of libuv's pool, which may run anywhere, so its threads must be told. */
+static void test_pin_loops_keeps_the_gpu_threads_off_the_loops(void **state) {
+    (void)state;
+    int cpus[64];
+    uint32_t have = pinnable_cpus(cpus);
+    static const char *const gpu[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set",
+                                      "gpu.cpu_threads=3", "--set", "gpu.upload_before_ready=true", NULL};
+    assert_int_equal(check_pinned_threads(cpus, have, have > 3 ? 3 : have - 1, gpu), 2); /* the dispatcher is the third */
 }
 
 /* max_connections is node-wide: six connections with a request in flight each (none idle to make
@@ -525,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_connection_limit_across_loops),
         cmocka_unit_test(test_loop_slice_on_the_loops_alone),
         cmocka_unit_test(test_pin_loops_gives_each_loop_a_cpu_of_its_own),
+        cmocka_unit_test(test_pin_loops_keeps_the_gpu_threads_off_the_loops),
         cmocka_unit_test(test_loop_realtime_priority_on_the_loops_alone),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);

@@ -74,7 +74,7 @@ static void assert_each_once(tally *t, uint32_t n) {
 
 static void test_a_started_run_goes_on_alone(void **state) {
     (void)state;
-    cpu_crew *crew = cpu_crew_new(test_index.index, 4, 10);
+    cpu_crew *crew = cpu_crew_new(test_index.index, 4, 10, NULL, 0);
     assert_non_null(crew);
     static tally t;
     memset(&t, 0, sizeof t);
@@ -90,7 +90,7 @@ static void test_a_started_run_goes_on_alone(void **state) {
  * the held ones are let go and both finish, every task once. */
 static void test_runs_in_flight_together(void **state) {
     (void)state;
-    cpu_crew *crew = cpu_crew_new(test_index.index, 3, 10);
+    cpu_crew *crew = cpu_crew_new(test_index.index, 3, 10, NULL, 0);
     assert_non_null(crew);
     static tally a, b, c;
     memset(&a, 0, sizeof a);
@@ -114,7 +114,7 @@ static void test_runs_in_flight_together(void **state) {
 /* A crew of the caller alone: a started run waits for its finish, which runs it whole on the caller's hand. */
 static void test_a_crew_of_one_runs_at_finish(void **state) {
     (void)state;
-    cpu_crew *crew = cpu_crew_new(test_index.index, 1, 10);
+    cpu_crew *crew = cpu_crew_new(test_index.index, 1, 10, NULL, 0);
     assert_non_null(crew);
     static tally t;
     memset(&t, 0, sizeof t);
