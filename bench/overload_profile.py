@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a running isnd spends its time while a load generator runs: CPU seconds per second of each
-thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-; the main thread,
+thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-gpu-, isn-crew-; the main thread,
 which runs the first loop, is isnd), seconds per second each group waited for a core ("<group> runq"),
 and the change of every scheduler and server counter over the run, printed as one JSON line with the
 generator's own JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
