@@ -98,8 +98,8 @@ cpu_crew *cpu_crew_new(const isn_index *index, uint32_t threads, uint32_t max_k,
     if (c->hands == NULL || c->ids == NULL) goto fail;
     for (uint32_t i = 0; i < threads; i++)
         if (!hand_init(&c->hands[i], index, max_k)) goto fail;
+    if (!cpus) num_cpus = 0;
     for (uint32_t i = 1; i < threads; i++) {
-        if (!cpus) num_cpus = 0;
         thread_arg *a = malloc(sizeof *a + num_cpus * sizeof *cpus);
         if (a == NULL) goto fail;
         a->crew = c;
