@@ -16,17 +16,9 @@ uint32_t isn_cpu_quota_cpus(const char *cpu_max) {
 }
 
 static uint32_t affinity_cpus(void) {
-    for (int n = 1024; n <= 1 << 16; n *= 2) {
-        cpu_set_t *set = CPU_ALLOC(n);
-        if (!set) break;
-        size_t size = CPU_ALLOC_SIZE(n);
-        int rc = sched_getaffinity(0, size, set);
-        int count = rc == 0 ? CPU_COUNT_S(size, set) : 0;
-        CPU_FREE(set);
-        if (rc == 0) return count > 0 ? (uint32_t)count : 1;
-        if (errno != EINVAL) break; /* EINVAL: a machine with more CPUs than the set holds */
-    }
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t listed = isn_this_thread_cpus(NULL, 0);
+    if (listed) return listed;
+    long online = sysconf(_SC_NPROCESSORS_ONLN); /* the kernel did not say */
     return online > 0 ? (uint32_t)online : 1;
 }
 
