@@ -16,6 +16,7 @@
 #include "grpc/server.h"
 #include "grpc/client.h"
 #include "proto/isn.pb-c.h"
+#include "loopback_client.h"
 
 static uv_loop_t loop;
 static isn_grpc_server *server;
@@ -65,30 +66,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* A connection to the server from a source address that changes every time (127.0.0.1 to
- * 127.0.0.250): the server closes many connections first, and each leaves its address pair in
- * TIME_WAIT for a minute; one source address would run out of ports within seconds. Closed with a
- * reset (SO_LINGER 0) so that the client side leaves none either. */
-static int connect_loopback(int to_port) {
-    static uint32_t next;
-    for (int attempt = 0; attempt < 250; attempt++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) abort();
-        struct linger reset = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-        struct sockaddr_in from = {.sin_family = AF_INET};
-        from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + next++ % 250);
-        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)to_port)};
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(fd, (struct sockaddr *)&from, sizeof from) == 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0)
-            return fd;
-        close(fd);
-    }
-    abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int fd = connect_loopback(port);
+    int fd = fuzz_connect_loopback(port);
     fcntl(fd, F_SETFL, O_NONBLOCK);
     static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     uint8_t *bytes = malloc(24 + size);

@@ -8,14 +8,17 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAYS := $(addprefix $(BUILD)/tests/fuzz_replay_,$(FUZZ_TARGETS))
 TESTS += $(FUZZ_REPLAYS)
 
-$(BUILD)/tests/fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $$(LIBS) | $(PROTO_GEN_H) $(DEPS_STAMP)
+# tests/fuzz/loopback_client.c: the fresh loopback connections of the targets that feed a server a socket
+FUZZ_SUPPORT := tests/fuzz/loopback_client.c
+
+$(BUILD)/tests/fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(FUZZ_SUPPORT) $$(LIBS) | $(PROTO_GEN_H) $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -DFUZZ_NAME='"$*"' -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay_main.c $(LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DFUZZ_NAME='"$*"' -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay_main.c $(FUZZ_SUPPORT) $(LIBS) $(LDLIBS)
 
 # The libFuzzer binaries (only in a clang build: make fuzz calls this with BUILD=build-fuzz CC=clang).
-$(BUILD)/fuzz/%: tests/fuzz/fuzz_%.c $$(LIBS) | $(PROTO_GEN_H) $(DEPS_STAMP)
+$(BUILD)/fuzz/%: tests/fuzz/fuzz_%.c $(FUZZ_SUPPORT) $$(LIBS) | $(PROTO_GEN_H) $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_SUPPORT) $(LIBS) $(LDLIBS)
 fuzz-binaries: $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
 
 FUZZ_SECONDS ?= 60
