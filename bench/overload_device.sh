@@ -26,7 +26,7 @@
 # TIMELINE_ACTIVITY=1 adds the devices' work to both timelines (overload_profile.py --activity);
 # GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
 # gpu-clocks.csv for the whole call, to set a slow stretch of batches against the device's own state.
-# A configuration other than cpu, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
+# A configuration other than cpu, cpu_pinned, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
 # sustained and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
@@ -50,6 +50,8 @@ GPU_LOOPS=${ISND_LOOPS:-0}
 # the loops busy nearly all the time and a third of their refusals past 1 ms.
 GPU_ALL_LOOPS=${ISND_LOOPS:-6}
 GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 5 || echo "$WORKERS")
+# cpu_pinned: the CPUs its loops leave, one worker each (8 of isnd's 12)
+CPU_PINNED_WORKERS=$([ "$WORKERS" = 0 ] && echo $(( $(taskset -c "$ISND_CPUS" nproc) - CPU_LOOPS )) || echo "$WORKERS")
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
@@ -60,6 +62,9 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   [ -n "${!own:-}" ] && { echo "${!own}"; return; }
   case $1 in
     cpu) echo "--workers $WORKERS --set server.loops=$CPU_LOOPS --set gpu.enable=false" ;;
+    # the CPU-only node with its loops alone on CPUs of their own and a SCHED_IDLE spare behind each (README: the loops)
+    cpu_pinned) echo "--workers $CPU_PINNED_WORKERS --set search.spare_workers=$CPU_LOOPS --set search.spare_idle_policy=true" \
+      "--set server.loops=$CPU_LOOPS --set server.pin_loops=true --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
     gpu_all) echo "--workers $GPU_ALL_WORKERS --set server.loops=$GPU_ALL_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
       "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB --set server.reply_backlog_age=1ms" ;; # conf/isnd.conf: why
