@@ -50,8 +50,6 @@ GPU_LOOPS=${ISND_LOOPS:-0}
 # the loops busy nearly all the time and a third of their refusals past 1 ms.
 GPU_ALL_LOOPS=${ISND_LOOPS:-6}
 GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 5 || echo "$WORKERS")
-# cpu_pinned: the CPUs its loops leave, one worker each (8 of isnd's 12)
-CPU_PINNED_WORKERS=$([ "$WORKERS" = 0 ] && echo $(( $(taskset -c "$ISND_CPUS" nproc) - CPU_LOOPS )) || echo "$WORKERS")
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
@@ -62,8 +60,11 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
   [ -n "${!own:-}" ] && { echo "${!own}"; return; }
   case $1 in
     cpu) echo "--workers $WORKERS --set server.loops=$CPU_LOOPS --set gpu.enable=false" ;;
-    # the CPU-only node with its loops alone on CPUs of their own and a SCHED_IDLE spare behind each (README: the loops)
-    cpu_pinned) echo "--workers $CPU_PINNED_WORKERS --set search.spare_workers=$CPU_LOOPS --set search.spare_idle_policy=true" \
+    # the CPU-only node with its loops alone on CPUs of their own and a SCHED_IDLE spare behind each (README: the
+    # loops); WORKERS=0: one worker on each CPU the loops leave (8 of isnd's 12)
+    cpu_pinned) local workers=$WORKERS
+      [ "$workers" = 0 ] && workers=$(( $(taskset -c "$ISND_CPUS" nproc) - CPU_LOOPS ))
+      echo "--workers $workers --set search.spare_workers=$CPU_LOOPS --set search.spare_idle_policy=true" \
       "--set server.loops=$CPU_LOOPS --set server.pin_loops=true --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
     gpu_all) echo "--workers $GPU_ALL_WORKERS --set server.loops=$GPU_ALL_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
