@@ -5,7 +5,6 @@
  * and every budget charge released but what the pooled calls keep. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,6 @@
  * After each input the connection must be gone. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
