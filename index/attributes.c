@@ -287,7 +287,7 @@ static int write_column(out_buf *out, const isn_attribute_spec *spec, attribute_
     int64_t *values = column->values;
     uint32_t *rank_of = NULL;
     if (spec->kind == ISN_ATTRIBUTE_KEYWORD) {
-        uint32_t n = column->keywords.count;
+        uint32_t n = id_table_count(&column->keywords);
         uint32_t *order = malloc((n ? n : 1) * sizeof *order);
         rank_of = malloc((n ? n : 1) * sizeof *rank_of);
         if (!order || !rank_of) {

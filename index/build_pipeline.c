@@ -393,7 +393,7 @@ static int flush_runs(worker *w) {
     pipeline *pl = w->pl;
     for (uint32_t p = 0; p < pl->nparts; p++) {
         isn_builder *b = w->builders[p];
-        if (b->terms.count == 0) continue;
+        if (isn_strtab_count(&b->terms) == 0) continue;
         part_table *part = &pl->parts[p];
         run_info run;
         memset(&run, 0, sizeof run);

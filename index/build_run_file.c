@@ -56,7 +56,7 @@ void run_info_free(run_info *run) {
 
 int run_write(const isn_builder *b, run_info *run, byte_buffer *scratch, char *err, size_t err_len) {
     const char *path = run->path;
-    uint32_t nt = b->terms.count;
+    uint32_t nt = isn_strtab_count(&b->terms);
     uint32_t *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
     char *wbuf = malloc(RUN_WRITE_BUFFER);
     uint32_t samples = (nt + RUN_SAMPLE_TERMS - 1) / RUN_SAMPLE_TERMS;

@@ -81,7 +81,7 @@ isn_builder *isn_builder_new(const isn_build_options *options) {
 
 void isn_builder_free(isn_builder *b) {
     if (!b) return;
-    for (uint32_t i = 0; i < b->terms.count; i++) {
+    for (uint32_t i = 0; i < isn_strtab_count(&b->terms); i++) {
         free(b->lists[i].postings);
         free(b->lists[i].positions);
     }
@@ -286,13 +286,13 @@ int isn_builder_invert(isn_builder *b, uint32_t doc, const char *const *fields, 
 
 uint64_t isn_builder_run_bytes(const isn_builder *b) {
     const isn_strtab *t = &b->terms;
-    return b->list_bytes + (uint64_t)b->lists_cap * sizeof *b->lists + t->bytes_cap + (uint64_t)t->offsets_cap * 8 +
+    return b->list_bytes + (uint64_t)b->lists_cap * sizeof *b->lists + isn_string_store_footprint(&t->strings) +
            (uint64_t)t->num_slots * sizeof *t->slots + (uint64_t)b->doc_cap * 8;
 }
 
 int isn_builder_reset_run(isn_builder *b) {
-    uint32_t expected = b->terms.count; /* the next run's vocabulary is like this one's: no regrowing */
-    for (uint32_t i = 0; i < b->terms.count; i++) {
+    uint32_t expected = isn_strtab_count(&b->terms); /* the next run's vocabulary is like this one's: no regrowing */
+    for (uint32_t i = 0; i < isn_strtab_count(&b->terms); i++) {
         free(b->lists[i].postings);
         free(b->lists[i].positions);
     }

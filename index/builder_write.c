@@ -139,7 +139,7 @@ int isn_builder_write(isn_builder *b, const char *out_dir, isn_build_summary *su
         snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
         return -1;
     }
-    uint32_t nd = b->num_docs, nf = b->options.num_fields, nt = b->terms.count;
+    uint32_t nd = b->num_docs, nf = b->options.num_fields, nt = isn_strtab_count(&b->terms);
     writer w;
     memset(&w, 0, sizeof w);
     w.b = b;

@@ -11,27 +11,21 @@ int id_table_init(id_table *t) {
     memset(t, 0, sizeof *t);
     t->num_slots = 1024;
     t->slots = isn_calloc_written(t->num_slots, sizeof *t->slots);
-    t->offsets_cap = 1024;
-    t->offsets = malloc(t->offsets_cap * sizeof *t->offsets);
-    t->bytes_cap = 1 << 14;
-    t->bytes = malloc(t->bytes_cap);
-    if (!t->slots || !t->offsets || !t->bytes) {
+    if (!t->slots || isn_string_store_init(&t->strings, 1 << 14) != 0) {
         id_table_free(t);
         return -1;
     }
-    t->offsets[0] = 0;
     return 0;
 }
 
 void id_table_free(id_table *t) {
-    free(t->bytes);
-    free(t->offsets);
+    isn_string_store_free(&t->strings);
     free(t->slots);
     memset(t, 0, sizeof *t);
 }
 
 uint64_t id_table_bytes(const id_table *t) {
-    return t->bytes_cap + (uint64_t)t->offsets_cap * sizeof *t->offsets + (uint64_t)t->num_slots * sizeof *t->slots;
+    return isn_string_store_footprint(&t->strings) + (uint64_t)t->num_slots * sizeof *t->slots;
 }
 
 static int grow_slots(id_table *t) {
@@ -54,32 +48,18 @@ uint32_t id_table_intern(id_table *t, const char *s, size_t len, bool *added) {
     uint32_t hash = (uint32_t)XXH3_64bits(s, len), mask = t->num_slots - 1, i = hash & mask;
     *added = false;
     for (; t->slots[i].id; i = (i + 1) & mask) {
+        if (t->slots[i].hash != hash) continue;
         uint32_t id = t->slots[i].id - 1;
-        if (t->slots[i].hash == hash && t->offsets[id + 1] - t->offsets[id] == len &&
-            memcmp(t->bytes + t->offsets[id], s, len) == 0)
-            return id;
+        size_t id_len;
+        const char *held = id_table_get(t, id, &id_len);
+        if (id_len == len && memcmp(held, s, len) == 0) return id;
     }
-    if (t->count + 1 >= t->offsets_cap) {
-        uint64_t *o = realloc(t->offsets, (size_t)t->offsets_cap * 2 * sizeof *o);
-        if (!o) return UINT32_MAX;
-        t->offsets = o;
-        t->offsets_cap *= 2;
-    }
-    if (t->bytes_len + len > t->bytes_cap) {
-        uint64_t cap = t->bytes_cap;
-        while (cap < t->bytes_len + len) cap += cap / 2; /* by half: these bytes are most of the table */
-        char *b = realloc(t->bytes, cap);
-        if (!b) return UINT32_MAX;
-        t->bytes = b;
-        t->bytes_cap = cap;
-    }
-    memcpy(t->bytes + t->bytes_len, s, len);
-    uint32_t id = t->count++;
+    uint32_t id = isn_string_store_append(&t->strings, s, len);
+    if (id == UINT32_MAX) return UINT32_MAX;
     t->slots[i] = (id_slot){hash, id + 1};
-    t->bytes_len += len;
-    t->offsets[t->count] = t->bytes_len;
     *added = true;
-    if ((uint64_t)t->count * 4 > (uint64_t)t->num_slots * 3 && grow_slots(t) != 0 && t->count + 1 >= t->num_slots)
+    uint32_t count = t->strings.count;
+    if ((uint64_t)count * 4 > (uint64_t)t->num_slots * 3 && grow_slots(t) != 0 && count + 1 >= t->num_slots)
         return UINT32_MAX;
     return id;
 }

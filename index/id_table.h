@@ -8,16 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index/string_store.h"
+
 typedef struct {
     uint32_t hash;
     uint32_t id; /* id + 1, 0 = empty */
 } id_slot;
 
 typedef struct {
-    char *bytes; /* all ids, concatenated */
-    uint64_t bytes_len, bytes_cap;
-    uint64_t *offsets; /* offsets[id], offsets[count] = bytes_len */
-    uint32_t count, offsets_cap;
+    isn_string_store strings;
     id_slot *slots; /* open addressing, at most 3/4 full */
     uint32_t num_slots;
 } id_table;
@@ -27,9 +26,9 @@ void id_table_free(id_table *t);
 /* The id's number, adding it when absent (*added says which); UINT32_MAX out of memory. */
 uint32_t id_table_intern(id_table *t, const char *s, size_t len, bool *added);
 uint64_t id_table_bytes(const id_table *t);
+static inline uint32_t id_table_count(const id_table *t) { return t->strings.count; }
 static inline const char *id_table_get(const id_table *t, uint32_t id, size_t *len) {
-    *len = (size_t)(t->offsets[id + 1] - t->offsets[id]);
-    return t->bytes + t->offsets[id];
+    return isn_string_store_get(&t->strings, id, len);
 }
 
 #endif

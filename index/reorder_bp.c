@@ -240,7 +240,7 @@ uint32_t *isn_bp_order_forward(uint32_t nd, const uint64_t *offsets, const uint3
 }
 
 uint32_t *isn_bp_order(const isn_builder *b, uint32_t threads) {
-    uint32_t nd = b->num_docs, nt = b->terms.count;
+    uint32_t nd = b->num_docs, nt = isn_strtab_count(&b->terms);
     uint32_t *dense = malloc((size_t)(nt ? nt : 1) * sizeof *dense);
     uint64_t *offsets = calloc((size_t)nd + 1, sizeof *offsets);
     uint32_t *terms = NULL, *new_of_old = NULL;

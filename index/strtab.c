@@ -12,21 +12,15 @@ int isn_strtab_init(isn_strtab *t, uint32_t expected) {
     t->num_slots = 1024;
     while (t->num_slots < expected * 2u && t->num_slots < (1u << 30)) t->num_slots <<= 1;
     t->slots = isn_calloc_written(t->num_slots, sizeof *t->slots);
-    t->offsets_cap = 1024;
-    t->offsets = malloc(t->offsets_cap * sizeof *t->offsets);
-    t->bytes_cap = 1 << 16;
-    t->bytes = malloc(t->bytes_cap);
-    if (!t->slots || !t->offsets || !t->bytes) {
+    if (!t->slots || isn_string_store_init(&t->strings, 1 << 16) != 0) {
         isn_strtab_free(t);
         return -1;
     }
-    t->offsets[0] = 0;
     return 0;
 }
 
 void isn_strtab_free(isn_strtab *t) {
-    free(t->bytes);
-    free(t->offsets);
+    isn_string_store_free(&t->strings);
     free(t->slots);
     memset(t, 0, sizeof *t);
 }
@@ -55,10 +49,10 @@ static lookup_key make_key(const char *s, size_t len) {
 static bool slot_holds(const isn_strtab *t, const isn_strtab_slot *slot, const lookup_key *k) {
     uint64_t offset = slot->where >> LENGTH_BITS;
     size_t slot_len = (size_t)(slot->where & LENGTH_IN_OFFSETS);
-    if (slot_len == LENGTH_IN_OFFSETS) slot_len = (size_t)(t->offsets[slot->id] - offset);
+    if (slot_len == LENGTH_IN_OFFSETS) slot_len = (size_t)(t->strings.offsets[slot->id] - offset);
     if (slot_len != k->len || slot->head[0] != k->head[0] || slot->head[1] != k->head[1]) return false;
     return k->len <= ISN_STRTAB_HEAD_BYTES ||
-           memcmp(t->bytes + offset + ISN_STRTAB_HEAD_BYTES, k->s + ISN_STRTAB_HEAD_BYTES,
+           memcmp(t->strings.bytes + offset + ISN_STRTAB_HEAD_BYTES, k->s + ISN_STRTAB_HEAD_BYTES,
                   k->len - ISN_STRTAB_HEAD_BYTES) == 0;
 }
 
@@ -101,27 +95,12 @@ uint32_t isn_strtab_intern(isn_strtab *t, const char *s, size_t len, bool *added
     uint32_t i = probe(t, &k);
     *added = false;
     if (t->slots[i].id) return t->slots[i].id - 1;
-    if (t->count + 1 >= t->offsets_cap) {
-        uint64_t *o = realloc(t->offsets, (size_t)t->offsets_cap * 2 * sizeof *o);
-        if (!o) return UINT32_MAX;
-        t->offsets = o;
-        t->offsets_cap *= 2;
-    }
-    if (t->bytes_len + len > t->bytes_cap) {
-        uint64_t cap = t->bytes_cap;
-        while (cap < t->bytes_len + len) cap *= 2;
-        char *b = realloc(t->bytes, cap);
-        if (!b) return UINT32_MAX;
-        t->bytes = b;
-        t->bytes_cap = cap;
-    }
-    memcpy(t->bytes + t->bytes_len, s, len);
-    uint32_t id = t->count++;
-    t->slots[i] = (isn_strtab_slot){.hash = k.hash, .id = id + 1, .where = slot_where(t->bytes_len, len)};
+    uint32_t id = isn_string_store_append(&t->strings, s, len);
+    if (id == UINT32_MAX) return UINT32_MAX;
+    t->slots[i] = (isn_strtab_slot){.hash = k.hash, .id = id + 1, .where = slot_where(t->strings.offsets[id], len)};
     memcpy(t->slots[i].head, k.head, sizeof k.head);
-    t->bytes_len += len;
-    t->offsets[t->count] = t->bytes_len;
     *added = true;
-    if ((uint64_t)t->count * 2 > t->num_slots && grow_slots(t) != 0 && t->count + 1 >= t->num_slots) return UINT32_MAX;
+    uint32_t count = t->strings.count;
+    if ((uint64_t)count * 2 > t->num_slots && grow_slots(t) != 0 && count + 1 >= t->num_slots) return UINT32_MAX;
     return id;
 }

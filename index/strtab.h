@@ -1,11 +1,13 @@
 /* String interning table (private to index/): bytes -> dense ids 0,1,2,... in insertion order.
- * Used by the builder for terms and external ids. */
+ * Used by the builder for terms and external ids; its strings are an isn_string_store. */
 #ifndef ISN_INDEX_STRTAB_H
 #define ISN_INDEX_STRTAB_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "index/string_store.h"
 
 #define ISN_STRTAB_HEAD_BYTES 16
 
@@ -20,11 +22,8 @@ typedef struct {
 } isn_strtab_slot;
 
 typedef struct {
-    char *bytes; /* all strings, concatenated */
-    uint64_t bytes_len, bytes_cap;
-    uint64_t *offsets; /* offsets[id], offsets[count] = bytes_len */
-    uint32_t count, offsets_cap;
-    isn_strtab_slot *slots; /* open addressing */
+    isn_string_store strings;
+    isn_strtab_slot *slots; /* open addressing, at most half full */
     uint32_t num_slots;
 } isn_strtab;
 
@@ -34,9 +33,9 @@ void isn_strtab_free(isn_strtab *table);
 uint32_t isn_strtab_intern(isn_strtab *table, const char *s, size_t len, bool *added);
 /* UINT32_MAX when absent. */
 uint32_t isn_strtab_find(const isn_strtab *table, const char *s, size_t len);
+static inline uint32_t isn_strtab_count(const isn_strtab *table) { return table->strings.count; }
 static inline const char *isn_strtab_get(const isn_strtab *table, uint32_t id, size_t *len) {
-    *len = (size_t)(table->offsets[id + 1] - table->offsets[id]);
-    return table->bytes + table->offsets[id];
+    return isn_string_store_get(&table->strings, id, len);
 }
 
 #endif
