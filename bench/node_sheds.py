@@ -46,6 +46,10 @@ def main():
                 pairs.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), delta(name)))
         return sorted(pairs)
 
+    def mean_ms(total, count):
+        n = delta(count)
+        return round(delta(total) / n * 1000, 3) if n else None
+
     buckets = cumulative("isn_shed_duration_seconds")
     count = delta("isn_shed_duration_seconds_count")
     within_1ms = next((c for le, c in buckets if le >= 0.001), 0.0)
@@ -60,6 +64,15 @@ def main():
         "node_shed_p99_ms_at_most": None if p99 is None else (p99 * 1000 if p99 != float("inf") else "inf"),
         "shed_at_headers": int(delta("isn_shed_at_headers_total")),
         "shed_arrival_codel": int(delta("isn_scheduler_shed_arrival_codel_total")),
+        # the arrival check's own refusals by bound; for the predicted-wait ones, the mean predicted
+        # finish against the mean bound it missed (how far the prediction ran past the budget)
+        "shed_arrival_late": int(delta("isn_scheduler_shed_arrival_late_total")),
+        "shed_arrival_preparing": int(delta("isn_scheduler_shed_arrival_preparing_total")),
+        "shed_arrival_wait": int(delta("isn_scheduler_shed_arrival_wait_total")),
+        "arrival_refused_predicted_ms_mean": mean_ms("isn_scheduler_arrival_refused_predicted_seconds_total",
+                                                     "isn_scheduler_shed_arrival_wait_total"),
+        "arrival_refused_bound_ms_mean": mean_ms("isn_scheduler_arrival_refused_bound_seconds_total",
+                                                 "isn_scheduler_shed_arrival_wait_total"),
         "shed_unprepared": int(delta("isn_scheduler_shed_unprepared_total")),
         "shed_unprepared_late": int(delta("isn_scheduler_shed_unprepared_late_total")),
         "shed_routed": int(delta("isn_scheduler_shed_routed_total")),

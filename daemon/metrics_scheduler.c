@@ -36,6 +36,9 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
         {"isn_scheduler_refused_at_analysis_total", "counter", "Requests refused while a worker analysed them (invalid query, too many terms, out of memory).", st->refused_prepare},
         {"isn_scheduler_shed_unprepared_total", "counter", "Of the overload sheds: requests refused from the preparation queue without analysis (past their admission point, or waiting past CoDel's target in a standing backlog).", st->shed_unprepared},
         {"isn_scheduler_shed_arrival_codel_total", "counter", "Of the overload sheds: requests refused on arrival because, in a standing preparation backlog, the preparations ahead would have held them past CoDel's target.", st->shed_arrival_codel},
+        {"isn_scheduler_shed_arrival_late_total", "counter", "Of the overload sheds: requests refused on arrival because they were already past their admission point (they waited unread, or in a stall of the loop).", st->shed_arrival_late},
+        {"isn_scheduler_shed_arrival_preparing_total", "counter", "Of the overload sheds: requests refused on arrival because the preparations queued ahead alone would have held them past their admission point.", st->shed_arrival_preparing},
+        {"isn_scheduler_shed_arrival_wait_total", "counter", "Of the overload sheds: requests refused on arrival because no device's predicted wait let a typical job finish by their admission point.", st->shed_arrival_wait},
         {"isn_scheduler_shed_routed_total", "counter", "Of the overload sheds: requests refused by routing once prepared (no device could finish them by their admission point).", st->shed_routed},
         {"isn_scheduler_shed_unprepared_late_total", "counter", "Of the requests refused unprepared: those past their admission point (the rest waited past CoDel's target).", st->shed_unprepared_late},
         {"isn_scheduler_prepare_waits_total", "counter", "Requests taken from the preparation queue (the count of the two wait sums).", st->prepare_waits},
@@ -43,6 +46,12 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     };
     for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
         prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
+    prom_family(out, "isn_scheduler_arrival_refused_predicted_seconds_total", "counter",
+                "Summed over the requests refused on arrival for the devices' predicted wait: the sooner device's predicted finish.");
+    buffer_printf(out, "isn_scheduler_arrival_refused_predicted_seconds_total %.9g\n", st->arrival_refused_done_seconds_sum);
+    prom_family(out, "isn_scheduler_arrival_refused_bound_seconds_total", "counter",
+                "Summed over the same refusals: the finish each had to meet (what was left of its admission budget).");
+    buffer_printf(out, "isn_scheduler_arrival_refused_bound_seconds_total %.9g\n", st->arrival_refused_bound_seconds_sum);
     prom_family(out, "isn_scheduler_arrival_wait_seconds_total", "counter",
                 "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.");
     buffer_printf(out, "isn_scheduler_arrival_wait_seconds_total %.9g\n", st->arrival_wait_seconds_sum);

@@ -403,6 +403,11 @@ typedef struct {
     uint64_t shed_unprepared; /* of shed_overload: refused from the preparation queue, never analysed */
     uint64_t shed_unprepared_late; /* of those: past their admission point (the rest: CoDel) */
     uint64_t shed_arrival_codel;   /* of shed_overload: refused on arrival, the preparations ahead past CoDel's target */
+    /* Of shed_overload: refused on arrival by the arrival check's bounds: already past the admission
+     * point, the preparations ahead reaching it, or no device's predicted wait fitting before it; for
+     * the last, the predicted finishes and the bounds they missed, summed. */
+    uint64_t shed_arrival_late, shed_arrival_preparing, shed_arrival_wait;
+    double arrival_refused_done_seconds_sum, arrival_refused_bound_seconds_sum;
     uint64_t shed_routed;          /* of shed_overload: refused by routing once prepared (no device in time) */
     /* Requests taken from the preparation queue, with the time they had spent from arrival (the
      * loop's arrival floor) to that queue and in it, summed: where a request's budget went before a

@@ -491,12 +491,31 @@ typedef struct {
     double preparing; /* the preparations' wait counted in the four above */
 } sched_arrival_view;
 
+/* What the arrival check found, refusals by the bound that refused them (counted apart, so that an
+ * operator can tell a node behind on its preparations from one whose devices' predicted waits refuse). */
+typedef enum {
+    SCHED_ARRIVAL_ADMITS,
+    SCHED_ARRIVAL_LATE,      /* past its admission point when looked at, before any wait */
+    SCHED_ARRIVAL_PREPARING, /* the preparations ahead alone reach its admission point */
+    SCHED_ARRIVAL_WAIT,      /* no device's predicted start and finish fit what is left */
+} sched_arrival_verdict;
+
 /* The arrival check on a view (submit.c): whether a job with remaining_ns to its admission point would be
  * done in time, with `pending` requests waiting to be prepared ahead of it and the preparations' wait
- * now. It only gets harder to pass as pending and preparing_now grow, which lets the quick check refuse
- * on the view alone. */
-bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
-                               double preparing_now, double credit_room_ns);
+ * now, and if not, which bound refuses it. It only gets harder to pass as pending and preparing_now
+ * grow, which lets the quick check refuse on the view alone. For a SCHED_ARRIVAL_WAIT refusal, *miss (may
+ * be NULL) gets the sooner device's predicted finish and the bound it had to meet. */
+typedef struct {
+    double done_ns, bound_ns;
+} sched_arrival_miss;
+sched_arrival_verdict sched_arrival_judge_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                                               double preparing_now, double credit_room_ns, sched_arrival_miss *miss);
+
+static inline bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                                             double preparing_now, double credit_room_ns) {
+    return sched_arrival_judge_view(view, remaining_ns, pending, preparing_now, credit_room_ns, NULL) ==
+           SCHED_ARRIVAL_ADMITS;
+}
 
 struct isn_scheduler {
     isn_scheduler_config config;
@@ -612,6 +631,9 @@ struct isn_scheduler {
     _Atomic uint32_t spares_resting, standby_resting;
     _Atomic uint64_t spare_rests;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
+    /* arrival refusals by sched_arrival_verdict, and the predicted finishes and admission budgets of the
+     * SCHED_ARRIVAL_WAIT ones and the bounds they had to meet summed (how far past it the prediction was) */
+    _Atomic uint64_t shed_arrival[SCHED_ARRIVAL_WAIT + 1], arrival_refused_done_ns, arrival_refused_bound_ns;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
         gpu_answers_helped;

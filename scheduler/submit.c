@@ -109,8 +109,9 @@ static bool arrival_admits(double remaining_ns, double done_ns, double start_ns)
  * loops let requests in faster than the workers prepare them, and a view published at the last
  * admission did not yet count the ones let in since, so that a burst let in on one view found the
  * queue past its limit once prepared and routing refused most of it. */
-bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
-                               double preparing_now, double credit_room_ns) {
+sched_arrival_verdict sched_arrival_judge_view(const sched_arrival_view *view, double remaining_ns, uint32_t pending,
+                                               double preparing_now, double credit_room_ns, sched_arrival_miss *miss) {
+    if (remaining_ns <= 0) return SCHED_ARRIVAL_LATE;
     double ahead = (double)pending * view->per_pending;
     /* Every request is prepared before either device takes it: the preparations' wait grown since the
      * view was published holds it back on both (counted on the CPU alone, the GPU's view let bursts in
@@ -118,14 +119,28 @@ bool sched_arrival_admits_view(const sched_arrival_view *view, double remaining_
     double grown = preparing_now > view->preparing ? preparing_now - view->preparing : 0.0;
     double preparing = view->preparing + grown;
     /* It would be refused unprepared, after that wait (take_one_locked). */
-    if (preparing >= remaining_ns) return false;
+    if (preparing >= remaining_ns) return SCHED_ARRIVAL_PREPARING;
     /* Routing moves its admission point by the time it was prepared in (preparation_credit_ns). */
     double credit = SCHED_ARRIVAL_SHARE * (preparing < credit_room_ns ? preparing : credit_room_ns);
     double cpu_done = view->cpu_done + ahead + grown, gpu_done = view->gpu_done + grown;
     double cpu_start = view->cpu_start + ahead + grown, gpu_start = view->gpu_start + grown;
     double done = cpu_done < gpu_done ? cpu_done : gpu_done;
     double start = cpu_start < gpu_start ? cpu_start : gpu_start;
-    return arrival_admits(remaining_ns + credit, done, start);
+    if (arrival_admits(remaining_ns + credit, done, start)) return SCHED_ARRIVAL_ADMITS;
+    if (miss) *miss = (sched_arrival_miss){.done_ns = done, .bound_ns = remaining_ns + credit};
+    return SCHED_ARRIVAL_WAIT;
+}
+
+/* Counts an arrival refusal by its bound (a wait refusal with its predicted finish and the bound it
+ * missed), and tells whether the verdict admits. */
+static bool arrival_verdict_admits(isn_scheduler *s, sched_arrival_verdict verdict, const sched_arrival_miss *miss) {
+    if (verdict == SCHED_ARRIVAL_ADMITS) return true;
+    COUNT(s->shed_arrival[verdict]);
+    if (verdict == SCHED_ARRIVAL_WAIT && isfinite(miss->done_ns)) {
+        atomic_fetch_add_explicit(&s->arrival_refused_done_ns, (uint64_t)miss->done_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->arrival_refused_bound_ns, (uint64_t)miss->bound_ns, memory_order_relaxed);
+    }
+    return false;
 }
 
 /* Whether CoDel refuses a request arriving now (received then, admitted by admit_by): bounding, and the
@@ -397,8 +412,11 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     double wait[ISN_DEVICE_KINDS];
     sched_arrival_view view;
     queue_waits(s, now, scale, wait, &view); /* and publishes it when due */
-    return sched_arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing_ns(s),
-                               preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY));
+    sched_arrival_miss miss;
+    sched_arrival_verdict verdict = sched_arrival_judge_view(
+        &view, remaining, sched_normal_pending(s), preparing_ns(s),
+        preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY), &miss);
+    return arrival_verdict_admits(s, verdict, &miss);
 }
 
 const isn_job isn_job_staged_closed;
@@ -530,8 +548,9 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
      * moves the job's start and end later, by more than the credit it earns): when that refuses, the
      * counts that every loop and worker write, whose reads wait for those cores' cache lines, need not be
      * read. Under overload most requests are refused here. CoDel's bound needs them while it is on. */
+    sched_arrival_miss miss;
     if (!atomic_load_explicit(&s->prepare_bounding, memory_order_relaxed) &&
-        !sched_arrival_admits_view(&view, remaining, 0, view.preparing, credit_room)) {
+        !arrival_verdict_admits(s, sched_arrival_judge_view(&view, remaining, 0, view.preparing, credit_room, &miss), &miss)) {
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
@@ -540,7 +559,8 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
-    bool ok = sched_arrival_admits_view(&view, remaining, sched_normal_pending(s), preparing, credit_room);
+    bool ok = arrival_verdict_admits(
+        s, sched_arrival_judge_view(&view, remaining, sched_normal_pending(s), preparing, credit_room, &miss), &miss);
     if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
 }

@@ -270,6 +270,11 @@ static void refuses_early_when_nothing_can_start(void **state) {
     assert_true(isn_scheduler_may_admit(s, now, now + 10000000000ull, false));
     isn_scheduler_stats stats = scheduler_stats(s);
     assert_int_equal(stats.shed_overload, 1);
+    /* counted by the bound that refused it: the blocker's predicted wait, past the 1-ms budget's bound */
+    assert_int_equal(stats.shed_arrival_wait, 1);
+    assert_int_equal(stats.shed_arrival_late + stats.shed_arrival_preparing, 0);
+    assert_true(stats.arrival_refused_bound_seconds_sum > 0);
+    assert_true(stats.arrival_refused_done_seconds_sum > stats.arrival_refused_bound_seconds_sum);
     harness_finish(&h, s, 1);
 }
 
@@ -286,6 +291,10 @@ static void an_old_request_whose_reader_keeps_up_is_judged_on_what_is_left(void 
     uint64_t now = isn_now_ns();
     uint64_t budget = 50000000, received = now - 25000000, deadline = received + budget;
     assert_false(isn_scheduler_may_admit(s, received, deadline, false));
+    /* refused for its age alone, not for a wait the idle node predicted */
+    isn_scheduler_stats refused = scheduler_stats(s);
+    assert_int_equal(refused.shed_arrival_late, 1);
+    assert_int_equal(refused.shed_arrival_wait + refused.shed_arrival_preparing, 0);
     assert_true(isn_scheduler_may_admit(s, received, deadline, true));
     assert_false(isn_scheduler_may_admit_quick(s, received, deadline, false));
     assert_true(isn_scheduler_may_admit_quick(s, received, deadline, true));
@@ -1372,6 +1381,35 @@ static void arrival_check_never_eases_as_preparations_wait(void **state) {
     assert_true(refused > 10000);
 }
 
+/* Each arrival refusal names its bound: past the admission point already, the preparations ahead
+ * reaching it, or the devices' predicted finish past it (with that finish and the bound it missed). */
+static void arrival_refusals_name_their_bound(void **state) {
+    (void)state;
+    sched_arrival_view view = {.cpu_start = 1e6, .cpu_done = 2e6, .gpu_start = 3e6, .gpu_done = 4e6,
+                               .per_pending = 0, .preparing = 0};
+    sched_arrival_miss miss = {.done_ns = -1, .bound_ns = -1};
+    assert_int_equal(sched_arrival_judge_view(&view, 10e6, 0, 0, 0, &miss), SCHED_ARRIVAL_ADMITS);
+    assert_true(miss.done_ns == -1); /* untouched when admitted */
+    assert_int_equal(sched_arrival_judge_view(&view, 0, 0, 0, 0, &miss), SCHED_ARRIVAL_LATE);
+    assert_int_equal(sched_arrival_judge_view(&view, -5e6, 0, 0, 0, NULL), SCHED_ARRIVAL_LATE);
+    assert_int_equal(sched_arrival_judge_view(&view, 10e6, 0, 12e6, 0, &miss), SCHED_ARRIVAL_PREPARING);
+    /* the CPU done at 2 ms, starting at 1 ms: a 1.5-ms budget is missed (the start is past half of it) */
+    assert_int_equal(sched_arrival_judge_view(&view, 1.5e6, 0, 0, 0, &miss), SCHED_ARRIVAL_WAIT);
+    assert_true(miss.done_ns == 2e6);
+    assert_true(miss.bound_ns == 1.5e6);
+    /* requests waiting to be prepared add to the CPU's side; the GPU's finish is then the sooner */
+    view.per_pending = 1e6;
+    assert_int_equal(sched_arrival_judge_view(&view, 3.5e6, 5, 0, 0, &miss), SCHED_ARRIVAL_WAIT);
+    assert_true(miss.done_ns == 4e6);
+    /* the preparation credit moves the bound the finish is held to */
+    view.per_pending = 0;
+    view.preparing = 1e6;
+    view.cpu_start = 2e6;
+    view.cpu_done = 3e6;
+    assert_int_equal(sched_arrival_judge_view(&view, 2e6, 0, 1e6, 10e6, &miss), SCHED_ARRIVAL_WAIT);
+    assert_true(fabs(miss.bound_ns - (2e6 + SCHED_ARRIVAL_SHARE * 1e6)) < 1);
+}
+
 static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     (void)state;
     harness h;
@@ -1878,6 +1916,7 @@ int main(void) {
         cmocka_unit_test(without_codel_drops_a_request_that_waited_is_served),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(preparation_wait_is_at_least_the_last_one_measured),
+        cmocka_unit_test(arrival_refusals_name_their_bound),
         cmocka_unit_test(arrival_counts_the_measured_drain_of_preparations),
         cmocka_unit_test(arrival_check_never_eases_as_preparations_wait),
         cmocka_unit_test(gpu_clearly_wins_reports_routing_without_queueing),
