@@ -46,18 +46,20 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     };
     for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
         prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
-    prom_family(out, "isn_scheduler_arrival_refused_predicted_seconds_total", "counter",
-                "Summed over the requests refused on arrival for the devices' predicted wait: the sooner device's predicted finish.");
-    buffer_printf(out, "isn_scheduler_arrival_refused_predicted_seconds_total %.9g\n", st->arrival_refused_done_seconds_sum);
-    prom_family(out, "isn_scheduler_arrival_refused_bound_seconds_total", "counter",
-                "Summed over the same refusals: the finish each had to meet (what was left of its admission budget).");
-    buffer_printf(out, "isn_scheduler_arrival_refused_bound_seconds_total %.9g\n", st->arrival_refused_bound_seconds_sum);
-    prom_family(out, "isn_scheduler_arrival_wait_seconds_total", "counter",
-                "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.");
-    buffer_printf(out, "isn_scheduler_arrival_wait_seconds_total %.9g\n", st->arrival_wait_seconds_sum);
-    prom_family(out, "isn_scheduler_prepare_wait_seconds_total", "counter",
-                "Summed over the requests taken from the preparation queue: time they waited in it.");
-    buffer_printf(out, "isn_scheduler_prepare_wait_seconds_total %.9g\n", st->prepare_wait_seconds_sum);
+    /* sums of seconds over requests, each a counter of its own */
+    const struct {
+        const char *name, *help;
+        double value;
+    } second_sums[] = {
+        {"isn_scheduler_arrival_refused_predicted_seconds_total", "Summed over the requests refused on arrival for the devices' predicted wait: the sooner device's predicted finish.", st->arrival_refused_done_seconds_sum},
+        {"isn_scheduler_arrival_refused_bound_seconds_total", "Summed over the same refusals: the finish each had to meet (what was left of its admission budget).", st->arrival_refused_bound_seconds_sum},
+        {"isn_scheduler_arrival_wait_seconds_total", "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.", st->arrival_wait_seconds_sum},
+        {"isn_scheduler_prepare_wait_seconds_total", "Summed over the requests taken from the preparation queue: time they waited in it.", st->prepare_wait_seconds_sum},
+    };
+    for (size_t i = 0; i < sizeof second_sums / sizeof second_sums[0]; i++) {
+        prom_family(out, second_sums[i].name, "counter", second_sums[i].help);
+        buffer_printf(out, "%s %.9g\n", second_sums[i].name, second_sums[i].value);
+    }
     prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
     for (int q = 0; q < ISN_QUEUES; q++)
         buffer_printf(out, "isn_scheduler_queue_depth{queue=\"%s\"} %u\n", QUEUE_NAMES[q], st->queue_depth[q]);
