@@ -631,8 +631,8 @@ struct isn_scheduler {
     _Atomic uint32_t spares_resting, standby_resting;
     _Atomic uint64_t spare_rests;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
-    /* arrival refusals by sched_arrival_verdict, and the predicted finishes and admission budgets of the
-     * SCHED_ARRIVAL_WAIT ones and the bounds they had to meet summed (how far past it the prediction was) */
+    /* arrival refusals by sched_arrival_verdict; for the SCHED_ARRIVAL_WAIT ones, their predicted finishes
+     * and the bounds they had to meet, summed (how far past its bound the prediction was) */
     _Atomic uint64_t shed_arrival[SCHED_ARRIVAL_WAIT + 1], arrival_refused_done_ns, arrival_refused_bound_ns;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
