@@ -411,11 +411,11 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->shed_unprepared = LOAD(s->shed_unprepared);
     st->shed_unprepared_late = LOAD(s->shed_unprepared_late);
     st->shed_arrival_codel = LOAD(s->shed_arrival_codel);
-    st->shed_arrival_late = LOAD(s->shed_arrival[SCHED_ARRIVAL_LATE]);
-    st->shed_arrival_preparing = LOAD(s->shed_arrival[SCHED_ARRIVAL_PREPARING]);
-    st->shed_arrival_wait = LOAD(s->shed_arrival[SCHED_ARRIVAL_WAIT]);
-    st->arrival_refused_done_seconds_sum = (double)LOAD(s->arrival_refused_done_ns) / 1e9;
-    st->arrival_refused_bound_seconds_sum = (double)LOAD(s->arrival_refused_bound_ns) / 1e9;
+    st->shed_arrival_late = isn_striped_sum(&s->shed_arrival[SCHED_ARRIVAL_LATE]);
+    st->shed_arrival_preparing = isn_striped_sum(&s->shed_arrival[SCHED_ARRIVAL_PREPARING]);
+    st->shed_arrival_wait = isn_striped_sum(&s->shed_arrival[SCHED_ARRIVAL_WAIT]);
+    st->arrival_refused_done_seconds_sum = (double)isn_striped_sum(&s->arrival_refused_done_ns) / 1e9;
+    st->arrival_refused_bound_seconds_sum = (double)isn_striped_sum(&s->arrival_refused_bound_ns) / 1e9;
     st->shed_routed = LOAD(s->shed_routed);
     st->prepare_waits = LOAD(s->prepare_waits);
     st->arrival_wait_seconds_sum = (double)LOAD(s->arrival_wait_ns) / 1e9;

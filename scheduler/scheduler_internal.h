@@ -626,14 +626,15 @@ struct isn_scheduler {
     _Atomic uint64_t submitted, completed, shed_full, degraded, dropped_dead, partial, abandoned;
     /* counted by every loop at each refusal: striped, so the loops do not pass one line between them */
     isn_striped_counter shed_overload;
+    /* arrival refusals by sched_arrival_verdict; for the SCHED_ARRIVAL_WAIT ones, their predicted finishes
+     * and the bounds they had to meet, summed (how far past its bound the prediction was). Striped as
+     * shed_overload is: under overload every loop adds to them at nearly every request. */
+    isn_striped_counter shed_arrival[SCHED_ARRIVAL_WAIT + 1], arrival_refused_done_ns, arrival_refused_bound_ns;
     _Atomic uint64_t routed[3], ran_on[ISN_DEVICE_KINDS];
     _Atomic uint64_t stolen_deque, stolen_gpu, undecided_cpu, undecided_gpu;
     _Atomic uint32_t spares_resting, standby_resting;
     _Atomic uint64_t spare_rests;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
-    /* arrival refusals by sched_arrival_verdict; for the SCHED_ARRIVAL_WAIT ones, their predicted finishes
-     * and the bounds they had to meet, summed (how far past its bound the prediction was) */
-    _Atomic uint64_t shed_arrival[SCHED_ARRIVAL_WAIT + 1], arrival_refused_done_ns, arrival_refused_bound_ns;
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
         gpu_answers_helped;

@@ -135,10 +135,10 @@ sched_arrival_verdict sched_arrival_judge_view(const sched_arrival_view *view, d
  * missed), and tells whether the verdict admits. */
 static bool arrival_verdict_admits(isn_scheduler *s, sched_arrival_verdict verdict, const sched_arrival_miss *miss) {
     if (verdict == SCHED_ARRIVAL_ADMITS) return true;
-    COUNT(s->shed_arrival[verdict]);
+    isn_striped_add(&s->shed_arrival[verdict], 1);
     if (verdict == SCHED_ARRIVAL_WAIT && isfinite(miss->done_ns)) {
-        atomic_fetch_add_explicit(&s->arrival_refused_done_ns, (uint64_t)miss->done_ns, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->arrival_refused_bound_ns, (uint64_t)miss->bound_ns, memory_order_relaxed);
+        isn_striped_add(&s->arrival_refused_done_ns, (uint64_t)miss->done_ns);
+        isn_striped_add(&s->arrival_refused_bound_ns, (uint64_t)miss->bound_ns);
     }
     return false;
 }
