@@ -26,7 +26,7 @@
 # TIMELINE_ACTIVITY=1 adds the devices' work to both timelines (overload_profile.py --activity);
 # GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
 # gpu-clocks.csv for the whole call, to set a slow stretch of batches against the device's own state.
-# A configuration other than cpu, cpu_pinned, hybrid and gpu_all takes its isnd flags from FLAGS_<config>; in the
+# A configuration other than cpu, cpu_pinned, hybrid, hybrid_pinned and gpu_all takes its isnd flags from FLAGS_<config>; in the
 # sustained and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
@@ -67,6 +67,11 @@ flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuratio
       echo "--workers $workers --set search.spare_workers=$CPU_LOOPS --set search.spare_idle_policy=true" \
       "--set server.loops=$CPU_LOOPS --set server.pin_loops=true --set gpu.enable=false" ;;
     hybrid) echo "--workers $WORKERS --set server.loops=$GPU_LOOPS --set gpu.enable=true" ;;
+    # the hybrid with its loops pinned as cpu_pinned's (5 loops: isnd's default beside a GPU on 12 CPUs); WORKERS=0:
+    # isnd sizes the workers by the CPUs the loops leave, less the GPU's dispatcher
+    hybrid_pinned) local loops=${ISND_LOOPS:-5}
+      echo "--workers $WORKERS --set search.spare_workers=$loops --set search.spare_idle_policy=true" \
+      "--set server.loops=$loops --set server.pin_loops=true --set gpu.enable=true" ;;
     gpu_all) echo "--workers $GPU_ALL_WORKERS --set server.loops=$GPU_ALL_LOOPS --set gpu.enable=true --set gpu.route_all=true --set gpu.max_batch=512" \
       "--set scheduler.gpu_max_batch=512 --set scheduler.gpu_max_batch_memory=512MiB --set server.reply_backlog_age=1ms" ;; # conf/isnd.conf: why
   esac
