@@ -235,7 +235,7 @@ static bool take_one_locked(isn_scheduler *s, sched_worker *w, uint64_t now) {
     ADD(s->prepare_wait_ns, (uint64_t)sojourn);
     if (job->enqueued_ns > job->received_ns) ADD(s->arrival_wait_ns, job->enqueued_ns - job->received_ns);
     if (!large) {
-        atomic_store_explicit(&s->prepare_sojourn_ns, sojourn, memory_order_relaxed);
+        atomic_store_explicit(&s->prepare_moved_ns, now, memory_order_relaxed);
         uint32_t backlog = sched_cpu_servers(s);
         isn_departure_meter_taken(&s->prepare_departures, s->prepare_queue.size, backlog, now);
         atomic_store_explicit(&s->prepare_departure_ns, s->prepare_departures.per_job_ns,

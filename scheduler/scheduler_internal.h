@@ -550,7 +550,8 @@ struct isn_scheduler {
     atomic_uint large_pending;         /* the large queue's size, read without a lock */
     double prepare_ns;           /* a preparation's time lately (moving average), under the lock */
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
-    _Atomic double prepare_sojourn_ns;   /* how long the last normal request taken to prepare had waited */
+    /* When the normal preparation queue last moved: a request taken from it, or one let into it empty. */
+    _Atomic uint64_t prepare_moved_ns;
     bool stopping;
     /* Landed batches with chunks not yet claimed (opened, and not yet closed by the claimer of their last
      * chunk): a worker looks at the landings (sched_help_landings) only while this is not 0. */

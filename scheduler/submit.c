@@ -36,13 +36,18 @@ uint32_t sched_normal_pending(isn_scheduler *s) {
 /* How long a request queued now waits to be prepared: the count times a preparation's time
  * (estimate_ns) assumes every worker prepares, and in the hybrid the workers prepare between CPU jobs;
  * so at least the count times the queue's measured time between departures, and at least as long as
- * the last one taken had waited. On the estimate alone, requests let in waited past their admission
- * point and were refused after that wait. */
+ * the queue has gone without moving (nothing taken, nothing let into it empty): while the workers are
+ * held elsewhere the count says nothing of the wait, and on the estimate alone requests let in waited
+ * past their admission point and were refused after that wait. Not the wait of the last one taken:
+ * after a stall every request taken in the drain that follows had waited through it, and that wait,
+ * carried to each arrival until a fresh one was taken, refused requests that the drained queue would
+ * have prepared at once. */
 static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
     double drained = (double)pending * atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed);
-    double waited = atomic_load_explicit(&s->prepare_sojourn_ns, memory_order_relaxed);
+    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
+    double still = now > moved ? (double)(now - moved) : 0.0;
     double wait = estimate_ns > drained ? estimate_ns : drained;
-    return waited > wait ? waited : wait;
+    return still > wait ? still : wait;
 }
 
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
@@ -446,11 +451,14 @@ void sched_unstage_locked(isn_scheduler *s, isn_job *leave) {
  * can be taken, so that the count never runs below zero), then linked in unless the scheduler is
  * stopping. */
 static isn_submit_result stage_for_prepare(isn_scheduler *s, isn_job *job) {
-    if (atomic_fetch_add(&s->normal_queued, 1) >= s->config.queue_capacity) {
+    uint32_t queued_before = atomic_fetch_add(&s->normal_queued, 1);
+    if (queued_before >= s->config.queue_capacity) {
         atomic_fetch_sub(&s->normal_queued, 1);
         COUNT(s->shed_full);
         return ISN_SUBMIT_SHED_FULL;
     }
+    /* a queue that was empty has not been held up: its stillness counts from now (prepare_wait_floor) */
+    if (!queued_before) atomic_store_explicit(&s->prepare_moved_ns, job->enqueued_ns, memory_order_relaxed);
     atomic_fetch_add(&s->prepare_pending, 1);
     isn_job *head = atomic_load_explicit(&s->prepare_staged, memory_order_relaxed);
     do {

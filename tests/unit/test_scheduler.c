@@ -1305,27 +1305,102 @@ static void arrival_counts_what_waits_to_be_prepared(void **state) {
     harness_finish(&h, s, 21);
 }
 
-/* A request arriving while others wait to be prepared waits at least as long as the last one taken
- * had waited, whatever the count of pending preparations suggests (in the hybrid the workers prepare
- * between CPU jobs): admission refuses it at arrival instead of letting it wait past its admission
- * point; with nothing pending that wait no longer counts. */
-static void preparation_wait_is_at_least_the_last_one_measured(void **state) {
+/* A request arriving while others wait to be prepared waits at least as long as the preparation queue has
+ * gone without moving, whatever the count of pending preparations suggests (in the hybrid the workers
+ * prepare between CPU jobs): the one worker is held in a CPU job with one request pending, and after 25 ms
+ * of that a request with a 50 ms budget (admitted up to 20 ms) is refused at arrival, counted as refused
+ * by the preparations ahead, instead of being let in to wait past its admission point. With nothing
+ * pending that stillness no longer counts. */
+static void preparation_wait_is_at_least_the_queues_stillness(void **state) {
     (void)state;
     harness h;
     static prepared_job jobs[2];
     isn_scheduler *s = start_held_preparer(&h, jobs, 2);
     assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED); /* one pending, ~20 us */
     uint64_t now = isn_now_ns();
-    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false)); /* 50 ms budget, admitted up to 20 ms */
-    atomic_store(&s->prepare_sojourn_ns, 30e6); /* the last one taken had waited 30 ms */
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    struct timespec still = {0, 25000000};
+    while (nanosleep(&still, &still) != 0) {}
     now = isn_now_ns();
     assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_int_equal(scheduler_stats(s).shed_arrival_preparing, 1);
+    assert_false(isn_scheduler_may_admit_quick(s, now, now + 50000000, false));
     assert_true(isn_scheduler_may_admit(s, now, now + 1000000000ull, false));
     harness_release(&h);
     harness_wait(&h, &h.completed, 2);
-    /* nothing pending: the last wait says nothing about the next */
+    /* nothing pending: the stillness says nothing about the next */
     now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    isn_scheduler_stop(s);
+}
+
+/* One job's CPU run held at a gate (run_gate.hold_on) until another is named or none. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    const isn_job *hold_on, *inside;
+} run_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL};
+
+static void gated_run_cpu(void *user, isn_job *job, const isn_cpu_context *context) {
+    pthread_mutex_lock(&run_gate.lock);
+    if (job == run_gate.hold_on) {
+        run_gate.inside = job;
+        pthread_cond_broadcast(&run_gate.changed);
+        while (job == run_gate.hold_on) pthread_cond_wait(&run_gate.changed, &run_gate.lock);
+    }
+    pthread_mutex_unlock(&run_gate.lock);
+    harness_run_cpu(user, job, context); /* h->hold is off: it counts the run and returns */
+}
+
+static void run_gate_hold(const isn_job *job) {
+    pthread_mutex_lock(&run_gate.lock);
+    run_gate.hold_on = job;
+    pthread_cond_broadcast(&run_gate.changed);
+    pthread_mutex_unlock(&run_gate.lock);
+}
+
+static void run_gate_wait_inside(const isn_job *job) {
+    pthread_mutex_lock(&run_gate.lock);
+    while (run_gate.inside != job) pthread_cond_wait(&run_gate.changed, &run_gate.lock);
+    pthread_mutex_unlock(&run_gate.lock);
+}
+
+/* A stall's wait ends with the stall: the one worker is held 25 ms in a CPU job while two requests wait
+ * to be prepared, then takes them (each had waited 25 ms) and is held again in the first one's run. A
+ * request let in next has only itself pending, in a queue that has just moved, and is admitted with a
+ * 50 ms budget (admitted up to 20 ms): the wait of those taken in the drain is not carried to it. */
+static void a_stall_that_ended_holds_no_arrival_back(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    config.prepare = harness_prepare;
+    config.run_cpu = gated_run_cpu;
+    static prepared_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+    }
+    run_gate_hold(&jobs[0].t.job);
+    isn_scheduler *s = harness_start(&config);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
+    run_gate_wait_inside(&jobs[0].t.job);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[2].t.job), ISN_SUBMIT_QUEUED);
+    struct timespec stall = {0, 25000000};
+    while (nanosleep(&stall, &stall) != 0) {}
+    run_gate_hold(&jobs[1].t.job); /* job 0 goes on; the worker prepares jobs 1 and 2 and stops in job 1's run */
+    run_gate_wait_inside(&jobs[1].t.job);
+    isn_scheduler_stats drained = scheduler_stats(s);
+    assert_int_equal(drained.prepare_depth, 0);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[3].t.job), ISN_SUBMIT_QUEUED);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(isn_scheduler_may_admit_quick(s, now, now + 50000000, false));
+    assert_int_equal(scheduler_stats(s).shed_overload, 0);
+    run_gate_hold(NULL);
+    harness_wait(&h, &h.completed, 4);
     isn_scheduler_stop(s);
 }
 
@@ -1915,7 +1990,8 @@ int main(void) {
         cmocka_unit_test(codel_drops_a_request_that_waited_in_a_standing_backlog),
         cmocka_unit_test(without_codel_drops_a_request_that_waited_is_served),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
-        cmocka_unit_test(preparation_wait_is_at_least_the_last_one_measured),
+        cmocka_unit_test(preparation_wait_is_at_least_the_queues_stillness),
+        cmocka_unit_test(a_stall_that_ended_holds_no_arrival_back),
         cmocka_unit_test(arrival_refusals_name_their_bound),
         cmocka_unit_test(arrival_counts_the_measured_drain_of_preparations),
         cmocka_unit_test(arrival_check_never_eases_as_preparations_wait),
