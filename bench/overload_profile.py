@@ -57,7 +57,8 @@ def counters(url):
 
 # Admission's own state, sampled as it is (not as a change): what it believed when an episode began.
 ADMISSION_STATE = re.compile(r"isn_scheduler_(measured_job_seconds|service_scale|prepare_backlog_standing|"
-                             r"queue_depth|prepare_queue_depth|gpu_batch_fixed_seconds|gpu_batch_per_job_seconds)")
+                             r"queue_depth|prepare_queue_depth|gpu_batch_fixed_seconds|gpu_batch_per_job_seconds|"
+                             r"prepare_predicted_wait_seconds|prepare_still_seconds|prepare_departure_seconds)")
 # The devices' work (--activity): counters that move whenever anything runs.
 ACTIVITY = re.compile(r"isn_(gpu_batches|scheduler_batch_jobs|gpu_prune_batches|scheduler_busy_seconds|"
                       r"scheduler_ran|scheduler_gpu_dispatcher_seconds|gpu_host_seconds)_total")

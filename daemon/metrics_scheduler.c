@@ -46,19 +46,22 @@ static void render_prometheus(const isn_scheduler_stats *st, byte_buffer *out) {
     };
     for (size_t i = 0; i < sizeof single_values / sizeof single_values[0]; i++)
         prom_u64(out, single_values[i].name, single_values[i].type, single_values[i].help, single_values[i].value);
-    /* sums of seconds over requests, each a counter of its own */
+    /* seconds: sums over requests, each a counter of its own, and what admission believes now */
     const struct {
-        const char *name, *help;
+        const char *name, *type, *help;
         double value;
-    } second_sums[] = {
-        {"isn_scheduler_arrival_refused_predicted_seconds_total", "Summed over the requests refused on arrival for the devices' predicted wait: the sooner device's predicted finish.", st->arrival_refused_done_seconds_sum},
-        {"isn_scheduler_arrival_refused_bound_seconds_total", "Summed over the same refusals: the finish each had to meet (what was left of its admission budget).", st->arrival_refused_bound_seconds_sum},
-        {"isn_scheduler_arrival_wait_seconds_total", "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.", st->arrival_wait_seconds_sum},
-        {"isn_scheduler_prepare_wait_seconds_total", "Summed over the requests taken from the preparation queue: time they waited in it.", st->prepare_wait_seconds_sum},
+    } seconds[] = {
+        {"isn_scheduler_arrival_refused_predicted_seconds_total", "counter", "Summed over the requests refused on arrival for the devices' predicted wait: the sooner device's predicted finish.", st->arrival_refused_done_seconds_sum},
+        {"isn_scheduler_arrival_refused_bound_seconds_total", "counter", "Summed over the same refusals: the finish each had to meet (what was left of its admission budget).", st->arrival_refused_bound_seconds_sum},
+        {"isn_scheduler_arrival_wait_seconds_total", "counter", "Summed over the requests taken from the preparation queue: time from arrival (the loop's arrival floor) to that queue.", st->arrival_wait_seconds_sum},
+        {"isn_scheduler_prepare_wait_seconds_total", "counter", "Summed over the requests taken from the preparation queue: time they waited in it.", st->prepare_wait_seconds_sum},
+        {"isn_scheduler_prepare_predicted_wait_seconds", "gauge", "The wait a request queued now is predicted to have before a worker takes it to prepare (what the arrival check compares with its admission point; 0 with nothing waiting).", st->prepare_predicted_wait_seconds},
+        {"isn_scheduler_prepare_still_seconds", "gauge", "How long the preparation queue has gone without moving (nothing taken from it, nothing let into it empty) while requests wait in it.", st->prepare_still_seconds},
+        {"isn_scheduler_prepare_departure_seconds", "gauge", "The preparation queue's measured time between departures while it held a backlog (0: not measured yet).", st->prepare_departure_seconds},
     };
-    for (size_t i = 0; i < sizeof second_sums / sizeof second_sums[0]; i++) {
-        prom_family(out, second_sums[i].name, "counter", second_sums[i].help);
-        buffer_printf(out, "%s %.9g\n", second_sums[i].name, second_sums[i].value);
+    for (size_t i = 0; i < sizeof seconds / sizeof seconds[0]; i++) {
+        prom_family(out, seconds[i].name, seconds[i].type, seconds[i].help);
+        buffer_printf(out, "%s %.9g\n", seconds[i].name, seconds[i].value);
     }
     prom_family(out, "isn_scheduler_queue_depth", "gauge", "Jobs waiting in each scheduler queue (EDF ordered).");
     for (int q = 0; q < ISN_QUEUES; q++)

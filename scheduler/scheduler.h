@@ -414,6 +414,10 @@ typedef struct {
      * worker looked at it. */
     uint64_t prepare_waits;
     double arrival_wait_seconds_sum, prepare_wait_seconds_sum;
+    /* What admission now believes of the preparation queue: the wait a request queued now would have
+     * before a worker takes it, how long the queue has gone without moving while requests wait in it, and
+     * its measured time between departures while it held a backlog. */
+    double prepare_predicted_wait_seconds, prepare_still_seconds, prepare_departure_seconds;
     double measured_job_seconds[ISN_DEVICE_KINDS]; /* each device's measured time per job (0: none yet) */
     bool prepare_backlog_standing; /* the preparation queue holds a standing backlog (CoDel) */
     uint32_t running;

@@ -42,13 +42,19 @@ uint32_t sched_normal_pending(isn_scheduler *s) {
  * after a stall every request taken in the drain that follows had waited through it, and that wait,
  * carried to each arrival until a fresh one was taken, refused requests that the drained queue would
  * have prepared at once. */
+static double queue_still_ns(isn_scheduler *s) {
+    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
+    return now > moved ? (double)(now - moved) : 0.0;
+}
+
 static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
     double drained = (double)pending * atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed);
-    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
-    double still = now > moved ? (double)(now - moved) : 0.0;
+    double still = queue_still_ns(s);
     double wait = estimate_ns > drained ? estimate_ns : drained;
     return still > wait ? still : wait;
 }
+
+double sched_prepare_still_ns(isn_scheduler *s) { return sched_normal_pending(s) ? queue_still_ns(s) : 0.0; }
 
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
  * prepare_ns is measured wall time, contention included: no scale applies to it. */

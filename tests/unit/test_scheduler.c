@@ -1321,6 +1321,10 @@ static void preparation_wait_is_at_least_the_queues_stillness(void **state) {
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
     struct timespec still = {0, 25000000};
     while (nanosleep(&still, &still) != 0) {}
+    /* what /metrics shows of it: the queue still for the 25 ms at least, and the wait predicted from that */
+    isn_scheduler_stats stalled = scheduler_stats(s);
+    assert_true(stalled.prepare_still_seconds >= 0.025);
+    assert_true(stalled.prepare_predicted_wait_seconds >= stalled.prepare_still_seconds);
     now = isn_now_ns();
     assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false));
     assert_int_equal(scheduler_stats(s).shed_arrival_preparing, 1);
@@ -1329,6 +1333,7 @@ static void preparation_wait_is_at_least_the_queues_stillness(void **state) {
     harness_release(&h);
     harness_wait(&h, &h.completed, 2);
     /* nothing pending: the stillness says nothing about the next */
+    assert_true(scheduler_stats(s).prepare_still_seconds == 0.0);
     now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
     isn_scheduler_stop(s);
