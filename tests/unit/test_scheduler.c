@@ -1253,17 +1253,21 @@ static void unprepared_jobs_are_prepared_by_workers_then_admitted(void **state) 
 /* Preparation comes before searching: a backlog of unprepared jobs is part of the CPU's wait, so
  * admission refuses what cannot be prepared and searched in time. */
 /* A scheduler whose one worker prepares, held busy by jobs[0]; jobs[1..n-1] made, not submitted. */
+static void prepared_jobs_init(prepared_job *jobs, int n) {
+    for (int i = 0; i < n; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        small_job(&jobs[i].t, 0);
+        jobs[i].t.job.user = &jobs[i];
+    }
+}
+
 static isn_scheduler *start_held_preparer(harness *h, prepared_job *jobs, int n) {
     isn_scheduler_config config;
     harness_config(h, &config);
     config.prepare = harness_prepare;
     h->hold = true;
     isn_scheduler *s = harness_start(&config);
-    for (int i = 0; i < n; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        small_job(&jobs[i].t, 0);
-        jobs[i].t.job.user = &jobs[i];
-    }
+    prepared_jobs_init(jobs, n);
     harness_occupy(h, s, &jobs[0].t.job);
     return s;
 }
@@ -1382,11 +1386,7 @@ static void a_stall_that_ended_holds_no_arrival_back(void **state) {
     config.prepare = harness_prepare;
     config.run_cpu = gated_run_cpu;
     static prepared_job jobs[4];
-    for (int i = 0; i < 4; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        small_job(&jobs[i].t, 0);
-        jobs[i].t.job.user = &jobs[i];
-    }
+    prepared_jobs_init(jobs, 4);
     run_gate_hold(&jobs[0].t.job);
     isn_scheduler *s = harness_start(&config);
     assert_int_equal(isn_scheduler_submit(s, &jobs[0].t.job), ISN_SUBMIT_QUEUED);
@@ -1505,11 +1505,7 @@ static void arrival_counts_the_measured_drain_of_preparations(void **state) {
     harness_attach_known_gpu(&config, &sim, &gpu, &model);
     isn_scheduler *s = harness_start(&config);
     static prepared_job jobs[201];
-    for (int i = 0; i < 201; i++) {
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        small_job(&jobs[i].t, 0);
-        jobs[i].t.job.user = &jobs[i];
-    }
+    prepared_jobs_init(jobs, 201);
     harness_occupy(&h, s, &jobs[0].t.job);
     pthread_mutex_lock(&s->lock);
     s->cpu_placeable_share = 0.0;
