@@ -33,6 +33,12 @@ uint32_t sched_normal_pending(isn_scheduler *s) {
     return normal > 0 ? (uint32_t)normal : 0;
 }
 
+/* How long the normal preparation queue has gone without moving (prepare_moved_ns). */
+static double queue_still_ns(isn_scheduler *s) {
+    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
+    return now > moved ? (double)(now - moved) : 0.0;
+}
+
 /* How long a request queued now waits to be prepared: the count times a preparation's time
  * (estimate_ns) assumes every worker prepares, and in the hybrid the workers prepare between CPU jobs;
  * so at least the count times the queue's measured time between departures, and at least as long as
@@ -42,11 +48,6 @@ uint32_t sched_normal_pending(isn_scheduler *s) {
  * after a stall every request taken in the drain that follows had waited through it, and that wait,
  * carried to each arrival until a fresh one was taken, refused requests that the drained queue would
  * have prepared at once. */
-static double queue_still_ns(isn_scheduler *s) {
-    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
-    return now > moved ? (double)(now - moved) : 0.0;
-}
-
 static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
     double drained = (double)pending * atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed);
     double still = queue_still_ns(s);
