@@ -1325,8 +1325,7 @@ static void preparation_wait_is_at_least_the_queues_stillness(void **state) {
     assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED); /* one pending, ~20 us */
     uint64_t now = isn_now_ns();
     assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
-    struct timespec still = {0, 25000000};
-    while (nanosleep(&still, &still) != 0) {}
+    sleep_until(isn_now_ns() + 25000000); /* the queue still for 25 ms */
     /* what /metrics shows of it: the queue still for the 25 ms at least, and the wait predicted from that */
     isn_scheduler_stats stalled = scheduler_stats(s);
     assert_true(stalled.prepare_still_seconds >= 0.025);
@@ -1395,8 +1394,7 @@ static void a_stall_that_ended_holds_no_arrival_back(void **state) {
     run_gate_wait_inside(&jobs[0].t.job);
     assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED);
     assert_int_equal(isn_scheduler_submit(s, &jobs[2].t.job), ISN_SUBMIT_QUEUED);
-    struct timespec stall = {0, 25000000};
-    while (nanosleep(&stall, &stall) != 0) {}
+    sleep_until(isn_now_ns() + 25000000); /* the stall */
     run_gate_hold(&jobs[1].t.job); /* job 0 goes on; the worker prepares jobs 1 and 2 and stops in job 1's run */
     run_gate_wait_inside(&jobs[1].t.job);
     isn_scheduler_stats drained = scheduler_stats(s);
