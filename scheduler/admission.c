@@ -43,16 +43,25 @@ void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind,
     }
     if (!meter->window_start_ns) {
         if (left_behind >= backlog)
-            *meter = (isn_departure_meter){.per_job_ns = meter->per_job_ns, .window_start_ns = now_ns};
+            *meter = (isn_departure_meter){
+                .per_job_ns = meter->per_job_ns, .window_start_ns = now_ns, .last_taken_ns = now_ns};
         return;
     }
+    uint64_t gap = now_ns > meter->last_taken_ns ? now_ns - meter->last_taken_ns : 0;
+    if (gap > meter->longest_gap_ns) meter->longest_gap_ns = gap;
+    meter->last_taken_ns = now_ns;
     meter->taken++;
-    if (meter->taken < SCHED_DEPARTURE_MIN_JOBS || now_ns < meter->window_start_ns + SCHED_DEPARTURE_MIN_NS) return;
-    double per_job = (double)(now_ns - meter->window_start_ns) / (double)meter->taken;
+    uint64_t elapsed = now_ns > meter->window_start_ns ? now_ns - meter->window_start_ns : 0;
+    uint32_t jobs = meter->taken;
+    if (meter->longest_gap_ns > elapsed - meter->longest_gap_ns) { /* one stall: left out */
+        elapsed -= meter->longest_gap_ns;
+        jobs--;
+    }
+    if (jobs < SCHED_DEPARTURE_MIN_JOBS || elapsed < SCHED_DEPARTURE_MIN_NS) return;
+    double per_job = (double)elapsed / (double)jobs;
     meter->per_job_ns =
         meter->per_job_ns > 0 ? meter->per_job_ns + SCHED_METER_WEIGHT * (per_job - meter->per_job_ns) : per_job;
-    meter->window_start_ns = now_ns;
-    meter->taken = 0;
+    *meter = (isn_departure_meter){.per_job_ns = meter->per_job_ns, .window_start_ns = now_ns, .last_taken_ns = now_ns};
 }
 
 double isn_admission_wait_ns(double model_ns, double measured_ns, double oldest_ns) {

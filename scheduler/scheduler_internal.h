@@ -288,13 +288,22 @@ double isn_scale_relaxed(double scale, uint64_t learned_ns, uint64_t now_ns);
 typedef struct {
     double per_job_ns;        /* moving average (behind n jobs, about n times it); 0 before any window */
     uint64_t window_start_ns; /* 0: no window open */
+    uint64_t last_taken_ns;   /* the window's latest take */
+    uint64_t longest_gap_ns;  /* the window's longest time between two takes */
     uint32_t taken;           /* jobs taken since the window opened */
 } isn_departure_meter;
 
 /* One job taken off the queue at now_ns, leaving left_behind queued. A window opens at a take that
  * leaves at least `backlog` behind; one that leaves none closes it unmeasured (the arrivals, not the
  * takers, set that pace); it closes measured after SCHED_DEPARTURE_MIN_JOBS jobs and
- * SCHED_DEPARTURE_MIN_NS. */
+ * SCHED_DEPARTURE_MIN_NS. A gap between takes longer than all the window's others together is left
+ * out of it (its time and its job): one stall of the node (its host took the CPUs, a lock's holder was
+ * off its core) is not the pace the queue drains at once it moves again, and counted in, a 30 ms stall
+ * in a window of 64 jobs taken 10 us apart told admission the queue drained 15 times slower than it
+ * did, so that after the stall arrivals were refused for the backlog the stall left while the workers
+ * worked it off in a few milliseconds. While a stall lasts the queue's stillness bounds the wait
+ * instead (prepare_wait_floor); a pace of regular long gaps (the workers prepare between long searches)
+ * has no gap longer than the others together, and counts whole. */
 void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind, uint32_t backlog, uint64_t now_ns);
 
 typedef struct {

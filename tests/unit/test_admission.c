@@ -344,6 +344,70 @@ static void departure_meter_measures_the_drain_of_a_backlog(void **state) {
     assert_true(fabs(m.per_job_ns - (50000.0 + SCHED_METER_WEIGHT * 150000.0)) < 1.0);
 }
 
+/* One stall inside a window (the node stopped 30 ms while the queue held a backlog) is not the queue's
+ * pace: the window measures the takes around it. Regular long gaps (the workers prepare in bursts
+ * between long searches) are the pace, and count whole. */
+static void departure_meter_leaves_a_stall_out(void **state) {
+    (void)state;
+    isn_departure_meter m = {0};
+    uint64_t t = 1000 * MS;
+    isn_departure_meter_taken(&m, 100, 4, t);
+    for (int i = 0; i < 32; i++) isn_departure_meter_taken(&m, 90, 4, t += 10000);
+    isn_departure_meter_taken(&m, 90, 4, t += 30 * MS);
+    for (int i = 0; i < 200; i++) isn_departure_meter_taken(&m, 80, 4, t += 10000);
+    assert_true(fabs(m.per_job_ns - 10000.0) < 1.0);
+
+    m = (isn_departure_meter){0};
+    isn_departure_meter_taken(&m, 100, 4, t);
+    for (int burst = 0; burst < 64; burst++) {
+        t += 2 * MS;
+        for (int i = 0; i < 4; i++) isn_departure_meter_taken(&m, 90, 4, t);
+    }
+    assert_true(fabs(m.per_job_ns - 2.0 * MS / 4) < 1.0);
+}
+
+/* One preparer at PREP_NS a job, offered 0.3 of what it prepares in bursts of 8 (a loop reads several
+ * requests at once), stopped with the whole node for 30 ms mid-burst: the stall's arrivals are read at
+ * its end. An arrival is refused when the jobs ahead of it times the pace the departure meter measured
+ * (at least PREP_NS) would hold it past its budget. Returns the refusals, and the meter's pace at the
+ * end in *per_job_ns. */
+static uint64_t node_stall_refusals(double *per_job_ns) {
+    const uint64_t tick = 10000, burst = 8, every = 2660 * 1000, stall_ns = 30 * MS;
+    const uint64_t stall_from = (300 * MS / every + 1) * every + 3 * PREP_NS, budget = 20 * MS;
+    isn_departure_meter meter = {0};
+    uint32_t head = 0, tail = 0;
+    uint64_t unread = 0, busy_until = 0, refusals = 0;
+    for (uint64_t now = 0; now < 600 * MS; now += tick) {
+        if (now % every == 0) unread += burst;
+        if (now >= stall_from && now < stall_from + stall_ns) continue;
+        for (; unread; unread--) {
+            double pace = meter.per_job_ns > (double)PREP_NS ? meter.per_job_ns : (double)PREP_NS;
+            if ((double)(tail - head) * pace > (double)budget) refusals++;
+            else tail++;
+        }
+        if (head != tail && busy_until <= now) {
+            head++;
+            isn_departure_meter_taken(&meter, tail - head, 4, now);
+            busy_until = now + PREP_NS;
+        }
+    }
+    *per_job_ns = meter.per_job_ns;
+    return refusals;
+}
+
+/* After a stall of the whole node the backlog it left drains at the preparers' pace (about 9 ms for the
+ * stall's arrivals here, within the 20 ms budget): nothing is refused for it. With the stall counted
+ * as the queue's pace, the window measured 5.6 times the preparation time and refused arrivals. */
+static void a_node_stall_teaches_no_slow_pace(void **state) {
+    (void)state;
+    double per_job = 0;
+    uint64_t refused = node_stall_refusals(&per_job);
+    print_message("a 30 ms stall at 0.3 of capacity: %llu refused, pace %.1f us\n", (unsigned long long)refused,
+                  per_job / 1e3);
+    assert_int_equal(refused, 0);
+    assert_true(per_job > 0.0 && fabs(per_job - (double)PREP_NS) < 0.02 * (double)PREP_NS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(overload_keeps_goodput_and_recovers),
@@ -356,6 +420,8 @@ int main(void) {
         cmocka_unit_test(the_arrival_check_alone_bounds_the_queue),
         cmocka_unit_test(a_stalls_draining_backlog_starts_no_bound),
         cmocka_unit_test(departure_meter_measures_the_drain_of_a_backlog),
+        cmocka_unit_test(departure_meter_leaves_a_stall_out),
+        cmocka_unit_test(a_node_stall_teaches_no_slow_pace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
