@@ -53,7 +53,7 @@ void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind,
     meter->taken++;
     uint64_t elapsed = now_ns > meter->window_start_ns ? now_ns - meter->window_start_ns : 0;
     uint32_t jobs = meter->taken;
-    if (meter->longest_gap_ns > elapsed - meter->longest_gap_ns) { /* one stall: left out */
+    if (meter->longest_gap_ns >= SCHED_DEPARTURE_MIN_NS && meter->longest_gap_ns > elapsed - meter->longest_gap_ns) {
         elapsed -= meter->longest_gap_ns;
         jobs--;
     }

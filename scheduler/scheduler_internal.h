@@ -296,8 +296,8 @@ typedef struct {
 /* One job taken off the queue at now_ns, leaving left_behind queued. A window opens at a take that
  * leaves at least `backlog` behind; one that leaves none closes it unmeasured (the arrivals, not the
  * takers, set that pace); it closes measured after SCHED_DEPARTURE_MIN_JOBS jobs and
- * SCHED_DEPARTURE_MIN_NS. A gap between takes longer than all the window's others together is left
- * out of it (its time and its job): one stall of the node (its host took the CPUs, a lock's holder was
+ * SCHED_DEPARTURE_MIN_NS. A gap between takes of at least SCHED_DEPARTURE_MIN_NS and longer than all
+ * the window's others together is left out of it (its time and its job): one stall of the node (its host took the CPUs, a lock's holder was
  * off its core) is not the pace the queue drains at once it moves again, and counted in, a 30 ms stall
  * in a window of 64 jobs taken 10 us apart told admission the queue drained 15 times slower than it
  * did, so that after the stall arrivals were refused for the backlog the stall left while the workers

@@ -346,7 +346,8 @@ static void departure_meter_measures_the_drain_of_a_backlog(void **state) {
 
 /* One stall inside a window (the node stopped 30 ms while the queue held a backlog) is not the queue's
  * pace: the window measures the takes around it. Regular long gaps (the workers prepare in bursts
- * between long searches) are the pace, and count whole. */
+ * between long searches), and a hold shorter than a window's least time, are the pace, and count
+ * whole. */
 static void departure_meter_leaves_a_stall_out(void **state) {
     (void)state;
     isn_departure_meter m = {0};
@@ -364,6 +365,13 @@ static void departure_meter_leaves_a_stall_out(void **state) {
         for (int i = 0; i < 4; i++) isn_departure_meter_taken(&m, 90, 4, t);
     }
     assert_true(fabs(m.per_job_ns - 2.0 * MS / 4) < 1.0);
+
+    /* a hold shorter than a window's least time is the pace too, however long beside the other gaps */
+    m = (isn_departure_meter){0};
+    isn_departure_meter_taken(&m, 100, 4, t);
+    for (uint32_t i = 0; i < SCHED_DEPARTURE_MIN_JOBS; i++) isn_departure_meter_taken(&m, 90, 4, t += 1000);
+    isn_departure_meter_taken(&m, 90, 4, t += 950000);
+    assert_true(fabs(m.per_job_ns - (SCHED_DEPARTURE_MIN_JOBS * 1000.0 + 950000.0) / (SCHED_DEPARTURE_MIN_JOBS + 1)) < 1.0);
 }
 
 /* One preparer at PREP_NS a job, offered 0.3 of what it prepares in bursts of 8 (a loop reads several
