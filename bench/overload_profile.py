@@ -4,7 +4,7 @@ thread group (threads by name, their numbers dropped: isnd-loop-, isn-cpu-, isn-
 which runs the first loop, is isnd), seconds per second each group waited for a core ("<group> runq"),
 and the change of every scheduler and server counter over the run, printed as one JSON line with the
 generator's own JSON (its last line on stdout) under "bench". With --timeline MS, also how the refusal and lateness
-counters (names with shed, late or refused) moved in each MS of the run, and admission's state gauges
+counters (names with shed, late or refused, and the stalls the loops saw) moved in each MS of the run, and admission's state gauges
 (measured job time, learned scales, queue depths, CoDel's standing flag) whenever they moved: a shed
 episode in a run that is mostly clean shows which admission rule fired, when, and on what belief
 (beside the bench's on_time_timeline); with --activity, every MS the devices' work too (GPU batches,
@@ -72,7 +72,7 @@ def sample_refusals(run, url, interval, start, activity=False):
     def scrape():
         metrics = metrics_of(url)
         watched = {n: v for n, v in metrics.items() if "_total" in n and
-                   (re.search(r"shed|late|refused", n) or (activity and ACTIVITY.match(n)))}
+                   (re.search(r"shed|late|refused|stalls_seen", n) or (activity and ACTIVITY.match(n)))}
         return watched, {n: round(v, 9) for n, v in metrics.items() if ADMISSION_STATE.match(n)}
     samples, (before, state_before) = [], scrape()
     while run.poll() is None:

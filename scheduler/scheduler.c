@@ -417,6 +417,7 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     st->arrival_refused_done_seconds_sum = (double)isn_striped_sum(&s->arrival_refused_done_ns) / 1e9;
     st->arrival_refused_bound_seconds_sum = (double)isn_striped_sum(&s->arrival_refused_bound_ns) / 1e9;
     st->shed_routed = LOAD(s->shed_routed);
+    st->stalls_seen = LOAD(s->stalls_seen);
     st->prepare_waits = LOAD(s->prepare_waits);
     st->arrival_wait_seconds_sum = (double)LOAD(s->arrival_wait_ns) / 1e9;
     st->prepare_wait_seconds_sum = (double)LOAD(s->prepare_wait_ns) / 1e9;

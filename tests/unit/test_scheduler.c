@@ -1344,6 +1344,36 @@ static void preparation_wait_is_at_least_the_queues_stillness(void **state) {
     isn_scheduler_stop(s);
 }
 
+/* A stall of the whole node holds the preparation queue still, and its workers with it: they go on when
+ * it ends. The one worker is held 25 ms with a request pending, as in a stall. A request read then that
+ * waited those 25 ms unread, by a loop that keeps up with its sockets, tells that the node was stopped
+ * (its loops with it) and resumed now: the stillness counts from then, and a fresh request with a 50 ms
+ * budget (admitted up to 20 ms) is admitted. The same request read by a saturated loop is old from
+ * overload, not from a stall, and tells nothing: the fresh request is refused on the 25 ms. */
+static void a_loop_that_read_a_stalls_backlog_restarts_the_stillness(void **state) {
+    (void)state;
+    harness h;
+    static prepared_job jobs[2];
+    isn_scheduler *s = start_held_preparer(&h, jobs, 2);
+    assert_int_equal(isn_scheduler_submit(s, &jobs[1].t.job), ISN_SUBMIT_QUEUED);
+    uint64_t held_from = isn_now_ns();
+    sleep_until(held_from + 25000000);
+    uint64_t now = isn_now_ns();
+    assert_true(isn_scheduler_may_admit_quick(s, held_from, held_from + 1000000000ull, false));
+    assert_false(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(scheduler_stats(s).prepare_still_seconds >= 0.025);
+    assert_int_equal(scheduler_stats(s).stalls_seen, 0);
+    assert_true(isn_scheduler_may_admit_quick(s, held_from, held_from + 1000000000ull, true));
+    assert_true(isn_scheduler_may_admit_quick(s, held_from, held_from + 1000000000ull, true)); /* the same stall's */
+    now = isn_now_ns();
+    isn_scheduler_stats resumed = scheduler_stats(s);
+    assert_true(resumed.prepare_still_seconds < 0.025);
+    assert_int_equal(resumed.stalls_seen, 1);
+    assert_true(isn_scheduler_may_admit(s, now, now + 50000000, false));
+    assert_true(isn_scheduler_may_admit_quick(s, now, now + 50000000, false));
+    harness_finish(&h, s, 2);
+}
+
 /* One job's CPU run held at a gate (run_gate.hold_on) until another is named or none. */
 static struct {
     pthread_mutex_t lock;
@@ -1992,6 +2022,7 @@ int main(void) {
         cmocka_unit_test(without_codel_drops_a_request_that_waited_is_served),
         cmocka_unit_test(preparation_backlog_counts_as_cpu_wait),
         cmocka_unit_test(preparation_wait_is_at_least_the_queues_stillness),
+        cmocka_unit_test(a_loop_that_read_a_stalls_backlog_restarts_the_stillness),
         cmocka_unit_test(a_stall_that_ended_holds_no_arrival_back),
         cmocka_unit_test(arrival_refusals_name_their_bound),
         cmocka_unit_test(arrival_counts_the_measured_drain_of_preparations),
