@@ -297,13 +297,13 @@ typedef struct {
  * leaves at least `backlog` behind; one that leaves none closes it unmeasured (the arrivals, not the
  * takers, set that pace); it closes measured after SCHED_DEPARTURE_MIN_JOBS jobs and
  * SCHED_DEPARTURE_MIN_NS. A gap between takes of at least SCHED_DEPARTURE_MIN_NS and longer than all
- * the window's others together is left out of it (its time and its job): one stall of the node (its host took the CPUs, a lock's holder was
- * off its core) is not the pace the queue drains at once it moves again, and counted in, a 30 ms stall
- * in a window of 64 jobs taken 10 us apart told admission the queue drained 15 times slower than it
- * did, so that after the stall arrivals were refused for the backlog the stall left while the workers
- * worked it off in a few milliseconds. While a stall lasts the queue's stillness bounds the wait
- * instead (prepare_wait_floor); a pace of regular long gaps (the workers prepare between long searches)
- * has no gap longer than the others together, and counts whole. */
+ * the window's others together is left out of it (its time and its job): one stall of the node (its
+ * host took the CPUs, a lock's holder was off its core) is not the pace the queue drains at once it
+ * moves again. Counted in, a 30 ms stall in a window of 64 jobs taken 10 us apart moved the average
+ * from 10 us to about 150 us, and after the stall arrivals were refused for the backlog it left while
+ * the workers worked that off in a few milliseconds. While a stall lasts the queue's stillness bounds
+ * the wait instead (prepare_wait_floor); a pace of regular long gaps (the workers prepare between long
+ * searches) has no gap longer than the others together, and counts whole. */
 void isn_departure_meter_taken(isn_departure_meter *meter, uint32_t left_behind, uint32_t backlog, uint64_t now_ns);
 
 typedef struct {
@@ -358,7 +358,7 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 #define SCHED_CODEL_ARRIVAL_SHARE 0.5        /* arrivals are refused past this share of the target */
 #define SCHED_QUICK_STALE_NS 1000000ull      /* isn_scheduler_may_admit_quick trusts a published start this long */
 #define SCHED_STALL_SEEN_NS 5000000ull       /* a request unread this long by a loop that keeps up: a stall */
-#define SCHED_RESUME_NOTE_NS 50000ull         /* resumed_ns is rewritten at most this often */
+#define SCHED_RESUME_NOTE_NS 50000ull        /* resumed_ns is rewritten at most this often */
 #define SCHED_PUBLISH_EVERY_NS 20000ull      /* admission publishes its arrival view at most this often */
 
 /* ------------------------------------------------------------------ the scheduler's own steps
