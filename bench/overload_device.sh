@@ -21,7 +21,8 @@
 # profile:   where the node's time goes at PROFILE_MULTIPLES of that 1x: CPU seconds per second of
 #            each thread group (loops, CPU workers, GPU dispatchers, the rest) and the scheduler's
 #            counters over the run (bench/overload_profile.py), beside the bench's JSON; TIMELINE_MS also
-#            samples the shed, late and refused counters that often (which admission rule fired, when);
+#            samples the shed, late and refused counters that often (which admission rule fired, when;
+#            profile-episodes.json cuts those timelines into refusal episodes, bench/shed_episodes.py);
 #            STATES_HZ samples what the threads of STATE_GROUPS (default the loops) wait on that often.
 # TIMELINE_ACTIVITY=1 adds the devices' work to both timelines (overload_profile.py --activity);
 # GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
@@ -259,6 +260,9 @@ EOF
             | tee -a "$O/profile.json"
         done
         stop_isnd
+        # each refusal episode of the timelines: its refusals by rule, the stalls the loops saw, and what
+        # admission believed of the preparation queue before it and at its worst
+        [ "${TIMELINE_MS:-0}" = 0 ] || python3 bench/shed_episodes.py "$O/profile.json" >"$O/profile-episodes.json"
       done
       isnd_bin= ;;
     trivial)
