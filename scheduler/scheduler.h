@@ -409,7 +409,7 @@ typedef struct {
     uint64_t shed_arrival_late, shed_arrival_preparing, shed_arrival_wait;
     double arrival_refused_done_seconds_sum, arrival_refused_bound_seconds_sum;
     uint64_t shed_routed;          /* of shed_overload: refused by routing once prepared (no device in time) */
-    /* Stalls the loops saw: a loop that keeps up read a request held unread over 5 ms (the node, or that
+    /* Stalls the loops saw: a loop that keeps up read a request held unread over 15 ms (the node, or that
      * loop, had stopped); the preparation queue's stillness counts from the latest one's end. */
     uint64_t stalls_seen;
     /* Requests taken from the preparation queue, with the time they had spent from arrival (the

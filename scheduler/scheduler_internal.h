@@ -357,7 +357,7 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 #define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
 #define SCHED_CODEL_ARRIVAL_SHARE 0.5        /* arrivals are refused past this share of the target */
 #define SCHED_QUICK_STALE_NS 1000000ull      /* isn_scheduler_may_admit_quick trusts a published start this long */
-#define SCHED_STALL_SEEN_NS 5000000ull       /* a request unread this long by a loop that keeps up: a stall */
+#define SCHED_STALL_SEEN_NS 15000000ull      /* a request unread this long by a loop that keeps up: a stall */
 #define SCHED_RESUME_NOTE_NS 50000ull        /* resumed_ns is rewritten at most this often */
 #define SCHED_PUBLISH_EVERY_NS 20000ull      /* admission publishes its arrival view at most this often */
 
