@@ -179,7 +179,9 @@ static void on_headers(isn_grpc_call *call, void *app) {
         isn_grpc_call_fail(call, ISN_GRPC_STATUS_UNAVAILABLE, "server is shutting down; retry on another replica");
         return;
     }
-    if (method == RPC_SEARCH) refuse_search_early(loop, call);
+    if (method != RPC_SEARCH) return;
+    stall_watch_search_seen(loop, isn_grpc_call_opened_ns(call));
+    refuse_search_early(loop, call);
 }
 
 /* ------------------------------------------------------------------ Search */

@@ -399,6 +399,10 @@ bool search_service_may_admit(search_service *service, uint64_t received_ns, uin
     return isn_scheduler_may_admit_quick(service->scheduler, received_ns, deadline_ns, reader_keeps_up);
 }
 
+void search_service_note_resume(search_service *service, uint64_t now_ns) {
+    isn_scheduler_note_resume(service->scheduler, now_ns);
+}
+
 /* ------------------------------------------------------------------ start, stop */
 
 void search_service_params_of(const search_service *service, search_service_params *params) {

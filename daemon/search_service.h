@@ -77,6 +77,8 @@ int search_service_submit(search_service *service, search_job *job);
  * before reading it); reader_keeps_up: its loop was not saturated (isn_scheduler_may_admit). */
 bool search_service_may_admit(search_service *service, uint64_t received_ns, uint64_t deadline_ns,
                               bool reader_keeps_up);
+/* A loop saw the node resume from a stall at now_ns (isn_scheduler_note_resume). */
+void search_service_note_resume(search_service *service, uint64_t now_ns);
 /* Whether queries are analysed on the loop thread (else on the workers, see scheduler.analysis_min_workers). */
 bool search_service_analyses_on_loop(const search_service *service);
 /* From now on, queued jobs are answered UNAVAILABLE instead of run (drain time is up). */

@@ -66,6 +66,7 @@ static void do_commands(serving_loop *loop, unsigned commands) {
     if (commands & LOOP_CLOSE) {
         isn_grpc_server_close(loop->grpc);
         close_if_open((uv_handle_t *)&loop->deadline_timer);
+        close_if_open((uv_handle_t *)&loop->stall_watch);
     }
     if (commands & LOOP_FINISH) {
         close_if_open((uv_handle_t *)&loop->completion_wake);
@@ -157,11 +158,13 @@ static void take_before_poll(uv_prepare_t *prepare) {
     else uv_idle_start(&loop->completion_more, take_next_iteration);
     /* the replies go out now: the poll may block, and the flush that follows it is the poll's */
     if (took) isn_grpc_server_flush(loop->grpc);
+    stall_watch_before_poll(loop);
 }
 
 static void after_poll(uv_check_t *check) {
     serving_loop *loop = check->data;
     completion_queue_polled(&loop->completions);
+    stall_watch_after_poll(loop);
 }
 
 static void on_completion_wake(uv_poll_t *poll, int status, int events) {
@@ -219,6 +222,7 @@ static int loop_init(isn_server *server, serving_loop *loop, uint32_t id, const 
     uv_async_init(loop->loop, &loop->control_async, on_control);
     loop->control_async.data = loop;
     deadline_timer_init(loop);
+    stall_watch_init(loop);
     if (id && isn_grpc_server_add_peer(server->loops[0].grpc, loop->grpc) < 0)
         return isn_error(err, err_len, "out of memory for the gRPC server");
     return 0;

@@ -409,8 +409,8 @@ typedef struct {
     uint64_t shed_arrival_late, shed_arrival_preparing, shed_arrival_wait;
     double arrival_refused_done_seconds_sum, arrival_refused_bound_seconds_sum;
     uint64_t shed_routed;          /* of shed_overload: refused by routing once prepared (no device in time) */
-    /* Stalls the loops saw: a loop that keeps up read a request held unread over 15 ms (the node, or that
-     * loop, had stopped); the preparation queue's stillness counts from the latest one's end. */
+    /* Stalls the loops saw (isn_scheduler_note_resume); the preparation queue's stillness counts from
+     * the latest one's end. */
     uint64_t stalls_seen;
     /* Requests taken from the preparation queue, with the time they had spent from arrival (the
      * loop's arrival floor) to that queue and in it, summed: where a request's budget went before a
@@ -456,6 +456,15 @@ bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uin
  * the full check follows at submit). */
 bool isn_scheduler_may_admit_quick(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns,
                                    bool reader_keeps_up);
+/* A request unread this long by a loop that keeps up, or a loop's poll returning this long past its
+ * timeout, tells that the node (or that loop) was stopped: a stall. Shorter waits are a loop's wait for
+ * a core behind busy workers, and leave a 50 ms request its admission room. */
+#define ISN_SCHEDULER_STALL_SEEN_NS 15000000ull
+/* The node resumed from a stall at now_ns, as a loop saw it (its poll returned ISN_SCHEDULER_STALL_SEEN_NS
+ * past its timeout, or it read a request held that long while it kept up): the stall held the preparation
+ * queue and its workers still together, and they go on as it ends, so the queue's stillness counts from
+ * then; stats.stalls_seen counts it (once, whichever loops and requests tell of it). Any thread. */
+void isn_scheduler_note_resume(isn_scheduler *scheduler, uint64_t now_ns);
 /* Whether submit prepares jobs on the submitting thread (see config.prepare). */
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *scheduler);
 /* Real GPU devices (config.gpu_backends); 0 without. */

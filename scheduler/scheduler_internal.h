@@ -357,7 +357,6 @@ bool isn_codel_refuses_arrival(bool bounding, double preparing_ns, double admit_
 #define SCHED_CODEL_INTERVAL_NS 100000000ull /* CoDel's interval */
 #define SCHED_CODEL_ARRIVAL_SHARE 0.5        /* arrivals are refused past this share of the target */
 #define SCHED_QUICK_STALE_NS 1000000ull      /* isn_scheduler_may_admit_quick trusts a published start this long */
-#define SCHED_STALL_SEEN_NS 15000000ull      /* a request unread this long by a loop that keeps up: a stall */
 #define SCHED_RESUME_NOTE_NS 50000ull        /* resumed_ns is rewritten at most this often */
 #define SCHED_PUBLISH_EVERY_NS 20000ull      /* admission publishes its arrival view at most this often */
 
@@ -563,8 +562,7 @@ struct isn_scheduler {
     _Atomic double prepare_ns_published; /* prepare_ns, for the arrival check made without the lock */
     /* When the normal preparation queue last moved: a request taken from it, or one let into it empty. */
     _Atomic uint64_t prepare_moved_ns;
-    /* When the node last resumed from a stall, as far as the loops can tell: a loop that keeps up read a
-     * request held unread in its socket for over SCHED_STALL_SEEN_NS (sched_note_resume). */
+    /* When the node last resumed from a stall, as far as the loops can tell (isn_scheduler_note_resume). */
     _Atomic uint64_t resumed_ns;
     bool stopping;
     /* Landed batches with chunks not yet claimed (opened, and not yet closed by the claimer of their last
@@ -650,7 +648,7 @@ struct isn_scheduler {
     _Atomic uint32_t spares_resting, standby_resting;
     _Atomic uint64_t spare_rests;
     _Atomic uint64_t prepared, refused_prepare, shed_unprepared, shed_unprepared_late, shed_arrival_codel, shed_routed;
-    _Atomic uint64_t stalls_seen; /* sched_note_resume's episodes */
+    _Atomic uint64_t stalls_seen; /* isn_scheduler_note_resume's stalls */
     _Atomic uint64_t prepare_waits, arrival_wait_ns, prepare_wait_ns;
     _Atomic uint64_t batches, batch_jobs, batch_flush[ISN_FLUSH_REASONS], gpu_failures, gpu_reruns,
         gpu_answers_helped;

@@ -46,17 +46,19 @@ static double queue_still_ns(isn_scheduler *s) {
     return now > moved ? (double)(now - moved) : 0.0;
 }
 
-/* A request read now that arrived at received_ns: read by a loop that keeps up with its sockets
- * (reader_keeps_up) after over SCHED_STALL_SEEN_NS unread, it waited through a stall (the process, or
- * that loop's core, was stopped), which ended about now. Under overload the loops read old requests
- * because they fall behind, and say they do not keep up. Written only in such episodes, and at most every
- * SCHED_RESUME_NOTE_NS while the stall's backlog is read. */
-static void sched_note_resume(isn_scheduler *s, uint64_t received_ns, uint64_t now, bool reader_keeps_up) {
-    if (!reader_keeps_up || now < received_ns + SCHED_STALL_SEEN_NS) return;
+void isn_scheduler_note_resume(isn_scheduler *s, uint64_t now) {
     uint64_t resumed = atomic_load_explicit(&s->resumed_ns, memory_order_relaxed);
-    if (now <= resumed + SCHED_RESUME_NOTE_NS) return;
+    if (now <= resumed + SCHED_RESUME_NOTE_NS) return; /* the same stall's backlog, read request by request */
     atomic_store_explicit(&s->resumed_ns, now, memory_order_relaxed);
-    if (now > resumed + SCHED_STALL_SEEN_NS) COUNT(s->stalls_seen); /* not the same stall's backlog */
+    if (now > resumed + ISN_SCHEDULER_STALL_SEEN_NS) COUNT(s->stalls_seen);
+}
+
+/* A request read now that arrived at received_ns, by a loop that keeps up with its sockets
+ * (reader_keeps_up), after over ISN_SCHEDULER_STALL_SEEN_NS unread: it waited through a stall, which
+ * ended about now. Under overload the loops read old requests because they fall behind, and say they do
+ * not keep up. */
+static void note_resume_if_stalled(isn_scheduler *s, uint64_t received_ns, uint64_t now, bool reader_keeps_up) {
+    if (reader_keeps_up && now >= received_ns + ISN_SCHEDULER_STALL_SEEN_NS) isn_scheduler_note_resume(s, now);
 }
 
 /* How long a request queued now waits to be prepared: the count times a preparation's time
@@ -558,7 +560,7 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
 bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
-    sched_note_resume(s, received_ns, now, reader_keeps_up);
+    note_resume_if_stalled(s, received_ns, now, reader_keeps_up);
     double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
     pthread_mutex_lock(&s->lock);
     bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale, reader_keeps_up);
@@ -570,7 +572,7 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
 bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
-    sched_note_resume(s, received_ns, now, reader_keeps_up);
+    note_resume_if_stalled(s, received_ns, now, reader_keeps_up);
     /* A refusal here reaches no admission decision, so it refreshes nothing: once the published
      * start is older than SCHED_QUICK_STALE_NS the full check runs (and publishes anew), or a refusal
      * based on it would latch. */

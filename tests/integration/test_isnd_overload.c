@@ -348,6 +348,33 @@ static void test_searches_take_turns(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* The node stopped while its loop waited in its poll (SIGSTOP, as a VM's host taking the CPUs): the loop
+ * reads what came in the stop as fresh, but while Search requests come its polls time out within 2 ms,
+ * and one that returns 60 ms late tells the scheduler that the node resumed, counted as a stall seen. */
+static void test_a_stall_of_the_node_is_seen_by_its_loop(void **state) {
+    (void)state;
+    assert_int_equal(harness_start(&h, NULL, NULL), 0);
+    char err[256];
+    isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
+    if (!client) fail_msg("connect: %s", err);
+    assert_int_equal(harness_metric(&h, "isn_scheduler_stalls_seen_total"), 0);
+    isn_grpc_search_request request = {.query = "wind tunnel", .k = 10, .timeout_ms = 1000};
+    isn_grpc_search_reply reply;
+    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+    assert_int_equal(reply.status, 0);
+    isn_grpc_search_reply_free(&reply);
+    assert_int_equal(kill(h.pid, SIGSTOP), 0);
+    harness_sleep_ms(60);
+    assert_int_equal(kill(h.pid, SIGCONT), 0);
+    /* answered after the stall as before it */
+    assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
+    assert_int_equal(reply.status, 0);
+    isn_grpc_search_reply_free(&reply);
+    assert_true(harness_metric(&h, "isn_scheduler_stalls_seen_total") >= 1);
+    isn_grpc_close(client);
+    assert_int_equal(harness_stop(&h), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     harness_prepare(&h, 1000);
@@ -368,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_rapid_reset_cut_is_held),
         cmocka_unit_test(test_a_throttling_client_refuses_the_excess_itself),
         cmocka_unit_test(test_searches_take_turns),
+        cmocka_unit_test(test_a_stall_of_the_node_is_seen_by_its_loop),
     };
     return cmocka_run_group_tests_name("isnd_overload", tests, setup, teardown);
 }
