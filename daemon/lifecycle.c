@@ -108,6 +108,7 @@ void server_transport_config(isn_server *server, const isn_conf *conf, isn_grpc_
         .max_early_resets_per_second = conf->max_early_resets_per_second,
         .reset_hold_ms = conf->reset_hold_ms,
         .tls = server->grpc_tls,
+        .stall_seen_ns = ISN_SCHEDULER_STALL_SEEN_NS, /* the loops keep their polls short: stall_watch.c */
     };
     *stats = (isn_grpc_stats_config){
         .tls = server->stats_tls,

@@ -534,6 +534,12 @@ static void on_drained(isn_grpc_server *grpc, void *app) {
     serving_loops_drained(app);
 }
 
+/* The loop's poll slept through a stall of the node (stall_watch.c says how it can tell). */
+static void on_stall(uint64_t now_ns, void *app) {
+    serving_loop *loop = app;
+    if (loop->server->pool) search_service_note_resume(loop->server->pool, now_ns);
+}
+
 const isn_grpc_server_handlers rpc_handlers = {
     .on_open = on_open,
     .on_headers = on_headers,
@@ -543,4 +549,5 @@ const isn_grpc_server_handlers rpc_handlers = {
     .on_abandoned = on_abandoned,
     .on_release = on_release,
     .on_drained = on_drained,
+    .on_stall = on_stall,
 };

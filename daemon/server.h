@@ -99,7 +99,6 @@ typedef struct serving_loop {
     uint64_t iteration_start_ns, iteration_idle_ns; /* the last poll's entry, and the loop's idle time then */
     uv_timer_t stall_watch;  /* stall_watch.c: bounds the poll's wait while Search requests come */
     uint64_t last_search_ns; /* the last Search request's HEADERS */
-    uint64_t poll_timeout_ns, poll_idle_before_ns; /* the poll's timeout (0: unbounded or not blocking), idle time before it */
     double busy_share; /* of its time lately (count_iteration): near 1, it is the request path's bottleneck */
     generation_lease generations; /* what its Search requests are lent */
 } serving_loop;
@@ -210,9 +209,6 @@ void deadline_forget(serving_loop *loop, rpc_call *rc);
 void stall_watch_init(serving_loop *loop);
 /* A Search request's HEADERS were read now: keep the polls short for a while. */
 void stall_watch_search_seen(serving_loop *loop, uint64_t now_ns);
-/* Around each poll: when it must return by, and whether it returned a stall past that. */
-void stall_watch_before_poll(serving_loop *loop);
-void stall_watch_after_poll(serving_loop *loop);
 
 /* ---- rpc.c */
 rpc_method rpc_method_from_path(const char *path, size_t len);

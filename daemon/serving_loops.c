@@ -158,13 +158,11 @@ static void take_before_poll(uv_prepare_t *prepare) {
     else uv_idle_start(&loop->completion_more, take_next_iteration);
     /* the replies go out now: the poll may block, and the flush that follows it is the poll's */
     if (took) isn_grpc_server_flush(loop->grpc);
-    stall_watch_before_poll(loop);
 }
 
 static void after_poll(uv_check_t *check) {
     serving_loop *loop = check->data;
     completion_queue_polled(&loop->completions);
-    stall_watch_after_poll(loop);
 }
 
 static void on_completion_wake(uv_poll_t *poll, int status, int events) {

@@ -1,11 +1,12 @@
 /* Stalls of the node as a serving loop sees them. A loop stopped while it waited in its poll (the process
- * stopped, its VM's host took the CPUs) cannot tell the requests it then reads from fresh ones: it wakes
- * to them as to any. But a poll that returns far past its timeout was not run when it was due. While
- * Search requests come, each loop keeps a short repeating timer, so that its polls time out within
- * STALL_WATCH_MS, and a poll blocked ISN_SCHEDULER_STALL_SEEN_NS past that tells the scheduler that the
- * node resumed (isn_scheduler_note_resume): the preparation queue's stillness then counts from the
- * stall's end, not through it. A loop that stops in the middle of an iteration reads the stall's requests
- * as old instead, which the scheduler's arrival check tells the same way. All on the loop's thread. */
+ * stopped, its VM's host took the CPUs) wakes to the requests that came in the stall as to fresh ones. But
+ * a poll that returns far past its timeout was not run when it was due: the gRPC server then ages what it
+ * reads from the poll's start and calls on_stall (config.stall_seen_ns, ISN_SCHEDULER_STALL_SEEN_NS), and
+ * the scheduler's preparation queue counts its stillness from the stall's end (isn_scheduler_note_resume).
+ * A poll bounded by no timer, or by one further off than the stall, cannot tell; so while Search requests
+ * come each loop keeps a short repeating timer, and its polls time out within STALL_WATCH_MS. (A loop
+ * stopped in the middle of an iteration reads the stall's requests as old, which the scheduler's arrival
+ * check tells the same way.) All on the loop's thread. */
 #include "base/base.h"
 #include "daemon/server.h"
 
@@ -26,21 +27,4 @@ void stall_watch_search_seen(serving_loop *loop, uint64_t now_ns) {
     loop->last_search_ns = now_ns;
     if (!uv_is_active((uv_handle_t *)&loop->stall_watch) && !uv_is_closing((uv_handle_t *)&loop->stall_watch))
         uv_timer_start(&loop->stall_watch, stall_watch_tick, STALL_WATCH_MS, STALL_WATCH_MS);
-}
-
-void stall_watch_before_poll(serving_loop *loop) {
-    /* 0: the poll will not block (work is waiting), -1: no timer bounds it; neither tells of a stall */
-    int timeout_ms = uv_backend_timeout(loop->loop);
-    loop->poll_timeout_ns = timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ull : 0;
-    loop->poll_idle_before_ns = uv_metrics_idle_time(loop->loop);
-}
-
-/* The loop's idle time is what it spent blocked in its polls (libuv measures it around the system call),
- * so what the poll took is exact whatever the iteration then did with what it read. */
-void stall_watch_after_poll(serving_loop *loop) {
-    if (!loop->poll_timeout_ns) return;
-    uint64_t blocked = uv_metrics_idle_time(loop->loop) - loop->poll_idle_before_ns;
-    if (blocked > loop->poll_timeout_ns + ISN_SCHEDULER_STALL_SEEN_NS && loop->server->pool)
-        search_service_note_resume(loop->server->pool, isn_now_ns());
-    loop->poll_timeout_ns = 0;
 }

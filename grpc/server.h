@@ -88,6 +88,12 @@ typedef struct {
      * header_timeout_ms like the preface after it, and each TLS connection is charged to the memory
      * budget. Read when a connection is accepted; set before listening (a reload keeps it). */
     isn_grpc_tls *tls;
+    /* A poll that returns this long past its timeout slept through a stall (the process, or the loop's
+     * core, was stopped): the bytes read after it are aged from the poll's start, since any of them may
+     * have come then, and on_stall tells the program. 0 = not watched. The program keeps the polls'
+     * timeouts short while it wants stalls seen (a repeating timer): a poll that waits unbounded, or
+     * longer than the stall, cannot tell. */
+    uint64_t stall_seen_ns;
 } isn_grpc_server_config;
 
 typedef struct {
@@ -116,6 +122,8 @@ typedef struct {
     size_t (*on_release)(isn_grpc_call *call, bool freeing, void *app);
     /* After isn_grpc_server_drain: every call answered and every connection closed. */
     void (*on_drained)(isn_grpc_server *server, void *app);
+    /* The loop's poll slept through a stall that ended about now_ns (config.stall_seen_ns). May be NULL. */
+    void (*on_stall)(uint64_t now_ns, void *app);
 } isn_grpc_server_handlers;
 
 typedef struct {
