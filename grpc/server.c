@@ -46,15 +46,12 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     /* The poll before returned when the iteration's first read came, or, with no read, when its
      * I/O was done (the check after it). */
     server->previous_return_ns = server->first_read_ns ? server->first_read_ns : server->check_ns;
-    /* A poll that slept through a stall and then timed out with nothing read (epoll reports what came in
-     * the stall to the next poll): what the next poll finds at once may have come since that one began. */
-    if (!server->first_read_ns && server->stall_checked_iteration == server->iteration && server->poll_slept)
-        server->previous_return_ns = server->poll_entered_ns;
     server->first_read_ns = 0;
     server->poll_entered_ns = isn_now_ns();
     server->iteration++;
     if (!server->idle_time_unknown) {
         uint64_t idle = uv_metrics_idle_time(server->loop);
+        server->poll_idle_entered_ns = idle;
         uint64_t lived = server->poll_entered_ns - server->started_ns;
         __atomic_store_n(&server->counters.loop_busy_ns, lived > idle ? lived - idle : 0, __ATOMIC_RELAXED);
         if (server->config.adaptive_stream_limit &&
@@ -67,13 +64,12 @@ static void note_poll_entry(uv_prepare_t *prepare) {
     server->poll_timeout_ns = timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ull : 0;
 }
 
-bool isn_grpc_poll_slept_through_stall(isn_grpc_server *server, uint64_t now) {
-    if (server->stall_checked_iteration == server->iteration) return server->poll_slept;
-    server->stall_checked_iteration = server->iteration;
-    server->poll_slept = server->config.stall_seen_ns && server->poll_timeout_ns &&
-                         now > server->poll_entered_ns + server->poll_timeout_ns + server->config.stall_seen_ns;
-    if (server->poll_slept && server->handlers.on_stall) server->handlers.on_stall(now, server->app);
-    return server->poll_slept;
+void isn_grpc_poll_check_stall(isn_grpc_server *server, uint64_t now) {
+    if (!server->config.stall_seen_ns || !server->poll_timeout_ns || server->idle_time_unknown) return;
+    /* the loop's idle time is what it spent blocked in its polls, timed around the system call */
+    uint64_t blocked = uv_metrics_idle_time(server->loop) - server->poll_idle_entered_ns, timeout = server->poll_timeout_ns;
+    server->poll_timeout_ns = 0;
+    if (blocked > timeout + server->config.stall_seen_ns && server->handlers.on_stall) server->handlers.on_stall(now, server->app);
 }
 
 /* A poll that waited this long before returning had nothing to read when it began. */
@@ -83,11 +79,11 @@ uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server, uint64_t now) {
     if (!server->first_read_ns) {
         /* Bytes that were there when the previous poll returned were read in its iteration (epoll
          * reports every ready socket): these came after it returned. A poll that blocked returned when
-         * they came, unless it slept through a stall: then they may have come as it began. */
+         * they came, or after a stall it slept through (isn_grpc_poll_check_stall): the floor then
+         * takes them for fresh, which on a stall of the process answered more of them on time than
+         * ageing them from the poll's start, whereupon admission refused more of them. */
         bool blocked = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->previous_return_ns;
-        server->arrival_floor_ns = !blocked                                           ? server->previous_return_ns
-                                   : isn_grpc_poll_slept_through_stall(server, now) ? server->poll_entered_ns
-                                                                                    : now;
+        server->arrival_floor_ns = blocked ? now : server->previous_return_ns;
         server->first_read_ns = now;
     }
     return server->arrival_floor_ns;

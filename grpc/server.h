@@ -88,9 +88,8 @@ typedef struct {
      * header_timeout_ms like the preface after it, and each TLS connection is charged to the memory
      * budget. Read when a connection is accepted; set before listening (a reload keeps it). */
     isn_grpc_tls *tls;
-    /* A poll that returns this long past its timeout slept through a stall (the process, or the loop's
-     * core, was stopped): the bytes read after it are aged from the poll's start, since any of them may
-     * have come then, and on_stall tells the program. 0 = not watched. The program keeps the polls'
+    /* A poll that blocks this long past its timeout slept through a stall (the process, or the loop's
+     * core, was stopped): on_stall tells the program. 0 = not watched. The program keeps the polls'
      * timeouts short while it wants stalls seen (a repeating timer): a poll that waits unbounded, or
      * longer than the stall, cannot tell. */
     uint64_t stall_seen_ns;

@@ -106,7 +106,7 @@ static void flush_at(isn_grpc_server *server, uint64_t now) {
 void isn_grpc_flush_dirty(uv_check_t *check) {
     isn_grpc_server *server = check->data;
     server->check_ns = isn_now_ns();
-    isn_grpc_poll_slept_through_stall(server, server->check_ns); /* a stall with nothing read after it */
+    isn_grpc_poll_check_stall(server, server->check_ns);
     flush_at(server, server->check_ns);
 }
 

@@ -212,9 +212,8 @@ struct isn_grpc_server {
      * once came after the previous poll returned. */
     uv_prepare_t poll_watch;
     uint64_t poll_entered_ns, first_read_ns, check_ns, previous_return_ns, arrival_floor_ns;
-    uint64_t poll_timeout_ns;          /* the poll's timeout as it began; 0 unbounded or not blocking */
-    uint64_t stall_checked_iteration;  /* the iteration poll_slept is the answer for */
-    bool poll_slept;                   /* its poll slept through a stall (config.stall_seen_ns) */
+    uint64_t poll_timeout_ns;      /* the poll's timeout as it began; 0 unbounded, not blocking, or checked */
+    uint64_t poll_idle_entered_ns; /* the loop's idle time then */
     uint64_t flushed_ns; /* the last flush of waiting output (the check, or a read's: ISN_GRPC_FLUSH_WAIT_NS) */
     uint64_t started_ns; /* when the loop began keeping its idle time: loop_busy_ns counts from here */
     /* While a read or the flush is processed, the clock as read when it began (0 otherwise): the time
@@ -331,9 +330,8 @@ void isn_grpc_resume_paused(isn_grpc_server *server);
 void isn_grpc_adopt_handed_over(uv_async_t *async);
 void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn);
 void isn_grpc_flush_dirty(uv_check_t *check);
-/* Whether this iteration's poll returned config.stall_seen_ns past its timeout (asked at its first read
- * and at its check; on_stall is called once). */
-bool isn_grpc_poll_slept_through_stall(isn_grpc_server *server, uint64_t now);
+/* At the iteration's check: its poll blocked config.stall_seen_ns past its timeout, on_stall. */
+void isn_grpc_poll_check_stall(isn_grpc_server *server, uint64_t now);
 /* ---- server.c */
 /* The earliest the bytes read in this loop iteration (now: the time of this read) can have reached a
  * socket (see poll_watch). */

@@ -350,13 +350,11 @@ static void test_searches_take_turns(void **state) {
 
 /* The node stopped while its loop waited in its poll (SIGSTOP, as a VM's host taking the CPUs): nothing
  * it reads tells of the stop, but while Search requests come its polls time out within 2 ms, and one
- * that returns 60 ms late tells the scheduler that the node resumed, counted as a stall seen, and ages
- * the request sent into the stop from the poll's start (its workers prepare it, so that its wait before
- * their queue is counted). */
-static const char *const PREPARING_WORKERS[] = {"--workers", "4", NULL};
+ * that blocks 60 ms tells the scheduler that the node resumed, counted as a stall seen. The request sent
+ * into the stop is answered after it. */
 static void test_a_stall_of_the_node_is_seen_by_its_loop(void **state) {
     (void)state;
-    assert_int_equal(harness_start(&h, NULL, PREPARING_WORKERS), 0);
+    assert_int_equal(harness_start(&h, NULL, NULL), 0);
     char err[256];
     isn_grpc_client *client = isn_grpc_connect(h.grpc_address, 5000, err, sizeof err);
     if (!client) fail_msg("connect: %s", err);
@@ -366,10 +364,8 @@ static void test_a_stall_of_the_node_is_seen_by_its_loop(void **state) {
     assert_int_equal(isn_grpc_search(client, &request, &reply, err, sizeof err), 0);
     assert_int_equal(reply.status, 0);
     isn_grpc_search_reply_free(&reply);
-    double waited_before = harness_metric_value(&h, "isn_scheduler_arrival_wait_seconds_total");
     harness_sleep_ms(20); /* the loop back in its poll: stopped in an iteration, it would count the stop as work */
     assert_int_equal(kill(h.pid, SIGSTOP), 0);
-    /* sent into the stop: its bytes wait in the socket */
     isn_grpc_client_call *call = isn_grpc_search_start(client, &request, err, sizeof err);
     if (!call) fail_msg("start: %s", err);
     harness_sleep_ms(60);
@@ -380,10 +376,6 @@ static void test_a_stall_of_the_node_is_seen_by_its_loop(void **state) {
     assert_int_equal(reply.status, 0);
     isn_grpc_search_reply_free(&reply);
     assert_true(harness_metric(&h, "isn_scheduler_stalls_seen_total") >= 1);
-    /* and aged from the poll's start, not taken for fresh: about 60 ms from arrival to the worker's queue */
-    double waited = harness_metric_value(&h, "isn_scheduler_arrival_wait_seconds_total") - waited_before;
-    print_message("the stopped request's wait before its worker's queue: %.1f ms\n", waited * 1e3);
-    assert_true(waited >= 0.03);
     isn_grpc_close(client);
     assert_int_equal(harness_stop(&h), 0);
 }
