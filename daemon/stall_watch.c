@@ -1,12 +1,12 @@
 /* Stalls of the node as a serving loop sees them. A loop stopped while it waited in its poll (the process
- * stopped, its VM's host took the CPUs) wakes to the requests that came in the stall as to fresh ones. But
- * a poll that returns far past its timeout was not run when it was due: the gRPC server then ages what it
- * reads from the poll's start and calls on_stall (config.stall_seen_ns, ISN_SCHEDULER_STALL_SEEN_NS), and
- * the scheduler's preparation queue counts its stillness from the stall's end (isn_scheduler_note_resume).
- * A poll bounded by no timer, or by one further off than the stall, cannot tell; so while Search requests
+ * stopped, its VM's host took the CPUs) wakes to the requests that came in the stall as to fresh ones, and
+ * nothing it reads tells of the stall. But a poll that blocks far past its timeout was not run when it was
+ * due: the gRPC server then calls on_stall (config.stall_seen_ns, ISN_SCHEDULER_STALL_SEEN_NS), and the
+ * scheduler's preparation queue counts its stillness from the stall's end (isn_scheduler_note_resume). A
+ * poll bounded by no timer, or by one further off than the stall, cannot tell; so while Search requests
  * come each loop keeps a short repeating timer, and its polls time out within STALL_WATCH_MS. (A loop
- * stopped in the middle of an iteration reads the stall's requests as old, which the scheduler's arrival
- * check tells the same way.) All on the loop's thread. */
+ * stopped in the middle of an iteration may read the stall's requests as old, which the scheduler's
+ * arrival check tells the same way.) All on the loop's thread. */
 #include "base/base.h"
 #include "daemon/server.h"
 
