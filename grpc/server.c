@@ -79,9 +79,9 @@ uint64_t isn_grpc_read_arrival_floor(isn_grpc_server *server, uint64_t now) {
     if (!server->first_read_ns) {
         /* Bytes that were there when the previous poll returned were read in its iteration (epoll
          * reports every ready socket): these came after it returned. A poll that blocked returned when
-         * they came, or after a stall it slept through (isn_grpc_poll_check_stall): the floor then
-         * takes them for fresh, which on a stall of the process answered more of them on time than
-         * ageing them from the poll's start, whereupon admission refused more of them. */
+         * they came, or after a stall it slept through (isn_grpc_poll_check_stall); they are taken for
+         * fresh either way: aged from that poll's start, the stall's requests were judged on what was
+         * left of their budgets, and admission refused many that the node would have answered in time. */
         bool blocked = now - server->poll_entered_ns > POLL_BLOCKED_NS || !server->previous_return_ns;
         server->arrival_floor_ns = blocked ? now : server->previous_return_ns;
         server->first_read_ns = now;

@@ -456,11 +456,11 @@ bool isn_scheduler_may_admit(isn_scheduler *scheduler, uint64_t received_ns, uin
  * the full check follows at submit). */
 bool isn_scheduler_may_admit_quick(isn_scheduler *scheduler, uint64_t received_ns, uint64_t deadline_ns,
                                    bool reader_keeps_up);
-/* A request unread this long by a loop that keeps up, or a loop's poll returning this long past its
+/* A request unread this long by a loop that keeps up, or a loop's poll blocking this long past its
  * timeout, tells that the node (or that loop) was stopped: a stall. Shorter waits are a loop's wait for
  * a core behind busy workers, and leave a 50 ms request its admission room. */
 #define ISN_SCHEDULER_STALL_SEEN_NS 15000000ull
-/* The node resumed from a stall at now_ns, as a loop saw it (its poll returned ISN_SCHEDULER_STALL_SEEN_NS
+/* The node resumed from a stall at now_ns, as a loop saw it (its poll blocked ISN_SCHEDULER_STALL_SEEN_NS
  * past its timeout, or it read a request held that long while it kept up): the stall held the preparation
  * queue and its workers still together, and they go on as it ends, so the queue's stillness counts from
  * then; stats.stalls_seen counts it (once, whichever loops and requests tell of it). Any thread. */
