@@ -3,14 +3,18 @@
 (files BEFORE and AFTER). Prints one JSON object: refusals counted by isn_shed_duration_seconds, the
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
-a wait, by routing once prepared); and the loops' iterations, with how many took over 1 ms. The
-client's view (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
+a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms; and the CPU's
+first stage per job, the machine's speed as the node's own work measures it. The client's view
+(isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
 """
 import json
 import re
 import sys
+
+# fewer CPU jobs than this over a run make their mean time a poor measure of the machine's speed
+MIN_CPU_JOBS = 1000
 
 
 def parse_metrics(text):
@@ -58,6 +62,11 @@ def main():
     # waits for the rest of it
     iterations = delta("isn_loop_iteration_seconds_count")
     iterations_within_1ms = next((c for le, c in cumulative("isn_loop_iteration_seconds") if le >= 0.001), 0.0)
+    # the machine's speed as the node's own work measures it: the CPU's first stage per job (the same log's
+    # queries; admission changes how many, not what each costs), so that a point answered fewer on time
+    # because the machine ran slower can be told from one where admission let less in
+    cpu_jobs = delta('isn_scheduler_ran_total{device="cpu"}')
+    cpu_retrieval = delta('isn_search_stage_duration_seconds_sum{stage="retrieval",device="cpu"}')
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -85,6 +94,8 @@ def main():
         # the loops' wait for a CPU while ready to run (absent on kernels that keep no run delays)
         "loop_cpu_wait_seconds": round(sum(delta(name) for name in after
                                            if name.startswith("isn_loop_cpu_wait_seconds_total{")), 6),
+        "cpu_jobs": int(cpu_jobs),
+        "cpu_retrieval_us_per_job": round(cpu_retrieval / cpu_jobs * 1e6, 2) if cpu_jobs >= MIN_CPU_JOBS else None,
     }))
 
 

@@ -26,6 +26,9 @@ sent), or whose generator threads were busy GENERATOR_BUSY of their time or more
 answers late), is judged all the same, and its failures say so: the issue asks to say where the load
 generator, not the node, is the limit. Rows without the lag (older curves) take it from the point's own
 isn-bench JSON beside them.
+A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job as during the sustained searches
+its 1x came from (cpu_retrieval_us_per_job, bench/node_sheds.py: the same log's queries, so the machine's speed
+as the node's own work measures it) is judged all the same too, and its failures say how much slower the machine was.
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
@@ -41,6 +44,9 @@ JUDGED = (1.25, 1.5, 2.0, 3.0)
 GENERATOR_LAG_MS = 1.0
 GENERATOR_BUSY = 0.9
 STEAL_SHARE = 0.01
+# the node's CPU work took this much longer a job than during the sustained search (its own overload moved it by
+# about 2% at 3x on an H100 host)
+MACHINE_SLOWER = 1.05
 TRIVIAL_JUDGED = (1.5, 2.0, 3.0)
 
 
@@ -63,7 +69,8 @@ def load(folders):
                 sustained.setdefault(run["label"], []).append(
                     {"rate": run["sustained"]["rate"], "at_ceiling": bool(run["sustained"].get("at_ceiling")),
                      "core_ns_per_step": core_ns_per_step(run), "searches_together": run.get("searches", 1),
-                     "vm_steal_share": run.get("vm_steal_share")})
+                     "vm_steal_share": run.get("vm_steal_share"),
+                     "cpu_retrieval_us_per_job": run.get("cpu_retrieval_us_per_job")})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes, set_aside
@@ -109,6 +116,23 @@ def steal_note(row):
     return " (the VM's host took %.1f%% of the machine's CPU time)" % (100 * steal)
 
 
+def search_speed(runs):
+    """The CPU's first stage per job over a configuration's sustained searches (their mean), or None when none
+    of them carries it."""
+    speeds = [run["cpu_retrieval_us_per_job"] for run in runs if run.get("cpu_retrieval_us_per_job")]
+    return sum(speeds) / len(speeds) if speeds else None
+
+
+def machine_note(row, reference):
+    """' (the machine was N% slower: ...)' when the row's node took MACHINE_SLOWER times as long a CPU job as in
+    the sustained searches (reference, us), else ''."""
+    speed = row.get("cpu_retrieval_us_per_job")
+    if not speed or not reference or speed < MACHINE_SLOWER * reference:
+        return ""
+    return " (the machine was %.0f%% slower: the CPU's first stage took %.1f us a job against %.1f us in the " \
+           "sustained search)" % (100 * (speed / reference - 1), speed, reference)
+
+
 def pairs(values, what):
     out = {}
     for item in values:
@@ -123,7 +147,7 @@ def verdict(ok, measured):
     return "not measured" if not measured else ("met" if ok else "not met")
 
 
-def must_show_1(curves, deadlines, set_aside):
+def must_show_1(curves, deadlines, set_aside, sustained):
     configs = {}
     for row in curves:
         if not row["config"].startswith("trivial"):
@@ -131,6 +155,8 @@ def must_show_1(curves, deadlines, set_aside):
     result = {}
     for config, rows in sorted(configs.items()):
         deadline = deadlines.get(config, 50.0)
+        reference = search_speed(sustained.get(config, []))
+        notes = lambda row: generator_note(row) + steal_note(row) + machine_note(row, reference)
         cells, failures = {}, []
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]
@@ -145,17 +171,19 @@ def must_show_1(curves, deadlines, set_aside):
                              "send_lag_p99_ms_max": max(lags) if lags else None,
                              "not_sent_max": max(r.get("not_sent", 0) for r in at),
                              "vm_steal_share_max": max((r["vm_steal_share"] for r in at
-                                                        if r.get("vm_steal_share") is not None), default=None)}
+                                                        if r.get("vm_steal_share") is not None), default=None),
+                             "cpu_retrieval_us_per_job_max": max((r["cpu_retrieval_us_per_job"] for r in at
+                                                                  if r.get("cpu_retrieval_us_per_job")), default=None)}
             if m in JUDGED and share < 0.9:
-                failures.append("%gx: on time %.3f of 1x%s%s" % (m, share, generator_note(share_at), steal_note(share_at)))
+                failures.append("%gx: on time %.3f of 1x%s" % (m, share, notes(share_at)))
             if p99 >= deadline:
-                failures.append("%gx: answered p99 %.1f ms, deadline %g%s%s" % (m, p99, deadline, generator_note(p99_at),
-                                                                                steal_note(p99_at)))
+                failures.append("%gx: answered p99 %.1f ms, deadline %g%s" % (m, p99, deadline, notes(p99_at)))
             if shed_p99 is not None and shed_p99 >= 1.0:
-                failures.append("%gx: shed p99 %.2f ms%s%s" % (m, shed_p99, generator_note(shed_at), steal_note(shed_at)))
+                failures.append("%gx: shed p99 %.2f ms%s" % (m, shed_p99, notes(shed_at)))
         missing = [m for m in JUDGED if str(m) not in cells]
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
                           "missing_multiples": missing, "points": cells,
+                          "search_cpu_retrieval_us_per_job": None if reference is None else round(reference, 2),
                           "runs_set_aside_for_steal": set_aside.get(config, 0)}
     return result
 
@@ -254,7 +282,7 @@ def main():
         if not os.path.isdir(folder):
             sys.exit("overload_verdicts: %s is not a folder" % folder)
     curves, sustained, spikes, set_aside = load(args.folders)
-    report = {"must_show_1": must_show_1(curves, pairs(args.deadline, "--deadline"), set_aside),
+    report = {"must_show_1": must_show_1(curves, pairs(args.deadline, "--deadline"), set_aside, sustained),
               "must_show_2": must_show_2(curves),
               "must_show_3": must_show_3(sustained, pairs(args.floor, "--floor")),
               "must_show_4": must_show_4(spikes)}

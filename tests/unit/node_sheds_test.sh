@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/node_sheds.py: what the node's refusals and loop iterations did between two /metrics scrapes,
 # from written scrapes (no load is run): the refusals' share within 1 ms and the bucket holding their p99,
-# where they were refused, the loop iterations over 1 ms, and the loops' wait for a CPU summed over the loops;
+# where they were refused, the loop iterations over 1 ms, the loops' wait for a CPU summed over the loops, and the
+# CPU's first stage per job (none from too few jobs);
 # a run with no refusal says so (null), not 0%.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-node-sheds.XXXXXX")
@@ -33,6 +34,10 @@ scrape "$work/before" 10 10 10 10 100 100 0.01 10 0 1.0 2.0
 # iterations more, 990 of them within 1 ms; 950 refused at HEADERS, 50 unprepared; the loops waited 0.5 s
 # and 0.25 s for a CPU
 scrape "$work/after" 910 990 1008 1010 1090 1100 0.51 960 50 1.5 2.25
+# the CPU ran 2,000 jobs more, whose first stage took 0.2 s: 100 us a job
+cpu_work() { printf 'isn_scheduler_ran_total{device="cpu"} %s\nisn_search_stage_duration_seconds_sum{stage="retrieval",device="cpu"} %s\n' "$2" "$3" >>"$1"; }
+cpu_work "$work/before" 500 0.05
+cpu_work "$work/after" 2500 0.25
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
 expect "refusals" "$(field node_shed <<<"$out")" 1000
 expect "share within 1 ms" "$(field node_shed_within_1ms_share <<<"$out")" 0.98
@@ -43,9 +48,17 @@ expect "iterations" "$(field loop_iterations <<<"$out")" 1000
 expect "iterations over 1 ms" "$(field loop_iterations_over_1ms <<<"$out")" 10
 expect "iterations' time" "$(field loop_iteration_seconds <<<"$out")" 0.5
 expect "loops' wait for a CPU" "$(field loop_cpu_wait_seconds <<<"$out")" 0.75
+expect "CPU jobs" "$(field cpu_jobs <<<"$out")" 2000
+expect "first stage per CPU job" "$(field cpu_retrieval_us_per_job <<<"$out")" 100.0
 
 # nothing refused, no iteration counted: null, not a share of 0
 out=$(python3 bench/node_sheds.py "$work/before" "$work/before")
 expect "no refusal" "$(field node_shed_within_1ms_share <<<"$out")" None
 expect "no iteration" "$(field loop_iterations_over_1ms <<<"$out")" None
+expect "no CPU job" "$(field cpu_retrieval_us_per_job <<<"$out")" None
+# too few CPU jobs to measure the machine by
+cp "$work/before" "$work/few"
+cpu_work "$work/few" 1400 0.14
+out=$(python3 bench/node_sheds.py "$work/before" "$work/few")
+expect "few CPU jobs" "$(field cpu_retrieval_us_per_job <<<"$out")" None
 echo "node_sheds_test: all cases passed"
