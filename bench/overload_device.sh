@@ -130,18 +130,14 @@ core_speed() {
 
 # The machine's steal and total CPU ticks (/proc/stat), as bench/overload_curve.sh takes them around a point.
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
-# search.json, the core's speed before and after, the CPU ticks before and after, the node's view of the search
-# (bench/node_sheds.py's JSON, or empty): each search's JSON line with "core_speed": {before, after},
-# "vm_steal_share", the share of the machine's CPU time its VM host took while the search ran (searches taking
-# turns share one), and "cpu_retrieval_us_per_job", the CPU's first stage per job over the search: the machine's
-# speed as the node's own work measured it then, which the curves' points at that 1x are set against
-# (bench/overload_verdicts.py)
+# search.json, the core's speed before and after, the CPU ticks before and after: each search's JSON line with
+# "core_speed": {before, after} and "vm_steal_share", the share of the machine's CPU time its VM host took
+# while the search ran (searches taking turns share one)
 with_core_speed() {
   python3 - "$@" <<'PY'
 import json, sys
 speeds = {name: json.loads(text) for name, text in zip(("before", "after"), sys.argv[2:4]) if text.strip()}
 ticks = [list(map(int, t.split())) for t in sys.argv[4:6]]
-node = json.loads(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6].strip() else {}
 steal = None
 if len(ticks) == 2 and all(len(t) == 2 for t in ticks) and ticks[1][1] > ticks[0][1]:
     steal = round((ticks[1][0] - ticks[0][0]) / (ticks[1][1] - ticks[0][1]), 4)
@@ -152,14 +148,8 @@ for line in open(sys.argv[1]):
     if speeds:
         run["core_speed"] = speeds
     run["vm_steal_share"] = steal
-    run["cpu_retrieval_us_per_job"] = node.get("cpu_retrieval_us_per_job")
     print(json.dumps(run))
 PY
-}
-# The node's /metrics into a file (Python: the GPU machine has no curl).
-scrape_metrics() {
-  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
-    http://127.0.0.1:7612/metrics >"$1" 2>/dev/null || : >"$1"
 }
 
 # A configuration's 1x: RATE_<config>, or else the mean of its sustained searches in the sustained.json
@@ -203,7 +193,6 @@ for stage in ${STAGES:-sustained}; do
           bin_var=ISND_$c; isnd_bin=${!bin_var:-}
           speed_before=$(core_speed)
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
-          scrape_metrics "$O/sustained-$c-$run.before.prom"
           ticks_before=$(cpu_ticks)
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
@@ -218,12 +207,10 @@ for stage in ${STAGES:-sustained}; do
             "${search[@]}" >"$O/search.json" 2>>"$O/sustained.txt"
           fi
           ticks_after=$(cpu_ticks)
-          scrape_metrics "$O/sustained-$c-$run.after.prom"
           tail -1 "$O/sustained.txt"
           stop_isnd
-          node=$(python3 bench/node_sheds.py "$O/sustained-$c-$run.before.prom" "$O/sustained-$c-$run.after.prom" 2>/dev/null)
           if [ -s "$O/search.json" ]; then
-            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" "$ticks_before" "$ticks_after" "$node" >>"$O/sustained.json"
+            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" "$ticks_before" "$ticks_after" >>"$O/sustained.json"
           else
             echo "overload_device: the sustained search of $c (run $run) gave no result" >&2
           fi
