@@ -6,8 +6,9 @@
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
 # may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal),
 # and the node's own view of its refusals (bench/node_sheds.py: time
-# from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU) and of its
-# loops' wait for a CPU while ready to run (loop wait, seconds over all loops). A
+# from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU), of its
+# loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and of its CPU's first stage per job
+# (cpu_retrieval_us_per_job: the machine's speed as the node's own work measures it). A
 # summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
 # with gnuplot.
 #

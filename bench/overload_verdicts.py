@@ -29,8 +29,8 @@ isn-bench JSON beside them.
 A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job as at the curve's fastest
 overloaded point (cpu_retrieval_us_per_job, bench/node_sheds.py: the same log's queries, all cores busy at both, so
 the machine's speed as the node's own work measures it) is judged all the same too, and its failures say how much
-slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a
-CPU job ran 25-70% faster over one than at the overloaded points of the curve that followed on an H100 host.
+slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and on
+an H100 host a CPU job took 25-77% longer at the overloaded points of a curve than over the search before it.
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
