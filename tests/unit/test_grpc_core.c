@@ -485,13 +485,22 @@ static void test_finished_calls_handed_over_once(void **state) {
     echo_server_free(&app);
 }
 
+/* A hang guard for the loops below that spin the client and the server by turns: a wall-clock bound, far
+ * beyond any wait a test sets up (a count of turns is not one: 500,000 turns took under 200 ms, less than the
+ * held call's delay, on a fast machine). */
+#define SPIN_GIVE_UP_NS 10000000000ull
+
+static void give_up_after(uint64_t started_ns, const char *what) {
+    if (isn_now_ns() - started_ns > SPIN_GIVE_UP_NS) fail_msg("%s within %.0f s", what, SPIN_GIVE_UP_NS / 1e9);
+}
+
 /* Runs the server's loop until the client's socket holds input, without reading it; then the time. */
 static uint64_t reply_waiting(uv_loop_t *loop, isn_grpc_client *client) {
     char err[256];
     assert_int_equal(isn_grpc_service(client, 0, err, sizeof err), 0); /* the request out */
     struct pollfd pfd = {.fd = isn_grpc_fd(client), .events = POLLIN};
-    for (int turns = 0; poll(&pfd, 1, 0) <= 0; turns++) {
-        if (turns > 500000) fail_msg("no reply reached the client's socket");
+    for (uint64_t started = isn_now_ns(); poll(&pfd, 1, 0) <= 0;) {
+        give_up_after(started, "no reply reached the client's socket");
         uv_run(loop, UV_RUN_NOWAIT);
     }
     return isn_now_ns();
@@ -499,8 +508,8 @@ static uint64_t reply_waiting(uv_loop_t *loop, isn_grpc_client *client) {
 
 /* Services the client and runs the server's loop by turns until the call is done. */
 static void drive_until_done(uv_loop_t *loop, isn_grpc_client *client, isn_grpc_client_call *call) {
-    for (int turns = 0; !isn_grpc_client_call_done(call); turns++) {
-        if (turns > 500000) fail_msg("the call was not answered");
+    for (uint64_t started = isn_now_ns(); !isn_grpc_client_call_done(call);) {
+        give_up_after(started, "the call was not answered");
         service_once(client);
         uv_run(loop, UV_RUN_NOWAIT);
     }
@@ -563,8 +572,8 @@ static void test_a_refused_stream_is_unavailable(void **state) {
     app.later_ms = 200;
     isn_grpc_client *client = connect_client(bound);
     isn_grpc_client_call *held = start(client, "/test.Echo/Later", "");
-    for (int turns = 0; !app.held; turns++) {
-        if (turns > 500000) fail_msg("the held call never reached the server");
+    for (uint64_t started = isn_now_ns(); !app.held;) {
+        give_up_after(started, "the held call never reached the server");
         service_once(client);
         uv_run(&loop, UV_RUN_NOWAIT);
     }
