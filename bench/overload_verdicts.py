@@ -29,8 +29,8 @@ isn-bench JSON beside them.
 A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job as at the curve's fastest
 overloaded point (cpu_retrieval_us_per_job, bench/node_sheds.py: the same log's queries, all cores busy at both, so
 the machine's speed as the node's own work measures it) is judged all the same too, and its failures say how much
-slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and on
-an H100 host a CPU job took 25-77% longer at the overloaded points of a curve than over the search before it.
+slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a
+CPU job runs faster beside idle cores than beside busy ones (README: the H100 leases' measurements).
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
@@ -46,8 +46,8 @@ JUDGED = (1.25, 1.5, 2.0, 3.0)
 GENERATOR_LAG_MS = 1.0
 GENERATOR_BUSY = 0.9
 STEAL_SHARE = 0.01
-# the node's CPU work took this much longer a job than at the curve's fastest overloaded point (from 1.25 to 3x its
-# own load moved it by about 2% on an H100 host whose speed held)
+# the node's CPU work took this much longer a job than at the curve's fastest overloaded point: above what the node's
+# own load moves it from 1.25 to 3x on a machine whose speed holds
 MACHINE_SLOWER = 1.05
 TRIVIAL_JUDGED = (1.5, 2.0, 3.0)
 

@@ -486,8 +486,8 @@ static void test_finished_calls_handed_over_once(void **state) {
 }
 
 /* A hang guard for the loops below that spin the client and the server by turns: a wall-clock bound, far
- * beyond any wait a test sets up (a count of turns is not one: 500,000 turns took under 200 ms, less than the
- * held call's delay, on a fast machine). */
+ * beyond any wait a test sets up. A count of turns is no such bound: on a fast machine it ran out before the
+ * held call's delay had passed. */
 #define SPIN_GIVE_UP_NS 10000000000ull
 
 static void give_up_after(uint64_t started_ns, const char *what) {
