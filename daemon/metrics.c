@@ -39,6 +39,9 @@ void metrics_add(metrics *sum, const metrics *m) {
         histogram_add(&sum->reply_wait_seconds[device], &m->reply_wait_seconds[device]);
         sum->answered_late[device] += m->answered_late[device];
     }
+    sum->retrieval_sampled_jobs += m->retrieval_sampled_jobs;
+    sum->retrieval_sampled_wall_ns += m->retrieval_sampled_wall_ns;
+    sum->retrieval_sampled_cpu_ns += m->retrieval_sampled_cpu_ns;
     sum->shed += m->shed;
     sum->shed_at_headers += m->shed_at_headers;
     sum->cancelled += m->cancelled;

@@ -35,6 +35,10 @@ typedef struct {
      * for the rest of it, so the long ones are the tail of how soon a refusal can leave. */
     histogram loop_iteration_seconds;
     uint64_t answered_late[STAGE_DEVICES]; /* OK replies written after the request's deadline (the node's clock) */
+    /* The CPU's first stage on its sampled jobs (search_worker.c): how many, their wall time and their
+     * worker's CPU time. CPU time per job follows the machine's speed; wall over CPU time, how long workers
+     * waited for a core mid-search (more threads than cores, or other processes). */
+    uint64_t retrieval_sampled_jobs, retrieval_sampled_wall_ns, retrieval_sampled_cpu_ns;
     /* connections, protocol errors, bytes and HTTP rejects: grpc/'s counters */
     uint64_t shed;                  /* RESOURCE_EXHAUSTED: overload or queue full */
     uint64_t shed_at_headers;       /* of shed: refused at HEADERS, before the request was read or decoded */

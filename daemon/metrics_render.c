@@ -105,6 +105,16 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
         buffer_printf(out, "isn_answered_late_total{device=\"%s\"} %llu\n", stage_device_label(device),
                       (unsigned long long)m->answered_late[device]);
 
+    prom_u64(out, "isn_search_retrieval_sampled_jobs_total", "counter",
+             "CPU first stages whose worker thread's CPU time was taken (one in a few, answered OK).",
+             m->retrieval_sampled_jobs);
+    prom_family(out, "isn_search_retrieval_sampled_seconds_total", "counter",
+                "Those first stages' time: wall (as isn_search_stage_duration_seconds) and the worker thread's CPU "
+                "time. CPU time per job follows the machine's speed; wall over CPU, the workers' waits for a core "
+                "mid-search.");
+    buffer_printf(out, "isn_search_retrieval_sampled_seconds_total{clock=\"wall\"} %.9f\n"
+                       "isn_search_retrieval_sampled_seconds_total{clock=\"cpu\"} %.9f\n",
+                  (double)m->retrieval_sampled_wall_ns / 1e9, (double)m->retrieval_sampled_cpu_ns / 1e9);
     prom_u64(out, "isn_inflight_requests", "gauge", "Search requests handed to workers and not yet answered.",
              serving_loops_inflight(server));
     prom_u64(out, "isn_queued_requests", "gauge", "Search requests waiting for a worker.",

@@ -101,6 +101,7 @@ struct search_job {
     uint64_t reply_charged;
     uint64_t reply_prepaid; /* of reply's capacity, what the call's own charge covers (kept from its last use) */
     uint64_t queue_ns, retrieval_ns, total_ns;
+    uint64_t retrieval_cpu_ns; /* the worker thread's CPU time in the first stage, on sampled jobs only (else 0) */
     uint32_t num_hits;
     uint32_t worker;
     bool complete; /* false: stopped early, the hits are the best found so far */
