@@ -343,6 +343,11 @@ typedef struct {
     /* latencies of RESOURCE_EXHAUSTED replies (how cheaply load is shed), microseconds; same cap */
     uint64_t *shed_latency_us;
     size_t num_shed_latencies;
+    /* the same refusals' latencies from when the client handed each to its connection, not from its scheduled
+     * time (microseconds; same cap): a generator that stalls sends late, and the refusals it sent late carry its
+     * stall in shed_latency_us; here only the server's and the network's part, ended at the reply's arrival */
+    uint64_t *shed_from_send_us;
+    size_t num_shed_from_send;
     /* how late the client handed each measured request to its connection after its scheduled time,
      * microseconds (same cap): when these grow, the load generator, not the server, sets the latency */
     uint64_t *send_lag_us;
@@ -367,6 +372,7 @@ int bench_stats_init(bench_stats *stats, size_t latency_cap);
 void bench_stats_free(bench_stats *stats);
 void bench_stats_add_latency(bench_stats *stats, uint64_t us);
 void bench_stats_add_send_lag(bench_stats *stats, uint64_t us);
+void bench_stats_add_shed_from_send(bench_stats *stats, uint64_t us);
 void bench_stats_add_receive_lag(bench_stats *stats, uint64_t us);
 
 typedef struct {

@@ -9,17 +9,23 @@ int bench_stats_init(bench_stats *stats, size_t latency_cap) {
     stats->latency_cap = latency_cap ? latency_cap : 1;
     stats->latency_us = malloc(stats->latency_cap * sizeof *stats->latency_us);
     stats->shed_latency_us = malloc(stats->latency_cap * sizeof *stats->shed_latency_us);
+    stats->shed_from_send_us = malloc(stats->latency_cap * sizeof *stats->shed_from_send_us);
     stats->send_lag_us = malloc(stats->latency_cap * sizeof *stats->send_lag_us);
     stats->receive_lag_us = malloc(stats->latency_cap * sizeof *stats->receive_lag_us);
-    return stats->latency_us && stats->shed_latency_us && stats->send_lag_us && stats->receive_lag_us ? 0 : -1;
+    return stats->latency_us && stats->shed_latency_us && stats->shed_from_send_us && stats->send_lag_us &&
+                   stats->receive_lag_us
+               ? 0
+               : -1;
 }
 
 void bench_stats_free(bench_stats *stats) {
     free(stats->latency_us);
     free(stats->shed_latency_us);
+    free(stats->shed_from_send_us);
     free(stats->send_lag_us);
     free(stats->receive_lag_us);
-    stats->latency_us = stats->shed_latency_us = stats->send_lag_us = stats->receive_lag_us = NULL;
+    stats->latency_us = stats->shed_latency_us = stats->shed_from_send_us = stats->send_lag_us = stats->receive_lag_us =
+        NULL;
 }
 
 /* One sample into one of the arrays of latency_cap; past the cap it is dropped, and said. */
@@ -30,6 +36,10 @@ static void add_sample(bench_stats *stats, uint64_t *samples, size_t *count, uin
 
 void bench_stats_add_send_lag(bench_stats *stats, uint64_t us) {
     add_sample(stats, stats->send_lag_us, &stats->num_send_lags, us);
+}
+
+void bench_stats_add_shed_from_send(bench_stats *stats, uint64_t us) {
+    add_sample(stats, stats->shed_from_send_us, &stats->num_shed_from_send, us);
 }
 
 void bench_stats_add_receive_lag(bench_stats *stats, uint64_t us) {
@@ -84,6 +94,7 @@ void bench_stats_merge(bench_stats *sum, const bench_stats *st) {
     sum->generator_wall_ns += st->generator_wall_ns;
     for (size_t j = 0; j < st->num_latencies; j++) bench_stats_add_latency(sum, st->latency_us[j]);
     for (size_t j = 0; j < st->num_shed_latencies; j++) add_shed_latency(sum, st->shed_latency_us[j]);
+    for (size_t j = 0; j < st->num_shed_from_send; j++) bench_stats_add_shed_from_send(sum, st->shed_from_send_us[j]);
     for (size_t j = 0; j < st->num_send_lags; j++) bench_stats_add_send_lag(sum, st->send_lag_us[j]);
     for (size_t j = 0; j < st->num_receive_lags; j++) bench_stats_add_receive_lag(sum, st->receive_lag_us[j]);
     sum->arrivals_unknown += st->arrivals_unknown;
@@ -184,18 +195,21 @@ void bench_stats_write_json(FILE *out, bench_stats *stats, double target_rate, u
             (unsigned long long)stats->partial, ratio(stats->partial, stats->ok), (unsigned long long)stats->late,
             (unsigned long long)misses, ratio(misses, sent),
             ratio(sent - stats->ok, sent));
-    bench_percentiles shed, lag, receive;
+    bench_percentiles shed, shed_from_send, lag, receive;
     percentiles_of(stats->shed_latency_us, stats->num_shed_latencies, &shed);
+    percentiles_of(stats->shed_from_send_us, stats->num_shed_from_send, &shed_from_send);
     percentiles_of(stats->send_lag_us, stats->num_send_lags, &lag);
     percentiles_of(stats->receive_lag_us, stats->num_receive_lags, &receive);
     fprintf(out,
             "\"on_time\":%llu,\"on_time_per_s\":%.1f,\"shed_latency_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,"
-            "\"samples\":%zu},\"send_lag_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},"
+            "\"samples\":%zu},\"shed_from_send_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},"
+            "\"send_lag_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},"
             "\"receive_lag_us\":{\"p50\":%.0f,\"p99\":%.0f,\"max\":%.0f,\"samples\":%zu},\"arrivals_unknown\":%llu,"
             "\"generator_busy\":%.3f,\"timeline_ms\":%lld,\"on_time_timeline\":[",
             (unsigned long long)bench_stats_on_time(stats),
             duration_s > 0 ? (double)bench_stats_on_time(stats) / duration_s : 0.0, shed.p50, shed.p99, shed.max,
-            stats->num_shed_latencies, lag.p50, lag.p99, lag.max, stats->num_send_lags, receive.p50, receive.p99,
+            stats->num_shed_latencies, shed_from_send.p50, shed_from_send.p99, shed_from_send.max,
+            stats->num_shed_from_send, lag.p50, lag.p99, lag.max, stats->num_send_lags, receive.p50, receive.p99,
             receive.max, stats->num_receive_lags, (unsigned long long)stats->arrivals_unknown,
             ratio(stats->generator_cpu_ns, stats->generator_wall_ns),
             (long long)(BENCH_TIMELINE_NS / 1000000));

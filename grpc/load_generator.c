@@ -31,6 +31,7 @@ typedef struct {
     uint32_t conn;
     uint32_t closed_client; /* closed loop: which client sent it */
     int64_t scheduled_ns;
+    int64_t sent_ns; /* when it was handed to its connection (its send lag after scheduled_ns) */
     bool measured;
 } load_slot;
 
@@ -120,11 +121,12 @@ static bool issue(load_run *run, int64_t scheduled_ns, uint32_t closed_client) {
         else if (measured) run->stats.not_sent++;
         return false;
     }
-    int64_t lag_ns = now_ns() - scheduled_ns;
+    int64_t sent_ns = now_ns();
+    int64_t lag_ns = sent_ns - scheduled_ns;
     if (measured) bench_stats_add_send_lag(&run->stats, lag_ns > 0 ? (uint64_t)lag_ns / 1000 : 0);
     isn_grpc_client_call_set_user(call, (void *)(uintptr_t)run->num_active); /* its slot, for collect */
     run->active[run->num_active++] = (load_slot){.call = call, .conn = conn_index, .closed_client = closed_client,
-                                                  .scheduled_ns = scheduled_ns, .measured = measured};
+                                                  .scheduled_ns = scheduled_ns, .sent_ns = sent_ns, .measured = measured};
     isn_grpc_pool_started(run->pool, conn_index);
     return true;
 }
@@ -166,6 +168,10 @@ static void finish_slot(load_run *run, uint32_t pos, bool *client_busy) {
         uint64_t deadline_us = (uint64_t)run->config->deadline_ms * 1000;
         if (refused) run->stats.refused_streams++;
         else bench_stats_record(&run->stats, status, status == 0 && complete, latency_us, deadline_us);
+        if (!refused && status == ISN_GRPC_STATUS_RESOURCE_EXHAUSTED) {
+            int64_t from_send = (done ? done : now_ns()) - slot->sent_ns;
+            bench_stats_add_shed_from_send(&run->stats, from_send > 0 ? (uint64_t)from_send / 1000 : 0);
+        }
         if (arrived) bench_stats_add_receive_lag(&run->stats, (uint64_t)(read_at - arrived) / 1000);
         else if (status >= 0) run->stats.arrivals_unknown++; /* a reply came, its time did not */
         if (status == 0 && complete && latency_us <= deadline_us)

@@ -305,6 +305,13 @@ static void test_a_throttling_client_refuses_the_excess_itself(void **state) {
                   (unsigned long long)throttled.client_refused, (unsigned long long)throttled.shed);
     assert_int_equal(plain.client_refused, 0);
     assert_true(plain.shed + plain.not_sent > plain.scheduled / 2);
+    /* each refusal's latency also from its sending, which follows its scheduled time: never the longer */
+    assert_true(plain.num_shed_from_send > 0);
+    assert_int_equal(plain.num_shed_from_send, plain.num_shed_latencies);
+    uint64_t from_schedule = 0, from_send = 0;
+    for (size_t i = 0; i < plain.num_shed_latencies; i++) from_schedule += plain.shed_latency_us[i];
+    for (size_t i = 0; i < plain.num_shed_from_send; i++) from_send += plain.shed_from_send_us[i];
+    assert_true(from_send <= from_schedule);
     assert_true(throttled.client_refused > throttled.scheduled / 2);
     assert_true(throttled.shed < throttled.client_refused);
     assert_true(throttled.ok > 0);

@@ -49,6 +49,7 @@ static void test_json(void **state) {
     for (int i = 0; i < 90; i++) bench_stats_add_latency(&s, 100 + (uint64_t)i);
     for (int i = 0; i < 100; i++) bench_stats_add_send_lag(&s, (uint64_t)i); /* 0..99 us behind schedule */
     for (int i = 0; i < 80; i++) bench_stats_add_receive_lag(&s, 1000 + (uint64_t)i); /* read 1.0-1.079 ms late */
+    for (int i = 0; i < 2; i++) bench_stats_add_shed_from_send(&s, 300 + 100 * (uint64_t)i); /* the two refusals */
     s.generator_cpu_ns = 3000;
     s.generator_wall_ns = 4000;
     /* a second thread, whose client throttle refused all it was asked (5 for want of a stream): asked, not sent */
@@ -85,6 +86,10 @@ static void test_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(lag, "p99")), 98);
     assert_int_equal(json_integer_value(json_object_get(lag, "max")), 99);
     assert_int_equal(json_integer_value(json_object_get(lag, "samples")), 100);
+    json_t *shed_from_send = json_object_get(j, "shed_from_send_us");
+    assert_int_equal(json_integer_value(json_object_get(shed_from_send, "p50")), 300);
+    assert_int_equal(json_integer_value(json_object_get(shed_from_send, "max")), 400);
+    assert_int_equal(json_integer_value(json_object_get(shed_from_send, "samples")), 2);
     json_t *receive = json_object_get(j, "receive_lag_us");
     assert_int_equal(json_integer_value(json_object_get(receive, "p50")), 1039);
     assert_int_equal(json_integer_value(json_object_get(receive, "max")), 1079);
