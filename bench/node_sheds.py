@@ -4,7 +4,9 @@
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
 a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms; and the CPU's
-first stage per job, the machine's speed as the node's own work measures it. The client's view
+first stage per job (its wall time, and on the jobs isnd samples its worker's CPU time, which leaves out the
+waits for a core that the node's own threads cause), the machine's speed as the node's own work measures it.
+The client's view
 (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
@@ -15,6 +17,7 @@ import sys
 
 # fewer CPU jobs than this over a run make their mean time a poor measure of the machine's speed
 MIN_CPU_JOBS = 1000
+MIN_SAMPLED_JOBS = 125
 
 
 def parse_metrics(text):
@@ -67,6 +70,12 @@ def main():
     # because the machine ran slower can be told from one where admission let less in
     cpu_jobs = delta('isn_scheduler_ran_total{device="cpu"}')
     cpu_retrieval = delta('isn_search_stage_duration_seconds_sum{stage="retrieval",device="cpu"}')
+    # the same on the sampled jobs whose worker's CPU time was taken (isnd samples one in a few): CPU time
+    # leaves out a worker's waits for a core mid-search, which the node's own threads cause when they
+    # outnumber its cores; wall over CPU time is how much of the wall time those waits were
+    sampled_jobs = delta("isn_search_retrieval_sampled_jobs_total")
+    sampled_cpu = delta('isn_search_retrieval_sampled_seconds_total{clock="cpu"}')
+    sampled_wall = delta('isn_search_retrieval_sampled_seconds_total{clock="wall"}')
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -96,6 +105,10 @@ def main():
                                            if name.startswith("isn_loop_cpu_wait_seconds_total{")), 6),
         "cpu_jobs": int(cpu_jobs),
         "cpu_retrieval_us_per_job": round(cpu_retrieval / cpu_jobs * 1e6, 2) if cpu_jobs >= MIN_CPU_JOBS else None,
+        "cpu_retrieval_cpu_us_per_job":
+            round(sampled_cpu / sampled_jobs * 1e6, 2) if sampled_jobs >= MIN_SAMPLED_JOBS and sampled_cpu > 0 else None,
+        "cpu_retrieval_wall_over_cpu":
+            round(sampled_wall / sampled_cpu, 3) if sampled_jobs >= MIN_SAMPLED_JOBS and sampled_cpu > 0 else None,
     }))
 
 

@@ -122,7 +122,9 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "client_refused": p.get("client_refused", 0), "client_refused_no_room": p.get("client_refused_no_room", 0),
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
+       "shed_from_send_p99_ms": p["shed_from_send_us"]["p99"] / 1000 if "shed_from_send_us" in p else None,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
+       "send_lag_max_ms": p["send_lag_us"]["max"] / 1000,
        "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
        "generator_busy": p.get("generator_busy"), "vm_steal_share": steal, "attempt": int(sys.argv[8])}
 row.update(node)

@@ -24,12 +24,14 @@ them:
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
 sent), or whose generator threads were busy GENERATOR_BUSY of their time or more (then they read the
 answers late), is judged all the same, and its failures say so: the issue asks to say where the load
-generator, not the node, is the limit. Rows without the lag (older curves) take it from the point's own
+generator, not the node, is the limit. So does a refusal tail that the generator's own stall made: the refusals'
+p99 counted from their sending (shed_from_send_p99_ms) under 1 ms where the p99 from their scheduled time is not. Rows without the lag (older curves) take it from the point's own
 isn-bench JSON beside them.
 A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job as at the curve's fastest
-overloaded point (cpu_retrieval_us_per_job, bench/node_sheds.py: the same log's queries, all cores busy at both, so
-the machine's speed as the node's own work measures it) is judged all the same too, and its failures say how much
-slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a
+overloaded point (bench/node_sheds.py: the same log's queries, all cores busy at both, so the machine's speed as
+the node's own work measures it; the worker's CPU time a job, cpu_retrieval_cpu_us_per_job, where the node samples
+it, since the wall time, cpu_retrieval_us_per_job, also holds the workers' waits for a core that the node's own
+threads cause) is judged all the same too, and its failures say how much slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a
 CPU job runs faster beside idle cores than beside busy ones (README: the H100 leases' measurements).
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
@@ -117,20 +119,43 @@ def steal_note(row):
     return " (the VM's host took %.1f%% of the machine's CPU time)" % (100 * steal)
 
 
-def fastest_overloaded(rows):
+def job_measure(rows):
+    """Which per-job time of the CPU's first stage measures the machine for these rows: the worker's CPU time where
+    every row that has a per-job time has it (a node that samples it), else the wall time (older nodes). The wall
+    time also holds the workers' waits for a core, which the node's own threads cause where they outnumber its
+    cores (the CPU-only node's 12 workers and 4 loops on 12 CPUs): those grow with the load, not with the machine."""
+    timed = [r for r in rows if r.get("cpu_retrieval_us_per_job")]
+    if timed and all(r.get("cpu_retrieval_cpu_us_per_job") for r in timed):
+        return "cpu_retrieval_cpu_us_per_job"
+    return "cpu_retrieval_us_per_job"
+
+
+def fastest_overloaded(rows, measure):
     """The CPU's first stage per job at a curve's fastest point from 1.25x on (us), or None when no point carries it."""
-    return min((r["cpu_retrieval_us_per_job"] for r in rows
-                if r["multiple"] >= JUDGED[0] and r.get("cpu_retrieval_us_per_job")), default=None)
+    return min((r[measure] for r in rows if r["multiple"] >= JUDGED[0] and r.get(measure)), default=None)
 
 
-def machine_note(row, reference):
+def machine_note(row, reference, measure):
     """' (the machine was N% slower ...)' when the row's node took MACHINE_SLOWER times as long a CPU job as at the
     curve's fastest overloaded point (reference, us), else ''."""
-    speed = row.get("cpu_retrieval_us_per_job")
+    speed = row.get(measure)
     if not speed or not reference or speed < MACHINE_SLOWER * reference:
         return ""
     return " (the machine was %.0f%% slower than at the curve's fastest overloaded point: the CPU's first stage " \
-           "took %.1f us a job against %.1f us)" % (100 * (speed / reference - 1), speed, reference)
+           "took %.1f us %sa job against %.1f us)" % (100 * (speed / reference - 1), speed,
+                                                      "of CPU time " if measure == "cpu_retrieval_cpu_us_per_job" else "",
+                                                      reference)
+
+
+def sent_late_note(row):
+    """' (sent late: ...)' when the refusals' p99 from their sending is under 1 ms where the p99 from their scheduled
+    time is not: the generator handed them to their connections late (a stall of its own, seen in its send lag's
+    maximum even where the lag's p99 is small), and that wait is in the latency the verdict judges."""
+    from_send = row.get("shed_from_send_p99_ms")
+    if from_send is None or from_send >= 1.0 or row.get("shed_p99_ms", 0) < 1.0:
+        return ""
+    return " (sent late by the generator: from their sending the refusals' p99 was %.2f ms; send lag max %.1f ms)" % (
+        from_send, row.get("send_lag_max_ms") or 0.0)
 
 
 def pairs(values, what):
@@ -155,8 +180,9 @@ def must_show_1(curves, deadlines, set_aside):
     result = {}
     for config, rows in sorted(configs.items()):
         deadline = deadlines.get(config, 50.0)
-        reference = fastest_overloaded(rows)
-        notes = lambda row: generator_note(row) + steal_note(row) + machine_note(row, reference)
+        measure = job_measure(rows)
+        reference = fastest_overloaded(rows, measure)
+        notes = lambda row: generator_note(row) + steal_note(row) + machine_note(row, reference, measure)
         cells, failures = {}, []
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]
@@ -173,17 +199,27 @@ def must_show_1(curves, deadlines, set_aside):
                              "vm_steal_share_max": max((r["vm_steal_share"] for r in at
                                                         if r.get("vm_steal_share") is not None), default=None),
                              "cpu_retrieval_us_per_job_max": max((r["cpu_retrieval_us_per_job"] for r in at
-                                                                  if r.get("cpu_retrieval_us_per_job")), default=None)}
+                                                                  if r.get("cpu_retrieval_us_per_job")), default=None),
+                             "cpu_retrieval_cpu_us_per_job_max": max((r["cpu_retrieval_cpu_us_per_job"] for r in at
+                                                                      if r.get("cpu_retrieval_cpu_us_per_job")),
+                                                                     default=None),
+                             "cpu_retrieval_wall_over_cpu_max": max((r["cpu_retrieval_wall_over_cpu"] for r in at
+                                                                     if r.get("cpu_retrieval_wall_over_cpu")),
+                                                                    default=None),
+                             "shed_from_send_p99_ms_max": max((r["shed_from_send_p99_ms"] for r in at
+                                                               if r.get("shed_from_send_p99_ms") is not None),
+                                                              default=None)}
             if m in JUDGED and share < 0.9:
                 failures.append("%gx: on time %.3f of 1x%s" % (m, share, notes(share_at)))
             if p99 >= deadline:
                 failures.append("%gx: answered p99 %.1f ms, deadline %g%s" % (m, p99, deadline, notes(p99_at)))
             if shed_p99 is not None and shed_p99 >= 1.0:
-                failures.append("%gx: shed p99 %.2f ms%s" % (m, shed_p99, notes(shed_at)))
+                failures.append("%gx: shed p99 %.2f ms%s" % (m, shed_p99, notes(shed_at) + sent_late_note(shed_at)))
         missing = [m for m in JUDGED if str(m) not in cells]
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
                           "missing_multiples": missing, "points": cells,
                           "fastest_overloaded_cpu_retrieval_us_per_job": reference,
+                          "cpu_job_measure": measure,
                           "runs_set_aside_for_steal": set_aside.get(config, 0)}
     return result
 

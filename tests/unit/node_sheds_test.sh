@@ -38,6 +38,11 @@ scrape "$work/after" 910 990 1008 1010 1090 1100 0.51 960 50 1.5 2.25
 cpu_work() { printf 'isn_scheduler_ran_total{device="cpu"} %s\nisn_search_stage_duration_seconds_sum{stage="retrieval",device="cpu"} %s\n' "$2" "$3" >>"$1"; }
 cpu_work "$work/before" 500 0.05
 cpu_work "$work/after" 2500 0.25
+# of those, 250 sampled for their worker's CPU time: 0.02 s of it, 0.025 s of wall time
+sampled() { printf 'isn_search_retrieval_sampled_jobs_total %s\nisn_search_retrieval_sampled_seconds_total{clock="wall"} %s\nisn_search_retrieval_sampled_seconds_total{clock="cpu"} %s\n' "$2" "$3" "$4" >>"$1"; }
+cp "$work/before" "$work/before-unsampled"
+sampled "$work/before" 50 0.005 0.004
+sampled "$work/after" 300 0.030 0.024
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
 expect "refusals" "$(field node_shed <<<"$out")" 1000
 expect "share within 1 ms" "$(field node_shed_within_1ms_share <<<"$out")" 0.98
@@ -50,6 +55,11 @@ expect "iterations' time" "$(field loop_iteration_seconds <<<"$out")" 0.5
 expect "loops' wait for a CPU" "$(field loop_cpu_wait_seconds <<<"$out")" 0.75
 expect "CPU jobs" "$(field cpu_jobs <<<"$out")" 2000
 expect "first stage per CPU job" "$(field cpu_retrieval_us_per_job <<<"$out")" 100.0
+expect "CPU time per sampled job" "$(field cpu_retrieval_cpu_us_per_job <<<"$out")" 80.0
+expect "wall over CPU time" "$(field cpu_retrieval_wall_over_cpu <<<"$out")" 1.25
+# a node that samples nothing (older): null
+out=$(python3 bench/node_sheds.py "$work/before-unsampled" "$work/before-unsampled")
+expect "no sampled job" "$(field cpu_retrieval_cpu_us_per_job <<<"$out")" None
 
 # nothing refused, no iteration counted: null, not a share of 0
 out=$(python3 bench/node_sheds.py "$work/before" "$work/before")

@@ -89,6 +89,29 @@ expect "a machine 3.6% slower not named" "$failures" "2x: on time 0.870 of 1x"
 curve "$work/machine-unknown" cpu "$(point cpu 2 2.0 870 30.0 100 0.8 | sed 's/}$/, "cpu_retrieval_us_per_job": 112.8}/')"
 failures=$(judge "$work/machine-unknown" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "no other point's speed: nothing named" "$failures" "2x: on time 0.870 of 1x"
+# where the node samples its workers' CPU time a job, that is the measure: a point whose wall time a job rose 16%
+# (workers waiting for a core behind the node's own loops) but whose CPU time did not names no slower machine
+with_cpu_time() { # file us: every point without the CPU-time measure gets it
+  sed -i "/cpu_retrieval_cpu_us_per_job/! s/}\$/, \"cpu_retrieval_cpu_us_per_job\": $2}/" "$1"
+}
+cp -r "$work/machine" "$work/crowded"
+with_cpu_time "$work/crowded/overload-cpu.json" 90.0
+failures=$(judge "$work/crowded" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "the node's own crowding is no slower machine" "$failures" "2x: on time 0.870 of 1x"
+curve "$work/machine-cpu" cpu "$(point cpu 2 2.0 870 30.0 100 0.8 | sed 's/}$/, "cpu_retrieval_us_per_job": 112.8, "cpu_retrieval_cpu_us_per_job": 104.4}/')"
+with_cpu_job "$work/machine-cpu/overload-cpu.json" 97.5
+with_cpu_time "$work/machine-cpu/overload-cpu.json" 90.0
+failures=$(judge "$work/machine-cpu" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "a slower machine by CPU time" "$failures" \
+  "2x: on time 0.870 of 1x (the machine was 16% slower than at the curve's fastest overloaded point: the CPU's first stage took 104.4 us of CPU time a job against 90.0 us)"
+# a refusal tail that the generator's own stall made: from their sending the refusals left in under 1 ms
+curve "$work/sent-late" cpu "$(point cpu 2 2.0 950 30.0 100 20.9 | sed 's/}$/, "send_lag_p99_ms": 0.07, "send_lag_max_ms": 50.2, "shed_from_send_p99_ms": 0.31}/')"
+failures=$(judge "$work/sent-late" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "a generator's stall named" "$failures" \
+  "2x: shed p99 20.90 ms (sent late by the generator: from their sending the refusals' p99 was 0.31 ms; send lag max 50.2 ms)"
+curve "$work/node-late" cpu "$(point cpu 2 2.0 950 30.0 100 1.8 | sed 's/}$/, "send_lag_max_ms": 0.3, "shed_from_send_p99_ms": 1.75}/')"
+failures=$(judge "$work/node-late" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "a tail of the node's own not excused" "$failures" "2x: shed p99 1.80 ms"
 # runs set aside for the steal during them (overload_curve.sh STEAL_RETRIES) are counted, not judged: a failing one
 # beside a curve that holds leaves it met
 curve "$work/retried" cpu
