@@ -23,6 +23,7 @@ typedef enum {
     KEY_ALGO,
     KEY_LEVEL,
     KEY_GPU_PRUNING, /* auto, always, never: isn_gpu_options.pruning */
+    KEY_SWITCH,      /* auto or a boolean: isn_switch */
     /* Numbers, stored as uint32_t in the unit the field's name gives. A size or a duration is
      * written with its unit in the value ("4MiB", "200us"); the key name never carries a unit. */
     KEY_U32,
@@ -105,7 +106,7 @@ static const key_spec KEYS[] = {
     {"scheduler", "codel_drop_waited", KEY_BOOL, FIELD(codel_drop_waited), "false", 0, 0, false},
     {"scheduler", "forgive_stalls", KEY_BOOL, FIELD(forgive_stalls), "true", 0, 0, false},
     {"scheduler", "worker_nice", KEY_U32, FIELD(worker_nice), "5", 0, 19, false},
-    {"scheduler", "worker_idle_policy", KEY_BOOL, FIELD(worker_idle_policy), "false", 0, 0, false},
+    {"scheduler", "worker_idle_policy", KEY_SWITCH, FIELD(worker_idle_policy), "auto", 0, 0, false},
     {"scheduler", "worker_slice", KEY_DURATION_US, FIELD(worker_slice_us), "0", 0, 100000, false},
     {"scheduler", "analysis_min_workers", KEY_U32, FIELD(analysis_min_workers), "4", 0, 4096, false},
     {"scheduler", "cost_model_state", KEY_PATH, FIELD(cost_model_state), "", 0, 0, false},
@@ -374,6 +375,14 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
         for (int mode = 0; mode < 3; mode++)
             if (!strcmp(value, gpu_pruning_names[mode])) return *(uint32_t *)field = (uint32_t)mode, 0;
         return isn_error(err, err_len, "\"%s\" is not a pruning mode (auto, always, never)", value);
+    case KEY_SWITCH: {
+        bool on;
+        if (!strcmp(value, "auto")) return *(isn_switch *)field = ISN_SWITCH_AUTO, 0;
+        if (parse_bool(value, &on) < 0)
+            return isn_error(err, err_len, "\"%s\" is neither auto nor a boolean (true/false, yes/no, on/off)", value);
+        *(isn_switch *)field = on ? ISN_SWITCH_ON : ISN_SWITCH_OFF;
+        return 0;
+    }
     case KEY_U32:
     case KEY_DURATION_MS:
     case KEY_DURATION_US:
@@ -405,6 +414,11 @@ static void format_value(const isn_conf *conf, const key_spec *key, char *out, s
     case KEY_ALGO: snprintf(out, out_len, "%s", isn_algo_name(*(const isn_algo *)field)); break;
     case KEY_LEVEL: snprintf(out, out_len, "%s", isn_log_level_name(*(const isn_log_level *)field)); break;
     case KEY_GPU_PRUNING: snprintf(out, out_len, "%s", gpu_pruning_names[*(const uint32_t *)field % 3]); break;
+    case KEY_SWITCH: {
+        isn_switch value = *(const isn_switch *)field;
+        snprintf(out, out_len, "%s", value == ISN_SWITCH_AUTO ? "auto" : value == ISN_SWITCH_ON ? "true" : "false");
+        break;
+    }
     case KEY_U32:
     case KEY_DURATION_MS:
     case KEY_DURATION_US:
@@ -607,4 +621,8 @@ bool isn_conf_reloadable(const isn_conf *old_conf, const isn_conf *new_conf, cha
         }
     }
     return true;
+}
+
+bool isn_conf_worker_idle_policy(const isn_conf *conf) {
+    return conf->worker_idle_policy == ISN_SWITCH_ON || (conf->worker_idle_policy == ISN_SWITCH_AUTO && !conf->gpu_enable);
 }

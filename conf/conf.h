@@ -14,6 +14,9 @@
 #define ISN_CONF_ADDR_MAX 272 /* host (up to 255) + ":" + port, or "[v6]:port" */
 #define ISN_CONF_PATH_MAX 4096
 
+/* A switch whose default depends on the node ("auto": each key that takes it says how isnd chooses). */
+typedef enum { ISN_SWITCH_AUTO, ISN_SWITCH_ON, ISN_SWITCH_OFF } isn_switch;
+
 typedef struct {
     /* [server] */
     char listen[ISN_CONF_ADDR_MAX];       /* gRPC, HOST:PORT; port 0 = any free port */
@@ -76,7 +79,7 @@ typedef struct {
     bool codel_drop_waited;         /* refuse what waited past CoDel's target in a standing backlog */
     bool forgive_stalls;            /* a request a loop that keeps up read old: judged on what is left */
     uint32_t worker_nice;           /* CPU workers' nice value above the rest of the process (0..19) */
-    bool worker_idle_policy;        /* CPU workers of SCHED_IDLE (worker_nice then unused) */
+    isn_switch worker_idle_policy;  /* CPU workers of SCHED_IDLE (worker_nice then unused); auto: without gpu.enable */
     uint32_t worker_slice_us;       /* CPU workers' scheduler slice; 0 = the kernel's */
     uint32_t analysis_min_workers;  /* queries are analysed on the workers when there are this many */
     char cost_model_state[ISN_CONF_PATH_MAX]; /* "" = do not persist */
@@ -139,6 +142,10 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len);
 
 /* Writes the effective configuration as an INI file that isn_conf_load_file accepts. */
 void isn_conf_write(const isn_conf *conf, FILE *out);
+/* scheduler.worker_idle_policy as it applies: auto puts the workers of a node without a GPU in SCHED_IDLE (on such a
+ * node the workers only search, and its loops then take a core from them at once; beside a GPU they also prepare
+ * and pack its batches, and lose more than the loops gain). */
+bool isn_conf_worker_idle_policy(const isn_conf *conf);
 
 /* True when every key that differs between the two can change without a restart (SIGHUP reload).
  * Otherwise names the first key that cannot in `key` ("section.key"). */

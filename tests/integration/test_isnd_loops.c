@@ -375,6 +375,52 @@ static void test_loop_realtime_priority_on_the_loops_alone(void **state) {
     assert_int_equal(harness_stop(&h), 0);
 }
 
+/* How many of the running isnd's CPU workers (isn-cpu-N) run in SCHED_IDLE (*idle) and in the normal policy
+ * (*normal); fails when a loop runs in SCHED_IDLE. */
+static void count_worker_policies(unsigned *idle, unsigned *normal) {
+    char dir[64], main_tid[16];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)h.pid);
+    snprintf(main_tid, sizeof main_tid, "%d", (int)h.pid);
+    DIR *tasks = opendir(dir);
+    assert_non_null(tasks);
+    *idle = *normal = 0;
+    for (struct dirent *e; (e = readdir(tasks));) {
+        if (e->d_name[0] == '.') continue;
+        char name[32];
+        harness_thread_name(h.pid, e->d_name, name, sizeof name);
+        bool idle_policy = isn_thread_has_idle_policy((pid_t)atoi(e->d_name));
+        if (strcmp(e->d_name, main_tid) == 0 || strncmp(name, "isnd-loop-", 10) == 0) {
+            if (idle_policy) fail_msg("loop thread %s (%s) runs in SCHED_IDLE", e->d_name, name);
+        } else if (strncmp(name, "isn-cpu-", 8) == 0) {
+            *(idle_policy ? idle : normal) += 1;
+        }
+    }
+    closedir(tasks);
+}
+
+/* scheduler.worker_idle_policy = auto (the default): a node without a GPU runs its workers in SCHED_IDLE, where a
+ * loop woken on a worker's core takes it at once; beside a GPU (here the emulated one) and with false they keep the
+ * normal policy; the loops keep it always. */
+static void test_workers_idle_without_a_gpu(void **state) {
+    (void)state;
+    static const char *const cpu_only[] = {"--set", "server.loops=2", "--workers", "2", NULL};
+    static const char *const normal_policy[] = {"--set", "server.loops=2", "--workers", "2",
+                                                "--set", "scheduler.worker_idle_policy=false", NULL};
+    static const char *const beside_gpu[] = {"--set", "server.loops=2", "--workers", "2", "--set", "gpu.enable=true",
+                                             "--set", "gpu.emulate=true", "--set", "gpu.upload_before_ready=true", NULL};
+    const char *const *runs[] = {cpu_only, normal_policy, beside_gpu};
+    const unsigned idle_wanted[] = {2, 0, 0};
+    for (int run = 0; run < 3; run++) {
+        assert_int_equal(harness_start(&h, NULL, runs[run]), 0);
+        unsigned idle, normal;
+        count_worker_policies(&idle, &normal);
+        if (idle != idle_wanted[run] || idle + normal != 2)
+            fail_msg("run %d: %u workers in SCHED_IDLE and %u in the normal policy, wanted %u of 2 in SCHED_IDLE", run,
+                     idle, normal, idle_wanted[run]);
+        assert_int_equal(harness_stop(&h), 0);
+    }
+}
+
 /* The CPUs a thread of isnd may run on, as a bit mask (CPUs past 63 are not looked at); false when the
  * thread has exited since its directory was listed, which short-lived threads may do under a slow build
  * (ASan's). */
@@ -557,6 +603,7 @@ int main(void) {
         cmocka_unit_test(test_pin_loops_gives_each_loop_a_cpu_of_its_own),
         cmocka_unit_test(test_pin_loops_keeps_the_gpu_threads_off_the_loops),
         cmocka_unit_test(test_loop_realtime_priority_on_the_loops_alone),
+        cmocka_unit_test(test_workers_idle_without_a_gpu),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
 }

@@ -242,6 +242,20 @@ static void test_overrides(void **state) {
     assert_error(isn_conf_set_option(&conf, "gpu.pruning=sometimes", err, sizeof err), err,
                  "not a pruning mode (auto, always, never)");
     assert_int_equal(conf.gpu_pruning, 1);
+    /* the workers' SCHED_IDLE: auto (without gpu.enable) or a boolean */
+    assert_int_equal(conf.worker_idle_policy, ISN_SWITCH_AUTO);
+    assert_true(isn_conf_worker_idle_policy(&conf));
+    conf.gpu_enable = true;
+    assert_false(isn_conf_worker_idle_policy(&conf));
+    assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=on", err, sizeof err), 0);
+    assert_true(isn_conf_worker_idle_policy(&conf));
+    conf.gpu_enable = false;
+    assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=false", err, sizeof err), 0);
+    assert_false(isn_conf_worker_idle_policy(&conf));
+    assert_error(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=sometimes", err, sizeof err), err,
+                 "neither auto nor a boolean");
+    assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=auto", err, sizeof err), 0);
+    assert_int_equal(conf.worker_idle_policy, ISN_SWITCH_AUTO);
     /* event loops: 0 (from the core count) up to 256 */
     assert_int_equal(conf.loops, 0);
     assert_int_equal(isn_conf_set_option(&conf, "server.loops=4", err, sizeof err), 0);
