@@ -357,7 +357,7 @@ bool rpc_take_completions(serving_loop *loop) {
                 if (job->sched.finished_ns && now > job->sched.finished_ns)
                     histogram_observe(&m->reply_wait_seconds[device], (double)(now - job->sched.finished_ns) / 1e9);
                 if (job->deadline_ns && now > job->deadline_ns) m->answered_late[device]++;
-                if (job->retrieval_cpu_ns) {
+                if (device == STAGE_ON_CPU && job->retrieval_cpu_ns) {
                     m->retrieval_sampled_jobs++;
                     m->retrieval_sampled_wall_ns += job->retrieval_ns;
                     m->retrieval_sampled_cpu_ns += job->retrieval_cpu_ns;

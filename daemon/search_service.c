@@ -97,6 +97,7 @@ static void pack_gpu_answer(search_service *service, search_job *job, const isn_
                             const service_worker *helper) {
     job->queue_ns = sched->started_ns - sched->enqueued_ns;
     job->retrieval_ns = isn_now_ns() - sched->started_ns;
+    job->retrieval_cpu_ns = 0; /* a reused job's last CPU sample is not this answer's */
     job->worker = sched->worker;
     const isn_gpu_request *request = sched->gpu_request;
     if (!request) {
