@@ -623,6 +623,7 @@ bool isn_conf_reloadable(const isn_conf *old_conf, const isn_conf *new_conf, cha
     return true;
 }
 
-bool isn_conf_worker_idle_policy(const isn_conf *conf) {
-    return conf->worker_idle_policy == ISN_SWITCH_ON || (conf->worker_idle_policy == ISN_SWITCH_AUTO && !conf->gpu_enable);
+bool isn_conf_worker_idle_policy(const isn_conf *conf, uint32_t cpus, uint32_t loops) {
+    if (conf->worker_idle_policy != ISN_SWITCH_AUTO) return conf->worker_idle_policy == ISN_SWITCH_ON;
+    return !conf->gpu_enable && cpus >= ISN_IDLE_WORKERS_CPUS_PER_LOOP * (uint64_t)loops;
 }

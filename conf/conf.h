@@ -142,10 +142,13 @@ int isn_conf_validate(const isn_conf *conf, char *err, size_t err_len);
 
 /* Writes the effective configuration as an INI file that isn_conf_load_file accepts. */
 void isn_conf_write(const isn_conf *conf, FILE *out);
-/* scheduler.worker_idle_policy as it applies: auto puts the workers of a node without a GPU in SCHED_IDLE (on such a
- * node the workers only search, and its loops then take a core from them at once; beside a GPU they also prepare
- * and pack its batches, and lose more than the loops gain). */
-bool isn_conf_worker_idle_policy(const isn_conf *conf);
+/* scheduler.worker_idle_policy as it applies to a node of `loops` event loops on `cpus` CPUs: auto puts the workers
+ * in SCHED_IDLE on a node without a GPU that has at least ISN_IDLE_WORKERS_CPUS_PER_LOOP CPUs a loop. There the
+ * workers only search, the loops then take a core from them at once, and the loops can hold at most a third of the
+ * CPUs. Beside a GPU the workers also prepare and pack its batches and lose more than the loops gain; with fewer
+ * CPUs a loop, a busy loop would leave the workers sharing its core almost nothing. */
+#define ISN_IDLE_WORKERS_CPUS_PER_LOOP 3
+bool isn_conf_worker_idle_policy(const isn_conf *conf, uint32_t cpus, uint32_t loops);
 
 /* True when every key that differs between the two can change without a restart (SIGHUP reload).
  * Otherwise names the first key that cannot in `key` ("section.key"). */

@@ -213,11 +213,16 @@ static void load_index(uv_work_t *work) {
                                       .worker_cpus = server->worker_cpus,
                                       .num_worker_cpus = server->num_worker_cpus,
                                       .spare_cpus = server->loop_cpus,
-                                      .num_spare_cpus = server->loop_cpus ? server->num_loops : 0};
+                                      .num_spare_cpus = server->loop_cpus ? server->num_loops : 0,
+                                      .idle_policy = isn_conf_worker_idle_policy(&server->conf, isn_cpus_available(),
+                                                                                 server->num_loops)};
     server->pool = search_service_start(first, &server->conf, &threads, server->load_error, sizeof server->load_error);
     if (!server->pool) return;
     server->num_workers = workers + spares + standby;
-    log_info("%u search workers%s%s started%s (queries analysed on the %s) in %.3f s", workers, sized, spared,
+    char policy[48];
+    if (threads.idle_policy) snprintf(policy, sizeof policy, "in SCHED_IDLE");
+    else snprintf(policy, sizeof policy, "at nice +%u", server->conf.worker_nice);
+    log_info("%u search workers%s%s started %s%s (queries analysed on the %s) in %.3f s", workers, sized, spared, policy,
              server->conf.warm_up ? " and warmed up" : "",
              search_service_analyses_on_loop(server->pool) ? "loop thread" : "workers",
              (double)(isn_now_ns() - start) / 1e9);

@@ -468,7 +468,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.degraded_fraction = conf->degraded_stop_percent / 100.0;
     config.route_margin = conf->route_margin_percent / 100.0;
     config.worker_nice = (int)conf->worker_nice;
-    config.worker_idle_policy = isn_conf_worker_idle_policy(conf);
+    config.worker_idle_policy = threads->idle_policy;
     config.worker_slice_ns = (uint64_t)conf->worker_slice_us * 1000;
     config.spare_workers = threads->spares;
     config.spare_idle_policy = conf->spare_idle_policy;

@@ -29,6 +29,7 @@ typedef struct {
     void *loops;
     const int *worker_cpus, *spare_cpus;
     uint32_t num_worker_cpus, num_spare_cpus;
+    bool idle_policy; /* the workers in SCHED_IDLE (isn_conf_worker_idle_policy), else at scheduler.worker_nice */
 } search_service_threads;
 
 /* Starts the threads, with the first index generation's searchers (warmed up when conf asks). The

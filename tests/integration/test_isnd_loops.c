@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "base/base.h"
+#include "conf/conf.h"
 #include "grpc/client.h"
 #include "tests/support/files.h"
 #include "tests/support/isnd_harness.h"
@@ -398,25 +399,35 @@ static void count_worker_policies(unsigned *idle, unsigned *normal) {
     closedir(tasks);
 }
 
-/* scheduler.worker_idle_policy = auto (the default): a node without a GPU runs its workers in SCHED_IDLE, where a
- * loop woken on a worker's core takes it at once; beside a GPU (here the emulated one) and with false they keep the
- * normal policy; the loops keep it always. */
-static void test_workers_idle_without_a_gpu(void **state) {
+/* scheduler.worker_idle_policy: true puts the workers in SCHED_IDLE, false keeps them in the normal policy, and
+ * auto (the default) chooses SCHED_IDLE on a node without a GPU that has three CPUs a loop or more (one loop here:
+ * so on three CPUs or more, as isnd counts them) and the normal policy beside a GPU (here the emulated one); the
+ * loops keep the normal policy always. */
+static void test_worker_idle_policy(void **state) {
     (void)state;
-    static const char *const cpu_only[] = {"--set", "server.loops=2", "--workers", "2", NULL};
-    static const char *const normal_policy[] = {"--set", "server.loops=2", "--workers", "2",
+    static const char *const idle_policy[] = {"--set", "server.loops=1", "--workers", "2",
+                                              "--set", "scheduler.worker_idle_policy=true", NULL};
+    static const char *const normal_policy[] = {"--set", "server.loops=1", "--workers", "2",
                                                 "--set", "scheduler.worker_idle_policy=false", NULL};
-    static const char *const beside_gpu[] = {"--set", "server.loops=2", "--workers", "2", "--set", "gpu.enable=true",
+    static const char *const cpu_only[] = {"--set", "server.loops=1", "--workers", "2", NULL};
+    static const char *const beside_gpu[] = {"--set", "server.loops=1", "--workers", "2", "--set", "gpu.enable=true",
                                              "--set", "gpu.emulate=true", "--set", "gpu.upload_before_ready=true", NULL};
-    const char *const *runs[] = {cpu_only, normal_policy, beside_gpu};
-    const unsigned idle_wanted[] = {2, 0, 0};
-    for (int run = 0; run < 3; run++) {
+    const char *const *runs[] = {idle_policy, normal_policy, cpu_only, beside_gpu};
+    const bool enough_cpus = isn_cpus_available() >= ISN_IDLE_WORKERS_CPUS_PER_LOOP;
+    const unsigned idle_wanted[] = {2, 0, enough_cpus ? 2 : 0, 0};
+    const char *const said[] = {"started in SCHED_IDLE", "started at nice +5", enough_cpus ? "started in SCHED_IDLE" : "started at nice +5",
+                                "started at nice +5"};
+    for (int run = 0; run < 4; run++) {
         assert_int_equal(harness_start(&h, NULL, runs[run]), 0);
         unsigned idle, normal;
         count_worker_policies(&idle, &normal);
         if (idle != idle_wanted[run] || idle + normal != 2)
             fail_msg("run %d: %u workers in SCHED_IDLE and %u in the normal policy, wanted %u of 2 in SCHED_IDLE", run,
                      idle, normal, idle_wanted[run]);
+        if (!harness_log_has(&h, said[run])) {
+            harness_dump_log(&h);
+            fail_msg("run %d: isnd did not say its workers %s", run, said[run]);
+        }
         assert_int_equal(harness_stop(&h), 0);
     }
 }
@@ -603,7 +614,7 @@ int main(void) {
         cmocka_unit_test(test_pin_loops_gives_each_loop_a_cpu_of_its_own),
         cmocka_unit_test(test_pin_loops_keeps_the_gpu_threads_off_the_loops),
         cmocka_unit_test(test_loop_realtime_priority_on_the_loops_alone),
-        cmocka_unit_test(test_workers_idle_without_a_gpu),
+        cmocka_unit_test(test_worker_idle_policy),
     };
     return cmocka_run_group_tests_name("isnd_loops", tests, setup, teardown);
 }

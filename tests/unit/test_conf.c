@@ -242,16 +242,20 @@ static void test_overrides(void **state) {
     assert_error(isn_conf_set_option(&conf, "gpu.pruning=sometimes", err, sizeof err), err,
                  "not a pruning mode (auto, always, never)");
     assert_int_equal(conf.gpu_pruning, 1);
-    /* the workers' SCHED_IDLE: auto (without gpu.enable) or a boolean */
+    /* the workers' SCHED_IDLE: auto (without gpu.enable, at three CPUs a loop or more) or a boolean */
     assert_int_equal(conf.worker_idle_policy, ISN_SWITCH_AUTO);
-    assert_true(isn_conf_worker_idle_policy(&conf));
+    assert_true(isn_conf_worker_idle_policy(&conf, 12, 4));
+    assert_true(isn_conf_worker_idle_policy(&conf, 3, 1));
+    assert_false(isn_conf_worker_idle_policy(&conf, 11, 4));
+    assert_false(isn_conf_worker_idle_policy(&conf, 2, 1));
     conf.gpu_enable = true;
-    assert_false(isn_conf_worker_idle_policy(&conf));
+    assert_false(isn_conf_worker_idle_policy(&conf, 12, 4));
     assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=on", err, sizeof err), 0);
-    assert_true(isn_conf_worker_idle_policy(&conf));
+    assert_true(isn_conf_worker_idle_policy(&conf, 12, 4));
+    assert_true(isn_conf_worker_idle_policy(&conf, 1, 1));
     conf.gpu_enable = false;
     assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=false", err, sizeof err), 0);
-    assert_false(isn_conf_worker_idle_policy(&conf));
+    assert_false(isn_conf_worker_idle_policy(&conf, 12, 4));
     assert_error(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=sometimes", err, sizeof err), err,
                  "neither auto nor a boolean");
     assert_int_equal(isn_conf_set_option(&conf, "scheduler.worker_idle_policy=auto", err, sizeof err), 0);
