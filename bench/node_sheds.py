@@ -6,8 +6,7 @@ it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bou
 a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms; and the CPU's
 first stage per job (its wall time, and on the jobs isnd samples its worker's CPU time, which leaves out the
 waits for a core that the node's own threads cause), the machine's speed as the node's own work measures it.
-The client's view
-(isn-bench's shed_latency_us) adds the network and the load generator's own delays.
+The client's view (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
 """

@@ -24,15 +24,16 @@ them:
 A point whose generator fell behind its schedule (send lag p99 of GENERATOR_LAG_MS or more, or requests not
 sent), or whose generator threads were busy GENERATOR_BUSY of their time or more (then they read the
 answers late), is judged all the same, and its failures say so: the issue asks to say where the load
-generator, not the node, is the limit. So does a refusal tail that the generator's own stall made: the refusals'
-p99 counted from their sending (shed_from_send_p99_ms) under 1 ms where the p99 from their scheduled time is not. Rows without the lag (older curves) take it from the point's own
-isn-bench JSON beside them.
+generator, not the node, is the limit. So does a refusal tail that the generator's own stall made: the
+refusals' p99 counted from their sending (shed_from_send_p99_ms) under 1 ms where the p99 from their scheduled
+time is not. Rows without the lag (older curves) take it from the point's own isn-bench JSON beside them.
 A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job as at the curve's fastest
 overloaded point (bench/node_sheds.py: the same log's queries, all cores busy at both, so the machine's speed as
 the node's own work measures it; the worker's CPU time a job, cpu_retrieval_cpu_us_per_job, where the node samples
 it, since the wall time, cpu_retrieval_us_per_job, also holds the workers' waits for a core that the node's own
-threads cause) is judged all the same too, and its failures say how much slower the machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a
-CPU job runs faster beside idle cores than beside busy ones (README: the H100 leases' measurements).
+threads cause) is judged all the same too, and its failures say how much slower the machine was. A sustained
+search is no such reference: its probes below capacity leave cores idle, and a CPU job runs faster beside idle
+cores than beside busy ones (README: the H100 leases' measurements).
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
@@ -148,7 +149,7 @@ def machine_note(row, reference, measure):
 
 
 def sent_late_note(row):
-    """' (sent late: ...)' when the refusals' p99 from their sending is under 1 ms where the p99 from their scheduled
+    """' (sent late by the generator: ...)' when the refusals' p99 from their sending is under 1 ms where the p99 from their scheduled
     time is not: the generator handed them to their connections late (a stall of its own, seen in its send lag's
     maximum even where the lag's p99 is small), and that wait is in the latency the verdict judges."""
     from_send = row.get("shed_from_send_p99_ms")
