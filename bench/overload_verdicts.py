@@ -184,7 +184,7 @@ def must_show_1(curves, deadlines, set_aside):
         measure = job_measure(rows)
         reference = fastest_overloaded(rows, measure)
         notes = lambda row: generator_note(row) + steal_note(row) + machine_note(row, reference, measure)
-        cells, failures = {}, []
+        cells, failures, generator_limited = {}, [], 0
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]
             share_at = min(at, key=lambda r: r["on_time_per_s"] / r["sustained_rate"])
@@ -214,10 +214,16 @@ def must_show_1(curves, deadlines, set_aside):
                 failures.append("%gx: on time %.3f of 1x%s" % (m, share, notes(share_at)))
             if p99 >= deadline:
                 failures.append("%gx: answered p99 %.1f ms, deadline %g%s" % (m, p99, deadline, notes(p99_at)))
+                generator_limited += m not in JUDGED and bool(generator_note(p99_at))
             if shed_p99 is not None and shed_p99 >= 1.0:
                 failures.append("%gx: shed p99 %.2f ms%s" % (m, shed_p99, notes(shed_at) + sent_late_note(shed_at)))
+                generator_limited += m not in JUDGED and bool(generator_note(shed_at))
         missing = [m for m in JUDGED if str(m) not in cells]
+        # the issue reports 4x and asks to say where the generator, not the node, is the limit: the verdict judges
+        # every point alike, and this one leaves out only failures past the judged multiples whose generator lagged
+        kept_up = not missing and len(failures) == generator_limited
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
+                          "verdict_where_the_generator_kept_up": verdict(kept_up, not missing),
                           "missing_multiples": missing, "points": cells,
                           "fastest_overloaded_cpu_retrieval_us_per_job": reference,
                           "cpu_job_measure": measure,
@@ -332,6 +338,9 @@ def main():
         for name, r in entries.items():
             notes = r.get("failures", []) + (["%d runs set aside for the steal during them and run again" %
                                                r["runs_set_aside_for_steal"]] if r.get("runs_set_aside_for_steal") else [])
+            if r["verdict"] == "not met" and r.get("verdict_where_the_generator_kept_up") == "met":
+                notes.append("met where the generator kept up (its failures are past the judged multiples, where "
+                             "the generator lagged)")
             print("%-12s %-10s %-13s %s" % (show, name, r["verdict"], "; ".join(notes)), file=sys.stderr)
 
 

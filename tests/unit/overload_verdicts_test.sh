@@ -112,6 +112,18 @@ expect "a generator's stall named" "$failures" \
 curve "$work/node-late" cpu "$(point cpu 2 2.0 950 30.0 100 1.8 | sed 's/}$/, "send_lag_max_ms": 0.3, "shed_from_send_p99_ms": 1.75}/')"
 failures=$(judge "$work/node-late" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "a tail of the node's own not excused" "$failures" "2x: shed p99 1.80 ms"
+# past the judged multiples (4x, reported) a failure whose generator lagged is judged, and the verdict where the
+# generator kept up leaves it out; one whose generator kept up, or one at a judged multiple, it does not
+kept_up() { python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["verdict_where_the_generator_kept_up"])'; }
+curve "$work/four-lagged" cpu
+sed -i '/"repeat": 1, .*"multiple": 4.0,/ s/"shed_p99_ms": 0.8, "not_sent": 0/"shed_p99_ms": 15.7, "not_sent": 45200/' "$work/four-lagged/overload-cpu.json"
+report=$(judge "$work/four-lagged")
+expect "a lagging generator's 4x judged" "$(verdict must_show_1 cpu <<<"$report")" "not met"
+expect "and left out where the generator kept up" "$(kept_up <<<"$report")" met
+curve "$work/four-node" cpu
+sed -i '/"repeat": 1, .*"multiple": 4.0,/ s/"shed_p99_ms": 0.8,/"shed_p99_ms": 1.7,/' "$work/four-node/overload-cpu.json"
+expect "the node's own 4x tail counted" "$(judge "$work/four-node" | kept_up)" "not met"
+expect "a lagging generator at 2x counted" "$(judge "$work/lagged" | kept_up)" "not met"
 # runs set aside for the steal during them (overload_curve.sh STEAL_RETRIES) are counted, not judged: a failing one
 # beside a curve that holds leaves it met
 curve "$work/retried" cpu
