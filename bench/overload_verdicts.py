@@ -192,24 +192,14 @@ def must_show_1(curves, deadlines, set_aside):
             shed_at = max((r for r in at if r["shed"]), key=lambda r: r["shed_p99_ms"], default=None)
             share = share_at["on_time_per_s"] / share_at["sustained_rate"]
             p99, shed_p99 = p99_at["answered_p99_ms"], shed_at["shed_p99_ms"] if shed_at else None
-            lags = [r["send_lag_p99_ms"] for r in at if r.get("send_lag_p99_ms") is not None]
             cells[str(m)] = {"repeats": len(at), "on_time_share_min": round(share, 3),
                              "answered_p99_ms_max": p99, "shed_p99_ms_max": shed_p99,
-                             "send_lag_p99_ms_max": max(lags) if lags else None,
-                             "not_sent_max": max(r.get("not_sent", 0) for r in at),
-                             "vm_steal_share_max": max((r["vm_steal_share"] for r in at
-                                                        if r.get("vm_steal_share") is not None), default=None),
-                             "cpu_retrieval_us_per_job_max": max((r["cpu_retrieval_us_per_job"] for r in at
-                                                                  if r.get("cpu_retrieval_us_per_job")), default=None),
-                             "cpu_retrieval_cpu_us_per_job_max": max((r["cpu_retrieval_cpu_us_per_job"] for r in at
-                                                                      if r.get("cpu_retrieval_cpu_us_per_job")),
-                                                                     default=None),
-                             "cpu_retrieval_wall_over_cpu_max": max((r["cpu_retrieval_wall_over_cpu"] for r in at
-                                                                     if r.get("cpu_retrieval_wall_over_cpu")),
-                                                                    default=None),
-                             "shed_from_send_p99_ms_max": max((r["shed_from_send_p99_ms"] for r in at
-                                                               if r.get("shed_from_send_p99_ms") is not None),
-                                                              default=None)}
+                             "not_sent_max": max(r.get("not_sent", 0) for r in at)}
+            # a lag or a share of 0 is measured; a CPU job's time of 0 is not (a node with no CPU work to time)
+            for key in ("send_lag_p99_ms", "vm_steal_share", "shed_from_send_p99_ms"):
+                cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key) is not None), default=None)
+            for key in ("cpu_retrieval_us_per_job", "cpu_retrieval_cpu_us_per_job", "cpu_retrieval_wall_over_cpu"):
+                cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key)), default=None)
             if m in JUDGED and share < 0.9:
                 failures.append("%gx: on time %.3f of 1x%s" % (m, share, notes(share_at)))
             if p99 >= deadline:

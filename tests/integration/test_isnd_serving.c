@@ -523,15 +523,6 @@ static uint64_t metric_value(const char *text, const char *sample) {
     return strtoull(p + strlen(needle), NULL, 10);
 }
 
-/* A sample's value as a number of seconds (metric_value reads whole counts). */
-static double metric_seconds(const char *text, const char *sample) {
-    char needle[256];
-    snprintf(needle, sizeof needle, "\n%s", sample);
-    const char *p = strstr(text, needle);
-    if (!p) fail_msg("metric %s missing", sample);
-    return strtod(p + strlen(needle), NULL);
-}
-
 /* /stats parsed (the caller frees it). */
 static json_t *stats_json(const server_target *s) {
     assert_int_equal(harness_http_get(s->process, "/stats", page, sizeof page), 200);
@@ -600,8 +591,8 @@ static void test_isnd_metrics(void **state) {
     assert_non_null(strstr(page, "isn_search_stage_duration_seconds_bucket{stage=\"queue\",device=\"cpu\",le=\"+Inf\"}"));
     /* one CPU first stage in a few has its worker's CPU time taken; that time lies inside the stage's wall time */
     assert_true(metric_value(page, "isn_search_retrieval_sampled_jobs_total ") >= 1);
-    double sampled_cpu = metric_seconds(page, "isn_search_retrieval_sampled_seconds_total{clock=\"cpu\"} ");
-    double sampled_wall = metric_seconds(page, "isn_search_retrieval_sampled_seconds_total{clock=\"wall\"} ");
+    double sampled_cpu = harness_metric_value(s->process, "isn_search_retrieval_sampled_seconds_total{clock=\"cpu\"}");
+    double sampled_wall = harness_metric_value(s->process, "isn_search_retrieval_sampled_seconds_total{clock=\"wall\"}");
     assert_true(sampled_cpu > 0.0);
     assert_true(sampled_cpu <= sampled_wall);
 
