@@ -3,9 +3,10 @@
 (files BEFORE and AFTER). Prints one JSON object: refusals counted by isn_shed_duration_seconds, the
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
-a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms; and the CPU's
-first stage per job (its wall time, and on the jobs isnd samples its worker's CPU time, which leaves out the
-waits for a core that the node's own threads cause), the machine's speed as the node's own work measures it.
+a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms, and the stalls
+they saw; and the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
+time, which leaves out the waits for a core that the node's own threads cause), the machine's speed as the
+node's own work measures it.
 The client's view (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
@@ -102,6 +103,9 @@ def main():
         # the loops' wait for a CPU while ready to run (absent on kernels that keep no run delays)
         "loop_cpu_wait_seconds": round(sum(delta(name) for name in after
                                            if name.startswith("isn_loop_cpu_wait_seconds_total{")), 6),
+        # polls that blocked 15 ms or more past their timeout, or requests a keeping-up loop found held unread
+        # that long: the node (or a loop) was stopped then, and every request it held waited as long
+        "stalls_seen": int(delta("isn_scheduler_stalls_seen_total")),
         "cpu_jobs": int(cpu_jobs),
         "cpu_retrieval_us_per_job": round(cpu_retrieval / cpu_jobs * 1e6, 2) if cpu_jobs >= MIN_CPU_JOBS else None,
         "cpu_retrieval_cpu_us_per_job":

@@ -38,6 +38,8 @@ A point or search during which the machine's VM host took STEAL_SHARE or more of
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
 steal-retried-<config>.json) are not judged; how many there were is reported beside the configuration.
+A point during which the node's loops saw a stall (node_sheds' stalls_seen: 15 ms or more stopped) is judged
+all the same, and its failures say how many there were.
 """
 import argparse
 import glob
@@ -120,6 +122,17 @@ def steal_note(row):
     return " (the VM's host took %.1f%% of the machine's CPU time)" % (100 * steal)
 
 
+def stall_note(row):
+    """' (the node stalled: ...)' when its loops saw a stall during the row (node_sheds' stalls_seen): a poll that
+    blocked 15 ms or more past its timeout, or a request a keeping-up loop found held unread that long. Every
+    request the node held then waited as long, refusals too; a VM's host that takes one CPU for that long is
+    too little of the machine's CPU time for steal_note to name."""
+    stalls = row.get("stalls_seen")
+    if not stalls:
+        return ""
+    return " (the node stalled: its loops saw %d stall%s of 15 ms or more)" % (stalls, "" if stalls == 1 else "s")
+
+
 def job_measure(rows):
     """Which per-job time of the CPU's first stage measures the machine for these rows: the worker's CPU time where
     every row that has a per-job time has it (a node that samples it), else the wall time (older nodes). The wall
@@ -183,7 +196,7 @@ def must_show_1(curves, deadlines, set_aside):
         deadline = deadlines.get(config, 50.0)
         measure = job_measure(rows)
         reference = fastest_overloaded(rows, measure)
-        notes = lambda row: generator_note(row) + steal_note(row) + machine_note(row, reference, measure)
+        notes = lambda row: generator_note(row) + steal_note(row) + stall_note(row) + machine_note(row, reference, measure)
         cells, failures, generator_limited = {}, [], 0
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]
@@ -196,7 +209,7 @@ def must_show_1(curves, deadlines, set_aside):
                              "answered_p99_ms_max": p99, "shed_p99_ms_max": shed_p99,
                              "not_sent_max": max(r.get("not_sent", 0) for r in at)}
             # a lag or a share of 0 is measured; a CPU job's time of 0 is not (a node with no CPU work to time)
-            for key in ("send_lag_p99_ms", "vm_steal_share", "shed_from_send_p99_ms"):
+            for key in ("send_lag_p99_ms", "vm_steal_share", "shed_from_send_p99_ms", "stalls_seen"):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key) is not None), default=None)
             for key in ("cpu_retrieval_us_per_job", "cpu_retrieval_cpu_us_per_job", "cpu_retrieval_wall_over_cpu"):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key)), default=None)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/node_sheds.py: what the node's refusals and loop iterations did between two /metrics scrapes,
 # from written scrapes (no load is run): the refusals' share within 1 ms and the bucket holding their p99,
-# where they were refused, the loop iterations over 1 ms, the loops' wait for a CPU summed over the loops, and the
-# CPU's first stage per job (none from too few jobs);
+# where they were refused, the loop iterations over 1 ms, the loops' wait for a CPU summed over the loops, the
+# stalls they saw, and the CPU's first stage per job (none from too few jobs);
 # a run with no refusal says so (null), not 0%.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-node-sheds.XXXXXX")
@@ -43,7 +43,11 @@ sampled() { printf 'isn_search_retrieval_sampled_jobs_total %s\nisn_search_retri
 cp "$work/before" "$work/before-unsampled"
 sampled "$work/before" 50 0.005 0.004
 sampled "$work/after" 300 0.030 0.024
+# the loops saw 3 stalls before and 5 after
+printf 'isn_scheduler_stalls_seen_total 3\n' >>"$work/before"
+printf 'isn_scheduler_stalls_seen_total 5\n' >>"$work/after"
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
+expect "stalls seen" "$(field stalls_seen <<<"$out")" 2
 expect "refusals" "$(field node_shed <<<"$out")" 1000
 expect "share within 1 ms" "$(field node_shed_within_1ms_share <<<"$out")" 0.98
 expect "p99's bucket" "$(field node_shed_p99_ms_at_most <<<"$out")" 2.5
