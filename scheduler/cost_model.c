@@ -153,11 +153,30 @@ static double predict_from(const isn_cost_device_model *m, isn_device_kind devic
     return ns_of_log(device, features, model_log + m->bias);
 }
 
-double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features) {
+/* x: the features' vector, computed on first need (*have_x): a job whose signature the memo holds needs none. */
+static double predict_device(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
+                             double x[ISN_COST_FEATURES], bool *have_x) {
     const isn_cost_device_model *m = &model->device[device];
-    double x[ISN_COST_FEATURES];
-    isn_cost_features(features, x);
+    if (memo_hit(m, features)) return predict_from(m, device, features, 0.0);
+    if (!*have_x) {
+        isn_cost_features(features, x);
+        *have_x = true;
+    }
     return predict_from(m, device, features, clamp_log(dot(m->w, x) + key_correction(m, features)));
+}
+
+double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features) {
+    double x[ISN_COST_FEATURES];
+    bool have_x = false;
+    return predict_device(model, device, features, x, &have_x);
+}
+
+void isn_cost_predict_all_ns(const isn_cost_model *model, const isn_job_features *features,
+                             double predicted_ns[ISN_DEVICE_KINDS]) {
+    double x[ISN_COST_FEATURES];
+    bool have_x = false;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
+        predicted_ns[d] = predict_device(model, (isn_device_kind)d, features, x, &have_x);
 }
 
 static void step_bias(double *bias, double predicted_ns, double measured_ns) {

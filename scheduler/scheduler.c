@@ -50,10 +50,10 @@ void sched_timespec_at(uint64_t ns, struct timespec *ts) {
 
 void sched_predict(isn_scheduler *s, isn_job *job) {
     pthread_rwlock_rdlock(&s->model_lock);
-    for (int d = 0; d < ISN_DEVICE_KINDS; d++)
-        job->predicted_ns[d] = isn_cost_predict_ns(&s->model, (isn_device_kind)d, &job->features) +
-                               (job->second_stage_ns > 0 ? job->second_stage_ns : 0.0);
+    isn_cost_predict_all_ns(&s->model, &job->features, job->predicted_ns);
     pthread_rwlock_unlock(&s->model_lock);
+    double second_stage = job->second_stage_ns > 0 ? job->second_stage_ns : 0.0;
+    for (int d = 0; d < ISN_DEVICE_KINDS; d++) job->predicted_ns[d] += second_stage;
     job->predicted = true;
 }
 
@@ -90,9 +90,9 @@ void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_
     atomic_store(&s->learn_after_ns[device], end + (uint64_t)(SCHED_LEARN_SPACING * (double)(end - start)));
 }
 
-double sched_scale(isn_scheduler *s, isn_device_kind device) {
+double sched_scale(isn_scheduler *s, isn_device_kind device, uint64_t now_ns) {
     return isn_scale_relaxed(atomic_load_explicit(&s->scale[device], memory_order_relaxed),
-                             atomic_load_explicit(&s->learned_ns[device], memory_order_relaxed), isn_now_ns());
+                             atomic_load_explicit(&s->learned_ns[device], memory_order_relaxed), now_ns);
 }
 
 void sched_finish_on(isn_scheduler *s, isn_job *job, isn_job_outcome outcome, void *worker_state) {

@@ -139,6 +139,9 @@ struct isn_cost_model {
 void isn_cost_model_init(isn_cost_model *model);
 void isn_cost_features(const isn_job_features *features, double x[ISN_COST_FEATURES]);
 double isn_cost_predict_ns(const isn_cost_model *model, isn_device_kind device, const isn_job_features *features);
+/* Every device's prediction, the features' vector (a few dozen logarithms) computed once for all of them. */
+void isn_cost_predict_all_ns(const isn_cost_model *model, const isn_job_features *features,
+                             double predicted_ns[ISN_DEVICE_KINDS]);
 /* Learns one measured time; counts its error first (against the prediction before learning). */
 void isn_cost_learn(isn_cost_model *model, isn_device_kind device, const isn_job_features *features,
                     double measured_ns);
@@ -672,8 +675,9 @@ bool sched_learn_claim(isn_scheduler *s, isn_device_kind device, uint64_t now_ns
  * predictions queued behind them. */
 void sched_learn_spaced(isn_scheduler *s, isn_device_kind device, const isn_job_features *features, double cost_ns,
                         double wall_ns, double predicted_ns);
-/* Measured over predicted service lately (1 before any), clamped to [0.5, 8]. */
-double sched_scale(isn_scheduler *s, isn_device_kind device);
+/* Measured over predicted service lately (1 before any), clamped to [0.5, 8], as it stands at now_ns (the
+ * caller's clock reading: a loop checks every request, and each reading costs it). */
+double sched_scale(isn_scheduler *s, isn_device_kind device, uint64_t now_ns);
 /* Wakes one idle worker, or all; with or without the lock held (sched_idle_wake). */
 void sched_wake_idle_workers(isn_scheduler *s, bool all);
 /* Under prepare_lock: the staged requests (prepare_staged) into prepare_queue, in their order of

@@ -192,9 +192,10 @@ static bool codel_refuses_arrival(isn_scheduler *s, uint64_t received_ns, double
  * which gets the view it decides on), and by routing at most every SCHED_PUBLISH_EVERY_NS. Every loop
  * reads them at each request; written at each job's routing, their lines left the loops' caches faster
  * than a loop read them, and each read waited for the writer's core. */
-static void publish_waits(isn_scheduler *s, const double *wait, sched_arrival_view *fresh) {
-    uint64_t now = isn_now_ns(), last = atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed);
-    if (!fresh && now >= last && now - last < SCHED_PUBLISH_EVERY_NS) return;
+static void publish_waits(isn_scheduler *s, uint64_t now, const double *wait, sched_arrival_view *fresh) {
+    /* now is the caller's reading, taken before its lock: one taken later may have published already */
+    uint64_t last = atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed);
+    if (!fresh && (now < last || now - last < SCHED_PUBLISH_EVERY_NS)) return;
     sched_arrival_view own, *view = fresh ? fresh : &own;
     arrival_view_of(s, wait, view);
     atomic_store_explicit(&s->arrival_cpu_done_ns, view->cpu_done, memory_order_relaxed);
@@ -205,7 +206,7 @@ static void publish_waits(isn_scheduler *s, const double *wait, sched_arrival_vi
     atomic_store_explicit(&s->arrival_preparing_ns, view->preparing, memory_order_relaxed);
     for (int d = 0; d < ISN_DEVICE_KINDS; d++)
         atomic_store_explicit(&s->published_wait_ns[d], wait[d], memory_order_relaxed);
-    atomic_store_explicit(&s->waits_published_at_ns, now, memory_order_relaxed);
+    if (now > last) atomic_store_explicit(&s->waits_published_at_ns, now, memory_order_relaxed);
 }
 
 /* The arrival view publish_waits stored last. */
@@ -249,14 +250,14 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     uint32_t gpus = sched_available_gpus(s, now);
     if (!gpus) {
         wait[ISN_DEVICE_GPU] = INFINITY;
-        publish_waits(s, wait, view);
+        publish_waits(s, now, wait, view);
         return;
     }
     double model_gpu = scale[ISN_DEVICE_GPU] * sched_gpu_ahead_ns(s, true) / gpus;
     double measured_gpu = isn_service_meter_wait_ns(
         &s->meter[ISN_DEVICE_GPU], (double)gpu_queued(s) + s->gpu_held_jobs + s->gpu_inflight_jobs, gpus);
     wait[ISN_DEVICE_GPU] = isn_admission_wait_ns(model_gpu, measured_gpu, 0.0);
-    publish_waits(s, wait, view);
+    publish_waits(s, now, wait, view);
 }
 
 static double admit_fraction(const isn_scheduler *s) {
@@ -375,7 +376,7 @@ isn_submit_result sched_admit_prepared(isn_scheduler *s, isn_job *job, double pr
     /* preparation predicted it already unless the features changed since (the probe) */
     if (!job->predicted) sched_predict(s, job);
     job->predicted = false;
-    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU, now), sched_scale(s, ISN_DEVICE_GPU, now)};
 
     pthread_mutex_lock(&s->lock);
     /* the normal queue's wait counts normal preparations; a large request's is not one of them */
@@ -538,7 +539,7 @@ bool sched_gpu_clearly_wins(isn_scheduler *s, isn_job *job) {
     uint64_t now = isn_now_ns();
     if (!sched_available_gpus(s, now)) return false;
     sched_predict(s, job);
-    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU, now), sched_scale(s, ISN_DEVICE_GPU, now)};
     isn_route_input in;
     bool already_dead;
     /* Only whether to probe hangs on this: the last admission's waits do while they are fresh (as in
@@ -561,7 +562,7 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     if (!deadline_ns) return true;
     uint64_t now = isn_now_ns();
     note_resume_if_stalled(s, received_ns, now, reader_keeps_up);
-    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU), sched_scale(s, ISN_DEVICE_GPU)};
+    double scale[ISN_DEVICE_KINDS] = {sched_scale(s, ISN_DEVICE_CPU, now), sched_scale(s, ISN_DEVICE_GPU, now)};
     pthread_mutex_lock(&s->lock);
     bool ok = may_admit_locked(s, received_ns, deadline_ns, now, scale, reader_keeps_up);
     pthread_mutex_unlock(&s->lock);

@@ -804,7 +804,7 @@ static void gpu_scale_learns_the_batch_error(void **state) {
         assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
         harness_wait(&h, &h.completed, i + 1); /* one job a batch */
     }
-    double scale = sched_scale(s, ISN_DEVICE_GPU);
+    double scale = sched_scale(s, ISN_DEVICE_GPU, isn_now_ns());
     print_message("GPU scale after 20 batches: %.2f\n", scale);
     assert_true(scale < 4.0);
     isn_job_features f = jobs[0].job.features;

@@ -318,6 +318,39 @@ static void cost_model_remembers_repeated_queries(void **state) {
     assert_true(fabs(isn_cost_predict_ns(&loaded, ISN_DEVICE_CPU, &unseen) - u) < 1e-3 * u);
 }
 
+/* Every device's prediction at once (what admission asks for each job) equals each device's alone, whether the
+ * memo answers for one device, for none or for a query with no signature: the features' vector they share is
+ * computed once, and only where a device needs it. */
+static void cost_model_predicts_every_device_as_each_alone(void **state) {
+    (void)state;
+    isn_cost_model model;
+    isn_cost_model_init(&model);
+    isn_job_features remembered = {.num_terms = 2, .shortest = 700, .second_shortest = 5000, .longest = 5000,
+                                   .total = 5700, .essential = 5700, .expected_postings = 5700, .blocks = 50, .k = 10,
+                                   .signature = 0x1234567890abcdefull};
+    isn_job_features unseen = remembered, unsigned_query = remembered;
+    unseen.signature = 0x0f0f0f0f0f0f0f0full;
+    unsigned_query.signature = 0;
+    for (int i = 0; i < 30; i++) {
+        isn_cost_learn(&model, ISN_DEVICE_CPU, &remembered, 90e3); /* the CPU's memo holds it, the GPU's does not */
+        isn_job_features other = random_features();
+        isn_cost_learn(&model, ISN_DEVICE_GPU, &other, synthetic_ns(&other) / 20);
+    }
+    const isn_job_features *queries[] = {&remembered, &unseen, &unsigned_query};
+    for (size_t q = 0; q < sizeof queries / sizeof queries[0]; q++) {
+        double all[ISN_DEVICE_KINDS];
+        isn_cost_predict_all_ns(&model, queries[q], all);
+        for (int d = 0; d < ISN_DEVICE_KINDS; d++) {
+            double alone = isn_cost_predict_ns(&model, (isn_device_kind)d, queries[q]);
+            if (all[d] != alone) fail_msg("query %zu, device %d: %.3f ns together, %.3f ns alone", q, d, all[d], alone);
+        }
+    }
+    /* the memo answered the CPU for the remembered query, the weights the GPU */
+    double all[ISN_DEVICE_KINDS];
+    isn_cost_predict_all_ns(&model, &remembered, all);
+    assert_true(fabs(all[ISN_DEVICE_CPU] - 90e3) < 9e3);
+}
+
 /* Seeded from the simulator's latency model, the GPU side predicts it from the start. */
 static void cost_model_seeds_from_a_latency_model(void **state) {
     (void)state;
@@ -402,6 +435,7 @@ int main(void) {
         cmocka_unit_test_setup(cost_model_converges_on_synthetic_times, seed_random),
         cmocka_unit_test_setup(cost_model_learns_per_term_corrections, seed_random),
         cmocka_unit_test_setup(cost_model_remembers_repeated_queries, seed_random),
+        cmocka_unit_test_setup(cost_model_predicts_every_device_as_each_alone, seed_random),
         cmocka_unit_test_setup(cost_model_seeds_from_a_latency_model, seed_random),
         cmocka_unit_test_setup(batch_cost_separates_fixed_part_from_jobs, seed_random),
     };
