@@ -4,7 +4,8 @@
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
-# may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal),
+# may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal), how
+# long isnd's cgroup CPU quotas stopped it meanwhile (cgroup_throttled_ms, bench/cgroup_throttle.py),
 # and the node's own view of its refusals (bench/node_sheds.py: time
 # from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU), of its
 # loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and of its CPU's first stage per job
@@ -89,6 +90,8 @@ cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev
 # reached STEAL_MAX with a retry left.
 steal_between() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
   if (y[2] > x[2]) printf "%.4f", (y[1] - x[1]) / (y[2] - x[2]) }'; }
+# How long isnd's cgroup quotas have stopped it so far, in ns (empty where no cgroup keeps the count).
+throttled_ns() { python3 "$(dirname "$0")/cgroup_throttle.py" "$pid" 2>/dev/null || true; }
 retry_for_steal() { [ "$2" -le "${STEAL_RETRIES:-0}" ] && [ -n "$1" ] && awk -v s="$1" -v m="${STEAL_MAX:-0.01}" 'BEGIN { exit !(s >= m) }'; }
 : >"$OUT/steal-retried-$name.json"
 for repeat in $(seq 1 "$REPEATS"); do
@@ -97,17 +100,20 @@ for repeat in $(seq 1 "$REPEATS"); do
     point="$OUT/point-$name-$repeat-$m"
     for attempt in $(seq 1 $((${STEAL_RETRIES:-0} + 1))); do
       scrape >"$point.before.prom"
-      ticks_before=$(cpu_ticks)
+      ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns)
       "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
         --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
         --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
-      ticks_after=$(cpu_ticks)
+      ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns)
       scrape >"$point.after.prom"
       python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
       steal=$(steal_between "$ticks_before" "$ticks_after")
       rows_to=$json
       retry_for_steal "$steal" "$attempt" && rows_to="$OUT/steal-retried-$name.json"
-      python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" >>"$rows_to" <<'EOF'
+      throttled_ms=$([ -n "$throttled_before" ] && [ -n "$throttled_after" ] &&
+        awk -v a="$throttled_before" -v b="$throttled_after" 'BEGIN { printf "%.3f", (b - a) / 1e6 }' || true)
+      python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" "$throttled_ms" \
+        >>"$rows_to" <<'EOF'
 import json, sys
 p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -126,7 +132,8 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "send_lag_p50_ms": p["send_lag_us"]["p50"] / 1000, "send_lag_p99_ms": p["send_lag_us"]["p99"] / 1000,
        "send_lag_max_ms": p["send_lag_us"]["max"] / 1000,
        "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
-       "generator_busy": p.get("generator_busy"), "vm_steal_share": steal, "attempt": int(sys.argv[8])}
+       "generator_busy": p.get("generator_busy"), "vm_steal_share": steal, "attempt": int(sys.argv[8]),
+       "cgroup_throttled_ms": float(sys.argv[9]) if sys.argv[9] else None}
 row.update(node)
 print(json.dumps(row))
 EOF

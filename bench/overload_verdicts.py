@@ -38,8 +38,8 @@ A point or search during which the machine's VM host took STEAL_SHARE or more of
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
 node, was slow then. Runs of a point that overload_curve.sh set aside for the steal during them (STEAL_RETRIES:
 steal-retried-<config>.json) are not judged; how many there were is reported beside the configuration.
-A point during which the node's loops saw a stall (node_sheds' stalls_seen: 15 ms or more stopped) is judged
-all the same, and its failures say how many there were.
+A point during which the node's loops saw a stall (node_sheds' stalls_seen: 15 ms or more stopped), or its
+cgroup's CPU quota stopped it (cgroup_throttled_ms), is judged all the same, and its failures say so.
 """
 import argparse
 import glob
@@ -133,6 +133,16 @@ def stall_note(row):
     return " (the node stalled: its loops saw %d stall%s of 15 ms or more)" % (stalls, "" if stalls == 1 else "s")
 
 
+def throttle_note(row):
+    """' (the node's cgroup CPU quota stopped it ...)' when it did during the row (overload_curve.sh's
+    cgroup_throttled_ms, bench/cgroup_throttle.py): a throttled cgroup runs none of its threads until the next
+    period, on every CPU at once, which the machine's steal does not show."""
+    throttled = row.get("cgroup_throttled_ms")
+    if not throttled:
+        return ""
+    return " (the node's cgroup CPU quota stopped it for %.1f ms)" % throttled
+
+
 def job_measure(rows):
     """Which per-job time of the CPU's first stage measures the machine for these rows: the worker's CPU time where
     every row that has a per-job time has it (a node that samples it), else the wall time (older nodes). The wall
@@ -196,7 +206,8 @@ def must_show_1(curves, deadlines, set_aside):
         deadline = deadlines.get(config, 50.0)
         measure = job_measure(rows)
         reference = fastest_overloaded(rows, measure)
-        notes = lambda row: generator_note(row) + steal_note(row) + stall_note(row) + machine_note(row, reference, measure)
+        notes = lambda row: (generator_note(row) + steal_note(row) + stall_note(row) + throttle_note(row) +
+                             machine_note(row, reference, measure))
         cells, failures, generator_limited = {}, [], 0
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]
@@ -209,7 +220,8 @@ def must_show_1(curves, deadlines, set_aside):
                              "answered_p99_ms_max": p99, "shed_p99_ms_max": shed_p99,
                              "not_sent_max": max(r.get("not_sent", 0) for r in at)}
             # a lag or a share of 0 is measured; a CPU job's time of 0 is not (a node with no CPU work to time)
-            for key in ("send_lag_p99_ms", "vm_steal_share", "shed_from_send_p99_ms", "stalls_seen"):
+            for key in ("send_lag_p99_ms", "vm_steal_share", "shed_from_send_p99_ms", "stalls_seen",
+                        "cgroup_throttled_ms"):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key) is not None), default=None)
             for key in ("cpu_retrieval_us_per_job", "cpu_retrieval_cpu_us_per_job", "cpu_retrieval_wall_over_cpu"):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key)), default=None)

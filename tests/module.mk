@@ -32,6 +32,8 @@ TESTS += tests/unit/monitoring_test.sh
 TESTS += tests/unit/overload_verdicts_test.sh
 # bench/node_sheds.py reads the node's refusals and loop iterations from two /metrics scrapes (written inputs).
 TESTS += tests/unit/node_sheds_test.sh
+# bench/cgroup_throttle.py reads how long a process's cgroup CPU quotas stopped it (written /proc and cgroup trees).
+TESTS += tests/unit/cgroup_throttle_test.sh
 # bench/shed_episodes.py cuts an overload_profile.py timeline into refusal episodes (a written profile).
 TESTS += tests/unit/shed_episodes_test.sh
 # tools/isn-cluster.sh: cluster.json with every isnd's stats endpoint, isn-agg's start line, Hit.partition.

@@ -3,7 +3,8 @@
 # words them: written inputs (no load is run) where each rule holds, then each broken in turn: a repeat
 # under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
 # lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), a
-# failure during which the node's loops saw stalls (named, with how many), a
+# failure during which the node's loops saw stalls (named, with how many) or its cgroup's quota stopped it (named,
+# with how long), a
 # failure while the node's own CPU work ran slower than at the curve's fastest overloaded point (named, with how
 # much), runs set aside for that steal (counted, not judged), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
@@ -82,6 +83,15 @@ expect "a stall is no excuse" "$(verdict must_show_1 cpu <<<"$report")" "not met
 curve "$work/unstalled" cpu "$(point cpu 2 2.0 950 30.0 100 1.2 | sed 's/}$/, "stalls_seen": 0}/')"
 failures=$(judge "$work/unstalled" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "no stall not named" "$failures" "2x: shed p99 1.20 ms"
+# a point during which the node's cgroup quota stopped it says for how long; 0 or unknown, nothing
+curve "$work/throttled" cpu "$(point cpu 2 2.0 950 30.0 100 2.5 | sed 's/}$/, "cgroup_throttled_ms": 42.5}/')"
+report=$(judge "$work/throttled")
+failures=$(python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))' <<<"$report")
+expect "throttling named" "$failures" "2x: shed p99 2.50 ms (the node's cgroup CPU quota stopped it for 42.5 ms)"
+expect "throttling in the cell" "$(python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["points"]["2.0"]["cgroup_throttled_ms_max"])' <<<"$report")" 42.5
+curve "$work/unthrottled" cpu "$(point cpu 2 2.0 950 30.0 100 1.2 | sed 's/}$/, "cgroup_throttled_ms": 0.0}/')"
+failures=$(judge "$work/unthrottled" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
+expect "no throttling not named" "$failures" "2x: shed p99 1.20 ms"
 # a point whose node took longer a CPU job than at the curve's fastest overloaded point says the machine was that
 # much slower; under 5%, or with no point carrying the measure, it says nothing; points under 1.25x are no reference
 with_cpu_job() { # file us: every point without the measure gets it
