@@ -73,25 +73,23 @@ expect "steal named" "$failures" "2x: on time 0.850 of 1x (the VM's host took 5.
 curve "$work/little-stolen" cpu "$(point cpu 2 2.0 850 30.0 100 0.8 | sed 's/}$/, "vm_steal_share": 0.002}/')"
 failures=$(judge "$work/little-stolen" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
 expect "little steal not named" "$failures" "2x: on time 0.850 of 1x"
-# a point during which the node's loops saw stalls says how many; none, nothing
-curve "$work/stalled" cpu "$(point cpu 2 2.0 950 30.0 100 3.7 | sed 's/}$/, "stalls_seen": 3}/')"
-report=$(judge "$work/stalled")
-failures=$(python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))' <<<"$report")
-expect "stalls named" "$failures" "2x: shed p99 3.70 ms (the node stalled: its loops saw 3 stalls of 15 ms or more)"
-expect "stalls in the cell" "$(python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["points"]["2.0"]["stalls_seen_max"])' <<<"$report")" 3
+# a point during which the node's loops saw stalls says how many, one during which its cgroup's quota stopped it says
+# for how long; each keeps its maximum in the cell and is judged all the same; none, nothing
+with_field() { # folder field value shed_p99: a curve whose 2x point of repeat 2 carries field=value
+  curve "$work/$1" cpu "$(point cpu 2 2.0 950 30.0 100 "$4" | sed "s/}\$/, \"$2\": $3}/")"
+  judge "$work/$1"
+}
+failures_of() { python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))'; }
+cell_max() { python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["points"]["2.0"][sys.argv[1] + "_max"])' "$1"; }
+report=$(with_field stalled stalls_seen 3 3.7)
+expect "stalls named" "$(failures_of <<<"$report")" "2x: shed p99 3.70 ms (the node stalled: its loops saw 3 stalls of 15 ms or more)"
+expect "stalls in the cell" "$(cell_max stalls_seen <<<"$report")" 3
 expect "a stall is no excuse" "$(verdict must_show_1 cpu <<<"$report")" "not met"
-curve "$work/unstalled" cpu "$(point cpu 2 2.0 950 30.0 100 1.2 | sed 's/}$/, "stalls_seen": 0}/')"
-failures=$(judge "$work/unstalled" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
-expect "no stall not named" "$failures" "2x: shed p99 1.20 ms"
-# a point during which the node's cgroup quota stopped it says for how long; 0 or unknown, nothing
-curve "$work/throttled" cpu "$(point cpu 2 2.0 950 30.0 100 2.5 | sed 's/}$/, "cgroup_throttled_ms": 42.5}/')"
-report=$(judge "$work/throttled")
-failures=$(python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))' <<<"$report")
-expect "throttling named" "$failures" "2x: shed p99 2.50 ms (the node's cgroup CPU quota stopped it for 42.5 ms)"
-expect "throttling in the cell" "$(python3 -c 'import json, sys; print(json.load(sys.stdin)["must_show_1"]["cpu"]["points"]["2.0"]["cgroup_throttled_ms_max"])' <<<"$report")" 42.5
-curve "$work/unthrottled" cpu "$(point cpu 2 2.0 950 30.0 100 1.2 | sed 's/}$/, "cgroup_throttled_ms": 0.0}/')"
-failures=$(judge "$work/unthrottled" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))')
-expect "no throttling not named" "$failures" "2x: shed p99 1.20 ms"
+expect "no stall not named" "$(with_field unstalled stalls_seen 0 1.2 | failures_of)" "2x: shed p99 1.20 ms"
+report=$(with_field throttled cgroup_throttled_ms 42.5 2.5)
+expect "throttling named" "$(failures_of <<<"$report")" "2x: shed p99 2.50 ms (the node's cgroup CPU quota stopped it for 42.5 ms)"
+expect "throttling in the cell" "$(cell_max cgroup_throttled_ms <<<"$report")" 42.5
+expect "no throttling not named" "$(with_field unthrottled cgroup_throttled_ms 0.0 1.2 | failures_of)" "2x: shed p99 1.20 ms"
 # a point whose node took longer a CPU job than at the curve's fastest overloaded point says the machine was that
 # much slower; under 5%, or with no point carrying the measure, it says nothing; points under 1.25x are no reference
 with_cpu_job() { # file us: every point without the measure gets it

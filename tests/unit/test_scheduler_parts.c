@@ -288,13 +288,18 @@ static void cost_model_learns_per_term_corrections(void **state) {
  * documents' co-occurrence differ): the weights can only predict between them; the memo predicts
  * each repeated query from its own times, and survives a save. A query never seen, or one without a
  * signature, is predicted by the weights. */
+/* A three-term query with a signature, as the memo keeps them. */
+static isn_job_features signed_query(void) {
+    return (isn_job_features){.num_terms = 3, .shortest = 800, .second_shortest = 4000, .longest = 9000,
+                              .total = 13800, .essential = 13800, .expected_postings = 13800, .blocks = 110, .k = 10,
+                              .signature = 0x1234567890abcdefull};
+}
+
 static void cost_model_remembers_repeated_queries(void **state) {
     (void)state;
     isn_cost_model model;
     isn_cost_model_init(&model);
-    isn_job_features fast = {.num_terms = 3, .shortest = 800, .second_shortest = 4000, .longest = 9000,
-                             .total = 13800, .essential = 13800, .expected_postings = 13800, .blocks = 110, .k = 10,
-                             .signature = 0x1234567890abcdefull};
+    isn_job_features fast = signed_query();
     isn_job_features slow = fast, unseen = fast, unsigned_query = fast;
     slow.signature = 0xfedcba0987654321ull;
     unseen.signature = 0x0f0f0f0f0f0f0f0full;
@@ -325,10 +330,7 @@ static void cost_model_predicts_every_device_as_each_alone(void **state) {
     (void)state;
     isn_cost_model model;
     isn_cost_model_init(&model);
-    isn_job_features remembered = {.num_terms = 2, .shortest = 700, .second_shortest = 5000, .longest = 5000,
-                                   .total = 5700, .essential = 5700, .expected_postings = 5700, .blocks = 50, .k = 10,
-                                   .signature = 0x1234567890abcdefull};
-    isn_job_features unseen = remembered, unsigned_query = remembered;
+    isn_job_features remembered = signed_query(), unseen = remembered, unsigned_query = remembered;
     unseen.signature = 0x0f0f0f0f0f0f0f0full;
     unsigned_query.signature = 0;
     for (int i = 0; i < 30; i++) {
