@@ -76,7 +76,7 @@ def load(folders):
                 sustained.setdefault(run["label"], []).append(
                     {"rate": run["sustained"]["rate"], "at_ceiling": bool(run["sustained"].get("at_ceiling")),
                      "core_ns_per_step": core_ns_per_step(run), "searches_together": run.get("searches", 1),
-                     "vm_steal_share": run.get("vm_steal_share")})
+                     "vm_steal_share": run.get("vm_steal_share"), "cgroup_throttled_ms": run.get("cgroup_throttled_ms")})
         for path in sorted(glob.glob(os.path.join(folder, "**", "spike.txt"), recursive=True)):
             spikes += json_lines(path)
     return curves, sustained, spikes, set_aside
@@ -284,7 +284,8 @@ def must_show_3(sustained, floors):
         # how many searches took turns with each (isn-bench --searches): said, so that a pair measured side by
         # side is not read as two measured minutes apart
         r = {"rates": rates, "spread": round(spread, 4), "searches_together": [run["searches_together"] for run in runs],
-             "vm_steal_share": [run["vm_steal_share"] for run in runs]}
+             "vm_steal_share": [run["vm_steal_share"] for run in runs],
+             "cgroup_throttled_ms": [run["cgroup_throttled_ms"] for run in runs]}
         speeds = [run["core_ns_per_step"] for run in runs]
         if all(speeds):
             # The rates as if every search had run on a core as fast as the fastest one's: this explains a
@@ -302,6 +303,9 @@ def must_show_3(sustained, floors):
             if stolen:
                 why += "; the VM's host took %s of the machine's CPU time during them" % ", ".join(
                     "%.1f%%" % (100 * (run["vm_steal_share"] or 0)) for run in runs)
+            if any(throttle_note(run) for run in runs):
+                why += "; the node's cgroup CPU quota stopped it for %s ms during them" % ", ".join(
+                    "%.1f" % (run["cgroup_throttled_ms"] or 0) for run in runs)
             failures.append("runs %.1f%% apart%s" % (100 * spread, why))
         if config in floors and min(rates) < floors[config]:
             failures.append("lowest %.0f under the floor %.0f" % (min(rates), floors[config]))

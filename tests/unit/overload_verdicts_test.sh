@@ -195,6 +195,12 @@ printf '{"label": "gpu_all", "sustained": {"rate": 256227}, "vm_steal_share": 0.
   >"$work/stolen-search/sustained.json"
 expect "a spread with steal named" "$(judge "$work/stolen-search" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_3"]["gpu_all"]["failures"]))')" \
   "runs 24.2% apart; the VM's host took 3.1%, 0.0% of the machine's CPU time during them"
+# and searches during which isnd's cgroup quota stopped it: a spread says for how long
+mkdir -p "$work/throttled-search"
+printf '{"label": "gpu_all", "sustained": {"rate": 256227}, "cgroup_throttled_ms": 180.0}\n{"label": "gpu_all", "sustained": {"rate": 318198}, "cgroup_throttled_ms": 0.0}\n' \
+  >"$work/throttled-search/sustained.json"
+expect "a spread with throttling named" "$(judge "$work/throttled-search" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_3"]["gpu_all"]["failures"]))')" \
+  "runs 24.2% apart; the node's cgroup CPU quota stopped it for 180.0, 0.0 ms during them"
 printf '{"label": "cpu", "sustained": {"rate": 56000}}\n' >>"$work/speeds/sustained.json"
 # a search that stopped at the ceiling it was given found a lower bound: not measured, and said why
 mkdir -p "$work/ceiling"
