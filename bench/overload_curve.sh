@@ -29,6 +29,8 @@
 set -euo pipefail
 # shellcheck source=bench/isnd_ready.sh
 . "$(dirname "$0")/isnd_ready.sh"
+# shellcheck source=bench/machine_share.sh
+. "$(dirname "$0")/machine_share.sh"
 plot=0
 if [ "${1:-}" = --plot ]; then plot=1; shift; fi
 [ $# -ge 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
@@ -82,16 +84,9 @@ fi
 # the node (bench/node_sheds.py) beside the client's view of it. (Python rather than curl: the GPU
 # machine has no curl.)
 scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "http://$stats/metrics"; }
-# The machine's steal and total CPU ticks (/proc/stat): a VM whose host took its CPUs during a point slows the
-# node and the generator alike, and the row says how much (vm_steal_share), so that such a point is read as
-# the machine's, not the node's. Empty where there is no /proc/stat.
-cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
-# The share of the CPU time the host took between two cpu_ticks readings (empty when unknown), and whether it
-# reached STEAL_MAX with a retry left.
-steal_between() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-  if (y[2] > x[2]) printf "%.4f", (y[1] - x[1]) / (y[2] - x[2]) }'; }
-# How long isnd's cgroup quotas have stopped it so far, in ns (empty where no cgroup keeps the count).
-throttled_ns() { python3 "$(dirname "$0")/cgroup_throttle.py" "$pid" 2>/dev/null || true; }
+# A VM whose host took its CPUs during a point slows the node and the generator alike, and the row says how much
+# (vm_steal_share; how long isnd's cgroup quota stopped it, cgroup_throttled_ms): machine_share.sh. Whether a
+# point's steal reached STEAL_MAX with a retry left:
 retry_for_steal() { [ "$2" -le "${STEAL_RETRIES:-0}" ] && [ -n "$1" ] && awk -v s="$1" -v m="${STEAL_MAX:-0.01}" 'BEGIN { exit !(s >= m) }'; }
 : >"$OUT/steal-retried-$name.json"
 for repeat in $(seq 1 "$REPEATS"); do
@@ -100,18 +95,17 @@ for repeat in $(seq 1 "$REPEATS"); do
     point="$OUT/point-$name-$repeat-$m"
     for attempt in $(seq 1 $((${STEAL_RETRIES:-0} + 1))); do
       scrape >"$point.before.prom"
-      ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns)
+      ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns "$pid")
       "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
         --duration "$DURATION" --warmup "$WARMUP" --deadline-ms "$DEADLINE_MS" -k "$K" --threads "$BENCH_THREADS" \
         --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
-      ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns)
+      ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns "$pid")
       scrape >"$point.after.prom"
       python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
       steal=$(steal_between "$ticks_before" "$ticks_after")
       rows_to=$json
       retry_for_steal "$steal" "$attempt" && rows_to="$OUT/steal-retried-$name.json"
-      throttled_ms=$([ -n "$throttled_before" ] && [ -n "$throttled_after" ] &&
-        awk -v a="$throttled_before" -v b="$throttled_after" 'BEGIN { printf "%.3f", (b - a) / 1e6 }' || true)
+      throttled_ms=$(throttled_ms_between "$throttled_before" "$throttled_after")
       python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" "$throttled_ms" \
         >>"$rows_to" <<'EOF'
 import json, sys

@@ -128,25 +128,19 @@ core_speed() {
   [ -n "$speed_probe" ] && taskset -c "${ISND_CPUS%%[-,]*}" "$speed_probe" --seconds "${SPEED_S:-1}"
 }
 
-# The machine's steal and total CPU ticks (/proc/stat), as bench/overload_curve.sh takes them around a point.
-cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
-# How long isnd's cgroup CPU quotas have stopped it so far, in ns (bench/cgroup_throttle.py; empty where no cgroup
-# keeps the count), as bench/overload_curve.sh takes it around a point.
-throttled_ns() { python3 bench/cgroup_throttle.py "$isnd_pid" 2>/dev/null || true; }
-# search.json, the core's speed before and after, the CPU ticks before and after, isnd's throttled time before and
-# after: each search's JSON line with "core_speed": {before, after}, "vm_steal_share", the share of the machine's
-# CPU time its VM host took while the search ran, and "cgroup_throttled_ms", how long isnd's cgroup quota stopped it
-# meanwhile (searches taking turns share them)
+# What the machine took from a search (bench/machine_share.sh, as bench/overload_curve.sh takes it around a point).
+# shellcheck source=bench/machine_share.sh
+. bench/machine_share.sh
+# search.json, the core's speed before and after, the steal share and the throttled milliseconds over the search
+# (machine_share.sh; empty: unknown): each search's JSON line with "core_speed": {before, after}, "vm_steal_share",
+# the share of the machine's CPU time its VM host took while the search ran, and "cgroup_throttled_ms", how long
+# isnd's cgroup quota stopped it meanwhile (searches taking turns share them)
 with_core_speed() {
   python3 - "$@" <<'PY'
 import json, sys
 speeds = {name: json.loads(text) for name, text in zip(("before", "after"), sys.argv[2:4]) if text.strip()}
-ticks = [list(map(int, t.split())) for t in sys.argv[4:6]]
-steal = None
-if len(ticks) == 2 and all(len(t) == 2 for t in ticks) and ticks[1][1] > ticks[0][1]:
-    steal = round((ticks[1][0] - ticks[0][0]) / (ticks[1][1] - ticks[0][1]), 4)
-throttled = sys.argv[6:8]
-throttled_ms = round((int(throttled[1]) - int(throttled[0])) / 1e6, 3) if len(throttled) == 2 and all(throttled) else None
+steal = float(sys.argv[4]) if sys.argv[4] else None
+throttled_ms = float(sys.argv[5]) if sys.argv[5] else None
 for line in open(sys.argv[1]):
     if not line.strip():
         continue
@@ -200,7 +194,7 @@ for stage in ${STAGES:-sustained}; do
           bin_var=ISND_$c; isnd_bin=${!bin_var:-}
           speed_before=$(core_speed)
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
-          ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns)
+          ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns "$isnd_pid")
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
             --sustained "$max" --deadline-ms "$DEADLINE_MS" -k 10 --duration "${DURATION:-3}" --warmup 1
             --threads 4 --resolution "${RESOLUTION:-0.05}" --label "$c" --searches "${SUSTAINED_SEARCHES:-1}")
@@ -213,12 +207,12 @@ for stage in ${STAGES:-sustained}; do
           else
             "${search[@]}" >"$O/search.json" 2>>"$O/sustained.txt"
           fi
-          ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns)
+          ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns "$isnd_pid")
           tail -1 "$O/sustained.txt"
           stop_isnd
           if [ -s "$O/search.json" ]; then
-            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" "$ticks_before" "$ticks_after" \
-              "$throttled_before" "$throttled_after" >>"$O/sustained.json"
+            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" "$(steal_between "$ticks_before" "$ticks_after")" \
+              "$(throttled_ms_between "$throttled_before" "$throttled_after")" >>"$O/sustained.json"
           else
             echo "overload_device: the sustained search of $c (run $run) gave no result" >&2
           fi

@@ -2,7 +2,8 @@
 # bench/cgroup_throttle.py: the time a process's cgroup quotas stopped it, from written /proc and cgroup trees (no
 # cgroup is made): v2 (throttled_usec, summed from the process's cgroup up to the mount), v1 (the cpu controller's
 # throttled_time in ns, the controllers' mount named by their list), a path that a cgroup namespace hides (the
-# mount's root is the cgroup), and nothing printed where no cgroup keeps the count.
+# mount's root is the cgroup), and nothing printed where no cgroup keeps the count; then bench/machine_share.sh's
+# differences of such readings.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-cgroup-throttle.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -37,4 +38,12 @@ proc bare '0::/box\n'
 mkdir -p "$work/bare/cg/box"
 expect "no cpu.stat" "$(throttled bare)" ""
 expect "no such process" "$(python3 bench/cgroup_throttle.py 43 --proc "$work/v2/proc" --cgroups "$work/v2/cg")" ""
+
+# bench/machine_share.sh, which the benchmarks source: the readings' differences, empty where a reading is
+# (a quota that stopped isnd 2.5 ms; a host that took 2 of 100 ticks)
+. bench/machine_share.sh
+expect "throttled between" "$(throttled_ms_between 1000000 3500000)" 2.500
+expect "throttled unknown" "$(throttled_ms_between "" 3500000)" ""
+expect "steal between" "$(steal_between "1 100" "3 200")" 0.0200
+expect "steal unknown" "$(steal_between "" "")" ""
 echo "cgroup_throttle_test: all cases passed"
